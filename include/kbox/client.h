@@ -1,0 +1,191 @@
+/* kbox/client.h — a client of one running kernel: the five channels, readiness,
+ * execute to completion, stdin, and the other shell and control requests.
+ *
+ * shell, control and stdin are DEALER sockets sharing one routing id (the
+ * client's session id), iopub is SUB subscribed to everything with no
+ * high-water mark, hb is REQ and is recreated after a missed beat.  A client
+ * is not thread-safe; use one per thread.  Every message received is
+ * verified; messages that fail (bad signature, replay, malformed) are
+ * dropped and counted, never acted on. */
+#ifndef KBOX_CLIENT_H
+#define KBOX_CLIENT_H
+
+#include <stdbool.h>
+#include <jansson.h>
+#include <kbox/error.h>
+#include <kbox/conn.h>
+#include <kbox/wire.h>
+#include <kbox/kspec.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kbox_client kbox_client_t;
+
+/* Hooks an owner of the kernel process supplies (see kbox_kernel_connect). */
+typedef struct {
+	/* Interrupt the kernel (e.g. killpg SIGINT). 0 or -1 with ERR.  When
+	 * NULL, interrupts are sent as interrupt_request on control. */
+	int (*interrupt)(void *arg, kbox_error_t *err);
+	/* 1 if the kernel process is alive, 0 if it is gone. NULL → heartbeat only. */
+	int (*alive)(void *arg);
+	void *arg;
+} kbox_client_hooks_t;
+
+/* Connect to the kernel described by CONN (copied).  Connecting does not
+ * wait for the kernel; call kbox_client_wait_ready.  NULL with ERR. */
+kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err);
+
+/* Close the sockets (linger 1 s at most), wipe the key, free SELF. Accepts NULL. */
+void kbox_client_destroy(kbox_client_t **self_p);
+
+void kbox_client_set_hooks(kbox_client_t *self, const kbox_client_hooks_t *hooks);
+
+/* This client's protocol session id (a UUID). Borrowed. */
+const char *kbox_client_session(const kbox_client_t *self);
+
+/* Wait until the kernel answers kernel_info on shell AND its iopub reaches us
+ * (the slow-joiner problem): send kernel_info_request, wait up to 1 s for the
+ * reply, then up to 0.2 s for any iopub message; repeat until TIMEOUT_MS.
+ * Flushes iopub afterwards.  Fails with KBOX_E_DEAD when the alive hook says
+ * the process exited, KBOX_E_TIMEOUT otherwise. */
+int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *err);
+
+/* Content of the last kernel_info_reply (borrowed), or NULL before one arrived. */
+json_t *kbox_client_kernel_info(const kbox_client_t *self);
+
+/* Send one ping on hb and wait up to TIMEOUT_MS for the echo. 0 when it came
+ * back; -1 otherwise (the REQ socket is then recreated). */
+int kbox_client_heartbeat(kbox_client_t *self, int timeout_ms);
+
+/* ---- low level ---- */
+
+/* Sign and send MSG (borrowed) on CHANNEL (shell, control or stdin). */
+int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg_t *msg,
+                     kbox_error_t *err);
+
+/* Receive the next valid message on CHANNEL within TIMEOUT_MS (-1 = forever,
+ * 0 = poll).  Invalid messages are dropped and counted.  NULL with ERR
+ * (KBOX_E_TIMEOUT when nothing valid came). */
+kbox_msg_t *kbox_client_recv(kbox_client_t *self, kbox_channel_t channel, int timeout_ms,
+                             kbox_error_t *err);
+
+/* A new message from this client's session. Takes *CONTENT_P. */
+kbox_msg_t *kbox_client_msg(kbox_client_t *self, const char *msg_type, json_t **content_p);
+
+/* Send a request of MSG_TYPE on CHANNEL (shell or control) and wait up to
+ * TIMEOUT_MS for the reply whose parent is it; other replies are discarded.
+ * Takes *CONTENT_P.  The caller owns the reply.  KBOX_E_TIMEOUT names the
+ * request: "kernel did not answer complete_request within 10 s". */
+kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel,
+                                const char *msg_type, json_t **content_p, int timeout_ms,
+                                kbox_error_t *err);
+
+/* Messages dropped because they failed verification, and why the last one was. */
+unsigned long kbox_client_dropped(const kbox_client_t *self);
+const char *kbox_client_last_drop(const kbox_client_t *self);
+
+/* ---- requests (each returns the reply message, owned by the caller) ---- */
+
+kbox_msg_t *kbox_client_kernel_info_request(kbox_client_t *self, int timeout_ms, kbox_error_t *err);
+/* CURSOR_POS counts Unicode code points; -1 means the end of CODE. */
+kbox_msg_t *kbox_client_complete(kbox_client_t *self, const char *code, int cursor_pos,
+                                 int timeout_ms, kbox_error_t *err);
+kbox_msg_t *kbox_client_inspect(kbox_client_t *self, const char *code, int cursor_pos,
+                                int detail_level, int timeout_ms, kbox_error_t *err);
+kbox_msg_t *kbox_client_is_complete(kbox_client_t *self, const char *code, int timeout_ms,
+                                    kbox_error_t *err);
+/* ARGS (borrowed) is the history_request content, e.g.
+ * {"hist_access_type":"tail","n":10,"output":false,"raw":true}. */
+kbox_msg_t *kbox_client_history(kbox_client_t *self, json_t *args, int timeout_ms,
+                                kbox_error_t *err);
+/* TARGET_NAME may be NULL for all comms. */
+kbox_msg_t *kbox_client_comm_info(kbox_client_t *self, const char *target_name, int timeout_ms,
+                                  kbox_error_t *err);
+/* shutdown_request{restart} on control. */
+kbox_msg_t *kbox_client_shutdown(kbox_client_t *self, bool restart, int timeout_ms,
+                                 kbox_error_t *err);
+/* Interrupt: the interrupt hook when set, else interrupt_request on control
+ * (waiting up to TIMEOUT_MS for interrupt_reply). 0 or -1 with ERR. */
+int kbox_client_interrupt(kbox_client_t *self, int timeout_ms, kbox_error_t *err);
+
+/* ---- execute ---- */
+
+typedef enum {
+	KBOX_EXEC_OK = 0,   /* execute_reply status ok */
+	KBOX_EXEC_ERROR,    /* the code raised: reply status error */
+	KBOX_EXEC_ABORTED,  /* the kernel aborted it (queued behind an error) */
+	KBOX_EXEC_TIMEOUT,  /* the deadline passed (interrupted if asked to) */
+	KBOX_EXEC_DIED,     /* the kernel died or stopped answering */
+} kbox_exec_status_t;
+
+const char *kbox_exec_status_name(kbox_exec_status_t status);
+
+/* Called for each iopub message whose parent is this request, as it
+ * arrives, and for each stdin input_request.  MSG is borrowed for the call.
+ * Return 0 to go on, non-zero to stop waiting (the result is then TIMEOUT
+ * without interrupting). */
+typedef int (kbox_exec_cb)(void *arg, kbox_channel_t channel, const kbox_msg_t *msg);
+
+typedef struct {
+	const char *code;
+	bool silent;          /* default false */
+	bool no_store_history;/* default: store history (forced off when silent) */
+	bool no_stop_on_error;/* default: stop_on_error true */
+	json_t *user_expressions; /* borrowed; NULL → {} */
+	/* Stdin.  By default allow_stdin is false and input() fails at once with
+	 * the kernel's "raw_input was called, but this frontend does not support
+	 * input requests" error.  With INPUT_LINES (N_INPUT of them, possibly 0)
+	 * allow_stdin is true and each input_request is answered with the next
+	 * line, then with EOF ("\x04") once they run out. */
+	const char *const *input_lines;
+	size_t n_input;
+	bool allow_stdin;
+	/* Wait at most TIMEOUT_MS (0 or less → forever). */
+	int timeout_ms;
+	/* On timeout, interrupt the kernel and wait up to GRACE_MS (default
+	 * 5000) for the interrupted execution to finish. */
+	bool interrupt_on_timeout;
+	int grace_ms;
+	/* Keep every iopub message of the execution in the result. */
+	bool collect;
+	kbox_exec_cb *on_msg;
+	void *cb_arg;
+} kbox_exec_opts_t;
+
+typedef struct kbox_exec kbox_exec_t;
+
+/* Run OPTS->code to completion: send execute_request, keep only iopub
+ * messages whose parent is this request, finish when both status idle and
+ * execute_reply have arrived (in either order; output already queued behind
+ * idle is still taken; if idle never comes, 2 s of iopub silence after the
+ * reply ends the wait), or on timeout, or when the kernel dies (the alive
+ * hook, or two missed heartbeats after 1 s of silence).
+ * Returns a result the caller owns; NULL with ERR only when the request
+ * could not be sent. */
+kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *opts,
+                                 kbox_error_t *err);
+
+void kbox_exec_destroy(kbox_exec_t **self_p);
+kbox_exec_status_t kbox_exec_status(const kbox_exec_t *self);
+/* execution_count from the reply, or -1 (aborted replies carry none). */
+int kbox_exec_count(const kbox_exec_t *self);
+/* The execute_reply (borrowed), or NULL when none came. */
+const kbox_msg_t *kbox_exec_reply(const kbox_exec_t *self);
+/* True when the library interrupted the kernel for this execution. */
+bool kbox_exec_interrupted(const kbox_exec_t *self);
+/* Wall-clock seconds from send to completion. */
+double kbox_exec_seconds(const kbox_exec_t *self);
+/* The collected iopub messages, in arrival order (borrowed). */
+size_t kbox_exec_output_count(const kbox_exec_t *self);
+const kbox_msg_t *kbox_exec_output(const kbox_exec_t *self, size_t i);
+/* Number of input_requests answered. */
+size_t kbox_exec_inputs_answered(const kbox_exec_t *self);
+/* Why the execution did not finish normally ("timed out after 2 s"), or "". */
+const char *kbox_exec_reason(const kbox_exec_t *self);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,78 @@
+/* kbox/conn.h — Jupyter connection files: the five endpoints and the signing key of one kernel. */
+#ifndef KBOX_CONN_H
+#define KBOX_CONN_H
+
+#include <stddef.h>
+#include <kbox/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+	KBOX_CH_SHELL = 0,
+	KBOX_CH_IOPUB,
+	KBOX_CH_STDIN,
+	KBOX_CH_CONTROL,
+	KBOX_CH_HB,
+	KBOX_CH_COUNT
+} kbox_channel_t;
+
+typedef enum { KBOX_TRANSPORT_IPC = 0, KBOX_TRANSPORT_TCP } kbox_transport_t;
+
+/* Size of the random key written by kbox_conn_new_*: 256 bits, as 64 hex characters. */
+#define KBOX_KEY_BYTES 32
+
+typedef struct kbox_conn kbox_conn_t;
+
+/* The channel's name: "shell", "iopub", "stdin", "control", "hb". */
+const char *kbox_channel_name(kbox_channel_t channel);
+
+/* A new connection for a local kernel over ipc: a fresh 256-bit key,
+ * socket paths "DIR/kernel-ipc-N" with N chosen so that none exists yet.
+ * DIR must exist.  Caller owns the result; NULL with ERR on failure. */
+kbox_conn_t *kbox_conn_new_ipc(const char *dir, kbox_error_t *err);
+
+/* A new connection over tcp on 127.0.0.1 with five free ports. */
+kbox_conn_t *kbox_conn_new_tcp(kbox_error_t *err);
+
+/* Read a connection file.  Refuses malformed JSON, a missing or empty key,
+ * an unknown transport or signature scheme, a port out of range; ERR names
+ * the file and the field. */
+kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err);
+
+/* Parse a connection from a JSON object (borrowed).  SOURCE names it in errors. */
+kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_error_t *err);
+
+/* Write SELF to PATH with mode 0600, O_CREAT|O_EXCL|O_NOFOLLOW (an existing
+ * file or a planted symlink is refused).  The directory holding PATH must be
+ * owned by us and not accessible to group or others (0700).  0 or -1 with ERR. */
+int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err);
+
+/* The ZeroMQ endpoint of CHANNEL, e.g. "ipc:///run/k/kernel-ipc-3" or
+ * "tcp://127.0.0.1:50123".  Borrowed: valid while SELF lives. */
+const char *kbox_conn_endpoint(const kbox_conn_t *self, kbox_channel_t channel);
+
+kbox_transport_t kbox_conn_transport(const kbox_conn_t *self);
+const char *kbox_conn_ip(const kbox_conn_t *self);
+int kbox_conn_port(const kbox_conn_t *self, kbox_channel_t channel);
+const char *kbox_conn_scheme(const kbox_conn_t *self);
+/* The key bytes (not NUL-terminated) and their length via *LEN.  Borrowed. */
+const unsigned char *kbox_conn_key(const kbox_conn_t *self, size_t *len);
+/* kernel_name, or "" */
+const char *kbox_conn_kernel_name(const kbox_conn_t *self);
+void kbox_conn_set_kernel_name(kbox_conn_t *self, const char *name);
+
+/* A deep copy. */
+kbox_conn_t *kbox_conn_dup(const kbox_conn_t *self);
+
+/* For ipc: unlink the five socket files (missing ones are fine). */
+void kbox_conn_remove_ipc_files(const kbox_conn_t *self);
+
+/* Wipe the key and free SELF; sets *SELF_P to NULL. Accepts NULL. */
+void kbox_conn_destroy(kbox_conn_t **self_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,39 @@
+/* kbox/error.h — errors: a code and a message that says what failed and why.
+ *
+ * The library never prints and never exits.  Every function that can fail
+ * takes an optional kbox_error_t * (may be NULL) and fills it on failure. */
+#ifndef KBOX_ERROR_H
+#define KBOX_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+	KBOX_OK = 0,
+	KBOX_E_SYSTEM,      /* a system call failed (errno is in the message) */
+	KBOX_E_INVALID,     /* bad argument or malformed input (file, JSON) */
+	KBOX_E_PROTOCOL,    /* a message that breaks the wire protocol */
+	KBOX_E_AUTH,        /* bad, missing or replayed signature */
+	KBOX_E_TIMEOUT,     /* the peer did not answer in time */
+	KBOX_E_DEAD,        /* the kernel died or stopped answering heartbeats */
+	KBOX_E_NOTFOUND,    /* no such kernelspec, file or entry */
+	KBOX_E_UNSUPPORTED, /* e.g. a signature scheme libsodium lacks */
+	KBOX_E_NOMEM,
+} kbox_errcode_t;
+
+#define KBOX_ERROR_MSG_MAX 512
+
+/* Caller-owned; zero-initialise or pass NULL when the details do not matter. */
+typedef struct {
+	kbox_errcode_t code;
+	char msg[KBOX_ERROR_MSG_MAX];
+} kbox_error_t;
+
+/* A short constant description of CODE ("timed out"). Never NULL. */
+const char *kbox_strerror(kbox_errcode_t code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

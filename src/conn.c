@@ -1,0 +1,501 @@
+/* src/conn.c — Jupyter connection files. */
+#include "private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sodium.h>
+#include <jansson.h>
+
+struct kbox_conn {
+	kbox_transport_t transport;
+	char *ip;        /* 127.0.0.1, or the ipc path prefix */
+	int ports[KBOX_CH_COUNT];
+	unsigned char *key; /* sodium_malloc'ed; not NUL-terminated */
+	size_t keylen;
+	char *scheme;
+	char *kernel_name;
+	char *endpoints[KBOX_CH_COUNT];
+};
+
+static const char *const channel_names[KBOX_CH_COUNT] = {"shell", "iopub", "stdin", "control",
+                                                         "hb"};
+
+const char *kbox_channel_name(kbox_channel_t channel)
+{
+	return (unsigned)channel < KBOX_CH_COUNT ? channel_names[channel] : "?";
+}
+
+static kbox_conn_t *conn_alloc(void)
+{
+	kbox_conn_t *self = calloc(1, sizeof *self);
+	if (!self)
+		return NULL;
+	self->scheme = strdup("hmac-sha256");
+	self->kernel_name = strdup("");
+	if (!self->scheme || !self->kernel_name)
+		kbox_conn_destroy(&self);
+	return self;
+}
+
+static int conn_set_key(kbox_conn_t *self, const void *key, size_t len)
+{
+	if (self->key)
+		sodium_free(self->key);
+	self->key = sodium_malloc(len ? len : 1);
+	if (!self->key)
+		return -1;
+	memcpy(self->key, key, len);
+	self->keylen = len;
+	return 0;
+}
+
+/* Build the five endpoint strings from transport, ip and ports. */
+static int conn_make_endpoints(kbox_conn_t *self, kbox_error_t *err)
+{
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		char buf[PATH_MAX + 32];
+		int n;
+		if (self->transport == KBOX_TRANSPORT_IPC)
+			n = snprintf(buf, sizeof buf, "ipc://%s-%d", self->ip, self->ports[ch]);
+		else
+			n = snprintf(buf, sizeof buf, "tcp://%s:%d", self->ip, self->ports[ch]);
+		if (n < 0 || (size_t)n >= sizeof buf)
+			return kbox__err(err, KBOX_E_INVALID, "endpoint for %s is too long",
+			                 channel_names[ch]);
+		free(self->endpoints[ch]);
+		self->endpoints[ch] = strdup(buf);
+		if (!self->endpoints[ch])
+			return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* A fresh 256-bit key as 64 lowercase hex characters (what Jupyter writes). */
+static int conn_new_key(kbox_conn_t *self)
+{
+	unsigned char raw[KBOX_KEY_BYTES];
+	char hex[2 * KBOX_KEY_BYTES + 1];
+	int rc;
+	randombytes_buf(raw, sizeof raw);
+	sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
+	rc = conn_set_key(self, hex, 2 * KBOX_KEY_BYTES);
+	sodium_memzero(raw, sizeof raw);
+	sodium_memzero(hex, sizeof hex);
+	return rc;
+}
+
+kbox_conn_t *kbox_conn_new_ipc(const char *dir, kbox_error_t *err)
+{
+	kbox_conn_t *self;
+	struct stat st;
+	char prefix[PATH_MAX];
+	int port = 1;
+
+	if (kbox_init() < 0) {
+		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		return NULL;
+	}
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		kbox__err_sys(err, "ipc directory %s", dir);
+		return NULL;
+	}
+	if ((size_t)snprintf(prefix, sizeof prefix, "%s/kernel-ipc", dir) >= sizeof prefix ||
+	    strlen(prefix) + 8 > 100) {
+		/* sockaddr_un.sun_path is 108 bytes */
+		kbox__err(err, KBOX_E_INVALID, "ipc directory path %s is too long for a unix socket", dir);
+		return NULL;
+	}
+	self = conn_alloc();
+	if (!self || !(self->ip = strdup(prefix)) || conn_new_key(self) < 0) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_conn_destroy(&self);
+		return NULL;
+	}
+	self->transport = KBOX_TRANSPORT_IPC;
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		char path[PATH_MAX + 16];
+		for (;; port++) {
+			snprintf(path, sizeof path, "%s-%d", prefix, port);
+			if (lstat(path, &st) < 0 && errno == ENOENT)
+				break;
+		}
+		self->ports[ch] = port++;
+	}
+	if (conn_make_endpoints(self, err) < 0)
+		kbox_conn_destroy(&self);
+	return self;
+}
+
+/* Bind port 0 on 127.0.0.1 and read back the port the system chose.  The
+ * sockets stay open until all five are chosen so no port is handed out twice. */
+kbox_conn_t *kbox_conn_new_tcp(kbox_error_t *err)
+{
+	kbox_conn_t *self;
+	int fds[KBOX_CH_COUNT];
+	int ch;
+
+	for (ch = 0; ch < KBOX_CH_COUNT; ch++)
+		fds[ch] = -1;
+	if (kbox_init() < 0) {
+		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		return NULL;
+	}
+	self = conn_alloc();
+	if (!self || !(self->ip = strdup("127.0.0.1")) || conn_new_key(self) < 0) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		goto fail;
+	}
+	self->transport = KBOX_TRANSPORT_TCP;
+	for (ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		struct sockaddr_in sa;
+		socklen_t len = sizeof sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sin_family = AF_INET;
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		fds[ch] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[ch] < 0 || bind(fds[ch], (struct sockaddr *)&sa, sizeof sa) < 0 ||
+		    getsockname(fds[ch], (struct sockaddr *)&sa, &len) < 0) {
+			kbox__err_sys(err, "choosing a free tcp port on 127.0.0.1");
+			goto fail;
+		}
+		self->ports[ch] = ntohs(sa.sin_port);
+	}
+	for (ch = 0; ch < KBOX_CH_COUNT; ch++)
+		close(fds[ch]);
+	if (conn_make_endpoints(self, err) < 0)
+		kbox_conn_destroy(&self);
+	return self;
+fail:
+	for (ch = 0; ch < KBOX_CH_COUNT; ch++)
+		if (fds[ch] >= 0)
+			close(fds[ch]);
+	kbox_conn_destroy(&self);
+	return NULL;
+}
+
+static const char *const port_fields[KBOX_CH_COUNT] = {"shell_port", "iopub_port", "stdin_port",
+                                                       "control_port", "hb_port"};
+
+kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_error_t *err)
+{
+	json_t *root = (json_t *)json_obj;
+	kbox_conn_t *self = NULL;
+	json_t *v;
+	const char *s;
+
+	if (kbox_init() < 0) {
+		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		return NULL;
+	}
+	if (!json_is_object(root)) {
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: not a JSON object", source);
+		return NULL;
+	}
+	self = conn_alloc();
+	if (!self)
+		goto nomem;
+
+	v = json_object_get(root, "transport");
+	s = v ? json_string_value(v) : "tcp";
+	if (!s) {
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: transport is not a string", source);
+		goto fail;
+	}
+	if (strcmp(s, "tcp") == 0)
+		self->transport = KBOX_TRANSPORT_TCP;
+	else if (strcmp(s, "ipc") == 0)
+		self->transport = KBOX_TRANSPORT_IPC;
+	else {
+		kbox__err(err, KBOX_E_INVALID,
+		          "connection file %s: transport \"%s\" is not tcp or ipc", source, s);
+		goto fail;
+	}
+
+	v = json_object_get(root, "ip");
+	if (!v)
+		s = self->transport == KBOX_TRANSPORT_TCP ? "127.0.0.1" : NULL;
+	else
+		s = json_string_value(v);
+	if (!s || !*s) {
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: ip is missing or empty", source);
+		goto fail;
+	}
+	if (!(self->ip = strdup(s)))
+		goto nomem;
+
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		json_int_t port;
+		v = json_object_get(root, port_fields[ch]);
+		if (!v) {
+			kbox__err(err, KBOX_E_INVALID, "connection file %s: %s is missing", source,
+			          port_fields[ch]);
+			goto fail;
+		}
+		if (!json_is_integer(v)) {
+			kbox__err(err, KBOX_E_INVALID, "connection file %s: %s is not an integer",
+			          source, port_fields[ch]);
+			goto fail;
+		}
+		port = json_integer_value(v);
+		if (port < 1 || port > 65535) {
+			kbox__err(err, KBOX_E_INVALID,
+			          "connection file %s: %s %" JSON_INTEGER_FORMAT " is out of range 1-65535",
+			          source, port_fields[ch], port);
+			goto fail;
+		}
+		self->ports[ch] = (int)port;
+	}
+
+	v = json_object_get(root, "signature_scheme");
+	s = v ? json_string_value(v) : "hmac-sha256";
+	if (!s) {
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: signature_scheme is not a string", source);
+		goto fail;
+	}
+	if (strcmp(s, "hmac-sha256") != 0) {
+		kbox__err(err, KBOX_E_UNSUPPORTED,
+		          "connection file %s: signature scheme \"%s\" is not supported (only hmac-sha256)",
+		          source, s);
+		goto fail;
+	}
+
+	v = json_object_get(root, "key");
+	if (!v || !json_is_string(v)) {
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: key is missing or not a string", source);
+		goto fail;
+	}
+	if (json_string_length(v) == 0) {
+		kbox__err(err, KBOX_E_INVALID,
+		          "connection file %s: key is empty (messages would be unauthenticated)", source);
+		goto fail;
+	}
+	if (conn_set_key(self, json_string_value(v), json_string_length(v)) < 0)
+		goto nomem;
+
+	v = json_object_get(root, "kernel_name");
+	if (json_is_string(v))
+		kbox_conn_set_kernel_name(self, json_string_value(v));
+
+	if (conn_make_endpoints(self, err) < 0)
+		goto fail;
+	return self;
+nomem:
+	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+fail:
+	kbox_conn_destroy(&self);
+	return NULL;
+}
+
+kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
+{
+	json_error_t jerr;
+	json_t *root;
+	kbox_conn_t *self;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	FILE *f;
+
+	if (fd < 0) {
+		kbox__err_sys(err, "connection file %s", path);
+		return NULL;
+	}
+	f = fdopen(fd, "r");
+	if (!f) {
+		kbox__err_sys(err, "connection file %s", path);
+		close(fd);
+		return NULL;
+	}
+	root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+	fclose(f);
+	if (!root) {
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: invalid JSON at line %d: %s", path,
+		          jerr.line, jerr.text);
+		return NULL;
+	}
+	self = kbox_conn_from_json(root, path, err);
+	/* the key string is in ROOT: wipe it before freeing */
+	{
+		json_t *k = json_object_get(root, "key");
+		if (json_is_string(k) && json_string_length(k))
+			sodium_memzero((void *)json_string_value(k), json_string_length(k));
+	}
+	json_decref(root);
+	return self;
+}
+
+/* Check that DIR is ours and private (no group/other access). */
+int kbox__check_private_dir(const char *dir, kbox_error_t *err)
+{
+	struct stat st;
+	if (stat(dir, &st) < 0)
+		return kbox__err_sys(err, "directory %s", dir);
+	if (!S_ISDIR(st.st_mode))
+		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory", dir);
+	if (st.st_uid != geteuid())
+		return kbox__err(err, KBOX_E_INVALID, "directory %s is not owned by uid %u", dir,
+		                 (unsigned)geteuid());
+	if (st.st_mode & 077)
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "directory %s is accessible to others (mode %03o, need 0700)", dir,
+		                 (unsigned)(st.st_mode & 0777));
+	return 0;
+}
+
+int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	json_t *root = NULL;
+	char *text = NULL;
+	int fd = -1, rc = -1;
+	size_t len, off = 0;
+
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == path)
+		snprintf(dir, sizeof dir, "/");
+	else if ((size_t)(slash - path) >= sizeof dir)
+		return kbox__err(err, KBOX_E_INVALID, "connection file path %s is too long", path);
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+	if (kbox__check_private_dir(dir, err) < 0)
+		return -1;
+
+	root = json_pack("{s:s, s:s, s:s#, s:s, s:s, s:i, s:i, s:i, s:i, s:i}", "transport",
+	                 self->transport == KBOX_TRANSPORT_IPC ? "ipc" : "tcp", "ip", self->ip,
+	                 "key", (const char *)self->key, (int)self->keylen, "signature_scheme",
+	                 self->scheme, "kernel_name", self->kernel_name, "shell_port",
+	                 self->ports[KBOX_CH_SHELL], "iopub_port", self->ports[KBOX_CH_IOPUB],
+	                 "stdin_port", self->ports[KBOX_CH_STDIN], "control_port",
+	                 self->ports[KBOX_CH_CONTROL], "hb_port", self->ports[KBOX_CH_HB]);
+	if (!root || !(text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory writing %s", path);
+		goto out;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		kbox__err_sys(err, "connection file %s: cannot create", path);
+		goto out;
+	}
+	if (fchmod(fd, 0600) < 0) {
+		kbox__err_sys(err, "connection file %s: chmod", path);
+		goto out_unlink;
+	}
+	len = strlen(text);
+	while (off < len) {
+		ssize_t w = write(fd, text + off, len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			kbox__err_sys(err, "connection file %s: write", path);
+			goto out_unlink;
+		}
+		off += (size_t)w;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		kbox__err_sys(err, "connection file %s: close", path);
+		goto out_unlink;
+	}
+	fd = -1;
+	rc = 0;
+	goto out;
+out_unlink:
+	unlink(path);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (text) {
+		sodium_memzero(text, strlen(text));
+		free(text);
+	}
+	if (root) {
+		json_t *k = json_object_get(root, "key");
+		if (json_is_string(k))
+			sodium_memzero((void *)json_string_value(k), json_string_length(k));
+		json_decref(root);
+	}
+	return rc;
+}
+
+const char *kbox_conn_endpoint(const kbox_conn_t *self, kbox_channel_t channel)
+{
+	return (unsigned)channel < KBOX_CH_COUNT ? self->endpoints[channel] : NULL;
+}
+
+kbox_transport_t kbox_conn_transport(const kbox_conn_t *self) { return self->transport; }
+const char *kbox_conn_ip(const kbox_conn_t *self) { return self->ip; }
+int kbox_conn_port(const kbox_conn_t *self, kbox_channel_t channel)
+{
+	return (unsigned)channel < KBOX_CH_COUNT ? self->ports[channel] : -1;
+}
+const char *kbox_conn_scheme(const kbox_conn_t *self) { return self->scheme; }
+const unsigned char *kbox_conn_key(const kbox_conn_t *self, size_t *len)
+{
+	if (len)
+		*len = self->keylen;
+	return self->key;
+}
+const char *kbox_conn_kernel_name(const kbox_conn_t *self) { return self->kernel_name; }
+
+void kbox_conn_set_kernel_name(kbox_conn_t *self, const char *name)
+{
+	char *copy = strdup(name ? name : "");
+	if (copy) {
+		free(self->kernel_name);
+		self->kernel_name = copy;
+	}
+}
+
+kbox_conn_t *kbox_conn_dup(const kbox_conn_t *self)
+{
+	kbox_conn_t *copy = conn_alloc();
+	if (!copy)
+		return NULL;
+	copy->transport = self->transport;
+	memcpy(copy->ports, self->ports, sizeof copy->ports);
+	copy->ip = strdup(self->ip);
+	free(copy->scheme);
+	copy->scheme = strdup(self->scheme);
+	kbox_conn_set_kernel_name(copy, self->kernel_name);
+	if (!copy->ip || !copy->scheme || conn_set_key(copy, self->key, self->keylen) < 0 ||
+	    conn_make_endpoints(copy, NULL) < 0)
+		kbox_conn_destroy(&copy);
+	return copy;
+}
+
+void kbox_conn_remove_ipc_files(const kbox_conn_t *self)
+{
+	if (self->transport != KBOX_TRANSPORT_IPC)
+		return;
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof path, "%s-%d", self->ip, self->ports[ch]);
+		unlink(path);
+	}
+}
+
+void kbox_conn_destroy(kbox_conn_t **self_p)
+{
+	kbox_conn_t *self;
+	if (!self_p || !*self_p)
+		return;
+	self = *self_p;
+	if (self->key)
+		sodium_free(self->key);
+	free(self->ip);
+	free(self->scheme);
+	free(self->kernel_name);
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
+		free(self->endpoints[ch]);
+	free(self);
+	*self_p = NULL;
+}

@@ -1,0 +1,85 @@
+/* src/error.c — filling kbox_error_t, and small shared helpers. */
+#include "private.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *kbox_strerror(kbox_errcode_t code)
+{
+	switch (code) {
+	case KBOX_OK: return "success";
+	case KBOX_E_SYSTEM: return "system error";
+	case KBOX_E_INVALID: return "invalid input";
+	case KBOX_E_PROTOCOL: return "protocol error";
+	case KBOX_E_AUTH: return "authentication failure";
+	case KBOX_E_TIMEOUT: return "timed out";
+	case KBOX_E_DEAD: return "kernel died";
+	case KBOX_E_NOTFOUND: return "not found";
+	case KBOX_E_UNSUPPORTED: return "unsupported";
+	case KBOX_E_NOMEM: return "out of memory";
+	}
+	return "unknown error";
+}
+
+int kbox__err(kbox_error_t *err, kbox_errcode_t code, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+int kbox__err_sys(kbox_error_t *err, const char *fmt, ...)
+{
+	int saved = errno;
+	if (err) {
+		va_list ap;
+		size_t len;
+		err->code = saved == ENOMEM ? KBOX_E_NOMEM : KBOX_E_SYSTEM;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		va_end(ap);
+		len = strlen(err->msg);
+		if (len < sizeof err->msg)
+			snprintf(err->msg + len, sizeof err->msg - len, ": %s", strerror(saved));
+	}
+	errno = saved;
+	return -1;
+}
+
+long long kbox__now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+double kbox__now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)(ts.tv_nsec / 1000) / 1e6;
+}
+
+char *kbox__strdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+void kbox__fmt_ms(char *buf, size_t size, int ms)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, size, "%d s", ms / 1000);
+	else if (ms > 1000)
+		snprintf(buf, size, "%.1f s", ms / 1000.0);
+	else
+		snprintf(buf, size, "%d ms", ms);
+}

@@ -1,0 +1,38 @@
+/* src/private.h — internals shared between libkbox modules (kbox__ prefix). */
+#ifndef KBOX_PRIVATE_H
+#define KBOX_PRIVATE_H
+
+#include "config.h"
+#include <kbox.h>
+
+#if defined(__GNUC__)
+#define KBOX_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define KBOX_PRINTF(a, b)
+/* 0 if DIR is a directory owned by us with no group/other access, else -1 with ERR. */
+int kbox__check_private_dir(const char *dir, kbox_error_t *err);
+
+#endif
+
+/* Fill ERR (may be NULL) with CODE and a formatted message. Always returns -1. */
+int kbox__err(kbox_error_t *err, kbox_errcode_t code, const char *fmt, ...) KBOX_PRINTF(3, 4);
+
+/* The same, appending ": strerror(errno)" (errno is read on entry). */
+int kbox__err_sys(kbox_error_t *err, const char *fmt, ...) KBOX_PRINTF(2, 3);
+
+/* Monotonic clock in milliseconds. */
+long long kbox__now_ms(void);
+
+/* Wall clock in seconds since the epoch, with microseconds. */
+double kbox__now(void);
+
+/* strdup that never returns NULL for a non-NULL input except on ENOMEM. */
+char *kbox__strdup(const char *s);
+
+/* Format "N s" / "N ms" for messages: TIMEOUT_MS as humans read it. */
+void kbox__fmt_ms(char *buf, size_t size, int ms);
+
+/* 0 if DIR is a directory owned by us with no group/other access, else -1 with ERR. */
+int kbox__check_private_dir(const char *dir, kbox_error_t *err);
+
+#endif

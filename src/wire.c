@@ -1,0 +1,574 @@
+/* src/wire.c — Jupyter wire messages: signing, verifying, encoding, decoding. */
+#include "private.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sodium.h>
+
+#define SIG_HEX 64 /* hex digits of an HMAC-SHA256 */
+
+struct kbox_auth {
+	unsigned char *key;
+	size_t keylen;
+	/* replay history: a set for lookup and a ring for eviction order */
+	zhashx_t *seen;
+	char **ring;
+	size_t cap, head, count;
+};
+
+/* A growable array of owned byte strings (buffers or identities). */
+typedef struct {
+	kbox_frame_t *v;
+	size_t n, cap;
+} framev_t;
+
+struct kbox_msg {
+	json_t *header, *parent, *metadata, *content;
+	char sig[SIG_HEX + 1];
+	framev_t buffers, identities;
+};
+
+/* ---- helpers ---- */
+
+void kbox_uuid(char out[37])
+{
+	unsigned char b[16];
+	randombytes_buf(b, sizeof b);
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(out, 37,
+	         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+	         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+	         b[12], b[13], b[14], b[15]);
+}
+
+void kbox_iso8601(double t, char out[32])
+{
+	time_t secs = (time_t)floor(t);
+	long usec = (long)llround((t - (double)secs) * 1e6);
+	struct tm tm;
+	if (usec >= 1000000) {
+		secs++;
+		usec -= 1000000;
+	}
+	if (usec < 0)
+		usec = 0;
+	char buf[96];
+	gmtime_r(&secs, &tm);
+	snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ",
+	         (tm.tm_year + 1900) % 10000, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	         tm.tm_sec, usec);
+	buf[31] = '\0'; /* always 27 characters for years 0-9999 */
+	memcpy(out, buf, 32);
+}
+
+/* Read exactly N digits at *P into *OUT; advance. 0 or -1. */
+static int digits(const char **p, int n, int *out)
+{
+	int v = 0;
+	for (int i = 0; i < n; i++) {
+		char c = (*p)[i];
+		if (c < '0' || c > '9')
+			return -1;
+		v = v * 10 + (c - '0');
+	}
+	*p += n;
+	*out = v;
+	return 0;
+}
+
+double kbox_parse_iso8601(const char *s)
+{
+	struct tm tm;
+	int y, mo, d, h = 0, mi = 0, sec = 0, zh = 0, zm = 0, sign = 0;
+	double frac = 0;
+	const char *p = s;
+	time_t t;
+
+	if (!s)
+		return 0;
+	memset(&tm, 0, sizeof tm);
+	if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' ||
+	    digits(&p, 2, &d))
+		return 0;
+	if (*p == 'T' || *p == 't' || *p == ' ') {
+		p++;
+		if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi))
+			return 0;
+		if (*p == ':') {
+			p++;
+			if (digits(&p, 2, &sec))
+				return 0;
+			if (*p == '.' || *p == ',') {
+				double scale = 0.1;
+				p++;
+				if (*p < '0' || *p > '9')
+					return 0;
+				while (*p >= '0' && *p <= '9') {
+					frac += (*p - '0') * scale;
+					scale /= 10;
+					p++;
+				}
+			}
+		}
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		sign = *p == '-' ? -1 : 1;
+		p++;
+		if (digits(&p, 2, &zh))
+			return 0;
+		if (*p == ':')
+			p++;
+		if (*p >= '0' && *p <= '9' && digits(&p, 2, &zm))
+			return 0;
+	}
+	if (*p != '\0')
+		return 0;
+	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || zh > 23 ||
+	    zm > 59)
+		return 0;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	t = timegm(&tm);
+	if (t == (time_t)-1)
+		return 0;
+	return (double)t + frac - sign * (zh * 3600 + zm * 60);
+}
+
+/* ---- auth ---- */
+
+kbox_auth_t *kbox_auth_new(const char *scheme, const void *key, size_t keylen, size_t history,
+                           kbox_error_t *err)
+{
+	kbox_auth_t *self;
+
+	if (kbox_init() < 0) {
+		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		return NULL;
+	}
+	if (!scheme || strcmp(scheme, "hmac-sha256") != 0) {
+		kbox__err(err, KBOX_E_UNSUPPORTED,
+		          "signature scheme \"%s\" is not supported (only hmac-sha256)",
+		          scheme ? scheme : "(none)");
+		return NULL;
+	}
+	self = calloc(1, sizeof *self);
+	if (!self)
+		goto nomem;
+	self->cap = history ? history : KBOX_REPLAY_HISTORY;
+	self->seen = zhashx_new();
+	self->ring = calloc(self->cap, sizeof *self->ring);
+	if (!self->seen || !self->ring)
+		goto nomem;
+	/* the ring owns the key strings; the set only points at them */
+	zhashx_set_key_duplicator(self->seen, NULL);
+	zhashx_set_key_destructor(self->seen, NULL);
+	if (keylen) {
+		self->key = sodium_malloc(keylen);
+		if (!self->key)
+			goto nomem;
+		memcpy(self->key, key, keylen);
+		self->keylen = keylen;
+	}
+	return self;
+nomem:
+	kbox_auth_destroy(&self);
+	kbox__err(err, KBOX_E_NOMEM, "out of memory creating a message signer");
+	return NULL;
+}
+
+void kbox_auth_destroy(kbox_auth_t **self_p)
+{
+	kbox_auth_t *self;
+	if (!self_p || !*self_p)
+		return;
+	self = *self_p;
+	if (self->key)
+		sodium_free(self->key); /* wipes */
+	zhashx_destroy(&self->seen);
+	if (self->ring) {
+		for (size_t i = 0; i < self->cap; i++)
+			free(self->ring[i]);
+		free(self->ring);
+	}
+	free(self);
+	*self_p = NULL;
+}
+
+void kbox_auth_sign(const kbox_auth_t *self, const kbox_frame_t parts[4], char out[65])
+{
+	crypto_auth_hmacsha256_state st;
+	unsigned char mac[crypto_auth_hmacsha256_BYTES];
+
+	if (!self->keylen) {
+		out[0] = '\0';
+		return;
+	}
+	crypto_auth_hmacsha256_init(&st, self->key, self->keylen);
+	for (int i = 0; i < 4; i++)
+		crypto_auth_hmacsha256_update(&st, parts[i].data, parts[i].size);
+	crypto_auth_hmacsha256_final(&st, mac);
+	sodium_bin2hex(out, SIG_HEX + 1, mac, sizeof mac);
+	sodium_memzero(&st, sizeof st);
+}
+
+int kbox_auth_verify(const kbox_auth_t *self, const kbox_frame_t parts[4], const void *sig,
+                     size_t siglen, kbox_error_t *err)
+{
+	char want[SIG_HEX + 1];
+	int rc;
+
+	if (!self->keylen)
+		return 0;
+	if (siglen == 0)
+		return kbox__err(err, KBOX_E_AUTH, "unsigned message (empty signature)");
+	if (siglen != SIG_HEX)
+		return kbox__err(err, KBOX_E_AUTH,
+		                 "signature has %zu characters, expected %d", siglen, SIG_HEX);
+	kbox_auth_sign(self, parts, want);
+	rc = sodium_memcmp(want, sig, SIG_HEX);
+	sodium_memzero(want, sizeof want);
+	if (rc != 0)
+		return kbox__err(err, KBOX_E_AUTH, "signature mismatch");
+	return 0;
+}
+
+int kbox_auth_remember(kbox_auth_t *self, const char *sig, size_t siglen, kbox_error_t *err)
+{
+	char key[SIG_HEX + 1];
+	char *copy;
+	size_t n = siglen < SIG_HEX ? siglen : SIG_HEX;
+
+	if (!self->keylen)
+		return 0;
+	memcpy(key, sig, n);
+	key[n] = '\0';
+	if (zhashx_lookup(self->seen, key))
+		return kbox__err(err, KBOX_E_AUTH, "replayed message (duplicate signature)");
+	if (self->count == self->cap) {
+		/* full: forget the oldest (ring[head]) */
+		zhashx_delete(self->seen, self->ring[self->head]);
+		free(self->ring[self->head]);
+		self->ring[self->head] = NULL;
+		self->head = (self->head + 1) % self->cap;
+		self->count--;
+	}
+	copy = strdup(key);
+	if (!copy || zhashx_insert(self->seen, copy, (void *)1) != 0) {
+		free(copy);
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory recording a signature");
+	}
+	self->ring[(self->head + self->count) % self->cap] = copy;
+	self->count++;
+	return 0;
+}
+
+size_t kbox_auth_history_size(const kbox_auth_t *self)
+{
+	return self->count;
+}
+
+/* ---- frame vectors ---- */
+
+static int framev_push(framev_t *fv, const void *data, size_t size)
+{
+	void *copy;
+	if (fv->n == fv->cap) {
+		size_t cap = fv->cap ? fv->cap * 2 : 4;
+		kbox_frame_t *v = realloc(fv->v, cap * sizeof *v);
+		if (!v)
+			return -1;
+		fv->v = v;
+		fv->cap = cap;
+	}
+	copy = malloc(size ? size : 1);
+	if (!copy)
+		return -1;
+	if (size)
+		memcpy(copy, data, size);
+	fv->v[fv->n].data = copy;
+	fv->v[fv->n].size = size;
+	fv->n++;
+	return 0;
+}
+
+static void framev_free(framev_t *fv)
+{
+	for (size_t i = 0; i < fv->n; i++)
+		free((void *)fv->v[i].data);
+	free(fv->v);
+	memset(fv, 0, sizeof *fv);
+}
+
+/* ---- messages ---- */
+
+kbox_msg_t *kbox_msg_new(const char *msg_type, const char *session, const char *username,
+                         json_t **content_p)
+{
+	kbox_msg_t *self = calloc(1, sizeof *self);
+	char id[37], date[32];
+
+	if (!self) {
+		if (content_p)
+			json_decref(*content_p), *content_p = NULL;
+		return NULL;
+	}
+	kbox_init();
+	kbox_uuid(id);
+	kbox_iso8601(kbox__now(), date);
+	self->header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", id, "session",
+	                         session ? session : "", "username",
+	                         username ? username : "kbox", "date", date, "msg_type",
+	                         msg_type, "version", KBOX_PROTOCOL_VERSION);
+	self->parent = json_object();
+	self->metadata = json_object();
+	if (content_p && *content_p) {
+		self->content = *content_p;
+		*content_p = NULL;
+	} else {
+		self->content = json_object();
+	}
+	if (!self->header || !self->parent || !self->metadata || !self->content)
+		kbox_msg_destroy(&self);
+	return self;
+}
+
+void kbox_msg_destroy(kbox_msg_t **self_p)
+{
+	kbox_msg_t *self;
+	if (!self_p || !*self_p)
+		return;
+	self = *self_p;
+	json_decref(self->header);
+	json_decref(self->parent);
+	json_decref(self->metadata);
+	json_decref(self->content);
+	framev_free(&self->buffers);
+	framev_free(&self->identities);
+	free(self);
+	*self_p = NULL;
+}
+
+void kbox_msg_set_parent(kbox_msg_t *self, const kbox_msg_t *parent)
+{
+	json_t *copy = json_deep_copy(parent->header);
+	if (copy) {
+		json_decref(self->parent);
+		self->parent = copy;
+	}
+}
+
+int kbox_msg_add_buffer(kbox_msg_t *self, const void *data, size_t size)
+{
+	return framev_push(&self->buffers, data, size);
+}
+
+int kbox_msg_add_identity(kbox_msg_t *self, const void *data, size_t size)
+{
+	return framev_push(&self->identities, data, size);
+}
+
+static const char *str_field(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+const char *kbox_msg_type(const kbox_msg_t *self)
+{
+	return str_field(self->header, "msg_type");
+}
+
+const char *kbox_msg_id(const kbox_msg_t *self)
+{
+	return str_field(self->header, "msg_id");
+}
+
+const char *kbox_msg_parent_id(const kbox_msg_t *self)
+{
+	return str_field(self->parent, "msg_id");
+}
+
+const char *kbox_msg_session(const kbox_msg_t *self)
+{
+	const char *s = str_field(self->header, "session");
+	return s ? s : "";
+}
+
+json_t *kbox_msg_header(const kbox_msg_t *self) { return self->header; }
+json_t *kbox_msg_parent_header(const kbox_msg_t *self) { return self->parent; }
+json_t *kbox_msg_metadata(const kbox_msg_t *self) { return self->metadata; }
+json_t *kbox_msg_content(const kbox_msg_t *self) { return self->content; }
+const char *kbox_msg_signature(const kbox_msg_t *self) { return self->sig; }
+
+double kbox_msg_date(const kbox_msg_t *self)
+{
+	return kbox_parse_iso8601(str_field(self->header, "date"));
+}
+
+size_t kbox_msg_buffer_count(const kbox_msg_t *self) { return self->buffers.n; }
+kbox_frame_t kbox_msg_buffer(const kbox_msg_t *self, size_t i) { return self->buffers.v[i]; }
+size_t kbox_msg_identity_count(const kbox_msg_t *self) { return self->identities.n; }
+kbox_frame_t kbox_msg_identity(const kbox_msg_t *self, size_t i)
+{
+	return self->identities.v[i];
+}
+
+zmsg_t *kbox_msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err)
+{
+	json_t *dicts[4] = {self->header, self->parent, self->metadata, self->content};
+	char *text[4] = {NULL, NULL, NULL, NULL};
+	kbox_frame_t parts[4];
+	char sig[SIG_HEX + 1];
+	zmsg_t *zmsg = NULL;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		text[i] = json_dumps(dicts[i], JSON_COMPACT | JSON_ENCODE_ANY);
+		if (!text[i]) {
+			kbox__err(err, KBOX_E_INVALID, "cannot serialise %s of %s message",
+			          i == 0 ? "header" : i == 1 ? "parent_header" :
+			          i == 2 ? "metadata" : "content",
+			          kbox_msg_type(self) ? kbox_msg_type(self) : "a");
+			goto out;
+		}
+		parts[i].data = text[i];
+		parts[i].size = strlen(text[i]);
+	}
+	kbox_auth_sign(auth, parts, sig);
+	zmsg = zmsg_new();
+	if (!zmsg)
+		goto nomem;
+	for (size_t k = 0; k < self->identities.n; k++)
+		if (zmsg_addmem(zmsg, self->identities.v[k].data, self->identities.v[k].size))
+			goto nomem;
+	if (zmsg_addstr(zmsg, KBOX_DELIMITER) || zmsg_addstr(zmsg, sig))
+		goto nomem;
+	for (i = 0; i < 4; i++)
+		if (zmsg_addmem(zmsg, parts[i].data, parts[i].size))
+			goto nomem;
+	for (size_t k = 0; k < self->buffers.n; k++)
+		if (zmsg_addmem(zmsg, self->buffers.v[k].data, self->buffers.v[k].size))
+			goto nomem;
+	goto out;
+nomem:
+	zmsg_destroy(&zmsg);
+	kbox__err(err, KBOX_E_NOMEM, "out of memory encoding a message");
+out:
+	for (i = 0; i < 4; i++)
+		free(text[i]);
+	return zmsg;
+}
+
+static const char *const dict_names[4] = {"header", "parent_header", "metadata", "content"};
+
+kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n,
+                            kbox_error_t *err)
+{
+	kbox_msg_t *self = NULL;
+	const size_t dlen = sizeof KBOX_DELIMITER - 1;
+	size_t d, i;
+	json_t *dicts[4] = {NULL, NULL, NULL, NULL};
+	const kbox_frame_t *sig;
+
+	for (d = 0; d < n; d++)
+		if (frames[d].size == dlen && memcmp(frames[d].data, KBOX_DELIMITER, dlen) == 0)
+			break;
+	if (d == n) {
+		kbox__err(err, KBOX_E_PROTOCOL, "malformed message: no <IDS|MSG> delimiter in %zu frames", n);
+		return NULL;
+	}
+	if (n - d - 1 < 5) {
+		kbox__err(err, KBOX_E_PROTOCOL,
+		          "malformed message: %zu frames after the delimiter, need at least 5",
+		          n - d - 1);
+		return NULL;
+	}
+	sig = &frames[d + 1];
+	if (kbox_auth_verify(auth, &frames[d + 2], sig->data, sig->size, err) < 0)
+		return NULL;
+
+	for (i = 0; i < 4; i++) {
+		json_error_t jerr;
+		const kbox_frame_t *f = &frames[d + 2 + i];
+		dicts[i] = json_loadb(f->data, f->size, JSON_ALLOW_NUL, &jerr);
+		if (!dicts[i]) {
+			kbox__err(err, KBOX_E_PROTOCOL, "malformed message: %s is not valid JSON: %s",
+			          dict_names[i], jerr.text);
+			goto fail;
+		}
+		if (!json_is_object(dicts[i])) {
+			kbox__err(err, KBOX_E_PROTOCOL, "malformed message: %s is not a JSON object",
+			          dict_names[i]);
+			goto fail;
+		}
+	}
+	if (!str_field(dicts[0], "msg_id") || !str_field(dicts[0], "msg_type")) {
+		kbox__err(err, KBOX_E_PROTOCOL,
+		          "malformed message: header lacks a string msg_id or msg_type");
+		goto fail;
+	}
+	if (kbox_auth_remember(auth, sig->data, sig->size, err) < 0)
+		goto fail;
+
+	self = calloc(1, sizeof *self);
+	if (!self)
+		goto nomem;
+	self->header = dicts[0];
+	self->parent = dicts[1];
+	self->metadata = dicts[2];
+	self->content = dicts[3];
+	memset(dicts, 0, sizeof dicts);
+	{
+		size_t sl = sig->size < SIG_HEX ? sig->size : SIG_HEX;
+		memcpy(self->sig, sig->data, sl);
+		self->sig[sl] = '\0';
+	}
+	for (i = 0; i < d; i++)
+		if (framev_push(&self->identities, frames[i].data, frames[i].size))
+			goto nomem;
+	for (i = d + 6; i < n; i++)
+		if (framev_push(&self->buffers, frames[i].data, frames[i].size))
+			goto nomem;
+	return self;
+nomem:
+	kbox__err(err, KBOX_E_NOMEM, "out of memory decoding a message");
+fail:
+	for (i = 0; i < 4; i++)
+		json_decref(dicts[i]);
+	kbox_msg_destroy(&self);
+	return NULL;
+}
+
+kbox_msg_t *kbox_msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err)
+{
+	size_t n = zmsg_size(zmsg), i = 0;
+	kbox_frame_t stackv[16] = {{NULL, 0}}, *v = stackv;
+	kbox_msg_t *msg;
+
+	if (n > 16) {
+		v = calloc(n, sizeof *v);
+		if (!v) {
+			kbox__err(err, KBOX_E_NOMEM, "out of memory decoding a message");
+			return NULL;
+		}
+	}
+	for (zframe_t *f = zmsg_first(zmsg); f && i < n; f = zmsg_next(zmsg), i++) {
+		v[i].data = zframe_data(f);
+		v[i].size = zframe_size(f);
+	}
+	msg = kbox_msg_decode(auth, v, i, err);
+	if (v != stackv)
+		free(v);
+	return msg;
+}

@@ -1,0 +1,333 @@
+#!/bin/sh
+# tests/cli.sh — kbox(1) run as a user runs it, each test in a fresh empty
+# directory, asserting exit statuses and exact output.  TAP.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON
+# (the Python with ipykernel, default /usr/bin/python3).  The tests that
+# start a kernel need the kernelspec "python3"; they are skipped when
+# KERNEL_PYTHON cannot import ipykernel.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$(pwd)}
+KBOX=$top_builddir/kbox
+PY=${KERNEL_PYTHON:-/usr/bin/python3}
+DEMO=$top_srcdir/tests/demo
+WARNING='kbox: warning: backend none: the kernel runs unsandboxed'
+ESC=$(printf '\033')
+TAB=$(printf '\t')
+
+# The defaults are under test: no default kernel from the caller, and no pager.
+unset KBOX_KERNEL
+MANPAGER=cat PAGER=cat
+export MANPAGER PAGER
+
+if [ ! -x "$KBOX" ]; then
+	echo "Bail out! $KBOX is not built"
+	exit 1
+fi
+
+BASE=$(mktemp -d "${TMPDIR:-/tmp}/kbox-cli.XXXXXX") || exit 1
+trap 'cd / && rm -rf "$BASE"' EXIT
+trap 'exit 1' HUP INT TERM
+
+n=0
+T=
+rc=
+secs=
+
+have_kernel=yes
+"$PY" -c 'import ipykernel' 2>/dev/null || have_kernel=no
+have_pandas=yes
+"$PY" -c 'import pandas, matplotlib' 2>/dev/null || have_pandas=no
+
+# ---- harness ----
+
+# fresh: make a new empty directory and go there.
+fresh() {
+	T=$(mktemp -d "$BASE/t.XXXXXX") && cd "$T" || exit 1
+}
+
+# needs WHAT...: the tests that follow need a kernel ("kernel") and maybe
+# pandas and matplotlib ("pandas"); when one is missing they are skipped.
+needs() {
+	SKIPPING=
+	for what in "$@"; do
+		case $what in
+		kernel) [ "$have_kernel" = yes ] || SKIPPING="$PY cannot import ipykernel" ;;
+		pandas) [ "$have_pandas" = yes ] || SKIPPING="$PY cannot import pandas, matplotlib" ;;
+		esac
+	done
+}
+SKIPPING=
+
+# kbox ARGS...: run kbox in the current directory, stdout to ./stdout, stderr
+# to ./stderr; set $rc to its exit status and $secs to the seconds it took.
+# A kbox that hangs is killed after 90 s (status 124).  Does nothing while
+# skipping.
+kbox() {
+	[ -z "$SKIPPING" ] || return 0
+	t0=$(date +%s)
+	timeout -k 5 90 "$KBOX" "$@" >stdout 2>stderr
+	rc=$?
+	secs=$(($(date +%s) - t0))
+}
+
+# diag: show what the last kbox did, as TAP comments.
+diag() {
+	echo "#   in $T: exit status $rc after ${secs}s"
+	[ -f stdout ] && head -n 30 stdout | sed 's/^/#   stdout: /'
+	[ -f stderr ] && head -n 30 stderr | sed 's/^/#   stderr: /'
+	return 0
+}
+
+# check NAME CMD...: one test, passed when CMD succeeds.
+check() {
+	name=$1
+	shift
+	n=$((n + 1))
+	if [ -n "$SKIPPING" ]; then
+		echo "ok $n - $name # SKIP $SKIPPING"
+	elif "$@"; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		diag
+	fi
+}
+
+# ---- assertions ----
+
+status_is() { [ "$rc" = "$1" ]; }
+# stdout_is TEXT: stdout is exactly TEXT and a newline.
+stdout_is() { printf '%s\n' "$1" | cmp -s - stdout; }
+# has_line FILE TEXT: a line of FILE is exactly TEXT.
+has_line() { grep -qxF -- "$2" "$1"; }
+lacks_line() { ! grep -qxF -- "$2" "$1"; }
+last_line_is() { [ "$(tail -n 1 "$1")" = "$2" ]; }
+no_ansi_escapes() { ! grep -q "$ESC" stdout stderr; }
+# one_line_starting FILE PREFIX: FILE is one line, starting with PREFIX.
+one_line_starting() {
+	[ "$(wc -l <"$1")" -eq 1 ] || return 1
+	case $(cat "$1") in "$2"*) return 0 ;; *) return 1 ;; esac
+}
+took_less_than() { [ "$secs" -lt "$1" ]; }
+# is_png FILE: FILE starts with the PNG signature.
+is_png() {
+	[ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ]
+}
+# png_size_is FILE WIDTH HEIGHT: the IHDR chunk says WIDTH x HEIGHT.
+png_size_is() {
+	# shellcheck disable=SC2046 # eight numbers wanted
+	set -- "$1" "$2" "$3" $(od -An -tu1 -j16 -N8 "$1")
+	[ $# -eq 11 ] || return 1
+	[ $((($4 << 24) + ($5 << 16) + ($6 << 8) + $7)) -eq "$2" ] &&
+		[ $((($8 << 24) + ($9 << 16) + (${10} << 8) + ${11})) -eq "$3" ]
+}
+# process_gone PID-FILE: the process whose pid the file holds has exited
+# (waits up to 3 s for it).
+process_gone() {
+	[ -s "$1" ] || return 1
+	pid=$(cat "$1")
+	for _ in 1 2 3 4 5 6; do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.5
+	done
+	return 1
+}
+# demo_aggregate_is_shown: the result of the aggregate cell, exactly.
+demo_aggregate_is_shown() {
+	sed -n '/^Out\[3\]: /,+5p' stdout >aggregate
+	cat >expected <<'EOF'
+Out[3]: region
+north    14277.73
+east     13419.18
+south    13091.53
+west     12095.32
+Name: revenue, dtype: float64
+EOF
+	cmp -s expected aggregate
+}
+# image_saved: stdout has one "[image saved: PATH.png]" line and PATH is a PNG.
+image_saved() {
+	[ "$(grep -c '^\[image saved: .*\.png\]$' stdout)" -eq 1 ] || return 1
+	path=$(sed -n 's/^\[image saved: \(.*\)\]$/\1/p' stdout)
+	is_png "$path"
+}
+image_saved_in() {
+	path=$(sed -n 's/^\[image saved: \(.*\)\]$/\1/p' stdout)
+	[ "$(cd "$(dirname "$path")" && pwd -P)" = "$(cd "$1" && pwd -P)" ]
+}
+json_is_valid() { "$PY" -m json.tool stdout >/dev/null 2>&1; }
+json_has_python3() {
+	"$PY" -c '
+import json, sys
+spec = json.load(open("stdout"))["python3"]
+assert set(spec) >= {"resource_dir", "display_name", "language", "argv"}, spec
+assert spec["language"] == "python" and isinstance(spec["argv"], list), spec
+' 2>/dev/null
+}
+
+# ---- commands that start no kernel ----
+
+fresh
+kbox version
+check version_prints_name_and_version stdout_is "kbox 0.1.0"
+check version_exits_0 status_is 0
+
+fresh
+kbox --version
+check dash_dash_version_prints_name_and_version stdout_is "kbox 0.1.0"
+
+for cmd in "" help kernelspecs run version; do
+	fresh
+	# shellcheck disable=SC2086 # an empty $cmd must vanish
+	kbox $cmd --help
+	check "${cmd:-kbox}_help_exits_0_with_usage" eval '[ "$rc" = 0 ] && [ -s stdout ]'
+done
+
+fresh
+kbox frobnicate
+check unknown_command_exits_2 status_is 2
+check unknown_command_says_so_in_one_line one_line_starting stderr "kbox"
+
+fresh
+kbox kernelspecs
+check kernelspecs_lists_python3 grep -q "^python3${TAB}/.*${TAB}." stdout
+check kernelspecs_exits_0 status_is 0
+
+fresh
+mkdir -p specs/kernels/mine
+cat >specs/kernels/mine/kernel.json <<'EOF'
+{"argv": ["/bin/false", "{connection_file}"], "display_name": "My Kernel", "language": "none"}
+EOF
+JUPYTER_PATH=$T/specs kbox kernelspecs
+check kernelspecs_lists_a_spec_on_JUPYTER_PATH_as_name_dir_display_name \
+	has_line stdout "mine${TAB}$T/specs/kernels/mine${TAB}My Kernel"
+
+fresh
+kbox kernelspecs --json
+check kernelspecs_json_is_valid_json json_is_valid
+check kernelspecs_json_describes_python3 json_has_python3
+
+fresh
+kbox run --no-such-option -c 'print(1)'
+check run_unknown_option_exits_2 status_is 2
+check run_unknown_option_says_so_in_one_line one_line_starting stderr "kbox run: "
+
+fresh
+kbox run
+check run_without_cells_exits_2 status_is 2
+check run_without_cells_says_so_in_one_line one_line_starting stderr "kbox run: "
+
+fresh
+kbox run no-such-file.py
+check run_missing_file_exits_2 status_is 2
+check run_missing_file_says_so_in_one_line one_line_starting stderr "kbox run: "
+
+fresh
+kbox run --timeout abc -c 'print(1)'
+check run_bad_timeout_exits_2 status_is 2
+check run_bad_timeout_says_so_in_one_line one_line_starting stderr "kbox run: "
+
+fresh
+kbox run -k no-such-kernel -c 'print(1)'
+check run_unknown_kernel_exits_5 status_is 5
+
+fresh
+KBOX_KERNEL=no-such-kernel kbox run -c 'print(1)'
+check run_takes_default_kernel_from_KBOX_KERNEL status_is 5
+
+fresh
+mkdir -p specs/kernels/dies
+cat >specs/kernels/dies/kernel.json <<'EOF'
+{"argv": ["/bin/sh", "-c", "exit 1", "{connection_file}"], "display_name": "Dies", "language": "none"}
+EOF
+JUPYTER_PATH=$T/specs kbox run -k dies -c 'print(1)'
+check run_kernel_exiting_at_start_exits_5 status_is 5
+
+# ---- commands that start a kernel ----
+
+needs kernel
+fresh
+kbox run -c 'x = 41' -c 'print(x + 1)'
+check run_warns_that_the_kernel_is_unsandboxed has_line stderr "$WARNING"
+check run_keeps_state_across_cells stdout_is "42"
+
+fresh
+kbox run -c '1+1'
+check run_shows_result_as_Out_N stdout_is "Out[1]: 2"
+
+fresh
+echo 'print("c")' >c.py
+echo 'print("b")' | kbox run -c 'print("a")' - c.py -c 'print("d")'
+check run_runs_cells_in_command_line_order stdout_is "a
+b
+c
+d"
+
+fresh
+kbox run -c 'import os; print(os.getcwd()); print(os.getpid(), file=open("pid", "w"))'
+check run_kernel_starts_in_current_directory stdout_is "$(pwd -P)"
+check run_stops_kernel_at_exit process_gone pid
+
+fresh
+kbox run -c 'print("before")' -c '1/0' -c 'print("after")'
+check run_error_exits_1 status_is 1
+check run_error_last_line_is_ename_evalue \
+	last_line_is stderr "ZeroDivisionError: division by zero"
+check run_error_output_has_no_ansi_escapes no_ansi_escapes
+check run_error_stops_later_cells stdout_is "before"
+
+fresh
+kbox run -t 1 -c 'import os, time; print(os.getpid(), file=open("pid", "w")); time.sleep(30)' \
+	-c 'print("after")'
+check run_timeout_exits_3 status_is 3
+check run_timeout_is_quick took_less_than 15
+check run_timeout_stops_later_cells lacks_line stdout "after"
+check run_timeout_stops_kernel process_gone pid
+
+fresh
+kbox run -i Ada -i Bob -c 'print("hello", input())' -c 'print("hello", input())' \
+	-c 'input()'
+check run_input_lines_answer_input_in_order eval 'has_line stdout "hello Ada" &&
+	has_line stdout "hello Bob"'
+check run_input_after_last_line_is_eof eval '[ "$rc" = 1 ] &&
+	tail -n 1 stderr | grep -q "^EOFError"'
+
+fresh
+kbox run -c 'input()'
+check run_input_without_input_option_fails_with_stdin_error eval '[ "$rc" = 1 ] &&
+	tail -n 1 stderr | grep -q "^StdinNotImplementedError: "'
+
+fresh
+kbox run -c 'import os; os._exit(1)' -c 'print("after")'
+check run_kernel_death_exits_4 status_is 4
+
+needs kernel pandas
+# The demo, as `make demo` runs it.
+fresh
+mkdir work
+kbox run --cwd work "$DEMO/1-write-csv.py" "$DEMO/2-load.py" \
+	"$DEMO/3-aggregate.py" "$DEMO/4-plot.py"
+check demo_exits_0 status_is 0
+check demo_writes_csv_in_cwd eval '[ "$(wc -l <work/sales.csv)" -eq 49 ] &&
+	has_line stdout "wrote sales.csv with 48 rows"'
+check demo_cells_share_state eval 'has_line stdout "(48, 5)" &&
+	has_line stdout "total revenue: 52883.76" && has_line stdout "saved chart.png"'
+check demo_shows_aggregate_as_Out_3 demo_aggregate_is_shown
+check demo_chart_is_png is_png work/chart.png
+check demo_chart_is_600x400 png_size_is work/chart.png 600 400
+
+fresh
+kbox run -c 'import matplotlib.pyplot as plt' -c 'plt.plot([1, 2, 3]); plt.show()'
+check run_plt_show_saves_png image_saved
+check run_plt_show_prints_no_figure_text eval '! grep -q "<Figure" stdout'
+
+fresh
+mkdir imgs
+kbox run -o imgs -c 'import matplotlib.pyplot as plt; plt.plot([1]); plt.show()'
+check run_outputs_option_sets_image_dir eval 'image_saved && image_saved_in imgs'
+
+echo "1..$n"

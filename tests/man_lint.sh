@@ -1,0 +1,127 @@
+#!/bin/sh
+# tests/man_lint.sh — the manual pages are clean mdoc and agree with the usage
+# each command prints.  TAP.
+#
+# For each man/*.1: `$MANDOC -Tlint -W warning` prints nothing.  For each
+# command: every option its --help shows is documented in its page, and every
+# option in the page's SYNOPSIS is shown by its --help.
+#
+# Environment (set by `make check`): MANDOC, the mandoc program (empty: skip);
+# top_srcdir, top_builddir.
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$(pwd)}
+MANDOC=${MANDOC:-}
+KBOX=$top_builddir/kbox
+
+if [ -z "$MANDOC" ]; then
+	echo "1..0 # SKIP mandoc not found"
+	exit 0
+fi
+
+n=0
+
+# pass NAME / fail NAME [DIAGNOSTIC-FILE] / skip NAME REASON: report one test.
+pass() {
+	n=$((n + 1))
+	echo "ok $n - $1"
+}
+fail() {
+	n=$((n + 1))
+	echo "not ok $n - $1"
+	if [ $# -gt 1 ] && [ -s "$2" ]; then
+		sed 's/^/#   /' "$2"
+	fi
+}
+skip() {
+	n=$((n + 1))
+	echo "ok $n - $1 # SKIP $2"
+}
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kbox-manlint.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 1' HUP INT TERM
+
+# options FILE: the option names (-x, --long) that appear as words in FILE, one a line.
+options() {
+	grep -oE -- '(^|[^[:alnum:]_-])--?[[:alpha:]][[:alnum:]-]*' "$1" |
+		sed 's/^[^-]*//' | sort -u
+}
+
+# render PAGE: the page as plain text, wide enough that no option is split.
+render() {
+	"$MANDOC" -Tascii -O width=200 "$1" | sed 's/.\x08//g'
+}
+
+# synopsis FILE: the SYNOPSIS section of a rendered page.
+synopsis() {
+	sed -n '/^SYNOPSIS/,/^[A-Z]/{/^[A-Z]/!p}' "$1"
+}
+
+# has_word FILE WORD: WORD occurs in FILE, not as part of a longer word.
+has_word() {
+	grep -qE -- "(^|[^[:alnum:]_-])$2(\$|[^[:alnum:]_-])" "$1"
+}
+
+for page in "$top_srcdir"/man/*.1; do
+	name=${page##*/}
+	"$MANDOC" -Tlint -W warning "$page" >"$TMP/lint" 2>&1
+	status=$?
+	if [ "$status" -eq 0 ] && [ ! -s "$TMP/lint" ]; then
+		pass "mandoc_lint_is_clean_for_$name"
+	else
+		echo "mandoc exited $status" >>"$TMP/lint"
+		fail "mandoc_lint_is_clean_for_$name" "$TMP/lint"
+	fi
+done
+
+# Each command with the page that documents it.
+for pair in ":kbox.1" "help:kbox.1" "kernelspecs:kbox-kernelspecs.1" \
+	"run:kbox-run.1" "version:kbox.1"; do
+	cmd=${pair%%:*}
+	page=$top_srcdir/man/${pair#*:}
+	label=${cmd:-kbox}
+	if [ ! -x "$KBOX" ]; then
+		skip "${label}_help_options_are_in_its_page" "$KBOX not built"
+		skip "${label}_page_synopsis_options_are_in_its_help" "$KBOX not built"
+		continue
+	fi
+	render "$page" >"$TMP/page"
+	# shellcheck disable=SC2086 # an empty $cmd must vanish
+	"$KBOX" $cmd --help >"$TMP/help" 2>&1
+	status=$?
+	options "$TMP/help" >"$TMP/help.opts"
+	: >"$TMP/missing"
+	[ "$status" -eq 0 ] || echo "kbox $cmd --help exited $status" >>"$TMP/missing"
+	[ -s "$TMP/help" ] || echo "kbox $cmd --help printed nothing" >>"$TMP/missing"
+	while read -r opt; do
+		has_word "$TMP/page" "$opt" ||
+			echo "$opt from 'kbox $cmd --help' is not in ${page##*/}" >>"$TMP/missing"
+	done <"$TMP/help.opts"
+	if [ -s "$TMP/missing" ]; then
+		fail "${label}_help_options_are_in_its_page" "$TMP/missing"
+	else
+		pass "${label}_help_options_are_in_its_page"
+	fi
+
+	# The page's SYNOPSIS against the command's usage.  kbox.1 describes
+	# help and version only in COMMANDS, so they are checked one way.
+	if [ "$cmd" = help ] || [ "$cmd" = version ]; then
+		continue
+	fi
+	synopsis "$TMP/page" >"$TMP/synopsis"
+	options "$TMP/synopsis" | grep -vx -- --help >"$TMP/synopsis.opts"
+	: >"$TMP/missing"
+	while read -r opt; do
+		has_word "$TMP/help" "$opt" ||
+			echo "$opt from the SYNOPSIS of ${page##*/} is not in 'kbox $cmd --help'" >>"$TMP/missing"
+	done <"$TMP/synopsis.opts"
+	if [ -s "$TMP/missing" ]; then
+		fail "${label}_page_synopsis_options_are_in_its_help" "$TMP/missing"
+	else
+		pass "${label}_page_synopsis_options_are_in_its_help"
+	fi
+done
+
+echo "1..$n"
