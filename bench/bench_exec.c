@@ -9,18 +9,22 @@
  * (execute_reply and iopub idle).  Prints one JSON object on stdout:
  *
  *   {"client": "libkbox", "calls": N, "warmup": W, "lat_s": [...],
- *    "cpu_s": [...], "cpu_total_s": S, "errors": E, "dropped": D}
+ *    "cpu_s": [...], "cpu_total_s": S, "errors": E, "dropped": D,
+ *    "rusage": {"user_s", "sys_s", "nvcsw", "nivcsw"}}
  *
  * lat_s: the wall time of each call (CLOCK_MONOTONIC) from before
  * kbox_client_execute to its return.  cpu_s: the CPU time of this process,
  * all threads, user + sys (CLOCK_PROCESS_CPUTIME_ID) over the same call plus
- * kbox_exec_destroy.  Startup and warm-up are not measured.  Exit status 0,
+ * kbox_exec_destroy.  rusage: getrusage(RUSAGE_SELF) differences over all
+ * the measured calls (user and sys CPU, voluntary and involuntary context
+ * switches).  Startup and warm-up are not measured.  Exit status 0,
  * or 1 when the kernel could not be reached or a call did not end in ok. */
 #include <kbox.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define WARMUP_DEFAULT 20
@@ -69,6 +73,11 @@ static int call(kbox_client_t *client, const kbox_exec_opts_t *opts, double *don
 	return rc;
 }
 
+static double tv_seconds(struct timeval tv)
+{
+	return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+}
+
 static void print_array(const char *name, const double *v, long n)
 {
 	printf("\"%s\": [", name);
@@ -84,6 +93,7 @@ int main(int argc, char **argv)
 	kbox_client_t *client = NULL;
 	double *lat = NULL, *cpu = NULL, cpu_total = 0.0, t1;
 	long n, warmup = WARMUP_DEFAULT, errors = 0;
+	struct rusage ru0, ru1;
 	int rc = 1;
 	kbox_exec_opts_t opts = {
 		.code = "1+1",
@@ -119,6 +129,7 @@ int main(int argc, char **argv)
 	for (long i = 0; i < warmup; i++)
 		if (call(client, &opts, &t1) != 0)
 			errors++;
+	getrusage(RUSAGE_SELF, &ru0);
 	for (long i = 0; i < n; i++) {
 		double c0 = now(CLOCK_PROCESS_CPUTIME_ID);
 		double t0 = now(CLOCK_MONOTONIC);
@@ -129,12 +140,17 @@ int main(int argc, char **argv)
 		lat[i] = t1 - t0;
 		cpu_total += cpu[i];
 	}
+	getrusage(RUSAGE_SELF, &ru1);
 	printf("{\"client\": \"libkbox\", \"calls\": %ld, \"warmup\": %ld, ", n, warmup);
 	print_array("lat_s", lat, n);
 	printf(", ");
 	print_array("cpu_s", cpu, n);
-	printf(", \"cpu_total_s\": %.9f, \"errors\": %ld, \"dropped\": %lu}\n", cpu_total, errors,
+	printf(", \"cpu_total_s\": %.9f, \"errors\": %ld, \"dropped\": %lu", cpu_total, errors,
 	       kbox_client_dropped(client));
+	printf(", \"rusage\": {\"user_s\": %.6f, \"sys_s\": %.6f, \"nvcsw\": %ld, \"nivcsw\": %ld}}\n",
+	       tv_seconds(ru1.ru_utime) - tv_seconds(ru0.ru_utime),
+	       tv_seconds(ru1.ru_stime) - tv_seconds(ru0.ru_stime), ru1.ru_nvcsw - ru0.ru_nvcsw,
+	       ru1.ru_nivcsw - ru0.ru_nivcsw);
 	rc = errors ? 1 : 0;
 out:
 	kbox_client_destroy(&client);

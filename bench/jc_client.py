@@ -18,20 +18,29 @@ wait_for_ready, runs WARMUP unmeasured calls, then N measured ones.
 Prints one JSON object on stdout:
 
   {"client": "jupyter_client", "mode": M, "calls": N, "warmup": W,
-   "lat_s": [...], "cpu_s": [...], "cpu_total_s": S, "errors": E}
+   "lat_s": [...], "cpu_s": [...], "cpu_total_s": S, "errors": E,
+   "rusage": {"user_s", "sys_s", "nvcsw", "nivcsw"}}
 
 lat_s is the wall time of each call (time.perf_counter, CLOCK_MONOTONIC),
-cpu_s its CPU time in this process, all threads (time.process_time).
+cpu_s its CPU time in this process, all threads (time.process_time), rusage
+the getrusage(RUSAGE_SELF) differences over the N calls.
 """
 
 import argparse
 import json
+import resource
 import sys
 import time
 
 from jupyter_client import BlockingKernelClient
 
 CALL_TIMEOUT_S = 10.0
+
+
+def rusage_delta(r0, r1):
+    """getrusage(RUSAGE_SELF) differences, as bench_exec reports them."""
+    return {"user_s": r1.ru_utime - r0.ru_utime, "sys_s": r1.ru_stime - r0.ru_stime,
+            "nvcsw": r1.ru_nvcsw - r0.ru_nvcsw, "nivcsw": r1.ru_nivcsw - r0.ru_nivcsw}
 
 
 def _no_output(msg):
@@ -77,6 +86,7 @@ def main(argv):
         except Exception:
             errors += 1
     lat, cpu = [], []
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(args.n):
         c0 = time.process_time()
         t0 = time.perf_counter()
@@ -90,10 +100,12 @@ def main(argv):
             errors += 1
         lat.append(t1 - t0)
         cpu.append(c1 - c0)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
     kc.stop_channels()
     json_out = {"client": "jupyter_client", "mode": args.mode, "calls": args.n,
                 "warmup": args.warmup, "lat_s": lat, "cpu_s": cpu,
-                "cpu_total_s": sum(cpu), "errors": errors}
+                "cpu_total_s": sum(cpu), "errors": errors,
+                "rusage": rusage_delta(r0, r1)}
     json.dump(json_out, sys.stdout)
     sys.stdout.write("\n")
     return 0 if errors == 0 else 1

@@ -15,16 +15,19 @@ runs WARMUP unmeasured calls, then N measured ones, and prints one JSON
 object on stdout:
 
   {"client": "raw-pyzmq", "calls": N, "warmup": W,
-   "lat_s": [...], "cpu_s": [...], "cpu_total_s": S, "errors": E}
+   "lat_s": [...], "cpu_s": [...], "cpu_total_s": S, "errors": E,
+   "rusage": {"user_s", "sys_s", "nvcsw", "nivcsw"}}
 
 lat_s is the wall time of each call (time.perf_counter, CLOCK_MONOTONIC),
-cpu_s its CPU time in this process (time.process_time, user + sys).
+cpu_s its CPU time in this process (time.process_time, user + sys, all
+threads), rusage the getrusage(RUSAGE_SELF) differences over the N calls.
 """
 
 import datetime
 import hashlib
 import hmac
 import json
+import resource
 import sys
 import time
 import uuid
@@ -33,6 +36,12 @@ import zmq
 
 DELIM = b"<IDS|MSG>"
 CALL_TIMEOUT_S = 10.0
+
+
+def rusage_delta(r0, r1):
+    """getrusage(RUSAGE_SELF) differences, as bench_exec reports them."""
+    return {"user_s": r1.ru_utime - r0.ru_utime, "sys_s": r1.ru_stime - r0.ru_stime,
+            "nvcsw": r1.ru_nvcsw - r0.ru_nvcsw, "nivcsw": r1.ru_nivcsw - r0.ru_nivcsw}
 
 
 def endpoint(conn, channel):
@@ -164,6 +173,7 @@ def main(argv):
         if not client.execute("1+1"):
             errors += 1
     lat, cpu = [], []
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(n):
         c0 = time.process_time()
         t0 = time.perf_counter()
@@ -174,9 +184,11 @@ def main(argv):
             errors += 1
         lat.append(t1 - t0)
         cpu.append(c1 - c0)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
     client.close()
     json.dump({"client": "raw-pyzmq", "calls": n, "warmup": warmup, "lat_s": lat,
-               "cpu_s": cpu, "cpu_total_s": sum(cpu), "errors": errors}, sys.stdout)
+               "cpu_s": cpu, "cpu_total_s": sum(cpu), "errors": errors,
+               "rusage": rusage_delta(r0, r1)}, sys.stdout)
     sys.stdout.write("\n")
     return 0 if errors == 0 else 1
 

@@ -53,7 +53,8 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 		return NULL;
 	}
 	h = zsock_resolve(s);
-	zsock_set_linger(s, ch == KBOX_CH_HB ? 0 : 1000);
+	/* requests we sent get 1 s to leave; subscriptions and beats need none */
+	zsock_set_linger(s, (ch == KBOX_CH_SHELL || ch == KBOX_CH_CONTROL) ? 1000 : 0);
 	if (ch == KBOX_CH_SHELL || ch == KBOX_CH_STDIN || ch == KBOX_CH_CONTROL)
 		zmq_setsockopt(h, ZMQ_ROUTING_ID, self->session, strlen(self->session));
 	if (ch == KBOX_CH_IOPUB) {

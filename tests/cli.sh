@@ -159,6 +159,11 @@ image_saved_in() {
 	path=$(sed -n 's/^\[image saved: \(.*\)\]$/\1/p' stdout)
 	[ "$(cd "$(dirname "$path")" && pwd -P)" = "$(cd "$1" && pwd -P)" ]
 }
+# image_named NAME: the saved image's file name is NAME.
+image_named() {
+	path=$(sed -n 's/^\[image saved: \(.*\)\]$/\1/p' stdout)
+	[ "${path##*/}" = "$1" ]
+}
 json_is_valid() { "$PY" -m json.tool stdout >/dev/null 2>&1; }
 json_has_python3() {
 	"$PY" -c '
@@ -188,6 +193,14 @@ for cmd in "" help kernelspecs run version; do
 done
 
 fresh
+kbox help run
+check help_run_shows_the_run_page_or_usage eval '[ "$rc" = 0 ] && grep -q "kbox run" stdout'
+
+fresh
+kbox help frobnicate
+check help_unknown_command_exits_2 status_is 2
+
+fresh
 kbox frobnicate
 check unknown_command_exits_2 status_is 2
 check unknown_command_says_so_in_one_line one_line_starting stderr "kbox"
@@ -210,6 +223,10 @@ fresh
 kbox kernelspecs --json
 check kernelspecs_json_is_valid_json json_is_valid
 check kernelspecs_json_describes_python3 json_has_python3
+
+fresh
+kbox kernelspecs --no-such-option
+check kernelspecs_unknown_option_exits_2 status_is 2
 
 fresh
 kbox run --no-such-option -c 'print(1)'
@@ -248,69 +265,116 @@ JUPYTER_PATH=$T/specs kbox run -k dies -c 'print(1)'
 check run_kernel_exiting_at_start_exits_5 status_is 5
 
 # ---- commands that start a kernel ----
+#
+# Each scenario runs kbox once in its own directory $BASE/NAME.  They run in
+# three lanes in the background (a kernel spends much of its life waiting),
+# then their outcomes are checked in order.
+
+scenario_state() { kbox run -c 'x = 41' -c 'print(x + 1)'; }
+scenario_result() { kbox run -c '1+1'; }
+scenario_order() {
+	echo 'print("c")' >c.py
+	echo 'print("b")' | kbox run -c 'print("a")' - c.py -c 'print("d")'
+}
+scenario_cwd() {
+	kbox run -c 'import os; print(os.getcwd()); print(os.getpid(), file=open("pid", "w"))'
+}
+scenario_error() { kbox run -c 'print("before")' -c '1/0' -c 'print("after")'; }
+scenario_timeout() {
+	kbox run -t 1 -c 'import os, time; print(os.getpid(), file=open("pid", "w")); time.sleep(30)' \
+		-c 'print("after")'
+}
+scenario_input() {
+	kbox run -i Ada -i Bob -c 'print("hello", input())' -c 'print("hello", input())' \
+		-c 'input()'
+}
+scenario_noinput() { kbox run -c 'input()'; }
+scenario_died() { kbox run -c 'import os; os._exit(1)' -c 'print("after")'; }
+# The demo, as `make demo` runs it.
+scenario_demo() {
+	needs kernel pandas
+	mkdir work
+	kbox run --cwd work "$DEMO/1-write-csv.py" "$DEMO/2-load.py" \
+		"$DEMO/3-aggregate.py" "$DEMO/4-plot.py"
+}
+scenario_plot() {
+	needs kernel pandas
+	kbox run -c 'import matplotlib.pyplot as plt' -c 'plt.plot([1, 2, 3]); plt.show()'
+}
+scenario_outputs() {
+	needs kernel pandas
+	mkdir imgs
+	kbox run -o imgs -c 'import matplotlib.pyplot as plt; plt.plot([1]); plt.show()'
+}
+
+# lane NAME...: run the scenarios NAME... one after the other.
+lane() {
+	for s in "$@"; do
+		mkdir "$BASE/$s" && cd "$BASE/$s" || exit 1
+		needs kernel
+		"scenario_$s"
+		echo "$rc $secs" >.status
+	done
+}
+
+# enter NAME: go to scenario NAME's directory and take its $rc and $secs.
+enter() {
+	T=$BASE/$1
+	cd "$T" && read -r rc secs <.status
+}
 
 needs kernel
-fresh
-kbox run -c 'x = 41' -c 'print(x + 1)'
+lane demo state result order &
+lane timeout plot cwd error &
+lane outputs input noinput died &
+wait
+
+enter state
 check run_warns_that_the_kernel_is_unsandboxed has_line stderr "$WARNING"
 check run_keeps_state_across_cells stdout_is "42"
 
-fresh
-kbox run -c '1+1'
+enter result
 check run_shows_result_as_Out_N stdout_is "Out[1]: 2"
 
-fresh
-echo 'print("c")' >c.py
-echo 'print("b")' | kbox run -c 'print("a")' - c.py -c 'print("d")'
+enter order
 check run_runs_cells_in_command_line_order stdout_is "a
 b
 c
 d"
 
-fresh
-kbox run -c 'import os; print(os.getcwd()); print(os.getpid(), file=open("pid", "w"))'
+enter cwd
 check run_kernel_starts_in_current_directory stdout_is "$(pwd -P)"
 check run_stops_kernel_at_exit process_gone pid
 
-fresh
-kbox run -c 'print("before")' -c '1/0' -c 'print("after")'
+enter error
 check run_error_exits_1 status_is 1
 check run_error_last_line_is_ename_evalue \
 	last_line_is stderr "ZeroDivisionError: division by zero"
 check run_error_output_has_no_ansi_escapes no_ansi_escapes
 check run_error_stops_later_cells stdout_is "before"
 
-fresh
-kbox run -t 1 -c 'import os, time; print(os.getpid(), file=open("pid", "w")); time.sleep(30)' \
-	-c 'print("after")'
+enter timeout
 check run_timeout_exits_3 status_is 3
 check run_timeout_is_quick took_less_than 15
 check run_timeout_stops_later_cells lacks_line stdout "after"
 check run_timeout_stops_kernel process_gone pid
 
-fresh
-kbox run -i Ada -i Bob -c 'print("hello", input())' -c 'print("hello", input())' \
-	-c 'input()'
-check run_input_lines_answer_input_in_order eval 'has_line stdout "hello Ada" &&
+enter input
+check run_input_lines_answer_input_in_order_across_cells eval 'has_line stdout "hello Ada" &&
 	has_line stdout "hello Bob"'
 check run_input_after_last_line_is_eof eval '[ "$rc" = 1 ] &&
 	tail -n 1 stderr | grep -q "^EOFError"'
 
-fresh
-kbox run -c 'input()'
+enter noinput
 check run_input_without_input_option_fails_with_stdin_error eval '[ "$rc" = 1 ] &&
 	tail -n 1 stderr | grep -q "^StdinNotImplementedError: "'
 
-fresh
-kbox run -c 'import os; os._exit(1)' -c 'print("after")'
+enter died
 check run_kernel_death_exits_4 status_is 4
+check run_kernel_death_stops_later_cells lacks_line stdout "after"
 
 needs kernel pandas
-# The demo, as `make demo` runs it.
-fresh
-mkdir work
-kbox run --cwd work "$DEMO/1-write-csv.py" "$DEMO/2-load.py" \
-	"$DEMO/3-aggregate.py" "$DEMO/4-plot.py"
+enter demo
 check demo_exits_0 status_is 0
 check demo_writes_csv_in_cwd eval '[ "$(wc -l <work/sales.csv)" -eq 49 ] &&
 	has_line stdout "wrote sales.csv with 48 rows"'
@@ -320,14 +384,13 @@ check demo_shows_aggregate_as_Out_3 demo_aggregate_is_shown
 check demo_chart_is_png is_png work/chart.png
 check demo_chart_is_600x400 png_size_is work/chart.png 600 400
 
-fresh
-kbox run -c 'import matplotlib.pyplot as plt' -c 'plt.plot([1, 2, 3]); plt.show()'
+enter plot
 check run_plt_show_saves_png image_saved
 check run_plt_show_prints_no_figure_text eval '! grep -q "<Figure" stdout'
+check run_images_go_to_cwd_by_default image_saved_in "$T"
+check run_image_is_named_count_dash_index image_named 2-1.png
 
-fresh
-mkdir imgs
-kbox run -o imgs -c 'import matplotlib.pyplot as plt; plt.plot([1]); plt.show()'
+enter outputs
 check run_outputs_option_sets_image_dir eval 'image_saved && image_saved_in imgs'
 
 echo "1..$n"

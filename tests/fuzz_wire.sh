@@ -46,7 +46,7 @@ mkdir -p "$work/corpus" "$crashes" "$top_builddir/tests"
 
 # 1: the target and the library sources it needs build with the sanitizers.
 deps="libczmq libzmq libsodium jansson"
-# shellcheck disable=SC2046 # word splitting of pkg-config output is intended
+# shellcheck disable=SC2046,SC2086 # word splitting of pkg-config output is intended
 if $FUZZ_CC -g -O1 -fsanitize=fuzzer,address,undefined \
 	-I"$top_srcdir/include" -I"$top_srcdir/src" -I"$top_builddir" \
 	$(pkg-config --cflags $deps) \

@@ -8,6 +8,7 @@
 #define KBOX_TESTS_LIVE_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -97,8 +98,8 @@ static inline void live_rm_rf(const char *dir)
 }
 
 /* Number of entries in DIR other than "." and "..", listing them on stdout
- * as TAP comments; -1 if DIR cannot be read. */
-static inline int live_dir_entries(const char *dir)
+ * as TAP comments when SHOW; -1 if DIR cannot be read. */
+static inline int live_dir_entries(const char *dir, bool show)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -109,7 +110,8 @@ static inline int live_dir_entries(const char *dir)
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		printf("# left in %s: %s\n", dir, e->d_name);
+		if (show)
+			printf("# left in %s: %s\n", dir, e->d_name);
 		n++;
 	}
 	closedir(d);

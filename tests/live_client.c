@@ -50,6 +50,19 @@ out:
 	return rc;
 }
 
+/* ipykernel 6.17 keeps aborting execute_requests for one event-loop turn
+ * after it sent an error reply (stop_on_error; see ipykernel issue #609), so
+ * an execute sent the instant the reply and idle arrive can come back
+ * "aborted".  A shell round trip closes that window.  Tests whose subject is
+ * something else call this after an error so that the next test is not hit;
+ * execute_right_after_an_error_is_not_aborted tests the race itself. */
+static void settle_after_error(kbox_client_t *client)
+{
+	kbox_msg_t *r = kbox_client_kernel_info_request(client, 10000, NULL);
+
+	kbox_msg_destroy(&r);
+}
+
 /* The content.status of REPLY, or "". */
 static const char *reply_status(const kbox_msg_t *reply)
 {
@@ -208,6 +221,33 @@ TEST(zero_division_is_error_with_iopub_error_message)
 	CHECK(json_is_array(json_object_get(c, "traceback")));
 	CHECK(json_array_size(json_object_get(c, "traceback")) > 0);
 	kbox_exec_destroy(&ex);
+	settle_after_error(g_client);
+}
+
+/* An execute sent as soon as the previous one failed runs normally: the
+ * synchronous API never queues behind an error, so nothing may be aborted. */
+#define AFTER_ERROR_ROUNDS 50
+
+TEST(execute_right_after_an_error_is_not_aborted)
+{
+	int i, aborted = 0, ok = 0;
+
+	REQUIRE(g_client);
+	for (i = 0; i < AFTER_ERROR_ROUNDS; i++) {
+		kbox_exec_t *bad = live_run(g_client, "1/0", LIVE_EXEC_MS);
+		kbox_exec_t *good = live_run(g_client, "1+1", LIVE_EXEC_MS);
+
+		if (bad && kbox_exec_status(bad) == KBOX_EXEC_ERROR && good) {
+			aborted += kbox_exec_status(good) == KBOX_EXEC_ABORTED;
+			ok += kbox_exec_status(good) == KBOX_EXEC_OK;
+		}
+		kbox_exec_destroy(&bad);
+		kbox_exec_destroy(&good);
+	}
+	printf("# %d of %d executions right after an error were aborted\n", aborted,
+	       AFTER_ERROR_ROUNDS);
+	CHECK_INT_EQ(aborted, 0);
+	CHECK_INT_EQ(ok, AFTER_ERROR_ROUNDS);
 }
 
 TEST(error_in_function_names_it_in_traceback)
@@ -228,6 +268,7 @@ TEST(error_in_function_names_it_in_traceback)
 	CHECK_CONTAINS(tb, "ZeroDivisionError: division by zero");
 	free(tb);
 	kbox_exec_destroy(&ex);
+	settle_after_error(g_client);
 }
 
 TEST(state_persists_between_executions)
@@ -318,6 +359,7 @@ TEST(input_without_stdin_fails_at_once)
 	CHECK_INT_EQ(kbox_exec_inputs_answered(ex), 0);
 	CHECK(ms < 5000);
 	kbox_exec_destroy(&ex);
+	settle_after_error(g_client);
 }
 
 TEST(scripted_input_lines_are_answered_in_order)
@@ -365,6 +407,7 @@ TEST(input_after_lines_run_out_gets_eof)
 	CHECK(kbox_exec_inputs_answered(ex) >= 2);
 	CHECK(live_ms() - t0 < 5000);
 	kbox_exec_destroy(&ex);
+	settle_after_error(g_client);
 
 	/* the first two lines were consumed in order */
 	ex = live_run(g_client, "a + b", LIVE_EXEC_MS);
@@ -411,6 +454,7 @@ TEST(request_queued_behind_error_is_aborted)
 	}
 	CHECK_STR_EQ(st1, "error");
 	CHECK_STR_EQ(st2, "aborted");
+	settle_after_error(g_client);
 }
 
 /* The synchronous API sees the same abort as KBOX_EXEC_ABORTED, with no
@@ -428,6 +472,7 @@ TEST(execute_queued_behind_error_reports_aborted)
 	CHECK_INT_EQ(kbox_exec_count(ex), -1);
 	CHECK_STR_EQ(live_reply_str(ex, "status"), "aborted");
 	kbox_exec_destroy(&ex);
+	settle_after_error(g_client);
 
 	ex = live_run(g_client, "'aborted_ran' in dir()", LIVE_EXEC_MS);
 	REQUIRE(ex);
@@ -730,7 +775,7 @@ TEST(execute_on_killed_kernel_without_hooks_returns_died)
 	kbox_exec_destroy(&ex);
 }
 
-TEST(execute_on_killed_kernel_with_alive_hook_returns_died_at_once)
+TEST(execute_on_killed_kernel_with_alive_hook_returns_died_sooner)
 {
 	kbox_exec_t *ex;
 	long long t0, ms;
@@ -851,7 +896,7 @@ TEST(stop_leaves_no_process_and_no_files)
 		goto out;
 	}
 	pid = kbox_kernel_pid(k);
-	CHECK(live_dir_entries(dir) > 0); /* the connection file and sockets exist */
+	CHECK(live_dir_entries(dir, false) > 0); /* the connection file and sockets */
 	t0 = live_ms();
 	rc = kbox_kernel_stop(k, c, &err);
 	ms = live_ms() - t0;
@@ -861,7 +906,7 @@ TEST(stop_leaves_no_process_and_no_files)
 	CHECK_INT_EQ(rc, 0);
 	errno = 0;
 	CHECK(kill(pid, 0) == -1 && errno == ESRCH);
-	CHECK_INT_EQ(live_dir_entries(dir), 0);
+	CHECK_INT_EQ(live_dir_entries(dir, true), 0);
 	CHECK(!kbox_kernel_is_alive(k));
 	/* it answered the shutdown_request: no need for SIGTERM's 2.5 s */
 	CHECK(ms < 2500);
@@ -948,6 +993,7 @@ int main(void)
 	RUN(stderr_write_goes_to_stderr_stream);
 	RUN(plot_shows_png_of_figsize_times_dpi);
 	RUN(zero_division_is_error_with_iopub_error_message);
+	RUN(execute_right_after_an_error_is_not_aborted);
 	RUN(error_in_function_names_it_in_traceback);
 	RUN(state_persists_between_executions);
 	RUN(timeout_interrupts_and_kernel_keeps_state);
@@ -968,7 +1014,7 @@ int main(void)
 	RUN(heartbeat_answers_on_live_kernel);
 	RUN(heartbeat_detects_killed_kernel_within_2s);
 	RUN(execute_on_killed_kernel_without_hooks_returns_died);
-	RUN(execute_on_killed_kernel_with_alive_hook_returns_died_at_once);
+	RUN(execute_on_killed_kernel_with_alive_hook_returns_died_sooner);
 	dead_cleanup();
 	RUN(kernel_that_exits_at_once_is_dead_not_timed_out);
 	RUN(missing_kernelspec_is_notfound);

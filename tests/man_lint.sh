@@ -3,8 +3,9 @@
 # each command prints.  TAP.
 #
 # For each man/*.1: `$MANDOC -Tlint -W warning` prints nothing.  For each
-# command: every option its --help shows is documented in its page, and every
-# option in the page's SYNOPSIS is shown by its --help.
+# command: every option its --help shows is documented in its page; and for
+# the commands with a SYNOPSIS of their own, every option there is shown by
+# --help, and the usage line reads as the SYNOPSIS line.
 #
 # Environment (set by `make check`): MANDOC, the mandoc program (empty: skip);
 # top_srcdir, top_builddir.
@@ -59,6 +60,13 @@ synopsis() {
 	sed -n '/^SYNOPSIS/,/^[A-Z]/{/^[A-Z]/!p}' "$1"
 }
 
+# normalize: a usage or SYNOPSIS line in one case, with single spaces and
+# "X..." for "X ...", without "usage:".
+normalize() {
+	tr '[:upper:]' '[:lower:]' | tr -s ' \t' '  ' |
+		sed -e 's/^ *//' -e 's/^usage: *//' -e 's/ *\.\.\./.../g' -e 's/ *$//'
+}
+
 # has_word FILE WORD: WORD occurs in FILE, not as part of a longer word.
 has_word() {
 	grep -qE -- "(^|[^[:alnum:]_-])$2(\$|[^[:alnum:]_-])" "$1"
@@ -82,9 +90,17 @@ for pair in ":kbox.1" "help:kbox.1" "kernelspecs:kbox-kernelspecs.1" \
 	cmd=${pair%%:*}
 	page=$top_srcdir/man/${pair#*:}
 	label=${cmd:-kbox}
+	# kbox.1 describes help and version only in COMMANDS.
+	oneway=no
+	if [ "$cmd" = help ] || [ "$cmd" = version ]; then
+		oneway=yes
+	fi
 	if [ ! -x "$KBOX" ]; then
 		skip "${label}_help_options_are_in_its_page" "$KBOX not built"
-		skip "${label}_page_synopsis_options_are_in_its_help" "$KBOX not built"
+		if [ "$oneway" = no ]; then
+			skip "${label}_page_synopsis_options_are_in_its_help" "$KBOX not built"
+			skip "${label}_usage_matches_page_synopsis" "$KBOX not built"
+		fi
 		continue
 	fi
 	render "$page" >"$TMP/page"
@@ -105,13 +121,12 @@ for pair in ":kbox.1" "help:kbox.1" "kernelspecs:kbox-kernelspecs.1" \
 		pass "${label}_help_options_are_in_its_page"
 	fi
 
-	# The page's SYNOPSIS against the command's usage.  kbox.1 describes
-	# help and version only in COMMANDS, so they are checked one way.
-	if [ "$cmd" = help ] || [ "$cmd" = version ]; then
-		continue
-	fi
+	[ "$oneway" = no ] || continue
+
+	# The page's SYNOPSIS against the command's usage, but for -h and
+	# --help, which the usages leave out.
 	synopsis "$TMP/page" >"$TMP/synopsis"
-	options "$TMP/synopsis" | grep -vx -- --help >"$TMP/synopsis.opts"
+	options "$TMP/synopsis" | grep -vxe -h -e --help >"$TMP/synopsis.opts"
 	: >"$TMP/missing"
 	while read -r opt; do
 		has_word "$TMP/help" "$opt" ||
@@ -121,6 +136,20 @@ for pair in ":kbox.1" "help:kbox.1" "kernelspecs:kbox-kernelspecs.1" \
 		fail "${label}_page_synopsis_options_are_in_its_help" "$TMP/missing"
 	else
 		pass "${label}_page_synopsis_options_are_in_its_help"
+	fi
+
+	# The first line of each: "kbox run [-k NAME] ..." against
+	# "kbox run [-k name] ...".
+	grep -m1 '^usage:' "$TMP/help" | normalize >"$TMP/usage.line"
+	sed -n '/[^ ]/{p;q}' "$TMP/synopsis" | normalize >"$TMP/synopsis.line"
+	if [ -s "$TMP/usage.line" ] && cmp -s "$TMP/usage.line" "$TMP/synopsis.line"; then
+		pass "${label}_usage_matches_page_synopsis"
+	else
+		{
+			echo "usage:    $(cat "$TMP/usage.line")"
+			echo "synopsis: $(cat "$TMP/synopsis.line")"
+		} >"$TMP/missing"
+		fail "${label}_usage_matches_page_synopsis" "$TMP/missing"
 	fi
 done
 

@@ -4,7 +4,10 @@
  * own process group and session, stdin closed, SIGINT at default, a clean
  * environment (PATH, HOME, LANG, JPY_PARENT_PID) plus the spec's env and the
  * caller's extra variables.  Stopping asks with shutdown_request, then sends
- * SIGTERM, then SIGKILL, each after a bounded wait, and removes the files. */
+ * SIGTERM, then SIGKILL, each after a bounded wait, and removes the files.
+ *
+ * The kernel gets PR_SET_PDEATHSIG=SIGKILL: it dies with the thread that
+ * started it, so start kernels from a thread that outlives them. */
 #ifndef KBOX_KERNEL_H
 #define KBOX_KERNEL_H
 

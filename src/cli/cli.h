@@ -28,6 +28,10 @@ const cli_cmd_t *cli_commands(size_t *n);
 /* "kbox CMD: MESSAGE" on stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* After getopt_long returned C ('?' or ':', with opterr = 0 and ":" leading
+ * the optstring): one line saying which option was wrong and how. */
+void cli_bad_option(const char *cmd, int c, char **argv);
+
 /* Print CMD's usage to F. */
 void cli_usage(const cli_cmd_t *cmd, FILE *f);
 

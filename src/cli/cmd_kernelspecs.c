@@ -15,11 +15,12 @@ int cmd_kernelspecs(int argc, char **argv)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': as_json = true; break;
 		case 'h': cli_usage(cli_find("kernelspecs"), stdout); return EXIT_OK;
-		default: cli_usage(cli_find("kernelspecs"), stderr); return EXIT_USAGE;
+		default: cli_bad_option("kernelspecs", c, argv); return EXIT_USAGE;
 		}
 	}
 	if (optind < argc) {

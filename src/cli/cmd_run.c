@@ -226,7 +226,7 @@ int cmd_run(int argc, char **argv)
 	const cli_cmd_t *self = cli_find("run");
 	const char *kernel = getenv("KBOX_KERNEL"), *cwd = NULL, *outputs = NULL;
 	const char **inputs = NULL;
-	size_t n_inputs = 0, n_cells = 0;
+	size_t n_inputs = 0, n_cells = 0, used_inputs = 0;
 	cell_t *cells = NULL;
 	long timeout_ms = 0;
 	int c, status = EXIT_OK;
@@ -247,7 +247,8 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "-k:C:t:o:i:c:h", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "-:k:C:t:o:i:c:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k': kernel = optarg; break;
 		case 'C': cwd = optarg; break;
@@ -295,7 +296,10 @@ int cmd_run(int argc, char **argv)
 			break;
 		}
 		case 'h': cli_usage(self, stdout); goto out;
-		default: cli_usage(self, stderr); status = EXIT_USAGE; goto out;
+		default:
+			cli_bad_option("run", c, argv);
+			status = EXIT_USAGE;
+			goto out;
 		}
 	}
 	if (n_cells == 0) {
@@ -350,9 +354,9 @@ int cmd_run(int argc, char **argv)
 		eo.interrupt_on_timeout = true;
 		eo.on_msg = on_msg;
 		eo.cb_arg = &rc;
-		if (n_inputs) {
-			eo.input_lines = inputs;
-			eo.n_input = n_inputs;
+		if (n_inputs) { /* the lines answer input() across cells */
+			eo.input_lines = inputs + used_inputs;
+			eo.n_input = n_inputs - used_inputs;
 		}
 		x = kbox_client_execute(client, &eo, &err);
 		if (!x) {
@@ -360,6 +364,9 @@ int cmd_run(int argc, char **argv)
 			status = EXIT_DIED;
 			break;
 		}
+		used_inputs += kbox_exec_inputs_answered(x);
+		if (used_inputs > n_inputs)
+			used_inputs = n_inputs;
 		switch (kbox_exec_status(x)) {
 		case KBOX_EXEC_OK: break;
 		case KBOX_EXEC_ERROR: status = EXIT_CODE_ERROR; break;

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "cli.h"
 
+#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -39,6 +40,16 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+void cli_bad_option(const char *cmd, int c, char **argv)
+{
+	char shortopt[3] = {'-', (char)optopt, '\0'};
+	const char *opt = optopt ? shortopt : argv[optind - 1];
+	if (c == ':')
+		cli_error(cmd, "option %s needs an argument (see kbox %s --help)", opt, cmd);
+	else
+		cli_error(cmd, "unknown option %s (see kbox %s --help)", opt, cmd);
 }
 
 void cli_usage(const cli_cmd_t *cmd, FILE *f)
