@@ -24,6 +24,7 @@ struct kbox_client {
 	json_t *kernel_info;
 	unsigned long dropped;
 	char last_drop[KBOX_ERROR_MSG_MAX];
+	bool settle; /* the last execute failed with stop_on_error: kernel may still abort */
 };
 
 struct kbox_exec {
@@ -369,18 +370,20 @@ kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel,
 		          kbox_channel_name(channel));
 		goto out;
 	}
+	if (timeout_ms <= 0)
+		timeout_ms = KBOX_REQUEST_TIMEOUT_MS;
 	if (kbox_client_send(self, channel, req, err) < 0)
 		goto out;
-	deadline = kbox__now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	deadline = kbox__now_ms() + timeout_ms;
 	for (;;) {
-		long slice = timeout_ms > 0 ? remaining(deadline) : ALIVE_SLICE_MS;
-		if (timeout_ms > 0 && slice == 0)
+		long slice = remaining(deadline);
+		if (slice == 0)
 			break;
 		if (owner_says_dead(self)) {
 			kbox__err(err, KBOX_E_DEAD, "kernel died before it answered %s", msg_type);
 			goto out;
 		}
-		if (slice > ALIVE_SLICE_MS || slice < 0)
+		if (slice > ALIVE_SLICE_MS)
 			slice = ALIVE_SLICE_MS;
 		if (poll_channels(self, 1u << channel, slice) > 0) {
 			kbox_msg_t *m = read_one(self, channel);
@@ -581,6 +584,15 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 		return NULL;
 	}
 	x->count = -1;
+	/* After an error reply with stop_on_error, ipykernel goes on aborting
+	 * execute_requests for one more event-loop turn (ipykernel#609); a shell
+	 * round trip closes that window so this request is not aborted. */
+	if (self->settle) {
+		kbox_msg_t *r = kbox_client_request(self, KBOX_CH_SHELL, "kernel_info_request",
+		                                    NULL, 2000, NULL);
+		kbox_msg_destroy(&r);
+		self->settle = false;
+	}
 	if (kbox_client_send(self, KBOX_CH_SHELL, req, err) < 0) {
 		kbox_msg_destroy(&req);
 		free(x);
@@ -729,6 +741,10 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 			x->status = KBOX_EXEC_ERROR;
 	}
 done:
+	if (x->reply && !o->no_stop_on_error) {
+		json_t *st = json_object_get(kbox_msg_content(x->reply), "status");
+		self->settle = !json_is_string(st) || strcmp(json_string_value(st), "ok") != 0;
+	}
 	if (x->status == KBOX_EXEC_TIMEOUT && x->reply) {
 		json_t *cnt = json_object_get(kbox_msg_content(x->reply), "execution_count");
 		if (json_is_integer(cnt))

@@ -74,8 +74,14 @@ kbox_msg_t *kbox_client_recv(kbox_client_t *self, kbox_channel_t channel, int ti
 /* A new message from this client's session. Takes *CONTENT_P. */
 kbox_msg_t *kbox_client_msg(kbox_client_t *self, const char *msg_type, json_t **content_p);
 
+/* Default wait for a reply when a request is given a timeout of 0 or less:
+ * no request waits forever. */
+#define KBOX_REQUEST_TIMEOUT_MS 30000
+
 /* Send a request of MSG_TYPE on CHANNEL (shell or control) and wait up to
- * TIMEOUT_MS for the reply whose parent is it; other replies are discarded.
+ * TIMEOUT_MS (<= 0: KBOX_REQUEST_TIMEOUT_MS) for the reply whose parent is
+ * it; other replies are discarded.  Fails early with KBOX_E_DEAD when the
+ * alive hook reports the process gone.
  * Takes *CONTENT_P.  The caller owns the reply.  KBOX_E_TIMEOUT names the
  * request: "kernel did not answer complete_request within 10 s". */
 kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel,
@@ -162,6 +168,9 @@ typedef struct kbox_exec kbox_exec_t;
  * idle is still taken; if idle never comes, 2 s of iopub silence after the
  * reply ends the wait), or on timeout, or when the kernel dies (the alive
  * hook, or two missed heartbeats after 1 s of silence).
+ * After an execution that failed with stop_on_error, the next execute first
+ * makes a kernel_info round trip: ipykernel goes on aborting requests for
+ * one more turn of its event loop (ipykernel#609), and this closes that gap.
  * Returns a result the caller owns; NULL with ERR only when the request
  * could not be sent. */
 kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *opts,
@@ -180,7 +189,7 @@ double kbox_exec_seconds(const kbox_exec_t *self);
 /* The collected iopub messages, in arrival order (borrowed). */
 size_t kbox_exec_output_count(const kbox_exec_t *self);
 const kbox_msg_t *kbox_exec_output(const kbox_exec_t *self, size_t i);
-/* Number of input_requests answered. */
+/* Number of input_requests answered, EOF answers included. */
 size_t kbox_exec_inputs_answered(const kbox_exec_t *self);
 /* Why the execution did not finish normally ("timed out after 2 s"), or "". */
 const char *kbox_exec_reason(const kbox_exec_t *self);
