@@ -14,6 +14,8 @@
 struct kbox_auth {
 	unsigned char *key;
 	size_t keylen;
+	/* the HMAC state after absorbing the key, copied for each message */
+	crypto_auth_hmacsha256_state *keyed;
 	/* replay history: a set for lookup and a ring for eviction order */
 	zhashx_t *seen;
 	char **ring;
@@ -179,6 +181,10 @@ kbox_auth_t *kbox_auth_new(const char *scheme, const void *key, size_t keylen, s
 			goto nomem;
 		memcpy(self->key, key, keylen);
 		self->keylen = keylen;
+		self->keyed = sodium_malloc(sizeof *self->keyed);
+		if (!self->keyed)
+			goto nomem;
+		crypto_auth_hmacsha256_init(self->keyed, self->key, self->keylen);
 	}
 	return self;
 nomem:
@@ -195,6 +201,8 @@ void kbox_auth_destroy(kbox_auth_t **self_p)
 	self = *self_p;
 	if (self->key)
 		sodium_free(self->key); /* wipes */
+	if (self->keyed)
+		sodium_free(self->keyed);
 	zhashx_destroy(&self->seen);
 	if (self->ring) {
 		for (size_t i = 0; i < self->cap; i++)
@@ -214,7 +222,7 @@ void kbox_auth_sign(const kbox_auth_t *self, const kbox_frame_t parts[4], char o
 		out[0] = '\0';
 		return;
 	}
-	crypto_auth_hmacsha256_init(&st, self->key, self->keylen);
+	st = *self->keyed;
 	for (int i = 0; i < 4; i++)
 		crypto_auth_hmacsha256_update(&st, parts[i].data, parts[i].size);
 	crypto_auth_hmacsha256_final(&st, mac);
