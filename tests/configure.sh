@@ -1,0 +1,61 @@
+#!/bin/sh
+# configure stops with a message naming the Debian package when a
+# dependency is missing: one test per dependency, each run with a pkg-config
+# search path that holds every .pc file on this machine but that one.
+set -u
+: "${top_srcdir:?}" "${top_builddir:?}"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kbox-configure-XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# A pristine copy of what configure needs (the source tree itself may be
+# configured in place, which a second configure refuses).
+src="$tmp/src"
+mkdir -p "$src/src"
+for f in configure config.h.in Makefile.in libkbox.pc.in; do
+	cp "$top_srcdir/$f" "$src/" || exit 99
+done
+cp -R "$top_srcdir/build-aux" "$src/" || exit 99
+cp "$top_srcdir/src/wire.c" "$src/src/" || exit 99
+
+pcdirs=$(pkg-config --variable pc_path pkg-config 2>/dev/null)
+[ -n "$pcdirs" ] || pcdirs=/usr/local/lib/x86_64-linux-gnu/pkgconfig:/usr/local/lib/pkgconfig:/usr/local/share/pkgconfig:/usr/lib/x86_64-linux-gnu/pkgconfig:/usr/lib/pkgconfig:/usr/share/pkgconfig
+
+n=0
+failed=0
+for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" "jansson libjansson-dev" "libcurl libcurl4-openssl-dev"; do
+	set -- $dep
+	pc=$1 pkg=$2
+	n=$((n + 1))
+	pcdir="$tmp/pc-$pc"
+	mkdir -p "$pcdir"
+	old_ifs=$IFS
+	IFS=:
+	for d in $pcdirs; do
+		[ -d "$d" ] || continue
+		for f in "$d"/*.pc; do
+			[ -e "$f" ] || continue
+			base=$(basename "$f")
+			[ "$base" = "$pc.pc" ] && continue
+			[ -e "$pcdir/$base" ] || ln -s "$f" "$pcdir/$base"
+		done
+	done
+	IFS=$old_ifs
+	build="$tmp/build-$pc"
+	mkdir -p "$build"
+	out=$(cd "$build" && PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR="$pcdir" "$src/configure" -q 2>&1)
+	rc=$?
+	last=$(printf '%s\n' "$out" | grep 'configure: error' | tail -1)
+	case "$last" in
+	*"$pc"*"not found"*"Debian package $pkg"*)
+		if [ $rc -ne 0 ]; then
+			echo "ok $n - missing_${pc}_names_debian_package_$pkg"
+			continue
+		fi ;;
+	esac
+	echo "# exit $rc; output: $(printf '%s' "$out" | tail -3)"
+	echo "not ok $n - missing_${pc}_names_debian_package_$pkg"
+	failed=$((failed + 1))
+done
+echo "1..$n"
+[ $failed -eq 0 ]
