@@ -173,7 +173,9 @@ def print_report(cfg, stats, skipped):
     print("%-16s %6s %9s %9s %9s %9s %9s %8s %6s  %s"
           % ("client", "calls", "median", "p10", "p90", "p99", "CPU/call", "of it sys",
              "csw", "median per round (ms)"))
-    for name in ("libkbox", "raw-pyzmq", "jupyter_client"):
+    for name in ("libkbox", "c-floor", "raw-pyzmq", "jupyter_client"):
+        if name == "c-floor" and name not in stats and name not in skipped:
+            continue
         if name not in stats:
             print("%-16s  (not run: %s)" % (name, skipped.get(name, "failed")))
             continue
@@ -250,12 +252,22 @@ def print_summary(stats, v):
           % (cpu("libkbox"), cpu("jupyter_client"),
              "n/a" if ratio is None else "%.1fx" % ratio, CPU_TARGET, verdict(v["cpu_pass"]),
              spread("cpu_ratio_rounds", "%.1fx")))
+    if "c-floor" in stats and "jupyter_client" in stats and stats["c-floor"]["cpu_per_call_s"] > 0:
+        f = stats["c-floor"]["cpu_per_call_s"]
+        print("libzmq floor: a bare C client (no parsing, no verification) %s/call; "
+              "libkbox is %.2fx the floor; the best jupyter_client/client ratio any "
+              "libzmq client reaches here is %.1fx"
+              % (cpu("c-floor"), stats["libkbox"]["cpu_per_call_s"] / f if "libkbox" in stats else 0,
+                 stats["jupyter_client"]["cpu_per_call_s"] / f))
 
 
 def main(argv):
     ap = argparse.ArgumentParser(prog="run.py", description=__doc__.split("\n")[0])
     ap.add_argument("--kbox-bench", metavar="PATH",
                     help="the bench_exec program (libkbox client); skipped when absent")
+    ap.add_argument("--floor-bench", metavar="PATH",
+                    help="the floor_zmq program (bare libzmq C client, the CPU floor); "
+                         "skipped when absent")
     ap.add_argument("-n", type=int, default=150, help="measured calls per client per round")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=50,
@@ -281,6 +293,8 @@ def main(argv):
     else:
         skipped["libkbox"] = ("no --kbox-bench given" if not args.kbox_bench
                               else "%s is not an executable" % args.kbox_bench)
+    if args.floor_bench and os.access(args.floor_bench, os.X_OK):
+        clients.append(("c-floor", [os.path.abspath(args.floor_bench)]))
     clients.append(("raw-pyzmq", [args.python, os.path.join(HERE, "raw_client.py")]))
     clients.append(("jupyter_client", [args.python, os.path.join(HERE, "jc_client.py"),
                                        "--mode", args.jc_mode]))
