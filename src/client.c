@@ -56,6 +56,9 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 	h = zsock_resolve(s);
 	/* requests we sent get 1 s to leave; subscriptions and beats need none */
 	zsock_set_linger(s, (ch == KBOX_CH_SHELL || ch == KBOX_CH_CONTROL) ? 1000 : 0);
+	/* a full queue (peer gone, 1000 unanswered messages) is an error, not a hang */
+	if (ch != KBOX_CH_IOPUB)
+		zsock_set_sndtimeo(s, 0);
 	if (ch == KBOX_CH_SHELL || ch == KBOX_CH_STDIN || ch == KBOX_CH_CONTROL)
 		zmq_setsockopt(h, ZMQ_ROUTING_ID, self->session, strlen(self->session));
 	if (ch == KBOX_CH_IOPUB) {
@@ -342,7 +345,7 @@ int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *er
 	}
 	if (owner_says_dead(self))
 		return kbox__err(err, KBOX_E_DEAD, "kernel exited before it was ready");
-	kbox__fmt_ms(t, sizeof t, timeout_ms);
+	kbox__fmt_ms(t, sizeof t, timeout_ms > 0 ? timeout_ms : 60000);
 	return kbox__err(err, KBOX_E_TIMEOUT,
 	                 shell_answered
 	                     ? "kernel answered kernel_info but no iopub message reached us within %s"
@@ -543,8 +546,10 @@ static void answer_input(kbox_client_t *self, const kbox_exec_opts_t *o, kbox_ex
 /* Is the kernel still there?  Consults the owner, then the heartbeat. */
 static bool kernel_gone(kbox_client_t *self)
 {
-	if (owner_says_dead(self))
-		return true;
+	/* an owned kernel is alive while its process is: kernels that serve the
+	 * heartbeat from their main loop miss beats while they compute */
+	if (self->hooks.alive)
+		return !self->hooks.alive(self->hooks.arg);
 	for (int i = 0; i < HB_MISSES; i++)
 		if (kbox_client_heartbeat(self, HB_TIMEOUT_MS) == 0)
 			return false;
@@ -695,8 +700,16 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 			const char *pid = m ? kbox_msg_parent_id(m) : NULL;
 			if (m && pid && strcmp(pid, req_id) == 0 &&
 			    strcmp(kbox_msg_type(m), "input_request") == 0) {
-				if (o->on_msg)
-					o->on_msg(o->cb_arg, KBOX_CH_STDIN, m);
+				if (o->on_msg && o->on_msg(o->cb_arg, KBOX_CH_STDIN, m) != 0) {
+					/* answer EOF so the kernel is not left blocked in input() */
+					kbox_exec_opts_t eof = {0};
+					if (!got_reply)
+						answer_input(self, &eof, x, m);
+					x->status = KBOX_EXEC_TIMEOUT;
+					snprintf(x->reason, sizeof x->reason, "stopped by the caller");
+					kbox_msg_destroy(&m);
+					goto done;
+				}
 				if (!got_reply)
 					answer_input(self, o, x, m);
 			}

@@ -97,18 +97,24 @@ kbox_conn_t *kbox_conn_new_ipc(const char *dir, kbox_error_t *err)
 {
 	kbox_conn_t *self;
 	struct stat st;
-	char prefix[PATH_MAX];
+	char prefix[PATH_MAX], real[PATH_MAX], tag[9];
+	unsigned char rnd[4];
 	int port = 1;
 
 	if (kbox_init() < 0) {
 		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
 		return NULL;
 	}
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || !realpath(dir, real)) {
 		kbox__err_sys(err, "ipc directory %s", dir);
 		return NULL;
 	}
-	if ((size_t)snprintf(prefix, sizeof prefix, "%s/kernel-ipc", dir) >= sizeof prefix ||
+	/* absolute (the kernel may run in another directory) and tagged (two
+	 * kernels in one directory must not share sockets: the files appear
+	 * only when the kernel binds) */
+	randombytes_buf(rnd, sizeof rnd);
+	sodium_bin2hex(tag, sizeof tag, rnd, sizeof rnd);
+	if ((size_t)snprintf(prefix, sizeof prefix, "%s/kernel-%s-ipc", real, tag) >= sizeof prefix ||
 	    strlen(prefix) + 8 > 100) {
 		/* sockaddr_un.sun_path is 108 bytes */
 		kbox__err(err, KBOX_E_INVALID, "ipc directory path %s is too long for a unix socket", dir);
@@ -125,8 +131,13 @@ kbox_conn_t *kbox_conn_new_ipc(const char *dir, kbox_error_t *err)
 		char path[PATH_MAX + 16];
 		for (;; port++) {
 			snprintf(path, sizeof path, "%s-%d", prefix, port);
-			if (lstat(path, &st) < 0 && errno == ENOENT)
-				break;
+			if (lstat(path, &st) < 0) {
+				if (errno == ENOENT)
+					break;
+				kbox__err_sys(err, "ipc socket %s", path);
+				kbox_conn_destroy(&self);
+				return NULL;
+			}
 		}
 		self->ports[ch] = port++;
 	}
@@ -295,26 +306,52 @@ fail:
 	return NULL;
 }
 
+#define CONN_FILE_MAX 65536
+
 kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 {
 	json_error_t jerr;
 	json_t *root;
 	kbox_conn_t *self;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	FILE *f;
+	/* read into our own buffer so the key can be wiped afterwards */
+	char *buf = sodium_malloc(CONN_FILE_MAX);
+	size_t len = 0;
+	int fd;
 
+	if (!buf) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory reading %s", path);
+		return NULL;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		kbox__err_sys(err, "connection file %s", path);
+		sodium_free(buf);
 		return NULL;
 	}
-	f = fdopen(fd, "r");
-	if (!f) {
-		kbox__err_sys(err, "connection file %s", path);
-		close(fd);
-		return NULL;
+	for (;;) {
+		ssize_t r = read(fd, buf + len, CONN_FILE_MAX - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			kbox__err_sys(err, "connection file %s", path);
+			close(fd);
+			sodium_free(buf);
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+		if (len == CONN_FILE_MAX) {
+			kbox__err(err, KBOX_E_INVALID, "connection file %s: larger than %d bytes", path,
+			          CONN_FILE_MAX);
+			close(fd);
+			sodium_free(buf);
+			return NULL;
+		}
 	}
-	root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
-	fclose(f);
+	close(fd);
+	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	sodium_free(buf); /* wipes */
 	if (!root) {
 		kbox__err(err, KBOX_E_INVALID, "connection file %s: invalid JSON at line %d: %s", path,
 		          jerr.line, jerr.text);
@@ -342,6 +379,9 @@ int kbox__check_private_dir(const char *dir, kbox_error_t *err)
 	if (st.st_uid != geteuid())
 		return kbox__err(err, KBOX_E_INVALID, "directory %s is not owned by uid %u", dir,
 		                 (unsigned)geteuid());
+	if ((st.st_mode & 0700) != 0700)
+		return kbox__err(err, KBOX_E_INVALID, "directory %s is not rwx for its owner (mode %03o)",
+		                 dir, (unsigned)(st.st_mode & 0777));
 	if (st.st_mode & 077)
 		return kbox__err(err, KBOX_E_INVALID,
 		                 "directory %s is accessible to others (mode %03o, need 0700)", dir,

@@ -110,7 +110,7 @@ static char *resolve_command(const char *cmd)
 
 /* After fork: become the kernel.  Reports exec failure's errno on ERRFD. */
 static void child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
-                       int errfd, const char *log_path)
+                       int errfd, const char *log_path, pid_t parent)
 {
 	sigset_t none;
 	int fd, e;
@@ -118,6 +118,8 @@ static void child_exec(const char *exe, char **argv, char **env, const kbox_kern
 	setsid();
 #if defined(HAVE_PRCTL) && defined(PR_SET_PDEATHSIG)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent) /* the parent died before prctl took effect */
+		_exit(127);
 #endif
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);
@@ -139,6 +141,17 @@ static void child_exec(const char *exe, char **argv, char **env, const kbox_kern
 	}
 	if (o && o->cwd && chdir(o->cwd) < 0)
 		goto fail;
+	/* nothing of the host but 0-2 crosses exec (ERRFD is already close-on-exec) */
+#ifdef HAVE_CLOSE_RANGE
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+#endif
+	{
+		long max = sysconf(_SC_OPEN_MAX);
+		if (max < 0 || max > 65536)
+			max = 65536;
+		for (int i = 3; i < max; i++)
+			fcntl(i, F_SETFD, FD_CLOEXEC);
+	}
 	execve(exe, argv, env);
 fail:
 	e = errno;
@@ -173,7 +186,7 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	char **argv = NULL, **env = NULL, *exe = NULL;
 	char uuid[37], path[PATH_MAX];
 	int pipefd[2] = {-1, -1};
-	pid_t pid;
+	pid_t pid, parent = getpid();
 	ssize_t r;
 	int child_errno;
 
@@ -233,7 +246,7 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		child_exec(exe, argv, env, o, pipefd[1], self->log_path);
+		child_exec(exe, argv, env, o, pipefd[1], self->log_path, parent);
 	}
 	self->pid = pid;
 	close(pipefd[1]);

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -228,40 +229,66 @@ TEST(new_ipc_transport_is_ipc)
 	kbox_conn_destroy(&c);
 }
 
-TEST(new_ipc_endpoints_are_dir_kernel_ipc_port)
+/* "DIR/kernel-" + 8 lowercase hex digits + "-ipc", DIR absolute. */
+static int is_tagged_prefix(const char *ip, const char *dir)
+{
+	char real[PATH_MAX];
+	size_t n;
+	if (!realpath(dir, real))
+		return 0;
+	n = strlen(real);
+	if (strncmp(ip, real, n) != 0 || strncmp(ip + n, "/kernel-", 8) != 0)
+		return 0;
+	for (int i = 0; i < 8; i++) {
+		char c = ip[n + 8 + i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return 0;
+	}
+	return strcmp(ip + n + 16, "-ipc") == 0;
+}
+
+TEST(new_ipc_endpoints_are_dir_kernel_tag_ipc_port)
 {
 	kbox_conn_t *c = kbox_conn_new_ipc(tmp, NULL);
-	char ip[128], want[192];
+	char want[PATH_MAX + 32];
 	int ch;
 
 	REQUIRE(c != NULL);
-	in_tmp(ip, sizeof ip, "kernel-ipc");
-	CHECK_STR_EQ(kbox_conn_ip(c), ip);
+	CHECK(is_tagged_prefix(kbox_conn_ip(c), tmp));
 	for (ch = 0; ch < KBOX_CH_COUNT; ch++) {
 		int port = kbox_conn_port(c, (kbox_channel_t)ch);
-		CHECK(port >= 1);
-		snprintf(want, sizeof want, "ipc://%s-%d", ip, port);
+		CHECK_INT_EQ(port, ch + 1);
+		snprintf(want, sizeof want, "ipc://%s-%d", kbox_conn_ip(c), port);
 		CHECK_STR_EQ(kbox_conn_endpoint(c, (kbox_channel_t)ch), want);
 	}
 	CHECK(ports_distinct(c));
 	kbox_conn_destroy(&c);
 }
 
-TEST(new_ipc_skips_existing_socket_files)
+TEST(two_ipc_connections_in_one_dir_never_share_sockets)
 {
-	char path[128], ep[192];
-	kbox_conn_t *c;
-	int ch;
+	kbox_conn_t *a = kbox_conn_new_ipc(tmp, NULL), *b = kbox_conn_new_ipc(tmp, NULL);
+	REQUIRE(a != NULL && b != NULL);
+	CHECK(strcmp(kbox_conn_ip(a), kbox_conn_ip(b)) != 0);
+	for (int i = 0; i < KBOX_CH_COUNT; i++)
+		for (int j = 0; j < KBOX_CH_COUNT; j++)
+			CHECK(strcmp(kbox_conn_endpoint(a, (kbox_channel_t)i),
+			             kbox_conn_endpoint(b, (kbox_channel_t)j)) != 0);
+	kbox_conn_destroy(&a);
+	kbox_conn_destroy(&b);
+}
 
-	REQUIRE(write_text(in_tmp(path, sizeof path, "kernel-ipc-1"), "") == 0);
-	snprintf(ep, sizeof ep, "ipc://%s", path);
-	c = kbox_conn_new_ipc(tmp, NULL);
+TEST(new_ipc_with_relative_dir_gives_absolute_paths)
+{
+	char old[PATH_MAX];
+	kbox_conn_t *c;
+	REQUIRE(getcwd(old, sizeof old) != NULL);
+	REQUIRE(chdir(tmp) == 0);
+	c = kbox_conn_new_ipc(".", NULL);
+	CHECK(chdir(old) == 0);
 	REQUIRE(c != NULL);
-	for (ch = 0; ch < KBOX_CH_COUNT; ch++) {
-		CHECK(kbox_conn_port(c, (kbox_channel_t)ch) != 1);
-		CHECK(strcmp(kbox_conn_endpoint(c, (kbox_channel_t)ch), ep) != 0);
-	}
-	CHECK(ports_distinct(c));
+	CHECK(kbox_conn_ip(c)[0] == '/');
+	CHECK(is_tagged_prefix(kbox_conn_ip(c), tmp));
 	kbox_conn_destroy(&c);
 }
 
@@ -814,8 +841,9 @@ int main(void)
 	RUN_IN_TMP(new_ipc_key_is_64_hex_chars);
 	RUN_IN_TMP(new_ipc_two_connections_get_different_keys);
 	RUN_IN_TMP(new_ipc_transport_is_ipc);
-	RUN_IN_TMP(new_ipc_endpoints_are_dir_kernel_ipc_port);
-	RUN_IN_TMP(new_ipc_skips_existing_socket_files);
+	RUN_IN_TMP(new_ipc_endpoints_are_dir_kernel_tag_ipc_port);
+	RUN_IN_TMP(two_ipc_connections_in_one_dir_never_share_sockets);
+	RUN_IN_TMP(new_ipc_with_relative_dir_gives_absolute_paths);
 	RUN_IN_TMP(new_ipc_fails_when_dir_is_missing);
 
 	RUN_IN_TMP(new_tcp_uses_loopback_ip);

@@ -167,7 +167,9 @@ typedef struct kbox_exec kbox_exec_t;
  * execute_reply have arrived (in either order; output already queued behind
  * idle is still taken; if idle never comes, 2 s of iopub silence after the
  * reply ends the wait), or on timeout, or when the kernel dies (the alive
- * hook, or two missed heartbeats after 1 s of silence).
+ * hook for a kernel we own; two missed heartbeats after 1 s of silence for
+ * one we do not).  A callback that returns non-zero
+ * on an input_request gets it answered with EOF before the wait stops.
  * After an execution that failed with stop_on_error, the next execute first
  * makes a kernel_info round trip: ipykernel goes on aborting requests for
  * one more turn of its event loop (ipykernel#609), and this closes that gap.

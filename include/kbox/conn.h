@@ -29,8 +29,9 @@ typedef struct kbox_conn kbox_conn_t;
 const char *kbox_channel_name(kbox_channel_t channel);
 
 /* A new connection for a local kernel over ipc: a fresh 256-bit key,
- * socket paths "DIR/kernel-ipc-N" with N chosen so that none exists yet.
- * DIR must exist.  Caller owns the result; NULL with ERR on failure. */
+ * socket paths "DIR/kernel-TAG-ipc-N" with DIR made absolute, TAG 8 random
+ * hex digits (so kernels sharing DIR never share sockets) and N counting
+ * from 1, skipping files that exist.  DIR must exist.  Caller owns the result; NULL with ERR on failure. */
 kbox_conn_t *kbox_conn_new_ipc(const char *dir, kbox_error_t *err);
 
 /* A new connection over tcp on 127.0.0.1 with five free ports. */

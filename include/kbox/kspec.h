@@ -55,8 +55,10 @@ char *const *kbox_kspec_argv(const kbox_kspec_t *self);
 json_t *kbox_kspec_env(const kbox_kspec_t *self);
 json_t *kbox_kspec_metadata(const kbox_kspec_t *self);
 
-/* The command to run: argv with "{connection_file}", "{resource_dir}" and
- * "{prefix}" replaced (unknown "{names}" left as they are).  Caller frees
+/* The command to run: argv with "{connection_file}" (made absolute),
+ * "{resource_dir}" and "{prefix}" replaced (unknown "{names}" left as they
+ * are).  "{prefix}" is /usr, the sys.prefix of Debian's Python, which is
+ * what jupyter_client run by that Python substitutes.  Caller frees
  * with kbox_strv_free. */
 char **kbox_kspec_format_argv(const kbox_kspec_t *self, const char *connection_file,
                               kbox_error_t *err);
