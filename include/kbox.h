@@ -10,6 +10,8 @@
 #include <kbox/kspec.h>
 #include <kbox/client.h>
 #include <kbox/kernel.h>
+#include <kbox/capture.h>
+#include <kbox/render.h>
 
 #ifdef __cplusplus
 extern "C" {

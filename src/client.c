@@ -24,6 +24,11 @@ struct kbox_client {
 	json_t *kernel_info;
 	unsigned long dropped;
 	char last_drop[KBOX_ERROR_MSG_MAX];
+	/* The kernel's stdin is a ROUTER: it silently drops an input_request
+	 * to a peer whose handshake has not completed.  A monitor tells us
+	 * when ours has. */
+	zsock_t *stdin_mon;
+	bool stdin_ready;
 	bool settle; /* the last execute failed with stop_on_error: kernel may still abort */
 };
 
@@ -36,8 +41,80 @@ struct kbox_exec {
 	kbox_msg_t **outputs;
 	size_t n_outputs, cap_outputs;
 	size_t inputs_answered;
+	size_t rate_dropped, rate_dropped_bytes;
+	bool output_lost;
 	char reason[256];
 };
+
+/* A token bucket for iopub output. */
+typedef struct {
+	double msgs_rate, bytes_rate; /* per second; <= 0: unlimited */
+	double msgs, bytes;           /* tokens */
+	long long last_ms;
+} bucket_t;
+
+static void bucket_init(bucket_t *b, double msgs_rate, double bytes_rate)
+{
+	b->msgs_rate = msgs_rate == 0 ? KBOX_RATE_MSGS_PER_SEC : msgs_rate;
+	b->bytes_rate = bytes_rate == 0 ? KBOX_RATE_BYTES_PER_SEC : bytes_rate;
+	b->msgs = b->msgs_rate * KBOX_RATE_WINDOW_SEC;
+	b->bytes = b->bytes_rate * KBOX_RATE_WINDOW_SEC;
+	b->last_ms = kbox__now_ms();
+}
+
+/* Take one message of SIZE bytes; false when it is over the limit. */
+static bool bucket_take(bucket_t *b, size_t size)
+{
+	long long now = kbox__now_ms();
+	double dt = (double)(now - b->last_ms) / 1000.0;
+	bool ok = true;
+	b->last_ms = now;
+	if (b->msgs_rate > 0) {
+		b->msgs += dt * b->msgs_rate;
+		if (b->msgs > b->msgs_rate * KBOX_RATE_WINDOW_SEC)
+			b->msgs = b->msgs_rate * KBOX_RATE_WINDOW_SEC;
+		ok = b->msgs >= 1;
+	}
+	if (b->bytes_rate > 0) {
+		b->bytes += dt * b->bytes_rate;
+		if (b->bytes > b->bytes_rate * KBOX_RATE_WINDOW_SEC)
+			b->bytes = b->bytes_rate * KBOX_RATE_WINDOW_SEC;
+		ok = ok && b->bytes >= (double)size;
+	}
+	if (ok) {
+		if (b->msgs_rate > 0)
+			b->msgs -= 1;
+		if (b->bytes_rate > 0)
+			b->bytes -= (double)size;
+	}
+	return ok;
+}
+
+/* Is Z (raw, unverified) an output message that may be dropped unread?
+ * Only its header's msg_type is looked at; nothing is acted on. */
+static bool droppable_output(zmsg_t *z)
+{
+	const size_t dlen = sizeof KBOX_DELIMITER - 1;
+	zframe_t *f;
+	bool found = false, out = false;
+
+	for (f = zmsg_first(z); f; f = zmsg_next(z))
+		if (zframe_size(f) == dlen && memcmp(zframe_data(f), KBOX_DELIMITER, dlen) == 0) {
+			found = true;
+			break;
+		}
+	if (found && zmsg_next(z) && (f = zmsg_next(z))) { /* skip the signature */
+		json_t *h = json_loadb((const char *)zframe_data(f), zframe_size(f), 0, NULL);
+		json_t *t = json_object_get(h, "msg_type");
+		if (json_is_string(t)) {
+			const char *s = json_string_value(t);
+			out = strcmp(s, "stream") == 0 || strcmp(s, "display_data") == 0 ||
+			      strcmp(s, "update_display_data") == 0;
+		}
+		json_decref(h);
+	}
+	return out;
+}
 
 /* ---- sockets ---- */
 
@@ -61,9 +138,20 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 		zsock_set_sndtimeo(s, 0);
 	if (ch == KBOX_CH_SHELL || ch == KBOX_CH_STDIN || ch == KBOX_CH_CONTROL)
 		zmq_setsockopt(h, ZMQ_ROUTING_ID, self->session, strlen(self->session));
+	if (ch == KBOX_CH_STDIN && !self->stdin_mon && !self->stdin_ready) {
+		char ep[64];
+		snprintf(ep, sizeof ep, "inproc://kbox-stdin-monitor-%p", (void *)self);
+		if (zmq_socket_monitor(h, ep, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+			self->stdin_mon = zsock_new(ZMQ_PAIR);
+			if (self->stdin_mon && zsock_connect(self->stdin_mon, "%s", ep) < 0)
+				zsock_destroy(&self->stdin_mon);
+		}
+	}
 	if (ch == KBOX_CH_IOPUB) {
+		int64_t maxmsg = KBOX_MAX_MESSAGE_BYTES;
 		/* never drop iopub messages at a high-water mark */
 		zmq_setsockopt(h, ZMQ_RCVHWM, &zero, sizeof zero);
+		zmq_setsockopt(h, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
 		zsock_set_subscribe(s, "");
 	}
 	if (zsock_connect(s, "%s", kbox_conn_endpoint(self->conn, ch)) < 0) {
@@ -119,6 +207,10 @@ void kbox_client_destroy(kbox_client_t **self_p)
 	if (!self_p || !*self_p)
 		return;
 	self = *self_p;
+	if (self->stdin_mon) {
+		zmq_socket_monitor(zsock_resolve(self->sock[KBOX_CH_STDIN]), NULL, 0);
+		zsock_destroy(&self->stdin_mon);
+	}
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
 		zsock_destroy(&self->sock[ch]);
 	kbox_auth_destroy(&self->auth);
@@ -281,6 +373,37 @@ int kbox_client_heartbeat(kbox_client_t *self, int timeout_ms)
 	return -1;
 }
 
+/* Wait up to TIMEOUT_MS for our stdin socket's handshake with the kernel.
+ * true once it is known to be done (or cannot be known). */
+static bool wait_stdin(kbox_client_t *self, long timeout_ms)
+{
+	long long deadline = kbox__now_ms() + timeout_ms;
+	if (self->stdin_ready || !self->stdin_mon)
+		return true;
+	for (;;) {
+		zmq_pollitem_t it = {zsock_resolve(self->stdin_mon), 0, ZMQ_POLLIN, 0};
+		long left = remaining(deadline);
+		if (zmq_poll(&it, 1, left) > 0) {
+			zframe_t *ev = zframe_recv(self->stdin_mon);
+			zframe_t *ep = zsock_rcvmore(self->stdin_mon) ? zframe_recv(self->stdin_mon) : NULL;
+			uint16_t id = 0;
+			if (ev && zframe_size(ev) >= 2)
+				memcpy(&id, zframe_data(ev), 2);
+			zframe_destroy(&ev);
+			zframe_destroy(&ep);
+			if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+				self->stdin_ready = true;
+				zmq_socket_monitor(zsock_resolve(self->sock[KBOX_CH_STDIN]), NULL, 0);
+				zsock_destroy(&self->stdin_mon);
+				return true;
+			}
+			continue;
+		}
+		if (left == 0)
+			return false;
+	}
+}
+
 /* ---- readiness ---- */
 
 /* Drain whatever is queued on CH without waiting. */
@@ -340,6 +463,8 @@ int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *er
 		/* shell works; is iopub connected yet? */
 		if (poll_channels(self, 1u << KBOX_CH_IOPUB, 200) > 0) {
 			flush_channel(self, KBOX_CH_IOPUB);
+			/* and stdin, so that input requests reach us */
+			wait_stdin(self, remaining(deadline));
 			return 0;
 		}
 	}
@@ -527,6 +652,32 @@ static int exec_keep(kbox_exec_t *x, kbox_msg_t **msg_p)
 	return 0;
 }
 
+/* Read one iopub message, dropping output over the rate limit unread. */
+static kbox_msg_t *read_iopub_limited(kbox_client_t *self, bucket_t *b, kbox_exec_t *x)
+{
+	kbox_error_t e = {0};
+	zmsg_t *z = zmsg_recv(self->sock[KBOX_CH_IOPUB]);
+	kbox_msg_t *msg;
+	size_t size;
+
+	if (!z)
+		return NULL;
+	size = zmsg_content_size(z);
+	if (!bucket_take(b, size) && droppable_output(z)) {
+		x->rate_dropped++;
+		x->rate_dropped_bytes += size;
+		zmsg_destroy(&z);
+		return NULL;
+	}
+	msg = kbox_msg_decode_zmsg(self->auth, z, &e);
+	zmsg_destroy(&z);
+	if (!msg) {
+		self->dropped++;
+		snprintf(self->last_drop, sizeof self->last_drop, "%s on iopub: dropped", e.msg);
+	}
+	return msg;
+}
+
 /* Answer an input_request REQ with the next scripted line, or EOF. */
 static void answer_input(kbox_client_t *self, const kbox_exec_opts_t *o, kbox_exec_t *x,
                          const kbox_msg_t *req)
@@ -566,6 +717,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 	long long start = kbox__now_ms(), deadline, last_activity, last_iopub;
 	const char *req_id;
 	unsigned mask;
+	bucket_t bucket;
 
 	if (!o || !o->code) {
 		kbox__err(err, KBOX_E_INVALID, "execute: no code given");
@@ -589,6 +741,8 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 		return NULL;
 	}
 	x->count = -1;
+	if (stdin_on)
+		wait_stdin(self, 5000);
 	/* After an error reply with stop_on_error, ipykernel goes on aborting
 	 * execute_requests for one more event-loop turn (ipykernel#609); a shell
 	 * round trip closes that window so this request is not aborted. */
@@ -606,6 +760,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 	req_id = kbox_msg_id(req);
 	deadline = o->timeout_ms > 0 ? start + o->timeout_ms : 0;
 	last_activity = last_iopub = kbox__now_ms();
+	bucket_init(&bucket, o->max_msgs_per_sec, o->max_bytes_per_sec);
 	mask = (1u << KBOX_CH_SHELL) | (1u << KBOX_CH_IOPUB) | (stdin_on ? 1u << KBOX_CH_STDIN : 0);
 
 	while (!(got_reply && got_idle)) {
@@ -644,8 +799,10 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 		}
 		if (r == 0) {
 			/* the reply came but idle never does: do not wait forever */
-			if (got_reply && kbox__now_ms() - last_iopub >= REPLY_IDLE_MS)
+			if (got_reply && kbox__now_ms() - last_iopub >= REPLY_IDLE_MS) {
+				x->output_lost = true;
 				break;
+			}
 			if (kbox__now_ms() - last_activity >= HB_SILENCE_MS) {
 				if (kernel_gone(self)) {
 					x->status = KBOX_EXEC_DIED;
@@ -660,7 +817,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 		}
 		last_activity = kbox__now_ms();
 		if (r & (1 << KBOX_CH_IOPUB)) {
-			kbox_msg_t *m = read_one(self, KBOX_CH_IOPUB);
+			kbox_msg_t *m = read_iopub_limited(self, &bucket, x);
 			last_iopub = last_activity;
 			const char *pid = m ? kbox_msg_parent_id(m) : NULL;
 			if (m && pid && strcmp(pid, req_id) == 0) {
@@ -793,4 +950,11 @@ const kbox_msg_t *kbox_exec_output(const kbox_exec_t *self, size_t i)
 	return i < self->n_outputs ? self->outputs[i] : NULL;
 }
 size_t kbox_exec_inputs_answered(const kbox_exec_t *self) { return self->inputs_answered; }
+size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes)
+{
+	if (bytes)
+		*bytes = self->rate_dropped_bytes;
+	return self->rate_dropped;
+}
+bool kbox_exec_output_lost(const kbox_exec_t *self) { return self->output_lost; }
 const char *kbox_exec_reason(const kbox_exec_t *self) { return self->reason; }

@@ -138,9 +138,10 @@ process_gone() {
 }
 # demo_aggregate_is_shown: the result of the aggregate cell, exactly.
 demo_aggregate_is_shown() {
-	sed -n '/^Out\[3\]: /,+5p' stdout >aggregate
+	sed -n '/^Out\[3\]:$/,+6p' stdout >aggregate
 	cat >expected <<'EOF'
-Out[3]: region
+Out[3]:
+region
 north    14277.73
 east     13419.18
 south    13091.53
@@ -149,19 +150,22 @@ Name: revenue, dtype: float64
 EOF
 	cmp -s expected aggregate
 }
-# image_saved: stdout has one "[image saved: PATH.png]" line and PATH is a PNG.
+# image_saved: stdout has one "[image saved: PATH.png (W×H px)]" line, PATH is
+# a PNG and W×H is its size.
+image_path() { sed -n 's/^\[image saved: \(.*\.png\) ([0-9]*×[0-9]* px)\]$/\1/p' stdout; }
 image_saved() {
-	[ "$(grep -c '^\[image saved: .*\.png\]$' stdout)" -eq 1 ] || return 1
-	path=$(sed -n 's/^\[image saved: \(.*\)\]$/\1/p' stdout)
-	is_png "$path"
+	[ "$(grep -c '^\[image saved: .*\.png ([0-9]*×[0-9]* px)\]$' stdout)" -eq 1 ] || return 1
+	path=$(image_path)
+	size=$(sed -n 's/^\[image saved: .* (\([0-9]*\)×\([0-9]*\) px)\]$/\1 \2/p' stdout)
+	is_png "$path" && png_size_is "$path" $size
 }
 image_saved_in() {
-	path=$(sed -n 's/^\[image saved: \(.*\)\]$/\1/p' stdout)
+	path=$(image_path)
 	[ "$(cd "$(dirname "$path")" && pwd -P)" = "$(cd "$1" && pwd -P)" ]
 }
 # image_named NAME: the saved image's file name is NAME.
 image_named() {
-	path=$(sed -n 's/^\[image saved: \(.*\)\]$/\1/p' stdout)
+	path=$(image_path)
 	[ "${path##*/}" = "$1" ]
 }
 json_is_valid() { "$PY" -m json.tool stdout >/dev/null 2>&1; }
@@ -249,6 +253,18 @@ check run_bad_timeout_exits_2 status_is 2
 check run_bad_timeout_says_so_in_one_line one_line_starting stderr "kbox run: "
 
 fresh
+kbox run --format xml -c 'print(1)'
+check run_bad_format_exits_2 status_is 2
+check run_bad_format_says_so_in_one_line one_line_starting stderr "kbox run: invalid --format"
+
+for bad in 12 abc 10X -5; do
+	fresh
+	kbox run --max-output "$bad" -c 'print(1)'
+	check "run_bad_max_output_${bad}_exits_2_in_one_line" eval '[ "$rc" = 2 ] &&
+		one_line_starting stderr "kbox run: invalid --max-output"'
+done
+
+fresh
 kbox run -k no-such-kernel -c 'print(1)'
 check run_unknown_kernel_exits_5 status_is 5
 
@@ -301,6 +317,11 @@ scenario_plot() {
 	needs kernel pandas
 	kbox run -c 'import matplotlib.pyplot as plt' -c 'plt.plot([1, 2, 3]); plt.show()'
 }
+scenario_json() { kbox run --format json -c 'print("hi"); 6*7' -c '1/0'; }
+scenario_ndjson() { kbox run --format ndjson -c 'print("hi"); 6*7'; }
+scenario_budget() {
+	kbox run --max-output 1000 --max-lines 20 -c 'for i in range(5000): print(i)'
+}
 scenario_outputs() {
 	needs kernel pandas
 	mkdir imgs
@@ -326,7 +347,8 @@ enter() {
 needs kernel
 lane demo state result order &
 lane timeout plot cwd error &
-lane outputs input noinput died &
+lane outputs input noinput died json &
+lane ndjson budget &
 wait
 
 enter state
@@ -349,9 +371,12 @@ check run_stops_kernel_at_exit process_gone pid
 enter error
 check run_error_exits_1 status_is 1
 check run_error_last_line_is_ename_evalue \
-	last_line_is stderr "ZeroDivisionError: division by zero"
+	last_line_is stdout "ZeroDivisionError: division by zero"
 check run_error_output_has_no_ansi_escapes no_ansi_escapes
-check run_error_stops_later_cells stdout_is "before"
+check run_error_stops_later_cells eval '[ "$(head -n 1 stdout)" = before ] &&
+	lacks_line stdout after'
+check run_error_traceback_is_on_stdout_not_stderr eval 'grep -q "^ZeroDivisionError" stdout &&
+	! grep -q "^ZeroDivisionError" stderr'
 
 enter timeout
 check run_timeout_exits_3 status_is 3
@@ -363,11 +388,11 @@ enter input
 check run_input_lines_answer_input_in_order_across_cells eval 'has_line stdout "hello Ada" &&
 	has_line stdout "hello Bob"'
 check run_input_after_last_line_is_eof eval '[ "$rc" = 1 ] &&
-	tail -n 1 stderr | grep -q "^EOFError"'
+	tail -n 1 stdout | grep -q "^EOFError"'
 
 enter noinput
 check run_input_without_input_option_fails_with_stdin_error eval '[ "$rc" = 1 ] &&
-	tail -n 1 stderr | grep -q "^StdinNotImplementedError: "'
+	tail -n 1 stdout | grep -q "^StdinNotImplementedError: "'
 
 enter died
 check run_kernel_death_exits_4 status_is 4
@@ -389,6 +414,37 @@ check run_plt_show_saves_png image_saved
 check run_plt_show_prints_no_figure_text eval '! grep -q "<Figure" stdout'
 check run_images_go_to_cwd_by_default image_saved_in "$T"
 check run_image_is_named_count_dash_index image_named 2-1.png
+
+enter json
+check run_json_prints_one_object_per_cell eval '[ "$rc" = 1 ] && [ "$(wc -l <stdout)" -eq 2 ]'
+check run_json_objects_hold_exact_results "$PY" -c '
+import json
+a, b = [json.loads(l) for l in open("stdout")]
+assert a["schema"] == "kbox.result/1" and a["status"] == "ok", a
+assert a["stdout"]["text"] == "hi\n" and a["value"]["text"]["text"] == "42", a
+assert a["execution_count"] == 1 and a["error"] is None, a
+assert b["status"] == "error" and b["error"]["ename"] == "ZeroDivisionError", b
+assert b["error"]["evalue"] == "division by zero", b
+assert "\x1b" not in b["error"]["traceback"]["text"], b
+'
+
+enter ndjson
+check run_ndjson_streams_events_then_end "$PY" -c '
+import json
+ev = [json.loads(l) for l in open("stdout")]
+kinds = [e["event"] for e in ev]
+assert kinds[0] == "stream" and ev[0]["text"] == "hi\n", ev
+assert "result" in kinds and kinds[-1] == "end", kinds
+assert ev[-1]["status"] == "ok" and ev[-1]["value"]["text"]["text"] == "42", ev[-1]
+'
+
+enter budget
+check run_max_output_keeps_head_and_tail eval 'has_line stdout 0 && has_line stdout 4999 &&
+	lacks_line stdout 2500 && [ "$(wc -l <stdout)" -le 21 ]'
+check run_max_output_marker_names_spill_file eval 'grep -q "^\[\.\.\. [0-9]* bytes in [0-9]* lines left out; the complete text is in .*/1-stdout.txt \.\.\.\]$" stdout'
+check run_max_output_spill_file_is_complete "$PY" -c '
+assert open("1-stdout.txt").read() == "".join("%d\n" % i for i in range(5000))
+'
 
 enter outputs
 check run_outputs_option_sets_image_dir eval 'image_saved && image_saved_in imgs'

@@ -48,7 +48,9 @@ const char *kbox_client_session(const kbox_client_t *self);
 /* Wait until the kernel answers kernel_info on shell AND its iopub reaches us
  * (the slow-joiner problem): send kernel_info_request, wait up to 1 s for the
  * reply, then up to 0.2 s for any iopub message; repeat until TIMEOUT_MS.
- * Flushes iopub afterwards.  Fails with KBOX_E_DEAD when the alive hook says
+ * Flushes iopub afterwards, then waits (within the same time) for the stdin
+ * socket's handshake, since the kernel drops input requests to a peer it
+ * does not know yet.  Fails with KBOX_E_DEAD when the alive hook says
  * the process exited, KBOX_E_TIMEOUT otherwise. */
 int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *err);
 
@@ -156,9 +158,24 @@ typedef struct {
 	int grace_ms;
 	/* Keep every iopub message of the execution in the result. */
 	bool collect;
+	/* Rate limit on iopub output (stream, display_data and
+	 * update_display_data messages): at most MAX_MSGS_PER_SEC messages and
+	 * MAX_BYTES_PER_SEC bytes per second, averaged over a 2 s window
+	 * (0 → the defaults below; negative → no limit).  Output over the limit
+	 * is dropped unread — not verified, not parsed — and counted, so a
+	 * flood cannot starve the client of its own control of the kernel. */
+	double max_msgs_per_sec;
+	double max_bytes_per_sec;
 	kbox_exec_cb *on_msg;
 	void *cb_arg;
 } kbox_exec_opts_t;
+
+#define KBOX_RATE_MSGS_PER_SEC 1000.0
+#define KBOX_RATE_BYTES_PER_SEC (16.0 * 1024 * 1024)
+#define KBOX_RATE_WINDOW_SEC 2.0
+/* iopub messages larger than this are refused by the socket (libzmq drops
+ * the connection and reconnects), so one huge display cannot exhaust memory. */
+#define KBOX_MAX_MESSAGE_BYTES (64L * 1024 * 1024)
 
 typedef struct kbox_exec kbox_exec_t;
 
@@ -193,6 +210,11 @@ size_t kbox_exec_output_count(const kbox_exec_t *self);
 const kbox_msg_t *kbox_exec_output(const kbox_exec_t *self, size_t i);
 /* Number of input_requests answered, EOF answers included. */
 size_t kbox_exec_inputs_answered(const kbox_exec_t *self);
+/* Output messages dropped over the rate limit, and their bytes. */
+size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes);
+/* True when the reply came but iopub's idle never did (output was lost,
+ * e.g. a message over KBOX_MAX_MESSAGE_BYTES). */
+bool kbox_exec_output_lost(const kbox_exec_t *self);
 /* Why the execution did not finish normally ("timed out after 2 s"), or "". */
 const char *kbox_exec_reason(const kbox_exec_t *self);
 

@@ -32,6 +32,10 @@ void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(prin
  * the optstring): one line saying which option was wrong and how. */
 void cli_bad_option(const char *cmd, int c, char **argv);
 
+/* Parse a size: digits with an optional K, M or G suffix (powers of 1024).
+ * -1 when S is not one. */
+long long cli_parse_size(const char *s);
+
 /* Print CMD's usage to F. */
 void cli_usage(const cli_cmd_t *cmd, FILE *f);
 

@@ -19,12 +19,7 @@ typedef struct {
 	char *source; /* "-c", a file name or "-" (borrowed from argv) */
 } cell_t;
 
-typedef struct {
-	const char *outputs; /* image directory */
-	int count;           /* execution count of the running cell */
-	int images;          /* images saved for this cell */
-	int failed_io;
-} run_ctx_t;
+typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
 
 /* Read all of F (at most MAX_CELL_BYTES). NULL with errno on failure. */
 static char *slurp(FILE *f)
@@ -63,145 +58,23 @@ static char *slurp(FILE *f)
 	return NULL;
 }
 
-/* Copy S to F without ANSI escape sequences (CSI, OSC and two-byte ones). */
-static void put_plain(FILE *f, const char *s)
+/* Print one JSON value compactly on its own line. */
+static void print_json_line(json_t *j)
 {
-	while (*s) {
-		if (*s != '\033') {
-			fputc(*s++, f);
-			continue;
-		}
-		s++;
-		if (*s == '[') { /* CSI: parameters, then a final byte 0x40-0x7e */
-			s++;
-			while (*s && !(*s >= 0x40 && *s <= 0x7e))
-				s++;
-			if (*s)
-				s++;
-		} else if (*s == ']') { /* OSC: until BEL or ESC \ */
-			s++;
-			while (*s && *s != '\a' && !(*s == '\033' && s[1] == '\\'))
-				s++;
-			if (*s == '\a')
-				s++;
-			else if (*s)
-				s += 2;
-		} else if (*s) {
-			s++;
-		}
+	char *line = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9)) : NULL;
+	if (line) {
+		printf("%s\n", line);
+		fflush(stdout);
 	}
+	free(line);
+	json_decref(j);
 }
 
-static const char *text_plain(json_t *content)
+/* ndjson: each event as it arrives. */
+static void on_event(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
 {
-	json_t *t = json_object_get(json_object_get(content, "data"), "text/plain");
-	return json_is_string(t) ? json_string_value(t) : NULL;
-}
-
-/* Write one image of DATA (a MIME bundle) to the outputs dir; print where.
- * Returns 1 if an image was found, 0 if not. */
-static int save_image(run_ctx_t *rc, json_t *data)
-{
-	static const struct {
-		const char *mime, *ext;
-		bool base64;
-	} kinds[] = {{"image/png", "png", true}, {"image/jpeg", "jpg", true}, {"image/svg+xml", "svg", false}};
-
-	for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-		json_t *v = json_object_get(data, kinds[k].mime);
-		const char *s;
-		size_t len, outlen = 0;
-		unsigned char *bytes;
-		char path[PATH_MAX];
-		int fd;
-
-		if (!json_is_string(v))
-			continue;
-		s = json_string_value(v);
-		len = json_string_length(v);
-		if (kinds[k].base64) {
-			bytes = malloc(len / 4 * 3 + 3);
-			if (!bytes || sodium_base642bin(bytes, len / 4 * 3 + 3, s, len, "\n\r ", &outlen,
-			                                NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
-				free(bytes);
-				fprintf(stderr, "kbox run: %s output is not valid base64; not saved\n",
-				        kinds[k].mime);
-				return 1;
-			}
-		} else {
-			bytes = (unsigned char *)strdup(s);
-			outlen = len;
-			if (!bytes)
-				return 1;
-		}
-		snprintf(path, sizeof path, "%s/%d-%d.%s", rc->outputs, rc->count < 0 ? 0 : rc->count,
-		         ++rc->images, kinds[k].ext);
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (fd < 0 || write(fd, bytes, outlen) != (ssize_t)outlen) {
-			fprintf(stderr, "kbox run: cannot write %s: %s\n", path, strerror(errno));
-			rc->failed_io = 1;
-		} else {
-			printf("[image saved: %s]\n", path);
-		}
-		if (fd >= 0)
-			close(fd);
-		free(bytes);
-		return 1;
-	}
-	return 0;
-}
-
-/* Print each iopub message of the running cell as it arrives. */
-static int on_msg(void *arg, kbox_channel_t ch, const kbox_msg_t *msg)
-{
-	run_ctx_t *rc = arg;
-	const char *type = kbox_msg_type(msg);
-	json_t *c = kbox_msg_content(msg);
-
-	if (ch != KBOX_CH_IOPUB)
-		return 0;
-	if (strcmp(type, "execute_input") == 0) {
-		json_t *n = json_object_get(c, "execution_count");
-		if (json_is_integer(n))
-			rc->count = (int)json_integer_value(n);
-	} else if (strcmp(type, "stream") == 0) {
-		json_t *name = json_object_get(c, "name"), *text = json_object_get(c, "text");
-		if (json_is_string(text)) {
-			bool err = json_is_string(name) && strcmp(json_string_value(name), "stderr") == 0;
-			FILE *f = err ? stderr : stdout;
-			fwrite(json_string_value(text), 1, json_string_length(text), f);
-			fflush(f);
-		}
-	} else if (strcmp(type, "execute_result") == 0) {
-		const char *t = text_plain(c);
-		json_t *n = json_object_get(c, "execution_count");
-		if (!save_image(rc, json_object_get(c, "data")) && t)
-			printf("Out[%d]: %s\n", json_is_integer(n) ? (int)json_integer_value(n) : rc->count, t);
-		fflush(stdout);
-	} else if (strcmp(type, "display_data") == 0 || strcmp(type, "update_display_data") == 0) {
-		const char *t = text_plain(c);
-		if (!save_image(rc, json_object_get(c, "data")) && t)
-			printf("%s\n", t);
-		fflush(stdout);
-	} else if (strcmp(type, "error") == 0) {
-		json_t *tb = json_object_get(c, "traceback"), *line;
-		size_t i;
-		fflush(stdout);
-		if (json_is_array(tb) && json_array_size(tb) > 0) {
-			json_array_foreach(tb, i, line) {
-				if (json_is_string(line)) {
-					put_plain(stderr, json_string_value(line));
-					fputc('\n', stderr);
-				}
-			}
-		} else {
-			json_t *en = json_object_get(c, "ename"), *ev = json_object_get(c, "evalue");
-			fprintf(stderr, "%s: %s\n", json_is_string(en) ? json_string_value(en) : "Error",
-			        json_is_string(ev) ? json_string_value(ev) : "");
-		}
-		fflush(stderr);
-	}
-	return 0;
+	(void)arg;
+	print_json_line(kbox_render_event(cap, ev));
 }
 
 /* Parse SECONDS ("2", "0.5"); -1 when invalid. */
@@ -222,6 +95,8 @@ int cmd_run(int argc, char **argv)
 	    {"kernel", required_argument, NULL, 'k'}, {"cwd", required_argument, NULL, 'C'},
 	    {"timeout", required_argument, NULL, 't'}, {"outputs", required_argument, NULL, 'o'},
 	    {"input", required_argument, NULL, 'i'},  {"code", required_argument, NULL, 'c'},
+	    {"format", required_argument, NULL, 'F'}, {"max-output", required_argument, NULL, 'M'},
+	    {"max-lines", required_argument, NULL, 'L'},
 	    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	const cli_cmd_t *self = cli_find("run");
 	const char *kernel = getenv("KBOX_KERNEL"), *cwd = NULL, *outputs = NULL;
@@ -236,6 +111,8 @@ int cmd_run(int argc, char **argv)
 	kbox_error_t err = {0};
 	char cwdbuf[PATH_MAX];
 	bool used_stdin = false;
+	format_t format = FMT_TEXT;
+	long long max_bytes = 0, max_lines = 0;
 
 	if (!kernel || !*kernel)
 		kernel = "python3";
@@ -254,6 +131,38 @@ int cmd_run(int argc, char **argv)
 		case 'C': cwd = optarg; break;
 		case 'o': outputs = optarg; break;
 		case 'i': inputs[n_inputs++] = optarg; break;
+		case 'F':
+			if (strcmp(optarg, "text") == 0)
+				format = FMT_TEXT;
+			else if (strcmp(optarg, "json") == 0)
+				format = FMT_JSON;
+			else if (strcmp(optarg, "ndjson") == 0)
+				format = FMT_NDJSON;
+			else {
+				cli_error("run", "invalid --format \"%s\": expected text, json or ndjson",
+				          optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case 'M':
+			max_bytes = cli_parse_size(optarg);
+			if (max_bytes < 64) {
+				cli_error("run", "invalid --max-output \"%s\": expected a size of at least 64 "
+				          "bytes (e.g. 20000, 16K, 1M)", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case 'L':
+			max_lines = cli_parse_size(optarg);
+			if (max_lines < 2 || strpbrk(optarg, "kKmMgG")) {
+				cli_error("run", "invalid --max-lines \"%s\": expected a number of at least 2",
+				          optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
 		case 't':
 			timeout_ms = parse_timeout_ms(optarg);
 			if (timeout_ms < 0) {
@@ -345,15 +254,28 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	for (size_t i = 0; i < n_cells && status == EXIT_OK; i++) {
-		run_ctx_t rc = {outputs, -1, 0, 0};
+		kbox_capture_opts_t co = {0};
+		kbox_capture_t *cap;
+		kbox_result_t *res;
 		kbox_exec_opts_t eo = {0};
 		kbox_exec_t *x;
 
+		co.outputs_dir = outputs;
+		co.max_bytes = (size_t)max_bytes;
+		co.max_lines = (size_t)max_lines;
+		cap = kbox_capture_new(&co, &err);
+		if (!cap) {
+			cli_error("run", "%s", err.msg);
+			status = EXIT_USAGE;
+			break;
+		}
+		if (format == FMT_NDJSON)
+			kbox_capture_set_event_cb(cap, on_event, NULL);
 		eo.code = cells[i].code;
 		eo.timeout_ms = (int)(timeout_ms > INT_MAX ? INT_MAX : timeout_ms);
 		eo.interrupt_on_timeout = true;
-		eo.on_msg = on_msg;
-		eo.cb_arg = &rc;
+		eo.on_msg = kbox_capture_on_msg;
+		eo.cb_arg = cap;
 		if (n_inputs) { /* the lines answer input() across cells */
 			eo.input_lines = inputs + used_inputs;
 			eo.n_input = n_inputs - used_inputs;
@@ -361,9 +283,25 @@ int cmd_run(int argc, char **argv)
 		x = kbox_client_execute(client, &eo, &err);
 		if (!x) {
 			cli_error("run", "%s", err.msg);
+			kbox_capture_destroy(&cap);
 			status = EXIT_DIED;
 			break;
 		}
+		res = kbox_capture_finish(&cap, x);
+		if (!res) {
+			cli_error("run", "out of memory");
+			kbox_capture_destroy(&cap);
+		} else if (format == FMT_TEXT) {
+			char *text = kbox_render_text(res);
+			if (text)
+				fputs(text, stdout);
+			free(text);
+			fflush(stdout);
+		} else {
+			print_json_line(format == FMT_JSON ? kbox_render_json(res)
+			                                   : kbox_render_end_event(res));
+		}
+		kbox_result_destroy(&res);
 		used_inputs += kbox_exec_inputs_answered(x);
 		if (used_inputs > n_inputs)
 			used_inputs = n_inputs;
@@ -384,8 +322,6 @@ int cmd_run(int argc, char **argv)
 			status = EXIT_DIED;
 			break;
 		}
-		if (status == EXIT_OK && rc.failed_io)
-			status = EXIT_CODE_ERROR;
 		kbox_exec_destroy(&x);
 	}
 	fflush(stdout);

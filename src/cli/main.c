@@ -13,7 +13,8 @@ static const cli_cmd_t commands[] = {
     {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--json]",
      "list the kernelspecs found and where"},
     {"run", cmd_run,
-     "kbox run [-k NAME] [-C DIR] [-t SECONDS] [-o DIR] [-i LINE]... [-c CODE]... [FILE | -]...",
+     "kbox run [-k NAME] [-C DIR] [-t SECONDS] [-o DIR] [-i LINE]... [--format FMT] "
+     "[--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
      "run cells in one fresh local kernel"},
     {"version", cmd_version, "kbox version", "print the version"},
 };
@@ -50,6 +51,37 @@ void cli_bad_option(const char *cmd, int c, char **argv)
 		cli_error(cmd, "option %s needs an argument (see kbox %s --help)", opt, cmd);
 	else
 		cli_error(cmd, "unknown option %s (see kbox %s --help)", opt, cmd);
+}
+
+long long cli_parse_size(const char *s)
+{
+	unsigned long long v = 0;
+	const char *p = s;
+	int shift = 0;
+
+	if (!s || !*s)
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		v = v * 10 + (unsigned)(*p - '0');
+		if (v > (1ULL << 40))
+			return -1;
+	}
+	if (p == s)
+		return -1;
+	switch (*p) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; p++; break;
+	case 'm': case 'M': shift = 20; p++; break;
+	case 'g': case 'G': shift = 30; p++; break;
+	default: return -1;
+	}
+	if (*p == 'i' && shift) /* KiB, MiB */
+		p++;
+	if ((*p == 'b' || *p == 'B') && shift)
+		p++;
+	if (*p)
+		return -1;
+	return (long long)(v << shift);
 }
 
 void cli_usage(const cli_cmd_t *cmd, FILE *f)

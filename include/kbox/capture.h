@@ -1,0 +1,167 @@
+/* kbox/capture.h — the capture layer: one execution's iopub stream turned
+ * into a result an agent can read: text with budgets, images in files,
+ * errors without terminal escapes, in bounded memory.
+ *
+ * Feed every iopub message of one execution (kbox_exec_opts_t.on_msg with
+ * kbox_capture_on_msg does that), then finish with the execution's outcome.
+ * Memory is bounded by the options, not by what the kernel sends: each text
+ * keeps a head and a tail in memory and streams everything to a spill file
+ * once it outgrows its budget. */
+#ifndef KBOX_CAPTURE_H
+#define KBOX_CAPTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <jansson.h>
+#include <kbox/error.h>
+#include <kbox/wire.h>
+#include <kbox/client.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Defaults, chosen so one result fits comfortably in an LLM's context. */
+#define KBOX_CAPTURE_MAX_BYTES 16384 /* per text: stdout, stderr, result, error */
+#define KBOX_CAPTURE_MAX_LINES 200
+#define KBOX_CAPTURE_MAX_DISPLAYS 100   /* display bundles kept; more are counted */
+#define KBOX_CAPTURE_MAX_IMAGE_BYTES (64u << 20) /* larger images are not written */
+#define KBOX_CAPTURE_LINE_MAX 65536     /* an unterminated line is cut here */
+
+typedef struct {
+	size_t max_bytes;     /* 0 → KBOX_CAPTURE_MAX_BYTES */
+	size_t max_lines;     /* 0 → KBOX_CAPTURE_MAX_LINES */
+	/* Directory for images and spill files (must exist).  NULL: images are
+	 * listed with their size but not written, and spilled text is lost. */
+	const char *outputs_dir;
+	/* File names are PREFIX + "<execution_count>-<index>.<ext>" for images,
+	 * PREFIX + "<execution_count>-<stream>.txt" for spills (stdout, stderr,
+	 * value, traceback), with 0 for an unknown count.  NULL → ""; a '/' in
+	 * it is refused.  Files are created without following symlinks; one in
+	 * the way is refused with a notice. */
+	const char *prefix;
+} kbox_capture_opts_t;
+
+typedef struct kbox_capture kbox_capture_t;
+typedef struct kbox_result kbox_result_t;
+
+/* What a budgeted text looks like after the execution. */
+/* A truncated text reads: head, then one marker line
+ *   "[... N bytes in M lines left out; the complete text is in PATH ...]"
+ * (without the "; the complete…" part when no spill file could be written),
+ * then tail.  Head and tail are whole lines and valid UTF-8. */
+typedef struct {
+	const char *text;   /* what to show: all of it, or head + marker + tail */
+	size_t total_bytes; /* of the complete text */
+	size_t total_lines; /* newline characters in it */
+	bool truncated;     /* the middle was left out of TEXT */
+	const char *spill_path; /* the complete text, when truncated (else NULL) */
+} kbox_text_t;
+
+typedef enum { KBOX_TEXT_STDOUT = 0, KBOX_TEXT_STDERR, KBOX_TEXT_COUNT } kbox_stream_t;
+
+/* One image written (or, without an outputs dir, seen). */
+typedef struct {
+	const char *path;  /* NULL when not written */
+	const char *mime;  /* image/png, image/jpeg, image/svg+xml */
+	int width, height; /* pixels, from the PNG/JPEG header; -1 when unknown (SVG) */
+	size_t bytes;      /* decoded size */
+	int display;       /* index of the display it came from, -1 for execute_result */
+} kbox_image_t;
+
+/* Events, in arrival order, for streaming front ends (ndjson). */
+typedef enum {
+	KBOX_EV_STREAM,  /* name, text as the kernel sent it (\r and all) */
+	KBOX_EV_DISPLAY, /* a display was added or updated: its index */
+	KBOX_EV_CLEAR,   /* clear_output took effect */
+	KBOX_EV_RESULT,  /* execute_result */
+	KBOX_EV_ERROR,   /* error */
+} kbox_event_type_t;
+
+typedef struct {
+	kbox_event_type_t type;
+	kbox_stream_t stream;   /* KBOX_EV_STREAM */
+	const char *text;       /* KBOX_EV_STREAM: the text; NULL otherwise */
+	size_t len;
+	int display;            /* KBOX_EV_DISPLAY: the display's index */
+} kbox_event_t;
+
+typedef void (kbox_event_cb)(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev);
+
+/* A new capture.  OPTS may be NULL. NULL with ERR on failure. */
+kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *err);
+
+/* Call CB for each event as messages are fed. */
+void kbox_capture_set_event_cb(kbox_capture_t *self, kbox_event_cb *cb, void *arg);
+
+/* Take one iopub message of the execution (borrowed).  Unknown types are
+ * ignored.  Returns 0, or -1 with ERR when the message gave a new notice (a
+ * file not written, invalid base64; the capture goes on and the notice is
+ * in the result) or memory ran out.  In result bundles an image becomes
+ * {"path", "bytes", "width", "height"} and a non-image value over 64 KiB
+ * becomes {"omitted_bytes": N}. */
+int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t *err);
+
+/* A kbox_exec_cb that feeds ARG (a kbox_capture_t *) and goes on. */
+int kbox_capture_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg);
+
+/* Finish: flush pending text, take status, count, time and reason from EXEC
+ * (borrowed; NULL for a capture without an execution), and return the
+ * result.  Consumes *SELF_P and sets it to NULL.  Caller owns the result. */
+kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *exec);
+
+/* Free SELF (and close spill files). Accepts NULL. */
+void kbox_capture_destroy(kbox_capture_t **self_p);
+
+/* ---- the result (all borrowed views, valid while the result lives) ---- */
+
+void kbox_result_destroy(kbox_result_t **self_p);
+
+kbox_exec_status_t kbox_result_status(const kbox_result_t *self);
+int kbox_result_count(const kbox_result_t *self);   /* execution_count, or -1 */
+double kbox_result_seconds(const kbox_result_t *self);
+/* Why it did not end normally (timeout, died), or "". */
+const char *kbox_result_reason(const kbox_result_t *self);
+
+const kbox_text_t *kbox_result_stream(const kbox_result_t *self, kbox_stream_t stream);
+
+/* execute_result: its MIME bundle (data with images replaced by
+ * {"path":…} references) or NULL, and its text/plain budgeted. */
+json_t *kbox_result_value(const kbox_result_t *self);
+const kbox_text_t *kbox_result_value_text(const kbox_result_t *self);
+
+/* Displays still shown at the end (after clear_output and updates), each
+ * a MIME bundle with images replaced by references. */
+size_t kbox_result_display_count(const kbox_result_t *self);
+json_t *kbox_result_display(const kbox_result_t *self, size_t i);
+const char *kbox_result_display_id(const kbox_result_t *self, size_t i); /* or NULL */
+
+size_t kbox_result_image_count(const kbox_result_t *self);
+const kbox_image_t *kbox_result_image(const kbox_result_t *self, size_t i);
+
+/* The error, when the code raised: name, value, the traceback with ANSI
+ * escapes stripped and budgeted, and the traceback array as sent. */
+bool kbox_result_has_error(const kbox_result_t *self);
+const char *kbox_result_ename(const kbox_result_t *self);
+const char *kbox_result_evalue(const kbox_result_t *self);
+const kbox_text_t *kbox_result_traceback(const kbox_result_t *self);
+json_t *kbox_result_traceback_raw(const kbox_result_t *self);
+
+/* Things the reader should know ("2 displays beyond the limit of 100 were
+ * not kept", "image 3 could not be written: …"). */
+size_t kbox_result_notice_count(const kbox_result_t *self);
+const char *kbox_result_notice(const kbox_result_t *self, size_t i);
+
+/* ---- helpers, public because front ends need them too ---- */
+
+/* Remove ANSI escape sequences (CSI, OSC, two-byte) from S into a new
+ * string.  Caller frees. */
+char *kbox_strip_ansi(const char *s, size_t len, size_t *out_len);
+
+/* Read the pixel size of a PNG or JPEG image.  0, or -1 if not recognised. */
+int kbox_image_size(const void *data, size_t len, int *width, int *height);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

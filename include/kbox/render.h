@@ -1,0 +1,47 @@
+/* kbox/render.h — renderers of a kbox_result_t: text for a model, one JSON
+ * object per execution, and ndjson events as messages arrive.
+ *
+ * The formats are documented exactly in kbox-run(1) (OUTPUT FORMATS); the
+ * JSON schema is tests/result.schema.json. */
+#ifndef KBOX_RENDER_H
+#define KBOX_RENDER_H
+
+#include <jansson.h>
+#include <kbox/capture.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The "schema" member of every JSON object and ndjson event. */
+#define KBOX_RESULT_SCHEMA "kbox.result/1"
+
+/* The text a model reads: stdout; then "[stderr]" and stderr; then
+ * "Out[N]: " and the value's text/plain; one "[image saved: PATH (W×H px)]"
+ * line per image; the error as "ENAME: EVALUE" after the stripped
+ * traceback; notices and the reason for a timeout or death in brackets.
+ * Never base64, never HTML.  Caller frees. */
+char *kbox_render_text(const kbox_result_t *result);
+
+/* One JSON object for the whole execution (new reference). */
+json_t *kbox_render_json(const kbox_result_t *result);
+
+/* One ndjson event (new reference) for EV, as kbox_event_cb receives it. */
+json_t *kbox_render_event(const kbox_capture_t *cap, const kbox_event_t *ev);
+
+/* The final ndjson event: {"event":"end", …the kbox_render_json members}. */
+json_t *kbox_render_end_event(const kbox_result_t *result);
+
+/* A display's bundle while capturing (borrowed), for event renderers. */
+json_t *kbox_capture_display(const kbox_capture_t *cap, int index);
+
+/* A display's display_id while capturing (borrowed), or NULL. */
+const char *kbox_capture_display_id(const kbox_capture_t *cap, int index);
+
+/* The execute_result bundle while capturing (borrowed), or NULL. */
+json_t *kbox_capture_value(const kbox_capture_t *cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1139 @@
+/* src/capture.c — one execution's iopub messages turned into a bounded result. */
+#include "private.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sodium.h>
+
+#define MAX_MIME_BYTES 65536 /* a non-image MIME value longer than this is left out */
+
+/* ---- budgeted text: head in memory, tail in a ring, all of it in a spill file ---- */
+
+typedef struct {
+	/* the terminal line being written (\r and \b act on it) */
+	char *line;
+	size_t line_len, line_cap, cursor;
+	/* committed text */
+	size_t total_bytes, total_lines;
+	char *head;
+	size_t head_len, head_lines, head_max, head_max_lines;
+	bool head_full;
+	char *ring;
+	size_t ring_max, ring_start, ring_len;
+	bool ring_wrapped; /* bytes were pushed out of the ring */
+	/* spill */
+	int spill_fd;
+	char *spill_path;
+	bool spill_failed;
+	/* the finished view */
+	kbox_text_t view;
+	char *view_text;
+} tbuf_t;
+
+struct kbox_capture {
+	kbox_capture_opts_t opts;
+	char *outputs_dir;
+	char *prefix;
+	int count;            /* execution_count, once known */
+	int image_seq;        /* images written in this execution */
+	tbuf_t streams[KBOX_TEXT_COUNT];
+	bool pending_clear;
+	/* displays */
+	json_t *displays;     /* array of {"data", "display_id"} */
+	size_t displays_dropped;
+	/* value */
+	json_t *value;
+	tbuf_t value_text;
+	bool has_value;
+	/* images: array of kbox_image_t, strings owned */
+	kbox_image_t *images;
+	size_t n_images, cap_images;
+	/* error */
+	bool has_error;
+	char *ename, *evalue;
+	json_t *traceback_raw;
+	tbuf_t traceback;
+	/* notices */
+	char **notices;
+	size_t n_notices;
+	kbox_event_cb *cb;
+	void *cb_arg;
+	bool oom;
+};
+
+struct kbox_result {
+	kbox_capture_t *cap; /* owns everything */
+	kbox_exec_status_t status;
+	int count;
+	double seconds;
+	char reason[256];
+};
+
+static void notice(kbox_capture_t *self, const char *fmt, ...) KBOX_PRINTF(2, 3);
+
+static void notice(kbox_capture_t *self, const char *fmt, ...)
+{
+	char buf[512], **v;
+	va_list ap;
+	if (self->n_notices >= 64)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	v = realloc(self->notices, (self->n_notices + 1) * sizeof *v);
+	if (!v)
+		return;
+	self->notices = v;
+	if ((v[self->n_notices] = strdup(buf)))
+		self->n_notices++;
+}
+
+static void tbuf_init(tbuf_t *t, size_t max_bytes, size_t max_lines)
+{
+	memset(t, 0, sizeof *t);
+	t->head_max = max_bytes / 2;
+	t->head_max_lines = max_lines / 2 ? max_lines / 2 : 1;
+	t->ring_max = max_bytes - t->head_max;
+	t->spill_fd = -1;
+}
+
+static void tbuf_reset_text(tbuf_t *t)
+{
+	t->total_bytes = t->total_lines = 0;
+	t->head_len = t->head_lines = 0;
+	t->head_full = false;
+	t->ring_start = t->ring_len = 0;
+	t->ring_wrapped = false;
+	t->line_len = t->cursor = 0;
+	/* the cleared text is gone: a later spill starts afresh with the new head */
+	if (t->spill_fd >= 0) {
+		close(t->spill_fd);
+		t->spill_fd = -1;
+	}
+	if (t->spill_path) {
+		unlink(t->spill_path);
+		free(t->spill_path);
+		t->spill_path = NULL;
+	}
+	t->spill_failed = false;
+}
+
+static void tbuf_free(tbuf_t *t)
+{
+	if (t->spill_fd >= 0)
+		close(t->spill_fd);
+	free(t->line);
+	free(t->head);
+	free(t->ring);
+	free(t->spill_path);
+	free(t->view_text);
+	memset(t, 0, sizeof *t);
+	t->spill_fd = -1;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Create FILE in the capture's outputs dir without following symlinks and
+ * without writing through another name of an existing file.  fd or -1. */
+static int create_output(kbox_capture_t *self, const char *name, char **path_out)
+{
+	char path[PATH_MAX];
+	int dfd, fd = -1;
+	struct stat st;
+
+	*path_out = NULL;
+	if (!self->outputs_dir)
+		return -1;
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", self->outputs_dir, name) >= sizeof path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	dfd = open(self->outputs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == EEXIST && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		/* replace a file we wrote before; refuse symlinks and shared files */
+		if (S_ISLNK(st.st_mode))
+			errno = ELOOP;
+		else if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid())
+			errno = EEXIST;
+		else if (unlinkat(dfd, name, 0) == 0)
+			fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	}
+	if (fd >= 0)
+		*path_out = strdup(path);
+	{
+		int e = errno;
+		close(dfd);
+		errno = e;
+	}
+	return fd;
+}
+
+static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
+{
+	char name[256];
+	if (t->spill_fd >= 0 || t->spill_failed)
+		return;
+	snprintf(name, sizeof name, "%s%d-%s.txt", self->prefix, self->count < 0 ? 0 : self->count,
+	         label);
+	t->spill_fd = create_output(self, name, &t->spill_path);
+	if (t->spill_fd < 0) {
+		t->spill_failed = true;
+		if (self->outputs_dir)
+			notice(self, "the complete %s could not be saved to %s/%s: %s", label,
+			       self->outputs_dir, name, strerror(errno));
+		return;
+	}
+	if (write_all(t->spill_fd, t->head, t->head_len) < 0) {
+		notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
+		t->spill_failed = true;
+	}
+}
+
+/* Length of the longest prefix of S[0..N) that ends on a UTF-8 boundary. */
+static size_t utf8_floor(const char *s, size_t n)
+{
+	size_t k = n;
+	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80 && k + 4 > n)
+		k--;
+	return k;
+}
+
+/* Append committed text. */
+static void tbuf_commit(kbox_capture_t *self, tbuf_t *t, const char *label, const char *p, size_t n)
+{
+	size_t i;
+	if (!n)
+		return;
+	t->total_bytes += n;
+	for (i = 0; i < n; i++)
+		if (p[i] == '\n')
+			t->total_lines++;
+	if (!t->head_full) {
+		size_t take = 0;
+		/* take whole lines while they fit */
+		while (take < n && !t->head_full) {
+			const char *nl = memchr(p + take, '\n', n - take);
+			size_t len = nl ? (size_t)(nl - (p + take)) + 1 : n - take;
+			if (t->head_len + len > t->head_max) {
+				len = utf8_floor(p + take, t->head_max - t->head_len);
+				t->head_full = true;
+			}
+			if (len) {
+				if (!t->head) {
+					t->head = malloc(t->head_max + 1);
+					if (!t->head) {
+						self->oom = true;
+						return;
+					}
+				}
+				memcpy(t->head + t->head_len, p + take, len);
+				t->head_len += len;
+				take += len;
+				if (nl && take == (size_t)(nl - p) + 1)
+					t->head_lines++;
+			}
+			if (t->head_lines >= t->head_max_lines)
+				t->head_full = true;
+			if (!nl)
+				break;
+		}
+		p += take;
+		n -= take;
+		if (!n)
+			return;
+		t->head_full = true;
+	}
+	/* past the head: into the ring, and (from now on) the spill file */
+	tbuf_spill_open(self, t, label);
+	if (t->spill_fd >= 0 && write_all(t->spill_fd, p, n) < 0 && !t->spill_failed) {
+		notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
+		t->spill_failed = true;
+	}
+	if (!t->ring_max)
+		return;
+	if (!t->ring) {
+		t->ring = malloc(t->ring_max);
+		if (!t->ring) {
+			self->oom = true;
+			return;
+		}
+	}
+	if (n >= t->ring_max) {
+		if (n > t->ring_max || t->ring_len)
+			t->ring_wrapped = true;
+		memcpy(t->ring, p + n - t->ring_max, t->ring_max);
+		t->ring_start = 0;
+		t->ring_len = t->ring_max;
+		return;
+	}
+	for (i = 0; i < n;) {
+		size_t end = (t->ring_start + t->ring_len) % t->ring_max;
+		size_t room = t->ring_max - end, chunk = n - i < room ? n - i : room;
+		if (t->ring_len == t->ring_max) {
+			/* full: overwrite the oldest */
+			end = t->ring_start;
+			room = t->ring_max - end;
+			chunk = n - i < room ? n - i : room;
+			memcpy(t->ring + end, p + i, chunk);
+			t->ring_start = (t->ring_start + chunk) % t->ring_max;
+			t->ring_wrapped = true;
+		} else {
+			size_t free_ = t->ring_max - t->ring_len;
+			if (chunk > free_)
+				chunk = free_;
+			memcpy(t->ring + end, p + i, chunk);
+			t->ring_len += chunk;
+		}
+		i += chunk;
+	}
+}
+
+static int line_reserve(tbuf_t *t, size_t need)
+{
+	if (need <= t->line_cap)
+		return 0;
+	{
+		size_t cap = t->line_cap ? t->line_cap : 256;
+		char *l;
+		while (cap < need)
+			cap *= 2;
+		l = realloc(t->line, cap);
+		if (!l)
+			return -1;
+		t->line = l;
+		t->line_cap = cap;
+	}
+	return 0;
+}
+
+/* Commit the line being written (not a newline: the caller adds that). */
+static void line_flush(kbox_capture_t *self, tbuf_t *t, const char *label)
+{
+	tbuf_commit(self, t, label, t->line, t->line_len);
+	t->line_len = t->cursor = 0;
+}
+
+static size_t cp_len(unsigned char c)
+{
+	return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+}
+
+/* Write RUN (no \n, \r, \b in it) at the cursor, overwriting as a terminal does. */
+static void line_write(kbox_capture_t *self, tbuf_t *t, const char *label, const char *p, size_t n)
+{
+	if (t->cursor == t->line_len) {
+		if (line_reserve(t, t->line_len + n) < 0) {
+			self->oom = true;
+			return;
+		}
+		memcpy(t->line + t->line_len, p, n);
+		t->line_len += n;
+		t->cursor = t->line_len;
+	} else {
+		/* overwrite code point by code point */
+		size_t i = 0;
+		while (i < n) {
+			size_t in = cp_len((unsigned char)p[i]), old;
+			if (i + in > n)
+				in = n - i;
+			old = t->cursor < t->line_len ? cp_len((unsigned char)t->line[t->cursor]) : 0;
+			if (t->cursor + old > t->line_len)
+				old = t->line_len - t->cursor;
+			if (line_reserve(t, t->line_len - old + in) < 0) {
+				self->oom = true;
+				return;
+			}
+			memmove(t->line + t->cursor + in, t->line + t->cursor + old,
+			        t->line_len - t->cursor - old);
+			memcpy(t->line + t->cursor, p + i, in);
+			t->line_len = t->line_len - old + in;
+			t->cursor += in;
+			i += in;
+		}
+	}
+	if (t->line_len >= KBOX_CAPTURE_LINE_MAX)
+		line_flush(self, t, label);
+}
+
+/* Feed stream text through the terminal model. */
+static void tbuf_feed(kbox_capture_t *self, tbuf_t *t, const char *label, const char *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		size_t run = i;
+		while (run < n && p[run] != '\n' && p[run] != '\r' && p[run] != '\b')
+			run++;
+		if (run > i) {
+			/* fast path: a whole line appended at the end */
+			if (t->line_len == 0 && run < n && p[run] == '\n') {
+				tbuf_commit(self, t, label, p + i, run - i + 1);
+				i = run + 1;
+				continue;
+			}
+			line_write(self, t, label, p + i, run - i);
+		}
+		if (run == n)
+			break;
+		switch (p[run]) {
+		case '\n':
+			line_flush(self, t, label);
+			tbuf_commit(self, t, label, "\n", 1);
+			break;
+		case '\r':
+			if (run + 1 < n && p[run + 1] == '\n')
+				break; /* \r\n: the \n ends the line */
+			t->cursor = 0;
+			break;
+		case '\b':
+			while (t->cursor > 0) {
+				t->cursor--;
+				if (((unsigned char)t->line[t->cursor] & 0xc0) != 0x80)
+					break;
+			}
+			break;
+		}
+		i = run + 1;
+	}
+}
+
+/* Build T's view: all of it, or head + marker + tail. */
+static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
+{
+	size_t tail_len = 0, tail_lines = 0, omitted_bytes, omitted_lines, max_tail_lines;
+	const char *tail_src;
+	char *tail = NULL, marker[PATH_MAX + 160];
+	size_t i;
+
+	line_flush(self, t, label);
+	/* linearise the ring */
+	if (t->ring_len) {
+		tail = malloc(t->ring_len);
+		if (!tail) {
+			self->oom = true;
+			return;
+		}
+		for (i = 0; i < t->ring_len; i++)
+			tail[i] = t->ring[(t->ring_start + i) % t->ring_max];
+		tail_len = t->ring_len;
+	}
+	tail_src = tail;
+	/* the tail keeps only whole lines once something before it was dropped,
+	 * and at most the line budget left after the head */
+	max_tail_lines = t->head_max_lines;
+	omitted_bytes = t->total_bytes - t->head_len - tail_len;
+	if (tail_len) {
+		size_t nl = 0;
+		const char *start = tail_src + tail_len;
+		/* count back lines from the end (a final line without \n counts) */
+		size_t k = tail_len;
+		if (k && tail_src[k - 1] == '\n')
+			k--;
+		while (k > 0) {
+			if (tail_src[k - 1] == '\n') {
+				if (++nl >= max_tail_lines)
+					break;
+			}
+			k--;
+		}
+		start = tail_src + k;
+		if (k > 0 || omitted_bytes > 0 || t->ring_wrapped) {
+			if (k == 0 && (omitted_bytes > 0 || t->ring_wrapped)) {
+				/* the first line may be cut: drop it */
+				const char *nlp = memchr(tail_src, '\n', tail_len);
+				if (nlp && (size_t)(nlp - tail_src) + 1 < tail_len)
+					start = nlp + 1;
+			}
+		}
+		/* never start inside a UTF-8 character */
+		while ((omitted_bytes > 0 || t->ring_wrapped) && start < tail_src + tail_len &&
+		       ((unsigned char)*start & 0xc0) == 0x80)
+			start++;
+		omitted_bytes += (size_t)(start - tail_src);
+		tail_len -= (size_t)(start - tail_src);
+		tail_src = start;
+		for (i = 0; i < tail_len; i++)
+			if (tail_src[i] == '\n')
+				tail_lines++;
+	}
+	omitted_lines = t->total_lines - t->head_lines - tail_lines;
+	t->view.total_bytes = t->total_bytes;
+	t->view.total_lines = t->total_lines;
+	t->view.truncated = omitted_bytes > 0;
+	if (t->view.truncated) {
+		int m = snprintf(marker, sizeof marker, "%s[... %zu bytes in %zu lines left out%s%s ...]\n",
+		                 t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
+		                 omitted_bytes, omitted_lines,
+		                 t->spill_path && !t->spill_failed ? "; the complete text is in " : "",
+		                 t->spill_path && !t->spill_failed ? t->spill_path : "");
+		size_t ml = m > 0 ? (size_t)m : 0;
+		t->view_text = malloc(t->head_len + ml + tail_len + 1);
+		if (t->view_text) {
+			memcpy(t->view_text, t->head, t->head_len);
+			memcpy(t->view_text + t->head_len, marker, ml);
+			memcpy(t->view_text + t->head_len + ml, tail_src, tail_len);
+			t->view_text[t->head_len + ml + tail_len] = '\0';
+		}
+		t->view.spill_path = t->spill_failed ? NULL : t->spill_path;
+	} else {
+		t->view_text = malloc(t->head_len + tail_len + 1);
+		if (t->view_text) {
+			if (t->head_len)
+				memcpy(t->view_text, t->head, t->head_len);
+			if (tail_len)
+				memcpy(t->view_text + t->head_len, tail_src, tail_len);
+			t->view_text[t->head_len + tail_len] = '\0';
+		}
+		/* nothing was left out: the spill file is not needed */
+		if (t->spill_path) {
+			unlink(t->spill_path);
+			free(t->spill_path);
+			t->spill_path = NULL;
+		}
+		t->view.spill_path = NULL;
+	}
+	if (t->spill_fd >= 0) {
+		close(t->spill_fd);
+		t->spill_fd = -1;
+	}
+	if (!t->view_text)
+		self->oom = true;
+	t->view.text = t->view_text ? t->view_text : "";
+	free(tail);
+}
+
+/* ---- helpers ---- */
+
+char *kbox_strip_ansi(const char *s, size_t len, size_t *out_len)
+{
+	char *out = malloc(len + 1);
+	size_t i = 0, o = 0;
+	if (!out)
+		return NULL;
+	while (i < len) {
+		if (s[i] != '\033') {
+			out[o++] = s[i++];
+			continue;
+		}
+		i++;
+		if (i < len && s[i] == '[') { /* CSI: parameters, then a final byte 0x40-0x7e */
+			i++;
+			while (i < len && !((unsigned char)s[i] >= 0x40 && (unsigned char)s[i] <= 0x7e))
+				i++;
+			if (i < len)
+				i++;
+		} else if (i < len && s[i] == ']') { /* OSC: until BEL or ESC \ */
+			i++;
+			while (i < len && s[i] != '\a' && !(s[i] == '\033' && i + 1 < len && s[i + 1] == '\\'))
+				i++;
+			if (i < len)
+				i += s[i] == '\a' ? 1 : 2;
+		} else if (i < len && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] <= 0x2f) {
+			/* nF: intermediate bytes, then a final byte (ESC ( B) */
+			while (i < len && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] <= 0x2f)
+				i++;
+			if (i < len)
+				i++;
+		} else if (i < len) {
+			i++; /* a two-byte sequence */
+		}
+	}
+	out[o] = '\0';
+	if (out_len)
+		*out_len = o;
+	return out;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+int kbox_image_size(const void *data, size_t len, int *width, int *height)
+{
+	const unsigned char *p = data;
+	static const unsigned char png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+
+	if (len >= 24 && memcmp(p, png, 8) == 0 && memcmp(p + 12, "IHDR", 4) == 0) {
+		uint32_t w = be32(p + 16), h = be32(p + 20);
+		if (w == 0 || h == 0 || w > INT_MAX || h > INT_MAX)
+			return -1;
+		*width = (int)w;
+		*height = (int)h;
+		return 0;
+	}
+	if (len >= 4 && p[0] == 0xff && p[1] == 0xd8) {
+		size_t i = 2;
+		while (i + 4 <= len) {
+			unsigned marker;
+			size_t seglen;
+			if (p[i] != 0xff)
+				return -1;
+			while (i < len && p[i] == 0xff)
+				i++;
+			if (i >= len)
+				return -1;
+			marker = p[i++];
+			if (marker == 0xd8 || marker == 0x01 || (marker >= 0xd0 && marker <= 0xd7))
+				continue; /* no length */
+			if (marker == 0xd9 || i + 2 > len)
+				return -1;
+			seglen = (size_t)p[i] << 8 | p[i + 1];
+			if (seglen < 2)
+				return -1;
+			/* SOFn, except DHT (c4), JPG (c8) and DAC (cc) */
+			if (marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 &&
+			    marker != 0xcc) {
+				if (i + 7 > len)
+					return -1;
+				*height = (int)((unsigned)p[i + 3] << 8 | p[i + 4]);
+				*width = (int)((unsigned)p[i + 5] << 8 | p[i + 6]);
+				return *width > 0 && *height > 0 ? 0 : -1;
+			}
+			i += seglen;
+		}
+	}
+	return -1;
+}
+
+/* ---- capture ---- */
+
+kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *err)
+{
+	kbox_capture_t *self = calloc(1, sizeof *self);
+	size_t mb, ml;
+
+	if (!self) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	if (opts)
+		self->opts = *opts;
+	mb = self->opts.max_bytes ? self->opts.max_bytes : KBOX_CAPTURE_MAX_BYTES;
+	ml = self->opts.max_lines ? self->opts.max_lines : KBOX_CAPTURE_MAX_LINES;
+	if (mb < 64)
+		mb = 64;
+	self->opts.max_bytes = mb;
+	self->opts.max_lines = ml;
+	self->count = -1;
+	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
+		tbuf_init(&self->streams[s], mb, ml);
+	tbuf_init(&self->value_text, mb, ml);
+	tbuf_init(&self->traceback, mb, ml);
+	if (self->opts.prefix && strchr(self->opts.prefix, '/')) {
+		kbox__err(err, KBOX_E_INVALID, "capture file prefix \"%s\" must not contain '/'",
+		          self->opts.prefix);
+		kbox_capture_destroy(&self);
+		return NULL;
+	}
+	self->displays = json_array();
+	self->prefix = strdup(self->opts.prefix ? self->opts.prefix : "");
+	if (self->opts.outputs_dir) {
+		struct stat st;
+		if (stat(self->opts.outputs_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			kbox__err_sys(err, "outputs directory %s", self->opts.outputs_dir);
+			kbox_capture_destroy(&self);
+			return NULL;
+		}
+		self->outputs_dir = strdup(self->opts.outputs_dir);
+	}
+	self->opts.outputs_dir = self->outputs_dir;
+	self->opts.prefix = self->prefix;
+	if (!self->displays || !self->prefix || (self->opts.outputs_dir && !self->outputs_dir)) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_capture_destroy(&self);
+	}
+	return self;
+}
+
+void kbox_capture_set_event_cb(kbox_capture_t *self, kbox_event_cb *cb, void *arg)
+{
+	self->cb = cb;
+	self->cb_arg = arg;
+}
+
+static void emit(kbox_capture_t *self, kbox_event_type_t type, kbox_stream_t s, const char *text,
+                 size_t len, int display)
+{
+	kbox_event_t ev = {type, s, text, len, display};
+	if (self->cb)
+		self->cb(self->cb_arg, self, &ev);
+}
+
+static const char *const stream_labels[KBOX_TEXT_COUNT] = {"stdout", "stderr"};
+
+/* Images of display INDEX (every display when -2) leave the result; their
+ * files stay on disk. */
+static void drop_images_of(kbox_capture_t *self, int index)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < self->n_images; i++) {
+		int d = self->images[i].display;
+		if (d >= 0 && (index == -2 || d == index)) {
+			free((char *)self->images[i].path);
+			free((char *)self->images[i].mime);
+		} else {
+			self->images[o++] = self->images[i];
+		}
+	}
+	self->n_images = o;
+}
+
+static void clear_now(kbox_capture_t *self)
+{
+	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
+		tbuf_reset_text(&self->streams[s]);
+	json_array_clear(self->displays);
+	drop_images_of(self, -2);
+	self->pending_clear = false;
+	emit(self, KBOX_EV_CLEAR, 0, NULL, 0, -1);
+}
+
+/* Output is about to arrive: a pending clear_output(wait=True) happens now. */
+static void before_output(kbox_capture_t *self)
+{
+	if (self->pending_clear)
+		clear_now(self);
+}
+
+static void take_count(kbox_capture_t *self, json_t *content)
+{
+	json_t *n = json_object_get(content, "execution_count");
+	if (json_is_integer(n) && self->count < 0)
+		self->count = (int)json_integer_value(n);
+}
+
+static const struct {
+	const char *mime, *ext;
+	bool base64;
+} image_kinds[] = {{"image/png", "png", true}, {"image/jpeg", "jpg", true}, {"image/svg+xml", "svg", false}};
+
+/* Decode and write one image; returns its reference object for the bundle. */
+static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ext, bool b64,
+                          json_t *v, int display)
+{
+	const char *s;
+	size_t len, outlen = 0;
+	unsigned char *bytes = NULL;
+	kbox_image_t img = {NULL, NULL, -1, -1, 0, display};
+	char name[256], *path = NULL;
+	json_t *ref;
+	int fd;
+
+	if (json_is_array(v)) /* some kernels split long strings into lines */
+		return NULL;
+	if (!json_is_string(v))
+		return NULL;
+	s = json_string_value(v);
+	len = json_string_length(v);
+	if (b64) {
+		size_t cap = len / 4 * 3 + 3;
+		bytes = malloc(cap);
+		if (!bytes || sodium_base642bin(bytes, cap, s, len, "\n\r ", &outlen, NULL,
+		                                sodium_base64_VARIANT_ORIGINAL) != 0) {
+			free(bytes);
+			notice(self, "a %s output is not valid base64: left out", mime);
+			return json_pack("{s:n, s:s}", "path", "error", "invalid base64");
+		}
+	} else {
+		bytes = (unsigned char *)s;
+		outlen = len;
+	}
+	img.bytes = outlen;
+	img.mime = strdup(mime);
+	if (strcmp(ext, "svg") != 0 && kbox_image_size(bytes, outlen, &img.width, &img.height) < 0)
+		img.width = img.height = -1;
+	self->image_seq++;
+	snprintf(name, sizeof name, "%s%d-%d.%s", self->prefix, self->count < 0 ? 0 : self->count,
+	         self->image_seq, ext);
+	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
+		notice(self, "image %d (%s, %zu bytes) is larger than %u bytes: not written",
+		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
+	} else if (self->outputs_dir) {
+		fd = create_output(self, name, &path);
+		if (fd < 0) {
+			notice(self, "image %d not written to %s/%s: %s", self->image_seq, self->outputs_dir,
+			       name, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+		} else {
+			if (write_all(fd, (const char *)bytes, outlen) < 0) {
+				notice(self, "image %d: writing %s failed: %s", self->image_seq, path,
+				       strerror(errno));
+				unlink(path);
+				free(path);
+				path = NULL;
+			}
+			close(fd);
+		}
+	}
+	img.path = path;
+	if (b64)
+		free(bytes);
+	ref = json_pack("{s:s?, s:I}", "path", path, "bytes", (json_int_t)outlen);
+	if (img.width > 0) {
+		json_object_set_new(ref, "width", json_integer(img.width));
+		json_object_set_new(ref, "height", json_integer(img.height));
+	}
+	if (self->n_images == self->cap_images) {
+		size_t cap = self->cap_images ? self->cap_images * 2 : 4;
+		kbox_image_t *nv = realloc(self->images, cap * sizeof *nv);
+		if (!nv) {
+			free(path);
+			free((char *)img.mime);
+			self->oom = true;
+			return ref;
+		}
+		self->images = nv;
+		self->cap_images = cap;
+	}
+	self->images[self->n_images++] = img;
+	return ref;
+}
+
+/* A copy of DATA with images written to files (replaced by references) and
+ * oversized values left out. */
+static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
+{
+	json_t *out = json_object(), *v;
+	const char *mime;
+
+	if (!out || !json_is_object(data))
+		return out;
+	json_object_foreach(data, mime, v) {
+		bool image = false;
+		for (size_t k = 0; k < sizeof image_kinds / sizeof image_kinds[0]; k++) {
+			if (strcmp(mime, image_kinds[k].mime) == 0) {
+				json_t *ref = save_image(self, mime, image_kinds[k].ext, image_kinds[k].base64,
+				                         v, display);
+				if (ref)
+					json_object_set_new(out, mime, ref);
+				image = true;
+				break;
+			}
+		}
+		if (image)
+			continue;
+		if (json_is_string(v) && json_string_length(v) > MAX_MIME_BYTES)
+			json_object_set_new(out, mime, json_pack("{s:I}", "omitted_bytes",
+			                                         (json_int_t)json_string_length(v)));
+		else
+			json_object_set(out, mime, v);
+	}
+	return out;
+}
+
+static void on_display(kbox_capture_t *self, json_t *c, bool update)
+{
+	json_t *data = json_object_get(c, "data");
+	json_t *did = json_object_get(json_object_get(c, "transient"), "display_id");
+	const char *id = json_is_string(did) ? json_string_value(did) : NULL;
+	size_t i;
+	json_t *d;
+
+	if (update) {
+		if (!id)
+			return;
+		json_array_foreach(self->displays, i, d) {
+			json_t *x = json_object_get(d, "display_id");
+			if (json_is_string(x) && strcmp(json_string_value(x), id) == 0) {
+				drop_images_of(self, (int)i);
+				json_object_set_new(d, "data", process_bundle(self, data, (int)i));
+				emit(self, KBOX_EV_DISPLAY, 0, NULL, 0, (int)i);
+			}
+		}
+		return; /* an update for an unknown id shows nothing, as in a notebook */
+	}
+	before_output(self);
+	if (json_array_size(self->displays) >= KBOX_CAPTURE_MAX_DISPLAYS) {
+		self->displays_dropped++;
+		return;
+	}
+	i = json_array_size(self->displays);
+	d = json_pack("{s:o, s:s?}", "data", process_bundle(self, data, (int)i), "display_id", id);
+	if (d && json_array_append_new(self->displays, d) == 0)
+		emit(self, KBOX_EV_DISPLAY, 0, NULL, 0, (int)i);
+}
+
+static void on_error(kbox_capture_t *self, json_t *c)
+{
+	json_t *en = json_object_get(c, "ename"), *ev = json_object_get(c, "evalue");
+	json_t *tb = json_object_get(c, "traceback"), *line;
+	size_t i;
+
+	before_output(self);
+	free(self->ename);
+	free(self->evalue);
+	self->ename = strdup(json_is_string(en) ? json_string_value(en) : "Error");
+	self->evalue = strdup(json_is_string(ev) ? json_string_value(ev) : "");
+	json_decref(self->traceback_raw);
+	self->traceback_raw = json_is_array(tb) ? json_deep_copy(tb) : json_array();
+	tbuf_free(&self->traceback);
+	tbuf_init(&self->traceback, self->opts.max_bytes, self->opts.max_lines);
+	json_array_foreach(tb, i, line) {
+		size_t n;
+		char *plain;
+		if (!json_is_string(line))
+			continue;
+		plain = kbox_strip_ansi(json_string_value(line), json_string_length(line), &n);
+		if (!plain)
+			continue;
+		tbuf_commit(self, &self->traceback, "traceback", plain, n);
+		if (n == 0 || plain[n - 1] != '\n')
+			tbuf_commit(self, &self->traceback, "traceback", "\n", 1);
+		free(plain);
+	}
+	self->has_error = true;
+	emit(self, KBOX_EV_ERROR, 0, NULL, 0, -1);
+}
+
+int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t *err)
+{
+	const char *type = kbox_msg_type(msg);
+	json_t *c = kbox_msg_content(msg);
+	size_t notices_before = self->n_notices;
+
+	if (!type)
+		return 0;
+	if (strcmp(type, "stream") == 0) {
+		json_t *name = json_object_get(c, "name"), *text = json_object_get(c, "text");
+		kbox_stream_t s = json_is_string(name) && strcmp(json_string_value(name), "stderr") == 0
+		                      ? KBOX_TEXT_STDERR
+		                      : KBOX_TEXT_STDOUT;
+		if (!json_is_string(text))
+			return 0;
+		before_output(self);
+		tbuf_feed(self, &self->streams[s], stream_labels[s], json_string_value(text),
+		          json_string_length(text));
+		emit(self, KBOX_EV_STREAM, s, json_string_value(text), json_string_length(text), -1);
+	} else if (strcmp(type, "execute_input") == 0) {
+		take_count(self, c);
+	} else if (strcmp(type, "execute_result") == 0) {
+		json_t *data = json_object_get(c, "data"), *tp;
+		take_count(self, c);
+		before_output(self);
+		json_decref(self->value);
+		self->value = process_bundle(self, data, -1);
+		tbuf_free(&self->value_text);
+		tbuf_init(&self->value_text, self->opts.max_bytes, self->opts.max_lines);
+		tp = json_object_get(data, "text/plain");
+		if (json_is_string(tp))
+			tbuf_commit(self, &self->value_text, "value", json_string_value(tp),
+			            json_string_length(tp));
+		self->has_value = true;
+		emit(self, KBOX_EV_RESULT, 0, NULL, 0, -1);
+	} else if (strcmp(type, "display_data") == 0) {
+		on_display(self, c, false);
+	} else if (strcmp(type, "update_display_data") == 0) {
+		on_display(self, c, true);
+	} else if (strcmp(type, "clear_output") == 0) {
+		json_t *w = json_object_get(c, "wait");
+		if (json_is_true(w))
+			self->pending_clear = true;
+		else
+			clear_now(self);
+	} else if (strcmp(type, "error") == 0) {
+		on_error(self, c);
+	}
+	if (self->oom)
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory capturing output");
+	if (self->n_notices > notices_before)
+		return kbox__err(err, KBOX_E_SYSTEM, "%s", self->notices[self->n_notices - 1]);
+	return 0;
+}
+
+int kbox_capture_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg)
+{
+	if (channel == KBOX_CH_IOPUB)
+		kbox_capture_feed(arg, msg, NULL);
+	return 0;
+}
+
+json_t *kbox_capture_display(const kbox_capture_t *cap, int index)
+{
+	json_t *d = index >= 0 ? json_array_get(cap->displays, (size_t)index) : NULL;
+	return d ? json_object_get(d, "data") : NULL;
+}
+
+const char *kbox_capture_display_id(const kbox_capture_t *cap, int index)
+{
+	json_t *d = index >= 0 ? json_array_get(cap->displays, (size_t)index) : NULL;
+	json_t *id = json_object_get(d, "display_id");
+	return json_is_string(id) ? json_string_value(id) : NULL;
+}
+
+json_t *kbox_capture_value(const kbox_capture_t *cap)
+{
+	return cap->has_value ? cap->value : NULL;
+}
+
+void kbox_capture_destroy(kbox_capture_t **self_p)
+{
+	kbox_capture_t *self;
+	if (!self_p || !*self_p)
+		return;
+	self = *self_p;
+	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
+		tbuf_free(&self->streams[s]);
+	tbuf_free(&self->value_text);
+	tbuf_free(&self->traceback);
+	json_decref(self->displays);
+	json_decref(self->value);
+	json_decref(self->traceback_raw);
+	for (size_t i = 0; i < self->n_images; i++) {
+		free((char *)self->images[i].path);
+		free((char *)self->images[i].mime);
+	}
+	free(self->images);
+	for (size_t i = 0; i < self->n_notices; i++)
+		free(self->notices[i]);
+	free(self->notices);
+	free(self->ename);
+	free(self->evalue);
+	free(self->outputs_dir);
+	free(self->prefix);
+	free(self);
+	*self_p = NULL;
+}
+
+kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *exec)
+{
+	kbox_capture_t *self = self_p ? *self_p : NULL;
+	kbox_result_t *r;
+
+	if (!self)
+		return NULL;
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	*self_p = NULL;
+	r->cap = self;
+	if (self->pending_clear)
+		self->pending_clear = false; /* a clear with nothing after it clears nothing */
+	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
+		tbuf_finish(self, &self->streams[s], stream_labels[s]);
+	tbuf_finish(self, &self->value_text, "value");
+	tbuf_finish(self, &self->traceback, "traceback");
+	if (self->displays_dropped)
+		notice(self, "%zu displays beyond the limit of %d were not kept", self->displays_dropped,
+		       KBOX_CAPTURE_MAX_DISPLAYS);
+	if (self->oom)
+		notice(self, "out of memory while capturing: some output is missing");
+	r->count = self->count;
+	if (exec) {
+		r->status = kbox_exec_status(exec);
+		if (kbox_exec_count(exec) >= 0)
+			r->count = kbox_exec_count(exec);
+		r->seconds = kbox_exec_seconds(exec);
+		snprintf(r->reason, sizeof r->reason, "%s", kbox_exec_reason(exec));
+		{
+			size_t bytes, n = kbox_exec_rate_dropped(exec, &bytes);
+			if (n)
+				notice(self, "%zu output messages (%zu bytes) were dropped: the kernel "
+				             "sent output faster than the rate limit",
+				       n, bytes);
+		}
+		if (kbox_exec_output_lost(exec))
+			notice(self, "some output was lost (iopub never reported the end of this "
+			             "execution; a message may have exceeded %ld bytes)",
+			       (long)KBOX_MAX_MESSAGE_BYTES);
+	} else {
+		r->status = self->has_error ? KBOX_EXEC_ERROR : KBOX_EXEC_OK;
+	}
+	return r;
+}
+
+/* ---- result ---- */
+
+void kbox_result_destroy(kbox_result_t **self_p)
+{
+	if (!self_p || !*self_p)
+		return;
+	kbox_capture_destroy(&(*self_p)->cap);
+	free(*self_p);
+	*self_p = NULL;
+}
+
+kbox_exec_status_t kbox_result_status(const kbox_result_t *self) { return self->status; }
+int kbox_result_count(const kbox_result_t *self) { return self->count; }
+double kbox_result_seconds(const kbox_result_t *self) { return self->seconds; }
+const char *kbox_result_reason(const kbox_result_t *self) { return self->reason; }
+
+const kbox_text_t *kbox_result_stream(const kbox_result_t *self, kbox_stream_t stream)
+{
+	return (unsigned)stream < KBOX_TEXT_COUNT ? &self->cap->streams[stream].view : NULL;
+}
+
+json_t *kbox_result_value(const kbox_result_t *self)
+{
+	return self->cap->has_value ? self->cap->value : NULL;
+}
+
+const kbox_text_t *kbox_result_value_text(const kbox_result_t *self)
+{
+	return self->cap->has_value ? &self->cap->value_text.view : NULL;
+}
+
+size_t kbox_result_display_count(const kbox_result_t *self)
+{
+	return json_array_size(self->cap->displays);
+}
+
+json_t *kbox_result_display(const kbox_result_t *self, size_t i)
+{
+	return json_object_get(json_array_get(self->cap->displays, i), "data");
+}
+
+const char *kbox_result_display_id(const kbox_result_t *self, size_t i)
+{
+	json_t *id = json_object_get(json_array_get(self->cap->displays, i), "display_id");
+	return json_is_string(id) ? json_string_value(id) : NULL;
+}
+
+size_t kbox_result_image_count(const kbox_result_t *self) { return self->cap->n_images; }
+
+const kbox_image_t *kbox_result_image(const kbox_result_t *self, size_t i)
+{
+	return i < self->cap->n_images ? &self->cap->images[i] : NULL;
+}
+
+bool kbox_result_has_error(const kbox_result_t *self) { return self->cap->has_error; }
+const char *kbox_result_ename(const kbox_result_t *self)
+{
+	return self->cap->ename ? self->cap->ename : "";
+}
+const char *kbox_result_evalue(const kbox_result_t *self)
+{
+	return self->cap->evalue ? self->cap->evalue : "";
+}
+const kbox_text_t *kbox_result_traceback(const kbox_result_t *self)
+{
+	return self->cap->has_error ? &self->cap->traceback.view : NULL;
+}
+json_t *kbox_result_traceback_raw(const kbox_result_t *self) { return self->cap->traceback_raw; }
+
+size_t kbox_result_notice_count(const kbox_result_t *self) { return self->cap->n_notices; }
+const char *kbox_result_notice(const kbox_result_t *self, size_t i)
+{
+	return i < self->cap->n_notices ? self->cap->notices[i] : NULL;
+}

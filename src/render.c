@@ -1,0 +1,631 @@
+/* render.c — renderers of a kbox_result_t: text for a model, one JSON
+ * object per execution, ndjson events as messages arrive.
+ *
+ * Only the public accessors of kbox/capture.h are used: a renderer sees
+ * what any front end sees.  The formats are documented in kbox-run(1),
+ * OUTPUT FORMATS; the JSON schema is tests/result.schema.json. */
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <kbox/capture.h>
+#include <kbox/render.h>
+
+/* U+00D7 MULTIPLICATION SIGN in UTF-8, as in "640×480 px". */
+#define TIMES_SIGN "\xc3\x97"
+/* U+FFFD REPLACEMENT CHARACTER, for bytes that are not UTF-8. */
+#define REPLACEMENT "\xef\xbf\xbd"
+
+/* ---- a growing string for the text renderer ---- */
+
+typedef struct {
+	char *data;
+	size_t len, cap;
+	bool failed; /* an allocation failed; everything after is dropped */
+} buf_t;
+
+/* Append LEN bytes of S to B. */
+static void buf_add(buf_t *b, const char *s, size_t len)
+{
+	size_t cap;
+	char *p;
+
+	if (b->failed)
+		return;
+	if (len >= SIZE_MAX - b->len) {
+		b->failed = true;
+		return;
+	}
+	if (b->len + len + 1 > b->cap) {
+		cap = b->cap ? b->cap : 256;
+		while (cap < b->len + len + 1)
+			cap = cap > SIZE_MAX / 2 ? b->len + len + 1 : cap * 2;
+		p = realloc(b->data, cap);
+		if (!p) {
+			b->failed = true;
+			return;
+		}
+		b->data = p;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, s, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+}
+
+static void buf_adds(buf_t *b, const char *s)
+{
+	buf_add(b, s, strlen(s));
+}
+
+/* Append printf-style text to B. */
+static void buf_addf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_addf(buf_t *b, const char *fmt, ...)
+{
+	char small[256];
+	char *big;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof small, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->failed = true;
+		return;
+	}
+	if ((size_t)n < sizeof small) {
+		buf_add(b, small, (size_t)n);
+		return;
+	}
+	big = malloc((size_t)n + 1);
+	if (!big) {
+		b->failed = true;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(big, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	buf_add(b, big, (size_t)n);
+	free(big);
+}
+
+/* End the current part with a newline unless it already ends with one. */
+static void buf_end_line(buf_t *b)
+{
+	if (!b->failed && b->len > 0 && b->data[b->len - 1] != '\n')
+		buf_add(b, "\n", 1);
+}
+
+/* Append S as one part: nothing when S is NULL or empty, else S and, if
+ * S does not end with one, a newline. */
+static void buf_part(buf_t *b, const char *s)
+{
+	if (!s || !*s)
+		return;
+	buf_adds(b, s);
+	buf_end_line(b);
+}
+
+/* ---- small helpers ---- */
+
+static const char *status_name(kbox_exec_status_t status)
+{
+	switch (status) {
+	case KBOX_EXEC_OK:
+		return "ok";
+	case KBOX_EXEC_ERROR:
+		return "error";
+	case KBOX_EXEC_ABORTED:
+		return "aborted";
+	case KBOX_EXEC_TIMEOUT:
+		return "timeout";
+	case KBOX_EXEC_DIED:
+		return "died";
+	}
+	return "error";
+}
+
+/* Length of the valid UTF-8 sequence at S (at most N bytes), or 0 when
+ * the bytes there are not one (overlong forms and surrogates included). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t len, i;
+	unsigned cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		len = 2;
+		cp = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		len = 3;
+		cp = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		len = 4;
+		cp = s[0] & 0x07;
+	} else
+		return 0;
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+/* A JSON string of LEN bytes at S (new reference): S itself when it is
+ * UTF-8, else S with each invalid byte replaced by U+FFFD.  NULL S gives "". */
+static json_t *string_json(const char *s, size_t len)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	json_t *j;
+	buf_t b = { 0 };
+	size_t i, n;
+
+	if (!s)
+		return json_string("");
+	j = json_stringn(s, len);
+	if (j)
+		return j;
+	for (i = 0; i < len; i += n) {
+		n = utf8_seq(u + i, len - i);
+		if (n)
+			buf_add(&b, s + i, n);
+		else {
+			buf_adds(&b, REPLACEMENT);
+			n = 1;
+		}
+	}
+	j = b.failed ? NULL : json_stringn(b.data ? b.data : "", b.len);
+	free(b.data);
+	return j;
+}
+
+/* S as a JSON string, or null when S is NULL or (with EMPTY_NULL) "". */
+static json_t *nullable_json(const char *s, bool empty_null)
+{
+	if (!s || (empty_null && !*s))
+		return json_null();
+	return string_json(s, strlen(s));
+}
+
+/* A size as a JSON integer (sizes beyond json_int_t are clamped). */
+static json_t *size_json(size_t n)
+{
+	return json_integer(n > (size_t)LLONG_MAX ? (json_int_t)LLONG_MAX : (json_int_t)n);
+}
+
+/* A budgeted text as {"text","total_bytes","total_lines","truncated",
+ * "spill_path"}; NULL T gives the empty text. */
+static json_t *text_json(const kbox_text_t *t)
+{
+	const char *s = t && t->text ? t->text : "";
+
+	return json_pack("{s:o, s:o, s:o, s:b, s:o}", "text", string_json(s, strlen(s)),
+	                 "total_bytes", size_json(t ? t->total_bytes : 0), "total_lines",
+	                 size_json(t ? t->total_lines : 0), "truncated", t ? t->truncated : false,
+	                 "spill_path", nullable_json(t ? t->spill_path : NULL, false));
+}
+
+/* A deep copy of the bundle J (borrowed), or {} when it is NULL. */
+static json_t *bundle_json(json_t *j)
+{
+	return j ? json_deep_copy(j) : json_object();
+}
+
+/* Set KEY of OBJ to VALUE (stolen).  -1 when VALUE is NULL (an earlier
+ * allocation failed) or the set fails. */
+static int set_new(json_t *obj, const char *key, json_t *value)
+{
+	if (!value)
+		return -1;
+	return json_object_set_new(obj, key, value);
+}
+
+/* ---- text ---- */
+
+/* The text/plain representation in BUNDLE (borrowed), joined if it is a
+ * list of strings as in nbformat, in a new string; NULL when there is none. */
+static char *plain_text(json_t *bundle)
+{
+	json_t *v = json_object_get(bundle, "text/plain"), *line;
+	buf_t b = { 0 };
+	size_t i;
+
+	if (json_is_string(v))
+		buf_add(&b, json_string_value(v), json_string_length(v));
+	else if (json_is_array(v))
+		json_array_foreach (v, i, line)
+			if (json_is_string(line))
+				buf_add(&b, json_string_value(line), json_string_length(line));
+	if (b.failed) {
+		free(b.data);
+		return NULL;
+	}
+	return b.data;
+}
+
+/* Does BUNDLE (borrowed) hold an image representation ("image/…")? */
+static bool bundle_has_image(json_t *bundle)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach (bundle, key, v)
+		if (strncmp(key, "image/", 6) == 0)
+			return true;
+	return false;
+}
+
+/* Does the image list of R name display I? */
+static bool display_has_image(const kbox_result_t *r, size_t i)
+{
+	size_t k, n = kbox_result_image_count(r);
+	const kbox_image_t *img;
+
+	for (k = 0; k < n; k++) {
+		img = kbox_result_image(r, k);
+		if (img && img->display >= 0 && (size_t)img->display == i)
+			return true;
+	}
+	return false;
+}
+
+/* "Out[N]: " and the value's text/plain.  A value of several lines starts
+ * on the line after "Out[N]:", so that tables keep their columns (as
+ * IPython's display hook does).  An unknown count gives "Out:". */
+static void text_value(buf_t *b, const kbox_result_t *r)
+{
+	const kbox_text_t *t = kbox_result_value_text(r);
+	const char *s = t && t->text ? t->text : NULL;
+	int count = kbox_result_count(r);
+	bool multi;
+
+	if (!kbox_result_value(r) || !s || !*s)
+		return;
+	multi = strchr(s, '\n') != NULL && strchr(s, '\n')[1] != '\0';
+	if (count >= 0)
+		buf_addf(b, "Out[%d]:", count);
+	else
+		buf_adds(b, "Out:");
+	buf_adds(b, multi ? "\n" : " ");
+	buf_part(b, s);
+}
+
+/* One line per image: saved with its path and size, or not saved. */
+static void text_images(buf_t *b, const kbox_result_t *r)
+{
+	size_t i, n = kbox_result_image_count(r);
+	const kbox_image_t *img;
+
+	for (i = 0; i < n; i++) {
+		img = kbox_result_image(r, i);
+		if (!img)
+			continue;
+		if (!img->path)
+			buf_addf(b, "[image not saved: %s, %zu bytes]\n", img->mime ? img->mime : "image",
+			         img->bytes);
+		else if (img->width >= 0 && img->height >= 0)
+			buf_addf(b, "[image saved: %s (%d" TIMES_SIGN "%d px)]\n", img->path, img->width,
+			         img->height);
+		else
+			buf_addf(b, "[image saved: %s]\n", img->path);
+	}
+}
+
+/* The text/plain of each display that shows no image, or a line saying
+ * how large it was when the capture left it out as too large. */
+static void text_displays(buf_t *b, const kbox_result_t *r)
+{
+	size_t i, n = kbox_result_display_count(r);
+	json_t *bundle, *omitted;
+	char *s;
+
+	for (i = 0; i < n; i++) {
+		bundle = kbox_result_display(r, i);
+		if (!bundle || bundle_has_image(bundle) || display_has_image(r, i))
+			continue;
+		omitted = json_object_get(json_object_get(bundle, "text/plain"), "omitted_bytes");
+		if (json_is_integer(omitted)) {
+			buf_addf(b, "[display not shown: text/plain of %" JSON_INTEGER_FORMAT " bytes]\n",
+			         json_integer_value(omitted));
+			continue;
+		}
+		s = plain_text(bundle);
+		buf_part(b, s);
+		free(s);
+	}
+}
+
+/* Does the last non-empty line of TB name the error ENAME, as in
+ * "ENAME: …", "ENAME" or "module.ENAME: …"? */
+static bool names_error(const char *tb, const char *ename)
+{
+	size_t len = strlen(tb), n = strlen(ename);
+	const char *end, *line, *p;
+
+	while (len > 0 && (tb[len - 1] == '\n' || tb[len - 1] == ' ' || tb[len - 1] == '\r'))
+		len--;
+	if (len == 0 || n == 0)
+		return false;
+	end = tb + len;
+	for (line = end; line > tb && line[-1] != '\n'; line--)
+		;
+	for (p = line; p + n <= end; p++) {
+		if (strncmp(p, ename, n) != 0)
+			continue;
+		if ((p == line || p[-1] == '.') && (p + n == end || p[n] == ':'))
+			return true;
+	}
+	return false;
+}
+
+/* The stripped traceback, then "ENAME: EVALUE" unless its last line
+ * already names the error (IPython's does). */
+static void text_error(buf_t *b, const kbox_result_t *r)
+{
+	const kbox_text_t *t = kbox_result_traceback(r);
+	const char *tb = t && t->text ? t->text : "";
+	const char *ename = kbox_result_ename(r), *evalue = kbox_result_evalue(r);
+
+	if (!kbox_result_has_error(r))
+		return;
+	ename = ename && *ename ? ename : "Error";
+	buf_part(b, tb);
+	if (names_error(tb, ename))
+		return;
+	if (evalue && *evalue)
+		buf_addf(b, "%s: %s", ename, evalue);
+	else
+		buf_adds(b, ename);
+	buf_end_line(b);
+}
+
+/* "[note: …]" per notice, then a final line for a timeout, death or abort. */
+static void text_status(buf_t *b, const kbox_result_t *r)
+{
+	const char *reason = kbox_result_reason(r);
+	bool has = reason && *reason;
+	size_t i, n = kbox_result_notice_count(r);
+
+	for (i = 0; i < n; i++)
+		buf_addf(b, "[note: %s]\n", kbox_result_notice(r, i));
+	switch (kbox_result_status(r)) {
+	case KBOX_EXEC_TIMEOUT:
+		buf_addf(b, "[timeout%s%s]\n", has ? ": " : "", has ? reason : "");
+		break;
+	case KBOX_EXEC_DIED:
+		buf_addf(b, "[kernel died%s%s; earlier state is lost]\n", has ? ": " : "",
+		         has ? reason : "");
+		break;
+	case KBOX_EXEC_ABORTED:
+		buf_addf(b, "[aborted%s%s]\n", has ? ": " : "", has ? reason : "");
+		break;
+	default:
+		break;
+	}
+}
+
+char *kbox_render_text(const kbox_result_t *result)
+{
+	buf_t b = { 0 };
+
+	if (!result)
+		return NULL;
+	buf_part(&b, kbox_result_stream(result, KBOX_TEXT_STDOUT)->text);
+	if (kbox_result_stream(result, KBOX_TEXT_STDERR)->text &&
+	    *kbox_result_stream(result, KBOX_TEXT_STDERR)->text) {
+		buf_adds(&b, "[stderr]\n");
+		buf_part(&b, kbox_result_stream(result, KBOX_TEXT_STDERR)->text);
+	}
+	text_value(&b, result);
+	text_images(&b, result);
+	text_displays(&b, result);
+	text_error(&b, result);
+	text_status(&b, result);
+	if (b.failed) {
+		free(b.data);
+		return NULL;
+	}
+	return b.data ? b.data : strdup("");
+}
+
+/* ---- json ---- */
+
+static json_t *value_json(const kbox_result_t *r)
+{
+	json_t *value = kbox_result_value(r);
+
+	if (!value)
+		return json_null();
+	return json_pack("{s:o, s:o}", "data", bundle_json(value), "text",
+	                 text_json(kbox_result_value_text(r)));
+}
+
+static json_t *displays_json(const kbox_result_t *r)
+{
+	json_t *a = json_array();
+	size_t i, n = kbox_result_display_count(r);
+
+	for (i = 0; a && i < n; i++)
+		if (json_array_append_new(a, json_pack("{s:o, s:o}", "data",
+		                                       bundle_json(kbox_result_display(r, i)),
+		                                       "display_id",
+		                                       nullable_json(kbox_result_display_id(r, i),
+		                                                     false))) != 0)
+			json_decref(a), a = NULL;
+	return a;
+}
+
+static json_t *images_json(const kbox_result_t *r)
+{
+	json_t *a = json_array();
+	size_t i, n = kbox_result_image_count(r);
+	const kbox_image_t *img;
+
+	for (i = 0; a && i < n; i++) {
+		img = kbox_result_image(r, i);
+		if (!img)
+			continue;
+		if (json_array_append_new(
+		            a, json_pack("{s:o, s:s, s:o, s:o, s:o, s:o}", "path",
+		                         nullable_json(img->path, false), "mime",
+		                         img->mime ? img->mime : "", "width",
+		                         img->width >= 0 ? json_integer(img->width) : json_null(),
+		                         "height",
+		                         img->height >= 0 ? json_integer(img->height) : json_null(),
+		                         "bytes", size_json(img->bytes), "display",
+		                         img->display >= 0 ? json_integer(img->display)
+		                                           : json_null())) != 0)
+			json_decref(a), a = NULL;
+	}
+	return a;
+}
+
+static json_t *error_json(const kbox_result_t *r)
+{
+	const char *ename = kbox_result_ename(r), *evalue = kbox_result_evalue(r);
+	json_t *raw = kbox_result_traceback_raw(r);
+
+	if (!kbox_result_has_error(r))
+		return json_null();
+	return json_pack("{s:o, s:o, s:o, s:o}", "ename", nullable_json(ename ? ename : "", false),
+	                 "evalue", nullable_json(evalue ? evalue : "", false), "traceback",
+	                 text_json(kbox_result_traceback(r)), "traceback_raw",
+	                 raw ? json_deep_copy(raw) : json_array());
+}
+
+static json_t *notices_json(const kbox_result_t *r)
+{
+	json_t *a = json_array();
+	size_t i, n = kbox_result_notice_count(r);
+
+	for (i = 0; a && i < n; i++)
+		if (json_array_append_new(a, nullable_json(kbox_result_notice(r, i) ?
+		                                                   kbox_result_notice(r, i) : "",
+		                                           false)) != 0)
+			json_decref(a), a = NULL;
+	return a;
+}
+
+json_t *kbox_render_json(const kbox_result_t *result)
+{
+	json_t *o;
+	int count;
+	double secs;
+
+	if (!result)
+		return NULL;
+	o = json_object();
+	if (!o)
+		return NULL;
+	count = kbox_result_count(result);
+	/* Milliseconds are enough, and keep the number short when dumped
+	 * with JSON_REAL_PRECISION. */
+	secs = round(kbox_result_seconds(result) * 1000.0) / 1000.0;
+	if (!isfinite(secs) || secs < 0)
+		secs = 0;
+	if (set_new(o, "schema", json_string(KBOX_RESULT_SCHEMA)) ||
+	    set_new(o, "status", json_string(status_name(kbox_result_status(result)))) ||
+	    set_new(o, "execution_count", count >= 0 ? json_integer(count) : json_null()) ||
+	    set_new(o, "seconds", json_real(secs)) ||
+	    set_new(o, "reason", nullable_json(kbox_result_reason(result), true)) ||
+	    set_new(o, "stdout", text_json(kbox_result_stream(result, KBOX_TEXT_STDOUT))) ||
+	    set_new(o, "stderr", text_json(kbox_result_stream(result, KBOX_TEXT_STDERR))) ||
+	    set_new(o, "value", value_json(result)) ||
+	    set_new(o, "displays", displays_json(result)) ||
+	    set_new(o, "images", images_json(result)) ||
+	    set_new(o, "error", error_json(result)) ||
+	    set_new(o, "notices", notices_json(result))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* ---- ndjson ---- */
+
+/* A new event object {"schema":…,"event":NAME}. */
+static json_t *event_new(const char *name)
+{
+	return json_pack("{s:s, s:s}", "schema", KBOX_RESULT_SCHEMA, "event", name);
+}
+
+json_t *kbox_render_event(const kbox_capture_t *cap, const kbox_event_t *ev)
+{
+	json_t *o = NULL, *bundle;
+	int rc = 0;
+
+	if (!ev)
+		return NULL;
+	switch (ev->type) {
+	case KBOX_EV_STREAM:
+		o = event_new("stream");
+		if (o)
+			rc = set_new(o, "name", json_string(ev->stream == KBOX_TEXT_STDERR ? "stderr"
+			                                                                      : "stdout")) ||
+			     set_new(o, "text", string_json(ev->text, ev->text ? ev->len : 0));
+		break;
+	case KBOX_EV_DISPLAY:
+		o = event_new("display");
+		bundle = cap ? kbox_capture_display(cap, ev->display) : NULL;
+		if (o) {
+			const char *id = cap ? kbox_capture_display_id(cap, ev->display) : NULL;
+			rc = set_new(o, "index", json_integer(ev->display)) ||
+			     set_new(o, "data", bundle_json(bundle)) ||
+			     set_new(o, "display_id", id ? json_string(id) : json_null());
+		}
+		break;
+	case KBOX_EV_CLEAR:
+		o = event_new("clear");
+		break;
+	case KBOX_EV_RESULT:
+		o = event_new("result");
+		if (o && cap && kbox_capture_value(cap))
+			rc = set_new(o, "data", bundle_json(kbox_capture_value(cap)));
+		break;
+	case KBOX_EV_ERROR:
+		o = event_new("error");
+		break;
+	}
+	if (rc != 0) {
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
+}
+
+json_t *kbox_render_end_event(const kbox_result_t *result)
+{
+	json_t *all = kbox_render_json(result), *o = NULL, *v;
+	const char *key;
+
+	if (!all)
+		return NULL;
+	o = event_new("end");
+	if (!o)
+		goto out;
+	json_object_foreach (all, key, v) {
+		if (strcmp(key, "schema") == 0)
+			continue;
+		if (json_object_set(o, key, v) != 0) {
+			json_decref(o);
+			o = NULL;
+			goto out;
+		}
+	}
+out:
+	json_decref(all);
+	return o;
+}

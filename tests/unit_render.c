@@ -1,0 +1,1100 @@
+/* tests/unit_render.c — the renderers: the exact text a model reads, the
+ * JSON object checked against tests/result.schema.json, and the ndjson
+ * events as messages arrive.
+ *
+ * Results are built the way a front end builds them: hand-made iopub
+ * messages (tests/fixture.h) fed through kbox_capture_new/feed/finish.  A
+ * timeout and a dead kernel need a kbox_exec_t; "a silent kernel" gives
+ * one: sockets bound where the client connects, which never answer.
+ *
+ * The schema checks run /usr/bin/python3 with python3-jsonschema; they
+ * are skipped when it is not installed. */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <czmq.h>
+#include <jansson.h>
+#include <sodium.h>
+#include <kbox.h>
+#include <kbox/capture.h>
+#include <kbox/render.h>
+
+#include "tap.h"
+#include "fixture.h"
+
+#define PYTHON "/usr/bin/python3"
+
+static char *tmp; /* this test's private directory, or NULL */
+
+/* Run test NAME with TMP a fresh 0700 directory, removed afterwards. */
+#define RUN_IN_TMP(name)                                                           \
+	do {                                                                       \
+		tmp = fixture_mkdtemp("unit-render");                              \
+		if (!tmp) {                                                        \
+			printf("# mkdtemp: %s\n", strerror(errno));                \
+			exit(99);                                                  \
+		}                                                                  \
+		RUN(name);                                                         \
+		fixture_rm_rf(tmp);                                                \
+		free(tmp);                                                         \
+		tmp = NULL;                                                        \
+	} while (0)
+
+/* ---- building results ---- */
+
+/* Feed message type TYPE with JSON content CONTENT to CAP; a failed feed
+ * is a failed check. */
+#define FEED(cap, type, content)                                                   \
+	do {                                                                       \
+		kbox_error_t feed_err = {0};                                       \
+		int feed_rc = fixture_feed_msg((cap), fixture_msg_json((type), (content)), \
+		                               &feed_err);                         \
+		if (feed_rc != 0)                                                  \
+			printf("# feed %s: %d %s\n", (type), feed_rc, feed_err.msg); \
+		CHECK_INT_EQ(feed_rc, 0);                                          \
+	} while (0)
+
+/* A new capture writing into TMP (when OUTPUTS), with budgets MAX_BYTES
+ * and MAX_LINES (0 → defaults). */
+static kbox_capture_t *capture(bool outputs, size_t max_bytes, size_t max_lines)
+{
+	kbox_capture_opts_t opts = {0};
+	kbox_error_t err = {0};
+	kbox_capture_t *cap;
+
+	opts.outputs_dir = outputs ? tmp : NULL;
+	opts.max_bytes = max_bytes;
+	opts.max_lines = max_lines;
+	cap = kbox_capture_new(&opts, &err);
+	if (!cap)
+		printf("# kbox_capture_new: %s\n", err.msg);
+	return cap;
+}
+
+/* Finish CAP without an execution and render it as text (caller frees). */
+static char *finish_text(kbox_capture_t **cap_p, kbox_result_t **res_p)
+{
+	*res_p = kbox_capture_finish(cap_p, NULL);
+	return *res_p ? kbox_render_text(*res_p) : NULL;
+}
+
+/* ---- a silent kernel, for timeouts and deaths ---- */
+
+typedef struct {
+	char *dir;
+	kbox_conn_t *conn;
+	zsock_t *socks[KBOX_CH_COUNT];
+	kbox_client_t *client;
+} silent_t;
+
+static int alive_answer;
+
+static int hook_alive(void *arg)
+{
+	(void)arg;
+	return alive_answer;
+}
+
+/* Sockets bound on the endpoints of a new ipc connection (nobody behind
+ * them) and a client connected to them whose alive hook answers ALIVE. */
+static int silent_start(silent_t *s, int alive)
+{
+	static const int types[KBOX_CH_COUNT] = {ZMQ_ROUTER, ZMQ_PUB, ZMQ_ROUTER, ZMQ_ROUTER,
+	                                         ZMQ_REP};
+	kbox_client_hooks_t hooks = {NULL, hook_alive, NULL};
+	kbox_error_t err = {0};
+	int ch;
+
+	memset(s, 0, sizeof *s);
+	alive_answer = alive;
+	s->dir = fixture_mkdtemp("unit-render-kernel");
+	if (!s->dir)
+		return -1;
+	s->conn = kbox_conn_new_ipc(s->dir, &err);
+	if (!s->conn) {
+		printf("# kbox_conn_new_ipc: %s\n", err.msg);
+		return -1;
+	}
+	for (ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		s->socks[ch] = zsock_new(types[ch]);
+		if (!s->socks[ch] ||
+		    zsock_bind(s->socks[ch], "%s", kbox_conn_endpoint(s->conn, ch)) != 0) {
+			printf("# bind %s: %s\n", kbox_conn_endpoint(s->conn, ch), strerror(errno));
+			return -1;
+		}
+	}
+	s->client = kbox_client_new(s->conn, &err);
+	if (!s->client) {
+		printf("# kbox_client_new: %s\n", err.msg);
+		return -1;
+	}
+	kbox_client_set_hooks(s->client, &hooks);
+	return 0;
+}
+
+static void silent_stop(silent_t *s)
+{
+	int ch;
+
+	kbox_client_destroy(&s->client);
+	for (ch = 0; ch < KBOX_CH_COUNT; ch++)
+		zsock_destroy(&s->socks[ch]);
+	if (s->conn)
+		kbox_conn_remove_ipc_files(s->conn);
+	kbox_conn_destroy(&s->conn);
+	fixture_rm_rf(s->dir);
+	free(s->dir);
+}
+
+/* Execute on the silent kernel with a deadline of TIMEOUT_MS, no interrupt. */
+static kbox_exec_t *silent_execute(silent_t *s, int timeout_ms)
+{
+	kbox_exec_opts_t opts = {0};
+	kbox_error_t err = {0};
+	kbox_exec_t *ex;
+
+	opts.code = "import time; time.sleep(100)";
+	opts.timeout_ms = timeout_ms;
+	ex = kbox_client_execute(s->client, &opts, &err);
+	if (!ex)
+		printf("# kbox_client_execute: %s\n", err.msg);
+	return ex;
+}
+
+/* ---- a tiny PNG ---- */
+
+static uint32_t crc32_png(const unsigned char *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+	size_t i;
+	int k;
+
+	for (i = 0; i < n; i++) {
+		c ^= p[i];
+		for (k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+	}
+	return c ^ 0xffffffffu;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+/* Append a PNG chunk TYPE with LEN bytes of DATA at OUT+*N. */
+static void png_chunk(unsigned char *out, size_t *n, const char *type, const unsigned char *data,
+                      size_t len)
+{
+	put32(out + *n, (uint32_t)len);
+	memcpy(out + *n + 4, type, 4);
+	if (len)
+		memcpy(out + *n + 8, data, len);
+	put32(out + *n + 8 + len, crc32_png(out + *n + 4, 4 + len));
+	*n += 12 + len;
+}
+
+/* A valid 8-bit greyscale PNG of 3×2 pixels (zlib stream with one stored
+ * block) into OUT (at least 128 bytes).  Returns its size. */
+static size_t tiny_png(unsigned char *out)
+{
+	static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+	/* two scanlines: filter byte 0, then 3 pixels */
+	static const unsigned char raw[8] = {0, 0x00, 0x80, 0xff, 0, 0xff, 0x80, 0x00};
+	unsigned char ihdr[13] = {0}, idat[2 + 5 + sizeof raw + 4];
+	uint32_t a = 1, b = 0;
+	size_t n = 0, i;
+
+	memcpy(out, sig, 8);
+	n = 8;
+	put32(ihdr, 3);     /* width */
+	put32(ihdr + 4, 2); /* height */
+	ihdr[8] = 8;        /* bit depth */
+	ihdr[9] = 0;        /* greyscale */
+	png_chunk(out, &n, "IHDR", ihdr, sizeof ihdr);
+	idat[0] = 0x78;
+	idat[1] = 0x01;
+	idat[2] = 0x01; /* final stored block */
+	idat[3] = sizeof raw;
+	idat[4] = 0;
+	idat[5] = (unsigned char)~sizeof raw;
+	idat[6] = 0xff;
+	memcpy(idat + 7, raw, sizeof raw);
+	for (i = 0; i < sizeof raw; i++) {
+		a = (a + raw[i]) % 65521;
+		b = (b + a) % 65521;
+	}
+	put32(idat + 7 + sizeof raw, b << 16 | a);
+	png_chunk(out, &n, "IDAT", idat, sizeof idat);
+	png_chunk(out, &n, "IEND", NULL, 0);
+	return n;
+}
+
+/* ---- schema validation ---- */
+
+/* The path of tests/result.schema.json in BUF. */
+static const char *schema_path(char *buf, size_t size)
+{
+	const char *top = getenv("top_srcdir");
+	const char *here = __FILE__, *slash = strrchr(here, '/');
+
+	if (top && *top)
+		snprintf(buf, size, "%s/tests/result.schema.json", top);
+	else if (slash)
+		snprintf(buf, size, "%.*s/result.schema.json", (int)(slash - here), here);
+	else
+		snprintf(buf, size, "result.schema.json");
+	return buf;
+}
+
+/* Is python3-jsonschema there to validate with? */
+static bool have_jsonschema(void)
+{
+	static int have = -1;
+
+	if (have < 0)
+		have = access(PYTHON, X_OK) == 0 &&
+		       system(PYTHON " -c 'import jsonschema' >/dev/null 2>&1") == 0;
+	return have == 1;
+}
+
+/* Validate each line of NDJSON against the schema (draft 2020-12) by
+ * writing it to a file in TMP and running python3-jsonschema on it.  0 when
+ * all are valid; the validator's complaints are printed as TAP comments. */
+static int schema_validate_lines(const char *ndjson)
+{
+	char file[PATH_MAX], schema[PATH_MAX], cmd[3 * PATH_MAX + 512];
+	static int seq;
+	FILE *f;
+	int ok;
+
+	snprintf(file, sizeof file, "%s/instances-%d.ndjson", tmp, ++seq);
+	f = fopen(file, "w");
+	if (!f)
+		return -1;
+	ok = fputs(ndjson, f) != EOF;
+	if (fclose(f) != 0 || !ok)
+		return -1;
+	schema_path(schema, sizeof schema);
+	snprintf(cmd, sizeof cmd,
+	         PYTHON " -c 'import json, sys, jsonschema\n"
+	         "s = json.load(open(sys.argv[1]))\n"
+	         "jsonschema.Draft202012Validator.check_schema(s)\n"
+	         "v = jsonschema.Draft202012Validator(s)\n"
+	         "bad = 0\n"
+	         "for n, line in enumerate(open(sys.argv[2]), 1):\n"
+	         "    for e in v.iter_errors(json.loads(line)):\n"
+	         "        bad += 1\n"
+	         "        print(\"# schema: line\", n, list(e.absolute_path), e.message[:200])\n"
+	         "sys.exit(1 if bad else 0)' '%s' '%s'",
+	         schema, file);
+	fflush(stdout);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Validate J (borrowed) against the schema; 0 when valid. */
+static int schema_validate(json_t *j)
+{
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	size_t size = s ? strlen(s) + 2 : 0;
+	char *line = s ? malloc(size) : NULL;
+	int rc = -1;
+
+	if (line) {
+		snprintf(line, size, "%s\n", s);
+		rc = schema_validate_lines(line);
+	}
+	free(line);
+	free(s);
+	return rc;
+}
+
+/* J dumped compactly (caller frees), or NULL. */
+static char *dump(json_t *j)
+{
+	return j ? json_dumps(j, JSON_COMPACT) : NULL;
+}
+
+/* ---- text ---- */
+
+TEST(text_of_plain_stdout_is_the_text_as_is)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"hello\\n\"}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"  world \\u00e9\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "hello\n  world \xc3\xa9\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_ends_stdout_without_newline_with_one)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"no newline\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "no newline\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_of_nothing_is_empty)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "status", "{\"execution_state\":\"busy\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_puts_stderr_after_stdout_under_a_marker)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stderr\",\"text\":\"warning: careful\\n\"}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"out 1\\n\"}");
+	FEED(cap, "stream", "{\"name\":\"stderr\",\"text\":\"second\"}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"out 2\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "out 1\nout 2\n[stderr]\nwarning: careful\nsecond\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_shows_a_value_as_out_n_on_the_same_line)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "execute_input", "{\"code\":\"41+1\",\"execution_count\":3}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"computing\\n\"}");
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":3,\"data\":{\"text/plain\":\"42\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "computing\nOut[3]: 42\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* As IPython's display hook does: a value of several lines starts on the
+ * line after the prompt, so a table's header stays over its columns. */
+TEST(text_starts_a_multi_line_value_on_the_next_line)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "execute_input", "{\"code\":\"df\",\"execution_count\":7}");
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":7,\"data\":{\"text/plain\":\"   a  b\\n0  1  2\\n1  3  4\","
+	     "\"text/html\":\"<table><tr><td>1</td></tr></table>\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "Out[7]:\n   a  b\n0  1  2\n1  3  4\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_never_shows_html_of_a_value)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":2,\"data\":{\"text/plain\":\"<IPython.core.display.HTML "
+	     "object>\",\"text/html\":\"<b>bold</b>\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "Out[2]: <IPython.core.display.HTML object>\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_names_each_saved_image_with_path_and_pixel_size)
+{
+	unsigned char png[128];
+	size_t png_len = tiny_png(png), file_len = 0;
+	char b64[256], content[1024], path[PATH_MAX], expect[2 * PATH_MAX];
+	kbox_capture_t *cap = capture(true, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text, *file;
+
+	REQUIRE(cap != NULL);
+	sodium_bin2base64(b64, sizeof b64, png, png_len, sodium_base64_VARIANT_ORIGINAL);
+	FEED(cap, "execute_input", "{\"code\":\"plot()\",\"execution_count\":5}");
+	snprintf(content, sizeof content,
+	         "{\"data\":{\"image/png\":\"%s\",\"text/plain\":\"<Figure size 3x2 with 0 Axes>\"},"
+	         "\"metadata\":{},\"transient\":{}}",
+	         b64);
+	FEED(cap, "display_data", content);
+	FEED(cap, "display_data",
+	     "{\"data\":{\"image/svg+xml\":\"<svg xmlns='http://www.w3.org/2000/svg'/>\","
+	     "\"text/plain\":\"<IPython.core.display.SVG object>\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	snprintf(path, sizeof path, "%s/5-1.png", tmp);
+	snprintf(expect, sizeof expect,
+	         "[image saved: %s (3\xc3\x97"
+	         "2 px)]\n[image saved: %s/5-2.svg]\n",
+	         path, tmp);
+	CHECK_STR_EQ(text, expect);
+	file = fixture_read_file(path, &file_len);
+	CHECK(file != NULL && file_len == png_len && memcmp(file, png, png_len) == 0);
+	free(file);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_says_an_image_was_not_saved_without_an_outputs_dir)
+{
+	unsigned char png[128];
+	size_t png_len = tiny_png(png);
+	char b64[256], content[1024], expect[128];
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	sodium_bin2base64(b64, sizeof b64, png, png_len, sodium_base64_VARIANT_ORIGINAL);
+	snprintf(content, sizeof content, "{\"data\":{\"image/png\":\"%s\"},\"metadata\":{}}", b64);
+	FEED(cap, "display_data", content);
+	text = finish_text(&cap, &res);
+	snprintf(expect, sizeof expect, "[image not saved: image/png, %zu bytes]\n", png_len);
+	CHECK_STR_EQ(text, expect);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_shows_displays_without_images_as_their_plain_text)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"before\\n\"}");
+	FEED(cap, "display_data",
+	     "{\"data\":{\"text/plain\":\"   x\\n0  1\",\"text/html\":\"<table/>\"},"
+	     "\"metadata\":{}}");
+	FEED(cap, "display_data", "{\"data\":{\"text/markdown\":\"# only markdown\"},\"metadata\":{}}");
+	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"second\\n\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "before\n   x\n0  1\nsecond\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_says_how_large_a_display_too_large_to_keep_was)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	size_t n = 100000, len;
+	char *content = malloc(n + 128), *text;
+
+	REQUIRE(cap != NULL && content != NULL);
+	len = (size_t)snprintf(content, n + 128, "{\"data\":{\"text/plain\":\"");
+	memset(content + len, 'x', n);
+	snprintf(content + len + n, 128, "\"},\"metadata\":{}}");
+	FEED(cap, "display_data", content);
+	free(content);
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "[display not shown: text/plain of 100000 bytes]\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* An IPython traceback, as ipykernel 6 sends it for 1/0. */
+#define ZERO_DIVISION_ERROR                                                          \
+	"{\"ename\":\"ZeroDivisionError\",\"evalue\":\"division by zero\",\"traceback\":[" \
+	"\"\\u001b[0;31m------------------------------------\\u001b[0m\","              \
+	"\"\\u001b[0;31mZeroDivisionError\\u001b[0m                 Traceback (most "   \
+	"recent call last)\","                                                         \
+	"\"Cell \\u001b[0;32mIn [1], line 1\\u001b[0m\\n\\u001b[0;32m----> 1\\u001b[0m " \
+	"\\u001b[38;5;241m1\\u001b[39m\\u001b[38;5;241m/\\u001b[39m\\u001b[38;5;241m0" \
+	"\\u001b[39m\\n\","                                                            \
+	"\"\\u001b[0;31mZeroDivisionError\\u001b[0m: division by zero\"]}"
+
+TEST(text_shows_the_stripped_traceback_ending_with_the_error)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+	size_t len;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"start\\n\"}");
+	FEED(cap, "error", ZERO_DIVISION_ERROR);
+	text = finish_text(&cap, &res);
+	REQUIRE(text != NULL);
+	CHECK_STR_EQ(text, "start\n"
+	                   "------------------------------------\n"
+	                   "ZeroDivisionError                 Traceback (most recent call last)\n"
+	                   "Cell In [1], line 1\n"
+	                   "----> 1 1/0\n"
+	                   "ZeroDivisionError: division by zero\n");
+	CHECK(strchr(text, '\033') == NULL);
+	len = strlen(text);
+	CHECK(len > 37 && strcmp(text + len - 37, "\nZeroDivisionError: division by zero\n") == 0);
+	CHECK_INT_EQ(kbox_result_status(res), KBOX_EXEC_ERROR);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_of_an_error_without_traceback_is_ename_and_evalue)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "error",
+	     "{\"ename\":\"ZeroDivisionError\",\"evalue\":\"division by zero\",\"traceback\":[]}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "ZeroDivisionError: division by zero\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* Kernels other than IPython may send a traceback that does not end with
+ * the error's name: "ENAME: EVALUE" follows it. */
+TEST(text_adds_the_error_line_when_the_traceback_lacks_it)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "error",
+	     "{\"ename\":\"simpleError\",\"evalue\":\"object 'x' not found\","
+	     "\"traceback\":[\"1. eval(x)\",\"2. \\u001b[1mfn\\u001b[22m()\"]}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "1. eval(x)\n2. fn()\nsimpleError: object 'x' not found\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_keeps_the_capture_marker_of_a_truncated_stream)
+{
+	kbox_capture_t *cap = capture(true, 200, 10);
+	kbox_result_t *res = NULL;
+	const kbox_text_t *out;
+	char *text, content[128], spill[PATH_MAX];
+	int i;
+
+	REQUIRE(cap != NULL);
+	for (i = 1; i <= 100; i++) {
+		snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"line %d\\n\"}", i);
+		FEED(cap, "stream", content);
+	}
+	text = finish_text(&cap, &res);
+	REQUIRE(text != NULL);
+	out = kbox_result_stream(res, KBOX_TEXT_STDOUT);
+	CHECK(out->truncated);
+	CHECK_STR_EQ(text, out->text); /* as is: marker included, nothing added */
+	snprintf(spill, sizeof spill, "left out; the complete text is in %s/", tmp);
+	CHECK_CONTAINS(text, spill);
+	CHECK(strncmp(text, "line 1\nline 2\n", 14) == 0);
+	CHECK(strlen(text) > 10 && strcmp(text + strlen(text) - 10, "\nline 100\n") == 0);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_lists_notices_in_brackets)
+{
+	kbox_capture_t *cap = capture(true, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text, expect[1024];
+	kbox_error_t err = {0};
+
+	REQUIRE(cap != NULL);
+	CHECK(fixture_feed_msg(cap,
+	                       fixture_msg_json("display_data",
+	                                        "{\"data\":{\"image/png\":\"!!not base64!!\"},"
+	                                        "\"metadata\":{}}"),
+	                       &err) != -2);
+	text = finish_text(&cap, &res);
+	REQUIRE(res != NULL);
+	REQUIRE(kbox_result_notice_count(res) == 1);
+	snprintf(expect, sizeof expect, "[note: %s]\n", kbox_result_notice(res, 0));
+	CHECK_STR_EQ(text, expect);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_ends_a_timeout_with_its_reason)
+{
+	silent_t s;
+	kbox_exec_t *ex = NULL;
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text = NULL, expect[1024];
+
+	REQUIRE(cap != NULL);
+	if (silent_start(&s, 1) == 0)
+		ex = silent_execute(&s, 300);
+	if (ex) {
+		CHECK_STR_EQ(kbox_exec_status_name(kbox_exec_status(ex)), "timeout");
+		CHECK(*kbox_exec_reason(ex) != '\0');
+		FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"step 1\\n\"}");
+		res = kbox_capture_finish(&cap, ex);
+		text = res ? kbox_render_text(res) : NULL;
+		snprintf(expect, sizeof expect, "step 1\n[timeout: %s]\n", kbox_exec_reason(ex));
+		CHECK_STR_EQ(text, expect);
+	}
+	CHECK(ex != NULL);
+	free(text);
+	kbox_result_destroy(&res);
+	kbox_capture_destroy(&cap);
+	kbox_exec_destroy(&ex);
+	silent_stop(&s);
+}
+
+TEST(text_ends_a_death_with_its_reason_and_lost_state)
+{
+	silent_t s;
+	kbox_exec_t *ex = NULL;
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text = NULL, expect[1024];
+
+	REQUIRE(cap != NULL);
+	if (silent_start(&s, 0) == 0)
+		ex = silent_execute(&s, 5000);
+	if (ex) {
+		CHECK_STR_EQ(kbox_exec_status_name(kbox_exec_status(ex)), "died");
+		CHECK(*kbox_exec_reason(ex) != '\0');
+		FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"step 1\\n\"}");
+		res = kbox_capture_finish(&cap, ex);
+		text = res ? kbox_render_text(res) : NULL;
+		snprintf(expect, sizeof expect, "step 1\n[kernel died: %s; earlier state is lost]\n",
+		         kbox_exec_reason(ex));
+		CHECK_STR_EQ(text, expect);
+	}
+	CHECK(ex != NULL);
+	free(text);
+	kbox_result_destroy(&res);
+	kbox_capture_destroy(&cap);
+	kbox_exec_destroy(&ex);
+	silent_stop(&s);
+}
+
+TEST(text_orders_streams_value_images_displays_error_notes)
+{
+	unsigned char png[128];
+	size_t png_len = tiny_png(png);
+	char b64[256], content[1024], expect[2 * PATH_MAX];
+	kbox_capture_t *cap = capture(true, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	sodium_bin2base64(b64, sizeof b64, png, png_len, sodium_base64_VARIANT_ORIGINAL);
+	FEED(cap, "execute_input", "{\"code\":\"...\",\"execution_count\":9}");
+	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"a display\"},\"metadata\":{}}");
+	snprintf(content, sizeof content, "{\"data\":{\"image/png\":\"%s\"},\"metadata\":{}}", b64);
+	FEED(cap, "display_data", content);
+	FEED(cap, "stream", "{\"name\":\"stderr\",\"text\":\"err\\n\"}");
+	FEED(cap, "execute_result", "{\"execution_count\":9,\"data\":{\"text/plain\":\"1\"}}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"out\\n\"}");
+	FEED(cap, "error", "{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":[\"E: v\"]}");
+	text = finish_text(&cap, &res);
+	snprintf(expect, sizeof expect,
+	         "out\n[stderr]\nerr\nOut[9]: 1\n[image saved: %s/9-1.png (3\xc3\x97"
+	         "2 px)]\na display\nE: v\n",
+	         tmp);
+	CHECK_STR_EQ(text, expect);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* ---- json ---- */
+
+/* The keys of object J in order, comma-separated, into BUF. */
+static const char *keys_of(json_t *j, char *buf, size_t size)
+{
+	const char *key;
+	json_t *v;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	json_object_foreach (j, key, v)
+		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? "," : "", key);
+	return buf;
+}
+
+#define RESULT_KEYS                                                                \
+	"schema,status,execution_count,seconds,reason,stdout,stderr,value,displays,images," \
+	"error,notices"
+
+TEST(json_of_plain_stdout_has_every_member)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+	json_t *j;
+	char *s, keys[512];
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"hi\\n\"}");
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	CHECK_STR_EQ(keys_of(j, keys, sizeof keys), RESULT_KEYS);
+	s = dump(j);
+	CHECK_STR_EQ(s, "{\"schema\":\"kbox.result/1\",\"status\":\"ok\",\"execution_count\":null,"
+	                "\"seconds\":0.0,\"reason\":null,"
+	                "\"stdout\":{\"text\":\"hi\\n\",\"total_bytes\":3,\"total_lines\":1,"
+	                "\"truncated\":false,\"spill_path\":null},"
+	                "\"stderr\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
+	                "\"truncated\":false,\"spill_path\":null},"
+	                "\"value\":null,\"displays\":[],\"images\":[],\"error\":null,\"notices\":[]}");
+	free(s);
+	if (have_jsonschema())
+		CHECK(schema_validate(j) == 0);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
+TEST(json_of_a_rich_result_matches_the_schema)
+{
+	unsigned char png[128];
+	size_t png_len = tiny_png(png);
+	char b64[256], content[1024], path[PATH_MAX];
+	kbox_capture_t *cap = capture(true, 0, 0);
+	kbox_result_t *res;
+	json_t *j, *img, *d, *err, *val;
+
+	if (!have_jsonschema())
+		SKIP("python3-jsonschema is not installed");
+	REQUIRE(cap != NULL);
+	sodium_bin2base64(b64, sizeof b64, png, png_len, sodium_base64_VARIANT_ORIGINAL);
+	FEED(cap, "execute_input", "{\"code\":\"...\",\"execution_count\":4}");
+	FEED(cap, "stream", "{\"name\":\"stderr\",\"text\":\"careful\\n\"}");
+	snprintf(content, sizeof content,
+	         "{\"data\":{\"image/png\":\"%s\",\"text/plain\":\"<Figure>\"},\"metadata\":{},"
+	         "\"transient\":{\"display_id\":\"fig-1\"}}",
+	         b64);
+	FEED(cap, "display_data", content);
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":4,\"data\":{\"text/plain\":\"{'a': 1}\","
+	     "\"application/json\":{\"a\":1}},\"metadata\":{}}");
+	FEED(cap, "error", ZERO_DIVISION_ERROR);
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	CHECK(schema_validate(j) == 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(j, "status")), "error");
+	CHECK_INT_EQ(json_integer_value(json_object_get(j, "execution_count")), 4);
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(j, "stderr"), "text")),
+	             "careful\n");
+	val = json_object_get(j, "value");
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(val, "text"), "text")),
+	             "{'a': 1}");
+	CHECK_INT_EQ(json_integer_value(
+	                     json_object_get(json_object_get(json_object_get(val, "data"),
+	                                                     "application/json"),
+	                                     "a")),
+	             1);
+	REQUIRE(json_array_size(json_object_get(j, "images")) == 1);
+	img = json_array_get(json_object_get(j, "images"), 0);
+	snprintf(path, sizeof path, "%s/4-1.png", tmp);
+	CHECK_STR_EQ(json_string_value(json_object_get(img, "path")), path);
+	CHECK_STR_EQ(json_string_value(json_object_get(img, "mime")), "image/png");
+	CHECK_INT_EQ(json_integer_value(json_object_get(img, "width")), 3);
+	CHECK_INT_EQ(json_integer_value(json_object_get(img, "height")), 2);
+	CHECK_INT_EQ(json_integer_value(json_object_get(img, "bytes")), png_len);
+	CHECK_INT_EQ(json_integer_value(json_object_get(img, "display")), 0);
+	REQUIRE(json_array_size(json_object_get(j, "displays")) == 1);
+	d = json_array_get(json_object_get(j, "displays"), 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "display_id")), "fig-1");
+	CHECK_STR_EQ(json_string_value(json_object_get(
+	                     json_object_get(json_object_get(d, "data"), "image/png"), "path")),
+	             path);
+	err = json_object_get(j, "error");
+	CHECK_STR_EQ(json_string_value(json_object_get(err, "ename")), "ZeroDivisionError");
+	CHECK_STR_EQ(json_string_value(json_object_get(err, "evalue")), "division by zero");
+	CHECK_INT_EQ(json_array_size(json_object_get(err, "traceback_raw")), 4);
+	CHECK(strchr(json_string_value(json_object_get(json_object_get(err, "traceback"), "text")),
+	             '\033') == NULL);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
+TEST(json_of_a_truncated_text_names_the_spill_file)
+{
+	kbox_capture_t *cap = capture(true, 200, 10);
+	kbox_result_t *res;
+	json_t *j, *out;
+	char content[128];
+	const char *spill;
+	int i;
+
+	REQUIRE(cap != NULL);
+	for (i = 1; i <= 100; i++) {
+		snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"line %d\\n\"}", i);
+		FEED(cap, "stream", content);
+	}
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	out = json_object_get(j, "stdout");
+	CHECK(json_is_true(json_object_get(out, "truncated")));
+	CHECK_INT_EQ(json_integer_value(json_object_get(out, "total_lines")), 100);
+	CHECK_INT_EQ(json_integer_value(json_object_get(out, "total_bytes")),
+	             9 * 7 + 90 * 8 + 9);
+	spill = json_string_value(json_object_get(out, "spill_path"));
+	CHECK(spill != NULL && strncmp(spill, tmp, strlen(tmp)) == 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(out, "text")),
+	             kbox_result_stream(res, KBOX_TEXT_STDOUT)->text);
+	if (have_jsonschema())
+		CHECK(schema_validate(j) == 0);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
+/* A budget that cuts a long line inside a character must not make the
+ * JSON unrenderable: whatever is not UTF-8 becomes U+FFFD. */
+TEST(json_renders_text_cut_inside_a_character)
+{
+	kbox_capture_t *cap = capture(false, 64, 4);
+	kbox_result_t *res;
+	json_t *j;
+	const char *text;
+	char content[4096];
+	size_t n;
+	int i;
+
+	REQUIRE(cap != NULL);
+	n = (size_t)snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"");
+	for (i = 0; i < 101; i++)
+		n += (size_t)snprintf(content + n, sizeof content - n, "\xc3\xa9");
+	/* the "!" puts a character's second byte where the kept tail starts */
+	snprintf(content + n, sizeof content - n, "!\"}");
+	FEED(cap, "stream", content);
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	text = json_string_value(json_object_get(json_object_get(j, "stdout"), "text"));
+	CHECK(text != NULL && strncmp(text, "\xc3\xa9\xc3\xa9", 4) == 0);
+	CHECK(text != NULL && text[strlen(text) - 1] == '!');
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
+TEST(json_of_a_timeout_has_status_reason_and_count_null)
+{
+	silent_t s;
+	kbox_exec_t *ex = NULL;
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	json_t *j = NULL;
+
+	REQUIRE(cap != NULL);
+	if (silent_start(&s, 1) == 0)
+		ex = silent_execute(&s, 200);
+	CHECK(ex != NULL);
+	if (ex) {
+		res = kbox_capture_finish(&cap, ex);
+		j = res ? kbox_render_json(res) : NULL;
+		CHECK_STR_EQ(json_string_value(json_object_get(j, "status")), "timeout");
+		CHECK_STR_EQ(json_string_value(json_object_get(j, "reason")), kbox_exec_reason(ex));
+		CHECK(json_is_null(json_object_get(j, "execution_count")));
+		CHECK(json_real_value(json_object_get(j, "seconds")) >= 0.2);
+		if (have_jsonschema())
+			CHECK(schema_validate(j) == 0);
+	}
+	json_decref(j);
+	kbox_result_destroy(&res);
+	kbox_capture_destroy(&cap);
+	kbox_exec_destroy(&ex);
+	silent_stop(&s);
+}
+
+/* ---- ndjson ---- */
+
+typedef struct {
+	char lines[4096];
+	size_t len;
+	int unrendered; /* events kbox_render_event failed on */
+} events_t;
+
+/* A kbox_event_cb: append the rendered event as one line to ARG. */
+static void collect_event(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
+{
+	events_t *e = arg;
+	json_t *j = kbox_render_event(cap, ev);
+	char *s = dump(j);
+
+	if (s && e->len < sizeof e->lines)
+		e->len += (size_t)snprintf(e->lines + e->len, sizeof e->lines - e->len, "%s\n", s);
+	if (!s)
+		e->unrendered++;
+	free(s);
+	json_decref(j);
+}
+
+TEST(ndjson_events_of_a_stream_sequence_are_exact_lines)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+	events_t ev = {{0}, 0, 0};
+	json_t *end;
+	char *s;
+
+	REQUIRE(cap != NULL);
+	kbox_capture_set_event_cb(cap, collect_event, &ev);
+	FEED(cap, "status", "{\"execution_state\":\"busy\"}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"a\\n\"}");
+	FEED(cap, "stream", "{\"name\":\"stderr\",\"text\":\"b \\\"q\\\"\"}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"\\u00e9\\n\"}");
+	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"x\"},\"metadata\":{}}");
+	FEED(cap, "clear_output", "{\"wait\":false}");
+	FEED(cap, "execute_result", "{\"execution_count\":1,\"data\":{\"text/plain\":\"2\"}}");
+	FEED(cap, "error", "{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":[]}");
+	CHECK_STR_EQ(ev.lines,
+	             "{\"schema\":\"kbox.result/1\",\"event\":\"stream\",\"name\":\"stdout\","
+	             "\"text\":\"a\\n\"}\n"
+	             "{\"schema\":\"kbox.result/1\",\"event\":\"stream\",\"name\":\"stderr\","
+	             "\"text\":\"b \\\"q\\\"\"}\n"
+	             "{\"schema\":\"kbox.result/1\",\"event\":\"stream\",\"name\":\"stdout\","
+	             "\"text\":\"\xc3\xa9\\n\"}\n"
+	             "{\"schema\":\"kbox.result/1\",\"event\":\"display\",\"index\":0,"
+	             "\"data\":{\"text/plain\":\"x\"},\"display_id\":null}\n"
+	             "{\"schema\":\"kbox.result/1\",\"event\":\"clear\"}\n"
+	             "{\"schema\":\"kbox.result/1\",\"event\":\"result\","
+	             "\"data\":{\"text/plain\":\"2\"}}\n"
+	             "{\"schema\":\"kbox.result/1\",\"event\":\"error\"}\n");
+	CHECK_INT_EQ(ev.unrendered, 0);
+	if (have_jsonschema())
+		CHECK(schema_validate_lines(ev.lines) == 0);
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	end = kbox_render_end_event(res);
+	s = dump(end);
+	CHECK_STR_EQ(s, "{\"schema\":\"kbox.result/1\",\"event\":\"end\",\"status\":\"error\","
+	                "\"execution_count\":1,\"seconds\":0.0,\"reason\":null,"
+	                "\"stdout\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
+	                "\"truncated\":false,\"spill_path\":null},"
+	                "\"stderr\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
+	                "\"truncated\":false,\"spill_path\":null},"
+	                "\"value\":{\"data\":{\"text/plain\":\"2\"},\"text\":{\"text\":\"2\","
+	                "\"total_bytes\":1,\"total_lines\":0,\"truncated\":false,"
+	                "\"spill_path\":null}},"
+	                "\"displays\":[],\"images\":[],"
+	                "\"error\":{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":{\"text\":\"\","
+	                "\"total_bytes\":0,\"total_lines\":0,\"truncated\":false,"
+	                "\"spill_path\":null},\"traceback_raw\":[]},\"notices\":[]}");
+	if (have_jsonschema())
+		CHECK(schema_validate(end) == 0);
+	free(s);
+	json_decref(end);
+	kbox_result_destroy(&res);
+}
+
+TEST(ndjson_end_event_has_every_result_member)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+	json_t *end, *j;
+	char keys[512];
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"x\\n\"}");
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	end = kbox_render_end_event(res);
+	j = kbox_render_json(res);
+	REQUIRE(end != NULL && j != NULL);
+	CHECK_STR_EQ(keys_of(end, keys, sizeof keys),
+	             "schema,event,status,execution_count,seconds,reason,stdout,stderr,value,"
+	             "displays,images,error,notices");
+	CHECK_STR_EQ(json_string_value(json_object_get(end, "event")), "end");
+	CHECK(json_object_del(end, "event") == 0);
+	CHECK(json_equal(end, j));
+	json_decref(end);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
+TEST(schema_rejects_a_result_with_an_unknown_member)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+	json_t *j;
+
+	if (!have_jsonschema())
+		SKIP("python3-jsonschema is not installed");
+	REQUIRE(cap != NULL);
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	json_object_set_new(j, "surprise", json_true());
+	printf("# (a schema complaint below is expected)\n");
+	CHECK(schema_validate(j) != 0);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
+int main(void)
+{
+	if (kbox_init() != 0)
+		return 99;
+	RUN_IN_TMP(text_of_plain_stdout_is_the_text_as_is);
+	RUN_IN_TMP(text_ends_stdout_without_newline_with_one);
+	RUN_IN_TMP(text_of_nothing_is_empty);
+	RUN_IN_TMP(text_puts_stderr_after_stdout_under_a_marker);
+	RUN_IN_TMP(text_shows_a_value_as_out_n_on_the_same_line);
+	RUN_IN_TMP(text_starts_a_multi_line_value_on_the_next_line);
+	RUN_IN_TMP(text_never_shows_html_of_a_value);
+	RUN_IN_TMP(text_names_each_saved_image_with_path_and_pixel_size);
+	RUN_IN_TMP(text_says_an_image_was_not_saved_without_an_outputs_dir);
+	RUN_IN_TMP(text_shows_displays_without_images_as_their_plain_text);
+	RUN_IN_TMP(text_says_how_large_a_display_too_large_to_keep_was);
+	RUN_IN_TMP(text_shows_the_stripped_traceback_ending_with_the_error);
+	RUN_IN_TMP(text_of_an_error_without_traceback_is_ename_and_evalue);
+	RUN_IN_TMP(text_adds_the_error_line_when_the_traceback_lacks_it);
+	RUN_IN_TMP(text_keeps_the_capture_marker_of_a_truncated_stream);
+	RUN_IN_TMP(text_lists_notices_in_brackets);
+	RUN_IN_TMP(text_ends_a_timeout_with_its_reason);
+	RUN_IN_TMP(text_ends_a_death_with_its_reason_and_lost_state);
+	RUN_IN_TMP(text_orders_streams_value_images_displays_error_notes);
+	RUN_IN_TMP(json_of_plain_stdout_has_every_member);
+	RUN_IN_TMP(json_of_a_rich_result_matches_the_schema);
+	RUN_IN_TMP(json_of_a_truncated_text_names_the_spill_file);
+	RUN_IN_TMP(json_renders_text_cut_inside_a_character);
+	RUN_IN_TMP(json_of_a_timeout_has_status_reason_and_count_null);
+	RUN_IN_TMP(ndjson_events_of_a_stream_sequence_are_exact_lines);
+	RUN_IN_TMP(ndjson_end_event_has_every_result_member);
+	RUN_IN_TMP(schema_rejects_a_result_with_an_unknown_member);
+	return tap_done();
+}
