@@ -22,6 +22,7 @@
 
 #include <kbox.h>
 #include <kbox/capture.h>
+#include "tmpdir.h"
 
 /* The parent every fixture message claims (the execute_request). */
 #define FIXTURE_PARENT_ID "fixture-execute-request"
@@ -291,50 +292,8 @@ static inline unsigned char *fixture_b64decode(const char *s, size_t *len)
 
 /* ---- files ---- */
 
-/* A new private (0700) directory under /tmp.  Caller frees the string and
- * removes the directory with fixture_rm_rf.  NULL on failure. */
-static inline char *fixture_mkdtemp(const char *tag)
-{
-	char buf[256];
-	char *dir;
-
-	if (snprintf(buf, sizeof buf, "/tmp/kbox-%s-XXXXXX", tag) >= (int)sizeof buf)
-		return NULL;
-	if (!mkdtemp(buf))
-		return NULL;
-	dir = strdup(buf);
-	if (!dir)
-		rmdir(buf);
-	return dir;
-}
-
-/* Remove DIR and everything under it (no symlinks followed).  Accepts NULL. */
-static inline void fixture_rm_rf(const char *dir)
-{
-	DIR *d;
-	struct dirent *e;
-	char path[4096];
-	struct stat st;
-
-	if (!dir)
-		return;
-	d = opendir(dir);
-	if (d) {
-		while ((e = readdir(d))) {
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-				continue;
-			if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >=
-			    (int)sizeof path)
-				continue;
-			if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-				fixture_rm_rf(path);
-			else
-				unlink(path);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
+#define fixture_mkdtemp test_mkdtemp
+#define fixture_rm_rf test_rm_rf
 
 /* Read the whole file PATH (no symlink followed) into a new NUL-terminated
  * buffer; *LEN gets its size.  NULL on failure. */

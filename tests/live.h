@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <kbox.h>
+#include "tmpdir.h"
 
 /* The Debian kernelspec directory; put first on JUPYTER_PATH so that a
  * "python3" spec of some other Python cannot win. */
@@ -52,50 +53,8 @@ static inline int live_icontains(const char *hay, const char *needle)
 	return n == 0;
 }
 
-/* A new private (0700) directory under /tmp.  Caller frees the string and
- * removes the directory with live_rm_rf.  NULL on failure. */
-static inline char *live_mkdtemp(const char *tag)
-{
-	char buf[256];
-	char *dir;
-
-	if (snprintf(buf, sizeof buf, "/tmp/kbox-%s-XXXXXX", tag) >= (int)sizeof buf)
-		return NULL;
-	if (!mkdtemp(buf))
-		return NULL;
-	dir = strdup(buf);
-	if (!dir)
-		rmdir(buf);
-	return dir;
-}
-
-/* Remove DIR and everything under it (no symlinks followed).  Accepts NULL. */
-static inline void live_rm_rf(const char *dir)
-{
-	DIR *d;
-	struct dirent *e;
-	char path[4096];
-	struct stat st;
-
-	if (!dir)
-		return;
-	d = opendir(dir);
-	if (d) {
-		while ((e = readdir(d))) {
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-				continue;
-			if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >=
-			    (int)sizeof path)
-				continue;
-			if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-				live_rm_rf(path);
-			else
-				unlink(path);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
+#define live_mkdtemp test_mkdtemp
+#define live_rm_rf test_rm_rf
 
 /* Number of entries in DIR other than "." and "..", listing them on stdout
  * as TAP comments when SHOW; -1 if DIR cannot be read. */
