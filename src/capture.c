@@ -13,6 +13,9 @@
 #include <sodium.h>
 
 #define MAX_MIME_BYTES 65536 /* a non-image MIME value longer than this is left out */
+#define SPILL_BUF 65536      /* spill writes are gathered into blocks this big */
+#define MAX_ENAME 256
+#define MAX_TRACEBACK_RAW (1024 * 1024) /* bytes of the raw traceback kept */
 
 /* ---- budgeted text: head in memory, tail in a ring, all of it in a spill file ---- */
 
@@ -32,6 +35,8 @@ typedef struct {
 	int spill_fd;
 	char *spill_path;
 	bool spill_failed;
+	char *sbuf;
+	size_t sbuf_len;
 	/* the finished view */
 	kbox_text_t view;
 	char *view_text;
@@ -112,6 +117,7 @@ static void tbuf_reset_text(tbuf_t *t)
 	t->ring_start = t->ring_len = 0;
 	t->ring_wrapped = false;
 	t->line_len = t->cursor = 0;
+	t->sbuf_len = 0;
 	/* the cleared text is gone: a later spill starts afresh with the new head */
 	if (t->spill_fd >= 0) {
 		close(t->spill_fd);
@@ -134,6 +140,7 @@ static void tbuf_free(tbuf_t *t)
 	free(t->ring);
 	free(t->spill_path);
 	free(t->view_text);
+	free(t->sbuf);
 	memset(t, 0, sizeof *t);
 	t->spill_fd = -1;
 }
@@ -189,6 +196,38 @@ static int create_output(kbox_capture_t *self, const char *name, char **path_out
 		errno = e;
 	}
 	return fd;
+}
+
+static void spill_flush(kbox_capture_t *self, tbuf_t *t)
+{
+	if (t->spill_fd >= 0 && t->sbuf_len && !t->spill_failed &&
+	    write_all(t->spill_fd, t->sbuf, t->sbuf_len) < 0) {
+		notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
+		t->spill_failed = true;
+	}
+	t->sbuf_len = 0;
+}
+
+/* Append to the spill file through a block buffer. */
+static void spill_write(kbox_capture_t *self, tbuf_t *t, const char *p, size_t n)
+{
+	if (t->spill_fd < 0 || t->spill_failed)
+		return;
+	if (!t->sbuf && !(t->sbuf = malloc(SPILL_BUF))) {
+		self->oom = true;
+		return;
+	}
+	if (t->sbuf_len + n > SPILL_BUF)
+		spill_flush(self, t);
+	if (n >= SPILL_BUF) {
+		if (write_all(t->spill_fd, p, n) < 0) {
+			notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
+			t->spill_failed = true;
+		}
+		return;
+	}
+	memcpy(t->sbuf + t->sbuf_len, p, n);
+	t->sbuf_len += n;
 }
 
 static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
@@ -268,10 +307,7 @@ static void tbuf_commit(kbox_capture_t *self, tbuf_t *t, const char *label, cons
 	}
 	/* past the head: into the ring, and (from now on) the spill file */
 	tbuf_spill_open(self, t, label);
-	if (t->spill_fd >= 0 && write_all(t->spill_fd, p, n) < 0 && !t->spill_failed) {
-		notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
-		t->spill_failed = true;
-	}
+	spill_write(self, t, p, n);
 	if (!t->ring_max)
 		return;
 	if (!t->ring) {
@@ -428,6 +464,7 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 	size_t i;
 
 	line_flush(self, t, label);
+	spill_flush(self, t);
 	/* linearise the ring */
 	if (t->ring_len) {
 		tail = malloc(t->ring_len);
@@ -884,10 +921,42 @@ static void on_error(kbox_capture_t *self, json_t *c)
 	before_output(self);
 	free(self->ename);
 	free(self->evalue);
-	self->ename = strdup(json_is_string(en) ? json_string_value(en) : "Error");
-	self->evalue = strdup(json_is_string(ev) ? json_string_value(ev) : "");
+	self->ename = strndup(json_is_string(en) ? json_string_value(en) : "Error", MAX_ENAME);
+	/* the value is budgeted like any text: cut at a UTF-8 boundary */
+	{
+		const char *v = json_is_string(ev) ? json_string_value(ev) : "";
+		size_t n = strlen(v);
+		if (n > self->opts.max_bytes) {
+			size_t k = utf8_floor(v, self->opts.max_bytes);
+			self->evalue = malloc(k + 32);
+			if (self->evalue)
+				snprintf(self->evalue, k + 32, "%.*s [... %zu bytes]", (int)k, v, n - k);
+		} else {
+			self->evalue = strdup(v);
+		}
+	}
 	json_decref(self->traceback_raw);
-	self->traceback_raw = json_is_array(tb) ? json_deep_copy(tb) : json_array();
+	/* the raw traceback, as sent, up to MAX_TRACEBACK_RAW bytes of lines */
+	self->traceback_raw = json_array();
+	{
+		size_t total = 0, left_out = 0;
+		json_array_foreach(tb, i, line) {
+			size_t n = json_is_string(line) ? json_string_length(line) : 0;
+			if (!json_is_string(line))
+				continue;
+			if (total + n > MAX_TRACEBACK_RAW) {
+				left_out++;
+				continue;
+			}
+			total += n;
+			json_array_append(self->traceback_raw, line);
+		}
+		if (left_out) {
+			char note[64];
+			snprintf(note, sizeof note, "[... %zu more lines left out]", left_out);
+			json_array_append_new(self->traceback_raw, json_string(note));
+		}
+	}
 	tbuf_free(&self->traceback);
 	tbuf_init(&self->traceback, self->opts.max_bytes, self->opts.max_lines);
 	json_array_foreach(tb, i, line) {

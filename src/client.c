@@ -79,7 +79,9 @@ static bool bucket_take(bucket_t *b, size_t size)
 		b->bytes += dt * b->bytes_rate;
 		if (b->bytes > b->bytes_rate * KBOX_RATE_WINDOW_SEC)
 			b->bytes = b->bytes_rate * KBOX_RATE_WINDOW_SEC;
-		ok = ok && b->bytes >= (double)size;
+		/* a message larger than the window still passes when the bucket is
+		 * not in deficit; it is charged in full, so what follows waits */
+		ok = ok && b->bytes > 0;
 	}
 	if (ok) {
 		if (b->msgs_rate > 0)
@@ -874,6 +876,20 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 		}
 	}
 
+	if (x->output_lost) {
+		/* libzmq ends a connection that sent a message over ZMQ_MAXMSGSIZE
+		 * and does not reconnect it: make a new SUB and wait until it
+		 * hears the kernel again */
+		kbox_error_t re = {0};
+		zsock_destroy(&self->sock[KBOX_CH_IOPUB]);
+		self->sock[KBOX_CH_IOPUB] = make_socket(self, KBOX_CH_IOPUB, &re);
+		if (!self->sock[KBOX_CH_IOPUB] || kbox_client_wait_ready(self, 10000, &re) < 0) {
+			if (!self->sock[KBOX_CH_IOPUB])
+				self->sock[KBOX_CH_IOPUB] = zsock_new(ZMQ_SUB);
+			snprintf(x->reason, sizeof x->reason, "iopub could not be reconnected: %s",
+			         re.msg);
+		}
+	}
 	/* both arrived: take any of our output already queued behind idle */
 	while (poll_channels(self, 1u << KBOX_CH_IOPUB, 0) > 0) {
 		kbox_msg_t *m = read_one(self, KBOX_CH_IOPUB);

@@ -480,6 +480,71 @@ out:
 
 static const char *const dict_names[4] = {"header", "parent_header", "metadata", "content"};
 
+/* Length of the valid UTF-8 sequence at P (N bytes left), or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+	size_t len;
+	unsigned c = p[0];
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
+	    (c == 0xf4 && p[1] > 0x8f))
+		return 0; /* overlong, surrogate, or beyond U+10FFFF */
+	return len;
+}
+
+/* A copy of DATA with each byte that is not valid UTF-8 replaced by U+FFFD,
+ * as jupyter_client decodes with errors="replace"; NULL when DATA is valid
+ * (or memory runs out).  *OUT_LEN gets the new length. */
+static char *utf8_repair(const char *data, size_t size, size_t *out_len)
+{
+	const unsigned char *p = (const unsigned char *)data;
+	size_t i = 0, bad = 0, o = 0;
+	char *out;
+
+	while (i < size) {
+		size_t l = utf8_seq(p + i, size - i);
+		if (!l) {
+			bad++;
+			i++;
+		} else {
+			i += l;
+		}
+	}
+	if (!bad || bad > (SIZE_MAX - size) / 2)
+		return NULL;
+	out = malloc(size + 2 * bad);
+	if (!out)
+		return NULL;
+	for (i = 0; i < size;) {
+		size_t l = utf8_seq(p + i, size - i);
+		if (!l) {
+			memcpy(out + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		} else {
+			memcpy(out + o, p + i, l);
+			o += l;
+			i += l;
+		}
+	}
+	*out_len = o;
+	return out;
+}
+
 kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n,
                             kbox_error_t *err)
 {
@@ -510,6 +575,16 @@ kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_
 		json_error_t jerr;
 		const kbox_frame_t *f = &frames[d + 2 + i];
 		dicts[i] = json_loadb(f->data, f->size, JSON_ALLOW_NUL, &jerr);
+		if (!dicts[i]) {
+			/* a signed message with bytes that are not UTF-8 (a kernel
+			 * writing raw bytes): read them as U+FFFD, as jupyter_client does */
+			size_t rlen;
+			char *repaired = utf8_repair(f->data, f->size, &rlen);
+			if (repaired) {
+				dicts[i] = json_loadb(repaired, rlen, JSON_ALLOW_NUL, &jerr);
+				free(repaired);
+			}
+		}
 		if (!dicts[i]) {
 			kbox__err(err, KBOX_E_PROTOCOL, "malformed message: %s is not valid JSON: %s",
 			          dict_names[i], jerr.text);

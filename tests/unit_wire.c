@@ -760,11 +760,39 @@ TEST(header_without_msg_type_is_a_protocol_error)
 	check_bad_dict(0, "{\"msg_type\":\"status\"}", "no msg_id");
 }
 
-TEST(non_utf8_bytes_are_a_protocol_error)
+/* Decode a signed message whose dict BAD is TEXT; the string member KEY of
+ * that dict must come out as WANT. */
+static void check_repaired_dict(int bad, const char *text, const char *key, const char *want)
 {
-	check_bad_dict(3, "{\"text\":\"\xff\xfe\"}", "invalid UTF-8");
-	check_bad_dict(0, "{\"msg_id\":\"a\xc3\",\"msg_type\":\"status\"}", "truncated UTF-8");
-	check_bad_dict(2, "{\"k\":\"\xc0\xaf\"}", "overlong UTF-8");
+	const char *d[4] = {GOOD_HEADER, "{}", "{}", "{}"};
+	kbox_auth_t *auth = auth_with_key(KEY, 0);
+	kbox_error_t err = {0};
+	kbox_msg_t *msg;
+	json_t *dict;
+
+	REQUIRE(auth != NULL);
+	d[bad] = text;
+	msg = decode_dicts(auth, d[0], d[1], d[2], d[3], NULL, &err);
+	REQUIRE(msg != NULL);
+	dict = bad == 0 ? kbox_msg_header(msg) : bad == 1 ? kbox_msg_parent_header(msg)
+	       : bad == 2 ? kbox_msg_metadata(msg) : kbox_msg_content(msg);
+	CHECK_STR_EQ(json_string_value(json_object_get(dict, key)), want);
+	kbox_msg_destroy(&msg);
+	kbox_auth_destroy(&auth);
+}
+
+/* As jupyter_client does (decode("utf8", "replace")): each invalid byte of
+ * a signed message reads as U+FFFD; nothing is dropped. */
+TEST(non_utf8_bytes_read_as_replacement_characters)
+{
+	check_repaired_dict(3, "{\"text\":\"\xff\xfe bad\"}", "text",
+	                    "\xef\xbf\xbd\xef\xbf\xbd bad");
+	check_repaired_dict(3, "{\"text\":\"a\xc3\"}", "text", "a\xef\xbf\xbd");
+	check_repaired_dict(2, "{\"k\":\"\xc0\xaf\"}", "k", "\xef\xbf\xbd\xef\xbf\xbd");
+	check_repaired_dict(3, "{\"k\":\"\xed\xa0\x80\"}", "k",
+	                    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* a surrogate */
+	/* repair never makes broken JSON acceptable */
+	check_bad_dict(3, "{\"text\":\"\xff\"", "invalid UTF-8 in truncated JSON");
 }
 
 /* ---- replay protection ---- */
@@ -1068,7 +1096,7 @@ int main(void)
 	RUN(invalid_json_in_each_dict_is_a_protocol_error);
 	RUN(non_object_dicts_are_a_protocol_error);
 	RUN(header_without_msg_type_is_a_protocol_error);
-	RUN(non_utf8_bytes_are_a_protocol_error);
+	RUN(non_utf8_bytes_read_as_replacement_characters);
 
 	RUN(replayed_message_is_refused_the_second_time);
 	RUN(remember_refuses_a_signature_seen_before);

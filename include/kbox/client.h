@@ -173,8 +173,10 @@ typedef struct {
 #define KBOX_RATE_MSGS_PER_SEC 1000.0
 #define KBOX_RATE_BYTES_PER_SEC (16.0 * 1024 * 1024)
 #define KBOX_RATE_WINDOW_SEC 2.0
-/* iopub messages larger than this are refused by the socket (libzmq drops
- * the connection and reconnects), so one huge display cannot exhaust memory. */
+/* iopub messages larger than this are refused by the socket, so one huge
+ * display cannot exhaust memory.  libzmq then ends the connection for good;
+ * the execution reports its output lost (kbox_exec_output_lost) and the
+ * client reconnects iopub before it returns. */
 #define KBOX_MAX_MESSAGE_BYTES (64L * 1024 * 1024)
 
 typedef struct kbox_exec kbox_exec_t;
