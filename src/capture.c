@@ -377,9 +377,25 @@ static size_t cp_len(unsigned char c)
 	return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
 }
 
+/* Number of code points in P[0..N). */
+static size_t cp_count(const char *p, size_t n)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++)
+		c += ((unsigned char)p[i] & 0xc0) != 0x80;
+	return c;
+}
+
 /* Write RUN (no \n, \r, \b in it) at the cursor, overwriting as a terminal does. */
 static void line_write(kbox_capture_t *self, tbuf_t *t, const char *label, const char *p, size_t n)
 {
+	if (t->cursor == 0 && t->line_len && n >= t->line_len &&
+	    cp_count(p, n) >= cp_count(t->line, t->line_len)) {
+		/* after \r, a run that covers the whole line replaces it (a
+		 * progress bar redrawn): no need to overwrite it code point by
+		 * code point */
+		t->line_len = 0;
+	}
 	if (t->cursor == t->line_len) {
 		if (line_reserve(t, t->line_len + n) < 0) {
 			self->oom = true;
