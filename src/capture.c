@@ -15,6 +15,7 @@
 #define MAX_MIME_BYTES 65536 /* a non-image MIME value longer than this is left out */
 #define SPILL_BUF 65536      /* spill writes are gathered into blocks this big */
 #define MAX_ENAME 256
+#define MAX_KEPT_BYTES (8 * 1024 * 1024) /* all kept non-image MIME values of a capture */
 #define MAX_TRACEBACK_RAW (1024 * 1024) /* bytes of the raw traceback kept */
 
 /* ---- budgeted text: head in memory, tail in a ring, all of it in a spill file ---- */
@@ -53,6 +54,7 @@ struct kbox_capture {
 	/* displays */
 	json_t *displays;     /* array of {"data", "display_id"} */
 	size_t displays_dropped;
+	size_t kept_bytes;    /* of non-image MIME values kept in bundles */
 	/* value */
 	json_t *value;
 	tbuf_t value_text;
@@ -445,7 +447,14 @@ static void tbuf_feed(kbox_capture_t *self, tbuf_t *t, const char *label, const 
 				i = run + 1;
 				continue;
 			}
-			line_write(self, t, label, p + i, run - i);
+			/* in pieces, so one huge run never sizes the line buffer */
+			for (size_t j = i; j < run;) {
+				size_t k = run - j > 4096 ? j + 4096 : run;
+				while (k < run && ((unsigned char)p[k] & 0xc0) == 0x80)
+					k++;
+				line_write(self, t, label, p + j, k - j);
+				j = k;
+			}
 		}
 		if (run == n)
 			break;
@@ -695,8 +704,9 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 		tbuf_init(&self->streams[s], mb, ml);
 	tbuf_init(&self->value_text, mb, ml);
 	tbuf_init(&self->traceback, mb, ml);
-	if (self->opts.prefix && strchr(self->opts.prefix, '/')) {
-		kbox__err(err, KBOX_E_INVALID, "capture file prefix \"%s\" must not contain '/'",
+	if (self->opts.prefix && (strchr(self->opts.prefix, '/') || strlen(self->opts.prefix) > 200)) {
+		kbox__err(err, KBOX_E_INVALID,
+		          "capture file prefix \"%.40s\" must not contain '/' or exceed 200 bytes",
 		          self->opts.prefix);
 		kbox_capture_destroy(&self);
 		return NULL;
@@ -737,14 +747,14 @@ static void emit(kbox_capture_t *self, kbox_event_type_t type, kbox_stream_t s, 
 
 static const char *const stream_labels[KBOX_TEXT_COUNT] = {"stdout", "stderr"};
 
-/* Images of display INDEX (every display when -2) leave the result; their
- * files stay on disk. */
+/* Images of display INDEX (-1: of the value; -2: of every display) leave
+ * the result; their files stay on disk. */
 static void drop_images_of(kbox_capture_t *self, int index)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < self->n_images; i++) {
 		int d = self->images[i].display;
-		if (d >= 0 && (index == -2 || d == index)) {
+		if ((index == -2 && d >= 0) || d == index) {
 			free((char *)self->images[i].path);
 			free((char *)self->images[i].mime);
 		} else {
@@ -887,11 +897,25 @@ static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
 		}
 		if (image)
 			continue;
-		if (json_is_string(v) && json_string_length(v) > MAX_MIME_BYTES)
-			json_object_set_new(out, mime, json_pack("{s:I}", "omitted_bytes",
-			                                         (json_int_t)json_string_length(v)));
-		else
-			json_object_set(out, mime, v);
+		if (strncmp(mime, "image/", 6) == 0) {
+			/* an image type we do not write (gif, webp, …): never keep base64 */
+			json_object_set_new(out, mime,
+			                    json_pack("{s:n, s:I, s:s}", "path", "bytes",
+			                              (json_int_t)(json_is_string(v) ? json_string_length(v) : 0),
+			                              "error", "unsupported image type"));
+			continue;
+		}
+		{
+			size_t sz = json_is_string(v) ? json_string_length(v)
+			                              : json_dumpb(v, NULL, 0, JSON_COMPACT);
+			if (sz > MAX_MIME_BYTES || self->kept_bytes + sz > MAX_KEPT_BYTES) {
+				json_object_set_new(out, mime,
+				                    json_pack("{s:I}", "omitted_bytes", (json_int_t)sz));
+			} else {
+				self->kept_bytes += sz;
+				json_object_set(out, mime, v);
+			}
+		}
 	}
 	return out;
 }
@@ -937,7 +961,11 @@ static void on_error(kbox_capture_t *self, json_t *c)
 	before_output(self);
 	free(self->ename);
 	free(self->evalue);
-	self->ename = strndup(json_is_string(en) ? json_string_value(en) : "Error", MAX_ENAME);
+	{
+		const char *e = json_is_string(en) ? json_string_value(en) : "Error";
+		size_t n = strlen(e);
+		self->ename = strndup(e, n > MAX_ENAME ? utf8_floor(e, MAX_ENAME) : n);
+	}
 	/* the value is budgeted like any text: cut at a UTF-8 boundary */
 	{
 		const char *v = json_is_string(ev) ? json_string_value(ev) : "";
@@ -1018,13 +1046,22 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 		take_count(self, c);
 		before_output(self);
 		json_decref(self->value);
+		drop_images_of(self, -1);
 		self->value = process_bundle(self, data, -1);
 		tbuf_free(&self->value_text);
 		tbuf_init(&self->value_text, self->opts.max_bytes, self->opts.max_lines);
 		tp = json_object_get(data, "text/plain");
-		if (json_is_string(tp))
+		if (json_is_string(tp)) {
 			tbuf_commit(self, &self->value_text, "value", json_string_value(tp),
 			            json_string_length(tp));
+		} else if (json_is_array(tp)) { /* nbformat style: a list of lines */
+			size_t k;
+			json_t *part;
+			json_array_foreach(tp, k, part)
+				if (json_is_string(part))
+					tbuf_commit(self, &self->value_text, "value", json_string_value(part),
+					            json_string_length(part));
+		}
 		self->has_value = true;
 		emit(self, KBOX_EV_RESULT, 0, NULL, 0, -1);
 	} else if (strcmp(type, "display_data") == 0) {

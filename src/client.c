@@ -12,6 +12,7 @@
 #define HB_TIMEOUT_MS 600  /* wait for one echo */
 #define HB_MISSES 2        /* consecutive misses that mean "dead" */
 #define ALIVE_SLICE_MS 100 /* how often waits consult the alive hook */
+#define DRAIN_MS 200       /* longest spent draining queued messages */
 #define REPLY_IDLE_MS 2000 /* after the reply, iopub silence that ends the wait for idle */
 
 struct kbox_client {
@@ -411,7 +412,8 @@ static bool wait_stdin(kbox_client_t *self, long timeout_ms)
 /* Drain whatever is queued on CH without waiting. */
 static void flush_channel(kbox_client_t *self, kbox_channel_t ch)
 {
-	while (poll_channels(self, 1u << ch, 0) > 0) {
+	long long end = kbox__now_ms() + DRAIN_MS;
+	while (kbox__now_ms() < end && poll_channels(self, 1u << ch, 0) > 0) {
 		kbox_msg_t *m = read_one(self, ch);
 		kbox_msg_destroy(&m);
 	}
@@ -890,9 +892,11 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 			         re.msg);
 		}
 	}
-	/* both arrived: take any of our output already queued behind idle */
-	while (poll_channels(self, 1u << KBOX_CH_IOPUB, 0) > 0) {
-		kbox_msg_t *m = read_one(self, KBOX_CH_IOPUB);
+	/* both arrived: take our output already queued behind idle, for a
+	 * bounded time and through the rate limit (a kernel may never stop) */
+	for (long long drain_end = kbox__now_ms() + DRAIN_MS;
+	     kbox__now_ms() < drain_end && poll_channels(self, 1u << KBOX_CH_IOPUB, 0) > 0;) {
+		kbox_msg_t *m = read_iopub_limited(self, &bucket, x);
 		const char *pid = m ? kbox_msg_parent_id(m) : NULL;
 		if (m && pid && strcmp(pid, req_id) == 0) {
 			if (o->on_msg)

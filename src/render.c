@@ -256,18 +256,6 @@ static char *plain_text(json_t *bundle)
 	return b.data;
 }
 
-/* Does BUNDLE (borrowed) hold an image representation ("image/…")? */
-static bool bundle_has_image(json_t *bundle)
-{
-	const char *key;
-	json_t *v;
-
-	json_object_foreach (bundle, key, v)
-		if (strncmp(key, "image/", 6) == 0)
-			return true;
-	return false;
-}
-
 /* Does the image list of R name display I? */
 static bool display_has_image(const kbox_result_t *r, size_t i)
 {
@@ -328,14 +316,30 @@ static void text_images(buf_t *b, const kbox_result_t *r)
  * how large it was when the capture left it out as too large. */
 static void text_displays(buf_t *b, const kbox_result_t *r)
 {
-	size_t i, n = kbox_result_display_count(r);
-	json_t *bundle, *omitted;
+	size_t i, n = kbox_result_display_count(r), shown = 0, not_shown = 0;
+	json_t *bundle, *omitted, *v;
+	const char *key;
 	char *s;
 
 	for (i = 0; i < n; i++) {
 		bundle = kbox_result_display(r, i);
-		if (!bundle || bundle_has_image(bundle) || display_has_image(r, i))
+		if (!bundle)
 			continue;
+		/* image types the capture does not write are named, never dumped */
+		json_object_foreach (bundle, key, v)
+			if (strncmp(key, "image/", 6) == 0 && json_is_object(v) &&
+			    json_is_string(json_object_get(v, "error")) &&
+			    strcmp(json_string_value(json_object_get(v, "error")),
+			           "unsupported image type") == 0)
+				buf_addf(b, "[image not saved: %s, %" JSON_INTEGER_FORMAT " bytes]\n", key,
+				         json_integer_value(json_object_get(v, "bytes")));
+		if (display_has_image(r, i))
+			continue;
+		/* the displays' texts share one budget */
+		if (shown >= KBOX_CAPTURE_MAX_BYTES) {
+			not_shown++;
+			continue;
+		}
 		omitted = json_object_get(json_object_get(bundle, "text/plain"), "omitted_bytes");
 		if (json_is_integer(omitted)) {
 			buf_addf(b, "[display not shown: text/plain of %" JSON_INTEGER_FORMAT " bytes]\n",
@@ -343,9 +347,13 @@ static void text_displays(buf_t *b, const kbox_result_t *r)
 			continue;
 		}
 		s = plain_text(bundle);
+		if (s)
+			shown += strlen(s);
 		buf_part(b, s);
 		free(s);
 	}
+	if (not_shown)
+		buf_addf(b, "[... %zu more displays not shown]\n", not_shown);
 }
 
 /* Does the last non-empty line of TB name the error ENAME, as in
@@ -386,7 +394,8 @@ static void text_error(buf_t *b, const kbox_result_t *r)
 	if (names_error(tb, ename))
 		return;
 	if (evalue && *evalue)
-		buf_addf(b, "%s: %s", ename, evalue);
+		/* the first line only: a long value is in the JSON output */
+		buf_addf(b, "%s: %.*s", ename, (int)strcspn(evalue, "\n"), evalue);
 	else
 		buf_adds(b, ename);
 	buf_end_line(b);

@@ -224,6 +224,36 @@ TEST(callback_stop_at_input_request_answers_eof_and_stops)
 	free(dir);
 }
 
+/* Output that never stops (a thread printing after the cell ended) does not
+ * keep the execute from returning: the drain after idle is bounded. */
+TEST(output_after_idle_that_never_stops_does_not_hold_execute)
+{
+	char *dir = live_mkdtemp("drain");
+	kbox_client_t *c = NULL;
+	kbox_kernel_t *k = dir ? live_start(g_spec, dir, &c, NULL) : NULL;
+	kbox_exec_t *ex;
+	long long t0;
+
+	REQUIRE(k != NULL);
+	t0 = live_ms();
+	ex = live_run(c, "import threading, sys\n"
+	                 "def flood():\n"
+	                 "    while True:\n"
+	                 "        sys.stdout.write('x' * 100 + '\\n'); sys.stdout.flush()\n"
+	                 "threading.Thread(target=flood, daemon=True).start()\n"
+	                 "'started'",
+	              10000);
+	REQUIRE(ex != NULL);
+	CHECK_STR_EQ(kbox_exec_status_name(kbox_exec_status(ex)), "ok");
+	CHECK(live_ms() - t0 < 5000);
+	kbox_exec_destroy(&ex);
+	kbox_kernel_stop(k, c, NULL);
+	kbox_client_destroy(&c);
+	kbox_kernel_destroy(&k);
+	live_rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	if (kbox_init() != 0) {
@@ -237,6 +267,7 @@ int main(void)
 		RUN(owned_kernel_missing_heartbeats_while_busy_is_not_dead);
 		RUN(two_kernels_in_one_runtime_dir_both_answer);
 		RUN(callback_stop_at_input_request_answers_eof_and_stops);
+		RUN(output_after_idle_that_never_stops_does_not_hold_execute);
 	} else {
 		printf("# no Debian python3 kernelspec: kernel tests not run\n");
 	}

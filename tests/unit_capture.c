@@ -6,6 +6,7 @@
  * kbox_strip_ansi and kbox_image_size.  Each test captures into a fresh
  * outputs directory. */
 #include <kbox.h>
+#include <sodium.h>
 #include <kbox/capture.h>
 
 #include <errno.h>
@@ -1560,6 +1561,178 @@ static void png_header(unsigned char out[33], unsigned w, unsigned h)
 	memset(out + 29, 0, 4); /* CRC (not checked) */
 }
 
+
+/* ==== review findings: budgets and bounds on hostile content ==== */
+
+/* Build a display_data content whose DATA is the JSON object TEXT. */
+static void run_display_data(run_t *r, const char *type, json_t *data)
+{
+	json_t *c = json_pack("{s:o, s:{}}", "data", data, "metadata");
+	run_feed(r, c ? fixture_msg_new(type, c, NULL) : NULL);
+	json_decref(c);
+}
+
+TEST(non_string_and_list_mime_values_count_against_the_bundle_budget)
+{
+	run_t *r;
+	json_t *big = json_array(), *d;
+	char *line = malloc(60001);
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	REQUIRE(line != NULL);
+	memset(line, 'x', 60000);
+	line[60000] = '\0';
+	for (int i = 0; i < 100; i++)
+		json_array_append_new(big, json_string(line));
+	free(line);
+	/* text/plain as a 6 MB list of lines, and a 6 MB application/json */
+	run_display_data(r, "display_data", json_pack("{s:O}", "text/plain", big));
+	run_display_data(r, "display_data", json_pack("{s:{s:O}}", "application/json", "k", big));
+	json_decref(big);
+	REQUIRE(run_finish(r));
+	REQUIRE(kbox_result_display_count(r->res) == 2);
+	d = kbox_result_display(r->res, 0);
+	CHECK(json_is_integer(json_object_get(json_object_get(d, "text/plain"), "omitted_bytes")));
+	d = kbox_result_display(r->res, 1);
+	CHECK(json_is_integer(json_object_get(json_object_get(d, "application/json"), "omitted_bytes")));
+}
+
+TEST(kept_mime_values_stop_at_8_mib_per_capture)
+{
+	run_t *r;
+	char *v = malloc(60001);
+	size_t kept = 0, omitted = 0;
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	REQUIRE(v != NULL);
+	memset(v, 'h', 60000);
+	v[60000] = '\0';
+	for (int i = 0; i < 100; i++) /* 100 displays of 60 KB html: 6 MB, under the cap */
+		run_display_data(r, "display_data", json_pack("{s:s, s:s}", "text/html", v, "text/plain", "t"));
+	free(v);
+	REQUIRE(run_finish(r));
+	for (size_t i = 0; i < kbox_result_display_count(r->res); i++) {
+		json_t *h = json_object_get(kbox_result_display(r->res, i), "text/html");
+		if (json_is_string(h))
+			kept += json_string_length(h);
+		else
+			omitted++;
+	}
+	CHECK(kept <= 8 * 1024 * 1024);
+	CHECK_INT_EQ(kept + omitted * 60000, 100 * 60000); /* every one accounted for */
+}
+
+TEST(unsupported_image_type_is_a_reference_not_base64)
+{
+	run_t *r;
+	json_t *g;
+	char *text;
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_display_data(r, "display_data",
+	                 json_pack("{s:s, s:s}", "image/gif", "R0lGODlhAQABAAAAACw=", "text/plain", "<gif>"));
+	REQUIRE(run_finish(r));
+	g = json_object_get(kbox_result_display(r->res, 0), "image/gif");
+	REQUIRE(json_is_object(g));
+	CHECK(json_is_null(json_object_get(g, "path")));
+	CHECK_STR_EQ(json_string_value(json_object_get(g, "error")), "unsupported image type");
+	text = kbox_render_text(r->res);
+	CHECK_STR_EQ(text, "[image not saved: image/gif, 20 bytes]\n<gif>\n");
+	free(text);
+}
+
+/* A small valid PNG of W×H as base64 (header only; enough for the size). */
+static char *png_b64(unsigned w, unsigned h)
+{
+	unsigned char png[33];
+	char *b = malloc(64);
+	png_header(png, w, h);
+	if (b)
+		sodium_bin2base64(b, 64, png, sizeof png, sodium_base64_VARIANT_ORIGINAL);
+	return b;
+}
+
+TEST(only_the_last_execute_result_image_stays)
+{
+	run_t *r;
+	char *b = png_b64(4, 3);
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	REQUIRE(b != NULL);
+	for (int i = 1; i <= 3; i++) {
+		json_t *c = json_pack("{s:i, s:{s:s, s:s}, s:{}}", "execution_count", 3, "data",
+		                      "image/png", b, "text/plain", "<Figure>", "metadata");
+		run_feed(r, c ? fixture_msg_new("execute_result", c, NULL) : NULL);
+		json_decref(c);
+	}
+	free(b);
+	REQUIRE(run_finish(r));
+	CHECK_INT_EQ(kbox_result_image_count(r->res), 1);
+	CHECK_CONTAINS(kbox_result_image(r->res, 0)->path, "3-3.png");
+}
+
+TEST(multi_line_error_value_shows_only_its_first_line_in_text)
+{
+	run_t *r;
+	json_t *c;
+	char *text, *ev = malloc(5 * 5000 + 1);
+	REQUIRE(run_start(&r, 0, 20) == 0);
+	REQUIRE(ev != NULL);
+	ev[0] = '\0';
+	for (int i = 0; i < 5000; i++)
+		strcat(ev + (size_t)i * 5, "line\n");
+	c = json_pack("{s:s, s:s, s:[s]}", "ename", "ValueError", "evalue", ev, "traceback",
+	              "ValueError: line");
+	free(ev);
+	run_feed(r, c ? fixture_msg_new("error", c, NULL) : NULL);
+	json_decref(c);
+	REQUIRE(run_finish(r));
+	text = kbox_render_text(r->res);
+	REQUIRE(text != NULL);
+	{
+		size_t lines = 0;
+		for (const char *p = text; *p; p++)
+			lines += *p == '\n';
+		CHECK(lines <= 25);
+	}
+	free(text);
+}
+
+TEST(long_prefix_is_refused)
+{
+	char prefix[260];
+	kbox_capture_opts_t o = {0};
+	kbox_error_t err = {0};
+	kbox_capture_t *cap;
+	memset(prefix, 'p', 251);
+	prefix[251] = '\0';
+	o.prefix = prefix;
+	cap = kbox_capture_new(&o, &err);
+	CHECK(cap == NULL);
+	CHECK_INT_EQ(err.code, KBOX_E_INVALID);
+	kbox_capture_destroy(&cap);
+}
+
+TEST(long_error_name_is_cut_on_a_character_boundary)
+{
+	run_t *r;
+	char en[1 + 2 * 200 + 1];
+	json_t *c;
+	const char *got;
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	en[0] = 'a';
+	for (int i = 0; i < 200; i++)
+		memcpy(en + 1 + 2 * i, "\xc3\x89", 2);
+	en[sizeof en - 1] = '\0';
+	c = json_pack("{s:s, s:s, s:[]}", "ename", en, "evalue", "v", "traceback");
+	run_feed(r, c ? fixture_msg_new("error", c, NULL) : NULL);
+	json_decref(c);
+	REQUIRE(run_finish(r));
+	got = kbox_result_ename(r->res);
+	CHECK(strlen(got) <= 256);
+	{
+		json_t *j = json_string(got); /* valid UTF-8: jansson accepts it */
+		CHECK(j != NULL);
+		json_decref(j);
+	}
+}
+
 TEST(image_size_png_header)
 {
 	unsigned char png[33];
@@ -1722,5 +1895,12 @@ int main(void)
 	RUN_TEST(image_size_jpeg_progressive_after_dht);
 	RUN_TEST(image_size_garbage_is_minus_one);
 	RUN_TEST(image_size_of_recorded_images);
+	RUN_TEST(non_string_and_list_mime_values_count_against_the_bundle_budget);
+	RUN_TEST(kept_mime_values_stop_at_8_mib_per_capture);
+	RUN_TEST(unsupported_image_type_is_a_reference_not_base64);
+	RUN_TEST(only_the_last_execute_result_image_stays);
+	RUN_TEST(multi_line_error_value_shows_only_its_first_line_in_text);
+	RUN_TEST(long_prefix_is_refused);
+	RUN_TEST(long_error_name_is_cut_on_a_character_boundary);
 	return tap_done();
 }

@@ -98,8 +98,9 @@ void kbox_capture_set_event_cb(kbox_capture_t *self, kbox_event_cb *cb, void *ar
  * ignored.  Returns 0, or -1 with ERR when the message gave a new notice (a
  * file not written, invalid base64; the capture goes on and the notice is
  * in the result) or memory ran out.  In result bundles an image becomes
- * {"path", "bytes", "width", "height"} and a non-image value over 64 KiB
- * becomes {"omitted_bytes": N}. */
+ * {"path", "bytes", "width", "height"} (other image types: {"path": null,
+ * "bytes", "error"}) and a non-image value over 64 KiB, or beyond 8 MiB of
+ * such values in one capture, becomes {"omitted_bytes": N}. */
 int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t *err);
 
 /* A kbox_exec_cb that feeds ARG (a kbox_capture_t *) and goes on. */

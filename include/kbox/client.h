@@ -162,7 +162,8 @@ typedef struct {
 	 * update_display_data messages): at most MAX_MSGS_PER_SEC messages and
 	 * MAX_BYTES_PER_SEC bytes per second, averaged over a 2 s window
 	 * (0 → the defaults below; negative → no limit).  Output over the limit
-	 * is dropped unread — not verified, not parsed — and counted, so a
+	 * is dropped unverified (only its header is read, to see its type) and
+ * counted, so a
 	 * flood cannot starve the client of its own control of the kernel. */
 	double max_msgs_per_sec;
 	double max_bytes_per_sec;
@@ -185,7 +186,8 @@ typedef struct kbox_exec kbox_exec_t;
  * messages whose parent is this request, finish when both status idle and
  * execute_reply have arrived (in either order; output already queued behind
  * idle is still taken; if idle never comes, 2 s of iopub silence after the
- * reply ends the wait), or on timeout, or when the kernel dies (the alive
+ * reply ends the wait; output still arriving after both is taken for at
+ * most 200 ms), or on timeout, or when the kernel dies (the alive
  * hook for a kernel we own; two missed heartbeats after 1 s of silence for
  * one we do not).  A callback that returns non-zero
  * on an input_request gets it answered with EOF before the wait stops.
