@@ -314,10 +314,15 @@ kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 	json_t *root;
 	kbox_conn_t *self;
 	/* read into our own buffer so the key can be wiped afterwards */
-	char *buf = sodium_malloc(CONN_FILE_MAX);
+	char *buf;
 	size_t len = 0;
 	int fd;
 
+	if (kbox_init() < 0) {
+		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		return NULL;
+	}
+	buf = sodium_malloc(CONN_FILE_MAX);
 	if (!buf) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory reading %s", path);
 		return NULL;

@@ -36,10 +36,17 @@ check installs_man_pages sh -c "test -f '$root/share/man/man1/kbox.1' && test -f
 cat >"$tmp/prog.c" <<'PROG'
 #include <stdio.h>
 #include <kbox.h>
-int main(void)
+/* Every entry point initialises the library itself: the first call here is
+ * kbox_conn_load, with no kbox_init before it. */
+int main(int argc, char **argv)
 {
 	kbox_error_t err = {0};
-	kbox_auth_t *a = kbox_auth_new("hmac-md5", "k", 1, 0, &err);
+	kbox_conn_t *c = kbox_conn_load(argc > 1 ? argv[1] : "/nonexistent", &err);
+	kbox_auth_t *a;
+	if (argc > 1 && !c)
+		return 2;
+	kbox_conn_destroy(&c);
+	a = kbox_auth_new("hmac-md5", "k", 1, 0, &err);
 	if (a || err.code != KBOX_E_UNSUPPORTED)
 		return 1;
 	printf("%s\n", kbox_version());
@@ -56,7 +63,11 @@ dep_libs="$(pkg-config --libs libczmq libzmq libsodium jansson libcurl) -lm"
 version=$(sed -n 's/^PACKAGE_VERSION = //p' "$top_builddir/Makefile")
 
 check builds_against_installed_shared_library $CC $cflags "$tmp/prog.c" -o "$tmp/prog" $libs ${KBOX_LDFLAGS:-}
-check shared_program_runs_and_reports_version sh -c "test \"\$(LD_LIBRARY_PATH='$lib' '$tmp/prog')\" = '$version'"
+cat >"$tmp/conn.json" <<'CONN'
+{"transport": "ipc", "ip": "/tmp/kbox-x", "key": "abc", "signature_scheme": "hmac-sha256",
+ "shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+CONN
+check shared_program_runs_and_reports_version sh -c "test \"\$(LD_LIBRARY_PATH='$lib' '$tmp/prog' '$tmp/conn.json')\" = '$version'"
 check builds_against_installed_static_library $CC $cflags "$tmp/prog.c" -o "$tmp/prog-static" "$lib/libkbox.a" $dep_libs ${KBOX_LDFLAGS:-}
 check static_program_runs_without_libkbox_so sh -c "! ldd '$tmp/prog-static' | grep -q libkbox && test \"\$('$tmp/prog-static')\" = '$version'"
 check installed_kbox_prints_version sh -c "test \"\$(LD_LIBRARY_PATH='$lib' '$root/bin/kbox' version)\" = 'kbox $version'"
