@@ -46,6 +46,7 @@ typedef struct {
 struct kbox_capture {
 	kbox_capture_opts_t opts;
 	char *outputs_dir;
+	int dfd;              /* the outputs dir, opened once: names resolve in it */
 	char *prefix;
 	int count;            /* execution_count, once known */
 	int image_seq;        /* images written in this execution */
@@ -111,7 +112,15 @@ static void tbuf_init(tbuf_t *t, size_t max_bytes, size_t max_lines)
 	t->spill_fd = -1;
 }
 
-static void tbuf_reset_text(tbuf_t *t)
+/* Remove the file PATH (made by create_output) by its name in DFD. */
+static void unlink_output(int dfd, const char *path)
+{
+	const char *name = path ? strrchr(path, '/') : NULL;
+	if (dfd >= 0 && name)
+		unlinkat(dfd, name + 1, 0);
+}
+
+static void tbuf_reset_text(tbuf_t *t, int dfd)
 {
 	t->total_bytes = t->total_lines = 0;
 	t->head_len = t->head_lines = 0;
@@ -126,7 +135,7 @@ static void tbuf_reset_text(tbuf_t *t)
 		t->spill_fd = -1;
 	}
 	if (t->spill_path) {
-		unlink(t->spill_path);
+		unlink_output(dfd, t->spill_path);
 		free(t->spill_path);
 		t->spill_path = NULL;
 	}
@@ -167,7 +176,7 @@ static int write_all(int fd, const char *p, size_t n)
 static int create_output(kbox_capture_t *self, const char *name, char **path_out)
 {
 	char path[PATH_MAX];
-	int dfd, fd = -1;
+	int dfd = self->dfd, fd = -1;
 	struct stat st;
 
 	*path_out = NULL;
@@ -177,7 +186,6 @@ static int create_output(kbox_capture_t *self, const char *name, char **path_out
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	dfd = open(self->outputs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -1;
 	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -192,11 +200,6 @@ static int create_output(kbox_capture_t *self, const char *name, char **path_out
 	}
 	if (fd >= 0)
 		*path_out = strdup(path);
-	{
-		int e = errno;
-		close(dfd);
-		errno = e;
-	}
 	return fd;
 }
 
@@ -374,11 +377,6 @@ static void line_flush(kbox_capture_t *self, tbuf_t *t, const char *label)
 	t->line_len = t->cursor = 0;
 }
 
-static size_t cp_len(unsigned char c)
-{
-	return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-}
-
 /* Number of code points in P[0..N). */
 static size_t cp_count(const char *p, size_t n)
 {
@@ -407,26 +405,23 @@ static void line_write(kbox_capture_t *self, tbuf_t *t, const char *label, const
 		t->line_len += n;
 		t->cursor = t->line_len;
 	} else {
-		/* overwrite code point by code point */
-		size_t i = 0;
-		while (i < n) {
-			size_t in = cp_len((unsigned char)p[i]), old;
-			if (i + in > n)
-				in = n - i;
-			old = t->cursor < t->line_len ? cp_len((unsigned char)t->line[t->cursor]) : 0;
-			if (t->cursor + old > t->line_len)
-				old = t->line_len - t->cursor;
-			if (line_reserve(t, t->line_len - old + in) < 0) {
-				self->oom = true;
-				return;
-			}
-			memmove(t->line + t->cursor + in, t->line + t->cursor + old,
-			        t->line_len - t->cursor - old);
-			memcpy(t->line + t->cursor, p + i, in);
-			t->line_len = t->line_len - old + in;
-			t->cursor += in;
-			i += in;
+		/* overwrite: the run's code points replace as many of the line's,
+		 * in one move whatever their widths */
+		size_t m = cp_count(p, n), e = t->cursor, new_len;
+		for (size_t k = 0; k < m && e < t->line_len; k++) {
+			e++;
+			while (e < t->line_len && ((unsigned char)t->line[e] & 0xc0) == 0x80)
+				e++;
 		}
+		new_len = t->cursor + n + (t->line_len - e);
+		if (line_reserve(t, new_len) < 0) {
+			self->oom = true;
+			return;
+		}
+		memmove(t->line + t->cursor + n, t->line + e, t->line_len - e);
+		memcpy(t->line + t->cursor, p, n);
+		t->line_len = new_len;
+		t->cursor += n;
 	}
 	if (t->line_len >= KBOX_CAPTURE_LINE_MAX)
 		line_flush(self, t, label);
@@ -570,7 +565,7 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 		}
 		/* nothing was left out: the spill file is not needed */
 		if (t->spill_path) {
-			unlink(t->spill_path);
+			unlink_output(self->dfd, t->spill_path);
 			free(t->spill_path);
 			t->spill_path = NULL;
 		}
@@ -700,6 +695,7 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 	self->opts.max_bytes = mb;
 	self->opts.max_lines = ml;
 	self->count = -1;
+	self->dfd = -1;
 	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
 		tbuf_init(&self->streams[s], mb, ml);
 	tbuf_init(&self->value_text, mb, ml);
@@ -721,6 +717,12 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 			return NULL;
 		}
 		self->outputs_dir = strdup(self->opts.outputs_dir);
+		self->dfd = open(self->opts.outputs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (self->dfd < 0) {
+			kbox__err_sys(err, "outputs directory %s", self->opts.outputs_dir);
+			kbox_capture_destroy(&self);
+			return NULL;
+		}
 	}
 	self->opts.outputs_dir = self->outputs_dir;
 	self->opts.prefix = self->prefix;
@@ -767,7 +769,7 @@ static void drop_images_of(kbox_capture_t *self, int index)
 static void clear_now(kbox_capture_t *self)
 {
 	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
-		tbuf_reset_text(&self->streams[s]);
+		tbuf_reset_text(&self->streams[s], self->dfd);
 	json_array_clear(self->displays);
 	drop_images_of(self, -2);
 	self->pending_clear = false;
@@ -843,7 +845,7 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 			if (write_all(fd, (const char *)bytes, outlen) < 0) {
 				notice(self, "image %d: writing %s failed: %s", self->image_seq, path,
 				       strerror(errno));
-				unlink(path);
+				unlink_output(self->dfd, path);
 				free(path);
 				path = NULL;
 			}
@@ -1132,6 +1134,8 @@ void kbox_capture_destroy(kbox_capture_t **self_p)
 	free(self->notices);
 	free(self->ename);
 	free(self->evalue);
+	if (self->dfd >= 0)
+		close(self->dfd);
 	free(self->outputs_dir);
 	free(self->prefix);
 	free(self);

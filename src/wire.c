@@ -506,9 +506,41 @@ static size_t utf8_seq(const unsigned char *p, size_t n)
 	return len;
 }
 
-/* A copy of DATA with each byte that is not valid UTF-8 replaced by U+FFFD,
- * as jupyter_client decodes with errors="replace"; NULL when DATA is valid
- * (or memory runs out).  *OUT_LEN gets the new length. */
+/* Length of the maximal ill-formed subpart at P (N bytes left, P not a
+ * valid sequence): the lead byte and the continuation bytes that could still
+ * have completed it.  Unicode's "maximal subpart" rule, which Python's
+ * errors="replace" follows: one U+FFFD for each. */
+static size_t utf8_bad_len(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0], lo = 0x80, hi = 0xbf;
+	size_t len, i = 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		return 1;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (i < n && p[i] >= lo && p[i] <= hi) {
+		i++;
+		while (i < len && i < n && (p[i] & 0xc0) == 0x80)
+			i++;
+	}
+	return i;
+}
+
+/* A copy of DATA with each maximal ill-formed UTF-8 subpart replaced by
+ * U+FFFD, as jupyter_client decodes with errors="replace"; NULL when DATA
+ * is valid (or memory runs out).  *OUT_LEN gets the new length. */
 static char *utf8_repair(const char *data, size_t size, size_t *out_len)
 {
 	const unsigned char *p = (const unsigned char *)data;
@@ -519,7 +551,7 @@ static char *utf8_repair(const char *data, size_t size, size_t *out_len)
 		size_t l = utf8_seq(p + i, size - i);
 		if (!l) {
 			bad++;
-			i++;
+			i += utf8_bad_len(p + i, size - i);
 		} else {
 			i += l;
 		}
@@ -534,7 +566,7 @@ static char *utf8_repair(const char *data, size_t size, size_t *out_len)
 		if (!l) {
 			memcpy(out + o, "\xef\xbf\xbd", 3);
 			o += 3;
-			i++;
+			i += utf8_bad_len(p + i, size - i);
 		} else {
 			memcpy(out + o, p + i, l);
 			o += l;

@@ -1733,6 +1733,17 @@ TEST(long_error_name_is_cut_on_a_character_boundary)
 	}
 }
 
+TEST(overwrite_after_carriage_return_mixes_character_widths)
+{
+	run_t *r;
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_stream(r, "stdout", "\xc3\x89\xc3\x89\xc3\x89\rab\n");   /* ÉÉÉ, \r, ab */
+	run_stream(r, "stdout", "abc\r\xe4\xb8\xad\n");               /* abc, \r, 中 */
+	REQUIRE(run_finish(r));
+	CHECK_STR_EQ(kbox_result_stream(r->res, KBOX_TEXT_STDOUT)->text,
+	             "ab\xc3\x89\n\xe4\xb8\xad" "bc\n");
+}
+
 TEST(image_size_png_header)
 {
 	unsigned char png[33];
@@ -1902,5 +1913,6 @@ int main(void)
 	RUN_TEST(multi_line_error_value_shows_only_its_first_line_in_text);
 	RUN_TEST(long_prefix_is_refused);
 	RUN_TEST(long_error_name_is_cut_on_a_character_boundary);
+	RUN_TEST(overwrite_after_carriage_return_mixes_character_widths);
 	return tap_done();
 }

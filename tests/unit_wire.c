@@ -791,6 +791,9 @@ TEST(non_utf8_bytes_read_as_replacement_characters)
 	check_repaired_dict(2, "{\"k\":\"\xc0\xaf\"}", "k", "\xef\xbf\xbd\xef\xbf\xbd");
 	check_repaired_dict(3, "{\"k\":\"\xed\xa0\x80\"}", "k",
 	                    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* a surrogate */
+	/* one U+FFFD per maximal ill-formed subpart, as Python's "replace" */
+	check_repaired_dict(3, "{\"k\":\"\xe2\x82" "A\"}", "k", "\xef\xbf\xbd" "A");
+	check_repaired_dict(3, "{\"k\":\"\xf0\x9f\x98\"}", "k", "\xef\xbf\xbd");
 	/* repair never makes broken JSON acceptable */
 	check_bad_dict(3, "{\"text\":\"\xff\"", "invalid UTF-8 in truncated JSON");
 }
