@@ -320,7 +320,7 @@ scenario_plot() {
 scenario_json() { kbox run --format json -c 'print("hi"); 6*7' -c '1/0'; }
 scenario_ndjson() { kbox run --format ndjson -c 'print("hi"); 6*7'; }
 scenario_budget() {
-	kbox run --max-output 1000 --max-lines 20 -c 'for i in range(5000): print(i)'
+	kbox run --max-output 1K --max-lines 20 -c 'for i in range(5000): print(i)'
 }
 scenario_outputs() {
 	needs kernel pandas
@@ -442,6 +442,15 @@ enter budget
 check run_max_output_keeps_head_and_tail eval 'has_line stdout 0 && has_line stdout 4999 &&
 	lacks_line stdout 2500 && [ "$(wc -l <stdout)" -le 21 ]'
 check run_max_output_marker_names_spill_file eval 'grep -q "^\[\.\.\. [0-9]* bytes in [0-9]* lines left out; the complete text is in .*/1-stdout.txt \.\.\.\]$" stdout'
+check run_max_output_takes_a_K_suffix_as_1024_bytes "$PY" -c '
+import json, re
+text = open("stdout").read()
+head, tail = text.split("[... ")[0], text.split(" ...]\n")[1]
+m = re.search(r"\[\.\.\. (\d+) bytes in", text)
+# head and tail together hold at most 1024 bytes, and what was left out makes up the rest
+assert len(head.encode()) + len(tail.encode()) <= 1024, (len(head), len(tail))
+assert len(head.encode()) + len(tail.encode()) + int(m.group(1)) == 23890, m.group(1)
+'
 check run_max_output_spill_file_is_complete "$PY" -c '
 assert open("1-stdout.txt").read() == "".join("%d\n" % i for i in range(5000))
 '

@@ -254,6 +254,34 @@ TEST(output_after_idle_that_never_stops_does_not_hold_execute)
 	free(dir);
 }
 
+/* A kernel over tcp on 127.0.0.1 works like one over ipc. */
+TEST(kernel_over_tcp_on_loopback_answers)
+{
+	char *dir = live_mkdtemp("tcp");
+	kbox_client_t *c = NULL;
+	kbox_kernel_opts_t o = {0};
+	kbox_kernel_t *k;
+	kbox_exec_t *ex;
+
+	REQUIRE(dir != NULL);
+	o.runtime_dir = dir;
+	o.transport = KBOX_TRANSPORT_TCP;
+	k = kbox_kernel_start_ready(g_spec, &o, LIVE_READY_MS, &c, NULL);
+	REQUIRE(k != NULL);
+	CHECK_INT_EQ(kbox_conn_transport(kbox_kernel_conn(k)), KBOX_TRANSPORT_TCP);
+	CHECK_CONTAINS(kbox_conn_endpoint(kbox_kernel_conn(k), KBOX_CH_SHELL), "tcp://127.0.0.1:");
+	ex = live_run(c, "6*7", LIVE_EXEC_MS);
+	REQUIRE(ex != NULL);
+	CHECK_STR_EQ(live_result(ex), "42");
+	kbox_exec_destroy(&ex);
+	kbox_kernel_stop(k, c, NULL);
+	kbox_client_destroy(&c);
+	kbox_kernel_destroy(&k);
+	CHECK_INT_EQ(live_dir_entries(dir, true), 0);
+	live_rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	if (kbox_init() != 0) {
@@ -266,6 +294,7 @@ int main(void)
 	if (g_spec) {
 		RUN(owned_kernel_missing_heartbeats_while_busy_is_not_dead);
 		RUN(two_kernels_in_one_runtime_dir_both_answer);
+		RUN(kernel_over_tcp_on_loopback_answers);
 		RUN(callback_stop_at_input_request_answers_eof_and_stops);
 		RUN(output_after_idle_that_never_stops_does_not_hold_execute);
 	} else {
