@@ -94,13 +94,15 @@ static bool bucket_take(bucket_t *b, size_t size)
 }
 
 /* Is Z (raw, unverified) an output message that may be dropped unread?
- * Only its header's msg_type is looked at; nothing is acted on. */
-static bool droppable_output(zmsg_t *z)
+ * Only its header's msg_type and its parent's msg_id are looked at; nothing
+ * is acted on.  *OURS tells whether the parent is REQ_ID. */
+static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
 {
 	const size_t dlen = sizeof KBOX_DELIMITER - 1;
 	zframe_t *f;
 	bool found = false, out = false;
 
+	*ours = false;
 	for (f = zmsg_first(z); f; f = zmsg_next(z))
 		if (zframe_size(f) == dlen && memcmp(zframe_data(f), KBOX_DELIMITER, dlen) == 0) {
 			found = true;
@@ -115,6 +117,12 @@ static bool droppable_output(zmsg_t *z)
 			      strcmp(s, "update_display_data") == 0;
 		}
 		json_decref(h);
+		if (out && (f = zmsg_next(z))) {
+			json_t *p = json_loadb((const char *)zframe_data(f), zframe_size(f), 0, NULL);
+			json_t *id = json_object_get(p, "msg_id");
+			*ours = json_is_string(id) && strcmp(json_string_value(id), req_id) == 0;
+			json_decref(p);
+		}
 	}
 	return out;
 }
@@ -657,19 +665,24 @@ static int exec_keep(kbox_exec_t *x, kbox_msg_t **msg_p)
 }
 
 /* Read one iopub message, dropping output over the rate limit unread. */
-static kbox_msg_t *read_iopub_limited(kbox_client_t *self, bucket_t *b, kbox_exec_t *x)
+static kbox_msg_t *read_iopub_limited(kbox_client_t *self, bucket_t *b, kbox_exec_t *x,
+                                      const char *req_id)
 {
 	kbox_error_t e = {0};
 	zmsg_t *z = zmsg_recv(self->sock[KBOX_CH_IOPUB]);
 	kbox_msg_t *msg;
 	size_t size;
+	bool ours;
 
 	if (!z)
 		return NULL;
 	size = zmsg_content_size(z);
-	if (!bucket_take(b, size) && droppable_output(z)) {
-		x->rate_dropped++;
-		x->rate_dropped_bytes += size;
+	if (!bucket_take(b, size) && droppable_output(z, req_id, &ours)) {
+		/* only this execution's output is counted as dropped from it */
+		if (ours) {
+			x->rate_dropped++;
+			x->rate_dropped_bytes += size;
+		}
 		zmsg_destroy(&z);
 		return NULL;
 	}
@@ -821,7 +834,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 		}
 		last_activity = kbox__now_ms();
 		if (r & (1 << KBOX_CH_IOPUB)) {
-			kbox_msg_t *m = read_iopub_limited(self, &bucket, x);
+			kbox_msg_t *m = read_iopub_limited(self, &bucket, x, req_id);
 			last_iopub = last_activity;
 			const char *pid = m ? kbox_msg_parent_id(m) : NULL;
 			if (m && pid && strcmp(pid, req_id) == 0) {
@@ -896,7 +909,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 	 * bounded time and through the rate limit (a kernel may never stop) */
 	for (long long drain_end = kbox__now_ms() + DRAIN_MS;
 	     kbox__now_ms() < drain_end && poll_channels(self, 1u << KBOX_CH_IOPUB, 0) > 0;) {
-		kbox_msg_t *m = read_iopub_limited(self, &bucket, x);
+		kbox_msg_t *m = read_iopub_limited(self, &bucket, x, req_id);
 		const char *pid = m ? kbox_msg_parent_id(m) : NULL;
 		if (m && pid && strcmp(pid, req_id) == 0) {
 			if (o->on_msg)

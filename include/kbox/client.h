@@ -214,7 +214,8 @@ size_t kbox_exec_output_count(const kbox_exec_t *self);
 const kbox_msg_t *kbox_exec_output(const kbox_exec_t *self, size_t i);
 /* Number of input_requests answered, EOF answers included. */
 size_t kbox_exec_inputs_answered(const kbox_exec_t *self);
-/* Output messages dropped over the rate limit, and their bytes. */
+/* This execution's output messages dropped over the rate limit, and their
+ * bytes (other executions' output dropped meanwhile is not counted). */
 size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes);
 /* True when the reply came but iopub's idle never did (output was lost,
  * e.g. a message over KBOX_MAX_MESSAGE_BYTES). */
