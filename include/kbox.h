@@ -12,6 +12,8 @@
 #include <kbox/kernel.h>
 #include <kbox/capture.h>
 #include <kbox/render.h>
+#include <kbox/backend.h>
+#include <kbox/session.h>
 
 #ifdef __cplusplus
 extern "C" {

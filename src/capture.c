@@ -1205,6 +1205,33 @@ int kbox_result_count(const kbox_result_t *self) { return self->count; }
 double kbox_result_seconds(const kbox_result_t *self) { return self->seconds; }
 const char *kbox_result_reason(const kbox_result_t *self) { return self->reason; }
 
+void kbox_result_set_status(kbox_result_t *self, kbox_exec_status_t status, const char *reason)
+{
+	self->status = status;
+	if (reason)
+		snprintf(self->reason, sizeof self->reason, "%s", reason);
+}
+
+int kbox_result_add_notice(kbox_result_t *self, const char *text, bool first)
+{
+	kbox_capture_t *c = self->cap;
+	char **v;
+	if (c->n_notices >= 64)
+		return -1;
+	if (!(v = realloc(c->notices, (c->n_notices + 1) * sizeof *v)))
+		return -1;
+	c->notices = v;
+	if (first)
+		memmove(v + 1, v, c->n_notices * sizeof *v);
+	if (!(v[first ? 0 : c->n_notices] = strdup(text))) {
+		if (first)
+			memmove(v, v + 1, c->n_notices * sizeof *v);
+		return -1;
+	}
+	c->n_notices++;
+	return 0;
+}
+
 const kbox_text_t *kbox_result_stream(const kbox_result_t *self, kbox_stream_t stream)
 {
 	return (unsigned)stream < KBOX_TEXT_COUNT ? &self->cap->streams[stream].view : NULL;

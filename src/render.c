@@ -428,12 +428,18 @@ static void text_status(buf_t *b, const kbox_result_t *r)
 
 char *kbox_render_text(const kbox_result_t *result)
 {
+	return kbox_render_text_ex(result, 0);
+}
+
+char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
+{
 	buf_t b = { 0 };
 
 	if (!result)
 		return NULL;
-	buf_part(&b, kbox_result_stream(result, KBOX_TEXT_STDOUT)->text);
-	if (kbox_result_stream(result, KBOX_TEXT_STDERR)->text &&
+	if (!(flags & KBOX_RENDER_NO_STREAMS))
+		buf_part(&b, kbox_result_stream(result, KBOX_TEXT_STDOUT)->text);
+	if (!(flags & KBOX_RENDER_NO_STREAMS) && kbox_result_stream(result, KBOX_TEXT_STDERR)->text &&
 	    *kbox_result_stream(result, KBOX_TEXT_STDERR)->text) {
 		buf_adds(&b, "[stderr]\n");
 		buf_part(&b, kbox_result_stream(result, KBOX_TEXT_STDERR)->text);

@@ -153,6 +153,14 @@ json_t *kbox_result_traceback_raw(const kbox_result_t *self);
 size_t kbox_result_notice_count(const kbox_result_t *self);
 const char *kbox_result_notice(const kbox_result_t *self, size_t i);
 
+/* For front ends that know more than the kernel told (a session whose
+ * kernel was restarted, an execution ended by killing the kernel): set the
+ * status and reason (REASON may be NULL to keep it), and add a notice, at
+ * the start of the list with FIRST.  0, or -1 when out of memory or over 64
+ * notices. */
+void kbox_result_set_status(kbox_result_t *self, kbox_exec_status_t status, const char *reason);
+int kbox_result_add_notice(kbox_result_t *self, const char *text, bool first);
+
 /* ---- helpers, public because front ends need them too ---- */
 
 /* Remove ANSI escape sequences (CSI, OSC, two-byte) from S into a new

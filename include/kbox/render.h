@@ -23,6 +23,11 @@ extern "C" {
  * Never base64, never HTML.  Caller frees. */
 char *kbox_render_text(const kbox_result_t *result);
 
+/* The same, leaving out stdout and stderr with KBOX_RENDER_NO_STREAMS (for
+ * a terminal that showed them as they came). */
+#define KBOX_RENDER_NO_STREAMS 1u
+char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags);
+
 /* One JSON object for the whole execution (new reference). */
 json_t *kbox_render_json(const kbox_result_t *result);
 

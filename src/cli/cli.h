@@ -2,6 +2,7 @@
 #ifndef KBOX_CLI_H
 #define KBOX_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <kbox.h>
 
@@ -39,6 +40,58 @@ long long cli_parse_size(const char *s);
 /* Print CMD's usage to F. */
 void cli_usage(const cli_cmd_t *cmd, FILE *f);
 
+/* Format a number of bytes as "1.5 MiB" into BUF. */
+const char *cli_fmt_bytes(long long n, char *buf, size_t size);
+/* Format seconds as "2h03m", "4m10s", "12.3s" into BUF. */
+const char *cli_fmt_secs(double s, char *buf, size_t size);
+
+/* ---- sessions (src/cli/session.c) ---- */
+
+/* GIVEN, else $KBOX_SESSION, else "default". */
+const char *cli_session_name(const char *given);
+/* EXIT_OK, or EXIT_USAGE with one line printed when NAME is not valid. */
+int cli_check_session(const char *cmd, const char *name);
+/* The session's directory (malloc'd), created with CREATE.  NULL with one
+ * line printed and *STATUS set. */
+char *cli_session_dir(const char *cmd, const char *name, bool create, int *status);
+/* The directory of a session whose supervisor runs, or NULL (printed, *STATUS set). */
+char *cli_running_session(const char *cmd, const char *name, int *status);
+/* Start the supervisor of DIR unless one runs (under a lock, so concurrent
+ * starts make one).  CONFIG (borrowed; NULL keeps session.json) is saved
+ * first.  *STARTED (may be NULL) tells whether this call started it.
+ * An exit status. */
+int cli_session_start(const char *cmd, const char *dir, const char *name, json_t *config,
+                      bool *started);
+/* kbox complete / kbox inspect (src/cli/introspect.c). */
+int cli_introspect(const char *cmd, int argc, char **argv);
+/* kbox stop / restart / interrupt: parse -s, send OP (src/cli/control.c).
+ * An exit status, or -1 after --help. */
+int cli_control(const char *cmd, int argc, char **argv, const char *op, int timeout_ms,
+                json_t **reply_p, char **name_p);
+/* One session as JSON (src/cli/cmd_ls.c). */
+json_t *cli_session_info(const char *home, const char *name);
+/* Workspace paths (src/cli/workspace.c). */
+int cli_ws_check(const char *cmd, const char *path);
+int cli_ws_open(int dirfd, const char *path, int flags, unsigned mode);
+const char *cli_ws_strerror(int e);
+int cli_copy_fd(int in, int out);
+
+/* Read all of F (at most 64 MiB). NULL with errno. */
+char *cli_slurp(FILE *f);
+
+int cmd_complete(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_interrupt(int argc, char **argv);
+int cmd_logs(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_put(int argc, char **argv);
+int cmd_restart(int argc, char **argv);
+int cmd_start(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_supervise(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);

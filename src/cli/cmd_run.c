@@ -12,51 +12,12 @@
 #include <unistd.h>
 #include <sodium.h>
 
-#define MAX_CELL_BYTES (64L * 1024 * 1024)
-
 typedef struct {
 	char *code;   /* owned */
 	char *source; /* "-c", a file name or "-" (borrowed from argv) */
 } cell_t;
 
 typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
-
-/* Read all of F (at most MAX_CELL_BYTES). NULL with errno on failure. */
-static char *slurp(FILE *f)
-{
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap);
-	while (buf) {
-		size_t r;
-		if (n + 1 >= cap) {
-			char *nb;
-			if (cap >= (size_t)MAX_CELL_BYTES) {
-				free(buf);
-				errno = EFBIG;
-				return NULL;
-			}
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				return NULL;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		r = fread(buf + n, 1, cap - n - 1, f);
-		n += r;
-		if (r == 0) {
-			if (ferror(f)) {
-				free(buf);
-				errno = EIO;
-				return NULL;
-			}
-			buf[n] = '\0';
-			return buf;
-		}
-	}
-	return NULL;
-}
 
 /* Print one JSON value compactly on its own line. */
 static void print_json_line(json_t *j)
@@ -191,7 +152,7 @@ int cmd_run(int argc, char **argv)
 			used_stdin |= is_stdin;
 			f = is_stdin ? stdin : fopen(optarg, "r");
 			cells[n_cells].source = optarg;
-			if (!f || !(cells[n_cells].code = slurp(f))) {
+			if (!f || !(cells[n_cells].code = cli_slurp(f))) {
 				cli_error("run", "cannot read %s: %s", is_stdin ? "standard input" : optarg,
 				          strerror(errno));
 				if (f && !is_stdin)

@@ -2,20 +2,48 @@
 #include "config.h"
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 
 /* Sorted by name. */
 static const cli_cmd_t commands[] = {
+    {"complete", cmd_complete, "kbox complete [-s NAME] [--cursor N] CODE | -",
+     "completions at a cursor, as JSON"},
+    {"exec", cmd_exec,
+     "kbox exec [-s NAME] [-t TIMEOUT] [--grace DUR] [--format text|json|ndjson] "
+     "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--no-start] "
+     "(CODE | -f FILE | -)",
+     "run code in a session's kernel (starting the session if needed)"},
+    {"get", cmd_get, "kbox get [-s NAME] SRC [HOSTPATH | -]",
+     "copy a file out of a session's workspace"},
     {"help", cmd_help, "kbox help [COMMAND]", "show the manual of a command"},
+    {"inspect", cmd_inspect, "kbox inspect [-s NAME] [--cursor N] [--detail 0|1] CODE | -",
+     "what the kernel knows about the name at a cursor, as JSON"},
+    {"interrupt", cmd_interrupt, "kbox interrupt [-s NAME]",
+     "interrupt what a session's kernel is running"},
     {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--json]",
      "list the kernelspecs found and where"},
+    {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--json]", "show a session's event log"},
+    {"ls", cmd_ls, "kbox ls [--json]", "list sessions and their state"},
+    {"put", cmd_put, "kbox put [-s NAME] HOSTPATH [DEST]",
+     "copy a host file into a session's workspace"},
+    {"restart", cmd_restart, "kbox restart [-s NAME]",
+     "replace a session's kernel with a new one (state is lost)"},
     {"run", cmd_run,
      "kbox run [-k NAME] [-C DIR] [-t SECONDS] [-o DIR] [-i LINE]... [--format FMT] "
      "[--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
-     "run cells in one fresh local kernel"},
+     "run cells in one fresh local kernel, without a session"},
+    {"start", cmd_start,
+     "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DUR] [--memory SIZE] [--cpus N] "
+     "[--pids N] [-e K=V]...",
+     "start a session: a supervisor and its kernel"},
+    {"status", cmd_status, "kbox status [-s NAME] [--json]", "show one session in detail"},
+    {"stop", cmd_stop, "kbox stop [-s NAME | --all]",
+     "stop a session's kernel and supervisor (its files stay)"},
     {"version", cmd_version, "kbox version", "print the version"},
 };
 
@@ -84,6 +112,80 @@ long long cli_parse_size(const char *s)
 	return (long long)(v << shift);
 }
 
+#define MAX_CELL_BYTES (64L * 1024 * 1024)
+
+char *cli_slurp(FILE *f)
+{
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+	while (buf) {
+		size_t r;
+		if (n + 1 >= cap) {
+			char *nb;
+			if (cap >= (size_t)MAX_CELL_BYTES) {
+				free(buf);
+				errno = EFBIG;
+				return NULL;
+			}
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				return NULL;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		r = fread(buf + n, 1, cap - n - 1, f);
+		n += r;
+		if (r == 0) {
+			if (ferror(f)) {
+				free(buf);
+				errno = EIO;
+				return NULL;
+			}
+			buf[n] = '\0';
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+const char *cli_fmt_bytes(long long n, char *buf, size_t size)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)n;
+	int u = 0;
+	if (n < 0) {
+		snprintf(buf, size, "-");
+		return buf;
+	}
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, size, "%lld B", n);
+	else
+		snprintf(buf, size, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+const char *cli_fmt_secs(double s, char *buf, size_t size)
+{
+	long t = (long)s;
+	if (s < 0)
+		snprintf(buf, size, "-");
+	else if (s < 60)
+		snprintf(buf, size, "%.1fs", s);
+	else if (t < 3600)
+		snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
+	else if (t < 86400)
+		snprintf(buf, size, "%ldh%02ldm", t / 3600, t / 60 % 60);
+	else
+		snprintf(buf, size, "%ldd%02ldh", t / 86400, t / 3600 % 24);
+	return buf;
+}
+
 void cli_usage(const cli_cmd_t *cmd, FILE *f)
 {
 	fprintf(f, "usage: %s\n", cmd->usage);
@@ -118,6 +220,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--version") == 0)
 		return cmd_version(1, argv + 1);
+	if (strcmp(argv[1], "_supervise") == 0) /* internal: kbox start re-executes this */
+		return cmd_supervise(argc - 1, argv + 1);
 	cmd = cli_find(argv[1]);
 	if (!cmd) {
 		cli_error(NULL, "unknown command \"%s\" (see kbox --help)", argv[1]);

@@ -1,0 +1,84 @@
+/* kbox/backend.h — where a session's kernel runs: the backend interface.
+ *
+ * A sandbox is one kernel process in one backend.  The session supervisor
+ * only talks to this interface (spawn, connect, signal, status, stop,
+ * destroy), so new backends (bwrap, docker) plug in without touching it.
+ * `none` runs the kernel as a plain local process and is NOT a sandbox. */
+#ifndef KBOX_BACKEND_H
+#define KBOX_BACKEND_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <kbox/error.h>
+#include <kbox/kspec.h>
+#include <kbox/client.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+	const char *runtime_dir; /* connection file and ipc sockets (exists, 0700) */
+	const char *workspace;   /* the kernel's working directory */
+	const char *log_path;    /* the kernel's stdout and stderr (appended) */
+	const char *const *env;  /* extra "KEY=VALUE", NULL-terminated; may be NULL */
+	/* Limits, 0 for none.  A backend that cannot enforce one says so in
+	 * kbox_backend_unenforced. */
+	long long memory_bytes;
+	double cpus;
+	long pids;
+} kbox_sandbox_opts_t;
+
+typedef struct kbox_sandbox kbox_sandbox_t;
+
+/* The backends compiled in, NULL-terminated ("none", …). */
+const char *const *kbox_backend_names(void);
+/* True when NAME is one of them. */
+bool kbox_backend_exists(const char *name);
+/* True when NAME isolates the kernel (false for "none"). */
+bool kbox_backend_sandboxed(const char *name);
+/* A comma-separated list of the limits in OPTS that backend NAME does not
+ * enforce ("memory, cpus"), written to BUF; "" when all are. */
+const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t *opts,
+                                    char *buf, size_t size);
+
+/* Start SPEC's kernel in backend NAME.  Does not wait for readiness (use
+ * kbox_sandbox_connect and kbox_client_wait_ready).  NULL with ERR. */
+kbox_sandbox_t *kbox_sandbox_spawn(const char *name, const kbox_kspec_t *spec,
+                                   const kbox_sandbox_opts_t *opts, kbox_error_t *err);
+
+/* A client whose hooks interrupt by the spec's interrupt_mode and report
+ * the process's liveness.  Destroy it before the sandbox. */
+kbox_client_t *kbox_sandbox_connect(kbox_sandbox_t *self, kbox_error_t *err);
+
+const char *kbox_sandbox_connection_file(const kbox_sandbox_t *self);
+const char *kbox_sandbox_backend(const kbox_sandbox_t *self);
+/* The kernel's pid as the host sees it. */
+pid_t kbox_sandbox_pid(const kbox_sandbox_t *self);
+
+/* Reap without blocking: true while the kernel runs.  Once it has ended,
+ * kbox_sandbox_cause describes how ("exited with status 1", "killed by
+ * signal 9 (SIGKILL)", "killed: out of memory (limit 1 GiB)"). */
+bool kbox_sandbox_alive(kbox_sandbox_t *self);
+const char *kbox_sandbox_cause(const kbox_sandbox_t *self);
+
+/* Resident memory of the kernel in bytes, or -1 when unknown. */
+long long kbox_sandbox_memory(const kbox_sandbox_t *self);
+
+/* Interrupt as the kernelspec says (SIGINT, or interrupt_request through
+ * CLIENT when the mode is "message"; CLIENT may be NULL then a transient
+ * one is made).  0 or -1 with ERR. */
+int kbox_sandbox_interrupt(kbox_sandbox_t *self, kbox_client_t *client, kbox_error_t *err);
+/* Send SIG to everything in the sandbox. */
+int kbox_sandbox_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err);
+
+/* Stop gracefully (shutdown_request via CLIENT, may be NULL; then TERM,
+ * then KILL), remove the kernel's files. */
+int kbox_sandbox_stop(kbox_sandbox_t *self, kbox_client_t *client, kbox_error_t *err);
+/* Kill if still running, remove files, free.  Accepts NULL. */
+void kbox_sandbox_destroy(kbox_sandbox_t **self_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

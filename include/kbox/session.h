@@ -1,0 +1,112 @@
+/* kbox/session.h — persistent sessions: names, the state directory, the
+ * session's files, its event log, and the control socket its supervisor
+ * answers.
+ *
+ * A session lives in HOME/sessions/NAME/ (mode 0700), where HOME is
+ * $KBOX_HOME, else $XDG_STATE_HOME/kbox, else ~/.local/state/kbox:
+ *
+ *   session.json     the configuration given to kbox start (kernel, backend,
+ *                    ttl, limits, environment)
+ *   supervisor.pid   the supervisor's pid, flock()ed while it runs
+ *   control.sock     the supervisor's control socket (one JSON line each way)
+ *   run/             connection file and ipc sockets of the current kernel
+ *   workspace/       the kernel's working directory; survives restarts
+ *   outputs/         images and spilled output of executions
+ *   events.ndjson    lifecycle and execution log, one JSON object per line
+ *   kernel.log       the kernel's stdout and stderr
+ *   supervisor.log   the supervisor's own diagnostics
+ *   generation       how many kernels this session has started
+ *   last-stop        why the previous supervisor ended (read by the next)
+ */
+#ifndef KBOX_SESSION_H
+#define KBOX_SESSION_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <jansson.h>
+#include <kbox/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KBOX_SESSION_NAME_MAX 64
+#define KBOX_SESSION_DEFAULT "default"
+/* Default idle time after which a supervisor stops its session. */
+#define KBOX_SESSION_TTL_MS (30LL * 60 * 1000)
+
+/* 0 when NAME is a valid session name: 1 to 64 of [A-Za-z0-9._-], not
+ * starting with '.' or '-' (so never "..", never a path).  -1 with ERR. */
+int kbox_session_check_name(const char *name, kbox_error_t *err);
+
+/* The state directory ($KBOX_HOME, $XDG_STATE_HOME/kbox or
+ * ~/.local/state/kbox), malloc'd.  Not created.  NULL with ERR. */
+char *kbox_state_home(kbox_error_t *err);
+
+/* HOME/sessions/NAME, malloc'd.  With CREATE the directories are made (0700)
+ * and checked to be private; without, the session must exist
+ * (KBOX_E_NOTFOUND otherwise).  Also refuses a path too long for the unix
+ * sockets the session needs.  NULL with ERR. */
+char *kbox_session_dir(const char *home, const char *name, bool create, kbox_error_t *err);
+
+/* Names of the sessions under HOME (sorted, malloc'd array of malloc'd
+ * strings, *N_P of them).  An absent HOME is an empty list. */
+char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err);
+void kbox_session_list_free(char **names, size_t n);
+
+/* session.json: read (new reference; an absent file is an empty object) and
+ * write atomically. */
+json_t *kbox_session_config_load(const char *dir, kbox_error_t *err);
+int kbox_session_config_save(const char *dir, json_t *config, kbox_error_t *err);
+
+/* Append one event to DIR/events.ndjson: FIELDS (stolen; may be NULL) plus
+ * "time" (ISO 8601 UTC) and "event".  One write(2) per line, O_APPEND, so
+ * concurrent writers do not interleave.  0 or -1 with ERR. */
+int kbox_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err);
+
+/* The state of the session's supervisor. */
+typedef enum {
+	KBOX_SUPERVISOR_NONE = 0, /* never started, or stopped cleanly */
+	KBOX_SUPERVISOR_RUNNING,
+	KBOX_SUPERVISOR_DEAD,     /* it ended without stopping (killed, crashed) */
+} kbox_supervisor_state_t;
+
+/* Whether the supervisor of DIR runs (it holds a lock on supervisor.pid);
+ * *PID_P (may be NULL) gets its pid, or the last one when dead. */
+kbox_supervisor_state_t kbox_session_supervisor(const char *dir, pid_t *pid_p);
+
+/* ---- control socket: one JSON object per line in each direction ---- */
+
+/* Connect to DIR/control.sock.  -1 with ERR (KBOX_E_NOTFOUND when no
+ * supervisor listens). */
+int kbox_ctl_connect(const char *dir, kbox_error_t *err);
+
+/* Send MSG (borrowed) as one line. 0 or -1 with ERR. */
+int kbox_ctl_send(int fd, json_t *msg, kbox_error_t *err);
+
+/* Read one line within TIMEOUT_MS (-1: forever) and parse it (new
+ * reference).  NULL with ERR: KBOX_E_TIMEOUT, or KBOX_E_DEAD at end of file. */
+json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err);
+
+/* Connect, send {"op": OP, …ARGS (stolen, may be NULL)}, read the reply,
+ * close.  A reply {"ok": false, "error": MSG} becomes -1/NULL with MSG. */
+json_t *kbox_ctl_call(const char *dir, const char *op, json_t *args, int timeout_ms,
+                      kbox_error_t *err);
+
+/* ---- supervisor ---- */
+
+/* Run the supervisor of the session in DIR (its session.json says what to
+ * start) until it stops.  READY_FD (or -1) gets one line when the kernel is
+ * ready or could not start: {"ok":true,"pid":…} or {"ok":false,"error":…},
+ * then is closed.  KBOX_EXE is the program to re-execute for nothing (kept
+ * for logs).  Returns the process exit status. */
+int kbox_supervisor_run(const char *dir, int ready_fd);
+
+/* Parse a duration: a number with an optional unit s, m, h or d ("90",
+ * "1.5h", "30m"), into milliseconds.  -1 when S is not one. */
+long long kbox_parse_duration(const char *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,443 @@
+/* src/cli/cmd_exec.c — kbox exec: run code in a session's kernel.
+ *
+ * Asks the supervisor for the kernel ("exec" on the control socket, held
+ * open for the execution: the session is busy meanwhile, and a death is
+ * told on it), then talks to the kernel directly. */
+#include "config.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXEC_GRANT_WAIT_MS 120000 /* the supervisor may be restarting a kernel */
+#define READY_WAIT_MS 30000
+
+typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
+
+typedef struct {
+	int fd;
+	bool died, gone;
+	char cause[512];
+} ctl_t;
+
+/* Take one line from the supervisor if there is one: a death notice or
+ * the end of the connection. */
+static void ctl_poll(ctl_t *c, int timeout_ms)
+{
+	struct pollfd p = {c->fd, POLLIN, 0};
+	json_t *m;
+	kbox_error_t err = {0};
+	if (c->gone || poll(&p, 1, timeout_ms) <= 0)
+		return;
+	m = kbox_ctl_recv(c->fd, 1000, &err);
+	if (!m) {
+		c->gone = true;
+		if (!c->died)
+			snprintf(c->cause, sizeof c->cause, "the session's supervisor went away");
+		return;
+	}
+	if (json_is_string(json_object_get(m, "event")) &&
+	    strcmp(json_string_value(json_object_get(m, "event")), "died") == 0) {
+		const char *cause = json_string_value(json_object_get(m, "cause"));
+		c->died = true;
+		snprintf(c->cause, sizeof c->cause, "%s", cause ? cause : "the kernel died");
+	}
+	json_decref(m);
+}
+
+static int hook_alive(void *arg)
+{
+	ctl_t *c = arg;
+	ctl_poll(c, 0);
+	return c->died || c->gone ? 0 : 1;
+}
+
+/* Ask the supervisor to interrupt; its answer may come after a death notice. */
+static int hook_interrupt(void *arg, kbox_error_t *err)
+{
+	ctl_t *c = arg;
+	json_t *req = json_pack("{s:s}", "op", "interrupt");
+	long long deadline = 0;
+	int rc = kbox_ctl_send(c->fd, req, err);
+	json_decref(req);
+	for (int i = 0; rc == 0 && i < 16 && !deadline; i++) {
+		json_t *m = kbox_ctl_recv(c->fd, 5000, err);
+		if (!m)
+			return -1;
+		if (json_object_get(m, "event")) {
+			const char *cause = json_string_value(json_object_get(m, "cause"));
+			c->died = true;
+			snprintf(c->cause, sizeof c->cause, "%s", cause ? cause : "the kernel died");
+		} else {
+			if (!json_is_true(json_object_get(m, "ok"))) {
+				const char *e = json_string_value(json_object_get(m, "error"));
+				rc = -1;
+				if (err) {
+					err->code = KBOX_E_INVALID;
+					snprintf(err->msg, sizeof err->msg, "%s", e ? e : "interrupt refused");
+				}
+			}
+			deadline = 1;
+		}
+		json_decref(m);
+	}
+	return rc;
+}
+
+static void print_json_line(json_t *j)
+{
+	char *line = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9))
+	               : NULL;
+	if (line) {
+		printf("%s\n", line);
+		fflush(stdout);
+	}
+	free(line);
+	json_decref(j);
+}
+
+static void on_event_ndjson(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
+{
+	(void)arg;
+	print_json_line(kbox_render_event(cap, ev));
+}
+
+/* On a terminal: show stream text as it comes. */
+static void on_event_tty(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
+{
+	(void)arg;
+	(void)cap;
+	if (ev->type == KBOX_EV_STREAM && ev->text) {
+		FILE *f = ev->stream == KBOX_TEXT_STDERR ? stderr : stdout;
+		fwrite(ev->text, 1, ev->len, f);
+		fflush(f);
+	}
+}
+
+/* Connect to the supervisor and get the kernel for one execution.  Starts
+ * the session unless NO_START.  The grant (new reference) or NULL with
+ * *STATUS set and one line printed. */
+static json_t *get_kernel(const char *dir, const char *name, bool no_start, ctl_t *c,
+                          int *status)
+{
+	kbox_error_t err = {0};
+	for (int attempt = 0; attempt < 3; attempt++) {
+		json_t *req, *grant;
+		c->fd = kbox_ctl_connect(dir, &err);
+		if (c->fd < 0) {
+			if (no_start || err.code != KBOX_E_NOTFOUND) {
+				cli_error("exec", "session %s is not running%s%s", name,
+				          no_start ? " (--no-start given)" : ": ", no_start ? "" : err.msg);
+				*status = EXIT_UNAVAILABLE;
+				return NULL;
+			}
+			if ((*status = cli_session_start("exec", dir, name, NULL, NULL)) != EXIT_OK)
+				return NULL;
+			continue;
+		}
+		req = json_pack("{s:s}", "op", "exec");
+		if (kbox_ctl_send(c->fd, req, &err) < 0 ||
+		    !(grant = kbox_ctl_recv(c->fd, EXEC_GRANT_WAIT_MS, &err))) {
+			/* a supervisor that was stopping: try again, starting a new one */
+			json_decref(req);
+			close(c->fd);
+			c->fd = -1;
+			if (no_start || err.code == KBOX_E_TIMEOUT) {
+				cli_error("exec", "session %s: %s", name, err.msg);
+				*status = EXIT_UNAVAILABLE;
+				return NULL;
+			}
+			usleep(100000);
+			continue;
+		}
+		json_decref(req);
+		if (!json_is_true(json_object_get(grant, "ok"))) {
+			const char *m = json_string_value(json_object_get(grant, "error"));
+			cli_error("exec", "session %s: %s", name, m ? m : "the supervisor refused");
+			json_decref(grant);
+			*status = EXIT_UNAVAILABLE;
+			return NULL;
+		}
+		return grant;
+	}
+	cli_error("exec", "session %s: the supervisor kept going away", name);
+	*status = EXIT_UNAVAILABLE;
+	return NULL;
+}
+
+int cmd_exec(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"session", required_argument, NULL, 's'}, {"timeout", required_argument, NULL, 't'},
+	    {"format", required_argument, NULL, 'F'},  {"outputs", required_argument, NULL, 'o'},
+	    {"max-output", required_argument, NULL, 'M'}, {"max-lines", required_argument, NULL, 'L'},
+	    {"input", required_argument, NULL, 'i'},   {"file", required_argument, NULL, 'f'},
+	    {"grace", required_argument, NULL, 'g'},   {"no-start", no_argument, NULL, 'N'},
+	    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+	const char *name = NULL, *outputs = NULL, *file = NULL;
+	const char **inputs = NULL;
+	size_t n_inputs = 0;
+	long long timeout_ms = 0, grace_ms = 5000, max_bytes = 0, max_lines = 0;
+	format_t format = FMT_TEXT;
+	bool no_start = false;
+	char *code = NULL, *dir = NULL, outbuf[4200], prefix[48];
+	int c, status = EXIT_OK;
+	ctl_t ctl = {-1, false, false, ""};
+	json_t *grant = NULL;
+	kbox_error_t err = {0};
+	kbox_conn_t *conn = NULL;
+	kbox_client_t *client = NULL;
+	kbox_exec_t *x = NULL;
+	kbox_result_t *res = NULL;
+	kbox_capture_t *cap = NULL;
+
+	if (!(inputs = calloc((size_t)argc + 1, sizeof *inputs))) {
+		cli_error("exec", "out of memory");
+		return EXIT_UNAVAILABLE;
+	}
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:t:o:i:f:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': name = optarg; break;
+		case 'o': outputs = optarg; break;
+		case 'i': inputs[n_inputs++] = optarg; break;
+		case 'f': file = optarg; break;
+		case 'N': no_start = true; break;
+		case 't':
+		case 'g': {
+			long long v = kbox_parse_duration(optarg);
+			if (v < 0 || v > INT_MAX) {
+				cli_error("exec", "invalid --%s \"%s\": expected seconds or a duration such as "
+				          "30, 0.5, 2m", c == 't' ? "timeout" : "grace", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			*(c == 't' ? &timeout_ms : &grace_ms) = v;
+			break;
+		}
+		case 'F':
+			if (strcmp(optarg, "text") == 0)
+				format = FMT_TEXT;
+			else if (strcmp(optarg, "json") == 0)
+				format = FMT_JSON;
+			else if (strcmp(optarg, "ndjson") == 0)
+				format = FMT_NDJSON;
+			else {
+				cli_error("exec", "invalid --format \"%s\": expected text, json or ndjson",
+				          optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case 'M':
+			if ((max_bytes = cli_parse_size(optarg)) < 64) {
+				cli_error("exec", "invalid --max-output \"%s\": expected a size of at least 64 "
+				          "bytes (e.g. 20000, 16K, 1M)", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case 'L':
+			max_lines = cli_parse_size(optarg);
+			if (max_lines < 2 || strpbrk(optarg, "kKmMgG")) {
+				cli_error("exec", "invalid --max-lines \"%s\": expected a number of at least 2",
+				          optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case 'h':
+			cli_usage(cli_find("exec"), stdout);
+			goto out;
+		default:
+			cli_bad_option("exec", c, argv);
+			status = EXIT_USAGE;
+			goto out;
+		}
+	}
+	/* the code: one of CODE, -f FILE, - */
+	if ((file ? 1 : 0) + (argc - optind) != 1) {
+		cli_error("exec", (file || optind < argc) ? "give the code once: CODE, -f FILE or -"
+		                                          : "no code to run: give CODE, -f FILE or - "
+		                                            "(see kbox exec --help)");
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (file || strcmp(argv[optind], "-") == 0) {
+		bool is_stdin = !file || strcmp(file, "-") == 0;
+		FILE *f = is_stdin ? stdin : fopen(file, "r");
+		if (!f || !(code = cli_slurp(f))) {
+			cli_error("exec", "cannot read %s: %s", is_stdin ? "standard input" : file,
+			          strerror(errno));
+			if (f && !is_stdin)
+				fclose(f);
+			status = EXIT_USAGE;
+			goto out;
+		}
+		if (!is_stdin)
+			fclose(f);
+	} else if (!(code = strdup(argv[optind]))) {
+		cli_error("exec", "out of memory");
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	if (outputs && access(outputs, W_OK | X_OK) < 0) {
+		cli_error("exec", "--outputs %s: %s", outputs, strerror(errno));
+		status = EXIT_USAGE;
+		goto out;
+	}
+	name = cli_session_name(name);
+	if ((status = cli_check_session("exec", name)) != EXIT_OK)
+		goto out;
+	if (!(dir = cli_session_dir("exec", name, !no_start, &status)))
+		goto out;
+	if (!(grant = get_kernel(dir, name, no_start, &ctl, &status)))
+		goto out;
+
+	/* the kernel, directly */
+	if (!(conn = kbox_conn_load(json_string_value(json_object_get(grant, "connection_file")),
+	                            &err)) ||
+	    !(client = kbox_client_new(conn, &err))) {
+		cli_error("exec", "session %s: %s", name, err.msg);
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	{
+		kbox_client_hooks_t hooks = {hook_interrupt, hook_alive, &ctl};
+		kbox_client_set_hooks(client, &hooks);
+	}
+	if (kbox_client_wait_ready(client, READY_WAIT_MS, &err) < 0) {
+		cli_error("exec", "session %s: %s%s%s", name, err.msg, ctl.cause[0] ? ": " : "",
+		          ctl.cause);
+		status = ctl.died ? EXIT_DIED : EXIT_UNAVAILABLE;
+		goto out;
+	}
+
+	{
+		kbox_capture_opts_t co = {0};
+		kbox_exec_opts_t eo = {0};
+		long long gen = json_integer_value(json_object_get(grant, "generation"));
+		snprintf(outbuf, sizeof outbuf, "%s/outputs", dir);
+		snprintf(prefix, sizeof prefix, "%lld-", gen);
+		co.outputs_dir = outputs ? outputs : outbuf;
+		co.prefix = prefix;
+		co.max_bytes = (size_t)max_bytes;
+		co.max_lines = (size_t)max_lines;
+		if (!(cap = kbox_capture_new(&co, &err))) {
+			cli_error("exec", "%s", err.msg);
+			status = EXIT_USAGE;
+			goto out;
+		}
+		if (format == FMT_NDJSON)
+			kbox_capture_set_event_cb(cap, on_event_ndjson, NULL);
+		else if (format == FMT_TEXT && isatty(STDOUT_FILENO))
+			kbox_capture_set_event_cb(cap, on_event_tty, NULL);
+		kbox_session_log(dir, "exec-begin",
+		                 json_pack("{s:s, s:I, s:I, s:I}", "id", kbox_client_session(client),
+		                           "pid", (json_int_t)getpid(), "generation", (json_int_t)gen,
+		                           "code_bytes", (json_int_t)strlen(code)),
+		                 NULL);
+		eo.code = code;
+		eo.timeout_ms = (int)timeout_ms;
+		eo.interrupt_on_timeout = true;
+		eo.grace_ms = grace_ms > 0 ? (int)grace_ms : 1;
+		eo.on_msg = kbox_capture_on_msg;
+		eo.cb_arg = cap;
+		if (n_inputs) {
+			eo.input_lines = inputs;
+			eo.n_input = n_inputs;
+		}
+		x = kbox_client_execute(client, &eo, &err);
+		if (!x) {
+			cli_error("exec", "session %s: %s", name, err.msg);
+			status = EXIT_DIED;
+			goto out;
+		}
+		ctl_poll(&ctl, 0);
+		/* the kernel ignored the interrupt: kill it; the supervisor restarts it */
+		if (kbox_exec_status(x) == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && !ctl.died &&
+		    !ctl.gone) {
+			char t[32], g[32], cause[400];
+			json_t *req, *m;
+			snprintf(cause, sizeof cause,
+			         "the execution timed out after %s and did not stop within %s of an "
+			         "interrupt, so the kernel was killed",
+			         cli_fmt_secs((double)timeout_ms / 1000, t, sizeof t),
+			         cli_fmt_secs((double)grace_ms / 1000, g, sizeof g));
+			req = json_pack("{s:s, s:s}", "op", "kill", "cause", cause);
+			kbox_ctl_send(ctl.fd, req, NULL);
+			json_decref(req);
+			while ((m = kbox_ctl_recv(ctl.fd, EXEC_GRANT_WAIT_MS, NULL))) {
+				bool done = json_object_get(m, "re") || json_object_get(m, "error");
+				json_decref(m);
+				if (done)
+					break;
+			}
+			ctl.died = true;
+			snprintf(ctl.cause, sizeof ctl.cause, "%s", cause);
+		}
+		res = kbox_capture_finish(&cap, x);
+		if (!res) {
+			cli_error("exec", "out of memory");
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		if (ctl.died || (ctl.gone && kbox_exec_status(x) == KBOX_EXEC_DIED)) {
+			char reason[700];
+			snprintf(reason, sizeof reason, "%s%s", ctl.cause,
+			         ctl.died ? "; a new kernel was started" : "");
+			kbox_result_set_status(res, KBOX_EXEC_DIED, reason);
+		}
+		/* the kernel was restarted since the last execution: in text, the
+		 * first line, so a model cannot miss it */
+		if (json_is_string(json_object_get(grant, "notice"))) {
+			const char *notice = json_string_value(json_object_get(grant, "notice"));
+			if (format == FMT_TEXT)
+				printf("[note: %s]\n", notice);
+			else
+				kbox_result_add_notice(res, notice, true);
+		}
+		if (format == FMT_TEXT) {
+			char *text = kbox_render_text_ex(
+			    res, isatty(STDOUT_FILENO) ? KBOX_RENDER_NO_STREAMS : 0);
+			if (text)
+				fputs(text, stdout);
+			free(text);
+		} else
+			print_json_line(format == FMT_JSON ? kbox_render_json(res)
+			                                   : kbox_render_end_event(res));
+		fflush(stdout);
+		switch (kbox_result_status(res)) {
+		case KBOX_EXEC_OK: status = EXIT_OK; break;
+		case KBOX_EXEC_ERROR:
+		case KBOX_EXEC_ABORTED: status = EXIT_CODE_ERROR; break;
+		case KBOX_EXEC_TIMEOUT: status = EXIT_TIMEOUT; break;
+		case KBOX_EXEC_DIED: status = EXIT_DIED; break;
+		}
+		kbox_session_log(dir, "exec-end",
+		                 json_pack("{s:s, s:s, s:f, s:i, s:I}", "id", kbox_client_session(client),
+		                           "status", kbox_exec_status_name(kbox_result_status(res)),
+		                           "seconds", kbox_result_seconds(res), "count",
+		                           kbox_result_count(res), "generation", (json_int_t)gen),
+		                 NULL);
+	}
+out:
+	kbox_result_destroy(&res);
+	kbox_capture_destroy(&cap);
+	kbox_exec_destroy(&x);
+	kbox_client_destroy(&client);
+	kbox_conn_destroy(&conn);
+	if (ctl.fd >= 0)
+		close(ctl.fd);
+	json_decref(grant);
+	free(dir);
+	free(code);
+	free(inputs);
+	return status;
+}

@@ -1,0 +1,117 @@
+/* src/cli/cmd_logs.c — kbox logs: the session's event log, readable. */
+#include "config.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* "TIME EVENT key=value …" for one event line. */
+static void print_event(const char *line, bool as_json)
+{
+	json_t *j;
+	const char *key;
+	json_t *v;
+	if (as_json) {
+		fputs(line, stdout);
+		return;
+	}
+	if (!(j = json_loads(line, 0, NULL)) || !json_is_object(j)) {
+		fputs(line, stdout);
+		json_decref(j);
+		return;
+	}
+	printf("%s %-11s", json_string_value(json_object_get(j, "time")) ?
+	                       json_string_value(json_object_get(j, "time")) : "?",
+	       json_string_value(json_object_get(j, "event")) ?
+	           json_string_value(json_object_get(j, "event")) : "?");
+	json_object_foreach(j, key, v) {
+		if (strcmp(key, "time") == 0 || strcmp(key, "event") == 0)
+			continue;
+		if (json_is_string(v)) {
+			const char *s = json_string_value(v);
+			printf(strpbrk(s, " \"=") || !*s ? " %s=\"%s\"" : " %s=%s", key, s);
+		} else {
+			char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
+			printf(" %s=%s", key, s ? s : "?");
+			free(s);
+		}
+	}
+	putchar('\n');
+	json_decref(j);
+}
+
+int cmd_logs(int argc, char **argv)
+{
+	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
+	                                     {"follow", no_argument, NULL, 'f'},
+	                                     {"json", no_argument, NULL, 'j'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	const char *name = NULL;
+	bool follow = false, as_json = false;
+	int c, status = EXIT_OK;
+	char *dir, path[4200], *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:fh", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': name = optarg; break;
+		case 'f': follow = true; break;
+		case 'j': as_json = true; break;
+		case 'h': cli_usage(cli_find("logs"), stdout); return EXIT_OK;
+		default: cli_bad_option("logs", c, argv); return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		cli_error("logs", "unexpected argument \"%s\" (see kbox logs --help)", argv[optind]);
+		return EXIT_USAGE;
+	}
+	name = cli_session_name(name);
+	if ((status = cli_check_session("logs", name)) != EXIT_OK)
+		return status;
+	if (!(dir = cli_session_dir("logs", name, false, &status)))
+		return status;
+	snprintf(path, sizeof path, "%s/events.ndjson", dir);
+	free(dir);
+	f = fopen(path, "re");
+	if (!f && !(errno == ENOENT && follow)) {
+		if (errno == ENOENT)
+			return EXIT_OK; /* no events yet */
+		cli_error("logs", "cannot read %s: %s", path, strerror(errno));
+		return EXIT_UNAVAILABLE;
+	}
+	for (;;) {
+		ssize_t n;
+		if (!f) {
+			if (!(f = fopen(path, "re"))) {
+				usleep(200000);
+				continue;
+			}
+		}
+		n = getline(&line, &cap, f);
+		if (n > 0 && line[n - 1] == '\n') {
+			print_event(line, as_json);
+			continue;
+		}
+		if (n > 0) { /* a line still being written: read it again whole */
+			fseek(f, -n, SEEK_CUR);
+		}
+		if (!follow)
+			break;
+		fflush(stdout);
+		if (ferror(stdout))
+			break;
+		clearerr(f);
+		usleep(200000);
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return EXIT_OK;
+}

@@ -1,0 +1,131 @@
+/* src/cli/cmd_ls.c — kbox ls: the sessions and their state. */
+#include "config.h"
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One session as JSON: {"name", "state", …status when running}. */
+json_t *cli_session_info(const char *home, const char *name)
+{
+	kbox_error_t err = {0};
+	char *dir = kbox_session_dir(home, name, false, &err);
+	json_t *info = NULL, *cfg;
+	pid_t pid = 0;
+	kbox_supervisor_state_t st;
+
+	if (!dir)
+		return json_pack("{s:s, s:s, s:s}", "name", name, "state", "invalid", "error", err.msg);
+	st = kbox_session_supervisor(dir, &pid);
+	if (st == KBOX_SUPERVISOR_RUNNING) {
+		info = kbox_ctl_call(dir, "status", NULL, 5000, &err);
+		if (!info)
+			info = json_pack("{s:s, s:s}", "state", "unresponsive", "error", err.msg);
+		json_object_del(info, "ok");
+		json_object_set_new(info, "pid", json_integer(pid));
+	} else {
+		char path[4200], buf[512] = "";
+		FILE *f;
+		snprintf(path, sizeof path, "%s/last-stop", dir);
+		if ((f = fopen(path, "re"))) {
+			size_t n = fread(buf, 1, sizeof buf - 1, f);
+			buf[n] = '\0';
+			fclose(f);
+		}
+		info = json_pack("{s:s}", "state", st == KBOX_SUPERVISOR_DEAD ? "dead" : "stopped");
+		if (st == KBOX_SUPERVISOR_DEAD)
+			json_object_set_new(info, "last_stop",
+			                    json_string("the supervisor died without stopping the session"));
+		else if (buf[0])
+			json_object_set_new(info, "last_stop", json_string(buf));
+		if (pid)
+			json_object_set_new(info, "pid", json_integer(pid));
+		cfg = kbox_session_config_load(dir, NULL);
+		if (cfg) {
+			json_object_set(info, "backend", json_object_get(cfg, "backend"));
+			json_object_set(info, "kernel", json_object_get(cfg, "kernel"));
+		}
+		json_decref(cfg);
+	}
+	json_object_set_new(info, "name", json_string(name));
+	json_object_set_new(info, "dir", json_string(dir));
+	free(dir);
+	return info;
+}
+
+int cmd_ls(int argc, char **argv)
+{
+	static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	bool as_json = false;
+	int c, status = EXIT_OK;
+	kbox_error_t err = {0};
+	char *home = NULL, **names = NULL;
+	size_t n = 0;
+	json_t *all = json_array();
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': as_json = true; break;
+		case 'h': cli_usage(cli_find("ls"), stdout); goto out;
+		default:
+			cli_bad_option("ls", c, argv);
+			status = EXIT_USAGE;
+			goto out;
+		}
+	}
+	if (optind < argc) {
+		cli_error("ls", "unexpected argument \"%s\"", argv[optind]);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (!(home = kbox_state_home(&err)) || !(names = kbox_session_list(home, &n, &err))) {
+		cli_error("ls", "%s", err.msg);
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(all, cli_session_info(home, names[i]));
+	if (as_json) {
+		char *s = json_dumps(all, JSON_INDENT(2));
+		if (s)
+			puts(s);
+		free(s);
+		goto out;
+	}
+	printf("%-20s %-8s %-8s %-10s %8s %9s %9s %6s\n", "NAME", "STATE", "BACKEND", "KERNEL",
+	       "PID", "UPTIME", "IDLE", "EXECS");
+	for (size_t i = 0; i < n; i++) {
+		json_t *s = json_array_get(all, i);
+		char up[32] = "-", idle[32] = "-", pid[24] = "-", execs[24] = "-";
+		const char *state = json_string_value(json_object_get(s, "state"));
+		bool running = json_object_get(s, "uptime_s") != NULL;
+		if (running) {
+			cli_fmt_secs(json_number_value(json_object_get(s, "uptime_s")), up, sizeof up);
+			cli_fmt_secs(json_number_value(json_object_get(s, "idle_s")), idle, sizeof idle);
+			snprintf(execs, sizeof execs, "%lld",
+			         (long long)json_integer_value(json_object_get(s, "executions")));
+		}
+		if (running && json_integer_value(json_object_get(s, "pid")))
+			snprintf(pid, sizeof pid, "%lld",
+			         (long long)json_integer_value(json_object_get(s, "pid")));
+		printf("%-20s %-8s %-8s %-10s %8s %9s %9s %6s\n",
+		       json_string_value(json_object_get(s, "name")), state ? state : "?",
+		       json_string_value(json_object_get(s, "backend"))
+		           ? json_string_value(json_object_get(s, "backend"))
+		           : "-",
+		       json_string_value(json_object_get(s, "kernel"))
+		           ? json_string_value(json_object_get(s, "kernel"))
+		           : "-",
+		       pid, up, idle, execs);
+	}
+out:
+	json_decref(all);
+	kbox_session_list_free(names, n);
+	free(home);
+	return status;
+}

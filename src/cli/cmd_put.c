@@ -1,0 +1,167 @@
+/* src/cli/cmd_put.c — kbox put: copy a host file into the workspace. */
+#include "config.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+int cli_copy_fd(int in, int out)
+{
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof buf), off = 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return (int)n;
+		while (off < n) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return -1;
+			off += w;
+		}
+	}
+}
+
+int cmd_put(int argc, char **argv)
+{
+	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	const char *name = NULL, *host, *dest;
+	int c, status = EXIT_OK, in = -1, ws = -1, parent = -1, out = -1;
+	char *dir = NULL, *hostcopy = NULL, *target = NULL, tmp[64] = "";
+	struct stat st;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': name = optarg; break;
+		case 'h': cli_usage(cli_find("put"), stdout); return EXIT_OK;
+		default: cli_bad_option("put", c, argv); return EXIT_USAGE;
+		}
+	}
+	if (argc - optind < 1 || argc - optind > 2) {
+		cli_error("put", "expected HOSTPATH [DEST] (see kbox put --help)");
+		return EXIT_USAGE;
+	}
+	host = argv[optind];
+	name = cli_session_name(name);
+	if ((status = cli_check_session("put", name)) != EXIT_OK)
+		return status;
+	in = open(host, O_RDONLY | O_CLOEXEC);
+	if (in < 0 || fstat(in, &st) < 0) {
+		cli_error("put", "cannot read %s: %s", host, strerror(errno));
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		cli_error("put", "%s is not a regular file", host);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	hostcopy = strdup(host);
+	dest = argc - optind == 2 ? argv[optind + 1] : basename(hostcopy);
+	if (cli_ws_check("put", dest) < 0) {
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (!(dir = cli_session_dir("put", name, false, &status)))
+		goto out;
+	{
+		char wsp[4200];
+		snprintf(wsp, sizeof wsp, "%s/workspace", dir);
+		if ((ws = open(wsp, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			cli_error("put", "cannot open %s: %s", wsp, strerror(errno));
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+	}
+	/* DEST naming a directory (or ending in '/'): put the file in it */
+	{
+		int d = cli_ws_open(ws, dest, O_PATH | O_DIRECTORY, 0);
+		size_t dl = strlen(dest);
+		if (d >= 0 || dest[dl - 1] == '/') {
+			char *hc2 = strdup(host);
+			if (d < 0) {
+				cli_error("put", "%s: %s", dest, cli_ws_strerror(errno));
+				free(hc2);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			parent = d;
+			target = strdup(basename(hc2));
+			free(hc2);
+		} else {
+			char *slash = strrchr(dest, '/');
+			if (slash) {
+				char *pdir = strndup(dest, (size_t)(slash - dest));
+				parent = cli_ws_open(ws, pdir, O_PATH | O_DIRECTORY, 0);
+				if (parent < 0)
+					cli_error("put", "%s: %s", pdir, cli_ws_strerror(errno));
+				free(pdir);
+				if (parent < 0) {
+					status = EXIT_USAGE;
+					goto out;
+				}
+				target = strdup(slash + 1);
+			} else {
+				parent = dup(ws);
+				target = strdup(dest);
+			}
+		}
+	}
+	/* write beside, then rename over: the final name is never followed */
+	snprintf(tmp, sizeof tmp, ".kbox-put-%ld", (long)getpid());
+	out = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (out < 0) {
+		cli_error("put", "cannot create a file in the workspace: %s", strerror(errno));
+		tmp[0] = '\0';
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	if (cli_copy_fd(in, out) < 0 || fsync(out) < 0) {
+		cli_error("put", "copying %s: %s", host, strerror(errno));
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	{
+		struct stat ts;
+		if (fstatat(parent, target, &ts, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ts.st_mode)) {
+			cli_error("put", "%s is a directory in the workspace", dest);
+			status = EXIT_USAGE;
+			goto out;
+		}
+	}
+	if (renameat(parent, tmp, parent, target) < 0) {
+		cli_error("put", "cannot write %s in the workspace: %s", dest, strerror(errno));
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	tmp[0] = '\0';
+out:
+	if (tmp[0] && parent >= 0)
+		unlinkat(parent, tmp, 0);
+	if (out >= 0)
+		close(out);
+	if (in >= 0)
+		close(in);
+	if (ws >= 0)
+		close(ws);
+	if (parent >= 0)
+		close(parent);
+	free(target);
+	free(hostcopy);
+	free(dir);
+	return status;
+}

@@ -1,0 +1,194 @@
+/* src/cli/cmd_start.c — kbox start: create a session and its supervisor. */
+#include "config.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool valid_env(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	if (!eq || eq == kv)
+		return false;
+	for (const char *p = kv; p < eq; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
+		      (p > kv && *p >= '0' && *p <= '9')))
+			return false;
+	return true;
+}
+
+int cmd_start(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"session", required_argument, NULL, 's'}, {"kernel", required_argument, NULL, 'k'},
+	    {"backend", required_argument, NULL, 'b'}, {"ttl", required_argument, NULL, 'T'},
+	    {"memory", required_argument, NULL, 'm'},  {"cpus", required_argument, NULL, 'c'},
+	    {"pids", required_argument, NULL, 'p'},    {"env", required_argument, NULL, 'e'},
+	    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+	const char *name = NULL, *kernel = NULL, *backend = NULL;
+	long long ttl = -1, memory = -1, pids = -1;
+	double cpus = -1;
+	json_t *env = json_array(), *config = NULL;
+	char *dir = NULL;
+	int c, status = EXIT_OK;
+	kbox_error_t err = {0};
+	bool started = false;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:k:b:e:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': name = optarg; break;
+		case 'k': kernel = optarg; break;
+		case 'b': backend = optarg; break;
+		case 'T':
+			if ((ttl = kbox_parse_duration(optarg)) < 0) {
+				cli_error("start", "invalid --ttl \"%s\": expected a duration such as 90s, "
+				          "30m, 2h or 0 for never", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case 'm':
+			if ((memory = cli_parse_size(optarg)) < 1024 * 1024) {
+				cli_error("start", "invalid --memory \"%s\": expected a size of at least 1M "
+				          "(e.g. 512M, 2G)", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case 'c': {
+			char *end;
+			errno = 0;
+			cpus = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(cpus) || cpus <= 0 || cpus > 1024) {
+				cli_error("start", "invalid --cpus \"%s\": expected a number of CPUs above 0 "
+				          "(e.g. 1 or 0.5)", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		}
+		case 'p':
+			pids = cli_parse_size(optarg);
+			if (pids < 1 || strpbrk(optarg, "kKmMgG") || pids > 4194304) {
+				cli_error("start", "invalid --pids \"%s\": expected a number of processes "
+				          "from 1 to 4194304", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case 'e':
+			if (!valid_env(optarg)) {
+				cli_error("start", "invalid --env \"%s\": expected NAME=VALUE", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			json_array_append_new(env, json_string(optarg));
+			break;
+		case 'h':
+			cli_usage(cli_find("start"), stdout);
+			goto out;
+		default:
+			cli_bad_option("start", c, argv);
+			status = EXIT_USAGE;
+			goto out;
+		}
+	}
+	if (optind < argc) {
+		cli_error("start", "unexpected argument \"%s\" (see kbox start --help)", argv[optind]);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	name = cli_session_name(name);
+	if ((status = cli_check_session("start", name)) != EXIT_OK)
+		goto out;
+	if (backend && !kbox_backend_exists(backend)) {
+		char list[128] = "";
+		for (const char *const *b = kbox_backend_names(); *b; b++)
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+			         list[0] ? ", " : "", *b);
+		cli_error("start", "unknown backend \"%s\" (available: %s)", backend, list);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (!(dir = cli_session_dir("start", name, true, &status)))
+		goto out;
+	{
+		pid_t pid;
+		if (kbox_session_supervisor(dir, &pid) == KBOX_SUPERVISOR_RUNNING) {
+			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
+			if (kernel || backend || ttl >= 0 || memory >= 0 || cpus >= 0 || pids >= 0 ||
+			    json_array_size(env))
+				cli_error("start", "warning: session %s runs already; the options given were "
+				          "not applied (kbox stop -s %s first)", name, name);
+			goto out;
+		}
+	}
+	if (!(config = kbox_session_config_load(dir, &err))) {
+		cli_error("start", "%s", err.msg);
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	json_object_set_new(config, "name", json_string(name));
+	if (kernel)
+		json_object_set_new(config, "kernel", json_string(kernel));
+	if (backend)
+		json_object_set_new(config, "backend", json_string(backend));
+	if (!json_object_get(config, "kernel"))
+		json_object_set_new(config, "kernel", json_string("python3"));
+	if (!json_object_get(config, "backend"))
+		json_object_set_new(config, "backend", json_string("none"));
+	if (ttl >= 0)
+		json_object_set_new(config, "ttl_ms", json_integer(ttl));
+	if (memory >= 0)
+		json_object_set_new(config, "memory", json_integer(memory));
+	if (cpus >= 0)
+		json_object_set_new(config, "cpus", json_real(cpus));
+	if (pids >= 0)
+		json_object_set_new(config, "pids", json_integer(pids));
+	if (json_array_size(env))
+		json_object_set(config, "env", env);
+	{
+		kbox_kspec_t *spec = kbox_kspec_find(json_string_value(json_object_get(config, "kernel")),
+		                                     &err);
+		if (!spec) {
+			cli_error("start", "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		kbox_kspec_destroy(&spec);
+	}
+	{
+		const char *b = json_string_value(json_object_get(config, "backend"));
+		kbox_sandbox_opts_t so = {0};
+		char buf[64];
+		so.memory_bytes = json_integer_value(json_object_get(config, "memory"));
+		so.cpus = json_number_value(json_object_get(config, "cpus"));
+		so.pids = (long)json_integer_value(json_object_get(config, "pids"));
+		if (!kbox_backend_sandboxed(b))
+			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", b);
+		if (*kbox_backend_unenforced(b, &so, buf, sizeof buf))
+			cli_error("start", "warning: backend %s does not enforce these limits: %s (they are "
+			          "stored for backends that do)", b, buf);
+	}
+	status = cli_session_start("start", dir, name, config, &started);
+	if (status == EXIT_OK) {
+		pid_t pid;
+		kbox_session_supervisor(dir, &pid);
+		if (started)
+			printf("session %s started (backend %s, kernel %s, supervisor pid %ld)\n", name,
+			       json_string_value(json_object_get(config, "backend")),
+			       json_string_value(json_object_get(config, "kernel")), (long)pid);
+		else
+			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
+	}
+out:
+	json_decref(env);
+	json_decref(config);
+	free(dir);
+	return status;
+}

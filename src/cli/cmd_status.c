@@ -1,0 +1,98 @@
+/* src/cli/cmd_status.c — kbox status: one session in detail. */
+#include "config.h"
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cmd_status(int argc, char **argv)
+{
+	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
+	                                     {"json", no_argument, NULL, 'j'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	const char *name = NULL;
+	bool as_json = false;
+	int c, status = EXIT_OK;
+	char *dir = NULL, *home = NULL;
+	json_t *info = NULL;
+	kbox_error_t err = {0};
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': name = optarg; break;
+		case 'j': as_json = true; break;
+		case 'h': cli_usage(cli_find("status"), stdout); return EXIT_OK;
+		default: cli_bad_option("status", c, argv); return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		cli_error("status", "unexpected argument \"%s\"", argv[optind]);
+		return EXIT_USAGE;
+	}
+	name = cli_session_name(name);
+	if ((status = cli_check_session("status", name)) != EXIT_OK)
+		return status;
+	if (!(dir = cli_session_dir("status", name, false, &status)))
+		return status;
+	if (!(home = kbox_state_home(&err))) {
+		cli_error("status", "%s", err.msg);
+		free(dir);
+		return EXIT_UNAVAILABLE;
+	}
+	info = cli_session_info(home, name);
+	{
+		const char *st = json_string_value(json_object_get(info, "state"));
+		if (!st || strcmp(st, "stopped") == 0 || strcmp(st, "dead") == 0 ||
+		    strcmp(st, "unresponsive") == 0)
+			status = EXIT_UNAVAILABLE;
+	}
+	if (as_json) {
+		char *s = json_dumps(info, JSON_INDENT(2) | JSON_SORT_KEYS);
+		if (s)
+			puts(s);
+		free(s);
+	} else {
+		const char *key;
+		json_t *v;
+		char buf[64];
+		static const char *const order[] = {
+		    "name",  "state",   "backend", "kernel", "pid", "kernel_pid", "started", "uptime_s",
+		    "kernel_uptime_s", "last_activity", "idle_s", "executions", "running_execs",
+		    "restarts", "last_restart_cause", "memory_bytes", "ttl_ms", "last_stop", "error",
+		    "dir", NULL};
+		for (size_t i = 0; order[i]; i++) {
+			key = order[i];
+			if (!(v = json_object_get(info, key)))
+				continue;
+			if (strcmp(key, "memory_bytes") == 0)
+				printf("%-18s %s\n", "memory:",
+				       cli_fmt_bytes((long long)json_integer_value(v), buf, sizeof buf));
+			else if (strcmp(key, "ttl_ms") == 0) {
+				long long t = (long long)json_integer_value(v);
+				printf("%-18s %s\n", "ttl:", t ? cli_fmt_secs((double)t / 1000, buf, sizeof buf)
+				                               : "never");
+			} else if (strstr(key, "_s") && json_is_number(v)) {
+				char label[40];
+				snprintf(label, sizeof label, "%.*s:", (int)(strlen(key) - 2), key);
+				printf("%-18s %s\n", label, cli_fmt_secs(json_number_value(v), buf, sizeof buf));
+			} else if (json_is_string(v)) {
+				char label[40];
+				snprintf(label, sizeof label, "%s:", key);
+				if (*json_string_value(v))
+					printf("%-18s %s\n", label, json_string_value(v));
+			} else if (json_is_integer(v)) {
+				char label[40];
+				snprintf(label, sizeof label, "%s:", key);
+				printf("%-18s %lld\n", label, (long long)json_integer_value(v));
+			}
+		}
+	}
+	json_decref(info);
+	free(home);
+	free(dir);
+	return status;
+}

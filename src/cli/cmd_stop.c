@@ -1,0 +1,89 @@
+/* src/cli/cmd_stop.c — kbox stop: stop a session (or all); its files stay. */
+#include "config.h"
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int stop_one(const char *home, const char *name, bool quiet_if_stopped)
+{
+	kbox_error_t err = {0};
+	char *dir = kbox_session_dir(home, name, false, &err);
+	json_t *r;
+	int status = EXIT_OK;
+	if (!dir) {
+		cli_error("stop", "%s", err.msg);
+		return EXIT_UNAVAILABLE;
+	}
+	if (kbox_session_supervisor(dir, NULL) != KBOX_SUPERVISOR_RUNNING) {
+		free(dir);
+		if (quiet_if_stopped)
+			return EXIT_OK;
+		cli_error("stop", "session %s is not running", name);
+		return EXIT_UNAVAILABLE;
+	}
+	if (!(r = kbox_ctl_call(dir, "stop", NULL, 30000, &err))) {
+		cli_error("stop", "session %s: %s", name, err.msg);
+		status = EXIT_UNAVAILABLE;
+	} else
+		printf("session %s stopped\n", name);
+	json_decref(r);
+	free(dir);
+	return status;
+}
+
+int cmd_stop(int argc, char **argv)
+{
+	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
+	                                     {"all", no_argument, NULL, 'a'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	const char *name = NULL;
+	bool all = false;
+	int c, status = EXIT_OK;
+	char *home;
+	kbox_error_t err = {0};
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:ah", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': name = optarg; break;
+		case 'a': all = true; break;
+		case 'h': cli_usage(cli_find("stop"), stdout); return EXIT_OK;
+		default: cli_bad_option("stop", c, argv); return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		cli_error("stop", "unexpected argument \"%s\" (see kbox stop --help)", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (all && name) {
+		cli_error("stop", "give either -s NAME or --all, not both");
+		return EXIT_USAGE;
+	}
+	if (!all && (status = cli_check_session("stop", name = cli_session_name(name))) != EXIT_OK)
+		return status;
+	if (!(home = kbox_state_home(&err))) {
+		cli_error("stop", "%s", err.msg);
+		return EXIT_UNAVAILABLE;
+	}
+	if (all) {
+		size_t n = 0;
+		char **names = kbox_session_list(home, &n, &err);
+		if (!names) {
+			cli_error("stop", "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+		}
+		for (size_t i = 0; i < n; i++) {
+			int s = stop_one(home, names[i], true);
+			if (s != EXIT_OK)
+				status = s;
+		}
+		kbox_session_list_free(names, n);
+	} else
+		status = stop_one(home, name, false);
+	free(home);
+	return status;
+}

@@ -1,0 +1,204 @@
+/* src/cli/session.c — what the session commands share: finding a session,
+ * starting its supervisor (detached, re-executing this program), and the
+ * common -s option. */
+#include "config.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define START_LOCK_WAIT_MS 120000
+#define READY_WAIT_MS 90000
+
+const char *cli_session_name(const char *given)
+{
+	const char *env = getenv("KBOX_SESSION");
+	if (given)
+		return given;
+	return env && *env ? env : KBOX_SESSION_DEFAULT;
+}
+
+char *cli_session_dir(const char *cmd, const char *name, bool create, int *status)
+{
+	kbox_error_t err = {0};
+	char *home = kbox_state_home(&err), *dir = NULL;
+	if (home)
+		dir = kbox_session_dir(home, name, create, &err);
+	if (!dir) {
+		cli_error(cmd, "%s", err.msg);
+		*status = err.code == KBOX_E_INVALID && strstr(err.msg, "session name") ? EXIT_USAGE
+		                                                                          : EXIT_UNAVAILABLE;
+	}
+	free(home);
+	return dir;
+}
+
+/* Take DIR/start.lock within the wait.  The fd, or -1 (printed). */
+static int start_lock(const char *cmd, const char *dir)
+{
+	char path[4096];
+	long long deadline = 0;
+	int fd;
+	snprintf(path, sizeof path, "%s/start.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		cli_error(cmd, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	for (int waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += 20) {
+		if (errno != EWOULDBLOCK || waited >= START_LOCK_WAIT_MS) {
+			cli_error(cmd, "cannot lock %s: %s", path,
+			          errno == EWOULDBLOCK ? "another kbox start holds it" : strerror(errno));
+			close(fd);
+			return -1;
+		}
+		(void)deadline;
+		usleep(20000);
+	}
+	return fd;
+}
+
+/* Fork twice; the grandchild, in its own session, becomes the supervisor.
+ * Returns the read end of the readiness pipe, or -1 (printed). */
+static int spawn_supervisor(const char *cmd, const char *dir)
+{
+	int pfd[2], st;
+	pid_t mid;
+	char logpath[4096];
+
+	snprintf(logpath, sizeof logpath, "%s/supervisor.log", dir);
+	/* a socket, not a pipe: kbox_ctl_recv reads it */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pfd) < 0) {
+		cli_error(cmd, "socketpair: %s", strerror(errno));
+		return -1;
+	}
+	fflush(NULL);
+	mid = fork();
+	if (mid < 0) {
+		cli_error(cmd, "fork: %s", strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
+	}
+	if (mid == 0) {
+		pid_t pid;
+		int fd;
+		setsid();
+		pid = fork();
+		if (pid != 0)
+			_exit(pid < 0 ? 1 : 0);
+		/* the supervisor: no terminal, stdio to its log, ready pipe on 3 */
+		signal(SIGHUP, SIG_IGN);
+		fd = open("/dev/null", O_RDONLY);
+		if (fd >= 0 && fd != 0) {
+			dup2(fd, 0);
+			close(fd);
+		}
+		fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			if (fd > 2)
+				close(fd);
+		}
+		if (dup2(pfd[1], 3) < 0)
+			_exit(127);
+		signal(SIGHUP, SIG_DFL);
+		if (chdir("/") < 0)
+			_exit(127);
+		execl("/proc/self/exe", "kbox", "_supervise", dir, "3", (char *)NULL);
+		fprintf(stderr, "kbox: cannot re-execute /proc/self/exe: %s\n", strerror(errno));
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
+		;
+	return pfd[0];
+}
+
+int cli_session_start(const char *cmd, const char *dir, const char *name, json_t *config,
+                      bool *started)
+{
+	kbox_error_t err = {0};
+	int lock, rfd, status = EXIT_OK;
+	pid_t pid;
+	json_t *ready = NULL;
+
+	if (started)
+		*started = false;
+	if ((lock = start_lock(cmd, dir)) < 0)
+		return EXIT_UNAVAILABLE;
+	if (kbox_session_supervisor(dir, &pid) == KBOX_SUPERVISOR_RUNNING)
+		goto out; /* someone else started it meanwhile */
+	if (config) {
+		if (kbox_session_config_save(dir, config, &err) < 0) {
+			cli_error(cmd, "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+	} else {
+		json_t *have = kbox_session_config_load(dir, &err);
+		if (!have) {
+			cli_error(cmd, "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		json_decref(have);
+	}
+	if ((rfd = spawn_supervisor(cmd, dir)) < 0) {
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	ready = kbox_ctl_recv(rfd, READY_WAIT_MS, &err);
+	close(rfd);
+	if (!ready) {
+		cli_error(cmd, "session %s: the supervisor did not report ready (%s); see %s/supervisor.log",
+		          name, err.msg, dir);
+		status = EXIT_UNAVAILABLE;
+	} else if (!json_is_true(json_object_get(ready, "ok"))) {
+		const char *m = json_string_value(json_object_get(ready, "error"));
+		cli_error(cmd, "session %s: %s", name, m ? m : "the supervisor failed");
+		status = EXIT_UNAVAILABLE;
+	} else if (started)
+		*started = true;
+	json_decref(ready);
+out:
+	close(lock);
+	return status;
+}
+
+/* Parse "-s NAME" / "--session NAME" style options is each command's job;
+ * this is the check of the value. */
+int cli_check_session(const char *cmd, const char *name)
+{
+	kbox_error_t err = {0};
+	if (kbox_session_check_name(name, &err) < 0) {
+		cli_error(cmd, "%s", err.msg);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+char *cli_running_session(const char *cmd, const char *name, int *status)
+{
+	char *dir;
+	if ((*status = cli_check_session(cmd, name)) != EXIT_OK)
+		return NULL;
+	if (!(dir = cli_session_dir(cmd, name, false, status)))
+		return NULL;
+	if (kbox_session_supervisor(dir, NULL) != KBOX_SUPERVISOR_RUNNING) {
+		cli_error(cmd, "session %s is not running (start it with kbox start -s %s)", name, name);
+		*status = EXIT_UNAVAILABLE;
+		free(dir);
+		return NULL;
+	}
+	return dir;
+}

@@ -1,0 +1,521 @@
+/* src/session.c — session names, the state directory, session files, the
+ * event log and the control socket's client side. */
+#include "private.h"
+#include <kbox/session.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The longest socket path a session makes: run/kernel-XXXXXXXX-ipc-N. */
+#define LONGEST_SOCKET "/run/kernel-00000000-ipc-10"
+#define CTL_LINE_MAX (1 << 20)
+
+int kbox_session_check_name(const char *name, kbox_error_t *err)
+{
+	size_t n;
+	if (!name || !*name)
+		return kbox__err(err, KBOX_E_INVALID, "invalid session name \"\": it is empty");
+	n = strlen(name);
+	if (n > KBOX_SESSION_NAME_MAX)
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "invalid session name \"%.20s…\": longer than %d characters", name,
+		                 KBOX_SESSION_NAME_MAX);
+	if (name[0] == '.' || name[0] == '-')
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "invalid session name \"%s\": it may not start with '%c'", name, name[0]);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return kbox__err(err, KBOX_E_INVALID,
+			                 "invalid session name \"%s\": only letters, digits, '.', '_' and "
+			                 "'-' are allowed",
+			                 name);
+	}
+	return 0;
+}
+
+char *kbox_state_home(kbox_error_t *err)
+{
+	const char *v = getenv("KBOX_HOME");
+	char *path = NULL;
+	int n;
+
+	if (v && *v)
+		n = asprintf(&path, "%s", v);
+	else if ((v = getenv("XDG_STATE_HOME")) && *v == '/')
+		n = asprintf(&path, "%s/kbox", v);
+	else if ((v = getenv("HOME")) && *v == '/')
+		n = asprintf(&path, "%s/.local/state/kbox", v);
+	else {
+		kbox__err(err, KBOX_E_INVALID,
+		          "no state directory: set KBOX_HOME (neither XDG_STATE_HOME nor HOME is an "
+		          "absolute path)");
+		return NULL;
+	}
+	if (n < 0) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	if (path[0] != '/') { /* make a relative KBOX_HOME absolute: sockets need it */
+		char cwd[4096], *abs = NULL;
+		if (!getcwd(cwd, sizeof cwd) || asprintf(&abs, "%s/%s", cwd, path) < 0) {
+			kbox__err_sys(err, "cannot make KBOX_HOME=%s absolute", path);
+			free(path);
+			return NULL;
+		}
+		free(path);
+		path = abs;
+	}
+	return path;
+}
+
+/* mkdir -p with mode 0700 for the parts we create. */
+static int mkdirs(const char *path, kbox_error_t *err)
+{
+	char buf[4096];
+	size_t n = strlen(path);
+	if (n >= sizeof buf)
+		return kbox__err(err, KBOX_E_INVALID, "path too long: %s", path);
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; ; p++) {
+		if (*p == '/' || *p == '\0') {
+			char save = *p;
+			*p = '\0';
+			if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+				return kbox__err_sys(err, "cannot create directory %s", buf);
+			*p = save;
+			if (!save)
+				break;
+		}
+	}
+	return 0;
+}
+
+char *kbox_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
+{
+	char *dir = NULL, *sub = NULL;
+	struct stat st;
+
+	if (kbox_session_check_name(name, err) < 0)
+		return NULL;
+	if (asprintf(&dir, "%s/sessions/%s", home, name) < 0) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	if (strlen(dir) + sizeof LONGEST_SOCKET > sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		kbox__err(err, KBOX_E_INVALID,
+		          "session directory %s is too long for unix sockets (%zu characters; at most "
+		          "%zu): set KBOX_HOME to a shorter path",
+		          dir, strlen(dir),
+		          sizeof(((struct sockaddr_un *)0)->sun_path) - sizeof LONGEST_SOCKET);
+		goto fail;
+	}
+	if (!create) {
+		if (stat(dir, &st) < 0) {
+			if (errno == ENOENT)
+				kbox__err(err, KBOX_E_NOTFOUND, "no session \"%s\" (in %s)", name, home);
+			else
+				kbox__err_sys(err, "session directory %s", dir);
+			goto fail;
+		}
+		if (kbox__check_private_dir(dir, err) < 0)
+			goto fail;
+		return dir;
+	}
+	if (mkdirs(dir, err) < 0)
+		goto fail;
+	/* the state dir itself and sessions/ must not be open to others either */
+	if (kbox__check_private_dir(home, err) < 0 || kbox__check_private_dir(dir, err) < 0)
+		goto fail;
+	{
+		static const char *const subs[] = {"run", "workspace", "outputs"};
+		for (size_t i = 0; i < 3; i++) {
+			free(sub);
+			sub = NULL;
+			if (asprintf(&sub, "%s/%s", dir, subs[i]) < 0) {
+				kbox__err(err, KBOX_E_NOMEM, "out of memory");
+				goto fail;
+			}
+			if (mkdir(sub, 0700) < 0 && errno != EEXIST) {
+				kbox__err_sys(err, "cannot create directory %s", sub);
+				goto fail;
+			}
+			if (kbox__check_private_dir(sub, err) < 0)
+				goto fail;
+		}
+	}
+	free(sub);
+	return dir;
+fail:
+	free(sub);
+	free(dir);
+	return NULL;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err)
+{
+	char *path = NULL, **v = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d;
+	struct dirent *e;
+
+	*n_p = 0;
+	if (asprintf(&path, "%s/sessions", home) < 0) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	if (!(d = opendir(path))) {
+		if (errno == ENOENT) {
+			free(path);
+			return calloc(1, sizeof *v);
+		}
+		kbox__err_sys(err, "cannot list %s", path);
+		free(path);
+		return NULL;
+	}
+	while ((e = readdir(d))) {
+		if (kbox_session_check_name(e->d_name, NULL) < 0)
+			continue;
+		if (n + 1 >= cap) {
+			char **nv = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
+			if (!nv)
+				goto nomem;
+			v = nv;
+		}
+		if (!(v[n] = strdup(e->d_name)))
+			goto nomem;
+		n++;
+	}
+	closedir(d);
+	free(path);
+	if (!v && !(v = calloc(1, sizeof *v)))
+		goto nomem2;
+	qsort(v, n, sizeof *v, cmp_str);
+	v[n] = NULL;
+	*n_p = n;
+	return v;
+nomem:
+	closedir(d);
+	free(path);
+nomem2:
+	kbox_session_list_free(v, n);
+	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	return NULL;
+}
+
+void kbox_session_list_free(char **names, size_t n)
+{
+	for (size_t i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+json_t *kbox_session_config_load(const char *dir, kbox_error_t *err)
+{
+	char path[4096];
+	json_error_t je;
+	json_t *j;
+	snprintf(path, sizeof path, "%s/session.json", dir);
+	if (access(path, F_OK) < 0 && errno == ENOENT)
+		return json_object();
+	j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!j || !json_is_object(j)) {
+		json_decref(j);
+		kbox__err(err, KBOX_E_INVALID, "%s: %s", path, j ? "not a JSON object" : je.text);
+		return NULL;
+	}
+	return j;
+}
+
+int kbox_session_config_save(const char *dir, json_t *config, kbox_error_t *err)
+{
+	char path[4096], tmp[4096];
+	char *text = json_dumps(config, JSON_INDENT(2) | JSON_SORT_KEYS);
+	int fd, rc = -1;
+	size_t len;
+
+	snprintf(path, sizeof path, "%s/session.json", dir);
+	snprintf(tmp, sizeof tmp, "%s/.session.json.%ld", dir, (long)getpid());
+	if (!text)
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	len = strlen(text);
+	text[len] = '\0';
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		kbox__err_sys(err, "cannot write %s", tmp);
+		goto out;
+	}
+	if (write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1) {
+		kbox__err_sys(err, "cannot write %s", tmp);
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp, path) < 0) {
+		kbox__err_sys(err, "cannot rename %s to %s", tmp, path);
+		unlink(tmp);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(text);
+	return rc;
+}
+
+int kbox_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err)
+{
+	char path[4096], stamp[40];
+	char *line = NULL;
+	struct timespec ts;
+	struct tm tm;
+	int fd, rc = -1;
+	size_t len;
+
+	if (!fields)
+		fields = json_object();
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(stamp, 21, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(stamp + 19, sizeof stamp - 19, ".%03ldZ", ts.tv_nsec / 1000000);
+	if (!fields || json_object_set_new(fields, "time", json_string(stamp)) < 0 ||
+	    json_object_set_new(fields, "event", json_string(event)) < 0 ||
+	    !(line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		goto out;
+	}
+	len = strlen(line);
+	line[len] = '\n'; /* json_dumps left room: replace the NUL */
+	snprintf(path, sizeof path, "%s/events.ndjson", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		kbox__err_sys(err, "cannot open %s", path);
+		goto out;
+	}
+	if (write(fd, line, len + 1) != (ssize_t)(len + 1))
+		kbox__err_sys(err, "cannot append to %s", path);
+	else
+		rc = 0;
+	close(fd);
+out:
+	free(line);
+	json_decref(fields);
+	return rc;
+}
+
+kbox_supervisor_state_t kbox_session_supervisor(const char *dir, pid_t *pid_p)
+{
+	char path[4096], buf[32];
+	int fd;
+	ssize_t n;
+	kbox_supervisor_state_t st;
+
+	if (pid_p)
+		*pid_p = 0;
+	snprintf(path, sizeof path, "%s/supervisor.pid", dir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return KBOX_SUPERVISOR_NONE;
+	if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
+		st = KBOX_SUPERVISOR_RUNNING;
+	else
+		st = KBOX_SUPERVISOR_DEAD;
+	n = read(fd, buf, sizeof buf - 1);
+	if (n > 0 && pid_p) {
+		buf[n] = '\0';
+		*pid_p = (pid_t)atol(buf);
+	}
+	close(fd);
+	return st;
+}
+
+int kbox_ctl_connect(const char *dir, kbox_error_t *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+	if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/control.sock", dir) >=
+	    sizeof sa.sun_path)
+		return kbox__err(err, KBOX_E_INVALID, "control socket path too long in %s", dir);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return kbox__err_sys(err, "socket");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		if (e == ENOENT || e == ECONNREFUSED)
+			return kbox__err(err, KBOX_E_NOTFOUND, "no supervisor answers on %s",
+			                 sa.sun_path);
+		return kbox__err_sys(err, "cannot connect to %s", sa.sun_path);
+	}
+	return fd;
+}
+
+int kbox_ctl_send(int fd, json_t *msg, kbox_error_t *err)
+{
+	char *line = json_dumps(msg, JSON_COMPACT);
+	size_t len, off = 0;
+	int rc = 0;
+	if (!line)
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	len = strlen(line);
+	line[len++] = '\n';
+	while (off < len) {
+		ssize_t w = send(fd, line + off, len - off, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = kbox__err_sys(err, "control socket: send");
+			break;
+		}
+		off += (size_t)w;
+	}
+	free(line);
+	return rc;
+}
+
+json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	long long deadline = timeout_ms < 0 ? 0 : kbox__now_ms() + timeout_ms;
+	json_error_t je;
+	json_t *j;
+
+	for (;;) {
+		char peek[4096], *nl;
+		ssize_t n;
+		struct pollfd p = {fd, POLLIN, 0};
+		int wait = -1;
+		if (deadline) {
+			long long left = deadline - kbox__now_ms();
+			wait = left > 0 ? (int)left : 0;
+		}
+		if (poll(&p, 1, wait) < 0) {
+			if (errno == EINTR)
+				continue;
+			kbox__err_sys(err, "control socket: poll");
+			goto fail;
+		}
+		if (!p.revents) {
+			kbox__err(err, KBOX_E_TIMEOUT, "the supervisor did not answer within %d ms",
+			          timeout_ms);
+			goto fail;
+		}
+		n = recv(fd, peek, sizeof peek, MSG_PEEK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			kbox__err_sys(err, "control socket: recv");
+			goto fail;
+		}
+		if (n == 0) {
+			kbox__err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
+			goto fail;
+		}
+		nl = memchr(peek, '\n', (size_t)n);
+		if (nl)
+			n = nl - peek + 1;
+		if (len + (size_t)n > CTL_LINE_MAX) {
+			kbox__err(err, KBOX_E_PROTOCOL, "control socket: line longer than %d bytes",
+			          CTL_LINE_MAX);
+			goto fail;
+		}
+		{
+			char *nb = realloc(buf, len + (size_t)n + 1);
+			if (!nb) {
+				kbox__err(err, KBOX_E_NOMEM, "out of memory");
+				goto fail;
+			}
+			buf = nb;
+		}
+		n = recv(fd, buf + len, (size_t)n, 0);
+		if (n <= 0) {
+			kbox__err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
+			goto fail;
+		}
+		len += (size_t)n;
+		if (buf[len - 1] == '\n')
+			break;
+	}
+	buf[len - 1] = '\0';
+	j = json_loads(buf, 0, &je);
+	if (!j || !json_is_object(j)) {
+		json_decref(j);
+		kbox__err(err, KBOX_E_PROTOCOL, "control socket: not a JSON object: %s", je.text);
+		goto fail;
+	}
+	free(buf);
+	return j;
+fail:
+	free(buf);
+	return NULL;
+}
+
+json_t *kbox_ctl_call(const char *dir, const char *op, json_t *args, int timeout_ms,
+                      kbox_error_t *err)
+{
+	json_t *req = args ? args : json_object(), *reply = NULL;
+	int fd = -1;
+
+	if (!req || json_object_set_new(req, "op", json_string(op)) < 0) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((fd = kbox_ctl_connect(dir, err)) < 0 || kbox_ctl_send(fd, req, err) < 0)
+		goto out;
+	if (!(reply = kbox_ctl_recv(fd, timeout_ms, err)))
+		goto out;
+	if (!json_is_true(json_object_get(reply, "ok"))) {
+		const char *m = json_string_value(json_object_get(reply, "error"));
+		kbox__err(err, KBOX_E_INVALID, "%s", m ? m : "the supervisor refused the request");
+		json_decref(reply);
+		reply = NULL;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	json_decref(req);
+	return reply;
+}
+
+long long kbox_parse_duration(const char *s)
+{
+	char *end;
+	double v, mult = 1000;
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v) || v < 0)
+		return -1;
+	switch (*end) {
+	case '\0': break;
+	case 's': end++; break;
+	case 'm': mult = 60e3; end++; break;
+	case 'h': mult = 3600e3; end++; break;
+	case 'd': mult = 86400e3; end++; break;
+	default: return -1;
+	}
+	if (*end || v * mult > 365.0 * 86400e3)
+		return -1;
+	return (long long)ceil(v * mult);
+}
