@@ -11,7 +11,9 @@
 #include <kbox/session.h>
 #include <kbox/backend.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -468,6 +470,20 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 	return 0;
 }
 
+/* Remove what a supervisor that died left in run/ (we hold the lock: no
+ * kernel of this session runs). */
+static void clean_runtime_dir(sup_t *s)
+{
+	DIR *d = opendir(s->runtime_dir);
+	struct dirent *e;
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, "kernel-", 7) == 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}
+
 static void report_ready(int *fd_p, json_t *j)
 {
 	if (*fd_p >= 0) {
@@ -546,7 +562,12 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 		         prev[0] ? prev : "its supervisor died");
 		snprintf(s.last_cause, sizeof s.last_cause, "%s", prev[0] ? prev : "supervisor died");
 	}
-	unlink(strcat(strcpy((char[4200]){0}, dir), "/last-stop"));
+	{
+		char path[4200];
+		snprintf(path, sizeof path, "%s/last-stop", dir);
+		unlink(path);
+	}
+	clean_runtime_dir(&s);
 	if (kernel_start(&s, &err) < 0) {
 		snprintf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
 		report_ready(&ready_fd, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
