@@ -374,26 +374,6 @@ kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 }
 
 /* Check that DIR is ours and private (no group/other access). */
-int kbox__check_private_dir(const char *dir, kbox_error_t *err)
-{
-	struct stat st;
-	if (stat(dir, &st) < 0)
-		return kbox__err_sys(err, "directory %s", dir);
-	if (!S_ISDIR(st.st_mode))
-		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory", dir);
-	if (st.st_uid != geteuid())
-		return kbox__err(err, KBOX_E_INVALID, "directory %s is not owned by uid %u", dir,
-		                 (unsigned)geteuid());
-	if ((st.st_mode & 0700) != 0700)
-		return kbox__err(err, KBOX_E_INVALID, "directory %s is not rwx for its owner (mode %03o)",
-		                 dir, (unsigned)(st.st_mode & 0777));
-	if (st.st_mode & 077)
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "directory %s is accessible to others (mode %03o, need 0700)", dir,
-		                 (unsigned)(st.st_mode & 0777));
-	return 0;
-}
-
 int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
 {
 	char dir[PATH_MAX];

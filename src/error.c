@@ -2,6 +2,8 @@
 #include "private.h"
 
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,4 +84,24 @@ void kbox__fmt_ms(char *buf, size_t size, int ms)
 		snprintf(buf, size, "%.1f s", ms / 1000.0);
 	else
 		snprintf(buf, size, "%d ms", ms);
+}
+
+int kbox__check_private_dir(const char *dir, kbox_error_t *err)
+{
+	struct stat st;
+	if (stat(dir, &st) < 0)
+		return kbox__err_sys(err, "directory %s", dir);
+	if (!S_ISDIR(st.st_mode))
+		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory", dir);
+	if (st.st_uid != geteuid())
+		return kbox__err(err, KBOX_E_INVALID, "directory %s is not owned by uid %u", dir,
+		                 (unsigned)geteuid());
+	if ((st.st_mode & 0700) != 0700)
+		return kbox__err(err, KBOX_E_INVALID, "directory %s is not rwx for its owner (mode %03o)",
+		                 dir, (unsigned)(st.st_mode & 0777));
+	if (st.st_mode & 077)
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "directory %s is accessible to others (mode %03o, need 0700)", dir,
+		                 (unsigned)(st.st_mode & 0777));
+	return 0;
 }

@@ -160,6 +160,49 @@ fail:
 	_exit(127);
 }
 
+int kbox_kernel_exec(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o,
+                     const char *conn_path, kbox_error_t *err)
+{
+	kbox_conn_t *conn = NULL;
+	char **argv = NULL, **env = NULL, *exe = NULL;
+	int devnull;
+
+	if (kbox_init() < 0)
+		return kbox__err(err, KBOX_E_NOMEM, "cannot initialise libsodium");
+	if (!o || !o->runtime_dir)
+		return kbox__err(err, KBOX_E_INVALID, "kbox_kernel_exec needs a runtime_dir");
+	if (kbox__check_private_dir(o->runtime_dir, err) < 0)
+		return -1;
+	if (!(conn = kbox_conn_new_ipc(o->runtime_dir, err)))
+		return -1;
+	kbox_conn_set_kernel_name(conn, kbox_kspec_name(spec));
+	if (kbox_conn_save(conn, conn_path, err) < 0)
+		goto fail;
+	if (!(argv = kbox_kspec_format_argv(spec, conn_path, err)))
+		goto fail;
+	if (!(exe = resolve_command(argv[0]))) {
+		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s",
+		          kbox_kspec_name(spec), argv[0], SAFE_PATH);
+		goto fail;
+	}
+	if (!(env = build_env(spec, o))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
+		goto fail;
+	}
+	kbox_conn_destroy(&conn);
+	/* child_exec reports an exec failure's errno on its fd: /dev/null here,
+	 * the exit status 127 tells the parent */
+	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	child_exec(exe, argv, env, o, devnull, o->log_path, getppid());
+fail:
+	unlink(conn_path);
+	kbox_conn_destroy(&conn);
+	kbox_strv_free(argv);
+	kbox_strv_free(env);
+	free(exe);
+	return -1;
+}
+
 /* ---- lifecycle ---- */
 
 static char *make_runtime_dir(kbox_error_t *err)

@@ -48,7 +48,7 @@ typedef struct {
 	long long ttl_ms;
 	kbox_sandbox_opts_t sbo;
 	char **env;
-	char runtime_dir[4096], workspace[4096], log_path[4096];
+	char runtime_dir[4096], workspace[4096], log_path[4096], conn_path[4200];
 	kbox_kspec_t *spec;
 	kbox_sandbox_t *sb;
 	int listen_fd, sig_fd, pid_fd;
@@ -120,7 +120,6 @@ static void read_file(const char *dir, const char *name, char *buf, size_t size)
 /* Spawn a kernel and wait for it to answer.  0 or -1 with ERR. */
 static int kernel_start(sup_t *s, kbox_error_t *err)
 {
-	kbox_client_t *c = NULL;
 	long long t0 = kbox__now_ms();
 	char gen[32];
 
@@ -128,6 +127,9 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 	s->generation++;
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
 	write_file(s->dir, "generation", gen);
+	snprintf(s->conn_path, sizeof s->conn_path, "%s/kernel-%lu.json", s->runtime_dir,
+	         s->generation);
+	s->sbo.conn_path = s->conn_path;
 	s->sb = kbox_sandbox_spawn(s->backend, s->spec, &s->sbo, err);
 	if (!s->sb)
 		return -1;
@@ -135,19 +137,10 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel,
 	                  "pid", (json_int_t)kbox_sandbox_pid(s->sb), "generation",
 	                  (json_int_t)s->generation));
-	c = kbox_sandbox_connect(s->sb, err);
-	if (!c || kbox_client_wait_ready(c, READY_TIMEOUT_MS, err) < 0) {
-		kbox_client_destroy(&c);
-		if (!kbox_sandbox_alive(s->sb)) {
-			char msg[KBOX_ERROR_MSG_MAX];
-			snprintf(msg, sizeof msg, "%s before it was ready (see %s)",
-			         kbox_sandbox_cause(s->sb), s->log_path);
-			kbox__err(err, KBOX_E_DEAD, "%s", msg);
-		}
+	if (kbox_sandbox_wait_ready(s->sb, READY_TIMEOUT_MS, err) < 0) {
 		kbox_sandbox_destroy(&s->sb);
 		return -1;
 	}
-	kbox_client_destroy(&c);
 	s->kernel_started_ms = kbox__now_ms();
 	s->last_activity_ms = s->kernel_started_ms;
 	s->last_activity_wall = kbox__now();
@@ -180,7 +173,7 @@ static int kernel_replace(sup_t *s, const char *cause, bool requested)
 	snprintf(s->last_cause, sizeof s->last_cause, "%s", cause);
 	tell_execs(s, cause);
 	if (s->sb) {
-		kbox_sandbox_stop(s->sb, NULL, NULL);
+		kbox_sandbox_stop(s->sb, requested && kbox_sandbox_alive(s->sb), NULL);
 		kbox_sandbox_destroy(&s->sb);
 	}
 	snprintf(s->notice, sizeof s->notice,
@@ -305,7 +298,7 @@ static void handle_request(sup_t *s, size_t i, json_t *req)
 		                       s->notice[0] ? s->notice : NULL));
 		s->notice[0] = '\0';
 	} else if (strcmp(op, "interrupt") == 0) {
-		if (kbox_sandbox_interrupt(s->sb, NULL, &err) < 0)
+		if (kbox_sandbox_interrupt(s->sb, &err) < 0)
 			reply_error(c->fd, "interrupt failed: %s", err.msg);
 		else {
 			sup_log(s, "interrupt", NULL);
@@ -500,9 +493,7 @@ static void shutdown_session(sup_t *s)
 	kbox_error_t err = {0};
 	tell_execs(s, s->stop_cause);
 	if (s->sb) {
-		kbox_client_t *c = kbox_sandbox_alive(s->sb) ? kbox_sandbox_connect(s->sb, NULL) : NULL;
-		kbox_sandbox_stop(s->sb, c, &err);
-		kbox_client_destroy(&c);
+		kbox_sandbox_stop(s->sb, true, &err);
 		kbox_sandbox_destroy(&s->sb);
 	}
 	write_file(s->dir, "last-stop", s->stop_cause);
@@ -517,7 +508,7 @@ static void shutdown_session(sup_t *s)
 		reply(s->stop_reply_fd, json_pack("{s:b, s:s}", "ok", 1, "re", "stop"));
 }
 
-int kbox_supervisor_run(const char *dir, int ready_fd)
+int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe)
 {
 	sup_t s = {0};
 	kbox_error_t err = {0};
@@ -531,7 +522,7 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	s.started_ms = kbox__now_ms();
 	s.started_wall = kbox__now();
 	s.last_activity_wall = s.started_wall;
-	kbox_init();
+	s.sbo.kbox_exe = kbox_exe;
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);

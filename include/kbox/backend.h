@@ -1,9 +1,18 @@
 /* kbox/backend.h — where a session's kernel runs: the backend interface.
  *
  * A sandbox is one kernel process in one backend.  The session supervisor
- * only talks to this interface (spawn, connect, signal, status, stop,
- * destroy), so new backends (bwrap, docker) plug in without touching it.
- * `none` runs the kernel as a plain local process and is NOT a sandbox. */
+ * only talks to this interface (spawn, wait_ready, interrupt, signal,
+ * alive, stop, destroy), so new backends (bwrap, docker) plug in without
+ * touching it.  `none` runs the kernel as a plain local process and is NOT
+ * a sandbox.
+ *
+ * This side links neither libzmq nor libsodium: what needs them (writing
+ * the connection file and executing the kernel, waiting for its
+ * kernel_info_reply, a shutdown_request) runs in short-lived helper
+ * processes of the kbox program (OPTS->kbox_exe: `kbox _kernel`,
+ * `kbox _ready`, `kbox _shutdown`, `kbox _interrupt`), so a supervisor
+ * stays small.  The kernel is still the caller's own child (the helper
+ * that prepares it execs the kernel in place), with PR_SET_PDEATHSIG. */
 #ifndef KBOX_BACKEND_H
 #define KBOX_BACKEND_H
 
@@ -11,13 +20,14 @@
 #include <sys/types.h>
 #include <kbox/error.h>
 #include <kbox/kspec.h>
-#include <kbox/client.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct {
+	const char *kbox_exe;    /* the kbox program, for the helpers ("/proc/self/exe") */
+	const char *conn_path;   /* where the connection file is to be written */
 	const char *runtime_dir; /* connection file and ipc sockets (exists, 0700) */
 	const char *workspace;   /* the kernel's working directory */
 	const char *log_path;    /* the kernel's stdout and stderr (appended) */
@@ -42,14 +52,15 @@ bool kbox_backend_sandboxed(const char *name);
 const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t *opts,
                                     char *buf, size_t size);
 
-/* Start SPEC's kernel in backend NAME.  Does not wait for readiness (use
- * kbox_sandbox_connect and kbox_client_wait_ready).  NULL with ERR. */
+/* Start SPEC's kernel in backend NAME (OPTS is copied).  Does not wait
+ * for readiness.  NULL with ERR. */
 kbox_sandbox_t *kbox_sandbox_spawn(const char *name, const kbox_kspec_t *spec,
                                    const kbox_sandbox_opts_t *opts, kbox_error_t *err);
 
-/* A client whose hooks interrupt by the spec's interrupt_mode and report
- * the process's liveness.  Destroy it before the sandbox. */
-kbox_client_t *kbox_sandbox_connect(kbox_sandbox_t *self, kbox_error_t *err);
+/* Wait until the kernel answers kernel_info (a `kbox _ready` helper does
+ * the talking).  Fails early with KBOX_E_DEAD and the cause when the
+ * kernel ends meanwhile.  0 or -1 with ERR. */
+int kbox_sandbox_wait_ready(kbox_sandbox_t *self, int timeout_ms, kbox_error_t *err);
 
 const char *kbox_sandbox_connection_file(const kbox_sandbox_t *self);
 const char *kbox_sandbox_backend(const kbox_sandbox_t *self);
@@ -65,16 +76,16 @@ const char *kbox_sandbox_cause(const kbox_sandbox_t *self);
 /* Resident memory of the kernel in bytes, or -1 when unknown. */
 long long kbox_sandbox_memory(const kbox_sandbox_t *self);
 
-/* Interrupt as the kernelspec says (SIGINT, or interrupt_request through
- * CLIENT when the mode is "message"; CLIENT may be NULL then a transient
- * one is made).  0 or -1 with ERR. */
-int kbox_sandbox_interrupt(kbox_sandbox_t *self, kbox_client_t *client, kbox_error_t *err);
+/* Interrupt as the kernelspec says: SIGINT, or an interrupt_request (sent
+ * by a `kbox _interrupt` helper) when its mode is "message".  0 or -1 with ERR. */
+int kbox_sandbox_interrupt(kbox_sandbox_t *self, kbox_error_t *err);
 /* Send SIG to everything in the sandbox. */
 int kbox_sandbox_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err);
 
-/* Stop gracefully (shutdown_request via CLIENT, may be NULL; then TERM,
- * then KILL), remove the kernel's files. */
-int kbox_sandbox_stop(kbox_sandbox_t *self, kbox_client_t *client, kbox_error_t *err);
+/* Stop: with GRACEFUL a shutdown_request first (a `kbox _shutdown`
+ * helper, up to 3 s), then SIGTERM, then SIGKILL, 2.5 s apart; remove the
+ * kernel's files. */
+int kbox_sandbox_stop(kbox_sandbox_t *self, bool graceful, kbox_error_t *err);
 /* Kill if still running, remove files, free.  Accepts NULL. */
 void kbox_sandbox_destroy(kbox_sandbox_t **self_p);
 

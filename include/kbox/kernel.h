@@ -54,6 +54,17 @@ kbox_kernel_t *kbox_kernel_start_ready(const kbox_kspec_t *spec, const kbox_kern
                                        int timeout_ms, kbox_client_t **client_p,
                                        kbox_error_t *err);
 
+/* Become SPEC's kernel in this process: make a connection file at
+ * CONN_PATH (ipc sockets in OPTS->runtime_dir, which must exist, 0700), set
+ * up stdio, working directory and environment as kbox_kernel_start does for
+ * its child, and execve the kernelspec's command.  For a supervisor that
+ * forks and wants the kernel to be its own child: it sets up the new
+ * session and PR_SET_PDEATHSIG before running this.  Returns only on
+ * failure: -1 with ERR, the connection file removed.  An exec failure
+ * itself ends the process with status 127. */
+int kbox_kernel_exec(const kbox_kspec_t *spec, const kbox_kernel_opts_t *opts,
+                     const char *conn_path, kbox_error_t *err);
+
 pid_t kbox_kernel_pid(const kbox_kernel_t *self);
 const kbox_conn_t *kbox_kernel_conn(const kbox_kernel_t *self);
 const char *kbox_kernel_connection_file(const kbox_kernel_t *self);

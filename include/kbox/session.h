@@ -96,11 +96,12 @@ json_t *kbox_ctl_call(const char *dir, const char *op, json_t *args, int timeout
 /* ---- supervisor ---- */
 
 /* Run the supervisor of the session in DIR (its session.json says what to
- * start) until it stops.  READY_FD (or -1) gets one line when the kernel is
- * ready or could not start: {"ok":true,"pid":…} or {"ok":false,"error":…},
- * then is closed.  KBOX_EXE is the program to re-execute for nothing (kept
- * for logs).  Returns the process exit status. */
-int kbox_supervisor_run(const char *dir, int ready_fd);
+ * start) until it stops.  READY_FD (or -1, a socket) gets one line when the
+ * kernel is ready or could not start: {"ok":true,"pid":…} or
+ * {"ok":false,"error":…}, then is closed.  KBOX_EXE is the kbox program,
+ * whose helper commands do what needs libzmq (see kbox/backend.h).
+ * Returns 0 after a clean stop, 1 when the session could not start. */
+int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe);
 
 /* Parse a duration: a number with an optional unit s, m, h or d ("90",
  * "1.5h", "30m"), into milliseconds.  -1 when S is not one. */

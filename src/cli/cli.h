@@ -91,7 +91,8 @@ int cmd_restart(int argc, char **argv);
 int cmd_start(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
-int cmd_supervise(int argc, char **argv);
+/* kbox _kernel, _ready, _shutdown, _interrupt (src/cli/cmd_internal.c). */
+int cli_internal(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -1,4 +1,5 @@
-/* src/cli/main.c — kbox(1): dispatch to one command per file. */
+/* src/cli/main.c — kbox(1): dispatch to one command per file (in the
+ * kbox-cli module; src/cli/launcher.c is the program that loads it). */
 #include "config.h"
 #include "cli.h"
 
@@ -201,7 +202,10 @@ static void main_usage(FILE *f)
 	fprintf(f, "\nSee kbox(1), or kbox help COMMAND.\n");
 }
 
-int main(int argc, char **argv)
+/* The entry point of the kbox-cli module, called by the kbox program
+ * (src/cli/launcher.c). */
+int kbox_cli_main(int argc, char **argv) __attribute__((visibility("default")));
+int kbox_cli_main(int argc, char **argv)
 {
 	const cli_cmd_t *cmd;
 
@@ -220,8 +224,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--version") == 0)
 		return cmd_version(1, argv + 1);
-	if (strcmp(argv[1], "_supervise") == 0) /* internal: kbox start re-executes this */
-		return cmd_supervise(argc - 1, argv + 1);
+	if (argv[1][0] == '_') /* helpers a supervisor runs (src/cli/cmd_internal.c) */
+		return cli_internal(argc - 1, argv + 1);
 	cmd = cli_find(argv[1]);
 	if (!cmd) {
 		cli_error(NULL, "unknown command \"%s\" (see kbox --help)", argv[1]);
