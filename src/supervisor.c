@@ -151,10 +151,12 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 	return 0;
 }
 
-static void tell_execs(sup_t *s, const char *cause)
+/* Tell the running executions their kernel is gone, and whether a new one
+ * is being started. */
+static void tell_execs(sup_t *s, const char *cause, bool restarting)
 {
-	json_t *ev = json_pack("{s:s, s:s, s:I}", "event", "died", "cause", cause, "generation",
-	                       (json_int_t)s->generation);
+	json_t *ev = json_pack("{s:s, s:s, s:I, s:b}", "event", "died", "cause", cause,
+	                       "generation", (json_int_t)s->generation, "restarting", restarting);
 	for (size_t i = 0; i < s->n_conns; i++)
 		if (s->conns[i].exec)
 			kbox_ctl_send(s->conns[i].fd, ev, NULL);
@@ -171,7 +173,7 @@ static int kernel_replace(sup_t *s, const char *cause, bool requested)
 	int recent = 0;
 
 	snprintf(s->last_cause, sizeof s->last_cause, "%s", cause);
-	tell_execs(s, cause);
+	tell_execs(s, cause, true);
 	if (s->sb) {
 		kbox_sandbox_stop(s->sb, requested && kbox_sandbox_alive(s->sb), NULL);
 		kbox_sandbox_destroy(&s->sb);
@@ -491,7 +493,7 @@ static void shutdown_session(sup_t *s)
 {
 	char path[4096];
 	kbox_error_t err = {0};
-	tell_execs(s, s->stop_cause);
+	tell_execs(s, s->stop_cause, false);
 	if (s->sb) {
 		kbox_sandbox_stop(s->sb, true, &err);
 		kbox_sandbox_destroy(&s->sb);

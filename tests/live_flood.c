@@ -32,7 +32,7 @@
  * interrupt, a 200 MB display (the kernel builds and serialises it: ~4 s),
  * a million stream messages (55–80 s on 2 CPUs shared by the kernel's
  * threads and the client's), matplotlib's first import.  No test waits longer than
- * 120 s. */
+ * 300 s. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -61,7 +61,7 @@
 #define FLOOD_JUDGE_MEMORY 1
 #endif
 #define FLOOD_MILLION 1000000L
-#define FLOOD_MILLION_MS 120000
+#define FLOOD_MILLION_MS 300000 /* a cap, not a target: a loaded machine is slower */
 #define FLOOD_PRINT_MS 5000
 #define FLOOD_BIG_MS 60000
 
@@ -380,7 +380,7 @@ TEST(display_of_200_mb_is_refused_with_a_notice_and_bounded)
  * message here (each flush waits for its IOPub thread), 5+ minutes for a
  * million, so the kernel's session sends them straight from its IOPub
  * thread (~40 µs each), parented to this request like any stream output.
- * The client must get through them within 120 s, keep what the rate limit
+ * The client must get through them within 300 s, keep what the rate limit
  * lets through exactly (one byte of stdout per delivered message), say how
  * much it dropped, and stay small. */
 TEST(million_one_char_stream_messages_finish_rate_limited_and_bounded)

@@ -21,7 +21,7 @@ typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
 
 typedef struct {
 	int fd;
-	bool died, gone;
+	bool died, gone, restarting;
 	char cause[512];
 } ctl_t;
 
@@ -45,6 +45,7 @@ static void ctl_poll(ctl_t *c, int timeout_ms)
 	    strcmp(json_string_value(json_object_get(m, "event")), "died") == 0) {
 		const char *cause = json_string_value(json_object_get(m, "cause"));
 		c->died = true;
+		c->restarting = json_is_true(json_object_get(m, "restarting"));
 		snprintf(c->cause, sizeof c->cause, "%s", cause ? cause : "the kernel died");
 	}
 	json_decref(m);
@@ -72,6 +73,7 @@ static int hook_interrupt(void *arg, kbox_error_t *err)
 		if (json_object_get(m, "event")) {
 			const char *cause = json_string_value(json_object_get(m, "cause"));
 			c->died = true;
+			c->restarting = json_is_true(json_object_get(m, "restarting"));
 			snprintf(c->cause, sizeof c->cause, "%s", cause ? cause : "the kernel died");
 		} else {
 			if (!json_is_true(json_object_get(m, "ok"))) {
@@ -184,10 +186,10 @@ int cmd_exec(int argc, char **argv)
 	size_t n_inputs = 0;
 	long long timeout_ms = 0, grace_ms = 5000, max_bytes = 0, max_lines = 0;
 	format_t format = FMT_TEXT;
-	bool no_start = false;
+	bool no_start = false, killed = false;
 	char *code = NULL, *dir = NULL, outbuf[4200], prefix[48];
 	int c, status = EXIT_OK;
-	ctl_t ctl = {-1, false, false, ""};
+	ctl_t ctl = {-1, false, false, false, ""};
 	json_t *grant = NULL;
 	kbox_error_t err = {0};
 	kbox_conn_t *conn = NULL;
@@ -300,6 +302,14 @@ int cmd_exec(int argc, char **argv)
 	if (!(grant = get_kernel(dir, name, no_start, &ctl, &status)))
 		goto out;
 
+	/* the kernel was restarted since the last execution: in text, the first
+	 * line (before any output streamed to a terminal), so a model cannot
+	 * miss it; in JSON the first notice */
+	if (format == FMT_TEXT && json_is_string(json_object_get(grant, "notice"))) {
+		printf("[note: %s]\n", json_string_value(json_object_get(grant, "notice")));
+		fflush(stdout);
+	}
+
 	/* the kernel, directly */
 	if (!(conn = kbox_conn_load(json_string_value(json_object_get(grant, "connection_file")),
 	                            &err)) ||
@@ -359,7 +369,10 @@ int cmd_exec(int argc, char **argv)
 			status = EXIT_DIED;
 			goto out;
 		}
-		ctl_poll(&ctl, 0);
+		/* a death: the supervisor says why (its notice may trail the client's
+		 * own detection by a moment) */
+		if (kbox_exec_status(x) == KBOX_EXEC_DIED && !ctl.died && !ctl.gone)
+			ctl_poll(&ctl, 2000);
 		/* the kernel ignored the interrupt: kill it; the supervisor restarts it */
 		if (kbox_exec_status(x) == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && !ctl.died &&
 		    !ctl.gone) {
@@ -380,6 +393,8 @@ int cmd_exec(int argc, char **argv)
 					break;
 			}
 			ctl.died = true;
+			ctl.restarting = true;
+			killed = true;
 			snprintf(ctl.cause, sizeof ctl.cause, "%s", cause);
 		}
 		res = kbox_capture_finish(&cap, x);
@@ -388,21 +403,15 @@ int cmd_exec(int argc, char **argv)
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		if (ctl.died || (ctl.gone && kbox_exec_status(x) == KBOX_EXEC_DIED)) {
+		if ((ctl.died || ctl.gone) && (kbox_exec_status(x) == KBOX_EXEC_DIED || killed)) {
 			char reason[700];
 			snprintf(reason, sizeof reason, "%s%s", ctl.cause,
-			         ctl.died ? "; a new kernel was started" : "");
+			         ctl.died && ctl.restarting ? "; a new kernel was started" : "");
 			kbox_result_set_status(res, KBOX_EXEC_DIED, reason);
 		}
-		/* the kernel was restarted since the last execution: in text, the
-		 * first line, so a model cannot miss it */
-		if (json_is_string(json_object_get(grant, "notice"))) {
-			const char *notice = json_string_value(json_object_get(grant, "notice"));
-			if (format == FMT_TEXT)
-				printf("[note: %s]\n", notice);
-			else
-				kbox_result_add_notice(res, notice, true);
-		}
+		if (format != FMT_TEXT && json_is_string(json_object_get(grant, "notice")))
+			kbox_result_add_notice(res, json_string_value(json_object_get(grant, "notice")),
+			                       true);
 		if (format == FMT_TEXT) {
 			char *text = kbox_render_text_ex(
 			    res, isatty(STDOUT_FILENO) ? KBOX_RENDER_NO_STREAMS : 0);

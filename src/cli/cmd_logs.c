@@ -23,10 +23,13 @@ static void print_event(const char *line, bool as_json)
 		json_decref(j);
 		return;
 	}
-	printf("%s %-11s", json_string_value(json_object_get(j, "time")) ?
-	                       json_string_value(json_object_get(j, "time")) : "?",
-	       json_string_value(json_object_get(j, "event")) ?
-	           json_string_value(json_object_get(j, "event")) : "?");
+	{
+		const char *ev = json_string_value(json_object_get(j, "event"));
+		bool more = json_object_size(j) > 2;
+		printf("%s %-*s", json_string_value(json_object_get(j, "time")) ?
+		                      json_string_value(json_object_get(j, "time")) : "?",
+		       more ? 11 : 0, ev ? ev : "?");
+	}
 	json_object_foreach(j, key, v) {
 		if (strcmp(key, "time") == 0 || strcmp(key, "event") == 0)
 			continue;

@@ -115,6 +115,17 @@ int cmd_start(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	{
+		/* a kernelspec that does not exist must not leave an empty session
+		 * behind: check the one given (a stored one was checked before) */
+		kbox_kspec_t *spec = kernel ? kbox_kspec_find(kernel, &err) : NULL;
+		if (kernel && !spec) {
+			cli_error("start", "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		kbox_kspec_destroy(&spec);
+	}
 	if (!(dir = cli_session_dir("start", name, true, &status)))
 		goto out;
 	{

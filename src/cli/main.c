@@ -75,7 +75,9 @@ void cli_error(const char *cmd, const char *fmt, ...)
 void cli_bad_option(const char *cmd, int c, char **argv)
 {
 	char shortopt[3] = {'-', (char)optopt, '\0'};
-	const char *opt = optopt ? shortopt : argv[optind - 1];
+	const char *arg = argv[optind - 1];
+	/* a long option reports its internal letter in optopt: name it as given */
+	const char *opt = optopt && strncmp(arg, "--", 2) != 0 ? shortopt : arg;
 	if (c == ':')
 		cli_error(cmd, "option %s needs an argument (see kbox %s --help)", opt, cmd);
 	else

@@ -145,12 +145,28 @@ int cli_session_start(const char *cmd, const char *dir, const char *name, json_t
 			goto out;
 		}
 	} else {
+		/* started by kbox exec: the stored configuration, or the defaults */
 		json_t *have = kbox_session_config_load(dir, &err);
+		const char *backend;
 		if (!have) {
 			cli_error(cmd, "%s", err.msg);
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
+		if (!json_object_get(have, "backend")) {
+			json_object_set_new(have, "name", json_string(name));
+			json_object_set_new(have, "kernel", json_string("python3"));
+			json_object_set_new(have, "backend", json_string("none"));
+			if (kbox_session_config_save(dir, have, &err) < 0) {
+				cli_error(cmd, "%s", err.msg);
+				json_decref(have);
+				status = EXIT_UNAVAILABLE;
+				goto out;
+			}
+		}
+		backend = json_string_value(json_object_get(have, "backend"));
+		if (backend && !kbox_backend_sandboxed(backend))
+			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", backend);
 		json_decref(have);
 	}
 	if ((rfd = spawn_supervisor(cmd, dir)) < 0) {
