@@ -135,10 +135,10 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 			goto fail;
 		return dir;
 	}
-	if (mkdirs(dir, err) < 0)
-		goto fail;
-	/* the state dir itself and sessions/ must not be open to others either */
-	if (kbox__check_private_dir(home, err) < 0 || kbox__check_private_dir(dir, err) < 0)
+	/* the state dir must not be open to others: check it before making
+	 * anything inside it */
+	if (mkdirs(home, err) < 0 || kbox__check_private_dir(home, err) < 0 || mkdirs(dir, err) < 0 ||
+	    kbox__check_private_dir(dir, err) < 0)
 		goto fail;
 	{
 		static const char *const subs[] = {"run", "workspace", "outputs"};

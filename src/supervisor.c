@@ -493,6 +493,14 @@ static void shutdown_session(sup_t *s)
 {
 	char path[4096];
 	kbox_error_t err = {0};
+	/* no new clients while stopping: they see no supervisor and wait for
+	 * the lock to go (kbox start) instead of talking to one that leaves */
+	snprintf(path, sizeof path, "%s/control.sock", s->dir);
+	if (s->listen_fd >= 0) {
+		unlink(path);
+		close(s->listen_fd);
+		s->listen_fd = -1;
+	}
 	tell_execs(s, s->stop_cause, false);
 	if (s->sb) {
 		kbox_sandbox_stop(s->sb, true, &err);
@@ -501,9 +509,6 @@ static void shutdown_session(sup_t *s)
 	write_file(s->dir, "last-stop", s->stop_cause);
 	sup_log(s, "stop", json_pack("{s:s, s:I}", "cause", s->stop_cause, "executions",
 	                             (json_int_t)s->executions));
-	snprintf(path, sizeof path, "%s/control.sock", s->dir);
-	if (s->listen_fd >= 0)
-		unlink(path);
 	snprintf(path, sizeof path, "%s/supervisor.pid", s->dir);
 	unlink(path); /* a clean stop: kbox ls shows "stopped", not "dead" */
 	if (s->stop_reply_fd >= 0)

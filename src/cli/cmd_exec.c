@@ -91,6 +91,18 @@ static int hook_interrupt(void *arg, kbox_error_t *err)
 	return rc;
 }
 
+/* "2 s", "1.5 s", "200 ms": as the library words its timeouts. */
+static const char *fmt_ms(long long ms, char *buf, size_t size)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, size, "%lld s", ms / 1000);
+	else if (ms > 1000)
+		snprintf(buf, size, "%.1f s", (double)ms / 1000.0);
+	else
+		snprintf(buf, size, "%lld ms", ms);
+	return buf;
+}
+
 static void print_json_line(json_t *j)
 {
 	char *line = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9))
@@ -381,8 +393,7 @@ int cmd_exec(int argc, char **argv)
 			snprintf(cause, sizeof cause,
 			         "the execution timed out after %s and did not stop within %s of an "
 			         "interrupt, so the kernel was killed",
-			         cli_fmt_secs((double)timeout_ms / 1000, t, sizeof t),
-			         cli_fmt_secs((double)grace_ms / 1000, g, sizeof g));
+			         fmt_ms(timeout_ms, t, sizeof t), fmt_ms(grace_ms, g, sizeof g));
 			req = json_pack("{s:s, s:s}", "op", "kill", "cause", cause);
 			kbox_ctl_send(ctl.fd, req, NULL);
 			json_decref(req);

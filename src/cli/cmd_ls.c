@@ -20,7 +20,9 @@ json_t *cli_session_info(const char *home, const char *name)
 	st = kbox_session_supervisor(dir, &pid);
 	if (st == KBOX_SUPERVISOR_RUNNING) {
 		info = kbox_ctl_call(dir, "status", NULL, 5000, &err);
-		if (!info)
+		if (!info && err.code == KBOX_E_NOTFOUND) /* it closed its socket: stopping */
+			info = json_pack("{s:s}", "state", "stopping");
+		else if (!info)
 			info = json_pack("{s:s, s:s}", "state", "unresponsive", "error", err.msg);
 		json_object_del(info, "ok");
 		json_object_set_new(info, "pid", json_integer(pid));

@@ -66,7 +66,7 @@ int cmd_start(int argc, char **argv)
 			cpus = strtod(optarg, &end);
 			if (errno || end == optarg || *end || !isfinite(cpus) || cpus <= 0 || cpus > 1024) {
 				cli_error("start", "invalid --cpus \"%s\": expected a number of CPUs above 0 "
-				          "(e.g. 1 or 0.5)", optarg);
+				          "and at most 1024 (e.g. 1 or 0.5)", optarg);
 				status = EXIT_USAGE;
 				goto out;
 			}

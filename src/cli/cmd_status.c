@@ -47,7 +47,7 @@ int cmd_status(int argc, char **argv)
 	{
 		const char *st = json_string_value(json_object_get(info, "state"));
 		if (!st || strcmp(st, "stopped") == 0 || strcmp(st, "dead") == 0 ||
-		    strcmp(st, "unresponsive") == 0)
+		    strcmp(st, "unresponsive") == 0 || strcmp(st, "stopping") == 0)
 			status = EXIT_UNAVAILABLE;
 	}
 	if (as_json) {

@@ -17,6 +17,7 @@
 
 #define START_LOCK_WAIT_MS 120000
 #define READY_WAIT_MS 90000
+#define STOPPING_WAIT_MS 30000 /* a stopping supervisor stops its kernel: 7.5 s at most */
 
 const char *cli_session_name(const char *given)
 {
@@ -136,8 +137,23 @@ int cli_session_start(const char *cmd, const char *dir, const char *name, json_t
 		*started = false;
 	if ((lock = start_lock(cmd, dir)) < 0)
 		return EXIT_UNAVAILABLE;
-	if (kbox_session_supervisor(dir, &pid) == KBOX_SUPERVISOR_RUNNING)
-		goto out; /* someone else started it meanwhile */
+	/* someone else started it meanwhile; or it is stopping (its control
+	 * socket is gone but it still holds its lock): wait for it to go */
+	for (int waited = 0; kbox_session_supervisor(dir, &pid) == KBOX_SUPERVISOR_RUNNING;
+	     waited += 50) {
+		int fd = kbox_ctl_connect(dir, &err);
+		if (fd >= 0) {
+			close(fd);
+			goto out;
+		}
+		if (waited >= STOPPING_WAIT_MS) {
+			cli_error(cmd, "session %s: its supervisor (pid %ld) neither answers nor exits",
+			          name, (long)pid);
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		usleep(50000);
+	}
 	if (config) {
 		if (kbox_session_config_save(dir, config, &err) < 0) {
 			cli_error(cmd, "%s", err.msg);

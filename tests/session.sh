@@ -1,0 +1,719 @@
+#!/bin/bash
+# tests/session.sh — kbox sessions run as a user runs them: kbox start,
+# exec, put, get, ls, status, logs, restart, interrupt, stop, complete and
+# inspect against live kernels, each step in a fresh empty directory,
+# asserting exit statuses and exact output.  TAP.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON
+# (the Python with ipykernel, default /usr/bin/python3).  The tests that
+# start a kernel need the kernelspec "python3"; they are skipped when
+# KERNEL_PYTHON cannot import ipykernel.
+#
+# All sessions live in a private KBOX_HOME; at exit every session is
+# stopped, any supervisor or kernel of ours still there is killed by its
+# pid, and the directory is removed.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$(pwd)}
+KBOX=$top_builddir/kbox
+PY=${KERNEL_PYTHON:-/usr/bin/python3}
+WARNING='kbox: warning: backend none: the kernel runs unsandboxed'
+LOST='earlier state (variables, imports, loaded data) is lost'
+
+# The defaults are under test: no session or kernel from the caller.
+unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
+
+if [ ! -x "$KBOX" ]; then
+	echo "Bail out! $KBOX is not built"
+	exit 1
+fi
+
+# A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
+ROOT=$(mktemp -d /tmp/ks.XXXX) || exit 1
+KBOX_HOME=$ROOT/h
+BASE=$ROOT/t
+mkdir -m 700 "$KBOX_HOME" "$BASE" || exit 1
+export KBOX_HOME
+S=$KBOX_HOME/sessions
+BG_PIDS=
+
+# cleanup: stop every session, then kill whatever of ours is left by its
+# pid: supervisors named in supervisor.pid files (checked to be ours by
+# their command line) and processes (kernels) working in our workspaces.
+cleanup() {
+	cd / || return
+	# background workers start no new kbox once $ROOT/stop exists; a
+	# background kbox exec is ended through its timeout(1) wrapper
+	touch "$ROOT/stop"
+	for p in $BG_PIDS; do
+		kill "$p" 2>/dev/null
+	done
+	wait
+	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
+	for f in "$S"/*/supervisor.pid; do
+		[ -s "$f" ] || continue
+		pid=$(cat "$f")
+		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "_supervise $S/"; then
+			kill -9 "$pid" 2>/dev/null
+		fi
+	done
+	for d in /proc/[0-9]*; do
+		case $(readlink "$d/cwd" 2>/dev/null) in
+		"$S"/*) kill -9 "${d#/proc/}" 2>/dev/null ;;
+		esac
+	done
+	rm -rf "$ROOT"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+
+n=0
+T=
+rc=
+secs=
+
+have_kernel=yes
+"$PY" -c 'import ipykernel' 2>/dev/null || have_kernel=no
+have_pandas=yes
+"$PY" -c 'import pandas, matplotlib' 2>/dev/null || have_pandas=no
+
+# ---- harness (as tests/cli.sh) ----
+
+# fresh: make a new empty directory and go there.
+fresh() {
+	T=$(mktemp -d "$BASE/t.XXXXXX") && cd "$T" || exit 1
+}
+
+# needs WHAT...: the tests that follow need a kernel ("kernel") and maybe
+# pandas and matplotlib ("pandas"); when one is missing they are skipped.
+needs() {
+	SKIPPING=
+	for what in "$@"; do
+		case $what in
+		kernel) [ "$have_kernel" = yes ] || SKIPPING="$PY cannot import ipykernel" ;;
+		pandas) [ "$have_pandas" = yes ] || SKIPPING="$PY cannot import pandas, matplotlib" ;;
+		esac
+	done
+}
+SKIPPING=
+
+# kbox ARGS...: run kbox in the current directory, stdout to ./stdout, stderr
+# to ./stderr; set $rc to its exit status and $secs to the seconds it took.
+# A kbox that hangs is killed after 90 s (status 124).  Does nothing while
+# skipping.
+kbox() {
+	[ -z "$SKIPPING" ] || return 0
+	t0=$(date +%s)
+	timeout -k 5 90 "$KBOX" "$@" >stdout 2>stderr
+	rc=$?
+	secs=$(($(date +%s) - t0))
+}
+
+# diag: show what the last kbox did, as TAP comments.
+diag() {
+	echo "#   in $T: exit status $rc after ${secs}s"
+	[ -f stdout ] && head -n 30 stdout | sed 's/^/#   stdout: /'
+	[ -f stderr ] && head -n 30 stderr | sed 's/^/#   stderr: /'
+	return 0
+}
+
+# check NAME CMD...: one test, passed when CMD succeeds.
+check() {
+	name=$1
+	shift
+	n=$((n + 1))
+	if [ -n "$SKIPPING" ]; then
+		echo "ok $n - $name # SKIP $SKIPPING"
+	elif "$@"; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		diag
+	fi
+}
+
+# ---- assertions ----
+
+status_is() { [ "$rc" = "$1" ]; }
+# stdout_is TEXT / stderr_is TEXT: the file is exactly TEXT and a newline.
+stdout_is() { printf '%s\n' "$1" | cmp -s - stdout; }
+stderr_is() { printf '%s\n' "$1" | cmp -s - stderr; }
+stdout_empty() { [ ! -s stdout ]; }
+stderr_empty() { [ ! -s stderr ]; }
+# fails_with STATUS TEXT: exit STATUS, nothing on stdout, and exactly the
+# one line TEXT on stderr.
+fails_with() {
+	[ "$rc" = "$1" ] && [ ! -s stdout ] && [ "$(wc -l <stderr)" -eq 1 ] && stderr_is "$2"
+}
+has_line() { grep -qxF -- "$2" "$1"; }
+lacks_line() { ! grep -qxF -- "$2" "$1"; }
+first_line_is() { [ "$(head -n 1 "$1")" = "$2" ]; }
+last_line_is() { [ "$(tail -n 1 "$1")" = "$2" ]; }
+took_less_than() { [ "$secs" -lt "$1" ]; }
+# is_png FILE: FILE starts with the PNG signature.
+is_png() {
+	[ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ]
+}
+# png_size_is FILE WIDTH HEIGHT: the IHDR chunk says WIDTH x HEIGHT.
+png_size_is() {
+	[ "$(od -An -tx1 -j12 -N4 "$1" | tr -d ' \n')" = 49484452 ] || return 1
+	# shellcheck disable=SC2046 # eight numbers wanted
+	set -- "$1" "$2" "$3" $(od -An -tu1 -j16 -N8 "$1")
+	[ $# -eq 11 ] || return 1
+	[ $((($4 << 24) + ($5 << 16) + ($6 << 8) + $7)) -eq "$2" ] &&
+		[ $((($8 << 24) + ($9 << 16) + (${10} << 8) + ${11})) -eq "$3" ]
+}
+# json_field FILE KEY: the value of KEY in the JSON object in FILE.
+json_field() {
+	"$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
+}
+# status_line KEY: the value of "KEY: value" in `kbox status` output.
+status_line() { sed -n "s/^$1: *//p" stdout; }
+# ls_row NAME: the row of NAME in `kbox ls` output, spaces squeezed.
+ls_row() { awk -v n="$1" '$1 == n { $1 = $1; print }' stdout; }
+# gone_or_zombie PID: within 5 s the process is gone or a zombie.
+gone_or_zombie() {
+	for _ in $(seq 25); do
+		[ -e "/proc/$1" ] || return 0
+		case $(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) in
+		Z | X | "") return 0 ;;
+		esac
+		sleep 0.2
+	done
+	return 1
+}
+# started_line NAME: stdout is the "started" line naming the pid in
+# NAME's supervisor.pid.
+started_line() {
+	stdout_is "session $1 started (backend none, kernel python3, supervisor pid $(cat "$S/$1/supervisor.pid"))"
+}
+# events NAME PY-EXPR: PY-EXPR holds for ev, the list of NAME's events.
+events() {
+	"$PY" -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+ok = eval("(" + sys.argv[2] + ")")
+if not ok:
+    print("# events:", [e["event"] for e in ev])
+sys.exit(0 if ok else 1)
+' "$S/$1/events.ndjson" "$2"
+}
+# wait_for CMD...: CMD succeeds within 10 s.
+wait_for() {
+	for _ in $(seq 50); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# ---- a three-call analysis: CSV in, DataFrame across calls, chart out ----
+
+needs kernel pandas
+fresh
+kbox start -s an
+check start_prints_started_line_with_supervisor_pid started_line an
+check start_warns_that_the_kernel_is_unsandboxed stderr_is "$WARNING"
+check start_exits_0 status_is 0
+
+fresh
+printf 'region,units\nnorth,3\nsouth,4\nnorth,5\neast,1\nsouth,2\nwest,7\n' >sales.csv
+kbox put -s an sales.csv
+check put_copies_a_host_file_silently eval 'status_is 0 && stdout_empty && stderr_empty &&
+	cmp -s sales.csv "$S/an/workspace/sales.csv"'
+
+fresh
+kbox exec -s an 'import pandas as pd
+df = pd.read_csv("sales.csv")
+print(df.shape)'
+check exec_call_1_loads_the_put_csv eval 'status_is 0 && stdout_is "(6, 2)" && stderr_empty'
+
+fresh
+kbox exec -s an 'df.groupby("region")["units"].sum()'
+check exec_call_2_uses_call_1s_dataframe eval 'status_is 0 && stdout_is "Out[2]:
+region
+east     1
+north    8
+south    6
+west     7
+Name: units, dtype: int64"'
+
+# The inline backend draws with Agg; without bbox_inches="tight" the shown
+# image is figsize x dpi too.
+fresh
+kbox exec -s an 'import matplotlib.pyplot as plt
+%config InlineBackend.print_figure_kwargs = {"bbox_inches": None}
+fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+df.groupby("region")["units"].sum().plot.bar(ax=ax)
+fig.savefig("chart.png")
+plt.show()'
+check exec_call_3_shows_the_figure_as_image_saved_line eval 'status_is 0 &&
+	stdout_is "[image saved: $S/an/outputs/1-3-1.png (600×400 px)]"'
+check exec_inline_figure_is_a_600x400_png_in_outputs eval 'is_png "$S/an/outputs/1-3-1.png" &&
+	png_size_is "$S/an/outputs/1-3-1.png" 600 400'
+
+fresh
+kbox get -s an chart.png
+check get_copies_the_chart_to_the_current_directory eval 'status_is 0 && stdout_empty &&
+	stderr_empty && is_png chart.png'
+check get_chart_is_figsize_times_dpi_600x400 png_size_is chart.png 600 400
+
+fresh
+kbox get -s an chart.png -
+check get_dash_writes_to_stdout cmp -s stdout "$S/an/workspace/chart.png"
+
+# ---- a restarted kernel is reported, once ----
+
+needs kernel
+fresh
+kbox start -s rs
+kbox exec -s rs 'v = 1'
+kbox restart -s rs
+check restart_says_state_is_lost eval 'status_is 0 &&
+	stdout_is "session rs: kernel restarted (kernel 2); earlier state is lost"'
+
+fresh
+kbox exec -s rs 'print("v" in dir())'
+check exec_after_restart_starts_with_the_note_and_state_is_gone eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: restarted on request (kbox restart); $LOST]
+False"'
+
+fresh
+kbox exec -s rs 'v = 2'
+kbox exec -s rs 'import os; os.kill(os.getpid(), 9)'
+check exec_kernel_killed_inside_exits_4 status_is 4
+check exec_kernel_killed_inside_prints_died_line stdout_is \
+	"[kernel died: the kernel was killed by signal 9 (SIGKILL); a new kernel was started; earlier state is lost]"
+
+fresh
+kbox exec -s rs 'print(v)'
+check exec_after_death_starts_with_the_note first_line_is stdout \
+	"[note: kernel restarted: the kernel was killed by signal 9 (SIGKILL); $LOST]"
+check exec_after_death_has_lost_variables eval 'status_is 1 &&
+	last_line_is stdout "NameError: name '\''v'\'' is not defined"'
+
+fresh
+kbox exec -s rs 'print("no note")'
+check exec_note_is_given_only_once eval 'status_is 0 && stdout_is "no note"'
+
+fresh
+kbox status -s rs --json
+check status_counts_restarts_and_generations eval '[ "$(json_field stdout restarts)" = 2 ] &&
+	[ "$(json_field stdout generation)" = 3 ]'
+check events_log_both_restarts events rs '[(e["cause"], e["requested"]) for e in ev if e["event"] == "restart"] == [("restarted on request (kbox restart)", True), ("the kernel was killed by signal 9 (SIGKILL)", False)]'
+
+# ---- a killed supervisor: no kernel left, session dead, workspace kept ----
+
+fresh
+kbox start -s sv
+kbox exec -s sv 'open("keep.txt", "w").write("kept\n"); k = 1'
+kbox status -s sv --json
+sv_pid=$(json_field stdout pid)
+sv_kernel=$(json_field stdout kernel_pid)
+check status_pid_is_supervisor_pid_file eval '[ "$sv_pid" = "$(cat "$S/sv/supervisor.pid")" ]'
+[ -z "$SKIPPING" ] && kill -9 "$sv_pid"
+check supervisor_sigkill_leaves_no_kernel gone_or_zombie "$sv_kernel"
+
+fresh
+kbox ls
+check ls_shows_session_with_killed_supervisor_dead eval 'status_is 0 &&
+	[ "$(ls_row sv)" = "sv dead none python3 - - - -" ]'
+
+fresh
+kbox status -s sv
+check status_of_dead_session_exits_5 eval 'status_is 5 && [ "$(status_line state)" = dead ] &&
+	[ "$(status_line last_stop)" = "the supervisor died without stopping the session" ]'
+
+fresh
+kbox exec -s sv 'print(open("keep.txt").read(), end=""); print("k" in dir())'
+check exec_after_supervisor_death_works_and_keeps_files eval 'status_is 0 && stdout_is "[note: kernel restarted: the session'\''s previous kernel ended (its supervisor died); $LOST; files in the workspace are kept]
+kept
+False"'
+check exec_after_supervisor_death_runs_a_new_supervisor eval '
+	[ "$(cat "$S/sv/supervisor.pid")" != "$sv_pid" ] && kill -0 "$(cat "$S/sv/supervisor.pid")"'
+
+# ---- idle TTL ----
+
+fresh
+kbox start -s ttl --ttl 2s
+kbox exec -s ttl 'print(1)'
+fresh
+kbox exec -s ttl 'import time; time.sleep(3); print("slept")'
+check exec_longer_than_ttl_is_not_cut_off eval 'status_is 0 && stdout_is "slept"'
+ttl_pid=$(cat "$S/ttl/supervisor.pid")
+
+# (a supervisor that is stopping may answer "unresponsive" for a moment)
+ttl_stopped() { kbox status -s ttl && [ "$rc" = 5 ] && [ "$(status_line state)" = stopped ]; }
+fresh
+check session_stops_after_ttl_idle wait_for ttl_stopped
+check status_after_ttl_says_why eval '[ "$(status_line state)" = stopped ] &&
+	[ "$(status_line last_stop)" = "the session was idle for 2 s (its TTL) and stopped" ]'
+kbox ls
+check ls_shows_expired_session_stopped eval '[ "$(ls_row ttl)" = "ttl stopped none python3 - - - -" ]'
+check ttl_supervisor_exits gone_or_zombie "$ttl_pid"
+check events_log_one_ttl_stop_after_the_last_exec events ttl '
+[e for e in ev if e["event"] == "stop"] == [ev[-1]] and
+ev[-1]["cause"] == "the session was idle for 2 s (its TTL) and stopped" and
+ev[-1]["executions"] == 2 and ev[-2]["event"] == "exec-end" and ev[-2]["status"] == "ok"'
+
+fresh
+kbox exec -s ttl --no-start 'print(1)'
+check exec_no_start_on_stopped_session_exits_5 fails_with 5 \
+	"kbox exec: session ttl is not running (--no-start given)"
+
+fresh
+kbox exec -s ttl 'print(2)'
+check exec_after_ttl_stop_starts_with_the_note eval 'status_is 0 && stdout_is "[note: kernel restarted: the session'\''s previous kernel ended (the session was idle for 2 s (its TTL) and stopped); $LOST; files in the workspace are kept]
+2"'
+
+# ---- many clients on one session at once ----
+
+fresh
+kbox start -s cc
+# worker P: 25 calls, each printing a value only (P, call) gives; the
+# number of wrong answers goes to fail.P.
+worker() {
+	fails=0
+	for c in $(seq 25); do
+		[ ! -e "$ROOT/stop" ] || return
+		out=$(timeout -k 5 90 "$KBOX" exec -s cc "print($1 * 1000 + $c)" 2>/dev/null)
+		st=$?
+		if [ "$st" != 0 ] || [ "$out" != "$(($1 * 1000 + c))" ]; then
+			fails=$((fails + 1))
+			echo "# worker $1 call $c: exit $st, output ${out:0:80}"
+		fi
+	done
+	echo "$fails" >"fail.$1"
+}
+if [ -z "$SKIPPING" ]; then
+	for p in 1 2 3 4 5 6 7 8; do
+		worker "$p" &
+	done
+	wait
+fi
+check exec_8_processes_x_25_calls_all_get_their_own_result eval '
+	[ "$(cat fail.[1-8] | awk '\''{ s += $1 } END { print s }'\'')" = 0 ] && [ "$(ls fail.* | wc -l)" = 8 ]'
+kbox status -s cc --json
+check status_counts_all_200_executions eval '[ "$(json_field stdout executions)" -ge 200 ]'
+check events_log_200_ok_exec_ends events cc \
+	'sum(1 for e in ev if e["event"] == "exec-end" and e["status"] == "ok") == 200'
+
+# ---- two starts of one name at once ----
+
+fresh
+if [ -z "$SKIPPING" ]; then
+	(timeout -k 5 90 "$KBOX" start -s two >out.1 2>err.1; echo $? >rc.1) &
+	(timeout -k 5 90 "$KBOX" start -s two >out.2 2>err.2; echo $? >rc.2) &
+	wait
+fi
+check concurrent_starts_both_exit_0 eval '[ "$(cat rc.1 rc.2)" = "0
+0" ]'
+check concurrent_starts_make_one_supervisor eval '
+	pid=$(cat "$S/two/supervisor.pid")
+	cat out.1 out.2 | sort >both
+	printf "%s\n" "session two is already running (supervisor pid $pid)" \
+		"session two started (backend none, kernel python3, supervisor pid $pid)" | cmp -s - both'
+check concurrent_starts_log_one_start_event events two \
+	'sum(1 for e in ev if e["event"] == "start") == 1'
+
+fresh
+kbox start -s two --ttl 5m
+check start_of_running_session_with_options_warns_they_were_not_applied eval 'status_is 0 &&
+	stdout_is "session two is already running (supervisor pid $(cat "$S/two/supervisor.pid"))" &&
+	has_line stderr "kbox start: warning: session two runs already; the options given were not applied (kbox stop -s two first)"'
+
+# ---- put and get stay inside the workspace ----
+
+fresh
+echo outside >"$BASE/outside.txt"
+echo data >data.txt
+kbox put -s two data.txt
+kbox exec -s two "import os
+os.symlink('$BASE/outside.txt', 'link')
+os.symlink('data.txt', 'inlink')
+os.mkdir('sub')
+os.mkfifo('fifo')"
+check exec_makes_symlinks_in_the_workspace eval 'status_is 0 && [ -L "$S/two/workspace/link" ]'
+
+fresh
+kbox put -s two "$BASE/outside.txt" /abs.txt
+check put_absolute_dest_is_refused fails_with 2 \
+	"kbox put: /abs.txt: an absolute path is outside the workspace (give a path relative to it)"
+kbox put -s two "$BASE/outside.txt" ../x.txt
+check put_dotdot_dest_is_refused fails_with 2 'kbox put: ../x.txt: ".." would leave the workspace'
+kbox put -s two "$BASE/outside.txt" sub/../../x.txt
+check put_inner_dotdot_dest_is_refused fails_with 2 \
+	'kbox put: sub/../../x.txt: ".." would leave the workspace'
+check put_refusals_write_nothing eval '[ ! -e "$S/two/x.txt" ] && [ ! -e "$ROOT/h/sessions/x.txt" ]'
+
+kbox get -s two /etc/hostname
+check get_absolute_src_is_refused fails_with 2 \
+	"kbox get: /etc/hostname: an absolute path is outside the workspace (give a path relative to it)"
+kbox get -s two ../session.json
+check get_dotdot_src_is_refused fails_with 2 'kbox get: ../session.json: ".." would leave the workspace'
+kbox get -s two link
+check get_symlink_leading_outside_is_refused fails_with 2 \
+	"kbox get: link: it leads outside the workspace (through a symlink)"
+check get_refused_writes_no_host_file eval '[ ! -e link ]'
+kbox get -s two sub
+check get_directory_is_refused fails_with 2 "kbox get: sub is not a regular file in the workspace"
+kbox get -s two fifo
+check get_fifo_is_refused_without_blocking eval 'fails_with 2 "kbox get: fifo is not a regular file in the workspace" &&
+	took_less_than 5'
+kbox get -s two nosuch.txt
+check get_missing_file_exits_2 fails_with 2 "kbox get: nosuch.txt: No such file or directory"
+
+fresh
+kbox get -s two inlink
+check get_follows_symlink_inside_the_workspace eval 'status_is 0 && [ ! -L inlink ] &&
+	[ "$(cat inlink)" = data ]'
+
+fresh
+echo replaced >new.txt
+kbox put -s two new.txt link
+check put_onto_symlink_exits_0 eval 'status_is 0 && stderr_empty'
+check put_onto_symlink_leaves_its_target_alone eval '[ "$(cat "$BASE/outside.txt")" = outside ]'
+check put_onto_symlink_replaces_the_link eval '[ ! -L "$S/two/workspace/link" ] &&
+	[ "$(cat "$S/two/workspace/link")" = replaced ]'
+
+fresh
+echo inner >in.txt
+kbox put -s two in.txt sub/
+check put_into_directory_keeps_basename eval 'status_is 0 && [ "$(cat "$S/two/workspace/sub/in.txt")" = inner ]'
+kbox put -s two no-such-file.txt
+check put_missing_host_file_exits_2 fails_with 2 \
+	"kbox put: cannot read no-such-file.txt: No such file or directory"
+kbox put -s nosess in.txt
+check put_to_unknown_session_exits_5 fails_with 5 "kbox put: no session \"nosess\" (in $KBOX_HOME)"
+kbox get -s nosess in.txt
+check get_from_unknown_session_exits_5 fails_with 5 "kbox get: no session \"nosess\" (in $KBOX_HOME)"
+
+# ---- every exit status ----
+
+fresh
+kbox exec -s ex 'print("ok")'
+check exec_starts_the_session_when_needed eval 'status_is 0 && stdout_is ok'
+check exec_starting_the_session_warns_that_the_kernel_is_unsandboxed stderr_is "$WARNING"
+
+fresh
+kbox exec -s ex 'raise ValueError("boom")'
+check exec_raise_exits_1 eval 'status_is 1 && last_line_is stdout "ValueError: boom"'
+
+fresh
+kbox exec -s ex --frobnicate 'print(1)'
+check exec_unknown_option_exits_2_in_one_line eval '[ "$rc" = 2 ] && stdout_empty &&
+	[ "$(wc -l <stderr)" -eq 1 ] && grep -q "^kbox exec: " stderr'
+
+fresh
+kbox exec -s ex 'a = 7'
+kbox exec -s ex -t 1 'import time; time.sleep(30)'
+check exec_timeout_interrupted_exits_3 eval 'status_is 3 && took_less_than 10'
+check exec_timeout_says_state_kept last_line_is stdout \
+	"[timeout: timed out after 1 s; the kernel was interrupted (state kept)]"
+kbox exec -s ex 'print(a)'
+check exec_after_timeout_keeps_state eval 'status_is 0 && stdout_is 7'
+
+fresh
+kbox exec -s ex -t 1 --grace 1 'import signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+time.sleep(60)'
+check exec_timeout_ignoring_interrupt_exits_4 eval 'status_is 4 && took_less_than 20'
+check exec_timeout_ignoring_interrupt_gives_reason stdout_is \
+	"[kernel died: the execution timed out after 1 s and did not stop within 1 s of an interrupt, so the kernel was killed; a new kernel was started; earlier state is lost]"
+kbox exec -s ex 'print(a)'
+check exec_after_timeout_kill_has_note_and_lost_state eval 'status_is 1 &&
+	first_line_is stdout "[note: kernel restarted: the execution timed out after 1 s and did not stop within 1 s of an interrupt, so the kernel was killed; $LOST]" &&
+	last_line_is stdout "NameError: name '\''a'\'' is not defined"'
+
+fresh
+kbox exec -s ex 'import os; os._exit(3)'
+check exec_kernel_exiting_exits_4 eval 'status_is 4 && stdout_is "[kernel died: the kernel exited with status 3; a new kernel was started; earlier state is lost]"'
+
+fresh
+kbox exec -s never --no-start 'print(1)'
+check exec_no_start_on_unknown_session_exits_5 fails_with 5 \
+	"kbox exec: no session \"never\" (in $KBOX_HOME)"
+check exec_no_start_creates_no_session eval '[ ! -e "$S/never" ]'
+
+# ---- bad input: one line on stderr, and the exit status ----
+
+needs
+fresh
+kbox exec -s a/b 'print(1)'
+check bad_name_with_slash fails_with 2 \
+	"kbox exec: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
+kbox exec -s .. 'print(1)'
+check bad_name_dotdot fails_with 2 "kbox exec: invalid session name \"..\": it may not start with '.'"
+kbox start -s -x
+check bad_name_leading_dash eval '[ "$rc" = 2 ] && [ "$(wc -l <stderr)" -eq 1 ]'
+kbox exec -s "$(printf 'a%.0s' $(seq 65))" 'print(1)'
+check bad_name_65_chars fails_with 2 \
+	"kbox exec: invalid session name \"aaaaaaaaaaaaaaaaaaaa…\": longer than 64 characters"
+b64=$(printf 'b%.0s' $(seq 64))
+kbox status -s "$b64"
+# valid, but too long for the socket paths under this KBOX_HOME
+check name_of_64_chars_is_valid_but_too_long_here fails_with 5 \
+	"kbox status: session directory $S/$b64 is too long for unix sockets ($((${#S} + 65)) characters; at most 80): set KBOX_HOME to a shorter path"
+kbox exec -s '' 'print(1)'
+check bad_name_empty fails_with 2 'kbox exec: invalid session name "": it is empty'
+kbox start -s x --ttl abc
+check bad_ttl fails_with 2 \
+	'kbox start: invalid --ttl "abc": expected a duration such as 90s, 30m, 2h or 0 for never'
+kbox exec -s x -t -1 'print(1)'
+check bad_timeout fails_with 2 \
+	'kbox exec: invalid --timeout "-1": expected seconds or a duration such as 30, 0.5, 2m'
+kbox exec -s x --grace abc 'print(1)'
+check bad_grace fails_with 2 \
+	'kbox exec: invalid --grace "abc": expected seconds or a duration such as 30, 0.5, 2m'
+kbox start -s x --memory 10x
+check bad_memory fails_with 2 \
+	'kbox start: invalid --memory "10x": expected a size of at least 1M (e.g. 512M, 2G)'
+for bad in 0 abc 2000 -1; do
+	kbox start -s x --cpus "$bad"
+	check "bad_cpus_$bad" fails_with 2 \
+		"kbox start: invalid --cpus \"$bad\": expected a number of CPUs above 0 and at most 1024 (e.g. 1 or 0.5)"
+done
+kbox start -s x --backend nope
+check bad_backend fails_with 2 'kbox start: unknown backend "nope" (available: none)'
+kbox start -s x -k no-such-kernel
+check unknown_kernelspec eval '[ "$rc" = 5 ] && [ "$(wc -l <stderr)" -eq 1 ] &&
+	grep -q "^kbox start: no kernelspec named \"no-such-kernel\" (searched .*)$" stderr'
+kbox exec -s x -f no-such-file.py
+check unreadable_code_file fails_with 2 "kbox exec: cannot read no-such-file.py: No such file or directory"
+kbox exec -s x
+check exec_without_code fails_with 2 \
+	"kbox exec: no code to run: give CODE, -f FILE or - (see kbox exec --help)"
+kbox exec -s x -f no-such-file.py 'print(1)'
+check exec_with_code_twice fails_with 2 "kbox exec: give the code once: CODE, -f FILE or -"
+check bad_input_creates_no_session eval '[ ! -e "$S/x" ] && [ ! -e "$S/a" ]'
+kbox status -s nosess
+check status_of_unknown_session fails_with 5 "kbox status: no session \"nosess\" (in $KBOX_HOME)"
+
+# ---- ls, status, logs, complete, inspect, interrupt, stop ----
+
+needs kernel
+fresh
+kbox status -s ex
+check status_of_running_session_exits_0 status_is 0
+# has_keys KEY...: `kbox status` printed a line "KEY: value" for each KEY.
+has_keys() {
+	for k in "$@"; do
+		grep -q "^$k: " stdout || { echo "# no $k"; return 1; }
+	done
+}
+check status_lists_its_fields has_keys name state backend kernel pid kernel_pid started \
+	uptime kernel_uptime last_activity idle executions running_execs restarts memory ttl dir
+check status_values eval '[ "$(status_line name)" = ex ] && [ "$(status_line state)" = idle ] &&
+	[ "$(status_line backend)" = none ] && [ "$(status_line kernel)" = python3 ] &&
+	[ "$(status_line pid)" = "$(cat "$S/ex/supervisor.pid")" ] &&
+	[ "$(status_line dir)" = "$S/ex" ] && [ "$(status_line ttl)" = 30m00s ]'
+
+fresh
+kbox ls --json
+check ls_json_is_parseable_and_lists_every_session "$PY" -c '
+import json, sys
+all = {s["name"]: s for s in json.load(open("stdout"))}
+want = ["cc", "ex", "rs", "sv", "ttl", "two"] + (["an"] if sys.argv[2] == "yes" else [])
+assert sorted(all) == sorted(want), sorted(all)
+for s in all.values():
+    assert {"name", "state", "dir", "backend", "kernel"} <= set(s), s
+ex = all["ex"]
+assert ex["state"] == "idle" and ex["dir"] == sys.argv[1] + "/ex", ex
+assert {"pid", "kernel_pid", "uptime_s", "idle_s", "executions", "restarts", "memory_bytes",
+        "ttl_ms", "generation", "last_activity", "started"} <= set(ex), ex
+assert ex["ttl_ms"] == 1800000 and ex["memory_bytes"] > 0, ex
+' "$S" "$have_pandas"
+
+fresh
+kbox ls
+check ls_has_header eval 'status_is 0 && [ "$(head -n 1 stdout | tr -s " ")" = "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS" ]'
+check ls_lists_running_session eval '[ "$(ls_row ex | cut -d" " -f2-5)" = "idle none python3 $(cat "$S/ex/supervisor.pid")" ]'
+
+fresh
+kbox logs -s rs
+check logs_shows_events_as_lines eval 'status_is 0 &&
+	[ "$(wc -l <stdout)" = "$(wc -l <"$S/rs/events.ndjson")" ] &&
+	head -n 1 stdout | grep -q "^[0-9-]*T[0-9:.]*Z start  *backend=none generation=1 kernel=python3 pid=[0-9]*$" &&
+	grep -qF "restart     cause=\"the kernel was killed by signal 9 (SIGKILL)\" generation=2 requested=false" stdout'
+kbox logs -s rs --json
+check logs_json_prints_the_raw_lines eval 'status_is 0 && cmp -s stdout "$S/rs/events.ndjson"'
+if [ -z "$SKIPPING" ]; then
+	timeout 1 "$KBOX" logs -s rs -f >stdout 2>stderr
+	rc=$?
+fi
+check logs_follow_keeps_going_until_killed eval '[ "$rc" = 124 ] &&
+	[ "$(wc -l <stdout)" = "$(wc -l <"$S/rs/events.ndjson")" ]'
+
+fresh
+kbox complete -s ex 'import o'
+check complete_prints_the_reply_as_json eval 'status_is 0 && [ "$(wc -l <stdout)" = 1 ] &&
+	"$PY" -c "import json; r = json.load(open(\"stdout\")); assert \"os\" in r[\"matches\"] and r[\"status\"] == \"ok\""'
+kbox inspect -s ex 'len'
+check inspect_finds_len eval 'status_is 0 &&
+	"$PY" -c "import json; r = json.load(open(\"stdout\")); assert r[\"found\"] is True and \"text/plain\" in r[\"data\"]"'
+kbox complete -s ex --cursor 99 'x'
+check complete_cursor_beyond_the_end fails_with 2 \
+	"kbox complete: --cursor 99 is beyond the end of the code (1 characters)"
+
+fresh
+kbox exec -s ex 'w = 3'
+if [ -z "$SKIPPING" ]; then
+	rm -f "$S/ex/workspace/started"
+	timeout -k 5 90 "$KBOX" exec -s ex 'open("started", "w").close(); import time; time.sleep(30)' \
+		>bg.out 2>bg.err &
+	BG_PIDS=$!
+	wait_for test -e "$S/ex/workspace/started"
+fi
+kbox interrupt -s ex
+check interrupt_says_so eval 'status_is 0 && stdout_is "session ex: kernel interrupted"'
+if [ -z "$SKIPPING" ]; then
+	wait "$BG_PIDS"
+	echo $? >bg.rc
+	BG_PIDS=
+fi
+check interrupted_exec_exits_1_with_KeyboardInterrupt eval '[ "$(cat bg.rc)" = 1 ] &&
+	[ "$(tail -n 1 bg.out)" = "KeyboardInterrupt: " ] && [ ! -s bg.err ]'
+kbox exec -s ex 'print(w)'
+check exec_after_interrupt_keeps_state eval 'status_is 0 && stdout_is 3'
+
+fresh
+kbox stop -s ex
+check stop_says_stopped eval 'status_is 0 && stdout_is "session ex stopped"'
+kbox stop -s ex
+check stop_of_stopped_session_exits_5 fails_with 5 "kbox stop: session ex is not running"
+kbox interrupt -s ex
+check interrupt_of_stopped_session_exits_5 fails_with 5 \
+	"kbox interrupt: session ex is not running (start it with kbox start -s ex)"
+kbox restart -s ex
+check restart_of_stopped_session_exits_5 fails_with 5 \
+	"kbox restart: session ex is not running (start it with kbox start -s ex)"
+kbox complete -s ex 'import o'
+check complete_needs_a_running_session eval '[ "$rc" = 5 ] && [ "$(wc -l <stderr)" -eq 1 ]'
+check events_log_stop_on_request events ex 'ev[-1]["event"] == "stop" and ev[-1]["cause"] == "stopped on request (kbox stop)"'
+
+fresh
+running_pids=$(cat "$S"/*/supervisor.pid 2>/dev/null)
+kbox stop --all
+check stop_all_exits_0 status_is 0
+kbox ls --json
+check stop_all_stops_every_session "$PY" -c '
+import json
+states = {s["name"]: s["state"] for s in json.load(open("stdout"))}
+assert set(states.values()) == {"stopped"}, states
+'
+# all_gone PID...: within 5 s each process is gone or a zombie.
+all_gone() {
+	for p in "$@"; do
+		gone_or_zombie "$p" || return 1
+	done
+}
+# shellcheck disable=SC2086 # a list of pids
+check stop_all_leaves_no_supervisor all_gone $running_pids
+kbox stop --all
+check stop_all_with_nothing_running_exits_0 eval 'status_is 0 && stdout_empty && stderr_empty'
+kbox get -s an chart.png
+check get_works_on_a_stopped_session eval 'status_is 0 && is_png chart.png'
+
+echo "1..$n"
