@@ -548,14 +548,17 @@ kbox exec -s .. 'print(1)'
 check bad_name_dotdot fails_with 2 "kbox exec: invalid session name \"..\": it may not start with '.'"
 kbox start -s -x
 check bad_name_leading_dash eval '[ "$rc" = 2 ] && [ "$(wc -l <stderr)" -eq 1 ]'
-kbox exec -s "$(printf 'a%.0s' $(seq 65))" 'print(1)'
-check bad_name_65_chars fails_with 2 \
-	"kbox exec: invalid session name \"aaaaaaaaaaaaaaaaaaaa…\": longer than 64 characters"
-b64=$(printf 'b%.0s' $(seq 64))
-kbox status -s "$b64"
-# valid, but too long for the socket paths under this KBOX_HOME
-check name_of_64_chars_is_valid_but_too_long_here fails_with 5 \
-	"kbox status: session directory $S/$b64 is too long for unix sockets ($((${#S} + 65)) characters; at most 80): set KBOX_HOME to a shorter path"
+kbox exec -s "$(printf 'a%.0s' $(seq 33))" 'print(1)'
+check bad_name_33_chars fails_with 2 \
+	"kbox exec: invalid session name \"aaaaaaaaaaaaaaaaaaaa…\": longer than 32 characters"
+b32=$(printf 'b%.0s' $(seq 32))
+kbox status -s "$b32"
+check name_of_32_chars_is_valid fails_with 5 "kbox status: no session \"$b32\" (in $KBOX_HOME)"
+# a valid name under a state dir too long for the socket paths
+long_home=$KBOX_HOME/$(printf 'd%.0s' $(seq 60))
+KBOX_HOME=$long_home kbox start -s "$b32"
+check session_dir_too_long_for_sockets fails_with 5 \
+	"kbox start: session directory $long_home/sessions/$b32 is too long for unix sockets ($((${#long_home} + 42)) characters; at most 80): set KBOX_HOME to a shorter path"
 kbox exec -s '' 'print(1)'
 check bad_name_empty fails_with 2 'kbox exec: invalid session name "": it is empty'
 kbox start -s x --ttl abc

@@ -30,12 +30,14 @@
 extern "C" {
 #endif
 
-#define KBOX_SESSION_NAME_MAX 64
+/* Short enough that HOME/sessions/NAME/run/<socket> fits a unix socket
+ * path (107 bytes) under a usual ~/.local/state/kbox. */
+#define KBOX_SESSION_NAME_MAX 32
 #define KBOX_SESSION_DEFAULT "default"
 /* Default idle time after which a supervisor stops its session. */
 #define KBOX_SESSION_TTL_MS (30LL * 60 * 1000)
 
-/* 0 when NAME is a valid session name: 1 to 64 of [A-Za-z0-9._-], not
+/* 0 when NAME is a valid session name: 1 to 32 of [A-Za-z0-9._-], not
  * starting with '.' or '-' (so never "..", never a path).  -1 with ERR. */
 int kbox_session_check_name(const char *name, kbox_error_t *err);
 
