@@ -21,21 +21,24 @@ package, which need not be installed.
 Each call is a whole process, timed from spawn to exit (wall clock), with
 its CPU (user + sys) and peak RSS from wait4(2).  Every call's output is
 checked: kbox must print exactly "Out[N]: 2" with N the kernel's next
-execution count, jupyter run exactly "2"; both must exit 0.  W unmeasured
-calls of each client come first, then R rounds, each running N calls of
-each client back to back, the order alternating from round to round.
+execution count, jupyter run exactly "2"; both must exit 0 and print
+nothing on stderr.  W unmeasured calls of each client come first, then R
+rounds, each running N calls of each client back to back, the order
+alternating from round to round.
 
 Also measured: the supervisor's VmRSS (with its RssAnon / RssFile /
-RssShmem split) right after `kbox start` and after all the calls, and its
-VmHWM at the end.
+RssShmem split) right after `kbox start` and after all the calls, its
+VmHWM and the CPU it used during the calls.
 
-Reported: per client the median (and p10/p90) wall time, CPU and peak
-RSS per call; the ratio jupyter run / kbox exec of the median wall time
-(target >= 15), the median over rounds of the ratio within a round.  The
-last line of stdout is one JSON object with every figure.  Exit status 0
-when every call was correct (a missed target is reported, not fatal); 1
-when the session did not start or any call failed; 2 on a usage error.
-The session is stopped at the end, also after a failure or ^C.
+Reported: per client the median, mean, p10, p90 and max wall time, the
+median CPU and peak RSS per call; the ratio jupyter run / kbox exec of
+the wall time (target >= 15), the median over rounds of the ratio of the
+two medians within a round, and the ratio of CPU per call.  The last
+line of stdout is one JSON object with every figure (--json FILE adds
+each call's figures).  Exit status 0 when every call was correct (a
+missed target is reported, not fatal); 1 when the session did not start
+or any call failed; 2 on a usage error.  The session is stopped and its
+directory removed at the end, also after a failure, ^C or SIGTERM.
 """
 
 import argparse
@@ -85,6 +88,12 @@ def run_timed(argv, env, tmpdir, timeout=120):
         killer.start()
         try:
             _, status, ru = os.wait4(p.pid, 0)
+        except BaseException:
+            # ^C or TERM: take the call down with us
+            p.kill()
+            os.wait4(p.pid, 0)
+            p.returncode = -signal.SIGKILL
+            raise
         finally:
             killer.cancel()
         wall = time.monotonic() - t0
@@ -110,6 +119,26 @@ def proc_mem(pid):
     except OSError:
         return None
     return out
+
+
+def alive(pid):
+    """Whether PID is a live process (not gone, not a zombie waiting for init)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def proc_cpu(pid):
+    """User + system CPU seconds PID has used so far (None if gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def kbox_cmd(kbox, env, *args, timeout=120):
@@ -183,6 +212,7 @@ def summarize(calls):
         "calls": len(calls),
         "failed": sum(1 for c in calls if not c["ok"]),
         "wall_median_s": statistics.median(wall),
+        "wall_mean_s": statistics.fmean(wall),
         "wall_p10_s": pct(wall, 10),
         "wall_p90_s": pct(wall, 90),
         "wall_min_s": min(wall),
@@ -212,6 +242,14 @@ def fmt_mem(m):
                m["RssShmem"] / 1024))
 
 
+class Terminated(Exception):
+    """SIGTERM arrived: stop the session and leave."""
+
+
+def on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="session.py", description=__doc__.split("\n")[0])
     ap.add_argument("kbox", nargs="?", default=os.environ.get("KBOX", "./kbox"),
@@ -222,7 +260,8 @@ def main(argv):
                     help="unmeasured calls of each client before the rounds")
     ap.add_argument("--python", default=sys.executable,
                     help="interpreter for jupyter run (default: this one)")
-    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    ap.add_argument("--json", metavar="FILE",
+                    help="also write the results and every call's figures as JSON to FILE")
     args = ap.parse_args(argv[1:])
     if args.n < 1 or args.rounds < 1 or args.warmup < 0:
         ap.error("-n and --rounds must be positive, --warmup not negative")
@@ -231,6 +270,7 @@ def main(argv):
         ap.error("%s is not an executable (give the kbox program as the argument "
                  "or in $KBOX)" % args.kbox)
 
+    signal.signal(signal.SIGTERM, on_sigterm)
     # A short private state dir: socket paths under it must stay < 108 bytes.
     home = tempfile.mkdtemp(prefix="kb.", dir="/tmp")
     tmpdir = os.path.join(home, "bench")
@@ -240,7 +280,7 @@ def main(argv):
     bench = Bench(kbox, args.python, tmpdir, env)
     calls = {"kbox": [], "jupyter": []}
     per_round = []
-    mem_start = mem_end = None
+    mem_start = mem_end = cpu_start = cpu_end = load_start = load_end = None
     started = False
     sup_pid = None
     start_s = None
@@ -258,6 +298,8 @@ def main(argv):
         sup_pid = st["pid"]
         bench.connfile = st["connection_file"]
         mem_start = proc_mem(sup_pid)
+        cpu_start = proc_cpu(sup_pid)
+        load_start = os.getloadavg()
         log("session %s started in %.2f s: supervisor pid %d, kernel pid %d; %s",
             SESSION, start_s, sup_pid, st["kernel_pid"], fmt_mem(mem_start))
 
@@ -277,22 +319,37 @@ def main(argv):
                 this["jupyter"] / this["kbox"])
 
         mem_end = proc_mem(sup_pid)
+        cpu_end = proc_cpu(sup_pid)
+        load_end = os.getloadavg()
         status_end = status_json(kbox, env)
     except (RuntimeError, OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
         fatal = "%s: %s" % (type(e).__name__, e)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):
         fatal = "interrupted"
     finally:
-        if started:
+        # Not to be cut short by a second ^C or TERM; bounded by the timeouts.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # Stop the session even if kbox start failed half-way.
+        if not sup_pid:
+            try:
+                with open(os.path.join(home, "sessions", SESSION, "supervisor.pid")) as f:
+                    sup_pid = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        if started or sup_pid:
             try:
                 rc, out, err = kbox_cmd(kbox, env, "stop", "-s", SESSION, timeout=60)
-                if rc != 0:
+                if rc != 0 and started:
                     log("kbox stop exited %d: %s", rc, err.strip())
             except subprocess.SubprocessError as e:
                 log("kbox stop: %s", e)
-            if sup_pid and proc_mem(sup_pid) is not None:
-                time.sleep(1)
-                if proc_mem(sup_pid) is not None:
+            for _ in range(50):
+                if not sup_pid or not alive(sup_pid):
+                    break
+                time.sleep(0.1)
+            else:
+                if alive(sup_pid):
                     log("supervisor %d still running after kbox stop; killing it", sup_pid)
                     try:
                         os.kill(sup_pid, signal.SIGKILL)
@@ -310,35 +367,50 @@ def main(argv):
     ratio = statistics.median(ratios)
     pooled = stats["jupyter"]["wall_median_s"] / stats["kbox"]["wall_median_s"]
     ok = ratio >= RATIO_TARGET
+    cpu_ratio = stats["jupyter"]["cpu_median_s"] / stats["kbox"]["cpu_median_s"]
 
     print("kbox exec -s %s '1+1' vs jupyter run --existing, one session kernel, "
           "%d rounds x %d calls per client (after %d warm-up calls), %d CPUs"
           % (SESSION, args.rounds, args.n, args.warmup, os.cpu_count() or 0))
     print()
-    print("%-12s %6s %6s %9s %9s %9s %9s %10s %10s"
-          % ("client", "calls", "failed", "median", "p10", "p90", "max", "CPU/call",
+    print("%-12s %6s %6s %9s %9s %9s %9s %9s %10s %10s"
+          % ("client", "calls", "failed", "median", "mean", "p10", "p90", "max", "CPU/call",
              "peak RSS"))
     for client, label in (("kbox", "kbox exec"), ("jupyter", "jupyter run")):
         s = stats[client]
-        print("%-12s %6d %6d %9.1f %9.1f %9.1f %9.1f %10.1f %7.1f MiB"
+        print("%-12s %6d %6d %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %7.1f MiB"
               % (label, s["calls"], s["failed"], s["wall_median_s"] * 1e3,
-                 s["wall_p10_s"] * 1e3, s["wall_p90_s"] * 1e3, s["wall_max_s"] * 1e3,
+                 s["wall_mean_s"] * 1e3, s["wall_p10_s"] * 1e3, s["wall_p90_s"] * 1e3,
+                 s["wall_max_s"] * 1e3,
                  s["cpu_median_s"] * 1e3, s["maxrss_median_kib"] / 1024))
     print("(whole-process wall time and CPU (user + sys) per call in ms, medians; "
           "peak RSS: median ru_maxrss)")
     print()
     print("kbox start:                %.2f s" % start_s)
     print("supervisor after start:    %s" % fmt_mem(mem_start))
-    print("supervisor after %4d calls: %s" % (len(calls["kbox"]) + len(calls["jupyter"])
-                                              + 2 * args.warmup, fmt_mem(mem_end)))
+    ncalls = len(calls["kbox"]) + len(calls["jupyter"]) + 2 * args.warmup
+    print("supervisor after the calls: %s" % fmt_mem(mem_end))
     if mem_end:
         print("supervisor peak (VmHWM):   %.1f MiB" % (mem_end["VmHWM"] / 1024))
+    sup_cpu = None
+    if cpu_start is not None and cpu_end is not None:
+        sup_cpu = cpu_end - cpu_start
+        print("supervisor CPU during the %d calls: %.2f s (%.1f ms per kbox exec)"
+              % (ncalls, sup_cpu, 1e3 * sup_cpu / (len(calls["kbox"]) + args.warmup)))
+    if status_end:
+        print("supervisor counted %s executions (kbox exec calls: %d)"
+              % (status_end.get("executions"), len(calls["kbox"]) + args.warmup))
+    print("load average at the start %.2f, at the end %.2f (1 min)"
+          % (load_start[0], load_end[0]))
     print()
     print("wall median  kbox exec %.1f ms  jupyter run %.1f ms" %
           (stats["kbox"]["wall_median_s"] * 1e3, stats["jupyter"]["wall_median_s"] * 1e3))
     print("ratio jupyter run / kbox exec %.1fx (target >= %.0fx)  %s  (rounds %.1fx .. %.1fx)"
           % (ratio, RATIO_TARGET, "PASS" if ok else "FAIL", min(ratios), max(ratios)))
     failed = len(bench.failures)
+    print("CPU per call  kbox exec %.1f ms  jupyter run %.1f ms  ratio %.1fx"
+          % (stats["kbox"]["cpu_median_s"] * 1e3, stats["jupyter"]["cpu_median_s"] * 1e3,
+             cpu_ratio))
     print("failed calls: %d" % failed)
     for line in bench.failures[:10]:
         print("  " + line)
@@ -355,16 +427,22 @@ def main(argv):
         "ratio_rounds": ratios,
         "ratio_pooled": pooled,
         "ratio_target": RATIO_TARGET,
+        "cpu_ratio_jupyter_kbox": cpu_ratio,
         "ratio_pass": ok,
         "supervisor_mem_start_kib": mem_start,
         "supervisor_mem_end_kib": mem_end,
         "supervisor_executions": status_end.get("executions") if status_end else None,
+        "supervisor_cpu_s": sup_cpu,
+        "loadavg_start": load_start,
+        "loadavg_end": load_end,
         "failed_calls": failed,
         "failures": bench.failures,
     }
     if args.json:
+        raw = {c: [{k: x[k] for k in ("wall_s", "cpu_s", "maxrss_kib", "ok")} for x in cs]
+               for c, cs in calls.items()}
         with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
+            json.dump(dict(doc, calls=raw), f, indent=1)
             f.write("\n")
     print(json.dumps(doc, sort_keys=True))
     return 1 if failed else 0
