@@ -192,8 +192,18 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 		return NULL;
 	}
 	kbox_uuid(self->session);
-	pw = getpwuid(geteuid());
-	snprintf(self->username, sizeof self->username, "%s", pw ? pw->pw_name : "kbox");
+	/* as Python's getpass.getuser(): the environment first (no NSS
+	 * lookup, which costs a short-lived process milliseconds) */
+	{
+		static const char *const vars[] = {"LOGNAME", "USER", "LNAME", "USERNAME"};
+		const char *u = NULL;
+		for (size_t i = 0; i < 4 && !u; i++)
+			if ((u = getenv(vars[i])) && !*u)
+				u = NULL;
+		if (!u && (pw = getpwuid(geteuid())))
+			u = pw->pw_name;
+		snprintf(self->username, sizeof self->username, "%s", u ? u : "kbox");
+	}
 	self->conn = kbox_conn_dup(conn);
 	if (!self->conn) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
@@ -431,6 +441,7 @@ int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *er
 {
 	long long deadline = kbox__now_ms() + (timeout_ms > 0 ? timeout_ms : 60000);
 	bool shell_answered = false;
+	long iopub_wait = 10; /* ms; doubles up to 200 while iopub stays silent */
 	char t[32];
 
 	while (remaining(deadline) > 0) {
@@ -473,12 +484,16 @@ int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *er
 		self->kernel_info = json_incref(kbox_msg_content(reply));
 		kbox_msg_destroy(&reply);
 		/* shell works; is iopub connected yet? */
-		if (poll_channels(self, 1u << KBOX_CH_IOPUB, 200) > 0) {
+		if (poll_channels(self, 1u << KBOX_CH_IOPUB, iopub_wait) > 0) {
 			flush_channel(self, KBOX_CH_IOPUB);
 			/* and stdin, so that input requests reach us */
 			wait_stdin(self, remaining(deadline));
 			return 0;
 		}
+		/* our subscription may have reached the kernel only after it
+		 * published this request's status: ask again, soon */
+		if (iopub_wait < 200)
+			iopub_wait *= 2;
 	}
 	if (owner_says_dead(self))
 		return kbox__err(err, KBOX_E_DEAD, "kernel exited before it was ready");

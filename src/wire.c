@@ -205,8 +205,8 @@ void kbox_auth_destroy(kbox_auth_t **self_p)
 		sodium_free(self->keyed);
 	zhashx_destroy(&self->seen);
 	if (self->ring) {
-		for (size_t i = 0; i < self->cap; i++)
-			free(self->ring[i]);
+		for (size_t i = 0; i < self->count; i++) /* only the live entries */
+			free(self->ring[(self->head + i) % self->cap]);
 		free(self->ring);
 	}
 	free(self);

@@ -47,7 +47,8 @@ const char *kbox_client_session(const kbox_client_t *self);
 
 /* Wait until the kernel answers kernel_info on shell AND its iopub reaches us
  * (the slow-joiner problem): send kernel_info_request, wait up to 1 s for the
- * reply, then up to 0.2 s for any iopub message; repeat until TIMEOUT_MS.
+ * reply, then briefly (10 ms, doubling up to 0.2 s on each retry) for any
+ * iopub message; repeat until TIMEOUT_MS.
  * Flushes iopub afterwards, then waits (within the same time) for the stdin
  * socket's handshake, since the kernel drops input requests to a peer it
  * does not know yet.  Fails with KBOX_E_DEAD when the alive hook says
