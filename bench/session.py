@@ -10,13 +10,14 @@ fresh /tmp/kb.XXXXXXXX, removed at the end) and both clients run
 against its one kernel:
 
   kbox exec       KBOX exec -s bench 1+1
-  jupyter run     PY -m jupyter_client.runapp --existing CONNFILE FILE
+  jupyter run     JUPYTER run --existing CONNFILE FILE
 
 where CONNFILE is the session's connection file (the connection_file of
-`kbox status --json`) and FILE holds "1+1".  `python3 -m
-jupyter_client.runapp` is what the `jupyter-run` entry point runs
-(RunApp.launch_instance); Debian ships that script in the jupyter-client
-package, which need not be installed.
+`kbox status --json`) and FILE holds "1+1".  JUPYTER is /usr/bin/jupyter
+(Debian's jupyter-core, which runs jupyter-run from jupyter-client; both
+installed by setup.sh): the command a user types.  Without it (--jupyter
+none), PY -m jupyter_client.runapp is run instead, which is what
+jupyter-run itself runs, minus the `jupyter` dispatcher's own start.
 
 Each call is a whole process, timed from spawn to exit (wall clock), with
 its CPU (user + sys) and peak RSS from wait4(2).  Every call's output is
@@ -169,10 +170,13 @@ class Bench:
         with open(self.codefile, "w") as f:
             f.write("1+1\n")
         self.connfile = None
+        self.jupyter = None     # the jupyter command, or None for PY -m jupyter_client.runapp
 
     def argv(self, client):
         if client == "kbox":
             return [self.kbox, "exec", "-s", SESSION, "1+1"]
+        if self.jupyter:
+            return [self.jupyter, "run", "--existing", self.connfile, self.codefile]
         return [self.python, "-m", "jupyter_client.runapp", "--existing", self.connfile,
                 self.codefile]
 
@@ -260,11 +264,17 @@ def main(argv):
                     help="unmeasured calls of each client before the rounds")
     ap.add_argument("--python", default=sys.executable,
                     help="interpreter for jupyter run (default: this one)")
+    ap.add_argument("--jupyter", default="/usr/bin/jupyter",
+                    help="the jupyter command (default /usr/bin/jupyter; 'none': "
+                         "PY -m jupyter_client.runapp)")
     ap.add_argument("--json", metavar="FILE",
                     help="also write the results and every call's figures as JSON to FILE")
     args = ap.parse_args(argv[1:])
     if args.n < 1 or args.rounds < 1 or args.warmup < 0:
         ap.error("-n and --rounds must be positive, --warmup not negative")
+    if args.jupyter != "none" and not os.access(args.jupyter, os.X_OK):
+        ap.error("%s is not an executable (install jupyter-core and jupyter-client, "
+                 "or give --jupyter none)" % args.jupyter)
     kbox = os.path.abspath(args.kbox)
     if not os.access(kbox, os.X_OK):
         ap.error("%s is not an executable (give the kbox program as the argument "
@@ -278,6 +288,8 @@ def main(argv):
     env = dict(os.environ, KBOX_HOME=home, JUPYTER_RUNTIME_DIR=os.path.join(tmpdir, "rt"))
     env.pop("KBOX_SESSION", None)
     bench = Bench(kbox, args.python, tmpdir, env)
+    if args.jupyter != "none":
+        bench.jupyter = args.jupyter
     calls = {"kbox": [], "jupyter": []}
     per_round = []
     mem_start = mem_end = cpu_start = cpu_end = load_start = load_end = None
@@ -418,7 +430,8 @@ def main(argv):
     doc = {
         "bench": "session",
         "config": {"rounds": args.rounds, "n": args.n, "warmup": args.warmup,
-                   "kbox": kbox, "python": args.python},
+                   "kbox": kbox, "python": args.python,
+                   "jupyter": bench.jupyter or "%s -m jupyter_client.runapp" % args.python},
         "versions": versions(),
         "kbox_start_s": start_s,
         "clients": stats,
