@@ -193,6 +193,9 @@ static bool none_alive(kbox_sandbox_t *self)
 	while (r < 0 && errno == EINTR);
 	if (r == 0)
 		return true;
+	/* what the kernel started in its process group goes with it (the
+	 * group outlives its leader; its id is not reused while it exists) */
+	killpg(self->pid, SIGKILL);
 	self->status = r == self->pid ? st : -1;
 	if (r != self->pid)
 		snprintf(self->cause, sizeof self->cause, "the kernel process vanished (not reaped)");

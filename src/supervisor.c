@@ -36,7 +36,8 @@
 
 typedef struct {
 	int fd;
-	bool exec; /* holds an execution: the session is busy */
+	bool exec;    /* holds an execution: the session is busy */
+	bool waiting; /* asked for one while another runs: granted in turn */
 	char *buf;
 	size_t len;
 } conn_t;
@@ -211,6 +212,12 @@ static void conn_close(sup_t *s, size_t i)
 	if (s->conns[i].exec) {
 		s->last_activity_ms = kbox__now_ms();
 		s->last_activity_wall = kbox__now();
+		/* its client went away without saying "done" (killed, Ctrl-C):
+		 * its code must not run on unseen, blocking every later exec */
+		if (!s->stopping && s->sb && kbox_sandbox_alive(s->sb) &&
+		    kbox_sandbox_interrupt(s->sb, NULL) == 0)
+			sup_log(s, "interrupt", json_pack("{s:s}", "cause",
+			                                  "the client of an execution went away"));
 	}
 	if (s->conns[i].fd == s->stop_reply_fd)
 		s->stop_reply_fd = -1;
@@ -243,6 +250,21 @@ static bool exec_busy(const sup_t *s)
 		if (s->conns[i].exec)
 			return true;
 	return false;
+}
+
+/* Give C the kernel for one execution. */
+static void grant_exec(sup_t *s, conn_t *c)
+{
+	c->waiting = false;
+	c->exec = true;
+	s->executions++;
+	s->last_activity_ms = kbox__now_ms();
+	s->last_activity_wall = kbox__now();
+	reply(c->fd, json_pack("{s:b, s:s, s:I, s:s?}", "ok", 1, "connection_file",
+	                       kbox_sandbox_connection_file(s->sb), "generation",
+	                       (json_int_t)s->generation, "notice",
+	                       s->notice[0] ? s->notice : NULL));
+	s->notice[0] = '\0';
 }
 
 static json_t *status_json(sup_t *s)
@@ -286,19 +308,22 @@ static void handle_request(sup_t *s, size_t i, json_t *req)
 		json_object_set_new(st, "running_execs", json_integer((json_int_t)running));
 		reply(c->fd, st);
 	} else if (strcmp(op, "exec") == 0) {
-		if (c->exec) {
+		if (c->exec || c->waiting) {
 			reply_error(c->fd, "this connection already holds an execution");
 			return;
 		}
-		c->exec = true;
-		s->executions++;
-		s->last_activity_ms = kbox__now_ms();
-		s->last_activity_wall = kbox__now();
-		reply(c->fd, json_pack("{s:b, s:s, s:I, s:s?}", "ok", 1, "connection_file",
-		                       kbox_sandbox_connection_file(s->sb), "generation",
-		                       (json_int_t)s->generation, "notice",
-		                       s->notice[0] ? s->notice : NULL));
-		s->notice[0] = '\0';
+		/* one execution at a time: a second one would wait in the
+		 * kernel's queue where its client cannot see or time it */
+		if (exec_busy(s))
+			c->waiting = true;
+		else
+			grant_exec(s, c);
+	} else if (strcmp(op, "done") == 0) {
+		if (c->exec) {
+			c->exec = false;
+			s->last_activity_ms = kbox__now_ms();
+			s->last_activity_wall = kbox__now();
+		}
 	} else if (strcmp(op, "interrupt") == 0) {
 		if (kbox_sandbox_interrupt(s->sb, &err) < 0)
 			reply_error(c->fd, "interrupt failed: %s", err.msg);
@@ -404,7 +429,7 @@ static void accept_all(sup_t *s)
 			close(fd);
 			continue;
 		}
-		s->conns[s->n_conns++] = (conn_t){fd, false, NULL, 0};
+		s->conns[s->n_conns++] = (conn_t){.fd = fd};
 	}
 }
 
@@ -456,9 +481,14 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 	s->pid_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (s->pid_fd < 0)
 		return kbox__err_sys(err, "cannot open %s", path);
-	if (flock(s->pid_fd, LOCK_EX | LOCK_NB) < 0)
-		return kbox__err(err, KBOX_E_INVALID, "another supervisor runs this session (%s locked)",
-		                 path);
+	/* kbox_session_supervisor() probes with a brief LOCK_SH: a supervisor
+	 * holds its lock for good, a probe for microseconds */
+	for (int i = 0; flock(s->pid_fd, LOCK_EX | LOCK_NB) < 0; i++) {
+		if (errno != EWOULDBLOCK || i == 50)
+			return kbox__err(err, KBOX_E_INVALID,
+			                 "another supervisor runs this session (%s locked)", path);
+		usleep(10000);
+	}
 	n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
 	if (ftruncate(s->pid_fd, 0) < 0 || pwrite(s->pid_fd, buf, (size_t)n, 0) != n)
 		return kbox__err_sys(err, "cannot write %s", path);
@@ -630,6 +660,9 @@ int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe)
 			if (i < s.n_conns && p[k].revents && !conn_read(&s, i))
 				conn_close(&s, i);
 		}
+		for (size_t i = 0; !s.stopping && !exec_busy(&s) && i < s.n_conns; i++)
+			if (s.conns[i].waiting)
+				grant_exec(&s, &s.conns[i]);
 	}
 	shutdown_session(&s);
 out:

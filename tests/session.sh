@@ -696,6 +696,71 @@ kbox complete -s ex 'import o'
 check complete_needs_a_running_session eval '[ "$rc" = 5 ] && [ "$(wc -l <stderr)" -eq 1 ]'
 check events_log_stop_on_request events ex 'ev[-1]["event"] == "stop" and ev[-1]["cause"] == "stopped on request (kbox stop)"'
 
+# ---- regressions found in review ----
+
+# A supervisor keeps nothing of its starter but its stdio: a pipe the
+# starter's caller reads would otherwise stay open for the session's life.
+fresh
+needs kernel
+if [ -z "$SKIPPING" ]; then
+	t0=$(date +%s)
+	# fd 5 is an extra copy of the pipe to cat: the supervisor must not hold it
+	(timeout -k 5 30 "$KBOX" exec -s fdl 'print(1)' 5>&1 2>/dev/null | cat >out) 2>/dev/null
+	rc=$?
+	secs=$(($(date +%s) - t0))
+fi
+check supervisor_holds_no_inherited_pipe eval '[ "$rc" = 0 ] && [ "$(cat out)" = 1 ] && [ "$secs" -lt 20 ]'
+check supervisor_has_only_its_own_fds eval '! ls -l /proc/$(cat "$S/fdl/supervisor.pid")/fd | grep -q " 5 -> pipe"'
+
+# A client killed mid-execution (Ctrl-C, a harness timeout): its code is
+# interrupted, and the next exec runs at once with the state kept.
+fresh
+kbox exec -s kc 'y = 7'
+timeout 2 "$KBOX" exec -s kc 'while True: pass' >/dev/null 2>&1
+kbox exec -s kc -t 10 'print("second", y)'
+check exec_after_a_killed_client_runs_with_state_kept eval 'status_is 0 && stdout_is "second 7"'
+check killed_client_interrupt_is_logged events kc \
+	'any(e["event"] == "interrupt" and e.get("cause") == "the client of an execution went away" for e in ev)'
+
+# One execution at a time: a second exec waits its turn, bounded by its -t.
+fresh
+( "$KBOX" exec -s kc 'import time; time.sleep(4)' >a.out 2>&1; echo $? >a.rc ) &
+bg=$!
+BG_PIDS="$BG_PIDS $bg"
+sleep 1
+kbox exec -s kc -t 1 'print("B")'
+check waiting_exec_times_out_with_3 fails_with 3 \
+	"kbox exec: session kc: timed out waiting for another execution to end (the session runs one at a time)"
+kbox exec -s kc -t 30 'print("C")'
+check waiting_exec_runs_after_the_first eval 'status_is 0 && stdout_is C'
+wait "$bg"
+check first_exec_was_not_disturbed eval '[ "$(cat a.rc)" = 0 ]'
+
+# What the kernel started in its process group dies with it.
+fresh
+kbox exec -s kc 'import subprocess, os; p = subprocess.Popen(["sleep", "4243"]); os.kill(os.getpid(), 9)'
+check kernel_killing_itself_exits_4 status_is 4
+orphan_gone() {
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		pgrep -f "^sleep 4243$" >/dev/null || return 0
+		sleep 0.5
+	done
+	return 1
+}
+check kernel_children_die_with_it orphan_gone
+
+# Code that is not UTF-8 is a usage error, not a dead kernel.
+fresh
+printf 'print("\377")\n' >bad.py
+kbox exec -s kc -f bad.py
+check code_not_utf8_is_a_usage_error fails_with 2 "kbox exec: the code is not valid UTF-8"
+
+# kbox put refuses a host FIFO without blocking on it.
+fresh
+mkfifo ff
+kbox put -s kc ff
+check put_of_a_fifo_is_refused fails_with 2 "kbox put: ff is not a regular file"
+
 fresh
 running_pids=$(cat "$S"/*/supervisor.pid 2>/dev/null)
 kbox stop --all

@@ -136,8 +136,8 @@ static void on_event_tty(void *arg, const kbox_capture_t *cap, const kbox_event_
 /* Connect to the supervisor and get the kernel for one execution.  Starts
  * the session unless NO_START.  The grant (new reference) or NULL with
  * *STATUS set and one line printed. */
-static json_t *get_kernel(const char *dir, const char *name, bool no_start, ctl_t *c,
-                          int *status)
+static json_t *get_kernel(const char *dir, const char *name, bool no_start, long long timeout_ms,
+                          ctl_t *c, int *status)
 {
 	kbox_error_t err = {0};
 	for (int attempt = 0; attempt < 3; attempt++) {
@@ -156,12 +156,18 @@ static json_t *get_kernel(const char *dir, const char *name, bool no_start, ctl_
 		}
 		req = json_pack("{s:s}", "op", "exec");
 		if (kbox_ctl_send(c->fd, req, &err) < 0 ||
-		    !(grant = kbox_ctl_recv(c->fd, EXEC_GRANT_WAIT_MS, &err))) {
+		    !(grant = kbox_ctl_recv(c->fd, timeout_ms > 0 ? (int)timeout_ms : -1, &err))) {
 			/* a supervisor that was stopping: try again, starting a new one */
 			json_decref(req);
 			close(c->fd);
 			c->fd = -1;
-			if (no_start || err.code == KBOX_E_TIMEOUT) {
+			if (err.code == KBOX_E_TIMEOUT) {
+				cli_error("exec", "session %s: timed out waiting for another execution to end "
+				          "(the session runs one at a time)", name);
+				*status = EXIT_TIMEOUT;
+				return NULL;
+			}
+			if (no_start) {
 				cli_error("exec", "session %s: %s", name, err.msg);
 				*status = EXIT_UNAVAILABLE;
 				return NULL;
@@ -301,6 +307,15 @@ int cmd_exec(int argc, char **argv)
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
+	{
+		json_t *probe = json_string(code); /* NULL unless valid UTF-8 */
+		if (!probe) {
+			cli_error("exec", "the code is not valid UTF-8");
+			status = EXIT_USAGE;
+			goto out;
+		}
+		json_decref(probe);
+	}
 	if (outputs && access(outputs, W_OK | X_OK) < 0) {
 		cli_error("exec", "--outputs %s: %s", outputs, strerror(errno));
 		status = EXIT_USAGE;
@@ -311,7 +326,7 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	if (!(dir = cli_session_dir("exec", name, !no_start, &status)))
 		goto out;
-	if (!(grant = get_kernel(dir, name, no_start, &ctl, &status)))
+	if (!(grant = get_kernel(dir, name, no_start, timeout_ms, &ctl, &status)))
 		goto out;
 
 	/* the kernel was restarted since the last execution: in text, the first
@@ -453,8 +468,13 @@ out:
 	kbox_exec_destroy(&x);
 	kbox_client_destroy(&client);
 	kbox_conn_destroy(&conn);
-	if (ctl.fd >= 0)
+	if (ctl.fd >= 0) {
+		/* our execution is over: without this the supervisor interrupts */
+		json_t *done = json_pack("{s:s}", "op", "done");
+		kbox_ctl_send(ctl.fd, done, NULL);
+		json_decref(done);
 		close(ctl.fd);
+	}
 	json_decref(grant);
 	free(dir);
 	free(code);

@@ -59,7 +59,7 @@ int cmd_put(int argc, char **argv)
 	name = cli_session_name(name);
 	if ((status = cli_check_session("put", name)) != EXIT_OK)
 		return status;
-	in = open(host, O_RDONLY | O_CLOEXEC);
+	in = open(host, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
 	if (in < 0 || fstat(in, &st) < 0) {
 		cli_error("put", "cannot read %s: %s", host, strerror(errno));
 		status = EXIT_USAGE;
@@ -70,6 +70,7 @@ int cmd_put(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	fcntl(in, F_SETFL, 0);
 	hostcopy = strdup(host);
 	dest = argc - optind == 2 ? argv[optind + 1] : basename(hostcopy);
 	if (cli_ws_check("put", dest) < 0) {

@@ -112,6 +112,13 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		}
 		if (dup2(pfd[1], 3) < 0)
 			_exit(127);
+		/* a daemon keeps nothing of its starter but 0-3: an inherited pipe
+		 * would hold the starter's reader open for the session's life */
+#ifdef HAVE_CLOSE_RANGE
+		if (close_range(4, ~0U, 0) < 0)
+#endif
+			for (int i = 4; i < 65536; i++)
+				close(i);
 		signal(SIGHUP, SIG_DFL);
 		if (chdir("/") < 0)
 			_exit(127);
