@@ -175,6 +175,14 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 	return s;
 }
 
+/* CH's socket, connected now if it was not yet.  NULL with ERR. */
+static zsock_t *sock_of(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
+{
+	if (!self->sock[ch])
+		self->sock[ch] = make_socket(self, ch, err);
+	return self->sock[ch];
+}
+
 kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 {
 	kbox_client_t *self;
@@ -213,9 +221,11 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 	self->auth = kbox_auth_new(kbox_conn_scheme(self->conn), key, keylen, 0, err);
 	if (!self->auth)
 		goto fail;
-	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
-		if (!(self->sock[ch] = make_socket(self, (kbox_channel_t)ch, err)))
-			goto fail;
+	/* shell and iopub now; control, stdin and heartbeat when first used
+	 * (a short-lived client, like kbox exec, often needs none of them) */
+	if (!(self->sock[KBOX_CH_SHELL] = make_socket(self, KBOX_CH_SHELL, err)) ||
+	    !(self->sock[KBOX_CH_IOPUB] = make_socket(self, KBOX_CH_IOPUB, err)))
+		goto fail;
 	return self;
 fail:
 	kbox_client_destroy(&self);
@@ -228,7 +238,7 @@ void kbox_client_destroy(kbox_client_t **self_p)
 	if (!self_p || !*self_p)
 		return;
 	self = *self_p;
-	if (self->stdin_mon) {
+	if (self->stdin_mon && self->sock[KBOX_CH_STDIN]) {
 		zmq_socket_monitor(zsock_resolve(self->sock[KBOX_CH_STDIN]), NULL, 0);
 		zsock_destroy(&self->stdin_mon);
 	}
@@ -274,6 +284,8 @@ int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg
 	if (channel != KBOX_CH_SHELL && channel != KBOX_CH_CONTROL && channel != KBOX_CH_STDIN)
 		return kbox__err(err, KBOX_E_INVALID, "cannot send on the %s channel",
 		                 kbox_channel_name(channel));
+	if (!sock_of(self, channel, err))
+		return -1;
 	z = kbox_msg_encode(msg, self->auth, err);
 	if (!z)
 		return -1;
@@ -290,7 +302,7 @@ int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg
 static kbox_msg_t *read_one(kbox_client_t *self, kbox_channel_t ch)
 {
 	kbox_error_t e = {0};
-	zmsg_t *z = zmsg_recv(self->sock[ch]);
+	zmsg_t *z = self->sock[ch] ? zmsg_recv(self->sock[ch]) : NULL;
 	kbox_msg_t *msg;
 
 	if (!z)
@@ -313,7 +325,7 @@ static int poll_channels(kbox_client_t *self, unsigned mask, long timeout_ms)
 	int chs[KBOX_CH_COUNT], n = 0, rc, out = 0;
 
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
-		if (mask & (1u << ch)) {
+		if ((mask & (1u << ch)) && self->sock[ch]) { /* nothing comes on one not connected */
 			items[n].socket = zsock_resolve(self->sock[ch]);
 			items[n].fd = 0;
 			items[n].events = ZMQ_POLLIN;
@@ -376,7 +388,9 @@ kbox_msg_t *kbox_client_recv(kbox_client_t *self, kbox_channel_t channel, int ti
 
 int kbox_client_heartbeat(kbox_client_t *self, int timeout_ms)
 {
-	zsock_t *hb = self->sock[KBOX_CH_HB];
+	zsock_t *hb = sock_of(self, KBOX_CH_HB, NULL);
+	if (!hb)
+		return -1;
 	if (zstr_send(hb, "ping") == 0 && poll_channels(self, 1u << KBOX_CH_HB, timeout_ms) > 0) {
 		zmsg_t *z = zmsg_recv(hb);
 		if (z) {
@@ -385,12 +399,7 @@ int kbox_client_heartbeat(kbox_client_t *self, int timeout_ms)
 		}
 	}
 	/* A REQ socket that missed its reply is stuck: make a new one. */
-	zsock_destroy(&self->sock[KBOX_CH_HB]);
-	self->sock[KBOX_CH_HB] = make_socket(self, KBOX_CH_HB, NULL);
-	if (!self->sock[KBOX_CH_HB]) {
-		/* keep the pointer valid for later calls */
-		self->sock[KBOX_CH_HB] = zsock_new(ZMQ_REQ);
-	}
+	zsock_destroy(&self->sock[KBOX_CH_HB]); /* the next beat connects a new one */
 	return -1;
 }
 
@@ -773,6 +782,11 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 		return NULL;
 	}
 	x->count = -1;
+	if (stdin_on && !sock_of(self, KBOX_CH_STDIN, err)) {
+		kbox_msg_destroy(&req);
+		free(x);
+		return NULL;
+	}
 	if (stdin_on)
 		wait_stdin(self, 5000);
 	/* After an error reply with stop_on_error, ipykernel goes on aborting

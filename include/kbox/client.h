@@ -3,7 +3,9 @@
  *
  * shell, control and stdin are DEALER sockets sharing one routing id (the
  * client's session id), iopub is SUB subscribed to everything with no
- * high-water mark, hb is REQ and is recreated after a missed beat.  A client
+ * high-water mark, hb is REQ and is recreated after a missed beat.  shell
+ * and iopub are connected at once; control, stdin and hb when first used
+ * (a request on control, an execution that allows stdin, a heartbeat).  A client
  * is not thread-safe; use one per thread.  Every message received is
  * verified; messages that fail (bad signature, replay, malformed) are
  * dropped and counted, never acted on. */
@@ -49,9 +51,10 @@ const char *kbox_client_session(const kbox_client_t *self);
  * (the slow-joiner problem): send kernel_info_request, wait up to 1 s for the
  * reply, then briefly (10 ms, doubling up to 0.2 s on each retry) for any
  * iopub message; repeat until TIMEOUT_MS.
- * Flushes iopub afterwards, then waits (within the same time) for the stdin
- * socket's handshake, since the kernel drops input requests to a peer it
- * does not know yet.  Fails with KBOX_E_DEAD when the alive hook says
+ * Flushes iopub afterwards, then, if the stdin socket is connected, waits
+ * (within the same time) for its handshake, since the kernel drops input
+ * requests to a peer it does not know yet (an execution that allows stdin
+ * connects it and waits for that itself).  Fails with KBOX_E_DEAD when the alive hook says
  * the process exited, KBOX_E_TIMEOUT otherwise. */
 int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *err);
 
