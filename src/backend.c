@@ -34,6 +34,12 @@ struct kbox_sandbox {
 	bool ended;
 	int status; /* wait status once ended */
 	char cause[256];
+	/* the `kbox _ready` helper while readiness is awaited */
+	pid_t ready_pid;
+	int ready_fd;
+	long long ready_deadline;
+	char ready_msg[512];
+	size_t ready_len;
 };
 
 struct backend_ops {
@@ -303,6 +309,8 @@ kbox_sandbox_t *kbox_sandbox_spawn(const char *name, const kbox_kspec_t *spec,
 		goto nomem;
 	self->ops = ops;
 	self->pid = -1;
+	self->ready_pid = -1;
+	self->ready_fd = -1;
 	self->interrupt_mode = kbox_kspec_interrupt_mode(spec);
 	self->limits = *o;
 	while (o->env && o->env[n_env])
@@ -328,21 +336,93 @@ nomem:
 	return NULL;
 }
 
+int kbox_sandbox_ready_begin(kbox_sandbox_t *self, int timeout_ms, kbox_error_t *err)
+{
+	char t[16];
+	const char *argv[] = {"kbox", "_ready", self->conn_path, t, NULL};
+	helper_t h = {-1, -1};
+	if (self->ready_pid > 0)
+		return kbox__err(err, KBOX_E_INVALID, "already waiting for the kernel to be ready");
+	snprintf(t, sizeof t, "%d", timeout_ms);
+	if (helper_start(self, &h, argv, err) < 0)
+		return -1;
+	self->ready_pid = h.pid;
+	self->ready_fd = h.errfd;
+	self->ready_deadline = kbox__now_ms() + timeout_ms + 5000;
+	self->ready_len = 0;
+	self->ready_msg[0] = '\0';
+	return self->ready_fd;
+}
+
+/* Kill and reap the readiness helper. */
+static void ready_end(kbox_sandbox_t *self)
+{
+	int st;
+	if (self->ready_pid > 0) {
+		kill(self->ready_pid, SIGKILL);
+		while (waitpid(self->ready_pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (self->ready_fd >= 0)
+		close(self->ready_fd);
+	self->ready_pid = -1;
+	self->ready_fd = -1;
+}
+
+int kbox_sandbox_ready_poll(kbox_sandbox_t *self, kbox_error_t *err)
+{
+	int st, code;
+	pid_t r;
+	ssize_t got;
+	char *m = self->ready_msg;
+
+	if (self->ready_pid <= 0)
+		return kbox__err(err, KBOX_E_INVALID, "not waiting for the kernel to be ready");
+	while (self->ready_len + 1 < sizeof self->ready_msg &&
+	       (got = read(self->ready_fd, m + self->ready_len,
+	                   sizeof self->ready_msg - self->ready_len - 1)) > 0)
+		self->ready_len += (size_t)got;
+	m[self->ready_len] = '\0';
+	do
+		r = waitpid(self->ready_pid, &st, WNOHANG);
+	while (r < 0 && errno == EINTR);
+	if (r == self->ready_pid) {
+		self->ready_pid = -1; /* reaped */
+		code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		ready_end(self);
+		while (self->ready_len > 0 && (m[self->ready_len - 1] == '\n' || m[self->ready_len - 1] == ' '))
+			m[--self->ready_len] = '\0';
+		if (code == 0)
+			return 0;
+		if (!kbox_sandbox_alive(self))
+			goto dead;
+		return kbox__err(err, KBOX_E_TIMEOUT, "%s", m[0] ? m : "the kernel did not become ready");
+	}
+	if (!kbox_sandbox_alive(self)) {
+		ready_end(self);
+		goto dead;
+	}
+	if (kbox__now_ms() >= self->ready_deadline) {
+		ready_end(self);
+		return kbox__err(err, KBOX_E_TIMEOUT, "the kernel did not become ready");
+	}
+	return 1;
+dead:
+	return kbox__err(err, KBOX_E_DEAD, "%s before it was ready%s%s%s", self->cause,
+	                 self->log_path ? " (see " : "", self->log_path ? self->log_path : "",
+	                 self->log_path ? ")" : "");
+}
+
 int kbox_sandbox_wait_ready(kbox_sandbox_t *self, int timeout_ms, kbox_error_t *err)
 {
-	char msg[512], t[16];
-	int rc;
-	snprintf(t, sizeof t, "%d", timeout_ms);
-	rc = helper_run(self, "_ready", t, timeout_ms + 5000, true, msg, sizeof msg, err);
-	if (rc == 0)
-		return 0;
-	if (!kbox_sandbox_alive(self))
-		return kbox__err(err, KBOX_E_DEAD, "%s before it was ready%s%s%s", self->cause,
-		                 self->log_path ? " (see " : "", self->log_path ? self->log_path : "",
-		                 self->log_path ? ")" : "");
-	if (rc < 0 && !msg[0])
-		return kbox__err(err, KBOX_E_TIMEOUT, "the kernel did not become ready");
-	return kbox__err(err, KBOX_E_TIMEOUT, "%s", msg[0] ? msg : "the kernel did not become ready");
+	int rc, fd = kbox_sandbox_ready_begin(self, timeout_ms, err);
+	if (fd < 0)
+		return -1;
+	while ((rc = kbox_sandbox_ready_poll(self, err)) == 1) {
+		struct pollfd p = {fd, POLLIN, 0};
+		poll(&p, 1, 50);
+	}
+	return rc;
 }
 
 const char *kbox_sandbox_connection_file(const kbox_sandbox_t *self) { return self->conn_path; }
@@ -435,6 +515,7 @@ void kbox_sandbox_destroy(kbox_sandbox_t **self_p)
 	kbox_sandbox_t *self;
 	if (!self_p || !(self = *self_p))
 		return;
+	ready_end(self);
 	if (self->pid > 0 && kbox_sandbox_alive(self)) {
 		self->ops->signal(self, SIGKILL, NULL);
 		wait_end(self, STOP_STEP_MS);

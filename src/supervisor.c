@@ -38,6 +38,7 @@ typedef struct {
 	int fd;
 	bool exec;    /* holds an execution: the session is busy */
 	bool waiting; /* asked for one while another runs: granted in turn */
+	const char *pending; /* "restart" or "kill": answered once the new kernel is ready */
 	char *buf;
 	size_t len;
 } conn_t;
@@ -52,6 +53,8 @@ typedef struct {
 	char runtime_dir[4096], workspace[4096], log_path[4096], conn_path[4200];
 	kbox_kspec_t *spec;
 	kbox_sandbox_t *sb;
+	int ready_fd;          /* while the kernel starts: poll it (kbox_sandbox_ready_poll) */
+	long long start_t0;
 	int listen_fd, sig_fd, pid_fd;
 	conn_t conns[MAX_CONNS];
 	size_t n_conns;
@@ -118,13 +121,14 @@ static void read_file(const char *dir, const char *name, char *buf, size_t size)
 
 /* ---- the kernel ---- */
 
-/* Spawn a kernel and wait for it to answer.  0 or -1 with ERR. */
+/* Spawn a kernel and begin waiting for it to answer (the main loop goes on
+ * meanwhile; kernel_check finishes).  0 or -1 with ERR. */
 static int kernel_start(sup_t *s, kbox_error_t *err)
 {
-	long long t0 = kbox__now_ms();
 	char gen[32];
 
 	s->state = "starting";
+	s->start_t0 = kbox__now_ms();
 	s->generation++;
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
 	write_file(s->dir, "generation", gen);
@@ -138,7 +142,23 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel,
 	                  "pid", (json_int_t)kbox_sandbox_pid(s->sb), "generation",
 	                  (json_int_t)s->generation));
-	if (kbox_sandbox_wait_ready(s->sb, READY_TIMEOUT_MS, err) < 0) {
+	if ((s->ready_fd = kbox_sandbox_ready_begin(s->sb, READY_TIMEOUT_MS, err)) < 0) {
+		kbox_sandbox_destroy(&s->sb);
+		return -1;
+	}
+	return 0;
+}
+
+static bool starting(const sup_t *s) { return s->ready_fd >= 0; }
+
+/* While the kernel starts: 1 still starting, 0 ready, -1 failed (ERR). */
+static int kernel_check(sup_t *s, kbox_error_t *err)
+{
+	int rc = kbox_sandbox_ready_poll(s->sb, err);
+	if (rc == 1)
+		return 1;
+	s->ready_fd = -1;
+	if (rc < 0) {
 		kbox_sandbox_destroy(&s->sb);
 		return -1;
 	}
@@ -148,8 +168,21 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 	s->state = "idle";
 	sup_log(s, "ready",
 	        json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)kbox_sandbox_pid(s->sb), "generation",
-	                  (json_int_t)s->generation, "ms", (json_int_t)(kbox__now_ms() - t0)));
+	                  (json_int_t)s->generation, "ms", (json_int_t)(kbox__now_ms() - s->start_t0)));
 	return 0;
+}
+
+/* Start a kernel and wait for it (the first one, before anyone is told). */
+static int kernel_start_wait(sup_t *s, kbox_error_t *err)
+{
+	int rc;
+	if (kernel_start(s, err) < 0)
+		return -1;
+	while ((rc = kernel_check(s, err)) == 1) {
+		struct pollfd p = {s->ready_fd, POLLIN, 0};
+		poll(&p, 1, 50);
+	}
+	return rc;
 }
 
 /* Tell the running executions their kernel is gone, and whether a new one
@@ -176,8 +209,9 @@ static int kernel_replace(sup_t *s, const char *cause, bool requested)
 	snprintf(s->last_cause, sizeof s->last_cause, "%s", cause);
 	tell_execs(s, cause, true);
 	if (s->sb) {
-		kbox_sandbox_stop(s->sb, requested && kbox_sandbox_alive(s->sb), NULL);
-		kbox_sandbox_destroy(&s->sb);
+		kbox_sandbox_stop(s->sb, requested && !starting(s) && kbox_sandbox_alive(s->sb), NULL);
+		kbox_sandbox_destroy(&s->sb); /* and the readiness helper of one starting */
+		s->ready_fd = -1;
 	}
 	snprintf(s->notice, sizeof s->notice,
 	         "kernel restarted: %s; earlier state (variables, imports, loaded data) is lost", cause);
@@ -267,6 +301,22 @@ static void grant_exec(sup_t *s, conn_t *c)
 	s->notice[0] = '\0';
 }
 
+/* Answer the restart and kill requests waiting for the new kernel. */
+static void answer_pending(sup_t *s, const char *error)
+{
+	for (size_t i = 0; i < s->n_conns; i++) {
+		conn_t *c = &s->conns[i];
+		if (!c->pending)
+			continue;
+		if (error)
+			reply_error(c->fd, "%s", error);
+		else
+			reply(c->fd, json_pack("{s:b, s:s, s:I}", "ok", 1, "re", c->pending, "generation",
+			                       (json_int_t)s->generation));
+		c->pending = NULL;
+	}
+}
+
 static json_t *status_json(sup_t *s)
 {
 	char started[32], last[32];
@@ -314,7 +364,7 @@ static void handle_request(sup_t *s, size_t i, json_t *req)
 		}
 		/* one execution at a time: a second one would wait in the
 		 * kernel's queue where its client cannot see or time it */
-		if (exec_busy(s))
+		if (exec_busy(s) || starting(s))
 			c->waiting = true;
 		else
 			grant_exec(s, c);
@@ -325,7 +375,9 @@ static void handle_request(sup_t *s, size_t i, json_t *req)
 			s->last_activity_wall = kbox__now();
 		}
 	} else if (strcmp(op, "interrupt") == 0) {
-		if (kbox_sandbox_interrupt(s->sb, &err) < 0)
+		if (starting(s))
+			reply_error(c->fd, "the kernel is starting: nothing to interrupt");
+		else if (kbox_sandbox_interrupt(s->sb, &err) < 0)
 			reply_error(c->fd, "interrupt failed: %s", err.msg);
 		else {
 			sup_log(s, "interrupt", NULL);
@@ -346,9 +398,9 @@ static void handle_request(sup_t *s, size_t i, json_t *req)
 			s->stopping = true;
 			return;
 		}
-		/* the caller is told now; the next execution gets the notice */
-		reply(c->fd, json_pack("{s:b, s:s, s:I}", "ok", 1, "re", op, "generation",
-		                       (json_int_t)s->generation));
+		/* the caller is told once the new kernel is ready; the next
+		 * execution gets the notice */
+		c->pending = kill ? "kill" : "restart";
 	} else if (strcmp(op, "stop") == 0) {
 		const char *why = json_string_value(json_object_get(req, "cause"));
 		snprintf(s->stop_cause, sizeof s->stop_cause, "%s",
@@ -554,7 +606,7 @@ int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe)
 	int status = 0;
 
 	s.dir = dir;
-	s.listen_fd = s.sig_fd = s.pid_fd = s.stop_reply_fd = -1;
+	s.listen_fd = s.sig_fd = s.pid_fd = s.stop_reply_fd = s.ready_fd = -1;
 	s.state = "starting";
 	s.started_ms = kbox__now_ms();
 	s.started_wall = kbox__now();
@@ -596,7 +648,7 @@ int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe)
 		unlink(path);
 	}
 	clean_runtime_dir(&s);
-	if (kernel_start(&s, &err) < 0) {
+	if (kernel_start_wait(&s, &err) < 0) {
 		snprintf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
 		report_ready(&ready_fd, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
 		shutdown_session(&s);
@@ -611,7 +663,7 @@ int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe)
 		size_t np = 0;
 		int timeout = 1000;
 
-		if (s.sb && !kbox_sandbox_alive(s.sb)) {
+		if (s.sb && !starting(&s) && !kbox_sandbox_alive(s.sb)) {
 			char cause[300];
 			snprintf(cause, sizeof cause, "%s", kbox_sandbox_cause(s.sb));
 			if (kernel_replace(&s, cause, false) < 0) {
@@ -635,10 +687,24 @@ int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe)
 		}
 		p[np++] = (struct pollfd){s.sig_fd, POLLIN, 0};
 		p[np++] = (struct pollfd){s.listen_fd, POLLIN, 0};
+		p[np++] = (struct pollfd){s.ready_fd, POLLIN, 0}; /* -1 (ignored) unless starting */
 		for (size_t i = 0; i < s.n_conns; i++)
 			p[np++] = (struct pollfd){s.conns[i].fd, POLLIN, 0};
 		if (poll(p, np, timeout) < 0 && errno != EINTR)
 			break;
+		if (starting(&s)) {
+			kbox_error_t rerr = {0};
+			int rc = kernel_check(&s, &rerr);
+			if (rc < 0) {
+				snprintf(s.stop_cause, sizeof s.stop_cause,
+				         "the kernel could not be restarted: %s", rerr.msg);
+				answer_pending(&s, s.stop_cause);
+				s.stopping = true;
+				break;
+			}
+			if (rc == 0)
+				answer_pending(&s, NULL);
+		}
 		if (p[0].revents) {
 			struct signalfd_siginfo si;
 			while (read(s.sig_fd, &si, sizeof si) == sizeof si) {
@@ -653,14 +719,14 @@ int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe)
 		if (p[1].revents)
 			accept_all(&s);
 		/* connections: walk backwards, conn_close moves the last one in */
-		for (size_t k = np; k-- > 2;) {
-			size_t i = k - 2;
+		for (size_t k = np; k-- > 3;) {
+			size_t i = k - 3;
 			if (s.stopping)
 				break;
 			if (i < s.n_conns && p[k].revents && !conn_read(&s, i))
 				conn_close(&s, i);
 		}
-		for (size_t i = 0; !s.stopping && !exec_busy(&s) && i < s.n_conns; i++)
+		for (size_t i = 0; !s.stopping && !exec_busy(&s) && !starting(&s) && i < s.n_conns; i++)
 			if (s.conns[i].waiting)
 				grant_exec(&s, &s.conns[i]);
 	}

@@ -755,6 +755,25 @@ printf 'print("\377")\n' >bad.py
 kbox exec -s kc -f bad.py
 check code_not_utf8_is_a_usage_error fails_with 2 "kbox exec: the code is not valid UTF-8"
 
+# While a new kernel starts, the supervisor goes on answering: status says
+# "starting" at once, and stop does not wait for the kernel to be ready.
+fresh
+needs kernel
+mkdir -p jp/kernels/slow
+printf '{"argv": ["/bin/sh", "-c", "sleep 4; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "slow", "language": "python"}\n' "$PY" >jp/kernels/slow/kernel.json
+JUPYTER_PATH=$T/jp kbox start -s slow -k slow
+check slow_kernel_session_starts status_is 0
+if [ -z "$SKIPPING" ]; then
+	kill -9 "$("$KBOX" status -s slow --json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["kernel_pid"])')"
+	sleep 0.5
+fi
+kbox status -s slow
+check status_answers_while_a_kernel_starts eval 'status_is 0 && [ "$secs" -le 2 ] &&
+	[ "$(sed -n "s/^state: *//p" stdout)" = starting ]'
+kbox stop -s slow
+check stop_does_not_wait_for_a_starting_kernel eval 'status_is 0 && [ "$secs" -le 4 ] &&
+	stdout_is "session slow stopped"'
+
 # kbox put refuses a host FIFO without blocking on it.
 fresh
 mkfifo ff

@@ -62,6 +62,14 @@ kbox_sandbox_t *kbox_sandbox_spawn(const char *name, const kbox_kspec_t *spec,
  * kernel ends meanwhile.  0 or -1 with ERR. */
 int kbox_sandbox_wait_ready(kbox_sandbox_t *self, int timeout_ms, kbox_error_t *err);
 
+/* The same without blocking, for an event loop: begin returns a file
+ * descriptor to poll for input (it also turns readable when the helper
+ * ends), or -1 with ERR; poll (never blocks) returns 1 while still
+ * waiting, 0 once ready, -1 with ERR when the kernel ended, the time ran
+ * out or the helper failed.  Poll again after SIGCHLD too. */
+int kbox_sandbox_ready_begin(kbox_sandbox_t *self, int timeout_ms, kbox_error_t *err);
+int kbox_sandbox_ready_poll(kbox_sandbox_t *self, kbox_error_t *err);
+
 const char *kbox_sandbox_connection_file(const kbox_sandbox_t *self);
 const char *kbox_sandbox_backend(const kbox_sandbox_t *self);
 /* The kernel's pid as the host sees it. */
