@@ -27,7 +27,9 @@ nothing on stderr.  W unmeasured calls of each client come first, then R
 rounds, each running N calls of each client back to back, the order
 alternating from round to round.
 
-Also measured: the supervisor's VmRSS (with its RssAnon / RssFile /
+Also measured: the floor of any kbox command, `kbox version` (a process
+that starts, loads the same libraries as kbox exec and exits), R x N
+times after the rounds; the supervisor's VmRSS (with its RssAnon / RssFile /
 RssShmem split) right after `kbox start` and after all the calls, its
 VmHWM and the CPU it used during the calls.
 
@@ -291,6 +293,7 @@ def main(argv):
     if args.jupyter != "none":
         bench.jupyter = args.jupyter
     calls = {"kbox": [], "jupyter": []}
+    floor = []
     per_round = []
     mem_start = mem_end = cpu_start = cpu_end = load_start = load_end = None
     started = False
@@ -329,6 +332,15 @@ def main(argv):
             log("round %2d/%d  kbox exec %7.1f ms  jupyter run %7.1f ms  ratio %5.1fx",
                 r + 1, args.rounds, this["kbox"] * 1e3, this["jupyter"] * 1e3,
                 this["jupyter"] / this["kbox"])
+
+        # The floor of any kbox command: start, load the same libraries
+        # (the kbox-cli module and libzmq, czmq, libsodium...), exit.
+        for _ in range(args.rounds * args.n):
+            wall, rc, out, err, ru = run_timed([kbox, "version"], env, tmpdir)
+            if rc != 0 or not out.startswith(b"kbox "):
+                raise RuntimeError("kbox version exited %s: %r" % (rc, out[:100]))
+            floor.append({"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
+                          "maxrss_kib": ru.ru_maxrss, "ok": True})
 
         mem_end = proc_mem(sup_pid)
         cpu_end = proc_cpu(sup_pid)
@@ -423,6 +435,12 @@ def main(argv):
     print("CPU per call  kbox exec %.1f ms  jupyter run %.1f ms  ratio %.1fx"
           % (stats["kbox"]["cpu_median_s"] * 1e3, stats["jupyter"]["cpu_median_s"] * 1e3,
              cpu_ratio))
+    fl = summarize(floor) if floor else None
+    if fl:
+        print("floor: kbox version (start, load the same libraries, exit) %.1f ms wall, "
+              "%.1f ms CPU; kbox exec is %.1f ms above it"
+              % (fl["wall_median_s"] * 1e3, fl["cpu_median_s"] * 1e3,
+                 (stats["kbox"]["wall_median_s"] - fl["wall_median_s"]) * 1e3))
     print("failed calls: %d" % failed)
     for line in bench.failures[:10]:
         print("  " + line)
@@ -437,6 +455,7 @@ def main(argv):
         "clients": stats,
         "round_medians_s": per_round,
         "ratio_jupyter_kbox": ratio,
+        "floor_kbox_version": fl,
         "ratio_rounds": ratios,
         "ratio_pooled": pooled,
         "ratio_target": RATIO_TARGET,
