@@ -774,6 +774,22 @@ kbox stop -s slow
 check stop_does_not_wait_for_a_starting_kernel eval 'status_is 0 && [ "$secs" -le 4 ] &&
 	stdout_is "session slow stopped"'
 
+# On a terminal, what the code prints cannot drive it: escape sequences and
+# other control characters are shown, not sent (a pty made by script(1)).
+fresh
+needs kernel
+printf 'import sys\nprint("a\\x1b]0;pwned\\x07b")\nprint("e\\x1b[31mr", file=sys.stderr)\n"v\\x1bw"\n' >esc.py
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 script -qec "$KBOX exec -s kc -f esc.py" /dev/null >tty.out 2>&1
+	rc=$?
+fi
+ESC=$(printf '\033')
+check tty_output_shows_escape_sequences_instead_of_sending_them eval '[ "$rc" = 0 ] &&
+	grep -qF "a^[]0;pwned^Gb" tty.out && grep -qF "e^[[31mr" tty.out &&
+	grep -qF "'"'"'v\\x1bw'"'"'" tty.out && ! grep -q "$ESC" tty.out'
+kbox exec -s kc -f esc.py
+check piped_output_keeps_the_bytes eval 'status_is 0 && grep -q "a${ESC}]0;pwned" stdout'
+
 # kbox put refuses a host FIFO without blocking on it.
 fresh
 mkfifo ff

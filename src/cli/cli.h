@@ -40,6 +40,12 @@ long long cli_parse_size(const char *s);
 /* Print CMD's usage to F. */
 void cli_usage(const cli_cmd_t *cmd, FILE *f);
 
+/* Write LEN bytes of S to F for a terminal: control characters other than
+ * \n, \t, \r and \b (ESC above all: escape sequences from the kernel could
+ * retitle, recolour or program the terminal) are shown as ^X, C1 controls
+ * as \u0080..\u009f. */
+void cli_write_safe(FILE *f, const char *s, size_t len);
+
 /* Format a number of bytes as "1.5 MiB" into BUF. */
 const char *cli_fmt_bytes(long long n, char *buf, size_t size);
 /* Format seconds as "2h03m", "4m10s", "12.3s" into BUF. */

@@ -128,7 +128,7 @@ static void on_event_tty(void *arg, const kbox_capture_t *cap, const kbox_event_
 	(void)cap;
 	if (ev->type == KBOX_EV_STREAM && ev->text) {
 		FILE *f = ev->stream == KBOX_TEXT_STDERR ? stderr : stdout;
-		fwrite(ev->text, 1, ev->len, f);
+		cli_write_safe(f, ev->text, ev->len);
 		fflush(f);
 	}
 }
@@ -439,9 +439,11 @@ int cmd_exec(int argc, char **argv)
 			kbox_result_add_notice(res, json_string_value(json_object_get(grant, "notice")),
 			                       true);
 		if (format == FMT_TEXT) {
-			char *text = kbox_render_text_ex(
-			    res, isatty(STDOUT_FILENO) ? KBOX_RENDER_NO_STREAMS : 0);
-			if (text)
+			bool tty = isatty(STDOUT_FILENO);
+			char *text = kbox_render_text_ex(res, tty ? KBOX_RENDER_NO_STREAMS : 0);
+			if (text && tty) /* what the code printed must not drive the terminal */
+				cli_write_safe(stdout, text, strlen(text));
+			else if (text)
 				fputs(text, stdout);
 			free(text);
 		} else

@@ -254,7 +254,9 @@ int cmd_run(int argc, char **argv)
 			kbox_capture_destroy(&cap);
 		} else if (format == FMT_TEXT) {
 			char *text = kbox_render_text(res);
-			if (text)
+			if (text && isatty(STDOUT_FILENO)) /* nothing from the kernel drives the terminal */
+				cli_write_safe(stdout, text, strlen(text));
+			else if (text)
 				fputs(text, stdout);
 			free(text);
 			fflush(stdout);

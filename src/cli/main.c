@@ -153,6 +153,26 @@ char *cli_slurp(FILE *f)
 	return NULL;
 }
 
+void cli_write_safe(FILE *f, const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + len, *run = p;
+	for (; p < end; p++) {
+		bool c0 = (*p < 0x20 && *p != '\n' && *p != '\t' && *p != '\r' && *p != '\b') ||
+		          *p == 0x7f;
+		/* C1 controls in UTF-8: C2 80..C2 9F (a terminal may take C2 9B for CSI) */
+		bool c1 = *p == 0xc2 && p + 1 < end && p[1] >= 0x80 && p[1] <= 0x9f;
+		if (!c0 && !c1)
+			continue;
+		fwrite(run, 1, (size_t)(p - run), f);
+		if (c0)
+			fprintf(f, "^%c", *p == 0x7f ? '?' : *p + '@');
+		else
+			fprintf(f, "\\u%04x", p[1]), p++;
+		run = p + 1;
+	}
+	fwrite(run, 1, (size_t)(end - run), f);
+}
+
 const char *cli_fmt_bytes(long long n, char *buf, size_t size)
 {
 	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
