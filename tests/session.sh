@@ -790,6 +790,13 @@ check tty_output_shows_escape_sequences_instead_of_sending_them eval '[ "$rc" = 
 kbox exec -s kc -f esc.py
 check piped_output_keeps_the_bytes eval 'status_is 0 && grep -q "a${ESC}]0;pwned" stdout'
 
+# --input lines must be UTF-8 like the code (one line, exit 2).
+fresh
+kbox exec -s kc -i "$(printf 'a\377')" 'input()'
+check input_not_utf8_is_a_usage_error fails_with 2 "kbox exec: --input line 1 is not valid UTF-8"
+kbox exec -s kc -i 'héllo' 'input()'
+check input_line_reaches_input eval "status_is 0 && stdout_is \"Out[\$(sed -n 's/^Out\\[\\([0-9]*\\)\\].*/\\1/p' stdout)]: 'héllo'\""
+
 # kbox put refuses a host FIFO without blocking on it.
 fresh
 mkfifo ff

@@ -315,6 +315,14 @@ int cmd_exec(int argc, char **argv)
 			goto out;
 		}
 		json_decref(probe);
+		for (size_t i = 0; i < n_inputs; i++) {
+			if (!(probe = json_string(inputs[i]))) {
+				cli_error("exec", "--input line %zu is not valid UTF-8", i + 1);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			json_decref(probe);
+		}
 	}
 	if (outputs && access(outputs, W_OK | X_OK) < 0) {
 		cli_error("exec", "--outputs %s: %s", outputs, strerror(errno));
