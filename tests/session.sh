@@ -797,6 +797,23 @@ check input_not_utf8_is_a_usage_error fails_with 2 "kbox exec: --input line 1 is
 kbox exec -s kc -i 'héllo' 'input()'
 check input_line_reaches_input eval "status_is 0 && stdout_is \"Out[\$(sed -n 's/^Out\\[\\([0-9]*\\)\\].*/\\1/p' stdout)]: 'héllo'\""
 
+# Output options are checked as kbox run checks them (one shared parser),
+# and a long option without its argument is named as given.
+fresh
+kbox exec -s kc --format xml 'print(1)'
+check exec_bad_format fails_with 2 'kbox exec: invalid --format "xml": expected text, json or ndjson'
+kbox exec -s kc --max-output 10 'print(1)'
+check exec_bad_max_output fails_with 2 \
+	'kbox exec: invalid --max-output "10": expected a size of at least 64 bytes (e.g. 20000, 16K, 1M)'
+kbox exec -s kc --max-lines 1K 'print(1)'
+check exec_bad_max_lines fails_with 2 'kbox exec: invalid --max-lines "1K": expected a number of at least 2'
+kbox start -s kc --ttl
+check long_option_missing_argument_is_named_as_given fails_with 2 \
+	'kbox start: option --ttl needs an argument (see kbox start --help)'
+kbox exec -s kc -t
+check short_option_missing_argument_is_named_as_given fails_with 2 \
+	'kbox exec: option -t needs an argument (see kbox exec --help)'
+
 # kbox put refuses a host FIFO without blocking on it.
 fresh
 mkfifo ff

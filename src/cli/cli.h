@@ -46,6 +46,20 @@ void cli_usage(const cli_cmd_t *cmd, FILE *f);
  * as \u0080..\u009f. */
 void cli_write_safe(FILE *f, const char *s, size_t len);
 
+/* Output formats of kbox run and kbox exec. */
+typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
+
+/* The value of --format, --max-output and --max-lines for command CMD:
+ * 0, or -1 with one line printed (a usage error). */
+int cli_parse_format(const char *cmd, const char *arg, format_t *out);
+int cli_parse_max_output(const char *cmd, const char *arg, long long *out);
+int cli_parse_max_lines(const char *cmd, const char *arg, long long *out);
+
+/* Print one JSON value (taken) compactly on its own line, flushed. */
+void cli_print_json_line(json_t *j);
+/* A kbox_event_cb printing each event as an ndjson line. */
+void cli_on_event_ndjson(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev);
+
 /* Format a number of bytes as "1.5 MiB" into BUF. */
 const char *cli_fmt_bytes(long long n, char *buf, size_t size);
 /* Format seconds as "2h03m", "4m10s", "12.3s" into BUF. */

@@ -17,8 +17,6 @@
 #define EXEC_GRANT_WAIT_MS 120000 /* the supervisor may be restarting a kernel */
 #define READY_WAIT_MS 30000
 
-typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
-
 typedef struct {
 	int fd;
 	bool died, gone, restarting;
@@ -101,24 +99,6 @@ static const char *fmt_ms(long long ms, char *buf, size_t size)
 	else
 		snprintf(buf, size, "%lld ms", ms);
 	return buf;
-}
-
-static void print_json_line(json_t *j)
-{
-	char *line = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9))
-	               : NULL;
-	if (line) {
-		printf("%s\n", line);
-		fflush(stdout);
-	}
-	free(line);
-	json_decref(j);
-}
-
-static void on_event_ndjson(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
-{
-	(void)arg;
-	print_json_line(kbox_render_event(cap, ev));
 }
 
 /* On a terminal: show stream text as it comes. */
@@ -242,32 +222,19 @@ int cmd_exec(int argc, char **argv)
 			break;
 		}
 		case 'F':
-			if (strcmp(optarg, "text") == 0)
-				format = FMT_TEXT;
-			else if (strcmp(optarg, "json") == 0)
-				format = FMT_JSON;
-			else if (strcmp(optarg, "ndjson") == 0)
-				format = FMT_NDJSON;
-			else {
-				cli_error("exec", "invalid --format \"%s\": expected text, json or ndjson",
-				          optarg);
+			if (cli_parse_format("exec", optarg, &format) < 0) {
 				status = EXIT_USAGE;
 				goto out;
 			}
 			break;
 		case 'M':
-			if ((max_bytes = cli_parse_size(optarg)) < 64) {
-				cli_error("exec", "invalid --max-output \"%s\": expected a size of at least 64 "
-				          "bytes (e.g. 20000, 16K, 1M)", optarg);
+			if (cli_parse_max_output("exec", optarg, &max_bytes) < 0) {
 				status = EXIT_USAGE;
 				goto out;
 			}
 			break;
 		case 'L':
-			max_lines = cli_parse_size(optarg);
-			if (max_lines < 2 || strpbrk(optarg, "kKmMgG")) {
-				cli_error("exec", "invalid --max-lines \"%s\": expected a number of at least 2",
-				          optarg);
+			if (cli_parse_max_lines("exec", optarg, &max_lines) < 0) {
 				status = EXIT_USAGE;
 				goto out;
 			}
@@ -380,7 +347,7 @@ int cmd_exec(int argc, char **argv)
 			goto out;
 		}
 		if (format == FMT_NDJSON)
-			kbox_capture_set_event_cb(cap, on_event_ndjson, NULL);
+			kbox_capture_set_event_cb(cap, cli_on_event_ndjson, NULL);
 		else if (format == FMT_TEXT && isatty(STDOUT_FILENO))
 			kbox_capture_set_event_cb(cap, on_event_tty, NULL);
 		kbox_session_log(dir, "exec-begin",
@@ -455,7 +422,7 @@ int cmd_exec(int argc, char **argv)
 				fputs(text, stdout);
 			free(text);
 		} else
-			print_json_line(format == FMT_JSON ? kbox_render_json(res)
+			cli_print_json_line(format == FMT_JSON ? kbox_render_json(res)
 			                                   : kbox_render_end_event(res));
 		fflush(stdout);
 		switch (kbox_result_status(res)) {

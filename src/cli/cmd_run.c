@@ -17,27 +17,6 @@ typedef struct {
 	char *source; /* "-c", a file name or "-" (borrowed from argv) */
 } cell_t;
 
-typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
-
-/* Print one JSON value compactly on its own line. */
-static void print_json_line(json_t *j)
-{
-	char *line = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9)) : NULL;
-	if (line) {
-		printf("%s\n", line);
-		fflush(stdout);
-	}
-	free(line);
-	json_decref(j);
-}
-
-/* ndjson: each event as it arrives. */
-static void on_event(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
-{
-	(void)arg;
-	print_json_line(kbox_render_event(cap, ev));
-}
-
 /* Parse SECONDS ("2", "0.5"); -1 when invalid. */
 static long parse_timeout_ms(const char *s)
 {
@@ -93,33 +72,19 @@ int cmd_run(int argc, char **argv)
 		case 'o': outputs = optarg; break;
 		case 'i': inputs[n_inputs++] = optarg; break;
 		case 'F':
-			if (strcmp(optarg, "text") == 0)
-				format = FMT_TEXT;
-			else if (strcmp(optarg, "json") == 0)
-				format = FMT_JSON;
-			else if (strcmp(optarg, "ndjson") == 0)
-				format = FMT_NDJSON;
-			else {
-				cli_error("run", "invalid --format \"%s\": expected text, json or ndjson",
-				          optarg);
+			if (cli_parse_format("run", optarg, &format) < 0) {
 				status = EXIT_USAGE;
 				goto out;
 			}
 			break;
 		case 'M':
-			max_bytes = cli_parse_size(optarg);
-			if (max_bytes < 64) {
-				cli_error("run", "invalid --max-output \"%s\": expected a size of at least 64 "
-				          "bytes (e.g. 20000, 16K, 1M)", optarg);
+			if (cli_parse_max_output("run", optarg, &max_bytes) < 0) {
 				status = EXIT_USAGE;
 				goto out;
 			}
 			break;
 		case 'L':
-			max_lines = cli_parse_size(optarg);
-			if (max_lines < 2 || strpbrk(optarg, "kKmMgG")) {
-				cli_error("run", "invalid --max-lines \"%s\": expected a number of at least 2",
-				          optarg);
+			if (cli_parse_max_lines("run", optarg, &max_lines) < 0) {
 				status = EXIT_USAGE;
 				goto out;
 			}
@@ -231,7 +196,7 @@ int cmd_run(int argc, char **argv)
 			break;
 		}
 		if (format == FMT_NDJSON)
-			kbox_capture_set_event_cb(cap, on_event, NULL);
+			kbox_capture_set_event_cb(cap, cli_on_event_ndjson, NULL);
 		eo.code = cells[i].code;
 		eo.timeout_ms = (int)(timeout_ms > INT_MAX ? INT_MAX : timeout_ms);
 		eo.interrupt_on_timeout = true;
@@ -261,7 +226,7 @@ int cmd_run(int argc, char **argv)
 			free(text);
 			fflush(stdout);
 		} else {
-			print_json_line(format == FMT_JSON ? kbox_render_json(res)
+			cli_print_json_line(format == FMT_JSON ? kbox_render_json(res)
 			                                   : kbox_render_end_event(res));
 		}
 		kbox_result_destroy(&res);

@@ -153,6 +153,59 @@ char *cli_slurp(FILE *f)
 	return NULL;
 }
 
+int cli_parse_format(const char *cmd, const char *arg, format_t *out)
+{
+	if (strcmp(arg, "text") == 0)
+		*out = FMT_TEXT;
+	else if (strcmp(arg, "json") == 0)
+		*out = FMT_JSON;
+	else if (strcmp(arg, "ndjson") == 0)
+		*out = FMT_NDJSON;
+	else {
+		cli_error(cmd, "invalid --format \"%s\": expected text, json or ndjson", arg);
+		return -1;
+	}
+	return 0;
+}
+
+int cli_parse_max_output(const char *cmd, const char *arg, long long *out)
+{
+	if ((*out = cli_parse_size(arg)) < 64) {
+		cli_error(cmd, "invalid --max-output \"%s\": expected a size of at least 64 bytes "
+		          "(e.g. 20000, 16K, 1M)", arg);
+		return -1;
+	}
+	return 0;
+}
+
+int cli_parse_max_lines(const char *cmd, const char *arg, long long *out)
+{
+	*out = cli_parse_size(arg);
+	if (*out < 2 || strpbrk(arg, "kKmMgG")) {
+		cli_error(cmd, "invalid --max-lines \"%s\": expected a number of at least 2", arg);
+		return -1;
+	}
+	return 0;
+}
+
+void cli_print_json_line(json_t *j)
+{
+	char *line = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9))
+	               : NULL;
+	if (line) {
+		printf("%s\n", line);
+		fflush(stdout);
+	}
+	free(line);
+	json_decref(j);
+}
+
+void cli_on_event_ndjson(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
+{
+	(void)arg;
+	cli_print_json_line(kbox_render_event(cap, ev));
+}
+
 void cli_write_safe(FILE *f, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + len, *run = p;
