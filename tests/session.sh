@@ -814,6 +814,21 @@ kbox exec -s kc -t
 check short_option_missing_argument_is_named_as_given fails_with 2 \
 	'kbox exec: option -t needs an argument (see kbox exec --help)'
 
+# The messages' username comes from the environment, as Python's getpass.
+fresh
+needs kernel
+if [ -z "$SKIPPING" ]; then
+	env -u LOGNAME USER=agent123 timeout -k 5 60 "$KBOX" exec -s kc \
+		'print(get_ipython().kernel.get_parent()["header"]["username"])' >stdout 2>stderr
+	rc=$?
+fi
+check username_is_taken_from_the_environment eval 'status_is 0 && stdout_is agent123'
+# An event without fields is one word: no trailing blanks.
+kbox interrupt -s kc
+kbox logs -s kc
+check logs_lines_have_no_trailing_blanks eval 'status_is 0 && grep -q " interrupt$" stdout &&
+	! grep -q " $" stdout'
+
 # kbox put refuses a host FIFO without blocking on it.
 fresh
 mkfifo ff
