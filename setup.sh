@@ -5,7 +5,8 @@ set -eu
 
 PKGS="
 build-essential autoconf automake libtool pkg-config
-libzmq3-dev libczmq-dev libsodium-dev libjansson-dev libcurl4-openssl-dev
+libzmq3-dev libczmq-dev libsodium-dev libjansson-dev libcurl4-openssl-dev libseccomp-dev
+bubblewrap
 clang libclang-rt-14-dev
 mandoc
 python3 python3-ipykernel python3-jupyter-client python3-zmq

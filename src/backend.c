@@ -5,6 +5,7 @@
  * steps that need them run in helper processes of the kbox program (see
  * kbox/backend.h), so the supervisor that links this stays small. */
 #include "private.h"
+#include "cgroup.h"
 #include <kbox/backend.h>
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -28,9 +30,13 @@ struct kbox_sandbox {
 	const backend_ops_t *ops;
 	kbox_interrupt_mode_t interrupt_mode;
 	char *kernel, *kbox_exe, *conn_path, *runtime_dir, *workspace, *log_path;
+	char *name, *home, *rootfs;
 	char **env;
-	kbox_sandbox_opts_t limits;
-	pid_t pid;
+	kbox_sandbox_opts_t limits; /* with the backend's defaults */
+	pid_t pid;        /* our child: the kernel (none) or bwrap */
+	pid_t kernel_pid; /* bwrap: the kernel, found under bwrap's init */
+	kbox_cgroup_t *cg;
+	char limits_text[256], missing[768];
 	bool ended;
 	int status; /* wait status once ended */
 	char cause[256];
@@ -45,12 +51,14 @@ struct kbox_sandbox {
 struct backend_ops {
 	const char *name;
 	bool sandboxed;
-	bool memory, cpus, pids; /* the limits it enforces */
+	bool memory, cpus, pids; /* the limits it enforces (where the machine allows) */
+	void (*defaults)(kbox_sandbox_opts_t *o);
 	int (*spawn)(kbox_sandbox_t *self, kbox_error_t *err);
 	/* true while running; once ended, fill self->cause */
 	bool (*alive)(kbox_sandbox_t *self);
 	int (*signal)(kbox_sandbox_t *self, int sig, kbox_error_t *err);
 	void (*cleanup)(kbox_sandbox_t *self);
+	pid_t (*kernel_pid)(kbox_sandbox_t *self); /* NULL: self->pid */
 };
 
 /* ---- helpers: `kbox _CMD ARGS…` as a child, its stderr kept ---- */
@@ -146,6 +154,43 @@ static int helper_run(kbox_sandbox_t *self, const char *cmd, const char *arg, in
 	return helper_wait(self, &h, timeout_ms, watch, msg, size);
 }
 
+/* ---- the kernel's process ---- */
+
+/* In the child after fork: a session of its own, killed with its parent
+ * (PARENT, the supervisor), default signal dispositions, nothing blocked. */
+static void child_setup(pid_t parent)
+{
+	sigset_t none;
+	setsid();
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* The cause of death from wait status ST into self->cause; bwrap reports
+ * a command killed by signal N as exit status 128 + N (SIGNAL_EXIT). */
+static void set_cause(kbox_sandbox_t *self, int st, bool signal_exit)
+{
+	int sig = 0;
+	if (WIFSIGNALED(st))
+		sig = WTERMSIG(st);
+	else if (signal_exit && WIFEXITED(st) && WEXITSTATUS(st) > 128 && WEXITSTATUS(st) < 128 + 65)
+		sig = WEXITSTATUS(st) - 128;
+	if (sig) {
+		const char *abbrev = sigabbrev_np(sig);
+		snprintf(self->cause, sizeof self->cause, "the kernel was killed by signal %d (SIG%s)",
+		         sig, abbrev ? abbrev : "?");
+	} else if (WIFEXITED(st))
+		snprintf(self->cause, sizeof self->cause, "the kernel exited with status %d%s",
+		         WEXITSTATUS(st), WEXITSTATUS(st) == 127 ? " (it could not be started)" : "");
+	else
+		snprintf(self->cause, sizeof self->cause, "the kernel ended (wait status %d)", st);
+}
+
 /* ---- none: a local process ---- */
 
 static int none_spawn(kbox_sandbox_t *self, kbox_error_t *err)
@@ -173,15 +218,7 @@ static int none_spawn(kbox_sandbox_t *self, kbox_error_t *err)
 		return kbox__err_sys(err, "cannot fork the kernel process");
 	}
 	if (self->pid == 0) {
-		sigset_t none;
-		setsid();
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		for (int sig = 1; sig < NSIG; sig++)
-			signal(sig, SIG_DFL);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
+		child_setup(parent);
 		execv(self->kbox_exe, (char *const *)argv);
 		dprintf(2, "kbox: cannot run %s _kernel: %s\n", self->kbox_exe, strerror(errno));
 		_exit(127);
@@ -205,15 +242,8 @@ static bool none_alive(kbox_sandbox_t *self)
 	self->status = r == self->pid ? st : -1;
 	if (r != self->pid)
 		snprintf(self->cause, sizeof self->cause, "the kernel process vanished (not reaped)");
-	else if (WIFEXITED(st))
-		snprintf(self->cause, sizeof self->cause, "the kernel exited with status %d%s",
-		         WEXITSTATUS(st), WEXITSTATUS(st) == 127 ? " (it could not be started)" : "");
-	else if (WIFSIGNALED(st)) {
-		const char *abbrev = sigabbrev_np(WTERMSIG(st));
-		snprintf(self->cause, sizeof self->cause, "the kernel was killed by signal %d (SIG%s)",
-		         WTERMSIG(st), abbrev ? abbrev : "?");
-	} else
-		snprintf(self->cause, sizeof self->cause, "the kernel ended (wait status %d)", st);
+	else
+		set_cause(self, st, false);
 	return false;
 }
 
@@ -245,11 +275,232 @@ static void none_cleanup(kbox_sandbox_t *self)
 }
 
 static const backend_ops_t none_ops = {
-    "none", false, false, false, false, none_spawn, none_alive, none_signal, none_cleanup,
+    "none",    false,      false,        false,        false, NULL,
+    none_spawn, none_alive, none_signal, none_cleanup, NULL,
 };
 
-static const backend_ops_t *const backends[] = {&none_ops, NULL};
-static const char *const backend_names[] = {"none", NULL};
+/* ---- bwrap: bubblewrap, cgroups, seccomp ----
+ *
+ * Our child is `kbox _kernel --bwrap …`, which joins the sandbox's cgroup
+ * (we made it), takes its rlimits, writes the connection files and
+ * becomes bwrap; bwrap's init (pid 1 inside) runs the kernel (pid 2). */
+
+static void bwrap_defaults(kbox_sandbox_opts_t *o)
+{
+	if (o->memory_bytes <= 0)
+		o->memory_bytes = KBOX_BWRAP_MEMORY;
+	if (o->pids <= 0)
+		o->pids = KBOX_BWRAP_PIDS;
+	if (o->tmp_bytes <= 0)
+		o->tmp_bytes = KBOX_BWRAP_TMP_BYTES;
+	if (o->file_bytes <= 0)
+		o->file_bytes = KBOX_BWRAP_FILE_BYTES;
+}
+
+/* "2 GiB", "512 MiB", "1.5 GiB" */
+static void fmt_size(char *buf, size_t size, long long n)
+{
+	if (n >= 1LL << 30 && n % (1LL << 30) == 0)
+		snprintf(buf, size, "%lld GiB", n >> 30);
+	else if (n >= 1LL << 30)
+		snprintf(buf, size, "%.1f GiB", (double)n / (1LL << 30));
+	else if (n >= 1LL << 20 && n % (1LL << 20) == 0)
+		snprintf(buf, size, "%lld MiB", n >> 20);
+	else if (n >= 1LL << 20)
+		snprintf(buf, size, "%.1f MiB", (double)n / (1LL << 20));
+	else
+		snprintf(buf, size, "%lld bytes", n);
+}
+
+static int bwrap_spawn(kbox_sandbox_t *self, kbox_error_t *err)
+{
+	static unsigned serial;
+	const kbox_sandbox_opts_t *l = &self->limits;
+	unsigned want = KBOX_CG_MEMORY | KBOX_CG_PIDS | (l->cpus > 0 ? KBOX_CG_CPU : 0), got;
+	char cgname[128], why[512], mem[32], tmp[32], fsz[32], tmpn[32], cpu[48];
+	size_t n_env = 0, i = 0;
+	const char **av;
+	pid_t parent = getpid();
+
+	snprintf(cgname, sizeof cgname, "kbox-%s-%ld-%u", self->name ? self->name : "sandbox",
+	         (long)parent, ++serial);
+	self->cg = kbox__cgroup_new(cgname, want, l->memory_bytes, l->cpus, l->pids, why, sizeof why);
+	got = kbox__cgroup_enforced(self->cg);
+	fmt_size(mem, sizeof mem, l->memory_bytes);
+	fmt_size(tmp, sizeof tmp, l->tmp_bytes);
+	fmt_size(fsz, sizeof fsz, l->file_bytes);
+	if (l->cpus > 0)
+		snprintf(cpu, sizeof cpu, "%.4g (%s)", l->cpus,
+		         got & KBOX_CG_CPU ? "cgroup" : "not enforced");
+	else
+		snprintf(cpu, sizeof cpu, "all");
+	snprintf(self->limits_text, sizeof self->limits_text,
+	         "memory %s (%s), pids %ld (%s), cpus %s, /tmp %s (tmpfs), files up to %s (rlimit)",
+	         mem, got & KBOX_CG_MEMORY ? "cgroup" : "address-space rlimit", l->pids,
+	         got & KBOX_CG_PIDS ? "cgroup" : "RLIMIT_NPROC", cpu, tmp, fsz);
+	self->missing[0] = '\0';
+	if ((got & want) != want)
+		snprintf(self->missing, sizeof self->missing, "cgroup limits not applied: %s", why);
+
+	while (self->env && self->env[n_env])
+		n_env++;
+	if (!(av = calloc(n_env + 32, sizeof *av)))
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	snprintf(tmpn, sizeof tmpn, "%lld", l->tmp_bytes);
+	av[i++] = "kbox";
+	av[i++] = "_kernel";
+	av[i++] = "--bwrap";
+	if (self->rootfs) {
+		av[i++] = "--rootfs";
+		av[i++] = self->rootfs;
+	}
+	if (self->home) {
+		av[i++] = "--home";
+		av[i++] = self->home;
+	}
+	av[i++] = "--tmp-size";
+	av[i++] = tmpn;
+	av[i++] = self->kernel;
+	av[i++] = self->conn_path;
+	av[i++] = self->runtime_dir;
+	av[i++] = self->workspace ? self->workspace : "/";
+	av[i++] = self->log_path ? self->log_path : "/dev/null";
+	for (size_t k = 0; k < n_env; k++)
+		av[i++] = self->env[k];
+	self->pid = fork();
+	if (self->pid < 0) {
+		free(av);
+		return kbox__err_sys(err, "cannot fork the sandbox process");
+	}
+	if (self->pid == 0) {
+		struct rlimit fsize = {(rlim_t)l->file_bytes, (rlim_t)l->file_bytes};
+		child_setup(parent);
+		if (self->cg && kbox__cgroup_enter(self->cg) < 0) {
+			dprintf(2, "kbox: cannot enter the sandbox's cgroup: %s\n", strerror(errno));
+			_exit(126);
+		}
+		setrlimit(RLIMIT_FSIZE, &fsize);
+		if (!(got & KBOX_CG_MEMORY)) {
+			struct rlimit as = {(rlim_t)l->memory_bytes, (rlim_t)l->memory_bytes};
+			setrlimit(RLIMIT_AS, &as);
+		}
+		if (!(got & KBOX_CG_PIDS)) {
+			struct rlimit np = {(rlim_t)l->pids, (rlim_t)l->pids};
+			setrlimit(RLIMIT_NPROC, &np);
+		}
+		execv(self->kbox_exe, (char *const *)av);
+		dprintf(2, "kbox: cannot run %s _kernel: %s\n", self->kbox_exe, strerror(errno));
+		_exit(127);
+	}
+	free(av);
+	return 0;
+}
+
+/* A child of PARENT (the first found), or -1: a scan of /proc, for the
+ * kernel's pid under bwrap. */
+static pid_t child_of(pid_t parent)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = -1;
+	if (!d)
+		return -1;
+	while (found < 0 && (e = readdir(d))) {
+		char path[64], buf[512], *rp;
+		long ppid;
+		int fd;
+		ssize_t n;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* "PID (COMM) STATE PPID …": COMM may hold anything, even ')' */
+		if ((rp = strrchr(buf, ')')) && sscanf(rp + 1, " %*c %ld", &ppid) == 1 &&
+		    ppid == (long)parent)
+			found = (pid_t)atol(e->d_name);
+	}
+	closedir(d);
+	return found;
+}
+
+static pid_t bwrap_kernel_pid(kbox_sandbox_t *self)
+{
+	pid_t init;
+	if (self->kernel_pid > 0 && kill(self->kernel_pid, 0) == 0)
+		return self->kernel_pid;
+	self->kernel_pid = -1;
+	if (self->pid > 0 && (init = child_of(self->pid)) > 0)
+		self->kernel_pid = child_of(init);
+	return self->kernel_pid;
+}
+
+static bool bwrap_alive(kbox_sandbox_t *self)
+{
+	int st;
+	pid_t r;
+	long oom;
+	do
+		r = waitpid(self->pid, &st, WNOHANG);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return true;
+	self->status = r == self->pid ? st : -1;
+	if (r != self->pid)
+		snprintf(self->cause, sizeof self->cause, "the sandbox process vanished (not reaped)");
+	else
+		set_cause(self, st, true);
+	if ((oom = kbox__cgroup_oom_kills(self->cg)) > 0) {
+		char lim[32];
+		fmt_size(lim, sizeof lim, kbox__cgroup_memory_limit(self->cg));
+		snprintf(self->cause, sizeof self->cause, "the kernel was killed: out of memory (limit %s)",
+		         lim);
+	}
+	return false;
+}
+
+static int bwrap_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err)
+{
+	pid_t k;
+	if (!kbox_sandbox_alive(self))
+		return kbox__err(err, KBOX_E_DEAD, "the kernel is not running");
+	if (sig == SIGKILL) {
+		/* bwrap's init dies with it (die-with-parent), and with pid 1 the
+		 * whole pid namespace */
+		kill(self->pid, SIGKILL);
+		return 0;
+	}
+	if ((k = bwrap_kernel_pid(self)) <= 0)
+		return kbox__err(err, KBOX_E_DEAD, "the kernel's process was not found in the sandbox");
+	if (kill(k, sig) < 0)
+		return kbox__err_sys(err, "cannot signal the kernel (pid %ld)", (long)k);
+	return 0;
+}
+
+static void bwrap_cleanup(kbox_sandbox_t *self)
+{
+	char path[4200];
+	size_t n = strlen(self->conn_path);
+	if (n > 5 && strcmp(self->conn_path + n - 5, ".json") == 0)
+		n -= 5;
+	snprintf(path, sizeof path, "%.*s.sandbox.json", (int)n, self->conn_path);
+	unlink(path);
+	none_cleanup(self);
+	kbox__cgroup_destroy(&self->cg);
+}
+
+static const backend_ops_t bwrap_ops = {
+    "bwrap",     true,        true,         true,          true, bwrap_defaults,
+    bwrap_spawn, bwrap_alive, bwrap_signal, bwrap_cleanup, bwrap_kernel_pid,
+};
+
+static const backend_ops_t *const backends[] = {&bwrap_ops, &none_ops, NULL};
+static const char *const backend_names[] = {"bwrap", "none", NULL};
 
 static const backend_ops_t *find(const char *name)
 {
@@ -278,13 +529,22 @@ const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t 
 		buf[0] = '\0';
 	if (!ops || !o || !size)
 		return buf;
+	kbox_sandbox_opts_t l = *o;
+	unsigned avail = ~0u;
+	char why[512] = "";
+	if (ops->defaults)
+		ops->defaults(&l);
+	if (ops == &bwrap_ops)
+		avail = kbox__cgroup_available(why, sizeof why);
 #define ADD(cond, what)                                                                        \
 	if ((cond) && n < size)                                                                    \
 		n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", what);
-	ADD(o->memory_bytes > 0 && !ops->memory, "memory");
-	ADD(o->cpus > 0 && !ops->cpus, "cpus");
-	ADD(o->pids > 0 && !ops->pids, "pids");
+	ADD(l.memory_bytes > 0 && (!ops->memory || !(avail & KBOX_CG_MEMORY)), "memory");
+	ADD(l.cpus > 0 && (!ops->cpus || !(avail & KBOX_CG_CPU)), "cpus");
+	ADD(l.pids > 0 && (!ops->pids || !(avail & KBOX_CG_PIDS)), "pids");
 #undef ADD
+	if (n && why[0] && n < size)
+		snprintf(buf + n, size - n, " (%s)", why);
 	return buf;
 }
 
@@ -313,6 +573,9 @@ kbox_sandbox_t *kbox_sandbox_spawn(const char *name, const kbox_kspec_t *spec,
 	self->ready_fd = -1;
 	self->interrupt_mode = kbox_kspec_interrupt_mode(spec);
 	self->limits = *o;
+	if (ops->defaults)
+		ops->defaults(&self->limits);
+	self->kernel_pid = -1;
 	while (o->env && o->env[n_env])
 		n_env++;
 	if (!(self->kernel = strdup(kbox_kspec_name(spec))) ||
@@ -320,6 +583,9 @@ kbox_sandbox_t *kbox_sandbox_spawn(const char *name, const kbox_kspec_t *spec,
 	    !(self->runtime_dir = strdup(o->runtime_dir)) ||
 	    (o->workspace && !(self->workspace = strdup(o->workspace))) ||
 	    (o->log_path && !(self->log_path = strdup(o->log_path))) ||
+	    (o->name && !(self->name = strdup(o->name))) ||
+	    (o->home && !(self->home = strdup(o->home))) ||
+	    (o->rootfs && !(self->rootfs = strdup(o->rootfs))) ||
 	    !(self->env = calloc(n_env + 1, sizeof *self->env)))
 		goto nomem;
 	for (size_t i = 0; i < n_env; i++)
@@ -429,7 +695,19 @@ const char *kbox_sandbox_connection_file(const kbox_sandbox_t *self) { return se
 
 const char *kbox_sandbox_backend(const kbox_sandbox_t *self) { return self->ops->name; }
 
-pid_t kbox_sandbox_pid(const kbox_sandbox_t *self) { return self->pid; }
+pid_t kbox_sandbox_pid(const kbox_sandbox_t *self)
+{
+	kbox_sandbox_t *s = (kbox_sandbox_t *)self; /* the lookup caches */
+	if (self->ops->kernel_pid && !self->ended && self->pid > 0) {
+		pid_t k = self->ops->kernel_pid(s);
+		return k > 0 ? k : self->pid;
+	}
+	return self->pid;
+}
+
+const char *kbox_sandbox_limits(const kbox_sandbox_t *self) { return self->limits_text; }
+
+const char *kbox_sandbox_limits_missing(const kbox_sandbox_t *self) { return self->missing; }
 
 bool kbox_sandbox_alive(kbox_sandbox_t *self)
 {
@@ -449,11 +727,13 @@ const char *kbox_sandbox_cause(const kbox_sandbox_t *self)
 long long kbox_sandbox_memory(const kbox_sandbox_t *self)
 {
 	char path[64], line[256];
-	long long kb = -1;
+	long long kb = -1, cg;
 	FILE *f;
 	if (self->ended || self->pid <= 0)
 		return -1;
-	snprintf(path, sizeof path, "/proc/%ld/status", (long)self->pid);
+	if ((cg = kbox__cgroup_memory(self->cg)) >= 0)
+		return cg;
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)kbox_sandbox_pid(self));
 	if (!(f = fopen(path, "re")))
 		return -1;
 	while (fgets(line, sizeof line, f))
@@ -531,6 +811,10 @@ void kbox_sandbox_destroy(kbox_sandbox_t **self_p)
 	free(self->runtime_dir);
 	free(self->workspace);
 	free(self->log_path);
+	free(self->name);
+	free(self->home);
+	free(self->rootfs);
+	kbox__cgroup_destroy(&self->cg);
 	free(self);
 	*self_p = NULL;
 }

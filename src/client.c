@@ -13,6 +13,7 @@
 #define HB_MISSES 2        /* consecutive misses that mean "dead" */
 #define ALIVE_SLICE_MS 100 /* how often waits consult the alive hook */
 #define DRAIN_MS 200       /* longest spent draining queued messages */
+#define IOPUB_LINK_MS 250  /* longest wait for iopub's handshake before kernel_info */
 #define REPLY_IDLE_MS 2000 /* after the reply, iopub silence that ends the wait for idle */
 
 struct kbox_client {
@@ -25,11 +26,13 @@ struct kbox_client {
 	json_t *kernel_info;
 	unsigned long dropped;
 	char last_drop[KBOX_ERROR_MSG_MAX];
-	/* The kernel's stdin is a ROUTER: it silently drops an input_request
-	 * to a peer whose handshake has not completed.  A monitor tells us
-	 * when ours has. */
-	zsock_t *stdin_mon;
-	bool stdin_ready;
+	/* Monitors that tell when a socket's connection has completed its
+	 * handshake.  The kernel's stdin is a ROUTER: it silently drops an
+	 * input_request to a peer whose handshake has not completed.  Its
+	 * iopub is a PUB: it drops what it publishes before our subscription
+	 * arrives, and the subscription leaves only after the handshake. */
+	zsock_t *mon[KBOX_CH_COUNT];
+	bool linked[KBOX_CH_COUNT];
 	bool settle; /* the last execute failed with stop_on_error: kernel may still abort */
 };
 
@@ -149,13 +152,17 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 		zsock_set_sndtimeo(s, 0);
 	if (ch == KBOX_CH_SHELL || ch == KBOX_CH_STDIN || ch == KBOX_CH_CONTROL)
 		zmq_setsockopt(h, ZMQ_ROUTING_ID, self->session, strlen(self->session));
-	if (ch == KBOX_CH_STDIN && !self->stdin_mon && !self->stdin_ready) {
+	if ((ch == KBOX_CH_STDIN || ch == KBOX_CH_IOPUB) && !self->mon[ch]) {
 		char ep[64];
-		snprintf(ep, sizeof ep, "inproc://kbox-stdin-monitor-%p", (void *)self);
+		self->linked[ch] = false;
+		snprintf(ep, sizeof ep, "inproc://kbox-%s-monitor-%p", kbox_channel_name(ch),
+		         (void *)self);
 		if (zmq_socket_monitor(h, ep, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
-			self->stdin_mon = zsock_new(ZMQ_PAIR);
-			if (self->stdin_mon && zsock_connect(self->stdin_mon, "%s", ep) < 0)
-				zsock_destroy(&self->stdin_mon);
+			self->mon[ch] = zsock_new(ZMQ_PAIR);
+			if (self->mon[ch] && zsock_connect(self->mon[ch], "%s", ep) < 0) {
+				zsock_destroy(&self->mon[ch]);
+				zmq_socket_monitor(h, NULL, 0);
+			}
 		}
 	}
 	if (ch == KBOX_CH_IOPUB) {
@@ -173,6 +180,16 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 		return NULL;
 	}
 	return s;
+}
+
+/* Stop CH's monitor, if it has one. */
+static void unmonitor(kbox_client_t *self, kbox_channel_t ch)
+{
+	if (!self->mon[ch])
+		return;
+	if (self->sock[ch])
+		zmq_socket_monitor(zsock_resolve(self->sock[ch]), NULL, 0);
+	zsock_destroy(&self->mon[ch]);
 }
 
 /* CH's socket, connected now if it was not yet.  NULL with ERR. */
@@ -238,10 +255,8 @@ void kbox_client_destroy(kbox_client_t **self_p)
 	if (!self_p || !*self_p)
 		return;
 	self = *self_p;
-	if (self->stdin_mon && self->sock[KBOX_CH_STDIN]) {
-		zmq_socket_monitor(zsock_resolve(self->sock[KBOX_CH_STDIN]), NULL, 0);
-		zsock_destroy(&self->stdin_mon);
-	}
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
+		unmonitor(self, ch);
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
 		zsock_destroy(&self->sock[ch]);
 	kbox_auth_destroy(&self->auth);
@@ -405,26 +420,28 @@ int kbox_client_heartbeat(kbox_client_t *self, int timeout_ms)
 
 /* Wait up to TIMEOUT_MS for our stdin socket's handshake with the kernel.
  * true once it is known to be done (or cannot be known). */
-static bool wait_stdin(kbox_client_t *self, long timeout_ms)
+/* Wait up to TIMEOUT_MS until CH's connection has completed its
+ * handshake.  True when it has (or CH has no monitor: nothing to wait
+ * for). */
+static bool wait_linked(kbox_client_t *self, kbox_channel_t ch, long timeout_ms)
 {
 	long long deadline = kbox__now_ms() + timeout_ms;
-	if (self->stdin_ready || !self->stdin_mon)
+	if (self->linked[ch] || !self->mon[ch])
 		return true;
 	for (;;) {
-		zmq_pollitem_t it = {zsock_resolve(self->stdin_mon), 0, ZMQ_POLLIN, 0};
+		zmq_pollitem_t it = {zsock_resolve(self->mon[ch]), 0, ZMQ_POLLIN, 0};
 		long left = remaining(deadline);
 		if (zmq_poll(&it, 1, left) > 0) {
-			zframe_t *ev = zframe_recv(self->stdin_mon);
-			zframe_t *ep = zsock_rcvmore(self->stdin_mon) ? zframe_recv(self->stdin_mon) : NULL;
+			zframe_t *ev = zframe_recv(self->mon[ch]);
+			zframe_t *ep = zsock_rcvmore(self->mon[ch]) ? zframe_recv(self->mon[ch]) : NULL;
 			uint16_t id = 0;
 			if (ev && zframe_size(ev) >= 2)
 				memcpy(&id, zframe_data(ev), 2);
 			zframe_destroy(&ev);
 			zframe_destroy(&ep);
 			if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-				self->stdin_ready = true;
-				zmq_socket_monitor(zsock_resolve(self->sock[KBOX_CH_STDIN]), NULL, 0);
-				zsock_destroy(&self->stdin_mon);
+				unmonitor(self, ch);
+				self->linked[ch] = true;
 				return true;
 			}
 			continue;
@@ -453,6 +470,16 @@ int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *er
 	long iopub_wait = 10; /* ms; doubles up to 200 while iopub stays silent */
 	char t[32];
 
+	/* Ask only once our subscription is on its way: wait (briefly) for
+	 * iopub's handshake, then let the socket process it, which sends the
+	 * subscription.  Then this request's status messages reach us and
+	 * one round trip is usually enough; if not, the loop asks again. */
+	long link_wait = remaining(deadline) < IOPUB_LINK_MS ? remaining(deadline) : IOPUB_LINK_MS;
+	if (self->sock[KBOX_CH_IOPUB] && wait_linked(self, KBOX_CH_IOPUB, link_wait)) {
+		int events;
+		size_t len = sizeof events;
+		zmq_getsockopt(zsock_resolve(self->sock[KBOX_CH_IOPUB]), ZMQ_EVENTS, &events, &len);
+	}
 	while (remaining(deadline) > 0) {
 		kbox_msg_t *req = kbox_client_msg(self, "kernel_info_request", NULL);
 		long long attempt_end = kbox__now_ms() + 1000;
@@ -496,7 +523,7 @@ int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *er
 		if (poll_channels(self, 1u << KBOX_CH_IOPUB, iopub_wait) > 0) {
 			flush_channel(self, KBOX_CH_IOPUB);
 			/* and stdin, so that input requests reach us */
-			wait_stdin(self, remaining(deadline));
+			wait_linked(self, KBOX_CH_STDIN, remaining(deadline));
 			return 0;
 		}
 		/* our subscription may have reached the kernel only after it
@@ -788,7 +815,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 		return NULL;
 	}
 	if (stdin_on)
-		wait_stdin(self, 5000);
+		wait_linked(self, KBOX_CH_STDIN, 5000);
 	/* After an error reply with stop_on_error, ipykernel goes on aborting
 	 * execute_requests for one more event-loop turn (ipykernel#609); a shell
 	 * round trip closes that window so this request is not aborted. */
@@ -925,6 +952,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 		 * and does not reconnect it: make a new SUB and wait until it
 		 * hears the kernel again */
 		kbox_error_t re = {0};
+		unmonitor(self, KBOX_CH_IOPUB);
 		zsock_destroy(&self->sock[KBOX_CH_IOPUB]);
 		self->sock[KBOX_CH_IOPUB] = make_socket(self, KBOX_CH_IOPUB, &re);
 		if (!self->sock[KBOX_CH_IOPUB] || kbox_client_wait_ready(self, 10000, &re) < 0) {

@@ -497,6 +497,25 @@ kbox_conn_t *kbox_conn_dup(const kbox_conn_t *self)
 	return copy;
 }
 
+int kbox_conn_set_ip(kbox_conn_t *self, const char *ip, kbox_error_t *err)
+{
+	char *old = self->ip;
+	if (!ip || !*ip)
+		return kbox__err(err, KBOX_E_INVALID, "the ip of a connection cannot be empty");
+	if (!(self->ip = strdup(ip))) {
+		self->ip = old;
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	}
+	if (conn_make_endpoints(self, err) < 0) {
+		free(self->ip);
+		self->ip = old;
+		conn_make_endpoints(self, NULL);
+		return -1;
+	}
+	free(old);
+	return 0;
+}
+
 void kbox_conn_remove_ipc_files(const kbox_conn_t *self)
 {
 	if (self->transport != KBOX_TRANSPORT_IPC)

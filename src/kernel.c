@@ -59,12 +59,14 @@ static int env_set(char ***env, size_t *n, const char *kv)
 	return 0;
 }
 
-static char **build_env(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o)
+char **kbox__kernel_env(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o, const char *home)
 {
 	char **env = calloc(1, sizeof *env), **spec_env;
 	size_t n = 0;
 	char buf[PATH_MAX + 16];
-	const char *home = getenv("HOME");
+
+	if (!home)
+		home = getenv("HOME");
 	int rc = 0;
 
 	if (!env)
@@ -88,18 +90,23 @@ static char **build_env(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o)
 	return env;
 }
 
-/* Resolve a command name without '/' on SAFE_PATH. Returns a new string or NULL. */
-static char *resolve_command(const char *cmd)
+char *kbox__resolve_command(const char *cmd, const char *root)
 {
-	char buf[PATH_MAX];
+	char buf[PATH_MAX], in_root[PATH_MAX * 2];
 	const char *p = SAFE_PATH;
+	struct stat st;
 	if (strchr(cmd, '/'))
 		return strdup(cmd);
 	while (*p) {
 		const char *colon = strchr(p, ':');
 		size_t len = colon ? (size_t)(colon - p) : strlen(p);
 		snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, cmd);
-		if (access(buf, X_OK) == 0)
+		if (!root && access(buf, X_OK) == 0)
+			return strdup(buf);
+		/* in another root, a link there may point anywhere in it: that it
+		 * exists is what can be checked from here */
+		snprintf(in_root, sizeof in_root, "%s%s", root ? root : "", buf);
+		if (root && lstat(in_root, &st) == 0 && !S_ISDIR(st.st_mode))
 			return strdup(buf);
 		p += len + (colon ? 1 : 0);
 	}
@@ -108,9 +115,9 @@ static char *resolve_command(const char *cmd)
 
 /* ---- the child ---- */
 
-/* After fork: become the kernel.  Reports exec failure's errno on ERRFD. */
-static void child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
-                       int errfd, const char *log_path, pid_t parent)
+void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
+                      int errfd, const char *log_path, pid_t parent, const int *keep,
+                      size_t n_keep)
 {
 	sigset_t none;
 	int fd, e;
@@ -152,6 +159,8 @@ static void child_exec(const char *exe, char **argv, char **env, const kbox_kern
 		for (int i = 3; i < max; i++)
 			fcntl(i, F_SETFD, FD_CLOEXEC);
 	}
+	for (size_t i = 0; i < n_keep; i++)
+		fcntl(keep[i], F_SETFD, 0);
 	execve(exe, argv, env);
 fail:
 	e = errno;
@@ -180,12 +189,12 @@ int kbox_kernel_exec(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o,
 		goto fail;
 	if (!(argv = kbox_kspec_format_argv(spec, conn_path, err)))
 		goto fail;
-	if (!(exe = resolve_command(argv[0]))) {
+	if (!(exe = kbox__resolve_command(argv[0], NULL))) {
 		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s",
 		          kbox_kspec_name(spec), argv[0], SAFE_PATH);
 		goto fail;
 	}
-	if (!(env = build_env(spec, o))) {
+	if (!(env = kbox__kernel_env(spec, o, NULL))) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
 		goto fail;
 	}
@@ -193,7 +202,7 @@ int kbox_kernel_exec(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o,
 	/* child_exec reports an exec failure's errno on its fd: /dev/null here,
 	 * the exit status 127 tells the parent */
 	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	child_exec(exe, argv, env, o, devnull, o->log_path, getppid());
+	kbox__child_exec(exe, argv, env, o, devnull, o->log_path, getppid(), NULL, 0);
 fail:
 	unlink(conn_path);
 	kbox_conn_destroy(&conn);
@@ -267,13 +276,13 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	argv = kbox_kspec_format_argv(spec, self->conn_file, err);
 	if (!argv)
 		goto fail;
-	exe = resolve_command(argv[0]);
+	exe = kbox__resolve_command(argv[0], NULL);
 	if (!exe) {
 		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s", self->name,
 		          argv[0], SAFE_PATH);
 		goto fail;
 	}
-	env = build_env(spec, o);
+	env = kbox__kernel_env(spec, o, NULL);
 	if (!env) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
 		goto fail;
@@ -289,7 +298,7 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		child_exec(exe, argv, env, o, pipefd[1], self->log_path, parent);
+		kbox__child_exec(exe, argv, env, o, pipefd[1], self->log_path, parent, NULL, 0);
 	}
 	self->pid = pid;
 	close(pipefd[1]);

@@ -9,9 +9,6 @@
 #define KBOX_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define KBOX_PRINTF(a, b)
-/* 0 if DIR is a directory owned by us with no group/other access, else -1 with ERR. */
-int kbox__check_private_dir(const char *dir, kbox_error_t *err);
-
 #endif
 
 /* Fill ERR (may be NULL) with CODE and a formatted message. Always returns -1. */
@@ -34,5 +31,25 @@ void kbox__fmt_ms(char *buf, size_t size, int ms);
 
 /* 0 if DIR is a directory owned by us with no group/other access, else -1 with ERR. */
 int kbox__check_private_dir(const char *dir, kbox_error_t *err);
+
+/* ---- kernel.c, for the sandboxes that run kernels ---- */
+
+/* The kernel's environment: PATH, HOME (HOME, or the caller's), LANG,
+ * JPY_PARENT_PID, the kernelspec's env, then O->env.  NULL on ENOMEM. */
+char **kbox__kernel_env(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o, const char *home);
+
+/* CMD as an absolute path: itself when it has a '/', else the first of
+ * /usr/local/bin, /usr/bin, /bin that has it, looked for under ROOT (NULL:
+ * the host's /).  A new string, or NULL. */
+char *kbox__resolve_command(const char *cmd, const char *root);
+
+/* After fork: new session, PR_SET_PDEATHSIG (exit 127 if PARENT is gone
+ * already), default signals, stdin /dev/null, stdout and stderr appended to
+ * LOG_PATH (or /dev/null), chdir to O->cwd, every fd from 3 up closed on
+ * exec but the N_KEEP in KEEP, execve.  On failure writes errno to ERRFD
+ * and exits 127. */
+void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
+                      int errfd, const char *log_path, pid_t parent, const int *keep,
+                      size_t n_keep);
 
 #endif

@@ -50,7 +50,7 @@ typedef struct {
 	long long ttl_ms;
 	kbox_sandbox_opts_t sbo;
 	char **env;
-	char runtime_dir[4096], workspace[4096], log_path[4096], conn_path[4200];
+	char runtime_dir[4096], workspace[4096], log_path[4096], conn_path[4200], home[4096];
 	kbox_kspec_t *spec;
 	kbox_sandbox_t *sb;
 	int ready_fd;          /* while the kernel starts: poll it (kbox_sandbox_ready_poll) */
@@ -142,6 +142,9 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel,
 	                  "pid", (json_int_t)kbox_sandbox_pid(s->sb), "generation",
 	                  (json_int_t)s->generation));
+	if (*kbox_sandbox_limits(s->sb))
+		sup_log(s, "limits", json_pack("{s:s, s:s}", "applied", kbox_sandbox_limits(s->sb),
+		                               "missing", kbox_sandbox_limits_missing(s->sb)));
 	if ((s->ready_fd = kbox_sandbox_ready_begin(s->sb, READY_TIMEOUT_MS, err)) < 0) {
 		kbox_sandbox_destroy(&s->sb);
 		return -1;
@@ -322,9 +325,10 @@ static json_t *status_json(sup_t *s)
 	char started[32], last[32];
 	long long mem = s->sb ? kbox_sandbox_memory(s->sb) : -1;
 	long long now = kbox__now_ms();
+	json_t *st;
 	iso_time(s->started_wall, started, sizeof started);
 	iso_time(s->last_activity_wall, last, sizeof last);
-	return json_pack("{s:b, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
+	st = json_pack("{s:b, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
 	                 "s:I, s:I, s:s, s:s, s:I}",
 	                 "ok", 1, "state", exec_busy(s) ? "busy" : s->state, "backend", s->backend,
 	                 "kernel", s->kernel, "pid", (json_int_t)getpid(), "kernel_pid",
@@ -338,6 +342,12 @@ static json_t *status_json(sup_t *s)
 	                 "last_restart_cause", s->last_cause, "connection_file",
 	                 s->sb ? kbox_sandbox_connection_file(s->sb) : "", "running_execs",
 	                 (json_int_t)0);
+	if (st && s->sb && *kbox_sandbox_limits(s->sb)) {
+		json_object_set_new(st, "limits", json_string(kbox_sandbox_limits(s->sb)));
+		json_object_set_new(st, "limits_missing",
+		                    json_string(kbox_sandbox_limits_missing(s->sb)));
+	}
+	return st;
 }
 
 static void handle_request(sup_t *s, size_t i, json_t *req)
@@ -498,13 +508,17 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	if (!s->kernel)
 		s->kernel = "python3";
 	if (!s->backend)
-		s->backend = "none";
+		s->backend = KBOX_BACKEND_DEFAULT;
 	s->ttl_ms = json_is_integer(json_object_get(s->config, "ttl_ms"))
 	                ? (long long)json_integer_value(json_object_get(s->config, "ttl_ms"))
 	                : KBOX_SESSION_TTL_MS;
 	s->sbo.memory_bytes = (long long)json_integer_value(json_object_get(s->config, "memory"));
 	s->sbo.cpus = json_number_value(json_object_get(s->config, "cpus"));
 	s->sbo.pids = (long)json_integer_value(json_object_get(s->config, "pids"));
+	s->sbo.tmp_bytes = (long long)json_integer_value(json_object_get(s->config, "tmp_size"));
+	s->sbo.file_bytes = (long long)json_integer_value(json_object_get(s->config, "file_size"));
+	s->sbo.rootfs = json_string_value(json_object_get(s->config, "rootfs"));
+	s->sbo.name = json_string_value(json_object_get(s->config, "name"));
 	env = json_object_get(s->config, "env");
 	n = json_is_array(env) ? json_array_size(env) : 0;
 	if (!(s->env = calloc(n + 1, sizeof *s->env)))
@@ -516,6 +530,12 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
 	snprintf(s->workspace, sizeof s->workspace, "%s/workspace", s->dir);
 	snprintf(s->log_path, sizeof s->log_path, "%s/kernel.log", s->dir);
+	snprintf(s->home, sizeof s->home, "%s/home", s->dir);
+	/* the sandbox's /home/kbox: IPython's history, matplotlib's font
+	 * cache; kept across kernel restarts, like the workspace */
+	if (mkdir(s->home, 0700) < 0 && errno != EEXIST)
+		return kbox__err_sys(err, "cannot create %s", s->home);
+	s->sbo.home = s->home;
 	s->sbo.runtime_dir = s->runtime_dir;
 	s->sbo.workspace = s->workspace;
 	s->sbo.log_path = s->log_path;

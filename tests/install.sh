@@ -59,7 +59,7 @@ libs=$(pcenv pkg-config --libs libkbox) || libs=
 # libkbox.a with its dependencies linked as shared libraries (Debian ships
 # no static libczmq fit for linking, whose --static flags name libraries
 # that are not installed)
-dep_libs="$(pkg-config --libs libczmq libzmq libsodium jansson libcurl) -lm"
+dep_libs="$(pkg-config --libs libczmq libzmq libsodium jansson libcurl libseccomp) -lm"
 version=$(sed -n 's/^PACKAGE_VERSION = //p' "$top_builddir/Makefile")
 
 check builds_against_installed_shared_library $CC $cflags "$tmp/prog.c" -o "$tmp/prog" $libs ${KBOX_LDFLAGS:-}

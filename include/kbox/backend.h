@@ -32,12 +32,26 @@ typedef struct {
 	const char *workspace;   /* the kernel's working directory */
 	const char *log_path;    /* the kernel's stdout and stderr (appended) */
 	const char *const *env;  /* extra "KEY=VALUE", NULL-terminated; may be NULL */
-	/* Limits, 0 for none.  A backend that cannot enforce one says so in
-	 * kbox_backend_unenforced. */
+	const char *name;        /* the session's name, for the sandbox's cgroup; may be NULL */
+	const char *home;        /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
+	const char *rootfs;      /* bwrap: system files from this directory; NULL: the host's */
+	/* Limits, 0 for the backend's default (none for `none`).  A backend
+	 * that cannot enforce one says so in kbox_backend_unenforced. */
 	long long memory_bytes;
 	double cpus;
 	long pids;
+	long long tmp_bytes;     /* size of /tmp */
+	long long file_bytes;    /* largest file the kernel may write (RLIMIT_FSIZE) */
 } kbox_sandbox_opts_t;
+
+/* The default backend: bwrap. */
+#define KBOX_BACKEND_DEFAULT "bwrap"
+
+/* bwrap's limits when none are given: 2 GiB of memory, 1024 processes
+ * and threads, all CPUs, a 512 MiB /tmp, files up to 4 GiB. */
+#define KBOX_BWRAP_MEMORY (2LL << 30)
+#define KBOX_BWRAP_PIDS 1024
+#define KBOX_BWRAP_FILE_BYTES (4LL << 30)
 
 typedef struct kbox_sandbox kbox_sandbox_t;
 
@@ -47,8 +61,11 @@ const char *const *kbox_backend_names(void);
 bool kbox_backend_exists(const char *name);
 /* True when NAME isolates the kernel (false for "none"). */
 bool kbox_backend_sandboxed(const char *name);
-/* A comma-separated list of the limits in OPTS that backend NAME does not
- * enforce ("memory, cpus"), written to BUF; "" when all are. */
+/* The limits in OPTS (the backend's defaults included) that backend NAME
+ * does not enforce on this machine, written to BUF: a comma-separated
+ * list ("memory, cpus"), followed by the reason in parentheses when the
+ * backend could enforce them elsewhere ("cpus (cpu: no cpu controller is
+ * mounted)"); "" when all are. */
 const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t *opts,
                                     char *buf, size_t size);
 
@@ -81,8 +98,16 @@ pid_t kbox_sandbox_pid(const kbox_sandbox_t *self);
 bool kbox_sandbox_alive(kbox_sandbox_t *self);
 const char *kbox_sandbox_cause(const kbox_sandbox_t *self);
 
-/* Resident memory of the kernel in bytes, or -1 when unknown. */
+/* Resident memory of the kernel in bytes (bwrap with a memory cgroup:
+ * all the sandbox's), or -1 when unknown. */
 long long kbox_sandbox_memory(const kbox_sandbox_t *self);
+
+/* The limits as applied to this sandbox: a JSON-ready description such as
+ * "memory 2.0 GiB (cgroup v1), pids 1024 (cgroup v1), cpus all, /tmp 512
+ * MiB, files 4.0 GiB (rlimit)", and what could not be ("" when all
+ * could) — for logs and kbox status.  Borrowed. */
+const char *kbox_sandbox_limits(const kbox_sandbox_t *self);
+const char *kbox_sandbox_limits_missing(const kbox_sandbox_t *self);
 
 /* Interrupt as the kernelspec says: SIGINT, or an interrupt_request (sent
  * by a `kbox _interrupt` helper) when its mode is "message".  0 or -1 with ERR. */

@@ -67,6 +67,11 @@ void kbox_conn_set_kernel_name(kbox_conn_t *self, const char *name);
 /* A deep copy. */
 kbox_conn_t *kbox_conn_dup(const kbox_conn_t *self);
 
+/* Replace the ip (for ipc, the socket path prefix) and the endpoints made
+ * from it: a sandboxed kernel sees the runtime directory under another
+ * path than its clients do.  0, or -1 with ERR (empty or too long). */
+int kbox_conn_set_ip(kbox_conn_t *self, const char *ip, kbox_error_t *err);
+
 /* For ipc: unlink the five socket files (missing ones are fine). */
 void kbox_conn_remove_ipc_files(const kbox_conn_t *self);
 

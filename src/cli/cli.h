@@ -71,6 +71,10 @@ const char *cli_fmt_secs(double s, char *buf, size_t size);
 const char *cli_session_name(const char *given);
 /* EXIT_OK, or EXIT_USAGE with one line printed when NAME is not valid. */
 int cli_check_session(const char *cmd, const char *name);
+/* Can CONFIG's backend run here?  For bwrap: installed, and able to make
+ * its sandbox (a probe).  Warns about limits it cannot enforce.  EXIT_OK,
+ * or EXIT_UNAVAILABLE after one error line. */
+int cli_check_backend(const char *cmd, const json_t *config);
 /* The session's directory (malloc'd), created with CREATE.  NULL with one
  * line printed and *STATUS set. */
 char *cli_session_dir(const char *cmd, const char *name, bool create, int *status);
@@ -117,5 +121,6 @@ int cmd_help(int argc, char **argv);
 int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 #endif

@@ -2,8 +2,10 @@
  * people: no man pages).  They do what needs libzmq and libsodium, so the
  * supervisor itself links neither (see kbox/backend.h):
  *
- *   kbox _kernel SPEC CONN RUNTIME_DIR WORKSPACE LOG [KEY=VALUE]...
- *       write the connection file CONN and become SPEC's kernel (exec)
+ *   kbox _kernel [--bwrap [--rootfs DIR] [--home DIR] [--tmp-size BYTES]]
+ *               SPEC CONN RUNTIME_DIR WORKSPACE LOG [KEY=VALUE]...
+ *       write the connection file CONN and become SPEC's kernel (exec),
+ *       or bwrap running it in the sandbox (kbox_kernel_exec_bwrap)
  *   kbox _ready CONN TIMEOUT_MS      wait for kernel_info_reply (exit 0)
  *   kbox _shutdown CONN TIMEOUT_MS   shutdown_request, wait for the reply
  *   kbox _interrupt CONN TIMEOUT_MS  interrupt_request, wait for the reply
@@ -22,8 +24,28 @@ static int kernel(int argc, char **argv)
 	kbox_error_t err = {0};
 	kbox_kspec_t *spec;
 	kbox_kernel_opts_t ko = {0};
+	kbox_bwrap_opts_t bo = {0};
+	bool bwrap = false;
+	int i = 1;
+
+	/* options first: --bwrap [--rootfs DIR] [--home DIR] [--tmp-size BYTES] */
+	for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+		if (strcmp(argv[i], "--bwrap") == 0)
+			bwrap = true;
+		else if (strcmp(argv[i], "--rootfs") == 0)
+			bo.rootfs = argv[++i];
+		else if (strcmp(argv[i], "--home") == 0)
+			bo.home = argv[++i];
+		else if (strcmp(argv[i], "--tmp-size") == 0)
+			bo.tmp_bytes = atoll(argv[++i]);
+		else
+			break;
+	}
+	argc -= i - 1;
+	argv += i - 1;
 	if (argc < 6) {
-		cli_error("_kernel", "usage: kbox _kernel SPEC CONN RUNTIME_DIR WORKSPACE LOG [K=V]...");
+		cli_error("_kernel", "usage: kbox _kernel [--bwrap [--rootfs DIR] [--home DIR] "
+		                     "[--tmp-size BYTES]] SPEC CONN RUNTIME_DIR WORKSPACE LOG [K=V]...");
 		return 127;
 	}
 	if (!(spec = kbox_kspec_find(argv[1], &err))) {
@@ -34,7 +56,11 @@ static int kernel(int argc, char **argv)
 	ko.cwd = argv[4];
 	ko.log_path = strcmp(argv[5], "/dev/null") == 0 ? NULL : argv[5];
 	ko.env = (const char *const *)(argv + 6);
-	kbox_kernel_exec(spec, &ko, argv[2], &err); /* returns only on failure */
+	/* both return only on failure */
+	if (bwrap)
+		kbox_kernel_exec_bwrap(spec, &ko, &bo, argv[2], &err);
+	else
+		kbox_kernel_exec(spec, &ko, argv[2], &err);
 	cli_error("_kernel", "%s", err.msg);
 	kbox_kspec_destroy(&spec);
 	return 127;

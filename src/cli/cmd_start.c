@@ -4,9 +4,11 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static bool valid_env(const char *kv)
 {
@@ -27,9 +29,12 @@ int cmd_start(int argc, char **argv)
 	    {"backend", required_argument, NULL, 'b'}, {"ttl", required_argument, NULL, 'T'},
 	    {"memory", required_argument, NULL, 'm'},  {"cpus", required_argument, NULL, 'c'},
 	    {"pids", required_argument, NULL, 'p'},    {"env", required_argument, NULL, 'e'},
-	    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+	    {"rootfs", required_argument, NULL, 'R'},  {"tmp-size", required_argument, NULL, 'S'},
+	    {"file-size", required_argument, NULL, 'F'}, {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0}};
 	const char *name = NULL, *kernel = NULL, *backend = NULL;
-	long long ttl = -1, memory = -1, pids = -1;
+	char *rootfs = NULL;
+	long long ttl = -1, memory = -1, pids = -1, tmp_size = -1, file_size = -1;
 	double cpus = -1;
 	json_t *env = json_array(), *config = NULL;
 	char *dir = NULL;
@@ -81,6 +86,36 @@ int cmd_start(int argc, char **argv)
 				goto out;
 			}
 			break;
+		case 'R': {
+			char usr[PATH_MAX + 8];
+			struct stat st;
+			free(rootfs);
+			if (!(rootfs = realpath(optarg, NULL))) {
+				cli_error("start", "invalid --rootfs \"%s\": %s", optarg, strerror(errno));
+				status = EXIT_USAGE;
+				goto out;
+			}
+			snprintf(usr, sizeof usr, "%s/usr", rootfs);
+			if (stat(usr, &st) < 0 || !S_ISDIR(st.st_mode)) {
+				cli_error("start", "invalid --rootfs \"%s\": a root filesystem has a usr "
+				          "directory, and %s is none", optarg, usr);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		}
+		case 'S':
+		case 'F': {
+			long long v = cli_parse_size(optarg);
+			if (v < 1024 * 1024) {
+				cli_error("start", "invalid --%s \"%s\": expected a size of at least 1M "
+				          "(e.g. 256M, 4G)", c == 'S' ? "tmp-size" : "file-size", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			*(c == 'S' ? &tmp_size : &file_size) = v;
+			break;
+		}
 		case 'e':
 			if (!valid_env(optarg)) {
 				cli_error("start", "invalid --env \"%s\": expected NAME=VALUE", optarg);
@@ -133,7 +168,7 @@ int cmd_start(int argc, char **argv)
 		if (kbox_session_supervisor(dir, &pid) == KBOX_SUPERVISOR_RUNNING) {
 			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
 			if (kernel || backend || ttl >= 0 || memory >= 0 || cpus >= 0 || pids >= 0 ||
-			    json_array_size(env))
+			    json_array_size(env) || rootfs || tmp_size >= 0 || file_size >= 0)
 				cli_error("start", "warning: session %s runs already; the options given were "
 				          "not applied (kbox stop -s %s first)", name, name);
 			goto out;
@@ -152,7 +187,7 @@ int cmd_start(int argc, char **argv)
 	if (!json_object_get(config, "kernel"))
 		json_object_set_new(config, "kernel", json_string("python3"));
 	if (!json_object_get(config, "backend"))
-		json_object_set_new(config, "backend", json_string("none"));
+		json_object_set_new(config, "backend", json_string(KBOX_BACKEND_DEFAULT));
 	if (ttl >= 0)
 		json_object_set_new(config, "ttl_ms", json_integer(ttl));
 	if (memory >= 0)
@@ -161,6 +196,12 @@ int cmd_start(int argc, char **argv)
 		json_object_set_new(config, "cpus", json_real(cpus));
 	if (pids >= 0)
 		json_object_set_new(config, "pids", json_integer(pids));
+	if (tmp_size >= 0)
+		json_object_set_new(config, "tmp_size", json_integer(tmp_size));
+	if (file_size >= 0)
+		json_object_set_new(config, "file_size", json_integer(file_size));
+	if (rootfs)
+		json_object_set_new(config, "rootfs", json_string(rootfs));
 	if (json_array_size(env))
 		json_object_set(config, "env", env);
 	{
@@ -175,16 +216,10 @@ int cmd_start(int argc, char **argv)
 	}
 	{
 		const char *b = json_string_value(json_object_get(config, "backend"));
-		kbox_sandbox_opts_t so = {0};
-		char buf[64];
-		so.memory_bytes = json_integer_value(json_object_get(config, "memory"));
-		so.cpus = json_number_value(json_object_get(config, "cpus"));
-		so.pids = (long)json_integer_value(json_object_get(config, "pids"));
+		if ((status = cli_check_backend("start", config)) != EXIT_OK)
+			goto out;
 		if (!kbox_backend_sandboxed(b))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", b);
-		if (*kbox_backend_unenforced(b, &so, buf, sizeof buf))
-			cli_error("start", "warning: backend %s does not enforce these limits: %s (they are "
-			          "stored for backends that do)", b, buf);
 	}
 	status = cli_session_start("start", dir, name, config, &started);
 	if (status == EXIT_OK) {
@@ -200,6 +235,7 @@ int cmd_start(int argc, char **argv)
 out:
 	json_decref(env);
 	json_decref(config);
+	free(rootfs);
 	free(dir);
 	return status;
 }

@@ -62,7 +62,8 @@ int cmd_status(int argc, char **argv)
 		static const char *const order[] = {
 		    "name",  "state",   "backend", "kernel", "pid", "kernel_pid", "started", "uptime_s",
 		    "kernel_uptime_s", "last_activity", "idle_s", "executions", "running_execs",
-		    "restarts", "last_restart_cause", "memory_bytes", "ttl_ms", "last_stop", "error",
+		    "restarts", "last_restart_cause", "memory_bytes", "limits", "limits_missing", "ttl_ms",
+		    "last_stop", "error",
 		    "dir", NULL};
 		for (size_t i = 0; order[i]; i++) {
 			key = order[i];

@@ -14,6 +14,8 @@
 static const cli_cmd_t commands[] = {
     {"complete", cmd_complete, "kbox complete [-s NAME] [--cursor N] CODE | -",
      "completions at a cursor, as JSON"},
+    {"doctor", cmd_doctor, "kbox doctor [-k SPEC] [--rootfs DIR] [--json]",
+     "check what isolation the sandbox gives kernels on this machine"},
     {"exec", cmd_exec,
      "kbox exec [-s NAME] [-t TIMEOUT] [--grace DUR] [--format text|json|ndjson] "
      "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--no-start] "
@@ -40,7 +42,7 @@ static const cli_cmd_t commands[] = {
      "run cells in one fresh local kernel, without a session"},
     {"start", cmd_start,
      "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DUR] [--memory SIZE] [--cpus N] "
-     "[--pids N] [-e K=V]...",
+     "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [-e K=V]...",
      "start a session: a supervisor and its kernel"},
     {"status", cmd_status, "kbox status [-s NAME] [--json]", "show one session in detail"},
     {"stop", cmd_stop, "kbox stop [-s NAME | --all]",

@@ -179,7 +179,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name, json_t
 		if (!json_object_get(have, "backend")) {
 			json_object_set_new(have, "name", json_string(name));
 			json_object_set_new(have, "kernel", json_string("python3"));
-			json_object_set_new(have, "backend", json_string("none"));
+			json_object_set_new(have, "backend", json_string(KBOX_BACKEND_DEFAULT));
 			if (kbox_session_config_save(dir, have, &err) < 0) {
 				cli_error(cmd, "%s", err.msg);
 				json_decref(have);
@@ -188,6 +188,10 @@ int cli_session_start(const char *cmd, const char *dir, const char *name, json_t
 			}
 		}
 		backend = json_string_value(json_object_get(have, "backend"));
+		if ((status = cli_check_backend(cmd, have)) != EXIT_OK) {
+			json_decref(have);
+			goto out;
+		}
 		if (backend && !kbox_backend_sandboxed(backend))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", backend);
 		json_decref(have);
@@ -216,6 +220,40 @@ out:
 
 /* Parse "-s NAME" / "--session NAME" style options is each command's job;
  * this is the check of the value. */
+int cli_check_backend(const char *cmd, const json_t *config)
+{
+	const char *b = json_string_value(json_object_get(config, "backend"));
+	kbox_sandbox_opts_t so = {0};
+	kbox_error_t err = {0};
+	char buf[1024];
+
+	if (!b)
+		b = KBOX_BACKEND_DEFAULT;
+	if (strcmp(b, "bwrap") == 0) {
+		kbox_bwrap_opts_t bo = {0};
+		char *exe = kbox_bwrap_path();
+		if (!exe) {
+			cli_error(cmd, "backend bwrap: bubblewrap is not installed (apt-get install "
+			               "bubblewrap, see kbox doctor), or choose --backend none to run "
+			               "the kernel unsandboxed");
+			return EXIT_UNAVAILABLE;
+		}
+		free(exe);
+		bo.rootfs = json_string_value(json_object_get(config, "rootfs"));
+		if (kbox_bwrap_probe(&bo, &err) < 0) {
+			cli_error(cmd, "backend bwrap: %s (see kbox doctor)", err.msg);
+			return EXIT_UNAVAILABLE;
+		}
+	}
+	so.memory_bytes = json_integer_value(json_object_get(config, "memory"));
+	so.cpus = json_number_value(json_object_get(config, "cpus"));
+	so.pids = (long)json_integer_value(json_object_get(config, "pids"));
+	if (*kbox_backend_unenforced(b, &so, buf, sizeof buf))
+		cli_error(cmd, "warning: backend %s does not enforce these limits here: %s%s", b, buf,
+		          kbox_backend_sandboxed(b) ? "" : " (they are stored for backends that do)");
+	return EXIT_OK;
+}
+
 int cli_check_session(const char *cmd, const char *name)
 {
 	kbox_error_t err = {0};

@@ -1,0 +1,509 @@
+/* src/bwrap.c — the bwrap sandbox: bubblewrap's command line, the seccomp
+ * filter, and a kernel executed inside (see kbox/kernel.h, kbox(7)). */
+#include "private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <seccomp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- a growing argv ---- */
+
+typedef struct {
+	char **v;
+	size_t n, cap;
+	bool failed;
+} strv_t;
+
+static void add(strv_t *a, const char *s)
+{
+	char *copy;
+	if (a->failed)
+		return;
+	if (a->n + 2 > a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		char **v = realloc(a->v, cap * sizeof *v);
+		if (!v) {
+			a->failed = true;
+			return;
+		}
+		a->v = v;
+		a->cap = cap;
+	}
+	if (!(copy = strdup(s))) {
+		a->failed = true;
+		return;
+	}
+	a->v[a->n++] = copy;
+	a->v[a->n] = NULL;
+}
+
+static void addf(strv_t *a, const char *fmt, ...) KBOX_PRINTF(2, 3);
+static void addf(strv_t *a, const char *fmt, ...)
+{
+	char buf[PATH_MAX * 2];
+	va_list ap;
+	va_start(ap, fmt);
+	if (vsnprintf(buf, sizeof buf, fmt, ap) >= (int)sizeof buf)
+		a->failed = true;
+	va_end(ap);
+	add(a, buf);
+}
+
+static void add3(strv_t *a, const char *x, const char *y, const char *z)
+{
+	add(a, x);
+	add(a, y);
+	if (z)
+		add(a, z);
+}
+
+/* ---- the seccomp filter ---- */
+
+/* What Docker's default profile denies that a data-analysis kernel never
+ * needs: tracing other processes, mounts and namespaces, the kernel's
+ * keyring, BPF, perf, userfaultfd, kexec, modules, clocks, swap, reboot,
+ * raw I/O ports, io_uring.  Each fails with EPERM. */
+static const char *const denied[] = {
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "mount", "umount", "umount2",
+    "mount_setattr", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
+    "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key", "request_key", "bpf",
+    "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load", "init_module",
+    "finit_module", "delete_module", "create_module", "query_module", "get_kernel_syms",
+    "acct", "swapon", "swapoff", "reboot", "syslog", "settimeofday", "clock_settime",
+    "clock_adjtime", "adjtimex", "stime", "iopl", "ioperm", "vm86", "vm86old", "uselib",
+    "ustat", "sysfs", "_sysctl", "nfsservctl", "vhangup", "quotactl", "quotactl_fd",
+    "lookup_dcookie", "name_to_handle_at", "open_by_handle_at", "io_uring_setup",
+    "io_uring_enter", "io_uring_register", NULL};
+
+/* The filter as a BPF program in a memfd (offset 0), or -1 with ERR. */
+static int seccomp_program(kbox_error_t *err)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	static const unsigned long ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,
+	                                         CLONE_NEWNET,  CLONE_NEWUTS, CLONE_NEWIPC,
+	                                         CLONE_NEWCGROUP};
+	int fd = -1, rc = 0;
+
+	if (!ctx)
+		return kbox__err(err, KBOX_E_NOMEM, "seccomp: cannot make a filter");
+	/* other ABIs (i386, x32) are killed: their syscall numbers differ */
+	for (size_t i = 0; denied[i]; i++) {
+		int nr = seccomp_syscall_resolve_name(denied[i]);
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* not on this architecture */
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+	}
+	/* clone into new namespaces; clone3 hides its flags in memory, so it
+	 * is "not implemented" and the C library falls back to clone */
+	for (size_t i = 0; i < sizeof ns_flags / sizeof *ns_flags; i++)
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+		                       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	/* pushing input into a terminal: compare the low 32 bits only, as the
+	 * kernel does (TIOCSTI | 1 << 32 is still TIOCSTI) */
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+	                       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+	                       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
+	if (rc) {
+		seccomp_release(ctx);
+		return kbox__err(err, KBOX_E_SYSTEM, "seccomp: cannot add a rule: %s", strerror(-rc));
+	}
+	if ((fd = memfd_create("kbox-seccomp", 0)) < 0) {
+		seccomp_release(ctx);
+		return kbox__err_sys(err, "seccomp: memfd_create");
+	}
+	rc = seccomp_export_bpf(ctx, fd);
+	seccomp_release(ctx);
+	if (rc < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return kbox__err(err, KBOX_E_SYSTEM, "seccomp: cannot export the filter: %s",
+		                 strerror(rc < 0 ? -rc : errno));
+	}
+	return fd;
+}
+
+/* A memfd holding TEXT at offset 0, or -1. */
+static int data_fd(const char *name, const char *text)
+{
+	int fd = memfd_create(name, 0);
+	size_t len = strlen(text);
+	if (fd < 0)
+		return -1;
+	if (write(fd, text, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---- the command line ---- */
+
+char *kbox_bwrap_path(void)
+{
+	char *p = kbox__resolve_command("bwrap", NULL);
+	if (p && access(p, X_OK) < 0) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* /etc files and directories a Python data stack reads (each only if the
+ * root has it): the loader cache, time zone, alternatives (BLAS, LAPACK),
+ * fonts, matplotlib's and Python's settings, MIME types, OS release. */
+static const char *const etc_files[] = {
+    "ld.so.cache", "localtime", "timezone", "alternatives", "fonts", "matplotlibrc",
+    "mime.types", "os-release", "debian_version", NULL};
+
+char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p, size_t *n_fds,
+                       kbox_error_t *err)
+{
+	static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
+	static const struct {
+		const char *path, *text;
+	} synthetic[] = {
+	    {"/etc/passwd", "kbox:x:1000:1000:kbox:/home/kbox:/bin/sh\n"
+	                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+	    {"/etc/group", "kbox:x:1000:\nnogroup:x:65534:\n"},
+	    {"/etc/hosts", "127.0.0.1\tlocalhost kbox\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
+	    {"/etc/hostname", "kbox\n"},
+	    {"/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
+	};
+	const char *root = b && b->rootfs ? b->rootfs : "";
+	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KBOX_BWRAP_TMP_BYTES;
+	strv_t a = {0};
+	int *fds = calloc(8, sizeof *fds);
+	size_t nf = 0;
+	char *exe = kbox_bwrap_path();
+	char path[PATH_MAX], target[PATH_MAX];
+	struct stat st;
+	glob_t g;
+
+	*fds_p = NULL;
+	*n_fds = 0;
+	if (!fds) {
+		free(exe);
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	if (!exe) {
+		free(fds);
+		kbox__err(err, KBOX_E_NOTFOUND, "bwrap (bubblewrap) is not installed: no bwrap in "
+		                                "/usr/local/bin, /usr/bin or /bin");
+		return NULL;
+	}
+	snprintf(path, sizeof path, "%s/usr", root);
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		kbox__err(err, KBOX_E_NOTFOUND, "root filesystem %s has no usr directory",
+		          *root ? root : "/");
+		goto fail;
+	}
+	add(&a, exe);
+	/* namespaces, identity, privileges */
+	add3(&a, "--unshare-user", "--unshare-pid", "--unshare-net");
+	add3(&a, "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try");
+	add(&a, "--disable-userns");
+	addf(&a, "--uid");
+	addf(&a, "%d", KBOX_BWRAP_UID);
+	addf(&a, "--gid");
+	addf(&a, "%d", KBOX_BWRAP_UID);
+	add3(&a, "--hostname", "kbox", NULL);
+	add3(&a, "--die-with-parent", "--new-session", NULL);
+	add3(&a, "--cap-drop", "ALL", NULL);
+	/* system files, read-only */
+	add3(&a, "--ro-bind", path, "/usr");
+	for (size_t i = 0; top[i]; i++) {
+		ssize_t n;
+		snprintf(path, sizeof path, "%s/%s", root, top[i]);
+		if (lstat(path, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode) && (n = readlink(path, target, sizeof target - 1)) > 0) {
+			target[n] = '\0';
+			add(&a, "--symlink");
+			add(&a, target);
+			addf(&a, "/%s", top[i]);
+		} else if (S_ISDIR(st.st_mode)) {
+			add(&a, "--ro-bind");
+			add(&a, path);
+			addf(&a, "/%s", top[i]);
+		}
+	}
+	for (size_t i = 0; etc_files[i]; i++) {
+		snprintf(path, sizeof path, "%s/etc/%s", root, etc_files[i]);
+		if (stat(path, &st) == 0) {
+			add(&a, "--ro-bind");
+			add(&a, path);
+			addf(&a, "/etc/%s", etc_files[i]);
+		}
+	}
+	snprintf(path, sizeof path, "%s/etc/python3*", root);
+	if (glob(path, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			add(&a, "--ro-bind");
+			add(&a, g.gl_pathv[i]);
+			addf(&a, "/etc/%s", strrchr(g.gl_pathv[i], '/') + 1);
+		}
+		globfree(&g);
+	}
+	for (size_t i = 0; i < sizeof synthetic / sizeof *synthetic; i++) {
+		int fd = data_fd("kbox-etc", synthetic[i].text);
+		if (fd < 0) {
+			kbox__err_sys(err, "cannot make the sandbox's %s", synthetic[i].path);
+			goto fail;
+		}
+		fds[nf++] = fd;
+		add(&a, "--ro-bind-data");
+		addf(&a, "%d", fd);
+		add(&a, synthetic[i].path);
+	}
+	/* its own /proc and /dev; private, capped /tmp and /dev/shm */
+	add3(&a, "--proc", "/proc", NULL);
+	add3(&a, "--dev", "/dev", NULL);
+	add(&a, "--size");
+	addf(&a, "%lld", tmp);
+	add3(&a, "--perms", "1777", NULL);
+	add3(&a, "--tmpfs", "/tmp", NULL);
+	add(&a, "--size");
+	addf(&a, "%lld", tmp);
+	add3(&a, "--perms", "1777", NULL);
+	add3(&a, "--tmpfs", "/dev/shm", NULL);
+	/* what it may write */
+	if (b && b->home)
+		add3(&a, "--bind", b->home, "/home/kbox");
+	else {
+		add(&a, "--size");
+		addf(&a, "%lld", tmp);
+		add3(&a, "--perms", "0700", NULL);
+		add3(&a, "--tmpfs", "/home/kbox", NULL);
+	}
+	if (b && b->runtime_dir)
+		add3(&a, "--bind", b->runtime_dir, KBOX_BWRAP_RUNTIME);
+	if (b && b->workspace) {
+		add3(&a, "--bind", b->workspace, "/workspace");
+		add3(&a, "--chdir", "/workspace", NULL);
+	} else
+		add3(&a, "--chdir", "/", NULL);
+	add3(&a, "--remount-ro", "/", NULL);
+	/* the filter, applied just before the command runs */
+	{
+		int fd = seccomp_program(err);
+		if (fd < 0)
+			goto fail;
+		fds[nf++] = fd;
+		add(&a, "--seccomp");
+		addf(&a, "%d", fd);
+	}
+	add(&a, "--");
+	for (size_t i = 0; cmd && cmd[i]; i++)
+		add(&a, cmd[i]);
+	if (a.failed) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
+		goto fail;
+	}
+	free(exe);
+	*fds_p = fds;
+	*n_fds = nf;
+	return a.v;
+fail:
+	for (size_t i = 0; i < nf; i++)
+		close(fds[i]);
+	free(fds);
+	free(exe);
+	kbox_strv_free(a.v);
+	return NULL;
+}
+
+/* ---- a kernel in the sandbox ---- */
+
+int kbox_kernel_exec_bwrap(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o,
+                           const kbox_bwrap_opts_t *bo, const char *conn_path, kbox_error_t *err)
+{
+	kbox_conn_t *conn = NULL, *inner = NULL;
+	kbox_bwrap_opts_t b = {0};
+	kbox_kernel_opts_t ko = {0};
+	char **argv = NULL, **env = NULL, **bargv = NULL, *exe = NULL;
+	char inner_path[PATH_MAX], inside[PATH_MAX], ip[PATH_MAX];
+	const char *base, *ipbase;
+	int *fds = NULL, devnull;
+	size_t n_fds = 0, n, rdl;
+
+	inner_path[0] = '\0';
+	if (kbox_init() < 0)
+		return kbox__err(err, KBOX_E_NOMEM, "cannot initialise libsodium");
+	if (!o || !o->runtime_dir)
+		return kbox__err(err, KBOX_E_INVALID, "kbox_kernel_exec_bwrap needs a runtime_dir");
+	if (bo)
+		b = *bo;
+	if (!b.workspace)
+		b.workspace = o->cwd;
+	if (!b.runtime_dir)
+		b.runtime_dir = o->runtime_dir;
+	if (kbox__check_private_dir(o->runtime_dir, err) < 0)
+		return -1;
+	/* the sockets, as the host sees them and as the kernel does */
+	if (!(conn = kbox_conn_new_ipc(o->runtime_dir, err)))
+		return -1;
+	kbox_conn_set_kernel_name(conn, kbox_kspec_name(spec));
+	rdl = strlen(o->runtime_dir);
+	if (strncmp(kbox_conn_ip(conn), o->runtime_dir, rdl) != 0 || kbox_conn_ip(conn)[rdl] != '/') {
+		kbox__err(err, KBOX_E_INVALID, "the sockets are not in %s", o->runtime_dir);
+		goto fail;
+	}
+	ipbase = kbox_conn_ip(conn) + rdl + 1;
+	snprintf(ip, sizeof ip, "%s/%s", KBOX_BWRAP_RUNTIME, ipbase);
+	base = strrchr(conn_path, '/') ? strrchr(conn_path, '/') + 1 : conn_path;
+	n = strlen(base);
+	if (n > 5 && strcmp(base + n - 5, ".json") == 0)
+		n -= 5;
+	snprintf(inner_path, sizeof inner_path, "%s/%.*s.sandbox.json", o->runtime_dir, (int)n, base);
+	snprintf(inside, sizeof inside, "%s/%.*s.sandbox.json", KBOX_BWRAP_RUNTIME, (int)n, base);
+	if (!(inner = kbox_conn_dup(conn))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		goto fail;
+	}
+	if (kbox_conn_set_ip(inner, ip, err) < 0 || kbox_conn_save(conn, conn_path, err) < 0 ||
+	    kbox_conn_save(inner, inner_path, err) < 0)
+		goto fail;
+	if (!(argv = kbox_kspec_format_argv(spec, inside, err)))
+		goto fail;
+	if (!(exe = kbox__resolve_command(argv[0], b.rootfs))) {
+		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s%s",
+		          kbox_kspec_name(spec), argv[0], "/usr/local/bin:/usr/bin:/bin",
+		          b.rootfs ? " of the root filesystem" : "");
+		goto fail;
+	}
+	free(argv[0]);
+	argv[0] = exe;
+	exe = NULL;
+	if (!(env = kbox__kernel_env(spec, o, "/home/kbox"))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
+		goto fail;
+	}
+	/* ipykernel polls its JPY_PARENT_PID parent and exits once its own
+	 * parent is pid 1, which bwrap's init is; 1 itself means "no parent
+	 * to poll" (and no console banner) */
+	for (size_t i = 0; env[i]; i++)
+		if (strncmp(env[i], "JPY_PARENT_PID=", 15) == 0) {
+			char *one = strdup("JPY_PARENT_PID=1");
+			if (!one) {
+				kbox__err(err, KBOX_E_NOMEM, "out of memory");
+				goto fail;
+			}
+			free(env[i]);
+			env[i] = one;
+		}
+	if (!(bargv = kbox_bwrap_argv(&b, argv, &fds, &n_fds, err)))
+		goto fail;
+	kbox_conn_destroy(&conn);
+	kbox_conn_destroy(&inner);
+	ko = *o;
+	ko.cwd = NULL; /* bwrap changes into /workspace */
+	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	kbox__child_exec(bargv[0], bargv, env, &ko, devnull, o->log_path, getppid(), fds, n_fds);
+fail:
+	unlink(conn_path);
+	if (inner_path[0])
+		unlink(inner_path);
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	free(fds);
+	kbox_conn_destroy(&conn);
+	kbox_conn_destroy(&inner);
+	kbox_strv_free(argv);
+	kbox_strv_free(env);
+	kbox_strv_free(bargv);
+	free(exe);
+	return -1;
+}
+
+/* ---- short commands in the sandbox ---- */
+
+int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size_t size,
+                   kbox_error_t *err)
+{
+	char **argv;
+	int *fds = NULL, p[2], st = 0, null;
+	size_t n_fds = 0, len = 0;
+	pid_t pid;
+	ssize_t got;
+
+	if (size)
+		out[0] = '\0';
+	if (!(argv = kbox_bwrap_argv(b, cmd, &fds, &n_fds, err)))
+		return -1;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		kbox__err_sys(err, "pipe");
+		pid = -1;
+		goto out;
+	}
+	if ((pid = fork()) < 0) {
+		close(p[0]);
+		close(p[1]);
+		kbox__err_sys(err, "fork");
+		goto out;
+	}
+	if (pid == 0) {
+		null = open("/dev/null", O_RDONLY);
+		dup2(null, 0);
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		for (size_t i = 0; i < n_fds; i++)
+			fcntl(fds[i], F_SETFD, 0);
+		execv(argv[0], argv);
+		dprintf(2, "cannot run %s: %s", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(p[1]);
+	for (;;) {
+		char sink[512];
+		bool room = len + 1 < size;
+		got = room ? read(p[0], out + len, size - len - 1) : read(p[0], sink, sizeof sink);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		if (room)
+			len += (size_t)got;
+	}
+	if (size)
+		out[len] = '\0';
+	close(p[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == ' '))
+		out[--len] = '\0';
+out:
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	free(fds);
+	kbox_strv_free(argv);
+	if (pid < 0)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int kbox_bwrap_probe(const kbox_bwrap_opts_t *b, kbox_error_t *err)
+{
+	char *cmd[] = {"/usr/bin/true", NULL};
+	char msg[512];
+	int rc = kbox_bwrap_run(b, cmd, msg, sizeof msg, err);
+	if (rc == 0)
+		return 0;
+	if (rc > 0)
+		kbox__err(err, KBOX_E_SYSTEM, "bwrap cannot make the sandbox here: %s",
+		          msg[0] ? msg : "it failed without a message");
+	return -1;
+}

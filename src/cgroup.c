@@ -1,0 +1,426 @@
+/* src/cgroup.c — limits for a sandbox through cgroups v1 or v2. */
+#include "private.h"
+#include "cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define N_CTL 3
+#define CPU_PERIOD_US 100000
+
+static const char *const ctl_names[N_CTL] = {"memory", "pids", "cpu"};
+
+typedef struct {
+	char dir[PATH_MAX]; /* the cgroup's directory in this hierarchy */
+	char procs[PATH_MAX + 16];
+	unsigned mask;      /* controllers of ours it carries */
+	bool v2;
+} hier_t;
+
+struct kbox_cgroup {
+	hier_t h[N_CTL];
+	int n;
+	unsigned enforced;
+	long long memory_limit;
+};
+
+const char *kbox__cgroup_name(unsigned bit)
+{
+	for (int i = 0; i < N_CTL; i++)
+		if (bit == 1u << i)
+			return ctl_names[i];
+	return "?";
+}
+
+/* Is WORD one of the comma-separated tokens of LIST? */
+static bool has_token(const char *list, const char *word)
+{
+	size_t wl = strlen(word);
+	for (const char *p = list; p && *p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		if (len == wl && strncmp(p, word, wl) == 0)
+			return true;
+		p = comma ? comma + 1 : NULL;
+	}
+	return false;
+}
+
+/* The mount of controller CTL's hierarchy (v1: a "cgroup" mount with CTL
+ * in its options; CTL NULL: the "cgroup2" mount): mount point and root. */
+static bool find_mount(const char *ctl, char *point, char *root, size_t size)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	bool found = false;
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof line, f)) {
+		char r[PATH_MAX], mp[PATH_MAX], type[64], src[PATH_MAX], opts[1024];
+		char *dash = strstr(line, " - ");
+		if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", r, mp) != 2 ||
+		    sscanf(dash + 3, "%63s %4095s %1023s", type, src, opts) != 3)
+			continue;
+		if (ctl ? strcmp(type, "cgroup") == 0 && has_token(opts, ctl)
+		        : strcmp(type, "cgroup2") == 0) {
+			snprintf(point, size, "%s", mp);
+			snprintf(root, size, "%s", r);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Our own cgroup path in the hierarchy of CTL (v1), or in the unified one
+ * (CTL NULL). */
+static bool own_path(const char *ctl, char *path, size_t size)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[PATH_MAX + 256];
+	bool found = false;
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof line, f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		size_t n;
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		n = strlen(c2 + 1);
+		while (n > 0 && c2[1 + n - 1] == '\n')
+			c2[1 + --n] = '\0';
+		if (ctl ? has_token(c1 + 1, ctl) : (strcmp(line, "0") == 0 && c1[1] == '\0')) {
+			snprintf(path, size, "%s", c2 + 1);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* The directory of our own cgroup for controller I, and whether it is v2.
+ * False with WHY when the controller is not there. */
+static bool parent_dir(int i, char *dir, size_t size, bool *v2, char *why, size_t wsize)
+{
+	char point[PATH_MAX], root[PATH_MAX], path[PATH_MAX], file[PATH_MAX + 32];
+	const char *rel;
+	*v2 = false;
+	if (!find_mount(ctl_names[i], point, root, sizeof point) ||
+	    !own_path(ctl_names[i], path, sizeof path)) {
+		FILE *f;
+		char ctls[512] = "";
+		if (!find_mount(NULL, point, root, sizeof point) || !own_path(NULL, path, sizeof path)) {
+			snprintf(why, wsize, "no %s controller is mounted", ctl_names[i]);
+			return false;
+		}
+		*v2 = true;
+		rel = strncmp(path, root, strlen(root)) == 0 && strcmp(root, "/") != 0
+		          ? path + strlen(root) : path;
+		snprintf(dir, size, "%s%s", point, strcmp(rel, "/") == 0 ? "" : rel);
+		snprintf(file, sizeof file, "%s/cgroup.controllers", dir);
+		if ((f = fopen(file, "re"))) {
+			if (!fgets(ctls, sizeof ctls, f))
+				ctls[0] = '\0';
+			fclose(f);
+		}
+		ctls[strcspn(ctls, "\n")] = '\0';
+		for (char *p = ctls; *p; p++)
+			if (*p == ' ')
+				*p = ',';
+		if (!has_token(ctls, ctl_names[i])) {
+			snprintf(why, wsize, "the %s controller is not delegated to %s", ctl_names[i], dir);
+			return false;
+		}
+		return true;
+	}
+	rel = strncmp(path, root, strlen(root)) == 0 && strcmp(root, "/") != 0 ? path + strlen(root)
+	                                                                       : path;
+	snprintf(dir, size, "%s%s", point, strcmp(rel, "/") == 0 ? "" : rel);
+	return true;
+}
+
+static int write_file(const char *dir, const char *name, const char *value)
+{
+	char path[PATH_MAX + 64];
+	int fd, rc = 0;
+	size_t len = strlen(value);
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if (write(fd, value, len) != (ssize_t)len)
+		rc = -1;
+	if (close(fd) < 0)
+		rc = -1;
+	return rc;
+}
+
+static long long read_number(const char *dir, const char *name)
+{
+	char path[PATH_MAX + 64], buf[64];
+	long long v = -1;
+	FILE *f;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	if (fgets(buf, sizeof buf, f) && sscanf(buf, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* The value of "KEY N" lines (memory.events, memory.oom_control, pids.events). */
+static long long read_key(const char *dir, const char *name, const char *key)
+{
+	char path[PATH_MAX + 64], line[256];
+	long long v = -1;
+	size_t kl = strlen(key);
+	FILE *f;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, key, kl) == 0 && line[kl] == ' ' && sscanf(line + kl, "%lld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+unsigned kbox__cgroup_available(char *why, size_t size)
+{
+	unsigned mask = 0;
+	size_t n = 0;
+	if (size)
+		why[0] = '\0';
+	for (int i = 0; i < N_CTL; i++) {
+		char dir[PATH_MAX], w[PATH_MAX + 64] = "";
+		bool v2;
+		if (!parent_dir(i, dir, sizeof dir, &v2, w, sizeof w))
+			;
+		else if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) < 0)
+			snprintf(w, sizeof w, "%s is not writable (%s)", dir, strerror(errno));
+		else {
+			mask |= 1u << i;
+			continue;
+		}
+		if (n < size)
+			n += (size_t)snprintf(why + n, size - n, "%s%s: %s", n ? "; " : "", ctl_names[i], w);
+	}
+	return mask;
+}
+
+unsigned kbox__cgroup_enforced(const kbox_cgroup_t *self) { return self ? self->enforced : 0; }
+
+static hier_t *hier_of(const kbox_cgroup_t *self, unsigned bit)
+{
+	for (int i = 0; self && i < self->n; i++)
+		if (self->h[i].mask & bit)
+			return (hier_t *)&self->h[i];
+	return NULL;
+}
+
+/* Set controller I's limit in H.  0 or -1 with errno. */
+static int set_limit(hier_t *h, int i, long long memory_bytes, double cpus, long pids)
+{
+	char v[64];
+	if (i == 0 && memory_bytes > 0) {
+		snprintf(v, sizeof v, "%lld", memory_bytes);
+		if (h->v2) {
+			if (write_file(h->dir, "memory.max", v) < 0)
+				return -1;
+			write_file(h->dir, "memory.swap.max", "0"); /* absent without swap */
+		} else {
+			if (write_file(h->dir, "memory.limit_in_bytes", v) < 0)
+				return -1;
+			write_file(h->dir, "memory.memsw.limit_in_bytes", v); /* absent without swap accounting */
+		}
+	} else if (i == 1 && pids > 0) {
+		snprintf(v, sizeof v, "%ld", pids);
+		if (write_file(h->dir, "pids.max", v) < 0)
+			return -1;
+	} else if (i == 2 && cpus > 0) {
+		long long quota = (long long)(cpus * CPU_PERIOD_US + 0.5);
+		if (quota < 1000)
+			quota = 1000;
+		if (h->v2) {
+			snprintf(v, sizeof v, "%lld %d", quota, CPU_PERIOD_US);
+			if (write_file(h->dir, "cpu.max", v) < 0)
+				return -1;
+		} else {
+			snprintf(v, sizeof v, "%d", CPU_PERIOD_US);
+			if (write_file(h->dir, "cpu.cfs_period_us", v) < 0)
+				return -1;
+			snprintf(v, sizeof v, "%lld", quota);
+			if (write_file(h->dir, "cpu.cfs_quota_us", v) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+kbox_cgroup_t *kbox__cgroup_new(const char *name, unsigned want, long long memory_bytes,
+                                double cpus, long pids, char *why, size_t size)
+{
+	kbox_cgroup_t *self = calloc(1, sizeof *self);
+	size_t n = 0;
+	if (size)
+		why[0] = '\0';
+	if (!self) {
+		snprintf(why, size, "out of memory");
+		return NULL;
+	}
+	self->memory_limit = memory_bytes > 0 ? memory_bytes : 0;
+	for (int i = 0; i < N_CTL; i++) {
+		char parent[PATH_MAX], dir[PATH_MAX + 256], w[PATH_MAX + 128] = "";
+		bool v2;
+		hier_t *h = NULL;
+		if (!(want & (1u << i)))
+			continue;
+		if (!parent_dir(i, parent, sizeof parent, &v2, w, sizeof w))
+			goto fail_ctl;
+		if ((size_t)snprintf(dir, sizeof dir, "%s/%s", parent, name) >= sizeof h->dir) {
+			snprintf(w, sizeof w, "the cgroup path under %s is too long", parent);
+			goto fail_ctl;
+		}
+		for (int j = 0; j < self->n; j++)
+			if (strcmp(self->h[j].dir, dir) == 0)
+				h = &self->h[j];
+		if (!h) {
+			if (v2) {
+				char plus[32];
+				snprintf(plus, sizeof plus, "+%s", ctl_names[i]);
+				/* may fail while the parent has processes of its own */
+				write_file(parent, "cgroup.subtree_control", plus);
+			}
+			if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+				snprintf(w, sizeof w, "cannot create %s: %s", dir, strerror(errno));
+				goto fail_ctl;
+			}
+			h = &self->h[self->n++];
+			snprintf(h->dir, sizeof h->dir, "%s", dir);
+			snprintf(h->procs, sizeof h->procs, "%s/cgroup.procs", dir);
+			h->v2 = v2;
+		}
+		if (set_limit(h, i, memory_bytes, cpus, pids) < 0) {
+			snprintf(w, sizeof w, "cannot set the limit in %s: %s", h->dir, strerror(errno));
+			goto fail_ctl;
+		}
+		h->mask |= 1u << i;
+		self->enforced |= 1u << i;
+		continue;
+	fail_ctl:
+		if (n < size)
+			n += (size_t)snprintf(why + n, size - n, "%s%s: %s", n ? "; " : "", ctl_names[i], w);
+	}
+	/* hierarchies where every controller failed carry nothing: drop them */
+	for (int j = 0; j < self->n;) {
+		if (!self->h[j].mask) {
+			rmdir(self->h[j].dir);
+			self->h[j] = self->h[--self->n];
+		} else
+			j++;
+	}
+	if (!self->n) {
+		free(self);
+		return NULL;
+	}
+	return self;
+}
+
+int kbox__cgroup_enter(const kbox_cgroup_t *self)
+{
+	int rc = 0;
+	for (int j = 0; self && j < self->n; j++) {
+		int fd = open(self->h[j].procs, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, "0", 1) != 1)
+			rc = -1;
+		if (fd >= 0)
+			close(fd);
+	}
+	return rc;
+}
+
+const char *kbox__cgroup_where(const kbox_cgroup_t *self, unsigned bit, char *buf, size_t size)
+{
+	hier_t *h = hier_of(self, bit);
+	if (size)
+		buf[0] = '\0';
+	if (h)
+		snprintf(buf, size, "cgroup %s %s", h->v2 ? "v2" : "v1", h->dir);
+	return buf;
+}
+
+long long kbox__cgroup_memory(const kbox_cgroup_t *self)
+{
+	hier_t *h = hier_of(self, KBOX_CG_MEMORY);
+	if (!h)
+		return -1;
+	return read_number(h->dir, h->v2 ? "memory.current" : "memory.usage_in_bytes");
+}
+
+long long kbox__cgroup_memory_limit(const kbox_cgroup_t *self)
+{
+	return hier_of(self, KBOX_CG_MEMORY) ? self->memory_limit : 0;
+}
+
+long kbox__cgroup_oom_kills(const kbox_cgroup_t *self)
+{
+	hier_t *h = hier_of(self, KBOX_CG_MEMORY);
+	if (!h)
+		return -1;
+	return (long)read_key(h->dir, h->v2 ? "memory.events" : "memory.oom_control", "oom_kill");
+}
+
+long kbox__cgroup_pids_refused(const kbox_cgroup_t *self)
+{
+	hier_t *h = hier_of(self, KBOX_CG_PIDS);
+	return h ? (long)read_key(h->dir, "pids.events", "max") : -1;
+}
+
+long kbox__cgroup_pids_current(const kbox_cgroup_t *self)
+{
+	hier_t *h = hier_of(self, KBOX_CG_PIDS);
+	return h ? (long)read_number(h->dir, "pids.current") : -1;
+}
+
+/* SIGKILL every process listed in H's cgroup.procs; how many there were. */
+static int kill_all(const hier_t *h)
+{
+	FILE *f = fopen(h->procs, "re");
+	long pid;
+	int n = 0;
+	if (!f)
+		return 0;
+	while (fscanf(f, "%ld", &pid) == 1) {
+		if (pid > 0 && pid != (long)getpid())
+			kill((pid_t)pid, SIGKILL);
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+void kbox__cgroup_destroy(kbox_cgroup_t **self_p)
+{
+	kbox_cgroup_t *self;
+	if (!self_p || !(self = *self_p))
+		return;
+	for (int j = 0; j < self->n; j++) {
+		/* a cgroup with processes cannot go; those left are killed, and
+		 * leave once the kernel has reaped them */
+		for (int tries = 0; rmdir(self->h[j].dir) < 0 && errno == EBUSY && tries < 100;
+		     tries++) {
+			kill_all(&self->h[j]);
+			usleep(10000);
+		}
+	}
+	free(self);
+	*self_p = NULL;
+}

@@ -1,0 +1,64 @@
+/* src/cgroup.h — limits for a sandbox through cgroups (private).
+ *
+ * A sandbox's cgroup is created under the caller's own cgroup, one
+ * directory per controller hierarchy: cgroup v2 where a controller is on
+ * the unified hierarchy, v1 otherwise (memory, pids, cpu).  Only libc:
+ * the supervisor links this. */
+#ifndef KBOX_CGROUP_H
+#define KBOX_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+enum {
+	KBOX_CG_MEMORY = 1u << 0,
+	KBOX_CG_PIDS = 1u << 1,
+	KBOX_CG_CPU = 1u << 2,
+};
+
+typedef struct kbox_cgroup kbox_cgroup_t;
+
+/* The controllers under which the caller can create a cgroup and set
+ * limits (a mask of KBOX_CG_*).  For each one that cannot, a phrase why
+ * goes to WHY ("memory: /sys/fs/cgroup/memory/x is not writable (EACCES);
+ * pids: no pids controller is mounted"), "" when all can. */
+unsigned kbox__cgroup_available(char *why, size_t size);
+
+/* The name of controller BIT ("memory", "pids", "cpu"). */
+const char *kbox__cgroup_name(unsigned bit);
+
+/* Make cgroup NAME (one path component) under the caller's own cgroup in
+ * the hierarchies of the controllers in WANT, with the limits given (0 =
+ * none for that one).  Controllers that fail are left out, with the
+ * reason in WHY; NULL when none could be made (the reason in WHY). */
+kbox_cgroup_t *kbox__cgroup_new(const char *name, unsigned want, long long memory_bytes,
+                                double cpus, long pids, char *why, size_t size);
+
+/* The controllers the cgroup enforces. */
+unsigned kbox__cgroup_enforced(const kbox_cgroup_t *self);
+
+/* Move the calling process into the cgroup (in every hierarchy).  Only
+ * open, write and close: safe between fork and exec.  0 or -1. */
+int kbox__cgroup_enter(const kbox_cgroup_t *self);
+
+/* Where controller BIT's limit is: "cgroup v1 /sys/fs/cgroup/memory/…/NAME"
+ * into BUF; "" when the cgroup does not enforce it. */
+const char *kbox__cgroup_where(const kbox_cgroup_t *self, unsigned bit, char *buf, size_t size);
+
+/* Memory charged to the cgroup in bytes, -1 when unknown. */
+long long kbox__cgroup_memory(const kbox_cgroup_t *self);
+/* The memory limit set, 0 when none. */
+long long kbox__cgroup_memory_limit(const kbox_cgroup_t *self);
+/* How many processes the OOM killer has killed in the cgroup, -1 when unknown. */
+long kbox__cgroup_oom_kills(const kbox_cgroup_t *self);
+/* How many forks the pids limit refused, -1 when unknown. */
+long kbox__cgroup_pids_refused(const kbox_cgroup_t *self);
+/* Processes in the cgroup now, -1 when unknown. */
+long kbox__cgroup_pids_current(const kbox_cgroup_t *self);
+
+/* Kill what is left in the cgroup, remove its directories, free.
+ * Accepts NULL. */
+void kbox__cgroup_destroy(kbox_cgroup_t **self_p);
+
+#endif

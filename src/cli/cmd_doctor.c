@@ -1,0 +1,288 @@
+/* src/cli/cmd_doctor.c — kbox doctor: what isolation this machine gives a
+ * kernel, checked by doing it: bubblewrap, user namespaces, seccomp, each
+ * cgroup controller, the kernel's interpreter and packages in the sandbox. */
+#include "config.h"
+#include "cli.h"
+#include "../private.h"
+#include "../cgroup.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+	json_t *checks;
+	bool as_json;
+} report_t;
+
+/* One check: STATUS is "ok", "warn" or "fail"; MEANING says what it
+ * means for isolation (may be NULL). */
+static void check(report_t *r, const char *name, const char *status, const char *detail,
+                  const char *meaning)
+{
+	json_array_append_new(r->checks, json_pack("{s:s, s:s, s:s, s:s}", "check", name, "status",
+	                                           status, "detail", detail, "meaning",
+	                                           meaning ? meaning : ""));
+	if (r->as_json)
+		return;
+	printf("%-5s %-16s %s\n", status, name, detail);
+	if (meaning && *meaning)
+		printf("      %-16s -> %s\n", "", meaning);
+}
+
+/* The first line of a small file, "" when unreadable. */
+static void first_line(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "re");
+	buf[0] = '\0';
+	if (f) {
+		if (!fgets(buf, (int)size, f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* What the sandbox's Python reports about itself and its packages. */
+static const char probe_py[] =
+    "import importlib\n"
+    "for l in open('/proc/self/status'):\n"
+    "    if l.startswith(('NoNewPrivs', 'Seccomp:', 'CapEff')): print(l.strip())\n"
+    "for m in ('ipykernel', 'pandas', 'numpy', 'matplotlib', 'scipy'):\n"
+    "    try: print('module', m, importlib.import_module(m).__version__)\n"
+    "    except Exception as e: print('missing', m, type(e).__name__ + ': ' + str(e))\n";
+
+int cmd_doctor(int argc, char **argv)
+{
+	static const struct option opts[] = {{"kernel", required_argument, NULL, 'k'},
+	                                     {"rootfs", required_argument, NULL, 'R'},
+	                                     {"json", no_argument, NULL, 'j'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	report_t r = {json_array(), false};
+	const char *kernel = "python3";
+	char *rootfs = NULL, *bwrap = NULL, buf[4096], line[256];
+	kbox_bwrap_opts_t bo = {0};
+	kbox_error_t err = {0};
+	bool isolates = false, sandbox_ok = false;
+	unsigned enforced = 0;
+	int c, status = EXIT_OK;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":k:jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k': kernel = optarg; break;
+		case 'R':
+			free(rootfs);
+			if (!(rootfs = realpath(optarg, NULL))) {
+				cli_error("doctor", "invalid --rootfs \"%s\": %s", optarg, strerror(errno));
+				status = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case 'j': r.as_json = true; break;
+		case 'h': cli_usage(cli_find("doctor"), stdout); goto out;
+		default: cli_bad_option("doctor", c, argv); status = EXIT_USAGE; goto out;
+		}
+	}
+	if (optind < argc) {
+		cli_error("doctor", "unexpected argument \"%s\" (see kbox doctor --help)", argv[optind]);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	bo.rootfs = rootfs;
+
+	/* bubblewrap */
+	if (!(bwrap = kbox_bwrap_path()))
+		check(&r, "bubblewrap", "fail", "bwrap not found in /usr/local/bin, /usr/bin or /bin",
+		      "no sandbox: kbox start fails unless --backend none (unsandboxed) is chosen; "
+		      "install the Debian package bubblewrap");
+	else {
+		FILE *p;
+		snprintf(buf, sizeof buf, "%s --version 2>&1", bwrap);
+		line[0] = '\0';
+		if ((p = popen(buf, "re"))) {
+			if (!fgets(line, sizeof line, p))
+				line[0] = '\0';
+			pclose(p);
+		}
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(buf, sizeof buf, "%s (%s)", line[0] ? line : "bubblewrap", bwrap);
+		check(&r, "bubblewrap", "ok", buf, NULL);
+	}
+
+	/* user namespaces */
+	first_line("/proc/sys/user/max_user_namespaces", line, sizeof line);
+	if (line[0] && atol(line) == 0)
+		check(&r, "user namespaces", "fail", "user.max_user_namespaces is 0",
+		      "bwrap cannot make a sandbox (sysctl user.max_user_namespaces=15000 allows it)");
+	else {
+		char clone[64];
+		first_line("/proc/sys/kernel/unprivileged_userns_clone", clone, sizeof clone);
+		if (geteuid() != 0 && clone[0] == '0')
+			check(&r, "user namespaces", "fail", "kernel.unprivileged_userns_clone is 0",
+			      "bwrap cannot make a sandbox for this user (sysctl "
+			      "kernel.unprivileged_userns_clone=1 allows it)");
+		else {
+			snprintf(buf, sizeof buf, "enabled (user.max_user_namespaces %s)",
+			         line[0] ? line : "unknown");
+			check(&r, "user namespaces", "ok", buf, NULL);
+		}
+	}
+
+	/* seccomp */
+	{
+		FILE *f = fopen("/proc/self/status", "re");
+		bool has = false;
+		while (f && fgets(buf, sizeof buf, f))
+			if (strncmp(buf, "Seccomp:", 8) == 0)
+				has = true;
+		if (f)
+			fclose(f);
+		if (has)
+			check(&r, "seccomp", "ok", "the kernel filters system calls (Seccomp in "
+			                           "/proc/self/status)", NULL);
+		else
+			check(&r, "seccomp", "fail", "this kernel has no seccomp",
+			      "bwrap cannot load the filter: no sandbox");
+	}
+
+	/* the sandbox itself */
+	if (bwrap) {
+		if (kbox_bwrap_probe(&bo, &err) == 0) {
+			sandbox_ok = true;
+			check(&r, "sandbox", "ok",
+			      "bwrap made one: new user, pid, net, ipc, uts and cgroup namespaces, uid "
+			      "1000 without capabilities, seccomp filter, read-only system files",
+			      NULL);
+		} else
+			check(&r, "sandbox", "fail", err.msg, "kernels cannot be isolated here");
+	}
+
+	/* cgroup controllers: make one with limits, then remove it */
+	{
+		char why[1024], name[64], where[PATH_MAX + 32];
+		kbox_cgroup_t *cg;
+		static const struct {
+			unsigned bit;
+			const char *label, *without;
+		} ctl[] = {
+		    {KBOX_CG_MEMORY, "cgroup memory",
+		     "--memory falls back to an address-space rlimit (not exact; no out-of-memory "
+		     "report)"},
+		    {KBOX_CG_PIDS, "cgroup pids",
+		     "--pids falls back to RLIMIT_NPROC, which counts all of the user's processes and "
+		     "binds nobody when run as root"},
+		    {KBOX_CG_CPU, "cgroup cpu", "--cpus cannot be enforced"},
+		};
+		snprintf(name, sizeof name, "kbox-doctor-%ld", (long)getpid());
+		cg = kbox__cgroup_new(name, KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU, 64LL << 20, 0.5,
+		                      64, why, sizeof why);
+		enforced = kbox__cgroup_enforced(cg);
+		for (size_t i = 0; i < sizeof ctl / sizeof *ctl; i++) {
+			if (enforced & ctl[i].bit) {
+				kbox__cgroup_where(cg, ctl[i].bit, where, sizeof where);
+				snprintf(buf, sizeof buf, "limits can be set (%s, removed again)", where);
+				check(&r, ctl[i].label, "ok", buf, NULL);
+			} else {
+				const char *mine = strstr(why, kbox__cgroup_name(ctl[i].bit));
+				snprintf(buf, sizeof buf, "not usable: %s", mine ? mine : why);
+				if (strchr(buf, ';'))
+					*strchr(buf, ';') = '\0';
+				check(&r, ctl[i].label, "warn", buf, ctl[i].without);
+			}
+		}
+		kbox__cgroup_destroy(&cg);
+	}
+
+	/* the kernel: its spec, its interpreter, its packages, in the sandbox */
+	{
+		kbox_kspec_t *spec = kbox_kspec_find(kernel, &err);
+		char *exe = NULL;
+		if (!spec)
+			check(&r, "kernelspec", "fail", err.msg, "no kernel to run");
+		else {
+			const char *argv0 = kbox_kspec_argv(spec)[0];
+			snprintf(buf, sizeof buf, "%s: %s", kernel, kbox_kspec_resource_dir(spec));
+			check(&r, "kernelspec", "ok", buf, NULL);
+			if (!(exe = kbox__resolve_command(argv0, rootfs))) {
+				snprintf(buf, sizeof buf, "%s not found in /usr/local/bin, /usr/bin or /bin%s",
+				         argv0, rootfs ? " of the root filesystem" : "");
+				check(&r, "interpreter", "fail", buf, "the kernel cannot start");
+			} else if (sandbox_ok) {
+				char *cmd[] = {exe, "-c", (char *)probe_py, NULL};
+				char out[4096], missing[512] = "", mods[1024] = "", *save = NULL;
+				int rc = kbox_bwrap_run(&bo, cmd, out, sizeof out, &err);
+				bool seccomp = false, nnp = false, nocap = false, ipyk = false;
+				if (rc != 0) {
+					snprintf(buf, sizeof buf, "%s failed in the sandbox (status %d): %.300s", exe,
+					         rc, rc < 0 ? err.msg : out);
+					check(&r, "interpreter", "fail", buf, "the kernel cannot start");
+				} else {
+					for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+						if (strncmp(l, "Seccomp:", 8) == 0 && atoi(l + 8) == 2)
+							seccomp = true;
+						else if (strncmp(l, "NoNewPrivs:", 11) == 0 && atoi(l + 11) == 1)
+							nnp = true;
+						else if (strncmp(l, "CapEff:", 7) == 0 && strtoull(l + 7, NULL, 16) == 0)
+							nocap = true;
+						else if (strncmp(l, "module ", 7) == 0) {
+							snprintf(mods + strlen(mods), sizeof mods - strlen(mods), "%s%s",
+							         mods[0] ? ", " : "", l + 7);
+							if (strncmp(l + 7, "ipykernel ", 10) == 0)
+								ipyk = true;
+						} else if (strncmp(l, "missing ", 8) == 0)
+							snprintf(missing + strlen(missing), sizeof missing - strlen(missing),
+							         "%s%s", missing[0] ? "; " : "", l + 8);
+					}
+					snprintf(buf, sizeof buf, "%s runs in the sandbox: seccomp filter %s, "
+					         "no_new_privs %s, capabilities %s", exe,
+					         seccomp ? "on" : "OFF", nnp ? "set" : "NOT SET",
+					         nocap ? "none" : "SOME");
+					check(&r, "interpreter", seccomp && nnp && nocap ? "ok" : "fail", buf,
+					      seccomp && nnp && nocap ? NULL : "the sandbox is weaker than it should be");
+					if (!seccomp || !nnp || !nocap)
+						sandbox_ok = false;
+					check(&r, "packages", !ipyk ? "fail" : missing[0] ? "warn" : "ok",
+					      mods[0] ? mods : "none found",
+					      !ipyk ? "no ipykernel: the kernel cannot start (apt-get install "
+					              "python3-ipykernel)"
+					            : missing[0] ? missing : NULL);
+				}
+			}
+		}
+		free(exe);
+		kbox_kspec_destroy(&spec);
+	}
+
+	isolates = bwrap && sandbox_ok;
+	if (r.as_json) {
+		json_t *o = json_pack("{s:s, s:b, s:o}", "backend", KBOX_BACKEND_DEFAULT, "isolates",
+		                      isolates, "checks", json_incref(r.checks));
+		json_t *lim = json_array();
+		for (unsigned bit = 1; bit <= KBOX_CG_CPU; bit <<= 1)
+			if (enforced & bit)
+				json_array_append_new(lim, json_string(kbox__cgroup_name(bit)));
+		json_object_set_new(o, "cgroup_limits", lim);
+		cli_print_json_line(o);
+	} else if (isolates)
+		printf("\nthe default backend (bwrap) isolates kernels here%s\n",
+		       (enforced & (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU)) ==
+		               (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU)
+		           ? ", with cgroup limits for memory, pids and cpu"
+		           : "; some limits fall back to rlimits or are not enforced (see above)");
+	else
+		printf("\nthe default backend (bwrap) CANNOT isolate kernels here (see above); kbox "
+		       "start will refuse it, and --backend none runs kernels unsandboxed\n");
+	if (!isolates)
+		status = EXIT_UNAVAILABLE;
+out:
+	json_decref(r.checks);
+	free(rootfs);
+	free(bwrap);
+	return status;
+}
