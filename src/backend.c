@@ -336,7 +336,7 @@ static int bwrap_spawn(kbox_sandbox_t *self, kbox_error_t *err)
 		snprintf(cpu, sizeof cpu, "all");
 	snprintf(self->limits_text, sizeof self->limits_text,
 	         "memory %s (%s), pids %ld (%s), cpus %s, /tmp %s (tmpfs), files up to %s (rlimit)",
-	         mem, got & KBOX_CG_MEMORY ? "cgroup" : "address-space rlimit", l->pids,
+	         mem, got & KBOX_CG_MEMORY ? "cgroup" : "RLIMIT_DATA", l->pids,
 	         got & KBOX_CG_PIDS ? "cgroup" : "RLIMIT_NPROC", cpu, tmp, fsz);
 	self->missing[0] = '\0';
 	if ((got & want) != want)
@@ -381,8 +381,12 @@ static int bwrap_spawn(kbox_sandbox_t *self, kbox_error_t *err)
 		}
 		setrlimit(RLIMIT_FSIZE, &fsize);
 		if (!(got & KBOX_CG_MEMORY)) {
-			struct rlimit as = {(rlim_t)l->memory_bytes, (rlim_t)l->memory_bytes};
-			setrlimit(RLIMIT_AS, &as);
+			/* the heap and private writable mappings: allocation beyond
+			 * fails (MemoryError) rather than the process being killed;
+			 * address space (RLIMIT_AS) would count every thread's
+			 * reserved arenas and stacks, and stop Python starting */
+			struct rlimit data = {(rlim_t)l->memory_bytes, (rlim_t)l->memory_bytes};
+			setrlimit(RLIMIT_DATA, &data);
 		}
 		if (!(got & KBOX_CG_PIDS)) {
 			struct rlimit np = {(rlim_t)l->pids, (rlim_t)l->pids};

@@ -16,198 +16,11 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-top_builddir=${top_builddir:-$(pwd)}
-KBOX=$top_builddir/kbox
-PY=${KERNEL_PYTHON:-/usr/bin/python3}
+# shellcheck source=tests/harness.sh
+. "$top_srcdir/tests/harness.sh"
+
 WARNING='kbox: warning: backend none: the kernel runs unsandboxed'
 LOST='earlier state (variables, imports, loaded data) is lost'
-
-# The defaults are under test: no session or kernel from the caller.
-unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
-
-if [ ! -x "$KBOX" ]; then
-	echo "Bail out! $KBOX is not built"
-	exit 1
-fi
-
-# A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
-ROOT=$(mktemp -d /tmp/ks.XXXX) || exit 1
-KBOX_HOME=$ROOT/h
-BASE=$ROOT/t
-mkdir -m 700 "$KBOX_HOME" "$BASE" || exit 1
-export KBOX_HOME
-S=$KBOX_HOME/sessions
-BG_PIDS=
-
-# cleanup: stop every session, then kill whatever of ours is left by its
-# pid: supervisors named in supervisor.pid files (checked to be ours by
-# their command line) and processes (kernels) working in our workspaces.
-cleanup() {
-	cd / || return
-	# background workers start no new kbox once $ROOT/stop exists; a
-	# background kbox exec is ended through its timeout(1) wrapper
-	touch "$ROOT/stop"
-	for p in $BG_PIDS; do
-		kill "$p" 2>/dev/null
-	done
-	wait
-	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
-	for f in "$S"/*/supervisor.pid; do
-		[ -s "$f" ] || continue
-		pid=$(cat "$f")
-		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "_supervise $S/"; then
-			kill -9 "$pid" 2>/dev/null
-		fi
-	done
-	for d in /proc/[0-9]*; do
-		case $(readlink "$d/cwd" 2>/dev/null) in
-		"$S"/*) kill -9 "${d#/proc/}" 2>/dev/null ;;
-		esac
-	done
-	rm -rf "$ROOT"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-n=0
-T=
-rc=
-secs=
-
-have_kernel=yes
-"$PY" -c 'import ipykernel' 2>/dev/null || have_kernel=no
-have_pandas=yes
-"$PY" -c 'import pandas, matplotlib' 2>/dev/null || have_pandas=no
-
-# ---- harness (as tests/cli.sh) ----
-
-# fresh: make a new empty directory and go there.
-fresh() {
-	T=$(mktemp -d "$BASE/t.XXXXXX") && cd "$T" || exit 1
-}
-
-# needs WHAT...: the tests that follow need a kernel ("kernel") and maybe
-# pandas and matplotlib ("pandas"); when one is missing they are skipped.
-needs() {
-	SKIPPING=
-	for what in "$@"; do
-		case $what in
-		kernel) [ "$have_kernel" = yes ] || SKIPPING="$PY cannot import ipykernel" ;;
-		pandas) [ "$have_pandas" = yes ] || SKIPPING="$PY cannot import pandas, matplotlib" ;;
-		esac
-	done
-}
-SKIPPING=
-
-# kbox ARGS...: run kbox in the current directory, stdout to ./stdout, stderr
-# to ./stderr; set $rc to its exit status and $secs to the seconds it took.
-# A kbox that hangs is killed after 90 s (status 124).  Does nothing while
-# skipping.
-kbox() {
-	[ -z "$SKIPPING" ] || return 0
-	t0=$(date +%s)
-	timeout -k 5 90 "$KBOX" "$@" >stdout 2>stderr
-	rc=$?
-	secs=$(($(date +%s) - t0))
-}
-
-# diag: show what the last kbox did, as TAP comments.
-diag() {
-	echo "#   in $T: exit status $rc after ${secs}s"
-	[ -f stdout ] && head -n 30 stdout | sed 's/^/#   stdout: /'
-	[ -f stderr ] && head -n 30 stderr | sed 's/^/#   stderr: /'
-	return 0
-}
-
-# check NAME CMD...: one test, passed when CMD succeeds.
-check() {
-	name=$1
-	shift
-	n=$((n + 1))
-	if [ -n "$SKIPPING" ]; then
-		echo "ok $n - $name # SKIP $SKIPPING"
-	elif "$@"; then
-		echo "ok $n - $name"
-	else
-		echo "not ok $n - $name"
-		diag
-	fi
-}
-
-# ---- assertions ----
-
-status_is() { [ "$rc" = "$1" ]; }
-# stdout_is TEXT / stderr_is TEXT: the file is exactly TEXT and a newline.
-stdout_is() { printf '%s\n' "$1" | cmp -s - stdout; }
-stderr_is() { printf '%s\n' "$1" | cmp -s - stderr; }
-stdout_empty() { [ ! -s stdout ]; }
-stderr_empty() { [ ! -s stderr ]; }
-# fails_with STATUS TEXT: exit STATUS, nothing on stdout, and exactly the
-# one line TEXT on stderr.
-fails_with() {
-	[ "$rc" = "$1" ] && [ ! -s stdout ] && [ "$(wc -l <stderr)" -eq 1 ] && stderr_is "$2"
-}
-has_line() { grep -qxF -- "$2" "$1"; }
-lacks_line() { ! grep -qxF -- "$2" "$1"; }
-first_line_is() { [ "$(head -n 1 "$1")" = "$2" ]; }
-last_line_is() { [ "$(tail -n 1 "$1")" = "$2" ]; }
-took_less_than() { [ "$secs" -lt "$1" ]; }
-# is_png FILE: FILE starts with the PNG signature.
-is_png() {
-	[ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ]
-}
-# png_size_is FILE WIDTH HEIGHT: the IHDR chunk says WIDTH x HEIGHT.
-png_size_is() {
-	[ "$(od -An -tx1 -j12 -N4 "$1" | tr -d ' \n')" = 49484452 ] || return 1
-	# shellcheck disable=SC2046 # eight numbers wanted
-	set -- "$1" "$2" "$3" $(od -An -tu1 -j16 -N8 "$1")
-	[ $# -eq 11 ] || return 1
-	[ $((($4 << 24) + ($5 << 16) + ($6 << 8) + $7)) -eq "$2" ] &&
-		[ $((($8 << 24) + ($9 << 16) + (${10} << 8) + ${11})) -eq "$3" ]
-}
-# json_field FILE KEY: the value of KEY in the JSON object in FILE.
-json_field() {
-	"$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
-}
-# status_line KEY: the value of "KEY: value" in `kbox status` output.
-status_line() { sed -n "s/^$1: *//p" stdout; }
-# ls_row NAME: the row of NAME in `kbox ls` output, spaces squeezed.
-ls_row() { awk -v n="$1" '$1 == n { $1 = $1; print }' stdout; }
-# gone_or_zombie PID: within 5 s the process is gone or a zombie.
-gone_or_zombie() {
-	for _ in $(seq 25); do
-		[ -e "/proc/$1" ] || return 0
-		case $(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) in
-		Z | X | "") return 0 ;;
-		esac
-		sleep 0.2
-	done
-	return 1
-}
-# started_line NAME: stdout is the "started" line naming the pid in
-# NAME's supervisor.pid.
-started_line() {
-	stdout_is "session $1 started (backend none, kernel python3, supervisor pid $(cat "$S/$1/supervisor.pid"))"
-}
-# events NAME PY-EXPR: PY-EXPR holds for ev, the list of NAME's events.
-events() {
-	"$PY" -c '
-import json, sys
-ev = [json.loads(l) for l in open(sys.argv[1])]
-ok = eval("(" + sys.argv[2] + ")")
-if not ok:
-    print("# events:", [e["event"] for e in ev])
-sys.exit(0 if ok else 1)
-' "$S/$1/events.ndjson" "$2"
-}
-# wait_for CMD...: CMD succeeds within 10 s.
-wait_for() {
-	for _ in $(seq 50); do
-		"$@" && return 0
-		sleep 0.2
-	done
-	return 1
-}
 
 # ---- a three-call analysis: CSV in, DataFrame across calls, chart out ----
 
@@ -215,8 +28,14 @@ needs kernel pandas
 fresh
 kbox start -s an
 check start_prints_started_line_with_supervisor_pid started_line an
-check start_warns_that_the_kernel_is_unsandboxed stderr_is "$WARNING"
+check start_with_the_default_backend_bwrap_prints_nothing_on_stderr stderr_empty
 check start_exits_0 status_is 0
+
+fresh
+kbox start -s nb --backend none
+check start_with_backend_none_warns_that_the_kernel_is_unsandboxed eval 'status_is 0 &&
+	stderr_is "$WARNING" && stdout_is "session nb started (backend none, kernel python3, supervisor pid $(cat "$S/nb/supervisor.pid"))"'
+kbox stop -s nb
 
 fresh
 printf 'region,units\nnorth,3\nsouth,4\nnorth,5\neast,1\nsouth,2\nwest,7\n' >sales.csv
@@ -319,7 +138,7 @@ check supervisor_sigkill_leaves_no_kernel gone_or_zombie "$sv_kernel"
 fresh
 kbox ls
 check ls_shows_session_with_killed_supervisor_dead eval 'status_is 0 &&
-	[ "$(ls_row sv)" = "sv dead none python3 - - - -" ]'
+	[ "$(ls_row sv)" = "sv dead bwrap python3 - - - -" ]'
 
 fresh
 kbox status -s sv
@@ -351,7 +170,7 @@ check session_stops_after_ttl_idle wait_for ttl_stopped
 check status_after_ttl_says_why eval '[ "$(status_line state)" = stopped ] &&
 	[ "$(status_line last_stop)" = "the session was idle for 2 s (its TTL) and stopped" ]'
 kbox ls
-check ls_shows_expired_session_stopped eval '[ "$(ls_row ttl)" = "ttl stopped none python3 - - - -" ]'
+check ls_shows_expired_session_stopped eval '[ "$(ls_row ttl)" = "ttl stopped bwrap python3 - - - -" ]'
 check ttl_supervisor_exits gone_or_zombie "$ttl_pid"
 check events_log_one_ttl_stop_after_the_last_exec events ttl '
 [e for e in ev if e["event"] == "stop"] == [ev[-1]] and
@@ -414,7 +233,7 @@ check concurrent_starts_make_one_supervisor eval '
 	pid=$(cat "$S/two/supervisor.pid")
 	cat out.1 out.2 | sort >both
 	printf "%s\n" "session two is already running (supervisor pid $pid)" \
-		"session two started (backend none, kernel python3, supervisor pid $pid)" | cmp -s - both'
+		"session two started (backend bwrap, kernel python3, supervisor pid $pid)" | cmp -s - both'
 check concurrent_starts_log_one_start_event events two \
 	'sum(1 for e in ev if e["event"] == "start") == 1'
 
@@ -495,7 +314,7 @@ check get_from_unknown_session_exits_5 fails_with 5 "kbox get: no session \"nose
 fresh
 kbox exec -s ex 'print("ok")'
 check exec_starts_the_session_when_needed eval 'status_is 0 && stdout_is ok'
-check exec_starting_the_session_warns_that_the_kernel_is_unsandboxed stderr_is "$WARNING"
+check exec_starting_the_session_with_bwrap_prints_nothing_on_stderr stderr_empty
 
 fresh
 kbox exec -s ex 'raise ValueError("boom")'
@@ -579,7 +398,7 @@ for bad in 0 abc 2000 -1; do
 		"kbox start: invalid --cpus \"$bad\": expected a number of CPUs above 0 and at most 1024 (e.g. 1 or 0.5)"
 done
 kbox start -s x --backend nope
-check bad_backend fails_with 2 'kbox start: unknown backend "nope" (available: none)'
+check bad_backend fails_with 2 'kbox start: unknown backend "nope" (available: bwrap, none)'
 kbox start -s x -k no-such-kernel
 check unknown_kernelspec eval '[ "$rc" = 5 ] && [ "$(wc -l <stderr)" -eq 1 ] &&
 	grep -q "^kbox start: no kernelspec named \"no-such-kernel\" (searched .*)$" stderr'
@@ -609,7 +428,7 @@ has_keys() {
 check status_lists_its_fields has_keys name state backend kernel pid kernel_pid started \
 	uptime kernel_uptime last_activity idle executions running_execs restarts memory ttl dir
 check status_values eval '[ "$(status_line name)" = ex ] && [ "$(status_line state)" = idle ] &&
-	[ "$(status_line backend)" = none ] && [ "$(status_line kernel)" = python3 ] &&
+	[ "$(status_line backend)" = bwrap ] && [ "$(status_line kernel)" = python3 ] &&
 	[ "$(status_line pid)" = "$(cat "$S/ex/supervisor.pid")" ] &&
 	[ "$(status_line dir)" = "$S/ex" ] && [ "$(status_line ttl)" = 30m00s ]'
 
@@ -618,7 +437,7 @@ kbox ls --json
 check ls_json_is_parseable_and_lists_every_session "$PY" -c '
 import json, sys
 all = {s["name"]: s for s in json.load(open("stdout"))}
-want = ["cc", "ex", "rs", "sv", "ttl", "two"] + (["an"] if sys.argv[2] == "yes" else [])
+want = ["cc", "ex", "nb", "rs", "sv", "ttl", "two"] + (["an"] if sys.argv[2] == "yes" else [])
 assert sorted(all) == sorted(want), sorted(all)
 for s in all.values():
     assert {"name", "state", "dir", "backend", "kernel"} <= set(s), s
@@ -632,13 +451,13 @@ assert ex["ttl_ms"] == 1800000 and ex["memory_bytes"] > 0, ex
 fresh
 kbox ls
 check ls_has_header eval 'status_is 0 && [ "$(head -n 1 stdout | tr -s " ")" = "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS" ]'
-check ls_lists_running_session eval '[ "$(ls_row ex | cut -d" " -f2-5)" = "idle none python3 $(cat "$S/ex/supervisor.pid")" ]'
+check ls_lists_running_session eval '[ "$(ls_row ex | cut -d" " -f2-5)" = "idle bwrap python3 $(cat "$S/ex/supervisor.pid")" ]'
 
 fresh
 kbox logs -s rs
 check logs_shows_events_as_lines eval 'status_is 0 &&
 	[ "$(wc -l <stdout)" = "$(wc -l <"$S/rs/events.ndjson")" ] &&
-	head -n 1 stdout | grep -q "^[0-9-]*T[0-9:.]*Z start  *backend=none generation=1 kernel=python3 pid=[0-9]*$" &&
+	head -n 1 stdout | grep -q "^[0-9-]*T[0-9:.]*Z start  *backend=bwrap generation=1 kernel=python3 pid=[0-9]*$" &&
 	grep -qF "restart     cause=\"the kernel was killed by signal 9 (SIGKILL)\" generation=2 requested=false" stdout'
 kbox logs -s rs --json
 check logs_json_prints_the_raw_lines eval 'status_is 0 && cmp -s stdout "$S/rs/events.ndjson"'

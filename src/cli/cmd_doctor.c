@@ -67,7 +67,7 @@ int cmd_doctor(int argc, char **argv)
 	char *rootfs = NULL, *bwrap = NULL, buf[4096], line[256];
 	kbox_bwrap_opts_t bo = {0};
 	kbox_error_t err = {0};
-	bool isolates = false, sandbox_ok = false;
+	bool isolates = false, sandbox_ok = false, kernel_ok = false;
 	unsigned enforced = 0;
 	int c, status = EXIT_OK;
 
@@ -172,8 +172,8 @@ int cmd_doctor(int argc, char **argv)
 			const char *label, *without;
 		} ctl[] = {
 		    {KBOX_CG_MEMORY, "cgroup memory",
-		     "--memory falls back to an address-space rlimit (not exact; no out-of-memory "
-		     "report)"},
+		     "--memory falls back to RLIMIT_DATA (allocations fail with MemoryError; "
+		     "memory the kernel maps from files or shares is not counted)"},
 		    {KBOX_CG_PIDS, "cgroup pids",
 		     "--pids falls back to RLIMIT_NPROC, which counts all of the user's processes and "
 		     "binds nobody when run as root"},
@@ -247,6 +247,7 @@ int cmd_doctor(int argc, char **argv)
 					      seccomp && nnp && nocap ? NULL : "the sandbox is weaker than it should be");
 					if (!seccomp || !nnp || !nocap)
 						sandbox_ok = false;
+					kernel_ok = ipyk;
 					check(&r, "packages", !ipyk ? "fail" : missing[0] ? "warn" : "ok",
 					      mods[0] ? mods : "none found",
 					      !ipyk ? "no ipykernel: the kernel cannot start (apt-get install "
@@ -261,15 +262,19 @@ int cmd_doctor(int argc, char **argv)
 
 	isolates = bwrap && sandbox_ok;
 	if (r.as_json) {
-		json_t *o = json_pack("{s:s, s:b, s:o}", "backend", KBOX_BACKEND_DEFAULT, "isolates",
-		                      isolates, "checks", json_incref(r.checks));
+		json_t *o = json_pack("{s:s, s:b, s:s, s:b, s:o}", "backend", KBOX_BACKEND_DEFAULT,
+		                      "isolates", isolates, "kernel", kernel, "kernel_runs",
+		                      isolates && kernel_ok, "checks", json_incref(r.checks));
 		json_t *lim = json_array();
 		for (unsigned bit = 1; bit <= KBOX_CG_CPU; bit <<= 1)
 			if (enforced & bit)
 				json_array_append_new(lim, json_string(kbox__cgroup_name(bit)));
 		json_object_set_new(o, "cgroup_limits", lim);
 		cli_print_json_line(o);
-	} else if (isolates)
+	} else if (isolates && !kernel_ok)
+		printf("\nthe default backend (bwrap) isolates kernels here, but the kernel %s cannot run "
+		       "in it (see above)\n", kernel);
+	else if (isolates)
 		printf("\nthe default backend (bwrap) isolates kernels here%s\n",
 		       (enforced & (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU)) ==
 		               (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU)
@@ -278,7 +283,7 @@ int cmd_doctor(int argc, char **argv)
 	else
 		printf("\nthe default backend (bwrap) CANNOT isolate kernels here (see above); kbox "
 		       "start will refuse it, and --backend none runs kernels unsandboxed\n");
-	if (!isolates)
+	if (!isolates || !kernel_ok)
 		status = EXIT_UNAVAILABLE;
 out:
 	json_decref(r.checks);

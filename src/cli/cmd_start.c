@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static bool valid_env(const char *kv)
 {
@@ -40,7 +41,7 @@ int cmd_start(int argc, char **argv)
 	char *dir = NULL;
 	int c, status = EXIT_OK;
 	kbox_error_t err = {0};
-	bool started = false;
+	bool started = false, is_new = false;
 
 	optind = 1;
 	opterr = 0;
@@ -161,6 +162,20 @@ int cmd_start(int argc, char **argv)
 		}
 		kbox_kspec_destroy(&spec);
 	}
+	{
+		/* a session that is new when this start fails leaves nothing behind */
+		kbox_error_t ignored = {0};
+		char *home = kbox_state_home(&ignored);
+		char *old = home ? kbox_session_dir(home, name, false, &ignored) : NULL;
+		char path[PATH_MAX + 32];
+		if (old) {
+			snprintf(path, sizeof path, "%s/session.json", old);
+			is_new = access(path, F_OK) < 0;
+		} else
+			is_new = true;
+		free(old);
+		free(home);
+	}
 	if (!(dir = cli_session_dir("start", name, true, &status)))
 		goto out;
 	{
@@ -233,6 +248,16 @@ int cmd_start(int argc, char **argv)
 			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
 	}
 out:
+	if (dir && is_new && status != EXIT_OK && !started) {
+		static const char *const subs[] = {"run", "workspace", "outputs", "start.lock", NULL};
+		char path[PATH_MAX + 32];
+		for (size_t i = 0; subs[i]; i++) {
+			snprintf(path, sizeof path, "%s/%s", dir, subs[i]);
+			if (rmdir(path) < 0 && errno == ENOTDIR)
+				unlink(path);
+		}
+		rmdir(dir); /* only when empty: nothing else is ever removed */
+	}
 	json_decref(env);
 	json_decref(config);
 	free(rootfs);
