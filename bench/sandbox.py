@@ -96,11 +96,12 @@ def on_sigterm(signum, frame):
 
 
 def run(argv, env, tmpdir, timeout=120):
-    """Run ARGV to completion: (wall_s, exit_code, stdout, stderr).
+    """Run ARGV to completion: (wall_s, exit_code, stdout, stderr, cpu_s).
 
     stdout and stderr go to files (no pipe to drain while the clock runs).
-    exit_code is negative for a signal, None after TIMEOUT seconds (the
-    child is then killed)."""
+    cpu_s is the user + system CPU of the child and of the descendants it
+    waited for (wait4).  exit_code is negative for a signal, None after
+    TIMEOUT seconds (the child is then killed)."""
     outp = os.path.join(tmpdir, "call.out")
     errp = os.path.join(tmpdir, "call.err")
     with open(outp, "wb") as out, open(errp, "wb") as err:
@@ -109,24 +110,33 @@ def run(argv, env, tmpdir, timeout=120):
         killer = threading.Timer(timeout, p.kill)
         killer.start()
         try:
-            _, status = os.waitpid(p.pid, 0)
+            _, status, ru = os.wait4(p.pid, 0)
         except BaseException:
             # ^C or TERM: take the call down with us
             p.kill()
-            os.waitpid(p.pid, 0)
+            os.wait4(p.pid, 0)
             p.returncode = -signal.SIGKILL
             raise
         finally:
             killer.cancel()
         wall = time.monotonic() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
+    cpu = ru.ru_utime + ru.ru_stime
     if wall >= timeout:
-        return wall, None, b"", b"timed out after %d s" % timeout
+        return wall, None, b"", b"timed out after %d s" % timeout, cpu
     with open(outp, "rb") as f:
         stdout = f.read()
     with open(errp, "rb") as f:
         stderr = f.read()
-    return wall, p.returncode, stdout, stderr
+    return wall, p.returncode, stdout, stderr, cpu
+
+
+def proc_cpu(pid):
+    """CPU seconds PID has used so far, with the children it has reaped (utime + stime +
+    cutime + cstime)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rpartition(")")[2].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def alive(pid):
@@ -263,24 +273,26 @@ class Bench:
 
     def cmd(self, *args, timeout=120):
         """KBOX ARGS, untimed: (exit code, stdout, stderr)."""
-        _, rc, out, err = run([self.kbox] + list(args), self.env, self.tmpdir, timeout)
+        _, rc, out, err, _ = run([self.kbox] + list(args), self.env, self.tmpdir, timeout)
         return rc, out, err
 
     def start(self, name, backend):
-        """kbox start + kbox exec 1+1, checked: (total_s, start_s, exec_s)."""
+        """kbox start + kbox exec 1+1, checked: (total_s, start_s, exec_s, cpu_s), cpu_s
+        the CPU of the two commands."""
         t0 = time.monotonic()
-        ws, rc, out, err = run([self.kbox, "start", "-s", name, "--backend", backend],
+        ws, rc, out, err, cs = run([self.kbox, "start", "-s", name, "--backend", backend],
                                self.env, self.tmpdir)
         want_err = NONE_WARNING if backend == "none" else b""
         if rc != 0 or b"(backend %s," % backend.encode() not in out or err != want_err:
             self.fail("kbox start -s %s --backend %s: exit %s, stdout %r, stderr %r"
                       % (name, backend, rc, out[:200], err[:300]))
-        we, rc, out, err = run([self.kbox, "exec", "-s", name, "1+1"], self.env, self.tmpdir)
+        we, rc, out, err, ce = run([self.kbox, "exec", "-s", name, "1+1"], self.env,
+                                   self.tmpdir)
         total = time.monotonic() - t0
         if rc != 0 or out != EXEC_OUT or err:
             self.fail("kbox exec -s %s 1+1 (backend %s): exit %s, stdout %r (want %r), "
                       "stderr %r" % (name, backend, rc, out[:200], EXEC_OUT, err[:300]))
-        return total, ws, we
+        return total, ws, we, cs + ce
 
     def status(self, name):
         rc, out, err = self.cmd("status", "-s", name, "--json")
@@ -357,7 +369,7 @@ class Bench:
                     sups.append(int(f.read().split()[0]))
             except (OSError, ValueError, IndexError):
                 pass
-        if sups:
+        if os.path.isdir(sdir) and os.listdir(sdir):
             try:
                 rc, out, err = self.cmd("stop", "--all", timeout=60)
                 if rc != 0:
@@ -382,18 +394,23 @@ def startup_rounds(b, rounds):
         line = []
         for be in order:
             name = "%s%d" % (be[0], r + 1)
-            total, ws, we = b.start(name, be)
+            total, ws, we, cli_cpu = b.start(name, be)
             t = b.tree(name, be)
+            # the session's processes (each with the helpers it reaped) and the two commands
+            parts = {"commands": cli_cpu}
+            parts.update((k, proc_cpu(pid)) for k, pid in t.items())
+            cpu = sum(parts.values())
             cg = b.own_cgroups(t["kernel"])
             if be == "bwrap" and "memory" not in cg and "" not in cg:
                 b.fail("session %s: the kernel is in no cgroup of its own: %s"
                        % (name, cgroup_dirs(t["kernel"], b.mounts)))
-            res[be].append({"total_s": total, "start_s": ws, "exec_s": we,
+            res[be].append({"total_s": total, "start_s": ws, "exec_s": we, "cpu_s": cpu,
+                            "cpu_parts_s": parts,
                             "ready_ms": b.ready_ms(name), "round": r + 1,
                             "first": be == order[0]})
             b.stop(name, cg)
-            line.append("%s %6.0f ms (start %5.0f + exec %3.0f)"
-                        % (be, total * 1e3, ws * 1e3, we * 1e3))
+            line.append("%s %6.0f ms (start %5.0f + exec %3.0f, CPU %5.0f)"
+                        % (be, total * 1e3, ws * 1e3, we * 1e3, cpu * 1e3))
         log("round %2d/%d  %s", r + 1, rounds, "  ".join(line))
     return res
 
@@ -414,7 +431,22 @@ def summarize_startup(res):
             "start_median_s": statistics.median(x["start_s"] for x in xs),
             "exec_median_s": statistics.median(x["exec_s"] for x in xs),
             "ready_median_ms": statistics.median(ready) if ready else None,
+            "cpu_median_s": statistics.median(x["cpu_s"] for x in xs),
+            "cpu_parts_median_s": {k: statistics.median(x["cpu_parts_s"][k] for x in xs)
+                                   for k in xs[0]["cpu_parts_s"]},
         }
+    # paired by round: the two sessions of a round started back to back
+    ratios = [b["total_s"] / n["total_s"] for b, n in zip(res["bwrap"], res["none"])]
+    diffs = [b["total_s"] - n["total_s"] for b, n in zip(res["bwrap"], res["none"])]
+    out["paired"] = {
+        "ratio_rounds": ratios,
+        "ratio_median": statistics.median(ratios),
+        "diff_median_s": statistics.median(diffs),
+        "ratio_of_minima": out["bwrap"]["min_s"] / out["none"]["min_s"],
+        "cpu_ratio_of_medians": out["bwrap"]["cpu_median_s"] / out["none"]["cpu_median_s"],
+        "cpu_diff_median_s": statistics.median(
+            b["cpu_s"] - n["cpu_s"] for b, n in zip(res["bwrap"], res["none"])),
+    }
     return out
 
 
@@ -534,18 +566,30 @@ def report(args, st, phases, b, load):
     print("kbox start -s NAME --backend bwrap|none, then kbox exec -s NAME 1+1: "
           "%d rounds, a fresh session each, %d CPUs" % (args.rounds, os.cpu_count() or 0))
     print()
-    print("%-8s %4s %9s %9s %9s %9s %9s %11s %11s %11s"
-          % ("backend", "n", "median", "mean", "p10", "p90", "max", "start med",
-             "exec med", "ready med"))
+    print("%-8s %4s %8s %8s %8s %8s %8s %8s %10s %9s %10s %8s"
+          % ("backend", "n", "median", "mean", "p10", "p90", "min", "max", "start med",
+             "exec med", "ready med", "CPU med"))
     for be in BACKENDS:
         s = st[be]
-        print("%-8s %4d %9.0f %9.0f %9.0f %9.0f %9.0f %11.0f %11.1f %11s"
+        print("%-8s %4d %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %10.0f %9.1f %10s %8.0f"
               % (be, s["n"], s["median_s"] * 1e3, s["mean_s"] * 1e3, s["p10_s"] * 1e3,
-                 s["p90_s"] * 1e3, s["max_s"] * 1e3, s["start_median_s"] * 1e3,
-                 s["exec_median_s"] * 1e3,
-                 "%.0f" % s["ready_median_ms"] if s["ready_median_ms"] is not None else "-"))
-    print("(ms: launching kbox start to kbox exec printing Out[1]: 2; start/exec: each "
-          "command's own wall time; ready: the supervisor's kernel start-to-ready)")
+                 s["p90_s"] * 1e3, s["min_s"] * 1e3, s["max_s"] * 1e3,
+                 s["start_median_s"] * 1e3, s["exec_median_s"] * 1e3,
+                 "%.0f" % s["ready_median_ms"] if s["ready_median_ms"] is not None else "-",
+                 s["cpu_median_s"] * 1e3))
+    print("(ms from launching kbox start to kbox exec printing Out[1]: 2; start, exec: each "
+          "command's own wall time;\n ready: the supervisor's figure for the kernel's start; "
+          "CPU: of both commands and of every process of\n the session, with the helpers "
+          "they reaped)")
+    pr = st["paired"]
+    print("paired by round: bwrap/none median %.3f (rounds %.2f .. %.2f), bwrap - none "
+          "median %+.0f ms;\n ratio of the minima %.3f; CPU bwrap/none %.3f (%+.0f ms)"
+          % (pr["ratio_median"], min(pr["ratio_rounds"]), max(pr["ratio_rounds"]),
+             pr["diff_median_s"] * 1e3, pr["ratio_of_minima"], pr["cpu_ratio_of_medians"],
+             pr["cpu_diff_median_s"] * 1e3))
+    for be in BACKENDS:
+        print("CPU median, ms, %-5s %s" % (be, "  ".join(
+            "%s %.0f" % (k, v * 1e3) for k, v in st[be]["cpu_parts_median_s"].items())))
     print()
     first = phases[0]["summary"]
     last = phases[-1]["summary"]

@@ -127,6 +127,18 @@ png_size_is() {
 }
 # process_gone PID-FILE: the process whose pid the file holds has exited
 # (waits up to 3 s for it).
+# no_sandbox_left: within 3 s no bwrap process binds this directory
+# (kbox run's sandbox, whose /workspace it is, is gone).
+no_sandbox_left() {
+	for _ in 1 2 3 4 5 6; do
+		if ! grep -lsF -- "$(pwd -P)" /proc/[0-9]*/cmdline 2>/dev/null |
+			xargs -r grep -lsa bwrap >/dev/null; then
+			return 0
+		fi
+		sleep 0.5
+	done
+	return 1
+}
 process_gone() {
 	[ -s "$1" ] || return 1
 	pid=$(cat "$1")
@@ -293,7 +305,11 @@ scenario_order() {
 	echo 'print("b")' | kbox run -c 'print("a")' - c.py -c 'print("d")'
 }
 scenario_cwd() {
-	kbox run -c 'import os; print(os.getcwd()); print(os.getpid(), file=open("pid", "w"))'
+	kbox run -c 'import os; print(os.getcwd()); print("made inside", file=open("made", "w"))'
+}
+scenario_none() {
+	kbox run --backend none \
+		-c 'import os; print(os.getcwd()); print(os.getpid(), file=open("pid", "w"))'
 }
 scenario_error() { kbox run -c 'print("before")' -c '1/0' -c 'print("after")'; }
 scenario_timeout() {
@@ -346,13 +362,13 @@ enter() {
 
 needs kernel
 lane demo state result order &
-lane timeout plot cwd error &
+lane timeout plot cwd none error &
 lane outputs input noinput died json &
 lane ndjson budget &
 wait
 
 enter state
-check run_warns_that_the_kernel_is_unsandboxed has_line stderr "$WARNING"
+check run_in_the_default_sandbox_prints_nothing_on_stderr eval "[ ! -s stderr ]"
 check run_keeps_state_across_cells stdout_is "42"
 
 enter result
@@ -365,8 +381,14 @@ c
 d"
 
 enter cwd
-check run_kernel_starts_in_current_directory stdout_is "$(pwd -P)"
-check run_stops_kernel_at_exit process_gone pid
+check run_kernel_starts_in_workspace_bound_to_current_directory eval 'stdout_is /workspace &&
+	[ "$(cat made)" = "made inside" ]'
+check run_stops_its_sandbox_at_exit no_sandbox_left
+
+enter none
+check run_with_backend_none_warns_that_the_kernel_is_unsandboxed eval '[ "$(cat stderr)" = "$WARNING" ]'
+check run_with_backend_none_starts_in_current_directory stdout_is "$(pwd -P)"
+check run_with_backend_none_stops_kernel_at_exit process_gone pid
 
 enter error
 check run_error_exits_1 status_is 1
@@ -382,7 +404,7 @@ enter timeout
 check run_timeout_exits_3 status_is 3
 check run_timeout_is_quick took_less_than 15
 check run_timeout_stops_later_cells lacks_line stdout "after"
-check run_timeout_stops_kernel process_gone pid
+check run_timeout_stops_its_sandbox no_sandbox_left
 
 enter input
 check run_input_lines_answer_input_in_order_across_cells eval 'has_line stdout "hello Ada" &&

@@ -162,6 +162,19 @@ print(st.f_blocks * st.f_frsize, sh.f_blocks * sh.f_frsize, resource.getrlimit(r
 check inside_tmp_and_shm_are_capped_and_files_limited eval 'status_is 0 &&
 	stdout_is "20971520 20971520 (31457280, 31457280)"'
 
+# the data stack under the seccomp filter and the limits
+kbox exec -s lim 'import numpy as np, pandas as pd, scipy.stats, scipy.linalg, matplotlib
+matplotlib.use("agg")
+import matplotlib.pyplot as plt
+a = np.arange(1, 7, dtype=float).reshape(2, 3)
+df = pd.DataFrame({"g": ["x", "y", "x"], "v": [1, 2, 3]})
+fig, ax = plt.subplots(); ax.plot([1, 2, 3]); fig.savefig("/tmp/p.png")
+print(a.sum(), df.groupby("g").v.sum().to_dict(), round(scipy.stats.norm.cdf(1.96), 4),
+      round(float(scipy.linalg.det(np.array([[2.0, 1.0], [1.0, 3.0]]))), 6),
+      open("/tmp/p.png", "rb").read(4) == b"\x89PNG")'
+check numpy_pandas_scipy_matplotlib_run_in_the_sandbox eval 'status_is 0 &&
+	stdout_is "21.0 {'"'"'x'"'"': 4, '"'"'y'"'"': 2} 0.975 5.0 True"'
+
 # --cpus 0.5: two processes spinning for 2 s of wall time get about 1 s of CPU
 kbox exec -s lim -t 60s 'import os, time
 def spin():

@@ -48,9 +48,12 @@ void kbox_client_set_hooks(kbox_client_t *self, const kbox_client_hooks_t *hooks
 const char *kbox_client_session(const kbox_client_t *self);
 
 /* Wait until the kernel answers kernel_info on shell AND its iopub reaches us
- * (the slow-joiner problem): send kernel_info_request, wait up to 1 s for the
- * reply, then briefly (10 ms, doubling up to 0.2 s on each retry) for any
- * iopub message; repeat until TIMEOUT_MS.
+ * (the slow-joiner problem): first wait (up to 0.25 s) until the iopub
+ * connection has completed its handshake and our subscription has left, so
+ * the first request's status messages usually reach us; then send
+ * kernel_info_request, wait up to 1 s for the reply, then briefly (10 ms,
+ * doubling up to 0.2 s on each retry) for any iopub message; repeat until
+ * TIMEOUT_MS.
  * Flushes iopub afterwards, then, if the stdin socket is connected, waits
  * (within the same time) for its handshake, since the kernel drops input
  * requests to a peer it does not know yet (an execution that allows stdin

@@ -1,6 +1,9 @@
-/* src/cli/cmd_run.c — kbox run: run cells, in order, in one fresh local kernel. */
+/* src/cli/cmd_run.c — kbox run: run cells, in order, in one fresh kernel, in
+ * a bwrap sandbox whose /workspace is the working directory (or, with
+ * --backend none, as a local process). */
 #include "config.h"
 #include "cli.h"
+#include "../private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sodium.h>
 
@@ -16,6 +20,92 @@ typedef struct {
 	char *code;   /* owned */
 	char *source; /* "-c", a file name or "-" (borrowed from argv) */
 } cell_t;
+
+/* The kernel: a local process, or a sandbox and the runtime directory
+ * made for it (removed at the end). */
+typedef struct {
+	kbox_kernel_t *k;
+	kbox_sandbox_t *sb;
+	char dir[PATH_MAX];
+	char conn[PATH_MAX + 32];
+} run_kernel_t;
+
+static int sb_alive(void *arg) { return kbox_sandbox_alive(arg) ? 1 : 0; }
+
+static int sb_interrupt(void *arg, kbox_error_t *err) { return kbox_sandbox_interrupt(arg, err); }
+
+/* Start SPEC's kernel in a bwrap sandbox with the backend's default limits
+ * and CWD as /workspace, and connect *CLIENT once it answers.  0 or -1
+ * with ERR. */
+static int start_sandboxed(run_kernel_t *rk, const kbox_kspec_t *spec, const char *cwd,
+                           kbox_client_t **client, kbox_error_t *err)
+{
+	const char *base = getenv("XDG_RUNTIME_DIR");
+	kbox_sandbox_opts_t so = {0};
+	kbox_conn_t *conn = NULL;
+	long long deadline = 0;
+	struct timespec ts;
+	kbox_client_hooks_t hooks;
+
+	if (!base || !*base || access(base, W_OK | X_OK) < 0)
+		base = "/tmp";
+	snprintf(rk->dir, sizeof rk->dir, "%s/kbox-run-XXXXXX", base);
+	if (!mkdtemp(rk->dir)) {
+		rk->dir[0] = '\0';
+		return kbox__err_sys(err, "cannot create a runtime directory under %s", base);
+	}
+	snprintf(rk->conn, sizeof rk->conn, "%s/kernel-1.json", rk->dir);
+	so.kbox_exe = "/proc/self/exe";
+	so.conn_path = rk->conn;
+	so.runtime_dir = rk->dir;
+	so.workspace = cwd;
+	so.name = "run";
+	if (!(rk->sb = kbox_sandbox_spawn("bwrap", spec, &so, err)))
+		return -1;
+	/* the helper writes the connection file, then becomes bwrap */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 60000;
+	while (!(conn = kbox_conn_load(rk->conn, err))) {
+		if (!kbox_sandbox_alive(rk->sb))
+			return kbox__err(err, KBOX_E_DEAD, "%s before it was ready",
+			                 kbox_sandbox_cause(rk->sb));
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 > deadline)
+			return -1;
+		usleep(5000);
+	}
+	*client = kbox_client_new(conn, err);
+	kbox_conn_destroy(&conn);
+	if (!*client)
+		return -1;
+	hooks.interrupt = sb_interrupt;
+	hooks.alive = sb_alive;
+	hooks.arg = rk->sb;
+	kbox_client_set_hooks(*client, &hooks);
+	if (kbox_client_wait_ready(*client, 60000, err) < 0) {
+		if (!kbox_sandbox_alive(rk->sb))
+			return kbox__err(err, KBOX_E_DEAD, "%s before it was ready",
+			                 kbox_sandbox_cause(rk->sb));
+		return -1;
+	}
+	return 0;
+}
+
+/* Stop the kernel (a shutdown_request through CLIENT when given) and
+ * remove what it left. */
+static void stop_kernel(run_kernel_t *rk, kbox_client_t *client)
+{
+	kbox_error_t err = {0};
+	if (rk->k && kbox_kernel_stop(rk->k, client, &err) < 0)
+		cli_error("run", "%s", err.msg);
+	if (rk->sb) {
+		if (client && kbox_sandbox_alive(rk->sb)) {
+			kbox_msg_t *reply = kbox_client_shutdown(client, false, 2000, NULL);
+			kbox_msg_destroy(&reply);
+		}
+		kbox_sandbox_stop(rk->sb, false, NULL);
+	}
+}
 
 /* Parse SECONDS ("2", "0.5"); -1 when invalid. */
 static long parse_timeout_ms(const char *s)
@@ -36,17 +126,18 @@ int cmd_run(int argc, char **argv)
 	    {"timeout", required_argument, NULL, 't'}, {"outputs", required_argument, NULL, 'o'},
 	    {"input", required_argument, NULL, 'i'},  {"code", required_argument, NULL, 'c'},
 	    {"format", required_argument, NULL, 'F'}, {"max-output", required_argument, NULL, 'M'},
-	    {"max-lines", required_argument, NULL, 'L'},
+	    {"max-lines", required_argument, NULL, 'L'}, {"backend", required_argument, NULL, 'b'},
 	    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	const cli_cmd_t *self = cli_find("run");
 	const char *kernel = getenv("KBOX_KERNEL"), *cwd = NULL, *outputs = NULL;
+	const char *backend = KBOX_BACKEND_DEFAULT;
+	run_kernel_t rk = {0};
 	const char **inputs = NULL;
 	size_t n_inputs = 0, n_cells = 0, used_inputs = 0;
 	cell_t *cells = NULL;
 	long timeout_ms = 0;
 	int c, status = EXIT_OK;
 	kbox_kspec_t *spec = NULL;
-	kbox_kernel_t *k = NULL;
 	kbox_client_t *client = NULL;
 	kbox_error_t err = {0};
 	char cwdbuf[PATH_MAX];
@@ -69,6 +160,14 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case 'k': kernel = optarg; break;
 		case 'C': cwd = optarg; break;
+		case 'b':
+			if (strcmp(optarg, "bwrap") != 0 && strcmp(optarg, "none") != 0) {
+				cli_error("run", "unknown backend \"%s\" (kbox run has: bwrap, none)", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+			backend = optarg;
+			break;
 		case 'o': outputs = optarg; break;
 		case 'i': inputs[n_inputs++] = optarg; break;
 		case 'F':
@@ -168,16 +267,26 @@ int cmd_run(int argc, char **argv)
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	fprintf(stderr, "kbox: warning: backend none: the kernel runs unsandboxed\n");
-	{
+	if (strcmp(backend, "none") == 0) {
 		kbox_kernel_opts_t ko = {0};
+		fprintf(stderr, "kbox: warning: backend none: the kernel runs unsandboxed\n");
 		ko.cwd = cwd;
-		k = kbox_kernel_start_ready(spec, &ko, 60000, &client, &err);
-	}
-	if (!k) {
-		cli_error("run", "%s", err.msg);
-		status = EXIT_UNAVAILABLE;
-		goto out;
+		if (!(rk.k = kbox_kernel_start_ready(spec, &ko, 60000, &client, &err))) {
+			cli_error("run", "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+	} else {
+		json_t *config = json_pack("{s:s}", "backend", backend);
+		status = cli_check_backend("run", config);
+		json_decref(config);
+		if (status != EXIT_OK)
+			goto out;
+		if (start_sandboxed(&rk, spec, cwd, &client, &err) < 0) {
+			cli_error("run", "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
 	}
 	for (size_t i = 0; i < n_cells && status == EXIT_OK; i++) {
 		kbox_capture_opts_t co = {0};
@@ -253,11 +362,13 @@ int cmd_run(int argc, char **argv)
 		kbox_exec_destroy(&x);
 	}
 	fflush(stdout);
-	if (kbox_kernel_stop(k, status == EXIT_DIED ? NULL : client, &err) < 0)
-		cli_error("run", "%s", err.msg);
+	stop_kernel(&rk, status == EXIT_DIED ? NULL : client);
 out:
 	kbox_client_destroy(&client);
-	kbox_kernel_destroy(&k);
+	kbox_kernel_destroy(&rk.k);
+	kbox_sandbox_destroy(&rk.sb);
+	if (rk.dir[0])
+		rmdir(rk.dir);
 	kbox_kspec_destroy(&spec);
 	for (size_t i = 0; cells && i < n_cells; i++)
 		free(cells[i].code);

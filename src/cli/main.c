@@ -37,9 +37,9 @@ static const cli_cmd_t commands[] = {
     {"restart", cmd_restart, "kbox restart [-s NAME]",
      "replace a session's kernel with a new one (state is lost)"},
     {"run", cmd_run,
-     "kbox run [-k NAME] [-C DIR] [-t SECONDS] [-o DIR] [-i LINE]... [--format FMT] "
-     "[--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
-     "run cells in one fresh local kernel, without a session"},
+     "kbox run [-k NAME] [-C DIR] [--backend bwrap|none] [-t SECONDS] [-o DIR] [-i LINE]... "
+     "[--format FMT] [--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
+     "run cells in one fresh sandboxed kernel, without a session"},
     {"start", cmd_start,
      "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DUR] [--memory SIZE] [--cpus N] "
      "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [-e K=V]...",

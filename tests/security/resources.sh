@@ -1,0 +1,463 @@
+#!/bin/bash
+# tests/security/resources.sh — threats.md rows 1 to 4 against the bwrap
+# sandbox: a fork bomb, ten times the memory limit, filling /tmp, /dev/shm
+# and the workspace, and a busy loop that ignores SIGINT and SIGTERM.  Each
+# test is named after its row.  TAP.
+#
+# Environment (set by `make check`): top_builddir (or KBOX, the kbox to
+# test), KERNEL_PYTHON (the host's Python for helpers, default
+# /usr/bin/python3).  Run by hand:
+#   KBOX=/path/to/build/kbox sh tests/security/resources.sh
+# When `kbox doctor` says the sandbox cannot be made here every test is
+# skipped with its reason; the fork bomb and memory tests are skipped when
+# the pids or memory cgroup cannot be written.
+#
+# One session ("r") serves every row: --pids 64 --memory 256M --tmp-size
+# 16M --file-size 8M.  All of it lives in a private KBOX_HOME; at exit the
+# session is stopped, whatever of ours is left is killed by its pid, and
+# the directory is removed.
+set -u
+
+top_builddir=${top_builddir:-$(pwd)}
+KBOX=${KBOX:-$top_builddir/kbox}
+case $KBOX in /*) ;; *) KBOX=$(pwd)/$KBOX ;; esac
+PY=${KERNEL_PYTHON:-/usr/bin/python3}
+unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
+
+if [ ! -x "$KBOX" ]; then
+	echo "Bail out! $KBOX is not built"
+	exit 1
+fi
+
+# A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
+ROOT=$(mktemp -d /tmp/ksr.XXXX) || exit 1
+KBOX_HOME=$ROOT/h
+W=$ROOT/w
+C=$ROOT/c
+mkdir -m 700 "$KBOX_HOME" "$W" "$C" || exit 1
+export KBOX_HOME
+S=$KBOX_HOME/sessions
+BG=
+
+cleanup() {
+	cd / || return
+	for p in $BG; do
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
+	for f in "$S"/*/supervisor.pid; do
+		[ -s "$f" ] || continue
+		pid=$(cat "$f")
+		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "_supervise $S/"; then
+			kill -9 "$pid" 2>/dev/null
+		fi
+	done
+	rm -rf "$ROOT"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+
+# ---- harness ----
+
+n=0
+rc=
+ms=
+SKIPPING=
+ncode=0
+
+# kx ARGS...: run kbox, stdout to $W/out, stderr to $W/err; $rc is its exit
+# status, $ms the milliseconds it took.  A hung kbox is killed after 90 s.
+kx() {
+	[ -z "$SKIPPING" ] || return 0
+	t0=$(date +%s%N)
+	timeout -k 5 90 "$KBOX" "$@" >"$W/out" 2>"$W/err" </dev/null
+	rc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+}
+
+# pyx SESSION [EXEC-OPTION...] <CODE: kbox exec the code on standard input.
+pyx() {
+	sess=$1
+	shift
+	ncode=$((ncode + 1))
+	cat >"$C/$ncode.py"
+	kx exec -s "$sess" "$@" -f "$C/$ncode.py"
+}
+
+# keep NAME: save the last kbox's output as $W/NAME.{out,err,rc}.
+keep() {
+	[ -z "$SKIPPING" ] || return 0
+	cp "$W/out" "$W/$1.out"
+	cp "$W/err" "$W/$1.err"
+	echo "$rc" >"$W/$1.rc"
+}
+
+# val NAME KEY: the rest of the line "KEY ..." in $W/NAME.out.
+val() { awk -v k="$2 " 'index($0, k) == 1 { print substr($0, length(k) + 1); exit }' "$W/$1.out"; }
+
+# diag NAME...: the saved outputs NAME (or the last kbox's), as comments.
+diag() {
+	[ $# -gt 0 ] || set -- ""
+	for k in "$@"; do
+		if [ -n "$k" ]; then
+			o=$W/$k.out e=$W/$k.err
+			echo "#   $k: exit status $(cat "$W/$k.rc" 2>/dev/null)"
+		else
+			o=$W/out e=$W/err
+			echo "#   exit status $rc after ${ms} ms"
+		fi
+		[ -f "$o" ] && head -n 20 "$o" | sed 's/^/#   stdout: /'
+		[ -f "$e" ] && head -n 20 "$e" | sed 's/^/#   stderr: /'
+	done
+	return 0
+}
+DIAG=
+
+# check NAME CMD...: one test, passed when CMD succeeds; on failure the
+# outputs named in $DIAG (or the last kbox's) are shown.
+check() {
+	name=$1
+	shift
+	n=$((n + 1))
+	if [ -n "$SKIPPING" ]; then
+		echo "ok $n - $name # SKIP $SKIPPING"
+	elif "$@"; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		# shellcheck disable=SC2086 # a list of names
+		diag $DIAG
+	fi
+}
+
+# say TEXT...: a diagnostic line, for a failing assertion to explain itself.
+say() { echo "#   $*"; }
+
+# ---- processes, cgroups, status ----
+
+# ppid PID / pstate PID: from /proc/PID/stat (the command may hold ") ").
+ppid() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2; }
+pstate() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+
+# gone PID: within 5 s the process is gone or a zombie (it has exited).
+gone() {
+	for _ in $(seq 50); do
+		case $(pstate "$1") in
+		Z | X | "") return 0 ;;
+		esac
+		sleep 0.1
+	done
+	say "process $1 still runs: $(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)"
+	return 1
+}
+
+# alive PID: the process exists and has not exited.
+alive() {
+	case $(pstate "$1") in
+	Z | X | "") say "process $1 is gone"; return 1 ;;
+	esac
+	return 0
+}
+
+# cg_dir CONTROLLER PID: the directory of PID's cgroup for CONTROLLER
+# (cgroup v1, or v2 where the controller is not in a v1 hierarchy).
+cg_dir() {
+	"$PY" - "$1" "$2" <<'EOF'
+import sys
+ctl, pid = sys.argv[1], sys.argv[2]
+mounts = []
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    d = f.index("-")
+    mounts.append((f[4], f[3], f[d + 1], f[d + 3].split(",")))
+lines = [l.rstrip("\n").split(":", 2) for l in open("/proc/%s/cgroup" % pid)]
+for hid, ctls, path in lines:
+    if ctl in ctls.split(","):
+        mp = [(p, r) for p, r, t, o in mounts if t == "cgroup" and ctl in o]
+        break
+else:
+    path = [p for h, c, p in lines if h == "0"][0]
+    mp = [(p, r) for p, r, t, o in mounts if t == "cgroup2"]
+point, root = mp[0]
+if root != "/" and path.startswith(root):
+    path = path[len(root):]
+print(point + (path if path != "/" else ""))
+EOF
+}
+
+# status_field NAME KEY: KEY of `kbox status --json` of session NAME.
+status_field() {
+	timeout -k 5 30 "$KBOX" status -s "$1" --json 2>/dev/null |
+		"$PY" -c 'import json, sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$2"
+}
+
+# ---- assertions ----
+
+rc_is() { [ "$(cat "$W/$1.rc")" = "$2" ] || { say "exit status $(cat "$W/$1.rc"), want $2"; return 1; }; }
+# out_is NAME TEXT: $W/NAME.out is exactly TEXT and a newline.
+out_is() { printf '%s\n' "$2" | cmp -s - "$W/$1.out"; }
+eq() { [ "$1" = "$2" ] || { say "got \"$1\", want \"$2\""; return 1; }; }
+le() { [ "$1" -le "$2" ] 2>/dev/null || { say "got \"$1\", want <= $2"; return 1; }; }
+ge() { [ "$1" -ge "$2" ] 2>/dev/null || { say "got \"$1\", want >= $2"; return 1; }; }
+
+# ---- can the sandbox be made here? ----
+
+cd "$W" || exit 1
+skip_all=
+skip_pids=
+skip_memory=
+kx doctor --json
+if [ "$rc" != 0 ]; then
+	skip_all="kbox doctor: the bwrap sandbox cannot be made here: $("$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("; ".join(c["check"] + ": " + c["detail"] for c in d["checks"] if c["status"] == "fail"))
+' "$W/out" 2>/dev/null)"
+else
+	lim=$("$PY" -c 'import json, sys; print(" ".join(json.load(open(sys.argv[1]))["cgroup_limits"]))' "$W/out")
+	case " $lim " in *" pids "*) ;; *) skip_pids="the pids cgroup cannot be written here (kbox doctor)" ;; esac
+	case " $lim " in *" memory "*) ;; *) skip_memory="the memory cgroup cannot be written here (kbox doctor)" ;; esac
+fi
+
+SKIPPING=$skip_all
+kx start -s r --pids 64 --memory 256M --tmp-size 16M --file-size 8M
+keep start
+SUP=$(cat "$S/r/supervisor.pid" 2>/dev/null)
+DIAG="start status"
+check "the_session_starts_with_the_limits_under_test" eval '
+	rc_is start 0 && kx status -s r && keep status &&
+	grep -qxF "limits:            memory 256 MiB (cgroup), pids 64 (cgroup), cpus all, /tmp 16 MiB (tmpfs), files up to 8 MiB (rlimit)" "$W/status.out"'
+# without a session the rest cannot run: the test above failed
+[ -n "$SKIPPING" ] || [ -n "$SUP" ] || SKIPPING="the session did not start"
+base_skip=$SKIPPING
+
+# ---- row 3: fill /tmp, /dev/shm and the workspace ----
+
+# fill DIR: files of 4 MiB (below --file-size) in DIR until a write fails:
+# prints "fill DIR ERRNO BYTES", then removes them.
+cat >"$C/fill.py" <<'EOF'
+import errno, os
+
+def fill(d):
+    block, total, made, err = b"\0" * (1 << 20), 0, 0, None
+    try:
+        while err is None and made < 32:
+            fd = os.open("%s/fill-%d" % (d, made), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            made += 1
+            try:
+                left = 4 << 20
+                while left and err is None:
+                    try:
+                        w = os.write(fd, block[:left])
+                    except OSError as e:
+                        err = errno.errorcode[e.errno]
+                    else:
+                        total += w
+                        left -= w
+            finally:
+                os.close(fd)
+    finally:
+        for i in range(made):
+            os.unlink("%s/fill-%d" % (d, i))
+    print("fill", d, err, total)
+EOF
+
+DIAG=fill
+{
+	cat "$C/fill.py"
+	echo 'fill("/tmp")'
+	echo 'fill("/dev/shm")'
+} | pyx r
+keep fill
+# filled DIR: the fill of DIR stopped with ENOSPC after 15 to 16 MiB.
+filled() {
+	set -- $(val fill "fill $1") "" ""
+	eq "$1" ENOSPC && le "$2" 16777216 && ge "$2" 15728640
+}
+check "row03_filling_tmp_stops_with_ENOSPC_at_the_16_MiB_tmpfs_cap" eval '
+	rc_is fill 0 && filled /tmp'
+check "row03_filling_dev_shm_stops_with_ENOSPC_at_the_same_cap" eval '
+	rc_is fill 0 && filled /dev/shm'
+
+DIAG=efbig
+pyx r <<'EOF'
+import errno, os
+block, total, err = b"\1" * (1 << 20), 0, None
+with open("/workspace/big", "wb", buffering=0) as f:
+    while err is None and total < (64 << 20):
+        try:
+            total += f.write(block)
+        except OSError as e:
+            err = errno.errorcode[e.errno]
+print("efbig", err, total, os.path.getsize("/workspace/big"))
+EOF
+keep efbig
+check "row03_a_workspace_file_stops_with_EFBIG_at_exactly_8_MiB" eval '
+	rc_is efbig 0 && eq "$(val efbig efbig)" "EFBIG 8388608 8388608"'
+check "row03_the_hosts_copy_of_the_workspace_file_is_8_MiB" eval '
+	eq "$(stat -c %s "$S/r/workspace/big" 2>&1)" 8388608'
+rm -f "$S/r/workspace/big"
+
+# ---- row 1: a fork bomb ----
+
+[ -n "$SKIPPING" ] || SKIPPING=$skip_pids
+KPID=$(status_field r kernel_pid)
+PIDS_CG=
+[ -n "$SKIPPING" ] || PIDS_CG=$(cg_dir pids "$KPID")
+DIAG=bomb
+pyx r <<'EOF'
+import errno, os, time
+bomb, refused = [], None
+while len(bomb) < 500:
+    try:
+        pid = os.fork()
+    except OSError as e:
+        refused = errno.errorcode[e.errno]
+        break
+    if pid == 0:
+        try:
+            time.sleep(300)
+        finally:
+            os._exit(0)
+    bomb.append(pid)
+print("refused", refused)
+print("children", len(bomb))
+EOF
+keep bomb
+check "row01_a_fork_bomb_gets_EAGAIN_at_the_pids_limit" eval '
+	rc_is bomb 0 && eq "$(val bomb refused)" EAGAIN && ge "$(val bomb children)" 1 &&
+	le "$(val bomb children)" 63'
+DIAG=bomb
+check "row01_the_sandboxs_pids_cgroup_is_capped_at_64_and_refused_forks" eval '
+	say "cgroup $PIDS_CG" &&
+	eq "$(cat "$PIDS_CG/pids.max")" 64 && le "$(cat "$PIDS_CG/pids.current")" 64 &&
+	ge "$(cat "$PIDS_CG/pids.current")" "$(val bomb children)" &&
+	ge "$(sed -n "s/^max //p" "$PIDS_CG/pids.events")" 1'
+DIAG=
+check "row01_kbox_status_answers_within_5_s_while_the_bomb_lives" eval '
+	kx status -s r && eq "$rc" 0 && le "$ms" 5000 &&
+	grep -qxF "state:             idle" "$W/out"'
+check "row01_the_host_still_forks_while_the_bomb_lives" eval '
+	eq "$(for i in 1 2 3 4 5 6 7 8 9 10; do /bin/sh -c "echo \$0" "$i"; done | tr "\n" " ")" \
+		"1 2 3 4 5 6 7 8 9 10 "'
+DIAG=unbomb
+pyx r <<'EOF'
+import os, signal
+for pid in bomb:
+    os.kill(pid, signal.SIGKILL)
+print("reaped", sum(os.waitpid(pid, 0)[0] == pid for pid in bomb))
+EOF
+keep unbomb
+pyx r <<'EOF'
+print(1 + 1)
+EOF
+keep after_bomb
+DIAG="unbomb after_bomb"
+check "row01_after_the_bomb_the_same_kernel_runs_code" eval '
+	rc_is unbomb 0 && eq "$(val unbomb reaped)" "$(val bomb children)" &&
+	rc_is after_bomb 0 && out_is after_bomb 2 && eq "$(status_field r kernel_pid)" "$KPID" &&
+	le "$(cat "$PIDS_CG/pids.current")" 32'
+SKIPPING=$base_skip
+
+# ---- row 2: ten times the memory limit ----
+
+[ -n "$SKIPPING" ] || SKIPPING=$skip_memory
+OOM_CAUSE="the kernel was killed: out of memory (limit 256 MiB)"
+DIAG=oom
+pyx r <<'EOF'
+chunks = []
+for i in range(40):  # 40 x 64 MiB: 2560 MiB, ten times the limit, each page touched
+    chunks.append(b"\1" * (64 << 20))
+print("survived", len(chunks))
+EOF
+keep oom
+check "row02_touching_ten_times_the_memory_limit_kills_the_kernel_with_the_oom_cause" eval '
+	rc_is oom 4 &&
+	out_is oom "[kernel died: $OOM_CAUSE; a new kernel was started; earlier state is lost]"'
+check "row02_the_oom_kill_stayed_in_the_sandbox_the_supervisor_runs_on" eval '
+	alive "$SUP" && eq "$(status_field r pid)" "$SUP" && kx status -s r && eq "$rc" 0'
+pyx r <<'EOF'
+print(1 + 1)
+EOF
+keep after_oom
+DIAG=after_oom
+check "row02_the_next_exec_notes_the_out_of_memory_cause" eval '
+	rc_is after_oom 0 &&
+	out_is after_oom "[note: kernel restarted: $OOM_CAUSE; earlier state (variables, imports, loaded data) is lost]
+2"'
+DIAG=
+check "row02_status_json_gives_the_out_of_memory_cause" eval '
+	eq "$(status_field r last_restart_cause)" "$OOM_CAUSE"'
+SKIPPING=$base_skip
+
+# ---- row 4: a busy loop that ignores SIGINT and SIGTERM ----
+
+KPID=$(status_field r kernel_pid)
+INIT=$(ppid "$KPID")
+BWRAP=$(ppid "$INIT")
+BWRAP_PARENT=$(ppid "$BWRAP")
+ncode=$((ncode + 1))
+cat >"$C/$ncode.py" <<'EOF'
+import signal, subprocess
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen(["sleep", "1000"])
+while True:
+    pass
+EOF
+SLEEP=
+t0=$(date +%s%N)
+if [ -z "$SKIPPING" ]; then
+	(
+		timeout -k 5 60 "$KBOX" exec -s r -t 2s --grace 1s -f "$C/$ncode.py" \
+			>"$W/loop.out" 2>"$W/loop.err" </dev/null
+		echo $? >"$W/loop.rc"
+	) &
+	BG="$BG $!"
+	# the loop's child: "sleep 1000", a child of the kernel
+	for _ in $(seq 100); do
+		for d in /proc/[0-9]*; do
+			[ "$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)" = "sleep 1000 " ] || continue
+			[ "$(ppid "${d#/proc/}")" = "$KPID" ] && SLEEP=${d#/proc/}
+		done
+		[ -n "$SLEEP" ] && break
+		sleep 0.1
+	done
+	wait
+	BG=
+fi
+loop_ms=$((($(date +%s%N) - t0) / 1000000))
+TIMEOUT_CAUSE="the execution timed out after 2 s and did not stop within 1 s of an interrupt, so the kernel was killed"
+DIAG=loop
+check "row04_the_loop_is_interrupted_then_killed_after_timeout_and_grace" eval '
+	rc_is loop 4 && ge "$loop_ms" 3000 && le "$loop_ms" 20000 &&
+	out_is loop "[kernel died: $TIMEOUT_CAUSE; a new kernel was started; earlier state is lost]"'
+DIAG=
+check "row04_the_interrupt_came_first_then_the_kill" "$PY" -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+names = [e["event"] for e in ev]
+kill = [i for i, e in enumerate(ev) if e["event"] == "restart" and e.get("cause") == sys.argv[2]]
+ok = len(kill) == 1 and "interrupt" in names[:kill[0]] and ev[kill[0]]["requested"] is True
+if not ok:
+    print("#   events:", names)
+sys.exit(0 if ok else 1)
+' "$S/r/events.ndjson" "$TIMEOUT_CAUSE"
+check "row04_the_whole_sandbox_died_kernel_bwrap_init_and_bwrap" eval '
+	say "kernel $KPID, init $INIT, bwrap $BWRAP (supervisor $SUP)" &&
+	eq "$BWRAP_PARENT" "$SUP" &&
+	gone "$KPID" && gone "$INIT" && gone "$BWRAP"'
+check "row04_the_loops_child_process_died_with_the_pid_namespace" eval '
+	say "sleep 1000: host pid ${SLEEP:-not found}" && [ -n "$SLEEP" ] && gone "$SLEEP"'
+pyx r <<'EOF'
+print(1 + 1)
+EOF
+keep after_loop
+DIAG=after_loop
+check "row04_a_new_kernel_answers_and_says_why_it_was_restarted" eval '
+	rc_is after_loop 0 &&
+	out_is after_loop "[note: kernel restarted: $TIMEOUT_CAUSE; earlier state (variables, imports, loaded data) is lost]
+2" && [ "$(status_field r kernel_pid)" != "$KPID" ]'
+
+echo "1..$n"
