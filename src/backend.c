@@ -486,15 +486,14 @@ static int bwrap_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err)
 	return 0;
 }
 
+/* The connection file, and all the sandbox's own directory holds (its
+ * sockets, its connection file, whatever its code put there). */
 static void bwrap_cleanup(kbox_sandbox_t *self)
 {
 	char path[4200];
-	size_t n = strlen(self->conn_path);
-	if (n > 5 && strcmp(self->conn_path + n - 5, ".json") == 0)
-		n -= 5;
-	snprintf(path, sizeof path, "%.*s.sandbox.json", (int)n, self->conn_path);
-	unlink(path);
-	none_cleanup(self);
+	unlink(self->conn_path);
+	snprintf(path, sizeof path, "%s/sandbox", self->runtime_dir);
+	kbox__empty_dir(path);
 	kbox__cgroup_destroy(&self->cg);
 }
 

@@ -168,6 +168,13 @@ static const char *const etc_files[] = {
     "ld.so.cache", "localtime", "timezone", "alternatives", "fonts", "matplotlibrc",
     "mime.types", "os-release", "debian_version", NULL};
 
+/* What of /proc is hidden (as Docker's and runc's masked paths): files
+ * behind a bind of /dev/null, directories behind an empty tmpfs. */
+static const char *const proc_masked[] = {
+    "kcore", "kallsyms", "kpageflags", "kpagecount", "kpagecgroup", "slabinfo", "vmallocinfo",
+    "pagetypeinfo", "timer_list", "timer_stats", "sched_debug", "latency_stats", "keys",
+    "key-users", "sysrq-trigger", "acpi", "scsi", "asound", "firmware", NULL};
+
 char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p, size_t *n_fds,
                        kbox_error_t *err)
 {
@@ -269,8 +276,20 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		addf(&a, "%d", fd);
 		add(&a, synthetic[i].path);
 	}
-	/* its own /proc and /dev; private, capped /tmp and /dev/shm */
+	/* its own /proc, with the kernel's settings read-only and what only
+	 * root may read about the host's memory and kernel masked; its own
+	 * /dev; private, capped /tmp and /dev/shm */
 	add3(&a, "--proc", "/proc", NULL);
+	add3(&a, "--ro-bind", "/proc/sys", "/proc/sys");
+	for (size_t i = 0; proc_masked[i]; i++) {
+		snprintf(path, sizeof path, "/proc/%s", proc_masked[i]);
+		if (stat(path, &st) < 0) /* as here, so in a new /proc */
+			continue;
+		if (S_ISDIR(st.st_mode))
+			add3(&a, "--tmpfs", path, NULL);
+		else
+			add3(&a, "--ro-bind", "/dev/null", path);
+	}
 	add3(&a, "--dev", "/dev", NULL);
 	add(&a, "--size");
 	addf(&a, "%lld", tmp);
@@ -335,8 +354,9 @@ int kbox_kernel_exec_bwrap(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o
 	kbox_bwrap_opts_t b = {0};
 	kbox_kernel_opts_t ko = {0};
 	char **argv = NULL, **env = NULL, **bargv = NULL, *exe = NULL;
-	char inner_path[PATH_MAX], inside[PATH_MAX], ip[PATH_MAX];
+	char inner_path[PATH_MAX], inside[PATH_MAX], ip[PATH_MAX], sbdir[PATH_MAX];
 	const char *base, *ipbase;
+	struct stat st;
 	int *fds = NULL, devnull;
 	size_t n_fds = 0, n, rdl;
 
@@ -349,17 +369,30 @@ int kbox_kernel_exec_bwrap(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o
 		b = *bo;
 	if (!b.workspace)
 		b.workspace = o->cwd;
-	if (!b.runtime_dir)
-		b.runtime_dir = o->runtime_dir;
 	if (kbox__check_private_dir(o->runtime_dir, err) < 0)
 		return -1;
+	/* The sandbox gets a directory of its own for its sockets and its
+	 * connection file: the one the host reads (CONN_PATH, beside it)
+	 * stays out of its reach, and whatever an earlier kernel left there
+	 * goes. */
+	if (!b.runtime_dir) {
+		if ((size_t)snprintf(sbdir, sizeof sbdir, "%s/sandbox", o->runtime_dir) >= sizeof sbdir)
+			return kbox__err(err, KBOX_E_INVALID, "runtime directory path too long");
+		if (mkdir(sbdir, 0700) < 0 && errno != EEXIST)
+			return kbox__err_sys(err, "cannot create %s", sbdir);
+		b.runtime_dir = sbdir;
+	}
+	if (lstat(b.runtime_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory", b.runtime_dir);
+	if (kbox__empty_dir(b.runtime_dir) < 0)
+		return kbox__err_sys(err, "cannot empty %s", b.runtime_dir);
 	/* the sockets, as the host sees them and as the kernel does */
-	if (!(conn = kbox_conn_new_ipc(o->runtime_dir, err)))
+	if (!(conn = kbox_conn_new_ipc(b.runtime_dir, err)))
 		return -1;
 	kbox_conn_set_kernel_name(conn, kbox_kspec_name(spec));
-	rdl = strlen(o->runtime_dir);
-	if (strncmp(kbox_conn_ip(conn), o->runtime_dir, rdl) != 0 || kbox_conn_ip(conn)[rdl] != '/') {
-		kbox__err(err, KBOX_E_INVALID, "the sockets are not in %s", o->runtime_dir);
+	rdl = strlen(b.runtime_dir);
+	if (strncmp(kbox_conn_ip(conn), b.runtime_dir, rdl) != 0 || kbox_conn_ip(conn)[rdl] != '/') {
+		kbox__err(err, KBOX_E_INVALID, "the sockets are not in %s", b.runtime_dir);
 		goto fail;
 	}
 	ipbase = kbox_conn_ip(conn) + rdl + 1;
@@ -368,7 +401,7 @@ int kbox_kernel_exec_bwrap(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o
 	n = strlen(base);
 	if (n > 5 && strcmp(base + n - 5, ".json") == 0)
 		n -= 5;
-	snprintf(inner_path, sizeof inner_path, "%s/%.*s.sandbox.json", o->runtime_dir, (int)n, base);
+	snprintf(inner_path, sizeof inner_path, "%s/%.*s.sandbox.json", b.runtime_dir, (int)n, base);
 	snprintf(inside, sizeof inside, "%s/%.*s.sandbox.json", KBOX_BWRAP_RUNTIME, (int)n, base);
 	if (!(inner = kbox_conn_dup(conn))) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");

@@ -2,9 +2,12 @@
 #include "private.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <pwd.h>
 
@@ -33,6 +36,10 @@ struct kbox_client {
 	 * arrives, and the subscription leaves only after the handshake. */
 	zsock_t *mon[KBOX_CH_COUNT];
 	bool linked[KBOX_CH_COUNT];
+	/* ipc: the socket files, held open (O_PATH) and connected to through
+	 * /proc/self/fd, so that a kernel that replaces them (with a link to
+	 * another socket of the host, say) cannot redirect us; -1 if none */
+	int ipc_fd[KBOX_CH_COUNT];
 	bool settle; /* the last execute failed with stop_on_error: kernel may still abort */
 };
 
@@ -132,8 +139,43 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
 
 /* ---- sockets ---- */
 
+/* The endpoint to connect CH to, into EP: for ipc, the socket file held
+ * open without following a link (/proc/self/fd/N) once it exists; a file
+ * there that is not a socket is refused.  Before the kernel has made it
+ * (a client that waits for a starting kernel), the path itself.  0 or -1
+ * with ERR. */
+static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size,
+                   kbox_error_t *err)
+{
+	const char *endpoint = kbox_conn_endpoint(self->conn, ch);
+	struct stat st;
+	int fd;
+	snprintf(ep, size, "%s", endpoint);
+	if (kbox_conn_transport(self->conn) != KBOX_TRANSPORT_IPC || strncmp(endpoint, "ipc://", 6))
+		return 0;
+	if (self->ipc_fd[ch] >= 0) {
+		close(self->ipc_fd[ch]);
+		self->ipc_fd[ch] = -1;
+	}
+	fd = open(endpoint + 6, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : kbox__err_sys(err, "%s socket %s", kbox_channel_name(ch),
+		                                           endpoint + 6);
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		close(fd);
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "the %s socket %s is not a socket (%s): refusing to connect",
+		                 kbox_channel_name(ch), endpoint + 6,
+		                 S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind of file");
+	}
+	self->ipc_fd[ch] = fd;
+	snprintf(ep, size, "ipc:///proc/self/fd/%d", fd);
+	return 0;
+}
+
 static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 {
+	char ep[PATH_MAX + 32];
 	static const int types[KBOX_CH_COUNT] = {ZMQ_DEALER, ZMQ_SUB, ZMQ_DEALER, ZMQ_DEALER,
 	                                         ZMQ_REQ};
 	zsock_t *s = zsock_new(types[ch]);
@@ -153,13 +195,13 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 	if (ch == KBOX_CH_SHELL || ch == KBOX_CH_STDIN || ch == KBOX_CH_CONTROL)
 		zmq_setsockopt(h, ZMQ_ROUTING_ID, self->session, strlen(self->session));
 	if ((ch == KBOX_CH_STDIN || ch == KBOX_CH_IOPUB) && !self->mon[ch]) {
-		char ep[64];
+		char mon_ep[64];
 		self->linked[ch] = false;
-		snprintf(ep, sizeof ep, "inproc://kbox-%s-monitor-%p", kbox_channel_name(ch),
+		snprintf(mon_ep, sizeof mon_ep, "inproc://kbox-%s-monitor-%p", kbox_channel_name(ch),
 		         (void *)self);
-		if (zmq_socket_monitor(h, ep, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+		if (zmq_socket_monitor(h, mon_ep, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
 			self->mon[ch] = zsock_new(ZMQ_PAIR);
-			if (self->mon[ch] && zsock_connect(self->mon[ch], "%s", ep) < 0) {
+			if (self->mon[ch] && zsock_connect(self->mon[ch], "%s", mon_ep) < 0) {
 				zsock_destroy(&self->mon[ch]);
 				zmq_socket_monitor(h, NULL, 0);
 			}
@@ -172,7 +214,11 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 		zmq_setsockopt(h, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
 		zsock_set_subscribe(s, "");
 	}
-	if (zsock_connect(s, "%s", kbox_conn_endpoint(self->conn, ch)) < 0) {
+	if (pin_ipc(self, ch, ep, sizeof ep, err) < 0) {
+		zsock_destroy(&s);
+		return NULL;
+	}
+	if (zsock_connect(s, "%s", ep) < 0) {
 		kbox__err(err, KBOX_E_SYSTEM, "cannot connect the %s socket to %s: %s",
 		          kbox_channel_name(ch), kbox_conn_endpoint(self->conn, ch),
 		          zmq_strerror(zmq_errno()));
@@ -216,6 +262,8 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
+		self->ipc_fd[ch] = -1;
 	kbox_uuid(self->session);
 	/* as Python's getpass.getuser(): the environment first (no NSS
 	 * lookup, which costs a short-lived process milliseconds) */
@@ -257,8 +305,11 @@ void kbox_client_destroy(kbox_client_t **self_p)
 	self = *self_p;
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
 		unmonitor(self, ch);
-	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
 		zsock_destroy(&self->sock[ch]);
+		if (self->ipc_fd[ch] >= 0)
+			close(self->ipc_fd[ch]);
+	}
 	kbox_auth_destroy(&self->auth);
 	kbox_conn_destroy(&self->conn);
 	json_decref(self->kernel_info);

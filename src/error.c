@@ -1,7 +1,9 @@
 /* src/error.c — filling kbox_error_t, and small shared helpers. */
 #include "private.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdarg.h>
@@ -104,4 +106,48 @@ int kbox__check_private_dir(const char *dir, kbox_error_t *err)
 		                 "directory %s is accessible to others (mode %03o, need 0700)", dir,
 		                 (unsigned)(st.st_mode & 0777));
 	return 0;
+}
+
+/* Remove everything in the directory open as DFD (which stays), without
+ * following a symbolic link anywhere; nested too deep is left.  0, or -1
+ * when something could not be removed. */
+static int empty_dir_fd(int dfd, int depth)
+{
+	DIR *d;
+	struct dirent *e;
+	int rc = 0, fd = dup(dfd);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	rewinddir(d);
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (unlinkat(dfd, e->d_name, 0) == 0)
+			continue;
+		if (errno == EISDIR || errno == EPERM) {
+			int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0 || depth > 64 || empty_dir_fd(sub, depth + 1) < 0)
+				rc = -1;
+			if (sub >= 0)
+				close(sub);
+			if (unlinkat(dfd, e->d_name, AT_REMOVEDIR) < 0)
+				rc = -1;
+		} else if (errno != ENOENT)
+			rc = -1;
+	}
+	closedir(d);
+	return rc;
+}
+
+int kbox__empty_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	rc = empty_dir_fd(fd, 0);
+	close(fd);
+	return rc;
 }

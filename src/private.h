@@ -32,6 +32,10 @@ void kbox__fmt_ms(char *buf, size_t size, int ms);
 /* 0 if DIR is a directory owned by us with no group/other access, else -1 with ERR. */
 int kbox__check_private_dir(const char *dir, kbox_error_t *err);
 
+/* Remove everything inside DIR (which stays), never following a symbolic
+ * link.  0 (also when DIR does not exist), or -1. */
+int kbox__empty_dir(const char *dir);
+
 /* ---- kernel.c, for the sandboxes that run kernels ---- */
 
 /* The kernel's environment: PATH, HOME (HOME, or the caller's), LANG,

@@ -8,6 +8,7 @@
  * knows the session is busy, and on which it tells them the kernel died.
  * The library never prints: everything worth saying goes to events.ndjson. */
 #include "private.h"
+#include "cgroup.h"
 #include <kbox/session.h>
 #include <kbox/backend.h>
 
@@ -668,6 +669,8 @@ int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe)
 		unlink(path);
 	}
 	clean_runtime_dir(&s);
+	/* sandboxes' cgroups a killed supervisor (of any session) left */
+	kbox__cgroup_reap_stale();
 	if (kernel_start_wait(&s, &err) < 0) {
 		snprintf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
 		report_ready(&ready_fd, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));

@@ -2,7 +2,7 @@
 # tests/man_lint.sh — the manual pages are clean mdoc and agree with the usage
 # each command prints.  TAP.
 #
-# For each man/*.1: `$MANDOC -Tlint -W warning` prints nothing.  Each command
+# For each man/*.1 and man/*.7: `$MANDOC -Tlint -W warning` prints nothing.  Each command
 # in the table `kbox --help` prints has its page man/kbox-COMMAND.1, which
 # kbox.1 refers to.  For kbox and each command: every option its --help
 # shows is documented in its page, every option of the page's SYNOPSIS is
@@ -73,7 +73,7 @@ has_word() {
 	grep -qE -- "(^|[^[:alnum:]_-])$2(\$|[^[:alnum:]_-])" "$1"
 }
 
-for page in "$top_srcdir"/man/*.1; do
+for page in "$top_srcdir"/man/*.1 "$top_srcdir"/man/*.7; do
 	name=${page##*/}
 	"$MANDOC" -Tlint -W warning "$page" >"$TMP/lint" 2>&1
 	status=$?

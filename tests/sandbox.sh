@@ -107,6 +107,8 @@ check doctor_unknown_option_exits_2 fails_with 2 'kbox doctor: unknown option --
 kbox doctor -k no-such-kernel
 check doctor_with_an_unknown_kernelspec_fails_that_check eval 'status_is 5 &&
 	grep -q "^fail  kernelspec       no kernelspec named \"no-such-kernel\" (searched " stdout &&
+	has_line stdout "skip  interpreter      not checked: no kernelspec" &&
+	has_line stdout "skip  packages         not checked: no kernelspec" &&
 	last_line_is stdout "the default backend (bwrap) isolates kernels here, but the kernel no-such-kernel cannot run in it (see above)"'
 
 sandboxed root
@@ -114,6 +116,8 @@ fresh
 kbox_nobwrap doctor
 check doctor_without_bwrap_exits_5_and_says_why eval 'status_is 5 &&
 	has_line stdout "fail  bubblewrap       bwrap not found in /usr/local/bin, /usr/bin or /bin" &&
+	has_line stdout "skip  sandbox          not made: no bwrap" &&
+	has_line stdout "skip  interpreter      /usr/bin/python3 found; not run: no sandbox" &&
 	last_line_is stdout "the default backend (bwrap) CANNOT isolate kernels here (see above); kbox start will refuse it, and --backend none runs kernels unsandboxed"'
 
 # ---- kbox start without bubblewrap ----
@@ -126,6 +130,7 @@ check start_without_bwrap_leaves_no_session eval '[ ! -e "$S/nobw" ]'
 kbox_nobwrap exec -s nobw 1+1
 check exec_without_bwrap_exits_5_in_one_line fails_with 5 \
 	"kbox exec: backend bwrap: bubblewrap is not installed (apt-get install bubblewrap, see kbox doctor), or choose --backend none to run the kernel unsandboxed"
+check exec_without_bwrap_leaves_no_session eval '[ ! -e "$S/nobw" ]'
 kbox_nobwrap start -s nobw --backend none
 check start_without_bwrap_works_with_backend_none eval 'status_is 0 &&
 	stderr_is "kbox: warning: backend none: the kernel runs unsandboxed"'
@@ -198,6 +203,20 @@ check restart_removes_the_old_kernels_cgroup eval 'status_is 0 && [ ! -d "$mem_c
 kbox stop -s lim
 check stop_removes_the_sessions_cgroups eval 'status_is 0 && [ ! -d "${mem_cg%-1}-2" ] &&
 	[ ! -d "${pids_cg%-1}-2" ] && [ ! -d "${cpu_cg%-1}-2" ]'
+
+# a supervisor killed with SIGKILL leaves its cgroups; the next supervisor
+# to start (of any session) removes them
+fresh
+kbox start -s k9
+sv=$(cat "$S/k9/supervisor.pid" 2>/dev/null)
+k9_cg=$(own_cgroup memory)/kbox-k9-$sv-1
+check killed_supervisors_cgroup_exists_while_it_runs eval '[ -d "$k9_cg" ]'
+[ -z "$SKIPPING" ] && kill -9 "$sv"
+check killed_supervisors_sandbox_goes_with_it wait_for eval '[ ! -s "$k9_cg/cgroup.procs" ]'
+kbox start -s k9b
+check the_next_supervisor_removes_the_leftover_cgroup eval 'status_is 0 && [ ! -d "$k9_cg" ] &&
+	[ ! -d "$(own_cgroup pids)/kbox-k9-$sv-1" ]'
+kbox stop -s k9b
 
 fresh
 kbox start -s lim --tmp-size 0

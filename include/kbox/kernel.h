@@ -78,7 +78,7 @@ int kbox_kernel_exec(const kbox_kspec_t *spec, const kbox_kernel_opts_t *opts,
 typedef struct {
 	const char *rootfs;      /* system files from this directory; NULL: the host's */
 	const char *workspace;   /* bound read-write at /workspace (the cwd); may be NULL */
-	const char *runtime_dir; /* bound read-write at /run/kbox; may be NULL */
+	const char *runtime_dir; /* bound read-write at /run/kbox (the sockets); may be NULL */
 	const char *home;        /* bound read-write at /home/kbox; NULL: a tmpfs there */
 	long long tmp_bytes;     /* size of /tmp (and of a tmpfs home); 0: KBOX_BWRAP_TMP_BYTES */
 } kbox_bwrap_opts_t;
@@ -109,12 +109,14 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
  * on this machine, else -1 with ERR saying why (bwrap's own message). */
 int kbox_bwrap_probe(const kbox_bwrap_opts_t *b, kbox_error_t *err);
 
-/* kbox_kernel_exec inside the sandbox: the connection file at CONN_PATH
- * names the sockets in OPTS->runtime_dir as the host sees them, a second
- * one beside it (NAME.sandbox.json) names them under /run/kbox for the
- * kernel.  B's workspace and runtime_dir default to OPTS->cwd and
- * OPTS->runtime_dir.  The process becomes bwrap (its pid is the
- * sandbox's).  Returns only on failure: -1 with ERR. */
+/* kbox_kernel_exec inside the sandbox.  The sandbox's own directory, B's
+ * runtime_dir (default: OPTS->runtime_dir/sandbox, made 0700), is emptied
+ * and bound at /run/kbox: the kernel's sockets and its connection file
+ * (NAME.sandbox.json, naming them under /run/kbox) are there.  The
+ * connection file for the host, at CONN_PATH (outside that directory, out
+ * of the sandbox's reach), names them as the host sees them.  B's
+ * workspace defaults to OPTS->cwd.  The process becomes bwrap (its pid is
+ * the sandbox's).  Returns only on failure: -1 with ERR. */
 int kbox_kernel_exec_bwrap(const kbox_kspec_t *spec, const kbox_kernel_opts_t *opts,
                            const kbox_bwrap_opts_t *b, const char *conn_path, kbox_error_t *err);
 

@@ -75,6 +75,10 @@ int cli_check_session(const char *cmd, const char *name);
  * its sandbox (a probe).  Warns about limits it cannot enforce.  EXIT_OK,
  * or EXIT_UNAVAILABLE after one error line. */
 int cli_check_backend(const char *cmd, const json_t *config);
+/* Remove a new session's directory DIR, if it holds only the empty
+ * directories (and lock) a session starts with: a start that failed
+ * leaves nothing behind.  Never removes anything else. */
+void cli_session_forget(const char *dir);
 /* The session's directory (malloc'd), created with CREATE.  NULL with one
  * line printed and *STATUS set. */
 char *cli_session_dir(const char *cmd, const char *name, bool create, int *status);

@@ -18,7 +18,8 @@ typedef struct {
 	bool as_json;
 } report_t;
 
-/* One check: STATUS is "ok", "warn" or "fail"; MEANING says what it
+/* One check: STATUS is "ok", "warn", "fail" or "skip" (not checked, since
+ * one it depends on failed: the reason is DETAIL); MEANING says what it
  * means for isolation (may be NULL). */
 static void check(report_t *r, const char *name, const char *status, const char *detail,
                   const char *meaning)
@@ -161,7 +162,8 @@ int cmd_doctor(int argc, char **argv)
 			      NULL);
 		} else
 			check(&r, "sandbox", "fail", err.msg, "kernels cannot be isolated here");
-	}
+	} else
+		check(&r, "sandbox", "skip", "not made: no bwrap", NULL);
 
 	/* cgroup controllers: make one with limits, then remove it */
 	{
@@ -203,9 +205,11 @@ int cmd_doctor(int argc, char **argv)
 	{
 		kbox_kspec_t *spec = kbox_kspec_find(kernel, &err);
 		char *exe = NULL;
-		if (!spec)
+		if (!spec) {
 			check(&r, "kernelspec", "fail", err.msg, "no kernel to run");
-		else {
+			check(&r, "interpreter", "skip", "not checked: no kernelspec", NULL);
+			check(&r, "packages", "skip", "not checked: no kernelspec", NULL);
+		} else {
 			const char *argv0 = kbox_kspec_argv(spec)[0];
 			snprintf(buf, sizeof buf, "%s: %s", kernel, kbox_kspec_resource_dir(spec));
 			check(&r, "kernelspec", "ok", buf, NULL);
@@ -213,7 +217,12 @@ int cmd_doctor(int argc, char **argv)
 				snprintf(buf, sizeof buf, "%s not found in /usr/local/bin, /usr/bin or /bin%s",
 				         argv0, rootfs ? " of the root filesystem" : "");
 				check(&r, "interpreter", "fail", buf, "the kernel cannot start");
-			} else if (sandbox_ok) {
+				check(&r, "packages", "skip", "not checked: no interpreter", NULL);
+			} else if (!sandbox_ok) {
+				snprintf(buf, sizeof buf, "%s found; not run: no sandbox", exe);
+				check(&r, "interpreter", "skip", buf, NULL);
+				check(&r, "packages", "skip", "not checked: no sandbox", NULL);
+			} else {
 				char *cmd[] = {exe, "-c", (char *)probe_py, NULL};
 				char out[4096], missing[512] = "", mods[1024] = "", *save = NULL;
 				int rc = kbox_bwrap_run(&bo, cmd, out, sizeof out, &err);
@@ -222,6 +231,7 @@ int cmd_doctor(int argc, char **argv)
 					snprintf(buf, sizeof buf, "%s failed in the sandbox (status %d): %.300s", exe,
 					         rc, rc < 0 ? err.msg : out);
 					check(&r, "interpreter", "fail", buf, "the kernel cannot start");
+					check(&r, "packages", "skip", "not checked: the interpreter failed", NULL);
 				} else {
 					for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 						if (strncmp(l, "Seccomp:", 8) == 0 && atoi(l + 8) == 2)

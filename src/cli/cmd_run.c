@@ -367,8 +367,12 @@ out:
 	kbox_client_destroy(&client);
 	kbox_kernel_destroy(&rk.k);
 	kbox_sandbox_destroy(&rk.sb);
-	if (rk.dir[0])
+	if (rk.dir[0]) {
+		char sb[PATH_MAX + 16];
+		snprintf(sb, sizeof sb, "%s/sandbox", rk.dir);
+		rmdir(sb);
 		rmdir(rk.dir);
+	}
 	kbox_kspec_destroy(&spec);
 	for (size_t i = 0; cells && i < n_cells; i++)
 		free(cells[i].code);

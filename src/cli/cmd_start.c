@@ -248,16 +248,8 @@ int cmd_start(int argc, char **argv)
 			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
 	}
 out:
-	if (dir && is_new && status != EXIT_OK && !started) {
-		static const char *const subs[] = {"run", "workspace", "outputs", "start.lock", NULL};
-		char path[PATH_MAX + 32];
-		for (size_t i = 0; subs[i]; i++) {
-			snprintf(path, sizeof path, "%s/%s", dir, subs[i]);
-			if (rmdir(path) < 0 && errno == ENOTDIR)
-				unlink(path);
-		}
-		rmdir(dir); /* only when empty: nothing else is ever removed */
-	}
+	if (dir && is_new && status != EXIT_OK && !started)
+		cli_session_forget(dir);
 	json_decref(env);
 	json_decref(config);
 	free(rootfs);

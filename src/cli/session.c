@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -171,25 +172,29 @@ int cli_session_start(const char *cmd, const char *dir, const char *name, json_t
 		/* started by kbox exec: the stored configuration, or the defaults */
 		json_t *have = kbox_session_config_load(dir, &err);
 		const char *backend;
+		bool is_new;
 		if (!have) {
 			cli_error(cmd, "%s", err.msg);
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		if (!json_object_get(have, "backend")) {
+		if ((is_new = !json_object_get(have, "backend"))) {
 			json_object_set_new(have, "name", json_string(name));
 			json_object_set_new(have, "kernel", json_string("python3"));
 			json_object_set_new(have, "backend", json_string(KBOX_BACKEND_DEFAULT));
-			if (kbox_session_config_save(dir, have, &err) < 0) {
-				cli_error(cmd, "%s", err.msg);
-				json_decref(have);
-				status = EXIT_UNAVAILABLE;
-				goto out;
-			}
 		}
 		backend = json_string_value(json_object_get(have, "backend"));
 		if ((status = cli_check_backend(cmd, have)) != EXIT_OK) {
 			json_decref(have);
+			close(lock);
+			if (is_new) /* nothing of it is left behind */
+				cli_session_forget(dir);
+			return status;
+		}
+		if (is_new && kbox_session_config_save(dir, have, &err) < 0) {
+			cli_error(cmd, "%s", err.msg);
+			json_decref(have);
+			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
 		if (backend && !kbox_backend_sandboxed(backend))
@@ -220,6 +225,18 @@ out:
 
 /* Parse "-s NAME" / "--session NAME" style options is each command's job;
  * this is the check of the value. */
+void cli_session_forget(const char *dir)
+{
+	static const char *const subs[] = {"run", "workspace", "outputs", "start.lock", NULL};
+	char path[PATH_MAX + 32];
+	for (size_t i = 0; subs[i]; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, subs[i]);
+		if (rmdir(path) < 0 && errno == ENOTDIR)
+			unlink(path);
+	}
+	rmdir(dir); /* only when empty: nothing else is ever removed */
+}
+
 int cli_check_backend(const char *cmd, const json_t *config)
 {
 	const char *b = json_string_value(json_object_get(config, "backend"));
