@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -318,6 +317,7 @@ static int bwrap_spawn(kbox_sandbox_t *self, kbox_error_t *err)
 	const kbox_sandbox_opts_t *l = &self->limits;
 	unsigned want = KBOX_CG_MEMORY | KBOX_CG_PIDS | (l->cpus > 0 ? KBOX_CG_CPU : 0), got;
 	char cgname[128], why[512], mem[32], tmp[32], fsz[32], tmpn[32], cpu[48];
+	char fsizen[32], datan[32], nprocn[32];
 	size_t n_env = 0, i = 0;
 	const char **av;
 	pid_t parent = getpid();
@@ -347,6 +347,9 @@ static int bwrap_spawn(kbox_sandbox_t *self, kbox_error_t *err)
 	if (!(av = calloc(n_env + 32, sizeof *av)))
 		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
 	snprintf(tmpn, sizeof tmpn, "%lld", l->tmp_bytes);
+	snprintf(fsizen, sizeof fsizen, "%lld", l->file_bytes);
+	snprintf(datan, sizeof datan, "%lld", l->memory_bytes);
+	snprintf(nprocn, sizeof nprocn, "%ld", l->pids);
 	av[i++] = "kbox";
 	av[i++] = "_kernel";
 	av[i++] = "--bwrap";
@@ -360,6 +363,21 @@ static int bwrap_spawn(kbox_sandbox_t *self, kbox_error_t *err)
 	}
 	av[i++] = "--tmp-size";
 	av[i++] = tmpn;
+	/* rlimits: applied by the helper just before it becomes bwrap */
+	av[i++] = "--rlimit-fsize";
+	av[i++] = fsizen;
+	if (!(got & KBOX_CG_MEMORY)) {
+		/* the heap and private writable mappings: allocation beyond fails
+		 * (MemoryError) rather than the process being killed; address
+		 * space (RLIMIT_AS) would count every thread's reserved arenas and
+		 * stacks, and stop Python starting */
+		av[i++] = "--rlimit-data";
+		av[i++] = datan;
+	}
+	if (!(got & KBOX_CG_PIDS)) {
+		av[i++] = "--rlimit-nproc";
+		av[i++] = nprocn;
+	}
 	av[i++] = self->kernel;
 	av[i++] = self->conn_path;
 	av[i++] = self->runtime_dir;
@@ -373,24 +391,10 @@ static int bwrap_spawn(kbox_sandbox_t *self, kbox_error_t *err)
 		return kbox__err_sys(err, "cannot fork the sandbox process");
 	}
 	if (self->pid == 0) {
-		struct rlimit fsize = {(rlim_t)l->file_bytes, (rlim_t)l->file_bytes};
 		child_setup(parent);
 		if (self->cg && kbox__cgroup_enter(self->cg) < 0) {
 			dprintf(2, "kbox: cannot enter the sandbox's cgroup: %s\n", strerror(errno));
 			_exit(126);
-		}
-		setrlimit(RLIMIT_FSIZE, &fsize);
-		if (!(got & KBOX_CG_MEMORY)) {
-			/* the heap and private writable mappings: allocation beyond
-			 * fails (MemoryError) rather than the process being killed;
-			 * address space (RLIMIT_AS) would count every thread's
-			 * reserved arenas and stacks, and stop Python starting */
-			struct rlimit data = {(rlim_t)l->memory_bytes, (rlim_t)l->memory_bytes};
-			setrlimit(RLIMIT_DATA, &data);
-		}
-		if (!(got & KBOX_CG_PIDS)) {
-			struct rlimit np = {(rlim_t)l->pids, (rlim_t)l->pids};
-			setrlimit(RLIMIT_NPROC, &np);
 		}
 		execv(self->kbox_exe, (char *const *)av);
 		dprintf(2, "kbox: cannot run %s _kernel: %s\n", self->kbox_exe, strerror(errno));

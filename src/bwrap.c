@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,6 +112,41 @@ static int seccomp_program(kbox_error_t *err)
 		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
 		                       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	/* no set-user-ID or set-group-ID files: where kbox runs as root, the
+	 * sandbox's files are root's on the host.  The mode argument of each
+	 * call that sets one (open and openat only when they create; openat2
+	 * and fchmodat2 hide or add theirs: "not implemented", so the C
+	 * library uses the others) */
+	for (size_t i = 0; i < 2; i++) {
+		const scmp_datum_t bit = i ? S_ISGID : S_ISUID;
+		static const scmp_datum_t creating[] = {O_CREAT, __O_TMPFILE};
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(chmod), 1,
+		                       SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit));
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fchmod), 1,
+		                       SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit));
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fchmodat), 1,
+		                       SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(creat), 1,
+		                       SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit));
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
+		                       SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit));
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 1,
+		                       SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
+		for (size_t j = 0; j < 2; j++) {
+			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(open), 2,
+			                       SCMP_A1(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
+			                       SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
+			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(openat), 2,
+			                       SCMP_A2(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
+			                       SCMP_A3(SCMP_CMP_MASKED_EQ, bit, bit));
+		}
+	}
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0);
+	{
+		/* fchmodat2 (Linux 6.6) may be newer than libseccomp's table */
+		int nr = seccomp_syscall_resolve_name("fchmodat2");
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr != __NR_SCMP_ERROR ? nr : 452, 0);
+	}
 	/* pushing input into a terminal: compare the low 32 bits only, as the
 	 * kernel does (TIOCSTI | 1 << 32 is still TIOCSTI) */
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
@@ -192,7 +228,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	const char *root = b && b->rootfs ? b->rootfs : "";
 	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KBOX_BWRAP_TMP_BYTES;
 	strv_t a = {0};
-	int *fds = calloc(8, sizeof *fds);
+	int *fds = calloc(16, sizeof *fds);
 	size_t nf = 0;
 	char *exe = kbox_bwrap_path();
 	char path[PATH_MAX], target[PATH_MAX];
@@ -325,12 +361,40 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		add(&a, "--seccomp");
 		addf(&a, "%d", fd);
 	}
-	add(&a, "--");
-	for (size_t i = 0; cmd && cmd[i]; i++)
-		add(&a, cmd[i]);
 	if (a.failed) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
 		goto fail;
+	}
+	{
+		/* the options go through a file (--args): bwrap's command line is
+		 * the sandbox's /proc/1/cmdline, and they name host paths */
+		strv_t cl = {0};
+		int fd = memfd_create("kbox-bwrap-args", 0);
+		bool ok = fd >= 0;
+		for (size_t i = 1; ok && i < a.n; i++) {
+			size_t len = strlen(a.v[i]) + 1; /* with its NUL */
+			ok = write(fd, a.v[i], len) == (ssize_t)len;
+		}
+		if (!ok || lseek(fd, 0, SEEK_SET) < 0) {
+			if (fd >= 0)
+				close(fd);
+			kbox__err_sys(err, "cannot pass bwrap its options");
+			goto fail;
+		}
+		fds[nf++] = fd;
+		add(&cl, exe);
+		add(&cl, "--args");
+		addf(&cl, "%d", fd);
+		add(&cl, "--");
+		for (size_t i = 0; cmd && cmd[i]; i++)
+			add(&cl, cmd[i]);
+		if (cl.failed) {
+			kbox_strv_free(cl.v);
+			kbox__err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
+			goto fail;
+		}
+		kbox_strv_free(a.v);
+		a = cl;
 	}
 	free(exe);
 	*fds_p = fds;
@@ -346,6 +410,13 @@ fail:
 }
 
 /* ---- a kernel in the sandbox ---- */
+
+/* Set rlimit RES to N (soft and hard) when N > 0.  0 or -1. */
+static int set_rlimit(int res, long long n)
+{
+	struct rlimit r = {(rlim_t)n, (rlim_t)n};
+	return n > 0 ? setrlimit(res, &r) : 0;
+}
 
 int kbox_kernel_exec_bwrap(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o,
                            const kbox_bwrap_opts_t *bo, const char *conn_path, kbox_error_t *err)
@@ -382,8 +453,18 @@ int kbox_kernel_exec_bwrap(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o
 			return kbox__err_sys(err, "cannot create %s", sbdir);
 		b.runtime_dir = sbdir;
 	}
-	if (lstat(b.runtime_dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory", b.runtime_dir);
+	{
+		/* ours, whatever an earlier kernel did to it: private again, empty */
+		int dfd = open(b.runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0)
+			return kbox__err_sys(err, "%s", b.runtime_dir);
+		if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || fchmod(dfd, 0700) < 0) {
+			close(dfd);
+			return kbox__err(err, KBOX_E_INVALID, "%s is not a directory of ours",
+			                 b.runtime_dir);
+		}
+		close(dfd);
+	}
 	if (kbox__empty_dir(b.runtime_dir) < 0)
 		return kbox__err_sys(err, "cannot empty %s", b.runtime_dir);
 	/* the sockets, as the host sees them and as the kernel does */
@@ -445,6 +526,12 @@ int kbox_kernel_exec_bwrap(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o
 	ko = *o;
 	ko.cwd = NULL; /* bwrap changes into /workspace */
 	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	/* last: this process may need more than the kernel is allowed */
+	if (set_rlimit(RLIMIT_FSIZE, b.rlimit_fsize) < 0 || set_rlimit(RLIMIT_DATA, b.rlimit_data) < 0 ||
+	    set_rlimit(RLIMIT_NPROC, b.rlimit_nproc) < 0) {
+		kbox__err_sys(err, "cannot set the sandbox's rlimits");
+		goto fail;
+	}
 	kbox__child_exec(bargv[0], bargv, env, &ko, devnull, o->log_path, getppid(), fds, n_fds);
 fail:
 	unlink(conn_path);

@@ -426,46 +426,9 @@ void kbox__cgroup_destroy(kbox_cgroup_t **self_p)
 	*self_p = NULL;
 }
 
-/* The supervisor pid in a cgroup name of ours: "kbox-NAME-PID-N" (a
- * session's) or "kbox-doctor-PID"; 0 when NAME is not one. */
-static long owner_of(const char *name)
+int kbox__cgroup_reap(const char *prefix)
 {
-	const char *last, *prev;
-	char *end;
-	long pid;
-	if (strncmp(name, "kbox-", 5) != 0 || !(last = strrchr(name, '-')) || last < name + 5)
-		return 0;
-	if (strncmp(name, "kbox-doctor-", 12) == 0) {
-		pid = strtol(name + 12, &end, 10);
-		return *end == '\0' && pid > 0 ? pid : 0;
-	}
-	for (prev = last - 1; prev > name + 4 && *prev != '-'; prev--)
-		;
-	if (prev <= name + 4 || last[1] == '\0' || strspn(last + 1, "0123456789") != strlen(last + 1))
-		return 0;
-	pid = strtol(prev + 1, &end, 10);
-	return end == last && pid > 0 ? pid : 0;
-}
-
-/* Does PID run (a zombie does not)? */
-static bool alive(pid_t pid)
-{
-	char path[64], buf[256], *rp;
-	FILE *f;
-	bool zombie = false;
-	if (kill(pid, 0) < 0 && errno == ESRCH)
-		return false;
-	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-	if ((f = fopen(path, "re"))) {
-		if (fgets(buf, sizeof buf, f) && (rp = strrchr(buf, ')')))
-			zombie = rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
-		fclose(f);
-	}
-	return !zombie;
-}
-
-int kbox__cgroup_reap_stale(void)
-{
+	size_t pl = strlen(prefix);
 	int removed = 0;
 	for (int i = 0; i < N_CTL; i++) {
 		char parent[PATH_MAX], why[256];
@@ -475,11 +438,9 @@ int kbox__cgroup_reap_stale(void)
 		if (!parent_dir(i, parent, sizeof parent, &v2, why, sizeof why) || !(d = opendir(parent)))
 			continue;
 		while ((e = readdir(d))) {
-			long pid = owner_of(e->d_name);
 			hier_t h = {0};
-			if (!pid || alive((pid_t)pid))
-				continue;
-			if (snprintf(h.dir, sizeof h.dir, "%s/%s", parent, e->d_name) >= (int)sizeof h.dir)
+			if (strncmp(e->d_name, prefix, pl) != 0 ||
+			    snprintf(h.dir, sizeof h.dir, "%s/%s", parent, e->d_name) >= (int)sizeof h.dir)
 				continue;
 			snprintf(h.procs, sizeof h.procs, "%s/cgroup.procs", h.dir);
 			for (int tries = 0; rmdir(h.dir) < 0 && errno == EBUSY && tries < 100; tries++) {

@@ -57,10 +57,11 @@ long kbox__cgroup_pids_refused(const kbox_cgroup_t *self);
 /* Processes in the cgroup now, -1 when unknown. */
 long kbox__cgroup_pids_current(const kbox_cgroup_t *self);
 
-/* Remove the cgroups of ours, under the caller's own, whose supervisor
- * (the pid in "kbox-NAME-PID-N", or "kbox-doctor-PID") is gone: what a
- * supervisor killed with SIGKILL left.  How many were removed. */
-int kbox__cgroup_reap_stale(void);
+/* Remove the cgroups whose names begin with PREFIX under the caller's own
+ * in every hierarchy, killing what is still in them: those a supervisor
+ * killed with SIGKILL left ("kbox-NAME-PID-", its session and pid).  How
+ * many were removed. */
+int kbox__cgroup_reap(const char *prefix);
 
 /* Kill what is left in the cgroup, remove its directories, free.
  * Accepts NULL. */

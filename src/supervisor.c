@@ -57,6 +57,7 @@ typedef struct {
 	int ready_fd;          /* while the kernel starts: poll it (kbox_sandbox_ready_poll) */
 	long long start_t0;
 	int listen_fd, sig_fd, pid_fd;
+	long prev_pid; /* the pid supervisor.pid held before ours */
 	conn_t conns[MAX_CONNS];
 	size_t n_conns;
 	long long started_ms, kernel_started_ms, last_activity_ms;
@@ -562,6 +563,10 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 			                 "another supervisor runs this session (%s locked)", path);
 		usleep(10000);
 	}
+	/* who held it before us (and is gone): its leftovers are ours to remove */
+	n = (int)pread(s->pid_fd, buf, sizeof buf - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	s->prev_pid = strtol(buf, NULL, 10);
 	n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
 	if (ftruncate(s->pid_fd, 0) < 0 || pwrite(s->pid_fd, buf, (size_t)n, 0) != n)
 		return kbox__err_sys(err, "cannot write %s", path);
@@ -669,8 +674,14 @@ int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe)
 		unlink(path);
 	}
 	clean_runtime_dir(&s);
-	/* sandboxes' cgroups a killed supervisor (of any session) left */
-	kbox__cgroup_reap_stale();
+	if (s.prev_pid > 0 && s.prev_pid != getpid()) {
+		/* the cgroups of the sandboxes of this session's previous
+		 * supervisor, if it was killed (it is gone: we hold the lock) */
+		const char *name = json_string_value(json_object_get(s.config, "name"));
+		char prefix[128];
+		snprintf(prefix, sizeof prefix, "kbox-%s-%ld-", name ? name : "sandbox", s.prev_pid);
+		kbox__cgroup_reap(prefix);
+	}
 	if (kernel_start_wait(&s, &err) < 0) {
 		snprintf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
 		report_ready(&ready_fd, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));

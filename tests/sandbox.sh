@@ -204,8 +204,8 @@ kbox stop -s lim
 check stop_removes_the_sessions_cgroups eval 'status_is 0 && [ ! -d "${mem_cg%-1}-2" ] &&
 	[ ! -d "${pids_cg%-1}-2" ] && [ ! -d "${cpu_cg%-1}-2" ]'
 
-# a supervisor killed with SIGKILL leaves its cgroups; the next supervisor
-# to start (of any session) removes them
+# a supervisor killed with SIGKILL leaves its cgroups; the session's next
+# supervisor removes them
 fresh
 kbox start -s k9
 sv=$(cat "$S/k9/supervisor.pid" 2>/dev/null)
@@ -213,10 +213,10 @@ k9_cg=$(own_cgroup memory)/kbox-k9-$sv-1
 check killed_supervisors_cgroup_exists_while_it_runs eval '[ -d "$k9_cg" ]'
 [ -z "$SKIPPING" ] && kill -9 "$sv"
 check killed_supervisors_sandbox_goes_with_it wait_for eval '[ ! -s "$k9_cg/cgroup.procs" ]'
-kbox start -s k9b
-check the_next_supervisor_removes_the_leftover_cgroup eval 'status_is 0 && [ ! -d "$k9_cg" ] &&
-	[ ! -d "$(own_cgroup pids)/kbox-k9-$sv-1" ]'
-kbox stop -s k9b
+kbox start -s k9
+check the_sessions_next_supervisor_removes_the_leftover_cgroup eval 'status_is 0 &&
+	[ ! -d "$k9_cg" ] && [ ! -d "$(own_cgroup pids)/kbox-k9-$sv-1" ]'
+kbox stop -s k9
 
 fresh
 kbox start -s lim --tmp-size 0

@@ -81,6 +81,9 @@ typedef struct {
 	const char *runtime_dir; /* bound read-write at /run/kbox (the sockets); may be NULL */
 	const char *home;        /* bound read-write at /home/kbox; NULL: a tmpfs there */
 	long long tmp_bytes;     /* size of /tmp (and of a tmpfs home); 0: KBOX_BWRAP_TMP_BYTES */
+	/* rlimits set just before bwrap starts (0: left as they are) */
+	long long rlimit_fsize, rlimit_data;
+	long rlimit_nproc;
 } kbox_bwrap_opts_t;
 
 #define KBOX_BWRAP_TMP_BYTES (512LL << 20)

@@ -2,7 +2,8 @@
  * people: no man pages).  They do what needs libzmq and libsodium, so the
  * supervisor itself links neither (see kbox/backend.h):
  *
- *   kbox _kernel [--bwrap [--rootfs DIR] [--home DIR] [--tmp-size BYTES]]
+ *   kbox _kernel [--bwrap [--rootfs DIR] [--home DIR] [--tmp-size BYTES]
+ *                [--rlimit-fsize N] [--rlimit-data N] [--rlimit-nproc N]]
  *               SPEC CONN RUNTIME_DIR WORKSPACE LOG [KEY=VALUE]...
  *       write the connection file CONN and become SPEC's kernel (exec),
  *       or bwrap running it in the sandbox (kbox_kernel_exec_bwrap)
@@ -28,7 +29,8 @@ static int kernel(int argc, char **argv)
 	bool bwrap = false;
 	int i = 1;
 
-	/* options first: --bwrap [--rootfs DIR] [--home DIR] [--tmp-size BYTES] */
+	/* options first: --bwrap [--rootfs DIR] [--home DIR] [--tmp-size BYTES]
+	 * [--rlimit-fsize N] [--rlimit-data N] [--rlimit-nproc N] */
 	for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i++) {
 		if (strcmp(argv[i], "--bwrap") == 0)
 			bwrap = true;
@@ -38,6 +40,12 @@ static int kernel(int argc, char **argv)
 			bo.home = argv[++i];
 		else if (strcmp(argv[i], "--tmp-size") == 0)
 			bo.tmp_bytes = atoll(argv[++i]);
+		else if (strcmp(argv[i], "--rlimit-fsize") == 0)
+			bo.rlimit_fsize = atoll(argv[++i]);
+		else if (strcmp(argv[i], "--rlimit-data") == 0)
+			bo.rlimit_data = atoll(argv[++i]);
+		else if (strcmp(argv[i], "--rlimit-nproc") == 0)
+			bo.rlimit_nproc = atol(argv[++i]);
 		else
 			break;
 	}
@@ -62,6 +70,13 @@ static int kernel(int argc, char **argv)
 	else
 		kbox_kernel_exec(spec, &ko, argv[2], &err);
 	cli_error("_kernel", "%s", err.msg);
+	if (ko.log_path) { /* where the error a failed start reports points */
+		FILE *f = fopen(ko.log_path, "ae");
+		if (f) {
+			fprintf(f, "kbox: the kernel could not be started: %s\n", err.msg);
+			fclose(f);
+		}
+	}
 	kbox_kspec_destroy(&spec);
 	return 127;
 }

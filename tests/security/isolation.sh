@@ -1,0 +1,787 @@
+#!/bin/bash
+# tests/security/isolation.sh — threats.md rows 5, 6, 7, 8, 9, 10, 11, 13,
+# 14 and 19 against the bwrap sandbox: the network, terminal injection,
+# /proc, secrets of the caller and of other sessions, ptrace and kill(-1),
+# orphans, the death of the supervisor, leaked fds, privilege, and one
+# session's key used on another.  Each test is named after its row.  TAP.
+#
+# Environment (set by `make check`): top_builddir (or KBOX, the kbox to
+# test), KERNEL_PYTHON (the host's Python, with jupyter_client; default
+# /usr/bin/python3).  Run by hand:
+#   KBOX=/path/to/build/kbox sh tests/security/isolation.sh
+# When `kbox doctor` says the sandbox cannot be made here every test is
+# skipped with its reason.
+#
+# Two sessions: "a", started with a fake LLM key in its environment and
+# HOME pointing at a directory holding a fake ~/.ssh/id_rsa, and "b".  No
+# address outside the machine is contacted: the network tests look at the
+# sandbox's interfaces and routes, resolve a name (no resolver is
+# configured, so nothing is sent) and connect to a listener the test runs
+# on the host's 127.0.0.1.  Nothing here writes a sysctl: the sysctl test
+# only opens them.
+# shellcheck disable=SC2016,SC2034 # eval strings expand later, using these variables
+set -u
+# bash is needed (`sh tests/security/X.sh` runs it with bash)
+[ -n "${BASH_VERSION-}" ] || exec bash "$0" "$@"
+
+top_builddir=${top_builddir:-$(pwd)}
+KBOX=${KBOX:-$top_builddir/kbox}
+case $KBOX in /*) ;; *) KBOX=$(pwd)/$KBOX ;; esac
+PY=${KERNEL_PYTHON:-/usr/bin/python3}
+unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
+
+if [ ! -x "$KBOX" ]; then
+	echo "Bail out! $KBOX is not built"
+	exit 1
+fi
+
+# A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
+ROOT=$(mktemp -d /tmp/ksi.XXXX) || exit 1
+KBOX_HOME=$ROOT/h
+W=$ROOT/w
+C=$ROOT/c
+mkdir -m 700 "$KBOX_HOME" "$W" "$C" || exit 1
+export KBOX_HOME
+S=$KBOX_HOME/sessions
+BG=
+
+cleanup() {
+	cd / || return
+	for p in $BG; do
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
+	for f in "$S"/*/supervisor.pid; do
+		[ -s "$f" ] || continue
+		pid=$(cat "$f")
+		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "_supervise $S/"; then
+			kill -9 "$pid" 2>/dev/null
+		fi
+	done
+	# a supervisor killed by row 11 leaves its empty cgroups behind
+	# shellcheck disable=SC2086 # a list of directories
+	[ -z "${CG_B-}" ] || rmdir $CG_B 2>/dev/null
+	rm -rf "$ROOT"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT PIPE TERM
+
+# ---- harness ----
+
+n=0
+rc=
+ms=
+SKIPPING=
+ncode=0
+
+# kx ARGS...: run kbox, stdout to $W/out, stderr to $W/err; $rc is its exit
+# status, $ms the milliseconds it took.  A hung kbox is killed after 90 s.
+# Does nothing while skipping.
+kx() {
+	[ -z "$SKIPPING" ] || return 0
+	t0=$(date +%s%N)
+	timeout -k 5 90 "$KBOX" "$@" >"$W/out" 2>"$W/err" </dev/null
+	rc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+}
+
+# pyx SESSION [EXEC-OPTION...] <CODE: kbox exec the code on standard input.
+pyx() {
+	sess=$1
+	shift
+	ncode=$((ncode + 1))
+	cat >"$C/$ncode.py"
+	kx exec -s "$sess" "$@" -f "$C/$ncode.py"
+}
+
+# keep NAME: save the last kbox's output as $W/NAME.{out,err,rc}.
+keep() {
+	[ -z "$SKIPPING" ] || return 0
+	cp "$W/out" "$W/$1.out"
+	cp "$W/err" "$W/$1.err"
+	echo "$rc" >"$W/$1.rc"
+}
+
+# val NAME KEY: the rest of the line "KEY ..." in $W/NAME.out.
+val() { awk -v k="$2 " 'index($0, k) == 1 { print substr($0, length(k) + 1); exit }' "$W/$1.out"; }
+
+# diag NAME...: the saved outputs NAME (or the last kbox's), as comments.
+diag() {
+	[ $# -gt 0 ] || set -- ""
+	for k in "$@"; do
+		if [ -n "$k" ]; then
+			o=$W/$k.out e=$W/$k.err
+			echo "#   $k: exit status $(cat "$W/$k.rc" 2>/dev/null)"
+		else
+			o=$W/out e=$W/err
+			echo "#   exit status $rc after ${ms} ms"
+		fi
+		[ -f "$o" ] && head -n 30 "$o" | sed 's/^/#   stdout: /'
+		[ -f "$e" ] && head -n 20 "$e" | sed 's/^/#   stderr: /'
+	done
+	return 0
+}
+DIAG=
+
+# check NAME CMD...: one test, passed when CMD succeeds; on failure the
+# outputs named in $DIAG (or the last kbox's) are shown.
+check() {
+	name=$1
+	shift
+	n=$((n + 1))
+	if [ -n "$SKIPPING" ]; then
+		echo "ok $n - $name # SKIP $SKIPPING"
+	elif "$@"; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		# shellcheck disable=SC2086 # a list of names
+		diag $DIAG
+	fi
+}
+
+# say TEXT...: a diagnostic line, for a failing assertion to explain itself.
+say() { echo "#   $*"; }
+
+# ---- processes, cgroups, status ----
+
+ppid() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2; }
+pstate() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+
+# gone PID: within 5 s the process is gone or a zombie (it has exited).
+gone() {
+	for _ in $(seq 50); do
+		case $(pstate "$1") in
+		Z | X | "") return 0 ;;
+		esac
+		sleep 0.1
+	done
+	say "process $1 still runs: $(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)"
+	return 1
+}
+
+# alive PID: the process exists and has not exited.
+alive() {
+	case $(pstate "$1") in
+	Z | X | "") say "process $1 is gone"; return 1 ;;
+	esac
+	return 0
+}
+
+# cg_dir CONTROLLER PID: the directory of PID's cgroup for CONTROLLER
+# (cgroup v1, or v2 where the controller is not in a v1 hierarchy).
+cg_dir() {
+	"$PY" - "$1" "$2" <<'EOF'
+import sys
+ctl, pid = sys.argv[1], sys.argv[2]
+mounts = []
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    d = f.index("-")
+    mounts.append((f[4], f[3], f[d + 1], f[d + 3].split(",")))
+lines = [l.rstrip("\n").split(":", 2) for l in open("/proc/%s/cgroup" % pid)]
+for hid, ctls, path in lines:
+    if ctl in ctls.split(","):
+        mp = [(p, r) for p, r, t, o in mounts if t == "cgroup" and ctl in o]
+        break
+else:
+    path = [p for h, c, p in lines if h == "0"][0]
+    mp = [(p, r) for p, r, t, o in mounts if t == "cgroup2"]
+point, root = mp[0]
+if root != "/" and path.startswith(root):
+    path = path[len(root):]
+print(point + (path if path != "/" else ""))
+EOF
+}
+
+# status_field NAME KEY: KEY of `kbox status --json` of session NAME.
+status_field() {
+	[ -z "$SKIPPING" ] || return 0
+	timeout -k 5 30 "$KBOX" status -s "$1" --json 2>/dev/null |
+		"$PY" -c 'import json, sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$2" 2>/dev/null
+}
+
+# conn_key FILE: the key of a connection file.
+conn_key() { [ -z "$SKIPPING" ] || return 0; "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["key"])' "$1"; }
+
+# ---- assertions ----
+
+rc_is() { [ "$(cat "$W/$1.rc")" = "$2" ] || { say "exit status $(cat "$W/$1.rc"), want $2"; return 1; }; }
+out_is() { printf '%s\n' "$2" | cmp -s - "$W/$1.out"; }
+eq() { [ "$1" = "$2" ] || { say "got \"$1\", want \"$2\""; return 1; }; }
+ne() { [ "$1" != "$2" ] || { say "got \"$1\" twice"; return 1; }; }
+one_of() {
+	v=$1
+	shift
+	for w in "$@"; do
+		[ "$v" = "$w" ] && return 0
+	done
+	say "got \"$v\", want one of: $*"
+	return 1
+}
+# private DIR: DIR is ours and only we may enter it (rwx for the owner,
+# nothing for group and others; a sticky bit does not matter).
+private() {
+	eq "$(stat -c %u "$1")" "$(id -u)" && eq "$(($(printf '%d' "0$(stat -c %a "$1")") & 511))" 448
+}
+
+# ---- can the sandbox be made here? ----
+
+cd "$W" || exit 1
+kx doctor --json
+if [ "$rc" != 0 ]; then
+	SKIPPING="kbox doctor: the bwrap sandbox cannot be made here: $("$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("; ".join(c["check"] + ": " + c["detail"] for c in d["checks"] if c["status"] == "fail"))
+' "$W/out" 2>/dev/null)"
+fi
+
+# the secrets of the caller of `kbox start -s a`
+CANARY=canary-$$-$RANDOM$RANDOM
+FAKEHOME=$ROOT/home
+mkdir -m 700 "$FAKEHOME" "$FAKEHOME/.ssh"
+printf -- '-----BEGIN OPENSSH PRIVATE KEY-----\n%s\n' "$CANARY" >"$FAKEHOME/.ssh/id_rsa"
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 90 env OPENAI_API_KEY="$CANARY" HOME="$FAKEHOME" "$KBOX" start -s a \
+		>"$W/start_a.out" 2>"$W/start_a.err" </dev/null
+	echo $? >"$W/start_a.rc"
+fi
+kx start -s b
+keep start_b
+DIAG="start_a start_b"
+check "two_sandboxed_sessions_start" eval '
+	rc_is start_a 0 && rc_is start_b 0 && eq "$(status_field a backend)" bwrap &&
+	eq "$(status_field b backend)" bwrap'
+[ -n "$SKIPPING" ] || { [ -s "$S/a/supervisor.pid" ] && [ -s "$S/b/supervisor.pid" ]; } ||
+	SKIPPING="the sessions did not start"
+SUP_A=$(cat "$S/a/supervisor.pid" 2>/dev/null)
+SUP_B=$(cat "$S/b/supervisor.pid" 2>/dev/null)
+KPID_A=$(status_field a kernel_pid)
+INIT_A=$(ppid "$KPID_A")
+
+# ---- row 13: the fds of the kernel (first, while the kernel is fresh) ----
+
+DIAG=fds
+pyx a <<EOF
+import errno, os, subprocess
+KERNEL_LOG = "$S/a/kernel.log"
+listed = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+targets = {}
+for fd in listed:
+    try:
+        targets[fd] = os.readlink("/proc/self/fd/%d" % fd)
+    except OSError:
+        pass  # the listing's own descriptor, closed again
+def documented(t):
+    return (t in ("/dev/null", KERNEL_LOG)
+            or t.startswith(("pipe:[", "socket:[", "anon_inode:"))
+            or t.startswith("/home/kbox/.ipython/"))  # IPython's history, in the sandbox's home
+print("fd0", targets.get(0))
+print("undocumented", sorted((fd, t) for fd, t in targets.items() if not documented(t)))
+# every number from 3 to 1024, as a probe would: closed (EBADF), or the
+# kernel's own (its threads may open one meanwhile: judged by its target)
+probed = []
+for fd in range(3, 1025):
+    try:
+        os.fstat(fd)
+    except OSError as e:
+        if e.errno != errno.EBADF:
+            probed.append((fd, errno.errorcode[e.errno]))
+        continue
+    try:
+        t = os.readlink("/proc/self/fd/%d" % fd)
+    except OSError:
+        continue  # closed again since
+    if not documented(t):
+        probed.append((fd, t))
+print("probed_undocumented", probed)
+child = subprocess.run(["ls", "/proc/self/fd"], capture_output=True, text=True, close_fds=False)
+print("child_fds", " ".join(sorted(child.stdout.split(), key=int)))
+EOF
+keep fds
+check "row13_the_kernels_fd_0_is_dev_null" eval 'rc_is fds 0 && eq "$(val fds fd0)" /dev/null'
+check "row13_the_kernel_holds_no_host_file_or_directory_but_its_log" eval '
+	rc_is fds 0 && eq "$(val fds undocumented)" "[]"'
+check "row13_fds_3_to_1024_are_closed_or_the_kernels_own" eval '
+	rc_is fds 0 && eq "$(val fds probed_undocumented)" "[]"'
+check "row13_a_subprocess_of_the_kernel_inherits_only_fds_0_to_2" eval '
+	rc_is fds 0 && eq "$(val fds child_fds)" "0 1 2 3"'
+
+# ---- row 5: the network ----
+
+# a listener on the host's 127.0.0.1, on a free port
+if [ -z "$SKIPPING" ]; then
+	"$PY" -c '
+import os, socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(s.getsockname()[1]))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while True:
+    c, _ = s.accept()
+    c.sendall(b"host\n")
+    c.close()
+' "$W/port" &
+	BG="$BG $!"
+	for _ in $(seq 100); do
+		[ -s "$W/port" ] && break
+		sleep 0.05
+	done
+fi
+PORT=$(cat "$W/port" 2>/dev/null)
+DIAG=
+check "row05_the_hosts_listener_answers_on_the_host" eval '
+	eq "$("$PY" -c "
+import socket, sys
+c = socket.create_connection((\"127.0.0.1\", int(sys.argv[1])), 3)
+print(c.recv(16).decode().strip())
+" "$PORT" 2>&1)" host'
+DIAG=net
+pyx a <<EOF
+import errno, os, socket
+print("interfaces", socket.if_nameindex())
+print("ipv4_routes", len(open("/proc/net/route").read().splitlines()) - 1)
+print("ipv6_route_devices", sorted(set(l.split()[-1] for l in open("/proc/net/ipv6_route"))))
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(("127.0.0.1", $PORT))
+    print("host_listener", "connected", s.recv(16))
+except OSError as e:
+    print("host_listener", errno.errorcode.get(e.errno, e))
+print("resolv_conf", os.path.exists("/etc/resolv.conf"))
+try:
+    print("dns", socket.getaddrinfo("example.com", 80))
+except socket.gaierror as e:
+    print("dns", {socket.EAI_NONAME: "EAI_NONAME", socket.EAI_AGAIN: "EAI_AGAIN"}.get(e.errno, e.errno))
+EOF
+keep net
+check "row05_only_the_loopback_interface_exists" eval '
+	rc_is net 0 && eq "$(val net interfaces)" "[(1, '"'lo'"')]"'
+check "row05_no_ipv4_route_and_ipv6_routes_only_on_lo" eval '
+	rc_is net 0 && eq "$(val net ipv4_routes)" 0 &&
+	eq "$(val net ipv6_route_devices)" "['"'lo'"']"'
+check "row05_the_hosts_127_0_0_1_listener_is_refused_from_inside" eval '
+	rc_is net 0 && eq "$(val net host_listener)" ECONNREFUSED'
+check "row05_a_name_does_not_resolve_no_resolver_is_configured" eval '
+	rc_is net 0 && eq "$(val net resolv_conf)" False && eq "$(val net dns)" EAI_NONAME'
+
+# ---- row 6: pushing input into a terminal ----
+
+# In a child that made a pty its controlling terminal, where TIOCSTI would
+# otherwise succeed (dev.tty.legacy_tiocsti permitting); TIOCGWINSZ on the
+# same pty shows the descriptor works.
+DIAG="tty"
+pyx a <<'EOF'
+import subprocess, sys
+probe = r'''
+import ctypes, errno, fcntl, os, termios
+m, s = os.openpty()
+os.setsid()
+fcntl.ioctl(s, termios.TIOCSCTTY, 0)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_char_p]
+def py(req, arg):
+    try:
+        fcntl.ioctl(s, req, arg)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+def raw(req, arg):
+    return "ok" if libc.ioctl(s, req, arg) == 0 else errno.errorcode[ctypes.get_errno()]
+print("TIOCGWINSZ", py(termios.TIOCGWINSZ, b"\0" * 8))
+print("TIOCSTI", py(termios.TIOCSTI, b"x"))
+print("TIOCSTI_1_32", raw(termios.TIOCSTI | (1 << 32), b"y"))
+print("TIOCLINUX", raw(0x541C, b"\x0b"))
+os.set_blocking(m, False)
+try:
+    print("injected", os.read(m, 64))
+except BlockingIOError:
+    print("injected", b"")
+'''
+r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+print(r.stdout + r.stderr, end="")
+EOF
+keep tty
+check "row06_TIOCGWINSZ_on_the_pty_succeeds" eval 'rc_is tty 0 && eq "$(val tty TIOCGWINSZ)" ok'
+check "row06_TIOCSTI_is_EPERM" eval 'rc_is tty 0 && eq "$(val tty TIOCSTI)" EPERM'
+check "row06_TIOCSTI_with_bit_32_set_is_EPERM" eval 'rc_is tty 0 && eq "$(val tty TIOCSTI_1_32)" EPERM'
+check "row06_TIOCLINUX_is_EPERM" eval 'rc_is tty 0 && eq "$(val tty TIOCLINUX)" EPERM'
+check "row06_nothing_reached_the_terminal" eval 'rc_is tty 0 && eq "$(val tty injected)" "b'"''"'"'
+
+# ---- row 7: /proc ----
+
+DIAG=proc
+pyx a <<'EOF'
+import errno, hashlib, os, subprocess
+pids = lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print("pids", pids())
+child = subprocess.Popen(["sleep", "30"])
+print("pids_with_child", pids(), child.pid)
+child.kill()
+child.wait()
+print("pid1_cmdline_sha256", hashlib.sha256(open("/proc/1/cmdline", "rb").read()).hexdigest())
+print("pid1_environ", sorted(v.split(b"=")[0].decode() for v in open("/proc/1/environ", "rb").read().split(b"\0") if v))
+try:
+    open("/proc/kcore", "rb").read(1)
+    print("kcore", "readable")
+except OSError as e:
+    print("kcore", errno.errorcode[e.errno])
+print("hostname", open("/proc/sys/kernel/hostname").read().strip())
+writable = []
+for root, dirs, files in os.walk("/proc/sys"):
+    for f in files:
+        try:
+            os.close(os.open(os.path.join(root, f), os.O_WRONLY))  # opened, never written
+            writable.append(os.path.join(root, f))
+        except OSError:
+            pass
+print("writable_sysctls", len(writable), writable[:5])
+EOF
+keep proc
+check "row07_only_the_sandboxs_pids_are_visible" eval '
+	rc_is proc 0 && eq "$(val proc pids)" "[1, 2]" &&
+	set -- $(val proc pids_with_child | tr -d "[],") && eq "$*" "1 2 ${3-} ${3-}"'
+check "row07_pid_1_is_bwraps_init_not_the_hosts_init" eval '
+	rc_is proc 0 && say "init: host pid $INIT_A" &&
+	eq "$(val proc pid1_cmdline_sha256)" "$(sha256sum <"/proc/$INIT_A/cmdline" | cut -d" " -f1)" &&
+	ne "$(val proc pid1_cmdline_sha256)" "$(sha256sum </proc/1/cmdline | cut -d" " -f1)"'
+check "row07_pid_1s_environ_is_the_sandboxs_cleared_one" eval '
+	rc_is proc 0 &&
+	eq "$(val proc pid1_environ)" "['"'HOME', 'JPY_PARENT_PID', 'LANG', 'PATH'"']"'
+check "row07_proc_kcore_cannot_be_read" eval '
+	rc_is proc 0 && one_of "$(val proc kcore)" ENOENT EACCES EPERM'
+check "row07_the_hostname_is_kbox" eval 'rc_is proc 0 && eq "$(val proc hostname)" kbox'
+# kbox run as root maps the sandbox's uid to the host's root: the kernel
+# passes the kernel's owner-is-root test of every global sysctl
+# (/proc/sys/kernel/core_pattern and the like) unless /proc/sys is
+# read-only.  Only opened for writing here, never written.
+check "row07_no_sysctl_can_be_opened_for_writing" eval '
+	rc_is proc 0 && eq "$(val proc writable_sysctls)" "0 []"'
+
+# ---- row 8: the caller's secrets and other sessions ----
+
+MARKER=row08-other-session-$$
+[ -n "$SKIPPING" ] || echo "b's file" >"$S/b/workspace/$MARKER"
+DIAG=secrets
+pyx a <<EOF
+import hashlib, json, os
+canary = b"$CANARY"
+print("env_has_key", "OPENAI_API_KEY" in os.environ)
+hits = []
+for p in os.listdir("/proc"):
+    if p.isdigit() or p == "self":
+        try:
+            if canary in open("/proc/%s/environ" % p, "rb").read():
+                hits.append(p)
+        except OSError as e:
+            hits.append("%s: %s" % (p, e))
+print("canary_in_environ", hits)
+print("callers_home", os.path.exists("$FAKEHOME"), os.path.exists("$FAKEHOME/.ssh/id_rsa"))
+print("home", os.path.expanduser("~"), os.path.exists(os.path.expanduser("~/.ssh")))
+print("shadow", os.path.exists("/etc/shadow"))
+print("passwd", [l.split(":")[0] for l in open("/etc/passwd")])
+found = []
+for root, dirs, files in os.walk("/"):
+    if root == "/":
+        dirs[:] = [d for d in dirs if d != "proc"]
+    for f in files + dirs:
+        if f == "$MARKER" or (f.startswith("kernel-") and f.endswith(".json") and root != "/run/kbox"):
+            found.append(os.path.join(root, f))
+print("other_sessions_files", found)
+print("run_kbox", sorted(os.listdir("/run/kbox")))
+keys = set(json.load(open("/run/kbox/" + f))["key"] for f in os.listdir("/run/kbox") if f.endswith(".json"))
+print("run_kbox_keys", sorted(hashlib.sha256(k.encode()).hexdigest() for k in keys))
+EOF
+keep secrets
+KEY_A=$(conn_key "$(status_field a connection_file)" 2>/dev/null)
+KEY_B=$(conn_key "$(status_field b connection_file)" 2>/dev/null)
+check "row08_the_llm_key_is_not_in_the_kernels_environment" eval '
+	rc_is secrets 0 && eq "$(val secrets env_has_key)" False &&
+	eq "$(val secrets canary_in_environ)" "[]"'
+check "row08_the_callers_home_and_ssh_key_are_not_visible" eval '
+	rc_is secrets 0 && eq "$(val secrets callers_home)" "False False" &&
+	eq "$(val secrets home)" "/home/kbox False"'
+check "row08_there_is_no_etc_shadow" eval 'rc_is secrets 0 && eq "$(val secrets shadow)" False'
+check "row08_etc_passwd_holds_only_kbox_and_nobody" eval '
+	rc_is secrets 0 && eq "$(val secrets passwd)" "['"'kbox', 'nobody'"']"'
+check "row08_another_sessions_files_and_connection_files_are_not_visible" eval '
+	rc_is secrets 0 && eq "$(val secrets other_sessions_files)" "[]"'
+# /run/kbox is the session's run/sandbox: the connection file the host
+# reads (run/kernel-N.json) stays outside
+check "row08_run_kbox_holds_only_this_sessions_files_and_key" eval '
+	rc_is secrets 0 &&
+	eq "$(val secrets run_kbox)" "$("$PY" -c "import os, sys; print(sorted(os.listdir(sys.argv[1])))" "$S/a/run/sandbox")" &&
+	eq "$(val secrets run_kbox_keys)" "['"'"'$(printf %s "$KEY_A" | sha256sum | cut -d" " -f1)'"'"']"'
+
+# ---- row 14: privilege ----
+
+DIAG=priv
+pyx a <<'EOF'
+import ctypes, errno, os, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+def e(f):
+    try:
+        f()
+        return "ok"
+    except OSError as x:
+        return errno.errorcode[x.errno]
+def c(r):
+    return "ok" if r == 0 else errno.errorcode[ctypes.get_errno()]
+print("write_proc_self_exe", e(lambda: os.close(os.open("/proc/self/exe", os.O_WRONLY))))
+print("write_usr_bin_python3", e(lambda: os.close(os.open("/usr/bin/python3", os.O_WRONLY))))
+print("write_stdlib", e(lambda: os.close(os.open(os.__file__, os.O_WRONLY))))
+print("create_in_root", e(lambda: os.close(os.open("/row14", os.O_WRONLY | os.O_CREAT, 0o600))))
+print("write_etc_passwd", e(lambda: os.close(os.open("/etc/passwd", os.O_WRONLY))))
+print("setuid_0", e(lambda: os.setuid(0)))
+print("setgroups_0", e(lambda: os.setgroups([0])))
+print("unshare_newuser", c(libc.unshare(0x10000000)))
+print("unshare_newns", c(libc.unshare(0x00020000)))
+print("mount", c(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)))
+r = subprocess.run(["unshare", "-U", "true"], capture_output=True, text=True)
+print("unshare_U", r.returncode, r.stderr.strip())
+status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+for k in ("NoNewPrivs", "Seccomp", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+    print(k, status[k].strip())
+st = os.stat("/usr/bin/su")
+print("su_is_setuid", bool(st.st_mode & 0o4000))
+r = subprocess.run(["su", "-c", "id -u"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+print("su", r.returncode, repr(r.stdout))
+print("ids", os.getuid(), os.geteuid(), os.getgid(), os.getegid())
+EOF
+keep priv
+check "row14_proc_self_exe_cannot_be_opened_for_writing" eval '
+	rc_is priv 0 && one_of "$(val priv write_proc_self_exe)" ETXTBSY EACCES EROFS'
+check "row14_system_files_are_read_only" eval '
+	rc_is priv 0 && one_of "$(val priv write_usr_bin_python3)" ETXTBSY EROFS &&
+	eq "$(val priv write_stdlib)" EROFS && eq "$(val priv create_in_root)" EROFS &&
+	eq "$(val priv write_etc_passwd)" EROFS'
+# uid 0 does not exist in the sandbox's user namespace: EINVAL, not EPERM
+check "row14_setuid_0_fails_and_setgroups_is_EPERM" eval '
+	rc_is priv 0 && eq "$(val priv setuid_0)" EINVAL && eq "$(val priv setgroups_0)" EPERM'
+check "row14_unshare_is_EPERM" eval '
+	rc_is priv 0 && eq "$(val priv unshare_newuser)" EPERM && eq "$(val priv unshare_newns)" EPERM'
+check "row14_unshare_minus_U_fails" eval '
+	rc_is priv 0 && eq "$(val priv unshare_U)" "1 unshare: unshare failed: Operation not permitted"'
+check "row14_mount_is_EPERM" eval 'rc_is priv 0 && eq "$(val priv mount)" EPERM'
+check "row14_no_new_privs_seccomp_filter_and_no_capabilities" eval '
+	rc_is priv 0 && eq "$(val priv NoNewPrivs)" 1 && eq "$(val priv Seccomp)" 2 &&
+	eq "$(val priv CapInh) $(val priv CapPrm) $(val priv CapEff) $(val priv CapBnd) $(val priv CapAmb)" \
+		"0000000000000000 0000000000000000 0000000000000000 0000000000000000 0000000000000000"'
+check "row14_a_setuid_binary_does_not_gain_root" eval '
+	rc_is priv 0 && eq "$(val priv su_is_setuid)" True && eq "$(val priv su)" "1 '"''"'" &&
+	eq "$(val priv ids)" "1000 1000 1000 1000"'
+
+# ---- row 19: session a's key on session b ----
+
+CONN_B=$(status_field b connection_file)
+# sign_b KEY CODE: send an execute_request for CODE on b's shell socket,
+# signed with KEY; prints "reply STATUS" or "reply none" after 3 s.
+sign_b() {
+	[ -z "$SKIPPING" ] || return 0
+	timeout -k 5 30 "$PY" - "$CONN_B" "$1" "$2" <<'EOF' >"$W/out" 2>"$W/err"
+import queue, sys
+from jupyter_client import BlockingKernelClient
+c = BlockingKernelClient()
+c.load_connection_file(sys.argv[1])
+c.session.key = sys.argv[2].encode()
+c.start_channels(hb=False)
+msg_id = c.execute(sys.argv[3])
+try:
+    while True:
+        r = c.get_shell_msg(timeout=3)
+        if r["parent_header"].get("msg_id") == msg_id:
+            print("reply", r["content"]["status"])
+            break
+except queue.Empty:
+    print("reply none")
+c.stop_channels()
+EOF
+	rc=$?
+}
+sign_b "$KEY_A" "open('/workspace/row19-key-a', 'w').close()"
+keep key_a
+sign_b "$KEY_B" "open('/workspace/row19-key-b', 'w').close()"
+keep key_b
+DIAG="key_a key_b"
+check "row19_the_sessions_keys_differ" eval '
+	say "key of a: ${#KEY_A} characters, of b: ${#KEY_B}" &&
+	[ "${#KEY_A}" -ge 32 ] && ne "$KEY_A" "$KEY_B"'
+check "row19_bs_kernel_ignores_a_request_signed_with_as_key" eval '
+	rc_is key_a 0 && eq "$(val key_a reply)" none'
+check "row19_the_same_request_signed_with_bs_own_key_is_answered" eval '
+	rc_is key_b 0 && eq "$(val key_b reply)" ok && [ -e "$S/b/workspace/row19-key-b" ]'
+check "row19_nothing_signed_with_as_key_ran_in_b" eval '
+	[ ! -e "$S/b/workspace/row19-key-a" ]'
+check "row19_each_sessions_run_and_workspace_directories_are_private" eval '
+	private "$S/a/run" && private "$S/b/run" && private "$S/a/workspace" &&
+	private "$S/b/workspace" && private "$S/a/run/sandbox" && private "$S/a" && private "$S/b"'
+
+# ---- row 10: orphans ----
+
+DIAG=orphans
+pyx a <<'EOF'
+import os, time
+def procs():
+    out = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                f = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[int(p)] = (f[0], int(f[1]))
+    return out
+middle = []
+for i in range(20):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if os.fork() == 0:
+                time.sleep(3)  # outlives its parent: an orphan, for pid 1 to reap
+        finally:
+            os._exit(0)
+    middle.append(pid)
+for pid in middle:  # the double fork's parent waits for the middle child only
+    os.waitpid(pid, 0)
+print("orphans_of_pid_1", sum(1 for p, (s, pp) in procs().items() if pp == 1 and p != 2))
+deadline = time.time() + 10
+while time.time() < deadline and sorted(procs()) != [1, 2]:
+    time.sleep(0.05)
+ps = procs()
+print("pids_after", sorted(ps))
+print("zombies", sorted(p for p, (s, pp) in ps.items() if s == "Z"))
+EOF
+keep orphans
+check "row10_orphans_are_reparented_to_the_sandboxs_pid_1" eval '
+	rc_is orphans 0 && eq "$(val orphans orphans_of_pid_1)" 20'
+check "row10_pid_1_reaps_them_no_zombie_remains_inside" eval '
+	rc_is orphans 0 && eq "$(val orphans pids_after)" "[1, 2]" && eq "$(val orphans zombies)" "[]"'
+DIAG=
+check "row10_no_host_zombie_has_a_sandbox_parent" eval '
+	eq "$("$PY" - "$KPID_A" "$INIT_A" <<"EOF"
+import os, sys
+z = []
+for p in os.listdir("/proc"):
+    try:
+        f = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        continue
+    if f[0] == "Z" and f[1] in sys.argv[1:]:
+        z.append(p)
+print(z)
+EOF
+)" "[]"'
+
+# ---- row 9: ptrace and kill(-1) ----
+
+DIAG=ptrace
+pyx a <<EOF
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_ATTACH = 16
+for name, pid in (("pid_1", 1), ("supervisor", $SUP_A)):
+    r = libc.ptrace(PTRACE_ATTACH, pid, None, None)
+    print("ptrace_" + name, "ok" if r == 0 else errno.errorcode[ctypes.get_errno()])
+EOF
+keep ptrace
+check "row09_ptrace_attach_to_pid_1_is_EPERM" eval 'rc_is ptrace 0 && eq "$(val ptrace ptrace_pid_1)" EPERM'
+check "row09_ptrace_attach_to_the_supervisors_host_pid_is_EPERM" eval '
+	rc_is ptrace 0 && eq "$(val ptrace ptrace_supervisor)" EPERM'
+
+# b keeps a value across a's kill(-1); the test's own process waits
+pyx b <<'EOF'
+kept = 41
+EOF
+keep b_before
+SLEEPER=
+if [ -z "$SKIPPING" ]; then
+	sleep 300 &
+	SLEEPER=$!
+	BG="$BG $SLEEPER"
+fi
+KPID_B=$(status_field b kernel_pid)
+KPID_A=$(status_field a kernel_pid)
+DIAG=kill_all
+pyx a <<'EOF'
+import subprocess
+subprocess.run(["sh", "-c", "kill -9 -1; sleep 10"])
+print("survived")
+EOF
+keep kill_all
+SIGKILL_CAUSE="the kernel was killed by signal 9 (SIGKILL)"
+check "row09_kill_minus_1_from_inside_kills_the_kernel_and_a_new_one_starts" eval '
+	rc_is kill_all 4 &&
+	out_is kill_all "[kernel died: $SIGKILL_CAUSE; a new kernel was started; earlier state is lost]"'
+DIAG=
+check "row09_kill_minus_1_spares_the_supervisor_and_the_hosts_processes" eval '
+	alive "$SUP_A" && alive "$SUP_B" && alive "$SLEEPER" && gone "$KPID_A"'
+pyx b <<'EOF'
+print(kept + 1)
+EOF
+keep b_after
+DIAG="b_before b_after"
+check "row09_kill_minus_1_spares_the_other_session" eval '
+	rc_is b_before 0 && rc_is b_after 0 && out_is b_after 42 &&
+	eq "$(status_field b kernel_pid)" "$KPID_B"'
+pyx a <<'EOF'
+print(1 + 1)
+EOF
+keep a_after
+DIAG=a_after
+check "row09_the_next_exec_in_a_notes_the_SIGKILL" eval '
+	rc_is a_after 0 &&
+	out_is a_after "[note: kernel restarted: $SIGKILL_CAUSE; earlier state (variables, imports, loaded data) is lost]
+2"'
+
+# ---- row 11: SIGKILL the supervisor (of b) ----
+
+KPID_B=$(status_field b kernel_pid)
+INIT_B=$(ppid "$KPID_B")
+BWRAP_B=$(ppid "$INIT_B")
+BWRAP_B_PARENT=$(ppid "$BWRAP_B")
+CG_B=
+if [ -z "$SKIPPING" ]; then
+	for ctl in pids memory; do
+		CG_B="$CG_B $(cg_dir "$ctl" "$KPID_B")"
+	done
+	kill -9 "$SUP_B"
+fi
+# absent PATH...: none of the PATHs exists.
+absent() {
+	for d in "$@"; do
+		[ ! -e "$d" ] || { say "$d is left"; return 1; }
+	done
+}
+# no_procs DIR...: within 5 s no process is left in the cgroup DIRs.
+no_procs() {
+	for _ in $(seq 50); do
+		left=$(cat "${@/%//cgroup.procs}" 2>/dev/null)
+		[ -z "$left" ] && return 0
+		sleep 0.1
+	done
+	say "still in the cgroups: $left"
+	return 1
+}
+DIAG=
+check "row11_killing_the_supervisor_kills_the_kernel_bwrap_init_and_bwrap" eval '
+	say "supervisor $SUP_B: bwrap $BWRAP_B, init $INIT_B, kernel $KPID_B" &&
+	eq "$BWRAP_B_PARENT" "$SUP_B" && gone "$SUP_B" && gone "$KPID_B" && gone "$INIT_B" && gone "$BWRAP_B"'
+# shellcheck disable=SC2086 # a list of directories
+check "row11_no_process_is_left_in_the_sandboxs_cgroups" eval 'say "cgroups:$CG_B" && no_procs $CG_B'
+check "row11_kbox_ls_says_the_session_is_dead" eval '
+	kx ls && eq "$rc" 0 && eq "$(awk "\$1 == \"b\" { print \$2 }" "$W/out")" dead'
+kx start -s b
+keep restart_b
+DIAG=restart_b
+# the dead supervisor could not remove its cgroups: the next one does
+# shellcheck disable=SC2086 # a list of directories
+check "row11_the_next_start_removes_the_dead_sandboxs_cgroups" eval '
+	rc_is restart_b 0 && absent $CG_B'
+
+echo "1..$n"

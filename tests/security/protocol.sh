@@ -1,0 +1,427 @@
+#!/bin/sh
+# tests/security/protocol.sh — threats.md rows 15, 16 and 18 against the
+# bwrap sandbox: output floods (a print loop, a 200 MB display, 10^5 stream
+# messages) come back bounded and marked with kbox's memory bounded;
+# forged, unsigned and replayed execute_requests sent straight to the
+# kernel's shell socket do not run; and the kernel cannot be reached over
+# the network from outside its namespace.  Each test is named after its
+# row.  TAP.
+#
+# Environment (set by `make check`): top_builddir (or KBOX, the kbox to
+# test), KERNEL_PYTHON (the host's Python with pyzmq, default
+# /usr/bin/python3).  Run by hand:
+#   KBOX=/path/to/build/kbox sh tests/security/protocol.sh
+# When `kbox doctor` says the sandbox cannot be made here, every test is
+# skipped with its reason.
+#
+# One session ("pr", the default limits).  All of it lives in a private
+# KBOX_HOME; at exit the session is stopped, whatever of ours is left is
+# killed by its pid, and the directory is removed.
+# shellcheck disable=SC2016,SC2034 # eval strings expand later, on purpose
+set -u
+
+top_builddir=${top_builddir:-$(pwd)}
+KBOX=${KBOX:-$top_builddir/kbox}
+case $KBOX in /*) ;; *) KBOX=$(pwd)/$KBOX ;; esac
+PY=${KERNEL_PYTHON:-/usr/bin/python3}
+unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
+
+if [ ! -x "$KBOX" ]; then
+	echo "Bail out! $KBOX is not built"
+	exit 1
+fi
+
+# A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
+ROOT=$(mktemp -d /tmp/ksp.XXXX) || exit 1
+KBOX_HOME=$ROOT/h
+BASE=$ROOT/t
+mkdir -m 700 "$KBOX_HOME" "$BASE" || exit 1
+export KBOX_HOME
+S=$KBOX_HOME/sessions
+
+cleanup() {
+	cd / || return
+	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
+	for f in "$S"/*/supervisor.pid; do
+		[ -s "$f" ] || continue
+		pid=$(cat "$f")
+		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "_supervise $S/"; then
+			kill -9 "$pid" 2>/dev/null
+		fi
+	done
+	rm -rf "$ROOT"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+
+# ---- harness ----
+
+n=0
+rc=
+rss=
+T=
+why=
+SKIPPING=
+
+fresh() {
+	T=$(mktemp -d "$BASE/t.XXXXXX") && cd "$T" || exit 1
+}
+
+# kbox ARGS...: run kbox in the current directory, stdout to ./stdout,
+# stderr to ./stderr, stdin from /dev/null; $rc is its exit status and
+# $rss its peak RSS in KiB (GNU time), empty without /usr/bin/time.  A kbox
+# that hangs is killed after 120 s (status 124).  Nothing while skipping.
+kbox() {
+	[ -z "$SKIPPING" ] || return 0
+	rm -f rss
+	if [ -x /usr/bin/time ]; then
+		timeout -k 5 120 /usr/bin/time -f %M -o rss "$KBOX" "$@" >stdout 2>stderr </dev/null
+		rc=$?
+		rss=$(tail -n 1 rss 2>/dev/null)
+	else
+		timeout -k 5 120 "$KBOX" "$@" >stdout 2>stderr </dev/null
+		rc=$?
+		rss=
+	fi
+}
+
+# kexec SESSION [OPTION...] <CODE: kbox exec the code read from stdin.
+kexec() {
+	[ -z "$SKIPPING" ] || { cat >/dev/null; return 0; }
+	cat >code.py
+	sess=$1
+	shift
+	kbox exec -s "$sess" "$@" -f code.py
+}
+
+py() {
+	[ -z "$SKIPPING" ] || return 0
+	"$PY" "$@"
+}
+
+diag() {
+	echo "#   in $T: exit status $rc, peak RSS ${rss:-?} KiB"
+	[ -n "$why" ] && printf '%s\n' "$why" | sed 's/^/#   /'
+	[ -f stdout ] && head -n 12 stdout | cut -c 1-300 | sed 's/^/#   stdout: /'
+	[ -f stderr ] && head -n 12 stderr | cut -c 1-300 | sed 's/^/#   stderr: /'
+	return 0
+}
+
+# check NAME CMD...: one test, passed when CMD succeeds.
+check() {
+	name=$1
+	shift
+	n=$((n + 1))
+	why=
+	if [ -n "$SKIPPING" ]; then
+		echo "ok $n - $name # SKIP $SKIPPING"
+	elif "$@"; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		diag
+	fi
+	why=
+}
+
+# check_rss NAME KIB: the last kbox's peak RSS was under KIB (skipped
+# without GNU time).
+check_rss() {
+	if [ -z "$SKIPPING" ] && [ ! -x /usr/bin/time ]; then
+		n=$((n + 1))
+		echo "ok $n - $1 # SKIP GNU time (/usr/bin/time) is not installed"
+		return
+	fi
+	check "$1" eval '[ -n "$rss" ] && [ "$rss" -lt '"$2"' ]'
+}
+
+status_is() { [ "$rc" = "$1" ]; }
+stdout_is() { printf '%s\n' "$1" | cmp -s - stdout; }
+stderr_empty() { [ ! -s stderr ]; }
+has_line() { grep -qxF -- "$2" "$1"; }
+# json_true FILE EXPR [ARG...]: EXPR (Python, on j, the JSON in FILE, and a,
+# the list of ARGs) is true.
+json_true() {
+	"$PY" -c 'import json, sys; j = json.load(open(sys.argv[1])); a = sys.argv[3:]; sys.exit(0 if eval(sys.argv[2]) else 1)' "$@"
+}
+# marker_field N: field N (1 bytes, 2 lines, 3 spill path) of the one
+# truncation marker in ./stdout.
+marker_field() {
+	case $1 in 3) f=3- ;; *) f=$1 ;; esac
+	sed -n 's/^\[\.\.\. \([0-9]*\) bytes in \([0-9]*\) lines left out; the complete text is in \(.*\) \.\.\.\]$/\1 \2 \3/p' stdout 2>/dev/null |
+		cut -d' ' -f"$f"
+}
+# vmrss PID: the VmRSS of PID in KiB.
+vmrss() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$1/status"; }
+
+# ---- can the sandbox be made here? ----
+
+if ! "$PY" -c 'import ipykernel, zmq' 2>/dev/null; then
+	SKIPPING="$PY cannot import ipykernel and zmq"
+else
+	"$KBOX" doctor --json >"$ROOT/doctor.json" 2>/dev/null
+	SKIPPING=$("$PY" -c '
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    print("kbox doctor gave no JSON"); sys.exit()
+if not d.get("isolates"):
+    bad = ["%s: %s" % (c["check"], c["detail"]) for c in d["checks"] if c["status"] == "fail"]
+    print("the bwrap sandbox cannot be made here (" + "; ".join(bad) + ")")
+' "$ROOT/doctor.json")
+fi
+
+fresh
+kbox start -s pr
+check session_pr_starts_in_the_bwrap_sandbox eval 'status_is 0 &&
+	stdout_is "session pr started (backend bwrap, kernel python3, supervisor pid $(cat "$S/pr/supervisor.pid"))"'
+SPID=$(cat "$S/pr/supervisor.pid" 2>/dev/null)
+kbox status -s pr --json
+cp stdout "$ROOT/status.json" 2>/dev/null
+CONN=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["connection_file"])' "$ROOT/status.json")
+KPID=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["kernel_pid"])' "$ROOT/status.json")
+
+# ---- row 18: no port to scan from outside the sandbox ----
+
+check row18_connection_file_transport_is_ipc_in_the_sessions_run_dir json_true "$CONN" \
+	'j["transport"] == "ipc" and j["ip"].startswith(a[0] + "/")' "$S/pr/run"
+check row18_kernel_sockets_are_unix_sockets_in_run eval '"$PY" -c "
+import json, stat, os, sys
+j = json.load(open(sys.argv[1]))
+for ch in (\"shell\", \"iopub\", \"stdin\", \"control\", \"hb\"):
+    assert stat.S_ISSOCK(os.lstat(\"%s-%d\" % (j[\"ip\"], j[ch + \"_port\"])).st_mode), ch
+" "$CONN"'
+check row18_kernel_net_namespace_differs_from_the_hosts eval '[ -n "$(readlink "/proc/$KPID/ns/net")" ] &&
+	[ "$(readlink "/proc/$KPID/ns/net")" != "$(readlink /proc/$$/ns/net)" ]'
+
+fresh
+kexec pr <<'EOF'
+import socket
+print(socket.if_nameindex())
+def entries(name):
+    return [l.split() for l in open("/proc/net/" + name).read().splitlines()[1:]]
+for name in ("tcp6", "udp", "udp6", "raw", "raw6"):
+    print(name, len(entries(name)))
+listen = sorted(e[1] for e in entries("tcp") if e[3] == "0A")
+pipe = get_ipython().kernel.iopub_socket.io_thread._pipe_port
+print(listen == ["0100007F:%04X" % pipe], listen)
+EOF
+check row18_sandbox_network_has_only_lo eval 'status_is 0 && [ "$(head -n 1 stdout)" = "[(1, '"'"'lo'"'"')]" ]'
+check row18_sandbox_has_no_tcp6_udp_or_raw_sockets eval '[ "$(sed -n 2,6p stdout)" = "tcp6 0
+udp 0
+udp6 0
+raw 0
+raw6 0" ]'
+# ipykernel's IOPub pipe (for forked children) listens on the sandbox's
+# own 127.0.0.1; nothing else listens.
+check row18_only_tcp_listener_is_ipykernels_iopub_pipe_on_loopback eval '[ "$(sed -n 7p stdout | cut -d" " -f1)" = True ]'
+
+# A port the kernel listens on, reserved on the host's 127.0.0.1 by a
+# bound socket that does not listen: from the host it is refused.
+fresh
+py - "$KBOX" >stdout 2>stderr <<'EOF'
+import errno, socket, subprocess, sys
+hold = socket.socket()
+hold.bind(("127.0.0.1", 0))
+port = hold.getsockname()[1]
+code = """
+import socket, threading
+srv = socket.socket()
+srv.bind(("127.0.0.1", %d))
+srv.listen(4)
+def serve():
+    while True:
+        c, _ = srv.accept()
+        c.sendall(b"kernel-listener\\n")
+        c.close()
+threading.Thread(target=serve, daemon=True).start()
+c = socket.create_connection(("127.0.0.1", %d), timeout=5)
+print(c.recv(100).decode().strip())
+""" % (port, port)
+r = subprocess.run([sys.argv[1], "exec", "-s", "pr", code], capture_output=True, text=True, timeout=60)
+print("inside:", r.returncode, r.stdout.strip())
+try:
+    c = socket.create_connection(("127.0.0.1", port), timeout=5)
+    print("host: connected:", c.recv(100))
+except OSError as e:
+    print("host:", errno.errorcode.get(e.errno, e))
+EOF
+rc=$?
+check row18_kernels_port_is_refused_from_the_host_namespace eval 'status_is 0 && stdout_is "inside: 0 kernel-listener
+host: ECONNREFUSED"'
+
+# ---- row 16: forged, unsigned and replayed execute_requests ----
+
+cat >"$ROOT/forge.py" <<'EOF'
+# forge.py CONNECTION-FILE RESULT: send execute_requests straight to the
+# kernel's shell socket: signed with a wrong key, a valid signature of other
+# content, unsigned, a valid one twice (the replay), and a valid barrier
+# whose reply shows the ones before it were handled.  Each would touch or
+# append to a file in /workspace.  RESULT gets the replies seen.
+import hashlib, hmac, json, sys, time, uuid
+import zmq
+
+conn = json.load(open(sys.argv[1]))
+key = conn["key"].encode()
+ctx = zmq.Context()
+s = ctx.socket(zmq.DEALER)
+s.setsockopt(zmq.LINGER, 0)
+s.setsockopt(zmq.IDENTITY, b"forger-" + uuid.uuid4().hex.encode())
+s.connect("ipc://%s-%d" % (conn["ip"], conn["shell_port"]))
+
+def frames(code):
+    h = {"msg_id": uuid.uuid4().hex, "msg_type": "execute_request", "session": "forger",
+         "username": "forger", "date": "2026-01-01T00:00:00.000000Z", "version": "5.3"}
+    c = {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+         "allow_stdin": False, "stop_on_error": False}
+    return h["msg_id"], [json.dumps(h).encode(), b"{}", b"{}", json.dumps(c).encode()]
+
+def sign(k, parts):
+    m = hmac.new(k, digestmod=hashlib.sha256)
+    for p in parts:
+        m.update(p)
+    return m.hexdigest().encode()
+
+def send(sig, parts):
+    s.send_multipart([b"<IDS|MSG>", sig] + parts)
+
+def touch(name):
+    return "open('/workspace/%s', 'w').close()" % name
+
+replies = []
+def wait_reply(msg_id, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        if s.poll(200):
+            f = s.recv_multipart()
+            i = f.index(b"<IDS|MSG>")
+            h, p = json.loads(f[i + 2]), json.loads(f[i + 3])
+            if h["msg_type"] == "execute_reply":
+                replies.append(p.get("msg_id"))
+                if p.get("msg_id") == msg_id:
+                    return True
+    return False
+
+ids = {}
+ids["wrong_key"], p = frames(touch("forged-wrong-key"))
+send(sign(bytes(reversed(key)), p), p)
+ids["tampered"], p = frames(touch("forged-tampered"))
+send(sign(key, p[:3] + [json.dumps({"code": "1", "silent": True}).encode()]), p)
+ids["unsigned"], p = frames(touch("forged-unsigned"))
+send(b"", p)
+ids["valid"], p = frames("open('/workspace/replayed.txt', 'a').write('ran\\n')")
+vsig = sign(key, p)
+send(vsig, p)
+valid = wait_reply(ids["valid"])
+send(vsig, p)
+ids["barrier"], p = frames(touch("barrier"))
+send(sign(key, p), p)
+barrier = wait_reply(ids["barrier"])
+json.dump({"ids": ids, "replies": replies, "valid_answered": valid, "barrier_answered": barrier,
+           "valid_signature": vsig.decode()}, open(sys.argv[2], "w"))
+EOF
+
+fresh
+W=$S/pr/workspace
+LOG0=$(wc -l 2>/dev/null <"$S/pr/kernel.log")
+py "$ROOT/forge.py" "$CONN" "$T/forge.json" >stdout 2>stderr
+rc=$?
+check row16_valid_requests_are_answered eval 'status_is 0 &&
+	json_true forge.json "j[\"valid_answered\"] and j[\"barrier_answered\"]" && [ -e "$W/barrier" ]'
+check row16_request_signed_with_a_wrong_key_does_not_run eval '[ ! -e "$W/forged-wrong-key" ]'
+check row16_request_with_the_signature_of_other_content_does_not_run eval '[ ! -e "$W/forged-tampered" ]'
+check row16_unsigned_request_does_not_run eval '[ ! -e "$W/forged-unsigned" ]'
+check row16_replayed_request_does_not_run_again eval '[ "$(cat "$W/replayed.txt")" = ran ]'
+check row16_only_the_two_valid_requests_get_replies json_true forge.json \
+	'j["replies"] == [j["ids"]["valid"], j["ids"]["barrier"]]'
+[ -z "$SKIPPING" ] && tail -n +"$((LOG0 + 1))" "$S/pr/kernel.log" >log.new
+VSIG=$(py -c 'import json; print(json.load(open("forge.json"))["valid_signature"])')
+check row16_kernel_rejects_each_with_its_reason eval '
+	[ "$(grep -cE "^ValueError: Invalid Signature: b'"'"'[0-9a-f]{64}'"'"'\$" log.new)" = 2 ] &&
+	[ "$(grep -cxF "ValueError: Unsigned Message" log.new)" = 1 ] &&
+	[ "$(grep -cxF "ValueError: Duplicate Signature: b'"'"'$VSIG'"'"'" log.new)" = 1 ] &&
+	[ "$(grep -c "^ValueError" log.new)" = 4 ] || { why="$(grep ^ValueError log.new)"; false; }'
+KEY=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["key"])' "$CONN")
+check row16_rejections_log_no_key eval '[ ${#KEY} -eq 64 ] && ! grep -qF -- "$KEY" "$S/pr/kernel.log"'
+
+# ---- row 15: floods ----
+
+# A `yes`: print in a loop for 3 s.
+fresh
+kexec pr <<'EOF'
+import time
+end = time.time() + 3
+while time.time() < end:
+    print("y")
+EOF
+SPILL=$(marker_field 3)
+check row15_yes_flood_exits_0 eval 'status_is 0 && stderr_empty'
+check row15_yes_flood_shows_100_lines_a_marker_and_100_lines eval '[ "$(wc -l <stdout)" = 201 ] &&
+	[ "$(sed -n "1,100p;102,201p" stdout | sort -u)" = y ] &&
+	[ "$(sed -n 101p stdout)" = "[... $(marker_field 1) bytes in $(marker_field 2) lines left out; the complete text is in $S/pr/outputs/$(basename "$SPILL") ...]" ]'
+check row15_yes_flood_complete_text_is_spilled_as_the_marker_says eval '[ -f "$SPILL" ] &&
+	[ "$(wc -l <"$SPILL")" = $(($(marker_field 2) + 200)) ] &&
+	[ "$(wc -c <"$SPILL")" = $(($(marker_field 1) + 400)) ] && [ "$(sort -u "$SPILL")" = y ]'
+check_rss row15_yes_flood_kbox_peak_rss_is_under_64_mib 65536
+
+# One display of 200 MB: over the 64 MiB message cap, refused by the
+# socket unread, and said so.
+fresh
+kexec pr <<'EOF'
+from IPython.display import display
+display({"text/plain": "x" * 200_000_000}, raw=True)
+EOF
+check row15_200_mb_display_is_left_out_with_a_note eval 'status_is 0 && stderr_empty &&
+	stdout_is "[note: some output was lost (iopub never reported the end of this execution; a message may have exceeded 67108864 bytes)]"'
+check_rss row15_200_mb_display_kbox_peak_rss_is_under_64_mib 65536
+kbox exec -s pr 'print("next")'
+check row15_after_the_lost_display_the_next_exec_has_its_output eval 'status_is 0 && stdout_is next'
+
+# 60 MB: under the message cap, left out of the result with its size.
+# (Output right after it would be over the rate limit's byte budget.)
+fresh
+cat >big.py <<'EOF'
+from IPython.display import display
+display({"text/plain": "x" * 60_000_000}, raw=True)
+EOF
+kbox exec -s pr -f big.py
+check row15_60_mb_display_is_left_out_with_its_size eval 'status_is 0 &&
+	stdout_is "[display not shown: text/plain of 60000000 bytes]"'
+check_rss row15_60_mb_display_kbox_peak_rss_is_under_4_times_the_message_cap 262144
+kbox exec -s pr --format json -f big.py
+check row15_60_mb_display_in_json_is_omitted_bytes json_true stdout \
+	'j["displays"] == [{"data": {"text/plain": {"omitted_bytes": 60000000}}, "display_id": None}] and j["notices"] == []'
+
+# 10^5 stream messages, one line each (a write and a flush per line, so
+# that ipykernel neither joins nor splits lines): each line is shown,
+# spilled, or counted as dropped by the rate limit.
+fresh
+kexec pr <<'EOF'
+import sys
+for i in range(100000):
+    sys.stdout.write("%d\n" % i)
+    sys.stdout.flush()
+EOF
+SPILL=$(marker_field 3)
+DROPPED=$(sed -n 's/^\[note: \([0-9]*\) output messages ([0-9]* bytes) were dropped: the kernel sent output faster than the rate limit\]$/\1/p' stdout 2>/dev/null)
+check row15_1e5_messages_exit_0 eval 'status_is 0 && stderr_empty'
+check row15_1e5_messages_head_is_lines_0_to_99 eval '[ "$(head -n 100 stdout)" = "$(seq 0 99)" ]'
+check row15_1e5_messages_over_the_rate_limit_are_counted eval '[ -n "$DROPPED" ] && [ "$DROPPED" -gt 0 ] &&
+	[ "$(tail -n 1 stdout)" = "[note: $DROPPED output messages ($(sed -n "s/^\[note: [0-9]* output messages (\([0-9]*\) bytes).*/\1/p" stdout) bytes) were dropped: the kernel sent output faster than the rate limit]" ]'
+check row15_1e5_messages_marker_matches_the_spill_file eval '[ -f "$SPILL" ] &&
+	[ "$(wc -l <"$SPILL")" = $(($(marker_field 2) + 200)) ] &&
+	[ "$(wc -c <"$SPILL")" = $(($(marker_field 1) + $(head -n 100 stdout | wc -c) + $(sed -n "102,201p" stdout | wc -c))) ]'
+check row15_1e5_messages_are_all_shown_spilled_or_counted eval '[ -f "$SPILL" ] &&
+	[ $(($(wc -l <"$SPILL") + DROPPED)) = 100000 ] || { why="spilled $(wc -l <"$SPILL"), dropped $DROPPED"; false; }'
+check row15_1e5_messages_spill_file_is_in_order "$PY" -c '
+import sys
+v = [int(x) for x in open(sys.argv[1])]
+sys.exit(0 if v[0] == 0 and v[-1] <= 99999 and all(a < b for a, b in zip(v, v[1:])) else 1)
+' "$SPILL"
+check_rss row15_1e5_messages_kbox_peak_rss_is_under_64_mib 65536
+
+check row15_supervisor_rss_stays_under_8_mib eval 'r=$(vmrss "$SPID") && [ -n "$r" ] && [ "$r" -lt 8192 ] ||
+	{ why="supervisor VmRSS ${r:-?} KiB"; false; }'
+
+echo "1..$n"
