@@ -552,6 +552,23 @@ print("su_is_setuid", bool(st.st_mode & 0o4000))
 r = subprocess.run(["su", "-c", "id -u"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
 print("su", r.returncode, repr(r.stdout))
 print("ids", os.getuid(), os.geteuid(), os.getgid(), os.getegid())
+# no set-user-ID or set-group-ID file can be made (they would be root's on
+# the host when kbox runs as root)
+open("/workspace/row14-suid", "w").close()
+print("chmod_4755", e(lambda: os.chmod("/workspace/row14-suid", 0o4755)))
+print("chmod_2755", e(lambda: os.chmod("/workspace/row14-suid", 0o2755)))
+print("chmod_755", e(lambda: os.chmod("/workspace/row14-suid", 0o755)))
+fd = os.open("/workspace/row14-suid", os.O_RDONLY)
+print("fchmod_6755", e(lambda: os.fchmod(fd, 0o6755)))
+os.close(fd)
+print("open_creat_4755", e(lambda: os.close(os.open("/workspace/row14-new", os.O_WRONLY | os.O_CREAT, 0o4755))))
+print("open_creat_644", e(lambda: os.close(os.open("/workspace/row14-new", os.O_WRONLY | os.O_CREAT, 0o644))))
+print("mode", oct(os.stat("/workspace/row14-suid").st_mode & 0o7777))
+print("fchmodat2", c(libc.syscall(452, -100, b"/workspace/row14-suid", 0o4755, 0)))
+# bwrap's options, which name host paths, are not on its command line
+args = open("/proc/1/cmdline").read().split("\0")
+print("pid1_args", args[1], args[3])
+print("pid1_names_a_host_path", any("/sessions/" in a or "/workspace" in a for a in args))
 EOF
 keep priv
 check "row14_proc_self_exe_cannot_be_opened_for_writing" eval '
@@ -575,6 +592,16 @@ check "row14_no_new_privs_seccomp_filter_and_no_capabilities" eval '
 check "row14_a_setuid_binary_does_not_gain_root" eval '
 	rc_is priv 0 && eq "$(val priv su_is_setuid)" True && eq "$(val priv su)" "1 '"''"'" &&
 	eq "$(val priv ids)" "1000 1000 1000 1000"'
+
+check "row14_no_setuid_or_setgid_file_can_be_made" eval '
+	rc_is priv 0 && eq "$(val priv chmod_4755)" EPERM && eq "$(val priv chmod_2755)" EPERM &&
+	eq "$(val priv fchmod_6755)" EPERM && eq "$(val priv open_creat_4755)" EPERM &&
+	eq "$(val priv chmod_755)" ok && eq "$(val priv open_creat_644)" ok &&
+	eq "$(val priv mode)" 0o755 && eq "$(val priv fchmodat2)" ENOSYS &&
+	eq "$(stat -c %a "$KBOX_HOME/sessions/a/workspace/row14-suid")" 755'
+check "row14_bwraps_command_line_names_no_host_path" eval '
+	rc_is priv 0 && eq "$(val priv pid1_args)" "--args --" &&
+	eq "$(val priv pid1_names_a_host_path)" False'
 
 # ---- row 19: session a's key on session b ----
 
