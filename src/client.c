@@ -189,6 +189,10 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 	h = zsock_resolve(s);
 	/* requests we sent get 1 s to leave; subscriptions and beats need none */
 	zsock_set_linger(s, (ch == KBOX_CH_SHELL || ch == KBOX_CH_CONTROL) ? 1000 : 0);
+	/* a starting kernel binds its sockets a moment after we connect: try
+	 * again every 10 ms, not libzmq's 100 (backing off to 100) */
+	zsock_set_reconnect_ivl(s, 10);
+	zsock_set_reconnect_ivl_max(s, 100);
 	/* a full queue (peer gone, 1000 unanswered messages) is an error, not a hang */
 	if (ch != KBOX_CH_IOPUB)
 		zsock_set_sndtimeo(s, 0);
