@@ -132,8 +132,18 @@ check_rss() {
 		echo "ok $n - $1 # SKIP GNU time (/usr/bin/time) is not installed"
 		return
 	fi
+	if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
+		n=$((n + 1))
+		echo "ok $n - $1 # SKIP AddressSanitizer build: memory measured (${rss:-?} KiB), not judged"
+		return
+	fi
 	check "$1" eval '[ -n "$rss" ] && [ "$rss" -lt '"$2"' ]'
 }
+# An AddressSanitizer build's memory is mostly the sanitizer's (shadow,
+# quarantine): there it is measured and shown, not judged, as in
+# tests/live_flood.
+asan=no
+ldd "$KBOX" 2>/dev/null | grep -q libasan && asan=yes
 
 status_is() { [ "$rc" = "$1" ]; }
 stdout_is() { printf '%s\n' "$1" | cmp -s - stdout; }
@@ -428,7 +438,12 @@ sys.exit(0 if v[0] == 0 and v[-1] <= 99999 and all(a < b for a, b in zip(v, v[1:
 ' "$SPILL"
 check_rss row15_1e5_messages_kbox_peak_rss_is_under_64_mib 65536
 
-check row15_supervisor_rss_stays_under_8_mib eval 'r=$(vmrss "$SPID") && [ -n "$r" ] && [ "$r" -lt 8192 ] ||
-	{ why="supervisor VmRSS ${r:-?} KiB"; false; }'
+if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
+	n=$((n + 1))
+	echo "ok $n - row15_supervisor_rss_stays_under_8_mib # SKIP AddressSanitizer build: VmRSS $(vmrss "$SPID") KiB, not judged"
+else
+	check row15_supervisor_rss_stays_under_8_mib eval 'r=$(vmrss "$SPID") && [ -n "$r" ] && [ "$r" -lt 8192 ] ||
+		{ why="supervisor VmRSS ${r:-?} KiB"; false; }'
+fi
 
 echo "1..$n"
