@@ -239,6 +239,14 @@ try:
     print("kcore", "readable")
 except OSError as e:
     print("kcore", errno.errorcode[e.errno])
+masked = []
+for f in ("kpageflags", "kpagecount", "slabinfo", "vmallocinfo", "timer_list", "kallsyms"):
+    try:
+        open("/proc/" + f, "rb").read(1)
+        masked.append(f + " readable")
+    except OSError as e:
+        masked.append(f + " " + errno.errorcode[e.errno])
+print("root_only_proc_files", " ".join(masked))
 print("hostname", open("/proc/sys/kernel/hostname").read().strip())
 writable = []
 for root, dirs, files in os.walk("/proc/sys"):
@@ -263,6 +271,10 @@ check "row07_pid_1s_environ_is_the_sandboxs_cleared_one" eval '
 	eq "$(val proc pid1_environ)" "['"'HOME', 'JPY_PARENT_PID', 'LANG', 'PATH'"']"'
 check "row07_proc_kcore_cannot_be_read" eval '
 	rc_is proc 0 && one_of "$(val proc kcore)" ENOENT EACCES EPERM'
+# what only root may read of the host's memory and kernel is masked (each
+# of these exists on this host: the mask needs it to)
+check "row07_root_only_proc_files_are_masked" eval '
+	rc_is proc 0 && eq "$(val proc root_only_proc_files)" "$(for f in kpageflags kpagecount slabinfo vmallocinfo timer_list kallsyms; do printf "%s EACCES " "$f"; done | sed "s/ $//")"'
 check "row07_the_hostname_is_kbox" eval 'rc_is proc 0 && eq "$(val proc hostname)" kbox'
 # kbox run as root maps the sandbox's uid to the host's root: the kernel
 # passes the kernel's owner-is-root test of every global sysctl
