@@ -334,7 +334,7 @@ def main(argv):
                 this["jupyter"] / this["kbox"])
 
         # The floor of any kbox command: start, load the same libraries
-        # (the kbox-cli module and libzmq, czmq, libsodium...), exit.
+        # (libc, libm: the rest is linked in, see bench/README.md), exit.
         for _ in range(args.rounds * args.n):
             wall, rc, out, err, ru = run_timed([kbox, "version"], env, tmpdir)
             if rc != 0 or not out.startswith(b"kbox "):

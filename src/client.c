@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <pwd.h>
 
 #define HB_SILENCE_MS 1000 /* silence during execute before checking the heartbeat */
 #define HB_TIMEOUT_MS 600  /* wait for one echo */
@@ -255,7 +254,6 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 	kbox_client_t *self;
 	const unsigned char *key;
 	size_t keylen;
-	struct passwd *pw;
 
 	if (kbox_init() < 0) {
 		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
@@ -269,16 +267,15 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
 		self->ipc_fd[ch] = -1;
 	kbox_uuid(self->session);
-	/* as Python's getpass.getuser(): the environment first (no NSS
-	 * lookup, which costs a short-lived process milliseconds) */
+	/* the environment's, as Python's getpass.getuser(); without one
+	 * "kbox", as jupyter_client's Session falls back to a fixed name
+	 * rather than ask NSS (a lookup costs a short-lived process ~0.3 ms) */
 	{
 		static const char *const vars[] = {"LOGNAME", "USER", "LNAME", "USERNAME"};
 		const char *u = NULL;
 		for (size_t i = 0; i < 4 && !u; i++)
 			if ((u = getenv(vars[i])) && !*u)
 				u = NULL;
-		if (!u && (pw = getpwuid(geteuid())))
-			u = pw->pw_name;
 		snprintf(self->username, sizeof self->username, "%s", u ? u : "kbox");
 	}
 	self->conn = kbox_conn_dup(conn);

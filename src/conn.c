@@ -308,55 +308,68 @@ fail:
 
 #define CONN_FILE_MAX 65536
 
+/* Wipe LEN bytes read into BUF, and free it unless it is SMALL (the stack). */
+static void wipe_buf(char *buf, char *small, size_t len)
+{
+	if (buf == small)
+		sodium_memzero(small, len);
+	else
+		sodium_free(buf); /* wipes it all */
+}
+
 kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 {
 	json_error_t jerr;
 	json_t *root;
 	kbox_conn_t *self;
-	/* read into our own buffer so the key can be wiped afterwards */
-	char *buf;
-	size_t len = 0;
+	/* read into our own buffer so the key can be wiped afterwards (on the
+	 * stack for a usual, ~300-byte file: a guarded allocation costs a
+	 * short-lived process more than the rest of the parse) */
+	char small[4096], *buf = small;
+	size_t len = 0, size = sizeof small;
 	int fd;
 
 	if (kbox_init() < 0) {
 		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
 		return NULL;
 	}
-	buf = sodium_malloc(CONN_FILE_MAX);
-	if (!buf) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory reading %s", path);
-		return NULL;
-	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		kbox__err_sys(err, "connection file %s", path);
-		sodium_free(buf);
-		return NULL;
+		goto fail;
 	}
 	for (;;) {
-		ssize_t r = read(fd, buf + len, CONN_FILE_MAX - len);
+		ssize_t r;
+		if (len == size && buf == small) { /* a big one: the limit at once */
+			if (!(buf = sodium_malloc(CONN_FILE_MAX))) {
+				kbox__err(err, KBOX_E_NOMEM, "out of memory reading %s", path);
+				goto fail;
+			}
+			memcpy(buf, small, len);
+			size = CONN_FILE_MAX;
+		}
+		r = read(fd, buf + len, size - len);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
 			kbox__err_sys(err, "connection file %s", path);
-			close(fd);
-			sodium_free(buf);
-			return NULL;
+			goto fail;
 		}
 		if (r == 0)
 			break;
 		len += (size_t)r;
 		if (len == CONN_FILE_MAX) {
 			kbox__err(err, KBOX_E_INVALID, "connection file %s: larger than %d bytes", path,
-			          CONN_FILE_MAX);
-			close(fd);
-			sodium_free(buf);
-			return NULL;
+			          CONN_FILE_MAX - 1);
+			goto fail;
 		}
 	}
 	close(fd);
+	fd = -1;
 	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-	sodium_free(buf); /* wipes */
+	wipe_buf(buf, small, len);
+	buf = small;
+	len = 0;
 	if (!root) {
 		kbox__err(err, KBOX_E_INVALID, "connection file %s: invalid JSON at line %d: %s", path,
 		          jerr.line, jerr.text);
@@ -371,6 +384,11 @@ kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 	}
 	json_decref(root);
 	return self;
+fail:
+	if (fd >= 0)
+		close(fd);
+	wipe_buf(buf, small, len);
+	return NULL;
 }
 
 /* Check that DIR is ours and private (no group/other access). */

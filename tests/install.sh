@@ -1,7 +1,7 @@
 #!/bin/sh
-# `make install` installs kbox, libkbox (shared and static), the headers,
-# libkbox.pc and the man pages, and a program builds against them with
-# pkg-config, linked both ways.
+# `make install` installs kbox, its supervisor program, libkbox (shared and
+# static), the headers, libkbox.pc and the man pages; a program builds against
+# them with pkg-config, linked both ways; the installed kbox runs a session.
 set -u
 : "${top_srcdir:?}" "${top_builddir:?}"
 CC=${CC:-cc}
@@ -71,6 +71,22 @@ check shared_program_runs_and_reports_version sh -c "test \"\$(LD_LIBRARY_PATH='
 check builds_against_installed_static_library $CC $cflags "$tmp/prog.c" -o "$tmp/prog-static" "$lib/libkbox.a" $dep_libs ${KBOX_LDFLAGS:-}
 check static_program_runs_without_libkbox_so sh -c "! ldd '$tmp/prog-static' | grep -q libkbox && test \"\$('$tmp/prog-static')\" = '$version'"
 check installed_kbox_prints_version sh -c "test \"\$(LD_LIBRARY_PATH='$lib' '$root/bin/kbox' version)\" = 'kbox $version'"
+libexecdir=$(sed -n 's/^libexecdir = //p' "$top_builddir/Makefile" | sed "s|\${exec_prefix}|$prefix|; s|\$(exec_prefix)|$prefix|")
+check installs_the_supervisor_program test -x "$dest$libexecdir/kbox/kbox-supervisor"
+# Installed under DESTDIR, kbox finds its supervisor relative to itself
+# (../libexec/kbox/), as in a moved prefix: a session starts, runs, stops.
+if "${KERNEL_PYTHON:-/usr/bin/python3}" -c 'import ipykernel' 2>/dev/null; then
+	check installed_kbox_runs_a_session sh -c "
+		export KBOX_HOME='$tmp/h' LD_LIBRARY_PATH='$lib'
+		'$root/bin/kbox' start -s inst --backend none >/dev/null &&
+		out=\$('$root/bin/kbox' exec -s inst 6*7) &&
+		'$root/bin/kbox' stop -s inst >/dev/null &&
+		test \"\$out\" = 'Out[1]: 42'"
+	KBOX_HOME="$tmp/h" "$root/bin/kbox" stop --all >/dev/null 2>&1
+else
+	n=$((n + 1))
+	echo "ok $n - installed_kbox_runs_a_session # SKIP ${KERNEL_PYTHON:-/usr/bin/python3} cannot import ipykernel"
+fi
 
 echo "1..$n"
 [ $failed -eq 0 ]

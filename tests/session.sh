@@ -642,6 +642,14 @@ if [ -z "$SKIPPING" ]; then
 	rc=$?
 fi
 check username_is_taken_from_the_environment eval 'status_is 0 && stdout_is agent123'
+# Without one, a fixed name, as jupyter_client's (no NSS lookup).
+fresh
+if [ -z "$SKIPPING" ]; then
+	env -u LOGNAME -u USER -u LNAME -u USERNAME timeout -k 5 60 "$KBOX" exec -s kc \
+		'print(get_ipython().kernel.get_parent()["header"]["username"])' >stdout 2>stderr
+	rc=$?
+fi
+check username_without_one_in_the_environment_is_kbox eval 'status_is 0 && stdout_is kbox'
 # An event without fields is one word: no trailing blanks.
 kbox interrupt -s kc
 kbox logs -s kc
@@ -653,6 +661,89 @@ fresh
 mkfifo ff
 kbox put -s kc ff
 check put_of_a_fifo_is_refused fails_with 2 "kbox put: ff is not a regular file"
+
+# The supervisor is a program of its own, kbox-supervisor, found beside kbox
+# (or in $(pkglibexecdir)); it runs its helpers from the kbox that started it,
+# which it holds open: replacing kbox on disk does not change them.
+fresh
+needs kernel
+mkdir bin
+cp "$KBOX" "$top_builddir/kbox-supervisor" bin/
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 120 bin/kbox start -s moved --backend none >stdout 2>stderr
+	rc=$?
+fi
+check start_with_a_copied_kbox_and_supervisor_works status_is 0
+sup=$(cat "$S/moved/supervisor.pid" 2>/dev/null)
+check supervisor_is_the_kbox_supervisor_program eval \
+	'[ -n "$sup" ] && [ "$(readlink "/proc/$sup/exe")" = "$T/bin/kbox-supervisor" ] &&
+	 tr "\0" " " <"/proc/$sup/cmdline" | grep -qxF "kbox-supervisor $S/moved 3 4 "'
+check supervisor_holds_kbox_open eval \
+	'[ "$(readlink "/proc/$sup/fd/4")" = "$T/bin/kbox" ]'
+# replaced: a restart's helpers must still be the kbox that started it
+rm -f bin/kbox
+printf '#!/bin/sh\necho replaced >&2\nexit 97\n' >bin/kbox
+chmod +x bin/kbox
+kbox restart -s moved
+check restart_after_kbox_is_replaced_on_disk_works status_is 0
+kbox exec -s moved 6*7
+check exec_after_kbox_is_replaced_on_disk_works eval 'status_is 0 && [ "$(wc -l <stdout)" -eq 2 ] &&
+	head -n 1 stdout | grep -q "^\[note: kernel restarted: restarted on request (kbox restart); " &&
+	[ "$(tail -n 1 stdout)" = "Out[1]: 42" ]'
+kbox stop -s moved
+check stop_after_kbox_is_replaced_on_disk_works status_is 0
+
+# Statically linked (configure's default where the archives link), a kbox
+# exec maps libc and libm and nothing else: not libzmq, not the GSSAPI and
+# libsystemd libraries that libzmq and czmq refer to (loaded on first use).
+fresh
+needs kernel
+grep -q '^STATIC_DEPS_LIBS = .' "$top_builddir/Makefile" ||
+	SKIPPING="configured without static dependencies"
+if [ -z "$SKIPPING" ]; then
+	kbox start -s st --backend none
+	timeout -k 5 60 "$KBOX" exec -s st 'import time; time.sleep(3)' >out 2>err &
+	tpid=$!
+	sleep 1.5
+	xpid=$(pgrep -P "$tpid" -x kbox)
+	[ -n "$xpid" ] && awk '$6 ~ /\.so/ {n = split($6, p, "/"); print p[n]}' "/proc/$xpid/maps" |
+		sort -u >libs
+	wait "$tpid"
+	rc=$?
+fi
+check static_kbox_exec_maps_only_libc_and_libm eval \
+	'status_is 0 && [ -s libs ] && ! grep -vxE "ld-linux.*\.so\.[0-9]+|libc\.so\.6|libm\.so\.6" libs &&
+	 grep -qx "libc.so.6" libs'
+SKIPPING=
+
+# Without its supervisor program, kbox start says where it looked.
+fresh
+mkdir lone
+cp "$KBOX" lone/
+timeout -k 5 60 lone/kbox start -s lone --backend none >stdout 2>stderr
+rc=$?
+if [ "$rc" = 0 ]; then
+	SKIPPING="a kbox-supervisor is installed in this kbox's pkglibexecdir"
+	timeout -k 5 60 lone/kbox stop -s lone >/dev/null 2>&1
+fi
+check start_without_the_supervisor_program_says_where_it_looked eval \
+	'status_is 5 && stdout_empty && [ "$(wc -l <stderr)" -eq 2 ] &&
+	 head -n 1 stderr | grep -qx "kbox: warning: backend none: the kernel runs unsandboxed" &&
+	 tail -n 1 stderr | grep -q "^kbox start: cannot find the supervisor program kbox-supervisor (tried $T/lone/kbox-supervisor, /.*/kbox/kbox-supervisor, $T/lone/../libexec/kbox/kbox-supervisor): is kbox installed whole?\$"'
+SKIPPING=
+# The supervisor program refuses to run but as kbox start runs it.
+"$top_builddir/kbox-supervisor" >stdout 2>stderr
+rc=$?
+check supervisor_program_without_arguments_is_a_usage_error fails_with 2 \
+	"kbox-supervisor: usage: kbox-supervisor SESSION_DIR READY_FD KBOX_FD (internal: kbox start runs it)"
+"$top_builddir/kbox-supervisor" "$S/none" 3 9 >stdout 2>stderr 9<&-
+rc=$?
+check supervisor_program_without_kbox_open_is_refused fails_with 2 \
+	"kbox-supervisor: descriptor 9 is not the kbox program (Bad file descriptor)"
+"$top_builddir/kbox-supervisor" "$S/none" 3 9 >stdout 2>stderr 9</dev/null
+rc=$?
+check supervisor_program_with_another_file_open_is_refused fails_with 2 \
+	"kbox-supervisor: descriptor 9 is not the kbox program (not a regular file)"
 
 fresh
 running_pids=$(cat "$S"/*/supervisor.pid 2>/dev/null)

@@ -653,6 +653,60 @@ TEST(load_rejects_missing_port_field)
 	kbox_conn_destroy(&c);
 }
 
+/* A valid file padded with BYTES of JSON whitespace before the closing
+ * brace (so its size is BYTES plus ~200). */
+static const char *write_padded(size_t bytes)
+{
+	static char path[128];
+	const char *head = "{\"shell_port\": 40001, \"iopub_port\": 40002, \"stdin_port\": 40003, "
+	                   "\"control_port\": 40004, \"hb_port\": 40005, \"ip\": \"127.0.0.1\", "
+	                   "\"key\": \"0123456789abcdef\", \"transport\": \"tcp\", "
+	                   "\"signature_scheme\": \"hmac-sha256\"";
+	FILE *f = fopen(in_tmp(path, sizeof path, "padded.json"), "w");
+	if (!f)
+		exit(99);
+	fputs(head, f);
+	for (size_t i = 0; i < bytes; i++)
+		fputc(i % 64 == 63 ? '\n' : ' ', f);
+	fputs("}\n", f);
+	if (fclose(f) != 0)
+		exit(99);
+	return path;
+}
+
+/* Larger than the first read buffer (4 KiB), up to the limit: loads. */
+TEST(load_accepts_large_files_up_to_the_limit)
+{
+	static const size_t pads[] = {3800, 4096, 9000, 65535 - 300};
+	for (size_t i = 0; i < sizeof pads / sizeof pads[0]; i++) {
+		kbox_error_t err = {0};
+		kbox_conn_t *c = kbox_conn_load(write_padded(pads[i]), &err);
+		size_t len = 0;
+		if (!c)
+			printf("# pad %zu: %s\n", pads[i], err.msg);
+		CHECK(c != NULL);
+		if (c) {
+			CHECK(memcmp(kbox_conn_key(c, &len), "0123456789abcdef", 16) == 0);
+			CHECK_INT_EQ(len, 16);
+			CHECK_INT_EQ(kbox_conn_port(c, KBOX_CH_HB), 40005);
+		}
+		kbox_conn_destroy(&c);
+	}
+}
+
+TEST(load_rejects_a_file_of_64_kib_or_more)
+{
+	kbox_error_t err = {0};
+	const char *path = write_padded(65536);
+	char want[256];
+	kbox_conn_t *c = kbox_conn_load(path, &err);
+	CHECK(c == NULL);
+	CHECK_INT_EQ(err.code, KBOX_E_INVALID);
+	snprintf(want, sizeof want, "connection file %s: larger than 65535 bytes", path);
+	CHECK_STR_EQ(err.msg, want);
+	kbox_conn_destroy(&c);
+}
+
 TEST(load_nonexistent_file_names_path)
 {
 	kbox_error_t err = {0};
@@ -870,6 +924,8 @@ int main(void)
 	RUN_IN_TMP(load_rejects_negative_port);
 	RUN_IN_TMP(load_rejects_port_given_as_string);
 	RUN_IN_TMP(load_rejects_missing_port_field);
+	RUN_IN_TMP(load_accepts_large_files_up_to_the_limit);
+	RUN_IN_TMP(load_rejects_a_file_of_64_kib_or_more);
 	RUN_IN_TMP(load_nonexistent_file_names_path);
 	RUN_IN_TMP(load_reads_jupyter_client_tcp_file);
 	RUN_IN_TMP(load_reads_jupyter_client_ipc_file);

@@ -16,6 +16,10 @@ enum {
 	EXIT_UNAVAILABLE = 5, /* no kernel: it could not be found or started */
 };
 
+/* A session's supervisor, a program of its own (src/cli/supervise.c) in
+ * $(pkglibexecdir). */
+#define SUPERVISOR_PROGRAM "kbox-supervisor"
+
 typedef struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);

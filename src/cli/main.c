@@ -1,5 +1,5 @@
-/* src/cli/main.c — kbox(1): dispatch to one command per file (in the
- * kbox-cli module; src/cli/launcher.c is the program that loads it). */
+/* src/cli/main.c — kbox(1): dispatch to one command per file.  A session's
+ * supervisor is another program, kbox-supervisor (src/cli/supervise.c). */
 #include "config.h"
 #include "cli.h"
 
@@ -279,10 +279,7 @@ static void main_usage(FILE *f)
 	fprintf(f, "\nSee kbox(1), or kbox help COMMAND.\n");
 }
 
-/* The entry point of the kbox-cli module, called by the kbox program
- * (src/cli/launcher.c). */
-int kbox_cli_main(int argc, char **argv) __attribute__((visibility("default")));
-int kbox_cli_main(int argc, char **argv)
+int main(int argc, char **argv)
 {
 	const cli_cmd_t *cmd;
 

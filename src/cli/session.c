@@ -1,5 +1,5 @@
 /* src/cli/session.c — what the session commands share: finding a session,
- * starting its supervisor (detached, re-executing this program), and the
+ * starting its supervisor (detached: the kbox-supervisor program), and the
  * common -s option. */
 #include "config.h"
 #include "cli.h"
@@ -68,18 +68,77 @@ static int start_lock(const char *cmd, const char *dir)
 	return fd;
 }
 
+/* The supervisor program, kbox-supervisor: beside this program in a build
+ * tree, where it was installed, or in ../libexec/kbox/ relative to this
+ * program (a moved prefix).  0, or -1 with what was tried (printed). */
+static int find_supervisor(const char *cmd, char *path, size_t size)
+{
+	char exe[PATH_MAX], tried[3 * PATH_MAX + 16], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	size_t used = 0;
+
+	if (n > 0) {
+		exe[n] = '\0';
+		if ((slash = strrchr(exe, '/')))
+			*slash = '\0';
+	} else
+		exe[0] = '\0';
+	for (int i = 0; i < 3; i++) {
+		if (i == 0 && exe[0])
+			snprintf(path, size, "%s/%s", exe, SUPERVISOR_PROGRAM);
+		else if (i == 1)
+			snprintf(path, size, "%s/%s", KBOX_PKGLIBEXECDIR, SUPERVISOR_PROGRAM);
+		else if (i == 2 && exe[0])
+			snprintf(path, size, "%s/../libexec/kbox/%s", exe, SUPERVISOR_PROGRAM);
+		else
+			continue;
+		if (access(path, X_OK) == 0)
+			return 0;
+		used += (size_t)snprintf(tried + used, used < sizeof tried ? sizeof tried - used : 0,
+		                         "%s%s", used ? ", " : "", path);
+	}
+	cli_error(cmd, "cannot find the supervisor program %s (tried %s): is kbox installed whole?",
+	          SUPERVISOR_PROGRAM, tried);
+	return -1;
+}
+
+/* FD moved to a descriptor above 4 (close-on-exec), so that the supervisor's
+ * stdio, 3 and 4 can be set up without overwriting it; -1 if FD is. */
+static int fd_above(int fd)
+{
+	int moved;
+	if (fd < 0 || fd > 4)
+		return fd;
+	moved = fcntl(fd, F_DUPFD_CLOEXEC, 5);
+	close(fd);
+	return moved;
+}
+
 /* Fork twice; the grandchild, in its own session, becomes the supervisor.
  * Returns the read end of the readiness pipe, or -1 (printed). */
 static int spawn_supervisor(const char *cmd, const char *dir)
 {
-	int pfd[2], st;
+	int pfd[2] = {-1, -1}, st, exe_fd;
 	pid_t mid;
-	char logpath[4096];
+	char logpath[4096], prog[PATH_MAX + 64];
 
+	if (find_supervisor(cmd, prog, sizeof prog) < 0)
+		return -1;
+	/* the supervisor runs its helpers (kbox _kernel...) from this very
+	 * program: it gets it open, so that a kbox replaced on disk meanwhile
+	 * does not change them */
+	if ((exe_fd = fd_above(open("/proc/self/exe", O_PATH | O_CLOEXEC))) < 0) {
+		cli_error(cmd, "cannot open /proc/self/exe: %s", strerror(errno));
+		return -1;
+	}
 	snprintf(logpath, sizeof logpath, "%s/supervisor.log", dir);
 	/* a socket, not a pipe: kbox_ctl_recv reads it */
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pfd) < 0) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pfd) < 0 ||
+	    (pfd[1] = fd_above(pfd[1])) < 0) {
 		cli_error(cmd, "socketpair: %s", strerror(errno));
+		if (pfd[0] >= 0)
+			close(pfd[0]);
+		close(exe_fd);
 		return -1;
 	}
 	fflush(NULL);
@@ -88,6 +147,7 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		cli_error(cmd, "fork: %s", strerror(errno));
 		close(pfd[0]);
 		close(pfd[1]);
+		close(exe_fd);
 		return -1;
 	}
 	if (mid == 0) {
@@ -111,23 +171,26 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 			if (fd > 2)
 				close(fd);
 		}
-		if (dup2(pfd[1], 3) < 0)
+		/* 3: the ready socket; 4: this program (both were moved above 4,
+		 * so neither is overwritten before it is moved) */
+		if (dup2(pfd[1], 3) < 0 || dup2(exe_fd, 4) < 0)
 			_exit(127);
-		/* a daemon keeps nothing of its starter but 0-3: an inherited pipe
+		/* a daemon keeps nothing of its starter but 0-4: an inherited pipe
 		 * would hold the starter's reader open for the session's life */
 #ifdef HAVE_CLOSE_RANGE
-		if (close_range(4, ~0U, 0) < 0)
+		if (close_range(5, ~0U, 0) < 0)
 #endif
-			for (int i = 4; i < 65536; i++)
+			for (int i = 5; i < 65536; i++)
 				close(i);
 		signal(SIGHUP, SIG_DFL);
 		if (chdir("/") < 0)
 			_exit(127);
-		execl("/proc/self/exe", "kbox", "_supervise", dir, "3", (char *)NULL);
-		fprintf(stderr, "kbox: cannot re-execute /proc/self/exe: %s\n", strerror(errno));
+		execl(prog, SUPERVISOR_PROGRAM, dir, "3", "4", (char *)NULL);
+		fprintf(stderr, "kbox: cannot run %s: %s\n", prog, strerror(errno));
 		_exit(127);
 	}
 	close(pfd[1]);
+	close(exe_fd);
 	while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
 		;
 	return pfd[0];

@@ -37,7 +37,7 @@ cleanup() {
 	for f in "$S"/*/supervisor.pid; do
 		[ -s "$f" ] || continue
 		pid=$(cat "$f")
-		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "_supervise $S/"; then
+		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kbox-supervisor $S/"; then
 			kill -9 "$pid" 2>/dev/null
 		fi
 	done
