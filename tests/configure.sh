@@ -1,7 +1,8 @@
 #!/bin/sh
 # configure stops with a message naming the Debian package when a
 # dependency is missing: one test per dependency, each run with a pkg-config
-# search path that holds every .pc file on this machine but that one.
+# search path that holds every .pc file on this machine but that one.  Then
+# how the kbox program links its libraries (--enable/--disable-static-deps).
 set -u
 : "${top_srcdir:?}" "${top_builddir:?}"
 
@@ -57,5 +58,41 @@ for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" 
 	echo "not ok $n - missing_${pc}_names_debian_package_$pkg"
 	failed=$((failed + 1))
 done
+
+# The kbox program's libraries: static archives where they link (they do
+# here: setup.sh installs them), shared with --disable-static-deps; an
+# explicit --enable-static-deps that cannot be met stops configure.
+# static_deps NAME EXPECT ARGS...: configure with ARGS in a fresh build dir;
+# EXPECT is "static", "shared" or "error" (nonzero exit naming the option).
+static_deps() {
+	name=$1 expect=$2
+	shift 2
+	n=$((n + 1))
+	build="$tmp/build-$name"
+	mkdir -p "$build"
+	out=$(cd "$build" && "$src/configure" -q "$@" 2>&1)
+	rc=$?
+	libs=$(sed -n 's/^STATIC_DEPS_LIBS = //p' "$build/Makefile" 2>/dev/null)
+	ok=no
+	case $expect in
+	static) [ $rc -eq 0 ] && case $libs in -Wl,-Bstatic\ -lczmq\ -lzmq*) ok=yes ;; esac ;;
+	shared) [ $rc -eq 0 ] && [ -f "$build/Makefile" ] && [ -z "$libs" ] && ok=yes ;;
+	error) [ $rc -ne 0 ] && printf '%s\n' "$out" |
+		grep -q 'configure: error: --enable-static-deps: cannot link the static archives' && ok=yes ;;
+	esac
+	if [ $ok = yes ]; then
+		echo "ok $n - $name"
+	else
+		echo "# exit $rc; STATIC_DEPS_LIBS=$libs; output: $(printf '%s' "$out" | tail -3)"
+		echo "not ok $n - $name"
+		failed=$((failed + 1))
+	fi
+}
+static_deps default_links_the_static_archives static
+static_deps disable_static_deps_links_shared shared --disable-static-deps
+static_deps sanitizers_link_shared shared --enable-sanitizers
+# without the headers of src/cli/lazy.c (as if libkrb5-dev were missing)
+static_deps without_lazy_headers_auto_links_shared shared ac_cv_header_gssapi_gssapi_h=no
+static_deps without_lazy_headers_enable_static_deps_stops error --enable-static-deps ac_cv_header_gssapi_gssapi_h=no
 echo "1..$n"
 [ $failed -eq 0 ]
