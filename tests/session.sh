@@ -730,6 +730,7 @@ check start_without_the_supervisor_program_says_where_it_looked eval \
 	'status_is 5 && stdout_empty && [ "$(wc -l <stderr)" -eq 2 ] &&
 	 head -n 1 stderr | grep -qx "kbox: warning: backend none: the kernel runs unsandboxed" &&
 	 tail -n 1 stderr | grep -q "^kbox start: cannot find the supervisor program kbox-supervisor (tried $T/lone/kbox-supervisor, /.*/kbox/kbox-supervisor, $T/lone/../libexec/kbox/kbox-supervisor): is kbox installed whole?\$"'
+check start_without_the_supervisor_program_leaves_no_session test ! -e "$S/lone"
 SKIPPING=
 # The supervisor program refuses to run but as kbox start runs it.
 "$top_builddir/kbox-supervisor" >stdout 2>stderr

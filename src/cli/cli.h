@@ -80,8 +80,9 @@ int cli_check_session(const char *cmd, const char *name);
  * or EXIT_UNAVAILABLE after one error line. */
 int cli_check_backend(const char *cmd, const json_t *config);
 /* Remove a new session's directory DIR, if it holds only the empty
- * directories (and lock) a session starts with: a start that failed
- * leaves nothing behind.  Never removes anything else. */
+ * directories (and lock) a session starts with and the session.json this
+ * start saved: a start that failed before a supervisor ran leaves nothing
+ * behind.  Never removes anything else (a supervisor's log stays). */
 void cli_session_forget(const char *dir);
 /* The session's directory (malloc'd), created with CREATE.  NULL with one
  * line printed and *STATUS set. */

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -292,10 +293,26 @@ void cli_session_forget(const char *dir)
 {
 	static const char *const subs[] = {"run", "workspace", "outputs", "start.lock", NULL};
 	char path[PATH_MAX + 32];
+	DIR *d;
+	struct dirent *e;
+	bool only_config = true;
+
 	for (size_t i = 0; subs[i]; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, subs[i]);
 		if (rmdir(path) < 0 && errno == ENOTDIR)
 			unlink(path);
+	}
+	/* the configuration this start saved goes too, but only when nothing
+	 * else is there (no supervisor ran: no log to read) */
+	if (!(d = opendir(dir)))
+		return;
+	while (only_config && (e = readdir(d)))
+		only_config = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		              strcmp(e->d_name, "session.json") == 0;
+	closedir(d);
+	if (only_config) {
+		snprintf(path, sizeof path, "%s/session.json", dir);
+		unlink(path);
 	}
 	rmdir(dir); /* only when empty: nothing else is ever removed */
 }
