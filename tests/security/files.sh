@@ -22,122 +22,20 @@
 # shellcheck disable=SC2016,SC2034 # eval strings expand later, on purpose
 set -u
 
-top_builddir=${top_builddir:-$(pwd)}
-KBOX=${KBOX:-$top_builddir/kbox}
-case $KBOX in /*) ;; *) KBOX=$(pwd)/$KBOX ;; esac
-PY=${KERNEL_PYTHON:-/usr/bin/python3}
-unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
-
-if [ ! -x "$KBOX" ]; then
-	echo "Bail out! $KBOX is not built"
-	exit 1
-fi
-
-# A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
-ROOT=$(mktemp -d /tmp/ksf.XXXX) || exit 1
-KBOX_HOME=$ROOT/h
-BASE=$ROOT/t
+ROOT_TAG=ksf
+# shellcheck source-path=SCRIPTDIR source=cwd.sh
+. "$(dirname "$0")/cwd.sh"
 HOSTDIR=$ROOT/host
 FAKEHOME=$ROOT/home
-mkdir -m 700 "$KBOX_HOME" "$BASE" "$HOSTDIR" "$FAKEHOME" || exit 1
-export KBOX_HOME
-S=$KBOX_HOME/sessions
-BG=
-
-cleanup() {
-	cd / || return
-	for p in $BG; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
+mkdir -m 700 "$HOSTDIR" "$FAKEHOME" || exit 1
+# a test makes fs's run directory unreadable: give it back before kbox stop
+cleanup_first() {
 	[ -d "$S/fs/run" ] && chmod 700 "$S/fs/run"
-	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
-	for f in "$S"/*/supervisor.pid; do
-		[ -s "$f" ] || continue
-		pid=$(cat "$f")
-		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kbox-supervisor $S/"; then
-			kill -9 "$pid" 2>/dev/null
-		fi
-	done
-	rm -rf "$ROOT"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-# ---- harness ----
-
-n=0
-rc=
-T=
-why=
-SKIPPING=
-
-# fresh: make a new empty directory and go there.
-fresh() {
-	T=$(mktemp -d "$BASE/t.XXXXXX") && cd "$T" || exit 1
-}
-
-# kbox ARGS...: run kbox in the current directory, stdout to ./stdout,
-# stderr to ./stderr, stdin from /dev/null; $rc is its exit status.  A kbox
-# that hangs is killed after 90 s (status 124).  Nothing while skipping.
-kbox() {
-	[ -z "$SKIPPING" ] || return 0
-	timeout -k 5 90 "$KBOX" "$@" >stdout 2>stderr </dev/null
-	rc=$?
-}
-
-# kexec SESSION [OPTION...] <CODE: kbox exec the code read from stdin
-# (kept in ./code.py).
-kexec() {
-	[ -z "$SKIPPING" ] || { cat >/dev/null; return 0; }
-	cat >code.py
-	sess=$1
-	shift
-	kbox exec -s "$sess" "$@" -f code.py
-}
-
-# py ARGS...: the host's Python, unless skipping.
-py() {
-	[ -z "$SKIPPING" ] || return 0
-	"$PY" "$@"
-}
-
-diag() {
-	echo "#   in $T: exit status $rc"
-	[ -n "$why" ] && printf '%s\n' "$why" | sed 's/^/#   /'
-	[ -f stdout ] && head -n 20 stdout | sed 's/^/#   stdout: /'
-	[ -f stderr ] && head -n 20 stderr | sed 's/^/#   stderr: /'
 	return 0
 }
 
-# check NAME CMD...: one test, passed when CMD succeeds.
-check() {
-	name=$1
-	shift
-	n=$((n + 1))
-	why=
-	if [ -n "$SKIPPING" ]; then
-		echo "ok $n - $name # SKIP $SKIPPING"
-	elif "$@"; then
-		echo "ok $n - $name"
-	else
-		echo "not ok $n - $name"
-		diag
-	fi
-	why=
-}
+# ---- assertions (besides cwd.sh's) ----
 
-status_is() { [ "$rc" = "$1" ]; }
-stdout_is() { printf '%s\n' "$1" | cmp -s - stdout; }
-stderr_is() { printf '%s\n' "$1" | cmp -s - stderr; }
-stdout_empty() { [ ! -s stdout ]; }
-stderr_empty() { [ ! -s stderr ]; }
-# fails_with STATUS TEXT: exit STATUS, nothing on stdout, exactly the line
-# TEXT on stderr.
-fails_with() {
-	[ "$rc" = "$1" ] && [ ! -s stdout ] && [ "$(wc -l <stderr)" -eq 1 ] && stderr_is "$2"
-}
-has_line() { grep -qxF -- "$2" "$1"; }
 # file_is FILE TEXT: FILE is exactly TEXT and a newline.
 file_is() { printf '%s\n' "$2" | cmp -s - "$1"; }
 # nowhere TEXT PATH...: no file under the PATHs holds TEXT.
@@ -151,11 +49,6 @@ nowhere() {
 }
 is_png() {
 	[ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ]
-}
-# json_true FILE EXPR [ARG...]: EXPR (Python, on j, the JSON in FILE, and a,
-# the list of ARGs) is true.
-json_true() {
-	"$PY" -c 'import json, sys; j = json.load(open(sys.argv[1])); a = sys.argv[3:]; sys.exit(0 if eval(sys.argv[2]) else 1)' "$@"
 }
 # wait_for CMD...: CMD succeeds within 20 s (polled).
 wait_for() {
@@ -172,21 +65,7 @@ token() { od -An -tx1 -N12 /dev/urandom | tr -d ' \n'; }
 
 # ---- can the sandbox be made here? ----
 
-if ! "$PY" -c 'import ipykernel' 2>/dev/null; then
-	SKIPPING="$PY cannot import ipykernel"
-else
-	"$KBOX" doctor --json >"$ROOT/doctor.json" 2>/dev/null
-	SKIPPING=$("$PY" -c '
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except ValueError:
-    print("kbox doctor gave no JSON"); sys.exit()
-if not d.get("isolates"):
-    bad = ["%s: %s" % (c["check"], c["detail"]) for c in d["checks"] if c["status"] == "fail"]
-    print("the bwrap sandbox cannot be made here (" + "; ".join(bad) + ")")
-' "$ROOT/doctor.json")
-fi
+SKIPPING=$(sandbox_skip_reason)
 
 # What the kernel aims at: a host file, an ssh key under a HOME of ours.
 SECRET=hostsecret$(token)

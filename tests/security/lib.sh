@@ -1,59 +1,21 @@
 # tests/security/lib.sh — the harness of tests/security/resources.sh and
-# isolation.sh (sourced; bash): the kbox under test, a private KBOX_HOME
-# under a short /tmp root (ROOT_TAG names it), cleanup at exit (and the
-# script's cleanup_more, if it defines one), kx/pyx/keep/val to run kbox
+# isolation.sh (sourced; bash): base.sh (the kbox under test, a private
+# KBOX_HOME, cleanup at exit), kx/pyx/keep/val to run kbox
 # and keep its outputs, check and diag for TAP, process, cgroup and status
 # helpers, and assertions that explain themselves.
 # shellcheck shell=bash disable=SC2016,SC2034
 
-top_builddir=${top_builddir:-$(pwd)}
-KBOX=${KBOX:-$top_builddir/kbox}
-case $KBOX in /*) ;; *) KBOX=$(pwd)/$KBOX ;; esac
-PY=${KERNEL_PYTHON:-/usr/bin/python3}
-unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
-
-if [ ! -x "$KBOX" ]; then
-	echo "Bail out! $KBOX is not built"
-	exit 1
-fi
-
-# A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
-ROOT=$(mktemp -d "/tmp/${ROOT_TAG:-ks}.XXXX") || exit 1
-KBOX_HOME=$ROOT/h
+# shellcheck source-path=SCRIPTDIR source=base.sh
+. "$(dirname "$0")/base.sh"
 W=$ROOT/w
 C=$ROOT/c
-mkdir -m 700 "$KBOX_HOME" "$W" "$C" || exit 1
-export KBOX_HOME
-S=$KBOX_HOME/sessions
-BG=
-
-cleanup() {
-	cd / || return
-	for p in $BG; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
-	for f in "$S"/*/supervisor.pid; do
-		[ -s "$f" ] || continue
-		pid=$(cat "$f")
-		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kbox-supervisor $S/"; then
-			kill -9 "$pid" 2>/dev/null
-		fi
-	done
-	# what the script itself leaves (cgroups of a supervisor it killed)
-	[ "$(type -t cleanup_more)" != function ] || cleanup_more
-	rm -rf "$ROOT"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT PIPE TERM
+mkdir -m 700 "$W" "$C" || exit 1
 
 # ---- harness ----
 
 n=0
 rc=
 ms=
-SKIPPING=
 ncode=0
 
 # kx ARGS...: run kbox, stdout to $W/out, stderr to $W/err; $rc is its exit

@@ -20,109 +20,9 @@
 # shellcheck disable=SC2016,SC2034 # eval strings expand later, on purpose
 set -u
 
-top_builddir=${top_builddir:-$(pwd)}
-KBOX=${KBOX:-$top_builddir/kbox}
-case $KBOX in /*) ;; *) KBOX=$(pwd)/$KBOX ;; esac
-PY=${KERNEL_PYTHON:-/usr/bin/python3}
-unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
-
-if [ ! -x "$KBOX" ]; then
-	echo "Bail out! $KBOX is not built"
-	exit 1
-fi
-
-# A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
-ROOT=$(mktemp -d /tmp/ksp.XXXX) || exit 1
-KBOX_HOME=$ROOT/h
-BASE=$ROOT/t
-mkdir -m 700 "$KBOX_HOME" "$BASE" || exit 1
-export KBOX_HOME
-S=$KBOX_HOME/sessions
-
-cleanup() {
-	cd / || return
-	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
-	for f in "$S"/*/supervisor.pid; do
-		[ -s "$f" ] || continue
-		pid=$(cat "$f")
-		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kbox-supervisor $S/"; then
-			kill -9 "$pid" 2>/dev/null
-		fi
-	done
-	rm -rf "$ROOT"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-# ---- harness ----
-
-n=0
-rc=
-rss=
-T=
-why=
-SKIPPING=
-
-fresh() {
-	T=$(mktemp -d "$BASE/t.XXXXXX") && cd "$T" || exit 1
-}
-
-# kbox ARGS...: run kbox in the current directory, stdout to ./stdout,
-# stderr to ./stderr, stdin from /dev/null; $rc is its exit status and
-# $rss its peak RSS in KiB (GNU time), empty without /usr/bin/time.  A kbox
-# that hangs is killed after 120 s (status 124).  Nothing while skipping.
-kbox() {
-	[ -z "$SKIPPING" ] || return 0
-	rm -f rss
-	if [ -x /usr/bin/time ]; then
-		timeout -k 5 120 /usr/bin/time -f %M -o rss "$KBOX" "$@" >stdout 2>stderr </dev/null
-		rc=$?
-		rss=$(tail -n 1 rss 2>/dev/null)
-	else
-		timeout -k 5 120 "$KBOX" "$@" >stdout 2>stderr </dev/null
-		rc=$?
-		rss=
-	fi
-}
-
-# kexec SESSION [OPTION...] <CODE: kbox exec the code read from stdin.
-kexec() {
-	[ -z "$SKIPPING" ] || { cat >/dev/null; return 0; }
-	cat >code.py
-	sess=$1
-	shift
-	kbox exec -s "$sess" "$@" -f code.py
-}
-
-py() {
-	[ -z "$SKIPPING" ] || return 0
-	"$PY" "$@"
-}
-
-diag() {
-	echo "#   in $T: exit status $rc, peak RSS ${rss:-?} KiB"
-	[ -n "$why" ] && printf '%s\n' "$why" | sed 's/^/#   /'
-	[ -f stdout ] && head -n 12 stdout | cut -c 1-300 | sed 's/^/#   stdout: /'
-	[ -f stderr ] && head -n 12 stderr | cut -c 1-300 | sed 's/^/#   stderr: /'
-	return 0
-}
-
-# check NAME CMD...: one test, passed when CMD succeeds.
-check() {
-	name=$1
-	shift
-	n=$((n + 1))
-	why=
-	if [ -n "$SKIPPING" ]; then
-		echo "ok $n - $name # SKIP $SKIPPING"
-	elif "$@"; then
-		echo "ok $n - $name"
-	else
-		echo "not ok $n - $name"
-		diag
-	fi
-	why=
-}
+ROOT_TAG=ksp
+# shellcheck source-path=SCRIPTDIR source=cwd.sh
+. "$(dirname "$0")/cwd.sh"
 
 # check_rss NAME KIB: the last kbox's peak RSS was under KIB (skipped
 # without GNU time).
@@ -145,15 +45,6 @@ check_rss() {
 asan=no
 ldd "$KBOX" 2>/dev/null | grep -q libasan && asan=yes
 
-status_is() { [ "$rc" = "$1" ]; }
-stdout_is() { printf '%s\n' "$1" | cmp -s - stdout; }
-stderr_empty() { [ ! -s stderr ]; }
-has_line() { grep -qxF -- "$2" "$1"; }
-# json_true FILE EXPR [ARG...]: EXPR (Python, on j, the JSON in FILE, and a,
-# the list of ARGs) is true.
-json_true() {
-	"$PY" -c 'import json, sys; j = json.load(open(sys.argv[1])); a = sys.argv[3:]; sys.exit(0 if eval(sys.argv[2]) else 1)' "$@"
-}
 # marker_field N: field N (1 bytes, 2 lines, 3 spill path) of the one
 # truncation marker in ./stdout.
 marker_field() {
@@ -166,21 +57,7 @@ vmrss() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$1/status"; }
 
 # ---- can the sandbox be made here? ----
 
-if ! "$PY" -c 'import ipykernel, zmq' 2>/dev/null; then
-	SKIPPING="$PY cannot import ipykernel and zmq"
-else
-	"$KBOX" doctor --json >"$ROOT/doctor.json" 2>/dev/null
-	SKIPPING=$("$PY" -c '
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except ValueError:
-    print("kbox doctor gave no JSON"); sys.exit()
-if not d.get("isolates"):
-    bad = ["%s: %s" % (c["check"], c["detail"]) for c in d["checks"] if c["status"] == "fail"]
-    print("the bwrap sandbox cannot be made here (" + "; ".join(bad) + ")")
-' "$ROOT/doctor.json")
-fi
+SKIPPING=$(sandbox_skip_reason zmq)
 
 fresh
 kbox start -s pr
