@@ -693,6 +693,22 @@ check exec_after_kbox_is_replaced_on_disk_works eval 'status_is 0 && [ "$(wc -l 
 kbox stop -s moved
 check stop_after_kbox_is_replaced_on_disk_works status_is 0
 
+# Started with its standard input closed, kbox start still hands the
+# supervisor the right descriptors (the kbox it holds is not descriptor 0).
+fresh
+needs kernel
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 120 "$KBOX" start -s noin --backend none >stdout 2>stderr 0<&-
+	rc=$?
+fi
+check start_with_stdin_closed_works status_is 0
+sup=$(cat "$S/noin/supervisor.pid" 2>/dev/null)
+check start_with_stdin_closed_supervisor_holds_kbox_on_4 eval \
+	'[ -n "$sup" ] && [ "$(readlink "/proc/$sup/fd/4")" = "$(readlink -f "$KBOX")" ]'
+kbox exec -s noin 6*7
+check exec_after_start_with_stdin_closed_works eval 'status_is 0 && stdout_is "Out[1]: 42"'
+kbox stop -s noin
+
 # Statically linked (configure's default where the archives link), a kbox
 # exec maps libc and libm and nothing else: not libzmq, not the GSSAPI and
 # libsystemd libraries that libzmq and czmq refer to (loaded on first use).
