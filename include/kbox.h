@@ -8,6 +8,7 @@
 #include <kbox/wire.h>
 #include <kbox/conn.h>
 #include <kbox/kspec.h>
+#include <kbox/loop.h>
 #include <kbox/client.h>
 #include <kbox/kernel.h>
 #include <kbox/capture.h>

@@ -18,6 +18,7 @@
 #include <kbox/conn.h>
 #include <kbox/wire.h>
 #include <kbox/kspec.h>
+#include <kbox/loop.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,6 +101,69 @@ kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel,
 /* Messages dropped because they failed verification, and why the last one was. */
 unsigned long kbox_client_dropped(const kbox_client_t *self);
 const char *kbox_client_last_drop(const kbox_client_t *self);
+
+/* ---- on an event loop ----
+ *
+ * The functions above and below that wait (wait_ready, request, execute…)
+ * run a private loop until they are done.  A program that must do other
+ * things meanwhile (a supervisor answering its own clients) attaches the
+ * client to its own loop instead and uses the _begin functions: each sends
+ * its request and returns at once; the loop's handlers (one per channel)
+ * read the replies and call the callback given, exactly once, from inside
+ * kbox_loop_run.  While attached, do not call the waiting functions. */
+
+/* Register SELF's channels with LOOP (one loop at a time).  From then on
+ * every message is read by LOOP's handlers: replies go to the request that
+ * is waiting for them, an execution's output to that execution, and other
+ * iopub messages to the iopub callback.  0 or -1 with ERR. */
+int kbox_client_attach(kbox_client_t *self, kbox_loop_t *loop, kbox_error_t *err);
+
+/* Unregister SELF from its loop.  Pending requests and executions end at
+ * once (their callbacks run, with KBOX_E_INVALID "detached" and status
+ * KBOX_EXEC_DIED).  Accepts a client that is not attached. */
+void kbox_client_detach(kbox_client_t *self);
+
+/* Called for each verified iopub message that belongs to no execution of
+ * this client in progress: output a kernel prints between executions (a
+ * background thread, a timer), or after an execution has ended.  MSG is
+ * borrowed for the call.  Such output passes the same rate limit as an
+ * execution's (KBOX_RATE_*): what is over it is dropped and counted
+ * (kbox_client_iopub_dropped).  CB NULL: such messages are discarded. */
+typedef void (kbox_iopub_cb)(void *arg, const kbox_msg_t *msg);
+void kbox_client_set_iopub_cb(kbox_client_t *self, kbox_iopub_cb *cb, void *arg);
+/* Messages (and their bytes) the iopub callback did not get because of the
+ * rate limit, since the client was made. */
+size_t kbox_client_iopub_dropped(const kbox_client_t *self, size_t *bytes);
+
+/* Called once when a _begin operation ends.  RC is 0 on success, -1 with
+ * ERR (borrowed for the call) on failure. */
+typedef void (kbox_ready_cb)(void *arg, int rc, const kbox_error_t *err);
+
+/* kbox_client_wait_ready on the attached loop: CB(ARG, 0, NULL) once the
+ * kernel answers on shell and iopub, CB(ARG, -1, ERR) when it cannot
+ * (KBOX_E_DEAD when the alive hook says the process ended, KBOX_E_TIMEOUT
+ * after TIMEOUT_MS).  0, or -1 with ERR when it could not begin (not
+ * attached, already waiting). */
+int kbox_client_ready_begin(kbox_client_t *self, int timeout_ms, kbox_ready_cb *cb, void *arg,
+                            kbox_error_t *err);
+
+/* Called once with the reply to a request (ownership passes to the
+ * callback: destroy it), or with REPLY NULL and ERR on timeout, death of
+ * the kernel or detach. */
+typedef void (kbox_reply_cb)(void *arg, kbox_msg_t *reply, const kbox_error_t *err);
+
+/* kbox_client_request on the attached loop.  Takes *CONTENT_P.  0, or -1
+ * with ERR when it could not be sent (CB is then not called). */
+int kbox_client_request_begin(kbox_client_t *self, kbox_channel_t channel, const char *msg_type,
+                              json_t **content_p, int timeout_ms, kbox_reply_cb *cb, void *arg,
+                              kbox_error_t *err);
+
+/* End every pending request, readiness wait and execution of SELF now, as
+ * if the kernel had died: requests get KBOX_E_DEAD with REASON, an
+ * execution ends with KBOX_EXEC_DIED and REASON (for an owner that knows
+ * the process is gone before the channels tell).  Callbacks run before
+ * this returns. */
+void kbox_client_fail_pending(kbox_client_t *self, const char *reason);
 
 /* ---- requests (each returns the reply message, owned by the caller) ---- */
 
@@ -205,6 +269,29 @@ typedef struct kbox_exec kbox_exec_t;
  * could not be sent. */
 kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *opts,
                                  kbox_error_t *err);
+
+/* Called once when an execution begun with kbox_client_execute_begin has
+ * ended; X (with the same accessors as a finished kbox_client_execute's)
+ * is owned by the callback from then on: kbox_exec_destroy it. */
+typedef void (kbox_exec_done_cb)(void *arg, kbox_exec_t *x);
+
+/* kbox_client_execute on the attached loop: send the execute_request and
+ * return at once; OPTS->on_msg sees the messages as the loop reads them,
+ * timeouts (with the interrupt and grace period) are the loop's timers,
+ * and DONE(ARG, X) is called once at the end.  OPTS is copied (CODE and
+ * the input lines too; user_expressions is referenced).  One execution at
+ * a time per client.  NULL with ERR when it could not be sent (not
+ * attached, one already running, bad code); DONE is then not called.
+ * The result is borrowed by the caller until DONE runs (to interrupt it,
+ * say) and must not be destroyed before. */
+kbox_exec_t *kbox_client_execute_begin(kbox_client_t *self, const kbox_exec_opts_t *opts,
+                                       kbox_exec_done_cb *done, void *arg, kbox_error_t *err);
+
+/* Interrupt the execution X now, as its timeout would (through the
+ * client's interrupt hook or an interrupt_request), and give it GRACE_MS
+ * to end before it ends as KBOX_EXEC_TIMEOUT with the reason WHY
+ * ("interrupted: its client went away").  0 or -1 with ERR. */
+int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_error_t *err);
 
 void kbox_exec_destroy(kbox_exec_t **self_p);
 kbox_exec_status_t kbox_exec_status(const kbox_exec_t *self);
