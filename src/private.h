@@ -3,6 +3,7 @@
 #define KBOX_PRIVATE_H
 
 #include "config.h"
+#include <czmq.h> /* zmsg_t, for the client (never in a public header) */
 #include <kbox.h>
 
 #if defined(__GNUC__)
@@ -35,6 +36,15 @@ int kbox__check_private_dir(const char *dir, kbox_error_t *err);
 /* Remove everything inside DIR (which stays), never following a symbolic
  * link.  0 (also when DIR does not exist), or -1. */
 int kbox__empty_dir(const char *dir);
+
+/* ---- wire.c, for the client: messages as czmq's zmsg_t ---- */
+
+/* Serialise SELF: identities, delimiter, signature by AUTH, the four dicts
+ * as compact JSON, buffers.  Caller owns the zmsg_t. NULL with ERR on failure. */
+zmsg_t *kbox_msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err);
+
+/* kbox_msg_decode for the frames of ZMSG (left untouched; caller still owns it). */
+kbox_msg_t *kbox_msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err);
 
 /* ---- kernel.c, for the sandboxes that run kernels ---- */
 

@@ -27,7 +27,7 @@
  * FUZZ_WIRE_EXPECT=signed or =unsigned (environment) additionally aborts when
  * the keyed / the empty-key decode of an input fails: tests/fuzz_wire.sh uses
  * it to prove the seeds are valid messages. */
-#include <kbox.h>
+#include "private.h" /* kbox_msg_encode, kbox_msg_decode_zmsg and zmsg_t */
 
 #include <math.h>
 #include <stdint.h>

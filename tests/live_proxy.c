@@ -15,9 +15,9 @@
  * The client must drop each injected copy, count it, say why, and still
  * finish the execution with its own genuine reply.  A last test checks the
  * other direction: the kernel ignores a request signed with the wrong key. */
-#include <stdint.h>
+#include "private.h" /* czmq, kbox_msg_encode and kbox_msg_decode_zmsg */
 
-#include <czmq.h>
+#include <stdint.h>
 
 #include "tap.h"
 #include "live.h"

@@ -2,7 +2,7 @@
  * (tests/data/vectors.json, made by tests/gen_vectors.py) and against the
  * promises of include/kbox/wire.h: signatures, decoding, malformed frames,
  * replay protection, message headers and dates. */
-#include <kbox.h>
+#include "private.h" /* kbox_msg_encode and zmsg_t */
 
 #include <ctype.h>
 #include <math.h>

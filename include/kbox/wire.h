@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
-#include <czmq.h>
 #include <kbox/error.h>
 
 #ifdef __cplusplus
@@ -105,10 +104,6 @@ kbox_frame_t kbox_msg_buffer(const kbox_msg_t *self, size_t i);
 size_t kbox_msg_identity_count(const kbox_msg_t *self);
 kbox_frame_t kbox_msg_identity(const kbox_msg_t *self, size_t i);
 
-/* Serialise SELF: identities, delimiter, signature by AUTH, the four dicts
- * as compact JSON, buffers.  Caller owns the zmsg_t. NULL with ERR on failure. */
-zmsg_t *kbox_msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err);
-
 /* Parse N frames.  Scans for the delimiter, needs at least five frames after
  * it, checks the signature (an empty one is refused when AUTH has a key),
  * parses the four dicts (each must be a JSON object; header needs msg_id and
@@ -116,9 +111,6 @@ zmsg_t *kbox_msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_er
  * (a replay fails with KBOX_E_AUTH).  Caller owns the result; NULL with ERR. */
 kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n,
                             kbox_error_t *err);
-
-/* The same for a zmsg_t (left untouched; caller still owns it). */
-kbox_msg_t *kbox_msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err);
 
 /* ---- helpers ---- */
 
