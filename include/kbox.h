@@ -13,8 +13,6 @@
 #include <kbox/kernel.h>
 #include <kbox/capture.h>
 #include <kbox/render.h>
-#include <kbox/backend.h>
-#include <kbox/session.h>
 
 #ifdef __cplusplus
 extern "C" {

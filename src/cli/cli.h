@@ -4,7 +4,13 @@
 
 #include <stdbool.h>
 #include <stdio.h>
-#include <kbox.h>
+#include <jansson.h>
+#include <kbox/error.h>
+#include <kbox/kspec.h>
+#include "runtime/session.h"
+#include "runtime/backend.h"
+#include "runtime/supervisor.h"
+#include "runtime/bwrap.h"
 
 /* Exit statuses, documented in kbox(1). */
 enum {
@@ -15,10 +21,6 @@ enum {
 	EXIT_DIED = 4,        /* the kernel died; state lost */
 	EXIT_UNAVAILABLE = 5, /* no kernel: it could not be found or started */
 };
-
-/* A session's supervisor, a program of its own (src/cli/supervise.c) in
- * $(pkglibexecdir). */
-#define SUPERVISOR_PROGRAM "kbox-supervisor"
 
 typedef struct {
 	const char *name;
@@ -61,8 +63,6 @@ int cli_parse_max_lines(const char *cmd, const char *arg, long long *out);
 
 /* Print one JSON value (taken) compactly on its own line, flushed. */
 void cli_print_json_line(json_t *j);
-/* A kbox_event_cb printing each event as an ndjson line. */
-void cli_on_event_ndjson(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev);
 
 /* Format a number of bytes as "1.5 MiB" into BUF. */
 const char *cli_fmt_bytes(long long n, char *buf, size_t size);
@@ -109,6 +109,37 @@ int cli_ws_open(int dirfd, const char *path, int flags, unsigned mode);
 const char *cli_ws_strerror(int e);
 int cli_copy_fd(int in, int out);
 
+/* ---- running code through a supervisor (src/cli/cmd_exec.c) ---- */
+
+/* One execution's request (kbox-protocol(7)), filled in by kbox exec and
+ * kbox run. */
+typedef struct {
+	const char *code;
+	long long timeout_ms, grace_ms; /* 0: none; the default grace */
+	const char *const *inputs;      /* lines for input(), N_INPUTS of them */
+	size_t n_inputs;
+	bool has_inputs;                /* -i given: EOF after the last */
+	long long max_bytes, max_lines; /* 0: the defaults */
+	const char *outputs;            /* absolute directory, or NULL: the session's */
+	bool no_prefix;                 /* files named N-I.png, not GENERATION-N-I.png */
+	format_t format;
+} cli_exec_t;
+
+/* What an execution came to. */
+typedef struct {
+	int status;        /* an exit status (EXIT_*) */
+	size_t inputs_used;/* input lines the code read */
+	char reason[512];  /* for timeout and death: why, from the result */
+} cli_exec_result_t;
+
+/* Run E on the session in DIR (NAME for messages), whose supervisor runs:
+ * send the request on FD (connected), print the result as E->format says
+ * (text streamed as it comes on a terminal), and fill R.  Waiting for a
+ * turn, timeouts, deaths: all the supervisor's.  CMD names the command
+ * for messages.  Returns R->status. */
+int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
+                cli_exec_result_t *r);
+
 /* Read all of F (at most 64 MiB). NULL with errno. */
 char *cli_slurp(FILE *f);
 
@@ -124,8 +155,6 @@ int cmd_restart(int argc, char **argv);
 int cmd_start(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
-/* kbox _kernel, _ready, _shutdown, _interrupt (src/cli/cmd_internal.c). */
-int cli_internal(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -3,9 +3,10 @@
  * cgroup controller, the kernel's interpreter and packages in the sandbox. */
 #include "config.h"
 #include "cli.h"
-#include "../private.h"
-#include "../cgroup.h"
+#include "runtime/bwrap.h"
+#include "runtime/cgroup.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -213,7 +214,7 @@ int cmd_doctor(int argc, char **argv)
 			const char *argv0 = kbox_kspec_argv(spec)[0];
 			snprintf(buf, sizeof buf, "%s: %s", kernel, kbox_kspec_resource_dir(spec));
 			check(&r, "kernelspec", "ok", buf, NULL);
-			if (!(exe = kbox__resolve_command(argv0, rootfs))) {
+			if (!(exe = kbox_bwrap_resolve(argv0, rootfs))) {
 				snprintf(buf, sizeof buf, "%s not found in /usr/local/bin, /usr/bin or /bin%s",
 				         argv0, rootfs ? " of the root filesystem" : "");
 				check(&r, "interpreter", "fail", buf, "the kernel cannot start");

@@ -14,6 +14,6 @@ int cmd_version(int argc, char **argv)
 		cli_error("version", "unexpected argument \"%s\"", argv[1]);
 		return EXIT_USAGE;
 	}
-	printf("kbox %s\n", kbox_version());
+	printf("kbox %s\n", PACKAGE_VERSION);
 	return EXIT_OK;
 }

@@ -20,11 +20,8 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	int c, status = EXIT_OK;
 	bool inspect = strcmp(cmd, "inspect") == 0;
 	char *dir = NULL, *stdin_code = NULL;
-	json_t *st = NULL;
+	json_t *reply = NULL, *args = NULL;
 	kbox_error_t err = {0};
-	kbox_conn_t *conn = NULL;
-	kbox_client_t *client = NULL;
-	kbox_msg_t *reply = NULL;
 
 	optind = 1;
 	opterr = 0;
@@ -80,36 +77,29 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	name = cli_session_name(name);
 	if (!(dir = cli_running_session(cmd, name, &status)))
 		goto out;
-	if (!(st = kbox_ctl_call(dir, "status", NULL, 10000, &err)) ||
-	    !(conn = kbox_conn_load(json_string_value(json_object_get(st, "connection_file")), &err)) ||
-	    !(client = kbox_client_new(conn, &err)) ||
-	    kbox_client_wait_ready(client, 30000, &err) < 0) {
-		cli_error(cmd, "session %s: %s", name, err.msg);
-		status = EXIT_UNAVAILABLE;
-		goto out;
-	}
-	reply = inspect ? kbox_client_inspect(client, code, (int)cursor, (int)detail, 30000, &err)
-	                : kbox_client_complete(client, code, (int)cursor, 30000, &err);
+	/* the supervisor asks its kernel (kbox-protocol(7)) */
+	args = inspect ? json_pack("{s:s, s:I, s:I}", "code", code, "cursor_pos", (json_int_t)cursor,
+	                           "detail_level", (json_int_t)detail)
+	               : json_pack("{s:s, s:I}", "code", code, "cursor_pos", (json_int_t)cursor);
+	reply = kbox_ctl_call(dir, cmd, args, 60000, &err);
+	args = NULL; /* taken */
 	if (!reply) {
 		cli_error(cmd, "session %s: %s", name, err.msg);
 		status = err.code == KBOX_E_TIMEOUT ? EXIT_TIMEOUT : EXIT_UNAVAILABLE;
 		goto out;
 	}
 	{
-		char *s = json_dumps(kbox_msg_content(reply), JSON_COMPACT | JSON_SORT_KEYS);
+		json_t *content = json_object_get(reply, "reply");
+		char *s = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS);
 		if (s)
 			puts(s);
 		free(s);
-		if (!json_is_string(json_object_get(kbox_msg_content(reply), "status")) ||
-		    strcmp(json_string_value(json_object_get(kbox_msg_content(reply), "status")),
-		           "ok") != 0)
+		if (!json_is_string(json_object_get(content, "status")) ||
+		    strcmp(json_string_value(json_object_get(content, "status")), "ok") != 0)
 			status = EXIT_CODE_ERROR;
 	}
 out:
-	kbox_msg_destroy(&reply);
-	kbox_client_destroy(&client);
-	kbox_conn_destroy(&conn);
-	json_decref(st);
+	json_decref(reply);
 	free(dir);
 	free(stdin_code);
 	return status;

@@ -202,12 +202,6 @@ void cli_print_json_line(json_t *j)
 	json_decref(j);
 }
 
-void cli_on_event_ndjson(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
-{
-	(void)arg;
-	cli_print_json_line(kbox_render_event(cap, ev));
-}
-
 void cli_write_safe(FILE *f, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + len, *run = p;
@@ -284,10 +278,6 @@ int main(int argc, char **argv)
 	const cli_cmd_t *cmd;
 
 	signal(SIGPIPE, SIG_IGN);
-	if (kbox_init() < 0) {
-		cli_error(NULL, "cannot initialise libsodium");
-		return EXIT_UNAVAILABLE;
-	}
 	if (argc < 2) {
 		main_usage(stderr);
 		return EXIT_USAGE;
@@ -298,8 +288,6 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--version") == 0)
 		return cmd_version(1, argv + 1);
-	if (argv[1][0] == '_') /* helpers a supervisor runs (src/cli/cmd_internal.c) */
-		return cli_internal(argc - 1, argv + 1);
 	cmd = cli_find(argv[1]);
 	if (!cmd) {
 		cli_error(NULL, "unknown command \"%s\" (see kbox --help)", argv[1]);

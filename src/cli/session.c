@@ -86,11 +86,11 @@ static int find_supervisor(const char *cmd, char *path, size_t size)
 		exe[0] = '\0';
 	for (int i = 0; i < 3; i++) {
 		if (i == 0 && exe[0])
-			snprintf(path, size, "%s/%s", exe, SUPERVISOR_PROGRAM);
+			snprintf(path, size, "%s/%s", exe, KBOX_SUPERVISOR_PROGRAM);
 		else if (i == 1)
-			snprintf(path, size, "%s/%s", KBOX_PKGLIBEXECDIR, SUPERVISOR_PROGRAM);
+			snprintf(path, size, "%s/%s", KBOX_PKGLIBEXECDIR, KBOX_SUPERVISOR_PROGRAM);
 		else if (i == 2 && exe[0])
-			snprintf(path, size, "%s/../libexec/kbox/%s", exe, SUPERVISOR_PROGRAM);
+			snprintf(path, size, "%s/../libexec/kbox/%s", exe, KBOX_SUPERVISOR_PROGRAM);
 		else
 			continue;
 		if (access(path, X_OK) == 0)
@@ -99,7 +99,7 @@ static int find_supervisor(const char *cmd, char *path, size_t size)
 		                         "%s%s", used ? ", " : "", path);
 	}
 	cli_error(cmd, "cannot find the supervisor program %s (tried %s): is kbox installed whole?",
-	          SUPERVISOR_PROGRAM, tried);
+	          KBOX_SUPERVISOR_PROGRAM, tried);
 	return -1;
 }
 
@@ -119,19 +119,12 @@ static int fd_above(int fd)
  * Returns the read end of the readiness pipe, or -1 (printed). */
 static int spawn_supervisor(const char *cmd, const char *dir)
 {
-	int pfd[2] = {-1, -1}, st, exe_fd;
+	int pfd[2] = {-1, -1}, st;
 	pid_t mid;
 	char logpath[4096], prog[PATH_MAX + 64];
 
 	if (find_supervisor(cmd, prog, sizeof prog) < 0)
 		return -1;
-	/* the supervisor runs its helpers (kbox _kernel...) from this very
-	 * program: it gets it open, so that a kbox replaced on disk meanwhile
-	 * does not change them */
-	if ((exe_fd = fd_above(open("/proc/self/exe", O_PATH | O_CLOEXEC))) < 0) {
-		cli_error(cmd, "cannot open /proc/self/exe: %s", strerror(errno));
-		return -1;
-	}
 	snprintf(logpath, sizeof logpath, "%s/supervisor.log", dir);
 	/* a socket, not a pipe: kbox_ctl_recv reads it */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pfd) < 0 ||
@@ -139,7 +132,6 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		cli_error(cmd, "socketpair: %s", strerror(errno));
 		if (pfd[0] >= 0)
 			close(pfd[0]);
-		close(exe_fd);
 		return -1;
 	}
 	fflush(NULL);
@@ -148,7 +140,6 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		cli_error(cmd, "fork: %s", strerror(errno));
 		close(pfd[0]);
 		close(pfd[1]);
-		close(exe_fd);
 		return -1;
 	}
 	if (mid == 0) {
@@ -172,26 +163,25 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 			if (fd > 2)
 				close(fd);
 		}
-		/* 3: the ready socket; 4: this program (both were moved above 4,
-		 * so neither is overwritten before it is moved) */
-		if (dup2(pfd[1], 3) < 0 || dup2(exe_fd, 4) < 0)
+		/* 3: the ready socket (moved above 4, so not overwritten) */
+		if (dup2(pfd[1], 3) < 0)
 			_exit(127);
-		/* a daemon keeps nothing of its starter but 0-4: an inherited pipe
+		/* a daemon keeps nothing of its starter but 0-3: an inherited pipe
 		 * would hold the starter's reader open for the session's life */
 #ifdef HAVE_CLOSE_RANGE
-		if (close_range(5, ~0U, 0) < 0)
+		if (close_range(4, ~0U, 0) < 0)
 #endif
-			for (int i = 5; i < 65536; i++)
+			for (int i = 4; i < 65536; i++)
 				close(i);
 		signal(SIGHUP, SIG_DFL);
 		if (chdir("/") < 0)
 			_exit(127);
-		execl(prog, SUPERVISOR_PROGRAM, dir, "3", "4", (char *)NULL);
+		/* its argv: kbox-supervisor(8)'s, in runtime/supervisor.h */
+		execl(prog, KBOX_SUPERVISOR_PROGRAM, dir, "3", (char *)NULL);
 		fprintf(stderr, "kbox: cannot run %s: %s\n", prog, strerror(errno));
 		_exit(127);
 	}
 	close(pfd[1]);
-	close(exe_fd);
 	while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
 		;
 	return pfd[0];
@@ -321,13 +311,11 @@ int cli_check_backend(const char *cmd, const json_t *config)
 {
 	const char *b = json_string_value(json_object_get(config, "backend"));
 	kbox_sandbox_opts_t so = {0};
-	kbox_error_t err = {0};
 	char buf[1024];
 
 	if (!b)
 		b = KBOX_BACKEND_DEFAULT;
 	if (strcmp(b, "bwrap") == 0) {
-		kbox_bwrap_opts_t bo = {0};
 		char *exe = kbox_bwrap_path();
 		if (!exe) {
 			cli_error(cmd, "backend bwrap: bubblewrap is not installed (apt-get install "
@@ -336,11 +324,8 @@ int cli_check_backend(const char *cmd, const json_t *config)
 			return EXIT_UNAVAILABLE;
 		}
 		free(exe);
-		bo.rootfs = json_string_value(json_object_get(config, "rootfs"));
-		if (kbox_bwrap_probe(&bo, &err) < 0) {
-			cli_error(cmd, "backend bwrap: %s (see kbox doctor)", err.msg);
-			return EXIT_UNAVAILABLE;
-		}
+		/* whether it can make its sandbox here, the supervisor finds out
+		 * (and says why not) when it starts the kernel */
 	}
 	so.memory_bytes = json_integer_value(json_object_get(config, "memory"));
 	so.cpus = json_number_value(json_object_get(config, "cpus"));

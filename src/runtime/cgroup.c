@@ -1,6 +1,6 @@
 /* src/cgroup.c — limits for a sandbox through cgroups v1 or v2. */
 #include "private.h"
-#include "cgroup.h"
+#include "runtime/cgroup.h"
 
 #include <dirent.h>
 #include <errno.h>

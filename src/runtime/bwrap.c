@@ -1,6 +1,8 @@
-/* src/bwrap.c — the bwrap sandbox: bubblewrap's command line, the seccomp
- * filter, and a kernel executed inside (see kbox/kernel.h, kbox(7)). */
+/* src/runtime/bwrap.c — the bwrap sandbox: bubblewrap's command line, the
+ * seccomp filter, short commands run inside (kbox doctor); see bwrap.h and
+ * kbox(7). */
 #include "private.h"
+#include "runtime/bwrap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -186,6 +188,11 @@ static int data_fd(const char *name, const char *text)
 }
 
 /* ---- the command line ---- */
+
+char *kbox_bwrap_resolve(const char *cmd, const char *rootfs)
+{
+	return kbox__resolve_command(cmd, rootfs);
+}
 
 char *kbox_bwrap_path(void)
 {
@@ -407,146 +414,6 @@ fail:
 	free(exe);
 	kbox_strv_free(a.v);
 	return NULL;
-}
-
-/* ---- a kernel in the sandbox ---- */
-
-/* Set rlimit RES to N (soft and hard) when N > 0.  0 or -1. */
-static int set_rlimit(int res, long long n)
-{
-	struct rlimit r = {(rlim_t)n, (rlim_t)n};
-	return n > 0 ? setrlimit(res, &r) : 0;
-}
-
-int kbox_kernel_exec_bwrap(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o,
-                           const kbox_bwrap_opts_t *bo, const char *conn_path, kbox_error_t *err)
-{
-	kbox_conn_t *conn = NULL, *inner = NULL;
-	kbox_bwrap_opts_t b = {0};
-	kbox_kernel_opts_t ko = {0};
-	char **argv = NULL, **env = NULL, **bargv = NULL, *exe = NULL;
-	char inner_path[PATH_MAX], inside[PATH_MAX], ip[PATH_MAX], sbdir[PATH_MAX];
-	const char *base, *ipbase;
-	struct stat st;
-	int *fds = NULL, devnull;
-	size_t n_fds = 0, n, rdl;
-
-	inner_path[0] = '\0';
-	if (kbox_init() < 0)
-		return kbox__err(err, KBOX_E_NOMEM, "cannot initialise libsodium");
-	if (!o || !o->runtime_dir)
-		return kbox__err(err, KBOX_E_INVALID, "kbox_kernel_exec_bwrap needs a runtime_dir");
-	if (bo)
-		b = *bo;
-	if (!b.workspace)
-		b.workspace = o->cwd;
-	if (kbox__check_private_dir(o->runtime_dir, err) < 0)
-		return -1;
-	/* The sandbox gets a directory of its own for its sockets and its
-	 * connection file: the one the host reads (CONN_PATH, beside it)
-	 * stays out of its reach, and whatever an earlier kernel left there
-	 * goes. */
-	if (!b.runtime_dir) {
-		if ((size_t)snprintf(sbdir, sizeof sbdir, "%s/sandbox", o->runtime_dir) >= sizeof sbdir)
-			return kbox__err(err, KBOX_E_INVALID, "runtime directory path too long");
-		if (mkdir(sbdir, 0700) < 0 && errno != EEXIST)
-			return kbox__err_sys(err, "cannot create %s", sbdir);
-		b.runtime_dir = sbdir;
-	}
-	{
-		/* ours, whatever an earlier kernel did to it: private again, empty */
-		int dfd = open(b.runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dfd < 0)
-			return kbox__err_sys(err, "%s", b.runtime_dir);
-		if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || fchmod(dfd, 0700) < 0) {
-			close(dfd);
-			return kbox__err(err, KBOX_E_INVALID, "%s is not a directory of ours",
-			                 b.runtime_dir);
-		}
-		close(dfd);
-	}
-	if (kbox__empty_dir(b.runtime_dir) < 0)
-		return kbox__err_sys(err, "cannot empty %s", b.runtime_dir);
-	/* the sockets, as the host sees them and as the kernel does */
-	if (!(conn = kbox_conn_new_ipc(b.runtime_dir, err)))
-		return -1;
-	kbox_conn_set_kernel_name(conn, kbox_kspec_name(spec));
-	rdl = strlen(b.runtime_dir);
-	if (strncmp(kbox_conn_ip(conn), b.runtime_dir, rdl) != 0 || kbox_conn_ip(conn)[rdl] != '/') {
-		kbox__err(err, KBOX_E_INVALID, "the sockets are not in %s", b.runtime_dir);
-		goto fail;
-	}
-	ipbase = kbox_conn_ip(conn) + rdl + 1;
-	snprintf(ip, sizeof ip, "%s/%s", KBOX_BWRAP_RUNTIME, ipbase);
-	base = strrchr(conn_path, '/') ? strrchr(conn_path, '/') + 1 : conn_path;
-	n = strlen(base);
-	if (n > 5 && strcmp(base + n - 5, ".json") == 0)
-		n -= 5;
-	snprintf(inner_path, sizeof inner_path, "%s/%.*s.sandbox.json", b.runtime_dir, (int)n, base);
-	snprintf(inside, sizeof inside, "%s/%.*s.sandbox.json", KBOX_BWRAP_RUNTIME, (int)n, base);
-	if (!(inner = kbox_conn_dup(conn))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
-		goto fail;
-	}
-	if (kbox_conn_set_ip(inner, ip, err) < 0 || kbox_conn_save(conn, conn_path, err) < 0 ||
-	    kbox_conn_save(inner, inner_path, err) < 0)
-		goto fail;
-	if (!(argv = kbox_kspec_format_argv(spec, inside, err)))
-		goto fail;
-	if (!(exe = kbox__resolve_command(argv[0], b.rootfs))) {
-		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s%s",
-		          kbox_kspec_name(spec), argv[0], "/usr/local/bin:/usr/bin:/bin",
-		          b.rootfs ? " of the root filesystem" : "");
-		goto fail;
-	}
-	free(argv[0]);
-	argv[0] = exe;
-	exe = NULL;
-	if (!(env = kbox__kernel_env(spec, o, "/home/kbox"))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
-		goto fail;
-	}
-	/* ipykernel polls its JPY_PARENT_PID parent and exits once its own
-	 * parent is pid 1, which bwrap's init is; 1 itself means "no parent
-	 * to poll" (and no console banner) */
-	for (size_t i = 0; env[i]; i++)
-		if (strncmp(env[i], "JPY_PARENT_PID=", 15) == 0) {
-			char *one = strdup("JPY_PARENT_PID=1");
-			if (!one) {
-				kbox__err(err, KBOX_E_NOMEM, "out of memory");
-				goto fail;
-			}
-			free(env[i]);
-			env[i] = one;
-		}
-	if (!(bargv = kbox_bwrap_argv(&b, argv, &fds, &n_fds, err)))
-		goto fail;
-	kbox_conn_destroy(&conn);
-	kbox_conn_destroy(&inner);
-	ko = *o;
-	ko.cwd = NULL; /* bwrap changes into /workspace */
-	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	/* last: this process may need more than the kernel is allowed */
-	if (set_rlimit(RLIMIT_FSIZE, b.rlimit_fsize) < 0 || set_rlimit(RLIMIT_DATA, b.rlimit_data) < 0 ||
-	    set_rlimit(RLIMIT_NPROC, b.rlimit_nproc) < 0) {
-		kbox__err_sys(err, "cannot set the sandbox's rlimits");
-		goto fail;
-	}
-	kbox__child_exec(bargv[0], bargv, env, &ko, devnull, o->log_path, getppid(), fds, n_fds);
-fail:
-	unlink(conn_path);
-	if (inner_path[0])
-		unlink(inner_path);
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
-	free(fds);
-	kbox_conn_destroy(&conn);
-	kbox_conn_destroy(&inner);
-	kbox_strv_free(argv);
-	kbox_strv_free(env);
-	kbox_strv_free(bargv);
-	free(exe);
-	return -1;
 }
 
 /* ---- short commands in the sandbox ---- */

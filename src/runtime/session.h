@@ -1,4 +1,4 @@
-/* kbox/session.h — persistent sessions: names, the state directory, the
+/* src/runtime/session.h — persistent sessions: names, the state directory, the
  * session's files, its event log, and the control socket its supervisor
  * answers.
  *
@@ -8,8 +8,9 @@
  *   session.json     the configuration given to kbox start (kernel, backend,
  *                    ttl, limits, environment)
  *   supervisor.pid   the supervisor's pid, flock()ed while it runs
- *   control.sock     the supervisor's control socket (one JSON line each way)
- *   run/             connection file and ipc sockets of the current kernel
+ *   control.sock     the supervisor's control socket (JSON lines: kbox-protocol(7))
+ *   run/             the host's connection file of the current kernel; run/sandbox/
+ *                    its ipc sockets and the connection file the kernel reads
  *   workspace/       the kernel's working directory; survives restarts
  *   outputs/         images and spilled output of executions
  *   events.ndjson    lifecycle and execution log, one JSON object per line
@@ -18,17 +19,14 @@
  *   generation       how many kernels this session has started
  *   last-stop        why the previous supervisor ended (read by the next)
  */
-#ifndef KBOX_SESSION_H
-#define KBOX_SESSION_H
+#ifndef KBOX_RUNTIME_SESSION_H
+#define KBOX_RUNTIME_SESSION_H
 
 #include <stdbool.h>
 #include <sys/types.h>
 #include <jansson.h>
 #include <kbox/error.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 /* Short enough that HOME/sessions/NAME/run/<socket> fits a unix socket
  * path (107 bytes) under a usual ~/.local/state/kbox. */
@@ -95,21 +93,8 @@ json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err);
 json_t *kbox_ctl_call(const char *dir, const char *op, json_t *args, int timeout_ms,
                       kbox_error_t *err);
 
-/* ---- supervisor ---- */
-
-/* Run the supervisor of the session in DIR (its session.json says what to
- * start) until it stops.  READY_FD (or -1, a socket) gets one line when the
- * kernel is ready or could not start: {"ok":true,"pid":…} or
- * {"ok":false,"error":…}, then is closed.  KBOX_EXE is the kbox program,
- * whose helper commands do what needs libzmq (see kbox/backend.h).
- * Returns 0 after a clean stop, 1 when the session could not start. */
-int kbox_supervisor_run(const char *dir, int ready_fd, const char *kbox_exe);
-
 /* Parse a duration: a number with an optional unit s, m, h or d ("90",
  * "1.5h", "30m"), into milliseconds.  -1 when S is not one. */
 long long kbox_parse_duration(const char *s);
 
-#ifdef __cplusplus
-}
-#endif
 #endif

@@ -1,7 +1,7 @@
 /* src/session.c — session names, the state directory, session files, the
  * event log and the control socket's client side. */
 #include "private.h"
-#include <kbox/session.h>
+#include "runtime/session.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 
 /* The longest socket path a session makes: run/kernel-XXXXXXXX-ipc-N. */
 #define LONGEST_SOCKET "/run/kernel-00000000-ipc-10"
-#define CTL_LINE_MAX (1 << 20)
+#define CTL_LINE_MAX (64 << 20) /* a reply: a result, within its budgets, or an event */
 
 int kbox_session_check_name(const char *name, kbox_error_t *err)
 {

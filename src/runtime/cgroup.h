@@ -1,4 +1,4 @@
-/* src/cgroup.h — limits for a sandbox through cgroups (private).
+/* src/runtime/cgroup.h — limits for a sandbox through cgroups (private).
  *
  * A sandbox's cgroup is created under the caller's own cgroup, one
  * directory per controller hierarchy: cgroup v2 where a controller is on

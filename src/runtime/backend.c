@@ -1,0 +1,279 @@
+/* src/runtime/backend.c — the list of backends and what all sandboxes share
+ * (backend.h).  A backend's own code is in its file, backend_NAME.c. */
+#include "private.h"
+#include "runtime/backend.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern const kbox_backend_t kbox_backend_bwrap, kbox_backend_none;
+
+/* The backends: one line each. */
+static const kbox_backend_t *const backends[] = {&kbox_backend_bwrap, &kbox_backend_none, NULL};
+static const char *const backend_names[] = {"bwrap", "none", NULL};
+
+const kbox_backend_t *kbox_backend_find(const char *name)
+{
+	for (size_t i = 0; name && backends[i]; i++)
+		if (strcmp(backends[i]->name, name) == 0)
+			return backends[i];
+	return NULL;
+}
+
+const char *const *kbox_backend_names(void) { return backend_names; }
+
+bool kbox_backend_exists(const char *name) { return kbox_backend_find(name) != NULL; }
+
+bool kbox_backend_sandboxed(const char *name)
+{
+	const kbox_backend_t *b = kbox_backend_find(name);
+	return b && b->sandboxed;
+}
+
+const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t *o, char *buf,
+                                    size_t size)
+{
+	const kbox_backend_t *b = kbox_backend_find(name);
+	kbox_sandbox_opts_t l;
+	unsigned gone = 0;
+	char why[512] = "";
+	size_t n = 0;
+
+	if (size)
+		buf[0] = '\0';
+	if (!b || !o || !size)
+		return buf;
+	l = *o;
+	if (b->defaults)
+		b->defaults(&l);
+	if (b->unavailable)
+		gone = b->unavailable(why, sizeof why);
+#define ADD(cond, what)                                                                        \
+	if ((cond) && n < size)                                                                    \
+		n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", what);
+	ADD(l.memory_bytes > 0 && (!(b->limits & KBOX_LIMIT_MEMORY) || (gone & KBOX_LIMIT_MEMORY)),
+	    "memory");
+	ADD(l.cpus > 0 && (!(b->limits & KBOX_LIMIT_CPUS) || (gone & KBOX_LIMIT_CPUS)), "cpus");
+	ADD(l.pids > 0 && (!(b->limits & KBOX_LIMIT_PIDS) || (gone & KBOX_LIMIT_PIDS)), "pids");
+#undef ADD
+	if (n && why[0] && n < size)
+		snprintf(buf + n, size - n, " (%s)", why);
+	return buf;
+}
+
+const char *kbox_fmt_size(char *buf, size_t size, long long n)
+{
+	if (n >= 1LL << 30 && n % (1LL << 30) == 0)
+		snprintf(buf, size, "%lld GiB", n >> 30);
+	else if (n >= 1LL << 30)
+		snprintf(buf, size, "%.1f GiB", (double)n / (1LL << 30));
+	else if (n >= 1LL << 20 && n % (1LL << 20) == 0)
+		snprintf(buf, size, "%lld MiB", n >> 20);
+	else if (n >= 1LL << 20)
+		snprintf(buf, size, "%.1f MiB", (double)n / (1LL << 20));
+	else
+		snprintf(buf, size, "%lld bytes", n);
+	return buf;
+}
+
+void kbox_sandbox_set_cause(kbox_sandbox_t *sb, int st, bool signal_exit)
+{
+	int sig = 0;
+	if (WIFSIGNALED(st))
+		sig = WTERMSIG(st);
+	else if (signal_exit && WIFEXITED(st) && WEXITSTATUS(st) > 128 && WEXITSTATUS(st) < 128 + 65)
+		sig = WEXITSTATUS(st) - 128;
+	if (sig) {
+		const char *abbrev = sigabbrev_np(sig);
+		snprintf(sb->cause, sizeof sb->cause, "the kernel was killed by signal %d (SIG%s)", sig,
+		         abbrev ? abbrev : "?");
+	} else if (WIFEXITED(st))
+		snprintf(sb->cause, sizeof sb->cause, "the kernel exited with status %d%s",
+		         WEXITSTATUS(st), WEXITSTATUS(st) == 127 ? " (it could not be started)" : "");
+	else
+		snprintf(sb->cause, sizeof sb->cause, "the kernel ended (wait status %d)", st);
+}
+
+static char *dup_or_null(const char *s, bool *failed)
+{
+	char *d = s ? strdup(s) : NULL;
+	if (s && !d)
+		*failed = true;
+	return d;
+}
+
+kbox_sandbox_t *kbox_sandbox_start(const char *name, const kbox_kspec_t *spec,
+                                   const kbox_sandbox_opts_t *o, const char *kernel_conn,
+                                   kbox_error_t *err)
+{
+	const kbox_backend_t *b = kbox_backend_find(name);
+	kbox_sandbox_t *self = NULL;
+	char **argv = NULL;
+	size_t n_env = 0;
+	bool failed = false;
+
+	if (!b) {
+		kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", name ? name : "(null)");
+		return NULL;
+	}
+	if (!o || !o->runtime_dir || !kernel_conn) {
+		kbox__err(err, KBOX_E_INVALID, "a sandbox needs a runtime_dir and a connection file");
+		return NULL;
+	}
+	if (!(self = calloc(1, sizeof *self)))
+		goto nomem;
+	self->backend = b;
+	self->pid = -1;
+	self->o = *o;
+	if (b->defaults)
+		b->defaults(&self->o);
+	while (o->env && o->env[n_env])
+		n_env++;
+	if (!(self->env = calloc(n_env + 1, sizeof *self->env)))
+		goto nomem;
+	for (size_t i = 0; i < n_env; i++)
+		self->env[i] = dup_or_null(o->env[i], &failed);
+	self->o.env = (const char *const *)self->env;
+	self->o.runtime_dir = dup_or_null(o->runtime_dir, &failed);
+	self->o.workspace = dup_or_null(o->workspace, &failed);
+	self->o.log_path = dup_or_null(o->log_path, &failed);
+	self->o.name = dup_or_null(o->name, &failed);
+	self->o.home = dup_or_null(o->home, &failed);
+	self->o.rootfs = dup_or_null(o->rootfs, &failed);
+	self->kernel = dup_or_null(kbox_kspec_name(spec), &failed);
+	if (failed)
+		goto nomem;
+	if (!(argv = kbox_kspec_format_argv(spec, kernel_conn, err)))
+		goto fail;
+	self->spec = spec;
+	if (b->start(self, argv, err) < 0)
+		goto fail;
+	self->spec = NULL;
+	kbox_strv_free(argv);
+	return self;
+nomem:
+	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+fail:
+	kbox_strv_free(argv);
+	if (self)
+		self->spec = NULL;
+	kbox_sandbox_destroy(&self);
+	return NULL;
+}
+
+int kbox_sandbox_ready(kbox_sandbox_t *self, kbox_error_t *err)
+{
+	return self->backend->ready ? self->backend->ready(self, err) : 0;
+}
+
+const char *kbox_sandbox_backend(const kbox_sandbox_t *self) { return self->backend->name; }
+
+pid_t kbox_sandbox_pid(kbox_sandbox_t *self)
+{
+	if (self->backend->kernel_pid && !self->ended && self->pid > 0) {
+		pid_t k = self->backend->kernel_pid(self);
+		return k > 0 ? k : self->pid;
+	}
+	return self->pid;
+}
+
+bool kbox_sandbox_alive(kbox_sandbox_t *self)
+{
+	if (self->ended || self->pid <= 0)
+		return false;
+	if (self->backend->wait(self))
+		return true;
+	self->ended = true;
+	return false;
+}
+
+const char *kbox_sandbox_cause(const kbox_sandbox_t *self)
+{
+	return self->ended ? self->cause : "";
+}
+
+long long kbox_sandbox_memory(kbox_sandbox_t *self)
+{
+	char path[64], line[256];
+	long long kb = -1, m;
+	FILE *f;
+	if (self->ended || self->pid <= 0)
+		return -1;
+	if (self->backend->memory && (m = self->backend->memory(self)) >= 0)
+		return m;
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)kbox_sandbox_pid(self));
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+const char *kbox_sandbox_limits(const kbox_sandbox_t *self) { return self->limits; }
+
+const char *kbox_sandbox_limits_missing(const kbox_sandbox_t *self) { return self->missing; }
+
+int kbox_sandbox_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err)
+{
+	if (!kbox_sandbox_alive(self))
+		return kbox__err(err, KBOX_E_DEAD, "the kernel is not running");
+	return self->backend->signal(self, sig, err);
+}
+
+bool kbox_sandbox_wait_end(kbox_sandbox_t *self, int ms)
+{
+	long long deadline = kbox__now_ms() + ms;
+	while (kbox_sandbox_alive(self)) {
+		if (kbox__now_ms() >= deadline)
+			return false;
+		usleep(5000);
+	}
+	return true;
+}
+
+void kbox_sandbox_stop(kbox_sandbox_t *self, int step_ms)
+{
+	if (kbox_sandbox_alive(self)) {
+		kbox_sandbox_signal(self, SIGTERM, NULL);
+		if (!kbox_sandbox_wait_end(self, step_ms)) {
+			kbox_sandbox_signal(self, SIGKILL, NULL);
+			kbox_sandbox_wait_end(self, step_ms);
+		}
+	}
+	if (!self->cleaned && self->backend->cleanup)
+		self->backend->cleanup(self);
+	self->cleaned = true;
+}
+
+void kbox_sandbox_destroy(kbox_sandbox_t **self_p)
+{
+	kbox_sandbox_t *self;
+	if (!self_p || !(self = *self_p))
+		return;
+	if (self->pid > 0 && kbox_sandbox_alive(self)) {
+		self->backend->signal(self, SIGKILL, NULL);
+		kbox_sandbox_wait_end(self, 2500);
+	}
+	/* also after a start that failed half-way */
+	if (!self->cleaned && self->backend->cleanup)
+		self->backend->cleanup(self);
+	for (size_t i = 0; self->env && self->env[i]; i++)
+		free(self->env[i]);
+	free(self->env);
+	free((char *)self->o.runtime_dir);
+	free((char *)self->o.workspace);
+	free((char *)self->o.log_path);
+	free((char *)self->o.name);
+	free((char *)self->o.home);
+	free((char *)self->o.rootfs);
+	free(self->kernel);
+	free(self);
+	*self_p = NULL;
+}

@@ -1,0 +1,180 @@
+/* src/runtime/backend.h — where a session's kernel runs: the backend
+ * interface, and a sandbox (one kernel process in one backend).
+ *
+ * A backend is one file (backend_none.c, backend_bwrap.c, …) that fills in
+ * one kbox_backend_t and is listed once, in backend.c.  Its operations:
+ * start (run the kernel, given the connection file as the kernel is to see
+ * it), ready (optional: more than the kernel answering on its channels),
+ * interrupt, kill (signal), wait (reap without blocking, and say how the
+ * kernel ended), cleanup.  Everything else (connection files, readiness,
+ * talking to the kernel, restarts) is the supervisor's, the same for all.
+ *
+ * Backends use only libc, kernelspecs and the sandbox's own tools (bwrap,
+ * seccomp, cgroups): no ZeroMQ, no libsodium.  `none` runs the kernel as a
+ * plain local process and is NOT a sandbox. */
+#ifndef KBOX_RUNTIME_BACKEND_H
+#define KBOX_RUNTIME_BACKEND_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <kbox/error.h>
+#include <kbox/kspec.h>
+
+typedef struct {
+	/* The directory of the kernel's sockets and of the connection file it
+	 * reads (exists, 0700, ours; the host's connection file is elsewhere,
+	 * out of the sandbox's reach): bound at sockets_inside for a backend
+	 * that has one. */
+	const char *runtime_dir;
+	const char *workspace;   /* the kernel's working directory */
+	const char *log_path;    /* the kernel's stdout and stderr (appended) */
+	const char *const *env;  /* extra "KEY=VALUE", NULL-terminated; may be NULL */
+	const char *name;        /* the session's name, for the sandbox's cgroup; may be NULL */
+	const char *home;        /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
+	const char *rootfs;      /* bwrap: system files from this directory; NULL: the host's */
+	/* Limits, 0 for the backend's default (none for `none`).  A backend
+	 * that cannot enforce one says so in kbox_backend_unenforced. */
+	long long memory_bytes;
+	double cpus;
+	long pids;
+	long long tmp_bytes;     /* size of /tmp */
+	long long file_bytes;    /* largest file the kernel may write (RLIMIT_FSIZE) */
+} kbox_sandbox_opts_t;
+
+/* The default backend: bwrap. */
+#define KBOX_BACKEND_DEFAULT "bwrap"
+
+/* bwrap's limits when none are given: 2 GiB of memory, 1024 processes
+ * and threads, all CPUs, a 512 MiB /tmp, files up to 4 GiB. */
+#define KBOX_BWRAP_MEMORY (2LL << 30)
+#define KBOX_BWRAP_PIDS 1024
+#define KBOX_BWRAP_FILE_BYTES (4LL << 30)
+
+typedef struct kbox_sandbox kbox_sandbox_t;
+
+/* The limits a backend can enforce (where the machine allows). */
+enum { KBOX_LIMIT_MEMORY = 1u << 0, KBOX_LIMIT_CPUS = 1u << 1, KBOX_LIMIT_PIDS = 1u << 2 };
+
+/* One backend: what it is, and its operations on a sandbox. */
+typedef struct kbox_backend {
+	const char *name;
+	bool sandboxed;
+	unsigned limits; /* KBOX_LIMIT_* it enforces */
+	/* Where the kernel sees the directory of its sockets (bwrap:
+	 * "/run/kbox"), or NULL when it sees the host's path. */
+	const char *sockets_inside;
+	/* Fill in the backend's default limits (may be NULL). */
+	void (*defaults)(kbox_sandbox_opts_t *o);
+	/* The limits that cannot be enforced here, for kbox_backend_unenforced
+	 * (may be NULL: all can).  A mask of KBOX_LIMIT_*, the reason in WHY. */
+	unsigned (*unavailable)(char *why, size_t size);
+	/* Start SB's kernel: ARGV is the kernelspec's command, its connection
+	 * file named as the kernel sees it.  0 or -1 with ERR. */
+	int (*start)(kbox_sandbox_t *sb, char **argv, kbox_error_t *err);
+	/* Optional: 1 while the sandbox is not yet ready for the kernel to be
+	 * talked to, 0 when it is, -1 with ERR when it will never be.  NULL:
+	 * ready when the kernel answers. */
+	int (*ready)(kbox_sandbox_t *sb, kbox_error_t *err);
+	/* Send SIG to the kernel (SIGINT: an interrupt), or end the sandbox
+	 * (SIGKILL).  0 or -1 with ERR. */
+	int (*signal)(kbox_sandbox_t *sb, int sig, kbox_error_t *err);
+	/* Reap without blocking: true while the kernel runs; once it has
+	 * ended, fill sb->cause. */
+	bool (*wait)(kbox_sandbox_t *sb);
+	/* Remove what the sandbox left (cgroups, its directory); also after a
+	 * start that failed half-way (PRIV may be NULL). */
+	void (*cleanup)(kbox_sandbox_t *sb);
+	/* The kernel's pid as the host sees it (NULL: the pid start recorded). */
+	pid_t (*kernel_pid)(kbox_sandbox_t *sb);
+	/* Memory of the sandbox in bytes, -1 when unknown (NULL: the kernel
+	 * process's resident set). */
+	long long (*memory)(kbox_sandbox_t *sb);
+} kbox_backend_t;
+
+/* A sandbox, as its backend sees it.  The common part is filled by
+ * kbox_sandbox_start; a backend keeps its own state behind PRIV. */
+struct kbox_sandbox {
+	const kbox_backend_t *backend;
+	kbox_sandbox_opts_t o;   /* with the backend's defaults; strings owned */
+	char **env;              /* o.env, owned */
+	char *kernel;            /* the kernelspec's name */
+	const kbox_kspec_t *spec;/* borrowed during start only */
+	pid_t pid;               /* our child: the kernel, or what runs it */
+	bool ended;
+	bool cleaned;            /* cleanup has run */
+	int status;              /* wait status once ended */
+	char cause[256];         /* how it ended */
+	char limits[256];        /* the limits as applied, "" when none */
+	char missing[768];       /* what could not be applied, "" */
+	void *priv;
+};
+
+/* The backends compiled in, NULL-terminated ("bwrap", "none", …). */
+const char *const *kbox_backend_names(void);
+/* Backend NAME, or NULL. */
+const kbox_backend_t *kbox_backend_find(const char *name);
+/* True when NAME is one of them. */
+bool kbox_backend_exists(const char *name);
+/* True when NAME isolates the kernel (false for "none"). */
+bool kbox_backend_sandboxed(const char *name);
+/* The limits in OPTS (the backend's defaults included) that backend NAME
+ * does not enforce on this machine, written to BUF: a comma-separated
+ * list ("memory, cpus"), followed by the reason in parentheses when the
+ * backend could enforce them elsewhere; "" when all are. */
+const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t *opts,
+                                    char *buf, size_t size);
+
+/* Start SPEC's kernel in backend NAME (OPTS is copied), its command line
+ * naming KERNEL_CONN, the connection file as the kernel is to see it.  The
+ * kernel is our child (or runs under one), in a session of its own, killed
+ * if we die.  Does not wait for readiness.  NULL with ERR. */
+kbox_sandbox_t *kbox_sandbox_start(const char *name, const kbox_kspec_t *spec,
+                                   const kbox_sandbox_opts_t *opts, const char *kernel_conn,
+                                   kbox_error_t *err);
+
+/* The backend's own readiness (see kbox_backend_t.ready): 1, 0 or -1. */
+int kbox_sandbox_ready(kbox_sandbox_t *self, kbox_error_t *err);
+
+const char *kbox_sandbox_backend(const kbox_sandbox_t *self);
+/* The kernel's pid as the host sees it. */
+pid_t kbox_sandbox_pid(kbox_sandbox_t *self);
+
+/* Reap without blocking: true while the kernel runs.  Once it has ended,
+ * kbox_sandbox_cause describes how ("the kernel exited with status 1",
+ * "the kernel was killed by signal 9 (SIGKILL)", "the kernel was killed:
+ * out of memory (limit 1 GiB)"). */
+bool kbox_sandbox_alive(kbox_sandbox_t *self);
+const char *kbox_sandbox_cause(const kbox_sandbox_t *self);
+
+/* Resident memory of the kernel in bytes (bwrap with a memory cgroup: all
+ * the sandbox's), or -1 when unknown. */
+long long kbox_sandbox_memory(kbox_sandbox_t *self);
+
+/* The limits as applied ("memory 2 GiB (cgroup), pids 1024 (cgroup),
+ * …"), and what could not be ("" when all could).  Borrowed. */
+const char *kbox_sandbox_limits(const kbox_sandbox_t *self);
+const char *kbox_sandbox_limits_missing(const kbox_sandbox_t *self);
+
+/* Send SIG to the kernel (SIGKILL ends the whole sandbox).  0 or -1 with
+ * ERR (KBOX_E_DEAD when it is not running). */
+int kbox_sandbox_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err);
+
+/* Wait up to MS for the kernel to end (polling): true once it has. */
+bool kbox_sandbox_wait_end(kbox_sandbox_t *self, int ms);
+
+/* SIGTERM, then SIGKILL, STEP_MS apart, unless it has ended; then remove
+ * what the sandbox left.  (A graceful shutdown_request is the
+ * supervisor's, before this.) */
+void kbox_sandbox_stop(kbox_sandbox_t *self, int step_ms);
+
+/* Kill if still running, remove what it left, free.  Accepts NULL. */
+void kbox_sandbox_destroy(kbox_sandbox_t **self_p);
+
+/* "2 GiB", "512 MiB", "1.5 GiB", "100 bytes" into BUF. */
+const char *kbox_fmt_size(char *buf, size_t size, long long n);
+
+/* For backends: set sb->cause from the wait status ST (SIGNAL_EXIT: an
+ * exit status 128 + N means killed by signal N, as bwrap reports it). */
+void kbox_sandbox_set_cause(kbox_sandbox_t *sb, int st, bool signal_exit);
+
+#endif

@@ -1,0 +1,319 @@
+/* src/runtime/backend_bwrap.c — backend `bwrap`, the default: the kernel in
+ * a bubblewrap sandbox (bwrap.c builds its command line and seccomp
+ * filter), in cgroups of its own (memory, pids, CPU) where the machine
+ * allows, with rlimits otherwise.
+ *
+ * Everything is prepared in the supervisor before fork; the child only
+ * joins the cgroup, takes its rlimits and execs bwrap (open, write,
+ * setrlimit, execve: safe in the child of a threaded process).  bwrap's
+ * init (pid 1 inside) runs the kernel (pid 2). */
+#include "private.h"
+#include "runtime/backend.h"
+#include "runtime/bwrap.h"
+#include "runtime/cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+	kbox_cgroup_t *cg;
+	pid_t kernel_pid; /* the kernel, found under bwrap's init */
+} bwrap_t;
+
+static void bwrap_defaults(kbox_sandbox_opts_t *o)
+{
+	if (o->memory_bytes <= 0)
+		o->memory_bytes = KBOX_BWRAP_MEMORY;
+	if (o->pids <= 0)
+		o->pids = KBOX_BWRAP_PIDS;
+	if (o->tmp_bytes <= 0)
+		o->tmp_bytes = KBOX_BWRAP_TMP_BYTES;
+	if (o->file_bytes <= 0)
+		o->file_bytes = KBOX_BWRAP_FILE_BYTES;
+}
+
+static unsigned bwrap_unavailable(char *why, size_t size)
+{
+	unsigned avail = kbox__cgroup_available(why, size), gone = 0;
+	if (!(avail & KBOX_CG_MEMORY))
+		gone |= KBOX_LIMIT_MEMORY;
+	if (!(avail & KBOX_CG_CPU))
+		gone |= KBOX_LIMIT_CPUS;
+	if (!(avail & KBOX_CG_PIDS))
+		gone |= KBOX_LIMIT_PIDS;
+	return gone;
+}
+
+/* Set rlimit RES to N (soft and hard) when N > 0.  0 or -1. */
+static int set_rlimit(int res, long long n)
+{
+	struct rlimit r = {(rlim_t)n, (rlim_t)n};
+	return n > 0 ? setrlimit(res, &r) : 0;
+}
+
+/* Make the sandbox's cgroup and describe the limits in sb->limits and
+ * sb->missing.  The cgroup controllers it got. */
+static unsigned make_cgroup(kbox_sandbox_t *sb, bwrap_t *w)
+{
+	static unsigned serial;
+	const kbox_sandbox_opts_t *l = &sb->o;
+	unsigned want = KBOX_CG_MEMORY | KBOX_CG_PIDS | (l->cpus > 0 ? KBOX_CG_CPU : 0), got;
+	char cgname[128], why[512], mem[32], tmp[32], fsz[32], cpu[48];
+
+	snprintf(cgname, sizeof cgname, "kbox-%s-%ld-%u", l->name ? l->name : "sandbox",
+	         (long)getpid(), ++serial);
+	w->cg = kbox__cgroup_new(cgname, want, l->memory_bytes, l->cpus, l->pids, why, sizeof why);
+	got = kbox__cgroup_enforced(w->cg);
+	kbox_fmt_size(mem, sizeof mem, l->memory_bytes);
+	kbox_fmt_size(tmp, sizeof tmp, l->tmp_bytes);
+	kbox_fmt_size(fsz, sizeof fsz, l->file_bytes);
+	if (l->cpus > 0)
+		snprintf(cpu, sizeof cpu, "%.4g (%s)", l->cpus,
+		         got & KBOX_CG_CPU ? "cgroup" : "not enforced");
+	else
+		snprintf(cpu, sizeof cpu, "all");
+	snprintf(sb->limits, sizeof sb->limits,
+	         "memory %s (%s), pids %ld (%s), cpus %s, /tmp %s (tmpfs), files up to %s (rlimit)",
+	         mem, got & KBOX_CG_MEMORY ? "cgroup" : "RLIMIT_DATA", l->pids,
+	         got & KBOX_CG_PIDS ? "cgroup" : "RLIMIT_NPROC", cpu, tmp, fsz);
+	sb->missing[0] = '\0';
+	if ((got & want) != want)
+		snprintf(sb->missing, sizeof sb->missing, "cgroup limits not applied: %s", why);
+	return got;
+}
+
+static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
+{
+	bwrap_t *w = calloc(1, sizeof *w);
+	kbox_bwrap_opts_t b = {0};
+	kbox_kernel_opts_t ko = {0};
+	char **env = NULL, **bargv = NULL, *exe = NULL;
+	int *fds = NULL, p[2] = {-1, -1}, child_errno, rc = -1;
+	long long rl_data = 0;
+	long rl_nproc = 0;
+	size_t n_fds = 0;
+	unsigned got;
+	pid_t parent = getpid();
+	ssize_t r;
+
+	if (!w)
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	sb->priv = w;
+	w->kernel_pid = -1;
+	got = make_cgroup(sb, w);
+	/* without a memory cgroup: the heap and private writable mappings
+	 * (allocation beyond fails with MemoryError rather than the process
+	 * being killed; address space, RLIMIT_AS, would count every thread's
+	 * reserved arenas and stacks, and stop Python starting) */
+	if (!(got & KBOX_CG_MEMORY))
+		rl_data = sb->o.memory_bytes;
+	if (!(got & KBOX_CG_PIDS))
+		rl_nproc = sb->o.pids;
+
+	b.rootfs = sb->o.rootfs;
+	b.workspace = sb->o.workspace;
+	b.runtime_dir = sb->o.runtime_dir;
+	b.home = sb->o.home;
+	b.tmp_bytes = sb->o.tmp_bytes;
+	if (!(exe = kbox__resolve_command(argv[0], b.rootfs))) {
+		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s%s", sb->kernel,
+		          argv[0], KBOX__SAFE_PATH, b.rootfs ? " of the root filesystem" : "");
+		goto out;
+	}
+	free(argv[0]);
+	argv[0] = exe;
+	exe = NULL;
+	ko.env = sb->o.env;
+	if (!(env = kbox__kernel_env(sb->spec, &ko, "/home/kbox"))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
+		goto out;
+	}
+	/* ipykernel polls its JPY_PARENT_PID parent and exits once its own
+	 * parent is pid 1, which bwrap's init is; 1 itself means "no parent
+	 * to poll" (and no console banner) */
+	for (size_t i = 0; env[i]; i++)
+		if (strncmp(env[i], "JPY_PARENT_PID=", 15) == 0) {
+			char *one = strdup("JPY_PARENT_PID=1");
+			if (!one) {
+				kbox__err(err, KBOX_E_NOMEM, "out of memory");
+				goto out;
+			}
+			free(env[i]);
+			env[i] = one;
+		}
+	if (!(bargv = kbox_bwrap_argv(&b, argv, &fds, &n_fds, err)))
+		goto out;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		kbox__err_sys(err, "pipe");
+		goto out;
+	}
+	if ((sb->pid = fork()) < 0) {
+		kbox__err_sys(err, "cannot fork the sandbox process");
+		goto out;
+	}
+	if (sb->pid == 0) {
+		int e;
+		close(p[0]);
+		/* last: this process may need more than the kernel is allowed */
+		if ((w->cg && kbox__cgroup_enter(w->cg) < 0) ||
+		    set_rlimit(RLIMIT_FSIZE, sb->o.file_bytes) < 0 ||
+		    set_rlimit(RLIMIT_DATA, rl_data) < 0 || set_rlimit(RLIMIT_NPROC, rl_nproc) < 0) {
+			e = errno;
+			if (write(p[1], &e, sizeof e) < 0)
+				_exit(126);
+			_exit(126);
+		}
+		/* bwrap changes into /workspace: no cwd */
+		kbox__child_exec(bargv[0], bargv, env, NULL, p[1], sb->o.log_path, parent, fds, n_fds);
+	}
+	close(p[1]);
+	p[1] = -1;
+	do
+		r = read(p[0], &child_errno, sizeof child_errno);
+	while (r < 0 && errno == EINTR);
+	if (r == (ssize_t)sizeof child_errno) {
+		errno = child_errno;
+		kbox__err_sys(err, "cannot run %s (the sandbox's cgroup, rlimits or exec)", bargv[0]);
+		while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		sb->pid = -1;
+		goto out;
+	}
+	rc = 0;
+out:
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	free(fds);
+	kbox_strv_free(env);
+	kbox_strv_free(bargv);
+	free(exe);
+	return rc;
+}
+
+/* A child of PARENT (the first found), or -1: a scan of /proc, for the
+ * kernel's pid under bwrap. */
+static pid_t child_of(pid_t parent)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = -1;
+	if (!d)
+		return -1;
+	while (found < 0 && (e = readdir(d))) {
+		char path[64], buf[512], *rp;
+		long ppid;
+		int fd;
+		ssize_t n;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* "PID (COMM) STATE PPID …": COMM may hold anything, even ')' */
+		if ((rp = strrchr(buf, ')')) && sscanf(rp + 1, " %*c %ld", &ppid) == 1 &&
+		    ppid == (long)parent)
+			found = (pid_t)atol(e->d_name);
+	}
+	closedir(d);
+	return found;
+}
+
+static pid_t bwrap_kernel_pid(kbox_sandbox_t *sb)
+{
+	bwrap_t *w = sb->priv;
+	pid_t init;
+	if (w->kernel_pid > 0 && kill(w->kernel_pid, 0) == 0)
+		return w->kernel_pid;
+	w->kernel_pid = -1;
+	if (sb->pid > 0 && (init = child_of(sb->pid)) > 0)
+		w->kernel_pid = child_of(init);
+	return w->kernel_pid;
+}
+
+static bool bwrap_wait(kbox_sandbox_t *sb)
+{
+	bwrap_t *w = sb->priv;
+	int st;
+	pid_t r;
+	do
+		r = waitpid(sb->pid, &st, WNOHANG);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return true;
+	sb->status = r == sb->pid ? st : -1;
+	if (r != sb->pid)
+		snprintf(sb->cause, sizeof sb->cause, "the sandbox process vanished (not reaped)");
+	else
+		kbox_sandbox_set_cause(sb, st, true);
+	if (kbox__cgroup_oom_kills(w->cg) > 0) {
+		char lim[32];
+		kbox_fmt_size(lim, sizeof lim, kbox__cgroup_memory_limit(w->cg));
+		snprintf(sb->cause, sizeof sb->cause, "the kernel was killed: out of memory (limit %s)",
+		         lim);
+	}
+	return false;
+}
+
+static int bwrap_signal(kbox_sandbox_t *sb, int sig, kbox_error_t *err)
+{
+	pid_t k;
+	if (sig == SIGKILL) {
+		/* bwrap's init dies with it (die-with-parent), and with pid 1 the
+		 * whole pid namespace */
+		kill(sb->pid, SIGKILL);
+		return 0;
+	}
+	if ((k = bwrap_kernel_pid(sb)) <= 0)
+		return kbox__err(err, KBOX_E_DEAD, "the kernel's process was not found in the sandbox");
+	if (kill(k, sig) < 0)
+		return kbox__err_sys(err, "cannot signal the kernel (pid %ld)", (long)k);
+	return 0;
+}
+
+static void bwrap_cleanup(kbox_sandbox_t *sb)
+{
+	bwrap_t *w = sb->priv;
+	if (!w)
+		return;
+	kbox__cgroup_destroy(&w->cg);
+	free(w);
+	sb->priv = NULL;
+}
+
+static long long bwrap_memory(kbox_sandbox_t *sb)
+{
+	bwrap_t *w = sb->priv;
+	return w ? kbox__cgroup_memory(w->cg) : -1;
+}
+
+const kbox_backend_t kbox_backend_bwrap = {
+    .name = "bwrap",
+    .sandboxed = true,
+    .limits = KBOX_LIMIT_MEMORY | KBOX_LIMIT_CPUS | KBOX_LIMIT_PIDS,
+    .sockets_inside = KBOX_BWRAP_RUNTIME,
+    .defaults = bwrap_defaults,
+    .unavailable = bwrap_unavailable,
+    .start = bwrap_start,
+    .signal = bwrap_signal,
+    .wait = bwrap_wait,
+    .cleanup = bwrap_cleanup,
+    .kernel_pid = bwrap_kernel_pid,
+    .memory = bwrap_memory,
+};

@@ -1,0 +1,1638 @@
+/* src/runtime/supervisor.c — one session's supervisor (supervisor.h).
+ *
+ * One event loop (kbox/loop.h) carries everything: the signalfd, the
+ * control socket and its connections, timers, and the kernel's channels
+ * (the client is attached to the loop).  Each handler reacts to one event.
+ * Executions, completions and inspections are jobs, run one at a time in
+ * the order they came.  Nothing here prints: what is worth saying goes to
+ * events.ndjson, and a supervisor's own errors to supervisor.log through
+ * its stderr. */
+#include "private.h"
+#include "runtime/backend.h"
+#include "runtime/cgroup.h"
+#include "runtime/session.h"
+#include "runtime/supervisor.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CONNS 256
+#define READY_TIMEOUT_MS 60000
+#define CRASH_WINDOW_MS 60000
+#define CRASH_MAX 5
+#define STOP_STEP_MS 2500
+#define SHUTDOWN_WAIT_MS 2000
+#define REQUEST_TIMEOUT_MS 30000   /* complete, inspect, interrupt_request */
+#define GRACE_MS 5000              /* after an interrupt, by default */
+#define CONN_OUT_MAX (8 << 20)     /* events queued for a slow client; more are dropped */
+#define FLUSH_MS 20
+
+typedef struct sup sup_t;
+typedef struct conn conn_t;
+typedef struct job job_t;
+
+typedef enum { FMT_TEXT, FMT_TEXT_LIVE, FMT_JSON, FMT_NDJSON } fmt_t;
+typedef enum { JOB_EXECUTE, JOB_COMPLETE, JOB_INSPECT } job_kind_t;
+
+/* One request that needs the kernel to itself, queued until its turn. */
+struct job {
+	sup_t *s;
+	job_kind_t kind;
+	conn_t *conn;        /* NULL once its client went away */
+	json_t *req;         /* the request (owned) */
+	job_t *next;
+	int wait_timer;      /* the request's limit on waiting for its turn, or 0 */
+	/* an execution */
+	fmt_t fmt;
+	long long timeout_ms, grace_ms;
+	char **inputs;       /* NULL-terminated; owned */
+	size_t n_inputs;
+	kbox_capture_t *cap;
+	kbox_exec_t *x;
+	unsigned long generation;
+	char notice[600];    /* the kernel was restarted since the last execution */
+	char *earlier_text;  /* output printed between executions, rendered */
+	json_t *earlier_json;
+	bool killed;         /* the kernel was killed to end it */
+};
+
+struct conn {
+	sup_t *s;
+	int fd;
+	char *in;            /* what has come, up to a newline */
+	size_t in_len, in_cap;
+	char *out;           /* what could not be sent yet */
+	size_t out_len;
+	size_t events_dropped;
+	job_t *job;          /* its job, queued or running, or NULL */
+	const char *pending; /* "restart": answered once the new kernel is ready */
+	bool close_after;    /* close once OUT is sent (the stop's reply) */
+};
+
+struct sup {
+	const char *dir;
+	json_t *config;
+	const char *kernel, *backend;
+	long long ttl_ms;
+	kbox_sandbox_opts_t sbo;
+	char **env;
+	char runtime_dir[PATH_MAX], sockets_dir[PATH_MAX], workspace[PATH_MAX];
+	char log_path[PATH_MAX], home[PATH_MAX], outputs[PATH_MAX];
+	char conn_path[PATH_MAX + 32], inner_path[PATH_MAX + 32];
+	kbox_kspec_t *spec;
+	kbox_loop_t *loop;
+	/* the kernel */
+	kbox_sandbox_t *sb;
+	kbox_client_t *client;
+	bool ready;                /* answered: jobs may run */
+	bool starting;             /* started, not yet answering */
+	long long start_t0;
+	int ready_fd;              /* kbox start's, until the first kernel is ready */
+	/* jobs */
+	job_t *queue, *running;
+	/* output between executions */
+	kbox_capture_t *between;
+	size_t between_msgs;
+	/* control */
+	int listen_fd, sig_fd, pid_fd;
+	long prev_pid;
+	conn_t *conns[MAX_CONNS];
+	size_t n_conns;
+	int flush_timer, ttl_timer;
+	/* bookkeeping */
+	long long started_ms, kernel_started_ms, last_activity_ms;
+	double started_wall, last_activity_wall;
+	unsigned long executions, generation;
+	unsigned restarts;
+	char notice[600];
+	char last_cause[512];
+	char kill_cause[600];      /* we killed the kernel, and why */
+	bool start_failed;         /* the first kernel never answered */
+	bool ephemeral;            /* kbox run's: the directory goes when it stops */
+	long owner_pid;            /* kbox run's: it stops when this process ends */
+	int owner_fd;
+	long long crashes[CRASH_MAX];
+	bool stopping;
+	char stop_cause[512];
+	conn_t *stop_conn;
+};
+
+static void dispatch_soon(sup_t *s);
+static void kernel_check_soon(sup_t *s);
+static void conn_close(sup_t *s, conn_t *c);
+
+static void sup_log(sup_t *s, const char *event, json_t *fields)
+{
+	kbox_session_log(s->dir, event, fields, NULL);
+}
+
+static void touch(sup_t *s)
+{
+	s->last_activity_ms = kbox__now_ms();
+	s->last_activity_wall = kbox__now();
+}
+
+static void iso_time(double t, char *buf, size_t size)
+{
+	time_t sec = (time_t)t;
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* "2 s", "1.5 s", "200 ms": durations in messages. */
+static const char *fmt_ms(long long ms, char *buf, size_t size)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, size, "%lld s", ms / 1000);
+	else if (ms > 1000)
+		snprintf(buf, size, "%.1f s", (double)ms / 1000.0);
+	else
+		snprintf(buf, size, "%lld ms", ms);
+	return buf;
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 16];
+	int fd;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (write(fd, text, strlen(text)) == (ssize_t)strlen(text))
+		rename(tmp, path);
+	else
+		unlink(tmp);
+	close(fd);
+}
+
+/* Read a small file into BUF; "" when absent. */
+static void read_file(const char *dir, const char *name, char *buf, size_t size)
+{
+	char path[PATH_MAX];
+	int fd;
+	ssize_t n = 0;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	buf[0] = '\0';
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+}
+
+/* ---- sending to clients ---- */
+
+/* Send what is queued for C without blocking.  false when C is gone. */
+static bool conn_flush(conn_t *c)
+{
+	size_t off = 0;
+	while (off < c->out_len) {
+		ssize_t w = send(c->fd, c->out + off, c->out_len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (w < 0)
+			return false;
+		off += (size_t)w;
+	}
+	memmove(c->out, c->out + off, c->out_len - off);
+	c->out_len -= off;
+	return true;
+}
+
+static int on_flush(kbox_loop_t *loop, void *arg);
+
+/* Queue J as one line for C and send what can be sent.  An event (EVENT
+ * true) beyond CONN_OUT_MAX of unsent output is dropped and counted;
+ * replies always go.  Takes J. */
+static void conn_send(conn_t *c, json_t *j, bool event)
+{
+	sup_t *s = c->s;
+	char *line;
+	size_t len;
+	if (!j)
+		return;
+	line = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!line)
+		return;
+	len = strlen(line);
+	if (event && c->out_len + len + 1 > CONN_OUT_MAX) {
+		c->events_dropped++;
+		free(line);
+		return;
+	}
+	{
+		char *nb = realloc(c->out, c->out_len + len + 1);
+		if (!nb) {
+			free(line);
+			return;
+		}
+		c->out = nb;
+	}
+	memcpy(c->out + c->out_len, line, len);
+	c->out[c->out_len + len] = '\n';
+	c->out_len += len + 1;
+	free(line);
+	conn_flush(c);
+	if (c->out_len && !s->flush_timer)
+		s->flush_timer = kbox_loop_add_timer(s->loop, FLUSH_MS, true, on_flush, s, NULL);
+}
+
+static void reply_error(conn_t *c, const char *kind, const char *fmt, ...) KBOX_PRINTF(3, 4);
+static void reply_error(conn_t *c, const char *kind, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	conn_send(c, json_pack("{s:b, s:s, s:s}", "ok", 0, "kind", kind, "error", msg), false);
+}
+
+static int on_flush(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	bool pending = false;
+	for (size_t i = s->n_conns; i-- > 0;) {
+		conn_t *c = s->conns[i];
+		if (!c->out_len)
+			continue;
+		if (!conn_flush(c)) {
+			conn_close(s, c);
+			continue;
+		}
+		if (!c->out_len && c->close_after)
+			conn_close(s, c);
+		else
+			pending |= c->out_len > 0;
+	}
+	if (!pending) {
+		kbox_loop_cancel_timer(loop, s->flush_timer);
+		s->flush_timer = 0;
+	}
+	return 0;
+}
+
+/* ---- jobs ---- */
+
+static void job_free(job_t *j)
+{
+	if (!j)
+		return;
+	if (j->wait_timer)
+		kbox_loop_cancel_timer(j->s->loop, j->wait_timer);
+	for (size_t i = 0; i < j->n_inputs; i++)
+		free(j->inputs[i]);
+	free(j->inputs);
+	kbox_capture_destroy(&j->cap);
+	kbox_exec_destroy(&j->x);
+	free(j->earlier_text);
+	json_decref(j->earlier_json);
+	json_decref(j->req);
+	free(j);
+}
+
+static void queue_remove(sup_t *s, job_t *j)
+{
+	for (job_t **p = &s->queue; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			j->next = NULL;
+			return;
+		}
+}
+
+static void queue_add(sup_t *s, job_t *j)
+{
+	job_t **p = &s->queue;
+	while (*p)
+		p = &(*p)->next;
+	*p = j;
+}
+
+/* A queued job's limit on waiting for its turn ran out. */
+static int on_wait_timeout(kbox_loop_t *loop, void *arg)
+{
+	job_t *j = arg;
+	(void)loop;
+	j->wait_timer = 0;
+	queue_remove(j->s, j);
+	if (j->conn) {
+		j->conn->job = NULL;
+		reply_error(j->conn, "busy",
+		            "timed out waiting for another execution to end (the session runs one at "
+		            "a time)");
+	}
+	job_free(j);
+	return 0;
+}
+
+/* ---- output between executions ---- */
+
+static bool is_output(const char *type)
+{
+	return strcmp(type, "stream") == 0 || strcmp(type, "display_data") == 0 ||
+	       strcmp(type, "update_display_data") == 0 || strcmp(type, "execute_result") == 0 ||
+	       strcmp(type, "error") == 0 || strcmp(type, "clear_output") == 0;
+}
+
+/* iopub output that belongs to no execution running: kept, within the
+ * capture's budgets, for the next result. */
+static void on_between(void *arg, const kbox_msg_t *msg)
+{
+	sup_t *s = arg;
+	if (!is_output(kbox_msg_type(msg)))
+		return;
+	if (!s->between) {
+		kbox_capture_opts_t co = {0};
+		char prefix[48];
+		snprintf(prefix, sizeof prefix, "%lu-between-", s->generation);
+		co.outputs_dir = s->outputs;
+		co.prefix = prefix;
+		if (!(s->between = kbox_capture_new(&co, NULL)))
+			return;
+	}
+	s->between_msgs++;
+	kbox_capture_feed(s->between, msg, NULL);
+}
+
+/* The output kept between executions, rendered for J, and forgotten. */
+static void take_between(sup_t *s, job_t *j)
+{
+	kbox_result_t *r;
+	json_t *all;
+	if (!s->between)
+		return;
+	r = kbox_capture_finish(&s->between, NULL);
+	s->between_msgs = 0;
+	if (!r)
+		return;
+	j->earlier_text = kbox_render_text(r);
+	all = kbox_render_json(r);
+	if (all) {
+		j->earlier_json = json_object();
+		json_object_set(j->earlier_json, "stdout", json_object_get(all, "stdout"));
+		json_object_set(j->earlier_json, "stderr", json_object_get(all, "stderr"));
+		json_object_set(j->earlier_json, "displays", json_object_get(all, "displays"));
+		json_object_set(j->earlier_json, "images", json_object_get(all, "images"));
+		json_decref(all);
+	}
+	kbox_result_destroy(&r);
+}
+
+/* ---- executions ---- */
+
+static fmt_t parse_fmt(const char *f)
+{
+	if (f && strcmp(f, "json") == 0)
+		return FMT_JSON;
+	if (f && strcmp(f, "ndjson") == 0)
+		return FMT_NDJSON;
+	if (f && strcmp(f, "text-live") == 0)
+		return FMT_TEXT_LIVE;
+	return FMT_TEXT;
+}
+
+/* Each capture event, to a client that follows them. */
+static void on_event(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
+{
+	job_t *j = arg;
+	json_t *e;
+	if (!j->conn || (j->fmt == FMT_TEXT_LIVE && ev->type != KBOX_EV_STREAM))
+		return;
+	if ((e = kbox_render_event(cap, ev)))
+		conn_send(j->conn, json_pack("{s:s, s:o}", "re", "execute", "event", e), true);
+}
+
+static int job_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg)
+{
+	job_t *j = arg;
+	return kbox_capture_on_msg(j->cap, channel, msg);
+}
+
+/* The execution of J ended: its result to its client, the log, and what
+ * comes next (a killed kernel's replacement, the next job). */
+static void on_exec_done(void *arg, kbox_exec_t *x)
+{
+	job_t *j = arg;
+	sup_t *s = j->s;
+	kbox_result_t *res;
+	kbox_exec_status_t st = kbox_exec_status(x);
+	char cause[600] = "";
+	bool kill = false;
+
+	j->x = x;
+	s->running = NULL;
+	touch(s);
+	if (st == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && s->sb && kbox_sandbox_alive(s->sb)) {
+		/* the kernel ignored the interrupt: it is killed, and replaced */
+		char t[32], g[32];
+		snprintf(cause, sizeof cause,
+		         "the execution timed out after %s and did not stop within %s of an "
+		         "interrupt, so the kernel was killed",
+		         fmt_ms(j->timeout_ms, t, sizeof t), fmt_ms(j->grace_ms, g, sizeof g));
+		kill = true;
+	} else if (st == KBOX_EXEC_DIED) {
+		if (s->sb && !kbox_sandbox_alive(s->sb))
+			snprintf(cause, sizeof cause, "%s", kbox_sandbox_cause(s->sb));
+		else if (s->stopping)
+			snprintf(cause, sizeof cause, "%s", s->stop_cause);
+		else
+			snprintf(cause, sizeof cause, "%s", kbox_exec_reason(x));
+	}
+	res = kbox_capture_finish(&j->cap, x);
+	if (res) {
+		if (kill || st == KBOX_EXEC_DIED) {
+			char reason[800];
+			bool restarting = !s->stopping;
+			snprintf(reason, sizeof reason, "%s%s", cause,
+			         restarting ? "; a new kernel was started" : "");
+			kbox_result_set_status(res, KBOX_EXEC_DIED, reason);
+		}
+		if (j->notice[0] && j->fmt != FMT_TEXT && j->fmt != FMT_TEXT_LIVE)
+			kbox_result_add_notice(res, j->notice, true);
+	}
+	if (j->conn && !res)
+		reply_error(j->conn, "internal", "out of memory rendering the result");
+	else if (j->conn) {
+		json_t *r = json_pack("{s:b, s:s, s:s, s:I}", "ok", 1, "re", "execute", "status",
+		                      kbox_exec_status_name(kbox_result_status(res)), "generation",
+		                      (json_int_t)j->generation);
+		if (j->fmt == FMT_TEXT || j->fmt == FMT_TEXT_LIVE) {
+			char *text = kbox_render_text_ex(res, j->fmt == FMT_TEXT_LIVE
+			                                          ? KBOX_RENDER_NO_STREAMS
+			                                          : 0);
+			size_t need = (text ? strlen(text) : 0) + (j->earlier_text ? strlen(j->earlier_text) : 0) + 700;
+			char *all = malloc(need);
+			if (all) {
+				size_t n = 0;
+				all[0] = '\0';
+				/* the notice first, unless a live client printed it already */
+				if (j->notice[0] && j->fmt == FMT_TEXT)
+					n += (size_t)snprintf(all + n, need - n, "[note: %s]\n", j->notice);
+				if (j->earlier_text && j->fmt == FMT_TEXT)
+					n += (size_t)snprintf(all + n, need - n,
+					                      "[output printed between executions:]\n%s"
+					                      "[end of that output]\n",
+					                      j->earlier_text);
+				snprintf(all + n, need - n, "%s", text ? text : "");
+				json_object_set_new(r, "text", json_string(all));
+				free(all);
+			}
+			free(text);
+		} else {
+			json_t *o = j->fmt == FMT_JSON ? kbox_render_json(res) : kbox_render_end_event(res);
+			if (o && j->earlier_json)
+				json_object_set(o, "earlier_output", j->earlier_json);
+			json_object_set_new(r, "result", o ? o : json_null());
+		}
+		json_object_set_new(r, "reason", json_string(kbox_result_reason(res)));
+		json_object_set_new(r, "inputs_used",
+		                    json_integer((json_int_t)kbox_exec_inputs_answered(x)));
+		if (j->conn->events_dropped)
+			json_object_set_new(r, "events_dropped",
+			                    json_integer((json_int_t)j->conn->events_dropped));
+		conn_send(j->conn, r, false);
+		j->conn->job = NULL;
+	}
+	sup_log(s, "exec-end",
+	        json_pack("{s:s, s:f, s:i, s:I}", "status",
+	                  kbox_exec_status_name(res ? kbox_result_status(res) : st), "seconds",
+	                  kbox_exec_seconds(x), "count", kbox_exec_count(x), "generation",
+	                  (json_int_t)j->generation));
+	kbox_result_destroy(&res);
+	job_free(j);
+	if (kill) {
+		/* replaced on the next turn, not from inside the client's callback */
+		snprintf(s->kill_cause, sizeof s->kill_cause, "%s", cause);
+		kbox_sandbox_signal(s->sb, SIGKILL, NULL);
+	}
+	if (kill || st == KBOX_EXEC_DIED)
+		kernel_check_soon(s);
+	dispatch_soon(s);
+}
+
+/* A reply to a completion or an inspection, to its client. */
+static void on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
+{
+	job_t *j = arg;
+	sup_t *s = j->s;
+	s->running = NULL;
+	touch(s);
+	if (j->conn) {
+		if (reply)
+			conn_send(j->conn,
+			          json_pack("{s:b, s:s, s:O}", "ok", 1, "re",
+			                    j->kind == JOB_COMPLETE ? "complete" : "inspect", "reply",
+			                    kbox_msg_content(reply)),
+			          false);
+		else
+			reply_error(j->conn, "kernel", "%s", err ? err->msg : "no reply");
+		j->conn->job = NULL;
+	}
+	kbox_msg_destroy(&reply);
+	job_free(j);
+	dispatch_soon(s);
+}
+
+/* Begin job J on the kernel.  0, or -1 when it could not begin (its
+ * client has been told). */
+static int job_begin(sup_t *s, job_t *j)
+{
+	kbox_error_t err = {0};
+	json_t *req = j->req;
+
+	if (j->wait_timer) {
+		kbox_loop_cancel_timer(s->loop, j->wait_timer);
+		j->wait_timer = 0;
+	}
+	s->running = j;
+	touch(s);
+	if (j->kind != JOB_EXECUTE) {
+		const char *code = json_string_value(json_object_get(req, "code"));
+		json_t *cursor = json_object_get(req, "cursor_pos");
+		json_t *content;
+		int pos = json_is_integer(cursor) ? (int)json_integer_value(cursor) : -1;
+		if (pos < 0) { /* the end of the code, in code points */
+			pos = 0;
+			for (const char *p = code; *p; p++)
+				pos += ((unsigned char)*p & 0xc0) != 0x80;
+		}
+		content = j->kind == JOB_COMPLETE
+		              ? json_pack("{s:s, s:i}", "code", code, "cursor_pos", pos)
+		              : json_pack("{s:s, s:i, s:i}", "code", code, "cursor_pos", pos,
+		                          "detail_level",
+		                          (int)json_integer_value(json_object_get(req, "detail_level")));
+		if (kbox_client_request_begin(s->client, KBOX_CH_SHELL,
+		                              j->kind == JOB_COMPLETE ? "complete_request"
+		                                                      : "inspect_request",
+		                              &content, REQUEST_TIMEOUT_MS, on_reply, j, &err) < 0) {
+			s->running = NULL;
+			if (j->conn) {
+				reply_error(j->conn, "kernel", "%s", err.msg);
+				j->conn->job = NULL;
+			}
+			job_free(j);
+			return -1;
+		}
+		return 0;
+	}
+
+	{
+		kbox_capture_opts_t co = {0};
+		kbox_exec_opts_t eo = {0};
+		const char *outputs = json_string_value(json_object_get(req, "outputs"));
+		char prefix[48];
+
+		j->generation = s->generation;
+		snprintf(j->notice, sizeof j->notice, "%s", s->notice);
+		s->notice[0] = '\0';
+		take_between(s, j);
+		snprintf(prefix, sizeof prefix, "%lu-", s->generation);
+		co.outputs_dir = outputs ? outputs : s->outputs;
+		co.prefix = json_is_string(json_object_get(req, "prefix"))
+		                ? json_string_value(json_object_get(req, "prefix"))
+		                : prefix;
+		co.max_bytes = (size_t)json_integer_value(json_object_get(req, "max_output"));
+		co.max_lines = (size_t)json_integer_value(json_object_get(req, "max_lines"));
+		if (!(j->cap = kbox_capture_new(&co, &err)))
+			goto fail;
+		if (j->fmt == FMT_NDJSON || j->fmt == FMT_TEXT_LIVE)
+			kbox_capture_set_event_cb(j->cap, on_event, j);
+		eo.code = json_string_value(json_object_get(req, "code"));
+		eo.timeout_ms = j->timeout_ms > INT_MAX ? INT_MAX : (int)j->timeout_ms;
+		eo.interrupt_on_timeout = true;
+		eo.grace_ms = j->grace_ms > INT_MAX ? INT_MAX : (int)j->grace_ms;
+		eo.on_msg = job_on_msg;
+		eo.cb_arg = j;
+		if (j->inputs) {
+			eo.input_lines = (const char *const *)j->inputs;
+			eo.n_input = j->n_inputs;
+		}
+		/* the client hears first that it runs, and what it should know */
+		if (j->conn)
+			conn_send(j->conn,
+			          json_pack("{s:s, s:b, s:I, s:s?, s:s?}", "re", "execute", "started", 1,
+			                    "generation", (json_int_t)j->generation, "notice",
+			                    j->notice[0] ? j->notice : NULL, "earlier_output",
+			                    j->earlier_text),
+			          false);
+		s->executions++;
+		sup_log(s, "exec-begin",
+		        json_pack("{s:I, s:I}", "generation", (json_int_t)j->generation, "code_bytes",
+		                  (json_int_t)strlen(eo.code)));
+		if (!(j->x = kbox_client_execute_begin(s->client, &eo, on_exec_done, j, &err)))
+			goto fail;
+		return 0;
+	}
+fail:
+	s->running = NULL;
+	if (j->conn) {
+		reply_error(j->conn, "kernel", "%s", err.msg);
+		j->conn->job = NULL;
+	}
+	job_free(j);
+	return -1;
+}
+
+/* Run the next job if the kernel is free. */
+static int on_dispatch(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	(void)loop;
+	while (!s->stopping && s->ready && !s->running && s->queue) {
+		job_t *j = s->queue;
+		s->queue = j->next;
+		j->next = NULL;
+		job_begin(s, j);
+	}
+	return 0;
+}
+
+static void dispatch_soon(sup_t *s)
+{
+	kbox_loop_add_timer(s->loop, 0, false, on_dispatch, s, NULL);
+}
+
+/* ---- the kernel ---- */
+
+static int sb_alive(void *arg)
+{
+	sup_t *s = arg;
+	return s->sb && kbox_sandbox_alive(s->sb) ? 1 : 0;
+}
+
+static int sb_interrupt(void *arg, kbox_error_t *err)
+{
+	sup_t *s = arg;
+	if (!s->sb)
+		return kbox__err(err, KBOX_E_DEAD, "no kernel");
+	return kbox_sandbox_signal(s->sb, SIGINT, err);
+}
+
+/* Make DIR (0700, ours) empty and private, whatever a kernel did to it. */
+static int fresh_private_dir(const char *dir, kbox_error_t *err)
+{
+	struct stat st;
+	int dfd;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return kbox__err_sys(err, "cannot create %s", dir);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return kbox__err_sys(err, "%s", dir);
+	if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || fchmod(dfd, 0700) < 0) {
+		close(dfd);
+		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory of ours", dir);
+	}
+	close(dfd);
+	if (kbox__empty_dir(dir) < 0)
+		return kbox__err_sys(err, "cannot empty %s", dir);
+	return 0;
+}
+
+/* Write the connection files of kernel generation s->generation: the
+ * host's (run/kernel-N.json) and, for a backend that shows the sockets
+ * elsewhere, the kernel's (run/sandbox/kernel-N.sandbox.json, naming them
+ * there).  *CONN_P gets the connection; KERNEL_CONN the file the kernel
+ * is to read, as it sees it.  0 or -1 with ERR. */
+static int write_conn(sup_t *s, const kbox_backend_t *b, kbox_conn_t **conn_p, char *kernel_conn,
+                      size_t size, kbox_error_t *err)
+{
+	kbox_conn_t *conn = NULL, *inner = NULL;
+	const char *ip;
+	size_t dl = strlen(s->sockets_dir);
+	int rc = -1;
+
+	snprintf(s->conn_path, sizeof s->conn_path, "%s/kernel-%lu.json", s->runtime_dir,
+	         s->generation);
+	s->inner_path[0] = '\0';
+	if (fresh_private_dir(s->sockets_dir, err) < 0 ||
+	    !(conn = kbox_conn_new_ipc(s->sockets_dir, err)))
+		goto out;
+	kbox_conn_set_kernel_name(conn, kbox_kspec_name(s->spec));
+	if (kbox_conn_save(conn, s->conn_path, err) < 0)
+		goto out;
+	snprintf(kernel_conn, size, "%s", s->conn_path);
+	if (b->sockets_inside) {
+		char inside_ip[PATH_MAX];
+		ip = kbox_conn_ip(conn);
+		if (strncmp(ip, s->sockets_dir, dl) != 0 || ip[dl] != '/') {
+			kbox__err(err, KBOX_E_INVALID, "the sockets are not in %s", s->sockets_dir);
+			goto out;
+		}
+		snprintf(inside_ip, sizeof inside_ip, "%s/%s", b->sockets_inside, ip + dl + 1);
+		snprintf(s->inner_path, sizeof s->inner_path, "%s/kernel-%lu.sandbox.json",
+		         s->sockets_dir, s->generation);
+		if (!(inner = kbox_conn_dup(conn))) {
+			kbox__err(err, KBOX_E_NOMEM, "out of memory");
+			goto out;
+		}
+		if (kbox_conn_set_ip(inner, inside_ip, err) < 0 ||
+		    kbox_conn_save(inner, s->inner_path, err) < 0)
+			goto out;
+		snprintf(kernel_conn, size, "%s/kernel-%lu.sandbox.json", b->sockets_inside,
+		         s->generation);
+	}
+	*conn_p = conn;
+	conn = NULL;
+	rc = 0;
+out:
+	kbox_conn_destroy(&conn);
+	kbox_conn_destroy(&inner);
+	return rc;
+}
+
+/* Remove the current kernel's files (connection files, sockets). */
+static void remove_kernel_files(sup_t *s)
+{
+	if (s->conn_path[0])
+		unlink(s->conn_path);
+	kbox__empty_dir(s->sockets_dir);
+}
+
+static void on_ready(void *arg, int rc, const kbox_error_t *err);
+
+/* Start a kernel (generation + 1) and begin waiting for it to answer.
+ * 0, or -1 with ERR (nothing left running). */
+static int kernel_start(sup_t *s, kbox_error_t *err)
+{
+	const kbox_backend_t *b = kbox_backend_find(s->backend);
+	kbox_conn_t *conn = NULL;
+	char gen[32], kernel_conn[PATH_MAX + 64];
+	kbox_client_hooks_t hooks = {NULL, sb_alive, s};
+
+	if (!b)
+		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
+	s->starting = true;
+	s->ready = false;
+	s->start_t0 = kbox__now_ms();
+	s->generation++;
+	snprintf(gen, sizeof gen, "%lu\n", s->generation);
+	write_file(s->dir, "generation", gen);
+	if (write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0)
+		goto fail;
+	if (!(s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err)))
+		goto fail;
+	sup_log(s, "start",
+	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel, "pid",
+	                  (json_int_t)kbox_sandbox_pid(s->sb), "generation",
+	                  (json_int_t)s->generation));
+	if (*kbox_sandbox_limits(s->sb))
+		sup_log(s, "limits", json_pack("{s:s, s:s}", "applied", kbox_sandbox_limits(s->sb),
+		                               "missing", kbox_sandbox_limits_missing(s->sb)));
+	if (!(s->client = kbox_client_new(conn, err)))
+		goto fail;
+	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL)
+		hooks.interrupt = sb_interrupt;
+	kbox_client_set_hooks(s->client, &hooks);
+	kbox_client_set_iopub_cb(s->client, on_between, s);
+	if (kbox_client_attach(s->client, s->loop, err) < 0 ||
+	    kbox_client_ready_begin(s->client, READY_TIMEOUT_MS, on_ready, s, err) < 0)
+		goto fail;
+	kbox_conn_destroy(&conn);
+	return 0;
+fail:
+	kbox_conn_destroy(&conn);
+	kbox_client_destroy(&s->client);
+	kbox_sandbox_destroy(&s->sb);
+	remove_kernel_files(s);
+	s->starting = false;
+	return -1;
+}
+
+/* End the current kernel (gracefully when GRACEFUL and it answers) and
+ * forget it. */
+static void kernel_end(sup_t *s, bool graceful)
+{
+	if (s->client) {
+		kbox_client_detach(s->client);
+		if (graceful && s->ready && s->sb && kbox_sandbox_alive(s->sb)) {
+			kbox_msg_t *r = kbox_client_shutdown(s->client, false, SHUTDOWN_WAIT_MS, NULL);
+			if (r)
+				kbox_sandbox_wait_end(s->sb, STOP_STEP_MS);
+			kbox_msg_destroy(&r);
+		}
+		kbox_client_destroy(&s->client);
+	}
+	if (s->sb) {
+		kbox_sandbox_stop(s->sb, STOP_STEP_MS);
+		kbox_sandbox_destroy(&s->sb);
+	}
+	remove_kernel_files(s);
+	s->ready = s->starting = false;
+}
+
+/* Answer the restart requests waiting for the new kernel. */
+static void answer_pending(sup_t *s, const char *error)
+{
+	for (size_t i = 0; i < s->n_conns; i++) {
+		conn_t *c = s->conns[i];
+		if (!c->pending)
+			continue;
+		if (error)
+			reply_error(c, "kernel", "%s", error);
+		else
+			conn_send(c,
+			          json_pack("{s:b, s:s, s:I}", "ok", 1, "re", c->pending, "generation",
+			                    (json_int_t)s->generation),
+			          false);
+		c->pending = NULL;
+	}
+}
+
+static void report_ready(sup_t *s, json_t *j)
+{
+	if (s->ready_fd >= 0) {
+		kbox_ctl_send(s->ready_fd, j, NULL);
+		close(s->ready_fd);
+		s->ready_fd = -1;
+	}
+	json_decref(j);
+}
+
+/* Why the kernel could not start: ERR's message, and the cause when the
+ * kernel ended, pointing at its log. */
+static void start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t size)
+{
+	if (s->sb && !kbox_sandbox_alive(s->sb))
+		snprintf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
+		         s->log_path);
+	else
+		snprintf(buf, size, "%s", err && err->msg[0] ? err->msg : "the kernel did not start");
+}
+
+static void on_ready(void *arg, int rc, const kbox_error_t *err)
+{
+	sup_t *s = arg;
+	s->starting = false;
+	if (rc < 0) {
+		char why[800];
+		start_failure(s, err, why, sizeof why);
+		kernel_end(s, false);
+		if (s->ready_fd >= 0) {
+			s->start_failed = true;
+			snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not start: %s",
+			         why);
+			report_ready(s, json_pack("{s:b, s:s}", "ok", 0, "error", why));
+		} else
+			snprintf(s->stop_cause, sizeof s->stop_cause,
+			         "the kernel could not be restarted: %s", why);
+		answer_pending(s, s->stop_cause);
+		s->stopping = true;
+		kbox_loop_stop(s->loop);
+		return;
+	}
+	s->ready = true;
+	s->kernel_started_ms = kbox__now_ms();
+	touch(s);
+	sup_log(s, "ready",
+	        json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)kbox_sandbox_pid(s->sb), "generation",
+	                  (json_int_t)s->generation, "ms",
+	                  (json_int_t)(kbox__now_ms() - s->start_t0)));
+	report_ready(s, json_pack("{s:b, s:I, s:I}", "ok", 1, "pid", (json_int_t)getpid(),
+	                          "kernel_pid", (json_int_t)kbox_sandbox_pid(s->sb)));
+	answer_pending(s, NULL);
+	dispatch_soon(s);
+}
+
+/* The kernel is gone, or is being replaced, for CAUSE: end what ran on it,
+ * remember why for the next execution, and start a new one unless it
+ * keeps dying.  0, or -1 when the session has to stop (stop_cause set). */
+static int kernel_replace(sup_t *s, const char *cause, bool requested)
+{
+	kbox_error_t err = {0};
+	long long now = kbox__now_ms();
+	int recent = 0;
+
+	snprintf(s->last_cause, sizeof s->last_cause, "%s", cause);
+	if (s->client)
+		kbox_client_fail_pending(s->client, cause); /* the running job's callback runs */
+	kernel_end(s, false);
+	snprintf(s->notice, sizeof s->notice,
+	         "kernel restarted: %s; earlier state (variables, imports, loaded data) is lost", cause);
+	sup_log(s, "restart",
+	        json_pack("{s:s, s:I, s:b}", "cause", cause, "generation", (json_int_t)s->generation,
+	                  "requested", requested));
+	s->restarts++;
+	if (!requested) {
+		memmove(s->crashes, s->crashes + 1, sizeof s->crashes - sizeof s->crashes[0]);
+		s->crashes[CRASH_MAX - 1] = now;
+		for (int i = 0; i < CRASH_MAX; i++)
+			recent += s->crashes[i] && now - s->crashes[i] < CRASH_WINDOW_MS;
+		if (recent >= CRASH_MAX) {
+			snprintf(s->stop_cause, sizeof s->stop_cause,
+			         "the kernel died %d times within %d s; last: %s", CRASH_MAX,
+			         CRASH_WINDOW_MS / 1000, cause);
+			return -1;
+		}
+	}
+	if (kernel_start(s, &err) < 0) {
+		snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not be restarted: %s",
+		         err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Has the kernel ended?  Then replace it (or stop the session). */
+static int on_kernel_check(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	char cause[512];
+	if (s->stopping || !s->sb || kbox_sandbox_alive(s->sb))
+		return 0;
+	if (s->starting) {
+		/* the client's ready wait reports it (the alive hook) */
+		return 0;
+	}
+	/* killed by us (an execution that would not stop) or died */
+	bool requested = s->kill_cause[0] != '\0';
+	snprintf(cause, sizeof cause, "%s", requested ? s->kill_cause : kbox_sandbox_cause(s->sb));
+	s->kill_cause[0] = '\0';
+	if (kernel_replace(s, cause, requested) < 0) {
+		answer_pending(s, s->stop_cause);
+		s->stopping = true;
+		kbox_loop_stop(loop);
+	}
+	return 0;
+}
+
+static void kernel_check_soon(sup_t *s)
+{
+	kbox_loop_add_timer(s->loop, 0, false, on_kernel_check, s, NULL);
+}
+
+/* ---- control requests ---- */
+
+static json_t *status_json(sup_t *s)
+{
+	char started[32], last[32];
+	long long mem = s->sb ? kbox_sandbox_memory(s->sb) : -1;
+	long long now = kbox__now_ms();
+	bool busy = s->running != NULL;
+	size_t queued = 0;
+	json_t *st;
+	for (job_t *j = s->queue; j; j = j->next)
+		queued++;
+	iso_time(s->started_wall, started, sizeof started);
+	iso_time(s->last_activity_wall, last, sizeof last);
+	st = json_pack("{s:b, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
+	               "s:I, s:I, s:s, s:s, s:I, s:I, s:I}",
+	               "ok", 1, "state", busy ? "busy" : s->ready ? "idle" : "starting", "backend",
+	               s->backend, "kernel", s->kernel, "pid", (json_int_t)getpid(), "kernel_pid",
+	               (json_int_t)(s->sb ? kbox_sandbox_pid(s->sb) : 0), "started", started,
+	               "uptime_s", (double)(now - s->started_ms) / 1000.0, "kernel_uptime_s",
+	               (double)(now - s->kernel_started_ms) / 1000.0, "last_activity", last, "idle_s",
+	               busy ? 0.0 : (double)(now - s->last_activity_ms) / 1000.0, "executions",
+	               (json_int_t)s->executions, "restarts", (json_int_t)s->restarts, "generation",
+	               (json_int_t)s->generation, "memory_bytes", (json_int_t)mem, "ttl_ms",
+	               (json_int_t)s->ttl_ms, "last_restart_cause", s->last_cause,
+	               "connection_file", s->sb ? s->conn_path : "", "running_execs",
+	               (json_int_t)(busy && s->running->kind == JOB_EXECUTE), "queued",
+	               (json_int_t)queued, "output_waiting", (json_int_t)s->between_msgs);
+	if (st && s->sb && *kbox_sandbox_limits(s->sb)) {
+		json_object_set_new(st, "limits", json_string(kbox_sandbox_limits(s->sb)));
+		json_object_set_new(st, "limits_missing",
+		                    json_string(kbox_sandbox_limits_missing(s->sb)));
+	}
+	return st;
+}
+
+/* The value of duration field NAME of REQ in milliseconds: seconds as a
+ * number.  DEF when absent; -1 when not a non-negative number. */
+static long long req_ms(json_t *req, const char *name, long long def)
+{
+	json_t *v = json_object_get(req, name);
+	double d;
+	if (!v)
+		return def;
+	if (!json_is_number(v) || (d = json_number_value(v)) < 0 || d > 366.0 * 86400)
+		return -1;
+	return (long long)(d * 1000.0 + 0.5);
+}
+
+/* A new job of KIND for C's request REQ (borrowed), queued.  0, or -1
+ * after an error reply. */
+static int job_new(sup_t *s, conn_t *c, job_kind_t kind, json_t *req)
+{
+	job_t *j;
+	json_t *code = json_object_get(req, "code"), *in = json_object_get(req, "input");
+	long long wait_ms;
+
+	if (c->job) {
+		reply_error(c, "usage", "this connection already has a request running");
+		return -1;
+	}
+	if (!json_is_string(code)) {
+		reply_error(c, "usage", "\"code\" (a string) is required");
+		return -1;
+	}
+	if (in && !json_is_array(in)) {
+		reply_error(c, "usage", "\"input\" must be an array of strings");
+		return -1;
+	}
+	if (!(j = calloc(1, sizeof *j))) {
+		reply_error(c, "internal", "out of memory");
+		return -1;
+	}
+	j->s = s;
+	j->kind = kind;
+	j->conn = c;
+	j->req = json_incref(req);
+	j->fmt = parse_fmt(json_string_value(json_object_get(req, "format")));
+	j->timeout_ms = req_ms(req, "timeout", 0);
+	j->grace_ms = req_ms(req, "grace", GRACE_MS);
+	if (j->timeout_ms < 0 || j->grace_ms < 0) {
+		reply_error(c, "usage", "\"timeout\" and \"grace\" are seconds (a number >= 0)");
+		job_free(j);
+		return -1;
+	}
+	if (j->grace_ms == 0)
+		j->grace_ms = 1;
+	if (in) {
+		size_t n = json_array_size(in);
+		if (!(j->inputs = calloc(n + 1, sizeof *j->inputs))) {
+			reply_error(c, "internal", "out of memory");
+			job_free(j);
+			return -1;
+		}
+		for (size_t i = 0; i < n; i++) {
+			const char *line = json_string_value(json_array_get(in, i));
+			if (!line || !(j->inputs[i] = strdup(line))) {
+				reply_error(c, "usage", "\"input\" must be an array of strings");
+				j->n_inputs = i;
+				job_free(j);
+				return -1;
+			}
+			j->n_inputs = i + 1;
+		}
+	}
+	/* how long it may wait for its turn: its own time limit (the session
+	 * runs one thing at a time), or "wait" */
+	wait_ms = req_ms(req, "wait", j->timeout_ms);
+	if ((s->running || s->queue || !s->ready) && wait_ms > 0)
+		j->wait_timer = kbox_loop_add_timer(s->loop, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms,
+		                                    false, on_wait_timeout, j, NULL);
+	c->job = j;
+	queue_add(s, j);
+	touch(s);
+	dispatch_soon(s);
+	return 0;
+}
+
+static void on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err);
+
+static void handle_interrupt(sup_t *s, conn_t *c)
+{
+	kbox_error_t err = {0};
+	if (!s->ready) {
+		reply_error(c, "state", "the kernel is starting: nothing to interrupt");
+		return;
+	}
+	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL) {
+		if (kbox_sandbox_signal(s->sb, SIGINT, &err) < 0) {
+			reply_error(c, "kernel", "interrupt failed: %s", err.msg);
+			return;
+		}
+		sup_log(s, "interrupt", NULL);
+		conn_send(c, json_pack("{s:b, s:s}", "ok", 1, "re", "interrupt"), false);
+		return;
+	}
+	{
+		json_t *content = json_object();
+		if (kbox_client_request_begin(s->client, KBOX_CH_CONTROL, "interrupt_request", &content,
+		                              REQUEST_TIMEOUT_MS, on_interrupt_reply, c, &err) < 0)
+			reply_error(c, "kernel", "interrupt failed: %s", err.msg);
+		else
+			c->pending = "interrupt";
+	}
+}
+
+static void on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
+{
+	conn_t *c = arg;
+	sup_t *s = c->s;
+	bool alive = false;
+	for (size_t i = 0; i < s->n_conns; i++)
+		alive |= s->conns[i] == c;
+	kbox_msg_destroy(&reply);
+	if (!alive)
+		return;
+	c->pending = NULL;
+	if (err && err->code) {
+		reply_error(c, "kernel", "interrupt failed: %s", err->msg);
+		return;
+	}
+	sup_log(s, "interrupt", NULL);
+	conn_send(c, json_pack("{s:b, s:s}", "ok", 1, "re", "interrupt"), false);
+}
+
+static void handle_request(sup_t *s, conn_t *c, json_t *req)
+{
+	const char *op = json_string_value(json_object_get(req, "op"));
+
+	if (!op) {
+		reply_error(c, "usage", "request without \"op\"");
+		return;
+	}
+	if (strcmp(op, "status") == 0)
+		conn_send(c, status_json(s), false);
+	else if (strcmp(op, "execute") == 0)
+		job_new(s, c, JOB_EXECUTE, req);
+	else if (strcmp(op, "complete") == 0)
+		job_new(s, c, JOB_COMPLETE, req);
+	else if (strcmp(op, "inspect") == 0)
+		job_new(s, c, JOB_INSPECT, req);
+	else if (strcmp(op, "interrupt") == 0)
+		handle_interrupt(s, c);
+	else if (strcmp(op, "restart") == 0) {
+		const char *why = json_string_value(json_object_get(req, "cause"));
+		char cause[512];
+		snprintf(cause, sizeof cause, "%s", why ? why : "restarted on request (kbox restart)");
+		if (kernel_replace(s, cause, true) < 0) {
+			reply_error(c, "kernel", "%s", s->stop_cause);
+			s->stopping = true;
+			kbox_loop_stop(s->loop);
+			return;
+		}
+		/* told once the new kernel is ready; the next execution gets the notice */
+		c->pending = "restart";
+	} else if (strcmp(op, "stop") == 0) {
+		const char *why = json_string_value(json_object_get(req, "cause"));
+		snprintf(s->stop_cause, sizeof s->stop_cause, "%s",
+		         why ? why : "stopped on request (kbox stop)");
+		s->stopping = true;
+		s->stop_conn = c;
+		kbox_loop_stop(s->loop);
+	} else
+		reply_error(c, "usage", "unknown op \"%s\"", op);
+}
+
+static void conn_close(sup_t *s, conn_t *c)
+{
+	size_t i;
+	for (i = 0; i < s->n_conns && s->conns[i] != c; i++)
+		;
+	if (i == s->n_conns)
+		return;
+	s->conns[i] = s->conns[--s->n_conns];
+	if (c->job) {
+		job_t *j = c->job;
+		j->conn = NULL;
+		if (j == s->running && j->kind == JOB_EXECUTE && j->x && !s->stopping) {
+			/* its client went away (killed, Ctrl-C): its code must not
+			 * run on unseen, holding up every later execution */
+			if (kbox_exec_interrupt(j->x, (int)j->grace_ms,
+			                        "interrupted: its client went away", NULL) == 0)
+				sup_log(s, "interrupt", json_pack("{s:s}", "cause",
+				                                  "the client of an execution went away"));
+		} else if (j != s->running) {
+			queue_remove(s, j);
+			job_free(j);
+		}
+	}
+	if (c == s->stop_conn)
+		s->stop_conn = NULL;
+	kbox_loop_remove_fd(s->loop, c->fd);
+	close(c->fd);
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+/* Read what a connection sent; handle complete lines. */
+static int on_conn(kbox_loop_t *loop, void *arg)
+{
+	conn_t *c = arg;
+	sup_t *s = c->s;
+	(void)loop;
+	for (;;) {
+		char *nl;
+		ssize_t n;
+		if (c->in_len == c->in_cap) {
+			size_t cap = c->in_cap ? c->in_cap * 2 : 4096;
+			char *nb;
+			if (cap > KBOX_CTL_REQUEST_MAX) {
+				reply_error(c, "usage", "request longer than %d bytes", KBOX_CTL_REQUEST_MAX);
+				conn_flush(c);
+				conn_close(s, c);
+				return 0;
+			}
+			if (!(nb = realloc(c->in, cap))) {
+				conn_close(s, c);
+				return 0;
+			}
+			c->in = nb;
+			c->in_cap = cap;
+		}
+		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n <= 0) {
+			conn_close(s, c);
+			return 0;
+		}
+		c->in_len += (size_t)n;
+		while (!s->stopping && (nl = memchr(c->in, '\n', c->in_len))) {
+			size_t line = (size_t)(nl - c->in);
+			json_t *req = json_loadb(c->in, line, 0, NULL);
+			memmove(c->in, nl + 1, c->in_len - line - 1);
+			c->in_len -= line + 1;
+			if (!json_is_object(req))
+				reply_error(c, "usage", "not a JSON object");
+			else
+				handle_request(s, c, req);
+			json_decref(req);
+		}
+		if (s->stopping)
+			return 0;
+	}
+}
+
+static int on_accept(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	for (;;) {
+		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		conn_t *c;
+		if (fd < 0)
+			return 0;
+		{ /* only our own uid may talk to us (the dir is 0700 too) */
+			struct ucred cr;
+			socklen_t len = sizeof cr;
+			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+			    cr.uid != geteuid()) {
+				close(fd);
+				continue;
+			}
+		}
+		if (s->n_conns == MAX_CONNS) {
+			json_t *e = json_pack("{s:b, s:s, s:s}", "ok", 0, "kind", "busy", "error",
+			                      "too many control connections");
+			kbox_ctl_send(fd, e, NULL);
+			json_decref(e);
+			close(fd);
+			continue;
+		}
+		if (!(c = calloc(1, sizeof *c))) {
+			close(fd);
+			continue;
+		}
+		c->s = s;
+		c->fd = fd;
+		s->conns[s->n_conns++] = c;
+		if (kbox_loop_add_fd(loop, fd, on_conn, c, NULL) < 0)
+			conn_close(s, c);
+	}
+}
+
+/* The process that owns this session (kbox run) ended. */
+static int on_owner_gone(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	kbox_loop_remove_fd(loop, s->owner_fd);
+	if (!s->stopping) {
+		snprintf(s->stop_cause, sizeof s->stop_cause, "its owner (pid %ld) ended", s->owner_pid);
+		s->stopping = true;
+		kbox_loop_stop(loop);
+	}
+	return 0;
+}
+
+/* Watch the owner's end through a pidfd.  0, or -1 with ERR. */
+static int watch_owner(sup_t *s, kbox_error_t *err)
+{
+	if (s->owner_pid <= 0)
+		return 0;
+	s->owner_fd = (int)syscall(SYS_pidfd_open, (pid_t)s->owner_pid, 0);
+	if (s->owner_fd < 0)
+		return kbox__err_sys(err, "cannot watch the session's owner (pid %ld)", s->owner_pid);
+	fcntl(s->owner_fd, F_SETFD, FD_CLOEXEC);
+	return kbox_loop_add_fd(s->loop, s->owner_fd, on_owner_gone, s, err);
+}
+
+static int on_signal(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	struct signalfd_siginfo si;
+	while (read(s->sig_fd, &si, sizeof si) == sizeof si) {
+		if (si.ssi_signo == SIGCHLD)
+			kernel_check_soon(s);
+		else if (!s->stopping) {
+			const char *abbrev = sigabbrev_np((int)si.ssi_signo);
+			snprintf(s->stop_cause, sizeof s->stop_cause, "the supervisor received SIG%s",
+			         abbrev ? abbrev : "?");
+			s->stopping = true;
+			kbox_loop_stop(loop);
+		}
+	}
+	return 0;
+}
+
+/* The idle TTL, checked each second (and the liveness of the kernel,
+ * in case a SIGCHLD was missed). */
+static int on_tick(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	if (s->sb && !s->starting && !kbox_sandbox_alive(s->sb))
+		on_kernel_check(loop, s);
+	if (s->ttl_ms > 0 && !s->running && !s->queue && !s->stopping) {
+		long long idle = kbox__now_ms() - s->last_activity_ms;
+		if (idle >= s->ttl_ms) {
+			char t[32];
+			kbox__fmt_ms(t, sizeof t, (int)(s->ttl_ms > 2000000000 ? 2000000000 : s->ttl_ms));
+			snprintf(s->stop_cause, sizeof s->stop_cause,
+			         "the session was idle for %s (its TTL) and stopped", t);
+			s->stopping = true;
+			kbox_loop_stop(loop);
+		}
+	}
+	return 0;
+}
+
+/* ---- setup ---- */
+
+static int load_config(sup_t *s, kbox_error_t *err)
+{
+	json_t *env;
+	const char *ws;
+	size_t i, n;
+	if (!(s->config = kbox_session_config_load(s->dir, err)))
+		return -1;
+	s->kernel = json_string_value(json_object_get(s->config, "kernel"));
+	s->backend = json_string_value(json_object_get(s->config, "backend"));
+	if (!s->kernel)
+		s->kernel = "python3";
+	if (!s->backend)
+		s->backend = KBOX_BACKEND_DEFAULT;
+	s->ttl_ms = json_is_integer(json_object_get(s->config, "ttl_ms"))
+	                ? (long long)json_integer_value(json_object_get(s->config, "ttl_ms"))
+	                : KBOX_SESSION_TTL_MS;
+	s->sbo.memory_bytes = (long long)json_integer_value(json_object_get(s->config, "memory"));
+	s->sbo.cpus = json_number_value(json_object_get(s->config, "cpus"));
+	s->sbo.pids = (long)json_integer_value(json_object_get(s->config, "pids"));
+	s->sbo.tmp_bytes = (long long)json_integer_value(json_object_get(s->config, "tmp_size"));
+	s->sbo.file_bytes = (long long)json_integer_value(json_object_get(s->config, "file_size"));
+	s->sbo.rootfs = json_string_value(json_object_get(s->config, "rootfs"));
+	s->sbo.name = json_string_value(json_object_get(s->config, "name"));
+	s->ephemeral = json_is_true(json_object_get(s->config, "ephemeral"));
+	s->owner_pid = (long)json_integer_value(json_object_get(s->config, "owner_pid"));
+	env = json_object_get(s->config, "env");
+	n = json_is_array(env) ? json_array_size(env) : 0;
+	if (!(s->env = calloc(n + 1, sizeof *s->env)))
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	for (i = 0; i < n; i++)
+		s->env[i] = (char *)json_string_value(json_array_get(env, i));
+	s->env[n] = NULL;
+	s->sbo.env = (const char *const *)s->env;
+	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
+	snprintf(s->sockets_dir, sizeof s->sockets_dir, "%s/run/sandbox", s->dir);
+	/* kbox run's sessions name a workspace of their own */
+	ws = json_string_value(json_object_get(s->config, "workspace"));
+	if (ws)
+		snprintf(s->workspace, sizeof s->workspace, "%s", ws);
+	else
+		snprintf(s->workspace, sizeof s->workspace, "%s/workspace", s->dir);
+	snprintf(s->outputs, sizeof s->outputs, "%s/outputs", s->dir);
+	snprintf(s->log_path, sizeof s->log_path, "%s/kernel.log", s->dir);
+	snprintf(s->home, sizeof s->home, "%s/home", s->dir);
+	/* the sandbox's /home/kbox: IPython's history, matplotlib's font
+	 * cache; kept across kernel restarts, like the workspace */
+	if (mkdir(s->home, 0700) < 0 && errno != EEXIST)
+		return kbox__err_sys(err, "cannot create %s", s->home);
+	if (mkdir(s->runtime_dir, 0700) < 0 && errno != EEXIST)
+		return kbox__err_sys(err, "cannot create %s", s->runtime_dir);
+	s->sbo.home = s->home;
+	s->sbo.runtime_dir = s->sockets_dir;
+	s->sbo.workspace = s->workspace;
+	s->sbo.log_path = s->log_path;
+	if (!kbox_backend_exists(s->backend))
+		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
+	if (!(s->spec = kbox_kspec_find(s->kernel, err)))
+		return -1;
+	return 0;
+}
+
+/* Take the supervisor lock and write our pid. */
+static int lock_pid(sup_t *s, kbox_error_t *err)
+{
+	char path[PATH_MAX], buf[32];
+	int n;
+	snprintf(path, sizeof path, "%s/supervisor.pid", s->dir);
+	s->pid_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (s->pid_fd < 0)
+		return kbox__err_sys(err, "cannot open %s", path);
+	/* kbox_session_supervisor() probes with a brief LOCK_SH: a supervisor
+	 * holds its lock for good, a probe for microseconds */
+	for (int i = 0; flock(s->pid_fd, LOCK_EX | LOCK_NB) < 0; i++) {
+		if (errno != EWOULDBLOCK || i == 50)
+			return kbox__err(err, KBOX_E_INVALID,
+			                 "another supervisor runs this session (%s locked)", path);
+		usleep(10000);
+	}
+	/* who held it before us (and is gone): its leftovers are ours to remove */
+	n = (int)pread(s->pid_fd, buf, sizeof buf - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	s->prev_pid = strtol(buf, NULL, 10);
+	n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+	if (ftruncate(s->pid_fd, 0) < 0 || pwrite(s->pid_fd, buf, (size_t)n, 0) != n)
+		return kbox__err_sys(err, "cannot write %s", path);
+	return 0;
+}
+
+/* Remove what a supervisor that died left in run/ (we hold the lock: no
+ * kernel of this session runs). */
+static void clean_runtime_dir(sup_t *s)
+{
+	DIR *d = opendir(s->runtime_dir);
+	struct dirent *e;
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, "kernel-", 7) == 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	kbox__empty_dir(s->sockets_dir);
+}
+
+static int listen_control(sup_t *s, kbox_error_t *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/control.sock", s->dir);
+	unlink(sa.sun_path); /* stale: we hold the supervisor lock */
+	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s->listen_fd < 0)
+		return kbox__err_sys(err, "socket");
+	if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+		return kbox__err_sys(err, "cannot bind %s", sa.sun_path);
+	if (chmod(sa.sun_path, 0600) < 0 || listen(s->listen_fd, 64) < 0)
+		return kbox__err_sys(err, "cannot listen on %s", sa.sun_path);
+	return 0;
+}
+
+static void shutdown_session(sup_t *s)
+{
+	char path[PATH_MAX];
+	/* no new clients while stopping: they see no supervisor and wait for
+	 * the lock to go (kbox start) instead of talking to one that leaves */
+	snprintf(path, sizeof path, "%s/control.sock", s->dir);
+	if (s->listen_fd >= 0) {
+		kbox_loop_remove_fd(s->loop, s->listen_fd);
+		unlink(path);
+		close(s->listen_fd);
+		s->listen_fd = -1;
+	}
+	/* what runs or waits ends with the session */
+	if (s->client)
+		kbox_client_fail_pending(s->client, s->stop_cause);
+	while (s->queue) {
+		job_t *j = s->queue;
+		s->queue = j->next;
+		if (j->conn) {
+			reply_error(j->conn, "stopped", "the session stopped: %s", s->stop_cause);
+			j->conn->job = NULL;
+		}
+		job_free(j);
+	}
+	answer_pending(s, s->stop_cause);
+	kernel_end(s, true);
+	kbox_capture_destroy(&s->between);
+	write_file(s->dir, "last-stop", s->stop_cause);
+	sup_log(s, "stop", json_pack("{s:s, s:I}", "cause", s->stop_cause, "executions",
+	                             (json_int_t)s->executions));
+	snprintf(path, sizeof path, "%s/supervisor.pid", s->dir);
+	unlink(path); /* a clean stop: kbox ls shows "stopped", not "dead" */
+	if (s->stop_conn)
+		conn_send(s->stop_conn, json_pack("{s:b, s:s}", "ok", 1, "re", "stop"), false);
+	/* the last replies go out before the connections close */
+	for (size_t i = 0; i < s->n_conns; i++) {
+		conn_t *c = s->conns[i];
+		long long deadline = kbox__now_ms() + 1000;
+		while (c->out_len && kbox__now_ms() < deadline && conn_flush(c))
+			usleep(1000);
+	}
+}
+
+int kbox_supervisor_run(const char *dir, int ready_fd)
+{
+	sup_t s = {0};
+	kbox_error_t err = {0};
+	sigset_t mask;
+	char prev[512], gen[32];
+	int status = 0;
+
+	s.dir = dir;
+	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = -1;
+	s.ready_fd = ready_fd;
+	s.started_ms = kbox__now_ms();
+	s.started_wall = kbox__now();
+	s.last_activity_wall = s.started_wall;
+	s.last_activity_ms = s.started_ms;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	s.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+	if (s.sig_fd < 0 || !(s.loop = kbox_loop_new(&err)) || lock_pid(&s, &err) < 0 ||
+	    load_config(&s, &err) < 0 || listen_control(&s, &err) < 0 ||
+	    kbox_loop_add_fd(s.loop, s.sig_fd, on_signal, &s, &err) < 0 ||
+	    kbox_loop_add_fd(s.loop, s.listen_fd, on_accept, &s, &err) < 0 ||
+	    watch_owner(&s, &err) < 0 ||
+	    kbox_loop_add_timer(s.loop, 1000, true, on_tick, &s, &err) < 0) {
+		if (!err.msg[0])
+			kbox__err_sys(&err, "signalfd");
+		sup_log(&s, "error", json_pack("{s:s}", "error", err.msg));
+		report_ready(&s, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
+		status = 1;
+		goto out;
+	}
+	/* what happened to the previous incarnation, for the first exec */
+	read_file(dir, "generation", gen, sizeof gen);
+	s.generation = strtoul(gen, NULL, 10);
+	read_file(dir, "last-stop", prev, sizeof prev);
+	if (s.generation > 0) {
+		snprintf(s.notice, sizeof s.notice,
+		         "kernel restarted: the session's previous kernel ended (%s); earlier state "
+		         "(variables, imports, loaded data) is lost; files in the workspace are kept",
+		         prev[0] ? prev : "its supervisor died");
+		snprintf(s.last_cause, sizeof s.last_cause, "%s", prev[0] ? prev : "supervisor died");
+	}
+	{
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof path, "%s/last-stop", dir);
+		unlink(path);
+	}
+	clean_runtime_dir(&s);
+	if (s.prev_pid > 0 && s.prev_pid != getpid()) {
+		/* the cgroups of the sandboxes of this session's previous
+		 * supervisor, if it was killed (it is gone: we hold the lock) */
+		const char *name = json_string_value(json_object_get(s.config, "name"));
+		char prefix[128];
+		snprintf(prefix, sizeof prefix, "kbox-%s-%ld-", name ? name : "sandbox", s.prev_pid);
+		kbox__cgroup_reap(prefix);
+	}
+	if (kernel_start(&s, &err) < 0) {
+		snprintf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
+		report_ready(&s, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
+		shutdown_session(&s);
+		status = 1;
+		goto out;
+	}
+	kbox_loop_run(s.loop);
+	if (!s.stopping)
+		snprintf(s.stop_cause, sizeof s.stop_cause, "the supervisor's event loop failed");
+	status = s.start_failed ? 1 : 0;
+	shutdown_session(&s);
+out:
+	while (s.n_conns)
+		conn_close(&s, s.conns[s.n_conns - 1]);
+	if (s.listen_fd >= 0)
+		close(s.listen_fd);
+	if (s.sig_fd >= 0)
+		close(s.sig_fd);
+	if (s.pid_fd >= 0)
+		close(s.pid_fd);
+	if (s.owner_fd >= 0)
+		close(s.owner_fd);
+	if (s.ephemeral && s.config) {
+		/* kbox run's session: nothing of it stays (its workspace is the
+		 * caller's directory, elsewhere) */
+		kbox__empty_dir(dir);
+		rmdir(dir);
+	}
+	kbox_loop_destroy(&s.loop);
+	kbox_kspec_destroy(&s.spec);
+	free(s.env);
+	json_decref(s.config);
+	return status;
+}

@@ -1,0 +1,35 @@
+/* src/runtime/supervisor.h — one session's supervisor (kbox-supervisor).
+ *
+ * The supervisor owns the session's kernel: it starts it through its
+ * backend, holds its connection (shell, iopub subscribed once and for the
+ * kernel's whole life, control, stdin, heartbeat) on one event loop, runs
+ * executions one at a time with the capture layer (budgets, spill files,
+ * images under outputs/), the timeout and its escalation (interrupt →
+ * grace → kill → a new kernel, with the cause), keeps output printed
+ * between executions for the next result, restarts a kernel that died,
+ * stops the session after its idle TTL, and answers the control socket:
+ * the protocol every front end speaks, documented in kbox-protocol(7). */
+#ifndef KBOX_RUNTIME_SUPERVISOR_H
+#define KBOX_RUNTIME_SUPERVISOR_H
+
+/* The program, installed in $(pkglibexecdir), and its command line (kbox
+ * start runs it, detached, in a session of its own):
+ *
+ *     kbox-supervisor SESSION_DIR READY_FD
+ *
+ * READY_FD is a socket on which it reports once (see kbox_supervisor_run);
+ * stdout and stderr are the session's supervisor.log. */
+#define KBOX_SUPERVISOR_PROGRAM "kbox-supervisor"
+
+/* The longest request line the supervisor reads (the code of an execution
+ * is in it), and the longest reply line a client reads. */
+#define KBOX_CTL_REQUEST_MAX (16 << 20)
+
+/* Run the supervisor of the session in DIR (its session.json says what to
+ * start) until it stops.  READY_FD (or -1, a socket) gets one line when the
+ * kernel is ready or could not start: {"ok":true,"pid":…,"kernel_pid":…}
+ * or {"ok":false,"error":…}, then is closed.  Returns 0 after a clean
+ * stop, 1 when the session could not start. */
+int kbox_supervisor_run(const char *dir, int ready_fd);
+
+#endif

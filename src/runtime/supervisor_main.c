@@ -1,0 +1,49 @@
+/* src/runtime/supervisor_main.c — kbox-supervisor, a session's supervisor
+ * program (its command line is in runtime/supervisor.h).  kbox start runs
+ * it; people do not. */
+#include "config.h"
+#include "runtime/supervisor.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <kbox.h>
+
+/* A descriptor number given on the command line, or -1. */
+static int fd_arg(const char *s)
+{
+	char *end;
+	long v;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 0 || v > 1024)
+		return -1;
+	return (int)v;
+}
+
+int main(int argc, char **argv)
+{
+	struct stat st;
+	int ready_fd;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (argc != 3 || (ready_fd = fd_arg(argv[2])) < 0) {
+		fprintf(stderr, "%s: usage: %s SESSION_DIR READY_FD (kbox start runs it)\n",
+		        KBOX_SUPERVISOR_PROGRAM, KBOX_SUPERVISOR_PROGRAM);
+		return 2;
+	}
+	if (fstat(ready_fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		fprintf(stderr, "%s: descriptor %d is not a socket\n", KBOX_SUPERVISOR_PROGRAM,
+		        ready_fd);
+		return 2;
+	}
+	if (kbox_init() < 0) {
+		fprintf(stderr, "%s: libsodium could not be initialised\n", KBOX_SUPERVISOR_PROGRAM);
+		return 5;
+	}
+	return kbox_supervisor_run(argv[1], ready_fd) == 0 ? 0 : 5;
+}
