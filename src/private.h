@@ -46,7 +46,10 @@ zmsg_t *kbox_msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_er
 /* kbox_msg_decode for the frames of ZMSG (left untouched; caller still owns it). */
 kbox_msg_t *kbox_msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err);
 
-/* ---- kernel.c, for the sandboxes that run kernels ---- */
+/* ---- process.c, for whatever starts a kernel (kernel.c, the runtime) ---- */
+
+/* The PATH a kernel gets, and where commands are looked up. */
+#define KBOX__SAFE_PATH "/usr/local/bin:/usr/bin:/bin"
 
 /* The kernel's environment: PATH, HOME (HOME, or the caller's), LANG,
  * JPY_PARENT_PID, the kernelspec's env, then O->env.  NULL on ENOMEM. */
