@@ -17,6 +17,7 @@
 #define MAX_ENAME 256
 #define MAX_KEPT_BYTES (8 * 1024 * 1024) /* all kept non-image MIME values of a capture */
 #define MAX_TRACEBACK_RAW (1024 * 1024) /* bytes of the raw traceback kept */
+#define MAX_NOTICES 64
 
 /* ---- budgeted text: head in memory, tail in a ring, all of it in a spill file ---- */
 
@@ -84,23 +85,38 @@ struct kbox_result {
 	char reason[256];
 };
 
+/* Add a copy of TEXT to SELF's notices, at the start with FIRST, else at
+ * the end.  0, or -1 when out of memory or SELF has MAX_NOTICES already. */
+static int notice_add(kbox_capture_t *self, const char *text, bool first)
+{
+	char **v, *copy;
+
+	if (self->n_notices >= MAX_NOTICES || !(copy = strdup(text)))
+		return -1;
+	if (!(v = realloc(self->notices, (self->n_notices + 1) * sizeof *v))) {
+		free(copy);
+		return -1;
+	}
+	self->notices = v;
+	if (first)
+		memmove(v + 1, v, self->n_notices * sizeof *v);
+	v[first ? 0 : self->n_notices] = copy;
+	self->n_notices++;
+	return 0;
+}
+
+/* Add a printf-style notice (cut at 511 bytes) at the end of SELF's. */
 static void notice(kbox_capture_t *self, const char *fmt, ...) KBOX_PRINTF(2, 3);
 
 static void notice(kbox_capture_t *self, const char *fmt, ...)
 {
-	char buf[512], **v;
+	char buf[512];
 	va_list ap;
-	if (self->n_notices >= 64)
-		return;
+
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	v = realloc(self->notices, (self->n_notices + 1) * sizeof *v);
-	if (!v)
-		return;
-	self->notices = v;
-	if ((v[self->n_notices] = strdup(buf)))
-		self->n_notices++;
+	notice_add(self, buf, false);
 }
 
 static void tbuf_init(tbuf_t *t, size_t max_bytes, size_t max_lines)
@@ -156,21 +172,6 @@ static void tbuf_free(tbuf_t *t)
 	t->spill_fd = -1;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Create FILE in the capture's outputs dir without following symlinks and
  * without writing through another name of an existing file.  fd or -1. */
 static int create_output(kbox_capture_t *self, const char *name, char **path_out)
@@ -206,7 +207,7 @@ static int create_output(kbox_capture_t *self, const char *name, char **path_out
 static void spill_flush(kbox_capture_t *self, tbuf_t *t)
 {
 	if (t->spill_fd >= 0 && t->sbuf_len && !t->spill_failed &&
-	    write_all(t->spill_fd, t->sbuf, t->sbuf_len) < 0) {
+	    kbox__write_all(t->spill_fd, t->sbuf, t->sbuf_len) < 0) {
 		notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
 		t->spill_failed = true;
 	}
@@ -225,7 +226,7 @@ static void spill_write(kbox_capture_t *self, tbuf_t *t, const char *p, size_t n
 	if (t->sbuf_len + n > SPILL_BUF)
 		spill_flush(self, t);
 	if (n >= SPILL_BUF) {
-		if (write_all(t->spill_fd, p, n) < 0) {
+		if (kbox__write_all(t->spill_fd, p, n) < 0) {
 			notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
 			t->spill_failed = true;
 		}
@@ -250,7 +251,7 @@ static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 			       self->outputs_dir, name, strerror(errno));
 		return;
 	}
-	if (write_all(t->spill_fd, t->head, t->head_len) < 0) {
+	if (kbox__write_all(t->spill_fd, t->head, t->head_len) < 0) {
 		notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
 		t->spill_failed = true;
 	}
@@ -480,7 +481,8 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 {
 	size_t tail_len = 0, tail_lines = 0, omitted_bytes, omitted_lines, max_tail_lines;
 	const char *tail_src;
-	char *tail = NULL, marker[PATH_MAX + 160];
+	char *tail = NULL;
+	kbox__buf_t view = KBOX__BUF_INIT;
 	size_t i;
 
 	line_flush(self, t, label);
@@ -539,30 +541,15 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 	t->view.total_bytes = t->total_bytes;
 	t->view.total_lines = t->total_lines;
 	t->view.truncated = omitted_bytes > 0;
+	kbox__buf_append(&view, t->head, t->head_len);
 	if (t->view.truncated) {
-		int m = snprintf(marker, sizeof marker, "%s[... %zu bytes in %zu lines left out%s%s ...]\n",
-		                 t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
-		                 omitted_bytes, omitted_lines,
-		                 t->spill_path && !t->spill_failed ? "; the complete text is in " : "",
-		                 t->spill_path && !t->spill_failed ? t->spill_path : "");
-		size_t ml = m > 0 ? (size_t)m : 0;
-		t->view_text = malloc(t->head_len + ml + tail_len + 1);
-		if (t->view_text) {
-			memcpy(t->view_text, t->head, t->head_len);
-			memcpy(t->view_text + t->head_len, marker, ml);
-			memcpy(t->view_text + t->head_len + ml, tail_src, tail_len);
-			t->view_text[t->head_len + ml + tail_len] = '\0';
-		}
+		kbox__buf_appendf(&view, "%s[... %zu bytes in %zu lines left out%s%s ...]\n",
+		                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
+		                  omitted_bytes, omitted_lines,
+		                  t->spill_path && !t->spill_failed ? "; the complete text is in " : "",
+		                  t->spill_path && !t->spill_failed ? t->spill_path : "");
 		t->view.spill_path = t->spill_failed ? NULL : t->spill_path;
 	} else {
-		t->view_text = malloc(t->head_len + tail_len + 1);
-		if (t->view_text) {
-			if (t->head_len)
-				memcpy(t->view_text, t->head, t->head_len);
-			if (tail_len)
-				memcpy(t->view_text + t->head_len, tail_src, tail_len);
-			t->view_text[t->head_len + tail_len] = '\0';
-		}
 		/* nothing was left out: the spill file is not needed */
 		if (t->spill_path) {
 			unlink_output(self->dfd, t->spill_path);
@@ -571,6 +558,8 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 		}
 		t->view.spill_path = NULL;
 	}
+	kbox__buf_append(&view, tail_src, tail_len);
+	t->view_text = kbox__buf_take(&view, NULL);
 	if (t->spill_fd >= 0) {
 		close(t->spill_fd);
 		t->spill_fd = -1;
@@ -842,7 +831,7 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 			notice(self, "image %d not written to %s/%s: %s", self->image_seq, self->outputs_dir,
 			       name, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
 		} else {
-			if (write_all(fd, (const char *)bytes, outlen) < 0) {
+			if (kbox__write_all(fd, bytes, outlen) < 0) {
 				notice(self, "image %d: writing %s failed: %s", self->image_seq, path,
 				       strerror(errno));
 				unlink_output(self->dfd, path);
@@ -1214,22 +1203,7 @@ void kbox_result_set_status(kbox_result_t *self, kbox_exec_status_t status, cons
 
 int kbox_result_add_notice(kbox_result_t *self, const char *text, bool first)
 {
-	kbox_capture_t *c = self->cap;
-	char **v;
-	if (c->n_notices >= 64)
-		return -1;
-	if (!(v = realloc(c->notices, (c->n_notices + 1) * sizeof *v)))
-		return -1;
-	c->notices = v;
-	if (first)
-		memmove(v + 1, v, c->n_notices * sizeof *v);
-	if (!(v[first ? 0 : c->n_notices] = strdup(text))) {
-		if (first)
-			memmove(v, v + 1, c->n_notices * sizeof *v);
-		return -1;
-	}
-	c->n_notices++;
-	return 0;
+	return notice_add(self->cap, text, first);
 }
 
 const kbox_text_t *kbox_result_stream(const kbox_result_t *self, kbox_stream_t stream)

@@ -391,7 +391,7 @@ fail:
 	return NULL;
 }
 
-/* Check that DIR is ours and private (no group/other access). */
+/* Only in a private directory of ours; the key never stays in freed memory. */
 int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
 {
 	char dir[PATH_MAX];
@@ -399,7 +399,6 @@ int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
 	json_t *root = NULL;
 	char *text = NULL;
 	int fd = -1, rc = -1;
-	size_t len, off = 0;
 
 	if (!slash)
 		snprintf(dir, sizeof dir, ".");
@@ -432,16 +431,9 @@ int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
 		kbox__err_sys(err, "connection file %s: chmod", path);
 		goto out_unlink;
 	}
-	len = strlen(text);
-	while (off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			kbox__err_sys(err, "connection file %s: write", path);
-			goto out_unlink;
-		}
-		off += (size_t)w;
+	if (kbox__write_all(fd, text, strlen(text)) < 0) {
+		kbox__err_sys(err, "connection file %s: write", path);
+		goto out_unlink;
 	}
 	if (close(fd) < 0) {
 		fd = -1;

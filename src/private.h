@@ -3,6 +3,8 @@
 #define KBOX_PRIVATE_H
 
 #include "config.h"
+#include <stdbool.h>
+#include <stddef.h>
 #include <czmq.h> /* zmsg_t, for the client (never in a public header) */
 #include <kbox.h>
 
@@ -36,6 +38,61 @@ int kbox__check_private_dir(const char *dir, kbox_error_t *err);
 /* Remove everything inside DIR (which stays), never following a symbolic
  * link.  0 (also when DIR does not exist), or -1. */
 int kbox__empty_dir(const char *dir);
+
+/* ---- util.c: one of each utility ---- */
+
+/* A new NUL-terminated copy of S[0..LEN) that is well-formed UTF-8: each
+ * maximal ill-formed subpart (Unicode §3.9, "substitution of maximal
+ * subparts", which Python's decode(errors="replace") and so jupyter_client
+ * follow) becomes U+FFFD (EF BF BD).  A subpart is a byte that starts no
+ * character (80-C1, F5-FF), or a lead byte with the continuation bytes that
+ * could still have completed it: "\xe2\x82A" gives one U+FFFD and "A",
+ * "\xc0\xaf" (overlong) two, "\xed\xa0\x80" (a surrogate) three.  Valid
+ * sequences, NUL bytes included, are copied as they are.  *OUT_LEN (may be
+ * NULL) gets the length without the NUL.  Caller frees; NULL on ENOMEM. */
+char *kbox__utf8_repair(const char *s, size_t len, size_t *out_len);
+
+/* A growing string, like redis's sds but a struct the caller owns:
+ * zero-initialise it (KBOX__BUF_INIT), append, then take the text.  The
+ * capacity doubles up to KBOX__BUF_PREALLOC and then grows by that much at
+ * a time.  When an append fails (out of memory, or SIZE_MAX reached) the
+ * buffer is failed: that append and every later one return -1 and change
+ * nothing, and take returns NULL.  DATA is NUL-terminated once anything
+ * was appended. */
+typedef struct {
+	char *data;
+	size_t len, cap;
+	bool failed;
+} kbox__buf_t;
+#define KBOX__BUF_INIT {NULL, 0, 0, false}
+#define KBOX__BUF_PREALLOC ((size_t)1 << 20)
+
+/* Append LEN bytes at DATA (NUL bytes too).  0, or -1 (B is failed). */
+int kbox__buf_append(kbox__buf_t *b, const void *data, size_t len);
+
+/* Append the C string S.  0, or -1 (B is failed). */
+int kbox__buf_appends(kbox__buf_t *b, const char *s);
+
+/* Append printf-style text.  0, or -1 (B is failed). */
+int kbox__buf_appendf(kbox__buf_t *b, const char *fmt, ...) KBOX_PRINTF(2, 3);
+
+/* The text (new: the caller frees it; "" when nothing was appended) and its
+ * length in *LEN (may be NULL); B is left empty, ready for reuse.  NULL
+ * when B failed or memory ran out (B is emptied all the same). */
+char *kbox__buf_take(kbox__buf_t *b, size_t *len);
+
+/* Free B's text and make it empty again (not failed). */
+void kbox__buf_reset(kbox__buf_t *b);
+
+/* Write the time T (seconds since the epoch) to OUT as ISO-8601 UTC with
+ * DIGITS (0-6, clamped) fractional digits, rounded to the nearest unit of
+ * the last: "2026-11-29T09:21:39Z" (0), "…39.123Z" (3), "…39.123456Z" (6,
+ * as kbox_iso8601 and Jupyter headers). */
+void kbox__iso8601(double t, int digits, char out[32]);
+
+/* Write all LEN bytes at DATA to FD, retrying after EINTR and short writes.
+ * 0, or -1 with errno. */
+int kbox__write_all(int fd, const void *data, size_t len);
 
 /* ---- wire.c, for the client: messages as czmq's zmsg_t ---- */
 

@@ -2,11 +2,13 @@
  * object per execution, ndjson events as messages arrive.
  *
  * Only the public accessors of kbox/capture.h are used: a renderer sees
- * what any front end sees.  The formats are documented in kbox-run(1),
- * OUTPUT FORMATS; the JSON schema is tests/result.schema.json. */
+ * what any front end sees (private.h brings the shared utilities).  The
+ * formats are documented in kbox-run(1), OUTPUT FORMATS; the JSON schema is
+ * tests/result.schema.json. */
+#include "private.h"
+
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,177 +20,45 @@
 
 /* U+00D7 MULTIPLICATION SIGN in UTF-8, as in "640×480 px". */
 #define TIMES_SIGN "\xc3\x97"
-/* U+FFFD REPLACEMENT CHARACTER, for bytes that are not UTF-8. */
-#define REPLACEMENT "\xef\xbf\xbd"
 
-/* ---- a growing string for the text renderer ---- */
-
-typedef struct {
-	char *data;
-	size_t len, cap;
-	bool failed; /* an allocation failed; everything after is dropped */
-} buf_t;
-
-/* Append LEN bytes of S to B. */
-static void buf_add(buf_t *b, const char *s, size_t len)
-{
-	size_t cap;
-	char *p;
-
-	if (b->failed)
-		return;
-	if (len >= SIZE_MAX - b->len) {
-		b->failed = true;
-		return;
-	}
-	if (b->len + len + 1 > b->cap) {
-		cap = b->cap ? b->cap : 256;
-		while (cap < b->len + len + 1)
-			cap = cap > SIZE_MAX / 2 ? b->len + len + 1 : cap * 2;
-		p = realloc(b->data, cap);
-		if (!p) {
-			b->failed = true;
-			return;
-		}
-		b->data = p;
-		b->cap = cap;
-	}
-	memcpy(b->data + b->len, s, len);
-	b->len += len;
-	b->data[b->len] = '\0';
-}
-
-static void buf_adds(buf_t *b, const char *s)
-{
-	buf_add(b, s, strlen(s));
-}
-
-/* Append printf-style text to B. */
-static void buf_addf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_addf(buf_t *b, const char *fmt, ...)
-{
-	char small[256];
-	char *big;
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(small, sizeof small, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->failed = true;
-		return;
-	}
-	if ((size_t)n < sizeof small) {
-		buf_add(b, small, (size_t)n);
-		return;
-	}
-	big = malloc((size_t)n + 1);
-	if (!big) {
-		b->failed = true;
-		return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(big, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	buf_add(b, big, (size_t)n);
-	free(big);
-}
+/* ---- the text renderer's parts ---- */
 
 /* End the current part with a newline unless it already ends with one. */
-static void buf_end_line(buf_t *b)
+static void buf_end_line(kbox__buf_t *b)
 {
-	if (!b->failed && b->len > 0 && b->data[b->len - 1] != '\n')
-		buf_add(b, "\n", 1);
+	if (b->len > 0 && b->data[b->len - 1] != '\n')
+		kbox__buf_append(b, "\n", 1);
 }
 
 /* Append S as one part: nothing when S is NULL or empty, else S and, if
  * S does not end with one, a newline. */
-static void buf_part(buf_t *b, const char *s)
+static void buf_part(kbox__buf_t *b, const char *s)
 {
 	if (!s || !*s)
 		return;
-	buf_adds(b, s);
+	kbox__buf_appends(b, s);
 	buf_end_line(b);
 }
 
 /* ---- small helpers ---- */
 
-static const char *status_name(kbox_exec_status_t status)
-{
-	switch (status) {
-	case KBOX_EXEC_OK:
-		return "ok";
-	case KBOX_EXEC_ERROR:
-		return "error";
-	case KBOX_EXEC_ABORTED:
-		return "aborted";
-	case KBOX_EXEC_TIMEOUT:
-		return "timeout";
-	case KBOX_EXEC_DIED:
-		return "died";
-	}
-	return "error";
-}
-
-/* Length of the valid UTF-8 sequence at S (at most N bytes), or 0 when
- * the bytes there are not one (overlong forms and surrogates included). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	size_t len, i;
-	unsigned cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		len = 2;
-		cp = s[0] & 0x1f;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		len = 3;
-		cp = s[0] & 0x0f;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		len = 4;
-		cp = s[0] & 0x07;
-	} else
-		return 0;
-	if (n < len)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return len;
-}
-
 /* A JSON string of LEN bytes at S (new reference): S itself when it is
- * UTF-8, else S with each invalid byte replaced by U+FFFD.  NULL S gives "". */
+ * UTF-8, else S with each ill-formed subpart replaced by U+FFFD
+ * (kbox__utf8_repair).  NULL S gives "". */
 static json_t *string_json(const char *s, size_t len)
 {
-	const unsigned char *u = (const unsigned char *)s;
 	json_t *j;
-	buf_t b = { 0 };
-	size_t i, n;
+	char *repaired;
+	size_t n;
 
 	if (!s)
 		return json_string("");
 	j = json_stringn(s, len);
 	if (j)
 		return j;
-	for (i = 0; i < len; i += n) {
-		n = utf8_seq(u + i, len - i);
-		if (n)
-			buf_add(&b, s + i, n);
-		else {
-			buf_adds(&b, REPLACEMENT);
-			n = 1;
-		}
-	}
-	j = b.failed ? NULL : json_stringn(b.data ? b.data : "", b.len);
-	free(b.data);
+	repaired = kbox__utf8_repair(s, len, &n);
+	j = repaired ? json_stringn(repaired, n) : NULL;
+	free(repaired);
 	return j;
 }
 
@@ -236,24 +106,22 @@ static int set_new(json_t *obj, const char *key, json_t *value)
 /* ---- text ---- */
 
 /* The text/plain representation in BUNDLE (borrowed), joined if it is a
- * list of strings as in nbformat, in a new string; NULL when there is none. */
+ * list of strings as in nbformat, in a new string ("" when there is none);
+ * NULL when memory runs out. */
 static char *plain_text(json_t *bundle)
 {
 	json_t *v = json_object_get(bundle, "text/plain"), *line;
-	buf_t b = { 0 };
+	kbox__buf_t b = KBOX__BUF_INIT;
 	size_t i;
 
 	if (json_is_string(v))
-		buf_add(&b, json_string_value(v), json_string_length(v));
+		kbox__buf_append(&b, json_string_value(v), json_string_length(v));
 	else if (json_is_array(v))
 		json_array_foreach (v, i, line)
 			if (json_is_string(line))
-				buf_add(&b, json_string_value(line), json_string_length(line));
-	if (b.failed) {
-		free(b.data);
-		return NULL;
-	}
-	return b.data;
+				kbox__buf_append(&b, json_string_value(line),
+				                 json_string_length(line));
+	return kbox__buf_take(&b, NULL);
 }
 
 /* Does the image list of R name display I? */
@@ -273,7 +141,7 @@ static bool display_has_image(const kbox_result_t *r, size_t i)
 /* "Out[N]: " and the value's text/plain.  A value of several lines starts
  * on the line after "Out[N]:", so that tables keep their columns (as
  * IPython's display hook does).  An unknown count gives "Out:". */
-static void text_value(buf_t *b, const kbox_result_t *r)
+static void text_value(kbox__buf_t *b, const kbox_result_t *r)
 {
 	const kbox_text_t *t = kbox_result_value_text(r);
 	const char *s = t && t->text ? t->text : NULL;
@@ -284,15 +152,15 @@ static void text_value(buf_t *b, const kbox_result_t *r)
 		return;
 	multi = strchr(s, '\n') != NULL && strchr(s, '\n')[1] != '\0';
 	if (count >= 0)
-		buf_addf(b, "Out[%d]:", count);
+		kbox__buf_appendf(b, "Out[%d]:", count);
 	else
-		buf_adds(b, "Out:");
-	buf_adds(b, multi ? "\n" : " ");
+		kbox__buf_appends(b, "Out:");
+	kbox__buf_appends(b, multi ? "\n" : " ");
 	buf_part(b, s);
 }
 
 /* One line per image: saved with its path and size, or not saved. */
-static void text_images(buf_t *b, const kbox_result_t *r)
+static void text_images(kbox__buf_t *b, const kbox_result_t *r)
 {
 	size_t i, n = kbox_result_image_count(r);
 	const kbox_image_t *img;
@@ -302,19 +170,19 @@ static void text_images(buf_t *b, const kbox_result_t *r)
 		if (!img)
 			continue;
 		if (!img->path)
-			buf_addf(b, "[image not saved: %s, %zu bytes]\n", img->mime ? img->mime : "image",
-			         img->bytes);
+			kbox__buf_appendf(b, "[image not saved: %s, %zu bytes]\n",
+			                  img->mime ? img->mime : "image", img->bytes);
 		else if (img->width >= 0 && img->height >= 0)
-			buf_addf(b, "[image saved: %s (%d" TIMES_SIGN "%d px)]\n", img->path, img->width,
-			         img->height);
+			kbox__buf_appendf(b, "[image saved: %s (%d" TIMES_SIGN "%d px)]\n", img->path,
+			                  img->width, img->height);
 		else
-			buf_addf(b, "[image saved: %s]\n", img->path);
+			kbox__buf_appendf(b, "[image saved: %s]\n", img->path);
 	}
 }
 
 /* The text/plain of each display that shows no image, or a line saying
  * how large it was when the capture left it out as too large. */
-static void text_displays(buf_t *b, const kbox_result_t *r)
+static void text_displays(kbox__buf_t *b, const kbox_result_t *r)
 {
 	size_t i, n = kbox_result_display_count(r), shown = 0, not_shown = 0;
 	json_t *bundle, *omitted, *v;
@@ -331,8 +199,8 @@ static void text_displays(buf_t *b, const kbox_result_t *r)
 			    json_is_string(json_object_get(v, "error")) &&
 			    strcmp(json_string_value(json_object_get(v, "error")),
 			           "unsupported image type") == 0)
-				buf_addf(b, "[image not saved: %s, %" JSON_INTEGER_FORMAT " bytes]\n", key,
-				         json_integer_value(json_object_get(v, "bytes")));
+				kbox__buf_appendf(b, "[image not saved: %s, %" JSON_INTEGER_FORMAT " bytes]\n",
+				                  key, json_integer_value(json_object_get(v, "bytes")));
 		if (display_has_image(r, i))
 			continue;
 		/* the displays' texts share one budget */
@@ -342,8 +210,9 @@ static void text_displays(buf_t *b, const kbox_result_t *r)
 		}
 		omitted = json_object_get(json_object_get(bundle, "text/plain"), "omitted_bytes");
 		if (json_is_integer(omitted)) {
-			buf_addf(b, "[display not shown: text/plain of %" JSON_INTEGER_FORMAT " bytes]\n",
-			         json_integer_value(omitted));
+			kbox__buf_appendf(b,
+			                  "[display not shown: text/plain of %" JSON_INTEGER_FORMAT " bytes]\n",
+			                  json_integer_value(omitted));
 			continue;
 		}
 		s = plain_text(bundle);
@@ -353,7 +222,7 @@ static void text_displays(buf_t *b, const kbox_result_t *r)
 		free(s);
 	}
 	if (not_shown)
-		buf_addf(b, "[... %zu more displays not shown]\n", not_shown);
+		kbox__buf_appendf(b, "[... %zu more displays not shown]\n", not_shown);
 }
 
 /* Does the last non-empty line of TB name the error ENAME, as in
@@ -381,7 +250,7 @@ static bool names_error(const char *tb, const char *ename)
 
 /* The stripped traceback, then "ENAME: EVALUE" unless its last line
  * already names the error (IPython's does). */
-static void text_error(buf_t *b, const kbox_result_t *r)
+static void text_error(kbox__buf_t *b, const kbox_result_t *r)
 {
 	const kbox_text_t *t = kbox_result_traceback(r);
 	const char *tb = t && t->text ? t->text : "";
@@ -395,31 +264,31 @@ static void text_error(buf_t *b, const kbox_result_t *r)
 		return;
 	if (evalue && *evalue)
 		/* the first line only: a long value is in the JSON output */
-		buf_addf(b, "%s: %.*s", ename, (int)strcspn(evalue, "\n"), evalue);
+		kbox__buf_appendf(b, "%s: %.*s", ename, (int)strcspn(evalue, "\n"), evalue);
 	else
-		buf_adds(b, ename);
+		kbox__buf_appends(b, ename);
 	buf_end_line(b);
 }
 
 /* "[note: …]" per notice, then a final line for a timeout, death or abort. */
-static void text_status(buf_t *b, const kbox_result_t *r)
+static void text_status(kbox__buf_t *b, const kbox_result_t *r)
 {
 	const char *reason = kbox_result_reason(r);
 	bool has = reason && *reason;
 	size_t i, n = kbox_result_notice_count(r);
 
 	for (i = 0; i < n; i++)
-		buf_addf(b, "[note: %s]\n", kbox_result_notice(r, i));
+		kbox__buf_appendf(b, "[note: %s]\n", kbox_result_notice(r, i));
 	switch (kbox_result_status(r)) {
 	case KBOX_EXEC_TIMEOUT:
-		buf_addf(b, "[timeout%s%s]\n", has ? ": " : "", has ? reason : "");
+		kbox__buf_appendf(b, "[timeout%s%s]\n", has ? ": " : "", has ? reason : "");
 		break;
 	case KBOX_EXEC_DIED:
-		buf_addf(b, "[kernel died%s%s; earlier state is lost]\n", has ? ": " : "",
-		         has ? reason : "");
+		kbox__buf_appendf(b, "[kernel died%s%s; earlier state is lost]\n", has ? ": " : "",
+		                  has ? reason : "");
 		break;
 	case KBOX_EXEC_ABORTED:
-		buf_addf(b, "[aborted%s%s]\n", has ? ": " : "", has ? reason : "");
+		kbox__buf_appendf(b, "[aborted%s%s]\n", has ? ": " : "", has ? reason : "");
 		break;
 	default:
 		break;
@@ -433,7 +302,7 @@ char *kbox_render_text(const kbox_result_t *result)
 
 char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 {
-	buf_t b = { 0 };
+	kbox__buf_t b = KBOX__BUF_INIT;
 
 	if (!result)
 		return NULL;
@@ -441,7 +310,7 @@ char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 		buf_part(&b, kbox_result_stream(result, KBOX_TEXT_STDOUT)->text);
 	if (!(flags & KBOX_RENDER_NO_STREAMS) && kbox_result_stream(result, KBOX_TEXT_STDERR)->text &&
 	    *kbox_result_stream(result, KBOX_TEXT_STDERR)->text) {
-		buf_adds(&b, "[stderr]\n");
+		kbox__buf_appends(&b, "[stderr]\n");
 		buf_part(&b, kbox_result_stream(result, KBOX_TEXT_STDERR)->text);
 	}
 	text_value(&b, result);
@@ -449,11 +318,7 @@ char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 	text_displays(&b, result);
 	text_error(&b, result);
 	text_status(&b, result);
-	if (b.failed) {
-		free(b.data);
-		return NULL;
-	}
-	return b.data ? b.data : strdup("");
+	return kbox__buf_take(&b, NULL);
 }
 
 /* ---- json ---- */
@@ -552,7 +417,7 @@ json_t *kbox_render_json(const kbox_result_t *result)
 	if (!isfinite(secs) || secs < 0)
 		secs = 0;
 	if (set_new(o, "schema", json_string(KBOX_RESULT_SCHEMA)) ||
-	    set_new(o, "status", json_string(status_name(kbox_result_status(result)))) ||
+	    set_new(o, "status", json_string(kbox_exec_status_name(kbox_result_status(result)))) ||
 	    set_new(o, "execution_count", count >= 0 ? json_integer(count) : json_null()) ||
 	    set_new(o, "seconds", json_real(secs)) ||
 	    set_new(o, "reason", nullable_json(kbox_result_reason(result), true)) ||

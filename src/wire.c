@@ -1,8 +1,6 @@
 /* src/wire.c — Jupyter wire messages: signing, verifying, encoding, decoding. */
 #include "private.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,22 +48,7 @@ void kbox_uuid(char out[37])
 
 void kbox_iso8601(double t, char out[32])
 {
-	time_t secs = (time_t)floor(t);
-	long usec = (long)llround((t - (double)secs) * 1e6);
-	struct tm tm;
-	if (usec >= 1000000) {
-		secs++;
-		usec -= 1000000;
-	}
-	if (usec < 0)
-		usec = 0;
-	char buf[96];
-	gmtime_r(&secs, &tm);
-	snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ",
-	         (tm.tm_year + 1900) % 10000, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-	         tm.tm_sec, usec);
-	buf[31] = '\0'; /* always 27 characters for years 0-9999 */
-	memcpy(out, buf, 32);
+	kbox__iso8601(t, 6, out);
 }
 
 /* Read exactly N digits at *P into *OUT; advance. 0 or -1. */
@@ -432,6 +415,8 @@ kbox_frame_t kbox_msg_identity(const kbox_msg_t *self, size_t i)
 	return self->identities.v[i];
 }
 
+static const char *const dict_names[4] = {"header", "parent_header", "metadata", "content"};
+
 zmsg_t *kbox_msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err)
 {
 	json_t *dicts[4] = {self->header, self->parent, self->metadata, self->content};
@@ -445,9 +430,7 @@ zmsg_t *kbox_msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_er
 		text[i] = json_dumps(dicts[i], JSON_COMPACT | JSON_ENCODE_ANY);
 		if (!text[i]) {
 			kbox__err(err, KBOX_E_INVALID, "cannot serialise %s of %s message",
-			          i == 0 ? "header" : i == 1 ? "parent_header" :
-			          i == 2 ? "metadata" : "content",
-			          kbox_msg_type(self) ? kbox_msg_type(self) : "a");
+			          dict_names[i], kbox_msg_type(self) ? kbox_msg_type(self) : "a");
 			goto out;
 		}
 		parts[i].data = text[i];
@@ -476,105 +459,6 @@ out:
 	for (i = 0; i < 4; i++)
 		free(text[i]);
 	return zmsg;
-}
-
-static const char *const dict_names[4] = {"header", "parent_header", "metadata", "content"};
-
-/* Length of the valid UTF-8 sequence at P (N bytes left), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-	size_t len;
-	unsigned c = p[0];
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
-	    (c == 0xf4 && p[1] > 0x8f))
-		return 0; /* overlong, surrogate, or beyond U+10FFFF */
-	return len;
-}
-
-/* Length of the maximal ill-formed subpart at P (N bytes left, P not a
- * valid sequence): the lead byte and the continuation bytes that could still
- * have completed it.  Unicode's "maximal subpart" rule, which Python's
- * errors="replace" follows: one U+FFFD for each. */
-static size_t utf8_bad_len(const unsigned char *p, size_t n)
-{
-	unsigned c = p[0], lo = 0x80, hi = 0xbf;
-	size_t len, i = 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4;
-	else
-		return 1;
-	if (c == 0xe0)
-		lo = 0xa0;
-	else if (c == 0xed)
-		hi = 0x9f;
-	else if (c == 0xf0)
-		lo = 0x90;
-	else if (c == 0xf4)
-		hi = 0x8f;
-	if (i < n && p[i] >= lo && p[i] <= hi) {
-		i++;
-		while (i < len && i < n && (p[i] & 0xc0) == 0x80)
-			i++;
-	}
-	return i;
-}
-
-/* A copy of DATA with each maximal ill-formed UTF-8 subpart replaced by
- * U+FFFD, as jupyter_client decodes with errors="replace"; NULL when DATA
- * is valid (or memory runs out).  *OUT_LEN gets the new length. */
-static char *utf8_repair(const char *data, size_t size, size_t *out_len)
-{
-	const unsigned char *p = (const unsigned char *)data;
-	size_t i = 0, bad = 0, o = 0;
-	char *out;
-
-	while (i < size) {
-		size_t l = utf8_seq(p + i, size - i);
-		if (!l) {
-			bad++;
-			i += utf8_bad_len(p + i, size - i);
-		} else {
-			i += l;
-		}
-	}
-	if (!bad || bad > (SIZE_MAX - size) / 2)
-		return NULL;
-	out = malloc(size + 2 * bad);
-	if (!out)
-		return NULL;
-	for (i = 0; i < size;) {
-		size_t l = utf8_seq(p + i, size - i);
-		if (!l) {
-			memcpy(out + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i += utf8_bad_len(p + i, size - i);
-		} else {
-			memcpy(out + o, p + i, l);
-			o += l;
-			i += l;
-		}
-	}
-	*out_len = o;
-	return out;
 }
 
 kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n,
@@ -611,7 +495,7 @@ kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_
 			/* a signed message with bytes that are not UTF-8 (a kernel
 			 * writing raw bytes): read them as U+FFFD, as jupyter_client does */
 			size_t rlen;
-			char *repaired = utf8_repair(f->data, f->size, &rlen);
+			char *repaired = kbox__utf8_repair(f->data, f->size, &rlen);
 			if (repaired) {
 				dicts[i] = json_loadb(repaired, rlen, JSON_ALLOW_NUL, &jerr);
 				free(repaired);

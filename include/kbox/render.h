@@ -28,7 +28,9 @@ char *kbox_render_text(const kbox_result_t *result);
 #define KBOX_RENDER_NO_STREAMS 1u
 char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags);
 
-/* One JSON object for the whole execution (new reference). */
+/* One JSON object for the whole execution (new reference).  Text that is
+ * not UTF-8 (a budget may cut a character) has each ill-formed subpart
+ * replaced by U+FFFD, here and in the events. */
 json_t *kbox_render_json(const kbox_result_t *result);
 
 /* One ndjson event (new reference) for EV, as kbox_event_cb receives it. */

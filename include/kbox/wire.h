@@ -107,7 +107,8 @@ kbox_frame_t kbox_msg_identity(const kbox_msg_t *self, size_t i);
 /* Parse N frames.  Scans for the delimiter, needs at least five frames after
  * it, checks the signature (an empty one is refused when AUTH has a key),
  * parses the four dicts (each must be a JSON object; header needs msg_id and
- * msg_type strings), then records the signature in AUTH's replay history
+ * msg_type strings; bytes that are not UTF-8 read as U+FFFD, as in
+ * jupyter_client), then records the signature in AUTH's replay history
  * (a replay fails with KBOX_E_AUTH).  Caller owns the result; NULL with ERR. */
 kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n,
                             kbox_error_t *err);
