@@ -73,11 +73,6 @@ double kbox__now(void)
 	return (double)ts.tv_sec + (double)(ts.tv_nsec / 1000) / 1e6;
 }
 
-char *kbox__strdup(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
 void kbox__fmt_ms(char *buf, size_t size, int ms)
 {
 	if (ms % 1000 == 0)

@@ -26,9 +26,6 @@ long long kbox__now_ms(void);
 /* Wall clock in seconds since the epoch, with microseconds. */
 double kbox__now(void);
 
-/* strdup that never returns NULL for a non-NULL input except on ENOMEM. */
-char *kbox__strdup(const char *s);
-
 /* Format "N s" / "N ms" for messages: TIMEOUT_MS as humans read it. */
 void kbox__fmt_ms(char *buf, size_t size, int ms);
 
