@@ -388,72 +388,42 @@ char *const *kbox_kspec_argv(const kbox_kspec_t *self) { return self->argv; }
 json_t *kbox_kspec_env(const kbox_kspec_t *self) { return self->env; }
 json_t *kbox_kspec_metadata(const kbox_kspec_t *self) { return self->metadata; }
 
-/* A growable string. */
-typedef struct {
-	char *s;
-	size_t n, cap;
-	int oom;
-} sbuf_t;
-
-static void sbuf_add(sbuf_t *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = (b->n + n + 1) * 2;
-		char *p = realloc(b->s, cap);
-		if (!p) {
-			b->oom = 1;
-			return;
-		}
-		b->s = p;
-		b->cap = cap;
-	}
-	memcpy(b->s + b->n, s, n);
-	b->n += n;
-	b->s[b->n] = '\0';
-}
-
 /* Replace "{name}" in ARG, where name is [A-Za-z0-9_]+, by LOOKUP(name);
  * NULL from LOOKUP leaves the text as it is.  DOLLAR: match "${name}". */
 static char *substitute(const char *arg, int dollar, const char *(*lookup)(const char *, void *),
                         void *ctx)
 {
-	sbuf_t b = {0};
+	kbox__buf_t b = KBOX__BUF_INIT;
 	const char *p = arg;
-	sbuf_add(&b, "", 0);
+
 	while (*p) {
 		const char *open = dollar ? strstr(p, "${") : strchr(p, '{');
 		const char *nstart, *q;
 		char name[128];
 		const char *val;
 		if (!open) {
-			sbuf_add(&b, p, strlen(p));
+			kbox__buf_appends(&b, p);
 			break;
 		}
 		nstart = open + (dollar ? 2 : 1);
 		for (q = nstart; *q && (isalnum((unsigned char)*q) || *q == '_'); q++)
 			;
 		if (*q != '}' || q == nstart || (size_t)(q - nstart) >= sizeof name) {
-			sbuf_add(&b, p, (size_t)(nstart - p));
+			kbox__buf_append(&b, p, (size_t)(nstart - p));
 			p = nstart;
 			continue;
 		}
 		memcpy(name, nstart, (size_t)(q - nstart));
 		name[q - nstart] = '\0';
 		val = lookup(name, ctx);
-		sbuf_add(&b, p, (size_t)(open - p));
+		kbox__buf_append(&b, p, (size_t)(open - p));
 		if (val)
-			sbuf_add(&b, val, strlen(val));
+			kbox__buf_appends(&b, val);
 		else
-			sbuf_add(&b, open, (size_t)(q + 1 - open));
+			kbox__buf_append(&b, open, (size_t)(q + 1 - open));
 		p = q + 1;
 	}
-	if (b.oom) {
-		free(b.s);
-		return NULL;
-	}
-	return b.s;
+	return kbox__buf_take(&b, NULL);
 }
 
 struct argv_ctx {
