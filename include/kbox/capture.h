@@ -94,6 +94,14 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 /* Call CB for each event as messages are fed. */
 void kbox_capture_set_event_cb(kbox_capture_t *self, kbox_event_cb *cb, void *arg);
 
+/* While capturing, for event renderers (kbox_render_event): display INDEX's
+ * bundle (NULL for an index out of range) and its display_id (NULL when it
+ * has none), and the execute_result bundle (NULL before one came).
+ * Borrowed: valid until the next kbox_capture_feed. */
+json_t *kbox_capture_display(const kbox_capture_t *cap, int index);
+const char *kbox_capture_display_id(const kbox_capture_t *cap, int index);
+json_t *kbox_capture_value(const kbox_capture_t *cap);
+
 /* Take one iopub message of the execution (borrowed).  Unknown types are
  * ignored.  Returns 0, or -1 with ERR when the message gave a new notice (a
  * file not written, invalid base64; the capture goes on and the notice is

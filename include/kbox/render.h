@@ -39,15 +39,6 @@ json_t *kbox_render_event(const kbox_capture_t *cap, const kbox_event_t *ev);
 /* The final ndjson event: {"event":"end", …the kbox_render_json members}. */
 json_t *kbox_render_end_event(const kbox_result_t *result);
 
-/* A display's bundle while capturing (borrowed), for event renderers. */
-json_t *kbox_capture_display(const kbox_capture_t *cap, int index);
-
-/* A display's display_id while capturing (borrowed), or NULL. */
-const char *kbox_capture_display_id(const kbox_capture_t *cap, int index);
-
-/* The execute_result bundle while capturing (borrowed), or NULL. */
-json_t *kbox_capture_value(const kbox_capture_t *cap);
-
 #ifdef __cplusplus
 }
 #endif
