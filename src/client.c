@@ -1,9 +1,23 @@
-/* src/client.c — a client of one running kernel: channels, readiness, requests, execute. */
+/* src/client.c — a client of one running kernel: channels, readiness, requests, execute.
+ *
+ * Everything that waits for the kernel is a state machine driven by an event
+ * loop (kbox/loop.h): one handler per channel reads what arrives and hands
+ * it to whoever waits for it (a request, the readiness wait, the execution,
+ * or the iopub callback), and the loop's timers carry every deadline.  The
+ * blocking functions run the same machines on a private loop.
+ *
+ * Callbacks run from inside the loop and may do anything with what they
+ * own: destroy the client, begin the next execution, detach.  So a state
+ * is taken off the client before its callback is called, and code that
+ * goes on after a callout first checks a guard (was the client destroyed?)
+ * and reads the client's state afresh. */
 #include "private.h"
+#include "loop.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +31,102 @@
 #define DRAIN_MS 200       /* longest spent draining queued messages */
 #define IOPUB_LINK_MS 250  /* longest wait for iopub's handshake before kernel_info */
 #define REPLY_IDLE_MS 2000 /* after the reply, iopub silence that ends the wait for idle */
+#define READY_MS 60000     /* a readiness wait given no timeout */
+#define ATTEMPT_MS 1000    /* one kernel_info attempt of a readiness wait */
+#define IOPUB_WAIT_MS 10   /* first wait for iopub after kernel_info (doubling)… */
+#define IOPUB_WAIT_MAX_MS 200 /* …up to this */
+#define STDIN_LINK_MS 5000 /* longest wait for stdin's handshake before an execution */
+#define SETTLE_MS 2000     /* the kernel_info round trip after a stop_on_error failure */
+#define INTERRUPT_MS 2000  /* wait for interrupt_reply (no interrupt hook) */
+#define GRACE_MS 5000      /* default grace period after an interrupt */
+#define RECONNECT_MS 10000 /* readiness wait after iopub was reconnected */
+
+/* A token bucket for iopub output. */
+typedef struct {
+	double msgs_rate, bytes_rate; /* per second; <= 0: unlimited */
+	double msgs, bytes;           /* tokens */
+	long long last_ms;
+} bucket_t;
+
+/* Set by kbox_client_destroy in every guard on the stack: code that goes on
+ * after a callback checks it before it touches the client again. */
+typedef struct guard {
+	bool gone;
+	struct guard *next;
+} guard_t;
+
+/* A request waiting for its reply (kbox_client_request_begin, or one that
+ * a readiness wait or an execution makes for itself: then OWNER is it). */
+typedef struct request {
+	struct request *next;
+	kbox_client_t *client;
+	kbox_msg_t *msg; /* as sent: its msg_id and type */
+	kbox_channel_t channel;
+	int timeout_ms;
+	int timer;
+	void *owner;
+	bool doomed; /* the alive hook said the process is gone: failing */
+	kbox_reply_cb *cb;
+	void *arg;
+} request_t;
+
+/* The readiness wait (kbox_client_ready_begin, or an execution's after
+ * iopub was reconnected: then OWNER is it). */
+typedef enum {
+	READY_LINK,  /* waiting (briefly) for iopub's handshake */
+	READY_ASK,   /* kernel_info_request sent */
+	READY_IOPUB, /* shell answered; waiting for anything on iopub */
+	READY_FLUSH, /* heard iopub: reading what is queued there */
+	READY_STDIN, /* waiting for stdin's handshake */
+} ready_phase_t;
+
+typedef struct {
+	kbox_client_t *client;
+	ready_phase_t phase;
+	int timeout_ms; /* as given (defaulted), for messages */
+	long long deadline;
+	long iopub_wait;
+	bool shell_answered;
+	bool iopub_heard; /* something came on iopub since the wait began */
+	int t_deadline, t_phase;
+	void *owner;
+	kbox_ready_cb *cb;
+	void *arg;
+} ready_t;
+
+/* An execution in progress: the state kbox_exec_t has until DONE. */
+typedef enum {
+	X_LINK,      /* waiting for stdin's handshake; not sent yet */
+	X_SETTLE,    /* the kernel_info round trip after a failure; not sent yet */
+	X_RUN,       /* sent: waiting for execute_reply and status idle */
+	X_RECONNECT, /* both came, but output was lost: iopub reconnecting */
+	X_DRAIN,     /* both came: taking output already queued */
+} exec_phase_t;
+
+typedef struct {
+	kbox_client_t *client;
+	exec_phase_t phase;
+	kbox_exec_opts_t o; /* the caller's; code and user_expressions are in REQ */
+	char **lines;       /* o.input_lines, copied */
+	kbox_msg_t *req;
+	const char *req_id;
+	long long start, last_activity, last_iopub;
+	bool got_reply, got_idle;
+	bool timed_out; /* the deadline passed (not kbox_exec_interrupt) */
+	int t_deadline, t_watch, t_phase, t_hb;
+	bucket_t bucket;
+	bool hb_waiting; /* a ping is out */
+	int hb_misses;
+	long long hb_sent;
+	kbox_exec_done_cb *done;
+	void *arg;
+} exec_run_t;
+
+/* One channel of a client, as the argument of its loop handlers. */
+typedef struct {
+	kbox_client_t *client;
+	kbox_channel_t ch;
+} chan_t;
 
 struct kbox_client {
 	kbox_conn_t *conn;
@@ -40,6 +150,21 @@ struct kbox_client {
 	 * another socket of the host, say) cannot redirect us; -1 if none */
 	int ipc_fd[KBOX_CH_COUNT];
 	bool settle; /* the last execute failed with stop_on_error: kernel may still abort */
+
+	/* on a loop */
+	kbox_loop_t *loop; /* attached to, or NULL */
+	chan_t chan[KBOX_CH_COUNT];
+	request_t *requests;
+	ready_t *ready;
+	kbox_exec_t *exec;
+	unsigned long exec_epoch; /* executions ended so far */
+	int t_alive;              /* the alive hook's tick while requests wait, or 0 */
+	kbox_iopub_cb *iopub_cb;
+	void *iopub_arg;
+	bucket_t iopub_bucket; /* output between executions */
+	size_t iopub_dropped, iopub_dropped_bytes;
+	guard_t *guards;
+	bool destroying;
 };
 
 struct kbox_exec {
@@ -53,16 +178,28 @@ struct kbox_exec {
 	size_t inputs_answered;
 	size_t rate_dropped, rate_dropped_bytes;
 	bool output_lost;
-	char reason[256];
+	char reason[KBOX_ERROR_MSG_MAX];
+	kbox_errcode_t unsent; /* the execute_request could not be sent: why (0: it was) */
+	exec_run_t *run;       /* while in progress */
 };
 
-/* A token bucket for iopub output. */
-typedef struct {
-	double msgs_rate, bytes_rate; /* per second; <= 0: unlimited */
-	double msgs, bytes;           /* tokens */
-	long long last_ms;
-} bucket_t;
+static int on_channel(kbox_loop_t *loop, void *arg);
+static int on_monitor(kbox_loop_t *loop, void *arg);
 
+/* Fill X's reason (a message for people: truncation is acceptable). */
+static void set_reason(kbox_exec_t *x, const char *fmt, ...) KBOX_PRINTF(2, 3);
+static void set_reason(kbox_exec_t *x, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(x->reason, sizeof x->reason, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- rate limit ---- */
+
+/* A full bucket for MSGS_RATE and BYTES_RATE (0: the defaults; < 0: no
+ * limit). */
 static void bucket_init(bucket_t *b, double msgs_rate, double bytes_rate)
 {
 	b->msgs_rate = msgs_rate == 0 ? KBOX_RATE_MSGS_PER_SEC : msgs_rate;
@@ -104,7 +241,7 @@ static bool bucket_take(bucket_t *b, size_t size)
 
 /* Is Z (raw, unverified) an output message that may be dropped unread?
  * Only its header's msg_type and its parent's msg_id are looked at; nothing
- * is acted on.  *OURS tells whether the parent is REQ_ID. */
+ * is acted on.  *OURS tells whether the parent is REQ_ID (never when NULL). */
 static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
 {
 	const size_t dlen = sizeof KBOX_DELIMITER - 1;
@@ -129,7 +266,8 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
 		if (out && (f = zmsg_next(z))) {
 			json_t *p = json_loadb((const char *)zframe_data(f), zframe_size(f), 0, NULL);
 			json_t *id = json_object_get(p, "msg_id");
-			*ours = json_is_string(id) && strcmp(json_string_value(id), req_id) == 0;
+			*ours = req_id && json_is_string(id) &&
+			        strcmp(json_string_value(id), req_id) == 0;
 			json_decref(p);
 		}
 	}
@@ -172,6 +310,8 @@ static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size
 	return 0;
 }
 
+/* A new socket for CH, connected (with its handshake monitor for stdin
+ * and iopub), not yet watched by a loop.  NULL with ERR. */
 static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 {
 	char ep[PATH_MAX + 32];
@@ -231,23 +371,74 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 	return s;
 }
 
+/* Register CH's socket and monitor with the loop SELF is attached to (if
+ * any).  0 or -1 with ERR. */
+static int watch(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
+{
+	if (!self->loop)
+		return 0;
+	if (self->sock[ch] && kbox__loop_add_socket(self->loop, zsock_resolve(self->sock[ch]),
+	                                            on_channel, &self->chan[ch], err) < 0)
+		return -1;
+	if (self->mon[ch] && kbox__loop_add_socket(self->loop, zsock_resolve(self->mon[ch]),
+	                                           on_monitor, &self->chan[ch], err) < 0)
+		return -1;
+	return 0;
+}
+
+/* Unregister CH's socket and monitor from the loop (they stay open). */
+static void unwatch(kbox_client_t *self, kbox_channel_t ch)
+{
+	if (!self->loop)
+		return;
+	if (self->sock[ch])
+		kbox__loop_remove_socket(self->loop, zsock_resolve(self->sock[ch]));
+	if (self->mon[ch])
+		kbox__loop_remove_socket(self->loop, zsock_resolve(self->mon[ch]));
+}
+
 /* Stop CH's monitor, if it has one. */
 static void unmonitor(kbox_client_t *self, kbox_channel_t ch)
 {
 	if (!self->mon[ch])
 		return;
+	if (self->loop)
+		kbox__loop_remove_socket(self->loop, zsock_resolve(self->mon[ch]));
 	if (self->sock[ch])
 		zmq_socket_monitor(zsock_resolve(self->sock[ch]), NULL, 0);
 	zsock_destroy(&self->mon[ch]);
 }
 
-/* CH's socket, connected now if it was not yet.  NULL with ERR. */
+/* Close CH's socket (and its monitor): the next use connects a new one. */
+static void close_channel(kbox_client_t *self, kbox_channel_t ch)
+{
+	unmonitor(self, ch);
+	if (!self->sock[ch])
+		return;
+	if (self->loop)
+		kbox__loop_remove_socket(self->loop, zsock_resolve(self->sock[ch]));
+	zsock_destroy(&self->sock[ch]);
+}
+
+/* CH's socket, connected now (and watched by the loop) if it was not yet.
+ * NULL with ERR. */
 static zsock_t *sock_of(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 {
-	if (!self->sock[ch])
-		self->sock[ch] = make_socket(self, ch, err);
+	if (self->sock[ch])
+		return self->sock[ch];
+	self->sock[ch] = make_socket(self, ch, err);
+	if (self->sock[ch] && watch(self, ch, err) < 0)
+		close_channel(self, ch);
 	return self->sock[ch];
 }
+
+/* Is a message waiting on CH?  (Never blocks; false without a socket.) */
+static bool readable(kbox_client_t *self, kbox_channel_t ch)
+{
+	return self->sock[ch] && (zsock_events(self->sock[ch]) & ZMQ_POLLIN);
+}
+
+/* ---- the client ---- */
 
 kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 {
@@ -264,8 +455,12 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
-	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
 		self->ipc_fd[ch] = -1;
+		self->chan[ch].client = self;
+		self->chan[ch].ch = ch;
+	}
+	bucket_init(&self->iopub_bucket, 0, 0);
 	kbox_uuid(self->session);
 	/* the environment's, as Python's getpass.getuser(); without one
 	 * "kbox", as jupyter_client's Session falls back to a fixed name
@@ -304,6 +499,13 @@ void kbox_client_destroy(kbox_client_t **self_p)
 	if (!self_p || !*self_p)
 		return;
 	self = *self_p;
+	*self_p = NULL;
+	if (self->destroying) /* from a callback of the detach below */
+		return;
+	self->destroying = true;
+	for (guard_t *g = self->guards; g; g = g->next)
+		g->gone = true;
+	kbox_client_detach(self);
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
 		unmonitor(self, ch);
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
@@ -315,7 +517,6 @@ void kbox_client_destroy(kbox_client_t **self_p)
 	kbox_conn_destroy(&self->conn);
 	json_decref(self->kernel_info);
 	free(self);
-	*self_p = NULL;
 }
 
 void kbox_client_set_hooks(kbox_client_t *self, const kbox_client_hooks_t *hooks)
@@ -364,12 +565,12 @@ int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg
 	return 0;
 }
 
-/* Read one message from CH, which poll said is readable.  Returns the
- * decoded message, or NULL when it was invalid (dropped and counted). */
+/* Read one message from CH without waiting.  Returns the decoded message,
+ * or NULL when there was none or it was invalid (dropped and counted). */
 static kbox_msg_t *read_one(kbox_client_t *self, kbox_channel_t ch)
 {
 	kbox_error_t e = {0};
-	zmsg_t *z = self->sock[ch] ? zmsg_recv(self->sock[ch]) : NULL;
+	zmsg_t *z = readable(self, ch) ? zmsg_recv(self->sock[ch]) : NULL;
 	kbox_msg_t *msg;
 
 	if (!z)
@@ -466,184 +667,1502 @@ int kbox_client_heartbeat(kbox_client_t *self, int timeout_ms)
 		}
 	}
 	/* A REQ socket that missed its reply is stuck: make a new one. */
-	zsock_destroy(&self->sock[KBOX_CH_HB]); /* the next beat connects a new one */
+	close_channel(self, KBOX_CH_HB); /* the next beat connects a new one */
 	return -1;
 }
 
-/* Wait up to TIMEOUT_MS for our stdin socket's handshake with the kernel.
- * true once it is known to be done (or cannot be known). */
-/* Wait up to TIMEOUT_MS until CH's connection has completed its
- * handshake.  True when it has (or CH has no monitor: nothing to wait
- * for). */
-static bool wait_linked(kbox_client_t *self, kbox_channel_t ch, long timeout_ms)
+/* ---- callbacks and the client's lifetime ---- */
+
+/* Before code that goes on after a callback: kbox_client_destroy sets
+ * G->gone, after which the client must not be touched. */
+static void guard_on(kbox_client_t *self, guard_t *g)
 {
-	long long deadline = kbox__now_ms() + timeout_ms;
-	if (self->linked[ch] || !self->mon[ch])
+	g->gone = false;
+	g->next = self->guards;
+	self->guards = g;
+}
+
+/* After it: true when SELF is gone (then nothing of it may be touched). */
+static bool guard_off(kbox_client_t *self, guard_t *g)
+{
+	if (g->gone)
 		return true;
-	for (;;) {
-		zmq_pollitem_t it = {zsock_resolve(self->mon[ch]), 0, ZMQ_POLLIN, 0};
-		long left = remaining(deadline);
-		if (zmq_poll(&it, 1, left) > 0) {
-			zframe_t *ev = zframe_recv(self->mon[ch]);
-			zframe_t *ep = zsock_rcvmore(self->mon[ch]) ? zframe_recv(self->mon[ch]) : NULL;
-			uint16_t id = 0;
-			if (ev && zframe_size(ev) >= 2)
-				memcpy(&id, zframe_data(ev), 2);
-			zframe_destroy(&ev);
-			zframe_destroy(&ep);
-			if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-				unmonitor(self, ch);
-				self->linked[ch] = true;
-				return true;
-			}
-			continue;
+	self->guards = g->next;
+	return false;
+}
+
+/* A one-shot timer of the loop SELF is attached to: its id, or 0 when it
+ * could not be made (out of memory). */
+static int add_timer(kbox_client_t *self, long long ms, kbox_loop_fn *fn, void *arg)
+{
+	int id = kbox_loop_add_timer(self->loop, ms < 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms,
+	                             false, fn, arg, NULL);
+	return id > 0 ? id : 0;
+}
+
+/* Cancel the timer *ID (0: none) and forget it. */
+static void cancel_timer(kbox_client_t *self, int *id)
+{
+	if (*id > 0 && self->loop)
+		kbox_loop_cancel_timer(self->loop, *id);
+	*id = 0;
+}
+
+/* Let the iopub socket process its handshake, which sends our subscription. */
+static void subscribe_now(kbox_client_t *self)
+{
+	int events;
+	size_t len = sizeof events;
+	if (self->sock[KBOX_CH_IOPUB])
+		zmq_getsockopt(zsock_resolve(self->sock[KBOX_CH_IOPUB]), ZMQ_EVENTS, &events, &len);
+}
+
+static void alive_tick_arm(kbox_client_t *self);
+
+/* ---- requests on a loop ---- */
+
+/* Free R (sent or not); accepts NULL. */
+static void request_free(request_t *r)
+{
+	if (!r)
+		return;
+	kbox_msg_destroy(&r->msg);
+	free(r);
+}
+
+/* Take R off SELF's list and cancel its timer; its callback is then the
+ * caller's to call (or not). */
+static void request_unlink(kbox_client_t *self, request_t *r)
+{
+	for (request_t **p = &self->requests; *p; p = &(*p)->next)
+		if (*p == r) {
+			*p = r->next;
+			break;
 		}
-		if (left == 0)
-			return false;
+	r->next = NULL;
+	cancel_timer(self, &r->timer);
+}
+
+/* End R with REPLY (passed on) or ERR: its callback is the last thing done. */
+static void request_end(kbox_client_t *self, request_t *r, kbox_msg_t *reply,
+                        const kbox_error_t *err)
+{
+	kbox_reply_cb *cb = r->cb;
+	void *arg = r->arg;
+	request_unlink(self, r);
+	request_free(r);
+	cb(arg, reply, err);
+}
+
+/* Forget the requests OWNER made, without their callbacks. */
+static void requests_cancel(kbox_client_t *self, const void *owner)
+{
+	request_t *r = self->requests;
+	while (r) {
+		request_t *next = r->next;
+		if (r->owner == owner) {
+			request_unlink(self, r);
+			request_free(r);
+		}
+		r = next;
 	}
 }
 
-/* ---- readiness ---- */
-
-/* Drain whatever is queued on CH without waiting. */
-static void flush_channel(kbox_client_t *self, kbox_channel_t ch)
+/* No reply within the request's time: it fails with KBOX_E_TIMEOUT. */
+static int on_request_timeout(kbox_loop_t *loop, void *arg)
 {
-	long long end = kbox__now_ms() + DRAIN_MS;
-	while (kbox__now_ms() < end && poll_channels(self, 1u << ch, 0) > 0) {
-		kbox_msg_t *m = read_one(self, ch);
-		kbox_msg_destroy(&m);
+	request_t *r = arg;
+	kbox_error_t e = {0};
+	char t[32];
+	(void)loop;
+	r->timer = 0; /* spent */
+	kbox__fmt_ms(t, sizeof t, r->timeout_ms);
+	kbox__err(&e, KBOX_E_TIMEOUT, "kernel did not answer %s within %s", kbox_msg_type(r->msg), t);
+	request_end(r->client, r, NULL, &e);
+	return 0;
+}
+
+/* Send a request of MSG_TYPE on CHANNEL; its reply (or the failure to get
+ * one within TIMEOUT_MS, <= 0: KBOX_REQUEST_TIMEOUT_MS) goes to CB(ARG)
+ * from the loop.  Takes *CONTENT_P.  OWNER: see request_t.  NULL with ERR
+ * when it could not be sent (CB is then not called). */
+static request_t *request_start(kbox_client_t *self, kbox_channel_t channel,
+                                const char *msg_type, json_t **content_p, int timeout_ms,
+                                void *owner, kbox_reply_cb *cb, void *arg, kbox_error_t *err)
+{
+	kbox_msg_t *msg = kbox_client_msg(self, msg_type, content_p);
+	request_t *r = NULL, **tail;
+
+	if (!msg) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		goto fail;
 	}
+	if (channel != KBOX_CH_SHELL && channel != KBOX_CH_CONTROL) {
+		kbox__err(err, KBOX_E_INVALID, "requests go on shell or control, not %s",
+		          kbox_channel_name(channel));
+		goto fail;
+	}
+	if (!self->loop) {
+		kbox__err(err, KBOX_E_INVALID, "%s: the client is not attached to a loop", msg_type);
+		goto fail;
+	}
+	if (!(r = calloc(1, sizeof *r))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		goto fail;
+	}
+	r->client = self;
+	r->msg = msg;
+	msg = NULL;
+	r->channel = channel;
+	r->timeout_ms = timeout_ms > 0 ? timeout_ms : KBOX_REQUEST_TIMEOUT_MS;
+	r->owner = owner;
+	r->cb = cb;
+	r->arg = arg;
+	if (!(r->timer = add_timer(self, r->timeout_ms, on_request_timeout, r))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		goto fail;
+	}
+	if (kbox_client_send(self, channel, r->msg, err) < 0)
+		goto fail;
+	for (tail = &self->requests; *tail; tail = &(*tail)->next)
+		;
+	*tail = r;
+	alive_tick_arm(self);
+	return r;
+fail:
+	if (r)
+		cancel_timer(self, &r->timer);
+	request_free(r);
+	kbox_msg_destroy(&msg);
+	return NULL;
+}
+
+/* ---- readiness on a loop ---- */
+
+/* Take RD off SELF with its timers and request; its callback is then the
+ * caller's to call (or not). */
+static void ready_unlink(kbox_client_t *self, ready_t *rd)
+{
+	if (self->ready == rd)
+		self->ready = NULL;
+	cancel_timer(self, &rd->t_deadline);
+	cancel_timer(self, &rd->t_phase);
+	requests_cancel(self, rd);
+}
+
+/* End RD: ready (ERR NULL) or not; its callback is the last thing done. */
+static void ready_end(kbox_client_t *self, ready_t *rd, const kbox_error_t *err)
+{
+	kbox_ready_cb *cb = rd->cb;
+	void *arg = rd->arg;
+	ready_unlink(self, rd);
+	free(rd);
+	cb(arg, err ? -1 : 0, err);
+}
+
+/* The time is up before the kernel was found ready: say why. */
+static void ready_expire(kbox_client_t *self, ready_t *rd)
+{
+	kbox_error_t e = {0};
+	char t[32];
+	if (owner_says_dead(self)) {
+		kbox__err(&e, KBOX_E_DEAD, "kernel exited before it was ready");
+	} else {
+		kbox__fmt_ms(t, sizeof t, rd->timeout_ms);
+		kbox__err(&e, KBOX_E_TIMEOUT,
+		          rd->shell_answered
+		              ? "kernel answered kernel_info but no iopub message reached us within %s"
+		              : "kernel did not answer kernel_info within %s",
+		          t);
+	}
+	ready_end(self, rd, &e);
+}
+
+static void ready_on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err);
+
+/* Ask kernel_info (again): one attempt of up to 1 s, within the deadline. */
+static void ready_ask(kbox_client_t *self, ready_t *rd)
+{
+	kbox_error_t e = {0};
+	long long left = rd->deadline - kbox__now_ms();
+	if (left <= 0) {
+		ready_expire(self, rd);
+		return;
+	}
+	rd->phase = READY_ASK;
+	if (!request_start(self, KBOX_CH_SHELL, "kernel_info_request", NULL,
+	                   (int)(left < ATTEMPT_MS ? left : ATTEMPT_MS), rd, ready_on_reply, rd, &e))
+		ready_end(self, rd, &e);
+}
+
+/* Drained (or 200 ms spent draining): wait for stdin's handshake if its
+ * socket is connected, else done. */
+static void ready_flushed(kbox_client_t *self, ready_t *rd)
+{
+	cancel_timer(self, &rd->t_phase);
+	if (self->sock[KBOX_CH_STDIN] && self->mon[KBOX_CH_STDIN] && !self->linked[KBOX_CH_STDIN]) {
+		rd->phase = READY_STDIN; /* on_monitor or the deadline ends it */
+		return;
+	}
+	ready_end(self, rd, NULL);
+}
+
+/* 200 ms of flushing iopub are enough. */
+static int ready_on_flush_end(kbox_loop_t *loop, void *arg)
+{
+	ready_t *rd = arg;
+	(void)loop;
+	rd->t_phase = 0;
+	ready_flushed(rd->client, rd);
+	return 0;
+}
+
+/* iopub works: read what is queued there (for 200 ms at most), then done. */
+static void ready_flush(kbox_client_t *self, ready_t *rd)
+{
+	rd->phase = READY_FLUSH;
+	cancel_timer(self, &rd->t_phase);
+	if (!readable(self, KBOX_CH_IOPUB) ||
+	    !(rd->t_phase = add_timer(self, DRAIN_MS, ready_on_flush_end, rd)))
+		ready_flushed(self, rd);
+}
+
+/* Something came on iopub (after on_iopub has read it). */
+static void ready_heard(kbox_client_t *self, ready_t *rd)
+{
+	if (rd->phase == READY_IOPUB)
+		ready_flush(self, rd);
+	else if (rd->phase == READY_FLUSH && !readable(self, KBOX_CH_IOPUB))
+		ready_flushed(self, rd);
+}
+
+/* Shell answered but iopub stayed silent: ask again. */
+static int ready_on_iopub_wait(kbox_loop_t *loop, void *arg)
+{
+	ready_t *rd = arg;
+	(void)loop;
+	rd->t_phase = 0;
+	/* our subscription may have reached the kernel only after it
+	 * published this request's status: ask again, soon */
+	if (rd->iopub_wait < IOPUB_WAIT_MAX_MS)
+		rd->iopub_wait *= 2;
+	ready_ask(rd->client, rd);
+	return 0;
+}
+
+/* The kernel_info attempt is over: answered (then listen on iopub), or
+ * not (then ask again, within the deadline). */
+static void ready_on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
+{
+	ready_t *rd = arg;
+	kbox_client_t *self = rd->client;
+	if (!reply) {
+		if (err && err->code != KBOX_E_TIMEOUT)
+			ready_end(self, rd, err);
+		else
+			ready_ask(self, rd);
+		return;
+	}
+	rd->shell_answered = true;
+	json_decref(self->kernel_info);
+	self->kernel_info = json_incref(kbox_msg_content(reply));
+	kbox_msg_destroy(&reply);
+	/* shell works; is iopub connected yet? */
+	if (rd->iopub_heard) {
+		ready_flush(self, rd);
+		return;
+	}
+	rd->phase = READY_IOPUB;
+	if (!(rd->t_phase = add_timer(self, rd->iopub_wait, ready_on_iopub_wait, rd)))
+		ready_ask(self, rd);
+}
+
+/* iopub's handshake did not come within 0.25 s: ask anyway. */
+static int ready_on_link_wait(kbox_loop_t *loop, void *arg)
+{
+	ready_t *rd = arg;
+	(void)loop;
+	rd->t_phase = 0;
+	ready_ask(rd->client, rd);
+	return 0;
+}
+
+/* The readiness wait's TIMEOUT_MS are over. */
+static int ready_on_deadline(kbox_loop_t *loop, void *arg)
+{
+	ready_t *rd = arg;
+	(void)loop;
+	rd->t_deadline = 0;
+	/* past the kernel_info round trip the kernel is ready: what is left
+	 * (the flush, stdin's handshake) only gets the time there is */
+	if (rd->phase == READY_FLUSH || rd->phase == READY_STDIN)
+		ready_end(rd->client, rd, NULL);
+	else
+		ready_expire(rd->client, rd);
+	return 0;
+}
+
+/* Begin a readiness wait (see kbox_client_ready_begin) for OWNER (NULL:
+ * the caller).  NULL with ERR when it could not begin. */
+static ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_ready_cb *cb,
+                            void *arg, kbox_error_t *err)
+{
+	ready_t *rd;
+	if (!self->loop) {
+		kbox__err(err, KBOX_E_INVALID, "wait_ready: the client is not attached to a loop");
+		return NULL;
+	}
+	if (self->ready) {
+		kbox__err(err, KBOX_E_INVALID, "wait_ready: already waiting for the kernel");
+		return NULL;
+	}
+	if (!(rd = calloc(1, sizeof *rd))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	rd->client = self;
+	rd->timeout_ms = timeout_ms > 0 ? timeout_ms : READY_MS;
+	rd->deadline = kbox__now_ms() + rd->timeout_ms;
+	rd->iopub_wait = IOPUB_WAIT_MS;
+	rd->owner = owner;
+	rd->cb = cb;
+	rd->arg = arg;
+	if (!(rd->t_deadline = add_timer(self, rd->timeout_ms, ready_on_deadline, rd)))
+		goto nomem;
+	/* Ask only once our subscription is on its way: wait (briefly) for
+	 * iopub's handshake, then let the socket process it, which sends the
+	 * subscription.  Then this request's status messages reach us and
+	 * one round trip is usually enough; if not, ask again. */
+	if (self->sock[KBOX_CH_IOPUB] && self->mon[KBOX_CH_IOPUB] && !self->linked[KBOX_CH_IOPUB]) {
+		rd->phase = READY_LINK; /* on_monitor or this timer asks */
+		rd->t_phase = add_timer(self, rd->timeout_ms < IOPUB_LINK_MS ? rd->timeout_ms
+		                                                               : IOPUB_LINK_MS,
+		                        ready_on_link_wait, rd);
+		if (!rd->t_phase)
+			goto nomem;
+	} else {
+		subscribe_now(self);
+		rd->phase = READY_ASK;
+		if (!request_start(self, KBOX_CH_SHELL, "kernel_info_request", NULL,
+		                   rd->timeout_ms < ATTEMPT_MS ? rd->timeout_ms : ATTEMPT_MS, rd,
+		                   ready_on_reply, rd, err))
+			goto fail;
+	}
+	self->ready = rd;
+	alive_tick_arm(self);
+	return rd;
+nomem:
+	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+fail:
+	ready_unlink(self, rd);
+	free(rd);
+	return NULL;
+}
+
+/* ---- execute ---- */
+
+const char *kbox_exec_status_name(kbox_exec_status_t status)
+{
+	switch (status) {
+	case KBOX_EXEC_OK: return "ok";
+	case KBOX_EXEC_ERROR: return "error";
+	case KBOX_EXEC_ABORTED: return "aborted";
+	case KBOX_EXEC_TIMEOUT: return "timeout";
+	case KBOX_EXEC_DIED: return "died";
+	}
+	return "unknown";
+}
+
+/* Collect *MSG_P into X (taking it).  0, or -1 when out of memory. */
+static int exec_keep(kbox_exec_t *x, kbox_msg_t **msg_p)
+{
+	if (x->n_outputs == x->cap_outputs) {
+		size_t cap = x->cap_outputs ? x->cap_outputs * 2 : 8;
+		kbox_msg_t **v = realloc(x->outputs, cap * sizeof *v);
+		if (!v)
+			return -1;
+		x->outputs = v;
+		x->cap_outputs = cap;
+	}
+	x->outputs[x->n_outputs++] = *msg_p;
+	*msg_p = NULL;
+	return 0;
+}
+
+/* Free RUN (its request and input lines); accepts NULL. */
+static void exec_run_free(exec_run_t *run)
+{
+	if (!run)
+		return;
+	kbox_msg_destroy(&run->req);
+	for (size_t i = 0; run->lines && i < run->o.n_input; i++)
+		free(run->lines[i]);
+	free(run->lines);
+	free(run);
+}
+
+/* Finish X's bookkeeping and take it off SELF (timers, heartbeat, its
+ * requests and readiness wait): DONE (*DONE_P with *ARG_P) is then the
+ * caller's to call, last. */
+static void exec_close(kbox_client_t *self, kbox_exec_t *x, kbox_exec_done_cb **done_p,
+                       void **arg_p)
+{
+	exec_run_t *run = x->run;
+	if (x->reply && !run->o.no_stop_on_error) {
+		json_t *st = json_object_get(kbox_msg_content(x->reply), "status");
+		self->settle = !json_is_string(st) || strcmp(json_string_value(st), "ok") != 0;
+	}
+	if (x->status == KBOX_EXEC_TIMEOUT && x->reply) {
+		json_t *cnt = json_object_get(kbox_msg_content(x->reply), "execution_count");
+		if (json_is_integer(cnt))
+			x->count = (int)json_integer_value(cnt);
+	}
+	x->seconds = (double)(kbox__now_ms() - run->start) / 1000.0;
+	cancel_timer(self, &run->t_deadline);
+	cancel_timer(self, &run->t_watch);
+	cancel_timer(self, &run->t_phase);
+	cancel_timer(self, &run->t_hb);
+	if (run->hb_waiting) /* a REQ socket whose echo is still out is stuck */
+		close_channel(self, KBOX_CH_HB);
+	if (self->ready && self->ready->owner == run) {
+		ready_t *rd = self->ready;
+		ready_unlink(self, rd);
+		free(rd);
+	}
+	requests_cancel(self, run);
+	if (self->exec == x)
+		self->exec = NULL;
+	self->exec_epoch++;
+	*done_p = run->done;
+	*arg_p = run->arg;
+	exec_run_free(run);
+	x->run = NULL;
+}
+
+/* End X as it stands: DONE is the last thing done. */
+static void exec_end(kbox_client_t *self, kbox_exec_t *x)
+{
+	kbox_exec_done_cb *done;
+	void *arg;
+	exec_close(self, x, &done, &arg);
+	done(arg, x);
+}
+
+/* End X with STATUS and REASON. */
+static void exec_stop(kbox_client_t *self, kbox_exec_t *x, kbox_exec_status_t status,
+                      const char *reason)
+{
+	x->status = status;
+	set_reason(x, "%s", reason);
+	exec_end(self, x);
+}
+
+/* Both the reply and idle came and the output queued behind them was
+ * taken: the status is the reply's. */
+static void exec_finish(kbox_client_t *self, kbox_exec_t *x)
+{
+	json_t *rc = kbox_msg_content(x->reply);
+	json_t *st = json_object_get(rc, "status");
+	json_t *cnt = json_object_get(rc, "execution_count");
+	const char *s = json_is_string(st) ? json_string_value(st) : "";
+	if (json_is_integer(cnt))
+		x->count = (int)json_integer_value(cnt);
+	if (x->interrupted && x->run->timed_out) {
+		x->status = KBOX_EXEC_TIMEOUT;
+		if (!x->reason[0]) {
+			char t[32];
+			kbox__fmt_ms(t, sizeof t, x->run->o.timeout_ms);
+			set_reason(x, "timed out after %s; the kernel was interrupted (state kept)", t);
+		}
+	} else if (strcmp(s, "ok") == 0) {
+		x->status = KBOX_EXEC_OK;
+	} else if (strcmp(s, "aborted") == 0) {
+		x->status = KBOX_EXEC_ABORTED;
+		set_reason(x, "the kernel aborted this execution (an earlier one failed)");
+	} else {
+		x->status = KBOX_EXEC_ERROR;
+	}
+	exec_end(self, x);
+}
+
+/* 200 ms of draining are enough: a kernel may never stop printing. */
+static int exec_on_drain_end(kbox_loop_t *loop, void *arg)
+{
+	kbox_exec_t *x = arg;
+	(void)loop;
+	x->run->t_phase = 0;
+	exec_finish(x->run->client, x);
+	return 0;
+}
+
+/* Take our output already queued behind idle, for a bounded time and
+ * through the rate limit (a kernel may never stop): on_iopub reads it. */
+static void exec_drain(kbox_client_t *self, kbox_exec_t *x)
+{
+	x->run->phase = X_DRAIN;
+	if (!readable(self, KBOX_CH_IOPUB) ||
+	    !(x->run->t_phase = add_timer(self, DRAIN_MS, exec_on_drain_end, x)))
+		exec_finish(self, x);
+}
+
+/* The readiness wait after iopub's reconnection is over: drain. */
+static void exec_on_reconnected(void *arg, int rc, const kbox_error_t *err)
+{
+	kbox_exec_t *x = arg;
+	kbox_client_t *self = x->run->client;
+	if (rc < 0) {
+		if (!self->sock[KBOX_CH_IOPUB])
+			self->sock[KBOX_CH_IOPUB] = zsock_new(ZMQ_SUB);
+		set_reason(x, "iopub could not be reconnected: %s", err->msg);
+	}
+	exec_drain(self, x);
+}
+
+/* The reply came, and idle too (or output was lost): no deadline or
+ * heartbeat any more; drain, after reconnecting iopub if it was lost. */
+static void exec_both(kbox_client_t *self, kbox_exec_t *x)
+{
+	exec_run_t *run = x->run;
+	kbox_error_t e = {0};
+
+	cancel_timer(self, &run->t_deadline);
+	cancel_timer(self, &run->t_watch);
+	cancel_timer(self, &run->t_hb);
+	if (run->hb_waiting) {
+		close_channel(self, KBOX_CH_HB);
+		run->hb_waiting = false;
+	}
+	if (!x->output_lost) {
+		exec_drain(self, x);
+		return;
+	}
+	/* libzmq ends a connection that sent a message over ZMQ_MAXMSGSIZE
+	 * and does not reconnect it: make a new SUB and wait until it hears
+	 * the kernel again (a readiness wait of the caller's, if there is one,
+	 * hears it as well) */
+	run->phase = X_RECONNECT;
+	close_channel(self, KBOX_CH_IOPUB);
+	if (sock_of(self, KBOX_CH_IOPUB, &e) &&
+	    (self->ready || ready_start(self, RECONNECT_MS, run, exec_on_reconnected, x, &e))) {
+		if (self->ready->owner == run)
+			return; /* exec_on_reconnected goes on */
+	} else {
+		if (!self->sock[KBOX_CH_IOPUB])
+			self->sock[KBOX_CH_IOPUB] = zsock_new(ZMQ_SUB);
+		set_reason(x, "iopub could not be reconnected: %s", e.msg);
+	}
+	exec_drain(self, x);
+}
+
+/* Answer an input_request REQ with the next scripted line, or EOF. */
+static void answer_input(kbox_client_t *self, kbox_exec_t *x, const kbox_msg_t *req, bool eof)
+{
+	exec_run_t *run = x->run;
+	const char *value = !eof && x->inputs_answered < run->o.n_input
+	                        ? run->lines[x->inputs_answered]
+	                        : "\x04";
+	json_t *c = json_pack("{s:s}", "value", value ? value : "");
+	kbox_msg_t *reply = kbox_client_msg(self, "input_reply", &c);
+	if (!reply)
+		return;
+	kbox_msg_set_parent(reply, req);
+	if (kbox_client_send(self, KBOX_CH_STDIN, reply, NULL) == 0)
+		x->inputs_answered++;
+	kbox_msg_destroy(&reply);
+}
+
+static bool exec_ping(kbox_client_t *self, kbox_exec_t *x);
+
+/* No echo to X's ping (or it could not be sent): the REQ socket is stuck,
+ * make a new one; a second miss in a row means the kernel is dead, unless
+ * something else came meanwhile.  True when X ended. */
+static bool exec_hb_missed(kbox_client_t *self, kbox_exec_t *x)
+{
+	exec_run_t *run = x->run;
+	close_channel(self, KBOX_CH_HB);
+	run->hb_waiting = false;
+	if (run->last_activity > run->hb_sent) {
+		run->hb_misses = 0;
+		return false;
+	}
+	if (++run->hb_misses >= HB_MISSES) {
+		exec_stop(self, x, KBOX_EXEC_DIED, "the kernel stopped answering heartbeats");
+		return true;
+	}
+	return exec_ping(self, x);
+}
+
+/* No echo within HB_TIMEOUT_MS. */
+static int exec_on_hb_timeout(kbox_loop_t *loop, void *arg)
+{
+	kbox_exec_t *x = arg;
+	(void)loop;
+	x->run->t_hb = 0;
+	exec_hb_missed(x->run->client, x);
+	return 0;
+}
+
+/* Ping the kernel on hb for X; on_hb or the timer takes the outcome.
+ * True when X ended. */
+static bool exec_ping(kbox_client_t *self, kbox_exec_t *x)
+{
+	exec_run_t *run = x->run;
+	zsock_t *hb = sock_of(self, KBOX_CH_HB, NULL);
+	run->hb_sent = kbox__now_ms();
+	if (hb && zstr_send(hb, "ping") == 0) {
+		run->hb_waiting = true;
+		if ((run->t_hb = add_timer(self, HB_TIMEOUT_MS, exec_on_hb_timeout, x)))
+			return false;
+	}
+	return exec_hb_missed(self, x);
+}
+
+static int exec_on_watch(kbox_loop_t *loop, void *arg);
+
+/* Wake X's watch when the next silence rule could apply. */
+static void exec_watch_arm(kbox_client_t *self, kbox_exec_t *x)
+{
+	exec_run_t *run = x->run;
+	long long now = kbox__now_ms();
+	long long next = (run->hb_waiting ? now : run->last_activity) + HB_SILENCE_MS;
+	if (run->got_reply && run->last_iopub + REPLY_IDLE_MS < next)
+		next = run->last_iopub + REPLY_IDLE_MS;
+	run->t_watch = add_timer(self, next - now, exec_on_watch, x);
+}
+
+/* Silence: after the reply, 2 s without iopub means idle is not coming;
+ * 1 s without anything, ask whether the kernel is alive (the alive hook,
+ * or the heartbeat). */
+static int exec_on_watch(kbox_loop_t *loop, void *arg)
+{
+	kbox_exec_t *x = arg;
+	exec_run_t *run = x->run;
+	kbox_client_t *self = run->client;
+	long long now = kbox__now_ms();
+	(void)loop;
+	run->t_watch = 0;
+	if (run->got_reply && now - run->last_iopub >= REPLY_IDLE_MS) {
+		x->output_lost = true;
+		exec_both(self, x);
+		return 0;
+	}
+	if (!run->hb_waiting && now - run->last_activity >= HB_SILENCE_MS) {
+		/* an owned kernel is alive while its process is: kernels that serve
+		 * the heartbeat from their main loop miss beats while they compute */
+		if (self->hooks.alive) {
+			if (!self->hooks.alive(self->hooks.arg)) {
+				exec_stop(self, x, KBOX_EXEC_DIED, "the kernel process exited");
+				return 0;
+			}
+			run->last_activity = now;
+		} else if (exec_ping(self, x)) {
+			return 0;
+		}
+	}
+	exec_watch_arm(self, x);
+	return 0;
+}
+
+/* The interrupt_request was answered (or not: the reason says so). */
+static void exec_on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
+{
+	kbox_exec_t *x = arg;
+	kbox_msg_destroy(&reply);
+	if (err && !x->reason[0])
+		set_reason(x, "interrupt failed: %s", err->msg);
+}
+
+/* Interrupt the kernel for X: the hook, or interrupt_request on control
+ * (its reply is waited for on the loop).  0 or -1 with ERR. */
+static int exec_interrupt_now(kbox_client_t *self, kbox_exec_t *x, kbox_error_t *err)
+{
+	if (self->hooks.interrupt)
+		return self->hooks.interrupt(self->hooks.arg, err);
+	return request_start(self, KBOX_CH_CONTROL, "interrupt_request", NULL, INTERRUPT_MS, x->run,
+	                     exec_on_interrupt_reply, x, err)
+	           ? 0
+	           : -1;
+}
+
+/* The deadline (or the grace period after an interrupt) is over. */
+static int exec_on_deadline(kbox_loop_t *loop, void *arg)
+{
+	kbox_exec_t *x = arg;
+	exec_run_t *run = x->run;
+	kbox_client_t *self = run->client;
+	(void)loop;
+	run->t_deadline = 0;
+	if (run->phase == X_RUN && run->o.interrupt_on_timeout && !x->interrupted) {
+		kbox_error_t ie = {0};
+		x->interrupted = true;
+		run->timed_out = true;
+		if (exec_interrupt_now(self, x, &ie) < 0)
+			set_reason(x, "interrupt failed: %s", ie.msg);
+		run->t_deadline = add_timer(self, run->o.grace_ms > 0 ? run->o.grace_ms : GRACE_MS,
+		                            exec_on_deadline, x);
+		if (run->t_deadline)
+			return 0;
+	}
+	x->status = KBOX_EXEC_TIMEOUT;
+	if (!x->reason[0]) {
+		char t[32];
+		kbox__fmt_ms(t, sizeof t, run->o.timeout_ms);
+		set_reason(x,
+		           x->interrupted ? "timed out after %s; interrupted, but the kernel did not "
+		                            "finish within the grace period"
+		                          : "timed out after %s",
+		           t);
+	}
+	exec_end(self, x);
+	return 0;
+}
+
+/* Send X's execute_request; from now on the deadline and the watch run.
+ * 0, or -1 with ERR when it could not be sent. */
+static int exec_send(kbox_client_t *self, kbox_exec_t *x, kbox_error_t *err)
+{
+	exec_run_t *run = x->run;
+	long long now = kbox__now_ms();
+	if ((run->o.timeout_ms > 0 &&
+	     !(run->t_deadline = add_timer(self, run->start + run->o.timeout_ms - now,
+	                                   exec_on_deadline, x))) ||
+	    !(run->t_watch = add_timer(self, HB_SILENCE_MS, exec_on_watch, x))) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		goto fail;
+	}
+	if (kbox_client_send(self, KBOX_CH_SHELL, run->req, err) < 0)
+		goto fail;
+	run->phase = X_RUN;
+	run->last_activity = run->last_iopub = kbox__now_ms();
+	bucket_init(&run->bucket, run->o.max_msgs_per_sec, run->o.max_bytes_per_sec);
+	return 0;
+fail:
+	cancel_timer(self, &run->t_deadline);
+	cancel_timer(self, &run->t_watch);
+	return -1;
+}
+
+/* A send after kbox_client_execute_begin returned failed: X ends DIED,
+ * marked unsent (kbox_client_execute turns that into its NULL). */
+static void exec_unsent(kbox_client_t *self, kbox_exec_t *x, const kbox_error_t *e)
+{
+	x->unsent = e->code ? e->code : KBOX_E_SYSTEM;
+	exec_stop(self, x, KBOX_EXEC_DIED, e->msg);
+}
+
+/* The settling round trip is over (answered or not): send. */
+static void exec_on_settled(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
+{
+	kbox_exec_t *x = arg;
+	kbox_client_t *self = x->run->client;
+	kbox_error_t e = {0};
+	(void)err;
+	kbox_msg_destroy(&reply);
+	if (exec_send(self, x, &e) < 0)
+		exec_unsent(self, x, &e);
+}
+
+/* stdin is linked (or not after 5 s): make the settle round trip if one is
+ * due, else send.  0, or -1 with ERR when the request could not be sent. */
+static int exec_go(kbox_client_t *self, kbox_exec_t *x, kbox_error_t *err)
+{
+	/* After an error reply with stop_on_error, ipykernel goes on aborting
+	 * execute_requests for one more event-loop turn (ipykernel#609); a
+	 * shell round trip closes that window so this request is not aborted. */
+	if (self->settle) {
+		self->settle = false;
+		x->run->phase = X_SETTLE;
+		if (request_start(self, KBOX_CH_SHELL, "kernel_info_request", NULL, SETTLE_MS, x->run,
+		                  exec_on_settled, x, NULL))
+			return 0;
+	}
+	return exec_send(self, x, err);
+}
+
+/* The wait for stdin's handshake is over, either way. */
+static void exec_linked(kbox_client_t *self, kbox_exec_t *x)
+{
+	kbox_error_t e = {0};
+	cancel_timer(self, &x->run->t_phase);
+	if (exec_go(self, x, &e) < 0)
+		exec_unsent(self, x, &e);
+}
+
+/* stdin's handshake did not come within STDIN_LINK_MS: send anyway. */
+static int exec_on_link_wait(kbox_loop_t *loop, void *arg)
+{
+	kbox_exec_t *x = arg;
+	(void)loop;
+	x->run->t_phase = 0;
+	exec_linked(x->run->client, x);
+	return 0;
+}
+
+/* Call X's on_msg with M on CH.  False when SELF or X is gone since (then
+ * neither may be touched); *RC gets its return value. */
+static bool exec_callback(kbox_client_t *self, kbox_exec_t *x, kbox_channel_t ch,
+                          const kbox_msg_t *m, int *rc)
+{
+	unsigned long epoch = self->exec_epoch;
+	guard_t g;
+	*rc = 0;
+	if (!x->run->o.on_msg)
+		return true;
+	guard_on(self, &g);
+	*rc = x->run->o.on_msg(x->run->o.cb_arg, ch, m);
+	return !guard_off(self, &g) && self->exec_epoch == epoch;
+}
+
+/* Is M a status message saying idle? */
+static bool is_idle(const kbox_msg_t *m)
+{
+	json_t *st;
+	return strcmp(kbox_msg_type(m), "status") == 0 &&
+	       (st = json_object_get(kbox_msg_content(m), "execution_state")) &&
+	       json_is_string(st) && strcmp(json_string_value(st), "idle") == 0;
+}
+
+/* X's own iopub message *M_P (taken when collected). */
+static void exec_output(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **m_p)
+{
+	exec_run_t *run = x->run;
+	bool both_came = run->phase != X_RUN; /* draining: the callback cannot stop it */
+	int rc;
+	if (!both_came && is_idle(*m_p))
+		run->got_idle = true;
+	if (!exec_callback(self, x, KBOX_CH_IOPUB, *m_p, &rc))
+		return;
+	if (rc != 0 && !both_came) {
+		exec_stop(self, x, KBOX_EXEC_TIMEOUT, "stopped by the caller");
+		return;
+	}
+	if (run->o.collect && exec_keep(x, m_p) < 0 && !both_came) {
+		exec_stop(self, x, KBOX_EXEC_DIED, "out of memory");
+		return;
+	}
+	if (!both_came && run->got_reply && run->got_idle)
+		exec_both(self, x);
+}
+
+/* Read one iopub message, Z (taken); output over the limit of B is dropped
+ * unverified and counted: against X when it is its own (REQ_ID), against
+ * the iopub callback otherwise.  NULL when dropped or invalid. */
+static kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, bucket_t *b, kbox_exec_t *x,
+                                const char *req_id)
+{
+	kbox_error_t e = {0};
+	size_t size = zmsg_content_size(*z_p);
+	kbox_msg_t *msg;
+	bool ours;
+
+	if (!bucket_take(b, size) && droppable_output(*z_p, req_id, &ours)) {
+		if (ours) {
+			x->rate_dropped++;
+			x->rate_dropped_bytes += size;
+		} else {
+			self->iopub_dropped++;
+			self->iopub_dropped_bytes += size;
+		}
+		zmsg_destroy(z_p);
+		return NULL;
+	}
+	msg = kbox_msg_decode_zmsg(self->auth, *z_p, &e);
+	zmsg_destroy(z_p);
+	if (!msg) {
+		self->dropped++;
+		snprintf(self->last_drop, sizeof self->last_drop, "%s on iopub: dropped", e.msg);
+	}
+	return msg;
+}
+
+/* ---- the loop's handlers ---- */
+
+/* iopub: the execution's own messages to it, the others (through the rate
+ * limit) to the iopub callback; a readiness wait hears it too. */
+static void on_iopub(kbox_client_t *self)
+{
+	kbox_exec_t *x = self->exec;
+	exec_run_t *run = x && x->run->phase >= X_RUN ? x->run : NULL;
+	zmsg_t *z;
+	kbox_msg_t *m;
+	const char *pid;
+	guard_t g;
+
+	if (!readable(self, KBOX_CH_IOPUB) || !(z = zmsg_recv(self->sock[KBOX_CH_IOPUB])))
+		return;
+	if (self->ready)
+		self->ready->iopub_heard = true;
+	if (run)
+		run->last_activity = run->last_iopub = kbox__now_ms();
+	m = iopub_decode(self, &z, run ? &run->bucket : &self->iopub_bucket, x,
+	                 run ? run->req_id : NULL);
+	pid = m ? kbox_msg_parent_id(m) : NULL;
+	guard_on(self, &g);
+	if (run && pid && strcmp(pid, run->req_id) == 0)
+		exec_output(self, x, &m);
+	else if (m && self->iopub_cb)
+		self->iopub_cb(self->iopub_arg, m);
+	kbox_msg_destroy(&m);
+	if (g.gone)
+		return;
+	/* what reading it moved on (the state is read afresh: callbacks ran) */
+	x = self->exec;
+	if (x && x->run->phase == X_DRAIN && !readable(self, KBOX_CH_IOPUB)) {
+		exec_finish(self, x);
+		if (g.gone)
+			return;
+	}
+	guard_off(self, &g);
+	if (self->ready)
+		ready_heard(self, self->ready);
+}
+
+/* shell and control: the execute_reply to the execution, other replies to
+ * the request they answer. */
+static void on_reply(kbox_client_t *self, kbox_channel_t ch)
+{
+	kbox_msg_t *m = read_one(self, ch);
+	kbox_exec_t *x = self->exec;
+	const char *pid = m ? kbox_msg_parent_id(m) : NULL;
+	request_t *r;
+
+	if (x && x->run->phase == X_RUN)
+		x->run->last_activity = kbox__now_ms();
+	if (!pid) {
+		kbox_msg_destroy(&m);
+		return;
+	}
+	if (ch == KBOX_CH_SHELL && x && x->run->phase == X_RUN && !x->reply &&
+	    strcmp(pid, x->run->req_id) == 0 && strcmp(kbox_msg_type(m), "execute_reply") == 0) {
+		x->reply = m;
+		x->run->got_reply = true;
+		if (x->run->got_idle)
+			exec_both(self, x);
+		return;
+	}
+	for (r = self->requests; r; r = r->next)
+		if (r->channel == ch && strcmp(kbox_msg_id(r->msg), pid) == 0) {
+			request_end(self, r, m, NULL);
+			return;
+		}
+	kbox_msg_destroy(&m); /* a reply nobody waits for (any more) */
+}
+
+/* stdin: the execution's input_requests, answered from its lines. */
+static void on_stdin(kbox_client_t *self)
+{
+	kbox_msg_t *m = read_one(self, KBOX_CH_STDIN);
+	kbox_exec_t *x = self->exec;
+	exec_run_t *run = x && x->run->phase == X_RUN ? x->run : NULL;
+	const char *pid = m ? kbox_msg_parent_id(m) : NULL;
+	int rc;
+
+	if (run)
+		run->last_activity = kbox__now_ms();
+	if (!run || !pid || strcmp(pid, run->req_id) != 0 ||
+	    strcmp(kbox_msg_type(m), "input_request") != 0)
+		goto out;
+	if (!exec_callback(self, x, KBOX_CH_STDIN, m, &rc))
+		goto out;
+	if (rc != 0) {
+		/* answer EOF so the kernel is not left blocked in input() */
+		if (!run->got_reply)
+			answer_input(self, x, m, true);
+		kbox_msg_destroy(&m);
+		exec_stop(self, x, KBOX_EXEC_TIMEOUT, "stopped by the caller");
+		return;
+	}
+	if (!run->got_reply)
+		answer_input(self, x, m, false);
+out:
+	kbox_msg_destroy(&m);
+}
+
+/* hb: the echo of the execution's ping. */
+static void on_hb(kbox_client_t *self)
+{
+	zmsg_t *z = readable(self, KBOX_CH_HB) ? zmsg_recv(self->sock[KBOX_CH_HB]) : NULL;
+	kbox_exec_t *x = self->exec;
+	if (!z)
+		return;
+	zmsg_destroy(&z);
+	if (x && x->run->hb_waiting) {
+		cancel_timer(self, &x->run->t_hb);
+		x->run->hb_waiting = false;
+		x->run->hb_misses = 0;
+		x->run->last_activity = kbox__now_ms();
+	}
+}
+
+/* The loop's handler of a channel's socket (ARG is its chan_t). */
+static int on_channel(kbox_loop_t *loop, void *arg)
+{
+	chan_t *c = arg;
+	(void)loop;
+	switch (c->ch) {
+	case KBOX_CH_IOPUB: on_iopub(c->client); break;
+	case KBOX_CH_STDIN: on_stdin(c->client); break;
+	case KBOX_CH_HB: on_hb(c->client); break;
+	default: on_reply(c->client, c->ch); break;
+	}
+	return 0;
+}
+
+/* A socket monitor's event: the handshake of iopub (then ask kernel_info)
+ * or of stdin (then the execution may send, the readiness wait is over). */
+static int on_monitor(kbox_loop_t *loop, void *arg)
+{
+	chan_t *c = arg;
+	kbox_client_t *self = c->client;
+	kbox_channel_t ch = c->ch;
+	unsigned char ev[16];
+	uint16_t id = 0;
+	guard_t g;
+	void *h;
+	int n;
+
+	(void)loop;
+	if (!self->mon[ch] || !(zsock_events(self->mon[ch]) & ZMQ_POLLIN))
+		return 0;
+	h = zsock_resolve(self->mon[ch]);
+	if ((n = zmq_recv(h, ev, sizeof ev, ZMQ_DONTWAIT)) < 0)
+		return 0;
+	while (zsock_rcvmore(self->mon[ch])) { /* the endpoint */
+		char rest[256];
+		if (zmq_recv(h, rest, sizeof rest, ZMQ_DONTWAIT) < 0)
+			break;
+	}
+	if (n >= 2)
+		memcpy(&id, ev, 2);
+	if (id != ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+		return 0;
+	unmonitor(self, ch);
+	self->linked[ch] = true;
+	if (ch == KBOX_CH_IOPUB) {
+		subscribe_now(self);
+		if (self->ready && self->ready->phase == READY_LINK) {
+			cancel_timer(self, &self->ready->t_phase);
+			ready_ask(self, self->ready);
+		}
+		return 0;
+	}
+	guard_on(self, &g);
+	if (self->exec && self->exec->run->phase == X_LINK) {
+		exec_linked(self, self->exec);
+		if (g.gone)
+			return 0;
+	}
+	guard_off(self, &g);
+	if (self->ready && self->ready->phase == READY_STDIN)
+		ready_end(self, self->ready, NULL);
+	return 0;
+}
+
+/* ---- ending what is pending ---- */
+
+/* The alive hook, every 100 ms while requests or a readiness wait are
+ * pending: when it says the process is gone, they fail at once. */
+static int on_alive_tick(kbox_loop_t *loop, void *arg)
+{
+	kbox_client_t *self = arg;
+	kbox_error_t e = {0};
+	guard_t g;
+	(void)loop;
+	self->t_alive = 0;
+	if (!self->requests && !self->ready)
+		return 0;
+	if (!owner_says_dead(self)) {
+		self->t_alive = add_timer(self, ALIVE_SLICE_MS, on_alive_tick, self);
+		return 0;
+	}
+	for (request_t *r = self->requests; r; r = r->next)
+		r->doomed = true; /* those made by the callbacks below get their own tick */
+	guard_on(self, &g);
+	if (self->ready) {
+		kbox__err(&e, KBOX_E_DEAD, "kernel exited before it was ready");
+		ready_end(self, self->ready, &e);
+		if (g.gone)
+			return 0;
+	}
+	for (;;) {
+		request_t *r = self->requests;
+		while (r && !r->doomed)
+			r = r->next;
+		if (!r)
+			break;
+		kbox__err(&e, KBOX_E_DEAD, "kernel died before it answered %s", kbox_msg_type(r->msg));
+		request_end(self, r, NULL, &e);
+		if (g.gone)
+			return 0;
+	}
+	guard_off(self, &g);
+	return 0;
+}
+
+/* Start the alive tick, when there is an alive hook and none runs. */
+static void alive_tick_arm(kbox_client_t *self)
+{
+	if (self->hooks.alive && self->loop && !self->t_alive)
+		self->t_alive = add_timer(self, 0, on_alive_tick, self);
+}
+
+/* End everything pending on SELF at once: the execution with status DIED
+ * and REASON, the readiness wait and the requests with CODE and REASON.
+ * DETACHING: SELF leaves its loop first.  The callbacks run last, after
+ * SELF is no longer touched (one may destroy it). */
+static void end_all(kbox_client_t *self, kbox_errcode_t code, const char *reason,
+                    bool detaching)
+{
+	kbox_exec_t *x = self->exec;
+	kbox_exec_done_cb *done = NULL;
+	void *done_arg = NULL;
+	ready_t *rd;
+	request_t *reqs;
+	kbox_error_t e = {0};
+
+	kbox__err(&e, code, "%s", reason);
+	if (x) {
+		x->status = KBOX_EXEC_DIED;
+		set_reason(x, "%s", reason);
+		exec_close(self, x, &done, &done_arg); /* with its own requests and wait */
+	}
+	if ((rd = self->ready))
+		ready_unlink(self, rd);
+	reqs = self->requests;
+	self->requests = NULL;
+	for (request_t *r = reqs; r; r = r->next)
+		cancel_timer(self, &r->timer);
+	if (detaching) {
+		cancel_timer(self, &self->t_alive);
+		for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
+			unwatch(self, ch);
+		self->loop = NULL;
+	}
+	if (x)
+		done(done_arg, x);
+	if (rd) {
+		kbox_ready_cb *cb = rd->cb;
+		void *arg = rd->arg;
+		free(rd);
+		cb(arg, -1, &e);
+	}
+	while (reqs) {
+		request_t *r = reqs;
+		kbox_reply_cb *cb = r->cb;
+		void *arg = r->arg;
+		reqs = r->next;
+		request_free(r);
+		cb(arg, NULL, &e);
+	}
+}
+
+/* ---- on an event loop: the public functions ---- */
+
+int kbox_client_attach(kbox_client_t *self, kbox_loop_t *loop, kbox_error_t *err)
+{
+	if (!loop)
+		return kbox__err(err, KBOX_E_INVALID, "attach: no loop given");
+	if (self->loop == loop)
+		return 0;
+	if (self->loop)
+		return kbox__err(err, KBOX_E_INVALID, "attach: the client is attached to another loop");
+	self->loop = loop;
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
+		if (watch(self, ch, err) < 0) {
+			for (int c = 0; c < KBOX_CH_COUNT; c++)
+				unwatch(self, c);
+			self->loop = NULL;
+			return -1;
+		}
+	return 0;
+}
+
+void kbox_client_detach(kbox_client_t *self)
+{
+	if (self && self->loop)
+		end_all(self, KBOX_E_INVALID, "detached", true);
+}
+
+void kbox_client_fail_pending(kbox_client_t *self, const char *reason)
+{
+	end_all(self, KBOX_E_DEAD, reason ? reason : "the kernel died", false);
+}
+
+void kbox_client_set_iopub_cb(kbox_client_t *self, kbox_iopub_cb *cb, void *arg)
+{
+	self->iopub_cb = cb;
+	self->iopub_arg = arg;
+}
+
+size_t kbox_client_iopub_dropped(const kbox_client_t *self, size_t *bytes)
+{
+	if (bytes)
+		*bytes = self->iopub_dropped_bytes;
+	return self->iopub_dropped;
+}
+
+int kbox_client_ready_begin(kbox_client_t *self, int timeout_ms, kbox_ready_cb *cb, void *arg,
+                            kbox_error_t *err)
+{
+	if (!cb)
+		return kbox__err(err, KBOX_E_INVALID, "wait_ready: no callback given");
+	return ready_start(self, timeout_ms, NULL, cb, arg, err) ? 0 : -1;
+}
+
+int kbox_client_request_begin(kbox_client_t *self, kbox_channel_t channel, const char *msg_type,
+                              json_t **content_p, int timeout_ms, kbox_reply_cb *cb, void *arg,
+                              kbox_error_t *err)
+{
+	if (!cb || !msg_type) {
+		if (content_p) {
+			json_decref(*content_p);
+			*content_p = NULL;
+		}
+		return kbox__err(err, KBOX_E_INVALID, "request: no message type or no callback given");
+	}
+	return request_start(self, channel, msg_type, content_p, timeout_ms, NULL, cb, arg, err)
+	           ? 0
+	           : -1;
+}
+
+kbox_exec_t *kbox_client_execute_begin(kbox_client_t *self, const kbox_exec_opts_t *o,
+                                       kbox_exec_done_cb *done, void *arg, kbox_error_t *err)
+{
+	kbox_exec_t *x = NULL;
+	exec_run_t *run = NULL;
+	kbox_msg_t *req = NULL;
+	bool stdin_on;
+	json_t *c;
+
+	if (!o || !o->code || !done) {
+		kbox__err(err, KBOX_E_INVALID, "execute: no code or no callback given");
+		return NULL;
+	}
+	if (!self->loop) {
+		kbox__err(err, KBOX_E_INVALID, "execute: the client is not attached to a loop");
+		return NULL;
+	}
+	if (self->exec) {
+		kbox__err(err, KBOX_E_INVALID, "execute: an execution is already running");
+		return NULL;
+	}
+	stdin_on = o->allow_stdin || o->input_lines != NULL;
+	c = json_pack("{s:s, s:b, s:b, s:o, s:b, s:b}", "code", o->code, "silent", o->silent,
+	              "store_history", !o->silent && !o->no_store_history, "user_expressions",
+	              o->user_expressions ? json_incref(o->user_expressions) : json_object(),
+	              "allow_stdin", stdin_on, "stop_on_error", !o->no_stop_on_error);
+	if (!c) {
+		kbox__err(err, KBOX_E_INVALID, "execute: code is not valid UTF-8");
+		return NULL;
+	}
+	req = kbox_client_msg(self, "execute_request", &c);
+	x = calloc(1, sizeof *x);
+	run = calloc(1, sizeof *run);
+	if (!req || !x || !run)
+		goto nomem;
+	run->o = *o;
+	run->o.code = NULL;
+	run->o.user_expressions = NULL;
+	run->o.n_input = 0;
+	if (o->input_lines && o->n_input) {
+		if (!(run->lines = calloc(o->n_input, sizeof *run->lines)))
+			goto nomem;
+		for (; run->o.n_input < o->n_input; run->o.n_input++)
+			if (o->input_lines[run->o.n_input] &&
+			    !(run->lines[run->o.n_input] = strdup(o->input_lines[run->o.n_input])))
+				goto nomem;
+	}
+	run->o.input_lines = (const char *const *)run->lines;
+	run->client = self;
+	run->req = req;
+	req = NULL;
+	run->req_id = kbox_msg_id(run->req);
+	run->start = kbox__now_ms();
+	run->done = done;
+	run->arg = arg;
+	x->count = -1;
+	x->run = run;
+	if (stdin_on && !sock_of(self, KBOX_CH_STDIN, err))
+		goto fail;
+	if (stdin_on && self->mon[KBOX_CH_STDIN] && !self->linked[KBOX_CH_STDIN]) {
+		/* the kernel drops input requests to a peer it does not know yet */
+		run->phase = X_LINK;
+		if (!(run->t_phase = add_timer(self, STDIN_LINK_MS, exec_on_link_wait, x)))
+			goto nomem;
+	} else if (exec_go(self, x, err) < 0) {
+		goto fail;
+	}
+	self->exec = x;
+	return x;
+nomem:
+	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+fail:
+	if (run) {
+		cancel_timer(self, &run->t_phase);
+		requests_cancel(self, run);
+	}
+	exec_run_free(run);
+	if (x)
+		x->run = NULL;
+	kbox_exec_destroy(&x);
+	kbox_msg_destroy(&req);
+	return NULL;
+}
+
+int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_error_t *err)
+{
+	exec_run_t *run = x ? x->run : NULL;
+	kbox_client_t *self = run ? run->client : NULL;
+
+	if (!run)
+		return kbox__err(err, KBOX_E_INVALID, "interrupt: the execution has ended");
+	if (run->phase == X_RECONNECT || run->phase == X_DRAIN)
+		return 0; /* its reply came: it is ending anyway */
+	if (grace_ms < 0)
+		grace_ms = GRACE_MS;
+	if (run->phase == X_RUN && exec_interrupt_now(self, x, err) < 0)
+		return -1;
+	if (run->phase != X_RUN) {
+		/* not sent yet: nothing to interrupt, it just ends */
+		cancel_timer(self, &run->t_phase);
+		requests_cancel(self, run);
+		grace_ms = 0;
+	} else {
+		x->interrupted = true;
+	}
+	set_reason(x, "%s", why ? why : "interrupted");
+	cancel_timer(self, &run->t_deadline);
+	if (!(run->t_deadline = add_timer(self, grace_ms, exec_on_deadline, x)))
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	return 0;
+}
+
+/* ---- waiting: the same machines on a private loop ---- */
+
+/* What a waiting function waits for, filled by its callback. */
+typedef struct {
+	kbox_loop_t *loop;
+	bool done;
+	int rc;
+	kbox_error_t err;
+	kbox_msg_t *reply;
+} waiter_t;
+
+/* Attach SELF to a private loop for one waiting call named WHAT: 0, or -1
+ * with ERR (a client on a loop of its own must use the _begin functions). */
+static int wait_begin(kbox_client_t *self, waiter_t *w, const char *what, kbox_error_t *err)
+{
+	if (self->loop)
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "%s: the client is attached to an event loop (use the _begin functions)",
+		                 what);
+	if (!(w->loop = kbox_loop_new(err)))
+		return -1;
+	if (kbox_client_attach(self, w->loop, err) < 0) {
+		kbox_loop_destroy(&w->loop);
+		return -1;
+	}
+	return 0;
+}
+
+/* Run the private loop until W is done when BEGUN (a poll that fails
+ * ends what is pending), then detach SELF and free the loop. */
+static void wait_end(kbox_client_t *self, waiter_t *w, bool begun)
+{
+	/* only W's callback stops the loop */
+	if (begun && !w->done && kbox_loop_run(w->loop) < 0 && !w->done) {
+		char why[128];
+		snprintf(why, sizeof why, "poll failed: %s", zmq_strerror(errno));
+		kbox_client_fail_pending(self, why); /* calls back: done */
+	}
+	kbox_client_detach(self); /* ends anything left, should there be */
+	kbox_loop_destroy(&w->loop);
+}
+
+/* The callbacks of the waiting functions: record, and stop the loop. */
+static void wait_ready_cb(void *arg, int rc, const kbox_error_t *err)
+{
+	waiter_t *w = arg;
+	w->done = true;
+	w->rc = rc;
+	if (err)
+		w->err = *err;
+	kbox_loop_stop(w->loop);
+}
+
+static void wait_reply_cb(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
+{
+	waiter_t *w = arg;
+	w->done = true;
+	w->reply = reply;
+	if (err)
+		w->err = *err;
+	kbox_loop_stop(w->loop);
+}
+
+static void wait_exec_cb(void *arg, kbox_exec_t *x)
+{
+	waiter_t *w = arg;
+	(void)x;
+	w->done = true;
+	kbox_loop_stop(w->loop);
 }
 
 int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *err)
 {
-	long long deadline = kbox__now_ms() + (timeout_ms > 0 ? timeout_ms : 60000);
-	bool shell_answered = false;
-	long iopub_wait = 10; /* ms; doubles up to 200 while iopub stays silent */
-	char t[32];
-
-	/* Ask only once our subscription is on its way: wait (briefly) for
-	 * iopub's handshake, then let the socket process it, which sends the
-	 * subscription.  Then this request's status messages reach us and
-	 * one round trip is usually enough; if not, the loop asks again. */
-	long link_wait = remaining(deadline) < IOPUB_LINK_MS ? remaining(deadline) : IOPUB_LINK_MS;
-	if (self->sock[KBOX_CH_IOPUB] && wait_linked(self, KBOX_CH_IOPUB, link_wait)) {
-		int events;
-		size_t len = sizeof events;
-		zmq_getsockopt(zsock_resolve(self->sock[KBOX_CH_IOPUB]), ZMQ_EVENTS, &events, &len);
-	}
-	while (remaining(deadline) > 0) {
-		kbox_msg_t *req = kbox_client_msg(self, "kernel_info_request", NULL);
-		long long attempt_end = kbox__now_ms() + 1000;
-		kbox_msg_t *reply = NULL;
-
-		if (!req)
-			return kbox__err(err, KBOX_E_NOMEM, "out of memory");
-		if (kbox_client_send(self, KBOX_CH_SHELL, req, err) < 0) {
-			kbox_msg_destroy(&req);
-			return -1;
-		}
-		if (attempt_end > deadline)
-			attempt_end = deadline;
-		/* wait for the reply on shell, checking on the process */
-		while (!reply && remaining(attempt_end) > 0) {
-			long slice = remaining(attempt_end);
-			if (owner_says_dead(self)) {
-				kbox_msg_destroy(&req);
-				return kbox__err(err, KBOX_E_DEAD, "kernel exited before it was ready");
-			}
-			if (slice > ALIVE_SLICE_MS)
-				slice = ALIVE_SLICE_MS;
-			if (poll_channels(self, 1u << KBOX_CH_SHELL, slice) > 0) {
-				kbox_msg_t *m = read_one(self, KBOX_CH_SHELL);
-				const char *pid = m ? kbox_msg_parent_id(m) : NULL;
-				if (m && pid && strcmp(pid, kbox_msg_id(req)) == 0 &&
-				    strcmp(kbox_msg_type(m), "kernel_info_reply") == 0)
-					reply = m;
-				else
-					kbox_msg_destroy(&m);
-			}
-		}
-		kbox_msg_destroy(&req);
-		if (!reply)
-			continue;
-		shell_answered = true;
-		json_decref(self->kernel_info);
-		self->kernel_info = json_incref(kbox_msg_content(reply));
-		kbox_msg_destroy(&reply);
-		/* shell works; is iopub connected yet? */
-		if (poll_channels(self, 1u << KBOX_CH_IOPUB, iopub_wait) > 0) {
-			flush_channel(self, KBOX_CH_IOPUB);
-			/* and stdin, so that input requests reach us */
-			wait_linked(self, KBOX_CH_STDIN, remaining(deadline));
-			return 0;
-		}
-		/* our subscription may have reached the kernel only after it
-		 * published this request's status: ask again, soon */
-		if (iopub_wait < 200)
-			iopub_wait *= 2;
-	}
-	if (owner_says_dead(self))
-		return kbox__err(err, KBOX_E_DEAD, "kernel exited before it was ready");
-	kbox__fmt_ms(t, sizeof t, timeout_ms > 0 ? timeout_ms : 60000);
-	return kbox__err(err, KBOX_E_TIMEOUT,
-	                 shell_answered
-	                     ? "kernel answered kernel_info but no iopub message reached us within %s"
-	                     : "kernel did not answer kernel_info within %s",
-	                 t);
+	waiter_t w = {0};
+	bool begun;
+	if (wait_begin(self, &w, "wait_ready", err) < 0)
+		return -1;
+	begun = kbox_client_ready_begin(self, timeout_ms, wait_ready_cb, &w, err) == 0;
+	wait_end(self, &w, begun);
+	if (begun && w.rc < 0 && err)
+		*err = w.err;
+	return begun ? w.rc : -1;
 }
-
-/* ---- requests ---- */
 
 kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel,
                                 const char *msg_type, json_t **content_p, int timeout_ms,
                                 kbox_error_t *err)
 {
-	kbox_msg_t *req = kbox_client_msg(self, msg_type, content_p);
-	kbox_msg_t *reply = NULL;
-	long long deadline;
-	char t[32];
-
-	if (!req) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	waiter_t w = {0};
+	bool begun;
+	if (wait_begin(self, &w, msg_type, err) < 0) {
+		if (content_p) {
+			json_decref(*content_p);
+			*content_p = NULL;
+		}
 		return NULL;
 	}
-	if (channel != KBOX_CH_SHELL && channel != KBOX_CH_CONTROL) {
-		kbox__err(err, KBOX_E_INVALID, "requests go on shell or control, not %s",
-		          kbox_channel_name(channel));
-		goto out;
-	}
-	if (timeout_ms <= 0)
-		timeout_ms = KBOX_REQUEST_TIMEOUT_MS;
-	if (kbox_client_send(self, channel, req, err) < 0)
-		goto out;
-	deadline = kbox__now_ms() + timeout_ms;
-	for (;;) {
-		long slice = remaining(deadline);
-		if (slice == 0)
-			break;
-		if (owner_says_dead(self)) {
-			kbox__err(err, KBOX_E_DEAD, "kernel died before it answered %s", msg_type);
-			goto out;
-		}
-		if (slice > ALIVE_SLICE_MS)
-			slice = ALIVE_SLICE_MS;
-		if (poll_channels(self, 1u << channel, slice) > 0) {
-			kbox_msg_t *m = read_one(self, channel);
-			const char *pid = m ? kbox_msg_parent_id(m) : NULL;
-			if (m && pid && strcmp(pid, kbox_msg_id(req)) == 0) {
-				reply = m;
-				goto out;
-			}
-			kbox_msg_destroy(&m); /* another request's reply */
-		}
-	}
-	kbox__fmt_ms(t, sizeof t, timeout_ms);
-	kbox__err(err, KBOX_E_TIMEOUT, "kernel did not answer %s within %s", msg_type, t);
-out:
-	kbox_msg_destroy(&req);
-	return reply;
+	begun = kbox_client_request_begin(self, channel, msg_type, content_p, timeout_ms,
+	                                  wait_reply_cb, &w, err) == 0;
+	wait_end(self, &w, begun);
+	if (begun && !w.reply && err)
+		*err = w.err;
+	return w.reply;
 }
+
+kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
+                                 kbox_error_t *err)
+{
+	waiter_t w = {0};
+	kbox_exec_t *x;
+	if (!o || !o->code) {
+		kbox__err(err, KBOX_E_INVALID, "execute: no code given");
+		return NULL;
+	}
+	if (wait_begin(self, &w, "execute", err) < 0)
+		return NULL;
+	x = kbox_client_execute_begin(self, o, wait_exec_cb, &w, err);
+	wait_end(self, &w, x != NULL);
+	if (x && x->unsent) { /* as before it was begun: NULL with ERR */
+		kbox__err(err, x->unsent, "%s", x->reason);
+		kbox_exec_destroy(&x);
+	}
+	return x;
+}
+
+/* ---- requests ---- */
 
 kbox_msg_t *kbox_client_kernel_info_request(kbox_client_t *self, int timeout_ms,
                                             kbox_error_t *err)
@@ -738,334 +2257,7 @@ int kbox_client_interrupt(kbox_client_t *self, int timeout_ms, kbox_error_t *err
 	return 0;
 }
 
-/* ---- execute ---- */
-
-const char *kbox_exec_status_name(kbox_exec_status_t status)
-{
-	switch (status) {
-	case KBOX_EXEC_OK: return "ok";
-	case KBOX_EXEC_ERROR: return "error";
-	case KBOX_EXEC_ABORTED: return "aborted";
-	case KBOX_EXEC_TIMEOUT: return "timeout";
-	case KBOX_EXEC_DIED: return "died";
-	}
-	return "unknown";
-}
-
-static int exec_keep(kbox_exec_t *x, kbox_msg_t **msg_p)
-{
-	if (x->n_outputs == x->cap_outputs) {
-		size_t cap = x->cap_outputs ? x->cap_outputs * 2 : 8;
-		kbox_msg_t **v = realloc(x->outputs, cap * sizeof *v);
-		if (!v)
-			return -1;
-		x->outputs = v;
-		x->cap_outputs = cap;
-	}
-	x->outputs[x->n_outputs++] = *msg_p;
-	*msg_p = NULL;
-	return 0;
-}
-
-/* Read one iopub message, dropping output over the rate limit unread. */
-static kbox_msg_t *read_iopub_limited(kbox_client_t *self, bucket_t *b, kbox_exec_t *x,
-                                      const char *req_id)
-{
-	kbox_error_t e = {0};
-	zmsg_t *z = zmsg_recv(self->sock[KBOX_CH_IOPUB]);
-	kbox_msg_t *msg;
-	size_t size;
-	bool ours;
-
-	if (!z)
-		return NULL;
-	size = zmsg_content_size(z);
-	if (!bucket_take(b, size) && droppable_output(z, req_id, &ours)) {
-		/* only this execution's output is counted as dropped from it */
-		if (ours) {
-			x->rate_dropped++;
-			x->rate_dropped_bytes += size;
-		}
-		zmsg_destroy(&z);
-		return NULL;
-	}
-	msg = kbox_msg_decode_zmsg(self->auth, z, &e);
-	zmsg_destroy(&z);
-	if (!msg) {
-		self->dropped++;
-		snprintf(self->last_drop, sizeof self->last_drop, "%s on iopub: dropped", e.msg);
-	}
-	return msg;
-}
-
-/* Answer an input_request REQ with the next scripted line, or EOF. */
-static void answer_input(kbox_client_t *self, const kbox_exec_opts_t *o, kbox_exec_t *x,
-                         const kbox_msg_t *req)
-{
-	const char *value = x->inputs_answered < o->n_input ? o->input_lines[x->inputs_answered]
-	                                                    : "\x04";
-	json_t *c = json_pack("{s:s}", "value", value ? value : "");
-	kbox_msg_t *reply = kbox_client_msg(self, "input_reply", &c);
-	if (!reply)
-		return;
-	kbox_msg_set_parent(reply, req);
-	if (kbox_client_send(self, KBOX_CH_STDIN, reply, NULL) == 0)
-		x->inputs_answered++;
-	kbox_msg_destroy(&reply);
-}
-
-/* Is the kernel still there?  Consults the owner, then the heartbeat. */
-static bool kernel_gone(kbox_client_t *self)
-{
-	/* an owned kernel is alive while its process is: kernels that serve the
-	 * heartbeat from their main loop miss beats while they compute */
-	if (self->hooks.alive)
-		return !self->hooks.alive(self->hooks.arg);
-	for (int i = 0; i < HB_MISSES; i++)
-		if (kbox_client_heartbeat(self, HB_TIMEOUT_MS) == 0)
-			return false;
-	return true;
-}
-
-kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
-                                 kbox_error_t *err)
-{
-	kbox_exec_t *x;
-	kbox_msg_t *req;
-	json_t *c;
-	bool got_reply = false, got_idle = false, stdin_on;
-	long long start = kbox__now_ms(), deadline, last_activity, last_iopub;
-	const char *req_id;
-	unsigned mask;
-	bucket_t bucket;
-
-	if (!o || !o->code) {
-		kbox__err(err, KBOX_E_INVALID, "execute: no code given");
-		return NULL;
-	}
-	stdin_on = o->allow_stdin || o->input_lines != NULL;
-	c = json_pack("{s:s, s:b, s:b, s:o, s:b, s:b}", "code", o->code, "silent", o->silent,
-	              "store_history", !o->silent && !o->no_store_history, "user_expressions",
-	              o->user_expressions ? json_incref(o->user_expressions) : json_object(),
-	              "allow_stdin", stdin_on, "stop_on_error", !o->no_stop_on_error);
-	if (!c) {
-		kbox__err(err, KBOX_E_INVALID, "execute: code is not valid UTF-8");
-		return NULL;
-	}
-	req = kbox_client_msg(self, "execute_request", &c);
-	x = calloc(1, sizeof *x);
-	if (!req || !x) {
-		kbox_msg_destroy(&req);
-		free(x);
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
-		return NULL;
-	}
-	x->count = -1;
-	if (stdin_on && !sock_of(self, KBOX_CH_STDIN, err)) {
-		kbox_msg_destroy(&req);
-		free(x);
-		return NULL;
-	}
-	if (stdin_on)
-		wait_linked(self, KBOX_CH_STDIN, 5000);
-	/* After an error reply with stop_on_error, ipykernel goes on aborting
-	 * execute_requests for one more event-loop turn (ipykernel#609); a shell
-	 * round trip closes that window so this request is not aborted. */
-	if (self->settle) {
-		kbox_msg_t *r = kbox_client_request(self, KBOX_CH_SHELL, "kernel_info_request",
-		                                    NULL, 2000, NULL);
-		kbox_msg_destroy(&r);
-		self->settle = false;
-	}
-	if (kbox_client_send(self, KBOX_CH_SHELL, req, err) < 0) {
-		kbox_msg_destroy(&req);
-		free(x);
-		return NULL;
-	}
-	req_id = kbox_msg_id(req);
-	deadline = o->timeout_ms > 0 ? start + o->timeout_ms : 0;
-	last_activity = last_iopub = kbox__now_ms();
-	bucket_init(&bucket, o->max_msgs_per_sec, o->max_bytes_per_sec);
-	mask = (1u << KBOX_CH_SHELL) | (1u << KBOX_CH_IOPUB) | (stdin_on ? 1u << KBOX_CH_STDIN : 0);
-
-	while (!(got_reply && got_idle)) {
-		long wait = HB_SILENCE_MS;
-		long left = remaining(deadline);
-		int r;
-
-		if (deadline && left == 0) {
-			if (o->interrupt_on_timeout && !x->interrupted) {
-				kbox_error_t ie = {0};
-				x->interrupted = true;
-				if (kbox_client_interrupt(self, 2000, &ie) < 0)
-					snprintf(x->reason, sizeof x->reason, "interrupt failed: %s", ie.msg);
-				deadline = kbox__now_ms() + (o->grace_ms > 0 ? o->grace_ms : 5000);
-				continue;
-			}
-			x->status = KBOX_EXEC_TIMEOUT;
-			if (!x->reason[0]) {
-				char t[32];
-				kbox__fmt_ms(t, sizeof t, o->timeout_ms);
-				snprintf(x->reason, sizeof x->reason,
-				         x->interrupted ? "timed out after %s; interrupted, but the kernel "
-				                          "did not finish within the grace period"
-				                        : "timed out after %s",
-				         t);
-			}
-			goto done;
-		}
-		if (deadline && left < wait)
-			wait = left;
-		r = poll_channels(self, mask, wait);
-		if (r < 0) {
-			x->status = KBOX_EXEC_DIED;
-			snprintf(x->reason, sizeof x->reason, "poll failed: %s", zmq_strerror(zmq_errno()));
-			goto done;
-		}
-		if (r == 0) {
-			/* the reply came but idle never does: do not wait forever */
-			if (got_reply && kbox__now_ms() - last_iopub >= REPLY_IDLE_MS) {
-				x->output_lost = true;
-				break;
-			}
-			if (kbox__now_ms() - last_activity >= HB_SILENCE_MS) {
-				if (kernel_gone(self)) {
-					x->status = KBOX_EXEC_DIED;
-					snprintf(x->reason, sizeof x->reason,
-					         owner_says_dead(self) ? "the kernel process exited"
-					                               : "the kernel stopped answering heartbeats");
-					goto done;
-				}
-				last_activity = kbox__now_ms();
-			}
-			continue;
-		}
-		last_activity = kbox__now_ms();
-		if (r & (1 << KBOX_CH_IOPUB)) {
-			kbox_msg_t *m = read_iopub_limited(self, &bucket, x, req_id);
-			last_iopub = last_activity;
-			const char *pid = m ? kbox_msg_parent_id(m) : NULL;
-			if (m && pid && strcmp(pid, req_id) == 0) {
-				json_t *st;
-				if (strcmp(kbox_msg_type(m), "status") == 0 &&
-				    (st = json_object_get(kbox_msg_content(m), "execution_state")) &&
-				    json_is_string(st) && strcmp(json_string_value(st), "idle") == 0)
-					got_idle = true;
-				if (o->on_msg && o->on_msg(o->cb_arg, KBOX_CH_IOPUB, m) != 0) {
-					x->status = KBOX_EXEC_TIMEOUT;
-					snprintf(x->reason, sizeof x->reason, "stopped by the caller");
-					kbox_msg_destroy(&m);
-					goto done;
-				}
-				if (o->collect && exec_keep(x, &m) < 0) {
-					kbox_msg_destroy(&m);
-					x->status = KBOX_EXEC_DIED;
-					snprintf(x->reason, sizeof x->reason, "out of memory");
-					goto done;
-				}
-			}
-			kbox_msg_destroy(&m);
-		}
-		if (r & (1 << KBOX_CH_SHELL)) {
-			kbox_msg_t *m = read_one(self, KBOX_CH_SHELL);
-			const char *pid = m ? kbox_msg_parent_id(m) : NULL;
-			if (m && pid && strcmp(pid, req_id) == 0 &&
-			    strcmp(kbox_msg_type(m), "execute_reply") == 0 && !x->reply) {
-				x->reply = m;
-				m = NULL;
-				got_reply = true;
-			}
-			kbox_msg_destroy(&m);
-		}
-		if (r & (1 << KBOX_CH_STDIN)) {
-			kbox_msg_t *m = read_one(self, KBOX_CH_STDIN);
-			const char *pid = m ? kbox_msg_parent_id(m) : NULL;
-			if (m && pid && strcmp(pid, req_id) == 0 &&
-			    strcmp(kbox_msg_type(m), "input_request") == 0) {
-				if (o->on_msg && o->on_msg(o->cb_arg, KBOX_CH_STDIN, m) != 0) {
-					/* answer EOF so the kernel is not left blocked in input() */
-					kbox_exec_opts_t eof = {0};
-					if (!got_reply)
-						answer_input(self, &eof, x, m);
-					x->status = KBOX_EXEC_TIMEOUT;
-					snprintf(x->reason, sizeof x->reason, "stopped by the caller");
-					kbox_msg_destroy(&m);
-					goto done;
-				}
-				if (!got_reply)
-					answer_input(self, o, x, m);
-			}
-			kbox_msg_destroy(&m);
-		}
-	}
-
-	if (x->output_lost) {
-		/* libzmq ends a connection that sent a message over ZMQ_MAXMSGSIZE
-		 * and does not reconnect it: make a new SUB and wait until it
-		 * hears the kernel again */
-		kbox_error_t re = {0};
-		unmonitor(self, KBOX_CH_IOPUB);
-		zsock_destroy(&self->sock[KBOX_CH_IOPUB]);
-		self->sock[KBOX_CH_IOPUB] = make_socket(self, KBOX_CH_IOPUB, &re);
-		if (!self->sock[KBOX_CH_IOPUB] || kbox_client_wait_ready(self, 10000, &re) < 0) {
-			if (!self->sock[KBOX_CH_IOPUB])
-				self->sock[KBOX_CH_IOPUB] = zsock_new(ZMQ_SUB);
-			snprintf(x->reason, sizeof x->reason, "iopub could not be reconnected: %s",
-			         re.msg);
-		}
-	}
-	/* both arrived: take our output already queued behind idle, for a
-	 * bounded time and through the rate limit (a kernel may never stop) */
-	for (long long drain_end = kbox__now_ms() + DRAIN_MS;
-	     kbox__now_ms() < drain_end && poll_channels(self, 1u << KBOX_CH_IOPUB, 0) > 0;) {
-		kbox_msg_t *m = read_iopub_limited(self, &bucket, x, req_id);
-		const char *pid = m ? kbox_msg_parent_id(m) : NULL;
-		if (m && pid && strcmp(pid, req_id) == 0) {
-			if (o->on_msg)
-				o->on_msg(o->cb_arg, KBOX_CH_IOPUB, m);
-			if (o->collect)
-				exec_keep(x, &m);
-		}
-		kbox_msg_destroy(&m);
-	}
-	{
-		json_t *rc = kbox_msg_content(x->reply);
-		json_t *st = json_object_get(rc, "status");
-		json_t *cnt = json_object_get(rc, "execution_count");
-		const char *s = json_is_string(st) ? json_string_value(st) : "";
-		if (json_is_integer(cnt))
-			x->count = (int)json_integer_value(cnt);
-		if (x->interrupted) {
-			x->status = KBOX_EXEC_TIMEOUT;
-			if (!x->reason[0]) {
-				char t[32];
-				kbox__fmt_ms(t, sizeof t, o->timeout_ms);
-				snprintf(x->reason, sizeof x->reason,
-				         "timed out after %s; the kernel was interrupted (state kept)", t);
-			}
-		} else if (strcmp(s, "ok") == 0)
-			x->status = KBOX_EXEC_OK;
-		else if (strcmp(s, "aborted") == 0) {
-			x->status = KBOX_EXEC_ABORTED;
-			snprintf(x->reason, sizeof x->reason,
-			         "the kernel aborted this execution (an earlier one failed)");
-		} else
-			x->status = KBOX_EXEC_ERROR;
-	}
-done:
-	if (x->reply && !o->no_stop_on_error) {
-		json_t *st = json_object_get(kbox_msg_content(x->reply), "status");
-		self->settle = !json_is_string(st) || strcmp(json_string_value(st), "ok") != 0;
-	}
-	if (x->status == KBOX_EXEC_TIMEOUT && x->reply) {
-		json_t *cnt = json_object_get(kbox_msg_content(x->reply), "execution_count");
-		if (json_is_integer(cnt))
-			x->count = (int)json_integer_value(cnt);
-	}
-	x->seconds = (double)(kbox__now_ms() - start) / 1000.0;
-	kbox_msg_destroy(&req);
-	return x;
-}
+/* ---- results ---- */
 
 void kbox_exec_destroy(kbox_exec_t **self_p)
 {
@@ -1073,6 +2265,11 @@ void kbox_exec_destroy(kbox_exec_t **self_p)
 	if (!self_p || !*self_p)
 		return;
 	x = *self_p;
+	if (x->run) { /* given up before DONE (which is then not called) */
+		kbox_exec_done_cb *done;
+		void *arg;
+		exec_close(x->run->client, x, &done, &arg);
+	}
 	kbox_msg_destroy(&x->reply);
 	for (size_t i = 0; i < x->n_outputs; i++)
 		kbox_msg_destroy(&x->outputs[i]);

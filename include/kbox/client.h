@@ -40,7 +40,10 @@ typedef struct {
  * wait for the kernel; call kbox_client_wait_ready.  NULL with ERR. */
 kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err);
 
-/* Close the sockets (linger 1 s at most), wipe the key, free SELF. Accepts NULL. */
+/* Close the sockets (linger 1 s at most), wipe the key, free SELF.  A
+ * client still attached to a loop is detached first (see
+ * kbox_client_detach).  May be called from one of its own callbacks.
+ * Accepts NULL. */
 void kbox_client_destroy(kbox_client_t **self_p);
 
 void kbox_client_set_hooks(kbox_client_t *self, const kbox_client_hooks_t *hooks);
@@ -110,7 +113,17 @@ const char *kbox_client_last_drop(const kbox_client_t *self);
  * client to its own loop instead and uses the _begin functions: each sends
  * its request and returns at once; the loop's handlers (one per channel)
  * read the replies and call the callback given, exactly once, from inside
- * kbox_loop_run.  While attached, do not call the waiting functions. */
+ * the loop (or from kbox_client_fail_pending and kbox_client_detach, before
+ * they return), never from the _begin function itself.  A callback may do
+ * anything with what it owns: begin the next request or execution, detach,
+ * destroy the client.  While attached, the waiting functions fail with
+ * KBOX_E_INVALID (kbox_client_heartbeat and kbox_client_recv read the
+ * sockets directly: not from a loop the client is attached to either).
+ *
+ * Nothing here blocks: deadlines, retries, the grace period after an
+ * interrupt, the heartbeat and the wait for a socket's handshake are the
+ * loop's timers and handlers.  What does run inside a handler are the
+ * hooks (kbox_client_hooks_t), which must return at once. */
 
 /* Register SELF's channels with LOOP (one loop at a time).  From then on
  * every message is read by LOOP's handlers: replies go to the request that
@@ -118,9 +131,11 @@ const char *kbox_client_last_drop(const kbox_client_t *self);
  * iopub messages to the iopub callback.  0 or -1 with ERR. */
 int kbox_client_attach(kbox_client_t *self, kbox_loop_t *loop, kbox_error_t *err);
 
-/* Unregister SELF from its loop.  Pending requests and executions end at
- * once (their callbacks run, with KBOX_E_INVALID "detached" and status
- * KBOX_EXEC_DIED).  Accepts a client that is not attached. */
+/* Unregister SELF from its loop.  Pending requests, the readiness wait and
+ * the execution end at once (their callbacks run before this returns, with
+ * KBOX_E_INVALID "detached", the execution with status KBOX_EXEC_DIED and
+ * the reason "detached"), SELF already detached when they run.  Accepts a
+ * client that is not attached. */
 void kbox_client_detach(kbox_client_t *self);
 
 /* Called for each verified iopub message that belongs to no execution of
@@ -152,17 +167,20 @@ int kbox_client_ready_begin(kbox_client_t *self, int timeout_ms, kbox_ready_cb *
  * the kernel or detach. */
 typedef void (kbox_reply_cb)(void *arg, kbox_msg_t *reply, const kbox_error_t *err);
 
-/* kbox_client_request on the attached loop.  Takes *CONTENT_P.  0, or -1
- * with ERR when it could not be sent (CB is then not called). */
+/* kbox_client_request on the attached loop: the reply is the message on
+ * CHANNEL whose parent is this request.  Takes *CONTENT_P (also on
+ * failure).  0, or -1 with ERR when it could not be sent (CB is then not
+ * called). */
 int kbox_client_request_begin(kbox_client_t *self, kbox_channel_t channel, const char *msg_type,
                               json_t **content_p, int timeout_ms, kbox_reply_cb *cb, void *arg,
                               kbox_error_t *err);
 
 /* End every pending request, readiness wait and execution of SELF now, as
- * if the kernel had died: requests get KBOX_E_DEAD with REASON, an
- * execution ends with KBOX_EXEC_DIED and REASON (for an owner that knows
- * the process is gone before the channels tell).  Callbacks run before
- * this returns. */
+ * if the kernel had died: requests and the readiness wait get KBOX_E_DEAD
+ * with REASON (NULL: "the kernel died"), an execution ends with
+ * KBOX_EXEC_DIED and REASON (for an owner that knows the process is gone
+ * before the channels tell).  Callbacks run before this returns; what they
+ * begin is not ended.  SELF stays attached. */
 void kbox_client_fail_pending(kbox_client_t *self, const char *reason);
 
 /* ---- requests (each returns the reply message, owned by the caller) ---- */
@@ -282,17 +300,30 @@ typedef void (kbox_exec_done_cb)(void *arg, kbox_exec_t *x);
  * the input lines too; user_expressions is referenced).  One execution at
  * a time per client.  NULL with ERR when it could not be sent (not
  * attached, one already running, bad code); DONE is then not called.
- * The result is borrowed by the caller until DONE runs (to interrupt it,
- * say) and must not be destroyed before. */
+ * When the request has to wait first (for stdin's handshake, or the
+ * settling kernel_info round trip after a failure), it is sent from the
+ * loop; should that send fail, DONE gets X with KBOX_EXEC_DIED and the
+ * send's error as its reason.  The result is borrowed by the caller until
+ * DONE runs (to interrupt it, say); destroying it before forgets the
+ * execution (DONE is then never called). */
 kbox_exec_t *kbox_client_execute_begin(kbox_client_t *self, const kbox_exec_opts_t *opts,
                                        kbox_exec_done_cb *done, void *arg, kbox_error_t *err);
 
 /* Interrupt the execution X now, as its timeout would (through the
  * client's interrupt hook or an interrupt_request), and give it GRACE_MS
- * to end before it ends as KBOX_EXEC_TIMEOUT with the reason WHY
- * ("interrupted: its client went away").  0 or -1 with ERR. */
+ * (negative: 5000; 0: none) to end before it ends as KBOX_EXEC_TIMEOUT
+ * with the reason WHY ("interrupted: its client went away").  When its
+ * reply comes within the grace period, it ends with the reply's status
+ * (KBOX_EXEC_ERROR with KeyboardInterrupt, typically) and the reason WHY;
+ * kbox_exec_interrupted is then true.  An execution whose request is not
+ * sent yet ends as KBOX_EXEC_TIMEOUT with WHY, without an interrupt; one
+ * whose reply came already is left to end.  DONE runs from the loop, never
+ * from here.  0, or -1 with ERR when the interrupt could not be made (the
+ * execution then goes on as before). */
 int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_error_t *err);
 
+/* Free SELF (see kbox_client_execute_begin for one in progress); sets
+ * *SELF_P to NULL.  Accepts NULL. */
 void kbox_exec_destroy(kbox_exec_t **self_p);
 kbox_exec_status_t kbox_exec_status(const kbox_exec_t *self);
 /* execution_count from the reply, or -1 (aborted replies carry none). */

@@ -29,7 +29,8 @@ typedef int (kbox_loop_fn)(kbox_loop_t *loop, void *arg);
 kbox_loop_t *kbox_loop_new(kbox_error_t *err);
 
 /* Free SELF; what is registered is forgotten (file descriptors are not
- * closed).  Sets *SELF_P to NULL.  Accepts NULL. */
+ * closed).  Not from inside one of its handlers; detach clients first
+ * (kbox_client_detach).  Sets *SELF_P to NULL.  Accepts NULL. */
 void kbox_loop_destroy(kbox_loop_t **self_p);
 
 /* Call FN(loop, ARG) each time FD is readable (or has hung up).  One
@@ -41,8 +42,10 @@ int kbox_loop_add_fd(kbox_loop_t *self, int fd, kbox_loop_fn *fn, void *arg,
 /* Forget FD (safe from inside any handler, FD's own included). */
 void kbox_loop_remove_fd(kbox_loop_t *self, int fd);
 
-/* Call FN(loop, ARG) once after MS milliseconds, or every MS milliseconds
- * with REPEAT.  Returns the timer's id (> 0), or -1 with ERR. */
+/* Call FN(loop, ARG) once after MS milliseconds (a negative MS counts as
+ * 0), or every MS milliseconds with REPEAT.  A timer runs at the earliest
+ * in the dispatch after the one that added it; timers due together run
+ * earliest first.  Returns the timer's id (> 0), or -1 with ERR. */
 int kbox_loop_add_timer(kbox_loop_t *self, int ms, bool repeat, kbox_loop_fn *fn, void *arg,
                         kbox_error_t *err);
 
@@ -50,13 +53,17 @@ int kbox_loop_add_timer(kbox_loop_t *self, int ms, bool repeat, kbox_loop_fn *fn
  * ignored). */
 void kbox_loop_cancel_timer(kbox_loop_t *self, int id);
 
-/* Dispatch events until a handler returns -1 or kbox_loop_stop is called.
- * 0 after kbox_loop_stop, -1 after a handler's -1 or a failed poll. */
+/* Dispatch events until a handler returns -1 or kbox_loop_stop is called
+ * (also before: a stop asked for while the loop was not running ends the
+ * next run at once).  0 after kbox_loop_stop, and at once when nothing is
+ * registered (nothing could ever happen); -1 after a handler's -1 or a
+ * failed poll.  A signal interrupting the poll is not a failure. */
 int kbox_loop_run(kbox_loop_t *self);
 
-/* Wait at most TIMEOUT_MS (-1: until something happens) and dispatch what
- * is ready, timers due included.  1 when a handler returned -1 or the loop
- * was stopped, 0 otherwise, -1 when the poll failed. */
+/* Wait at most TIMEOUT_MS (-1: until something happens; at once when
+ * nothing is registered) and dispatch what is ready, timers due included.
+ * 1 when a handler returned -1 or the loop was stopped (the stop is then
+ * spent), 0 otherwise, -1 when the poll failed. */
 int kbox_loop_once(kbox_loop_t *self, int timeout_ms);
 
 /* Make kbox_loop_run return 0 after the current handler. */
