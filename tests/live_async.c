@@ -401,6 +401,7 @@ TEST(request_begin_routes_each_reply_to_its_request)
 
 typedef struct {
 	int msgs;
+	size_t streams;
 	char text[1024];  /* stream text */
 	char parent[64];  /* parent msg_id of the last stream */
 } between_t;
@@ -412,6 +413,7 @@ static void on_between(void *arg, const kbox_msg_t *m)
 	b->msgs++;
 	if (strcmp(kbox_msg_type(m), "stream") == 0) {
 		size_t n = strlen(b->text);
+		b->streams++;
 		snprintf(b->text + n, sizeof b->text - n, "%s",
 		         json_string_value(json_object_get(c, "text")));
 		snprintf(b->parent, sizeof b->parent, "%s",
@@ -447,6 +449,48 @@ TEST(iopub_callback_gets_output_printed_between_executions_only)
 	if (input)
 		CHECK_STR_EQ(b.parent, kbox_msg_parent_id(input));
 	CHECK_INT_EQ(kbox_client_iopub_dropped(g_client, NULL), 0);
+	kbox_client_set_iopub_cb(g_client, NULL, NULL);
+	kbox_exec_destroy(&r.x);
+	detached(g_client, &loop);
+}
+
+/* Output between executions passes the same rate limit as an execution's
+ * (KBOX_RATE_MSGS_PER_SEC, a 2 s burst): a flood of 10000 one-character
+ * messages, sent by the kernel's IOPub thread after its execution ended,
+ * reaches the callback in part; the rest is dropped and counted. */
+TEST(iopub_callback_output_over_the_rate_limit_is_dropped_and_counted)
+{
+	static const char code[] =
+		"import threading\n"
+		"k = get_ipython().kernel\n"
+		"p = k.get_parent('shell')\n"
+		"def _flood(n=10000):\n"
+		"    for i in range(n):\n"
+		"        k.session.send(k.iopub_thread.socket, 'stream',\n"
+		"                       {'name': 'stdout', 'text': 'x'}, parent=p,\n"
+		"                       ident=b'stream.stdout')\n"
+		"threading.Timer(0.3, lambda: k.iopub_thread.schedule(_flood)).start()\n";
+	kbox_loop_t *loop;
+	rec_t r = {0};
+	between_t b = {0};
+	size_t dropped0, bytes0, dropped, bytes, got;
+
+	REQUIRE(g_client && (loop = attached(g_client)));
+	dropped0 = kbox_client_iopub_dropped(g_client, &bytes0);
+	kbox_client_set_iopub_cb(g_client, on_between, &b);
+	CHECK(rec_begin(g_client, &r, code, LIVE_EXEC_MS) != NULL);
+	CHECK(run_until(loop, &r.done, LIVE_EXEC_MS + 5000));
+	run_for(loop, 4000);
+	dropped = kbox_client_iopub_dropped(g_client, &bytes) - dropped0;
+	bytes -= bytes0;
+	got = b.streams;
+	printf("# of 10000: %zu reached the callback, %zu dropped (%zu bytes)\n", got, dropped,
+	       bytes);
+	CHECK(got >= 1000);
+	CHECK(dropped > 0);
+	CHECK(bytes > dropped);
+	CHECK(got + dropped <= 10000);
+	CHECK_INT_EQ(r.x ? kbox_exec_rate_dropped(r.x, NULL) : 1, 0); /* not the execution's */
 	kbox_client_set_iopub_cb(g_client, NULL, NULL);
 	kbox_exec_destroy(&r.x);
 	detached(g_client, &loop);
@@ -780,6 +824,7 @@ int main(void)
 	RUN(two_executions_back_to_back_on_one_loop);
 	RUN(request_begin_routes_each_reply_to_its_request);
 	RUN(iopub_callback_gets_output_printed_between_executions_only);
+	RUN(iopub_callback_output_over_the_rate_limit_is_dropped_and_counted);
 	RUN(ready_begin_on_a_freshly_started_kernel);
 	RUN(fail_pending_ends_a_running_sleep_as_died_with_the_reason);
 	RUN(exec_interrupt_ends_a_sleep_with_keyboardinterrupt_at_once);
