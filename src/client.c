@@ -2016,8 +2016,8 @@ int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_erro
 
 	if (!run)
 		return kbox__err(err, KBOX_E_INVALID, "interrupt: the execution has ended");
-	if (run->phase == X_RECONNECT || run->phase == X_DRAIN)
-		return 0; /* its reply came: it is ending anyway */
+	if (run->got_reply)
+		return 0; /* it is ending anyway */
 	if (grace_ms < 0)
 		grace_ms = GRACE_MS;
 	if (run->phase == X_RUN && exec_interrupt_now(self, x, err) < 0)
