@@ -1,13 +1,13 @@
 #!/bin/sh
 # Install every Debian package kbox needs to build, run and test.  (The
-# second line of -dev packages: the static archives of libzmq's own libraries,
-# which the kbox program links, and the headers of src/cli/lazy.c.)
+# second line of -dev packages: what libzmq's static archive needs, for
+# ./configure --enable-static-deps and its test.)
 # Idempotent and non-interactive; run as root (or through sudo).
 set -eu
 
 PKGS="
 build-essential autoconf automake libtool pkg-config
-libzmq3-dev libczmq-dev libsodium-dev libjansson-dev libcurl4-openssl-dev libseccomp-dev
+libzmq3-dev libczmq-dev libsodium-dev libjansson-dev libseccomp-dev
 libpgm-dev libnorm-dev libbsd-dev libmd-dev uuid-dev libkrb5-dev libsystemd-dev
 bubblewrap
 clang libclang-rt-14-dev

@@ -82,7 +82,7 @@ struct kbox_result {
 	kbox_exec_status_t status;
 	int count;
 	double seconds;
-	char reason[256];
+	char reason[1024];
 };
 
 /* Add a copy of TEXT to SELF's notices, at the start with FIRST, else at

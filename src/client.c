@@ -554,7 +554,7 @@ int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg
 		                 kbox_channel_name(channel));
 	if (!sock_of(self, channel, err))
 		return -1;
-	z = kbox_msg_encode(msg, self->auth, err);
+	z = kbox__msg_encode(msg, self->auth, err);
 	if (!z)
 		return -1;
 	if (zmsg_send(&z, self->sock[channel]) < 0) {
@@ -575,7 +575,7 @@ static kbox_msg_t *read_one(kbox_client_t *self, kbox_channel_t ch)
 
 	if (!z)
 		return NULL;
-	msg = kbox_msg_decode_zmsg(self->auth, z, &e);
+	msg = kbox__msg_decode_zmsg(self->auth, z, &e);
 	zmsg_destroy(&z);
 	if (!msg) {
 		self->dropped++;
@@ -1566,7 +1566,7 @@ static kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, bucket_t *b, 
 		zmsg_destroy(z_p);
 		return NULL;
 	}
-	msg = kbox_msg_decode_zmsg(self->auth, *z_p, &e);
+	msg = kbox__msg_decode_zmsg(self->auth, *z_p, &e);
 	zmsg_destroy(z_p);
 	if (!msg) {
 		self->dropped++;

@@ -95,10 +95,10 @@ int kbox__write_all(int fd, const void *data, size_t len);
 
 /* Serialise SELF: identities, delimiter, signature by AUTH, the four dicts
  * as compact JSON, buffers.  Caller owns the zmsg_t. NULL with ERR on failure. */
-zmsg_t *kbox_msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err);
+zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err);
 
 /* kbox_msg_decode for the frames of ZMSG (left untouched; caller still owns it). */
-kbox_msg_t *kbox_msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err);
+kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err);
 
 /* ---- process.c, for whatever starts a kernel (kernel.c, the runtime) ---- */
 

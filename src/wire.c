@@ -417,7 +417,7 @@ kbox_frame_t kbox_msg_identity(const kbox_msg_t *self, size_t i)
 
 static const char *const dict_names[4] = {"header", "parent_header", "metadata", "content"};
 
-zmsg_t *kbox_msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err)
+zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err)
 {
 	json_t *dicts[4] = {self->header, self->parent, self->metadata, self->content};
 	char *text[4] = {NULL, NULL, NULL, NULL};
@@ -549,7 +549,7 @@ fail:
 	return NULL;
 }
 
-kbox_msg_t *kbox_msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err)
+kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err)
 {
 	size_t n = zmsg_size(zmsg), i = 0;
 	kbox_frame_t stackv[16] = {{NULL, 0}}, *v = stackv;

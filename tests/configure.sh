@@ -24,7 +24,7 @@ pcdirs=$(pkg-config --variable pc_path pkg-config 2>/dev/null)
 
 n=0
 failed=0
-for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" "jansson libjansson-dev" "libcurl libcurl4-openssl-dev"; do
+for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" "jansson libjansson-dev"; do
 	set -- $dep
 	pc=$1 pkg=$2
 	n=$((n + 1))
@@ -59,9 +59,9 @@ for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" 
 	failed=$((failed + 1))
 done
 
-# The kbox program's libraries: static archives where they link (they do
-# here: setup.sh installs them), shared with --disable-static-deps; an
-# explicit --enable-static-deps that cannot be met stops configure.
+# The programs' libraries: shared by default (as distributions want), the
+# static archives with --enable-static-deps (they link here: setup.sh
+# installs them); --enable-static-deps that cannot be met stops configure.
 # static_deps NAME EXPECT ARGS...: configure with ARGS in a fresh build dir;
 # EXPECT is "static", "shared" or "error" (nonzero exit naming the option).
 static_deps() {
@@ -72,7 +72,7 @@ static_deps() {
 	mkdir -p "$build"
 	out=$(cd "$build" && "$src/configure" -q "$@" 2>&1)
 	rc=$?
-	libs=$(sed -n 's/^STATIC_DEPS_LIBS = //p' "$build/Makefile" 2>/dev/null)
+	libs=$(sed -n 's/^STATIC_SUPERVISOR_LIBS = //p' "$build/Makefile" 2>/dev/null)
 	ok=no
 	case $expect in
 	static) [ $rc -eq 0 ] && case $libs in -Wl,-Bstatic\ -lczmq\ -lzmq*) ok=yes ;; esac ;;
@@ -83,16 +83,16 @@ static_deps() {
 	if [ $ok = yes ]; then
 		echo "ok $n - $name"
 	else
-		echo "# exit $rc; STATIC_DEPS_LIBS=$libs; output: $(printf '%s' "$out" | tail -3)"
+		echo "# exit $rc; STATIC_SUPERVISOR_LIBS=$libs; output: $(printf '%s' "$out" | tail -3)"
 		echo "not ok $n - $name"
 		failed=$((failed + 1))
 	fi
 }
-static_deps default_links_the_static_archives static
+static_deps default_links_shared shared
 static_deps disable_static_deps_links_shared shared --disable-static-deps
 static_deps sanitizers_link_shared shared --enable-sanitizers
-# without the headers of src/cli/lazy.c (as if libkrb5-dev were missing)
-static_deps without_lazy_headers_auto_links_shared shared ac_cv_header_gssapi_gssapi_h=no
-static_deps without_lazy_headers_enable_static_deps_stops error --enable-static-deps ac_cv_header_gssapi_gssapi_h=no
+static_deps enable_static_deps_links_the_static_archives static --enable-static-deps
+# as if the archives could not be linked (the check's cached answer)
+static_deps enable_static_deps_that_cannot_link_stops error --enable-static-deps kbox_cv_static_deps=no
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -27,7 +27,7 @@
  * FUZZ_WIRE_EXPECT=signed or =unsigned (environment) additionally aborts when
  * the keyed / the empty-key decode of an input fails: tests/fuzz_wire.sh uses
  * it to prove the seeds are valid messages. */
-#include "private.h" /* kbox_msg_encode, kbox_msg_decode_zmsg and zmsg_t */
+#include "private.h" /* kbox__msg_encode, kbox__msg_decode_zmsg and zmsg_t */
 
 #include <math.h>
 #include <stdint.h>
@@ -96,10 +96,10 @@ static void check_round_trip(const kbox_msg_t *msg, const kbox_auth_t *auth, con
 
 	if (!fresh)
 		fail("kbox_auth_new", &err);
-	zmsg = kbox_msg_encode(msg, auth, &err);
+	zmsg = kbox__msg_encode(msg, auth, &err);
 	if (!zmsg)
 		fail("re-encoding a decoded message", &err);
-	back = kbox_msg_decode_zmsg(fresh, zmsg, &err);
+	back = kbox__msg_decode_zmsg(fresh, zmsg, &err);
 	if (!back)
 		fail("decoding a re-encoded message", &err);
 	if (!json_equal(kbox_msg_header(back), kbox_msg_header(msg)) ||

@@ -161,6 +161,15 @@ json_field() {
 }
 # status_line KEY: the value of "KEY: value" in `kbox status` output.
 status_line() { sed -n "s/^$1: *//p" stdout; }
+# wait_idle NAME: within 30 s session NAME's kernel is ready and idle (a
+# kernel the supervisor replaced starts in the background).
+wait_idle() {
+	for _ in $(seq 300); do
+		"$KBOX" status -s "$1" 2>/dev/null | grep -q "^state: *idle$" && return 0
+		sleep 0.1
+	done
+	return 1
+}
 # ls_row NAME: the row of NAME in `kbox ls` output, spaces squeezed.
 ls_row() { awk -v n="$1" '$1 == n { $1 = $1; print }' stdout; }
 # gone_or_zombie PID: within 5 s the process is gone or a zombie.

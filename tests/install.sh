@@ -33,6 +33,12 @@ check installs_module_headers sh -c "for h in error wire conn kspec client kerne
 check installs_pkgconfig_file test -f "$lib/pkgconfig/libkbox.pc"
 check installs_man_pages sh -c "test -f '$root/share/man/man1/kbox.1' && test -f '$root/share/man/man1/kbox-run.1'"
 
+# The public surface: headers that name no czmq or libzmq type, and a
+# shared library that exports the kbox_ API and nothing else.
+check public_headers_include_no_czmq_or_zmq sh -c "! grep -l 'include <c\\?zmq\\.h>\\|zsock_t\\|zmsg_t' '$root/include/kbox.h' '$root/include/kbox/'*.h"
+check shared_library_exports_only_kbox_api sh -c "nm -D --defined-only '$lib/libkbox.so' | awk '\$2 ~ /^[TDBRW]\$/ {print \$3}' >'$tmp/syms' && [ -s '$tmp/syms' ] && ! grep -v '^kbox_[a-z]' '$tmp/syms'"
+check shared_library_hides_internal_symbols sh -c "! nm -D --defined-only '$lib/libkbox.so' | grep -q ' kbox__'"
+
 cat >"$tmp/prog.c" <<'PROG'
 #include <stdio.h>
 #include <kbox.h>
@@ -59,7 +65,7 @@ libs=$(pcenv pkg-config --libs libkbox) || libs=
 # libkbox.a with its dependencies linked as shared libraries (Debian ships
 # no static libczmq fit for linking, whose --static flags name libraries
 # that are not installed)
-dep_libs="$(pkg-config --libs libczmq libzmq libsodium jansson libcurl libseccomp) -lm"
+dep_libs="$(pkg-config --libs libczmq libzmq libsodium jansson) -lm"
 version=$(sed -n 's/^PACKAGE_VERSION = //p' "$top_builddir/Makefile")
 
 check builds_against_installed_shared_library $CC $cflags "$tmp/prog.c" -o "$tmp/prog" $libs ${KBOX_LDFLAGS:-}

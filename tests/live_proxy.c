@@ -15,7 +15,7 @@
  * The client must drop each injected copy, count it, say why, and still
  * finish the execution with its own genuine reply.  A last test checks the
  * other direction: the kernel ignores a request signed with the wrong key. */
-#include "private.h" /* czmq, kbox_msg_encode and kbox_msg_decode_zmsg */
+#include "private.h" /* czmq, kbox__msg_encode and kbox__msg_decode_zmsg */
 
 #include <stdint.h>
 
@@ -351,7 +351,7 @@ static int send_signed(zsock_t *dealer, const kbox_auth_t *auth, const char *cod
 	if (!msg)
 		goto out;
 	snprintf(id, 64, "%s", kbox_msg_id(msg));
-	z = kbox_msg_encode(msg, auth, &err);
+	z = kbox__msg_encode(msg, auth, &err);
 	if (!z) {
 		printf("# encode: %s\n", err.msg);
 		goto out;
@@ -402,7 +402,7 @@ TEST(kernel_ignores_request_signed_with_wrong_key)
 		goto out;
 	}
 	z = zmsg_recv(dealer);
-	reply = z ? kbox_msg_decode_zmsg(good, z, &err) : NULL;
+	reply = z ? kbox__msg_decode_zmsg(good, z, &err) : NULL;
 	if (!reply)
 		printf("# decode: %s\n", err.msg);
 	REQUIRE(reply);

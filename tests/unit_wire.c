@@ -4,7 +4,7 @@
  * replay protection, message headers and dates; and the utilities of
  * src/util.c it shares with the other modules (UTF-8 repair, the string
  * buffer, timestamps, writes), against src/private.h. */
-#include "private.h" /* kbox_msg_encode and zmsg_t; src/util.c */
+#include "private.h" /* kbox__msg_encode and zmsg_t; src/util.c */
 /* libkbox exports only kbox_ names (Makefile.am): the tests of src/util.c's
  * kbox__ utilities below run a copy of it compiled into this program. */
 #include "util.c"
@@ -433,7 +433,7 @@ TEST(decode_zmsg_matches_decode_and_leaves_zmsg_alone)
 	zmsg = zmsg_new();
 	for (size_t i = 0; i < fr.n; i++)
 		zmsg_addmem(zmsg, fr.f[i].data, fr.f[i].size);
-	msg = kbox_msg_decode_zmsg(auth, zmsg, &err);
+	msg = kbox__msg_decode_zmsg(auth, zmsg, &err);
 	CHECK(msg != NULL);
 	if (msg) {
 		CHECK_STR_EQ(kbox_msg_type(msg), "execute_reply");
@@ -509,7 +509,7 @@ TEST(encode_then_decode_round_trips_every_part)
 	CHECK_INT_EQ(kbox_msg_add_buffer(msg, bin, sizeof bin), 0);
 	CHECK_INT_EQ(kbox_msg_add_buffer(msg, "", 0), 0);
 
-	zmsg = kbox_msg_encode(msg, auth, &err);
+	zmsg = kbox__msg_encode(msg, auth, &err);
 	REQUIRE(zmsg != NULL);
 	n = frames_of_zmsg(zmsg, f, MAX_FRAMES);
 	REQUIRE(n == 9);
@@ -561,7 +561,7 @@ TEST(encode_writes_compact_json_dicts)
 	char *header;
 
 	REQUIRE(msg && auth);
-	zmsg = kbox_msg_encode(msg, auth, NULL);
+	zmsg = kbox__msg_encode(msg, auth, NULL);
 	REQUIRE(zmsg != NULL);
 	n = frames_of_zmsg(zmsg, f, MAX_FRAMES);
 	REQUIRE(n == 6);
@@ -584,7 +584,7 @@ TEST(encode_with_empty_key_sends_empty_signature)
 	kbox_frame_t f[MAX_FRAMES];
 
 	REQUIRE(msg && auth);
-	zmsg = kbox_msg_encode(msg, auth, NULL);
+	zmsg = kbox__msg_encode(msg, auth, NULL);
 	REQUIRE(zmsg != NULL);
 	REQUIRE(frames_of_zmsg(zmsg, f, MAX_FRAMES) == 6);
 	CHECK(frame_eq_str(f[0], KBOX_DELIMITER));
@@ -860,7 +860,7 @@ TEST(replay_history_is_bounded_and_forgets_the_oldest)
 	REQUIRE(auth != NULL);
 	for (int i = 0; i < 100; i++) {
 		kbox_msg_t *m = kbox_msg_new("status", "s", "u", NULL);
-		sent[i] = kbox_msg_encode(m, auth, NULL);
+		sent[i] = kbox__msg_encode(m, auth, NULL);
 		kbox_msg_destroy(&m);
 		n = frames_of_zmsg(sent[i], f, MAX_FRAMES);
 		msg = kbox_msg_decode(auth, f, n, &err);

@@ -27,8 +27,7 @@ static json_t *exec_request(const cli_exec_t *e)
 		return NULL;
 	if (e->timeout_ms > 0)
 		json_object_set_new(req, "timeout", json_real((double)e->timeout_ms / 1000.0));
-	if (e->grace_ms > 0)
-		json_object_set_new(req, "grace", json_real((double)e->grace_ms / 1000.0));
+	json_object_set_new(req, "grace", json_real((double)e->grace_ms / 1000.0));
 	if (e->max_bytes > 0)
 		json_object_set_new(req, "max_output", json_integer(e->max_bytes));
 	if (e->max_lines > 0)

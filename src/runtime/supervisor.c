@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,11 +69,12 @@ struct job {
 	char notice[600];    /* the kernel was restarted since the last execution */
 	char *earlier_text;  /* output printed between executions, rendered */
 	json_t *earlier_json;
-	bool killed;         /* the kernel was killed to end it */
+	bool abandoned;      /* its client went away while it ran */
 };
 
 struct conn {
 	sup_t *s;
+	unsigned long id;    /* unique in this supervisor's life */
 	int fd;
 	char *in;            /* what has come, up to a newline */
 	size_t in_len, in_cap;
@@ -81,6 +83,7 @@ struct conn {
 	size_t events_dropped;
 	job_t *job;          /* its job, queued or running, or NULL */
 	const char *pending; /* "restart": answered once the new kernel is ready */
+	bool interrupting;   /* its interrupt_request awaits the kernel's reply */
 	bool close_after;    /* close once OUT is sent (the stop's reply) */
 };
 
@@ -114,6 +117,8 @@ struct sup {
 	conn_t *conns[MAX_CONNS];
 	size_t n_conns;
 	int flush_timer, ttl_timer;
+	unsigned long conn_serial;
+	bool replacing;            /* kernel_replace is failing what ran on the old kernel */
 	/* bookkeeping */
 	long long started_ms, kernel_started_ms, last_activity_ms;
 	double started_wall, last_activity_wall;
@@ -131,6 +136,10 @@ struct sup {
 	char stop_cause[512];
 	conn_t *stop_conn;
 };
+
+/* The one supervisor of this process (for callbacks that outlive what
+ * they were given). */
+static sup_t *the_sup;
 
 static void dispatch_soon(sup_t *s);
 static void kernel_check_soon(sup_t *s);
@@ -234,7 +243,7 @@ static void conn_send(conn_t *c, json_t *j, bool event)
 	size_t len;
 	if (!j)
 		return;
-	line = json_dumps(j, JSON_COMPACT);
+	line = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	json_decref(j);
 	if (!line)
 		return;
@@ -261,16 +270,27 @@ static void conn_send(conn_t *c, json_t *j, bool event)
 		s->flush_timer = kbox_loop_add_timer(s->loop, FLUSH_MS, true, on_flush, s, NULL);
 }
 
-static void reply_error(conn_t *c, const char *kind, const char *fmt, ...) KBOX_PRINTF(3, 4);
-static void reply_error(conn_t *c, const char *kind, const char *fmt, ...)
+/* {"ok":false,"re":RE,"kind":KIND,"error":…} to C; RE may be NULL (the
+ * request had no op). */
+static void reply_error(conn_t *c, const char *re, const char *kind, const char *fmt, ...)
+    KBOX_PRINTF(4, 5);
+static void reply_error(conn_t *c, const char *re, const char *kind, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	conn_send(c, json_pack("{s:b, s:s, s:s}", "ok", 0, "kind", kind, "error", msg), false);
+	conn_send(c, json_pack("{s:b, s:s?, s:s, s:s}", "ok", 0, "re", re, "kind", kind, "error", msg),
+	          false);
 }
+
+static const char *job_kind_name(job_kind_t kind)
+{
+	return kind == JOB_EXECUTE ? "execute" : kind == JOB_COMPLETE ? "complete" : "inspect";
+}
+
+static const char *job_op(const job_t *j) { return job_kind_name(j->kind); }
 
 static int on_flush(kbox_loop_t *loop, void *arg)
 {
@@ -342,7 +362,7 @@ static int on_wait_timeout(kbox_loop_t *loop, void *arg)
 	queue_remove(j->s, j);
 	if (j->conn) {
 		j->conn->job = NULL;
-		reply_error(j->conn, "busy",
+		reply_error(j->conn, job_op(j), "busy",
 		            "timed out waiting for another execution to end (the session runs one at "
 		            "a time)");
 	}
@@ -364,7 +384,14 @@ static bool is_output(const char *type)
 static void on_between(void *arg, const kbox_msg_t *msg)
 {
 	sup_t *s = arg;
+	const char *from = json_string_value(
+	    json_object_get(kbox_msg_parent_header(msg), "session"));
 	if (!is_output(kbox_msg_type(msg)))
+		return;
+	/* ours: after one of our executions (a thread or timer it started), or
+	 * of no request at all; not what another client of the kernel (jupyter
+	 * console --existing, say) asked for */
+	if (from && *from && s->client && strcmp(from, kbox_client_session(s->client)) != 0)
 		return;
 	if (!s->between) {
 		kbox_capture_opts_t co = {0};
@@ -405,15 +432,21 @@ static void take_between(sup_t *s, job_t *j)
 
 /* ---- executions ---- */
 
-static fmt_t parse_fmt(const char *f)
+/* FORMAT of a request (absent: text) into *OUT.  0, or -1 when unknown. */
+static int parse_fmt(json_t *format, fmt_t *out)
 {
-	if (f && strcmp(f, "json") == 0)
-		return FMT_JSON;
-	if (f && strcmp(f, "ndjson") == 0)
-		return FMT_NDJSON;
-	if (f && strcmp(f, "text-live") == 0)
-		return FMT_TEXT_LIVE;
-	return FMT_TEXT;
+	static const char *const names[] = {"text", "text-live", "json", "ndjson"};
+	const char *f = json_string_value(format);
+	if (!format) {
+		*out = FMT_TEXT;
+		return 0;
+	}
+	for (int i = 0; f && i < 4; i++)
+		if (strcmp(f, names[i]) == 0) {
+			*out = (fmt_t)i;
+			return 0;
+		}
+	return -1;
 }
 
 /* Each capture event, to a client that follows them. */
@@ -447,13 +480,25 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	j->x = x;
 	s->running = NULL;
 	touch(s);
+	if (kbox_exec_interrupted(x) && !j->abandoned) {
+		char t[32], why[96];
+		snprintf(why, sizeof why, "the execution timed out after %s",
+		         fmt_ms(j->timeout_ms, t, sizeof t));
+		sup_log(s, "interrupt", json_pack("{s:s}", "cause", why));
+	}
 	if (st == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && s->sb && kbox_sandbox_alive(s->sb)) {
 		/* the kernel ignored the interrupt: it is killed, and replaced */
 		char t[32], g[32];
-		snprintf(cause, sizeof cause,
-		         "the execution timed out after %s and did not stop within %s of an "
-		         "interrupt, so the kernel was killed",
-		         fmt_ms(j->timeout_ms, t, sizeof t), fmt_ms(j->grace_ms, g, sizeof g));
+		if (j->abandoned)
+			snprintf(cause, sizeof cause,
+			         "the client of an execution went away and the code did not stop within "
+			         "%s of an interrupt, so the kernel was killed",
+			         fmt_ms(j->grace_ms, g, sizeof g));
+		else
+			snprintf(cause, sizeof cause,
+			         "the execution timed out after %s and did not stop within %s of an "
+			         "interrupt, so the kernel was killed",
+			         fmt_ms(j->timeout_ms, t, sizeof t), fmt_ms(j->grace_ms, g, sizeof g));
 		kill = true;
 	} else if (st == KBOX_EXEC_DIED) {
 		if (s->sb && !kbox_sandbox_alive(s->sb))
@@ -476,7 +521,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 			kbox_result_add_notice(res, j->notice, true);
 	}
 	if (j->conn && !res)
-		reply_error(j->conn, "internal", "out of memory rendering the result");
+		reply_error(j->conn, job_op(j), "internal", "out of memory rendering the result");
 	else if (j->conn) {
 		json_t *r = json_pack("{s:b, s:s, s:s, s:I}", "ok", 1, "re", "execute", "status",
 		                      kbox_exec_status_name(kbox_result_status(res)), "generation",
@@ -525,13 +570,19 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	                  (json_int_t)j->generation));
 	kbox_result_destroy(&res);
 	job_free(j);
+	/* what a flood of output made the heap grow by goes back to the
+	 * system, not kept for the session's life */
+	malloc_trim(0);
 	if (kill) {
 		/* replaced on the next turn, not from inside the client's callback */
 		snprintf(s->kill_cause, sizeof s->kill_cause, "%s", cause);
 		kbox_sandbox_signal(s->sb, SIGKILL, NULL);
 	}
-	if (kill || st == KBOX_EXEC_DIED)
+	if (kill || (st == KBOX_EXEC_DIED && !s->replacing)) {
+		/* nothing more runs on this kernel: the next job waits for the new one */
+		s->ready = false;
 		kernel_check_soon(s);
+	}
 	dispatch_soon(s);
 }
 
@@ -550,7 +601,7 @@ static void on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
 			                    kbox_msg_content(reply)),
 			          false);
 		else
-			reply_error(j->conn, "kernel", "%s", err ? err->msg : "no reply");
+			reply_error(j->conn, job_op(j), "kernel", "%s", err ? err->msg : "no reply");
 		j->conn->job = NULL;
 	}
 	kbox_msg_destroy(&reply);
@@ -592,7 +643,7 @@ static int job_begin(sup_t *s, job_t *j)
 		                              &content, REQUEST_TIMEOUT_MS, on_reply, j, &err) < 0) {
 			s->running = NULL;
 			if (j->conn) {
-				reply_error(j->conn, "kernel", "%s", err.msg);
+				reply_error(j->conn, job_op(j), "kernel", "%s", err.msg);
 				j->conn->job = NULL;
 			}
 			job_free(j);
@@ -608,9 +659,8 @@ static int job_begin(sup_t *s, job_t *j)
 		char prefix[48];
 
 		j->generation = s->generation;
-		snprintf(j->notice, sizeof j->notice, "%s", s->notice);
-		s->notice[0] = '\0';
-		take_between(s, j);
+		if (j->conn)
+			j->conn->events_dropped = 0;
 		snprintf(prefix, sizeof prefix, "%lu-", s->generation);
 		co.outputs_dir = outputs ? outputs : s->outputs;
 		co.prefix = json_is_string(json_object_get(req, "prefix"))
@@ -620,6 +670,10 @@ static int job_begin(sup_t *s, job_t *j)
 		co.max_lines = (size_t)json_integer_value(json_object_get(req, "max_lines"));
 		if (!(j->cap = kbox_capture_new(&co, &err)))
 			goto fail;
+		/* what it should know: kept for the next execution if this one
+		 * does not begin */
+		snprintf(j->notice, sizeof j->notice, "%s", s->notice);
+		take_between(s, j);
 		if (j->fmt == FMT_NDJSON || j->fmt == FMT_TEXT_LIVE)
 			kbox_capture_set_event_cb(j->cap, on_event, j);
 		eo.code = json_string_value(json_object_get(req, "code"));
@@ -632,6 +686,13 @@ static int job_begin(sup_t *s, job_t *j)
 			eo.input_lines = (const char *const *)j->inputs;
 			eo.n_input = j->n_inputs;
 		}
+		if (!(j->x = kbox_client_execute_begin(s->client, &eo, on_exec_done, j, &err)))
+			goto fail;
+		s->notice[0] = '\0';
+		s->executions++;
+		sup_log(s, "exec-begin",
+		        json_pack("{s:I, s:I}", "generation", (json_int_t)j->generation, "code_bytes",
+		                  (json_int_t)strlen(eo.code)));
 		/* the client hears first that it runs, and what it should know */
 		if (j->conn)
 			conn_send(j->conn,
@@ -640,18 +701,12 @@ static int job_begin(sup_t *s, job_t *j)
 			                    j->notice[0] ? j->notice : NULL, "earlier_output",
 			                    j->earlier_text),
 			          false);
-		s->executions++;
-		sup_log(s, "exec-begin",
-		        json_pack("{s:I, s:I}", "generation", (json_int_t)j->generation, "code_bytes",
-		                  (json_int_t)strlen(eo.code)));
-		if (!(j->x = kbox_client_execute_begin(s->client, &eo, on_exec_done, j, &err)))
-			goto fail;
 		return 0;
 	}
 fail:
 	s->running = NULL;
 	if (j->conn) {
-		reply_error(j->conn, "kernel", "%s", err.msg);
+		reply_error(j->conn, job_op(j), "kernel", "%s", err.msg);
 		j->conn->job = NULL;
 	}
 	job_free(j);
@@ -846,14 +901,14 @@ static void kernel_end(sup_t *s, bool graceful)
 }
 
 /* Answer the restart requests waiting for the new kernel. */
-static void answer_pending(sup_t *s, const char *error)
+static void answer_pending(sup_t *s, const char *kind, const char *error)
 {
 	for (size_t i = 0; i < s->n_conns; i++) {
 		conn_t *c = s->conns[i];
 		if (!c->pending)
 			continue;
 		if (error)
-			reply_error(c, "kernel", "%s", error);
+			reply_error(c, c->pending, kind, "%s", error);
 		else
 			conn_send(c,
 			          json_pack("{s:b, s:s, s:I}", "ok", 1, "re", c->pending, "generation",
@@ -888,6 +943,8 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 {
 	sup_t *s = arg;
 	s->starting = false;
+	if (s->replacing) /* this kernel is being replaced anyway */
+		return;
 	if (rc < 0) {
 		char why[800];
 		start_failure(s, err, why, sizeof why);
@@ -900,7 +957,7 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 		} else
 			snprintf(s->stop_cause, sizeof s->stop_cause,
 			         "the kernel could not be restarted: %s", why);
-		answer_pending(s, s->stop_cause);
+		answer_pending(s, "kernel", s->stop_cause);
 		s->stopping = true;
 		kbox_loop_stop(s->loop);
 		return;
@@ -914,7 +971,7 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 	                  (json_int_t)(kbox__now_ms() - s->start_t0)));
 	report_ready(s, json_pack("{s:b, s:I, s:I}", "ok", 1, "pid", (json_int_t)getpid(),
 	                          "kernel_pid", (json_int_t)kbox_sandbox_pid(s->sb)));
-	answer_pending(s, NULL);
+	answer_pending(s, NULL, NULL);
 	dispatch_soon(s);
 }
 
@@ -928,9 +985,11 @@ static int kernel_replace(sup_t *s, const char *cause, bool requested)
 	int recent = 0;
 
 	snprintf(s->last_cause, sizeof s->last_cause, "%s", cause);
+	s->replacing = true;
 	if (s->client)
 		kbox_client_fail_pending(s->client, cause); /* the running job's callback runs */
 	kernel_end(s, false);
+	s->replacing = false;
 	snprintf(s->notice, sizeof s->notice,
 	         "kernel restarted: %s; earlier state (variables, imports, loaded data) is lost", cause);
 	sup_log(s, "restart",
@@ -973,7 +1032,7 @@ static int on_kernel_check(kbox_loop_t *loop, void *arg)
 	snprintf(cause, sizeof cause, "%s", requested ? s->kill_cause : kbox_sandbox_cause(s->sb));
 	s->kill_cause[0] = '\0';
 	if (kernel_replace(s, cause, requested) < 0) {
-		answer_pending(s, s->stop_cause);
+		answer_pending(s, "kernel", s->stop_cause);
 		s->stopping = true;
 		kbox_loop_stop(loop);
 	}
@@ -999,13 +1058,14 @@ static json_t *status_json(sup_t *s)
 		queued++;
 	iso_time(s->started_wall, started, sizeof started);
 	iso_time(s->last_activity_wall, last, sizeof last);
-	st = json_pack("{s:b, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
+	st = json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
 	               "s:I, s:I, s:s, s:s, s:I, s:I, s:I}",
-	               "ok", 1, "state", busy ? "busy" : s->ready ? "idle" : "starting", "backend",
+	               "ok", 1, "re", "status", "state", busy ? "busy" : s->ready ? "idle" : "starting", "backend",
 	               s->backend, "kernel", s->kernel, "pid", (json_int_t)getpid(), "kernel_pid",
 	               (json_int_t)(s->sb ? kbox_sandbox_pid(s->sb) : 0), "started", started,
 	               "uptime_s", (double)(now - s->started_ms) / 1000.0, "kernel_uptime_s",
-	               (double)(now - s->kernel_started_ms) / 1000.0, "last_activity", last, "idle_s",
+	               s->ready ? (double)(now - s->kernel_started_ms) / 1000.0 : 0.0,
+	               "last_activity", last, "idle_s",
 	               busy ? 0.0 : (double)(now - s->last_activity_ms) / 1000.0, "executions",
 	               (json_int_t)s->executions, "restarts", (json_int_t)s->restarts, "generation",
 	               (json_int_t)s->generation, "memory_bytes", (json_int_t)mem, "ttl_ms",
@@ -1043,46 +1103,76 @@ static int job_new(sup_t *s, conn_t *c, job_kind_t kind, json_t *req)
 	long long wait_ms;
 
 	if (c->job) {
-		reply_error(c, "usage", "this connection already has a request running");
+		reply_error(c, job_kind_name(kind), "usage", "this connection already has a request running");
 		return -1;
 	}
 	if (!json_is_string(code)) {
-		reply_error(c, "usage", "\"code\" (a string) is required");
+		reply_error(c, job_kind_name(kind), "usage", "\"code\" (a string) is required");
 		return -1;
 	}
 	if (in && !json_is_array(in)) {
-		reply_error(c, "usage", "\"input\" must be an array of strings");
+		reply_error(c, job_kind_name(kind), "usage", "\"input\" must be an array of strings");
 		return -1;
 	}
 	if (!(j = calloc(1, sizeof *j))) {
-		reply_error(c, "internal", "out of memory");
+		reply_error(c, job_kind_name(kind), "internal", "out of memory");
 		return -1;
 	}
 	j->s = s;
 	j->kind = kind;
 	j->conn = c;
 	j->req = json_incref(req);
-	j->fmt = parse_fmt(json_string_value(json_object_get(req, "format")));
 	j->timeout_ms = req_ms(req, "timeout", 0);
 	j->grace_ms = req_ms(req, "grace", GRACE_MS);
-	if (j->timeout_ms < 0 || j->grace_ms < 0) {
-		reply_error(c, "usage", "\"timeout\" and \"grace\" are seconds (a number >= 0)");
-		job_free(j);
-		return -1;
+	wait_ms = req_ms(req, "wait", j->timeout_ms);
+	{
+		const char *why = NULL;
+		json_t *mo = json_object_get(req, "max_output"), *ml = json_object_get(req, "max_lines");
+		json_t *outputs = json_object_get(req, "outputs"), *prefix = json_object_get(req, "prefix");
+		if (parse_fmt(json_object_get(req, "format"), &j->fmt) < 0)
+			why = "\"format\" is one of text, text-live, json, ndjson";
+		else if (j->timeout_ms < 0 || j->grace_ms < 0 || wait_ms < 0)
+			why = "\"timeout\", \"grace\" and \"wait\" are seconds (a number >= 0)";
+		else if (mo && (!json_is_integer(mo) || json_integer_value(mo) < 64))
+			why = "\"max_output\" is a number of bytes, at least 64";
+		else if (ml && (!json_is_integer(ml) || json_integer_value(ml) < 2))
+			why = "\"max_lines\" is a number of lines, at least 2";
+		else if (outputs && (!json_is_string(outputs) || json_string_value(outputs)[0] != '/'))
+			why = "\"outputs\" is an absolute directory";
+		else if (prefix && (!json_is_string(prefix) || strchr(json_string_value(prefix), '/') ||
+		                    strlen(json_string_value(prefix)) > 32))
+			why = "\"prefix\" is a string of at most 32 characters without '/'";
+		if (why) {
+			reply_error(c, job_kind_name(kind), "usage", "%s", why);
+			job_free(j);
+			return -1;
+		}
+		if (outputs) {
+			struct stat st;
+			errno = 0;
+			if (stat(json_string_value(outputs), &st) < 0 || !S_ISDIR(st.st_mode) ||
+			    access(json_string_value(outputs), W_OK | X_OK) < 0) {
+				reply_error(c, job_kind_name(kind), "usage", "\"outputs\" %s: %s",
+				            json_string_value(outputs),
+				            errno ? strerror(errno) : "not a directory");
+				job_free(j);
+				return -1;
+			}
+		}
 	}
 	if (j->grace_ms == 0)
 		j->grace_ms = 1;
 	if (in) {
 		size_t n = json_array_size(in);
 		if (!(j->inputs = calloc(n + 1, sizeof *j->inputs))) {
-			reply_error(c, "internal", "out of memory");
+			reply_error(c, job_kind_name(kind), "internal", "out of memory");
 			job_free(j);
 			return -1;
 		}
 		for (size_t i = 0; i < n; i++) {
 			const char *line = json_string_value(json_array_get(in, i));
 			if (!line || !(j->inputs[i] = strdup(line))) {
-				reply_error(c, "usage", "\"input\" must be an array of strings");
+				reply_error(c, job_kind_name(kind), "usage", "\"input\" must be an array of strings");
 				j->n_inputs = i;
 				job_free(j);
 				return -1;
@@ -1090,9 +1180,8 @@ static int job_new(sup_t *s, conn_t *c, job_kind_t kind, json_t *req)
 			j->n_inputs = i + 1;
 		}
 	}
-	/* how long it may wait for its turn: its own time limit (the session
-	 * runs one thing at a time), or "wait" */
-	wait_ms = req_ms(req, "wait", j->timeout_ms);
+	/* how long it may wait for its turn: "wait", else its own time limit
+	 * (the session runs one thing at a time) */
 	if ((s->running || s->queue || !s->ready) && wait_ms > 0)
 		j->wait_timer = kbox_loop_add_timer(s->loop, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms,
 		                                    false, on_wait_timeout, j, NULL);
@@ -1109,12 +1198,12 @@ static void handle_interrupt(sup_t *s, conn_t *c)
 {
 	kbox_error_t err = {0};
 	if (!s->ready) {
-		reply_error(c, "state", "the kernel is starting: nothing to interrupt");
+		reply_error(c, "interrupt", "state", "the kernel is starting: nothing to interrupt");
 		return;
 	}
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL) {
 		if (kbox_sandbox_signal(s->sb, SIGINT, &err) < 0) {
-			reply_error(c, "kernel", "interrupt failed: %s", err.msg);
+			reply_error(c, "interrupt", "kernel", "interrupt failed: %s", err.msg);
 			return;
 		}
 		sup_log(s, "interrupt", NULL);
@@ -1123,27 +1212,36 @@ static void handle_interrupt(sup_t *s, conn_t *c)
 	}
 	{
 		json_t *content = json_object();
+		unsigned long *id = malloc(sizeof *id);
+		if (!id) {
+			reply_error(c, "interrupt", "internal", "out of memory");
+			return;
+		}
+		*id = c->id;
 		if (kbox_client_request_begin(s->client, KBOX_CH_CONTROL, "interrupt_request", &content,
-		                              REQUEST_TIMEOUT_MS, on_interrupt_reply, c, &err) < 0)
-			reply_error(c, "kernel", "interrupt failed: %s", err.msg);
-		else
-			c->pending = "interrupt";
+		                              REQUEST_TIMEOUT_MS, on_interrupt_reply, id, &err) < 0) {
+			free(id);
+			reply_error(c, "interrupt", "kernel", "interrupt failed: %s", err.msg);
+		} else
+			c->interrupting = true;
 	}
 }
 
 static void on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
 {
-	conn_t *c = arg;
-	sup_t *s = c->s;
-	bool alive = false;
-	for (size_t i = 0; i < s->n_conns; i++)
-		alive |= s->conns[i] == c;
+	unsigned long id = *(unsigned long *)arg;
+	sup_t *s = the_sup;
+	conn_t *c = NULL;
+	free(arg);
 	kbox_msg_destroy(&reply);
-	if (!alive)
+	for (size_t i = 0; s && i < s->n_conns; i++)
+		if (s->conns[i]->id == id)
+			c = s->conns[i];
+	if (!c) /* it went away */
 		return;
-	c->pending = NULL;
+	c->interrupting = false;
 	if (err && err->code) {
-		reply_error(c, "kernel", "interrupt failed: %s", err->msg);
+		reply_error(c, "interrupt", "kernel", "interrupt failed: %s", err->msg);
 		return;
 	}
 	sup_log(s, "interrupt", NULL);
@@ -1155,7 +1253,7 @@ static void handle_request(sup_t *s, conn_t *c, json_t *req)
 	const char *op = json_string_value(json_object_get(req, "op"));
 
 	if (!op) {
-		reply_error(c, "usage", "request without \"op\"");
+		reply_error(c, NULL, "usage", "request without \"op\"");
 		return;
 	}
 	if (strcmp(op, "status") == 0)
@@ -1173,7 +1271,7 @@ static void handle_request(sup_t *s, conn_t *c, json_t *req)
 		char cause[512];
 		snprintf(cause, sizeof cause, "%s", why ? why : "restarted on request (kbox restart)");
 		if (kernel_replace(s, cause, true) < 0) {
-			reply_error(c, "kernel", "%s", s->stop_cause);
+			reply_error(c, "restart", "kernel", "%s", s->stop_cause);
 			s->stopping = true;
 			kbox_loop_stop(s->loop);
 			return;
@@ -1188,7 +1286,7 @@ static void handle_request(sup_t *s, conn_t *c, json_t *req)
 		s->stop_conn = c;
 		kbox_loop_stop(s->loop);
 	} else
-		reply_error(c, "usage", "unknown op \"%s\"", op);
+		reply_error(c, op, "usage", "unknown op \"%s\"", op);
 }
 
 static void conn_close(sup_t *s, conn_t *c)
@@ -1205,6 +1303,7 @@ static void conn_close(sup_t *s, conn_t *c)
 		if (j == s->running && j->kind == JOB_EXECUTE && j->x && !s->stopping) {
 			/* its client went away (killed, Ctrl-C): its code must not
 			 * run on unseen, holding up every later execution */
+			j->abandoned = true;
 			if (kbox_exec_interrupt(j->x, (int)j->grace_ms,
 			                        "interrupted: its client went away", NULL) == 0)
 				sup_log(s, "interrupt", json_pack("{s:s}", "cause",
@@ -1236,7 +1335,7 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 			size_t cap = c->in_cap ? c->in_cap * 2 : 4096;
 			char *nb;
 			if (cap > KBOX_CTL_REQUEST_MAX) {
-				reply_error(c, "usage", "request longer than %d bytes", KBOX_CTL_REQUEST_MAX);
+				reply_error(c, NULL, "usage", "request longer than %d bytes", KBOX_CTL_REQUEST_MAX);
 				conn_flush(c);
 				conn_close(s, c);
 				return 0;
@@ -1264,7 +1363,7 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 			memmove(c->in, nl + 1, c->in_len - line - 1);
 			c->in_len -= line + 1;
 			if (!json_is_object(req))
-				reply_error(c, "usage", "not a JSON object");
+				reply_error(c, NULL, "usage", "not a JSON object");
 			else
 				handle_request(s, c, req);
 			json_decref(req);
@@ -1304,6 +1403,7 @@ static int on_accept(kbox_loop_t *loop, void *arg)
 			continue;
 		}
 		c->s = s;
+		c->id = ++s->conn_serial;
 		c->fd = fd;
 		s->conns[s->n_conns++] = c;
 		if (kbox_loop_add_fd(loop, fd, on_conn, c, NULL) < 0)
@@ -1514,12 +1614,12 @@ static void shutdown_session(sup_t *s)
 		job_t *j = s->queue;
 		s->queue = j->next;
 		if (j->conn) {
-			reply_error(j->conn, "stopped", "the session stopped: %s", s->stop_cause);
+			reply_error(j->conn, job_op(j), "stopped", "the session stopped: %s", s->stop_cause);
 			j->conn->job = NULL;
 		}
 		job_free(j);
 	}
-	answer_pending(s, s->stop_cause);
+	answer_pending(s, "stopped", s->stop_cause);
 	kernel_end(s, true);
 	kbox_capture_destroy(&s->between);
 	write_file(s->dir, "last-stop", s->stop_cause);
@@ -1546,6 +1646,7 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	char prev[512], gen[32];
 	int status = 0;
 
+	the_sup = &s;
 	s.dir = dir;
 	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = -1;
 	s.ready_fd = ready_fd;
@@ -1631,6 +1732,7 @@ out:
 		rmdir(dir);
 	}
 	kbox_loop_destroy(&s.loop);
+	the_sup = NULL;
 	kbox_kspec_destroy(&s.spec);
 	free(s.env);
 	json_decref(s.config);

@@ -22,7 +22,7 @@
 #define KBOX_SUPERVISOR_PROGRAM "kbox-supervisor"
 
 /* The longest request line the supervisor reads (the code of an execution
- * is in it), and the longest reply line a client reads. */
+ * is in it). */
 #define KBOX_CTL_REQUEST_MAX (16 << 20)
 
 /* Run the supervisor of the session in DIR (its session.json says what to

@@ -315,11 +315,14 @@ sys.exit(0 if v[0] == 0 and v[-1] <= 99999 and all(a < b for a, b in zip(v, v[1:
 ' "$SPILL"
 check_rss row15_1e5_messages_kbox_peak_rss_is_under_64_mib 65536
 
+# The supervisor read that flood: its memory came back, all but the
+# replay history (the last 65536 signatures, as jupyter_client keeps) and
+# its shared libraries (~7 MiB).  Idle, it is ~8 MiB (bench/session.py).
 if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
 	n=$((n + 1))
-	echo "ok $n - row15_supervisor_rss_stays_under_8_mib # SKIP AddressSanitizer build: VmRSS $(vmrss "$SPID") KiB, not judged"
+	echo "ok $n - row15_supervisor_rss_after_a_flood_stays_under_24_mib # SKIP AddressSanitizer build: VmRSS $(vmrss "$SPID") KiB, not judged"
 else
-	check row15_supervisor_rss_stays_under_8_mib eval 'r=$(vmrss "$SPID") && [ -n "$r" ] && [ "$r" -lt 8192 ] ||
+	check row15_supervisor_rss_after_a_flood_stays_under_24_mib eval 'r=$(vmrss "$SPID") && [ -n "$r" ] && [ "$r" -lt 24576 ] ||
 		{ why="supervisor VmRSS ${r:-?} KiB"; false; }'
 fi
 
