@@ -542,6 +542,115 @@ check exec_after_a_killed_client_runs_with_state_kept eval 'status_is 0 && stdou
 check killed_client_interrupt_is_logged events kc \
 	'any(e["event"] == "interrupt" and e.get("cause") == "the client of an execution went away" for e in ev)'
 
+# The supervisor owns the kernel's connection: output the kernel prints
+# between executions (a timer an earlier one started) is kept and comes at
+# the start of the next result, marked; status says it waits.
+fresh
+kbox exec -s kc 'import threading; threading.Timer(0.3, lambda: print("late", flush=True)).start()'
+check exec_that_starts_a_timer_prints_nothing_yet eval 'status_is 0 && stdout_empty'
+sleep 1.5
+kbox status -s kc --json
+check status_says_output_is_waiting eval '[ "$(json_field stdout output_waiting)" = 1 ]'
+kbox exec -s kc 'print("now")'
+check output_between_executions_comes_first_marked eval 'status_is 0 && [ "$(cat stdout)" = "[output printed between executions:]
+late
+[end of that output]
+now" ]'
+kbox exec -s kc 'print("again")'
+check output_between_executions_comes_once stdout_is again
+kbox exec -s kc --format json 'import threading; threading.Timer(0.2, lambda: print("later", flush=True)).start()'
+sleep 1
+kbox exec -s kc --format json '1'
+check output_between_executions_is_in_the_json_result "$PY" -c '
+import json
+r = json.load(open("stdout"))
+e = r["earlier_output"]
+assert e["stdout"]["text"] == "later\n" and e["stderr"]["text"] == "", e
+assert r["value"]["text"]["text"] == "1", r
+'
+check json_result_with_earlier_output_matches_the_schema "$PY" -c '
+import json, sys, jsonschema
+jsonschema.validate(json.load(open("stdout")), json.load(open(sys.argv[1])))
+' "$top_srcdir/tests/result.schema.json"
+
+# kbox exec talks to the supervisor only: it maps no libzmq, czmq,
+# libsodium or libcurl (kbox version neither: the same program, no dlopen).
+fresh
+needs kernel
+if [ -z "$SKIPPING" ]; then
+	"$KBOX" exec -s kc 'import time; time.sleep(1.5)' >/dev/null 2>&1 &
+	xp=$!
+	sleep 0.7
+	cp "/proc/$xp/maps" maps 2>/dev/null
+	wait "$xp"
+fi
+check exec_process_maps_no_zmq_sodium_or_curl eval '[ -s maps ] && grep -q libjansson maps &&
+	! grep -Eq "libzmq|libczmq|libsodium|libcurl" maps'
+check kbox_program_needs_no_zmq_sodium_or_curl eval 'ldd "$KBOX" >ldd.out && grep -q libjansson ldd.out &&
+	! grep -Eq "libzmq|libczmq|libsodium|libcurl" ldd.out && ! nm -D "$KBOX" | grep -q " U dlopen"'
+check supervisor_is_the_one_that_links_libkbox eval 'ldd "$top_builddir/kbox-supervisor" | grep -q libzmq'
+
+# Bad requests to the protocol get one error naming the field.
+fresh
+needs kernel
+if [ -z "$SKIPPING" ]; then
+	"$PY" - "$S/kc/control.sock" >stdout 2>stderr <<'PYEOF'
+import json, socket, sys
+def ask(req):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    s.sendall(json.dumps(req).encode() + b"\n")
+    line = s.makefile().readline()
+    s.close()
+    return json.loads(line)
+for req in ({"op": "execute", "code": "1", "format": "xml"},
+            {"op": "execute", "code": "1", "max_output": 3},
+            {"op": "execute", "code": "1", "outputs": "relative/dir"},
+            {"op": "execute"},
+            {"op": "nope"}):
+    r = ask(req)
+    print(r["ok"], r.get("re"), r["kind"], r["error"])
+PYEOF
+	rc=$?
+fi
+check protocol_bad_requests_get_one_error_each eval 'status_is 0 && [ "$(cat stdout)" = "False execute usage \"format\" is one of text, text-live, json, ndjson
+False execute usage \"max_output\" is a number of bytes, at least 64
+False execute usage \"outputs\" is an absolute directory
+False execute usage \"code\" (a string) is required
+False nope usage unknown op \"nope\"" ]'
+
+# kbox run's kernel is a supervisor's too, on a private session that goes
+# when it ends, and ends when kbox run goes away.
+fresh
+needs kernel
+if [ -z "$SKIPPING" ]; then
+	XDG_RUNTIME_DIR=$T timeout -k 5 60 "$KBOX" run -c 'print(6 * 7)' >stdout 2>stderr
+	rc=$?
+fi
+check run_through_a_private_supervisor eval 'status_is 0 && stdout_is 42'
+check run_leaves_no_session_directory eval '[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ]'
+if [ -z "$SKIPPING" ]; then
+	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(60)' >/dev/null 2>&1 &
+	rp=$!
+	for _ in $(seq 100); do
+		runsup=$(cat "$T"/kbox-run-*/supervisor.pid 2>/dev/null)
+		[ -n "$runsup" ] && grep -q '"event":"exec-begin"' "$T"/kbox-run-*/events.ndjson 2>/dev/null && break
+		sleep 0.1
+	done
+	kill -9 "$rp"
+	wait "$rp" 2>/dev/null
+fi
+check run_killed_its_supervisor_stops eval '[ -n "$runsup" ] && gone_or_zombie "$runsup"'
+# no_run_dir: within 5 s no kbox run session directory is left in $T.
+no_run_dir() {
+	for _ in $(seq 50); do
+		[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+check run_killed_its_session_directory_goes no_run_dir
+
 # One execution at a time: a second exec waits its turn, bounded by its -t.
 fresh
 ( "$KBOX" exec -s kc 'import time; time.sleep(4)' >a.out 2>&1; echo $? >a.rc ) &
