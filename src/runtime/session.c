@@ -283,19 +283,14 @@ out:
 
 int kbox_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err)
 {
-	char path[4096], stamp[40];
+	char path[4096], stamp[32];
 	char *line = NULL;
-	struct timespec ts;
-	struct tm tm;
 	int fd, rc = -1;
 	size_t len;
 
 	if (!fields)
 		fields = json_object();
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(stamp, 21, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(stamp + 19, sizeof stamp - 19, ".%03ldZ", ts.tv_nsec / 1000000);
+	kbox__iso8601(kbox__now(), 3, stamp);
 	if (!fields || json_object_set_new(fields, "time", json_string(stamp)) < 0 ||
 	    json_object_set_new(fields, "event", json_string(event)) < 0 ||
 	    !(line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS))) {

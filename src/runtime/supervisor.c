@@ -156,13 +156,6 @@ static void touch(sup_t *s)
 	s->last_activity_wall = kbox__now();
 }
 
-static void iso_time(double t, char *buf, size_t size)
-{
-	time_t sec = (time_t)t;
-	struct tm tm;
-	gmtime_r(&sec, &tm);
-	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
 
 /* "2 s", "1.5 s", "200 ms": durations in messages. */
 static const char *fmt_ms(long long ms, char *buf, size_t size)
@@ -1056,8 +1049,8 @@ static json_t *status_json(sup_t *s)
 	json_t *st;
 	for (job_t *j = s->queue; j; j = j->next)
 		queued++;
-	iso_time(s->started_wall, started, sizeof started);
-	iso_time(s->last_activity_wall, last, sizeof last);
+	kbox__iso8601(s->started_wall, 0, started);
+	kbox__iso8601(s->last_activity_wall, 0, last);
 	st = json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
 	               "s:I, s:I, s:s, s:s, s:I, s:I, s:I}",
 	               "ok", 1, "re", "status", "state", busy ? "busy" : s->ready ? "idle" : "starting", "backend",

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,6 +41,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: descriptor %d is not a socket\n", KBOX_SUPERVISOR_PROGRAM,
 		        ready_fd);
 		return 2;
+	}
+	/* a backstop: whatever a kernel sends, a supervisor that needs more
+	 * than this fails (its session shows as dead, its kernel dies with it,
+	 * the next command says so) and the host is untouched */
+	{
+		struct rlimit r = {KBOX_SUPERVISOR_MAX_DATA, KBOX_SUPERVISOR_MAX_DATA};
+		setrlimit(RLIMIT_DATA, &r);
 	}
 	if (kbox_init() < 0) {
 		fprintf(stderr, "%s: libsodium could not be initialised\n", KBOX_SUPERVISOR_PROGRAM);
