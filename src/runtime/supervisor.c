@@ -9,6 +9,7 @@
  * its stderr. */
 #include "private.h"
 #include "runtime/backend.h"
+#include "runtime/bwrap.h"
 #include "runtime/cgroup.h"
 #include "runtime/session.h"
 #include "runtime/supervisor.h"
@@ -925,7 +926,15 @@ static void report_ready(sup_t *s, json_t *j)
  * kernel ended, pointing at its log. */
 static void start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t size)
 {
-	if (s->sb && !kbox_sandbox_alive(s->sb))
+	kbox_error_t perr = {0};
+	kbox_bwrap_opts_t bo = {0};
+	bo.rootfs = s->sbo.rootfs;
+	/* the kernel never ran because bwrap cannot make a sandbox here (no
+	 * user namespaces, say): bwrap's own words, from a probe */
+	if (s->sb && !kbox_sandbox_alive(s->sb) && strcmp(s->backend, "bwrap") == 0 &&
+	    kbox_bwrap_probe(&bo, &perr) < 0)
+		snprintf(buf, size, "backend bwrap: %s (see kbox doctor)", perr.msg);
+	else if (s->sb && !kbox_sandbox_alive(s->sb))
 		snprintf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
 		         s->log_path);
 	else
