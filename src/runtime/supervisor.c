@@ -84,8 +84,6 @@ struct conn {
 	size_t events_dropped;
 	job_t *job;          /* its job, queued or running, or NULL */
 	const char *pending; /* "restart": answered once the new kernel is ready */
-	bool interrupting;   /* its interrupt_request awaits the kernel's reply */
-	bool close_after;    /* close once OUT is sent (the stop's reply) */
 };
 
 struct sup {
@@ -157,6 +155,23 @@ static void touch(sup_t *s)
 	s->last_activity_wall = kbox__now();
 }
 
+
+/* Cut S (NUL-terminated, possibly cut short by snprintf) back to a whole
+ * UTF-8 character, so that it stays valid JSON text. */
+static void utf8_cut(char *s)
+{
+	size_t n = strlen(s), i = n, need;
+	while (i > 0 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+		i--;
+	if (i == 0)
+		return;
+	need = ((unsigned char)s[i - 1] & 0xe0) == 0xc0   ? 2
+	       : ((unsigned char)s[i - 1] & 0xf0) == 0xe0 ? 3
+	       : ((unsigned char)s[i - 1] & 0xf8) == 0xf0 ? 4
+	                                                  : 1;
+	if (n - (i - 1) < need)
+		s[i - 1] = '\0';
+}
 
 /* "2 s", "1.5 s", "200 ms": durations in messages. */
 static const char *fmt_ms(long long ms, char *buf, size_t size)
@@ -275,6 +290,7 @@ static void reply_error(conn_t *c, const char *re, const char *kind, const char 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	utf8_cut(msg);
 	conn_send(c, json_pack("{s:b, s:s?, s:s, s:s}", "ok", 0, "re", re, "kind", kind, "error", msg),
 	          false);
 }
@@ -298,10 +314,7 @@ static int on_flush(kbox_loop_t *loop, void *arg)
 			conn_close(s, c);
 			continue;
 		}
-		if (!c->out_len && c->close_after)
-			conn_close(s, c);
-		else
-			pending |= c->out_len > 0;
+		pending |= c->out_len > 0;
 	}
 	if (!pending) {
 		kbox_loop_cancel_timer(loop, s->flush_timer);
@@ -480,7 +493,8 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 		         fmt_ms(j->timeout_ms, t, sizeof t));
 		sup_log(s, "interrupt", json_pack("{s:s}", "cause", why));
 	}
-	if (st == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && s->sb && kbox_sandbox_alive(s->sb)) {
+	if (st == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && kbox_exec_interrupted(x) && s->sb &&
+	    kbox_sandbox_alive(s->sb)) {
 		/* the kernel ignored the interrupt: it is killed, and replaced */
 		char t[32], g[32];
 		if (j->abandoned)
@@ -499,8 +513,13 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 			snprintf(cause, sizeof cause, "%s", kbox_sandbox_cause(s->sb));
 		else if (s->stopping)
 			snprintf(cause, sizeof cause, "%s", s->stop_cause);
-		else
-			snprintf(cause, sizeof cause, "%s", kbox_exec_reason(x));
+		else {
+			/* the process runs but the kernel is lost to us (it stopped
+			 * answering): it is killed and replaced */
+			snprintf(cause, sizeof cause, "%s, so the kernel was killed",
+			         kbox_exec_reason(x));
+			kill = !s->replacing && s->sb != NULL;
+		}
 	}
 	res = kbox_capture_finish(&j->cap, x);
 	if (res) {
@@ -667,7 +686,6 @@ static int job_begin(sup_t *s, job_t *j)
 		/* what it should know: kept for the next execution if this one
 		 * does not begin */
 		snprintf(j->notice, sizeof j->notice, "%s", s->notice);
-		take_between(s, j);
 		if (j->fmt == FMT_NDJSON || j->fmt == FMT_TEXT_LIVE)
 			kbox_capture_set_event_cb(j->cap, on_event, j);
 		eo.code = json_string_value(json_object_get(req, "code"));
@@ -683,6 +701,7 @@ static int job_begin(sup_t *s, job_t *j)
 		if (!(j->x = kbox_client_execute_begin(s->client, &eo, on_exec_done, j, &err)))
 			goto fail;
 		s->notice[0] = '\0';
+		take_between(s, j);
 		s->executions++;
 		sup_log(s, "exec-begin",
 		        json_pack("{s:I, s:I}", "generation", (json_int_t)j->generation, "code_bytes",
@@ -987,6 +1006,7 @@ static int kernel_replace(sup_t *s, const char *cause, bool requested)
 	int recent = 0;
 
 	snprintf(s->last_cause, sizeof s->last_cause, "%s", cause);
+	utf8_cut(s->last_cause);
 	s->replacing = true;
 	if (s->client)
 		kbox_client_fail_pending(s->client, cause); /* the running job's callback runs */
@@ -994,6 +1014,7 @@ static int kernel_replace(sup_t *s, const char *cause, bool requested)
 	s->replacing = false;
 	snprintf(s->notice, sizeof s->notice,
 	         "kernel restarted: %s; earlier state (variables, imports, loaded data) is lost", cause);
+	utf8_cut(s->notice);
 	sup_log(s, "restart",
 	        json_pack("{s:s, s:I, s:b}", "cause", cause, "generation", (json_int_t)s->generation,
 	                  "requested", requested));
@@ -1224,8 +1245,7 @@ static void handle_interrupt(sup_t *s, conn_t *c)
 		                              REQUEST_TIMEOUT_MS, on_interrupt_reply, id, &err) < 0) {
 			free(id);
 			reply_error(c, "interrupt", "kernel", "interrupt failed: %s", err.msg);
-		} else
-			c->interrupting = true;
+		}
 	}
 }
 
@@ -1241,7 +1261,6 @@ static void on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t 
 			c = s->conns[i];
 	if (!c) /* it went away */
 		return;
-	c->interrupting = false;
 	if (err && err->code) {
 		reply_error(c, "interrupt", "kernel", "interrupt failed: %s", err->msg);
 		return;
@@ -1272,6 +1291,8 @@ static void handle_request(sup_t *s, conn_t *c, json_t *req)
 		const char *why = json_string_value(json_object_get(req, "cause"));
 		char cause[512];
 		snprintf(cause, sizeof cause, "%s", why ? why : "restarted on request (kbox restart)");
+		utf8_cut(cause);
+		touch(s);
 		if (kernel_replace(s, cause, true) < 0) {
 			reply_error(c, "restart", "kernel", "%s", s->stop_cause);
 			s->stopping = true;
@@ -1284,6 +1305,7 @@ static void handle_request(sup_t *s, conn_t *c, json_t *req)
 		const char *why = json_string_value(json_object_get(req, "cause"));
 		snprintf(s->stop_cause, sizeof s->stop_cause, "%s",
 		         why ? why : "stopped on request (kbox stop)");
+		utf8_cut(s->stop_cause);
 		s->stopping = true;
 		s->stop_conn = c;
 		kbox_loop_stop(s->loop);
@@ -1306,7 +1328,7 @@ static void conn_close(sup_t *s, conn_t *c)
 			/* its client went away (killed, Ctrl-C): its code must not
 			 * run on unseen, holding up every later execution */
 			j->abandoned = true;
-			if (kbox_exec_interrupt(j->x, (int)j->grace_ms,
+			if (kbox_exec_interrupt(j->x, j->grace_ms > INT_MAX ? INT_MAX : (int)j->grace_ms,
 			                        "interrupted: its client went away", NULL) == 0)
 				sup_log(s, "interrupt", json_pack("{s:s}", "cause",
 				                                  "the client of an execution went away"));
