@@ -25,8 +25,9 @@ enum {
 typedef struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
-	const char *usage; /* matches the man page SYNOPSIS */
+	const char *usage;   /* matches the man page SYNOPSIS */
 	const char *summary;
+	const char *example; /* one command line, shown by --help */
 } cli_cmd_t;
 
 const cli_cmd_t *cli_find(const char *name);
@@ -35,16 +36,9 @@ const cli_cmd_t *cli_commands(size_t *n);
 /* "kbox CMD: MESSAGE" on stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* After getopt_long returned C ('?' or ':', with opterr = 0 and ":" leading
- * the optstring): one line saying which option was wrong and how. */
-void cli_bad_option(const char *cmd, int c, char **argv);
-
 /* Parse a size: digits with an optional K, M or G suffix (powers of 1024).
  * -1 when S is not one. */
 long long cli_parse_size(const char *s);
-
-/* Print CMD's usage to F. */
-void cli_usage(const cli_cmd_t *cmd, FILE *f);
 
 /* Write LEN bytes of S to F for a terminal: control characters other than
  * \n, \t, \r and \b (ESC above all: escape sequences from the kernel could
@@ -60,6 +54,111 @@ typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
 int cli_parse_format(const char *cmd, const char *arg, format_t *out);
 int cli_parse_max_output(const char *cmd, const char *arg, long long *out);
 int cli_parse_max_lines(const char *cmd, const char *arg, long long *out);
+
+/* ---- options (src/cli/options.c) ----
+ *
+ * A command declares its options in a table, ended by CLI_OPT_END:
+ *
+ *	cli_option_t opts[] = {
+ *	    CLI_OPT_SESSION(&name),
+ *	    CLI_OPT_FLAG(0, "json", &as_json, "print JSON (default: text)"),
+ *	    CLI_OPT_END,
+ *	};
+ *	int n = cli_parse_options("status", opts, argc, argv, &status);
+ *	if (n < 0)
+ *		return status;
+ *
+ * cli_parse_options reads the options from it, handles -h and --help (the
+ * help is made from the same table, with the command's usage and example
+ * from the command table), and says what is wrong with a command line in
+ * one format. */
+
+typedef struct cli_option cli_option_t;
+
+/* A callback: take ARG (NULL for an option without one), the argument of
+ * OPT of command CMD; OPT->value is its target.  EXIT_OK, or another exit
+ * status after one line on standard error. */
+typedef int (*cli_opt_cb_t)(const char *cmd, const cli_option_t *opt, const char *arg);
+
+/* Repeated arguments, in the order given: V (owned, NULL-terminated; its
+ * strings borrowed from argv), freed with cli_strlist_clear. */
+typedef struct {
+	const char **v;
+	size_t n;
+} cli_strlist_t;
+
+typedef enum {
+	CLI_OPT_FLAG,     /* bool *value: set */
+	CLI_OPT_STRING,   /* const char **value: the argument (borrowed; the last one wins) */
+	CLI_OPT_LIST,     /* cli_strlist_t *value: each argument appended */
+	CLI_OPT_CALLBACK, /* cb(cmd, opt, arg), value its own */
+	CLI_OPT_OPERANDS, /* no option: cb(cmd, opt, operand) for each operand, in order */
+} cli_opt_type_t;
+
+typedef enum { CLI_ARG_NONE, CLI_ARG_REQUIRED } cli_arg_t;
+
+struct cli_option {
+	const char *long_name;   /* "session" for --session; "" for OPERANDS; NULL ends the table */
+	char short_name;         /* 's' for -s, or 0 */
+	cli_arg_t arg;
+	const char *placeholder; /* the argument in the help, "NAME"; NULL without one */
+	const char *help;        /* one line: what it does, and the default */
+	cli_opt_type_t type;
+	void *value;             /* where the value goes, as TYPE says */
+	cli_opt_cb_t cb;         /* CLI_OPT_CALLBACK, CLI_OPT_OPERANDS */
+};
+
+#define CLI_OPT_FLAG(s, l, var, h)                                                                 \
+	{.long_name = (l), .short_name = (s), .arg = CLI_ARG_NONE, .help = (h),                      \
+	 .type = CLI_OPT_FLAG, .value = (var)}
+#define CLI_OPT_STRING(s, l, ph, var, h)                                                           \
+	{.long_name = (l), .short_name = (s), .arg = CLI_ARG_REQUIRED, .placeholder = (ph),          \
+	 .help = (h), .type = CLI_OPT_STRING, .value = (var)}
+#define CLI_OPT_LIST(s, l, ph, var, h)                                                             \
+	{.long_name = (l), .short_name = (s), .arg = CLI_ARG_REQUIRED, .placeholder = (ph),          \
+	 .help = (h), .type = CLI_OPT_LIST, .value = (var)}
+/* PH NULL: an option without an argument. */
+#define CLI_OPT_CALLBACK(s, l, ph, fn, data, h)                                                    \
+	{.long_name = (l), .short_name = (s), .arg = (ph) ? CLI_ARG_REQUIRED : CLI_ARG_NONE,         \
+	 .placeholder = (ph), .help = (h), .type = CLI_OPT_CALLBACK, .value = (data), .cb = (fn)}
+#define CLI_OPT_OPERANDS(fn, data)                                                                 \
+	{.long_name = "", .type = CLI_OPT_OPERANDS, .value = (data), .cb = (fn)}
+#define CLI_OPT_END {.long_name = NULL}
+
+/* -s NAME: the option of every command that works on one session. */
+#define CLI_OPT_SESSION(var)                                                                       \
+	CLI_OPT_STRING('s', "session", "NAME", (var),                                              \
+	               "the session (default: $KBOX_SESSION, else \"default\")")
+
+/* Parse ARGV (ARGV[0] the command's name) against OPTS, as getopt_long
+ * would: options and operands in any order, "--" ends the options, -xVALUE
+ * and -xy clusters, --name VALUE and --name=VALUE, a long name abbreviated
+ * to a prefix of one option only.  Each option's value goes to its target
+ * as it comes, so the last of a repeated STRING wins and callbacks run in
+ * command-line order.  Returns the number of operands, moved in order to
+ * ARGV[0..n-1] (ARGV[n] is NULL; none when OPTS has CLI_OPT_OPERANDS), or
+ * -1 when the command is done, *STATUS saying how: EXIT_OK after -h or
+ * --help printed the help on standard output; EXIT_USAGE after one of
+ *   kbox CMD: unknown option --x (see kbox CMD --help)
+ *   kbox CMD: option --x needs an argument (see kbox CMD --help)
+ *   kbox CMD: option --x takes no argument (see kbox CMD --help)
+ * (the option named as given); or what a callback returned. */
+int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char **argv,
+                      int *status);
+
+/* EXIT_OK when N is 0; else EXIT_USAGE after
+ * "kbox CMD: unexpected argument "X" (see kbox CMD --help)". */
+int cli_no_operands(const char *cmd, int n, char **operands);
+
+/* Free the array of L; L is empty again. */
+void cli_strlist_clear(cli_strlist_t *l);
+
+/* Callbacks for the options kbox exec and kbox run share; VALUE is a
+ * long long * (milliseconds; bytes; lines) or a format_t *. */
+int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg);
 
 /* Print one JSON value (taken) compactly on its own line, flushed. */
 void cli_print_json_line(json_t *j);

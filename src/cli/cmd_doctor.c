@@ -7,7 +7,6 @@
 #include "runtime/cgroup.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,43 +58,32 @@ static const char probe_py[] =
 
 int cmd_doctor(int argc, char **argv)
 {
-	static const struct option opts[] = {{"kernel", required_argument, NULL, 'k'},
-	                                     {"rootfs", required_argument, NULL, 'R'},
-	                                     {"json", no_argument, NULL, 'j'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
-	report_t r = {json_array(), false};
-	const char *kernel = "python3";
+	report_t r = {NULL, false};
+	const char *kernel = "python3", *rootfs_arg = NULL;
+	cli_option_t opts[] = {
+	    CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
+	                   "the kernelspec to check (default: python3)"),
+	    CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
+	                   "take the sandbox's system files from DIR (default: the host's)"),
+	    CLI_OPT_FLAG('j', "json", &r.as_json,
+	                 "print the result as one JSON object (default: a line a check)"),
+	    CLI_OPT_END};
 	char *rootfs = NULL, *bwrap = NULL, buf[4096], line[256];
 	kbox_bwrap_opts_t bo = {0};
 	kbox_error_t err = {0};
 	bool isolates = false, sandbox_ok = false, kernel_ok = false;
 	unsigned enforced = 0;
-	int c, status = EXIT_OK;
+	int status, n = cli_parse_options("doctor", opts, argc, argv, &status);
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":k:jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k': kernel = optarg; break;
-		case 'R':
-			free(rootfs);
-			if (!(rootfs = realpath(optarg, NULL))) {
-				cli_error("doctor", "invalid --rootfs \"%s\": %s", optarg, strerror(errno));
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'j': r.as_json = true; break;
-		case 'h': cli_usage(cli_find("doctor"), stdout); goto out;
-		default: cli_bad_option("doctor", c, argv); status = EXIT_USAGE; goto out;
-		}
+	if (n < 0)
+		return status;
+	if ((status = cli_no_operands("doctor", n, argv)) != EXIT_OK)
+		return status;
+	if (rootfs_arg && !(rootfs = realpath(rootfs_arg, NULL))) {
+		cli_error("doctor", "invalid --rootfs \"%s\": %s", rootfs_arg, strerror(errno));
+		return EXIT_USAGE;
 	}
-	if (optind < argc) {
-		cli_error("doctor", "unexpected argument \"%s\" (see kbox doctor --help)", argv[optind]);
-		status = EXIT_USAGE;
-		goto out;
-	}
+	r.checks = json_array();
 	bo.rootfs = rootfs;
 
 	/* bubblewrap */
@@ -296,7 +284,6 @@ int cmd_doctor(int argc, char **argv)
 		       "start will refuse it, and --backend none runs kernels unsandboxed\n");
 	if (!isolates || !kernel_ok)
 		status = EXIT_UNAVAILABLE;
-out:
 	json_decref(r.checks);
 	free(rootfs);
 	free(bwrap);

@@ -10,7 +10,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,84 +169,46 @@ static int connect_session(const char *dir, const char *name, bool no_start, int
 
 int cmd_exec(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"session", required_argument, NULL, 's'}, {"timeout", required_argument, NULL, 't'},
-	    {"format", required_argument, NULL, 'F'},  {"outputs", required_argument, NULL, 'o'},
-	    {"max-output", required_argument, NULL, 'M'}, {"max-lines", required_argument, NULL, 'L'},
-	    {"input", required_argument, NULL, 'i'},   {"file", required_argument, NULL, 'f'},
-	    {"grace", required_argument, NULL, 'g'},   {"no-start", no_argument, NULL, 'N'},
-	    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	const char *name = NULL, *outputs = NULL, *file = NULL;
-	const char **inputs = NULL;
-	size_t n_inputs = 0;
-	cli_exec_t e = {0};
+	cli_strlist_t inputs = {0};
+	cli_exec_t e = {.grace_ms = 5000};
 	cli_exec_result_t r;
 	bool no_start = false;
+	cli_option_t opts[] = {
+	    CLI_OPT_SESSION(&name),
+	    CLI_OPT_CALLBACK('t', "timeout", "TIMEOUT", cli_opt_timeout, &e.timeout_ms,
+	                     "interrupt the code after TIMEOUT, e.g. 30 or 2m (default: 0, no limit)"),
+	    CLI_OPT_CALLBACK(0, "grace", "DUR", cli_opt_timeout, &e.grace_ms,
+	                     "after a timeout's interrupt, wait DUR before the kill (default: 5s)"),
+	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &e.format,
+	                     "write the result as text, json or ndjson (default: text)"),
+	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
+	                   "write images and long texts into DIR (default: the session's outputs)"),
+	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &e.max_bytes,
+	                     "keep at most BYTES of each text, at least 64 (default: 16K)"),
+	    CLI_OPT_CALLBACK(0, "max-lines", "N", cli_opt_max_lines, &e.max_lines,
+	                     "keep at most about N lines of each text, at least 2 (default: 200)"),
+	    CLI_OPT_LIST('i', "input", "LINE", &inputs,
+	                 "answer a request for input with LINE; repeatable (default: none)"),
+	    CLI_OPT_FLAG(0, "no-start", &no_start,
+	                 "fail when the session is not running (default: start it)"),
+	    CLI_OPT_STRING('f', "file", "FILE", &file,
+	                   "run the contents of FILE, - for standard input (default: CODE)"),
+	    CLI_OPT_END};
 	char *code = NULL, *dir = NULL, outbuf[PATH_MAX];
-	int c, fd = -1, status = EXIT_OK;
+	int fd = -1, status, n = cli_parse_options("exec", opts, argc, argv, &status);
 
-	e.grace_ms = 5000;
-	if (!(inputs = calloc((size_t)argc + 1, sizeof *inputs))) {
-		cli_error("exec", "out of memory");
-		return EXIT_UNAVAILABLE;
-	}
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:t:o:i:f:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': name = optarg; break;
-		case 'o': outputs = optarg; break;
-		case 'i': inputs[n_inputs++] = optarg; break;
-		case 'f': file = optarg; break;
-		case 'N': no_start = true; break;
-		case 't':
-		case 'g': {
-			long long v = kbox_parse_duration(optarg);
-			if (v < 0 || v > INT_MAX) {
-				cli_error("exec", "invalid --%s \"%s\": expected seconds or a duration such as "
-				          "30, 0.5, 2m", c == 't' ? "timeout" : "grace", optarg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			*(c == 't' ? &e.timeout_ms : &e.grace_ms) = v;
-			break;
-		}
-		case 'F':
-			if (cli_parse_format("exec", optarg, &e.format) < 0) {
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'M':
-			if (cli_parse_max_output("exec", optarg, &e.max_bytes) < 0) {
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'L':
-			if (cli_parse_max_lines("exec", optarg, &e.max_lines) < 0) {
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'h':
-			cli_usage(cli_find("exec"), stdout);
-			goto out;
-		default:
-			cli_bad_option("exec", c, argv);
-			status = EXIT_USAGE;
-			goto out;
-		}
-	}
+	if (n < 0)
+		goto out;
 	/* the code: one of CODE, -f FILE, - */
-	if ((file ? 1 : 0) + (argc - optind) != 1) {
-		cli_error("exec", (file || optind < argc) ? "give the code once: CODE, -f FILE or -"
+	if ((file ? 1 : 0) + n != 1) {
+		cli_error("exec", (file || n > 0) ? "give the code once: CODE, -f FILE or -"
 		                                          : "no code to run: give CODE, -f FILE or - "
 		                                            "(see kbox exec --help)");
 		status = EXIT_USAGE;
 		goto out;
 	}
-	if (file || strcmp(argv[optind], "-") == 0) {
+	if (file || strcmp(argv[0], "-") == 0) {
 		bool is_stdin = !file || strcmp(file, "-") == 0;
 		FILE *f = is_stdin ? stdin : fopen(file, "r");
 		if (!f || !(code = cli_slurp(f))) {
@@ -260,7 +221,7 @@ int cmd_exec(int argc, char **argv)
 		}
 		if (!is_stdin)
 			fclose(f);
-	} else if (!(code = strdup(argv[optind]))) {
+	} else if (!(code = strdup(argv[0]))) {
 		cli_error("exec", "out of memory");
 		status = EXIT_UNAVAILABLE;
 		goto out;
@@ -273,8 +234,8 @@ int cmd_exec(int argc, char **argv)
 			goto out;
 		}
 		json_decref(probe);
-		for (size_t i = 0; i < n_inputs; i++) {
-			if (!(probe = json_string(inputs[i]))) {
+		for (size_t i = 0; i < inputs.n; i++) {
+			if (!(probe = json_string(inputs.v[i]))) {
 				cli_error("exec", "--input line %zu is not valid UTF-8", i + 1);
 				status = EXIT_USAGE;
 				goto out;
@@ -299,15 +260,15 @@ int cmd_exec(int argc, char **argv)
 	if ((fd = connect_session(dir, name, no_start, &status)) < 0)
 		goto out;
 	e.code = code;
-	e.inputs = inputs;
-	e.n_inputs = n_inputs;
-	e.has_inputs = n_inputs > 0;
+	e.inputs = inputs.v;
+	e.n_inputs = inputs.n;
+	e.has_inputs = inputs.n > 0;
 	status = cli_exec_on("exec", fd, name, &e, &r);
 out:
 	if (fd >= 0)
 		close(fd);
 	free(dir);
 	free(code);
-	free(inputs);
+	cli_strlist_clear(&inputs);
 	return status;
 }

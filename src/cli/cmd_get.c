@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,28 +13,19 @@
 
 int cmd_get(int argc, char **argv)
 {
-	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
 	const char *name = NULL, *src, *host;
-	int c, status = EXIT_OK, in = -1, ws = -1, out = -1;
+	int status, n, in = -1, ws = -1, out = -1;
 	char *dir = NULL, *srccopy = NULL, *hostpath = NULL;
 	struct stat st;
+	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': name = optarg; break;
-		case 'h': cli_usage(cli_find("get"), stdout); return EXIT_OK;
-		default: cli_bad_option("get", c, argv); return EXIT_USAGE;
-		}
-	}
-	if (argc - optind < 1 || argc - optind > 2) {
+	if ((n = cli_parse_options("get", opts, argc, argv, &status)) < 0)
+		return status;
+	if (n < 1 || n > 2) {
 		cli_error("get", "expected SRC [HOSTPATH] (see kbox get --help)");
 		return EXIT_USAGE;
 	}
-	src = argv[optind];
+	src = argv[0];
 	name = cli_session_name(name);
 	if ((status = cli_check_session("get", name)) != EXIT_OK)
 		return status;
@@ -65,7 +55,7 @@ int cmd_get(int argc, char **argv)
 	}
 	fcntl(in, F_SETFL, 0);
 	srccopy = strdup(src);
-	host = argc - optind == 2 ? argv[optind + 1] : basename(srccopy);
+	host = n == 2 ? argv[1] : basename(srccopy);
 	if (strcmp(host, "-") == 0)
 		out = dup(STDOUT_FILENO);
 	else {

@@ -8,23 +8,22 @@
 
 int cmd_help(int argc, char **argv)
 {
+	cli_option_t opts[] = {CLI_OPT_END};
 	const cli_cmd_t *cmd = NULL;
 	char page[64];
 	pid_t pid;
-	int st;
+	int st, status, n = cli_parse_options("help", opts, argc, argv, &status);
 
-	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		cli_usage(cli_find("help"), stdout);
-		return EXIT_OK;
-	}
-	if (argc > 2) {
+	if (n < 0)
+		return status;
+	if (n > 1) {
 		cli_error("help", "too many arguments");
 		return EXIT_USAGE;
 	}
-	if (argc == 2) {
-		cmd = cli_find(argv[1]);
+	if (n == 1) {
+		cmd = cli_find(argv[0]);
 		if (!cmd) {
-			cli_error("help", "no command \"%s\" (see kbox --help)", argv[1]);
+			cli_error("help", "no command \"%s\" (see kbox --help)", argv[0]);
 			return EXIT_USAGE;
 		}
 		snprintf(page, sizeof page, "kbox-%s", cmd->name);
@@ -39,10 +38,12 @@ int cmd_help(int argc, char **argv)
 	}
 	if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return EXIT_OK;
-	/* no man(1) or no installed page: the usage is the next best thing */
-	if (cmd)
-		cli_usage(cmd, stdout);
-	else
-		execl("/proc/self/exe", "kbox", "--help", (char *)NULL);
+	/* no man(1) or no installed page: the command's own help is the next
+	 * best thing (its usage, options and example, from its table) */
+	if (cmd) {
+		char *help_argv[] = {(char *)cmd->name, "--help", NULL};
+		return cmd->fn(2, help_argv);
+	}
+	execl("/proc/self/exe", "kbox", "--help", (char *)NULL);
 	return EXIT_OK;
 }

@@ -2,31 +2,23 @@
 #include "config.h"
 #include "cli.h"
 
-#include <getopt.h>
 #include <string.h>
 
 int cmd_kernelspecs(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	bool as_json = false;
+	cli_option_t opts[] = {
+	    CLI_OPT_FLAG('j', "json", &as_json,
+	                 "print them as one JSON object (default: a line each, tab-separated)"),
+	    CLI_OPT_END};
 	char **list;
 	json_t *out;
-	int c;
+	int status, n = cli_parse_options("kernelspecs", opts, argc, argv, &status);
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j': as_json = true; break;
-		case 'h': cli_usage(cli_find("kernelspecs"), stdout); return EXIT_OK;
-		default: cli_bad_option("kernelspecs", c, argv); return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		cli_error("kernelspecs", "unexpected argument \"%s\"", argv[optind]);
-		return EXIT_USAGE;
-	}
+	if (n < 0)
+		return status;
+	if ((status = cli_no_operands("kernelspecs", n, argv)) != EXIT_OK)
+		return status;
 	list = kbox_kspec_list();
 	out = json_object();
 	for (char **p = list; p && *p; p++) {

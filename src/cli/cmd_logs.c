@@ -3,7 +3,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -48,33 +47,24 @@ static void print_event(const char *line, bool as_json)
 
 int cmd_logs(int argc, char **argv)
 {
-	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
-	                                     {"follow", no_argument, NULL, 'f'},
-	                                     {"json", no_argument, NULL, 'j'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
 	const char *name = NULL;
 	bool follow = false, as_json = false;
-	int c, status = EXIT_OK;
+	cli_option_t opts[] = {
+	    CLI_OPT_SESSION(&name),
+	    CLI_OPT_FLAG('f', "follow", &follow,
+	                 "after the last event, wait for more (default: stop there)"),
+	    CLI_OPT_FLAG(0, "json", &as_json,
+	                 "print each event as logged, JSON on a line (default: readable lines)"),
+	    CLI_OPT_END};
+	int status, nargs = cli_parse_options("logs", opts, argc, argv, &status);
 	char *dir, path[4200], *line = NULL;
 	size_t cap = 0;
 	FILE *f;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:fh", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': name = optarg; break;
-		case 'f': follow = true; break;
-		case 'j': as_json = true; break;
-		case 'h': cli_usage(cli_find("logs"), stdout); return EXIT_OK;
-		default: cli_bad_option("logs", c, argv); return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		cli_error("logs", "unexpected argument \"%s\" (see kbox logs --help)", argv[optind]);
-		return EXIT_USAGE;
-	}
+	if (nargs < 0)
+		return status;
+	if ((status = cli_no_operands("logs", nargs, argv)) != EXIT_OK)
+		return status;
 	name = cli_session_name(name);
 	if ((status = cli_check_session("logs", name)) != EXIT_OK)
 		return status;

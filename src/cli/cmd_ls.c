@@ -2,7 +2,6 @@
 #include "config.h"
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,33 +57,22 @@ json_t *cli_session_info(const char *home, const char *name)
 
 int cmd_ls(int argc, char **argv)
 {
-	static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
 	bool as_json = false;
-	int c, status = EXIT_OK;
+	cli_option_t opts[] = {
+	    CLI_OPT_FLAG(0, "json", &as_json, "print them as a JSON array (default: a table)"),
+	    CLI_OPT_END};
+	int status;
 	kbox_error_t err = {0};
 	char *home = NULL, **names = NULL;
 	size_t n = 0;
-	json_t *all = json_array();
+	json_t *all = NULL;
+	int nargs = cli_parse_options("ls", opts, argc, argv, &status);
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j': as_json = true; break;
-		case 'h': cli_usage(cli_find("ls"), stdout); goto out;
-		default:
-			cli_bad_option("ls", c, argv);
-			status = EXIT_USAGE;
-			goto out;
-		}
-	}
-	if (optind < argc) {
-		cli_error("ls", "unexpected argument \"%s\"", argv[optind]);
-		status = EXIT_USAGE;
-		goto out;
-	}
+	if (nargs < 0)
+		return status;
+	if ((status = cli_no_operands("ls", nargs, argv)) != EXIT_OK)
+		return status;
+	all = json_array();
 	if (!(home = kbox_state_home(&err)) || !(names = kbox_session_list(home, &n, &err))) {
 		cli_error("ls", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;

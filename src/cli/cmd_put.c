@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,28 +33,19 @@ int cli_copy_fd(int in, int out)
 
 int cmd_put(int argc, char **argv)
 {
-	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
 	const char *name = NULL, *host, *dest;
-	int c, status = EXIT_OK, in = -1, ws = -1, parent = -1, out = -1;
+	int status, n, in = -1, ws = -1, parent = -1, out = -1;
 	char *dir = NULL, *hostcopy = NULL, *target = NULL, tmp[64] = "";
 	struct stat st;
+	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': name = optarg; break;
-		case 'h': cli_usage(cli_find("put"), stdout); return EXIT_OK;
-		default: cli_bad_option("put", c, argv); return EXIT_USAGE;
-		}
-	}
-	if (argc - optind < 1 || argc - optind > 2) {
+	if ((n = cli_parse_options("put", opts, argc, argv, &status)) < 0)
+		return status;
+	if (n < 1 || n > 2) {
 		cli_error("put", "expected HOSTPATH [DEST] (see kbox put --help)");
 		return EXIT_USAGE;
 	}
-	host = argv[optind];
+	host = argv[0];
 	name = cli_session_name(name);
 	if ((status = cli_check_session("put", name)) != EXIT_OK)
 		return status;
@@ -72,7 +62,7 @@ int cmd_put(int argc, char **argv)
 	}
 	fcntl(in, F_SETFL, 0);
 	hostcopy = strdup(host);
-	dest = argc - optind == 2 ? argv[optind + 1] : basename(hostcopy);
+	dest = n == 2 ? argv[1] : basename(hostcopy);
 	if (cli_ws_check("put", dest) < 0) {
 		status = EXIT_USAGE;
 		goto out;

@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +18,7 @@
 
 typedef struct {
 	char *code;   /* owned */
-	char *source; /* "-c", a file name or "-" (borrowed from argv) */
+	const char *source; /* "-c", a file name or "-" (borrowed from argv) */
 } cell_t;
 
 /* A private session directory for this run under $XDG_RUNTIME_DIR or
@@ -39,124 +38,112 @@ static int make_run_dir(char *buf, size_t size)
 	return 0;
 }
 
+/* The cells, in command-line order: -c CODE and FILE operands. */
+typedef struct {
+	cell_t *v; /* room for one per argument */
+	size_t n;
+	bool used_stdin;
+} cells_t;
+
+/* -c CODE: a cell. */
+static int code_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	cells_t *cells = opt->value;
+	cells->v[cells->n].source = "-c";
+	if (!(cells->v[cells->n++].code = strdup(arg))) {
+		cli_error(cmd, "out of memory");
+		return EXIT_UNAVAILABLE;
+	}
+	return EXIT_OK;
+}
+
+/* FILE or -: a cell read from it now. */
+static int file_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	cells_t *cells = opt->value;
+	bool is_stdin = strcmp(arg, "-") == 0;
+	FILE *f;
+
+	if (is_stdin && cells->used_stdin) {
+		cli_error(cmd, "standard input (-) given more than once");
+		return EXIT_USAGE;
+	}
+	cells->used_stdin |= is_stdin;
+	f = is_stdin ? stdin : fopen(arg, "r");
+	cells->v[cells->n].source = arg;
+	if (!f || !(cells->v[cells->n].code = cli_slurp(f))) {
+		cli_error(cmd, "cannot read %s: %s", is_stdin ? "standard input" : arg, strerror(errno));
+		if (f && !is_stdin)
+			fclose(f);
+		return EXIT_USAGE;
+	}
+	if (!is_stdin)
+		fclose(f);
+	cells->n++;
+	return EXIT_OK;
+}
+
+/* --backend bwrap|none, into the const char * at VALUE. */
+static int backend_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	if (strcmp(arg, "bwrap") != 0 && strcmp(arg, "none") != 0) {
+		cli_error(cmd, "unknown backend \"%s\" (kbox run has: bwrap, none)", arg);
+		return EXIT_USAGE;
+	}
+	*(const char **)opt->value = arg;
+	return EXIT_OK;
+}
+
 int cmd_run(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"kernel", required_argument, NULL, 'k'}, {"cwd", required_argument, NULL, 'C'},
-	    {"timeout", required_argument, NULL, 't'}, {"outputs", required_argument, NULL, 'o'},
-	    {"input", required_argument, NULL, 'i'},  {"code", required_argument, NULL, 'c'},
-	    {"format", required_argument, NULL, 'F'}, {"max-output", required_argument, NULL, 'M'},
-	    {"max-lines", required_argument, NULL, 'L'}, {"backend", required_argument, NULL, 'b'},
-	    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
-	const cli_cmd_t *self = cli_find("run");
 	const char *kernel = getenv("KBOX_KERNEL"), *cwd = NULL, *outputs = NULL;
 	const char *backend = KBOX_BACKEND_DEFAULT;
 	char rundir[PATH_MAX] = "", outbuf[PATH_MAX];
 	int fd = -1;
-	const char **inputs = NULL;
-	size_t n_inputs = 0, n_cells = 0, used_inputs = 0;
-	cell_t *cells = NULL;
+	cli_strlist_t inputs = {0};
+	size_t used_inputs = 0;
+	cells_t cells = {0};
 	long long timeout_ms = 0;
-	int c, status = EXIT_OK;
+	int status = EXIT_OK;
 	kbox_kspec_t *spec = NULL;
 	kbox_error_t err = {0};
 	char cwdbuf[PATH_MAX], cwdreal[PATH_MAX];
-	bool used_stdin = false;
 	format_t format = FMT_TEXT;
 	long long max_bytes = 0, max_lines = 0;
+	cli_option_t opts[] = {
+	    CLI_OPT_STRING('k', "kernel", "NAME", &kernel,
+	                   "the kernelspec (default: $KBOX_KERNEL, else python3)"),
+	    CLI_OPT_STRING('C', "cwd", "DIR", &cwd,
+	                   "the kernel's working directory (default: the current one)"),
+	    CLI_OPT_CALLBACK(0, "backend", "bwrap|none", backend_cb, &backend,
+	                     "bwrap, a sandbox, or none, unsandboxed (default: bwrap)"),
+	    CLI_OPT_CALLBACK('t', "timeout", "SECONDS", cli_opt_timeout, &timeout_ms,
+	                     "interrupt a cell after SECONDS, e.g. 30 or 2m (default: 0, no limit)"),
+	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
+	                   "write images and long texts into DIR (default: the working directory)"),
+	    CLI_OPT_LIST('i', "input", "LINE", &inputs,
+	                 "answer input requests with LINE, in all cells; repeatable (default: none)"),
+	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
+	                     "write each result as text, json or ndjson (default: text)"),
+	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_bytes,
+	                     "keep at most BYTES of each text, at least 64 (default: 16K)"),
+	    CLI_OPT_CALLBACK(0, "max-lines", "N", cli_opt_max_lines, &max_lines,
+	                     "keep at most about N lines of each text, at least 2 (default: 200)"),
+	    CLI_OPT_CALLBACK('c', "code", "CODE", code_cb, &cells,
+	                     "run CODE as a cell, in order with the FILEs; repeatable"),
+	    CLI_OPT_OPERANDS(file_cb, &cells),
+	    CLI_OPT_END};
 
 	if (!kernel || !*kernel)
 		kernel = "python3";
-	inputs = calloc((size_t)argc + 1, sizeof *inputs);
-	cells = calloc((size_t)argc + 1, sizeof *cells);
-	if (!inputs || !cells) {
+	if (!(cells.v = calloc((size_t)argc + 1, sizeof *cells.v))) {
 		cli_error("run", "out of memory");
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "-:k:C:t:o:i:c:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k': kernel = optarg; break;
-		case 'C': cwd = optarg; break;
-		case 'b':
-			if (strcmp(optarg, "bwrap") != 0 && strcmp(optarg, "none") != 0) {
-				cli_error("run", "unknown backend \"%s\" (kbox run has: bwrap, none)", optarg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			backend = optarg;
-			break;
-		case 'o': outputs = optarg; break;
-		case 'i': inputs[n_inputs++] = optarg; break;
-		case 'F':
-			if (cli_parse_format("run", optarg, &format) < 0) {
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'M':
-			if (cli_parse_max_output("run", optarg, &max_bytes) < 0) {
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'L':
-			if (cli_parse_max_lines("run", optarg, &max_lines) < 0) {
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 't':
-			timeout_ms = kbox_parse_duration(optarg);
-			if (timeout_ms < 0 || timeout_ms > INT_MAX) {
-				cli_error("run", "invalid --timeout \"%s\": expected seconds or a duration such "
-				          "as 30, 0.5, 2m", optarg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'c':
-			cells[n_cells].source = "-c";
-			if (!(cells[n_cells++].code = strdup(optarg))) {
-				cli_error("run", "out of memory");
-				status = EXIT_UNAVAILABLE;
-				goto out;
-			}
-			break;
-		case 1: {
-			FILE *f;
-			bool is_stdin = strcmp(optarg, "-") == 0;
-			if (is_stdin && used_stdin) {
-				cli_error("run", "standard input (-) given more than once");
-				status = EXIT_USAGE;
-				goto out;
-			}
-			used_stdin |= is_stdin;
-			f = is_stdin ? stdin : fopen(optarg, "r");
-			cells[n_cells].source = optarg;
-			if (!f || !(cells[n_cells].code = cli_slurp(f))) {
-				cli_error("run", "cannot read %s: %s", is_stdin ? "standard input" : optarg,
-				          strerror(errno));
-				if (f && !is_stdin)
-					fclose(f);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			if (!is_stdin)
-				fclose(f);
-			n_cells++;
-			break;
-		}
-		case 'h': cli_usage(self, stdout); goto out;
-		default:
-			cli_bad_option("run", c, argv);
-			status = EXIT_USAGE;
-			goto out;
-		}
-	}
-	if (n_cells == 0) {
+	if (cli_parse_options("run", opts, argc, argv, &status) < 0)
+		goto out;
+	if (cells.n == 0) {
 		cli_error("run", "no code to run: give -c CODE, a FILE or - (see kbox run --help)");
 		status = EXIT_USAGE;
 		goto out;
@@ -223,11 +210,11 @@ int cmd_run(int argc, char **argv)
 			goto out;
 		}
 	}
-	for (size_t i = 0; i < n_cells && status == EXIT_OK; i++) {
+	for (size_t i = 0; i < cells.n && status == EXIT_OK; i++) {
 		cli_exec_t e = {0};
 		cli_exec_result_t r;
 
-		e.code = cells[i].code;
+		e.code = cells.v[i].code;
 		e.timeout_ms = timeout_ms;
 		e.grace_ms = 5000;
 		e.max_bytes = max_bytes;
@@ -235,19 +222,19 @@ int cmd_run(int argc, char **argv)
 		e.outputs = outbuf;
 		e.format = format;
 		e.no_prefix = true;
-		if (n_inputs) { /* the lines answer input() across cells */
+		if (inputs.n) { /* the lines answer input() across cells */
 			e.has_inputs = true;
-			e.inputs = inputs + used_inputs;
-			e.n_inputs = n_inputs - used_inputs;
+			e.inputs = inputs.v + used_inputs;
+			e.n_inputs = inputs.n - used_inputs;
 		}
 		status = cli_exec_on("run", fd, "run", &e, &r);
 		used_inputs += r.inputs_used;
-		if (used_inputs > n_inputs)
-			used_inputs = n_inputs;
+		if (used_inputs > inputs.n)
+			used_inputs = inputs.n;
 		if (status == EXIT_TIMEOUT || (status == EXIT_CODE_ERROR && r.reason[0]))
-			cli_error("run", "cell %zu (%s): %s", i + 1, cells[i].source, r.reason);
+			cli_error("run", "cell %zu (%s): %s", i + 1, cells.v[i].source, r.reason);
 		else if (status == EXIT_DIED)
-			cli_error("run", "cell %zu (%s): %s; its state is lost", i + 1, cells[i].source,
+			cli_error("run", "cell %zu (%s): %s; its state is lost", i + 1, cells.v[i].source,
 			          r.reason);
 	}
 	fflush(stdout);
@@ -262,9 +249,9 @@ out:
 		rmdir(rundir); /* when the supervisor never started */
 	}
 	kbox_kspec_destroy(&spec);
-	for (size_t i = 0; cells && i < n_cells; i++)
-		free(cells[i].code);
-	free(cells);
-	free(inputs);
+	for (size_t i = 0; i < cells.n; i++)
+		free(cells.v[i].code);
+	free(cells.v);
+	cli_strlist_clear(&inputs);
 	return status;
 }

@@ -3,7 +3,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -23,119 +22,133 @@ static bool valid_env(const char *kv)
 	return true;
 }
 
+/* -e K=V: appended to the JSON array at VALUE. */
+static int env_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	if (!valid_env(arg)) {
+		cli_error(cmd, "invalid --env \"%s\": expected NAME=VALUE", arg);
+		return EXIT_USAGE;
+	}
+	json_array_append_new(opt->value, json_string(arg));
+	return EXIT_OK;
+}
+
+/* --ttl DUR, into the long long at VALUE (ms). */
+static int ttl_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	long long v = kbox_parse_duration(arg);
+	if (v < 0) {
+		cli_error(cmd, "invalid --ttl \"%s\": expected a duration such as 90s, 30m, 2h or 0 "
+		          "for never", arg);
+		return EXIT_USAGE;
+	}
+	*(long long *)opt->value = v;
+	return EXIT_OK;
+}
+
+/* --memory, --tmp-size, --file-size: at least 1M, into the long long at VALUE. */
+static int size_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	long long v = cli_parse_size(arg);
+	if (v < 1024 * 1024) {
+		cli_error(cmd, "invalid --%s \"%s\": expected a size of at least 1M (e.g. %s)",
+		          opt->long_name, arg,
+		          strcmp(opt->long_name, "memory") == 0 ? "512M, 2G" : "256M, 4G");
+		return EXIT_USAGE;
+	}
+	*(long long *)opt->value = v;
+	return EXIT_OK;
+}
+
+/* --cpus N, into the double at VALUE. */
+static int cpus_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	char *end;
+	double v;
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !isfinite(v) || v <= 0 || v > 1024) {
+		cli_error(cmd, "invalid --cpus \"%s\": expected a number of CPUs above 0 and at most "
+		          "1024 (e.g. 1 or 0.5)", arg);
+		return EXIT_USAGE;
+	}
+	*(double *)opt->value = v;
+	return EXIT_OK;
+}
+
+/* --pids N, into the long long at VALUE. */
+static int pids_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	long long v = cli_parse_size(arg);
+	if (v < 1 || strpbrk(arg, "kKmMgG") || v > 4194304) {
+		cli_error(cmd, "invalid --pids \"%s\": expected a number of processes from 1 to "
+		          "4194304", arg);
+		return EXIT_USAGE;
+	}
+	*(long long *)opt->value = v;
+	return EXIT_OK;
+}
+
+/* The real path of --rootfs ARG, a directory with a usr directory (malloc'd),
+ * or NULL (printed). */
+static char *rootfs_path(const char *arg)
+{
+	char usr[PATH_MAX + 8], *rootfs = realpath(arg, NULL);
+	struct stat st;
+	if (!rootfs) {
+		cli_error("start", "invalid --rootfs \"%s\": %s", arg, strerror(errno));
+		return NULL;
+	}
+	snprintf(usr, sizeof usr, "%s/usr", rootfs);
+	if (stat(usr, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		cli_error("start", "invalid --rootfs \"%s\": a root filesystem has a usr directory, "
+		          "and %s is none", arg, usr);
+		free(rootfs);
+		return NULL;
+	}
+	return rootfs;
+}
+
 int cmd_start(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"session", required_argument, NULL, 's'}, {"kernel", required_argument, NULL, 'k'},
-	    {"backend", required_argument, NULL, 'b'}, {"ttl", required_argument, NULL, 'T'},
-	    {"memory", required_argument, NULL, 'm'},  {"cpus", required_argument, NULL, 'c'},
-	    {"pids", required_argument, NULL, 'p'},    {"env", required_argument, NULL, 'e'},
-	    {"rootfs", required_argument, NULL, 'R'},  {"tmp-size", required_argument, NULL, 'S'},
-	    {"file-size", required_argument, NULL, 'F'}, {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0}};
-	const char *name = NULL, *kernel = NULL, *backend = NULL;
+	const char *name = NULL, *kernel = NULL, *backend = NULL, *rootfs_arg = NULL;
 	char *rootfs = NULL;
 	long long ttl = -1, memory = -1, pids = -1, tmp_size = -1, file_size = -1;
 	double cpus = -1;
 	json_t *env = json_array(), *config = NULL;
+	cli_option_t opts[] = {
+	    CLI_OPT_SESSION(&name),
+	    CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
+	                   "the kernelspec (default: the session's, else python3)"),
+	    CLI_OPT_STRING('b', "backend", "B", &backend,
+	                   "bwrap or none, unsandboxed (default: the session's, else bwrap)"),
+	    CLI_OPT_CALLBACK(0, "ttl", "DUR", ttl_cb, &ttl,
+	                     "stop after DUR idle, 0 never (default: the session's, else 30m)"),
+	    CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &memory,
+	                     "limit the kernel's memory (default: the session's, else 2G)"),
+	    CLI_OPT_CALLBACK(0, "cpus", "N", cpus_cb, &cpus,
+	                     "limit it to N CPUs, such as 0.5 (default: the session's, else none)"),
+	    CLI_OPT_CALLBACK(0, "pids", "N", pids_cb, &pids,
+	                     "limit its processes and threads (default: the session's, else 1024)"),
+	    CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", size_cb, &tmp_size,
+	                     "size of /tmp and /dev/shm (default: the session's, else 512M)"),
+	    CLI_OPT_CALLBACK(0, "file-size", "SIZE", size_cb, &file_size,
+	                     "largest file it may write (default: the session's, else 4G)"),
+	    CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
+	                   "the sandbox's system files (default: the session's, else the host's)"),
+	    CLI_OPT_CALLBACK('e', "env", "K=V", env_cb, env,
+	                     "set K to V in its environment; repeatable (default: the session's)"),
+	    CLI_OPT_END};
 	char *dir = NULL;
-	int c, status = EXIT_OK;
+	int status, n;
 	kbox_error_t err = {0};
 	bool started = false, is_new = false;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:k:b:e:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': name = optarg; break;
-		case 'k': kernel = optarg; break;
-		case 'b': backend = optarg; break;
-		case 'T':
-			if ((ttl = kbox_parse_duration(optarg)) < 0) {
-				cli_error("start", "invalid --ttl \"%s\": expected a duration such as 90s, "
-				          "30m, 2h or 0 for never", optarg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'm':
-			if ((memory = cli_parse_size(optarg)) < 1024 * 1024) {
-				cli_error("start", "invalid --memory \"%s\": expected a size of at least 1M "
-				          "(e.g. 512M, 2G)", optarg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'c': {
-			char *end;
-			errno = 0;
-			cpus = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !isfinite(cpus) || cpus <= 0 || cpus > 1024) {
-				cli_error("start", "invalid --cpus \"%s\": expected a number of CPUs above 0 "
-				          "and at most 1024 (e.g. 1 or 0.5)", optarg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		}
-		case 'p':
-			pids = cli_parse_size(optarg);
-			if (pids < 1 || strpbrk(optarg, "kKmMgG") || pids > 4194304) {
-				cli_error("start", "invalid --pids \"%s\": expected a number of processes "
-				          "from 1 to 4194304", optarg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'R': {
-			char usr[PATH_MAX + 8];
-			struct stat st;
-			free(rootfs);
-			if (!(rootfs = realpath(optarg, NULL))) {
-				cli_error("start", "invalid --rootfs \"%s\": %s", optarg, strerror(errno));
-				status = EXIT_USAGE;
-				goto out;
-			}
-			snprintf(usr, sizeof usr, "%s/usr", rootfs);
-			if (stat(usr, &st) < 0 || !S_ISDIR(st.st_mode)) {
-				cli_error("start", "invalid --rootfs \"%s\": a root filesystem has a usr "
-				          "directory, and %s is none", optarg, usr);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		}
-		case 'S':
-		case 'F': {
-			long long v = cli_parse_size(optarg);
-			if (v < 1024 * 1024) {
-				cli_error("start", "invalid --%s \"%s\": expected a size of at least 1M "
-				          "(e.g. 256M, 4G)", c == 'S' ? "tmp-size" : "file-size", optarg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			*(c == 'S' ? &tmp_size : &file_size) = v;
-			break;
-		}
-		case 'e':
-			if (!valid_env(optarg)) {
-				cli_error("start", "invalid --env \"%s\": expected NAME=VALUE", optarg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			json_array_append_new(env, json_string(optarg));
-			break;
-		case 'h':
-			cli_usage(cli_find("start"), stdout);
-			goto out;
-		default:
-			cli_bad_option("start", c, argv);
-			status = EXIT_USAGE;
-			goto out;
-		}
-	}
-	if (optind < argc) {
-		cli_error("start", "unexpected argument \"%s\" (see kbox start --help)", argv[optind]);
+	if ((n = cli_parse_options("start", opts, argc, argv, &status)) < 0)
+		goto out;
+	if ((status = cli_no_operands("start", n, argv)) != EXIT_OK)
+		goto out;
+	if (rootfs_arg && !(rootfs = rootfs_path(rootfs_arg))) {
 		status = EXIT_USAGE;
 		goto out;
 	}

@@ -2,37 +2,26 @@
 #include "config.h"
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 int cmd_status(int argc, char **argv)
 {
-	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
-	                                     {"json", no_argument, NULL, 'j'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
 	const char *name = NULL;
 	bool as_json = false;
-	int c, status = EXIT_OK;
+	cli_option_t opts[] = {
+	    CLI_OPT_SESSION(&name),
+	    CLI_OPT_FLAG(0, "json", &as_json, "print it as a JSON object (default: a line a field)"),
+	    CLI_OPT_END};
+	int status, n = cli_parse_options("status", opts, argc, argv, &status);
 	char *dir = NULL, *home = NULL;
 	json_t *info = NULL;
 	kbox_error_t err = {0};
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': name = optarg; break;
-		case 'j': as_json = true; break;
-		case 'h': cli_usage(cli_find("status"), stdout); return EXIT_OK;
-		default: cli_bad_option("status", c, argv); return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		cli_error("status", "unexpected argument \"%s\"", argv[optind]);
-		return EXIT_USAGE;
-	}
+	if (n < 0)
+		return status;
+	if ((status = cli_no_operands("status", n, argv)) != EXIT_OK)
+		return status;
 	name = cli_session_name(name);
 	if ((status = cli_check_session("status", name)) != EXIT_OK)
 		return status;

@@ -2,7 +2,6 @@
 #include "config.h"
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,30 +34,20 @@ static int stop_one(const char *home, const char *name, bool quiet_if_stopped)
 
 int cmd_stop(int argc, char **argv)
 {
-	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
-	                                     {"all", no_argument, NULL, 'a'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
 	const char *name = NULL;
 	bool all = false;
-	int c, status = EXIT_OK;
+	cli_option_t opts[] = {
+	    CLI_OPT_SESSION(&name),
+	    CLI_OPT_FLAG('a', "all", &all, "stop every session that is running, instead of one"),
+	    CLI_OPT_END};
+	int status, nargs = cli_parse_options("stop", opts, argc, argv, &status);
 	char *home;
 	kbox_error_t err = {0};
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:ah", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': name = optarg; break;
-		case 'a': all = true; break;
-		case 'h': cli_usage(cli_find("stop"), stdout); return EXIT_OK;
-		default: cli_bad_option("stop", c, argv); return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		cli_error("stop", "unexpected argument \"%s\" (see kbox stop --help)", argv[optind]);
-		return EXIT_USAGE;
-	}
+	if (nargs < 0)
+		return status;
+	if ((status = cli_no_operands("stop", nargs, argv)) != EXIT_OK)
+		return status;
 	if (all && name) {
 		cli_error("stop", "give either -s NAME or --all, not both");
 		return EXIT_USAGE;

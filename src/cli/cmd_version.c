@@ -2,18 +2,15 @@
 #include "config.h"
 #include "cli.h"
 
-#include <string.h>
-
 int cmd_version(int argc, char **argv)
 {
-	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		cli_usage(cli_find("version"), stdout);
-		return EXIT_OK;
-	}
-	if (argc > 1) {
-		cli_error("version", "unexpected argument \"%s\"", argv[1]);
-		return EXIT_USAGE;
-	}
+	cli_option_t opts[] = {CLI_OPT_END};
+	int status, n = cli_parse_options("version", opts, argc, argv, &status);
+
+	if (n < 0)
+		return status;
+	if ((status = cli_no_operands("version", n, argv)) != EXIT_OK)
+		return status;
 	printf("kbox %s\n", PACKAGE_VERSION);
 	return EXIT_OK;
 }

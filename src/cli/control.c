@@ -3,34 +3,22 @@
 #include "config.h"
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 int cli_control(const char *cmd, int argc, char **argv, const char *op, int timeout_ms,
                 json_t **reply_p, char **name_p)
 {
-	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
 	const char *name = NULL;
-	int c, status = EXIT_OK;
+	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
+	int status, n = cli_parse_options(cmd, opts, argc, argv, &status);
 	char *dir;
 	kbox_error_t err = {0};
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's': name = optarg; break;
-		case 'h': cli_usage(cli_find(cmd), stdout); return -1;
-		default: cli_bad_option(cmd, c, argv); return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		cli_error(cmd, "unexpected argument \"%s\" (see kbox %s --help)", argv[optind], cmd);
-		return EXIT_USAGE;
-	}
+	if (n < 0)
+		return status == EXIT_OK ? -1 : status;
+	if ((status = cli_no_operands(cmd, n, argv)) != EXIT_OK)
+		return status;
 	name = cli_session_name(name);
 	if (!(dir = cli_running_session(cmd, name, &status)))
 		return status;

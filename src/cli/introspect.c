@@ -4,58 +4,61 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* --cursor N: a character offset, into the long at VALUE. */
+static int cursor_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	char *end;
+	long v;
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < 0 || v > 1 << 26) {
+		cli_error(cmd, "invalid --cursor \"%s\": expected a character offset from 0", arg);
+		return EXIT_USAGE;
+	}
+	*(long *)opt->value = v;
+	return EXIT_OK;
+}
+
+/* --detail 0|1, into the long at VALUE. */
+static int detail_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	if (strcmp(arg, "0") != 0 && strcmp(arg, "1") != 0) {
+		cli_error(cmd, "invalid --detail \"%s\": expected 0 or 1", arg);
+		return EXIT_USAGE;
+	}
+	*(long *)opt->value = arg[0] - '0';
+	return EXIT_OK;
+}
+
 int cli_introspect(const char *cmd, int argc, char **argv)
 {
-	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
-	                                     {"cursor", required_argument, NULL, 'c'},
-	                                     {"detail", required_argument, NULL, 'd'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
 	const char *name = NULL, *code;
 	long cursor = -1, detail = 0;
-	int c, status = EXIT_OK;
 	bool inspect = strcmp(cmd, "inspect") == 0;
+	cli_option_t opts[] = {
+	    CLI_OPT_SESSION(&name),
+	    CLI_OPT_CALLBACK('c', "cursor", "N", cursor_cb, &cursor,
+	                     "the cursor is after the first N characters (default: the end)"),
+	    CLI_OPT_CALLBACK(0, "detail", "0|1", detail_cb, &detail,
+	                     "1 asks for more, such as the source code (default: 0)"),
+	    CLI_OPT_END};
+	int status, n;
 	char *dir = NULL, *stdin_code = NULL;
 	json_t *reply = NULL, *args = NULL;
 	kbox_error_t err = {0};
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:c:h", opts, NULL)) != -1) {
-		char *end;
-		switch (c) {
-		case 's': name = optarg; break;
-		case 'c':
-			errno = 0;
-			cursor = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || cursor < 0 || cursor > 1 << 26) {
-				cli_error(cmd, "invalid --cursor \"%s\": expected a character offset from 0",
-				          optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 'd':
-			if (!inspect || (strcmp(optarg, "0") != 0 && strcmp(optarg, "1") != 0)) {
-				cli_error(cmd, inspect ? "invalid --detail \"%s\": expected 0 or 1"
-				                       : "unknown option --detail (see kbox complete --help)",
-				          optarg);
-				return EXIT_USAGE;
-			}
-			detail = optarg[0] - '0';
-			break;
-		case 'h': cli_usage(cli_find(cmd), stdout); return EXIT_OK;
-		default: cli_bad_option(cmd, c, argv); return EXIT_USAGE;
-		}
-	}
-	if (argc - optind != 1) {
+	if (!inspect) /* --detail is inspect's */
+		opts[2] = (cli_option_t)CLI_OPT_END;
+	if ((n = cli_parse_options(cmd, opts, argc, argv, &status)) < 0)
+		return status;
+	if (n != 1) {
 		cli_error(cmd, "expected the CODE (or - for standard input; see kbox %s --help)", cmd);
 		return EXIT_USAGE;
 	}
-	code = argv[optind];
+	code = argv[0];
 	if (strcmp(code, "-") == 0) {
 		if (!(stdin_code = cli_slurp(stdin))) {
 			cli_error(cmd, "cannot read standard input: %s", strerror(errno));
@@ -64,12 +67,12 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 		code = stdin_code;
 	}
 	{ /* the cursor counts code points */
-		long n = 0;
+		long chars = 0;
 		for (const unsigned char *p = (const unsigned char *)code; *p; p++)
-			n += (*p & 0xC0) != 0x80;
-		if (cursor > n) {
+			chars += (*p & 0xC0) != 0x80;
+		if (cursor > chars) {
 			cli_error(cmd, "--cursor %ld is beyond the end of the code (%ld characters)",
-			          cursor, n);
+			          cursor, chars);
 			status = EXIT_USAGE;
 			goto out;
 		}

@@ -1,53 +1,57 @@
 /* src/cli/main.c — kbox(1): dispatch to one command per file.  A session's
- * supervisor is another program, kbox-supervisor (src/cli/supervise.c). */
+ * supervisor is another program, kbox-supervisor (src/runtime/supervisor_main.c). */
 #include "config.h"
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 
-/* Sorted by name. */
+/* Sorted by name.  Each command's options are in its own file. */
 static const cli_cmd_t commands[] = {
     {"complete", cmd_complete, "kbox complete [-s NAME] [--cursor N] CODE | -",
-     "completions at a cursor, as JSON"},
+     "completions at a cursor, as JSON", "kbox complete -s sales 'df.des'"},
     {"doctor", cmd_doctor, "kbox doctor [-k SPEC] [--rootfs DIR] [--json]",
-     "check what isolation the sandbox gives kernels on this machine"},
+     "check what isolation the sandbox gives kernels on this machine", "kbox doctor --json"},
     {"exec", cmd_exec,
      "kbox exec [-s NAME] [-t TIMEOUT] [--grace DUR] [--format text|json|ndjson] "
      "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--no-start] "
      "(CODE | -f FILE | -)",
-     "run code in a session's kernel (starting the session if needed)"},
+     "run code in a session's kernel (starting the session if needed)",
+     "kbox exec -s sales -t 30 'df.describe()'"},
     {"get", cmd_get, "kbox get [-s NAME] SRC [HOSTPATH | -]",
-     "copy a file out of a session's workspace"},
-    {"help", cmd_help, "kbox help [COMMAND]", "show the manual of a command"},
+     "copy a file out of a session's workspace", "kbox get -s sales report.csv ./report.csv"},
+    {"help", cmd_help, "kbox help [COMMAND]", "show the manual of a command", "kbox help exec"},
     {"inspect", cmd_inspect, "kbox inspect [-s NAME] [--cursor N] [--detail 0|1] CODE | -",
-     "what the kernel knows about the name at a cursor, as JSON"},
+     "what the kernel knows about the name at a cursor, as JSON",
+     "kbox inspect -s sales --detail 1 'df.merge'"},
     {"interrupt", cmd_interrupt, "kbox interrupt [-s NAME]",
-     "interrupt what a session's kernel is running"},
+     "interrupt what a session's kernel is running", "kbox interrupt -s sales"},
     {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--json]",
-     "list the kernelspecs found and where"},
-    {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--json]", "show a session's event log"},
-    {"ls", cmd_ls, "kbox ls [--json]", "list sessions and their state"},
+     "list the kernelspecs found and where", "kbox kernelspecs --json"},
+    {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--json]", "show a session's event log",
+     "kbox logs -s sales -f"},
+    {"ls", cmd_ls, "kbox ls [--json]", "list sessions and their state", "kbox ls --json"},
     {"put", cmd_put, "kbox put [-s NAME] HOSTPATH [DEST]",
-     "copy a host file into a session's workspace"},
+     "copy a host file into a session's workspace", "kbox put -s sales ~/data/sales.csv sales.csv"},
     {"restart", cmd_restart, "kbox restart [-s NAME]",
-     "replace a session's kernel with a new one (state is lost)"},
+     "replace a session's kernel with a new one (state is lost)", "kbox restart -s sales"},
     {"run", cmd_run,
      "kbox run [-k NAME] [-C DIR] [--backend bwrap|none] [-t SECONDS] [-o DIR] [-i LINE]... "
      "[--format FMT] [--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
-     "run cells in one fresh sandboxed kernel, without a session"},
+     "run cells in one fresh sandboxed kernel, without a session",
+     "kbox run -t 60 -c 'import pandas as pd' analysis.py"},
     {"start", cmd_start,
      "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DUR] [--memory SIZE] [--cpus N] "
      "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [-e K=V]...",
-     "start a session: a supervisor and its kernel"},
-    {"status", cmd_status, "kbox status [-s NAME] [--json]", "show one session in detail"},
+     "start a session: a supervisor and its kernel", "kbox start -s sales --memory 4G --ttl 2h"},
+    {"status", cmd_status, "kbox status [-s NAME] [--json]", "show one session in detail",
+     "kbox status -s sales --json"},
     {"stop", cmd_stop, "kbox stop [-s NAME | --all]",
-     "stop a session's kernel and supervisor (its files stay)"},
-    {"version", cmd_version, "kbox version", "print the version"},
+     "stop a session's kernel and supervisor (its files stay)", "kbox stop --all"},
+    {"version", cmd_version, "kbox version", "print the version", "kbox version"},
 };
 
 const cli_cmd_t *cli_commands(size_t *n)
@@ -72,18 +76,6 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-}
-
-void cli_bad_option(const char *cmd, int c, char **argv)
-{
-	char shortopt[3] = {'-', (char)optopt, '\0'};
-	const char *arg = argv[optind - 1];
-	/* a long option reports its internal letter in optopt: name it as given */
-	const char *opt = optopt && strncmp(arg, "--", 2) != 0 ? shortopt : arg;
-	if (c == ':')
-		cli_error(cmd, "option %s needs an argument (see kbox %s --help)", opt, cmd);
-	else
-		cli_error(cmd, "unknown option %s (see kbox %s --help)", opt, cmd);
 }
 
 long long cli_parse_size(const char *s)
@@ -256,11 +248,6 @@ const char *cli_fmt_secs(double s, char *buf, size_t size)
 	else
 		snprintf(buf, size, "%ldd%02ldh", t / 86400, t / 3600 % 24);
 	return buf;
-}
-
-void cli_usage(const cli_cmd_t *cmd, FILE *f)
-{
-	fprintf(f, "usage: %s\n", cmd->usage);
 }
 
 static void main_usage(FILE *f)

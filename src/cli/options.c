@@ -1,0 +1,275 @@
+/* src/cli/options.c — the options of every command, from its table: the
+ * parser (what getopt_long did, with -h, --help and every complaint in one
+ * place), the help generated from the same table, and the callbacks kbox
+ * exec and kbox run share. */
+#include "config.h"
+#include "cli.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --help and -h: in every table, without being in any. */
+static const cli_option_t help_option = {.long_name = "help",
+                                         .short_name = 'h',
+                                         .arg = CLI_ARG_NONE,
+                                         .help = "show this help and exit"};
+
+static bool is_option(const cli_option_t *o)
+{
+	return o->type != CLI_OPT_OPERANDS;
+}
+
+/* The option --NAME (LEN bytes of it), or a prefix of only one; NULL when
+ * there is none, or more than one. */
+static const cli_option_t *find_long(const cli_option_t *opts, const char *name, size_t len)
+{
+	const cli_option_t *found = NULL;
+	size_t n = 0;
+
+	for (const cli_option_t *o = opts; o->long_name; o++) {
+		if (!is_option(o) || strncmp(o->long_name, name, len) != 0)
+			continue;
+		if (o->long_name[len] == '\0')
+			return o;
+		found = o;
+		n++;
+	}
+	if (strncmp(help_option.long_name, name, len) == 0) {
+		if (help_option.long_name[len] == '\0')
+			return &help_option;
+		found = &help_option;
+		n++;
+	}
+	return n == 1 ? found : NULL;
+}
+
+/* The option whose short name is C, or NULL. */
+static const cli_option_t *find_short(const cli_option_t *opts, char c)
+{
+	if (c == help_option.short_name)
+		return &help_option;
+	for (const cli_option_t *o = opts; o->long_name; o++)
+		if (is_option(o) && o->short_name == c)
+			return o;
+	return NULL;
+}
+
+/* The table's CLI_OPT_OPERANDS entry, or NULL. */
+static const cli_option_t *find_operands(const cli_option_t *opts)
+{
+	for (const cli_option_t *o = opts; o->long_name; o++)
+		if (o->type == CLI_OPT_OPERANDS)
+			return o;
+	return NULL;
+}
+
+typedef enum { UNKNOWN, NEEDS_ARGUMENT, TAKES_NO_ARGUMENT } bad_t;
+
+/* The one line of a bad option, named as given (LEN bytes of AS_GIVEN):
+ * EXIT_USAGE. */
+static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t len)
+{
+	int l = (int)len;
+	switch (why) {
+	case UNKNOWN:
+		cli_error(cmd, "unknown option %.*s (see kbox %s --help)", l, as_given, cmd);
+		break;
+	case NEEDS_ARGUMENT:
+		cli_error(cmd, "option %.*s needs an argument (see kbox %s --help)", l, as_given, cmd);
+		break;
+	case TAKES_NO_ARGUMENT:
+		cli_error(cmd, "option %.*s takes no argument (see kbox %s --help)", l, as_given, cmd);
+		break;
+	}
+	return EXIT_USAGE;
+}
+
+/* Give O its value ARG (NULL without an argument).  An exit status. */
+static int take(const char *cmd, const cli_option_t *o, const char *arg)
+{
+	switch (o->type) {
+	case CLI_OPT_FLAG:
+		*(bool *)o->value = true;
+		return EXIT_OK;
+	case CLI_OPT_STRING:
+		*(const char **)o->value = arg;
+		return EXIT_OK;
+	case CLI_OPT_LIST: {
+		cli_strlist_t *l = o->value;
+		const char **v = realloc(l->v, (l->n + 2) * sizeof *v);
+		if (!v) {
+			cli_error(cmd, "out of memory");
+			return EXIT_UNAVAILABLE;
+		}
+		v[l->n++] = arg;
+		v[l->n] = NULL;
+		l->v = v;
+		return EXIT_OK;
+	}
+	case CLI_OPT_CALLBACK:
+	case CLI_OPT_OPERANDS:
+		return o->cb(cmd, o, arg);
+	}
+	return EXIT_OK;
+}
+
+/* "-s, --session NAME" for O into BUF. */
+static const char *option_label(const cli_option_t *o, char *buf, size_t size)
+{
+	char s[8] = "    ";
+	if (o->short_name)
+		snprintf(s, sizeof s, "-%c, ", o->short_name);
+	snprintf(buf, size, "%s--%s%s%s", s, o->long_name, o->placeholder ? " " : "",
+	         o->placeholder ? o->placeholder : "");
+	return buf;
+}
+
+#define HELP_LABEL_MAX 28 /* a longer label has its line of help below it */
+
+static int label_width(const cli_option_t *o)
+{
+	char label[128];
+	return (int)strlen(option_label(o, label, sizeof label));
+}
+
+/* One option's line(s) of help, the help in a column WIDTH from the label. */
+static void help_row(FILE *f, const cli_option_t *o, int width)
+{
+	char label[128];
+	option_label(o, label, sizeof label);
+	if ((int)strlen(label) > width)
+		fprintf(f, "  %s\n  %-*s  %s\n", label, width, "", o->help);
+	else
+		fprintf(f, "  %-*s  %s\n", width, label, o->help);
+}
+
+/* The help of CMD: its usage, each option of OPTS and -h with its line, and
+ * its example. */
+static void print_help(const cli_cmd_t *cmd, const cli_option_t *opts, FILE *f)
+{
+	int width = label_width(&help_option);
+
+	for (const cli_option_t *o = opts; o && o->long_name; o++)
+		if (is_option(o) && label_width(o) <= HELP_LABEL_MAX && label_width(o) > width)
+			width = label_width(o);
+	fprintf(f, "usage: %s\n\noptions:\n", cmd->usage);
+	for (const cli_option_t *o = opts; o && o->long_name; o++)
+		if (is_option(o))
+			help_row(f, o, width);
+	help_row(f, &help_option, width);
+	if (cmd->example)
+		fprintf(f, "\nexample:\n  %s\n", cmd->example);
+}
+
+/* -h or --help: print the help; the command is done (with EXIT_OK). */
+static int help(const char *cmd, const cli_option_t *opts)
+{
+	const cli_cmd_t *c = cli_find(cmd);
+	if (c)
+		print_help(c, opts, stdout);
+	return -1;
+}
+
+int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char **argv,
+                      int *status)
+{
+	const cli_option_t *operands = find_operands(opts), *o;
+	bool options_end = false;
+	int n = 0;
+
+	*status = EXIT_OK;
+	for (int i = 1; i < argc && *status == EXIT_OK; i++) {
+		char *a = argv[i];
+		if (options_end || a[0] != '-' || a[1] == '\0') { /* an operand; "-" too */
+			if (operands)
+				*status = take(cmd, operands, a);
+			else
+				argv[n++] = a;
+		} else if (strcmp(a, "--") == 0) {
+			options_end = true;
+		} else if (a[1] == '-') { /* --name, --name=VALUE, --name VALUE */
+			const char *eq = strchr(a, '=');
+			size_t len = eq ? (size_t)(eq - a) : strlen(a);
+			if (!(o = find_long(opts, a + 2, len - 2)))
+				*status = bad_option(cmd, UNKNOWN, a, len);
+			else if (o == &help_option && !eq)
+				return help(cmd, opts);
+			else if (o->arg == CLI_ARG_NONE && eq)
+				*status = bad_option(cmd, TAKES_NO_ARGUMENT, a, len);
+			else if (o->arg == CLI_ARG_NONE)
+				*status = take(cmd, o, NULL);
+			else if (eq)
+				*status = take(cmd, o, eq + 1);
+			else if (i + 1 < argc)
+				*status = take(cmd, o, argv[++i]);
+			else
+				*status = bad_option(cmd, NEEDS_ARGUMENT, a, len);
+		} else { /* -x, -xy, -xVALUE, -x VALUE */
+			for (const char *p = a + 1; *p && *status == EXIT_OK; p++) {
+				char as_given[3] = {'-', *p, '\0'};
+				if (!(o = find_short(opts, *p)))
+					*status = bad_option(cmd, UNKNOWN, as_given, 2);
+				else if (o == &help_option)
+					return help(cmd, opts);
+				else if (o->arg == CLI_ARG_NONE)
+					*status = take(cmd, o, NULL);
+				else {
+					if (p[1])
+						*status = take(cmd, o, p + 1);
+					else if (i + 1 < argc)
+						*status = take(cmd, o, argv[++i]);
+					else
+						*status = bad_option(cmd, NEEDS_ARGUMENT, as_given, 2);
+					break;
+				}
+			}
+		}
+	}
+	if (*status != EXIT_OK)
+		return -1;
+	argv[n] = NULL;
+	return n;
+}
+
+int cli_no_operands(const char *cmd, int n, char **operands)
+{
+	if (n == 0)
+		return EXIT_OK;
+	cli_error(cmd, "unexpected argument \"%s\" (see kbox %s --help)", operands[0], cmd);
+	return EXIT_USAGE;
+}
+
+void cli_strlist_clear(cli_strlist_t *l)
+{
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	long long v = kbox_parse_duration(arg);
+	if (v < 0 || v > INT_MAX) {
+		cli_error(cmd, "invalid --%s \"%s\": expected seconds or a duration such as 30, 0.5, 2m",
+		          opt->long_name, arg);
+		return EXIT_USAGE;
+	}
+	*(long long *)opt->value = v;
+	return EXIT_OK;
+}
+
+int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	return cli_parse_format(cmd, arg, opt->value) < 0 ? EXIT_USAGE : EXIT_OK;
+}
+
+int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	return cli_parse_max_output(cmd, arg, opt->value) < 0 ? EXIT_USAGE : EXIT_OK;
+}
+
+int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	return cli_parse_max_lines(cmd, arg, opt->value) < 0 ? EXIT_USAGE : EXIT_OK;
+}

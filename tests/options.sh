@@ -1,0 +1,245 @@
+#!/bin/sh
+# tests/options.sh — every command's options, as its table declares them:
+# `kbox CMD --help` shows each option the parser takes, and its manual page
+# documents the same ones; a bad option, an option without its argument and
+# a flag given one are refused in one line each, in one format.  TAP.
+#
+# The options of a command are read from the "options:" section of its
+# --help; those of its page, man/kbox-CMD.1, from the mdoc source: the Fl
+# arguments of the SYNOPSIS and of the tags of the list that follows "The
+# options are as follows:".  No command here gets as far as a session.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$(pwd)}
+KBOX=$top_builddir/kbox
+
+if [ ! -x "$KBOX" ]; then
+	echo "Bail out! $KBOX is not built"
+	exit 1
+fi
+
+BASE=$(mktemp -d "${TMPDIR:-/tmp}/kbox-options.XXXXXX") || exit 1
+trap 'cd / && rm -rf "$BASE"' EXIT
+trap 'exit 1' HUP INT TERM
+# nothing here may touch the caller's sessions
+KBOX_HOME=$BASE/home
+export KBOX_HOME
+unset KBOX_SESSION KBOX_KERNEL
+cd "$BASE" || exit 1
+
+n=0
+rc=
+
+# ---- harness (as tests/cli.sh) ----
+
+# kbox ARGS...: run kbox, stdout to ./stdout, stderr to ./stderr; set $rc.
+kbox() {
+	timeout -k 5 30 "$KBOX" "$@" >stdout 2>stderr
+	rc=$?
+}
+
+# check NAME CMD...: one test, passed when CMD succeeds; else the
+# diagnostic in ./why, if any, and what the last kbox printed.
+check() {
+	name=$1
+	shift
+	n=$((n + 1))
+	: >why
+	if "$@"; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		sed 's/^/#   /' why
+		echo "#   last kbox: exit status $rc"
+		head -n 20 stdout | sed 's/^/#   stdout: /'
+		head -n 20 stderr | sed 's/^/#   stderr: /'
+	fi
+}
+
+# fails_with STATUS TEXT: exit STATUS, nothing on stdout, and exactly the
+# one line TEXT on stderr.
+fails_with() {
+	[ "$rc" = "$1" ] && [ ! -s stdout ] && printf '%s\n' "$2" | cmp -s - stderr
+}
+
+# ---- reading options ----
+
+# help_rows FILE: the options section of a --help in FILE, one option a
+# line: "SHORT LONG ARG", SHORT "-" when there is none, ARG "arg" when the
+# option takes an argument, else "none".
+help_rows() {
+	awk '
+	/^options:$/ { on = 1; next }
+	on && /^$/ { exit }
+	on && /^ +-/ {
+		s = $0
+		sub(/^ +/, "", s)
+		i = index(s, "  ")
+		label = i ? substr(s, 1, i - 1) : s
+		k = split(label, w, " ")
+		if (w[1] ~ /^-[A-Za-z],$/) {
+			short = substr(w[1], 1, 2)
+			long = w[2]
+			arg = k > 2 ? "arg" : "none"
+		} else {
+			short = "-"
+			long = w[1]
+			arg = k > 1 ? "arg" : "none"
+		}
+		print short, long, arg
+	}' "$1"
+}
+
+# help_options FILE: the options (-x, --long) of the --help in FILE, one a line.
+help_options() {
+	help_rows "$1" | awk '$1 != "-" { print $1 } { print $2 }' | sort -u
+}
+
+# page_options PAGE WHERE: the options (-x, --long) of the mdoc page PAGE
+# in its SYNOPSIS (WHERE "synopsis") or its option list ("list"), one a line.
+page_options() {
+	awk -v want="$2" '
+	function flags(i, fl, w) {
+		fl = 0
+		for (i = 1; i <= NF; i++) {
+			w = $i
+			if (w == "Fl" || w == ".Fl") {
+				fl = 1
+			} else if (w ~ /^\.?[A-Z][a-z][a-z]?$/) {
+				fl = 0 # another macro
+			} else if (w !~ /^[|,;:()]$/ && fl && w ~ /^-?[A-Za-z][A-Za-z0-9-]*$/) {
+				print "-" w
+			}
+		}
+	}
+	/^\.Sh / { sec = $2 }
+	want == "synopsis" && sec == "SYNOPSIS" { flags() }
+	want == "list" && /The options are as follows/ { list = 1; next }
+	want == "list" && list && /^\.Bl/ { depth++; next }
+	want == "list" && list && /^\.El/ { if (--depth == 0) list = 0; next }
+	want == "list" && list && depth == 1 && /^\.It / { flags() }
+	' "$1" | sort -u
+}
+
+# missing_from WORDS_FILE LIST_FILE WHAT: each line of WORDS_FILE that
+# LIST_FILE lacks, as "OPTION WHAT" in ./why; true when there is none.
+missing_from() {
+	while read -r opt; do
+		grep -qxF -- "$opt" "$2" || echo "$opt $3" >>why
+	done <"$1"
+	[ ! -s why ]
+}
+
+# ---- the tests ----
+
+"$KBOX" --help | sed -n '/^commands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p' >commands
+check kbox_help_lists_the_commands [ -s commands ]
+
+# shellcheck disable=SC2013 # a command is one word
+for cmd in $(cat commands); do
+	page=$top_srcdir/man/kbox-$cmd.1
+
+	kbox "$cmd" --help
+	cp stdout "help.$cmd"
+	check "${cmd}_help_exits_0_with_usage_options_and_example" eval '
+		[ "$rc" = 0 ] && [ ! -s stderr ] &&
+		head -n 1 stdout | grep -q "^usage: kbox $cmd\( \|\$\)" &&
+		grep -qx "options:" stdout && grep -qx "example:" stdout'
+
+	kbox "$cmd" -h
+	check "${cmd}_dash_h_prints_the_same_help" eval '[ "$rc" = 0 ] && cmp -s stdout "help.$cmd"'
+
+	# the example runs this command, with options its help shows
+	sed -n '/^example:$/{n;s/^  //p;}' "help.$cmd" >example
+	help_options "help.$cmd" >help.opts
+	check "${cmd}_help_example_uses_its_options" eval '
+		grep -q "^kbox $cmd\( \|\$\)" example &&
+		grep -oE -- "(^| )--?[[:alpha:]][[:alnum:]-]*" example | tr -d " " |
+			sort -u >example.opts &&
+		missing_from example.opts help.opts "is in the example, not among the options of --help"'
+
+	# every option the parser takes is documented in the page's list
+	if [ -f "$page" ]; then
+		page_options "$page" list >page.list
+		page_options "$page" synopsis >page.synopsis
+	else
+		: >page.list
+		: >page.synopsis
+	fi
+	check "${cmd}_help_options_are_in_its_page" \
+		missing_from help.opts page.list \
+		"is in 'kbox $cmd --help', not in the options of ${page##*/}"
+	sort -u page.list page.synopsis >page.opts
+	check "${cmd}_page_options_are_in_its_help" \
+		missing_from page.opts help.opts "is in ${page##*/}, not in 'kbox $cmd --help'"
+
+	kbox "$cmd" --bogus
+	check "${cmd}_unknown_option_exits_2_in_one_line" \
+		fails_with 2 "kbox $cmd: unknown option --bogus (see kbox $cmd --help)"
+
+	# each option of the table, given wrong, is refused in one line
+	help_rows "help.$cmd" >rows
+	: >wrong
+	while read -r short long arg; do
+		if [ "$arg" = arg ]; then
+			for opt in "$long" "$short"; do
+				[ "$opt" = - ] && continue
+				kbox "$cmd" "$opt"
+				fails_with 2 "kbox $cmd: option $opt needs an argument (see kbox $cmd --help)" ||
+					echo "kbox $cmd $opt: exit status $rc: $(head -n 2 stderr)" >>wrong
+			done
+		else
+			kbox "$cmd" "$long=x"
+			fails_with 2 "kbox $cmd: option $long takes no argument (see kbox $cmd --help)" ||
+				echo "kbox $cmd $long=x: exit status $rc: $(head -n 2 stderr)" >>wrong
+		fi
+	done <rows
+	check "${cmd}_options_given_wrong_are_refused_in_one_line" eval 'cp wrong why; [ ! -s wrong ]'
+
+	# without man(1), kbox help CMD prints the command's own help
+	env PATH=/nonexistent "$KBOX" help "$cmd" >stdout 2>stderr
+	rc=$?
+	check "help_${cmd}_without_man_prints_its_help" eval \
+		'[ "$rc" = 0 ] && cmp -s stdout "help.$cmd"'
+done
+
+kbox exec -s x --timeout=abc 'print(1)'
+check long_option_takes_its_argument_after_equals fails_with 2 \
+	'kbox exec: invalid --timeout "abc": expected seconds or a duration such as 30, 0.5, 2m'
+
+kbox exec -s x --time abc 'print(1)'
+check long_option_may_be_a_prefix_of_one_option fails_with 2 \
+	'kbox exec: invalid --timeout "abc": expected seconds or a duration such as 30, 0.5, 2m'
+
+kbox exec -s x --ma 1000 'print(1)'
+check prefix_of_two_options_is_unknown fails_with 2 \
+	'kbox exec: unknown option --ma (see kbox exec --help)'
+
+kbox exec -s x -tabc 'print(1)'
+check short_option_takes_the_rest_of_its_word fails_with 2 \
+	'kbox exec: invalid --timeout "abc": expected seconds or a duration such as 30, 0.5, 2m'
+
+kbox kernelspecs -jz
+check unknown_short_option_in_a_cluster_is_named fails_with 2 \
+	'kbox kernelspecs: unknown option -z (see kbox kernelspecs --help)'
+
+kbox kernelspecs -jh
+check help_in_a_cluster_prints_the_help eval '[ "$rc" = 0 ] && cmp -s stdout help.kernelspecs'
+
+kbox ls --json extra
+check operand_of_a_command_without_operands_is_refused fails_with 2 \
+	'kbox ls: unexpected argument "extra" (see kbox ls --help)'
+
+kbox get -s x -- -name-with-dash extra more
+check double_dash_ends_the_options fails_with 2 \
+	'kbox get: expected SRC [HOSTPATH] (see kbox get --help)'
+
+kbox run -c 'print(1)' -- --no-such-file.py
+check run_takes_operands_after_double_dash_as_files fails_with 2 \
+	'kbox run: cannot read --no-such-file.py: No such file or directory'
+
+echo "1..$n"
