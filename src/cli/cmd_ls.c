@@ -24,6 +24,7 @@ json_t *cli_session_info(const char *home, const char *name)
 		else if (!info)
 			info = json_pack("{s:s, s:s}", "state", "unresponsive", "error", err.msg);
 		json_object_del(info, "ok");
+		json_object_del(info, "re");
 		json_object_set_new(info, "pid", json_integer(pid));
 	} else {
 		char path[4200], buf[512] = "";

@@ -247,6 +247,10 @@ out:
 		json_t *r = kbox_ctl_call(rundir, "stop", NULL, 30000, &serr);
 		json_decref(r);
 		rmdir(rundir); /* when the supervisor never started */
+		/* nothing of the run is left when kbox run returns: wait (a
+		 * moment) for the supervisor to have removed its directory */
+		for (int i = 0; i < 500 && access(rundir, F_OK) == 0; i++)
+			usleep(10000);
 	}
 	kbox_kspec_destroy(&spec);
 	for (size_t i = 0; i < cells.n; i++)

@@ -50,7 +50,7 @@ int cmd_status(int argc, char **argv)
 		char buf[64];
 		static const char *const order[] = {
 		    "name",  "state",   "backend", "kernel", "pid", "kernel_pid", "started", "uptime_s",
-		    "kernel_uptime_s", "last_activity", "idle_s", "executions", "running_execs",
+		    "kernel_uptime_s", "last_activity", "idle_s", "executions", "running_execs", "queued", "output_waiting",
 		    "restarts", "last_restart_cause", "memory_bytes", "limits", "limits_missing", "ttl_ms",
 		    "last_stop", "error",
 		    "dir", NULL};

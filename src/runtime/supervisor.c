@@ -1485,7 +1485,9 @@ static int on_tick(kbox_loop_t *loop, void *arg)
 	sup_t *s = arg;
 	if (s->sb && !s->starting && !kbox_sandbox_alive(s->sb))
 		on_kernel_check(loop, s);
-	if (s->ttl_ms > 0 && !s->running && !s->queue && !s->stopping) {
+	/* idle: a kernel that is ready, with nothing to do (a starting kernel
+	 * is not idle, however long it takes) */
+	if (s->ttl_ms > 0 && s->ready && !s->running && !s->queue && !s->stopping) {
 		long long idle = kbox__now_ms() - s->last_activity_ms;
 		if (idle >= s->ttl_ms) {
 			char t[32];
