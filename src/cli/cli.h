@@ -160,6 +160,9 @@ int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg);
 
+/* True when S is valid UTF-8 (what the protocol carries). */
+bool cli_utf8(const char *s);
+
 /* Print one JSON value (taken) compactly on its own line, flushed. */
 void cli_print_json_line(json_t *j);
 
@@ -229,6 +232,8 @@ typedef struct {
 	int status;        /* an exit status (EXIT_*) */
 	size_t inputs_used;/* input lines the code read */
 	char reason[512];  /* for timeout and death: why, from the result */
+	bool lost;         /* the supervisor went away before the code began */
+	bool quiet_if_lost;/* in: then say nothing, set LOST (the caller retries) */
 } cli_exec_result_t;
 
 /* Run E on the session in DIR (NAME for messages), whose supervisor runs:

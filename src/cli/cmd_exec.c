@@ -62,9 +62,11 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 {
 	kbox_error_t err = {0};
 	json_t *req = exec_request(e), *m = NULL;
-	bool tty = isatty(STDOUT_FILENO);
+	bool tty = isatty(STDOUT_FILENO), started = false;
 
+	bool quiet = r->quiet_if_lost;
 	memset(r, 0, sizeof *r);
+	r->quiet_if_lost = quiet;
 	r->status = EXIT_UNAVAILABLE;
 	if (!req) {
 		cli_error(cmd, "out of memory");
@@ -81,6 +83,7 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 	while ((m = kbox_ctl_recv(fd, -1, &err))) {
 		json_t *ev = json_object_get(m, "event");
 		if (json_is_true(json_object_get(m, "started"))) {
+			started = true;
 			const char *notice = json_string_value(json_object_get(m, "notice"));
 			const char *earlier = json_string_value(json_object_get(m, "earlier_output"));
 			/* live text: the notice and what came between executions
@@ -90,7 +93,8 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 					printf("[note: %s]\n", notice);
 				if (earlier) {
 					printf("[output printed between executions:]\n");
-					cli_write_safe(stdout, earlier, strlen(earlier));
+					cli_write_safe(stdout, earlier,
+					               json_string_length(json_object_get(m, "earlier_output")));
 					printf("[end of that output]\n");
 				}
 				fflush(stdout);
@@ -100,10 +104,11 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 				cli_print_json_line(json_incref(ev));
 			else if (e->format == FMT_TEXT) {
 				const char *text = json_string_value(json_object_get(ev, "text"));
+				size_t tlen = json_string_length(json_object_get(ev, "text"));
 				const char *sname = json_string_value(json_object_get(ev, "name"));
 				FILE *f = sname && strcmp(sname, "stderr") == 0 ? stderr : stdout;
 				if (text) {
-					cli_write_safe(f, text, strlen(text));
+					cli_write_safe(f, text, tlen);
 					fflush(f);
 				}
 			}
@@ -112,6 +117,12 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 		json_decref(m);
 	}
 	if (!m) {
+		/* a supervisor that was stopping took the request and left: the
+		 * code never began, the caller may start a new one and retry */
+		if (!started && r->quiet_if_lost) {
+			r->lost = true;
+			return r->status;
+		}
 		cli_error(cmd, "session %s: %s", name,
 		          err.code == KBOX_E_DEAD ? "the session's supervisor went away" : err.msg);
 		return r->status;
@@ -129,10 +140,11 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 	}
 	if (e->format == FMT_TEXT) {
 		const char *text = json_string_value(json_object_get(m, "text"));
+		size_t tlen = json_string_length(json_object_get(m, "text"));
 		if (text && tty) /* what the code printed must not drive the terminal */
-			cli_write_safe(stdout, text, strlen(text));
+			cli_write_safe(stdout, text, tlen);
 		else if (text)
-			fputs(text, stdout);
+			fwrite(text, 1, tlen, stdout);
 	} else
 		cli_print_json_line(json_incref(json_object_get(m, "result")));
 	fflush(stdout);
@@ -242,6 +254,11 @@ int cmd_exec(int argc, char **argv)
 			}
 			json_decref(probe);
 		}
+	}
+	if (outputs && !cli_utf8(outputs)) {
+		cli_error("exec", "--outputs %s is not valid UTF-8", outputs);
+		status = EXIT_USAGE;
+		goto out;
 	}
 	if (outputs) {
 		/* the supervisor writes there: it gets the absolute path */

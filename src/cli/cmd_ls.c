@@ -82,7 +82,7 @@ int cmd_ls(int argc, char **argv)
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(all, cli_session_info(home, names[i]));
 	if (as_json) {
-		char *s = json_dumps(all, JSON_INDENT(2));
+		char *s = json_dumps(all, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
 		if (s)
 			puts(s);
 		free(s);

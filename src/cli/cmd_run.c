@@ -148,6 +148,24 @@ int cmd_run(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	for (size_t i = 0; i < cells.n; i++)
+		if (!cli_utf8(cells.v[i].code)) {
+			cli_error("run", "cell %zu (%s) is not valid UTF-8", i + 1, cells.v[i].source);
+			status = EXIT_USAGE;
+			goto out;
+		}
+	for (size_t i = 0; i < inputs.n; i++)
+		if (!cli_utf8(inputs.v[i])) {
+			cli_error("run", "--input line %zu is not valid UTF-8", i + 1);
+			status = EXIT_USAGE;
+			goto out;
+		}
+	if ((cwd && !cli_utf8(cwd)) || (outputs && !cli_utf8(outputs))) {
+		cli_error("run", "%s %s is not valid UTF-8", cwd && !cli_utf8(cwd) ? "--cwd" : "--outputs",
+		          cwd && !cli_utf8(cwd) ? cwd : outputs);
+		status = EXIT_USAGE;
+		goto out;
+	}
 	if (!cwd) {
 		if (!getcwd(cwdbuf, sizeof cwdbuf)) {
 			cli_error("run", "cannot read the current directory: %s", strerror(errno));
@@ -212,7 +230,7 @@ int cmd_run(int argc, char **argv)
 	}
 	for (size_t i = 0; i < cells.n && status == EXIT_OK; i++) {
 		cli_exec_t e = {0};
-		cli_exec_result_t r;
+		cli_exec_result_t r = {0};
 
 		e.code = cells.v[i].code;
 		e.timeout_ms = timeout_ms;

@@ -40,7 +40,7 @@ int cmd_status(int argc, char **argv)
 			status = EXIT_UNAVAILABLE;
 	}
 	if (as_json) {
-		char *s = json_dumps(info, JSON_INDENT(2) | JSON_SORT_KEYS);
+		char *s = json_dumps(info, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
 		if (s)
 			puts(s);
 		free(s);

@@ -66,6 +66,11 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 		}
 		code = stdin_code;
 	}
+	if (!cli_utf8(code)) {
+		cli_error(cmd, "the code is not valid UTF-8");
+		status = EXIT_USAGE;
+		goto out;
+	}
 	{ /* the cursor counts code points */
 		long chars = 0;
 		for (const unsigned char *p = (const unsigned char *)code; *p; p++)

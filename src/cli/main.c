@@ -182,6 +182,13 @@ int cli_parse_max_lines(const char *cmd, const char *arg, long long *out)
 	return 0;
 }
 
+bool cli_utf8(const char *s)
+{
+	json_t *probe = json_string(s); /* NULL unless valid UTF-8 */
+	json_decref(probe);
+	return probe != NULL;
+}
+
 void cli_print_json_line(json_t *j)
 {
 	char *line = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9))

@@ -17,6 +17,14 @@ extern const kbox_backend_t kbox_backend_bwrap, kbox_backend_none;
 static const kbox_backend_t *const backends[] = {&kbox_backend_bwrap, &kbox_backend_none, NULL};
 static const char *const backend_names[] = {"bwrap", "none", NULL};
 
+struct rlimit kbox_sandbox_data_limit;
+
+void kbox_sandbox_child_limits(void)
+{
+	if (kbox_sandbox_data_limit.rlim_cur || kbox_sandbox_data_limit.rlim_max)
+		setrlimit(RLIMIT_DATA, &kbox_sandbox_data_limit);
+}
+
 const kbox_backend_t *kbox_backend_find(const char *name)
 {
 	for (size_t i = 0; name && backends[i]; i++)

@@ -16,6 +16,7 @@
 #define KBOX_RUNTIME_BACKEND_H
 
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <kbox/error.h>
 #include <kbox/kspec.h>
@@ -108,6 +109,16 @@ struct kbox_sandbox {
 	char missing[768];       /* what could not be applied, "" */
 	void *priv;
 };
+
+/* The RLIMIT_DATA a kernel starts with, when the process that starts
+ * sandboxes runs under a tighter one of its own (the supervisor's
+ * backstop): set before the first start; the backends' children restore
+ * it before anything else.  Unset (both 0): left as inherited. */
+extern struct rlimit kbox_sandbox_data_limit;
+
+/* In a backend's child after fork: restore kbox_sandbox_data_limit.  Only
+ * setrlimit: safe there. */
+void kbox_sandbox_child_limits(void);
 
 /* The backends compiled in, NULL-terminated ("bwrap", "none", …). */
 const char *const *kbox_backend_names(void);

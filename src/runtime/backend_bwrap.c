@@ -162,6 +162,7 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	if (sb->pid == 0) {
 		int e;
 		close(p[0]);
+		kbox_sandbox_child_limits(); /* not the supervisor's own backstop */
 		/* last: this process may need more than the kernel is allowed */
 		if ((w->cg && kbox__cgroup_enter(w->cg) < 0) ||
 		    set_rlimit(RLIMIT_FSIZE, sb->o.file_bytes) < 0 ||

@@ -42,6 +42,7 @@ static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	}
 	if (sb->pid == 0) {
 		close(p[0]);
+		kbox_sandbox_child_limits();
 		kbox__child_exec(exe, argv, env, &ko, p[1], sb->o.log_path, parent, NULL, 0);
 	}
 	close(p[1]);

@@ -452,7 +452,8 @@ json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 			break;
 	}
 	buf[len - 1] = '\0';
-	j = json_loads(buf, 0, &je);
+	/* output may hold NUL characters: they are text like any other */
+	j = json_loadb(buf, len - 1, JSON_ALLOW_NUL, &je);
 	if (!j || !json_is_object(j)) {
 		json_decref(j);
 		kbox__err(err, KBOX_E_PROTOCOL, "control socket: not a JSON object: %s", je.text);

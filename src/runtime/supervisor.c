@@ -473,6 +473,17 @@ static int job_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg)
 	return kbox_capture_on_msg(j->cap, channel, msg);
 }
 
+/* Would one more death the session did not ask for be one too many (see
+ * kernel_replace)? */
+static bool crash_limit_next(const sup_t *s)
+{
+	long long now = kbox__now_ms();
+	int recent = 1;
+	for (int i = 1; i < CRASH_MAX; i++)
+		recent += s->crashes[i] && now - s->crashes[i] < CRASH_WINDOW_MS;
+	return recent >= CRASH_MAX;
+}
+
 /* The execution of J ended: its result to its client, the log, and what
  * comes next (a killed kernel's replacement, the next job). */
 static void on_exec_done(void *arg, kbox_exec_t *x)
@@ -525,7 +536,8 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	if (res) {
 		if (kill || st == KBOX_EXEC_DIED) {
 			char reason[800];
-			bool restarting = !s->stopping;
+			/* no new kernel when the session stops, or is about to */
+			bool restarting = !s->stopping && (kill || !crash_limit_next(s));
 			snprintf(reason, sizeof reason, "%s%s", cause,
 			         restarting ? "; a new kernel was started" : "");
 			kbox_result_set_status(res, KBOX_EXEC_DIED, reason);
@@ -953,7 +965,26 @@ static void start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t s
 	if (s->sb && !kbox_sandbox_alive(s->sb) && strcmp(s->backend, "bwrap") == 0 &&
 	    kbox_bwrap_probe(&bo, &perr) < 0)
 		snprintf(buf, size, "backend bwrap: %s (see kbox doctor)", perr.msg);
-	else if (s->sb && !kbox_sandbox_alive(s->sb))
+	else if (s->sb && !kbox_sandbox_alive(s->sb) && s->ephemeral) {
+		/* kbox run's session and its log go when it stops: the log's
+		 * last line, rather than a path that will not be there */
+		char tail[512] = "";
+		int fd = open(s->log_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			off_t end = lseek(fd, 0, SEEK_END);
+			ssize_t n = pread(fd, tail, sizeof tail - 1, end > 511 ? end - 511 : 0);
+			char *nl;
+			close(fd);
+			tail[n > 0 ? n : 0] = '\0';
+			while ((nl = strrchr(tail, '\n')) && nl[1] == '\0')
+				*nl = '\0';
+			if ((nl = strrchr(tail, '\n')))
+				memmove(tail, nl + 1, strlen(nl + 1) + 1);
+			utf8_cut(tail);
+		}
+		snprintf(buf, size, "%s before it was ready%s%s", kbox_sandbox_cause(s->sb),
+		         tail[0] ? "; its last words: " : "", tail);
+	} else if (s->sb && !kbox_sandbox_alive(s->sb))
 		snprintf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
 		         s->log_path);
 	else

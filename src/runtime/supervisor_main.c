@@ -2,6 +2,7 @@
  * program (its command line is in runtime/supervisor.h).  kbox start runs
  * it; people do not. */
 #include "config.h"
+#include "runtime/backend.h"
 #include "runtime/supervisor.h"
 
 #include <errno.h>
@@ -46,8 +47,15 @@ int main(int argc, char **argv)
 	 * than this fails (its session shows as dead, its kernel dies with it,
 	 * the next command says so) and the host is untouched */
 	{
-		struct rlimit r = {KBOX_SUPERVISOR_MAX_DATA, KBOX_SUPERVISOR_MAX_DATA};
-		setrlimit(RLIMIT_DATA, &r);
+		struct rlimit r;
+		/* only the soft limit, and not for the kernels it starts: they
+		 * get back what the supervisor was given */
+		if (getrlimit(RLIMIT_DATA, &r) == 0) {
+			kbox_sandbox_data_limit = r;
+			if (r.rlim_max == RLIM_INFINITY || r.rlim_max > (rlim_t)KBOX_SUPERVISOR_MAX_DATA)
+				r.rlim_cur = (rlim_t)KBOX_SUPERVISOR_MAX_DATA;
+			setrlimit(RLIMIT_DATA, &r);
+		}
 	}
 	if (kbox_init() < 0) {
 		fprintf(stderr, "%s: libsodium could not be initialised\n", KBOX_SUPERVISOR_PROGRAM);
