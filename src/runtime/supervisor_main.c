@@ -43,20 +43,6 @@ int main(int argc, char **argv)
 		        ready_fd);
 		return 2;
 	}
-	/* a backstop: whatever a kernel sends, a supervisor that needs more
-	 * than this fails (its session shows as dead, its kernel dies with it,
-	 * the next command says so) and the host is untouched */
-	{
-		struct rlimit r;
-		/* only the soft limit, and not for the kernels it starts: they
-		 * get back what the supervisor was given */
-		if (getrlimit(RLIMIT_DATA, &r) == 0) {
-			kbox_sandbox_data_limit = r;
-			if (r.rlim_max == RLIM_INFINITY || r.rlim_max > (rlim_t)KBOX_SUPERVISOR_MAX_DATA)
-				r.rlim_cur = (rlim_t)KBOX_SUPERVISOR_MAX_DATA;
-			setrlimit(RLIMIT_DATA, &r);
-		}
-	}
 	if (kbox_init() < 0) {
 		fprintf(stderr, "%s: libsodium could not be initialised\n", KBOX_SUPERVISOR_PROGRAM);
 		return 5;
