@@ -21,10 +21,6 @@
  * stdout and stderr are the session's supervisor.log. */
 #define KBOX_SUPERVISOR_PROGRAM "kbox-supervisor"
 
-/* The supervisor's own memory limit (RLIMIT_DATA: its heap and private
- * mappings), a backstop behind the limits on messages and budgets. */
-#define KBOX_SUPERVISOR_MAX_DATA (768LL << 20)
-
 /* The longest request line the supervisor reads (the code of an execution
  * is in it). */
 #define KBOX_CTL_REQUEST_MAX (16 << 20)
