@@ -1,32 +1,44 @@
 #!/usr/bin/python3
 """bench/sandbox.py - what the bwrap sandbox costs: start-up time and memory per session.
 
-    /usr/bin/python3 bench/sandbox.py [KBOX] [--rounds R] [--sessions N] [--json FILE]
+    /usr/bin/python3 bench/sandbox.py [KBOX] [--rounds R] [--sessions N]
+        [--no-fresh-home] [--no-warmup] [--json FILE]
 
 KBOX is the kbox program (default: $KBOX, else ./kbox).  Everything runs
 in a private KBOX_HOME (a fresh /tmp/kb.XXXXXXXX, removed at the end) and
 compares, in one run on one machine, a session of backend bwrap (the
-default sandbox) with one of backend none (the kernel unsandboxed):
+default sandbox) with one of backend none (the same kernel, started the
+same way, unsandboxed):
 
 1. Start-up: the wall time from launching
 
        KBOX start -s NAME --backend B
-       KBOX exec -s NAME 1+1          (must print exactly "Out[1]: 2")
+       KBOX exec -s NAME 'import pandas, numpy, matplotlib; 1+1'
+                                      (must print exactly "Out[1]: 2")
 
    i.e. from spawning `kbox start` to `kbox exec` exiting with the first
-   result.  R rounds, each starting one fresh session of each backend, the
-   order alternating from round to round; after each measurement the
-   session is stopped (`kbox stop`, not timed), its supervisor waited for,
-   its cgroups checked to be gone and its directory removed.  Reported:
-   median, p10, p90 per backend, the ratio bwrap/none of the medians
-   (target <= 1.15) and the difference in ms; the same paired by round;
-   and the CPU used up to the first result: the two commands' (wait4,
-   with what they reaped) plus every process of the session's
-   (/proc/PID/stat utime + stime + cutime + cstime), which depends far
-   less than wall time on what else the machine is doing.
+   result of a typical first cell.  The same work on both sides: the same
+   kernel and code, a fresh session each time; the plain kernel has the
+   user's HOME (as kbox passes it), the sandboxed one its session's fresh
+   /home/kbox.  A third variant, none-fresh (backend none with a fresh
+   empty HOME; no target), tells what of the difference is the fresh home.
+   One unmeasured session of each variant first (page cache, the user's
+   HOME as after one kernel), then R rounds, each starting one fresh
+   session of each variant, the order rotated from round to round; after
+   each measurement, off the clock: where the time went (the session's
+   events and the kernel's socket files' bind times), the first `import
+   matplotlib.pyplot` in that session (the font cache), then the session
+   is stopped, its supervisor waited for, its cgroups checked to be gone
+   and its directory removed.  Reported: median, p10, p90 per variant, the
+   ratio bwrap/none of the medians (target <= 1.03) and the difference in
+   ms; the same paired by round; the phases; and the CPU used up to the
+   first result: the two commands' (wait4, with what they reaped) plus
+   every process of the session's (/proc/PID/stat utime + stime + cutime
+   + cstime), which depends far less than wall time on what else the
+   machine is doing.
 
-2. Memory of an idle session (after its `1+1`).  The processes that exist
-   only because of the sandbox are the two bwrap processes above the
+2. Memory of an idle session (after a plain `1+1`).  The processes that
+   exist only because of the sandbox are the two bwrap processes above the
    kernel: bwrap itself (the kernel's grandparent, a child of the
    supervisor) and bwrap's init (pid 1 of the sandbox, the kernel's
    parent).  Their Rss, Pss and private memory (USS) come from
@@ -53,6 +65,7 @@ SIGTERM.
 """
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -65,11 +78,29 @@ import tempfile
 import threading
 import time
 
-START_RATIO_TARGET = 1.15   # bwrap / none, median start-to-first-result, at most
+START_RATIO_TARGET = 1.03   # bwrap / none, median start-to-first-result, at most
 MEM_TARGET_BYTES = 5e6      # Pss of the two bwrap processes per session, below
+# The first code of every start-up round (the same on both sides): what an
+# agent's first cell typically does.  The memory phase runs plain 1+1.
+START_CODE = "import pandas, numpy, matplotlib; 1+1"
+MEM_CODE = "1+1"
 EXEC_OUT = b"Out[1]: 2\n"
 NONE_WARNING = b"kbox: warning: backend none: the kernel runs unsandboxed\n"
 BACKENDS = ("bwrap", "none")
+# The start-up rounds' variants: (backend, HOME of `kbox start` and so of a
+# none kernel: None = this process's, "fresh" = a new empty directory per
+# session).  bwrap's kernel always has a fresh /home/kbox (the session's
+# home directory); none-fresh is not compared against a target: it tells
+# what of bwrap's extra time is the fresh HOME and what is the sandbox.
+VARIANTS = {"bwrap": ("bwrap", None), "none": ("none", None), "none-fresh": ("none", "fresh")}
+# Off the clock, in each start-up session after its measurement: the first
+# import of matplotlib.pyplot (which builds the font cache,
+# ~/.cache/matplotlib/fontlist-*.json, if HOME has none), timed by the
+# kernel itself; and whether a font list is in the cache directory after it.
+PYPLOT_CODE = ("import time as _t; _t0 = _t.perf_counter(); import matplotlib.pyplot; "
+               "print('%.1f' % ((_t.perf_counter() - _t0) * 1e3)); "
+               "import matplotlib, os; print(int(any(f.startswith('fontlist') for f in "
+               "os.listdir(matplotlib.get_cachedir()))))")
 ROLLUP_KEYS = ("Rss", "Pss", "Pss_Anon", "Pss_File", "Pss_Shmem", "Shared_Clean",
                "Shared_Dirty", "Private_Clean", "Private_Dirty", "Swap")
 
@@ -289,24 +320,101 @@ class Bench:
         _, rc, out, err, _ = run([self.kbox] + list(args), self.env, self.tmpdir, timeout)
         return rc, out, err
 
-    def start(self, name, backend):
-        """kbox start + kbox exec 1+1, checked: (total_s, start_s, exec_s, cpu_s), cpu_s
-        the CPU of the two commands."""
+    def start(self, name, backend, code=MEM_CODE, home=None):
+        """kbox start + kbox exec CODE, checked: (total_s, start_s, exec_s, cpu_s, t_launch),
+        cpu_s the CPU of the two commands, t_launch the wall-clock time (time.time())
+        just before kbox start was spawned.  HOME: None for this process's HOME, "fresh"
+        for a new empty directory (kbox start's HOME, which the supervisor and a none
+        kernel inherit)."""
+        env = self.env
+        if home == "fresh":
+            hd = os.path.join(self.tmpdir, "home-" + name)
+            os.mkdir(hd, 0o700)
+            env = dict(self.env, HOME=hd)
+        t_launch = time.time()
         t0 = time.monotonic()
         ws, rc, out, err, cs = run([self.kbox, "start", "-s", name, "--backend", backend],
-                               self.env, self.tmpdir)
+                                   env, self.tmpdir)
         want_err = NONE_WARNING if backend == "none" else b""
         if rc != 0 or b"(backend %s," % backend.encode() not in out or err != want_err:
             self.fail("kbox start -s %s --backend %s: exit %s, stdout %r, stderr %r"
                       % (name, backend, rc, out[:200], err[:300]))
-        we, rc, out, err, ce = run([self.kbox, "exec", "-s", name, "1+1"], self.env,
+        we, rc, out, err, ce = run([self.kbox, "exec", "-s", name, code], self.env,
                                    self.tmpdir)
         total = time.monotonic() - t0
         self.started += 1
         if rc != 0 or out != EXEC_OUT or err:
-            self.fail("kbox exec -s %s 1+1 (backend %s): exit %s, stdout %r (want %r), "
-                      "stderr %r" % (name, backend, rc, out[:200], EXEC_OUT, err[:300]))
-        return total, ws, we, cs + ce
+            self.fail("kbox exec -s %s %r (backend %s): exit %s, stdout %r (want %r), "
+                      "stderr %r" % (name, code, backend, rc, out[:200], EXEC_OUT, err[:300]))
+        return total, ws, we, cs + ce, t_launch
+
+    def events(self, name):
+        """The session's events (events.ndjson), each with "t": its time as time.time()."""
+        evs = []
+        try:
+            with open(os.path.join(self.home, "sessions", name, "events.ndjson")) as f:
+                for line in f:
+                    ev = json.loads(line)
+                    try:
+                        ev["t"] = datetime.datetime.strptime(
+                            ev["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+                                tzinfo=datetime.timezone.utc).timestamp()
+                    except (KeyError, ValueError):
+                        ev["t"] = None
+                    evs.append(ev)
+        except (OSError, ValueError):
+            pass
+        return evs
+
+    def phases(self, name, t_launch, ws, we, st):
+        """Where the time of one start went, from the session's events and the kernel's
+        ipc socket files (a socket's inode is made by its bind: its mtime is the time
+        of the bind, to the kernel's timestamp granularity); ms, None if unknown."""
+        evs = self.events(name)
+        def first(kind, **kw):
+            for ev in evs:
+                if ev.get("event") == kind and all(ev.get(k) == v for k, v in kw.items()):
+                    return ev
+            return None
+        spawn = first("start", generation=1)
+        ready = first("ready", generation=1)
+        ebeg = first("exec-begin")
+        eend = first("exec-end")
+        binds = []
+        try:
+            with open(st["connection_file"]) as f:
+                conn = json.load(f)
+            if conn.get("transport") == "ipc":
+                for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
+                    binds.append(os.stat("%s-%s" % (conn["ip"], conn[k])).st_mtime)
+        except (OSError, ValueError, KeyError):
+            binds = []
+        t_start_ret = t_launch + ws
+        def ms(a, b):
+            return (b - a) * 1e3 if a is not None and b is not None else None
+        p = {
+            "launch_to_spawn_ms": ms(t_launch, spawn and spawn["t"]),
+            "spawn_to_first_bind_ms": ms(spawn and spawn["t"], min(binds) if binds else None),
+            "binds_span_ms": ms(min(binds), max(binds)) if binds else None,
+            "first_bind_to_ready_ms": ms(min(binds) if binds else None, ready and ready["t"]),
+            "ready_to_start_return_ms": ms(ready and ready["t"], t_start_ret),
+            "ready_event_ms": ready.get("ms") if ready else None,
+            "exec_kernel_ms": (eend["seconds"] * 1e3 if eend and "seconds" in eend else None),
+            "exec_begin_to_end_ms": ms(ebeg and ebeg["t"], eend and eend["t"]),
+        }
+        p["exec_other_ms"] = (we * 1e3 - p["exec_kernel_ms"]
+                              if p["exec_kernel_ms"] is not None else None)
+        return p
+
+    def pyplot_probe(self, name):
+        """Off the clock: the first import of matplotlib.pyplot in session NAME, timed by
+        its kernel (ms), and whether the cache directory then holds a font list."""
+        rc, out, err = self.cmd("exec", "-s", name, PYPLOT_CODE)
+        lines = out.decode(errors="replace").split()
+        if rc != 0 or len(lines) != 2:
+            self.fail("kbox exec -s %s (pyplot probe): exit %s, stdout %r, stderr %r"
+                      % (name, rc, out[:200], err[:300]))
+        return float(lines[0]), lines[1] == "1"
 
     def status(self, name):
         rc, out, err = self.cmd("status", "-s", name, "--json")
@@ -401,31 +509,47 @@ class Bench:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-def startup_rounds(b, rounds):
-    """Part 1: R rounds of start-to-first-result per backend, order alternating."""
-    res = {be: [] for be in BACKENDS}
+def startup_rounds(b, rounds, variants, warmup=True):
+    """Part 1: R rounds of start-to-first-result per variant, the order rotated from
+    round to round; first, unmeasured, one session of each (page cache, and the
+    plain kernel's HOME as it is after it has run once)."""
+    res = {v: [] for v in variants}
+    if warmup:
+        for v in variants:
+            be, home = VARIANTS[v]
+            name = "w" + v[0] + ("f" if home else "")
+            b.start(name, be, START_CODE, home)
+            b.stop(name, b.own_cgroups(b.tree(name, be)["kernel"]))
+        log("warm-up: one session of each of %s started and stopped", ", ".join(variants))
     for r in range(rounds):
-        order = BACKENDS if r % 2 == 0 else BACKENDS[::-1]
+        k = r % len(variants)
+        order = variants[k:] + variants[:k]
         line = []
-        for be in order:
-            name = "%s%d" % (be[0], r + 1)
-            total, ws, we, cli_cpu = b.start(name, be)
+        for v in order:
+            be, home = VARIANTS[v]
+            name = "%s%s%d" % (v[0], "f" if home else "", r + 1)
+            total, ws, we, cli_cpu, t_launch = b.start(name, be, START_CODE, home)
             t = b.tree(name, be)
             # the session's processes (each with the helpers it reaped) and the two commands
             parts = {"commands": cli_cpu}
             parts.update((k, proc_cpu(pid)) for k, pid in t.items())
             cpu = sum(parts.values())
+            st = b.status(name)
+            ph = b.phases(name, t_launch, ws, we, st)
             cg = b.own_cgroups(t["kernel"])
             if be == "bwrap" and "memory" not in cg and "" not in cg:
                 b.fail("session %s: the kernel is in no cgroup of its own: %s"
                        % (name, cgroup_dirs(t["kernel"], b.mounts)))
-            res[be].append({"total_s": total, "start_s": ws, "exec_s": we, "cpu_s": cpu,
-                            "cpu_parts_s": parts,
-                            "ready_ms": b.ready_ms(name), "round": r + 1,
-                            "first": be == order[0]})
+            # off the clock: matplotlib's font cache in this session's HOME
+            pyplot_ms, fontlist = b.pyplot_probe(name)
+            res[v].append({"total_s": total, "start_s": ws, "exec_s": we, "cpu_s": cpu,
+                           "cpu_parts_s": parts, "phases_ms": ph,
+                           "pyplot_first_import_ms": pyplot_ms, "fontlist_after": fontlist,
+                           "ready_ms": b.ready_ms(name), "round": r + 1,
+                           "first": v == order[0]})
             b.stop(name, cg)
-            line.append("%s %6.0f ms (start %5.0f + exec %3.0f, CPU %5.0f)"
-                        % (be, total * 1e3, ws * 1e3, we * 1e3, cpu * 1e3))
+            line.append("%s %5.0f ms (start %4.0f + exec %3.0f, CPU %4.0f)"
+                        % (v, total * 1e3, ws * 1e3, we * 1e3, cpu * 1e3))
         log("round %2d/%d  %s", r + 1, rounds, "  ".join(line))
     return res
 
@@ -449,20 +573,37 @@ def summarize_startup(res):
             "cpu_median_s": statistics.median(x["cpu_s"] for x in xs),
             "cpu_parts_median_s": {k: statistics.median(x["cpu_parts_s"][k] for x in xs)
                                    for k in xs[0]["cpu_parts_s"]},
+            "phases_median_ms": {k: med([x["phases_ms"][k] for x in xs])
+                                 for k in xs[0]["phases_ms"]},
+            "pyplot_first_import_median_ms": statistics.median(
+                x["pyplot_first_import_ms"] for x in xs),
+            "fontlist_after": sum(1 for x in xs if x["fontlist_after"]),
         }
-    # paired by round: the two sessions of a round started back to back
-    ratios = [b["total_s"] / n["total_s"] for b, n in zip(res["bwrap"], res["none"])]
-    diffs = [b["total_s"] - n["total_s"] for b, n in zip(res["bwrap"], res["none"])]
-    out["paired"] = {
-        "ratio_rounds": ratios,
-        "ratio_median": statistics.median(ratios),
-        "diff_median_s": statistics.median(diffs),
-        "ratio_of_minima": out["bwrap"]["min_s"] / out["none"]["min_s"],
-        "cpu_ratio_of_medians": out["bwrap"]["cpu_median_s"] / out["none"]["cpu_median_s"],
-        "cpu_diff_median_s": statistics.median(
-            b["cpu_s"] - n["cpu_s"] for b, n in zip(res["bwrap"], res["none"])),
-    }
+    # paired by round: the sessions of a round started back to back
+    def paired(a, z):
+        ratios = [x["total_s"] / y["total_s"] for x, y in zip(res[a], res[z])]
+        diffs = [x["total_s"] - y["total_s"] for x, y in zip(res[a], res[z])]
+        return {
+            "ratio_of_medians": out[a]["median_s"] / out[z]["median_s"],
+            "diff_of_medians_s": out[a]["median_s"] - out[z]["median_s"],
+            "ratio_rounds": ratios,
+            "ratio_median": statistics.median(ratios),
+            "diff_median_s": statistics.median(diffs),
+            "ratio_of_minima": out[a]["min_s"] / out[z]["min_s"],
+            "cpu_ratio_of_medians": out[a]["cpu_median_s"] / out[z]["cpu_median_s"],
+            "cpu_diff_median_s": statistics.median(
+                x["cpu_s"] - y["cpu_s"] for x, y in zip(res[a], res[z])),
+        }
+    out["paired"] = paired("bwrap", "none")
+    if "none-fresh" in res:
+        out["paired_fresh_none"] = paired("none-fresh", "none")
+        out["paired_bwrap_fresh"] = paired("bwrap", "none-fresh")
     return out
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
 
 
 def measure_sessions(b, names):
@@ -541,7 +682,7 @@ def memory_phase(b, n):
             for be in BACKENDS:
                 name = "m%s%d" % (be[0], i + 1)
                 if name not in names:
-                    b.start(name, be)
+                    b.start(name, be, MEM_CODE)
                     names[name] = be
         # every kernel has answered its 1+1 and is idle
         sessions = measure_sessions(b, names)
@@ -574,20 +715,22 @@ def mb(kib):
 
 
 def report(args, st, phases, b, load):
+    variants = [v for v in VARIANTS if v in st]
     bw, no = st["bwrap"], st["none"]
     ratio = bw["median_s"] / no["median_s"]
     over_ms = (bw["median_s"] - no["median_s"]) * 1e3
     start_ok = ratio <= START_RATIO_TARGET
-    print("kbox start -s NAME --backend bwrap|none, then kbox exec -s NAME 1+1: "
-          "%d rounds, a fresh session each, %d CPUs" % (args.rounds, os.cpu_count() or 0))
+    print("kbox start -s NAME --backend bwrap|none, then kbox exec -s NAME %r: "
+          "%d rounds, a fresh session each, %d CPUs" % (START_CODE, args.rounds,
+                                                       os.cpu_count() or 0))
     print()
-    print("%-8s %4s %8s %8s %8s %8s %8s %8s %10s %9s %10s %8s"
-          % ("backend", "n", "median", "mean", "p10", "p90", "min", "max", "start med",
+    print("%-10s %4s %8s %8s %8s %8s %8s %8s %10s %9s %10s %8s"
+          % ("variant", "n", "median", "mean", "p10", "p90", "min", "max", "start med",
              "exec med", "ready med", "CPU med"))
-    for be in BACKENDS:
-        s = st[be]
-        print("%-8s %4d %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %10.0f %9.1f %10s %8.0f"
-              % (be, s["n"], s["median_s"] * 1e3, s["mean_s"] * 1e3, s["p10_s"] * 1e3,
+    for v in variants:
+        s = st[v]
+        print("%-10s %4d %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %10.0f %9.0f %10s %8.0f"
+              % (v, s["n"], s["median_s"] * 1e3, s["mean_s"] * 1e3, s["p10_s"] * 1e3,
                  s["p90_s"] * 1e3, s["min_s"] * 1e3, s["max_s"] * 1e3,
                  s["start_median_s"] * 1e3, s["exec_median_s"] * 1e3,
                  "%.0f" % s["ready_median_ms"] if s["ready_median_ms"] is not None else "-",
@@ -595,16 +738,41 @@ def report(args, st, phases, b, load):
     print("(ms from launching kbox start to kbox exec printing Out[1]: 2; start, exec: each "
           "command's own wall time;\n ready: the supervisor's figure for the kernel's start; "
           "CPU: of both commands and of every process of\n the session, with the helpers "
-          "they reaped)")
-    pr = st["paired"]
-    print("paired by round: bwrap/none median %.3f (rounds %.2f .. %.2f), bwrap - none "
-          "median %+.0f ms;\n ratio of the minima %.3f; CPU bwrap/none %.3f (%+.0f ms)"
-          % (pr["ratio_median"], min(pr["ratio_rounds"]), max(pr["ratio_rounds"]),
-             pr["diff_median_s"] * 1e3, pr["ratio_of_minima"], pr["cpu_ratio_of_medians"],
-             pr["cpu_diff_median_s"] * 1e3))
-    for be in BACKENDS:
-        print("CPU median, ms, %-5s %s" % (be, "  ".join(
-            "%s %.0f" % (k, v * 1e3) for k, v in st[be]["cpu_parts_median_s"].items())))
+          "they reaped; none-fresh: backend none with a fresh empty HOME, no target)")
+    print()
+    print("where the time goes (medians, ms):")
+    keys = [("launch_to_spawn_ms", "kbox start spawned -> kernel spawned (start event)"),
+            ("spawn_to_first_bind_ms", "kernel spawned -> its first socket bound"),
+            ("binds_span_ms", "  first -> last of its 5 sockets bound"),
+            ("first_bind_to_ready_ms", "first bind -> ready event"),
+            ("ready_to_start_return_ms", "ready event -> kbox start returned"),
+            ("exec_kernel_ms", "the first execution (the supervisor's seconds)"),
+            ("exec_other_ms", "kbox exec's wall time beyond it")]
+    print("  %-50s %s" % ("", " ".join("%10s" % v for v in variants)))
+    for k, label in keys:
+        print("  %-50s %s" % (label, " ".join(
+            "%10s" % ("%.0f" % st[v]["phases_median_ms"][k]
+                      if st[v]["phases_median_ms"].get(k) is not None else "-")
+            for v in variants)))
+    print("  %-50s %s" % ("off the clock: first import matplotlib.pyplot", " ".join(
+        "%10.0f" % st[v]["pyplot_first_import_median_ms"] for v in variants)))
+    print("  %-50s %s" % ("  sessions whose cache then held a font list", " ".join(
+        "%10s" % ("%d/%d" % (st[v]["fontlist_after"], st[v]["n"])) for v in variants)))
+    print()
+    for name, key in (("bwrap/none", "paired"), ("none-fresh/none", "paired_fresh_none"),
+                      ("bwrap/none-fresh", "paired_bwrap_fresh")):
+        pr = st.get(key)
+        if not pr:
+            continue
+        print("%-16s medians %.3f (%+.0f ms); paired by round %.3f (rounds %.2f .. %.2f, "
+              "median difference %+.0f ms); minima %.3f; CPU %.3f (%+.0f ms)"
+              % (name, pr["ratio_of_medians"], pr["diff_of_medians_s"] * 1e3,
+                 pr["ratio_median"], min(pr["ratio_rounds"]), max(pr["ratio_rounds"]),
+                 pr["diff_median_s"] * 1e3, pr["ratio_of_minima"], pr["cpu_ratio_of_medians"],
+                 pr["cpu_diff_median_s"] * 1e3))
+    for v in variants:
+        print("CPU median, ms, %-10s %s" % (v, "  ".join(
+            "%s %.0f" % (k, x * 1e3) for k, x in st[v]["cpu_parts_median_s"].items())))
     print()
     first = phases[0]["summary"]
     last = phases[-1]["summary"]
@@ -642,8 +810,8 @@ def report(args, st, phases, b, load):
     pss1_mb = mb(first["sandbox_pss_mean_kib"])
     mem_ok = max(pss_mb, pss1_mb) * 1e6 < MEM_TARGET_BYTES
     print("load average at the start %.2f, at the end %.2f (1 min)" % (load[0][0], load[1][0]))
-    print("start to first result  bwrap %.0f ms  none %.0f ms  (sandbox +%.0f ms)"
-          % (bw["median_s"] * 1e3, no["median_s"] * 1e3, over_ms))
+    print("start to first result of %r  bwrap %.0f ms  none %.0f ms  (sandbox %+.0f ms)"
+          % (START_CODE, bw["median_s"] * 1e3, no["median_s"] * 1e3, over_ms))
     print("ratio bwrap/none %.3f (target <= %.2f)  %s"
           % (ratio, START_RATIO_TARGET, "PASS" if start_ok else "FAIL"))
     print("sandbox memory per session (Pss of bwrap + its init) %.2f MB with 1 session, "
@@ -659,8 +827,13 @@ def main(argv):
     ap = argparse.ArgumentParser(prog="sandbox.py", description=__doc__.split("\n")[0])
     ap.add_argument("kbox", nargs="?", default=os.environ.get("KBOX", "./kbox"),
                     help="the kbox program (default: $KBOX, else ./kbox)")
-    ap.add_argument("--rounds", type=int, default=10,
-                    help="start-up rounds, each starting one session of each backend")
+    ap.add_argument("--rounds", type=int, default=20,
+                    help="start-up rounds, each starting one session of each variant "
+                         "(default 20)")
+    ap.add_argument("--no-fresh-home", action="store_true",
+                    help="leave out the none-fresh variant (backend none, fresh HOME)")
+    ap.add_argument("--no-warmup", action="store_true",
+                    help="no unmeasured session of each variant before the rounds")
     ap.add_argument("--sessions", type=int, default=4,
                     help="concurrent sessions of each backend for the memory figures")
     ap.add_argument("--json", metavar="FILE",
@@ -682,7 +855,8 @@ def main(argv):
     load_start = os.getloadavg()
     load_end = None
     try:
-        res = startup_rounds(b, args.rounds)
+        variants = [v for v in VARIANTS if not (args.no_fresh_home and v == "none-fresh")]
+        res = startup_rounds(b, args.rounds, variants, not args.no_warmup)
         phases = memory_phase(b, args.sessions)
         load_end = os.getloadavg()
     except Failed as e:
@@ -707,7 +881,9 @@ def main(argv):
     doc = {
         "bench": "sandbox",
         "failed": False,
-        "config": {"rounds": args.rounds, "sessions": args.sessions, "kbox": kbox},
+        "config": {"rounds": args.rounds, "sessions": args.sessions, "kbox": kbox,
+                   "code": START_CODE, "variants": list(res),
+                   "warmup": not args.no_warmup},
         "versions": versions(),
         "startup": st,
         "startup_ratio_bwrap_none": fig["ratio"],

@@ -1,47 +1,70 @@
 #!/usr/bin/python3
-"""bench/session.py - kbox exec against a running session versus jupyter run.
+"""bench/session.py - kbox exec on a running session versus jupyter run and libkbox.
 
     /usr/bin/python3 bench/session.py [KBOX] [-n N] [--rounds R] [--warmup W]
-        [--python PY] [--json FILE]
+        [--bench-exec PATH] [--exec-n M] [--exec-warmup V] [--rss-calls C]
+        [--long-calls L] [--python PY] [--jupyter J] [--json FILE]
 
 KBOX is the kbox program (default: $KBOX, else ./kbox).  One session
 "bench" is started with `kbox start -s bench` in a private KBOX_HOME (a
-fresh /tmp/kb.XXXXXXXX, removed at the end) and both clients run
+fresh /tmp/kb.XXXXXXXX, removed at the end) and three clients run
 against its one kernel:
 
-  kbox exec       KBOX exec -s bench 1+1
-  jupyter run     JUPYTER run --existing CONNFILE FILE
+  kbox exec       KBOX exec -s bench 1+1               (a process per call)
+  jupyter run     JUPYTER run --existing CONNFILE FILE (a process per call)
+  libkbox         BENCH_EXEC CONNFILE M V              (one process per round:
+                                                        M calls in process)
 
 where CONNFILE is the session's connection file (the connection_file of
-`kbox status --json`) and FILE holds "1+1".  JUPYTER is /usr/bin/jupyter
-(Debian's jupyter-core, which runs jupyter-run from jupyter-client; both
-installed by setup.sh): the command a user types.  Without it (--jupyter
-none), PY -m jupyter_client.runapp is run instead, which is what
-jupyter-run itself runs, minus the `jupyter` dispatcher's own start.
+`kbox status --json`), FILE holds "1+1" and BENCH_EXEC is bench/bench_exec
+(default: bench/bench_exec beside KBOX, else $BENCH_EXEC), libkbox's own
+execute round trip (kbox_client_execute) as a second client of the
+kernel, whose supervisor is already connected.  JUPYTER is
+/usr/bin/jupyter (Debian's jupyter-core, which runs jupyter-run from
+jupyter-client; both installed by setup.sh): the command a user types.
+Without it (--jupyter none), PY -m jupyter_client.runapp is run instead,
+which is what jupyter-run itself runs, minus the `jupyter` dispatcher's
+own start.
 
-Each call is a whole process, timed from spawn to exit (wall clock), with
-its CPU (user + sys) and peak RSS from wait4(2).  Every call's output is
-checked: kbox must print exactly "Out[N]: 2" with N the kernel's next
-execution count, jupyter run exactly "2"; both must exit 0 and print
-nothing on stderr.  W unmeasured calls of each client come first, then R
-rounds, each running N calls of each client back to back, the order
-alternating from round to round.
+kbox exec and jupyter run are timed from spawn to exit (wall clock), with
+their CPU (user + sys) and peak RSS from wait4(2); bench_exec times each
+of its calls itself (lat_s, from before kbox_client_execute to its
+return; its start, connection and V warm-up calls are not measured).
+Every call is checked: kbox must print exactly "Out[N]: 2" with N the
+kernel's next execution count, jupyter run exactly "2"; both must exit 0
+and print nothing on stderr; bench_exec must exit 0 with no errors (its
+M + V executions advance the count).  W unmeasured calls of kbox exec and
+jupyter run come first, then R rounds, each running N calls of kbox exec,
+N of jupyter run and one bench_exec of M calls, back to back, the order
+rotated from round to round.
 
-Also measured: the floor of any kbox command, `kbox version` (a process
-that starts, loads the same libraries as kbox exec and exits), R x N
-times after the rounds; the supervisor's VmRSS (with its RssAnon / RssFile /
-RssShmem split) right after `kbox start` and after all the calls, its
-VmHWM and the CPU it used during the calls.
+Also measured:
+  * the floor of any kbox command, `kbox version`, R x N times after the
+    rounds;
+  * the libraries: `ldd KBOX`, and the objects `kbox version` loads
+    (LD_DEBUG=files, which also shows a dlopen), and /proc/PID/maps of a
+    running `kbox exec -s bench 'import time; time.sleep(1)'` (read every
+    50 ms while it runs): none may be libzmq, libczmq, libsodium or
+    libcurl;
+  * the supervisor's VmRSS (with its RssAnon / RssFile / RssShmem split)
+    right after `kbox start` (idle, the kernel connected) and after at
+    least C (default 200) kbox exec calls (unmeasured ones are added after
+    the rounds if the rounds made fewer), target at most 12 MiB at both;
+    its VmHWM, the growth of its RssAnon per execution the kernel ran,
+    and the CPU it used during the calls; with --long-calls L, L more
+    unmeasured kbox exec calls and a reading every 500 (no target).
 
-Reported: per client the median, mean, p10, p90 and max wall time, the
-median CPU and peak RSS per call; the ratio jupyter run / kbox exec of
-the wall time (target >= 15), the median over rounds of the ratio of the
-two medians within a round, and the ratio of CPU per call.  The last
-line of stdout is one JSON object with every figure (--json FILE adds
-each call's figures).  Exit status 0 when every call was correct (a
-missed target is reported, not fatal); 1 when the session did not start
-or any call failed; 2 on a usage error.  The session is stopped and its
-directory removed at the end, also after a failure, ^C or SIGTERM.
+Reported: per client the median, mean, p10, p90 and max wall time per
+call, the median CPU and peak RSS per call; the ratio jupyter run / kbox
+exec of the wall time (target >= 30), and kbox exec / libkbox (target <=
+1.8), each the median over rounds of the ratio of the two medians within
+a round (the ratio of the pooled medians is shown too), and the ratio of
+CPU per call.  The last line of stdout is one JSON object with every
+figure (--json FILE adds each call's figures).  Exit status 0 when every
+call was correct (a missed target is reported, not fatal); 1 when the
+session did not start or any call or check failed to run; 2 on a usage
+error.  The session is stopped and its directory removed at the end, also
+after a failure, ^C or SIGTERM.
 """
 
 import argparse
@@ -59,8 +82,20 @@ import threading
 import time
 
 SESSION = "bench"
-RATIO_TARGET = 15.0  # jupyter run wall time / kbox exec wall time, at least
+RATIO_TARGET = 30.0       # jupyter run wall time / kbox exec wall time, at least
+EXEC_RATIO_TARGET = 1.8   # kbox exec wall time / libkbox's execute round trip, at most
+RSS_TARGET_KIB = 12 * 1024  # the supervisor's VmRSS, at most, idle and after RSS_CALLS
+RSS_CALLS = 200           # kbox exec calls before the second VmRSS reading, at least
 KBOX_OUT = re.compile(rb"\AOut\[(\d+)\]: 2\n\Z")
+# what neither `kbox version` nor a `kbox exec` process may load
+FORBIDDEN_LIB = re.compile(r"\Alib(zmq|czmq|sodium|curl)([.-]|\Z)")
+SLEEP_CODE = "import time; time.sleep(1)"
+# Run once, unmeasured, before the calls: no output cache, as run.py's
+# --InteractiveShell.cache_size=0, so that the kernel's work per call stays
+# the same over the run's ~1700 executions (with it, the kernel culls the
+# cache every 200 results past 1000, with a warning on stderr).
+SETUP_CODE = ("get_ipython().displayhook.cache_size = 0; "
+              "get_ipython().displayhook.do_full_cache = 0")
 
 
 def log(fmt, *args):
@@ -158,15 +193,80 @@ def status_json(kbox, env):
     return json.loads(out)
 
 
+def forbidden(paths):
+    """The objects among PATHS that are libzmq, libczmq, libsodium or libcurl."""
+    return sorted({p for p in paths if FORBIDDEN_LIB.match(os.path.basename(p))})
+
+
+def ldd(prog):
+    """The shared objects `ldd PROG` lists (paths where resolved, else names)."""
+    p = subprocess.run(["ldd", prog], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    if p.returncode != 0:
+        raise RuntimeError("ldd %s exited %d: %s" % (prog, p.returncode,
+                                                     p.stderr.decode(errors="replace")))
+    libs = []
+    for line in p.stdout.decode(errors="replace").splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if "=>" in parts and parts.index("=>") + 1 < len(parts) \
+                and parts[parts.index("=>") + 1].startswith("/"):
+            libs.append(parts[parts.index("=>") + 1])
+        else:
+            libs.append(parts[0])
+    return libs
+
+
+def ld_debug_objects(argv, env, tmpdir):
+    """Every object the dynamic loader loads for ARGV, dlopen included (LD_DEBUG=files):
+    (objects, exit code, stdout)."""
+    prefix = os.path.join(tmpdir, "lddebug")
+    for f in os.listdir(tmpdir):
+        if f.startswith("lddebug"):
+            os.unlink(os.path.join(tmpdir, f))
+    p = subprocess.run(argv, env=dict(env, LD_DEBUG="files", LD_DEBUG_OUTPUT=prefix),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    objs = set()
+    for f in os.listdir(tmpdir):
+        if not f.startswith("lddebug"):
+            continue
+        with open(os.path.join(tmpdir, f), errors="replace") as fh:
+            for line in fh:
+                m = re.search(r"\bfile=(\S+)", line)
+                if m:
+                    objs.add(m.group(1))
+        os.unlink(os.path.join(tmpdir, f))
+    return sorted(objs), p.returncode, p.stdout
+
+
+def read_maps(pid):
+    """The files mapped by PID (None if it is gone)."""
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    out = set()
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            out.add(parts[5])
+    return out
+
+
 class Bench:
     """The state of one run: the session, the expected execution count, the calls."""
 
-    def __init__(self, kbox, python, tmpdir, env):
+    def __init__(self, kbox, python, tmpdir, env, bench_exec):
         self.kbox = kbox
         self.python = python
         self.tmpdir = tmpdir
         self.env = env
+        self.bench_exec = bench_exec
         self.count = 0          # the kernel's execution count after the last call
+        self.kbox_calls = 0     # kbox exec calls made so far (measured or not)
         self.failures = []      # one line per failed call
         self.codefile = os.path.join(tmpdir, "one_plus_one.py")
         with open(self.codefile, "w") as f:
@@ -186,6 +286,8 @@ class Bench:
         """One call of CLIENT, checked: a dict of its figures and whether it was right."""
         wall, rc, out, err, ru = run_timed(self.argv(client), self.env, self.tmpdir)
         why = None
+        if client == "kbox":
+            self.kbox_calls += 1
         if rc != 0:
             why = "exit status %s" % rc
         elif client == "kbox":
@@ -209,6 +311,94 @@ class Bench:
         return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
                 "maxrss_kib": ru.ru_maxrss, "ok": why is None}
 
+    def libkbox_batch(self, n, warmup):
+        """One bench_exec process of N measured calls after WARMUP: its JSON, checked."""
+        wall, rc, out, err, ru = run_timed([self.bench_exec, self.connfile, str(n), str(warmup)],
+                                           self.env, self.tmpdir, timeout=120 + 10 * (n + warmup))
+        why = None
+        doc = None
+        if rc != 0:
+            why = "exit status %s" % rc
+        else:
+            try:
+                doc = json.loads(out.decode().strip().splitlines()[-1])
+            except (ValueError, IndexError, UnicodeDecodeError):
+                why = "stdout %r is not its JSON line" % out[:200]
+        if doc is not None:
+            if doc.get("errors") or len(doc.get("lat_s", [])) != n:
+                why = "errors %s, %d latencies for %d calls" % (doc.get("errors"),
+                                                                len(doc.get("lat_s", [])), n)
+            self.count += n + warmup  # each of its executions is counted by the kernel
+        if why:
+            self.failures.append("libkbox (bench_exec): %s; stderr: %s"
+                                 % (why, err.decode(errors="replace").strip()[:300]))
+            return None
+        doc["process_wall_s"] = wall
+        doc["maxrss_kib"] = ru.ru_maxrss
+        return doc
+
+    def setup(self):
+        """kbox exec -s bench SETUP_CODE, unmeasured, checked (no output)."""
+        wall, rc, out, err, ru = run_timed([self.kbox, "exec", "-s", SESSION, SETUP_CODE],
+                                           self.env, self.tmpdir)
+        self.kbox_calls += 1
+        if rc != 0 or out or err:
+            raise RuntimeError("kbox exec %r: exit %s, stdout %r, stderr %r"
+                               % (SETUP_CODE, rc, out[:200], err[:300]))
+        self.count += 1
+
+    def maps_check(self):
+        """kbox exec -s bench SLEEP_CODE, its /proc/PID/maps read every 50 ms while it runs:
+        {objects, samples, wall_s}, checked."""
+        outp = os.path.join(self.tmpdir, "maps.out")
+        errp = os.path.join(self.tmpdir, "maps.err")
+        objs = set()
+        samples = 0
+        hwm = rss = 0
+        with open(outp, "wb") as out, open(errp, "wb") as err:
+            t0 = time.monotonic()
+            # Popen returns once the exec has succeeded (its error pipe is close-on-exec)
+            p = subprocess.Popen([self.kbox, "exec", "-s", SESSION, SLEEP_CODE], env=self.env,
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            self.kbox_calls += 1
+            try:
+                while p.poll() is None and time.monotonic() - t0 < 60:
+                    exe = None
+                    try:
+                        exe = os.readlink("/proc/%d/exe" % p.pid)
+                    except OSError:
+                        pass
+                    m = read_maps(p.pid)
+                    mem = proc_mem(p.pid)
+                    if m is not None and exe == os.path.realpath(self.kbox) and p.poll() is None:
+                        objs |= m
+                        samples += 1
+                        if mem:
+                            hwm = max(hwm, mem.get("VmHWM", 0))
+                            rss = max(rss, mem.get("VmRSS", 0))
+                    time.sleep(0.05)
+                rc = p.wait(timeout=60)
+            except BaseException:
+                p.kill()
+                p.wait()
+                raise
+            wall = time.monotonic() - t0
+        with open(outp, "rb") as f:
+            o = f.read()
+        with open(errp, "rb") as f:
+            e = f.read()
+        why = None
+        if rc != 0 or o or e:
+            why = "exit %s, stdout %r, stderr %r (want 0, nothing)" % (rc, o[:200], e[:300])
+        elif samples < 5:
+            why = "only %d readings of its maps while it ran" % samples
+        else:
+            self.count += 1
+        if why:
+            self.failures.append("kbox exec %r (maps check): %s" % (SLEEP_CODE, why))
+        return {"objects": sorted(objs), "samples": samples, "wall_s": wall, "ok": why is None,
+                "vmhwm_kib": hwm, "vmrss_kib": rss}
+
 
 def summarize(calls):
     wall = [c["wall_s"] for c in calls]
@@ -226,6 +416,28 @@ def summarize(calls):
         "cpu_median_s": statistics.median(cpu),
         "maxrss_median_kib": statistics.median(rss),
         "maxrss_max_kib": max(rss),
+    }
+
+
+def summarize_libkbox(batches):
+    """The figures of libkbox's batches, in the shape of summarize's (per call)."""
+    lat = [x for b in batches for x in b["lat_s"]]
+    cpu = [x for b in batches for x in b["cpu_s"]]
+    rss = [b["maxrss_kib"] for b in batches]
+    return {
+        "calls": len(lat),
+        "failed": 0,
+        "processes": len(batches),
+        "wall_median_s": statistics.median(lat),
+        "wall_mean_s": statistics.fmean(lat),
+        "wall_p10_s": pct(lat, 10),
+        "wall_p90_s": pct(lat, 90),
+        "wall_min_s": min(lat),
+        "wall_max_s": max(lat),
+        "cpu_median_s": statistics.median(cpu),
+        "maxrss_median_kib": statistics.median(rss),
+        "maxrss_max_kib": max(rss),
+        "dropped": sum(b.get("dropped", 0) for b in batches),
     }
 
 
@@ -256,14 +468,33 @@ def on_sigterm(signum, frame):
     raise Terminated()
 
 
+CLIENTS = ("kbox", "jupyter", "libkbox")
+LABELS = {"kbox": "kbox exec", "jupyter": "jupyter run", "libkbox": "libkbox"}
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="session.py", description=__doc__.split("\n")[0])
     ap.add_argument("kbox", nargs="?", default=os.environ.get("KBOX", "./kbox"),
                     help="the kbox program (default: $KBOX, else ./kbox)")
-    ap.add_argument("-n", type=int, default=10, help="calls per client per round")
+    ap.add_argument("-n", type=int, default=20,
+                    help="calls of kbox exec and of jupyter run per round (default 20)")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3,
-                    help="unmeasured calls of each client before the rounds")
+                    help="unmeasured calls of kbox exec and jupyter run before the rounds")
+    ap.add_argument("--bench-exec", metavar="PATH",
+                    help="libkbox's execute round trip, bench/bench_exec (default: "
+                         "bench/bench_exec beside KBOX, else $BENCH_EXEC)")
+    ap.add_argument("--exec-n", type=int, default=100,
+                    help="measured calls of each bench_exec process (one per round; default 100)")
+    ap.add_argument("--exec-warmup", type=int, default=20,
+                    help="unmeasured calls each bench_exec process makes first (default 20)")
+    ap.add_argument("--rss-calls", type=int, default=RSS_CALLS,
+                    help="kbox exec calls before the supervisor's second VmRSS reading, at "
+                         "least (default %d)" % RSS_CALLS)
+    ap.add_argument("--long-calls", type=int, default=0,
+                    help="after the second reading, this many more unmeasured kbox exec calls "
+                         "and a third reading, to see whether the supervisor's memory levels "
+                         "off (no target; default 0: none)")
     ap.add_argument("--python", default=sys.executable,
                     help="interpreter for jupyter run (default: this one)")
     ap.add_argument("--jupyter", default="/usr/bin/jupyter",
@@ -272,8 +503,10 @@ def main(argv):
     ap.add_argument("--json", metavar="FILE",
                     help="also write the results and every call's figures as JSON to FILE")
     args = ap.parse_args(argv[1:])
-    if args.n < 1 or args.rounds < 1 or args.warmup < 0:
-        ap.error("-n and --rounds must be positive, --warmup not negative")
+    if args.n < 1 or args.rounds < 1 or args.warmup < 0 or args.exec_n < 1 \
+            or args.exec_warmup < 0 or args.rss_calls < 0 or args.long_calls < 0:
+        ap.error("-n, --rounds and --exec-n must be positive, --warmup, --exec-warmup and "
+                 "--rss-calls not negative")
     if args.jupyter != "none" and not os.access(args.jupyter, os.X_OK):
         ap.error("%s is not an executable (install jupyter-core and jupyter-client, "
                  "or give --jupyter none)" % args.jupyter)
@@ -281,6 +514,13 @@ def main(argv):
     if not os.access(kbox, os.X_OK):
         ap.error("%s is not an executable (give the kbox program as the argument "
                  "or in $KBOX)" % args.kbox)
+    bench_exec = args.bench_exec or os.path.join(os.path.dirname(kbox), "bench", "bench_exec")
+    if not args.bench_exec and not os.access(bench_exec, os.X_OK) and os.environ.get("BENCH_EXEC"):
+        bench_exec = os.environ["BENCH_EXEC"]
+    bench_exec = os.path.abspath(bench_exec)
+    if not os.access(bench_exec, os.X_OK):
+        ap.error("%s is not an executable (make bench/bench_exec, or give --bench-exec)"
+                 % bench_exec)
 
     signal.signal(signal.SIGTERM, on_sigterm)
     # A short private state dir: socket paths under it must stay < 108 bytes.
@@ -289,17 +529,22 @@ def main(argv):
     os.mkdir(tmpdir)
     env = dict(os.environ, KBOX_HOME=home, JUPYTER_RUNTIME_DIR=os.path.join(tmpdir, "rt"))
     env.pop("KBOX_SESSION", None)
-    bench = Bench(kbox, args.python, tmpdir, env)
+    bench = Bench(kbox, args.python, tmpdir, env, bench_exec)
     if args.jupyter != "none":
         bench.jupyter = args.jupyter
     calls = {"kbox": [], "jupyter": []}
+    batches = []
     floor = []
     per_round = []
+    libs = {}
     mem_start = mem_end = cpu_start = cpu_end = load_start = load_end = None
+    calls_at_mem_end = count_at_mem_end = None
+    long_mem = []
+    extra_calls = 0
     started = False
     sup_pid = None
     start_s = None
-    status_end = None
+    st = status_end = None
     fatal = None
     try:
         t0 = time.monotonic()
@@ -315,26 +560,37 @@ def main(argv):
         mem_start = proc_mem(sup_pid)
         cpu_start = proc_cpu(sup_pid)
         load_start = os.getloadavg()
-        log("session %s started in %.2f s: supervisor pid %d, kernel pid %d; %s",
-            SESSION, start_s, sup_pid, st["kernel_pid"], fmt_mem(mem_start))
+        log("session %s started in %.2f s (backend %s): supervisor pid %d, kernel pid %d; %s",
+            SESSION, start_s, st.get("backend"), sup_pid, st["kernel_pid"], fmt_mem(mem_start))
 
+        bench.setup()
         for _ in range(args.warmup):
             for client in ("kbox", "jupyter"):
                 bench.call(client)
         for r in range(args.rounds):
-            order = ("kbox", "jupyter") if r % 2 == 0 else ("jupyter", "kbox")
+            k = r % len(CLIENTS)
+            order = CLIENTS[k:] + CLIENTS[:k]
             this = {}
             for client in order:
-                cs = [bench.call(client) for _ in range(args.n)]
-                calls[client].extend(cs)
-                this[client] = statistics.median(c["wall_s"] for c in cs)
+                if client == "libkbox":
+                    b = bench.libkbox_batch(args.exec_n, args.exec_warmup)
+                    if b is None:
+                        raise RuntimeError("bench_exec failed: %s" % bench.failures[-1])
+                    b["round"] = r + 1
+                    batches.append(b)
+                    this[client] = statistics.median(b["lat_s"])
+                else:
+                    cs = [bench.call(client) for _ in range(args.n)]
+                    calls[client].extend(cs)
+                    this[client] = statistics.median(c["wall_s"] for c in cs)
             per_round.append(this)
-            log("round %2d/%d  kbox exec %7.1f ms  jupyter run %7.1f ms  ratio %5.1fx",
+            log("round %2d/%d  kbox exec %6.1f ms  jupyter run %6.1f ms  libkbox %5.2f ms  "
+                "jupyter/kbox %5.1fx  kbox/libkbox %4.2fx",
                 r + 1, args.rounds, this["kbox"] * 1e3, this["jupyter"] * 1e3,
-                this["jupyter"] / this["kbox"])
+                this["libkbox"] * 1e3, this["jupyter"] / this["kbox"],
+                this["kbox"] / this["libkbox"])
 
-        # The floor of any kbox command: start, load the same libraries
-        # (libc, libm: the rest is linked in, see bench/README.md), exit.
+        # The floor of any kbox command: start, load the same libraries, exit.
         for _ in range(args.rounds * args.n):
             wall, rc, out, err, ru = run_timed([kbox, "version"], env, tmpdir)
             if rc != 0 or not out.startswith(b"kbox "):
@@ -342,9 +598,43 @@ def main(argv):
             floor.append({"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
                           "maxrss_kib": ru.ru_maxrss, "ok": True})
 
+        # What the kbox program loads: on disk (ldd), when it runs `version`
+        # (LD_DEBUG=files: dlopen too) and while a kbox exec waits (its maps).
+        libs["ldd"] = ldd(kbox)
+        objs, rc, out = ld_debug_objects([kbox, "version"], env, tmpdir)
+        if rc != 0 or not out.startswith(b"kbox "):
+            raise RuntimeError("kbox version (LD_DEBUG=files) exited %s: %r" % (rc, out[:100]))
+        libs["version_loaded"] = objs
+        mc = bench.maps_check()
+        libs["exec_maps"] = mc["objects"]
+        libs["exec_maps_samples"] = mc["samples"]
+        libs["exec_maps_ok"] = mc["ok"]
+        libs["exec_vmhwm_kib"] = mc["vmhwm_kib"]
+        libs["exec_vmrss_kib"] = mc["vmrss_kib"]
+        libs["supervisor_maps"] = sorted(read_maps(sup_pid) or [])
+        for k in ("ldd", "version_loaded", "exec_maps", "supervisor_maps"):
+            libs[k + "_forbidden"] = forbidden(libs[k])
+        libs["pass"] = (mc["ok"] and not libs["ldd_forbidden"]
+                        and not libs["version_loaded_forbidden"]
+                        and not libs["exec_maps_forbidden"])
+
+        # At least RSS_CALLS kbox exec calls before the second reading.
+        while bench.kbox_calls < args.rss_calls:
+            bench.call("kbox")
+            extra_calls += 1
         mem_end = proc_mem(sup_pid)
         cpu_end = proc_cpu(sup_pid)
+        calls_at_mem_end = bench.kbox_calls
+        count_at_mem_end = bench.count
         load_end = os.getloadavg()
+        for i in range(args.long_calls):
+            bench.call("kbox")
+            if (i + 1) % 500 == 0 or i + 1 == args.long_calls:
+                m = proc_mem(sup_pid)
+                long_mem.append({"kbox_calls": bench.kbox_calls, "executions": bench.count,
+                                 "mem_kib": m})
+                log("after %d kbox exec calls (%d executions): %s", bench.kbox_calls,
+                    bench.count, fmt_mem(m))
         status_end = status_json(kbox, env)
     except (RuntimeError, OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
         fatal = "%s: %s" % (type(e).__name__, e)
@@ -383,62 +673,119 @@ def main(argv):
         if fatal:
             log("session.py: %s", fatal)
 
-    if fatal or not calls["kbox"] or not calls["jupyter"]:
+    if fatal or not calls["kbox"] or not calls["jupyter"] or not batches:
         return 1
 
     stats = {c: summarize(cs) for c, cs in calls.items()}
+    stats["libkbox"] = summarize_libkbox(batches)
     ratios = [r["jupyter"] / r["kbox"] for r in per_round]
     ratio = statistics.median(ratios)
     pooled = stats["jupyter"]["wall_median_s"] / stats["kbox"]["wall_median_s"]
     ok = ratio >= RATIO_TARGET
     cpu_ratio = stats["jupyter"]["cpu_median_s"] / stats["kbox"]["cpu_median_s"]
+    xratios = [r["kbox"] / r["libkbox"] for r in per_round]
+    xratio = statistics.median(xratios)
+    xpooled = stats["kbox"]["wall_median_s"] / stats["libkbox"]["wall_median_s"]
+    xok = xratio <= EXEC_RATIO_TARGET
+    rss_start_ok = bool(mem_start) and mem_start["VmRSS"] <= RSS_TARGET_KIB
+    rss_end_ok = bool(mem_end) and mem_end["VmRSS"] <= RSS_TARGET_KIB \
+        and calls_at_mem_end >= args.rss_calls
 
-    print("kbox exec -s %s '1+1' vs jupyter run --existing, one session kernel, "
-          "%d rounds x %d calls per client (after %d warm-up calls), %d CPUs"
-          % (SESSION, args.rounds, args.n, args.warmup, os.cpu_count() or 0))
+    print("kbox exec -s %s '1+1' vs jupyter run --existing vs libkbox in process, one session "
+          "kernel (backend %s), %d rounds x (%d + %d calls, and one bench_exec of %d calls after "
+          "%d warm-up), after %d warm-up calls; %d CPUs"
+          % (SESSION, st.get("backend"), args.rounds, args.n, args.n, args.exec_n,
+             args.exec_warmup, args.warmup, os.cpu_count() or 0))
     print()
     print("%-12s %6s %6s %9s %9s %9s %9s %9s %10s %10s"
           % ("client", "calls", "failed", "median", "mean", "p10", "p90", "max", "CPU/call",
              "peak RSS"))
-    for client, label in (("kbox", "kbox exec"), ("jupyter", "jupyter run")):
+    for client in ("kbox", "jupyter", "libkbox"):
         s = stats[client]
-        print("%-12s %6d %6d %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %7.1f MiB"
-              % (label, s["calls"], s["failed"], s["wall_median_s"] * 1e3,
+        if client == "jupyter":
+            peak = "%7.1f MiB" % (s["maxrss_median_kib"] / 1024)
+        elif client == "kbox" and libs.get("exec_vmhwm_kib"):
+            peak = "%7.1f MiB" % (libs["exec_vmhwm_kib"] / 1024)
+        else:
+            peak = "-"
+        print("%-12s %6d %6d %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %11s"
+              % (LABELS[client], s["calls"], s["failed"], s["wall_median_s"] * 1e3,
                  s["wall_mean_s"] * 1e3, s["wall_p10_s"] * 1e3, s["wall_p90_s"] * 1e3,
-                 s["wall_max_s"] * 1e3,
-                 s["cpu_median_s"] * 1e3, s["maxrss_median_kib"] / 1024))
-    print("(whole-process wall time and CPU (user + sys) per call in ms, medians; "
-          "peak RSS: median ru_maxrss)")
+                 s["wall_max_s"] * 1e3, s["cpu_median_s"] * 1e3, peak))
+    print("(ms per call; kbox exec and jupyter run: a whole process, spawn to exit, and its CPU "
+          "(user + sys);\n libkbox: kbox_client_execute in bench_exec's process and its CPU per "
+          "call; peak RSS: jupyter run's\n median ru_maxrss, kbox exec's VmHWM read while it "
+          "waited (the maps check): its ru_maxrss would be\n this script's, which Linux carries "
+          "across exec)")
     print()
-    print("kbox start:                %.2f s" % start_s)
-    print("supervisor after start:    %s" % fmt_mem(mem_start))
-    ncalls = len(calls["kbox"]) + len(calls["jupyter"]) + 2 * args.warmup
-    print("supervisor after the calls: %s" % fmt_mem(mem_end))
+    print("kbox start:                 %.2f s" % start_s)
+    print("supervisor idle after start: %s" % fmt_mem(mem_start))
+    print("supervisor after %d kbox exec calls (%d unmeasured added): %s"
+          % (calls_at_mem_end, extra_calls, fmt_mem(mem_end)))
+    growth = None
     if mem_end:
-        print("supervisor peak (VmHWM):   %.1f MiB" % (mem_end["VmHWM"] / 1024))
+        print("supervisor peak (VmHWM):     %.1f MiB" % (mem_end["VmHWM"] / 1024))
+    if mem_start and mem_end and count_at_mem_end:
+        growth = (mem_end["RssAnon"] - mem_start["RssAnon"]) * 1024 / count_at_mem_end
+        print("supervisor RssAnon growth:   %+.0f KiB over the kernel's %d executions (all clients'), "
+              "%.0f bytes each" % (mem_end["RssAnon"] - mem_start["RssAnon"], count_at_mem_end,
+                                   growth))
+    for lm in long_mem[-1:]:
+        print("supervisor after %d kbox exec calls (--long-calls): %s"
+              % (lm["kbox_calls"], fmt_mem(lm["mem_kib"])))
+    ncalls = (calls_at_mem_end or 0) + len(calls["jupyter"]) + args.warmup
     sup_cpu = None
     if cpu_start is not None and cpu_end is not None:
         sup_cpu = cpu_end - cpu_start
-        print("supervisor CPU during the %d calls: %.2f s (%.1f ms per kbox exec)"
-              % (ncalls, sup_cpu, 1e3 * sup_cpu / (len(calls["kbox"]) + args.warmup)))
+        print("supervisor CPU during the %d calls and %d libkbox executions: %.2f s "
+              "(%.2f ms per kbox exec)"
+              % (ncalls, len(batches) * (args.exec_n + args.exec_warmup), sup_cpu,
+                 1e3 * sup_cpu / calls_at_mem_end))
     if status_end:
         print("supervisor counted %s executions (kbox exec calls: %d)"
-              % (status_end.get("executions"), len(calls["kbox"]) + args.warmup))
+              % (status_end.get("executions"), bench.kbox_calls))
     print("load average at the start %.2f, at the end %.2f (1 min)"
           % (load_start[0], load_end[0]))
     print()
-    print("wall median  kbox exec %.1f ms  jupyter run %.1f ms" %
-          (stats["kbox"]["wall_median_s"] * 1e3, stats["jupyter"]["wall_median_s"] * 1e3))
-    print("ratio jupyter run / kbox exec %.1fx (target >= %.0fx)  %s  (rounds %.1fx .. %.1fx)"
-          % (ratio, RATIO_TARGET, "PASS" if ok else "FAIL", min(ratios), max(ratios)))
+    print("libraries (none may be libzmq, libczmq, libsodium, libcurl):")
+    print("  ldd kbox:                               %s"
+          % " ".join(os.path.basename(x) for x in libs["ldd"]))
+    print("  kbox version loads (LD_DEBUG=files):    %s"
+          % (" ".join(os.path.basename(x) for x in libs["version_loaded"]) or "(nothing)"))
+    print("  kbox exec maps (%2d readings while it ran): %s"
+          % (libs["exec_maps_samples"],
+             " ".join(os.path.basename(x) for x in libs["exec_maps"] if x != os.path.realpath(kbox))))
+    print("  (the supervisor, for comparison, maps %s)"
+          % (" ".join(os.path.basename(x) for x in libs["supervisor_maps_forbidden"])
+             or "none of them"))
+    print()
+    print("wall median  kbox exec %.2f ms  jupyter run %.1f ms  libkbox %.2f ms" %
+          (stats["kbox"]["wall_median_s"] * 1e3, stats["jupyter"]["wall_median_s"] * 1e3,
+           stats["libkbox"]["wall_median_s"] * 1e3))
+    print("ratio jupyter run / kbox exec %.1fx (target >= %.0fx)  %s  (rounds %.1fx .. %.1fx, "
+          "pooled %.1fx)"
+          % (ratio, RATIO_TARGET, "PASS" if ok else "FAIL", min(ratios), max(ratios), pooled))
+    print("ratio kbox exec / libkbox %.2fx (target <= %.1fx)  %s  (rounds %.2fx .. %.2fx, "
+          "pooled %.2fx; kbox exec is %.2f ms above libkbox's round trip)"
+          % (xratio, EXEC_RATIO_TARGET, "PASS" if xok else "FAIL", min(xratios), max(xratios),
+             xpooled, (stats["kbox"]["wall_median_s"] - stats["libkbox"]["wall_median_s"]) * 1e3))
+    print("supervisor VmRSS idle %.1f MiB, after %d kbox exec %.1f MiB (target <= %.0f MiB)  %s"
+          % (mem_start["VmRSS"] / 1024 if mem_start else float("nan"), calls_at_mem_end or 0,
+             mem_end["VmRSS"] / 1024 if mem_end else float("nan"), RSS_TARGET_KIB / 1024,
+             "PASS" if rss_start_ok and rss_end_ok else "FAIL"))
+    print("kbox version and kbox exec load no libzmq, libczmq, libsodium, libcurl  %s%s"
+          % ("PASS" if libs["pass"] else "FAIL",
+             "" if libs["pass"] else "  (%s)" % ", ".join(
+                 os.path.basename(x) for k in ("ldd", "version_loaded", "exec_maps")
+                 for x in libs[k + "_forbidden"])))
     failed = len(bench.failures)
-    print("CPU per call  kbox exec %.1f ms  jupyter run %.1f ms  ratio %.1fx"
+    print("CPU per call  kbox exec %.2f ms  jupyter run %.1f ms  ratio %.1fx  libkbox %.2f ms"
           % (stats["kbox"]["cpu_median_s"] * 1e3, stats["jupyter"]["cpu_median_s"] * 1e3,
-             cpu_ratio))
+             cpu_ratio, stats["libkbox"]["cpu_median_s"] * 1e3))
     fl = summarize(floor) if floor else None
     if fl:
-        print("floor: kbox version (start, load the same libraries, exit) %.1f ms wall, "
-              "%.1f ms CPU; kbox exec is %.1f ms above it"
+        print("floor: kbox version (start, load the same libraries, exit) %.2f ms wall, "
+              "%.2f ms CPU; kbox exec is %.2f ms above it"
               % (fl["wall_median_s"] * 1e3, fl["cpu_median_s"] * 1e3,
                  (stats["kbox"]["wall_median_s"] - fl["wall_median_s"]) * 1e3))
     print("failed calls: %d" % failed)
@@ -448,21 +795,37 @@ def main(argv):
     doc = {
         "bench": "session",
         "config": {"rounds": args.rounds, "n": args.n, "warmup": args.warmup,
-                   "kbox": kbox, "python": args.python,
+                   "exec_n": args.exec_n, "exec_warmup": args.exec_warmup,
+                   "rss_calls": args.rss_calls, "kbox": kbox, "bench_exec": bench_exec,
+                   "python": args.python,
                    "jupyter": bench.jupyter or "%s -m jupyter_client.runapp" % args.python},
         "versions": versions(),
+        "backend": st.get("backend"),
         "kbox_start_s": start_s,
         "clients": stats,
         "round_medians_s": per_round,
         "ratio_jupyter_kbox": ratio,
-        "floor_kbox_version": fl,
         "ratio_rounds": ratios,
         "ratio_pooled": pooled,
         "ratio_target": RATIO_TARGET,
-        "cpu_ratio_jupyter_kbox": cpu_ratio,
         "ratio_pass": ok,
+        "ratio_kbox_libkbox": xratio,
+        "ratio_kbox_libkbox_rounds": xratios,
+        "ratio_kbox_libkbox_pooled": xpooled,
+        "ratio_kbox_libkbox_target": EXEC_RATIO_TARGET,
+        "ratio_kbox_libkbox_pass": xok,
+        "cpu_ratio_jupyter_kbox": cpu_ratio,
+        "floor_kbox_version": fl,
+        "libraries": libs,
+        "libraries_pass": libs["pass"],
         "supervisor_mem_start_kib": mem_start,
         "supervisor_mem_end_kib": mem_end,
+        "supervisor_kbox_calls_at_mem_end": calls_at_mem_end,
+        "kernel_executions_at_mem_end": count_at_mem_end,
+        "supervisor_anon_growth_bytes_per_execution": growth,
+        "supervisor_mem_long": long_mem,
+        "supervisor_rss_target_kib": RSS_TARGET_KIB,
+        "supervisor_rss_pass": rss_start_ok and rss_end_ok,
         "supervisor_executions": status_end.get("executions") if status_end else None,
         "supervisor_cpu_s": sup_cpu,
         "loadavg_start": load_start,
@@ -473,6 +836,8 @@ def main(argv):
     if args.json:
         raw = {c: [{k: x[k] for k in ("wall_s", "cpu_s", "maxrss_kib", "ok")} for x in cs]
                for c, cs in calls.items()}
+        raw["libkbox"] = [{k: b[k] for k in ("round", "lat_s", "cpu_s", "process_wall_s",
+                                            "maxrss_kib")} for b in batches]
         with open(args.json, "w") as f:
             json.dump(dict(doc, calls=raw), f, indent=1)
             f.write("\n")
