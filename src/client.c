@@ -1341,6 +1341,11 @@ static int exec_on_watch(kbox_loop_t *loop, void *arg)
 	long long now = kbox__now_ms();
 	(void)loop;
 	run->t_watch = 0;
+	/* iopub waiting unread is not silence: reading a large message can
+	 * take longer than the wait itself (a slow machine, a sanitizer) */
+	if (run->got_reply && now - run->last_iopub >= REPLY_IDLE_MS &&
+	    readable(self, KBOX_CH_IOPUB))
+		run->last_iopub = now;
 	if (run->got_reply && now - run->last_iopub >= REPLY_IDLE_MS) {
 		x->output_lost = true;
 		exec_both(self, x);
@@ -1597,6 +1602,8 @@ static void on_iopub(kbox_client_t *self)
 	m = iopub_decode(self, &z, run ? &run->bucket : &self->iopub_bucket, x,
 	                 run ? run->req_id : NULL);
 	pid = m ? kbox_msg_parent_id(m) : NULL;
+	if (run) /* silence counts from when this one was taken in */
+		run->last_iopub = kbox__now_ms();
 	guard_on(self, &g);
 	if (run && pid && strcmp(pid, run->req_id) == 0)
 		exec_output(self, x, &m);
