@@ -681,6 +681,8 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 	ml = self->opts.max_lines ? self->opts.max_lines : KBOX_CAPTURE_MAX_LINES;
 	if (mb < 64)
 		mb = 64;
+	if (mb > KBOX_CAPTURE_MAX_BYTES_LIMIT)
+		mb = KBOX_CAPTURE_MAX_BYTES_LIMIT;
 	self->opts.max_bytes = mb;
 	self->opts.max_lines = ml;
 	self->count = -1;

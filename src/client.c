@@ -30,6 +30,7 @@
 #define ALIVE_SLICE_MS 100 /* how often waits consult the alive hook */
 #define DRAIN_MS 200       /* longest spent draining queued messages */
 #define IOPUB_LINK_MS 250  /* longest wait for iopub's handshake before kernel_info */
+#define IOPUB_RCVHWM 1000 /* iopub messages queued unread, at most */
 #define REPLY_IDLE_MS 2000 /* after the reply, iopub silence that ends the wait for idle */
 #define READY_MS 60000     /* a readiness wait given no timeout */
 #define ATTEMPT_MS 1000    /* one kernel_info attempt of a readiness wait */
@@ -163,6 +164,7 @@ struct kbox_client {
 	void *iopub_arg;
 	bucket_t iopub_bucket; /* output between executions */
 	size_t iopub_dropped, iopub_dropped_bytes;
+	bool shedding;            /* kbox_client_set_shedding */
 	guard_t *guards;
 	bool destroying;
 };
@@ -319,7 +321,6 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 	                                         ZMQ_REQ};
 	zsock_t *s = zsock_new(types[ch]);
 	void *h;
-	int zero = 0;
 
 	if (!s) {
 		kbox__err_sys(err, "cannot create the %s socket", kbox_channel_name(ch));
@@ -352,8 +353,10 @@ static zsock_t *make_socket(kbox_client_t *self, kbox_channel_t ch, kbox_error_t
 	}
 	if (ch == KBOX_CH_IOPUB) {
 		int64_t maxmsg = KBOX_MAX_MESSAGE_BYTES;
-		/* never drop iopub messages at a high-water mark */
-		zmq_setsockopt(h, ZMQ_RCVHWM, &zero, sizeof zero);
+		int hwm = IOPUB_RCVHWM;
+		/* a bounded queue: when it is full libzmq stops reading (the
+		 * kernel's own PUB socket queues, then drops, on its side) */
+		zmq_setsockopt(h, ZMQ_RCVHWM, &hwm, sizeof hwm);
 		zmq_setsockopt(h, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
 		zsock_set_subscribe(s, "");
 	}
@@ -1560,7 +1563,7 @@ static kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, bucket_t *b, 
 	kbox_msg_t *msg;
 	bool ours;
 
-	if (!bucket_take(b, size) && droppable_output(*z_p, req_id, &ours)) {
+	if ((self->shedding || !bucket_take(b, size)) && droppable_output(*z_p, req_id, &ours)) {
 		if (ours) {
 			x->rate_dropped++;
 			x->rate_dropped_bytes += size;
@@ -1893,6 +1896,12 @@ void kbox_client_detach(kbox_client_t *self)
 void kbox_client_fail_pending(kbox_client_t *self, const char *reason)
 {
 	end_all(self, KBOX_E_DEAD, reason ? reason : "the kernel died", false);
+}
+
+void kbox_client_set_shedding(kbox_client_t *self, bool on)
+{
+	if (self)
+		self->shedding = on;
 }
 
 void kbox_client_set_iopub_cb(kbox_client_t *self, kbox_iopub_cb *cb, void *arg)

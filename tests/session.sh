@@ -605,6 +605,7 @@ def ask(req):
     return json.loads(line)
 for req in ({"op": "execute", "code": "1", "format": "xml"},
             {"op": "execute", "code": "1", "max_output": 3},
+            {"op": "execute", "code": "1", "max_output": 16 * 1024 * 1024 + 1},
             {"op": "execute", "code": "1", "outputs": "relative/dir"},
             {"op": "execute"},
             {"op": "nope"}):
@@ -614,10 +615,44 @@ PYEOF
 	rc=$?
 fi
 check protocol_bad_requests_get_one_error_each eval 'status_is 0 && [ "$(cat stdout)" = "False execute usage \"format\" is one of text, text-live, json, ndjson
-False execute usage \"max_output\" is a number of bytes, at least 64
+False execute usage \"max_output\" is a number of bytes from 64 to 16777216 (16 MiB)
+False execute usage \"max_output\" is a number of bytes from 64 to 16777216 (16 MiB)
 False execute usage \"outputs\" is an absolute directory
 False execute usage \"code\" (a string) is required
 False nope usage unknown op \"nope\"" ]'
+
+# A client that sends requests and never reads the replies is cut off once
+# 8 MiB of them wait for it; the supervisor stays small and serves others.
+fresh
+needs kernel
+if [ -z "$SKIPPING" ]; then
+	spid=$(cat "$S/kc/supervisor.pid")
+	echo 5 >"/proc/$spid/clear_refs" # its peak so far is forgotten
+	"$PY" - "$S/kc/control.sock" >stdout 2>stderr <<'PYEOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(sys.argv[1])
+s.settimeout(30)
+sent = 0
+try:
+    for _ in range(200):
+        s.sendall(b'{"op":"status"}\n' * 1000)
+        sent += 1000
+except (BrokenPipeError, ConnectionResetError):
+    pass
+except OSError as e:
+    print(type(e).__name__, e, "after", sent)
+print("cut off" if sent < 200000 else "never cut off")
+PYEOF
+	hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$spid/status")
+	"$KBOX" exec -s kc 'print(6 * 7)' >>stdout 2>>stderr
+fi
+check protocol_client_that_never_reads_is_cut_off eval '[ "$(cat stdout)" = "cut off
+42" ]'
+check protocol_client_that_never_reads_leaves_the_supervisor_small eval \
+	'ldd "$top_builddir/kbox-supervisor" | grep -q libasan || [ "$hwm" -lt 65536 ] ||
+	{ why="VmHWM $hwm KiB"; false; }'
 
 # kbox run's kernel is a supervisor's too, on a private session that goes
 # when it ends, and ends when kbox run goes away.
@@ -733,7 +768,10 @@ kbox exec -s kc --format xml 'print(1)'
 check exec_bad_format fails_with 2 'kbox exec: invalid --format "xml": expected text, json or ndjson'
 kbox exec -s kc --max-output 10 'print(1)'
 check exec_bad_max_output fails_with 2 \
-	'kbox exec: invalid --max-output "10": expected a size of at least 64 bytes (e.g. 20000, 16K, 1M)'
+	'kbox exec: invalid --max-output "10": expected a size from 64 bytes to 16M (e.g. 20000, 16K, 1M)'
+kbox exec -s kc --max-output 17M 'print(1)'
+check exec_max_output_over_16M fails_with 2 \
+	'kbox exec: invalid --max-output "17M": expected a size from 64 bytes to 16M (e.g. 20000, 16K, 1M)'
 kbox exec -s kc --max-lines 1K 'print(1)'
 check exec_bad_max_lines fails_with 2 'kbox exec: invalid --max-lines "1K": expected a number of at least 2'
 kbox start -s kc --ttl

@@ -24,12 +24,13 @@ extern "C" {
 /* Defaults, chosen so one result fits comfortably in an LLM's context. */
 #define KBOX_CAPTURE_MAX_BYTES 16384 /* per text: stdout, stderr, result, error */
 #define KBOX_CAPTURE_MAX_LINES 200
+#define KBOX_CAPTURE_MAX_BYTES_LIMIT (16u << 20) /* the most max_bytes may be */
 #define KBOX_CAPTURE_MAX_DISPLAYS 100   /* display bundles kept; more are counted */
 #define KBOX_CAPTURE_MAX_IMAGE_BYTES (64u << 20) /* larger images are not written */
 #define KBOX_CAPTURE_LINE_MAX 65536     /* an unterminated line is cut here */
 
 typedef struct {
-	size_t max_bytes;     /* 0 → KBOX_CAPTURE_MAX_BYTES */
+	size_t max_bytes;     /* 0 → KBOX_CAPTURE_MAX_BYTES; at most KBOX_CAPTURE_MAX_BYTES_LIMIT */
 	size_t max_lines;     /* 0 → KBOX_CAPTURE_MAX_LINES */
 	/* Directory for images and spill files (must exist).  NULL: images are
 	 * listed with their size but not written, and spilled text is lost. */

@@ -150,6 +150,13 @@ void kbox_client_set_iopub_cb(kbox_client_t *self, kbox_iopub_cb *cb, void *arg)
  * rate limit, since the client was made. */
 size_t kbox_client_iopub_dropped(const kbox_client_t *self, size_t *bytes);
 
+/* While ON, output messages (stream, display_data, update_display_data)
+ * are dropped unread and counted as over the rate limit, whatever the
+ * limit: for a reader that falls behind a flood and must empty its queue
+ * (ZeroMQ's, of messages received and not yet read) before its memory
+ * runs out.  Off when the client is made. */
+void kbox_client_set_shedding(kbox_client_t *self, bool on);
+
 /* Called once when a _begin operation ends.  RC is 0 on success, -1 with
  * ERR (borrowed for the call) on failure. */
 typedef void (kbox_ready_cb)(void *arg, int rc, const kbox_error_t *err);

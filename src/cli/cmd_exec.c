@@ -197,7 +197,7 @@ int cmd_exec(int argc, char **argv)
 	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
 	                   "write images and long texts into DIR (default: the session's outputs)"),
 	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &e.max_bytes,
-	                     "keep at most BYTES of each text, at least 64 (default: 16K)"),
+	                     "keep at most BYTES of each text, 64 to 16M (default: 16K)"),
 	    CLI_OPT_CALLBACK(0, "max-lines", "N", cli_opt_max_lines, &e.max_lines,
 	                     "keep at most about N lines of each text, at least 2 (default: 200)"),
 	    CLI_OPT_LIST('i', "input", "LINE", &inputs,

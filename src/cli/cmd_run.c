@@ -126,7 +126,7 @@ int cmd_run(int argc, char **argv)
 	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
 	                     "write each result as text, json or ndjson (default: text)"),
 	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_bytes,
-	                     "keep at most BYTES of each text, at least 64 (default: 16K)"),
+	                     "keep at most BYTES of each text, 64 to 16M (default: 16K)"),
 	    CLI_OPT_CALLBACK(0, "max-lines", "N", cli_opt_max_lines, &max_lines,
 	                     "keep at most about N lines of each text, at least 2 (default: 200)"),
 	    CLI_OPT_CALLBACK('c', "code", "CODE", code_cb, &cells,

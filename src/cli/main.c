@@ -3,6 +3,8 @@
 #include "config.h"
 #include "cli.h"
 
+#include <kbox/capture.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -164,8 +166,8 @@ int cli_parse_format(const char *cmd, const char *arg, format_t *out)
 
 int cli_parse_max_output(const char *cmd, const char *arg, long long *out)
 {
-	if ((*out = cli_parse_size(arg)) < 64) {
-		cli_error(cmd, "invalid --max-output \"%s\": expected a size of at least 64 bytes "
+	if ((*out = cli_parse_size(arg)) < 64 || *out > KBOX_CAPTURE_MAX_BYTES_LIMIT) {
+		cli_error(cmd, "invalid --max-output \"%s\": expected a size from 64 bytes to 16M "
 		          "(e.g. 20000, 16K, 1M)", arg);
 		return -1;
 	}

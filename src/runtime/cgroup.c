@@ -107,9 +107,28 @@ static bool own_path(const char *ctl, char *path, size_t size)
 	return found;
 }
 
+static bool parent_dir_now(int i, char *dir, size_t size, bool *v2, char *why, size_t wsize);
+
 /* The directory of our own cgroup for controller I, and whether it is v2.
- * False with WHY when the controller is not there. */
+ * False with WHY when the controller is not there.  Found once and kept:
+ * a supervisor that moved itself into a cgroup of its own still makes
+ * its sandboxes' beside it, not under it. */
 static bool parent_dir(int i, char *dir, size_t size, bool *v2, char *why, size_t wsize)
+{
+	static char found[N_CTL][PATH_MAX];
+	static bool found_v2[N_CTL];
+	if (!found[i][0]) {
+		if (!parent_dir_now(i, found[i], sizeof found[i], &found_v2[i], why, wsize)) {
+			found[i][0] = '\0';
+			return false;
+		}
+	}
+	snprintf(dir, size, "%s", found[i]);
+	*v2 = found_v2[i];
+	return true;
+}
+
+static bool parent_dir_now(int i, char *dir, size_t size, bool *v2, char *why, size_t wsize)
 {
 	char point[PATH_MAX], root[PATH_MAX], path[PATH_MAX], file[PATH_MAX + 32];
 	const char *rel;
@@ -348,6 +367,27 @@ int kbox__cgroup_enter(const kbox_cgroup_t *self)
 	return rc;
 }
 
+int kbox__cgroup_leave(const kbox_cgroup_t *self)
+{
+	int rc = 0;
+	for (int j = 0; self && j < self->n; j++) {
+		char procs[PATH_MAX + 16];
+		const char *slash = strrchr(self->h[j].dir, '/');
+		int fd;
+		if (!slash || snprintf(procs, sizeof procs, "%.*s/cgroup.procs",
+		                       (int)(slash - self->h[j].dir), self->h[j].dir) >= (int)sizeof procs) {
+			rc = -1;
+			continue;
+		}
+		fd = open(procs, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, "0", 1) != 1)
+			rc = -1;
+		if (fd >= 0)
+			close(fd);
+	}
+	return rc;
+}
+
 const char *kbox__cgroup_where(const kbox_cgroup_t *self, unsigned bit, char *buf, size_t size)
 {
 	hier_t *h = hier_of(self, bit);
@@ -377,6 +417,16 @@ long kbox__cgroup_oom_kills(const kbox_cgroup_t *self)
 	if (!h)
 		return -1;
 	return (long)read_key(h->dir, h->v2 ? "memory.events" : "memory.oom_control", "oom_kill");
+}
+
+long kbox__cgroup_oom_kills_named(const char *name)
+{
+	char parent[PATH_MAX], dir[PATH_MAX + 256], why[256];
+	bool v2;
+	if (!parent_dir(0, parent, sizeof parent, &v2, why, sizeof why) ||
+	    snprintf(dir, sizeof dir, "%s/%s", parent, name) >= (int)sizeof dir)
+		return -1;
+	return (long)read_key(dir, v2 ? "memory.events" : "memory.oom_control", "oom_kill");
 }
 
 long kbox__cgroup_pids_refused(const kbox_cgroup_t *self)

@@ -42,6 +42,10 @@ unsigned kbox__cgroup_enforced(const kbox_cgroup_t *self);
  * open, write and close: safe between fork and exec.  0 or -1. */
 int kbox__cgroup_enter(const kbox_cgroup_t *self);
 
+/* Move the calling process back to the cgroup it made SELF under (before
+ * destroying SELF, which would otherwise wait for it).  0 or -1. */
+int kbox__cgroup_leave(const kbox_cgroup_t *self);
+
 /* Where controller BIT's limit is: "cgroup v1 /sys/fs/cgroup/memory/…/NAME"
  * into BUF; "" when the cgroup does not enforce it. */
 const char *kbox__cgroup_where(const kbox_cgroup_t *self, unsigned bit, char *buf, size_t size);
@@ -52,6 +56,9 @@ long long kbox__cgroup_memory(const kbox_cgroup_t *self);
 long long kbox__cgroup_memory_limit(const kbox_cgroup_t *self);
 /* How many processes the OOM killer has killed in the cgroup, -1 when unknown. */
 long kbox__cgroup_oom_kills(const kbox_cgroup_t *self);
+/* The same for the memory cgroup NAME under the caller's own (one made
+ * by an earlier process), -1 when unknown or there is none. */
+long kbox__cgroup_oom_kills_named(const char *name);
 /* How many forks the pids limit refused, -1 when unknown. */
 long kbox__cgroup_pids_refused(const kbox_cgroup_t *self);
 /* Processes in the cgroup now, -1 when unknown. */

@@ -418,11 +418,11 @@ json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 		n = recv(fd, peek, sizeof peek, MSG_PEEK);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
+		if (n < 0 && errno != ECONNRESET) {
 			kbox__err_sys(err, "control socket: recv");
 			goto fail;
 		}
-		if (n == 0) {
+		if (n <= 0) { /* ECONNRESET: it closed with our request unread */
 			kbox__err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
 			goto fail;
 		}

@@ -42,7 +42,20 @@
 #define REQUEST_TIMEOUT_MS 30000   /* complete, inspect, interrupt_request */
 #define GRACE_MS 5000              /* after an interrupt, by default */
 #define CONN_OUT_MAX (8 << 20)     /* events queued for a slow client; more are dropped */
+#define OUT_TOTAL_MAX (64 << 20)   /* the same for all clients together */
 #define FLUSH_MS 20
+/* The supervisor's own memory, whatever a kernel sends: resident over
+ * MEMORY_HIGH (checked every MEMORY_CHECK_MS), the kernel is stopped and
+ * replaced; its cgroup's limit MEMORY_MAX is the backstop, over which the
+ * supervisor alone is killed (the host is untouched).  A message may be
+ * 64 MiB (KBOX_MAX_MESSAGE_BYTES), and decoding one takes about three
+ * times that.  Before that, over MEMORY_SHED, a reader that fell behind a
+ * flood of output (decoding is slower than a kernel prints) drops output
+ * unread, counted as over the rate limit, until its queue is empty. */
+#define MEMORY_SHED (192LL << 20) /* over it, output is dropped unread until half */
+#define MEMORY_HIGH (384LL << 20)
+#define MEMORY_MAX (512LL << 20)
+#define MEMORY_CHECK_MS 50
 
 typedef struct sup sup_t;
 typedef struct conn conn_t;
@@ -118,6 +131,7 @@ struct sup {
 	int flush_timer, ttl_timer;
 	unsigned long conn_serial;
 	bool replacing;            /* kernel_replace is failing what ran on the old kernel */
+	size_t out_total;          /* unsent output of all connections */
 	/* bookkeeping */
 	long long started_ms, kernel_started_ms, last_activity_ms;
 	double started_wall, last_activity_wall;
@@ -134,6 +148,9 @@ struct sup {
 	bool stopping;
 	char stop_cause[512];
 	conn_t *stop_conn;
+	kbox_cgroup_t *cg;         /* the supervisor's own (memory), or NULL */
+	bool shedding;             /* over MEMORY_SHED: output is dropped unread */
+	bool was_shedding;         /* …and the heap is to be trimmed after */
 };
 
 /* The one supervisor of this process (for callbacks that outlive what
@@ -237,6 +254,7 @@ static bool conn_flush(conn_t *c)
 	}
 	memmove(c->out, c->out + off, c->out_len - off);
 	c->out_len -= off;
+	c->s->out_total -= off;
 	return true;
 }
 
@@ -257,8 +275,16 @@ static void conn_send(conn_t *c, json_t *j, bool event)
 	if (!line)
 		return;
 	len = strlen(line);
-	if (event && c->out_len + len + 1 > CONN_OUT_MAX) {
+	if (event && (c->out_len + len + 1 > CONN_OUT_MAX || s->out_total + len + 1 > OUT_TOTAL_MAX)) {
 		c->events_dropped++;
+		free(line);
+		return;
+	}
+	if (!event && c->out_len && (c->out_len + len + 1 > CONN_OUT_MAX ||
+	                             s->out_total + len + 1 > OUT_TOTAL_MAX)) {
+		/* a client that does not read its replies: it is cut off (its
+		 * read handler sees the end and closes it) */
+		shutdown(c->fd, SHUT_RDWR);
 		free(line);
 		return;
 	}
@@ -273,6 +299,7 @@ static void conn_send(conn_t *c, json_t *j, bool event)
 	memcpy(c->out + c->out_len, line, len);
 	c->out[c->out_len + len] = '\n';
 	c->out_len += len + 1;
+	s->out_total += len + 1;
 	free(line);
 	conn_flush(c);
 	if (c->out_len && !s->flush_timer)
@@ -520,7 +547,10 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 			         fmt_ms(j->timeout_ms, t, sizeof t), fmt_ms(j->grace_ms, g, sizeof g));
 		kill = true;
 	} else if (st == KBOX_EXEC_DIED) {
-		if (s->sb && !kbox_sandbox_alive(s->sb))
+		if (s->replacing && s->last_cause[0])
+			/* we ended it (kernel_replace): the cause is ours, not the signal's */
+			snprintf(cause, sizeof cause, "%s", s->last_cause);
+		else if (s->sb && !kbox_sandbox_alive(s->sb))
 			snprintf(cause, sizeof cause, "%s", kbox_sandbox_cause(s->sb));
 		else if (s->stopping)
 			snprintf(cause, sizeof cause, "%s", s->stop_cause);
@@ -885,6 +915,7 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 		                               "missing", kbox_sandbox_limits_missing(s->sb)));
 	if (!(s->client = kbox_client_new(conn, err)))
 		goto fail;
+	s->shedding = false; /* a new client does not shed; the check says when to */
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL)
 		hooks.interrupt = sb_interrupt;
 	kbox_client_set_hooks(s->client, &hooks);
@@ -1016,6 +1047,7 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 	}
 	s->ready = true;
 	s->kernel_started_ms = kbox__now_ms();
+	malloc_trim(0); /* what the kernel before this one left in the heap */
 	touch(s);
 	sup_log(s, "ready",
 	        json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)kbox_sandbox_pid(s->sb), "generation",
@@ -1187,8 +1219,9 @@ static int job_new(sup_t *s, conn_t *c, job_kind_t kind, json_t *req)
 			why = "\"format\" is one of text, text-live, json, ndjson";
 		else if (j->timeout_ms < 0 || j->grace_ms < 0 || wait_ms < 0)
 			why = "\"timeout\", \"grace\" and \"wait\" are seconds (a number >= 0)";
-		else if (mo && (!json_is_integer(mo) || json_integer_value(mo) < 64))
-			why = "\"max_output\" is a number of bytes, at least 64";
+		else if (mo && (!json_is_integer(mo) || json_integer_value(mo) < 64 ||
+		                json_integer_value(mo) > KBOX_CAPTURE_MAX_BYTES_LIMIT))
+			why = "\"max_output\" is a number of bytes from 64 to 16777216 (16 MiB)";
 		else if (ml && (!json_is_integer(ml) || json_integer_value(ml) < 2))
 			why = "\"max_lines\" is a number of lines, at least 2";
 		else if (outputs && (!json_is_string(outputs) || json_string_value(outputs)[0] != '/'))
@@ -1372,6 +1405,7 @@ static void conn_close(sup_t *s, conn_t *c)
 		s->stop_conn = NULL;
 	kbox_loop_remove_fd(s->loop, c->fd);
 	close(c->fd);
+	s->out_total -= c->out_len;
 	free(c->in);
 	free(c->out);
 	free(c);
@@ -1530,6 +1564,94 @@ static int on_tick(kbox_loop_t *loop, void *arg)
 		}
 	}
 	return 0;
+}
+
+/* ---- the supervisor's memory ---- */
+
+/* This process's resident memory in bytes, -1 when unknown. */
+static long long self_rss(void)
+{
+	static int fd = -2;
+	char buf[128];
+	long long size, resident;
+	ssize_t n;
+	if (fd == -2)
+		fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = pread(fd, buf, sizeof buf - 1, 0)) <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (sscanf(buf, "%lld %lld", &size, &resident) != 2)
+		return -1;
+	return resident * sysconf(_SC_PAGESIZE);
+}
+
+/* Over MEMORY_HIGH: what the kernel sent is what grew (libzmq takes in a
+ * message of many frames whole before anyone sees it), so the kernel is
+ * stopped and replaced, and its connection's buffers go with it. */
+static int on_memory_check(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	long long rss = self_rss();
+	char cause[256], have[32], bound[32];
+	if (rss >= 0 && rss < MEMORY_HIGH && s->client) {
+		bool shed = s->shedding ? rss >= MEMORY_SHED / 2 : rss >= MEMORY_SHED;
+		if (shed != s->shedding) {
+			s->shedding = shed;
+			kbox_client_set_shedding(s->client, shed);
+			sup_log(s, shed ? "shedding" : "shedding-end",
+			        json_pack("{s:I}", "rss", (json_int_t)rss));
+		}
+		if (!shed && s->was_shedding) {
+			s->was_shedding = false;
+			malloc_trim(0);
+		}
+		s->was_shedding |= shed;
+	}
+	if (rss < MEMORY_HIGH || !s->sb || s->stopping)
+		return 0;
+	kbox_fmt_size(have, sizeof have, rss);
+	kbox_fmt_size(bound, sizeof bound, MEMORY_HIGH);
+	snprintf(cause, sizeof cause,
+	         "it sent more than its supervisor may hold (%s in memory, over the bound of %s), "
+	         "so the kernel was killed",
+	         have, bound);
+	sup_log(s, "memory", json_pack("{s:I, s:I}", "rss", (json_int_t)rss, "bound",
+	                               (json_int_t)MEMORY_HIGH));
+	kbox_sandbox_signal(s->sb, SIGKILL, NULL);
+	if (kernel_replace(s, cause, false) < 0) {
+		answer_pending(s, "kernel", s->stop_cause);
+		s->stopping = true;
+		kbox_loop_stop(loop);
+	}
+	malloc_trim(0);
+	return 0;
+}
+
+/* The supervisor's memory bound: a cgroup of its own with MEMORY_MAX when
+ * one can be made (moving in costs a few ms, so this runs while the
+ * first kernel starts), and the check of MEMORY_HIGH.  Not in sanitizer
+ * builds, whose memory is several times larger. */
+static void memory_bound(sup_t *s)
+{
+#ifndef KBOX_SANITIZED
+	const char *name = json_string_value(json_object_get(s->config, "name"));
+	char cg[160], why[512] = "", high[32], max[32];
+	snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox", (long)getpid());
+	s->cg = kbox__cgroup_new(cg, KBOX_CG_MEMORY, MEMORY_MAX, 0, 0, why, sizeof why);
+	if (s->cg && kbox__cgroup_enter(s->cg) < 0) {
+		snprintf(why, sizeof why, "cannot move into its cgroup: %s", strerror(errno));
+		kbox__cgroup_leave(s->cg);
+		kbox__cgroup_destroy(&s->cg);
+	}
+	kbox_fmt_size(high, sizeof high, MEMORY_HIGH);
+	kbox_fmt_size(max, sizeof max, MEMORY_MAX);
+	sup_log(s, "supervisor-memory",
+	        json_pack("{s:s, s:s?, s:s?}", "kernel_stopped_over", high, "killed_over",
+	                  s->cg ? max : NULL, "no_cgroup", s->cg ? NULL : why));
+	kbox_loop_add_timer(s->loop, MEMORY_CHECK_MS, true, on_memory_check, s, NULL);
+#else
+	(void)s;
+#endif
 }
 
 /* ---- setup ---- */
@@ -1719,6 +1841,10 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* large blocks (messages, their text) straight from and back to the
+	 * system, not kept in the heap: the memory bound reads resident
+	 * memory, which then follows what is held */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	s.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
 	if (s.sig_fd < 0 || !(s.loop = kbox_loop_new(&err)) || lock_pid(&s, &err) < 0 ||
@@ -1756,7 +1882,20 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 		 * supervisor, if it was killed (it is gone: we hold the lock) */
 		const char *name = json_string_value(json_object_get(s.config, "name"));
 		char prefix[128];
+		char cg[160];
 		snprintf(prefix, sizeof prefix, "kbox-%s-%ld-", name ? name : "sandbox", s.prev_pid);
+		snprintf(cg, sizeof cg, "%ssupervisor", prefix);
+		if (!prev[0] && kbox__cgroup_oom_kills_named(cg) > 0) {
+			char max[32];
+			kbox_fmt_size(max, sizeof max, MEMORY_MAX);
+			snprintf(s.notice, sizeof s.notice,
+			         "kernel restarted: the session's previous supervisor was killed for "
+			         "holding more than %s of its kernel's output; earlier state (variables, "
+			         "imports, loaded data) is lost; files in the workspace are kept",
+			         max);
+			snprintf(s.last_cause, sizeof s.last_cause,
+			         "its supervisor went over its memory limit (%s)", max);
+		}
 		kbox__cgroup_reap(prefix);
 	}
 	if (kernel_start(&s, &err) < 0) {
@@ -1766,6 +1905,7 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 		status = 1;
 		goto out;
 	}
+	memory_bound(&s);
 	kbox_loop_run(s.loop);
 	if (!s.stopping)
 		snprintf(s.stop_cause, sizeof s.stop_cause, "the supervisor's event loop failed");
@@ -1787,6 +1927,11 @@ out:
 		 * caller's directory, elsewhere) */
 		kbox__empty_dir(dir);
 		rmdir(dir);
+	}
+	if (s.cg) {
+		/* out of its own cgroup first, or it could not be removed */
+		kbox__cgroup_leave(s.cg);
+		kbox__cgroup_destroy(&s.cg);
 	}
 	kbox_loop_destroy(&s.loop);
 	the_sup = NULL;

@@ -326,4 +326,45 @@ else
 		{ why="supervisor VmRSS ${r:-?} KiB"; false; }'
 fi
 
+# Messages of many frames: libzmq takes each one in whole before kbox sees
+# any of it (16 frames of 60 MB, 960 MB apiece; the 64 MiB cap is per
+# frame).  Over 384 MiB the supervisor stops that kernel and starts
+# another; its own cgroup's limit (512 MiB) is the backstop.  Not in a
+# sanitizer build, which has no such bound (its memory is the sanitizer's).
+fresh
+if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
+	for t in stops_the_kernel_with_the_cause supervisor_peak_stays_under_512_mib \
+	         supervisor_cgroup_limit_is_512_mib session_goes_on; do
+		n=$((n + 1))
+		echo "ok $n - row15_many_frame_messages_$t # SKIP AddressSanitizer build: no memory bound"
+	done
+else
+	cat >frames.py <<'EOF'
+k = get_ipython().kernel
+for _ in range(2):
+    k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": "x"},
+                   buffers=[b"x" * 60_000_000] * 16)
+print("sent")
+EOF
+	kbox exec -s pr -f frames.py
+	check row15_many_frame_messages_stop_the_kernel_with_the_cause eval 'status_is 4 &&
+		grep -Eq "^\[kernel died: it sent more than its supervisor may hold \([0-9.]+ MiB in memory, over the bound of 384 MiB\), so the kernel was killed; a new kernel was started; earlier state is lost\]$" stdout'
+	SPID=$(cat "$S/pr/supervisor.pid" 2>/dev/null)
+	hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$SPID/status" 2>/dev/null)
+	check row15_many_frame_messages_supervisor_peak_stays_under_512_mib eval \
+		'[ -n "$hwm" ] && [ "$hwm" -lt 524288 ] || { why="supervisor VmHWM ${hwm:-?} KiB"; false; }'
+	cg=$(sed -n 's/^[0-9]*:[^:]*memory[^:]*:\(.*\)$/\1/p' "/proc/$SPID/cgroup" 2>/dev/null)
+	if [ -z "$SKIPPING" ] && [ ! -f "/sys/fs/cgroup/memory$cg/memory.limit_in_bytes" ]; then
+		n=$((n + 1))
+		echo "ok $n - row15_many_frame_messages_supervisor_cgroup_limit_is_512_mib # SKIP no cgroup v1 memory controller here"
+	else
+		check row15_many_frame_messages_supervisor_cgroup_limit_is_512_mib eval \
+			'case $cg in */kbox-pr-$SPID-supervisor) ;; *) false ;; esac &&
+			[ "$(cat "/sys/fs/cgroup/memory$cg/memory.limit_in_bytes")" = 536870912 ]'
+	fi
+	kbox exec -s pr 'print(6 * 7)'
+	check row15_many_frame_messages_session_goes_on eval 'status_is 0 &&
+		[ "$(tail -n 1 stdout)" = 42 ] && grep -q "^\[note: kernel restarted: it sent more than its supervisor may hold" stdout'
+fi
+
 echo "1..$n"
