@@ -8,15 +8,21 @@
 #include <sodium.h>
 
 #define SIG_HEX 64 /* hex digits of an HMAC-SHA256 */
+#define SIG_BYTES 32
+#define SLOT_EMPTY UINT32_MAX
 
 struct kbox_auth {
 	unsigned char *key;
 	size_t keylen;
 	/* the HMAC state after absorbing the key, copied for each message */
 	crypto_auth_hmacsha256_state *keyed;
-	/* replay history: a set for lookup and a ring for eviction order */
-	zhashx_t *seen;
-	char **ring;
+	/* replay history: the signatures' 32 bytes in a ring (eviction
+	 * order), and an open-addressing table (linear probing) of ring
+	 * indices for lookup: 36 bytes a signature, not a string and a hash
+	 * entry apiece */
+	unsigned char (*ring)[SIG_BYTES];
+	uint32_t *slot;   /* ring index, or SLOT_EMPTY */
+	size_t mask;      /* slots - 1; slots a power of two >= 2 * cap */
 	size_t cap, head, count;
 };
 
@@ -151,13 +157,16 @@ kbox_auth_t *kbox_auth_new(const char *scheme, const void *key, size_t keylen, s
 	if (!self)
 		goto nomem;
 	self->cap = history ? history : KBOX_REPLAY_HISTORY;
-	self->seen = zhashx_new();
+	if (self->cap > UINT32_MAX / 4)
+		self->cap = UINT32_MAX / 4;
+	self->mask = 1;
+	while (self->mask + 1 < 2 * self->cap)
+		self->mask = self->mask * 2 + 1;
 	self->ring = calloc(self->cap, sizeof *self->ring);
-	if (!self->seen || !self->ring)
+	self->slot = malloc((self->mask + 1) * sizeof *self->slot);
+	if (!self->ring || !self->slot)
 		goto nomem;
-	/* the ring owns the key strings; the set only points at them */
-	zhashx_set_key_duplicator(self->seen, NULL);
-	zhashx_set_key_destructor(self->seen, NULL);
+	memset(self->slot, 0xff, (self->mask + 1) * sizeof *self->slot); /* SLOT_EMPTY */
 	if (keylen) {
 		self->key = sodium_malloc(keylen);
 		if (!self->key)
@@ -186,12 +195,8 @@ void kbox_auth_destroy(kbox_auth_t **self_p)
 		sodium_free(self->key); /* wipes */
 	if (self->keyed)
 		sodium_free(self->keyed);
-	zhashx_destroy(&self->seen);
-	if (self->ring) {
-		for (size_t i = 0; i < self->count; i++) /* only the live entries */
-			free(self->ring[(self->head + i) % self->cap]);
-		free(self->ring);
-	}
+	free(self->ring);
+	free(self->slot);
 	free(self);
 	*self_p = NULL;
 }
@@ -234,32 +239,79 @@ int kbox_auth_verify(const kbox_auth_t *self, const kbox_frame_t parts[4], const
 	return 0;
 }
 
+/* The home slot of digest D (HMAC output: its first bytes are as good a
+ * hash as any). */
+static size_t sig_home(const kbox_auth_t *self, const unsigned char *d)
+{
+	uint64_t v;
+	memcpy(&v, d, sizeof v);
+	return (size_t)v & self->mask;
+}
+
+/* The slot holding digest D, or the empty slot where it would go. */
+static size_t sig_find(const kbox_auth_t *self, const unsigned char *d)
+{
+	size_t i = sig_home(self, d);
+	while (self->slot[i] != SLOT_EMPTY && memcmp(self->ring[self->slot[i]], d, SIG_BYTES) != 0)
+		i = (i + 1) & self->mask;
+	return i;
+}
+
+/* Empty slot I, moving back the entries after it that would no longer be
+ * found (backward-shift deletion: no tombstones). */
+static void sig_delete(kbox_auth_t *self, size_t i)
+{
+	size_t j = i;
+	self->slot[i] = SLOT_EMPTY;
+	for (;;) {
+		size_t home;
+		j = (j + 1) & self->mask;
+		if (self->slot[j] == SLOT_EMPTY)
+			return;
+		home = sig_home(self, self->ring[self->slot[j]]);
+		/* J's entry may fill I when I lies on its probe path (home .. J) */
+		if (((j - home) & self->mask) >= ((j - i) & self->mask)) {
+			self->slot[i] = self->slot[j];
+			self->slot[j] = SLOT_EMPTY;
+			i = j;
+		}
+	}
+}
+
+/* Hex signature SIG (SIGLEN characters) as 32 bytes; what is not hex, or
+ * missing, counts as zero bits (a signature that verified is all hex). */
+static void sig_bytes(const char *sig, size_t siglen, unsigned char out[SIG_BYTES])
+{
+	memset(out, 0, SIG_BYTES);
+	for (size_t k = 0; k < siglen && k < SIG_HEX; k++) {
+		int c = (unsigned char)sig[k], v = c >= '0' && c <= '9'   ? c - '0'
+		                                 : c >= 'a' && c <= 'f' ? c - 'a' + 10
+		                                 : c >= 'A' && c <= 'F' ? c - 'A' + 10
+		                                                        : 0;
+		out[k / 2] |= (unsigned char)(k % 2 ? v : v << 4);
+	}
+}
+
 int kbox_auth_remember(kbox_auth_t *self, const char *sig, size_t siglen, kbox_error_t *err)
 {
-	char key[SIG_HEX + 1];
-	char *copy;
-	size_t n = siglen < SIG_HEX ? siglen : SIG_HEX;
+	unsigned char d[SIG_BYTES];
+	size_t i, at;
 
 	if (!self->keylen)
 		return 0;
-	memcpy(key, sig, n);
-	key[n] = '\0';
-	if (zhashx_lookup(self->seen, key))
+	sig_bytes(sig, siglen, d);
+	if (self->slot[sig_find(self, d)] != SLOT_EMPTY)
 		return kbox__err(err, KBOX_E_AUTH, "replayed message (duplicate signature)");
 	if (self->count == self->cap) {
 		/* full: forget the oldest (ring[head]) */
-		zhashx_delete(self->seen, self->ring[self->head]);
-		free(self->ring[self->head]);
-		self->ring[self->head] = NULL;
+		sig_delete(self, sig_find(self, self->ring[self->head]));
 		self->head = (self->head + 1) % self->cap;
 		self->count--;
 	}
-	copy = strdup(key);
-	if (!copy || zhashx_insert(self->seen, copy, (void *)1) != 0) {
-		free(copy);
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory recording a signature");
-	}
-	self->ring[(self->head + self->count) % self->cap] = copy;
+	at = (self->head + self->count) % self->cap;
+	memcpy(self->ring[at], d, SIG_BYTES);
+	i = sig_find(self, d);
+	self->slot[i] = (uint32_t)at;
 	self->count++;
 	return 0;
 }

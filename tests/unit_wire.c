@@ -847,6 +847,52 @@ TEST(remember_refuses_a_signature_seen_before)
 	kbox_auth_destroy(&auth);
 }
 
+/* Signature I of a sequence, as 64 hex digits: distinct for distinct I
+ * and spread like HMAC output (splitmix64), so that the history's table
+ * has runs that evictions break and must mend. */
+static void nth_sig(unsigned i, char out[65])
+{
+	for (int k = 0; k < 4; k++) {
+		uint64_t z = (uint64_t)i * 4 + (uint64_t)k + 0x9e3779b97f4a7c15ULL;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+		z ^= z >> 31;
+		snprintf(out + 16 * k, 17, "%016llx", (unsigned long long)z);
+	}
+}
+
+TEST(replay_history_remembers_exactly_the_last_n_after_many_evictions)
+{
+	kbox_auth_t *auth = auth_with_key(KEY, 1000);
+	kbox_error_t err = {0};
+	char s[65];
+	int refused = 0, accepted = 0;
+
+	REQUIRE(auth != NULL);
+	for (unsigned i = 0; i < 20000; i++) {
+		nth_sig(i, s);
+		REQUIRE(kbox_auth_remember(auth, s, 64, &err) == 0);
+	}
+	CHECK_INT_EQ(kbox_auth_history_size(auth), 1000);
+	/* each of the last 1000 is remembered; a refusal changes nothing */
+	for (unsigned i = 19000; i < 20000; i++) {
+		nth_sig(i, s);
+		refused += kbox_auth_remember(auth, s, 64, &err) == -1 && err.code == KBOX_E_AUTH;
+	}
+	CHECK_INT_EQ(refused, 1000);
+	/* the one before them was forgotten */
+	nth_sig(18999, s);
+	accepted += kbox_auth_remember(auth, s, 64, &err) == 0;
+	CHECK_INT_EQ(accepted, 1);
+	CHECK_INT_EQ(kbox_auth_history_size(auth), 1000);
+	/* and it evicted the oldest, 19000, and no other */
+	nth_sig(19000, s);
+	CHECK_INT_EQ(kbox_auth_remember(auth, s, 64, &err), 0);
+	nth_sig(19002, s);
+	CHECK_INT_EQ(kbox_auth_remember(auth, s, 64, &err), -1);
+	kbox_auth_destroy(&auth);
+}
+
 TEST(replay_history_is_bounded_and_forgets_the_oldest)
 {
 	kbox_auth_t *auth = auth_with_key(KEY, 16);
@@ -1306,6 +1352,7 @@ int main(void)
 
 	RUN(replayed_message_is_refused_the_second_time);
 	RUN(remember_refuses_a_signature_seen_before);
+	RUN(replay_history_remembers_exactly_the_last_n_after_many_evictions);
 	RUN(replay_history_is_bounded_and_forgets_the_oldest);
 	RUN(empty_key_accepts_empty_signatures_without_replay_check);
 
