@@ -52,8 +52,13 @@
  * times that.  Before that, over MEMORY_SHED, a reader that fell behind a
  * flood of output (decoding is slower than a kernel prints) drops output
  * unread, counted as over the rate limit, until its queue is empty. */
-#define MEMORY_SHED (192LL << 20) /* over it, output is dropped unread until half */
-#define MEMORY_HIGH (384LL << 20)
+#ifdef KBOX_SANITIZED
+#define MEMORY_SCALE 8 /* a sanitizer's shadow and quarantine; no cgroup either */
+#else
+#define MEMORY_SCALE 1
+#endif
+#define MEMORY_SHED (MEMORY_SCALE * 192LL << 20) /* over it, output is dropped unread until half */
+#define MEMORY_HIGH (MEMORY_SCALE * 384LL << 20)
 #define MEMORY_MAX (512LL << 20)
 #define MEMORY_CHECK_MS 50
 
@@ -1629,15 +1634,16 @@ static int on_memory_check(kbox_loop_t *loop, void *arg)
 
 /* The supervisor's memory bound: a cgroup of its own with MEMORY_MAX when
  * one can be made (moving in costs a few ms, so this runs while the
- * first kernel starts), and the check of MEMORY_HIGH.  Not in sanitizer
- * builds, whose memory is several times larger. */
+ * first kernel starts), and the check of MEMORY_HIGH.  Sanitizer builds,
+ * whose memory is several times larger, have no cgroup, and bounds
+ * MEMORY_SCALE times higher. */
 static void memory_bound(sup_t *s)
 {
-#ifndef KBOX_SANITIZED
 	const char *name = json_string_value(json_object_get(s->config, "name"));
-	char cg[160], why[512] = "", high[32], max[32];
+	char cg[160], why[512] = "no cgroup in a sanitizer build", high[32], max[32];
 	snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox", (long)getpid());
-	s->cg = kbox__cgroup_new(cg, KBOX_CG_MEMORY, MEMORY_MAX, 0, 0, why, sizeof why);
+	if (MEMORY_SCALE == 1)
+		s->cg = kbox__cgroup_new(cg, KBOX_CG_MEMORY, MEMORY_MAX, 0, 0, why, sizeof why);
 	if (s->cg && kbox__cgroup_enter(s->cg) < 0) {
 		snprintf(why, sizeof why, "cannot move into its cgroup: %s", strerror(errno));
 		kbox__cgroup_leave(s->cg);
@@ -1649,9 +1655,6 @@ static void memory_bound(sup_t *s)
 	        json_pack("{s:s, s:s?, s:s?}", "kernel_stopped_over", high, "killed_over",
 	                  s->cg ? max : NULL, "no_cgroup", s->cg ? NULL : why));
 	kbox_loop_add_timer(s->loop, MEMORY_CHECK_MS, true, on_memory_check, s, NULL);
-#else
-	(void)s;
-#endif
 }
 
 /* ---- setup ---- */
