@@ -702,18 +702,18 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 	self->prefix = strdup(self->opts.prefix ? self->opts.prefix : "");
 	if (self->opts.outputs_dir) {
 		struct stat st;
-		if (stat(self->opts.outputs_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		self->dfd = self->opts.has_outputs_fd
+		                ? fcntl(self->opts.outputs_fd, F_DUPFD_CLOEXEC, 3)
+		                : open(self->opts.outputs_dir,
+		                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (self->dfd < 0 || fstat(self->dfd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			if (self->dfd >= 0 || errno == ELOOP)
+				errno = ENOTDIR;
 			kbox__err_sys(err, "outputs directory %s", self->opts.outputs_dir);
 			kbox_capture_destroy(&self);
 			return NULL;
 		}
 		self->outputs_dir = strdup(self->opts.outputs_dir);
-		self->dfd = open(self->opts.outputs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (self->dfd < 0) {
-			kbox__err_sys(err, "outputs directory %s", self->opts.outputs_dir);
-			kbox_capture_destroy(&self);
-			return NULL;
-		}
 	}
 	self->opts.outputs_dir = self->outputs_dir;
 	self->opts.prefix = self->prefix;

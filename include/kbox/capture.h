@@ -35,6 +35,14 @@ typedef struct {
 	/* Directory for images and spill files (must exist).  NULL: images are
 	 * listed with their size but not written, and spilled text is lost. */
 	const char *outputs_dir;
+	/* With HAS_OUTPUTS_FD: that directory, already open (it is duplicated;
+	 * the caller keeps OUTPUTS_FD).  Files are made in it, whatever the
+	 * path OUTPUTS_DIR (which then only names them) leads to now: a
+	 * directory someone else can write in cannot be swapped for a link.
+	 * Without it, OUTPUTS_DIR is opened, and a symbolic link as its last
+	 * component is refused. */
+	bool has_outputs_fd;
+	int outputs_fd;
 	/* File names are PREFIX + "<execution_count>-<index>.<ext>" for images,
 	 * PREFIX + "<execution_count>-<stream>.txt" for spills (stdout, stderr,
 	 * value, traceback), with 0 for an unknown count.  NULL → ""; a '/' in

@@ -52,6 +52,11 @@ typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
 /* The value of --format, --max-output and --max-lines for command CMD:
  * 0, or -1 with one line printed (a usage error). */
 int cli_parse_format(const char *cmd, const char *arg, format_t *out);
+/* Check --outputs PATH for CMD and put its absolute path in OUT (PATH_MAX
+ * bytes): a writable directory, not a symbolic link itself (a directory
+ * the kernel can write in must not lead elsewhere).  EXIT_OK, or
+ * EXIT_USAGE with the error printed. */
+int cli_outputs_dir(const char *cmd, const char *path, char *out);
 int cli_parse_max_output(const char *cmd, const char *arg, long long *out);
 int cli_parse_max_lines(const char *cmd, const char *arg, long long *out);
 

@@ -10,6 +10,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,7 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 	kbox_error_t err = {0};
 	json_t *req = exec_request(e), *m = NULL;
 	bool tty = isatty(STDOUT_FILENO), started = false;
+	int sent;
 
 	bool quiet = r->quiet_if_lost;
 	memset(r, 0, sizeof *r);
@@ -72,7 +74,22 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 		cli_error(cmd, "out of memory");
 		return r->status;
 	}
-	if (kbox_ctl_send(fd, req, &err) < 0) {
+	if (e->outputs) {
+		/* the supervisor writes into the directory this opened, not into
+		 * whatever the path leads to later */
+		int dfd = open(e->outputs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0) {
+			cli_error(cmd, "--outputs %s: %s", e->outputs,
+			          errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+			json_decref(req);
+			r->status = EXIT_USAGE;
+			return r->status;
+		}
+		sent = kbox_ctl_send_fd(fd, req, dfd, &err);
+		close(dfd);
+	} else
+		sent = kbox_ctl_send(fd, req, &err);
+	if (sent < 0) {
 		cli_error(cmd, "session %s: %s", name, err.msg);
 		json_decref(req);
 		return r->status;
@@ -262,11 +279,8 @@ int cmd_exec(int argc, char **argv)
 	}
 	if (outputs) {
 		/* the supervisor writes there: it gets the absolute path */
-		if (access(outputs, W_OK | X_OK) < 0 || !realpath(outputs, outbuf)) {
-			cli_error("exec", "--outputs %s: %s", outputs, strerror(errno));
-			status = EXIT_USAGE;
+		if ((status = cli_outputs_dir("exec", outputs, outbuf)) != EXIT_OK)
 			goto out;
-		}
 		e.outputs = outbuf;
 	}
 	name = cli_session_name(name);

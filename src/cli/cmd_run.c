@@ -178,25 +178,16 @@ int cmd_run(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
-	if (!outputs)
-		outputs = cwd;
-	else if (access(outputs, W_OK | X_OK) < 0) {
-		cli_error("run", "--outputs %s: %s", outputs, strerror(errno));
-		status = EXIT_USAGE;
-		goto out;
-	}
-	/* the supervisor writes there: it gets the absolute path */
-	if (!realpath(outputs, outbuf)) {
-		cli_error("run", "--outputs %s: %s", outputs, strerror(errno));
-		status = EXIT_USAGE;
-		goto out;
-	}
 	if (!realpath(cwd, cwdreal)) {
 		cli_error("run", "--cwd %s: %s", cwd, strerror(errno));
 		status = EXIT_USAGE;
 		goto out;
 	}
 	cwd = cwdreal;
+	/* the supervisor writes there: it gets the absolute path (by default
+	 * the working directory's, whatever links led to it) */
+	if ((status = cli_outputs_dir("run", outputs ? outputs : cwd, outbuf)) != EXIT_OK)
+		goto out;
 
 	spec = kbox_kspec_find(kernel, &err);
 	if (!spec) {

@@ -10,6 +10,9 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <limits.h>
 
 /* Sorted by name.  Each command's options are in its own file. */
 static const cli_cmd_t commands[] = {
@@ -162,6 +165,25 @@ int cli_parse_format(const char *cmd, const char *arg, format_t *out)
 		return -1;
 	}
 	return 0;
+}
+
+int cli_outputs_dir(const char *cmd, const char *path, char *out)
+{
+	struct stat st;
+	const char *why = NULL;
+	if (lstat(path, &st) < 0)
+		why = strerror(errno);
+	else if (S_ISLNK(st.st_mode))
+		why = "it is a symbolic link";
+	else if (!S_ISDIR(st.st_mode))
+		why = strerror(ENOTDIR);
+	else if (access(path, W_OK | X_OK) < 0 || !realpath(path, out))
+		why = strerror(errno);
+	if (why) {
+		cli_error(cmd, "--outputs %s: %s", path, why);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
 }
 
 int cli_parse_max_output(const char *cmd, const char *arg, long long *out)

@@ -366,6 +366,11 @@ int kbox_ctl_connect(const char *dir, kbox_error_t *err)
 
 int kbox_ctl_send(int fd, json_t *msg, kbox_error_t *err)
 {
+	return kbox_ctl_send_fd(fd, msg, -1, err);
+}
+
+int kbox_ctl_send_fd(int fd, json_t *msg, int pass_fd, kbox_error_t *err)
+{
 	char *line = json_dumps(msg, JSON_COMPACT);
 	size_t len, off = 0;
 	int rc = 0;
@@ -374,7 +379,28 @@ int kbox_ctl_send(int fd, json_t *msg, kbox_error_t *err)
 	len = strlen(line);
 	line[len++] = '\n';
 	while (off < len) {
-		ssize_t w = send(fd, line + off, len - off, MSG_NOSIGNAL);
+		ssize_t w;
+		if (pass_fd >= 0 && off == 0) {
+			union {
+				struct cmsghdr h;
+				char buf[CMSG_SPACE(sizeof(int))];
+			} u;
+			struct iovec iov = {line, len};
+			struct msghdr mh = {0};
+			struct cmsghdr *c;
+			memset(&u, 0, sizeof u);
+			mh.msg_iov = &iov;
+			mh.msg_iovlen = 1;
+			mh.msg_control = u.buf;
+			mh.msg_controllen = sizeof u.buf;
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+			w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		} else
+			w = send(fd, line + off, len - off, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {

@@ -83,6 +83,9 @@ int kbox_ctl_connect(const char *dir, kbox_error_t *err);
 
 /* Send MSG (borrowed) as one line. 0 or -1 with ERR. */
 int kbox_ctl_send(int fd, json_t *msg, kbox_error_t *err);
+/* The same, passing descriptor PASS_FD (SCM_RIGHTS) with the line's first
+ * byte; -1: none. */
+int kbox_ctl_send_fd(int fd, json_t *msg, int pass_fd, kbox_error_t *err);
 
 /* Read one line within TIMEOUT_MS (-1: forever) and parse it (new
  * reference).  NULL with ERR: KBOX_E_TIMEOUT, or KBOX_E_DEAD at end of file. */

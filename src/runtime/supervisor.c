@@ -86,6 +86,7 @@ struct job {
 	kbox_exec_t *x;
 	unsigned long generation;
 	char notice[600];    /* the kernel was restarted since the last execution */
+	int outputs_fd;      /* the request's "outputs" directory, opened, or -1 */
 	char *earlier_text;  /* output printed between executions, rendered */
 	json_t *earlier_json;
 	bool abandoned;      /* its client went away while it ran */
@@ -100,6 +101,7 @@ struct conn {
 	char *out;           /* what could not be sent yet */
 	size_t out_len;
 	size_t events_dropped;
+	int passed_fd;       /* the descriptor that came with its last request, or -1 */
 	job_t *job;          /* its job, queued or running, or NULL */
 	const char *pending; /* "restart": answered once the new kernel is ready */
 };
@@ -368,6 +370,8 @@ static void job_free(job_t *j)
 	free(j->inputs);
 	kbox_capture_destroy(&j->cap);
 	kbox_exec_destroy(&j->x);
+	if (j->outputs_fd >= 0)
+		close(j->outputs_fd);
 	free(j->earlier_text);
 	json_decref(j->earlier_json);
 	json_decref(j->req);
@@ -723,6 +727,8 @@ static int job_begin(sup_t *s, job_t *j)
 			j->conn->events_dropped = 0;
 		snprintf(prefix, sizeof prefix, "%lu-", s->generation);
 		co.outputs_dir = outputs ? outputs : s->outputs;
+		co.has_outputs_fd = outputs && j->outputs_fd >= 0;
+		co.outputs_fd = j->outputs_fd;
 		co.prefix = json_is_string(json_object_get(req, "prefix"))
 		                ? json_string_value(json_object_get(req, "prefix"))
 		                : prefix;
@@ -1211,6 +1217,7 @@ static int job_new(sup_t *s, conn_t *c, job_kind_t kind, json_t *req)
 	}
 	j->s = s;
 	j->kind = kind;
+	j->outputs_fd = -1;
 	j->conn = c;
 	j->req = json_incref(req);
 	j->timeout_ms = req_ms(req, "timeout", 0);
@@ -1241,12 +1248,23 @@ static int job_new(sup_t *s, conn_t *c, job_kind_t kind, json_t *req)
 		}
 		if (outputs) {
 			struct stat st;
+			/* the directory the client opened and passed, else the path
+			 * opened here without following a link at its end: either way
+			 * held from now on, so that swapping the path for a link
+			 * (kernel code that can write its parent) changes nothing */
+			j->outputs_fd = c->passed_fd;
+			c->passed_fd = -1;
+			if (j->outputs_fd < 0)
+				j->outputs_fd = open(json_string_value(outputs),
+				                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			errno = 0;
-			if (stat(json_string_value(outputs), &st) < 0 || !S_ISDIR(st.st_mode) ||
-			    access(json_string_value(outputs), W_OK | X_OK) < 0) {
+			if (j->outputs_fd < 0 || fstat(j->outputs_fd, &st) < 0 || !S_ISDIR(st.st_mode) ||
+			    faccessat(j->outputs_fd, ".", W_OK | X_OK, AT_EACCESS) < 0) {
 				reply_error(c, job_kind_name(kind), "usage", "\"outputs\" %s: %s",
 				            json_string_value(outputs),
-				            errno ? strerror(errno) : "not a directory");
+				            errno == ELOOP ? "a symbolic link"
+				            : errno        ? strerror(errno)
+				                           : "not a directory");
 				job_free(j);
 				return -1;
 			}
@@ -1410,6 +1428,8 @@ static void conn_close(sup_t *s, conn_t *c)
 		s->stop_conn = NULL;
 	kbox_loop_remove_fd(s->loop, c->fd);
 	close(c->fd);
+	if (c->passed_fd >= 0)
+		close(c->passed_fd);
 	s->out_total -= c->out_len;
 	free(c->in);
 	free(c->out);
@@ -1441,7 +1461,33 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 			c->in = nb;
 			c->in_cap = cap;
 		}
-		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+		{
+			/* a descriptor may come with a request (an "outputs"
+			 * directory): the last one is kept for the next request */
+			union {
+				struct cmsghdr h;
+				char buf[CMSG_SPACE(4 * sizeof(int))];
+			} u;
+			struct iovec iov = {c->in + c->in_len, c->in_cap - c->in_len};
+			struct msghdr mh = {0};
+			mh.msg_iov = &iov;
+			mh.msg_iovlen = 1;
+			mh.msg_control = u.buf;
+			mh.msg_controllen = sizeof u.buf;
+			n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+			for (struct cmsghdr *ch = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; ch;
+			     ch = CMSG_NXTHDR(&mh, ch)) {
+				if (ch->cmsg_level != SOL_SOCKET || ch->cmsg_type != SCM_RIGHTS)
+					continue;
+				for (size_t k = 0; k < (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+					int pfd;
+					memcpy(&pfd, CMSG_DATA(ch) + k * sizeof(int), sizeof pfd);
+					if (c->passed_fd >= 0)
+						close(c->passed_fd);
+					c->passed_fd = pfd;
+				}
+			}
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -1499,6 +1545,7 @@ static int on_accept(kbox_loop_t *loop, void *arg)
 		c->s = s;
 		c->id = ++s->conn_serial;
 		c->fd = fd;
+		c->passed_fd = -1;
 		s->conns[s->n_conns++] = c;
 		if (kbox_loop_add_fd(loop, fd, on_conn, c, NULL) < 0)
 			conn_close(s, c);

@@ -252,6 +252,37 @@ check row12_output_name_taken_by_a_link_in_the_outputs_dir_is_not_written_throug
 	has_line stdout "[note: image 1 not written to $T/od2/$G-$((E + 3))-1.png: it is a symbolic link]" &&
 	file_is "$HOSTDIR/target.txt" precious && [ -L "od2/$G-$((E + 3))-1.png" ]'
 
+# An outputs directory in the workspace, which the kernel can write: a
+# link it planted there is refused, and one it swaps in while a request
+# waits for its turn changes nothing (the directory was opened with the
+# request, and is held).
+fresh
+mkdir -p "$S/fs/workspace/out-planted" "$S/fs/workspace/out-swapped" 2>/dev/null
+kexec fs <<EOF
+import os
+os.rmdir("out-planted")
+os.symlink("$HOSTDIR", "out-planted")
+print("planted")
+EOF
+kbox exec -s fs -o "$S/fs/workspace/out-planted" 'print("x")'
+check row12_outputs_dir_that_is_a_link_is_refused fails_with 2 \
+	"kbox exec: --outputs $S/fs/workspace/out-planted: it is a symbolic link"
+cat >swap.py <<EOF
+import os, time
+time.sleep(2)
+os.rename("out-swapped", "out-moved")
+os.symlink("$HOSTDIR", "out-swapped")
+EOF
+[ -z "$SKIPPING" ] && { "$KBOX" exec -s fs -f swap.py >swap.out 2>&1 & swapper=$!; }
+sleep 0.5
+kbox exec -s fs -o "$S/fs/workspace/out-swapped" 'for i in range(3000): print("line", i)'
+[ -z "$SKIPPING" ] && wait "$swapper"
+check row12_outputs_dir_swapped_for_a_link_while_its_request_waits_is_still_the_one_opened eval 'status_is 0 &&
+	has_line stdout "line 2999" && [ -L "$S/fs/workspace/out-swapped" ] &&
+	[ -f "$S/fs/workspace/out-moved/$(cat "$S/fs/generation")-$(sed -n "s/.*the complete text is in .*\/[0-9]*-\([0-9]*\)-stdout.txt.*/\1/p" stdout)-stdout.txt" ] &&
+	[ "$(ls -A "$HOSTDIR")" = "secret.txt
+target.txt" ]'
+
 # ---- row 20: the key is in no log and no output ----
 
 R20=$ROOT/r20
