@@ -4,6 +4,7 @@
 #include "runtime/backend.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +18,38 @@ extern const kbox_backend_t kbox_backend_bwrap, kbox_backend_none;
 static const kbox_backend_t *const backends[] = {&kbox_backend_bwrap, &kbox_backend_none, NULL};
 static const char *const backend_names[] = {"bwrap", "none", NULL};
 
-struct rlimit kbox_sandbox_data_limit;
-
-void kbox_sandbox_child_limits(void)
+int kbox_sandbox_fork(kbox_sandbox_t *sb, kbox_sandbox_child_fn *child, void *arg,
+                      int *child_errno, kbox_error_t *err)
 {
-	if (kbox_sandbox_data_limit.rlim_cur || kbox_sandbox_data_limit.rlim_max)
-		setrlimit(RLIMIT_DATA, &kbox_sandbox_data_limit);
+	int p[2], rc = 0;
+	ssize_t r;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return kbox__err_sys(err, "pipe");
+	if ((sb->pid = fork()) < 0) {
+		kbox__err_sys(err, "cannot fork the %s process", sb->backend->sandboxed ? "sandbox"
+		                                                                       : "kernel");
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (sb->pid == 0) {
+		close(p[0]);
+		child(arg, p[1]);
+		_exit(127); /* not reached */
+	}
+	close(p[1]);
+	/* end of file: the exec closed it; an int: the child's errno */
+	do
+		r = read(p[0], child_errno, sizeof *child_errno);
+	while (r < 0 && errno == EINTR);
+	close(p[0]);
+	if (r == (ssize_t)sizeof *child_errno) {
+		while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		sb->pid = -1;
+		rc = 1;
+	}
+	return rc;
 }
 
 const kbox_backend_t *kbox_backend_find(const char *name)

@@ -110,15 +110,16 @@ struct kbox_sandbox {
 	void *priv;
 };
 
-/* The RLIMIT_DATA a kernel starts with, when the process that starts
- * sandboxes runs under a tighter one of its own (the supervisor's
- * backstop): set before the first start; the backends' children restore
- * it before anything else.  Unset (both 0): left as inherited. */
-extern struct rlimit kbox_sandbox_data_limit;
+/* What a backend's child runs after fork: set up (only async-signal-safe
+ * calls) and exec, or write its errno to ERRFD (close-on-exec) and _exit.
+ * Does not return. */
+typedef void (kbox_sandbox_child_fn)(void *arg, int errfd);
 
-/* In a backend's child after fork: restore kbox_sandbox_data_limit.  Only
- * setrlimit: safe there. */
-void kbox_sandbox_child_limits(void);
+/* Fork sb->pid to run CHILD(ARG) and wait until it has exec'd.  0; 1 when
+ * the child failed before its exec (its errno in *CHILD_ERRNO; it is
+ * reaped and sb->pid is -1); -1 with ERR when there could be no child. */
+int kbox_sandbox_fork(kbox_sandbox_t *sb, kbox_sandbox_child_fn *child, void *arg,
+                      int *child_errno, kbox_error_t *err);
 
 /* The backends compiled in, NULL-terminated ("bwrap", "none", …). */
 const char *const *kbox_backend_names(void);

@@ -90,19 +90,47 @@ static unsigned make_cgroup(kbox_sandbox_t *sb, bwrap_t *w)
 	return got;
 }
 
+typedef struct {
+	kbox_sandbox_t *sb;
+	bwrap_t *w;
+	char **bargv, **env;
+	int *fds;
+	size_t n_fds;
+	long long rl_data;
+	long rl_nproc;
+	pid_t parent;
+} bwrap_child_t;
+
+/* The child: into the cgroup, the rlimits that stand in for missing
+ * controllers, then bwrap (which changes into /workspace: no cwd). */
+static void bwrap_child(void *arg, int errfd)
+{
+	bwrap_child_t *c = arg;
+	/* last: this process may need more than the kernel is allowed */
+	if ((c->w->cg && kbox__cgroup_enter(c->w->cg) < 0) ||
+	    set_rlimit(RLIMIT_FSIZE, c->sb->o.file_bytes) < 0 ||
+	    set_rlimit(RLIMIT_DATA, c->rl_data) < 0 || set_rlimit(RLIMIT_NPROC, c->rl_nproc) < 0) {
+		int e = errno;
+		if (write(errfd, &e, sizeof e) < 0)
+			_exit(126);
+		_exit(126);
+	}
+	kbox__child_exec(c->bargv[0], c->bargv, c->env, NULL, errfd, c->sb->o.log_path, c->parent,
+	                 c->fds, c->n_fds);
+}
+
 static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	bwrap_t *w = calloc(1, sizeof *w);
 	kbox_bwrap_opts_t b = {0};
 	kbox_kernel_opts_t ko = {0};
 	char **env = NULL, **bargv = NULL, *exe = NULL;
-	int *fds = NULL, p[2] = {-1, -1}, child_errno, rc = -1;
+	int *fds = NULL, child_errno, rc = -1, f;
 	long long rl_data = 0;
 	long rl_nproc = 0;
 	size_t n_fds = 0;
 	unsigned got;
-	pid_t parent = getpid();
-	ssize_t r;
+	bwrap_child_t c;
 
 	if (!w)
 		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
@@ -151,49 +179,16 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 		}
 	if (!(bargv = kbox_bwrap_argv(&b, argv, &fds, &n_fds, err)))
 		goto out;
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		kbox__err_sys(err, "pipe");
+	c = (bwrap_child_t){sb, w, bargv, env, fds, n_fds, rl_data, rl_nproc, getpid()};
+	if ((f = kbox_sandbox_fork(sb, bwrap_child, &c, &child_errno, err)) < 0)
 		goto out;
-	}
-	if ((sb->pid = fork()) < 0) {
-		kbox__err_sys(err, "cannot fork the sandbox process");
-		goto out;
-	}
-	if (sb->pid == 0) {
-		int e;
-		close(p[0]);
-		kbox_sandbox_child_limits(); /* not the supervisor's own backstop */
-		/* last: this process may need more than the kernel is allowed */
-		if ((w->cg && kbox__cgroup_enter(w->cg) < 0) ||
-		    set_rlimit(RLIMIT_FSIZE, sb->o.file_bytes) < 0 ||
-		    set_rlimit(RLIMIT_DATA, rl_data) < 0 || set_rlimit(RLIMIT_NPROC, rl_nproc) < 0) {
-			e = errno;
-			if (write(p[1], &e, sizeof e) < 0)
-				_exit(126);
-			_exit(126);
-		}
-		/* bwrap changes into /workspace: no cwd */
-		kbox__child_exec(bargv[0], bargv, env, NULL, p[1], sb->o.log_path, parent, fds, n_fds);
-	}
-	close(p[1]);
-	p[1] = -1;
-	do
-		r = read(p[0], &child_errno, sizeof child_errno);
-	while (r < 0 && errno == EINTR);
-	if (r == (ssize_t)sizeof child_errno) {
+	if (f > 0) {
 		errno = child_errno;
 		kbox__err_sys(err, "cannot run %s (the sandbox's cgroup, rlimits or exec)", bargv[0]);
-		while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		sb->pid = -1;
 		goto out;
 	}
 	rc = 0;
 out:
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	free(fds);

@@ -13,13 +13,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+typedef struct {
+	const char *exe, *log_path;
+	char **argv, **env;
+	const kbox_kernel_opts_t *ko;
+	pid_t parent;
+} none_child_t;
+
+static void none_child(void *arg, int errfd)
+{
+	none_child_t *c = arg;
+	kbox__child_exec(c->exe, c->argv, c->env, c->ko, errfd, c->log_path, c->parent, NULL, 0);
+}
+
 static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	kbox_kernel_opts_t ko = {0};
 	char **env = NULL, *exe = NULL;
-	int p[2] = {-1, -1}, child_errno, rc = -1;
-	pid_t parent = getpid();
-	ssize_t r;
+	int child_errno, rc = -1, f;
+	none_child_t c;
 
 	ko.cwd = sb->o.workspace;
 	ko.env = sb->o.env;
@@ -32,39 +44,17 @@ static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
 		goto out;
 	}
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		kbox__err_sys(err, "pipe");
+	c = (none_child_t){exe, sb->o.log_path, argv, env, &ko, getpid()};
+	if ((f = kbox_sandbox_fork(sb, none_child, &c, &child_errno, err)) < 0)
 		goto out;
-	}
-	if ((sb->pid = fork()) < 0) {
-		kbox__err_sys(err, "cannot fork the kernel process");
-		goto out;
-	}
-	if (sb->pid == 0) {
-		close(p[0]);
-		kbox_sandbox_child_limits();
-		kbox__child_exec(exe, argv, env, &ko, p[1], sb->o.log_path, parent, NULL, 0);
-	}
-	close(p[1]);
-	p[1] = -1;
-	do
-		r = read(p[0], &child_errno, sizeof child_errno);
-	while (r < 0 && errno == EINTR);
-	if (r == (ssize_t)sizeof child_errno) {
+	if (f > 0) {
 		errno = child_errno;
 		kbox__err_sys(err, "kernel %s: cannot run %s in %s", sb->kernel, exe,
 		              sb->o.workspace ? sb->o.workspace : "/");
-		while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		sb->pid = -1;
 		goto out;
 	}
 	rc = 0;
 out:
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
 	kbox_strv_free(env);
 	free(exe);
 	return rc;
