@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,14 +102,13 @@ typedef struct {
 	pid_t parent;
 } bwrap_child_t;
 
-/* The child: into the cgroup, the rlimits that stand in for missing
- * controllers, then bwrap (which changes into /workspace: no cwd). */
+/* The child: the rlimits that stand in for missing controllers, then
+ * bwrap (which changes into /workspace: no cwd).  The sandbox joins its
+ * cgroup from outside, while bwrap makes its mounts (join_cgroup). */
 static void bwrap_child(void *arg, int errfd)
 {
 	bwrap_child_t *c = arg;
-	/* last: this process may need more than the kernel is allowed */
-	if ((c->w->cg && kbox__cgroup_enter(c->w->cg) < 0) ||
-	    set_rlimit(RLIMIT_FSIZE, c->sb->o.file_bytes) < 0 ||
+	if (set_rlimit(RLIMIT_FSIZE, c->sb->o.file_bytes) < 0 ||
 	    set_rlimit(RLIMIT_DATA, c->rl_data) < 0 || set_rlimit(RLIMIT_NPROC, c->rl_nproc) < 0) {
 		int e = errno;
 		if (write(errfd, &e, sizeof e) < 0)
@@ -119,13 +119,67 @@ static void bwrap_child(void *arg, int errfd)
 	                 c->fds, c->n_fds);
 }
 
+/* Wait for bwrap's info on INFO_FD, move the sandbox's first process (the
+ * one that runs the command, and whose children its kernel will be) into
+ * the cgroup, and let it go on through BLOCK_FD.  Joining a cgroup v1
+ * waits for an RCU grace period (~5-12 ms): done here, it overlaps the
+ * mounts bwrap makes meanwhile, instead of delaying bwrap's start.  0, or
+ * -1 with ERR (the sandbox is killed).  A bwrap that ends before it says
+ * anything is not an error here: the start's failure is its own. */
+static int join_cgroup(kbox_sandbox_t *sb, bwrap_t *w, int info_fd, int block_fd,
+                       kbox_error_t *err)
+{
+	char buf[1024];
+	size_t len = 0;
+	long pid = -1;
+	const char *at;
+	while (len < sizeof buf - 1 && !memchr(buf, '}', len)) {
+		struct pollfd pfd = {info_fd, POLLIN, 0};
+		ssize_t n;
+		int r = poll(&pfd, 1, 10000);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n = read(info_fd, buf + len, sizeof buf - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	if (len == 0)
+		return 0; /* it ended first */
+	if (!(at = strstr(buf, "\"child-pid\":")) || sscanf(at + 12, " %ld", &pid) != 1 || pid <= 1) {
+		kbox__err(err, KBOX_E_SYSTEM, "bwrap did not say the sandbox's pid (it said \"%.60s\")",
+		          buf);
+		goto kill;
+	}
+	if (kbox__cgroup_add(w->cg, (pid_t)pid) < 0) {
+		kbox__err_sys(err, "cannot move the sandbox (pid %ld) into its cgroup", pid);
+		goto kill;
+	}
+	if (write(block_fd, "", 1) != 1) {
+		kbox__err_sys(err, "cannot let the sandbox go on");
+		goto kill;
+	}
+	return 0;
+kill:
+	kill(sb->pid, SIGKILL);
+	while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	sb->pid = -1;
+	return -1;
+}
+
 static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	bwrap_t *w = calloc(1, sizeof *w);
 	kbox_bwrap_opts_t b = {0};
 	kbox_kernel_opts_t ko = {0};
 	char **env = NULL, **bargv = NULL, *exe = NULL;
-	int *fds = NULL, child_errno, rc = -1, f;
+	int *fds = NULL, child_errno, rc = -1, f, info[2] = {-1, -1}, block[2] = {-1, -1};
 	long long rl_data = 0;
 	long rl_nproc = 0;
 	size_t n_fds = 0;
@@ -177,18 +231,42 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 			free(env[i]);
 			env[i] = one;
 		}
+	if (w->cg) {
+		if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
+			kbox__err_sys(err, "pipe");
+			goto out;
+		}
+		b.sync = true;
+		b.info_fd = info[1];
+		b.block_fd = block[0];
+	}
 	if (!(bargv = kbox_bwrap_argv(&b, argv, &fds, &n_fds, err)))
 		goto out;
+	if (b.sync)
+		info[1] = block[0] = -1; /* among FDS now */
 	c = (bwrap_child_t){sb, w, bargv, env, fds, n_fds, rl_data, rl_nproc, getpid()};
 	if ((f = kbox_sandbox_fork(sb, bwrap_child, &c, &child_errno, err)) < 0)
 		goto out;
 	if (f > 0) {
 		errno = child_errno;
-		kbox__err_sys(err, "cannot run %s (the sandbox's cgroup, rlimits or exec)", bargv[0]);
+		kbox__err_sys(err, "cannot run %s (the sandbox's rlimits or exec)", bargv[0]);
 		goto out;
 	}
+	/* what only bwrap needed (its ends of the pipes among them: the info
+	 * pipe must see its end when bwrap ends) */
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	n_fds = 0;
+	if (w->cg && join_cgroup(sb, w, info[0], block[1], err) < 0)
+		goto out;
 	rc = 0;
 out:
+	for (int i = 0; i < 2; i++) {
+		if (info[i] >= 0)
+			close(info[i]);
+		if (block[i] >= 0)
+			close(block[i]);
+	}
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	free(fds);

@@ -359,6 +359,14 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	} else
 		add3(&a, "--chdir", "/", NULL);
 	add3(&a, "--remount-ro", "/", NULL);
+	if (b && b->sync) {
+		add(&a, "--info-fd");
+		addf(&a, "%d", b->info_fd);
+		add(&a, "--block-fd");
+		addf(&a, "%d", b->block_fd);
+		fds[nf++] = b->info_fd;
+		fds[nf++] = b->block_fd;
+	}
 	/* the filter, applied just before the command runs */
 	{
 		int fd = seccomp_program(err);

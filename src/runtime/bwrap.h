@@ -22,6 +22,12 @@ typedef struct {
 	const char *runtime_dir; /* bound read-write at /run/kbox (the sockets); may be NULL */
 	const char *home;        /* bound read-write at /home/kbox; NULL: a tmpfs there */
 	long long tmp_bytes;     /* size of /tmp (and of a tmpfs home); 0: KBOX_BWRAP_TMP_BYTES */
+	/* With SYNC: bwrap writes the sandbox's pid ("child-pid" in JSON) to
+	 * INFO_FD, and the sandbox waits, its mounts made, until a byte comes
+	 * on BLOCK_FD before it runs the command (both are added to the
+	 * descriptors passed) */
+	bool sync;
+	int info_fd, block_fd;
 } kbox_bwrap_opts_t;
 
 #define KBOX_BWRAP_TMP_BYTES (512LL << 20)

@@ -367,6 +367,21 @@ int kbox__cgroup_enter(const kbox_cgroup_t *self)
 	return rc;
 }
 
+int kbox__cgroup_add(const kbox_cgroup_t *self, pid_t pid)
+{
+	char v[32];
+	int rc = 0;
+	snprintf(v, sizeof v, "%ld", (long)pid);
+	for (int j = 0; self && j < self->n; j++) {
+		int fd = open(self->h[j].procs, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, v, strlen(v)) != (ssize_t)strlen(v))
+			rc = -1;
+		if (fd >= 0)
+			close(fd);
+	}
+	return rc;
+}
+
 int kbox__cgroup_leave(const kbox_cgroup_t *self)
 {
 	int rc = 0;

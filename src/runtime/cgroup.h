@@ -42,6 +42,9 @@ unsigned kbox__cgroup_enforced(const kbox_cgroup_t *self);
  * open, write and close: safe between fork and exec.  0 or -1. */
 int kbox__cgroup_enter(const kbox_cgroup_t *self);
 
+/* Move process PID (the whole process) into the cgroup.  0 or -1. */
+int kbox__cgroup_add(const kbox_cgroup_t *self, pid_t pid);
+
 /* Move the calling process back to the cgroup it made SELF under (before
  * destroying SELF, which would otherwise wait for it).  0 or -1. */
 int kbox__cgroup_leave(const kbox_cgroup_t *self);
