@@ -468,6 +468,11 @@ if [ -z "$SKIPPING" ]; then
 fi
 check logs_follow_keeps_going_until_killed eval '[ "$rc" = 124 ] &&
 	[ "$(wc -l <stdout)" = "$(wc -l <"$S/rs/events.ndjson")" ]'
+if [ -z "$SKIPPING" ]; then
+	timeout 10 "$KBOX" logs -s rs -f | head -n 1 >stdout
+	rc=${PIPESTATUS[0]}
+fi
+check logs_follow_ends_when_its_reader_has_gone eval '[ "$rc" = 0 ] && [ "$(wc -l <stdout)" = 1 ]'
 
 fresh
 kbox complete -s ex 'import o'

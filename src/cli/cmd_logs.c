@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +44,15 @@ static void print_event(const char *line, bool as_json)
 	}
 	putchar('\n');
 	json_decref(j);
+}
+
+/* Has the reader of our standard output gone (a pipe whose other end is
+ * closed, as when `kbox logs -f | head` has had its lines)?  Waiting for
+ * events writes nothing, so no EPIPE would ever say so. */
+static bool reader_gone(void)
+{
+	struct pollfd p = {STDOUT_FILENO, 0, 0};
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL));
 }
 
 int cmd_logs(int argc, char **argv)
@@ -98,7 +108,7 @@ int cmd_logs(int argc, char **argv)
 		if (!follow)
 			break;
 		fflush(stdout);
-		if (ferror(stdout))
+		if (ferror(stdout) || reader_gone())
 			break;
 		clearerr(f);
 		usleep(200000);
