@@ -31,6 +31,7 @@
 #define DRAIN_MS 200       /* longest spent draining queued messages */
 #define IOPUB_LINK_MS 250  /* longest wait for iopub's handshake before kernel_info */
 #define IOPUB_RCVHWM 1000 /* iopub messages queued unread, at most */
+#define IDLE_NO_REPLY_MS 500 /* after an interrupt: idle came, the reply may still */
 #define REPLY_IDLE_MS 2000 /* after the reply, iopub silence that ends the wait for idle */
 #define READY_MS 60000     /* a readiness wait given no timeout */
 #define ATTEMPT_MS 1000    /* one kernel_info attempt of a readiness wait */
@@ -180,6 +181,7 @@ struct kbox_exec {
 	size_t inputs_answered;
 	size_t rate_dropped, rate_dropped_bytes;
 	bool output_lost;
+	bool went_idle;      /* the kernel said idle for it */
 	char reason[KBOX_ERROR_MSG_MAX];
 	kbox_errcode_t unsent; /* the execute_request could not be sent: why (0: it was) */
 	exec_run_t *run;       /* while in progress */
@@ -1416,9 +1418,10 @@ static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 		char t[32];
 		kbox__fmt_ms(t, sizeof t, run->o.timeout_ms);
 		set_reason(x,
-		           x->interrupted ? "timed out after %s; interrupted, but the kernel did not "
-		                            "finish within the grace period"
-		                          : "timed out after %s",
+		           !x->interrupted ? "timed out after %s"
+		           : x->went_idle  ? "timed out after %s; the kernel was interrupted (state kept)"
+		                           : "timed out after %s; interrupted, but the kernel did not "
+		                             "finish within the grace period",
 		           t);
 	}
 	exec_end(self, x);
@@ -1536,8 +1539,17 @@ static void exec_output(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **m_p)
 	exec_run_t *run = x->run;
 	bool both_came = run->phase != X_RUN; /* draining: the callback cannot stop it */
 	int rc;
-	if (!both_came && is_idle(*m_p))
-		run->got_idle = true;
+	if (!both_came && is_idle(*m_p)) {
+		run->got_idle = x->went_idle = true;
+		/* idle with no reply after an interrupt: the interrupt came
+		 * between the code and its reply (or before the code), and
+		 * ipykernel dropped the reply.  The kernel is fine; a reply in
+		 * flight has a moment to come, not the whole grace period */
+		if (x->interrupted && !run->got_reply && run->t_deadline) {
+			cancel_timer(self, &run->t_deadline);
+			run->t_deadline = add_timer(self, IDLE_NO_REPLY_MS, exec_on_deadline, x);
+		}
+	}
 	if (!exec_callback(self, x, KBOX_CH_IOPUB, *m_p, &rc))
 		return;
 	if (rc != 0 && !both_came) {
@@ -2312,4 +2324,5 @@ size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes)
 	return self->rate_dropped;
 }
 bool kbox_exec_output_lost(const kbox_exec_t *self) { return self->output_lost; }
+bool kbox_exec_went_idle(const kbox_exec_t *self) { return self->went_idle; }
 const char *kbox_exec_reason(const kbox_exec_t *self) { return self->reason; }

@@ -333,6 +333,16 @@ check exec_timeout_says_state_kept last_line_is stdout \
 	"[timeout: timed out after 1 s; the kernel was interrupted (state kept)]"
 kbox exec -s ex 'print(a)'
 check exec_after_timeout_keeps_state eval 'status_is 0 && stdout_is 7'
+# A timeout that lands as the code ends, or before it begins (ipykernel
+# then drops the reply, but says idle): the kernel is kept, never killed.
+codes=
+for i in $(seq 1 20); do
+	kbox exec -s ex -t 0.0001 --grace 2 'a'
+	codes="$codes$rc"
+done
+kbox exec -s ex 'print(a)'
+check exec_timeout_at_the_edge_never_kills_the_kernel eval 'status_is 0 && stdout_is 7 &&
+	[ -z "$(printf "%s" "$codes" | tr -d 03)" ] || { echo "# exit statuses: $codes"; false; }'
 
 fresh
 kbox exec -s ex -t 1 --grace 1 'import signal, time

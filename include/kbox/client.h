@@ -352,6 +352,10 @@ size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes);
 /* True when the reply came but iopub's idle never did (output was lost,
  * e.g. a message over KBOX_MAX_MESSAGE_BYTES). */
 bool kbox_exec_output_lost(const kbox_exec_t *self);
+/* True when the kernel said idle for this execution: it is not running
+ * the code, reply or not (an interrupt can make ipykernel drop the reply
+ * of a request it was finishing or starting). */
+bool kbox_exec_went_idle(const kbox_exec_t *self);
 /* Why the execution did not finish normally ("timed out after 2 s"), or "". */
 const char *kbox_exec_reason(const kbox_exec_t *self);
 

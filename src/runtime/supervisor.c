@@ -540,8 +540,8 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 		         fmt_ms(j->timeout_ms, t, sizeof t));
 		sup_log(s, "interrupt", json_pack("{s:s}", "cause", why));
 	}
-	if (st == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && kbox_exec_interrupted(x) && s->sb &&
-	    kbox_sandbox_alive(s->sb)) {
+	if (st == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && !kbox_exec_went_idle(x) &&
+	    kbox_exec_interrupted(x) && s->sb && kbox_sandbox_alive(s->sb)) {
 		/* the kernel ignored the interrupt: it is killed, and replaced */
 		char t[32], g[32];
 		if (j->abandoned)
