@@ -258,7 +258,9 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
 			found = true;
 			break;
 		}
-	if (found && zmsg_next(z) && (f = zmsg_next(z))) { /* skip the signature */
+	/* (unverified: only a short header and parent are parsed) */
+	if (found && zmsg_next(z) && (f = zmsg_next(z)) && /* skip the signature */
+	    zframe_size(f) <= KBOX_MAX_HEADER_BYTES) {
 		json_t *h = json_loadb((const char *)zframe_data(f), zframe_size(f), 0, NULL);
 		json_t *t = json_object_get(h, "msg_type");
 		if (json_is_string(t)) {
@@ -267,7 +269,7 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
 			      strcmp(s, "update_display_data") == 0;
 		}
 		json_decref(h);
-		if (out && (f = zmsg_next(z))) {
+		if (out && (f = zmsg_next(z)) && zframe_size(f) <= KBOX_MAX_HEADER_BYTES) {
 			json_t *p = json_loadb((const char *)zframe_data(f), zframe_size(f), 0, NULL);
 			json_t *id = json_object_get(p, "msg_id");
 			*ours = req_id && json_is_string(id) &&

@@ -48,6 +48,8 @@ int kbox__empty_dir(const char *dir);
  * sequences, NUL bytes included, are copied as they are.  *OUT_LEN (may be
  * NULL) gets the length without the NUL.  Caller frees; NULL on ENOMEM. */
 char *kbox__utf8_repair(const char *s, size_t len, size_t *out_len);
+/* About what decoding JSON text P (N bytes) takes in memory (wire.c). */
+size_t kbox__json_cost(const char *p, size_t n);
 
 /* A growing string, like redis's sds but a struct the caller owns:
  * zero-initialise it (KBOX__BUF_INIT), append, then take the text.  The

@@ -513,6 +513,45 @@ out:
 	return zmsg;
 }
 
+/* What decoding the JSON text P (N bytes) would take in memory, about:
+ * the text itself, and for every container and every member or element
+ * what jansson allocates for it (an array or object ~200 bytes with its
+ * table, a scalar or pair ~64).  Read without allocating anything: a
+ * small message of many tiny values ("[[],[],...]", ~3 bytes apiece)
+ * would otherwise take ~60 times its size. */
+size_t kbox__json_cost(const char *p, size_t n)
+{
+	size_t cost = n, containers = 0, items = 0;
+	bool in_str = false;
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+			continue;
+		}
+		switch (c) {
+		case '"':
+			in_str = true;
+			break;
+		case '[':
+		case '{':
+			containers++;
+			items++;
+			break;
+		case ',':
+		case ':':
+			items++;
+			break;
+		default:
+			break;
+		}
+	}
+	return cost + containers * 200 + items * 64;
+}
+
 kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n,
                             kbox_error_t *err)
 {
@@ -538,6 +577,26 @@ kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_
 	sig = &frames[d + 1];
 	if (kbox_auth_verify(auth, &frames[d + 2], sig->data, sig->size, err) < 0)
 		return NULL;
+	{
+		/* what decoding would take, before any of it is done */
+		size_t cost = 0;
+		for (i = 0; i < 4; i++) {
+			const kbox_frame_t *f = &frames[d + 2 + i];
+			if (i < 2 && f->size > KBOX_MAX_HEADER_BYTES) {
+				kbox__err(err, KBOX_E_PROTOCOL,
+				          "message refused: its %s is %zu bytes (at most %d)", dict_names[i],
+				          f->size, KBOX_MAX_HEADER_BYTES);
+				return NULL;
+			}
+			cost += kbox__json_cost(f->data, f->size);
+		}
+		if (cost > KBOX_MAX_DECODE_BYTES) {
+			kbox__err(err, KBOX_E_PROTOCOL,
+			          "message refused: decoding it would take about %zu MiB (at most %d)",
+			          cost >> 20, KBOX_MAX_DECODE_BYTES >> 20);
+			return NULL;
+		}
+	}
 
 	for (i = 0; i < 4; i++) {
 		json_error_t jerr;

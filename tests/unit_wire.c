@@ -847,6 +847,49 @@ TEST(remember_refuses_a_signature_seen_before)
 	kbox_auth_destroy(&auth);
 }
 
+/* A signed message whose content is an array of N empty arrays: tiny on
+ * the wire, ~260 bytes apiece once decoded. */
+static kbox_msg_t *decode_many_arrays(kbox_auth_t *auth, size_t n, kbox_error_t *err)
+{
+	json_t *arr = json_array(), *content;
+	kbox_msg_t *m, *got;
+	kbox_frame_t f[MAX_FRAMES];
+	zmsg_t *z;
+	size_t nf;
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, json_array());
+	content = json_pack("{s:s, s:o}", "comm_id", "x", "data", arr);
+	m = kbox_msg_new("comm_msg", "s", "u", &content);
+	z = kbox__msg_encode(m, auth, NULL);
+	kbox_msg_destroy(&m);
+	nf = frames_of_zmsg(z, f, MAX_FRAMES);
+	got = kbox_msg_decode(auth, f, nf, err);
+	zmsg_destroy(&z);
+	return got;
+}
+
+TEST(message_that_would_take_too_much_memory_to_decode_is_refused_unparsed)
+{
+	kbox_auth_t *auth = auth_with_key(KEY, 0);
+	kbox_error_t err = {0};
+	kbox_msg_t *m;
+
+	REQUIRE(auth != NULL);
+	/* 1000 arrays: decoded */
+	m = decode_many_arrays(auth, 1000, &err);
+	CHECK(m != NULL);
+	kbox_msg_destroy(&m);
+	/* 600000 arrays (1.8 MB of text): counted as ~189 MiB, over the bound */
+	m = decode_many_arrays(auth, 600000, &err);
+	CHECK(m == NULL);
+	CHECK_INT_EQ(err.code, KBOX_E_PROTOCOL);
+	CHECK_STR_EQ(err.msg, "message refused: decoding it would take about 189 MiB (at most 128)");
+	/* refused before the replay history: the same message is not a replay */
+	CHECK_INT_EQ(kbox_auth_history_size(auth), 1);
+	kbox_msg_destroy(&m);
+	kbox_auth_destroy(&auth);
+}
+
 /* Signature I of a sequence, as 64 hex digits: distinct for distinct I
  * and spread like HMAC output (splitmix64), so that the history's table
  * has runs that evictions break and must mend. */
@@ -1353,6 +1396,7 @@ int main(void)
 	RUN(replayed_message_is_refused_the_second_time);
 	RUN(remember_refuses_a_signature_seen_before);
 	RUN(replay_history_remembers_exactly_the_last_n_after_many_evictions);
+	RUN(message_that_would_take_too_much_memory_to_decode_is_refused_unparsed);
 	RUN(replay_history_is_bounded_and_forgets_the_oldest);
 	RUN(empty_key_accepts_empty_signatures_without_replay_check);
 

@@ -20,6 +20,11 @@ extern "C" {
 #define KBOX_PROTOCOL_VERSION "5.3"
 /* Signatures remembered for replay protection, per kbox_auth_t, by default. */
 #define KBOX_REPLAY_HISTORY 65536
+/* A message's header and parent header may be this long, at most. */
+#define KBOX_MAX_HEADER_BYTES (64 * 1024)
+/* Decoding a message (its four dicts) may take about this much memory, at
+ * most: a message of many tiny values is refused before it is parsed. */
+#define KBOX_MAX_DECODE_BYTES (128 * 1024 * 1024)
 
 /* One frame: borrowed bytes. */
 typedef struct {
@@ -106,6 +111,8 @@ kbox_frame_t kbox_msg_identity(const kbox_msg_t *self, size_t i);
 
 /* Parse N frames.  Scans for the delimiter, needs at least five frames after
  * it, checks the signature (an empty one is refused when AUTH has a key),
+ * refuses a header or parent header over KBOX_MAX_HEADER_BYTES and dicts
+ * that would take over KBOX_MAX_DECODE_BYTES to decode (KBOX_E_PROTOCOL),
  * parses the four dicts (each must be a JSON object; header needs msg_id and
  * msg_type strings; bytes that are not UTF-8 read as U+FFFD, as in
  * jupyter_client), then records the signature in AUTH's replay history

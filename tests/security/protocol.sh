@@ -367,4 +367,26 @@ EOF
 		[ "$(tail -n 1 stdout)" = 42 ] && grep -q "^\[note: kernel restarted: it sent more than its supervisor may hold" stdout'
 fi
 
+# One message of millions of tiny values (48 MB of "[]," that jansson
+# would make ~3 GB of): refused before it is parsed, whatever its type.
+fresh
+cat >amp.py <<'EOF'
+k = get_ipython().kernel
+k.session.send(k.iopub_socket, "comm_msg", {"comm_id": "x", "data": [[]] * 12_000_000},
+               parent=k.get_parent())
+EOF
+SPID=$(cat "$S/pr/supervisor.pid" 2>/dev/null)
+[ -z "$SKIPPING" ] && [ -n "$SPID" ] && echo 5 >"/proc/$SPID/clear_refs"
+kbox exec -s pr -f amp.py
+hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$SPID/status" 2>/dev/null)
+check row15_message_of_tiny_values_is_refused_and_the_session_goes_on eval 'status_is 0 &&
+	kbox exec -s pr "print(6 * 7)" && stdout_is 42 && [ "$(cat "$S/pr/supervisor.pid")" = "$SPID" ]'
+if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
+	n=$((n + 1))
+	echo "ok $n - row15_message_of_tiny_values_leaves_the_supervisor_under_192_mib # SKIP AddressSanitizer build: VmHWM ${hwm:-?} KiB, not judged"
+else
+	check row15_message_of_tiny_values_leaves_the_supervisor_under_192_mib eval \
+		'[ -n "$hwm" ] && [ "$hwm" -lt 196608 ] || { why="supervisor VmHWM ${hwm:-?} KiB"; false; }'
+fi
+
 echo "1..$n"
