@@ -151,6 +151,7 @@ struct kbox_client {
 	 * /proc/self/fd, so that a kernel that replaces them (with a link to
 	 * another socket of the host, say) cannot redirect us; -1 if none */
 	int ipc_fd[KBOX_CH_COUNT];
+	bool must_pin;            /* the kernel has answered: never connect by path */
 	bool settle; /* the last execute failed with stop_on_error: kernel may still abort */
 
 	/* on a loop */
@@ -285,8 +286,11 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
 /* The endpoint to connect CH to, into EP: for ipc, the socket file held
  * open without following a link (/proc/self/fd/N) once it exists; a file
  * there that is not a socket is refused.  Before the kernel has made it
- * (a client that waits for a starting kernel), the path itself.  0 or -1
- * with ERR. */
+ * (a client that waits for a starting kernel, whose code has not run
+ * yet), the path itself, until the kernel answers (then the channels
+ * connected by path are made again, pinned: see ready_pin).  After that
+ * a missing socket file is an error: libzmq would follow whatever link
+ * code in the sandbox put there.  0 or -1 with ERR. */
 static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size,
                    kbox_error_t *err)
 {
@@ -301,6 +305,10 @@ static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size
 		self->ipc_fd[ch] = -1;
 	}
 	fd = open(endpoint + 6, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && self->must_pin)
+		return kbox__err(err, KBOX_E_DEAD,
+		                 "the kernel's %s socket %s is gone or was replaced",
+		                 kbox_channel_name(ch), endpoint + 6);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : kbox__err_sys(err, "%s socket %s", kbox_channel_name(ch),
 		                                           endpoint + 6);
@@ -957,6 +965,38 @@ static int ready_on_iopub_wait(kbox_loop_t *loop, void *arg)
 	return 0;
 }
 
+static int ready_on_link_wait(kbox_loop_t *loop, void *arg);
+
+/* The kernel answered, so its socket files exist: the channels that were
+ * connected by path are made again, pinned, and from now on none is
+ * connected by path.  True when it did (the wait goes on: iopub's new
+ * subscription, then kernel_info again), false when nothing needed it. */
+static bool ready_pin(kbox_client_t *self, ready_t *rd)
+{
+	kbox_error_t e = {0};
+	bool again = false;
+	if (self->must_pin || kbox_conn_transport(self->conn) != KBOX_TRANSPORT_IPC)
+		return false;
+	self->must_pin = true;
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		if (!self->sock[ch] || self->ipc_fd[ch] >= 0)
+			continue;
+		close_channel(self, (kbox_channel_t)ch);
+		if (!sock_of(self, (kbox_channel_t)ch, &e)) {
+			ready_end(self, rd, &e);
+			return true;
+		}
+		again = true;
+	}
+	if (!again)
+		return false;
+	rd->iopub_heard = false;
+	rd->phase = READY_LINK; /* on_monitor or this timer asks again */
+	if (!(rd->t_phase = add_timer(self, IOPUB_LINK_MS, ready_on_link_wait, rd)))
+		ready_ask(self, rd);
+	return true;
+}
+
 /* The kernel_info attempt is over: answered (then listen on iopub), or
  * not (then ask again, within the deadline). */
 static void ready_on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
@@ -974,6 +1014,8 @@ static void ready_on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err
 	json_decref(self->kernel_info);
 	self->kernel_info = json_incref(kbox_msg_content(reply));
 	kbox_msg_destroy(&reply);
+	if (ready_pin(self, rd))
+		return;
 	/* shell works; is iopub connected yet? */
 	if (rd->iopub_heard) {
 		ready_flush(self, rd);
@@ -1256,6 +1298,14 @@ static void exec_both(kbox_client_t *self, kbox_exec_t *x)
 	} else {
 		if (!self->sock[KBOX_CH_IOPUB])
 			self->sock[KBOX_CH_IOPUB] = zsock_new(ZMQ_SUB);
+		if (e.code == KBOX_E_DEAD || e.code == KBOX_E_INVALID) {
+			/* its socket file is gone, or not a socket now: the kernel is
+			 * lost to us (a restart mends it) */
+			char why[KBOX_ERROR_MSG_MAX];
+			snprintf(why, sizeof why, "iopub could not be reconnected: %s", e.msg);
+			exec_stop(self, x, KBOX_EXEC_DIED, why);
+			return;
+		}
 		set_reason(x, "iopub could not be reconnected: %s", e.msg);
 	}
 	exec_drain(self, x);

@@ -389,4 +389,52 @@ else
 		'[ -n "$hwm" ] && [ "$hwm" -lt 196608 ] || { why="supervisor VmHWM ${hwm:-?} KiB"; false; }'
 fi
 
+# A kernel that hides its iopub socket, makes the supervisor drop iopub
+# (a frame over the 64 MiB cap) and flickers a link to a host socket in
+# its place: the supervisor never connects by path once the kernel has
+# answered, so the host socket hears nothing; the kernel is lost to it,
+# and replaced with that cause.
+fresh
+TRAP=$T/trap.sock
+if [ -z "$SKIPPING" ]; then
+	"$PY" - "$TRAP" >trap.count <<'EOF' &
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o777)
+s.listen(100)
+s.settimeout(15)
+n = 0
+try:
+    while True:
+        s.accept()[0].close()
+        n += 1
+except OSError:
+    pass
+print(n)
+EOF
+	trap_pid=$!
+	sleep 0.5
+fi
+cat >flicker.py <<EOF
+import glob, json, os, threading, time
+k = get_ipython().kernel
+cf = json.load(open(glob.glob("/run/kbox/kernel-*.sandbox.json")[-1]))
+p = cf["ip"] + "-%d" % cf["iopub_port"]
+os.rename(p, p + ".hidden")
+def flicker():
+    t = time.time()
+    while time.time() - t < 5:
+        time.sleep(0.02); os.symlink("$TRAP", p); time.sleep(0.02); os.unlink(p)
+threading.Thread(target=flicker).start()
+k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": "x"}, buffers=[b"x" * (70 << 20)])
+EOF
+kbox exec -s pr -f flicker.py
+check row18_a_link_to_a_host_socket_in_place_of_iopub_is_never_followed eval 'status_is 4 &&
+	grep -Eq "^\[kernel died: iopub could not be reconnected: the (kernel.s )?iopub socket .* (is gone or was replaced|is not a socket \(a symbolic link\): refusing to connect), so the kernel was killed; a new kernel was started; earlier state is lost\]$" stdout'
+[ -z "$SKIPPING" ] && wait "$trap_pid"
+check row18_the_host_socket_heard_no_connection eval '[ "$(cat trap.count)" = 0 ]'
+kbox exec -s pr 'print(6 * 7)'
+check row18_after_it_the_new_kernel_answers eval 'status_is 0 && [ "$(tail -n 1 stdout)" = 42 ]'
+
 echo "1..$n"
