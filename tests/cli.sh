@@ -201,6 +201,18 @@ fresh
 kbox --version
 check dash_dash_version_prints_name_and_version stdout_is "kbox 0.1.0"
 
+# Output that cannot be written is not a success; a reader that has gone
+# (| head) is not an error.
+fresh
+"$KBOX" version >/dev/full 2>stderr
+rc=$?
+check output_to_a_full_disk_fails_with_one_line eval '[ "$rc" = 5 ] &&
+	[ "$(cat stderr)" = "kbox version: cannot write standard output: No space left on device" ]'
+fresh
+{ "$KBOX" kernelspecs --help 2>stderr; echo $? >rc.out; } | head -c 1 >/dev/null
+rc=$(cat rc.out)
+check output_to_a_reader_that_has_gone_is_no_error eval '[ "$rc" = 0 ] && [ ! -s stderr ]'
+
 for cmd in "" help kernelspecs run version; do
 	fresh
 	# shellcheck disable=SC2086 # an empty $cmd must vanish

@@ -153,6 +153,20 @@ False"'
 check exec_after_supervisor_death_runs_a_new_supervisor eval '
 	[ "$(cat "$S/sv/supervisor.pid")" != "$sv_pid" ] && kill -0 "$(cat "$S/sv/supervisor.pid")"'
 
+# The supervisor killed while code runs: the code's kernel went with it,
+# and the result says so (exit 4), in text and in JSON.
+fresh
+died_rc=
+for fmt in text json; do
+	[ -z "$SKIPPING" ] && { (sleep 1.5; kill -9 "$(cat "$S/sv/supervisor.pid")") & killer=$!; }
+	kbox exec -s sv --format $fmt 'import time; time.sleep(10)'
+	[ -z "$SKIPPING" ] && wait "$killer"
+	cp stdout "died.$fmt"; died_rc="$died_rc$rc"
+done
+check exec_whose_supervisor_dies_says_the_kernel_died eval '[ "$died_rc" = 44 ] &&
+	[ "$(cat died.text)" = "[kernel died: the session'''s supervisor went away; earlier state is lost]" ] &&
+	"$PY" -c "import json, sys; r = json.load(open(\"died.json\")); sys.exit(not (r[\"status\"] == \"died\" and r[\"reason\"] == \"the session'''s supervisor went away\"))"'
+
 # ---- idle TTL ----
 
 fresh

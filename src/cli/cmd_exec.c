@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The request for E (new reference), or NULL. */
@@ -58,12 +59,44 @@ static int exit_of(const char *status)
 	return EXIT_DIED;
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The result of code whose kernel died with no one left to say so (its
+ * supervisor went away): the died line, or a JSON result (the ndjson end
+ * event) with status "died", REASON and nothing captured. */
+static void died_result(const cli_exec_t *e, const char *reason, double seconds)
+{
+	json_t *j;
+	if (e->format == FMT_TEXT) {
+		printf("[kernel died: %s; earlier state is lost]\n", reason);
+		fflush(stdout);
+		return;
+	}
+	j = json_pack("{s:s, s:s, s:n, s:f, s:s, s:{s:s, s:i, s:i, s:b, s:n}, "
+	              "s:{s:s, s:i, s:i, s:b, s:n}, s:n, s:[], s:[], s:n, s:[]}",
+	              "schema", "kbox.result/1", "status", "died", "execution_count", "seconds",
+	              seconds < 0 ? 0.0 : seconds, "reason", reason, "stdout", "text", "",
+	              "total_bytes", 0, "total_lines", 0, "truncated", 0, "spill_path", "stderr",
+	              "text", "", "total_bytes", 0, "total_lines", 0, "truncated", 0, "spill_path",
+	              "value", "displays", "images", "error", "notices");
+	if (j && e->format == FMT_NDJSON)
+		json_object_set_new(j, "event", json_string("end"));
+	cli_print_json_line(j);
+	fflush(stdout);
+}
+
 int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
                 cli_exec_result_t *r)
 {
 	kbox_error_t err = {0};
 	json_t *req = exec_request(e), *m = NULL;
 	bool tty = isatty(STDOUT_FILENO), started = false;
+	double t0 = now_s();
 	int sent;
 
 	bool quiet = r->quiet_if_lost;
@@ -138,6 +171,14 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 		 * code never began, the caller may start a new one and retry */
 		if (!started && r->quiet_if_lost) {
 			r->lost = true;
+			return r->status;
+		}
+		if (started && err.code == KBOX_E_DEAD) {
+			/* the code began and its kernel went with the supervisor:
+			 * the result says so, as for any kernel that died */
+			died_result(e, "the session's supervisor went away", now_s() - t0);
+			r->status = EXIT_DIED;
+			snprintf(r->reason, sizeof r->reason, "the session's supervisor went away");
 			return r->status;
 		}
 		cli_error(cmd, "session %s: %s", name,

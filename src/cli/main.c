@@ -6,6 +6,7 @@
 #include <kbox/capture.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -294,6 +295,7 @@ static void main_usage(FILE *f)
 int main(int argc, char **argv)
 {
 	const cli_cmd_t *cmd;
+	int status;
 
 	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
@@ -311,5 +313,20 @@ int main(int argc, char **argv)
 		cli_error(NULL, "unknown command \"%s\" (see kbox --help)", argv[1]);
 		return EXIT_USAGE;
 	}
-	return cmd->fn(argc - 1, argv + 1);
+	status = cmd->fn(argc - 1, argv + 1);
+	/* what it printed must have been written: a full disk or a closed
+	 * pipe is not a success */
+	errno = 0;
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		int e = errno;
+		struct pollfd p = {STDOUT_FILENO, 0, 0};
+		/* a reader that has gone (| head) took what it wanted: no error */
+		if (e != EPIPE && !(poll(&p, 1, 0) > 0 && (p.revents & POLLERR))) {
+			cli_error(cmd->name, "cannot write standard output: %s",
+			          e ? strerror(e) : "a write failed");
+			if (status == EXIT_OK || status == EXIT_CODE_ERROR)
+				status = EXIT_UNAVAILABLE;
+		}
+	}
+	return status;
 }
