@@ -120,7 +120,14 @@ long long cli_parse_size(const char *s)
 char *cli_slurp(FILE *f)
 {
 	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap);
+	char *buf;
+	struct stat st;
+	/* a directory reads as an error (EISDIR), said as such */
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+		return NULL;
+	}
+	buf = malloc(cap);
 	while (buf) {
 		size_t r;
 		if (n + 1 >= cap) {
@@ -138,12 +145,14 @@ char *cli_slurp(FILE *f)
 			buf = nb;
 			cap *= 2;
 		}
+		errno = 0;
 		r = fread(buf + n, 1, cap - n - 1, f);
 		n += r;
 		if (r == 0) {
 			if (ferror(f)) {
+				int e = errno ? errno : EIO;
 				free(buf);
-				errno = EIO;
+				errno = e;
 				return NULL;
 			}
 			buf[n] = '\0';
