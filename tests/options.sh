@@ -216,8 +216,8 @@ check long_option_may_be_a_prefix_of_one_option fails_with 2 \
 	'kbox exec: invalid --timeout "abc": expected seconds or a duration such as 30, 0.5, 2m'
 
 kbox exec -s x --ma 1000 'print(1)'
-check prefix_of_two_options_is_unknown fails_with 2 \
-	'kbox exec: unknown option --ma (see kbox exec --help)'
+check prefix_of_two_options_is_ambiguous_and_names_them fails_with 2 \
+	'kbox exec: ambiguous option --ma (--max-output, --max-lines)'
 
 kbox exec -s x -tabc 'print(1)'
 check short_option_takes_the_rest_of_its_word fails_with 2 \

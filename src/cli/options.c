@@ -85,6 +85,25 @@ static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t l
 	return EXIT_USAGE;
 }
 
+/* When AS_GIVEN ("--max", LEN bytes) begins more than one long option:
+ * the line naming them, and true. */
+static bool ambiguous(const char *cmd, const cli_option_t *opts, const char *as_given, size_t len)
+{
+	char names[512] = "";
+	size_t n = 0, used = 0;
+	for (const cli_option_t *o = opts; o->long_name; o++)
+		if (is_option(o) && strncmp(o->long_name, as_given + 2, len - 2) == 0 && used < sizeof names)
+			used += (size_t)snprintf(names + used, sizeof names - used, "%s--%s", n++ ? ", " : "",
+			                         o->long_name);
+	if (strncmp(help_option.long_name, as_given + 2, len - 2) == 0 && used < sizeof names)
+		used += (size_t)snprintf(names + used, sizeof names - used, "%s--%s", n++ ? ", " : "",
+		                         help_option.long_name);
+	if (n < 2)
+		return false;
+	cli_error(cmd, "ambiguous option %.*s (%s)", (int)len, as_given, names);
+	return true;
+}
+
 /* Give O its value ARG (NULL without an argument).  An exit status. */
 static int take(const char *cmd, const cli_option_t *o, const char *arg)
 {
@@ -192,7 +211,8 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
 			const char *eq = strchr(a, '=');
 			size_t len = eq ? (size_t)(eq - a) : strlen(a);
 			if (!(o = find_long(opts, a + 2, len - 2)))
-				*status = bad_option(cmd, UNKNOWN, a, len);
+				*status = ambiguous(cmd, opts, a, len) ? EXIT_USAGE
+				                                       : bad_option(cmd, UNKNOWN, a, len);
 			else if (o == &help_option && !eq)
 				return help(cmd, opts);
 			else if (o->arg == CLI_ARG_NONE && eq)

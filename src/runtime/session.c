@@ -293,7 +293,7 @@ int kbox_session_log(const char *dir, const char *event, json_t *fields, kbox_er
 	kbox__iso8601(kbox__now(), 3, stamp);
 	if (!fields || json_object_set_new(fields, "time", json_string(stamp)) < 0 ||
 	    json_object_set_new(fields, "event", json_string(event)) < 0 ||
-	    !(line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS))) {
+	    !(line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9)))) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
 		goto out;
 	}

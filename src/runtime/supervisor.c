@@ -325,7 +325,7 @@ static void reply_error(conn_t *c, const char *re, const char *kind, const char 
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	utf8_cut(msg);
-	conn_send(c, json_pack("{s:b, s:s?, s:s, s:s}", "ok", 0, "re", re, "kind", kind, "error", msg),
+	conn_send(c, json_pack("{s:b, s:s*, s:s, s:s}", "ok", 0, "re", re, "kind", kind, "error", msg),
 	          false);
 }
 
