@@ -189,7 +189,7 @@ static int create_output(kbox_capture_t *self, const char *name, char **path_out
 	}
 	if (dfd < 0)
 		return -1;
-	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == EEXIST && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		/* replace a file we wrote before; refuse symlinks and shared files */
 		if (S_ISLNK(st.st_mode))
@@ -197,7 +197,7 @@ static int create_output(kbox_capture_t *self, const char *name, char **path_out
 		else if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid())
 			errno = EEXIST;
 		else if (unlinkat(dfd, name, 0) == 0)
-			fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+			fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	}
 	if (fd >= 0)
 		*path_out = strdup(path);

@@ -640,6 +640,8 @@ for req in ({"op": "execute", "code": "1", "format": "xml"},
             {"op": "nope"}):
     r = ask(req)
     print(r["ok"], r.get("re"), r["kind"], r["error"])
+r = ask({"op": "execute", "code": "1", "max_output": 2**63})
+print(r["ok"], "re" in r, r["kind"], r["error"].split(":")[0])
 PYEOF
 	rc=$?
 fi
@@ -648,7 +650,8 @@ False execute usage \"max_output\" is a number of bytes from 64 to 16777216 (16 
 False execute usage \"max_output\" is a number of bytes from 64 to 16777216 (16 MiB)
 False execute usage \"outputs\" is an absolute directory
 False execute usage \"code\" (a string) is required
-False nope usage unknown op \"nope\"" ]'
+False nope usage unknown op \"nope\"
+False False usage not valid JSON" ]'
 
 # A client that sends requests and never reads the replies is cut off once
 # 8 MiB of them wait for it; the supervisor stays small and serves others.
@@ -679,6 +682,21 @@ PYEOF
 fi
 check protocol_client_that_never_reads_is_cut_off eval '[ "$(cat stdout)" = "cut off
 42" ]'
+# A restart's cause is shown to the next execution: one line, 200 bytes.
+fresh
+needs kernel
+if [ -z "$SKIPPING" ]; then
+	"$PY" - "$S/kc/control.sock" >stdout 2>stderr <<'PYEOF'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(json.dumps({"op": "restart", "cause": "a\nb" + "y" * 300}).encode() + b"\n")
+print(json.loads(s.makefile().readline())["ok"])
+PYEOF
+fi
+kbox exec -s kc 'print(1)'
+check protocol_restart_cause_is_one_line_of_200_bytes eval 'status_is 0 &&
+	[ "$(head -n 1 stdout)" = "[note: kernel restarted: a b$(printf "%197s" "" | tr " " y); earlier state (variables, imports, loaded data) is lost]" ]'
 check protocol_client_that_never_reads_leaves_the_supervisor_small eval \
 	'ldd "$top_builddir/kbox-supervisor" | grep -q libasan || [ "$hwm" -lt 65536 ] ||
 	{ why="VmHWM $hwm KiB"; false; }'

@@ -197,6 +197,17 @@ static void utf8_cut(char *s)
 		s[i - 1] = '\0';
 }
 
+/* A cause a client gave (restart, stop) as it is shown to a model: at
+ * most 200 bytes, on one line, without control characters, into BUF. */
+static void client_cause(char *buf, size_t size, const char *given, const char *def)
+{
+	snprintf(buf, size < 201 ? size : 201, "%s", given && *given ? given : def);
+	for (char *p = buf; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+	utf8_cut(buf);
+}
+
 /* "2 s", "1.5 s", "200 ms": durations in messages. */
 static const char *fmt_ms(long long ms, char *buf, size_t size)
 {
@@ -690,12 +701,12 @@ static int job_begin(sup_t *s, job_t *j)
 		const char *code = json_string_value(json_object_get(req, "code"));
 		json_t *cursor = json_object_get(req, "cursor_pos");
 		json_t *content;
-		int pos = json_is_integer(cursor) ? (int)json_integer_value(cursor) : -1;
-		if (pos < 0) { /* the end of the code, in code points */
-			pos = 0;
-			for (const char *p = code; *p; p++)
-				pos += ((unsigned char)*p & 0xc0) != 0x80;
-		}
+		json_int_t want = json_is_integer(cursor) ? json_integer_value(cursor) : -1;
+		int pos = 0; /* the end of the code, in code points, at most */
+		for (const char *p = code; *p; p++)
+			pos += ((unsigned char)*p & 0xc0) != 0x80;
+		if (want >= 0 && want < pos)
+			pos = (int)want;
 		content = j->kind == JOB_COMPLETE
 		              ? json_pack("{s:s, s:i}", "code", code, "cursor_pos", pos)
 		              : json_pack("{s:s, s:i, s:i}", "code", code, "cursor_pos", pos,
@@ -1377,8 +1388,7 @@ static void handle_request(sup_t *s, conn_t *c, json_t *req)
 	else if (strcmp(op, "restart") == 0) {
 		const char *why = json_string_value(json_object_get(req, "cause"));
 		char cause[512];
-		snprintf(cause, sizeof cause, "%s", why ? why : "restarted on request (kbox restart)");
-		utf8_cut(cause);
+		client_cause(cause, sizeof cause, why, "restarted on request (kbox restart)");
 		touch(s);
 		if (kernel_replace(s, cause, true) < 0) {
 			reply_error(c, "restart", "kernel", "%s", s->stop_cause);
@@ -1390,9 +1400,7 @@ static void handle_request(sup_t *s, conn_t *c, json_t *req)
 		c->pending = "restart";
 	} else if (strcmp(op, "stop") == 0) {
 		const char *why = json_string_value(json_object_get(req, "cause"));
-		snprintf(s->stop_cause, sizeof s->stop_cause, "%s",
-		         why ? why : "stopped on request (kbox stop)");
-		utf8_cut(s->stop_cause);
+		client_cause(s->stop_cause, sizeof s->stop_cause, why, "stopped on request (kbox stop)");
 		s->stopping = true;
 		s->stop_conn = c;
 		kbox_loop_stop(s->loop);
@@ -1499,10 +1507,13 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 		c->in_len += (size_t)n;
 		while (!s->stopping && (nl = memchr(c->in, '\n', c->in_len))) {
 			size_t line = (size_t)(nl - c->in);
-			json_t *req = json_loadb(c->in, line, 0, NULL);
+			json_error_t jerr;
+			json_t *req = json_loadb(c->in, line, 0, &jerr);
 			memmove(c->in, nl + 1, c->in_len - line - 1);
 			c->in_len -= line + 1;
-			if (!json_is_object(req))
+			if (!req)
+				reply_error(c, NULL, "usage", "not valid JSON: %s", jerr.text);
+			else if (!json_is_object(req))
 				reply_error(c, NULL, "usage", "not a JSON object");
 			else
 				handle_request(s, c, req);
