@@ -163,9 +163,10 @@ for fmt in text json; do
 	[ -z "$SKIPPING" ] && wait "$killer"
 	cp stdout "died.$fmt"; died_rc="$died_rc$rc"
 done
+kbox exec -s sv 'print(1)' # a supervisor again (stop --all, below, stops it)
 check exec_whose_supervisor_dies_says_the_kernel_died eval '[ "$died_rc" = 44 ] &&
-	[ "$(cat died.text)" = "[kernel died: the session'''s supervisor went away; earlier state is lost]" ] &&
-	"$PY" -c "import json, sys; r = json.load(open(\"died.json\")); sys.exit(not (r[\"status\"] == \"died\" and r[\"reason\"] == \"the session'''s supervisor went away\"))"'
+	[ "$(cat died.text)" = "[kernel died: the session'\''s supervisor went away; earlier state is lost]" ] &&
+	"$PY" -c "import json, sys; r = json.load(open(\"died.json\")); sys.exit(not (r[\"status\"] == \"died\" and r[\"reason\"] == \"the session'\''s supervisor went away\"))"'
 
 # ---- idle TTL ----
 

@@ -451,7 +451,10 @@ static void on_between(void *arg, const kbox_msg_t *msg)
 		kbox_capture_opts_t co = {0};
 		char prefix[48];
 		snprintf(prefix, sizeof prefix, "%lu-between-", s->generation);
-		co.outputs_dir = s->outputs;
+		/* in memory only, within its budgets: with no one watching, a
+		 * kernel printing forever must not fill the disk (what goes over
+		 * is counted in the marker; images are named, not saved) */
+		co.outputs_dir = NULL;
 		co.prefix = prefix;
 		if (!(s->between = kbox_capture_new(&co, NULL)))
 			return;
