@@ -238,6 +238,8 @@ EOF
 kbox exec -s fs -o "$T/od" -f plot.py
 check row12_plot_with_o_dir_is_saved_in_dir eval 'status_is 0 &&
 	stdout_is "[image saved: $T/od/$G-$((E + 1))-1.png (300×200 px)]" && is_png "$T/od/$G-$((E + 1))-1.png"'
+check row12_saved_image_is_readable_by_its_owner_only eval \
+	'[ "$(stat -c %a "$T/od/$G-$((E + 1))-1.png")" = 600 ]'
 kbox exec -s fs -f plot.py
 check row12_plot_is_saved_in_the_sessions_outputs_dir eval 'status_is 0 &&
 	stdout_is "[image saved: $S/fs/outputs/$G-$((E + 2))-1.png (300×200 px)]" &&
