@@ -213,6 +213,9 @@ k9_cg=$(own_cgroup memory)/kbox-k9-$sv-1
 check killed_supervisors_cgroup_exists_while_it_runs eval '[ -d "$k9_cg" ]'
 [ -z "$SKIPPING" ] && kill -9 "$sv"
 check killed_supervisors_sandbox_goes_with_it wait_for eval '[ ! -s "$k9_cg/cgroup.procs" ]'
+# the kernel dies with the supervisor's main thread (PDEATHSIG); the session
+# lock goes with its last thread, a little later (under ASan, much later)
+[ -z "$SKIPPING" ] && wait_for flock -n -s "$S/k9/supervisor.pid" true
 kbox start -s k9
 check the_sessions_next_supervisor_removes_the_leftover_cgroup eval 'status_is 0 &&
 	[ ! -d "$k9_cg" ] && [ ! -d "$(own_cgroup pids)/kbox-k9-$sv-1" ]'
