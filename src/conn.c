@@ -394,6 +394,12 @@ fail:
 /* Only in a private directory of ours; the key never stays in freed memory. */
 int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
 {
+	return kbox__conn_save_for(self, path, NULL, err);
+}
+
+int kbox__conn_save_for(const kbox_conn_t *self, const char *path, const kbox_ids_t *ids,
+                        kbox_error_t *err)
+{
 	char dir[PATH_MAX];
 	const char *slash = strrchr(path, '/');
 	json_t *root = NULL;
@@ -408,7 +414,17 @@ int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
 		return kbox__err(err, KBOX_E_INVALID, "connection file path %s is too long", path);
 	else
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-	if (kbox__check_private_dir(dir, err) < 0)
+	if (ids) {
+		/* a directory of the sandbox user's (its sockets): it must be
+		 * that user's and closed to others */
+		struct stat st;
+		if (lstat(dir, &st) < 0)
+			return kbox__err_sys(err, "directory %s", dir);
+		if (!S_ISDIR(st.st_mode) || st.st_uid != ids->uid || (st.st_mode & 077))
+			return kbox__err(err, KBOX_E_INVALID,
+			                 "directory %s is not the sandbox user's (uid %u, mode 0700)", dir,
+			                 (unsigned)ids->uid);
+	} else if (kbox__check_private_dir(dir, err) < 0)
 		return -1;
 
 	root = json_pack("{s:s, s:s, s:s#, s:s, s:s, s:i, s:i, s:i, s:i, s:i}", "transport",
@@ -429,6 +445,10 @@ int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
 	}
 	if (fchmod(fd, 0600) < 0) {
 		kbox__err_sys(err, "connection file %s: chmod", path);
+		goto out_unlink;
+	}
+	if (ids && fchown(fd, ids->uid, ids->gid) < 0) {
+		kbox__err_sys(err, "connection file %s: chown to uid %u", path, (unsigned)ids->uid);
 		goto out_unlink;
 	}
 	if (kbox__write_all(fd, text, strlen(text)) < 0) {

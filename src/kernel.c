@@ -117,7 +117,7 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		kbox__child_exec(exe, argv, env, o, pipefd[1], self->log_path, parent, NULL, 0);
+		kbox__child_exec(exe, argv, env, o, pipefd[1], self->log_path, NULL, parent, NULL, 0);
 	}
 	self->pid = pid;
 	close(pipefd[1]);

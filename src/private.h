@@ -116,13 +116,31 @@ char **kbox__kernel_env(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o, c
  * the host's /).  A new string, or NULL. */
 char *kbox__resolve_command(const char *cmd, const char *root);
 
+/* A host identity a child takes before it execs: no supplementary
+ * groups, then GID, then UID (which, from root, clears every capability). */
+typedef struct {
+	uid_t uid;
+	gid_t gid;
+} kbox_ids_t;
+
+/* Take IDS in a child (only system calls: async-signal-safe) and check
+ * that real, effective and saved ids all took, and that no capability is
+ * left.  0, or -1 with errno. */
+int kbox__take_ids(const kbox_ids_t *ids);
+
+/* kbox_conn_save, for IDS (not NULL): the directory is that user's (the
+ * sandbox user's, under root) and the file becomes theirs, 0600. */
+int kbox__conn_save_for(const kbox_conn_t *self, const char *path, const kbox_ids_t *ids,
+                        kbox_error_t *err);
+
 /* After fork: new session, PR_SET_PDEATHSIG (exit 127 if PARENT is gone
  * already), default signals, stdin /dev/null, stdout and stderr appended to
- * LOG_PATH (or /dev/null), chdir to O->cwd, every fd from 3 up closed on
- * exec but the N_KEEP in KEEP, execve.  On failure writes errno to ERRFD
- * and exits 127. */
+ * LOG_PATH (or /dev/null), then IDS taken when not NULL (and
+ * PR_SET_PDEATHSIG set again: a change of identity clears it), chdir to
+ * O->cwd, every fd from 3 up closed on exec but the N_KEEP in KEEP,
+ * execve.  On failure writes errno to ERRFD and exits 127. */
 void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
-                      int errfd, const char *log_path, pid_t parent, const int *keep,
-                      size_t n_keep);
+                      int errfd, const char *log_path, const kbox_ids_t *ids, pid_t parent,
+                      const int *keep, size_t n_keep);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <grp.h>
 #include <unistd.h>
 #ifdef HAVE_SYS_PRCTL_H
 #include <sys/prctl.h>
@@ -103,9 +104,36 @@ char *kbox__resolve_command(const char *cmd, const char *root)
 
 /* ---- the child ---- */
 
+int kbox__take_ids(const kbox_ids_t *ids)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+	if (ids->uid == 0 || ids->gid == 0) {
+		errno = EPERM;
+		return -1;
+	}
+	/* groups and gid first: they need the capabilities the uid change drops */
+	if (setgroups(0, NULL) < 0 || setresgid(ids->gid, ids->gid, ids->gid) < 0 ||
+	    setresuid(ids->uid, ids->uid, ids->uid) < 0)
+		return -1;
+	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
+		return -1;
+	if (ru != ids->uid || eu != ids->uid || su != ids->uid || rg != ids->gid ||
+	    eg != ids->gid || sg != ids->gid || getgroups(0, NULL) != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	/* and no way back */
+	if (setuid(0) == 0) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
 void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
-                      int errfd, const char *log_path, pid_t parent, const int *keep,
-                      size_t n_keep)
+                      int errfd, const char *log_path, const kbox_ids_t *ids, pid_t parent,
+                      const int *keep, size_t n_keep)
 {
 	sigset_t none;
 	int fd, e;
@@ -133,6 +161,15 @@ void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kerne
 		dup2(fd, 2);
 		if (fd > 2)
 			close(fd);
+	}
+	if (ids) {
+		if (kbox__take_ids(ids) < 0)
+			goto fail;
+#if defined(HAVE_PRCTL) && defined(PR_SET_PDEATHSIG)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+#endif
 	}
 	if (o && o->cwd && chdir(o->cwd) < 0)
 		goto fail;

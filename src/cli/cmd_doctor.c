@@ -10,7 +10,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct {
@@ -56,9 +58,114 @@ static const char probe_py[] =
     "    try: print('module', m, importlib.import_module(m).__version__)\n"
     "    except Exception as e: print('missing', m, type(e).__name__ + ': ' + str(e))\n";
 
+/* Create the sandbox user USER (a system account: no home, no shell, a
+ * group of its own) with useradd.  0, or -1 with WHY. */
+static int make_sandbox_user(const char *user, char *why, size_t size)
+{
+	static const char *const tools[] = {"/usr/sbin/useradd", "/sbin/useradd"};
+	const char *tool = NULL;
+	pid_t pid;
+	int st;
+	for (size_t i = 0; i < sizeof tools / sizeof *tools && !tool; i++)
+		if (access(tools[i], X_OK) == 0)
+			tool = tools[i];
+	if (!tool) {
+		snprintf(why, size, "cannot create the user %s: useradd not found (install the Debian "
+		                    "package passwd)", user);
+		return -1;
+	}
+	fflush(stdout);
+	if ((pid = fork()) < 0) {
+		snprintf(why, size, "cannot create the user %s: fork: %s", user, strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		char *argv[] = {(char *)tool, "--system", "--user-group", "--no-create-home",
+		                "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+		                "--comment", "kbox sandboxes", (char *)user, NULL};
+		char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+		int null = open("/dev/null", O_RDONLY);
+		if (null >= 0)
+			dup2(null, 0);
+		dup2(2, 1); /* useradd's messages are diagnostics */
+		execve(tool, argv, env);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			snprintf(why, size, "cannot create the user %s: waitpid: %s", user, strerror(errno));
+			return -1;
+		}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		snprintf(why, size, "cannot create the user %s: %s failed (status %d)", user, tool,
+		         WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		return -1;
+	}
+	return 0;
+}
+
+/* Who sandboxes run as: the caller, or under root the sandbox user (made
+ * with FIX when missing).  Fills BO's identity.  False when there is none. */
+static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
+{
+	kbox_sandbox_id_t id;
+	kbox_error_t err = {0};
+	char buf[1024], *home;
+	if (geteuid() != 0) {
+		snprintf(buf, sizeof buf, "sandboxes run as you (uid %u); inside, uid 1000 is you, "
+		                          "and nothing else of the host",
+		         (unsigned)geteuid());
+		check(r, "identity", "ok", buf, NULL);
+		return true;
+	}
+	if (kbox_sandbox_identity(&id, &err) < 0 && fix && err.code == KBOX_E_NOTFOUND) {
+		const char *user = getenv("KBOX_SANDBOX_USER");
+		if (!user || !*user)
+			user = KBOX_SANDBOX_USER;
+		if (make_sandbox_user(user, err.msg, sizeof err.msg) == 0) {
+			if (!r->as_json)
+				printf("fixed: created the system user %s for sandboxes\n", user);
+			err = (kbox_error_t){0};
+			kbox_sandbox_identity(&id, &err);
+		}
+	}
+	if (!id.drop) {
+		check(r, "identity", "fail", err.msg,
+		      "under root, kbox start refuses the bwrap backend until the sandbox user exists "
+		      "(kbox doctor --fix creates it)");
+		return false;
+	}
+	bo->drop_ids = true;
+	bo->uid = id.uid;
+	bo->gid = id.gid;
+	snprintf(buf, sizeof buf, "under root, sandboxes run as user %s (uid %u, gid %u): uid 1000 "
+	                          "inside is that user outside, never root",
+	         id.user, (unsigned)id.uid, (unsigned)id.gid);
+	check(r, "identity", "ok", buf, NULL);
+	/* the state directory: bwrap finds the session's directories as that user */
+	if ((home = kbox_state_home(&err))) {
+		char *probe = strdup(home), *slash;
+		struct stat st;
+		/* its nearest existing ancestor, when it is not made yet */
+		while (probe && stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) && slash != probe)
+			*slash = '\0';
+		if (probe && kbox_sandbox_reachable(&id, probe, &err) < 0)
+			check(r, "state directory", "fail", err.msg,
+			      "sessions there cannot start: bwrap cannot find their directories");
+		else {
+			snprintf(buf, sizeof buf, "%s: the sandbox user can reach it", home);
+			check(r, "state directory", "ok", buf, NULL);
+		}
+		free(probe);
+		free(home);
+	}
+	return true;
+}
+
 int cmd_doctor(int argc, char **argv)
 {
 	report_t r = {NULL, false};
+	bool fix = false;
 	const char *kernel = "python3", *rootfs_arg = NULL;
 	cli_option_t opts[] = {
 	    CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
@@ -67,11 +174,14 @@ int cmd_doctor(int argc, char **argv)
 	                   "take the sandbox's system files from DIR (default: the host's)"),
 	    CLI_OPT_FLAG('j', "json", &r.as_json,
 	                 "print the result as one JSON object (default: a line a check)"),
+	    CLI_OPT_FLAG(0, "fix", &fix,
+	                 "under root, create the sandbox user (KBOX_SANDBOX_USER, default kbox) "
+	                 "when it is missing"),
 	    CLI_OPT_END};
 	char *rootfs = NULL, *bwrap = NULL, buf[4096], line[256];
 	kbox_bwrap_opts_t bo = {0};
 	kbox_error_t err = {0};
-	bool isolates = false, sandbox_ok = false, kernel_ok = false;
+	bool isolates = false, sandbox_ok = false, kernel_ok = false, ids_ok;
 	unsigned enforced = 0;
 	int status, n = cli_parse_options("doctor", opts, argc, argv, &status);
 
@@ -113,9 +223,10 @@ int cmd_doctor(int argc, char **argv)
 	else {
 		char clone[64];
 		first_line("/proc/sys/kernel/unprivileged_userns_clone", clone, sizeof clone);
-		if (geteuid() != 0 && clone[0] == '0')
+		/* under root too: bwrap runs as the unprivileged sandbox user */
+		if (clone[0] == '0')
 			check(&r, "user namespaces", "fail", "kernel.unprivileged_userns_clone is 0",
-			      "bwrap cannot make a sandbox for this user (sysctl "
+			      "bwrap cannot make a sandbox as an unprivileged user (sysctl "
 			      "kernel.unprivileged_userns_clone=1 allows it)");
 		else {
 			snprintf(buf, sizeof buf, "enabled (user.max_user_namespaces %s)",
@@ -141,8 +252,13 @@ int cmd_doctor(int argc, char **argv)
 			      "bwrap cannot load the filter: no sandbox");
 	}
 
+	/* who the sandbox runs as */
+	ids_ok = check_identity(&r, &bo, fix);
+
 	/* the sandbox itself */
-	if (bwrap) {
+	if (bwrap && !ids_ok)
+		check(&r, "sandbox", "skip", "not made: no sandbox user", NULL);
+	else if (bwrap) {
 		if (kbox_bwrap_probe(&bo, &err) == 0) {
 			sandbox_ok = true;
 			check(&r, "sandbox", "ok",
@@ -151,7 +267,7 @@ int cmd_doctor(int argc, char **argv)
 			      NULL);
 		} else
 			check(&r, "sandbox", "fail", err.msg, "kernels cannot be isolated here");
-	} else
+	} else if (!bwrap)
 		check(&r, "sandbox", "skip", "not made: no bwrap", NULL);
 
 	/* cgroup controllers: make one with limits, then remove it */
@@ -166,8 +282,8 @@ int cmd_doctor(int argc, char **argv)
 		     "--memory falls back to RLIMIT_DATA (allocations fail with MemoryError; "
 		     "memory the kernel maps from files or shares is not counted)"},
 		    {KBOX_CG_PIDS, "cgroup pids",
-		     "--pids falls back to RLIMIT_NPROC, which counts all of the user's processes and "
-		     "binds nobody when run as root"},
+		     "--pids falls back to RLIMIT_NPROC, which counts all of the sandbox user's "
+		     "processes (every session's, and under a login user their own shell's too)"},
 		    {KBOX_CG_CPU, "cgroup cpu", "--cpus cannot be enforced"},
 		};
 		snprintf(name, sizeof name, "kbox-doctor-%ld", (long)getpid());

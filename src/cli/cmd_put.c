@@ -121,6 +121,18 @@ int cmd_put(int argc, char **argv)
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
+	{
+		/* under root the workspace is the sandbox user's: so is the file
+		 * (its directory's owner) */
+		struct stat ds;
+		if (geteuid() == 0 && fstat(parent, &ds) == 0 && ds.st_uid != 0 &&
+		    fchown(out, ds.st_uid, ds.st_gid) < 0) {
+			cli_error("put", "cannot give the file to uid %u: %s", (unsigned)ds.st_uid,
+			          strerror(errno));
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+	}
 	if (cli_copy_fd(in, out) < 0 || fsync(out) < 0) {
 		cli_error("put", "copying %s: %s", host, strerror(errno));
 		status = EXIT_UNAVAILABLE;

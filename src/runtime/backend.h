@@ -33,6 +33,12 @@ typedef struct {
 	const char *name;        /* the session's name, for the sandbox's cgroup; may be NULL */
 	const char *home;        /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
 	const char *rootfs;      /* bwrap: system files from this directory; NULL: the host's */
+	/* With DROP_IDS the sandbox runs as host UID/GID (never 0), not as
+	 * the supervisor: under root, the unprivileged sandbox user
+	 * (kbox_sandbox_identity) */
+	bool drop_ids;
+	uid_t uid;
+	gid_t gid;
 	/* Limits, 0 for the backend's default (none for `none`).  A backend
 	 * that cannot enforce one says so in kbox_backend_unenforced. */
 	long long memory_bytes;

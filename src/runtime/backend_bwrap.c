@@ -103,7 +103,9 @@ typedef struct {
 } bwrap_child_t;
 
 /* The child: the rlimits that stand in for missing controllers, then
- * bwrap (which changes into /workspace: no cwd).  The sandbox joins its
+ * bwrap (which changes into /workspace: no cwd), as the sandbox user
+ * when there is one (under root: bwrap then runs as for any unprivileged
+ * user, and maps the sandbox's uid 1000 to that user, never to root).  The sandbox joins its
  * cgroup from outside, while bwrap makes its mounts (join_cgroup). */
 static void bwrap_child(void *arg, int errfd)
 {
@@ -115,8 +117,9 @@ static void bwrap_child(void *arg, int errfd)
 			_exit(126);
 		_exit(126);
 	}
-	kbox__child_exec(c->bargv[0], c->bargv, c->env, NULL, errfd, c->sb->o.log_path, c->parent,
-	                 c->fds, c->n_fds);
+	kbox_ids_t ids = {c->sb->o.uid, c->sb->o.gid};
+	kbox__child_exec(c->bargv[0], c->bargv, c->env, NULL, errfd, c->sb->o.log_path,
+	                 c->sb->o.drop_ids ? &ids : NULL, c->parent, c->fds, c->n_fds);
 }
 
 /* Wait for bwrap's info on INFO_FD, move the sandbox's first process (the

@@ -23,7 +23,7 @@ typedef struct {
 static void none_child(void *arg, int errfd)
 {
 	none_child_t *c = arg;
-	kbox__child_exec(c->exe, c->argv, c->env, c->ko, errfd, c->log_path, c->parent, NULL, 0);
+	kbox__child_exec(c->exe, c->argv, c->env, c->ko, errfd, c->log_path, NULL, c->parent, NULL, 0);
 }
 
 static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)

@@ -457,6 +457,13 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
 		dup2(p[1], 2);
 		for (size_t i = 0; i < n_fds; i++)
 			fcntl(fds[i], F_SETFD, 0);
+		if (b->drop_ids) {
+			kbox_ids_t ids = {b->uid, b->gid};
+			if (kbox__take_ids(&ids) < 0) {
+				dprintf(2, "cannot become uid %ld: %s", (long)b->uid, strerror(errno));
+				_exit(127);
+			}
+		}
 		execv(argv[0], argv);
 		dprintf(2, "cannot run %s: %s", argv[0], strerror(errno));
 		_exit(127);

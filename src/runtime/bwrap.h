@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <kbox/error.h>
 
 /* bubblewrap runs the command in new user, pid, net, ipc, uts and cgroup
@@ -28,6 +29,11 @@ typedef struct {
 	 * descriptors passed) */
 	bool sync;
 	int info_fd, block_fd;
+	/* kbox_bwrap_run: with DROP_IDS, bwrap runs as host UID/GID (the
+	 * sandbox user under root) */
+	bool drop_ids;
+	uid_t uid;
+	gid_t gid;
 } kbox_bwrap_opts_t;
 
 #define KBOX_BWRAP_TMP_BYTES (512LL << 20)

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,8 @@ char *kbox_state_home(kbox_error_t *err)
 		n = asprintf(&path, "%s", v);
 	else if ((v = getenv("XDG_STATE_HOME")) && *v == '/')
 		n = asprintf(&path, "%s/kbox", v);
+	else if (geteuid() == 0) /* root's home is closed to the sandbox user */
+		n = asprintf(&path, "%s", KBOX_ROOT_STATE_HOME);
 	else if ((v = getenv("HOME")) && *v == '/')
 		n = asprintf(&path, "%s/.local/state/kbox", v);
 	else {
@@ -153,7 +156,14 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 				kbox__err_sys(err, "cannot create directory %s", sub);
 				goto fail;
 			}
-			if (kbox__check_private_dir(sub, err) < 0)
+			/* under root the workspace is the sandbox user's
+			 * (kbox_session_share) */
+			if (i == 1 && geteuid() == 0) {
+				if (lstat(sub, &st) < 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 077)) {
+					kbox__err(err, KBOX_E_INVALID, "%s is not a private directory", sub);
+					goto fail;
+				}
+			} else if (kbox__check_private_dir(sub, err) < 0)
 				goto fail;
 		}
 	}
@@ -163,6 +173,157 @@ fail:
 	free(sub);
 	free(dir);
 	return NULL;
+}
+
+int kbox_sandbox_identity(kbox_sandbox_id_t *id, kbox_error_t *err)
+{
+	const char *name = getenv("KBOX_SANDBOX_USER");
+	struct passwd pw, *found = NULL;
+	char buf[4096];
+	int e;
+
+	memset(id, 0, sizeof *id);
+	id->uid = geteuid();
+	id->gid = getegid();
+	if (geteuid() != 0)
+		return 0;
+	if (!name || !*name)
+		name = KBOX_SANDBOX_USER;
+	if (strlen(name) >= sizeof id->user)
+		return kbox__err(err, KBOX_E_INVALID, "KBOX_SANDBOX_USER: \"%.20s…\" is too long", name);
+	e = getpwnam_r(name, &pw, buf, sizeof buf, &found);
+	if (!found)
+		return kbox__err(err, KBOX_E_NOTFOUND,
+		                 "under root, kbox runs each sandbox as an unprivileged user, and there "
+		                 "is no user \"%s\"%s%s: create it with `kbox doctor --fix`, or name "
+		                 "another in KBOX_SANDBOX_USER",
+		                 name, e ? ": " : "", e ? strerror(e) : "");
+	if (pw.pw_uid == 0 || pw.pw_gid == 0)
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "the sandbox user \"%s\" is uid %u, gid %u: it must be neither root "
+		                 "nor in root's group",
+		                 name, (unsigned)pw.pw_uid, (unsigned)pw.pw_gid);
+	id->drop = true;
+	id->uid = pw.pw_uid;
+	id->gid = pw.pw_gid;
+	snprintf(id->user, sizeof id->user, "%s", name);
+	return 0;
+}
+
+/* Whether ID may search the directory ST describes (its owner's, its
+ * group's or others' x bit: the sandbox user has no supplementary
+ * groups). */
+static bool id_can_search(const kbox_sandbox_id_t *id, const struct stat *st)
+{
+	if (st->st_uid == id->uid)
+		return st->st_mode & S_IXUSR;
+	if (st->st_gid == id->gid)
+		return st->st_mode & S_IXGRP;
+	return st->st_mode & S_IXOTH;
+}
+
+int kbox_sandbox_reachable(const kbox_sandbox_id_t *id, const char *path, kbox_error_t *err)
+{
+	char buf[4096];
+	size_t n = strlen(path);
+	if (!id->drop)
+		return 0;
+	if (n >= sizeof buf || path[0] != '/')
+		return kbox__err(err, KBOX_E_INVALID, "%s: not an absolute path", path);
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char save = *p;
+			struct stat st;
+			*p = '\0';
+			if (stat(buf, &st) < 0)
+				return kbox__err_sys(err, "%s", buf);
+			if (S_ISDIR(st.st_mode) && !id_can_search(id, &st))
+				return kbox__err(err, KBOX_E_INVALID,
+				                 "the sandbox user %s (uid %u) cannot reach %s: %s is mode "
+				                 "%04o, owner %u:%u (make it searchable, chmod o+x, or set "
+				                 "KBOX_HOME elsewhere; under root the default is %s)",
+				                 id->user, (unsigned)id->uid, path, buf,
+				                 (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+				                 (unsigned)st.st_gid, KBOX_ROOT_STATE_HOME);
+			*p = save;
+			if (!save)
+				break;
+		}
+	}
+	return 0;
+}
+
+/* Open DIR (no link) and make it OWNER:GROUP with MODE.  It must be ours
+ * (root's) or already the sandbox user's.  0 or -1 with ERR. */
+static int share_dir(const char *dir, const kbox_sandbox_id_t *id, uid_t owner, mode_t mode,
+                     bool create, kbox_error_t *err)
+{
+	struct stat st;
+	int fd;
+	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return kbox__err_sys(err, "cannot create directory %s", dir);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return kbox__err_sys(err, "directory %s", dir);
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return kbox__err_sys(err, "directory %s", dir);
+	}
+	if (st.st_uid != geteuid() && st.st_uid != id->uid) {
+		close(fd);
+		return kbox__err(err, KBOX_E_INVALID, "directory %s is owned by uid %u, not by uid %u",
+		                 dir, (unsigned)st.st_uid, (unsigned)geteuid());
+	}
+	if ((st.st_uid != owner || st.st_gid != id->gid) && fchown(fd, owner, id->gid) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return kbox__err_sys(err, "cannot give %s to uid %u", dir, (unsigned)owner);
+	}
+	if ((st.st_mode & 07777) != mode && fchmod(fd, mode) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return kbox__err_sys(err, "cannot chmod %s", dir);
+	}
+	close(fd);
+	return 0;
+}
+
+int kbox_session_share(const char *dir, const kbox_sandbox_id_t *id, kbox_error_t *err)
+{
+	char path[4096], home[4096], *slash;
+	static const char *const passed[] = {"run"};
+	static const char *const given[] = {"workspace", "home", "run/sandbox"};
+
+	if (!id->drop)
+		return 0;
+	/* DIR is HOME/sessions/NAME: HOME and HOME/sessions are passed too */
+	snprintf(home, sizeof home, "%s", dir);
+	for (int up = 0; up < 2; up++) {
+		if (!(slash = strrchr(home, '/')) || slash == home)
+			return kbox__err(err, KBOX_E_INVALID, "%s is not HOME/sessions/NAME", dir);
+		*slash = '\0';
+	}
+	if (share_dir(home, id, geteuid(), 0710, false, err) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/sessions", home);
+	if (share_dir(path, id, geteuid(), 0710, false, err) < 0 ||
+	    share_dir(dir, id, geteuid(), 0710, false, err) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, passed[i]);
+		if (share_dir(path, id, geteuid(), 0710, true, err) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, given[i]);
+		if (share_dir(path, id, id->uid, 0700, true, err) < 0)
+			return -1;
+	}
+	snprintf(path, sizeof path, "%s/run/sandbox", dir);
+	return kbox_sandbox_reachable(id, path, err);
 }
 
 static int cmp_str(const void *a, const void *b)

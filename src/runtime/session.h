@@ -39,9 +39,38 @@
  * starting with '.' or '-' (so never "..", never a path).  -1 with ERR. */
 int kbox_session_check_name(const char *name, kbox_error_t *err);
 
-/* The state directory ($KBOX_HOME, $XDG_STATE_HOME/kbox or
- * ~/.local/state/kbox), malloc'd.  Not created.  NULL with ERR. */
+/* The state directory ($KBOX_HOME, $XDG_STATE_HOME/kbox, else
+ * ~/.local/state/kbox, or under root KBOX_ROOT_STATE_HOME), malloc'd.  Not
+ * created.  NULL with ERR. */
 char *kbox_state_home(kbox_error_t *err);
+#define KBOX_ROOT_STATE_HOME "/var/lib/kbox"
+
+/* The host identity sandboxes run as.  Under root, an unprivileged
+ * account: $KBOX_SANDBOX_USER, default KBOX_SANDBOX_USER (created by
+ * kbox doctor --fix), so that nothing in a sandbox is root outside it.
+ * Otherwise the caller's own (DROP false). */
+#define KBOX_SANDBOX_USER "kbox"
+typedef struct {
+	bool drop;      /* true under root: sandboxes run as UID/GID */
+	uid_t uid;
+	gid_t gid;
+	char user[64];  /* the account's name */
+} kbox_sandbox_id_t;
+
+/* Fill ID.  Under root, the account must exist and be neither uid 0 nor
+ * gid 0.  0, or -1 with ERR (saying how to make it). */
+int kbox_sandbox_identity(kbox_sandbox_id_t *id, kbox_error_t *err);
+
+/* 0 when ID can search every directory on the way to PATH (bwrap finds
+ * its bind sources as the sandbox user), -1 with ERR naming the first
+ * that it cannot.  Always 0 without DROP. */
+int kbox_sandbox_reachable(const kbox_sandbox_id_t *id, const char *path, kbox_error_t *err);
+
+/* Give the session directory DIR to sandbox user ID (under root): DIR, its
+ * run/ and the state directory above it 0710 root:GID (the sandbox user
+ * may pass, not list), run/sandbox, workspace and home 0700 UID:GID.
+ * Without DROP, nothing.  0 or -1 with ERR. */
+int kbox_session_share(const char *dir, const kbox_sandbox_id_t *id, kbox_error_t *err);
 
 /* HOME/sessions/NAME, malloc'd.  With CREATE the directories are made (0700)
  * and checked to be private; without, the session must exist

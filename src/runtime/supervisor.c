@@ -112,6 +112,7 @@ struct sup {
 	const char *kernel, *backend;
 	long long ttl_ms;
 	kbox_sandbox_opts_t sbo;
+	kbox_sandbox_id_t id;      /* who the sandbox runs as (under root: not us) */
 	char **env;
 	char runtime_dir[PATH_MAX], sockets_dir[PATH_MAX], workspace[PATH_MAX];
 	char log_path[PATH_MAX], home[PATH_MAX], outputs[PATH_MAX];
@@ -828,17 +829,21 @@ static int sb_interrupt(void *arg, kbox_error_t *err)
 	return kbox_sandbox_signal(s->sb, SIGINT, err);
 }
 
-/* Make DIR (0700, ours) empty and private, whatever a kernel did to it. */
-static int fresh_private_dir(const char *dir, kbox_error_t *err)
+/* Make DIR (0700, the sandbox's: ours, or under root the sandbox user's)
+ * empty and private, whatever a kernel did to it. */
+static int fresh_private_dir(sup_t *s, const char *dir, kbox_error_t *err)
 {
 	struct stat st;
 	int dfd;
+	bool ours;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return kbox__err_sys(err, "cannot create %s", dir);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return kbox__err_sys(err, "%s", dir);
-	if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || fchmod(dfd, 0700) < 0) {
+	ours = fstat(dfd, &st) == 0 && (st.st_uid == geteuid() || st.st_uid == s->id.uid);
+	if (!ours || fchmod(dfd, 0700) < 0 ||
+	    (s->id.drop && fchown(dfd, s->id.uid, s->id.gid) < 0)) {
 		close(dfd);
 		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory of ours", dir);
 	}
@@ -864,7 +869,7 @@ static int write_conn(sup_t *s, const kbox_backend_t *b, kbox_conn_t **conn_p, c
 	snprintf(s->conn_path, sizeof s->conn_path, "%s/kernel-%lu.json", s->runtime_dir,
 	         s->generation);
 	s->inner_path[0] = '\0';
-	if (fresh_private_dir(s->sockets_dir, err) < 0 ||
+	if (fresh_private_dir(s, s->sockets_dir, err) < 0 ||
 	    !(conn = kbox_conn_new_ipc(s->sockets_dir, err)))
 		goto out;
 	kbox_conn_set_kernel_name(conn, kbox_kspec_name(s->spec));
@@ -885,8 +890,9 @@ static int write_conn(sup_t *s, const kbox_backend_t *b, kbox_conn_t **conn_p, c
 			kbox__err(err, KBOX_E_NOMEM, "out of memory");
 			goto out;
 		}
+		kbox_ids_t ids = {s->id.uid, s->id.gid};
 		if (kbox_conn_set_ip(inner, inside_ip, err) < 0 ||
-		    kbox_conn_save(inner, s->inner_path, err) < 0)
+		    kbox__conn_save_for(inner, s->inner_path, s->id.drop ? &ids : NULL, err) < 0)
 			goto out;
 		snprintf(kernel_conn, size, "%s/kernel-%lu.sandbox.json", b->sockets_inside,
 		         s->generation);
@@ -1778,6 +1784,20 @@ static int load_config(sup_t *s, kbox_error_t *err)
 		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
 	if (!(s->spec = kbox_kspec_find(s->kernel, err)))
 		return -1;
+	/* under root a sandbox is an unprivileged user's, never root's: its
+	 * directories are that user's (an unsandboxed kernel stays ours) */
+	if (kbox_backend_sandboxed(s->backend)) {
+		if (kbox_sandbox_identity(&s->id, err) < 0 || kbox_session_share(s->dir, &s->id, err) < 0)
+			return -1;
+		if (ws && kbox_sandbox_reachable(&s->id, ws, err) < 0)
+			return -1;
+		s->sbo.drop_ids = s->id.drop;
+		s->sbo.uid = s->id.uid;
+		s->sbo.gid = s->id.gid;
+	} else {
+		s->id.uid = geteuid();
+		s->id.gid = getegid();
+	}
 	return 0;
 }
 

@@ -20,6 +20,9 @@ fi
 
 # A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
 ROOT=$(mktemp -d "/tmp/${ROOT_TAG:-ks}.XXXX") || exit 1
+# under root, sandboxes run as the sandbox user (kbox(7)), whom bwrap finds
+# its directories as: it must pass through (not list)
+chmod 711 "$ROOT" || exit 1
 KBOX_HOME=$ROOT/h
 mkdir -m 700 "$KBOX_HOME" || exit 1
 export KBOX_HOME
