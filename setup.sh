@@ -2,6 +2,7 @@
 # Install every Debian package kbox needs to build, run and test.  (The
 # second line of -dev packages: what libzmq's static archive needs, for
 # ./configure --enable-static-deps and its test.)
+# Also creates the system user kbox that root's sandboxes run as.
 # Idempotent and non-interactive; run as root (or through sudo).
 set -eu
 
@@ -25,18 +26,30 @@ for p in $PKGS; do
 	fi
 done
 
-if [ -z "$missing" ]; then
-	echo "setup: all packages present"
-	exit 0
-fi
-
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
 	SUDO="sudo"
 fi
 
-export DEBIAN_FRONTEND=noninteractive
-echo "setup: installing:$missing"
-$SUDO apt-get update -q
-# shellcheck disable=SC2086
-$SUDO apt-get install -y -q --no-install-recommends $missing
+if [ -z "$missing" ]; then
+	echo "setup: all packages present"
+else
+	export DEBIAN_FRONTEND=noninteractive
+	echo "setup: installing:$missing"
+	$SUDO apt-get update -q
+	# shellcheck disable=SC2086
+	$SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+
+# Under root, kbox runs each sandbox as an unprivileged system user, never
+# as root (kbox(7), IDENTITY); `kbox doctor --fix` makes the same account.
+# Only root's kbox needs it: as root, or where sudo works.
+if ! id kbox >/dev/null 2>&1; then
+	if [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; then
+		echo "setup: creating the system user kbox (root's sandboxes run as it)"
+		$SUDO useradd --system --user-group --no-create-home --home-dir /nonexistent \
+			--shell /usr/sbin/nologin --comment "kbox sandboxes" kbox
+	else
+		echo "setup: no system user kbox (needed only to run kbox as root: sudo kbox doctor --fix)"
+	fi
+fi

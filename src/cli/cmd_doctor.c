@@ -146,14 +146,18 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 	if ((home = kbox_state_home(&err))) {
 		char *probe = strdup(home), *slash;
 		struct stat st;
-		/* its nearest existing ancestor, when it is not made yet */
+		/* what is above it (kbox opens the state directory itself to the
+		 * sandbox user), or its nearest ancestor that exists */
+		if (probe && (slash = strrchr(probe, '/')) && slash != probe)
+			*slash = '\0';
 		while (probe && stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) && slash != probe)
 			*slash = '\0';
 		if (probe && kbox_sandbox_reachable(&id, probe, &err) < 0)
 			check(r, "state directory", "fail", err.msg,
 			      "sessions there cannot start: bwrap cannot find their directories");
 		else {
-			snprintf(buf, sizeof buf, "%s: the sandbox user can reach it", home);
+			snprintf(buf, sizeof buf, "%s: the sandbox user can reach it (kbox lets it pass "
+			                          "through, mode 0710)", home);
 			check(r, "state directory", "ok", buf, NULL);
 		}
 		free(probe);

@@ -22,11 +22,12 @@ typedef struct {
 } cell_t;
 
 /* A private session directory for this run under $XDG_RUNTIME_DIR or
- * /tmp (0700), into BUF.  0, or -1 (printed). */
+ * /tmp (0700), into BUF.  Under root, /tmp: the sandbox user must reach
+ * it, and root's runtime directory is closed.  0, or -1 (printed). */
 static int make_run_dir(char *buf, size_t size)
 {
 	const char *base = getenv("XDG_RUNTIME_DIR");
-	if (!base || !*base || access(base, W_OK | X_OK) < 0)
+	if (!base || !*base || geteuid() == 0 || access(base, W_OK | X_OK) < 0)
 		base = "/tmp";
 	snprintf(buf, size, "%s/kbox-run-XXXXXX", base);
 	if (!mkdtemp(buf)) {

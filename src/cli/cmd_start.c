@@ -76,6 +76,17 @@ static int cpus_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	return EXIT_OK;
 }
 
+/* --home-config on|off, into the int at VALUE (1 or 0). */
+static int home_config_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+		cli_error(cmd, "invalid --home-config \"%s\": expected on or off", arg);
+		return EXIT_USAGE;
+	}
+	*(int *)opt->value = strcmp(arg, "on") == 0;
+	return EXIT_OK;
+}
+
 /* --pids N, into the long long at VALUE. */
 static int pids_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
@@ -115,6 +126,7 @@ int cmd_start(int argc, char **argv)
 	char *rootfs = NULL;
 	long long ttl = -1, memory = -1, pids = -1, tmp_size = -1, file_size = -1;
 	double cpus = -1;
+	int home_config = -1;
 	json_t *env = json_array(), *config = NULL;
 	cli_option_t opts[] = {
 	    CLI_OPT_SESSION(&name),
@@ -138,6 +150,9 @@ int cmd_start(int argc, char **argv)
 	                   "the sandbox's system files (default: the session's, else the host's)"),
 	    CLI_OPT_CALLBACK('e', "env", "K=V", env_cb, env,
 	                     "set K to V in its environment; repeatable (default: the session's)"),
+	    CLI_OPT_CALLBACK(0, "home-config", "on|off", home_config_cb, &home_config,
+	                     "let a new kernel run the startup files and configuration in its "
+	                     "home (default: the session's, else off)"),
 	    CLI_OPT_END};
 	char *dir = NULL;
 	int status, n;
@@ -196,7 +211,8 @@ int cmd_start(int argc, char **argv)
 		if (kbox_session_supervisor(dir, &pid) == KBOX_SUPERVISOR_RUNNING) {
 			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
 			if (kernel || backend || ttl >= 0 || memory >= 0 || cpus >= 0 || pids >= 0 ||
-			    json_array_size(env) || rootfs || tmp_size >= 0 || file_size >= 0)
+			    json_array_size(env) || rootfs || tmp_size >= 0 || file_size >= 0 ||
+			    home_config >= 0)
 				cli_error("start", "warning: session %s runs already; the options given were "
 				          "not applied (kbox stop -s %s first)", name, name);
 			goto out;
@@ -230,6 +246,8 @@ int cmd_start(int argc, char **argv)
 		json_object_set_new(config, "file_size", json_integer(file_size));
 	if (rootfs)
 		json_object_set_new(config, "rootfs", json_string(rootfs));
+	if (home_config >= 0)
+		json_object_set_new(config, "home_config", json_boolean(home_config));
 	if (json_array_size(env))
 		json_object_set(config, "env", env);
 	{

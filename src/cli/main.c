@@ -19,7 +19,7 @@
 static const cli_cmd_t commands[] = {
     {"complete", cmd_complete, "kbox complete [-s NAME] [--cursor N] CODE | -",
      "completions at a cursor, as JSON", "kbox complete -s sales 'df.des'"},
-    {"doctor", cmd_doctor, "kbox doctor [-k SPEC] [--rootfs DIR] [--json]",
+    {"doctor", cmd_doctor, "kbox doctor [-k SPEC] [--rootfs DIR] [--json] [--fix]",
      "check what isolation the sandbox gives kernels on this machine", "kbox doctor --json"},
     {"exec", cmd_exec,
      "kbox exec [-s NAME] [-t TIMEOUT] [--grace DUR] [--format text|json|ndjson] "

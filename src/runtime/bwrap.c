@@ -328,9 +328,10 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		snprintf(path, sizeof path, "/proc/%s", proc_masked[i]);
 		if (stat(path, &st) < 0) /* as here, so in a new /proc */
 			continue;
-		if (S_ISDIR(st.st_mode))
+		if (S_ISDIR(st.st_mode)) {
 			add3(&a, "--tmpfs", path, NULL);
-		else
+			add3(&a, "--remount-ro", path, NULL); /* empty, and stays so */
+		} else
 			add3(&a, "--ro-bind", "/dev/null", path);
 	}
 	add3(&a, "--dev", "/dev", NULL);
@@ -359,6 +360,9 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	} else
 		add3(&a, "--chdir", "/", NULL);
 	add3(&a, "--remount-ro", "/", NULL);
+	/* /dev's own tmpfs too (its nodes, /dev/shm and /dev/pts are mounts
+	 * of their own: they stay as they are) */
+	add3(&a, "--remount-ro", "/dev", NULL);
 	if (b && b->sync) {
 		add(&a, "--info-fd");
 		addf(&a, "%d", b->info_fd);

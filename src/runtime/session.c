@@ -241,11 +241,11 @@ int kbox_sandbox_reachable(const kbox_sandbox_id_t *id, const char *path, kbox_e
 			if (S_ISDIR(st.st_mode) && !id_can_search(id, &st))
 				return kbox__err(err, KBOX_E_INVALID,
 				                 "the sandbox user %s (uid %u) cannot reach %s: %s is mode "
-				                 "%04o, owner %u:%u (make it searchable, chmod o+x, or set "
-				                 "KBOX_HOME elsewhere; under root the default is %s)",
+				                 "%04o, owner %u:%u (make it searchable by that user, e.g. "
+				                 "chmod o+x %s)",
 				                 id->user, (unsigned)id->uid, path, buf,
 				                 (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
-				                 (unsigned)st.st_gid, KBOX_ROOT_STATE_HOME);
+				                 (unsigned)st.st_gid, buf);
 			*p = save;
 			if (!save)
 				break;
@@ -299,18 +299,20 @@ int kbox_session_share(const char *dir, const kbox_sandbox_id_t *id, kbox_error_
 
 	if (!id->drop)
 		return 0;
-	/* DIR is HOME/sessions/NAME: HOME and HOME/sessions are passed too */
+	/* DIR is HOME/sessions/NAME (kbox start's) or a directory of its own
+	 * (kbox run's): HOME and HOME/sessions are passed too */
 	snprintf(home, sizeof home, "%s", dir);
-	for (int up = 0; up < 2; up++) {
-		if (!(slash = strrchr(home, '/')) || slash == home)
-			return kbox__err(err, KBOX_E_INVALID, "%s is not HOME/sessions/NAME", dir);
+	if ((slash = strrchr(home, '/')) && slash != home) {
 		*slash = '\0';
+		if ((slash = strrchr(home, '/')) && slash != home && strcmp(slash, "/sessions") == 0) {
+			snprintf(path, sizeof path, "%s", home);
+			*slash = '\0';
+			if (share_dir(home, id, geteuid(), 0710, false, err) < 0 ||
+			    share_dir(path, id, geteuid(), 0710, false, err) < 0)
+				return -1;
+		}
 	}
-	if (share_dir(home, id, geteuid(), 0710, false, err) < 0)
-		return -1;
-	snprintf(path, sizeof path, "%s/sessions", home);
-	if (share_dir(path, id, geteuid(), 0710, false, err) < 0 ||
-	    share_dir(dir, id, geteuid(), 0710, false, err) < 0)
+	if (share_dir(dir, id, geteuid(), 0710, false, err) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, passed[i]);

@@ -1726,11 +1726,17 @@ static void memory_bound(sup_t *s)
 
 /* ---- setup ---- */
 
+/* Where a sandboxed kernel keeps its configuration: in its /tmp, new with
+ * each kernel, not in its home (see load_config). */
+static const char *const clean_home[] = {
+    "PYTHONNOUSERSITE=1", "IPYTHONDIR=/tmp/.ipython", "JUPYTER_CONFIG_DIR=/tmp/.jupyter",
+    "XDG_CONFIG_HOME=/tmp/.config"};
+
 static int load_config(sup_t *s, kbox_error_t *err)
 {
 	json_t *env;
 	const char *ws;
-	size_t i, n;
+	size_t i, n, k;
 	if (!(s->config = kbox_session_config_load(s->dir, err)))
 		return -1;
 	s->kernel = json_string_value(json_object_get(s->config, "kernel"));
@@ -1753,11 +1759,20 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->owner_pid = (long)json_integer_value(json_object_get(s->config, "owner_pid"));
 	env = json_object_get(s->config, "env");
 	n = json_is_array(env) ? json_array_size(env) : 0;
-	if (!(s->env = calloc(n + 1, sizeof *s->env)))
+	if (!(s->env = calloc(n + sizeof clean_home / sizeof *clean_home + 1, sizeof *s->env)))
 		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	/* a sandboxed kernel's home outlives it: what code left there (IPython
+	 * startup files and configuration, a .pth in the user site) does not
+	 * run in the next kernel, unless asked (--home-config on); the
+	 * session's own --env comes after, and wins */
+	k = 0;
+	if (kbox_backend_sandboxed(s->backend) &&
+	    !json_is_true(json_object_get(s->config, "home_config")))
+		for (i = 0; i < sizeof clean_home / sizeof *clean_home; i++)
+			s->env[k++] = (char *)clean_home[i];
 	for (i = 0; i < n; i++)
-		s->env[i] = (char *)json_string_value(json_array_get(env, i));
-	s->env[n] = NULL;
+		s->env[k++] = (char *)json_string_value(json_array_get(env, i));
+	s->env[k] = NULL;
 	s->sbo.env = (const char *const *)s->env;
 	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
 	snprintf(s->sockets_dir, sizeof s->sockets_dir, "%s/run/sandbox", s->dir);

@@ -23,6 +23,19 @@ ROOT=$(mktemp -d "/tmp/${ROOT_TAG:-ks}.XXXX") || exit 1
 # under root, sandboxes run as the sandbox user (kbox(7)), whom bwrap finds
 # its directories as: it must pass through (not list)
 chmod 711 "$ROOT" || exit 1
+# who owns what (kbox(7), Identity): as an ordinary user, everything is
+# ours, 0700; under root the sandbox's own directories (workspace, home,
+# run/sandbox) are the sandbox user's, and the host's directories it
+# passes through are 0710, root's, in the sandbox user's group
+if [ "$(id -u)" = 0 ]; then
+	SB_UID=$(id -u "${KBOX_SANDBOX_USER:-kbox}" 2>/dev/null)
+	SB_GID=$(id -g "${KBOX_SANDBOX_USER:-kbox}" 2>/dev/null)
+	PASS_MODE=710
+else
+	SB_UID=$(id -u)
+	SB_GID=$(id -g)
+	PASS_MODE=700
+fi
 KBOX_HOME=$ROOT/h
 mkdir -m 700 "$KBOX_HOME" || exit 1
 export KBOX_HOME

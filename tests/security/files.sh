@@ -436,24 +436,28 @@ G=$(cat "$S/fs/generation" 2>/dev/null)
 CONNF=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["connection_file"])' "$ROOT/status17.json")
 SBDIR=$(py -c 'import json, os, sys; print(os.path.dirname(json.load(open(sys.argv[1]))["ip"]))' "$CONNF")
 mode() { stat -c %a "$1"; }
-# owner_only DIR: DIR is ours with no group or other access (ipykernel
-# adds the sticky bit to the directory of its connection file).
+# owner_only DIR [UID [MODE]]: DIR is UID's (default ours) with MODE
+# (default 0700: no group or other access; ipykernel adds the sticky bit
+# to the directory of its connection file).
 owner_only() {
-	[ "$(stat -c %u "$1")" = "$(id -u)" ] && [ $((0$(mode "$1") & 0777)) -eq $((0700)) ] && return 0
+	[ "$(stat -c %u "$1")" = "${2:-$(id -u)}" ] &&
+		[ $((0$(mode "$1") & 0777)) -eq $((0${3:-700})) ] && return 0
 	why="$1: mode $(mode "$1"), owner $(stat -c %u "$1")"
 	return 1
 }
-# private_file FILE: FILE is a regular file (not a link), ours, mode 0600.
+# private_file FILE [UID]: FILE is a regular file (not a link), UID's
+# (default ours), mode 0600.
 private_file() {
-	[ ! -L "$1" ] && [ -f "$1" ] && [ "$(mode "$1")" = 600 ] && [ "$(stat -c %u "$1")" = "$(id -u)" ] && return 0
+	[ ! -L "$1" ] && [ -f "$1" ] && [ "$(mode "$1")" = 600 ] &&
+		[ "$(stat -c %u "$1")" = "${2:-$(id -u)}" ] && return 0
 	why="$1: $(ls -ld "$1" 2>&1)"
 	return 1
 }
 no_control_socket() { [ ! -S "$S/$1/control.sock" ]; }
-check row17_run_dir_is_owner_only owner_only "$S/fs/run"
-check row17_sandbox_socket_dir_is_owner_only owner_only "$SBDIR"
+check row17_run_dir_is_owner_only owner_only "$S/fs/run" "$(id -u)" "$PASS_MODE"
+check row17_sandbox_socket_dir_is_owner_only owner_only "$SBDIR" "$SB_UID"
 check row17_connection_file_is_a_regular_0600_file private_file "$CONNF"
-check row17_sandbox_connection_file_is_a_regular_0600_file private_file "$SBDIR/kernel-$G.sandbox.json"
+check row17_sandbox_connection_file_is_a_regular_0600_file private_file "$SBDIR/kernel-$G.sandbox.json" "$SB_UID"
 kexec fs <<EOF
 import os
 print(os.path.exists("/run/kbox/kernel-$G.json"), os.path.exists("/run/kbox/kernel-$G.sandbox.json"))
@@ -527,7 +531,7 @@ EOF
 check row17_kernel_opens_its_run_dir_to_others eval 'status_is 0 && [ "$(tail -n 1 stdout)" = 0o755 ]'
 kbox restart -s fs
 check row17_restart_after_the_kernel_opened_its_run_dir_works_and_makes_it_private eval '
-	status_is 0 && owner_only "$SBDIR"'
+	status_is 0 && owner_only "$SBDIR" "$SB_UID"'
 
 # The host reads its connection file for every exec: the kernel must not
 # be able to change what the host client reads (a host file, or another

@@ -170,3 +170,10 @@ one_of() {
 private() {
 	eq "$(stat -c %u "$1")" "$(id -u)" && eq "$(($(printf '%d' "0$(stat -c %a "$1")") & 511))" 448
 }
+# private_to UID MODE DIR: DIR is UID's with MODE (no more), in group
+# SB_GID when MODE lets the group in
+private_to() {
+	m=$(stat -c %a "$3") # ipykernel adds the sticky bit to its connection file's directory
+	eq "$(stat -c %u "$3")" "$1" && eq "${m: -3}" "$2" &&
+		{ [ "$2" = 700 ] || eq "$(stat -c %g "$3")" "$SB_GID"; }
+}

@@ -336,7 +336,7 @@ if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
 	for t in stops_the_kernel_with_the_cause supervisor_peak_stays_under_512_mib \
 	         supervisor_cgroup_limit_is_512_mib session_goes_on; do
 		n=$((n + 1))
-		echo "ok $n - row15_many_frame_messages_$t # SKIP AddressSanitizer build: no memory bound"
+		echo "ok $n - row23_many_frame_messages_$t # SKIP AddressSanitizer build: no memory bound"
 	done
 else
 	cat >frames.py <<'EOF'
@@ -347,23 +347,23 @@ for _ in range(2):
 print("sent")
 EOF
 	kbox exec -s pr -f frames.py
-	check row15_many_frame_messages_stop_the_kernel_with_the_cause eval 'status_is 4 &&
+	check row23_many_frame_messages_stop_the_kernel_with_the_cause eval 'status_is 4 &&
 		grep -Eq "^\[kernel died: it sent more than its supervisor may hold \([0-9.]+ MiB in memory, over the bound of 384 MiB\), so the kernel was killed; a new kernel was started; earlier state is lost\]$" stdout'
 	SPID=$(cat "$S/pr/supervisor.pid" 2>/dev/null)
 	hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$SPID/status" 2>/dev/null)
-	check row15_many_frame_messages_supervisor_peak_stays_under_512_mib eval \
+	check row23_many_frame_messages_supervisor_peak_stays_under_512_mib eval \
 		'[ -n "$hwm" ] && [ "$hwm" -lt 524288 ] || { why="supervisor VmHWM ${hwm:-?} KiB"; false; }'
 	cg=$(sed -n 's/^[0-9]*:[^:]*memory[^:]*:\(.*\)$/\1/p' "/proc/$SPID/cgroup" 2>/dev/null)
 	if [ -z "$SKIPPING" ] && [ ! -f "/sys/fs/cgroup/memory$cg/memory.limit_in_bytes" ]; then
 		n=$((n + 1))
-		echo "ok $n - row15_many_frame_messages_supervisor_cgroup_limit_is_512_mib # SKIP no cgroup v1 memory controller here"
+		echo "ok $n - row23_many_frame_messages_supervisor_cgroup_limit_is_512_mib # SKIP no cgroup v1 memory controller here"
 	else
-		check row15_many_frame_messages_supervisor_cgroup_limit_is_512_mib eval \
+		check row23_many_frame_messages_supervisor_cgroup_limit_is_512_mib eval \
 			'case $cg in */kbox-pr-$SPID-supervisor) ;; *) false ;; esac &&
 			[ "$(cat "/sys/fs/cgroup/memory$cg/memory.limit_in_bytes")" = 536870912 ]'
 	fi
 	kbox exec -s pr 'print(6 * 7)'
-	check row15_many_frame_messages_session_goes_on eval 'status_is 0 &&
+	check row23_many_frame_messages_session_goes_on eval 'status_is 0 &&
 		[ "$(tail -n 1 stdout)" = 42 ] && grep -q "^\[note: kernel restarted: it sent more than its supervisor may hold" stdout'
 fi
 
@@ -379,13 +379,13 @@ SPID=$(cat "$S/pr/supervisor.pid" 2>/dev/null)
 [ -z "$SKIPPING" ] && [ -n "$SPID" ] && echo 5 >"/proc/$SPID/clear_refs"
 kbox exec -s pr -f amp.py
 hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$SPID/status" 2>/dev/null)
-check row15_message_of_tiny_values_is_refused_and_the_session_goes_on eval 'status_is 0 &&
+check row23_message_of_tiny_values_is_refused_and_the_session_goes_on eval 'status_is 0 &&
 	kbox exec -s pr "print(6 * 7)" && stdout_is 42 && [ "$(cat "$S/pr/supervisor.pid")" = "$SPID" ]'
 if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
 	n=$((n + 1))
-	echo "ok $n - row15_message_of_tiny_values_leaves_the_supervisor_under_192_mib # SKIP AddressSanitizer build: VmHWM ${hwm:-?} KiB, not judged"
+	echo "ok $n - row23_message_of_tiny_values_leaves_the_supervisor_under_192_mib # SKIP AddressSanitizer build: VmHWM ${hwm:-?} KiB, not judged"
 else
-	check row15_message_of_tiny_values_leaves_the_supervisor_under_192_mib eval \
+	check row23_message_of_tiny_values_leaves_the_supervisor_under_192_mib eval \
 		'[ -n "$hwm" ] && [ "$hwm" -lt 196608 ] || { why="supervisor VmHWM ${hwm:-?} KiB"; false; }'
 fi
 
@@ -430,11 +430,11 @@ threading.Thread(target=flicker).start()
 k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": "x"}, buffers=[b"x" * (70 << 20)])
 EOF
 kbox exec -s pr -f flicker.py
-check row18_a_link_to_a_host_socket_in_place_of_iopub_is_never_followed eval 'status_is 4 &&
+check row25_a_link_to_a_host_socket_in_place_of_iopub_is_never_followed eval 'status_is 4 &&
 	grep -Eq "^\[kernel died: iopub could not be reconnected: the (kernel.s )?iopub socket .* (is gone or was replaced|is not a socket \(a symbolic link\): refusing to connect), so the kernel was killed; a new kernel was started; earlier state is lost\]$" stdout'
 [ -z "$SKIPPING" ] && wait "$trap_pid"
-check row18_the_host_socket_heard_no_connection eval '[ "$(cat trap.count)" = 0 ]'
+check row25_the_host_socket_heard_no_connection eval '[ "$(cat trap.count)" = 0 ]'
 kbox exec -s pr 'print(6 * 7)'
-check row18_after_it_the_new_kernel_answers eval 'status_is 0 && [ "$(tail -n 1 stdout)" = 42 ]'
+check row25_after_it_the_new_kernel_answers eval 'status_is 0 && [ "$(tail -n 1 stdout)" = 42 ]'
 
 echo "1..$n"

@@ -1,0 +1,297 @@
+#!/bin/bash
+# tests/security/identity.sh — threats.md rows 22 and 29: who the sandbox
+# is on the host, and what of it outlives a kernel.  Under root the sandbox runs as the unprivileged sandbox user
+# (KBOX_SANDBOX_USER, default kbox): nothing in it is root outside, the
+# device nodes bound into /dev cannot be chmod'ed or chown'ed, files it
+# makes are that user's.  As an ordinary user it is that user.  In both,
+# nothing outside /workspace, /home/kbox, /tmp, /dev/shm and /run/kbox is
+# writable.  What code leaves in the sandbox's home (IPython startup files
+# and configuration, a .pth or usercustomize in the user site, a
+# matplotlibrc) does not run in the next kernel, unless the session is
+# started with --home-config on.  Each test is named after its row.  TAP.
+#
+# Environment (set by `make check`): top_builddir (or KBOX), KERNEL_PYTHON.
+# Run by hand (as root and as a user):
+#   KBOX=/path/to/build/kbox bash tests/security/identity.sh
+# shellcheck disable=SC2016,SC2034 # eval strings expand later, using these variables
+set -u
+[ -n "${BASH_VERSION-}" ] || exec bash "$0" "$@"
+
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+ROOT_TAG=ksd
+. "$(dirname "$0")/lib.sh"
+
+cd "$W" || exit 1
+kx doctor --json
+keep doctor
+if [ "$rc" != 0 ]; then
+	SKIPPING="kbox doctor: the bwrap sandbox cannot be made here: $("$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("; ".join(c["check"] + ": " + c["detail"] for c in d["checks"] if c["status"] == "fail"))
+' "$W/out" 2>/dev/null)"
+fi
+
+# who the sandbox must be on the host
+if [ "$(id -u)" = 0 ]; then
+	SU=${KBOX_SANDBOX_USER:-kbox}
+	XU=$(id -u "$SU" 2>/dev/null)
+	XG=$(id -g "$SU" 2>/dev/null)
+	[ -n "$XU" ] || SKIPPING=${SKIPPING:-"no sandbox user $SU (kbox doctor --fix makes it)"}
+else
+	XU=$(id -u)
+	XG=$(id -g)
+fi
+say() { echo "#   $*"; }
+echo "# running as uid $(id -u); the sandbox must be uid ${XU:-?} gid ${XG:-?} on the host"
+
+identity=$("$PY" -c '
+import json, sys
+for c in json.load(open(sys.argv[1]))["checks"]:
+    if c["check"] == "identity": print(c["status"], c["detail"])
+' "$W/doctor.out" 2>/dev/null)
+DIAG=doctor
+if [ "$(id -u)" = 0 ]; then
+	want_identity="ok under root, sandboxes run as user $SU (uid $XU, gid $XG): uid 1000 inside is that user outside, never root"
+else
+	want_identity="ok sandboxes run as you (uid $XU); inside, uid 1000 is you, and nothing else of the host"
+fi
+check "row22_kbox_doctor_reports_the_sandboxs_host_identity" eval 'eq "$identity" "$want_identity"'
+
+# the host's device nodes, before
+devs="/dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty /dev/ptmx"
+# shellcheck disable=SC2086
+before=$(stat -c '%n %a %u %g' $devs)
+
+kx start -s i
+keep start
+DIAG=start
+check "row22_a_sandboxed_session_starts" eval 'rc_is start 0'
+[ -n "$SKIPPING" ] || [ -s "$S/i/supervisor.pid" ] || SKIPPING="the session did not start"
+SUP=$(cat "$S/i/supervisor.pid" 2>/dev/null)
+KPID=$(status_field i kernel_pid)
+
+DIAG=probe
+pyx i <<'EOF'
+import errno, os
+def tried(f, *a):
+    try:
+        f(*a)
+        return "done"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+for dev in ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+            "/dev/ptmx"):
+    key = dev[1:].replace("/", "_")
+    print("chmod_" + key, tried(os.chmod, dev, 0o600))
+    print("chown_" + key, tried(os.chown, dev, 1000, 1000))
+with open("/dev/null", "w") as f:
+    print("devnull_write", f.write("x"))
+print("urandom", len(os.urandom(8)))
+print("uid", os.getuid(), os.geteuid(), os.getgid())
+print("groups", sorted(set(os.getgroups()) - {os.getgid()}))
+open("/workspace/made", "w").write("x")
+open("/home/kbox/made", "w").write("x")
+print("made_uid", os.stat("/workspace/made").st_uid, os.stat("/home/kbox/made").st_uid)
+# every place that could be written: mount points, top-level directories
+cands = set()
+for l in open("/proc/self/mountinfo"):
+    cands.add(l.split()[4])
+for top in os.listdir("/"):
+    cands.add("/" + top)
+for sub in ("/dev/shm", "/dev/pts", "/dev/mqueue", "/etc", "/usr/lib", "/usr/local", "/var/tmp",
+            "/run", "/proc/self", "/proc/sys", "/sys/fs/cgroup", "/home"):
+    cands.add(sub)
+ok = []
+for d in sorted(cands):
+    if os.path.islink(d) or not os.path.isdir(d):
+        continue
+    p = os.path.join(d, ".kbox-probe-%d" % os.getpid())
+    if tried(os.mkdir, p) == "done":
+        os.rmdir(p)
+        ok.append(d)
+        continue
+    try:
+        os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        os.unlink(p)
+        ok.append(d)
+    except OSError:
+        pass
+print("writable", " ".join(ok))
+EOF
+keep probe
+for dev in $devs; do
+	k=${dev#/}
+	k=${k//\//_}
+	check "row22_chmod_of_${k}_is_EPERM" eval 'rc_is probe 0 && eq "$(val probe chmod_'"$k"')" EPERM'
+	check "row22_chown_of_${k}_is_EPERM" eval 'rc_is probe 0 && eq "$(val probe chown_'"$k"')" EPERM'
+done
+# shellcheck disable=SC2086
+after=$(stat -c '%n %a %u %g' $devs)
+check "row22_the_hosts_device_nodes_are_unchanged" eval 'eq "$after" "$before"'
+check "row22_the_device_nodes_still_work" eval '
+	rc_is probe 0 && eq "$(val probe devnull_write)" 1 && eq "$(val probe urandom)" 8'
+check "row22_inside_the_kernel_is_uid_1000_without_other_groups" eval '
+	rc_is probe 0 && eq "$(val probe uid)" "1000 1000 1000" && eq "$(val probe groups)" "[]"'
+check "row22_files_the_kernel_makes_are_the_sandbox_users_on_the_host" eval '
+	rc_is probe 0 && eq "$(val probe made_uid)" "1000 1000" &&
+	eq "$(stat -c %u:%g "$S/i/workspace/made")" "$XU:$XG" &&
+	eq "$(stat -c %u:%g "$S/i/home/made")" "$XU:$XG"'
+check "row22_only_workspace_home_tmp_dev_shm_and_run_kbox_are_writable" eval '
+	rc_is probe 0 && eq "$(val probe writable)" "/dev/shm /home/kbox /run/kbox /tmp /workspace"'
+
+# the kernel's process, seen from the host
+ids_of() { awk '/^(Uid|Gid):/ { print $2, $3, $4, $5 }' "/proc/$1/status" 2>/dev/null | tr '\n' ' '; }
+DIAG=
+check "row22_the_kernel_runs_as_the_sandbox_user_on_the_host" eval '
+	eq "$(ids_of "$KPID")" "$XU $XU $XU $XU $XG $XG $XG $XG "'
+check "row22_the_kernels_uid_1000_maps_to_the_sandbox_user" eval '
+	eq "$(awk "{ print \$1, \$2, \$3 }" "/proc/$KPID/uid_map")" "1000 $XU 1" &&
+	eq "$(awk "{ print \$1, \$2, \$3 }" "/proc/$KPID/gid_map")" "1000 $XG 1"'
+# every process under the supervisor: bwrap, its init, the kernel
+descendants() {
+	local p c
+	for p in "$@"; do
+		for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do
+			echo "$c"
+			descendants "$c"
+		done
+	done
+}
+# all_are_sandbox_user: every process under the supervisor (at least one)
+# has the sandbox user's effective uid
+all_are_sandbox_user() {
+	local procs p u
+	procs=$(descendants "$SUP")
+	say "processes under the supervisor: $(echo $procs)"
+	[ -n "$procs" ] || return 1
+	for p in $procs; do
+		u=$(awk '/^Uid:/ { print $3 }' "/proc/$p/status" 2>/dev/null)
+		[ -z "$u" ] || eq "$u" "$XU" || return 1
+	done
+}
+check "row22_no_process_of_the_sandbox_is_root_on_the_host" all_are_sandbox_user
+
+# kbox put: the file is the workspace's, that is the sandbox user's
+echo "from the host" >"$W/put.txt"
+kx put -s i "$W/put.txt" put.txt
+keep put
+DIAG=put
+check "row22_kbox_put_gives_the_file_to_the_sandbox_user" eval '
+	rc_is put 0 && eq "$(stat -c %u:%g "$S/i/workspace/put.txt")" "$XU:$XG"'
+pyx i <<'EOF'
+with open("/workspace/put.txt", "a") as f:
+    f.write("and from the kernel\n")
+print(open("/workspace/put.txt").read(), end="")
+EOF
+keep put2
+DIAG=put2
+check "row22_the_kernel_can_write_a_file_kbox_put_gave_it" eval '
+	rc_is put2 0 && eq "$(tail -n 1 "$W/put2.out")" "and from the kernel"'
+
+# a restart: the new kernel is the sandbox user's too, in the same directories
+kx restart -s i
+keep restart
+KPID2=$(status_field i kernel_pid)
+DIAG=restart
+check "row22_after_a_restart_the_kernel_is_still_the_sandbox_user" eval '
+	rc_is restart 0 && ne "$KPID2" "$KPID" &&
+	eq "$(ids_of "$KPID2")" "$XU $XU $XU $XU $XG $XG $XG $XG "'
+
+# under root: the state directory is passed through, not opened to the user
+if [ "$(id -u)" = 0 ]; then
+	DIAG=
+	check "row22_under_root_the_session_dir_is_0710_root_and_the_sandbox_users_group" eval '
+		eq "$(stat -c %a:%u:%g "$S/i")" "710:0:$XG" && eq "$(stat -c %a:%u:%g "$S/i/run")" "710:0:$XG" &&
+		eq "$(stat -c %a:%u "$S/i/outputs")" "700:0" &&
+		eq "$(stat -c %a:%u "$S/i/session.json")" "600:0"'
+	# a state directory the sandbox user cannot reach: one clear error
+	mkdir -m 700 "$ROOT/closed"
+	kx_home() { KBOX_HOME=$ROOT/closed/h kx "$@"; }
+	kx_home start -s c
+	keep closed
+	DIAG=closed
+	check "row22_under_root_an_unreachable_state_dir_is_one_clear_error" eval '
+		! rc_is closed 0 >/dev/null &&
+		grep -q "the sandbox user $SU (uid $XU) cannot reach $ROOT/closed/h/sessions/c/run/sandbox: $ROOT/closed is mode 0700, owner 0:0" "$W/closed.err"'
+	KBOX_HOME=$ROOT/closed/h "$KBOX" stop --all >/dev/null 2>&1
+	# a sandbox user that does not exist
+	KBOX_SANDBOX_USER=kbox-no-such-user-$$ kx start -s nouser
+	keep nouser
+	DIAG=nouser
+	check "row22_under_root_a_missing_sandbox_user_is_one_clear_error" eval '
+		! rc_is nouser 0 >/dev/null &&
+		grep -q "there is no user \"kbox-no-such-user-$$\": create it with .kbox doctor --fix." "$W/nouser.err"'
+	KBOX_SANDBOX_USER=root kx start -s rootuser
+	keep rootuser
+	DIAG=rootuser
+	check "row22_under_root_the_sandbox_user_may_not_be_root" eval '
+		! rc_is rootuser 0 >/dev/null &&
+		grep -q "the sandbox user \"root\" is uid 0, gid 0: it must be neither root nor in root.s group" "$W/rootuser.err"'
+fi
+
+# ---- row 29: what a kernel leaves in its home does not run in the next ----
+
+# the places IPython, ipykernel, site and matplotlib read code or settings
+# from in a home, each planted to leave a mark in the workspace when run
+DIAG=plant
+pyx i <<'EOF'
+import os, sys
+def put(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+def mark(what):
+    return "open('/workspace/planted-%s', 'w').close()\n" % what
+home = "/home/kbox"
+prof = home + "/.ipython/profile_default"
+put(prof + "/startup/00-planted.py", mark("startup"))
+put(prof + "/ipython_config.py", mark("ipython-config"))
+put(prof + "/ipython_kernel_config.py", mark("kernel-config"))
+put(home + "/.jupyter/ipython_kernel_config.py", mark("jupyter-config"))
+usite = "%s/.local/lib/python%d.%d/site-packages" % (home, sys.version_info[0], sys.version_info[1])
+put(usite + "/planted.pth", "import os; " + mark("pth"))
+put(usite + "/usercustomize.py", mark("usercustomize"))
+put(usite + "/planted_backend.py", mark("mpl-backend"))
+put(home + "/.config/matplotlib/matplotlibrc", "backend: module://planted_backend\n")
+print("planted", len(os.listdir(prof)))
+EOF
+keep plant
+kx restart -s i
+keep restart29
+pyx i <<'EOF'
+import os, sys
+import matplotlib
+print("marks", sorted(f for f in os.listdir("/workspace") if f.startswith("planted-")))
+print("no_user_site", sys.flags.no_user_site)
+print("backend", matplotlib.get_backend())
+EOF
+keep after29
+DIAG="plant restart29 after29"
+check "row29_after_a_restart_nothing_planted_in_the_home_has_run" eval '
+	rc_is plant 0 && rc_is restart29 0 && rc_is after29 0 && eq "$(val after29 marks)" "[]"'
+check "row29_the_new_kernel_ignores_the_user_site" eval '
+	rc_is after29 0 && eq "$(val after29 no_user_site)" 1'
+check "row29_the_new_kernel_ignores_a_matplotlibrc_in_the_home" eval '
+	rc_is after29 0 && ne "$(val after29 backend)" "module://planted_backend"'
+
+# --home-config on: the kernel reads its home as Jupyter would
+kx stop -s i
+kx start -s i --home-config on
+keep start_hc
+pyx i <<'EOF'
+import os
+print("marks", sorted(f for f in os.listdir("/workspace") if f.startswith("planted-")))
+EOF
+keep hc
+DIAG="start_hc hc"
+check "row29_with_home_config_on_the_homes_startup_files_run" eval '
+	rc_is start_hc 0 && rc_is hc 0 && case "$(val hc marks)" in *planted-startup*) ;; *) false ;; esac'
+kx start -s bad --home-config maybe
+keep bad_hc
+DIAG=bad_hc
+check "row29_home_config_takes_on_or_off" eval '
+	rc_is bad_hc 2 && eq "$(cat "$W/bad_hc.err")" "kbox start: invalid --home-config \"maybe\": expected on or off"'
+
+kx stop -s i
+echo "1..$n"
