@@ -8,15 +8,19 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
+#include <linux/netlink.h>
 #include <linux/sched.h>
 #include <seccomp.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,21 +78,140 @@ static void add3(strv_t *a, const char *x, const char *y, const char *z)
 
 /* ---- the seccomp filter ---- */
 
-/* What Docker's default profile denies that a data-analysis kernel never
- * needs: tracing other processes, mounts and namespaces, the kernel's
- * keyring, BPF, perf, userfaultfd, kexec, modules, clocks, swap, reboot,
- * raw I/O ports, io_uring.  Each fails with EPERM. */
+/* Docker's default profile (moby/profiles seccomp/default.json) is the
+ * floor: what it refuses to a container without capabilities, kbox
+ * refuses too, with EPERM as Docker does (or ENOSYS where the C library
+ * falls back to another call).  Docker allows by list and refuses the
+ * rest; this filter allows by default and refuses by name, so the names
+ * below are Docker's refusals on x86_64 and aarch64 (as of Linux 6.18)
+ * plus kbox's own, which a data-analysis kernel does not need either:
+ * ptrace, process_vm_readv and _writev, adjtimex, clock_adjtime,
+ * name_to_handle_at, fanotify_mark, memfd_secret, modify_ldt. */
 static const char *const denied[] = {
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "mount", "umount", "umount2",
-    "mount_setattr", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
-    "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key", "request_key", "bpf",
-    "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load", "init_module",
-    "finit_module", "delete_module", "create_module", "query_module", "get_kernel_syms",
-    "acct", "swapon", "swapoff", "reboot", "syslog", "settimeofday", "clock_settime",
-    "clock_adjtime", "adjtimex", "stime", "iopl", "ioperm", "vm86", "vm86old", "uselib",
-    "ustat", "sysfs", "_sysctl", "nfsservctl", "vhangup", "quotactl", "quotactl_fd",
-    "lookup_dcookie", "name_to_handle_at", "open_by_handle_at", "io_uring_setup",
-    "io_uring_enter", "io_uring_register", NULL};
+    /* other processes: tracing, reading, comparing */
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+    /* mounts, root changes, namespaces */
+    "mount", "umount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+    /* the kernel keyring, BPF, perf, userfaultfd */
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+    /* kexec, modules */
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "create_module", "query_module", "get_kernel_syms",
+    /* accounting, swap, reboot, the kernel log, host and domain names */
+    "acct", "swapon", "swapoff", "reboot", "syslog", "sethostname", "setdomainname",
+    /* the clocks */
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
+    /* I/O ports, the LDT, vm86 */
+    "iopl", "ioperm", "modify_ldt", "vm86", "vm86old",
+    /* NUMA memory policy and page migration (CAP_SYS_NICE in Docker) */
+    "mbind", "set_mempolicy", "get_mempolicy", "migrate_pages", "move_pages",
+    /* file handles, fanotify, quotas */
+    "name_to_handle_at", "open_by_handle_at", "fanotify_init", "fanotify_mark", "quotactl",
+    /* obsolete or never implemented */
+    "uselib", "ustat", "sysfs", "_sysctl", "nfsservctl", "vhangup", "lookup_dcookie",
+    "afs_syscall", "getpmsg", "putpmsg", "security", "tuxcall", "vserver", NULL};
+
+/* Refused as well, and newer than some libseccomp's table: NR is the
+ * number each has on every architecture libseccomp knows but MIPS (from
+ * 424 on, Linux numbers a new call alike everywhere). */
+static const struct {
+	const char *name;
+	int nr;
+} denied_new[] = {
+    {"io_uring_setup", 425},
+    {"io_uring_enter", 426},
+    {"io_uring_register", 427},
+    {"open_tree", 428},
+    {"move_mount", 429},
+    {"fsopen", 430},
+    {"fsconfig", 431},
+    {"fsmount", 432},
+    {"fspick", 433},
+    {"pidfd_getfd", 438},
+    {"process_madvise", 440},
+    {"mount_setattr", 442},
+    {"quotactl_fd", 443},
+    {"memfd_secret", 447},
+    {"set_mempolicy_home_node", 450},
+    {"lsm_get_self_attr", 459},
+    {"lsm_set_self_attr", 460},
+    {"lsm_list_modules", 461},
+    {"open_tree_attr", 467},
+    {"file_getattr", 468},
+    {"file_setattr", 469},
+    {"listns", 470},
+};
+
+/* The number of system call NAME on this architecture: libseccomp's, else
+ * NR (0: none) unless the architecture numbers new calls apart (MIPS),
+ * else -1 (not known here). */
+static int syscall_nr(const char *name, int nr)
+{
+	int n = seccomp_syscall_resolve_name(name);
+	uint32_t arch = seccomp_arch_native();
+	if (n != __NR_SCMP_ERROR)
+		return n;
+	if (nr <= 0 || arch == SCMP_ARCH_MIPS || arch == SCMP_ARCH_MIPSEL ||
+	    arch == SCMP_ARCH_MIPS64 || arch == SCMP_ARCH_MIPSEL64 || arch == SCMP_ARCH_MIPS64N32 ||
+	    arch == SCMP_ARCH_MIPSEL64N32)
+		return -1;
+	return nr;
+}
+
+/* personality(2) only as Docker allows it: the query (0xffffffff) and
+ * PER_LINUX, PER_LINUX32, each with or without UNAME26.  A rule compares
+ * each argument once, and with the default to allow there is no "allow
+ * these": refuse a value above 32 bits (Docker compares all 64), one with
+ * bit 31 clear and any bit but PER_LINUX32's or UNAME26's set, and one
+ * with bit 31 set and any other bit clear (only the query has it). */
+static int deny_personality(scmp_filter_ctx ctx)
+{
+	const scmp_datum_t top = 1u << 31, kept = PER_LINUX32 | UNAME26;
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+	                          SCMP_A0(SCMP_CMP_GT, 0xffffffffu));
+	for (unsigned i = 0; i < 31; i++) {
+		const scmp_datum_t bit = (scmp_datum_t)1 << i;
+		if (!(bit & kept))
+			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+			                       SCMP_A0(SCMP_CMP_MASKED_EQ, top | bit, bit));
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+		                       SCMP_A0(SCMP_CMP_MASKED_EQ, top | bit, top));
+	}
+	return rc;
+}
+
+/* socket(2): AF_ALG and AF_VSOCK (vsock is not namespaced: it reaches the
+ * host or hypervisor), as Docker; and netlink other than NETLINK_ROUTE
+ * (which the C library's getaddrinfo and getifaddrs use), kbox's own.  The
+ * family is compared on its low 32 bits, as the kernel reads it; any
+ * protocol but 0 is refused (a bit above 32 too). */
+static int deny_sockets(scmp_filter_ctx ctx)
+{
+	static const scmp_datum_t families[] = {AF_ALG, AF_VSOCK};
+	int rc = 0;
+	for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+		                       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, families[i]));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+	                       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_NETLINK),
+	                       SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE));
+	return rc;
+}
+
+/* Whiteouts (the character device 0:0 overlayfs reads as "deleted"), which
+ * Linux lets anyone make: renameat2(2) with RENAME_WHITEOUT, and mknod(2)
+ * of any character device (without CAP_MKNOD the whiteout is the only one
+ * that could be made).  kbox's own. */
+static int deny_whiteouts(scmp_filter_ctx ctx)
+{
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(renameat2), 1,
+	                          SCMP_A4(SCMP_CMP_MASKED_EQ, RENAME_WHITEOUT, RENAME_WHITEOUT));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
+	                       SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFCHR));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 1,
+	                       SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFCHR));
+	return rc;
+}
 
 /* The filter as a BPF program in a memfd (offset 0), or -1 with ERR. */
 static int seccomp_program(kbox_error_t *err)
@@ -97,17 +220,20 @@ static int seccomp_program(kbox_error_t *err)
 	static const unsigned long ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,
 	                                         CLONE_NEWNET,  CLONE_NEWUTS, CLONE_NEWIPC,
 	                                         CLONE_NEWCGROUP};
-	int fd = -1, rc = 0;
+	int fd = -1, rc = 0, nr;
 
 	if (!ctx)
 		return kbox__err(err, KBOX_E_NOMEM, "seccomp: cannot make a filter");
 	/* other ABIs (i386, x32) are killed: their syscall numbers differ */
-	for (size_t i = 0; denied[i]; i++) {
-		int nr = seccomp_syscall_resolve_name(denied[i]);
-		if (nr == __NR_SCMP_ERROR)
-			continue; /* not on this architecture */
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
-	}
+	for (size_t i = 0; denied[i]; i++)
+		if ((nr = syscall_nr(denied[i], 0)) != -1) /* else not on this architecture */
+			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+	for (size_t i = 0; i < sizeof denied_new / sizeof *denied_new; i++)
+		if ((nr = syscall_nr(denied_new[i].name, denied_new[i].nr)) != -1)
+			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+	rc |= deny_personality(ctx);
+	rc |= deny_sockets(ctx);
+	rc |= deny_whiteouts(ctx);
 	/* clone into new namespaces; clone3 hides its flags in memory, so it
 	 * is "not implemented" and the C library falls back to clone */
 	for (size_t i = 0; i < sizeof ns_flags / sizeof *ns_flags; i++)
@@ -144,11 +270,8 @@ static int seccomp_program(kbox_error_t *err)
 		}
 	}
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0);
-	{
-		/* fchmodat2 (Linux 6.6) may be newer than libseccomp's table */
-		int nr = seccomp_syscall_resolve_name("fchmodat2");
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr != __NR_SCMP_ERROR ? nr : 452, 0);
-	}
+	if ((nr = syscall_nr("fchmodat2", 452)) != -1) /* Linux 6.6 */
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
 	/* pushing input into a terminal: compare the low 32 bits only, as the
 	 * kernel does (TIOCSTI | 1 << 32 is still TIOCSTI) */
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,

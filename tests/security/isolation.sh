@@ -1,9 +1,10 @@
 #!/bin/bash
 # tests/security/isolation.sh — threats.md rows 5, 6, 7, 8, 9, 10, 11, 13,
-# 14 and 19 against the bwrap sandbox: the network, terminal injection,
+# 14, 19 and 33 against the bwrap sandbox: the network, terminal injection,
 # /proc, secrets of the caller and of other sessions, ptrace and kill(-1),
-# orphans, the death of the supervisor, leaked fds, privilege, and one
-# session's key used on another.  Each test is named after its row.  TAP.
+# orphans, the death of the supervisor, leaked fds, privilege, one
+# session's key used on another, and the system calls Docker's seccomp
+# profile refuses.  Each test is named after its row.  TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
 # test), KERNEL_PYTHON (the host's Python, with jupyter_client; default
@@ -422,6 +423,174 @@ check "row14_no_setuid_or_setgid_file_can_be_made" eval '
 check "row14_bwraps_command_line_names_no_host_path" eval '
 	rc_is priv 0 && eq "$(val priv pid1_args)" "--args --" &&
 	eq "$(val priv pid1_names_a_host_path)" False'
+
+# ---- row 33: what Docker's default seccomp profile refuses, and kbox's own ----
+# Raw system calls by their x86_64 or aarch64 number (a call the
+# architecture lacks is "absent"), the others through Python's os and
+# socket; each asserts the exact errno, and what must still work works.
+
+ARCH=$(uname -m)
+SKIPPING_BEFORE_33=$SKIPPING
+case $ARCH in
+x86_64 | aarch64) ;;
+*) [ -n "$SKIPPING" ] || SKIPPING="row 33 knows the system call numbers of x86_64 and aarch64 only" ;;
+esac
+DIAG=sys
+pyx a <<'EOF'
+import ctypes, errno, os, socket, stat
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+X86 = os.uname().machine == "x86_64"
+NR = {  # name: (x86_64, aarch64), None where the architecture has no such call
+    "personality": (135, 92), "socket": (41, 198), "mknod": (133, None), "mknodat": (259, 33),
+    "mbind": (237, 235), "set_mempolicy": (238, 237), "get_mempolicy": (239, 236),
+    "migrate_pages": (256, 238), "move_pages": (279, 239), "set_mempolicy_home_node": (450, 450),
+    "memfd_secret": (447, 447), "modify_ldt": (154, None), "fanotify_init": (300, 262),
+    "fanotify_mark": (301, 263), "pidfd_getfd": (438, 438), "process_madvise": (440, 440),
+    "sethostname": (170, 161), "setdomainname": (171, 162), "lsm_get_self_attr": (459, 459),
+    "lsm_set_self_attr": (460, 460), "lsm_list_modules": (461, 461), "open_tree_attr": (467, 467),
+    "file_getattr": (468, 468), "file_setattr": (469, 469), "listns": (470, 470),
+    "getpmsg": (181, None), "putpmsg": (182, None), "afs_syscall": (183, None),
+    "tuxcall": (184, None), "security": (185, None), "vserver": (236, None),
+}
+def sc(name, *args):
+    """(result, errno name) of the raw system call NAME; (None, "absent") where there is none"""
+    nr = NR[name][0 if X86 else 1]
+    if nr is None:
+        return None, "absent"
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_ulong(a & (1 << 64) - 1) for a in args])
+    return r, ("ok" if r != -1 else errno.errorcode[ctypes.get_errno()])
+def e(f):
+    try:
+        f()
+        return "ok"
+    except OSError as x:
+        return errno.errorcode[x.errno]
+# refused outright (where allowed, each of these does nothing: a query, a
+# zero length, a bad descriptor; the descriptors it could make are closed)
+for name, args in (
+        ("mbind", (0, 0, 0, 0, 0, 0)), ("set_mempolicy", (0, 0, 0)), ("get_mempolicy", (0, 0, 0, 0, 0)),
+        ("migrate_pages", (0, 0, 0, 0)), ("move_pages", (0, 0, 0, 0, 0, 0)),
+        ("set_mempolicy_home_node", (0, 0, 0, 0)), ("memfd_secret", (0,)), ("modify_ldt", (0, 0, 0)),
+        ("fanotify_init", (0x200, 0)),  # FAN_REPORT_FID: allowed without privilege
+        ("fanotify_mark", (-1, 1, 2, -100, 0)), ("pidfd_getfd", (-1, 0, 0)),
+        ("process_madvise", (-1, 0, 0, 0, 0)), ("sethostname", (0, 0)), ("setdomainname", (0, 0)),
+        ("lsm_get_self_attr", (100, 0, 0, 0)), ("lsm_set_self_attr", (100, 0, 0, 0)),
+        ("lsm_list_modules", (0, 0, 0)), ("open_tree_attr", (-1, 0, 0, 0, 0)),
+        ("file_getattr", (-1, 0, 0, 0, 0)), ("file_setattr", (-1, 0, 0, 0, 0)), ("listns", (0, 0, 0, 0)),
+        ("getpmsg", (0, 0, 0, 0, 0)), ("putpmsg", (0, 0, 0, 0, 0)), ("afs_syscall", ()),
+        ("tuxcall", ()), ("security", ()), ("vserver", ())):
+    r, res = sc(name, *args)
+    if name in ("memfd_secret", "fanotify_init") and r is not None and r >= 0:
+        os.close(r)
+    print(name, res)
+# personality: what Docker allows (each set back to PER_LINUX after)
+def pers(label, v):
+    print("personality_" + label, sc("personality", v)[1])
+    sc("personality", 0)
+for label, v in (("query", 0xffffffff), ("PER_LINUX", 0), ("PER_LINUX32", 0x8),
+                 ("UNAME26", 0x20000), ("UNAME26_PER_LINUX32", 0x20008),
+                 ("ADDR_NO_RANDOMIZE", 0x0040000), ("READ_IMPLIES_EXEC", 0x0400000),
+                 ("PER_SVR4", 0x4000001), ("UNAME26_1", 0x20001), ("0xfffffffe", 0xfffffffe),
+                 ("0x80000000", 0x80000000), ("1_32", 1 << 32), ("minus_1_in_64_bits", -1)):
+    pers(label, v)
+print("personality_after", "%#x" % sc("personality", 0xffffffff)[0])
+# sockets
+def raw_socket(family, type_, proto):
+    r, res = sc("socket", family, type_, proto)
+    if r is not None and r >= 0:
+        os.close(r)
+    return res
+print("socket_AF_VSOCK", e(lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()))
+print("socket_AF_VSOCK_1_32", raw_socket(socket.AF_VSOCK | 1 << 32, socket.SOCK_STREAM, 0))
+print("socket_AF_ALG", e(lambda: socket.socket(socket.AF_ALG, socket.SOCK_SEQPACKET).close()))
+for label, proto in (("ROUTE", 0), ("SOCK_DIAG", 4), ("XFRM", 6), ("AUDIT", 9), ("NETFILTER", 12),
+                     ("KOBJECT_UEVENT", 15), ("GENERIC", 16)):
+    print("netlink_" + label, e(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, proto).close()))
+print("netlink_ROUTE_dgram", e(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 0).close()))
+print("netlink_GENERIC_family_1_32", raw_socket(socket.AF_NETLINK | 1 << 32, socket.SOCK_RAW, 16))
+print("netlink_GENERIC_proto_1_32", raw_socket(socket.AF_NETLINK, socket.SOCK_RAW, 16 | 1 << 32))
+print("socket_others", " ".join(e(lambda: socket.socket(f, t).close()) for f, t in (
+    (socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_INET, socket.SOCK_STREAM),
+    (socket.AF_INET6, socket.SOCK_DGRAM))))
+# whiteouts: renameat2 with RENAME_WHITEOUT (4), mknod of a character device
+d = "/tmp/row33"
+os.mkdir(d)
+for f in ("a", "b", "c"):
+    open(os.path.join(d, f), "w").close()
+def ren(old, new, flags):
+    ctypes.set_errno(0)
+    r = libc.renameat2(-100, os.path.join(d, old).encode(), -100, os.path.join(d, new).encode(), flags)
+    return "ok" if r == 0 else errno.errorcode[ctypes.get_errno()]
+print("renameat2_WHITEOUT", ren("a", "a2", 4), ren("a", "a3", 4 | 1))
+print("renameat2_others", ren("b", "b2", 0), ren("b2", "b3", 1), ren("b3", "c", 2))  # b3 and c swap
+path = ctypes.create_string_buffer(os.path.join(d, "w").encode())
+print("mknod_whiteout",
+      e(lambda: os.mknod(os.path.join(d, "w"), stat.S_IFCHR | 0o600, os.makedev(0, 0))),
+      sc("mknod", ctypes.addressof(path), stat.S_IFCHR | 0o600, 0)[1],
+      sc("mknodat", -100, ctypes.addressof(path), stat.S_IFCHR | 0o600, 0)[1])
+print("mknod_others", e(lambda: os.mkfifo(os.path.join(d, "fifo"))),
+      e(lambda: os.mknod(os.path.join(d, "reg"), stat.S_IFREG | 0o600)))
+print("files", " ".join(sorted(os.listdir(d))))
+EOF
+keep sys
+# refused NAME: the call NAME failed with EPERM (or the architecture has no
+# such call: the x86_64-only ones on aarch64)
+refused() {
+	v=$(val sys "$1")
+	[ "$v" = absent ] && [ "$ARCH" != x86_64 ] && return 0
+	eq "$v" EPERM
+}
+# refused_raw NAME: what a refused raw system call NAME answers here
+refused_raw() { if [ "$ARCH" = aarch64 ] && [ "$1" = mknod ]; then echo absent; else echo EPERM; fi; }
+for call in mbind set_mempolicy get_mempolicy migrate_pages move_pages set_mempolicy_home_node \
+	memfd_secret modify_ldt fanotify_init fanotify_mark pidfd_getfd process_madvise \
+	lsm_get_self_attr lsm_set_self_attr lsm_list_modules open_tree_attr file_getattr \
+	file_setattr listns getpmsg putpmsg afs_syscall tuxcall security vserver; do
+	check "row33_${call}_is_EPERM" eval "rc_is sys 0 && refused $call"
+done
+# the kernel refuses these too (no CAP_SYS_ADMIN): EPERM with or without the filter
+check "row33_sethostname_and_setdomainname_are_EPERM" eval '
+	rc_is sys 0 && refused sethostname && refused setdomainname'
+check "row33_personality_query_PER_LINUX_PER_LINUX32_and_UNAME26_work" eval '
+	rc_is sys 0 && eq "$(val sys personality_query)" ok && eq "$(val sys personality_PER_LINUX)" ok &&
+	eq "$(val sys personality_PER_LINUX32)" ok && eq "$(val sys personality_UNAME26)" ok &&
+	eq "$(val sys personality_UNAME26_PER_LINUX32)" ok && eq "$(val sys personality_after)" 0x0'
+check "row33_personality_ADDR_NO_RANDOMIZE_is_EPERM" eval '
+	rc_is sys 0 && eq "$(val sys personality_ADDR_NO_RANDOMIZE)" EPERM'
+check "row33_personality_READ_IMPLIES_EXEC_is_EPERM" eval '
+	rc_is sys 0 && eq "$(val sys personality_READ_IMPLIES_EXEC)" EPERM'
+check "row33_personality_of_another_os_or_flag_is_EPERM" eval '
+	rc_is sys 0 && eq "$(val sys personality_PER_SVR4)" EPERM && eq "$(val sys personality_UNAME26_1)" EPERM'
+check "row33_personality_with_bit_31_but_not_the_query_is_EPERM" eval '
+	rc_is sys 0 && eq "$(val sys personality_0xfffffffe)" EPERM &&
+	eq "$(val sys personality_0x80000000)" EPERM'
+check "row33_personality_above_32_bits_is_EPERM_as_in_docker" eval '
+	rc_is sys 0 && eq "$(val sys personality_1_32)" EPERM &&
+	eq "$(val sys personality_minus_1_in_64_bits)" EPERM'
+check "row33_socket_AF_VSOCK_is_EPERM" eval 'rc_is sys 0 && eq "$(val sys socket_AF_VSOCK)" EPERM'
+check "row33_socket_AF_VSOCK_with_bit_32_set_is_EPERM" eval '
+	rc_is sys 0 && eq "$(val sys socket_AF_VSOCK_1_32)" EPERM'
+check "row33_socket_AF_ALG_is_EPERM" eval 'rc_is sys 0 && eq "$(val sys socket_AF_ALG)" EPERM'
+check "row33_netlink_route_sockets_work" eval '
+	rc_is sys 0 && eq "$(val sys netlink_ROUTE)" ok && eq "$(val sys netlink_ROUTE_dgram)" ok'
+for fam in SOCK_DIAG XFRM AUDIT NETFILTER KOBJECT_UEVENT GENERIC; do
+	check "row33_netlink_${fam}_is_EPERM" eval "rc_is sys 0 && eq \"\$(val sys netlink_$fam)\" EPERM"
+done
+check "row33_netlink_with_bit_32_set_in_family_or_protocol_is_EPERM" eval '
+	rc_is sys 0 && eq "$(val sys netlink_GENERIC_family_1_32)" EPERM &&
+	eq "$(val sys netlink_GENERIC_proto_1_32)" EPERM'
+check "row33_unix_inet_and_inet6_sockets_work" eval 'rc_is sys 0 && eq "$(val sys socket_others)" "ok ok ok"'
+check "row33_renameat2_RENAME_WHITEOUT_is_EPERM" eval '
+	rc_is sys 0 && eq "$(val sys renameat2_WHITEOUT)" "EPERM EPERM"'
+check "row33_renameat2_without_RENAME_WHITEOUT_works" eval '
+	rc_is sys 0 && eq "$(val sys renameat2_others)" "ok ok ok"'
+check "row33_mknod_of_a_whiteout_is_EPERM" eval '
+	rc_is sys 0 && eq "$(val sys mknod_whiteout)" "EPERM $(refused_raw mknod) EPERM"'
+check "row33_mkfifo_and_a_regular_mknod_work_and_no_whiteout_was_made" eval '
+	rc_is sys 0 && eq "$(val sys mknod_others)" "ok ok" && eq "$(val sys files)" "a b3 c fifo reg"'
+SKIPPING=$SKIPPING_BEFORE_33
 
 # ---- row 19: session a's key on session b ----
 
