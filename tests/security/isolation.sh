@@ -86,7 +86,7 @@ for fd in listed:
 def documented(t):
     return (t in ("/dev/null", KERNEL_LOG)
             or t.startswith(("pipe:[", "socket:[", "anon_inode:"))
-            or t.startswith("/home/kbox/.ipython/"))  # IPython's history, in the sandbox's home
+            or t.startswith("/tmp/.ipython/"))  # IPython's history, in the sandbox's /tmp
 print("fd0", targets.get(0))
 print("undocumented", sorted((fd, t) for fd, t in targets.items() if not documented(t)))
 # every number from 3 to 1024, as a probe would: closed (EBADF), or the
@@ -269,7 +269,7 @@ check "row07_pid_1_is_bwraps_init_not_the_hosts_init" eval '
 	ne "$(val proc pid1_cmdline_sha256)" "$(sha256sum </proc/1/cmdline | cut -d" " -f1)"'
 check "row07_pid_1s_environ_is_the_sandboxs_cleared_one" eval '
 	rc_is proc 0 &&
-	eq "$(val proc pid1_environ)" "['"'HOME', 'JPY_PARENT_PID', 'LANG', 'PATH'"']"'
+	eq "$(val proc pid1_environ)" "['"'HOME', 'IPYTHONDIR', 'JPY_PARENT_PID', 'JUPYTER_CONFIG_DIR', 'LANG', 'PATH', 'PYTHONNOUSERSITE', 'XDG_CONFIG_HOME'"']"'
 check "row07_proc_kcore_cannot_be_read" eval '
 	rc_is proc 0 && one_of "$(val proc kcore)" ENOENT EACCES EPERM'
 # what only root may read of the host's memory and kernel is masked (each
