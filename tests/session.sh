@@ -292,9 +292,9 @@ check get_symlink_leading_outside_is_refused fails_with 2 \
 	"kbox get: link: it leads outside the workspace (through a symlink)"
 check get_refused_writes_no_host_file eval '[ ! -e link ]'
 kbox get -s two sub
-check get_directory_is_refused fails_with 2 "kbox get: sub is not a regular file in the workspace"
+check get_directory_is_refused fails_with 2 "kbox get: sub is a directory, not a regular file (refused)"
 kbox get -s two fifo
-check get_fifo_is_refused_without_blocking eval 'fails_with 2 "kbox get: fifo is not a regular file in the workspace" &&
+check get_fifo_is_refused_without_blocking eval 'fails_with 2 "kbox get: fifo is a FIFO, not a regular file (refused)" &&
 	took_less_than 5'
 kbox get -s two nosuch.txt
 check get_missing_file_exits_2 fails_with 2 "kbox get: nosuch.txt: No such file or directory"

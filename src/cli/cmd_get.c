@@ -1,21 +1,343 @@
-/* src/cli/cmd_get.c — kbox get: copy a file out of the workspace. */
+/* src/cli/cmd_get.c — kbox get: copy a file out of the workspace.
+ *
+ * The kernel controls the workspace, and the host path may be in a
+ * directory others can write (/tmp): the source is opened beneath the
+ * workspace and must be a regular file (a FIFO, socket, device or
+ * whiteout is refused before it is opened for reading); the copy goes
+ * to a new file beside the destination, which is renamed over it when
+ * complete, so a symbolic link at the destination is never followed
+ * and a partial copy never replaces anything.  Holes stay holes. */
 #include "config.h"
 #include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+/* The temporary file, removed by a signal that ends kbox mid-copy. */
+static volatile sig_atomic_t tmp_live;
+static int tmp_dirfd = -1;
+static char tmp_name[64];
+
+static void on_fatal_signal(int sig)
+{
+	if (tmp_live)
+		unlinkat(tmp_dirfd, tmp_name, 0);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static const int fatal_signals[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+#define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
+
+/* While the temporary file exists, the signals that would end kbox
+ * remove it first (an ignored one stays ignored), and SIGXFSZ is ignored
+ * so that a file-size limit is an error (EFBIG), not a death.  OLD keeps
+ * what was there for restore_signals. */
+static void guard_signals(struct sigaction old[N_FATAL + 1])
+{
+	struct sigaction sa;
+	size_t i;
+	memset(&sa, 0, sizeof sa);
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < N_FATAL; i++) {
+		sa.sa_handler = on_fatal_signal;
+		sigaction(fatal_signals[i], NULL, &old[i]);
+		if (old[i].sa_handler != SIG_IGN)
+			sigaction(fatal_signals[i], &sa, NULL);
+	}
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGXFSZ, &sa, &old[N_FATAL]);
+}
+
+static void restore_signals(const struct sigaction old[N_FATAL + 1])
+{
+	size_t i;
+	for (i = 0; i < N_FATAL; i++)
+		sigaction(fatal_signals[i], &old[i], NULL);
+	sigaction(SIGXFSZ, &old[N_FATAL], NULL);
+}
+
+/* What a file that is not a regular file is, for the error ("a FIFO"). */
+static const char *file_kind(const struct stat *st)
+{
+	if (S_ISDIR(st->st_mode))
+		return "a directory";
+	if (S_ISFIFO(st->st_mode))
+		return "a FIFO";
+	if (S_ISSOCK(st->st_mode))
+		return "a socket";
+	if (S_ISLNK(st->st_mode))
+		return "a symbolic link";
+	if (S_ISCHR(st->st_mode) && st->st_rdev == 0)
+		return "a whiteout";
+	if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode))
+		return "a device";
+	return "a special file";
+}
+
+/* Open SRC beneath the workspace WS for reading, *ST its status, when it
+ * is a regular file: it is first opened O_PATH (which opens no device and
+ * waits for no FIFO's writer), checked, then reopened through
+ * /proc/self/fd (the same inode), or, without /proc, by its path again
+ * and compared.  The fd, or -1 after one error line (*STATUS set). */
+static int open_source(int ws, const char *src, struct stat *st, int *status)
+{
+	int path_fd, fd = -1;
+	struct stat again;
+	char proc[64];
+
+	*status = EXIT_USAGE;
+	if ((path_fd = cli_ws_open(ws, src, O_PATH, 0)) < 0) {
+		cli_error("get", "%s: %s", src, cli_ws_strerror(errno));
+		return -1;
+	}
+	if (fstat(path_fd, st) < 0) {
+		cli_error("get", "%s: %s", src, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		if (S_ISLNK(st->st_mode)) /* the walk without openat2 */
+			cli_error("get", "%s: %s", src, cli_ws_strerror(ELOOP));
+		else
+			cli_error("get", "%s is %s, not a regular file (refused)", src, file_kind(st));
+		goto out;
+	}
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", path_fd);
+	fd = open(proc, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		fd = cli_ws_open(ws, src, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0);
+	if (fd < 0) {
+		cli_error("get", "%s: %s", src, cli_ws_strerror(errno));
+		goto out;
+	}
+	if (fstat(fd, &again) < 0 || again.st_dev != st->st_dev || again.st_ino != st->st_ino) {
+		cli_error("get", "%s changed while it was opened (refused)", src);
+		close(fd);
+		fd = -1;
+		goto out;
+	}
+	fcntl(fd, F_SETFL, 0);
+	*status = EXIT_OK;
+out:
+	close(path_fd);
+	return fd;
+}
+
+/* Copy bytes [FROM, TO) of IN to OUT: at the same offsets when AT (pwrite),
+ * else appended (a pipe, a terminal).  Returns 0 and sets *END to where
+ * it stopped (before TO when IN shrank), or -1 with errno. */
+static int copy_range(int in, int out, off_t from, off_t to, bool at, off_t *end)
+{
+	static char buf[1 << 17];
+	while (from < to) {
+		size_t want = (size_t)(to - from) < sizeof buf ? (size_t)(to - from) : sizeof buf;
+		ssize_t n = pread(in, buf, want, from), off = 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		while (off < n) {
+			ssize_t w = at ? pwrite(out, buf + off, (size_t)(n - off), from + off)
+			               : write(out, buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return -1;
+			off += w;
+		}
+		from += n;
+	}
+	*end = from;
+	return 0;
+}
+
+/* Copy the first SIZE bytes of IN (the size it had when opened: a file
+ * that grows meanwhile is not followed) to the regular file OUT, empty,
+ * writing only IN's data (SEEK_DATA, SEEK_HOLE) and leaving its holes as
+ * holes, then set OUT's size.  0, or -1 with errno. */
+static int copy_sparse(int in, int out, off_t size)
+{
+	off_t off = 0;
+	while (off < size) {
+		off_t data = lseek(in, off, SEEK_DATA), hole, end;
+		if (data < 0 && errno == ENXIO)
+			break; /* a hole to the end */
+		if (data < 0 && errno != EINVAL && errno != EOPNOTSUPP)
+			return -1;
+		if (data < 0) { /* no hole information: all of it is data */
+			data = off;
+			hole = size;
+		} else {
+			if (data >= size)
+				break;
+			hole = lseek(in, data, SEEK_HOLE);
+			if (hole < 0 || hole > size)
+				hole = size;
+		}
+		if (copy_range(in, out, data, hole, true, &end) < 0)
+			return -1;
+		if (end < hole) { /* IN shrank: it ends here */
+			size = end;
+			break;
+		}
+		off = hole;
+	}
+	return ftruncate(out, size);
+}
+
+/* Copy the first SIZE bytes of IN to the stream OUT, holes as zeros. */
+static int copy_stream(int in, int out, off_t size)
+{
+	off_t end;
+	return copy_range(in, out, 0, size, false, &end);
+}
+
+/* Create the temporary file beside the destination in directory DIRFD
+ * (a new name, O_EXCL|O_NOFOLLOW, mode 0600 until it is complete); its
+ * name is left in tmp_name.  The fd, or -1 with errno. */
+static int create_temp(int dirfd)
+{
+	unsigned long seed = (unsigned long)getpid() * 2654435761UL;
+	struct timespec ts;
+	int i, fd = -1;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	seed ^= (unsigned long)ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20);
+	for (i = 0; i < 100 && fd < 0; i++) {
+		snprintf(tmp_name, sizeof tmp_name, ".kbox-get-%ld-%08lx", (long)getpid(),
+		         (seed + (unsigned long)i * 0x9e3779b9UL) & 0xffffffffUL);
+		fd = openat(dirfd, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
+	return fd;
+}
+
+/* Write IN (SIZE bytes; SRC names it) to the host path HOST, which is
+ * not "-": a directory (or a path ending in '/') gets the file under
+ * SRC's last component; a symbolic link, or anything but a regular file,
+ * at the final path is refused; the copy is made in a temporary file
+ * beside it and renamed over it, with the mode of the file it replaces
+ * (less set-user-ID and set-group-ID) or 0644 less the umask.  An exit
+ * status, after one error line when it is not EXIT_OK. */
+static int write_host(int in, off_t size, const char *src, const char *host)
+{
+	char *path = NULL, *dircopy = NULL, *namecopy = NULL, *name;
+	int status = EXIT_USAGE, dirfd = -1, out = -1, n;
+	struct sigaction old[N_FATAL + 1];
+	bool guarded = false;
+	struct stat st;
+	size_t hl = strlen(host);
+	mode_t mode;
+
+	if (host[hl - 1] == '/' ||
+	    (lstat(host, &st) == 0 && S_ISDIR(st.st_mode))) {
+		char *sc = strdup(src);
+		if (!sc || asprintf(&path, "%s%s%s", host, host[hl - 1] == '/' ? "" : "/",
+		                    basename(sc)) < 0)
+			path = NULL;
+		free(sc);
+	} else
+		path = strdup(host);
+	if (!path || !(dircopy = strdup(path)) || !(namecopy = strdup(path))) {
+		cli_error("get", "out of memory");
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	name = basename(namecopy);
+	if ((dirfd = open(dirname(dircopy), O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		cli_error("get", "cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISLNK(st.st_mode)) {
+			cli_error("get", "%s is a symbolic link (refused; a link is not written "
+			          "through or replaced)", path);
+			goto out;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			cli_error("get", "cannot write %s: %s", path, strerror(EISDIR));
+			goto out;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			cli_error("get", "%s is %s, not a regular file (refused)", path, file_kind(&st));
+			goto out;
+		}
+		mode = st.st_mode & 0777;
+	} else if (errno == ENOENT) {
+		mode_t mask = umask(0);
+		umask(mask);
+		mode = 0644 & ~mask;
+	} else {
+		cli_error("get", "cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+
+	tmp_dirfd = dirfd;
+	guard_signals(old);
+	guarded = true;
+	if ((out = create_temp(dirfd)) < 0) {
+		cli_error("get", "cannot write %s: cannot create a file beside it: %s", path,
+		          strerror(errno));
+		goto out;
+	}
+	tmp_live = 1;
+	if (copy_sparse(in, out, size) < 0) {
+		cli_error("get", "copying %s to %s: %s", src, path, strerror(errno));
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	if (fchmod(out, mode) < 0 || fsync(out) < 0) {
+		cli_error("get", "copying %s to %s: %s", src, path, strerror(errno));
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	n = close(out);
+	out = -1;
+	if (n < 0) {
+		cli_error("get", "copying %s to %s: %s", src, path, strerror(errno));
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	/* the final name is replaced, never followed */
+	if (renameat(dirfd, tmp_name, dirfd, name) < 0) {
+		cli_error("get", "cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+	tmp_live = 0;
+	status = EXIT_OK;
+out:
+	if (out >= 0)
+		close(out);
+	if (tmp_live) {
+		unlinkat(dirfd, tmp_name, 0);
+		tmp_live = 0;
+	}
+	if (guarded)
+		restore_signals(old);
+	if (dirfd >= 0)
+		close(dirfd);
+	free(namecopy);
+	free(dircopy);
+	free(path);
+	return status;
+}
 
 int cmd_get(int argc, char **argv)
 {
 	const char *name = NULL, *src, *host;
-	int status, n, in = -1, ws = -1, out = -1;
-	char *dir = NULL, *srccopy = NULL, *hostpath = NULL;
+	int status, n, in = -1, ws = -1;
+	char *dir = NULL, *srccopy = NULL;
 	struct stat st;
 	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
 
@@ -31,6 +353,10 @@ int cmd_get(int argc, char **argv)
 		return status;
 	if (cli_ws_check("get", src) < 0)
 		return EXIT_USAGE;
+	if (n == 2 && !*argv[1]) {
+		cli_error("get", "empty host path");
+		return EXIT_USAGE;
+	}
 	if (!(dir = cli_session_dir("get", name, false, &status)))
 		return status;
 	{
@@ -42,50 +368,26 @@ int cmd_get(int argc, char **argv)
 			goto out;
 		}
 	}
-	in = cli_ws_open(ws, src, O_RDONLY | O_NONBLOCK, 0);
-	if (in < 0) {
-		cli_error("get", "%s: %s", src, cli_ws_strerror(errno));
-		status = errno == ENOENT ? EXIT_USAGE : EXIT_USAGE;
+	if ((in = open_source(ws, src, &st, &status)) < 0)
+		goto out;
+	if (!(srccopy = strdup(src))) {
+		cli_error("get", "out of memory");
+		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
-		cli_error("get", "%s is not a regular file in the workspace", src);
-		status = EXIT_USAGE;
-		goto out;
-	}
-	fcntl(in, F_SETFL, 0);
-	srccopy = strdup(src);
 	host = n == 2 ? argv[1] : basename(srccopy);
-	if (strcmp(host, "-") == 0)
-		out = dup(STDOUT_FILENO);
-	else {
-		struct stat hs;
-		if (stat(host, &hs) == 0 && S_ISDIR(hs.st_mode)) {
-			char *sc = strdup(src);
-			if (asprintf(&hostpath, "%s/%s", host, basename(sc)) < 0)
-				hostpath = NULL;
-			free(sc);
-			host = hostpath;
-		}
-		out = host ? open(host, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-	}
-	if (out < 0) {
-		cli_error("get", "cannot write %s: %s", host ? host : "(null)", strerror(errno));
-		status = EXIT_USAGE;
-		goto out;
-	}
-	if (cli_copy_fd(in, out) < 0) {
+	if (strcmp(host, "-") != 0)
+		status = write_host(in, st.st_size, src, host);
+	else if (copy_stream(in, STDOUT_FILENO, st.st_size) < 0 && errno != EPIPE) {
+		/* a reader that has gone (| head) took what it wanted: no error */
 		cli_error("get", "copying %s: %s", src, strerror(errno));
 		status = EXIT_UNAVAILABLE;
 	}
 out:
-	if (out >= 0)
-		close(out);
 	if (in >= 0)
 		close(in);
 	if (ws >= 0)
 		close(ws);
-	free(hostpath);
 	free(srccopy);
 	free(dir);
 	return status;

@@ -1,10 +1,11 @@
 #!/bin/sh
-# tests/security/files.sh — threats.md rows 12, 17, 20 and 21 against the
-# bwrap sandbox: symlinks the kernel plants to host files (kbox get, kbox
-# put, a swap race, the image writer), the connection files and their
-# directory, the key kept out of every log and output, and output that
-# carries HTML, terminal escapes or instructions to a model.  Each test is
-# named after its row.  TAP.
+# tests/security/files.sh — threats.md rows 12, 17, 20, 21 and 27 against
+# the bwrap sandbox: symlinks the kernel plants to host files (kbox get,
+# kbox put, a swap race, the image writer), what kbox get copies out (a
+# link planted at the host path, a FIFO, a device, a sparse file), the
+# connection files and their directory, the key kept out of every log and
+# output, and output that carries HTML, terminal escapes or instructions
+# to a model.  Each test is named after its row.  TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
 # test), KERNEL_PYTHON (the host's Python, default /usr/bin/python3).  Run
@@ -136,6 +137,124 @@ kbox put -s fs new.txt ssh/authorized_keys
 check row12_put_under_a_link_to_the_host_ssh_dir_is_refused fails_with 2 "kbox put: ssh: it $OUTSIDE"
 check row12_refused_puts_leave_the_host_ssh_dir_unchanged eval '[ "$(ls -A "$FAKEHOME/.ssh")" = id_ed25519 ] &&
 	file_is "$FAKEHOME/.ssh/id_ed25519" "$SSHKEY"'
+
+# ---- row 27: kbox get onto a planted link, from a FIFO, a device or a
+# huge sparse file ----
+
+# check_if COND REASON NAME CMD...: check NAME CMD when COND (a command)
+# succeeds, else the test is skipped for REASON.
+check_if() {
+	cond=$1 reason=$2
+	shift 2
+	if [ -z "$SKIPPING" ] && ! eval "$cond"; then
+		n=$((n + 1))
+		echo "ok $n - $1 # SKIP $reason"
+		return
+	fi
+	check "$@"
+}
+# no_temporary_file: kbox get left no temporary file here.
+no_temporary_file() {
+	left=$(find . -name ".kbox-get-*")
+	[ -z "$left" ] && return 0
+	why="left: $left"
+	return 1
+}
+# The kernel makes a 1 GiB sparse file (6000 bytes of data at 1 MiB, 3 at
+# the end), a FIFO, a socket, some random bytes and a small file.
+fresh
+kexec fs <<'EOF2'
+import os, socket
+with open("sparse", "wb") as f:
+    f.truncate(1 << 30)
+    f.seek(1 << 20)
+    f.write(b"middle" * 1000)
+    f.seek((1 << 30) - 3)
+    f.write(b"end")
+os.mkfifo("fifo")
+s = socket.socket(socket.AF_UNIX)
+s.bind("sock")
+with open("random", "wb") as f:
+    f.write(os.urandom(1 << 20))
+with open("small", "w") as f:
+    f.write("small file\n")
+st = os.stat("sparse")
+print(st.st_size, st.st_blocks * 512 < (1 << 20))
+EOF2
+check row27_kernel_makes_a_sparse_file_a_fifo_and_a_socket eval 'status_is 0 && stdout_is "1073741824 True"'
+
+fresh
+start=$(date +%s)
+kbox get -s fs fifo
+check row27_get_of_a_fifo_is_refused eval 'fails_with 2 "kbox get: fifo is a FIFO, not a regular file (refused)" &&
+	[ ! -e fifo ] && [ $(($(date +%s) - start)) -lt 10 ]'
+kbox get -s fs sock -
+check row27_get_of_a_socket_is_refused fails_with 2 "kbox get: sock is a socket, not a regular file (refused)"
+# Made here, on the host's side of the workspace: a whiteout (character
+# device 0:0, which anyone may make since Linux 5.8, though the sandbox's
+# seccomp filter is to refuse it to the kernel) and, as root, a device
+# (1:3, what /dev/null is), which the kernel can never make.
+[ -z "$SKIPPING" ] && mknod "$S/fs/workspace/whiteout" c 0 0 2>/dev/null
+kbox get -s fs whiteout
+check_if '[ -c "$S/fs/workspace/whiteout" ]' "this kernel lets no unprivileged user make a whiteout" \
+	row27_get_of_a_whiteout_is_refused eval 'fails_with 2 "kbox get: whiteout is a whiteout, not a regular file (refused)" &&
+	[ ! -e whiteout ]'
+[ -z "$SKIPPING" ] && [ "$(id -u)" = 0 ] && mknod "$S/fs/workspace/null" c 1 3
+kbox get -s fs null
+check_if '[ -c "$S/fs/workspace/null" ]' "only root can make a device node" \
+	row27_get_of_a_device_is_refused eval 'fails_with 2 "kbox get: null is a device, not a regular file (refused)" &&
+	[ ! -e null ]'
+rm -f "$S/fs/workspace/whiteout" "$S/fs/workspace/null"
+
+# A link planted at the host path (another user's, in /tmp): refused, and
+# neither the link nor its target changes.
+fresh
+printf 'victim\n' >victim
+ln -s victim dest
+ln -s victim small
+mkdir dir
+ln -s ../victim dir/small
+kbox get -s fs small dest
+check row27_get_onto_a_planted_link_is_refused eval 'fails_with 2 "kbox get: dest is a symbolic link (refused; a link is not written through or replaced)" &&
+	file_is victim victim && [ "$(readlink dest)" = victim ]'
+kbox get -s fs small
+check row27_get_onto_a_planted_link_at_the_default_name_is_refused eval 'fails_with 2 "kbox get: small is a symbolic link (refused; a link is not written through or replaced)" &&
+	file_is victim victim && [ "$(readlink small)" = victim ]'
+kbox get -s fs small dir
+check row27_get_into_a_directory_onto_a_planted_link_is_refused eval 'fails_with 2 "kbox get: dir/small is a symbolic link (refused; a link is not written through or replaced)" &&
+	file_is victim victim && [ "$(readlink dir/small)" = ../victim ] && no_temporary_file'
+[ -z "$SKIPPING" ] && mkfifo host-fifo
+kbox get -s fs small host-fifo
+check row27_get_onto_a_host_fifo_is_refused_without_blocking \
+	fails_with 2 "kbox get: host-fifo is a FIFO, not a regular file (refused)"
+
+# An existing file is replaced by a new one, renamed over it: its mode is
+# kept; a copy that fails (here the file-size limit) leaves it as it was.
+fresh
+printf 'old\n' >old
+chmod 640 old
+ino=$(stat -c %i old)
+kbox get -s fs small old
+check row27_get_replaces_an_existing_file_by_renaming_a_new_one_with_its_mode eval 'status_is 0 &&
+	stdout_empty && stderr_empty && file_is old "small file" && [ "$(stat -c %a old)" = 640 ] &&
+	[ "$(stat -c %i old)" != "$ino" ] && no_temporary_file'
+printf 'old\n' >old
+fsize=$(ulimit -S -f)
+ulimit -S -f 100
+kbox get -s fs random old
+ulimit -S -f "$fsize"
+check row27_failed_copy_leaves_the_destination_unchanged_and_no_temporary_file eval '
+	fails_with 5 "kbox get: copying random to old: File too large" && file_is old old && no_temporary_file'
+
+# The 1 GiB sparse file comes out as sparse: the same bytes, under 1 MiB
+# allocated.
+fresh
+kbox get -s fs sparse
+check row27_get_of_a_sparse_file_copies_its_bytes_and_keeps_its_holes eval 'status_is 0 &&
+	stdout_empty && stderr_empty && [ "$(stat -c %s sparse)" = 1073741824 ] &&
+	cmp -s sparse "$S/fs/workspace/sparse" && [ $(($(stat -c "%b * %B" sparse))) -lt 1048576 ] ||
+	{ why="allocated: $(stat -c "%b blocks of %B bytes" sparse 2>&1)"; false; }'
+rm -f sparse
 
 # A hard link would carry a host file's inode in: every host file the
 # kernel sees is on another mount.
