@@ -37,6 +37,8 @@ typedef struct {
 	int spill_fd;
 	char *spill_path;
 	bool spill_failed;
+	size_t spill_bytes;  /* written (or queued) into it */
+	bool spill_cut;      /* it stopped at a bound: it holds the first SPILL_BYTES only */
 	char *sbuf;
 	size_t sbuf_len;
 	/* the finished view */
@@ -51,6 +53,7 @@ struct kbox_capture {
 	char *prefix;
 	int count;            /* execution_count, once known */
 	int image_seq;        /* images written in this execution */
+	unsigned long long files_bytes; /* written into the outputs directory */
 	tbuf_t streams[KBOX_TEXT_COUNT];
 	bool pending_clear;
 	/* displays */
@@ -156,6 +159,8 @@ static void tbuf_reset_text(tbuf_t *t, int dfd)
 		t->spill_path = NULL;
 	}
 	t->spill_failed = false;
+	t->spill_bytes = 0;
+	t->spill_cut = false;
 }
 
 static void tbuf_free(tbuf_t *t)
@@ -214,10 +219,67 @@ static void spill_flush(kbox_capture_t *self, tbuf_t *t)
 	t->sbuf_len = 0;
 }
 
-/* Append to the spill file through a block buffer. */
-static void spill_write(kbox_capture_t *self, tbuf_t *t, const char *p, size_t n)
+/* N bytes for a notice: "1 GiB", "512 MiB", "1000 bytes". */
+static const char *fmt_bytes(char *buf, size_t size, unsigned long long n)
 {
-	if (t->spill_fd < 0 || t->spill_failed)
+	static const char *const units[] = {"GiB", "MiB", "KiB"};
+	for (int i = 0; i < 3; i++) {
+		unsigned long long u = 1ULL << (30 - 10 * i);
+		if (n >= u && n % u == 0) {
+			snprintf(buf, size, "%llu %s", n / u, units[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, size, "%llu bytes", n);
+	return buf;
+}
+
+/* How many bytes the outputs directory may still take: ULLONG_MAX without
+ * a bound. */
+static unsigned long long files_room(const kbox_capture_t *self)
+{
+	if (!self->opts.has_files_max)
+		return ULLONG_MAX;
+	return self->opts.files_max > self->files_bytes ? self->opts.files_max - self->files_bytes
+	                                                : 0;
+}
+
+/* How many of N bytes may still go into T's spill file (counted as
+ * written); when fewer, the file is cut there for good, with a notice. */
+static size_t spill_room(kbox_capture_t *self, tbuf_t *t, size_t n, const char *label)
+{
+	unsigned long long room = files_room(self), own = ULLONG_MAX;
+	char lim[32];
+	if (self->opts.spill_max)
+		own = self->opts.spill_max > t->spill_bytes ? self->opts.spill_max - t->spill_bytes : 0;
+	if (n <= room && n <= own) {
+		t->spill_bytes += n;
+		self->files_bytes += n;
+		return n;
+	}
+	t->spill_cut = true;
+	if (own < room) {
+		fmt_bytes(lim, sizeof lim, self->opts.spill_max);
+		room = own;
+		notice(self, "the %s spill file stopped at %s (the largest file the session may write)",
+		       label, lim);
+	} else {
+		notice(self, "the %s spill file stopped at %llu bytes: the outputs quota is used up",
+		       label, (unsigned long long)t->spill_bytes + room);
+	}
+	t->spill_bytes += (size_t)room;
+	self->files_bytes += room;
+	return (size_t)room;
+}
+
+/* Append to the spill file through a block buffer. */
+static void spill_write(kbox_capture_t *self, tbuf_t *t, const char *p, size_t n,
+                        const char *label)
+{
+	if (t->spill_fd < 0 || t->spill_failed || t->spill_cut)
+		return;
+	n = spill_room(self, t, n, label);
+	if (n == 0)
 		return;
 	if (!t->sbuf && !(t->sbuf = malloc(SPILL_BUF))) {
 		self->oom = true;
@@ -241,6 +303,11 @@ static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 	char name[256];
 	if (t->spill_fd >= 0 || t->spill_failed)
 		return;
+	if (self->dfd >= 0 && files_room(self) == 0) {
+		t->spill_failed = true;
+		notice(self, "the complete %s was not saved: the outputs quota is used up", label);
+		return;
+	}
 	snprintf(name, sizeof name, "%s%d-%s.txt", self->prefix, self->count < 0 ? 0 : self->count,
 	         label);
 	t->spill_fd = create_output(self, name, &t->spill_path);
@@ -251,9 +318,12 @@ static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 			       self->outputs_dir, name, strerror(errno));
 		return;
 	}
-	if (kbox__write_all(t->spill_fd, t->head, t->head_len) < 0) {
-		notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
-		t->spill_failed = true;
+	{
+		size_t n = spill_room(self, t, t->head_len, label);
+		if (n && kbox__write_all(t->spill_fd, t->head, n) < 0) {
+			notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
+			t->spill_failed = true;
+		}
 	}
 }
 
@@ -313,7 +383,7 @@ static void tbuf_commit(kbox_capture_t *self, tbuf_t *t, const char *label, cons
 	}
 	/* past the head: into the ring, and (from now on) the spill file */
 	tbuf_spill_open(self, t, label);
-	spill_write(self, t, p, n);
+	spill_write(self, t, p, n, label);
 	if (!t->ring_max)
 		return;
 	if (!t->ring) {
@@ -543,11 +613,19 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 	t->view.truncated = omitted_bytes > 0;
 	kbox__buf_append(&view, t->head, t->head_len);
 	if (t->view.truncated) {
-		kbox__buf_appendf(&view, "%s[... %zu bytes in %zu lines left out%s%s ...]\n",
-		                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
-		                  omitted_bytes, omitted_lines,
-		                  t->spill_path && !t->spill_failed ? "; the complete text is in " : "",
-		                  t->spill_path && !t->spill_failed ? t->spill_path : "");
+		if (t->spill_path && !t->spill_failed && t->spill_cut)
+			kbox__buf_appendf(&view,
+			                  "%s[... %zu bytes in %zu lines left out; only the first %zu "
+			                  "bytes of the text are in %s ...]\n",
+			                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
+			                  omitted_bytes, omitted_lines, t->spill_bytes, t->spill_path);
+		else
+			kbox__buf_appendf(&view, "%s[... %zu bytes in %zu lines left out%s%s ...]\n",
+			                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
+			                  omitted_bytes, omitted_lines,
+			                  t->spill_path && !t->spill_failed ? "; the complete text is in "
+			                                                    : "",
+			                  t->spill_path && !t->spill_failed ? t->spill_path : "");
 		t->view.spill_path = t->spill_failed ? NULL : t->spill_path;
 	} else {
 		/* nothing was left out: the spill file is not needed */
@@ -827,7 +905,11 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
 		notice(self, "image %d (%s, %zu bytes) is larger than %u bytes: not written",
 		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
+	} else if (self->outputs_dir && outlen > files_room(self)) {
+		notice(self, "image %d (%s, %zu bytes) not written: the outputs quota is used up",
+		       self->image_seq, mime, outlen);
 	} else if (self->outputs_dir) {
+		self->files_bytes += outlen;
 		fd = create_output(self, name, &path);
 		if (fd < 0) {
 			notice(self, "image %d not written to %s/%s: %s", self->image_seq, self->outputs_dir,
@@ -1244,6 +1326,11 @@ size_t kbox_result_image_count(const kbox_result_t *self) { return self->cap->n_
 const kbox_image_t *kbox_result_image(const kbox_result_t *self, size_t i)
 {
 	return i < self->cap->n_images ? &self->cap->images[i] : NULL;
+}
+
+unsigned long long kbox_capture_files_bytes(const kbox_capture_t *self)
+{
+	return self->files_bytes;
 }
 
 bool kbox_result_has_error(const kbox_result_t *self) { return self->cap->has_error; }

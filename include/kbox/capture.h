@@ -49,6 +49,16 @@ typedef struct {
 	 * it is refused.  Files are created without following symlinks; one in
 	 * the way is refused with a notice. */
 	const char *prefix;
+	/* Bounds on what is written into the outputs directory: a spill file
+	 * at most SPILL_MAX bytes (0: no bound), and with HAS_FILES_MAX the
+	 * spill files and images of this capture together at most FILES_MAX
+	 * bytes (a session's outputs quota).  Past them a spill file stops (the
+	 * marker then says it holds only the first bytes, never "complete")
+	 * and an image is not written (listed with its size), each with a
+	 * notice. */
+	unsigned long long spill_max;
+	bool has_files_max;
+	unsigned long long files_max;
 } kbox_capture_opts_t;
 
 typedef struct kbox_capture kbox_capture_t;
@@ -96,6 +106,9 @@ typedef struct {
 } kbox_event_t;
 
 typedef void (kbox_event_cb)(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev);
+
+/* Bytes this capture has written into the outputs directory so far. */
+unsigned long long kbox_capture_files_bytes(const kbox_capture_t *self);
 
 /* A new capture.  OPTS may be NULL. NULL with ERR on failure. */
 kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *err);

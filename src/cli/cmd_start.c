@@ -124,7 +124,7 @@ int cmd_start(int argc, char **argv)
 {
 	const char *name = NULL, *kernel = NULL, *backend = NULL, *rootfs_arg = NULL;
 	char *rootfs = NULL;
-	long long ttl = -1, memory = -1, pids = -1, tmp_size = -1, file_size = -1;
+	long long ttl = -1, memory = -1, pids = -1, tmp_size = -1, file_size = -1, quota = -1;
 	double cpus = -1;
 	int home_config = -1;
 	json_t *env = json_array(), *config = NULL;
@@ -150,6 +150,9 @@ int cmd_start(int argc, char **argv)
 	                   "the sandbox's system files (default: the session's, else the host's)"),
 	    CLI_OPT_CALLBACK('e', "env", "K=V", env_cb, env,
 	                     "set K to V in its environment; repeatable (default: the session's)"),
+	    CLI_OPT_CALLBACK(0, "outputs-quota", "SIZE", size_cb, &quota,
+	                     "the most its outputs directory may hold: spilled text and images "
+	                     "(default: the session's, else 1G)"),
 	    CLI_OPT_CALLBACK(0, "home-config", "on|off", home_config_cb, &home_config,
 	                     "let a new kernel run the startup files and configuration in its "
 	                     "home (default: the session's, else off)"),
@@ -212,7 +215,7 @@ int cmd_start(int argc, char **argv)
 			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
 			if (kernel || backend || ttl >= 0 || memory >= 0 || cpus >= 0 || pids >= 0 ||
 			    json_array_size(env) || rootfs || tmp_size >= 0 || file_size >= 0 ||
-			    home_config >= 0)
+			    home_config >= 0 || quota >= 0)
 				cli_error("start", "warning: session %s runs already; the options given were "
 				          "not applied (kbox stop -s %s first)", name, name);
 			goto out;
@@ -246,6 +249,8 @@ int cmd_start(int argc, char **argv)
 		json_object_set_new(config, "file_size", json_integer(file_size));
 	if (rootfs)
 		json_object_set_new(config, "rootfs", json_string(rootfs));
+	if (quota >= 0)
+		json_object_set_new(config, "outputs_quota", json_integer(quota));
 	if (home_config >= 0)
 		json_object_set_new(config, "home_config", json_boolean(home_config));
 	if (json_array_size(env))

@@ -32,6 +32,9 @@
  * path (107 bytes) under a usual ~/.local/state/kbox. */
 #define KBOX_SESSION_NAME_MAX 32
 #define KBOX_SESSION_DEFAULT "default"
+/* Default outputs quota: the most a session's outputs/ may hold (spill
+ * files and images); kbox start --outputs-quota. */
+#define KBOX_OUTPUTS_QUOTA (1ULL << 30)
 /* Default idle time after which a supervisor stops its session. */
 #define KBOX_SESSION_TTL_MS (30LL * 60 * 1000)
 

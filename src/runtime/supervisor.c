@@ -112,6 +112,7 @@ struct sup {
 	const char *kernel, *backend;
 	long long ttl_ms;
 	kbox_sandbox_opts_t sbo;
+	unsigned long long outputs_quota; /* the most outputs/ may hold */
 	kbox_sandbox_id_t id;      /* who the sandbox runs as (under root: not us) */
 	char **env;
 	char runtime_dir[PATH_MAX], sockets_dir[PATH_MAX], workspace[PATH_MAX];
@@ -166,6 +167,7 @@ struct sup {
 static sup_t *the_sup;
 
 static void dispatch_soon(sup_t *s);
+static unsigned long long dir_bytes(const char *dir);
 static void kernel_check_soon(sup_t *s);
 static void conn_close(sup_t *s, conn_t *c);
 
@@ -749,6 +751,17 @@ static int job_begin(sup_t *s, job_t *j)
 		                : prefix;
 		co.max_bytes = (size_t)json_integer_value(json_object_get(req, "max_output"));
 		co.max_lines = (size_t)json_integer_value(json_object_get(req, "max_lines"));
+		/* what it may write: spill files no larger than the kernel's own
+		 * files may be, and the session's outputs quota (what outputs/
+		 * holds already counts; a directory of the client's own is
+		 * bounded per execution) */
+		co.spill_max = s->sb && s->sb->o.file_bytes > 0 ? (unsigned long long)s->sb->o.file_bytes
+		                                                : 0;
+		co.has_files_max = true;
+		{
+			unsigned long long used = outputs ? 0 : dir_bytes(s->outputs);
+			co.files_max = s->outputs_quota > used ? s->outputs_quota - used : 0;
+		}
 		if (!(j->cap = kbox_capture_new(&co, &err)))
 			goto fail;
 		/* what it should know: kept for the next execution if this one
@@ -827,6 +840,23 @@ static int sb_interrupt(void *arg, kbox_error_t *err)
 	if (!s->sb)
 		return kbox__err(err, KBOX_E_DEAD, "no kernel");
 	return kbox_sandbox_signal(s->sb, SIGINT, err);
+}
+
+/* The bytes of the regular files in DIR (not below it: outputs are
+ * written at its top), 0 when it cannot be read. */
+static unsigned long long dir_bytes(const char *dir)
+{
+	unsigned long long sum = 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	struct stat st;
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+			sum += (unsigned long long)st.st_size;
+	closedir(d);
+	return sum;
 }
 
 /* Make DIR (0700, the sandbox's: ours, or under root the sandbox user's)
@@ -1753,6 +1783,10 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.pids = (long)json_integer_value(json_object_get(s->config, "pids"));
 	s->sbo.tmp_bytes = (long long)json_integer_value(json_object_get(s->config, "tmp_size"));
 	s->sbo.file_bytes = (long long)json_integer_value(json_object_get(s->config, "file_size"));
+	s->outputs_quota = json_integer_value(json_object_get(s->config, "outputs_quota")) > 0
+	                       ? (unsigned long long)json_integer_value(
+	                             json_object_get(s->config, "outputs_quota"))
+	                       : KBOX_OUTPUTS_QUOTA;
 	s->sbo.rootfs = json_string_value(json_object_get(s->config, "rootfs"));
 	s->sbo.name = json_string_value(json_object_get(s->config, "name"));
 	s->ephemeral = json_is_true(json_object_get(s->config, "ephemeral"));
