@@ -74,6 +74,17 @@ kbox() {
 	secs=$(($(date +%s) - t0))
 }
 
+# kbox_here ARGS...: kbox ARGS with XDG_RUNTIME_DIR the current directory,
+# so that kbox run makes its private session (its workspace, and what its
+# sandbox binds) here.
+kbox_here() {
+	xdg_had=${XDG_RUNTIME_DIR+y} xdg_was=${XDG_RUNTIME_DIR-}
+	XDG_RUNTIME_DIR=$(pwd -P)
+	export XDG_RUNTIME_DIR
+	kbox "$@"
+	if [ -n "$xdg_had" ]; then XDG_RUNTIME_DIR=$xdg_was; else unset XDG_RUNTIME_DIR; fi
+}
+
 # diag: show what the last kbox did, as TAP comments.
 diag() {
 	echo "#   in $T: exit status $rc after ${secs}s"
@@ -127,8 +138,8 @@ png_size_is() {
 }
 # process_gone PID-FILE: the process whose pid the file holds has exited
 # (waits up to 3 s for it).
-# no_sandbox_left: within 3 s no bwrap process binds this directory
-# (kbox run's sandbox, whose /workspace it is, is gone).
+# no_sandbox_left: within 3 s no bwrap process binds anything in this
+# directory (the sandbox of a kbox run started by kbox_here is gone).
 no_sandbox_left() {
 	for _ in 1 2 3 4 5 6; do
 		if ! grep -lsF -- "$(pwd -P)" /proc/[0-9]*/cmdline 2>/dev/null |
@@ -317,16 +328,16 @@ scenario_order() {
 	echo 'print("b")' | kbox run -c 'print("a")' - c.py -c 'print("d")'
 }
 scenario_cwd() {
-	kbox run -c 'import os; print(os.getcwd()); print("made inside", file=open("made", "w"))'
+	echo 'not for the kernel' >here.txt
+	kbox_here run -c 'import os; print(os.getcwd()); print(os.listdir())' \
+		-c 'print("made inside", file=open("made", "w"))'
 }
 scenario_none() {
-	kbox run --backend none \
-		-c 'import os; print(os.getcwd()); print(os.getpid(), file=open("pid", "w"))'
+	kbox_here run --backend none -c 'import os; print(os.getcwd()); print(os.getpid())'
 }
 scenario_error() { kbox run -c 'print("before")' -c '1/0' -c 'print("after")'; }
 scenario_timeout() {
-	kbox run -t 1 -c 'import os, time; print(os.getpid(), file=open("pid", "w")); time.sleep(30)' \
-		-c 'print("after")'
+	kbox_here run -t 1 -c 'import time; time.sleep(30)' -c 'print("after")'
 }
 scenario_input() {
 	kbox run -i Ada -i Bob -c 'print("hello", input())' -c 'print("hello", input())' \
@@ -334,11 +345,12 @@ scenario_input() {
 }
 scenario_noinput() { kbox run -c 'input()'; }
 scenario_died() { kbox run -c 'import os; os._exit(1)' -c 'print("after")'; }
-# The demo, as `make demo` runs it.
+# The steps of the demo (`make demo` runs them in a session), in one kbox
+# run whose workspace is the directory work.
 scenario_demo() {
 	needs kernel pandas
 	mkdir work
-	kbox run --cwd work "$DEMO/1-write-csv.py" "$DEMO/2-load.py" \
+	kbox run --workspace work "$DEMO/1-write-csv.py" "$DEMO/2-load.py" \
 		"$DEMO/3-aggregate.py" "$DEMO/4-plot.py"
 }
 scenario_plot() {
@@ -393,13 +405,17 @@ c
 d"
 
 enter cwd
-check run_kernel_starts_in_workspace_bound_to_current_directory eval 'stdout_is /workspace &&
-	[ "$(cat made)" = "made inside" ]'
+check run_kernel_starts_in_a_new_empty_workspace stdout_is "/workspace
+[]"
+check run_leaves_the_current_directory_alone eval '[ ! -e made ] &&
+	[ "$(ls)" = "$(printf "here.txt\nstderr\nstdout")" ]'
 check run_stops_its_sandbox_at_exit no_sandbox_left
 
 enter none
 check run_with_backend_none_warns_that_the_kernel_is_unsandboxed eval '[ "$(cat stderr)" = "$WARNING" ]'
-check run_with_backend_none_starts_in_current_directory stdout_is "$(pwd -P)"
+check run_with_backend_none_starts_in_a_new_workspace eval '
+	case $(head -n 1 stdout) in "$(pwd -P)"/kbox-run-??????/workspace) true ;; *) false ;; esac'
+sed -n 2p stdout >pid 2>/dev/null
 check run_with_backend_none_stops_kernel_at_exit process_gone pid
 
 enter error
@@ -435,7 +451,8 @@ check run_kernel_death_stops_later_cells lacks_line stdout "after"
 needs kernel pandas
 enter demo
 check demo_exits_0 status_is 0
-check demo_writes_csv_in_cwd eval '[ "$(wc -l <work/sales.csv)" -eq 49 ] &&
+check demo_warns_that_the_workspace_is_writable eval '[ "$(cat stderr)" = "kbox run: warning: --workspace work: the code can change and delete every file in $(pwd -P)/work" ]'
+check demo_writes_csv_in_the_workspace eval '[ "$(wc -l <work/sales.csv)" -eq 49 ] &&
 	has_line stdout "wrote sales.csv with 48 rows"'
 check demo_cells_share_state eval 'has_line stdout "(48, 5)" &&
 	has_line stdout "total revenue: 52883.76" && has_line stdout "saved chart.png"'

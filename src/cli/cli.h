@@ -215,6 +215,20 @@ int cli_ws_check(const char *cmd, const char *path);
 int cli_ws_open(int dirfd, const char *path, int flags, unsigned mode);
 const char *cli_ws_strerror(int e);
 int cli_copy_fd(int in, int out);
+/* Open the host file PATH, to be copied into a workspace, for reading: a
+ * regular file (the open never blocks on a FIFO).  The descriptor, or -1
+ * after "kbox CMD: cannot read PATH: ..." or "kbox CMD: PATH is not a
+ * regular file". */
+int cli_ws_source(const char *cmd, const char *path);
+/* Check --workspace PATH, a host directory to bind read-write as the
+ * kernel's workspace, and put it resolved (links and ".." followed) into
+ * OUT (PATH_MAX bytes).  Refused: /; a system directory (/etc, /usr, /var,
+ * ...) or anything in one, but for the places for anyone's files in them
+ * (/var/tmp/x); /home, /tmp, /mnt and their like themselves; a home
+ * directory ($HOME, or any in the password database) or a directory that
+ * holds one; kbox's state directory, anything in it or holding it.
+ * EXIT_OK, or EXIT_USAGE after one line saying why. */
+int cli_ws_host_dir(const char *cmd, const char *path, char *out);
 
 /* ---- running code through a supervisor (src/cli/cmd_exec.c) ---- */
 

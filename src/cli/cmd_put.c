@@ -36,7 +36,6 @@ int cmd_put(int argc, char **argv)
 	const char *name = NULL, *host, *dest;
 	int status, n, in = -1, ws = -1, parent = -1, out = -1;
 	char *dir = NULL, *hostcopy = NULL, *target = NULL, tmp[64] = "";
-	struct stat st;
 	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
 
 	if ((n = cli_parse_options("put", opts, argc, argv, &status)) < 0)
@@ -49,18 +48,10 @@ int cmd_put(int argc, char **argv)
 	name = cli_session_name(name);
 	if ((status = cli_check_session("put", name)) != EXIT_OK)
 		return status;
-	in = open(host, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
-	if (in < 0 || fstat(in, &st) < 0) {
-		cli_error("put", "cannot read %s: %s", host, strerror(errno));
+	if ((in = cli_ws_source("put", host)) < 0) {
 		status = EXIT_USAGE;
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		cli_error("put", "%s is not a regular file", host);
-		status = EXIT_USAGE;
-		goto out;
-	}
-	fcntl(in, F_SETFL, 0);
 	hostcopy = strdup(host);
 	dest = n == 2 ? argv[1] : basename(hostcopy);
 	if (cli_ws_check("put", dest) < 0) {

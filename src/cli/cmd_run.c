@@ -1,11 +1,15 @@
 /* src/cli/cmd_run.c — kbox run: run cells, in order, in one fresh kernel, in
- * a bwrap sandbox whose /workspace is the working directory (or, with
- * --backend none, as a local process).
+ * a bwrap sandbox (or, with --backend none, as a local process).
  *
  * The kernel is a supervisor's, as every kernel is: kbox run starts one for
  * itself on a private, ephemeral session (removed when it stops, and
  * stopped when kbox run goes away), sends it each cell as kbox exec would,
- * and stops it. */
+ * and stops it.  Its workspace is a new, empty directory of that session,
+ * gone with it, into which the regular files named on the command line
+ * (cells and --put) are copied first; a host directory is the workspace
+ * only when --workspace names it, and never one whose loss would hurt
+ * (cli_ws_host_dir).  Images and long texts go to the outputs directory,
+ * outside the sandbox: the current one unless -o names another. */
 #include "config.h"
 #include "cli.h"
 
@@ -14,6 +18,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -84,6 +89,106 @@ static int file_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	return EXIT_OK;
 }
 
+/* A host file to copy into the private workspace. */
+typedef struct {
+	const char *path; /* as given (borrowed from argv) */
+	const char *name; /* its name in the workspace: the last component of PATH */
+	int fd;           /* open for reading, or -1 */
+	dev_t dev;
+	ino_t ino;
+} copy_t;
+
+/* Add PATH to the N copies at V, unless the same file is there already:
+ * the --put files (PUT; an error when not a regular file) and the regular
+ * files among the cells (others, such as a pipe from <(...), are cells
+ * only).  EXIT_OK, or EXIT_USAGE after one line. */
+static int add_copy(copy_t *v, size_t *n, const char *path, bool put)
+{
+	struct stat st;
+	copy_t c = {.path = path, .fd = -1};
+	const char *slash = strrchr(path, '/');
+
+	c.name = slash ? slash + 1 : path;
+	if (!put && (stat(path, &st) < 0 || !S_ISREG(st.st_mode)))
+		return EXIT_OK;
+	if ((c.fd = cli_ws_source("run", path)) < 0 || fstat(c.fd, &st) < 0) {
+		if (c.fd >= 0)
+			close(c.fd);
+		return EXIT_USAGE;
+	}
+	c.dev = st.st_dev;
+	c.ino = st.st_ino;
+	for (size_t i = 0; i < *n; i++) {
+		if (strcmp(v[i].name, c.name) != 0)
+			continue;
+		close(c.fd);
+		if (v[i].dev == c.dev && v[i].ino == c.ino)
+			return EXIT_OK;
+		cli_error("run", "%s and %s would both be %s in the workspace", v[i].path, path,
+		          c.name);
+		return EXIT_USAGE;
+	}
+	v[(*n)++] = c;
+	return EXIT_OK;
+}
+
+/* Make the private workspace RUNDIR/workspace (0700) and copy the N files
+ * at V into it, closing their descriptors.  EXIT_OK, or EXIT_UNAVAILABLE
+ * after one line. */
+static int fill_workspace(const char *rundir, copy_t *v, size_t n)
+{
+	char ws[PATH_MAX];
+	int wfd;
+	kbox_sandbox_id_t id;
+	kbox_error_t ignored = {0};
+
+	/* under root the files are the sandbox user's, as the workspace is
+	 * (the supervisor gives it; without that user it refuses to start) */
+	if (kbox_sandbox_identity(&id, &ignored) < 0)
+		id.drop = false;
+	snprintf(ws, sizeof ws, "%s/workspace", rundir);
+	if (mkdir(ws, 0700) < 0 ||
+	    (wfd = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		cli_error("run", "cannot create the workspace %s: %s", ws, strerror(errno));
+		return EXIT_UNAVAILABLE;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int out = openat(wfd, v[i].name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		                 0644);
+		if (out < 0 || (id.drop && fchown(out, id.uid, id.gid) < 0) ||
+		    cli_copy_fd(v[i].fd, out) < 0) {
+			cli_error("run", "cannot copy %s into the workspace: %s", v[i].path,
+			          strerror(errno));
+			if (out >= 0)
+				close(out);
+			close(wfd);
+			return EXIT_UNAVAILABLE;
+		}
+		close(out);
+		close(v[i].fd);
+		v[i].fd = -1;
+	}
+	close(wfd);
+	return EXIT_OK;
+}
+
+/* Remove what kbox run made in RUNDIR when no supervisor took it over:
+ * the N files it copied into the workspace, the workspace, and what a
+ * session's start leaves (cli_session_forget). */
+static void forget_run_dir(const char *rundir, const copy_t *v, size_t n)
+{
+	char ws[PATH_MAX];
+	int wfd;
+
+	snprintf(ws, sizeof ws, "%s/workspace", rundir);
+	if ((wfd = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+		for (size_t i = 0; i < n; i++)
+			unlinkat(wfd, v[i].name, 0);
+		close(wfd);
+	}
+	cli_session_forget(rundir);
+}
+
 /* --backend bwrap|none, into the const char * at VALUE. */
 static int backend_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
@@ -97,31 +202,34 @@ static int backend_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 
 int cmd_run(int argc, char **argv)
 {
-	const char *kernel = getenv("KBOX_KERNEL"), *cwd = NULL, *outputs = NULL;
+	const char *kernel = getenv("KBOX_KERNEL"), *workspace = NULL, *outputs = NULL;
 	const char *backend = KBOX_BACKEND_DEFAULT;
-	char rundir[PATH_MAX] = "", outbuf[PATH_MAX];
+	char rundir[PATH_MAX] = "", outbuf[PATH_MAX], wsreal[PATH_MAX];
 	int fd = -1;
-	cli_strlist_t inputs = {0};
-	size_t used_inputs = 0;
+	cli_strlist_t inputs = {0}, puts = {0};
+	copy_t *copies = NULL;
+	size_t n_copies = 0, used_inputs = 0;
 	cells_t cells = {0};
 	long long timeout_ms = 0;
 	int status = EXIT_OK;
 	kbox_kspec_t *spec = NULL;
 	kbox_error_t err = {0};
-	char cwdbuf[PATH_MAX], cwdreal[PATH_MAX];
 	format_t format = FMT_TEXT;
 	long long max_bytes = 0, max_lines = 0;
 	cli_option_t opts[] = {
 	    CLI_OPT_STRING('k', "kernel", "NAME", &kernel,
 	                   "the kernelspec (default: $KBOX_KERNEL, else python3)"),
-	    CLI_OPT_STRING('C', "cwd", "DIR", &cwd,
-	                   "the kernel's working directory (default: the current one)"),
+	    CLI_OPT_STRING(0, "workspace", "DIR", &workspace,
+	                   "bind the host directory DIR, writable by the code, as the workspace "
+	                   "(default: a new, empty one)"),
+	    CLI_OPT_LIST(0, "put", "FILE", &puts,
+	                 "copy FILE into the new workspace first; repeatable (default: none)"),
 	    CLI_OPT_CALLBACK(0, "backend", "bwrap|none", backend_cb, &backend,
 	                     "bwrap, a sandbox, or none, unsandboxed (default: bwrap)"),
 	    CLI_OPT_CALLBACK('t', "timeout", "SECONDS", cli_opt_timeout, &timeout_ms,
 	                     "interrupt a cell after SECONDS, e.g. 30 or 2m (default: 0, no limit)"),
 	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
-	                   "write images and long texts into DIR (default: the working directory)"),
+	                   "write images and long texts into DIR (default: the current directory)"),
 	    CLI_OPT_LIST('i', "input", "LINE", &inputs,
 	                 "answer input requests with LINE, in all cells; repeatable (default: none)"),
 	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
@@ -137,7 +245,8 @@ int cmd_run(int argc, char **argv)
 
 	if (!kernel || !*kernel)
 		kernel = "python3";
-	if (!(cells.v = calloc((size_t)argc + 1, sizeof *cells.v))) {
+	if (!(cells.v = calloc((size_t)argc + 1, sizeof *cells.v)) ||
+	    !(copies = calloc((size_t)argc + 1, sizeof *copies))) {
 		cli_error("run", "out of memory");
 		status = EXIT_UNAVAILABLE;
 		goto out;
@@ -161,33 +270,47 @@ int cmd_run(int argc, char **argv)
 			status = EXIT_USAGE;
 			goto out;
 		}
-	if ((cwd && !cli_utf8(cwd)) || (outputs && !cli_utf8(outputs))) {
-		cli_error("run", "%s %s is not valid UTF-8", cwd && !cli_utf8(cwd) ? "--cwd" : "--outputs",
-		          cwd && !cli_utf8(cwd) ? cwd : outputs);
+	if ((workspace && !cli_utf8(workspace)) || (outputs && !cli_utf8(outputs))) {
+		bool ws_bad = workspace && !cli_utf8(workspace);
+		cli_error("run", "%s %s is not valid UTF-8", ws_bad ? "--workspace" : "--outputs",
+		          ws_bad ? workspace : outputs);
 		status = EXIT_USAGE;
 		goto out;
 	}
-	if (!cwd) {
-		if (!getcwd(cwdbuf, sizeof cwdbuf)) {
-			cli_error("run", "cannot read the current directory: %s", strerror(errno));
+	if (workspace) {
+		/* the caller's directory, checked and resolved: the sandbox
+		 * binds what the check saw */
+		if (puts.n) {
+			cli_error("run", "--put copies into a new workspace; with --workspace %s, copy "
+			          "%s there instead", workspace, puts.v[0]);
 			status = EXIT_USAGE;
 			goto out;
 		}
-		cwd = cwdbuf;
-	} else if (access(cwd, X_OK) < 0) {
-		cli_error("run", "--cwd %s: %s", cwd, strerror(errno));
-		status = EXIT_USAGE;
-		goto out;
+		if ((status = cli_ws_host_dir("run", workspace, wsreal)) != EXIT_OK)
+			goto out;
+	} else {
+		for (size_t i = 0; i < puts.n && status == EXIT_OK; i++)
+			status = add_copy(copies, &n_copies, puts.v[i], true);
+		for (size_t i = 0; i < cells.n && status == EXIT_OK; i++)
+			if (strcmp(cells.v[i].source, "-c") != 0 && strcmp(cells.v[i].source, "-") != 0)
+				status = add_copy(copies, &n_copies, cells.v[i].source, false);
+		if (status != EXIT_OK)
+			goto out;
 	}
-	if (!realpath(cwd, cwdreal)) {
-		cli_error("run", "--cwd %s: %s", cwd, strerror(errno));
-		status = EXIT_USAGE;
-		goto out;
-	}
-	cwd = cwdreal;
 	/* the supervisor writes there: it gets the absolute path (by default
-	 * the working directory's, whatever links led to it) */
-	if ((status = cli_outputs_dir("run", outputs ? outputs : cwd, outbuf)) != EXIT_OK)
+	 * the current directory's, whatever links led to it) */
+	if (outputs)
+		status = cli_outputs_dir("run", outputs, outbuf);
+	else if (!getcwd(outbuf, sizeof outbuf)) {
+		cli_error("run", "cannot read the current directory: %s (give --outputs DIR)",
+		          strerror(errno));
+		status = EXIT_USAGE;
+	} else if (access(outbuf, W_OK | X_OK) < 0) {
+		cli_error("run", "cannot write images and long texts into the current directory %s: "
+		          "%s (give --outputs DIR)", outbuf, strerror(errno));
+		status = EXIT_USAGE;
+	}
+	if (status != EXIT_OK)
 		goto out;
 
 	spec = kbox_kspec_find(kernel, &err);
@@ -197,18 +320,25 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	{
-		/* a private session: the working directory as its workspace,
-		 * never idle-stopped, stopped with us, removed when it stops */
-		json_t *config = json_pack("{s:s, s:s, s:s, s:s, s:I, s:b, s:I}", "name", "run",
-		                           "kernel", kernel, "backend", backend, "workspace", cwd,
-		                           "ttl_ms", (json_int_t)0, "ephemeral", 1, "owner_pid",
-		                           (json_int_t)getpid());
+		/* a private session: never idle-stopped, stopped with us,
+		 * removed when it stops, and with it its workspace unless
+		 * that is the caller's directory */
+		json_t *config = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I}", "name", "run", "kernel",
+		                           kernel, "backend", backend, "ttl_ms", (json_int_t)0,
+		                           "ephemeral", 1, "owner_pid", (json_int_t)getpid());
 		kbox_error_t cerr = {0};
+		if (workspace)
+			json_object_set_new(config, "workspace", json_string(wsreal));
 		status = cli_check_backend("run", config);
 		if (status == EXIT_OK && !kbox_backend_sandboxed(backend))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", backend);
+		if (status == EXIT_OK && workspace)
+			cli_error("run", "warning: --workspace %s: the code can change and delete every "
+			          "file in %s", workspace, wsreal);
 		if (status == EXIT_OK && make_run_dir(rundir, sizeof rundir) < 0)
 			status = EXIT_UNAVAILABLE;
+		if (status == EXIT_OK && !workspace)
+			status = fill_workspace(rundir, copies, n_copies);
 		if (status == EXIT_OK)
 			status = cli_session_start("run", rundir, "run", config, NULL);
 		json_decref(config);
@@ -256,7 +386,8 @@ out:
 		kbox_error_t serr = {0};
 		json_t *r = kbox_ctl_call(rundir, "stop", NULL, 30000, &serr);
 		json_decref(r);
-		rmdir(rundir); /* when the supervisor never started */
+		if (kbox_session_supervisor(rundir, NULL) == KBOX_SUPERVISOR_NONE)
+			forget_run_dir(rundir, copies, n_copies); /* none started, or it is gone */
 		/* nothing of the run is left when kbox run returns: wait (a
 		 * moment) for the supervisor to have removed its directory */
 		for (int i = 0; i < 500 && access(rundir, F_OK) == 0; i++)
@@ -266,6 +397,11 @@ out:
 	for (size_t i = 0; i < cells.n; i++)
 		free(cells.v[i].code);
 	free(cells.v);
+	for (size_t i = 0; i < n_copies; i++)
+		if (copies[i].fd >= 0)
+			close(copies[i].fd);
+	free(copies);
 	cli_strlist_clear(&inputs);
+	cli_strlist_clear(&puts);
 	return status;
 }

@@ -45,7 +45,8 @@ static const cli_cmd_t commands[] = {
     {"restart", cmd_restart, "kbox restart [-s NAME]",
      "replace a session's kernel with a new one (state is lost)", "kbox restart -s sales"},
     {"run", cmd_run,
-     "kbox run [-k NAME] [-C DIR] [--backend bwrap|none] [-t SECONDS] [-o DIR] [-i LINE]... "
+     "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|none] [-t SECONDS] "
+     "[-o DIR] [-i LINE]... "
      "[--format FMT] [--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
      "run cells in one fresh sandboxed kernel, without a session",
      "kbox run -t 60 -c 'import pandas as pd' analysis.py"},

@@ -1,15 +1,19 @@
-/* src/cli/workspace.c — paths inside a session's workspace, resolved so
- * that nothing escapes it: no absolute paths, no "..", and symlinks only
- * when they stay inside (openat2 RESOLVE_BENEATH; without openat2, no
- * symlinks at all). */
+/* src/cli/workspace.c — workspaces: paths inside one, resolved so that
+ * nothing escapes it (no absolute paths, no "..", and symlinks only when
+ * they stay inside: openat2 RESOLVE_BENEATH; without openat2, no symlinks
+ * at all); the host files copied into one; and the host directories that
+ * may be one (kbox run --workspace). */
 #include "config.h"
 #include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -91,4 +95,145 @@ const char *cli_ws_strerror(int e)
 	case ELOOP: return "a symlink is in the way (refused)";
 	default: return strerror(e);
 	}
+}
+
+int cli_ws_source(const char *cmd, const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC); /* a FIFO must not block */
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		cli_error(cmd, "cannot read %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		cli_error(cmd, "%s is not a regular file", path);
+		close(fd);
+		return -1;
+	}
+	fcntl(fd, F_SETFL, 0);
+	return fd;
+}
+
+/* Never a workspace (kbox run --workspace): /; the system's directories
+ * and everything in them; the places that many share (users, mounts,
+ * temporary files) themselves, although what is in them may be one, even
+ * inside a system directory (/var/tmp/x, /run/media/ada/disk); a home
+ * directory and any directory that holds one; and kbox's state directory,
+ * in it, or holding it. */
+static const char *const system_trees[] = {"/bin",  "/boot", "/dev",  "/etc",  "/lib",
+                                           "/lib32", "/lib64", "/libx32", "/opt", "/proc",
+                                           "/run",  "/sbin", "/snap", "/sys",  "/usr",
+                                           "/var",  NULL};
+static const char *const shared_dirs[] = {"/home", "/media", "/mnt",     "/root",     "/run/media",
+                                          "/srv",  "/tmp",   "/var/tmp", NULL};
+
+/* Whether PATH is DIR or inside it (both absolute and resolved). */
+static bool within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	if (strcmp(dir, "/") == 0)
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Why DIR (resolved) may not hold home directory HOME (as the passwd
+ * entry or $HOME gives it; resolved here when it exists), into WHY; false
+ * when it may. */
+static bool home_refuses(const char *dir, const char *home, char *why, size_t size)
+{
+	char real[PATH_MAX];
+	if (!home || home[0] != '/')
+		return false;
+	if (!realpath(home, real))
+		snprintf(real, sizeof real, "%s", home);
+	if (strcmp(dir, real) == 0)
+		snprintf(why, size, "%s is a home directory", dir);
+	else if (within(real, dir))
+		snprintf(why, size, "%s holds the home directory %s", dir, real);
+	else
+		return false;
+	return true;
+}
+
+/* Why the resolved directory DIR may not be a workspace, into WHY; false
+ * when it may. */
+static bool dir_refused(const char *dir, char *why, size_t size)
+{
+	char *state, real[PATH_MAX];
+	struct passwd *pw;
+	bool refused = false;
+
+	if (strcmp(dir, "/") == 0) {
+		snprintf(why, size, "/ is the root directory");
+		return true;
+	}
+	for (size_t i = 0; system_trees[i]; i++)
+		if (strcmp(dir, system_trees[i]) == 0) {
+			snprintf(why, size, "%s is a system directory", dir);
+			return true;
+		}
+	for (size_t i = 0; system_trees[i]; i++) {
+		bool shared = false;
+		if (!within(dir, system_trees[i]))
+			continue;
+		for (size_t j = 0; shared_dirs[j]; j++)
+			shared |= within(dir, shared_dirs[j]) && within(shared_dirs[j], system_trees[i]);
+		if (!shared) {
+			snprintf(why, size, "%s is in the system directory %s", dir, system_trees[i]);
+			return true;
+		}
+	}
+	if (home_refuses(dir, getenv("HOME"), why, size))
+		return true;
+	setpwent();
+	while (!refused && (pw = getpwent()))
+		refused = home_refuses(dir, pw->pw_dir, why, size);
+	endpwent();
+	if (refused)
+		return true;
+	for (size_t i = 0; shared_dirs[i]; i++)
+		if (strcmp(dir, shared_dirs[i]) == 0) {
+			snprintf(why, size, "%s is a system directory", dir);
+			return true;
+		}
+	/* the sessions' keys and workspaces */
+	if ((state = kbox_state_home(NULL))) {
+		if (!realpath(state, real))
+			snprintf(real, sizeof real, "%s", state);
+		free(state);
+		if (strcmp(dir, real) == 0)
+			snprintf(why, size, "%s is kbox's state directory", dir);
+		else if (within(dir, real))
+			snprintf(why, size, "%s is in kbox's state directory %s", dir, real);
+		else if (within(real, dir))
+			snprintf(why, size, "%s holds kbox's state directory %s", dir, real);
+		else
+			return false;
+		return true;
+	}
+	return false;
+}
+
+int cli_ws_host_dir(const char *cmd, const char *path, char *out)
+{
+	struct stat st;
+	char why[2 * PATH_MAX + 64];
+
+	if (!realpath(path, out) || stat(out, &st) < 0) {
+		cli_error(cmd, "--workspace %s: %s", path, strerror(errno));
+		return EXIT_USAGE;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cli_error(cmd, "--workspace %s: %s", path, strerror(ENOTDIR));
+		return EXIT_USAGE;
+	}
+	if (dir_refused(out, why, sizeof why)) {
+		cli_error(cmd, "--workspace %s: refused: %s, and the code can change everything in its "
+		          "workspace", path, why);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
 }

@@ -1810,7 +1810,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.env = (const char *const *)s->env;
 	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
 	snprintf(s->sockets_dir, sizeof s->sockets_dir, "%s/run/sandbox", s->dir);
-	/* kbox run's sessions name a workspace of their own */
+	/* kbox run --workspace names a host directory */
 	ws = json_string_value(json_object_get(s->config, "workspace"));
 	if (ws)
 		snprintf(s->workspace, sizeof s->workspace, "%s", ws);
@@ -2056,7 +2056,8 @@ out:
 	if (s.owner_fd >= 0)
 		close(s.owner_fd);
 	if (s.ephemeral && s.config) {
-		/* kbox run's session: nothing of it stays (its workspace is the
+		/* kbox run's session: nothing of it stays, its private
+		 * workspace included (one given with --workspace is the
 		 * caller's directory, elsewhere) */
 		kbox__empty_dir(dir);
 		rmdir(dir);

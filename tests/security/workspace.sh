@@ -1,0 +1,197 @@
+#!/bin/sh
+# tests/security/workspace.sh — threats.md row 24: kbox run started in a
+# directory that matters (/, a home) must not hand it to the code.  By
+# default the code gets a new, empty workspace of its own, into which only
+# the files named on the command line are copied; a host directory is the
+# workspace only when --workspace names it, with a warning, and never /, a
+# home directory, a directory that holds one, a system directory or kbox's
+# state directory, however the path is spelt (links, "..").  Each test is
+# named after its row.  TAP.
+#
+# Environment (set by `make check`): top_builddir (or KBOX, the kbox to
+# test), KERNEL_PYTHON (the host's Python, default /usr/bin/python3).  Run
+# by hand:
+#   KBOX=/path/to/build/kbox sh tests/security/workspace.sh
+# The refusals need no kernel and always run; when `kbox doctor` says the
+# sandbox cannot be made here, the tests that run code are skipped with
+# the reason.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+ROOT_TAG=ksw
+# shellcheck source-path=SCRIPTDIR source=cwd.sh
+. "$(dirname "$0")/cwd.sh"
+
+# file_is FILE TEXT: FILE is exactly TEXT and a newline.
+file_is() { printf '%s\n' "$2" | cmp -s - "$1"; }
+# refused ARG WHY: kbox run --workspace ARG failed as a usage error, with
+# the one line that says WHY.
+refused() {
+	fails_with 2 "kbox run: --workspace $1: refused: $2, and the code can change everything in its workspace"
+}
+# skip NAME WHY: test NAME cannot run here, because WHY.
+skip() {
+	n=$((n + 1))
+	echo "ok $n - $1 # SKIP $2"
+}
+# token: a random word of 24 hex digits.
+token() { od -An -tx1 -N12 /dev/urandom | tr -d ' \n'; }
+
+# ---- --workspace DIR: what is refused (no kernel is started) ----
+
+fresh
+kbox run --workspace / -c 'print(1)'
+check row24_workspace_root_is_refused refused / "/ is the root directory"
+
+fresh
+kbox run --workspace /usr/.. -c 'print(1)'
+check row24_workspace_root_spelt_with_dotdot_is_refused refused /usr/.. "/ is the root directory"
+
+fresh
+kbox run --workspace /etc -c 'print(1)'
+check row24_workspace_etc_is_refused refused /etc "/etc is a system directory"
+
+fresh
+ln -s /etc etc-link
+kbox run --workspace etc-link -c 'print(1)'
+check row24_workspace_link_to_etc_is_refused refused etc-link "/etc is a system directory"
+
+fresh
+kbox run --workspace /usr/bin -c 'print(1)'
+check row24_workspace_in_a_system_directory_is_refused refused /usr/bin \
+	"/usr/bin is in the system directory /usr"
+
+fresh
+kbox run --workspace /tmp -c 'print(1)'
+check row24_workspace_tmp_itself_is_refused refused /tmp "/tmp is a system directory"
+
+# the caller's home, however $HOME spells it
+if [ -n "${HOME:-}" ] && [ -d "$HOME" ]; then
+	fresh
+	kbox run --workspace "$HOME" -c 'print(1)'
+	check row24_workspace_home_is_refused refused "$HOME" "$(cd "$HOME" && pwd -P) is a home directory"
+else
+	skip row24_workspace_home_is_refused "HOME is not a directory"
+fi
+
+# a home of the password database, whatever $HOME says
+PWHOME=$(getent passwd "$(id -u)" | cut -d: -f6)
+fresh
+if [ -d "$PWHOME" ]; then
+	mkdir other-home
+	HOME=$T/other-home "$KBOX" run --workspace "$PWHOME" -c 'print(1)' >stdout 2>stderr </dev/null
+	rc=$?
+	check row24_workspace_a_home_from_the_password_database_is_refused refused "$PWHOME" \
+		"$(cd "$PWHOME" && pwd -P) is a home directory"
+else
+	skip row24_workspace_a_home_from_the_password_database_is_refused \
+		"the password database gives no home directory for uid $(id -u)"
+fi
+
+# a directory that holds a home: made here, as $HOME
+fresh
+mkdir -p homes/ada
+HOME=$T/homes/ada "$KBOX" run --workspace homes -c 'print(1)' >stdout 2>stderr </dev/null
+rc=$?
+check row24_workspace_holding_a_home_is_refused refused homes \
+	"$(pwd -P)/homes holds the home directory $(pwd -P)/homes/ada"
+
+fresh
+kbox run --workspace "$KBOX_HOME" -c 'print(1)'
+check row24_workspace_kbox_state_directory_is_refused refused "$KBOX_HOME" \
+	"$(cd "$KBOX_HOME" && pwd -P) is kbox's state directory"
+
+fresh
+kbox run --workspace no-such-dir -c 'print(1)'
+check row24_workspace_that_does_not_exist_is_a_usage_error fails_with 2 \
+	"kbox run: --workspace no-such-dir: No such file or directory"
+
+fresh
+mkdir proj
+echo 'x' >data.csv
+kbox run --workspace proj --put data.csv -c 'print(1)'
+check row24_put_with_workspace_is_refused fails_with 2 \
+	"kbox run: --put copies into a new workspace; with --workspace proj, copy data.csv there instead"
+
+fresh
+kbox run --put /dev/null -c 'print(1)'
+check row24_put_of_a_device_is_refused fails_with 2 "kbox run: /dev/null is not a regular file"
+
+fresh
+mkdir a b
+echo 'print("a")' >a/step.py
+echo 'print("b")' >b/step.py
+kbox run a/step.py b/step.py
+check row24_two_files_of_one_name_are_refused fails_with 2 \
+	"kbox run: a/step.py and b/step.py would both be step.py in the workspace"
+
+# ---- the code's view (a kernel in the sandbox) ----
+
+SKIPPING=$(sandbox_skip_reason)
+SECRET=secret$(token)
+
+# Started in a directory with files in it, as in a home: the code sees an
+# empty workspace, and what it writes there stays there.
+fresh
+printf '%s\n' "$SECRET" >.bashrc
+printf 'precious\n' >notes.txt
+kbox run -c '
+import errno, os
+print(os.getcwd(), sorted(os.listdir()))
+for name in (".bashrc", "notes.txt"):
+    try:
+        print(open(name).read().strip())
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+for name in (".bashrc", "notes.txt", "x"):
+    with open(name, "a") as f:
+        f.write("echo owned\n")
+with open("/workspace/x", "a") as f:
+    f.write("more\n")
+print(sorted(os.listdir()))'
+check row24_code_starts_in_an_empty_workspace eval 'status_is 0 &&
+	[ "$(head -n 1 stdout)" = "/workspace []" ]'
+check row24_code_cannot_read_the_directory_kbox_run_started_in eval '
+	[ "$(sed -n 2,3p stdout)" = "$(printf "ENOENT\nENOENT")" ] &&
+	! grep -q "$SECRET" stdout && ! grep -q precious stdout'
+check row24_code_writes_do_not_reach_the_directory_kbox_run_started_in eval '
+	[ "$(tail -n 1 stdout)" = "['"'.bashrc', 'notes.txt', 'x'"']" ] &&
+	file_is .bashrc "$SECRET" && file_is notes.txt precious && [ ! -e x ] && [ ! -L x ]'
+
+# Started in /: the host's root is not the workspace.
+fresh
+if [ -z "$SKIPPING" ]; then
+	(cd / && timeout -k 5 120 "$KBOX" run -o "$T" -c 'import os; print(os.listdir("/workspace"))' \
+		>"$T/stdout" 2>"$T/stderr" </dev/null)
+	rc=$?
+fi
+check row24_run_started_in_root_gets_an_empty_workspace eval 'status_is 0 && stdout_is "[]"'
+
+# --put FILE and a cell's FILE: copies, visible inside; the host's files
+# stay as they were.
+fresh
+printf '%s\n' "$SECRET" >data.csv
+cat >step.py <<'EOF'
+import os
+print(sorted(os.listdir()))
+print(open("data.csv").read().strip())
+with open("data.csv", "w") as f:
+    f.write("changed\n")
+EOF
+kbox run --put data.csv step.py
+check row24_put_file_and_cell_file_are_copied_into_the_workspace eval 'status_is 0 &&
+	stdout_is "['"'data.csv', 'step.py'"']
+$SECRET"'
+check row24_put_file_is_a_copy_the_code_cannot_change eval 'status_is 0 &&
+	file_is data.csv "$SECRET"'
+
+# --workspace DIR of the caller's: bound, written, and said so.
+fresh
+mkdir proj
+kbox run --workspace proj -c 'import os; print(os.getcwd()); print("inside", file=open("made", "w"))'
+check row24_workspace_dir_is_bound_and_writable eval 'status_is 0 && stdout_is /workspace &&
+	file_is proj/made inside'
+check row24_workspace_dir_warns_that_it_is_writable has_line stderr \
+	"kbox run: warning: --workspace proj: the code can change and delete every file in $(pwd -P)/proj"
+
+echo "1..$n"
