@@ -29,6 +29,13 @@ if [ ! -x "$KBOX" ]; then
 fi
 
 BASE=$(mktemp -d "${TMPDIR:-/tmp}/kbox-cli.XXXXXX") || exit 1
+# under root the sandbox runs as the sandbox user (kbox(7), Identity): a
+# --workspace must be reachable by it, and its to write
+chmod 711 "$BASE" || exit 1
+sandbox_dir() {
+	mkdir -m 711 "$1" || return 1
+	[ "$(id -u)" != 0 ] || chown "${KBOX_SANDBOX_USER:-kbox}:" "$1"
+}
 trap 'cd / && rm -rf "$BASE"' EXIT
 trap 'exit 1' HUP INT TERM
 
@@ -349,7 +356,7 @@ scenario_died() { kbox run -c 'import os; os._exit(1)' -c 'print("after")'; }
 # run whose workspace is the directory work.
 scenario_demo() {
 	needs kernel pandas
-	mkdir work
+	sandbox_dir work
 	kbox run --workspace work "$DEMO/1-write-csv.py" "$DEMO/2-load.py" \
 		"$DEMO/3-aggregate.py" "$DEMO/4-plot.py"
 }
@@ -371,7 +378,7 @@ scenario_outputs() {
 # lane NAME...: run the scenarios NAME... one after the other.
 lane() {
 	for s in "$@"; do
-		mkdir "$BASE/$s" && cd "$BASE/$s" || exit 1
+		mkdir -m 711 "$BASE/$s" && cd "$BASE/$s" || exit 1
 		needs kernel
 		"scenario_$s"
 		echo "$rc $secs" >.status

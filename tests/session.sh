@@ -721,19 +721,24 @@ check run_leaves_no_session_directory eval '[ -z "$(ls -d "$T"/kbox-run-* 2>/dev
 if [ -z "$SKIPPING" ]; then
 	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(60)' >/dev/null 2>&1 &
 	rp=$!
+	# its session directory: under XDG_RUNTIME_DIR, or under root in /tmp
+	# (kbox-run(1)); the one whose owner is this kbox run
 	for _ in $(seq 100); do
-		runsup=$(cat "$T"/kbox-run-*/supervisor.pid 2>/dev/null)
-		[ -n "$runsup" ] && grep -q '"event":"exec-begin"' "$T"/kbox-run-*/events.ndjson 2>/dev/null && break
+		rd=$(grep -l "\"owner_pid\": *$rp\b" "$T"/kbox-run-*/session.json /tmp/kbox-run-*/session.json 2>/dev/null | head -n 1)
+		rd=${rd%/session.json}
+		runsup=$(cat "$rd/supervisor.pid" 2>/dev/null)
+		[ -n "$rd" ] && [ -n "$runsup" ] && grep -q '"event":"exec-begin"' "$rd/events.ndjson" 2>/dev/null && break
 		sleep 0.1
 	done
 	kill -9 "$rp"
 	wait "$rp" 2>/dev/null
 fi
 check run_killed_its_supervisor_stops eval '[ -n "$runsup" ] && gone_or_zombie "$runsup"'
-# no_run_dir: within 5 s no kbox run session directory is left in $T.
+# no_run_dir: within 5 s no kbox run session directory is left in $T, and
+# that of the kbox run killed ($rd) is gone.
 no_run_dir() {
 	for _ in $(seq 50); do
-		[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ] && return 0
+		[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ] && return 0
 		sleep 0.1
 	done
 	return 1

@@ -27,12 +27,13 @@ typedef struct {
 } cell_t;
 
 /* A private session directory for this run under $XDG_RUNTIME_DIR or
- * /tmp (0700), into BUF.  Under root, /tmp: the sandbox user must reach
- * it, and root's runtime directory is closed.  0, or -1 (printed). */
-static int make_run_dir(char *buf, size_t size)
+ * /tmp (0700), into BUF.  Under root a SANDBOXED run's is in /tmp: the
+ * sandbox user must reach it, and root's runtime directory is closed.  0,
+ * or -1 (printed). */
+static int make_run_dir(char *buf, size_t size, bool sandboxed)
 {
 	const char *base = getenv("XDG_RUNTIME_DIR");
-	if (!base || !*base || geteuid() == 0 || access(base, W_OK | X_OK) < 0)
+	if (!base || !*base || (sandboxed && geteuid() == 0) || access(base, W_OK | X_OK) < 0)
 		base = "/tmp";
 	snprintf(buf, size, "%s/kbox-run-XXXXXX", base);
 	if (!mkdtemp(buf)) {
@@ -288,6 +289,20 @@ int cmd_run(int argc, char **argv)
 		}
 		if ((status = cli_ws_host_dir("run", workspace, wsreal)) != EXIT_OK)
 			goto out;
+		/* under root the code is the sandbox user: it may not be able to
+		 * write there (the directory is not changed for it) */
+		{
+			kbox_sandbox_id_t id;
+			kbox_error_t ignored = {0};
+			struct stat st;
+			if (kbox_backend_sandboxed(backend) && kbox_sandbox_identity(&id, &ignored) == 0 &&
+			    id.drop && stat(wsreal, &st) == 0 && st.st_uid != id.uid &&
+			    !(st.st_gid == id.gid && (st.st_mode & S_IWGRP)) && !(st.st_mode & S_IWOTH))
+				cli_error("run", "warning: --workspace %s: the code runs as the sandbox user %s "
+				          "(uid %u), who cannot write it: the code can only read it (chown "
+				          "%s: %s lets it write)",
+				          workspace, id.user, (unsigned)id.uid, id.user, wsreal);
+		}
 	} else {
 		for (size_t i = 0; i < puts.n && status == EXIT_OK; i++)
 			status = add_copy(copies, &n_copies, puts.v[i], true);
@@ -335,7 +350,7 @@ int cmd_run(int argc, char **argv)
 		if (status == EXIT_OK && workspace)
 			cli_error("run", "warning: --workspace %s: the code can change and delete every "
 			          "file in %s", workspace, wsreal);
-		if (status == EXIT_OK && make_run_dir(rundir, sizeof rundir) < 0)
+		if (status == EXIT_OK && make_run_dir(rundir, sizeof rundir, kbox_backend_sandboxed(backend)) < 0)
 			status = EXIT_UNAVAILABLE;
 		if (status == EXIT_OK && !workspace)
 			status = fill_workspace(rundir, copies, n_copies);

@@ -8,7 +8,7 @@
 # shellcheck source-path=SCRIPTDIR source=base.sh
 . "$(dirname "$0")/base.sh"
 BASE=$ROOT/t
-mkdir -m 700 "$BASE" || exit 1
+mkdir -m 711 "$BASE" || exit 1
 
 n=0
 rc=

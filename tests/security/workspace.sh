@@ -187,7 +187,11 @@ check row24_put_file_is_a_copy_the_code_cannot_change eval 'status_is 0 &&
 
 # --workspace DIR of the caller's: bound, written, and said so.
 fresh
+chmod 711 "$T"
 mkdir proj
+# under root the code runs as the sandbox user: the directory must be its
+# to write (kbox(7), Identity)
+[ "$(id -u)" != 0 ] || chown "${KBOX_SANDBOX_USER:-kbox}:" proj
 kbox run --workspace proj -c 'import os; print(os.getcwd()); print("inside", file=open("made", "w"))'
 check row24_workspace_dir_is_bound_and_writable eval 'status_is 0 && stdout_is /workspace &&
 	file_is proj/made inside'
