@@ -66,7 +66,8 @@ struct kbox_capture {
 	size_t n_images, cap_images;
 	/* error */
 	bool has_error;
-	char *ename, *evalue;
+	char *ename, *evalue; /* NUL bytes and all: the lengths say where they end */
+	size_t ename_len, evalue_len;
 	json_t *traceback_raw;
 	tbuf_t traceback;
 	/* notices */
@@ -559,13 +560,15 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 		t->view.spill_path = NULL;
 	}
 	kbox__buf_append(&view, tail_src, tail_len);
-	t->view_text = kbox__buf_take(&view, NULL);
+	t->view_text = kbox__buf_take(&view, &t->view.len);
 	if (t->spill_fd >= 0) {
 		close(t->spill_fd);
 		t->spill_fd = -1;
 	}
-	if (!t->view_text)
+	if (!t->view_text) {
 		self->oom = true;
+		t->view.len = 0;
+	}
 	t->view.text = t->view_text ? t->view_text : "";
 	free(tail);
 }
@@ -954,23 +957,32 @@ static void on_error(kbox_capture_t *self, json_t *c)
 	before_output(self);
 	free(self->ename);
 	free(self->evalue);
+	/* both by their lengths: a NUL byte in them is kept, and what follows */
 	{
+		kbox__buf_t b = KBOX__BUF_INIT;
 		const char *e = json_is_string(en) ? json_string_value(en) : "Error";
-		size_t n = strlen(e);
-		self->ename = strndup(e, n > MAX_ENAME ? utf8_floor(e, MAX_ENAME) : n);
+		size_t n = json_is_string(en) ? json_string_length(en) : 5;
+		kbox__buf_append(&b, e, n > MAX_ENAME ? utf8_floor(e, MAX_ENAME) : n);
+		self->ename = kbox__buf_take(&b, &self->ename_len);
 	}
 	/* the value is budgeted like any text: cut at a UTF-8 boundary */
 	{
+		kbox__buf_t b = KBOX__BUF_INIT;
 		const char *v = json_is_string(ev) ? json_string_value(ev) : "";
-		size_t n = strlen(v);
+		size_t n = json_is_string(ev) ? json_string_length(ev) : 0;
 		if (n > self->opts.max_bytes) {
 			size_t k = utf8_floor(v, self->opts.max_bytes);
-			self->evalue = malloc(k + 32);
-			if (self->evalue)
-				snprintf(self->evalue, k + 32, "%.*s [... %zu bytes]", (int)k, v, n - k);
+			kbox__buf_append(&b, v, k);
+			kbox__buf_appendf(&b, " [... %zu bytes]", n - k);
 		} else {
-			self->evalue = strdup(v);
+			kbox__buf_append(&b, v, n);
 		}
+		self->evalue = kbox__buf_take(&b, &self->evalue_len);
+	}
+	if (!self->ename || !self->evalue) {
+		self->oom = true;
+		self->ename_len = self->ename ? self->ename_len : 0;
+		self->evalue_len = self->evalue ? self->evalue_len : 0;
 	}
 	json_decref(self->traceback_raw);
 	/* the raw traceback, as sent, up to MAX_TRACEBACK_RAW bytes of lines */
@@ -1247,12 +1259,16 @@ const kbox_image_t *kbox_result_image(const kbox_result_t *self, size_t i)
 }
 
 bool kbox_result_has_error(const kbox_result_t *self) { return self->cap->has_error; }
-const char *kbox_result_ename(const kbox_result_t *self)
+const char *kbox_result_ename(const kbox_result_t *self, size_t *len)
 {
+	if (len)
+		*len = self->cap->ename ? self->cap->ename_len : 0;
 	return self->cap->ename ? self->cap->ename : "";
 }
-const char *kbox_result_evalue(const kbox_result_t *self)
+const char *kbox_result_evalue(const kbox_result_t *self, size_t *len)
 {
+	if (len)
+		*len = self->cap->evalue ? self->cap->evalue_len : 0;
 	return self->cap->evalue ? self->cap->evalue : "";
 }
 const kbox_text_t *kbox_result_traceback(const kbox_result_t *self)

@@ -1062,8 +1062,8 @@ TEST(error_fields_exact_traceback_stripped)
 
 	REQUIRE(res && doc);
 	CHECK(kbox_result_has_error(res));
-	CHECK_STR_EQ(kbox_result_ename(res), "ZeroDivisionError");
-	CHECK_STR_EQ(kbox_result_evalue(res), "division by zero");
+	CHECK_STR_EQ(kbox_result_ename(res, NULL), "ZeroDivisionError");
+	CHECK_STR_EQ(kbox_result_evalue(res, NULL), "division by zero");
 	tb = kbox_result_traceback(res);
 	REQUIRE(tb && tb->text);
 	CHECK(strchr(tb->text, '\033') == NULL);
@@ -1100,7 +1100,7 @@ TEST(no_error_means_no_traceback)
 	REQUIRE(res);
 	CHECK(!kbox_result_has_error(res));
 	CHECK(kbox_result_traceback(res) == NULL);
-	CHECK_STR_EQ(kbox_result_ename(res), "");
+	CHECK_STR_EQ(kbox_result_ename(res, NULL), "");
 }
 
 /* ==== budgets ==== */
@@ -1394,6 +1394,132 @@ TEST(invalid_utf8_stream_text_is_kept_by_length)
 	CHECK_INT_EQ(r->feed_failures, 0);
 	CHECK_INT_EQ(kbox_result_stream(r->res, KBOX_TEXT_STDOUT)->total_lines, 1);
 	CHECK(kbox_result_stream(r->res, KBOX_TEXT_STDOUT)->text != NULL);
+}
+
+/* ==== NUL bytes: kept by length, nothing after one lost ==== */
+
+TEST(nul_in_stream_text_is_kept_by_length)
+{
+	run_t *r = NULL;
+	const kbox_text_t *out, *err;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_json(r, "stream", "{\"name\":\"stdout\",\"text\":\"A\\u0000B\\n\"}");
+	run_json(r, "stream", "{\"name\":\"stderr\",\"text\":\"\\u0000e\\u0000\"}");
+	REQUIRE(run_finish(r));
+	CHECK_INT_EQ(r->feed_failures, 0);
+	out = kbox_result_stream(r->res, KBOX_TEXT_STDOUT);
+	err = kbox_result_stream(r->res, KBOX_TEXT_STDERR);
+	CHECK_INT_EQ(out->len, 4);
+	CHECK(out->len == 4 && memcmp(out->text, "A\0B\n", 5) == 0);
+	CHECK_INT_EQ(out->total_bytes, 4);
+	CHECK_INT_EQ(out->total_lines, 1);
+	CHECK(!out->truncated);
+	CHECK_INT_EQ(err->len, 3);
+	CHECK(err->len == 3 && memcmp(err->text, "\0e\0", 4) == 0);
+	CHECK_INT_EQ(err->total_bytes, 3);
+}
+
+TEST(nul_in_value_text_is_kept_by_length)
+{
+	run_t *r = NULL;
+	const kbox_text_t *v;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_json(r, "execute_result",
+	         "{\"execution_count\":1,\"data\":{\"text/plain\":\"r\\u0000s\"},\"metadata\":{}}");
+	REQUIRE(run_finish(r));
+	v = kbox_result_value_text(r->res);
+	REQUIRE(v != NULL);
+	CHECK_INT_EQ(v->len, 3);
+	CHECK(v->len == 3 && memcmp(v->text, "r\0s", 4) == 0);
+	CHECK_INT_EQ(v->total_bytes, 3);
+}
+
+TEST(nul_in_error_name_value_and_traceback_is_kept_by_length)
+{
+	run_t *r = NULL;
+	const kbox_text_t *tb;
+	const char *en, *ev;
+	size_t en_len = 0, ev_len = 0;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_json(r, "error",
+	         "{\"ename\":\"E\\u0000F\",\"evalue\":\"x\\u0000y\","
+	         "\"traceback\":[\"\\u001b[31mE\\u0000F\\u001b[0m: x\\u0000y\"]}");
+	REQUIRE(run_finish(r));
+	en = kbox_result_ename(r->res, &en_len);
+	ev = kbox_result_evalue(r->res, &ev_len);
+	CHECK_INT_EQ(en_len, 3);
+	CHECK(en_len == 3 && memcmp(en, "E\0F", 4) == 0);
+	CHECK_INT_EQ(ev_len, 3);
+	CHECK(ev_len == 3 && memcmp(ev, "x\0y", 4) == 0);
+	tb = kbox_result_traceback(r->res);
+	REQUIRE(tb != NULL);
+	CHECK_INT_EQ(tb->len, 9);
+	CHECK(tb->len == 9 && memcmp(tb->text, "E\0F: x\0y\n", 10) == 0);
+	CHECK_INT_EQ(tb->total_bytes, 9);
+}
+
+TEST(long_error_value_with_nul_is_cut_by_length)
+{
+	run_t *r = NULL;
+	char content[512];
+	const char *ev;
+	size_t ev_len = 0, n = 0;
+
+	REQUIRE(run_start(&r, 64, 0) == 0);
+	n += (size_t)snprintf(content + n, sizeof content - n,
+	                      "{\"ename\":\"E\",\"traceback\":[],\"evalue\":\"");
+	for (int i = 0; i < 40; i++) /* 120 bytes: over the budget of 64 */
+		n += (size_t)snprintf(content + n, sizeof content - n, "a\\u0000b");
+	snprintf(content + n, sizeof content - n, "\"}");
+	run_json(r, "error", content);
+	REQUIRE(run_finish(r));
+	ev = kbox_result_evalue(r->res, &ev_len);
+	CHECK_INT_EQ(ev_len, 64 + strlen(" [... 56 bytes]"));
+	CHECK(ev_len > 64 && memcmp(ev, "a\0ba\0b", 6) == 0 &&
+	      strcmp(ev + 64, " [... 56 bytes]") == 0);
+}
+
+TEST(spill_file_holds_the_nul_bytes_as_sent)
+{
+	run_t *r = NULL;
+	const kbox_text_t *out;
+	char *content = malloc(64 + 200 * 10), *want = malloc(200 * 4), *got = NULL;
+	size_t n = 0, got_len = 0;
+
+	REQUIRE(content && want);
+	defer(free, content);
+	defer(free, want);
+	REQUIRE(run_start(&r, 100, 0) == 0);
+	n += (size_t)sprintf(content, "{\"name\":\"stdout\",\"text\":\"");
+	for (int i = 0; i < 200; i++) {
+		n += (size_t)sprintf(content + n, "a\\u0000b\\n");
+		memcpy(want + 4 * i, "a\0b\n", 4);
+	}
+	sprintf(content + n, "\"}");
+	run_json(r, "stream", content);
+	REQUIRE(run_finish(r));
+	out = kbox_result_stream(r->res, KBOX_TEXT_STDOUT);
+	CHECK(out->truncated);
+	CHECK_INT_EQ(out->total_bytes, 800);
+	CHECK_INT_EQ(out->total_lines, 200);
+	REQUIRE(out->spill_path != NULL);
+	got = fixture_read_file(out->spill_path, &got_len);
+	REQUIRE(got != NULL);
+	CHECK_INT_EQ(got_len, 800);
+	CHECK(got_len == 800 && memcmp(got, want, 800) == 0);
+	free(got);
+	/* head and tail are whole lines of the raw text, NUL bytes and all */
+	CHECK(out->len > strlen(out->text));
+	CHECK(memcmp(out->text, "a\0b\n", 4) == 0);
+	CHECK(out->len >= 4 && memcmp(out->text + out->len - 4, "a\0b\n", 4) == 0);
+	/* a head of 50 bytes (12 lines and "a\0"), the marker, a tail of 12 lines */
+	CHECK(out->len > 50 && strncmp(out->text + 50, "\n[... 702 bytes in 176 lines left out; "
+	                                               "the complete text is in ", 63) == 0);
+	/* strlen stops at the tail's first NUL, after its "a" */
+	CHECK_INT_EQ(out->len, 50 + (strlen(out->text + 50) - 1) + 48);
 }
 
 TEST(status_execute_input_and_unknown_messages_change_nothing)
@@ -1724,7 +1850,7 @@ TEST(long_error_name_is_cut_on_a_character_boundary)
 	run_feed(r, c ? fixture_msg_new("error", c, NULL) : NULL);
 	json_decref(c);
 	REQUIRE(run_finish(r));
-	got = kbox_result_ename(r->res);
+	got = kbox_result_ename(r->res, NULL);
 	CHECK(strlen(got) <= 256);
 	{
 		json_t *j = json_string(got); /* valid UTF-8: jansson accepts it */
@@ -1890,6 +2016,11 @@ int main(void)
 	RUN_TEST(unicode_text_intact);
 	RUN_TEST(replacement_character_intact);
 	RUN_TEST(invalid_utf8_stream_text_is_kept_by_length);
+	RUN_TEST(nul_in_stream_text_is_kept_by_length);
+	RUN_TEST(nul_in_value_text_is_kept_by_length);
+	RUN_TEST(nul_in_error_name_value_and_traceback_is_kept_by_length);
+	RUN_TEST(long_error_value_with_nul_is_cut_by_length);
+	RUN_TEST(spill_file_holds_the_nul_bytes_as_sent);
 	RUN_TEST(status_execute_input_and_unknown_messages_change_nothing);
 	RUN_TEST(on_msg_feeds_iopub_only);
 	RUN_TEST(capture_new_refuses_missing_outputs_dir);

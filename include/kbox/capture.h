@@ -58,9 +58,12 @@ typedef struct kbox_result kbox_result_t;
 /* A truncated text reads: head, then one marker line
  *   "[... N bytes in M lines left out; the complete text is in PATH ...]"
  * (without the "; the complete…" part when no spill file could be written),
- * then tail.  Head and tail are whole lines and valid UTF-8. */
+ * then tail.  Head and tail are whole lines and valid UTF-8.  TEXT holds
+ * the bytes the kernel sent, NUL bytes included: use LEN, not strlen (it
+ * is NUL-terminated as well).  The spill file holds the same raw bytes. */
 typedef struct {
 	const char *text;   /* what to show: all of it, or head + marker + tail */
+	size_t len;         /* bytes at TEXT (a NUL byte in it counts as one) */
 	size_t total_bytes; /* of the complete text */
 	size_t total_lines; /* newline characters in it */
 	bool truncated;     /* the middle was left out of TEXT */
@@ -158,10 +161,12 @@ size_t kbox_result_image_count(const kbox_result_t *self);
 const kbox_image_t *kbox_result_image(const kbox_result_t *self, size_t i);
 
 /* The error, when the code raised: name, value, the traceback with ANSI
- * escapes stripped and budgeted, and the traceback array as sent. */
+ * escapes stripped and budgeted, and the traceback array as sent.  Name
+ * and value may hold NUL bytes (NUL-terminated all the same): their
+ * lengths are in *LEN (may be NULL). */
 bool kbox_result_has_error(const kbox_result_t *self);
-const char *kbox_result_ename(const kbox_result_t *self);
-const char *kbox_result_evalue(const kbox_result_t *self);
+const char *kbox_result_ename(const kbox_result_t *self, size_t *len);
+const char *kbox_result_evalue(const kbox_result_t *self, size_t *len);
 const kbox_text_t *kbox_result_traceback(const kbox_result_t *self);
 json_t *kbox_result_traceback_raw(const kbox_result_t *self);
 
