@@ -796,7 +796,7 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	const char *s;
 	size_t len, outlen = 0;
 	unsigned char *bytes = NULL;
-	kbox_image_t img = {NULL, NULL, -1, -1, 0, display};
+	kbox_image_t img = {NULL, NULL, -1, -1, 0, display, NULL};
 	char name[256], *path = NULL;
 	json_t *ref;
 	int fd;
@@ -824,9 +824,13 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	img.mime = strdup(mime);
 	if (strcmp(ext, "svg") != 0 && kbox_image_size(bytes, outlen, &img.width, &img.height) < 0)
 		img.width = img.height = -1;
+	/* an SVG a browser could run something of is written as text, so that
+	 * opening the file shows it and runs nothing */
+	if (strcmp(ext, "svg") == 0 && outlen <= KBOX_CAPTURE_MAX_IMAGE_BYTES && self->outputs_dir)
+		img.saved_as_text = kbox__svg_active((const char *)bytes, outlen);
 	self->image_seq++;
-	snprintf(name, sizeof name, "%s%d-%d.%s", self->prefix, self->count < 0 ? 0 : self->count,
-	         self->image_seq, ext);
+	snprintf(name, sizeof name, "%s%d-%d.%s%s", self->prefix, self->count < 0 ? 0 : self->count,
+	         self->image_seq, ext, img.saved_as_text ? ".txt" : "");
 	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
 		notice(self, "image %d (%s, %zu bytes) is larger than %u bytes: not written",
 		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
@@ -847,9 +851,13 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 		}
 	}
 	img.path = path;
+	if (!path)
+		img.saved_as_text = NULL; /* nothing was saved, as text or otherwise */
 	if (b64)
 		free(bytes);
 	ref = json_pack("{s:s?, s:I}", "path", path, "bytes", (json_int_t)outlen);
+	if (img.saved_as_text)
+		json_object_set_new(ref, "saved_as_text", json_string(img.saved_as_text));
 	if (img.width > 0) {
 		json_object_set_new(ref, "width", json_integer(img.width));
 		json_object_set_new(ref, "height", json_integer(img.height));

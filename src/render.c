@@ -179,7 +179,8 @@ static void text_value(kbox__buf_t *b, const kbox_result_t *r)
 	buf_part(b, s, len);
 }
 
-/* One line per image: saved with its path and size, or not saved. */
+/* One line per image: saved with its path and size, saved as text (an SVG
+ * with active content) and why, or not saved. */
 static void text_images(kbox__buf_t *b, const kbox_result_t *r)
 {
 	size_t i, n = kbox_result_image_count(r);
@@ -192,6 +193,9 @@ static void text_images(kbox__buf_t *b, const kbox_result_t *r)
 		if (!img->path)
 			kbox__buf_appendf(b, "[image not saved: %s, %zu bytes]\n",
 			                  img->mime ? img->mime : "image", img->bytes);
+		else if (img->saved_as_text)
+			kbox__buf_appendf(b, "[image saved as text: %s (the SVG has active content: %s)]\n",
+			                  img->path, img->saved_as_text);
 		else if (img->width >= 0 && img->height >= 0)
 			kbox__buf_appendf(b, "[image saved: %s (%d" TIMES_SIGN "%d px)]\n", img->path,
 			                  img->width, img->height);
@@ -386,7 +390,7 @@ static json_t *images_json(const kbox_result_t *r)
 		if (!img)
 			continue;
 		if (json_array_append_new(
-		            a, json_pack("{s:o, s:s, s:o, s:o, s:o, s:o}", "path",
+		            a, json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "path",
 		                         nullable_json(img->path, false), "mime",
 		                         img->mime ? img->mime : "", "width",
 		                         img->width >= 0 ? json_integer(img->width) : json_null(),
@@ -394,7 +398,9 @@ static json_t *images_json(const kbox_result_t *r)
 		                         img->height >= 0 ? json_integer(img->height) : json_null(),
 		                         "bytes", size_json(img->bytes), "display",
 		                         img->display >= 0 ? json_integer(img->display)
-		                                           : json_null())) != 0)
+		                                           : json_null(),
+		                         "saved_as_text",
+		                         nullable_json(img->saved_as_text, false))) != 0)
 			json_decref(a), a = NULL;
 	}
 	return a;

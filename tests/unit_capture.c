@@ -29,7 +29,7 @@ static const unsigned char PNG_SIG[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, 
 /* ---- cleanup: what a test allocates is released after it, even when a
  * REQUIRE returned early ---- */
 
-#define MAX_DEFERRED 32
+#define MAX_DEFERRED 64
 
 typedef void (cleanup_fn)(void *);
 
@@ -847,6 +847,196 @@ TEST(svg_written_with_unknown_size)
 	CHECK_INT_EQ(img->width, -1);
 	CHECK_INT_EQ(img->height, -1);
 	check_image_file(img, r->dir, "1-1.svg", (const unsigned char *)svg, strlen(svg));
+}
+
+/* ==== SVG with active content: written as text, and said so ==== */
+
+/* Feed a display_data of the SVG text SVG (and a text/plain). */
+static void run_svg(run_t *r, const char *svg)
+{
+	json_t *c = json_pack("{s:{s:s, s:s}, s:{}}", "data", "image/svg+xml", svg, "text/plain",
+	                      "<IPython.core.display.SVG object>", "metadata");
+
+	run_feed(r, c ? fixture_msg_new("display_data", c, NULL) : NULL);
+	json_decref(c);
+}
+
+TEST(svg_with_a_script_is_written_as_text_and_says_why)
+{
+	static const char svg[] = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" "
+	                          "height=\"10\"><script>alert(1)</script></svg>";
+	run_t *r = NULL;
+	const kbox_image_t *img;
+	json_t *ref;
+	char path[4096];
+	struct stat st;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_svg(r, svg);
+	REQUIRE(run_finish(r));
+	CHECK_INT_EQ(r->feed_failures, 0);
+	REQUIRE(kbox_result_image_count(r->res) == 1);
+	img = kbox_result_image(r->res, 0);
+	CHECK_STR_EQ(img->mime, "image/svg+xml");
+	CHECK_STR_EQ(img->saved_as_text, "a <script> element");
+	/* the file holds the SVG as sent, under a name a browser shows as text */
+	check_image_file(img, r->dir, "0-1.svg.txt", (const unsigned char *)svg, strlen(svg));
+	CHECK(stat(in_dir(path, sizeof path, r->dir, "0-1.svg"), &st) != 0 && errno == ENOENT);
+	ref = json_object_get(kbox_result_display(r->res, 0), "image/svg+xml");
+	CHECK_STR_EQ(json_string_value(json_object_get(ref, "path")), img->path);
+	CHECK_STR_EQ(json_string_value(json_object_get(ref, "saved_as_text")), "a <script> element");
+	CHECK_INT_EQ(kbox_result_notice_count(r->res), 0);
+}
+
+/* What a matplotlib SVG holds (an XML declaration, a DOCTYPE without
+ * declarations, RDF metadata, a style sheet, fragment links and url(#…),
+ * an embedded PNG) is inert: it stays NAME.svg. */
+TEST(svg_without_active_content_is_written_as_svg)
+{
+	static const char svg[] =
+	    "<?xml version=\"1.0\" encoding=\"utf-8\" standalone=\"no\"?>\n"
+	    "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\"\n"
+	    "  \"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n"
+	    "<svg xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"460.8pt\" "
+	    "xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\">\n"
+	    " <metadata><rdf:RDF xmlns:dc=\"http://purl.org/dc/elements/1.1/\" "
+	    "xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"><dc:type "
+	    "rdf:resource=\"http://purl.org/dc/dcmitype/StillImage\"/></rdf:RDF></metadata>\n"
+	    " <defs><style type=\"text/css\">*{stroke-linejoin: round; stroke-linecap: "
+	    "butt}</style><path id=\"m1\" d=\"M 0 0 L 0 3.5\"/></defs>\n"
+	    " <!-- a <script> in a comment is no script -->\n"
+	    " <g clip-path=\"url(#p1)\" style=\"fill: #ffffff\"><use xlink:href=\"#m1\" x=\"1\"/>"
+	    "<image xlink:href=\"data:image/png;base64,\niVBORw0KGgo=\" width=\"4\"/>"
+	    "<text>1 &lt; 2 &amp;&#x20;url</text></g>\n"
+	    "</svg>\n";
+	run_t *r = NULL;
+	const kbox_image_t *img;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_svg(r, svg);
+	REQUIRE(run_finish(r));
+	REQUIRE(kbox_result_image_count(r->res) == 1);
+	img = kbox_result_image(r->res, 0);
+	CHECK(img->saved_as_text == NULL);
+	check_image_file(img, r->dir, "0-1.svg", (const unsigned char *)svg, strlen(svg));
+	CHECK(json_object_get(json_object_get(kbox_result_display(r->res, 0), "image/svg+xml"),
+	                      "saved_as_text") == NULL);
+}
+
+/* Each kind of active content, named; each SVG is written as text. */
+TEST(svg_active_content_of_each_kind_is_named)
+{
+	static const struct {
+		const char *body, *why;
+	} cases[] = {
+	    {"<script>alert(1)</script>", "a <script> element"},
+	    {"<svg:SCRIPT xmlns:svg='http://www.w3.org/2000/svg'>a()</svg:SCRIPT>",
+	     "a <script> element"},
+	    {"<foreignObject><p xmlns='http://www.w3.org/1999/xhtml'>x</p></foreignObject>",
+	     "a <foreignObject> element"},
+	    {"<h:iframe xmlns:h='http://www.w3.org/1999/xhtml' srcdoc='x'/>", "an <iframe> element"},
+	    {"<embed src='#a'/>", "an <embed> element"},
+	    {"<h:meta xmlns:h='http://www.w3.org/1999/xhtml' http-equiv='refresh' content='0'/>",
+	     "a <meta> element"},
+	    {"<rect width='5' height='5' onclick='alert(1)'/>", "an event handler attribute"},
+	    {"<rect x:ONLOAD = 'alert(1)'/>", "an event handler attribute"},
+	    {"<a href='javascript:alert(1)'><text>x</text></a>", "a javascript: URL"},
+	    {"<a xlink:href='&#106;ava&#x09;script:alert(1)'><text>x</text></a>",
+	     "a javascript: URL"},
+	    {"<image href='http://evil.example/t.png'/>", "a link out of the image"},
+	    {"<image href='file:///etc/passwd'/>", "a link out of the image"},
+	    {"<use href='other.svg#a'/>", "a link out of the image"},
+	    {"<image href='data:image/svg+xml;base64,PHN2Zz4='/>", "a link out of the image"},
+	    {"<a><set attributeName='href' to='#b'/><text>x</text></a>",
+	     "an animation of a link or an event handler"},
+	    {"<animate attributeName='xlink:HREF' values='#a;#b'/>",
+	     "an animation of a link or an event handler"},
+	    {"<rect fill='url(http://evil.example/g.svg#g)'/>", "a url() out of the image"},
+	    {"<rect style='fill: url( \"//evil.example/x\")'/>", "a url() out of the image"},
+	    {"<style>@import 'http://evil.example/x.css';</style>", "an @import in a style sheet"},
+	    {"<style><![CDATA[ rect { fill: url(http://e/x) } ]]></style>",
+	     "a url() out of the image"},
+	    {"<style><![CDATA[ a & b; @import url(#a) ]]></style>", "an @import in a style sheet"},
+	    {"<style>rect { fill: u\\72l(http://e/x) }</style>", "an escape in a style sheet"},
+	    {"<g xml:base='http://evil.example/'><use href='#a'/></g>", "a link out of the image"},
+	    {"<style>rect { fill: u&#114;l(http://e/x) }</style>", "a url() out of the image"},
+	    {"<style>rect { background: image-set('x.png' 1x) }</style>",
+	     "an image() or image-set() in a style sheet"},
+	    {"<rect style='-moz-binding: none'/>", "a script in a style sheet"},
+	    {"<rect title='&nbsp;'/>", "an entity reference"},
+	    {"<rect onclick=alert(1)/>", "markup that is not well-formed"},
+	    {"<rect width='5'", "markup that is not well-formed"},
+	    {"<!-- <script>", "markup that is not well-formed"},
+	    {"<!ENTITY x 'y'>", "a markup declaration"},
+	    {"<?xml-stylesheet href='x.xsl' type='text/xsl'?>", "a processing instruction"},
+	    {"<text>a\x0b</text>", "control characters"},
+	};
+	char svg[512];
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		run_t *r = NULL;
+		const kbox_image_t *img;
+
+		snprintf(svg, sizeof svg,
+		         "<svg xmlns='http://www.w3.org/2000/svg' "
+		         "xmlns:xlink='http://www.w3.org/1999/xlink'>%s</svg>",
+		         cases[i].body);
+		REQUIRE(run_start(&r, 0, 0) == 0);
+		run_svg(r, svg);
+		REQUIRE(run_finish(r));
+		REQUIRE(kbox_result_image_count(r->res) == 1);
+		img = kbox_result_image(r->res, 0);
+		if (!img->saved_as_text || strcmp(img->saved_as_text, cases[i].why) != 0)
+			printf("# case %zu: %s\n", i, cases[i].body);
+		CHECK_STR_EQ(img->saved_as_text, cases[i].why);
+		CHECK(img->path && strlen(img->path) > 12 &&
+		      strcmp(img->path + strlen(img->path) - 12, "/0-1.svg.txt") == 0);
+	}
+}
+
+/* Before the document: an internal DTD subset (entities), and an
+ * encoding other than UTF-8, are not read. */
+TEST(svg_with_a_dtd_subset_or_another_encoding_is_written_as_text)
+{
+	static const struct {
+		const char *svg, *why;
+	} cases[] = {
+	    {"<!DOCTYPE svg [<!ENTITY x '&#60;script&#62;'>]><svg "
+	     "xmlns='http://www.w3.org/2000/svg'>&x;</svg>",
+	     "a DOCTYPE with declarations"},
+	    {"<?xml version='1.0' encoding='UTF-16'?><svg xmlns='http://www.w3.org/2000/svg'/>",
+	     "an encoding other than UTF-8"},
+	    {" <?xml version='1.0'?><svg xmlns='http://www.w3.org/2000/svg'/>",
+	     "a processing instruction"},
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		run_t *r = NULL;
+		REQUIRE(run_start(&r, 0, 0) == 0);
+		run_svg(r, cases[i].svg);
+		REQUIRE(run_finish(r));
+		REQUIRE(kbox_result_image_count(r->res) == 1);
+		CHECK_STR_EQ(kbox_result_image(r->res, 0)->saved_as_text, cases[i].why);
+	}
+}
+
+TEST(svg_with_a_script_not_written_without_outputs_dir_is_not_called_text)
+{
+	kbox_capture_opts_t o = {0};
+	kbox_capture_t *cap = kbox_capture_new(&o, NULL);
+	kbox_result_t *res;
+	json_t *c = json_pack("{s:{s:s}, s:{}}", "data", "image/svg+xml",
+	                      "<svg xmlns='http://www.w3.org/2000/svg'><script>a()</script></svg>",
+	                      "metadata");
+	kbox_msg_t *m = c ? fixture_msg_new("display_data", c, NULL) : NULL;
+
+	json_decref(c);
+	REQUIRE(cap && m);
+	fixture_feed_msg(cap, m, NULL);
+	res = defer(result_cb, kbox_capture_finish(&cap, NULL));
+	REQUIRE(res && kbox_result_image_count(res) == 1);
+	CHECK(kbox_result_image(res, 0)->path == NULL);
+	CHECK(kbox_result_image(res, 0)->saved_as_text == NULL);
 }
 
 TEST(jpeg_written_with_size_from_header)
@@ -1991,6 +2181,11 @@ int main(void)
 	RUN_TEST(display_bundle_references_image_file);
 	RUN_TEST(two_figures_two_files);
 	RUN_TEST(svg_written_with_unknown_size);
+	RUN_TEST(svg_with_a_script_is_written_as_text_and_says_why);
+	RUN_TEST(svg_without_active_content_is_written_as_svg);
+	RUN_TEST(svg_active_content_of_each_kind_is_named);
+	RUN_TEST(svg_with_a_dtd_subset_or_another_encoding_is_written_as_text);
+	RUN_TEST(svg_with_a_script_not_written_without_outputs_dir_is_not_called_text);
 	RUN_TEST(jpeg_written_with_size_from_header);
 	RUN_TEST(image_in_execute_result_written);
 	RUN_TEST(prefix_names_image_and_spill_files);

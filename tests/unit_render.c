@@ -471,6 +471,51 @@ TEST(text_names_each_saved_image_with_path_and_pixel_size)
 	kbox_result_destroy(&res);
 }
 
+/* An SVG with active content is written as text: the line says so, and
+ * why; JSON says it in the image entry and the bundle's reference. */
+TEST(text_and_json_say_an_svg_with_a_script_was_saved_as_text)
+{
+	kbox_capture_t *cap = capture(true, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text, expect[2 * PATH_MAX], path[PATH_MAX];
+	json_t *j, *img, *ref;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "execute_input", "{\"code\":\"svg()\",\"execution_count\":6}");
+	FEED(cap, "display_data",
+	     "{\"data\":{\"image/svg+xml\":\"<svg xmlns='http://www.w3.org/2000/svg'>"
+	     "<script>alert(1)</script></svg>\",\"text/plain\":\"<IPython.core.display.SVG "
+	     "object>\"},\"metadata\":{}}");
+	FEED(cap, "display_data",
+	     "{\"data\":{\"image/svg+xml\":\"<svg xmlns='http://www.w3.org/2000/svg'/>\","
+	     "\"text/plain\":\"<IPython.core.display.SVG object>\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	snprintf(path, sizeof path, "%s/6-1.svg.txt", tmp);
+	snprintf(expect, sizeof expect,
+	         "[image saved as text: %s (the SVG has active content: a <script> element)]\n"
+	         "[image saved: %s/6-2.svg]\n",
+	         path, tmp);
+	CHECK_STR_EQ(text, expect);
+	free(text);
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	img = json_array_get(json_object_get(j, "images"), 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(img, "path")), path);
+	CHECK_STR_EQ(json_string_value(json_object_get(img, "mime")), "image/svg+xml");
+	CHECK_STR_EQ(json_string_value(json_object_get(img, "saved_as_text")), "a <script> element");
+	img = json_array_get(json_object_get(j, "images"), 1);
+	CHECK(json_is_null(json_object_get(img, "saved_as_text")));
+	ref = json_object_get(json_object_get(json_array_get(json_object_get(j, "displays"), 0),
+	                                      "data"),
+	                      "image/svg+xml");
+	CHECK_STR_EQ(json_string_value(json_object_get(ref, "saved_as_text")), "a <script> element");
+	CHECK(have_jsonschema());
+	if (have_jsonschema())
+		CHECK(schema_validate(j) == 0);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
 TEST(text_says_an_image_was_not_saved_without_an_outputs_dir)
 {
 	unsigned char png[128];
@@ -1154,6 +1199,7 @@ int main(void)
 	RUN_IN_TMP(text_starts_a_multi_line_value_on_the_next_line);
 	RUN_IN_TMP(text_never_shows_html_of_a_value);
 	RUN_IN_TMP(text_names_each_saved_image_with_path_and_pixel_size);
+	RUN_IN_TMP(text_and_json_say_an_svg_with_a_script_was_saved_as_text);
 	RUN_IN_TMP(text_says_an_image_was_not_saved_without_an_outputs_dir);
 	RUN_IN_TMP(text_shows_displays_without_images_as_their_plain_text);
 	RUN_IN_TMP(text_says_how_large_a_display_too_large_to_keep_was);

@@ -43,7 +43,8 @@ typedef struct {
 	 * component is refused. */
 	bool has_outputs_fd;
 	int outputs_fd;
-	/* File names are PREFIX + "<execution_count>-<index>.<ext>" for images,
+	/* File names are PREFIX + "<execution_count>-<index>.<ext>" for images
+	 * (".svg.txt" for an SVG written as text),
 	 * PREFIX + "<execution_count>-<stream>.txt" for spills (stdout, stderr,
 	 * value, traceback), with 0 for an unknown count.  NULL → ""; a '/' in
 	 * it is refused.  Files are created without following symlinks; one in
@@ -72,13 +73,18 @@ typedef struct {
 
 typedef enum { KBOX_TEXT_STDOUT = 0, KBOX_TEXT_STDERR, KBOX_TEXT_COUNT } kbox_stream_t;
 
-/* One image written (or, without an outputs dir, seen). */
+/* One image written (or, without an outputs dir, seen).  An SVG with
+ * active content (a script, an event handler, a link out of the image,
+ * …: what a browser could run or fetch when a user opens the file) is
+ * written as text, to a file named ….svg.txt, and SAVED_AS_TEXT says why. */
 typedef struct {
 	const char *path;  /* NULL when not written */
 	const char *mime;  /* image/png, image/jpeg, image/svg+xml */
 	int width, height; /* pixels, from the PNG/JPEG header; -1 when unknown (SVG) */
 	size_t bytes;      /* decoded size */
 	int display;       /* index of the display it came from, -1 for execute_result */
+	/* why PATH is an SVG written as text ("a <script> element"), or NULL */
+	const char *saved_as_text;
 } kbox_image_t;
 
 /* Events, in arrival order, for streaming front ends (ndjson). */
@@ -118,9 +124,10 @@ json_t *kbox_capture_value(const kbox_capture_t *cap);
  * ignored.  Returns 0, or -1 with ERR when the message gave a new notice (a
  * file not written, invalid base64; the capture goes on and the notice is
  * in the result) or memory ran out.  In result bundles an image becomes
- * {"path", "bytes", "width", "height"} (other image types: {"path": null,
- * "bytes", "error"}) and a non-image value over 64 KiB, or beyond 8 MiB of
- * such values in one capture, becomes {"omitted_bytes": N}. */
+ * {"path", "bytes", "width", "height"} (and "saved_as_text" for an SVG
+ * written as text; other image types: {"path": null, "bytes", "error"})
+ * and a non-image value over 64 KiB, or beyond 8 MiB of such values in one
+ * capture, becomes {"omitted_bytes": N}. */
 int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t *err);
 
 /* A kbox_exec_cb that feeds ARG (a kbox_capture_t *) and goes on. */

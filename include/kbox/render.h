@@ -18,7 +18,8 @@ extern "C" {
 
 /* The text a model reads: stdout; then "[stderr]" and stderr; then
  * "Out[N]: " and the value's text/plain; one "[image saved: PATH (W×H px)]"
- * line per image; the error as "ENAME: EVALUE" after the stripped
+ * line per image ("[image saved as text: PATH (the SVG has active content:
+ * WHY)]" for an SVG written as text); the error as "ENAME: EVALUE" after the stripped
  * traceback; notices and the reason for a timeout or death in brackets.
  * Never base64, never HTML.  A NUL byte in any of it is shown as the two
  * characters "\0" (what follows it is kept), so the text is a C string

@@ -1,9 +1,12 @@
 #!/bin/sh
-# tests/security/output.sh — threats.md row 26 against the bwrap sandbox:
-# what the kernel outputs, as kbox exec hands it on.  NUL bytes hide
-# nothing after them: in text they are shown as \0, in JSON kept as
-# \u0000, in spill files written as sent, with every count right.  Each
-# test is named after its row.  TAP.
+# tests/security/output.sh — threats.md rows 26 and 35 against the bwrap
+# sandbox: what the kernel outputs, as kbox exec hands it on.  NUL bytes
+# hide nothing after them: in text they are shown as \0, in JSON kept as
+# \u0000, in spill files written as sent, with every count right.  An SVG
+# with active content (a script, an event handler, a link out of the
+# image) is written as text, NAME.svg.txt, and the result says so; a plain
+# SVG, and matplotlib's, stay NAME.svg.  Each test is named after its row.
+# TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
 # test), KERNEL_PYTHON (the host's Python, default /usr/bin/python3).  Run
@@ -123,5 +126,92 @@ fi
 kbox logs -s ou
 check row26_kbox_logs_shows_a_nul_in_an_event_as_backslash_zero eval 'status_is 0 &&
 	[ "$(tail -n 1 stdout)" = "2026-01-01T00:00:00.000Z probe       what=\"a\\0b\"" ]'
+
+# ---- row 35: an SVG a browser could run something of is saved as text ----
+
+# svg_line: the path of the SVG image file named on the one image line of
+# ./stdout, into $SVG.
+svg_line() {
+	SVG=$(sed -n 's/^\[image saved as text: \(.*\.svg\.txt\) (.*)\]$/\1/p; s/^\[image saved: \(.*\.svg\)\]$/\1/p' stdout 2>/dev/null)
+}
+
+fresh
+cat >script.py <<'EOF'
+from IPython.display import SVG, display
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>alert(1)</script><rect width="5" height="5"/></svg>'))
+EOF
+kbox exec -s ou -f script.py
+svg_line
+check row35_svg_with_a_script_is_saved_as_text_and_the_line_says_why eval 'status_is 0 && stderr_empty &&
+	case $SVG in "$S/ou/outputs/"*.svg.txt) ;; *) false ;; esac &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: a <script> element)]"'
+check row35_svg_saved_as_text_holds_the_svg_as_sent_and_no_svg_file_is_made eval '[ -f "$SVG" ] &&
+	[ ! -e "${SVG%.txt}" ] && grep -qF "<script>alert(1)</script>" "$SVG" &&
+	[ "$(find "$S/ou/outputs" -name "*.svg" | wc -l)" = 0 ]'
+kbox exec -s ou --format json -f script.py
+check row35_json_image_entry_and_bundle_say_saved_as_text json_true stdout '
+(len(j["images"]) == 1 and j["images"][0]["path"].endswith(".svg.txt") and
+ j["images"][0]["mime"] == "image/svg+xml" and j["images"][0]["saved_as_text"] == "a <script> element" and
+ j["displays"][0]["data"]["image/svg+xml"] == {"path": j["images"][0]["path"],
+     "bytes": j["images"][0]["bytes"], "saved_as_text": "a <script> element"})'
+
+fresh
+kbox exec -s ou 'from IPython.display import SVG, display
+display(SVG("<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(1)\"><rect width=\"5\" height=\"5\"/></svg>"))'
+svg_line
+check row35_svg_with_an_event_handler_is_saved_as_text eval 'status_is 0 &&
+	case $SVG in *.svg.txt) ;; *) false ;; esac &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: an event handler attribute)]"'
+
+fresh
+kbox exec -s ou 'from IPython.display import SVG, display
+display(SVG("<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\"><a xlink:href=\"&#106;avascript:alert(1)\"><text>x</text></a></svg>"))'
+svg_line
+check row35_svg_with_a_javascript_link_is_saved_as_text eval 'status_is 0 &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: a javascript: URL)]"'
+
+fresh
+kbox exec -s ou 'from IPython.display import SVG, display
+display(SVG("<svg xmlns=\"http://www.w3.org/2000/svg\"><image href=\"http://evil.example/t.png\"/></svg>"))'
+svg_line
+check row35_svg_with_an_external_link_is_saved_as_text eval 'status_is 0 &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: a link out of the image)]"'
+
+fresh
+kbox exec -s ou 'from IPython.display import SVG, display
+display(SVG("<svg xmlns=\"http://www.w3.org/2000/svg\"><foreignObject width=\"9\" height=\"9\"><div xmlns=\"http://www.w3.org/1999/xhtml\">x</div></foreignObject></svg>"))'
+svg_line
+check row35_svg_with_a_foreign_object_is_saved_as_text eval 'status_is 0 &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: a <foreignObject> element)]"'
+
+fresh
+cat >plain.py <<'EOF'
+from IPython.display import SVG, display
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="20" height="10"><rect width="20" height="10" fill="red"/></svg>'))
+EOF
+kbox exec -s ou -f plain.py
+svg_line
+check row35_plain_svg_is_still_saved_as_svg eval 'status_is 0 &&
+	case $SVG in "$S/ou/outputs/"*.svg) ;; *) false ;; esac &&
+	stdout_is "[image saved: $SVG]" && [ -f "$SVG" ] && grep -qF "fill=\"red\"" "$SVG"'
+kbox exec -s ou --format json -f plain.py
+check row35_plain_svg_json_entry_has_saved_as_text_null json_true stdout \
+	'j["images"][0]["saved_as_text"] is None and "saved_as_text" not in j["displays"][0]["data"]["image/svg+xml"]'
+
+# matplotlib's own SVG (XML declaration, DOCTYPE, metadata, a style sheet,
+# url(#clip)) is inert: a chart stays NAME.svg.
+fresh
+if [ -z "$SKIPPING" ] && ! "$PY" -c 'import matplotlib' 2>/dev/null; then
+	n=$((n + 1))
+	echo "ok $n - row35_matplotlib_svg_chart_is_saved_as_svg # SKIP $PY cannot import matplotlib"
+else
+	kbox exec -s ou '%config InlineBackend.figure_formats = ["svg"]
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3]); plt.title("a < b & c"); plt.show()'
+	svg_line
+	check row35_matplotlib_svg_chart_is_saved_as_svg eval 'status_is 0 &&
+		case $SVG in *.svg) ;; *) false ;; esac && stdout_is "[image saved: $SVG]" &&
+		grep -q "<!DOCTYPE svg" "$SVG"'
+fi
 
 echo "1..$n"
