@@ -69,7 +69,8 @@ struct kbox_capture {
 	size_t n_images, cap_images;
 	/* error */
 	bool has_error;
-	char *ename, *evalue;
+	char *ename, *evalue; /* NUL bytes and all: the lengths say where they end */
+	size_t ename_len, evalue_len;
 	json_t *traceback_raw;
 	tbuf_t traceback;
 	/* notices */
@@ -637,13 +638,15 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 		t->view.spill_path = NULL;
 	}
 	kbox__buf_append(&view, tail_src, tail_len);
-	t->view_text = kbox__buf_take(&view, NULL);
+	t->view_text = kbox__buf_take(&view, &t->view.len);
 	if (t->spill_fd >= 0) {
 		close(t->spill_fd);
 		t->spill_fd = -1;
 	}
-	if (!t->view_text)
+	if (!t->view_text) {
 		self->oom = true;
+		t->view.len = 0;
+	}
 	t->view.text = t->view_text ? t->view_text : "";
 	free(tail);
 }
@@ -871,7 +874,7 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	const char *s;
 	size_t len, outlen = 0;
 	unsigned char *bytes = NULL;
-	kbox_image_t img = {NULL, NULL, -1, -1, 0, display};
+	kbox_image_t img = {NULL, NULL, -1, -1, 0, display, NULL};
 	char name[256], *path = NULL;
 	json_t *ref;
 	int fd;
@@ -899,9 +902,13 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	img.mime = strdup(mime);
 	if (strcmp(ext, "svg") != 0 && kbox_image_size(bytes, outlen, &img.width, &img.height) < 0)
 		img.width = img.height = -1;
+	/* an SVG a browser could run something of is written as text, so that
+	 * opening the file shows it and runs nothing */
+	if (strcmp(ext, "svg") == 0 && outlen <= KBOX_CAPTURE_MAX_IMAGE_BYTES && self->outputs_dir)
+		img.saved_as_text = kbox__svg_active((const char *)bytes, outlen);
 	self->image_seq++;
-	snprintf(name, sizeof name, "%s%d-%d.%s", self->prefix, self->count < 0 ? 0 : self->count,
-	         self->image_seq, ext);
+	snprintf(name, sizeof name, "%s%d-%d.%s%s", self->prefix, self->count < 0 ? 0 : self->count,
+	         self->image_seq, ext, img.saved_as_text ? ".txt" : "");
 	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
 		notice(self, "image %d (%s, %zu bytes) is larger than %u bytes: not written",
 		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
@@ -926,9 +933,13 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 		}
 	}
 	img.path = path;
+	if (!path)
+		img.saved_as_text = NULL; /* nothing was saved, as text or otherwise */
 	if (b64)
 		free(bytes);
 	ref = json_pack("{s:s?, s:I}", "path", path, "bytes", (json_int_t)outlen);
+	if (img.saved_as_text)
+		json_object_set_new(ref, "saved_as_text", json_string(img.saved_as_text));
 	if (img.width > 0) {
 		json_object_set_new(ref, "width", json_integer(img.width));
 		json_object_set_new(ref, "height", json_integer(img.height));
@@ -1036,23 +1047,32 @@ static void on_error(kbox_capture_t *self, json_t *c)
 	before_output(self);
 	free(self->ename);
 	free(self->evalue);
+	/* both by their lengths: a NUL byte in them is kept, and what follows */
 	{
+		kbox__buf_t b = KBOX__BUF_INIT;
 		const char *e = json_is_string(en) ? json_string_value(en) : "Error";
-		size_t n = strlen(e);
-		self->ename = strndup(e, n > MAX_ENAME ? utf8_floor(e, MAX_ENAME) : n);
+		size_t n = json_is_string(en) ? json_string_length(en) : 5;
+		kbox__buf_append(&b, e, n > MAX_ENAME ? utf8_floor(e, MAX_ENAME) : n);
+		self->ename = kbox__buf_take(&b, &self->ename_len);
 	}
 	/* the value is budgeted like any text: cut at a UTF-8 boundary */
 	{
+		kbox__buf_t b = KBOX__BUF_INIT;
 		const char *v = json_is_string(ev) ? json_string_value(ev) : "";
-		size_t n = strlen(v);
+		size_t n = json_is_string(ev) ? json_string_length(ev) : 0;
 		if (n > self->opts.max_bytes) {
 			size_t k = utf8_floor(v, self->opts.max_bytes);
-			self->evalue = malloc(k + 32);
-			if (self->evalue)
-				snprintf(self->evalue, k + 32, "%.*s [... %zu bytes]", (int)k, v, n - k);
+			kbox__buf_append(&b, v, k);
+			kbox__buf_appendf(&b, " [... %zu bytes]", n - k);
 		} else {
-			self->evalue = strdup(v);
+			kbox__buf_append(&b, v, n);
 		}
+		self->evalue = kbox__buf_take(&b, &self->evalue_len);
+	}
+	if (!self->ename || !self->evalue) {
+		self->oom = true;
+		self->ename_len = self->ename ? self->ename_len : 0;
+		self->evalue_len = self->evalue ? self->evalue_len : 0;
 	}
 	json_decref(self->traceback_raw);
 	/* the raw traceback, as sent, up to MAX_TRACEBACK_RAW bytes of lines */
@@ -1334,12 +1354,16 @@ unsigned long long kbox_capture_files_bytes(const kbox_capture_t *self)
 }
 
 bool kbox_result_has_error(const kbox_result_t *self) { return self->cap->has_error; }
-const char *kbox_result_ename(const kbox_result_t *self)
+const char *kbox_result_ename(const kbox_result_t *self, size_t *len)
 {
+	if (len)
+		*len = self->cap->ename ? self->cap->ename_len : 0;
 	return self->cap->ename ? self->cap->ename : "";
 }
-const char *kbox_result_evalue(const kbox_result_t *self)
+const char *kbox_result_evalue(const kbox_result_t *self, size_t *len)
 {
+	if (len)
+		*len = self->cap->evalue ? self->cap->evalue_len : 0;
 	return self->cap->evalue ? self->cap->evalue : "";
 }
 const kbox_text_t *kbox_result_traceback(const kbox_result_t *self)

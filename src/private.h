@@ -93,6 +93,15 @@ void kbox__iso8601(double t, int digits, char out[32]);
  * 0, or -1 with errno. */
 int kbox__write_all(int fd, const void *data, size_t len);
 
+/* ---- svg.c, for the capture: SVG images a browser could run ---- */
+
+/* Why the SVG text S[0..LEN) could act when a user opens it in a browser,
+ * as a short phrase ("a <script> element", "an event handler attribute",
+ * "a link out of the image"), or NULL when a conservative check finds
+ * nothing active (see svg.c for what it looks for).  Markup it cannot
+ * read counts as active.  The phrase is static. */
+const char *kbox__svg_active(const char *s, size_t len);
+
 /* ---- wire.c, for the client: messages as czmq's zmsg_t ---- */
 
 /* Serialise SELF: identities, delimiter, signature by AUTH, the four dicts

@@ -30,13 +30,29 @@ static void buf_end_line(kbox__buf_t *b)
 		kbox__buf_append(b, "\n", 1);
 }
 
-/* Append S as one part: nothing when S is NULL or empty, else S and, if
- * S does not end with one, a newline. */
-static void buf_part(kbox__buf_t *b, const char *s)
+/* Append the LEN bytes at S as the text format shows them: a NUL byte
+ * as the two characters "\0", everything else as it is.  So the text holds
+ * no NUL, and nothing after one is lost. */
+static void buf_visible(kbox__buf_t *b, const char *s, size_t len)
 {
-	if (!s || !*s)
+	const char *nul;
+
+	while (len > 0 && (nul = memchr(s, '\0', len))) {
+		kbox__buf_append(b, s, (size_t)(nul - s));
+		kbox__buf_append(b, "\\0", 2);
+		len -= (size_t)(nul - s) + 1;
+		s = nul + 1;
+	}
+	kbox__buf_append(b, s, len);
+}
+
+/* Append the LEN bytes at S as one part: nothing when LEN is 0, else S
+ * (NUL shown as "\0") and, if S does not end with one, a newline. */
+static void buf_part(kbox__buf_t *b, const char *s, size_t len)
+{
+	if (!s || !len)
 		return;
-	kbox__buf_appends(b, s);
+	buf_visible(b, s, len);
 	buf_end_line(b);
 }
 
@@ -77,12 +93,14 @@ static json_t *size_json(size_t n)
 }
 
 /* A budgeted text as {"text","total_bytes","total_lines","truncated",
- * "spill_path"}; NULL T gives the empty text. */
+ * "spill_path"}; NULL T gives the empty text.  A NUL byte in it is kept
+ * (JSON writes it as \u0000). */
 static json_t *text_json(const kbox_text_t *t)
 {
 	const char *s = t && t->text ? t->text : "";
 
-	return json_pack("{s:o, s:o, s:o, s:b, s:o}", "text", string_json(s, strlen(s)),
+	return json_pack("{s:o, s:o, s:o, s:b, s:o}", "text",
+	                 string_json(s, t && t->text ? t->len : 0),
 	                 "total_bytes", size_json(t ? t->total_bytes : 0), "total_lines",
 	                 size_json(t ? t->total_lines : 0), "truncated", t ? t->truncated : false,
 	                 "spill_path", nullable_json(t ? t->spill_path : NULL, false));
@@ -106,9 +124,9 @@ static int set_new(json_t *obj, const char *key, json_t *value)
 /* ---- text ---- */
 
 /* The text/plain representation in BUNDLE (borrowed), joined if it is a
- * list of strings as in nbformat, in a new string ("" when there is none);
- * NULL when memory runs out. */
-static char *plain_text(json_t *bundle)
+ * list of strings as in nbformat, in a new string ("" when there is none)
+ * of *LEN bytes (NUL bytes and all); NULL when memory runs out. */
+static char *plain_text(json_t *bundle, size_t *len)
 {
 	json_t *v = json_object_get(bundle, "text/plain"), *line;
 	kbox__buf_t b = KBOX__BUF_INIT;
@@ -121,7 +139,7 @@ static char *plain_text(json_t *bundle)
 			if (json_is_string(line))
 				kbox__buf_append(&b, json_string_value(line),
 				                 json_string_length(line));
-	return kbox__buf_take(&b, NULL);
+	return kbox__buf_take(&b, len);
 }
 
 /* Does the image list of R name display I? */
@@ -144,22 +162,25 @@ static bool display_has_image(const kbox_result_t *r, size_t i)
 static void text_value(kbox__buf_t *b, const kbox_result_t *r)
 {
 	const kbox_text_t *t = kbox_result_value_text(r);
-	const char *s = t && t->text ? t->text : NULL;
+	const char *s = t && t->text ? t->text : NULL, *nl;
+	size_t len = s ? t->len : 0;
 	int count = kbox_result_count(r);
 	bool multi;
 
-	if (!kbox_result_value(r) || !s || !*s)
+	if (!kbox_result_value(r) || !len)
 		return;
-	multi = strchr(s, '\n') != NULL && strchr(s, '\n')[1] != '\0';
+	nl = memchr(s, '\n', len);
+	multi = nl && nl + 1 < s + len;
 	if (count >= 0)
 		kbox__buf_appendf(b, "Out[%d]:", count);
 	else
 		kbox__buf_appends(b, "Out:");
 	kbox__buf_appends(b, multi ? "\n" : " ");
-	buf_part(b, s);
+	buf_part(b, s, len);
 }
 
-/* One line per image: saved with its path and size, or not saved. */
+/* One line per image: saved with its path and size, saved as text (an SVG
+ * with active content) and why, or not saved. */
 static void text_images(kbox__buf_t *b, const kbox_result_t *r)
 {
 	size_t i, n = kbox_result_image_count(r);
@@ -172,6 +193,9 @@ static void text_images(kbox__buf_t *b, const kbox_result_t *r)
 		if (!img->path)
 			kbox__buf_appendf(b, "[image not saved: %s, %zu bytes]\n",
 			                  img->mime ? img->mime : "image", img->bytes);
+		else if (img->saved_as_text)
+			kbox__buf_appendf(b, "[image saved as text: %s (the SVG has active content: %s)]\n",
+			                  img->path, img->saved_as_text);
 		else if (img->width >= 0 && img->height >= 0)
 			kbox__buf_appendf(b, "[image saved: %s (%d" TIMES_SIGN "%d px)]\n", img->path,
 			                  img->width, img->height);
@@ -188,6 +212,7 @@ static void text_displays(kbox__buf_t *b, const kbox_result_t *r)
 	json_t *bundle, *omitted, *v;
 	const char *key;
 	char *s;
+	size_t len = 0;
 
 	for (i = 0; i < n; i++) {
 		bundle = kbox_result_display(r, i);
@@ -215,21 +240,20 @@ static void text_displays(kbox__buf_t *b, const kbox_result_t *r)
 			                  json_integer_value(omitted));
 			continue;
 		}
-		s = plain_text(bundle);
+		s = plain_text(bundle, &len);
 		if (s)
-			shown += strlen(s);
-		buf_part(b, s);
+			shown += len;
+		buf_part(b, s, s ? len : 0);
 		free(s);
 	}
 	if (not_shown)
 		kbox__buf_appendf(b, "[... %zu more displays not shown]\n", not_shown);
 }
 
-/* Does the last non-empty line of TB name the error ENAME, as in
- * "ENAME: …", "ENAME" or "module.ENAME: …"? */
-static bool names_error(const char *tb, const char *ename)
+/* Does the last non-empty line of TB (LEN bytes) name the error ENAME (N
+ * bytes), as in "ENAME: …", "ENAME" or "module.ENAME: …"? */
+static bool names_error(const char *tb, size_t len, const char *ename, size_t n)
 {
-	size_t len = strlen(tb), n = strlen(ename);
 	const char *end, *line, *p;
 
 	while (len > 0 && (tb[len - 1] == '\n' || tb[len - 1] == ' ' || tb[len - 1] == '\r'))
@@ -240,7 +264,7 @@ static bool names_error(const char *tb, const char *ename)
 	for (line = end; line > tb && line[-1] != '\n'; line--)
 		;
 	for (p = line; p + n <= end; p++) {
-		if (strncmp(p, ename, n) != 0)
+		if (memcmp(p, ename, n) != 0)
 			continue;
 		if ((p == line || p[-1] == '.') && (p + n == end || p[n] == ':'))
 			return true;
@@ -254,19 +278,24 @@ static void text_error(kbox__buf_t *b, const kbox_result_t *r)
 {
 	const kbox_text_t *t = kbox_result_traceback(r);
 	const char *tb = t && t->text ? t->text : "";
-	const char *ename = kbox_result_ename(r), *evalue = kbox_result_evalue(r);
+	size_t tb_len = t && t->text ? t->len : 0, ename_len, evalue_len;
+	const char *ename = kbox_result_ename(r, &ename_len);
+	const char *evalue = kbox_result_evalue(r, &evalue_len), *nl;
 
 	if (!kbox_result_has_error(r))
 		return;
-	ename = ename && *ename ? ename : "Error";
-	buf_part(b, tb);
-	if (names_error(tb, ename))
+	if (!ename_len)
+		ename = "Error", ename_len = 5;
+	buf_part(b, tb, tb_len);
+	if (names_error(tb, tb_len, ename, ename_len))
 		return;
-	if (evalue && *evalue)
+	buf_visible(b, ename, ename_len);
+	if (evalue_len) {
 		/* the first line only: a long value is in the JSON output */
-		kbox__buf_appendf(b, "%s: %.*s", ename, (int)strcspn(evalue, "\n"), evalue);
-	else
-		kbox__buf_appends(b, ename);
+		nl = memchr(evalue, '\n', evalue_len);
+		kbox__buf_appends(b, ": ");
+		buf_visible(b, evalue, nl ? (size_t)(nl - evalue) : evalue_len);
+	}
 	buf_end_line(b);
 }
 
@@ -303,15 +332,17 @@ char *kbox_render_text(const kbox_result_t *result)
 char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 {
 	kbox__buf_t b = KBOX__BUF_INIT;
+	const kbox_text_t *out, *err;
 
 	if (!result)
 		return NULL;
+	out = kbox_result_stream(result, KBOX_TEXT_STDOUT);
+	err = kbox_result_stream(result, KBOX_TEXT_STDERR);
 	if (!(flags & KBOX_RENDER_NO_STREAMS))
-		buf_part(&b, kbox_result_stream(result, KBOX_TEXT_STDOUT)->text);
-	if (!(flags & KBOX_RENDER_NO_STREAMS) && kbox_result_stream(result, KBOX_TEXT_STDERR)->text &&
-	    *kbox_result_stream(result, KBOX_TEXT_STDERR)->text) {
+		buf_part(&b, out->text, out->text ? out->len : 0);
+	if (!(flags & KBOX_RENDER_NO_STREAMS) && err->text && err->len) {
 		kbox__buf_appends(&b, "[stderr]\n");
-		buf_part(&b, kbox_result_stream(result, KBOX_TEXT_STDERR)->text);
+		buf_part(&b, err->text, err->len);
 	}
 	text_value(&b, result);
 	text_images(&b, result);
@@ -359,7 +390,7 @@ static json_t *images_json(const kbox_result_t *r)
 		if (!img)
 			continue;
 		if (json_array_append_new(
-		            a, json_pack("{s:o, s:s, s:o, s:o, s:o, s:o}", "path",
+		            a, json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "path",
 		                         nullable_json(img->path, false), "mime",
 		                         img->mime ? img->mime : "", "width",
 		                         img->width >= 0 ? json_integer(img->width) : json_null(),
@@ -367,7 +398,9 @@ static json_t *images_json(const kbox_result_t *r)
 		                         img->height >= 0 ? json_integer(img->height) : json_null(),
 		                         "bytes", size_json(img->bytes), "display",
 		                         img->display >= 0 ? json_integer(img->display)
-		                                           : json_null())) != 0)
+		                                           : json_null(),
+		                         "saved_as_text",
+		                         nullable_json(img->saved_as_text, false))) != 0)
 			json_decref(a), a = NULL;
 	}
 	return a;
@@ -375,13 +408,15 @@ static json_t *images_json(const kbox_result_t *r)
 
 static json_t *error_json(const kbox_result_t *r)
 {
-	const char *ename = kbox_result_ename(r), *evalue = kbox_result_evalue(r);
+	size_t ename_len, evalue_len;
+	const char *ename = kbox_result_ename(r, &ename_len);
+	const char *evalue = kbox_result_evalue(r, &evalue_len);
 	json_t *raw = kbox_result_traceback_raw(r);
 
 	if (!kbox_result_has_error(r))
 		return json_null();
-	return json_pack("{s:o, s:o, s:o, s:o}", "ename", nullable_json(ename ? ename : "", false),
-	                 "evalue", nullable_json(evalue ? evalue : "", false), "traceback",
+	return json_pack("{s:o, s:o, s:o, s:o}", "ename", string_json(ename, ename_len),
+	                 "evalue", string_json(evalue, evalue_len), "traceback",
 	                 text_json(kbox_result_traceback(r)), "traceback_raw",
 	                 raw ? json_deep_copy(raw) : json_array());
 }

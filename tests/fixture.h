@@ -93,11 +93,12 @@ static inline kbox_msg_t *fixture_msg_new(const char *msg_type, json_t *content,
 
 /* A message of MSG_TYPE whose content is the JSON text CONTENT, for
  * hand-built sequences: fixture_msg_json("stream",
- * "{\"name\":\"stdout\",\"text\":\"hi\\n\"}").  NULL on bad JSON. */
+ * "{\"name\":\"stdout\",\"text\":\"hi\\n\"}").  NULL on bad JSON.  Read as
+ * the wire reads a message: "\u0000" is a NUL byte in the string. */
 static inline kbox_msg_t *fixture_msg_json(const char *msg_type, const char *content)
 {
 	json_error_t jerr;
-	json_t *c = json_loads(content, 0, &jerr);
+	json_t *c = json_loads(content, JSON_ALLOW_NUL, &jerr);
 	kbox_msg_t *msg;
 
 	if (!c) {

@@ -182,8 +182,8 @@ TEST(error_inside_function_has_stripped_traceback_naming_it)
 	const kbox_text_t *tb;
 	REQUIRE(r != NULL);
 	CHECK_INT_EQ(kbox_result_status(r), KBOX_EXEC_ERROR);
-	CHECK_STR_EQ(kbox_result_ename(r), "ZeroDivisionError");
-	CHECK_STR_EQ(kbox_result_evalue(r), "division by zero");
+	CHECK_STR_EQ(kbox_result_ename(r, NULL), "ZeroDivisionError");
+	CHECK_STR_EQ(kbox_result_evalue(r, NULL), "division by zero");
 	tb = kbox_result_traceback(r);
 	REQUIRE(tb != NULL);
 	CHECK(strchr(tb->text, '\033') == NULL);

@@ -29,7 +29,7 @@ static const unsigned char PNG_SIG[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, 
 /* ---- cleanup: what a test allocates is released after it, even when a
  * REQUIRE returned early ---- */
 
-#define MAX_DEFERRED 32
+#define MAX_DEFERRED 64
 
 typedef void (cleanup_fn)(void *);
 
@@ -849,6 +849,196 @@ TEST(svg_written_with_unknown_size)
 	check_image_file(img, r->dir, "1-1.svg", (const unsigned char *)svg, strlen(svg));
 }
 
+/* ==== SVG with active content: written as text, and said so ==== */
+
+/* Feed a display_data of the SVG text SVG (and a text/plain). */
+static void run_svg(run_t *r, const char *svg)
+{
+	json_t *c = json_pack("{s:{s:s, s:s}, s:{}}", "data", "image/svg+xml", svg, "text/plain",
+	                      "<IPython.core.display.SVG object>", "metadata");
+
+	run_feed(r, c ? fixture_msg_new("display_data", c, NULL) : NULL);
+	json_decref(c);
+}
+
+TEST(svg_with_a_script_is_written_as_text_and_says_why)
+{
+	static const char svg[] = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" "
+	                          "height=\"10\"><script>alert(1)</script></svg>";
+	run_t *r = NULL;
+	const kbox_image_t *img;
+	json_t *ref;
+	char path[4096];
+	struct stat st;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_svg(r, svg);
+	REQUIRE(run_finish(r));
+	CHECK_INT_EQ(r->feed_failures, 0);
+	REQUIRE(kbox_result_image_count(r->res) == 1);
+	img = kbox_result_image(r->res, 0);
+	CHECK_STR_EQ(img->mime, "image/svg+xml");
+	CHECK_STR_EQ(img->saved_as_text, "a <script> element");
+	/* the file holds the SVG as sent, under a name a browser shows as text */
+	check_image_file(img, r->dir, "0-1.svg.txt", (const unsigned char *)svg, strlen(svg));
+	CHECK(stat(in_dir(path, sizeof path, r->dir, "0-1.svg"), &st) != 0 && errno == ENOENT);
+	ref = json_object_get(kbox_result_display(r->res, 0), "image/svg+xml");
+	CHECK_STR_EQ(json_string_value(json_object_get(ref, "path")), img->path);
+	CHECK_STR_EQ(json_string_value(json_object_get(ref, "saved_as_text")), "a <script> element");
+	CHECK_INT_EQ(kbox_result_notice_count(r->res), 0);
+}
+
+/* What a matplotlib SVG holds (an XML declaration, a DOCTYPE without
+ * declarations, RDF metadata, a style sheet, fragment links and url(#…),
+ * an embedded PNG) is inert: it stays NAME.svg. */
+TEST(svg_without_active_content_is_written_as_svg)
+{
+	static const char svg[] =
+	    "<?xml version=\"1.0\" encoding=\"utf-8\" standalone=\"no\"?>\n"
+	    "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\"\n"
+	    "  \"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n"
+	    "<svg xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"460.8pt\" "
+	    "xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\">\n"
+	    " <metadata><rdf:RDF xmlns:dc=\"http://purl.org/dc/elements/1.1/\" "
+	    "xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"><dc:type "
+	    "rdf:resource=\"http://purl.org/dc/dcmitype/StillImage\"/></rdf:RDF></metadata>\n"
+	    " <defs><style type=\"text/css\">*{stroke-linejoin: round; stroke-linecap: "
+	    "butt}</style><path id=\"m1\" d=\"M 0 0 L 0 3.5\"/></defs>\n"
+	    " <!-- a <script> in a comment is no script -->\n"
+	    " <g clip-path=\"url(#p1)\" style=\"fill: #ffffff\"><use xlink:href=\"#m1\" x=\"1\"/>"
+	    "<image xlink:href=\"data:image/png;base64,\niVBORw0KGgo=\" width=\"4\"/>"
+	    "<text>1 &lt; 2 &amp;&#x20;url</text></g>\n"
+	    "</svg>\n";
+	run_t *r = NULL;
+	const kbox_image_t *img;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_svg(r, svg);
+	REQUIRE(run_finish(r));
+	REQUIRE(kbox_result_image_count(r->res) == 1);
+	img = kbox_result_image(r->res, 0);
+	CHECK(img->saved_as_text == NULL);
+	check_image_file(img, r->dir, "0-1.svg", (const unsigned char *)svg, strlen(svg));
+	CHECK(json_object_get(json_object_get(kbox_result_display(r->res, 0), "image/svg+xml"),
+	                      "saved_as_text") == NULL);
+}
+
+/* Each kind of active content, named; each SVG is written as text. */
+TEST(svg_active_content_of_each_kind_is_named)
+{
+	static const struct {
+		const char *body, *why;
+	} cases[] = {
+	    {"<script>alert(1)</script>", "a <script> element"},
+	    {"<svg:SCRIPT xmlns:svg='http://www.w3.org/2000/svg'>a()</svg:SCRIPT>",
+	     "a <script> element"},
+	    {"<foreignObject><p xmlns='http://www.w3.org/1999/xhtml'>x</p></foreignObject>",
+	     "a <foreignObject> element"},
+	    {"<h:iframe xmlns:h='http://www.w3.org/1999/xhtml' srcdoc='x'/>", "an <iframe> element"},
+	    {"<embed src='#a'/>", "an <embed> element"},
+	    {"<h:meta xmlns:h='http://www.w3.org/1999/xhtml' http-equiv='refresh' content='0'/>",
+	     "a <meta> element"},
+	    {"<rect width='5' height='5' onclick='alert(1)'/>", "an event handler attribute"},
+	    {"<rect x:ONLOAD = 'alert(1)'/>", "an event handler attribute"},
+	    {"<a href='javascript:alert(1)'><text>x</text></a>", "a javascript: URL"},
+	    {"<a xlink:href='&#106;ava&#x09;script:alert(1)'><text>x</text></a>",
+	     "a javascript: URL"},
+	    {"<image href='http://evil.example/t.png'/>", "a link out of the image"},
+	    {"<image href='file:///etc/passwd'/>", "a link out of the image"},
+	    {"<use href='other.svg#a'/>", "a link out of the image"},
+	    {"<image href='data:image/svg+xml;base64,PHN2Zz4='/>", "a link out of the image"},
+	    {"<a><set attributeName='href' to='#b'/><text>x</text></a>",
+	     "an animation of a link or an event handler"},
+	    {"<animate attributeName='xlink:HREF' values='#a;#b'/>",
+	     "an animation of a link or an event handler"},
+	    {"<rect fill='url(http://evil.example/g.svg#g)'/>", "a url() out of the image"},
+	    {"<rect style='fill: url( \"//evil.example/x\")'/>", "a url() out of the image"},
+	    {"<style>@import 'http://evil.example/x.css';</style>", "an @import in a style sheet"},
+	    {"<style><![CDATA[ rect { fill: url(http://e/x) } ]]></style>",
+	     "a url() out of the image"},
+	    {"<style><![CDATA[ a & b; @import url(#a) ]]></style>", "an @import in a style sheet"},
+	    {"<style>rect { fill: u\\72l(http://e/x) }</style>", "an escape in a style sheet"},
+	    {"<g xml:base='http://evil.example/'><use href='#a'/></g>", "a link out of the image"},
+	    {"<style>rect { fill: u&#114;l(http://e/x) }</style>", "a url() out of the image"},
+	    {"<style>rect { background: image-set('x.png' 1x) }</style>",
+	     "an image() or image-set() in a style sheet"},
+	    {"<rect style='-moz-binding: none'/>", "a script in a style sheet"},
+	    {"<rect title='&nbsp;'/>", "an entity reference"},
+	    {"<rect onclick=alert(1)/>", "markup that is not well-formed"},
+	    {"<rect width='5'", "markup that is not well-formed"},
+	    {"<!-- <script>", "markup that is not well-formed"},
+	    {"<!ENTITY x 'y'>", "a markup declaration"},
+	    {"<?xml-stylesheet href='x.xsl' type='text/xsl'?>", "a processing instruction"},
+	    {"<text>a\x0b</text>", "control characters"},
+	};
+	char svg[512];
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		run_t *r = NULL;
+		const kbox_image_t *img;
+
+		snprintf(svg, sizeof svg,
+		         "<svg xmlns='http://www.w3.org/2000/svg' "
+		         "xmlns:xlink='http://www.w3.org/1999/xlink'>%s</svg>",
+		         cases[i].body);
+		REQUIRE(run_start(&r, 0, 0) == 0);
+		run_svg(r, svg);
+		REQUIRE(run_finish(r));
+		REQUIRE(kbox_result_image_count(r->res) == 1);
+		img = kbox_result_image(r->res, 0);
+		if (!img->saved_as_text || strcmp(img->saved_as_text, cases[i].why) != 0)
+			printf("# case %zu: %s\n", i, cases[i].body);
+		CHECK_STR_EQ(img->saved_as_text, cases[i].why);
+		CHECK(img->path && strlen(img->path) > 12 &&
+		      strcmp(img->path + strlen(img->path) - 12, "/0-1.svg.txt") == 0);
+	}
+}
+
+/* Before the document: an internal DTD subset (entities), and an
+ * encoding other than UTF-8, are not read. */
+TEST(svg_with_a_dtd_subset_or_another_encoding_is_written_as_text)
+{
+	static const struct {
+		const char *svg, *why;
+	} cases[] = {
+	    {"<!DOCTYPE svg [<!ENTITY x '&#60;script&#62;'>]><svg "
+	     "xmlns='http://www.w3.org/2000/svg'>&x;</svg>",
+	     "a DOCTYPE with declarations"},
+	    {"<?xml version='1.0' encoding='UTF-16'?><svg xmlns='http://www.w3.org/2000/svg'/>",
+	     "an encoding other than UTF-8"},
+	    {" <?xml version='1.0'?><svg xmlns='http://www.w3.org/2000/svg'/>",
+	     "a processing instruction"},
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		run_t *r = NULL;
+		REQUIRE(run_start(&r, 0, 0) == 0);
+		run_svg(r, cases[i].svg);
+		REQUIRE(run_finish(r));
+		REQUIRE(kbox_result_image_count(r->res) == 1);
+		CHECK_STR_EQ(kbox_result_image(r->res, 0)->saved_as_text, cases[i].why);
+	}
+}
+
+TEST(svg_with_a_script_not_written_without_outputs_dir_is_not_called_text)
+{
+	kbox_capture_opts_t o = {0};
+	kbox_capture_t *cap = kbox_capture_new(&o, NULL);
+	kbox_result_t *res;
+	json_t *c = json_pack("{s:{s:s}, s:{}}", "data", "image/svg+xml",
+	                      "<svg xmlns='http://www.w3.org/2000/svg'><script>a()</script></svg>",
+	                      "metadata");
+	kbox_msg_t *m = c ? fixture_msg_new("display_data", c, NULL) : NULL;
+
+	json_decref(c);
+	REQUIRE(cap && m);
+	fixture_feed_msg(cap, m, NULL);
+	res = defer(result_cb, kbox_capture_finish(&cap, NULL));
+	REQUIRE(res && kbox_result_image_count(res) == 1);
+	CHECK(kbox_result_image(res, 0)->path == NULL);
+	CHECK(kbox_result_image(res, 0)->saved_as_text == NULL);
+}
+
 TEST(jpeg_written_with_size_from_header)
 {
 	run_t *r = NULL;
@@ -1062,8 +1252,8 @@ TEST(error_fields_exact_traceback_stripped)
 
 	REQUIRE(res && doc);
 	CHECK(kbox_result_has_error(res));
-	CHECK_STR_EQ(kbox_result_ename(res), "ZeroDivisionError");
-	CHECK_STR_EQ(kbox_result_evalue(res), "division by zero");
+	CHECK_STR_EQ(kbox_result_ename(res, NULL), "ZeroDivisionError");
+	CHECK_STR_EQ(kbox_result_evalue(res, NULL), "division by zero");
 	tb = kbox_result_traceback(res);
 	REQUIRE(tb && tb->text);
 	CHECK(strchr(tb->text, '\033') == NULL);
@@ -1100,7 +1290,7 @@ TEST(no_error_means_no_traceback)
 	REQUIRE(res);
 	CHECK(!kbox_result_has_error(res));
 	CHECK(kbox_result_traceback(res) == NULL);
-	CHECK_STR_EQ(kbox_result_ename(res), "");
+	CHECK_STR_EQ(kbox_result_ename(res, NULL), "");
 }
 
 /* ==== budgets ==== */
@@ -1394,6 +1584,132 @@ TEST(invalid_utf8_stream_text_is_kept_by_length)
 	CHECK_INT_EQ(r->feed_failures, 0);
 	CHECK_INT_EQ(kbox_result_stream(r->res, KBOX_TEXT_STDOUT)->total_lines, 1);
 	CHECK(kbox_result_stream(r->res, KBOX_TEXT_STDOUT)->text != NULL);
+}
+
+/* ==== NUL bytes: kept by length, nothing after one lost ==== */
+
+TEST(nul_in_stream_text_is_kept_by_length)
+{
+	run_t *r = NULL;
+	const kbox_text_t *out, *err;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_json(r, "stream", "{\"name\":\"stdout\",\"text\":\"A\\u0000B\\n\"}");
+	run_json(r, "stream", "{\"name\":\"stderr\",\"text\":\"\\u0000e\\u0000\"}");
+	REQUIRE(run_finish(r));
+	CHECK_INT_EQ(r->feed_failures, 0);
+	out = kbox_result_stream(r->res, KBOX_TEXT_STDOUT);
+	err = kbox_result_stream(r->res, KBOX_TEXT_STDERR);
+	CHECK_INT_EQ(out->len, 4);
+	CHECK(out->len == 4 && memcmp(out->text, "A\0B\n", 5) == 0);
+	CHECK_INT_EQ(out->total_bytes, 4);
+	CHECK_INT_EQ(out->total_lines, 1);
+	CHECK(!out->truncated);
+	CHECK_INT_EQ(err->len, 3);
+	CHECK(err->len == 3 && memcmp(err->text, "\0e\0", 4) == 0);
+	CHECK_INT_EQ(err->total_bytes, 3);
+}
+
+TEST(nul_in_value_text_is_kept_by_length)
+{
+	run_t *r = NULL;
+	const kbox_text_t *v;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_json(r, "execute_result",
+	         "{\"execution_count\":1,\"data\":{\"text/plain\":\"r\\u0000s\"},\"metadata\":{}}");
+	REQUIRE(run_finish(r));
+	v = kbox_result_value_text(r->res);
+	REQUIRE(v != NULL);
+	CHECK_INT_EQ(v->len, 3);
+	CHECK(v->len == 3 && memcmp(v->text, "r\0s", 4) == 0);
+	CHECK_INT_EQ(v->total_bytes, 3);
+}
+
+TEST(nul_in_error_name_value_and_traceback_is_kept_by_length)
+{
+	run_t *r = NULL;
+	const kbox_text_t *tb;
+	const char *en, *ev;
+	size_t en_len = 0, ev_len = 0;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_json(r, "error",
+	         "{\"ename\":\"E\\u0000F\",\"evalue\":\"x\\u0000y\","
+	         "\"traceback\":[\"\\u001b[31mE\\u0000F\\u001b[0m: x\\u0000y\"]}");
+	REQUIRE(run_finish(r));
+	en = kbox_result_ename(r->res, &en_len);
+	ev = kbox_result_evalue(r->res, &ev_len);
+	CHECK_INT_EQ(en_len, 3);
+	CHECK(en_len == 3 && memcmp(en, "E\0F", 4) == 0);
+	CHECK_INT_EQ(ev_len, 3);
+	CHECK(ev_len == 3 && memcmp(ev, "x\0y", 4) == 0);
+	tb = kbox_result_traceback(r->res);
+	REQUIRE(tb != NULL);
+	CHECK_INT_EQ(tb->len, 9);
+	CHECK(tb->len == 9 && memcmp(tb->text, "E\0F: x\0y\n", 10) == 0);
+	CHECK_INT_EQ(tb->total_bytes, 9);
+}
+
+TEST(long_error_value_with_nul_is_cut_by_length)
+{
+	run_t *r = NULL;
+	char content[512];
+	const char *ev;
+	size_t ev_len = 0, n = 0;
+
+	REQUIRE(run_start(&r, 64, 0) == 0);
+	n += (size_t)snprintf(content + n, sizeof content - n,
+	                      "{\"ename\":\"E\",\"traceback\":[],\"evalue\":\"");
+	for (int i = 0; i < 40; i++) /* 120 bytes: over the budget of 64 */
+		n += (size_t)snprintf(content + n, sizeof content - n, "a\\u0000b");
+	snprintf(content + n, sizeof content - n, "\"}");
+	run_json(r, "error", content);
+	REQUIRE(run_finish(r));
+	ev = kbox_result_evalue(r->res, &ev_len);
+	CHECK_INT_EQ(ev_len, 64 + strlen(" [... 56 bytes]"));
+	CHECK(ev_len > 64 && memcmp(ev, "a\0ba\0b", 6) == 0 &&
+	      strcmp(ev + 64, " [... 56 bytes]") == 0);
+}
+
+TEST(spill_file_holds_the_nul_bytes_as_sent)
+{
+	run_t *r = NULL;
+	const kbox_text_t *out;
+	char *content = malloc(64 + 200 * 10), *want = malloc(200 * 4), *got = NULL;
+	size_t n = 0, got_len = 0;
+
+	REQUIRE(content && want);
+	defer(free, content);
+	defer(free, want);
+	REQUIRE(run_start(&r, 100, 0) == 0);
+	n += (size_t)sprintf(content, "{\"name\":\"stdout\",\"text\":\"");
+	for (int i = 0; i < 200; i++) {
+		n += (size_t)sprintf(content + n, "a\\u0000b\\n");
+		memcpy(want + 4 * i, "a\0b\n", 4);
+	}
+	sprintf(content + n, "\"}");
+	run_json(r, "stream", content);
+	REQUIRE(run_finish(r));
+	out = kbox_result_stream(r->res, KBOX_TEXT_STDOUT);
+	CHECK(out->truncated);
+	CHECK_INT_EQ(out->total_bytes, 800);
+	CHECK_INT_EQ(out->total_lines, 200);
+	REQUIRE(out->spill_path != NULL);
+	got = fixture_read_file(out->spill_path, &got_len);
+	REQUIRE(got != NULL);
+	CHECK_INT_EQ(got_len, 800);
+	CHECK(got_len == 800 && memcmp(got, want, 800) == 0);
+	free(got);
+	/* head and tail are whole lines of the raw text, NUL bytes and all */
+	CHECK(out->len > strlen(out->text));
+	CHECK(memcmp(out->text, "a\0b\n", 4) == 0);
+	CHECK(out->len >= 4 && memcmp(out->text + out->len - 4, "a\0b\n", 4) == 0);
+	/* a head of 50 bytes (12 lines and "a\0"), the marker, a tail of 12 lines */
+	CHECK(out->len > 50 && strncmp(out->text + 50, "\n[... 702 bytes in 176 lines left out; "
+	                                               "the complete text is in ", 63) == 0);
+	/* strlen stops at the tail's first NUL, after its "a" */
+	CHECK_INT_EQ(out->len, 50 + (strlen(out->text + 50) - 1) + 48);
 }
 
 TEST(status_execute_input_and_unknown_messages_change_nothing)
@@ -1724,7 +2040,7 @@ TEST(long_error_name_is_cut_on_a_character_boundary)
 	run_feed(r, c ? fixture_msg_new("error", c, NULL) : NULL);
 	json_decref(c);
 	REQUIRE(run_finish(r));
-	got = kbox_result_ename(r->res);
+	got = kbox_result_ename(r->res, NULL);
 	CHECK(strlen(got) <= 256);
 	{
 		json_t *j = json_string(got); /* valid UTF-8: jansson accepts it */
@@ -1865,6 +2181,11 @@ int main(void)
 	RUN_TEST(display_bundle_references_image_file);
 	RUN_TEST(two_figures_two_files);
 	RUN_TEST(svg_written_with_unknown_size);
+	RUN_TEST(svg_with_a_script_is_written_as_text_and_says_why);
+	RUN_TEST(svg_without_active_content_is_written_as_svg);
+	RUN_TEST(svg_active_content_of_each_kind_is_named);
+	RUN_TEST(svg_with_a_dtd_subset_or_another_encoding_is_written_as_text);
+	RUN_TEST(svg_with_a_script_not_written_without_outputs_dir_is_not_called_text);
 	RUN_TEST(jpeg_written_with_size_from_header);
 	RUN_TEST(image_in_execute_result_written);
 	RUN_TEST(prefix_names_image_and_spill_files);
@@ -1890,6 +2211,11 @@ int main(void)
 	RUN_TEST(unicode_text_intact);
 	RUN_TEST(replacement_character_intact);
 	RUN_TEST(invalid_utf8_stream_text_is_kept_by_length);
+	RUN_TEST(nul_in_stream_text_is_kept_by_length);
+	RUN_TEST(nul_in_value_text_is_kept_by_length);
+	RUN_TEST(nul_in_error_name_value_and_traceback_is_kept_by_length);
+	RUN_TEST(long_error_value_with_nul_is_cut_by_length);
+	RUN_TEST(spill_file_holds_the_nul_bytes_as_sent);
 	RUN_TEST(status_execute_input_and_unknown_messages_change_nothing);
 	RUN_TEST(on_msg_feeds_iopub_only);
 	RUN_TEST(capture_new_refuses_missing_outputs_dir);

@@ -471,6 +471,51 @@ TEST(text_names_each_saved_image_with_path_and_pixel_size)
 	kbox_result_destroy(&res);
 }
 
+/* An SVG with active content is written as text: the line says so, and
+ * why; JSON says it in the image entry and the bundle's reference. */
+TEST(text_and_json_say_an_svg_with_a_script_was_saved_as_text)
+{
+	kbox_capture_t *cap = capture(true, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text, expect[2 * PATH_MAX], path[PATH_MAX];
+	json_t *j, *img, *ref;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "execute_input", "{\"code\":\"svg()\",\"execution_count\":6}");
+	FEED(cap, "display_data",
+	     "{\"data\":{\"image/svg+xml\":\"<svg xmlns='http://www.w3.org/2000/svg'>"
+	     "<script>alert(1)</script></svg>\",\"text/plain\":\"<IPython.core.display.SVG "
+	     "object>\"},\"metadata\":{}}");
+	FEED(cap, "display_data",
+	     "{\"data\":{\"image/svg+xml\":\"<svg xmlns='http://www.w3.org/2000/svg'/>\","
+	     "\"text/plain\":\"<IPython.core.display.SVG object>\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	snprintf(path, sizeof path, "%s/6-1.svg.txt", tmp);
+	snprintf(expect, sizeof expect,
+	         "[image saved as text: %s (the SVG has active content: a <script> element)]\n"
+	         "[image saved: %s/6-2.svg]\n",
+	         path, tmp);
+	CHECK_STR_EQ(text, expect);
+	free(text);
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	img = json_array_get(json_object_get(j, "images"), 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(img, "path")), path);
+	CHECK_STR_EQ(json_string_value(json_object_get(img, "mime")), "image/svg+xml");
+	CHECK_STR_EQ(json_string_value(json_object_get(img, "saved_as_text")), "a <script> element");
+	img = json_array_get(json_object_get(j, "images"), 1);
+	CHECK(json_is_null(json_object_get(img, "saved_as_text")));
+	ref = json_object_get(json_object_get(json_array_get(json_object_get(j, "displays"), 0),
+	                                      "data"),
+	                      "image/svg+xml");
+	CHECK_STR_EQ(json_string_value(json_object_get(ref, "saved_as_text")), "a <script> element");
+	CHECK(have_jsonschema());
+	if (have_jsonschema())
+		CHECK(schema_validate(j) == 0);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
 TEST(text_says_an_image_was_not_saved_without_an_outputs_dir)
 {
 	unsigned char png[128];
@@ -621,6 +666,44 @@ TEST(text_keeps_the_capture_marker_of_a_truncated_stream)
 	CHECK_CONTAINS(text, spill);
 	CHECK(strncmp(text, "line 1\nline 2\n", 14) == 0);
 	CHECK(strlen(text) > 10 && strcmp(text + strlen(text) - 10, "\nline 100\n") == 0);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* A NUL byte is shown as the two characters \0, and nothing after it is
+ * lost: in the streams, the value, a display, the traceback and the
+ * error line. */
+TEST(text_shows_a_nul_as_backslash_zero_and_keeps_what_follows)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"A\\u0000B\\n\"}");
+	FEED(cap, "stream", "{\"name\":\"stderr\",\"text\":\"e\\u0000f\"}");
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":3,\"data\":{\"text/plain\":\"r\\u0000s\"},\"metadata\":{}}");
+	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"d\\u0000e\"},\"metadata\":{}}");
+	FEED(cap, "error",
+	     "{\"ename\":\"ValueError\",\"evalue\":\"x\\u0000y\","
+	     "\"traceback\":[\"t\\u0000b\",\"ValueError: x\\u0000y\"]}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "A\\0B\n[stderr]\ne\\0f\nOut[3]: r\\0s\nd\\0e\nt\\0b\nValueError: x\\0y\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+TEST(text_error_line_shows_a_nul_in_name_and_value)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "error", "{\"ename\":\"E\\u0000F\",\"evalue\":\"v\\u0000w\\nmore\",\"traceback\":[]}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "E\\0F: v\\0w\n");
 	free(text);
 	kbox_result_destroy(&res);
 }
@@ -911,6 +994,42 @@ TEST(json_renders_text_cut_inside_a_character)
 	kbox_result_destroy(&res);
 }
 
+/* JSON can carry a NUL byte: it stays "\u0000" in every text, and the
+ * result is valid against the schema. */
+TEST(json_keeps_a_nul_as_u0000_in_every_text)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+	json_t *j;
+	char *s;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"A\\u0000B\\n\"}");
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":3,\"data\":{\"text/plain\":\"r\\u0000s\"},\"metadata\":{}}");
+	FEED(cap, "error",
+	     "{\"ename\":\"E\\u0000F\",\"evalue\":\"x\\u0000y\",\"traceback\":[\"t\\u0000b\"]}");
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	s = dump(j);
+	REQUIRE(s != NULL);
+	CHECK_CONTAINS(s, "\"stdout\":{\"text\":\"A\\u0000B\\n\",\"total_bytes\":4,\"total_lines\":1,"
+	                  "\"truncated\":false,\"spill_path\":null}");
+	CHECK_CONTAINS(s, "\"value\":{\"data\":{\"text/plain\":\"r\\u0000s\"},\"text\":{\"text\":"
+	                  "\"r\\u0000s\",\"total_bytes\":3,");
+	CHECK_CONTAINS(s, "\"error\":{\"ename\":\"E\\u0000F\",\"evalue\":\"x\\u0000y\","
+	                  "\"traceback\":{\"text\":\"t\\u0000b\\n\",\"total_bytes\":4,");
+	CHECK_CONTAINS(s, "\"traceback_raw\":[\"t\\u0000b\"]");
+	free(s);
+	CHECK(have_jsonschema());
+	if (have_jsonschema())
+		CHECK(schema_validate(j) == 0);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
 TEST(json_of_a_timeout_has_status_reason_and_count_null)
 {
 	silent_t s;
@@ -1080,6 +1199,7 @@ int main(void)
 	RUN_IN_TMP(text_starts_a_multi_line_value_on_the_next_line);
 	RUN_IN_TMP(text_never_shows_html_of_a_value);
 	RUN_IN_TMP(text_names_each_saved_image_with_path_and_pixel_size);
+	RUN_IN_TMP(text_and_json_say_an_svg_with_a_script_was_saved_as_text);
 	RUN_IN_TMP(text_says_an_image_was_not_saved_without_an_outputs_dir);
 	RUN_IN_TMP(text_shows_displays_without_images_as_their_plain_text);
 	RUN_IN_TMP(text_says_how_large_a_display_too_large_to_keep_was);
@@ -1087,6 +1207,8 @@ int main(void)
 	RUN_IN_TMP(text_of_an_error_without_traceback_is_ename_and_evalue);
 	RUN_IN_TMP(text_adds_the_error_line_when_the_traceback_lacks_it);
 	RUN_IN_TMP(text_keeps_the_capture_marker_of_a_truncated_stream);
+	RUN_IN_TMP(text_shows_a_nul_as_backslash_zero_and_keeps_what_follows);
+	RUN_IN_TMP(text_error_line_shows_a_nul_in_name_and_value);
 	RUN_IN_TMP(text_lists_notices_in_brackets);
 	RUN_IN_TMP(text_ends_a_timeout_with_its_reason);
 	RUN_IN_TMP(text_ends_a_death_with_its_reason_and_lost_state);
@@ -1095,6 +1217,7 @@ int main(void)
 	RUN_IN_TMP(json_of_a_rich_result_matches_the_schema);
 	RUN_IN_TMP(json_of_a_truncated_text_names_the_spill_file);
 	RUN_IN_TMP(json_renders_text_cut_inside_a_character);
+	RUN_IN_TMP(json_keeps_a_nul_as_u0000_in_every_text);
 	RUN_IN_TMP(json_of_a_timeout_has_status_reason_and_count_null);
 	RUN_IN_TMP(ndjson_events_of_a_stream_sequence_are_exact_lines);
 	RUN_IN_TMP(ndjson_end_event_has_every_result_member);

@@ -43,7 +43,8 @@ typedef struct {
 	 * component is refused. */
 	bool has_outputs_fd;
 	int outputs_fd;
-	/* File names are PREFIX + "<execution_count>-<index>.<ext>" for images,
+	/* File names are PREFIX + "<execution_count>-<index>.<ext>" for images
+	 * (".svg.txt" for an SVG written as text),
 	 * PREFIX + "<execution_count>-<stream>.txt" for spills (stdout, stderr,
 	 * value, traceback), with 0 for an unknown count.  NULL → ""; a '/' in
 	 * it is refused.  Files are created without following symlinks; one in
@@ -68,9 +69,12 @@ typedef struct kbox_result kbox_result_t;
 /* A truncated text reads: head, then one marker line
  *   "[... N bytes in M lines left out; the complete text is in PATH ...]"
  * (without the "; the complete…" part when no spill file could be written),
- * then tail.  Head and tail are whole lines and valid UTF-8. */
+ * then tail.  Head and tail are whole lines and valid UTF-8.  TEXT holds
+ * the bytes the kernel sent, NUL bytes included: use LEN, not strlen (it
+ * is NUL-terminated as well).  The spill file holds the same raw bytes. */
 typedef struct {
 	const char *text;   /* what to show: all of it, or head + marker + tail */
+	size_t len;         /* bytes at TEXT (a NUL byte in it counts as one) */
 	size_t total_bytes; /* of the complete text */
 	size_t total_lines; /* newline characters in it */
 	bool truncated;     /* the middle was left out of TEXT */
@@ -79,13 +83,18 @@ typedef struct {
 
 typedef enum { KBOX_TEXT_STDOUT = 0, KBOX_TEXT_STDERR, KBOX_TEXT_COUNT } kbox_stream_t;
 
-/* One image written (or, without an outputs dir, seen). */
+/* One image written (or, without an outputs dir, seen).  An SVG with
+ * active content (a script, an event handler, a link out of the image,
+ * …: what a browser could run or fetch when a user opens the file) is
+ * written as text, to a file named ….svg.txt, and SAVED_AS_TEXT says why. */
 typedef struct {
 	const char *path;  /* NULL when not written */
 	const char *mime;  /* image/png, image/jpeg, image/svg+xml */
 	int width, height; /* pixels, from the PNG/JPEG header; -1 when unknown (SVG) */
 	size_t bytes;      /* decoded size */
 	int display;       /* index of the display it came from, -1 for execute_result */
+	/* why PATH is an SVG written as text ("a <script> element"), or NULL */
+	const char *saved_as_text;
 } kbox_image_t;
 
 /* Events, in arrival order, for streaming front ends (ndjson). */
@@ -128,9 +137,10 @@ json_t *kbox_capture_value(const kbox_capture_t *cap);
  * ignored.  Returns 0, or -1 with ERR when the message gave a new notice (a
  * file not written, invalid base64; the capture goes on and the notice is
  * in the result) or memory ran out.  In result bundles an image becomes
- * {"path", "bytes", "width", "height"} (other image types: {"path": null,
- * "bytes", "error"}) and a non-image value over 64 KiB, or beyond 8 MiB of
- * such values in one capture, becomes {"omitted_bytes": N}. */
+ * {"path", "bytes", "width", "height"} (and "saved_as_text" for an SVG
+ * written as text; other image types: {"path": null, "bytes", "error"})
+ * and a non-image value over 64 KiB, or beyond 8 MiB of such values in one
+ * capture, becomes {"omitted_bytes": N}. */
 int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t *err);
 
 /* A kbox_exec_cb that feeds ARG (a kbox_capture_t *) and goes on. */
@@ -171,10 +181,12 @@ size_t kbox_result_image_count(const kbox_result_t *self);
 const kbox_image_t *kbox_result_image(const kbox_result_t *self, size_t i);
 
 /* The error, when the code raised: name, value, the traceback with ANSI
- * escapes stripped and budgeted, and the traceback array as sent. */
+ * escapes stripped and budgeted, and the traceback array as sent.  Name
+ * and value may hold NUL bytes (NUL-terminated all the same): their
+ * lengths are in *LEN (may be NULL). */
 bool kbox_result_has_error(const kbox_result_t *self);
-const char *kbox_result_ename(const kbox_result_t *self);
-const char *kbox_result_evalue(const kbox_result_t *self);
+const char *kbox_result_ename(const kbox_result_t *self, size_t *len);
+const char *kbox_result_evalue(const kbox_result_t *self, size_t *len);
 const kbox_text_t *kbox_result_traceback(const kbox_result_t *self);
 json_t *kbox_result_traceback_raw(const kbox_result_t *self);
 

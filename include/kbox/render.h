@@ -18,9 +18,12 @@ extern "C" {
 
 /* The text a model reads: stdout; then "[stderr]" and stderr; then
  * "Out[N]: " and the value's text/plain; one "[image saved: PATH (W×H px)]"
- * line per image; the error as "ENAME: EVALUE" after the stripped
+ * line per image ("[image saved as text: PATH (the SVG has active content:
+ * WHY)]" for an SVG written as text); the error as "ENAME: EVALUE" after the stripped
  * traceback; notices and the reason for a timeout or death in brackets.
- * Never base64, never HTML.  Caller frees. */
+ * Never base64, never HTML.  A NUL byte in any of it is shown as the two
+ * characters "\0" (what follows it is kept), so the text is a C string
+ * with no NUL inside.  Caller frees. */
 char *kbox_render_text(const kbox_result_t *result);
 
 /* The same, leaving out stdout and stderr with KBOX_RENDER_NO_STREAMS (for
@@ -30,7 +33,8 @@ char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags);
 
 /* One JSON object for the whole execution (new reference).  Text that is
  * not UTF-8 (a budget may cut a character) has each ill-formed subpart
- * replaced by U+FFFD, here and in the events. */
+ * replaced by U+FFFD, here and in the events; a NUL byte is kept (dumped,
+ * it is "\u0000"). */
 json_t *kbox_render_json(const kbox_result_t *result);
 
 /* One ndjson event (new reference) for EV, as kbox_event_cb receives it. */

@@ -42,8 +42,8 @@ long long cli_parse_size(const char *s);
 
 /* Write LEN bytes of S to F for a terminal: control characters other than
  * \n, \t, \r and \b (ESC above all: escape sequences from the kernel could
- * retitle, recolour or program the terminal) are shown as ^X, C1 controls
- * as \u0080..\u009f. */
+ * retitle, recolour or program the terminal) are shown as ^X, but NUL as
+ * \0 (as kbox_render_text shows it), C1 controls as \u0080..\u009f. */
 void cli_write_safe(FILE *f, const char *s, size_t len);
 
 /* Output formats of kbox run and kbox exec. */

@@ -18,7 +18,8 @@ static void print_event(const char *line, bool as_json)
 		fputs(line, stdout);
 		return;
 	}
-	if (!(j = json_loads(line, 0, NULL)) || !json_is_object(j)) {
+	/* a string may hold "\u0000": read it, and show what follows it too */
+	if (!(j = json_loads(line, JSON_ALLOW_NUL, NULL)) || !json_is_object(j)) {
 		fputs(line, stdout);
 		json_decref(j);
 		return;
@@ -35,7 +36,12 @@ static void print_event(const char *line, bool as_json)
 			continue;
 		if (json_is_string(v)) {
 			const char *s = json_string_value(v);
-			printf(strpbrk(s, " \"=") || !*s ? " %s=\"%s\"" : " %s=%s", key, s);
+			size_t n = json_string_length(v);
+			bool quote = !n || strpbrk(s, " \"=") || memchr(s, '\0', n);
+			printf(" %s=%s", key, quote ? "\"" : "");
+			cli_write_safe(stdout, s, n); /* a NUL as \0 */
+			if (quote)
+				putchar('"');
 		} else {
 			char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
 			printf(" %s=%s", key, s ? s : "?");

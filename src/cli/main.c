@@ -247,7 +247,9 @@ void cli_write_safe(FILE *f, const char *s, size_t len)
 		if (!c0 && !c1)
 			continue;
 		fwrite(run, 1, (size_t)(p - run), f);
-		if (c0)
+		if (c0 && *p == 0)
+			fputs("\\0", f);
+		else if (c0)
 			fprintf(f, "^%c", *p == 0x7f ? '?' : *p + '@');
 		else
 			fprintf(f, "\\u%04x", p[1]), p++;

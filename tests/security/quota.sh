@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/security/outputs.sh — threats.md row 28: a cell that prints
+# tests/security/quota.sh — threats.md row 28: a cell that prints
 # forever (or draws without end) cannot fill the host's disk.  Spill
 # files stop at the session's --file-size; a session's outputs/ holds at
 # most its outputs quota (kbox start --outputs-quota, default 1G),
@@ -9,7 +9,7 @@
 #
 # Environment (set by `make check`): top_builddir (or KBOX), KERNEL_PYTHON.
 # Run by hand:
-#   KBOX=/path/to/build/kbox bash tests/security/outputs.sh
+#   KBOX=/path/to/build/kbox bash tests/security/quota.sh
 # shellcheck disable=SC2016,SC2034 # eval strings expand later, using these variables
 set -u
 [ -n "${BASH_VERSION-}" ] || exec bash "$0" "$@"

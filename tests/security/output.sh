@@ -1,0 +1,217 @@
+#!/bin/sh
+# tests/security/output.sh — threats.md rows 26 and 35 against the bwrap
+# sandbox: what the kernel outputs, as kbox exec hands it on.  NUL bytes
+# hide nothing after them: in text they are shown as \0, in JSON kept as
+# \u0000, in spill files written as sent, with every count right.  An SVG
+# with active content (a script, an event handler, a link out of the
+# image) is written as text, NAME.svg.txt, and the result says so; a plain
+# SVG, and matplotlib's, stay NAME.svg.  Each test is named after its row.
+# TAP.
+#
+# Environment (set by `make check`): top_builddir (or KBOX, the kbox to
+# test), KERNEL_PYTHON (the host's Python, default /usr/bin/python3).  Run
+# by hand:
+#   KBOX=/path/to/build/kbox sh tests/security/output.sh
+# When `kbox doctor` says the sandbox cannot be made here, every test is
+# skipped with its reason.
+#
+# One session ("ou", the default limits).  All of it lives in a private
+# KBOX_HOME; at exit the session is stopped, whatever of ours is left is
+# killed by its pid, and the directory is removed.
+# shellcheck disable=SC2016,SC2034 # eval strings expand later, on purpose
+set -u
+
+ROOT_TAG=kso
+# shellcheck source-path=SCRIPTDIR source=cwd.sh
+. "$(dirname "$0")/cwd.sh"
+
+# ---- can the sandbox be made here? ----
+
+SKIPPING=$(sandbox_skip_reason)
+
+fresh
+kbox start -s ou
+check session_ou_starts_in_the_bwrap_sandbox eval 'status_is 0 &&
+	stdout_is "session ou started (backend bwrap, kernel python3, supervisor pid $(cat "$S/ou/supervisor.pid"))"'
+
+# ---- row 26: a NUL byte hides nothing after it ----
+
+fresh
+kbox exec -s ou 'print("A\x00B")'
+check row26_text_shows_a_nul_in_stdout_as_backslash_zero eval 'status_is 0 && stderr_empty &&
+	stdout_is "A\\0B"'
+kbox exec -s ou --format json 'print("A\x00B")'
+check row26_json_keeps_a_nul_in_stdout_as_u0000_not_truncated eval 'status_is 0 &&
+	grep -qF "\"stdout\":{\"text\":\"A\\u0000B\\n\",\"total_bytes\":4,\"total_lines\":1,\"truncated\":false,\"spill_path\":null}" stdout &&
+	json_true stdout "j[\"stdout\"][\"text\"] == \"A\\x00B\\n\""'
+
+fresh
+kbox exec -s ou 'import sys; print("e\x00f", file=sys.stderr)'
+check row26_text_shows_a_nul_in_stderr_as_backslash_zero eval 'status_is 0 &&
+	stdout_is "[stderr]
+e\\0f"'
+
+fresh
+kbox exec -s ou 'raise ValueError("x\x00y")'
+check row26_text_shows_a_nul_in_an_error_message eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "ValueError: x\\0y" ]'
+kbox exec -s ou --format json 'raise ValueError("x\x00y")'
+check row26_json_keeps_a_nul_in_the_error_value_and_traceback eval 'status_is 1 &&
+	json_true stdout "(j[\"error\"][\"evalue\"] == \"x\\x00y\" and
+		j[\"error\"][\"traceback\"][\"text\"].endswith(\"ValueError: x\\x00y\\n\") and
+		j[\"error\"][\"traceback_raw\"][-1].endswith(\"x\\x00y\"))"'
+
+fresh
+cat >repr.py <<'EOF'
+class R:
+    def __repr__(self):
+        return "r\x00s"
+R()
+EOF
+kbox exec -s ou -f repr.py
+check row26_text_shows_a_nul_in_a_result_repr eval 'status_is 0 &&
+	grep -qx "Out\[[0-9]*\]: r\\\\0s" stdout && [ "$(wc -l <stdout)" = 1 ]'
+kbox exec -s ou --format json -f repr.py
+check row26_json_keeps_a_nul_in_a_result_repr eval 'status_is 0 &&
+	json_true stdout "(j[\"value\"][\"data\"][\"text/plain\"] == \"r\\x00s\" and
+		j[\"value\"][\"text\"][\"text\"] == \"r\\x00s\" and j[\"value\"][\"text\"][\"total_bytes\"] == 3)"'
+
+fresh
+kbox exec -s ou 'from IPython.display import display
+display({"text/plain": "d\x00e"}, raw=True)'
+check row26_text_shows_a_nul_in_a_display eval 'status_is 0 && stdout_is "d\\0e"'
+
+# 10000 lines of "a\0b", 40000 bytes: over the 16 KiB budget.  The spill
+# file holds every byte as sent, and the head, the tail and the bytes the
+# marker counts add up to the total.
+fresh
+cat >many.py <<'EOF'
+print("a\x00b\n" * 10000, end="")
+EOF
+kbox exec -s ou --format json -f many.py
+cp stdout many.json 2>/dev/null
+check row26_long_output_with_nuls_is_truncated_with_its_full_counts eval 'status_is 0 &&
+	json_true many.json "(j[\"stdout\"][\"truncated\"] and j[\"stdout\"][\"total_bytes\"] == 40000 and
+		j[\"stdout\"][\"total_lines\"] == 10000)"'
+check row26_long_output_with_nuls_spills_the_raw_bytes json_true many.json \
+	'open(j["stdout"]["spill_path"], "rb").read() == b"a\x00b\n" * 10000'
+check row26_long_output_with_nuls_head_marker_and_tail_add_up json_true many.json '
+(lambda t, m: m is not None and
+    len(t[:m.start()].encode()) + int(m.group(1)) + len(t[m.end():].encode()) == 40000 and
+    int(m.group(2)) + t[:m.start()].count("\n") + t[m.end():].count("\n") == 10000 and
+    set(t[:m.start()].splitlines() + t[m.end():].splitlines()) == {"a\x00b"} and
+    m.group(3) == j["stdout"]["spill_path"])(
+    j["stdout"]["text"],
+    __import__("re").search(r"\[\.\.\. (\d+) bytes in (\d+) lines left out; the complete text is in (.*) \.\.\.\]\n", j["stdout"]["text"]))'
+kbox exec -s ou -f many.py
+check row26_long_output_with_nuls_in_text_shows_each_as_backslash_zero eval 'status_is 0 &&
+	[ "$(grep -cvx "a\\\\0b" stdout)" = 1 ] && [ "$(grep -cx "a\\\\0b" stdout)" = 200 ] &&
+	grep -q "^\[\.\.\. [0-9]* bytes in 9800 lines left out; the complete text is in $S/ou/outputs/.*-stdout.txt \.\.\.\]$" stdout'
+
+# On a terminal the stream is shown as it comes: a NUL there is \0 too.
+fresh
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 script -qec "$KBOX exec -s ou 'print(\"A\\x00B\")'" /dev/null >tty.out 2>&1 </dev/null
+	rc=$?
+fi
+check row26_terminal_shows_a_nul_as_backslash_zero eval '[ "$rc" = 0 ] &&
+	[ "$(tr -d "\r" <tty.out)" = "A\\0B" ] || { why="$(od -c tty.out | head -n 5)"; false; }'
+
+# kbox logs reads "\u0000" in an event (the supervisor writes none; a line
+# put there by hand) and shows it, and what follows, as a string.
+fresh
+if [ -z "$SKIPPING" ]; then
+	printf '%s\n' '{"event":"probe","time":"2026-01-01T00:00:00.000Z","what":"a\u0000b"}' >>"$S/ou/events.ndjson"
+fi
+kbox logs -s ou
+check row26_kbox_logs_shows_a_nul_in_an_event_as_backslash_zero eval 'status_is 0 &&
+	[ "$(tail -n 1 stdout)" = "2026-01-01T00:00:00.000Z probe       what=\"a\\0b\"" ]'
+
+# ---- row 35: an SVG a browser could run something of is saved as text ----
+
+# svg_line: the path of the SVG image file named on the one image line of
+# ./stdout, into $SVG.
+svg_line() {
+	SVG=$(sed -n 's/^\[image saved as text: \(.*\.svg\.txt\) (.*)\]$/\1/p; s/^\[image saved: \(.*\.svg\)\]$/\1/p' stdout 2>/dev/null)
+}
+
+fresh
+cat >script.py <<'EOF'
+from IPython.display import SVG, display
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>alert(1)</script><rect width="5" height="5"/></svg>'))
+EOF
+kbox exec -s ou -f script.py
+svg_line
+check row35_svg_with_a_script_is_saved_as_text_and_the_line_says_why eval 'status_is 0 && stderr_empty &&
+	case $SVG in "$S/ou/outputs/"*.svg.txt) ;; *) false ;; esac &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: a <script> element)]"'
+check row35_svg_saved_as_text_holds_the_svg_as_sent_and_no_svg_file_is_made eval '[ -f "$SVG" ] &&
+	[ ! -e "${SVG%.txt}" ] && grep -qF "<script>alert(1)</script>" "$SVG" &&
+	[ "$(find "$S/ou/outputs" -name "*.svg" | wc -l)" = 0 ]'
+kbox exec -s ou --format json -f script.py
+check row35_json_image_entry_and_bundle_say_saved_as_text json_true stdout '
+(len(j["images"]) == 1 and j["images"][0]["path"].endswith(".svg.txt") and
+ j["images"][0]["mime"] == "image/svg+xml" and j["images"][0]["saved_as_text"] == "a <script> element" and
+ j["displays"][0]["data"]["image/svg+xml"] == {"path": j["images"][0]["path"],
+     "bytes": j["images"][0]["bytes"], "saved_as_text": "a <script> element"})'
+
+fresh
+kbox exec -s ou 'from IPython.display import SVG, display
+display(SVG("<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(1)\"><rect width=\"5\" height=\"5\"/></svg>"))'
+svg_line
+check row35_svg_with_an_event_handler_is_saved_as_text eval 'status_is 0 &&
+	case $SVG in *.svg.txt) ;; *) false ;; esac &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: an event handler attribute)]"'
+
+fresh
+kbox exec -s ou 'from IPython.display import SVG, display
+display(SVG("<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\"><a xlink:href=\"&#106;avascript:alert(1)\"><text>x</text></a></svg>"))'
+svg_line
+check row35_svg_with_a_javascript_link_is_saved_as_text eval 'status_is 0 &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: a javascript: URL)]"'
+
+fresh
+kbox exec -s ou 'from IPython.display import SVG, display
+display(SVG("<svg xmlns=\"http://www.w3.org/2000/svg\"><image href=\"http://evil.example/t.png\"/></svg>"))'
+svg_line
+check row35_svg_with_an_external_link_is_saved_as_text eval 'status_is 0 &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: a link out of the image)]"'
+
+fresh
+kbox exec -s ou 'from IPython.display import SVG, display
+display(SVG("<svg xmlns=\"http://www.w3.org/2000/svg\"><foreignObject width=\"9\" height=\"9\"><div xmlns=\"http://www.w3.org/1999/xhtml\">x</div></foreignObject></svg>"))'
+svg_line
+check row35_svg_with_a_foreign_object_is_saved_as_text eval 'status_is 0 &&
+	stdout_is "[image saved as text: $SVG (the SVG has active content: a <foreignObject> element)]"'
+
+fresh
+cat >plain.py <<'EOF'
+from IPython.display import SVG, display
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="20" height="10"><rect width="20" height="10" fill="red"/></svg>'))
+EOF
+kbox exec -s ou -f plain.py
+svg_line
+check row35_plain_svg_is_still_saved_as_svg eval 'status_is 0 &&
+	case $SVG in "$S/ou/outputs/"*.svg) ;; *) false ;; esac &&
+	stdout_is "[image saved: $SVG]" && [ -f "$SVG" ] && grep -qF "fill=\"red\"" "$SVG"'
+kbox exec -s ou --format json -f plain.py
+check row35_plain_svg_json_entry_has_saved_as_text_null json_true stdout \
+	'j["images"][0]["saved_as_text"] is None and "saved_as_text" not in j["displays"][0]["data"]["image/svg+xml"]'
+
+# matplotlib's own SVG (XML declaration, DOCTYPE, metadata, a style sheet,
+# url(#clip)) is inert: a chart stays NAME.svg.
+fresh
+if [ -z "$SKIPPING" ] && ! "$PY" -c 'import matplotlib' 2>/dev/null; then
+	n=$((n + 1))
+	echo "ok $n - row35_matplotlib_svg_chart_is_saved_as_svg # SKIP $PY cannot import matplotlib"
+else
+	kbox exec -s ou '%config InlineBackend.figure_formats = ["svg"]
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3]); plt.title("a < b & c"); plt.show()'
+	svg_line
+	check row35_matplotlib_svg_chart_is_saved_as_svg eval 'status_is 0 &&
+		case $SVG in *.svg) ;; *) false ;; esac && stdout_is "[image saved: $SVG]" &&
+		grep -q "<!DOCTYPE svg" "$SVG"'
+fi
+
+echo "1..$n"
