@@ -16,6 +16,7 @@
  *   events.ndjson    lifecycle and execution log, one JSON object per line
  *   kernel.log       the kernel's stdout and stderr
  *   supervisor.log   the supervisor's own diagnostics
+ *   cgroups          the cgroup directories the supervisor made, one a line
  *   generation       how many kernels this session has started
  *   last-stop        why the previous supervisor ended (read by the next)
  */

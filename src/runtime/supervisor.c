@@ -1942,13 +1942,11 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	}
 	clean_runtime_dir(&s);
 	if (s.prev_pid > 0 && s.prev_pid != getpid()) {
-		/* the cgroups of the sandboxes of this session's previous
-		 * supervisor, if it was killed (it is gone: we hold the lock) */
+		/* was this session's previous supervisor killed by its own
+		 * memory limit? */
 		const char *name = json_string_value(json_object_get(s.config, "name"));
-		char prefix[128];
 		char cg[160];
-		snprintf(prefix, sizeof prefix, "kbox-%s-%ld-", name ? name : "sandbox", s.prev_pid);
-		snprintf(cg, sizeof cg, "%ssupervisor", prefix);
+		snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox", s.prev_pid);
 		if (!prev[0] && kbox__cgroup_oom_kills_named(cg) > 0) {
 			char max[32];
 			kbox_fmt_size(max, sizeof max, MEMORY_MAX);
@@ -1960,7 +1958,15 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 			snprintf(s.last_cause, sizeof s.last_cause,
 			         "its supervisor went over its memory limit (%s)", max);
 		}
-		kbox__cgroup_reap(prefix);
+	}
+	{
+		/* the cgroups a previous supervisor of this session left (killed,
+		 * it could not remove them; it is gone: we hold the lock), by the
+		 * paths it recorded, never by name; then ours, recorded alike */
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof path, "%s/cgroups", dir);
+		kbox__cgroup_reap(path);
+		kbox__cgroup_record(path);
 	}
 	if (kernel_start(&s, &err) < 0) {
 		snprintf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
@@ -1988,7 +1994,9 @@ out:
 		close(s.owner_fd);
 	if (s.ephemeral && s.config) {
 		/* kbox run's session: nothing of it stays (its workspace is the
-		 * caller's directory, elsewhere) */
+		 * caller's directory, elsewhere; its own cgroup, removed below,
+		 * needs no record after it) */
+		kbox__cgroup_record(NULL);
 		kbox__empty_dir(dir);
 		rmdir(dir);
 	}

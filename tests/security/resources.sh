@@ -1,8 +1,10 @@
 #!/bin/bash
-# tests/security/resources.sh — threats.md rows 1 to 4 against the bwrap
-# sandbox: a fork bomb, ten times the memory limit, filling /tmp, /dev/shm
-# and the workspace, and a busy loop that ignores SIGINT and SIGTERM.  Each
-# test is named after its row.  TAP.
+# tests/security/resources.sh — threats.md rows 1 to 4, 30 and 31 against
+# the bwrap sandbox: a fork bomb, ten times the memory limit, filling /tmp,
+# /dev/shm and the workspace, a busy loop that ignores SIGINT and SIGTERM,
+# a session named after another's cgroup prefix, a kernel that floods its
+# log or leaves a deep tree in its run directory.  Each test is named after
+# its row.  TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
 # test), KERNEL_PYTHON (the host's Python for helpers, default
@@ -299,5 +301,61 @@ check "row04_a_new_kernel_answers_and_says_why_it_was_restarted" eval '
 	rc_is after_loop 0 &&
 	out_is after_loop "[note: kernel restarted: $TIMEOUT_CAUSE; earlier state (variables, imports, loaded data) is lost]
 2" && [ "$(status_field r kernel_pid)" != "$KPID" ]'
+
+# ---- row 30: leftover cgroups are removed by recorded path, never by prefix ----
+
+# Session c's supervisor is killed; session c-SUP (SUP its pid) has
+# cgroups named kbox-c-SUP-…, under the prefix of those c's supervisor
+# left.  Starting c again removes c's leftovers, and c-SUP runs on.
+SKIPPING=$skip_all
+[ -n "$SKIPPING" ] || [ -z "$skip_memory" ] || [ -z "$skip_pids" ] || SKIPPING=$skip_memory
+CTL=memory
+[ -z "$skip_memory" ] || CTL=pids
+kx start -s c
+keep start_c
+SUP_C=$(cat "$S/c/supervisor.pid" 2>/dev/null)
+CC=c-$SUP_C
+kx start -s "$CC"
+keep start_cc
+DIAG="start_c start_cc"
+check "row30_a_session_named_after_anothers_cgroup_prefix_starts" eval '
+	rc_is start_c 0 && rc_is start_cc 0 && [ -n "$SUP_C" ]'
+[ -n "$SKIPPING" ] || [ -n "$SUP_C" ] || SKIPPING="the sessions did not start"
+SUP_CC=$(cat "$S/$CC/supervisor.pid" 2>/dev/null)
+KPID_CC=$(status_field "$CC" kernel_pid)
+CG_C=
+CG_CC=
+if [ -z "$SKIPPING" ]; then
+	CG_C=$(cg_dir "$CTL" "$(status_field c kernel_pid)")
+	CG_CC=$(cg_dir "$CTL" "$KPID_CC")
+	kill -9 "$SUP_C"
+	# the kernel dies with the supervisor (PDEATHSIG), the session lock
+	# with the supervisor's last thread, a little later
+	for _ in $(seq 1 100); do
+		flock -n -s "$S/c/supervisor.pid" true && break
+		sleep 0.1
+	done
+fi
+kx start -s c
+keep restart_c
+DIAG=restart_c
+check "row30_the_killed_supervisors_own_leftover_cgroup_is_removed" eval '
+	rc_is restart_c 0 && say "c: $CG_C; $CC: $CG_CC" &&
+	case $CG_CC in "${CG_C%-1}"-*) ;; *) say "not under the prefix"; false ;; esac &&
+	[ ! -d "$CG_C" ]'
+DIAG=
+check "row30_the_other_sessions_kernel_supervisor_and_cgroup_are_untouched" eval '
+	alive "$KPID_CC" && alive "$SUP_CC" && [ -d "$CG_CC" ] &&
+	grep -qx "$KPID_CC" "$CG_CC/cgroup.procs" && eq "$(status_field "$CC" kernel_pid)" "$KPID_CC"'
+pyx "$CC" <<'EOF'
+print(6 * 7)
+EOF
+keep after_cc
+DIAG=after_cc
+check "row30_the_other_sessions_kernel_still_answers_without_a_restart" eval '
+	rc_is after_cc 0 && out_is after_cc 42'
+kx stop -s c
+kx stop -s "$CC"
+SKIPPING=$base_skip
 
 echo "1..$n"
