@@ -32,8 +32,9 @@ void kbox__fmt_ms(char *buf, size_t size, int ms);
 /* 0 if DIR is a directory owned by us with no group/other access, else -1 with ERR. */
 int kbox__check_private_dir(const char *dir, kbox_error_t *err);
 
-/* Remove everything inside DIR (which stays), never following a symbolic
- * link.  0 (also when DIR does not exist), or -1. */
+/* Remove everything inside DIR (which stays), to any depth (one
+ * descriptor open at a time, no path longer than a name), never following
+ * a symbolic link.  0 (also when DIR does not exist), or -1 with errno. */
 int kbox__empty_dir(const char *dir);
 
 /* ---- util.c: one of each utility ---- */
@@ -117,12 +118,11 @@ char **kbox__kernel_env(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o, c
 char *kbox__resolve_command(const char *cmd, const char *root);
 
 /* After fork: new session, PR_SET_PDEATHSIG (exit 127 if PARENT is gone
- * already), default signals, stdin /dev/null, stdout and stderr appended to
- * LOG_PATH (or /dev/null), chdir to O->cwd, every fd from 3 up closed on
- * exec but the N_KEEP in KEEP, execve.  On failure writes errno to ERRFD
- * and exits 127. */
+ * already), default signals, stdin /dev/null, stdout and stderr on OUT_FD
+ * (< 0: /dev/null), chdir to O->cwd, every fd from 3 up closed on exec but
+ * the N_KEEP in KEEP, execve.  On failure writes errno to ERRFD and exits
+ * 127. */
 void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
-                      int errfd, const char *log_path, pid_t parent, const int *keep,
-                      size_t n_keep);
+                      int errfd, int out_fd, pid_t parent, const int *keep, size_t n_keep);
 
 #endif

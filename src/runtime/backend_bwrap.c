@@ -115,7 +115,7 @@ static void bwrap_child(void *arg, int errfd)
 			_exit(126);
 		_exit(126);
 	}
-	kbox__child_exec(c->bargv[0], c->bargv, c->env, NULL, errfd, c->sb->o.log_path, c->parent,
+	kbox__child_exec(c->bargv[0], c->bargv, c->env, NULL, errfd, c->sb->o.log_fd, c->parent,
 	                 c->fds, c->n_fds);
 }
 

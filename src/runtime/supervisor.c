@@ -11,6 +11,7 @@
 #include "runtime/backend.h"
 #include "runtime/bwrap.h"
 #include "runtime/cgroup.h"
+#include "runtime/kernel_log.h"
 #include "runtime/session.h"
 #include "runtime/supervisor.h"
 
@@ -120,6 +121,7 @@ struct sup {
 	kbox_loop_t *loop;
 	/* the kernel */
 	kbox_sandbox_t *sb;
+	kbox_kernel_log_t *klog;   /* its output, copied to kernel.log */
 	kbox_client_t *client;
 	bool ready;                /* answered: jobs may run */
 	bool starting;             /* started, not yet answering */
@@ -927,9 +929,13 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 	s->generation++;
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
 	write_file(s->dir, "generation", gen);
-	if (write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0)
+	if (write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0 ||
+	    (s->sbo.log_fd = kbox__kernel_log_pipe(s->klog, s->loop, err)) < 0)
 		goto fail;
-	if (!(s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err)))
+	s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
+	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
+	s->sbo.log_fd = -1;
+	if (!s->sb)
 		goto fail;
 	sup_log(s, "start",
 	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel, "pid",
@@ -954,6 +960,7 @@ fail:
 	kbox_conn_destroy(&conn);
 	kbox_client_destroy(&s->client);
 	kbox_sandbox_destroy(&s->sb);
+	kbox__kernel_log_close(s->klog);
 	remove_kernel_files(s);
 	s->starting = false;
 	return -1;
@@ -977,6 +984,7 @@ static void kernel_end(sup_t *s, bool graceful)
 		kbox_sandbox_stop(s->sb, STOP_STEP_MS);
 		kbox_sandbox_destroy(&s->sb);
 	}
+	kbox__kernel_log_close(s->klog); /* its last words */
 	remove_kernel_files(s);
 	s->ready = s->starting = false;
 }
@@ -1016,6 +1024,7 @@ static void start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t s
 	kbox_error_t perr = {0};
 	kbox_bwrap_opts_t bo = {0};
 	bo.rootfs = s->sbo.rootfs;
+	kbox__kernel_log_flush(s->klog); /* what it said is in the log */
 	/* the kernel never ran because bwrap cannot make a sandbox here (no
 	 * user namespaces, say): bwrap's own words, from a probe */
 	if (s->sb && !kbox_sandbox_alive(s->sb) && strcmp(s->backend, "bwrap") == 0 &&
@@ -1773,7 +1782,9 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.home = s->home;
 	s->sbo.runtime_dir = s->sockets_dir;
 	s->sbo.workspace = s->workspace;
-	s->sbo.log_path = s->log_path;
+	s->sbo.log_fd = -1;
+	if (!(s->klog = kbox__kernel_log_new(s->log_path, KBOX_KERNEL_LOG_MAX)))
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
 	if (!kbox_backend_exists(s->backend))
 		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
 	if (!(s->spec = kbox_kspec_find(s->kernel, err)))
@@ -1992,6 +2003,7 @@ out:
 		close(s.pid_fd);
 	if (s.owner_fd >= 0)
 		close(s.owner_fd);
+	kbox__kernel_log_destroy(&s.klog);
 	if (s.ephemeral && s.config) {
 		/* kbox run's session: nothing of it stays (its workspace is the
 		 * caller's directory, elsewhere; its own cgroup, removed below,
