@@ -56,7 +56,7 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	kbox_kernel_t *self = calloc(1, sizeof *self);
 	char **argv = NULL, **env = NULL, *exe = NULL;
 	char uuid[37], path[PATH_MAX];
-	int pipefd[2] = {-1, -1};
+	int pipefd[2] = {-1, -1}, log_fd = -1;
 	pid_t pid, parent = getpid();
 	ssize_t r;
 	int child_errno;
@@ -110,6 +110,11 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 		kbox__err_sys(err, "pipe");
 		goto fail;
 	}
+	/* the kernel's output: appended to the log named (not through a
+	 * link), else nowhere */
+	if (self->log_path)
+		log_fd = open(self->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+		              0600);
 	pid = fork();
 	if (pid < 0) {
 		kbox__err_sys(err, "cannot fork the kernel process");
@@ -117,7 +122,7 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		kbox__child_exec(exe, argv, env, o, pipefd[1], self->log_path, NULL, parent, NULL, 0);
+		kbox__child_exec(exe, argv, env, o, pipefd[1], log_fd, NULL, parent, NULL, 0);
 	}
 	self->pid = pid;
 	close(pipefd[1]);
@@ -141,6 +146,8 @@ out:
 		close(pipefd[0]);
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
+	if (log_fd >= 0)
+		close(log_fd);
 	kbox_strv_free(argv);
 	kbox_strv_free(env);
 	free(exe);

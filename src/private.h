@@ -32,8 +32,9 @@ void kbox__fmt_ms(char *buf, size_t size, int ms);
 /* 0 if DIR is a directory owned by us with no group/other access, else -1 with ERR. */
 int kbox__check_private_dir(const char *dir, kbox_error_t *err);
 
-/* Remove everything inside DIR (which stays), never following a symbolic
- * link.  0 (also when DIR does not exist), or -1. */
+/* Remove everything inside DIR (which stays), to any depth (one
+ * descriptor open at a time, no path longer than a name), never following
+ * a symbolic link.  0 (also when DIR does not exist), or -1 with errno. */
 int kbox__empty_dir(const char *dir);
 
 /* ---- util.c: one of each utility ---- */
@@ -143,13 +144,13 @@ int kbox__conn_save_for(const kbox_conn_t *self, const char *path, const kbox_id
                         kbox_error_t *err);
 
 /* After fork: new session, PR_SET_PDEATHSIG (exit 127 if PARENT is gone
- * already), default signals, stdin /dev/null, stdout and stderr appended to
- * LOG_PATH (or /dev/null), then IDS taken when not NULL (and
- * PR_SET_PDEATHSIG set again: a change of identity clears it), chdir to
- * O->cwd, every fd from 3 up closed on exec but the N_KEEP in KEEP,
- * execve.  On failure writes errno to ERRFD and exits 127. */
+ * already), default signals, stdin /dev/null, stdout and stderr on OUT_FD
+ * (< 0: /dev/null), then IDS taken when not NULL (and PR_SET_PDEATHSIG set
+ * again: a change of identity clears it), chdir to O->cwd, every fd from 3
+ * up closed on exec but the N_KEEP in KEEP, execve.  On failure writes
+ * errno to ERRFD and exits 127. */
 void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
-                      int errfd, const char *log_path, const kbox_ids_t *ids, pid_t parent,
+                      int errfd, int out_fd, const kbox_ids_t *ids, pid_t parent,
                       const int *keep, size_t n_keep);
 
 #endif

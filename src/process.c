@@ -132,7 +132,7 @@ int kbox__take_ids(const kbox_ids_t *ids)
 }
 
 void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
-                      int errfd, const char *log_path, const kbox_ids_t *ids, pid_t parent,
+                      int errfd, int out_fd, const kbox_ids_t *ids, pid_t parent,
                       const int *keep, size_t n_keep)
 {
 	sigset_t none;
@@ -149,13 +149,16 @@ void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kerne
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
+	/* OUT_FD out of the way of 0 to 2 first (a dup2 onto itself would
+	 * leave it close-on-exec) */
+	if (out_fd >= 0 && out_fd <= 2)
+		out_fd = fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
 	fd = open("/dev/null", O_RDONLY);
 	if (fd >= 0 && fd != 0) {
 		dup2(fd, 0);
 		close(fd);
 	}
-	fd = log_path ? open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600)
-	              : open("/dev/null", O_WRONLY);
+	fd = out_fd >= 0 ? out_fd : open("/dev/null", O_WRONLY);
 	if (fd >= 0) {
 		dup2(fd, 1);
 		dup2(fd, 2);

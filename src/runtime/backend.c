@@ -176,7 +176,6 @@ kbox_sandbox_t *kbox_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	self->o.env = (const char *const *)self->env;
 	self->o.runtime_dir = dup_or_null(o->runtime_dir, &failed);
 	self->o.workspace = dup_or_null(o->workspace, &failed);
-	self->o.log_path = dup_or_null(o->log_path, &failed);
 	self->o.name = dup_or_null(o->name, &failed);
 	self->o.home = dup_or_null(o->home, &failed);
 	self->o.rootfs = dup_or_null(o->rootfs, &failed);
@@ -304,7 +303,6 @@ void kbox_sandbox_destroy(kbox_sandbox_t **self_p)
 	free(self->env);
 	free((char *)self->o.runtime_dir);
 	free((char *)self->o.workspace);
-	free((char *)self->o.log_path);
 	free((char *)self->o.name);
 	free((char *)self->o.home);
 	free((char *)self->o.rootfs);

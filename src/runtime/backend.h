@@ -28,7 +28,9 @@ typedef struct {
 	 * that has one. */
 	const char *runtime_dir;
 	const char *workspace;   /* the kernel's working directory */
-	const char *log_path;    /* the kernel's stdout and stderr (appended) */
+	/* The kernel's stdout and stderr: a descriptor (borrowed; the write
+	 * end of the supervisor's pipe, never a host file), < 0 for /dev/null. */
+	int log_fd;
 	const char *const *env;  /* extra "KEY=VALUE", NULL-terminated; may be NULL */
 	const char *name;        /* the session's name, for the sandbox's cgroup; may be NULL */
 	const char *home;        /* bwrap: bound at /home/kbox; NULL: a tmpfs there */

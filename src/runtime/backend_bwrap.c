@@ -118,7 +118,7 @@ static void bwrap_child(void *arg, int errfd)
 		_exit(126);
 	}
 	kbox_ids_t ids = {c->sb->o.uid, c->sb->o.gid};
-	kbox__child_exec(c->bargv[0], c->bargv, c->env, NULL, errfd, c->sb->o.log_path,
+	kbox__child_exec(c->bargv[0], c->bargv, c->env, NULL, errfd, c->sb->o.log_fd,
 	                 c->sb->o.drop_ids ? &ids : NULL, c->parent, c->fds, c->n_fds);
 }
 

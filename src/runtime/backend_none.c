@@ -14,7 +14,8 @@
 #include <unistd.h>
 
 typedef struct {
-	const char *exe, *log_path;
+	const char *exe;
+	int log_fd;
 	char **argv, **env;
 	const kbox_kernel_opts_t *ko;
 	pid_t parent;
@@ -23,7 +24,7 @@ typedef struct {
 static void none_child(void *arg, int errfd)
 {
 	none_child_t *c = arg;
-	kbox__child_exec(c->exe, c->argv, c->env, c->ko, errfd, c->log_path, NULL, c->parent, NULL, 0);
+	kbox__child_exec(c->exe, c->argv, c->env, c->ko, errfd, c->log_fd, NULL, c->parent, NULL, 0);
 }
 
 static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
@@ -44,7 +45,7 @@ static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
 		goto out;
 	}
-	c = (none_child_t){exe, sb->o.log_path, argv, env, &ko, getpid()};
+	c = (none_child_t){exe, sb->o.log_fd, argv, env, &ko, getpid()};
 	if ((f = kbox_sandbox_fork(sb, none_child, &c, &child_errno, err)) < 0)
 		goto out;
 	if (f > 0) {

@@ -32,6 +32,133 @@ struct kbox_cgroup {
 	long long memory_limit;
 };
 
+/* The record of the cgroups this process makes (kbox__cgroup_record), ""
+ * when there is none, and the most of one that is read. */
+static char ledger[PATH_MAX];
+#define LEDGER_MAX (1 << 20)
+
+/* The text of the record at PATH, malloc'd ("" when there is none), or
+ * NULL with errno. */
+static char *ledger_read(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), e;
+	struct stat st;
+	size_t len = 0, cap;
+	char *text = NULL;
+	if (fd < 0)
+		return errno == ENOENT ? strdup("") : NULL;
+	if (fstat(fd, &st) < 0)
+		goto fail;
+	cap = st.st_size > LEDGER_MAX ? LEDGER_MAX : (size_t)st.st_size;
+	if (!(text = malloc(cap + 1)))
+		goto fail;
+	while (len < cap) {
+		ssize_t n = read(fd, text + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto fail;
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	text[len] = '\0';
+	close(fd);
+	return text;
+fail:
+	e = errno;
+	free(text);
+	close(fd);
+	errno = e;
+	return NULL;
+}
+
+/* The next line of *P (a NUL-terminated text): its start and length;
+ * false at the end. */
+static bool next_line(const char **p, const char **line, size_t *len)
+{
+	const char *nl;
+	if (!**p)
+		return false;
+	*line = *p;
+	nl = strchr(*p, '\n');
+	*len = nl ? (size_t)(nl - *p) : strlen(*p);
+	*p += *len + (nl ? 1 : 0);
+	return true;
+}
+
+static bool line_is(const char *line, size_t len, const char *s)
+{
+	return s && strlen(s) == len && memcmp(line, s, len) == 0;
+}
+
+/* Replace the record at PATH by the lines of TEXT other than DROP, then
+ * ADD (DROP and ADD may be NULL); no lines: no file.  0 or -1 with errno. */
+static int ledger_write(const char *path, const char *text, const char *drop, const char *add)
+{
+	char tmp[PATH_MAX + 8];
+	const char *p = text, *line;
+	size_t len;
+	bool any = add != NULL;
+	FILE *f;
+	int fd, e;
+	while (!any && next_line(&p, &line, &len))
+		any = len > 0 && !line_is(line, len, drop);
+	if (!any)
+		return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	if (!(f = fdopen(fd, "w"))) {
+		e = errno;
+		close(fd);
+		goto fail;
+	}
+	for (p = text; next_line(&p, &line, &len);)
+		if (len > 0 && !line_is(line, len, drop) && !line_is(line, len, add))
+			fprintf(f, "%.*s\n", (int)len, line);
+	if (add)
+		fprintf(f, "%s\n", add);
+	if (fflush(f) != 0 || ferror(f)) {
+		e = errno;
+		fclose(f);
+		goto fail;
+	}
+	if (fclose(f) != 0 || rename(tmp, path) < 0) {
+		e = errno;
+		goto fail;
+	}
+	return 0;
+fail:
+	unlink(tmp);
+	errno = e;
+	return -1;
+}
+
+/* Take DROP out of this process's record and put ADD in (either may be
+ * NULL).  0 (also when there is no record) or -1 with errno. */
+static int ledger_change(const char *drop, const char *add)
+{
+	char *text;
+	int rc;
+	if (!ledger[0])
+		return 0;
+	if (!(text = ledger_read(ledger)))
+		return -1;
+	rc = ledger_write(ledger, text, drop, add);
+	free(text);
+	return rc;
+}
+
+void kbox__cgroup_record(const char *path)
+{
+	snprintf(ledger, sizeof ledger, "%s", path ? path : "");
+}
+
 const char *kbox__cgroup_name(unsigned bit)
 {
 	for (int i = 0; i < N_CTL; i++)
@@ -319,8 +446,16 @@ kbox_cgroup_t *kbox__cgroup_new(const char *name, unsigned want, long long memor
 				/* may fail while the parent has processes of its own */
 				write_file(parent, "cgroup.subtree_control", plus);
 			}
+			/* recorded first: a process killed right after the mkdir
+			 * leaves nothing unknown */
+			if (ledger_change(NULL, dir) < 0) {
+				snprintf(w, sizeof w, "cannot record %s in %s: %s", dir, ledger,
+				         strerror(errno));
+				goto fail_ctl;
+			}
 			if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
 				snprintf(w, sizeof w, "cannot create %s: %s", dir, strerror(errno));
+				ledger_change(dir, NULL);
 				goto fail_ctl;
 			}
 			h = &self->h[self->n++];
@@ -342,7 +477,8 @@ kbox_cgroup_t *kbox__cgroup_new(const char *name, unsigned want, long long memor
 	/* hierarchies where every controller failed carry nothing: drop them */
 	for (int j = 0; j < self->n;) {
 		if (!self->h[j].mask) {
-			rmdir(self->h[j].dir);
+			if (rmdir(self->h[j].dir) == 0)
+				ledger_change(self->h[j].dir, NULL);
 			self->h[j] = self->h[--self->n];
 		} else
 			j++;
@@ -473,49 +609,88 @@ static int kill_all(const hier_t *h)
 	return n;
 }
 
+/* Remove H's directory, killing what is in it (a cgroup with processes
+ * cannot go; those killed leave once their parent has reaped them).  True
+ * once it is gone. */
+static bool remove_cgroup(const hier_t *h)
+{
+	for (int tries = 0; rmdir(h->dir) < 0; tries++) {
+		if (errno == ENOENT)
+			return true;
+		if (errno != EBUSY || tries == 100)
+			return false;
+		kill_all(h);
+		usleep(10000);
+	}
+	return true;
+}
+
 void kbox__cgroup_destroy(kbox_cgroup_t **self_p)
 {
 	kbox_cgroup_t *self;
 	if (!self_p || !(self = *self_p))
 		return;
-	for (int j = 0; j < self->n; j++) {
-		/* a cgroup with processes cannot go; those left are killed, and
-		 * leave once the kernel has reaped them */
-		for (int tries = 0; rmdir(self->h[j].dir) < 0 && errno == EBUSY && tries < 100;
-		     tries++) {
-			kill_all(&self->h[j]);
-			usleep(10000);
-		}
-	}
+	for (int j = 0; j < self->n; j++)
+		if (remove_cgroup(&self->h[j]))
+			ledger_change(self->h[j].dir, NULL);
 	free(self);
 	*self_p = NULL;
 }
 
-int kbox__cgroup_reap(const char *prefix)
+/* Is LINE (LEN bytes of a record) a cgroup this module makes: "kbox-…"
+ * directly in the caller's own cgroup of a hierarchy?  Then true, and H
+ * is filled. */
+static bool recorded_cgroup(const char *line, size_t len, hier_t *h)
 {
-	size_t pl = strlen(prefix);
-	int removed = 0;
+	const char *slash;
+	if (len == 0 || len >= sizeof h->dir)
+		return false;
+	memcpy(h->dir, line, len);
+	h->dir[len] = '\0';
+	if (!(slash = strrchr(h->dir, '/')) || strncmp(slash + 1, "kbox-", 5) != 0)
+		return false;
 	for (int i = 0; i < N_CTL; i++) {
 		char parent[PATH_MAX], why[256];
-		struct dirent *e;
+		size_t pl = (size_t)(slash - h->dir);
 		bool v2;
-		DIR *d;
-		if (!parent_dir(i, parent, sizeof parent, &v2, why, sizeof why) || !(d = opendir(parent)))
-			continue;
-		while ((e = readdir(d))) {
-			hier_t h = {0};
-			if (strncmp(e->d_name, prefix, pl) != 0 ||
-			    snprintf(h.dir, sizeof h.dir, "%s/%s", parent, e->d_name) >= (int)sizeof h.dir)
-				continue;
-			snprintf(h.procs, sizeof h.procs, "%s/cgroup.procs", h.dir);
-			for (int tries = 0; rmdir(h.dir) < 0 && errno == EBUSY && tries < 100; tries++) {
-				kill_all(&h);
-				usleep(10000);
-			}
-			if (access(h.dir, F_OK) < 0)
-				removed++;
+		if (parent_dir(i, parent, sizeof parent, &v2, why, sizeof why) && strlen(parent) == pl &&
+		    memcmp(parent, h->dir, pl) == 0) {
+			snprintf(h->procs, sizeof h->procs, "%s/cgroup.procs", h->dir);
+			h->v2 = v2;
+			return true;
 		}
-		closedir(d);
 	}
+	return false;
+}
+
+int kbox__cgroup_reap(const char *path)
+{
+	char *text = ledger_read(path), *left;
+	const char *p = text, *line;
+	size_t len, n = 0;
+	int removed = 0;
+	if (!text)
+		return 0;
+	if (!(left = malloc(strlen(text) + 1))) {
+		free(text);
+		return 0;
+	}
+	while (next_line(&p, &line, &len)) {
+		hier_t h = {0};
+		if (!recorded_cgroup(line, len, &h))
+			continue;
+		if (remove_cgroup(&h)) {
+			removed++;
+			continue;
+		}
+		/* kept for the next time */
+		memcpy(left + n, line, len);
+		n += len;
+		left[n++] = '\n';
+	}
+	left[n] = '\0';
+	ledger_write(path, left, NULL, NULL);
+	free(left);
+	free(text);
 	return removed;
 }

@@ -67,11 +67,21 @@ long kbox__cgroup_pids_refused(const kbox_cgroup_t *self);
 /* Processes in the cgroup now, -1 when unknown. */
 long kbox__cgroup_pids_current(const kbox_cgroup_t *self);
 
-/* Remove the cgroups whose names begin with PREFIX under the caller's own
- * in every hierarchy, killing what is still in them: those a supervisor
- * killed with SIGKILL left ("kbox-NAME-PID-", its session and pid).  How
- * many were removed. */
-int kbox__cgroup_reap(const char *prefix);
+/* From now on, record in the file at PATH (NULL: nowhere, the default)
+ * the directory of every cgroup this process makes: each path goes in,
+ * one a line, before the directory is made, and out once it is removed.
+ * What a process killed with SIGKILL left is then known exactly, for
+ * kbox__cgroup_reap.  The file is rewritten whole each time (a temporary
+ * file renamed over it); a cgroup that cannot be recorded is not made. */
+void kbox__cgroup_record(const char *path);
+
+/* Remove the cgroups listed in the file at PATH (what an earlier process
+ * recorded, kbox__cgroup_record), killing what is still in them; the
+ * lines of those removed leave the file.  Only a directory named "kbox-…"
+ * directly under the caller's own cgroup of a hierarchy is touched; any
+ * other line is dropped.  Nothing is ever matched by name: a cgroup not
+ * listed stays.  How many were removed. */
+int kbox__cgroup_reap(const char *path);
 
 /* Kill what is left in the cgroup, remove its directories, free.
  * Accepts NULL. */

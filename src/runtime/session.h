@@ -14,8 +14,10 @@
  *   workspace/       the kernel's working directory; survives restarts
  *   outputs/         images and spilled output of executions
  *   events.ndjson    lifecycle and execution log, one JSON object per line
- *   kernel.log       the kernel's stdout and stderr
+ *   kernel.log       the kernel's stdout and stderr, through the supervisor:
+ *                    up to 1 MiB, then renamed kernel.log.1 (kernel_log.h)
  *   supervisor.log   the supervisor's own diagnostics
+ *   cgroups          the cgroup directories the supervisor made, one a line
  *   generation       how many kernels this session has started
  *   last-stop        why the previous supervisor ended (read by the next)
  */

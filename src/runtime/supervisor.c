@@ -11,6 +11,7 @@
 #include "runtime/backend.h"
 #include "runtime/bwrap.h"
 #include "runtime/cgroup.h"
+#include "runtime/kernel_log.h"
 #include "runtime/session.h"
 #include "runtime/supervisor.h"
 
@@ -122,6 +123,7 @@ struct sup {
 	kbox_loop_t *loop;
 	/* the kernel */
 	kbox_sandbox_t *sb;
+	kbox_kernel_log_t *klog;   /* its output, copied to kernel.log */
 	kbox_client_t *client;
 	bool ready;                /* answered: jobs may run */
 	bool starting;             /* started, not yet answering */
@@ -963,9 +965,13 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 	s->generation++;
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
 	write_file(s->dir, "generation", gen);
-	if (write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0)
+	if (write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0 ||
+	    (s->sbo.log_fd = kbox__kernel_log_pipe(s->klog, s->loop, err)) < 0)
 		goto fail;
-	if (!(s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err)))
+	s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
+	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
+	s->sbo.log_fd = -1;
+	if (!s->sb)
 		goto fail;
 	sup_log(s, "start",
 	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel, "pid",
@@ -990,6 +996,7 @@ fail:
 	kbox_conn_destroy(&conn);
 	kbox_client_destroy(&s->client);
 	kbox_sandbox_destroy(&s->sb);
+	kbox__kernel_log_close(s->klog);
 	remove_kernel_files(s);
 	s->starting = false;
 	return -1;
@@ -1013,6 +1020,7 @@ static void kernel_end(sup_t *s, bool graceful)
 		kbox_sandbox_stop(s->sb, STOP_STEP_MS);
 		kbox_sandbox_destroy(&s->sb);
 	}
+	kbox__kernel_log_close(s->klog); /* its last words */
 	remove_kernel_files(s);
 	s->ready = s->starting = false;
 }
@@ -1052,6 +1060,7 @@ static void start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t s
 	kbox_error_t perr = {0};
 	kbox_bwrap_opts_t bo = {0};
 	bo.rootfs = s->sbo.rootfs;
+	kbox__kernel_log_flush(s->klog); /* what it said is in the log */
 	/* the kernel never ran because bwrap cannot make a sandbox here (no
 	 * user namespaces, say): bwrap's own words, from a probe */
 	if (s->sb && !kbox_sandbox_alive(s->sb) && strcmp(s->backend, "bwrap") == 0 &&
@@ -1828,7 +1837,9 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.home = s->home;
 	s->sbo.runtime_dir = s->sockets_dir;
 	s->sbo.workspace = s->workspace;
-	s->sbo.log_path = s->log_path;
+	s->sbo.log_fd = -1;
+	if (!(s->klog = kbox__kernel_log_new(s->log_path, KBOX_KERNEL_LOG_MAX)))
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
 	if (!kbox_backend_exists(s->backend))
 		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
 	if (!(s->spec = kbox_kspec_find(s->kernel, err)))
@@ -2011,13 +2022,11 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	}
 	clean_runtime_dir(&s);
 	if (s.prev_pid > 0 && s.prev_pid != getpid()) {
-		/* the cgroups of the sandboxes of this session's previous
-		 * supervisor, if it was killed (it is gone: we hold the lock) */
+		/* was this session's previous supervisor killed by its own
+		 * memory limit? */
 		const char *name = json_string_value(json_object_get(s.config, "name"));
-		char prefix[128];
 		char cg[160];
-		snprintf(prefix, sizeof prefix, "kbox-%s-%ld-", name ? name : "sandbox", s.prev_pid);
-		snprintf(cg, sizeof cg, "%ssupervisor", prefix);
+		snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox", s.prev_pid);
 		if (!prev[0] && kbox__cgroup_oom_kills_named(cg) > 0) {
 			char max[32];
 			kbox_fmt_size(max, sizeof max, MEMORY_MAX);
@@ -2029,7 +2038,15 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 			snprintf(s.last_cause, sizeof s.last_cause,
 			         "its supervisor went over its memory limit (%s)", max);
 		}
-		kbox__cgroup_reap(prefix);
+	}
+	{
+		/* the cgroups a previous supervisor of this session left (killed,
+		 * it could not remove them; it is gone: we hold the lock), by the
+		 * paths it recorded, never by name; then ours, recorded alike */
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof path, "%s/cgroups", dir);
+		kbox__cgroup_reap(path);
+		kbox__cgroup_record(path);
 	}
 	if (kernel_start(&s, &err) < 0) {
 		snprintf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
@@ -2055,10 +2072,13 @@ out:
 		close(s.pid_fd);
 	if (s.owner_fd >= 0)
 		close(s.owner_fd);
+	kbox__kernel_log_destroy(&s.klog);
 	if (s.ephemeral && s.config) {
 		/* kbox run's session: nothing of it stays, its private
 		 * workspace included (one given with --workspace is the
-		 * caller's directory, elsewhere) */
+		 * caller's directory, elsewhere; its own cgroup, removed below,
+		 * needs no record after it) */
+		kbox__cgroup_record(NULL);
 		kbox__empty_dir(dir);
 		rmdir(dir);
 	}

@@ -1,8 +1,10 @@
 #!/bin/bash
-# tests/security/resources.sh — threats.md rows 1 to 4 against the bwrap
-# sandbox: a fork bomb, ten times the memory limit, filling /tmp, /dev/shm
-# and the workspace, and a busy loop that ignores SIGINT and SIGTERM.  Each
-# test is named after its row.  TAP.
+# tests/security/resources.sh — threats.md rows 1 to 4, 30 and 31 against
+# the bwrap sandbox: a fork bomb, ten times the memory limit, filling /tmp,
+# /dev/shm and the workspace, a busy loop that ignores SIGINT and SIGTERM,
+# a session named after another's cgroup prefix, a kernel that floods its
+# log or leaves a deep tree in its run directory.  Each test is named after
+# its row.  TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
 # test), KERNEL_PYTHON (the host's Python for helpers, default
@@ -304,5 +306,165 @@ check "row04_a_new_kernel_answers_and_says_why_it_was_restarted" eval '
 	rc_is after_loop 0 &&
 	out_is after_loop "[note: kernel restarted: $TIMEOUT_CAUSE; earlier state (variables, imports, loaded data) is lost]
 2" && [ "$(status_field r kernel_pid)" != "$KPID" ]'
+
+# ---- row 30: leftover cgroups are removed by recorded path, never by prefix ----
+
+# Session c's supervisor is killed; session c-SUP (SUP its pid) has
+# cgroups named kbox-c-SUP-…, under the prefix of those c's supervisor
+# left.  Starting c again removes c's leftovers, and c-SUP runs on.
+SKIPPING=$skip_all
+[ -n "$SKIPPING" ] || [ -z "$skip_memory" ] || [ -z "$skip_pids" ] || SKIPPING=$skip_memory
+CTL=memory
+[ -z "$skip_memory" ] || CTL=pids
+kx start -s c
+keep start_c
+SUP_C=$(cat "$S/c/supervisor.pid" 2>/dev/null)
+CC=c-$SUP_C
+kx start -s "$CC"
+keep start_cc
+DIAG="start_c start_cc"
+check "row30_a_session_named_after_anothers_cgroup_prefix_starts" eval '
+	rc_is start_c 0 && rc_is start_cc 0 && [ -n "$SUP_C" ]'
+[ -n "$SKIPPING" ] || [ -n "$SUP_C" ] || SKIPPING="the sessions did not start"
+SUP_CC=$(cat "$S/$CC/supervisor.pid" 2>/dev/null)
+KPID_CC=$(status_field "$CC" kernel_pid)
+CG_C=
+CG_CC=
+if [ -z "$SKIPPING" ]; then
+	CG_C=$(cg_dir "$CTL" "$(status_field c kernel_pid)")
+	CG_CC=$(cg_dir "$CTL" "$KPID_CC")
+	kill -9 "$SUP_C"
+	# the kernel dies with the supervisor (PDEATHSIG), the session lock
+	# with the supervisor's last thread, a little later
+	for _ in $(seq 1 100); do
+		flock -n -s "$S/c/supervisor.pid" true && break
+		sleep 0.1
+	done
+fi
+kx start -s c
+keep restart_c
+DIAG=restart_c
+check "row30_the_killed_supervisors_own_leftover_cgroup_is_removed" eval '
+	rc_is restart_c 0 && say "c: $CG_C; $CC: $CG_CC" &&
+	case $CG_CC in "${CG_C%-1}"-*) ;; *) say "not under the prefix"; false ;; esac &&
+	[ ! -d "$CG_C" ]'
+DIAG=
+check "row30_the_other_sessions_kernel_supervisor_and_cgroup_are_untouched" eval '
+	alive "$KPID_CC" && alive "$SUP_CC" && [ -d "$CG_CC" ] &&
+	grep -qx "$KPID_CC" "$CG_CC/cgroup.procs" && eq "$(status_field "$CC" kernel_pid)" "$KPID_CC"'
+pyx "$CC" <<'EOF'
+print(6 * 7)
+EOF
+keep after_cc
+DIAG=after_cc
+check "row30_the_other_sessions_kernel_still_answers_without_a_restart" eval '
+	rc_is after_cc 0 && out_is after_cc 42'
+kx stop -s c
+kx stop -s "$CC"
+SKIPPING=$base_skip
+
+# ---- row 31: the kernel's own log, and a deep tree in its run directory ----
+
+SKIPPING=$skip_all
+kx start -s l
+keep start_l
+DIAG=start_l
+check "row31_a_session_for_the_log_and_run_directory_starts" eval 'rc_is start_l 0'
+[ -n "$SKIPPING" ] || [ -s "$S/l/supervisor.pid" ] || SKIPPING="the session did not start"
+
+# every descriptor of the kernel: a pipe (its stdout and stderr, and
+# ipykernel's copies of them), a socket, an anonymous inode, /dev/null or
+# IPython's history in the sandbox's home; none names a file of the host
+DIAG=fds_l
+pyx l <<'EOF'
+import os, sys
+targets = {}
+for fd in sorted(int(f) for f in os.listdir("/proc/self/fd")):
+    try:
+        targets[fd] = os.readlink("/proc/self/fd/%d" % fd)
+    except OSError:
+        pass  # the listing's own descriptor, closed again
+def sandboxed(t):
+    return (t == "/dev/null" or t.startswith(("pipe:[", "socket:[", "anon_inode:"))
+            or t.startswith("/home/kbox/.ipython/"))
+print("stderr", targets.get(sys.stderr.fileno(), "?")[:6])
+print("others", sorted((fd, t) for fd, t in targets.items() if not sandboxed(t)))
+EOF
+keep fds_l
+check "row31_the_kernels_stderr_is_a_pipe_and_no_descriptor_names_a_host_file" eval '
+	rc_is fds_l 0 && eq "$(val fds_l stderr)" "pipe:[" && eq "$(val fds_l others)" "[]" &&
+	! grep -qF "$ROOT" "$W/fds_l.out"'
+
+# 50 MiB written to the kernel's own stderr (ipykernel keeps it as
+# sys.stderr.fileno(); fd 2 is its capture pipe), then a last line
+DIAG=flood_l
+pyx l -t 120s <<'EOF'
+import os, sys
+fd, line = sys.stderr.fileno(), b"x" * 1023 + b"\n"
+written = 0
+for _ in range(50 * 1024):
+    written += os.write(fd, line)
+os.write(fd, b"flood done\n")
+print("written", written)
+EOF
+keep flood_l
+for _ in $(seq 1 50); do
+	[ -z "$SKIPPING" ] || break
+	[ "$(tail -n 1 "$S/l/kernel.log" 2>/dev/null)" = "flood done" ] && break
+	sleep 0.2
+done
+log_bytes() { stat -c %s "$S/l/kernel.log" "$S/l/kernel.log.1" 2>/dev/null | awk '{ t += $1 } END { print t + 0 }'; }
+DIAG=flood_l
+check "row31_50_MiB_to_the_kernels_stderr_leave_at_most_2_MiB_of_log" eval '
+	rc_is flood_l 0 && eq "$(val flood_l written)" 52428800 &&
+	le "$(stat -c %s "$S/l/kernel.log")" 1048576 && le "$(stat -c %s "$S/l/kernel.log.1")" 1048576 &&
+	say "kernel.log and kernel.log.1: $(log_bytes) bytes" && le "$(log_bytes)" 2097152'
+check "row31_the_log_keeps_the_newest_output_and_the_one_before_in_kernel_log_1" eval '
+	eq "$(tail -n 1 "$S/l/kernel.log")" "flood done" &&
+	eq "$(tail -n 1 "$S/l/kernel.log.1" | cut -c 1-8)" xxxxxxxx'
+pyx l <<'EOF'
+print(6 * 7)
+EOF
+keep after_flood_l
+DIAG=after_flood_l
+check "row31_the_same_kernel_answers_after_the_flood" eval '
+	rc_is after_flood_l 0 && out_is after_flood_l 42'
+
+# a tree 5000 directories deep in /run/kbox (the session's run/sandbox),
+# its path far longer than PATH_MAX, with a link out at the bottom
+DIAG=deep_l
+pyx l <<'EOF'
+import os
+os.chdir("/run/kbox")
+for _ in range(5000):
+    os.mkdir("d")
+    os.chdir("d")
+os.symlink("/workspace", "out")
+os.mkdir("locked")
+os.chmod("locked", 0)
+os.chdir("/workspace")
+open("/workspace/kept", "w").write("kept\n")
+print("deep", 5000)
+EOF
+keep deep_l
+check "row31_a_5000_deep_tree_is_made_in_the_run_directory" eval '
+	rc_is deep_l 0 && out_is deep_l "deep 5000"'
+kx restart -s l
+keep restart_l
+DIAG=restart_l
+check "row31_restart_succeeds_after_the_deep_tree" eval 'rc_is restart_l 0'
+pyx l <<'EOF'
+import os
+print(sorted(n for n in os.listdir("/run/kbox") if not n.startswith("kernel-")), open("/workspace/kept").read().strip())
+EOF
+keep after_deep_l
+DIAG=after_deep_l
+check "row31_the_new_kernel_answers_the_tree_is_gone_and_the_workspace_kept" eval '
+	rc_is after_deep_l 0 &&
+	out_is after_deep_l "[note: kernel restarted: restarted on request (kbox restart); earlier state (variables, imports, loaded data) is lost]
+[] kept" &&
+	[ "$(find "$S/l/run/sandbox" -name d | wc -l)" = 0 ]'
+kx stop -s l
+SKIPPING=$base_skip
 
 echo "1..$n"

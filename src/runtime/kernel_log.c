@@ -1,0 +1,162 @@
+/* src/runtime/kernel_log.c — the kernel's log: a pipe copied to kernel.log,
+ * bounded and rotated (kernel_log.h). */
+#include "private.h"
+#include "runtime/kernel_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHUNK (64 * 1024)     /* read at a time: one handler call */
+#define FLUSH_CHUNKS 16       /* the most a flush reads */
+
+struct kbox_kernel_log {
+	char path[PATH_MAX], old[PATH_MAX + 2];
+	long long max;
+	long long size;           /* of the file open as OUT */
+	int out;                  /* kernel.log, or -1 until something comes */
+	int in;                   /* the pipe's read end, or -1 */
+	kbox_loop_t *loop;        /* where IN is watched */
+	char buf[CHUNK];
+};
+
+kbox_kernel_log_t *kbox__kernel_log_new(const char *path, long long max)
+{
+	kbox_kernel_log_t *self = calloc(1, sizeof *self);
+	if (!self)
+		return NULL;
+	snprintf(self->path, sizeof self->path, "%s", path);
+	snprintf(self->old, sizeof self->old, "%s.1", path);
+	self->max = max > CHUNK ? max : CHUNK;
+	self->out = self->in = -1;
+	return self;
+}
+
+/* Open the log (appending to what is there) when it is not open.  0 or -1. */
+static int open_log(kbox_kernel_log_t *self)
+{
+	struct stat st;
+	if (self->out >= 0)
+		return 0;
+	self->out = open(self->path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (self->out < 0)
+		return -1;
+	self->size = fstat(self->out, &st) == 0 ? (long long)st.st_size : 0;
+	return 0;
+}
+
+/* Append DATA (LEN <= CHUNK bytes) to the log, first moving it to the old
+ * one when it would go over its bound.  What cannot be written (a full
+ * disk) is dropped: the kernel is never held up by its log. */
+static void put(kbox_kernel_log_t *self, const char *data, size_t len)
+{
+	if (open_log(self) < 0)
+		return;
+	if (self->size > 0 && self->size + (long long)len > self->max) {
+		close(self->out);
+		self->out = -1;
+		/* (a log larger than the bound, from before it was kept, goes) */
+		if (self->size > self->max || rename(self->path, self->old) < 0)
+			unlink(self->path);
+		if (open_log(self) < 0)
+			return;
+	}
+	if (kbox__write_all(self->out, data, len) == 0)
+		self->size += (long long)len;
+	else {
+		/* a short write counts too: the size is the file's */
+		struct stat st;
+		if (fstat(self->out, &st) == 0)
+			self->size = (long long)st.st_size;
+	}
+}
+
+/* Read once from the pipe and copy it.  1 when something came, 0 when
+ * nothing is there now, -1 at its end (every writer has gone). */
+static int pump(kbox_kernel_log_t *self)
+{
+	ssize_t n;
+	do
+		n = read(self->in, self->buf, sizeof self->buf);
+	while (n < 0 && errno == EINTR);
+	if (n > 0) {
+		put(self, self->buf, (size_t)n);
+		return 1;
+	}
+	return n == 0 || errno != EAGAIN ? -1 : 0;
+}
+
+static void close_pipe(kbox_kernel_log_t *self)
+{
+	if (self->in < 0)
+		return;
+	if (self->loop)
+		kbox_loop_remove_fd(self->loop, self->in);
+	close(self->in);
+	self->in = -1;
+	self->loop = NULL;
+}
+
+static int on_readable(kbox_loop_t *loop, void *arg)
+{
+	kbox_kernel_log_t *self = arg;
+	(void)loop;
+	if (pump(self) < 0)
+		close_pipe(self);
+	return 0;
+}
+
+int kbox__kernel_log_pipe(kbox_kernel_log_t *self, kbox_loop_t *loop, kbox_error_t *err)
+{
+	int p[2];
+	kbox__kernel_log_close(self);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return kbox__err_sys(err, "cannot make the kernel's output pipe");
+	/* only the reading end: the kernel's writes block as usual */
+	if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
+		kbox__err_sys(err, "cannot make the kernel's output pipe non-blocking");
+		goto fail;
+	}
+	if (kbox_loop_add_fd(loop, p[0], on_readable, self, err) < 0)
+		goto fail;
+	self->in = p[0];
+	self->loop = loop;
+	return p[1];
+fail:
+	close(p[0]);
+	close(p[1]);
+	return -1;
+}
+
+void kbox__kernel_log_flush(kbox_kernel_log_t *self)
+{
+	int r = 1;
+	for (int i = 0; self && self->in >= 0 && r > 0 && i < FLUSH_CHUNKS; i++)
+		if ((r = pump(self)) < 0)
+			close_pipe(self);
+}
+
+void kbox__kernel_log_close(kbox_kernel_log_t *self)
+{
+	if (!self)
+		return;
+	kbox__kernel_log_flush(self);
+	close_pipe(self);
+}
+
+void kbox__kernel_log_destroy(kbox_kernel_log_t **self_p)
+{
+	kbox_kernel_log_t *self;
+	if (!self_p || !(self = *self_p))
+		return;
+	close_pipe(self);
+	if (self->out >= 0)
+		close(self->out);
+	free(self);
+	*self_p = NULL;
+}
