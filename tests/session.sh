@@ -432,6 +432,9 @@ check unknown_kernelspec eval '[ "$rc" = 5 ] && [ "$(wc -l <stderr)" -eq 1 ] &&
 	grep -q "^kbox start: no kernelspec named \"no-such-kernel\" (searched .*)$" stderr'
 kbox exec -s x -f no-such-file.py
 check unreadable_code_file fails_with 2 "kbox exec: cannot read no-such-file.py: No such file or directory"
+printf 'print(1)\0print(2)\n' >nul.py
+kbox exec -s x -f nul.py
+check code_file_with_a_nul_byte_is_refused fails_with 2 "kbox exec: cannot read nul.py: it holds a NUL byte (code is text)"
 kbox exec -s x
 check exec_without_code fails_with 2 \
 	"kbox exec: no code to run: give CODE, -f FILE or - (see kbox exec --help)"

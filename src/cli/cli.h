@@ -265,6 +265,8 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 
 /* Read all of F (at most 64 MiB). NULL with errno. */
 char *cli_slurp(FILE *f);
+/* What cli_slurp's errno E means: EILSEQ is a NUL byte in the code. */
+const char *cli_slurp_strerror(int e);
 
 int cmd_complete(int argc, char **argv);
 int cmd_exec(int argc, char **argv);

@@ -283,7 +283,7 @@ int cmd_exec(int argc, char **argv)
 		FILE *f = is_stdin ? stdin : fopen(file, "r");
 		if (!f || !(code = cli_slurp(f))) {
 			cli_error("exec", "cannot read %s: %s", is_stdin ? "standard input" : file,
-			          strerror(errno));
+			          cli_slurp_strerror(errno));
 			if (f && !is_stdin)
 				fclose(f);
 			status = EXIT_USAGE;

@@ -79,7 +79,8 @@ static int file_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	f = is_stdin ? stdin : fopen(arg, "r");
 	cells->v[cells->n].source = arg;
 	if (!f || !(cells->v[cells->n].code = cli_slurp(f))) {
-		cli_error(cmd, "cannot read %s: %s", is_stdin ? "standard input" : arg, strerror(errno));
+		cli_error(cmd, "cannot read %s: %s", is_stdin ? "standard input" : arg,
+		          cli_slurp_strerror(errno));
 		if (f && !is_stdin)
 			fclose(f);
 		return EXIT_USAGE;

@@ -61,7 +61,7 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	code = argv[0];
 	if (strcmp(code, "-") == 0) {
 		if (!(stdin_code = cli_slurp(stdin))) {
-			cli_error(cmd, "cannot read standard input: %s", strerror(errno));
+			cli_error(cmd, "cannot read standard input: %s", cli_slurp_strerror(errno));
 			return EXIT_USAGE;
 		}
 		code = stdin_code;

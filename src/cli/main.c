@@ -118,6 +118,11 @@ long long cli_parse_size(const char *s)
 
 #define MAX_CELL_BYTES (64L * 1024 * 1024)
 
+const char *cli_slurp_strerror(int e)
+{
+	return e == EILSEQ ? "it holds a NUL byte (code is text)" : strerror(e);
+}
+
 char *cli_slurp(FILE *f)
 {
 	size_t cap = 4096, n = 0;
@@ -157,6 +162,11 @@ char *cli_slurp(FILE *f)
 				return NULL;
 			}
 			buf[n] = '\0';
+			if (memchr(buf, '\0', n)) { /* code is text: it would be cut there */
+				free(buf);
+				errno = EILSEQ;
+				return NULL;
+			}
 			return buf;
 		}
 	}
