@@ -196,6 +196,25 @@ static int create_output(kbox_capture_t *self, const char *name, char **path_out
 	if (dfd < 0)
 		return -1;
 	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST && self->opts.keep_existing) {
+		/* someone's own directory: what is there stays; NAME-2.EXT… */
+		const char *dot = strrchr(name, '.');
+		size_t stem = dot ? (size_t)(dot - name) : strlen(name);
+		for (int k = 2; fd < 0 && errno == EEXIST && k < 1000; k++) {
+			char alt[300];
+			if ((size_t)snprintf(alt, sizeof alt, "%.*s-%d%s", (int)stem, name, k,
+			                     dot ? dot : "") >= sizeof alt ||
+			    (size_t)snprintf(path, sizeof path, "%s/%s", self->outputs_dir, alt) >=
+			        sizeof path) {
+				errno = ENAMETOOLONG;
+				return -1;
+			}
+			fd = openat(dfd, alt, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		}
+		if (fd >= 0)
+			*path_out = strdup(path);
+		return fd;
+	}
 	if (fd < 0 && errno == EEXIST && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		/* replace a file we wrote before; refuse symlinks and shared files */
 		if (S_ISLNK(st.st_mode))

@@ -372,6 +372,8 @@ scenario_budget() {
 scenario_outputs() {
 	needs kernel pandas
 	mkdir imgs
+	# a file of the caller's with the image's name stays as it is
+	echo "the caller's" >imgs/1-1.png
 	kbox run -o imgs -c 'import matplotlib.pyplot as plt; plt.plot([1]); plt.show()'
 }
 
@@ -515,5 +517,7 @@ assert open("1-stdout.txt").read() == "".join("%d\n" % i for i in range(5000))
 
 enter outputs
 check run_outputs_option_sets_image_dir eval 'image_saved && image_saved_in imgs'
+check run_never_replaces_a_file_in_the_outputs_dir eval '
+	[ "$(cat imgs/1-1.png)" = "the caller'"'"'s" ] && [ "$(image_path)" = "$(pwd -P)/imgs/1-1-2.png" ]'
 
 echo "1..$n"

@@ -60,6 +60,11 @@ typedef struct {
 	unsigned long long spill_max;
 	bool has_files_max;
 	unsigned long long files_max;
+	/* A file of the same name already there: replaced when it is a regular
+	 * file of ours (a directory only kbox writes in); with KEEP_EXISTING
+	 * (someone's own directory) never, the new one named NAME-2.EXT (-3…)
+	 * instead. */
+	bool keep_existing;
 } kbox_capture_opts_t;
 
 typedef struct kbox_capture kbox_capture_t;

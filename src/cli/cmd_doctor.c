@@ -18,6 +18,7 @@
 typedef struct {
 	json_t *checks;
 	bool as_json;
+	bool state_bad; /* the sandbox user cannot reach the state directory */
 } report_t;
 
 /* One check: STATUS is "ok", "warn", "fail" or "skip" (not checked, since
@@ -66,6 +67,15 @@ static int make_sandbox_user(const char *user, char *why, size_t size)
 	const char *tool = NULL;
 	pid_t pid;
 	int st;
+	/* a name useradd takes as a name, never as an option */
+	bool ok = (user[0] >= 'a' && user[0] <= 'z') || user[0] == '_';
+	for (const char *p = user; ok && *p; p++)
+		ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-';
+	if (!ok || strlen(user) > 32) {
+		snprintf(why, size, "cannot create the user \"%s\": a user name is 1 to 32 of a-z, "
+		                    "0-9, '_' and '-', starting with a letter or '_'", user);
+		return -1;
+	}
 	for (size_t i = 0; i < sizeof tools / sizeof *tools && !tool; i++)
 		if (access(tools[i], X_OK) == 0)
 			tool = tools[i];
@@ -82,7 +92,7 @@ static int make_sandbox_user(const char *user, char *why, size_t size)
 	if (pid == 0) {
 		char *argv[] = {(char *)tool, "--system", "--user-group", "--no-create-home",
 		                "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
-		                "--comment", "kbox sandboxes", (char *)user, NULL};
+		                "--comment", "kbox sandboxes", "--", (char *)user, NULL};
 		char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 		int null = open("/dev/null", O_RDONLY);
 		if (null >= 0)
@@ -152,10 +162,11 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 			*slash = '\0';
 		while (probe && stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) && slash != probe)
 			*slash = '\0';
-		if (probe && kbox_sandbox_reachable(&id, probe, &err) < 0)
+		if (probe && kbox_sandbox_reachable(&id, probe, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,
 			      "sessions there cannot start: bwrap cannot find their directories");
-		else {
+			r->state_bad = true;
+		} else {
 			snprintf(buf, sizeof buf, "%s: the sandbox user can reach it (kbox lets it pass "
 			                          "through, mode 0710)", home);
 			check(r, "state directory", "ok", buf, NULL);
@@ -168,7 +179,7 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 
 int cmd_doctor(int argc, char **argv)
 {
-	report_t r = {NULL, false};
+	report_t r = {NULL, false, false};
 	bool fix = false;
 	const char *kernel = "python3", *rootfs_arg = NULL;
 	cli_option_t opts[] = {
@@ -380,6 +391,8 @@ int cmd_doctor(int argc, char **argv)
 	}
 
 	isolates = bwrap && sandbox_ok;
+	if (r.state_bad) /* isolates, but no session of this state directory starts */
+		kernel_ok = false;
 	if (r.as_json) {
 		json_t *o = json_pack("{s:s, s:b, s:s, s:b, s:o}", "backend", KBOX_BACKEND_DEFAULT,
 		                      "isolates", isolates, "kernel", kernel, "kernel_runs",
@@ -390,7 +403,10 @@ int cmd_doctor(int argc, char **argv)
 				json_array_append_new(lim, json_string(kbox__cgroup_name(bit)));
 		json_object_set_new(o, "cgroup_limits", lim);
 		cli_print_json_line(o);
-	} else if (isolates && !kernel_ok)
+	} else if (isolates && r.state_bad)
+		printf("\nthe default backend (bwrap) isolates kernels here, but no session in the state "
+		       "directory can start (see above)\n");
+	else if (isolates && !kernel_ok)
 		printf("\nthe default backend (bwrap) isolates kernels here, but the kernel %s cannot run "
 		       "in it (see above)\n", kernel);
 	else if (isolates)

@@ -207,6 +207,8 @@ int cmd_run(int argc, char **argv)
 	const char *kernel = getenv("KBOX_KERNEL"), *workspace = NULL, *outputs = NULL;
 	const char *backend = KBOX_BACKEND_DEFAULT;
 	char rundir[PATH_MAX] = "", outbuf[PATH_MAX], wsreal[PATH_MAX];
+	kbox_sandbox_id_t sid = {0};
+	bool read_only = false; /* --workspace the sandbox user cannot write */
 	int fd = -1;
 	cli_strlist_t inputs = {0}, puts = {0};
 	copy_t *copies = NULL;
@@ -293,16 +295,13 @@ int cmd_run(int argc, char **argv)
 		/* under root the code is the sandbox user: it may not be able to
 		 * write there (the directory is not changed for it) */
 		{
-			kbox_sandbox_id_t id;
 			kbox_error_t ignored = {0};
 			struct stat st;
-			if (kbox_backend_sandboxed(backend) && kbox_sandbox_identity(&id, &ignored) == 0 &&
-			    id.drop && stat(wsreal, &st) == 0 && st.st_uid != id.uid &&
-			    !(st.st_gid == id.gid && (st.st_mode & S_IWGRP)) && !(st.st_mode & S_IWOTH))
-				cli_error("run", "warning: --workspace %s: the code runs as the sandbox user %s "
-				          "(uid %u), who cannot write it: the code can only read it (chown "
-				          "%s: %s lets it write)",
-				          workspace, id.user, (unsigned)id.uid, id.user, wsreal);
+			read_only = kbox_backend_sandboxed(backend) &&
+			            kbox_sandbox_identity(&sid, &ignored) == 0 && sid.drop &&
+			            stat(wsreal, &st) == 0 && st.st_uid != sid.uid &&
+			            !(st.st_gid == sid.gid && (st.st_mode & S_IWGRP)) &&
+			            !(st.st_mode & S_IWOTH);
 		}
 	} else {
 		for (size_t i = 0; i < puts.n && status == EXIT_OK; i++)
@@ -348,7 +347,12 @@ int cmd_run(int argc, char **argv)
 		status = cli_check_backend("run", config);
 		if (status == EXIT_OK && !kbox_backend_sandboxed(backend))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", backend);
-		if (status == EXIT_OK && workspace)
+		if (status == EXIT_OK && workspace && read_only)
+			cli_error("run", "warning: --workspace %s: the code runs as the sandbox user %s "
+			          "(uid %u), who cannot write %s: the code can read its files, and change "
+			          "those the sandbox user may (chown %s: %s to let it write)",
+			          workspace, sid.user, (unsigned)sid.uid, wsreal, sid.user, wsreal);
+		else if (status == EXIT_OK && workspace)
 			cli_error("run", "warning: --workspace %s: the code can change and delete every "
 			          "file in %s", workspace, wsreal);
 		if (status == EXIT_OK && make_run_dir(rundir, sizeof rundir, kbox_backend_sandboxed(backend)) < 0)

@@ -747,6 +747,7 @@ static int job_begin(sup_t *s, job_t *j)
 		snprintf(prefix, sizeof prefix, "%lu-", s->generation);
 		co.outputs_dir = outputs ? outputs : s->outputs;
 		co.has_outputs_fd = outputs && j->outputs_fd >= 0;
+		co.keep_existing = outputs != NULL; /* the client's own directory */
 		co.outputs_fd = j->outputs_fd;
 		co.prefix = json_is_string(json_object_get(req, "prefix"))
 		                ? json_string_value(json_object_get(req, "prefix"))
