@@ -1292,8 +1292,9 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 				       n, bytes);
 		}
 		if (kbox_exec_output_lost(exec))
-			notice(self, "some output was lost (iopub never reported the end of this "
-			             "execution; a message may have exceeded %ld bytes)",
+			notice(self, "output was lost: iopub broke during this execution (most likely "
+			             "a message over %ld bytes, the most kbox takes) and was reconnected; "
+			             "what the kernel sent meanwhile (output, an error) is missing",
 			       (long)KBOX_MAX_MESSAGE_BYTES);
 	} else {
 		r->status = self->has_error ? KBOX_EXEC_ERROR : KBOX_EXEC_OK;

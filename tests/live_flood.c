@@ -379,7 +379,7 @@ TEST(display_of_200_mb_is_refused_with_a_notice_and_bounded)
 	show("200 MB display", r, &info);
 	CHECK_INT_EQ(kbox_result_status(r), KBOX_EXEC_OK);
 	CHECK_INT_EQ(kbox_result_display_count(r), 0);
-	CHECK(notice_with(r, "some output was lost") != NULL);
+	CHECK(notice_with(r, "output was lost: iopub broke during this execution") != NULL);
 	CHECK(within_bound(growth));
 	kbox_result_destroy(&r);
 	CHECK(kernel_answers_2());

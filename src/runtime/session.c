@@ -272,8 +272,10 @@ static int share_dir(const char *dir, const kbox_sandbox_id_t *id, uid_t owner, 
 	}
 	if (st.st_uid != geteuid() && st.st_uid != id->uid) {
 		close(fd);
-		return kbox__err(err, KBOX_E_INVALID, "directory %s is owned by uid %u, not by uid %u",
-		                 dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "directory %s is owned by uid %u, neither root nor the sandbox user %s "
+		                 "(uid %u): was the session made with another KBOX_SANDBOX_USER?",
+		                 dir, (unsigned)st.st_uid, id->user, (unsigned)id->uid);
 	}
 	if ((st.st_uid != owner || st.st_gid != id->gid) && fchown(fd, owner, id->gid) < 0) {
 		int e = errno;
