@@ -51,7 +51,7 @@ SUP=$(cat "$S/r/supervisor.pid" 2>/dev/null)
 DIAG="start status"
 check "the_session_starts_with_the_limits_under_test" eval '
 	rc_is start 0 && kx status -s r && keep status &&
-	grep -qxF "limits:            memory 256 MiB (cgroup), pids 64 (cgroup), cpus all, /tmp 16 MiB (tmpfs), files up to 8 MiB (rlimit)" "$W/status.out"'
+	grep -qxF "limits:            memory 256 MiB (cgroup), pids 64 (cgroup), cpus all, /tmp 16 MiB (tmpfs), files up to 8 MiB (rlimit), inotify 32 instances and 8192 watches (user namespace)" "$W/status.out"'
 # without a session the rest cannot run: the test above failed
 [ -n "$SKIPPING" ] || [ -n "$SUP" ] || SKIPPING="the session did not start"
 base_skip=$SKIPPING
