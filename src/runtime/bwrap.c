@@ -338,11 +338,23 @@ static const char *const etc_files[] = {
     "mime.types", "os-release", "debian_version", NULL};
 
 /* What of /proc is hidden (as Docker's and runc's masked paths): files
- * behind a bind of /dev/null, directories behind an empty tmpfs. */
+ * behind a bind of /dev/null (unreadable: /proc is nodev), directories
+ * behind an empty tmpfs. */
 static const char *const proc_masked[] = {
     "kcore", "kallsyms", "kpageflags", "kpagecount", "kpagecgroup", "slabinfo", "vmallocinfo",
     "pagetypeinfo", "timer_list", "timer_stats", "sched_debug", "latency_stats", "keys",
     "key-users", "sysrq-trigger", "acpi", "scsi", "asound", "firmware", NULL};
+
+/* What of /proc names the host without need, replaced by what a machine
+ * without it would show: the host's boot command line and boot
+ * configuration (empty), its swap files (none). */
+static const struct {
+	const char *name, *text;
+} proc_replaced[] = {
+    {"cmdline", ""},
+    {"bootconfig", ""},
+    {"swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"},
+};
 
 char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p, size_t *n_fds,
                        kbox_error_t *err)
@@ -361,7 +373,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	const char *root = b && b->rootfs ? b->rootfs : "";
 	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KBOX_BWRAP_TMP_BYTES;
 	strv_t a = {0};
-	int *fds = calloc(16, sizeof *fds);
+	int *fds = calloc(24, sizeof *fds);
 	size_t nf = 0;
 	char *exe = kbox_bwrap_path();
 	char path[PATH_MAX], target[PATH_MAX];
@@ -459,6 +471,20 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 			add3(&a, "--remount-ro", path, NULL); /* empty, and stays so */
 		} else
 			add3(&a, "--ro-bind", "/dev/null", path);
+	}
+	for (size_t i = 0; i < sizeof proc_replaced / sizeof *proc_replaced; i++) {
+		int fd;
+		snprintf(path, sizeof path, "/proc/%s", proc_replaced[i].name);
+		if (stat(path, &st) < 0)
+			continue;
+		if ((fd = data_fd("kbox-proc", proc_replaced[i].text)) < 0) {
+			kbox__err_sys(err, "cannot make the sandbox's %s", path);
+			goto fail;
+		}
+		fds[nf++] = fd;
+		add(&a, "--ro-bind-data");
+		addf(&a, "%d", fd);
+		add(&a, path);
 	}
 	add3(&a, "--dev", "/dev", NULL);
 	add(&a, "--size");
