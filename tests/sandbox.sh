@@ -76,8 +76,8 @@ kbox doctor
 check doctor_exits_0_when_bwrap_isolates eval 'status_is 0 &&
 	last_line_is stdout "the default backend (bwrap) isolates kernels here, with cgroup limits for memory, pids and cpu"'
 check doctor_reports_each_check_ok eval '
-	for c in bubblewrap "user namespaces" seccomp sandbox "cgroup memory" "cgroup pids" \
-		"cgroup cpu" kernelspec interpreter packages; do
+	for c in bubblewrap "user namespaces" seccomp sandbox "rlimit nproc" inotify \
+		"cgroup memory" "cgroup pids" "cgroup cpu" kernelspec interpreter packages; do
 		grep -q "^ok    $(printf "%-16s" "$c") " stdout || { echo "# no ok line for $c"; exit 1; }
 	done'
 check doctor_names_the_packages_found_in_the_sandbox eval '
@@ -98,8 +98,8 @@ names = [c["check"] for c in d["checks"]]
 # the state directory is checked under root only (the sandbox user must reach it)
 assert names == ["bubblewrap", "user namespaces", "seccomp", "identity"] + \
     (["state directory"] if os.geteuid() == 0 else []) + \
-    ["sandbox", "cgroup memory", "cgroup pids", "cgroup cpu", "kernelspec", "interpreter",
-     "packages"], names
+    ["sandbox", "rlimit nproc", "inotify", "cgroup memory", "cgroup pids", "cgroup cpu",
+     "kernelspec", "interpreter", "packages"], names
 assert all(c["status"] == "ok" and c["meaning"] == "" for c in d["checks"]), d["checks"]
 assert d["cgroup_limits"] == ["memory", "pids", "cpu"], d
 '
@@ -160,10 +160,10 @@ check the_kernel_runs_in_those_cgroups eval '
 	grep -qx "$k" "$cpu_cg/cgroup.procs"'
 kbox status -s lim
 check status_shows_the_limits_applied eval 'status_is 0 &&
-	[ "$(status_line limits)" = "memory 300 MiB (cgroup), pids 100 (cgroup), cpus 0.5 (cgroup), /tmp 20 MiB (tmpfs), files up to 30 MiB (rlimit)" ] &&
+	[ "$(status_line limits)" = "memory 300 MiB (cgroup), pids 100 (cgroup), cpus 0.5 (cgroup), /tmp 20 MiB (tmpfs), files up to 30 MiB (rlimit), inotify 32 instances and 8192 watches (user namespace)" ] &&
 	[ -z "$(status_line limits_missing)" ]'
 check the_limits_event_is_logged events lim \
-	'[e for e in ev if e["event"] == "limits"] and [e for e in ev if e["event"] == "limits"][0]["applied"] == "memory 300 MiB (cgroup), pids 100 (cgroup), cpus 0.5 (cgroup), /tmp 20 MiB (tmpfs), files up to 30 MiB (rlimit)" and [e for e in ev if e["event"] == "limits"][0]["missing"] == ""'
+	'[e for e in ev if e["event"] == "limits"] and [e for e in ev if e["event"] == "limits"][0]["applied"] == "memory 300 MiB (cgroup), pids 100 (cgroup), cpus 0.5 (cgroup), /tmp 20 MiB (tmpfs), files up to 30 MiB (rlimit), inotify 32 instances and 8192 watches (user namespace)" and [e for e in ev if e["event"] == "limits"][0]["missing"] == ""'
 kbox exec -s lim 'import os, resource
 st = os.statvfs("/tmp"); sh = os.statvfs("/dev/shm")
 print(st.f_blocks * st.f_frsize, sh.f_blocks * sh.f_frsize, resource.getrlimit(resource.RLIMIT_FSIZE))'
@@ -240,7 +240,7 @@ check start_warns_which_limits_fall_back eval 'status_is 0 &&
 	grep -q "^kbox start: warning: backend bwrap does not enforce these limits here: memory, pids (memory: /sys/fs/cgroup/memory.* is not writable (Read-only file system); pids: /sys/fs/cgroup/pids.* is not writable (Read-only file system); cpu: /sys/fs/cgroup/cpu.* is not writable (Read-only file system))$" stderr'
 kbox status -s rl
 check status_shows_the_rlimit_fallbacks eval 'status_is 0 &&
-	[ "$(status_line limits)" = "memory 400 MiB (RLIMIT_DATA), pids 1024 (RLIMIT_NPROC), cpus all, /tmp 512 MiB (tmpfs), files up to 4 GiB (rlimit)" ] &&
+	[ "$(status_line limits)" = "memory 400 MiB (RLIMIT_DATA), pids 1024 (RLIMIT_NPROC), cpus all, /tmp 512 MiB (tmpfs), files up to 4 GiB (rlimit), inotify 32 instances and 8192 watches (user namespace)" ] &&
 	status_line limits_missing | grep -q "^cgroup limits not applied: memory: cannot create /sys/fs/cgroup/memory.*: Read-only file system"'
 kbox exec -s rl --no-start 'import resource; print(resource.getrlimit(resource.RLIMIT_DATA), resource.getrlimit(resource.RLIMIT_NPROC))'
 check inside_the_rlimits_are_set eval 'status_is 0 && stdout_is "(419430400, 419430400) (1024, 1024)"'

@@ -1,6 +1,8 @@
 /* src/cli/cmd_doctor.c — kbox doctor: what isolation this machine gives a
- * kernel, checked by doing it: bubblewrap, user namespaces, seccomp, each
- * cgroup controller, the kernel's interpreter and packages in the sandbox. */
+ * kernel, checked by doing it: bubblewrap, user namespaces, seccomp, the
+ * bounds each sandbox gets in its user namespace, each cgroup controller
+ * (and how to get them delegated), the kernel's interpreter and packages
+ * in the sandbox. */
 #include "config.h"
 #include "cli.h"
 #include "runtime/bwrap.h"
@@ -8,6 +10,9 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -23,7 +28,8 @@ typedef struct {
 
 /* One check: STATUS is "ok", "warn", "fail" or "skip" (not checked, since
  * one it depends on failed: the reason is DETAIL); MEANING says what it
- * means for isolation (may be NULL). */
+ * means for isolation (may be NULL; a line each, after the first
+ * indented further). */
 static void check(report_t *r, const char *name, const char *status, const char *detail,
                   const char *meaning)
 {
@@ -33,8 +39,11 @@ static void check(report_t *r, const char *name, const char *status, const char 
 	if (r->as_json)
 		return;
 	printf("%-5s %-16s %s\n", status, name, detail);
-	if (meaning && *meaning)
-		printf("      %-16s -> %s\n", "", meaning);
+	for (const char *l = meaning, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+		nl = strchr(l, '\n');
+		printf("%*s%s%.*s\n", 23, "", l == meaning ? "-> " : "   ",
+		       (int)(nl ? nl - l : (ptrdiff_t)strlen(l)), l);
+	}
 }
 
 /* The first line of a small file, "" when unreadable. */
@@ -177,6 +186,140 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 	return true;
 }
 
+/* The bounds each sandbox gets in its own user namespace, checked by
+ * setting them on one: RLIMIT_NPROC 3 on the sandbox's first process
+ * (bwrap's init), under which its shell can fork once (a third process)
+ * only if Linux counts processes in the sandbox's user namespace, not all
+ * of the sandbox user's (bwrap outside, and this command or the rest
+ * besides); then the inotify limits.  True when RLIMIT_NPROC bounds each
+ * session alone. */
+static bool check_bounds(report_t *r, const kbox_bwrap_opts_t *bo)
+{
+	char *fork_once[] = {"/bin/sh", "-c", "/bin/true && echo forked", NULL};
+	char *nothing[] = {"/bin/true", NULL};
+	kbox_bwrap_opts_t o = *bo;
+	kbox_error_t err = {0};
+	char out[512], buf[1024], lim[64];
+	bool per_session;
+	int rc;
+
+	o.nproc = 3;
+	rc = kbox_bwrap_run(&o, fork_once, out, sizeof out, &err);
+	per_session = rc == 0 && strcmp(out, "forked") == 0;
+	if (per_session) {
+		snprintf(buf, sizeof buf, "counted in each sandbox's own user namespace: where it "
+		                          "stands in for the pids cgroup, it bounds one session, not "
+		                          "all the processes of the %s",
+		         geteuid() == 0 ? "sandbox user" : "user");
+		check(r, "rlimit nproc", "ok", buf, NULL);
+	} else {
+		snprintf(buf, sizeof buf, "counts all the processes of the %s here (under RLIMIT_NPROC 3 "
+		         "the sandbox could not fork: %.200s)",
+		         geteuid() == 0 ? "sandbox user" : "user", rc < 0 ? err.msg : out);
+		check(r, "rlimit nproc", "warn", buf,
+		      "where it stands in for the pids cgroup, one session's processes and threads "
+		      "exhaust it for every other session and, as an ordinary user, for your own "
+		      "programs (Linux 5.14 and later count it per user namespace)");
+	}
+	o.nproc = 0;
+	o.inotify = true;
+	err = (kbox_error_t){0};
+	if ((rc = kbox_bwrap_run(&o, nothing, out, sizeof out, &err)) == 0) {
+		snprintf(buf, sizeof buf, "each session may hold %d inotify instances and %d watches "
+		                          "(the limits of its own user namespace)",
+		         KBOX_BWRAP_INOTIFY_INSTANCES, KBOX_BWRAP_INOTIFY_WATCHES);
+		check(r, "inotify", "ok", buf, NULL);
+	} else {
+		first_line("/proc/sys/fs/inotify/max_user_instances", lim, sizeof lim);
+		snprintf(buf, sizeof buf, "not bounded per session: %.300s",
+		         rc < 0 ? err.msg : out[0] ? out : "the sandbox failed");
+		snprintf(out, sizeof out, "one session can use all the inotify instances of the %s "
+		         "(fs.inotify.max_user_instances, %s), for every other session%s",
+		         geteuid() == 0 ? "sandbox user" : "user", lim[0] ? lim : "unknown",
+		         geteuid() == 0 ? "" : " and your own programs");
+		check(r, "inotify", "warn", buf, out);
+	}
+	return per_session;
+}
+
+/* Append to BUF (SIZE bytes, *N used) what FMT says. */
+static void append(char *buf, size_t size, size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t size, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	if (*n >= size)
+		return;
+	va_start(ap, fmt);
+	*n += (size_t)vsnprintf(buf + *n, size - *n, fmt, ap);
+	va_end(ap);
+}
+
+/* Where cgroups cannot be used (UNUSABLE, a mask of KBOX_CG_*), how to
+ * get them: warned, whatever the identity, since without them what one
+ * session uses is taken from what all the sandbox user's processes share. */
+static void check_delegation(report_t *r, unsigned unusable, bool nproc_per_session)
+{
+	char meaning[4096], detail[256], user[64];
+	size_t n = 0;
+	int v1 = 0, v2 = 0;
+	struct passwd *pw = getpwuid(geteuid());
+
+	snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "USER");
+	for (unsigned bit = 1; bit <= KBOX_CG_CPU; bit <<= 1)
+		if (unusable & bit) {
+			int v = kbox__cgroup_version(bit);
+			v1 |= v == 1;
+			v2 |= v == 2;
+		}
+#define SAY(...) append(meaning, sizeof meaning, &n, __VA_ARGS__)
+	SAY("without cgroups each session is bounded process by process, not as a whole: its "
+	    "processes together may take more memory than --memory, and all the CPUs, from what "
+	    "every other session and %s need",
+	    geteuid() == 0 ? "the host" : "your own programs");
+	if (nproc_per_session)
+		SAY("\nRLIMIT_NPROC, which stands in for the pids cgroup, bounds each session alone "
+		    "(see rlimit nproc); all sessions' processes together still count against the "
+		    "process limit kbox runs with (ulimit -u)");
+	else
+		SAY("\nRLIMIT_NPROC, which stands in for the pids cgroup, is shared by all the "
+		    "processes of the %s: one session's threads exhaust it for every other "
+		    "session%s",
+		    geteuid() == 0 ? "sandbox user" : "user",
+		    geteuid() == 0 ? "" : " and for your own shell");
+	if (geteuid() == 0) {
+		snprintf(detail, sizeof detail, "root cannot make cgroups here (the cgroup file system "
+		                                "is read-only or absent)");
+		SAY("\nto get cgroup limits, run kbox where root may write /sys/fs/cgroup (a container "
+		    "needs a writable cgroup file system of its own)");
+	} else {
+		snprintf(detail, sizeof detail, "no cgroup is delegated to you (uid %u): the limits of "
+		                                "sessions fall back to rlimits",
+		         (unsigned)geteuid());
+		SAY("\nto get cgroup limits, start kbox inside a cgroup of your own (kbox makes each "
+		    "session's cgroups in the one it runs in):");
+		if (v2 || !v1) {
+			SAY("\n  systemd: systemd-run --user --scope -p Delegate=yes kbox start ..., or a "
+			    "user service with Delegate=yes; run kbox doctor the same way to see the "
+			    "limits it then gets");
+			SAY("\n  cgroup v2: an administrator gives you a cgroup DIR (chown %s DIR "
+			    "DIR/cgroup.procs DIR/cgroup.subtree_control DIR/cgroup.threads) with memory, "
+			    "pids and cpu in DIR/cgroup.controllers, and you move your shell into it "
+			    "(echo $$ > DIR/cgroup.procs)",
+			    user);
+		}
+		if (v1)
+			SAY("\n  cgroup v1 (this machine): an administrator makes you one in each "
+			    "hierarchy (for c in memory pids cpu; do mkdir /sys/fs/cgroup/$c/kbox-%s && "
+			    "chown -R %s /sys/fs/cgroup/$c/kbox-%s; done), and you move your shell into "
+			    "them (for c in memory pids cpu; do echo $$ > "
+			    "/sys/fs/cgroup/$c/kbox-%s/cgroup.procs; done)",
+			    user, user, user, user);
+	}
+#undef SAY
+	check(r, "delegation", "warn", detail, meaning);
+}
+
 int cmd_doctor(int argc, char **argv)
 {
 	report_t r = {NULL, false, false};
@@ -196,7 +339,7 @@ int cmd_doctor(int argc, char **argv)
 	char *rootfs = NULL, *bwrap = NULL, buf[4096], line[256];
 	kbox_bwrap_opts_t bo = {0};
 	kbox_error_t err = {0};
-	bool isolates = false, sandbox_ok = false, kernel_ok = false, ids_ok;
+	bool isolates = false, sandbox_ok = false, kernel_ok = false, ids_ok, nproc_ok = false;
 	unsigned enforced = 0;
 	int status, n = cli_parse_options("doctor", opts, argc, argv, &status);
 
@@ -284,21 +427,31 @@ int cmd_doctor(int argc, char **argv)
 			check(&r, "sandbox", "fail", err.msg, "kernels cannot be isolated here");
 	} else if (!bwrap)
 		check(&r, "sandbox", "skip", "not made: no bwrap", NULL);
+	if (sandbox_ok)
+		nproc_ok = check_bounds(&r, &bo);
+	else {
+		check(&r, "rlimit nproc", "skip", "not checked: no sandbox", NULL);
+		check(&r, "inotify", "skip", "not checked: no sandbox", NULL);
+	}
 
 	/* cgroup controllers: make one with limits, then remove it */
 	{
 		char why[1024], name[64], where[PATH_MAX + 32];
 		kbox_cgroup_t *cg;
-		static const struct {
+		const struct {
 			unsigned bit;
 			const char *label, *without;
 		} ctl[] = {
 		    {KBOX_CG_MEMORY, "cgroup memory",
 		     "--memory falls back to RLIMIT_DATA (allocations fail with MemoryError; "
-		     "memory the kernel maps from files or shares is not counted)"},
+		     "memory the kernel maps from files or shares is not counted; it bounds each "
+		     "process, not the session)"},
 		    {KBOX_CG_PIDS, "cgroup pids",
-		     "--pids falls back to RLIMIT_NPROC, which counts all of the sandbox user's "
-		     "processes (every session's, and under a login user their own shell's too)"},
+		     nproc_ok ? "--pids falls back to RLIMIT_NPROC in the sandbox's user namespace, "
+		                "which bounds each session alone (see rlimit nproc)"
+		              : "--pids falls back to RLIMIT_NPROC, which counts all the processes of "
+		                "the user sandboxes run as (every session's, and an ordinary user's "
+		                "own)"},
 		    {KBOX_CG_CPU, "cgroup cpu", "--cpus cannot be enforced"},
 		};
 		snprintf(name, sizeof name, "kbox-doctor-%ld", (long)getpid());
@@ -319,6 +472,10 @@ int cmd_doctor(int argc, char **argv)
 			}
 		}
 		kbox__cgroup_destroy(&cg);
+		if ((enforced & (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU)) !=
+		    (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU))
+			check_delegation(&r, ~enforced & (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU),
+			                 nproc_ok);
 	}
 
 	/* the kernel: its spec, its interpreter, its packages, in the sandbox */

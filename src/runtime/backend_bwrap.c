@@ -15,7 +15,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,20 +97,20 @@ typedef struct {
 	int *fds;
 	size_t n_fds;
 	long long rl_data;
-	long rl_nproc;
 	pid_t parent;
 } bwrap_child_t;
 
-/* The child: the rlimits that stand in for missing controllers, then
- * bwrap (which changes into /workspace: no cwd), as the sandbox user
+/* The child: the rlimits that stand in for a missing memory controller,
+ * then bwrap (which changes into /workspace: no cwd), as the sandbox user
  * when there is one (under root: bwrap then runs as for any unprivileged
- * user, and maps the sandbox's uid 1000 to that user, never to root).  The sandbox joins its
- * cgroup from outside, while bwrap makes its mounts (join_cgroup). */
+ * user, and maps the sandbox's uid 1000 to that user, never to root).
+ * The sandbox joins its cgroup and gets its RLIMIT_NPROC from outside,
+ * while bwrap makes its mounts (settle). */
 static void bwrap_child(void *arg, int errfd)
 {
 	bwrap_child_t *c = arg;
 	if (set_rlimit(RLIMIT_FSIZE, c->sb->o.file_bytes) < 0 ||
-	    set_rlimit(RLIMIT_DATA, c->rl_data) < 0 || set_rlimit(RLIMIT_NPROC, c->rl_nproc) < 0) {
+	    set_rlimit(RLIMIT_DATA, c->rl_data) < 0) {
 		int e = errno;
 		if (write(errfd, &e, sizeof e) < 0)
 			_exit(126);
@@ -122,46 +121,48 @@ static void bwrap_child(void *arg, int errfd)
 	                 c->sb->o.drop_ids ? &ids : NULL, c->parent, c->fds, c->n_fds);
 }
 
-/* Wait for bwrap's info on INFO_FD, move the sandbox's first process (the
- * one that runs the command, and whose children its kernel will be) into
- * the cgroup, and let it go on through BLOCK_FD.  Joining a cgroup v1
- * waits for an RCU grace period (~5-12 ms): done here, it overlaps the
- * mounts bwrap makes meanwhile, instead of delaying bwrap's start.  0, or
- * -1 with ERR (the sandbox is killed).  A bwrap that ends before it says
- * anything is not an error here: the start's failure is its own. */
-static int join_cgroup(kbox_sandbox_t *sb, bwrap_t *w, int info_fd, int block_fd,
-                       kbox_error_t *err)
+/* Hold the sandbox while bwrap makes its mounts: wait for bwrap's info on
+ * INFO_FD, move the sandbox's first process (the one that runs the
+ * command, and whose children its kernel will be) into the cgroup, set
+ * the bounds that Linux keeps per user namespace on it (RLIMIT_NPROC
+ * when it stands in for the pids cgroup, and the inotify limits), and let
+ * it go on through BLOCK_FD.  Joining a cgroup v1 waits for an RCU grace
+ * period (~5-12 ms): done here, it overlaps the mounts bwrap makes
+ * meanwhile, instead of delaying bwrap's start.  Inotify limits that
+ * cannot be set are said in sb->limits and sb->missing; anything else
+ * that fails is -1 with ERR (the sandbox is killed).  A bwrap that ends
+ * before it says anything is not an error here: the start's failure is
+ * its own. */
+static int settle(kbox_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int block_fd,
+                  kbox_error_t *err)
 {
-	char buf[1024];
-	size_t len = 0;
-	long pid = -1;
-	const char *at;
-	while (len < sizeof buf - 1 && !memchr(buf, '}', len)) {
-		struct pollfd pfd = {info_fd, POLLIN, 0};
-		ssize_t n;
-		int r = poll(&pfd, 1, 10000);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n = read(info_fd, buf + len, sizeof buf - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
-	if (len == 0)
+	kbox_error_t ierr = {0};
+	pid_t pid = kbox_bwrap_info_pid(info_fd, err);
+	size_t n;
+	int bound;
+	if (pid == 0)
 		return 0; /* it ended first */
-	if (!(at = strstr(buf, "\"child-pid\":")) || sscanf(at + 12, " %ld", &pid) != 1 || pid <= 1) {
-		kbox__err(err, KBOX_E_SYSTEM, "bwrap did not say the sandbox's pid (it said \"%.60s\")",
-		          buf);
+	if (pid < 0)
+		goto kill;
+	if (w->cg && kbox__cgroup_add(w->cg, pid) < 0) {
+		kbox__err_sys(err, "cannot move the sandbox (pid %ld) into its cgroup", (long)pid);
 		goto kill;
 	}
-	if (kbox__cgroup_add(w->cg, (pid_t)pid) < 0) {
-		kbox__err_sys(err, "cannot move the sandbox (pid %ld) into its cgroup", pid);
+	if ((bound = kbox_bwrap_bound(pid, nproc, true, &ierr)) < 0) {
+		if (err)
+			*err = ierr;
 		goto kill;
+	}
+	n = strlen(sb->limits);
+	if (bound == 0)
+		snprintf(sb->limits + n, sizeof sb->limits - n,
+		         ", inotify %d instances and %d watches (user namespace)",
+		         KBOX_BWRAP_INOTIFY_INSTANCES, KBOX_BWRAP_INOTIFY_WATCHES);
+	else {
+		size_t m = strlen(sb->missing);
+		snprintf(sb->limits + n, sizeof sb->limits - n, ", inotify not bounded");
+		snprintf(sb->missing + m, sizeof sb->missing - m, "%sinotify limits not set: %s",
+		         m ? "; " : "", ierr.msg);
 	}
 	if (write(block_fd, "", 1) != 1) {
 		kbox__err_sys(err, "cannot let the sandbox go on");
@@ -234,20 +235,17 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 			free(env[i]);
 			env[i] = one;
 		}
-	if (w->cg) {
-		if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
-			kbox__err_sys(err, "pipe");
-			goto out;
-		}
-		b.sync = true;
-		b.info_fd = info[1];
-		b.block_fd = block[0];
+	if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
+		kbox__err_sys(err, "pipe");
+		goto out;
 	}
+	b.sync = true;
+	b.info_fd = info[1];
+	b.block_fd = block[0];
 	if (!(bargv = kbox_bwrap_argv(&b, argv, &fds, &n_fds, err)))
 		goto out;
-	if (b.sync)
-		info[1] = block[0] = -1; /* among FDS now */
-	c = (bwrap_child_t){sb, w, bargv, env, fds, n_fds, rl_data, rl_nproc, getpid()};
+	info[1] = block[0] = -1; /* among FDS now */
+	c = (bwrap_child_t){sb, w, bargv, env, fds, n_fds, rl_data, getpid()};
 	if ((f = kbox_sandbox_fork(sb, bwrap_child, &c, &child_errno, err)) < 0)
 		goto out;
 	if (f > 0) {
@@ -260,7 +258,7 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	n_fds = 0;
-	if (w->cg && join_cgroup(sb, w, info[0], block[1], err) < 0)
+	if (settle(sb, w, rl_nproc, info[0], block[1], err) < 0)
 		goto out;
 	rc = 0;
 out:

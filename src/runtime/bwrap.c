@@ -10,7 +10,10 @@
 #include <limits.h>
 #include <linux/netlink.h>
 #include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -335,11 +338,23 @@ static const char *const etc_files[] = {
     "mime.types", "os-release", "debian_version", NULL};
 
 /* What of /proc is hidden (as Docker's and runc's masked paths): files
- * behind a bind of /dev/null, directories behind an empty tmpfs. */
+ * behind a bind of /dev/null (unreadable: /proc is nodev), directories
+ * behind an empty tmpfs. */
 static const char *const proc_masked[] = {
     "kcore", "kallsyms", "kpageflags", "kpagecount", "kpagecgroup", "slabinfo", "vmallocinfo",
     "pagetypeinfo", "timer_list", "timer_stats", "sched_debug", "latency_stats", "keys",
     "key-users", "sysrq-trigger", "acpi", "scsi", "asound", "firmware", NULL};
+
+/* What of /proc names the host without need, replaced by what a machine
+ * without it would show: the host's boot command line and boot
+ * configuration (empty), its swap files (none). */
+static const struct {
+	const char *name, *text;
+} proc_replaced[] = {
+    {"cmdline", ""},
+    {"bootconfig", ""},
+    {"swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"},
+};
 
 char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p, size_t *n_fds,
                        kbox_error_t *err)
@@ -358,7 +373,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	const char *root = b && b->rootfs ? b->rootfs : "";
 	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KBOX_BWRAP_TMP_BYTES;
 	strv_t a = {0};
-	int *fds = calloc(16, sizeof *fds);
+	int *fds = calloc(24, sizeof *fds);
 	size_t nf = 0;
 	char *exe = kbox_bwrap_path();
 	char path[PATH_MAX], target[PATH_MAX];
@@ -457,6 +472,20 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		} else
 			add3(&a, "--ro-bind", "/dev/null", path);
 	}
+	for (size_t i = 0; i < sizeof proc_replaced / sizeof *proc_replaced; i++) {
+		int fd;
+		snprintf(path, sizeof path, "/proc/%s", proc_replaced[i].name);
+		if (stat(path, &st) < 0)
+			continue;
+		if ((fd = data_fd("kbox-proc", proc_replaced[i].text)) < 0) {
+			kbox__err_sys(err, "cannot make the sandbox's %s", path);
+			goto fail;
+		}
+		fds[nf++] = fd;
+		add(&a, "--ro-bind-data");
+		addf(&a, "%d", fd);
+		add(&a, path);
+	}
 	add3(&a, "--dev", "/dev", NULL);
 	add(&a, "--size");
 	addf(&a, "%lld", tmp);
@@ -551,29 +580,152 @@ fail:
 	return NULL;
 }
 
+/* ---- per-session bounds, set while the sandbox waits ---- */
+
+pid_t kbox_bwrap_info_pid(int info_fd, kbox_error_t *err)
+{
+	char buf[1024];
+	size_t len = 0;
+	long pid = -1;
+	const char *at;
+	while (len < sizeof buf - 1 && !memchr(buf, '}', len)) {
+		struct pollfd pfd = {info_fd, POLLIN, 0};
+		ssize_t n;
+		int r = poll(&pfd, 1, 10000);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n = read(info_fd, buf + len, sizeof buf - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	if (len == 0)
+		return 0;
+	if (!(at = strstr(buf, "\"child-pid\":")) || sscanf(at + 12, " %ld", &pid) != 1 || pid <= 1)
+		return kbox__err(err, KBOX_E_SYSTEM,
+		                 "bwrap did not say the sandbox's pid (it said \"%.60s\")", buf);
+	return (pid_t)pid;
+}
+
+int kbox_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
+{
+	static const char *const names[2] = {"max_inotify_instances", "max_inotify_watches"};
+	enum { JOIN, NPROC, SYSCTL }; /* the steps: SYSCTL + I writes names[I] */
+	struct rlimit rl = {(rlim_t)nproc, (rlim_t)nproc};
+	char path[64], file[2][64], value[2][24];
+	size_t len[2];
+	struct {
+		int step, errnum;
+	} fail = {0, 0};
+	int ns, p[2], st;
+	pid_t child;
+	ssize_t got;
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(file[i], sizeof file[i], "/proc/sys/user/%s", names[i]);
+		len[i] = (size_t)snprintf(value[i], sizeof value[i], "%d",
+		                          i ? KBOX_BWRAP_INOTIFY_WATCHES : KBOX_BWRAP_INOTIFY_INSTANCES);
+	}
+	snprintf(path, sizeof path, "/proc/%ld/ns/user", (long)pid);
+	if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return kbox__err_sys(err, "cannot open the sandbox's user namespace (%s)", path);
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		close(ns);
+		return kbox__err_sys(err, "pipe");
+	}
+	if ((child = fork()) < 0) {
+		close(ns);
+		close(p[0]);
+		close(p[1]);
+		return kbox__err_sys(err, "fork");
+	}
+	if (child == 0) {
+		/* only setns, prlimit, open, write, close: a child of a threaded
+		 * process; it says which step failed, and its errno */
+		close(p[0]);
+		if (setns(ns, CLONE_NEWUSER) < 0)
+			fail.errnum = errno;
+		else if (nproc > 0 && prlimit(pid, RLIMIT_NPROC, &rl, NULL) < 0) {
+			fail.step = NPROC;
+			fail.errnum = errno;
+		} else
+			for (int i = 0; inotify && i < 2; i++) {
+				int fd = open(file[i], O_WRONLY | O_CLOEXEC);
+				if (fd < 0 || write(fd, value[i], len[i]) != (ssize_t)len[i]) {
+					fail.step = SYSCTL + i;
+					fail.errnum = errno;
+					break;
+				}
+				close(fd);
+			}
+		if (fail.errnum && write(p[1], &fail, sizeof fail) < 0)
+			_exit(1);
+		_exit(fail.errnum ? 1 : 0);
+	}
+	close(ns);
+	close(p[1]);
+	do
+		got = read(p[0], &fail, sizeof fail);
+	while (got < 0 && errno == EINTR);
+	close(p[0]);
+	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+		;
+	if (got == (ssize_t)sizeof fail) {
+		errno = fail.errnum;
+		if (fail.step == JOIN)
+			return kbox__err_sys(err, "cannot join the sandbox's user namespace");
+		if (fail.step == NPROC)
+			return kbox__err_sys(err, "cannot set RLIMIT_NPROC of the sandbox (pid %ld) to %ld",
+			                     (long)pid, nproc);
+		kbox__err_sys(err, "cannot write %s in the sandbox's user namespace",
+		              file[fail.step - SYSCTL]);
+		return 1;
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return kbox__err(err, KBOX_E_SYSTEM, "the process that bounds the sandbox failed "
+		                                     "(wait status %d)", st);
+	return 0;
+}
+
 /* ---- short commands in the sandbox ---- */
 
 int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size_t size,
                    kbox_error_t *err)
 {
-	char **argv;
-	int *fds = NULL, p[2], st = 0, null;
+	kbox_bwrap_opts_t o = *b;
+	char **argv = NULL;
+	int *fds = NULL, p[2] = {-1, -1}, info[2] = {-1, -1}, block[2] = {-1, -1}, st = 0, null;
 	size_t n_fds = 0, len = 0;
-	pid_t pid;
+	pid_t pid = -1, first;
 	ssize_t got;
+	bool bounded = b->nproc > 0 || b->inotify;
 
 	if (size)
 		out[0] = '\0';
-	if (!(argv = kbox_bwrap_argv(b, cmd, &fds, &n_fds, err)))
-		return -1;
+	if (bounded) {
+		/* it waits, its mounts made, until the bounds are set */
+		if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
+			kbox__err_sys(err, "pipe");
+			goto out;
+		}
+		o.sync = true;
+		o.info_fd = info[1];
+		o.block_fd = block[0];
+	}
+	if (!(argv = kbox_bwrap_argv(&o, cmd, &fds, &n_fds, err)))
+		goto out;
+	if (bounded)
+		info[1] = block[0] = -1; /* among FDS now */
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		kbox__err_sys(err, "pipe");
-		pid = -1;
 		goto out;
 	}
 	if ((pid = fork()) < 0) {
-		close(p[0]);
-		close(p[1]);
 		kbox__err_sys(err, "fork");
 		goto out;
 	}
@@ -596,6 +748,30 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
 		_exit(127);
 	}
 	close(p[1]);
+	p[1] = -1;
+	/* what only bwrap needed (the info pipe must see its end when bwrap
+	 * ends) */
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	n_fds = 0;
+	if (bounded) {
+		if ((first = kbox_bwrap_info_pid(info[0], err)) < 0 ||
+		    (first > 0 && kbox_bwrap_bound(first, b->nproc, b->inotify, err) != 0)) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			pid = -1;
+			goto out;
+		}
+		if (first > 0 && write(block[1], "", 1) != 1) {
+			kbox__err_sys(err, "cannot let the sandbox go on");
+			kill(pid, SIGKILL);
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			pid = -1;
+			goto out;
+		}
+	}
 	for (;;) {
 		char sink[512];
 		bool room = len + 1 < size;
@@ -609,12 +785,19 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
 	}
 	if (size)
 		out[len] = '\0';
-	close(p[0]);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == ' '))
 		out[--len] = '\0';
 out:
+	for (int i = 0; i < 2; i++) {
+		if (p[i] >= 0)
+			close(p[i]);
+		if (info[i] >= 0)
+			close(info[i]);
+		if (block[i] >= 0)
+			close(block[i]);
+	}
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	free(fds);

@@ -34,11 +34,23 @@ typedef struct {
 	bool drop_ids;
 	uid_t uid;
 	gid_t gid;
+	/* kbox_bwrap_run: the per-session bounds the bwrap backend sets,
+	 * set the same way before CMD runs (kbox_bwrap_bound): RLIMIT_NPROC
+	 * when NPROC > 0, the inotify limits with INOTIFY */
+	long nproc;
+	bool inotify;
 } kbox_bwrap_opts_t;
 
 #define KBOX_BWRAP_TMP_BYTES (512LL << 20)
 #define KBOX_BWRAP_UID 1000
 #define KBOX_BWRAP_RUNTIME "/run/kbox"
+
+/* What one sandbox may hold of the inotify instances and watches that
+ * all the processes of its user share (fs.inotify.max_user_instances,
+ * 128 by default, and max_user_watches): a quarter of the default
+ * instances, enough for any kernel (ipykernel and matplotlib use none). */
+#define KBOX_BWRAP_INOTIFY_INSTANCES 32
+#define KBOX_BWRAP_INOTIFY_WATCHES 8192
 
 /* CMD as the sandbox finds it: itself when it has a '/', else the first of
  * /usr/local/bin, /usr/bin, /bin that has it under ROOTFS (NULL: the
@@ -56,10 +68,37 @@ char *kbox_bwrap_path(void);
 char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds, size_t *n_fds,
                        kbox_error_t *err);
 
+/* The sandbox's first process, as bwrap says it on its --info-fd
+ * INFO_FD (read for up to 10 s): its pid; 0 when bwrap ended before it
+ * said anything (its failure is then its own to report); -1 with ERR. */
+pid_t kbox_bwrap_info_pid(int info_fd, kbox_error_t *err);
+
+/* Set the bounds that Linux keeps per user namespace on the sandbox
+ * whose first process PID waits (SYNC) before its command runs:
+ *
+ * - RLIMIT_NPROC (soft and hard) of that process to NPROC, when > 0.  Set
+ *   now, after bwrap has made the sandbox's user namespace, it bounds that
+ *   session alone: Linux (5.14 and later) counts RLIMIT_NPROC in each user
+ *   namespace against the limit of the process that forks, and above it
+ *   only against the limit of the namespace's creator (here the caller's
+ *   own).  Set before bwrap, it would be that creator's limit too, and
+ *   bound all the user's processes together.
+ * - With INOTIFY, the inotify instances and watches of the namespace:
+ *   /proc/sys/user/max_inotify_instances and max_inotify_watches there
+ *   (KBOX_BWRAP_INOTIFY_*), which Linux charges for every process in the
+ *   namespace and in those below it.
+ *
+ * A child of the caller (one thread, as setns(2) requires) joins the
+ * sandbox's user namespace, where it has every capability (as its owner,
+ * the user who ran bwrap, or root), and sets both from there.  0; -1 with
+ * ERR when RLIMIT_NPROC could not be set; 1 with ERR when only the
+ * inotify limits could not. */
+int kbox_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err);
+
 /* Run CMD in the sandbox B describes, without a time limit (for short
  * commands), its stdout and stderr (the first SIZE - 1 bytes) in OUT.
  * Its exit status (128 + N when killed by signal N), or -1 with ERR when
- * it could not be run. */
+ * it could not be run (or B's bounds could not be set: it is killed). */
 int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size_t size,
                    kbox_error_t *err);
 

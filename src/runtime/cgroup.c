@@ -207,6 +207,15 @@ static bool find_mount(const char *ctl, char *point, char *root, size_t size)
 	return found;
 }
 
+int kbox__cgroup_version(unsigned bit)
+{
+	char point[PATH_MAX], root[PATH_MAX];
+	const char *ctl = kbox__cgroup_name(bit);
+	if (find_mount(ctl, point, root, sizeof point))
+		return 1;
+	return find_mount(NULL, point, root, sizeof point) ? 2 : 0;
+}
+
 /* Our own cgroup path in the hierarchy of CTL (v1), or in the unified one
  * (CTL NULL). */
 static bool own_path(const char *ctl, char *path, size_t size)

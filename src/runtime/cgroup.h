@@ -28,6 +28,10 @@ unsigned kbox__cgroup_available(char *why, size_t size);
 /* The name of controller BIT ("memory", "pids", "cpu"). */
 const char *kbox__cgroup_name(unsigned bit);
 
+/* The cgroup version of controller BIT's hierarchy here: 1, 2 (no v1
+ * hierarchy has it, and cgroup v2 is mounted), or 0 (neither). */
+int kbox__cgroup_version(unsigned bit);
+
 /* Make cgroup NAME (one path component) under the caller's own cgroup in
  * the hierarchies of the controllers in WANT, with the limits given (0 =
  * none for that one).  Controllers that fail are left out, with the

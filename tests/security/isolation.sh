@@ -1,10 +1,10 @@
 #!/bin/bash
 # tests/security/isolation.sh — threats.md rows 5, 6, 7, 8, 9, 10, 11, 13,
-# 14, 19 and 33 against the bwrap sandbox: the network, terminal injection,
-# /proc, secrets of the caller and of other sessions, ptrace and kill(-1),
-# orphans, the death of the supervisor, leaked fds, privilege, one
-# session's key used on another, and the system calls Docker's seccomp
-# profile refuses.  Each test is named after its row.  TAP.
+# 14, 19, 33 and 34 against the bwrap sandbox: the network, terminal
+# injection, /proc, secrets of the caller and of other sessions, ptrace and
+# kill(-1), orphans, the death of the supervisor, leaked fds, privilege,
+# one session's key used on another, the system calls Docker's seccomp
+# profile refuses, and what of the host the kernel can read.  Each test is named after its row.  TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
 # test), KERNEL_PYTHON (the host's Python, with jupyter_client; default
@@ -86,7 +86,8 @@ for fd in listed:
 def documented(t):
     return (t in ("/dev/null", KERNEL_LOG)
             or t.startswith(("pipe:[", "socket:[", "anon_inode:"))
-            or t.startswith("/tmp/.ipython/"))  # IPython's history, in the sandbox's /tmp
+            # IPython's history, in the sandbox's /tmp (or home, with --home-config on)
+            or t.startswith(("/tmp/.ipython/", "/home/kbox/.ipython/")))
 print("fd0", targets.get(0))
 print("undocumented", sorted((fd, t) for fd, t in targets.items() if not documented(t)))
 # every number from 3 to 1024, as a probe would: closed (EBADF), or the
@@ -591,6 +592,71 @@ check "row33_mknod_of_a_whiteout_is_EPERM" eval '
 check "row33_mkfifo_and_a_regular_mknod_work_and_no_whiteout_was_made" eval '
 	rc_is sys 0 && eq "$(val sys mknod_others)" "ok ok" && eq "$(val sys files)" "a b3 c fifo reg"'
 SKIPPING=$SKIPPING_BEFORE_33
+
+# ---- row 34: what names the host ----
+# /proc/cmdline and /proc/swaps are replaced (empty; no swap); no fd of
+# the kernel or of the sandbox's init names a host file that the sandbox
+# does not see at that path (kernel.log, inherited, aside: it is row
+# 31's); and /proc/self/mountinfo, which cannot be masked, lists only the
+# mounts kbox(7) documents, and of the state directory only this
+# session's own workspace, home and run directory (kbox(7), CAVEATS).
+
+DIAG=host
+pyx a <<EOF
+import os
+KERNEL_LOG = "$S/a/kernel.log"
+STATE = "$KBOX_HOME/"
+print("cmdline", repr(open("/proc/cmdline").read()))
+print("swaps", repr(open("/proc/swaps").read()))
+def host_fds(pid):
+    named = []
+    for fd in os.listdir("/proc/%s/fd" % pid):
+        path = "/proc/%s/fd/%s" % (pid, fd)
+        try:
+            target, st = os.readlink(path), os.stat(path)
+        except OSError:
+            continue  # the listing's own descriptor, closed again
+        if not target.startswith("/") or target == KERNEL_LOG:
+            continue  # a pipe, socket or anonymous inode; the log
+        try:
+            seen = os.stat(target)  # the same file at that path in the sandbox?
+            if (seen.st_dev, seen.st_ino) == (st.st_dev, st.st_ino):
+                continue
+        except OSError:
+            pass
+        named.append((pid, int(fd), target))
+    return named
+print("host_fds", sorted(host_fds("self") + host_fds("1")))
+mounts = [l.split()[3:5] for l in open("/proc/self/mountinfo")]
+print("state_dir_mounts", sorted((point, root) for root, point in mounts if root.startswith(STATE)))
+system = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+          "/proc/sys", "/dev", "/dev/pts", "/dev/shm", "/tmp", "/home/kbox", "/run/kbox",
+          "/workspace")
+etc = ("ld.so.cache", "localtime", "timezone", "alternatives", "fonts", "matplotlibrc",
+       "mime.types", "os-release", "debian_version", "passwd", "group", "hosts", "hostname",
+       "nsswitch.conf")
+proc = ("kcore", "kallsyms", "kpageflags", "kpagecount", "kpagecgroup", "slabinfo",
+        "vmallocinfo", "pagetypeinfo", "timer_list", "timer_stats", "sched_debug",
+        "latency_stats", "keys", "key-users", "sysrq-trigger", "acpi", "scsi", "asound",
+        "firmware", "cmdline", "bootconfig", "swaps")
+dev = ("null", "zero", "full", "random", "urandom", "tty")
+def documented(point):
+    d, _, name = point.rpartition("/")
+    return (point in system or (d == "/etc" and (name in etc or name.startswith("python3")))
+            or (d == "/proc" and name in proc) or (d == "/dev" and name in dev))
+print("undocumented_mounts", sorted(point for root, point in mounts if not documented(point)))
+EOF
+keep host
+NO_SWAP="'Filename\\t\\t\\t\\tType\\t\\tSize\\t\\tUsed\\t\\tPriority\\n'"
+OWN_DIRS="[('/home/kbox', '$S/a/home'), ('/run/kbox', '$S/a/run/sandbox'), ('/workspace', '$S/a/workspace')]"
+check "row34_proc_cmdline_reads_empty" eval 'rc_is host 0 && eq "$(val host cmdline)" "'"''"'"'
+check "row34_proc_swaps_lists_no_swap_file" eval 'rc_is host 0 && eq "$(val host swaps)" "$NO_SWAP"'
+check "row34_no_fd_of_the_kernel_or_its_init_names_a_host_file" eval '
+	rc_is host 0 && eq "$(val host host_fds)" "[]"'
+check "row34_mountinfo_names_of_the_state_directory_only_this_sessions_own_directories" eval '
+	rc_is host 0 && eq "$(val host state_dir_mounts)" "$OWN_DIRS"'
+check "row34_mountinfo_lists_only_the_mounts_kbox_7_documents" eval '
+	rc_is host 0 && eq "$(val host undocumented_mounts)" "[]"'
 
 # ---- row 19: session a's key on session b ----
 

@@ -58,7 +58,7 @@ mem_by=cgroup pids_by=cgroup
 [ -z "$skip_pids" ] || pids_by=RLIMIT_NPROC
 check "the_session_starts_with_the_limits_under_test" eval '
 	rc_is start 0 && kx status -s r && keep status &&
-	grep -qxF "limits:            memory 256 MiB ($mem_by), pids 64 ($pids_by), cpus all, /tmp 16 MiB (tmpfs), files up to 8 MiB (rlimit)" "$W/status.out"'
+	grep -qxF "limits:            memory 256 MiB ($mem_by), pids 64 ($pids_by), cpus all, /tmp 16 MiB (tmpfs), files up to 8 MiB (rlimit), inotify 32 instances and 8192 watches (user namespace)" "$W/status.out"'
 # without a session the rest cannot run: the test above failed
 [ -n "$SKIPPING" ] || [ -n "$SUP" ] || SKIPPING="the session did not start"
 base_skip=$SKIPPING
