@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <jansson.h>
 #include <kbox/error.h>
 #include <kbox/kspec.h>
@@ -226,9 +227,11 @@ int cli_ws_source(const char *cmd, const char *path);
  * ...) or anything in one, but for the places for anyone's files in them
  * (/var/tmp/x); /home, /tmp, /mnt and their like themselves; a home
  * directory ($HOME, or any in the password database) or a directory that
- * holds one; kbox's state directory, anything in it or holding it.
- * EXIT_OK, or EXIT_USAGE after one line saying why. */
-int cli_ws_host_dir(const char *cmd, const char *path, char *out);
+ * holds one; kbox's state directory, anything in it or holding it.  The
+ * directory is opened first and its own location checked; *ST gets its
+ * device and inode, which the sandbox must bind.  EXIT_OK, or EXIT_USAGE
+ * after one line saying why. */
+int cli_ws_host_dir(const char *cmd, const char *path, char *out, struct stat *st);
 
 /* ---- running code through a supervisor (src/cli/cmd_exec.c) ---- */
 

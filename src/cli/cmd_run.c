@@ -208,6 +208,7 @@ int cmd_run(int argc, char **argv)
 	const char *backend = KBOX_BACKEND_DEFAULT;
 	char rundir[PATH_MAX] = "", outbuf[PATH_MAX], wsreal[PATH_MAX];
 	kbox_sandbox_id_t sid = {0};
+	struct stat wsst = {0};
 	bool read_only = false; /* --workspace the sandbox user cannot write */
 	int fd = -1;
 	cli_strlist_t inputs = {0}, puts = {0};
@@ -290,7 +291,7 @@ int cmd_run(int argc, char **argv)
 			status = EXIT_USAGE;
 			goto out;
 		}
-		if ((status = cli_ws_host_dir("run", workspace, wsreal)) != EXIT_OK)
+		if ((status = cli_ws_host_dir("run", workspace, wsreal, &wsst)) != EXIT_OK)
 			goto out;
 		/* under root the code is the sandbox user: it may not be able to
 		 * write there (the directory is not changed for it) */
@@ -343,7 +344,12 @@ int cmd_run(int argc, char **argv)
 		                           "ephemeral", 1, "owner_pid", (json_int_t)getpid());
 		kbox_error_t cerr = {0};
 		if (workspace)
+		{
+			/* the directory checked, which the sandbox must bind */
 			json_object_set_new(config, "workspace", json_string(wsreal));
+			json_object_set_new(config, "workspace_dev", json_integer((json_int_t)wsst.st_dev));
+			json_object_set_new(config, "workspace_ino", json_integer((json_int_t)wsst.st_ino));
+		}
 		status = cli_check_backend("run", config);
 		if (status == EXIT_OK && !kbox_backend_sandboxed(backend))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", backend);

@@ -217,19 +217,37 @@ static bool dir_refused(const char *dir, char *why, size_t size)
 	return false;
 }
 
-int cli_ws_host_dir(const char *cmd, const char *path, char *out)
+int cli_ws_host_dir(const char *cmd, const char *path, char *out, struct stat *st_out)
 {
 	struct stat st;
-	char why[2 * PATH_MAX + 64];
+	char why[2 * PATH_MAX + 64], link[64];
+	ssize_t n;
+	int fd;
 
-	if (!realpath(path, out) || stat(out, &st) < 0) {
+	/* the directory itself first, then its name: what is checked below is
+	 * where the directory open here is, whatever is renamed meanwhile, and
+	 * its device and inode are what the sandbox must bind (the
+	 * supervisor checks them in the sandbox before the kernel runs) */
+	if ((fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		cli_error(cmd, "--workspace %s: %s", path, strerror(errno));
 		return EXIT_USAGE;
 	}
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	n = readlink(link, out, PATH_MAX - 1);
+	if (n <= 0 || n >= PATH_MAX - 1 || out[0] != '/' || fstat(fd, &st) < 0) {
+		cli_error(cmd, "--workspace %s: cannot tell where it is: %s", path,
+		          n <= 0 ? strerror(errno) : "not an absolute path");
+		close(fd);
+		return EXIT_USAGE;
+	}
+	out[n] = '\0';
+	close(fd);
 	if (!S_ISDIR(st.st_mode)) {
 		cli_error(cmd, "--workspace %s: %s", path, strerror(ENOTDIR));
 		return EXIT_USAGE;
 	}
+	if (st_out)
+		*st_out = st;
 	if (dir_refused(out, why, sizeof why)) {
 		cli_error(cmd, "--workspace %s: refused: %s, and the code can change everything in its "
 		          "workspace", path, why);

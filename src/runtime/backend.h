@@ -41,6 +41,12 @@ typedef struct {
 	bool drop_ids;
 	uid_t uid;
 	gid_t gid;
+	/* bwrap: with WS_CHECK, the directory bound at /workspace must be
+	 * WS_DEV:WS_INO (the one checked when it was named), else the start
+	 * fails before the kernel runs */
+	bool ws_check;
+	dev_t ws_dev;
+	ino_t ws_ino;
 	/* Limits, 0 for the backend's default (none for `none`).  A backend
 	 * that cannot enforce one says so in kbox_backend_unenforced. */
 	long long memory_bytes;

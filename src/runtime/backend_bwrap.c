@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -163,6 +165,32 @@ static int settle(kbox_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int b
 		snprintf(sb->limits + n, sizeof sb->limits - n, ", inotify not bounded");
 		snprintf(sb->missing + m, sizeof sb->missing - m, "%sinotify limits not set: %s",
 		         m ? "; " : "", ierr.msg);
+	}
+	if (sb->o.ws_check) {
+		/* its mounts are made: /workspace must be the directory that was
+		 * checked, not one swapped in under its name since */
+		char path[64];
+		struct stat st;
+		bool same = false;
+		/* bwrap's info comes as the sandbox begins: its mounts come
+		 * after (and a root or two before its last); the directory that
+		 * was checked shows at /workspace once they are made, one swapped
+		 * in never (10 s, then it is refused) */
+		snprintf(path, sizeof path, "/proc/%ld/root/workspace", (long)pid);
+		for (int tries = 0; tries < 10000 && !same && kill(pid, 0) == 0; tries++) {
+			struct timespec ms = {0, 1000000};
+			same = stat(path, &st) == 0 && st.st_dev == sb->o.ws_dev &&
+			       st.st_ino == sb->o.ws_ino;
+			if (!same)
+				nanosleep(&ms, NULL);
+		}
+		if (!same) {
+			kbox__err(err, KBOX_E_INVALID,
+			          "the workspace %s is no longer the directory that was checked (it was "
+			          "replaced under its name): refusing it",
+			          sb->o.workspace);
+			goto kill;
+		}
 	}
 	if (write(block_fd, "", 1) != 1) {
 		kbox__err_sys(err, "cannot let the sandbox go on");

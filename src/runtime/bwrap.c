@@ -227,7 +227,10 @@ static int seccomp_program(kbox_error_t *err)
 
 	if (!ctx)
 		return kbox__err(err, KBOX_E_NOMEM, "seccomp: cannot make a filter");
-	/* other ABIs (i386, x32) are killed: their syscall numbers differ */
+	/* other ABIs (i386, x32) are killed: their syscall numbers differ; the
+	 * whole process, not the thread (a thread killed alone leaves the
+	 * kernel waiting for it for ever) */
+	rc |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	for (size_t i = 0; denied[i]; i++)
 		if ((nr = syscall_nr(denied[i], 0)) != -1) /* else not on this architecture */
 			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);

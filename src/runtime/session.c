@@ -156,11 +156,13 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 				kbox__err_sys(err, "cannot create directory %s", sub);
 				goto fail;
 			}
-			/* under root the workspace is the sandbox user's
-			 * (kbox_session_share) */
-			if (i == 1 && geteuid() == 0) {
-				if (lstat(sub, &st) < 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 077)) {
-					kbox__err(err, KBOX_E_INVALID, "%s is not a private directory", sub);
+			/* the workspace is the kernel's (under root the sandbox
+			 * user's: kbox_session_share), and its mode the kernel's
+			 * to change: the session directory above keeps others out,
+			 * and the next kernel's start makes it 0700 again */
+			if (i == 1) {
+				if (lstat(sub, &st) < 0 || !S_ISDIR(st.st_mode)) {
+					kbox__err(err, KBOX_E_INVALID, "%s is not a directory", sub);
 					goto fail;
 				}
 			} else if (kbox__check_private_dir(sub, err) < 0)
@@ -299,8 +301,16 @@ int kbox_session_share(const char *dir, const kbox_sandbox_id_t *id, kbox_error_
 	static const char *const passed[] = {"run"};
 	static const char *const given[] = {"workspace", "home", "run/sandbox"};
 
-	if (!id->drop)
+	if (!id->drop) {
+		/* ours: only the sandbox's own directories, back to 0700 whatever
+		 * a kernel made of their modes */
+		for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
+			snprintf(path, sizeof path, "%s/%s", dir, given[i]);
+			if (share_dir(path, id, geteuid(), 0700, true, err) < 0)
+				return -1;
+		}
 		return 0;
+	}
 	/* DIR is HOME/sessions/NAME (kbox start's) or a directory of its own
 	 * (kbox run's): HOME and HOME/sessions are passed too */
 	snprintf(home, sizeof home, "%s", dir);

@@ -74,7 +74,8 @@ int kbox_sandbox_reachable(const kbox_sandbox_id_t *id, const char *path, kbox_e
 /* Give the session directory DIR to sandbox user ID (under root): DIR, its
  * run/ and the state directory above it 0710 root:GID (the sandbox user
  * may pass, not list), run/sandbox, workspace and home 0700 UID:GID.
- * Without DROP, nothing.  0 or -1 with ERR. */
+ * Without DROP, only those three, back to 0700.  Done at each kernel's
+ * start: a kernel may have changed their modes.  0 or -1 with ERR. */
 int kbox_session_share(const char *dir, const kbox_sandbox_id_t *id, kbox_error_t *err);
 
 /* HOME/sessions/NAME, malloc'd.  With CREATE the directories are made (0700)

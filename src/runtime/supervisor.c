@@ -966,7 +966,8 @@ static int kernel_start(sup_t *s, kbox_error_t *err)
 	s->generation++;
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
 	write_file(s->dir, "generation", gen);
-	if (write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0 ||
+	if ((kbox_backend_sandboxed(s->backend) && kbox_session_share(s->dir, &s->id, err) < 0) ||
+	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0 ||
 	    (s->sbo.log_fd = kbox__kernel_log_pipe(s->klog, s->loop, err)) < 0)
 		goto fail;
 	s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
@@ -1771,6 +1772,11 @@ static void memory_bound(sup_t *s)
 static const char *const clean_home[] = {
     "PYTHONNOUSERSITE=1", "IPYTHONDIR=/tmp/.ipython", "JUPYTER_CONFIG_DIR=/tmp/.jupyter",
     "XDG_CONFIG_HOME=/tmp/.config"};
+/* ...and a module the kernel left in its workspace (its working directory)
+ * is not what starts the next one: `python3 -m ipykernel_launcher` would
+ * take /workspace/ipykernel_launcher.py first (the kernel then puts the
+ * working directory on its path itself, for the code's own imports) */
+static const char *const safe_path[] = {"PYTHONSAFEPATH=1"};
 
 static int load_config(sup_t *s, kbox_error_t *err)
 {
@@ -1803,13 +1809,15 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->owner_pid = (long)json_integer_value(json_object_get(s->config, "owner_pid"));
 	env = json_object_get(s->config, "env");
 	n = json_is_array(env) ? json_array_size(env) : 0;
-	if (!(s->env = calloc(n + sizeof clean_home / sizeof *clean_home + 1, sizeof *s->env)))
+	if (!(s->env = calloc(n + sizeof clean_home / sizeof *clean_home + 2, sizeof *s->env)))
 		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
 	/* a sandboxed kernel's home outlives it: what code left there (IPython
 	 * startup files and configuration, a .pth in the user site) does not
 	 * run in the next kernel, unless asked (--home-config on); the
 	 * session's own --env comes after, and wins */
 	k = 0;
+	if (kbox_backend_sandboxed(s->backend))
+		s->env[k++] = (char *)safe_path[0];
 	if (kbox_backend_sandboxed(s->backend) &&
 	    !json_is_true(json_object_get(s->config, "home_config")))
 		for (i = 0; i < sizeof clean_home / sizeof *clean_home; i++)
@@ -1822,6 +1830,11 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	snprintf(s->sockets_dir, sizeof s->sockets_dir, "%s/run/sandbox", s->dir);
 	/* kbox run --workspace names a host directory */
 	ws = json_string_value(json_object_get(s->config, "workspace"));
+	if (ws && json_is_integer(json_object_get(s->config, "workspace_ino"))) {
+		s->sbo.ws_check = true;
+		s->sbo.ws_dev = (dev_t)json_integer_value(json_object_get(s->config, "workspace_dev"));
+		s->sbo.ws_ino = (ino_t)json_integer_value(json_object_get(s->config, "workspace_ino"));
+	}
 	if (ws)
 		snprintf(s->workspace, sizeof s->workspace, "%s", ws);
 	else

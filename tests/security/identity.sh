@@ -230,6 +230,25 @@ if [ "$(id -u)" = 0 ]; then
 		grep -q "the sandbox user \"root\" is uid 0, gid 0: it must be neither root nor in root.s group" "$W/rootuser.err"'
 fi
 
+# a kernel that opens its workspace to others does not lock its session
+# out: the session directory above keeps others out, and the next kernel's
+# start makes the workspace 0700 again
+pyx i <<'EOF'
+import os
+os.chmod("/workspace", 0o755)
+print("mode", oct(os.stat("/workspace").st_mode & 0o777))
+EOF
+keep open_ws
+kx exec -s i 'print(6 * 7)'
+keep after_open
+kx restart -s i
+keep restart_open
+DIAG="open_ws after_open restart_open"
+check "row22_a_kernel_that_opens_its_workspace_does_not_lock_its_session" eval '
+	rc_is open_ws 0 && eq "$(val open_ws mode)" 0o755 && rc_is after_open 0 &&
+	eq "$(tail -n 1 "$W/after_open.out")" 42 && rc_is restart_open 0 &&
+	eq "$(stat -c %a "$S/i/workspace")" 700'
+
 # ---- row 29: what a kernel leaves in its home does not run in the next ----
 
 # the places IPython, ipykernel, site and matplotlib read code or settings
@@ -254,6 +273,9 @@ put(usite + "/planted.pth", "import os; " + mark("pth"))
 put(usite + "/usercustomize.py", mark("usercustomize"))
 put(usite + "/planted_backend.py", mark("mpl-backend"))
 put(home + "/.config/matplotlib/matplotlibrc", "backend: module://planted_backend\n")
+# and the workspace, the kernel's working directory: the module that starts
+# the next kernel must not be taken from there
+put("/workspace/ipykernel_launcher.py", mark("launcher") + "raise SystemExit(3)\n")
 print("planted", len(os.listdir(prof)))
 EOF
 keep plant
@@ -287,6 +309,8 @@ keep hc
 DIAG="start_hc hc"
 check "row29_with_home_config_on_the_homes_startup_files_run" eval '
 	rc_is start_hc 0 && rc_is hc 0 && case "$(val hc marks)" in *planted-startup*) ;; *) false ;; esac'
+check "row29_a_module_left_in_the_workspace_never_starts_a_kernel" eval '
+	rc_is hc 0 && case "$(val hc marks)" in *planted-launcher*) false ;; *) true ;; esac'
 kx start -s bad --home-config maybe
 keep bad_hc
 DIAG=bad_hc

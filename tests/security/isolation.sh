@@ -874,4 +874,22 @@ DIAG=restart_b
 SKIPPING=$no_cg_skip check "row11_the_next_start_removes_the_dead_sandboxs_cgroups" eval '
 	rc_is restart_b 0 && absent $CG_B'
 
+# ---- row 33: a system call of another ABI (x32) kills the whole kernel ----
+# (killing only the calling thread would leave a kernel that never answers)
+kx start -s x
+pyx x -t 30 <<'EOF'
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print("before", flush=True)
+libc.syscall(ctypes.c_long(0x40000000 | 39))  # getpid, x32's number
+print("after")
+EOF
+X32_MS=$ms
+keep x32
+DIAG=x32
+check "row33_an_x32_system_call_kills_the_kernel_at_once" eval '
+	rc_is x32 4 && grep -q "SIGSYS" "$W/x32.out" && ! grep -qx after "$W/x32.out" &&
+	say "it took $X32_MS ms" && [ "$X32_MS" -lt 25000 ]'
+kx stop -s x
+
 echo "1..$n"

@@ -198,4 +198,24 @@ check row24_workspace_dir_is_bound_and_writable eval 'status_is 0 && stdout_is /
 check row24_workspace_dir_warns_that_it_is_writable has_line stderr \
 	"kbox run: warning: --workspace proj: the code can change and delete every file in $(pwd -P)/proj"
 
+# The directory checked is the one the sandbox binds: kbox run records its
+# device and inode, and before the kernel runs the supervisor compares them
+# with what is mounted at /workspace, so a directory swapped in under the
+# name since (a race a local user could run) is refused.  A session whose
+# configuration names one directory with another's identity stands for
+# the swap.
+fresh
+chmod 711 "$T"
+mkdir checked swapped
+[ "$(id -u)" != 0 ] || chown "${KBOX_SANDBOX_USER:-kbox}:" checked swapped
+if [ -z "$SKIPPING" ]; then
+	mkdir -p "$S" && mkdir -m 700 "$S/sw" &&
+		printf '{"name": "sw", "kernel": "python3", "backend": "bwrap", "workspace": "%s", "workspace_dev": %s, "workspace_ino": %s}\n' \
+			"$T/swapped" "$(stat -c %d checked)" "$(stat -c %i checked)" >"$S/sw/session.json"
+fi
+kbox start -s sw
+check row24_a_workspace_swapped_after_it_was_checked_is_refused eval '[ "$rc" = 5 ] &&
+	grep -qF "the workspace $T/swapped is no longer the directory that was checked (it was replaced under its name): refusing it" stderr'
+kbox stop -s sw
+
 echo "1..$n"
