@@ -38,14 +38,7 @@ cleanup_more() {
 # ---- can the sandbox be made here? ----
 
 cd "$W" || exit 1
-kx doctor --json
-if [ "$rc" != 0 ]; then
-	SKIPPING="kbox doctor: the bwrap sandbox cannot be made here: $("$PY" -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-print("; ".join(c["check"] + ": " + c["detail"] for c in d["checks"] if c["status"] == "fail"))
-' "$W/out" 2>/dev/null)"
-fi
+sandbox_or_skip
 
 # the secrets of the caller of `kbox start -s a`
 CANARY=canary-$$-$RANDOM$RANDOM

@@ -67,6 +67,20 @@ diag() {
 }
 DIAG=
 
+# sandbox_or_skip: run `kbox doctor --json` (kept as "doctor"); when it
+# says the sandbox cannot be made here, SKIPPING says why, and every test
+# that follows is skipped.
+sandbox_or_skip() {
+	kx doctor --json
+	keep doctor
+	[ "$rc" = 0 ] && return 0
+	SKIPPING="kbox doctor: the bwrap sandbox cannot be made here: $("$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("; ".join(c["check"] + ": " + c["detail"] for c in d["checks"] if c["status"] == "fail"))
+' "$W/doctor.out" 2>/dev/null)"
+}
+
 # check NAME CMD...: one test, passed when CMD succeeds; on failure the
 # outputs named in $DIAG (or the last kbox's) are shown.
 check() {

@@ -26,15 +26,7 @@ ROOT_TAG=ksl
 . "$(dirname "$0")/lib.sh"
 
 cd "$W" || exit 1
-kx doctor --json
-keep doctor
-if [ "$rc" != 0 ]; then
-	SKIPPING="kbox doctor: the bwrap sandbox cannot be made here: $("$PY" -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-print("; ".join(c["check"] + ": " + c["detail"] for c in d["checks"] if c["status"] == "fail"))
-' "$W/out" 2>/dev/null)"
-fi
+sandbox_or_skip
 
 # kx_nocg ARGS...: kx, under root in a mount namespace where every cgroup
 # hierarchy is read-only (what it starts stays there).

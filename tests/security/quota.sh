@@ -19,10 +19,7 @@ ROOT_TAG=kso
 . "$(dirname "$0")/lib.sh"
 
 cd "$W" || exit 1
-kx doctor --json
-if [ "$rc" != 0 ]; then
-	SKIPPING="kbox doctor: the bwrap sandbox cannot be made here"
-fi
+sandbox_or_skip
 
 # the line the text shows in place of what it left out
 marker() { grep '^\[\.\.\. ' "$W/$1.out"; }
