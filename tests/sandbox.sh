@@ -237,7 +237,7 @@ fresh
 kbox_rocgroup start -s rl --memory 400M
 check start_warns_which_limits_fall_back eval 'status_is 0 &&
 	[ "$(wc -l <stderr)" = 1 ] &&
-	grep -q "^kbox start: warning: backend bwrap does not enforce these limits here: memory, pids (memory: /sys/fs/cgroup/memory.* is not writable (Read-only file system); pids: /sys/fs/cgroup/pids.* is not writable (Read-only file system); cpu: /sys/fs/cgroup/cpu.* is not writable (Read-only file system))$" stderr'
+	grep -q "^kbox start: warning: backend bwrap cannot use cgroups here for these limits: memory, pids (memory: /sys/fs/cgroup/memory.* is not writable (Read-only file system); pids: /sys/fs/cgroup/pids.* is not writable (Read-only file system); cpu: /sys/fs/cgroup/cpu.* is not writable (Read-only file system)); rlimits stand in for memory and pids, per process (kbox doctor says more), and cpus go unbounded$" stderr'
 kbox status -s rl
 check status_shows_the_rlimit_fallbacks eval 'status_is 0 &&
 	[ "$(status_line limits)" = "memory 400 MiB (RLIMIT_DATA), pids 1024 (RLIMIT_NPROC), cpus all, /tmp 512 MiB (tmpfs), files up to 4 GiB (rlimit), inotify 32 instances and 8192 watches (user namespace)" ] &&

@@ -330,9 +330,13 @@ int cli_check_backend(const char *cmd, const json_t *config)
 	so.memory_bytes = json_integer_value(json_object_get(config, "memory"));
 	so.cpus = json_number_value(json_object_get(config, "cpus"));
 	so.pids = (long)json_integer_value(json_object_get(config, "pids"));
-	if (*kbox_backend_unenforced(b, &so, buf, sizeof buf))
-		cli_error(cmd, "warning: backend %s does not enforce these limits here: %s%s", b, buf,
-		          kbox_backend_sandboxed(b) ? "" : " (they are stored for backends that do)");
+	if (*kbox_backend_unenforced(b, &so, buf, sizeof buf) && kbox_backend_sandboxed(b))
+		cli_error(cmd, "warning: backend %s cannot use cgroups here for these limits: %s; "
+		          "rlimits stand in for memory and pids, per process (kbox doctor says more), "
+		          "and cpus go unbounded", b, buf);
+	else if (*buf)
+		cli_error(cmd, "warning: backend %s does not enforce these limits here: %s (they are "
+		          "stored for backends that do)", b, buf);
 	return EXIT_OK;
 }
 
