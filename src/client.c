@@ -30,7 +30,8 @@
 #define ALIVE_SLICE_MS 100 /* how often waits consult the alive hook */
 #define DRAIN_MS 200       /* longest spent draining queued messages */
 #define IOPUB_LINK_MS 250  /* longest wait for iopub's handshake before kernel_info */
-#define IOPUB_RCVHWM 1000 /* iopub messages queued unread, at most */
+#define IOPUB_RCVHWM 200 /* iopub messages queued unread, at most: with the ~1 MB
+                          * messages of a print flood, ~200 MB however slow the reader */
 #define IDLE_NO_REPLY_MS 500 /* after an interrupt: idle came, the reply may still */
 #define REPLY_IDLE_MS 2000 /* after the reply, iopub silence that ends the wait for idle */
 #define READY_MS 60000     /* a readiness wait given no timeout */
