@@ -206,7 +206,34 @@ if [ "$(id -u)" = 0 ]; then
 	check "row22_under_root_an_unreachable_state_dir_is_one_clear_error" eval '
 		! rc_is closed 0 >/dev/null &&
 		grep -q "the sandbox user $SU (uid $XU) cannot reach $ROOT/closed/h/sessions/c/run/sandbox: $ROOT/closed is mode 0700, owner 0:0" "$W/closed.err"'
+	# kbox doctor says so too, and its exit status says no session starts
+	KBOX_HOME=$ROOT/closed/h kx doctor
+	keep doctor_closed
+	DIAG=doctor_closed
+	check "row22_under_root_kbox_doctor_fails_an_unreachable_state_dir" eval '
+		rc_is doctor_closed 5 &&
+		grep -q "^fail  state directory  the sandbox user $SU (uid $XU) cannot reach $ROOT/closed: $ROOT/closed is mode 0700" "$W/doctor_closed.out" &&
+		eq "$(tail -n 1 "$W/doctor_closed.out")" "the default backend (bwrap) isolates kernels here, but no session in the state directory can start (see above)"'
 	KBOX_HOME=$ROOT/closed/h "$KBOX" stop --all >/dev/null 2>&1
+	# --fix makes no user of a name useradd would take as an option
+	KBOX_SANDBOX_USER=-rf kx doctor --fix
+	keep fix_bad
+	DIAG=fix_bad
+	check "row22_under_root_doctor_fix_refuses_a_bad_user_name" eval '
+		rc_is fix_bad 5 && ! id -- -rf >/dev/null 2>&1 &&
+		grep -qxF "fail  identity         cannot create the user \"-rf\": a user name is 1 to 32 of a-z, 0-9, '"'_'"' and '"'-'"', starting with a letter or '"'_'"'" "$W/fix_bad.out"'
+	# kbox run --workspace of root's own: the code (the sandbox user) may
+	# only read it, and kbox run says that instead
+	mkdir -m 755 "$ROOT/rootws"
+	cd "$ROOT" || exit 1
+	kx run --workspace rootws -c 'print(1)'
+	keep run_rootws
+	cd "$W" || exit 1
+	DIAG=run_rootws
+	check "row22_under_root_kbox_run_says_the_sandbox_user_cannot_write_the_workspace" eval '
+		rc_is run_rootws 0 &&
+		eq "$(cat "$W/run_rootws.err")" "kbox run: warning: --workspace rootws: the code runs as the sandbox user $SU (uid $XU), who cannot write $ROOT/rootws: the code can read its files, and change those the sandbox user may (chown $SU: $ROOT/rootws to let it write)"'
+
 	# a sandbox user that does not exist
 	KBOX_SANDBOX_USER=kbox-no-such-user-$$ kx start -s nouser
 	keep nouser
