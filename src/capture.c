@@ -41,10 +41,21 @@ typedef struct {
 	bool spill_cut;      /* it stopped at a bound: it holds the first SPILL_BYTES only */
 	char *sbuf;
 	size_t sbuf_len;
-	/* the finished view */
+	/* the finished view: committed bytes [0, fin_head) are at the start of
+	 * VIEW_TEXT, a marker line of fin_marker bytes follows, then committed
+	 * bytes [fin_tail, total_bytes), then fin_extra bytes (a note) */
 	kbox_text_t view;
 	char *view_text;
+	size_t fin_head, fin_marker, fin_tail, fin_extra;
 } tbuf_t;
+
+/* One output in order: its public view, and for stream text the bytes of
+ * the stream it holds, [from, to). */
+typedef struct {
+	kbox_output_t pub;
+	size_t from, to;
+	char *text, *value; /* owned */
+} out_t;
 
 struct kbox_capture {
 	kbox_capture_opts_t opts;
@@ -73,6 +84,11 @@ struct kbox_capture {
 	size_t ename_len, evalue_len;
 	json_t *traceback_raw;
 	tbuf_t traceback;
+	/* outputs in order */
+	out_t *outs;
+	size_t n_outs, cap_outs;
+	bool outs_full;       /* KBOX_CAPTURE_MAX_OUTPUTS reached: streams merge */
+	size_t inputs_seen;
 	/* notices */
 	char **notices;
 	size_t n_notices;
@@ -566,8 +582,10 @@ static void tbuf_feed(kbox_capture_t *self, tbuf_t *t, const char *label, const 
 	}
 }
 
-/* Build T's view: all of it, or head + marker + tail. */
-static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
+/* Build T's view: all of it, or head + marker + tail; then, when
+ * DROPPED_MESSAGES of DROPPED_BYTES of text were dropped, a line saying so. */
+static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label,
+                        size_t dropped_messages, size_t dropped_bytes)
 {
 	size_t tail_len = 0, tail_lines = 0, omitted_bytes, omitted_lines, max_tail_lines;
 	const char *tail_src;
@@ -632,8 +650,18 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 	t->view.total_lines = t->total_lines;
 	t->view.truncated = omitted_bytes > 0;
 	kbox__buf_append(&view, t->head, t->head_len);
+	t->fin_head = t->head_len;
+	t->fin_tail = t->total_bytes - tail_len;
+	t->view.dropped_messages = dropped_messages;
+	t->view.dropped_bytes = dropped_bytes;
 	if (t->view.truncated) {
-		if (t->spill_path && !t->spill_failed && t->spill_cut)
+		if (t->spill_path && !t->spill_failed && !t->spill_cut && dropped_messages)
+			kbox__buf_appendf(&view,
+			                  "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
+			                  "without the messages that were dropped ...]\n",
+			                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
+			                  omitted_bytes, omitted_lines, t->spill_path);
+		else if (t->spill_path && !t->spill_failed && t->spill_cut)
 			kbox__buf_appendf(&view,
 			                  "%s[... %zu bytes in %zu lines left out; only the first %zu "
 			                  "bytes of the text are in %s ...]\n",
@@ -656,7 +684,19 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label)
 		}
 		t->view.spill_path = NULL;
 	}
+	t->fin_marker = view.len - t->head_len;
 	kbox__buf_append(&view, tail_src, tail_len);
+	{
+		size_t before = view.len;
+		if (dropped_messages)
+			kbox__buf_appendf(&view,
+			                  "%s[... %zu %s messages (%zu bytes of text) were dropped, not "
+			                  "shown or saved: the kernel printed faster than kbox could keep "
+			                  "it ...]\n",
+			                  view.len && view.data[view.len - 1] != '\n' ? "\n" : "",
+			                  dropped_messages, label, dropped_bytes);
+		t->fin_extra = view.len - before;
+	}
 	t->view_text = kbox__buf_take(&view, &t->view.len);
 	if (t->spill_fd >= 0) {
 		close(t->spill_fd);
@@ -833,12 +873,180 @@ void kbox_capture_set_event_cb(kbox_capture_t *self, kbox_event_cb *cb, void *ar
 static void emit(kbox_capture_t *self, kbox_event_type_t type, kbox_stream_t s, const char *text,
                  size_t len, int display)
 {
-	kbox_event_t ev = {type, s, text, len, display};
+	kbox_event_t ev = {type, s, text, len, display, NULL};
 	if (self->cb)
 		self->cb(self->cb_arg, self, &ev);
 }
 
 static const char *const stream_labels[KBOX_TEXT_COUNT] = {"stdout", "stderr"};
+
+/* ---- outputs in order ---- */
+
+/* Commit the line each stream is writing: an output of another kind (or
+ * of the other stream) comes, and text after it is a new output, where a
+ * \r can no longer reach back. */
+static void streams_boundary(kbox_capture_t *self)
+{
+	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
+		if (self->streams[s].line_len)
+			line_flush(self, &self->streams[s], stream_labels[s]);
+}
+
+static void out_free(out_t *o)
+{
+	free(o->text);
+	free(o->value);
+}
+
+/* A new output of KIND at the end of the list, zeroed; NULL when the list
+ * is full (unless FORCE) or memory ran out. */
+static out_t *out_push(kbox_capture_t *self, kbox_output_kind_t kind, bool force)
+{
+	out_t *o;
+	if (self->n_outs >= KBOX_CAPTURE_MAX_OUTPUTS && !force) {
+		if (!self->outs_full)
+			notice(self, "more than %d outputs: later ones are not listed in order (stream "
+			             "text joins its stream's last output)",
+			       KBOX_CAPTURE_MAX_OUTPUTS);
+		self->outs_full = true;
+		return NULL;
+	}
+	if (self->n_outs == self->cap_outs) {
+		size_t cap = self->cap_outs ? self->cap_outs * 2 : 8;
+		out_t *nv = realloc(self->outs, cap * sizeof *nv);
+		if (!nv) {
+			self->oom = true;
+			return NULL;
+		}
+		self->outs = nv;
+		self->cap_outs = cap;
+	}
+	o = &self->outs[self->n_outs++];
+	memset(o, 0, sizeof *o);
+	o->pub.kind = kind;
+	o->pub.display = -1;
+	return o;
+}
+
+/* Does stream S have an output in the list? */
+static bool has_stream_output(const kbox_capture_t *self, kbox_stream_t s)
+{
+	for (size_t i = 0; i < self->n_outs; i++)
+		if (self->outs[i].pub.kind == KBOX_OUT_STREAM && self->outs[i].pub.stream == s)
+			return true;
+	return false;
+}
+
+/* Text of stream S comes: it joins the last output if that is S's, else
+ * begins a new one. */
+static void stream_output(kbox_capture_t *self, kbox_stream_t s)
+{
+	out_t *last = self->n_outs ? &self->outs[self->n_outs - 1] : NULL, *o;
+
+	if (last && last->pub.kind == KBOX_OUT_STREAM && last->pub.stream == s)
+		return;
+	if (self->outs_full && has_stream_output(self, s))
+		return;
+	streams_boundary(self);
+	o = out_push(self, KBOX_OUT_STREAM, false);
+	if (!o && self->outs_full && !has_stream_output(self, s))
+		o = out_push(self, KBOX_OUT_STREAM, true);
+	if (!o)
+		return;
+	o->pub.stream = s;
+	o->from = self->streams[s].total_bytes;
+}
+
+/* An output of KIND (display, result, error, input) comes.  The one it
+ * makes, or NULL when it is not listed. */
+static out_t *other_output(kbox_capture_t *self, kbox_output_kind_t kind, bool force)
+{
+	streams_boundary(self);
+	return out_push(self, kind, force);
+}
+
+/* Remove the outputs for which DROP says so. */
+static void outs_remove(kbox_capture_t *self, bool (*drop)(const out_t *o))
+{
+	size_t k = 0;
+	for (size_t i = 0; i < self->n_outs; i++) {
+		if (drop(&self->outs[i]))
+			out_free(&self->outs[i]);
+		else
+			self->outs[k++] = self->outs[i];
+	}
+	self->n_outs = k;
+}
+
+static bool is_cleared(const out_t *o)
+{
+	return o->pub.kind == KBOX_OUT_STREAM || o->pub.kind == KBOX_OUT_DISPLAY;
+}
+static bool is_result(const out_t *o) { return o->pub.kind == KBOX_OUT_RESULT; }
+static bool is_error(const out_t *o) { return o->pub.kind == KBOX_OUT_ERROR; }
+
+/* The finished view of stream output O: its bytes [from, to) of the
+ * stream as the stream's view shows them (the marker where the middle of
+ * the stream was left out is in the first output that reaches it), and
+ * the line about dropped messages in the stream's last. */
+static void out_view(kbox_capture_t *self, out_t *o, bool last_of_stream, bool *marker_shown)
+{
+	tbuf_t *t = &self->streams[o->pub.stream];
+	const char *v = t->view_text;
+	size_t a = o->from, b = o->to, h = t->fin_head, m = t->fin_marker, tl = t->fin_tail;
+	kbox__buf_t buf = KBOX__BUF_INIT;
+
+	o->pub.total_bytes = b - a;
+	o->pub.truncated = tl > h && a < tl && b > h;
+	if (!v)
+		return;
+	if (a < h)
+		kbox__buf_append(&buf, v + a, (b < h ? b : h) - a);
+	if (m && !*marker_shown && b > h) {
+		kbox__buf_append(&buf, v + h, m);
+		*marker_shown = true;
+	}
+	if (b > tl) {
+		size_t x = a > tl ? a : tl;
+		kbox__buf_append(&buf, v + h + m + (x - tl), b - x);
+	}
+	if (last_of_stream && t->fin_extra)
+		kbox__buf_append(&buf, v + h + m + (t->total_bytes - tl), t->fin_extra);
+	o->text = kbox__buf_take(&buf, &o->pub.len);
+	if (!o->text)
+		o->pub.len = 0;
+	o->pub.text = o->text ? o->text : "";
+}
+
+/* At the end: where each stream output ends, and what it shows. */
+static void outs_finish(kbox_capture_t *self)
+{
+	for (int s = 0; s < KBOX_TEXT_COUNT; s++) {
+		out_t *prev = NULL;
+		bool marker_shown = false;
+		if (self->streams[s].view.dropped_messages && !has_stream_output(self, s)) {
+			/* all of it dropped: the line saying so is its output */
+			out_t *o = out_push(self, KBOX_OUT_STREAM, true);
+			if (o)
+				o->pub.stream = (kbox_stream_t)s;
+		}
+		for (size_t i = 0; i < self->n_outs; i++) {
+			out_t *o = &self->outs[i];
+			if (o->pub.kind != KBOX_OUT_STREAM || o->pub.stream != (kbox_stream_t)s)
+				continue;
+			if (prev)
+				prev->to = o->from;
+			prev = o;
+		}
+		if (prev)
+			prev->to = self->streams[s].total_bytes;
+		for (size_t i = 0; i < self->n_outs; i++) {
+			out_t *o = &self->outs[i];
+			if (o->pub.kind == KBOX_OUT_STREAM && o->pub.stream == (kbox_stream_t)s)
+				out_view(self, o, o == prev, &marker_shown);
+		}
+	}
+}
 
 /* Images of display INDEX (-1: of the value; -2: of every display) leave
  * the result; their files stay on disk. */
@@ -863,6 +1071,7 @@ static void clear_now(kbox_capture_t *self)
 		tbuf_reset_text(&self->streams[s], self->dfd);
 	json_array_clear(self->displays);
 	drop_images_of(self, -2);
+	outs_remove(self, is_cleared);
 	self->pending_clear = false;
 	emit(self, KBOX_EV_CLEAR, 0, NULL, 0, -1);
 }
@@ -1053,8 +1262,12 @@ static void on_display(kbox_capture_t *self, json_t *c, bool update)
 	}
 	i = json_array_size(self->displays);
 	d = json_pack("{s:o, s:s?}", "data", process_bundle(self, data, (int)i), "display_id", id);
-	if (d && json_array_append_new(self->displays, d) == 0)
+	if (d && json_array_append_new(self->displays, d) == 0) {
+		out_t *o = other_output(self, KBOX_OUT_DISPLAY, false);
+		if (o)
+			o->pub.display = (int)i;
 		emit(self, KBOX_EV_DISPLAY, 0, NULL, 0, (int)i);
+	}
 }
 
 static void on_error(kbox_capture_t *self, json_t *c)
@@ -1131,6 +1344,8 @@ static void on_error(kbox_capture_t *self, json_t *c)
 		free(plain);
 	}
 	self->has_error = true;
+	outs_remove(self, is_error);
+	other_output(self, KBOX_OUT_ERROR, true);
 	emit(self, KBOX_EV_ERROR, 0, NULL, 0, -1);
 }
 
@@ -1150,6 +1365,7 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 		if (!json_is_string(text))
 			return 0;
 		before_output(self);
+		stream_output(self, s);
 		tbuf_feed(self, &self->streams[s], stream_labels[s], json_string_value(text),
 		          json_string_length(text));
 		emit(self, KBOX_EV_STREAM, s, json_string_value(text), json_string_length(text), -1);
@@ -1177,6 +1393,8 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 					            json_string_length(part));
 		}
 		self->has_value = true;
+		outs_remove(self, is_result);
+		other_output(self, KBOX_OUT_RESULT, true);
 		emit(self, KBOX_EV_RESULT, 0, NULL, 0, -1);
 	} else if (strcmp(type, "display_data") == 0) {
 		on_display(self, c, false);
@@ -1198,10 +1416,54 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 	return 0;
 }
 
+void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
+{
+	json_t *c = kbox_msg_content(msg), *prompt = json_object_get(c, "prompt");
+	size_t k = self->inputs_seen++;
+	const char *line = k < self->opts.n_input && self->opts.input_lines
+	                       ? self->opts.input_lines[k]
+	                       : NULL;
+	out_t *o;
+	kbox_event_t ev = {KBOX_EV_INPUT, 0, NULL, 0, -1, NULL};
+	kbox__buf_t b = KBOX__BUF_INIT;
+
+	before_output(self);
+	if (!(o = other_output(self, KBOX_OUT_INPUT, false)))
+		return;
+	o->pub.password = json_is_true(json_object_get(c, "password"));
+	if (json_is_string(prompt))
+		kbox__buf_append(&b, json_string_value(prompt),
+		                 utf8_floor(json_string_value(prompt),
+		                            json_string_length(prompt) > 1024 ? 1024
+		                                                              : json_string_length(prompt)));
+	o->text = kbox__buf_take(&b, &o->pub.len);
+	o->pub.text = o->text ? o->text : "";
+	if (!o->text)
+		o->pub.len = 0;
+	if (line && !o->pub.password) {
+		o->value = strdup(line);
+		o->pub.value = o->value;
+		o->pub.value_len = o->value ? strlen(o->value) : 0;
+	}
+	if (line && o->pub.password)
+		o->pub.value_len = strlen(line); /* answered, not shown */
+	ev.output = &o->pub;
+	if (self->cb)
+		self->cb(self->cb_arg, self, &ev);
+}
+
+bool kbox_capture_can_spill(const kbox_capture_t *self)
+{
+	return self->dfd >= 0 && !self->oom && files_room(self) > 0;
+}
+
 int kbox_capture_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg)
 {
 	if (channel == KBOX_CH_IOPUB)
 		kbox_capture_feed(arg, msg, NULL);
+	else if (channel == KBOX_CH_STDIN && kbox_msg_type(msg) &&
+	         strcmp(kbox_msg_type(msg), "input_request") == 0)
+		kbox_capture_input(arg, msg);
 	return 0;
 }
 
@@ -1244,6 +1506,9 @@ void kbox_capture_destroy(kbox_capture_t **self_p)
 	for (size_t i = 0; i < self->n_notices; i++)
 		free(self->notices[i]);
 	free(self->notices);
+	for (size_t i = 0; i < self->n_outs; i++)
+		out_free(&self->outs[i]);
+	free(self->outs);
 	free(self->ename);
 	free(self->evalue);
 	if (self->dfd >= 0)
@@ -1268,10 +1533,17 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	r->cap = self;
 	if (self->pending_clear)
 		self->pending_clear = false; /* a clear with nothing after it clears nothing */
-	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
-		tbuf_finish(self, &self->streams[s], stream_labels[s]);
-	tbuf_finish(self, &self->value_text, "value");
-	tbuf_finish(self, &self->traceback, "traceback");
+	{
+		kbox_exec_drops_t drops = {{0, 0}, {0, 0}};
+		if (exec)
+			kbox_exec_dropped(exec, &drops);
+		for (int s = 0; s < KBOX_TEXT_COUNT; s++)
+			tbuf_finish(self, &self->streams[s], stream_labels[s], drops.stream_messages[s],
+			            drops.stream_bytes[s]);
+	}
+	tbuf_finish(self, &self->value_text, "value", 0, 0);
+	tbuf_finish(self, &self->traceback, "traceback", 0, 0);
+	outs_finish(self);
 	if (self->displays_dropped)
 		notice(self, "%zu displays beyond the limit of %d were not kept", self->displays_dropped,
 		       KBOX_CAPTURE_MAX_DISPLAYS);
@@ -1285,11 +1557,25 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 		r->seconds = kbox_exec_seconds(exec);
 		snprintf(r->reason, sizeof r->reason, "%s", kbox_exec_reason(exec));
 		{
+			kbox_exec_drops_t d;
 			size_t bytes, n = kbox_exec_rate_dropped(exec, &bytes);
+			kbox_exec_dropped(exec, &d);
+			n -= d.stream_messages[0] + d.stream_messages[1];
+			if (d.stream_messages[0] || d.stream_messages[1])
+				notice(self,
+				       "%zu stdout messages (%zu bytes of text) and %zu stderr messages (%zu "
+				       "bytes) were dropped: the kernel printed faster than kbox reads%s",
+				       d.stream_messages[0], d.stream_bytes[0], d.stream_messages[1],
+				       d.stream_bytes[1],
+				       self->dfd < 0 ? ", and there was no outputs directory to keep it in"
+				       : files_room(self) == 0
+				           ? ", and the outputs quota was used up"
+				           : " (over the rate limit, or while kbox's memory was short)");
+			(void)bytes;
 			if (n)
-				notice(self, "%zu output messages (%zu bytes) were dropped: the kernel "
-				             "sent output faster than the rate limit",
-				       n, bytes);
+				notice(self, "%zu display messages were dropped: the kernel sent output "
+				             "faster than kbox reads",
+				       n);
 		}
 		if (kbox_exec_output_lost(exec))
 			notice(self, "output was lost: iopub broke during this execution (most likely "
@@ -1338,6 +1624,31 @@ const kbox_text_t *kbox_result_stream(const kbox_result_t *self, kbox_stream_t s
 json_t *kbox_result_value(const kbox_result_t *self)
 {
 	return self->cap->has_value ? self->cap->value : NULL;
+}
+
+size_t kbox_result_output_count(const kbox_result_t *self) { return self->cap->n_outs; }
+
+const kbox_output_t *kbox_result_output(const kbox_result_t *self, size_t i)
+{
+	return i < self->cap->n_outs ? &self->cap->outs[i].pub : NULL;
+}
+
+int kbox_result_set_error_text(kbox_result_t *self, const char *line)
+{
+	tbuf_t *t = &self->cap->traceback;
+	size_t n = strlen(line);
+	char *text = malloc(n + 2);
+	if (!text)
+		return -1;
+	memcpy(text, line, n);
+	text[n++] = '\n';
+	text[n] = '\0';
+	free(t->view_text);
+	t->view_text = text;
+	t->view.text = text;
+	t->view.len = n;
+	t->view.truncated = true;
+	return 0;
 }
 
 const kbox_text_t *kbox_result_value_text(const kbox_result_t *self)

@@ -182,6 +182,7 @@ struct kbox_exec {
 	size_t n_outputs, cap_outputs;
 	size_t inputs_answered;
 	size_t rate_dropped, rate_dropped_bytes;
+	kbox_exec_drops_t drops;
 	bool output_lost;
 	bool went_idle;      /* the kernel said idle for it */
 	char reason[KBOX_ERROR_MSG_MAX];
@@ -245,16 +246,167 @@ static bool bucket_take(bucket_t *b, size_t size)
 	return ok;
 }
 
+/* ---- reading a dropped stream message's content, without decoding it ---- */
+
+static const char *js_ws(const char *p, const char *e)
+{
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+static int js_hex4(const char *p, const char *e, unsigned *v)
+{
+	*v = 0;
+	if (e - p < 4)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		char c = p[i];
+		unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+		             : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+		             : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+		                                    : 16u;
+		if (d > 15)
+			return -1;
+		*v = *v << 4 | d;
+	}
+	return 0;
+}
+
+/* The JSON string at P (its opening quote): past its end, with the bytes
+ * of its decoded UTF-8 in *LEN and (with OUT) its first OSZ-1 bytes as
+ * written in OUT; NULL when it is not one. */
+static const char *js_string(const char *p, const char *e, size_t *len, char *out, size_t osz)
+{
+	size_t n = 0, o = 0;
+	unsigned v, lo;
+
+	if (p >= e || *p != '"')
+		return NULL;
+	for (p++; p < e; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c == '"') {
+			if (out && osz)
+				out[o] = '\0';
+			*len = n;
+			return p + 1;
+		}
+		if (out && o + 1 < osz)
+			out[o++] = (char)c;
+		if (c != '\\') {
+			n++;
+			continue;
+		}
+		if (++p >= e)
+			return NULL;
+		if (*p != 'u') {
+			n++;
+			continue;
+		}
+		if (js_hex4(p + 1, e, &v) < 0)
+			return NULL;
+		p += 4;
+		if (v >= 0xd800 && v < 0xdc00 && e - p > 6 && p[1] == '\\' && p[2] == 'u' &&
+		    js_hex4(p + 3, e, &lo) == 0 && lo >= 0xdc00 && lo < 0xe000) {
+			n += 4; /* a surrogate pair: one code point beyond the BMP */
+			p += 6;
+		} else {
+			n += v < 0x80 ? 1 : v < 0x800 ? 2 : 3;
+		}
+	}
+	return NULL;
+}
+
+/* Past the JSON value at P, or NULL. */
+static const char *js_skip(const char *p, const char *e)
+{
+	size_t l;
+	int depth = 0;
+
+	if (p < e && *p == '"')
+		return js_string(p, e, &l, NULL, 0);
+	if (p < e && *p != '{' && *p != '[') {
+		while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' &&
+		       *p != '\t' && *p != '\r')
+			p++;
+		return p;
+	}
+	while (p < e) {
+		if (*p == '"') {
+			if (!(p = js_string(p, e, &l, NULL, 0)))
+				return NULL;
+			continue;
+		}
+		if (*p == '{' || *p == '[')
+			depth++;
+		else if ((*p == '}' || *p == ']') && --depth == 0)
+			return p + 1;
+		p++;
+	}
+	return NULL;
+}
+
+/* A stream message's content, P (N bytes, unverified): its stream (0
+ * stdout, 1 stderr) in *WHICH and the bytes of its text in *BYTES.  False
+ * when it has no text to count. */
+static bool js_stream_text(const char *p, size_t n, int *which, size_t *bytes)
+{
+	const char *e = p + n;
+	char key[8], v[8];
+	size_t l, vl;
+	bool found = false;
+
+	*which = 0;
+	*bytes = 0;
+	p = js_ws(p, e);
+	if (p >= e || *p++ != '{')
+		return false;
+	for (;;) {
+		p = js_ws(p, e);
+		if (p < e && *p == '}')
+			break;
+		if (!(p = js_string(p, e, &l, key, sizeof key)))
+			return false;
+		p = js_ws(p, e);
+		if (p >= e || *p != ':')
+			return false;
+		p = js_ws(p + 1, e);
+		if (l == 4 && strcmp(key, "text") == 0 && p < e && *p == '"')
+			found = (p = js_string(p, e, bytes, NULL, 0)) != NULL;
+		else if (l == 4 && strcmp(key, "name") == 0 && p < e && *p == '"') {
+			if ((p = js_string(p, e, &vl, v, sizeof v)) && vl == 6 && strcmp(v, "stderr") == 0)
+				*which = 1;
+		} else
+			p = js_skip(p, e);
+		if (!p)
+			return false;
+		p = js_ws(p, e);
+		if (p < e && *p == ',') {
+			p++;
+			continue;
+		}
+		break;
+	}
+	return found;
+}
+
 /* Is Z (raw, unverified) an output message that may be dropped unread?
  * Only its header's msg_type and its parent's msg_id are looked at; nothing
- * is acted on.  *OURS tells whether the parent is REQ_ID (never when NULL). */
-static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
+ * is acted on.  *OURS tells whether the parent is REQ_ID (never when NULL).
+ * For a stream message of ours, *STREAM is 0 (stdout) or 1 (stderr) and
+ * *TEXT_BYTES the bytes of its text; else *STREAM is -1. */
+static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *stream,
+                             size_t *text_bytes)
 {
 	const size_t dlen = sizeof KBOX_DELIMITER - 1;
 	zframe_t *f;
 	bool found = false, out = false;
 
+	bool is_stream = false;
+
 	*ours = false;
+	*stream = -1;
+	*text_bytes = 0;
 	for (f = zmsg_first(z); f; f = zmsg_next(z))
 		if (zframe_size(f) == dlen && memcmp(zframe_data(f), KBOX_DELIMITER, dlen) == 0) {
 			found = true;
@@ -267,7 +419,8 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
 		json_t *t = json_object_get(h, "msg_type");
 		if (json_is_string(t)) {
 			const char *s = json_string_value(t);
-			out = strcmp(s, "stream") == 0 || strcmp(s, "display_data") == 0 ||
+			is_stream = strcmp(s, "stream") == 0;
+			out = is_stream || strcmp(s, "display_data") == 0 ||
 			      strcmp(s, "update_display_data") == 0;
 		}
 		json_decref(h);
@@ -277,6 +430,11 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours)
 			*ours = req_id && json_is_string(id) &&
 			        strcmp(json_string_value(id), req_id) == 0;
 			json_decref(p);
+			/* metadata, then content: the text is counted, not decoded */
+			if (*ours && is_stream && zmsg_next(z) && (f = zmsg_next(z)) &&
+			    js_stream_text((const char *)zframe_data(f), zframe_size(f), stream,
+			                   text_bytes) == false)
+				*stream = -1;
 		}
 	}
 	return out;
@@ -1119,6 +1277,7 @@ const char *kbox_exec_status_name(kbox_exec_status_t status)
 	case KBOX_EXEC_ABORTED: return "aborted";
 	case KBOX_EXEC_TIMEOUT: return "timeout";
 	case KBOX_EXEC_DIED: return "died";
+	case KBOX_EXEC_INTERRUPTED: return "interrupted";
 	}
 	return "unknown";
 }
@@ -1626,12 +1785,23 @@ static kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, bucket_t *b, 
 	kbox_error_t e = {0};
 	size_t size = zmsg_content_size(*z_p);
 	kbox_msg_t *msg;
-	bool ours;
+	bool ours = false, over;
+	int stream;
+	size_t text_bytes;
 
-	if ((self->shedding || !bucket_take(b, size)) && droppable_output(*z_p, req_id, &ours)) {
+	over = self->shedding || !bucket_take(b, size);
+	if (over && droppable_output(*z_p, req_id, &ours, &stream, &text_bytes) &&
+	    /* the execution's own output is read all the same while its
+	     * receiver keeps it on disk: it is memory that needs the limit */
+	    !(ours && !self->shedding && x->run && x->run->o.keep_output &&
+	      x->run->o.keep_output(x->run->o.cb_arg))) {
 		if (ours) {
 			x->rate_dropped++;
 			x->rate_dropped_bytes += size;
+			if (stream >= 0) {
+				x->drops.stream_messages[stream]++;
+				x->drops.stream_bytes[stream] += text_bytes;
+			}
 		} else {
 			self->iopub_dropped++;
 			self->iopub_dropped_bytes += size;
@@ -2375,6 +2545,10 @@ size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes)
 	if (bytes)
 		*bytes = self->rate_dropped_bytes;
 	return self->rate_dropped;
+}
+void kbox_exec_dropped(const kbox_exec_t *self, kbox_exec_drops_t *out)
+{
+	*out = self->drops;
 }
 bool kbox_exec_output_lost(const kbox_exec_t *self) { return self->output_lost; }
 bool kbox_exec_went_idle(const kbox_exec_t *self) { return self->went_idle; }

@@ -99,11 +99,13 @@ static json_t *text_json(const kbox_text_t *t)
 {
 	const char *s = t && t->text ? t->text : "";
 
-	return json_pack("{s:o, s:o, s:o, s:b, s:o}", "text",
+	return json_pack("{s:o, s:o, s:o, s:b, s:o, s:o, s:o}", "text",
 	                 string_json(s, t && t->text ? t->len : 0),
 	                 "total_bytes", size_json(t ? t->total_bytes : 0), "total_lines",
 	                 size_json(t ? t->total_lines : 0), "truncated", t ? t->truncated : false,
-	                 "spill_path", nullable_json(t ? t->spill_path : NULL, false));
+	                 "spill_path", nullable_json(t ? t->spill_path : NULL, false),
+	                 "dropped_messages", size_json(t ? t->dropped_messages : 0),
+	                 "dropped_bytes", size_json(t ? t->dropped_bytes : 0));
 }
 
 /* A deep copy of the bundle J (borrowed), or {} when it is NULL. */
@@ -179,16 +181,17 @@ static void text_value(kbox__buf_t *b, const kbox_result_t *r)
 	buf_part(b, s, len);
 }
 
-/* One line per image: saved with its path and size, saved as text (an SVG
- * with active content) and why, or not saved. */
-static void text_images(kbox__buf_t *b, const kbox_result_t *r)
+/* One line per image of display DISPLAY (-1: of the value): saved with
+ * its path and size, saved as text (an SVG with active content) and why,
+ * or not saved. */
+static void text_images(kbox__buf_t *b, const kbox_result_t *r, int display)
 {
 	size_t i, n = kbox_result_image_count(r);
 	const kbox_image_t *img;
 
 	for (i = 0; i < n; i++) {
 		img = kbox_result_image(r, i);
-		if (!img)
+		if (!img || img->display != display)
 			continue;
 		if (!img->path)
 			kbox__buf_appendf(b, "[image not saved: %s, %zu bytes]\n",
@@ -204,20 +207,21 @@ static void text_images(kbox__buf_t *b, const kbox_result_t *r)
 	}
 }
 
-/* The text/plain of each display that shows no image, or a line saying
- * how large it was when the capture left it out as too large. */
-static void text_displays(kbox__buf_t *b, const kbox_result_t *r)
+/* Display I: its images, or its text/plain (the displays' texts share one
+ * budget, *SHOWN bytes of it used; *NOT_SHOWN counts those past it), or a
+ * line saying how large it was when the capture left it out as too large. */
+static void text_display(kbox__buf_t *b, const kbox_result_t *r, size_t i, size_t *shown_p,
+                         size_t *not_shown)
 {
-	size_t i, n = kbox_result_display_count(r), shown = 0, not_shown = 0;
 	json_t *bundle, *omitted, *v;
 	const char *key;
 	char *s;
-	size_t len = 0;
+	size_t len = 0, shown = *shown_p;
 
-	for (i = 0; i < n; i++) {
-		bundle = kbox_result_display(r, i);
-		if (!bundle)
-			continue;
+	bundle = kbox_result_display(r, i);
+	if (!bundle)
+		return;
+	{
 		/* image types the capture does not write are named, never dumped */
 		json_object_foreach (bundle, key, v)
 			if (strncmp(key, "image/", 6) == 0 && json_is_object(v) &&
@@ -226,28 +230,44 @@ static void text_displays(kbox__buf_t *b, const kbox_result_t *r)
 			           "unsupported image type") == 0)
 				kbox__buf_appendf(b, "[image not saved: %s, %" JSON_INTEGER_FORMAT " bytes]\n",
 				                  key, json_integer_value(json_object_get(v, "bytes")));
-		if (display_has_image(r, i))
-			continue;
+		if (display_has_image(r, i)) {
+			text_images(b, r, (int)i);
+			return;
+		}
 		/* the displays' texts share one budget */
 		if (shown >= KBOX_CAPTURE_MAX_BYTES) {
-			not_shown++;
-			continue;
+			(*not_shown)++;
+			return;
 		}
 		omitted = json_object_get(json_object_get(bundle, "text/plain"), "omitted_bytes");
 		if (json_is_integer(omitted)) {
 			kbox__buf_appendf(b,
 			                  "[display not shown: text/plain of %" JSON_INTEGER_FORMAT " bytes]\n",
 			                  json_integer_value(omitted));
-			continue;
+			return;
 		}
 		s = plain_text(bundle, &len);
 		if (s)
-			shown += len;
+			*shown_p += len;
 		buf_part(b, s, s ? len : 0);
 		free(s);
 	}
-	if (not_shown)
-		kbox__buf_appendf(b, "[... %zu more displays not shown]\n", not_shown);
+}
+
+/* An input request: what the code asked, and what it was given. */
+static void text_input(kbox__buf_t *b, const kbox_output_t *o)
+{
+	kbox__buf_appends(b, "[input: the code asked \"");
+	buf_visible(b, o->text, o->len);
+	if (o->password)
+		kbox__buf_appends(b, o->value_len ? "\" and was given a password (not shown)]\n"
+		                                  : "\" for a password and was given end of input]\n");
+	else if (o->value) {
+		kbox__buf_appends(b, "\" and was given \"");
+		buf_visible(b, o->value, o->value_len);
+		kbox__buf_appends(b, "\"]\n");
+	} else
+		kbox__buf_appends(b, "\" and was given end of input: no input line was left]\n");
 }
 
 /* Does the last non-empty line of TB (LEN bytes) name the error ENAME (N
@@ -319,6 +339,9 @@ static void text_status(kbox__buf_t *b, const kbox_result_t *r)
 	case KBOX_EXEC_ABORTED:
 		kbox__buf_appendf(b, "[aborted%s%s]\n", has ? ": " : "", has ? reason : "");
 		break;
+	case KBOX_EXEC_INTERRUPTED:
+		kbox__buf_appendf(b, "[%s; state is kept]\n", has ? reason : "interrupted");
+		break;
 	default:
 		break;
 	}
@@ -332,22 +355,42 @@ char *kbox_render_text(const kbox_result_t *result)
 char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 {
 	kbox__buf_t b = KBOX__BUF_INIT;
-	const kbox_text_t *out, *err;
+	size_t i, n, shown = 0, not_shown = 0;
+	const kbox_output_t *o;
 
 	if (!result)
 		return NULL;
-	out = kbox_result_stream(result, KBOX_TEXT_STDOUT);
-	err = kbox_result_stream(result, KBOX_TEXT_STDERR);
-	if (!(flags & KBOX_RENDER_NO_STREAMS))
-		buf_part(&b, out->text, out->text ? out->len : 0);
-	if (!(flags & KBOX_RENDER_NO_STREAMS) && err->text && err->len) {
-		kbox__buf_appends(&b, "[stderr]\n");
-		buf_part(&b, err->text, err->len);
+	/* the outputs in the order they came */
+	n = kbox_result_output_count(result);
+	for (i = 0; i < n; i++) {
+		if (!(o = kbox_result_output(result, i)))
+			continue;
+		switch (o->kind) {
+		case KBOX_OUT_STREAM:
+			if ((flags & KBOX_RENDER_NO_STREAMS) || !o->len)
+				break;
+			if (o->stream == KBOX_TEXT_STDERR)
+				kbox__buf_appends(&b, "[stderr]\n");
+			buf_part(&b, o->text, o->len);
+			break;
+		case KBOX_OUT_DISPLAY:
+			if (o->display >= 0)
+				text_display(&b, result, (size_t)o->display, &shown, &not_shown);
+			break;
+		case KBOX_OUT_RESULT:
+			text_value(&b, result);
+			text_images(&b, result, -1);
+			break;
+		case KBOX_OUT_ERROR:
+			text_error(&b, result);
+			break;
+		case KBOX_OUT_INPUT:
+			text_input(&b, o);
+			break;
+		}
 	}
-	text_value(&b, result);
-	text_images(&b, result);
-	text_displays(&b, result);
-	text_error(&b, result);
+	if (not_shown)
+		kbox__buf_appendf(&b, "[... %zu more displays not shown]\n", not_shown);
 	text_status(&b, result);
 	return kbox__buf_take(&b, NULL);
 }
@@ -421,6 +464,54 @@ static json_t *error_json(const kbox_result_t *r)
 	                 raw ? json_deep_copy(raw) : json_array());
 }
 
+/* One output of the ordered list. */
+static json_t *output_json(const kbox_result_t *r, const kbox_output_t *o)
+{
+	int count;
+	switch (o->kind) {
+	case KBOX_OUT_STREAM:
+		return json_pack("{s:s, s:s, s:o, s:o, s:b}", "kind", "stream", "name",
+		                 o->stream == KBOX_TEXT_STDERR ? "stderr" : "stdout", "text",
+		                 string_json(o->text, o->len), "total_bytes", size_json(o->total_bytes),
+		                 "truncated", o->truncated);
+	case KBOX_OUT_DISPLAY:
+		return json_pack("{s:s, s:i, s:o, s:o}", "kind", "display_data", "display",
+		                 o->display, "data",
+		                 bundle_json(kbox_result_display(r, (size_t)o->display)), "display_id",
+		                 nullable_json(kbox_result_display_id(r, (size_t)o->display), false));
+	case KBOX_OUT_RESULT:
+		count = kbox_result_count(r);
+		return json_pack("{s:s, s:o, s:o}", "kind", "execute_result", "execution_count",
+		                 count >= 0 ? json_integer(count) : json_null(), "data",
+		                 bundle_json(kbox_result_value(r)));
+	case KBOX_OUT_ERROR: {
+		size_t ename_len, evalue_len;
+		const char *ename = kbox_result_ename(r, &ename_len);
+		const char *evalue = kbox_result_evalue(r, &evalue_len);
+		return json_pack("{s:s, s:o, s:o}", "kind", "error", "ename",
+		                 string_json(ename, ename_len), "evalue", string_json(evalue, evalue_len));
+	}
+	case KBOX_OUT_INPUT:
+		return json_pack("{s:s, s:o, s:o, s:b}", "kind", "input", "prompt",
+		                 string_json(o->text, o->len), "value",
+		                 o->value ? string_json(o->value, o->value_len) : json_null(),
+		                 "password", o->password);
+	}
+	return NULL;
+}
+
+static json_t *outputs_json(const kbox_result_t *r)
+{
+	json_t *a = json_array();
+	size_t i, n = kbox_result_output_count(r);
+	const kbox_output_t *o;
+
+	for (i = 0; a && i < n; i++)
+		if ((o = kbox_result_output(r, i)) && json_array_append_new(a, output_json(r, o)) != 0)
+			json_decref(a), a = NULL;
+	return a;
+}
+
 static json_t *notices_json(const kbox_result_t *r)
 {
 	json_t *a = json_array();
@@ -456,6 +547,7 @@ json_t *kbox_render_json(const kbox_result_t *result)
 	    set_new(o, "execution_count", count >= 0 ? json_integer(count) : json_null()) ||
 	    set_new(o, "seconds", json_real(secs)) ||
 	    set_new(o, "reason", nullable_json(kbox_result_reason(result), true)) ||
+	    set_new(o, "outputs", outputs_json(result)) ||
 	    set_new(o, "stdout", text_json(kbox_result_stream(result, KBOX_TEXT_STDOUT))) ||
 	    set_new(o, "stderr", text_json(kbox_result_stream(result, KBOX_TEXT_STDERR))) ||
 	    set_new(o, "value", value_json(result)) ||
@@ -512,6 +604,15 @@ json_t *kbox_render_event(const kbox_capture_t *cap, const kbox_event_t *ev)
 		break;
 	case KBOX_EV_ERROR:
 		o = event_new("error");
+		break;
+	case KBOX_EV_INPUT:
+		o = event_new("input");
+		if (o && ev->output)
+			rc = set_new(o, "prompt", string_json(ev->output->text, ev->output->len)) ||
+			     set_new(o, "value", ev->output->value ? string_json(ev->output->value,
+			                                                         ev->output->value_len)
+			                                           : json_null()) ||
+			     set_new(o, "password", json_boolean(ev->output->password));
 		break;
 	}
 	if (rc != 0) {

@@ -65,6 +65,11 @@ typedef struct {
 	 * (someone's own directory) never, the new one named NAME-2.EXT (-3…)
 	 * instead. */
 	bool keep_existing;
+	/* The lines the execution answers input requests with (borrowed; valid
+	 * while the capture lives), as kbox_exec_opts_t's: the Kth request is
+	 * shown answered with the Kth line, then with end of input. */
+	const char *const *input_lines;
+	size_t n_input;
 } kbox_capture_opts_t;
 
 typedef struct kbox_capture kbox_capture_t;
@@ -83,7 +88,11 @@ typedef struct {
 	size_t total_bytes; /* of the complete text */
 	size_t total_lines; /* newline characters in it */
 	bool truncated;     /* the middle was left out of TEXT */
-	const char *spill_path; /* the complete text, when truncated (else NULL) */
+	const char *spill_path; /* the text kept, when truncated (else NULL) */
+	/* Stream messages the client dropped unread (kbox_exec_dropped): their
+	 * number and the bytes of text in them.  Not in TOTAL_BYTES; TEXT then
+	 * ends with a line saying so. */
+	size_t dropped_messages, dropped_bytes;
 } kbox_text_t;
 
 typedef enum { KBOX_TEXT_STDOUT = 0, KBOX_TEXT_STDERR, KBOX_TEXT_COUNT } kbox_stream_t;
@@ -102,6 +111,37 @@ typedef struct {
 	const char *saved_as_text;
 } kbox_image_t;
 
+/* The outputs of an execution in the order they came, as a notebook keeps
+ * them: stream text (consecutive chunks of one stream merged), displays,
+ * the execute_result, the error, and input requests with their answers. */
+typedef enum {
+	KBOX_OUT_STREAM,  /* STREAM, TEXT, LEN, TOTAL_BYTES, TRUNCATED */
+	KBOX_OUT_DISPLAY, /* DISPLAY: its index (kbox_result_display) */
+	KBOX_OUT_RESULT,  /* the execute_result (kbox_result_value) */
+	KBOX_OUT_ERROR,   /* the error (kbox_result_ename…) */
+	KBOX_OUT_INPUT,   /* TEXT, LEN: the prompt; VALUE, VALUE_LEN: the line given */
+} kbox_output_kind_t;
+
+typedef struct {
+	kbox_output_kind_t kind;
+	kbox_stream_t stream;
+	/* STREAM: this output's part of the stream's text as kbox_result_stream
+	 * shows it (the marker line where the middle was left out, the line
+	 * about dropped messages at the end); INPUT: the prompt.  LEN bytes. */
+	const char *text;
+	size_t len;
+	size_t total_bytes; /* STREAM: bytes the kernel sent in this output */
+	bool truncated;     /* STREAM: some of them are left out of TEXT */
+	int display;        /* DISPLAY: its index */
+	/* INPUT: the line given (LEN bytes), or NULL when the answer was end
+	 * of input (EOF) or PASSWORD hides it */
+	const char *value;
+	size_t value_len;
+	bool password;      /* INPUT: asked for a password; the line is not kept */
+} kbox_output_t;
+
+#define KBOX_CAPTURE_MAX_OUTPUTS 1000 /* outputs listed in order; then merged by stream */
+
 /* Events, in arrival order, for streaming front ends (ndjson). */
 typedef enum {
 	KBOX_EV_STREAM,  /* name, text as the kernel sent it (\r and all) */
@@ -109,6 +149,7 @@ typedef enum {
 	KBOX_EV_CLEAR,   /* clear_output took effect */
 	KBOX_EV_RESULT,  /* execute_result */
 	KBOX_EV_ERROR,   /* error */
+	KBOX_EV_INPUT,   /* an input request answered: its kbox_output_t in OUTPUT */
 } kbox_event_type_t;
 
 typedef struct {
@@ -117,6 +158,7 @@ typedef struct {
 	const char *text;       /* KBOX_EV_STREAM: the text; NULL otherwise */
 	size_t len;
 	int display;            /* KBOX_EV_DISPLAY: the display's index */
+	const kbox_output_t *output; /* KBOX_EV_INPUT; NULL otherwise */
 } kbox_event_t;
 
 typedef void (kbox_event_cb)(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev);
@@ -148,7 +190,19 @@ json_t *kbox_capture_value(const kbox_capture_t *cap);
  * capture, becomes {"omitted_bytes": N}. */
 int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t *err);
 
-/* A kbox_exec_cb that feeds ARG (a kbox_capture_t *) and goes on. */
+/* An input request of the execution (a stdin input_request, borrowed):
+ * listed in the outputs with its prompt and the answer the lines of the
+ * options give it. */
+void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg);
+
+/* Can SELF still write text it is given into its outputs directory (there
+ * is one, and room left in its quota)?  While it can, a client need not
+ * drop the execution's output to bound its memory (kbox_exec_opts_t's
+ * keep_output). */
+bool kbox_capture_can_spill(const kbox_capture_t *self);
+
+/* A kbox_exec_cb that feeds ARG (a kbox_capture_t *) and goes on: iopub
+ * messages to kbox_capture_feed, input requests to kbox_capture_input. */
 int kbox_capture_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg);
 
 /* Finish: flush pending text, take status, count, time and reason from EXEC
@@ -175,6 +229,11 @@ const kbox_text_t *kbox_result_stream(const kbox_result_t *self, kbox_stream_t s
  * {"path":…} references) or NULL, and its text/plain budgeted. */
 json_t *kbox_result_value(const kbox_result_t *self);
 const kbox_text_t *kbox_result_value_text(const kbox_result_t *self);
+
+/* The outputs in order (see kbox_output_t): COUNT of them; the Ith, or
+ * NULL past the end. */
+size_t kbox_result_output_count(const kbox_result_t *self);
+const kbox_output_t *kbox_result_output(const kbox_result_t *self, size_t i);
 
 /* Displays still shown at the end (after clear_output and updates), each
  * a MIME bundle with images replaced by references. */
@@ -207,6 +266,10 @@ const char *kbox_result_notice(const kbox_result_t *self, size_t i);
  * notices. */
 void kbox_result_set_status(kbox_result_t *self, kbox_exec_status_t status, const char *reason);
 int kbox_result_add_notice(kbox_result_t *self, const char *text, bool first);
+/* Show the error's traceback as the one line LINE (a front end that knows
+ * better what the reader needs: an interrupt, a request for input no one
+ * can answer); the raw traceback stays.  0, or -1 when out of memory. */
+int kbox_result_set_error_text(kbox_result_t *self, const char *line);
 
 /* ---- helpers, public because front ends need them too ---- */
 

@@ -222,6 +222,7 @@ typedef enum {
 	KBOX_EXEC_ABORTED,  /* the kernel aborted it (queued behind an error) */
 	KBOX_EXEC_TIMEOUT,  /* the deadline passed (interrupted if asked to) */
 	KBOX_EXEC_DIED,     /* the kernel died or stopped answering */
+	KBOX_EXEC_INTERRUPTED, /* a front end interrupted it (never set by the client) */
 } kbox_exec_status_t;
 
 const char *kbox_exec_status_name(kbox_exec_status_t status);
@@ -263,6 +264,11 @@ typedef struct {
 	 * flood cannot starve the client of its own control of the kernel. */
 	double max_msgs_per_sec;
 	double max_bytes_per_sec;
+	/* Called before output over the rate limit is dropped: while it says
+	 * true (the receiver keeps what it is given on disk, in bounded memory:
+	 * kbox_capture_can_spill), the execution's own output is read instead.
+	 * Memory pressure (kbox_client_set_shedding) drops it all the same. */
+	bool (*keep_output)(void *arg);
 	kbox_exec_cb *on_msg;
 	void *cb_arg;
 } kbox_exec_opts_t;
@@ -349,6 +355,14 @@ size_t kbox_exec_inputs_answered(const kbox_exec_t *self);
 /* This execution's output messages dropped over the rate limit, and their
  * bytes (other executions' output dropped meanwhile is not counted). */
 size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes);
+/* Of those, the stream messages of stdout ([0]) and stderr ([1]) and the
+ * bytes of text in them (read from the unverified content without
+ * decoding it). */
+typedef struct {
+	size_t stream_messages[2];
+	size_t stream_bytes[2];
+} kbox_exec_drops_t;
+void kbox_exec_dropped(const kbox_exec_t *self, kbox_exec_drops_t *out);
 /* True when the reply came but iopub's idle never did (output was lost,
  * e.g. a message over KBOX_MAX_MESSAGE_BYTES). */
 bool kbox_exec_output_lost(const kbox_exec_t *self);

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* The "schema" member of every JSON object and ndjson event. */
-#define KBOX_RESULT_SCHEMA "kbox.result/1"
+#define KBOX_RESULT_SCHEMA "kbox.result/2"
 
 /* The text a model reads: stdout; then "[stderr]" and stderr; then
  * "Out[N]: " and the value's text/plain; one "[image saved: PATH (W×H px)]"

@@ -21,7 +21,22 @@ enum {
 	EXIT_TIMEOUT = 3,     /* timed out; the kernel was interrupted, state kept */
 	EXIT_DIED = 4,        /* the kernel died; state lost */
 	EXIT_UNAVAILABLE = 5, /* no kernel: it could not be found or started */
+	EXIT_BUSY = 6,        /* the session ran other code until the wait ran out: the code never ran */
 };
+
+/* Output formats of the commands that print data. */
+typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
+
+/* The schema of results, and of kbox's own failures under --format json. */
+#define CLI_RESULT_SCHEMA "kbox.result/2"
+
+/* Under --format json or ndjson (cli_opt_format sets it), a command that
+ * fails prints, besides its line on standard error, one JSON object on
+ * standard output: {"schema", "status": "failed" (or "busy"), "error":
+ * {"kind", "message"}}, the message being the first cli_error's; unless it
+ * printed JSON of its own (cli_print_json_line).  main() does it. */
+void cli_set_error_format(format_t format);
+void cli_print_failure(int status);
 
 typedef struct {
 	const char *name;
@@ -47,8 +62,6 @@ long long cli_parse_size(const char *s);
  * \0 (as kbox_render_text shows it), C1 controls as \u0080..\u009f. */
 void cli_write_safe(FILE *f, const char *s, size_t len);
 
-/* Output formats of kbox run and kbox exec. */
-typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
 
 /* The value of --format, --max-output and --max-lines for command CMD:
  * 0, or -1 with one line printed (a usage error). */
@@ -91,6 +104,8 @@ typedef int (*cli_opt_cb_t)(const char *cmd, const cli_option_t *opt, const char
 typedef struct {
 	const char **v;
 	size_t n;
+	char **owned; /* buffers some of V's strings are in (cli_opt_input_file) */
+	size_t n_owned;
 } cli_strlist_t;
 
 typedef enum {
@@ -165,6 +180,9 @@ int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg);
+/* --input-file FILE: each line of FILE (without its newline) appended to
+ * the cli_strlist_t VALUE, as -i LINE would. */
+int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg);
 
 /* True when S is valid UTF-8 (what the protocol carries). */
 bool cli_utf8(const char *s);

@@ -54,7 +54,7 @@ static int exit_of(const char *status)
 		return EXIT_OK;
 	if (strcmp(status, "error") == 0 || strcmp(status, "aborted") == 0)
 		return EXIT_CODE_ERROR;
-	if (strcmp(status, "timeout") == 0)
+	if (strcmp(status, "timeout") == 0 || strcmp(status, "interrupted") == 0)
 		return EXIT_TIMEOUT;
 	return EXIT_DIED;
 }
@@ -77,13 +77,14 @@ static void died_result(const cli_exec_t *e, const char *reason, double seconds)
 		fflush(stdout);
 		return;
 	}
-	j = json_pack("{s:s, s:s, s:n, s:f, s:s, s:{s:s, s:i, s:i, s:b, s:n}, "
-	              "s:{s:s, s:i, s:i, s:b, s:n}, s:n, s:[], s:[], s:n, s:[]}",
-	              "schema", "kbox.result/1", "status", "died", "execution_count", "seconds",
-	              seconds < 0 ? 0.0 : seconds, "reason", reason, "stdout", "text", "",
-	              "total_bytes", 0, "total_lines", 0, "truncated", 0, "spill_path", "stderr",
-	              "text", "", "total_bytes", 0, "total_lines", 0, "truncated", 0, "spill_path",
-	              "value", "displays", "images", "error", "notices");
+	j = json_pack("{s:s, s:s, s:n, s:f, s:s, s:[], s:{s:s, s:i, s:i, s:b, s:n, s:i, s:i}, "
+	              "s:{s:s, s:i, s:i, s:b, s:n, s:i, s:i}, s:n, s:[], s:[], s:n, s:[]}",
+	              "schema", CLI_RESULT_SCHEMA, "status", "died", "execution_count", "seconds",
+	              seconds < 0 ? 0.0 : seconds, "reason", reason, "outputs", "stdout", "text", "",
+	              "total_bytes", 0, "total_lines", 0, "truncated", 0, "spill_path",
+	              "dropped_messages", 0, "dropped_bytes", 0, "stderr", "text", "", "total_bytes",
+	              0, "total_lines", 0, "truncated", 0, "spill_path", "dropped_messages", 0,
+	              "dropped_bytes", 0, "value", "displays", "images", "error", "notices");
 	if (j && e->format == FMT_NDJSON)
 		json_object_set_new(j, "event", json_string("end"));
 	cli_print_json_line(j);
@@ -190,7 +191,7 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 		const char *kind = json_string_value(json_object_get(m, "kind"));
 		cli_error(cmd, "session %s: %s", name, msg ? msg : "the supervisor refused");
 		/* waiting for another execution ran out of time */
-		r->status = kind && strcmp(kind, "busy") == 0 ? EXIT_TIMEOUT
+		r->status = kind && strcmp(kind, "busy") == 0 ? EXIT_BUSY
 		            : kind && strcmp(kind, "usage") == 0 ? EXIT_USAGE
 		                                                  : EXIT_UNAVAILABLE;
 		json_decref(m);
@@ -260,6 +261,9 @@ int cmd_exec(int argc, char **argv)
 	                     "keep at most about N lines of each text, at least 2 (default: 200)"),
 	    CLI_OPT_LIST('i', "input", "LINE", &inputs,
 	                 "answer a request for input with LINE; repeatable (default: none)"),
+	    CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &inputs,
+	                     "answer requests for input with the lines of FILE, after any -i "
+	                     "given before it (default: none)"),
 	    CLI_OPT_FLAG(0, "no-start", &no_start,
 	                 "fail when the session is not running (default: start it)"),
 	    CLI_OPT_STRING('f', "file", "FILE", &file,

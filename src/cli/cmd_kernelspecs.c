@@ -50,7 +50,7 @@ int cmd_kernelspecs(int argc, char **argv)
 		kbox_kspec_destroy(&spec);
 	}
 	if (as_json) {
-		char *s = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);
+		char *s = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
 		if (s)
 			printf("%s\n", s);
 		free(s);

@@ -98,7 +98,7 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	}
 	{
 		json_t *content = json_object_get(reply, "reply");
-		char *s = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS);
+		char *s = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
 		if (s)
 			puts(s);
 		free(s);

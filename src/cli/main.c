@@ -75,6 +75,15 @@ const cli_cmd_t *cli_find(const char *name)
 	return NULL;
 }
 
+static format_t error_format = FMT_TEXT;
+static char first_error[1024];
+static bool printed_json;
+
+void cli_set_error_format(format_t format)
+{
+	error_format = format;
+}
+
 void cli_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
@@ -83,6 +92,35 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	if (!first_error[0]) {
+		va_start(ap, fmt);
+		vsnprintf(first_error, sizeof first_error, fmt, ap);
+		va_end(ap);
+	}
+}
+
+void cli_print_failure(int status)
+{
+	const char *kind;
+	json_t *msg;
+
+	if (status == EXIT_OK || error_format == FMT_TEXT || printed_json || !first_error[0])
+		return;
+	kind = status == EXIT_USAGE         ? "usage"
+	       : status == EXIT_UNAVAILABLE ? "unavailable"
+	       : status == EXIT_BUSY        ? "busy"
+	                                    : "failed";
+	/* the message as UTF-8, whatever bytes a path in it had */
+	msg = json_string(first_error);
+	if (!msg) {
+		for (char *p = first_error; *p; p++)
+			if ((unsigned char)*p >= 0x80)
+				*p = '?';
+		msg = json_string(first_error);
+	}
+	cli_print_json_line(json_pack("{s:s, s:s, s:{s:s, s:o}}", "schema", CLI_RESULT_SCHEMA,
+	                              "status", status == EXIT_BUSY ? "busy" : "failed", "error",
+	                              "kind", kind, "message", msg ? msg : json_string("")));
 }
 
 long long cli_parse_size(const char *s)
@@ -241,6 +279,7 @@ void cli_print_json_line(json_t *j)
 	if (line) {
 		printf("%s\n", line);
 		fflush(stdout);
+		printed_json = true;
 	}
 	free(line);
 	json_decref(j);
@@ -336,6 +375,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	status = cmd->fn(argc - 1, argv + 1);
+	cli_print_failure(status);
 	/* what it printed must have been written: a full disk or a closed
 	 * pipe is not a success */
 	errno = 0;

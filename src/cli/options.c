@@ -5,6 +5,7 @@
 #include "config.h"
 #include "cli.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +266,11 @@ void cli_strlist_clear(cli_strlist_t *l)
 	free(l->v);
 	l->v = NULL;
 	l->n = 0;
+	for (size_t i = 0; i < l->n_owned; i++)
+		free(l->owned[i]);
+	free(l->owned);
+	l->owned = NULL;
+	l->n_owned = 0;
 }
 
 int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg)
@@ -281,7 +287,61 @@ int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg)
 
 int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg)
 {
-	return cli_parse_format(cmd, arg, opt->value) < 0 ? EXIT_USAGE : EXIT_OK;
+	if (cli_parse_format(cmd, arg, opt->value) < 0)
+		return EXIT_USAGE;
+	cli_set_error_format(*(format_t *)opt->value);
+	return EXIT_OK;
+}
+
+int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	cli_strlist_t *l = opt->value;
+	bool is_stdin = strcmp(arg, "-") == 0;
+	FILE *f = is_stdin ? stdin : fopen(arg, "r");
+	char *text = f ? cli_slurp(f) : NULL, **owned;
+	size_t lines = 0;
+	int e = errno;
+
+	if (f && !is_stdin)
+		fclose(f);
+	if (!text) {
+		cli_error(cmd, "--input-file %s: %s", arg, f ? cli_slurp_strerror(e) : strerror(e));
+		return EXIT_USAGE;
+	}
+	if (!cli_utf8(text)) {
+		cli_error(cmd, "--input-file %s: not valid UTF-8", arg);
+		free(text);
+		return EXIT_USAGE;
+	}
+	owned = realloc(l->owned, (l->n_owned + 1) * sizeof *owned);
+	if (!owned) {
+		free(text);
+		cli_error(cmd, "out of memory");
+		return EXIT_UNAVAILABLE;
+	}
+	l->owned = owned;
+	l->owned[l->n_owned++] = text;
+	for (char *p = text; *p; p++)
+		lines += *p == '\n';
+	{
+		const char **v = realloc(l->v, (l->n + lines + 2) * sizeof *v);
+		if (!v) {
+			cli_error(cmd, "out of memory");
+			return EXIT_UNAVAILABLE;
+		}
+		l->v = v;
+	}
+	/* each line, without its newline; a last line without one counts */
+	for (char *p = text; *p;) {
+		char *nl = strchr(p, '\n');
+		l->v[l->n++] = p;
+		if (!nl)
+			break;
+		*nl = '\0';
+		p = nl + 1;
+	}
+	l->v[l->n] = NULL;
+	return EXIT_OK;
 }
 
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg)

@@ -423,7 +423,7 @@ json_t *kbox_session_config_load(const char *dir, kbox_error_t *err)
 int kbox_session_config_save(const char *dir, json_t *config, kbox_error_t *err)
 {
 	char path[4096], tmp[4096];
-	char *text = json_dumps(config, JSON_INDENT(2) | JSON_SORT_KEYS);
+	char *text = json_dumps(config, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
 	int fd, rc = -1;
 	size_t len;
 
@@ -546,7 +546,7 @@ int kbox_ctl_send(int fd, json_t *msg, kbox_error_t *err)
 
 int kbox_ctl_send_fd(int fd, json_t *msg, int pass_fd, kbox_error_t *err)
 {
-	char *line = json_dumps(msg, JSON_COMPACT);
+	char *line = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	size_t len, off = 0;
 	int rc = 0;
 	if (!line)

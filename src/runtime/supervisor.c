@@ -91,6 +91,7 @@ struct job {
 	char *earlier_text;  /* output printed between executions, rendered */
 	json_t *earlier_json;
 	bool abandoned;      /* its client went away while it ran */
+	bool interrupt_asked; /* a client asked for an interrupt while it ran */
 };
 
 struct conn {
@@ -528,6 +529,13 @@ static int job_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg)
 	return kbox_capture_on_msg(j->cap, channel, msg);
 }
 
+/* Output over the rate limit is read while the capture keeps it on disk. */
+static bool job_keep_output(void *arg)
+{
+	job_t *j = arg;
+	return j->cap && kbox_capture_can_spill(j->cap);
+}
+
 /* Would one more death the session did not ask for be one too many (see
  * kernel_replace)? */
 static bool crash_limit_next(const sup_t *s)
@@ -537,6 +545,86 @@ static bool crash_limit_next(const sup_t *s)
 	for (int i = 1; i < CRASH_MAX; i++)
 		recent += s->crashes[i] && now - s->crashes[i] < CRASH_WINDOW_MS;
 	return recent >= CRASH_MAX;
+}
+
+/* Does RES's error have the name NAME? */
+static bool error_is(const kbox_result_t *res, const char *name)
+{
+	size_t n;
+	const char *e = kbox_result_ename(res, &n);
+	return kbox_result_has_error(res) && n == strlen(name) && memcmp(e, name, n) == 0;
+}
+
+/* Where the traceback of RES says the code was: "Cell In[3], line 2:
+ * time.sleep(1)" (IPython's first frame of the cell, and its marked line)
+ * into BUF, or "". */
+static const char *error_place(const kbox_result_t *res, char *buf, size_t size)
+{
+	const kbox_text_t *t = kbox_result_traceback(res);
+	const char *p = t && t->text ? t->text : "", *end = p + (t && t->text ? t->len : 0);
+	const char *cell = NULL, *arrow = NULL;
+	int cell_len = 0, arrow_len = 0;
+
+	buf[0] = '\0';
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		int len = (int)((nl ? nl : end) - p);
+		if (!cell && len > 8 && strncmp(p, "Cell In", 7) == 0) {
+			cell = p;
+			cell_len = len;
+		} else if (cell && !arrow && len > 5 && strncmp(p, "---->", 5) == 0) {
+			/* "----> 2     time.sleep(1)": the line's number, then its code */
+			const char *q = p + 5, *e = p + len;
+			while (q < e && *q == ' ')
+				q++;
+			while (q < e && *q >= '0' && *q <= '9')
+				q++;
+			while (q < e && *q == ' ')
+				q++;
+			arrow = q;
+			arrow_len = (int)(e - q);
+			break;
+		}
+		p = nl ? nl + 1 : end;
+	}
+	if (cell && arrow && arrow_len > 0)
+		snprintf(buf, size, " at %.*s: %.*s", cell_len > 80 ? 80 : cell_len, cell,
+		         arrow_len > 120 ? 120 : arrow_len, arrow);
+	else if (cell)
+		snprintf(buf, size, " at %.*s", cell_len > 80 ? 80 : cell_len, cell);
+	return buf;
+}
+
+/* What the reader of J's result RES needs instead of a long traceback: an
+ * interrupt asked for (status interrupted), a timeout's KeyboardInterrupt,
+ * input asked for that no one could give. */
+static void result_explain(job_t *j, kbox_result_t *res)
+{
+	char place[256], line[600];
+	kbox_exec_status_t st = kbox_result_status(res);
+
+	if (error_is(res, "KeyboardInterrupt") && (st == KBOX_EXEC_ERROR || st == KBOX_EXEC_TIMEOUT) &&
+	    (j->interrupt_asked || st == KBOX_EXEC_TIMEOUT)) {
+		error_place(res, place, sizeof place);
+		if (st == KBOX_EXEC_TIMEOUT) {
+			snprintf(line, sizeof line, "KeyboardInterrupt: interrupted when it timed out%s",
+			         place);
+		} else {
+			snprintf(line, sizeof line, "KeyboardInterrupt: interrupted by kbox interrupt%s",
+			         place);
+			kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED, "interrupted by kbox interrupt");
+		}
+		kbox_result_set_error_text(res, line);
+	} else if (j->interrupt_asked && st == KBOX_EXEC_OK) {
+		kbox_result_add_notice(res, "kbox interrupt was sent while it ran, and the code went on "
+		                            "to the end",
+		                       false);
+	} else if (error_is(res, "StdinNotImplementedError") && !j->inputs) {
+		kbox_result_set_error_text(res,
+		                           "StdinNotImplementedError: the code asked for input (input() "
+		                           "or getpass()) and none was given: give each line with "
+		                           "-i LINE or --input-file FILE");
+	}
 }
 
 /* The execution of J ended: its result to its client, the log, and what
@@ -591,6 +679,8 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 		}
 	}
 	res = kbox_capture_finish(&j->cap, x);
+	if (res)
+		result_explain(j, res);
 	if (res) {
 		if (kill || st == KBOX_EXEC_DIED) {
 			char reason[800];
@@ -761,6 +851,10 @@ static int job_begin(sup_t *s, job_t *j)
 		co.spill_max = s->sb && s->sb->o.file_bytes > 0 ? (unsigned long long)s->sb->o.file_bytes
 		                                                : 0;
 		co.has_files_max = true;
+		if (j->inputs) {
+			co.input_lines = (const char *const *)j->inputs;
+			co.n_input = j->n_inputs;
+		}
 		{
 			unsigned long long used = outputs ? 0 : dir_bytes(s->outputs);
 			co.files_max = s->outputs_quota > used ? s->outputs_quota - used : 0;
@@ -777,6 +871,7 @@ static int job_begin(sup_t *s, job_t *j)
 		eo.interrupt_on_timeout = true;
 		eo.grace_ms = j->grace_ms > INT_MAX ? INT_MAX : (int)j->grace_ms;
 		eo.on_msg = job_on_msg;
+		eo.keep_output = job_keep_output;
 		eo.cb_arg = j;
 		if (j->inputs) {
 			eo.input_lines = (const char *const *)j->inputs;
@@ -1372,6 +1467,8 @@ static void handle_interrupt(sup_t *s, conn_t *c)
 		reply_error(c, "interrupt", "state", "the kernel is starting: nothing to interrupt");
 		return;
 	}
+	if (s->running && s->running->kind == JOB_EXECUTE)
+		s->running->interrupt_asked = true;
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL) {
 		if (kbox_sandbox_signal(s->sb, SIGINT, &err) < 0) {
 			reply_error(c, "interrupt", "kernel", "interrupt failed: %s", err.msg);
