@@ -368,7 +368,7 @@ TEST(text_of_nothing_is_empty)
 	kbox_result_destroy(&res);
 }
 
-TEST(text_puts_stderr_after_stdout_under_a_marker)
+TEST(text_shows_the_streams_in_order_stderr_under_a_marker)
 {
 	kbox_capture_t *cap = capture(false, 0, 0);
 	kbox_result_t *res = NULL;
@@ -380,7 +380,9 @@ TEST(text_puts_stderr_after_stdout_under_a_marker)
 	FEED(cap, "stream", "{\"name\":\"stderr\",\"text\":\"second\"}");
 	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"out 2\\n\"}");
 	text = finish_text(&cap, &res);
-	CHECK_STR_EQ(text, "out 1\nout 2\n[stderr]\nwarning: careful\nsecond\n");
+	/* each change of stream is a new part, as notebook outputs are; the
+	 * unterminated "second" ends its part */
+	CHECK_STR_EQ(text, "[stderr]\nwarning: careful\nout 1\n[stderr]\nsecond\nout 2\n");
 	free(text);
 	kbox_result_destroy(&res);
 }
@@ -787,7 +789,7 @@ TEST(text_ends_a_death_with_its_reason_and_lost_state)
 	silent_stop(&s);
 }
 
-TEST(text_orders_streams_value_images_displays_error_notes)
+TEST(text_shows_outputs_in_the_order_they_came)
 {
 	unsigned char png[128];
 	size_t png_len = tiny_png(png);
@@ -808,8 +810,8 @@ TEST(text_orders_streams_value_images_displays_error_notes)
 	FEED(cap, "error", "{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":[\"E: v\"]}");
 	text = finish_text(&cap, &res);
 	snprintf(expect, sizeof expect,
-	         "out\n[stderr]\nerr\nOut[9]: 1\n[image saved: %s/9-1.png (3\xc3\x97"
-	         "2 px)]\na display\nE: v\n",
+	         "a display\n[image saved: %s/9-1.png (3\xc3\x97"
+	         "2 px)]\n[stderr]\nerr\nOut[9]: 1\nout\nE: v\n",
 	         tmp);
 	CHECK_STR_EQ(text, expect);
 	free(text);
@@ -832,8 +834,219 @@ static const char *keys_of(json_t *j, char *buf, size_t size)
 }
 
 #define RESULT_KEYS                                                                \
-	"schema,status,execution_count,seconds,reason,stdout,stderr,value,displays,images," \
+	"schema,status,execution_count,seconds,reason,outputs,stdout,stderr,value,displays," \
+	"images,"                                                                  \
 	"error,notices"
+
+
+/* The kinds of RES's outputs, space-separated ("stdout display ..."), into BUF. */
+static const char *output_kinds(const kbox_result_t *res, char *buf, size_t size)
+{
+	static const char *const names[] = {"stream", "display", "result", "error", "input"};
+	size_t n = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < kbox_result_output_count(res); i++) {
+		const kbox_output_t *o = kbox_result_output(res, i);
+		const char *name = o->kind == KBOX_OUT_STREAM
+		                       ? (o->stream == KBOX_TEXT_STDERR ? "stderr" : "stdout")
+		                       : names[o->kind];
+		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? " " : "", name);
+	}
+	return buf;
+}
+
+TEST(outputs_merge_a_stream_until_another_output_comes)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+	char kinds[256], *text;
+	json_t *j;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"a\"}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"b\\n\"}");
+	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"D\"},\"metadata\":{}}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"c\\r\"}");
+	FEED(cap, "stream", "{\"name\":\"stderr\",\"text\":\"w\\n\"}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"d\\n\"}");
+	FEED(cap, "execute_result", "{\"execution_count\":2,\"data\":{\"text/plain\":\"42\"}}");
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	CHECK_STR_EQ(output_kinds(res, kinds, sizeof kinds), "stdout display stdout stderr stdout result");
+	CHECK_INT_EQ(kbox_result_output(res, 0)->total_bytes, 3);
+	CHECK_STR_EQ(kbox_result_output(res, 0)->text, "ab\n");
+	/* a \r cannot reach back over another output: "c" stays */
+	CHECK_STR_EQ(kbox_result_output(res, 2)->text, "c");
+	CHECK_INT_EQ(kbox_result_output(res, 1)->display, 0);
+	CHECK_STR_EQ(kbox_result_stream(res, KBOX_TEXT_STDOUT)->text, "ab\ncd\n");
+	text = kbox_render_text(res);
+	CHECK_STR_EQ(text, "ab\nD\nc\n[stderr]\nw\nd\nOut[2]: 42\n");
+	free(text);
+	j = kbox_render_json(res);
+	text = dump(json_object_get(j, "outputs"));
+	CHECK_STR_EQ(text, "[{\"kind\":\"stream\",\"name\":\"stdout\",\"text\":\"ab\\n\",\"total_bytes\":3,"
+	                   "\"truncated\":false},{\"kind\":\"display_data\",\"display\":0,\"data\":"
+	                   "{\"text/plain\":\"D\"},\"display_id\":null},{\"kind\":\"stream\",\"name\":"
+	                   "\"stdout\",\"text\":\"c\",\"total_bytes\":1,\"truncated\":false},{\"kind\":"
+	                   "\"stream\",\"name\":\"stderr\",\"text\":\"w\\n\",\"total_bytes\":2,"
+	                   "\"truncated\":false},{\"kind\":\"stream\",\"name\":\"stdout\",\"text\":"
+	                   "\"d\\n\",\"total_bytes\":2,\"truncated\":false},{\"kind\":"
+	                   "\"execute_result\",\"execution_count\":2,\"data\":{\"text/plain\":\"42\"}}]");
+	free(text);
+	if (have_jsonschema())
+		CHECK(schema_validate(j) == 0);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
+TEST(outputs_of_a_cut_stream_show_the_marker_once_where_it_falls)
+{
+	kbox_capture_t *cap = capture(true, 64, 6);
+	kbox_result_t *res;
+	const kbox_text_t *t;
+	char joined[4096];
+	size_t n, len;
+
+	REQUIRE(cap != NULL);
+	/* 3 lines fill the head; 20 more go to the middle; a display; 3 more
+	 * end in the tail */
+	for (int i = 0; i < 23; i++) {
+		char content[128];
+		snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"line %02d\\n\"}", i);
+		FEED(cap, "stream", content);
+	}
+	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"D\"},\"metadata\":{}}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"after 1\\nafter 2\\n\"}");
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	t = kbox_result_stream(res, KBOX_TEXT_STDOUT);
+	CHECK(t->truncated);
+	n = kbox_result_output_count(res);
+	CHECK_INT_EQ(n, 3);
+	CHECK(kbox_result_output(res, 0)->truncated);
+	CHECK_INT_EQ(kbox_result_output(res, 0)->total_bytes, 23 * 8);
+	CHECK_CONTAINS(kbox_result_output(res, 0)->text, "line 00\n");
+	CHECK_CONTAINS(kbox_result_output(res, 0)->text, "[... ");
+	CHECK(strstr(kbox_result_output(res, 2)->text, "[... ") == NULL);
+	CHECK_STR_EQ(kbox_result_output(res, 2)->text, "after 1\nafter 2\n");
+	/* the parts, joined, are the stream's view */
+	len = (size_t)snprintf(joined, sizeof joined, "%s%s", kbox_result_output(res, 0)->text,
+	                       kbox_result_output(res, 2)->text);
+	CHECK_INT_EQ(len, t->len);
+	CHECK_STR_EQ(joined, t->text);
+	kbox_result_destroy(&res);
+}
+
+TEST(outputs_forget_what_clear_output_cleared)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+	char kinds[256];
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"old\\n\"}");
+	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"D\"},\"metadata\":{}}");
+	FEED(cap, "clear_output", "{\"wait\":false}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"new\\n\"}");
+	FEED(cap, "error", "{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":[\"E: v\"]}");
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	CHECK_STR_EQ(output_kinds(res, kinds, sizeof kinds), "stdout error");
+	CHECK_STR_EQ(kbox_result_output(res, 0)->text, "new\n");
+	kbox_result_destroy(&res);
+}
+
+TEST(outputs_show_input_requests_and_their_answers)
+{
+	static const char *const lines[] = {"Ada", "s3cret"};
+	kbox_capture_opts_t opts = {0};
+	kbox_error_t err = {0};
+	kbox_capture_t *cap;
+	kbox_result_t *res;
+	char kinds[256], *text;
+	json_t *j;
+
+	opts.input_lines = lines;
+	opts.n_input = 2;
+	cap = kbox_capture_new(&opts, &err);
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"hello\\n\"}");
+	kbox_capture_input(cap, fixture_msg_json("input_request",
+	                                         "{\"prompt\":\"Name? \",\"password\":false}"));
+	kbox_capture_input(cap, fixture_msg_json("input_request",
+	                                         "{\"prompt\":\"Password: \",\"password\":true}"));
+	kbox_capture_input(cap, fixture_msg_json("input_request",
+	                                         "{\"prompt\":\"More? \",\"password\":false}"));
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	CHECK_STR_EQ(output_kinds(res, kinds, sizeof kinds), "stdout input input input");
+	CHECK_STR_EQ(kbox_result_output(res, 1)->value, "Ada");
+	CHECK(kbox_result_output(res, 2)->password);
+	CHECK(kbox_result_output(res, 2)->value == NULL);
+	CHECK(kbox_result_output(res, 3)->value == NULL);
+	text = kbox_render_text(res);
+	CHECK_STR_EQ(text, "hello\n"
+	                   "[input: the code asked \"Name? \" and was given \"Ada\"]\n"
+	                   "[input: the code asked \"Password: \" and was given a password (not "
+	                   "shown)]\n"
+	                   "[input: the code asked \"More? \" and was given end of input: no input "
+	                   "line was left]\n");
+	free(text);
+	j = kbox_render_json(res);
+	text = dump(json_array_get(json_object_get(j, "outputs"), 1));
+	CHECK_STR_EQ(text, "{\"kind\":\"input\",\"prompt\":\"Name? \",\"value\":\"Ada\","
+	                   "\"password\":false}");
+	free(text);
+	if (have_jsonschema())
+		CHECK(schema_validate(j) == 0);
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
+TEST(outputs_past_the_limit_join_their_streams_last)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+
+	REQUIRE(cap != NULL);
+	for (int i = 0; i < KBOX_CAPTURE_MAX_OUTPUTS; i++)
+		FEED(cap, "stream", i % 2 ? "{\"name\":\"stdout\",\"text\":\"o\\n\"}"
+		                          : "{\"name\":\"stderr\",\"text\":\"e\\n\"}");
+	/* the first one past the limit gives the notice (and -1, as a notice does) */
+	CHECK_INT_EQ(fixture_feed_msg(cap, fixture_msg_json("stream", "{\"name\":\"stderr\","
+	                                                              "\"text\":\"late\\n\"}"),
+	                              NULL),
+	             -1);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"late\\n\"}");
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	CHECK_INT_EQ(kbox_result_output_count(res), KBOX_CAPTURE_MAX_OUTPUTS);
+	CHECK_STR_EQ(kbox_result_output(res, KBOX_CAPTURE_MAX_OUTPUTS - 1)->text, "o\nlate\n");
+	CHECK_STR_EQ(kbox_result_output(res, KBOX_CAPTURE_MAX_OUTPUTS - 2)->text, "e\nlate\n");
+	CHECK_INT_EQ(kbox_result_notice_count(res), 1);
+	CHECK_CONTAINS(kbox_result_notice(res, 0), "later ones are not listed in order");
+	kbox_result_destroy(&res);
+}
+
+TEST(an_error_text_can_be_one_line)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "error", "{\"ename\":\"KeyboardInterrupt\",\"evalue\":\"\",\"traceback\":"
+	                   "[\"a\",\"b\",\"KeyboardInterrupt: \"]}");
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	CHECK_INT_EQ(kbox_result_set_error_text(res, "KeyboardInterrupt: stopped"), 0);
+	kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED, "interrupted by kbox interrupt");
+	text = kbox_render_text(res);
+	CHECK_STR_EQ(text, "KeyboardInterrupt: stopped\n[interrupted by kbox interrupt; state is kept]\n");
+	free(text);
+	CHECK_INT_EQ(json_array_size(kbox_result_traceback_raw(res)), 3);
+	kbox_result_destroy(&res);
+}
 
 TEST(json_of_plain_stdout_has_every_member)
 {
@@ -850,12 +1063,16 @@ TEST(json_of_plain_stdout_has_every_member)
 	REQUIRE(j != NULL);
 	CHECK_STR_EQ(keys_of(j, keys, sizeof keys), RESULT_KEYS);
 	s = dump(j);
-	CHECK_STR_EQ(s, "{\"schema\":\"kbox.result/1\",\"status\":\"ok\",\"execution_count\":null,"
+	CHECK_STR_EQ(s, "{\"schema\":\"kbox.result/2\",\"status\":\"ok\",\"execution_count\":null,"
 	                "\"seconds\":0.0,\"reason\":null,"
+	                "\"outputs\":[{\"kind\":\"stream\",\"name\":\"stdout\",\"text\":\"hi\\n\","
+	                "\"total_bytes\":3,\"truncated\":false}],"
 	                "\"stdout\":{\"text\":\"hi\\n\",\"total_bytes\":3,\"total_lines\":1,"
-	                "\"truncated\":false,\"spill_path\":null},"
+	                "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,"
+	                "\"dropped_bytes\":0},"
 	                "\"stderr\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
-	                "\"truncated\":false,\"spill_path\":null},"
+	                "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,"
+	                "\"dropped_bytes\":0},"
 	                "\"value\":null,\"displays\":[],\"images\":[],\"error\":null,\"notices\":[]}");
 	free(s);
 	CHECK(have_jsonschema()); /* setup.sh installs python3-jsonschema */
@@ -1016,7 +1233,7 @@ TEST(json_keeps_a_nul_as_u0000_in_every_text)
 	s = dump(j);
 	REQUIRE(s != NULL);
 	CHECK_CONTAINS(s, "\"stdout\":{\"text\":\"A\\u0000B\\n\",\"total_bytes\":4,\"total_lines\":1,"
-	                  "\"truncated\":false,\"spill_path\":null}");
+	                  "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0}");
 	CHECK_CONTAINS(s, "\"value\":{\"data\":{\"text/plain\":\"r\\u0000s\"},\"text\":{\"text\":"
 	                  "\"r\\u0000s\",\"total_bytes\":3,");
 	CHECK_CONTAINS(s, "\"error\":{\"ename\":\"E\\u0000F\",\"evalue\":\"x\\u0000y\","
@@ -1102,18 +1319,18 @@ TEST(ndjson_events_of_a_stream_sequence_are_exact_lines)
 	FEED(cap, "execute_result", "{\"execution_count\":1,\"data\":{\"text/plain\":\"2\"}}");
 	FEED(cap, "error", "{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":[]}");
 	CHECK_STR_EQ(ev.lines,
-	             "{\"schema\":\"kbox.result/1\",\"event\":\"stream\",\"name\":\"stdout\","
+	             "{\"schema\":\"kbox.result/2\",\"event\":\"stream\",\"name\":\"stdout\","
 	             "\"text\":\"a\\n\"}\n"
-	             "{\"schema\":\"kbox.result/1\",\"event\":\"stream\",\"name\":\"stderr\","
+	             "{\"schema\":\"kbox.result/2\",\"event\":\"stream\",\"name\":\"stderr\","
 	             "\"text\":\"b \\\"q\\\"\"}\n"
-	             "{\"schema\":\"kbox.result/1\",\"event\":\"stream\",\"name\":\"stdout\","
+	             "{\"schema\":\"kbox.result/2\",\"event\":\"stream\",\"name\":\"stdout\","
 	             "\"text\":\"\xc3\xa9\\n\"}\n"
-	             "{\"schema\":\"kbox.result/1\",\"event\":\"display\",\"index\":0,"
+	             "{\"schema\":\"kbox.result/2\",\"event\":\"display\",\"index\":0,"
 	             "\"data\":{\"text/plain\":\"x\"},\"display_id\":null}\n"
-	             "{\"schema\":\"kbox.result/1\",\"event\":\"clear\"}\n"
-	             "{\"schema\":\"kbox.result/1\",\"event\":\"result\","
+	             "{\"schema\":\"kbox.result/2\",\"event\":\"clear\"}\n"
+	             "{\"schema\":\"kbox.result/2\",\"event\":\"result\","
 	             "\"data\":{\"text/plain\":\"2\"}}\n"
-	             "{\"schema\":\"kbox.result/1\",\"event\":\"error\"}\n");
+	             "{\"schema\":\"kbox.result/2\",\"event\":\"error\"}\n");
 	CHECK_INT_EQ(ev.unrendered, 0);
 	CHECK(have_jsonschema()); /* setup.sh installs python3-jsonschema */
 	if (have_jsonschema())
@@ -1122,19 +1339,23 @@ TEST(ndjson_events_of_a_stream_sequence_are_exact_lines)
 	REQUIRE(res != NULL);
 	end = kbox_render_end_event(res);
 	s = dump(end);
-	CHECK_STR_EQ(s, "{\"schema\":\"kbox.result/1\",\"event\":\"end\",\"status\":\"error\","
+	CHECK_STR_EQ(s, "{\"schema\":\"kbox.result/2\",\"event\":\"end\",\"status\":\"error\","
 	                "\"execution_count\":1,\"seconds\":0.0,\"reason\":null,"
+	                "\"outputs\":[{\"kind\":\"execute_result\",\"execution_count\":1,"
+	                "\"data\":{\"text/plain\":\"2\"}},{\"kind\":\"error\",\"ename\":\"E\","
+	                "\"evalue\":\"v\"}],"
 	                "\"stdout\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
-	                "\"truncated\":false,\"spill_path\":null},"
+	                "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0},"
 	                "\"stderr\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
-	                "\"truncated\":false,\"spill_path\":null},"
+	                "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0},"
 	                "\"value\":{\"data\":{\"text/plain\":\"2\"},\"text\":{\"text\":\"2\","
 	                "\"total_bytes\":1,\"total_lines\":0,\"truncated\":false,"
-	                "\"spill_path\":null}},"
+	                "\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0}},"
 	                "\"displays\":[],\"images\":[],"
 	                "\"error\":{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":{\"text\":\"\","
 	                "\"total_bytes\":0,\"total_lines\":0,\"truncated\":false,"
-	                "\"spill_path\":null},\"traceback_raw\":[]},\"notices\":[]}");
+	                "\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0},"
+	                "\"traceback_raw\":[]},\"notices\":[]}");
 	CHECK(have_jsonschema()); /* setup.sh installs python3-jsonschema */
 	if (have_jsonschema())
 		CHECK(schema_validate(end) == 0);
@@ -1158,7 +1379,7 @@ TEST(ndjson_end_event_has_every_result_member)
 	j = kbox_render_json(res);
 	REQUIRE(end != NULL && j != NULL);
 	CHECK_STR_EQ(keys_of(end, keys, sizeof keys),
-	             "schema,event,status,execution_count,seconds,reason,stdout,stderr,value,"
+	             "schema,event,status,execution_count,seconds,reason,outputs,stdout,stderr,value,"
 	             "displays,images,error,notices");
 	CHECK_STR_EQ(json_string_value(json_object_get(end, "event")), "end");
 	CHECK(json_object_del(end, "event") == 0);
@@ -1194,7 +1415,7 @@ int main(void)
 	RUN_IN_TMP(text_of_plain_stdout_is_the_text_as_is);
 	RUN_IN_TMP(text_ends_stdout_without_newline_with_one);
 	RUN_IN_TMP(text_of_nothing_is_empty);
-	RUN_IN_TMP(text_puts_stderr_after_stdout_under_a_marker);
+	RUN_IN_TMP(text_shows_the_streams_in_order_stderr_under_a_marker);
 	RUN_IN_TMP(text_shows_a_value_as_out_n_on_the_same_line);
 	RUN_IN_TMP(text_starts_a_multi_line_value_on_the_next_line);
 	RUN_IN_TMP(text_never_shows_html_of_a_value);
@@ -1212,7 +1433,13 @@ int main(void)
 	RUN_IN_TMP(text_lists_notices_in_brackets);
 	RUN_IN_TMP(text_ends_a_timeout_with_its_reason);
 	RUN_IN_TMP(text_ends_a_death_with_its_reason_and_lost_state);
-	RUN_IN_TMP(text_orders_streams_value_images_displays_error_notes);
+	RUN_IN_TMP(text_shows_outputs_in_the_order_they_came);
+	RUN_IN_TMP(outputs_merge_a_stream_until_another_output_comes);
+	RUN_IN_TMP(outputs_of_a_cut_stream_show_the_marker_once_where_it_falls);
+	RUN_IN_TMP(outputs_forget_what_clear_output_cleared);
+	RUN_IN_TMP(outputs_show_input_requests_and_their_answers);
+	RUN_IN_TMP(outputs_past_the_limit_join_their_streams_last);
+	RUN_IN_TMP(an_error_text_can_be_one_line);
 	RUN_IN_TMP(json_of_plain_stdout_has_every_member);
 	RUN_IN_TMP(json_of_a_rich_result_matches_the_schema);
 	RUN_IN_TMP(json_of_a_truncated_text_names_the_spill_file);

@@ -237,6 +237,9 @@ int cmd_run(int argc, char **argv)
 	                   "write images and long texts into DIR (default: the current directory)"),
 	    CLI_OPT_LIST('i', "input", "LINE", &inputs,
 	                 "answer input requests with LINE, in all cells; repeatable (default: none)"),
+	    CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &inputs,
+	                     "answer input requests with the lines of FILE, after any -i given "
+	                     "before it (default: none)"),
 	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
 	                     "write each result as text, json or ndjson (default: text)"),
 	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_bytes,

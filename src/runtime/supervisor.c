@@ -423,8 +423,9 @@ static int on_wait_timeout(kbox_loop_t *loop, void *arg)
 	if (j->conn) {
 		j->conn->job = NULL;
 		reply_error(j->conn, job_op(j), "busy",
-		            "timed out waiting for another execution to end (the session runs one at "
-		            "a time)");
+		            "the session was busy running other code all the time this code could "
+		            "wait (its time limit): it never ran (the session runs one execution at "
+		            "a time; try again when it is done, or give a longer -t)");
 	}
 	job_free(j);
 	return 0;
