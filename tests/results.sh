@@ -1,0 +1,205 @@
+#!/bin/sh
+# tests/results.sh — what a model reads, against a real kernel in the
+# default sandbox: outputs in the order they came (text and kbox.result/2
+# JSON, validated against tests/result.schema.json); a print flood read
+# whole rather than dropped while the outputs quota lasts, and exact
+# accounting (messages, bytes of text) of what is dropped past it; an
+# interrupt from another shell shown as status "interrupted"; input() with
+# and without -i and --input-file; kbox's own errors as JSON under
+# --format json, and a wait behind another execution as status busy (6);
+# reals in the event log printed short.  TAP.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON.
+# shellcheck disable=SC2016
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$top_srcdir/tests/harness.sh"
+
+SCHEMA=$top_srcdir/tests/result.schema.json
+
+# valid FILE: each line of FILE is valid against the result schema.
+valid() {
+	"$PY" - "$SCHEMA" "$1" <<'EOF'
+import json, sys, jsonschema
+schema = json.load(open(sys.argv[1]))
+for line in open(sys.argv[2]):
+    jsonschema.validate(json.loads(line), schema)
+EOF
+}
+
+# py EXPR: EXPR holds for r, the JSON object on stdout.
+py() {
+	"$PY" -c '
+import json, sys
+r = json.load(open("stdout"))
+ok = eval("(" + sys.argv[1] + ")")
+if not ok:
+    print("#   false:", sys.argv[1])
+    print("#   r =", json.dumps(r)[:1500])
+sys.exit(0 if ok else 1)' "$1"
+}
+
+needs kernel
+fresh
+kbox start -s r
+check start_a_session status_is 0
+
+# ---- order ----
+
+ORDER='from IPython.display import display
+import sys
+print("a")
+display("b")
+print("w", file=sys.stderr); sys.stderr.flush()
+print("c")
+42'
+
+fresh
+kbox exec -s r "$ORDER"
+check text_shows_outputs_in_the_order_they_came eval 'status_is 0 && stdout_is "a
+'"'"'b'"'"'
+[stderr]
+w
+c
+Out[1]: 42"'
+
+fresh
+kbox exec -s r --format json "$ORDER"
+check json_lists_the_outputs_in_order eval 'status_is 0 &&
+	py "[(o[\"kind\"], o.get(\"name\")) for o in r[\"outputs\"]] == [(\"stream\", \"stdout\"), (\"display_data\", None), (\"stream\", \"stderr\"), (\"stream\", \"stdout\"), (\"execute_result\", None)]
+	and r[\"outputs\"][0][\"text\"] == \"a\\n\" and r[\"outputs\"][1][\"data\"] == {\"text/plain\": \"'"'"'b'"'"'\"}
+	and r[\"outputs\"][3][\"text\"] == \"c\\n\" and r[\"outputs\"][4][\"data\"] == {\"text/plain\": \"42\"}
+	and r[\"stdout\"][\"text\"] == \"a\\nc\\n\" and r[\"schema\"] == \"kbox.result/2\""'
+check json_with_outputs_is_valid_against_the_schema valid stdout
+
+# ---- a flood is read, not dropped, while the quota lasts ----
+
+# the bytes of text of print(i) for i in range(N)
+flood_bytes() { "$PY" -c "import sys; print(sum(len(str(i)) + 1 for i in range($1)))"; }
+
+fresh
+kbox exec -s r --format json 'for i in range(20000): print(i, flush=True)'
+want=$(flood_bytes 20000)
+check a_20000_line_print_flood_is_kept_whole eval 'status_is 0 &&
+	py "r[\"stdout\"][\"total_bytes\"] == $want and r[\"stdout\"][\"dropped_messages\"] == 0
+	and r[\"stdout\"][\"truncated\"] and r[\"notices\"] == []
+	and \"the complete text is in\" in r[\"stdout\"][\"text\"]"'
+spill=$("$PY" -c 'import json; print(json.load(open("stdout"))["stdout"]["spill_path"])' 2>/dev/null)
+check its_spill_file_holds_every_line eval '[ -n "$spill" ] &&
+	"$PY" -c "import sys; sys.exit(open(sys.argv[1]).read() != \"\".join(f\"{i}\\n\" for i in range(20000)))" "$spill"'
+
+fresh
+kbox start -s q --outputs-quota 1M
+kbox exec -s q --format json 'for i in range(20000): print(str(i).rjust(200, "x"), flush=True)'
+want=$((20000 * 201))
+check past_the_outputs_quota_a_flood_is_dropped_and_counted_exactly eval 'status_is 0 &&
+	py "r[\"stdout\"][\"dropped_messages\"] > 0
+	and r[\"stdout\"][\"total_bytes\"] + r[\"stdout\"][\"dropped_bytes\"] == $want"'
+check dropped_output_is_never_called_complete eval '
+	py "\"the complete text\" not in r[\"stdout\"][\"text\"]
+	and r[\"stdout\"][\"text\"].endswith(\"were dropped, not shown or saved: the kernel printed faster than kbox could keep it ...]\\n\")
+	and any(\"stdout messages\" in n and \"outputs quota was used up\" in n for n in r[\"notices\"])"'
+check a_dropping_result_is_valid_against_the_schema valid stdout
+kbox stop -s q
+
+# ---- interrupts ----
+
+fresh
+(sleep 3; "$KBOX" interrupt -s r >/dev/null 2>&1) &
+BG_PIDS="$BG_PIDS $!"
+kbox exec -s r --format json 'import time
+for i in range(600):
+    time.sleep(0.1)'
+check an_interrupt_from_another_shell_is_status_interrupted eval 'status_is 3 &&
+	py "r[\"status\"] == \"interrupted\" and r[\"reason\"] == \"interrupted by kbox interrupt\"
+	and r[\"error\"][\"ename\"] == \"KeyboardInterrupt\"
+	and r[\"error\"][\"traceback\"][\"text\"].startswith(\"KeyboardInterrupt: interrupted by kbox interrupt at Cell In\")
+	and r[\"error\"][\"traceback\"][\"text\"].count(\"\\n\") == 1
+	and len(r[\"error\"][\"traceback_raw\"]) > 0"'
+check an_interrupted_result_is_valid_against_the_schema valid stdout
+
+fresh
+(sleep 3; "$KBOX" interrupt -s r >/dev/null 2>&1) &
+BG_PIDS="$BG_PIDS $!"
+kbox exec -s r 'import time
+for i in range(600):
+    time.sleep(0.1)'
+check the_text_of_an_interrupt_is_two_lines eval 'status_is 3 &&
+	[ "$(wc -l <stdout)" -eq 2 ] &&
+	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 3: time.sleep(0.1)$" stdout &&
+	last_line_is stdout "[interrupted by kbox interrupt; state is kept]"'
+
+# ---- input ----
+
+fresh
+kbox exec -s r 'name = input("Name? ")'
+check input_without_i_is_one_line_saying_how_to_give_it eval 'status_is 1 &&
+	stdout_is "StdinNotImplementedError: the code asked for input (input() or getpass()) and none was given: give each line with -i LINE or --input-file FILE"'
+
+fresh
+kbox exec -s r -i Ada 'a = input("Name? "); b = input("Again? "); print(a)'
+check input_with_i_shows_the_prompt_and_the_line_given eval 'status_is 1 &&
+	first_line_is stdout "[input: the code asked \"Name? \" and was given \"Ada\"]" &&
+	has_line stdout "[input: the code asked \"Again? \" and was given end of input: no input line was left]" &&
+	last_line_is stdout "EOFError: "'
+
+fresh
+printf 'Ada\nLovelace\n' >answers
+kbox exec -s r --format ndjson --input-file answers 'print(input("First? "), input("Last? "))'
+check input_file_answers_with_its_lines_and_ndjson_has_input_events eval 'status_is 0 &&
+	has_line stdout "{\"schema\":\"kbox.result/2\",\"event\":\"input\",\"prompt\":\"First? \",\"value\":\"Ada\",\"password\":false}" &&
+	has_line stdout "{\"schema\":\"kbox.result/2\",\"event\":\"input\",\"prompt\":\"Last? \",\"value\":\"Lovelace\",\"password\":false}" &&
+	tail -n 1 stdout | grep -qF "\"stdout\":{\"text\":\"Ada Lovelace\\n\""'
+check input_events_are_valid_against_the_schema valid stdout
+
+fresh
+kbox exec -s r --input-file missing 'input()'
+check an_unreadable_input_file_is_a_usage_error eval 'status_is 2 && stdout_empty &&
+	stderr_is "kbox exec: --input-file missing: No such file or directory"'
+
+# ---- kbox's own errors under --format json ----
+
+fresh
+kbox exec -s nosuch --no-start --format json 'x'
+check a_missing_session_under_format_json_prints_a_failure_object eval 'status_is 5 &&
+	stdout_is "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"unavailable\",\"message\":\"no session \\\"nosuch\\\" (in $KBOX_HOME)\"}}" &&
+	stderr_is "kbox exec: no session \"nosuch\" (in $KBOX_HOME)"'
+check a_failure_object_is_valid_against_the_schema valid stdout
+
+fresh
+kbox exec -s r --format json -f nothere.py
+check an_unreadable_file_under_format_json_prints_a_usage_failure eval 'status_is 2 &&
+	py "r == {\"schema\": \"kbox.result/2\", \"status\": \"failed\", \"error\": {\"kind\": \"usage\", \"message\": \"cannot read nothere.py: No such file or directory\"}}"'
+
+fresh
+kbox exec -s r --format json --bogus 'x'
+check a_bad_option_after_format_json_prints_a_usage_failure eval 'status_is 2 &&
+	py "r[\"error\"] == {\"kind\": \"usage\", \"message\": \"unknown option --bogus (see kbox exec --help)\"}"'
+
+fresh
+kbox exec -s r --bogus --format json 'x'
+check a_bad_option_before_format_is_only_the_line eval 'status_is 2 && stdout_empty &&
+	stderr_is "kbox exec: unknown option --bogus (see kbox exec --help)"'
+
+fresh
+(timeout -k 5 60 "$KBOX" exec -s r 'import time; time.sleep(5)' >/dev/null 2>&1) &
+BG_PIDS="$BG_PIDS $!"
+sleep 1
+kbox exec -s r --format json -t 1 'open("ran-while-busy", "w").close()'
+check waiting_behind_another_execution_is_status_busy_exit_6 eval 'status_is 6 &&
+	py "r[\"status\"] == \"busy\" and r[\"error\"][\"kind\"] == \"busy\"
+	and \"it never ran\" in r[\"error\"][\"message\"]"'
+wait
+check the_busy_code_never_ran eval 'status_is 6 && [ ! -e "$S/r/workspace/ran-while-busy" ]'
+
+# ---- numbers ----
+
+fresh
+kbox logs -s r --json
+check the_event_log_prints_reals_short eval 'status_is 0 && grep -q "\"seconds\":" stdout &&
+	! grep -qE "[0-9]\.[0-9]{10,}" stdout'
+
+fresh
+kbox stop -s r
+echo "1..$n"
