@@ -56,6 +56,7 @@ one_session() {
 	# the premise: these paths do not fit in a unix socket's 108 bytes
 	check "${backend}_control_socket_path_is_longer_than_a_unix_socket_allows" eval \
 		'[ -S "$S/$ses/control.sock" ] && [ ${#S} -gt 108 ]'
+	check "${backend}_control_socket_is_mode_0600" eval '[ "$(stat -c %a "$S/$ses/control.sock")" = 600 ]'
 	kbox status -s "$ses" --json
 	cp stdout status.json 2>/dev/null
 	check "${backend}_kernel_socket_paths_are_longer_than_a_unix_socket_allows" eval '"$PY" -c "
