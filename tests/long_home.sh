@@ -10,7 +10,7 @@
 # Needs a kernel (and bubblewrap for the sandbox's half).  All sessions
 # live in a private KBOX_HOME; at exit they are stopped, whatever of ours
 # is left is killed by its pid, and the directory is removed.
-# shellcheck disable=SC2016 # eval strings expand later, on purpose
+# shellcheck disable=SC2016,SC2034 # eval strings expand later, on purpose
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
