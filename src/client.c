@@ -152,6 +152,9 @@ struct kbox_client {
 	 * /proc/self/fd, so that a kernel that replaces them (with a link to
 	 * another socket of the host, say) cannot redirect us; -1 if none */
 	int ipc_fd[KBOX_CH_COUNT];
+	/* ipc: the sockets' directory (O_PATH), for a path by it when theirs
+	 * is too long for a unix socket (kbox__unix_path); -1 if none */
+	int ipc_dir_fd;
 	bool must_pin;            /* the kernel has answered: never connect by path */
 	bool settle; /* the last execute failed with stop_on_error: kernel may still abort */
 
@@ -442,12 +445,33 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *str
 
 /* ---- sockets ---- */
 
+/* The endpoint of the socket file PATH, not made yet, into EP: "ipc://PATH",
+ * or, when PATH is too long for a unix socket, its name through a
+ * descriptor of its directory that SELF holds.  0 or -1 with ERR. */
+static int ipc_by_path(kbox_client_t *self, const char *path, char *ep, size_t size,
+                       kbox_error_t *err)
+{
+	char dir[PATH_MAX], sun[KBOX__SUN_PATH];
+	const char *slash = strrchr(path, '/');
+	if (strlen(path) < sizeof sun || !slash || slash == path ||
+	    (size_t)(slash - path) >= sizeof dir) {
+		snprintf(ep, size, "ipc://%s", path);
+		return 0;
+	}
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	if (kbox__unix_path(sun, sizeof sun, dir, slash + 1, &self->ipc_dir_fd, err) < 0)
+		return -1;
+	snprintf(ep, size, "ipc://%s", sun);
+	return 0;
+}
+
 /* The endpoint to connect CH to, into EP: for ipc, the socket file held
  * open without following a link (/proc/self/fd/N) once it exists; a file
  * there that is not a socket is refused.  Before the kernel has made it
  * (a client that waits for a starting kernel, whose code has not run
- * yet), the path itself, until the kernel answers (then the channels
- * connected by path are made again, pinned: see ready_pin).  After that
+ * yet), the path itself (ipc_by_path), until the kernel answers (then the
+ * channels connected by path are made again, pinned: see ready_pin).  After that
  * a missing socket file is an error: libzmq would follow whatever link
  * code in the sandbox put there.  0 or -1 with ERR. */
 static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size,
@@ -469,8 +493,9 @@ static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size
 		                 "the kernel's %s socket %s is gone or was replaced",
 		                 kbox_channel_name(ch), endpoint + 6);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : kbox__err_sys(err, "%s socket %s", kbox_channel_name(ch),
-		                                           endpoint + 6);
+		return errno == ENOENT ? ipc_by_path(self, endpoint + 6, ep, size, err)
+		                       : kbox__err_sys(err, "%s socket %s", kbox_channel_name(ch),
+		                                       endpoint + 6);
 	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		close(fd);
 		return kbox__err(err, KBOX_E_INVALID,
@@ -629,6 +654,7 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
+	self->ipc_dir_fd = -1;
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
 		self->ipc_fd[ch] = -1;
 		self->chan[ch].client = self;
@@ -687,6 +713,8 @@ void kbox_client_destroy(kbox_client_t **self_p)
 		if (self->ipc_fd[ch] >= 0)
 			close(self->ipc_fd[ch]);
 	}
+	if (self->ipc_dir_fd >= 0)
+		close(self->ipc_dir_fd);
 	kbox_auth_destroy(&self->auth);
 	kbox_conn_destroy(&self->conn);
 	json_decref(self->kernel_info);

@@ -114,10 +114,9 @@ kbox_conn_t *kbox_conn_new_ipc(const char *dir, kbox_error_t *err)
 	 * only when the kernel binds) */
 	randombytes_buf(rnd, sizeof rnd);
 	sodium_bin2hex(tag, sizeof tag, rnd, sizeof rnd);
-	if ((size_t)snprintf(prefix, sizeof prefix, "%s/kernel-%s-ipc", real, tag) >= sizeof prefix ||
-	    strlen(prefix) + 8 > 100) {
-		/* sockaddr_un.sun_path is 108 bytes */
-		kbox__err(err, KBOX_E_INVALID, "ipc directory path %s is too long for a unix socket", dir);
+	if ((size_t)snprintf(prefix, sizeof prefix, "%s/kernel-%s-ipc", real, tag) >=
+	    sizeof prefix - 16) {
+		kbox__err(err, KBOX_E_INVALID, "ipc directory path %s is too long", dir);
 		return NULL;
 	}
 	self = conn_alloc();

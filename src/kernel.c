@@ -85,6 +85,15 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	                                                        : kbox_conn_new_ipc(self->runtime_dir, err);
 	if (!self->conn)
 		goto fail;
+	/* the kernel binds its sockets by these paths, hb's the longest
+	 * (the supervisor's kernels get short ones: backend_none.c) */
+	if (kbox_conn_transport(self->conn) == KBOX_TRANSPORT_IPC &&
+	    strlen(kbox_conn_endpoint(self->conn, KBOX_CH_HB)) - 6 >= KBOX__SUN_PATH) {
+		kbox__err(err, KBOX_E_INVALID,
+		          "runtime directory %s is too long for the kernel's unix sockets",
+		          self->runtime_dir);
+		goto fail;
+	}
 	kbox_conn_set_kernel_name(self->conn, self->name);
 	kbox_uuid(uuid);
 	snprintf(path, sizeof path, "%s/kernel-%s.json", self->runtime_dir, uuid);

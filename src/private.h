@@ -5,6 +5,7 @@
 #include "config.h"
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/un.h> /* KBOX__SUN_PATH */
 #include <czmq.h> /* zmsg_t, for the client (never in a public header) */
 #include <kbox.h>
 
@@ -93,6 +94,19 @@ void kbox__iso8601(double t, int digits, char out[32]);
 /* Write all LEN bytes at DATA to FD, retrying after EINTR and short writes.
  * 0, or -1 with errno. */
 int kbox__write_all(int fd, const void *data, size_t len);
+
+/* The size of sockaddr_un.sun_path (108): a unix socket's path is shorter. */
+#define KBOX__SUN_PATH sizeof(((struct sockaddr_un *)0)->sun_path)
+
+/* A path to bind or connect the unix socket NAME in directory DIR by, into
+ * BUF (SIZE at most KBOX__SUN_PATH): "DIR/NAME" when that fits, else
+ * "/proc/self/fd/N/NAME", N a descriptor of DIR: *DIRFD_P when it is one
+ * already (>= 0), else DIR opened here (O_PATH, close-on-exec) and left in
+ * *DIRFD_P for the caller to close once the socket is bound or connected
+ * (libzmq, which connects again by the path, needs it as long as the
+ * socket lives).  Any DIR works, however long.  0, or -1 with ERR. */
+int kbox__unix_path(char *buf, size_t size, const char *dir, const char *name, int *dirfd_p,
+                    kbox_error_t *err);
 
 /* ---- svg.c, for the capture: SVG images a browser could run ---- */
 

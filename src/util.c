@@ -3,6 +3,7 @@
 #include "private.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -244,5 +245,22 @@ int kbox__write_all(int fd, const void *data, size_t len)
 		p += w;
 		len -= (size_t)w;
 	}
+	return 0;
+}
+
+/* ---- unix socket paths ---- */
+
+int kbox__unix_path(char *buf, size_t size, const char *dir, const char *name, int *dirfd_p,
+                    kbox_error_t *err)
+{
+	int n = snprintf(buf, size, "%s/%s", dir, name);
+	if (n >= 0 && (size_t)n < size)
+		return 0;
+	if (*dirfd_p < 0 && (*dirfd_p = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return kbox__err_sys(err, "directory %s", dir);
+	n = snprintf(buf, size, "/proc/self/fd/%d/%s", *dirfd_p, name);
+	if (n < 0 || (size_t)n >= size)
+		return kbox__err(err, KBOX_E_INVALID, "%s: the name is too long for a unix socket",
+		                 name);
 	return 0;
 }

@@ -20,7 +20,7 @@ if [ ! -x "$KBOX" ]; then
 	exit 1
 fi
 
-# A short root: unix socket paths under KBOX_HOME are limited to 107 bytes.
+# A short root, as most users have (tests/long_home.sh tries a long one).
 ROOT=$(mktemp -d /tmp/ks.XXXX) || exit 1
 # under root, sandboxes run as the sandbox user (kbox(7)), whom bwrap finds
 # its directories as: it must pass through (not list)

@@ -1,7 +1,8 @@
 /* tests/live_faults.c — faults found in review, each pinned by a test:
  * sends that could block forever, an owned busy kernel taken for dead,
  * host fds leaking into the kernel, two kernels sharing one runtime dir,
- * a callback stopping an execute at an input_request. */
+ * a runtime dir too long for unix sockets, a callback stopping an execute
+ * at an input_request. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -185,6 +186,34 @@ TEST(two_kernels_in_one_runtime_dir_both_answer)
 	free(dir);
 }
 
+/* kbox_kernel_start's kernel binds its sockets by their paths: a runtime
+ * directory too long for a unix socket's is refused before anything is
+ * written or run there (kbox's sessions have no such limit: their kernels
+ * get short paths; tests/long_home.sh). */
+TEST(runtime_dir_too_long_for_unix_sockets_is_refused)
+{
+	char *dir = live_mkdtemp("long"), sub[512];
+	kbox_kernel_opts_t o = {0};
+	kbox_error_t err = {0};
+	kbox_kernel_t *k;
+	char want[sizeof err.msg];
+
+	REQUIRE(dir != NULL);
+	snprintf(sub, sizeof sub, "%s/%0100d", dir, 0);
+	REQUIRE(mkdir(sub, 0700) == 0);
+	o.runtime_dir = sub;
+	k = kbox_kernel_start(g_spec, &o, &err);
+	CHECK(k == NULL);
+	CHECK_INT_EQ(err.code, KBOX_E_INVALID);
+	snprintf(want, sizeof want, "runtime directory %s is too long for the kernel's unix sockets",
+	         sub);
+	CHECK_STR_EQ(err.msg, want);
+	CHECK_INT_EQ(live_dir_entries(sub, true), 0);
+	kbox_kernel_destroy(&k);
+	live_rm_rf(dir);
+	free(dir);
+}
+
 static int stop_at_input(void *arg, kbox_channel_t ch, const kbox_msg_t *msg)
 {
 	(void)arg;
@@ -294,6 +323,7 @@ int main(void)
 	if (g_spec) {
 		RUN(owned_kernel_missing_heartbeats_while_busy_is_not_dead);
 		RUN(two_kernels_in_one_runtime_dir_both_answer);
+		RUN(runtime_dir_too_long_for_unix_sockets_is_refused);
 		RUN(kernel_over_tcp_on_loopback_answers);
 		RUN(callback_stop_at_input_request_answers_eof_and_stops);
 		RUN(output_after_idle_that_never_stops_does_not_hold_execute);

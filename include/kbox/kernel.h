@@ -27,7 +27,9 @@ typedef struct kbox_kernel kbox_kernel_t;
 typedef struct {
 	/* Directory for the connection file and ipc sockets.  NULL → a new
 	 * private directory (0700) under $XDG_RUNTIME_DIR or /tmp, removed on
-	 * destroy.  An existing directory must be 0700 and ours. */
+	 * destroy.  An existing directory must be 0700 and ours, and short
+	 * enough for the kernel's socket paths (about 80 characters: a unix
+	 * socket's path has at most 107 bytes). */
 	const char *runtime_dir;
 	/* The kernel's working directory (NULL → the caller's). */
 	const char *cwd;

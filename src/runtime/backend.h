@@ -76,7 +76,9 @@ typedef struct kbox_backend {
 	bool sandboxed;
 	unsigned limits; /* KBOX_LIMIT_* it enforces */
 	/* Where the kernel sees the directory of its sockets (bwrap:
-	 * "/run/kbox"), or NULL when it sees the host's path. */
+	 * "/run/kbox"; none: "/proc/self/fd/3", a descriptor it inherits),
+	 * or NULL when it sees the host's path.  Either way short enough for
+	 * a unix socket's path, however long the host's is. */
 	const char *sockets_inside;
 	/* Fill in the backend's default limits (may be NULL). */
 	void (*defaults)(kbox_sandbox_opts_t *o);

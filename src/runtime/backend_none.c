@@ -13,9 +13,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The kernel's descriptor of the directory of its sockets: its connection
+ * file names them /proc/self/fd/3/…, a path short enough for a unix socket
+ * however long the host's is. */
+#define SOCKETS_FD 3
+#define SOCKETS_INSIDE "/proc/self/fd/3"
+
 typedef struct {
 	const char *exe;
-	int log_fd;
+	int log_fd, dir_fd;
 	char **argv, **env;
 	const kbox_kernel_opts_t *ko;
 	pid_t parent;
@@ -24,14 +30,27 @@ typedef struct {
 static void none_child(void *arg, int errfd)
 {
 	none_child_t *c = arg;
-	kbox__child_exec(c->exe, c->argv, c->env, c->ko, errfd, c->log_fd, NULL, c->parent, NULL, 0);
+	int keep = SOCKETS_FD, log_fd = c->log_fd, e;
+	/* what is at SOCKETS_FD moves out of the way first */
+	if (errfd == SOCKETS_FD && (errfd = fcntl(errfd, F_DUPFD_CLOEXEC, SOCKETS_FD + 1)) < 0)
+		_exit(127);
+	if (log_fd == SOCKETS_FD)
+		log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, SOCKETS_FD + 1);
+	if ((log_fd < 0 && c->log_fd >= 0) ||
+	    (c->dir_fd != SOCKETS_FD && dup2(c->dir_fd, SOCKETS_FD) < 0)) {
+		e = errno;
+		if (write(errfd, &e, sizeof e) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	kbox__child_exec(c->exe, c->argv, c->env, c->ko, errfd, log_fd, NULL, c->parent, &keep, 1);
 }
 
 static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	kbox_kernel_opts_t ko = {0};
 	char **env = NULL, *exe = NULL;
-	int child_errno, rc = -1, f;
+	int child_errno, rc = -1, f, dir_fd = -1;
 	none_child_t c;
 
 	ko.cwd = sb->o.workspace;
@@ -45,7 +64,12 @@ static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
 		goto out;
 	}
-	c = (none_child_t){exe, sb->o.log_fd, argv, env, &ko, getpid()};
+	dir_fd = open(sb->o.runtime_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir_fd < 0) {
+		kbox__err_sys(err, "kernel %s: directory %s", sb->kernel, sb->o.runtime_dir);
+		goto out;
+	}
+	c = (none_child_t){exe, sb->o.log_fd, dir_fd, argv, env, &ko, getpid()};
 	if ((f = kbox_sandbox_fork(sb, none_child, &c, &child_errno, err)) < 0)
 		goto out;
 	if (f > 0) {
@@ -56,6 +80,8 @@ static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	}
 	rc = 0;
 out:
+	if (dir_fd >= 0)
+		close(dir_fd);
 	kbox_strv_free(env);
 	free(exe);
 	return rc;
@@ -92,7 +118,7 @@ const kbox_backend_t kbox_backend_none = {
     .name = "none",
     .sandboxed = false,
     .limits = 0,
-    .sockets_inside = NULL,
+    .sockets_inside = SOCKETS_INSIDE,
     .start = none_start,
     .signal = none_signal,
     .wait = none_wait,

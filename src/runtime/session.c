@@ -19,8 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The longest socket path a session makes: run/kernel-XXXXXXXX-ipc-N. */
-#define LONGEST_SOCKET "/run/kernel-00000000-ipc-10"
+/* The longest session directory: what kbox makes inside it (run/sandbox/
+ * kernel-N.sandbox.json, outputs/…) is named in PATH_MAX bytes.  Its
+ * sockets have no limit of their own (kbox__unix_path). */
+#define SESSION_DIR_MAX (PATH_MAX - 512)
 #define CTL_LINE_MAX (64 << 20) /* a reply: a result, within its budgets, or an event */
 
 int kbox_session_check_name(const char *name, kbox_error_t *err)
@@ -118,12 +120,11 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
-	if (strlen(dir) + sizeof LONGEST_SOCKET > sizeof(((struct sockaddr_un *)0)->sun_path)) {
+	if (strlen(dir) > SESSION_DIR_MAX) {
 		kbox__err(err, KBOX_E_INVALID,
-		          "session directory %s is too long for unix sockets (%zu characters; at most "
-		          "%zu): set KBOX_HOME to a shorter path",
-		          dir, strlen(dir),
-		          sizeof(((struct sockaddr_un *)0)->sun_path) - sizeof LONGEST_SOCKET);
+		          "session directory %.64s… is too long (%zu characters; at most %d): set "
+		          "KBOX_HOME to a shorter path",
+		          dir, strlen(dir), SESSION_DIR_MAX);
 		goto fail;
 	}
 	if (!create) {
@@ -520,21 +521,65 @@ kbox_supervisor_state_t kbox_session_supervisor(const char *dir, pid_t *pid_p)
 int kbox_ctl_connect(const char *dir, kbox_error_t *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
-	if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/control.sock", dir) >=
-	    sizeof sa.sun_path)
-		return kbox__err(err, KBOX_E_INVALID, "control socket path too long in %s", dir);
+	int fd = -1, dfd = -1, e;
+	if (kbox__unix_path(sa.sun_path, sizeof sa.sun_path, dir, "control.sock", &dfd, err) < 0) {
+		if (errno == ENOENT && err)
+			err->code = KBOX_E_NOTFOUND;
+		goto out;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return kbox__err_sys(err, "socket");
+	if (fd < 0) {
+		kbox__err_sys(err, "socket");
+		goto out;
+	}
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-		int e = errno;
+		e = errno;
 		close(fd);
+		fd = -1;
 		errno = e;
 		if (e == ENOENT || e == ECONNREFUSED)
-			return kbox__err(err, KBOX_E_NOTFOUND, "no supervisor answers on %s",
-			                 sa.sun_path);
-		return kbox__err_sys(err, "cannot connect to %s", sa.sun_path);
+			kbox__err(err, KBOX_E_NOTFOUND, "no supervisor answers on %s/control.sock", dir);
+		else
+			kbox__err_sys(err, "cannot connect to %s/control.sock", dir);
+	}
+out:
+	if (dfd >= 0) {
+		e = errno;
+		close(dfd);
+		errno = e;
+	}
+	return fd;
+}
+
+int kbox_ctl_listen(const char *dir, kbox_error_t *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char path[PATH_MAX];
+	int fd = -1, dfd = -1, e;
+	snprintf(path, sizeof path, "%s/control.sock", dir);
+	unlink(path); /* stale: the caller holds the supervisor lock */
+	if (kbox__unix_path(sa.sun_path, sizeof sa.sun_path, dir, "control.sock", &dfd, err) < 0)
+		goto out;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		kbox__err_sys(err, "socket");
+		goto out;
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+		kbox__err_sys(err, "cannot bind %s", path);
+	else if (chmod(sa.sun_path, 0600) < 0 || listen(fd, 64) < 0)
+		kbox__err_sys(err, "cannot listen on %s", path);
+	else
+		goto out;
+	e = errno;
+	close(fd);
+	fd = -1;
+	errno = e;
+out:
+	if (dfd >= 0) {
+		e = errno;
+		close(dfd);
+		errno = e;
 	}
 	return fd;
 }

@@ -112,9 +112,15 @@ kbox_supervisor_state_t kbox_session_supervisor(const char *dir, pid_t *pid_p);
 
 /* ---- control socket: one JSON object per line in each direction ---- */
 
-/* Connect to DIR/control.sock.  -1 with ERR (KBOX_E_NOTFOUND when no
- * supervisor listens). */
+/* Connect to DIR/control.sock (DIR of any length: see kbox__unix_path).
+ * The socket, or -1 with ERR (KBOX_E_NOTFOUND when no supervisor
+ * listens). */
 int kbox_ctl_connect(const char *dir, kbox_error_t *err);
+
+/* For the supervisor: listen on DIR/control.sock (mode 0600, non-blocking;
+ * a file left there is removed first: the caller holds the supervisor
+ * lock).  The socket, or -1 with ERR. */
+int kbox_ctl_listen(const char *dir, kbox_error_t *err);
 
 /* Send MSG (borrowed) as one line. 0 or -1 with ERR. */
 int kbox_ctl_send(int fd, json_t *msg, kbox_error_t *err);

@@ -2017,17 +2017,8 @@ static void clean_runtime_dir(sup_t *s)
 
 static int listen_control(sup_t *s, kbox_error_t *err)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/control.sock", s->dir);
-	unlink(sa.sun_path); /* stale: we hold the supervisor lock */
-	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s->listen_fd < 0)
-		return kbox__err_sys(err, "socket");
-	if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-		return kbox__err_sys(err, "cannot bind %s", sa.sun_path);
-	if (chmod(sa.sun_path, 0600) < 0 || listen(s->listen_fd, 64) < 0)
-		return kbox__err_sys(err, "cannot listen on %s", sa.sun_path);
-	return 0;
+	s->listen_fd = kbox_ctl_listen(s->dir, err); /* we hold the supervisor lock */
+	return s->listen_fd < 0 ? -1 : 0;
 }
 
 static void shutdown_session(sup_t *s)
