@@ -88,6 +88,7 @@ struct kbox_capture {
 	out_t *outs;
 	size_t n_outs, cap_outs;
 	bool outs_full;       /* KBOX_CAPTURE_MAX_OUTPUTS reached: streams merge */
+	size_t never_arrived; /* messages of the execution lost before the client */
 	size_t inputs_seen;
 	/* notices */
 	char **notices;
@@ -655,7 +656,13 @@ static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label,
 	t->view.dropped_messages = dropped_messages;
 	t->view.dropped_bytes = dropped_bytes;
 	if (t->view.truncated) {
-		if (t->spill_path && !t->spill_failed && !t->spill_cut && dropped_messages)
+		if (t->spill_path && !t->spill_failed && !t->spill_cut && self->never_arrived)
+			kbox__buf_appendf(&view,
+			                  "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
+			                  "but %zu messages of the kernel never arrived (see the notes) ...]\n",
+			                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
+			                  omitted_bytes, omitted_lines, t->spill_path, self->never_arrived);
+		else if (t->spill_path && !t->spill_failed && !t->spill_cut && dropped_messages)
 			kbox__buf_appendf(&view,
 			                  "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
 			                  "without the messages that were dropped ...]\n",
@@ -1534,9 +1541,10 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	if (self->pending_clear)
 		self->pending_clear = false; /* a clear with nothing after it clears nothing */
 	{
-		kbox_exec_drops_t drops = {{0, 0}, {0, 0}};
+		kbox_exec_drops_t drops = {{0, 0}, {0, 0}, 0};
 		if (exec)
 			kbox_exec_dropped(exec, &drops);
+		self->never_arrived = drops.never_arrived;
 		for (int s = 0; s < KBOX_TEXT_COUNT; s++)
 			tbuf_finish(self, &self->streams[s], stream_labels[s], drops.stream_messages[s],
 			            drops.stream_bytes[s]);
@@ -1572,6 +1580,11 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 				           ? ", and the outputs quota was used up"
 				           : " (over the rate limit, or while kbox's memory was short)");
 			(void)bytes;
+			if (d.never_arrived)
+				notice(self, "%zu messages the kernel sent during this execution never reached "
+				             "kbox (most likely its output queue overflowed while it flooded "
+				             "output faster than kbox reads): some output may be missing",
+				       d.never_arrived);
 			if (n)
 				notice(self, "%zu display messages were dropped: the kernel sent output "
 				             "faster than kbox reads",

@@ -186,6 +186,10 @@ struct kbox_exec {
 	size_t inputs_answered;
 	size_t rate_dropped, rate_dropped_bytes;
 	kbox_exec_drops_t drops;
+	/* the kernel's message numbers seen during the execution (seq_note) */
+	char seq_prefix[192];
+	bool seq_set;
+	unsigned long long seq_min, seq_max, seq_seen;
 	bool output_lost;
 	bool went_idle;      /* the kernel said idle for it */
 	char reason[KBOX_ERROR_MSG_MAX];
@@ -247,6 +251,50 @@ static bool bucket_take(bucket_t *b, size_t size)
 			b->bytes -= (double)size;
 	}
 	return ok;
+}
+
+/* ---- messages that never arrived ----
+ *
+ * jupyter_client's Session (ipykernel's) names each message it sends
+ * "SESSION_PID_N", N counting every message of the kernel's session on every
+ * channel.  Seen from the first message of an execution on (its status
+ * busy), the numbers the client never saw are messages lost on the way:
+ * what the kernel's iopub socket dropped when its queue to a reader that
+ * fell behind was full (ZeroMQ's PUB drops silently).  Kernels that name
+ * messages otherwise (a uuid) are not counted. */
+
+/* Message ID (verified, or read unverified from a message dropped and
+ * counted) came during X's run; OURS: its parent is X's request. */
+static void seq_note(kbox_exec_t *x, const char *id, bool ours)
+{
+	const char *us;
+	char *end;
+	unsigned long long n;
+	size_t plen;
+
+	if (!x || !id || !(us = strrchr(id, '_')) || us[1] < '0' || us[1] > '9')
+		return;
+	errno = 0;
+	n = strtoull(us + 1, &end, 10);
+	plen = (size_t)(us - id);
+	if (*end || errno || plen == 0 || plen >= sizeof x->seq_prefix)
+		return;
+	if (!x->seq_set) {
+		if (!ours) /* what comes before the execution's first is not counted */
+			return;
+		memcpy(x->seq_prefix, id, plen);
+		x->seq_prefix[plen] = '\0';
+		x->seq_set = true;
+		x->seq_min = x->seq_max = n;
+		x->seq_seen = 1;
+		return;
+	}
+	if (strlen(x->seq_prefix) != plen || memcmp(x->seq_prefix, id, plen) != 0 ||
+	    n < x->seq_min)
+		return;
+	if (n > x->seq_max)
+		x->seq_max = n;
+	x->seq_seen++;
 }
 
 /* ---- reading a dropped stream message's content, without decoding it ---- */
@@ -399,7 +447,7 @@ static bool js_stream_text(const char *p, size_t n, int *which, size_t *bytes)
  * For a stream message of ours, *STREAM is 0 (stdout) or 1 (stderr) and
  * *TEXT_BYTES the bytes of its text; else *STREAM is -1. */
 static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *stream,
-                             size_t *text_bytes)
+                             size_t *text_bytes, char *msg_id, size_t id_size)
 {
 	const size_t dlen = sizeof KBOX_DELIMITER - 1;
 	zframe_t *f;
@@ -410,6 +458,7 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *str
 	*ours = false;
 	*stream = -1;
 	*text_bytes = 0;
+	msg_id[0] = '\0';
 	for (f = zmsg_first(z); f; f = zmsg_next(z))
 		if (zframe_size(f) == dlen && memcmp(zframe_data(f), KBOX_DELIMITER, dlen) == 0) {
 			found = true;
@@ -420,6 +469,9 @@ static bool droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *str
 	    zframe_size(f) <= KBOX_MAX_HEADER_BYTES) {
 		json_t *h = json_loadb((const char *)zframe_data(f), zframe_size(f), 0, NULL);
 		json_t *t = json_object_get(h, "msg_type");
+		json_t *mid = json_object_get(h, "msg_id");
+		if (json_is_string(mid))
+			snprintf(msg_id, id_size, "%s", json_string_value(mid));
 		if (json_is_string(t)) {
 			const char *s = json_string_value(t);
 			is_stream = strcmp(s, "stream") == 0;
@@ -783,6 +835,10 @@ static kbox_msg_t *read_one(kbox_client_t *self, kbox_channel_t ch)
 		self->dropped++;
 		snprintf(self->last_drop, sizeof self->last_drop, "%s on %s: dropped", e.msg,
 		         kbox_channel_name(ch));
+	} else if (self->exec && self->exec->run && self->exec->run->phase >= X_RUN) {
+		kbox_exec_t *x = self->exec;
+		const char *pid = kbox_msg_parent_id(msg);
+		seq_note(x, kbox_msg_id(msg), pid && strcmp(pid, x->run->req_id) == 0);
 	}
 	return msg;
 }
@@ -1816,13 +1872,16 @@ static kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, bucket_t *b, 
 	bool ours = false, over;
 	int stream;
 	size_t text_bytes;
+	char id[256];
 
 	over = self->shedding || !bucket_take(b, size);
-	if (over && droppable_output(*z_p, req_id, &ours, &stream, &text_bytes) &&
+	if (over && droppable_output(*z_p, req_id, &ours, &stream, &text_bytes, id, sizeof id) &&
 	    /* the execution's own output is read all the same while its
 	     * receiver keeps it on disk: it is memory that needs the limit */
 	    !(ours && !self->shedding && x->run && x->run->o.keep_output &&
 	      x->run->o.keep_output(x->run->o.cb_arg))) {
+		if (x && x->run)
+			seq_note(x, id, ours);
 		if (ours) {
 			x->rate_dropped++;
 			x->rate_dropped_bytes += size;
@@ -1842,6 +1901,9 @@ static kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, bucket_t *b, 
 	if (!msg) {
 		self->dropped++;
 		snprintf(self->last_drop, sizeof self->last_drop, "%s on iopub: dropped", e.msg);
+	} else if (x && x->run && x->run->phase >= X_RUN) {
+		const char *pid = kbox_msg_parent_id(msg);
+		seq_note(x, kbox_msg_id(msg), req_id && pid && strcmp(pid, req_id) == 0);
 	}
 	return msg;
 }
@@ -2576,7 +2638,9 @@ size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes)
 }
 void kbox_exec_dropped(const kbox_exec_t *self, kbox_exec_drops_t *out)
 {
+	unsigned long long span = self->seq_set ? self->seq_max - self->seq_min + 1 : 0;
 	*out = self->drops;
+	out->never_arrived = span > self->seq_seen ? (size_t)(span - self->seq_seen) : 0;
 }
 bool kbox_exec_output_lost(const kbox_exec_t *self) { return self->output_lost; }
 bool kbox_exec_went_idle(const kbox_exec_t *self) { return self->went_idle; }

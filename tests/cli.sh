@@ -480,7 +480,7 @@ check run_json_prints_one_object_per_cell eval '[ "$rc" = 1 ] && [ "$(wc -l <std
 check run_json_objects_hold_exact_results "$PY" -c '
 import json
 a, b = [json.loads(l) for l in open("stdout")]
-assert a["schema"] == "kbox.result/1" and a["status"] == "ok", a
+assert a["schema"] == "kbox.result/2" and a["status"] == "ok", a
 assert a["stdout"]["text"] == "hi\n" and a["value"]["text"]["text"] == "42", a
 assert a["execution_count"] == 1 and a["error"] is None, a
 assert b["status"] == "error" and b["error"]["ename"] == "ZeroDivisionError", b

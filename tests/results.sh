@@ -103,6 +103,16 @@ check dropped_output_is_never_called_complete eval '
 check a_dropping_result_is_valid_against_the_schema valid stdout
 kbox stop -s q
 
+# messages the kernel numbered but that never came are counted: here the
+# kernel's session skips 5 numbers, as if its queue had dropped them
+fresh
+kbox exec -s r --format json 'get_ipython().kernel.session.message_count += 5; print("x")'
+check messages_that_never_arrived_are_counted eval 'status_is 0 &&
+	py "r[\"notices\"] == [\"5 messages the kernel sent during this execution never reached kbox (most likely its output queue overflowed while it flooded output faster than kbox reads): some output may be missing\"]"'
+fresh
+kbox exec -s r --format json 'print("y")'
+check an_execution_that_lost_nothing_has_no_such_notice eval 'status_is 0 && py "r[\"notices\"] == []"'
+
 # ---- interrupts ----
 
 fresh

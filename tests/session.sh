@@ -756,8 +756,8 @@ bg=$!
 BG_PIDS="$BG_PIDS $bg"
 sleep 1
 kbox exec -s kc -t 1 'print("B")'
-check waiting_exec_times_out_with_3 fails_with 3 \
-	"kbox exec: session kc: timed out waiting for another execution to end (the session runs one at a time)"
+check waiting_exec_that_runs_out_of_time_is_busy_6 fails_with 6 \
+	"kbox exec: session kc: the session was busy running other code all the time this code could wait (its time limit): it never ran (the session runs one execution at a time; try again when it is done, or give a longer -t)"
 kbox exec -s kc -t 30 'print("C")'
 check waiting_exec_runs_after_the_first eval 'status_is 0 && stdout_is C'
 wait "$bg"

@@ -361,6 +361,12 @@ size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes);
 typedef struct {
 	size_t stream_messages[2];
 	size_t stream_bytes[2];
+	/* Messages the kernel sent during the execution that never reached the
+	 * client (of any type: its iopub socket drops silently when the queue
+	 * to a reader that fell behind is full), by the numbers in
+	 * jupyter_client's message ids ("SESSION_PID_N"); 0 for a kernel
+	 * whose ids are not numbered. */
+	size_t never_arrived;
 } kbox_exec_drops_t;
 void kbox_exec_dropped(const kbox_exec_t *self, kbox_exec_drops_t *out);
 /* True when the reply came but iopub's idle never did (output was lost,
