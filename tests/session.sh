@@ -533,8 +533,10 @@ if [ -z "$SKIPPING" ]; then
 	echo $? >bg.rc
 	BG_PIDS=
 fi
-check interrupted_exec_exits_1_with_KeyboardInterrupt eval '[ "$(cat bg.rc)" = 1 ] &&
-	[ "$(tail -n 1 bg.out)" = "KeyboardInterrupt: " ] && [ ! -s bg.err ]'
+check interrupted_exec_exits_3_and_says_interrupted eval '[ "$(cat bg.rc)" = 3 ] &&
+	[ "$(wc -l <bg.out)" -eq 2 ] &&
+	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 1: open(\"started\", \"w\").close(); import time; time.sleep(30)$" bg.out &&
+	[ "$(tail -n 1 bg.out)" = "[interrupted by kbox interrupt; state is kept]" ] && [ ! -s bg.err ]'
 kbox exec -s ex 'print(w)'
 check exec_after_interrupt_keeps_state eval 'status_is 0 && stdout_is 3'
 
@@ -822,7 +824,8 @@ fresh
 kbox exec -s kc -i "$(printf 'a\377')" 'input()'
 check input_not_utf8_is_a_usage_error fails_with 2 "kbox exec: --input line 1 is not valid UTF-8"
 kbox exec -s kc -i 'héllo' 'input()'
-check input_line_reaches_input eval "status_is 0 && stdout_is \"Out[\$(sed -n 's/^Out\\[\\([0-9]*\\)\\].*/\\1/p' stdout)]: 'héllo'\""
+check input_line_reaches_input eval "status_is 0 && stdout_is \"[input: the code asked \\\"\\\" and was given \\\"héllo\\\"]
+Out[\$(sed -n 's/^Out\\[\\([0-9]*\\)\\].*/\\1/p' stdout)]: 'héllo'\""
 
 # Output options are checked as kbox run checks them (one shared parser),
 # and a long option without its argument is named as given.

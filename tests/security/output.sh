@@ -42,7 +42,7 @@ check row26_text_shows_a_nul_in_stdout_as_backslash_zero eval 'status_is 0 && st
 	stdout_is "A\\0B"'
 kbox exec -s ou --format json 'print("A\x00B")'
 check row26_json_keeps_a_nul_in_stdout_as_u0000_not_truncated eval 'status_is 0 &&
-	grep -qF "\"stdout\":{\"text\":\"A\\u0000B\\n\",\"total_bytes\":4,\"total_lines\":1,\"truncated\":false,\"spill_path\":null}" stdout &&
+	grep -qF "\"stdout\":{\"text\":\"A\\u0000B\\n\",\"total_bytes\":4,\"total_lines\":1,\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0}" stdout &&
 	json_true stdout "j[\"stdout\"][\"text\"] == \"A\\x00B\\n\""'
 
 fresh
