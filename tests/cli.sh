@@ -219,6 +219,14 @@ fresh
 kbox --version
 check dash_dash_version_prints_name_and_version stdout_is "kbox 0.1.0"
 
+for fmt in "--format json" "--format ndjson" --json; do
+	fresh
+	# shellcheck disable=SC2086 # two words
+	kbox version $fmt
+	check "version_$(echo "${fmt#--}" | tr ' ' _)_prints_one_json_line" \
+		stdout_is '{"name":"kbox","version":"0.1.0"}'
+done
+
 # Output that cannot be written is not a success; a reader that has gone
 # (| head) is not an error.
 fresh
@@ -240,7 +248,9 @@ done
 
 fresh
 kbox help run
-check help_run_shows_the_run_page_or_usage eval '[ "$rc" = 0 ] && grep -q "kbox run" stdout'
+check help_run_prints_its_usage_then_its_page eval '[ "$rc" = 0 ] &&
+	head -n 1 stdout | grep -q "^usage: kbox run " &&
+	[ "$(tail -n 1 stdout)" = "full reference: man kbox-run" ]'
 
 fresh
 kbox help frobnicate
@@ -269,6 +279,22 @@ fresh
 kbox kernelspecs --json
 check kernelspecs_json_is_valid_json json_is_valid
 check kernelspecs_json_describes_python3 json_has_python3
+cp stdout json.out
+kbox kernelspecs --format json
+check kernelspecs_format_json_is_dash_dash_json eval 'status_is 0 && cmp -s stdout json.out'
+kbox kernelspecs -j
+check kernelspecs_j_is_dash_dash_json eval 'status_is 0 && cmp -s stdout json.out'
+
+fresh
+kbox kernelspecs --format ndjson
+check kernelspecs_ndjson_is_the_json_object_a_line_with_its_name "$PY" -c '
+import json, subprocess, sys
+lines = [json.loads(l) for l in open("stdout")]
+whole = json.loads(subprocess.run([sys.argv[1], "kernelspecs", "--json"], capture_output=True).stdout)
+assert [list(l)[0] for l in lines] == ["name"] * len(lines), lines
+assert {l.pop("name"): l for l in lines} == whole, (lines, whole)
+assert "python3" in whole
+' "$KBOX"
 
 fresh
 kbox kernelspecs --no-such-option

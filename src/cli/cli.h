@@ -32,6 +32,8 @@ typedef struct {
 } cli_cmd_t;
 
 const cli_cmd_t *cli_find(const char *name);
+/* The usage of kbox and its list of commands, on F (what kbox --help prints). */
+void cli_usage(FILE *f);
 const cli_cmd_t *cli_commands(size_t *n);
 
 /* "kbox CMD: MESSAGE" on stderr. */
@@ -47,7 +49,7 @@ long long cli_parse_size(const char *s);
  * \0 (as kbox_render_text shows it), C1 controls as \u0080..\u009f. */
 void cli_write_safe(FILE *f, const char *s, size_t len);
 
-/* Output formats of kbox run and kbox exec. */
+/* Output formats (--format) of every command that prints data. */
 typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
 
 /* The value of --format, --max-output and --max-lines for command CMD:
@@ -131,6 +133,14 @@ struct cli_option {
 	{.long_name = "", .type = CLI_OPT_OPERANDS, .value = (data), .cb = (fn)}
 #define CLI_OPT_END {.long_name = NULL}
 
+/* --format text|json|ndjson into the format_t VAR, and --json (with the
+ * short name S, or 0), the same as --format json: the options of every
+ * command that prints data.  H says what each format prints. */
+#define CLI_OPT_FORMAT(var, h)                                                                     \
+	CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, (var), (h))
+#define CLI_OPT_JSON(s, var)                                                                       \
+	CLI_OPT_CALLBACK((s), "json", NULL, cli_opt_json, (var), "the same as --format json")
+
 /* -s NAME: the option of every command that works on one session. */
 #define CLI_OPT_SESSION(var)                                                                       \
 	CLI_OPT_STRING('s', "session", "NAME", (var),                                              \
@@ -159,10 +169,13 @@ int cli_no_operands(const char *cmd, int n, char **operands);
 /* Free the array of L; L is empty again. */
 void cli_strlist_clear(cli_strlist_t *l);
 
-/* Callbacks for the options kbox exec and kbox run share; VALUE is a
- * long long * (milliseconds; bytes; lines) or a format_t *. */
+/* Callbacks for the options commands share; VALUE is a long long *
+ * (milliseconds; bytes; lines) or a format_t *.  Every output format is
+ * chosen through cli_opt_format: cli_opt_json (--json, no argument) is
+ * cli_opt_format with "json". */
 int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_json(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg);
 

@@ -1,7 +1,7 @@
 /* src/cli/options.c — the options of every command, from its table: the
  * parser (what getopt_long did, with -h, --help and every complaint in one
- * place), the help generated from the same table, and the callbacks kbox
- * exec and kbox run share. */
+ * place), the help generated from the same table, and the callbacks
+ * commands share. */
 #include "config.h"
 #include "cli.h"
 
@@ -282,6 +282,12 @@ int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg)
 int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	return cli_parse_format(cmd, arg, opt->value) < 0 ? EXIT_USAGE : EXIT_OK;
+}
+
+int cli_opt_json(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	(void)arg;
+	return cli_opt_format(cmd, opt, "json");
 }
 
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg)
