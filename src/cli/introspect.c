@@ -104,8 +104,12 @@ static void print_text(bool inspect, json_t *content, long long max)
 	}
 	if (inspect) {
 		json_t *plain = json_object_get(json_object_get(content, "data"), "text/plain");
-		if (!json_is_true(json_object_get(content, "found")) || !json_is_string(plain)) {
+		if (!json_is_true(json_object_get(content, "found"))) {
 			puts("[not found: the kernel knows nothing about the name at the cursor]");
+			return;
+		}
+		if (!json_is_string(plain)) {
+			puts("[no text: what the kernel knows has no text/plain (see --format json)]");
 			return;
 		}
 		if (!(text = strip_ansi(json_string_value(plain), json_string_length(plain))))
