@@ -552,6 +552,12 @@ kbox inspect -s ex 'len'
 check inspect_text_is_plain_without_escapes eval 'status_is 0 && [ ! -s stderr ] &&
 	grep -q "Return the number of items" stdout && ! grep -q "$(printf "\033")" stdout &&
 	head -n 1 stdout | grep -q "^Signature: *len(obj, /)$"'
+kbox exec -s ex 'class Esc:
+    """a\x00b \x1b]0;title\x07c\x1b[31mred\x1b[0m \x1b(Bend"""'
+kbox inspect -s ex Esc
+check inspect_text_strips_every_escape_sequence_and_keeps_nul_bytes eval 'status_is 0 &&
+	! grep -q "$(printf "\033")" stdout && ! grep -q title stdout &&
+	tr "\000" @ <stdout | grep -q "a@b cred end$"'
 kbox inspect -s ex 'no_such_name_here'
 check inspect_text_says_when_nothing_is_found eval 'status_is 0 &&
 	stdout_is "[not found: the kernel knows nothing about the name at the cursor]"'

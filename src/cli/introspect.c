@@ -12,10 +12,11 @@
 #define DEFAULT_MAX_OUTPUT 16384
 
 /* S (LEN bytes) without ANSI escape sequences (CSI, OSC, nF, two-byte),
- * and without any ESC byte: a new string, NULL when out of memory.
+ * and without any ESC byte: a new string of *OUT_LEN bytes (NUL bytes of
+ * S kept), NULL when out of memory.
  * The twin of kbox_strip_ansi (src/capture.c), which kbox(1) cannot link
  * (it lives with libsodium's users in libkbox). */
-static char *strip_ansi(const char *s, size_t len)
+static char *strip_ansi(const char *s, size_t len, size_t *out_len)
 {
 	char *out = malloc(len + 1);
 	size_t i = 0, o = 0;
@@ -48,6 +49,7 @@ static char *strip_ansi(const char *s, size_t len)
 		}
 	}
 	out[o] = '\0';
+	*out_len = o;
 	return out;
 }
 
@@ -112,9 +114,8 @@ static void print_text(bool inspect, json_t *content, long long max)
 			puts("[no text: what the kernel knows has no text/plain (see --format json)]");
 			return;
 		}
-		if (!(text = strip_ansi(json_string_value(plain), json_string_length(plain))))
+		if (!(text = strip_ansi(json_string_value(plain), json_string_length(plain), &len)))
 			return;
-		len = strlen(text);
 	} else {
 		json_t *m;
 		size_t i, cap = 1;
