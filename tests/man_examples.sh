@@ -6,10 +6,11 @@
 #
 # A page's examples are the lines of its EXAMPLES section's literal blocks
 # (.Bd -literal ... .Ed, and .Dl) that start with "$ ": the command, up to
-# where it is a whole command for sh -n (a quote left open, a line ending
+# where it is a whole command for bash -n (a quote left open, a line ending
 # with a backslash or a pipe goes on to the next line).  The lines after
-# it, up to the next command, are its output.  Each command must exit 0,
-# unless
+# it, up to the next command, are its output.  Each command runs with
+# bash -o pipefail: kbox failing before a pipe is not hidden by the command
+# after it.  It must exit 0, unless
 #   - it ends with "; echo $?": then its output ends with the status the
 #     page shows;
 #   - the next command is "echo $?": then it exits with the status the
@@ -71,7 +72,7 @@ whole() {
 	case $1 in
 	*\\ | *\|) return 1 ;;
 	esac
-	sh -n -c "$1" 2>/dev/null
+	bash -n -c "$1" 2>/dev/null
 }
 
 # read_page PAGE: the commands of PAGE into CMDS, their markers into MARKS
@@ -172,11 +173,12 @@ busy() {
 	return 1
 }
 
-# run_cmd CMD TIMEOUT: run CMD with sh in the current directory, at most
+# run_cmd CMD TIMEOUT: run CMD with bash -o pipefail (a pipeline fails
+# when any of its commands does) in the current directory, at most
 # TIMEOUT seconds; its output to ./stdout and ./stderr, status to $rc.
 run_cmd() {
 	t0=$(date +%s)
-	timeout -k 5 "$2" sh -c "$1" >stdout 2>stderr </dev/null
+	timeout -k 5 "$2" bash -o pipefail -c "$1" >stdout 2>stderr </dev/null
 	rc=$?
 	secs=$(($(date +%s) - t0))
 }
@@ -237,7 +239,7 @@ for page in "$top_srcdir"/man/*.1; do
 		fi
 		case $m in
 		background*)
-			timeout -k 5 90 sh -c "$c" >"bg$i.out" 2>"bg$i.err" </dev/null &
+			timeout -k 5 90 bash -o pipefail -c "$c" >"bg$i.out" 2>"bg$i.err" </dev/null &
 			bg_pids+=($!) bg_names+=("$name") bg_want+=("$want")
 			check "$name: starts running" busy
 			;;
