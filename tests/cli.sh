@@ -325,6 +325,22 @@ kbox run --format xml -c 'print(1)'
 check run_bad_format_exits_2 status_is 2
 check run_bad_format_says_so_in_one_line one_line_starting stderr "kbox run: invalid --format"
 
+# A cell is at most 64 MiB: all of it is read (the kernelspec is looked
+# for after), one byte more is refused.
+fresh
+head -c 67108864 /dev/zero | tr '\0' '#' >cell.py
+kbox run -k no-such-kernel cell.py
+check run_reads_a_cell_of_exactly_64_MiB eval '[ "$rc" = 5 ] &&
+	grep -q "^kbox run: no kernelspec named \"no-such-kernel\"" stderr'
+echo >>cell.py
+kbox run -k no-such-kernel cell.py
+check run_refuses_a_cell_over_64_MiB eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox run: cannot read cell.py: File too large" ]'
+kbox run -k no-such-kernel - <cell.py
+check run_refuses_a_cell_over_64_MiB_on_stdin eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox run: cannot read standard input: File too large" ]'
+rm -f cell.py
+
 for bad in 12 abc 10X -5; do
 	fresh
 	kbox run --max-output "$bad" -c 'print(1)'

@@ -279,7 +279,8 @@ typedef struct {
 int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
                 cli_exec_result_t *r);
 
-/* Read all of F (at most 64 MiB). NULL with errno. */
+/* Read all of F, at most 64 MiB (67108864 bytes).  NULL with errno: EFBIG
+ * when F holds more, EILSEQ when it holds a NUL byte. */
 char *cli_slurp(FILE *f);
 /* What cli_slurp's errno E means: EILSEQ is a NUL byte in the code. */
 const char *cli_slurp_strerror(int e);

@@ -142,19 +142,23 @@ char *cli_slurp(FILE *f)
 	while (buf) {
 		size_t r;
 		if (n + 1 >= cap) {
+			/* room for one byte beyond the limit (which tells a file of
+			 * exactly 64 MiB from a longer one) and the NUL */
+			size_t ncap = cap * 2 < (size_t)MAX_CELL_BYTES + 2 ? cap * 2
+			                                                  : (size_t)MAX_CELL_BYTES + 2;
 			char *nb;
-			if (cap >= (size_t)MAX_CELL_BYTES) {
+			if (n > (size_t)MAX_CELL_BYTES) {
 				free(buf);
 				errno = EFBIG;
 				return NULL;
 			}
-			nb = realloc(buf, cap * 2);
+			nb = realloc(buf, ncap);
 			if (!nb) {
 				free(buf);
 				return NULL;
 			}
 			buf = nb;
-			cap *= 2;
+			cap = ncap;
 		}
 		errno = 0;
 		r = fread(buf + n, 1, cap - n - 1, f);
