@@ -341,6 +341,24 @@ check run_refuses_a_cell_over_64_MiB_on_stdin eval 'status_is 2 && [ ! -s stdout
 	[ "$(cat stderr)" = "kbox run: cannot read standard input: File too large" ]'
 rm -f cell.py
 
+# kbox logs --format json is one JSON array, whatever the log holds: a
+# line torn by a crash is a string in it; no log at all is [].
+fresh
+mkdir -p -m 700 home/sessions/torn home/sessions/new
+printf '{"event":"start","time":"t1"}\n{"time":"t2","event":"st\n' >home/sessions/torn/events.ndjson
+KBOX_HOME=$T/home
+export KBOX_HOME
+kbox logs -s torn --format json
+check logs_json_keeps_a_torn_line_as_a_string eval 'status_is 0 && "$PY" -c "
+import json
+assert json.load(open(\"stdout\")) == [{\"event\": \"start\", \"time\": \"t1\"}, \"{\\\"time\\\":\\\"t2\\\",\\\"event\\\":\\\"st\"]
+"'
+kbox logs -s torn --format ndjson
+check logs_ndjson_prints_the_lines_as_logged eval 'status_is 0 && cmp -s stdout home/sessions/torn/events.ndjson'
+kbox logs -s new --json
+check logs_json_of_no_events_is_an_empty_array eval 'status_is 0 && stdout_is "[]"'
+unset KBOX_HOME
+
 for bad in 12 abc 10X -5; do
 	fresh
 	kbox run --max-output "$bad" -c 'print(1)'

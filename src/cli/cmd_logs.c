@@ -9,16 +9,28 @@
 #include <unistd.h>
 
 /* "TIME EVENT key=value …" for one event line; in FORMAT ndjson the line
- * as logged; in json, the same as an element of an array (the NTH, from 0). */
+ * as logged; in json, the same as an element of an array (the NTH, from
+ * 0), or, when the line is not JSON (torn by a crash), as a string. */
 static void print_event(const char *line, format_t format, size_t nth)
 {
 	json_t *j;
 	const char *key;
 	json_t *v;
+	size_t len = strcspn(line, "\n");
 	if (format != FMT_TEXT) {
 		if (format == FMT_JSON)
 			fputs(nth ? ",\n" : "[\n", stdout);
-		fwrite(line, 1, strcspn(line, "\n"), stdout);
+		j = format == FMT_JSON ? json_loadb(line, len, JSON_ALLOW_NUL, NULL) : NULL;
+		if (format == FMT_JSON && !j) { /* null when not even UTF-8 */
+			json_t *str = json_stringn(line, len);
+			char *s = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
+			fputs(s ? s : "null", stdout);
+			free(s);
+			json_decref(str);
+		} else {
+			fwrite(line, 1, len, stdout);
+		}
+		json_decref(j);
 		if (format == FMT_NDJSON)
 			putchar('\n');
 		return;
@@ -89,7 +101,8 @@ int cmd_logs(int argc, char **argv)
 	if ((status = cli_no_operands("logs", nargs, argv)) != EXIT_OK)
 		return status;
 	if (follow && format == FMT_JSON) {
-		cli_error("logs", "-f cannot be used with --format json (an array that never ends); use --format ndjson");
+		cli_error("logs", "-f cannot be used with --format json (an array that never ends); "
+		                  "use --format ndjson");
 		return EXIT_USAGE;
 	}
 	name = cli_session_name(name);
