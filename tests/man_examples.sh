@@ -23,10 +23,16 @@
 #                       status N);
 #       until-killed    it runs until killed (kbox logs -f): after 3
 #                       seconds it still runs;
+#       needs cgroup-memory
+#                       it needs the memory cgroup (kbox doctor's
+#                       cgroup_limits): skipped without it;
 #       skip REASON     it cannot run here (REASON says why).
 # A command that starts the kernelspec ir is skipped when that kernelspec
 # is not installed or cannot run in the sandbox (kbox doctor -k ir), one
 # that pipes into jq or less when that is not installed.
+#
+# kbox doctor --fix (kbox-doctor(1)) changes nothing here: without the
+# sandbox user, kbox doctor fails and every example is skipped.
 #
 # Each page runs in a new scratch directory, with HOME a scratch directory
 # inside it, and a state directory of its own, holding the files its
@@ -192,6 +198,9 @@ needs kernel pandas
 if [ -z "$SKIPPING" ] && ! "$KBOX" doctor >/dev/null 2>&1; then
 	SKIPPING="kbox doctor: the sandbox cannot run kernels here"
 fi
+have_cgroup_memory=no
+"$KBOX" doctor --format json 2>/dev/null | grep -q '"cgroup_limits":\[[^]]*"memory"' &&
+	have_cgroup_memory=yes
 
 for page in "$top_srcdir"/man/*.1; do
 	p=${page##*/}
@@ -223,6 +232,10 @@ for page in "$top_srcdir"/man/*.1; do
 		skip=
 		case $m in
 		skip*) skip=${m#skip } ;;
+		*"needs cgroup-memory"*)
+			[ "$have_cgroup_memory" = yes ] ||
+				skip="no memory cgroup here: --memory falls back to RLIMIT_DATA (MemoryError)"
+			;;
 		esac
 		case $c in
 		*'-k ir'*) [ "$have_ir" = yes ] || skip="the kernelspec ir cannot run here (kbox doctor -k ir)" ;;
