@@ -219,6 +219,14 @@ fresh
 kbox --version
 check dash_dash_version_prints_name_and_version stdout_is "kbox 0.1.0"
 
+for fmt in "--format json" "--format ndjson" --json; do
+	fresh
+	# shellcheck disable=SC2086 # two words
+	kbox version $fmt
+	check "version_$(echo "${fmt#--}" | tr ' ' _)_prints_one_json_line" \
+		stdout_is '{"name":"kbox","version":"0.1.0"}'
+done
+
 # Output that cannot be written is not a success; a reader that has gone
 # (| head) is not an error.
 fresh
@@ -240,7 +248,9 @@ done
 
 fresh
 kbox help run
-check help_run_shows_the_run_page_or_usage eval '[ "$rc" = 0 ] && grep -q "kbox run" stdout'
+check help_run_prints_its_usage_then_its_page eval '[ "$rc" = 0 ] &&
+	head -n 1 stdout | grep -q "^usage: kbox run " &&
+	[ "$(tail -n 1 stdout)" = "full reference: man kbox-run" ]'
 
 fresh
 kbox help frobnicate
@@ -269,6 +279,22 @@ fresh
 kbox kernelspecs --json
 check kernelspecs_json_is_valid_json json_is_valid
 check kernelspecs_json_describes_python3 json_has_python3
+cp stdout json.out
+kbox kernelspecs --format json
+check kernelspecs_format_json_is_dash_dash_json eval 'status_is 0 && cmp -s stdout json.out'
+kbox kernelspecs -j
+check kernelspecs_j_is_dash_dash_json eval 'status_is 0 && cmp -s stdout json.out'
+
+fresh
+kbox kernelspecs --format ndjson
+check kernelspecs_ndjson_is_the_json_object_a_line_with_its_name "$PY" -c '
+import json, subprocess, sys
+lines = [json.loads(l) for l in open("stdout")]
+whole = json.loads(subprocess.run([sys.argv[1], "kernelspecs", "--json"], capture_output=True).stdout)
+assert [list(l)[0] for l in lines] == ["name"] * len(lines), lines
+assert {l.pop("name"): l for l in lines} == whole, (lines, whole)
+assert "python3" in whole
+' "$KBOX"
 
 fresh
 kbox kernelspecs --no-such-option
@@ -298,6 +324,40 @@ fresh
 kbox run --format xml -c 'print(1)'
 check run_bad_format_exits_2 status_is 2
 check run_bad_format_says_so_in_one_line one_line_starting stderr "kbox run: invalid --format"
+
+# A cell is at most 64 MiB: all of it is read (the kernelspec is looked
+# for after), one byte more is refused.
+fresh
+head -c 67108864 /dev/zero | tr '\0' '#' >cell.py
+kbox run -k no-such-kernel cell.py
+check run_reads_a_cell_of_exactly_64_MiB eval '[ "$rc" = 5 ] &&
+	grep -q "^kbox run: no kernelspec named \"no-such-kernel\"" stderr'
+echo >>cell.py
+kbox run -k no-such-kernel cell.py
+check run_refuses_a_cell_over_64_MiB eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox run: cannot read cell.py: File too large" ]'
+kbox run -k no-such-kernel - <cell.py
+check run_refuses_a_cell_over_64_MiB_on_stdin eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox run: cannot read standard input: File too large" ]'
+rm -f cell.py
+
+# kbox logs --format json is one JSON array, whatever the log holds: a
+# line torn by a crash is a string in it; no log at all is [].
+fresh
+mkdir -p -m 700 home/sessions/torn home/sessions/new
+printf '{"event":"start","time":"t1"}\n{"time":"t2","event":"st\n' >home/sessions/torn/events.ndjson
+KBOX_HOME=$T/home
+export KBOX_HOME
+kbox logs -s torn --format json
+check logs_json_keeps_a_torn_line_as_a_string eval 'status_is 0 && "$PY" -c "
+import json
+assert json.load(open(\"stdout\")) == [{\"event\": \"start\", \"time\": \"t1\"}, \"{\\\"time\\\":\\\"t2\\\",\\\"event\\\":\\\"st\"]
+"'
+kbox logs -s torn --format ndjson
+check logs_ndjson_prints_the_lines_as_logged eval 'status_is 0 && cmp -s stdout home/sessions/torn/events.ndjson'
+kbox logs -s new --json
+check logs_json_of_no_events_is_an_empty_array eval 'status_is 0 && stdout_is "[]"'
+unset KBOX_HOME
 
 for bad in 12 abc 10X -5; do
 	fresh

@@ -200,12 +200,39 @@ for cmd in $(cat commands); do
 	done <rows
 	check "${cmd}_options_given_wrong_are_refused_in_one_line" eval 'cp wrong why; [ ! -s wrong ]'
 
-	# without man(1), kbox help CMD prints the command's own help
-	env PATH=/nonexistent "$KBOX" help "$cmd" >stdout 2>stderr
-	rc=$?
-	check "help_${cmd}_without_man_prints_its_help" eval \
-		'[ "$rc" = 0 ] && cmp -s stdout "help.$cmd"'
+	# kbox help CMD prints the command's own help, then where its page is
+	kbox help "$cmd"
+	{ cat "help.$cmd" && echo && echo "full reference: man kbox-$cmd"; } >expected
+	check "help_${cmd}_prints_its_help_and_names_its_page" eval \
+		'[ "$rc" = 0 ] && [ ! -s stderr ] && cmp -s stdout expected'
 done
+
+# kbox help alone lists the commands, as kbox --help
+"$KBOX" --help >expected
+kbox help
+check help_alone_prints_the_usage_and_the_commands eval \
+	'[ "$rc" = 0 ] && [ ! -s stderr ] && cmp -s stdout expected'
+
+# kbox help runs no other program: no man(1) on PATH changes nothing
+env PATH=/nonexistent "$KBOX" help exec >stdout 2>stderr
+rc=$?
+{ cat help.exec && echo && echo "full reference: man kbox-exec"; } >expected
+check help_needs_no_man eval '[ "$rc" = 0 ] && cmp -s stdout expected'
+
+kbox help nosuch
+check help_of_an_unknown_command_exits_2 fails_with 2 \
+	'kbox help: no command "nosuch" (see kbox --help)'
+
+# --json is --format json, and every --format is checked the same way
+for cmd in complete doctor inspect kernelspecs logs ls status version; do
+	kbox "$cmd" --format xml x
+	fails_with 2 "kbox $cmd: invalid --format \"xml\": expected text, json or ndjson" ||
+		echo "kbox $cmd --format xml: exit status $rc: $(head -n 2 stderr)" >>wrong.format
+	grep -q -- '^      --json  *the same as --format json$\|^  -j, --json  *the same as --format json$' \
+		"help.$cmd" || echo "kbox $cmd --help has no --json alias" >>wrong.format
+done
+check format_is_checked_alike_and_json_is_its_alias eval \
+	'cp wrong.format why 2>/dev/null; [ ! -s wrong.format ]'
 
 kbox exec -s x --timeout=abc 'print(1)'
 check long_option_takes_its_argument_after_equals fails_with 2 \

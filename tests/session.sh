@@ -480,6 +480,23 @@ assert {"pid", "kernel_pid", "uptime_s", "idle_s", "executions", "restarts", "me
         "ttl_ms", "generation", "last_activity", "started"} <= set(ex), ex
 assert ex["ttl_ms"] == 1800000 and ex["memory_bytes"] > 0, ex
 ' "$S" "$have_pandas"
+kbox ls --format ndjson
+check ls_ndjson_is_a_session_a_line_named_as_in_json "$PY" -c '
+import json, subprocess, sys
+lines = [json.loads(l) for l in open("stdout")]
+names = [s["name"] for s in json.loads(subprocess.run([sys.argv[1], "ls", "--format", "json"],
+                                                      capture_output=True).stdout)]
+assert [s["name"] for s in lines] == names, (lines, names)
+assert all(set(s) >= {"name", "state", "dir"} for s in lines), lines
+' "$KBOX"
+
+fresh
+kbox status -s ex --format ndjson
+check status_ndjson_is_the_json_object_on_one_line eval 'status_is 0 && [ "$(wc -l <stdout)" = 1 ] &&
+	"$PY" -c "import json; s = json.load(open(\"stdout\")); assert s[\"name\"] == \"ex\" and s[\"state\"] == \"idle\", s"'
+kbox status -s ex --format json
+check status_format_json_is_indented eval 'status_is 0 && [ "$(head -n 1 stdout)" = "{" ] &&
+	grep -q "^  \"name\": \"ex\",$" stdout'
 
 fresh
 kbox ls
@@ -492,8 +509,16 @@ check logs_shows_events_as_lines eval 'status_is 0 &&
 	[ "$(wc -l <stdout)" = "$(wc -l <"$S/rs/events.ndjson")" ] &&
 	head -n 1 stdout | grep -q "^[0-9-]*T[0-9:.]*Z start  *backend=bwrap generation=1 kernel=python3 pid=[0-9]*$" &&
 	grep -qF "restart     cause=\"the kernel was killed by signal 9 (SIGKILL)\" generation=2 requested=false" stdout'
+kbox logs -s rs --format ndjson
+check logs_ndjson_prints_the_raw_lines eval 'status_is 0 && cmp -s stdout "$S/rs/events.ndjson"'
 kbox logs -s rs --json
-check logs_json_prints_the_raw_lines eval 'status_is 0 && cmp -s stdout "$S/rs/events.ndjson"'
+check logs_json_is_one_array_of_the_events "$PY" -c '
+import json, sys
+assert json.load(open("stdout")) == [json.loads(l) for l in open(sys.argv[1])]
+' "$S/rs/events.ndjson"
+kbox logs -s rs -f --format json
+check logs_follow_refuses_json fails_with 2 \
+	"kbox logs: -f cannot be used with --format json (an array that never ends); use --format ndjson"
 if [ -z "$SKIPPING" ]; then
 	timeout 1 "$KBOX" logs -s rs -f >stdout 2>stderr
 	rc=$?
@@ -507,12 +532,40 @@ fi
 check logs_follow_ends_when_its_reader_has_gone eval '[ "$rc" = 0 ] && [ "$(wc -l <stdout)" = 1 ]'
 
 fresh
-kbox complete -s ex 'import o'
-check complete_prints_the_reply_as_json eval 'status_is 0 && [ "$(wc -l <stdout)" = 1 ] &&
+kbox complete -s ex --format json 'import o'
+check complete_json_prints_the_reply eval 'status_is 0 && [ "$(wc -l <stdout)" = 1 ] &&
 	"$PY" -c "import json; r = json.load(open(\"stdout\")); assert \"os\" in r[\"matches\"] and r[\"status\"] == \"ok\""'
+cp stdout complete.json
+kbox complete -s ex --json 'import o'
+check complete_dash_dash_json_is_format_json eval 'status_is 0 && cmp -s stdout complete.json'
+kbox complete -s ex 'impo'
+check complete_text_lists_the_matches_a_line eval 'status_is 0 && [ ! -s stderr ] &&
+	has_line stdout import && ! grep -q "[{}]" stdout'
+kbox complete -s ex --max-output 64 'str.'
+check complete_text_within_max_output_says_what_was_left_out eval 'status_is 0 &&
+	[ "$(head -c 64 stdout | wc -l)" -ge 2 ] &&
+	tail -n 1 stdout | grep -q "^\[\.\.\. [0-9]* bytes in [0-9]* lines left out (--max-output 64); a larger --max-output, or --format json, shows all \.\.\.\]$" &&
+	[ "$(sed \$d stdout | wc -c)" -le 64 ]'
+kbox inspect -s ex --format json 'len'
+check inspect_json_finds_len eval 'status_is 0 &&
+	"$PY" -c "import json; r = json.load(open(\"stdout\")); assert r[\"found\"] is True and \"\x1b\" in r[\"data\"][\"text/plain\"]"'
 kbox inspect -s ex 'len'
-check inspect_finds_len eval 'status_is 0 &&
-	"$PY" -c "import json; r = json.load(open(\"stdout\")); assert r[\"found\"] is True and \"text/plain\" in r[\"data\"]"'
+check inspect_text_is_plain_without_escapes eval 'status_is 0 && [ ! -s stderr ] &&
+	grep -q "Return the number of items" stdout && ! grep -q "$(printf "\033")" stdout &&
+	head -n 1 stdout | grep -q "^Signature: *len(obj, /)$"'
+kbox exec -s ex 'class Esc:
+    """a\x00b \x1b]0;title\x07c\x1b[31mred\x1b[0m \x1b(Bend"""'
+kbox inspect -s ex Esc
+check inspect_text_strips_every_escape_sequence_and_keeps_nul_bytes eval 'status_is 0 &&
+	! grep -q "$(printf "\033")" stdout && ! grep -q title stdout &&
+	tr "\000" @ <stdout | grep -q "a@b cred end$"'
+kbox inspect -s ex 'no_such_name_here'
+check inspect_text_says_when_nothing_is_found eval 'status_is 0 &&
+	stdout_is "[not found: the kernel knows nothing about the name at the cursor]"'
+kbox inspect -s ex --max-output 100 'print'
+check inspect_text_cuts_at_max_output_and_says_so eval 'status_is 0 &&
+	[ "$(sed \$d stdout | wc -c)" -le 100 ] &&
+	tail -n 1 stdout | grep -q "^\[\.\.\. [0-9]* bytes in [0-9]* lines left out (--max-output 100); a larger --max-output, or --format json, shows all \.\.\.\]$"'
 kbox complete -s ex --cursor 99 'x'
 check complete_cursor_beyond_the_end fails_with 2 \
 	"kbox complete: --cursor 99 is beyond the end of the code (1 characters)"

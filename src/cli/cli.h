@@ -37,6 +37,9 @@ typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
  * printed JSON of its own (cli_print_json_line).  main() does it. */
 void cli_set_error_format(format_t format);
 void cli_print_failure(int status);
+/* Say that the command printed JSON of its own (not through
+ * cli_print_json_line): a failure after it prints no failure object. */
+void cli_json_printed(void);
 
 typedef struct {
 	const char *name;
@@ -47,6 +50,8 @@ typedef struct {
 } cli_cmd_t;
 
 const cli_cmd_t *cli_find(const char *name);
+/* The usage of kbox and its list of commands, on F (what kbox --help prints). */
+void cli_usage(FILE *f);
 const cli_cmd_t *cli_commands(size_t *n);
 
 /* "kbox CMD: MESSAGE" on stderr. */
@@ -146,6 +151,14 @@ struct cli_option {
 	{.long_name = "", .type = CLI_OPT_OPERANDS, .value = (data), .cb = (fn)}
 #define CLI_OPT_END {.long_name = NULL}
 
+/* --format text|json|ndjson into the format_t VAR, and --json (with the
+ * short name S, or 0), the same as --format json: the options of every
+ * command that prints data.  H says what each format prints. */
+#define CLI_OPT_FORMAT(var, h)                                                                     \
+	CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, (var), (h))
+#define CLI_OPT_JSON(s, var)                                                                       \
+	CLI_OPT_CALLBACK((s), "json", NULL, cli_opt_json, (var), "the same as --format json")
+
 /* -s NAME: the option of every command that works on one session. */
 #define CLI_OPT_SESSION(var)                                                                       \
 	CLI_OPT_STRING('s', "session", "NAME", (var),                                              \
@@ -174,10 +187,13 @@ int cli_no_operands(const char *cmd, int n, char **operands);
 /* Free the array of L; L is empty again. */
 void cli_strlist_clear(cli_strlist_t *l);
 
-/* Callbacks for the options kbox exec and kbox run share; VALUE is a
- * long long * (milliseconds; bytes; lines) or a format_t *. */
+/* Callbacks for the options commands share; VALUE is a long long *
+ * (milliseconds; bytes; lines) or a format_t *.  Every output format is
+ * chosen through cli_opt_format: cli_opt_json (--json, no argument) is
+ * cli_opt_format with "json". */
 int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_json(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg);
 /* --input-file FILE: each line of FILE (without its newline) appended to
@@ -284,7 +300,8 @@ typedef struct {
 int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
                 cli_exec_result_t *r);
 
-/* Read all of F (at most 64 MiB). NULL with errno. */
+/* Read all of F, at most 64 MiB (67108864 bytes).  NULL with errno: EFBIG
+ * when F holds more, EILSEQ when it holds a NUL byte. */
 char *cli_slurp(FILE *f);
 /* What cli_slurp's errno E means: EILSEQ is a NUL byte in the code. */
 const char *cli_slurp_strerror(int e);

@@ -22,7 +22,7 @@
 
 typedef struct {
 	json_t *checks;
-	bool as_json;
+	format_t format;
 	bool state_bad; /* the sandbox user cannot reach the state directory */
 } report_t;
 
@@ -36,7 +36,7 @@ static void check(report_t *r, const char *name, const char *status, const char 
 	json_array_append_new(r->checks, json_pack("{s:s, s:s, s:s, s:s}", "check", name, "status",
 	                                           status, "detail", detail, "meaning",
 	                                           meaning ? meaning : ""));
-	if (r->as_json)
+	if (r->format != FMT_TEXT)
 		return;
 	printf("%-5s %-16s %s\n", status, name, detail);
 	for (const char *l = meaning, *nl; l && *l; l = nl ? nl + 1 : NULL) {
@@ -142,7 +142,7 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 		if (!user || !*user)
 			user = KBOX_SANDBOX_USER;
 		if (make_sandbox_user(user, err.msg, sizeof err.msg) == 0) {
-			if (!r->as_json)
+			if (r->format == FMT_TEXT)
 				printf("fixed: created the system user %s for sandboxes\n", user);
 			err = (kbox_error_t){0};
 			kbox_sandbox_identity(&id, &err);
@@ -322,7 +322,7 @@ static void check_delegation(report_t *r, unsigned unusable, bool nproc_per_sess
 
 int cmd_doctor(int argc, char **argv)
 {
-	report_t r = {NULL, false, false};
+	report_t r = {NULL, FMT_TEXT, false};
 	bool fix = false;
 	const char *kernel = "python3", *rootfs_arg = NULL;
 	cli_option_t opts[] = {
@@ -330,8 +330,9 @@ int cmd_doctor(int argc, char **argv)
 	                   "the kernelspec to check (default: python3)"),
 	    CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
 	                   "take the sandbox's system files from DIR (default: the host's)"),
-	    CLI_OPT_FLAG('j', "json", &r.as_json,
-	                 "print the result as one JSON object (default: a line a check)"),
+	    CLI_OPT_FORMAT(&r.format, "text: a line a check (the default); json and ndjson: one "
+	                              "JSON object on one line"),
+	    CLI_OPT_JSON('j', &r.format),
 	    CLI_OPT_FLAG(0, "fix", &fix,
 	                 "under root, create the sandbox user (KBOX_SANDBOX_USER, default kbox) "
 	                 "when it is missing"),
@@ -550,7 +551,7 @@ int cmd_doctor(int argc, char **argv)
 	isolates = bwrap && sandbox_ok;
 	if (r.state_bad) /* isolates, but no session of this state directory starts */
 		kernel_ok = false;
-	if (r.as_json) {
+	if (r.format != FMT_TEXT) {
 		json_t *o = json_pack("{s:s, s:b, s:s, s:b, s:o}", "backend", KBOX_BACKEND_DEFAULT,
 		                      "isolates", isolates, "kernel", kernel, "kernel_runs",
 		                      isolates && kernel_ok, "checks", json_incref(r.checks));

@@ -6,10 +6,11 @@
 
 int cmd_kernelspecs(int argc, char **argv)
 {
-	bool as_json = false;
+	format_t format = FMT_TEXT;
 	cli_option_t opts[] = {
-	    CLI_OPT_FLAG('j', "json", &as_json,
-	                 "print them as one JSON object (default: a line each, tab-separated)"),
+	    CLI_OPT_FORMAT(&format, "text: a line each, tab-separated (the default); json: one "
+	                            "JSON object by name; ndjson: an object each, one a line"),
+	    CLI_OPT_JSON('j', &format),
 	    CLI_OPT_END};
 	char **list;
 	json_t *out;
@@ -30,29 +31,37 @@ int cmd_kernelspecs(int argc, char **argv)
 		*tab = '\0';
 		spec = kbox_kspec_load(tab + 1, &err);
 		if (!spec) {
-			if (!as_json)
+			if (format == FMT_TEXT)
 				printf("%s\t%s\t(invalid: %s)\n", *p, tab + 1, err.msg);
 			continue;
 		}
-		if (as_json) {
-			json_t *argvj = json_array();
+		if (format != FMT_TEXT) {
+			json_t *argvj = json_array(), *one;
 			for (char *const *a = kbox_kspec_argv(spec); *a; a++)
 				json_array_append_new(argvj, json_string(*a));
-			json_object_set_new(out, *p,
-			                    json_pack("{s:s, s:s, s:s, s:o}", "resource_dir",
-			                              kbox_kspec_resource_dir(spec), "display_name",
-			                              kbox_kspec_display_name(spec), "language",
-			                              kbox_kspec_language(spec), "argv", argvj));
+			one = json_pack("{s:s, s:s, s:s, s:o}", "resource_dir",
+			                kbox_kspec_resource_dir(spec), "display_name",
+			                kbox_kspec_display_name(spec), "language",
+			                kbox_kspec_language(spec), "argv", argvj);
+			if (format == FMT_NDJSON) {
+				json_t *line = json_pack("{s:s}", "name", *p);
+				json_object_update(line, one);
+				json_decref(one);
+				cli_print_json_line(line);
+			} else {
+				json_object_set_new(out, *p, one);
+			}
 		} else {
 			printf("%s\t%s\t%s\n", *p, kbox_kspec_resource_dir(spec),
 			       kbox_kspec_display_name(spec));
 		}
 		kbox_kspec_destroy(&spec);
 	}
-	if (as_json) {
+	if (format == FMT_JSON) {
 		char *s = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
 		if (s)
 			printf("%s\n", s);
+		cli_json_printed();
 		free(s);
 	}
 	json_decref(out);

@@ -8,14 +8,31 @@
 #include <string.h>
 #include <unistd.h>
 
-/* "TIME EVENT key=value …" for one event line. */
-static void print_event(const char *line, bool as_json)
+/* "TIME EVENT key=value …" for one event line; in FORMAT ndjson the line
+ * as logged; in json, the same as an element of an array (the NTH, from
+ * 0), or, when the line is not JSON (torn by a crash), as a string. */
+static void print_event(const char *line, format_t format, size_t nth)
 {
 	json_t *j;
 	const char *key;
 	json_t *v;
-	if (as_json) {
-		fputs(line, stdout);
+	size_t len = strcspn(line, "\n");
+	if (format != FMT_TEXT) {
+		if (format == FMT_JSON)
+			fputs(nth ? ",\n" : "[\n", stdout);
+		j = format == FMT_JSON ? json_loadb(line, len, JSON_ALLOW_NUL, NULL) : NULL;
+		if (format == FMT_JSON && !j) { /* null when not even UTF-8 */
+			json_t *str = json_stringn(line, len);
+			char *s = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
+			fputs(s ? s : "null", stdout);
+			free(s);
+			json_decref(str);
+		} else {
+			fwrite(line, 1, len, stdout);
+		}
+		json_decref(j);
+		if (format == FMT_NDJSON)
+			putchar('\n');
 		return;
 	}
 	/* a string may hold "\u0000": read it, and show what follows it too */
@@ -64,23 +81,30 @@ static bool reader_gone(void)
 int cmd_logs(int argc, char **argv)
 {
 	const char *name = NULL;
-	bool follow = false, as_json = false;
+	bool follow = false;
+	format_t format = FMT_TEXT;
 	cli_option_t opts[] = {
 	    CLI_OPT_SESSION(&name),
 	    CLI_OPT_FLAG('f', "follow", &follow,
 	                 "after the last event, wait for more (default: stop there)"),
-	    CLI_OPT_FLAG(0, "json", &as_json,
-	                 "print each event as logged, JSON on a line (default: readable lines)"),
+	    CLI_OPT_FORMAT(&format, "text: readable lines (the default); json: one JSON array "
+	                            "of the events; ndjson: each event as logged, one a line"),
+	    CLI_OPT_JSON(0, &format),
 	    CLI_OPT_END};
 	int status, nargs = cli_parse_options("logs", opts, argc, argv, &status);
 	char *dir, path[4200], *line = NULL;
-	size_t cap = 0;
+	size_t cap = 0, events = 0;
 	FILE *f;
 
 	if (nargs < 0)
 		return status;
 	if ((status = cli_no_operands("logs", nargs, argv)) != EXIT_OK)
 		return status;
+	if (follow && format == FMT_JSON) {
+		cli_error("logs", "-f cannot be used with --format json (an array that never ends); "
+		                  "use --format ndjson");
+		return EXIT_USAGE;
+	}
 	name = cli_session_name(name);
 	if ((status = cli_check_session("logs", name)) != EXIT_OK)
 		return status;
@@ -90,8 +114,11 @@ int cmd_logs(int argc, char **argv)
 	free(dir);
 	f = fopen(path, "re");
 	if (!f && !(errno == ENOENT && follow)) {
-		if (errno == ENOENT)
-			return EXIT_OK; /* no events yet */
+		if (errno == ENOENT) { /* no events yet */
+			if (format == FMT_JSON)
+				puts("[]");
+			return EXIT_OK;
+		}
 		cli_error("logs", "cannot read %s: %s", path, strerror(errno));
 		return EXIT_UNAVAILABLE;
 	}
@@ -105,7 +132,7 @@ int cmd_logs(int argc, char **argv)
 		}
 		n = getline(&line, &cap, f);
 		if (n > 0 && line[n - 1] == '\n') {
-			print_event(line, as_json);
+			print_event(line, format, events++);
 			continue;
 		}
 		if (n > 0) { /* a line still being written: read it again whole */
@@ -119,6 +146,8 @@ int cmd_logs(int argc, char **argv)
 		clearerr(f);
 		usleep(200000);
 	}
+	if (format == FMT_JSON)
+		puts(events ? "\n]" : "[]");
 	free(line);
 	if (f)
 		fclose(f);

@@ -58,9 +58,11 @@ json_t *cli_session_info(const char *home, const char *name)
 
 int cmd_ls(int argc, char **argv)
 {
-	bool as_json = false;
+	format_t format = FMT_TEXT;
 	cli_option_t opts[] = {
-	    CLI_OPT_FLAG(0, "json", &as_json, "print them as a JSON array (default: a table)"),
+	    CLI_OPT_FORMAT(&format, "text: a table (the default); json: one JSON array; "
+	                            "ndjson: a JSON object a session, one a line"),
+	    CLI_OPT_JSON(0, &format),
 	    CLI_OPT_END};
 	int status;
 	kbox_error_t err = {0};
@@ -81,11 +83,17 @@ int cmd_ls(int argc, char **argv)
 	}
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(all, cli_session_info(home, names[i]));
-	if (as_json) {
+	if (format == FMT_JSON) {
 		char *s = json_dumps(all, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
 		if (s)
 			puts(s);
+		cli_json_printed();
 		free(s);
+		goto out;
+	}
+	if (format == FMT_NDJSON) {
+		for (size_t i = 0; i < n; i++)
+			cli_print_json_line(json_incref(json_array_get(all, i)));
 		goto out;
 	}
 	printf("%-20s %-8s %-8s %-10s %8s %9s %9s %6s\n", "NAME", "STATE", "BACKEND", "KERNEL",

@@ -8,10 +8,12 @@
 int cmd_status(int argc, char **argv)
 {
 	const char *name = NULL;
-	bool as_json = false;
+	format_t format = FMT_TEXT;
 	cli_option_t opts[] = {
 	    CLI_OPT_SESSION(&name),
-	    CLI_OPT_FLAG(0, "json", &as_json, "print it as a JSON object (default: a line a field)"),
+	    CLI_OPT_FORMAT(&format, "text: a line a field (the default); json: one JSON object; "
+	                            "ndjson: that object on one line"),
+	    CLI_OPT_JSON(0, &format),
 	    CLI_OPT_END};
 	int status, n = cli_parse_options("status", opts, argc, argv, &status);
 	char *dir = NULL, *home = NULL;
@@ -39,10 +41,12 @@ int cmd_status(int argc, char **argv)
 		    strcmp(st, "unresponsive") == 0 || strcmp(st, "stopping") == 0)
 			status = EXIT_UNAVAILABLE;
 	}
-	if (as_json) {
-		char *s = json_dumps(info, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
+	if (format != FMT_TEXT) {
+		char *s = json_dumps(info, (format == FMT_JSON ? JSON_INDENT(2) : JSON_COMPACT) |
+		                               JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
 		if (s)
 			puts(s);
+		cli_json_printed();
 		free(s);
 	} else {
 		const char *key;

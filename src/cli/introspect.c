@@ -1,11 +1,141 @@
 /* src/cli/introspect.c — kbox complete and kbox inspect: ask a running
- * session's kernel about code at a cursor; print the reply as JSON. */
+ * session's kernel about code at a cursor; print the reply as plain text
+ * within a budget, or as JSON. */
 #include "config.h"
 #include "cli.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_MAX_OUTPUT 16384
+
+/* S (LEN bytes) without ANSI escape sequences (CSI, OSC, nF, two-byte),
+ * and without any ESC byte: a new string of *OUT_LEN bytes (NUL bytes of
+ * S kept), NULL when out of memory.
+ * The twin of kbox_strip_ansi (src/capture.c), which kbox(1) cannot link
+ * (it lives with libsodium's users in libkbox). */
+static char *strip_ansi(const char *s, size_t len, size_t *out_len)
+{
+	char *out = malloc(len + 1);
+	size_t i = 0, o = 0;
+	if (!out)
+		return NULL;
+	while (i < len) {
+		unsigned char c;
+		if (s[i] != '\033') {
+			out[o++] = s[i++];
+			continue;
+		}
+		if (++i >= len)
+			break;
+		c = (unsigned char)s[i];
+		if (c == '[') { /* CSI: parameters, then a final byte 0x40-0x7e */
+			for (i++; i < len && !((unsigned char)s[i] >= 0x40 && (unsigned char)s[i] <= 0x7e); i++)
+				;
+			i += i < len;
+		} else if (c == ']') { /* OSC: until BEL or ESC \ */
+			for (i++; i < len && s[i] != '\a' && s[i] != '\033'; i++)
+				;
+			if (i < len)
+				i += s[i] == '\a' ? 1 : (i + 1 < len && s[i + 1] == '\\') ? 2 : 0;
+		} else if (c >= 0x20 && c <= 0x2f) { /* nF: intermediates, then a final byte */
+			while (i < len && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] <= 0x2f)
+				i++;
+			i += i < len;
+		} else {
+			i++; /* a two-byte sequence */
+		}
+	}
+	out[o] = '\0';
+	*out_len = o;
+	return out;
+}
+
+/* Write TEXT (LEN bytes) on standard output, ending with a newline, within
+ * MAX bytes: a longer text is cut at the last line that fits (or at a
+ * character), and a line says what was left out.  Control characters are
+ * shown as ^X on a terminal, as kbox exec shows them. */
+static void print_budgeted(const char *text, size_t len, long long max)
+{
+	size_t keep = len;
+	bool tty = isatty(STDOUT_FILENO);
+
+	if ((long long)len > max) {
+		const char *nl;
+		keep = (size_t)max;
+		while (keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80)
+			keep--; /* not in the middle of a character */
+		for (nl = text + keep; nl > text && nl[-1] != '\n'; nl--)
+			;
+		if (nl > text)
+			keep = (size_t)(nl - text);
+	}
+	if (tty)
+		cli_write_safe(stdout, text, keep);
+	else
+		fwrite(text, 1, keep, stdout);
+	if (keep > 0 && text[keep - 1] != '\n')
+		putchar('\n');
+	if (keep < len) {
+		size_t lines = 0;
+		for (size_t i = keep; i < len; i++)
+			lines += text[i] == '\n';
+		lines += text[len - 1] != '\n';
+		printf("[... %zu bytes in %zu lines left out (--max-output %lld); a larger --max-output, "
+		       "or --format json, shows all ...]\n", len - keep, lines, max);
+	}
+}
+
+/* The reply CONTENT of CMD as text, within MAX bytes: inspect's text/plain
+ * without escape sequences, complete's matches one a line; a line in
+ * brackets when there is nothing, or the kernel failed. */
+static void print_text(bool inspect, json_t *content, long long max)
+{
+	const char *st = json_string_value(json_object_get(content, "status"));
+	char *text = NULL;
+	size_t len = 0;
+
+	if (!st || strcmp(st, "ok") != 0) {
+		const char *en = json_string_value(json_object_get(content, "ename"));
+		const char *ev = json_string_value(json_object_get(content, "evalue"));
+		printf("[error: the kernel could not answer%s%s%s%s]\n", en ? ": " : "", en ? en : "",
+		       ev && *ev ? ": " : "", ev && *ev ? ev : "");
+		return;
+	}
+	if (inspect) {
+		json_t *plain = json_object_get(json_object_get(content, "data"), "text/plain");
+		if (!json_is_true(json_object_get(content, "found"))) {
+			puts("[not found: the kernel knows nothing about the name at the cursor]");
+			return;
+		}
+		if (!json_is_string(plain)) {
+			puts("[no text: what the kernel knows has no text/plain (see --format json)]");
+			return;
+		}
+		if (!(text = strip_ansi(json_string_value(plain), json_string_length(plain), &len)))
+			return;
+	} else {
+		json_t *m;
+		size_t i, cap = 1;
+		json_array_foreach(json_object_get(content, "matches"), i, m)
+			cap += json_string_length(m) + 1;
+		if (!(text = malloc(cap)))
+			return;
+		json_array_foreach(json_object_get(content, "matches"), i, m) {
+			if (!json_is_string(m))
+				continue;
+			memcpy(text + len, json_string_value(m), json_string_length(m));
+			len += json_string_length(m);
+			text[len++] = '\n';
+		}
+		text[len] = '\0';
+	}
+	if (len)
+		print_budgeted(text, len, max);
+	free(text);
+}
 
 /* --cursor N: a character offset, into the long at VALUE. */
 static int cursor_cb(const char *cmd, const cli_option_t *opt, const char *arg)
@@ -37,11 +167,20 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 {
 	const char *name = NULL, *code;
 	long cursor = -1, detail = 0;
+	long long max_output = DEFAULT_MAX_OUTPUT;
+	format_t format = FMT_TEXT;
 	bool inspect = strcmp(cmd, "inspect") == 0;
 	cli_option_t opts[] = {
 	    CLI_OPT_SESSION(&name),
 	    CLI_OPT_CALLBACK('c', "cursor", "N", cursor_cb, &cursor,
 	                     "the cursor is after the first N characters (default: the end)"),
+	    CLI_OPT_FORMAT(&format, inspect ? "text: what the kernel knows, as plain text (the "
+	                                      "default); json and ndjson: its reply on one line"
+	                                    : "text: the matches, one a line (the default); json "
+	                                      "and ndjson: the kernel's reply on one line"),
+	    CLI_OPT_JSON(0, &format),
+	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_output,
+	                     "print at most BYTES of text, and say what was left out (default: 16K)"),
 	    CLI_OPT_CALLBACK(0, "detail", "0|1", detail_cb, &detail,
 	                     "1 asks for more, such as the source code (default: 0)"),
 	    CLI_OPT_END};
@@ -51,7 +190,7 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	kbox_error_t err = {0};
 
 	if (!inspect) /* --detail is inspect's */
-		opts[2] = (cli_option_t)CLI_OPT_END;
+		opts[5] = (cli_option_t)CLI_OPT_END;
 	if ((n = cli_parse_options(cmd, opts, argc, argv, &status)) < 0)
 		return status;
 	if (n != 1) {
@@ -98,10 +237,15 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	}
 	{
 		json_t *content = json_object_get(reply, "reply");
-		char *s = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
-		if (s)
-			puts(s);
-		free(s);
+		if (format == FMT_TEXT) {
+			print_text(inspect, content, max_output);
+		} else {
+			char *s = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
+			if (s)
+				puts(s);
+			cli_json_printed();
+			free(s);
+		}
 		if (!json_is_string(json_object_get(content, "status")) ||
 		    strcmp(json_string_value(json_object_get(content, "status")), "ok") != 0)
 			status = EXIT_CODE_ERROR;

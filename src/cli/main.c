@@ -17,10 +17,12 @@
 
 /* Sorted by name.  Each command's options are in its own file. */
 static const cli_cmd_t commands[] = {
-    {"complete", cmd_complete, "kbox complete [-s NAME] [--cursor N] CODE | -",
-     "completions at a cursor, as JSON", "kbox complete -s sales 'df.des'"},
-    {"doctor", cmd_doctor, "kbox doctor [-k SPEC] [--rootfs DIR] [--json] [--fix]",
-     "check what isolation the sandbox gives kernels on this machine", "kbox doctor --json"},
+    {"complete", cmd_complete,
+     "kbox complete [-s NAME] [--cursor N] [--format FMT] [--max-output BYTES] CODE | -",
+     "the completions of code at a cursor", "kbox complete -s sales 'df.des'"},
+    {"doctor", cmd_doctor, "kbox doctor [-k SPEC] [--rootfs DIR] [--format FMT] [--fix]",
+     "check what isolation the sandbox gives kernels on this machine",
+     "kbox doctor --format json"},
     {"exec", cmd_exec,
      "kbox exec [-s NAME] [-t TIMEOUT] [--grace DUR] [--format text|json|ndjson] "
      "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--no-start] "
@@ -29,17 +31,20 @@ static const cli_cmd_t commands[] = {
      "kbox exec -s sales -t 30 'df.describe()'"},
     {"get", cmd_get, "kbox get [-s NAME] SRC [HOSTPATH | -]",
      "copy a file out of a session's workspace", "kbox get -s sales report.csv ./report.csv"},
-    {"help", cmd_help, "kbox help [COMMAND]", "show the manual of a command", "kbox help exec"},
-    {"inspect", cmd_inspect, "kbox inspect [-s NAME] [--cursor N] [--detail 0|1] CODE | -",
-     "what the kernel knows about the name at a cursor, as JSON",
+    {"help", cmd_help, "kbox help [COMMAND]", "show the options of a command", "kbox help exec"},
+    {"inspect", cmd_inspect,
+     "kbox inspect [-s NAME] [--cursor N] [--detail 0|1] [--format FMT] [--max-output BYTES] "
+     "CODE | -",
+     "what the kernel knows about the name at a cursor (its documentation)",
      "kbox inspect -s sales --detail 1 'df.merge'"},
     {"interrupt", cmd_interrupt, "kbox interrupt [-s NAME]",
      "interrupt what a session's kernel is running", "kbox interrupt -s sales"},
-    {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--json]",
-     "list the kernelspecs found and where", "kbox kernelspecs --json"},
-    {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--json]", "show a session's event log",
+    {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--format FMT]",
+     "list the kernelspecs found and where", "kbox kernelspecs --format json"},
+    {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--format FMT]", "show a session's event log",
      "kbox logs -s sales -f"},
-    {"ls", cmd_ls, "kbox ls [--json]", "list sessions and their state", "kbox ls --json"},
+    {"ls", cmd_ls, "kbox ls [--format FMT]", "list sessions and their state",
+     "kbox ls --format json"},
     {"put", cmd_put, "kbox put [-s NAME] HOSTPATH [DEST]",
      "copy a host file into a session's workspace", "kbox put -s sales ~/data/sales.csv sales.csv"},
     {"restart", cmd_restart, "kbox restart [-s NAME]",
@@ -54,11 +59,11 @@ static const cli_cmd_t commands[] = {
      "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DUR] [--memory SIZE] [--cpus N] "
      "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [--outputs-quota SIZE] [--home-config on|off] [-e K=V]...",
      "start a session: a supervisor and its kernel", "kbox start -s sales --memory 4G --ttl 2h"},
-    {"status", cmd_status, "kbox status [-s NAME] [--json]", "show one session in detail",
-     "kbox status -s sales --json"},
+    {"status", cmd_status, "kbox status [-s NAME] [--format FMT]", "show one session in detail",
+     "kbox status -s sales --format json"},
     {"stop", cmd_stop, "kbox stop [-s NAME | --all]",
      "stop a session's kernel and supervisor (its files stay)", "kbox stop --all"},
-    {"version", cmd_version, "kbox version", "print the version", "kbox version"},
+    {"version", cmd_version, "kbox version [--format FMT]", "print the version", "kbox version"},
 };
 
 const cli_cmd_t *cli_commands(size_t *n)
@@ -97,6 +102,11 @@ void cli_error(const char *cmd, const char *fmt, ...)
 		vsnprintf(first_error, sizeof first_error, fmt, ap);
 		va_end(ap);
 	}
+}
+
+void cli_json_printed(void)
+{
+	printed_json = true;
 }
 
 void cli_print_failure(int status)
@@ -175,19 +185,23 @@ char *cli_slurp(FILE *f)
 	while (buf) {
 		size_t r;
 		if (n + 1 >= cap) {
+			/* room for one byte beyond the limit (which tells a file of
+			 * exactly 64 MiB from a longer one) and the NUL */
+			size_t ncap = cap * 2 < (size_t)MAX_CELL_BYTES + 2 ? cap * 2
+			                                                  : (size_t)MAX_CELL_BYTES + 2;
 			char *nb;
-			if (cap >= (size_t)MAX_CELL_BYTES) {
+			if (n > (size_t)MAX_CELL_BYTES) {
 				free(buf);
 				errno = EFBIG;
 				return NULL;
 			}
-			nb = realloc(buf, cap * 2);
+			nb = realloc(buf, ncap);
 			if (!nb) {
 				free(buf);
 				return NULL;
 			}
 			buf = nb;
-			cap *= 2;
+			cap = ncap;
 		}
 		errno = 0;
 		r = fread(buf + n, 1, cap - n - 1, f);
@@ -343,7 +357,7 @@ const char *cli_fmt_secs(double s, char *buf, size_t size)
 	return buf;
 }
 
-static void main_usage(FILE *f)
+void cli_usage(FILE *f)
 {
 	size_t n;
 	const cli_cmd_t *c = cli_commands(&n);
@@ -360,11 +374,11 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
-		main_usage(stderr);
+		cli_usage(stderr);
 		return EXIT_USAGE;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		main_usage(stdout);
+		cli_usage(stdout);
 		return EXIT_OK;
 	}
 	if (strcmp(argv[1], "--version") == 0)

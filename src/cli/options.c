@@ -1,7 +1,7 @@
 /* src/cli/options.c — the options of every command, from its table: the
  * parser (what getopt_long did, with -h, --help and every complaint in one
- * place), the help generated from the same table, and the callbacks kbox
- * exec and kbox run share. */
+ * place), the help generated from the same table, and the callbacks
+ * commands share. */
 #include "config.h"
 #include "cli.h"
 
@@ -342,6 +342,12 @@ int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg
 	}
 	l->v[l->n] = NULL;
 	return EXIT_OK;
+}
+
+int cli_opt_json(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	(void)arg;
+	return cli_opt_format(cmd, opt, "json");
 }
 
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg)
