@@ -1055,43 +1055,41 @@ static void report_ready(sup_t *s, json_t *j)
 	json_decref(j);
 }
 
-/* Why the kernel could not start: ERR's message, and the cause when the
- * kernel ended, pointing at its log. */
-static void start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t size)
+/* Why the kernel could not start: ERR's message, or the cause when the
+ * kernel ended, pointing at its log; then the last lines the kernel wrote
+ * (its stderr: R's, Python's traceback), START_TAIL_LINES of them.  The
+ * length of what comes before those lines. */
+#define START_TAIL_LINES 10
+static size_t start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t size)
 {
 	kbox_error_t perr = {0};
 	kbox_bwrap_opts_t bo = {0};
+	char tail[1600];
+	size_t n;
 	bo.rootfs = s->sbo.rootfs;
 	kbox__kernel_log_flush(s->klog); /* what it said is in the log */
 	/* the kernel never ran because bwrap cannot make a sandbox here (no
 	 * user namespaces, say): bwrap's own words, from a probe */
 	if (s->sb && !kbox_sandbox_alive(s->sb) && strcmp(s->backend, "bwrap") == 0 &&
-	    kbox_bwrap_probe(&bo, &perr) < 0)
+	    kbox_bwrap_probe(&bo, &perr) < 0) {
 		snprintf(buf, size, "backend bwrap: %s (see kbox doctor)", perr.msg);
-	else if (s->sb && !kbox_sandbox_alive(s->sb) && s->ephemeral) {
-		/* kbox run's session and its log go when it stops: the log's
-		 * last line, rather than a path that will not be there */
-		char tail[512] = "";
-		int fd = open(s->log_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0) {
-			off_t end = lseek(fd, 0, SEEK_END);
-			ssize_t n = pread(fd, tail, sizeof tail - 1, end > 511 ? end - 511 : 0);
-			char *nl;
-			close(fd);
-			tail[n > 0 ? n : 0] = '\0';
-			while ((nl = strrchr(tail, '\n')) && nl[1] == '\0')
-				*nl = '\0';
-			if ((nl = strrchr(tail, '\n')))
-				memmove(tail, nl + 1, strlen(nl + 1) + 1);
-			utf8_cut(tail);
-		}
-		snprintf(buf, size, "%s before it was ready%s%s", kbox_sandbox_cause(s->sb),
-		         tail[0] ? "; its last words: " : "", tail);
-	} else if (s->sb && !kbox_sandbox_alive(s->sb))
+		utf8_cut(buf);
+		return strlen(buf);
+	}
+	if (s->sb && !kbox_sandbox_alive(s->sb) && s->ephemeral)
+		/* kbox run's session and its log go when it stops: no path */
+		snprintf(buf, size, "%s before it was ready", kbox_sandbox_cause(s->sb));
+	else if (s->sb && !kbox_sandbox_alive(s->sb))
 		snprintf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
 		         s->log_path);
 	else
 		snprintf(buf, size, "%s", err && err->msg[0] ? err->msg : "the kernel did not start");
+	kbox__kernel_log_tail(s->klog, START_TAIL_LINES, tail, sizeof tail);
+	n = strlen(buf);
+	if (tail[0])
+		snprintf(buf + n, size - n, "; its last lines:\n%s", tail);
+	utf8_cut(buf);
+	return n < strlen(buf) ? n : strlen(buf);
 }
 
 static void on_ready(void *arg, int rc, const kbox_error_t *err)
@@ -1101,18 +1099,22 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 	if (s->replacing) /* this kernel is being replaced anyway */
 		return;
 	if (rc < 0) {
-		char why[800];
-		start_failure(s, err, why, sizeof why);
+		char why[2400], full[2500];
+		const char *what = s->ready_fd >= 0 ? "start" : "be restarted";
+		int head = (int)start_failure(s, err, why, sizeof why);
 		kernel_end(s, false);
+		/* the kernel's last lines go to who waits for it, not into the
+		 * session's stop cause */
+		snprintf(full, sizeof full, "the kernel could not %s: %s", what, why);
+		utf8_cut(full);
+		snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not %s: %.*s", what,
+		         head, why);
+		utf8_cut(s->stop_cause);
 		if (s->ready_fd >= 0) {
 			s->start_failed = true;
-			snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not start: %s",
-			         why);
 			report_ready(s, json_pack("{s:b, s:s}", "ok", 0, "error", why));
-		} else
-			snprintf(s->stop_cause, sizeof s->stop_cause,
-			         "the kernel could not be restarted: %s", why);
-		answer_pending(s, "kernel", s->stop_cause);
+		}
+		answer_pending(s, "kernel", full);
 		s->stopping = true;
 		kbox_loop_stop(s->loop);
 		return;
