@@ -170,8 +170,9 @@ void kbox__kernel_log_close(kbox_kernel_log_t *self)
 
 void kbox__kernel_log_tail(const kbox_kernel_log_t *self, int lines, char *buf, size_t size)
 {
-	char raw[KBOX_KERNEL_LOG_TAIL + 1], *text, *start;
-	size_t n = 0, used = 0;
+	char raw[KBOX_KERNEL_LOG_TAIL + 1], *text, *start, *at[64];
+	size_t n = 0, used = 0, cut[64];
+	bool more[64];
 	int found = 0;
 
 	if (size)
@@ -202,37 +203,33 @@ void kbox__kernel_log_tail(const kbox_kernel_log_t *self, int lines, char *buf, 
 	}
 	if (!(text = kbox__utf8_repair(start, strlen(start), NULL)))
 		return;
-	/* from the end: the start of the LINES-th non-empty line back */
+	/* from the end back: the last LINES lines that are not blank, as many
+	 * as fit in BUF (each: two spaces, at most 200 bytes, "...", a newline) */
 	n = strlen(text);
-	while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
-		text[--n] = '\0';
-	start = text + n;
-	for (char *end = text + n; end > text;) {
-		char *p = end;
-		while (p > text && p[-1] != '\n')
-			p--;
-		if (p < end)
-			found++;
-		start = p;
-		if (found == lines || p == text)
-			break;
-		end = p - 1; /* before its newline */
-	}
-	for (char *line = start, *next; line && *line; line = next) {
+	for (char *end = text + n, *p; end > text && found < lines && found < 64; end = p - 1) {
 		size_t len, keep;
-		next = strchr(line, '\n');
-		len = next ? (size_t)(next - line) : strlen(line);
-		if (next)
-			next++;
-		if (len == 0 || strspn(line, " ") >= len)
-			continue;
-		keep = len > 200 ? 200 : len;
-		while (keep < len && keep > 0 && ((unsigned char)line[keep] & 0xc0) == 0x80)
-			keep--; /* a whole character */
-		if (used + 3 + keep + 4 >= size)
+		for (p = end; p > text && p[-1] != '\n'; p--)
+			;
+		len = (size_t)(end - p);
+		if (len > 0 && strspn(p, " ") < len) {
+			keep = len > 200 ? 200 : len;
+			while (keep < len && keep > 0 && ((unsigned char)p[keep] & 0xc0) == 0x80)
+				keep--; /* a whole character */
+			if (used + keep + 6 >= size)
+				break;
+			used += keep + 6;
+			at[found] = p;
+			cut[found] = keep;
+			more[found++] = keep < len;
+		}
+		if (p == text)
 			break;
+	}
+	used = 0;
+	while (found > 0) {
+		found--;
 		used += (size_t)snprintf(buf + used, size - used, "%s  %.*s%s", used ? "\n" : "",
-		                         (int)keep, line, keep < len ? "..." : "");
+		                         (int)cut[found], at[found], more[found] ? "..." : "");
 	}
 	free(text);
 }

@@ -403,22 +403,28 @@ static void scan(const char *root, const char *dir, int depth, const char *const
 	closedir(d);
 }
 
-/* Drop the binds that lie inside another. */
+/* Drop the binds that lie inside another (decided first, then compacted). */
 static void drop_nested(binds_t *b)
 {
-	size_t k = 0;
-	for (size_t i = 0; i < b->n; i += 2) {
-		bool inside = false;
-		for (size_t j = 1; j < b->n && !inside; j += 2)
-			inside = j != i + 1 && within(b->v[i + 1], b->v[j]);
-		if (inside) {
-			free(b->v[i]);
-			free(b->v[i + 1]);
+	size_t pairs = b->n / 2, k = 0;
+	bool *inside = calloc(pairs ? pairs : 1, sizeof *inside);
+	if (!inside) {
+		b->failed = true;
+		return;
+	}
+	for (size_t i = 0; i < pairs; i++)
+		for (size_t j = 0; j < pairs && !inside[i]; j++)
+			inside[i] = j != i && within(b->v[2 * i + 1], b->v[2 * j + 1]);
+	for (size_t i = 0; i < pairs; i++) {
+		if (inside[i]) {
+			free(b->v[2 * i]);
+			free(b->v[2 * i + 1]);
 		} else {
-			b->v[k++] = b->v[i];
-			b->v[k++] = b->v[i + 1];
+			b->v[k++] = b->v[2 * i];
+			b->v[k++] = b->v[2 * i + 1];
 		}
 	}
+	free(inside);
 	b->n = k;
 	if (b->v)
 		b->v[k] = NULL;
@@ -473,11 +479,12 @@ char **kbox__ro_bind_find(const char *root, const kbox_kspec_t *spec, const char
 			}
 		}
 	}
+	if (!b.failed)
+		drop_nested(&b);
 	if (b.failed) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
 		goto fail;
 	}
-	drop_nested(&b);
 	if (!b.v && !(b.v = calloc(1, sizeof *b.v))) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
