@@ -76,6 +76,17 @@ check r_sees_etc_r_read_only_and_not_the_rest_of_etc eval 'status_is 0 &&
 kbox exec -s r 'tryCatch(writeLines("x", "/etc/R/Renviron"), warning = function(w) cat(conditionMessage(w), "\n", sep = ""))'
 check r_cannot_write_etc_r eval 'status_is 0 &&
 	stdout_is "cannot open file '"'"'/etc/R/Renviron'"'"': Read-only file system"'
+# what code leaves in the workspace or the home does not start with the
+# next kernel: R's profile, Renviron, user library (--home-config off)
+kbox exec -s r 'writeLines("Sys.setenv(FROM_WS_PROFILE = 1)", ".Rprofile")
+writeLines("Sys.setenv(FROM_HOME_PROFILE = 1)", "~/.Rprofile")
+writeLines("FROM_WS_RENVIRON=1", ".Renviron")
+writeLines("FROM_HOME_RENVIRON=1", "~/.Renviron")
+dir.create(file.path("~", "R"), showWarnings = FALSE)'
+kbox restart -s r
+kbox exec -s r 'cat(Sys.getenv(c("FROM_WS_PROFILE", "FROM_HOME_PROFILE", "FROM_WS_RENVIRON", "FROM_HOME_RENVIRON")), "|", Sys.getenv("R_LIBS_USER"), .libPaths()[1], "\n")'
+check r_startup_files_left_in_workspace_or_home_do_not_run eval 'status_is 0 &&
+	has_line stdout "    | /tmp/.R-library /usr/local/lib/R/site-library "'
 kbox stop -s r
 
 # ---- metadata.kbox.ro_bind ----

@@ -1770,15 +1770,20 @@ static void memory_bound(sup_t *s)
 /* ---- setup ---- */
 
 /* Where a sandboxed kernel keeps its configuration: in its /tmp, new with
- * each kernel, not in its home (see load_config). */
+ * each kernel, not in its home (see load_config); R's profile, Renviron
+ * and user library too. */
 static const char *const clean_home[] = {
-    "PYTHONNOUSERSITE=1", "IPYTHONDIR=/tmp/.ipython", "JUPYTER_CONFIG_DIR=/tmp/.jupyter",
-    "XDG_CONFIG_HOME=/tmp/.config"};
+    "PYTHONNOUSERSITE=1",           "IPYTHONDIR=/tmp/.ipython",
+    "JUPYTER_CONFIG_DIR=/tmp/.jupyter", "XDG_CONFIG_HOME=/tmp/.config",
+    "R_PROFILE_USER=/tmp/.Rprofile",  "R_ENVIRON_USER=/tmp/.Renviron",
+    "R_LIBS_USER=/tmp/.R-library"};
 /* ...and a module the kernel left in its workspace (its working directory)
  * is not what starts the next one: `python3 -m ipykernel_launcher` would
  * take /workspace/ipykernel_launcher.py first (the kernel then puts the
- * working directory on its path itself, for the code's own imports) */
-static const char *const safe_path[] = {"PYTHONSAFEPATH=1"};
+ * working directory on its path itself, for the code's own imports); R
+ * would read a .Rprofile and .Renviron there before the home's */
+static const char *const safe_path[] = {"PYTHONSAFEPATH=1", "R_PROFILE_USER=/home/kbox/.Rprofile",
+                                        "R_ENVIRON_USER=/home/kbox/.Renviron"};
 
 static int load_config(sup_t *s, kbox_error_t *err)
 {
@@ -1811,15 +1816,18 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->owner_pid = (long)json_integer_value(json_object_get(s->config, "owner_pid"));
 	env = json_object_get(s->config, "env");
 	n = json_is_array(env) ? json_array_size(env) : 0;
-	if (!(s->env = calloc(n + sizeof clean_home / sizeof *clean_home + 2, sizeof *s->env)))
+	if (!(s->env = calloc(n + sizeof clean_home / sizeof *clean_home +
+	                          sizeof safe_path / sizeof *safe_path + 1,
+	                      sizeof *s->env)))
 		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
 	/* a sandboxed kernel's home outlives it: what code left there (IPython
 	 * startup files and configuration, a .pth in the user site) does not
 	 * run in the next kernel, unless asked (--home-config on); the
 	 * session's own --env comes after, and wins */
 	k = 0;
-	if (kbox_backend_sandboxed(s->backend))
-		s->env[k++] = (char *)safe_path[0];
+	for (i = 0; kbox_backend_sandboxed(s->backend) && i < sizeof safe_path / sizeof *safe_path;
+	     i++)
+		s->env[k++] = (char *)safe_path[i];
 	if (kbox_backend_sandboxed(s->backend) &&
 	    !json_is_true(json_object_get(s->config, "home_config")))
 		for (i = 0; i < sizeof clean_home / sizeof *clean_home; i++)
