@@ -21,7 +21,8 @@
 #include "tap.h"
 #include "tmpdir.h"
 
-static char *root; /* the fake root */
+static char *root;                    /* the fake root */
+static const char *exe = "/usr/bin/R"; /* the kernel's command in it */
 static char dest[PATH_MAX], src[PATH_MAX * 2];
 static kbox_error_t err;
 
@@ -230,7 +231,7 @@ static const char *find(const char *spec_json, char *buf, size_t size)
 	memset(&err, 0, sizeof err);
 	if (!(spec = kbox_kspec_load(dir, &err)))
 		return "(cannot load kernel.json)";
-	binds = kbox__ro_bind_find(root, spec, "/usr/bin/R", NULL, &err);
+	binds = kbox__ro_bind_find(root, spec, exe, NULL, &err);
 	kbox_kspec_destroy(&spec);
 	if (!binds)
 		return NULL;
@@ -263,6 +264,18 @@ TEST(the_install_tree_links_and_the_kernelspec_paths_are_found)
 	                  buf, sizeof buf),
 	             "/etc/R/Renviron<-/etc/R/Renviron /etc/R/Rprofile.site<-/etc/R/Rprofile.site "
 	             "/etc/Rconf<-/etc/Rconf /etc/motd<-/etc/motd");
+}
+
+TEST(the_links_of_a_bin_directory_of_its_own_are_found_not_of_usr_bin)
+{
+	char buf[4096];
+	const char *spec = "{\"argv\": [\"R\"], \"display_name\": \"R\", \"language\": \"R\"}";
+	exe = "/opt/r/bin/R";
+	CHECK_STR_EQ(find(spec, buf, sizeof buf), "/etc/motd<-/etc/motd");
+	exe = "/usr/bin/R";
+	CHECK_STR_EQ(find(spec, buf, sizeof buf),
+	             "/etc/R/Renviron<-/etc/R/Renviron /etc/R/Rprofile.site<-/etc/R/Rprofile.site "
+	             "/etc/Rconf<-/etc/Rconf");
 }
 
 TEST(a_refused_kernelspec_path_fails_the_find)
@@ -306,6 +319,9 @@ int main(void)
 	make("/etc/motd", 0644);
 	make("/etc/tls/private/", 0755);
 	make("/home/bob/", 0755);
+	link_to("/usr/bin/other", "/etc/motd"); /* another program's, in a shared bin */
+	make("/opt/r/bin/R", 0755);
+	link_to("/opt/r/bin/conf", "/etc/motd"); /* R's own bin */
 	link_to("/usr/lib/R/etc/Renviron", "/etc/R/Renviron");
 	link_to("/usr/lib/R/etc/Rprofile.site", "../../../../etc/R/Rprofile.site");
 	link_to("/usr/lib/R/etc/conf", "/etc/Rconf");
@@ -340,6 +356,7 @@ int main(void)
 	RUN(a_link_loop_is_refused);
 	RUN(kbox_own_directories_are_refused_and_what_holds_them);
 	RUN(the_install_tree_links_and_the_kernelspec_paths_are_found);
+	RUN(the_links_of_a_bin_directory_of_its_own_are_found_not_of_usr_bin);
 	RUN(a_refused_kernelspec_path_fails_the_find);
 	RUN(a_kernelspec_ro_bind_that_is_not_a_list_of_strings_fails);
 	test_rm_rf(root);

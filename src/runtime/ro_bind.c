@@ -467,9 +467,16 @@ char **kbox__ro_bind_find(const char *root, const kbox_kspec_t *spec, const char
 	/* the install tree: EXE's directory, and PREFIX/lib/NAME */
 	if (exe && exe[0] == '/' && resolve_in(root, exe, real, sizeof real) == 0 &&
 	    (slash = strrchr(real, '/')) && slash != real) {
+		/* (not a directory all programs share: its links are theirs) */
+		static const char *const shared[] = {"/bin", "/sbin", "/usr/bin", "/usr/sbin",
+		                                     "/usr/local/bin", "/usr/local/sbin", NULL};
 		const char *name = slash + 1;
+		bool own = true;
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - real), real);
-		scan(root, dir, 1, deny, &b, &seen);
+		for (size_t k = 0; shared[k]; k++)
+			own &= strcmp(dir, shared[k]) != 0;
+		if (own)
+			scan(root, dir, 1, deny, &b, &seen);
 		if ((slash = strrchr(dir, '/')) && strcmp(slash, "/bin") == 0) {
 			*slash = '\0';
 			for (int k = 0; k < 2; k++) {

@@ -40,10 +40,11 @@ int kbox__ro_bind_check(const char *root, const char *path, const char *const *d
  * NULL-terminated (kbox_strv_free): every path of SPEC's
  * metadata.kbox.ro_bind, which must pass kbox__ro_bind_check; then the
  * targets outside the sandbox of the symlinks in EXE's installation — the
- * directory of EXE's real path, and PREFIX/lib/NAME and PREFIX/lib64/NAME
- * down to two levels when that directory is PREFIX/bin and the program's
- * NAME (/usr/lib/R for /usr/bin/R) — those that pass it (the others are
- * left out).  A bind inside another is left out.  NULL with ERR (a
+ * directory of EXE's real path unless all programs share it (/usr/bin,
+ * /usr/local/bin, /bin and their sbin), and PREFIX/lib/NAME and
+ * PREFIX/lib64/NAME down to two levels when that directory is PREFIX/bin
+ * and the program's NAME (/usr/lib/R for /usr/bin/R) — those that pass
+ * it (the others are left out).  A bind inside another is left out.  NULL with ERR (a
  * refused or malformed metadata.kbox.ro_bind, or out of memory). */
 char **kbox__ro_bind_find(const char *root, const kbox_kspec_t *spec, const char *exe,
                           const char *const *deny, kbox_error_t *err);
