@@ -1,7 +1,8 @@
 #!/bin/sh
 # Install every Debian package kbox needs to build, run and test.  (The
 # second line of -dev packages: what libzmq's static archive needs, for
-# ./configure --enable-static-deps and its test.)
+# ./configure --enable-static-deps and its test; r-cran-irkernel: R's
+# kernel, for tests/r_kernel.sh.)
 # Also creates the system user kbox that root's sandboxes run as.
 # Idempotent and non-interactive; run as root (or through sudo).
 set -eu
@@ -17,6 +18,7 @@ python3 python3-ipykernel python3-jupyter-client python3-zmq
 python3-pandas python3-numpy python3-matplotlib python3-scipy
 python3-jupyter-kernel-test python3-jsonschema jupyter-core jupyter-client
 procps time
+r-cran-irkernel
 "
 
 missing=""
@@ -39,6 +41,16 @@ else
 	$SUDO apt-get update -q
 	# shellcheck disable=SC2086
 	$SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+
+# Debian's r-cran-irkernel registers the kernelspec ir in
+# /usr/share/jupyter/kernels, where kbox looks (kbox kernelspecs); should a
+# package not, register the one IRkernel ships.
+ir=/usr/lib/R/site-library/IRkernel/kernelspec
+if [ ! -e /usr/share/jupyter/kernels/ir/kernel.json ] && [ -f "$ir/kernel.json" ]; then
+	echo "setup: registering the kernelspec ir in /usr/share/jupyter/kernels"
+	$SUDO mkdir -p /usr/share/jupyter/kernels/ir
+	$SUDO cp "$ir"/* /usr/share/jupyter/kernels/ir/
 fi
 
 # Under root, kbox runs each sandbox as an unprivileged system user, never

@@ -11,6 +11,8 @@
 #include "runtime/backend.h"
 #include "runtime/bwrap.h"
 #include "runtime/cgroup.h"
+#include "runtime/ro_bind.h"
+#include "runtime/session.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -210,7 +212,7 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	bwrap_t *w = calloc(1, sizeof *w);
 	kbox_bwrap_opts_t b = {0};
 	kbox_kernel_opts_t ko = {0};
-	char **env = NULL, **bargv = NULL, *exe = NULL;
+	char **env = NULL, **bargv = NULL, *exe = NULL, **binds = NULL, *state = NULL;
 	int *fds = NULL, child_errno, rc = -1, f, info[2] = {-1, -1}, block[2] = {-1, -1};
 	long long rl_data = 0;
 	long rl_nproc = 0;
@@ -245,6 +247,21 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	free(argv[0]);
 	argv[0] = exe;
 	exe = NULL;
+	{
+		/* what its installation needs of /etc (or /opt, /srv), never
+		 * kbox's own directories */
+		kbox_error_t ignored = {0};
+		const char *deny[] = {KBOX_ROOT_STATE_HOME, NULL, NULL, NULL, NULL, NULL};
+		const char *own[] = {state = kbox_state_home(&ignored), b.runtime_dir, b.workspace,
+		                     b.home};
+		size_t nd = 1;
+		for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+			if (own[i])
+				deny[nd++] = own[i];
+		if (!(binds = kbox__ro_bind_find(b.rootfs, sb->spec, argv[0], deny, err)))
+			goto out;
+		b.ro_binds = binds;
+	}
 	ko.env = sb->o.env;
 	if (!(env = kbox__kernel_env(sb->spec, &ko, "/home/kbox"))) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
@@ -301,6 +318,8 @@ out:
 	free(fds);
 	kbox_strv_free(env);
 	kbox_strv_free(bargv);
+	kbox_strv_free(binds);
+	free(state);
 	free(exe);
 	return rc;
 }

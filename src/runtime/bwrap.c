@@ -340,6 +340,26 @@ static const char *const etc_files[] = {
     "ld.so.cache", "localtime", "timezone", "alternatives", "fonts", "matplotlibrc",
     "mime.types", "os-release", "debian_version", NULL};
 
+bool kbox_bwrap_shows(const char *path)
+{
+	static const char *const top[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+	                                  "/libx32", NULL};
+	for (size_t i = 0; top[i]; i++) {
+		size_t n = strlen(top[i]);
+		if (strncmp(path, top[i], n) == 0 && (path[n] == '/' || path[n] == '\0'))
+			return true;
+	}
+	if (strncmp(path, "/etc/", 5) != 0)
+		return false;
+	path += 5;
+	for (size_t i = 0; etc_files[i]; i++) {
+		size_t n = strlen(etc_files[i]);
+		if (strncmp(path, etc_files[i], n) == 0 && (path[n] == '/' || path[n] == '\0'))
+			return true;
+	}
+	return strncmp(path, "python3", 7) == 0;
+}
+
 /* What of /proc is hidden (as Docker's and runc's masked paths): files
  * behind a bind of /dev/null (unreadable: /proc is nodev), directories
  * behind an empty tmpfs. */
@@ -449,6 +469,9 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		}
 		globfree(&g);
 	}
+	/* what the kernel's installation needs besides (checked: ro_bind.h) */
+	for (size_t i = 0; b && b->ro_binds && b->ro_binds[i] && b->ro_binds[i + 1]; i += 2)
+		add3(&a, "--ro-bind", b->ro_binds[i], b->ro_binds[i + 1]);
 	for (size_t i = 0; i < sizeof synthetic / sizeof *synthetic; i++) {
 		int fd = data_fd("kbox-etc", synthetic[i].text);
 		if (fd < 0) {

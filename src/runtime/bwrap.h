@@ -14,7 +14,8 @@
  * seccomp filter, with die-with-parent.  Its filesystem: /usr (and the
  * /bin, /lib… links or directories) read-only from ROOTFS or the host,
  * only the /etc files Python, fonts and matplotlib need plus a synthetic
- * passwd, group, hosts and nsswitch.conf, /proc and /dev of its own, a
+ * passwd, group, hosts and nsswitch.conf, the read-only binds RO_BINDS
+ * asks for (checked before: ro_bind.h), /proc and /dev of its own, a
  * size-capped /tmp, /home/kbox, /workspace and /run/kbox; the rest of /
  * read-only.  Only loopback networking. */
 typedef struct {
@@ -23,6 +24,9 @@ typedef struct {
 	const char *runtime_dir; /* bound read-write at /run/kbox (the sockets); may be NULL */
 	const char *home;        /* bound read-write at /home/kbox; NULL: a tmpfs there */
 	long long tmp_bytes;     /* size of /tmp (and of a tmpfs home); 0: KBOX_BWRAP_TMP_BYTES */
+	/* bound read-only: pairs of host path, path inside, NULL-terminated;
+	 * may be NULL (kbox__ro_bind_find makes them) */
+	char *const *ro_binds;
 	/* With SYNC: bwrap writes the sandbox's pid ("child-pid" in JSON) to
 	 * INFO_FD, and the sandbox waits, its mounts made, until a byte comes
 	 * on BLOCK_FD before it runs the command (both are added to the
@@ -56,6 +60,12 @@ typedef struct {
  * /usr/local/bin, /usr/bin, /bin that has it under ROOTFS (NULL: the
  * host's /).  A new string, or NULL. */
 char *kbox_bwrap_resolve(const char *cmd, const char *rootfs);
+
+/* True when the sandbox shows PATH (absolute, normalized) whatever it is
+ * asked to bind: under /usr, /bin, /sbin, /lib*, or one of the /etc
+ * files and directories it binds itself (etc_files in bwrap.c,
+ * /etc/python3*). */
+bool kbox_bwrap_shows(const char *path);
 
 /* The bwrap program, or NULL when none is installed.  A new string. */
 char *kbox_bwrap_path(void);

@@ -22,6 +22,10 @@ struct kbox_kernel_log {
 	int out;                  /* kernel.log, or -1 until something comes */
 	int in;                   /* the pipe's read end, or -1 */
 	kbox_loop_t *loop;        /* where IN is watched */
+	/* the last bytes this pipe brought; WRAPPED: earlier ones were dropped */
+	char last[KBOX_KERNEL_LOG_TAIL];
+	size_t last_len;
+	bool wrapped;
 	char buf[CHUNK];
 };
 
@@ -55,6 +59,19 @@ static int open_log(kbox_kernel_log_t *self)
  * disk) is dropped: the kernel is never held up by its log. */
 static void put(kbox_kernel_log_t *self, const char *data, size_t len)
 {
+	/* the tail, for a message (kept even when the file cannot be) */
+	if (len >= sizeof self->last) {
+		memcpy(self->last, data + len - sizeof self->last, sizeof self->last);
+		self->last_len = sizeof self->last;
+		self->wrapped = true;
+	} else {
+		size_t keep = sizeof self->last - len < self->last_len ? sizeof self->last - len
+		                                                       : self->last_len;
+		self->wrapped |= keep < self->last_len;
+		memmove(self->last, self->last + self->last_len - keep, keep);
+		memcpy(self->last + keep, data, len);
+		self->last_len = keep + len;
+	}
 	if (open_log(self) < 0)
 		return;
 	if (self->size > 0 && self->size + (long long)len > self->max) {
@@ -126,6 +143,8 @@ int kbox__kernel_log_pipe(kbox_kernel_log_t *self, kbox_loop_t *loop, kbox_error
 		goto fail;
 	self->in = p[0];
 	self->loop = loop;
+	self->last_len = 0; /* a new kernel */
+	self->wrapped = false;
 	return p[1];
 fail:
 	close(p[0]);
@@ -147,6 +166,72 @@ void kbox__kernel_log_close(kbox_kernel_log_t *self)
 		return;
 	kbox__kernel_log_flush(self);
 	close_pipe(self);
+}
+
+void kbox__kernel_log_tail(const kbox_kernel_log_t *self, int lines, char *buf, size_t size)
+{
+	char raw[KBOX_KERNEL_LOG_TAIL + 1], *text, *start, *at[64];
+	size_t n = 0, used = 0, cut[64];
+	bool more[64];
+	int found = 0;
+
+	if (size)
+		buf[0] = '\0';
+	if (!self || !size)
+		return;
+	/* escape sequences (ESC [ ... final byte) go, other control
+	 * characters but newlines become spaces */
+	for (size_t i = 0; i < self->last_len; i++) {
+		unsigned char c = (unsigned char)self->last[i];
+		if (c == 0x1b) {
+			if (i + 1 < self->last_len && self->last[i + 1] == '[')
+				for (i += 2; i < self->last_len &&
+				             ((unsigned char)self->last[i] < 0x40 ||
+				              (unsigned char)self->last[i] > 0x7e);
+				     i++)
+					;
+			continue;
+		}
+		raw[n++] = c == '\r' ? '\n' : (c < 0x20 && c != '\n') || c == 0x7f ? ' ' : (char)c;
+	}
+	raw[n] = '\0';
+	start = raw;
+	if (self->wrapped) { /* its first line is cut */
+		if (!(start = strchr(raw, '\n')))
+			return;
+		start++;
+	}
+	if (!(text = kbox__utf8_repair(start, strlen(start), NULL)))
+		return;
+	/* from the end back: the last LINES lines that are not blank, as many
+	 * as fit in BUF (each: two spaces, at most 200 bytes, "...", a newline) */
+	n = strlen(text);
+	for (char *end = text + n, *p; end > text && found < lines && found < 64; end = p - 1) {
+		size_t len, keep;
+		for (p = end; p > text && p[-1] != '\n'; p--)
+			;
+		len = (size_t)(end - p);
+		if (len > 0 && strspn(p, " ") < len) {
+			keep = len > 200 ? 200 : len;
+			while (keep < len && keep > 0 && ((unsigned char)p[keep] & 0xc0) == 0x80)
+				keep--; /* a whole character */
+			if (used + keep + 6 >= size)
+				break;
+			used += keep + 6;
+			at[found] = p;
+			cut[found] = keep;
+			more[found++] = keep < len;
+		}
+		if (p == text)
+			break;
+	}
+	used = 0;
+	while (found > 0) {
+		found--;
+		used += (size_t)snprintf(buf + used, size - used, "%s  %.*s%s", used ? "\n" : "",
+		                         (int)cut[found], at[found], more[found] ? "..." : "");
+	}
+	free(text);
 }
 
 void kbox__kernel_log_destroy(kbox_kernel_log_t **self_p)

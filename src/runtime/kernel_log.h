@@ -37,6 +37,15 @@ void kbox__kernel_log_flush(kbox_kernel_log_t *self);
  * Harmless without a pipe. */
 void kbox__kernel_log_close(kbox_kernel_log_t *self);
 
+/* The last LINES lines (at most KBOX_KERNEL_LOG_TAIL bytes) that the
+ * kernel of the current pipe wrote (nothing of a kernel before it), for a
+ * message: each indented by two spaces and cut to 200 bytes, joined by
+ * newlines, valid UTF-8 without escape sequences or other control
+ * characters; into BUF ("" when it wrote nothing).  Flush first for its
+ * last words. */
+#define KBOX_KERNEL_LOG_TAIL 4096
+void kbox__kernel_log_tail(const kbox_kernel_log_t *self, int lines, char *buf, size_t size);
+
 /* Close the pipe and the log file, free.  Sets *SELF_P to NULL; accepts
  * NULL. */
 void kbox__kernel_log_destroy(kbox_kernel_log_t **self_p);

@@ -1151,43 +1151,41 @@ static void report_ready(sup_t *s, json_t *j)
 	json_decref(j);
 }
 
-/* Why the kernel could not start: ERR's message, and the cause when the
- * kernel ended, pointing at its log. */
-static void start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t size)
+/* Why the kernel could not start: ERR's message, or the cause when the
+ * kernel ended, pointing at its log; then the last lines the kernel wrote
+ * (its stderr: R's, Python's traceback), START_TAIL_LINES of them.  The
+ * length of what comes before those lines. */
+#define START_TAIL_LINES 10
+static size_t start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t size)
 {
 	kbox_error_t perr = {0};
 	kbox_bwrap_opts_t bo = {0};
+	char tail[1600];
+	size_t n;
 	bo.rootfs = s->sbo.rootfs;
 	kbox__kernel_log_flush(s->klog); /* what it said is in the log */
 	/* the kernel never ran because bwrap cannot make a sandbox here (no
 	 * user namespaces, say): bwrap's own words, from a probe */
 	if (s->sb && !kbox_sandbox_alive(s->sb) && strcmp(s->backend, "bwrap") == 0 &&
-	    kbox_bwrap_probe(&bo, &perr) < 0)
+	    kbox_bwrap_probe(&bo, &perr) < 0) {
 		snprintf(buf, size, "backend bwrap: %s (see kbox doctor)", perr.msg);
-	else if (s->sb && !kbox_sandbox_alive(s->sb) && s->ephemeral) {
-		/* kbox run's session and its log go when it stops: the log's
-		 * last line, rather than a path that will not be there */
-		char tail[512] = "";
-		int fd = open(s->log_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0) {
-			off_t end = lseek(fd, 0, SEEK_END);
-			ssize_t n = pread(fd, tail, sizeof tail - 1, end > 511 ? end - 511 : 0);
-			char *nl;
-			close(fd);
-			tail[n > 0 ? n : 0] = '\0';
-			while ((nl = strrchr(tail, '\n')) && nl[1] == '\0')
-				*nl = '\0';
-			if ((nl = strrchr(tail, '\n')))
-				memmove(tail, nl + 1, strlen(nl + 1) + 1);
-			utf8_cut(tail);
-		}
-		snprintf(buf, size, "%s before it was ready%s%s", kbox_sandbox_cause(s->sb),
-		         tail[0] ? "; its last words: " : "", tail);
-	} else if (s->sb && !kbox_sandbox_alive(s->sb))
+		utf8_cut(buf);
+		return strlen(buf);
+	}
+	if (s->sb && !kbox_sandbox_alive(s->sb) && s->ephemeral)
+		/* kbox run's session and its log go when it stops: no path */
+		snprintf(buf, size, "%s before it was ready", kbox_sandbox_cause(s->sb));
+	else if (s->sb && !kbox_sandbox_alive(s->sb))
 		snprintf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
 		         s->log_path);
 	else
 		snprintf(buf, size, "%s", err && err->msg[0] ? err->msg : "the kernel did not start");
+	kbox__kernel_log_tail(s->klog, START_TAIL_LINES, tail, sizeof tail);
+	n = strlen(buf);
+	if (tail[0])
+		snprintf(buf + n, size - n, "; its last lines:\n%s", tail);
+	utf8_cut(buf);
+	return n < strlen(buf) ? n : strlen(buf);
 }
 
 static void on_ready(void *arg, int rc, const kbox_error_t *err)
@@ -1197,18 +1195,22 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 	if (s->replacing) /* this kernel is being replaced anyway */
 		return;
 	if (rc < 0) {
-		char why[800];
-		start_failure(s, err, why, sizeof why);
+		char why[2400], full[2500];
+		const char *what = s->ready_fd >= 0 ? "start" : "be restarted";
+		int head = (int)start_failure(s, err, why, sizeof why);
 		kernel_end(s, false);
+		/* the kernel's last lines go to who waits for it, not into the
+		 * session's stop cause */
+		snprintf(full, sizeof full, "the kernel could not %s: %s", what, why);
+		utf8_cut(full);
+		snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not %s: %.*s", what,
+		         head, why);
+		utf8_cut(s->stop_cause);
 		if (s->ready_fd >= 0) {
 			s->start_failed = true;
-			snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not start: %s",
-			         why);
 			report_ready(s, json_pack("{s:b, s:s}", "ok", 0, "error", why));
-		} else
-			snprintf(s->stop_cause, sizeof s->stop_cause,
-			         "the kernel could not be restarted: %s", why);
-		answer_pending(s, "kernel", s->stop_cause);
+		}
+		answer_pending(s, "kernel", full);
 		s->stopping = true;
 		kbox_loop_stop(s->loop);
 		return;
@@ -1866,15 +1868,20 @@ static void memory_bound(sup_t *s)
 /* ---- setup ---- */
 
 /* Where a sandboxed kernel keeps its configuration: in its /tmp, new with
- * each kernel, not in its home (see load_config). */
+ * each kernel, not in its home (see load_config); R's profile, Renviron
+ * and user library too. */
 static const char *const clean_home[] = {
-    "PYTHONNOUSERSITE=1", "IPYTHONDIR=/tmp/.ipython", "JUPYTER_CONFIG_DIR=/tmp/.jupyter",
-    "XDG_CONFIG_HOME=/tmp/.config"};
+    "PYTHONNOUSERSITE=1",           "IPYTHONDIR=/tmp/.ipython",
+    "JUPYTER_CONFIG_DIR=/tmp/.jupyter", "XDG_CONFIG_HOME=/tmp/.config",
+    "R_PROFILE_USER=/tmp/.Rprofile",  "R_ENVIRON_USER=/tmp/.Renviron",
+    "R_LIBS_USER=/tmp/.R-library"};
 /* ...and a module the kernel left in its workspace (its working directory)
  * is not what starts the next one: `python3 -m ipykernel_launcher` would
  * take /workspace/ipykernel_launcher.py first (the kernel then puts the
- * working directory on its path itself, for the code's own imports) */
-static const char *const safe_path[] = {"PYTHONSAFEPATH=1"};
+ * working directory on its path itself, for the code's own imports); R
+ * would read a .Rprofile and .Renviron there before the home's */
+static const char *const safe_path[] = {"PYTHONSAFEPATH=1", "R_PROFILE_USER=/home/kbox/.Rprofile",
+                                        "R_ENVIRON_USER=/home/kbox/.Renviron"};
 
 static int load_config(sup_t *s, kbox_error_t *err)
 {
@@ -1907,15 +1914,18 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->owner_pid = (long)json_integer_value(json_object_get(s->config, "owner_pid"));
 	env = json_object_get(s->config, "env");
 	n = json_is_array(env) ? json_array_size(env) : 0;
-	if (!(s->env = calloc(n + sizeof clean_home / sizeof *clean_home + 2, sizeof *s->env)))
+	if (!(s->env = calloc(n + sizeof clean_home / sizeof *clean_home +
+	                          sizeof safe_path / sizeof *safe_path + 1,
+	                      sizeof *s->env)))
 		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
 	/* a sandboxed kernel's home outlives it: what code left there (IPython
 	 * startup files and configuration, a .pth in the user site) does not
 	 * run in the next kernel, unless asked (--home-config on); the
 	 * session's own --env comes after, and wins */
 	k = 0;
-	if (kbox_backend_sandboxed(s->backend))
-		s->env[k++] = (char *)safe_path[0];
+	for (i = 0; kbox_backend_sandboxed(s->backend) && i < sizeof safe_path / sizeof *safe_path;
+	     i++)
+		s->env[k++] = (char *)safe_path[i];
 	if (kbox_backend_sandboxed(s->backend) &&
 	    !json_is_true(json_object_get(s->config, "home_config")))
 		for (i = 0; i < sizeof clean_home / sizeof *clean_home; i++)

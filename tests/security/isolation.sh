@@ -262,7 +262,7 @@ check "row07_pid_1_is_bwraps_init_not_the_hosts_init" eval '
 	ne "$(val proc pid1_cmdline_sha256)" "$(sha256sum </proc/1/cmdline | cut -d" " -f1)"'
 check "row07_pid_1s_environ_is_the_sandboxs_cleared_one" eval '
 	rc_is proc 0 &&
-	eq "$(val proc pid1_environ)" "['"'HOME', 'IPYTHONDIR', 'JPY_PARENT_PID', 'JUPYTER_CONFIG_DIR', 'LANG', 'PATH', 'PYTHONNOUSERSITE', 'PYTHONSAFEPATH', 'XDG_CONFIG_HOME'"']"'
+	eq "$(val proc pid1_environ)" "['"'HOME', 'IPYTHONDIR', 'JPY_PARENT_PID', 'JUPYTER_CONFIG_DIR', 'LANG', 'PATH', 'PYTHONNOUSERSITE', 'PYTHONSAFEPATH', 'R_ENVIRON_USER', 'R_LIBS_USER', 'R_PROFILE_USER', 'XDG_CONFIG_HOME'"']"'
 check "row07_proc_kcore_cannot_be_read" eval '
 	rc_is proc 0 && one_of "$(val proc kcore)" ENOENT EACCES EPERM'
 # what only root may read of the host's memory and kernel is masked (each
