@@ -65,6 +65,15 @@ check() {
 fails_with() {
 	[ "$rc" = "$1" ] && [ ! -s stdout ] && printf '%s\n' "$2" | cmp -s - stderr
 }
+# fails_as_json_with STATUS KIND TEXT: as fails_with, and, --json having
+# come first, the failure object on stdout (kbox(1), EXIT STATUS).
+fails_as_json_with() {
+	[ "$rc" = "$1" ] && printf '%s\n' "$3" | cmp -s - stderr &&
+		"$PY" -c '
+import json, sys
+m = sys.argv[2].split(": ", 1)[1]
+sys.exit(json.load(open("stdout")) != {"schema": "kbox.result/2", "status": "failed", "error": {"kind": sys.argv[1], "message": m}})' "$2" "$3"
+}
 
 # ---- reading options ----
 
@@ -251,14 +260,14 @@ check short_option_takes_the_rest_of_its_word fails_with 2 \
 	'kbox exec: invalid --timeout "abc": expected seconds or a duration such as 30, 0.5, 2m'
 
 kbox kernelspecs -jz
-check unknown_short_option_in_a_cluster_is_named fails_with 2 \
+check unknown_short_option_in_a_cluster_is_named fails_as_json_with 2 usage \
 	'kbox kernelspecs: unknown option -z (see kbox kernelspecs --help)'
 
 kbox kernelspecs -jh
 check help_in_a_cluster_prints_the_help eval '[ "$rc" = 0 ] && cmp -s stdout help.kernelspecs'
 
 kbox ls --json extra
-check operand_of_a_command_without_operands_is_refused fails_with 2 \
+check operand_of_a_command_without_operands_is_refused fails_as_json_with 2 usage \
 	'kbox ls: unexpected argument "extra" (see kbox ls --help)'
 
 kbox get -s x -- -name-with-dash extra more

@@ -5,6 +5,7 @@
  * in the sandbox. */
 #include "config.h"
 #include "cli.h"
+#include "runtime/ro_bind.h"
 #include "runtime/bwrap.h"
 #include "runtime/cgroup.h"
 
@@ -500,6 +501,36 @@ int cmd_doctor(int argc, char **argv)
 				snprintf(buf, sizeof buf, "%s found; not run: no sandbox", exe);
 				check(&r, "interpreter", "skip", buf, NULL);
 				check(&r, "packages", "skip", "not checked: no sandbox", NULL);
+			} else if (strcmp(kbox_kspec_language(spec) ? kbox_kspec_language(spec) : "",
+			                  "python") != 0) {
+				/* another language: its program runs (--version) in the
+				 * sandbox with what its installation needs bound; the
+				 * checks of the sandbox itself are Python's, above */
+				const char *const deny[] = {NULL};
+				char **binds = kbox__ro_bind_find(rootfs, spec, exe, deny, &err);
+				char *cmd[] = {exe, "--version", NULL}, out[4096];
+				int rc = -1;
+				if (binds) {
+					bo.ro_binds = binds;
+					rc = kbox_bwrap_run(&bo, cmd, out, sizeof out, &err);
+					bo.ro_binds = NULL;
+				}
+				if (rc != 0) {
+					snprintf(buf, sizeof buf, "%s failed in the sandbox (%s %d): %.300s", exe,
+					         binds ? "status" : "binds", rc, rc < 0 ? err.msg : out);
+					check(&r, "interpreter", "fail", buf, "the kernel cannot start");
+				} else {
+					char *nl = strchr(out, '\n');
+					if (nl)
+						*nl = '\0';
+					snprintf(buf, sizeof buf, "%s runs in the sandbox: %.200s", exe, out);
+					check(&r, "interpreter", "ok", buf, NULL);
+					kernel_ok = true;
+				}
+				snprintf(buf, sizeof buf, "not checked: the kernel's language is %s (kbox checks Python's packages)",
+				         kbox_kspec_language(spec) ? kbox_kspec_language(spec) : "non-Python");
+				check(&r, "packages", "skip", buf, NULL);
+				kbox_strv_free(binds);
 			} else {
 				char *cmd[] = {exe, "-c", (char *)probe_py, NULL};
 				char out[4096], missing[512] = "", mods[1024] = "", *save = NULL;
