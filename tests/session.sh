@@ -171,7 +171,8 @@ check exec_whose_supervisor_dies_says_the_kernel_died eval '[ "$died_rc" = 44 ] 
 # ---- idle TTL ----
 
 fresh
-kbox start -s ttl --ttl 2s
+# (2000ms: a duration in milliseconds; see kbox(1), Durations)
+kbox start -s ttl --ttl 2000ms
 kbox exec -s ttl 'print(1)'
 fresh
 kbox exec -s ttl 'import time; time.sleep(3); print("slept")'
@@ -363,7 +364,7 @@ check exec_timeout_at_the_edge_never_kills_the_kernel eval 'status_is 0 && grep 
 	[ -z "$(printf "%s" "$codes" | tr -d 03)" ] || { echo "# exit statuses: $codes"; false; }'
 
 fresh
-kbox exec -s ex -t 1 --grace 1 'import signal, time
+kbox exec -s ex -t 1000ms --grace 1s 'import signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 time.sleep(60)'
 check exec_timeout_ignoring_interrupt_exits_4 eval 'status_is 4 && took_less_than 20'
@@ -410,13 +411,13 @@ kbox exec -s '' 'print(1)'
 check bad_name_empty fails_with 2 'kbox exec: invalid session name "": it is empty'
 kbox start -s x --ttl abc
 check bad_ttl fails_with 2 \
-	'kbox start: invalid --ttl "abc": expected a duration such as 90s, 30m, 2h or 0 for never'
+	'kbox start: invalid --ttl "abc": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 kbox exec -s x -t -1 'print(1)'
 check bad_timeout fails_with 2 \
-	'kbox exec: invalid --timeout "-1": expected seconds or a duration such as 30, 0.5, 2m'
+	'kbox exec: invalid --timeout "-1": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 kbox exec -s x --grace abc 'print(1)'
 check bad_grace fails_with 2 \
-	'kbox exec: invalid --grace "abc": expected seconds or a duration such as 30, 0.5, 2m'
+	'kbox exec: invalid --grace "abc": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 kbox start -s x --memory 10x
 check bad_memory fails_with 2 \
 	'kbox start: invalid --memory "10x": expected a size of at least 1M (e.g. 512M, 2G)'

@@ -33,19 +33,6 @@ static int env_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	return EXIT_OK;
 }
 
-/* --ttl DUR, into the long long at VALUE (ms). */
-static int ttl_cb(const char *cmd, const cli_option_t *opt, const char *arg)
-{
-	long long v = kbox_parse_duration(arg);
-	if (v < 0) {
-		cli_error(cmd, "invalid --ttl \"%s\": expected a duration such as 90s, 30m, 2h or 0 "
-		          "for never", arg);
-		return EXIT_USAGE;
-	}
-	*(long long *)opt->value = v;
-	return EXIT_OK;
-}
-
 /* --memory, --tmp-size, --file-size: at least 1M, into the long long at VALUE. */
 static int size_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
@@ -134,8 +121,8 @@ int cmd_start(int argc, char **argv)
 	                   "the kernelspec (default: the session's, else python3)"),
 	    CLI_OPT_STRING('b', "backend", "B", &backend,
 	                   "bwrap or none, unsandboxed (default: the session's, else bwrap)"),
-	    CLI_OPT_CALLBACK(0, "ttl", "DUR", ttl_cb, &ttl,
-	                     "stop after DUR idle, 0 never (default: the session's, else 30m)"),
+	    CLI_OPT_CALLBACK(0, "ttl", "DURATION", cli_opt_duration, &ttl,
+	                     "stop after DURATION idle, 0 never (default: the session's, else 30m)"),
 	    CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &memory,
 	                     "limit the kernel's memory (default: the session's, else 2G)"),
 	    CLI_OPT_CALLBACK(0, "cpus", "N", cpus_cb, &cpus,

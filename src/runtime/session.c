@@ -693,26 +693,3 @@ out:
 	json_decref(req);
 	return reply;
 }
-
-long long kbox_parse_duration(const char *s)
-{
-	char *end;
-	double v, mult = 1000;
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return -1;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || !isfinite(v) || v < 0)
-		return -1;
-	switch (*end) {
-	case '\0': break;
-	case 's': end++; break;
-	case 'm': mult = 60e3; end++; break;
-	case 'h': mult = 3600e3; end++; break;
-	case 'd': mult = 86400e3; end++; break;
-	default: return -1;
-	}
-	if (*end || v * mult > 365.0 * 86400e3)
-		return -1;
-	return (long long)ceil(v * mult);
-}
