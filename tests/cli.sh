@@ -322,6 +322,37 @@ EOF
 JUPYTER_PATH=$T/specs kbox run -k dies -c 'print(1)'
 check run_kernel_exiting_at_start_exits_5 status_is 5
 
+# The state directory (KBOX_HOME) must be private: one open to others is
+# refused by every command that reads it, in one line with the chmod that
+# fixes it.  Under root, 0710 (the sandbox user's group passes through, as
+# kbox start makes it) is right; for another user it is open to a group.
+for mode in 755 777 750; do
+	fresh
+	mkdir -m "$mode" home
+	echo data >f
+	for c in "ls" "ls --json" "stop -s x" "stop --all" "status -s x" "start -s x" \
+		"exec -s x 1" "get -s x f" "put -s x f" "logs -s x"; do
+		# shellcheck disable=SC2086 # the command's words
+		KBOX_HOME=$T/home kbox $c
+		check "state_dir_mode_${mode}_is_refused_by_$(echo "$c" | tr ' ' _)_with_the_chmod_that_fixes_it" \
+			eval '[ "$rc" = 5 ] && [ ! -s stdout ] && [ "$(cat stderr)" = "kbox ${c%% *}: directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home" ]'
+	done
+	check "state_dir_mode_${mode}_gets_nothing_made_in_it" eval '[ -z "$(ls -A home)" ]'
+	chmod 700 home
+	KBOX_HOME=$T/home kbox ls
+	check "state_dir_mode_${mode}_after_chmod_700_is_taken" eval '[ "$rc" = 0 ] && [ ! -s stderr ] &&
+		[ "$(head -n 1 stdout | tr -s " ")" = "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS" ]'
+done
+fresh
+mkdir -m 710 home
+KBOX_HOME=$T/home kbox ls
+if [ "$(id -u)" = 0 ]; then
+	check state_dir_mode_0710_is_taken_under_root eval '[ "$rc" = 0 ] && [ ! -s stderr ]'
+else
+	check state_dir_mode_0710_is_refused_for_a_user eval '[ "$rc" = 5 ] &&
+		[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 710, need 0700): chmod 700 $T/home" ]'
+fi
+
 # ---- commands that start a kernel ----
 #
 # Each scenario runs kbox once in its own directory $BASE/NAME.  They run in
