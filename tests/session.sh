@@ -144,6 +144,9 @@ fresh
 kbox status -s sv
 check status_of_dead_session_exits_5 eval 'status_is 5 && [ "$(status_line state)" = dead ] &&
 	[ "$(status_line last_stop)" = "the supervisor died without stopping the session" ]'
+kbox stop -s sv
+check stop_of_dead_session_exits_0_and_says_it_is_not_running eval 'status_is 0 &&
+	stdout_empty && stderr_is "kbox stop: session sv is not running"'
 
 fresh
 kbox exec -s sv 'print(open("keep.txt").read(), end=""); print("k" in dir())'
@@ -542,7 +545,12 @@ fresh
 kbox stop -s ex
 check stop_says_stopped eval 'status_is 0 && stdout_is "session ex stopped"'
 kbox stop -s ex
-check stop_of_stopped_session_exits_5 fails_with 5 "kbox stop: session ex is not running"
+check stop_of_stopped_session_exits_0_and_says_it_is_not_running eval 'status_is 0 &&
+	stdout_empty && stderr_is "kbox stop: session ex is not running"'
+kbox stop -s never-made
+check stop_of_a_session_that_does_not_exist_exits_0_and_says_so eval 'status_is 0 &&
+	stdout_empty && stderr_is "kbox stop: no session \"never-made\" (in $KBOX_HOME): nothing to stop"'
+check stop_of_a_session_that_does_not_exist_makes_nothing test ! -e "$S/never-made"
 kbox interrupt -s ex
 check interrupt_of_stopped_session_exits_5 fails_with 5 \
 	"kbox interrupt: session ex is not running (start it with kbox start -s ex)"
