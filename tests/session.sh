@@ -508,6 +508,28 @@ if [ -z "$SKIPPING" ]; then
 	rc=${PIPESTATUS[0]}
 fi
 check logs_follow_ends_when_its_reader_has_gone eval '[ "$rc" = 0 ] && [ "$(wc -l <stdout)" = 1 ]'
+# kbox(1)'s own words: `kbox logs -f | head -n 1` ends, and soon, while the
+# session runs; so does a -f whose reader goes before it has read a line,
+# and one waiting for a log that is not there yet.
+if [ -z "$SKIPPING" ]; then
+	t0=$(date +%s)
+	timeout 20 sh -c '"$1" logs -s rs -f | head -n 1' sh "$KBOX" >stdout
+	rc=$? secs=$(($(date +%s) - t0))
+fi
+check logs_follow_piped_to_head_ends_within_seconds_while_the_session_runs eval '[ "$rc" = 0 ] &&
+	[ "$secs" -lt 5 ] && [ "$(wc -l <stdout)" = 1 ] && kill -0 "$(cat "$S/rs/supervisor.pid")"'
+if [ -z "$SKIPPING" ]; then
+	{ timeout 20 "$KBOX" logs -s rs -f; echo $? >rc.out; } | true
+	rc=$(cat rc.out)
+fi
+check logs_follow_ends_when_its_reader_goes_before_reading status_is 0
+mkdir -m 700 "$S/nolog"
+if [ -z "$SKIPPING" ]; then
+	{ timeout 20 "$KBOX" logs -s nolog -f; echo $? >rc.out; } | true
+	rc=$(cat rc.out)
+fi
+check logs_follow_waiting_for_a_log_ends_when_its_reader_has_gone status_is 0
+rmdir "$S/nolog"
 
 fresh
 kbox complete -s ex 'import o'
