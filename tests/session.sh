@@ -323,10 +323,44 @@ check put_into_directory_keeps_basename eval 'status_is 0 && [ "$(cat "$S/two/wo
 kbox put -s two no-such-file.txt
 check put_missing_host_file_exits_2 fails_with 2 \
 	"kbox put: cannot read no-such-file.txt: No such file or directory"
+
 kbox put -s nosess in.txt
 check put_to_unknown_session_exits_5 fails_with 5 "kbox put: no session \"nosess\" (in $KBOX_HOME)"
 kbox get -s nosess in.txt
 check get_from_unknown_session_exits_5 fails_with 5 "kbox get: no session \"nosess\" (in $KBOX_HOME)"
+
+# A directory that is not there is named, and none is made: in the host
+# path of get, in the workspace path of put.
+fresh
+echo data >afile
+for to in nodir/ nodir/x.txt nodir/deeper/x.txt; do
+	kbox get -s two inlink "$to"
+	want=${to%/*}
+	[ "$to" = nodir/ ] && want=nodir/
+	check "get_into_missing_directory_${to}_says_it_does_not_exist" \
+		fails_with 2 "kbox get: directory $want does not exist"
+done
+kbox get -s two inlink afile/
+check get_into_a_file_as_directory_says_it_is_not_one fails_with 2 "kbox get: afile/ is not a directory"
+kbox get -s two inlink afile/x.txt
+check get_into_a_file_as_directory_beneath_says_it_is_not_one fails_with 2 \
+	"kbox get: afile is not a directory"
+check get_into_missing_directory_makes_nothing eval '[ ! -e nodir ] && [ "$(cat afile)" = data ]'
+for to in nodir/ nodir/x.txt nodir/deeper/x.txt; do
+	kbox put -s two afile "$to"
+	want=${to%/*}
+	[ "$to" = nodir/ ] && want=nodir/
+	check "put_into_missing_directory_${to}_says_it_does_not_exist_in_the_workspace" \
+		fails_with 2 "kbox put: directory $want does not exist in the workspace"
+done
+kbox put -s two afile inlink/
+check put_into_a_file_as_directory_says_it_is_not_one fails_with 2 \
+	"kbox put: inlink/ is not a directory in the workspace"
+kbox put -s two afile data.txt/x.txt
+check put_into_a_file_as_directory_beneath_says_it_is_not_one fails_with 2 \
+	"kbox put: data.txt is not a directory in the workspace"
+check put_into_missing_directory_makes_nothing eval '[ ! -e "$S/two/workspace/nodir" ] &&
+	[ "$(cat "$S/two/workspace/data.txt")" = data ]'
 
 # ---- every exit status ----
 
