@@ -617,6 +617,39 @@ kbox complete -s ex 'import o'
 check complete_needs_a_running_session eval '[ "$rc" = 5 ] && [ "$(wc -l <stderr)" -eq 1 ]'
 check events_log_stop_on_request events ex 'ev[-1]["event"] == "stop" and ev[-1]["cause"] == "stopped on request (kbox stop)"'
 
+# ---- a kernelspec that does not start is not the session's ----
+
+# no_kernelspec_line NAME: exit 5 and the one line of an unknown kernelspec NAME.
+no_kernelspec_line() {
+	[ "$rc" = 5 ] && stdout_empty && [ "$(wc -l <stderr)" -eq 1 ] &&
+		grep -q "^kbox start: no kernelspec named \"$1\" (searched .*)\$" stderr
+}
+fresh
+kbox start -s kf -k no-such-kernel
+check start_of_a_new_session_with_an_unknown_kernelspec_exits_5_and_makes_no_session eval \
+	'no_kernelspec_line no-such-kernel && [ ! -e "$S/kf" ]'
+kbox start -s kf
+check start_after_an_unknown_kernelspec_starts_the_default_kernel eval 'status_is 0 && started_line kf'
+kbox stop -s kf
+kbox start -s kf -k no-such-kernel
+check start_of_a_stopped_session_with_an_unknown_kernelspec_exits_5 no_kernelspec_line no-such-kernel
+check start_with_an_unknown_kernelspec_keeps_the_sessions_kernel eval \
+	'[ "$(json_field "$S/kf/session.json" kernel)" = python3 ]'
+mkdir -p jp/kernels/dies
+cat >jp/kernels/dies/kernel.json <<'EOF'
+{"argv": ["/bin/sh", "-c", "exit 1", "{connection_file}"], "display_name": "Dies", "language": "none"}
+EOF
+JUPYTER_PATH=$T/jp kbox start -s kf -k dies
+check start_with_a_kernel_that_exits_at_once_exits_5 eval '[ "$rc" = 5 ] && stdout_empty &&
+	grep -q "^kbox start: session kf: the kernel exited with status 1 before it was ready" stderr'
+check start_that_failed_keeps_the_kernelspec_that_worked eval \
+	'[ "$(json_field "$S/kf/session.json" kernel)" = python3 ]'
+kbox exec -s kf 'print(6 * 7)'
+check exec_after_a_failed_start_runs_the_sessions_kernel eval 'status_is 0 && last_line_is stdout 42'
+kbox status -s kf
+check status_after_a_failed_start_names_the_sessions_kernel eval '[ "$(status_line kernel)" = python3 ]'
+kbox stop -s kf
+
 # ---- regressions found in review ----
 
 # A supervisor keeps nothing of its starter but its stdio: a pipe the
