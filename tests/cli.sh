@@ -193,6 +193,19 @@ image_saved_in() {
 	path=$(image_path)
 	[ "$(cd "$(dirname "$path")" && pwd -P)" = "$(cd "$1" && pwd -P)" ]
 }
+# run_dir: the name of the directory of the run's own, from the last line of
+# stdout ("[files saved in: DIR/]", DIR in the current directory).
+run_dir() { sed -n "\$s|^\[files saved in: $(pwd -P)/\(kbox-run-[^/]*\)/\]\$|\1|p" stdout; }
+# run_dir_is_new_and_named_for_now: there is one kbox-run-YYYYMMDD-HHMMSS
+# directory here, and the last line of stdout names it.
+run_dir_is_new_and_named_for_now() {
+	# shellcheck disable=SC2012 # names made here
+	[ "$(ls -d kbox-run-* | wc -l)" -eq 1 ] || return 1
+	case $(run_dir) in
+	kbox-run-[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9][0-9][0-9][0-9][0-9][0-9]) [ -d "$(run_dir)" ] ;;
+	*) false ;;
+	esac
+}
 # image_named NAME: the saved image's file name is NAME.
 image_named() {
 	path=$(image_path)
@@ -400,6 +413,19 @@ scenario_ndjson() { kbox run --format ndjson -c 'print("hi"); 6*7'; }
 scenario_budget() {
 	kbox run --max-output 1K --max-lines 20 -c 'for i in range(5000): print(i)'
 }
+# The directory a run would take exists already, for each second of the
+# next 90 (with a file of an earlier run in it): the run takes "-2".
+scenario_rundir() {
+	now=$(date +%s)
+	for i in $(seq 0 90); do
+		d=kbox-run-$(date -d "@$((now + i))" +%Y%m%d-%H%M%S)
+		mkdir "$d" && echo earlier >"$d/1-stdout.txt"
+	done
+	kbox run --max-output 1K -c 'for i in range(3000): print(i)'
+}
+scenario_rundirjson() {
+	kbox run --format json --max-output 1K -c 'for i in range(3000): print(i)'
+}
 scenario_outputs() {
 	needs kernel pandas
 	mkdir imgs
@@ -428,7 +454,7 @@ needs kernel
 lane demo state result order &
 lane timeout plot cwd none error &
 lane outputs input noinput died json &
-lane ndjson budget &
+lane ndjson budget rundir rundirjson &
 wait
 
 enter state
@@ -503,7 +529,8 @@ check demo_chart_is_600x400 png_size_is work/chart.png 600 400
 enter plot
 check run_plt_show_saves_png image_saved
 check run_plt_show_prints_no_figure_text eval '! grep -q "<Figure" stdout'
-check run_images_go_to_cwd_by_default image_saved_in "$T"
+check run_images_go_to_a_new_directory_of_the_run_by_default eval 'run_dir_is_new_and_named_for_now &&
+	image_saved_in "$T/$(run_dir)"'
 check run_image_is_named_count_dash_index image_named 2-1.png
 
 enter json
@@ -531,11 +558,13 @@ assert ev[-1]["status"] == "ok" and ev[-1]["value"]["text"]["text"] == "42", ev[
 
 enter budget
 check run_max_output_keeps_head_and_tail eval 'has_line stdout 0 && has_line stdout 4999 &&
-	lacks_line stdout 2500 && [ "$(wc -l <stdout)" -le 21 ]'
+	lacks_line stdout 2500 && [ "$(wc -l <stdout)" -le 22 ]'
 check run_max_output_marker_names_spill_file eval 'grep -q "^\[\.\.\. [0-9]* bytes in [0-9]* lines left out; the complete text is in .*/1-stdout.txt \.\.\.\]$" stdout'
 check run_max_output_takes_a_K_suffix_as_1024_bytes "$PY" -c '
 import json, re
-text = open("stdout").read()
+lines = open("stdout").readlines()
+assert lines[-1].startswith("[files saved in: "), lines[-1]
+text = "".join(lines[:-1])
 head, tail = text.split("[... ")[0], text.split(" ...]\n")[1]
 m = re.search(r"\[\.\.\. (\d+) bytes in", text)
 # head and tail together hold at most 1024 bytes, and what was left out makes up the rest
@@ -543,11 +572,44 @@ assert len(head.encode()) + len(tail.encode()) <= 1024, (len(head), len(tail))
 assert len(head.encode()) + len(tail.encode()) + int(m.group(1)) == 23890, m.group(1)
 '
 check run_max_output_spill_file_is_complete "$PY" -c '
-assert open("1-stdout.txt").read() == "".join("%d\n" % i for i in range(5000))
+import glob
+assert open(glob.glob("kbox-run-*/1-stdout.txt")[0]).read() == "".join("%d\n" % i for i in range(5000))
+'
+check run_max_output_spill_file_is_in_a_new_directory_named_last run_dir_is_new_and_named_for_now
+
+enter rundir
+# earlier_runs_untouched: each directory made before the run still holds
+# just its file, as it was.
+earlier_runs_untouched() {
+	for d in kbox-run-????????-??????; do
+		[ "$(ls "$d")" = 1-stdout.txt ] && [ "$(cat "$d/1-stdout.txt")" = earlier ] || return 1
+	done
+}
+check run_never_writes_into_a_directory_that_exists earlier_runs_untouched
+check run_takes_the_next_free_name_for_its_directory eval 'd=$(run_dir) && case $d in
+	kbox-run-????????-??????-2) [ -d "${d%-2}" ] ;;
+	*) false ;; esac'
+check run_writes_into_the_directory_it_named "$PY" -c '
+import sys
+assert open(sys.argv[1] + "/1-stdout.txt").read() == "".join("%d\n" % i for i in range(3000))
+' "$(run_dir)"
+
+enter rundirjson
+check run_json_names_its_directory_on_stderr_and_writes_only_json_on_stdout "$PY" -c '
+import json, os, re, sys
+lines = open("stdout").readlines()
+assert len(lines) == 1, lines
+path = json.loads(lines[0])["stdout"]["spill_path"]
+err = open("stderr").read()
+m = re.fullmatch(r"kbox run: files saved in (.*/kbox-run-\d{8}-\d{6})/\n", err)
+assert m and m.group(1) == os.path.realpath(".") + "/" + os.path.basename(m.group(1)), err
+assert path == m.group(1) + "/1-stdout.txt" and os.path.isfile(path), path
 '
 
 enter outputs
 check run_outputs_option_sets_image_dir eval 'image_saved && image_saved_in imgs'
+check run_outputs_option_makes_no_directory_and_names_none eval '
+	[ -z "$(ls -d kbox-run-* 2>/dev/null)" ] && ! grep -q "^\[files saved in: " stdout'
 check run_never_replaces_a_file_in_the_outputs_dir eval '
 	[ "$(cat imgs/1-1.png)" = "the caller'"'"'s" ] && [ "$(image_path)" = "$(pwd -P)/imgs/1-1-2.png" ]'
 

@@ -9,7 +9,8 @@
  * (cells and --put) are copied first; a host directory is the workspace
  * only when --workspace names it, and never one whose loss would hurt
  * (cli_ws_host_dir).  Images and long texts go to the outputs directory,
- * outside the sandbox: the current one unless -o names another. */
+ * outside the sandbox: -o's, or a new one of this run's own in the current
+ * directory (make_out_dir), named at the end when it holds any. */
 #include "config.h"
 #include "cli.h"
 
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -43,6 +45,56 @@ static int make_run_dir(char *buf, size_t size, bool sandboxed)
 		return -1;
 	}
 	return 0;
+}
+
+/* A new directory for this run's images and long texts in the current
+ * directory, kbox-run-YYYYMMDD-HHMMSS (local time), or with -2, -3, ...
+ * when that is taken: made by mkdir, so never one that exists, and no
+ * earlier run's file is ever written over.  Its absolute path into BUF.
+ * EXIT_OK, or EXIT_USAGE after one line. */
+static int make_out_dir(char *buf, size_t size)
+{
+	char cwd[PATH_MAX], stamp[32];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (!getcwd(cwd, sizeof cwd)) {
+		cli_error("run", "cannot read the current directory: %s (give --outputs DIR)",
+		          strerror(errno));
+		return EXIT_USAGE;
+	}
+	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+	for (int i = 1; i <= 1000; i++) {
+		int n = i == 1 ? snprintf(buf, size, "%s/kbox-run-%s", cwd, stamp)
+		               : snprintf(buf, size, "%s/kbox-run-%s-%d", cwd, stamp, i);
+		if (n < 0 || (size_t)n >= size) {
+			errno = ENAMETOOLONG;
+			break;
+		}
+		if (mkdir(buf, 0777) == 0)
+			return EXIT_OK;
+		if (errno != EEXIST)
+			break;
+	}
+	cli_error("run", "cannot create a directory for images and long texts in the current "
+	          "directory %s: %s (give --outputs DIR)", cwd, strerror(errno));
+	buf[0] = '\0';
+	return EXIT_USAGE;
+}
+
+/* The end of the run's own outputs directory DIR: removed when it is
+ * empty; else its name is given, after the results (on standard output
+ * in text, where the results name their files; on standard error beside
+ * JSON). */
+static void end_out_dir(const char *dir, format_t format)
+{
+	if (rmdir(dir) == 0 || (errno != ENOTEMPTY && errno != EEXIST))
+		return;
+	if (format == FMT_TEXT) {
+		printf("[files saved in: %s/]\n", dir);
+		fflush(stdout);
+	} else
+		cli_error("run", "files saved in %s/", dir);
 }
 
 /* The cells, in command-line order: -c CODE and FILE operands. */
@@ -206,7 +258,7 @@ int cmd_run(int argc, char **argv)
 {
 	const char *kernel = getenv("KBOX_KERNEL"), *workspace = NULL, *outputs = NULL;
 	const char *backend = KBOX_BACKEND_DEFAULT;
-	char rundir[PATH_MAX] = "", outbuf[PATH_MAX], wsreal[PATH_MAX];
+	char rundir[PATH_MAX] = "", outbuf[PATH_MAX], wsreal[PATH_MAX], own_out[PATH_MAX] = "";
 	kbox_sandbox_id_t sid = {0};
 	struct stat wsst = {0};
 	bool read_only = false; /* --workspace the sandbox user cannot write */
@@ -234,7 +286,7 @@ int cmd_run(int argc, char **argv)
 	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &timeout_ms,
 	                     "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
 	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
-	                   "write images and long texts into DIR (default: the current directory)"),
+	                   "write images and long texts into DIR (default: a new kbox-run-TIME here)"),
 	    CLI_OPT_LIST('i', "input", "LINE", &inputs,
 	                 "answer input requests with LINE, in all cells; repeatable (default: none)"),
 	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
@@ -314,18 +366,11 @@ int cmd_run(int argc, char **argv)
 			goto out;
 	}
 	/* the supervisor writes there: it gets the absolute path (by default
-	 * the current directory's, whatever links led to it) */
+	 * a new directory in the current one, whatever links led to it) */
 	if (outputs)
 		status = cli_outputs_dir("run", outputs, outbuf);
-	else if (!getcwd(outbuf, sizeof outbuf)) {
-		cli_error("run", "cannot read the current directory: %s (give --outputs DIR)",
-		          strerror(errno));
-		status = EXIT_USAGE;
-	} else if (access(outbuf, W_OK | X_OK) < 0) {
-		cli_error("run", "cannot write images and long texts into the current directory %s: "
-		          "%s (give --outputs DIR)", outbuf, strerror(errno));
-		status = EXIT_USAGE;
-	}
+	else if ((status = make_out_dir(own_out, sizeof own_out)) == EXIT_OK)
+		snprintf(outbuf, sizeof outbuf, "%s", own_out);
 	if (status != EXIT_OK)
 		goto out;
 
@@ -419,6 +464,8 @@ out:
 		for (int i = 0; i < 500 && access(rundir, F_OK) == 0; i++)
 			usleep(10000);
 	}
+	if (own_out[0])
+		end_out_dir(own_out, format);
 	kbox_kspec_destroy(&spec);
 	for (size_t i = 0; i < cells.n; i++)
 		free(cells.v[i].code);
