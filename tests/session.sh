@@ -835,16 +835,43 @@ if [ -z "$SKIPPING" ]; then
 	wait "$rp" 2>/dev/null
 fi
 check run_killed_its_supervisor_stops eval '[ -n "$runsup" ] && gone_or_zombie "$runsup"'
-# no_run_dir: within 5 s no kbox run session directory is left in $T, and
-# that of the kbox run killed ($rd) is gone.
+# no_run_dir: within 5 s no kbox run session directory (kbox-run-XXXXXX) is
+# left in $T, and that of the kbox run killed ($rd) is gone.
 no_run_dir() {
+	for _ in $(seq 50); do
+		[ -z "$(ls -d "$T"/kbox-run-?????? 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+check run_killed_its_session_directory_goes no_run_dir
+# Ended by a signal it can catch, kbox run leaves no directory of its own
+# either: the outputs directory, still empty, goes with it (SIGKILL, above,
+# leaves that one).
+fresh
+rc=
+if [ -z "$SKIPPING" ]; then
+	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(60)' >/dev/null 2>&1 &
+	rp=$!
+	for _ in $(seq 100); do
+		rd=$(grep -l "\"owner_pid\": *$rp\b" "$T"/kbox-run-*/session.json /tmp/kbox-run-*/session.json 2>/dev/null | head -n 1)
+		rd=${rd%/session.json}
+		[ -n "$rd" ] && grep -q '"event":"exec-begin"' "$rd/events.ndjson" 2>/dev/null && break
+		sleep 0.1
+	done
+	kill -TERM "$rp"
+	wait "$rp"
+	rc=$?
+fi
+# no_dir_of_the_run: within 5 s no kbox-run-* directory is left in $T.
+no_dir_of_the_run() {
 	for _ in $(seq 50); do
 		[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ] && return 0
 		sleep 0.1
 	done
 	return 1
 }
-check run_killed_its_session_directory_goes no_run_dir
+check run_terminated_leaves_no_directory_of_its_own eval '[ "$rc" = 143 ] && no_dir_of_the_run'
 
 # One execution at a time: a second exec waits its turn, bounded by its -t.
 fresh

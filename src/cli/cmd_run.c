@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -80,6 +81,37 @@ static int make_out_dir(char *buf, size_t size)
 	          "directory %s: %s (give --outputs DIR)", cwd, strerror(errno));
 	buf[0] = '\0';
 	return EXIT_USAGE;
+}
+
+/* The run's own outputs directory while it may be empty, for on_signal. */
+static char out_dir_live[PATH_MAX];
+
+/* A signal that ends kbox run (^C, kill) takes the outputs directory with
+ * it when it is still empty (rmdir removes nothing else), then does what
+ * it would have done. */
+static void on_signal(int sig)
+{
+	if (out_dir_live[0])
+		rmdir(out_dir_live);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Have SIGHUP, SIGINT and SIGTERM (those not ignored) go through on_signal
+ * while DIR is the outputs directory. */
+static void guard_out_dir(const char *dir)
+{
+	static const int sigs[] = {SIGHUP, SIGINT, SIGTERM};
+	snprintf(out_dir_live, sizeof out_dir_live, "%s", dir);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		struct sigaction sa = {0}, old;
+		sigaction(sigs[i], NULL, &old);
+		if (old.sa_handler == SIG_IGN)
+			continue;
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sigs[i], &sa, NULL);
+	}
 }
 
 /* The end of the run's own outputs directory DIR: removed when it is
@@ -369,8 +401,10 @@ int cmd_run(int argc, char **argv)
 	 * a new directory in the current one, whatever links led to it) */
 	if (outputs)
 		status = cli_outputs_dir("run", outputs, outbuf);
-	else if ((status = make_out_dir(own_out, sizeof own_out)) == EXIT_OK)
+	else if ((status = make_out_dir(own_out, sizeof own_out)) == EXIT_OK) {
 		snprintf(outbuf, sizeof outbuf, "%s", own_out);
+		guard_out_dir(own_out);
+	}
 	if (status != EXIT_OK)
 		goto out;
 
