@@ -94,14 +94,15 @@ int kbox__check_private_dir(const char *dir, kbox_error_t *err)
 		return kbox__err(err, KBOX_E_INVALID, "directory %s is not owned by uid %u", dir,
 		                 (unsigned)geteuid());
 	if ((st.st_mode & 0700) != 0700)
-		return kbox__err(err, KBOX_E_INVALID, "directory %s is not rwx for its owner (mode %03o)",
-		                 dir, (unsigned)(st.st_mode & 0777));
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "directory %s is not rwx for its owner (mode %03o, need 0700): chmod 700 %s",
+		                 dir, (unsigned)(st.st_mode & 0777), dir);
 	/* 0710: under root the sandbox user's group passes through to the
 	 * directories of its own (kbox_session_share) */
 	if (st.st_mode & 067)
 		return kbox__err(err, KBOX_E_INVALID,
-		                 "directory %s is accessible to others (mode %03o, need 0700)", dir,
-		                 (unsigned)(st.st_mode & 0777));
+		                 "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
+		                 dir, (unsigned)(st.st_mode & 0777), dir);
 	return 0;
 }
 

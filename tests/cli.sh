@@ -193,6 +193,19 @@ image_saved_in() {
 	path=$(image_path)
 	[ "$(cd "$(dirname "$path")" && pwd -P)" = "$(cd "$1" && pwd -P)" ]
 }
+# run_dir: the name of the directory of the run's own, from the last line of
+# stdout ("[files saved in: DIR/]", DIR in the current directory).
+run_dir() { sed -n "\$s|^\[files saved in: $(pwd -P)/\(kbox-run-[^/]*\)/\]\$|\1|p" stdout; }
+# run_dir_is_new_and_named_for_now: there is one kbox-run-YYYYMMDD-HHMMSS
+# directory here, and the last line of stdout names it.
+run_dir_is_new_and_named_for_now() {
+	# shellcheck disable=SC2012 # names made here
+	[ "$(ls -d kbox-run-* | wc -l)" -eq 1 ] || return 1
+	case $(run_dir) in
+	kbox-run-[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9][0-9][0-9][0-9][0-9][0-9]) [ -d "$(run_dir)" ] ;;
+	*) false ;;
+	esac
+}
 # image_named NAME: the saved image's file name is NAME.
 image_named() {
 	path=$(image_path)
@@ -382,6 +395,37 @@ EOF
 JUPYTER_PATH=$T/specs kbox run -k dies -c 'print(1)'
 check run_kernel_exiting_at_start_exits_5 status_is 5
 
+# The state directory (KBOX_HOME) must be private: one open to others is
+# refused by every command that reads it, in one line with the chmod that
+# fixes it.  Under root, 0710 (the sandbox user's group passes through, as
+# kbox start makes it) is right; for another user it is open to a group.
+for mode in 755 777 750; do
+	fresh
+	mkdir -m "$mode" home
+	echo data >f
+	for c in "ls" "ls --json" "stop -s x" "stop --all" "status -s x" "start -s x" \
+		"exec -s x 1" "get -s x f" "put -s x f" "logs -s x"; do
+		# shellcheck disable=SC2086 # the command's words
+		KBOX_HOME=$T/home kbox $c
+		check "state_dir_mode_${mode}_is_refused_by_$(echo "$c" | tr ' ' _)_with_the_chmod_that_fixes_it" \
+			eval '[ "$rc" = 5 ] && [ ! -s stdout ] && [ "$(cat stderr)" = "kbox ${c%% *}: directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home" ]'
+	done
+	check "state_dir_mode_${mode}_gets_nothing_made_in_it" eval '[ -z "$(ls -A home)" ]'
+	chmod 700 home
+	KBOX_HOME=$T/home kbox ls
+	check "state_dir_mode_${mode}_after_chmod_700_is_taken" eval '[ "$rc" = 0 ] && [ ! -s stderr ] &&
+		[ "$(head -n 1 stdout | tr -s " ")" = "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS" ]'
+done
+fresh
+mkdir -m 710 home
+KBOX_HOME=$T/home kbox ls
+if [ "$(id -u)" = 0 ]; then
+	check state_dir_mode_0710_is_taken_under_root eval '[ "$rc" = 0 ] && [ ! -s stderr ]'
+else
+	check state_dir_mode_0710_is_refused_for_a_user eval '[ "$rc" = 5 ] &&
+		[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 710, need 0700): chmod 700 $T/home" ]'
+fi
+
 # ---- commands that start a kernel ----
 #
 # Each scenario runs kbox once in its own directory $BASE/NAME.  They run in
@@ -429,6 +473,19 @@ scenario_ndjson() { kbox run --format ndjson -c 'print("hi"); 6*7'; }
 scenario_budget() {
 	kbox run --max-output 1K --max-lines 20 -c 'for i in range(5000): print(i)'
 }
+# The directory a run would take exists already, for each second of the
+# next 90 (with a file of an earlier run in it): the run takes "-2".
+scenario_rundir() {
+	now=$(date +%s)
+	for i in $(seq 0 90); do
+		d=kbox-run-$(date -d "@$((now + i))" +%Y%m%d-%H%M%S)
+		mkdir "$d" && echo earlier >"$d/1-stdout.txt"
+	done
+	kbox run --max-output 1K -c 'for i in range(3000): print(i)'
+}
+scenario_rundirjson() {
+	kbox run --format json --max-output 1K -c 'for i in range(3000): print(i)'
+}
 scenario_outputs() {
 	needs kernel pandas
 	mkdir imgs
@@ -457,7 +514,7 @@ needs kernel
 lane demo state result order &
 lane timeout plot cwd none error &
 lane outputs input noinput died json &
-lane ndjson budget &
+lane ndjson budget rundir rundirjson &
 wait
 
 enter state
@@ -532,7 +589,8 @@ check demo_chart_is_600x400 png_size_is work/chart.png 600 400
 enter plot
 check run_plt_show_saves_png image_saved
 check run_plt_show_prints_no_figure_text eval '! grep -q "<Figure" stdout'
-check run_images_go_to_cwd_by_default image_saved_in "$T"
+check run_images_go_to_a_new_directory_of_the_run_by_default eval 'run_dir_is_new_and_named_for_now &&
+	image_saved_in "$T/$(run_dir)"'
 check run_image_is_named_count_dash_index image_named 2-1.png
 
 enter json
@@ -560,11 +618,13 @@ assert ev[-1]["status"] == "ok" and ev[-1]["value"]["text"]["text"] == "42", ev[
 
 enter budget
 check run_max_output_keeps_head_and_tail eval 'has_line stdout 0 && has_line stdout 4999 &&
-	lacks_line stdout 2500 && [ "$(wc -l <stdout)" -le 21 ]'
+	lacks_line stdout 2500 && [ "$(wc -l <stdout)" -le 22 ]'
 check run_max_output_marker_names_spill_file eval 'grep -q "^\[\.\.\. [0-9]* bytes in [0-9]* lines left out; the complete text is in .*/1-stdout.txt \.\.\.\]$" stdout'
 check run_max_output_takes_a_K_suffix_as_1024_bytes "$PY" -c '
 import json, re
-text = open("stdout").read()
+lines = open("stdout").readlines()
+assert lines[-1].startswith("[files saved in: "), lines[-1]
+text = "".join(lines[:-1])
 head, tail = text.split("[... ")[0], text.split(" ...]\n")[1]
 m = re.search(r"\[\.\.\. (\d+) bytes in", text)
 # head and tail together hold at most 1024 bytes, and what was left out makes up the rest
@@ -572,11 +632,44 @@ assert len(head.encode()) + len(tail.encode()) <= 1024, (len(head), len(tail))
 assert len(head.encode()) + len(tail.encode()) + int(m.group(1)) == 23890, m.group(1)
 '
 check run_max_output_spill_file_is_complete "$PY" -c '
-assert open("1-stdout.txt").read() == "".join("%d\n" % i for i in range(5000))
+import glob
+assert open(glob.glob("kbox-run-*/1-stdout.txt")[0]).read() == "".join("%d\n" % i for i in range(5000))
+'
+check run_max_output_spill_file_is_in_a_new_directory_named_last run_dir_is_new_and_named_for_now
+
+enter rundir
+# earlier_runs_untouched: each directory made before the run still holds
+# just its file, as it was.
+earlier_runs_untouched() {
+	for d in kbox-run-????????-??????; do
+		[ "$(ls "$d")" = 1-stdout.txt ] && [ "$(cat "$d/1-stdout.txt")" = earlier ] || return 1
+	done
+}
+check run_never_writes_into_a_directory_that_exists earlier_runs_untouched
+check run_takes_the_next_free_name_for_its_directory eval 'd=$(run_dir) && case $d in
+	kbox-run-????????-??????-2) [ -d "${d%-2}" ] ;;
+	*) false ;; esac'
+check run_writes_into_the_directory_it_named "$PY" -c '
+import sys
+assert open(sys.argv[1] + "/1-stdout.txt").read() == "".join("%d\n" % i for i in range(3000))
+' "$(run_dir)"
+
+enter rundirjson
+check run_json_names_its_directory_on_stderr_and_writes_only_json_on_stdout "$PY" -c '
+import json, os, re, sys
+lines = open("stdout").readlines()
+assert len(lines) == 1, lines
+path = json.loads(lines[0])["stdout"]["spill_path"]
+err = open("stderr").read()
+m = re.fullmatch(r"kbox run: files saved in (.*/kbox-run-\d{8}-\d{6})/\n", err)
+assert m and m.group(1) == os.path.realpath(".") + "/" + os.path.basename(m.group(1)), err
+assert path == m.group(1) + "/1-stdout.txt" and os.path.isfile(path), path
 '
 
 enter outputs
 check run_outputs_option_sets_image_dir eval 'image_saved && image_saved_in imgs'
+check run_outputs_option_makes_no_directory_and_names_none eval '
+	[ -z "$(ls -d kbox-run-* 2>/dev/null)" ] && ! grep -q "^\[files saved in: " stdout'
 check run_never_replaces_a_file_in_the_outputs_dir eval '
 	[ "$(cat imgs/1-1.png)" = "the caller'"'"'s" ] && [ "$(image_path)" = "$(pwd -P)/imgs/1-1-2.png" ]'
 

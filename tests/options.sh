@@ -245,11 +245,11 @@ check format_is_checked_alike_and_json_is_its_alias eval \
 
 kbox exec -s x --timeout=abc 'print(1)'
 check long_option_takes_its_argument_after_equals fails_with 2 \
-	'kbox exec: invalid --timeout "abc": expected seconds or a duration such as 30, 0.5, 2m'
+	'kbox exec: invalid --timeout "abc": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 
 kbox exec -s x --time abc 'print(1)'
 check long_option_may_be_a_prefix_of_one_option fails_with 2 \
-	'kbox exec: invalid --timeout "abc": expected seconds or a duration such as 30, 0.5, 2m'
+	'kbox exec: invalid --timeout "abc": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 
 kbox exec -s x --ma 1000 'print(1)'
 check prefix_of_two_options_is_ambiguous_and_names_them fails_with 2 \
@@ -257,7 +257,47 @@ check prefix_of_two_options_is_ambiguous_and_names_them fails_with 2 \
 
 kbox exec -s x -tabc 'print(1)'
 check short_option_takes_the_rest_of_its_word fails_with 2 \
-	'kbox exec: invalid --timeout "abc": expected seconds or a duration such as 30, 0.5, 2m'
+	'kbox exec: invalid --timeout "abc": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
+
+# ---- durations: one parser, one placeholder, one message (kbox(1), Durations) ----
+
+# Every option that takes a duration shows DURATION in its help.
+for opt in "exec -t" "exec --grace" "run -t" "start --ttl"; do
+	cmd=${opt% *}
+	kbox "$cmd" --help
+	check "${cmd}_${opt#* }_shows_the_placeholder_DURATION" eval \
+		'grep -q "^  .*${opt#* }[^ ]* DURATION  " stdout && grep -q "^usage: .*${opt#* } DURATION" stdout'
+done
+
+# A duration that is taken gets as far as the session name (an invalid one,
+# so that nothing starts); one that is not is refused in the one message.
+dur_msg() { echo "kbox $1: invalid --$2 \"$3\": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h"; }
+for opt in "exec timeout" "exec grace" "run timeout" "start ttl"; do
+	cmd=${opt% *} long=${opt#* }
+	for d in 30 30s 1.5s 500ms 2m 1h 1.5h 2d 24d 0 0.0001 .5 5.; do
+		if [ "$cmd" = run ]; then
+			kbox run --"$long" "$d" no-such-cell.py
+			want='kbox run: cannot read no-such-cell.py: No such file or directory'
+		elif [ "$cmd" = start ]; then
+			kbox start -s a/b --"$long" "$d"
+			want="kbox start: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
+		else
+			kbox "$cmd" -s a/b --"$long" "$d" 'print(1)'
+			want="kbox $cmd: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
+		fi
+		check "${cmd}_${long}_takes_${d}" fails_with 2 "$want"
+	done
+	for d in abc -1 +1 " 1" "1 " 1e3 0x10 inf nan 1.5.2 . s ms 1ms5 1x 1S 1sec 25d 24.001d ""; do
+		if [ "$cmd" = run ]; then
+			kbox run --"$long" "$d" no-such-cell.py
+		elif [ "$cmd" = start ]; then
+			kbox start -s a/b --"$long" "$d"
+		else
+			kbox "$cmd" -s a/b --"$long" "$d" 'print(1)'
+		fi
+		check "${cmd}_${long}_refuses_\"${d}\"_in_one_message" fails_with 2 "$(dur_msg "$cmd" "$long" "$d")"
+	done
+done
 
 kbox kernelspecs -jz
 check unknown_short_option_in_a_cluster_is_named fails_as_json_with 2 usage \

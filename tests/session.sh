@@ -144,6 +144,9 @@ fresh
 kbox status -s sv
 check status_of_dead_session_exits_5 eval 'status_is 5 && [ "$(status_line state)" = dead ] &&
 	[ "$(status_line last_stop)" = "the supervisor died without stopping the session" ]'
+kbox stop -s sv
+check stop_of_dead_session_exits_0_and_says_it_is_not_running eval 'status_is 0 &&
+	stdout_empty && stderr_is "kbox stop: session sv is not running"'
 
 fresh
 kbox exec -s sv 'print(open("keep.txt").read(), end=""); print("k" in dir())'
@@ -171,7 +174,8 @@ check exec_whose_supervisor_dies_says_the_kernel_died eval '[ "$died_rc" = 44 ] 
 # ---- idle TTL ----
 
 fresh
-kbox start -s ttl --ttl 2s
+# (2000ms: a duration in milliseconds; see kbox(1), Durations)
+kbox start -s ttl --ttl 2000ms
 kbox exec -s ttl 'print(1)'
 fresh
 kbox exec -s ttl 'import time; time.sleep(3); print("slept")'
@@ -319,10 +323,44 @@ check put_into_directory_keeps_basename eval 'status_is 0 && [ "$(cat "$S/two/wo
 kbox put -s two no-such-file.txt
 check put_missing_host_file_exits_2 fails_with 2 \
 	"kbox put: cannot read no-such-file.txt: No such file or directory"
+
 kbox put -s nosess in.txt
 check put_to_unknown_session_exits_5 fails_with 5 "kbox put: no session \"nosess\" (in $KBOX_HOME)"
 kbox get -s nosess in.txt
 check get_from_unknown_session_exits_5 fails_with 5 "kbox get: no session \"nosess\" (in $KBOX_HOME)"
+
+# A directory that is not there is named, and none is made: in the host
+# path of get, in the workspace path of put.
+fresh
+echo data >afile
+for to in nodir/ nodir/x.txt nodir/deeper/x.txt; do
+	kbox get -s two inlink "$to"
+	want=${to%/*}
+	[ "$to" = nodir/ ] && want=nodir/
+	check "get_into_missing_directory_${to}_says_it_does_not_exist" \
+		fails_with 2 "kbox get: directory $want does not exist"
+done
+kbox get -s two inlink afile/
+check get_into_a_file_as_directory_says_it_is_not_one fails_with 2 "kbox get: afile/ is not a directory"
+kbox get -s two inlink afile/x.txt
+check get_into_a_file_as_directory_beneath_says_it_is_not_one fails_with 2 \
+	"kbox get: afile is not a directory"
+check get_into_missing_directory_makes_nothing eval '[ ! -e nodir ] && [ "$(cat afile)" = data ]'
+for to in nodir/ nodir/x.txt nodir/deeper/x.txt; do
+	kbox put -s two afile "$to"
+	want=${to%/*}
+	[ "$to" = nodir/ ] && want=nodir/
+	check "put_into_missing_directory_${to}_says_it_does_not_exist_in_the_workspace" \
+		fails_with 2 "kbox put: directory $want does not exist in the workspace"
+done
+kbox put -s two afile inlink/
+check put_into_a_file_as_directory_says_it_is_not_one fails_with 2 \
+	"kbox put: inlink/ is not a directory in the workspace"
+kbox put -s two afile data.txt/x.txt
+check put_into_a_file_as_directory_beneath_says_it_is_not_one fails_with 2 \
+	"kbox put: data.txt is not a directory in the workspace"
+check put_into_missing_directory_makes_nothing eval '[ ! -e "$S/two/workspace/nodir" ] &&
+	[ "$(cat "$S/two/workspace/data.txt")" = data ]'
 
 # ---- every exit status ----
 
@@ -363,7 +401,7 @@ check exec_timeout_at_the_edge_never_kills_the_kernel eval 'status_is 0 && grep 
 	[ -z "$(printf "%s" "$codes" | tr -d 03)" ] || { echo "# exit statuses: $codes"; false; }'
 
 fresh
-kbox exec -s ex -t 1 --grace 1 'import signal, time
+kbox exec -s ex -t 1000ms --grace 1s 'import signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 time.sleep(60)'
 check exec_timeout_ignoring_interrupt_exits_4 eval 'status_is 4 && took_less_than 20'
@@ -411,13 +449,13 @@ kbox exec -s '' 'print(1)'
 check bad_name_empty fails_with 2 'kbox exec: invalid session name "": it is empty'
 kbox start -s x --ttl abc
 check bad_ttl fails_with 2 \
-	'kbox start: invalid --ttl "abc": expected a duration such as 90s, 30m, 2h or 0 for never'
+	'kbox start: invalid --ttl "abc": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 kbox exec -s x -t -1 'print(1)'
 check bad_timeout fails_with 2 \
-	'kbox exec: invalid --timeout "-1": expected seconds or a duration such as 30, 0.5, 2m'
+	'kbox exec: invalid --timeout "-1": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 kbox exec -s x --grace abc 'print(1)'
 check bad_grace fails_with 2 \
-	'kbox exec: invalid --grace "abc": expected seconds or a duration such as 30, 0.5, 2m'
+	'kbox exec: invalid --grace "abc": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 kbox start -s x --memory 10x
 check bad_memory fails_with 2 \
 	'kbox start: invalid --memory "10x": expected a size of at least 1M (e.g. 512M, 2G)'
@@ -530,6 +568,28 @@ if [ -z "$SKIPPING" ]; then
 	rc=${PIPESTATUS[0]}
 fi
 check logs_follow_ends_when_its_reader_has_gone eval '[ "$rc" = 0 ] && [ "$(wc -l <stdout)" = 1 ]'
+# kbox(1)'s own words: `kbox logs -f | head -n 1` ends, and soon, while the
+# session runs; so does a -f whose reader goes before it has read a line,
+# and one waiting for a log that is not there yet.
+if [ -z "$SKIPPING" ]; then
+	t0=$(date +%s)
+	timeout 20 sh -c '"$1" logs -s rs -f | head -n 1' sh "$KBOX" >stdout
+	rc=$? secs=$(($(date +%s) - t0))
+fi
+check logs_follow_piped_to_head_ends_within_seconds_while_the_session_runs eval '[ "$rc" = 0 ] &&
+	[ "$secs" -lt 5 ] && [ "$(wc -l <stdout)" = 1 ] && kill -0 "$(cat "$S/rs/supervisor.pid")"'
+if [ -z "$SKIPPING" ]; then
+	{ timeout 20 "$KBOX" logs -s rs -f; echo $? >rc.out; } | true
+	rc=$(cat rc.out)
+fi
+check logs_follow_ends_when_its_reader_goes_before_reading status_is 0
+mkdir -m 700 "$S/nolog"
+if [ -z "$SKIPPING" ]; then
+	{ timeout 20 "$KBOX" logs -s nolog -f; echo $? >rc.out; } | true
+	rc=$(cat rc.out)
+fi
+check logs_follow_waiting_for_a_log_ends_when_its_reader_has_gone status_is 0
+rmdir "$S/nolog"
 
 fresh
 kbox complete -s ex --format json 'import o'
@@ -597,7 +657,12 @@ fresh
 kbox stop -s ex
 check stop_says_stopped eval 'status_is 0 && stdout_is "session ex stopped"'
 kbox stop -s ex
-check stop_of_stopped_session_exits_5 fails_with 5 "kbox stop: session ex is not running"
+check stop_of_stopped_session_exits_0_and_says_it_is_not_running eval 'status_is 0 &&
+	stdout_empty && stderr_is "kbox stop: session ex is not running"'
+kbox stop -s never-made
+check stop_of_a_session_that_does_not_exist_exits_0_and_says_so eval 'status_is 0 &&
+	stdout_empty && stderr_is "kbox stop: no session \"never-made\" (in $KBOX_HOME): nothing to stop"'
+check stop_of_a_session_that_does_not_exist_makes_nothing test ! -e "$S/never-made"
 kbox interrupt -s ex
 check interrupt_of_stopped_session_exits_5 fails_with 5 \
 	"kbox interrupt: session ex is not running (start it with kbox start -s ex)"
@@ -607,6 +672,39 @@ check restart_of_stopped_session_exits_5 fails_with 5 \
 kbox complete -s ex 'import o'
 check complete_needs_a_running_session eval '[ "$rc" = 5 ] && [ "$(wc -l <stderr)" -eq 1 ]'
 check events_log_stop_on_request events ex 'ev[-1]["event"] == "stop" and ev[-1]["cause"] == "stopped on request (kbox stop)"'
+
+# ---- a kernelspec that does not start is not the session's ----
+
+# no_kernelspec_line NAME: exit 5 and the one line of an unknown kernelspec NAME.
+no_kernelspec_line() {
+	[ "$rc" = 5 ] && stdout_empty && [ "$(wc -l <stderr)" -eq 1 ] &&
+		grep -q "^kbox start: no kernelspec named \"$1\" (searched .*)\$" stderr
+}
+fresh
+kbox start -s kf -k no-such-kernel
+check start_of_a_new_session_with_an_unknown_kernelspec_exits_5_and_makes_no_session eval \
+	'no_kernelspec_line no-such-kernel && [ ! -e "$S/kf" ]'
+kbox start -s kf
+check start_after_an_unknown_kernelspec_starts_the_default_kernel eval 'status_is 0 && started_line kf'
+kbox stop -s kf
+kbox start -s kf -k no-such-kernel
+check start_of_a_stopped_session_with_an_unknown_kernelspec_exits_5 no_kernelspec_line no-such-kernel
+check start_with_an_unknown_kernelspec_keeps_the_sessions_kernel eval \
+	'[ "$(json_field "$S/kf/session.json" kernel)" = python3 ]'
+mkdir -p jp/kernels/dies
+cat >jp/kernels/dies/kernel.json <<'EOF'
+{"argv": ["/bin/sh", "-c", "exit 1", "{connection_file}"], "display_name": "Dies", "language": "none"}
+EOF
+JUPYTER_PATH=$T/jp kbox start -s kf -k dies
+check start_with_a_kernel_that_exits_at_once_exits_5 eval '[ "$rc" = 5 ] && stdout_empty &&
+	grep -q "^kbox start: session kf: the kernel exited with status 1 before it was ready" stderr'
+check start_that_failed_keeps_the_kernelspec_that_worked eval \
+	'[ "$(json_field "$S/kf/session.json" kernel)" = python3 ]'
+kbox exec -s kf 'print(6 * 7)'
+check exec_after_a_failed_start_runs_the_sessions_kernel eval 'status_is 0 && last_line_is stdout 42'
+kbox status -s kf
+check status_after_a_failed_start_names_the_sessions_kernel eval '[ "$(status_line kernel)" = python3 ]'
+kbox stop -s kf
 
 # ---- regressions found in review ----
 
@@ -793,16 +891,43 @@ if [ -z "$SKIPPING" ]; then
 	wait "$rp" 2>/dev/null
 fi
 check run_killed_its_supervisor_stops eval '[ -n "$runsup" ] && gone_or_zombie "$runsup"'
-# no_run_dir: within 5 s no kbox run session directory is left in $T, and
-# that of the kbox run killed ($rd) is gone.
+# no_run_dir: within 5 s no kbox run session directory (kbox-run-XXXXXX) is
+# left in $T, and that of the kbox run killed ($rd) is gone.
 no_run_dir() {
+	for _ in $(seq 50); do
+		[ -z "$(ls -d "$T"/kbox-run-?????? 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+check run_killed_its_session_directory_goes no_run_dir
+# Ended by a signal it can catch, kbox run leaves no directory of its own
+# either: the outputs directory, still empty, goes with it (SIGKILL, above,
+# leaves that one).
+fresh
+rc=
+if [ -z "$SKIPPING" ]; then
+	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(60)' >/dev/null 2>&1 &
+	rp=$!
+	for _ in $(seq 100); do
+		rd=$(grep -l "\"owner_pid\": *$rp\b" "$T"/kbox-run-*/session.json /tmp/kbox-run-*/session.json 2>/dev/null | head -n 1)
+		rd=${rd%/session.json}
+		[ -n "$rd" ] && grep -q '"event":"exec-begin"' "$rd/events.ndjson" 2>/dev/null && break
+		sleep 0.1
+	done
+	kill -TERM "$rp"
+	wait "$rp"
+	rc=$?
+fi
+# no_dir_of_the_run: within 5 s no kbox-run-* directory is left in $T.
+no_dir_of_the_run() {
 	for _ in $(seq 50); do
 		[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ] && return 0
 		sleep 0.1
 	done
 	return 1
 }
-check run_killed_its_session_directory_goes no_run_dir
+check run_terminated_leaves_no_directory_of_its_own eval '[ "$rc" = 143 ] && no_dir_of_the_run'
 
 # One execution at a time: a second exec waits its turn, bounded by its -t.
 fresh

@@ -187,11 +187,23 @@ int cli_no_operands(const char *cmd, int n, char **operands);
 /* Free the array of L; L is empty again. */
 void cli_strlist_clear(cli_strlist_t *l);
 
-/* Callbacks for the options commands share; VALUE is a long long *
- * (milliseconds; bytes; lines) or a format_t *.  Every output format is
- * chosen through cli_opt_format: cli_opt_json (--json, no argument) is
- * cli_opt_format with "json". */
-int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg);
+/* The longest duration: 24 days, in milliseconds (below INT_MAX). */
+#define CLI_DURATION_MAX_MS (24LL * 86400000)
+
+/* Parse a duration, as every option taking one does (kbox(1), Durations):
+ * a number of seconds, which may have a fraction, with an optional unit
+ * ms, s, m, h or d ("30", "1.5s", "500ms", "2m", "1h").  Nothing else: no
+ * sign, space or exponent.  Milliseconds, a fraction of one rounded up,
+ * from 0 to CLI_DURATION_MAX_MS; -1 when S is not one. */
+long long cli_parse_duration(const char *s);
+
+/* Callbacks for options; VALUE is a long long * (milliseconds; bytes;
+ * lines) or a format_t *.  Every output format is chosen through
+ * cli_opt_format: cli_opt_json (--json, no argument) is cli_opt_format
+ * with "json".  cli_opt_duration is every duration option's
+ * (-t DURATION, --grace DURATION, --ttl DURATION), with one message:
+ *   kbox CMD: invalid --OPT "X": expected a duration from 0 to 24d, such as ... */
+int cli_opt_duration(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_json(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg);

@@ -247,10 +247,10 @@ int cmd_exec(int argc, char **argv)
 	bool no_start = false;
 	cli_option_t opts[] = {
 	    CLI_OPT_SESSION(&name),
-	    CLI_OPT_CALLBACK('t', "timeout", "TIMEOUT", cli_opt_timeout, &e.timeout_ms,
-	                     "interrupt the code after TIMEOUT, e.g. 30 or 2m (default: 0, no limit)"),
-	    CLI_OPT_CALLBACK(0, "grace", "DUR", cli_opt_timeout, &e.grace_ms,
-	                     "after a timeout's interrupt, wait DUR before the kill (default: 5s)"),
+	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &e.timeout_ms,
+	                     "interrupt the code after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
+	    CLI_OPT_CALLBACK(0, "grace", "DURATION", cli_opt_duration, &e.grace_ms,
+	                     "after a timeout's interrupt, wait DURATION before the kill (default: 5s)"),
 	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &e.format,
 	                     "write the result as text, json or ndjson (default: text)"),
 	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,

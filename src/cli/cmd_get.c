@@ -232,7 +232,7 @@ static int create_temp(int dirfd)
  * status, after one error line when it is not EXIT_OK. */
 static int write_host(int in, off_t size, const char *src, const char *host)
 {
-	char *path = NULL, *dircopy = NULL, *namecopy = NULL, *name;
+	char *path = NULL, *dircopy = NULL, *namecopy = NULL, *name, *parent;
 	int status = EXIT_USAGE, dirfd = -1, out = -1, n;
 	struct sigaction old[N_FATAL + 1];
 	bool guarded = false;
@@ -255,8 +255,16 @@ static int write_host(int in, off_t size, const char *src, const char *host)
 		goto out;
 	}
 	name = basename(namecopy);
-	if ((dirfd = open(dirname(dircopy), O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		cli_error("get", "cannot write %s: %s", path, strerror(errno));
+	parent = dirname(dircopy);
+	if ((dirfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		/* the directory as the user named it: "out/" of "out/", "a/b" of "a/b/x" */
+		const char *d = host[hl - 1] == '/' ? host : parent;
+		if (errno == ENOENT)
+			cli_error("get", "directory %s does not exist", d);
+		else if (errno == ENOTDIR)
+			cli_error("get", "%s is not a directory", d);
+		else
+			cli_error("get", "cannot write %s: %s", path, strerror(errno));
 		goto out;
 	}
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {

@@ -124,11 +124,11 @@ int cmd_logs(int argc, char **argv)
 	}
 	for (;;) {
 		ssize_t n;
-		if (!f) {
-			if (!(f = fopen(path, "re"))) {
-				usleep(200000);
-				continue;
-			}
+		if (!f && !(f = fopen(path, "re"))) { /* no log yet: wait for it, or the reader */
+			if (reader_gone())
+				break;
+			usleep(200000);
+			continue;
 		}
 		n = getline(&line, &cap, f);
 		if (n > 0 && line[n - 1] == '\n') {

@@ -31,6 +31,18 @@ int cli_copy_fd(int in, int out)
 	}
 }
 
+/* Why the directory DIR of the workspace, where the file was to go, could
+ * not be opened (errno E): one line. */
+static void dir_error(const char *dir, int e)
+{
+	if (e == ENOENT)
+		cli_error("put", "directory %s does not exist in the workspace", dir);
+	else if (e == ENOTDIR)
+		cli_error("put", "%s is not a directory in the workspace", dir);
+	else
+		cli_error("put", "%s: %s", dir, cli_ws_strerror(e));
+}
+
 int cmd_put(int argc, char **argv)
 {
 	const char *name = NULL, *host, *dest;
@@ -76,7 +88,7 @@ int cmd_put(int argc, char **argv)
 		if (d >= 0 || dest[dl - 1] == '/') {
 			char *hc2 = strdup(host);
 			if (d < 0) {
-				cli_error("put", "%s: %s", dest, cli_ws_strerror(errno));
+				dir_error(dest, errno);
 				free(hc2);
 				status = EXIT_USAGE;
 				goto out;
@@ -90,7 +102,7 @@ int cmd_put(int argc, char **argv)
 				char *pdir = strndup(dest, (size_t)(slash - dest));
 				parent = cli_ws_open(ws, pdir, O_PATH | O_DIRECTORY, 0);
 				if (parent < 0)
-					cli_error("put", "%s: %s", pdir, cli_ws_strerror(errno));
+					dir_error(pdir, errno);
 				free(pdir);
 				if (parent < 0) {
 					status = EXIT_USAGE;

@@ -9,16 +9,19 @@
  * (cells and --put) are copied first; a host directory is the workspace
  * only when --workspace names it, and never one whose loss would hurt
  * (cli_ws_host_dir).  Images and long texts go to the outputs directory,
- * outside the sandbox: the current one unless -o names another. */
+ * outside the sandbox: -o's, or a new one of this run's own in the current
+ * directory (make_out_dir), named at the end when it holds any. */
 #include "config.h"
 #include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -43,6 +46,87 @@ static int make_run_dir(char *buf, size_t size, bool sandboxed)
 		return -1;
 	}
 	return 0;
+}
+
+/* A new directory for this run's images and long texts in the current
+ * directory, kbox-run-YYYYMMDD-HHMMSS (local time), or with -2, -3, ...
+ * when that is taken: made by mkdir, so never one that exists, and no
+ * earlier run's file is ever written over.  Its absolute path into BUF.
+ * EXIT_OK, or EXIT_USAGE after one line. */
+static int make_out_dir(char *buf, size_t size)
+{
+	char cwd[PATH_MAX], stamp[32];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (!getcwd(cwd, sizeof cwd)) {
+		cli_error("run", "cannot read the current directory: %s (give --outputs DIR)",
+		          strerror(errno));
+		return EXIT_USAGE;
+	}
+	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+	for (int i = 1; i <= 1000; i++) {
+		int n = i == 1 ? snprintf(buf, size, "%s/kbox-run-%s", cwd, stamp)
+		               : snprintf(buf, size, "%s/kbox-run-%s-%d", cwd, stamp, i);
+		if (n < 0 || (size_t)n >= size) {
+			errno = ENAMETOOLONG;
+			break;
+		}
+		if (mkdir(buf, 0777) == 0)
+			return EXIT_OK;
+		if (errno != EEXIST)
+			break;
+	}
+	cli_error("run", "cannot create a directory for images and long texts in the current "
+	          "directory %s: %s (give --outputs DIR)", cwd, strerror(errno));
+	buf[0] = '\0';
+	return EXIT_USAGE;
+}
+
+/* The run's own outputs directory while it may be empty, for on_signal. */
+static char out_dir_live[PATH_MAX];
+
+/* A signal that ends kbox run (^C, kill) takes the outputs directory with
+ * it when it is still empty (rmdir removes nothing else), then does what
+ * it would have done. */
+static void on_signal(int sig)
+{
+	if (out_dir_live[0])
+		rmdir(out_dir_live);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Have SIGHUP, SIGINT and SIGTERM (those not ignored) go through on_signal
+ * while DIR is the outputs directory. */
+static void guard_out_dir(const char *dir)
+{
+	static const int sigs[] = {SIGHUP, SIGINT, SIGTERM};
+	snprintf(out_dir_live, sizeof out_dir_live, "%s", dir);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		struct sigaction sa = {0}, old;
+		sigaction(sigs[i], NULL, &old);
+		if (old.sa_handler == SIG_IGN)
+			continue;
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
+
+/* The end of the run's own outputs directory DIR: removed when it is
+ * empty; else its name is given, after the results (on standard output
+ * in text, where the results name their files; on standard error beside
+ * JSON). */
+static void end_out_dir(const char *dir, format_t format)
+{
+	if (rmdir(dir) == 0 || (errno != ENOTEMPTY && errno != EEXIST))
+		return;
+	if (format == FMT_TEXT) {
+		printf("[files saved in: %s/]\n", dir);
+		fflush(stdout);
+	} else
+		cli_error("run", "files saved in %s/", dir);
 }
 
 /* The cells, in command-line order: -c CODE and FILE operands. */
@@ -206,7 +290,7 @@ int cmd_run(int argc, char **argv)
 {
 	const char *kernel = getenv("KBOX_KERNEL"), *workspace = NULL, *outputs = NULL;
 	const char *backend = KBOX_BACKEND_DEFAULT;
-	char rundir[PATH_MAX] = "", outbuf[PATH_MAX], wsreal[PATH_MAX];
+	char rundir[PATH_MAX] = "", outbuf[PATH_MAX], wsreal[PATH_MAX], own_out[PATH_MAX] = "";
 	kbox_sandbox_id_t sid = {0};
 	struct stat wsst = {0};
 	bool read_only = false; /* --workspace the sandbox user cannot write */
@@ -231,10 +315,10 @@ int cmd_run(int argc, char **argv)
 	                 "copy FILE into the new workspace first; repeatable (default: none)"),
 	    CLI_OPT_CALLBACK(0, "backend", "bwrap|none", backend_cb, &backend,
 	                     "bwrap, a sandbox, or none, unsandboxed (default: bwrap)"),
-	    CLI_OPT_CALLBACK('t', "timeout", "SECONDS", cli_opt_timeout, &timeout_ms,
-	                     "interrupt a cell after SECONDS, e.g. 30 or 2m (default: 0, no limit)"),
+	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &timeout_ms,
+	                     "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
 	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
-	                   "write images and long texts into DIR (default: the current directory)"),
+	                   "write images and long texts into DIR (default: a new kbox-run-TIME here)"),
 	    CLI_OPT_LIST('i', "input", "LINE", &inputs,
 	                 "answer input requests with LINE, in all cells; repeatable (default: none)"),
 	    CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &inputs,
@@ -317,17 +401,12 @@ int cmd_run(int argc, char **argv)
 			goto out;
 	}
 	/* the supervisor writes there: it gets the absolute path (by default
-	 * the current directory's, whatever links led to it) */
+	 * a new directory in the current one, whatever links led to it) */
 	if (outputs)
 		status = cli_outputs_dir("run", outputs, outbuf);
-	else if (!getcwd(outbuf, sizeof outbuf)) {
-		cli_error("run", "cannot read the current directory: %s (give --outputs DIR)",
-		          strerror(errno));
-		status = EXIT_USAGE;
-	} else if (access(outbuf, W_OK | X_OK) < 0) {
-		cli_error("run", "cannot write images and long texts into the current directory %s: "
-		          "%s (give --outputs DIR)", outbuf, strerror(errno));
-		status = EXIT_USAGE;
+	else if ((status = make_out_dir(own_out, sizeof own_out)) == EXIT_OK) {
+		snprintf(outbuf, sizeof outbuf, "%s", own_out);
+		guard_out_dir(own_out);
 	}
 	if (status != EXIT_OK)
 		goto out;
@@ -422,6 +501,8 @@ out:
 		for (int i = 0; i < 500 && access(rundir, F_OK) == 0; i++)
 			usleep(10000);
 	}
+	if (own_out[0])
+		end_out_dir(own_out, format);
 	kbox_kspec_destroy(&spec);
 	for (size_t i = 0; i < cells.n; i++)
 		free(cells.v[i].code);

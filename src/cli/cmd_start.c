@@ -33,19 +33,6 @@ static int env_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	return EXIT_OK;
 }
 
-/* --ttl DUR, into the long long at VALUE (ms). */
-static int ttl_cb(const char *cmd, const cli_option_t *opt, const char *arg)
-{
-	long long v = kbox_parse_duration(arg);
-	if (v < 0) {
-		cli_error(cmd, "invalid --ttl \"%s\": expected a duration such as 90s, 30m, 2h or 0 "
-		          "for never", arg);
-		return EXIT_USAGE;
-	}
-	*(long long *)opt->value = v;
-	return EXIT_OK;
-}
-
 /* --memory, --tmp-size, --file-size: at least 1M, into the long long at VALUE. */
 static int size_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
@@ -127,15 +114,15 @@ int cmd_start(int argc, char **argv)
 	long long ttl = -1, memory = -1, pids = -1, tmp_size = -1, file_size = -1, quota = -1;
 	double cpus = -1;
 	int home_config = -1;
-	json_t *env = json_array(), *config = NULL;
+	json_t *env = json_array(), *config = NULL, *before = NULL;
 	cli_option_t opts[] = {
 	    CLI_OPT_SESSION(&name),
 	    CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
 	                   "the kernelspec (default: the session's, else python3)"),
 	    CLI_OPT_STRING('b', "backend", "B", &backend,
 	                   "bwrap or none, unsandboxed (default: the session's, else bwrap)"),
-	    CLI_OPT_CALLBACK(0, "ttl", "DUR", ttl_cb, &ttl,
-	                     "stop after DUR idle, 0 never (default: the session's, else 30m)"),
+	    CLI_OPT_CALLBACK(0, "ttl", "DURATION", cli_opt_duration, &ttl,
+	                     "stop after DURATION idle, 0 never (default: the session's, else 30m)"),
 	    CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &memory,
 	                     "limit the kernel's memory (default: the session's, else 2G)"),
 	    CLI_OPT_CALLBACK(0, "cpus", "N", cpus_cb, &cpus,
@@ -226,6 +213,10 @@ int cmd_start(int argc, char **argv)
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
+	/* what a start that fails puts back: a kernel that could not be
+	 * started, or options it could not start with, are not the
+	 * session's (the next start or exec uses what worked before) */
+	before = is_new ? NULL : json_deep_copy(config);
 	json_object_set_new(config, "name", json_string(name));
 	if (kernel)
 		json_object_set_new(config, "kernel", json_string(kernel));
@@ -286,6 +277,17 @@ int cmd_start(int argc, char **argv)
 out:
 	if (dir && is_new && status != EXIT_OK && !started)
 		cli_session_forget(dir);
+	else if (dir && before && status != EXIT_OK && !started) {
+		/* a supervisor that reported its failure is on its way out: once
+		 * it is gone (never under one that runs), put the old back */
+		kbox_error_t ignored = {0};
+		for (int i = 0; i < 100 && kbox_session_supervisor(dir, NULL) == KBOX_SUPERVISOR_RUNNING;
+		     i++)
+			usleep(50000);
+		if (kbox_session_supervisor(dir, NULL) != KBOX_SUPERVISOR_RUNNING)
+			kbox_session_config_save(dir, before, &ignored);
+	}
+	json_decref(before);
 	json_decref(env);
 	json_decref(config);
 	free(rootfs);

@@ -5,22 +5,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Stop the session NAME of HOME.  One that is not running, or does not
+ * exist, is stopped already: EXIT_OK, saying so on standard error unless
+ * QUIET_IF_STOPPED (as `docker stop` and `systemctl stop` take it). */
 static int stop_one(const char *home, const char *name, bool quiet_if_stopped)
 {
 	kbox_error_t err = {0};
 	char *dir = kbox_session_dir(home, name, false, &err);
 	json_t *r;
 	int status = EXIT_OK;
+	if (!dir && err.code == KBOX_E_NOTFOUND) {
+		if (!quiet_if_stopped)
+			cli_error("stop", "%s: nothing to stop", err.msg);
+		return EXIT_OK;
+	}
 	if (!dir) {
 		cli_error("stop", "%s", err.msg);
 		return EXIT_UNAVAILABLE;
 	}
 	if (kbox_session_supervisor(dir, NULL) != KBOX_SUPERVISOR_RUNNING) {
 		free(dir);
-		if (quiet_if_stopped)
-			return EXIT_OK;
-		cli_error("stop", "session %s is not running", name);
-		return EXIT_UNAVAILABLE;
+		if (!quiet_if_stopped)
+			cli_error("stop", "session %s is not running", name);
+		return EXIT_OK;
 	}
 	if (!(r = kbox_ctl_call(dir, "stop", NULL, 90000, &err))) {
 		cli_error("stop", "session %s: %s", name, err.msg);

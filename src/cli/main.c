@@ -24,7 +24,7 @@ static const cli_cmd_t commands[] = {
      "check what isolation the sandbox gives kernels on this machine",
      "kbox doctor --format json"},
     {"exec", cmd_exec,
-     "kbox exec [-s NAME] [-t TIMEOUT] [--grace DUR] [--format text|json|ndjson] "
+     "kbox exec [-s NAME] [-t DURATION] [--grace DURATION] [--format text|json|ndjson] "
      "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--no-start] "
      "(CODE | -f FILE | -)",
      "run code in a session's kernel (starting the session if needed)",
@@ -50,13 +50,13 @@ static const cli_cmd_t commands[] = {
     {"restart", cmd_restart, "kbox restart [-s NAME]",
      "replace a session's kernel with a new one (state is lost)", "kbox restart -s sales"},
     {"run", cmd_run,
-     "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|none] [-t SECONDS] "
+     "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|none] [-t DURATION] "
      "[-o DIR] [-i LINE]... "
      "[--format FMT] [--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
      "run cells in one fresh sandboxed kernel, without a session",
      "kbox run -t 60 -c 'import pandas as pd' analysis.py"},
     {"start", cmd_start,
-     "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DUR] [--memory SIZE] [--cpus N] "
+     "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DURATION] [--memory SIZE] [--cpus N] "
      "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [--outputs-quota SIZE] [--home-config on|off] [-e K=V]...",
      "start a session: a supervisor and its kernel", "kbox start -s sales --memory 4G --ttl 2h"},
     {"status", cmd_status, "kbox status [-s NAME] [--format FMT]", "show one session in detail",

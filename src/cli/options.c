@@ -273,12 +273,47 @@ void cli_strlist_clear(cli_strlist_t *l)
 	l->n_owned = 0;
 }
 
-int cli_opt_timeout(const char *cmd, const cli_option_t *opt, const char *arg)
+long long cli_parse_duration(const char *s)
 {
-	long long v = kbox_parse_duration(arg);
-	if (v < 0 || v > INT_MAX) {
-		cli_error(cmd, "invalid --%s \"%s\": expected seconds or a duration such as 30, 0.5, 2m",
-		          opt->long_name, arg);
+	static const struct {
+		const char *unit;
+		long long ms;
+	} units[] = {{"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000},
+	             {"d", 86400000}};
+	long long whole = 0, frac = 0, scale = 1; /* the number is WHOLE + FRAC / SCALE */
+	const char *p = s;
+	size_t digits = 0;
+
+	for (; *p >= '0' && *p <= '9'; p++, digits++)
+		if ((whole = whole * 10 + (*p - '0')) > CLI_DURATION_MAX_MS)
+			return -1;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+			if (scale < 1000000000LL) { /* finer than a nanosecond is noise */
+				frac = frac * 10 + (*p - '0');
+				scale *= 10;
+			}
+	if (digits == 0)
+		return -1;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		long long ms;
+		if (strcmp(p, units[i].unit) != 0)
+			continue;
+		if (whole > CLI_DURATION_MAX_MS / units[i].ms)
+			return -1;
+		/* a fraction of a millisecond is one: 0.0001 is not "no limit" */
+		ms = whole * units[i].ms + (frac * units[i].ms + scale - 1) / scale;
+		return ms > CLI_DURATION_MAX_MS ? -1 : ms;
+	}
+	return -1;
+}
+
+int cli_opt_duration(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	long long v = cli_parse_duration(arg);
+	if (v < 0) {
+		cli_error(cmd, "invalid --%s \"%s\": expected a duration from 0 to 24d, such as 30, "
+		          "1.5s, 500ms, 2m or 1h", opt->long_name, arg);
 		return EXIT_USAGE;
 	}
 	*(long long *)opt->value = v;

@@ -109,6 +109,25 @@ static int mkdirs(const char *path, kbox_error_t *err)
 	return 0;
 }
 
+/* The state directory HOME, when it exists, is private: the user's, mode
+ * 0700; under root 0710 too, as kbox_session_share makes it for the
+ * sandbox user's group, but no other user has a reason to open it to
+ * a group.  One that does not exist holds no session.  0, or -1 with ERR
+ * saying the chmod that fixes it. */
+static int check_home(const char *home, kbox_error_t *err)
+{
+	struct stat st;
+	if (stat(home, &st) < 0)
+		return errno == ENOENT ? 0 : kbox__err_sys(err, "state directory %s", home);
+	if (kbox__check_private_dir(home, err) < 0)
+		return -1;
+	if (geteuid() != 0 && (st.st_mode & 070))
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
+		                 home, (unsigned)(st.st_mode & 0777), home);
+	return 0;
+}
+
 char *kbox_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
 {
 	char *dir = NULL, *sub = NULL;
@@ -128,6 +147,8 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 		goto fail;
 	}
 	if (!create) {
+		if (check_home(home, err) < 0)
+			goto fail;
 		if (stat(dir, &st) < 0) {
 			if (errno == ENOENT)
 				kbox__err(err, KBOX_E_NOTFOUND, "no session \"%s\" (in %s)", name, home);
@@ -141,7 +162,7 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 	}
 	/* the state dir must not be open to others: check it before making
 	 * anything inside it */
-	if (mkdirs(home, err) < 0 || kbox__check_private_dir(home, err) < 0 || mkdirs(dir, err) < 0 ||
+	if (mkdirs(home, err) < 0 || check_home(home, err) < 0 || mkdirs(dir, err) < 0 ||
 	    kbox__check_private_dir(dir, err) < 0)
 		goto fail;
 	{
@@ -354,6 +375,8 @@ char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 	struct dirent *e;
 
 	*n_p = 0;
+	if (check_home(home, err) < 0)
+		return NULL;
 	if (asprintf(&path, "%s/sessions", home) < 0) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
@@ -737,27 +760,4 @@ out:
 		close(fd);
 	json_decref(req);
 	return reply;
-}
-
-long long kbox_parse_duration(const char *s)
-{
-	char *end;
-	double v, mult = 1000;
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return -1;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || !isfinite(v) || v < 0)
-		return -1;
-	switch (*end) {
-	case '\0': break;
-	case 's': end++; break;
-	case 'm': mult = 60e3; end++; break;
-	case 'h': mult = 3600e3; end++; break;
-	case 'd': mult = 86400e3; end++; break;
-	default: return -1;
-	}
-	if (*end || v * mult > 365.0 * 86400e3)
-		return -1;
-	return (long long)ceil(v * mult);
 }

@@ -137,8 +137,4 @@ json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err);
 json_t *kbox_ctl_call(const char *dir, const char *op, json_t *args, int timeout_ms,
                       kbox_error_t *err);
 
-/* Parse a duration: a number with an optional unit s, m, h or d ("90",
- * "1.5h", "30m"), into milliseconds.  -1 when S is not one. */
-long long kbox_parse_duration(const char *s);
-
 #endif
