@@ -264,3 +264,45 @@ int kbox__unix_path(char *buf, size_t size, const char *dir, const char *name, i
 		                 name);
 	return 0;
 }
+
+/* kbox_strip_ansi (kbox/capture.h): here, in the base that kbox(1) links
+ * too, so that its inspect and complete strip as the capture does. */
+char *kbox_strip_ansi(const char *s, size_t len, size_t *out_len)
+{
+	char *out = malloc(len + 1);
+	size_t i = 0, o = 0;
+	if (!out)
+		return NULL;
+	while (i < len) {
+		if (s[i] != '\033') {
+			out[o++] = s[i++];
+			continue;
+		}
+		i++;
+		if (i < len && s[i] == '[') { /* CSI: parameters, then a final byte 0x40-0x7e */
+			i++;
+			while (i < len && !((unsigned char)s[i] >= 0x40 && (unsigned char)s[i] <= 0x7e))
+				i++;
+			if (i < len)
+				i++;
+		} else if (i < len && s[i] == ']') { /* OSC: until BEL or ESC \ */
+			i++;
+			while (i < len && s[i] != '\a' && !(s[i] == '\033' && i + 1 < len && s[i + 1] == '\\'))
+				i++;
+			if (i < len)
+				i += s[i] == '\a' ? 1 : 2;
+		} else if (i < len && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] <= 0x2f) {
+			/* nF: intermediate bytes, then a final byte (ESC ( B) */
+			while (i < len && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] <= 0x2f)
+				i++;
+			if (i < len)
+				i++;
+		} else if (i < len) {
+			i++; /* a two-byte sequence */
+		}
+	}
+	out[o] = '\0';
+	if (out_len)
+		*out_len = o;
+	return out;
+}

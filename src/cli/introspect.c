@@ -4,54 +4,14 @@
 #include "config.h"
 #include "cli.h"
 
+#include <kbox/capture.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define DEFAULT_MAX_OUTPUT 16384
-
-/* S (LEN bytes) without ANSI escape sequences (CSI, OSC, nF, two-byte),
- * and without any ESC byte: a new string of *OUT_LEN bytes (NUL bytes of
- * S kept), NULL when out of memory.
- * The twin of kbox_strip_ansi (src/capture.c), which kbox(1) cannot link
- * (it lives with libsodium's users in libkbox). */
-static char *strip_ansi(const char *s, size_t len, size_t *out_len)
-{
-	char *out = malloc(len + 1);
-	size_t i = 0, o = 0;
-	if (!out)
-		return NULL;
-	while (i < len) {
-		unsigned char c;
-		if (s[i] != '\033') {
-			out[o++] = s[i++];
-			continue;
-		}
-		if (++i >= len)
-			break;
-		c = (unsigned char)s[i];
-		if (c == '[') { /* CSI: parameters, then a final byte 0x40-0x7e */
-			for (i++; i < len && !((unsigned char)s[i] >= 0x40 && (unsigned char)s[i] <= 0x7e); i++)
-				;
-			i += i < len;
-		} else if (c == ']') { /* OSC: until BEL or ESC \ */
-			for (i++; i < len && s[i] != '\a' && s[i] != '\033'; i++)
-				;
-			if (i < len)
-				i += s[i] == '\a' ? 1 : (i + 1 < len && s[i + 1] == '\\') ? 2 : 0;
-		} else if (c >= 0x20 && c <= 0x2f) { /* nF: intermediates, then a final byte */
-			while (i < len && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] <= 0x2f)
-				i++;
-			i += i < len;
-		} else {
-			i++; /* a two-byte sequence */
-		}
-	}
-	out[o] = '\0';
-	*out_len = o;
-	return out;
-}
 
 /* Write TEXT (LEN bytes) on standard output, ending with a newline, within
  * MAX bytes: a longer text is cut at the last line that fits (or at a
@@ -114,7 +74,7 @@ static void print_text(bool inspect, json_t *content, long long max)
 			puts("[no text: what the kernel knows has no text/plain (see --format json)]");
 			return;
 		}
-		if (!(text = strip_ansi(json_string_value(plain), json_string_length(plain), &len)))
+		if (!(text = kbox_strip_ansi(json_string_value(plain), json_string_length(plain), &len)))
 			return;
 	} else {
 		json_t *m;
