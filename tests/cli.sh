@@ -357,7 +357,7 @@ rm -f cell.py
 # kbox logs --format json is one JSON array, whatever the log holds: a
 # line torn by a crash is a string in it; no log at all is [].
 fresh
-mkdir -p -m 700 home/sessions/torn home/sessions/new
+mkdir -m 700 home && mkdir -p -m 700 home/sessions/torn home/sessions/new
 printf '{"event":"start","time":"t1"}\n{"time":"t2","event":"st\n' >home/sessions/torn/events.ndjson
 KBOX_HOME=$T/home
 export KBOX_HOME
@@ -408,7 +408,10 @@ for mode in 755 777 750; do
 		# shellcheck disable=SC2086 # the command's words
 		KBOX_HOME=$T/home kbox $c
 		check "state_dir_mode_${mode}_is_refused_by_$(echo "$c" | tr ' ' _)_with_the_chmod_that_fixes_it" \
-			eval '[ "$rc" = 5 ] && [ ! -s stdout ] && [ "$(cat stderr)" = "kbox ${c%% *}: directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home" ]'
+			eval '[ "$rc" = 5 ] && [ "$(cat stderr)" = "kbox ${c%% *}: directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home" ] &&
+				if [ "$c" = "ls --json" ]; then
+					[ "$(cat stdout)" = "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"unavailable\",\"message\":\"directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home\"}}" ]
+				else [ ! -s stdout ]; fi'
 	done
 	check "state_dir_mode_${mode}_gets_nothing_made_in_it" eval '[ -z "$(ls -A home)" ]'
 	chmod 700 home

@@ -16,6 +16,7 @@ set -u
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-$(pwd)}
 KBOX=$top_builddir/kbox
+PY=${KERNEL_PYTHON:-/usr/bin/python3}
 
 if [ ! -x "$KBOX" ]; then
 	echo "Bail out! $KBOX is not built"

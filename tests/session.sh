@@ -555,8 +555,9 @@ import json, sys
 assert json.load(open("stdout")) == [json.loads(l) for l in open(sys.argv[1])]
 ' "$S/rs/events.ndjson"
 kbox logs -s rs -f --format json
-check logs_follow_refuses_json fails_with 2 \
-	"kbox logs: -f cannot be used with --format json (an array that never ends); use --format ndjson"
+check logs_follow_refuses_json eval '[ "$rc" = 2 ] &&
+	stderr_is "kbox logs: -f cannot be used with --format json (an array that never ends); use --format ndjson" &&
+	stdout_is "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"usage\",\"message\":\"-f cannot be used with --format json (an array that never ends); use --format ndjson\"}}"'
 if [ -z "$SKIPPING" ]; then
 	timeout 1 "$KBOX" logs -s rs -f >stdout 2>stderr
 	rc=$?
