@@ -292,8 +292,23 @@ static bool names_error(const char *tb, size_t len, const char *ename, size_t n)
 	return false;
 }
 
+/* Is S (N bytes, no newline) one of the lines of TB (LEN bytes)? */
+static bool has_line(const char *tb, size_t len, const char *s, size_t n)
+{
+	const char *p = tb, *end = tb + len;
+	while (n && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t l = (size_t)((nl ? nl : end) - p);
+		if (l == n && memcmp(p, s, n) == 0)
+			return true;
+		p = nl ? nl + 1 : end;
+	}
+	return false;
+}
+
 /* The stripped traceback, then "ENAME: EVALUE" unless its last line
- * already names the error (IPython's does). */
+ * already names the error (IPython's does), or one of its lines is the
+ * value (IRkernel's traceback begins with it). */
 static void text_error(kbox__buf_t *b, const kbox_result_t *r)
 {
 	const kbox_text_t *t = kbox_result_traceback(r);
@@ -308,6 +323,9 @@ static void text_error(kbox__buf_t *b, const kbox_result_t *r)
 		ename = "Error", ename_len = 5;
 	buf_part(b, tb, tb_len);
 	if (names_error(tb, tb_len, ename, ename_len))
+		return;
+	nl = evalue_len ? memchr(evalue, '\n', evalue_len) : NULL;
+	if (evalue_len && has_line(tb, tb_len, evalue, nl ? (size_t)(nl - evalue) : evalue_len))
 		return;
 	buf_visible(b, ename, ename_len);
 	if (evalue_len) {

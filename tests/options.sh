@@ -275,7 +275,7 @@ done
 dur_msg() { echo "kbox $1: invalid --$2 \"$3\": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h"; }
 for opt in "exec timeout" "exec grace" "run timeout" "start ttl"; do
 	cmd=${opt% *} long=${opt#* }
-	for d in 30 30s 1.5s 500ms 2m 1h 1.5h 2d 24d 0 0.0001 .5 5.; do
+	for d in 30 30s 1.5s 500ms 2m 1h 1.5h 2d 24d 0 0.0001 .5 5. 1h30m 4m10s 30m00s 1d2h3m4s5ms; do
 		if [ "$cmd" = run ]; then
 			kbox run --"$long" "$d" no-such-cell.py
 			want='kbox run: cannot read no-such-cell.py: No such file or directory'
@@ -288,7 +288,7 @@ for opt in "exec timeout" "exec grace" "run timeout" "start ttl"; do
 		fi
 		check "${cmd}_${long}_takes_${d}" fails_with 2 "$want"
 	done
-	for d in abc -1 +1 " 1" "1 " 1e3 0x10 inf nan 1.5.2 . s ms 1ms5 1x 1S 1sec 25d 24.001d ""; do
+	for d in abc -1 +1 " 1" "1 " 1e3 0x10 inf nan 1.5.2 . s ms 1ms5 1x 1S 1sec 25d 24.001d "" 1h30 2mm 24d1s; do
 		if [ "$cmd" = run ]; then
 			kbox run --"$long" "$d" no-such-cell.py
 		elif [ "$cmd" = start ]; then

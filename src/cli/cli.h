@@ -211,6 +211,10 @@ int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg)
 /* --input-file FILE: each line of FILE (without its newline) appended to
  * the cli_strlist_t VALUE, as -i LINE would. */
 int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg);
+/* Standard input is read once, by the first "-" (code, a cell, an input
+ * file): true for that one, false for any later (whose caller says
+ * "standard input (-) given more than once"). */
+bool cli_take_stdin(void);
 
 /* True when S is valid UTF-8 (what the protocol carries). */
 bool cli_utf8(const char *s);

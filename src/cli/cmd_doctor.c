@@ -136,6 +136,18 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 		                          "and nothing else of the host",
 		         (unsigned)geteuid());
 		check(r, "identity", "ok", buf, NULL);
+		/* the state directory: private, as every command wants it */
+		if ((home = kbox_state_home(&err))) {
+			if (kbox_session_check_home(home, &err) < 0) {
+				check(r, "state directory", "fail", err.msg,
+				      "every command refuses a state directory open to others");
+				r->state_bad = true;
+			} else {
+				snprintf(buf, sizeof buf, "%s: private to you", home);
+				check(r, "state directory", "ok", buf, NULL);
+			}
+			free(home);
+		}
 		return true;
 	}
 	if (kbox_sandbox_identity(&id, &err) < 0 && fix && err.code == KBOX_E_NOTFOUND) {
@@ -172,7 +184,11 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 			*slash = '\0';
 		while (probe && stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) && slash != probe)
 			*slash = '\0';
-		if (probe && kbox_sandbox_reachable(&id, probe, &err) < 0) {
+		if (kbox_session_check_home(home, &err) < 0) {
+			check(r, "state directory", "fail", err.msg,
+			      "every command refuses a state directory open to others");
+			r->state_bad = true;
+		} else if (probe && kbox_sandbox_reachable(&id, probe, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,
 			      "sessions there cannot start: bwrap cannot find their directories");
 			r->state_bad = true;

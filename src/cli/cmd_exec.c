@@ -253,6 +253,7 @@ int cmd_exec(int argc, char **argv)
 	                     "after a timeout's interrupt, wait DURATION before the kill (default: 5s)"),
 	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &e.format,
 	                     "write the result as text, json or ndjson (default: text)"),
+	    CLI_OPT_JSON('j', &e.format),
 	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
 	                   "write images and long texts into DIR (default: the session's outputs)"),
 	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &e.max_bytes,
@@ -284,7 +285,14 @@ int cmd_exec(int argc, char **argv)
 	}
 	if (file || strcmp(argv[0], "-") == 0) {
 		bool is_stdin = !file || strcmp(file, "-") == 0;
-		FILE *f = is_stdin ? stdin : fopen(file, "r");
+		FILE *f;
+		if (is_stdin && !cli_take_stdin()) {
+			cli_error("exec", "standard input (-) given more than once (for the code and "
+			                  "--input-file)");
+			status = EXIT_USAGE;
+			goto out;
+		}
+		f = is_stdin ? stdin : fopen(file, "r");
 		if (!f || !(code = cli_slurp(f))) {
 			cli_error("exec", "cannot read %s: %s", is_stdin ? "standard input" : file,
 			          cli_slurp_strerror(errno));

@@ -89,7 +89,7 @@ int cmd_logs(int argc, char **argv)
 	                 "after the last event, wait for more (default: stop there)"),
 	    CLI_OPT_FORMAT(&format, "text: readable lines (the default); json: one JSON array "
 	                            "of the events; ndjson: each event as logged, one a line"),
-	    CLI_OPT_JSON(0, &format),
+	    CLI_OPT_JSON('j', &format),
 	    CLI_OPT_END};
 	int status, nargs = cli_parse_options("logs", opts, argc, argv, &status);
 	char *dir, path[4200], *line = NULL;

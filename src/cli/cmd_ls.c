@@ -62,7 +62,7 @@ int cmd_ls(int argc, char **argv)
 	cli_option_t opts[] = {
 	    CLI_OPT_FORMAT(&format, "text: a table (the default); json: one JSON array; "
 	                            "ndjson: a JSON object a session, one a line"),
-	    CLI_OPT_JSON(0, &format),
+	    CLI_OPT_JSON('j', &format),
 	    CLI_OPT_END};
 	int status;
 	kbox_error_t err = {0};

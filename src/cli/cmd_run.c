@@ -155,7 +155,7 @@ static int file_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	bool is_stdin = strcmp(arg, "-") == 0;
 	FILE *f;
 
-	if (is_stdin && cells->used_stdin) {
+	if (is_stdin && (cells->used_stdin || !cli_take_stdin())) {
 		cli_error(cmd, "standard input (-) given more than once");
 		return EXIT_USAGE;
 	}
@@ -326,6 +326,7 @@ int cmd_run(int argc, char **argv)
 	                     "before it (default: none)"),
 	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
 	                     "write each result as text, json or ndjson (default: text)"),
+	    CLI_OPT_JSON('j', &format),
 	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_bytes,
 	                     "keep at most BYTES of each text, 64 to 16M (default: 16K)"),
 	    CLI_OPT_CALLBACK(0, "max-lines", "N", cli_opt_max_lines, &max_lines,

@@ -13,7 +13,7 @@ int cmd_status(int argc, char **argv)
 	    CLI_OPT_SESSION(&name),
 	    CLI_OPT_FORMAT(&format, "text: a line a field (the default); json: one JSON object; "
 	                            "ndjson: that object on one line"),
-	    CLI_OPT_JSON(0, &format),
+	    CLI_OPT_JSON('j', &format),
 	    CLI_OPT_END};
 	int status, n = cli_parse_options("status", opts, argc, argv, &status);
 	char *dir = NULL, *home = NULL;

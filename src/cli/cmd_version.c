@@ -8,7 +8,7 @@ int cmd_version(int argc, char **argv)
 	cli_option_t opts[] = {
 	    CLI_OPT_FORMAT(&format, "text: \"kbox VERSION\" (the default); json and ndjson: "
 	                            "{\"name\": \"kbox\", \"version\": VERSION} on one line"),
-	    CLI_OPT_JSON(0, &format),
+	    CLI_OPT_JSON('j', &format),
 	    CLI_OPT_END};
 	int status, n = cli_parse_options("version", opts, argc, argv, &status);
 

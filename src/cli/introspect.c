@@ -138,7 +138,7 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	                                      "default); json and ndjson: its reply on one line"
 	                                    : "text: the matches, one a line (the default); json "
 	                                      "and ndjson: the kernel's reply on one line"),
-	    CLI_OPT_JSON(0, &format),
+	    CLI_OPT_JSON('j', &format),
 	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_output,
 	                     "print at most BYTES of text, and say what was left out (default: 16K)"),
 	    CLI_OPT_CALLBACK(0, "detail", "0|1", detail_cb, &detail,

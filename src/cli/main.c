@@ -25,7 +25,8 @@ static const cli_cmd_t commands[] = {
      "kbox doctor --format json"},
     {"exec", cmd_exec,
      "kbox exec [-s NAME] [-t DURATION] [--grace DURATION] [--format text|json|ndjson] "
-     "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--no-start] "
+     "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--input-file FILE]... "
+     "[--no-start] "
      "(CODE | -f FILE | -)",
      "run code in a session's kernel (starting the session if needed)",
      "kbox exec -s sales -t 30 'df.describe()'"},
@@ -51,7 +52,7 @@ static const cli_cmd_t commands[] = {
      "replace a session's kernel with a new one (state is lost)", "kbox restart -s sales"},
     {"run", cmd_run,
      "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|none] [-t DURATION] "
-     "[-o DIR] [-i LINE]... "
+     "[-o DIR] [-i LINE]... [--input-file FILE]... "
      "[--format FMT] [--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
      "run cells in one fresh sandboxed kernel, without a session",
      "kbox run -t 60 -c 'import pandas as pd' analysis.py"},

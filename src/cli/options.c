@@ -278,34 +278,50 @@ long long cli_parse_duration(const char *s)
 	static const struct {
 		const char *unit;
 		long long ms;
-	} units[] = {{"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000},
-	             {"d", 86400000}};
-	long long whole = 0, frac = 0, scale = 1; /* the number is WHOLE + FRAC / SCALE */
+	} units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
 	const char *p = s;
-	size_t digits = 0;
+	long long total = 0;
+	int terms = 0;
 
-	for (; *p >= '0' && *p <= '9'; p++, digits++)
-		if ((whole = whole * 10 + (*p - '0')) > CLI_DURATION_MAX_MS)
+	/* terms NUMBER UNIT, as kbox prints durations ("1h30m", "4m10s"), or
+	 * one NUMBER alone, for seconds */
+	do {
+		long long whole = 0, frac = 0, scale = 1, unit_ms = 0, ms;
+		size_t digits = 0, i;
+
+		for (; *p >= '0' && *p <= '9'; p++, digits++)
+			if ((whole = whole * 10 + (*p - '0')) > CLI_DURATION_MAX_MS)
+				return -1;
+		if (*p == '.')
+			for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+				if (scale < 1000000000LL) { /* finer than a nanosecond is noise */
+					frac = frac * 10 + (*p - '0');
+					scale *= 10;
+				}
+		if (digits == 0)
 			return -1;
-	if (*p == '.')
-		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-			if (scale < 1000000000LL) { /* finer than a nanosecond is noise */
-				frac = frac * 10 + (*p - '0');
-				scale *= 10;
+		for (i = 0; i < sizeof units / sizeof units[0]; i++) {
+			size_t n = strlen(units[i].unit);
+			if (strncmp(p, units[i].unit, n) == 0 && !(p[n] >= 'a' && p[n] <= 'z')) {
+				unit_ms = units[i].ms;
+				p += n;
+				break;
 			}
-	if (digits == 0)
-		return -1;
-	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-		long long ms;
-		if (strcmp(p, units[i].unit) != 0)
-			continue;
-		if (whole > CLI_DURATION_MAX_MS / units[i].ms)
+		}
+		if (!unit_ms) {
+			if (*p || terms) /* a bare number only alone */
+				return -1;
+			unit_ms = 1000;
+		}
+		if (whole > CLI_DURATION_MAX_MS / unit_ms)
 			return -1;
 		/* a fraction of a millisecond is one: 0.0001 is not "no limit" */
-		ms = whole * units[i].ms + (frac * units[i].ms + scale - 1) / scale;
-		return ms > CLI_DURATION_MAX_MS ? -1 : ms;
-	}
-	return -1;
+		ms = whole * unit_ms + (frac * unit_ms + scale - 1) / scale;
+		if ((total += ms) > CLI_DURATION_MAX_MS)
+			return -1;
+		terms++;
+	} while (*p);
+	return total;
 }
 
 int cli_opt_duration(const char *cmd, const cli_option_t *opt, const char *arg)
@@ -328,14 +344,30 @@ int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg)
 	return EXIT_OK;
 }
 
+bool cli_take_stdin(void)
+{
+	static bool taken;
+	bool first = !taken;
+	taken = true;
+	return first;
+}
+
 int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	cli_strlist_t *l = opt->value;
 	bool is_stdin = strcmp(arg, "-") == 0;
-	FILE *f = is_stdin ? stdin : fopen(arg, "r");
-	char *text = f ? cli_slurp(f) : NULL, **owned;
+	FILE *f;
+	char *text, **owned;
 	size_t lines = 0;
-	int e = errno;
+	int e;
+
+	if (is_stdin && !cli_take_stdin()) {
+		cli_error(cmd, "standard input (-) given more than once");
+		return EXIT_USAGE;
+	}
+	f = is_stdin ? stdin : fopen(arg, "r");
+	text = f ? cli_slurp(f) : NULL;
+	e = errno;
 
 	if (f && !is_stdin)
 		fclose(f);

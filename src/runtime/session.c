@@ -114,7 +114,7 @@ static int mkdirs(const char *path, kbox_error_t *err)
  * sandbox user's group, but no other user has a reason to open it to
  * a group.  One that does not exist holds no session.  0, or -1 with ERR
  * saying the chmod that fixes it. */
-static int check_home(const char *home, kbox_error_t *err)
+int kbox_session_check_home(const char *home, kbox_error_t *err)
 {
 	struct stat st;
 	if (stat(home, &st) < 0)
@@ -147,7 +147,7 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 		goto fail;
 	}
 	if (!create) {
-		if (check_home(home, err) < 0)
+		if (kbox_session_check_home(home, err) < 0)
 			goto fail;
 		if (stat(dir, &st) < 0) {
 			if (errno == ENOENT)
@@ -162,7 +162,7 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 	}
 	/* the state dir must not be open to others: check it before making
 	 * anything inside it */
-	if (mkdirs(home, err) < 0 || check_home(home, err) < 0 || mkdirs(dir, err) < 0 ||
+	if (mkdirs(home, err) < 0 || kbox_session_check_home(home, err) < 0 || mkdirs(dir, err) < 0 ||
 	    kbox__check_private_dir(dir, err) < 0)
 		goto fail;
 	{
@@ -375,7 +375,7 @@ char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 	struct dirent *e;
 
 	*n_p = 0;
-	if (check_home(home, err) < 0)
+	if (kbox_session_check_home(home, err) < 0)
 		return NULL;
 	if (asprintf(&path, "%s/sessions", home) < 0) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");

@@ -82,6 +82,11 @@ int kbox_session_share(const char *dir, const kbox_sandbox_id_t *id, kbox_error_
  * and checked to be private; without, the session must exist
  * (KBOX_E_NOTFOUND otherwise).  Also refuses a path too long for the unix
  * sockets the session needs.  NULL with ERR. */
+/* The state directory HOME, when it exists, is private: the user's, mode
+ * 0700 (under root 0710 too, as kbox_session_share makes it).  0, or -1
+ * with ERR saying the chmod that fixes it. */
+int kbox_session_check_home(const char *home, kbox_error_t *err);
+
 char *kbox_session_dir(const char *home, const char *name, bool create, kbox_error_t *err);
 
 /* Names of the sessions under HOME (sorted, malloc'd array of malloc'd

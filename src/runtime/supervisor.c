@@ -620,6 +620,13 @@ static void result_explain(job_t *j, kbox_result_t *res)
 		kbox_result_add_notice(res, "kbox interrupt was sent while it ran, and the code went on "
 		                            "to the end",
 		                       false);
+	} else if (error_is(res, "EOFError") && j->inputs && j->x &&
+	           kbox_exec_inputs_answered(j->x) > j->n_inputs) {
+		snprintf(line, sizeof line,
+		         "EOFError: the code asked for more input than the %zu line%s given: give "
+		         "more with -i LINE or --input-file FILE",
+		         j->n_inputs, j->n_inputs == 1 ? "" : "s");
+		kbox_result_set_error_text(res, line);
 	} else if (error_is(res, "StdinNotImplementedError") && !j->inputs) {
 		kbox_result_set_error_text(res,
 		                           "StdinNotImplementedError: the code asked for input (input() "
