@@ -263,7 +263,7 @@ fresh
 kbox help run
 check help_run_prints_its_usage_then_its_page eval '[ "$rc" = 0 ] &&
 	head -n 1 stdout | grep -q "^usage: kbox run " &&
-	[ "$(tail -n 1 stdout)" = "full reference: man kbox-run" ]'
+	[ "$(tail -n 1 stdout)" = "full reference: man kbox-run (in a source tree: man -l man/kbox-run.1)" ]'
 
 fresh
 kbox help frobnicate

@@ -23,12 +23,11 @@ int cmd_help(int argc, char **argv)
 		cli_error("help", "no command \"%s\" (see kbox --help)", argv[0]);
 		return EXIT_USAGE;
 	}
-	/* what kbox CMD --help prints: its usage, options and example, from
-	 * its own table */
+	/* what kbox CMD --help prints: its usage, options, example and page,
+	 * from its own table */
 	{
 		char *help_argv[] = {(char *)cmd->name, "--help", NULL};
 		cmd->fn(2, help_argv);
 	}
-	printf("\nfull reference: man kbox-%s\n", cmd->name);
 	return EXIT_OK;
 }

@@ -1485,7 +1485,9 @@ static void handle_interrupt(sup_t *s, conn_t *c)
 			return;
 		}
 		sup_log(s, "interrupt", NULL);
-		conn_send(c, json_pack("{s:b, s:s}", "ok", 1, "re", "interrupt"), false);
+		conn_send(c, json_pack("{s:b, s:s, s:b}", "ok", 1, "re", "interrupt", "running",
+		                       s->running != NULL),
+		          false);
 		return;
 	}
 	{
@@ -1521,7 +1523,9 @@ static void on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t 
 		return;
 	}
 	sup_log(s, "interrupt", NULL);
-	conn_send(c, json_pack("{s:b, s:s}", "ok", 1, "re", "interrupt"), false);
+	conn_send(c, json_pack("{s:b, s:s, s:b}", "ok", 1, "re", "interrupt", "running",
+	                       s->running != NULL),
+	          false);
 }
 
 static void handle_request(sup_t *s, conn_t *c, json_t *req)
