@@ -94,6 +94,8 @@ static void print_text(bool inspect, json_t *content, long long max)
 	}
 	if (len)
 		print_budgeted(text, len, max);
+	else if (!inspect)
+		puts("[no completions: the kernel knows nothing that completes the code at the cursor]");
 	free(text);
 }
 
