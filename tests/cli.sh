@@ -263,7 +263,7 @@ fresh
 kbox help run
 check help_run_prints_its_usage_then_its_page eval '[ "$rc" = 0 ] &&
 	head -n 1 stdout | grep -q "^usage: kbox run " &&
-	[ "$(tail -n 1 stdout)" = "full reference: man kbox-run (in a source tree: man -l man/kbox-run.1)" ]'
+	[ "$(tail -n 1 stdout)" = "full reference: man kbox-run (in a source tree: man ./man/kbox-run.1)" ]'
 
 fresh
 kbox help frobnicate
@@ -413,6 +413,9 @@ for mode in 755 777 750; do
 					[ "$(cat stdout)" = "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"unavailable\",\"message\":\"directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home\"}}" ]
 				else [ ! -s stdout ]; fi'
 	done
+	KBOX_HOME=$T/home kbox doctor
+	check "state_dir_mode_${mode}_fails_kbox_doctor_with_the_chmod_that_fixes_it" eval '[ "$rc" = 5 ] &&
+		grep -qxF "fail  state directory  directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home" stdout'
 	check "state_dir_mode_${mode}_gets_nothing_made_in_it" eval '[ -z "$(ls -A home)" ]'
 	chmod 700 home
 	KBOX_HOME=$T/home kbox ls

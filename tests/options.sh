@@ -215,7 +215,7 @@ for cmd in $(cat commands); do
 	kbox help "$cmd"
 	check "help_${cmd}_prints_its_help_and_names_its_page" eval \
 		'[ "$rc" = 0 ] && [ ! -s stderr ] && cmp -s stdout "help.$cmd" &&
-		[ "$(tail -n 1 stdout)" = "full reference: man kbox-$cmd (in a source tree: man -l man/kbox-$cmd.1)" ]'
+		[ "$(tail -n 1 stdout)" = "full reference: man kbox-$cmd (in a source tree: man ./man/kbox-$cmd.1)" ]'
 done
 
 # kbox help alone lists the commands, as kbox --help

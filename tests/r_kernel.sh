@@ -63,8 +63,11 @@ check r_plot_is_saved_as_png_and_its_path_reported eval 'status_is 0 && stderr_e
 	[ "$(wc -l <stdout)" -eq 1 ] && case $png in "$S"/r/outputs/*.png) true ;; *) false ;; esac &&
 	[ -f "$png" ] && is_png "$png"'
 kbox exec -s r 'stop("boom")'
-check r_error_is_reported_with_exit_status_1 eval 'status_is 1 && stderr_empty &&
-	last_line_is stdout "ERROR: Error in eval(expr, envir, enclos): boom"'
+# IRkernel's traceback begins with the value: it is not said twice
+check r_error_is_reported_once_with_exit_status_1 eval 'status_is 1 && stderr_empty &&
+	stdout_is "Error in eval(expr, envir, enclos): boom
+Traceback:
+1. stop(\"boom\")"'
 kbox exec -s r --format json 'stop("boom")'
 check r_error_name_and_message_in_json eval 'status_is 1 &&
 	"$PY" -c "import json, sys; e = json.load(open(\"stdout\"))[\"error\"]

@@ -152,7 +152,8 @@ kbox exec -s r -i Ada 'a = input("Name? "); b = input("Again? "); print(a)'
 check input_with_i_shows_the_prompt_and_the_line_given eval 'status_is 1 &&
 	first_line_is stdout "[input: the code asked \"Name? \" and was given \"Ada\"]" &&
 	has_line stdout "[input: the code asked \"Again? \" and was given end of input: no input line was left]" &&
-	last_line_is stdout "EOFError: "'
+	last_line_is stdout "EOFError: the code asked for more input than the 1 line given: give more with -i LINE or --input-file FILE" &&
+	[ "$(wc -l <stdout)" -eq 3 ]'
 
 fresh
 printf 'Ada\nLovelace\n' >answers
@@ -162,6 +163,15 @@ check input_file_answers_with_its_lines_and_ndjson_has_input_events eval 'status
 	has_line stdout "{\"schema\":\"kbox.result/2\",\"event\":\"input\",\"prompt\":\"Last? \",\"value\":\"Lovelace\",\"password\":false}" &&
 	tail -n 1 stdout | grep -qF "\"stdout\":{\"text\":\"Ada Lovelace\\n\""'
 check input_events_are_valid_against_the_schema valid stdout
+
+fresh
+printf 'print(input())\n' >code.txt
+kbox exec -s r -f - --input-file - <code.txt
+check the_code_and_an_input_file_cannot_both_be_standard_input eval 'status_is 2 && stdout_empty &&
+	stderr_is "kbox exec: standard input (-) given more than once (for the code and --input-file)"'
+kbox run --input-file - - <code.txt
+check a_run_cell_and_an_input_file_cannot_both_be_standard_input eval 'status_is 2 && stdout_empty &&
+	stderr_is "kbox run: standard input (-) given more than once"'
 
 fresh
 kbox exec -s r --input-file missing 'input()'
@@ -202,6 +212,18 @@ check waiting_behind_another_execution_is_status_busy_exit_6 eval 'status_is 6 &
 	and \"it never ran\" in r[\"error\"][\"message\"]"'
 wait
 check the_busy_code_never_ran eval 'status_is 6 && [ ! -e "$S/r/workspace/ran-while-busy" ]'
+
+# ---- -j, and a completion that finds nothing ----
+
+fresh
+kbox exec -s r -j 'print(6 * 7)'
+check exec_j_is_format_json eval 'status_is 0 && py "r[\"stdout\"][\"text\"] == \"42\\n\""'
+kbox complete -s r 'zzzq_nothing'
+check a_completion_that_finds_nothing_says_so eval 'status_is 0 &&
+	stdout_is "[no completions: the kernel knows nothing that completes the code at the cursor]"'
+kbox interrupt -s r
+check an_interrupt_of_an_idle_kernel_says_no_code_ran eval 'status_is 0 &&
+	stdout_is "session r: kernel interrupted (it was running no code)"'
 
 # ---- numbers ----
 

@@ -180,7 +180,7 @@ static void print_help(const cli_cmd_t *cmd, const cli_option_t *opts, FILE *f)
 	help_row(f, &help_option, width);
 	if (cmd->example)
 		fprintf(f, "\nexample:\n  %s\n", cmd->example);
-	fprintf(f, "\nfull reference: man kbox-%s (in a source tree: man -l man/kbox-%s.1)\n",
+	fprintf(f, "\nfull reference: man kbox-%s (in a source tree: man ./man/kbox-%s.1)\n",
 	        cmd->name, cmd->name);
 }
 
