@@ -18,6 +18,10 @@
 #define MAX_KEPT_BYTES (8 * 1024 * 1024) /* all kept non-image MIME values of a capture */
 #define MAX_TRACEBACK_RAW (1024 * 1024) /* bytes of the raw traceback kept */
 #define MAX_NOTICES 64
+/* A file costs the quota at least one block, as on disk, so that empty
+ * files cannot make an unbounded number of them; and one capture makes at
+ * most KBOX_CAPTURE_MAX_FILES. */
+#define FILE_BLOCK 4096ULL
 
 /* ---- budgeted text: head in memory, tail in a ring, all of it in a spill file ---- */
 
@@ -64,6 +68,7 @@ struct kbox_capture {
 	char *prefix;
 	int count;            /* execution_count, once known */
 	int image_seq;        /* images written in this execution */
+	size_t files_made;    /* images and spill files created */
 	unsigned long long files_bytes; /* written into the outputs directory */
 	tbuf_t streams[KBOX_TEXT_COUNT];
 	bool pending_clear;
@@ -340,14 +345,24 @@ static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 	char name[256];
 	if (t->spill_fd >= 0 || t->spill_failed)
 		return;
-	if (self->dfd >= 0 && files_room(self) == 0) {
+	if (self->dfd >= 0 && files_room(self) < FILE_BLOCK) {
 		t->spill_failed = true;
 		notice(self, "the complete %s was not saved: the outputs quota is used up", label);
+		return;
+	}
+	if (self->dfd >= 0 && self->files_made >= KBOX_CAPTURE_MAX_FILES) {
+		t->spill_failed = true;
+		notice(self, "the complete %s was not saved: this execution made %d files already",
+		       label, KBOX_CAPTURE_MAX_FILES);
 		return;
 	}
 	snprintf(name, sizeof name, "%s%d-%s.txt", self->prefix, self->count < 0 ? 0 : self->count,
 	         label);
 	t->spill_fd = create_output(self, name, &t->spill_path);
+	if (t->spill_fd >= 0) {
+		self->files_made++;
+		self->files_bytes += FILE_BLOCK; /* its first block, whatever it holds */
+	}
 	if (t->spill_fd < 0) {
 		t->spill_failed = true;
 		if (self->outputs_dir)
@@ -1107,12 +1122,20 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
 		notice(self, "image %d (%s, %zu bytes) is larger than %u bytes: not written",
 		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
-	} else if (self->outputs_dir && outlen > files_room(self)) {
+	} else if (self->outputs_dir &&
+	           (outlen + FILE_BLOCK - 1) / FILE_BLOCK * FILE_BLOCK + FILE_BLOCK > files_room(self)) {
 		notice(self, "image %d (%s, %zu bytes) not written: the outputs quota is used up",
 		       self->image_seq, mime, outlen);
+	} else if (self->outputs_dir && self->files_made >= KBOX_CAPTURE_MAX_FILES) {
+		notice(self, "image %d (%s, %zu bytes) not written: this execution made %d files already",
+		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_FILES);
 	} else if (self->outputs_dir) {
-		self->files_bytes += outlen;
+		/* what it takes on disk: whole blocks, one at least */
+		self->files_bytes += outlen ? (outlen + FILE_BLOCK - 1) / FILE_BLOCK * FILE_BLOCK
+		                            : FILE_BLOCK;
 		fd = create_output(self, name, &path);
+		if (fd >= 0)
+			self->files_made++;
 		if (fd < 0) {
 			notice(self, "image %d not written to %s/%s: %s", self->image_seq, self->outputs_dir,
 			       name, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
@@ -1421,7 +1444,8 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 
 bool kbox_capture_can_spill(const kbox_capture_t *self)
 {
-	return self->dfd >= 0 && !self->oom && files_room(self) > 0;
+	return self->dfd >= 0 && !self->oom && files_room(self) > 0 &&
+	       self->files_made < KBOX_CAPTURE_MAX_FILES;
 }
 
 int kbox_capture_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg)

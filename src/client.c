@@ -190,6 +190,7 @@ struct kbox_exec {
 	char seq_prefix[192];
 	bool seq_set;
 	unsigned long long seq_min, seq_max, seq_seen;
+	unsigned char *seq_bits; /* the last SEQ_WINDOW numbers: seen or not */
 	bool output_lost;
 	bool went_idle;      /* the kernel said idle for it */
 	char reason[KBOX_ERROR_MSG_MAX];
@@ -263,8 +264,13 @@ static bool bucket_take(bucket_t *b, size_t size)
  * fell behind was full (ZeroMQ's PUB drops silently).  Kernels that name
  * messages otherwise (a uuid) are not counted. */
 
+#define SEQ_WINDOW 65536      /* numbers remembered, to count each once */
+#define SEQ_JUMP (1ULL << 20) /* a larger jump is another numbering, not a loss */
+
 /* Message ID (verified, or read unverified from a message dropped and
- * counted) came during X's run; OURS: its parent is X's request. */
+ * counted) came during X's run; OURS: its parent is X's request.  A
+ * number is counted once (kernel code can send the same id again), older
+ * than the window or too far ahead is ignored. */
 static void seq_note(kbox_exec_t *x, const char *id, bool ours)
 {
 	const char *us;
@@ -282,18 +288,30 @@ static void seq_note(kbox_exec_t *x, const char *id, bool ours)
 	if (!x->seq_set) {
 		if (!ours) /* what comes before the execution's first is not counted */
 			return;
+		if (!x->seq_bits && !(x->seq_bits = calloc(SEQ_WINDOW / 8, 1)))
+			return;
 		memcpy(x->seq_prefix, id, plen);
 		x->seq_prefix[plen] = '\0';
 		x->seq_set = true;
 		x->seq_min = x->seq_max = n;
 		x->seq_seen = 1;
+		x->seq_bits[n % SEQ_WINDOW / 8] |= (unsigned char)(1u << (n % 8));
 		return;
 	}
 	if (strlen(x->seq_prefix) != plen || memcmp(x->seq_prefix, id, plen) != 0 ||
-	    n < x->seq_min)
+	    n < x->seq_min || n > x->seq_max + SEQ_JUMP ||
+	    (n <= x->seq_max && x->seq_max - n >= SEQ_WINDOW))
 		return;
-	if (n > x->seq_max)
+	if (n > x->seq_max) {
+		/* the numbers passed over leave the window unseen */
+		unsigned long long k = n - x->seq_max > SEQ_WINDOW ? SEQ_WINDOW : n - x->seq_max;
+		for (unsigned long long m = n; k > 0; k--, m--)
+			x->seq_bits[m % SEQ_WINDOW / 8] &= (unsigned char)~(1u << (m % 8));
 		x->seq_max = n;
+	} else if (x->seq_bits[n % SEQ_WINDOW / 8] & (1u << (n % 8))) {
+		return; /* seen already */
+	}
+	x->seq_bits[n % SEQ_WINDOW / 8] |= (unsigned char)(1u << (n % 8));
 	x->seq_seen++;
 }
 
@@ -2615,6 +2633,7 @@ void kbox_exec_destroy(kbox_exec_t **self_p)
 	for (size_t i = 0; i < x->n_outputs; i++)
 		kbox_msg_destroy(&x->outputs[i]);
 	free(x->outputs);
+	free(x->seq_bits);
 	free(x);
 	*self_p = NULL;
 }

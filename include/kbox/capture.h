@@ -28,6 +28,7 @@ extern "C" {
 #define KBOX_CAPTURE_MAX_DISPLAYS 100   /* display bundles kept; more are counted */
 #define KBOX_CAPTURE_MAX_IMAGE_BYTES (64u << 20) /* larger images are not written */
 #define KBOX_CAPTURE_LINE_MAX 65536     /* an unterminated line is cut here */
+#define KBOX_CAPTURE_MAX_FILES 1000     /* images and spill files one capture makes */
 
 typedef struct {
 	size_t max_bytes;     /* 0 → KBOX_CAPTURE_MAX_BYTES; at most KBOX_CAPTURE_MAX_BYTES_LIMIT */

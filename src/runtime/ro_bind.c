@@ -323,6 +323,20 @@ int kbox__ro_bind_check(const char *root, const char *path, const char *const *d
 		return kbox__err(err, KBOX_E_INVALID,
 		                 "cannot bind %s: not every user may read it (mode %03o)", dest,
 		                 (unsigned)(st.st_mode & 0777));
+	/* and reach it: every directory above it searchable by all (root's
+	 * check must not pass what the sandbox user could not see) */
+	{
+		char up[PATH_MAX * 2];
+		struct stat ust;
+		snprintf(up, sizeof up, "%s", host);
+		for (char *slash = strrchr(up, '/'); slash && slash > up; slash = strrchr(up, '/')) {
+			*slash = '\0';
+			if (stat(up, &ust) < 0 || !(ust.st_mode & S_IXOTH))
+				return kbox__err(err, KBOX_E_INVALID,
+				                 "cannot bind %s: not every user may reach it (%s is mode %03o)",
+				                 dest, up, (unsigned)(ust.st_mode & 0777));
+		}
+	}
 	if (S_ISDIR(st.st_mode)) {
 		kbox_error_t terr = {0};
 		int fd = open(host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

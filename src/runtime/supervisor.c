@@ -588,11 +588,22 @@ static const char *error_place(const kbox_result_t *res, char *buf, size_t size)
 		}
 		p = nl ? nl + 1 : end;
 	}
+	/* at most 80 and 120 bytes of them, in whole characters */
+	if (cell_len > 80)
+		for (cell_len = 80; cell_len > 0 && ((unsigned char)cell[cell_len] & 0xc0) == 0x80;)
+			cell_len--;
+	if (arrow_len > 120)
+		for (arrow_len = 120; arrow_len > 0 && ((unsigned char)arrow[arrow_len] & 0xc0) == 0x80;)
+			arrow_len--;
 	if (cell && arrow && arrow_len > 0)
-		snprintf(buf, size, " at %.*s: %.*s", cell_len > 80 ? 80 : cell_len, cell,
-		         arrow_len > 120 ? 120 : arrow_len, arrow);
+		snprintf(buf, size, " at %.*s: %.*s", cell_len, cell, arrow_len, arrow);
 	else if (cell)
-		snprintf(buf, size, " at %.*s", cell_len > 80 ? 80 : cell_len, cell);
+		snprintf(buf, size, " at %.*s", cell_len, cell);
+	utf8_cut(buf);
+	/* the kernel wrote it: no control character of its reaches the line */
+	for (char *q = buf; *q; q++)
+		if ((unsigned char)*q < 0x20 || *q == 0x7f)
+			*q = ' ';
 	return buf;
 }
 
@@ -725,7 +736,17 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 					                      "[end of that output]\n",
 					                      j->earlier_text);
 				snprintf(all + n, need - n, "%s", text ? text : "");
-				json_object_set_new(r, "text", json_string(all));
+				{
+					json_t *t = json_string(all);
+					if (!t) {
+						/* never dropped: what is not UTF-8 becomes '?' */
+						for (unsigned char *q = (unsigned char *)all; *q; q++)
+							if (*q >= 0x80)
+								*q = '?';
+						t = json_string(all);
+					}
+					json_object_set_new(r, "text", t);
+				}
 				free(all);
 			}
 			free(text);
@@ -959,8 +980,14 @@ static unsigned long long dir_bytes(const char *dir)
 	if (!d)
 		return 0;
 	while ((e = readdir(d)))
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-			sum += (unsigned long long)st.st_size;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+			/* what it takes: its size or its blocks, the larger, and a
+			 * block at least (as the capture counts it) */
+			unsigned long long used = (unsigned long long)st.st_blocks * 512;
+			if (used < (unsigned long long)st.st_size)
+				used = (unsigned long long)st.st_size;
+			sum += used > 4096 ? used : 4096;
+		}
 	closedir(d);
 	return sum;
 }
