@@ -276,6 +276,12 @@ static const char *fmt_bytes(char *buf, size_t size, unsigned long long n)
 	return buf;
 }
 
+/* What a file of N bytes takes on disk: whole blocks, one at least. */
+static unsigned long long file_cost(size_t n)
+{
+	return n ? (n + FILE_BLOCK - 1) / FILE_BLOCK * FILE_BLOCK : FILE_BLOCK;
+}
+
 /* How many bytes the outputs directory may still take: ULLONG_MAX without
  * a bound. */
 static unsigned long long files_room(const kbox_capture_t *self)
@@ -345,7 +351,7 @@ static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 	char name[256];
 	if (t->spill_fd >= 0 || t->spill_failed)
 		return;
-	if (self->dfd >= 0 && files_room(self) < FILE_BLOCK) {
+	if (self->dfd >= 0 && files_room(self) <= FILE_BLOCK) { /* not a byte of text */
 		t->spill_failed = true;
 		notice(self, "the complete %s was not saved: the outputs quota is used up", label);
 		return;
@@ -1122,8 +1128,7 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
 		notice(self, "image %d (%s, %zu bytes) is larger than %u bytes: not written",
 		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
-	} else if (self->outputs_dir &&
-	           (outlen + FILE_BLOCK - 1) / FILE_BLOCK * FILE_BLOCK + FILE_BLOCK > files_room(self)) {
+	} else if (self->outputs_dir && file_cost(outlen) > files_room(self)) {
 		notice(self, "image %d (%s, %zu bytes) not written: the outputs quota is used up",
 		       self->image_seq, mime, outlen);
 	} else if (self->outputs_dir && self->files_made >= KBOX_CAPTURE_MAX_FILES) {
@@ -1131,8 +1136,7 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_FILES);
 	} else if (self->outputs_dir) {
 		/* what it takes on disk: whole blocks, one at least */
-		self->files_bytes += outlen ? (outlen + FILE_BLOCK - 1) / FILE_BLOCK * FILE_BLOCK
-		                            : FILE_BLOCK;
+		self->files_bytes += file_cost(outlen);
 		fd = create_output(self, name, &path);
 		if (fd >= 0)
 			self->files_made++;

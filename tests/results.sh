@@ -140,6 +140,22 @@ check the_text_of_an_interrupt_is_two_lines eval 'status_is 3 &&
 	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 3: time.sleep(0.1)$" stdout &&
 	last_line_is stdout "[interrupted by kbox interrupt; state is kept]"'
 
+# the one line is cut in whole characters: a long line of accented text
+# that the interrupt stops in still gives the whole text result
+fresh
+kbox exec -s r -t 1 'import time; s = "'"$("$PY" -c 'print("é" * 150)')"'"; time.sleep(5)'
+check an_interrupted_line_of_long_unicode_text_still_gives_the_text_result eval 'status_is 3 &&
+	[ "$(wc -l <stdout)" -eq 2 ] &&
+	head -n 1 stdout | grep -q "^KeyboardInterrupt: interrupted when it timed out at Cell In" &&
+	head -n 1 stdout | "$PY" -c "import sys; sys.stdin.buffer.read().decode(\"utf-8\")" &&
+	last_line_is stdout "[timeout: timed out after 1 s; the kernel was interrupted (state kept)]"'
+
+# a message number far ahead (kernel code can set it) is another
+# numbering, not a loss
+fresh
+kbox exec -s r --format json 'get_ipython().kernel.session.message_count += 10**15; print("x")'
+check a_numbering_jump_is_not_counted_as_lost eval 'status_is 0 && py "r[\"notices\"] == []"'
+
 # ---- input ----
 
 fresh
