@@ -971,12 +971,17 @@ TEST(outputs_show_input_requests_and_their_answers)
 	cap = kbox_capture_new(&opts, &err);
 	REQUIRE(cap != NULL);
 	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"hello\\n\"}");
-	kbox_capture_input(cap, fixture_msg_json("input_request",
-	                                         "{\"prompt\":\"Name? \",\"password\":false}"));
-	kbox_capture_input(cap, fixture_msg_json("input_request",
-	                                         "{\"prompt\":\"Password: \",\"password\":true}"));
-	kbox_capture_input(cap, fixture_msg_json("input_request",
-	                                         "{\"prompt\":\"More? \",\"password\":false}"));
+	{
+		static const char *const requests[] = {"{\"prompt\":\"Name? \",\"password\":false}",
+		                                       "{\"prompt\":\"Password: \",\"password\":true}",
+		                                       "{\"prompt\":\"More? \",\"password\":false}"};
+		for (size_t k = 0; k < 3; k++) {
+			kbox_msg_t *m = fixture_msg_json("input_request", requests[k]);
+			REQUIRE(m != NULL);
+			kbox_capture_input(cap, m);
+			kbox_msg_destroy(&m);
+		}
+	}
 	res = kbox_capture_finish(&cap, NULL);
 	REQUIRE(res != NULL);
 	CHECK_STR_EQ(output_kinds(res, kinds, sizeof kinds), "stdout input input input");

@@ -38,7 +38,7 @@ refused() {
 	spec "$bname" "[\"$bpath\"]"
 	kx start -s "$bname" -k "$bname"
 	check "$1" eval '[ "$rc" = 5 ] && [ ! -s "$W/out" ] &&
-		eq "$(cat "$W/err")" "kbox start: session $bname: kernelspec $bname: metadata.kbox.ro_bind: cannot bind $bpath: $bwhy" &&
+		eq "$(tail -n 1 "$W/err")" "kbox start: session $bname: kernelspec $bname: metadata.kbox.ro_bind: cannot bind $bpath: $bwhy" &&
 		[ ! -e "$S/$bname/supervisor.pid" ]'
 }
 
