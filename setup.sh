@@ -17,7 +17,7 @@ mandoc
 python3 python3-ipykernel python3-jupyter-client python3-zmq
 python3-pandas python3-numpy python3-matplotlib python3-scipy
 python3-jupyter-kernel-test python3-jsonschema jupyter-core jupyter-client
-procps time
+procps time jq
 r-cran-irkernel
 "
 

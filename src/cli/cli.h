@@ -338,6 +338,7 @@ int cmd_help(int argc, char **argv);
 int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_tool_schema(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 
 #endif

@@ -64,6 +64,9 @@ static const cli_cmd_t commands[] = {
      "kbox status -s sales --format json"},
     {"stop", cmd_stop, "kbox stop [-s NAME | --all]",
      "stop a session's kernel and supervisor (its files stay)", "kbox stop --all"},
+    {"tool-schema", cmd_tool_schema, "kbox tool-schema [--format openai|anthropic|mcp]",
+     "print the run-code tool's definition for a model's API",
+     "kbox tool-schema --format anthropic"},
     {"version", cmd_version, "kbox version [--format FMT]", "print the version", "kbox version"},
 };
 

@@ -1,0 +1,100 @@
+/* src/cli/cmd_tool_schema.c — kbox tool-schema: the definition of the
+ * run-code tool that an agent gives a language model, in the format of
+ * OpenAI's Chat Completions tools, Anthropic's Messages tools or an MCP
+ * server's tools/list.  The same tool, three envelopes: a name, a
+ * description written for a model, and a JSON Schema of its arguments
+ * (code, and an optional timeout in seconds). */
+#include "config.h"
+#include "cli.h"
+
+#include <string.h>
+
+typedef enum { TOOL_OPENAI, TOOL_ANTHROPIC, TOOL_MCP } tool_format_t;
+
+#define TOOL_NAME "run_python"
+
+/* What the model reads: how to use the tool well. */
+static const char tool_description[] =
+    "Run Python code in a persistent, sandboxed Jupyter kernel and get back what it printed, "
+    "its last expression's value, errors with their traceback, and the paths of any charts. "
+    "State persists between calls: variables, imports and loaded data from earlier calls are "
+    "still there, so build on them instead of repeating work. "
+    "pandas, numpy, matplotlib and scipy are installed; there is no network access, so "
+    "nothing can be downloaded or installed. "
+    "Files are in the working directory /workspace (the user's files are copied there). "
+    "Charts shown with matplotlib (plt.show(), or a figure as the last expression) are saved "
+    "as PNG files and reported by path and size, never as image data. "
+    "Print what you want to see: long outputs are cut to their head and tail, with the "
+    "complete text saved to a file whose path is given. "
+    "Never compute numbers in your head: compute them with code and report what the code "
+    "printed.";
+
+/* The JSON Schema of the arguments (new reference). */
+static json_t *parameters(void)
+{
+	return json_pack(
+	    "{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:s}}, s:[s], s:b}", "type", "object",
+	    "properties", "code", "type", "string", "description",
+	    "The Python code to run, as a notebook cell: statements, and optionally an "
+	    "expression last, whose value is shown.",
+	    "timeout", "type", "number", "minimum", 0, "description",
+	    "Seconds the code may run before it is interrupted (its state is kept); 0 or absent: "
+	    "no limit.",
+	    "required", "code", "additionalProperties", 0);
+}
+
+static int format_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	tool_format_t *f = opt->value;
+	if (strcmp(arg, "openai") == 0)
+		*f = TOOL_OPENAI;
+	else if (strcmp(arg, "anthropic") == 0)
+		*f = TOOL_ANTHROPIC;
+	else if (strcmp(arg, "mcp") == 0)
+		*f = TOOL_MCP;
+	else {
+		cli_error(cmd, "invalid --format \"%s\": expected openai, anthropic or mcp", arg);
+		return EXIT_USAGE;
+	}
+	/* what it prints is JSON: so are its errors after this */
+	cli_set_error_format(FMT_JSON);
+	return EXIT_OK;
+}
+
+int cmd_tool_schema(int argc, char **argv)
+{
+	tool_format_t format = TOOL_OPENAI;
+	cli_option_t opts[] = {
+	    CLI_OPT_CALLBACK(0, "format", "openai|anthropic|mcp", format_cb, &format,
+	                     "the envelope: OpenAI's (Chat Completions tools), Anthropic's "
+	                     "(Messages tools) or MCP's (tools/list) (default: openai)"),
+	    CLI_OPT_END};
+	int status, n = cli_parse_options("tool-schema", opts, argc, argv, &status);
+	json_t *tool = NULL;
+
+	if (n < 0)
+		return status;
+	if ((status = cli_no_operands("tool-schema", n, argv)) != EXIT_OK)
+		return status;
+	switch (format) {
+	case TOOL_OPENAI:
+		tool = json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
+		                 TOOL_NAME, "description", tool_description, "parameters",
+		                 parameters());
+		break;
+	case TOOL_ANTHROPIC:
+		tool = json_pack("{s:s, s:s, s:o}", "name", TOOL_NAME, "description", tool_description,
+		                 "input_schema", parameters());
+		break;
+	case TOOL_MCP:
+		tool = json_pack("{s:s, s:s, s:s, s:o}", "name", TOOL_NAME, "title", "Run Python",
+		                 "description", tool_description, "inputSchema", parameters());
+		break;
+	}
+	if (!tool) {
+		cli_error("tool-schema", "out of memory");
+		return EXIT_UNAVAILABLE;
+	}
+	cli_print_json_line(tool);
+	return EXIT_OK;
+}

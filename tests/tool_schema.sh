@@ -1,0 +1,109 @@
+#!/bin/sh
+# tests/tool_schema.sh — kbox tool-schema: the run-code tool's definition
+# in each API's envelope.  Each output is one JSON object on one line that
+# validates against the shape of its API's tool (OpenAI Chat Completions
+# "tools" element, Anthropic Messages "tools" element, MCP Tool of
+# tools/list; the shapes below are written from their documentation);
+# its parameters are a valid JSON Schema (draft 2020-12) that takes
+# {"code": ...} with an optional numeric timeout and refuses anything
+# else; the three carry the same tool.  Bad input: one line, exit 2.  TAP.
+#
+# Environment (set by `make check`): top_builddir, KERNEL_PYTHON.
+set -u
+
+top_builddir=${top_builddir:-$(pwd)}
+KBOX=$top_builddir/kbox
+PY=${KERNEL_PYTHON:-/usr/bin/python3}
+BASE=$(mktemp -d "${TMPDIR:-/tmp}/kbox-tool.XXXXXX") || exit 1
+trap 'rm -rf "$BASE"' EXIT
+cd "$BASE" || exit 1
+n=0
+rc=
+
+kbox() {
+	timeout -k 5 30 "$KBOX" "$@" >stdout 2>stderr
+	rc=$?
+}
+check() {
+	name=$1
+	shift
+	n=$((n + 1))
+	if "$@"; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		echo "#   exit status $rc"
+		head -c 2000 stdout | sed 's/^/#   stdout: /'
+		sed 's/^/#   stderr: /' stderr
+	fi
+}
+
+# valid API: stdout is one line, one JSON object of API's tool shape.
+valid() {
+	"$PY" - "$1" <<'EOF'
+import json, sys, jsonschema
+api = sys.argv[1]
+lines = open("stdout").read().splitlines()
+assert len(lines) == 1, lines
+tool = json.loads(lines[0])
+name = {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"}
+object_schema = {"type": "object", "required": ["type", "properties"],
+                 "properties": {"type": {"const": "object"}, "properties": {"type": "object"},
+                                "required": {"type": "array", "items": {"type": "string"}}}}
+shapes = {
+    # platform.openai.com/docs/api-reference/chat/create: tools[]
+    "openai": {"type": "object", "required": ["type", "function"], "additionalProperties": False,
+               "properties": {"type": {"const": "function"},
+                              "function": {"type": "object", "required": ["name", "parameters"],
+                                           "additionalProperties": False,
+                                           "properties": {"name": name,
+                                                         "description": {"type": "string"},
+                                                         "parameters": object_schema,
+                                                         "strict": {"type": "boolean"}}}}},
+    # docs.anthropic.com/en/docs/build-with-claude/tool-use: tools[]
+    "anthropic": {"type": "object", "required": ["name", "input_schema"],
+                  "additionalProperties": False,
+                  "properties": {"name": name, "description": {"type": "string"},
+                                 "input_schema": object_schema}},
+    # modelcontextprotocol.io/specification, schema.ts: Tool
+    "mcp": {"type": "object", "required": ["name", "inputSchema"],
+            "properties": {"name": {"type": "string"}, "title": {"type": "string"},
+                           "description": {"type": "string"}, "inputSchema": object_schema,
+                           "outputSchema": object_schema, "annotations": {"type": "object"}}},
+}
+jsonschema.validate(tool, shapes[api])
+params = {"openai": lambda t: t["function"]["parameters"],
+          "anthropic": lambda t: t["input_schema"], "mcp": lambda t: t["inputSchema"]}[api](tool)
+jsonschema.Draft202012Validator.check_schema(params)
+v = jsonschema.Draft202012Validator(params)
+for ok in [{"code": "1 + 1"}, {"code": "x", "timeout": 30}, {"code": "", "timeout": 0.5}]:
+    assert v.is_valid(ok), ok
+for bad in [{}, {"timeout": 3}, {"code": 1}, {"code": "x", "timeout": "3"},
+            {"code": "x", "timeout": -1}, {"code": "x", "other": 1}]:
+    assert not v.is_valid(bad), bad
+desc = tool["function"]["description"] if api == "openai" else tool["description"]
+for needed in ["persist", "pandas", "no network", "/workspace", "path", "Print", "Never compute"]:
+    assert needed in desc, needed
+open(api + ".tool", "w").write(json.dumps([desc, params], sort_keys=True))
+EOF
+}
+
+for api in openai anthropic mcp; do
+	kbox tool-schema --format "$api"
+	check "${api}_tool_is_valid" eval '[ "$rc" = 0 ] && [ ! -s stderr ] && valid "$api"'
+done
+kbox tool-schema
+check default_is_openai eval '[ "$rc" = 0 ] && valid openai'
+check the_three_carry_the_same_tool eval 'cmp -s openai.tool anthropic.tool && cmp -s openai.tool mcp.tool'
+
+kbox tool-schema --format gemini
+check a_bad_format_is_one_line_and_exit_2 eval '[ "$rc" = 2 ] &&
+	[ "$(cat stderr)" = "kbox tool-schema: invalid --format \"gemini\": expected openai, anthropic or mcp" ]'
+kbox tool-schema extra
+check an_operand_is_refused eval '[ "$rc" = 2 ] && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox tool-schema: unexpected argument \"extra\" (see kbox tool-schema --help)" ]'
+kbox tool-schema --format mcp extra
+check after_format_its_errors_are_json eval '[ "$rc" = 2 ] &&
+	[ "$(cat stdout)" = "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"usage\",\"message\":\"unexpected argument \\\"extra\\\" (see kbox tool-schema --help)\"}}" ]'
+
+echo "1..$n"
