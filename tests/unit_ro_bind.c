@@ -164,6 +164,24 @@ TEST(a_file_not_every_user_may_read_is_refused)
 	CHECK_STR_EQ(err.msg, "cannot bind /etc/R/closed: not every user may read it (mode 600)");
 }
 
+TEST(a_file_not_every_user_may_reach_is_refused)
+{
+	char want[PATH_MAX * 2];
+	snprintf(want, sizeof want,
+	         "cannot bind /etc/hidden/f: not every user may reach it (%s/etc/hidden is mode 700)",
+	         root);
+	CHECK_INT_EQ(check("/etc/hidden/f", NULL), -1);
+	CHECK_STR_EQ(err.msg, want);
+}
+
+TEST(where_the_root_itself_is_is_not_judged)
+{
+	/* a --rootfs kept in a private directory still gives its binds */
+	chmod(root, 0700);
+	CHECK_INT_EQ(check("/etc/Rconf", NULL), 1);
+	chmod(root, 0755);
+}
+
 TEST(a_directory_holding_one_is_refused)
 {
 	char want[PATH_MAX * 2];
@@ -314,6 +332,8 @@ int main(void)
 	make("/etc/R/Renviron", 0644);
 	make("/etc/R/Rprofile.site", 0644);
 	make("/etc/R/closed", 0600);
+	make("/etc/hidden/f", 0644);
+	chmod(in_root("/etc/hidden"), 0700); /* readable, but not reachable by all */
 	make("/etc/Rconf/a", 0644);
 	make("/etc/shadow", 0644); /* readable here: refused by its name */
 	make("/etc/motd", 0644);
@@ -339,6 +359,8 @@ int main(void)
 		printf("# mkfifo: %s\n", strerror(errno));
 
 	RUN(a_readable_directory_below_etc_is_bound_at_its_path);
+	RUN(a_file_not_every_user_may_reach_is_refused);
+	RUN(where_the_root_itself_is_is_not_judged);
 	RUN(a_path_is_normalized);
 	RUN(an_absolute_link_is_followed_inside_the_root);
 	RUN(a_relative_link_cannot_climb_out_of_the_root);

@@ -323,13 +323,15 @@ int kbox__ro_bind_check(const char *root, const char *path, const char *const *d
 		return kbox__err(err, KBOX_E_INVALID,
 		                 "cannot bind %s: not every user may read it (mode %03o)", dest,
 		                 (unsigned)(st.st_mode & 0777));
-	/* and reach it: every directory above it searchable by all (root's
-	 * check must not pass what the sandbox user could not see) */
+	/* and reach it: every directory above it, up to ROOT, searchable by
+	 * all (root's check must not pass what the sandbox user could not
+	 * see; where ROOT itself is, is the operator's choice) */
 	{
 		char up[PATH_MAX * 2];
 		struct stat ust;
+		size_t top = strlen(root);
 		snprintf(up, sizeof up, "%s", host);
-		for (char *slash = strrchr(up, '/'); slash && slash > up; slash = strrchr(up, '/')) {
+		for (char *slash = strrchr(up, '/'); slash && slash > up + top; slash = strrchr(up, '/')) {
 			*slash = '\0';
 			if (stat(up, &ust) < 0 || !(ust.st_mode & S_IXOTH))
 				return kbox__err(err, KBOX_E_INVALID,
