@@ -49,6 +49,13 @@ PYK='["'"$PY"'", "-m", "ipykernel_launcher", "-f", "{connection_file}"]'
 # ---- IRkernel: four cells ----
 
 sandboxed r
+# kbox doctor checks a kernel of another language by running its program
+# (--version) in the sandbox with its installation's binds
+fresh
+kbox doctor -k ir
+check doctor_runs_the_r_interpreter_in_the_sandbox eval 'status_is 0 &&
+	grep -q "^ok    interpreter      /usr/bin/R runs in the sandbox: R version " stdout &&
+	grep -qxF "skip  packages         not checked: the kernel'"'"'s language is R (kbox checks Python'"'"'s packages)" stdout'
 fresh
 kbox start -s r -k ir
 check ir_session_starts_in_the_bwrap_sandbox eval 'status_is 0 && stderr_empty &&
