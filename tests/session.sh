@@ -798,6 +798,7 @@ for req in ({"op": "execute", "code": "1", "format": "xml"},
             {"op": "execute", "code": "1", "max_output": 3},
             {"op": "execute", "code": "1", "max_output": 16 * 1024 * 1024 + 1},
             {"op": "execute", "code": "1", "outputs": "relative/dir"},
+            {"op": "execute", "code": "1", "format": "json", "with_text": 1},
             {"op": "execute"},
             {"op": "nope"}):
     r = ask(req)
@@ -806,6 +807,17 @@ r = ask({"op": "execute", "code": "1", "max_output": 2**63})
 print(r["ok"], "re" in r, r["kind"], r["error"].split(":")[0])
 r = ask({"op": "complete", "code": "import o", "cursor_pos": 2**62})
 print(r["ok"], "os" in r["reply"]["matches"])
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(json.dumps({"op": "execute", "code": "print('a'); 6*7", "format": "json",
+                      "with_text": True}).encode() + b"\n")
+f = s.makefile()
+while True:
+    r = json.loads(f.readline())
+    if "ok" in r:
+        break
+t = r["text"].replace("\n", "|")
+print(r["ok"], t[:2], t.split("]: ", 1)[1], r["result"]["value"]["data"]["text/plain"])
 PYEOF
 	rc=$?
 fi
@@ -813,10 +825,12 @@ check protocol_bad_requests_get_one_error_each eval 'status_is 0 && [ "$(cat std
 False execute usage \"max_output\" is a number of bytes from 64 to 16777216 (16 MiB)
 False execute usage \"max_output\" is a number of bytes from 64 to 16777216 (16 MiB)
 False execute usage \"outputs\" is an absolute directory
+False execute usage \"with_text\" is true or false
 False execute usage \"code\" (a string) is required
 False nope usage unknown op \"nope\"
 False False usage not valid JSON
-True True" ]'
+True True
+True a| 42| 42" ]'
 
 # A client that sends requests and never reads the replies is cut off once
 # 8 MiB of them wait for it; the supervisor stays small and serves others.

@@ -80,6 +80,7 @@ struct job {
 	int wait_timer;      /* the request's limit on waiting for its turn, or 0 */
 	/* an execution */
 	fmt_t fmt;
+	bool with_text;      /* json or ndjson: the reply has the text too */
 	long long timeout_ms, grace_ms;
 	char **inputs;       /* NULL-terminated; owned */
 	size_t n_inputs;
@@ -718,7 +719,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 		json_t *r = json_pack("{s:b, s:s, s:s, s:I}", "ok", 1, "re", "execute", "status",
 		                      kbox_exec_status_name(kbox_result_status(res)), "generation",
 		                      (json_int_t)j->generation);
-		if (j->fmt == FMT_TEXT || j->fmt == FMT_TEXT_LIVE) {
+		if (j->fmt == FMT_TEXT || j->fmt == FMT_TEXT_LIVE || j->with_text) {
 			char *text = kbox_render_text_ex(res, j->fmt == FMT_TEXT_LIVE
 			                                          ? KBOX_RENDER_NO_STREAMS
 			                                          : 0);
@@ -727,10 +728,11 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 			if (all) {
 				size_t n = 0;
 				all[0] = '\0';
-				/* the notice first, unless a live client printed it already */
+				/* the notice first with "text" (a live client printed it
+				 * already; with_text json has it among the notes) */
 				if (j->notice[0] && j->fmt == FMT_TEXT)
 					n += (size_t)snprintf(all + n, need - n, "[note: %s]\n", j->notice);
-				if (j->earlier_text && j->fmt == FMT_TEXT)
+				if (j->earlier_text && j->fmt != FMT_TEXT_LIVE)
 					n += (size_t)snprintf(all + n, need - n,
 					                      "[output printed between executions:]\n%s"
 					                      "[end of that output]\n",
@@ -750,7 +752,8 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 				free(all);
 			}
 			free(text);
-		} else {
+		}
+		if (j->fmt == FMT_JSON || j->fmt == FMT_NDJSON) {
 			json_t *o = j->fmt == FMT_JSON ? kbox_render_json(res) : kbox_render_end_event(res);
 			if (o && j->earlier_json)
 				json_object_set(o, "earlier_output", j->earlier_json);
@@ -1420,8 +1423,11 @@ static int job_new(sup_t *s, conn_t *c, job_kind_t kind, json_t *req)
 		const char *why = NULL;
 		json_t *mo = json_object_get(req, "max_output"), *ml = json_object_get(req, "max_lines");
 		json_t *outputs = json_object_get(req, "outputs"), *prefix = json_object_get(req, "prefix");
+		json_t *wt = json_object_get(req, "with_text");
 		if (parse_fmt(json_object_get(req, "format"), &j->fmt) < 0)
 			why = "\"format\" is one of text, text-live, json, ndjson";
+		else if (wt && !json_is_boolean(wt))
+			why = "\"with_text\" is true or false";
 		else if (j->timeout_ms < 0 || j->grace_ms < 0 || wait_ms < 0)
 			why = "\"timeout\", \"grace\" and \"wait\" are seconds (a number >= 0)";
 		else if (mo && (!json_is_integer(mo) || json_integer_value(mo) < 64 ||
@@ -1434,6 +1440,7 @@ static int job_new(sup_t *s, conn_t *c, job_kind_t kind, json_t *req)
 		else if (prefix && (!json_is_string(prefix) || strchr(json_string_value(prefix), '/') ||
 		                    strlen(json_string_value(prefix)) > 32))
 			why = "\"prefix\" is a string of at most 32 characters without '/'";
+		j->with_text = json_is_true(wt);
 		if (why) {
 			reply_error(c, job_kind_name(kind), "usage", "%s", why);
 			job_free(j);
