@@ -1,0 +1,45 @@
+#!/bin/sh
+# tests/readme_snippet.sh — the Python snippet of README.md's "Use it from
+# your agent", run as written against a real kernel in the default
+# sandbox, with this build's kbox first on PATH: TOOL is the OpenAI tool;
+# run_python keeps state between calls, shows a value, an error's
+# traceback, a saved chart's path, and kbox's own failures.  TAP.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON.
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$top_srcdir/tests/harness.sh"
+
+needs kernel pandas
+fresh
+# the snippet: the first ```python block of README.md
+sed -n '/^```python$/,/^```$/p' "$top_srcdir/README.md" | sed '1d;$d' >snippet.py
+check readme_has_the_snippet eval 'grep -q "^def run_python" snippet.py'
+
+if [ -z "$SKIPPING" ]; then
+	mkdir bin && ln -s "$KBOX" bin/kbox
+	PATH=$T/bin:$PATH timeout -k 5 120 "$PY" - >stdout 2>stderr <<'PYEOF'
+exec(open("snippet.py").read())
+print("tool", TOOL["type"], TOOL["function"]["name"])
+print("step1", repr(run_python("x = 6 * 7\nprint('set')", session="readme")))
+print("step2", repr(run_python("x + 0.5", session="readme")))
+t = run_python("1 / 0", session="readme")
+print("step3", "ZeroDivisionError: division by zero" in t and "Traceback" in t)
+t = run_python("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()",
+               session="readme")
+print("step4", t.startswith("[image saved: ") and t.endswith(".png]"))
+print("step5", repr(run_python("1", session="no such/session")))
+PYEOF
+	rc=$?
+fi
+check snippet_runs eval 'status_is 0'
+check tool_is_the_openai_run_python eval '[ "$(sed -n "s/^tool //p" stdout)" = "function run_python" ]'
+check state_persists_and_stdout_and_value_come_back eval '
+	[ "$(sed -n "s/^step1 //p" stdout)" = "'"'"'set\\n'"'"'" ] &&
+	[ "$(sed -n "s/^step2 //p" stdout)" = "'"'"'42.5'"'"'" ]'
+check an_error_shows_its_traceback eval '[ "$(sed -n "s/^step3 //p" stdout)" = True ]'
+check a_chart_is_a_saved_path eval '[ "$(sed -n "s/^step4 //p" stdout)" = True ]'
+check kbox_failures_come_back_as_one_line eval '
+	sed -n "s/^step5 //p" stdout | grep -q "^'"'"'kbox: invalid session name"'
+echo "1..$n"
