@@ -278,16 +278,17 @@ static int ws_path(mcp_t *m, const char *path, bool outputs_ok, ws_path_t *p, ch
 	char base[PATH_MAX + 16];
 	const char *rel = path;
 	size_t dl = strlen(m->dir);
+	bool in_outputs = outputs_ok && path[0] == '/' && strncmp(path, m->dir, dl) == 0 &&
+	                  strncmp(path + dl, "/outputs/", 9) == 0;
 
 	p->dirfd = -1;
-	if (outputs_ok && path[0] == '/' && strncmp(path, m->dir, dl) == 0 &&
-	    strncmp(path + dl, "/outputs/", 9) == 0) {
+	if (in_outputs) {
 		rel = path + dl + 9;
 		snprintf(base, sizeof base, "%s/outputs", m->dir);
 	} else
 		snprintf(base, sizeof base, "%s/workspace", m->dir);
 	if (cli_ws_why(rel, why, size) < 0) {
-		if (path[0] == '/' && outputs_ok)
+		if (path[0] == '/' && outputs_ok && !in_outputs)
 			snprintf(why, size, "%s: an absolute path is outside the workspace (give a path "
 			         "relative to it, or an image's path in the session's outputs)", path);
 		return -1;
@@ -339,7 +340,7 @@ static char *read_ws_file(mcp_t *m, const char *path, bool outputs_ok, long max,
 		goto out;
 	}
 	if (st.st_size > max) {
-		snprintf(why, size, "%s is %lld bytes, more than the %ld this tool returns", path,
+		snprintf(why, size, "%s is %lld bytes, more than the %ld bytes this tool returns", path,
 		         (long long)st.st_size, max);
 		goto out;
 	}

@@ -47,18 +47,24 @@ static json_t *parameters(void)
 }
 
 /* The JSON Schema of a result (kbox.result/2), as MCP's outputSchema
- * (new reference, or NULL): an object, the "result" of
- * tests/result.schema.json with all its definitions, without "$schema"
- * and "$id" (MCP's dialect is 2020-12 unless a schema says otherwise,
- * and validators of other drafts refuse a "$schema" they do not know). */
+ * (new reference, or NULL): an object with the properties and required
+ * members of "result_members" of tests/result.schema.json, no others,
+ * and all its definitions ("#/$defs/..." resolve the same); without
+ * "$schema" and "$id" (MCP's dialect is 2020-12 unless a schema says
+ * otherwise, and validators of other drafts refuse a "$schema" they do
+ * not know). */
 static json_t *output_schema(void)
 {
 	json_t *whole = json_loads(cli_result_schema_json, 0, NULL), *out = NULL;
 	json_t *defs = json_object_get(whole, "$defs");
-	if (defs)
-		out = json_pack("{s:s, s:s, s:s, s:O}", "type", "object", "description",
+	json_t *members = json_object_get(defs, "result_members");
+	json_t *props = json_object_get(members, "properties");
+	json_t *required = json_object_get(members, "required");
+	if (props && required)
+		out = json_pack("{s:s, s:s, s:O, s:O, s:b, s:O}", "type", "object", "description",
 		                "The result of the execution: schema kbox.result/2 (kbox-run(1), OUTPUT "
-		                "FORMATS).", "$ref", "#/$defs/result", "$defs", defs);
+		                "FORMATS).", "properties", props, "required", required,
+		                "additionalProperties", 0, "$defs", defs);
 	json_decref(whole);
 	return out;
 }
