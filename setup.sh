@@ -20,6 +20,12 @@ python3-jupyter-kernel-test python3-jsonschema jupyter-core jupyter-client
 procps time jq
 r-cran-irkernel
 "
+# npm, for the MCP Inspector of tests/mcp_inspector.sh: Debian's, unless
+# a node with npx is there already (nodesource's, say: Debian's npm would
+# conflict with it)
+if ! command -v npx >/dev/null 2>&1; then
+	PKGS="$PKGS npm"
+fi
 
 missing=""
 for p in $PKGS; do

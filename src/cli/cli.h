@@ -261,7 +261,10 @@ int cli_control(const char *cmd, int argc, char **argv, const char *op, int time
                 json_t **reply_p, char **name_p);
 /* One session as JSON (src/cli/cmd_ls.c). */
 json_t *cli_session_info(const char *home, const char *name);
-/* Workspace paths (src/cli/workspace.c). */
+/* Workspace paths (src/cli/workspace.c).  cli_ws_why: 0 when PATH may name
+ * something in a workspace (relative, no "..", not empty), else -1 with
+ * why not in WHY; cli_ws_check: the same, printing "kbox CMD: WHY". */
+int cli_ws_why(const char *path, char *why, size_t size);
 int cli_ws_check(const char *cmd, const char *path);
 int cli_ws_open(int dirfd, const char *path, int flags, unsigned mode);
 const char *cli_ws_strerror(int e);
@@ -339,6 +342,11 @@ int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_tool_schema(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
+/* The run_python tool as MCP's tools/list gives it: name, title,
+ * description, inputSchema and outputSchema (src/cli/cmd_tool_schema.c);
+ * new reference, or NULL when out of memory. */
+json_t *cli_mcp_run_tool(void);
 int cmd_doctor(int argc, char **argv);
 
 #endif

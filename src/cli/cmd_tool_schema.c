@@ -9,6 +9,9 @@
 
 #include <string.h>
 
+/* cli_result_schema_json: tests/result.schema.json, made a C string by make */
+#include "src/cli/result_schema.h"
+
 typedef enum { TOOL_OPENAI, TOOL_ANTHROPIC, TOOL_MCP } tool_format_t;
 
 #define TOOL_NAME "run_python"
@@ -41,6 +44,39 @@ static json_t *parameters(void)
 	    "Seconds the code may run before it is interrupted (its state is kept); 0 or absent: "
 	    "no limit.",
 	    "required", "code", "additionalProperties", 0);
+}
+
+/* The JSON Schema of a result (kbox.result/2), as MCP's outputSchema
+ * (new reference, or NULL): an object with the properties and required
+ * members of "result_members" of tests/result.schema.json, no others,
+ * and all its definitions ("#/$defs/..." resolve the same); without
+ * "$schema" and "$id" (MCP's dialect is 2020-12 unless a schema says
+ * otherwise, and validators of other drafts refuse a "$schema" they do
+ * not know). */
+static json_t *output_schema(void)
+{
+	json_t *whole = json_loads(cli_result_schema_json, 0, NULL), *out = NULL;
+	json_t *defs = json_object_get(whole, "$defs");
+	json_t *members = json_object_get(defs, "result_members");
+	json_t *props = json_object_get(members, "properties");
+	json_t *required = json_object_get(members, "required");
+	if (props && required)
+		out = json_pack("{s:s, s:s, s:O, s:O, s:b, s:O}", "type", "object", "description",
+		                "The result of the execution: schema kbox.result/2 (kbox-run(1), OUTPUT "
+		                "FORMATS).", "properties", props, "required", required,
+		                "additionalProperties", 0, "$defs", defs);
+	json_decref(whole);
+	return out;
+}
+
+json_t *cli_mcp_run_tool(void)
+{
+	json_t *out = output_schema();
+	if (!out)
+		return NULL;
+	return json_pack("{s:s, s:s, s:s, s:o, s:o}", "name", TOOL_NAME, "title", "Run Python",
+	                 "description", tool_description, "inputSchema", parameters(),
+	                 "outputSchema", out);
 }
 
 static int format_cb(const char *cmd, const cli_option_t *opt, const char *arg)
@@ -87,8 +123,7 @@ int cmd_tool_schema(int argc, char **argv)
 		                 "input_schema", parameters());
 		break;
 	case TOOL_MCP:
-		tool = json_pack("{s:s, s:s, s:s, s:o}", "name", TOOL_NAME, "title", "Run Python",
-		                 "description", tool_description, "inputSchema", parameters());
+		tool = cli_mcp_run_tool();
 		break;
 	}
 	if (!tool) {

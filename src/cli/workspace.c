@@ -17,28 +17,37 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* "..": any component; absolute; empty. */
-int cli_ws_check(const char *cmd, const char *path)
+int cli_ws_why(const char *path, char *why, size_t size)
 {
 	const char *p = path;
 	if (!*path) {
-		cli_error(cmd, "empty workspace path");
+		snprintf(why, size, "empty workspace path");
 		return -1;
 	}
 	if (*path == '/') {
-		cli_error(cmd, "%s: an absolute path is outside the workspace (give a path relative "
-		          "to it)", path);
+		snprintf(why, size, "%s: an absolute path is outside the workspace (give a path "
+		         "relative to it)", path);
 		return -1;
 	}
 	while (*p) {
 		size_t n = strcspn(p, "/");
 		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			cli_error(cmd, "%s: \"..\" would leave the workspace", path);
+			snprintf(why, size, "%s: \"..\" would leave the workspace", path);
 			return -1;
 		}
 		p += n;
 		while (*p == '/')
 			p++;
+	}
+	return 0;
+}
+
+int cli_ws_check(const char *cmd, const char *path)
+{
+	char why[PATH_MAX + 128];
+	if (cli_ws_why(path, why, sizeof why) < 0) {
+		cli_error(cmd, "%s", why);
+		return -1;
 	}
 	return 0;
 }

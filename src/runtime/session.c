@@ -515,6 +515,17 @@ out:
 	return rc;
 }
 
+int kbox_session_remove(const char *dir, kbox_error_t *err)
+{
+	if (kbox_session_supervisor(dir, NULL) == KBOX_SUPERVISOR_RUNNING) {
+		errno = EBUSY;
+		return kbox__err_sys(err, "session %s: its supervisor runs", dir);
+	}
+	if (kbox__empty_dir(dir) < 0 || rmdir(dir) < 0)
+		return kbox__err_sys(err, "cannot remove %s", dir);
+	return 0;
+}
+
 kbox_supervisor_state_t kbox_session_supervisor(const char *dir, pid_t *pid_p)
 {
 	char path[4096], buf[32];

@@ -115,6 +115,12 @@ typedef enum {
  * *PID_P (may be NULL) gets its pid, or the last one when dead. */
 kbox_supervisor_state_t kbox_session_supervisor(const char *dir, pid_t *pid_p);
 
+/* Remove the session directory DIR and everything in it, to any depth,
+ * never following a symbolic link (kbox mcp's sessions of one connection,
+ * once stopped).  Refused (EBUSY) while its supervisor runs.  0, or -1
+ * with ERR. */
+int kbox_session_remove(const char *dir, kbox_error_t *err);
+
 /* ---- control socket: one JSON object per line in each direction ---- */
 
 /* Connect to DIR/control.sock (DIR of any length: see kbox__unix_path).

@@ -1,0 +1,491 @@
+#!/usr/bin/python3
+"""tests/mcp_client.py KBOX RESULT_SCHEMA — an MCP client of `kbox mcp`,
+written from the specification (revision 2025-11-25: lifecycle, tools,
+cancellation, ping; JSON-RPC 2.0), speaking the stdio transport to it
+directly: one JSON-RPC message a line.  Prints TAP.  KBOX_HOME must be
+set (a private one)."""
+import base64
+import glob
+import hashlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import jsonschema
+
+KBOX, RESULT_SCHEMA = sys.argv[1], sys.argv[2]
+HOME = os.environ["KBOX_HOME"]
+LATEST = "2025-11-25"
+n = 0
+failed = 0
+
+
+def check(name, fn):
+    global n, failed
+    n += 1
+    try:
+        fn()
+        print(f"ok {n} - {name}", flush=True)
+    except Exception as e:  # noqa: BLE001 - a test reports any failure
+        failed += 1
+        print(f"not ok {n} - {name}", flush=True)
+        for line in repr(e)[:3000].splitlines():
+            print(f"#   {line}", flush=True)
+        for f in glob.glob(os.path.join(os.path.dirname(HOME), "mcp-stderr-*")):
+            for line in open(f).read().splitlines()[-5:]:
+                print(f"#   stderr: {line}", flush=True)
+
+
+class Server:
+    """One `kbox mcp` process and its stdio."""
+
+    def __init__(self, *args):
+        self.err = open(os.path.join(os.path.dirname(HOME), f"mcp-stderr-{time.time_ns()}"), "w+")
+        self.p = subprocess.Popen([KBOX, "mcp", *args], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=self.err)
+        self.buf = b""
+        self.next_id = 1000
+        self.seen = []  # every message received
+
+    def send(self, msg):
+        raw = msg if isinstance(msg, (str, bytes)) else json.dumps(msg)
+        raw = raw.encode() if isinstance(raw, str) else raw
+        self.p.stdin.write(raw + b"\n")
+        self.p.stdin.flush()
+
+    def recv(self, timeout=60):
+        deadline = time.time() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.time()
+            if left <= 0:
+                raise TimeoutError("no message within %s s" % timeout)
+            r, _, _ = select.select([self.p.stdout], [], [], left)
+            if r:
+                chunk = os.read(self.p.stdout.fileno(), 1 << 20)
+                if not chunk:
+                    raise EOFError("kbox mcp closed its standard output")
+                self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        msg = json.loads(line)
+        self.seen.append(msg)
+        return msg
+
+    def wait_for(self, id_, timeout=60):
+        """The response to ID (other messages before it are kept in seen)."""
+        while True:
+            m = self.recv(timeout)
+            if m.get("id") == id_:
+                return m
+
+    def request(self, method, params=None, timeout=60):
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+        return self.wait_for(self.next_id, timeout)
+
+    def init(self, version=LATEST):
+        r = self.request("initialize", {"protocolVersion": version, "capabilities": {},
+                                        "clientInfo": {"name": "mcp_client.py", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return r
+
+    def call(self, tool, args, timeout=60):
+        return self.request("tools/call", {"name": tool, "arguments": args}, timeout)
+
+    def close(self, timeout=60):
+        self.p.stdin.close()
+        rc = self.p.wait(timeout)
+        self.p.stdout.close()
+        return rc
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read()
+
+
+def text_of(resp):
+    return "".join(c["text"] for c in resp["result"]["content"] if c["type"] == "text")
+
+
+def ok_result(resp):
+    assert "result" in resp, resp
+    return resp["result"]
+
+
+def err_code(resp):
+    assert "error" in resp, resp
+    return resp["error"]["code"]
+
+
+def sessions():
+    out = subprocess.run([KBOX, "ls", "--format", "json"], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out) if out.strip() else []
+
+
+def gone(pid, wait=10):
+    """Whether process PID ends (or is a zombie) within WAIT seconds."""
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        try:
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+full_schema = json.load(open(RESULT_SCHEMA))
+full_validator = jsonschema.Draft202012Validator(full_schema)
+
+# ---- lifecycle ----
+s = Server()
+
+
+def t_before_init():
+    assert ok_result(s.request("ping")) == {}
+    r = s.request("tools/list")
+    assert err_code(r) == -32600, r
+
+
+check("before_initialize_only_ping_is_answered_and_others_get_invalid_request", t_before_init)
+
+
+def t_init_latest():
+    r = ok_result(s.init(LATEST))
+    assert r["protocolVersion"] == LATEST, r
+    assert r["serverInfo"]["name"] == "kbox" and r["serverInfo"]["version"], r
+    assert "tools" in r["capabilities"], r
+    assert err_code(s.request("initialize", {"protocolVersion": LATEST})) == -32600
+
+
+check("initialize_answers_the_latest_version_asked_for_and_only_once", t_init_latest)
+
+
+def t_init_versions():
+    for asked, answered in (("2025-03-26", "2025-03-26"), ("2024-11-05", "2024-11-05"),
+                            ("1999-01-01", LATEST)):
+        o = Server()
+        r = ok_result(o.init(asked))
+        assert r["protocolVersion"] == answered, (asked, r)
+        assert o.close(30) == 0
+    o = Server()
+    assert err_code(o.request("initialize", {"capabilities": {}})) == -32602
+    o.close(30)
+
+
+check("an_older_supported_version_is_kept_an_unknown_one_gets_the_latest", t_init_versions)
+
+tools = {}
+
+
+def t_tools_list():
+    r = ok_result(s.request("tools/list"))
+    for t in r["tools"]:
+        tools[t["name"]] = t
+    assert sorted(tools) == ["list_files", "read_file", "read_image", "run_python",
+                             "write_file"], sorted(tools)
+    for t in tools.values():
+        assert t["inputSchema"]["type"] == "object", t
+        jsonschema.Draft202012Validator.check_schema(t["inputSchema"])
+    out = tools["run_python"]["outputSchema"]
+    assert out["type"] == "object"
+    jsonschema.Draft202012Validator.check_schema(out)
+    assert out["$defs"] == full_schema["$defs"], "outputSchema's $defs differ from the file's"
+    assert tools["run_python"]["inputSchema"]["required"] == ["code"]
+    # the same tool as kbox tool-schema --format mcp
+    ts = json.loads(subprocess.run([KBOX, "tool-schema", "--format", "mcp"], capture_output=True,
+                                   text=True, check=True).stdout)
+    assert ts == tools["run_python"], "tool-schema --format mcp differs"
+
+
+check("tools_list_has_five_tools_with_valid_2020_12_schemas", t_tools_list)
+
+r1 = r2 = None
+
+
+def t_state():
+    global r1, r2
+    r1 = s.call("run_python", {"code": "x = 41\nprint('x is', x)"})
+    r2 = s.call("run_python", {"code": "x + 1"})
+    assert text_of(r1) == "x is 41\n", text_of(r1)
+    assert text_of(r2) == "Out[2]: 42\n", text_of(r2)
+    sc = r2["result"]["structuredContent"]
+    assert sc["value"]["data"]["text/plain"] == "42", sc
+    assert sc["status"] == "ok" and r2["result"]["isError"] is False
+
+
+check("run_python_keeps_state_between_calls_41_then_42", t_state)
+
+
+def t_valid():
+    v = jsonschema.Draft202012Validator(tools["run_python"]["outputSchema"])
+    for r in (r1, r2):
+        sc = r["result"]["structuredContent"]
+        v.validate(sc)
+        full_validator.validate(sc)
+    bad = dict(r2["result"]["structuredContent"], extra=1)
+    assert not v.is_valid(bad), "the outputSchema takes an unknown member"
+
+
+check("structured_content_validates_against_output_schema_and_result_schema", t_valid)
+
+
+def t_error():
+    r = ok_result(s.call("run_python", {"code": "1/0"}))
+    assert r["isError"] is True, r
+    assert r["structuredContent"]["status"] == "error"
+    assert r["structuredContent"]["error"]["ename"] == "ZeroDivisionError"
+    assert "ZeroDivisionError" in r["content"][0]["text"]
+    full_validator.validate(r["structuredContent"])
+
+
+check("code_that_raises_is_a_result_with_is_error_not_a_jsonrpc_error", t_error)
+
+png_path = None
+
+
+def t_image_path():
+    global png_path
+    r = ok_result(s.call("run_python", {"code": "import matplotlib.pyplot as plt\n"
+                                                "plt.plot([1, 3, 2]); plt.show()"}))
+    imgs = r["structuredContent"]["images"]
+    assert len(imgs) == 1 and imgs[0]["mime"] == "image/png", imgs
+    png_path = imgs[0]["path"]
+    assert f"[image saved: {png_path} (" in r["content"][0]["text"], r["content"]
+    assert [c["type"] for c in r["content"]] == ["text"], "an image's data with --images path"
+    assert open(png_path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+check("an_image_is_given_by_path_in_the_text", t_image_path)
+
+
+def t_read_image_outputs():
+    r = ok_result(s.call("read_image", {"path": png_path}))
+    assert r["isError"] is False, r
+    (c,) = r["content"]
+    assert c["type"] == "image" and c["mimeType"] == "image/png"
+    assert base64.b64decode(c["data"]) == open(png_path, "rb").read()
+    r = ok_result(s.call("read_image", {"path": os.path.dirname(png_path) + "/../session.json"}))
+    assert r["isError"] is True and '".."' in text_of({"result": r}), r
+
+
+check("read_image_returns_an_image_of_the_outputs_and_refuses_dotdot", t_read_image_outputs)
+
+
+def t_ping_during_run_and_cancel():
+    s.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(30)"}}})
+    time.sleep(1.5)
+    t0 = time.time()
+    assert ok_result(s.request("ping", timeout=5)) == {}
+    assert time.time() - t0 < 2, "ping took %.1f s while code ran" % (time.time() - t0)
+    s.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": "slow", "reason": "test"}})
+    t0 = time.time()
+    assert ok_result(s.request("ping", timeout=5)) == {}
+    r = s.call("run_python", {"code": "print('after')"}, timeout=20)
+    assert text_of(r) == "after\n", r
+    assert time.time() - t0 < 10, "the cancelled code went on (%.1f s)" % (time.time() - t0)
+    assert not [m for m in s.seen if m.get("id") == "slow"], "a response to a cancelled call"
+    ends = []
+    for f in glob.glob(os.path.join(HOME, "sessions", "*", "events.ndjson")):
+        ends += [json.loads(x) for x in open(f) if '"exec-end"' in x]
+    assert any(e.get("status") == "interrupted" for e in ends), ends
+
+
+check("ping_is_answered_while_code_runs_and_cancellation_interrupts_it_without_response",
+      t_ping_during_run_and_cancel)
+
+
+def t_malformed():
+    cases = [("{not json", -32700, None), ("[1, 2]", -32600, None), ("[]", -32600, None),
+             ('"a string"', -32600, None), ('{"id": 7, "method": "ping"}', -32600, 7),
+             ('{"jsonrpc": "2.0", "id": 8}', -32600, 8),
+             ('{"jsonrpc": "2.0", "id": 9, "method": "no/such"}', -32601, 9),
+             ('{"jsonrpc": "2.0", "id": 10, "method": "ping", "params": 5}', -32600, 10),
+             ('{"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": '
+              '{"name": "rm_rf", "arguments": {}}}', -32602, 11),
+             ('{"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": 5}}',
+              -32602, 12),
+             ('{"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": '
+              '{"name": "run_python", "arguments": "x"}}', -32602, 13),
+             ('{"jsonrpc": "2.0", "id": 14, "method": "tools/list", "params": [1]}', -32602, 14)]
+    for raw, code, id_ in cases:
+        s.send(raw)
+        m = s.recv(10)
+        assert m.get("jsonrpc") == "2.0" and m.get("id") == id_, (raw, m)
+        assert m["error"]["code"] == code, (raw, m)
+    assert ok_result(s.request("ping")) == {}
+
+
+check("malformed_messages_get_the_exact_jsonrpc_error_codes_and_the_server_goes_on",
+      t_malformed)
+
+
+def t_bad_arguments():
+    for args in ({}, {"code": 5}, {"code": "1", "timeout": -1}, {"code": "1", "timeout": "x"}):
+        r = ok_result(s.call("run_python", args))
+        assert r["isError"] is True and "structuredContent" not in r, (args, r)
+    r = ok_result(s.call("read_file", {}))
+    assert r["isError"] is True and '"path"' in r["content"][0]["text"], r
+
+
+check("arguments_against_the_input_schema_are_tool_errors_for_the_model", t_bad_arguments)
+
+ws = None
+
+
+def t_files():
+    global ws
+    r = ok_result(s.call("write_file", {"path": "notes.txt", "content": "héllo\nwörld\n"}))
+    assert r["isError"] is False, r
+    r = ok_result(s.call("read_file", {"path": "notes.txt"}))
+    assert r["content"] == [{"type": "text", "text": "héllo\nwörld\n"}], r
+    r = s.call("run_python", {"code": "print(open('notes.txt').read(), end='')"})
+    assert text_of(r) == "héllo\nwörld\n", r
+    s.call("run_python", {"code": "import os\nos.makedirs('sub', exist_ok=True)\n"
+                                  "open('sub/b.bin', 'wb').write(b'\\x00\\x01')\n"
+                                  "open('big.txt', 'w').write('a' * (2 << 20))"})
+    r = ok_result(s.call("list_files", {}))
+    lines = r["content"][0]["text"].splitlines()
+    assert "sub/" in lines and any(x.startswith("notes.txt\t") for x in lines), lines
+    r = ok_result(s.call("list_files", {"path": "sub"}))
+    assert r["content"][0]["text"].startswith("b.bin\t"), r
+    r = ok_result(s.call("read_file", {"path": "sub/b.bin"}))
+    assert r["isError"] and "not a text file" in r["content"][0]["text"], r
+    r = ok_result(s.call("read_file", {"path": "big.txt"}))
+    assert r["isError"] and "more than the 1048576 bytes" in r["content"][0]["text"], r
+    r = ok_result(s.call("write_file", {"path": "nodir/x.txt", "content": "x"}))
+    assert r["isError"] and "does not exist" in r["content"][0]["text"], r
+
+
+check("write_read_and_list_files_of_the_workspace_that_the_kernel_shares", t_files)
+
+
+def t_escapes():
+    passwd = hashlib.sha256(open("/etc/passwd", "rb").read()).hexdigest()
+    r = ok_result(s.call("run_python", {"code": "import os\n"
+                                                "os.symlink('/etc/passwd', 'pw')\n"
+                                                "os.symlink('/etc', 'etc')\n"
+                                                "os.symlink('/proc/self', 'me')\n"
+                                                "os.symlink('../../session.json', 'up')"}))
+    assert r["isError"] is False, r
+    outside = "leads outside the workspace"
+    for tool, args, why in (("read_file", {"path": "../session.json"}, '".." would leave'),
+                            ("read_file", {"path": "/etc/passwd"}, "absolute path"),
+                            ("read_file", {"path": "pw"}, outside),
+                            ("read_file", {"path": "etc/passwd"}, outside),
+                            ("read_file", {"path": "me/environ"}, outside),
+                            ("read_file", {"path": "up"}, outside),
+                            ("read_file", {"path": "/proc/self/environ"}, "absolute path"),
+                            ("list_files", {"path": "etc"}, outside),
+                            ("list_files", {"path": ".."}, '".." would leave'),
+                            ("list_files", {"path": "/"}, "absolute path"),
+                            ("read_image", {"path": "/etc/passwd"}, "absolute path"),
+                            ("read_image", {"path": "pw"}, outside),
+                            ("write_file", {"path": "etc/evil", "content": "x"}, outside),
+                            ("write_file", {"path": "../evil", "content": "x"}, '".." would'),
+                            ("write_file", {"path": "/tmp/evil", "content": "x"}, "absolute")):
+        r = ok_result(s.call(tool, args))
+        assert r["isError"] is True, (tool, args, r)
+        t = r["content"][0]["text"]
+        assert why in t and "root:" not in t and "PATH=" not in t, (tool, args, t)
+    # a write over a link replaces the link, never what it leads to
+    r = ok_result(s.call("write_file", {"path": "pw", "content": "mine\n"}))
+    assert r["isError"] is False, r
+    assert hashlib.sha256(open("/etc/passwd", "rb").read()).hexdigest() == passwd
+    assert not os.path.exists("/tmp/evil") and not os.path.exists("/etc/evil")
+    r = ok_result(s.call("read_file", {"path": "pw"}))
+    assert r["content"][0]["text"] == "mine\n", r
+
+
+check("file_tools_never_leave_the_workspace_dotdot_absolute_symlinks_proc", t_escapes)
+
+
+def t_read_image_ws():
+    s.call("run_python", {"code": "import matplotlib.pyplot as plt\n"
+                                  "plt.figure(); plt.plot([1, 2]); plt.savefig('fig.png')\n"
+                                  "plt.close('all')"})
+    r = ok_result(s.call("read_image", {"path": "fig.png"}))
+    assert r["content"][0]["type"] == "image", r
+    assert base64.b64decode(r["content"][0]["data"])[:8] == b"\x89PNG\r\n\x1a\n"
+    r = ok_result(s.call("read_image", {"path": "notes.txt"}))
+    assert r["isError"] and "not a PNG" in r["content"][0]["text"], r
+
+
+check("read_image_returns_a_workspace_image_and_refuses_other_files", t_read_image_ws)
+
+
+def t_eof_stops():
+    (me,) = [x for x in sessions() if x["name"].startswith("mcp-")]
+    assert me["state"] in ("idle", "busy"), me
+    pid = me["pid"]
+    assert s.close(60) == 0
+    assert not [x for x in sessions() if x["name"].startswith("mcp-")], sessions()
+    assert not os.path.exists(me["dir"]), me["dir"]
+    assert gone(pid), f"supervisor {pid} still runs"
+    assert "Traceback" not in s.stderr()
+
+
+check("end_of_input_stops_and_removes_the_connections_session", t_eof_stops)
+
+
+def t_sigterm():
+    o = Server()
+    o.init()
+    o.call("run_python", {"code": "1"})
+    (me,) = [x for x in sessions() if x["name"].startswith("mcp-")]
+    o.p.send_signal(signal.SIGTERM)
+    assert o.p.wait(60) == 0
+    assert not [x for x in sessions() if x["name"].startswith("mcp-")], sessions()
+    assert not os.path.exists(me["dir"])
+
+
+check("sigterm_stops_and_removes_the_connections_session", t_sigterm)
+
+
+def t_inline():
+    o = Server("--images", "inline")
+    o.init()
+    r = ok_result(o.call("run_python", {"code": "import matplotlib.pyplot as plt\n"
+                                                "plt.plot([1, 3, 2]); plt.show()"}))
+    kinds = [c["type"] for c in r["content"]]
+    assert kinds == ["text", "image"], kinds
+    img = r["content"][1]
+    assert img["mimeType"] == "image/png"
+    data = base64.b64decode(img["data"], validate=True)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data == open(r["structuredContent"]["images"][0]["path"], "rb").read()
+    assert "[image saved: " in r["content"][0]["text"]
+    assert o.close(60) == 0
+
+
+check("images_inline_gives_each_image_as_png_content", t_inline)
+
+
+def t_persistent():
+    o = Server("-s", "mcp-keep")
+    o.init()
+    assert text_of(o.call("run_python", {"code": "x = 41"})) == ""
+    assert o.close(60) == 0
+    (k,) = [x for x in sessions() if x["name"] == "mcp-keep"]
+    assert k["state"] == "idle", k
+    o = Server("--session=mcp-keep")
+    o.init()
+    assert text_of(o.call("run_python", {"code": "x + 1"})) == "Out[2]: 42\n"
+    assert o.close(60) == 0
+    subprocess.run([KBOX, "stop", "-s", "mcp-keep"], capture_output=True, check=True)
+
+
+check("session_name_attaches_to_a_session_that_outlives_the_connection", t_persistent)
+
+print(f"1..{n}")
+sys.exit(1 if failed else 0)
