@@ -11,7 +11,7 @@
 
 typedef enum { TOOL_OPENAI, TOOL_ANTHROPIC, TOOL_MCP } tool_format_t;
 
-#define TOOL_NAME "run_python"
+#define TOOL_NAME CLI_TOOL_NAME
 
 /* What the model reads: how to use the tool well. */
 static const char tool_description[] =
@@ -29,6 +29,11 @@ static const char tool_description[] =
     "Never compute numbers in your head: compute them with code and report what the code "
     "printed.";
 
+const char *cli_tool_description(void)
+{
+	return tool_description;
+}
+
 /* The JSON Schema of the arguments (new reference). */
 static json_t *parameters(void)
 {
@@ -41,6 +46,12 @@ static json_t *parameters(void)
 	    "Seconds the code may run before it is interrupted (its state is kept); 0 or absent: "
 	    "no limit.",
 	    "required", "code", "additionalProperties", 0);
+}
+
+json_t *cli_tool_openai(void)
+{
+	return json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
+	                 TOOL_NAME, "description", tool_description, "parameters", parameters());
 }
 
 static int format_cb(const char *cmd, const cli_option_t *opt, const char *arg)
@@ -78,9 +89,7 @@ int cmd_tool_schema(int argc, char **argv)
 		return status;
 	switch (format) {
 	case TOOL_OPENAI:
-		tool = json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
-		                 TOOL_NAME, "description", tool_description, "parameters",
-		                 parameters());
+		tool = cli_tool_openai();
 		break;
 	case TOOL_ANTHROPIC:
 		tool = json_pack("{s:s, s:s, s:o}", "name", TOOL_NAME, "description", tool_description,

@@ -217,8 +217,6 @@ int main(int argc, char **argv)
 	 * process's to read */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	prctl(PR_SET_DUMPABLE, 0);
-	if (getppid() == 1)
-		return 1;
 #endif
 	signal(SIGPIPE, SIG_IGN);
 	if (argc != 1) {
