@@ -140,6 +140,9 @@ agent -s an --file data.csv 'What is the revenue?'
 check analysis_prints_the_final_answer_on_stdout eval 'status_is 0 &&
 	stdout_is "The revenue is 123.95; the chart is saved."'
 check analysis_made_four_well_formed_requests requests_are 4
+check analysis_requests_came_on_one_kept_alive_connection eval '"$PY" -c "
+import json; ports = {json.loads(l)[\"client_port\"] for l in open(\"requests\")}
+assert len(ports) == 1, ports"'
 check analysis_file_was_copied_into_the_workspace cmp -s data.csv "$S/an/workspace/data.csv"
 check analysis_step_2_computed_number_reached_the_model \
 	request 3 'r["messages"][-1]["role"] == "tool" and r["messages"][-1]["content"] == "Out[2]: 123.95\n"'
@@ -216,6 +219,14 @@ check http_429_with_retry_after_waits_then_succeeds eval 'status_is 0 && stdout_
 	requests_are 2 && [ $((t1 - t0)) -ge 1000 ]'
 
 fresh
+serve "$KEY" '[{"status": 503, "headers": {"Retry-After": "$DATE+2"}, "body": "busy"}, {"answer": "after the date"}]'
+t0=$(ms)
+agent -s an --reset q
+t1=$(ms)
+check http_503_with_retry_after_as_a_date_waits_then_succeeds eval 'status_is 0 &&
+	stdout_is "after the date" && requests_are 2 && [ $((t1 - t0)) -ge 1000 ]'
+
+fresh
 serve "$KEY" '[{"status": 500, "body": "oops"}, {"status": 503, "body": "oops"}, {"answer": "third time"}]'
 agent -s an --reset q
 check http_500_twice_is_retried_then_succeeds eval 'status_is 0 && stdout_is "third time" && requests_are 3'
@@ -247,6 +258,12 @@ fresh
 serve "$KEY" '[{"status": 400, "body": "{\"error\": {\"message\": \"context length exceeded\"}}"}]'
 agent -s an --reset q
 check http_400_is_one_line_not_retried eval 'fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 400: context length exceeded" &&
+	requests_are 1'
+
+fresh
+serve "$KEY" '[{"status": 302, "headers": {"Location": "http://127.0.0.1:1/v1/chat/completions"}, "body": ""}]'
+agent -s an --reset q
+check redirect_is_not_followed eval 'fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 302: (an empty body)" &&
 	requests_are 1'
 
 fresh

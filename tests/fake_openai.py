@@ -35,12 +35,15 @@ the next assistant or user message).  A request that breaks any rule, or
 one more than the script has replies for, is answered HTTP 400 with
 {"error": {"message": "fake_openai: WHAT"}}, so that the test fails
 visibly.  Each request is appended to LOGFILE as one JSON line:
-{"n", "path", "auth" ("ok", "none" or "wrong"), "body", "violation"}.
+{"n", "path", "auth" ("ok", "none" or "wrong"), "client_port" (the same for
+requests on one kept-alive connection), "body", "violation"}.  A header
+value "$DATE+N" in a reply is sent as the HTTP-date N seconds later.
 """
 import json
 import sys
 import threading
 import time
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 script_path, port_path, log_path = sys.argv[1:4]
@@ -203,6 +206,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             with open(log_path, "a") as f:
                 f.write(json.dumps({"n": n, "path": self.path, "auth": auth_state,
+                                    "client_port": self.client_address[1],
                                     "body": body, "violation": why}) + "\n")
         if reply and reply.get("delay"):
             time.sleep(reply["delay"])
@@ -213,7 +217,11 @@ class Handler(BaseHTTPRequestHandler):
             text = reply.get("body", "")
             if KEY:
                 text = text.replace("$KEY", KEY)
-            self.send(reply["status"], text, reply.get("headers"))
+            headers = dict(reply.get("headers", {}))
+            for k, v in headers.items():  # "$DATE+N": the HTTP-date N seconds on
+                if v.startswith("$DATE+"):
+                    headers[k] = formatdate(time.time() + float(v[6:]), usegmt=True)
+            self.send(reply["status"], text, headers)
             return
         msg = {"role": "assistant", "content": reply.get("content")}
         if "tool" in reply or "arguments" in reply:
