@@ -163,6 +163,9 @@ check analysis_progress_shows_each_steps_code_and_result eval '
 	[ "$(grep -c "^\[step" stderr)" -eq 6 ]'
 check analysis_progress_has_no_thinking_line_when_stderr_is_not_a_terminal \
 	eval '! grep -q thinking stderr'
+sup=$(cat "$S/an/supervisor.pid" 2>/dev/null)
+check session_started_by_agent_has_no_key_in_its_supervisors_environment eval '[ -n "$sup" ] &&
+	tr "\0" "\n" <"/proc/$sup/environ" >sup.environ && [ -s sup.environ ] && ! grep -qF "$KEY" sup.environ'
 check conversation_is_kept_in_the_session_mode_0600 eval '
 	[ "$(stat -c %a "$S/an/agent.json")" = 600 ] && "$PY" -c "
 import json; c = json.load(open(\"$S/an/agent.json\"))
@@ -326,6 +329,20 @@ check http_helper_is_the_one_that_maps_libcurl eval '[ -s http.maps ] && grep -q
 check http_helper_argv_is_its_name_alone eval '[ "$(cat http.cmdline)" = "kbox-http " ]'
 check http_helper_environment_no_longer_holds_the_key eval '[ -s http.environ ] && ! grep -qF "$KEY" http.environ'
 check kbox_program_links_no_libcurl eval '! ldd "$KBOX" | grep -q libcurl && ldd "$top_builddir/kbox-http" | grep -q libcurl'
+
+# on a terminal, the seconds the model takes are counted on standard error,
+# and the line is cleared before the answer (script(1) copies the terminal
+# to its standard output)
+fresh
+serve "$KEY" '[{"answer": "thought about it", "delay": 2.5}]'
+if [ -z "$SKIPPING" ] && command -v script >/dev/null; then
+	KBOX_API_KEY=$KEY timeout 60 script -qec "'$KBOX' agent -m '$MODEL' --base-url '$URL' -s an --reset q" \
+		/dev/null >stdout 2>stderr </dev/null
+	rc=$?
+fi
+check on_a_terminal_thinking_counts_the_seconds eval '[ -n "$SKIPPING" ] || ! command -v script >/dev/null || {
+	status_is 0 && grep -q "thinking… 1s" stdout && grep -q "thinking… 2s" stdout &&
+	grep -q "$(printf "\r\033\\[K")thought about it" stdout; }'
 
 fresh
 serve null '[{"answer": "no key needed"}]'

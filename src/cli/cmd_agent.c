@@ -694,7 +694,7 @@ int cmd_agent(int argc, char **argv)
 	                     "print the answer as text, or the whole trace as json (default: text)"),
 	    CLI_OPT_JSON(0, &a.format),
 	    CLI_OPT_END};
-	char *question = NULL, *user = NULL;
+	char *question = NULL, *user = NULL, *key = NULL;
 	int *in = NULL, status, n = cli_parse_options(CMD, opts, argc, argv, &status);
 	const char *answer = NULL, *word = "failed";
 	json_t *msg = NULL;
@@ -739,11 +739,21 @@ int cmd_agent(int argc, char **argv)
 	               ? make_url(&a, getenv("KBOX_BASE_URL"), "KBOX_BASE_URL") != EXIT_OK
 	               : make_url(&a, DEFAULT_BASE_URL, "the default URL") != EXIT_OK)
 		goto out;
-	a.key = getenv("KBOX_API_KEY");
-	if (!a.key || !*a.key)
-		a.key = getenv("OPENAI_API_KEY");
-	if (a.key && !*a.key)
-		a.key = NULL;
+	/* the key: ours alone from here on, not the environment's, which a
+	 * session's supervisor started below would inherit and keep */
+	{
+		const char *k = getenv("KBOX_API_KEY");
+		if (!k || !*k)
+			k = getenv("OPENAI_API_KEY");
+		if (k && *k && !(key = strdup(k))) {
+			cli_error(CMD, "out of memory");
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		unsetenv("KBOX_API_KEY");
+		unsetenv("OPENAI_API_KEY");
+		a.key = key;
+	}
 	a.tty = isatty(STDERR_FILENO);
 
 	/* the session, started now: the files go into its workspace */
@@ -863,6 +873,10 @@ out:
 	free(in);
 	free(question);
 	free(user);
+	if (key) {
+		explicit_bzero(key, strlen(key));
+		free(key);
+	}
 	free(a.dir);
 	cli_strlist_clear(&files);
 	return status;
