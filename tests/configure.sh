@@ -24,7 +24,7 @@ pcdirs=$(pkg-config --variable pc_path pkg-config 2>/dev/null)
 
 n=0
 failed=0
-for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" "jansson libjansson-dev"; do
+for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" "jansson libjansson-dev" "libcurl libcurl4-openssl-dev"; do
 	set -- $dep
 	pc=$1 pkg=$2
 	n=$((n + 1))

@@ -79,6 +79,7 @@ check static_program_runs_without_libkbox_so sh -c "! ldd '$tmp/prog-static' | g
 check installed_kbox_prints_version sh -c "test \"\$(LD_LIBRARY_PATH='$lib' '$root/bin/kbox' version)\" = 'kbox $version'"
 libexecdir=$(sed -n 's/^libexecdir = //p' "$top_builddir/Makefile" | sed "s|\${exec_prefix}|$prefix|; s|\$(exec_prefix)|$prefix|")
 check installs_the_supervisor_program test -x "$dest$libexecdir/kbox/kbox-supervisor"
+check installs_the_http_helper_of_kbox_agent test -x "$dest$libexecdir/kbox/kbox-http"
 # Installed under DESTDIR, kbox finds its supervisor relative to itself
 # (../libexec/kbox/), as in a moved prefix: a session starts, runs, stops.
 if "${KERNEL_PYTHON:-/usr/bin/python3}" -c 'import ipykernel' 2>/dev/null; then

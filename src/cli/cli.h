@@ -22,6 +22,7 @@ enum {
 	EXIT_DIED = 4,        /* the kernel died; state lost */
 	EXIT_UNAVAILABLE = 5, /* no kernel: it could not be found or started */
 	EXIT_BUSY = 6,        /* the session ran other code until the wait ran out: the code never ran */
+	EXIT_STEP_LIMIT = 7,  /* kbox agent: no answer within --max-steps */
 };
 
 /* Output formats of the commands that print data. */
@@ -37,6 +38,8 @@ typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
  * printed JSON of its own (cli_print_json_line).  main() does it. */
 void cli_set_error_format(format_t format);
 void cli_print_failure(int status);
+/* The first cli_error message, without its "kbox CMD: " ("" when none). */
+const char *cli_first_error(void);
 /* Say that the command printed JSON of its own (not through
  * cli_print_json_line): a failure after it prints no failure object. */
 void cli_json_printed(void);
@@ -253,6 +256,18 @@ char *cli_running_session(const char *cmd, const char *name, int *status);
  * An exit status. */
 int cli_session_start(const char *cmd, const char *dir, const char *name, json_t *config,
                       bool *started);
+/* Connect to the supervisor of the session in DIR (NAME for messages),
+ * starting the session unless NO_START (src/cli/cmd_exec.c).  The
+ * connection, or -1 with one line printed and *STATUS set. */
+int cli_session_connect(const char *cmd, const char *dir, const char *name, bool no_start,
+                        int *status);
+/* A program of kbox's, PROG (WHAT it is, for the message): beside this
+ * program in a build tree, where it was installed (pkglibexecdir), or in
+ * ../libexec/kbox/ relative to this program (a moved prefix), into PATH.
+ * 0, or -1 after "kbox CMD: cannot find the WHAT PROG (tried ...): is
+ * kbox installed whole?". */
+int cli_find_program(const char *cmd, const char *prog, const char *what, char *path,
+                     size_t size);
 /* kbox complete / kbox inspect (src/cli/introspect.c). */
 int cli_introspect(const char *cmd, int argc, char **argv);
 /* kbox stop / restart / interrupt: parse -s, send OP (src/cli/control.c).
@@ -274,6 +289,12 @@ int cli_copy_fd(int in, int out);
  * after "kbox CMD: cannot read PATH: ..." or "kbox CMD: PATH is not a
  * regular file". */
 int cli_ws_source(const char *cmd, const char *path);
+/* Copy the host file open on IN (HOST its name, for messages and for
+ * DEST naming a directory) into the workspace of the session in DIR as
+ * DEST (checked with cli_ws_check already): written beside, then renamed
+ * over, never following a link (kbox put, kbox agent --file).  IN is not
+ * closed.  An exit status, after one line when not EXIT_OK. */
+int cli_put(const char *cmd, const char *dir, int in, const char *host, const char *dest);
 /* Check --workspace PATH, a host directory to bind read-write as the
  * kernel's workspace, and put it resolved (links and ".." followed) into
  * OUT (PATH_MAX bytes).  Refused: /; a system directory (/etc, /usr, /var,
@@ -319,12 +340,43 @@ typedef struct {
 int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
                 cli_exec_result_t *r);
 
+/* ---- kbox-http, kbox agent's HTTP helper (src/cli/http.c) ---- */
+
+typedef struct cli_http cli_http_t;
+/* Called while a request waits, about once a second: SECS waited so far. */
+typedef void (*cli_http_tick_t)(void *arg, double secs);
+
+/* Start the helper program (src/http/http_proto.h), with KEY (may be NULL:
+ * no Authorization header) in its environment only.  NULL after one line
+ * printed. */
+cli_http_t *cli_http_start(const char *cmd, const char *key);
+/* POST BODY (JSON text) to URL through H, each attempt taking at most
+ * TIMEOUT_S seconds; TICK (may be NULL) is called with ARG while it waits.
+ * The helper's reply (new reference): {"status", "body", "attempts"} or
+ * {"error", "attempts"}; NULL with WHY filled when the helper failed. */
+json_t *cli_http_post(cli_http_t *h, const char *url, const char *body, double timeout_s,
+                      cli_http_tick_t tick, void *arg, char *why, size_t why_size);
+/* The helper's process id. */
+pid_t cli_http_pid(const cli_http_t *h);
+/* End the helper and free H; sets *HP to NULL.  Accepts NULL. */
+void cli_http_destroy(cli_http_t **hp);
+
+/* ---- the run-code tool (src/cli/cmd_tool_schema.c) ---- */
+
+#define CLI_TOOL_NAME "run_python"
+/* What a model reads about the tool: how to use it well (static). */
+const char *cli_tool_description(void);
+/* The tool as an element of OpenAI's Chat Completions "tools" (new
+ * reference), or NULL when out of memory. */
+json_t *cli_tool_openai(void);
+
 /* Read all of F, at most 64 MiB (67108864 bytes).  NULL with errno: EFBIG
  * when F holds more, EILSEQ when it holds a NUL byte. */
 char *cli_slurp(FILE *f);
 /* What cli_slurp's errno E means: EILSEQ is a NUL byte in the code. */
 const char *cli_slurp_strerror(int e);
 
+int cmd_agent(int argc, char **argv);
 int cmd_complete(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_get(int argc, char **argv);

@@ -215,9 +215,8 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 	return r->status;
 }
 
-/* Connect to the session's supervisor, starting the session unless
- * NO_START.  The connection, or -1 with one line printed and *STATUS set. */
-static int connect_session(const char *dir, const char *name, bool no_start, int *status)
+int cli_session_connect(const char *cmd, const char *dir, const char *name, bool no_start,
+                        int *status)
 {
 	kbox_error_t err = {0};
 	for (int attempt = 0; attempt < 3; attempt++) {
@@ -225,15 +224,15 @@ static int connect_session(const char *dir, const char *name, bool no_start, int
 		if (fd >= 0)
 			return fd;
 		if (no_start || err.code != KBOX_E_NOTFOUND) {
-			cli_error("exec", "session %s is not running%s%s", name,
+			cli_error(cmd, "session %s is not running%s%s", name,
 			          no_start ? " (--no-start given)" : ": ", no_start ? "" : err.msg);
 			*status = EXIT_UNAVAILABLE;
 			return -1;
 		}
-		if ((*status = cli_session_start("exec", dir, name, NULL, NULL)) != EXIT_OK)
+		if ((*status = cli_session_start(cmd, dir, name, NULL, NULL)) != EXIT_OK)
 			return -1;
 	}
-	cli_error("exec", "session %s: the supervisor kept going away", name);
+	cli_error(cmd, "session %s: the supervisor kept going away", name);
 	*status = EXIT_UNAVAILABLE;
 	return -1;
 }
@@ -341,7 +340,7 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	if (!(dir = cli_session_dir("exec", name, !no_start, &status)))
 		goto out;
-	if ((fd = connect_session(dir, name, no_start, &status)) < 0)
+	if ((fd = cli_session_connect("exec", dir, name, no_start, &status)) < 0)
 		goto out;
 	e.code = code;
 	e.inputs = inputs.v;

@@ -33,21 +33,21 @@ int cli_copy_fd(int in, int out)
 
 /* Why the directory DIR of the workspace, where the file was to go, could
  * not be opened (errno E): one line. */
-static void dir_error(const char *dir, int e)
+static void dir_error(const char *cmd, const char *dir, int e)
 {
 	if (e == ENOENT)
-		cli_error("put", "directory %s does not exist in the workspace", dir);
+		cli_error(cmd, "directory %s does not exist in the workspace", dir);
 	else if (e == ENOTDIR)
-		cli_error("put", "%s is not a directory in the workspace", dir);
+		cli_error(cmd, "%s is not a directory in the workspace", dir);
 	else
-		cli_error("put", "%s: %s", dir, cli_ws_strerror(e));
+		cli_error(cmd, "%s: %s", dir, cli_ws_strerror(e));
 }
 
 int cmd_put(int argc, char **argv)
 {
 	const char *name = NULL, *host, *dest;
-	int status, n, in = -1, ws = -1, parent = -1, out = -1;
-	char *dir = NULL, *hostcopy = NULL, *target = NULL, tmp[64] = "";
+	int status, n, in = -1;
+	char *dir = NULL, *hostcopy = NULL;
 	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
 
 	if ((n = cli_parse_options("put", opts, argc, argv, &status)) < 0)
@@ -72,11 +72,25 @@ int cmd_put(int argc, char **argv)
 	}
 	if (!(dir = cli_session_dir("put", name, false, &status)))
 		goto out;
+	status = cli_put("put", dir, in, host, dest);
+out:
+	if (in >= 0)
+		close(in);
+	free(hostcopy);
+	free(dir);
+	return status;
+}
+
+int cli_put(const char *cmd, const char *dir, int in, const char *host, const char *dest)
+{
+	int status = EXIT_OK, ws = -1, parent = -1, out = -1;
+	char *target = NULL, tmp[64] = "";
+
 	{
 		char wsp[4200];
 		snprintf(wsp, sizeof wsp, "%s/workspace", dir);
 		if ((ws = open(wsp, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			cli_error("put", "cannot open %s: %s", wsp, strerror(errno));
+			cli_error(cmd, "cannot open %s: %s", wsp, strerror(errno));
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
@@ -88,7 +102,7 @@ int cmd_put(int argc, char **argv)
 		if (d >= 0 || dest[dl - 1] == '/') {
 			char *hc2 = strdup(host);
 			if (d < 0) {
-				dir_error(dest, errno);
+				dir_error(cmd, dest, errno);
 				free(hc2);
 				status = EXIT_USAGE;
 				goto out;
@@ -102,7 +116,7 @@ int cmd_put(int argc, char **argv)
 				char *pdir = strndup(dest, (size_t)(slash - dest));
 				parent = cli_ws_open(ws, pdir, O_PATH | O_DIRECTORY, 0);
 				if (parent < 0)
-					dir_error(pdir, errno);
+					dir_error(cmd, pdir, errno);
 				free(pdir);
 				if (parent < 0) {
 					status = EXIT_USAGE;
@@ -119,7 +133,7 @@ int cmd_put(int argc, char **argv)
 	snprintf(tmp, sizeof tmp, ".kbox-put-%ld", (long)getpid());
 	out = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (out < 0) {
-		cli_error("put", "cannot create a file in the workspace: %s", strerror(errno));
+		cli_error(cmd, "cannot create a file in the workspace: %s", strerror(errno));
 		tmp[0] = '\0';
 		status = EXIT_UNAVAILABLE;
 		goto out;
@@ -130,27 +144,27 @@ int cmd_put(int argc, char **argv)
 		struct stat ds;
 		if (geteuid() == 0 && fstat(parent, &ds) == 0 && ds.st_uid != 0 &&
 		    fchown(out, ds.st_uid, ds.st_gid) < 0) {
-			cli_error("put", "cannot give the file to uid %u: %s", (unsigned)ds.st_uid,
+			cli_error(cmd, "cannot give the file to uid %u: %s", (unsigned)ds.st_uid,
 			          strerror(errno));
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
 	}
 	if (cli_copy_fd(in, out) < 0 || fsync(out) < 0) {
-		cli_error("put", "copying %s: %s", host, strerror(errno));
+		cli_error(cmd, "copying %s: %s", host, strerror(errno));
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
 	{
 		struct stat ts;
 		if (fstatat(parent, target, &ts, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ts.st_mode)) {
-			cli_error("put", "%s is a directory in the workspace", dest);
+			cli_error(cmd, "%s is a directory in the workspace", dest);
 			status = EXIT_USAGE;
 			goto out;
 		}
 	}
 	if (renameat(parent, tmp, parent, target) < 0) {
-		cli_error("put", "cannot write %s in the workspace: %s", dest, strerror(errno));
+		cli_error(cmd, "cannot write %s in the workspace: %s", dest, strerror(errno));
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
@@ -160,14 +174,10 @@ out:
 		unlinkat(parent, tmp, 0);
 	if (out >= 0)
 		close(out);
-	if (in >= 0)
-		close(in);
 	if (ws >= 0)
 		close(ws);
 	if (parent >= 0)
 		close(parent);
 	free(target);
-	free(hostcopy);
-	free(dir);
 	return status;
 }

@@ -14,7 +14,7 @@
 
 typedef enum { TOOL_OPENAI, TOOL_ANTHROPIC, TOOL_MCP } tool_format_t;
 
-#define TOOL_NAME "run_python"
+#define TOOL_NAME CLI_TOOL_NAME
 
 /* What the model reads: how to use the tool well. */
 static const char tool_description[] =
@@ -31,6 +31,11 @@ static const char tool_description[] =
     "complete text saved to a file whose path is given. "
     "Never compute numbers in your head: compute them with code and report what the code "
     "printed.";
+
+const char *cli_tool_description(void)
+{
+	return tool_description;
+}
 
 /* The JSON Schema of the arguments (new reference). */
 static json_t *parameters(void)
@@ -79,6 +84,12 @@ json_t *cli_mcp_run_tool(void)
 	                 "outputSchema", out);
 }
 
+json_t *cli_tool_openai(void)
+{
+	return json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
+	                 TOOL_NAME, "description", tool_description, "parameters", parameters());
+}
+
 static int format_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	tool_format_t *f = opt->value;
@@ -114,9 +125,7 @@ int cmd_tool_schema(int argc, char **argv)
 		return status;
 	switch (format) {
 	case TOOL_OPENAI:
-		tool = json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
-		                 TOOL_NAME, "description", tool_description, "parameters",
-		                 parameters());
+		tool = cli_tool_openai();
 		break;
 	case TOOL_ANTHROPIC:
 		tool = json_pack("{s:s, s:s, s:o}", "name", TOOL_NAME, "description", tool_description,

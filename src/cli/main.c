@@ -17,6 +17,11 @@
 
 /* Sorted by name.  Each command's options are in its own file. */
 static const cli_cmd_t commands[] = {
+    {"agent", cmd_agent,
+     "kbox agent [-s NAME] [-m MODEL] [--base-url URL] [--file HOSTPATH]... [--max-steps N] "
+     "[--reset] [-t DURATION] [--format text|json] (QUESTION | -)",
+     "answer a question with a language model that runs Python in a session",
+     "kbox agent -s sales --file sales.csv 'Which region sold the most units?'"},
     {"complete", cmd_complete,
      "kbox complete [-s NAME] [--cursor N] [--format FMT] [--max-output BYTES] CODE | -",
      "the completions of code at a cursor", "kbox complete -s sales 'df.des'"},
@@ -110,6 +115,11 @@ void cli_error(const char *cmd, const char *fmt, ...)
 		vsnprintf(first_error, sizeof first_error, fmt, ap);
 		va_end(ap);
 	}
+}
+
+const char *cli_first_error(void)
+{
+	return first_error;
 }
 
 void cli_json_printed(void)

@@ -69,10 +69,8 @@ static int start_lock(const char *cmd, const char *dir)
 	return fd;
 }
 
-/* The supervisor program, kbox-supervisor: beside this program in a build
- * tree, where it was installed, or in ../libexec/kbox/ relative to this
- * program (a moved prefix).  0, or -1 with what was tried (printed). */
-static int find_supervisor(const char *cmd, char *path, size_t size)
+int cli_find_program(const char *cmd, const char *prog, const char *what, char *path,
+                     size_t size)
 {
 	char exe[PATH_MAX], tried[3 * PATH_MAX + 16], *slash;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -86,11 +84,11 @@ static int find_supervisor(const char *cmd, char *path, size_t size)
 		exe[0] = '\0';
 	for (int i = 0; i < 3; i++) {
 		if (i == 0 && exe[0])
-			snprintf(path, size, "%s/%s", exe, KBOX_SUPERVISOR_PROGRAM);
+			snprintf(path, size, "%s/%s", exe, prog);
 		else if (i == 1)
-			snprintf(path, size, "%s/%s", KBOX_PKGLIBEXECDIR, KBOX_SUPERVISOR_PROGRAM);
+			snprintf(path, size, "%s/%s", KBOX_PKGLIBEXECDIR, prog);
 		else if (i == 2 && exe[0])
-			snprintf(path, size, "%s/../libexec/kbox/%s", exe, KBOX_SUPERVISOR_PROGRAM);
+			snprintf(path, size, "%s/../libexec/kbox/%s", exe, prog);
 		else
 			continue;
 		if (access(path, X_OK) == 0)
@@ -98,8 +96,8 @@ static int find_supervisor(const char *cmd, char *path, size_t size)
 		used += (size_t)snprintf(tried + used, used < sizeof tried ? sizeof tried - used : 0,
 		                         "%s%s", used ? ", " : "", path);
 	}
-	cli_error(cmd, "cannot find the supervisor program %s (tried %s): is kbox installed whole?",
-	          KBOX_SUPERVISOR_PROGRAM, tried);
+	cli_error(cmd, "cannot find the %s %s (tried %s): is kbox installed whole?", what, prog,
+	          tried);
 	return -1;
 }
 
@@ -123,7 +121,8 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 	pid_t mid;
 	char logpath[4096], prog[PATH_MAX + 64];
 
-	if (find_supervisor(cmd, prog, sizeof prog) < 0)
+	if (cli_find_program(cmd, KBOX_SUPERVISOR_PROGRAM, "supervisor program", prog,
+	                     sizeof prog) < 0)
 		return -1;
 	snprintf(logpath, sizeof logpath, "%s/supervisor.log", dir);
 	/* a socket, not a pipe: kbox_ctl_recv reads it */

@@ -20,6 +20,7 @@
  *   cgroups          the cgroup directories the supervisor made, one a line
  *   generation       how many kernels this session has started
  *   last-stop        why the previous supervisor ended (read by the next)
+ *   agent.json       kbox agent's conversation (mode 0600; kbox-agent(1))
  */
 #ifndef KBOX_RUNTIME_SESSION_H
 #define KBOX_RUNTIME_SESSION_H

@@ -1,0 +1,883 @@
+/* src/cli/cmd_agent.c — kbox agent: answer a question with a language model
+ * that runs Python in a session.
+ *
+ * The loop of an agent, against any OpenAI-compatible Chat Completions
+ * endpoint: send the conversation and the run_python tool; run each tool
+ * call the model makes in the session's kernel (as kbox exec would, through
+ * the supervisor) and send back what a model should read of its result;
+ * until the model answers without calling the tool, or --max-steps.  The
+ * HTTP goes through kbox-http (src/http/http_proto.h): kbox never loads
+ * libcurl.  The conversation is kept with the session (agent.json), so a
+ * later kbox agent -s NAME goes on with it, and with the kernel's state.
+ *
+ * Host files reach the model's code only through --file.  The API key is
+ * read from the environment and handed to kbox-http in its environment;
+ * nothing here writes it anywhere. */
+#include "config.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CMD "agent"
+#define AGENT_FILE "agent.json"
+#define AGENT_SCHEMA "kbox.agent/1"
+#define TRACE_SCHEMA "kbox.agent-trace/1"
+#define DEFAULT_BASE_URL "https://api.openai.com/v1"
+#define DEFAULT_MAX_STEPS 20
+#define MAX_STEPS_LIMIT 1000
+#define DEFAULT_TIMEOUT_MS (5LL * 60 * 1000)
+/* How long one request to the model may take (each attempt). */
+#define HTTP_TIMEOUT_S 600.0
+
+/* What the model is told first, before the tool's own description. */
+static const char system_intro[] =
+    "You are a data analyst. You answer the user's questions by running Python with the "
+    "tool run_python, then reply with the answer in plain text (without calling the tool) "
+    "once you have it. The user's files, if any, are named in their message. ";
+
+typedef struct {
+	const char *name;      /* the session */
+	char *dir;             /* its directory */
+	const char *model;
+	char url[4096];        /* BASE_URL/chat/completions */
+	const char *key;       /* NULL: none (never printed, never saved) */
+	long long timeout_ms;  /* the most each tool call's code may run; 0: no limit */
+	int max_steps;
+	format_t format;
+	bool tty;              /* standard error is a terminal */
+	cli_http_t *http;
+	json_t *conv;          /* {"schema", "model", "messages"} */
+	json_t *steps;         /* the trace: one object per tool call */
+	bool ticked;           /* "thinking…" is on standard error's last line */
+	long long usage[3];    /* prompt, completion, total tokens */
+	int requests;
+} agent_t;
+
+/* ---- errors, with the key never in them ---- */
+
+/* One error line "kbox agent: ...", with every occurrence of the key
+ * replaced by "[key]" (an API may echo what it was given). */
+static void agent_error(const agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void agent_error(const agent_t *a, const char *fmt, ...)
+{
+	char msg[2048], out[2048];
+	size_t o = 0, kl = a->key ? strlen(a->key) : 0;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	for (const char *p = msg; *p && o + 7 < sizeof out;) {
+		if (kl && strncmp(p, a->key, kl) == 0) {
+			memcpy(out + o, "[key]", 5);
+			o += 5;
+			p += kl;
+		} else
+			out[o++] = *p++;
+	}
+	out[o] = '\0';
+	cli_error(CMD, "%s", out);
+}
+
+/* ---- options ---- */
+
+static int opt_format(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	format_t *f = opt->value;
+	if (strcmp(arg, "text") == 0)
+		*f = FMT_TEXT;
+	else if (strcmp(arg, "json") == 0)
+		*f = FMT_JSON;
+	else {
+		cli_error(cmd, "invalid --format \"%s\": expected text or json", arg);
+		return EXIT_USAGE;
+	}
+	cli_set_error_format(*f);
+	return EXIT_OK;
+}
+
+static int opt_max_steps(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	int *v = opt->value;
+	char *end;
+	long n;
+	errno = 0;
+	n = strtol(arg, &end, 10);
+	if (!*arg || *end || errno || n < 1 || n > MAX_STEPS_LIMIT || *arg == '+' || *arg == ' ') {
+		cli_error(cmd, "invalid --max-steps \"%s\": expected a number of steps from 1 to %d",
+		          arg, MAX_STEPS_LIMIT);
+		return EXIT_USAGE;
+	}
+	*v = (int)n;
+	return EXIT_OK;
+}
+
+/* Check the base URL (from WHERE: "--base-url" or "KBOX_BASE_URL") and make
+ * the endpoint's URL of it.  EXIT_OK, or EXIT_USAGE after one line. */
+static int make_url(agent_t *a, const char *base, const char *where)
+{
+	const char *host = NULL;
+	size_t len = strlen(base);
+	if (strncasecmp(base, "http://", 7) == 0)
+		host = base + 7;
+	else if (strncasecmp(base, "https://", 8) == 0)
+		host = base + 8;
+	for (const unsigned char *p = (const unsigned char *)base; host && *p; p++)
+		if (*p <= ' ' || *p == 0x7f)
+			host = NULL;
+	if (!host || !*host || *host == '/' || !cli_utf8(base)) {
+		cli_error(CMD, "invalid %s \"%s\": expected an http:// or https:// URL, such as %s",
+		          where, base, DEFAULT_BASE_URL);
+		return EXIT_USAGE;
+	}
+	while (len && base[len - 1] == '/')
+		len--;
+	if ((size_t)snprintf(a->url, sizeof a->url, "%.*s/chat/completions", (int)len, base) >=
+	    sizeof a->url) {
+		cli_error(CMD, "invalid %s: longer than %zu bytes", where, sizeof a->url - 32);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+/* ---- the conversation, kept in SESSION_DIR/agent.json ---- */
+
+/* Whether J is a conversation this program wrote. */
+static bool is_conversation(const json_t *j)
+{
+	const json_t *msgs = json_object_get(j, "messages"), *m;
+	size_t i;
+	if (!json_is_object(j) || !json_is_array(msgs) ||
+	    !json_is_string(json_object_get(j, "schema")) ||
+	    strcmp(json_string_value(json_object_get(j, "schema")), AGENT_SCHEMA) != 0)
+		return false;
+	json_array_foreach(msgs, i, m) if (!json_is_string(json_object_get(m, "role"))) return false;
+	return true;
+}
+
+/* The conversation kept in the session, or a new one (RESET, or none
+ * kept): into A->conv.  EXIT_OK, or EXIT_UNAVAILABLE after one line. */
+static int conv_load(agent_t *a, bool reset)
+{
+	char path[PATH_MAX + 32];
+	json_error_t je;
+	json_t *j = NULL;
+	int fd;
+
+	snprintf(path, sizeof path, "%s/%s", a->dir, AGENT_FILE);
+	if (!reset && (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+		j = json_loadfd(fd, 0, &je);
+		close(fd);
+		if (!is_conversation(j)) {
+			agent_error(a, "%s is not a conversation of kbox agent (%s); start a new one with "
+			            "--reset", path, j ? "not " AGENT_SCHEMA : je.text);
+			json_decref(j);
+			return EXIT_UNAVAILABLE;
+		}
+	} else if (!reset && errno != ENOENT) {
+		agent_error(a, "cannot read %s: %s", path, strerror(errno));
+		return EXIT_UNAVAILABLE;
+	}
+	if (!j) {
+		char *sys = NULL;
+		size_t n = sizeof system_intro + strlen(cli_tool_description());
+		if ((sys = malloc(n)))
+			snprintf(sys, n, "%s%s", system_intro, cli_tool_description());
+		j = sys ? json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "schema", AGENT_SCHEMA, "model",
+		                    a->model, "messages", "role", "system", "content", sys)
+		        : NULL;
+		free(sys);
+		if (!j) {
+			agent_error(a, "out of memory");
+			return EXIT_UNAVAILABLE;
+		}
+	}
+	json_object_set_new(j, "model", json_string(a->model));
+	a->conv = j;
+	return EXIT_OK;
+}
+
+/* Write the conversation to SESSION_DIR/agent.json (mode 0600): written
+ * beside, then renamed over.  EXIT_OK, or EXIT_UNAVAILABLE after one line. */
+static int conv_save(agent_t *a)
+{
+	char path[PATH_MAX + 32], tmp[PATH_MAX + 64];
+	char *text = json_dumps(a->conv, JSON_COMPACT);
+	int fd = -1, status = EXIT_UNAVAILABLE;
+	size_t len;
+
+	snprintf(path, sizeof path, "%s/%s", a->dir, AGENT_FILE);
+	snprintf(tmp, sizeof tmp, "%s/.%s.%ld", a->dir, AGENT_FILE, (long)getpid());
+	if (!text) {
+		agent_error(a, "out of memory");
+		return status;
+	}
+	len = strlen(text);
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 ||
+	    fsync(fd) < 0 || rename(tmp, path) < 0) {
+		agent_error(a, "cannot write %s: %s", path, strerror(errno));
+		unlink(tmp);
+	} else
+		status = EXIT_OK;
+	if (fd >= 0)
+		close(fd);
+	free(text);
+	return status;
+}
+
+static json_t *messages(agent_t *a)
+{
+	return json_object_get(a->conv, "messages");
+}
+
+/* ---- progress on standard error ---- */
+
+static void tick(void *arg, double secs)
+{
+	agent_t *a = arg;
+	fprintf(stderr, "\rthinking… %.0fs", secs);
+	fflush(stderr);
+	a->ticked = true;
+}
+
+/* Take "thinking…" away. */
+static void tick_done(agent_t *a)
+{
+	if (a->ticked) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+		a->ticked = false;
+	}
+}
+
+/* TEXT on standard error, each line after PREFIX, made safe for a terminal. */
+static void show_lines(const char *prefix, const char *text)
+{
+	const char *p = text;
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+		fputs(prefix, stderr);
+		cli_write_safe(stderr, p, n);
+		fputc('\n', stderr);
+		p += n;
+		if (*p)
+			p++;
+	}
+	fflush(stderr);
+}
+
+/* The one-line summary of a result's TEXT into OUT: its first non-empty
+ * line, cut, and how many more there are. */
+static void summary(const char *text, char *out, size_t size)
+{
+	const char *p = text, *first = NULL;
+	size_t n = 0, more = 0;
+	for (; *p; p++) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		if (len && !first) {
+			first = p;
+			n = len;
+		} else if (len)
+			more++;
+		p += len;
+		if (!*p)
+			break;
+	}
+	if (!first) {
+		snprintf(out, size, "(no output)");
+		return;
+	}
+	if (n > 100)
+		snprintf(out, size, "%.97s...", first);
+	else
+		snprintf(out, size, "%.*s", (int)n, first);
+	if (more) {
+		size_t l = strlen(out);
+		snprintf(out + l, size - l, " (+%zu more line%s)", more, more == 1 ? "" : "s");
+	}
+}
+
+/* ---- running code in the session ---- */
+
+/* Run CODE in the session (TIMEOUT_S seconds at most, 0: no limit).  The
+ * supervisor's reply (new reference) with "text" and "result", or one made
+ * here for a supervisor that went away while the code ran; NULL with
+ * *STATUS set after one line, when the session could not run it. */
+static json_t *execute(agent_t *a, const char *code, double timeout_s, int *status)
+{
+	kbox_error_t err = {0};
+	for (int attempt = 0; attempt < 2; attempt++) {
+		json_t *req, *m = NULL;
+		bool started = false;
+		int fd = cli_session_connect(CMD, a->dir, a->name, false, status);
+		if (fd < 0)
+			return NULL;
+		req = json_pack("{s:s, s:s, s:s, s:b}", "op", "execute", "code", code, "format", "json",
+		                "with_text", 1);
+		if (req && timeout_s > 0)
+			json_object_set_new(req, "timeout", json_real(timeout_s));
+		if (!req || kbox_ctl_send(fd, req, &err) < 0) {
+			agent_error(a, "session %s: %s", a->name, req ? err.msg : "out of memory");
+			json_decref(req);
+			close(fd);
+			*status = EXIT_UNAVAILABLE;
+			return NULL;
+		}
+		json_decref(req);
+		while ((m = kbox_ctl_recv(fd, -1, &err))) {
+			if (json_is_true(json_object_get(m, "started")))
+				started = true;
+			else if (!json_object_get(m, "event"))
+				break;
+			json_decref(m);
+		}
+		close(fd);
+		if (m)
+			return m;
+		if (!started) /* a supervisor that was stopping: the next one runs it */
+			continue;
+		return json_pack("{s:b, s:s, s:s, s:n}", "ok", 1, "status", "died", "text",
+		                 "[kernel died: the session's supervisor went away; earlier state is "
+		                 "lost]\n",
+		                 "result");
+	}
+	agent_error(a, "session %s: the supervisor kept going away", a->name);
+	*status = EXIT_UNAVAILABLE;
+	return NULL;
+}
+
+/* The text a model reads for a call that could not run: its arguments
+ * were wrong.  Into OUT; false when they are right, with *CODE (borrowed
+ * from ARGS_P's object, new) and *TIMEOUT_S set. */
+static bool bad_call(const json_t *fn, json_t **args_p, const char **code, double *timeout_s,
+                     char *out, size_t size)
+{
+	const char *name = json_string_value(json_object_get(fn, "name"));
+	const json_t *raw = json_object_get(fn, "arguments");
+	json_t *args = NULL, *t;
+	json_error_t je;
+	static const char example[] = "{\"code\": \"print(1 + 1)\"}";
+
+	*args_p = NULL;
+	if (!name || strcmp(name, CLI_TOOL_NAME) != 0) {
+		snprintf(out, size, "error: there is no tool \"%s\"; the only tool is %s, whose "
+		         "arguments are a JSON object such as %s", name ? name : "(no name)",
+		         CLI_TOOL_NAME, example);
+		return true;
+	}
+	if (json_is_string(raw)) {
+		args = json_loadb(json_string_value(raw), json_string_length(raw), 0, &je);
+		if (!args) {
+			snprintf(out, size, "error: the arguments are not valid JSON (%s, at character "
+			         "%d); call %s again with a JSON object such as %s", je.text, je.position,
+			         CLI_TOOL_NAME, example);
+			return true;
+		}
+	} else if (json_is_object(raw)) /* some servers give the object itself */
+		args = json_incref((json_t *)raw);
+	if (!json_is_object(args) || !json_is_string(json_object_get(args, "code"))) {
+		snprintf(out, size, "error: the arguments must be a JSON object with the code as a "
+		         "string \"code\", such as %s", example);
+		json_decref(args);
+		return true;
+	}
+	t = json_object_get(args, "timeout");
+	if (t && !json_is_null(t) && (!json_is_number(t) || json_number_value(t) < 0)) {
+		snprintf(out, size, "error: \"timeout\" must be a number of seconds, at least 0");
+		json_decref(args);
+		return true;
+	}
+	*code = json_string_value(json_object_get(args, "code"));
+	*timeout_s = t && json_is_number(t) ? json_number_value(t) : 0;
+	*args_p = args;
+	return false;
+}
+
+/* Run the tool call CALL of step STEP, append its tool message to the
+ * conversation and its step to the trace.  EXIT_OK (whatever the code
+ * did: its errors are the model's to read), or another status after one
+ * line when the session failed. */
+static int tool_call(agent_t *a, int step, json_t *call)
+{
+	const char *id = json_string_value(json_object_get(call, "id"));
+	json_t *fn = json_object_get(call, "function"), *args = NULL, *reply = NULL;
+	json_t *images = json_array(), *rec;
+	const char *code = NULL, *text, *st = "rejected";
+	double timeout_s = 0, cap = (double)a->timeout_ms / 1000.0;
+	char bad[1024], line[256], tag[32];
+	int status = EXIT_OK;
+
+	snprintf(tag, sizeof tag, "[step %d] ", step);
+	if (bad_call(fn, &args, &code, &timeout_s, bad, sizeof bad)) {
+		text = bad;
+		fprintf(stderr, "%s", tag);
+		show_lines("", bad);
+	} else {
+		json_t *result, *img;
+		size_t i;
+		if (cap > 0 && (timeout_s <= 0 || timeout_s > cap))
+			timeout_s = cap;
+		fprintf(stderr, "%s%s:\n", tag, CLI_TOOL_NAME);
+		show_lines("  | ", code);
+		if (!(reply = execute(a, code, timeout_s, &status)))
+			goto out;
+		if (!json_is_true(json_object_get(reply, "ok"))) {
+			const char *msg = json_string_value(json_object_get(reply, "error"));
+			const char *kind = json_string_value(json_object_get(reply, "kind"));
+			if (!kind || strcmp(kind, "busy") != 0) {
+				agent_error(a, "session %s: %s", a->name, msg ? msg : "the supervisor refused");
+				status = kind && strcmp(kind, "usage") == 0 ? EXIT_USAGE : EXIT_UNAVAILABLE;
+				goto out;
+			}
+			/* other code held the kernel all that time: the model may try again */
+			snprintf(bad, sizeof bad, "error: the session was busy running other code, and "
+			         "this code did not run: %s", msg ? msg : "busy");
+			text = bad;
+			st = "busy";
+		} else {
+			text = json_string_value(json_object_get(reply, "text"));
+			st = json_string_value(json_object_get(reply, "status"));
+			if (!text || !*text)
+				text = "(no output)";
+			if (!st)
+				st = "unknown";
+		}
+		result = json_object_get(reply, "result");
+		json_array_foreach(json_object_get(result, "images"), i, img)
+		    json_array_append(images, json_object_get(img, "path"));
+		if (strcmp(st, "error") == 0 && json_is_object(json_object_get(result, "error"))) {
+			const json_t *e = json_object_get(result, "error");
+			snprintf(line, sizeof line, "%s: %s",
+			         json_string_value(json_object_get(e, "ename")) ?: "Error",
+			         json_string_value(json_object_get(e, "evalue")) ?: "");
+		} else
+			summary(text, line, sizeof line);
+		fprintf(stderr, "%s%s, %.2fs: ", tag, st,
+		        json_number_value(json_object_get(result, "seconds")));
+		show_lines("", line);
+	}
+	json_array_append_new(messages(a), json_pack("{s:s, s:s, s:s}", "role", "tool",
+	                                             "tool_call_id", id, "content", text));
+	rec = json_pack("{s:i, s:s, s:s?, s:s, s:s, s:O}", "step", step, "tool_call_id", id, "code",
+	                code, "status", st, "text", text, "images", images);
+	json_array_append_new(a->steps, rec);
+out:
+	json_decref(images);
+	json_decref(args);
+	json_decref(reply);
+	return status;
+}
+
+/* ---- talking to the model ---- */
+
+/* What the API said went wrong, from a response BODY (LEN bytes), into
+ * OUT: {"error": {"message"}}, {"error": "..."}, {"message"}, {"detail"},
+ * else the body's first line. */
+static void api_message(const char *body, size_t len, char *out, size_t size)
+{
+	json_t *j = json_loadb(body, len, 0, NULL), *e = json_object_get(j, "error");
+	const char *m = json_string_value(json_object_get(e, "message"));
+	if (!m)
+		m = json_string_value(e);
+	if (!m)
+		m = json_string_value(json_object_get(j, "message"));
+	if (!m)
+		m = json_string_value(json_object_get(j, "detail"));
+	if (!m) {
+		while (len && (*body == ' ' || *body == '\n' || *body == '\r' || *body == '\t'))
+			body++, len--;
+		m = len ? body : "(an empty body)";
+		len = len ? strcspn(body, "\r\n") : strlen(m);
+	} else
+		len = strlen(m);
+	if (len > 300)
+		len = 300;
+	snprintf(out, size, "%.*s", (int)len, m);
+	for (char *p = out; *p; p++) /* one line, nothing for a terminal to obey */
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+	json_decref(j);
+}
+
+/* Ask the model: the conversation and the tool.  The response's message
+ * (new reference), or NULL with *STATUS set after one line. */
+static json_t *ask(agent_t *a, int *status)
+{
+	json_t *req = json_pack("{s:s, s:O, s:[o], s:s}", "model", a->model, "messages",
+	                        messages(a), "tools", cli_tool_openai(), "tool_choice", "auto");
+	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL, why[1024];
+	json_t *reply = NULL, *resp = NULL, *msg = NULL, *usage;
+	const char *err, *text;
+	size_t text_len;
+	int code, attempts;
+	json_error_t je;
+
+	*status = EXIT_UNAVAILABLE;
+	json_decref(req);
+	if (!body) {
+		agent_error(a, "out of memory");
+		return NULL;
+	}
+	a->requests++;
+	reply = cli_http_post(a->http, a->url, body, HTTP_TIMEOUT_S, a->tty ? tick : NULL, a, why,
+	                      sizeof why);
+	free(body);
+	tick_done(a);
+	if (!reply) {
+		agent_error(a, "%s", why);
+		return NULL;
+	}
+	attempts = (int)json_integer_value(json_object_get(reply, "attempts"));
+	snprintf(why, sizeof why, attempts > 1 ? " (after %d attempts)" : "", attempts);
+	if ((err = json_string_value(json_object_get(reply, "error")))) {
+		agent_error(a, "POST %s: %s%s", a->url, err, why);
+		goto out;
+	}
+	code = (int)json_integer_value(json_object_get(reply, "status"));
+	text = json_string_value(json_object_get(reply, "body"));
+	text_len = json_string_length(json_object_get(reply, "body"));
+	if (!text)
+		text = "";
+	if (code < 200 || code > 299) {
+		char m[512];
+		api_message(text, text_len, m, sizeof m);
+		agent_error(a, "POST %s: HTTP %d%s: %s", a->url, code, why, m);
+		goto out;
+	}
+	if (!(resp = json_loadb(text, text_len, 0, &je)) || !json_is_object(resp)) {
+		agent_error(a, "POST %s: HTTP %d, but the response is not a JSON object%s%s", a->url,
+		            code, resp ? "" : ": ", resp ? "" : je.text);
+		goto out;
+	}
+	msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
+	if (!json_is_object(msg)) {
+		agent_error(a, "POST %s: HTTP %d, but the response has no choices[0].message%s%s",
+		            a->url, code, json_object_get(resp, "error") ? ": " : "",
+		            json_object_get(resp, "error") ? "it is an error" : "");
+		msg = NULL;
+		goto out;
+	}
+	if ((usage = json_object_get(resp, "usage"))) {
+		a->usage[0] += json_integer_value(json_object_get(usage, "prompt_tokens"));
+		a->usage[1] += json_integer_value(json_object_get(usage, "completion_tokens"));
+		a->usage[2] += json_integer_value(json_object_get(usage, "total_tokens"));
+	}
+	json_incref(msg);
+	*status = EXIT_OK;
+out:
+	json_decref(resp);
+	json_decref(reply);
+	return msg;
+}
+
+/* The assistant message to keep of the model's MSG: its role, content and
+ * tool calls (each with an id: one is made when the server gave none),
+ * nothing a server added (new reference). */
+static json_t *assistant_message(const json_t *msg, int step)
+{
+	json_t *calls = json_object_get(msg, "tool_calls"), *keep = json_array(), *c;
+	const json_t *content = json_object_get(msg, "content");
+	json_t *out;
+	size_t i;
+
+	json_array_foreach(calls, i, c) {
+		json_t *fn = json_object_get(c, "function");
+		json_t *args = json_object_get(fn, "arguments");
+		char id[64], *dumped = NULL;
+		if (!json_is_object(fn))
+			continue;
+		if (!json_is_string(json_object_get(c, "id")))
+			snprintf(id, sizeof id, "call_%d_%zu", step, i + 1);
+		json_array_append_new(
+		    keep, json_pack("{s:s, s:s, s:{s:O?, s:o}}", "id",
+		                    json_is_string(json_object_get(c, "id"))
+		                        ? json_string_value(json_object_get(c, "id"))
+		                        : id,
+		                    "type", "function", "function", "name", json_object_get(fn, "name"),
+		                    "arguments",
+		                    json_is_string(args) ? json_incref(args)
+		                    : args && (dumped = json_dumps(args, JSON_COMPACT))
+		                        ? json_string(dumped)
+		                        : json_string("{}")));
+		free(dumped);
+	}
+	out = json_pack("{s:s, s:O}", "role", "assistant", "content",
+	                json_is_string(content) ? content : json_null());
+	if (out && json_array_size(keep))
+		json_object_set(out, "tool_calls", keep);
+	json_decref(keep);
+	return out;
+}
+
+/* ---- the command ---- */
+
+/* Print the trace (--format json): STATUS_WORD, the ANSWER (may be NULL),
+ * and ERROR (may be NULL, with its KIND). */
+static void print_trace(agent_t *a, const char *status_word, const char *answer,
+                        const char *kind, const char *error)
+{
+	json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O, s:{s:I, s:I, s:I}, s:i}", "schema",
+	                      TRACE_SCHEMA, "status", status_word, "session", a->name, "model",
+	                      a->model, "answer", answer, "steps", a->steps, "usage",
+	                      "prompt_tokens", (json_int_t)a->usage[0], "completion_tokens",
+	                      (json_int_t)a->usage[1], "total_tokens", (json_int_t)a->usage[2],
+	                      "requests", a->requests);
+	if (t && !answer)
+		json_object_set_new(t, "answer", json_null());
+	if (t && error)
+		json_object_set_new(t, "error", json_pack("{s:s, s:s}", "kind", kind, "message", error));
+	cli_print_json_line(t);
+}
+
+/* Read the question: OPERAND, or standard input for "-".  New, or NULL
+ * after one line. */
+static char *question_of(const char *operand)
+{
+	char *q;
+	if (strcmp(operand, "-") != 0)
+		q = strdup(operand);
+	else if (!cli_take_stdin()) {
+		cli_error(CMD, "standard input (-) given more than once");
+		return NULL;
+	} else if (!(q = cli_slurp(stdin))) {
+		cli_error(CMD, "cannot read standard input: %s", cli_slurp_strerror(errno));
+		return NULL;
+	}
+	if (!q) {
+		cli_error(CMD, "out of memory");
+		return NULL;
+	}
+	if (!cli_utf8(q) || !q[strspn(q, " \t\r\n")]) {
+		cli_error(CMD, "%s", cli_utf8(q) ? "the question is empty"
+		                                 : "the question is not valid UTF-8");
+		free(q);
+		return NULL;
+	}
+	return q;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+	agent_t a = {.max_steps = DEFAULT_MAX_STEPS, .timeout_ms = DEFAULT_TIMEOUT_MS};
+	const char *base = NULL;
+	cli_strlist_t files = {0};
+	bool reset = false;
+	cli_option_t opts[] = {
+	    CLI_OPT_SESSION(&a.name),
+	    CLI_OPT_STRING('m', "model", "MODEL", &a.model, "the model to ask (default: $KBOX_MODEL)"),
+	    CLI_OPT_STRING(0, "base-url", "URL", &base,
+	                   "the API's base URL; requests go to URL/chat/completions (default: "
+	                   "$KBOX_BASE_URL, else " DEFAULT_BASE_URL ")"),
+	    CLI_OPT_LIST(0, "file", "HOSTPATH", &files,
+	                 "copy HOSTPATH into the session's workspace first and name it to the "
+	                 "model; repeatable (default: none)"),
+	    CLI_OPT_CALLBACK(0, "max-steps", "N", opt_max_steps, &a.max_steps,
+	                     "stop when the model has called the tool in N responses without "
+	                     "answering (default: 20)"),
+	    CLI_OPT_FLAG(0, "reset", &reset,
+	                 "start a new conversation (default: go on with the session's)"),
+	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &a.timeout_ms,
+	                     "interrupt each tool call's code after DURATION; 0: no limit (default: "
+	                     "5m)"),
+	    CLI_OPT_CALLBACK(0, "format", "FMT", opt_format, &a.format,
+	                     "print the answer as text, or the whole trace as json (default: text)"),
+	    CLI_OPT_JSON(0, &a.format),
+	    CLI_OPT_END};
+	char *question = NULL, *user = NULL, *key = NULL;
+	int *in = NULL, status, n = cli_parse_options(CMD, opts, argc, argv, &status);
+	const char *answer = NULL, *word = "failed";
+	json_t *msg = NULL;
+	int step = 0;
+
+	if (n < 0)
+		goto out;
+	status = EXIT_USAGE;
+	if (n != 1) {
+		cli_error(CMD, n ? "give one question (quote it), or - to read it from standard input"
+		                 : "no question: give QUESTION, or - to read it from standard input "
+		                   "(see kbox agent --help)");
+		goto out;
+	}
+	if (!(question = question_of(argv[0])))
+		goto out;
+	/* the files: each readable, a regular file, with a name the workspace takes */
+	if (files.n && !(in = calloc(files.n, sizeof *in)))
+		goto out;
+	for (size_t i = 0; i < files.n; i++)
+		in[i] = -1;
+	for (size_t i = 0; i < files.n; i++) {
+		char *copy = strdup(files.v[i]);
+		int ok = copy && (in[i] = cli_ws_source(CMD, files.v[i])) >= 0 &&
+		         cli_ws_check(CMD, basename(copy)) == 0;
+		free(copy);
+		if (!ok)
+			goto out;
+	}
+	if (!a.model || !*a.model)
+		a.model = getenv("KBOX_MODEL");
+	if (!a.model || !*a.model) {
+		cli_error(CMD, "no model: give --model MODEL, or set KBOX_MODEL");
+		goto out;
+	}
+	if (!cli_utf8(a.model)) {
+		cli_error(CMD, "the model's name is not valid UTF-8");
+		goto out;
+	}
+	if (base ? make_url(&a, base, "--base-url") != EXIT_OK
+	         : getenv("KBOX_BASE_URL") && *getenv("KBOX_BASE_URL")
+	               ? make_url(&a, getenv("KBOX_BASE_URL"), "KBOX_BASE_URL") != EXIT_OK
+	               : make_url(&a, DEFAULT_BASE_URL, "the default URL") != EXIT_OK)
+		goto out;
+	/* the key: ours alone from here on, not the environment's, which a
+	 * session's supervisor started below would inherit and keep */
+	{
+		const char *k = getenv("KBOX_API_KEY");
+		if (!k || !*k)
+			k = getenv("OPENAI_API_KEY");
+		if (k && *k && !(key = strdup(k))) {
+			cli_error(CMD, "out of memory");
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		unsetenv("KBOX_API_KEY");
+		unsetenv("OPENAI_API_KEY");
+		a.key = key;
+	}
+	a.tty = isatty(STDERR_FILENO);
+
+	/* the session, started now: the files go into its workspace */
+	a.name = cli_session_name(a.name);
+	if ((status = cli_check_session(CMD, a.name)) != EXIT_OK)
+		goto out;
+	if (!(a.dir = cli_session_dir(CMD, a.name, true, &status)))
+		goto out;
+	status = EXIT_UNAVAILABLE;
+	if (!(a.http = cli_http_start(CMD, a.key)))
+		goto out;
+	{
+		int fd = cli_session_connect(CMD, a.dir, a.name, false, &status);
+		if (fd < 0)
+			goto out;
+		close(fd);
+	}
+	for (size_t i = 0; i < files.n; i++) {
+		char *copy = strdup(files.v[i]);
+		status = copy ? cli_put(CMD, a.dir, in[i], files.v[i], basename(copy)) : EXIT_UNAVAILABLE;
+		free(copy);
+		if (status != EXIT_OK)
+			goto out;
+	}
+	if ((status = conv_load(&a, reset)) != EXIT_OK)
+		goto out;
+	status = EXIT_UNAVAILABLE;
+	if (!(a.steps = json_array()))
+		goto out;
+	/* the user's message: the question, and the files they gave */
+	{
+		size_t len = strlen(question) + 64, used;
+		for (size_t i = 0; i < files.n; i++)
+			len += strlen(files.v[i]) + 2;
+		if (!(user = malloc(len)))
+			goto out;
+		used = (size_t)snprintf(user, len, "%s", question);
+		for (size_t i = 0; i < files.n; i++) {
+			char *copy = strdup(files.v[i]);
+			used += (size_t)snprintf(user + used, len - used, "%s%s",
+			                         i ? ", " : "\n\nFiles in /workspace: ",
+			                         copy ? basename(copy) : "?");
+			free(copy);
+		}
+		json_array_append_new(messages(&a), json_pack("{s:s, s:s}", "role", "user", "content",
+		                                              user));
+	}
+
+	for (;;) {
+		json_t *kept, *calls, *call;
+		size_t i;
+
+		if (!(msg = ask(&a, &status)))
+			goto out;
+		if (!(kept = assistant_message(msg, step + 1))) {
+			agent_error(&a, "out of memory");
+			goto out;
+		}
+		json_array_append_new(messages(&a), kept);
+		calls = json_object_get(kept, "tool_calls");
+		if (!json_array_size(calls)) {
+			answer = json_string_value(json_object_get(kept, "content"));
+			if ((status = conv_save(&a)) != EXIT_OK)
+				goto out;
+			word = "answered";
+			break;
+		}
+		step++;
+		if (json_is_string(json_object_get(kept, "content")) &&
+		    *json_string_value(json_object_get(kept, "content"))) {
+			char tag[32];
+			snprintf(tag, sizeof tag, "[step %d] model: ", step);
+			show_lines(tag, json_string_value(json_object_get(kept, "content")));
+		}
+		json_array_foreach(calls, i, call)
+		    if ((status = tool_call(&a, step, call)) != EXIT_OK)
+			goto out;
+		if ((status = conv_save(&a)) != EXIT_OK)
+			goto out;
+		if (step >= a.max_steps) {
+			agent_error(&a, "no answer after %d step%s (--max-steps %d); the conversation is "
+			            "kept: kbox agent -s %s QUESTION goes on with it", step,
+			            step == 1 ? "" : "s", a.max_steps, a.name);
+			status = EXIT_STEP_LIMIT;
+			word = "max_steps";
+			goto out;
+		}
+		json_decref(msg);
+		msg = NULL;
+	}
+	status = EXIT_OK;
+	if (a.format == FMT_TEXT) {
+		const char *t = answer ? answer : "";
+		size_t len = strlen(t);
+		if (isatty(STDOUT_FILENO))
+			cli_write_safe(stdout, t, len);
+		else
+			fwrite(t, 1, len, stdout);
+		if (!len || t[len - 1] != '\n')
+			putchar('\n');
+	}
+out:
+	if (a.format == FMT_JSON && a.steps) {
+		const char *kind = status == EXIT_USAGE         ? "usage"
+		                   : status == EXIT_UNAVAILABLE ? "unavailable"
+		                                                : "failed";
+		print_trace(&a, word, answer, kind,
+		            status == EXIT_OK || status == EXIT_STEP_LIMIT ? NULL : cli_first_error());
+	}
+	json_decref(msg);
+	cli_http_destroy(&a.http);
+	json_decref(a.conv);
+	json_decref(a.steps);
+	for (size_t i = 0; in && i < files.n; i++)
+		if (in[i] >= 0)
+			close(in[i]);
+	free(in);
+	free(question);
+	free(user);
+	if (key) {
+		explicit_bzero(key, strlen(key));
+		free(key);
+	}
+	free(a.dir);
+	cli_strlist_clear(&files);
+	return status;
+}

@@ -1,0 +1,204 @@
+/* src/cli/http.c — kbox agent's side of kbox-http, its HTTP helper: start
+ * it with the API key in its environment, send it requests and read its
+ * replies, one JSON line each way (src/http/http_proto.h).  kbox never
+ * loads libcurl itself. */
+#include "config.h"
+#include "cli.h"
+#include "http/http_proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TICK_MS 1000
+
+struct cli_http {
+	pid_t pid;
+	int fd; /* our end of the socket that is the helper's stdin and stdout */
+	char *buf;  /* bytes read past the last reply */
+	size_t len;
+};
+
+/* The environment variables that carry a key into kbox; the helper gets
+ * the one key it needs under its own name, and none of these. */
+static const char *const key_vars[] = {"KBOX_API_KEY", "OPENAI_API_KEY", NULL};
+
+cli_http_t *cli_http_start(const char *cmd, const char *key)
+{
+	char prog[PATH_MAX + 64];
+	int sv[2];
+	cli_http_t *h;
+
+	if (cli_find_program(cmd, KBOX_HTTP_PROGRAM, "HTTP helper program", prog, sizeof prog) < 0)
+		return NULL;
+	if (!(h = calloc(1, sizeof *h))) {
+		cli_error(cmd, "out of memory");
+		return NULL;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		cli_error(cmd, "socketpair: %s", strerror(errno));
+		free(h);
+		return NULL;
+	}
+	fflush(NULL);
+	h->pid = fork();
+	if (h->pid < 0) {
+		cli_error(cmd, "fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		free(h);
+		return NULL;
+	}
+	if (h->pid == 0) {
+		sigset_t none;
+		/* its stdin and stdout: the socket; stderr: ours */
+		if (dup2(sv[1], 0) < 0 || dup2(sv[1], 1) < 0)
+			_exit(127);
+		for (int sig = 1; sig < NSIG; sig++)
+			signal(sig, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		for (size_t i = 0; key_vars[i]; i++)
+			unsetenv(key_vars[i]);
+		/* the key: in its environment, never in its argv */
+		if (key && *key ? setenv(KBOX_HTTP_KEY_ENV, key, 1) < 0 : unsetenv(KBOX_HTTP_KEY_ENV) < 0)
+			_exit(127);
+		execl(prog, KBOX_HTTP_PROGRAM, (char *)NULL);
+		fprintf(stderr, "kbox %s: cannot run %s: %s\n", cmd, prog, strerror(errno));
+		_exit(127);
+	}
+	close(sv[1]);
+	h->fd = sv[0];
+	return h;
+}
+
+pid_t cli_http_pid(const cli_http_t *h)
+{
+	return h ? h->pid : -1;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Write LEN bytes of S to FD.  0, or -1 with errno. */
+static int write_all(int fd, const char *s, size_t len)
+{
+	while (len) {
+		ssize_t w = send(fd, s, len, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		s += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+json_t *cli_http_post(cli_http_t *h, const char *url, const char *body, double timeout_s,
+                      cli_http_tick_t tick, void *arg, char *why, size_t why_size)
+{
+	json_t *req = json_pack("{s:s, s:s, s:f}", "url", url, "body", body, "timeout", timeout_s);
+	char *line = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	double t0 = now_s();
+	json_t *reply = NULL;
+	int sent;
+
+	json_decref(req);
+	if (!line) {
+		snprintf(why, why_size, "out of memory");
+		return NULL;
+	}
+	sent = write_all(h->fd, line, strlen(line)) == 0 && write_all(h->fd, "\n", 1) == 0;
+	free(line);
+	if (!sent) {
+		snprintf(why, why_size, "the HTTP helper %s went away: %s", KBOX_HTTP_PROGRAM,
+		         strerror(errno));
+		return NULL;
+	}
+	for (;;) {
+		char *nl = h->len ? memchr(h->buf, '\n', h->len) : NULL;
+		struct pollfd p = {h->fd, POLLIN, 0};
+		ssize_t n;
+		int r;
+
+		if (nl) {
+			json_error_t je;
+			size_t used = (size_t)(nl - h->buf) + 1;
+			reply = json_loadb(h->buf, used - 1, JSON_ALLOW_NUL, &je);
+			memmove(h->buf, h->buf + used, h->len - used);
+			h->len -= used;
+			if (!json_is_object(reply)) {
+				snprintf(why, why_size, "the HTTP helper %s answered something else than "
+				         "its protocol's JSON: %s", KBOX_HTTP_PROGRAM,
+				         reply ? "not an object" : je.text);
+				json_decref(reply);
+				return NULL;
+			}
+			return reply;
+		}
+		if (h->len >= (size_t)KBOX_HTTP_LINE_MAX) {
+			snprintf(why, why_size, "the HTTP helper %s sent a line longer than %ld bytes",
+			         KBOX_HTTP_PROGRAM, (long)KBOX_HTTP_LINE_MAX);
+			return NULL;
+		}
+		r = poll(&p, 1, tick ? TICK_MS : -1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(why, why_size, "poll: %s", strerror(errno));
+			return NULL;
+		}
+		if (r == 0) {
+			tick(arg, now_s() - t0);
+			continue;
+		}
+		{
+			size_t want = h->len + 65536;
+			char *nb = realloc(h->buf, want);
+			if (!nb) {
+				snprintf(why, why_size, "out of memory");
+				return NULL;
+			}
+			h->buf = nb;
+			n = read(h->fd, h->buf + h->len, 65536);
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(why, why_size, "the HTTP helper %s went away%s%s", KBOX_HTTP_PROGRAM,
+			         n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
+			return NULL;
+		}
+		h->len += (size_t)n;
+		if (tick && now_s() - t0 >= 1)
+			tick(arg, now_s() - t0);
+	}
+}
+
+void cli_http_destroy(cli_http_t **hp)
+{
+	cli_http_t *h = hp ? *hp : NULL;
+	int st;
+	if (!h)
+		return;
+	close(h->fd);
+	kill(h->pid, SIGTERM); /* it may be in a request, or waiting to retry one */
+	while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	free(h->buf);
+	free(h);
+	*hp = NULL;
+}

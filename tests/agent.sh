@@ -1,0 +1,375 @@
+#!/bin/sh
+# tests/agent.sh — kbox agent against a scripted OpenAI-compatible server
+# (tests/fake_openai.py, on 127.0.0.1) and real sandboxed kernels: a
+# three-step analysis of a --file CSV, follow-ups that keep the history and
+# the kernel's variables, --reset, code errors and bad tool calls the model
+# corrects, the HTTP failures (retried or not) and bad responses, the step
+# limit, the key kept out of every output, file and argv, libcurl kept out
+# of kbox, and bad command lines.  TAP.
+#
+# The server checks the shape of every request (tests/fake_openai.py) and
+# answers one that is wrong with HTTP 400, which fails the test that sent
+# it.  Network: 127.0.0.1 only.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+# shellcheck source=tests/harness.sh
+. "$top_srcdir/tests/harness.sh"
+
+FAKE=$top_srcdir/tests/fake_openai.py
+KEY=sk-kboxtest-Qx7Zr-DISTINCT-9f3e51
+MODEL=test-model
+unset KBOX_API_KEY OPENAI_API_KEY KBOX_BASE_URL KBOX_MODEL
+# straight to 127.0.0.1, whatever proxy the caller has
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+SCRIPTS=$ROOT/scripts # they hold the key: outside of what is searched for it
+mkdir -m 700 "$SCRIPTS" || exit 1
+SRV=
+URL=
+nscript=0
+
+# serve KEY-OR-null REPLIES-JSON: a new fake server (the last one stops) in
+# the current directory, logging to ./requests; sets $URL (its /v1).
+serve() {
+	[ -z "$SRV" ] || { kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; }
+	nscript=$((nscript + 1))
+	if [ "$1" = null ]; then k=null; else k="\"$1\""; fi
+	printf '{"key": %s, "model": "%s", "replies": %s}\n' "$k" "$MODEL" "$2" \
+		>"$SCRIPTS/$nscript.json"
+	rm -f port requests
+	"$PY" "$FAKE" "$SCRIPTS/$nscript.json" port requests &
+	SRV=$!
+	BG_PIDS="$BG_PIDS $SRV"
+	for _ in $(seq 100); do
+		[ -s port ] && break
+		sleep 0.05
+	done
+	URL=http://127.0.0.1:$(cat port)/v1
+}
+
+# agent ARGS...: kbox agent with the key, the model and the server's URL
+# (after ARGS' own options: ARGS may override them).
+agent() {
+	KBOX_API_KEY=$KEY kbox agent -m "$MODEL" --base-url "$URL" "$@"
+}
+
+# requests_are N: the server got N requests and found nothing wrong in any.
+requests_are() {
+	[ -f requests ] && [ "$(wc -l <requests)" -eq "$1" ] &&
+		! grep -q '"violation": "' requests
+}
+# request N PY-EXPR: PY-EXPR holds for r, the Nth request's body.
+request() {
+	"$PY" -c '
+import json, sys
+r = [json.loads(l) for l in open("requests")][int(sys.argv[1]) - 1]["body"]
+ok = eval("(" + sys.argv[2] + ")")
+sys.exit(0 if ok else 1)
+' "$1" "$2"
+}
+# trace PY-EXPR: PY-EXPR holds for t, the --json trace on stdout.
+trace() {
+	"$PY" -c '
+import json, sys
+t = json.load(open("stdout"))
+sys.exit(0 if eval("(" + sys.argv[1] + ")") else 1)
+' "$1"
+}
+# ms: milliseconds since the epoch.
+ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# ---- command lines refused before anything starts ----
+
+fresh
+kbox agent
+check no_question_is_a_usage_error fails_with 2 \
+	'kbox agent: no question: give QUESTION, or - to read it from standard input (see kbox agent --help)'
+kbox agent -m m one two
+check two_questions_are_refused fails_with 2 \
+	'kbox agent: give one question (quote it), or - to read it from standard input'
+kbox agent --bogus q
+check unknown_option_is_refused fails_with 2 'kbox agent: unknown option --bogus (see kbox agent --help)'
+kbox agent --max-steps abc q
+check max_steps_abc_is_refused fails_with 2 \
+	'kbox agent: invalid --max-steps "abc": expected a number of steps from 1 to 1000'
+kbox agent --max-steps 0 q
+check max_steps_0_is_refused fails_with 2 \
+	'kbox agent: invalid --max-steps "0": expected a number of steps from 1 to 1000'
+kbox agent -m m --file no-such.csv q
+check missing_file_is_refused fails_with 2 'kbox agent: cannot read no-such.csv: No such file or directory'
+mkdir adir
+kbox agent -m m --file adir q
+check file_that_is_a_directory_is_refused fails_with 2 'kbox agent: adir is not a regular file'
+kbox agent -m m --base-url ftp://example.org/v1 q
+check base_url_not_http_is_refused fails_with 2 \
+	'kbox agent: invalid --base-url "ftp://example.org/v1": expected an http:// or https:// URL, such as https://api.openai.com/v1'
+KBOX_BASE_URL=file:///etc/passwd kbox agent -m m q
+check kbox_base_url_not_http_is_refused fails_with 2 \
+	'kbox agent: invalid KBOX_BASE_URL "file:///etc/passwd": expected an http:// or https:// URL, such as https://api.openai.com/v1'
+kbox agent q
+check no_model_is_one_usage_error fails_with 2 'kbox agent: no model: give --model MODEL, or set KBOX_MODEL'
+kbox agent -m m --format xml q
+check format_other_than_text_or_json_is_refused fails_with 2 \
+	'kbox agent: invalid --format "xml": expected text or json'
+printf '  \n' | timeout 30 "$KBOX" agent -m m - >stdout 2>stderr
+rc=$?
+check empty_question_on_stdin_is_refused fails_with 2 'kbox agent: the question is empty'
+kbox agent -m m --json
+check usage_error_under_json_is_a_json_failure eval 'status_is 2 && "$PY" -c "
+import json; d = json.load(open(\"stdout\"))
+assert d[\"status\"] == \"failed\" and d[\"error\"][\"kind\"] == \"usage\", d"'
+check no_session_was_made_by_refused_command_lines eval '[ ! -d "$S" ] || [ -z "$(ls "$S")" ]'
+
+# ---- 1. a three-step analysis: CSV in, a number computed, a chart out ----
+
+needs kernel pandas
+fresh
+printf 'region,price,qty\nnorth,10.5,3\nsouth,20,4\neast,12.45,1\n' >data.csv
+serve "$KEY" '[
+ {"tool": "import pandas as pd\ndf = pd.read_csv(\"data.csv\")\nprint(df.shape)",
+  "roles": ["system", "user"], "last_user_contains": "\n\nFiles in /workspace: data.csv"},
+ {"tool": "revenue = (df.price * df.qty).sum()\nround(revenue, 2)", "last_tool_contains": "(3, 3)"},
+ {"tool": "import matplotlib.pyplot as plt\ndf.plot.bar(x=\"region\", y=\"qty\")\nplt.show()",
+  "last_tool_contains": "123.95"},
+ {"answer": "The revenue is 123.95; the chart is saved.", "last_tool_contains": "[image saved: ",
+  "roles": ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]}]'
+agent -s an --file data.csv 'What is the revenue?'
+check analysis_prints_the_final_answer_on_stdout eval 'status_is 0 &&
+	stdout_is "The revenue is 123.95; the chart is saved."'
+check analysis_made_four_well_formed_requests requests_are 4
+check analysis_requests_came_on_one_kept_alive_connection eval '"$PY" -c "
+import json; ports = {json.loads(l)[\"client_port\"] for l in open(\"requests\")}
+assert len(ports) == 1, ports"'
+check analysis_file_was_copied_into_the_workspace cmp -s data.csv "$S/an/workspace/data.csv"
+check analysis_step_2_computed_number_reached_the_model \
+	request 3 'r["messages"][-1]["role"] == "tool" and r["messages"][-1]["content"] == "Out[2]: 123.95\n"'
+check analysis_tool_messages_answer_the_call_ids \
+	request 4 '[m.get("tool_call_id") for m in r["messages"] if m["role"] == "tool"] == ["call_1", "call_2", "call_3"]'
+"$PY" -c '
+import json, re, sys
+c = json.load(open(sys.argv[1]))["messages"][7]["content"]
+print(re.match(r"\[image saved: (\S+) \(", c).group(1))' "$S/an/agent.json" >chart 2>/dev/null
+chart=$(cat chart)
+check analysis_chart_is_a_png_in_the_sessions_outputs eval '[ -n "$chart" ] &&
+	[ "${chart%/*}" = "$S/an/outputs" ] && is_png "$chart"'
+check analysis_progress_shows_each_steps_code_and_result eval '
+	has_line stderr "[step 1] run_python:" && has_line stderr "  | print(df.shape)" &&
+	has_line stderr "[step 1] ok, $(sed -n "s/^\[step 1\] ok, \([0-9.]*s\): .*/\1/p" stderr): (3, 3)" &&
+	has_line stderr "[step 2] ok, $(sed -n "s/^\[step 2\] ok, \([0-9.]*s\): .*/\1/p" stderr): Out[2]: 123.95" &&
+	grep -q "^\[step 3\] ok, [0-9.]*s: \[image saved: $S/an/outputs/.*\.png" stderr &&
+	[ "$(grep -c "^\[step" stderr)" -eq 6 ]'
+check analysis_progress_has_no_thinking_line_when_stderr_is_not_a_terminal \
+	eval '! grep -q thinking stderr'
+sup=$(cat "$S/an/supervisor.pid" 2>/dev/null)
+check session_started_by_agent_has_no_key_in_its_supervisors_environment eval '[ -n "$sup" ] &&
+	tr "\0" "\n" <"/proc/$sup/environ" >sup.environ && [ -s sup.environ ] && ! grep -qF "$KEY" sup.environ'
+check conversation_is_kept_in_the_session_mode_0600 eval '
+	[ "$(stat -c %a "$S/an/agent.json")" = 600 ] && "$PY" -c "
+import json; c = json.load(open(\"$S/an/agent.json\"))
+assert c[\"schema\"] == \"kbox.agent/1\" and c[\"model\"] == \"$MODEL\" and len(c[\"messages\"]) == 9, c"'
+
+# ---- 2. a follow-up goes on with the history and the kernel's variables ----
+
+fresh
+serve "$KEY" '[
+ {"tool": "print(round(revenue / df.qty.sum(), 5))", "messages": 10, "last_user_contains": "And per unit?",
+  "roles": ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant", "user"]},
+ {"answer": "15.49375 per unit.", "last_tool_contains": "15.49375", "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}]'
+agent -s an --json 'And per unit?'
+check follow_up_sees_the_history_and_the_kernels_variables eval 'status_is 0 && requests_are 2'
+check follow_up_json_trace_has_steps_answer_usage_and_session trace '
+t["schema"] == "kbox.agent-trace/1" and t["status"] == "answered" and t["session"] == "an" and
+t["model"] == "test-model" and t["answer"] == "15.49375 per unit." and t["requests"] == 2 and
+t["usage"] == {"prompt_tokens": 107, "completion_tokens": 13, "total_tokens": 120} and
+[(s["step"], s["code"], s["status"], s["text"], s["images"]) for s in t["steps"]] ==
+  [(1, "print(round(revenue / df.qty.sum(), 5))", "ok", "15.49375\n", [])]'
+check follow_up_json_is_one_line eval '[ "$(wc -l <stdout)" -eq 1 ]'
+
+fresh
+serve "$KEY" '[{"answer": "A new start.", "roles": ["system", "user"]}]'
+agent -s an --reset 'Start over'
+check reset_starts_a_new_conversation eval 'status_is 0 && stdout_is "A new start." && requests_are 1 &&
+	"$PY" -c "import json; assert len(json.load(open(\"$S/an/agent.json\"))[\"messages\"]) == 3"'
+
+# ---- 3. code errors and bad tool calls go back to the model ----
+
+fresh
+serve "$KEY" '[
+ {"tool": "1/0", "roles": ["system", "user"]},
+ {"tool": "print(6 * 7)", "last_tool_contains": "ZeroDivisionError: division by zero"},
+ {"arguments": "{\"code\": print(1)}", "last_tool_contains": "42"},
+ {"name": "shell", "tool": "ls /", "last_tool_contains": "error: the arguments are not valid JSON ("},
+ {"arguments": "{\"cmd\": \"x\"}", "last_tool_contains": "error: there is no tool \"shell\"; the only tool is run_python"},
+ {"answer": "42", "last_tool_contains": "error: the arguments must be a JSON object with the code as a string \"code\""}]'
+agent -s an --reset 'Six times seven?'
+check code_error_goes_back_to_the_model_which_corrects eval 'status_is 0 && stdout_is 42 && requests_are 6'
+check code_error_shows_as_an_error_step eval 'has_line stderr "[step 1] error, $(sed -n "s/^\[step 1\] error, \([0-9.]*s\): .*/\1/p" stderr): ZeroDivisionError: division by zero"'
+check bad_arguments_are_rejected_steps eval 'grep -q "^\[step 3\] error: the arguments are not valid JSON" stderr &&
+	grep -q "^\[step 4\] error: there is no tool \"shell\"" stderr'
+
+# ---- 4. HTTP: retried, or said in one line ----
+
+fresh
+serve "$KEY" '[{"status": 429, "headers": {"Retry-After": "1"}, "body": "{\"error\": {\"message\": \"slow down\"}}"},
+ {"answer": "after the wait"}]'
+t0=$(ms)
+echo 'Is it there?' | agent -s an --reset -
+t1=$(ms)
+check http_429_with_retry_after_waits_then_succeeds eval 'status_is 0 && stdout_is "after the wait" &&
+	requests_are 2 && [ $((t1 - t0)) -ge 1000 ]'
+
+fresh
+serve "$KEY" '[{"status": 503, "headers": {"Retry-After": "$DATE+2"}, "body": "busy"}, {"answer": "after the date"}]'
+t0=$(ms)
+agent -s an --reset q
+t1=$(ms)
+check http_503_with_retry_after_as_a_date_waits_then_succeeds eval 'status_is 0 &&
+	stdout_is "after the date" && requests_are 2 && [ $((t1 - t0)) -ge 1000 ]'
+
+fresh
+serve "$KEY" '[{"status": 500, "body": "oops"}, {"status": 503, "body": "oops"}, {"answer": "third time"}]'
+agent -s an --reset q
+check http_500_twice_is_retried_then_succeeds eval 'status_is 0 && stdout_is "third time" && requests_are 3'
+
+fresh
+serve "$KEY" '[{"status": 429, "headers": {"Retry-After": "0"}, "body": "{\"error\": {\"message\": \"quota\"}}"},
+ {"status": 429, "headers": {"Retry-After": "0"}, "body": "{\"error\": {\"message\": \"quota\"}}"},
+ {"status": 429, "headers": {"Retry-After": "0"}, "body": "{\"error\": {\"message\": \"quota\"}}"},
+ {"status": 429, "headers": {"Retry-After": "0"}, "body": "{\"error\": {\"message\": \"quota\"}}"},
+ {"status": 429, "headers": {"Retry-After": "0"}, "body": "{\"error\": {\"message\": \"quota exceeded\"}}"}]'
+agent -s an --reset q
+check http_429_five_times_gives_up_in_one_line eval 'fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 429 (after 5 attempts): quota exceeded" &&
+	requests_are 5'
+
+fresh
+serve "$KEY" '[{"status": 401, "body": "{\"error\": {\"message\": \"Incorrect API key provided: $KEY.\", \"type\": \"invalid_request_error\"}}"}]'
+agent -s an --reset q
+check http_401_is_one_line_with_the_apis_message_and_the_key_hidden \
+	fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 401: Incorrect API key provided: [key]."
+check http_401_is_not_retried requests_are 1
+
+fresh
+serve "$KEY" '[{"status": 404, "body": "{\"error\": {\"message\": \"The model test-model does not exist\"}}"}]'
+agent -s an --reset q
+check http_404_is_one_line_not_retried eval 'fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 404: The model test-model does not exist" &&
+	requests_are 1'
+
+fresh
+serve "$KEY" '[{"status": 400, "body": "{\"error\": {\"message\": \"context length exceeded\"}}"}]'
+agent -s an --reset q
+check http_400_is_one_line_not_retried eval 'fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 400: context length exceeded" &&
+	requests_are 1'
+
+fresh
+serve "$KEY" '[{"status": 302, "headers": {"Location": "http://127.0.0.1:1/v1/chat/completions"}, "body": ""}]'
+agent -s an --reset q
+check redirect_is_not_followed eval 'fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 302: (an empty body)" &&
+	requests_are 1'
+
+fresh
+serve "$KEY" '[{"status": 200, "body": "hello, not JSON"}]'
+agent -s an --reset q
+check response_not_json_is_one_line fails_with 5 \
+	"kbox agent: POST $URL/chat/completions: HTTP 200, but the response is not a JSON object: '[' or '{' expected near 'hello'"
+
+fresh
+serve "$KEY" '[{"status": 200, "body": "{\"id\": \"x\", \"object\": \"chat.completion\", \"choices\": []}"}]'
+agent -s an --reset q
+check response_without_choices_is_one_line fails_with 5 \
+	"kbox agent: POST $URL/chat/completions: HTTP 200, but the response has no choices[0].message"
+
+fresh
+kill "$SRV" 2>/dev/null
+wait "$SRV" 2>/dev/null
+SRV=
+t0=$(ms)
+agent -s an --reset q
+t1=$(ms)
+check unreachable_api_is_retried_with_backoff_then_one_line eval 'status_is 5 && stdout_empty &&
+	[ "$(wc -l <stderr)" -eq 1 ] &&
+	grep -q "^kbox agent: POST $URL/chat/completions: .*127\.0\.0\.1.* (after 5 attempts)\$" stderr &&
+	[ $((t1 - t0)) -ge 7500 ]'
+
+# ---- 5. the step limit ----
+
+fresh
+serve "$KEY" '[{"tool": "x = 1"}, {"tool": "x += 1"}, {"tool": "x += 1"}]'
+agent -s an --reset --max-steps 2 --json 'Count'
+check max_steps_stops_with_status_7_and_says_so eval 'status_is 7 && requests_are 2 &&
+	last_line_is stderr "kbox agent: no answer after 2 steps (--max-steps 2); the conversation is kept: kbox agent -s an QUESTION goes on with it"'
+check max_steps_trace_says_max_steps trace 't["status"] == "max_steps" and t["answer"] is None and len(t["steps"]) == 2'
+
+# ---- 6, 7. the key is nowhere; kbox loads no libcurl ----
+
+fresh
+serve "$KEY" '[{"answer": "slow answer", "delay": 2}]'
+if [ -z "$SKIPPING" ]; then
+	KBOX_API_KEY=$KEY "$KBOX" agent -m "$MODEL" --base-url "$URL" -s an --reset q >stdout 2>stderr &
+	ap=$!
+	hp=
+	for _ in $(seq 50); do
+		hp=$(pgrep -P "$ap" -x kbox-http) && break
+		sleep 0.05
+	done
+	sleep 0.5
+	cp "/proc/$ap/maps" agent.maps 2>/dev/null
+	tr '\0' ' ' <"/proc/$hp/cmdline" >http.cmdline 2>/dev/null
+	tr '\0' '\n' <"/proc/$hp/environ" >http.environ 2>/dev/null
+	cp "/proc/$hp/maps" http.maps 2>/dev/null
+	wait "$ap"
+	rc=$?
+fi
+check agent_with_slow_server_answers eval 'status_is 0 && stdout_is "slow answer"'
+check agent_process_maps_no_libcurl eval '[ -s agent.maps ] && grep -q libjansson agent.maps &&
+	! grep -q libcurl agent.maps'
+check http_helper_is_the_one_that_maps_libcurl eval '[ -s http.maps ] && grep -q libcurl http.maps'
+check http_helper_argv_is_its_name_alone eval '[ "$(cat http.cmdline)" = "kbox-http " ]'
+check http_helper_environment_no_longer_holds_the_key eval '[ -s http.environ ] && ! grep -qF "$KEY" http.environ'
+check kbox_program_links_no_libcurl eval '! ldd "$KBOX" | grep -q libcurl && ldd "$top_builddir/kbox-http" | grep -q libcurl'
+
+# on a terminal, the seconds the model takes are counted on standard error,
+# and the line is cleared before the answer (script(1) copies the terminal
+# to its standard output)
+fresh
+serve "$KEY" '[{"answer": "thought about it", "delay": 2.5}]'
+if [ -z "$SKIPPING" ] && command -v script >/dev/null; then
+	KBOX_API_KEY=$KEY timeout 60 script -qec "'$KBOX' agent -m '$MODEL' --base-url '$URL' -s an --reset q" \
+		/dev/null >stdout 2>stderr </dev/null
+	rc=$?
+fi
+check on_a_terminal_thinking_counts_the_seconds eval '[ -n "$SKIPPING" ] || ! command -v script >/dev/null || {
+	status_is 0 && grep -q "thinking… 1s" stdout && grep -q "thinking… 2s" stdout &&
+	grep -q "$(printf "\r\033\\[K")thought about it" stdout; }'
+
+fresh
+serve null '[{"answer": "no key needed"}]'
+kbox agent -m "$MODEL" --base-url "$URL" -s an --reset q
+check without_a_key_no_authorization_header_is_sent eval 'status_is 0 && stdout_is "no key needed" &&
+	requests_are 1 && grep -q "\"auth\": \"none\"" requests'
+
+fresh
+serve "$KEY" '[{"answer": "from OPENAI_API_KEY"}]'
+OPENAI_API_KEY=$KEY timeout 60 "$KBOX" agent -m "$MODEL" --base-url "$URL" -s an --reset q >stdout 2>stderr
+rc=$?
+check openai_api_key_is_used_when_kbox_api_key_is_not_set eval 'status_is 0 && requests_are 1'
+
+check key_appears_in_no_output_trace_or_session_file eval '[ -n "$SKIPPING" ] || {
+	[ -d "$S/an" ] && ! grep -rqF "$KEY" "$BASE" "$KBOX_HOME"; }'
+
+# ---- without its helper ----
+
+fresh
+mkdir lone
+cp "$KBOX" lone/
+serve "$KEY" '[{"answer": "unused"}]'
+KBOX_API_KEY=$KEY timeout 60 lone/kbox agent -m "$MODEL" --base-url "$URL" -s an q >stdout 2>stderr
+rc=$?
+check without_kbox_http_says_where_it_looked eval 'status_is 5 && stdout_empty &&
+	[ "$(wc -l <stderr)" -eq 1 ] &&
+	grep -q "^kbox agent: cannot find the HTTP helper program kbox-http (tried $T/lone/kbox-http, .*): is kbox installed whole?\$" stderr'
+
+SKIPPING=
+echo "1..$n"
