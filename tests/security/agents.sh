@@ -1,0 +1,161 @@
+#!/bin/bash
+# tests/security/agents.sh — threats.md rows 37 and 38, the ways in for
+# agents.  Row 37: kbox mcp's file tools, driven by a model or client of
+# its choosing, never reach past the session's workspace, whatever links
+# the kernel's code made in it.  Row 38: kbox agent's API key is out of
+# the sandbox's reach: kernel code searching its environment, every
+# process it can see and every file it can read finds nothing (a control
+# session with the key in its workspace shows that the search finds it
+# where it is).  Each test is named after its row.  TAP.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir (or KBOX),
+# KERNEL_PYTHON.  Run by hand (as root and as a user):
+#   KBOX=/path/to/build/kbox bash tests/security/agents.sh
+# shellcheck disable=SC2016,SC2034 # eval strings expand later, using these variables
+set -u
+[ -n "${BASH_VERSION-}" ] || exec bash "$0" "$@"
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+ROOT_TAG=ksa
+. "$(dirname "$0")/lib.sh"
+
+cd "$W" || exit 1
+sandbox_or_skip
+
+# ---- row 37: the MCP file tools stay in the workspace ----
+
+# Kernel code plants links out of the workspace (a file, a directory, /
+# itself, /proc, the session's own files above it); a client then asks
+# for each through every file tool.  Each call must be refused
+# (isError), and /etc/passwd and the session's files stay as they were.
+if [ -z "$SKIPPING" ]; then
+	sum_before=$(sha256sum /etc/passwd)
+	timeout -k 5 120 "$PY" - "$KBOX" >"$W/mcp.out" 2>"$W/mcp.err" <<'PYEOF'
+import json, subprocess, sys
+p = subprocess.Popen([sys.argv[1], "mcp", "-s", "r37"], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE, text=True)
+n = 0
+def call(method, params=None):
+    global n
+    n += 1
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": n, "method": method,
+                              "params": params or {}}) + "\n")
+    p.stdin.flush()
+    while True:
+        m = json.loads(p.stdout.readline())
+        if m.get("id") == n:
+            return m
+def tool(name, **args):
+    r = call("tools/call", {"name": name, "arguments": args})["result"]
+    return r.get("isError", False), " ".join(c.get("text", "") for c in r["content"])
+call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "row37", "version": "1"}})
+p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+err, text = tool("run_python", code="""
+import os
+os.symlink("/etc/passwd", "passwd")
+os.symlink("/etc", "etc")
+os.symlink("/", "root")
+os.symlink("/proc/self/root/etc/passwd", "procpasswd")
+os.symlink("..", "up")
+os.symlink("../session.json", "session")
+os.mkdir("d"); os.symlink("../../..", "d/far")
+print("planted")
+""")
+print("plant", err, text.strip())
+for name, args in [("read_file", "passwd"), ("read_file", "etc/passwd"),
+                   ("read_file", "root/etc/passwd"), ("read_file", "procpasswd"),
+                   ("read_file", "up/session.json"), ("read_file", "session"),
+                   ("read_file", "d/far/etc/passwd"), ("read_file", "../session.json"),
+                   ("read_file", "/etc/passwd"), ("read_file", "/proc/self/environ"),
+                   ("list_files", "etc"), ("list_files", "root"), ("list_files", "up"),
+                   ("list_files", "/"), ("read_image", "root/usr/share/pixmaps/debian-logo.png"),
+                   ("read_image", "/etc/passwd"), ("write_file", "etc/kbox-row37"),
+                   ("write_file", "up/kbox-row37"), ("write_file", "d/far/tmp/kbox-row37"),
+                   ("write_file", "../kbox-row37")]:
+    a = {"path": args}
+    if name == "write_file":
+        a["content"] = "x"
+    err, text = tool(name, **a)
+    print("call", name, args, "refused" if err else "ALLOWED: " + text[:80])
+# writing over the link to /etc/passwd replaces the link, not the file
+err, text = tool("write_file", path="passwd", content="mine\n")
+print("over_link", err, tool("read_file", path="passwd")[1].strip())
+p.stdin.close()
+p.wait(60)
+PYEOF
+	rc=$?
+	sum_after=$(sha256sum /etc/passwd)
+	"$KBOX" stop -s r37 >/dev/null 2>&1
+fi
+check row37_kernel_code_plants_links_out_of_the_workspace eval '[ "$rc" = 0 ] &&
+	grep -qx "plant False planted" "$W/mcp.out"'
+check row37_every_file_tool_refuses_every_path_out_of_the_workspace eval '
+	[ "$(grep -c "^call .* refused$" "$W/mcp.out")" = 20 ] && ! grep -q ALLOWED "$W/mcp.out"'
+check row37_write_file_over_a_link_replaces_the_link_only eval '
+	grep -qx "over_link False mine" "$W/mcp.out" && [ "$sum_before" = "$sum_after" ] &&
+	[ ! -e /etc/kbox-row37 ] && [ ! -e /tmp/kbox-row37 ] && [ ! -e "$S/kbox-row37" ]'
+
+# ---- row 38: the API key is out of the sandbox's reach ----
+
+KEY=sk-kboxsec-Zq81-UNIQ
+# what kernel code searches: its environment, the environment and command
+# line of every process it sees, and every file up to 4 MiB it can read
+# outside /usr, /sys and /proc (whose per-process files were read);
+# the key is put together at run time, so that the code holds it nowhere
+SEARCH='import os
+needle = ("sk-kboxsec-" + "Zq81-UNIQ").encode()
+hits = [k for k, v in os.environ.items() if needle in (k + "=" + v).encode()]
+for pid in [d for d in os.listdir("/proc") if d.isdigit()]:
+    for f in ("environ", "cmdline"):
+        try:
+            if needle in open(f"/proc/{pid}/{f}", "rb").read():
+                hits.append(f"/proc/{pid}/{f}")
+        except OSError:
+            pass
+for top in sorted(set(os.listdir("/")) - {"usr", "sys", "proc", "dev"}):
+    if os.path.islink("/" + top):
+        continue
+    for d, dirs, files in os.walk("/" + top):
+        for name in files:
+            path = os.path.join(d, name)
+            try:
+                if (os.path.isfile(path) and not os.path.islink(path)
+                        and os.path.getsize(path) < 4 << 20 and needle in open(path, "rb").read()):
+                    hits.append(path)
+            except OSError:
+                pass
+print("KEYSEARCH", "clean" if not hits else "found " + " ".join(hits))'
+
+# the control: the key in a file of the workspace is found there
+printf 'key=%s\n' "$KEY" >"$W/leak.txt"
+kx start -s ctl38
+kx put -s ctl38 "$W/leak.txt"
+kx exec -s ctl38 "$SEARCH"
+keep ctl
+check row38_the_search_finds_the_key_where_it_is eval '[ "$rc" = 0 ] &&
+	[ "$(cat "$W/out")" = "KEYSEARCH found /workspace/leak.txt" ]'
+
+# the agent: its tool call runs the search; the fake API checks the key
+# on every request, and that the tool message says "clean"
+if [ -z "$SKIPPING" ]; then
+	"$PY" -c 'import json, sys; print(json.dumps({"key": sys.argv[1], "model": "m", "replies": [
+	    {"tool": sys.argv[2]},
+	    {"answer": "done", "last_tool_contains": "KEYSEARCH clean"}]}))' "$KEY" "$SEARCH" >"$W/script.json"
+	"$PY" "$top_srcdir/tests/fake_openai.py" "$W/script.json" "$W/port" "$W/api.log" 2>"$W/api.err" &
+	BG="$BG $!"
+	i=0
+	while [ ! -s "$W/port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	KBOX_API_KEY=$KEY timeout -k 5 120 "$KBOX" agent -s r38 -m m \
+		--base-url "http://127.0.0.1:$(cat "$W/port")/v1" "find it" >"$W/out" 2>"$W/err" </dev/null
+	rc=$?
+	"$KBOX" stop -s r38 >/dev/null 2>&1
+fi
+check row38_kernel_code_finds_the_api_key_nowhere eval '[ "$rc" = 0 ] &&
+	[ "$(cat "$W/out")" = done ] && grep -q "KEYSEARCH clean" "$W/api.log" &&
+	! grep -q "KEYSEARCH found" "$W/api.log"'
+check row38_the_key_is_in_no_file_of_the_session eval '[ -d "$S/r38" ] &&
+	! grep -rqF "$KEY" "$S/r38" 2>/dev/null && ! grep -qF "$KEY" "$W/err"'
+
+echo "1..$n"
