@@ -30,6 +30,13 @@ t = run_python("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()
                session="readme")
 print("step4", t.startswith("[image saved: ") and t.endswith(".png]"))
 print("step5", repr(run_python("1", session="no such/session")))
+# another execution holds the kernel for all of the call's timeout: busy
+import subprocess, time
+hold = subprocess.Popen(["kbox", "exec", "-s", "readme", "import time; time.sleep(6)"],
+                        stdout=subprocess.DEVNULL)
+time.sleep(2)
+print("step6", repr(run_python("1", timeout=1, session="readme")))
+hold.wait()
 PYEOF
 	rc=$?
 fi
@@ -42,4 +49,6 @@ check an_error_shows_its_traceback eval '[ "$(sed -n "s/^step3 //p" stdout)" = T
 check a_chart_is_a_saved_path eval '[ "$(sed -n "s/^step4 //p" stdout)" = True ]'
 check kbox_failures_come_back_as_one_line eval '
 	sed -n "s/^step5 //p" stdout | grep -q "^'"'"'kbox: invalid session name"'
+check a_busy_session_comes_back_as_one_line eval '
+	sed -n "s/^step6 //p" stdout | grep -q "^'"'"'kbox: session readme: the session was busy running other code"'
 echo "1..$n"
