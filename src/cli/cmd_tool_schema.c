@@ -27,8 +27,10 @@ static const char tool_description[] =
     "Files are in the working directory /workspace (the user's files are copied there). "
     "Charts shown with matplotlib (plt.show(), or a figure as the last expression) are saved "
     "as PNG files and reported by path and size, never as image data. "
-    "Print what you want to see: long outputs are cut to their head and tail, with the "
-    "complete text saved to a file whose path is given. "
+    "Print what you want to see, and no more: long outputs are cut to their head and tail "
+    "(the whole text is kept outside the sandbox, where your code cannot read it), so "
+    "print summaries, slices or df.head() rather than whole tables. "
+    "input() is not available: put the values in the code. "
     "Never compute numbers in your head: compute them with code and report what the code "
     "printed.";
 
