@@ -106,4 +106,11 @@ kbox tool-schema --format mcp extra
 check after_format_its_errors_are_json eval '[ "$rc" = 2 ] &&
 	[ "$(cat stdout)" = "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"usage\",\"message\":\"unexpected argument \\\"extra\\\" (see kbox tool-schema --help)\"}}" ]'
 
+# a full disk: one line that says why, exit 5
+timeout -k 5 30 "$KBOX" tool-schema >/dev/full 2>stderr
+rc=$?
+: >stdout
+check a_full_disk_is_one_line_with_the_reason_and_exit_5 eval '[ "$rc" = 5 ] &&
+	[ "$(cat stderr)" = "kbox tool-schema: cannot write standard output: No space left on device" ]'
+
 echo "1..$n"

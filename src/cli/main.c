@@ -304,13 +304,17 @@ bool cli_utf8(const char *s)
 	return probe != NULL;
 }
 
+/* Why a write of cli_print_json_line failed (0: none did). */
+static int stdout_errno;
+
 void cli_print_json_line(json_t *j)
 {
 	char *line = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9))
 	               : NULL;
 	if (line) {
 		printf("%s\n", line);
-		fflush(stdout);
+		if (fflush(stdout) != 0 && !stdout_errno)
+			stdout_errno = errno; /* for main's report */
 		printed_json = true;
 	}
 	free(line);
@@ -412,7 +416,7 @@ int main(int argc, char **argv)
 	 * pipe is not a success */
 	errno = 0;
 	if (fflush(stdout) != 0 || ferror(stdout)) {
-		int e = errno;
+		int e = errno ? errno : stdout_errno;
 		struct pollfd p = {STDOUT_FILENO, 0, 0};
 		/* a reader that has gone (| head) took what it wanted: no error */
 		if (e != EPIPE && !(poll(&p, 1, 0) > 0 && (p.revents & POLLERR))) {
