@@ -3,9 +3,11 @@
 # (tests/fake_openai.py, on 127.0.0.1) and real sandboxed kernels: a
 # three-step analysis of a --file CSV, follow-ups that keep the history and
 # the kernel's variables, --reset, code errors and bad tool calls the model
-# corrects, the HTTP failures (retried or not) and bad responses, the step
-# limit, the key kept out of every output, file and argv, libcurl kept out
-# of kbox, and bad command lines.  TAP.
+# corrects, answers that are not answers (a refusal, none, cut off), one
+# agent at a time on a session, what the model is told of -t, the HTTP
+# failures (retried or not) and bad responses, the step limit, the key kept
+# out of every output, file and argv, libcurl kept out of kbox, invisible
+# characters shown on a terminal, and bad command lines.  TAP.
 #
 # The server checks the shape of every request (tests/fake_openai.py) and
 # answers one that is wrong with HTTP 400, which fails the test that sent
@@ -111,6 +113,19 @@ check kbox_base_url_not_http_is_refused fails_with 2 \
 	'kbox agent: invalid KBOX_BASE_URL "file:///etc/passwd": expected an http:// or https:// URL, such as https://api.openai.com/v1'
 kbox agent q
 check no_model_is_one_usage_error fails_with 2 'kbox agent: no model: give --model MODEL, or set KBOX_MODEL'
+mkdir a b
+echo 1 >a/x.csv
+echo 2 >b/x.csv
+kbox agent -m m --file a/x.csv --file b/x.csv q
+check two_files_of_one_name_are_refused fails_with 2 'kbox agent: two --file have the name x.csv'
+export KBOX_MODEL=from-env
+kbox agent -m '' q
+unset KBOX_MODEL
+check empty_model_option_is_refused_even_with_kbox_model fails_with 2 \
+	'kbox agent: no model: give --model MODEL, or set KBOX_MODEL'
+kbox agent -m m --base-url '' q
+check empty_base_url_option_is_refused fails_with 2 \
+	'kbox agent: invalid --base-url "": expected an http:// or https:// URL, such as https://api.openai.com/v1'
 kbox agent -m m --format xml q
 check format_other_than_text_or_json_is_refused fails_with 2 \
 	'kbox agent: invalid --format "xml": expected text or json'
@@ -202,13 +217,128 @@ serve "$KEY" '[
  {"tool": "print(6 * 7)", "last_tool_contains": "ZeroDivisionError: division by zero"},
  {"arguments": "{\"code\": print(1)}", "last_tool_contains": "42"},
  {"name": "shell", "tool": "ls /", "last_tool_contains": "error: the arguments are not valid JSON ("},
- {"arguments": "{\"cmd\": \"x\"}", "last_tool_contains": "error: there is no tool \"shell\"; the only tool is run_python"},
+ {"arguments": "{\"timeout\": 1}", "last_tool_contains": "error: there is no tool \"shell\"; the only tool is run_python"},
  {"answer": "42", "last_tool_contains": "error: the arguments must be a JSON object with the code as a string \"code\""}]'
 agent -s an --reset 'Six times seven?'
 check code_error_goes_back_to_the_model_which_corrects eval 'status_is 0 && stdout_is 42 && requests_are 6'
 check code_error_shows_as_an_error_step eval 'has_line stderr "[step 1] error, $(sed -n "s/^\[step 1\] error, \([0-9.]*s\): .*/\1/p" stderr): ZeroDivisionError: division by zero"'
 check bad_arguments_are_rejected_steps eval 'grep -q "^\[step 3\] error: the arguments are not valid JSON" stderr &&
 	grep -q "^\[step 4\] error: there is no tool \"shell\"" stderr'
+
+fresh
+serve "$KEY" '[
+ {"arguments": "null", "roles": ["system", "user"]},
+ {"arguments": "[1]", "last_tool_contains": "error: the arguments must be a JSON object, got null; call run_python again"},
+ {"arguments": "{\"code\": \"1\", \"lang\": \"py\"}", "last_tool_contains": "error: the arguments must be a JSON object, got an array;"},
+ {"answer": "done", "last_tool_contains": "error: unknown argument \"lang\": run_python takes only \"code\" and \"timeout\""}]'
+agent -s an --reset 'Arguments?'
+check arguments_that_are_json_but_not_an_object_or_have_unknown_members_go_back_to_the_model \
+	eval 'status_is 0 && stdout_is done && requests_are 4 &&
+	has_line stderr "[step 1] error: the arguments must be a JSON object, got null; call run_python again with a JSON object such as {\"code\": \"print(1 + 1)\"}"'
+
+# the one-line result of a value of several lines shows its first line;
+# invisible format characters in the code are shown, not sent
+fresh
+serve "$KEY" '[
+ {"tool": "class V:\n    def __repr__(self): return \"first\\nsecond\\nthird\"\nV()", "roles": ["system", "user"]},
+ {"tool": "s = \"a\u202eb\"", "last_tool_contains": "first"},
+ {"answer": "x\u202ey"}]'
+agent -s an --reset 'Values?'
+check progress_of_a_value_of_several_lines_shows_its_first_line eval 'status_is 0 &&
+	grep -qx "\[step 1\] ok, [0-9.]*s: Out\[[0-9]*\]: first (+2 more lines)" stderr'
+check progress_shows_bidi_controls_visibly eval '
+	has_line stderr "  | s = \"a\\u202eb\"" && ! grep -q "$(printf "\342\200\256")" stderr'
+check answer_to_a_pipe_keeps_its_bytes eval 'stdout_is "$(printf "x\342\200\256y")"'
+
+# -t is told to the model: the tool's own "no limit" does not hold here
+check system_message_says_the_default_limit request 1 \
+	'"Each call of run_python is interrupted after 300 seconds at most; a \"timeout\" argument can only make that shorter. " in r["messages"][0]["content"]'
+fresh
+serve "$KEY" '[{"answer": "a"}, {"answer": "b"}]'
+agent -s an --reset -t 90s 'Limit?'
+agent -s an -t 0 'No limit?'
+check system_message_says_the_limit_of_t eval 'status_is 0 && requests_are 2 &&
+	request 1 "\"interrupted after 90 seconds at most\" in r[\"messages\"][0][\"content\"]" &&
+	request 2 "\"interrupted after\" not in r[\"messages\"][0][\"content\"] and len(r[\"messages\"]) == 4"'
+
+# ---- 3b. answers that are not answers ----
+
+fresh
+serve "$KEY" '[
+ {"message": {"role": "assistant", "content": null, "refusal": "I cannot help with that."}, "roles": ["system", "user"]},
+ {"answer": "Then this.", "roles": ["system", "user", "assistant", "user"]}]'
+agent -s an --reset 'Help?'
+check refusal_is_one_line_and_exit_5 fails_with 5 'kbox agent: the model refused: I cannot help with that.'
+check refusal_is_kept_as_the_models_text eval '"$PY" -c "
+import json; m = json.load(open(\"$S/an/agent.json\"))[\"messages\"]
+assert m[-1] == {\"role\": \"assistant\", \"content\": \"I cannot help with that.\"}, m[-1]"'
+agent -s an 'Something else?'
+check follow_up_after_a_refusal_is_accepted eval 'status_is 0 && stdout_is "Then this." && requests_are 2'
+
+fresh
+serve "$KEY" '[
+ {"message": {"role": "assistant", "content": null, "tool_calls": []}, "roles": ["system", "user"]},
+ {"message": {"role": "assistant", "content": ""}, "finish_reason": "length"},
+ {"message": {"role": "assistant"}, "finish_reason": "content_filter"},
+ {"answer": "At last.", "roles": ["system", "user", "user", "user", "user"]}]'
+agent -s an --reset 'One?'
+check no_answer_is_one_line_and_exit_5 fails_with 5 'kbox agent: the model gave no answer (finish_reason: stop)'
+agent -s an --json 'Two?'
+check no_answer_under_json_is_a_failed_trace eval 'status_is 5 && trace "
+t[\"status\"] == \"failed\" and t[\"answer\"] is None and t[\"error\"] ==
+  {\"kind\": \"unavailable\", \"message\": \"the model gave no answer (finish_reason: length)\"}"'
+agent -s an 'Three?'
+check no_answer_says_its_finish_reason fails_with 5 'kbox agent: the model gave no answer (finish_reason: content_filter)'
+check no_answer_keeps_no_assistant_message eval '"$PY" -c "
+import json; m = json.load(open(\"$S/an/agent.json\"))[\"messages\"]
+assert [x[\"role\"] for x in m] == [\"system\", \"user\", \"user\", \"user\"], m"'
+agent -s an 'Four?'
+check follow_up_after_no_answer_is_accepted eval 'status_is 0 && stdout_is "At last." && requests_are 4'
+
+fresh
+serve "$KEY" '[{"answer": "The first half of", "finish_reason": "length"}]'
+agent -s an --reset 'Long?'
+check answer_cut_off_is_printed_then_said_with_exit_5 eval 'status_is 5 &&
+	stdout_is "The first half of" &&
+	stderr_is "kbox agent: the answer was cut off (finish_reason length); it is printed as it came"'
+
+# an old conversation that kept an answer without content is repaired
+fresh
+"$PY" -c '
+import json, sys
+json.dump({"schema": "kbox.agent/1", "model": "m", "messages": [
+    {"role": "system", "content": "old"}, {"role": "user", "content": "q"},
+    {"role": "assistant", "content": None}]}, open(sys.argv[1], "w"))' "$S/an/agent.json"
+serve "$KEY" '[{"answer": "repaired"}]'
+agent -s an 'Again?'
+check old_conversation_with_a_null_answer_is_sent_as_an_empty_one eval 'status_is 0 &&
+	stdout_is repaired && requests_are 1 && request 1 "r[\"messages\"][2] == {\"role\": \"assistant\", \"content\": \"\"}"'
+
+# ---- 3c. one kbox agent at a time on a session ----
+
+fresh
+serve "$KEY" '[{"answer": "the first one", "delay": 3, "roles": ["system", "user"]}]'
+if [ -z "$SKIPPING" ]; then
+	KBOX_API_KEY=$KEY timeout 90 "$KBOX" agent -m "$MODEL" --base-url "$URL" -s lk 'First' \
+		>first.out 2>first.err &
+	first=$!
+	for _ in $(seq 600); do
+		[ -s requests ] && break
+		sleep 0.1
+	done
+fi
+agent -s lk 'Second'
+check second_agent_on_a_session_is_refused_at_once_with_exit_6 eval 'fails_with 6 \
+	"kbox agent: session lk: another kbox agent is running on it" && [ "$secs" -le 1 ]'
+if [ -z "$SKIPPING" ]; then
+	wait "$first"
+	rc=$?
+fi
+check first_agent_on_a_session_answers_and_keeps_its_exchange eval 'status_is 0 &&
+	[ "$(cat first.out)" = "the first one" ] && requests_are 1 && "$PY" -c "
+import json; m = json.load(open(\"$S/lk/agent.json\"))[\"messages\"]
+assert [(x[\"role\"], x[\"content\"]) for x in m[1:]] == [(\"user\", \"First\"), (\"assistant\", \"the first one\")], m"'
+check agent_lock_is_mode_0600 eval '[ "$(stat -c %a "$S/lk/agent.lock")" = 600 ]'
 
 # ---- 4. HTTP: retried, or said in one line ----
 
@@ -282,6 +412,12 @@ check response_without_choices_is_one_line fails_with 5 \
 	"kbox agent: POST $URL/chat/completions: HTTP 200, but the response has no choices[0].message"
 
 fresh
+serve "$KEY" '[{"status": 200, "body": "{\"error\": {\"message\": \"model overloaded\", \"type\": \"server_error\"}}"}]'
+agent -s an --reset q
+check response_200_that_is_an_error_gives_its_message fails_with 5 \
+	"kbox agent: POST $URL/chat/completions: HTTP 200, but the response is an error: model overloaded"
+
+fresh
 kill "$SRV" 2>/dev/null
 wait "$SRV" 2>/dev/null
 SRV=
@@ -343,6 +479,17 @@ fi
 check on_a_terminal_thinking_counts_the_seconds eval '[ -n "$SKIPPING" ] || ! command -v script >/dev/null || {
 	status_is 0 && grep -q "thinking… 1s" stdout && grep -q "thinking… 2s" stdout &&
 	grep -q "$(printf "\r\033\\[K")thought about it" stdout; }'
+
+fresh
+serve "$KEY" '[{"answer": "a\u202eb\u2066c\u200dd"}]'
+if [ -z "$SKIPPING" ] && command -v script >/dev/null; then
+	KBOX_API_KEY=$KEY timeout 60 script -qec "'$KBOX' agent -m '$MODEL' --base-url '$URL' -s an --reset q" \
+		/dev/null >stdout 2>stderr </dev/null
+	rc=$?
+fi
+check on_a_terminal_the_answers_bidi_controls_are_shown_not_sent eval '[ -n "$SKIPPING" ] || ! command -v script >/dev/null || {
+	status_is 0 && grep -qF "a\\u202eb\\u2066c$(printf "\342\200\215")d" stdout &&
+	! grep -q "$(printf "\342\200\256")" stdout; }'
 
 fresh
 serve null '[{"answer": "no key needed"}]'

@@ -17,9 +17,12 @@ A REPLY is one of
                                      "name" another tool's name, "arguments"
                                      the arguments string as sent, "id" the id
     {"answer": TEXT}                 the final answer (no tool call)
+    {"message": {...}}               choices[0].message as given (a refusal,
+                                     no content, ...)
     {"status": N, "body": TEXT,      a raw response ("$KEY" in TEXT: the key)
      "headers": {...}}
-and may have "content" (the assistant's text beside a tool call), "delay"
+and may have "content" (the assistant's text beside a tool call),
+"finish_reason" (instead of "tool_calls" or "stop"), "delay"
 (seconds to wait before answering), "usage" (the usage object), and
 expectations about the request, checked before answering:
     "roles": [...]                   the roles of its messages, exactly
@@ -224,7 +227,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send(reply["status"], text, headers)
             return
         msg = {"role": "assistant", "content": reply.get("content")}
-        if "tool" in reply or "arguments" in reply:
+        if "message" in reply:
+            msg = reply["message"]
+            finish = "stop"
+        elif "tool" in reply or "arguments" in reply:
             args = reply.get("arguments", json.dumps({"code": reply.get("tool", "")}))
             msg["tool_calls"] = [{"id": reply.get("id", "call_%d" % n), "type": "function",
                                   "function": {"name": reply.get("name", "run_python"),
@@ -233,6 +239,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             msg["content"] = reply["answer"]
             finish = "stop"
+        finish = reply.get("finish_reason", finish)
         usage = reply.get("usage", {"prompt_tokens": 100, "completion_tokens": 10,
                                     "total_tokens": 110})
         self.send(200, json.dumps({"id": "chatcmpl-%d" % n, "object": "chat.completion",

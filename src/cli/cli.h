@@ -67,7 +67,10 @@ long long cli_parse_size(const char *s);
 /* Write LEN bytes of S to F for a terminal: control characters other than
  * \n, \t, \r and \b (ESC above all: escape sequences from the kernel could
  * retitle, recolour or program the terminal) are shown as ^X, but NUL as
- * \0 (as kbox_render_text shows it), C1 controls as \u0080..\u009f. */
+ * \0 (as kbox_render_text shows it), C1 controls as \u0080..\u009f, and
+ * invisible format characters (bidi controls U+202A..U+202E and
+ * U+2066..U+2069, zero-width spaces and marks, U+2028/U+2029, U+FEFF) as
+ * \u202e and the like. */
 void cli_write_safe(FILE *f, const char *s, size_t len);
 
 

@@ -24,11 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
 #define CMD "agent"
 #define AGENT_FILE "agent.json"
+#define AGENT_LOCK "agent.lock"
 #define AGENT_SCHEMA "kbox.agent/1"
 #define TRACE_SCHEMA "kbox.agent-trace/1"
 #define DEFAULT_BASE_URL "https://api.openai.com/v1"
@@ -148,6 +150,35 @@ static int make_url(agent_t *a, const char *base, const char *where)
 	return EXIT_OK;
 }
 
+/* ---- one agent at a time on a session ---- */
+
+/* Take SESSION_DIR/agent.lock (flock, exclusive, held until the process
+ * ends): the fd, or -1 with *STATUS set after one line -- EXIT_BUSY when
+ * another kbox agent holds it. */
+static int agent_lock(const agent_t *a, int *status)
+{
+	char path[PATH_MAX + 32];
+	int fd;
+
+	snprintf(path, sizeof path, "%s/%s", a->dir, AGENT_LOCK);
+	*status = EXIT_UNAVAILABLE;
+	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+		agent_error(a, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK) {
+			agent_error(a, "session %s: another kbox agent is running on it", a->name);
+			*status = EXIT_BUSY;
+		} else
+			agent_error(a, "cannot lock %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	*status = EXIT_OK;
+	return fd;
+}
+
 /* ---- the conversation, kept in SESSION_DIR/agent.json ---- */
 
 /* Whether J is a conversation this program wrote. */
@@ -163,8 +194,40 @@ static bool is_conversation(const json_t *j)
 	return true;
 }
 
+/* The system message of this run (new, or NULL): the intro, the limit
+ * of -t when there is one (the tool's description says "no limit" for no
+ * timeout, which -t overrides), the tool's description. */
+static char *system_text(const agent_t *a)
+{
+	char limit[160] = "";
+	size_t n;
+	char *sys;
+	if (a->timeout_ms > 0)
+		snprintf(limit, sizeof limit, "Each call of %s is interrupted after %g seconds at "
+		         "most; a \"timeout\" argument can only make that shorter. ",
+		         CLI_TOOL_NAME, (double)a->timeout_ms / 1000.0);
+	n = sizeof system_intro + strlen(limit) + strlen(cli_tool_description());
+	if ((sys = malloc(n)))
+		snprintf(sys, n, "%s%s%s", system_intro, limit, cli_tool_description());
+	return sys;
+}
+
+/* Make the conversation CONV one an OpenAI server takes: an assistant
+ * message without tool calls needs a content (older versions kept null). */
+static void conv_repair(json_t *conv)
+{
+	json_t *m;
+	size_t i;
+	json_array_foreach(json_object_get(conv, "messages"), i, m)
+	    if (strcmp(json_string_value(json_object_get(m, "role")), "assistant") == 0 &&
+	        !json_array_size(json_object_get(m, "tool_calls")) &&
+	        !json_is_string(json_object_get(m, "content")))
+		json_object_set_new(m, "content", json_string(""));
+}
+
 /* The conversation kept in the session, or a new one (RESET, or none
- * kept): into A->conv.  EXIT_OK, or EXIT_UNAVAILABLE after one line. */
+ * kept): into A->conv, with this run's system message.  EXIT_OK, or
+ * EXIT_UNAVAILABLE after one line. */
 static int conv_load(agent_t *a, bool reset)
 {
 	char path[PATH_MAX + 32];
@@ -186,20 +249,25 @@ static int conv_load(agent_t *a, bool reset)
 		agent_error(a, "cannot read %s: %s", path, strerror(errno));
 		return EXIT_UNAVAILABLE;
 	}
-	if (!j) {
-		char *sys = NULL;
-		size_t n = sizeof system_intro + strlen(cli_tool_description());
-		if ((sys = malloc(n)))
-			snprintf(sys, n, "%s%s", system_intro, cli_tool_description());
-		j = sys ? json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "schema", AGENT_SCHEMA, "model",
-		                    a->model, "messages", "role", "system", "content", sys)
-		        : NULL;
+	{
+		char *sys = system_text(a);
+		json_t *first = json_array_get(json_object_get(j, "messages"), 0);
+		if (!j)
+			j = sys ? json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "schema", AGENT_SCHEMA,
+			                    "model", a->model, "messages", "role", "system", "content",
+			                    sys)
+			        : NULL;
+		else if (sys && first &&
+		         strcmp(json_string_value(json_object_get(first, "role")), "system") == 0)
+			json_object_set_new(first, "content", json_string(sys)); /* ours: made anew */
 		free(sys);
-		if (!j) {
+		if (!j || !sys) {
 			agent_error(a, "out of memory");
+			json_decref(j);
 			return EXIT_UNAVAILABLE;
 		}
 	}
+	conv_repair(j);
 	json_object_set_new(j, "model", json_string(a->model));
 	a->conv = j;
 	return EXIT_OK;
@@ -276,34 +344,61 @@ static void show_lines(const char *prefix, const char *text)
 	fflush(stderr);
 }
 
+/* Whether the line P (LEN bytes) is a value's label alone, "Out[N]:" (a
+ * value of several lines starts on the next line). */
+static bool bare_out(const char *p, size_t len)
+{
+	size_t i = 4;
+	if (len < 7 || strncmp(p, "Out[", 4) != 0)
+		return false;
+	while (i < len && p[i] >= '0' && p[i] <= '9')
+		i++;
+	if (i == 4 || i + 1 >= len || p[i] != ']' || p[i + 1] != ':')
+		return false;
+	for (i += 2; i < len; i++)
+		if (p[i] != ' ')
+			return false;
+	return true;
+}
+
 /* The one-line summary of a result's TEXT into OUT: its first non-empty
- * line, cut, and how many more there are. */
+ * line (with the next one after a bare "Out[N]:"), cut, and how many more
+ * there are. */
 static void summary(const char *text, char *out, size_t size)
 {
-	const char *p = text, *first = NULL;
-	size_t n = 0, more = 0;
-	for (; *p; p++) {
-		const char *eol = strchr(p, '\n');
-		size_t len = eol ? (size_t)(eol - p) : strlen(p);
-		if (len && !first) {
-			first = p;
-			n = len;
-		} else if (len)
+	const char *line[2] = {NULL, NULL};
+	size_t len[2] = {0, 0}, found = 0, want = 1, more = 0, l;
+
+	for (const char *p = text; *p;) {
+		size_t n = strcspn(p, "\n");
+		if (n && found < want) {
+			line[found] = p;
+			len[found++] = n;
+			if (found == 1 && bare_out(p, n))
+				want = 2;
+		} else if (n)
 			more++;
-		p += len;
-		if (!*p)
-			break;
+		p += n;
+		if (*p)
+			p++;
 	}
-	if (!first) {
+	if (!found) {
 		snprintf(out, size, "(no output)");
 		return;
 	}
-	if (n > 100)
-		snprintf(out, size, "%.97s...", first);
-	else
-		snprintf(out, size, "%.*s", (int)n, first);
+	*out = '\0';
+	for (size_t k = 0; k < found; k++) {
+		size_t n = len[k];
+		while (k == 0 && found == 2 && n && line[0][n - 1] == ' ')
+			n--;
+		l = strlen(out);
+		if (n > 100)
+			snprintf(out + l, size - l, "%s%.97s...", k ? " " : "", line[k]);
+		else
+			snprintf(out + l, size - l, "%s%.*s", k ? " " : "", (int)n, line[k]);
+	}
 	if (more) {
-		size_t l = strlen(out);
+		l = strlen(out);
 		snprintf(out + l, size - l, " (+%zu more line%s)", more, more == 1 ? "" : "s");
 	}
 }
@@ -357,6 +452,21 @@ static json_t *execute(agent_t *a, const char *code, double timeout_s, int *stat
 	return NULL;
 }
 
+/* Make S, valid UTF-8 but perhaps cut short by snprintf, end at a whole
+ * character. */
+static void utf8_trim(char *s)
+{
+	size_t n = strlen(s), i = n;
+	while (i && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+		i--;
+	if (i && (unsigned char)s[i - 1] >= 0xc0) {
+		unsigned char lead = (unsigned char)s[i - 1];
+		size_t want = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+		if (n - (i - 1) < want)
+			s[i - 1] = '\0';
+	}
+}
+
 /* The text a model reads for a call that could not run: its arguments
  * were wrong.  Into OUT; false when they are right, with *CODE (borrowed
  * from ARGS_P's object, new) and *TIMEOUT_S set. */
@@ -366,6 +476,7 @@ static bool bad_call(const json_t *fn, json_t **args_p, const char **code, doubl
 	const char *name = json_string_value(json_object_get(fn, "name"));
 	const json_t *raw = json_object_get(fn, "arguments");
 	json_t *args = NULL, *t;
+	const char *key;
 	json_error_t je;
 	static const char example[] = "{\"code\": \"print(1 + 1)\"}";
 
@@ -377,16 +488,34 @@ static bool bad_call(const json_t *fn, json_t **args_p, const char **code, doubl
 		return true;
 	}
 	if (json_is_string(raw)) {
-		args = json_loadb(json_string_value(raw), json_string_length(raw), 0, &je);
+		args = json_loadb(json_string_value(raw), json_string_length(raw), JSON_DECODE_ANY,
+		                  &je);
 		if (!args) {
 			snprintf(out, size, "error: the arguments are not valid JSON (%s, at character "
 			         "%d); call %s again with a JSON object such as %s", je.text, je.position,
 			         CLI_TOOL_NAME, example);
 			return true;
 		}
-	} else if (json_is_object(raw)) /* some servers give the object itself */
+	} else if (raw) /* some servers give the value itself */
 		args = json_incref((json_t *)raw);
-	if (!json_is_object(args) || !json_is_string(json_object_get(args, "code"))) {
+	if (!json_is_object(args)) {
+		static const char *const kinds[] = {"an object", "an array", "a string", "a number",
+		                                    "a number", "true", "false", "null"};
+		snprintf(out, size, "error: the arguments must be a JSON object, got %s; call %s "
+		         "again with a JSON object such as %s",
+		         args ? kinds[json_typeof(args)] : "nothing", CLI_TOOL_NAME, example);
+		json_decref(args);
+		return true;
+	}
+	json_object_foreach(args, key, t) {
+		if (strcmp(key, "code") != 0 && strcmp(key, "timeout") != 0) {
+			snprintf(out, size, "error: unknown argument \"%.200s\": %s takes only \"code\" "
+			         "and \"timeout\", such as %s", key, CLI_TOOL_NAME, example);
+			json_decref(args);
+			return true;
+		}
+	}
+	if (!json_is_string(json_object_get(args, "code"))) {
 		snprintf(out, size, "error: the arguments must be a JSON object with the code as a "
 		         "string \"code\", such as %s", example);
 		json_decref(args);
@@ -420,6 +549,7 @@ static int tool_call(agent_t *a, int step, json_t *call)
 
 	snprintf(tag, sizeof tag, "[step %d] ", step);
 	if (bad_call(fn, &args, &code, &timeout_s, bad, sizeof bad)) {
+		utf8_trim(bad);
 		text = bad;
 		fprintf(stderr, "%s", tag);
 		show_lines("", bad);
@@ -481,6 +611,15 @@ out:
 
 /* ---- talking to the model ---- */
 
+/* TEXT made one line into OUT: control characters as spaces, cut to fit. */
+static void one_line(const char *text, char *out, size_t size)
+{
+	snprintf(out, size, "%s", text);
+	for (char *p = out; *p; p++) /* nothing for a terminal to obey */
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+}
+
 /* What the API said went wrong, from a response BODY (LEN bytes), into
  * OUT: {"error": {"message"}}, {"error": "..."}, {"message"}, {"detail"},
  * else the body's first line. */
@@ -511,8 +650,9 @@ static void api_message(const char *body, size_t len, char *out, size_t size)
 }
 
 /* Ask the model: the conversation and the tool.  The response's message
- * (new reference), or NULL with *STATUS set after one line. */
-static json_t *ask(agent_t *a, int *status)
+ * (new reference) and its finish_reason into FINISH ("" when none), or
+ * NULL with *STATUS set after one line. */
+static json_t *ask(agent_t *a, char *finish, size_t finish_size, int *status)
 {
 	json_t *req = json_pack("{s:s, s:O, s:[o], s:s}", "model", a->model, "messages",
 	                        messages(a), "tools", cli_tool_openai(), "tool_choice", "auto");
@@ -562,12 +702,22 @@ static json_t *ask(agent_t *a, int *status)
 	}
 	msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
 	if (!json_is_object(msg)) {
-		agent_error(a, "POST %s: HTTP %d, but the response has no choices[0].message%s%s",
-		            a->url, code, json_object_get(resp, "error") ? ": " : "",
-		            json_object_get(resp, "error") ? "it is an error" : "");
+		char m[512];
+		if (json_object_get(resp, "error")) { /* an error, said with status 200 */
+			api_message(text, text_len, m, sizeof m);
+			agent_error(a, "POST %s: HTTP %d, but the response is an error: %s", a->url,
+			            code, m);
+		} else
+			agent_error(a, "POST %s: HTTP %d, but the response has no choices[0].message",
+			            a->url, code);
 		msg = NULL;
 		goto out;
 	}
+	one_line(json_string_value(json_object_get(json_array_get(json_object_get(resp, "choices"),
+	                                                          0),
+	                                           "finish_reason"))
+	             ?: "",
+	         finish, finish_size);
 	if ((usage = json_object_get(resp, "usage"))) {
 		a->usage[0] += json_integer_value(json_object_get(usage, "prompt_tokens"));
 		a->usage[1] += json_integer_value(json_object_get(usage, "completion_tokens"));
@@ -681,23 +831,25 @@ int cmd_agent(int argc, char **argv)
 	                   "$KBOX_BASE_URL, else " DEFAULT_BASE_URL ")"),
 	    CLI_OPT_LIST(0, "file", "HOSTPATH", &files,
 	                 "copy HOSTPATH into the session's workspace first and name it to the "
-	                 "model; repeatable (default: none)"),
+	                 "model; repeatable, each with its own base name (default: none)"),
 	    CLI_OPT_CALLBACK(0, "max-steps", "N", opt_max_steps, &a.max_steps,
 	                     "stop when the model has called the tool in N responses without "
 	                     "answering (default: 20)"),
 	    CLI_OPT_FLAG(0, "reset", &reset,
 	                 "start a new conversation (default: go on with the session's)"),
 	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &a.timeout_ms,
-	                     "interrupt each tool call's code after DURATION; 0: no limit (default: "
-	                     "5m)"),
+	                     "interrupt each tool call's code after DURATION, as the model is told; "
+	                     "0: no limit (default: 5m)"),
 	    CLI_OPT_CALLBACK(0, "format", "FMT", opt_format, &a.format,
 	                     "print the answer as text, or the whole trace as json (default: text)"),
 	    CLI_OPT_JSON(0, &a.format),
 	    CLI_OPT_END};
 	char *question = NULL, *user = NULL, *key = NULL;
-	int *in = NULL, status, n = cli_parse_options(CMD, opts, argc, argv, &status);
+	int *in = NULL, lock = -1, status, n = cli_parse_options(CMD, opts, argc, argv, &status);
 	const char *answer = NULL, *word = "failed";
 	json_t *msg = NULL;
+	char finish[64] = "";
+	bool cut = false;
 	int step = 0;
 
 	if (n < 0)
@@ -720,11 +872,20 @@ int cmd_agent(int argc, char **argv)
 		char *copy = strdup(files.v[i]);
 		int ok = copy && (in[i] = cli_ws_source(CMD, files.v[i])) >= 0 &&
 		         cli_ws_check(CMD, basename(copy)) == 0;
+		for (size_t j = 0; ok && j < i; j++) {
+			char *other = strdup(files.v[j]);
+			if (!other || strcmp(basename(other), basename(copy)) == 0) {
+				if (other)
+					cli_error(CMD, "two --file have the name %s", basename(copy));
+				ok = 0;
+			}
+			free(other);
+		}
 		free(copy);
 		if (!ok)
 			goto out;
 	}
-	if (!a.model || !*a.model)
+	if (!a.model)
 		a.model = getenv("KBOX_MODEL");
 	if (!a.model || !*a.model) {
 		cli_error(CMD, "no model: give --model MODEL, or set KBOX_MODEL");
@@ -761,6 +922,8 @@ int cmd_agent(int argc, char **argv)
 	if ((status = cli_check_session(CMD, a.name)) != EXIT_OK)
 		goto out;
 	if (!(a.dir = cli_session_dir(CMD, a.name, true, &status)))
+		goto out;
+	if ((lock = agent_lock(&a, &status)) < 0)
 		goto out;
 	status = EXIT_UNAVAILABLE;
 	if (!(a.http = cli_http_start(CMD, a.key)))
@@ -806,21 +969,44 @@ int cmd_agent(int argc, char **argv)
 		json_t *kept, *calls, *call;
 		size_t i;
 
-		if (!(msg = ask(&a, &status)))
+		if (!(msg = ask(&a, finish, sizeof finish, &status)))
 			goto out;
 		if (!(kept = assistant_message(msg, step + 1))) {
 			agent_error(&a, "out of memory");
 			goto out;
 		}
-		json_array_append_new(messages(&a), kept);
 		calls = json_object_get(kept, "tool_calls");
 		if (!json_array_size(calls)) {
-			answer = json_string_value(json_object_get(kept, "content"));
-			if ((status = conv_save(&a)) != EXIT_OK)
+			const char *content = json_string_value(json_object_get(kept, "content"));
+			const char *refusal = json_string_value(json_object_get(msg, "refusal"));
+			char line[1024];
+			if (content && *content) {
+				json_array_append_new(messages(&a), kept);
+				answer = content;
+				if ((status = conv_save(&a)) != EXIT_OK)
+					goto out;
+				word = "answered";
+				cut = strcmp(finish, "length") == 0 || strcmp(finish, "content_filter") == 0;
+				break;
+			}
+			status = EXIT_UNAVAILABLE;
+			if (refusal && *refusal) {
+				/* kept as what the model said: the next question goes on after it */
+				json_object_set_new(kept, "content", json_string(refusal));
+				json_array_append_new(messages(&a), kept);
+				one_line(refusal, line, sizeof line);
+				agent_error(&a, "the model refused: %s", line);
+			} else {
+				/* an assistant message needs content or tool calls: none is kept */
+				json_decref(kept);
+				agent_error(&a, "the model gave no answer (finish_reason: %s)",
+				            *finish ? finish : "none");
+			}
+			if (conv_save(&a) != EXIT_OK)
 				goto out;
-			word = "answered";
-			break;
+			goto out;
 		}
+		json_array_append_new(messages(&a), kept);
 		step++;
 		if (json_is_string(json_object_get(kept, "content")) &&
 		    *json_string_value(json_object_get(kept, "content"))) {
@@ -846,19 +1032,26 @@ int cmd_agent(int argc, char **argv)
 	}
 	status = EXIT_OK;
 	if (a.format == FMT_TEXT) {
-		const char *t = answer ? answer : "";
-		size_t len = strlen(t);
+		size_t len = strlen(answer);
 		if (isatty(STDOUT_FILENO))
-			cli_write_safe(stdout, t, len);
+			cli_write_safe(stdout, answer, len);
 		else
-			fwrite(t, 1, len, stdout);
-		if (!len || t[len - 1] != '\n')
+			fwrite(answer, 1, len, stdout);
+		if (!len || answer[len - 1] != '\n')
 			putchar('\n');
+		fflush(stdout);
+	}
+	if (cut) {
+		agent_error(&a, "the answer was cut off (finish_reason %s); it is printed as it came",
+		            finish);
+		status = EXIT_UNAVAILABLE;
+		word = "failed";
 	}
 out:
 	if (a.format == FMT_JSON && a.steps) {
 		const char *kind = status == EXIT_USAGE         ? "usage"
 		                   : status == EXIT_UNAVAILABLE ? "unavailable"
+		                   : status == EXIT_BUSY        ? "busy"
 		                                                : "failed";
 		print_trace(&a, word, answer, kind,
 		            status == EXIT_OK || status == EXIT_STEP_LIMIT ? NULL : cli_first_error());
@@ -877,6 +1070,8 @@ out:
 		explicit_bzero(key, strlen(key));
 		free(key);
 	}
+	if (lock >= 0)
+		close(lock);
 	free(a.dir);
 	cli_strlist_clear(&files);
 	return status;

@@ -321,6 +321,27 @@ void cli_print_json_line(json_t *j)
 	json_decref(j);
 }
 
+/* The invisible format character (bidi controls and their like) that the
+ * UTF-8 at P (before END) starts with: its code point, or 0 for none.
+ * Joiners (U+200C, U+200D), which emoji and scripts need, are not. */
+static unsigned invisible(const unsigned char *p, const unsigned char *end)
+{
+	unsigned c;
+	if (*p == 0xd8 && p + 1 < end && p[1] == 0x9c)
+		return 0x61c; /* ARABIC LETTER MARK */
+	if ((*p != 0xe2 && *p != 0xef) || p + 2 >= end || (p[1] & 0xc0) != 0x80 ||
+	    (p[2] & 0xc0) != 0x80)
+		return 0;
+	c = ((unsigned)(*p & 0x0f) << 12) | ((unsigned)(p[1] & 0x3f) << 6) | (p[2] & 0x3fu);
+	if ((c >= 0x200b && c <= 0x200f && c != 0x200c && c != 0x200d) || /* ZWSP, LRM, RLM */
+	    (c >= 0x2028 && c <= 0x202e) ||  /* separators, embeddings, overrides */
+	    (c >= 0x2060 && c <= 0x2064) ||  /* word joiner, invisible operators */
+	    (c >= 0x2066 && c <= 0x2069) ||  /* isolates */
+	    c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb))
+		return c;
+	return 0;
+}
+
 void cli_write_safe(FILE *f, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + len, *run = p;
@@ -329,15 +350,18 @@ void cli_write_safe(FILE *f, const char *s, size_t len)
 		          *p == 0x7f;
 		/* C1 controls in UTF-8: C2 80..C2 9F (a terminal may take C2 9B for CSI) */
 		bool c1 = *p == 0xc2 && p + 1 < end && p[1] >= 0x80 && p[1] <= 0x9f;
-		if (!c0 && !c1)
+		unsigned cf = c0 || c1 ? 0 : invisible(p, end);
+		if (!c0 && !c1 && !cf)
 			continue;
 		fwrite(run, 1, (size_t)(p - run), f);
 		if (c0 && *p == 0)
 			fputs("\\0", f);
 		else if (c0)
 			fprintf(f, "^%c", *p == 0x7f ? '?' : *p + '@');
-		else
+		else if (c1)
 			fprintf(f, "\\u%04x", p[1]), p++;
+		else
+			fprintf(f, "\\u%04x", cf), p += cf < 0x800 ? 1 : 2;
 		run = p + 1;
 	}
 	fwrite(run, 1, (size_t)(end - run), f);
