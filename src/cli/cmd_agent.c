@@ -923,8 +923,6 @@ int cmd_agent(int argc, char **argv)
 		goto out;
 	if (!(a.dir = cli_session_dir(CMD, a.name, true, &status)))
 		goto out;
-	if ((lock = agent_lock(&a, &status)) < 0)
-		goto out;
 	status = EXIT_UNAVAILABLE;
 	if (!(a.http = cli_http_start(CMD, a.key)))
 		goto out;
@@ -934,6 +932,10 @@ int cmd_agent(int argc, char **argv)
 			goto out;
 		close(fd);
 	}
+	/* after the start: a session that could not start is not left behind
+	 * with a lock in it; before the files: they are the running agent's */
+	if ((lock = agent_lock(&a, &status)) < 0)
+		goto out;
 	for (size_t i = 0; i < files.n; i++) {
 		char *copy = strdup(files.v[i]);
 		status = copy ? cli_put(CMD, a.dir, in[i], files.v[i], basename(copy)) : EXIT_UNAVAILABLE;
