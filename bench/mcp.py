@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""bench/mcp.py - a run_python call through kbox mcp versus jupyter_client.
+
+    /usr/bin/python3 bench/mcp.py [KBOX] [-n N] [--rounds R] [--warmup W] [--json FILE]
+
+KBOX is the kbox program (default: $KBOX, else ./kbox).  One session
+"bench" is started with `kbox start -s bench` in a private KBOX_HOME (a
+fresh /tmp/kb.XXXXXXXX, removed at the end), and two clients run "1+1"
+on its one kernel, each from one long-lived process, as an agent's tool
+server would:
+
+  kbox mcp        one `KBOX mcp -s bench` process; each call is a JSON-RPC
+                  tools/call of run_python {"code": "1+1"}, timed from the
+                  write of the request line to the read of its response
+                  line (the client: this script, on the server's stdio)
+  jupyter_client  a BlockingKernelClient of the session's connection file
+                  (`kbox status --json`), in this process; each call is
+                  execute_interactive("1+1") - what a tool server written
+                  in Python on jupyter_client does per call, with no
+                  sandbox, supervisor or MCP framing in between
+
+Every call is checked: the MCP result's text must be "Out[N]: 2" (N the
+execution count), its isError false and its structuredContent's status
+"ok"; jupyter_client's reply status "ok".  W unmeasured calls of each come
+first, then R rounds of N calls of each, back to back, the order rotated
+from round to round.
+
+Reported: per client the median, p10 and p90 of the wall time per call,
+and the ratio kbox mcp / jupyter_client of the medians (the median over
+rounds of the ratio within a round): what the MCP server, the
+supervisor's protocol and the capture add to a bare Jupyter round trip
+(no target; for the record).  Also the peak RSS of the kbox mcp process
+(VmHWM) at the end.  The last line of stdout is one JSON object with
+every figure.  Exit status 0 when every call was correct, 1 otherwise, 2
+on a usage error.  The session is stopped and its directory removed at
+the end, also after a failure.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("kbox", nargs="?", default=os.environ.get("KBOX", "./kbox"))
+    ap.add_argument("-n", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if a.n < 1 or a.rounds < 1 or a.warmup < 0:
+        ap.error("-n and --rounds must be at least 1, --warmup at least 0")
+    kbox = os.path.abspath(a.kbox)
+    home = tempfile.mkdtemp(prefix="kb.", dir="/tmp")
+    os.chmod(home, 0o711)
+    env = dict(os.environ, KBOX_HOME=os.path.join(home, "h"))
+    os.mkdir(env["KBOX_HOME"], 0o700)
+    for v in ("KBOX_SESSION", "KBOX_KERNEL"):
+        env.pop(v, None)
+    server = None
+    failures = 0
+    try:
+        subprocess.run([kbox, "start", "-s", "bench"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        st = json.loads(subprocess.run([kbox, "status", "-s", "bench", "--json"], env=env,
+                                       check=True, capture_output=True, text=True).stdout)
+        from jupyter_client import BlockingKernelClient
+        jc = BlockingKernelClient()
+        jc.load_connection_file(st["connection_file"])
+        jc.start_channels()
+        jc.wait_for_ready(timeout=30)
+
+        server = subprocess.Popen([kbox, "mcp", "-s", "bench"], env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+        ids = iter(range(1, 10 ** 9))
+
+        def rpc(method, params):
+            i = next(ids)
+            server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method,
+                                           "params": params}) + "\n")
+            server.stdin.flush()
+            while True:
+                m = json.loads(server.stdout.readline())
+                if m.get("id") == i:
+                    return m
+
+        rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "bench", "version": "1"}})
+        server.stdin.write(json.dumps({"jsonrpc": "2.0",
+                                       "method": "notifications/initialized"}) + "\n")
+
+        def mcp_call():
+            nonlocal failures
+            t = time.perf_counter()
+            r = rpc("tools/call", {"name": "run_python", "arguments": {"code": "1+1"}})
+            dt = time.perf_counter() - t
+            res = r.get("result", {})
+            text = res.get("content", [{}])[0].get("text", "")
+            if (res.get("isError") or not text.startswith("Out[") or not text.endswith("]: 2\n")
+                    or res.get("structuredContent", {}).get("status") != "ok"):
+                failures += 1
+                print(f"bench/mcp.py: kbox mcp answered {json.dumps(r)[:300]}", file=sys.stderr)
+            return dt
+
+        def jc_call():
+            nonlocal failures
+            t = time.perf_counter()
+            reply = jc.execute_interactive("1+1", allow_stdin=False, output_hook=lambda m: None)
+            dt = time.perf_counter() - t
+            if reply["content"]["status"] != "ok":
+                failures += 1
+            return dt
+
+        clients = {"kbox mcp": mcp_call, "jupyter_client": jc_call}
+        for fn in clients.values():
+            for _ in range(a.warmup):
+                fn()
+        lat = {k: [] for k in clients}
+        ratios = []
+        order = list(clients)
+        for r in range(a.rounds):
+            med = {}
+            for k in order[r % 2:] + order[:r % 2]:
+                xs = [clients[k]() for _ in range(a.n)]
+                lat[k] += xs
+                med[k] = statistics.median(xs)
+            ratios.append(med["kbox mcp"] / med["jupyter_client"])
+        hwm = 0
+        with open(f"/proc/{server.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1]) * 1024
+        jc.stop_channels()
+        out = {"calls_per_round": a.n, "rounds": a.rounds, "failures": failures,
+               "ratio_mcp_over_jc": round(statistics.median(ratios), 3),
+               "mcp_peak_rss_bytes": hwm}
+        print(f"{'client':16} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8}")
+        for k, xs in lat.items():
+            out[k] = {"median_ms": round(statistics.median(xs) * 1000, 3),
+                      "p10_ms": round(pct(xs, 10) * 1000, 3),
+                      "p90_ms": round(pct(xs, 90) * 1000, 3)}
+            print(f"{k:16} {out[k]['median_ms']:10.3f} {out[k]['p10_ms']:8.3f} "
+                  f"{out[k]['p90_ms']:8.3f}")
+        print(f"kbox mcp / jupyter_client (median of per-round ratios): "
+              f"{out['ratio_mcp_over_jc']:.2f}; kbox mcp peak RSS {hwm / 2**20:.1f} MiB; "
+              f"{failures} incorrect calls")
+        print(json.dumps(out))
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(dict(out, lat=lat), f)
+        return 0 if failures == 0 else 1
+    finally:
+        if server:
+            server.stdin.close()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        subprocess.run([kbox, "stop", "--all"], env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
