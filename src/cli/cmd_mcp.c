@@ -595,8 +595,7 @@ static json_t *tool_write_file(mcp_t *m, json_t *args)
 		res = text_result(true, "write_file: %s is a directory in the workspace", path);
 		goto out;
 	}
-	snprintf(tmp, sizeof tmp, ".kbox-mcp-%ld", (long)getpid());
-	out = openat(parent, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	out = cli_ws_create_temp(parent, "mcp", tmp, sizeof tmp);
 	if (out < 0) {
 		res = text_result(true, "write_file: cannot make a file in the workspace: %s",
 		                  strerror(errno));
