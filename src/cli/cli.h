@@ -40,6 +40,11 @@ void cli_set_error_format(format_t format);
 void cli_print_failure(int status);
 /* The first cli_error message, without its "kbox CMD: " ("" when none). */
 const char *cli_first_error(void);
+/* The last cli_error message, the same way ("" when none, or none since
+ * cli_forget_last_error): for a server that reports a failure to its
+ * client (kbox mcp). */
+const char *cli_last_error(void);
+void cli_forget_last_error(void);
 /* Say that the command printed JSON of its own (not through
  * cli_print_json_line): a failure after it prints no failure object. */
 void cli_json_printed(void);
