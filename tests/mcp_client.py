@@ -558,6 +558,35 @@ def t_sigterm():
 check("sigterm_stops_and_removes_the_connections_session", t_sigterm)
 
 
+def t_sigkill():
+    o = Server()
+    o.init()
+    o.send({"jsonrpc": "2.0", "id": "loop", "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": "import time\n"
+                                                           "while True: time.sleep(0.1)"}}})
+    deadline = time.time() + 60
+    while not [x for x in sessions() if x["name"].startswith("mcp-") and x["state"] == "busy"]:
+        assert time.time() < deadline, sessions()
+        time.sleep(0.2)
+    o.p.kill()
+    assert o.p.wait(10) == -signal.SIGKILL
+    (me,) = [x for x in sessions() if x["name"].startswith("mcp-")]
+    deadline = time.time() + 30
+    while me["state"] != "idle" and time.time() < deadline:
+        time.sleep(0.2)
+        (me,) = [x for x in sessions() if x["name"].startswith("mcp-")]
+    st = json.loads(subprocess.run([KBOX, "status", "-s", me["name"], "--format", "json"],
+                                   capture_output=True, text=True, check=True).stdout)
+    assert me["state"] == "idle" and st["ttl_ms"] == 1800000, (me, st)
+    subprocess.run([KBOX, "stop", "-s", me["name"]], capture_output=True, check=True)
+    assert os.path.isdir(os.path.join(me["dir"], "workspace")), me
+    subprocess.run(["rm", "-rf", me["dir"]], check=True)
+    assert not [x for x in sessions() if x["name"].startswith("mcp-")], sessions()
+
+
+check("sigkill_leaves_the_session_idle_with_its_30m_ttl_and_its_directory", t_sigkill)
+
+
 def t_inline():
     o = Server("--images", "inline")
     o.init()
