@@ -43,10 +43,11 @@ def check(name, fn):
 class Server:
     """One `kbox mcp` process and its stdio."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.err = open(os.path.join(os.path.dirname(HOME), f"mcp-stderr-{time.time_ns()}"), "w+")
         self.p = subprocess.Popen([KBOX, "mcp", *args], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=self.err)
+                                  stdout=subprocess.PIPE, stderr=self.err,
+                                  env=dict(os.environ, **(env or {})))
         self.buf = b""
         self.next_id = 1000
         self.seen = []  # every message received
@@ -424,6 +425,111 @@ def t_read_image_ws():
 check("read_image_returns_a_workspace_image_and_refuses_other_files", t_read_image_ws)
 
 
+def t_nul():
+    cases = [('{"jsonrpc": "2.0", "id": 20, "method": "ping\\u0000x"}', -32600,
+              'Invalid Request: "method" holds a NUL character'),
+             ('{"jsonrpc": "2.0\\u0000", "id": 21, "method": "ping"}', -32600,
+              'Invalid Request: "jsonrpc" must be "2.0"'),
+             ('{"jsonrpc": "2.0", "id": 22, "method": "tools/call", "params": '
+              '{"name": "read_file\\u0000x", "arguments": {"path": "notes.txt"}}}', -32602,
+              'tools/call: "name" holds a NUL character')]
+    for raw, code, msg in cases:
+        s.send(raw)
+        m = s.recv(10)
+        assert m["error"] == {"code": code, "message": msg}, (raw, m)
+    before = len(s.seen)
+    s.send('{"jsonrpc": "2.0", "method": "notifications/cancelled\\u0000x", "params": {}}')
+    assert ok_result(s.request("ping")) == {}
+    assert len(s.seen) == before + 1, s.seen[before:]
+    for tool, args, text in (
+            ("read_file", {"path": "notes.txt\0/../../etc/passwd"},
+             'read_file: "path" holds a NUL character (\\u0000), which no path may hold'),
+            ("list_files", {"path": "sub\0x"},
+             'list_files: "path" holds a NUL character (\\u0000), which no path may hold'),
+            ("write_file", {"path": "x\0y", "content": "x"},
+             'write_file: "path" holds a NUL character (\\u0000), which no path may hold'),
+            ("run_python", {"code": "open('nul-ran', 'w')\0x"},
+             'run_python: "code" holds a NUL character (\\u0000), which no code may hold')):
+        r = ok_result(s.call(tool, args))
+        assert r == {"content": [{"type": "text", "text": text}], "isError": True}, (tool, r)
+    # content may hold NUL: it is written whole
+    r = ok_result(s.call("write_file", {"path": "nul.bin", "content": "a\0b"}))
+    assert text_of({"result": r}) == "wrote 3 bytes to nul.bin", r
+    r = s.call("run_python", {"code": "print(open('nul.bin', 'rb').read(), "
+                                      "__import__('os').path.exists('nul-ran'))"})
+    assert text_of(r) == "b'a\\x00b' False\n", text_of(r)
+
+
+check("a_nul_in_a_method_name_or_path_is_refused_never_cut_short", t_nul)
+
+
+def t_unknown_args():
+    r = ok_result(s.call("run_python", {"code": "open('extra-ran', 'w')", "extra": 2}))
+    assert r == {"content": [{"type": "text", "text": 'run_python: unknown argument "extra" '
+                                                      '(it takes code, timeout)'}],
+                 "isError": True}, r
+    r = ok_result(s.call("write_file", {"path": "w.txt", "content": "x", "mode": "a", "b": 1}))
+    assert text_of({"result": r}) == ('write_file: unknown arguments "mode", "b" '
+                                      '(it takes path, content)') and r["isError"], r
+    r = ok_result(s.call("list_files", {"recursive": True}))
+    assert text_of({"result": r}) == 'list_files: unknown argument "recursive" (it takes path)'
+    r = s.call("run_python", {"code": "import os; print(os.path.exists('extra-ran'), "
+                                      "os.path.exists('w.txt'))"})
+    assert text_of(r) == "False False\n", text_of(r)
+
+
+check("arguments_the_input_schema_does_not_allow_are_refused_by_name", t_unknown_args)
+
+
+def t_list_escapes():
+    r = ok_result(s.call("run_python", {"code": "import os\nos.mkdir('names')\n"
+                                                "for n in ('evil\\nreal.txt\\t1 B\\n..\\\\x',"
+                                                " '\\x1b[31mred', 'c\\u0085d', 'ok é'):\n"
+                                                "    open('names/' + n, 'w').write('ab')\n"
+                                                "open(b'names/bad\\xff', 'w')"}))
+    assert r["isError"] is False, r
+    r = ok_result(s.call("list_files", {"path": "names"}))
+    assert text_of({"result": r}).split("\n") == [
+        "\\x1b[31mred\t2 B", "bad\\xff\t0 B", "c\\xc2\\x85d\t2 B",
+        "evil\\nreal.txt\\t1 B\\n..\\\\x\t2 B", "ok é\t2 B", ""], text_of({"result": r})
+
+
+check("list_files_escapes_newlines_controls_backslashes_and_bytes_not_utf8_in_names",
+      t_list_escapes)
+
+
+def t_write_cap():
+    big = "x" * (16 << 20)
+    r = ok_result(s.call("write_file", {"path": "big16.txt", "content": big}))
+    assert text_of({"result": r}) == "wrote 16777216 bytes to big16.txt", r
+    r = ok_result(s.call("write_file", {"path": "big17.txt", "content": big + "y"}))
+    assert r == {"content": [{"type": "text", "text":
+                              "write_file: the content is 16777217 bytes, more than the most "
+                              "this tool writes, 16777216 bytes: write a larger file with code "
+                              "(run_python)"}], "isError": True}, r
+    r = s.call("run_python", {"code": "import os; print(os.path.getsize('big16.txt'), "
+                                      "os.path.exists('big17.txt'))"})
+    assert text_of(r) == "16777216 False\n", text_of(r)
+    # a session whose --file-size is smaller: that is the limit
+    subprocess.run([KBOX, "start", "-s", "fsize", "--file-size", "1M"], check=True,
+                   capture_output=True)
+    o = Server("-s", "fsize")
+    o.init()
+    r = ok_result(o.call("write_file", {"path": "a.txt", "content": "x" * ((1 << 20) + 1)}))
+    assert r == {"content": [{"type": "text", "text":
+                              "write_file: the content is 1048577 bytes, more than the "
+                              "session's file-size limit (kbox start --file-size), 1048576 "
+                              "bytes: write a larger file with code (run_python)"}],
+                 "isError": True}, r
+    r = ok_result(o.call("write_file", {"path": "a.txt", "content": "x" * (1 << 20)}))
+    assert text_of({"result": r}) == "wrote 1048576 bytes to a.txt", r
+    assert o.close(60) == 0
+    subprocess.run([KBOX, "stop", "-s", "fsize"], capture_output=True, check=True)
+
+
+check("write_file_writes_at_most_16_mib_and_at_most_the_sessions_file_size", t_write_cap)
+
+
 def t_eof_stops():
     (me,) = [x for x in sessions() if x["name"].startswith("mcp-")]
     assert me["state"] in ("idle", "busy"), me
@@ -452,6 +558,35 @@ def t_sigterm():
 check("sigterm_stops_and_removes_the_connections_session", t_sigterm)
 
 
+def t_sigkill():
+    o = Server()
+    o.init()
+    o.send({"jsonrpc": "2.0", "id": "loop", "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": "import time\n"
+                                                           "while True: time.sleep(0.1)"}}})
+    deadline = time.time() + 60
+    while not [x for x in sessions() if x["name"].startswith("mcp-") and x["state"] == "busy"]:
+        assert time.time() < deadline, sessions()
+        time.sleep(0.2)
+    o.p.kill()
+    assert o.p.wait(10) == -signal.SIGKILL
+    (me,) = [x for x in sessions() if x["name"].startswith("mcp-")]
+    deadline = time.time() + 30
+    while me["state"] != "idle" and time.time() < deadline:
+        time.sleep(0.2)
+        (me,) = [x for x in sessions() if x["name"].startswith("mcp-")]
+    st = json.loads(subprocess.run([KBOX, "status", "-s", me["name"], "--format", "json"],
+                                   capture_output=True, text=True, check=True).stdout)
+    assert me["state"] == "idle" and st["ttl_ms"] == 1800000, (me, st)
+    subprocess.run([KBOX, "stop", "-s", me["name"]], capture_output=True, check=True)
+    assert os.path.isdir(os.path.join(me["dir"], "workspace")), me
+    subprocess.run(["rm", "-rf", me["dir"]], check=True)
+    assert not [x for x in sessions() if x["name"].startswith("mcp-")], sessions()
+
+
+check("sigkill_leaves_the_session_idle_with_its_30m_ttl_and_its_directory", t_sigkill)
+
+
 def t_inline():
     o = Server("--images", "inline")
     o.init()
@@ -469,6 +604,50 @@ def t_inline():
 
 
 check("images_inline_gives_each_image_as_png_content", t_inline)
+
+
+def t_inline_cap():
+    o = Server("--images", "inline")
+    o.init()
+    # four images of 4.5 MiB (each under the 5 MiB of one): three fit in 16 MiB
+    r = ok_result(o.call("run_python", {"code":
+                                        "import os, base64\n"
+                                        "from IPython.display import display\n"
+                                        "d = b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(9 << 19)\n"
+                                        "for i in range(4):\n"
+                                        "    display({'image/png': base64.b64encode(d[:-i-1])"
+                                        ".decode()}, raw=True)"}, timeout=120))
+    kinds = [c["type"] for c in r["content"]]
+    assert kinds == ["text", "image", "image", "image", "text"], kinds
+    paths = [i["path"] for i in r["structuredContent"]["images"]]
+    for c, path in zip(r["content"][1:4], paths):
+        assert base64.b64decode(c["data"]) == open(path, "rb").read()
+    assert r["content"][4]["text"] == (
+        "[1 image not given as image content: the images of one result are at most 16 MiB "
+        "in all; read each with read_image, by its path in the text]"), r["content"][4]
+    assert paths[3] in r["content"][0]["text"]
+    assert o.close(60) == 0
+
+
+check("images_inline_give_at_most_16_mib_of_images_a_result_and_say_so", t_inline_cap)
+
+
+def t_start_failure():
+    bad = os.path.join(os.path.dirname(HOME), "home755")
+    os.mkdir(bad, 0o755)
+    os.chmod(bad, 0o755)
+    o = Server(env={"KBOX_HOME": bad})
+    o.init()
+    why = (f"directory {bad} is accessible to others (mode 755, need 0700): chmod 700 {bad}")
+    for tool, args in (("run_python", {"code": "1"}), ("list_files", {})):
+        r = ok_result(o.call(tool, args))
+        t = text_of({"result": r})
+        assert r["isError"] and t.startswith(f"{tool}: session mcp-") and t.endswith(
+            f": its directory could not be made: {why}"), t
+    assert o.close(60) == 0
+
+
+check("a_session_that_cannot_start_gives_the_reason_in_the_tool_text", t_start_failure)
 
 
 def t_persistent():

@@ -40,6 +40,11 @@ void cli_set_error_format(format_t format);
 void cli_print_failure(int status);
 /* The first cli_error message, without its "kbox CMD: " ("" when none). */
 const char *cli_first_error(void);
+/* The last cli_error message, the same way ("" when none, or none since
+ * cli_forget_last_error): for a server that reports a failure to its
+ * client (kbox mcp). */
+const char *cli_last_error(void);
+void cli_forget_last_error(void);
 /* Say that the command printed JSON of its own (not through
  * cli_print_json_line): a failure after it prints no failure object. */
 void cli_json_printed(void);
@@ -292,6 +297,13 @@ int cli_copy_fd(int in, int out);
  * after "kbox CMD: cannot read PATH: ..." or "kbox CMD: PATH is not a
  * regular file". */
 int cli_ws_source(const char *cmd, const char *path);
+/* Make a new empty file (mode 0644) in the directory PARENT of a
+ * workspace, to be renamed over a name there once written: named
+ * .kbox-PREFIX-<64 random bits in hex> (put in NAME, SIZE bytes), which the
+ * kernel's code cannot guess, and made with O_EXCL, so that nothing the code
+ * planted is opened, followed or waited on (a FIFO); another name if that
+ * one is taken.  The descriptor (write-only), or -1 with errno. */
+int cli_ws_create_temp(int parent, const char *prefix, char *name, size_t size);
 /* Copy the host file open on IN (HOST its name, for messages and for
  * DEST naming a directory) into the workspace of the session in DIR as
  * DEST (checked with cli_ws_check already): written beside, then renamed

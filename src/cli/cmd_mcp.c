@@ -52,6 +52,8 @@ enum {
 #define LINE_MAX_BYTES (64L * 1024 * 1024)  /* one message from the client */
 #define READ_FILE_MAX (1L * 1024 * 1024)    /* read_file: the most it returns */
 #define IMAGE_MAX (5L * 1024 * 1024)        /* an image returned as data */
+#define INLINE_MAX (16L * 1024 * 1024)      /* --images inline: a result's images in all */
+#define WRITE_FILE_MAX (16L * 1024 * 1024)  /* write_file: the most it writes */
 #define LIST_MAX 1000                       /* list_files: entries shown */
 #define CANCEL_GRACE_MS 5000                /* a cancelled call's interrupt, then its connection closes */
 #define STOP_WAIT_MS 90000
@@ -192,6 +194,13 @@ static json_t *text_result(bool is_error, const char *fmt, ...)
 	return tool_result(json_pack("[o]", text_item(buf)), NULL, is_error);
 }
 
+/* Whether J is a string that holds a NUL character (\u0000), which the
+ * C strings it would be used as would cut short. */
+static bool has_nul(const json_t *j)
+{
+	return json_is_string(j) && memchr(json_string_value(j), '\0', json_string_length(j));
+}
+
 /* ---- the session ---- */
 
 /* The session's directory, made if need be, and its supervisor started
@@ -199,9 +208,10 @@ static json_t *text_result(bool is_error, const char *fmt, ...)
 static int ensure_session(mcp_t *m, char *why, size_t size)
 {
 	int status;
+	cli_forget_last_error();
 	if (!m->dir && !(m->dir = cli_session_dir(CMD, m->name, true, &status))) {
-		snprintf(why, size, "session %s: its directory could not be made (see kbox's "
-		         "standard error)", m->name);
+		snprintf(why, size, "session %s: its directory could not be made: %s", m->name,
+		         *cli_last_error() ? cli_last_error() : "see kbox's standard error");
 		return -1;
 	}
 	if (kbox_session_supervisor(m->dir, NULL) == KBOX_SUPERVISOR_RUNNING) {
@@ -209,8 +219,9 @@ static int ensure_session(mcp_t *m, char *why, size_t size)
 		return 0;
 	}
 	if (cli_session_start(CMD, m->dir, m->name, NULL, NULL) != EXIT_OK) {
-		snprintf(why, size, "session %s could not be started (see kbox's standard error and "
-		         "%s/supervisor.log)", m->name, m->dir);
+		snprintf(why, size, "session %s could not be started: %s (see also %s/supervisor.log)",
+		         m->name, *cli_last_error() ? cli_last_error() : "see kbox's standard error",
+		         m->dir);
 		return -1;
 	}
 	m->running = true;
@@ -423,8 +434,10 @@ static const char *image_mime(const unsigned char *d, size_t n)
 	return NULL;
 }
 
-/* PATH's image as MCP image content (new reference), or NULL with WHY. */
-static json_t *image_item(mcp_t *m, const char *path, char *why, size_t size)
+/* PATH's image as MCP image content (new reference), or NULL with WHY;
+ * when it is more than BUDGET bytes, NULL with WHY empty.  *LEN: its size. */
+static json_t *image_item(mcp_t *m, const char *path, long budget, size_t *len_p, char *why,
+                          size_t size)
 {
 	size_t len = 0;
 	char *data = read_ws_file(m, path, true, IMAGE_MAX, &len, why, size), *b64;
@@ -432,7 +445,10 @@ static json_t *image_item(mcp_t *m, const char *path, char *why, size_t size)
 	json_t *item = NULL;
 	if (!data)
 		return NULL;
-	if (!(mime = image_mime((unsigned char *)data, len)))
+	*len_p = len;
+	if (len > (size_t)budget)
+		why[0] = '\0';
+	else if (!(mime = image_mime((unsigned char *)data, len)))
 		snprintf(why, size, "%s is not a PNG, JPEG, GIF or WebP image", path);
 	else if (!(b64 = base64((unsigned char *)data, len)))
 		snprintf(why, size, "out of memory");
@@ -442,6 +458,54 @@ static json_t *image_item(mcp_t *m, const char *path, char *why, size_t size)
 	}
 	free(data);
 	return item;
+}
+
+/* The length of the UTF-8 sequence at S (N bytes left): 1 to 4, or 0 when
+ * it is not valid (a stray byte, an overlong form, a surrogate). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+	           : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+	if (!len || len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return len;
+}
+
+/* NAME, a file name, as list_files shows it, into OUT (SIZE >= 4 *
+ * NAME_MAX + 1): so that no name can look like other entries or hide in
+ * the client's display, a backslash is \\, a newline, tab or carriage
+ * return \n, \t, \r, and any other control character (C0, DEL, C1) and
+ * any byte that is not UTF-8 \xNN (each byte). */
+static void escape_name(const char *name, char *out, size_t size)
+{
+	const unsigned char *s = (const unsigned char *)name;
+	size_t n = strlen(name), o = 0;
+	while (n && o + 5 < size) {
+		size_t len = utf8_len(s, n);
+		bool c1 = len == 2 && s[0] == 0xc2 && s[1] < 0xa0;
+		if (len == 1 && *s >= 0x20 && *s != 0x7f && *s != '\\')
+			out[o++] = (char)*s;
+		else if (len > 1 && !c1) {
+			memcpy(out + o, s, len);
+			o += len;
+		} else if (*s == '\\' || *s == '\n' || *s == '\t' || *s == '\r') {
+			out[o++] = '\\';
+			out[o++] = *s == '\\' ? '\\' : *s == '\n' ? 'n' : *s == '\t' ? 't' : 'r';
+		} else {
+			len = c1 ? 2 : 1; /* a C1 control: both its bytes */
+			for (size_t i = 0; i < len; i++)
+				o += (size_t)snprintf(out + o, size - o, "\\x%02x", s[i]);
+		}
+		s += len ? len : 1;
+		n -= len ? len : 1;
+	}
+	out[o] = '\0';
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -485,7 +549,7 @@ static json_t *tool_list_files(mcp_t *m, json_t *args)
 	}
 	while ((e = readdir(d))) {
 		struct stat st;
-		char line[NAME_MAX + 64], sz[32];
+		char line[4 * NAME_MAX + 64], name[4 * NAME_MAX + 8], sz[32];
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		if (n == cap) {
@@ -494,17 +558,18 @@ static json_t *tool_list_files(mcp_t *m, json_t *args)
 				break;
 			names = nn;
 		}
+		escape_name(e->d_name, name, sizeof name);
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			snprintf(line, sizeof line, "%s", e->d_name);
+			snprintf(line, sizeof line, "%s", name);
 		else if (S_ISDIR(st.st_mode))
-			snprintf(line, sizeof line, "%s/", e->d_name);
+			snprintf(line, sizeof line, "%s/", name);
 		else if (S_ISREG(st.st_mode))
-			snprintf(line, sizeof line, "%s\t%s", e->d_name,
+			snprintf(line, sizeof line, "%s\t%s", name,
 			         cli_fmt_bytes((long long)st.st_size, sz, sizeof sz));
 		else if (S_ISLNK(st.st_mode))
-			snprintf(line, sizeof line, "%s@", e->d_name);
+			snprintf(line, sizeof line, "%s@", name);
 		else
-			snprintf(line, sizeof line, "%s\t(%s)", e->d_name, file_kind(st.st_mode));
+			snprintf(line, sizeof line, "%s\t(%s)", name, file_kind(st.st_mode));
 		if (!(names[n] = strdup(line)))
 			break;
 		n++;
@@ -565,11 +630,25 @@ static json_t *tool_write_file(mcp_t *m, json_t *args)
 	char why[PATH_MAX + 256], tmp[64] = "";
 	ws_path_t p = {.dirfd = -1};
 	int parent = -1, out = -1;
-	json_t *res = NULL;
+	json_t *res = NULL, *config;
+	kbox_error_t err = {0};
+	long long file_size = 0;
 	struct stat st;
 
 	if (!path || !content)
 		return text_result(true, "write_file: \"path\" and \"content\" (strings) are required");
+	if ((config = kbox_session_config_load(m->dir, &err)) &&
+	    json_integer_value(json_object_get(config, "file_size")) > 0)
+		file_size = json_integer_value(json_object_get(config, "file_size"));
+	json_decref(config);
+	if (clen > (size_t)WRITE_FILE_MAX || (file_size > 0 && (long long)clen > file_size))
+		return text_result(true, "write_file: the content is %zu bytes, more than %s%lld "
+		                   "bytes: write a larger file with code (run_python)", clen,
+		                   file_size > 0 && file_size < WRITE_FILE_MAX
+		                       ? "the session's file-size limit (kbox start --file-size), "
+		                       : "the most this tool writes, ",
+		                   file_size > 0 && file_size < WRITE_FILE_MAX ? file_size
+		                                                               : (long long)WRITE_FILE_MAX);
 	if (ws_path(m, path, false, &p, why, sizeof why) < 0)
 		return text_result(true, "write_file: %s", why);
 	if (path[strlen(path) - 1] == '/') {
@@ -595,8 +674,7 @@ static json_t *tool_write_file(mcp_t *m, json_t *args)
 		res = text_result(true, "write_file: %s is a directory in the workspace", path);
 		goto out;
 	}
-	snprintf(tmp, sizeof tmp, ".kbox-mcp-%ld", (long)getpid());
-	out = openat(parent, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	out = cli_ws_create_temp(parent, "mcp", tmp, sizeof tmp);
 	if (out < 0) {
 		res = text_result(true, "write_file: cannot make a file in the workspace: %s",
 		                  strerror(errno));
@@ -645,9 +723,10 @@ static json_t *tool_read_image(mcp_t *m, json_t *args)
 	const char *path = json_string_value(json_object_get(args, "path"));
 	char why[PATH_MAX + 256];
 	json_t *item;
+	size_t len;
 	if (!path)
 		return text_result(true, "read_image: \"path\" (a string) is required");
-	if (!(item = image_item(m, path, why, sizeof why)))
+	if (!(item = image_item(m, path, IMAGE_MAX, &len, why, sizeof why)))
 		return text_result(true, "read_image: %s", why);
 	return tool_result(json_pack("[o]", item), NULL, false);
 }
@@ -702,7 +781,8 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 {
 	json_t *content, *result, *images;
 	const char *text, *status;
-	size_t i;
+	size_t i, not_inline = 0;
+	long budget = INLINE_MAX; /* what the images inline may still take */
 	json_t *img;
 
 	if (!r)
@@ -723,13 +803,30 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 		const char *mime = json_string_value(json_object_get(img, "mime"));
 		char ewhy[PATH_MAX + 256];
 		json_t *item;
+		size_t len = 0;
 		if (m->images != IMAGES_INLINE || !path || !mime ||
 		    (strcmp(mime, "image/png") != 0 && strcmp(mime, "image/jpeg") != 0))
 			continue;
-		if ((item = image_item(m, path, ewhy, sizeof ewhy)))
+		/* the first ones up to INLINE_MAX in all; the rest by path */
+		if (not_inline) {
+			not_inline++;
+			continue;
+		}
+		if ((item = image_item(m, path, budget, &len, ewhy, sizeof ewhy))) {
 			json_array_append_new(content, item);
+			budget -= (long)len;
+		} else if (!ewhy[0])
+			not_inline++;
 		else
 			json_array_append_new(content, text_item(ewhy));
+	}
+	if (not_inline) {
+		char note[256];
+		snprintf(note, sizeof note, "[%zu image%s not given as image content: the images of "
+		         "one result are at most %ld MiB in all; read each with read_image, by its "
+		         "path in the text]", not_inline, not_inline == 1 ? "" : "s",
+		         INLINE_MAX >> 20);
+		json_array_append_new(content, text_item(note));
 	}
 	return tool_result(content, json_is_object(result) ? json_incref(result) : NULL,
 	                   !status || strcmp(status, "ok") != 0);
@@ -816,7 +913,8 @@ static json_t *tools_list(void)
 	    "name", "list_files", "title", "List files", "description",
 	    "List a directory of the workspace that run_python's code works in (the workspace "
 	    "root without a path): one entry a line, directories ending in /, files with their "
-	    "size.",
+	    "size; in names, a backslash, control characters and bytes not UTF-8 are escaped "
+	    "(\\\\, \\n, \\t, \\r, \\xNN).",
 	    "inputSchema", "type", "object", "properties", "path", path, "additionalProperties", 0,
 	    "annotations", "readOnlyHint", 1,
 	    "name", "read_file", "title", "Read a file", "description",
@@ -826,7 +924,7 @@ static json_t *tools_list(void)
 	    "additionalProperties", 0, "annotations", "readOnlyHint", 1,
 	    "name", "write_file", "title", "Write a file", "description",
 	    "Save text as a file of the workspace, creating it or replacing it whole; its "
-	    "directory must exist. run_python's code can then read it.",
+	    "directory must exist; at most 16 MiB. run_python's code can then read it.",
 	    "inputSchema", "type", "object", "properties", "path", path, "content", "type",
 	    "string", "description", "The file's new contents, as text.", "required", "path",
 	    "content", "additionalProperties", 0, "annotations", "readOnlyHint", 0,
@@ -845,7 +943,8 @@ static json_t *tools_list(void)
  * else the latest. */
 static void do_initialize(mcp_t *m, json_t *id, json_t *params)
 {
-	const char *want = json_string_value(json_object_get(params, "protocolVersion"));
+	json_t *jwant = json_object_get(params, "protocolVersion");
+	const char *want = json_string_value(jwant);
 	const char *version = protocol_versions[0];
 	if (m->initialized) {
 		send_error(id, RPC_INVALID_REQUEST, "initialize: the connection is initialized "
@@ -857,7 +956,7 @@ static void do_initialize(mcp_t *m, json_t *id, json_t *params)
 		                                   "required");
 		return;
 	}
-	for (size_t i = 0; protocol_versions[i]; i++)
+	for (size_t i = 0; protocol_versions[i] && !has_nul(jwant); i++)
 		if (strcmp(want, protocol_versions[i]) == 0)
 			version = protocol_versions[i];
 	m->initialized = true;
@@ -870,16 +969,68 @@ static void do_initialize(mcp_t *m, json_t *id, json_t *params)
 	                          "same workspace."));
 }
 
+/* The tools and the arguments each takes (its inputSchema's properties:
+ * no others, "additionalProperties" false). */
+static const struct {
+	const char *name;
+	const char *args[3];
+} tool_args[] = {{"run_python", {"code", "timeout", NULL}}, {"list_files", {"path", NULL}},
+                 {"read_file", {"path", NULL}},             {"write_file", {"path", "content", NULL}},
+                 {"read_image", {"path", NULL}}};
+
+/* Why ARGS (an object) are not arguments of the tool T (an index of
+ * tool_args), into WHY: an argument it does not take, or a string with a
+ * NUL (but for write_file's content, written as it is).  0 when they may
+ * be, -1 when not. */
+static int check_args(size_t t, json_t *args, char *why, size_t size)
+{
+	const char *key;
+	json_t *v;
+	char unknown[512] = "", takes[64] = "";
+	size_t n_unknown = 0, l;
+
+	json_object_foreach(args, key, v) {
+		bool known = false;
+		for (size_t i = 0; tool_args[t].args[i]; i++)
+			known |= strcmp(key, tool_args[t].args[i]) == 0;
+		if (known && has_nul(v) && strcmp(key, "content") != 0) {
+			snprintf(why, size, "%s: \"%s\" holds a NUL character (\\u0000), which no %s "
+			         "may hold", tool_args[t].name, key,
+			         strcmp(key, "code") == 0 ? "code" : "path");
+			return -1;
+		}
+		if (!known) {
+			l = strlen(unknown);
+			snprintf(unknown + l, sizeof unknown - l, "%s\"%s\"", n_unknown++ ? ", " : "", key);
+		}
+	}
+	if (!n_unknown)
+		return 0;
+	for (size_t i = 0; tool_args[t].args[i]; i++) {
+		l = strlen(takes);
+		snprintf(takes + l, sizeof takes - l, "%s%s", i ? ", " : "", tool_args[t].args[i]);
+	}
+	snprintf(why, size, "%s: unknown argument%s %s (it takes %s)", tool_args[t].name,
+	         n_unknown > 1 ? "s" : "", unknown, takes);
+	return -1;
+}
+
 /* tools/call. */
 static void do_call(mcp_t *m, json_t *id, json_t *params)
 {
-	const char *name = json_string_value(json_object_get(params, "name"));
+	json_t *jname = json_object_get(params, "name");
+	const char *name = json_string_value(jname);
 	json_t *args = json_object_get(params, "arguments"), *res;
 	json_t *empty = json_object();
 	char why[1024];
+	size_t t = 0;
 
 	if (!name) {
 		send_error(id, RPC_INVALID_PARAMS, "tools/call: \"name\" (a string) is required");
+		goto out;
+	}
+	if (has_nul(jname)) {
+		send_error(id, RPC_INVALID_PARAMS, "tools/call: \"name\" holds a NUL character");
 		goto out;
 	}
 	if (args && !json_is_object(args)) {
@@ -888,10 +1039,14 @@ static void do_call(mcp_t *m, json_t *id, json_t *params)
 	}
 	if (!args)
 		args = empty;
-	if (strcmp(name, "run_python") != 0 && strcmp(name, "list_files") != 0 &&
-	    strcmp(name, "read_file") != 0 && strcmp(name, "write_file") != 0 &&
-	    strcmp(name, "read_image") != 0) {
+	while (t < sizeof tool_args / sizeof tool_args[0] && strcmp(name, tool_args[t].name) != 0)
+		t++;
+	if (t == sizeof tool_args / sizeof tool_args[0]) {
 		send_error(id, RPC_INVALID_PARAMS, "Unknown tool: %s", name);
+		goto out;
+	}
+	if (check_args(t, args, why, sizeof why) < 0) {
+		send_result(id, text_result(true, "%s", why));
 		goto out;
 	}
 	if (strcmp(name, "run_python") == 0) {
@@ -948,6 +1103,7 @@ static void handle_line(mcp_t *m, const char *line, size_t len)
 		goto out;
 	}
 	if (!json_is_string(json_object_get(msg, "jsonrpc")) ||
+	    has_nul(json_object_get(msg, "jsonrpc")) ||
 	    strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0") != 0) {
 		send_error(id, RPC_INVALID_REQUEST, "Invalid Request: \"jsonrpc\" must be \"2.0\"");
 		goto out;
@@ -960,6 +1116,12 @@ static void handle_line(mcp_t *m, const char *line, size_t len)
 		if (has_id)
 			send_error(id, RPC_INVALID_REQUEST,
 			           "Invalid Request: \"method\" (a string) is required");
+		goto out;
+	}
+	if (has_nul(method_j)) {
+		if (has_id)
+			send_error(id, RPC_INVALID_REQUEST,
+			           "Invalid Request: \"method\" holds a NUL character");
 		goto out;
 	}
 	method = json_string_value(method_j);
@@ -1115,7 +1277,7 @@ int cmd_mcp(int argc, char **argv)
 	                   "a new session for this connection, stopped and removed at its end)"),
 	    CLI_OPT_CALLBACK(0, "images", "path|inline", images_cb, &m.images,
 	                     "give the images code saved by path in the text only, or also as "
-	                     "image content (default: path)"),
+	                     "image content, up to 16 MiB a result (default: path)"),
 	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &m.timeout_ms,
 	                     "interrupt a run_python call after DURATION when the call gives no "
 	                     "timeout (default: 0, no limit)"),

@@ -130,8 +130,7 @@ int cli_put(const char *cmd, const char *dir, int in, const char *host, const ch
 		}
 	}
 	/* write beside, then rename over: the final name is never followed */
-	snprintf(tmp, sizeof tmp, ".kbox-put-%ld", (long)getpid());
-	out = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	out = cli_ws_create_temp(parent, "put", tmp, sizeof tmp);
 	if (out < 0) {
 		cli_error(cmd, "cannot create a file in the workspace: %s", strerror(errno));
 		tmp[0] = '\0';

@@ -94,7 +94,7 @@ const cli_cmd_t *cli_find(const char *name)
 }
 
 static format_t error_format = FMT_TEXT;
-static char first_error[1024];
+static char first_error[1024], last_error[1024];
 static bool printed_json;
 
 void cli_set_error_format(format_t format)
@@ -110,16 +110,26 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	if (!first_error[0]) {
-		va_start(ap, fmt);
-		vsnprintf(first_error, sizeof first_error, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof last_error, fmt, ap);
+	va_end(ap);
+	if (!first_error[0])
+		memcpy(first_error, last_error, sizeof first_error);
 }
 
 const char *cli_first_error(void)
 {
 	return first_error;
+}
+
+const char *cli_last_error(void)
+{
+	return last_error;
+}
+
+void cli_forget_last_error(void)
+{
+	last_error[0] = '\0';
 }
 
 void cli_json_printed(void)

@@ -97,6 +97,116 @@ check row37_write_file_over_a_link_replaces_the_link_only eval '
 	grep -qx "over_link False mine" "$W/mcp.out" && [ "$sum_before" = "$sum_after" ] &&
 	[ ! -e /etc/kbox-row37 ] && [ ! -e /tmp/kbox-row37 ] && [ ! -e "$S/kbox-row37" ]'
 
+# Kernel code plants, at the names the temporary files of write_file
+# and kbox put were given before (.kbox-mcp-PID, .kbox-put-PID, the PIDs
+# known here), a FIFO in the workspace's top (an open of it would wait for
+# a reader for ever) and a link to /etc/passwd in sub/.  Each write still
+# works at once, the server answers a ping sent right after it, and what
+# was planted is left as it was.
+if [ -z "$SKIPPING" ]; then
+	printf 'from put\n' >"$W/put.txt"
+	sum_before=$(sha256sum /etc/passwd)
+	timeout -k 5 120 "$PY" - "$KBOX" "$W/put.txt" >"$W/fifo.out" 2>"$W/fifo.err" <<'PYEOF'
+import json, os, select, subprocess, sys, time
+kbox, host = sys.argv[1], sys.argv[2]
+def held(*argv):
+    """A process that runs ARGV once released: its PID is known before."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(w)
+        os.read(r, 1)
+        os.execv(argv[0], list(argv))
+    os.close(r)
+    return pid, w
+put_top = held(kbox, "put", "-s", "r37f", host, "put.txt")
+put_sub = held(kbox, "put", "-s", "r37f", host, "sub/")
+p = subprocess.Popen([kbox, "mcp", "-s", "r37f"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+buf = b""
+def recv(id_, wait):
+    global buf
+    deadline = time.time() + wait
+    while True:
+        while b"\n" not in buf:
+            left = deadline - time.time()
+            if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+                return None
+            buf += os.read(p.stdout.fileno(), 1 << 20)
+        line, buf = buf.split(b"\n", 1)
+        m = json.loads(line)
+        if m.get("id") == id_:
+            return m
+def send(id_, method, params):
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id_, "method": method,
+                              "params": params}).encode() + b"\n")
+    p.stdin.flush()
+def tool(id_, name, **args):
+    send(id_, "tools/call", {"name": name, "arguments": args})
+send(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "row37", "version": "1"}})
+recv(1, 30)
+tool(2, "run_python", code="""
+import os, stat
+os.mkdir("sub")
+for pid in (%d, %d, %d):
+    for kind in ("mcp", "put"):
+        os.mkfifo(".kbox-%%s-%%d" %% (kind, pid))
+        os.symlink("/etc/passwd", "sub/.kbox-%%s-%%d" %% (kind, pid))
+print("planted", len(os.listdir(".")) - 1, len(os.listdir("sub")))
+""" % (p.pid, put_top[0], put_sub[0]))
+r = recv(2, 60)
+print("plant", r["result"]["content"][0]["text"].strip())
+for id_, path in ((3, "notes.txt"), (5, "sub/notes.txt")):
+    t0 = time.time()
+    tool(id_, "write_file", path=path, content="mine\n")
+    send(id_ + 1, "ping", {})
+    w, ping = recv(id_, 10), recv(id_ + 1, 10)
+    print("write", path, "hang" if w is None else w["result"]["isError"],
+          "ping" if ping and ping.get("result") == {} else "no-ping",
+          "fast" if time.time() - t0 < 5 else "slow")
+for pid, w in (put_top, put_sub):
+    os.write(w, b"x")
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        status = -1
+    print("put", pid == put_top[0] and "top" or "sub", os.waitstatus_to_exitcode(status)
+          if status >= 0 else "hang")
+tool(7, "run_python", code="""
+import os, stat
+kinds = sorted(set("fifo" if stat.S_ISFIFO(os.lstat(n).st_mode) else
+                   "link" if os.path.islink(n) else "other"
+                   for d in (".", "sub") for n in (os.path.join(d, x) for x in os.listdir(d))
+                   if os.path.basename(n).startswith(".kbox-")))
+print("left", kinds, len([x for x in os.listdir(".") if x.startswith(".kbox-")]),
+      len([x for x in os.listdir("sub") if x.startswith(".kbox-")]),
+      open("notes.txt").read() == "mine\\n" == open("sub/notes.txt").read(),
+      open("put.txt").read() == "from put\\n" == open("sub/put.txt").read())
+""")
+print(recv(7, 60)["result"]["content"][0]["text"].strip())
+p.stdin.close()
+p.wait(60)
+PYEOF
+	rc=$?
+	sum_after=$(sha256sum /etc/passwd)
+	"$KBOX" stop -s r37f >/dev/null 2>&1
+fi
+check row37_fifos_and_links_at_the_old_temporary_names_are_planted eval '[ "$rc" = 0 ] &&
+	grep -qx "plant planted 6 6" "$W/fifo.out"'
+check row37_write_file_is_neither_held_nor_refused_by_them eval '
+	grep -qx "write notes.txt False ping fast" "$W/fifo.out" &&
+	grep -qx "write sub/notes.txt False ping fast" "$W/fifo.out"'
+check row37_kbox_put_is_neither_held_nor_refused_by_them eval '
+	grep -qx "put top 0" "$W/fifo.out" && grep -qx "put sub 0" "$W/fifo.out"'
+check row37_what_was_planted_is_left_and_the_files_are_written eval '
+	grep -qx "left \[.fifo., .link.\] 6 6 True True" "$W/fifo.out" &&
+	[ "$sum_before" = "$sum_after" ]'
+
 # ---- row 38: the API key is out of the sandbox's reach ----
 
 KEY=sk-kboxsec-Zq81-UNIQ
