@@ -105,11 +105,27 @@ void cli_set_error_format(format_t format)
 void cli_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "kbox%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	char small[1024], *msg = small;
+	int n;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	n = vsnprintf(small, sizeof small, fmt, ap);
 	va_end(ap);
+	if (n < 0)
+		small[0] = '\0';
+	else if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1))) {
+		va_start(ap, fmt);
+		vsnprintf(msg, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	if (!msg)
+		msg = small;
+	/* what the message quotes (a path, an API's words) may hold control
+	 * or bidi characters: shown, not obeyed */
+	fprintf(stderr, "kbox%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	cli_write_safe(stderr, msg, strlen(msg));
 	fputc('\n', stderr);
+	if (msg != small)
+		free(msg);
 	if (!first_error[0]) {
 		va_start(ap, fmt);
 		vsnprintf(first_error, sizeof first_error, fmt, ap);
