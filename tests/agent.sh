@@ -6,7 +6,9 @@
 # corrects, answers that are not answers (a refusal, none, cut off), one
 # agent at a time on a session, what the model is told of -t, the HTTP
 # failures (retried or not) and bad responses, the step limit, the key kept
-# out of every output, file and argv, libcurl kept out of kbox, invisible
+# out of every output, file and argv (and wiped from kbox agent's own
+# environment), at most 16 tool calls a response, code too long for the
+# session, a 60 MiB body, libcurl kept out of kbox, invisible
 # characters shown on a terminal, and bad command lines.  TAP.
 #
 # The server checks the shape of every request (tests/fake_openai.py) and
@@ -276,6 +278,11 @@ agent -s an 'Something else?'
 check follow_up_after_a_refusal_is_accepted eval 'status_is 0 && stdout_is "Then this." && requests_are 2'
 
 fresh
+serve "$KEY" '[{"message": {"role": "assistant", "content": null, "refusal": "no\u202eon\u2066x"}}]'
+agent -s an --reset 'Bidi?'
+check refusal_shows_bidi_controls_visibly fails_with 5 'kbox agent: the model refused: no\u202eon\u2066x'
+
+fresh
 serve "$KEY" '[
  {"message": {"role": "assistant", "content": null, "tool_calls": []}, "roles": ["system", "user"]},
  {"message": {"role": "assistant", "content": ""}, "finish_reason": "length"},
@@ -345,19 +352,19 @@ check agent_lock_is_mode_0600 eval '[ "$(stat -c %a "$S/lk/agent.lock")" = 600 ]
 fresh
 serve "$KEY" '[{"status": 429, "headers": {"Retry-After": "1"}, "body": "{\"error\": {\"message\": \"slow down\"}}"},
  {"answer": "after the wait"}]'
-t0=$(ms)
+b0=$(ms)
 echo 'Is it there?' | agent -s an --reset -
-t1=$(ms)
+b1=$(ms)
 check http_429_with_retry_after_waits_then_succeeds eval 'status_is 0 && stdout_is "after the wait" &&
-	requests_are 2 && [ $((t1 - t0)) -ge 1000 ]'
+	requests_are 2 && [ $((b1 - b0)) -ge 1000 ]'
 
 fresh
 serve "$KEY" '[{"status": 503, "headers": {"Retry-After": "$DATE+2"}, "body": "busy"}, {"answer": "after the date"}]'
-t0=$(ms)
+b0=$(ms)
 agent -s an --reset q
-t1=$(ms)
+b1=$(ms)
 check http_503_with_retry_after_as_a_date_waits_then_succeeds eval 'status_is 0 &&
-	stdout_is "after the date" && requests_are 2 && [ $((t1 - t0)) -ge 1000 ]'
+	stdout_is "after the date" && requests_are 2 && [ $((b1 - b0)) -ge 1000 ]'
 
 fresh
 serve "$KEY" '[{"status": 500, "body": "oops"}, {"status": 503, "body": "oops"}, {"answer": "third time"}]'
@@ -380,6 +387,41 @@ agent -s an --reset q
 check http_401_is_one_line_with_the_apis_message_and_the_key_hidden \
 	fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 401: Incorrect API key provided: [key]."
 check http_401_is_not_retried requests_are 1
+
+# the key is hidden before the message is cut, and so is its start where
+# the API's message came cut already
+x288=$(printf "%288s" "" | tr " " x)
+x290=$(printf "%290s" "" | tr " " x)
+fresh
+serve "$KEY" '[{"status": 401, "body": "{\"error\": {\"message\": \"'"$x288"'Bearer $KEY and more\"}}"}]'
+agent -s an --reset q
+check key_at_the_cut_of_an_api_message_is_hidden_whole \
+	fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 401: ${x288}Bearer [key]"
+prefix=$(printf %s "$KEY" | cut -c1-20)
+fresh
+serve "$KEY" '[{"status": 401, "body": "{\"error\": {\"message\": \"'"$x290$prefix"'\"}}"}]'
+agent -s an --reset q
+check start_of_the_key_at_the_cut_of_an_api_message_is_hidden \
+	fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 401: ${x290}[key]"
+
+# a key shorter than 8 bytes is not hidden: it cannot be told from text
+fresh
+serve k '[{"status": 400, "body": "{\"error\": {\"message\": \"keep kbox keys: k\"}}"}]'
+KBOX_API_KEY=k timeout 60 "$KBOX" agent -m "$MODEL" --base-url "$URL" -s an --reset q >stdout 2>stderr
+rc=$?
+check short_key_is_not_hidden_in_messages \
+	fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 400: keep kbox keys: k"
+
+# a body of 60 MiB of control characters is read in its length's time (b0,
+# not t0, which the kbox wrapper sets)
+fresh
+serve "$KEY" '[{"status": 200, "body": "\u0001", "repeat": 62914560}]'
+b0=$(ms)
+agent -s an --reset q
+b1=$(ms)
+want="kbox agent: POST $URL/chat/completions: HTTP 200, but the response is not a JSON object: '[' or '{' expected near '^A'"
+check body_of_60_mib_of_control_characters_is_refused_quickly_in_one_line eval \
+	'fails_with 5 "$want" && [ $((b1 - b0)) -lt 20000 ]'
 
 fresh
 serve "$KEY" '[{"status": 404, "body": "{\"error\": {\"message\": \"The model test-model does not exist\"}}"}]'
@@ -421,13 +463,13 @@ fresh
 kill "$SRV" 2>/dev/null
 wait "$SRV" 2>/dev/null
 SRV=
-t0=$(ms)
+b0=$(ms)
 agent -s an --reset q
-t1=$(ms)
+b1=$(ms)
 check unreachable_api_is_retried_with_backoff_then_one_line eval 'status_is 5 && stdout_empty &&
 	[ "$(wc -l <stderr)" -eq 1 ] &&
 	grep -q "^kbox agent: POST $URL/chat/completions: .*127\.0\.0\.1.* (after 5 attempts)\$" stderr &&
-	[ $((t1 - t0)) -ge 7500 ]'
+	[ $((b1 - b0)) -ge 7500 ]'
 
 # ---- 5. the step limit ----
 
@@ -437,6 +479,30 @@ agent -s an --reset --max-steps 2 --json 'Count'
 check max_steps_stops_with_status_7_and_says_so eval 'status_is 7 && requests_are 2 &&
 	last_line_is stderr "kbox agent: no answer after 2 steps (--max-steps 2); the conversation is kept: kbox agent -s an QUESTION goes on with it"'
 check max_steps_trace_says_max_steps trace 't["status"] == "max_steps" and t["answer"] is None and len(t["steps"]) == 2'
+
+# at most 16 tool calls of one response run; the others are answered
+fresh
+serve "$KEY" '[{"tool": "try:\n    n += 1\nexcept NameError:\n    n = 1\nprint(n)", "calls": 40},
+ {"answer": "counted", "messages": 44}]'
+agent -s an --reset --max-steps 1 --json 'Count'
+check tool_calls_beyond_16_of_a_response_are_not_run eval 'status_is 7 && requests_are 1 &&
+	has_line stderr "[step 1] 24 more tool calls not run: at most 16 of a response are" &&
+	[ "$(grep -c "^\[step 1\] ok, " stderr)" -eq 16 ] && trace "
+[(s[\"tool_call_id\"], s[\"status\"], s[\"text\"]) for s in t[\"steps\"]] ==
+  [(\"call_1_%d\" % k, \"ok\", \"%d\\n\" % k) for k in range(1, 17)] +
+  [(\"call_1_%d\" % k, \"rejected\", \"error: not run: at most 16 tool calls of one response are run; call the tool again for the rest\") for k in range(17, 41)]"'
+agent -s an 'Go on'
+check tool_calls_not_run_are_each_answered_so_the_conversation_goes_on eval 'status_is 0 &&
+	stdout_is counted && requests_are 2 &&
+	request 2 "[m[\"tool_call_id\"] for m in r[\"messages\"] if m[\"role\"] == \"tool\"] == [\"call_1_%d\" % k for k in range(1, 41)]"'
+
+# code longer than the session takes (16 MiB) goes back to the model
+fresh
+serve "$KEY" '[{"tool": "x = 1\n", "pad": 17825792}, {"answer": "shorter then", "last_tool_contains": "error: not run: the code is 17825798 bytes; at most 16 MiB can run"}]'
+agent -s an --reset --json 'Long code?'
+check code_over_16_mib_is_not_run_and_the_model_is_told eval 'status_is 0 && requests_are 2 &&
+	has_line stderr "[step 1] error: not run: the code is 17825798 bytes; at most 16 MiB can run (as a JSON string, in which a control character takes 6 bytes): make it shorter" &&
+	trace "t[\"answer\"] == \"shorter then\" and [(s[\"code\"], s[\"status\"]) for s in t[\"steps\"]] == [(None, \"rejected\")]"'
 
 # ---- 6, 7. the key is nowhere; kbox loads no libcurl ----
 
@@ -454,6 +520,7 @@ if [ -z "$SKIPPING" ]; then
 	cp "/proc/$ap/maps" agent.maps 2>/dev/null
 	tr '\0' ' ' <"/proc/$hp/cmdline" >http.cmdline 2>/dev/null
 	tr '\0' '\n' <"/proc/$hp/environ" >http.environ 2>/dev/null
+	tr '\0' '\n' <"/proc/$ap/environ" >agent.environ 2>/dev/null
 	cp "/proc/$hp/maps" http.maps 2>/dev/null
 	wait "$ap"
 	rc=$?
@@ -463,6 +530,8 @@ check agent_process_maps_no_libcurl eval '[ -s agent.maps ] && grep -q libjansso
 	! grep -q libcurl agent.maps'
 check http_helper_is_the_one_that_maps_libcurl eval '[ -s http.maps ] && grep -q libcurl http.maps'
 check http_helper_argv_is_its_name_alone eval '[ "$(cat http.cmdline)" = "kbox-http " ]'
+check agent_environment_no_longer_holds_the_key eval '[ -s agent.environ ] &&
+	grep -qx "KBOX_API_KEY=" agent.environ && ! grep -qF "$KEY" agent.environ'
 check http_helper_environment_no_longer_holds_the_key eval '[ -s http.environ ] && ! grep -qF "$KEY" http.environ'
 check kbox_program_links_no_libcurl eval '! ldd "$KBOX" | grep -q libcurl && ldd "$top_builddir/kbox-http" | grep -q libcurl'
 

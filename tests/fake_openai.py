@@ -15,12 +15,15 @@ JSON file:
 A REPLY is one of
     {"tool": CODE}                   a call of run_python with {"code": CODE};
                                      "name" another tool's name, "arguments"
-                                     the arguments string as sent, "id" the id
+                                     the arguments string as sent, "id" the id,
+                                     "calls": N that call N times (ids
+                                     call_R_1 ... call_R_N in the Rth reply),
+                                     "pad": N CODE with N more bytes ("#")
     {"answer": TEXT}                 the final answer (no tool call)
     {"message": {...}}               choices[0].message as given (a refusal,
                                      no content, ...)
-    {"status": N, "body": TEXT,      a raw response ("$KEY" in TEXT: the key)
-     "headers": {...}}
+    {"status": N, "body": TEXT,      a raw response ("$KEY" in TEXT: the key;
+     "headers": {...}}               "repeat": N sends TEXT N times over)
 and may have "content" (the assistant's text beside a tool call),
 "finish_reason" (instead of "tool_calls" or "stop"), "delay"
 (seconds to wait before answering), "usage" (the usage object), and
@@ -217,7 +220,7 @@ class Handler(BaseHTTPRequestHandler):
             self.refuse(why)
             return
         if "status" in reply:
-            text = reply.get("body", "")
+            text = reply.get("body", "") * reply.get("repeat", 1)
             if KEY:
                 text = text.replace("$KEY", KEY)
             headers = dict(reply.get("headers", {}))
@@ -231,10 +234,14 @@ class Handler(BaseHTTPRequestHandler):
             msg = reply["message"]
             finish = "stop"
         elif "tool" in reply or "arguments" in reply:
-            args = reply.get("arguments", json.dumps({"code": reply.get("tool", "")}))
-            msg["tool_calls"] = [{"id": reply.get("id", "call_%d" % n), "type": "function",
+            code = reply.get("tool", "") + "#" * reply.get("pad", 0)
+            args = reply.get("arguments", json.dumps({"code": code}))
+            calls = reply.get("calls")
+            msg["tool_calls"] = [{"id": reply.get("id", "call_%d" % n) if calls is None
+                                  else "call_%d_%d" % (n, k + 1), "type": "function",
                                   "function": {"name": reply.get("name", "run_python"),
-                                               "arguments": args}}]
+                                               "arguments": args}}
+                                 for k in range(calls or 1)]
             finish = "tool_calls"
         else:
             msg["content"] = reply["answer"]

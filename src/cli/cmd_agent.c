@@ -39,6 +39,17 @@
 #define DEFAULT_TIMEOUT_MS (5LL * 60 * 1000)
 /* How long one request to the model may take (each attempt). */
 #define HTTP_TIMEOUT_S 600.0
+/* The most tool calls of one response that are run; the others get a
+ * tool message that says they were not. */
+#define MAX_CALLS 16
+/* A key shorter than this is not hidden in messages: too short to tell
+ * from their text. */
+#define KEY_HIDE_MIN 8
+/* Where a message is cut, a key's first bytes (this many or more) at its
+ * end are hidden too. */
+#define KEY_PREFIX_MIN 4
+/* The longest error line (first_error in main.c keeps 1024 bytes). */
+#define ERROR_MAX 1000
 
 /* What the model is told first, before the tool's own description. */
 static const char system_intro[] =
@@ -66,26 +77,78 @@ typedef struct {
 
 /* ---- errors, with the key never in them ---- */
 
-/* One error line "kbox agent: ...", with every occurrence of the key
- * replaced by "[key]" (an API may echo what it was given). */
+static void utf8_trim(char *s);
+
+/* TEXT (LEN bytes) into OUT (SIZE bytes, at least 16), as a message may
+ * show it: every occurrence of the key (of KEY_HIDE_MIN bytes or more) as
+ * "[key]", control characters as spaces when FLAT, cut at a whole UTF-8
+ * character to fit.  The key is hidden before the cut, so the cut never
+ * leaves a part of it; where TEXT is cut, a key's first KEY_PREFIX_MIN
+ * bytes or more at OUT's end (TEXT came cut already) are "[key]" too. */
+static void hide_key(const agent_t *a, const char *text, size_t len, bool flat, char *out,
+                     size_t size)
+{
+	size_t kl = a->key ? strlen(a->key) : 0, lim = size - 1, o = 0, i = 0;
+	if (kl < KEY_HIDE_MIN)
+		kl = 0;
+	while (i < len) {
+		if (kl && len - i >= kl && memcmp(text + i, a->key, kl) == 0) {
+			if (o + 5 > lim)
+				break;
+			memcpy(out + o, "[key]", 5);
+			o += 5;
+			i += kl;
+		} else if (o + 1 > lim)
+			break;
+		else {
+			unsigned char c = (unsigned char)text[i++];
+			out[o++] = flat && (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
+		}
+	}
+	out[o] = '\0';
+	if (i == len || !kl)
+		return;
+	utf8_trim(out);
+	o = strlen(out);
+	for (size_t k = kl - 1; k >= KEY_PREFIX_MIN; k--) {
+		if (o < k || memcmp(out + o - k, a->key, k) != 0)
+			continue;
+		o -= k;
+		if (o + 5 > lim) {
+			out[lim - 5] = '\0';
+			utf8_trim(out);
+			o = strlen(out);
+		}
+		memcpy(out + o, "[key]", 6);
+		break;
+	}
+}
+
+/* One error line "kbox agent: ...", of at most ERROR_MAX bytes, with the
+ * key hidden (an API may echo what it was given): see hide_key. */
 static void agent_error(const agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void agent_error(const agent_t *a, const char *fmt, ...)
 {
-	char msg[2048], out[2048];
-	size_t o = 0, kl = a->key ? strlen(a->key) : 0;
+	char small[ERROR_MAX], *msg = small, out[ERROR_MAX];
 	va_list ap;
+	int n;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	n = vsnprintf(small, sizeof small, fmt, ap);
 	va_end(ap);
-	for (const char *p = msg; *p && o + 7 < sizeof out;) {
-		if (kl && strncmp(p, a->key, kl) == 0) {
-			memcpy(out + o, "[key]", 5);
-			o += 5;
-			p += kl;
-		} else
-			out[o++] = *p++;
+	if (n < 0)
+		n = 0, small[0] = '\0';
+	else if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1))) {
+		va_start(ap, fmt);
+		vsnprintf(msg, (size_t)n + 1, fmt, ap);
+		va_end(ap);
 	}
-	out[o] = '\0';
+	if (!msg) { /* out of memory: the start of it, cut */
+		msg = small;
+		n = (int)strlen(small);
+	}
+	hide_key(a, msg, (size_t)n, false, out, sizeof out);
+	if (msg != small)
+		free(msg);
 	cli_error(CMD, "%s", out);
 }
 
@@ -405,6 +468,17 @@ static void summary(const char *text, char *out, size_t size)
 
 /* ---- running code in the session ---- */
 
+/* The request that runs CODE in the session, TIMEOUT_S seconds at most
+ * (0: no limit); new, or NULL. */
+static json_t *execute_request(const char *code, double timeout_s)
+{
+	json_t *req = json_pack("{s:s, s:s, s:s, s:b}", "op", "execute", "code", code, "format",
+	                        "json", "with_text", 1);
+	if (req && timeout_s > 0)
+		json_object_set_new(req, "timeout", json_real(timeout_s));
+	return req;
+}
+
 /* Run CODE in the session (TIMEOUT_S seconds at most, 0: no limit).  The
  * supervisor's reply (new reference) with "text" and "result", or one made
  * here for a supervisor that went away while the code ran; NULL with
@@ -418,10 +492,7 @@ static json_t *execute(agent_t *a, const char *code, double timeout_s, int *stat
 		int fd = cli_session_connect(CMD, a->dir, a->name, false, status);
 		if (fd < 0)
 			return NULL;
-		req = json_pack("{s:s, s:s, s:s, s:b}", "op", "execute", "code", code, "format", "json",
-		                "with_text", 1);
-		if (req && timeout_s > 0)
-			json_object_set_new(req, "timeout", json_real(timeout_s));
+		req = execute_request(code, timeout_s);
 		if (!req || kbox_ctl_send(fd, req, &err) < 0) {
 			agent_error(a, "session %s: %s", a->name, req ? err.msg : "out of memory");
 			json_decref(req);
@@ -533,6 +604,42 @@ static bool bad_call(const json_t *fn, json_t **args_p, const char **code, doubl
 	return false;
 }
 
+/* The tool message and the trace's step of a call CALL of step STEP
+ * that is not run: it is beyond the first MAX_CALLS of its response.
+ * EXIT_OK, or EXIT_UNAVAILABLE after one line. */
+static int not_run(agent_t *a, int step, json_t *call)
+{
+	static const char text[] = "error: not run: at most 16 tool calls of one response are "
+	                           "run; call the tool again for the rest";
+	const char *id = json_string_value(json_object_get(call, "id"));
+	_Static_assert(MAX_CALLS == 16, "the text says 16");
+	if (json_array_append_new(messages(a), json_pack("{s:s, s:s, s:s}", "role", "tool",
+	                                                 "tool_call_id", id, "content", text)) < 0 ||
+	    json_array_append_new(a->steps, json_pack("{s:i, s:s, s:n, s:s, s:s, s:[]}", "step",
+	                                              step, "tool_call_id", id, "code", "status",
+	                                              "rejected", "text", text, "images")) < 0) {
+		agent_error(a, "out of memory");
+		return EXIT_UNAVAILABLE;
+	}
+	return EXIT_OK;
+}
+
+/* Whether the request that runs CODE is longer than the session takes
+ * (KBOX_CTL_REQUEST_MAX, the line with its newline): then the text a
+ * model reads into OUT. */
+static bool too_long(const char *code, double timeout_s, char *out, size_t size)
+{
+	json_t *req = execute_request(code, timeout_s);
+	size_t len = req ? json_dumpb(req, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(9)) : 0;
+	json_decref(req);
+	if (len + 1 <= (size_t)KBOX_CTL_REQUEST_MAX)
+		return false;
+	snprintf(out, size, "error: not run: the code is %zu bytes; at most 16 MiB can run (as a "
+	         "JSON string, in which a control character takes 6 bytes): make it shorter",
+	         strlen(code));
+	return true;
+}
+
 /* Run the tool call CALL of step STEP, append its tool message to the
  * conversation and its step to the trace.  EXIT_OK (whatever the code
  * did: its errors are the model's to read), or another status after one
@@ -546,9 +653,17 @@ static int tool_call(agent_t *a, int step, json_t *call)
 	double timeout_s = 0, cap = (double)a->timeout_ms / 1000.0;
 	char bad[1024], line[256], tag[32];
 	int status = EXIT_OK;
+	bool rejected;
 
 	snprintf(tag, sizeof tag, "[step %d] ", step);
-	if (bad_call(fn, &args, &code, &timeout_s, bad, sizeof bad)) {
+	rejected = bad_call(fn, &args, &code, &timeout_s, bad, sizeof bad);
+	if (!rejected && cap > 0 && (timeout_s <= 0 || timeout_s > cap))
+		timeout_s = cap;
+	if (!rejected && too_long(code, timeout_s, bad, sizeof bad)) {
+		rejected = true;
+		code = NULL; /* the trace has none for a call not run */
+	}
+	if (rejected) {
 		utf8_trim(bad);
 		text = bad;
 		fprintf(stderr, "%s", tag);
@@ -556,8 +671,6 @@ static int tool_call(agent_t *a, int step, json_t *call)
 	} else {
 		json_t *result, *img;
 		size_t i;
-		if (cap > 0 && (timeout_s <= 0 || timeout_s > cap))
-			timeout_s = cap;
 		fprintf(stderr, "%s%s:\n", tag, CLI_TOOL_NAME);
 		show_lines("  | ", code);
 		if (!(reply = execute(a, code, timeout_s, &status)))
@@ -611,19 +724,17 @@ out:
 
 /* ---- talking to the model ---- */
 
-/* TEXT made one line into OUT: control characters as spaces, cut to fit. */
-static void one_line(const char *text, char *out, size_t size)
+/* TEXT made one line into OUT: control characters as spaces (nothing
+ * for a terminal to obey), the key hidden, cut to fit. */
+static void one_line(const agent_t *a, const char *text, char *out, size_t size)
 {
-	snprintf(out, size, "%s", text);
-	for (char *p = out; *p; p++) /* nothing for a terminal to obey */
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = ' ';
+	hide_key(a, text, strlen(text), true, out, size);
 }
 
 /* What the API said went wrong, from a response BODY (LEN bytes), into
- * OUT: {"error": {"message"}}, {"error": "..."}, {"message"}, {"detail"},
- * else the body's first line. */
-static void api_message(const char *body, size_t len, char *out, size_t size)
+ * OUT (one line, the key hidden, cut to fit): {"error": {"message"}},
+ * {"error": "..."}, {"message"}, {"detail"}, else the body's first line. */
+static void api_message(const agent_t *a, const char *body, size_t len, char *out, size_t size)
 {
 	json_t *j = json_loadb(body, len, 0, NULL), *e = json_object_get(j, "error");
 	const char *m = json_string_value(json_object_get(e, "message"));
@@ -640,12 +751,7 @@ static void api_message(const char *body, size_t len, char *out, size_t size)
 		len = len ? strcspn(body, "\r\n") : strlen(m);
 	} else
 		len = strlen(m);
-	if (len > 300)
-		len = 300;
-	snprintf(out, size, "%.*s", (int)len, m);
-	for (char *p = out; *p; p++) /* one line, nothing for a terminal to obey */
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = ' ';
+	hide_key(a, m, len, true, out, size);
 	json_decref(j);
 }
 
@@ -690,8 +796,8 @@ static json_t *ask(agent_t *a, char *finish, size_t finish_size, int *status)
 	if (!text)
 		text = "";
 	if (code < 200 || code > 299) {
-		char m[512];
-		api_message(text, text_len, m, sizeof m);
+		char m[301];
+		api_message(a, text, text_len, m, sizeof m);
 		agent_error(a, "POST %s: HTTP %d%s: %s", a->url, code, why, m);
 		goto out;
 	}
@@ -702,9 +808,9 @@ static json_t *ask(agent_t *a, char *finish, size_t finish_size, int *status)
 	}
 	msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
 	if (!json_is_object(msg)) {
-		char m[512];
+		char m[301];
 		if (json_object_get(resp, "error")) { /* an error, said with status 200 */
-			api_message(text, text_len, m, sizeof m);
+			api_message(a, text, text_len, m, sizeof m);
 			agent_error(a, "POST %s: HTTP %d, but the response is an error: %s", a->url,
 			            code, m);
 		} else
@@ -713,7 +819,7 @@ static json_t *ask(agent_t *a, char *finish, size_t finish_size, int *status)
 		msg = NULL;
 		goto out;
 	}
-	one_line(json_string_value(json_object_get(json_array_get(json_object_get(resp, "choices"),
+	one_line(a, json_string_value(json_object_get(json_array_get(json_object_get(resp, "choices"),
 	                                                          0),
 	                                           "finish_reason"))
 	             ?: "",
@@ -834,7 +940,7 @@ int cmd_agent(int argc, char **argv)
 	                 "model; repeatable, each with its own base name (default: none)"),
 	    CLI_OPT_CALLBACK(0, "max-steps", "N", opt_max_steps, &a.max_steps,
 	                     "stop when the model has called the tool in N responses without "
-	                     "answering (default: 20)"),
+	                     "answering; each runs at most 16 of its tool calls (default: 20)"),
 	    CLI_OPT_FLAG(0, "reset", &reset,
 	                 "start a new conversation (default: go on with the session's)"),
 	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &a.timeout_ms,
@@ -901,18 +1007,24 @@ int cmd_agent(int argc, char **argv)
 	               : make_url(&a, DEFAULT_BASE_URL, "the default URL") != EXIT_OK)
 		goto out;
 	/* the key: ours alone from here on, not the environment's, which a
-	 * session's supervisor started below would inherit and keep */
+	 * session's supervisor started below would inherit and keep; the
+	 * environment's strings are wiped where they are (the block that
+	 * /proc/PID/environ shows), which unsetenv alone does not do */
 	{
-		const char *k = getenv("KBOX_API_KEY");
+		static const char *const vars[] = {"KBOX_API_KEY", "OPENAI_API_KEY"};
+		char *k = getenv(vars[0]);
 		if (!k || !*k)
-			k = getenv("OPENAI_API_KEY");
+			k = getenv(vars[1]);
 		if (k && *k && !(key = strdup(k))) {
 			cli_error(CMD, "out of memory");
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		unsetenv("KBOX_API_KEY");
-		unsetenv("OPENAI_API_KEY");
+		for (size_t i = 0; i < 2; i++) {
+			if ((k = getenv(vars[i])))
+				explicit_bzero(k, strlen(k));
+			unsetenv(vars[i]);
+		}
 		a.key = key;
 	}
 	a.tty = isatty(STDERR_FILENO);
@@ -996,7 +1108,7 @@ int cmd_agent(int argc, char **argv)
 				/* kept as what the model said: the next question goes on after it */
 				json_object_set_new(kept, "content", json_string(refusal));
 				json_array_append_new(messages(&a), kept);
-				one_line(refusal, line, sizeof line);
+				one_line(&a, refusal, line, sizeof line);
 				agent_error(&a, "the model refused: %s", line);
 			} else {
 				/* an assistant message needs content or tool calls: none is kept */
@@ -1016,9 +1128,17 @@ int cmd_agent(int argc, char **argv)
 			snprintf(tag, sizeof tag, "[step %d] model: ", step);
 			show_lines(tag, json_string_value(json_object_get(kept, "content")));
 		}
-		json_array_foreach(calls, i, call)
-		    if ((status = tool_call(&a, step, call)) != EXIT_OK)
-			goto out;
+		json_array_foreach(calls, i, call) {
+			if (i < MAX_CALLS)
+				status = tool_call(&a, step, call);
+			else
+				status = not_run(&a, step, call);
+			if (status != EXIT_OK)
+				goto out;
+		}
+		if (json_array_size(calls) > MAX_CALLS)
+			fprintf(stderr, "[step %d] %zu more tool calls not run: at most %d of a response "
+			        "are\n", step, json_array_size(calls) - MAX_CALLS, MAX_CALLS);
 		if ((status = conv_save(&a)) != EXIT_OK)
 			goto out;
 		if (step >= a.max_steps) {

@@ -25,6 +25,8 @@ struct cli_http {
 	int fd; /* our end of the socket that is the helper's stdin and stdout */
 	char *buf;  /* bytes read past the last reply */
 	size_t len;
+	size_t cap; /* BUF's size */
+	size_t scanned; /* the first SCANNED bytes of BUF hold no newline */
 };
 
 /* The environment variables that carry a key into kbox; the helper gets
@@ -107,13 +109,71 @@ static int write_all(int fd, const char *s, size_t len)
 	return 0;
 }
 
+/* Read once more from the helper into H's buffer (grown twice as large
+ * when it is nearly full, so that a long reply costs its length), calling
+ * TICK each second meanwhile.  0, or -1 with WHY. */
+static int read_more(cli_http_t *h, cli_http_tick_t tick, void *arg, double t0, char *why,
+                     size_t why_size)
+{
+	for (;;) {
+		struct pollfd p = {h->fd, POLLIN, 0};
+		ssize_t n;
+		int r = poll(&p, 1, tick ? TICK_MS : -1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(why, why_size, "poll: %s", strerror(errno));
+			return -1;
+		}
+		if (r == 0) {
+			tick(arg, now_s() - t0);
+			continue;
+		}
+		if (h->cap - h->len < 65536) {
+			size_t want = h->cap ? 2 * h->cap : 65536;
+			char *nb;
+			if (want < h->len + 65536)
+				want = h->len + 65536;
+			if (!(nb = realloc(h->buf, want))) {
+				snprintf(why, why_size, "out of memory");
+				return -1;
+			}
+			h->buf = nb;
+			h->cap = want;
+		}
+		n = read(h->fd, h->buf + h->len, h->cap - h->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(why, why_size, "the HTTP helper %s went away%s%s", KBOX_HTTP_PROGRAM,
+			         n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
+			return -1;
+		}
+		h->len += (size_t)n;
+		if (tick && now_s() - t0 >= 1)
+			tick(arg, now_s() - t0);
+		return 0;
+	}
+}
+
+/* Take the first USED bytes out of H's buffer. */
+static void consume(cli_http_t *h, size_t used)
+{
+	memmove(h->buf, h->buf + used, h->len - used);
+	h->len -= used;
+	h->scanned = 0;
+}
+
 json_t *cli_http_post(cli_http_t *h, const char *url, const char *body, double timeout_s,
                       cli_http_tick_t tick, void *arg, char *why, size_t why_size)
 {
 	json_t *req = json_pack("{s:s, s:s, s:f}", "url", url, "body", body, "timeout", timeout_s);
-	char *line = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	char *line = req ? json_dumps(req, JSON_COMPACT) : NULL, *nl;
 	double t0 = now_s();
-	json_t *reply = NULL;
+	json_t *reply = NULL, *bytes, *text;
+	json_error_t je;
+	size_t used;
+	json_int_t n;
 	int sent;
 
 	json_decref(req);
@@ -128,64 +188,49 @@ json_t *cli_http_post(cli_http_t *h, const char *url, const char *body, double t
 		         strerror(errno));
 		return NULL;
 	}
-	for (;;) {
-		char *nl = h->len ? memchr(h->buf, '\n', h->len) : NULL;
-		struct pollfd p = {h->fd, POLLIN, 0};
-		ssize_t n;
-		int r;
-
-		if (nl) {
-			json_error_t je;
-			size_t used = (size_t)(nl - h->buf) + 1;
-			reply = json_loadb(h->buf, used - 1, JSON_ALLOW_NUL, &je);
-			memmove(h->buf, h->buf + used, h->len - used);
-			h->len -= used;
-			if (!json_is_object(reply)) {
-				snprintf(why, why_size, "the HTTP helper %s answered something else than "
-				         "its protocol's JSON: %s", KBOX_HTTP_PROGRAM,
-				         reply ? "not an object" : je.text);
-				json_decref(reply);
-				return NULL;
-			}
-			return reply;
-		}
-		if (h->len >= (size_t)KBOX_HTTP_LINE_MAX) {
+	/* the reply's line: only the bytes not looked at yet are searched */
+	while (!(nl = h->len > h->scanned ? memchr(h->buf + h->scanned, '\n', h->len - h->scanned)
+	                                  : NULL)) {
+		h->scanned = h->len;
+		if (h->len >= (size_t)KBOX_HTTP_REPLY_LINE_MAX) {
 			snprintf(why, why_size, "the HTTP helper %s sent a line longer than %ld bytes",
-			         KBOX_HTTP_PROGRAM, (long)KBOX_HTTP_LINE_MAX);
+			         KBOX_HTTP_PROGRAM, (long)KBOX_HTTP_REPLY_LINE_MAX);
 			return NULL;
 		}
-		r = poll(&p, 1, tick ? TICK_MS : -1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			snprintf(why, why_size, "poll: %s", strerror(errno));
+		if (read_more(h, tick, arg, t0, why, why_size) < 0)
 			return NULL;
-		}
-		if (r == 0) {
-			tick(arg, now_s() - t0);
-			continue;
-		}
-		{
-			size_t want = h->len + 65536;
-			char *nb = realloc(h->buf, want);
-			if (!nb) {
-				snprintf(why, why_size, "out of memory");
-				return NULL;
-			}
-			h->buf = nb;
-			n = read(h->fd, h->buf + h->len, 65536);
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			snprintf(why, why_size, "the HTTP helper %s went away%s%s", KBOX_HTTP_PROGRAM,
-			         n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
-			return NULL;
-		}
-		h->len += (size_t)n;
-		if (tick && now_s() - t0 >= 1)
-			tick(arg, now_s() - t0);
 	}
+	used = (size_t)(nl - h->buf) + 1;
+	reply = json_loadb(h->buf, used - 1, 0, &je);
+	consume(h, used);
+	bytes = json_object_get(reply, "body_bytes");
+	n = json_integer_value(bytes);
+	if (!json_is_object(reply) || (bytes && (!json_is_integer(bytes) || n < 0 ||
+	                                         n > KBOX_HTTP_BODY_MAX))) {
+		snprintf(why, why_size, "the HTTP helper %s answered something else than its "
+		         "protocol's JSON: %s", KBOX_HTTP_PROGRAM,
+		         !reply ? je.text : bytes ? "a bad body_bytes" : "not an object");
+		json_decref(reply);
+		return NULL;
+	}
+	if (!bytes)
+		return reply;
+	/* the body: BODY_BYTES bytes as they are, after the line */
+	while (h->len < (size_t)n)
+		if (read_more(h, tick, arg, t0, why, why_size) < 0) {
+			json_decref(reply);
+			return NULL;
+		}
+	if (!(text = json_stringn(h->buf, (size_t)n)) ||
+	    json_object_set_new(reply, "body", text) < 0) {
+		snprintf(why, why_size, "the HTTP helper %s sent a body that is not UTF-8, or out of "
+		         "memory", KBOX_HTTP_PROGRAM);
+		json_decref(reply);
+		return NULL;
+	}
+	consume(h, (size_t)n);
+	json_object_del(reply, "body_bytes");
+	return reply;
 }
 
 void cli_http_destroy(cli_http_t **hp)

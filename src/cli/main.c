@@ -105,11 +105,30 @@ void cli_set_error_format(format_t format)
 void cli_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "kbox%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	char small[1024], *msg = small;
+	int n;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	n = vsnprintf(small, sizeof small, fmt, ap);
 	va_end(ap);
+	if (n < 0)
+		small[0] = '\0';
+	else if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1))) {
+		va_start(ap, fmt);
+		vsnprintf(msg, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	if (!msg)
+		msg = small;
+	/* what the message quotes (a path, an API's words) may hold control
+	 * or bidi characters: shown, not obeyed; and it stays one line */
+	for (char *p = msg; *p; p++)
+		if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\b')
+			*p = ' ';
+	fprintf(stderr, "kbox%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	cli_write_safe(stderr, msg, strlen(msg));
 	fputc('\n', stderr);
+	if (msg != small)
+		free(msg);
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof last_error, fmt, ap);
 	va_end(ap);

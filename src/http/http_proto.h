@@ -33,9 +33,12 @@
  * Replies: one JSON object per line on standard output, one per request,
  * in order:
  *
- *   {"status": 200, "body": "...", "attempts": 1}
- *       the last response: its HTTP status and its body (invalid UTF-8
- *       replaced with U+FFFD), after ATTEMPTS attempts;
+ *   {"status": 200, "body_bytes": N, "attempts": 1}
+ *       the last response: its HTTP status and its body, after ATTEMPTS
+ *       attempts.  The body follows the line as it is, N bytes of UTF-8
+ *       (invalid UTF-8 replaced with U+FFFD), with no newline after it:
+ *       not escaped into a JSON string, which would make a body of
+ *       control characters six times as long for the client to read;
  *   {"error": "MESSAGE", "attempts": 5}
  *       no response: MESSAGE says why (curl's words, with the host), or
  *       the body was larger than KBOX_HTTP_BODY_MAX bytes.
@@ -56,8 +59,8 @@
 #define KBOX_HTTP_CONNECT_TIMEOUT 30
 /* The largest response body kept; a longer one is an error. */
 #define KBOX_HTTP_BODY_MAX (64L << 20)
-/* The longest line either side sends: a body of KBOX_HTTP_BODY_MAX bytes,
- * each escaped in at most 6, and the members around it. */
-#define KBOX_HTTP_LINE_MAX (6 * KBOX_HTTP_BODY_MAX + 4096)
+/* The longest reply line (the body is not in it); a request line has no
+ * limit but the client's memory. */
+#define KBOX_HTTP_REPLY_LINE_MAX 65536
 
 #endif
