@@ -481,6 +481,20 @@ def t_unknown_args():
 check("arguments_the_input_schema_does_not_allow_are_refused_by_name", t_unknown_args)
 
 
+def t_code_too_long():
+    code = "x = 1\n" + "#" * (16 * 1024 * 1024)
+    r = ok_result(s.call("run_python", {"code": code}))
+    assert r == {"content": [{"type": "text", "text": "run_python: not run: the code is %d "
+                              "bytes; at most 16 MiB can run (as a JSON string, in which a "
+                              "control character takes 6 bytes): make it shorter" % len(code)}],
+                 "isError": True}, str(r)[:500]
+    r = s.call("run_python", {"code": "print('after')"})
+    assert text_of(r) == "after\n", text_of(r)
+
+
+check("code_longer_than_a_session_takes_is_refused_and_the_server_goes_on", t_code_too_long)
+
+
 def t_list_escapes():
     r = ok_result(s.call("run_python", {"code": "import os\nos.mkdir('names')\n"
                                                 "for n in ('evil\\nreal.txt\\t1 B\\n..\\\\x',"

@@ -754,12 +754,23 @@ static json_t *tool_run_python(mcp_t *m, json_t *id, json_t *args)
 			                         "to 2073600 (24 days)");
 		timeout_ms = (long long)(t * 1000 + 0.999);
 	}
-	if ((fd = connect_session(m, why, sizeof why)) < 0)
-		return text_result(true, "run_python: %s", why);
 	req = json_pack("{s:s, s:O, s:s, s:b, s:f}", "op", "execute", "code", jcode, "format",
 	                "json", "with_text", 1, "grace", 5.0);
 	if (req && timeout_ms > 0)
 		json_object_set_new(req, "timeout", json_real((double)timeout_ms / 1000.0));
+	/* the session takes a request line of KBOX_CTL_REQUEST_MAX bytes */
+	if (req && json_dumpb(req, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(9)) + 1 >
+	               (size_t)KBOX_CTL_REQUEST_MAX) {
+		json_decref(req);
+		return text_result(true, "run_python: not run: the code is %zu bytes; at most 16 MiB "
+		                         "can run (as a JSON string, in which a control character "
+		                         "takes 6 bytes): make it shorter",
+		                   json_string_length(jcode));
+	}
+	if ((fd = connect_session(m, why, sizeof why)) < 0) {
+		json_decref(req);
+		return text_result(true, "run_python: %s", why);
+	}
 	if (!req || kbox_ctl_send(fd, req, &err) < 0 || !(c = calloc(1, sizeof *c))) {
 		json_decref(req);
 		close(fd);
