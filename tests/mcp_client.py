@@ -481,6 +481,22 @@ def t_unknown_args():
 check("arguments_the_input_schema_does_not_allow_are_refused_by_name", t_unknown_args)
 
 
+def t_read_spill():
+    r = ok_result(s.call("run_python", {"code": "for i in range(5000): print(i)"}))
+    spill = r["structuredContent"]["stdout"]["spill_path"]
+    assert spill and spill in r["content"][0]["text"], r["content"][0]["text"][-400:]
+    r = ok_result(s.call("read_file", {"path": spill}))
+    assert r.get("isError") is False and r["content"][0]["text"] == "".join(
+        f"{i}\n" for i in range(5000)), str(r)[:300]
+    # only below outputs/: ".." out of it is refused
+    up = spill.rsplit("/outputs/", 1)[0] + "/outputs/../session.json"
+    r = ok_result(s.call("read_file", {"path": up}))
+    assert r["isError"] is True and '".." would leave' in r["content"][0]["text"], r
+
+
+check("read_file_gives_the_whole_text_of_a_cut_output_by_its_path_in_outputs", t_read_spill)
+
+
 def t_code_too_long():
     code = "x = 1\n" + "#" * (16 * 1024 * 1024)
     r = ok_result(s.call("run_python", {"code": code}))

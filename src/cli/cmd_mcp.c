@@ -301,7 +301,8 @@ static int ws_path(mcp_t *m, const char *path, bool outputs_ok, ws_path_t *p, ch
 	if (cli_ws_why(rel, why, size) < 0) {
 		if (path[0] == '/' && outputs_ok && !in_outputs)
 			snprintf(why, size, "%s: an absolute path is outside the workspace (give a path "
-			         "relative to it, or an image's path in the session's outputs)", path);
+			         "relative to it, or a path in the session's outputs that a result "
+			         "gave)", path);
 		return -1;
 	}
 	if ((p->dirfd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
@@ -607,7 +608,7 @@ static json_t *tool_read_file(mcp_t *m, json_t *args)
 
 	if (!path)
 		return text_result(true, "read_file: \"path\" (a string) is required");
-	if (!(data = read_ws_file(m, path, false, READ_FILE_MAX, &len, why, sizeof why)))
+	if (!(data = read_ws_file(m, path, true, READ_FILE_MAX, &len, why, sizeof why)))
 		return text_result(true, "read_file: %s", why);
 	if (memchr(data, '\0', len) || !(text = json_stringn(data, len)))
 		res = text_result(true, "read_file: %s is not a text file (it is binary, or not "
@@ -929,8 +930,9 @@ static json_t *tools_list(void)
 	    "inputSchema", "type", "object", "properties", "path", path, "additionalProperties", 0,
 	    "annotations", "readOnlyHint", 1,
 	    "name", "read_file", "title", "Read a file", "description",
-	    "Read a text file of the workspace (UTF-8, at most 1 MiB) whole. For a binary or "
-	    "larger file, use run_python.",
+	    "Read a text file of the workspace (UTF-8, at most 1 MiB) whole, or the whole text of "
+	    "an output run_python cut short (the path its marker gives). For a binary or larger "
+	    "file, use run_python.",
 	    "inputSchema", "type", "object", "properties", "path", path, "required", "path",
 	    "additionalProperties", 0, "annotations", "readOnlyHint", 1,
 	    "name", "write_file", "title", "Write a file", "description",
