@@ -120,10 +120,8 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	if (!msg)
 		msg = small;
 	/* what the message quotes (a path, an API's words) may hold control
-	 * or bidi characters: shown, not obeyed; and it stays one line */
-	for (char *p = msg; *p; p++)
-		if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\b')
-			*p = ' ';
+	 * or bidi characters: shown, not obeyed (a message of several lines,
+	 * such as a kernel's last lines, keeps its newlines) */
 	fprintf(stderr, "kbox%s%s: ", cmd ? " " : "", cmd ? cmd : "");
 	cli_write_safe(stderr, msg, strlen(msg));
 	fputc('\n', stderr);
