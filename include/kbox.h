@@ -1,6 +1,27 @@
 /* kbox.h — libkbox: a Jupyter messaging-protocol client in C.
  *
- * Include this umbrella header; link with `pkg-config --libs libkbox`. */
+ * Include this umbrella header; link with `pkg-config --libs libkbox`.
+ *
+ * Ownership.  Every comment in these headers that hands a pointer across
+ * the API uses one of four words:
+ *   new       the caller owns what is returned and must release it with the
+ *             function named: kbox_X_destroy(&p) for a kbox_X_t, free() for
+ *             a string, kbox_strv_free() for a string array, json_decref()
+ *             for a json_t (a new reference, in jansson's terms).
+ *   borrowed  the pointer belongs to someone else (an object, the library,
+ *             the caller) and stays valid while that owner lives, or until
+ *             the event named ("until the next kbox_capture_feed").  Never
+ *             free it; copy (or json_incref) what must outlive it.  A
+ *             "static" string is borrowed for the life of the program.
+ *   taken     the function takes ownership of the argument (jansson says
+ *             "steals"): the caller must not use or free it afterwards.
+ *             For a json_t **P argument it is taken even on failure, and
+ *             *P is set to NULL.
+ *   copied    the function copies the argument (or what it needs of it);
+ *             the caller keeps its own and may free it when the call
+ *             returns.
+ * An argument of a call that is neither taken nor copied is borrowed for
+ * the call only: the library keeps no pointer to it after returning. */
 #ifndef KBOX_H
 #define KBOX_H
 
@@ -23,7 +44,7 @@ extern "C" {
  * program.  0, or -1 if libsodium cannot start. */
 int kbox_init(void);
 
-/* The library version, e.g. "0.1.0". */
+/* The library version, e.g. "0.1.0".  Static (borrowed). */
 const char *kbox_version(void);
 
 #ifdef __cplusplus

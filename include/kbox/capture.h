@@ -35,7 +35,7 @@ typedef struct {
 	size_t max_lines;     /* 0 → KBOX_CAPTURE_MAX_LINES */
 	/* Directory for images and spill files (must exist).  NULL: images are
 	 * listed with their size but not written, and spilled text is lost. */
-	const char *outputs_dir;
+	const char *outputs_dir; /* copied */
 	/* With HAS_OUTPUTS_FD: that directory, already open (it is duplicated;
 	 * the caller keeps OUTPUTS_FD).  Files are made in it, whatever the
 	 * path OUTPUTS_DIR (which then only names them) leads to now: a
@@ -49,7 +49,7 @@ typedef struct {
 	 * PREFIX + "<execution_count>-<stream>.txt" for spills (stdout, stderr,
 	 * value, traceback), with 0 for an unknown count.  NULL → ""; a '/' in
 	 * it is refused.  Files are created without following symlinks; one in
-	 * the way is refused with a notice. */
+	 * the way is refused with a notice.  Copied. */
 	const char *prefix;
 	/* Bounds on what is written into the outputs directory: a spill file
 	 * at most SPILL_MAX bytes (0: no bound), and with HAS_FILES_MAX the
@@ -76,7 +76,9 @@ typedef struct {
 typedef struct kbox_capture kbox_capture_t;
 typedef struct kbox_result kbox_result_t;
 
-/* What a budgeted text looks like after the execution. */
+/* What a budgeted text looks like after the execution.  The pointers in
+ * it, and in kbox_image_t and kbox_output_t below, are borrowed from the
+ * result, valid while it lives. */
 /* A truncated text reads: head, then one marker line
  *   "[... N bytes in M lines left out; the complete text is in PATH ...]"
  * (without the "; the complete…" part when no spill file could be written),
@@ -162,26 +164,32 @@ typedef struct {
 	const kbox_output_t *output; /* KBOX_EV_INPUT; NULL otherwise */
 } kbox_event_t;
 
+/* CAP, EV and what EV points to are borrowed for the call. */
 typedef void (kbox_event_cb)(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev);
 
 /* Bytes this capture has written into the outputs directory so far. */
 unsigned long long kbox_capture_files_bytes(const kbox_capture_t *self);
 
-/* A new capture.  OPTS may be NULL. NULL with ERR on failure. */
+/* A new capture.  OPTS may be NULL; it is copied (its strings too, except
+ * INPUT_LINES, borrowed as said there).  New: kbox_capture_destroy(&p), or
+ * kbox_capture_finish; NULL with ERR on failure. */
 kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *err);
 
-/* Call CB for each event as messages are fed. */
+/* Call CB for each event as messages are fed.  ARG is borrowed: it must
+ * stay valid while SELF is fed. */
 void kbox_capture_set_event_cb(kbox_capture_t *self, kbox_event_cb *cb, void *arg);
 
 /* While capturing, for event renderers (kbox_render_event): display INDEX's
  * bundle (NULL for an index out of range) and its display_id (NULL when it
  * has none), and the execute_result bundle (NULL before one came).
- * Borrowed: valid until the next kbox_capture_feed. */
+ * Borrowed from CAP: valid until the next kbox_capture_feed (or
+ * kbox_capture_input) and never after CAP is destroyed. */
 json_t *kbox_capture_display(const kbox_capture_t *cap, int index);
 const char *kbox_capture_display_id(const kbox_capture_t *cap, int index);
 json_t *kbox_capture_value(const kbox_capture_t *cap);
 
-/* Take one iopub message of the execution (borrowed).  Unknown types are
+/* Take one iopub message of the execution (borrowed for the call: what
+ * is kept is copied).  Unknown types are
  * ignored.  Returns 0, or -1 with ERR when the message gave a new notice (a
  * file not written, invalid base64; the capture goes on and the notice is
  * in the result) or memory ran out.  In result bundles an image becomes
@@ -193,7 +201,7 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 
 /* An input request of the execution (a stdin input_request, borrowed):
  * listed in the outputs with its prompt and the answer the lines of the
- * options give it. */
+ * options give it.  MSG is borrowed for the call. */
 void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg);
 
 /* Can SELF still write text it is given into its outputs directory (there
@@ -208,26 +216,37 @@ int kbox_capture_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg
 
 /* Finish: flush pending text, take status, count, time and reason from EXEC
  * (borrowed; NULL for a capture without an execution), and return the
- * result.  Consumes *SELF_P and sets it to NULL.  Caller owns the result. */
+ * result: new, kbox_result_destroy(&p).  *SELF_P is taken and set to
+ * NULL, except when out of memory: NULL is then returned and *SELF_P is
+ * left as it was, still the caller's to destroy.  NULL too when *SELF_P
+ * is NULL. */
 kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *exec);
 
 /* Free SELF (and close spill files). Accepts NULL. */
 void kbox_capture_destroy(kbox_capture_t **self_p);
 
-/* ---- the result (all borrowed views, valid while the result lives) ---- */
+/* ---- the result ----
+ *
+ * Every pointer the getters below return is borrowed from the result,
+ * valid while it lives (the "" of an absent text is static); none is
+ * freed by the caller.  json_incref a bundle to keep it longer. */
 
+/* Free SELF, set *SELF_P to NULL.  Accepts NULL. */
 void kbox_result_destroy(kbox_result_t **self_p);
 
 kbox_exec_status_t kbox_result_status(const kbox_result_t *self);
 int kbox_result_count(const kbox_result_t *self);   /* execution_count, or -1 */
 double kbox_result_seconds(const kbox_result_t *self);
-/* Why it did not end normally (timeout, died), or "". */
+/* Why it did not end normally (timeout, died), or "".  Borrowed: a buffer
+ * in SELF, overwritten by kbox_result_set_status. */
 const char *kbox_result_reason(const kbox_result_t *self);
 
+/* NULL for a bad STREAM. */
 const kbox_text_t *kbox_result_stream(const kbox_result_t *self, kbox_stream_t stream);
 
 /* execute_result: its MIME bundle (data with images replaced by
- * {"path":…} references) or NULL, and its text/plain budgeted. */
+ * {"path":…} references) or NULL, and its text/plain budgeted (NULL when
+ * there is no execute_result). */
 json_t *kbox_result_value(const kbox_result_t *self);
 const kbox_text_t *kbox_result_value_text(const kbox_result_t *self);
 
@@ -240,6 +259,7 @@ const kbox_output_t *kbox_result_output(const kbox_result_t *self, size_t i);
  * a MIME bundle with images replaced by references. */
 size_t kbox_result_display_count(const kbox_result_t *self);
 json_t *kbox_result_display(const kbox_result_t *self, size_t i);
+/* NULL past the end. */
 const char *kbox_result_display_id(const kbox_result_t *self, size_t i); /* or NULL */
 
 size_t kbox_result_image_count(const kbox_result_t *self);
@@ -248,7 +268,9 @@ const kbox_image_t *kbox_result_image(const kbox_result_t *self, size_t i);
 /* The error, when the code raised: name, value, the traceback with ANSI
  * escapes stripped and budgeted, and the traceback array as sent.  Name
  * and value may hold NUL bytes (NUL-terminated all the same): their
- * lengths are in *LEN (may be NULL). */
+ * lengths are in *LEN (may be NULL).  Without an error: "" (static) for
+ * name and value, NULL for the traceback.  The traceback's text is
+ * replaced by kbox_result_set_error_text. */
 bool kbox_result_has_error(const kbox_result_t *self);
 const char *kbox_result_ename(const kbox_result_t *self, size_t *len);
 const char *kbox_result_evalue(const kbox_result_t *self, size_t *len);
@@ -260,7 +282,8 @@ json_t *kbox_result_traceback_raw(const kbox_result_t *self);
 size_t kbox_result_notice_count(const kbox_result_t *self);
 const char *kbox_result_notice(const kbox_result_t *self, size_t i);
 
-/* For front ends that know more than the kernel told (a session whose
+/* REASON and TEXT are copied (REASON cut at 1023 bytes).
+ * For front ends that know more than the kernel told (a session whose
  * kernel was restarted, an execution ended by killing the kernel): set the
  * status and reason (REASON may be NULL to keep it), and add a notice, at
  * the start of the list with FIRST.  0, or -1 when out of memory or over 64
@@ -269,13 +292,14 @@ void kbox_result_set_status(kbox_result_t *self, kbox_exec_status_t status, cons
 int kbox_result_add_notice(kbox_result_t *self, const char *text, bool first);
 /* Show the error's traceback as the one line LINE (a front end that knows
  * better what the reader needs: an interrupt, a request for input no one
- * can answer); the raw traceback stays.  0, or -1 when out of memory. */
+ * can answer); the raw traceback stays.  LINE is copied.  0, or -1 when
+ * out of memory. */
 int kbox_result_set_error_text(kbox_result_t *self, const char *line);
 
 /* ---- helpers, public because front ends need them too ---- */
 
 /* Remove ANSI escape sequences (CSI, OSC, two-byte) from S into a new
- * string.  Caller frees. */
+ * string: new, free(p); its length in *OUT_LEN. */
 char *kbox_strip_ansi(const char *s, size_t len, size_t *out_len);
 
 /* Read the pixel size of a PNG or JPEG image.  0, or -1 if not recognised. */

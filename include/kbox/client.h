@@ -37,7 +37,8 @@ typedef struct {
 } kbox_client_hooks_t;
 
 /* Connect to the kernel described by CONN (copied).  Connecting does not
- * wait for the kernel; call kbox_client_wait_ready.  NULL with ERR. */
+ * wait for the kernel; call kbox_client_wait_ready.  New:
+ * kbox_client_destroy(&p); NULL with ERR. */
 kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err);
 
 /* Close the sockets (linger 1 s at most), wipe the key, free SELF.  A
@@ -46,9 +47,10 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err);
  * Accepts NULL. */
 void kbox_client_destroy(kbox_client_t **self_p);
 
+/* HOOKS is copied; HOOKS->arg is borrowed: it must outlive SELF. */
 void kbox_client_set_hooks(kbox_client_t *self, const kbox_client_hooks_t *hooks);
 
-/* This client's protocol session id (a UUID). Borrowed. */
+/* This client's protocol session id (a UUID). Borrowed: valid while SELF lives. */
 const char *kbox_client_session(const kbox_client_t *self);
 
 /* Wait until the kernel answers kernel_info on shell AND its iopub reaches us
@@ -65,7 +67,9 @@ const char *kbox_client_session(const kbox_client_t *self);
  * the process exited, KBOX_E_TIMEOUT otherwise. */
 int kbox_client_wait_ready(kbox_client_t *self, int timeout_ms, kbox_error_t *err);
 
-/* Content of the last kernel_info_reply (borrowed), or NULL before one arrived. */
+/* Content of the last kernel_info_reply, or NULL before one arrived.
+ * Borrowed: valid while SELF lives and until the next kernel_info_reply
+ * replaces it (kbox_client_wait_ready, kbox_client_kernel_info_request). */
 json_t *kbox_client_kernel_info(const kbox_client_t *self);
 
 /* Send one ping on hb and wait up to TIMEOUT_MS for the echo. 0 when it came
@@ -74,17 +78,19 @@ int kbox_client_heartbeat(kbox_client_t *self, int timeout_ms);
 
 /* ---- low level ---- */
 
-/* Sign and send MSG (borrowed) on CHANNEL (shell, control or stdin). */
+/* Sign and send MSG (borrowed for the call; the caller still owns it) on
+ * CHANNEL (shell, control or stdin). */
 int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg_t *msg,
                      kbox_error_t *err);
 
 /* Receive the next valid message on CHANNEL within TIMEOUT_MS (-1 = forever,
  * 0 = poll).  Invalid messages are dropped and counted.  NULL with ERR
- * (KBOX_E_TIMEOUT when nothing valid came). */
+ * (KBOX_E_TIMEOUT when nothing valid came).  New: kbox_msg_destroy(&p). */
 kbox_msg_t *kbox_client_recv(kbox_client_t *self, kbox_channel_t channel, int timeout_ms,
                              kbox_error_t *err);
 
-/* A new message from this client's session. Takes *CONTENT_P. */
+/* A new message from this client's session (kbox_msg_new): *CONTENT_P is
+ * taken, also on failure.  New: kbox_msg_destroy(&p). */
 kbox_msg_t *kbox_client_msg(kbox_client_t *self, const char *msg_type, json_t **content_p);
 
 /* Default wait for a reply when a request is given a timeout of 0 or less:
@@ -95,13 +101,16 @@ kbox_msg_t *kbox_client_msg(kbox_client_t *self, const char *msg_type, json_t **
  * TIMEOUT_MS (<= 0: KBOX_REQUEST_TIMEOUT_MS) for the reply whose parent is
  * it; other replies are discarded.  Fails early with KBOX_E_DEAD when the
  * alive hook reports the process gone.
- * Takes *CONTENT_P.  The caller owns the reply.  KBOX_E_TIMEOUT names the
+ * *CONTENT_P is taken, also on failure.  The reply is new:
+ * kbox_msg_destroy(&p); NULL with ERR.  KBOX_E_TIMEOUT names the
  * request: "kernel did not answer complete_request within 10 s". */
 kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel,
                                 const char *msg_type, json_t **content_p, int timeout_ms,
                                 kbox_error_t *err);
 
-/* Messages dropped because they failed verification, and why the last one was. */
+/* Messages dropped because they failed verification, and why the last one
+ * was ("" before any).  The reason is borrowed: a buffer in SELF, valid
+ * while SELF lives, overwritten by the next drop. */
 unsigned long kbox_client_dropped(const kbox_client_t *self);
 const char *kbox_client_last_drop(const kbox_client_t *self);
 
@@ -171,12 +180,12 @@ int kbox_client_ready_begin(kbox_client_t *self, int timeout_ms, kbox_ready_cb *
 
 /* Called once with the reply to a request (ownership passes to the
  * callback: destroy it), or with REPLY NULL and ERR on timeout, death of
- * the kernel or detach. */
+ * the kernel or detach.  ERR is borrowed for the call. */
 typedef void (kbox_reply_cb)(void *arg, kbox_msg_t *reply, const kbox_error_t *err);
 
 /* kbox_client_request on the attached loop: the reply is the message on
- * CHANNEL whose parent is this request.  Takes *CONTENT_P (also on
- * failure).  0, or -1 with ERR when it could not be sent (CB is then not
+ * CHANNEL whose parent is this request.  *CONTENT_P is taken (also on
+ * failure) and set to NULL; MSG_TYPE is copied.  0, or -1 with ERR when it could not be sent (CB is then not
  * called). */
 int kbox_client_request_begin(kbox_client_t *self, kbox_channel_t channel, const char *msg_type,
                               json_t **content_p, int timeout_ms, kbox_reply_cb *cb, void *arg,
@@ -185,12 +194,16 @@ int kbox_client_request_begin(kbox_client_t *self, kbox_channel_t channel, const
 /* End every pending request, readiness wait and execution of SELF now, as
  * if the kernel had died: requests and the readiness wait get KBOX_E_DEAD
  * with REASON (NULL: "the kernel died"), an execution ends with
- * KBOX_EXEC_DIED and REASON (for an owner that knows the process is gone
+ * KBOX_EXEC_DIED and REASON, copied (for an owner that knows the process is gone
  * before the channels tell).  Callbacks run before this returns; what they
  * begin is not ended.  SELF stays attached. */
 void kbox_client_fail_pending(kbox_client_t *self, const char *reason);
 
-/* ---- requests (each returns the reply message, owned by the caller) ---- */
+/* ---- requests ----
+ *
+ * Each sends its request (the strings given are copied into it) and
+ * returns the reply: new, kbox_msg_destroy(&p); NULL with ERR, as
+ * kbox_client_request. */
 
 kbox_msg_t *kbox_client_kernel_info_request(kbox_client_t *self, int timeout_ms, kbox_error_t *err);
 /* CURSOR_POS counts Unicode code points; -1 means the end of CODE. */
@@ -200,7 +213,8 @@ kbox_msg_t *kbox_client_inspect(kbox_client_t *self, const char *code, int curso
                                 int detail_level, int timeout_ms, kbox_error_t *err);
 kbox_msg_t *kbox_client_is_complete(kbox_client_t *self, const char *code, int timeout_ms,
                                     kbox_error_t *err);
-/* ARGS (borrowed) is the history_request content, e.g.
+/* ARGS (copied: a deep copy; NULL → the default below) is the
+ * history_request content, e.g.
  * {"hist_access_type":"tail","n":10,"output":false,"raw":true}. */
 kbox_msg_t *kbox_client_history(kbox_client_t *self, json_t *args, int timeout_ms,
                                 kbox_error_t *err);
@@ -225,6 +239,8 @@ typedef enum {
 	KBOX_EXEC_INTERRUPTED, /* a front end interrupted it (never set by the client) */
 } kbox_exec_status_t;
 
+/* "ok", "error", "aborted", "timeout", "died", "interrupted": static
+ * (borrowed). */
 const char *kbox_exec_status_name(kbox_exec_status_t status);
 
 /* Called for each iopub message whose parent is this request, as it
@@ -234,11 +250,13 @@ const char *kbox_exec_status_name(kbox_exec_status_t status);
 typedef int (kbox_exec_cb)(void *arg, kbox_channel_t channel, const kbox_msg_t *msg);
 
 typedef struct {
-	const char *code;
+	const char *code;     /* copied into the request */
 	bool silent;          /* default false */
 	bool no_store_history;/* default: store history (forced off when silent) */
 	bool no_stop_on_error;/* default: stop_on_error true */
-	json_t *user_expressions; /* borrowed; NULL → {} */
+	json_t *user_expressions; /* borrowed for the call: the request holds its
+	                           * own reference (json_incref, not a copy);
+	                           * NULL → {} */
 	/* Stdin.  By default allow_stdin is false and input() fails at once with
 	 * the kernel's "raw_input was called, but this frontend does not support
 	 * input requests" error.  With INPUT_LINES (N_INPUT of them, possibly 0)
@@ -296,14 +314,15 @@ typedef struct kbox_exec kbox_exec_t;
  * After an execution that failed with stop_on_error, the next execute first
  * makes a kernel_info round trip: ipykernel goes on aborting requests for
  * one more turn of its event loop (ipykernel#609), and this closes that gap.
- * Returns a result the caller owns; NULL with ERR only when the request
- * could not be sent. */
+ * OPTS is borrowed for the call.  Returns a new result:
+ * kbox_exec_destroy(&p); NULL with ERR only when the request could not be
+ * sent. */
 kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *opts,
                                  kbox_error_t *err);
 
 /* Called once when an execution begun with kbox_client_execute_begin has
  * ended; X (with the same accessors as a finished kbox_client_execute's)
- * is owned by the callback from then on: kbox_exec_destroy it. */
+ * is taken by the callback (new to it from then on): kbox_exec_destroy it. */
 typedef void (kbox_exec_done_cb)(void *arg, kbox_exec_t *x);
 
 /* kbox_client_execute on the attached loop: send the execute_request and
@@ -317,8 +336,8 @@ typedef void (kbox_exec_done_cb)(void *arg, kbox_exec_t *x);
  * settling kernel_info round trip after a failure), it is sent from the
  * loop; should that send fail, DONE gets X with KBOX_EXEC_DIED and the
  * send's error as its reason.  The result is borrowed by the caller until
- * DONE runs (to interrupt it, say); destroying it before forgets the
- * execution (DONE is then never called). */
+ * DONE runs (to interrupt it, say), when it passes to DONE; destroying it
+ * before forgets the execution (DONE is then never called). */
 kbox_exec_t *kbox_client_execute_begin(kbox_client_t *self, const kbox_exec_opts_t *opts,
                                        kbox_exec_done_cb *done, void *arg, kbox_error_t *err);
 
@@ -331,7 +350,7 @@ kbox_exec_t *kbox_client_execute_begin(kbox_client_t *self, const kbox_exec_opts
  * kbox_exec_interrupted is then true.  An execution whose request is not
  * sent yet ends as KBOX_EXEC_TIMEOUT with WHY, without an interrupt; one
  * whose reply came already is left to end.  DONE runs from the loop, never
- * from here.  0, or -1 with ERR when the interrupt could not be made (the
+ * from here.  WHY is copied.  0, or -1 with ERR when the interrupt could not be made (the
  * execution then goes on as before). */
 int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_error_t *err);
 
@@ -341,13 +360,15 @@ void kbox_exec_destroy(kbox_exec_t **self_p);
 kbox_exec_status_t kbox_exec_status(const kbox_exec_t *self);
 /* execution_count from the reply, or -1 (aborted replies carry none). */
 int kbox_exec_count(const kbox_exec_t *self);
-/* The execute_reply (borrowed), or NULL when none came. */
+/* The execute_reply, or NULL when none came.  Borrowed: valid while SELF
+ * lives. */
 const kbox_msg_t *kbox_exec_reply(const kbox_exec_t *self);
 /* True when the library interrupted the kernel for this execution. */
 bool kbox_exec_interrupted(const kbox_exec_t *self);
 /* Wall-clock seconds from send to completion. */
 double kbox_exec_seconds(const kbox_exec_t *self);
-/* The collected iopub messages, in arrival order (borrowed). */
+/* The collected iopub messages (with opts.collect), in arrival order; the
+ * Ith, or NULL past the end.  Borrowed: valid while SELF lives. */
 size_t kbox_exec_output_count(const kbox_exec_t *self);
 const kbox_msg_t *kbox_exec_output(const kbox_exec_t *self, size_t i);
 /* Number of input_requests answered, EOF answers included. */
@@ -376,7 +397,8 @@ bool kbox_exec_output_lost(const kbox_exec_t *self);
  * the code, reply or not (an interrupt can make ipykernel drop the reply
  * of a request it was finishing or starting). */
 bool kbox_exec_went_idle(const kbox_exec_t *self);
-/* Why the execution did not finish normally ("timed out after 2 s"), or "". */
+/* Why the execution did not finish normally ("timed out after 2 s"), or "".
+ * Borrowed: a buffer in SELF, valid while SELF lives. */
 const char *kbox_exec_reason(const kbox_exec_t *self);
 
 #ifdef __cplusplus

@@ -30,7 +30,8 @@ typedef struct {
 	char msg[KBOX_ERROR_MSG_MAX];
 } kbox_error_t;
 
-/* A short constant description of CODE ("timed out"). Never NULL. */
+/* A short constant description of CODE ("timed out"): static (borrowed),
+ * never NULL. */
 const char *kbox_strerror(kbox_errcode_t code);
 
 #ifdef __cplusplus

@@ -42,21 +42,30 @@ typedef struct {
 
 /* Launch SPEC.  Does not wait for readiness: connect a client and call
  * kbox_client_wait_ready (the client's alive hook reports an early exit).
- * OPTS may be NULL.  NULL with ERR when the process could not be started. */
+ * SPEC and OPTS (may be NULL) are borrowed for the call: what is needed
+ * is copied, SPEC may be destroyed afterwards.  New:
+ * kbox_kernel_destroy(&p); NULL with ERR when the process could not be
+ * started. */
 kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opts_t *opts,
                                  kbox_error_t *err);
 
 /* A client for this kernel whose hooks interrupt by the spec's
- * interrupt_mode and report the process's liveness.  Caller owns it; it
- * must be destroyed before the kernel. */
+ * interrupt_mode and report the process's liveness.  New:
+ * kbox_client_destroy(&p); its hooks borrow SELF, so it must be destroyed
+ * before the kernel. */
 kbox_client_t *kbox_kernel_connect(kbox_kernel_t *self, kbox_error_t *err);
 
-/* Start and wait until ready: the usual way.  *CLIENT_P gets the client. */
+/* Start and wait until ready: the usual way.  Returns a new kernel
+ * (kbox_kernel_destroy) and stores a new client in *CLIENT_P
+ * (kbox_client_destroy, before the kernel).  NULL with ERR; *CLIENT_P is
+ * then left as it was. */
 kbox_kernel_t *kbox_kernel_start_ready(const kbox_kspec_t *spec, const kbox_kernel_opts_t *opts,
                                        int timeout_ms, kbox_client_t **client_p,
                                        kbox_error_t *err);
 
 
+/* Borrowed views, valid while SELF lives: its connection, the path of its
+ * connection file, its runtime directory. */
 pid_t kbox_kernel_pid(const kbox_kernel_t *self);
 const kbox_conn_t *kbox_kernel_conn(const kbox_kernel_t *self);
 const char *kbox_kernel_connection_file(const kbox_kernel_t *self);
@@ -72,7 +81,8 @@ int kbox_kernel_signal(kbox_kernel_t *self, int sig, kbox_error_t *err);
 
 /* Stop the kernel: shutdown_request via CLIENT (may be NULL), wait up to
  * 2.5 s, SIGTERM the group, wait 2.5 s, SIGKILL.  Then remove the
- * connection file and ipc sockets.  0 or -1 with ERR. */
+ * connection file and ipc sockets.  CLIENT is borrowed for the call.  0 or
+ * -1 with ERR. */
 int kbox_kernel_stop(kbox_kernel_t *self, kbox_client_t *client, kbox_error_t *err);
 
 /* Stop (SIGKILL if still running), remove files, free. Accepts NULL. */

@@ -22,28 +22,32 @@ typedef struct kbox_kspec kbox_kspec_t;
  *   PREFIX/share/jupyter for kbox's configured install prefix, unless it is
  *     one of the two below (as jupyter_core treats sys.prefix);
  *   /usr/local/share/jupyter, /usr/share/jupyter.
- * Duplicates are dropped.  Returns a NULL-terminated array the caller frees
- * with kbox_strv_free. */
+ * Duplicates are dropped.  Returns a new NULL-terminated array of new
+ * strings: kbox_strv_free(p). */
 char **kbox_kspec_search_path(void);
 
-/* Free a NULL-terminated array of strings. Accepts NULL. */
+/* Free a NULL-terminated array of strings and the strings in it (one of
+ * the new arrays above). Accepts NULL. */
 void kbox_strv_free(char **strv);
 
 /* Find kernelspec NAME (case-insensitive; letters, digits, '.', '_', '-')
- * on the search path.  KBOX_E_NOTFOUND lists where it looked. */
+ * on the search path.  KBOX_E_NOTFOUND lists where it looked.  New:
+ * kbox_kspec_destroy(&p); NULL with ERR. */
 kbox_kspec_t *kbox_kspec_find(const char *name, kbox_error_t *err);
 
 /* Load the kernelspec in directory DIR (which holds kernel.json); its name is
- * the directory's last component. */
+ * the directory's last component.  New: kbox_kspec_destroy(&p); NULL with
+ * ERR. */
 kbox_kspec_t *kbox_kspec_load(const char *dir, kbox_error_t *err);
 
 /* Names of all kernelspecs found, each with the directory that wins for it:
- * a NULL-terminated array of "name\tdir" strings, sorted by name. */
+ * a NULL-terminated array of "name\tdir" strings, sorted by name.  New:
+ * kbox_strv_free(p). */
 char **kbox_kspec_list(void);
 
 void kbox_kspec_destroy(kbox_kspec_t **self_p);
 
-/* Borrowed views. */
+/* Borrowed views, valid while SELF lives. */
 const char *kbox_kspec_name(const kbox_kspec_t *self);
 const char *kbox_kspec_resource_dir(const kbox_kspec_t *self);
 const char *kbox_kspec_display_name(const kbox_kspec_t *self);
@@ -58,13 +62,13 @@ json_t *kbox_kspec_metadata(const kbox_kspec_t *self);
 /* The command to run: argv with "{connection_file}" (made absolute),
  * "{resource_dir}" and "{prefix}" replaced (unknown "{names}" left as they
  * are).  "{prefix}" is /usr, the sys.prefix of Debian's Python, which is
- * what jupyter_client run by that Python substitutes.  Caller frees
- * with kbox_strv_free. */
+ * what jupyter_client run by that Python substitutes.  New:
+ * kbox_strv_free(p); NULL with ERR. */
 char **kbox_kspec_format_argv(const kbox_kspec_t *self, const char *connection_file,
                               kbox_error_t *err);
 
 /* The spec's env as "KEY=VALUE" strings with "${VAR}" replaced from the
- * current environment (unset → empty).  Caller frees with kbox_strv_free. */
+ * current environment (unset → empty).  New: kbox_strv_free(p). */
 char **kbox_kspec_format_env(const kbox_kspec_t *self);
 
 #ifdef __cplusplus

@@ -25,7 +25,7 @@ typedef struct kbox_loop kbox_loop_t;
  * returns -1). */
 typedef int (kbox_loop_fn)(kbox_loop_t *loop, void *arg);
 
-/* A new loop with nothing in it.  NULL with ERR. */
+/* A new loop with nothing in it.  New: kbox_loop_destroy(&p); NULL with ERR. */
 kbox_loop_t *kbox_loop_new(kbox_error_t *err);
 
 /* Free SELF; what is registered is forgotten (file descriptors are not
@@ -35,6 +35,7 @@ void kbox_loop_destroy(kbox_loop_t **self_p);
 
 /* Call FN(loop, ARG) each time FD is readable (or has hung up).  One
  * handler per descriptor: a second registration of FD replaces the first.
+ * ARG is borrowed: it must stay valid while FD is registered.
  * 0, or -1 with ERR. */
 int kbox_loop_add_fd(kbox_loop_t *self, int fd, kbox_loop_fn *fn, void *arg,
                      kbox_error_t *err);
@@ -45,7 +46,8 @@ void kbox_loop_remove_fd(kbox_loop_t *self, int fd);
 /* Call FN(loop, ARG) once after MS milliseconds (a negative MS counts as
  * 0), or every MS milliseconds with REPEAT.  A timer runs at the earliest
  * in the dispatch after the one that added it; timers due together run
- * earliest first.  Returns the timer's id (> 0), or -1 with ERR. */
+ * earliest first.  ARG is borrowed: it must stay valid until the timer
+ * has run (one-shot) or is cancelled.  Returns the timer's id (> 0), or -1 with ERR. */
 int kbox_loop_add_timer(kbox_loop_t *self, int ms, bool repeat, kbox_loop_fn *fn, void *arg,
                         kbox_error_t *err);
 

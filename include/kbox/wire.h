@@ -26,7 +26,7 @@ extern "C" {
  * most: a message of many tiny values is refused before it is parsed. */
 #define KBOX_MAX_DECODE_BYTES (128 * 1024 * 1024)
 
-/* One frame: borrowed bytes. */
+/* One frame: borrowed bytes (valid while their owner lives). */
 typedef struct {
 	const void *data;
 	size_t size;
@@ -40,7 +40,8 @@ typedef struct kbox_auth kbox_auth_t;
  * KBOX_E_UNSUPPORTED) with KEY of KEYLEN bytes (copied; wiped on destroy).
  * KEYLEN 0 means "no authentication": messages go out with an empty
  * signature and any signature is accepted, as the protocol specifies.
- * Remembers the last HISTORY signatures (0 → KBOX_REPLAY_HISTORY). */
+ * Remembers the last HISTORY signatures (0 → KBOX_REPLAY_HISTORY).
+ * SCHEME is copied.  New: kbox_auth_destroy(&p); NULL with ERR. */
 kbox_auth_t *kbox_auth_new(const char *scheme, const void *key, size_t keylen,
                            size_t history, kbox_error_t *err);
 
@@ -69,15 +70,18 @@ size_t kbox_auth_history_size(const kbox_auth_t *self);
 typedef struct kbox_msg kbox_msg_t;
 
 /* A new message of MSG_TYPE from SESSION/USERNAME: a fresh msg_id, the date
- * now (UTC, microseconds), version KBOX_PROTOCOL_VERSION.  Takes ownership
- * of *CONTENT_P (NULL → {}) and sets *CONTENT_P to NULL. */
+ * now (UTC, microseconds), version KBOX_PROTOCOL_VERSION.  *CONTENT_P is
+ * taken, also on failure (NULL or CONTENT_P NULL → {}), and *CONTENT_P set
+ * to NULL; the strings are copied.  New: kbox_msg_destroy(&p); NULL when
+ * out of memory. */
 kbox_msg_t *kbox_msg_new(const char *msg_type, const char *session, const char *username,
                          json_t **content_p);
 
 /* Free SELF, set *SELF_P to NULL. Accepts NULL. */
 void kbox_msg_destroy(kbox_msg_t **self_p);
 
-/* Make PARENT's header this message's parent_header (copied). */
+/* Make PARENT's header this message's parent_header (copied: a deep copy;
+ * out of memory leaves the old one). */
 void kbox_msg_set_parent(kbox_msg_t *self, const kbox_msg_t *parent);
 
 /* Append a binary buffer (copied). Returns 0, or -1 on allocation failure. */
@@ -86,18 +90,22 @@ int kbox_msg_add_buffer(kbox_msg_t *self, const void *data, size_t size);
 /* Append a routing identity (copied), sent before the delimiter. */
 int kbox_msg_add_identity(kbox_msg_t *self, const void *data, size_t size);
 
-/* Borrowed views, valid while SELF lives.  The JSON objects are never NULL. */
+/* Borrowed views into SELF's header and dicts, valid while SELF lives (and
+ * while the dict they come from is not changed through the json_t * getters
+ * or kbox_msg_set_parent).  The JSON objects are never NULL; json_incref
+ * one to keep it longer.  msg_type and msg_id are NULL only if the header
+ * lacks them as strings (a decoded message always has them). */
 const char *kbox_msg_type(const kbox_msg_t *self);
 const char *kbox_msg_id(const kbox_msg_t *self);
 /* parent_header.msg_id, or NULL when there is no parent. */
 const char *kbox_msg_parent_id(const kbox_msg_t *self);
-/* header.session, or "" */
+/* header.session, or "" (static) */
 const char *kbox_msg_session(const kbox_msg_t *self);
 json_t *kbox_msg_header(const kbox_msg_t *self);
 json_t *kbox_msg_parent_header(const kbox_msg_t *self);
 json_t *kbox_msg_metadata(const kbox_msg_t *self);
 json_t *kbox_msg_content(const kbox_msg_t *self);
-/* The signature as received ("" for messages built locally). */
+/* The signature as received ("" for messages built locally); borrowed. */
 const char *kbox_msg_signature(const kbox_msg_t *self);
 
 /* header.date as seconds since the epoch (UTC).  Parsing is lenient: missing
@@ -105,6 +113,7 @@ const char *kbox_msg_signature(const kbox_msg_t *self);
 double kbox_msg_date(const kbox_msg_t *self);
 
 size_t kbox_msg_buffer_count(const kbox_msg_t *self);
+/* Frames borrowed from SELF (valid while it lives); I must be below the count. */
 kbox_frame_t kbox_msg_buffer(const kbox_msg_t *self, size_t i);
 size_t kbox_msg_identity_count(const kbox_msg_t *self);
 kbox_frame_t kbox_msg_identity(const kbox_msg_t *self, size_t i);
@@ -116,7 +125,8 @@ kbox_frame_t kbox_msg_identity(const kbox_msg_t *self, size_t i);
  * parses the four dicts (each must be a JSON object; header needs msg_id and
  * msg_type strings; bytes that are not UTF-8 read as U+FFFD, as in
  * jupyter_client), then records the signature in AUTH's replay history
- * (a replay fails with KBOX_E_AUTH).  Caller owns the result; NULL with ERR. */
+ * (a replay fails with KBOX_E_AUTH).  FRAMES are copied (borrowed for the
+ * call).  New: kbox_msg_destroy(&p); NULL with ERR. */
 kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n,
                             kbox_error_t *err);
 
