@@ -385,6 +385,10 @@ const char *cli_tool_description(void);
  * reference), or NULL when out of memory. */
 json_t *cli_tool_openai(void);
 
+/* Whether REQ (borrowed), sent on a control socket, fits in the line a
+ * supervisor takes (KBOX_CTL_REQUEST_MAX bytes with its newline). */
+bool cli_ctl_request_fits(const json_t *req);
+
 /* Read all of F, at most 64 MiB (67108864 bytes).  NULL with errno: EFBIG
  * when F holds more, EILSEQ when it holds a NUL byte. */
 char *cli_slurp(FILE *f);

@@ -630,9 +630,9 @@ static int not_run(agent_t *a, int step, json_t *call)
 static bool too_long(const char *code, double timeout_s, char *out, size_t size)
 {
 	json_t *req = execute_request(code, timeout_s);
-	size_t len = req ? json_dumpb(req, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(9)) : 0;
+	bool fits = !req || cli_ctl_request_fits(req);
 	json_decref(req);
-	if (len + 1 <= (size_t)KBOX_CTL_REQUEST_MAX)
+	if (fits)
 		return false;
 	snprintf(out, size, "error: not run: the code is %zu bytes; at most 16 MiB can run (as a "
 	         "JSON string, in which a control character takes 6 bytes): make it shorter",

@@ -215,6 +215,12 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
 	return r->status;
 }
 
+bool cli_ctl_request_fits(const json_t *req)
+{
+	return req && json_dumpb(req, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(9)) + 1 <=
+	                  (size_t)KBOX_CTL_REQUEST_MAX;
+}
+
 int cli_session_connect(const char *cmd, const char *dir, const char *name, bool no_start,
                         int *status)
 {

@@ -759,9 +759,7 @@ static json_t *tool_run_python(mcp_t *m, json_t *id, json_t *args)
 	                "json", "with_text", 1, "grace", 5.0);
 	if (req && timeout_ms > 0)
 		json_object_set_new(req, "timeout", json_real((double)timeout_ms / 1000.0));
-	/* the session takes a request line of KBOX_CTL_REQUEST_MAX bytes */
-	if (req && json_dumpb(req, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(9)) + 1 >
-	               (size_t)KBOX_CTL_REQUEST_MAX) {
+	if (req && !cli_ctl_request_fits(req)) {
 		json_decref(req);
 		return text_result(true, "run_python: not run: the code is %zu bytes; at most 16 MiB "
 		                         "can run (as a JSON string, in which a control character "
