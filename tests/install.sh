@@ -38,6 +38,7 @@ check installs_man_pages sh -c "test -f '$root/share/man/man1/kbox.1' && test -f
 check public_headers_include_no_czmq_or_zmq sh -c "! grep -l 'include <c\\?zmq\\.h>\\|zsock_t\\|zmsg_t' '$root/include/kbox.h' '$root/include/kbox/'*.h"
 check shared_library_exports_only_kbox_api sh -c "nm -D --defined-only '$lib/libkbox.so' | awk '\$2 ~ /^[TDBRW]\$/ {print \$3}' >'$tmp/syms' && [ -s '$tmp/syms' ] && ! grep -v '^kbox_[a-z]' '$tmp/syms'"
 check shared_library_hides_internal_symbols sh -c "! nm -D --defined-only '$lib/libkbox.so' | grep -q ' kbox__'"
+check shared_library_symbols_carry_version_KBOX_0 sh -c "nm -D --defined-only '$lib/libkbox.so' | awk '\$2 ~ /^[TDBRW]\$/ {print \$3}' >'$tmp/vsyms' && [ -s '$tmp/vsyms' ] && ! grep -v '@@KBOX_0\$' '$tmp/vsyms'"
 
 cat >"$tmp/prog.c" <<'PROG'
 #include <stdio.h>
