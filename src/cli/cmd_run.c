@@ -307,7 +307,7 @@ int cmd_run(int argc, char **argv)
 	long long max_bytes = 0, max_lines = 0;
 	cli_option_t opts[] = {
 	    CLI_OPT_STRING('k', "kernel", "NAME", &kernel,
-	                   "the kernelspec (default: $KBOX_KERNEL, else python3)"),
+	                   "the kernelspec (default: $KBOX_KERNEL, else " KBOX_KERNEL_DEFAULT ")"),
 	    CLI_OPT_STRING(0, "workspace", "DIR", &workspace,
 	                   "bind the host directory DIR, writable by the code, as the workspace "
 	                   "(default: a new, empty one)"),
@@ -337,7 +337,7 @@ int cmd_run(int argc, char **argv)
 	    CLI_OPT_END};
 
 	if (!kernel || !*kernel)
-		kernel = "python3";
+		kernel = KBOX_KERNEL_DEFAULT;
 	if (!(cells.v = calloc((size_t)argc + 1, sizeof *cells.v)) ||
 	    !(copies = calloc((size_t)argc + 1, sizeof *copies))) {
 		cli_error("run", "out of memory");

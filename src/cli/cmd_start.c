@@ -118,7 +118,7 @@ int cmd_start(int argc, char **argv)
 	cli_option_t opts[] = {
 	    CLI_OPT_SESSION(&name),
 	    CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
-	                   "the kernelspec (default: the session's, else python3)"),
+	                   "the kernelspec (default: the session's, else " KBOX_KERNEL_DEFAULT ")"),
 	    CLI_OPT_STRING('b', "backend", "B", &backend,
 	                   "bwrap or none, unsandboxed (default: the session's, else bwrap)"),
 	    CLI_OPT_CALLBACK(0, "ttl", "DURATION", cli_opt_duration, &ttl,
@@ -223,7 +223,7 @@ int cmd_start(int argc, char **argv)
 	if (backend)
 		json_object_set_new(config, "backend", json_string(backend));
 	if (!json_object_get(config, "kernel"))
-		json_object_set_new(config, "kernel", json_string("python3"));
+		json_object_set_new(config, "kernel", json_string(KBOX_KERNEL_DEFAULT));
 	if (!json_object_get(config, "backend"))
 		json_object_set_new(config, "backend", json_string(KBOX_BACKEND_DEFAULT));
 	if (ttl >= 0)

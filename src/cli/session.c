@@ -233,7 +233,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name, json_t
 		}
 		if ((is_new = !json_object_get(have, "backend"))) {
 			json_object_set_new(have, "name", json_string(name));
-			json_object_set_new(have, "kernel", json_string("python3"));
+			json_object_set_new(have, "kernel", json_string(KBOX_KERNEL_DEFAULT));
 			json_object_set_new(have, "backend", json_string(KBOX_BACKEND_DEFAULT));
 		}
 		backend = json_string_value(json_object_get(have, "backend"));

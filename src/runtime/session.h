@@ -29,17 +29,13 @@
 #include <sys/types.h>
 #include <jansson.h>
 #include <kbox/error.h>
+#include "runtime/session_config.h" /* session.json's defaults */
 
 
 /* Short enough that HOME/sessions/NAME/run/<socket> fits a unix socket
  * path (107 bytes) under a usual ~/.local/state/kbox. */
 #define KBOX_SESSION_NAME_MAX 32
 #define KBOX_SESSION_DEFAULT "default"
-/* Default outputs quota: the most a session's outputs/ may hold (spill
- * files and images); kbox start --outputs-quota. */
-#define KBOX_OUTPUTS_QUOTA (1ULL << 30)
-/* Default idle time after which a supervisor stops its session. */
-#define KBOX_SESSION_TTL_MS (30LL * 60 * 1000)
 
 /* 0 when NAME is a valid session name: 1 to 32 of [A-Za-z0-9._-], not
  * starting with '.' or '-' (so never "..", never a path).  -1 with ERR. */

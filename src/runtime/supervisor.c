@@ -1938,7 +1938,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->kernel = json_string_value(json_object_get(s->config, "kernel"));
 	s->backend = json_string_value(json_object_get(s->config, "backend"));
 	if (!s->kernel)
-		s->kernel = "python3";
+		s->kernel = KBOX_KERNEL_DEFAULT;
 	if (!s->backend)
 		s->backend = KBOX_BACKEND_DEFAULT;
 	s->ttl_ms = json_is_integer(json_object_get(s->config, "ttl_ms"))
