@@ -6,7 +6,7 @@
  * $KBOX_HOME, else $XDG_STATE_HOME/kbox, else ~/.local/state/kbox:
  *
  *   session.json     the configuration given to kbox start (kernel, backend,
- *                    ttl, limits, environment)
+ *                    ttl, limits, environment): session_config.h
  *   supervisor.pid   the supervisor's pid, flock()ed while it runs
  *   control.sock     the supervisor's control socket (JSON lines: kbox-protocol(7))
  *   run/             the host's connection file of the current kernel; run/sandbox/
@@ -29,7 +29,7 @@
 #include <sys/types.h>
 #include <jansson.h>
 #include <kbox/error.h>
-#include "runtime/session_config.h" /* session.json's defaults */
+#include "runtime/session_config.h" /* session.json */
 
 
 /* Short enough that HOME/sessions/NAME/run/<socket> fits a unix socket
@@ -90,11 +90,6 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
  * strings, *N_P of them).  An absent HOME is an empty list. */
 char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err);
 void kbox_session_list_free(char **names, size_t n);
-
-/* session.json: read (new reference; an absent file is an empty object) and
- * write atomically. */
-json_t *kbox_session_config_load(const char *dir, kbox_error_t *err);
-int kbox_session_config_save(const char *dir, json_t *config, kbox_error_t *err);
 
 /* Append one event to DIR/events.ndjson: FIELDS (stolen; may be NULL) plus
  * "time" (ISO 8601 UTC) and "event".  One write(2) per line, O_APPEND, so
