@@ -385,6 +385,20 @@ TEST(a_workspace_given_stores_its_identity)
 	kbox_session_config_free(&c);
 }
 
+TEST(a_workspace_given_without_its_identity_drops_the_files)
+{
+	kbox_session_config_t c;
+	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	fresh();
+	write_config("{\"workspace\": \"/a\", \"workspace_dev\": 1, \"workspace_ino\": 2}");
+	REQUIRE(load(&c) == 0);
+	o.workspace = "/b";
+	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	CHECK_STR_EQ(c.workspace, "/b");
+	CHECK(!(c.has & (KBOX_SC_WORKSPACE_DEV | KBOX_SC_WORKSPACE_INO)));
+	kbox_session_config_free(&c);
+}
+
 /* The files kbox start, kbox exec and kbox run wrote before this module,
  * byte for byte as json_dumps(JSON_INDENT(2) | JSON_SORT_KEYS) made them:
  * a session left in a state directory must still start. */
@@ -450,6 +464,7 @@ int main(void)
 	RUN(merge_of_nothing_changes_nothing);
 	RUN(merge_of_a_string_the_config_holds_itself_keeps_it);
 	RUN(a_workspace_given_stores_its_identity);
+	RUN(a_workspace_given_without_its_identity_drops_the_files);
 	RUN(files_older_kbox_versions_wrote_still_load);
 	RUN(a_stored_quota_of_0_is_the_default);
 	test_rm_rf(dir);

@@ -385,10 +385,15 @@ int kbox_session_config_merge(kbox_session_config_t *cfg, const kbox_session_opt
 	MERGE_NUMBER(cfg, KBOX_SC_OWNER_PID, owner_pid, o->owner_pid);
 	MERGE_NUMBER(cfg, KBOX_SC_HOME_CONFIG, home_config, o->home_config);
 	MERGE_NUMBER(cfg, KBOX_SC_EPHEMERAL, ephemeral, o->ephemeral);
+	/* a workspace given comes with its identity, or with none: never
+	 * with the one the file had for another */
 	if (o->workspace && o->workspace_st) {
 		cfg->workspace_dev = (long long)o->workspace_st->st_dev;
 		cfg->workspace_ino = (long long)o->workspace_st->st_ino;
 		cfg->has |= KBOX_SC_WORKSPACE_DEV | KBOX_SC_WORKSPACE_INO;
+	} else if (o->workspace) {
+		cfg->workspace_dev = cfg->workspace_ino = 0;
+		cfg->has &= ~(unsigned)(KBOX_SC_WORKSPACE_DEV | KBOX_SC_WORKSPACE_INO);
 	}
 	if (o->n_env) {
 		char **v = calloc(o->n_env + 1, sizeof *v);
