@@ -247,7 +247,7 @@ int cli_check_session(const char *cmd, const char *name);
 /* Can CONFIG's backend run here?  For bwrap: installed, and able to make
  * its sandbox (a probe).  Warns about limits it cannot enforce.  EXIT_OK,
  * or EXIT_UNAVAILABLE after one error line. */
-int cli_check_backend(const char *cmd, const json_t *config);
+int cli_check_backend(const char *cmd, const kbox_session_config_t *config);
 /* Remove a new session's directory DIR, if it holds only the empty
  * directories (and lock) a session starts with and the session.json this
  * start saved: a start that failed before a supervisor ran leaves nothing
@@ -262,8 +262,8 @@ char *cli_running_session(const char *cmd, const char *name, int *status);
  * starts make one).  CONFIG (borrowed; NULL keeps session.json) is saved
  * first.  *STARTED (may be NULL) tells whether this call started it.
  * An exit status. */
-int cli_session_start(const char *cmd, const char *dir, const char *name, json_t *config,
-                      bool *started);
+int cli_session_start(const char *cmd, const char *dir, const char *name,
+                      const kbox_session_config_t *config, bool *started);
 /* Connect to the supervisor of the session in DIR (NAME for messages),
  * starting the session unless NO_START (src/cli/cmd_exec.c).  The
  * connection, or -1 with one line printed and *STATUS set. */

@@ -341,10 +341,10 @@ int cmd_doctor(int argc, char **argv)
 {
 	report_t r = {NULL, FMT_TEXT, false};
 	bool fix = false;
-	const char *kernel = "python3", *rootfs_arg = NULL;
+	const char *kernel = KBOX_KERNEL_DEFAULT, *rootfs_arg = NULL;
 	cli_option_t opts[] = {
 	    CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
-	                   "the kernelspec to check (default: python3)"),
+	                   "the kernelspec to check (default: " KBOX_KERNEL_DEFAULT ")"),
 	    CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
 	                   "take the sandbox's system files from DIR (default: the host's)"),
 	    CLI_OPT_FORMAT(&r.format, "text: a line a check (the default); json and ndjson: one "

@@ -10,7 +10,8 @@ json_t *cli_session_info(const char *home, const char *name)
 {
 	kbox_error_t err = {0};
 	char *dir = kbox_session_dir(home, name, false, &err);
-	json_t *info = NULL, *cfg;
+	json_t *info = NULL;
+	kbox_session_config_t cfg;
 	pid_t pid = 0;
 	kbox_supervisor_state_t st;
 
@@ -43,12 +44,13 @@ json_t *cli_session_info(const char *home, const char *name)
 			json_object_set_new(info, "last_stop", json_string(buf));
 		if (pid)
 			json_object_set_new(info, "pid", json_integer(pid));
-		cfg = kbox_session_config_load(dir, NULL);
-		if (cfg) {
-			json_object_set(info, "backend", json_object_get(cfg, "backend"));
-			json_object_set(info, "kernel", json_object_get(cfg, "kernel"));
+		if (kbox_session_config_load(&cfg, dir, NULL) == 0) {
+			if (cfg.has & KBOX_SC_BACKEND)
+				json_object_set_new(info, "backend", json_string(cfg.backend));
+			if (cfg.has & KBOX_SC_KERNEL)
+				json_object_set_new(info, "kernel", json_string(cfg.kernel));
 		}
-		json_decref(cfg);
+		kbox_session_config_free(&cfg);
 	}
 	json_object_set_new(info, "name", json_string(name));
 	json_object_set_new(info, "dir", json_string(dir));

@@ -631,17 +631,16 @@ static json_t *tool_write_file(mcp_t *m, json_t *args)
 	char why[PATH_MAX + 256], tmp[64] = "";
 	ws_path_t p = {.dirfd = -1};
 	int parent = -1, out = -1;
-	json_t *res = NULL, *config;
-	kbox_error_t err = {0};
+	json_t *res = NULL;
+	kbox_session_config_t config;
 	long long file_size = 0;
 	struct stat st;
 
 	if (!path || !content)
 		return text_result(true, "write_file: \"path\" and \"content\" (strings) are required");
-	if ((config = kbox_session_config_load(m->dir, &err)) &&
-	    json_integer_value(json_object_get(config, "file_size")) > 0)
-		file_size = json_integer_value(json_object_get(config, "file_size"));
-	json_decref(config);
+	if (kbox_session_config_load(&config, m->dir, NULL) == 0)
+		file_size = config.file_size;
+	kbox_session_config_free(&config);
 	if (clen > (size_t)WRITE_FILE_MAX || (file_size > 0 && (long long)clen > file_size))
 		return text_result(true, "write_file: the content is %zu bytes, more than %s%lld "
 		                   "bytes: write a larger file with code (run_python)", clen,

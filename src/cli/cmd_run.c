@@ -307,14 +307,15 @@ int cmd_run(int argc, char **argv)
 	long long max_bytes = 0, max_lines = 0;
 	cli_option_t opts[] = {
 	    CLI_OPT_STRING('k', "kernel", "NAME", &kernel,
-	                   "the kernelspec (default: $KBOX_KERNEL, else python3)"),
+	                   "the kernelspec (default: $KBOX_KERNEL, else " KBOX_KERNEL_DEFAULT ")"),
 	    CLI_OPT_STRING(0, "workspace", "DIR", &workspace,
 	                   "bind the host directory DIR, writable by the code, as the workspace "
 	                   "(default: a new, empty one)"),
 	    CLI_OPT_LIST(0, "put", "FILE", &puts,
 	                 "copy FILE into the new workspace first; repeatable (default: none)"),
 	    CLI_OPT_CALLBACK(0, "backend", "bwrap|none", backend_cb, &backend,
-	                     "bwrap, a sandbox, or none, unsandboxed (default: bwrap)"),
+	                     "bwrap, a sandbox, or none, unsandboxed (default: " KBOX_BACKEND_DEFAULT
+	                     ")"),
 	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &timeout_ms,
 	                     "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
 	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
@@ -337,7 +338,7 @@ int cmd_run(int argc, char **argv)
 	    CLI_OPT_END};
 
 	if (!kernel || !*kernel)
-		kernel = "python3";
+		kernel = KBOX_KERNEL_DEFAULT;
 	if (!(cells.v = calloc((size_t)argc + 1, sizeof *cells.v)) ||
 	    !(copies = calloc((size_t)argc + 1, sizeof *copies))) {
 		cli_error("run", "out of memory");
@@ -421,19 +422,25 @@ int cmd_run(int argc, char **argv)
 	{
 		/* a private session: never idle-stopped, stopped with us,
 		 * removed when it stops, and with it its workspace unless
-		 * that is the caller's directory */
-		json_t *config = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I}", "name", "run", "kernel",
-		                           kernel, "backend", backend, "ttl_ms", (json_int_t)0,
-		                           "ephemeral", 1, "owner_pid", (json_int_t)getpid());
+		 * that is the caller's directory (given with its identity as
+		 * checked, which the sandbox must bind) */
+		kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+		kbox_session_config_t config;
 		kbox_error_t cerr = {0};
-		if (workspace)
-		{
-			/* the directory checked, which the sandbox must bind */
-			json_object_set_new(config, "workspace", json_string(wsreal));
-			json_object_set_new(config, "workspace_dev", json_integer((json_int_t)wsst.st_dev));
-			json_object_set_new(config, "workspace_ino", json_integer((json_int_t)wsst.st_ino));
-		}
-		status = cli_check_backend("run", config);
+		o.name = "run";
+		o.kernel = kernel;
+		o.backend = backend;
+		o.ttl_ms = 0;
+		o.ephemeral = 1;
+		o.owner_pid = getpid();
+		o.workspace = workspace ? wsreal : NULL;
+		o.workspace_st = workspace ? &wsst : NULL;
+		kbox_session_config_init(&config);
+		if (kbox_session_config_merge(&config, &o, &cerr) < 0) {
+			cli_error("run", "%s", cerr.msg);
+			status = EXIT_UNAVAILABLE;
+		} else
+			status = cli_check_backend("run", &config);
 		if (status == EXIT_OK && !kbox_backend_sandboxed(backend))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", backend);
 		if (status == EXIT_OK && workspace && read_only)
@@ -449,8 +456,8 @@ int cmd_run(int argc, char **argv)
 		if (status == EXIT_OK && !workspace)
 			status = fill_workspace(rundir, copies, n_copies);
 		if (status == EXIT_OK)
-			status = cli_session_start("run", rundir, "run", config, NULL);
-		json_decref(config);
+			status = cli_session_start("run", rundir, "run", &config, NULL);
+		kbox_session_config_free(&config);
 		if (status != EXIT_OK)
 			goto out;
 		if ((fd = kbox_ctl_connect(rundir, &cerr)) < 0) {

@@ -22,14 +22,22 @@ static bool valid_env(const char *kv)
 	return true;
 }
 
-/* -e K=V: appended to the JSON array at VALUE. */
+/* -e K=V: appended to the cli_strlist_t at VALUE. */
 static int env_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
+	cli_strlist_t *l = opt->value;
+	const char **v;
 	if (!valid_env(arg)) {
 		cli_error(cmd, "invalid --env \"%s\": expected NAME=VALUE", arg);
 		return EXIT_USAGE;
 	}
-	json_array_append_new(opt->value, json_string(arg));
+	if (!(v = realloc(l->v, (l->n + 2) * sizeof *v))) {
+		cli_error(cmd, "out of memory");
+		return EXIT_UNAVAILABLE;
+	}
+	v[l->n++] = arg;
+	v[l->n] = NULL;
+	l->v = v;
 	return EXIT_OK;
 }
 
@@ -109,46 +117,48 @@ static char *rootfs_path(const char *arg)
 
 int cmd_start(int argc, char **argv)
 {
-	const char *name = NULL, *kernel = NULL, *backend = NULL, *rootfs_arg = NULL;
+	const char *name = NULL, *rootfs_arg = NULL;
 	char *rootfs = NULL;
-	long long ttl = -1, memory = -1, pids = -1, tmp_size = -1, file_size = -1, quota = -1;
-	double cpus = -1;
-	int home_config = -1;
-	json_t *env = json_array(), *config = NULL, *before = NULL;
+	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	kbox_session_config_t config, before;
+	cli_strlist_t env = {0};
 	cli_option_t opts[] = {
 	    CLI_OPT_SESSION(&name),
-	    CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
-	                   "the kernelspec (default: the session's, else python3)"),
-	    CLI_OPT_STRING('b', "backend", "B", &backend,
-	                   "bwrap or none, unsandboxed (default: the session's, else bwrap)"),
-	    CLI_OPT_CALLBACK(0, "ttl", "DURATION", cli_opt_duration, &ttl,
+	    CLI_OPT_STRING('k', "kernel", "SPEC", &o.kernel,
+	                   "the kernelspec (default: the session's, else " KBOX_KERNEL_DEFAULT ")"),
+	    CLI_OPT_STRING('b', "backend", "B", &o.backend,
+	                   "bwrap or none, unsandboxed (default: the session's, else "
+	                   KBOX_BACKEND_DEFAULT ")"),
+	    CLI_OPT_CALLBACK(0, "ttl", "DURATION", cli_opt_duration, &o.ttl_ms,
 	                     "stop after DURATION idle, 0 never (default: the session's, else 30m)"),
-	    CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &memory,
+	    CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &o.memory,
 	                     "limit the kernel's memory (default: the session's, else 2G)"),
-	    CLI_OPT_CALLBACK(0, "cpus", "N", cpus_cb, &cpus,
+	    CLI_OPT_CALLBACK(0, "cpus", "N", cpus_cb, &o.cpus,
 	                     "limit it to N CPUs, such as 0.5 (default: the session's, else none)"),
-	    CLI_OPT_CALLBACK(0, "pids", "N", pids_cb, &pids,
+	    CLI_OPT_CALLBACK(0, "pids", "N", pids_cb, &o.pids,
 	                     "limit its processes and threads (default: the session's, else 1024)"),
-	    CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", size_cb, &tmp_size,
+	    CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", size_cb, &o.tmp_size,
 	                     "size of /tmp and /dev/shm (default: the session's, else 512M)"),
-	    CLI_OPT_CALLBACK(0, "file-size", "SIZE", size_cb, &file_size,
+	    CLI_OPT_CALLBACK(0, "file-size", "SIZE", size_cb, &o.file_size,
 	                     "largest file it may write (default: the session's, else 4G)"),
 	    CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
 	                   "the sandbox's system files (default: the session's, else the host's)"),
-	    CLI_OPT_CALLBACK('e', "env", "K=V", env_cb, env,
+	    CLI_OPT_CALLBACK('e', "env", "K=V", env_cb, &env,
 	                     "set K to V in its environment; repeatable (default: the session's)"),
-	    CLI_OPT_CALLBACK(0, "outputs-quota", "SIZE", size_cb, &quota,
+	    CLI_OPT_CALLBACK(0, "outputs-quota", "SIZE", size_cb, &o.outputs_quota,
 	                     "the most its outputs directory may hold: spilled text and images "
 	                     "(default: the session's, else 1G)"),
-	    CLI_OPT_CALLBACK(0, "home-config", "on|off", home_config_cb, &home_config,
+	    CLI_OPT_CALLBACK(0, "home-config", "on|off", home_config_cb, &o.home_config,
 	                     "let a new kernel run the startup files and configuration in its "
 	                     "home (default: the session's, else off)"),
 	    CLI_OPT_END};
 	char *dir = NULL;
 	int status, n;
 	kbox_error_t err = {0};
-	bool started = false, is_new = false;
+	bool started = false, is_new = false, restore = false;
 
+	kbox_session_config_init(&config);
+	kbox_session_config_init(&before);
 	if ((n = cli_parse_options("start", opts, argc, argv, &status)) < 0)
 		goto out;
 	if ((status = cli_no_operands("start", n, argv)) != EXIT_OK)
@@ -157,23 +167,26 @@ int cmd_start(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	o.rootfs = rootfs;
+	o.env = env.v;
+	o.n_env = env.n;
 	name = cli_session_name(name);
 	if ((status = cli_check_session("start", name)) != EXIT_OK)
 		goto out;
-	if (backend && !kbox_backend_exists(backend)) {
+	if (o.backend && !kbox_backend_exists(o.backend)) {
 		char list[128] = "";
 		for (const char *const *b = kbox_backend_names(); *b; b++)
 			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
 			         list[0] ? ", " : "", *b);
-		cli_error("start", "unknown backend \"%s\" (available: %s)", backend, list);
+		cli_error("start", "unknown backend \"%s\" (available: %s)", o.backend, list);
 		status = EXIT_USAGE;
 		goto out;
 	}
 	{
 		/* a kernelspec that does not exist must not leave an empty session
 		 * behind: check the one given (a stored one was checked before) */
-		kbox_kspec_t *spec = kernel ? kbox_kspec_find(kernel, &err) : NULL;
-		if (kernel && !spec) {
+		kbox_kspec_t *spec = o.kernel ? kbox_kspec_find(o.kernel, &err) : NULL;
+		if (o.kernel && !spec) {
 			cli_error("start", "%s", err.msg);
 			status = EXIT_UNAVAILABLE;
 			goto out;
@@ -200,55 +213,27 @@ int cmd_start(int argc, char **argv)
 		pid_t pid;
 		if (kbox_session_supervisor(dir, &pid) == KBOX_SUPERVISOR_RUNNING) {
 			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
-			if (kernel || backend || ttl >= 0 || memory >= 0 || cpus >= 0 || pids >= 0 ||
-			    json_array_size(env) || rootfs || tmp_size >= 0 || file_size >= 0 ||
-			    home_config >= 0 || quota >= 0)
+			if (!kbox_session_opts_empty(&o))
 				cli_error("start", "warning: session %s runs already; the options given were "
 				          "not applied (kbox stop -s %s first)", name, name);
 			goto out;
 		}
 	}
-	if (!(config = kbox_session_config_load(dir, &err))) {
+	/* the session's configuration, and the command line over it; and
+	 * what a start that fails puts back: a kernel that could not be
+	 * started, or options it could not start with, are not the
+	 * session's (the next start or exec uses what worked before) */
+	o.name = name;
+	if (kbox_session_config_load(&config, dir, &err) < 0 ||
+	    (!is_new && kbox_session_config_load(&before, dir, &err) < 0) ||
+	    kbox_session_config_merge(&config, &o, &err) < 0) {
 		cli_error("start", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	/* what a start that fails puts back: a kernel that could not be
-	 * started, or options it could not start with, are not the
-	 * session's (the next start or exec uses what worked before) */
-	before = is_new ? NULL : json_deep_copy(config);
-	json_object_set_new(config, "name", json_string(name));
-	if (kernel)
-		json_object_set_new(config, "kernel", json_string(kernel));
-	if (backend)
-		json_object_set_new(config, "backend", json_string(backend));
-	if (!json_object_get(config, "kernel"))
-		json_object_set_new(config, "kernel", json_string("python3"));
-	if (!json_object_get(config, "backend"))
-		json_object_set_new(config, "backend", json_string(KBOX_BACKEND_DEFAULT));
-	if (ttl >= 0)
-		json_object_set_new(config, "ttl_ms", json_integer(ttl));
-	if (memory >= 0)
-		json_object_set_new(config, "memory", json_integer(memory));
-	if (cpus >= 0)
-		json_object_set_new(config, "cpus", json_real(cpus));
-	if (pids >= 0)
-		json_object_set_new(config, "pids", json_integer(pids));
-	if (tmp_size >= 0)
-		json_object_set_new(config, "tmp_size", json_integer(tmp_size));
-	if (file_size >= 0)
-		json_object_set_new(config, "file_size", json_integer(file_size));
-	if (rootfs)
-		json_object_set_new(config, "rootfs", json_string(rootfs));
-	if (quota >= 0)
-		json_object_set_new(config, "outputs_quota", json_integer(quota));
-	if (home_config >= 0)
-		json_object_set_new(config, "home_config", json_boolean(home_config));
-	if (json_array_size(env))
-		json_object_set(config, "env", env);
+	restore = !is_new;
 	{
-		kbox_kspec_t *spec = kbox_kspec_find(json_string_value(json_object_get(config, "kernel")),
-		                                     &err);
+		kbox_kspec_t *spec = kbox_kspec_find(config.kernel, &err);
 		if (!spec) {
 			cli_error("start", "%s", err.msg);
 			status = EXIT_UNAVAILABLE;
@@ -256,28 +241,25 @@ int cmd_start(int argc, char **argv)
 		}
 		kbox_kspec_destroy(&spec);
 	}
-	{
-		const char *b = json_string_value(json_object_get(config, "backend"));
-		if ((status = cli_check_backend("start", config)) != EXIT_OK)
-			goto out;
-		if (!kbox_backend_sandboxed(b))
-			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", b);
-	}
-	status = cli_session_start("start", dir, name, config, &started);
+	if ((status = cli_check_backend("start", &config)) != EXIT_OK)
+		goto out;
+	if (!kbox_backend_sandboxed(config.backend))
+		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
+		        config.backend);
+	status = cli_session_start("start", dir, name, &config, &started);
 	if (status == EXIT_OK) {
 		pid_t pid;
 		kbox_session_supervisor(dir, &pid);
 		if (started)
 			printf("session %s started (backend %s, kernel %s, supervisor pid %ld)\n", name,
-			       json_string_value(json_object_get(config, "backend")),
-			       json_string_value(json_object_get(config, "kernel")), (long)pid);
+			       config.backend, config.kernel, (long)pid);
 		else
 			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
 	}
 out:
 	if (dir && is_new && status != EXIT_OK && !started)
 		cli_session_forget(dir);
-	else if (dir && before && status != EXIT_OK && !started) {
+	else if (dir && restore && status != EXIT_OK && !started) {
 		/* a supervisor that reported its failure is on its way out: once
 		 * it is gone (never under one that runs), put the old back */
 		kbox_error_t ignored = {0};
@@ -285,11 +267,11 @@ out:
 		     i++)
 			usleep(50000);
 		if (kbox_session_supervisor(dir, NULL) != KBOX_SUPERVISOR_RUNNING)
-			kbox_session_config_save(dir, before, &ignored);
+			kbox_session_config_save(&before, dir, &ignored);
 	}
-	json_decref(before);
-	json_decref(env);
-	json_decref(config);
+	kbox_session_config_free(&before);
+	kbox_session_config_free(&config);
+	cli_strlist_clear(&env);
 	free(rootfs);
 	free(dir);
 	return status;

@@ -186,8 +186,8 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 	return pfd[0];
 }
 
-int cli_session_start(const char *cmd, const char *dir, const char *name, json_t *config,
-                      bool *started)
+int cli_session_start(const char *cmd, const char *dir, const char *name,
+                      const kbox_session_config_t *config, bool *started)
 {
 	kbox_error_t err = {0};
 	int lock, rfd, status = EXIT_OK;
@@ -216,43 +216,43 @@ int cli_session_start(const char *cmd, const char *dir, const char *name, json_t
 		usleep(50000);
 	}
 	if (config) {
-		if (kbox_session_config_save(dir, config, &err) < 0) {
+		if (kbox_session_config_save(config, dir, &err) < 0) {
 			cli_error(cmd, "%s", err.msg);
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
 	} else {
-		/* started by kbox exec: the stored configuration, or the defaults */
-		json_t *have = kbox_session_config_load(dir, &err);
-		const char *backend;
-		bool is_new;
-		if (!have) {
+		/* started by kbox exec: the stored configuration, or the
+		 * defaults, which a new session saves (with its name) */
+		kbox_session_config_t have;
+		kbox_session_opts_t named = KBOX_SESSION_OPTS_INIT;
+		bool is_new = false;
+		named.name = name;
+		if (kbox_session_config_load(&have, dir, &err) < 0 ||
+		    ((is_new = !(have.has & KBOX_SC_BACKEND)) &&
+		     kbox_session_config_merge(&have, &named, &err) < 0)) {
 			cli_error(cmd, "%s", err.msg);
+			kbox_session_config_free(&have);
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		if ((is_new = !json_object_get(have, "backend"))) {
-			json_object_set_new(have, "name", json_string(name));
-			json_object_set_new(have, "kernel", json_string("python3"));
-			json_object_set_new(have, "backend", json_string(KBOX_BACKEND_DEFAULT));
-		}
-		backend = json_string_value(json_object_get(have, "backend"));
-		if ((status = cli_check_backend(cmd, have)) != EXIT_OK) {
-			json_decref(have);
+		if ((status = cli_check_backend(cmd, &have)) != EXIT_OK) {
+			kbox_session_config_free(&have);
 			close(lock);
 			if (is_new) /* nothing of it is left behind */
 				cli_session_forget(dir);
 			return status;
 		}
-		if (is_new && kbox_session_config_save(dir, have, &err) < 0) {
+		if (is_new && kbox_session_config_save(&have, dir, &err) < 0) {
 			cli_error(cmd, "%s", err.msg);
-			json_decref(have);
+			kbox_session_config_free(&have);
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		if (backend && !kbox_backend_sandboxed(backend))
-			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", backend);
-		json_decref(have);
+		if (!kbox_backend_sandboxed(have.backend))
+			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
+			        have.backend);
+		kbox_session_config_free(&have);
 	}
 	if ((rfd = spawn_supervisor(cmd, dir)) < 0) {
 		status = EXIT_UNAVAILABLE;
@@ -306,14 +306,12 @@ void cli_session_forget(const char *dir)
 	rmdir(dir); /* only when empty: nothing else is ever removed */
 }
 
-int cli_check_backend(const char *cmd, const json_t *config)
+int cli_check_backend(const char *cmd, const kbox_session_config_t *config)
 {
-	const char *b = json_string_value(json_object_get(config, "backend"));
+	const char *b = config->backend;
 	kbox_sandbox_opts_t so = {0};
 	char buf[1024];
 
-	if (!b)
-		b = KBOX_BACKEND_DEFAULT;
 	if (strcmp(b, "bwrap") == 0) {
 		char *exe = kbox_bwrap_path();
 		if (!exe) {
@@ -326,9 +324,9 @@ int cli_check_backend(const char *cmd, const json_t *config)
 		/* whether it can make its sandbox here, the supervisor finds out
 		 * (and says why not) when it starts the kernel */
 	}
-	so.memory_bytes = json_integer_value(json_object_get(config, "memory"));
-	so.cpus = json_number_value(json_object_get(config, "cpus"));
-	so.pids = (long)json_integer_value(json_object_get(config, "pids"));
+	so.memory_bytes = config->memory;
+	so.cpus = config->cpus;
+	so.pids = (long)config->pids;
 	if (*kbox_backend_unenforced(b, &so, buf, sizeof buf) && kbox_backend_sandboxed(b))
 		cli_error(cmd, "warning: backend %s cannot use cgroups here for these limits: %s; "
 		          "rlimits stand in for memory and pids, per process (kbox doctor says more), "

@@ -427,59 +427,6 @@ void kbox_session_list_free(char **names, size_t n)
 	free(names);
 }
 
-json_t *kbox_session_config_load(const char *dir, kbox_error_t *err)
-{
-	char path[4096];
-	json_error_t je;
-	json_t *j;
-	snprintf(path, sizeof path, "%s/session.json", dir);
-	if (access(path, F_OK) < 0 && errno == ENOENT)
-		return json_object();
-	j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-	if (!j || !json_is_object(j)) {
-		json_decref(j);
-		kbox__err(err, KBOX_E_INVALID, "%s: %s", path, j ? "not a JSON object" : je.text);
-		return NULL;
-	}
-	return j;
-}
-
-int kbox_session_config_save(const char *dir, json_t *config, kbox_error_t *err)
-{
-	char path[4096], tmp[4096];
-	char *text = json_dumps(config, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
-	int fd, rc = -1;
-	size_t len;
-
-	snprintf(path, sizeof path, "%s/session.json", dir);
-	snprintf(tmp, sizeof tmp, "%s/.session.json.%ld", dir, (long)getpid());
-	if (!text)
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
-	len = strlen(text);
-	text[len] = '\0';
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		kbox__err_sys(err, "cannot write %s", tmp);
-		goto out;
-	}
-	if (write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1) {
-		kbox__err_sys(err, "cannot write %s", tmp);
-		close(fd);
-		unlink(tmp);
-		goto out;
-	}
-	close(fd);
-	if (rename(tmp, path) < 0) {
-		kbox__err_sys(err, "cannot rename %s to %s", tmp, path);
-		unlink(tmp);
-		goto out;
-	}
-	rc = 0;
-out:
-	free(text);
-	return rc;
-}
-
 int kbox_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err)
 {
 	char path[4096], stamp[32];

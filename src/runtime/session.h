@@ -6,7 +6,7 @@
  * $KBOX_HOME, else $XDG_STATE_HOME/kbox, else ~/.local/state/kbox:
  *
  *   session.json     the configuration given to kbox start (kernel, backend,
- *                    ttl, limits, environment)
+ *                    ttl, limits, environment): session_config.h
  *   supervisor.pid   the supervisor's pid, flock()ed while it runs
  *   control.sock     the supervisor's control socket (JSON lines: kbox-protocol(7))
  *   run/             the host's connection file of the current kernel; run/sandbox/
@@ -29,17 +29,13 @@
 #include <sys/types.h>
 #include <jansson.h>
 #include <kbox/error.h>
+#include "runtime/session_config.h" /* session.json */
 
 
 /* Short enough that HOME/sessions/NAME/run/<socket> fits a unix socket
  * path (107 bytes) under a usual ~/.local/state/kbox. */
 #define KBOX_SESSION_NAME_MAX 32
 #define KBOX_SESSION_DEFAULT "default"
-/* Default outputs quota: the most a session's outputs/ may hold (spill
- * files and images); kbox start --outputs-quota. */
-#define KBOX_OUTPUTS_QUOTA (1ULL << 30)
-/* Default idle time after which a supervisor stops its session. */
-#define KBOX_SESSION_TTL_MS (30LL * 60 * 1000)
 
 /* 0 when NAME is a valid session name: 1 to 32 of [A-Za-z0-9._-], not
  * starting with '.' or '-' (so never "..", never a path).  -1 with ERR. */
@@ -94,11 +90,6 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
  * strings, *N_P of them).  An absent HOME is an empty list. */
 char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err);
 void kbox_session_list_free(char **names, size_t n);
-
-/* session.json: read (new reference; an absent file is an empty object) and
- * write atomically. */
-json_t *kbox_session_config_load(const char *dir, kbox_error_t *err);
-int kbox_session_config_save(const char *dir, json_t *config, kbox_error_t *err);
 
 /* Append one event to DIR/events.ndjson: FIELDS (stolen; may be NULL) plus
  * "time" (ISO 8601 UTC) and "event".  One write(2) per line, O_APPEND, so

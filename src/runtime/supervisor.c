@@ -1930,36 +1930,30 @@ static const char *const safe_path[] = {"PYTHONSAFEPATH=1", "R_PROFILE_USER=/hom
 
 static int load_config(sup_t *s, kbox_error_t *err)
 {
-	json_t *env;
+	/* one supervisor a process (the_sup): its configuration, whose
+	 * strings the fields below borrow, lives as long as the process;
+	 * s->config is its JSON, for what reads the session's name */
+	static kbox_session_config_t cfg;
 	const char *ws;
-	size_t i, n, k;
-	if (!(s->config = kbox_session_config_load(s->dir, err)))
+	size_t i, k;
+	if (kbox_session_config_load(&cfg, s->dir, err) < 0)
 		return -1;
-	s->kernel = json_string_value(json_object_get(s->config, "kernel"));
-	s->backend = json_string_value(json_object_get(s->config, "backend"));
-	if (!s->kernel)
-		s->kernel = "python3";
-	if (!s->backend)
-		s->backend = KBOX_BACKEND_DEFAULT;
-	s->ttl_ms = json_is_integer(json_object_get(s->config, "ttl_ms"))
-	                ? (long long)json_integer_value(json_object_get(s->config, "ttl_ms"))
-	                : KBOX_SESSION_TTL_MS;
-	s->sbo.memory_bytes = (long long)json_integer_value(json_object_get(s->config, "memory"));
-	s->sbo.cpus = json_number_value(json_object_get(s->config, "cpus"));
-	s->sbo.pids = (long)json_integer_value(json_object_get(s->config, "pids"));
-	s->sbo.tmp_bytes = (long long)json_integer_value(json_object_get(s->config, "tmp_size"));
-	s->sbo.file_bytes = (long long)json_integer_value(json_object_get(s->config, "file_size"));
-	s->outputs_quota = json_integer_value(json_object_get(s->config, "outputs_quota")) > 0
-	                       ? (unsigned long long)json_integer_value(
-	                             json_object_get(s->config, "outputs_quota"))
-	                       : KBOX_OUTPUTS_QUOTA;
-	s->sbo.rootfs = json_string_value(json_object_get(s->config, "rootfs"));
-	s->sbo.name = json_string_value(json_object_get(s->config, "name"));
-	s->ephemeral = json_is_true(json_object_get(s->config, "ephemeral"));
-	s->owner_pid = (long)json_integer_value(json_object_get(s->config, "owner_pid"));
-	env = json_object_get(s->config, "env");
-	n = json_is_array(env) ? json_array_size(env) : 0;
-	if (!(s->env = calloc(n + sizeof clean_home / sizeof *clean_home +
+	if (!(s->config = kbox_session_config_to_json(&cfg)))
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	s->kernel = cfg.kernel;
+	s->backend = cfg.backend;
+	s->ttl_ms = cfg.ttl_ms;
+	s->sbo.memory_bytes = cfg.memory;
+	s->sbo.cpus = cfg.cpus;
+	s->sbo.pids = (long)cfg.pids;
+	s->sbo.tmp_bytes = cfg.tmp_size;
+	s->sbo.file_bytes = cfg.file_size;
+	s->outputs_quota = (unsigned long long)cfg.outputs_quota;
+	s->sbo.rootfs = cfg.rootfs;
+	s->sbo.name = cfg.name;
+	s->ephemeral = cfg.ephemeral;
+	s->owner_pid = (long)cfg.owner_pid;
+	if (!(s->env = calloc(cfg.n_env + sizeof clean_home / sizeof *clean_home +
 	                          sizeof safe_path / sizeof *safe_path + 1,
 	                      sizeof *s->env)))
 		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
@@ -1971,22 +1965,21 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	for (i = 0; kbox_backend_sandboxed(s->backend) && i < sizeof safe_path / sizeof *safe_path;
 	     i++)
 		s->env[k++] = (char *)safe_path[i];
-	if (kbox_backend_sandboxed(s->backend) &&
-	    !json_is_true(json_object_get(s->config, "home_config")))
+	if (kbox_backend_sandboxed(s->backend) && !cfg.home_config)
 		for (i = 0; i < sizeof clean_home / sizeof *clean_home; i++)
 			s->env[k++] = (char *)clean_home[i];
-	for (i = 0; i < n; i++)
-		s->env[k++] = (char *)json_string_value(json_array_get(env, i));
+	for (i = 0; i < cfg.n_env; i++)
+		s->env[k++] = cfg.env[i];
 	s->env[k] = NULL;
 	s->sbo.env = (const char *const *)s->env;
 	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
 	snprintf(s->sockets_dir, sizeof s->sockets_dir, "%s/run/sandbox", s->dir);
 	/* kbox run --workspace names a host directory */
-	ws = json_string_value(json_object_get(s->config, "workspace"));
-	if (ws && json_is_integer(json_object_get(s->config, "workspace_ino"))) {
+	ws = cfg.workspace;
+	if (ws && (cfg.has & KBOX_SC_WORKSPACE_INO)) {
 		s->sbo.ws_check = true;
-		s->sbo.ws_dev = (dev_t)json_integer_value(json_object_get(s->config, "workspace_dev"));
-		s->sbo.ws_ino = (ino_t)json_integer_value(json_object_get(s->config, "workspace_ino"));
+		s->sbo.ws_dev = (dev_t)cfg.workspace_dev;
+		s->sbo.ws_ino = (ino_t)cfg.workspace_ino;
 	}
 	if (ws)
 		snprintf(s->workspace, sizeof s->workspace, "%s", ws);

@@ -1,0 +1,425 @@
+/* src/runtime/session_config.c — session.json: its keys in one table, the
+ * strict reader, the atomic writer, and the merge of a command line. */
+#include "config.h"
+#include "private.h"
+#include "runtime/session_config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* What a key's value is, and the words that say it in an error. */
+typedef enum {
+	T_STRING,  /* a string: const char * (jansson refuses a NUL in one) */
+	T_COUNT,   /* an integer >= 0: long long */
+	T_INTEGER, /* any integer (a device or inode number, as stored): long long */
+	T_NUMBER,  /* a number >= 0: double */
+	T_BOOL,    /* true or false: bool */
+	T_STRINGS, /* an array of strings: char ** (and N_ENV) */
+} value_type_t;
+
+static const char *const type_words[] = {
+    [T_STRING] = "a string",     [T_COUNT] = "an integer of 0 or more",
+    [T_INTEGER] = "an integer",  [T_NUMBER] = "a number of 0 or more",
+    [T_BOOL] = "true or false",  [T_STRINGS] = "an array of strings",
+};
+
+#define FIELD(f) offsetof(kbox_session_config_t, f)
+
+/* Every key of session.json, sorted by name (as the file is written). */
+static const struct key {
+	const char *name;
+	unsigned bit;
+	value_type_t type;
+	size_t offset;
+} keys[] = {
+    {"backend", KBOX_SC_BACKEND, T_STRING, FIELD(backend)},
+    {"cpus", KBOX_SC_CPUS, T_NUMBER, FIELD(cpus)},
+    {"env", KBOX_SC_ENV, T_STRINGS, FIELD(env)},
+    {"ephemeral", KBOX_SC_EPHEMERAL, T_BOOL, FIELD(ephemeral)},
+    {"file_size", KBOX_SC_FILE_SIZE, T_COUNT, FIELD(file_size)},
+    {"home_config", KBOX_SC_HOME_CONFIG, T_BOOL, FIELD(home_config)},
+    {"kernel", KBOX_SC_KERNEL, T_STRING, FIELD(kernel)},
+    {"memory", KBOX_SC_MEMORY, T_COUNT, FIELD(memory)},
+    {"name", KBOX_SC_NAME, T_STRING, FIELD(name)},
+    {"outputs_quota", KBOX_SC_OUTPUTS_QUOTA, T_COUNT, FIELD(outputs_quota)},
+    {"owner_pid", KBOX_SC_OWNER_PID, T_COUNT, FIELD(owner_pid)},
+    {"pids", KBOX_SC_PIDS, T_COUNT, FIELD(pids)},
+    {"rootfs", KBOX_SC_ROOTFS, T_STRING, FIELD(rootfs)},
+    {"tmp_size", KBOX_SC_TMP_SIZE, T_COUNT, FIELD(tmp_size)},
+    {"ttl_ms", KBOX_SC_TTL_MS, T_COUNT, FIELD(ttl_ms)},
+    {"workspace", KBOX_SC_WORKSPACE, T_STRING, FIELD(workspace)},
+    {"workspace_dev", KBOX_SC_WORKSPACE_DEV, T_INTEGER, FIELD(workspace_dev)},
+    {"workspace_ino", KBOX_SC_WORKSPACE_INO, T_INTEGER, FIELD(workspace_ino)},
+};
+#define N_KEYS (sizeof keys / sizeof *keys)
+
+/* Saved whether given or not: kbox(1) promises them. */
+#define ALWAYS_SAVED (KBOX_SC_KERNEL | KBOX_SC_BACKEND)
+
+#define AT(cfg, k, type) ((type *)(void *)((char *)(cfg) + (k)->offset))
+
+void kbox_session_config_init(kbox_session_config_t *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->kernel = KBOX_KERNEL_DEFAULT;
+	cfg->backend = KBOX_BACKEND_DEFAULT;
+	cfg->ttl_ms = KBOX_SESSION_TTL_MS;
+	cfg->outputs_quota = KBOX_OUTPUTS_QUOTA;
+}
+
+/* Free the value of key K in CFG, when CFG owns it (K in HAS). */
+static void free_value(kbox_session_config_t *cfg, const struct key *k)
+{
+	if (!(cfg->has & k->bit))
+		return;
+	if (k->type == T_STRING)
+		free((char *)*AT(cfg, k, const char *));
+	else if (k->type == T_STRINGS) {
+		char **v = *AT(cfg, k, char **);
+		for (size_t i = 0; v && v[i]; i++)
+			free(v[i]);
+		free(v);
+	}
+}
+
+void kbox_session_config_free(kbox_session_config_t *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < N_KEYS; i++)
+		free_value(cfg, &keys[i]);
+	kbox_session_config_init(cfg);
+}
+
+/* The key named NAME, or NULL. */
+static const struct key *find_key(const char *name)
+{
+	for (size_t i = 0; i < N_KEYS; i++)
+		if (strcmp(keys[i].name, name) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+/* What J is, for an error: "a string", "null", … */
+static const char *json_kind(const json_t *j)
+{
+	switch (json_typeof(j)) {
+	case JSON_OBJECT: return "an object";
+	case JSON_ARRAY: return "an array";
+	case JSON_STRING: return "a string";
+	case JSON_INTEGER: return "an integer";
+	case JSON_REAL: return "a real number";
+	case JSON_TRUE: return "true";
+	case JSON_FALSE: return "false";
+	case JSON_NULL: break;
+	}
+	return "null";
+}
+
+/* Whether V has the type of K (a count or number also its sign). */
+static bool type_ok(const struct key *k, const json_t *v)
+{
+	size_t i;
+	json_t *e;
+	switch (k->type) {
+	case T_STRING: return json_is_string(v);
+	case T_COUNT: return json_is_integer(v) && json_integer_value(v) >= 0;
+	case T_INTEGER: return json_is_integer(v);
+	case T_NUMBER: return json_is_number(v) && json_number_value(v) >= 0;
+	case T_BOOL: return json_is_boolean(v);
+	case T_STRINGS:
+		if (!json_is_array(v))
+			return false;
+		json_array_foreach(v, i, e)
+			if (!json_is_string(e))
+				return false;
+		return true;
+	}
+	return false;
+}
+
+/* Set key K of CFG (which does not own it yet) from V, of its type.
+ * 0, or -1 when out of memory. */
+static int take_value(kbox_session_config_t *cfg, const struct key *k, const json_t *v)
+{
+	size_t i;
+	json_t *e;
+	char **strv;
+
+	switch (k->type) {
+	case T_STRING:
+		if (!(*AT(cfg, k, const char *) = strdup(json_string_value(v))))
+			return -1;
+		break;
+	case T_COUNT:
+	case T_INTEGER: *AT(cfg, k, long long) = json_integer_value(v); break;
+	case T_NUMBER: *AT(cfg, k, double) = json_number_value(v); break;
+	case T_BOOL: *AT(cfg, k, bool) = json_is_true(v); break;
+	case T_STRINGS:
+		if (!(strv = calloc(json_array_size(v) + 1, sizeof *strv)))
+			return -1;
+		*AT(cfg, k, char **) = strv;
+		cfg->has |= k->bit; /* owned from here: freed with what it holds */
+		json_array_foreach(v, i, e) {
+			if (!(strv[i] = strdup(json_string_value(e))))
+				return -1;
+			cfg->n_env = i + 1;
+		}
+		break;
+	}
+	cfg->has |= k->bit;
+	return 0;
+}
+
+/* Fill CFG (the defaults) from the object J read from PATH.  0 or -1 with
+ * ERR. */
+static int from_json(kbox_session_config_t *cfg, json_t *j, const char *path, kbox_error_t *err)
+{
+	const char *name;
+	json_t *v;
+	kbox__buf_t unknown = {0};
+	size_t n_unknown = 0;
+	int rc = -1;
+
+	json_object_foreach(j, name, v) {
+		const struct key *k = find_key(name);
+		if (!k) {
+			kbox__buf_appendf(&unknown, "%s\"%s\"", n_unknown++ ? ", " : "", name);
+			continue;
+		}
+		if (!type_ok(k, v)) {
+			/* an array of strings: say what is not one */
+			size_t i;
+			json_t *e, *bad = NULL;
+			if (k->type == T_STRINGS && json_is_array(v))
+				json_array_foreach(v, i, e)
+					if (!bad && !json_is_string(e))
+						bad = e;
+			kbox__err(err, KBOX_E_INVALID, "%s: \"%s\" must be %s, not %s%s", path, name,
+			          type_words[k->type], bad ? "an array holding " : "",
+			          json_kind(bad ? bad : v));
+			goto out;
+		}
+		/* a stored quota of 0 is the default, as it always was */
+		if (k->bit == KBOX_SC_OUTPUTS_QUOTA && json_integer_value(v) == 0)
+			continue;
+		if (take_value(cfg, k, v) < 0) {
+			kbox__err(err, KBOX_E_NOMEM, "out of memory");
+			goto out;
+		}
+	}
+	if (n_unknown) {
+		kbox__err(err, KBOX_E_INVALID, "%s: unknown key%s %s", path, n_unknown > 1 ? "s" : "",
+		          unknown.failed ? "(out of memory)" : unknown.data);
+		goto out;
+	}
+	rc = 0;
+out:
+	kbox__buf_reset(&unknown);
+	return rc;
+}
+
+int kbox_session_config_load(kbox_session_config_t *cfg, const char *dir, kbox_error_t *err)
+{
+	char path[PATH_MAX + 16];
+	json_error_t je;
+	json_t *j = NULL;
+	int fd, rc = -1;
+
+	kbox_session_config_init(cfg);
+	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path)
+		return kbox__err(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return kbox__err_sys(err, "cannot read %s", path);
+	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	close(fd);
+	if (!j)
+		kbox__err(err, KBOX_E_INVALID, "%s: %s", path, je.text);
+	else if (!json_is_object(j))
+		kbox__err(err, KBOX_E_INVALID, "%s: not a JSON object", path);
+	else
+		rc = from_json(cfg, j, path, err);
+	json_decref(j);
+	if (rc < 0)
+		kbox_session_config_free(cfg);
+	return rc;
+}
+
+json_t *kbox_session_config_to_json(const kbox_session_config_t *cfg)
+{
+	json_t *j = json_object(), *v = NULL;
+
+	for (size_t i = 0; j && i < N_KEYS; i++) {
+		const struct key *k = &keys[i];
+		if (!(cfg->has & k->bit) && !(k->bit & ALWAYS_SAVED))
+			continue;
+		switch (k->type) {
+		case T_STRING: v = json_string(*AT(cfg, k, const char *)); break;
+		case T_COUNT:
+		case T_INTEGER: v = json_integer(*AT(cfg, k, long long)); break;
+		case T_NUMBER: v = json_real(*AT(cfg, k, double)); break;
+		case T_BOOL: v = json_boolean(*AT(cfg, k, bool)); break;
+		case T_STRINGS:
+			if ((v = json_array()))
+				for (size_t e = 0; e < cfg->n_env; e++)
+					if (json_array_append_new(v, json_string(cfg->env[e])) < 0)
+						break;
+			if (v && json_array_size(v) != cfg->n_env) {
+				json_decref(v);
+				v = NULL;
+			}
+			break;
+		}
+		if (!v || json_object_set_new(j, k->name, v) < 0) {
+			json_decref(j);
+			j = NULL;
+		}
+	}
+	return j;
+}
+
+int kbox_session_config_save(const kbox_session_config_t *cfg, const char *dir,
+                             kbox_error_t *err)
+{
+	char path[PATH_MAX + 16], tmp[PATH_MAX + 32];
+	json_t *j = kbox_session_config_to_json(cfg);
+	char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9))
+	               : NULL;
+	int fd = -1, rc = -1;
+	size_t len;
+
+	json_decref(j);
+	if (!text)
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path ||
+	    snprintf(tmp, sizeof tmp, "%s/.session.json.XXXXXX", dir) >= (int)sizeof tmp) {
+		kbox__err(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
+		goto out;
+	}
+	/* json_dumps leaves room for one more byte: the final newline */
+	len = strlen(text);
+	text[len++] = '\n';
+	/* mkostemp: a name no one else has, made O_EXCL, mode 0600 */
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+		kbox__err_sys(err, "cannot write a new file in %s", dir);
+		goto out;
+	}
+	if (kbox__write_all(fd, text, len) < 0 || fsync(fd) < 0) {
+		kbox__err_sys(err, "cannot write %s", tmp);
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		kbox__err_sys(err, "cannot write %s", tmp);
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		kbox__err_sys(err, "cannot rename %s to %s", tmp, path);
+		goto fail;
+	}
+	rc = 0;
+	goto out;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+out:
+	free(text);
+	return rc;
+}
+
+/* Make key K of CFG the string S (copied), the session's own. */
+static int merge_string(kbox_session_config_t *cfg, unsigned bit, const char *s)
+{
+	const struct key *k = NULL;
+	char *copy;
+	for (size_t i = 0; i < N_KEYS && !k; i++)
+		if (keys[i].bit == bit)
+			k = &keys[i];
+	if (!(copy = strdup(s))) /* before the free: S may be CFG's own */
+		return -1;
+	free_value(cfg, k);
+	*AT(cfg, k, const char *) = copy;
+	cfg->has |= bit;
+	return 0;
+}
+
+/* Make the number at FIELD of CFG V, when V >= 0 (given). */
+#define MERGE_NUMBER(cfg, bit, field, v)                                                           \
+	do {                                                                                       \
+		if ((v) >= 0) {                                                                    \
+			(cfg)->field = (v);                                                        \
+			(cfg)->has |= (bit);                                                       \
+		}                                                                                  \
+	} while (0)
+
+int kbox_session_config_merge(kbox_session_config_t *cfg, const kbox_session_opts_t *o,
+                              kbox_error_t *err)
+{
+	const struct {
+		unsigned bit;
+		const char *s;
+	} strings[] = {{KBOX_SC_NAME, o->name},       {KBOX_SC_KERNEL, o->kernel},
+	               {KBOX_SC_BACKEND, o->backend}, {KBOX_SC_ROOTFS, o->rootfs},
+	               {KBOX_SC_WORKSPACE, o->workspace}};
+
+	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
+		if (strings[i].s && merge_string(cfg, strings[i].bit, strings[i].s) < 0)
+			goto nomem;
+	MERGE_NUMBER(cfg, KBOX_SC_TTL_MS, ttl_ms, o->ttl_ms);
+	MERGE_NUMBER(cfg, KBOX_SC_MEMORY, memory, o->memory);
+	MERGE_NUMBER(cfg, KBOX_SC_CPUS, cpus, o->cpus);
+	MERGE_NUMBER(cfg, KBOX_SC_PIDS, pids, o->pids);
+	MERGE_NUMBER(cfg, KBOX_SC_TMP_SIZE, tmp_size, o->tmp_size);
+	MERGE_NUMBER(cfg, KBOX_SC_FILE_SIZE, file_size, o->file_size);
+	MERGE_NUMBER(cfg, KBOX_SC_OUTPUTS_QUOTA, outputs_quota, o->outputs_quota);
+	MERGE_NUMBER(cfg, KBOX_SC_OWNER_PID, owner_pid, o->owner_pid);
+	MERGE_NUMBER(cfg, KBOX_SC_HOME_CONFIG, home_config, o->home_config);
+	MERGE_NUMBER(cfg, KBOX_SC_EPHEMERAL, ephemeral, o->ephemeral);
+	/* a workspace given comes with its identity, or with none: never
+	 * with the one the file had for another */
+	if (o->workspace && o->workspace_st) {
+		cfg->workspace_dev = (long long)o->workspace_st->st_dev;
+		cfg->workspace_ino = (long long)o->workspace_st->st_ino;
+		cfg->has |= KBOX_SC_WORKSPACE_DEV | KBOX_SC_WORKSPACE_INO;
+	} else if (o->workspace) {
+		cfg->workspace_dev = cfg->workspace_ino = 0;
+		cfg->has &= ~(unsigned)(KBOX_SC_WORKSPACE_DEV | KBOX_SC_WORKSPACE_INO);
+	}
+	if (o->n_env) {
+		char **v = calloc(o->n_env + 1, sizeof *v);
+		for (size_t i = 0; v && i < o->n_env; i++)
+			if (!(v[i] = strdup(o->env[i]))) {
+				while (i > 0)
+					free(v[--i]);
+				free(v);
+				v = NULL;
+			}
+		if (!v)
+			goto nomem;
+		free_value(cfg, find_key("env"));
+		cfg->env = v;
+		cfg->n_env = o->n_env;
+		cfg->has |= KBOX_SC_ENV;
+	}
+	return 0;
+nomem:
+	return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+}
+
+bool kbox_session_opts_empty(const kbox_session_opts_t *o)
+{
+	return !o->name && !o->kernel && !o->backend && !o->rootfs && !o->workspace &&
+	       o->ttl_ms < 0 && o->memory < 0 && o->pids < 0 && o->tmp_size < 0 &&
+	       o->file_size < 0 && o->outputs_quota < 0 && o->owner_pid < 0 && o->cpus < 0 &&
+	       o->home_config < 0 && o->ephemeral < 0 && !o->n_env;
+}

@@ -1,0 +1,473 @@
+/* tests/unit_session_config.c — session.json (src/runtime/session_config.c):
+ * the defaults, every key read, unknown keys and wrong types refused with
+ * their names, what is saved and how (round trip, mode 0600, nothing left
+ * beside it), the command line over the file over the defaults, and the
+ * files older kbox versions wrote.
+ *
+ * Each test works in a fresh private directory under /tmp, as a session's
+ * directory would be. */
+#include "private.h"
+#include "runtime/session_config.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "tmpdir.h"
+
+static char *dir;
+static kbox_error_t err;
+
+/* Write TEXT as DIR/session.json. */
+static void write_config(const char *text)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	snprintf(path, sizeof path, "%s/session.json", dir);
+	if ((f = fopen(path, "w"))) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+/* DIR/session.json as JSON (new reference), or NULL. */
+static json_t *read_config(void)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/session.json", dir);
+	return json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* Load DIR/session.json into CFG; the load's return. */
+static int load(kbox_session_config_t *cfg)
+{
+	memset(&err, 0, sizeof err);
+	return kbox_session_config_load(cfg, dir, &err);
+}
+
+/* A fresh DIR for the next test. */
+static void fresh(void)
+{
+	test_rm_rf(dir);
+	free(dir);
+	dir = test_mkdtemp("session-config");
+}
+
+/* Every key, as kbox start and kbox run write them. */
+static const char every_key[] =
+    "{\"name\": \"s1\", \"kernel\": \"ir\", \"backend\": \"none\", \"ttl_ms\": 60000,"
+    " \"memory\": 1073741824, \"cpus\": 0.5, \"pids\": 64, \"tmp_size\": 268435456,"
+    " \"file_size\": 536870912, \"outputs_quota\": 2097152, \"home_config\": true,"
+    " \"rootfs\": \"/srv/root\", \"env\": [\"A=1\", \"B=two\"], \"workspace\": \"/home/u/p\","
+    " \"workspace_dev\": 2049, \"workspace_ino\": 1234567, \"ephemeral\": true,"
+    " \"owner_pid\": 4242}\n";
+
+TEST(init_gives_the_defaults_and_no_key_of_its_own)
+{
+	kbox_session_config_t c;
+	kbox_session_config_init(&c);
+	CHECK_INT_EQ(c.has, 0);
+	CHECK_STR_EQ(c.kernel, "python3");
+	CHECK_STR_EQ(c.kernel, KBOX_KERNEL_DEFAULT);
+	CHECK_STR_EQ(c.backend, KBOX_BACKEND_DEFAULT);
+	CHECK_STR_EQ(c.backend, "bwrap");
+	CHECK_INT_EQ(c.ttl_ms, 30 * 60 * 1000);
+	CHECK_INT_EQ(c.outputs_quota, 1LL << 30);
+	CHECK(c.name == NULL && c.rootfs == NULL && c.workspace == NULL);
+	CHECK(c.memory == 0 && c.cpus == 0 && c.pids == 0 && c.tmp_size == 0 && c.file_size == 0);
+	CHECK(!c.home_config && !c.ephemeral && c.owner_pid == 0);
+	CHECK(c.env == NULL && c.n_env == 0);
+	kbox_session_config_free(&c);
+}
+
+TEST(an_absent_file_loads_as_the_defaults)
+{
+	kbox_session_config_t c;
+	fresh();
+	REQUIRE(load(&c) == 0);
+	CHECK_INT_EQ(c.has, 0);
+	CHECK_STR_EQ(c.kernel, KBOX_KERNEL_DEFAULT);
+	CHECK_INT_EQ(c.ttl_ms, KBOX_SESSION_TTL_MS);
+	kbox_session_config_free(&c);
+}
+
+TEST(load_reads_every_key)
+{
+	kbox_session_config_t c;
+	fresh();
+	write_config(every_key);
+	REQUIRE(load(&c) == 0);
+	CHECK_INT_EQ(c.has, (1u << 18) - 1);
+	CHECK_STR_EQ(c.name, "s1");
+	CHECK_STR_EQ(c.kernel, "ir");
+	CHECK_STR_EQ(c.backend, "none");
+	CHECK_INT_EQ(c.ttl_ms, 60000);
+	CHECK_INT_EQ(c.memory, 1LL << 30);
+	CHECK(c.cpus == 0.5);
+	CHECK_INT_EQ(c.pids, 64);
+	CHECK_INT_EQ(c.tmp_size, 256LL << 20);
+	CHECK_INT_EQ(c.file_size, 512LL << 20);
+	CHECK_INT_EQ(c.outputs_quota, 2LL << 20);
+	CHECK(c.home_config);
+	CHECK_STR_EQ(c.rootfs, "/srv/root");
+	REQUIRE(c.n_env == 2);
+	CHECK_STR_EQ(c.env[0], "A=1");
+	CHECK_STR_EQ(c.env[1], "B=two");
+	CHECK(c.env[2] == NULL);
+	CHECK_STR_EQ(c.workspace, "/home/u/p");
+	CHECK_INT_EQ(c.workspace_dev, 2049);
+	CHECK_INT_EQ(c.workspace_ino, 1234567);
+	CHECK(c.ephemeral);
+	CHECK_INT_EQ(c.owner_pid, 4242);
+	kbox_session_config_free(&c);
+}
+
+TEST(keys_not_stored_keep_their_defaults)
+{
+	kbox_session_config_t c;
+	fresh();
+	write_config("{\"name\": \"s\", \"memory\": 2097152}");
+	REQUIRE(load(&c) == 0);
+	CHECK_INT_EQ(c.has, KBOX_SC_NAME | KBOX_SC_MEMORY);
+	CHECK_STR_EQ(c.kernel, KBOX_KERNEL_DEFAULT);
+	CHECK_STR_EQ(c.backend, KBOX_BACKEND_DEFAULT);
+	CHECK_INT_EQ(c.ttl_ms, KBOX_SESSION_TTL_MS);
+	CHECK_INT_EQ(c.memory, 2097152);
+	kbox_session_config_free(&c);
+}
+
+TEST(an_unknown_key_is_refused_with_its_name)
+{
+	kbox_session_config_t c;
+	fresh();
+	write_config("{\"kernel\": \"python3\", \"colour\": \"red\"}");
+	CHECK_INT_EQ(load(&c), -1);
+	CHECK_INT_EQ(err.code, KBOX_E_INVALID);
+	CHECK_CONTAINS(err.msg, "/session.json: unknown key \"colour\"");
+	/* and the configuration is the defaults again */
+	CHECK_INT_EQ(c.has, 0);
+	CHECK_STR_EQ(c.kernel, KBOX_KERNEL_DEFAULT);
+	kbox_session_config_free(&c);
+}
+
+TEST(every_unknown_key_is_named)
+{
+	kbox_session_config_t c;
+	fresh();
+	write_config("{\"Kernel\": \"python3\", \"name\": \"s\", \"ttl\": 5}");
+	CHECK_INT_EQ(load(&c), -1);
+	CHECK_CONTAINS(err.msg, "unknown keys ");
+	CHECK_CONTAINS(err.msg, "\"Kernel\"");
+	CHECK_CONTAINS(err.msg, "\"ttl\"");
+	kbox_session_config_free(&c);
+}
+
+TEST(a_wrong_type_is_refused_naming_the_key_and_the_type)
+{
+	static const struct {
+		const char *text, *says;
+	} cases[] = {
+	    {"{\"memory\": \"2G\"}", "\"memory\" must be an integer of 0 or more, not a string"},
+	    {"{\"memory\": -1}", "\"memory\" must be an integer of 0 or more, not an integer"},
+	    {"{\"kernel\": 3}", "\"kernel\" must be a string, not an integer"},
+	    {"{\"cpus\": \"half\"}", "\"cpus\" must be a number of 0 or more, not a string"},
+	    {"{\"home_config\": 1}", "\"home_config\" must be true or false, not an integer"},
+	    {"{\"ephemeral\": null}", "\"ephemeral\" must be true or false, not null"},
+	    {"{\"env\": \"A=1\"}", "\"env\" must be an array of strings, not a string"},
+	    {"{\"env\": [\"A=1\", 2]}", "\"env\" must be an array of strings, not an array holding an integer"},
+	    {"{\"ttl_ms\": 1.5}", "\"ttl_ms\" must be an integer of 0 or more, not a real number"},
+	    {"{\"workspace_ino\": {}}", "\"workspace_ino\" must be an integer, not an object"},
+	};
+	fresh();
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		kbox_session_config_t c;
+		write_config(cases[i].text);
+		CHECK_INT_EQ(load(&c), -1);
+		CHECK_INT_EQ(err.code, KBOX_E_INVALID);
+		CHECK_CONTAINS(err.msg, cases[i].says);
+		kbox_session_config_free(&c);
+	}
+}
+
+TEST(a_file_that_is_not_an_object_is_refused)
+{
+	kbox_session_config_t c;
+	fresh();
+	write_config("[\"kernel\"]");
+	CHECK_INT_EQ(load(&c), -1);
+	CHECK_CONTAINS(err.msg, "/session.json: not a JSON object");
+	kbox_session_config_free(&c);
+	write_config("{\"kernel\": ");
+	CHECK_INT_EQ(load(&c), -1);
+	CHECK_CONTAINS(err.msg, "/session.json: ");
+	kbox_session_config_free(&c);
+	write_config("{\"kernel\": \"a\", \"kernel\": \"b\"}");
+	CHECK_INT_EQ(load(&c), -1);
+	CHECK_CONTAINS(err.msg, "duplicate");
+	kbox_session_config_free(&c);
+}
+
+TEST(save_then_load_gives_every_key_back)
+{
+	kbox_session_config_t c, d;
+	json_t *want = json_loads(every_key, 0, NULL), *got;
+	fresh();
+	write_config(every_key);
+	REQUIRE(load(&c) == 0);
+	REQUIRE(kbox_session_config_save(&c, dir, &err) == 0);
+	got = read_config();
+	CHECK(got && want && json_equal(got, want));
+	REQUIRE(load(&d) == 0);
+	CHECK_INT_EQ(d.has, c.has);
+	CHECK_STR_EQ(d.name, c.name);
+	CHECK_STR_EQ(d.kernel, c.kernel);
+	CHECK(d.cpus == c.cpus);
+	CHECK_INT_EQ(d.workspace_ino, c.workspace_ino);
+	REQUIRE(d.n_env == 2);
+	CHECK_STR_EQ(d.env[1], "B=two");
+	json_decref(want);
+	json_decref(got);
+	kbox_session_config_free(&c);
+	kbox_session_config_free(&d);
+}
+
+TEST(save_writes_the_sessions_own_keys_and_always_kernel_and_backend)
+{
+	kbox_session_config_t c;
+	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	json_t *got, *want = json_pack("{s:s, s:s, s:s}", "name", "s", "kernel", "python3",
+	                               "backend", "bwrap");
+	fresh();
+	o.name = "s";
+	kbox_session_config_init(&c);
+	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	REQUIRE(kbox_session_config_save(&c, dir, &err) == 0);
+	got = read_config();
+	CHECK(got && json_equal(got, want));
+	json_decref(got);
+	json_decref(want);
+	kbox_session_config_free(&c);
+}
+
+TEST(save_makes_a_file_of_mode_0600_and_leaves_nothing_beside_it)
+{
+	kbox_session_config_t c;
+	char path[PATH_MAX];
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+	int others = 0;
+	mode_t old = umask(0);
+	fresh();
+	kbox_session_config_init(&c);
+	CHECK(kbox_session_config_save(&c, dir, &err) == 0);
+	/* saved again over the first: replaced whole, still private */
+	CHECK(kbox_session_config_save(&c, dir, &err) == 0);
+	umask(old);
+	snprintf(path, sizeof path, "%s/session.json", dir);
+	REQUIRE(lstat(path, &st) == 0);
+	CHECK(S_ISREG(st.st_mode));
+	CHECK_INT_EQ(st.st_mode & 07777, 0600);
+	REQUIRE((d = opendir(dir)));
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    strcmp(e->d_name, "session.json"))
+			others++;
+	closedir(d);
+	CHECK_INT_EQ(others, 0);
+	kbox_session_config_free(&c);
+}
+
+TEST(save_into_a_directory_that_is_gone_fails_and_says_where)
+{
+	kbox_session_config_t c;
+	char gone[PATH_MAX];
+	fresh();
+	snprintf(gone, sizeof gone, "%s/gone", dir);
+	kbox_session_config_init(&c);
+	CHECK_INT_EQ(kbox_session_config_save(&c, gone, &err), -1);
+	CHECK_CONTAINS(err.msg, gone);
+	kbox_session_config_free(&c);
+}
+
+TEST(the_command_line_wins_over_the_file_which_wins_over_the_defaults)
+{
+	kbox_session_config_t c;
+	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	const char *env[] = {"C=3"};
+	fresh();
+	write_config("{\"name\": \"s\", \"kernel\": \"k-file\", \"memory\": 1048576, \"pids\": 100,"
+	             " \"env\": [\"A=1\", \"B=2\"], \"home_config\": true}");
+	REQUIRE(load(&c) == 0);
+	o.kernel = "k-line";
+	o.memory = 2097152;
+	o.home_config = 0;
+	o.env = env;
+	o.n_env = 1;
+	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	CHECK_STR_EQ(c.kernel, "k-line");     /* command line */
+	CHECK_INT_EQ(c.memory, 2097152);       /* command line */
+	CHECK(!c.home_config);                 /* command line, false over true */
+	CHECK_INT_EQ(c.pids, 100);             /* file */
+	CHECK_STR_EQ(c.name, "s");             /* file */
+	CHECK_STR_EQ(c.backend, "bwrap");      /* default */
+	CHECK_INT_EQ(c.ttl_ms, KBOX_SESSION_TTL_MS); /* default */
+	REQUIRE(c.n_env == 1);                 /* the command line's replaces the file's */
+	CHECK_STR_EQ(c.env[0], "C=3");
+	CHECK(c.env[1] == NULL);
+	CHECK((c.has & KBOX_SC_KERNEL) && (c.has & KBOX_SC_PIDS) && !(c.has & KBOX_SC_TTL_MS));
+	kbox_session_config_free(&c);
+}
+
+TEST(merge_of_nothing_changes_nothing)
+{
+	kbox_session_config_t c;
+	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	fresh();
+	write_config(every_key);
+	REQUIRE(load(&c) == 0);
+	CHECK(kbox_session_opts_empty(&o));
+	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	CHECK_INT_EQ(c.has, (1u << 18) - 1);
+	CHECK_STR_EQ(c.kernel, "ir");
+	CHECK_INT_EQ(c.n_env, 2);
+	o.ttl_ms = 0;
+	CHECK(!kbox_session_opts_empty(&o));
+	kbox_session_config_free(&c);
+}
+
+TEST(merge_of_a_string_the_config_holds_itself_keeps_it)
+{
+	kbox_session_config_t c;
+	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	fresh();
+	write_config("{\"kernel\": \"mine\"}");
+	REQUIRE(load(&c) == 0);
+	o.kernel = c.kernel;
+	o.backend = c.backend; /* the default: a static string */
+	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	CHECK_STR_EQ(c.kernel, "mine");
+	CHECK_STR_EQ(c.backend, KBOX_BACKEND_DEFAULT);
+	CHECK(c.has & KBOX_SC_BACKEND);
+	kbox_session_config_free(&c);
+}
+
+TEST(a_workspace_given_stores_its_identity)
+{
+	kbox_session_config_t c;
+	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	struct stat st;
+	json_t *got;
+	fresh();
+	REQUIRE(stat(dir, &st) == 0);
+	o.workspace = dir;
+	o.workspace_st = &st;
+	o.ephemeral = 1;
+	o.owner_pid = 77;
+	o.ttl_ms = 0;
+	kbox_session_config_init(&c);
+	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	REQUIRE(kbox_session_config_save(&c, dir, &err) == 0);
+	got = read_config();
+	CHECK_STR_EQ(json_string_value(json_object_get(got, "workspace")), dir);
+	CHECK_INT_EQ(json_integer_value(json_object_get(got, "workspace_dev")), st.st_dev);
+	CHECK_INT_EQ(json_integer_value(json_object_get(got, "workspace_ino")), st.st_ino);
+	CHECK(json_is_true(json_object_get(got, "ephemeral")));
+	CHECK_INT_EQ(json_integer_value(json_object_get(got, "owner_pid")), 77);
+	CHECK(json_is_integer(json_object_get(got, "ttl_ms")));
+	CHECK_INT_EQ(json_integer_value(json_object_get(got, "ttl_ms")), 0);
+	json_decref(got);
+	kbox_session_config_free(&c);
+}
+
+TEST(a_workspace_given_without_its_identity_drops_the_files)
+{
+	kbox_session_config_t c;
+	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	fresh();
+	write_config("{\"workspace\": \"/a\", \"workspace_dev\": 1, \"workspace_ino\": 2}");
+	REQUIRE(load(&c) == 0);
+	o.workspace = "/b";
+	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	CHECK_STR_EQ(c.workspace, "/b");
+	CHECK(!(c.has & (KBOX_SC_WORKSPACE_DEV | KBOX_SC_WORKSPACE_INO)));
+	kbox_session_config_free(&c);
+}
+
+/* The files kbox start, kbox exec and kbox run wrote before this module,
+ * byte for byte as json_dumps(JSON_INDENT(2) | JSON_SORT_KEYS) made them:
+ * a session left in a state directory must still start. */
+TEST(files_older_kbox_versions_wrote_still_load)
+{
+	static const char *const old[] = {
+	    /* kbox exec's new session */
+	    "{\n  \"backend\": \"bwrap\",\n  \"kernel\": \"python3\",\n  \"name\": \"default\"\n}\n",
+	    /* kbox start with every option */
+	    "{\n  \"backend\": \"bwrap\",\n  \"cpus\": 0.5,\n  \"env\": [\n    \"A=1\"\n  ],\n"
+	    "  \"file_size\": 4294967296,\n  \"home_config\": false,\n  \"kernel\": \"python3\",\n"
+	    "  \"memory\": 536870912,\n  \"name\": \"w\",\n  \"outputs_quota\": 1048576,\n"
+	    "  \"pids\": 64,\n  \"rootfs\": \"/srv/r\",\n  \"tmp_size\": 1048576,\n"
+	    "  \"ttl_ms\": 0\n}\n",
+	    /* kbox run --workspace */
+	    "{\n  \"backend\": \"none\",\n  \"ephemeral\": true,\n  \"kernel\": \"python3\",\n"
+	    "  \"name\": \"run\",\n  \"owner_pid\": 1234,\n  \"ttl_ms\": 0,\n"
+	    "  \"workspace\": \"/tmp/p\",\n  \"workspace_dev\": 64768,\n"
+	    "  \"workspace_ino\": 9123\n}\n",
+	    /* an early kbox run (the working directory as its workspace) */
+	    "{\n  \"backend\": \"none\",\n  \"ephemeral\": true,\n  \"kernel\": \"python3\",\n"
+	    "  \"name\": \"run\",\n  \"owner_pid\": 1234,\n  \"ttl_ms\": 0,\n"
+	    "  \"workspace\": \"/tmp/p\"\n}\n",
+	};
+	fresh();
+	for (size_t i = 0; i < sizeof old / sizeof *old; i++) {
+		kbox_session_config_t c;
+		int rc;
+		write_config(old[i]);
+		if ((rc = load(&c)) < 0)
+			printf("# file %zu: %s\n", i, err.msg);
+		CHECK_INT_EQ(rc, 0);
+		kbox_session_config_free(&c);
+	}
+}
+
+TEST(a_stored_quota_of_0_is_the_default)
+{
+	kbox_session_config_t c;
+	fresh();
+	write_config("{\"outputs_quota\": 0}");
+	REQUIRE(load(&c) == 0);
+	CHECK_INT_EQ(c.outputs_quota, KBOX_OUTPUTS_QUOTA);
+	CHECK(!(c.has & KBOX_SC_OUTPUTS_QUOTA));
+	kbox_session_config_free(&c);
+}
+
+int main(void)
+{
+	RUN(init_gives_the_defaults_and_no_key_of_its_own);
+	RUN(an_absent_file_loads_as_the_defaults);
+	RUN(load_reads_every_key);
+	RUN(keys_not_stored_keep_their_defaults);
+	RUN(an_unknown_key_is_refused_with_its_name);
+	RUN(every_unknown_key_is_named);
+	RUN(a_wrong_type_is_refused_naming_the_key_and_the_type);
+	RUN(a_file_that_is_not_an_object_is_refused);
+	RUN(save_then_load_gives_every_key_back);
+	RUN(save_writes_the_sessions_own_keys_and_always_kernel_and_backend);
+	RUN(save_makes_a_file_of_mode_0600_and_leaves_nothing_beside_it);
+	RUN(save_into_a_directory_that_is_gone_fails_and_says_where);
+	RUN(the_command_line_wins_over_the_file_which_wins_over_the_defaults);
+	RUN(merge_of_nothing_changes_nothing);
+	RUN(merge_of_a_string_the_config_holds_itself_keeps_it);
+	RUN(a_workspace_given_stores_its_identity);
+	RUN(a_workspace_given_without_its_identity_drops_the_files);
+	RUN(files_older_kbox_versions_wrote_still_load);
+	RUN(a_stored_quota_of_0_is_the_default);
+	test_rm_rf(dir);
+	free(dir);
+	return tap_done();
+}
