@@ -179,14 +179,33 @@ def alive(pid):
     return state not in ("Z", "X")
 
 
-def proc_cpu(pid):
-    """User + system CPU seconds PID has used so far (None if gone)."""
+def proc_cpu(pid, split=False):
+    """User + system CPU seconds PID has used so far (None if gone); with
+    SPLIT, (user, system)."""
     try:
         with open("/proc/%d/stat" % pid) as f:
             fields = f.read().rpartition(")")[2].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tck = os.sysconf("SC_CLK_TCK")
+    if split:
+        return int(fields[11]) / tck, int(fields[12]) / tck
+    return (int(fields[11]) + int(fields[12])) / tck
+
+
+def proc_csw(pid):
+    """Context switches (voluntary + involuntary) of all PID's threads so far
+    (None if gone)."""
+    total = 0
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
 
 
 def proc_runtime(pid):
@@ -300,6 +319,8 @@ class Bench:
         self.jupyter = None     # the jupyter command, or None for PY -m jupyter_client.runapp
         self.sup_pid = None     # the supervisor, whose CPU kbox_block measures
         self.sup_cpu_s = 0.0    # its utime + stime over the kbox-only windows
+        self.sup_user_s = 0.0   # of it, utime
+        self.sup_csw = 0        # its threads' context switches in those windows
         self.sup_runtime_s = 0.0  # the same from its threads' schedstat (ns)
         self.sup_cpu_calls = 0  # the kbox exec calls in those windows
         self.sup_windows = 0
@@ -346,11 +367,16 @@ class Bench:
         and after: nothing but these calls runs on the kernel meanwhile, so
         the difference is the supervisor's work for them alone (not the
         iopub traffic of another client's executions).  The calls' figures."""
-        c0, r0 = proc_cpu(self.sup_pid), proc_runtime(self.sup_pid)
+        c0, r0 = proc_cpu(self.sup_pid, True), proc_runtime(self.sup_pid)
+        w0 = proc_csw(self.sup_pid)
         cs = [self.call("kbox") for _ in range(n)]
-        c1, r1 = proc_cpu(self.sup_pid), proc_runtime(self.sup_pid)
+        c1, r1 = proc_cpu(self.sup_pid, True), proc_runtime(self.sup_pid)
+        w1 = proc_csw(self.sup_pid)
+        if None not in (w0, w1):
+            self.sup_csw += w1 - w0
         if None not in (c0, c1):
-            self.sup_cpu_s += c1 - c0
+            self.sup_cpu_s += sum(c1) - sum(c0)
+            self.sup_user_s += c1[0] - c0[0]
             self.sup_cpu_calls += n
             self.sup_windows += 1
             if None not in (r0, r1):
@@ -805,10 +831,13 @@ def main(argv):
     if bench.sup_cpu_calls:
         sup_per_call = bench.sup_cpu_s / bench.sup_cpu_calls
         sup_rt_per_call = bench.sup_runtime_s / bench.sup_cpu_calls
-        print("supervisor CPU per kbox exec: %.2f ms (utime + stime, /proc/PID/stat, over %d "
-              "kbox exec calls in %d windows of kbox exec alone; schedstat: %.2f ms)"
-              % (sup_per_call * 1e3, bench.sup_cpu_calls, bench.sup_windows,
-                 sup_rt_per_call * 1e3))
+        print("supervisor CPU per kbox exec: %.2f ms = user %.2f + sys %.2f (/proc/PID/stat, "
+              "over %d kbox exec calls in %d windows of kbox exec alone; schedstat: %.2f ms; "
+              "%.1f context switches per call)"
+              % (sup_per_call * 1e3, 1e3 * bench.sup_user_s / bench.sup_cpu_calls,
+                 1e3 * (bench.sup_cpu_s - bench.sup_user_s) / bench.sup_cpu_calls,
+                 bench.sup_cpu_calls, bench.sup_windows, sup_rt_per_call * 1e3,
+                 bench.sup_csw / bench.sup_cpu_calls))
     if status_end:
         print("supervisor counted %s executions (kbox exec calls: %d)"
               % (status_end.get("executions"), bench.kbox_calls))
@@ -903,6 +932,10 @@ def main(argv):
         "supervisor_cpu_s": sup_cpu,
         "supervisor_cpu_per_kbox_exec_s": sup_per_call,
         "supervisor_runtime_per_kbox_exec_s": sup_rt_per_call,
+        "supervisor_user_per_kbox_exec_s": (bench.sup_user_s / bench.sup_cpu_calls
+                                            if bench.sup_cpu_calls else None),
+        "supervisor_csw_per_kbox_exec": (bench.sup_csw / bench.sup_cpu_calls
+                                         if bench.sup_cpu_calls else None),
         "supervisor_cpu_window_calls": bench.sup_cpu_calls,
         "supervisor_cpu_target_s": SUP_CPU_TARGET,
         "supervisor_cpu_pass": None if sup_per_call is None else sup_per_call <= SUP_CPU_TARGET,
