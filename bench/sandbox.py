@@ -380,6 +380,28 @@ class Bench:
         ready = first("ready", generation=1)
         ebeg = first("exec-begin")
         eend = first("exec-end")
+        binds = self.binds(st)
+        t_start_ret = t_launch + ws
+        p = {
+            "launch_to_spawn_ms": ms(t_launch, spawn and spawn["t"]),
+            "spawn_to_first_bind_ms": ms(spawn and spawn["t"], min(binds) if binds else None),
+            "binds_span_ms": ms(min(binds), max(binds)) if binds else None,
+            "first_bind_to_ready_ms": ms(min(binds) if binds else None, ready and ready["t"]),
+            "last_bind_to_ready_ms": ms(max(binds) if binds else None, ready and ready["t"]),
+            "ready_to_start_return_ms": ms(ready and ready["t"], t_start_ret),
+            "ready_event_ms": ready.get("ms") if ready else None,
+            "exec_kernel_ms": (eend["seconds"] * 1e3 if eend and "seconds" in eend else None),
+            "exec_begin_to_end_ms": ms(ebeg and ebeg["t"], eend and eend["t"]),
+        }
+        p["exec_other_ms"] = (we * 1e3 - p["exec_kernel_ms"]
+                              if p["exec_kernel_ms"] is not None else None)
+        return p
+
+    def binds(self, st):
+        """The bind times (time.time()) of the kernel's 5 ipc sockets named by the
+        connection file of status ST: a socket's inode is made by its bind, so
+        its mtime is the time of the bind, to the kernel's timestamp
+        granularity.  [] when not ipc or not readable."""
         binds = []
         try:
             with open(st["connection_file"]) as f:
@@ -389,22 +411,41 @@ class Bench:
                     binds.append(os.stat("%s-%s" % (conn["ip"], conn[k])).st_mtime)
         except (OSError, ValueError, KeyError):
             binds = []
-        t_start_ret = t_launch + ws
-        def ms(a, b):
-            return (b - a) * 1e3 if a is not None and b is not None else None
-        p = {
+        return binds
+
+    def restart(self, name):
+        """Off the clock: kbox restart -s NAME, checked, and where its time went (ms):
+        the restart request's wall time, the new kernel's spawn (its "start"
+        event) to its first socket bound, the binds' span, and the first and
+        the last bind to its "ready" event."""
+        st0 = self.status(name)
+        gen = st0.get("generation", 0) + 1
+        t_launch = time.time()
+        w, rc, out, err, cpu = run([self.kbox, "restart", "-s", name], self.env, self.tmpdir)
+        if rc != 0 or err:
+            self.fail("kbox restart -s %s: exit %s, stdout %r, stderr %r"
+                      % (name, rc, out[:200], err[:300]))
+        st = self.status(name)
+        if st.get("generation") != gen:
+            self.fail("kbox restart -s %s: generation %r, expected %d"
+                      % (name, st.get("generation"), gen))
+        evs = self.events(name)
+        def first(kind):
+            for ev in evs:
+                if ev.get("event") == kind and ev.get("generation") == gen:
+                    return ev
+            return None
+        spawn, ready = first("start"), first("ready")
+        binds = self.binds(st)
+        return {
+            "restart_wall_ms": w * 1e3,
             "launch_to_spawn_ms": ms(t_launch, spawn and spawn["t"]),
             "spawn_to_first_bind_ms": ms(spawn and spawn["t"], min(binds) if binds else None),
             "binds_span_ms": ms(min(binds), max(binds)) if binds else None,
             "first_bind_to_ready_ms": ms(min(binds) if binds else None, ready and ready["t"]),
-            "ready_to_start_return_ms": ms(ready and ready["t"], t_start_ret),
+            "last_bind_to_ready_ms": ms(max(binds) if binds else None, ready and ready["t"]),
             "ready_event_ms": ready.get("ms") if ready else None,
-            "exec_kernel_ms": (eend["seconds"] * 1e3 if eend and "seconds" in eend else None),
-            "exec_begin_to_end_ms": ms(ebeg and ebeg["t"], eend and eend["t"]),
         }
-        p["exec_other_ms"] = (we * 1e3 - p["exec_kernel_ms"]
-                              if p["exec_kernel_ms"] is not None else None)
-        return p
 
     def pyplot_probe(self, name):
         """Off the clock: the first import of matplotlib.pyplot in session NAME, timed by
@@ -509,7 +550,12 @@ class Bench:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-def startup_rounds(b, rounds, variants, warmup=True):
+def ms(a, b):
+    """B - A in ms (None when either is unknown)."""
+    return (b - a) * 1e3 if a is not None and b is not None else None
+
+
+def startup_rounds(b, rounds, variants, warmup=True, restarts=0):
     """Part 1: R rounds of start-to-first-result per variant, the order rotated from
     round to round; first, unmeasured, one session of each (page cache, and the
     plain kernel's HOME as it is after it has run once)."""
@@ -542,7 +588,8 @@ def startup_rounds(b, rounds, variants, warmup=True):
                        % (name, cgroup_dirs(t["kernel"], b.mounts)))
             # off the clock: matplotlib's font cache in this session's HOME
             pyplot_ms, fontlist = b.pyplot_probe(name)
-            res[v].append({"total_s": total, "start_s": ws, "exec_s": we, "cpu_s": cpu,
+            rs = [b.restart(name) for _ in range(restarts)]
+            res[v].append({"restarts": rs, "total_s": total, "start_s": ws, "exec_s": we, "cpu_s": cpu,
                            "cpu_parts_s": parts, "phases_ms": ph,
                            "pyplot_first_import_ms": pyplot_ms, "fontlist_after": fontlist,
                            "ready_ms": b.ready_ms(name), "round": r + 1,
@@ -578,6 +625,10 @@ def summarize_startup(res):
             "pyplot_first_import_median_ms": statistics.median(
                 x["pyplot_first_import_ms"] for x in xs),
             "fontlist_after": sum(1 for x in xs if x["fontlist_after"]),
+            "restarts": sum(len(x["restarts"]) for x in xs),
+            "restart_phases_median_ms": {
+                k: med([r[k] for x in xs for r in x["restarts"]])
+                for k in RESTART_KEYS} if any(x["restarts"] for x in xs) else None,
         }
     # paired by round: the sessions of a round started back to back
     def paired(a, z):
@@ -599,6 +650,11 @@ def summarize_startup(res):
         out["paired_fresh_none"] = paired("none-fresh", "none")
         out["paired_bwrap_fresh"] = paired("bwrap", "none-fresh")
     return out
+
+
+RESTART_KEYS = ("restart_wall_ms", "launch_to_spawn_ms", "spawn_to_first_bind_ms",
+                "binds_span_ms", "first_bind_to_ready_ms", "last_bind_to_ready_ms",
+                "ready_event_ms")
 
 
 def med(xs):
@@ -747,6 +803,7 @@ def report(args, st, phases, b, load):
             ("spawn_to_first_bind_ms", "kernel spawned -> its first socket bound"),
             ("binds_span_ms", "  first -> last of its 5 sockets bound"),
             ("first_bind_to_ready_ms", "first bind -> ready event"),
+            ("last_bind_to_ready_ms", "last bind -> ready event"),
             ("ready_to_start_return_ms", "ready event -> kbox start returned"),
             ("exec_kernel_ms", "the first execution (the supervisor's seconds)"),
             ("exec_other_ms", "kbox exec's wall time beyond it")]
@@ -760,6 +817,19 @@ def report(args, st, phases, b, load):
         "%10.0f" % st[v]["pyplot_first_import_median_ms"] for v in variants)))
     print("  %-50s %s" % ("  sessions whose cache then held a font list", " ".join(
         "%10s" % ("%d/%d" % (st[v]["fontlist_after"], st[v]["n"])) for v in variants)))
+    if all(st[v]["restart_phases_median_ms"] for v in variants):
+        print("off the clock: kbox restart (medians, ms; %s restarts)"
+              % "/".join(str(st[v]["restarts"]) for v in variants))
+        for k, label in (("restart_wall_ms", "kbox restart's wall time"),
+                         ("launch_to_spawn_ms", "kbox restart spawned -> new kernel spawned"),
+                         ("spawn_to_first_bind_ms", "new kernel spawned -> its first bind"),
+                         ("binds_span_ms", "  first -> last of its 5 sockets bound"),
+                         ("first_bind_to_ready_ms", "first bind -> ready event"),
+                         ("last_bind_to_ready_ms", "last bind -> ready event")):
+            print("  %-50s %s" % (label, " ".join(
+                "%10s" % ("%.0f" % st[v]["restart_phases_median_ms"][k]
+                          if st[v]["restart_phases_median_ms"].get(k) is not None else "-")
+                for v in variants)))
     print()
     for name, key in (("bwrap/none", "paired"), ("none-fresh/none", "paired_fresh_none"),
                       ("bwrap/none-fresh", "paired_bwrap_fresh")):
@@ -838,11 +908,14 @@ def main(argv):
                     help="no unmeasured session of each variant before the rounds")
     ap.add_argument("--sessions", type=int, default=4,
                     help="concurrent sessions of each backend for the memory figures")
+    ap.add_argument("--restarts", type=int, default=1,
+                    help="kbox restart calls in each session after its start was measured, "
+                         "off the clock, for where a restart's time goes (default 1)")
     ap.add_argument("--json", metavar="FILE",
                     help="also write the results and every round's figures as JSON to FILE")
     args = ap.parse_args(argv[1:])
-    if args.rounds < 1 or args.sessions < 1:
-        ap.error("--rounds and --sessions must be positive")
+    if args.rounds < 1 or args.sessions < 1 or args.restarts < 0:
+        ap.error("--rounds and --sessions must be positive, --restarts not negative")
     kbox = os.path.abspath(args.kbox)
     if not os.access(kbox, os.X_OK):
         ap.error("%s is not an executable (give the kbox program as the argument "
@@ -858,7 +931,7 @@ def main(argv):
     load_end = None
     try:
         variants = [v for v in VARIANTS if not (args.no_fresh_home and v == "none-fresh")]
-        res = startup_rounds(b, args.rounds, variants, not args.no_warmup)
+        res = startup_rounds(b, args.rounds, variants, not args.no_warmup, args.restarts)
         phases = memory_phase(b, args.sessions)
         load_end = os.getloadavg()
     except Failed as e:
@@ -884,6 +957,7 @@ def main(argv):
         "bench": "sandbox",
         "failed": False,
         "config": {"rounds": args.rounds, "sessions": args.sessions, "kbox": kbox,
+                   "restarts": args.restarts,
                    "code": START_CODE, "variants": list(res),
                    "warmup": not args.no_warmup},
         "versions": versions(),

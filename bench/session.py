@@ -3,7 +3,7 @@
 
     /usr/bin/python3 bench/session.py [KBOX] [-n N] [--rounds R] [--warmup W]
         [--bench-exec PATH] [--exec-n M] [--exec-warmup V] [--rss-calls C]
-        [--long-calls L] [--python PY] [--jupyter J] [--json FILE]
+        [--cpu-calls K] [--long-calls L] [--python PY] [--jupyter J] [--json FILE]
 
 KBOX is the kbox program (default: $KBOX, else ./kbox).  One session
 "bench" is started with `kbox start -s bench` in a private KBOX_HOME (a
@@ -50,9 +50,17 @@ Also measured:
     right after `kbox start` (idle, the kernel connected) and after at
     least C (default 200) kbox exec calls (unmeasured ones are added after
     the rounds if the rounds made fewer), target at most 12 MiB at both;
-    its VmHWM, the growth of its RssAnon per execution the kernel ran,
-    and the CPU it used during the calls; with --long-calls L, L more
-    unmeasured kbox exec calls and a reading every 500 (no target).
+    its VmHWM, the growth of its RssAnon per execution the kernel ran;
+    with --long-calls L, L more unmeasured kbox exec calls and a reading
+    every 500 (no target);
+  * the supervisor's CPU per kbox exec (target at most 0.6 ms): its
+    utime + stime (/proc/PID/stat) read before and after every run of
+    kbox exec calls that has nothing else running on the kernel (each
+    round's N calls, and K (default 200) more back to back after the
+    rounds), summed and divided by the number of those calls.  The
+    supervisor verifies every iopub message of the kernel, whichever
+    client's execution it belongs to, so its CPU over the whole run
+    (also shown) is not a per-kbox-exec figure.
 
 Reported: per client the median, mean, p10, p90 and max wall time per
 call, the median CPU and peak RSS per call; the ratio jupyter run / kbox
@@ -86,6 +94,8 @@ RATIO_TARGET = 30.0       # jupyter run wall time / kbox exec wall time, at leas
 EXEC_RATIO_TARGET = 1.8   # kbox exec wall time / libkbox's execute round trip, at most
 RSS_TARGET_KIB = 12 * 1024  # the supervisor's VmRSS, at most, idle and after RSS_CALLS
 RSS_CALLS = 200           # kbox exec calls before the second VmRSS reading, at least
+CPU_CALLS = 200           # kbox exec calls of the supervisor's CPU window after the rounds
+SUP_CPU_TARGET = 0.6e-3   # the supervisor's CPU per kbox exec (seconds), at most
 KBOX_OUT = re.compile(rb"\AOut\[(\d+)\]: 2\n\Z")
 # what neither `kbox version` nor a `kbox exec` process may load
 FORBIDDEN_LIB = re.compile(r"\Alib(zmq|czmq|sodium|curl)([.-]|\Z)")
@@ -169,14 +179,48 @@ def alive(pid):
     return state not in ("Z", "X")
 
 
-def proc_cpu(pid):
-    """User + system CPU seconds PID has used so far (None if gone)."""
+def proc_cpu(pid, split=False):
+    """User + system CPU seconds PID has used so far (None if gone); with
+    SPLIT, (user, system)."""
     try:
         with open("/proc/%d/stat" % pid) as f:
             fields = f.read().rpartition(")")[2].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tck = os.sysconf("SC_CLK_TCK")
+    if split:
+        return int(fields[11]) / tck, int(fields[12]) / tck
+    return (int(fields[11]) + int(fields[12])) / tck
+
+
+def proc_csw(pid):
+    """Context switches (voluntary + involuntary) of all PID's threads so far
+    (None if gone)."""
+    total = 0
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def proc_runtime(pid):
+    """CPU seconds PID's threads have run so far, to the nanosecond: the sum of
+    the first field of /proc/PID/task/*/schedstat (None if gone or not
+    available).  A cross-check of proc_cpu, whose clock ticks are 10 ms."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+        for tid in tids:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
 
 
 def kbox_cmd(kbox, env, *args, timeout=120):
@@ -273,6 +317,13 @@ class Bench:
             f.write("1+1\n")
         self.connfile = None
         self.jupyter = None     # the jupyter command, or None for PY -m jupyter_client.runapp
+        self.sup_pid = None     # the supervisor, whose CPU kbox_block measures
+        self.sup_cpu_s = 0.0    # its utime + stime over the kbox-only windows
+        self.sup_user_s = 0.0   # of it, utime
+        self.sup_csw = 0        # its threads' context switches in those windows
+        self.sup_runtime_s = 0.0  # the same from its threads' schedstat (ns)
+        self.sup_cpu_calls = 0  # the kbox exec calls in those windows
+        self.sup_windows = 0
 
     def argv(self, client):
         if client == "kbox":
@@ -310,6 +361,27 @@ class Bench:
                                  % (client, why, err.decode(errors="replace").strip()[:300]))
         return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
                 "maxrss_kib": ru.ru_maxrss, "ok": why is None}
+
+    def kbox_block(self, n):
+        """N kbox exec calls back to back, with the supervisor's CPU read before
+        and after: nothing but these calls runs on the kernel meanwhile, so
+        the difference is the supervisor's work for them alone (not the
+        iopub traffic of another client's executions).  The calls' figures."""
+        c0, r0 = proc_cpu(self.sup_pid, True), proc_runtime(self.sup_pid)
+        w0 = proc_csw(self.sup_pid)
+        cs = [self.call("kbox") for _ in range(n)]
+        c1, r1 = proc_cpu(self.sup_pid, True), proc_runtime(self.sup_pid)
+        w1 = proc_csw(self.sup_pid)
+        if None not in (w0, w1):
+            self.sup_csw += w1 - w0
+        if None not in (c0, c1):
+            self.sup_cpu_s += sum(c1) - sum(c0)
+            self.sup_user_s += c1[0] - c0[0]
+            self.sup_cpu_calls += n
+            self.sup_windows += 1
+            if None not in (r0, r1):
+                self.sup_runtime_s += r1 - r0
+        return cs
 
     def libkbox_batch(self, n, warmup):
         """One bench_exec process of N measured calls after WARMUP: its JSON, checked."""
@@ -491,6 +563,11 @@ def main(argv):
     ap.add_argument("--rss-calls", type=int, default=RSS_CALLS,
                     help="kbox exec calls before the supervisor's second VmRSS reading, at "
                          "least (default %d)" % RSS_CALLS)
+    ap.add_argument("--cpu-calls", type=int, default=CPU_CALLS,
+                    help="after the rounds, this many kbox exec calls back to back, with "
+                         "nothing else running on the kernel, for the supervisor's CPU per "
+                         "kbox exec (added to the rounds' kbox exec blocks; default %d)"
+                         % CPU_CALLS)
     ap.add_argument("--long-calls", type=int, default=0,
                     help="after the second reading, this many more unmeasured kbox exec calls "
                          "and a third reading, to see whether the supervisor's memory levels "
@@ -504,7 +581,8 @@ def main(argv):
                     help="also write the results and every call's figures as JSON to FILE")
     args = ap.parse_args(argv[1:])
     if args.n < 1 or args.rounds < 1 or args.warmup < 0 or args.exec_n < 1 \
-            or args.exec_warmup < 0 or args.rss_calls < 0 or args.long_calls < 0:
+            or args.exec_warmup < 0 or args.rss_calls < 0 or args.long_calls < 0 \
+            or args.cpu_calls < 0:
         ap.error("-n, --rounds and --exec-n must be positive, --warmup, --exec-warmup and "
                  "--rss-calls not negative")
     if args.jupyter != "none" and not os.access(args.jupyter, os.X_OK):
@@ -557,6 +635,7 @@ def main(argv):
         st = status_json(kbox, env)
         sup_pid = st["pid"]
         bench.connfile = st["connection_file"]
+        bench.sup_pid = sup_pid
         mem_start = proc_mem(sup_pid)
         cpu_start = proc_cpu(sup_pid)
         load_start = os.getloadavg()
@@ -580,7 +659,10 @@ def main(argv):
                     batches.append(b)
                     this[client] = statistics.median(b["lat_s"])
                 else:
-                    cs = [bench.call(client) for _ in range(args.n)]
+                    if client == "kbox":
+                        cs = bench.kbox_block(args.n)
+                    else:
+                        cs = [bench.call(client) for _ in range(args.n)]
                     calls[client].extend(cs)
                     this[client] = statistics.median(c["wall_s"] for c in cs)
             per_round.append(this)
@@ -626,6 +708,11 @@ def main(argv):
         cpu_end = proc_cpu(sup_pid)
         calls_at_mem_end = bench.kbox_calls
         count_at_mem_end = bench.count
+        # The supervisor's CPU per kbox exec in one long window of kbox exec
+        # calls alone (added to the rounds' kbox exec blocks): its clock
+        # ticks are 10 ms, so a long window keeps the rounding small.
+        if args.cpu_calls:
+            bench.kbox_block(args.cpu_calls)
         load_end = os.getloadavg()
         for i in range(args.long_calls):
             bench.call("kbox")
@@ -733,14 +820,24 @@ def main(argv):
     for lm in long_mem[-1:]:
         print("supervisor after %d kbox exec calls (--long-calls): %s"
               % (lm["kbox_calls"], fmt_mem(lm["mem_kib"])))
-    ncalls = (calls_at_mem_end or 0) + len(calls["jupyter"]) + args.warmup
     sup_cpu = None
     if cpu_start is not None and cpu_end is not None:
         sup_cpu = cpu_end - cpu_start
-        print("supervisor CPU during the %d calls and %d libkbox executions: %.2f s "
-              "(%.2f ms per kbox exec)"
-              % (ncalls, len(batches) * (args.exec_n + args.exec_warmup), sup_cpu,
-                 1e3 * sup_cpu / calls_at_mem_end))
+        print("supervisor CPU over the whole run (%d kbox exec, %d jupyter run calls and %d "
+              "libkbox executions, whose iopub it verifies too): %.2f s"
+              % (calls_at_mem_end, len(calls["jupyter"]) + args.warmup,
+                 len(batches) * (args.exec_n + args.exec_warmup), sup_cpu))
+    sup_per_call = sup_rt_per_call = None
+    if bench.sup_cpu_calls:
+        sup_per_call = bench.sup_cpu_s / bench.sup_cpu_calls
+        sup_rt_per_call = bench.sup_runtime_s / bench.sup_cpu_calls
+        print("supervisor CPU per kbox exec: %.2f ms = user %.2f + sys %.2f (/proc/PID/stat, "
+              "over %d kbox exec calls in %d windows of kbox exec alone; schedstat: %.2f ms; "
+              "%.1f context switches per call)"
+              % (sup_per_call * 1e3, 1e3 * bench.sup_user_s / bench.sup_cpu_calls,
+                 1e3 * (bench.sup_cpu_s - bench.sup_user_s) / bench.sup_cpu_calls,
+                 bench.sup_cpu_calls, bench.sup_windows, sup_rt_per_call * 1e3,
+                 bench.sup_csw / bench.sup_cpu_calls))
     if status_end:
         print("supervisor counted %s executions (kbox exec calls: %d)"
               % (status_end.get("executions"), bench.kbox_calls))
@@ -769,6 +866,10 @@ def main(argv):
           "pooled %.2fx; kbox exec is %.2f ms above libkbox's round trip)"
           % (xratio, EXEC_RATIO_TARGET, "PASS" if xok else "FAIL", min(xratios), max(xratios),
              xpooled, (stats["kbox"]["wall_median_s"] - stats["libkbox"]["wall_median_s"]) * 1e3))
+    if sup_per_call is not None:
+        print("supervisor CPU per kbox exec %.2f ms (target <= %.1f ms)  %s"
+              % (sup_per_call * 1e3, SUP_CPU_TARGET * 1e3,
+                 "PASS" if sup_per_call <= SUP_CPU_TARGET else "FAIL"))
     print("supervisor VmRSS idle %.1f MiB, after %d kbox exec %.1f MiB (target <= %.0f MiB)  %s"
           % (mem_start["VmRSS"] / 1024 if mem_start else float("nan"), calls_at_mem_end or 0,
              mem_end["VmRSS"] / 1024 if mem_end else float("nan"), RSS_TARGET_KIB / 1024,
@@ -796,7 +897,8 @@ def main(argv):
         "bench": "session",
         "config": {"rounds": args.rounds, "n": args.n, "warmup": args.warmup,
                    "exec_n": args.exec_n, "exec_warmup": args.exec_warmup,
-                   "rss_calls": args.rss_calls, "kbox": kbox, "bench_exec": bench_exec,
+                   "rss_calls": args.rss_calls, "cpu_calls": args.cpu_calls, "kbox": kbox,
+                   "bench_exec": bench_exec,
                    "python": args.python,
                    "jupyter": bench.jupyter or "%s -m jupyter_client.runapp" % args.python},
         "versions": versions(),
@@ -828,6 +930,15 @@ def main(argv):
         "supervisor_rss_pass": rss_start_ok and rss_end_ok,
         "supervisor_executions": status_end.get("executions") if status_end else None,
         "supervisor_cpu_s": sup_cpu,
+        "supervisor_cpu_per_kbox_exec_s": sup_per_call,
+        "supervisor_runtime_per_kbox_exec_s": sup_rt_per_call,
+        "supervisor_user_per_kbox_exec_s": (bench.sup_user_s / bench.sup_cpu_calls
+                                            if bench.sup_cpu_calls else None),
+        "supervisor_csw_per_kbox_exec": (bench.sup_csw / bench.sup_cpu_calls
+                                         if bench.sup_cpu_calls else None),
+        "supervisor_cpu_window_calls": bench.sup_cpu_calls,
+        "supervisor_cpu_target_s": SUP_CPU_TARGET,
+        "supervisor_cpu_pass": None if sup_per_call is None else sup_per_call <= SUP_CPU_TARGET,
         "loadavg_start": load_start,
         "loadavg_end": load_end,
         "failed_calls": failed,
