@@ -27,7 +27,6 @@ int kbox__err_sys(kbox_error_t *err, const char *fmt, ...) KBOX_PRINTF(2, 3);
 #define kbox__utf8_repair kx_utf8_repair
 #define kbox__buf_t kx_buf_t
 #define KBOX__BUF_INIT KX_BUF_INIT
-#define KBOX__BUF_PREALLOC KX_BUF_PREALLOC
 #define kbox__buf_append kx_buf_append
 #define kbox__buf_appends kx_buf_appends
 #define kbox__buf_appendf kx_buf_appendf
