@@ -1,4 +1,4 @@
-/* src/error.c — filling kbox_error_t, and small shared helpers. */
+/* src/error.c — filling kbox_error_t, and small shared helpers that need it. */
 #include "private.h"
 
 #include <dirent.h>
@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char *kbox_strerror(kbox_errcode_t code)
 {
@@ -57,30 +56,6 @@ int kbox__err_sys(kbox_error_t *err, const char *fmt, ...)
 	}
 	errno = saved;
 	return -1;
-}
-
-long long kbox__now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-double kbox__now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)(ts.tv_nsec / 1000) / 1e6;
-}
-
-void kbox__fmt_ms(char *buf, size_t size, int ms)
-{
-	if (ms % 1000 == 0)
-		snprintf(buf, size, "%d s", ms / 1000);
-	else if (ms > 1000)
-		snprintf(buf, size, "%.1f s", ms / 1000.0);
-	else
-		snprintf(buf, size, "%d ms", ms);
 }
 
 int kbox__check_private_dir(const char *dir, kbox_error_t *err)

@@ -52,6 +52,7 @@ if $FUZZ_CC -g -O1 -fsanitize=fuzzer,address,undefined \
 	$(pkg-config --cflags $deps) \
 	"$top_srcdir/tests/fuzz_wire.c" "$top_srcdir/src/wire.c" \
 	"$top_srcdir/src/error.c" "$top_srcdir/src/util.c" "$top_srcdir/src/version.c" \
+	"$top_srcdir"/src/common/kx_*.c \
 	$(pkg-config --libs $deps) -lm -o "$bin" >"$work/build.log" 2>&1; then
 	pass "fuzz target builds with -fsanitize=fuzzer,address,undefined"
 else

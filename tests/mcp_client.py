@@ -520,8 +520,8 @@ def t_list_escapes():
     assert r["isError"] is False, r
     r = ok_result(s.call("list_files", {"path": "names"}))
     assert text_of({"result": r}).split("\n") == [
-        "\\x1b[31mred\t2 B", "bad\\xff\t0 B", "c\\xc2\\x85d\t2 B",
-        "evil\\nreal.txt\\t1 B\\n..\\\\x\t2 B", "ok é\t2 B", ""], text_of({"result": r})
+        "\\x1b[31mred\t2 bytes", "bad\\xff\t0 bytes", "c\\xc2\\x85d\t2 bytes",
+        "evil\\nreal.txt\\t1 B\\n..\\\\x\t2 bytes", "ok é\t2 bytes", ""], text_of({"result": r})
 
 
 check("list_files_escapes_newlines_controls_backslashes_and_bytes_not_utf8_in_names",

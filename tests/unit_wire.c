@@ -1,13 +1,9 @@
 /* tests/unit_wire.c — the wire module against jupyter_client's own output
  * (tests/data/vectors.json, made by tests/gen_vectors.py) and against the
  * promises of include/kbox/wire.h: signatures, decoding, malformed frames,
- * replay protection, message headers and dates; and the utilities of
- * src/util.c it shares with the other modules (UTF-8 repair, the string
- * buffer, timestamps, writes), against src/private.h. */
-#include "private.h" /* kbox__msg_encode and zmsg_t; src/util.c */
-/* libkbox exports only kbox_ names (Makefile.am): the tests of src/util.c's
- * kbox__ utilities below run a copy of it compiled into this program. */
-#include "util.c"
+ * replay protection, message headers and dates.  (The common module's
+ * UTF-8 repair, string buffer and timestamps: tests/unit_common.c.) */
+#include "private.h" /* kbox__msg_encode and zmsg_t */
 
 #include <ctype.h>
 #include <errno.h>
@@ -1156,201 +1152,6 @@ static json_t *load_vectors(void)
 	return NULL;
 }
 
-/* ---- src/util.c ---- */
-
-/* kbox__utf8_repair of the LEN bytes at IN must give exactly WANT. */
-static void check_repair(const char *in, size_t len, const char *want, size_t want_len)
-{
-	size_t n = 12345;
-	char *out = kbox__utf8_repair(in, len, &n);
-
-	REQUIRE(out != NULL);
-	CHECK_INT_EQ(n, want_len);
-	CHECK(n == want_len && memcmp(out, want, want_len) == 0);
-	CHECK_INT_EQ(out[n], '\0');
-	free(out);
-}
-
-#define REPAIR(in, want) check_repair(in, sizeof in - 1, want, sizeof want - 1)
-#define FFFD "\xef\xbf\xbd"
-
-TEST(utf8_repair_copies_valid_text_byte_for_byte)
-{
-	REPAIR("", "");
-	REPAIR("plain ascii\n", "plain ascii\n");
-	REPAIR("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf",
-	       "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf");
-	REPAIR("a\0b", "a\0b"); /* U+0000 is a character like any other */
-}
-
-/* The expectations are Python's b"…".decode("utf-8", "replace"), which is
- * what jupyter_client does with a message that is not UTF-8. */
-TEST(utf8_repair_replaces_each_maximal_ill_formed_subpart_as_python)
-{
-	REPAIR("\xff", FFFD);
-	REPAIR("\x80\x80", FFFD FFFD);                      /* lone continuation bytes */
-	REPAIR("\xc0\xaf", FFFD FFFD);                      /* overlong '/' */
-	REPAIR("\xe0\x80\x80", FFFD FFFD FFFD);             /* overlong NUL */
-	REPAIR("\xed\xa0\x80", FFFD FFFD FFFD);             /* a surrogate */
-	REPAIR("\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD);    /* beyond U+10FFFF */
-	REPAIR("\xf5\x80", FFFD FFFD);
-	REPAIR("\xe2\x82" "A", FFFD "A");                   /* cut, then a character */
-	REPAIR("\xe0\xa0\xc0", FFFD FFFD);
-	REPAIR("a\xc3", "a" FFFD);                          /* cut at the end */
-	REPAIR("\xf0\x9f\x98", FFFD);
-	/* Unicode's own example (table 3-8) */
-	REPAIR("a\xf1\x80\x80\xe1\x80\xc2" "b\x80" "c\x80\xbf" "d",
-	       "a" FFFD FFFD FFFD "b" FFFD "c" FFFD FFFD "d");
-}
-
-TEST(utf8_repair_accepts_a_null_out_len)
-{
-	char *out = kbox__utf8_repair("x\xff", 2, NULL);
-
-	CHECK_STR_EQ(out, "x" FFFD);
-	free(out);
-}
-
-TEST(buf_appends_bytes_strings_and_formats_in_order)
-{
-	kbox__buf_t b = KBOX__BUF_INIT;
-	size_t n = 0;
-	char *s;
-
-	CHECK_INT_EQ(kbox__buf_append(&b, "ab", 2), 0);
-	CHECK_INT_EQ(kbox__buf_appends(&b, "cd"), 0);
-	CHECK_INT_EQ(kbox__buf_appendf(&b, "%d-%s", 42, "x"), 0);
-	CHECK_INT_EQ(kbox__buf_append(&b, "\0z", 2), 0); /* NUL bytes too */
-	s = kbox__buf_take(&b, &n);
-	CHECK_INT_EQ(n, 10);
-	CHECK(s && memcmp(s, "abcd42-x\0z", 11) == 0);
-	free(s);
-}
-
-TEST(buf_appendf_longer_than_the_spare_room_comes_whole)
-{
-	kbox__buf_t b = KBOX__BUF_INIT;
-	char big[5000];
-	char *s;
-
-	memset(big, 'q', sizeof big - 1);
-	big[sizeof big - 1] = '\0';
-	kbox__buf_appends(&b, "<");
-	CHECK_INT_EQ(kbox__buf_appendf(&b, "%s>", big), 0);
-	CHECK_INT_EQ(b.len, 1 + 4999 + 1);
-	s = kbox__buf_take(&b, NULL);
-	REQUIRE(s != NULL);
-	CHECK_INT_EQ(strlen(s), 5001);
-	CHECK(s[0] == '<' && s[1] == 'q' && s[4999] == 'q' && s[5000] == '>');
-	free(s);
-}
-
-TEST(buf_take_of_nothing_is_an_empty_string)
-{
-	kbox__buf_t b = KBOX__BUF_INIT;
-	size_t n = 7;
-	char *s = kbox__buf_take(&b, &n);
-
-	CHECK_STR_EQ(s, "");
-	CHECK_INT_EQ(n, 0);
-	free(s);
-}
-
-TEST(buf_take_leaves_it_empty_for_reuse)
-{
-	kbox__buf_t b = KBOX__BUF_INIT;
-	char *first, *second;
-
-	kbox__buf_appends(&b, "one");
-	first = kbox__buf_take(&b, NULL);
-	CHECK(b.data == NULL && b.len == 0 && b.cap == 0 && !b.failed);
-	kbox__buf_appends(&b, "two");
-	second = kbox__buf_take(&b, NULL);
-	CHECK_STR_EQ(first, "one");
-	CHECK_STR_EQ(second, "two");
-	free(first);
-	free(second);
-}
-
-TEST(buf_that_failed_refuses_appends_and_take_gives_null)
-{
-	kbox__buf_t b = KBOX__BUF_INIT;
-
-	CHECK_INT_EQ(kbox__buf_appends(&b, "kept"), 0);
-	CHECK_INT_EQ(kbox__buf_append(&b, "x", SIZE_MAX), -1); /* cannot fit */
-	CHECK(b.failed);
-	CHECK_INT_EQ(kbox__buf_appends(&b, "more"), -1);
-	CHECK_INT_EQ(kbox__buf_appendf(&b, "%d", 1), -1);
-	CHECK_STR_EQ(b.data, "kept");
-	CHECK(kbox__buf_take(&b, NULL) == NULL);
-	CHECK(b.data == NULL && b.len == 0 && !b.failed); /* and emptied */
-}
-
-/* Past KBOX__BUF_PREALLOC the spare room stays below that much. */
-TEST(buf_growth_is_bounded_past_the_prealloc_size)
-{
-	kbox__buf_t b = KBOX__BUF_INIT;
-	static char chunk[65536];
-	size_t i, worst = 0;
-
-	memset(chunk, 'z', sizeof chunk);
-	for (i = 0; i < 48; i++) { /* 3 MiB */
-		REQUIRE(kbox__buf_append(&b, chunk, sizeof chunk) == 0);
-		if (b.len >= KBOX__BUF_PREALLOC && b.cap - b.len > worst)
-			worst = b.cap - b.len;
-	}
-	CHECK_INT_EQ(b.len, 48 * sizeof chunk);
-	CHECK(worst <= KBOX__BUF_PREALLOC + 1);
-	CHECK(b.data[b.len - 1] == 'z' && b.data[b.len] == '\0');
-	kbox__buf_reset(&b);
-	CHECK(b.data == NULL && b.len == 0);
-}
-
-TEST(iso8601_with_0_3_or_6_digits_rounds_to_the_last)
-{
-	char out[32];
-
-	kbox__iso8601(1780766465.123456, 0, out);
-	CHECK_STR_EQ(out, "2026-06-06T17:21:05Z");
-	kbox__iso8601(1780766465.123456, 3, out);
-	CHECK_STR_EQ(out, "2026-06-06T17:21:05.123Z");
-	kbox__iso8601(1780766465.123456, 6, out);
-	CHECK_STR_EQ(out, "2026-06-06T17:21:05.123456Z");
-	kbox__iso8601(1780766465.9996, 3, out); /* to the nearest millisecond */
-	CHECK_STR_EQ(out, "2026-06-06T17:21:06.000Z");
-	kbox__iso8601(0.5, 0, out);
-	CHECK_STR_EQ(out, "1970-01-01T00:00:01Z");
-	kbox__iso8601(0.4, 0, out);
-	CHECK_STR_EQ(out, "1970-01-01T00:00:00Z");
-}
-
-TEST(iso8601_digits_out_of_range_are_clamped)
-{
-	char out[32];
-
-	kbox__iso8601(1.25, 9, out);
-	CHECK_STR_EQ(out, "1970-01-01T00:00:01.250000Z");
-	kbox__iso8601(1.25, -1, out);
-	CHECK_STR_EQ(out, "1970-01-01T00:00:01Z");
-}
-
-TEST(write_all_writes_every_byte_or_fails_with_errno)
-{
-	int p[2];
-	char got[16] = "";
-
-	REQUIRE(pipe(p) == 0);
-	CHECK_INT_EQ(kbox__write_all(p[1], "hello", 5), 0);
-	CHECK_INT_EQ(kbox__write_all(p[1], "", 0), 0);
-	close(p[1]);
-	CHECK_INT_EQ(read(p[0], got, sizeof got - 1), 5);
-	CHECK_STR_EQ(got, "hello");
-	close(p[0]);
-	errno = 0;
-	CHECK_INT_EQ(kbox__write_all(p[1], "x", 1), -1); /* closed */
-	CHECK_INT_EQ(errno, EBADF);
-}
-
 int main(void)
 {
 	int rc;
@@ -1407,19 +1208,6 @@ int main(void)
 	RUN(parse_iso8601_is_lenient_and_exact);
 	RUN(parse_iso8601_gives_zero_for_garbage);
 	RUN(python_date_round_trips_through_iso8601);
-
-	RUN(utf8_repair_copies_valid_text_byte_for_byte);
-	RUN(utf8_repair_replaces_each_maximal_ill_formed_subpart_as_python);
-	RUN(utf8_repair_accepts_a_null_out_len);
-	RUN(buf_appends_bytes_strings_and_formats_in_order);
-	RUN(buf_appendf_longer_than_the_spare_room_comes_whole);
-	RUN(buf_take_of_nothing_is_an_empty_string);
-	RUN(buf_take_leaves_it_empty_for_reuse);
-	RUN(buf_that_failed_refuses_appends_and_take_gives_null);
-	RUN(buf_growth_is_bounded_past_the_prealloc_size);
-	RUN(iso8601_with_0_3_or_6_digits_rounds_to_the_last);
-	RUN(iso8601_digits_out_of_range_are_clamped);
-	RUN(write_all_writes_every_byte_or_fails_with_errno);
 
 	rc = tap_done();
 	json_decref(vectors);

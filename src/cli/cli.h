@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <jansson.h>
 #include <kbox/error.h>
@@ -12,6 +13,7 @@
 #include "runtime/backend.h"
 #include "runtime/supervisor.h"
 #include "runtime/bwrap.h"
+#include "common/kx.h"
 
 /* Exit statuses, documented in kbox(1). */
 enum {
@@ -227,14 +229,22 @@ int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg
  * "standard input (-) given more than once"). */
 bool cli_take_stdin(void);
 
-/* True when S is valid UTF-8 (what the protocol carries). */
-bool cli_utf8(const char *s);
+/* TEMPORARY: removed when the other branches merge.  cli_utf8,
+ * cli_fmt_bytes and cli_ws_create_temp are the common module's now
+ * (src/common/kx.h); these keep their callers compiling. */
+/* True when the C string S is valid UTF-8 (what the protocol carries). */
+static inline bool cli_utf8(const char *s)
+{
+	return s && kx_utf8_valid(s, strlen(s));
+}
+#define cli_fmt_bytes(n, buf, size) kx_fmt_bytes((buf), (size), (n))
+#define cli_ws_create_temp(parent, prefix, name, size) \
+	kx_temp_open((parent), ".kbox-" prefix "-", 0644, (name), (size))
+/* END TEMPORARY */
 
 /* Print one JSON value (taken) compactly on its own line, flushed. */
 void cli_print_json_line(json_t *j);
 
-/* Format a number of bytes as "1.5 MiB" into BUF. */
-const char *cli_fmt_bytes(long long n, char *buf, size_t size);
 /* Format seconds as "2h03m", "4m10s", "12.3s" into BUF. */
 const char *cli_fmt_secs(double s, char *buf, size_t size);
 
@@ -297,13 +307,6 @@ int cli_copy_fd(int in, int out);
  * after "kbox CMD: cannot read PATH: ..." or "kbox CMD: PATH is not a
  * regular file". */
 int cli_ws_source(const char *cmd, const char *path);
-/* Make a new empty file (mode 0644) in the directory PARENT of a
- * workspace, to be renamed over a name there once written: named
- * .kbox-PREFIX-<64 random bits in hex> (put in NAME, SIZE bytes), which the
- * kernel's code cannot guess, and made with O_EXCL, so that nothing the code
- * planted is opened, followed or waited on (a FIFO); another name if that
- * one is taken.  The descriptor (write-only), or -1 with errno. */
-int cli_ws_create_temp(int parent, const char *prefix, char *name, size_t size);
 /* Copy the host file open on IN (HOST its name, for messages and for
  * DEST naming a directory) into the workspace of the session in DIR as
  * DEST (checked with cli_ws_check already): written beside, then renamed

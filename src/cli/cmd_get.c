@@ -9,6 +9,7 @@
  * and a partial copy never replaces anything.  Holes stay holes. */
 #include "config.h"
 #include "cli.h"
+#include "common/kx.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The temporary file, removed by a signal that ends kbox mid-copy. */
@@ -203,26 +203,6 @@ static int copy_stream(int in, int out, off_t size)
 	return copy_range(in, out, 0, size, false, &end);
 }
 
-/* Create the temporary file beside the destination in directory DIRFD
- * (a new name, O_EXCL|O_NOFOLLOW, mode 0600 until it is complete); its
- * name is left in tmp_name.  The fd, or -1 with errno. */
-static int create_temp(int dirfd)
-{
-	unsigned long seed = (unsigned long)getpid() * 2654435761UL;
-	struct timespec ts;
-	int i, fd = -1;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	seed ^= (unsigned long)ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20);
-	for (i = 0; i < 100 && fd < 0; i++) {
-		snprintf(tmp_name, sizeof tmp_name, ".kbox-get-%ld-%08lx", (long)getpid(),
-		         (seed + (unsigned long)i * 0x9e3779b9UL) & 0xffffffffUL);
-		fd = openat(dirfd, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0 && errno != EEXIST)
-			break;
-	}
-	return fd;
-}
-
 /* Write IN (SIZE bytes; SRC names it) to the host path HOST, which is
  * not "-": a directory (or a path ending in '/') gets the file under
  * SRC's last component; a symbolic link, or anything but a regular file,
@@ -294,7 +274,7 @@ static int write_host(int in, off_t size, const char *src, const char *host)
 	tmp_dirfd = dirfd;
 	guard_signals(old);
 	guarded = true;
-	if ((out = create_temp(dirfd)) < 0) {
+	if ((out = kx_temp_open(dirfd, ".kbox-get-", 0600, tmp_name, sizeof tmp_name)) < 0) {
 		cli_error("get", "cannot write %s: cannot create a file beside it: %s", path,
 		          strerror(errno));
 		goto out;

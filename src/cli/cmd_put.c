@@ -1,6 +1,7 @@
 /* src/cli/cmd_put.c — kbox put: copy a host file into the workspace. */
 #include "config.h"
 #include "cli.h"
+#include "common/kx.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -130,7 +131,7 @@ int cli_put(const char *cmd, const char *dir, int in, const char *host, const ch
 		}
 	}
 	/* write beside, then rename over: the final name is never followed */
-	out = cli_ws_create_temp(parent, "put", tmp, sizeof tmp);
+	out = kx_temp_open(parent, ".kbox-put-", 0644, tmp, sizeof tmp);
 	if (out < 0) {
 		cli_error(cmd, "cannot create a file in the workspace: %s", strerror(errno));
 		tmp[0] = '\0';

@@ -4,6 +4,7 @@
  * loads libcurl itself. */
 #include "config.h"
 #include "cli.h"
+#include "common/kx.h"
 #include "http/http_proto.h"
 
 #include <errno.h>
@@ -87,11 +88,10 @@ pid_t cli_http_pid(const cli_http_t *h)
 	return h ? h->pid : -1;
 }
 
-static double now_s(void)
+/* Seconds since T0_MS (kx_now_ms), for TICK. */
+static double elapsed_s(long long t0_ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)(kx_now_ms() - t0_ms) / 1000.0;
 }
 
 /* Write LEN bytes of S to FD.  0, or -1 with errno. */
@@ -112,7 +112,7 @@ static int write_all(int fd, const char *s, size_t len)
 /* Read once more from the helper into H's buffer (grown twice as large
  * when it is nearly full, so that a long reply costs its length), calling
  * TICK each second meanwhile.  0, or -1 with WHY. */
-static int read_more(cli_http_t *h, cli_http_tick_t tick, void *arg, double t0, char *why,
+static int read_more(cli_http_t *h, cli_http_tick_t tick, void *arg, long long t0, char *why,
                      size_t why_size)
 {
 	for (;;) {
@@ -126,7 +126,7 @@ static int read_more(cli_http_t *h, cli_http_tick_t tick, void *arg, double t0, 
 			return -1;
 		}
 		if (r == 0) {
-			tick(arg, now_s() - t0);
+			tick(arg, elapsed_s(t0));
 			continue;
 		}
 		if (h->cap - h->len < 65536) {
@@ -150,8 +150,8 @@ static int read_more(cli_http_t *h, cli_http_tick_t tick, void *arg, double t0, 
 			return -1;
 		}
 		h->len += (size_t)n;
-		if (tick && now_s() - t0 >= 1)
-			tick(arg, now_s() - t0);
+		if (tick && elapsed_s(t0) >= 1)
+			tick(arg, elapsed_s(t0));
 		return 0;
 	}
 }
@@ -169,7 +169,7 @@ json_t *cli_http_post(cli_http_t *h, const char *url, const char *body, double t
 {
 	json_t *req = json_pack("{s:s, s:s, s:f}", "url", url, "body", body, "timeout", timeout_s);
 	char *line = req ? json_dumps(req, JSON_COMPACT) : NULL, *nl;
-	double t0 = now_s();
+	long long t0 = kx_now_ms();
 	json_t *reply = NULL, *bytes, *text;
 	json_error_t je;
 	size_t used;

@@ -324,13 +324,6 @@ int cli_parse_max_lines(const char *cmd, const char *arg, long long *out)
 	return 0;
 }
 
-bool cli_utf8(const char *s)
-{
-	json_t *probe = json_string(s); /* NULL unless valid UTF-8 */
-	json_decref(probe);
-	return probe != NULL;
-}
-
 /* Why a write of cli_print_json_line failed (0: none did). */
 static int stdout_errno;
 
@@ -392,26 +385,6 @@ void cli_write_safe(FILE *f, const char *s, size_t len)
 		run = p + 1;
 	}
 	fwrite(run, 1, (size_t)(end - run), f);
-}
-
-const char *cli_fmt_bytes(long long n, char *buf, size_t size)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double v = (double)n;
-	int u = 0;
-	if (n < 0) {
-		snprintf(buf, size, "-");
-		return buf;
-	}
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, size, "%lld B", n);
-	else
-		snprintf(buf, size, "%.1f %s", v, units[u]);
-	return buf;
 }
 
 const char *cli_fmt_secs(double s, char *buf, size_t size)

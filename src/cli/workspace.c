@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -105,28 +104,6 @@ const char *cli_ws_strerror(int e)
 	case ELOOP: return "a symlink is in the way (refused)";
 	default: return strerror(e);
 	}
-}
-
-int cli_ws_create_temp(int parent, const char *prefix, char *name, size_t size)
-{
-	for (int attempt = 0; attempt < 16; attempt++) {
-		unsigned long long r;
-		int fd;
-		if (getrandom(&r, sizeof r, 0) != sizeof r)
-			return -1;
-		if (snprintf(name, size, ".kbox-%s-%016llx", prefix, r) >= (int)size) {
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-		/* O_EXCL: nothing that is there is opened, truncated, followed
-		 * (O_NOFOLLOW says so twice) or waited on (O_NONBLOCK: a FIFO) */
-		fd = openat(parent, name,
-		            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-		if (fd >= 0 || errno != EEXIST)
-			return fd;
-	}
-	errno = EEXIST;
-	return -1;
 }
 
 int cli_ws_source(const char *cmd, const char *path)

@@ -5,7 +5,7 @@
  * http_proto.h. */
 #include "config.h"
 #include "http/http_proto.h"
-#include "private.h"
+#include "common/kx.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -24,7 +24,7 @@
 
 /* A response body being received, bounded by KBOX_HTTP_BODY_MAX. */
 typedef struct {
-	kbox__buf_t buf;
+	kx_buf_t buf;
 	bool too_big;
 } body_t;
 
@@ -41,7 +41,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 		b->too_big = true;
 		return 0; /* curl stops: CURLE_WRITE_ERROR */
 	}
-	return kbox__buf_append(&b->buf, p, add) == 0 ? add : 0;
+	return kx_buf_append(&b->buf, p, add) == 0 ? add : 0;
 }
 
 /* Retry-After: delay-seconds or an HTTP-date (RFC 9110 10.2.3), capped at
@@ -122,7 +122,7 @@ static void reply(json_t *j)
 	free(line);
 }
 
-static void reply_error(int attempts, const char *fmt, ...) KBOX_PRINTF(2, 3);
+static void reply_error(int attempts, const char *fmt, ...) KX_PRINTF(2, 3);
 static void reply_error(int attempts, const char *fmt, ...)
 {
 	char msg[CURL_ERROR_SIZE + 512];
@@ -138,7 +138,7 @@ static void post(CURL *curl, const char *url, const char *body, size_t body_len,
 {
 	char errbuf[CURL_ERROR_SIZE];
 	long backoff = KBOX_HTTP_BACKOFF_MS;
-	body_t b = {KBOX__BUF_INIT, false};
+	body_t b = {KX_BUF_INIT, false};
 
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
@@ -152,7 +152,7 @@ static void post(CURL *curl, const char *url, const char *body, size_t body_len,
 		CURLcode rc;
 		bool again;
 
-		kbox__buf_reset(&b.buf);
+		kx_buf_reset(&b.buf);
 		b.too_big = false;
 		errbuf[0] = '\0';
 		curl_easy_setopt(curl, CURLOPT_HEADERDATA, &h);
@@ -175,7 +175,7 @@ static void post(CURL *curl, const char *url, const char *body, size_t body_len,
 			reply_error(attempt, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
 		else {
 			size_t len;
-			char *text = kbox__utf8_repair(b.buf.data ? b.buf.data : "", b.buf.len, &len);
+			char *text = kx_utf8_repair(b.buf.data ? b.buf.data : "", b.buf.len, &len);
 			/* the line, then the body as it is: no escaping to make it
 			 * larger, nothing for the client to scan */
 			if (!text)
@@ -190,7 +190,7 @@ static void post(CURL *curl, const char *url, const char *body, size_t body_len,
 		}
 		break;
 	}
-	kbox__buf_reset(&b.buf);
+	kx_buf_reset(&b.buf);
 }
 
 /* The key from the environment as an Authorization header (new), or NULL

@@ -101,21 +101,6 @@ const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t 
 	return buf;
 }
 
-const char *kbox_fmt_size(char *buf, size_t size, long long n)
-{
-	if (n >= 1LL << 30 && n % (1LL << 30) == 0)
-		snprintf(buf, size, "%lld GiB", n >> 30);
-	else if (n >= 1LL << 30)
-		snprintf(buf, size, "%.1f GiB", (double)n / (1LL << 30));
-	else if (n >= 1LL << 20 && n % (1LL << 20) == 0)
-		snprintf(buf, size, "%lld MiB", n >> 20);
-	else if (n >= 1LL << 20)
-		snprintf(buf, size, "%.1f MiB", (double)n / (1LL << 20));
-	else
-		snprintf(buf, size, "%lld bytes", n);
-	return buf;
-}
-
 void kbox_sandbox_set_cause(kbox_sandbox_t *sb, int st, bool signal_exit)
 {
 	int sig = 0;
@@ -263,9 +248,9 @@ int kbox_sandbox_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err)
 
 bool kbox_sandbox_wait_end(kbox_sandbox_t *self, int ms)
 {
-	long long deadline = kbox__now_ms() + ms;
+	long long deadline = kx_now_ms() + ms;
 	while (kbox_sandbox_alive(self)) {
-		if (kbox__now_ms() >= deadline)
+		if (kx_now_ms() >= deadline)
 			return false;
 		usleep(5000);
 	}

@@ -198,9 +198,6 @@ void kbox_sandbox_stop(kbox_sandbox_t *self, int step_ms);
 /* Kill if still running, remove what it left, free.  Accepts NULL. */
 void kbox_sandbox_destroy(kbox_sandbox_t **self_p);
 
-/* "2 GiB", "512 MiB", "1.5 GiB", "100 bytes" into BUF. */
-const char *kbox_fmt_size(char *buf, size_t size, long long n);
-
 /* For backends: set sb->cause from the wait status ST (SIGNAL_EXIT: an
  * exit status 128 + N means killed by signal N, as bwrap reports it). */
 void kbox_sandbox_set_cause(kbox_sandbox_t *sb, int st, bool signal_exit);

@@ -14,7 +14,6 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,57 +26,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* ---- a growing argv ---- */
-
-typedef struct {
-	char **v;
-	size_t n, cap;
-	bool failed;
-} strv_t;
-
-static void add(strv_t *a, const char *s)
-{
-	char *copy;
-	if (a->failed)
-		return;
-	if (a->n + 2 > a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 64;
-		char **v = realloc(a->v, cap * sizeof *v);
-		if (!v) {
-			a->failed = true;
-			return;
-		}
-		a->v = v;
-		a->cap = cap;
-	}
-	if (!(copy = strdup(s))) {
-		a->failed = true;
-		return;
-	}
-	a->v[a->n++] = copy;
-	a->v[a->n] = NULL;
-}
-
-static void addf(strv_t *a, const char *fmt, ...) KBOX_PRINTF(2, 3);
-static void addf(strv_t *a, const char *fmt, ...)
-{
-	char buf[PATH_MAX * 2];
-	va_list ap;
-	va_start(ap, fmt);
-	if (vsnprintf(buf, sizeof buf, fmt, ap) >= (int)sizeof buf)
-		a->failed = true;
-	va_end(ap);
-	add(a, buf);
-}
-
-static void add3(strv_t *a, const char *x, const char *y, const char *z)
-{
-	add(a, x);
-	add(a, y);
-	if (z)
-		add(a, z);
-}
 
 /* ---- the seccomp filter ---- */
 
@@ -395,7 +343,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	};
 	const char *root = b && b->rootfs ? b->rootfs : "";
 	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KBOX_BWRAP_TMP_BYTES;
-	strv_t a = {0};
+	kx_argv_t a = KX_ARGV_INIT;
 	int *fds = calloc(24, sizeof *fds);
 	size_t nf = 0;
 	char *exe = kbox_bwrap_path();
@@ -422,20 +370,20 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		          *root ? root : "/");
 		goto fail;
 	}
-	add(&a, exe);
+	kx_argv_add(&a, exe, NULL);
 	/* namespaces, identity, privileges */
-	add3(&a, "--unshare-user", "--unshare-pid", "--unshare-net");
-	add3(&a, "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try");
-	add(&a, "--disable-userns");
-	addf(&a, "--uid");
-	addf(&a, "%d", KBOX_BWRAP_UID);
-	addf(&a, "--gid");
-	addf(&a, "%d", KBOX_BWRAP_UID);
-	add3(&a, "--hostname", "kbox", NULL);
-	add3(&a, "--die-with-parent", "--new-session", NULL);
-	add3(&a, "--cap-drop", "ALL", NULL);
+	kx_argv_add(&a, "--unshare-user", "--unshare-pid", "--unshare-net", NULL);
+	kx_argv_add(&a, "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", NULL);
+	kx_argv_add(&a, "--disable-userns", NULL);
+	kx_argv_add(&a, "--uid", NULL);
+	kx_argv_addf(&a, "%d", KBOX_BWRAP_UID);
+	kx_argv_add(&a, "--gid", NULL);
+	kx_argv_addf(&a, "%d", KBOX_BWRAP_UID);
+	kx_argv_add(&a, "--hostname", "kbox", NULL);
+	kx_argv_add(&a, "--die-with-parent", "--new-session", NULL);
+	kx_argv_add(&a, "--cap-drop", "ALL", NULL);
 	/* system files, read-only */
-	add3(&a, "--ro-bind", path, "/usr");
+	kx_argv_add(&a, "--ro-bind", path, "/usr", NULL);
 	for (size_t i = 0; top[i]; i++) {
 		ssize_t n;
 		snprintf(path, sizeof path, "%s/%s", root, top[i]);
@@ -443,35 +391,31 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 			continue;
 		if (S_ISLNK(st.st_mode) && (n = readlink(path, target, sizeof target - 1)) > 0) {
 			target[n] = '\0';
-			add(&a, "--symlink");
-			add(&a, target);
-			addf(&a, "/%s", top[i]);
+			kx_argv_add(&a, "--symlink", target, NULL);
+			kx_argv_addf(&a, "/%s", top[i]);
 		} else if (S_ISDIR(st.st_mode)) {
-			add(&a, "--ro-bind");
-			add(&a, path);
-			addf(&a, "/%s", top[i]);
+			kx_argv_add(&a, "--ro-bind", path, NULL);
+			kx_argv_addf(&a, "/%s", top[i]);
 		}
 	}
 	for (size_t i = 0; etc_files[i]; i++) {
 		snprintf(path, sizeof path, "%s/etc/%s", root, etc_files[i]);
 		if (stat(path, &st) == 0) {
-			add(&a, "--ro-bind");
-			add(&a, path);
-			addf(&a, "/etc/%s", etc_files[i]);
+			kx_argv_add(&a, "--ro-bind", path, NULL);
+			kx_argv_addf(&a, "/etc/%s", etc_files[i]);
 		}
 	}
 	snprintf(path, sizeof path, "%s/etc/python3*", root);
 	if (glob(path, 0, NULL, &g) == 0) {
 		for (size_t i = 0; i < g.gl_pathc; i++) {
-			add(&a, "--ro-bind");
-			add(&a, g.gl_pathv[i]);
-			addf(&a, "/etc/%s", strrchr(g.gl_pathv[i], '/') + 1);
+			kx_argv_add(&a, "--ro-bind", g.gl_pathv[i], NULL);
+			kx_argv_addf(&a, "/etc/%s", strrchr(g.gl_pathv[i], '/') + 1);
 		}
 		globfree(&g);
 	}
 	/* what the kernel's installation needs besides (checked: ro_bind.h) */
 	for (size_t i = 0; b && b->ro_binds && b->ro_binds[i] && b->ro_binds[i + 1]; i += 2)
-		add3(&a, "--ro-bind", b->ro_binds[i], b->ro_binds[i + 1]);
+		kx_argv_add(&a, "--ro-bind", b->ro_binds[i], b->ro_binds[i + 1], NULL);
 	for (size_t i = 0; i < sizeof synthetic / sizeof *synthetic; i++) {
 		int fd = data_fd("kbox-etc", synthetic[i].text);
 		if (fd < 0) {
@@ -479,24 +423,24 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 			goto fail;
 		}
 		fds[nf++] = fd;
-		add(&a, "--ro-bind-data");
-		addf(&a, "%d", fd);
-		add(&a, synthetic[i].path);
+		kx_argv_add(&a, "--ro-bind-data", NULL);
+		kx_argv_addf(&a, "%d", fd);
+		kx_argv_add(&a, synthetic[i].path, NULL);
 	}
 	/* its own /proc, with the kernel's settings read-only and what only
 	 * root may read about the host's memory and kernel masked; its own
 	 * /dev; private, capped /tmp and /dev/shm */
-	add3(&a, "--proc", "/proc", NULL);
-	add3(&a, "--ro-bind", "/proc/sys", "/proc/sys");
+	kx_argv_add(&a, "--proc", "/proc", NULL);
+	kx_argv_add(&a, "--ro-bind", "/proc/sys", "/proc/sys", NULL);
 	for (size_t i = 0; proc_masked[i]; i++) {
 		snprintf(path, sizeof path, "/proc/%s", proc_masked[i]);
 		if (stat(path, &st) < 0) /* as here, so in a new /proc */
 			continue;
 		if (S_ISDIR(st.st_mode)) {
-			add3(&a, "--tmpfs", path, NULL);
-			add3(&a, "--remount-ro", path, NULL); /* empty, and stays so */
+			kx_argv_add(&a, "--tmpfs", path, NULL);
+			kx_argv_add(&a, "--remount-ro", path, NULL); /* empty, and stays so */
 		} else
-			add3(&a, "--ro-bind", "/dev/null", path);
+			kx_argv_add(&a, "--ro-bind", "/dev/null", path, NULL);
 	}
 	for (size_t i = 0; i < sizeof proc_replaced / sizeof *proc_replaced; i++) {
 		int fd;
@@ -508,44 +452,44 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 			goto fail;
 		}
 		fds[nf++] = fd;
-		add(&a, "--ro-bind-data");
-		addf(&a, "%d", fd);
-		add(&a, path);
+		kx_argv_add(&a, "--ro-bind-data", NULL);
+		kx_argv_addf(&a, "%d", fd);
+		kx_argv_add(&a, path, NULL);
 	}
-	add3(&a, "--dev", "/dev", NULL);
-	add(&a, "--size");
-	addf(&a, "%lld", tmp);
-	add3(&a, "--perms", "1777", NULL);
-	add3(&a, "--tmpfs", "/tmp", NULL);
-	add(&a, "--size");
-	addf(&a, "%lld", tmp);
-	add3(&a, "--perms", "1777", NULL);
-	add3(&a, "--tmpfs", "/dev/shm", NULL);
+	kx_argv_add(&a, "--dev", "/dev", NULL);
+	kx_argv_add(&a, "--size", NULL);
+	kx_argv_addf(&a, "%lld", tmp);
+	kx_argv_add(&a, "--perms", "1777", NULL);
+	kx_argv_add(&a, "--tmpfs", "/tmp", NULL);
+	kx_argv_add(&a, "--size", NULL);
+	kx_argv_addf(&a, "%lld", tmp);
+	kx_argv_add(&a, "--perms", "1777", NULL);
+	kx_argv_add(&a, "--tmpfs", "/dev/shm", NULL);
 	/* what it may write */
 	if (b && b->home)
-		add3(&a, "--bind", b->home, "/home/kbox");
+		kx_argv_add(&a, "--bind", b->home, "/home/kbox", NULL);
 	else {
-		add(&a, "--size");
-		addf(&a, "%lld", tmp);
-		add3(&a, "--perms", "0700", NULL);
-		add3(&a, "--tmpfs", "/home/kbox", NULL);
+		kx_argv_add(&a, "--size", NULL);
+		kx_argv_addf(&a, "%lld", tmp);
+		kx_argv_add(&a, "--perms", "0700", NULL);
+		kx_argv_add(&a, "--tmpfs", "/home/kbox", NULL);
 	}
 	if (b && b->runtime_dir)
-		add3(&a, "--bind", b->runtime_dir, KBOX_BWRAP_RUNTIME);
+		kx_argv_add(&a, "--bind", b->runtime_dir, KBOX_BWRAP_RUNTIME, NULL);
 	if (b && b->workspace) {
-		add3(&a, "--bind", b->workspace, "/workspace");
-		add3(&a, "--chdir", "/workspace", NULL);
+		kx_argv_add(&a, "--bind", b->workspace, "/workspace", NULL);
+		kx_argv_add(&a, "--chdir", "/workspace", NULL);
 	} else
-		add3(&a, "--chdir", "/", NULL);
-	add3(&a, "--remount-ro", "/", NULL);
+		kx_argv_add(&a, "--chdir", "/", NULL);
+	kx_argv_add(&a, "--remount-ro", "/", NULL);
 	/* /dev's own tmpfs too (its nodes, /dev/shm and /dev/pts are mounts
 	 * of their own: they stay as they are) */
-	add3(&a, "--remount-ro", "/dev", NULL);
+	kx_argv_add(&a, "--remount-ro", "/dev", NULL);
 	if (b && b->sync) {
-		add(&a, "--info-fd");
-		addf(&a, "%d", b->info_fd);
-		add(&a, "--block-fd");
-		addf(&a, "%d", b->block_fd);
+		kx_argv_add(&a, "--info-fd", NULL);
+		kx_argv_addf(&a, "%d", b->info_fd);
+		kx_argv_add(&a, "--block-fd", NULL);
+		kx_argv_addf(&a, "%d", b->block_fd);
 		fds[nf++] = b->info_fd;
 		fds[nf++] = b->block_fd;
 	}
@@ -555,8 +499,8 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		if (fd < 0)
 			goto fail;
 		fds[nf++] = fd;
-		add(&a, "--seccomp");
-		addf(&a, "%d", fd);
+		kx_argv_add(&a, "--seccomp", NULL);
+		kx_argv_addf(&a, "%d", fd);
 	}
 	if (a.failed) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
@@ -565,7 +509,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	{
 		/* the options go through a file (--args): bwrap's command line is
 		 * the sandbox's /proc/1/cmdline, and they name host paths */
-		strv_t cl = {0};
+		kx_argv_t cl = KX_ARGV_INIT;
 		int fd = memfd_create("kbox-bwrap-args", 0);
 		bool ok = fd >= 0;
 		for (size_t i = 1; ok && i < a.n; i++) {
@@ -579,30 +523,29 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 			goto fail;
 		}
 		fds[nf++] = fd;
-		add(&cl, exe);
-		add(&cl, "--args");
-		addf(&cl, "%d", fd);
-		add(&cl, "--");
+		kx_argv_add(&cl, exe, "--args", NULL);
+		kx_argv_addf(&cl, "%d", fd);
+		kx_argv_add(&cl, "--", NULL);
 		for (size_t i = 0; cmd && cmd[i]; i++)
-			add(&cl, cmd[i]);
+			kx_argv_add(&cl, cmd[i], NULL);
 		if (cl.failed) {
-			kbox_strv_free(cl.v);
+			kx_argv_reset(&cl);
 			kbox__err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
 			goto fail;
 		}
-		kbox_strv_free(a.v);
+		kx_argv_reset(&a);
 		a = cl;
 	}
 	free(exe);
 	*fds_p = fds;
 	*n_fds = nf;
-	return a.v;
+	return kx_argv_take(&a);
 fail:
 	for (size_t i = 0; i < nf; i++)
 		close(fds[i]);
 	free(fds);
 	free(exe);
-	kbox_strv_free(a.v);
+	kx_argv_reset(&a);
 	return NULL;
 }
 

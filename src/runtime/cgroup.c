@@ -93,50 +93,36 @@ static bool line_is(const char *line, size_t len, const char *s)
 }
 
 /* Replace the record at PATH by the lines of TEXT other than DROP, then
- * ADD (DROP and ADD may be NULL); no lines: no file.  0 or -1 with errno. */
+ * ADD (DROP and ADD may be NULL); no lines: no file.  Written at once
+ * (kx_write_atomic), not durably: the record outlives a supervisor that
+ * was killed, and a machine that crashed has no cgroups left to reap.
+ * 0 or -1 with errno. */
 static int ledger_write(const char *path, const char *text, const char *drop, const char *add)
 {
-	char tmp[PATH_MAX + 8];
+	kx_buf_t b = KX_BUF_INIT;
 	const char *p = text, *line;
 	size_t len;
-	bool any = add != NULL;
-	FILE *f;
-	int fd, e;
-	while (!any && next_line(&p, &line, &len))
-		any = len > 0 && !line_is(line, len, drop);
-	if (!any)
-		return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
-	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-		errno = ENAMETOOLONG;
+	char *all;
+	int rc;
+	while (next_line(&p, &line, &len))
+		if (len > 0 && !line_is(line, len, drop) && !line_is(line, len, add)) {
+			kx_buf_append(&b, line, len);
+			kx_buf_appends(&b, "\n");
+		}
+	if (add) {
+		kx_buf_appends(&b, add);
+		kx_buf_appends(&b, "\n");
+	}
+	if (!(all = kx_buf_take(&b, &len))) {
+		errno = ENOMEM;
 		return -1;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	if (!(f = fdopen(fd, "w"))) {
-		e = errno;
-		close(fd);
-		goto fail;
-	}
-	for (p = text; next_line(&p, &line, &len);)
-		if (len > 0 && !line_is(line, len, drop) && !line_is(line, len, add))
-			fprintf(f, "%.*s\n", (int)len, line);
-	if (add)
-		fprintf(f, "%s\n", add);
-	if (fflush(f) != 0 || ferror(f)) {
-		e = errno;
-		fclose(f);
-		goto fail;
-	}
-	if (fclose(f) != 0 || rename(tmp, path) < 0) {
-		e = errno;
-		goto fail;
-	}
-	return 0;
-fail:
-	unlink(tmp);
-	errno = e;
-	return -1;
+	if (len == 0)
+		rc = unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+	else
+		rc = kx_write_atomic(AT_FDCWD, path, all, len, 0600, 0);
+	free(all);
+	return rc;
 }
 
 /* Take DROP out of this process's record and put ADD in (either may be

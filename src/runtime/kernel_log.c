@@ -83,7 +83,7 @@ static void put(kbox_kernel_log_t *self, const char *data, size_t len)
 		if (open_log(self) < 0)
 			return;
 	}
-	if (kbox__write_all(self->out, data, len) == 0)
+	if (kx_write_all(self->out, data, len) == 0)
 		self->size += (long long)len;
 	else {
 		/* a short write counts too: the size is the file's */
@@ -201,7 +201,7 @@ void kbox__kernel_log_tail(const kbox_kernel_log_t *self, int lines, char *buf, 
 			return;
 		start++;
 	}
-	if (!(text = kbox__utf8_repair(start, strlen(start), NULL)))
+	if (!(text = kx_utf8_repair(start, strlen(start), NULL)))
 		return;
 	/* from the end back: the last LINES lines that are not blank, as many
 	 * as fit in BUF (each: two spaces, at most 200 bytes, "...", a newline) */
@@ -212,9 +212,7 @@ void kbox__kernel_log_tail(const kbox_kernel_log_t *self, int lines, char *buf, 
 			;
 		len = (size_t)(end - p);
 		if (len > 0 && strspn(p, " ") < len) {
-			keep = len > 200 ? 200 : len;
-			while (keep < len && keep > 0 && ((unsigned char)p[keep] & 0xc0) == 0x80)
-				keep--; /* a whole character */
+			keep = kx_utf8_floor(p, len, 200); /* whole characters */
 			if (used + keep + 6 >= size)
 				break;
 			used += keep + 6;

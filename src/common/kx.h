@@ -1,0 +1,192 @@
+/* src/common/kx.h — the common module: small helpers that libkbox, the
+ * runtime, kbox(1), kbox-supervisor and kbox-http all borrow (as curl's
+ * lib/curlx/).  Each idea exists here once: the clock, durations and byte
+ * sizes as text, UTF-8, a growing string, a growing argv, atomic file
+ * writes, base64, timestamps.
+ *
+ * The rules of the room: C and libc only (this header includes nothing
+ * else, and neither do src/common/kx_*.c: no ZeroMQ, no jansson, no
+ * libsodium, no kbox header); every name starts with kx_ (KX_ for macros);
+ * failure is 0 / -1 with errno, or NULL with errno, never kbox_error_t —
+ * callers wrap errno into their own error type.  tests/unit_common.c links
+ * this module and nothing else. */
+#ifndef KX_H
+#define KX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#if defined(__GNUC__)
+#define KX_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define KX_SENTINEL __attribute__((sentinel))
+#else
+#define KX_PRINTF(a, b)
+#define KX_SENTINEL
+#endif
+
+/* ---- kx_time.c: clocks and timestamps ---- */
+
+/* The monotonic clock in milliseconds (for deadlines and durations). */
+long long kx_now_ms(void);
+
+/* The wall clock in seconds since the epoch, to the microsecond (for
+ * timestamps only: it jumps when the clock is set). */
+double kx_wall_s(void);
+
+/* Write the time T (seconds since the epoch) to OUT as ISO-8601 UTC with
+ * DIGITS (0-6, clamped) fractional digits, rounded to the nearest unit of
+ * the last: "2026-11-29T09:21:39Z" (0), "…39.123Z" (3), "…39.123456Z" (6,
+ * as Jupyter headers carry). */
+void kx_iso8601(double t, int digits, char out[32]);
+
+/* ---- kx_fmt.c: numbers as people read them ---- */
+
+/* MS milliseconds as a duration in a message, into BUF (SIZE bytes):
+ * whole seconds as "2 s", more than a second as "1.5 s", else "200 ms".
+ * Returns BUF. */
+const char *kx_fmt_ms(char *buf, size_t size, long long ms);
+
+/* N bytes as a size in a message, into BUF (SIZE bytes; 16 is enough):
+ * "100 bytes" ("1 byte") below 1 KiB; from there in the largest binary unit (KiB,
+ * MiB, GiB, TiB) that is at most N, as a whole number when it is exact
+ * ("2 GiB", "512 MiB", "16 KiB") and else with one decimal ("1.5 GiB",
+ * never "1024.0 MiB": a value that rounds up to the next unit is said in
+ * it); "-" when N is negative (not known).  The one spelling of a size in
+ * the whole product.  Returns BUF. */
+const char *kx_fmt_bytes(char *buf, size_t size, long long n);
+
+/* ---- kx_utf8.c: UTF-8 (Unicode §3.9) ---- */
+
+/* True when S[0..LEN) is well-formed UTF-8: no stray continuation byte,
+ * no overlong form, no surrogate, nothing beyond U+10FFFF, no sequence
+ * cut short.  NUL bytes are characters like any other (a C string:
+ * kx_utf8_valid(s, strlen(s))). */
+bool kx_utf8_valid(const char *s, size_t len);
+
+/* A new NUL-terminated copy of S[0..LEN) that is well-formed UTF-8: each
+ * maximal ill-formed subpart (Unicode §3.9, "substitution of maximal
+ * subparts", which Python's decode(errors="replace") and so jupyter_client
+ * follow) becomes U+FFFD (EF BF BD).  A subpart is a byte that starts no
+ * character (80-C1, F5-FF), or a lead byte with the continuation bytes that
+ * could still have completed it: "\xe2\x82A" gives one U+FFFD and "A",
+ * "\xc0\xaf" (overlong) two, "\xed\xa0\x80" (a surrogate) three.  Valid
+ * sequences, NUL bytes included, are copied as they are.  *OUT_LEN (may be
+ * NULL) gets the length without the NUL.  Caller frees; NULL on ENOMEM. */
+char *kx_utf8_repair(const char *s, size_t len, size_t *out_len);
+
+/* Where to cut S[0..LEN) to keep at most MAX bytes without cutting a
+ * character in two: the largest N <= MAX (and <= LEN) such that S[0..N)
+ * ends neither inside a character (or inside a maximal ill-formed subpart,
+ * which kx_utf8_repair would make one U+FFFD) nor in the first bytes of a
+ * character that the end of S cut short.  Looks back at most 3 bytes. */
+size_t kx_utf8_floor(const char *s, size_t len, size_t max);
+
+/* The number of code points in S[0..LEN): what it has after
+ * kx_utf8_repair (each maximal ill-formed subpart counts one). */
+size_t kx_utf8_count(const char *s, size_t len);
+
+/* ---- kx_buf.c: a growing string ---- */
+
+/* A growing string, like redis's sds but a struct the caller owns:
+ * zero-initialise it (KX_BUF_INIT), append, then take the text.  The
+ * capacity doubles up to KX_BUF_PREALLOC and then grows by that much at
+ * a time.  When an append fails (out of memory, or SIZE_MAX reached) the
+ * buffer is failed: that append and every later one return -1 and change
+ * nothing, and take returns NULL.  DATA is NUL-terminated once anything
+ * was appended. */
+typedef struct {
+	char *data;
+	size_t len, cap;
+	bool failed;
+} kx_buf_t;
+#define KX_BUF_INIT {NULL, 0, 0, false}
+#define KX_BUF_PREALLOC ((size_t)1 << 20)
+
+/* Append LEN bytes at DATA (NUL bytes too).  0, or -1 (B is failed). */
+int kx_buf_append(kx_buf_t *b, const void *data, size_t len);
+
+/* Append the C string S.  0, or -1 (B is failed). */
+int kx_buf_appends(kx_buf_t *b, const char *s);
+
+/* Append printf-style text.  0, or -1 (B is failed). */
+int kx_buf_appendf(kx_buf_t *b, const char *fmt, ...) KX_PRINTF(2, 3);
+
+/* The text (new: the caller frees it; "" when nothing was appended) and its
+ * length in *LEN (may be NULL); B is left empty, ready for reuse.  NULL
+ * when B failed or memory ran out (B is emptied all the same). */
+char *kx_buf_take(kx_buf_t *b, size_t *len);
+
+/* Free B's text and make it empty again (not failed). */
+void kx_buf_reset(kx_buf_t *b);
+
+/* ---- kx_argv.c: a growing argv ---- */
+
+/* A growing NULL-terminated array of new strings (a command line), owned
+ * by the caller: zero-initialise it (KX_ARGV_INIT), add, then take V.
+ * When an add fails (out of memory) the argv is failed: every later add
+ * returns -1 and changes nothing, and take returns NULL.  V[N] is NULL
+ * once anything was added. */
+typedef struct {
+	char **v;
+	size_t n, cap;
+	bool failed;
+} kx_argv_t;
+#define KX_ARGV_INIT {NULL, 0, 0, false}
+
+/* Append copies of S and of each further string up to the NULL that ends
+ * the list: kx_argv_add(&a, "--bind", src, dest, NULL).  0, or -1 (A is
+ * failed). */
+int kx_argv_add(kx_argv_t *a, const char *s, ...) KX_SENTINEL;
+
+/* Append one printf-style argument (of any length).  0, or -1 (A is
+ * failed). */
+int kx_argv_addf(kx_argv_t *a, const char *fmt, ...) KX_PRINTF(2, 3);
+
+/* The array (new: free each string, then the array; an empty one when
+ * nothing was added), A left empty for reuse; NULL when A failed or memory
+ * ran out (A is emptied all the same). */
+char **kx_argv_take(kx_argv_t *a);
+
+/* Free A's strings and array and make it empty again (not failed). */
+void kx_argv_reset(kx_argv_t *a);
+
+/* ---- kx_file.c: writing files ---- */
+
+/* Write all LEN bytes at DATA to FD, retrying after EINTR and short writes.
+ * 0, or -1 with errno. */
+int kx_write_all(int fd, const void *data, size_t len);
+
+/* Make a new empty file in the directory DIRFD (or AT_FDCWD), to be
+ * renamed over a name there once written: named PREFIX followed by 64
+ * random bits in hex (put in NAME, SIZE bytes), which no other process can
+ * guess, made with O_EXCL|O_NOFOLLOW, so that nothing planted at that name
+ * (a link, a FIFO) is opened, followed or waited on; another name if that
+ * one is taken.  Mode MODE (less the umask).  The descriptor (write-only,
+ * close-on-exec), or -1 with errno. */
+int kx_temp_open(int dirfd, const char *prefix, mode_t mode, char *name, size_t size);
+
+/* kx_write_atomic's FLAGS: the data must survive a crash of the machine
+ * (fsync the file before the rename and the directory after). */
+#define KX_DURABLE 1u
+
+/* Replace the file NAME in the directory DIRFD (or AT_FDCWD; NAME may have
+ * directories, then the last one is the directory) by LEN bytes at DATA
+ * with mode MODE, all at once: written to a kx_temp_open file in the same
+ * directory, then renamed over NAME, so that a reader sees the old content
+ * or the new, never part of it.  The file gets MODE exactly (the umask does
+ * not apply).  Whatever is at NAME (a symbolic link, a
+ * FIFO) is replaced, never followed or opened; when anything fails, NAME
+ * is left as it was and no temporary file remains.  FLAGS: 0, or
+ * KX_DURABLE.  0, or -1 with errno. */
+int kx_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                    unsigned flags);
+
+/* ---- kx_base64.c ---- */
+
+/* DATA[0..LEN) in base64 (RFC 4648, the standard alphabet, with '='
+ * padding), a new NUL-terminated string; its length in *OUT_LEN (may be
+ * NULL).  NULL on ENOMEM. */
+char *kx_base64_encode(const void *data, size_t len, size_t *out_len);
+
+#endif

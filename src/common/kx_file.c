@@ -1,0 +1,120 @@
+/* src/common/kx_file.c — writing files: all of a buffer, a temporary file
+ * nobody can guess, a file replaced at once (kx.h).  The one policy for
+ * an atomic write in the product. */
+#include "config.h" /* _GNU_SOURCE */
+#include "common/kx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int kx_write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int kx_temp_open(int dirfd, const char *prefix, mode_t mode, char *name, size_t size)
+{
+	for (int attempt = 0; attempt < 16; attempt++) {
+		unsigned long long r;
+		int fd;
+		if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+			return -1;
+		if (snprintf(name, size, "%s%016llx", prefix, r) >= (int)size) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		/* O_EXCL: nothing that is there is opened, truncated, followed
+		 * (O_NOFOLLOW says so twice) or waited on (a FIFO) */
+		fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+/* The temporary file's prefix for the final name BASE, into BUF: ".BASE."
+ * (BASE cut to leave room for 16 hex digits in a name). */
+static void temp_prefix(char *buf, size_t size, const char *base)
+{
+	snprintf(buf, size, ".%.*s.", NAME_MAX - 2 - 16, base);
+}
+
+int kx_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                    unsigned flags)
+{
+	const char *slash = strrchr(name, '/'), *base = slash ? slash + 1 : name;
+	char prefix[NAME_MAX + 1], tmp[NAME_MAX + 1];
+	int dfd = dirfd, fd = -1, e;
+	bool made = false;
+
+	if (!*base) {
+		errno = EISDIR;
+		return -1;
+	}
+	if (slash) { /* the directory NAME names, relative to DIRFD */
+		char *dir = strndup(name, slash == name ? 1 : (size_t)(slash - name));
+		if (!dir)
+			return -1;
+		dfd = openat(dirfd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		free(dir);
+		if (dfd < 0)
+			return -1;
+	}
+	temp_prefix(prefix, sizeof prefix, base);
+	if ((fd = kx_temp_open(dfd, prefix, 0600, tmp, sizeof tmp)) < 0)
+		goto fail;
+	made = true;
+	if (kx_write_all(fd, data, len) < 0 || fchmod(fd, mode) < 0 ||
+	    ((flags & KX_DURABLE) && fsync(fd) < 0))
+		goto fail;
+	e = close(fd);
+	fd = -1;
+	if (e < 0 || renameat(dfd, tmp, dfd, base) < 0)
+		goto fail;
+	made = false;
+	if (flags & KX_DURABLE) {
+		/* the rename itself is in the directory: sync it too */
+		int d = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (d < 0 || fsync(d) < 0) {
+			e = errno;
+			if (d >= 0)
+				close(d);
+			errno = e;
+			goto fail;
+		}
+		close(d);
+	}
+	if (dfd != dirfd)
+		close(dfd);
+	return 0;
+fail:
+	e = errno;
+	if (fd >= 0)
+		close(fd);
+	if (made)
+		unlinkat(dfd, tmp, 0);
+	if (dfd != dirfd && dfd >= 0)
+		close(dfd);
+	errno = e;
+	return -1;
+}

@@ -1,0 +1,43 @@
+/* src/common/kx_fmt.c — durations and byte sizes as text (kx.h): one
+ * spelling of each in the whole product. */
+#include "config.h" /* _GNU_SOURCE */
+#include "common/kx.h"
+
+#include <stdio.h>
+
+const char *kx_fmt_ms(char *buf, size_t size, long long ms)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, size, "%lld s", ms / 1000);
+	else if (ms > 1000)
+		snprintf(buf, size, "%.1f s", (double)ms / 1000.0);
+	else
+		snprintf(buf, size, "%lld ms", ms);
+	return buf;
+}
+
+const char *kx_fmt_bytes(char *buf, size_t size, long long n)
+{
+	static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+
+	if (n < 0) {
+		snprintf(buf, size, "-");
+		return buf;
+	}
+	while (u < 4 && n >= 1LL << (10 * (u + 1)))
+		u++;
+	if (n == 1) {
+		snprintf(buf, size, "1 byte");
+		return buf;
+	}
+	if (u == 0 || n % (1LL << (10 * u)) == 0) {
+		snprintf(buf, size, "%lld %s", n >> (10 * u), units[u]);
+		return buf;
+	}
+	/* 1 GiB less a few bytes is "1.0 GiB", not "1024.0 MiB" */
+	if (u < 4 && (double)n / (double)(1LL << (10 * u)) >= 1023.95)
+		u++;
+	snprintf(buf, size, "%.1f %s", (double)n / (double)(1LL << (10 * u)), units[u]);
+	return buf;
+}

@@ -1,0 +1,147 @@
+/* src/common/kx_utf8.c — UTF-8: check, repair, cut, count (kx.h).  Every
+ * function reads text in the units of Unicode §3.9 (table 3-7): a
+ * well-formed character, or a maximal ill-formed subpart. */
+#include "config.h" /* _GNU_SOURCE */
+#include "common/kx.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What the unit at P is. */
+typedef enum {
+	UNIT_CHAR,      /* one well-formed character */
+	UNIT_ILL,       /* a maximal ill-formed subpart */
+	UNIT_CUT_SHORT, /* a lead byte and continuation bytes, then the end of the text */
+} unit_t;
+
+/* The unit at P (N > 0 bytes left): its length, and in *KIND what it is:
+ * a byte that starts no character and a lead byte with the continuation
+ * bytes that could still have completed it are ill-formed subparts. */
+static size_t next_unit(const unsigned char *p, size_t n, unit_t *kind)
+{
+	unsigned c = p[0], lo = 0x80, hi = 0xbf;
+	size_t len, i = 1;
+
+	*kind = UNIT_CHAR;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else {
+		*kind = UNIT_ILL;
+		return 1;
+	}
+	/* the second byte's range rules out overlong forms, surrogates and
+	 * code points beyond U+10FFFF */
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (i < n && p[i] >= lo && p[i] <= hi) {
+		i++;
+		while (i < len && i < n && (p[i] & 0xc0) == 0x80)
+			i++;
+	}
+	if (i < len)
+		*kind = i == n ? UNIT_CUT_SHORT : UNIT_ILL;
+	return i;
+}
+
+bool kx_utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	unit_t kind;
+
+	for (size_t i = 0; i < len;) {
+		if (p[i] < 0x80) { /* the common case, quickly */
+			i++;
+			continue;
+		}
+		i += next_unit(p + i, len - i, &kind);
+		if (kind != UNIT_CHAR)
+			return false;
+	}
+	return true;
+}
+
+char *kx_utf8_repair(const char *s, size_t len, size_t *out_len)
+{
+	static const char replacement[3] = {'\xef', '\xbf', '\xbd'}; /* U+FFFD */
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i, n, grow = 0, o = 0;
+	unit_t kind;
+	char *out;
+
+	/* a bad subpart is 1 to 3 bytes and becomes 3: the result grows by at
+	 * most 2 bytes per subpart */
+	for (i = 0; i < len; i += n) {
+		n = next_unit(p + i, len - i, &kind);
+		if (kind != UNIT_CHAR)
+			grow += 3 - n;
+	}
+	if (grow > SIZE_MAX - 1 - len) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	out = malloc(len + grow + 1);
+	if (!out)
+		return NULL;
+	for (i = 0; i < len; i += n) {
+		n = next_unit(p + i, len - i, &kind);
+		if (kind == UNIT_CHAR) {
+			memcpy(out + o, p + i, n);
+			o += n;
+		} else {
+			memcpy(out + o, replacement, sizeof replacement);
+			o += sizeof replacement;
+		}
+	}
+	out[o] = '\0';
+	if (out_len)
+		*out_len = o;
+	return out;
+}
+
+size_t kx_utf8_floor(const char *s, size_t len, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = max < len ? max : len, i, ulen;
+	unit_t kind;
+
+	/* the lead byte of the unit that N may fall in is at most 3 bytes
+	 * back; a byte that leads nothing (ASCII, or one that starts no
+	 * character) ends the search: N follows a unit of one byte */
+	for (i = n; i > 0 && n - i < 3; i--) {
+		unsigned c = p[i - 1];
+		if ((c & 0xc0) == 0x80)
+			continue;
+		if (c < 0xc2 || c > 0xf4)
+			return n;
+		ulen = next_unit(p + i - 1, len - (i - 1), &kind);
+		if (i - 1 + ulen > n || (kind == UNIT_CUT_SHORT && i - 1 + ulen == n))
+			return i - 1;
+		return n;
+	}
+	return n;
+}
+
+size_t kx_utf8_count(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t count = 0;
+	unit_t kind;
+
+	for (size_t i = 0; i < len; count++)
+		i += p[i] < 0x80 ? 1 : next_unit(p + i, len - i, &kind);
+	return count;
+}

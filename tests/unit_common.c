@@ -1,0 +1,846 @@
+/* tests/unit_common.c — the common module (src/common/kx.h) against its
+ * promises: the clocks, durations and sizes as text, UTF-8 (check, repair,
+ * cut, count), the string buffer, the argv, writing files (all of a
+ * buffer, temporary names, atomic replacement), base64, timestamps.  It
+ * links libkx alone: the module needs nothing but libc. */
+#include "config.h"
+#include "common/kx.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "tmpdir.h"
+
+/* ---- clocks ---- */
+
+TEST(now_ms_never_goes_back)
+{
+	long long a = kx_now_ms(), b = kx_now_ms();
+
+	CHECK(a > 0);
+	CHECK(b >= a);
+}
+
+TEST(wall_s_is_the_time_of_day)
+{
+	time_t before = time(NULL);
+	double t = kx_wall_s();
+	time_t after = time(NULL);
+
+	CHECK((time_t)t >= before && (time_t)t <= after);
+}
+
+/* ---- durations and sizes ---- */
+
+/* kx_fmt_ms of MS must be WANT, and return its buffer. */
+static void check_ms(long long ms, const char *want)
+{
+	char buf[32];
+
+	CHECK(kx_fmt_ms(buf, sizeof buf, ms) == buf);
+	CHECK_STR_EQ(buf, want);
+}
+
+TEST(fmt_ms_says_whole_seconds_tenths_or_milliseconds)
+{
+	check_ms(0, "0 s");
+	check_ms(1, "1 ms");
+	check_ms(200, "200 ms");
+	check_ms(999, "999 ms");
+	check_ms(1000, "1 s");
+	check_ms(1001, "1.0 s");
+	check_ms(1500, "1.5 s");
+	check_ms(2000, "2 s");
+	check_ms(90000, "90 s");
+	check_ms(4000000000LL, "4000000 s"); /* beyond an int: no clamp needed */
+}
+
+TEST(fmt_ms_is_cut_to_its_buffer)
+{
+	char buf[4] = "xxx";
+
+	kx_fmt_ms(buf, sizeof buf, 123456);
+	CHECK_STR_EQ(buf, "123");
+}
+
+/* kx_fmt_bytes of N must be WANT, and return its buffer. */
+static void check_bytes(long long n, const char *want)
+{
+	char buf[32];
+
+	CHECK(kx_fmt_bytes(buf, sizeof buf, n) == buf);
+	CHECK_STR_EQ(buf, want);
+}
+
+TEST(fmt_bytes_says_bytes_below_one_kib)
+{
+	check_bytes(0, "0 bytes");
+	check_bytes(1, "1 byte");
+	check_bytes(2, "2 bytes");
+	check_bytes(100, "100 bytes");
+	check_bytes(1023, "1023 bytes");
+}
+
+TEST(fmt_bytes_says_whole_units_when_exact)
+{
+	check_bytes(1024, "1 KiB");
+	check_bytes(16384, "16 KiB");
+	check_bytes(1LL << 20, "1 MiB");
+	check_bytes(300LL << 20, "300 MiB");
+	check_bytes(512LL << 20, "512 MiB");
+	check_bytes(1LL << 30, "1 GiB");
+	check_bytes(4LL << 30, "4 GiB");
+	check_bytes(1LL << 40, "1 TiB");
+	check_bytes(1LL << 50, "1024 TiB"); /* TiB is the largest unit */
+}
+
+TEST(fmt_bytes_says_one_decimal_otherwise)
+{
+	check_bytes(1025, "1.0 KiB");
+	check_bytes(1536, "1.5 KiB");
+	check_bytes(145122918, "138.4 MiB"); /* kbox-status(1)'s example */
+	check_bytes(3LL << 29, "1.5 GiB");
+	check_bytes((1LL << 40) + (1LL << 39), "1.5 TiB");
+}
+
+/* Just below a unit, the value that would print as 1024.0 of the unit
+ * below is said in the unit itself. */
+TEST(fmt_bytes_never_says_1024_of_a_unit)
+{
+	check_bytes((1LL << 20) - 1, "1.0 MiB");
+	check_bytes((1LL << 30) - 1, "1.0 GiB");
+	check_bytes((1LL << 40) - 1, "1.0 TiB");
+	check_bytes((1LL << 20) - 52, "1023.9 KiB"); /* 1023.949…: rounds down */
+	check_bytes((1LL << 20) - 51, "1.0 MiB");    /* 1023.950…: would round up */
+}
+
+TEST(fmt_bytes_of_a_negative_size_is_a_dash)
+{
+	check_bytes(-1, "-");
+	check_bytes(INT64_MIN, "-");
+}
+
+/* ---- UTF-8 ---- */
+
+#define FFFD "\xef\xbf\xbd"
+#define VALID(s) kx_utf8_valid(s, sizeof s - 1)
+
+TEST(utf8_valid_accepts_every_well_formed_length)
+{
+	CHECK(VALID(""));
+	CHECK(VALID("plain ascii\n"));
+	CHECK(VALID("caf\xc3\xa9"));                   /* 2 bytes */
+	CHECK(VALID("\xe2\x82\xac"));                  /* 3 bytes */
+	CHECK(VALID("\xf0\x9f\x98\x80"));              /* 4 bytes */
+	CHECK(VALID("\xc2\x80\xdf\xbf"));              /* U+0080, U+07FF */
+	CHECK(VALID("\xe0\xa0\x80\xef\xbf\xbf"));      /* U+0800, U+FFFF */
+	CHECK(VALID("\xed\x9f\xbf\xee\x80\x80"));      /* U+D7FF, U+E000: around the surrogates */
+	CHECK(VALID("\xf0\x90\x80\x80\xf4\x8f\xbf\xbf")); /* U+10000, U+10FFFF */
+	CHECK(VALID("a\0b"));                          /* U+0000 is a character */
+}
+
+TEST(utf8_valid_refuses_cut_overlong_surrogate_and_stray_bytes)
+{
+	CHECK(!VALID("\xc3"));             /* cut short */
+	CHECK(!VALID("a\xe2\x82"));
+	CHECK(!VALID("\xf0\x9f\x98"));
+	CHECK(!VALID("\xe2\x82" "A"));     /* cut, then a character */
+	CHECK(!VALID("\xc0\xaf"));         /* overlong '/' */
+	CHECK(!VALID("\xc1\xbf"));
+	CHECK(!VALID("\xe0\x80\x80"));     /* overlong NUL */
+	CHECK(!VALID("\xe0\x9f\xbf"));     /* overlong U+07FF */
+	CHECK(!VALID("\xf0\x8f\xbf\xbf")); /* overlong U+FFFF */
+	CHECK(!VALID("\xed\xa0\x80"));     /* U+D800 */
+	CHECK(!VALID("\xed\xbf\xbf"));     /* U+DFFF */
+	CHECK(!VALID("\xf4\x90\x80\x80")); /* beyond U+10FFFF */
+	CHECK(!VALID("\xf5\x80\x80\x80"));
+	CHECK(!VALID("\x80"));             /* a lone continuation byte */
+	CHECK(!VALID("\xff"));
+	CHECK(!VALID("\xe2\x82\xac\xac")); /* one continuation byte too many */
+}
+
+/* kx_utf8_repair of the LEN bytes at IN must give exactly WANT. */
+static void check_repair(const char *in, size_t len, const char *want, size_t want_len)
+{
+	size_t n = 12345;
+	char *out = kx_utf8_repair(in, len, &n);
+
+	REQUIRE(out != NULL);
+	CHECK_INT_EQ(n, want_len);
+	CHECK(n == want_len && memcmp(out, want, want_len) == 0);
+	CHECK_INT_EQ(out[n], '\0');
+	CHECK(kx_utf8_valid(out, n));
+	free(out);
+}
+
+#define REPAIR(in, want) check_repair(in, sizeof in - 1, want, sizeof want - 1)
+
+TEST(utf8_repair_copies_valid_text_byte_for_byte)
+{
+	REPAIR("", "");
+	REPAIR("plain ascii\n", "plain ascii\n");
+	REPAIR("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf",
+	       "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf");
+	REPAIR("a\0b", "a\0b"); /* U+0000 is a character like any other */
+}
+
+/* The expectations are Python's b"…".decode("utf-8", "replace"), which is
+ * what jupyter_client does with a message that is not UTF-8. */
+TEST(utf8_repair_replaces_each_maximal_ill_formed_subpart_as_python)
+{
+	REPAIR("\xff", FFFD);
+	REPAIR("\x80\x80", FFFD FFFD);                      /* lone continuation bytes */
+	REPAIR("\xc0\xaf", FFFD FFFD);                      /* overlong '/' */
+	REPAIR("\xe0\x80\x80", FFFD FFFD FFFD);             /* overlong NUL */
+	REPAIR("\xed\xa0\x80", FFFD FFFD FFFD);             /* a surrogate */
+	REPAIR("\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD);    /* beyond U+10FFFF */
+	REPAIR("\xf5\x80", FFFD FFFD);
+	REPAIR("\xe2\x82" "A", FFFD "A");                   /* cut, then a character */
+	REPAIR("\xe0\xa0\xc0", FFFD FFFD);
+	REPAIR("a\xc3", "a" FFFD);                          /* cut at the end */
+	REPAIR("\xf0\x9f\x98", FFFD);
+	/* Unicode's own example (table 3-8) */
+	REPAIR("a\xf1\x80\x80\xe1\x80\xc2" "b\x80" "c\x80\xbf" "d",
+	       "a" FFFD FFFD FFFD "b" FFFD "c" FFFD FFFD "d");
+}
+
+TEST(utf8_repair_accepts_a_null_out_len)
+{
+	char *out = kx_utf8_repair("x\xff", 2, NULL);
+
+	CHECK_STR_EQ(out, "x" FFFD);
+	free(out);
+}
+
+#define FLOOR(s, max) kx_utf8_floor(s, sizeof s - 1, max)
+
+TEST(utf8_floor_keeps_whole_characters_of_every_length)
+{
+	/* "a" é € 😀: characters at 0, 1, 3, 6; 10 bytes */
+	const char s[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+	static const size_t want[11] = {0, 1, 1, 3, 3, 3, 6, 6, 6, 6, 10};
+
+	for (size_t max = 0; max <= 10; max++)
+		CHECK_INT_EQ(FLOOR(s, max), want[max]);
+	CHECK_INT_EQ(FLOOR(s, 1000), 10); /* MAX beyond the text: all of it */
+	CHECK_INT_EQ(FLOOR("", 5), 0);
+	CHECK_INT_EQ(FLOOR("abc", 2), 2);
+}
+
+TEST(utf8_floor_drops_a_character_that_the_end_cut_short)
+{
+	CHECK_INT_EQ(FLOOR("ab\xe2\x82", 4), 2);
+	CHECK_INT_EQ(FLOOR("ab\xe2\x82", 100), 2);
+	CHECK_INT_EQ(FLOOR("ab\xf0\x9f\x98", 5), 2);
+	CHECK_INT_EQ(FLOOR("ab\xc3", 3), 2);
+}
+
+/* Ill-formed bytes are cut as kx_utf8_repair reads them: between
+ * subparts, never inside one. */
+TEST(utf8_floor_cuts_ill_formed_text_between_subparts)
+{
+	CHECK_INT_EQ(FLOOR("\xed\xa0\x80", 2), 2);     /* a surrogate: 3 subparts of 1 */
+	CHECK_INT_EQ(FLOOR("\xc0\xaf", 1), 1);         /* overlong: 2 of 1 */
+	CHECK_INT_EQ(FLOOR("\xe2\x82" "A", 1), 0);     /* one subpart of 2, then "A" */
+	CHECK_INT_EQ(FLOOR("\xe2\x82" "A", 2), 2);
+	CHECK_INT_EQ(FLOOR("\x80\x80\x80\x80\x80", 4), 4); /* stray continuation bytes */
+	CHECK_INT_EQ(FLOOR("\xe2\x82\xac\x80\x80", 4), 4); /* € then two strays */
+	CHECK_INT_EQ(FLOOR("\xff\xff", 1), 1);
+}
+
+#define COUNT(s) kx_utf8_count(s, sizeof s - 1)
+
+TEST(utf8_count_counts_code_points)
+{
+	CHECK_INT_EQ(COUNT(""), 0);
+	CHECK_INT_EQ(COUNT("abc"), 3);
+	CHECK_INT_EQ(COUNT("a\0b"), 3);
+	CHECK_INT_EQ(COUNT("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), 3);
+}
+
+TEST(utf8_count_counts_each_ill_formed_subpart_once_as_repair_makes_it)
+{
+	CHECK_INT_EQ(COUNT("\xe2\x82" "A"), 2);
+	CHECK_INT_EQ(COUNT("\xed\xa0\x80"), 3);
+	CHECK_INT_EQ(COUNT("\xc0\xaf"), 2);
+	CHECK_INT_EQ(COUNT("a\xf0\x9f\x98"), 2);
+	CHECK_INT_EQ(COUNT("a\xf1\x80\x80\xe1\x80\xc2" "b\x80" "c\x80\xbf" "d"), 10);
+}
+
+/* ---- the string buffer ---- */
+
+TEST(buf_appends_bytes_strings_and_formats_in_order)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	size_t n = 0;
+	char *s;
+
+	CHECK_INT_EQ(kx_buf_append(&b, "ab", 2), 0);
+	CHECK_INT_EQ(kx_buf_appends(&b, "cd"), 0);
+	CHECK_INT_EQ(kx_buf_appendf(&b, "%d-%s", 42, "x"), 0);
+	CHECK_INT_EQ(kx_buf_append(&b, "\0z", 2), 0); /* NUL bytes too */
+	s = kx_buf_take(&b, &n);
+	CHECK_INT_EQ(n, 10);
+	CHECK(s && memcmp(s, "abcd42-x\0z", 11) == 0);
+	free(s);
+}
+
+TEST(buf_appendf_longer_than_the_spare_room_comes_whole)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	char big[5000];
+	char *s;
+
+	memset(big, 'q', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	kx_buf_appends(&b, "<");
+	CHECK_INT_EQ(kx_buf_appendf(&b, "%s>", big), 0);
+	CHECK_INT_EQ(b.len, 1 + 4999 + 1);
+	s = kx_buf_take(&b, NULL);
+	REQUIRE(s != NULL);
+	CHECK_INT_EQ(strlen(s), 5001);
+	CHECK(s[0] == '<' && s[1] == 'q' && s[4999] == 'q' && s[5000] == '>');
+	free(s);
+}
+
+TEST(buf_take_of_nothing_is_an_empty_string)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	size_t n = 7;
+	char *s = kx_buf_take(&b, &n);
+
+	CHECK_STR_EQ(s, "");
+	CHECK_INT_EQ(n, 0);
+	free(s);
+}
+
+TEST(buf_take_leaves_it_empty_for_reuse)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	char *first, *second;
+
+	kx_buf_appends(&b, "one");
+	first = kx_buf_take(&b, NULL);
+	CHECK(b.data == NULL && b.len == 0 && b.cap == 0 && !b.failed);
+	kx_buf_appends(&b, "two");
+	second = kx_buf_take(&b, NULL);
+	CHECK_STR_EQ(first, "one");
+	CHECK_STR_EQ(second, "two");
+	free(first);
+	free(second);
+}
+
+TEST(buf_that_failed_refuses_appends_and_take_gives_null)
+{
+	kx_buf_t b = KX_BUF_INIT;
+
+	CHECK_INT_EQ(kx_buf_appends(&b, "kept"), 0);
+	CHECK_INT_EQ(kx_buf_append(&b, "x", SIZE_MAX), -1); /* cannot fit */
+	CHECK(b.failed);
+	CHECK_INT_EQ(kx_buf_appends(&b, "more"), -1);
+	CHECK_INT_EQ(kx_buf_appendf(&b, "%d", 1), -1);
+	CHECK_STR_EQ(b.data, "kept");
+	CHECK(kx_buf_take(&b, NULL) == NULL);
+	CHECK(b.data == NULL && b.len == 0 && !b.failed); /* and emptied */
+}
+
+/* Past KX_BUF_PREALLOC the spare room stays below that much. */
+TEST(buf_growth_is_bounded_past_the_prealloc_size)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	static char chunk[65536];
+	size_t i, worst = 0;
+
+	memset(chunk, 'z', sizeof chunk);
+	for (i = 0; i < 48; i++) { /* 3 MiB */
+		REQUIRE(kx_buf_append(&b, chunk, sizeof chunk) == 0);
+		if (b.len >= KX_BUF_PREALLOC && b.cap - b.len > worst)
+			worst = b.cap - b.len;
+	}
+	CHECK_INT_EQ(b.len, 48 * sizeof chunk);
+	CHECK(worst <= KX_BUF_PREALLOC + 1);
+	CHECK(b.data[b.len - 1] == 'z' && b.data[b.len] == '\0');
+	kx_buf_reset(&b);
+	CHECK(b.data == NULL && b.len == 0);
+}
+
+/* ---- the argv ---- */
+
+TEST(argv_add_copies_every_string_up_to_the_null)
+{
+	kx_argv_t a = KX_ARGV_INIT;
+	char bind[] = "/srv/data";
+	char **v;
+
+	CHECK_INT_EQ(kx_argv_add(&a, "bwrap", NULL), 0);
+	CHECK_INT_EQ(kx_argv_add(&a, "--ro-bind", bind, "/data", NULL), 0);
+	CHECK_INT_EQ(kx_argv_add(&a, "--hostname", "kbox", NULL), 0);
+	bind[1] = 'X'; /* copies, not the caller's strings */
+	CHECK_INT_EQ(a.n, 6);
+	v = kx_argv_take(&a);
+	REQUIRE(v != NULL);
+	CHECK_STR_EQ(v[0], "bwrap");
+	CHECK_STR_EQ(v[1], "--ro-bind");
+	CHECK_STR_EQ(v[2], "/srv/data");
+	CHECK_STR_EQ(v[3], "/data");
+	CHECK_STR_EQ(v[4], "--hostname");
+	CHECK_STR_EQ(v[5], "kbox");
+	CHECK(v[6] == NULL);
+	CHECK(a.v == NULL && a.n == 0 && !a.failed);
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+TEST(argv_addf_formats_one_argument_of_any_length)
+{
+	kx_argv_t a = KX_ARGV_INIT;
+	static char big[10000];
+	char **v;
+
+	memset(big, 'p', sizeof big - 1);
+	CHECK_INT_EQ(kx_argv_addf(&a, "%d", 1000), 0);
+	CHECK_INT_EQ(kx_argv_addf(&a, "/%s", big), 0); /* longer than PATH_MAX * 2 */
+	CHECK_INT_EQ(a.n, 2);
+	CHECK_STR_EQ(a.v[0], "1000");
+	CHECK_INT_EQ(strlen(a.v[1]), sizeof big);
+	CHECK(a.v[1][0] == '/' && a.v[1][1] == 'p');
+	v = kx_argv_take(&a);
+	REQUIRE(v != NULL);
+	CHECK(v[2] == NULL);
+	free(v[0]);
+	free(v[1]);
+	free(v);
+}
+
+TEST(argv_take_of_nothing_is_an_empty_argv)
+{
+	kx_argv_t a = KX_ARGV_INIT;
+	char **v = kx_argv_take(&a);
+
+	REQUIRE(v != NULL);
+	CHECK(v[0] == NULL);
+	free(v);
+}
+
+TEST(argv_that_failed_refuses_adds_and_take_gives_null)
+{
+	kx_argv_t a = KX_ARGV_INIT;
+
+	CHECK_INT_EQ(kx_argv_add(&a, "kept", NULL), 0);
+	a.failed = true; /* as after an allocation that failed */
+	CHECK_INT_EQ(kx_argv_add(&a, "more", NULL), -1);
+	CHECK_INT_EQ(kx_argv_addf(&a, "%d", 1), -1);
+	CHECK_INT_EQ(a.n, 1);
+	CHECK(kx_argv_take(&a) == NULL);
+	CHECK(a.v == NULL && a.n == 0 && !a.failed); /* and emptied */
+}
+
+TEST(argv_reset_empties_it)
+{
+	kx_argv_t a = KX_ARGV_INIT;
+
+	kx_argv_add(&a, "x", "y", NULL);
+	kx_argv_reset(&a);
+	CHECK(a.v == NULL && a.n == 0 && a.cap == 0 && !a.failed);
+	CHECK_INT_EQ(kx_argv_add(&a, "z", NULL), 0);
+	CHECK_STR_EQ(a.v[0], "z");
+	kx_argv_reset(&a);
+}
+
+/* ---- files ---- */
+
+TEST(write_all_writes_every_byte_or_fails_with_errno)
+{
+	int p[2];
+	char got[16] = "";
+
+	REQUIRE(pipe(p) == 0);
+	CHECK_INT_EQ(kx_write_all(p[1], "hello", 5), 0);
+	CHECK_INT_EQ(kx_write_all(p[1], "", 0), 0);
+	close(p[1]);
+	CHECK_INT_EQ(read(p[0], got, sizeof got - 1), 5);
+	CHECK_STR_EQ(got, "hello");
+	close(p[0]);
+	errno = 0;
+	CHECK_INT_EQ(kx_write_all(p[1], "x", 1), -1); /* closed */
+	CHECK_INT_EQ(errno, EBADF);
+}
+
+/* The names in DIR other than . and .., sorted, joined by spaces. */
+static void list_dir(const char *dir, char *out, size_t size)
+{
+	struct dirent **e;
+	int n = scandir(dir, &e, NULL, alphasort), used = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (strcmp(e[i]->d_name, ".") && strcmp(e[i]->d_name, "..") && used < (int)size)
+			used += snprintf(out + used, size - (size_t)used, "%s%s", used ? " " : "",
+			                 e[i]->d_name);
+		free(e[i]);
+	}
+	if (n >= 0)
+		free(e);
+}
+
+/* The content of PATH (at most SIZE - 1 bytes) into OUT; its length, or -1. */
+static long read_path(const char *path, char *out, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, out, size - 1);
+	close(fd);
+	if (n >= 0)
+		out[n] = '\0';
+	return (long)n;
+}
+
+/* A private directory for one test: its name in DIR, open in *FD. */
+static bool temp_dir(const char *tag, char **dir, int *fd)
+{
+	*dir = test_mkdtemp(tag);
+	*fd = *dir ? open(*dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	return *fd >= 0;
+}
+
+TEST(temp_open_makes_a_new_file_named_prefix_and_64_random_bits)
+{
+	char *dir, name[64], other[64], path[4200], listing[256];
+	struct stat st;
+	int dfd, fd, fd2;
+	mode_t mask = umask(022);
+
+	REQUIRE(temp_dir("kx-temp", &dir, &dfd));
+	fd = kx_temp_open(dfd, ".kbox-get-", 0644, name, sizeof name);
+	fd2 = kx_temp_open(dfd, ".kbox-get-", 0644, other, sizeof other);
+	umask(mask);
+	CHECK(fd >= 0 && fd2 >= 0);
+	CHECK_INT_EQ(strlen(name), strlen(".kbox-get-") + 16);
+	CHECK(strncmp(name, ".kbox-get-", 10) == 0 &&
+	      strspn(name + 10, "0123456789abcdef") == 16);
+	CHECK(strcmp(name, other) != 0);
+	CHECK(fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0);
+	CHECK_INT_EQ(st.st_mode & 07777, 0644);
+	CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	CHECK_INT_EQ(fcntl(fd, F_GETFL) & O_ACCMODE, O_WRONLY);
+	CHECK_INT_EQ(write(fd, "x", 1), 1);
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	CHECK(stat(path, &st) == 0 && st.st_size == 1);
+	list_dir(dir, listing, sizeof listing);
+	CHECK_INT_EQ(strlen(listing), 2 * 26 + 1);
+	close(fd);
+	close(fd2);
+	close(dfd);
+	test_rm_rf(dir);
+	free(dir);
+}
+
+TEST(temp_open_refuses_a_name_longer_than_its_buffer)
+{
+	char *dir, name[20], listing[64];
+	int dfd;
+
+	REQUIRE(temp_dir("kx-temp", &dir, &dfd));
+	errno = 0;
+	CHECK_INT_EQ(kx_temp_open(dfd, ".kbox-get-", 0600, name, sizeof name), -1);
+	CHECK_INT_EQ(errno, ENAMETOOLONG);
+	list_dir(dir, listing, sizeof listing);
+	CHECK_STR_EQ(listing, ""); /* nothing made */
+	close(dfd);
+	test_rm_rf(dir);
+	free(dir);
+}
+
+TEST(write_atomic_gives_the_content_and_the_mode_exactly_and_leaves_no_temp)
+{
+	char *dir, path[4200], got[64], listing[256];
+	struct stat st;
+	int dfd;
+	mode_t mask = umask(077); /* the mode is MODE whatever the umask */
+
+	REQUIRE(temp_dir("kx-atomic", &dir, &dfd));
+	CHECK_INT_EQ(kx_write_atomic(dfd, "state.json", "{\"a\": 1}\n", 9, 0640, 0), 0);
+	CHECK_INT_EQ(kx_write_atomic(dfd, "durable", "x\0y", 3, 0600, KX_DURABLE), 0);
+	CHECK_INT_EQ(kx_write_atomic(dfd, "empty", "", 0, 0644, 0), 0);
+	umask(mask);
+	snprintf(path, sizeof path, "%s/state.json", dir);
+	CHECK_INT_EQ(read_path(path, got, sizeof got), 9);
+	CHECK_STR_EQ(got, "{\"a\": 1}\n");
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0640);
+	snprintf(path, sizeof path, "%s/durable", dir);
+	CHECK_INT_EQ(read_path(path, got, sizeof got), 3);
+	CHECK(memcmp(got, "x\0y", 3) == 0);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
+	snprintf(path, sizeof path, "%s/empty", dir);
+	CHECK(stat(path, &st) == 0 && st.st_size == 0 && (st.st_mode & 07777) == 0644);
+	list_dir(dir, listing, sizeof listing);
+	CHECK_STR_EQ(listing, "durable empty state.json");
+	close(dfd);
+	test_rm_rf(dir);
+	free(dir);
+}
+
+TEST(write_atomic_replaces_an_existing_file_whole)
+{
+	char *dir, path[4200], got[64], listing[256];
+	int dfd;
+
+	REQUIRE(temp_dir("kx-atomic", &dir, &dfd));
+	CHECK_INT_EQ(kx_write_atomic(dfd, "f", "a long first content", 20, 0600, 0), 0);
+	CHECK_INT_EQ(kx_write_atomic(dfd, "f", "short", 5, 0600, 0), 0);
+	snprintf(path, sizeof path, "%s/f", dir);
+	CHECK_INT_EQ(read_path(path, got, sizeof got), 5);
+	CHECK_STR_EQ(got, "short");
+	list_dir(dir, listing, sizeof listing);
+	CHECK_STR_EQ(listing, "f");
+	close(dfd);
+	test_rm_rf(dir);
+	free(dir);
+}
+
+TEST(write_atomic_takes_a_path_with_directories)
+{
+	char *dir, path[4200], got[64], listing[256];
+
+	dir = test_mkdtemp("kx-atomic");
+	REQUIRE(dir != NULL);
+	snprintf(path, sizeof path, "%s/sub", dir);
+	REQUIRE(mkdir(path, 0700) == 0);
+	snprintf(path, sizeof path, "%s/sub/rec", dir);
+	CHECK_INT_EQ(kx_write_atomic(AT_FDCWD, path, "line\n", 5, 0600, KX_DURABLE), 0);
+	CHECK_INT_EQ(read_path(path, got, sizeof got), 5);
+	CHECK_STR_EQ(got, "line\n");
+	snprintf(path, sizeof path, "%s/sub", dir);
+	list_dir(path, listing, sizeof listing);
+	CHECK_STR_EQ(listing, "rec");
+	test_rm_rf(dir);
+	free(dir);
+}
+
+/* What was planted at the name is replaced: the FIFO is never opened (the
+ * write would wait for a reader for ever), the link never followed. */
+TEST(write_atomic_replaces_a_fifo_or_a_symlink_at_the_name_without_following_it)
+{
+	char *dir, path[4200], target[4200], got[64];
+	struct stat st;
+	int dfd;
+
+	REQUIRE(temp_dir("kx-atomic", &dir, &dfd));
+	snprintf(path, sizeof path, "%s/fifo", dir);
+	REQUIRE(mkfifo(path, 0600) == 0);
+	CHECK_INT_EQ(kx_write_atomic(dfd, "fifo", "data", 4, 0600, 0), 0);
+	CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode));
+	CHECK_INT_EQ(read_path(path, got, sizeof got), 4);
+	CHECK_STR_EQ(got, "data");
+
+	snprintf(target, sizeof target, "%s/secret", dir);
+	REQUIRE(kx_write_atomic(dfd, "secret", "keep me", 7, 0600, 0) == 0);
+	snprintf(path, sizeof path, "%s/link", dir);
+	REQUIRE(symlink(target, path) == 0);
+	CHECK_INT_EQ(kx_write_atomic(dfd, "link", "new", 3, 0600, KX_DURABLE), 0);
+	CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode)); /* the link itself replaced */
+	CHECK_INT_EQ(read_path(path, got, sizeof got), 3);
+	CHECK_STR_EQ(got, "new");
+	CHECK_INT_EQ(read_path(target, got, sizeof got), 7);
+	CHECK_STR_EQ(got, "keep me"); /* and not written through */
+	close(dfd);
+	test_rm_rf(dir);
+	free(dir);
+}
+
+/* A write that fails half-way (here: over RLIMIT_FSIZE, as a full disk
+ * would) leaves the old file as it was and no temporary file. */
+TEST(write_atomic_that_fails_leaves_the_old_file_and_no_temp)
+{
+	char *dir, path[4200], got[64], listing[256];
+	struct rlimit old, small = {4, 4};
+	void (*old_xfsz)(int);
+	int dfd, rc, e;
+
+	REQUIRE(temp_dir("kx-atomic", &dir, &dfd));
+	REQUIRE(kx_write_atomic(dfd, "f", "old", 3, 0600, 0) == 0);
+	REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+	small.rlim_max = old.rlim_max; /* so that it can be restored, unprivileged too */
+	old_xfsz = signal(SIGXFSZ, SIG_IGN);
+	REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+	errno = 0;
+	rc = kx_write_atomic(dfd, "f", "new content", 11, 0600, KX_DURABLE);
+	e = errno;
+	setrlimit(RLIMIT_FSIZE, &old);
+	signal(SIGXFSZ, old_xfsz);
+	CHECK_INT_EQ(rc, -1);
+	CHECK_INT_EQ(e, EFBIG);
+	snprintf(path, sizeof path, "%s/f", dir);
+	CHECK_INT_EQ(read_path(path, got, sizeof got), 3);
+	CHECK_STR_EQ(got, "old");
+	list_dir(dir, listing, sizeof listing);
+	CHECK_STR_EQ(listing, "f");
+	close(dfd);
+	test_rm_rf(dir);
+	free(dir);
+}
+
+TEST(write_atomic_over_a_directory_fails_and_leaves_it)
+{
+	char *dir, path[4200], listing[256];
+	int dfd;
+
+	REQUIRE(temp_dir("kx-atomic", &dir, &dfd));
+	snprintf(path, sizeof path, "%s/d", dir);
+	REQUIRE(mkdir(path, 0700) == 0);
+	errno = 0;
+	CHECK_INT_EQ(kx_write_atomic(dfd, "d", "x", 1, 0600, 0), -1);
+	CHECK_INT_EQ(errno, EISDIR);
+	errno = 0;
+	CHECK_INT_EQ(kx_write_atomic(dfd, "d/", "x", 1, 0600, 0), -1); /* no file name */
+	CHECK_INT_EQ(errno, EISDIR);
+	errno = 0;
+	CHECK_INT_EQ(kx_write_atomic(dfd, "missing/f", "x", 1, 0600, 0), -1);
+	CHECK_INT_EQ(errno, ENOENT);
+	list_dir(dir, listing, sizeof listing);
+	CHECK_STR_EQ(listing, "d");
+	list_dir(path, listing, sizeof listing);
+	CHECK_STR_EQ(listing, "");
+	close(dfd);
+	test_rm_rf(dir);
+	free(dir);
+}
+
+/* ---- base64 ---- */
+
+/* kx_base64_encode of the LEN bytes at IN must give exactly WANT. */
+static void check_b64(const char *in, size_t len, const char *want)
+{
+	size_t n = 12345;
+	char *out = kx_base64_encode(in, len, &n);
+
+	CHECK_STR_EQ(out, want);
+	CHECK_INT_EQ(n, strlen(want));
+	free(out);
+}
+
+#define B64(in, want) check_b64(in, sizeof in - 1, want)
+
+TEST(base64_encodes_the_rfc_4648_vectors)
+{
+	B64("", "");
+	B64("f", "Zg==");
+	B64("fo", "Zm8=");
+	B64("foo", "Zm9v");
+	B64("foob", "Zm9vYg==");
+	B64("fooba", "Zm9vYmE=");
+	B64("foobar", "Zm9vYmFy");
+}
+
+TEST(base64_encodes_every_byte_value_with_the_standard_alphabet)
+{
+	char *out;
+
+	B64("\x00", "AA==");
+	B64("\xff\xff\xff", "////");
+	B64("\xfb\xef\xbe", "++++");
+	B64("\x89PNG\r\n\x1a\n", "iVBORw0KGgo=");
+	out = kx_base64_encode("\xff", 1, NULL); /* OUT_LEN may be NULL */
+	CHECK_STR_EQ(out, "/w==");
+	free(out);
+}
+
+/* ---- timestamps ---- */
+
+TEST(iso8601_with_0_3_or_6_digits_rounds_to_the_last)
+{
+	char out[32];
+
+	kx_iso8601(1780766465.123456, 0, out);
+	CHECK_STR_EQ(out, "2026-06-06T17:21:05Z");
+	kx_iso8601(1780766465.123456, 3, out);
+	CHECK_STR_EQ(out, "2026-06-06T17:21:05.123Z");
+	kx_iso8601(1780766465.123456, 6, out);
+	CHECK_STR_EQ(out, "2026-06-06T17:21:05.123456Z");
+	kx_iso8601(1780766465.9996, 3, out); /* to the nearest millisecond */
+	CHECK_STR_EQ(out, "2026-06-06T17:21:06.000Z");
+	kx_iso8601(0.5, 0, out);
+	CHECK_STR_EQ(out, "1970-01-01T00:00:01Z");
+	kx_iso8601(0.4, 0, out);
+	CHECK_STR_EQ(out, "1970-01-01T00:00:00Z");
+}
+
+TEST(iso8601_digits_out_of_range_are_clamped)
+{
+	char out[32];
+
+	kx_iso8601(1.25, 9, out);
+	CHECK_STR_EQ(out, "1970-01-01T00:00:01.250000Z");
+	kx_iso8601(1.25, -1, out);
+	CHECK_STR_EQ(out, "1970-01-01T00:00:01Z");
+}
+
+int main(void)
+{
+	RUN(now_ms_never_goes_back);
+	RUN(wall_s_is_the_time_of_day);
+
+	RUN(fmt_ms_says_whole_seconds_tenths_or_milliseconds);
+	RUN(fmt_ms_is_cut_to_its_buffer);
+	RUN(fmt_bytes_says_bytes_below_one_kib);
+	RUN(fmt_bytes_says_whole_units_when_exact);
+	RUN(fmt_bytes_says_one_decimal_otherwise);
+	RUN(fmt_bytes_never_says_1024_of_a_unit);
+	RUN(fmt_bytes_of_a_negative_size_is_a_dash);
+
+	RUN(utf8_valid_accepts_every_well_formed_length);
+	RUN(utf8_valid_refuses_cut_overlong_surrogate_and_stray_bytes);
+	RUN(utf8_repair_copies_valid_text_byte_for_byte);
+	RUN(utf8_repair_replaces_each_maximal_ill_formed_subpart_as_python);
+	RUN(utf8_repair_accepts_a_null_out_len);
+	RUN(utf8_floor_keeps_whole_characters_of_every_length);
+	RUN(utf8_floor_drops_a_character_that_the_end_cut_short);
+	RUN(utf8_floor_cuts_ill_formed_text_between_subparts);
+	RUN(utf8_count_counts_code_points);
+	RUN(utf8_count_counts_each_ill_formed_subpart_once_as_repair_makes_it);
+
+	RUN(buf_appends_bytes_strings_and_formats_in_order);
+	RUN(buf_appendf_longer_than_the_spare_room_comes_whole);
+	RUN(buf_take_of_nothing_is_an_empty_string);
+	RUN(buf_take_leaves_it_empty_for_reuse);
+	RUN(buf_that_failed_refuses_appends_and_take_gives_null);
+	RUN(buf_growth_is_bounded_past_the_prealloc_size);
+
+	RUN(argv_add_copies_every_string_up_to_the_null);
+	RUN(argv_addf_formats_one_argument_of_any_length);
+	RUN(argv_take_of_nothing_is_an_empty_argv);
+	RUN(argv_that_failed_refuses_adds_and_take_gives_null);
+	RUN(argv_reset_empties_it);
+
+	RUN(write_all_writes_every_byte_or_fails_with_errno);
+	RUN(temp_open_makes_a_new_file_named_prefix_and_64_random_bits);
+	RUN(temp_open_refuses_a_name_longer_than_its_buffer);
+	RUN(write_atomic_gives_the_content_and_the_mode_exactly_and_leaves_no_temp);
+	RUN(write_atomic_replaces_an_existing_file_whole);
+	RUN(write_atomic_takes_a_path_with_directories);
+	RUN(write_atomic_replaces_a_fifo_or_a_symlink_at_the_name_without_following_it);
+	RUN(write_atomic_that_fails_leaves_the_old_file_and_no_temp);
+	RUN(write_atomic_over_a_directory_fails_and_leaves_it);
+
+	RUN(base64_encodes_the_rfc_4648_vectors);
+	RUN(base64_encodes_every_byte_value_with_the_standard_alphabet);
+
+	RUN(iso8601_with_0_3_or_6_digits_rounds_to_the_last);
+	RUN(iso8601_digits_out_of_range_are_clamped);
+	return tap_done();
+}
