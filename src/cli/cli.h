@@ -10,7 +10,7 @@
 #include <kbox/kspec.h>
 #include "runtime/session.h"
 #include "runtime/backend.h"
-#include "runtime/supervisor.h"
+#include "runtime/ctl.h"
 #include "runtime/bwrap.h"
 
 /* Exit statuses, documented in kbox(1). */
@@ -280,7 +280,7 @@ int cli_find_program(const char *cmd, const char *prog, const char *what, char *
 int cli_introspect(const char *cmd, int argc, char **argv);
 /* kbox stop / restart / interrupt: parse -s, send OP (src/cli/control.c).
  * An exit status, or -1 after --help. */
-int cli_control(const char *cmd, int argc, char **argv, const char *op, int timeout_ms,
+int cli_control(const char *cmd, int argc, char **argv, kbox_ctl_op_t op, int timeout_ms,
                 json_t **reply_p, char **name_p);
 /* One session as JSON (src/cli/cmd_ls.c). */
 json_t *cli_session_info(const char *home, const char *name);

@@ -257,7 +257,7 @@ static void end_session(mcp_t *m)
 	if (!m->own || !m->dir)
 		return;
 	if (kbox_session_supervisor(m->dir, NULL) == KBOX_SUPERVISOR_RUNNING) {
-		if (!(r = kbox_ctl_call(m->dir, "stop", NULL, STOP_WAIT_MS, &err)) &&
+		if (!(r = kbox_ctl_call(m->dir, KBOX_CTL_OP_STOP, NULL, STOP_WAIT_MS, &err)) &&
 		    err.code != KBOX_E_NOTFOUND)
 			cli_error(CMD, "session %s: %s", m->name, err.msg);
 		json_decref(r);
@@ -894,7 +894,7 @@ static void cancel_call(mcp_t *m, json_t *id)
 			drop_call(m, c);
 			return;
 		}
-		req = json_pack("{s:s}", "op", "interrupt");
+		req = kbox_ctl_request_new(KBOX_CTL_OP_INTERRUPT);
 		if (!req || kbox_ctl_send(c->fd, req, &err) < 0) {
 			json_decref(req);
 			drop_call(m, c); /* the supervisor interrupts it as it sees us go */

@@ -493,7 +493,7 @@ out:
 	if (rundir[0]) {
 		/* the session ends with its kernel; its supervisor removes it */
 		kbox_error_t serr = {0};
-		json_t *r = kbox_ctl_call(rundir, "stop", NULL, 30000, &serr);
+		json_t *r = kbox_ctl_call(rundir, KBOX_CTL_OP_STOP, NULL, 30000, &serr);
 		json_decref(r);
 		if (kbox_session_supervisor(rundir, NULL) == KBOX_SUPERVISOR_NONE)
 			forget_run_dir(rundir, copies, n_copies); /* none started, or it is gone */

@@ -11,6 +11,7 @@
 #include "runtime/backend.h"
 #include "runtime/bwrap.h"
 #include "runtime/cgroup.h"
+#include "runtime/ctl.h"
 #include "runtime/kernel_log.h"
 #include "runtime/session.h"
 #include "runtime/supervisor.h"
