@@ -11,7 +11,7 @@
 #include <kbox/kspec.h>
 #include "runtime/session.h"
 #include "runtime/backend.h"
-#include "runtime/supervisor.h"
+#include "runtime/ctl.h"
 #include "runtime/bwrap.h"
 #include "common/kx.h"
 
@@ -290,7 +290,7 @@ int cli_find_program(const char *cmd, const char *prog, const char *what, char *
 int cli_introspect(const char *cmd, int argc, char **argv);
 /* kbox stop / restart / interrupt: parse -s, send OP (src/cli/control.c).
  * An exit status, or -1 after --help. */
-int cli_control(const char *cmd, int argc, char **argv, const char *op, int timeout_ms,
+int cli_control(const char *cmd, int argc, char **argv, kbox_ctl_op_t op, int timeout_ms,
                 json_t **reply_p, char **name_p);
 /* One session as JSON (src/cli/cmd_ls.c). */
 json_t *cli_session_info(const char *home, const char *name);
@@ -327,35 +327,26 @@ int cli_ws_host_dir(const char *cmd, const char *path, char *out, struct stat *s
 
 /* ---- running code through a supervisor (src/cli/cmd_exec.c) ---- */
 
-/* One execution's request (kbox-protocol(7)), filled in by kbox exec and
- * kbox run. */
-typedef struct {
-	const char *code;
-	long long timeout_ms, grace_ms; /* 0: none; the default grace */
-	const char *const *inputs;      /* lines for input(), N_INPUTS of them */
-	size_t n_inputs;
-	bool has_inputs;                /* -i given: EOF after the last */
-	long long max_bytes, max_lines; /* 0: the defaults */
-	const char *outputs;            /* absolute directory, or NULL: the session's */
-	bool no_prefix;                 /* files named N-I.png, not GENERATION-N-I.png */
-	format_t format;
-} cli_exec_t;
+/* The format of an execute request for the output format F: text is
+ * text-live when standard output is a terminal (the stream is shown as it
+ * comes). */
+kbox_ctl_format_t cli_exec_format(format_t f);
 
 /* What an execution came to. */
 typedef struct {
 	int status;        /* an exit status (EXIT_*) */
 	size_t inputs_used;/* input lines the code read */
 	char reason[512];  /* for timeout and death: why, from the result */
-	bool lost;         /* the supervisor went away before the code began */
-	bool quiet_if_lost;/* in: then say nothing, set LOST (the caller retries) */
 } cli_exec_result_t;
 
-/* Run E on the session in DIR (NAME for messages), whose supervisor runs:
- * send the request on FD (connected), print the result as E->format says
- * (text streamed as it comes on a terminal), and fill R.  Waiting for a
- * turn, timeouts, deaths: all the supervisor's.  CMD names the command
- * for messages.  Returns R->status. */
-int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
+/* Run REQ (kbox exec's, kbox run's) on the session whose supervisor FD is
+ * connected to (NAME for messages): REQ->outputs is opened here and passed
+ * with the request; the started line's notice and earlier output and the
+ * events are printed as they come (text-live, ndjson), then the result as
+ * REQ->format says; R is filled.  Waiting for a turn, timeouts, deaths:
+ * all the supervisor's.  CMD names the command for messages.  Returns
+ * R->status. */
+int cli_exec_on(const char *cmd, int fd, const char *name, const kbox_ctl_exec_t *req,
                 cli_exec_result_t *r);
 
 /* ---- kbox-http, kbox agent's HTTP helper (src/cli/http.c) ---- */
@@ -387,10 +378,6 @@ const char *cli_tool_description(void);
 /* The tool as an element of OpenAI's Chat Completions "tools" (new
  * reference), or NULL when out of memory. */
 json_t *cli_tool_openai(void);
-
-/* Whether REQ (borrowed), sent on a control socket, fits in the line a
- * supervisor takes (KBOX_CTL_REQUEST_MAX bytes with its newline). */
-bool cli_ctl_request_fits(const json_t *req);
 
 /* Read all of F, at most 64 MiB (67108864 bytes).  NULL with errno: EFBIG
  * when F holds more, EILSEQ when it holds a NUL byte. */

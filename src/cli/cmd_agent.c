@@ -469,14 +469,20 @@ static void summary(const char *text, char *out, size_t size)
 /* ---- running code in the session ---- */
 
 /* The request that runs CODE in the session, TIMEOUT_S seconds at most
- * (0: no limit); new, or NULL. */
-static json_t *execute_request(const char *code, double timeout_s)
+ * (0: no limit): its result as JSON, with its text. */
+static kbox_ctl_exec_t execute_request(const char *code, double timeout_s)
 {
-	json_t *req = json_pack("{s:s, s:s, s:s, s:b}", "op", "execute", "code", code, "format",
-	                        "json", "with_text", 1);
-	if (req && timeout_s > 0)
-		json_object_set_new(req, "timeout", json_real(timeout_s));
-	return req;
+	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
+	e.code = code;
+	e.format = KBOX_CTL_FMT_JSON;
+	e.with_text = true;
+	/* as the supervisor takes it, to the nearest millisecond; one beyond
+	 * its range stays beyond it, and is refused */
+	if (timeout_s > KBOX_CTL_DURATION_MAX_S)
+		e.timeout_ms = (long long)(KBOX_CTL_DURATION_MAX_S + 1) * 1000;
+	else if (timeout_s > 0)
+		e.timeout_ms = (long long)(timeout_s * 1000.0 + 0.5);
+	return e;
 }
 
 /* Run CODE in the session (TIMEOUT_S seconds at most, 0: no limit).  The
@@ -486,32 +492,23 @@ static json_t *execute_request(const char *code, double timeout_s)
 static json_t *execute(agent_t *a, const char *code, double timeout_s, int *status)
 {
 	kbox_error_t err = {0};
+	kbox_ctl_exec_t req = execute_request(code, timeout_s);
 	for (int attempt = 0; attempt < 2; attempt++) {
-		json_t *req, *m = NULL;
-		bool started = false;
+		json_t *m = NULL;
+		kbox_ctl_exec_end_t end;
 		int fd = cli_session_connect(CMD, a->dir, a->name, false, status);
 		if (fd < 0)
 			return NULL;
-		req = execute_request(code, timeout_s);
-		if (!req || kbox_ctl_send(fd, req, &err) < 0) {
-			agent_error(a, "session %s: %s", a->name, req ? err.msg : "out of memory");
-			json_decref(req);
-			close(fd);
+		end = kbox_ctl_execute(fd, &req, -1, NULL, NULL, &m, &err);
+		close(fd);
+		if (end == KBOX_CTL_EXEC_REPLY)
+			return m;
+		if (end == KBOX_CTL_EXEC_NOT_SENT) {
+			agent_error(a, "session %s: %s", a->name, err.msg);
 			*status = EXIT_UNAVAILABLE;
 			return NULL;
 		}
-		json_decref(req);
-		while ((m = kbox_ctl_recv(fd, -1, &err))) {
-			if (json_is_true(json_object_get(m, "started")))
-				started = true;
-			else if (!json_object_get(m, "event"))
-				break;
-			json_decref(m);
-		}
-		close(fd);
-		if (m)
-			return m;
-		if (!started) /* a supervisor that was stopping: the next one runs it */
+		if (end == KBOX_CTL_EXEC_LOST_BEFORE) /* a supervisor that was stopping: the next one runs it */
 			continue;
 		return json_pack("{s:b, s:s, s:s, s:n}", "ok", 1, "status", "died", "text",
 		                 "[kernel died: the session's supervisor went away; earlier state is "
@@ -629,14 +626,15 @@ static int not_run(agent_t *a, int step, json_t *call)
  * model reads into OUT. */
 static bool too_long(const char *code, double timeout_s, char *out, size_t size)
 {
-	json_t *req = execute_request(code, timeout_s);
-	bool fits = !req || cli_ctl_request_fits(req);
+	kbox_ctl_exec_t e = execute_request(code, timeout_s);
+	json_t *req = kbox_ctl_exec_to_json(&e);
+	bool fits = !req || kbox_ctl_request_fits(req);
 	json_decref(req);
 	if (fits)
 		return false;
-	snprintf(out, size, "error: not run: the code is %zu bytes; at most 16 MiB can run (as a "
+	snprintf(out, size, "error: not run: the code is %zu bytes; at most %d MiB can run (as a "
 	         "JSON string, in which a control character takes 6 bytes): make it shorter",
-	         strlen(code));
+	         strlen(code), KBOX_CTL_CODE_MAX >> 20);
 	return true;
 }
 
@@ -675,12 +673,12 @@ static int tool_call(agent_t *a, int step, json_t *call)
 		show_lines("  | ", code);
 		if (!(reply = execute(a, code, timeout_s, &status)))
 			goto out;
-		if (!json_is_true(json_object_get(reply, "ok"))) {
+		if (kbox_ctl_msg_kind(reply, NULL) != KBOX_CTL_MSG_REPLY) {
 			const char *msg = json_string_value(json_object_get(reply, "error"));
-			const char *kind = json_string_value(json_object_get(reply, "kind"));
-			if (!kind || strcmp(kind, "busy") != 0) {
+			kbox_ctl_err_t kind = kbox_ctl_err_kind(reply);
+			if (kind != KBOX_CTL_ERR_BUSY) {
 				agent_error(a, "session %s: %s", a->name, msg ? msg : "the supervisor refused");
-				status = kind && strcmp(kind, "usage") == 0 ? EXIT_USAGE : EXIT_UNAVAILABLE;
+				status = kind == KBOX_CTL_ERR_USAGE ? EXIT_USAGE : EXIT_UNAVAILABLE;
 				goto out;
 			}
 			/* other code held the kernel all that time: the model may try again */

@@ -1,8 +1,9 @@
 /* src/cli/cmd_exec.c — kbox exec: run code in a session's kernel.
  *
  * A thin client: one "execute" request on the session's control socket
- * (kbox-protocol(7)), the result (and, on a terminal or with ndjson, the
- * events as they come) back.  The supervisor runs it: one at a time, with
+ * (kbox-protocol(7), through kbox_ctl_execute), the result (and, on a
+ * terminal or with ndjson, the events as they come) back; what is here is
+ * the printer.  The supervisor runs it: one at a time, with
  * the timeout, the interrupt, the kill and the new kernel when it comes to
  * that.  Leaving early (Ctrl-C, killed) closes the connection, and the
  * supervisor interrupts the code. */
@@ -17,46 +18,30 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The request for E (new reference), or NULL. */
-static json_t *exec_request(const cli_exec_t *e)
+kbox_ctl_format_t cli_exec_format(format_t f)
 {
-	static const char *const fmts[] = {"text", "json", "ndjson"};
-	bool live = e->format == FMT_TEXT && isatty(STDOUT_FILENO);
-	json_t *req = json_pack("{s:s, s:s, s:s}", "op", "execute", "code", e->code, "format",
-	                        live ? "text-live" : fmts[e->format]);
-	if (!req)
-		return NULL;
-	if (e->timeout_ms > 0)
-		json_object_set_new(req, "timeout", json_real((double)e->timeout_ms / 1000.0));
-	json_object_set_new(req, "grace", json_real((double)e->grace_ms / 1000.0));
-	if (e->max_bytes > 0)
-		json_object_set_new(req, "max_output", json_integer(e->max_bytes));
-	if (e->max_lines > 0)
-		json_object_set_new(req, "max_lines", json_integer(e->max_lines));
-	if (e->outputs)
-		json_object_set_new(req, "outputs", json_string(e->outputs));
-	if (e->no_prefix)
-		json_object_set_new(req, "prefix", json_string(""));
-	if (e->has_inputs) {
-		json_t *in = json_array();
-		for (size_t i = 0; i < e->n_inputs; i++)
-			json_array_append_new(in, json_string(e->inputs[i]));
-		json_object_set_new(req, "input", in);
-	}
-	return req;
+	return f == FMT_JSON     ? KBOX_CTL_FMT_JSON
+	       : f == FMT_NDJSON ? KBOX_CTL_FMT_NDJSON
+	       : isatty(STDOUT_FILENO) ? KBOX_CTL_FMT_TEXT_LIVE
+	                               : KBOX_CTL_FMT_TEXT;
 }
 
-static int exit_of(const char *status)
+/* The exit status of an execution that ended with the status WORD. */
+static int exit_of(const char *word)
 {
-	if (!status)
+	kbox_exec_status_t st;
+	if (!word)
 		return EXIT_UNAVAILABLE;
-	if (strcmp(status, "ok") == 0)
-		return EXIT_OK;
-	if (strcmp(status, "error") == 0 || strcmp(status, "aborted") == 0)
-		return EXIT_CODE_ERROR;
-	if (strcmp(status, "timeout") == 0 || strcmp(status, "interrupted") == 0)
-		return EXIT_TIMEOUT;
-	return EXIT_DIED;
+	if (kbox_ctl_status_parse(word, &st) < 0)
+		return EXIT_DIED;
+	switch (st) {
+	case KBOX_EXEC_OK: return EXIT_OK;
+	case KBOX_EXEC_ERROR:
+	case KBOX_EXEC_ABORTED: return EXIT_CODE_ERROR;
+	case KBOX_EXEC_TIMEOUT:
+	case KBOX_EXEC_INTERRUPTED: return EXIT_TIMEOUT;
+	default: return EXIT_DIED;
+	}
 }
 
 static double now_s(void)
@@ -66,13 +51,18 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static bool is_text(kbox_ctl_format_t f)
+{
+	return f == KBOX_CTL_FMT_TEXT || f == KBOX_CTL_FMT_TEXT_LIVE;
+}
+
 /* The result of code whose kernel died with no one left to say so (its
- * supervisor went away): the died line, or a JSON result (the ndjson end
- * event) with status "died", REASON and nothing captured. */
-static void died_result(const cli_exec_t *e, const char *reason, double seconds)
+ * supervisor went away), in FORMAT: the died line, or a JSON result (the
+ * ndjson end event) with status "died", REASON and nothing captured. */
+static void died_result(kbox_ctl_format_t format, const char *reason, double seconds)
 {
 	json_t *j;
-	if (e->format == FMT_TEXT) {
+	if (is_text(format)) {
 		printf("[kernel died: %s; earlier state is lost]\n", reason);
 		fflush(stdout);
 		return;
@@ -85,140 +75,110 @@ static void died_result(const cli_exec_t *e, const char *reason, double seconds)
 	              "dropped_messages", 0, "dropped_bytes", 0, "stderr", "text", "", "total_bytes",
 	              0, "total_lines", 0, "truncated", 0, "spill_path", "dropped_messages", 0,
 	              "dropped_bytes", 0, "value", "displays", "images", "error", "notices");
-	if (j && e->format == FMT_NDJSON)
+	if (j && format == KBOX_CTL_FMT_NDJSON)
 		json_object_set_new(j, "event", json_string("end"));
 	cli_print_json_line(j);
 	fflush(stdout);
 }
 
-int cli_exec_on(const char *cmd, int fd, const char *name, const cli_exec_t *e,
-                cli_exec_result_t *r)
+/* The printer of an execution's started line and events (ARG is its
+ * request): with text-live the notice and the output printed between
+ * executions first, then the stream as it comes (what the code printed
+ * must not drive the terminal); with ndjson each event on its line. */
+static void on_exec_event(void *arg, kbox_ctl_msg_kind_t kind, const json_t *m)
 {
-	kbox_error_t err = {0};
-	json_t *req = exec_request(e), *m = NULL;
-	bool tty = isatty(STDOUT_FILENO), started = false;
-	double t0 = now_s();
-	int sent;
+	const kbox_ctl_exec_t *req = arg;
+	if (kind == KBOX_CTL_MSG_STARTED && req->format == KBOX_CTL_FMT_TEXT_LIVE) {
+		const char *notice = json_string_value(json_object_get(m, "notice"));
+		json_t *earlier = json_object_get(m, "earlier_output");
+		if (notice)
+			printf("[note: %s]\n", notice);
+		if (json_is_string(earlier)) {
+			printf("[output printed between executions:]\n");
+			cli_write_safe(stdout, json_string_value(earlier), json_string_length(earlier));
+			printf("[end of that output]\n");
+		}
+		fflush(stdout);
+	} else if (kind == KBOX_CTL_MSG_EVENT && req->format == KBOX_CTL_FMT_NDJSON) {
+		cli_print_json_line(json_incref(json_object_get(m, "event")));
+	} else if (kind == KBOX_CTL_MSG_EVENT && is_text(req->format)) {
+		json_t *ev = json_object_get(m, "event"), *text = json_object_get(ev, "text");
+		const char *sname = json_string_value(json_object_get(ev, "name"));
+		FILE *f = sname && strcmp(sname, "stderr") == 0 ? stderr : stdout;
+		if (json_is_string(text)) {
+			cli_write_safe(f, json_string_value(text), json_string_length(text));
+			fflush(f);
+		}
+	}
+}
 
-	bool quiet = r->quiet_if_lost;
-	memset(r, 0, sizeof *r);
-	r->quiet_if_lost = quiet;
-	r->status = EXIT_UNAVAILABLE;
-	if (!req) {
-		cli_error(cmd, "out of memory");
-		return r->status;
-	}
-	if (e->outputs) {
-		/* the supervisor writes into the directory this opened, not into
-		 * whatever the path leads to later */
-		int dfd = open(e->outputs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dfd < 0) {
-			cli_error(cmd, "--outputs %s: %s", e->outputs,
-			          errno == ELOOP ? "it is a symbolic link" : strerror(errno));
-			json_decref(req);
-			r->status = EXIT_USAGE;
-			return r->status;
-		}
-		sent = kbox_ctl_send_fd(fd, req, dfd, &err);
-		close(dfd);
-	} else
-		sent = kbox_ctl_send(fd, req, &err);
-	if (sent < 0) {
-		cli_error(cmd, "session %s: %s", name, err.msg);
-		json_decref(req);
-		return r->status;
-	}
-	json_decref(req);
-	/* "started", events, then the reply; no time limit of our own: the
-	 * supervisor enforces the code's, and tells when it cannot start */
-	while ((m = kbox_ctl_recv(fd, -1, &err))) {
-		json_t *ev = json_object_get(m, "event");
-		if (json_is_true(json_object_get(m, "started"))) {
-			started = true;
-			const char *notice = json_string_value(json_object_get(m, "notice"));
-			const char *earlier = json_string_value(json_object_get(m, "earlier_output"));
-			/* live text: the notice and what came between executions
-			 * first, then the stream as it comes */
-			if (e->format == FMT_TEXT && tty) {
-				if (notice)
-					printf("[note: %s]\n", notice);
-				if (earlier) {
-					printf("[output printed between executions:]\n");
-					cli_write_safe(stdout, earlier,
-					               json_string_length(json_object_get(m, "earlier_output")));
-					printf("[end of that output]\n");
-				}
-				fflush(stdout);
-			}
-		} else if (ev) {
-			if (e->format == FMT_NDJSON)
-				cli_print_json_line(json_incref(ev));
-			else if (e->format == FMT_TEXT) {
-				const char *text = json_string_value(json_object_get(ev, "text"));
-				size_t tlen = json_string_length(json_object_get(ev, "text"));
-				const char *sname = json_string_value(json_object_get(ev, "name"));
-				FILE *f = sname && strcmp(sname, "stderr") == 0 ? stderr : stdout;
-				if (text) {
-					cli_write_safe(f, text, tlen);
-					fflush(f);
-				}
-			}
-		} else
-			break;
-		json_decref(m);
-	}
-	if (!m) {
-		/* a supervisor that was stopping took the request and left: the
-		 * code never began, the caller may start a new one and retry */
-		if (!started && r->quiet_if_lost) {
-			r->lost = true;
-			return r->status;
-		}
-		if (started && err.code == KBOX_E_DEAD) {
-			/* the code began and its kernel went with the supervisor:
-			 * the result says so, as for any kernel that died */
-			died_result(e, "the session's supervisor went away", now_s() - t0);
-			r->status = EXIT_DIED;
-			snprintf(r->reason, sizeof r->reason, "the session's supervisor went away");
-			return r->status;
-		}
-		cli_error(cmd, "session %s: %s", name,
-		          err.code == KBOX_E_DEAD ? "the session's supervisor went away" : err.msg);
-		return r->status;
-	}
-	if (!json_is_true(json_object_get(m, "ok"))) {
+/* Print the reply M of REQ (ok or not) and fill R from it. */
+static void exec_print_reply(const char *cmd, const char *name, const kbox_ctl_exec_t *req,
+                             const json_t *m, cli_exec_result_t *r)
+{
+	json_t *text = json_object_get(m, "text");
+	if (kbox_ctl_msg_kind(m, NULL) != KBOX_CTL_MSG_REPLY) {
 		const char *msg = json_string_value(json_object_get(m, "error"));
-		const char *kind = json_string_value(json_object_get(m, "kind"));
+		kbox_ctl_err_t kind = kbox_ctl_err_kind(m);
 		cli_error(cmd, "session %s: %s", name, msg ? msg : "the supervisor refused");
 		/* waiting for another execution ran out of time */
-		r->status = kind && strcmp(kind, "busy") == 0 ? EXIT_BUSY
-		            : kind && strcmp(kind, "usage") == 0 ? EXIT_USAGE
-		                                                  : EXIT_UNAVAILABLE;
-		json_decref(m);
-		return r->status;
+		r->status = kind == KBOX_CTL_ERR_BUSY    ? EXIT_BUSY
+		            : kind == KBOX_CTL_ERR_USAGE ? EXIT_USAGE
+		                                         : EXIT_UNAVAILABLE;
+		return;
 	}
-	if (e->format == FMT_TEXT) {
-		const char *text = json_string_value(json_object_get(m, "text"));
-		size_t tlen = json_string_length(json_object_get(m, "text"));
-		if (text && tty) /* what the code printed must not drive the terminal */
-			cli_write_safe(stdout, text, tlen);
-		else if (text)
-			fwrite(text, 1, tlen, stdout);
-	} else
+	if (is_text(req->format) && json_is_string(text)) {
+		if (isatty(STDOUT_FILENO)) /* what the code printed must not drive the terminal */
+			cli_write_safe(stdout, json_string_value(text), json_string_length(text));
+		else
+			fwrite(json_string_value(text), 1, json_string_length(text), stdout);
+	} else if (!is_text(req->format))
 		cli_print_json_line(json_incref(json_object_get(m, "result")));
 	fflush(stdout);
 	r->status = exit_of(json_string_value(json_object_get(m, "status")));
 	r->inputs_used = (size_t)json_integer_value(json_object_get(m, "inputs_used"));
 	snprintf(r->reason, sizeof r->reason, "%s",
 	         json_string_value(json_object_get(m, "reason")) ?: "");
-	json_decref(m);
-	return r->status;
 }
 
-bool cli_ctl_request_fits(const json_t *req)
+int cli_exec_on(const char *cmd, int fd, const char *name, const kbox_ctl_exec_t *req,
+                cli_exec_result_t *r)
 {
-	return req && json_dumpb(req, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(9)) + 1 <=
-	                  (size_t)KBOX_CTL_REQUEST_MAX;
+	kbox_error_t err = {0};
+	json_t *m = NULL;
+	double t0 = now_s();
+	int dfd = -1;
+	kbox_ctl_exec_end_t end;
+
+	memset(r, 0, sizeof *r);
+	r->status = EXIT_UNAVAILABLE;
+	/* the supervisor writes into the directory this opened, not into
+	 * whatever the path leads to later */
+	if (req->outputs &&
+	    (dfd = open(req->outputs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		cli_error(cmd, "--outputs %s: %s", req->outputs,
+		          errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+		r->status = EXIT_USAGE;
+		return r->status;
+	}
+	end = kbox_ctl_execute(fd, req, dfd, on_exec_event, (void *)req, &m, &err);
+	if (dfd >= 0)
+		close(dfd);
+	if (end == KBOX_CTL_EXEC_REPLY)
+		exec_print_reply(cmd, name, req, m, r);
+	else if (end == KBOX_CTL_EXEC_LOST_AFTER && err.code == KBOX_E_DEAD) {
+		/* the code began and its kernel went with the supervisor: the
+		 * result says so, as for any kernel that died */
+		died_result(req->format, "the session's supervisor went away", now_s() - t0);
+		r->status = EXIT_DIED;
+		snprintf(r->reason, sizeof r->reason, "the session's supervisor went away");
+	} else
+		cli_error(cmd, "session %s: %s", name,
+		          end != KBOX_CTL_EXEC_NOT_SENT && err.code == KBOX_E_DEAD
+		              ? "the session's supervisor went away"
+		              : err.msg);
+	json_decref(m);
+	return r->status;
 }
 
 int cli_session_connect(const char *cmd, const char *dir, const char *name, bool no_start,
@@ -243,11 +203,48 @@ int cli_session_connect(const char *cmd, const char *dir, const char *name, bool
 	return -1;
 }
 
+/* The code to run into *CODE (new): the file SRC when IS_FILE ("-":
+ * standard input), else SRC itself ("-": standard input).  EXIT_OK, or
+ * another exit status after one line. */
+static int read_code(const char *src, bool is_file, char **code)
+{
+	bool is_stdin = strcmp(src, "-") == 0;
+	FILE *f;
+	if (!is_file && !is_stdin) {
+		if (!(*code = strdup(src))) {
+			cli_error("exec", "out of memory");
+			return EXIT_UNAVAILABLE;
+		}
+	} else {
+		if (is_stdin && !cli_take_stdin()) {
+			cli_error("exec", "standard input (-) given more than once (for the code and "
+			                  "--input-file)");
+			return EXIT_USAGE;
+		}
+		f = is_stdin ? stdin : fopen(src, "r");
+		if (!f || !(*code = cli_slurp(f))) {
+			cli_error("exec", "cannot read %s: %s", is_stdin ? "standard input" : src,
+			          cli_slurp_strerror(errno));
+			if (f && !is_stdin)
+				fclose(f);
+			return EXIT_USAGE;
+		}
+		if (!is_stdin)
+			fclose(f);
+	}
+	if (!cli_utf8(*code)) {
+		cli_error("exec", "the code is not valid UTF-8");
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
 int cmd_exec(int argc, char **argv)
 {
 	const char *name = NULL, *outputs = NULL, *file = NULL;
 	cli_strlist_t inputs = {0};
-	cli_exec_t e = {.grace_ms = 5000};
+	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
+	format_t format = FMT_TEXT;
 	cli_exec_result_t r;
 	bool no_start = false;
 	cli_option_t opts[] = {
@@ -256,12 +253,12 @@ int cmd_exec(int argc, char **argv)
 	                     "interrupt the code after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
 	    CLI_OPT_CALLBACK(0, "grace", "DURATION", cli_opt_duration, &e.grace_ms,
 	                     "after a timeout's interrupt, wait DURATION before the kill (default: 5s)"),
-	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &e.format,
+	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
 	                     "write the result as text, json or ndjson (default: text)"),
-	    CLI_OPT_JSON('j', &e.format),
+	    CLI_OPT_JSON('j', &format),
 	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
 	                   "write images and long texts into DIR (default: the session's outputs)"),
-	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &e.max_bytes,
+	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &e.max_output,
 	                     "keep at most BYTES of each text, 64 to 16M (default: 16K)"),
 	    CLI_OPT_CALLBACK(0, "max-lines", "N", cli_opt_max_lines, &e.max_lines,
 	                     "keep at most about N lines of each text, at least 2 (default: 200)"),
@@ -276,7 +273,10 @@ int cmd_exec(int argc, char **argv)
 	                   "run the contents of FILE, - for standard input (default: CODE)"),
 	    CLI_OPT_END};
 	char *code = NULL, *dir = NULL, outbuf[PATH_MAX];
-	int fd = -1, status, n = cli_parse_options("exec", opts, argc, argv, &status);
+	int fd = -1, status, n;
+
+	e.grace_ms = KBOX_CTL_GRACE_DEFAULT_MS; /* always sent (kbox-protocol(7)) */
+	n = cli_parse_options("exec", opts, argc, argv, &status);
 
 	if (n < 0)
 		goto out;
@@ -288,48 +288,14 @@ int cmd_exec(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
-	if (file || strcmp(argv[0], "-") == 0) {
-		bool is_stdin = !file || strcmp(file, "-") == 0;
-		FILE *f;
-		if (is_stdin && !cli_take_stdin()) {
-			cli_error("exec", "standard input (-) given more than once (for the code and "
-			                  "--input-file)");
-			status = EXIT_USAGE;
-			goto out;
-		}
-		f = is_stdin ? stdin : fopen(file, "r");
-		if (!f || !(code = cli_slurp(f))) {
-			cli_error("exec", "cannot read %s: %s", is_stdin ? "standard input" : file,
-			          cli_slurp_strerror(errno));
-			if (f && !is_stdin)
-				fclose(f);
-			status = EXIT_USAGE;
-			goto out;
-		}
-		if (!is_stdin)
-			fclose(f);
-	} else if (!(code = strdup(argv[0]))) {
-		cli_error("exec", "out of memory");
-		status = EXIT_UNAVAILABLE;
+	if ((status = read_code(file ? file : argv[0], file != NULL, &code)) != EXIT_OK)
 		goto out;
-	}
-	{
-		json_t *probe = json_string(code); /* NULL unless valid UTF-8 */
-		if (!probe) {
-			cli_error("exec", "the code is not valid UTF-8");
+	for (size_t i = 0; i < inputs.n; i++)
+		if (!cli_utf8(inputs.v[i])) {
+			cli_error("exec", "--input line %zu is not valid UTF-8", i + 1);
 			status = EXIT_USAGE;
 			goto out;
 		}
-		json_decref(probe);
-		for (size_t i = 0; i < inputs.n; i++) {
-			if (!(probe = json_string(inputs.v[i]))) {
-				cli_error("exec", "--input line %zu is not valid UTF-8", i + 1);
-				status = EXIT_USAGE;
-				goto out;
-			}
-			json_decref(probe);
-		}
-	}
 	if (outputs && !cli_utf8(outputs)) {
 		cli_error("exec", "--outputs %s is not valid UTF-8", outputs);
 		status = EXIT_USAGE;
@@ -349,6 +315,7 @@ int cmd_exec(int argc, char **argv)
 	if ((fd = cli_session_connect("exec", dir, name, no_start, &status)) < 0)
 		goto out;
 	e.code = code;
+	e.format = cli_exec_format(format);
 	e.inputs = inputs.v;
 	e.n_inputs = inputs.n;
 	e.has_inputs = inputs.n > 0;

@@ -19,7 +19,7 @@ json_t *cli_session_info(const char *home, const char *name)
 		return json_pack("{s:s, s:s, s:s}", "name", name, "state", "invalid", "error", err.msg);
 	st = kbox_session_supervisor(dir, &pid);
 	if (st == KBOX_SUPERVISOR_RUNNING) {
-		info = kbox_ctl_call(dir, "status", NULL, 5000, &err);
+		info = kbox_ctl_call(dir, KBOX_CTL_OP_STATUS, NULL, 5000, &err);
 		if (!info && err.code == KBOX_E_NOTFOUND) /* it closed its socket: stopping */
 			info = json_pack("{s:s}", "state", "stopping");
 		else if (!info)

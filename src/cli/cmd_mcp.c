@@ -257,7 +257,7 @@ static void end_session(mcp_t *m)
 	if (!m->own || !m->dir)
 		return;
 	if (kbox_session_supervisor(m->dir, NULL) == KBOX_SUPERVISOR_RUNNING) {
-		if (!(r = kbox_ctl_call(m->dir, "stop", NULL, STOP_WAIT_MS, &err)) &&
+		if (!(r = kbox_ctl_call(m->dir, KBOX_CTL_OP_STOP, NULL, STOP_WAIT_MS, &err)) &&
 		    err.code != KBOX_E_NOTFOUND)
 			cli_error(CMD, "session %s: %s", m->name, err.msg);
 		json_decref(r);
@@ -739,31 +739,34 @@ static json_t *tool_read_image(mcp_t *m, json_t *args)
 static json_t *tool_run_python(mcp_t *m, json_t *id, json_t *args)
 {
 	json_t *jcode = json_object_get(args, "code"), *jt = json_object_get(args, "timeout"), *req;
+	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
 	kbox_error_t err = {0};
-	long long timeout_ms = m->timeout_ms;
 	char why[1024];
 	call_t *c;
 	int fd;
 
 	if (!json_is_string(jcode))
 		return text_result(true, "run_python: \"code\" (a string) is required");
+	e.code = json_string_value(jcode);
+	e.format = KBOX_CTL_FMT_JSON;
+	e.with_text = true;
+	e.grace_ms = KBOX_CTL_GRACE_DEFAULT_MS;
+	e.timeout_ms = m->timeout_ms;
 	if (jt && !json_is_null(jt)) {
 		double t = json_number_value(jt);
 		if (!json_is_number(jt) || t < 0 || t * 1000 > (double)CLI_DURATION_MAX_MS)
 			return text_result(true, "run_python: \"timeout\" is a number of seconds from 0 "
-			                         "to 2073600 (24 days)");
-		timeout_ms = (long long)(t * 1000 + 0.999);
+			                         "to %lld (%lld days)",
+			                   CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
+		e.timeout_ms = (long long)(t * 1000 + 0.999);
 	}
-	req = json_pack("{s:s, s:O, s:s, s:b, s:f}", "op", "execute", "code", jcode, "format",
-	                "json", "with_text", 1, "grace", 5.0);
-	if (req && timeout_ms > 0)
-		json_object_set_new(req, "timeout", json_real((double)timeout_ms / 1000.0));
-	if (req && !cli_ctl_request_fits(req)) {
+	req = kbox_ctl_exec_to_json(&e);
+	if (req && !kbox_ctl_request_fits(req)) {
 		json_decref(req);
-		return text_result(true, "run_python: not run: the code is %zu bytes; at most 16 MiB "
+		return text_result(true, "run_python: not run: the code is %zu bytes; at most %d MiB "
 		                         "can run (as a JSON string, in which a control character "
 		                         "takes 6 bytes): make it shorter",
-		                   json_string_length(jcode));
+		                   json_string_length(jcode), KBOX_CTL_CODE_MAX >> 20);
 	}
 	if ((fd = connect_session(m, why, sizeof why)) < 0) {
 		json_decref(req);
@@ -797,7 +800,7 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	if (!r)
 		return text_result(true, "run_python: session %s: %s; the code's result is lost",
 		                   m->name, why);
-	if (!json_is_true(json_object_get(r, "ok"))) {
+	if (kbox_ctl_msg_kind(r, NULL) != KBOX_CTL_MSG_REPLY) {
 		const char *msg = json_string_value(json_object_get(r, "error"));
 		return text_result(true, "run_python: session %s: %s", m->name,
 		                   msg ? msg : "the supervisor refused the code");
@@ -859,14 +862,15 @@ static void call_readable(mcp_t *m, call_t *c)
 {
 	kbox_error_t err = {0};
 	json_t *r = kbox_ctl_recv(c->fd, -1, &err);
-	const char *re = json_string_value(json_object_get(r, "re"));
+	kbox_ctl_op_t re;
+	kbox_ctl_msg_kind_t kind = kbox_ctl_msg_kind(r, &re);
 
-	if (r && json_is_true(json_object_get(r, "started"))) {
+	/* the started line, events, and the reply to our own interrupt
+	 * (cancel_call) come before the execution's reply */
+	if (kind == KBOX_CTL_MSG_STARTED)
 		c->started = true;
-		json_decref(r);
-		return;
-	}
-	if (r && (json_object_get(r, "event") || (re && strcmp(re, "interrupt") == 0))) {
+	if (kind == KBOX_CTL_MSG_STARTED || kind == KBOX_CTL_MSG_EVENT ||
+	    (r && re == KBOX_CTL_OP_INTERRUPT)) {
 		json_decref(r);
 		return;
 	}
@@ -893,7 +897,7 @@ static void cancel_call(mcp_t *m, json_t *id)
 			drop_call(m, c);
 			return;
 		}
-		req = json_pack("{s:s}", "op", "interrupt");
+		req = kbox_ctl_request_new(KBOX_CTL_OP_INTERRUPT);
 		if (!req || kbox_ctl_send(c->fd, req, &err) < 0) {
 			json_decref(req);
 			drop_call(m, c); /* the supervisor interrupts it as it sees us go */

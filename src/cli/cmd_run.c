@@ -467,17 +467,17 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	for (size_t i = 0; i < cells.n && status == EXIT_OK; i++) {
-		cli_exec_t e = {0};
+		kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
 		cli_exec_result_t r = {0};
 
 		e.code = cells.v[i].code;
 		e.timeout_ms = timeout_ms;
-		e.grace_ms = 5000;
-		e.max_bytes = max_bytes;
+		e.grace_ms = KBOX_CTL_GRACE_DEFAULT_MS;
+		e.max_output = max_bytes;
 		e.max_lines = max_lines;
 		e.outputs = outbuf;
-		e.format = format;
-		e.no_prefix = true;
+		e.format = cli_exec_format(format);
+		e.prefix = ""; /* files named N-I.png, not GENERATION-N-I.png */
 		if (inputs.n) { /* the lines answer input() across cells */
 			e.has_inputs = true;
 			e.inputs = inputs.v + used_inputs;
@@ -500,7 +500,7 @@ out:
 	if (rundir[0]) {
 		/* the session ends with its kernel; its supervisor removes it */
 		kbox_error_t serr = {0};
-		json_t *r = kbox_ctl_call(rundir, "stop", NULL, 30000, &serr);
+		json_t *r = kbox_ctl_call(rundir, KBOX_CTL_OP_STOP, NULL, 30000, &serr);
 		json_decref(r);
 		if (kbox_session_supervisor(rundir, NULL) == KBOX_SUPERVISOR_NONE)
 			forget_run_dir(rundir, copies, n_copies); /* none started, or it is gone */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_control(const char *cmd, int argc, char **argv, const char *op, int timeout_ms,
+int cli_control(const char *cmd, int argc, char **argv, kbox_ctl_op_t op, int timeout_ms,
                 json_t **reply_p, char **name_p)
 {
 	const char *name = NULL;

@@ -148,7 +148,8 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	    CLI_OPT_END};
 	int status, n;
 	char *dir = NULL, *stdin_code = NULL;
-	json_t *reply = NULL, *args = NULL;
+	json_t *reply = NULL;
+	kbox_ctl_introspect_t q = {.exec = KBOX_CTL_EXEC_INIT};
 	kbox_error_t err = {0};
 
 	if (!inspect) /* --detail is inspect's */
@@ -187,11 +188,11 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	if (!(dir = cli_running_session(cmd, name, &status)))
 		goto out;
 	/* the supervisor asks its kernel (kbox-protocol(7)) */
-	args = inspect ? json_pack("{s:s, s:I, s:I}", "code", code, "cursor_pos", (json_int_t)cursor,
-	                           "detail_level", (json_int_t)detail)
-	               : json_pack("{s:s, s:I}", "code", code, "cursor_pos", (json_int_t)cursor);
-	reply = kbox_ctl_call(dir, cmd, args, 60000, &err);
-	args = NULL; /* taken */
+	q.op = inspect ? KBOX_CTL_OP_INSPECT : KBOX_CTL_OP_COMPLETE;
+	q.exec.code = code;
+	q.cursor_pos = cursor;
+	q.detail_level = (int)detail;
+	reply = kbox_ctl_call(dir, q.op, kbox_ctl_introspect_to_json(&q), 60000, &err);
 	if (!reply) {
 		cli_error(cmd, "session %s: %s", name, err.msg);
 		status = err.code == KBOX_E_TIMEOUT ? EXIT_TIMEOUT : EXIT_UNAVAILABLE;

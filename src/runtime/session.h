@@ -8,7 +8,8 @@
  *   session.json     the configuration given to kbox start (kernel, backend,
  *                    ttl, limits, environment): session_config.h
  *   supervisor.pid   the supervisor's pid, flock()ed while it runs
- *   control.sock     the supervisor's control socket (JSON lines: kbox-protocol(7))
+ *   control.sock     the supervisor's control socket (JSON lines: kbox-protocol(7),
+ *                    runtime/protocol.h; its clients use runtime/ctl.h)
  *   run/             the host's connection file of the current kernel; run/sandbox/
  *                    its ipc sockets and the connection file the kernel reads
  *   workspace/       the kernel's working directory; survives restarts
@@ -113,31 +114,6 @@ kbox_supervisor_state_t kbox_session_supervisor(const char *dir, pid_t *pid_p);
  * with ERR. */
 int kbox_session_remove(const char *dir, kbox_error_t *err);
 
-/* ---- control socket: one JSON object per line in each direction ---- */
-
-/* Connect to DIR/control.sock (DIR of any length: see kbox__unix_path).
- * The socket, or -1 with ERR (KBOX_E_NOTFOUND when no supervisor
- * listens). */
-int kbox_ctl_connect(const char *dir, kbox_error_t *err);
-
-/* For the supervisor: listen on DIR/control.sock (mode 0600, non-blocking;
- * a file left there is removed first: the caller holds the supervisor
- * lock).  The socket, or -1 with ERR. */
-int kbox_ctl_listen(const char *dir, kbox_error_t *err);
-
-/* Send MSG (borrowed) as one line. 0 or -1 with ERR. */
-int kbox_ctl_send(int fd, json_t *msg, kbox_error_t *err);
-/* The same, passing descriptor PASS_FD (SCM_RIGHTS) with the line's first
- * byte; -1: none. */
-int kbox_ctl_send_fd(int fd, json_t *msg, int pass_fd, kbox_error_t *err);
-
-/* Read one line within TIMEOUT_MS (-1: forever) and parse it (new
- * reference).  NULL with ERR: KBOX_E_TIMEOUT, or KBOX_E_DEAD at end of file. */
-json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err);
-
-/* Connect, send {"op": OP, …ARGS (stolen, may be NULL)}, read the reply,
- * close.  A reply {"ok": false, "error": MSG} becomes -1/NULL with MSG. */
-json_t *kbox_ctl_call(const char *dir, const char *op, json_t *args, int timeout_ms,
-                      kbox_error_t *err);
+/* The control socket its supervisor answers: runtime/ctl.h. */
 
 #endif

@@ -12,18 +12,9 @@
 #ifndef KBOX_RUNTIME_SUPERVISOR_H
 #define KBOX_RUNTIME_SUPERVISOR_H
 
-/* The program, installed in $(pkglibexecdir), and its command line (kbox
- * start runs it, detached, in a session of its own):
- *
- *     kbox-supervisor SESSION_DIR READY_FD
- *
- * READY_FD is a socket on which it reports once (see kbox_supervisor_run);
- * stdout and stderr are the session's supervisor.log. */
-#define KBOX_SUPERVISOR_PROGRAM "kbox-supervisor"
-
-/* The longest request line the supervisor reads (the code of an execution
- * is in it). */
-#define KBOX_CTL_REQUEST_MAX (16 << 20)
+/* The program (KBOX_SUPERVISOR_PROGRAM), its command line and its
+ * protocol: runtime/protocol.h. */
+#include "runtime/protocol.h"
 
 /* Run the supervisor of the session in DIR (its session.json says what to
  * start) until it stops.  READY_FD (or -1, a socket) gets one line when the

@@ -1,0 +1,274 @@
+/* src/runtime/ctl.c — the client side of the control socket (ctl.h):
+ * the socket, its lines, one request, and an execution's exchange. */
+#include "private.h"
+#include "runtime/ctl.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int kbox_ctl_connect(const char *dir, kbox_error_t *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = -1, dfd = -1, e;
+	if (kbox__unix_path(sa.sun_path, sizeof sa.sun_path, dir, "control.sock", &dfd, err) < 0) {
+		if (errno == ENOENT && err)
+			err->code = KBOX_E_NOTFOUND;
+		goto out;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		kbox__err_sys(err, "socket");
+		goto out;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		e = errno;
+		close(fd);
+		fd = -1;
+		errno = e;
+		if (e == ENOENT || e == ECONNREFUSED)
+			kbox__err(err, KBOX_E_NOTFOUND, "no supervisor answers on %s/control.sock", dir);
+		else
+			kbox__err_sys(err, "cannot connect to %s/control.sock", dir);
+	}
+out:
+	if (dfd >= 0) {
+		e = errno;
+		close(dfd);
+		errno = e;
+	}
+	return fd;
+}
+
+int kbox_ctl_listen(const char *dir, kbox_error_t *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char path[PATH_MAX];
+	int fd = -1, dfd = -1, e;
+	snprintf(path, sizeof path, "%s/control.sock", dir);
+	unlink(path); /* stale: the caller holds the supervisor lock */
+	if (kbox__unix_path(sa.sun_path, sizeof sa.sun_path, dir, "control.sock", &dfd, err) < 0)
+		goto out;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		kbox__err_sys(err, "socket");
+		goto out;
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+		kbox__err_sys(err, "cannot bind %s", path);
+	else if (chmod(sa.sun_path, 0600) < 0 || listen(fd, 64) < 0)
+		kbox__err_sys(err, "cannot listen on %s", path);
+	else
+		goto out;
+	e = errno;
+	close(fd);
+	fd = -1;
+	errno = e;
+out:
+	if (dfd >= 0) {
+		e = errno;
+		close(dfd);
+		errno = e;
+	}
+	return fd;
+}
+
+int kbox_ctl_send(int fd, const json_t *msg, kbox_error_t *err)
+{
+	return kbox_ctl_send_fd(fd, msg, -1, err);
+}
+
+int kbox_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
+{
+	char *line = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9));
+	size_t len, off = 0;
+	int rc = 0;
+	if (!line)
+		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	len = strlen(line);
+	line[len++] = '\n';
+	while (off < len) {
+		ssize_t w;
+		if (pass_fd >= 0 && off == 0) {
+			union {
+				struct cmsghdr h;
+				char buf[CMSG_SPACE(sizeof(int))];
+			} u;
+			struct iovec iov = {line, len};
+			struct msghdr mh = {0};
+			struct cmsghdr *c;
+			memset(&u, 0, sizeof u);
+			mh.msg_iov = &iov;
+			mh.msg_iovlen = 1;
+			mh.msg_control = u.buf;
+			mh.msg_controllen = sizeof u.buf;
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+			w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		} else
+			w = send(fd, line + off, len - off, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = kbox__err_sys(err, "control socket: send");
+			break;
+		}
+		off += (size_t)w;
+	}
+	free(line);
+	return rc;
+}
+
+json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	long long deadline = timeout_ms < 0 ? 0 : kbox__now_ms() + timeout_ms;
+	json_error_t je;
+	json_t *j;
+
+	for (;;) {
+		char peek[4096], *nl;
+		ssize_t n;
+		struct pollfd p = {fd, POLLIN, 0};
+		int wait = -1;
+		if (deadline) {
+			long long left = deadline - kbox__now_ms();
+			wait = left > 0 ? (int)left : 0;
+		}
+		if (poll(&p, 1, wait) < 0) {
+			if (errno == EINTR)
+				continue;
+			kbox__err_sys(err, "control socket: poll");
+			goto fail;
+		}
+		if (!p.revents) {
+			kbox__err(err, KBOX_E_TIMEOUT, "the supervisor did not answer within %d ms",
+			          timeout_ms);
+			goto fail;
+		}
+		n = recv(fd, peek, sizeof peek, MSG_PEEK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != ECONNRESET) {
+			kbox__err_sys(err, "control socket: recv");
+			goto fail;
+		}
+		if (n <= 0) { /* ECONNRESET: it closed with our request unread */
+			kbox__err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
+			goto fail;
+		}
+		nl = memchr(peek, '\n', (size_t)n);
+		if (nl)
+			n = nl - peek + 1;
+		if (len + (size_t)n > KBOX_CTL_LINE_MAX) {
+			kbox__err(err, KBOX_E_PROTOCOL, "control socket: line longer than %d bytes",
+			          KBOX_CTL_LINE_MAX);
+			goto fail;
+		}
+		{
+			char *nb = realloc(buf, len + (size_t)n + 1);
+			if (!nb) {
+				kbox__err(err, KBOX_E_NOMEM, "out of memory");
+				goto fail;
+			}
+			buf = nb;
+		}
+		n = recv(fd, buf + len, (size_t)n, 0);
+		if (n <= 0) {
+			kbox__err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
+			goto fail;
+		}
+		len += (size_t)n;
+		if (buf[len - 1] == '\n')
+			break;
+	}
+	buf[len - 1] = '\0';
+	/* output may hold NUL characters: they are text like any other */
+	j = json_loadb(buf, len - 1, JSON_ALLOW_NUL, &je);
+	if (!j || !json_is_object(j)) {
+		json_decref(j);
+		kbox__err(err, KBOX_E_PROTOCOL, "control socket: not a JSON object: %s", je.text);
+		goto fail;
+	}
+	free(buf);
+	return j;
+fail:
+	free(buf);
+	return NULL;
+}
+
+json_t *kbox_ctl_call(const char *dir, kbox_ctl_op_t op, json_t *args, int timeout_ms,
+                      kbox_error_t *err)
+{
+	json_t *req = args ? args : json_object(), *reply = NULL;
+	const char *name = kbox_ctl_op_name(op);
+	int fd = -1;
+
+	if (!name) {
+		kbox__err(err, KBOX_E_INVALID, "no such op");
+		goto out;
+	}
+	if (!req || json_object_set_new(req, "op", json_string(name)) < 0) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((fd = kbox_ctl_connect(dir, err)) < 0 || kbox_ctl_send(fd, req, err) < 0)
+		goto out;
+	if (!(reply = kbox_ctl_recv(fd, timeout_ms, err)))
+		goto out;
+	if (kbox_ctl_msg_kind(reply, NULL) != KBOX_CTL_MSG_REPLY) {
+		const char *m = json_string_value(json_object_get(reply, "error"));
+		kbox__err(err, KBOX_E_INVALID, "%s", m ? m : "the supervisor refused the request");
+		json_decref(reply);
+		reply = NULL;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	json_decref(req);
+	return reply;
+}
+
+kbox_ctl_exec_end_t kbox_ctl_execute(int fd, const kbox_ctl_exec_t *req, int outputs_fd,
+                                     kbox_ctl_event_cb_t on_event, void *arg, json_t **reply_p,
+                                     kbox_error_t *err)
+{
+	json_t *line = kbox_ctl_exec_to_json(req), *m;
+	bool started = false;
+	int sent;
+
+	*reply_p = NULL;
+	if (!line) {
+		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return KBOX_CTL_EXEC_NOT_SENT;
+	}
+	sent = kbox_ctl_send_fd(fd, line, outputs_fd, err);
+	json_decref(line);
+	if (sent < 0)
+		return KBOX_CTL_EXEC_NOT_SENT;
+	while ((m = kbox_ctl_recv(fd, -1, err))) {
+		kbox_ctl_op_t re;
+		kbox_ctl_msg_kind_t kind = kbox_ctl_msg_kind(m, &re);
+		if (kind == KBOX_CTL_MSG_STARTED || kind == KBOX_CTL_MSG_EVENT) {
+			started |= kind == KBOX_CTL_MSG_STARTED;
+			if (on_event)
+				on_event(arg, kind, m);
+		} else if (re == KBOX_CTL_OP_EXECUTE || re == KBOX_CTL_OP_NONE) {
+			*reply_p = m; /* a reply, an error, or a line that is neither */
+			return KBOX_CTL_EXEC_REPLY;
+		}
+		json_decref(m);
+	}
+	return started ? KBOX_CTL_EXEC_LOST_AFTER : KBOX_CTL_EXEC_LOST_BEFORE;
+}

@@ -1,0 +1,508 @@
+/* src/runtime/supervisor_ctl.c — the supervisor's control socket
+ * (supervisor_int.h): connections, their lines in and out, and the op
+ * table (kbox-protocol(7)): status, execute, complete, inspect, interrupt,
+ * restart, stop. */
+#include "runtime/supervisor_int.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- sending to clients ---- */
+
+bool sup_conn_flush(conn_t *c)
+{
+	size_t off = 0;
+	while (off < c->out_len) {
+		ssize_t w = send(c->fd, c->out + off, c->out_len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (w < 0)
+			return false;
+		off += (size_t)w;
+	}
+	memmove(c->out, c->out + off, c->out_len - off);
+	c->out_len -= off;
+	c->s->out_total -= off;
+	return true;
+}
+
+/* Send what waits on each connection; the timer ends when nothing does. */
+static int on_flush(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	bool pending = false;
+	for (size_t i = s->n_conns; i-- > 0;) {
+		conn_t *c = s->conns[i];
+		if (!c->out_len)
+			continue;
+		if (!sup_conn_flush(c)) {
+			sup_conn_close(s, c);
+			continue;
+		}
+		pending |= c->out_len > 0;
+	}
+	if (!pending) {
+		kbox_loop_cancel_timer(loop, s->flush_timer);
+		s->flush_timer = 0;
+	}
+	return 0;
+}
+
+void sup_conn_send(conn_t *c, json_t *j, bool event)
+{
+	sup_t *s = c->s;
+	char *line, *nb;
+	size_t len;
+	bool over;
+	if (!j)
+		return;
+	line = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+	json_decref(j);
+	if (!line)
+		return;
+	len = strlen(line);
+	over = c->out_len + len + 1 > KBOX_CTL_CONN_OUT_MAX ||
+	       s->out_total + len + 1 > KBOX_CTL_OUT_TOTAL_MAX;
+	if (event && over) {
+		c->events_dropped++;
+		free(line);
+		return;
+	}
+	if (!event && c->out_len && over) {
+		/* a client that does not read its replies: it is cut off (its
+		 * read handler sees the end and closes it) */
+		shutdown(c->fd, SHUT_RDWR);
+		free(line);
+		return;
+	}
+	if (!(nb = realloc(c->out, c->out_len + len + 1))) {
+		free(line);
+		return;
+	}
+	c->out = nb;
+	memcpy(c->out + c->out_len, line, len);
+	c->out[c->out_len + len] = '\n';
+	c->out_len += len + 1;
+	s->out_total += len + 1;
+	free(line);
+	sup_conn_flush(c);
+	if (c->out_len && !s->flush_timer)
+		s->flush_timer = kbox_loop_add_timer(s->loop, FLUSH_MS, true, on_flush, s, NULL);
+}
+
+void sup_reply_error(conn_t *c, const char *re, kbox_ctl_err_t kind, const char *fmt, ...)
+{
+	char msg[KBOX_CTL_ERROR_MAX + 1];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	sup_utf8_cut(msg);
+	sup_conn_send(c, json_pack("{s:b, s:s*, s:s, s:s}", "ok", 0, "re", re, "kind",
+	                           kbox_ctl_err_name(kind), "error", msg),
+	              false);
+}
+
+void sup_answer_pending(sup_t *s, kbox_ctl_err_t kind, const char *error)
+{
+	for (size_t i = 0; i < s->n_conns; i++) {
+		conn_t *c = s->conns[i];
+		const char *re = kbox_ctl_op_name(c->pending);
+		if (!re)
+			continue;
+		if (error)
+			sup_reply_error(c, re, kind, "%s", error);
+		else
+			sup_conn_send(c,
+			              json_pack("{s:b, s:s, s:I}", "ok", 1, "re", re, "generation",
+			                        (json_int_t)s->generation),
+			              false);
+		c->pending = KBOX_CTL_OP_NONE;
+	}
+}
+
+/* ---- the ops ---- */
+
+/* A cause a client gave (restart, stop) as it is shown to a model: at
+ * most KBOX_CTL_CAUSE_MAX bytes, on one line, without control characters,
+ * into BUF. */
+static void client_cause(char *buf, size_t size, const char *given, const char *def)
+{
+	snprintf(buf, size < KBOX_CTL_CAUSE_MAX + 1 ? size : KBOX_CTL_CAUSE_MAX + 1, "%s",
+	         given && *given ? given : def);
+	for (char *p = buf; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+	sup_utf8_cut(buf);
+}
+
+static json_t *status_json(sup_t *s)
+{
+	char started[32], last[32];
+	long long mem = s->sb ? kbox_sandbox_memory(s->sb) : -1;
+	long long now = kbox__now_ms();
+	bool busy = s->running != NULL;
+	size_t queued = 0;
+	json_t *st;
+	for (job_t *j = s->queue; j; j = j->next)
+		queued++;
+	kbox__iso8601(s->started_wall, 0, started);
+	kbox__iso8601(s->last_activity_wall, 0, last);
+	st = json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
+	               "s:I, s:I, s:s, s:s, s:I, s:I, s:I}",
+	               "ok", 1, "re", "status", "state", busy ? "busy" : s->ready ? "idle" : "starting", "backend",
+	               s->backend, "kernel", s->kernel, "pid", (json_int_t)getpid(), "kernel_pid",
+	               (json_int_t)(s->sb ? kbox_sandbox_pid(s->sb) : 0), "started", started,
+	               "uptime_s", (double)(now - s->started_ms) / 1000.0, "kernel_uptime_s",
+	               s->ready ? (double)(now - s->kernel_started_ms) / 1000.0 : 0.0,
+	               "last_activity", last, "idle_s",
+	               busy ? 0.0 : (double)(now - s->last_activity_ms) / 1000.0, "executions",
+	               (json_int_t)s->executions, "restarts", (json_int_t)s->restarts, "generation",
+	               (json_int_t)s->generation, "memory_bytes", (json_int_t)mem, "ttl_ms",
+	               (json_int_t)s->ttl_ms, "last_restart_cause", s->last_cause,
+	               "connection_file", s->sb ? s->conn_path : "", "running_execs",
+	               (json_int_t)(busy && s->running->op == KBOX_CTL_OP_EXECUTE), "queued",
+	               (json_int_t)queued, "output_waiting", (json_int_t)s->between_msgs);
+	if (st && s->sb && *kbox_sandbox_limits(s->sb)) {
+		json_object_set_new(st, "limits", json_string(kbox_sandbox_limits(s->sb)));
+		json_object_set_new(st, "limits_missing",
+		                    json_string(kbox_sandbox_limits_missing(s->sb)));
+	}
+	return st;
+}
+
+static void op_status(sup_t *s, conn_t *c, json_t *req)
+{
+	(void)req;
+	sup_conn_send(c, status_json(s), false);
+}
+
+/* Whether C has a job already: then OP is refused. */
+static bool has_job(conn_t *c, kbox_ctl_op_t op)
+{
+	if (c->job)
+		sup_reply_error(c, kbox_ctl_op_name(op), KBOX_CTL_ERR_USAGE,
+		                "this connection already has a request running");
+	return c->job != NULL;
+}
+
+/* A request of OP that could not be read: ERR says why. */
+static void refuse(conn_t *c, kbox_ctl_op_t op, const kbox_error_t *err)
+{
+	sup_reply_error(c, kbox_ctl_op_name(op),
+	                err->code == KBOX_E_NOMEM ? KBOX_CTL_ERR_INTERNAL : KBOX_CTL_ERR_USAGE, "%s",
+	                err->msg);
+}
+
+static void op_execute(sup_t *s, conn_t *c, json_t *req)
+{
+	kbox_ctl_exec_t e;
+	kbox_error_t err = {0};
+	if (has_job(c, KBOX_CTL_OP_EXECUTE))
+		return;
+	if (kbox_ctl_exec_parse(req, &e, &err) < 0) {
+		refuse(c, KBOX_CTL_OP_EXECUTE, &err);
+		return;
+	}
+	sup_job_new(s, c, KBOX_CTL_OP_EXECUTE, req, &e, -1, 0);
+}
+
+/* complete or inspect (OP): a job, with the members of execute checked. */
+static void op_introspect(sup_t *s, conn_t *c, json_t *req, kbox_ctl_op_t op)
+{
+	kbox_ctl_introspect_t q;
+	kbox_error_t err = {0};
+	if (has_job(c, op))
+		return;
+	if (kbox_ctl_introspect_parse(req, op, &q, &err) < 0) {
+		refuse(c, op, &err);
+		return;
+	}
+	sup_job_new(s, c, op, req, &q.exec, q.cursor_pos, q.detail_level);
+}
+
+static void op_complete(sup_t *s, conn_t *c, json_t *req)
+{
+	op_introspect(s, c, req, KBOX_CTL_OP_COMPLETE);
+}
+
+static void op_inspect(sup_t *s, conn_t *c, json_t *req)
+{
+	op_introspect(s, c, req, KBOX_CTL_OP_INSPECT);
+}
+
+/* The interrupt's reply to C, with whether an execution runs. */
+static void interrupt_done(sup_t *s, conn_t *c)
+{
+	sup_log(s, "interrupt", NULL);
+	sup_conn_send(c, json_pack("{s:b, s:s, s:b}", "ok", 1, "re", "interrupt", "running",
+	                           s->running != NULL),
+	              false);
+}
+
+/* Who asked for a message-mode interrupt: the connection, by its number
+ * (one opened since must not get the reply). */
+typedef struct {
+	sup_t *s;
+	unsigned long conn_id;
+} interrupt_ask_t;
+
+static void on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
+{
+	interrupt_ask_t ask = *(interrupt_ask_t *)arg;
+	conn_t *c = NULL;
+	free(arg);
+	kbox_msg_destroy(&reply);
+	for (size_t i = 0; i < ask.s->n_conns; i++)
+		if (ask.s->conns[i]->id == ask.conn_id)
+			c = ask.s->conns[i];
+	if (!c) /* it went away */
+		return;
+	if (err && err->code) {
+		sup_reply_error(c, "interrupt", KBOX_CTL_ERR_KERNEL, "interrupt failed: %s", err->msg);
+		return;
+	}
+	interrupt_done(ask.s, c);
+}
+
+static void op_interrupt(sup_t *s, conn_t *c, json_t *req)
+{
+	kbox_error_t err = {0};
+	json_t *content;
+	interrupt_ask_t *ask;
+	(void)req;
+	if (!s->ready) {
+		sup_reply_error(c, "interrupt", KBOX_CTL_ERR_STATE,
+		                "the kernel is starting: nothing to interrupt");
+		return;
+	}
+	if (s->running && s->running->op == KBOX_CTL_OP_EXECUTE)
+		s->running->interrupt_asked = true;
+	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL) {
+		if (kbox_sandbox_signal(s->sb, SIGINT, &err) < 0)
+			sup_reply_error(c, "interrupt", KBOX_CTL_ERR_KERNEL, "interrupt failed: %s", err.msg);
+		else
+			interrupt_done(s, c);
+		return;
+	}
+	if (!(ask = malloc(sizeof *ask))) {
+		sup_reply_error(c, "interrupt", KBOX_CTL_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	ask->s = s;
+	ask->conn_id = c->id;
+	content = json_object();
+	if (kbox_client_request_begin(s->client, KBOX_CH_CONTROL, "interrupt_request", &content,
+	                              KBOX_CTL_KERNEL_REPLY_MS, on_interrupt_reply, ask, &err) < 0) {
+		free(ask);
+		sup_reply_error(c, "interrupt", KBOX_CTL_ERR_KERNEL, "interrupt failed: %s", err.msg);
+	}
+}
+
+static void op_restart(sup_t *s, conn_t *c, json_t *req)
+{
+	char cause[512];
+	client_cause(cause, sizeof cause, json_string_value(json_object_get(req, "cause")),
+	             "restarted on request (kbox restart)");
+	sup_touch(s);
+	if (sup_kernel_replace(s, cause, true) < 0) {
+		sup_reply_error(c, "restart", KBOX_CTL_ERR_KERNEL, "%s", s->stop_cause);
+		sup_stop(s);
+		return;
+	}
+	/* told once the new kernel is ready; the next execution gets the notice */
+	c->pending = KBOX_CTL_OP_RESTART;
+}
+
+static void op_stop(sup_t *s, conn_t *c, json_t *req)
+{
+	client_cause(s->stop_cause, sizeof s->stop_cause,
+	             json_string_value(json_object_get(req, "cause")), "stopped on request (kbox stop)");
+	s->stop_conn = c;
+	sup_stop(s);
+}
+
+/* The ops, by the protocol's enum (protocol.h): a handler each. */
+static void (*const ops[KBOX_CTL_N_OPS])(sup_t *s, conn_t *c, json_t *req) = {
+    [KBOX_CTL_OP_STATUS] = op_status,       [KBOX_CTL_OP_EXECUTE] = op_execute,
+    [KBOX_CTL_OP_COMPLETE] = op_complete,   [KBOX_CTL_OP_INSPECT] = op_inspect,
+    [KBOX_CTL_OP_INTERRUPT] = op_interrupt, [KBOX_CTL_OP_RESTART] = op_restart,
+    [KBOX_CTL_OP_STOP] = op_stop,
+};
+
+/* Hand C's request REQ (an object) to the handler of its op. */
+static void handle_request(sup_t *s, conn_t *c, json_t *req)
+{
+	const char *name = json_string_value(json_object_get(req, "op"));
+	kbox_ctl_op_t op = kbox_ctl_op_parse(name);
+
+	if (!name)
+		sup_reply_error(c, NULL, KBOX_CTL_ERR_USAGE, "request without \"op\"");
+	else if (op == KBOX_CTL_OP_NONE)
+		sup_reply_error(c, name, KBOX_CTL_ERR_USAGE, "unknown op \"%s\"", name);
+	else
+		ops[op](s, c, req);
+}
+
+/* ---- connections ---- */
+
+void sup_conn_close(sup_t *s, conn_t *c)
+{
+	size_t i;
+	for (i = 0; i < s->n_conns && s->conns[i] != c; i++)
+		;
+	if (i == s->n_conns)
+		return;
+	s->conns[i] = s->conns[--s->n_conns];
+	if (c->job)
+		sup_job_orphan(s, c->job);
+	if (c == s->stop_conn)
+		s->stop_conn = NULL;
+	kbox_loop_remove_fd(s->loop, c->fd);
+	close(c->fd);
+	if (c->passed_fd >= 0)
+		close(c->passed_fd);
+	s->out_total -= c->out_len;
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+/* Read what C sent into its buffer, and the descriptors that came with
+ * it (an "outputs" directory: the last one is kept for the next request).
+ * What recvmsg returned. */
+static ssize_t conn_read(conn_t *c)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} u;
+	struct iovec iov = {c->in + c->in_len, c->in_cap - c->in_len};
+	struct msghdr mh = {0};
+	ssize_t n;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof u.buf;
+	n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	for (struct cmsghdr *ch = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; ch; ch = CMSG_NXTHDR(&mh, ch)) {
+		if (ch->cmsg_level != SOL_SOCKET || ch->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t k = 0; k < (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+			int pfd;
+			memcpy(&pfd, CMSG_DATA(ch) + k * sizeof(int), sizeof pfd);
+			if (c->passed_fd >= 0)
+				close(c->passed_fd);
+			c->passed_fd = pfd;
+		}
+	}
+	return n;
+}
+
+/* Handle the complete lines in C's buffer, until the session stops. */
+static void conn_lines(sup_t *s, conn_t *c)
+{
+	char *nl;
+	while (!s->stopping && (nl = memchr(c->in, '\n', c->in_len))) {
+		size_t line = (size_t)(nl - c->in);
+		json_error_t jerr;
+		json_t *req = json_loadb(c->in, line, 0, &jerr);
+		memmove(c->in, nl + 1, c->in_len - line - 1);
+		c->in_len -= line + 1;
+		if (!req)
+			sup_reply_error(c, NULL, KBOX_CTL_ERR_USAGE, "not valid JSON: %s", jerr.text);
+		else if (!json_is_object(req))
+			sup_reply_error(c, NULL, KBOX_CTL_ERR_USAGE, "not a JSON object");
+		else
+			handle_request(s, c, req);
+		json_decref(req);
+	}
+}
+
+/* Read what a connection sent; handle complete lines. */
+static int on_conn(kbox_loop_t *loop, void *arg)
+{
+	conn_t *c = arg;
+	sup_t *s = c->s;
+	(void)loop;
+	for (;;) {
+		ssize_t n;
+		if (c->in_len == c->in_cap) {
+			size_t cap = c->in_cap ? c->in_cap * 2 : 4096;
+			char *nb;
+			if (cap > KBOX_CTL_REQUEST_MAX) {
+				sup_reply_error(c, NULL, KBOX_CTL_ERR_USAGE, "request longer than %d bytes",
+				                KBOX_CTL_REQUEST_MAX);
+				sup_conn_flush(c);
+				sup_conn_close(s, c);
+				return 0;
+			}
+			if (!(nb = realloc(c->in, cap))) {
+				sup_conn_close(s, c);
+				return 0;
+			}
+			c->in = nb;
+			c->in_cap = cap;
+		}
+		n = conn_read(c);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n <= 0) {
+			sup_conn_close(s, c);
+			return 0;
+		}
+		c->in_len += (size_t)n;
+		conn_lines(s, c);
+		if (s->stopping)
+			return 0;
+	}
+}
+
+int sup_on_accept(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	for (;;) {
+		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		struct ucred cr;
+		socklen_t len = sizeof cr;
+		conn_t *c;
+		if (fd < 0)
+			return 0;
+		/* only our own uid may talk to us (the dir is 0700 too) */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid()) {
+			close(fd);
+			continue;
+		}
+		if (s->n_conns == KBOX_CTL_CONNS_MAX) {
+			json_t *e = json_pack("{s:b, s:s, s:s}", "ok", 0, "kind",
+			                      kbox_ctl_err_name(KBOX_CTL_ERR_BUSY), "error",
+			                      "too many control connections");
+			kbox_ctl_send(fd, e, NULL);
+			json_decref(e);
+			close(fd);
+			continue;
+		}
+		if (!(c = calloc(1, sizeof *c))) {
+			close(fd);
+			continue;
+		}
+		c->s = s;
+		c->id = ++s->conn_serial;
+		c->fd = fd;
+		c->passed_fd = -1;
+		c->pending = KBOX_CTL_OP_NONE;
+		s->conns[s->n_conns++] = c;
+		if (kbox_loop_add_fd(loop, fd, on_conn, c, NULL) < 0)
+			sup_conn_close(s, c);
+	}
+}

@@ -1,0 +1,246 @@
+/* src/runtime/supervisor_int.h — the supervisor's own state and the calls
+ * between its files (private to kbox-supervisor).
+ *
+ * One event loop (kbox/loop.h) carries everything; each handler reacts
+ * to one event.  The files, by concern (as redis splits server.c and
+ * networking.c):
+ *
+ *   supervisor.c         setup and teardown, signals, the idle TTL, the
+ *                        session's files
+ *   supervisor_ctl.c     the control socket: connections, their lines,
+ *                        the op table, status, interrupt, restart, stop
+ *   supervisor_jobs.c    executions, completions and inspections: the
+ *                        queue, one job at a time, results and replies,
+ *                        output between executions
+ *   supervisor_kernel.c  the kernel's life: start, readiness, end,
+ *                        replacement, and the supervisor's memory bound
+ *
+ * The protocol itself (ops, limits, requests, lines) is
+ * runtime/protocol.h. */
+#ifndef KBOX_RUNTIME_SUPERVISOR_INT_H
+#define KBOX_RUNTIME_SUPERVISOR_INT_H
+
+#include "private.h"
+#include "runtime/backend.h"
+#include "runtime/bwrap.h"
+#include "runtime/cgroup.h"
+#include "runtime/ctl.h"
+#include "runtime/kernel_log.h"
+#include "runtime/protocol.h"
+#include "runtime/session.h"
+#include "runtime/supervisor.h"
+
+#include <limits.h>
+#include <stdbool.h>
+
+#define READY_TIMEOUT_MS 60000
+#define CRASH_WINDOW_MS 60000
+#define CRASH_MAX 5
+#define STOP_STEP_MS 2500
+#define SHUTDOWN_WAIT_MS 2000
+#define FLUSH_MS 20
+/* The supervisor's own memory, whatever a kernel sends: resident over
+ * MEMORY_HIGH (checked every MEMORY_CHECK_MS), the kernel is stopped and
+ * replaced; its cgroup's limit MEMORY_MAX is the backstop, over which the
+ * supervisor alone is killed (the host is untouched).  A message may be
+ * 64 MiB (KBOX_MAX_MESSAGE_BYTES), and decoding one takes about three
+ * times that.  Before that, over MEMORY_SHED, a reader that fell behind a
+ * flood of output (decoding is slower than a kernel prints) drops output
+ * unread, counted as over the rate limit, until its queue is empty. */
+#ifdef KBOX_SANITIZED
+#define MEMORY_SCALE 8 /* a sanitizer's shadow and quarantine; no cgroup either */
+#else
+#define MEMORY_SCALE 1
+#endif
+#define MEMORY_SHED (MEMORY_SCALE * 192LL << 20) /* over it, output is dropped unread until half */
+#define MEMORY_HIGH (MEMORY_SCALE * 384LL << 20)
+#define MEMORY_MAX (512LL << 20)
+#define MEMORY_CHECK_MS 50
+
+typedef struct sup sup_t;
+typedef struct conn conn_t;
+typedef struct job job_t;
+
+/* One request that needs the kernel to itself, queued until its turn. */
+struct job {
+	sup_t *s;
+	kbox_ctl_op_t op;    /* KBOX_CTL_OP_EXECUTE, _COMPLETE or _INSPECT */
+	conn_t *conn;        /* NULL once its client went away */
+	json_t *req;         /* the request (owned): E's strings are in it */
+	kbox_ctl_exec_t e;   /* the request, parsed (its members of execute) */
+	long long cursor_pos; /* complete, inspect: < 0 the end */
+	int detail_level;    /* inspect */
+	job_t *next;
+	int wait_timer;      /* the request's limit on waiting for its turn, or 0 */
+	/* an execution */
+	kbox_capture_t *cap;
+	kbox_exec_t *x;
+	unsigned long generation;
+	char notice[600];    /* the kernel was restarted since the last execution */
+	int outputs_fd;      /* the request's "outputs" directory, opened, or -1 */
+	char *earlier_text;  /* output printed between executions, rendered */
+	json_t *earlier_json;
+	bool abandoned;      /* its client went away while it ran */
+	bool interrupt_asked; /* a client asked for an interrupt while it ran */
+};
+
+struct conn {
+	sup_t *s;
+	unsigned long id;    /* unique in this supervisor's life */
+	int fd;
+	char *in;            /* what has come, up to a newline */
+	size_t in_len, in_cap;
+	char *out;           /* what could not be sent yet */
+	size_t out_len;
+	size_t events_dropped;
+	int passed_fd;       /* the descriptor that came with its last request, or -1 */
+	job_t *job;          /* its job, queued or running, or NULL */
+	kbox_ctl_op_t pending; /* restart: answered once the new kernel is ready; else NONE */
+};
+
+struct sup {
+	const char *dir;
+	json_t *config;
+	const char *kernel, *backend;
+	long long ttl_ms;
+	kbox_sandbox_opts_t sbo;
+	unsigned long long outputs_quota; /* the most outputs/ may hold */
+	kbox_sandbox_id_t id;      /* who the sandbox runs as (under root: not us) */
+	char **env;
+	char runtime_dir[PATH_MAX], sockets_dir[PATH_MAX], workspace[PATH_MAX];
+	char log_path[PATH_MAX], home[PATH_MAX], outputs[PATH_MAX];
+	char conn_path[PATH_MAX + 32], inner_path[PATH_MAX + 32];
+	kbox_kspec_t *spec;
+	kbox_loop_t *loop;
+	/* the kernel */
+	kbox_sandbox_t *sb;
+	kbox_kernel_log_t *klog;   /* its output, copied to kernel.log */
+	kbox_client_t *client;
+	bool ready;                /* answered: jobs may run */
+	bool starting;             /* started, not yet answering */
+	long long start_t0;
+	int ready_fd;              /* kbox start's, until the first kernel is ready */
+	/* jobs */
+	job_t *queue, *running;
+	/* output between executions */
+	kbox_capture_t *between;
+	size_t between_msgs;
+	/* control */
+	int listen_fd, sig_fd, pid_fd;
+	long prev_pid;
+	conn_t *conns[KBOX_CTL_CONNS_MAX];
+	size_t n_conns;
+	int flush_timer, ttl_timer;
+	unsigned long conn_serial;
+	bool replacing;            /* kernel_replace is failing what ran on the old kernel */
+	size_t out_total;          /* unsent output of all connections */
+	/* bookkeeping */
+	long long started_ms, kernel_started_ms, last_activity_ms;
+	double started_wall, last_activity_wall;
+	unsigned long executions, generation;
+	unsigned restarts;
+	char notice[600];
+	char last_cause[512];
+	char kill_cause[600];      /* we killed the kernel, and why */
+	bool start_failed;         /* the first kernel never answered */
+	bool ephemeral;            /* kbox run's: the directory goes when it stops */
+	long owner_pid;            /* kbox run's: it stops when this process ends */
+	int owner_fd;
+	long long crashes[CRASH_MAX];
+	bool stopping;
+	char stop_cause[512];
+	conn_t *stop_conn;
+	kbox_cgroup_t *cg;         /* the supervisor's own (memory), or NULL */
+	bool shedding;             /* over MEMORY_SHED: output is dropped unread */
+	bool was_shedding;         /* …and the heap is to be trimmed after */
+};
+
+/* ---- supervisor.c ---- */
+
+/* Append EVENT with FIELDS (taken, may be NULL) to the session's log. */
+void sup_log(sup_t *s, const char *event, json_t *fields);
+/* Now is the session's last activity (its idle TTL counts from it). */
+void sup_touch(sup_t *s);
+/* Cut S (NUL-terminated, possibly cut short by snprintf) back to a whole
+ * UTF-8 character, so that it stays valid JSON text. */
+void sup_utf8_cut(char *s);
+/* "2 s", "1.5 s", "200 ms": MS in messages, into BUF; returns BUF. */
+const char *sup_fmt_ms(long long ms, char *buf, size_t size);
+/* Write TEXT as the file NAME of DIR (beside, then renamed over it);
+ * errors are ignored. */
+void sup_write_file(const char *dir, const char *name, const char *text);
+/* Stop the session, for the cause already in S->stop_cause: the loop
+ * ends. */
+void sup_stop(sup_t *s);
+
+/* ---- supervisor_ctl.c ---- */
+
+/* Accept the connections waiting on the control socket (a loop handler;
+ * ARG is the sup_t). */
+int sup_on_accept(kbox_loop_t *loop, void *arg);
+/* Queue J (taken) as one line for C and send what can be sent.  An event
+ * (EVENT true) beyond KBOX_CTL_CONN_OUT_MAX of unsent output is dropped
+ * and counted; replies always go. */
+void sup_conn_send(conn_t *c, json_t *j, bool event);
+/* Send what is queued for C without blocking.  false when C is gone. */
+bool sup_conn_flush(conn_t *c);
+/* {"ok":false,"re":RE,"kind":KIND,"error":…} to C; RE may be NULL (the
+ * request had no op). */
+void sup_reply_error(conn_t *c, const char *re, kbox_ctl_err_t kind, const char *fmt, ...)
+    KBOX_PRINTF(4, 5);
+/* Close C and forget it; its job is left to run unseen or dropped. */
+void sup_conn_close(sup_t *s, conn_t *c);
+/* Answer the restart requests waiting for the new kernel: with its
+ * generation, or with the error ERROR (NULL: none) of KIND. */
+void sup_answer_pending(sup_t *s, kbox_ctl_err_t kind, const char *error);
+
+/* ---- supervisor_jobs.c ---- */
+
+/* Queue a job of OP (execute, complete or inspect) for C's request REQ
+ * (borrowed), read into *E (whose inputs it takes) and, for complete and
+ * inspect, CURSOR_POS and DETAIL_LEVEL; its outputs directory is opened
+ * now.  0, or -1 after an error reply. */
+int sup_job_new(sup_t *s, conn_t *c, kbox_ctl_op_t op, json_t *req, kbox_ctl_exec_t *e,
+                long long cursor_pos, int detail_level);
+/* The client of J went away: a running execution is interrupted (it must
+ * not run on unseen), a job that waits leaves the queue. */
+void sup_job_orphan(sup_t *s, job_t *j);
+/* The session stops: every job that waits is told so and dropped. */
+void sup_jobs_stop(sup_t *s);
+/* iopub output that belongs to no execution running (a client callback;
+ * ARG is the sup_t). */
+void sup_on_between(void *arg, const kbox_msg_t *msg);
+/* Run the next job on a later turn of the loop, if the kernel is free. */
+void sup_dispatch_soon(sup_t *s);
+
+/* ---- supervisor_kernel.c ---- */
+
+/* Start a kernel (generation + 1) and begin waiting for it to answer.
+ * 0, or -1 with ERR (nothing left running). */
+int sup_kernel_start(sup_t *s, kbox_error_t *err);
+/* End the current kernel (gracefully when GRACEFUL and it answers) and
+ * forget it. */
+void sup_kernel_end(sup_t *s, bool graceful);
+/* The kernel is gone, or is being replaced, for CAUSE: end what ran on it,
+ * remember why for the next execution, and start a new one unless it
+ * keeps dying.  0, or -1 when the session has to stop (stop_cause set). */
+int sup_kernel_replace(sup_t *s, const char *cause, bool requested);
+/* Has the kernel ended?  Then replace it (or stop the session).  A loop
+ * handler; ARG is the sup_t. */
+int sup_on_kernel_check(kbox_loop_t *loop, void *arg);
+/* The same, on a later turn of the loop. */
+void sup_kernel_check_soon(sup_t *s);
+/* Would one more death the session did not ask for be one too many (see
+ * sup_kernel_replace)? */
+bool sup_crash_limit_next(const sup_t *s);
+/* Send J (taken) on kbox start's ready socket, if it is still open, and
+ * close it. */
+void sup_report_ready(sup_t *s, json_t *j);
+/* The bytes of the regular files in DIR (not below it), 0 when it cannot
+ * be read. */
+unsigned long long sup_dir_bytes(const char *dir);
+/* The supervisor's memory bound: a cgroup of its own and the check of
+ * MEMORY_HIGH. */
+void sup_memory_bound(sup_t *s);
+
+#endif

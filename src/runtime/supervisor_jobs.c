@@ -1,0 +1,685 @@
+/* src/runtime/supervisor_jobs.c — the supervisor's jobs
+ * (supervisor_int.h): executions, completions and inspections, queued and
+ * run one at a time in the order they came; their results and replies;
+ * and the output the kernel prints between executions. */
+#include "runtime/supervisor_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* D clamped to what an int of milliseconds holds. */
+static int ms_int(long long d)
+{
+	return d > INT_MAX ? INT_MAX : (int)d;
+}
+
+/* ---- the queue ---- */
+
+static const char *job_op(const job_t *j)
+{
+	return kbox_ctl_op_name(j->op);
+}
+
+static void job_free(job_t *j)
+{
+	if (!j)
+		return;
+	if (j->wait_timer)
+		kbox_loop_cancel_timer(j->s->loop, j->wait_timer);
+	kbox_ctl_exec_clear(&j->e);
+	kbox_capture_destroy(&j->cap);
+	kbox_exec_destroy(&j->x);
+	if (j->outputs_fd >= 0)
+		close(j->outputs_fd);
+	free(j->earlier_text);
+	json_decref(j->earlier_json);
+	json_decref(j->req);
+	free(j);
+}
+
+static void queue_remove(sup_t *s, job_t *j)
+{
+	for (job_t **p = &s->queue; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			j->next = NULL;
+			return;
+		}
+}
+
+static void queue_add(sup_t *s, job_t *j)
+{
+	job_t **p = &s->queue;
+	while (*p)
+		p = &(*p)->next;
+	*p = j;
+}
+
+/* A queued job's limit on waiting for its turn ran out. */
+static int on_wait_timeout(kbox_loop_t *loop, void *arg)
+{
+	job_t *j = arg;
+	(void)loop;
+	j->wait_timer = 0;
+	queue_remove(j->s, j);
+	if (j->conn) {
+		j->conn->job = NULL;
+		sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_BUSY,
+		                "the session was busy running other code all the time this code could "
+		                "wait (its time limit): it never ran (the session runs one execution at "
+		                "a time; try again when it is done, or give a longer -t)");
+	}
+	job_free(j);
+	return 0;
+}
+
+void sup_job_orphan(sup_t *s, job_t *j)
+{
+	j->conn = NULL;
+	if (j == s->running && j->op == KBOX_CTL_OP_EXECUTE && j->x && !s->stopping) {
+		/* its client went away (killed, Ctrl-C): its code must not run
+		 * on unseen, holding up every later execution */
+		j->abandoned = true;
+		if (kbox_exec_interrupt(j->x, ms_int(j->e.grace_ms), "interrupted: its client went away",
+		                        NULL) == 0)
+			sup_log(s, "interrupt",
+			        json_pack("{s:s}", "cause", "the client of an execution went away"));
+	} else if (j != s->running) {
+		queue_remove(s, j);
+		job_free(j);
+	}
+}
+
+void sup_jobs_stop(sup_t *s)
+{
+	while (s->queue) {
+		job_t *j = s->queue;
+		s->queue = j->next;
+		if (j->conn) {
+			sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_STOPPED, "the session stopped: %s",
+			                s->stop_cause);
+			j->conn->job = NULL;
+		}
+		job_free(j);
+	}
+}
+
+/* ---- output between executions ---- */
+
+static bool is_output(const char *type)
+{
+	return strcmp(type, "stream") == 0 || strcmp(type, "display_data") == 0 ||
+	       strcmp(type, "update_display_data") == 0 || strcmp(type, "execute_result") == 0 ||
+	       strcmp(type, "error") == 0 || strcmp(type, "clear_output") == 0;
+}
+
+/* Kept, within the capture's budgets, for the next result. */
+void sup_on_between(void *arg, const kbox_msg_t *msg)
+{
+	sup_t *s = arg;
+	const char *from = json_string_value(
+	    json_object_get(kbox_msg_parent_header(msg), "session"));
+	if (!is_output(kbox_msg_type(msg)))
+		return;
+	/* ours: after one of our executions (a thread or timer it started), or
+	 * of no request at all; not what another client of the kernel (jupyter
+	 * console --existing, say) asked for */
+	if (from && *from && s->client && strcmp(from, kbox_client_session(s->client)) != 0)
+		return;
+	if (!s->between) {
+		kbox_capture_opts_t co = {0};
+		char prefix[48];
+		snprintf(prefix, sizeof prefix, "%lu-between-", s->generation);
+		/* in memory only, within its budgets: with no one watching, a
+		 * kernel printing forever must not fill the disk (what goes over
+		 * is counted in the marker; images are named, not saved) */
+		co.outputs_dir = NULL;
+		co.prefix = prefix;
+		if (!(s->between = kbox_capture_new(&co, NULL)))
+			return;
+	}
+	s->between_msgs++;
+	kbox_capture_feed(s->between, msg, NULL);
+}
+
+/* The output kept between executions, rendered for J, and forgotten. */
+static void take_between(sup_t *s, job_t *j)
+{
+	kbox_result_t *r;
+	json_t *all;
+	if (!s->between)
+		return;
+	r = kbox_capture_finish(&s->between, NULL);
+	s->between_msgs = 0;
+	if (!r)
+		return;
+	j->earlier_text = kbox_render_text(r);
+	all = kbox_render_json(r);
+	if (all) {
+		j->earlier_json = json_object();
+		json_object_set(j->earlier_json, "stdout", json_object_get(all, "stdout"));
+		json_object_set(j->earlier_json, "stderr", json_object_get(all, "stderr"));
+		json_object_set(j->earlier_json, "displays", json_object_get(all, "displays"));
+		json_object_set(j->earlier_json, "images", json_object_get(all, "images"));
+		json_decref(all);
+	}
+	kbox_result_destroy(&r);
+}
+
+/* ---- an execution's events and result ---- */
+
+/* Each capture event, to a client that follows them. */
+static void on_event(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
+{
+	job_t *j = arg;
+	json_t *e;
+	if (!j->conn || (j->e.format == KBOX_CTL_FMT_TEXT_LIVE && ev->type != KBOX_EV_STREAM))
+		return;
+	if ((e = kbox_render_event(cap, ev)))
+		sup_conn_send(j->conn, json_pack("{s:s, s:o}", "re", "execute", "event", e), true);
+}
+
+static int job_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg)
+{
+	job_t *j = arg;
+	return kbox_capture_on_msg(j->cap, channel, msg);
+}
+
+/* Output over the rate limit is read while the capture keeps it on disk. */
+static bool job_keep_output(void *arg)
+{
+	job_t *j = arg;
+	return j->cap && kbox_capture_can_spill(j->cap);
+}
+
+/* Does RES's error have the name NAME? */
+static bool error_is(const kbox_result_t *res, const char *name)
+{
+	size_t n;
+	const char *e = kbox_result_ename(res, &n);
+	return kbox_result_has_error(res) && n == strlen(name) && memcmp(e, name, n) == 0;
+}
+
+/* At most MAX bytes of P's LEN, in whole characters. */
+static int utf8_prefix(const char *p, int len, int max)
+{
+	if (len > max)
+		for (len = max; len > 0 && ((unsigned char)p[len] & 0xc0) == 0x80;)
+			len--;
+	return len;
+}
+
+/* Where the traceback of RES says the code was: "Cell In[3], line 2:
+ * time.sleep(1)" (IPython's first frame of the cell, and its marked line)
+ * into BUF, or "". */
+static const char *error_place(const kbox_result_t *res, char *buf, size_t size)
+{
+	const kbox_text_t *t = kbox_result_traceback(res);
+	const char *p = t && t->text ? t->text : "", *end = p + (t && t->text ? t->len : 0);
+	const char *cell = NULL, *arrow = NULL;
+	int cell_len = 0, arrow_len = 0;
+
+	buf[0] = '\0';
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		int len = (int)((nl ? nl : end) - p);
+		if (!cell && len > 8 && strncmp(p, "Cell In", 7) == 0) {
+			cell = p;
+			cell_len = len;
+		} else if (cell && !arrow && len > 5 && strncmp(p, "---->", 5) == 0) {
+			/* "----> 2     time.sleep(1)": the line's number, then its code */
+			const char *q = p + 5, *e = p + len;
+			while (q < e && *q == ' ')
+				q++;
+			while (q < e && *q >= '0' && *q <= '9')
+				q++;
+			while (q < e && *q == ' ')
+				q++;
+			arrow = q;
+			arrow_len = (int)(e - q);
+			break;
+		}
+		p = nl ? nl + 1 : end;
+	}
+	cell_len = utf8_prefix(cell, cell_len, 80);
+	arrow_len = utf8_prefix(arrow, arrow_len, 120);
+	if (cell && arrow && arrow_len > 0)
+		snprintf(buf, size, " at %.*s: %.*s", cell_len, cell, arrow_len, arrow);
+	else if (cell)
+		snprintf(buf, size, " at %.*s", cell_len, cell);
+	sup_utf8_cut(buf);
+	/* the kernel wrote it: no control character of its reaches the line */
+	for (char *q = buf; *q; q++)
+		if ((unsigned char)*q < 0x20 || *q == 0x7f)
+			*q = ' ';
+	return buf;
+}
+
+/* What the reader of J's result RES needs instead of a long traceback: an
+ * interrupt asked for (status interrupted), a timeout's KeyboardInterrupt,
+ * input asked for that no one could give. */
+static void result_explain(job_t *j, kbox_result_t *res)
+{
+	char place[256], line[600];
+	kbox_exec_status_t st = kbox_result_status(res);
+
+	if (error_is(res, "KeyboardInterrupt") && (st == KBOX_EXEC_ERROR || st == KBOX_EXEC_TIMEOUT) &&
+	    (j->interrupt_asked || st == KBOX_EXEC_TIMEOUT)) {
+		error_place(res, place, sizeof place);
+		if (st == KBOX_EXEC_TIMEOUT) {
+			snprintf(line, sizeof line, "KeyboardInterrupt: interrupted when it timed out%s",
+			         place);
+		} else {
+			snprintf(line, sizeof line, "KeyboardInterrupt: interrupted by kbox interrupt%s",
+			         place);
+			kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED, "interrupted by kbox interrupt");
+		}
+		kbox_result_set_error_text(res, line);
+	} else if (j->interrupt_asked && st == KBOX_EXEC_OK) {
+		kbox_result_add_notice(res, "kbox interrupt was sent while it ran, and the code went on "
+		                            "to the end",
+		                       false);
+	} else if (error_is(res, "EOFError") && j->e.has_inputs && j->x &&
+	           kbox_exec_inputs_answered(j->x) > j->e.n_inputs) {
+		snprintf(line, sizeof line,
+		         "EOFError: the code asked for more input than the %zu line%s given: give "
+		         "more with -i LINE or --input-file FILE",
+		         j->e.n_inputs, j->e.n_inputs == 1 ? "" : "s");
+		kbox_result_set_error_text(res, line);
+	} else if (error_is(res, "StdinNotImplementedError") && !j->e.has_inputs) {
+		kbox_result_set_error_text(res,
+		                           "StdinNotImplementedError: the code asked for input (input() "
+		                           "or getpass()) and none was given: give each line with "
+		                           "-i LINE or --input-file FILE");
+	}
+}
+
+/* Why the execution X of J ended as it did, when the kernel is to blame,
+ * into CAUSE ("" when it is not); true when the kernel is to be killed
+ * (it ignored a timeout's interrupt, or is lost to us). */
+static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
+{
+	sup_t *s = j->s;
+	kbox_exec_status_t st = kbox_exec_status(x);
+	char t[32], g[32];
+
+	cause[0] = '\0';
+	if (st == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && !kbox_exec_went_idle(x) &&
+	    kbox_exec_interrupted(x) && s->sb && kbox_sandbox_alive(s->sb)) {
+		/* the kernel ignored the interrupt: it is killed, and replaced */
+		if (j->abandoned)
+			snprintf(cause, size,
+			         "the client of an execution went away and the code did not stop within "
+			         "%s of an interrupt, so the kernel was killed",
+			         sup_fmt_ms(j->e.grace_ms, g, sizeof g));
+		else
+			snprintf(cause, size,
+			         "the execution timed out after %s and did not stop within %s of an "
+			         "interrupt, so the kernel was killed",
+			         sup_fmt_ms(j->e.timeout_ms, t, sizeof t),
+			         sup_fmt_ms(j->e.grace_ms, g, sizeof g));
+		return true;
+	}
+	if (st != KBOX_EXEC_DIED)
+		return false;
+	if (s->replacing && s->last_cause[0])
+		/* we ended it (kernel_replace): the cause is ours, not the signal's */
+		snprintf(cause, size, "%s", s->last_cause);
+	else if (s->sb && !kbox_sandbox_alive(s->sb))
+		snprintf(cause, size, "%s", kbox_sandbox_cause(s->sb));
+	else if (s->stopping)
+		snprintf(cause, size, "%s", s->stop_cause);
+	else {
+		/* the process runs but the kernel is lost to us (it stopped
+		 * answering): it is killed and replaced */
+		snprintf(cause, size, "%s, so the kernel was killed", kbox_exec_reason(x));
+		return !s->replacing && s->sb != NULL;
+	}
+	return false;
+}
+
+/* The reply to J's execution X, whose result is RES (new), or NULL. */
+static json_t *exec_reply(job_t *j, kbox_exec_t *x, const kbox_result_t *res)
+{
+	kbox_ctl_format_t fmt = j->e.format;
+	json_t *r = json_pack("{s:b, s:s, s:s, s:I}", "ok", 1, "re", "execute", "status",
+	                      kbox_ctl_status_name(kbox_result_status(res)), "generation",
+	                      (json_int_t)j->generation);
+	if (!r)
+		return NULL;
+	if (fmt == KBOX_CTL_FMT_TEXT || fmt == KBOX_CTL_FMT_TEXT_LIVE || j->e.with_text) {
+		char *text = kbox_render_text_ex(res, fmt == KBOX_CTL_FMT_TEXT_LIVE
+		                                          ? KBOX_RENDER_NO_STREAMS
+		                                          : 0);
+		/* the notice first with "text" (a live client printed it already;
+		 * with_text json has it among the notes) */
+		json_object_set_new(
+		    r, "text",
+		    kbox_ctl_reply_text(j->notice[0] && fmt == KBOX_CTL_FMT_TEXT ? j->notice : NULL,
+		                        fmt != KBOX_CTL_FMT_TEXT_LIVE ? j->earlier_text : NULL, text));
+		free(text);
+	}
+	if (fmt == KBOX_CTL_FMT_JSON || fmt == KBOX_CTL_FMT_NDJSON) {
+		json_t *o = fmt == KBOX_CTL_FMT_JSON ? kbox_render_json(res) : kbox_render_end_event(res);
+		if (o && j->earlier_json)
+			json_object_set(o, "earlier_output", j->earlier_json);
+		json_object_set_new(r, "result", o ? o : json_null());
+	}
+	json_object_set_new(r, "reason", json_string(kbox_result_reason(res)));
+	json_object_set_new(r, "inputs_used", json_integer((json_int_t)kbox_exec_inputs_answered(x)));
+	if (j->conn->events_dropped)
+		json_object_set_new(r, "events_dropped",
+		                    json_integer((json_int_t)j->conn->events_dropped));
+	return r;
+}
+
+/* The execution of J ended: its result to its client, the log, and what
+ * comes next (a killed kernel's replacement, the next job). */
+static void on_exec_done(void *arg, kbox_exec_t *x)
+{
+	job_t *j = arg;
+	sup_t *s = j->s;
+	kbox_result_t *res;
+	kbox_exec_status_t st = kbox_exec_status(x);
+	char cause[600];
+	bool kill;
+
+	j->x = x;
+	s->running = NULL;
+	sup_touch(s);
+	if (kbox_exec_interrupted(x) && !j->abandoned) {
+		char t[32], why[96];
+		snprintf(why, sizeof why, "the execution timed out after %s",
+		         sup_fmt_ms(j->e.timeout_ms, t, sizeof t));
+		sup_log(s, "interrupt", json_pack("{s:s}", "cause", why));
+	}
+	kill = exec_cause(j, x, cause, sizeof cause);
+	if ((res = kbox_capture_finish(&j->cap, x))) {
+		result_explain(j, res);
+		if (kill || st == KBOX_EXEC_DIED) {
+			char reason[800];
+			/* no new kernel when the session stops, or is about to */
+			bool restarting = !s->stopping && (kill || !sup_crash_limit_next(s));
+			snprintf(reason, sizeof reason, "%s%s", cause,
+			         restarting ? "; a new kernel was started" : "");
+			kbox_result_set_status(res, KBOX_EXEC_DIED, reason);
+		}
+		if (j->notice[0] && j->e.format != KBOX_CTL_FMT_TEXT &&
+		    j->e.format != KBOX_CTL_FMT_TEXT_LIVE)
+			kbox_result_add_notice(res, j->notice, true);
+	}
+	if (j->conn && !res)
+		sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_INTERNAL,
+		                "out of memory rendering the result");
+	else if (j->conn) {
+		sup_conn_send(j->conn, exec_reply(j, x, res), false);
+		j->conn->job = NULL;
+	}
+	sup_log(s, "exec-end",
+	        json_pack("{s:s, s:f, s:i, s:I}", "status",
+	                  kbox_ctl_status_name(res ? kbox_result_status(res) : st), "seconds",
+	                  kbox_exec_seconds(x), "count", kbox_exec_count(x), "generation",
+	                  (json_int_t)j->generation));
+	kbox_result_destroy(&res);
+	job_free(j);
+	/* what a flood of output made the heap grow by goes back to the
+	 * system, not kept for the session's life */
+	malloc_trim(0);
+	if (kill) {
+		/* replaced on the next turn, not from inside the client's callback */
+		snprintf(s->kill_cause, sizeof s->kill_cause, "%s", cause);
+		kbox_sandbox_signal(s->sb, SIGKILL, NULL);
+	}
+	if (kill || (st == KBOX_EXEC_DIED && !s->replacing)) {
+		/* nothing more runs on this kernel: the next job waits for the new one */
+		s->ready = false;
+		sup_kernel_check_soon(s);
+	}
+	sup_dispatch_soon(s);
+}
+
+/* A reply to a completion or an inspection, to its client. */
+static void on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
+{
+	job_t *j = arg;
+	sup_t *s = j->s;
+	s->running = NULL;
+	sup_touch(s);
+	if (j->conn) {
+		if (reply)
+			sup_conn_send(j->conn,
+			              json_pack("{s:b, s:s, s:O}", "ok", 1, "re", job_op(j), "reply",
+			                        kbox_msg_content(reply)),
+			              false);
+		else
+			sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_KERNEL, "%s",
+			                err ? err->msg : "no reply");
+		j->conn->job = NULL;
+	}
+	kbox_msg_destroy(&reply);
+	job_free(j);
+	sup_dispatch_soon(s);
+}
+
+/* ---- beginning a job ---- */
+
+/* J could not begin, for ERR: its client is told, and it is gone.
+ * Always -1. */
+static int job_refuse(sup_t *s, job_t *j, const kbox_error_t *err)
+{
+	s->running = NULL;
+	if (j->conn) {
+		sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_KERNEL, "%s", err->msg);
+		j->conn->job = NULL;
+	}
+	job_free(j);
+	return -1;
+}
+
+/* Begin the completion or inspection J: its request to the kernel, the
+ * cursor within the code.  0, or -1 (job_refuse). */
+static int job_begin_request(sup_t *s, job_t *j)
+{
+	kbox_error_t err = {0};
+	const char *code = j->e.code;
+	json_t *content;
+	int pos = 0; /* the end of the code, in code points, at most */
+	for (const char *p = code; *p; p++)
+		pos += ((unsigned char)*p & 0xc0) != 0x80;
+	if (j->cursor_pos >= 0 && j->cursor_pos < pos)
+		pos = (int)j->cursor_pos;
+	content = j->op == KBOX_CTL_OP_COMPLETE
+	              ? json_pack("{s:s, s:i}", "code", code, "cursor_pos", pos)
+	              : json_pack("{s:s, s:i, s:i}", "code", code, "cursor_pos", pos, "detail_level",
+	                          j->detail_level);
+	if (kbox_client_request_begin(s->client, KBOX_CH_SHELL,
+	                              j->op == KBOX_CTL_OP_COMPLETE ? "complete_request"
+	                                                            : "inspect_request",
+	                              &content, KBOX_CTL_KERNEL_REPLY_MS, on_reply, j, &err) < 0)
+		return job_refuse(s, j, &err);
+	return 0;
+}
+
+/* The capture of J's output: its budgets, where its files go and how
+ * much they may take, the answers to its requests for input.  NULL with
+ * ERR. */
+static kbox_capture_t *job_capture(sup_t *s, job_t *j, kbox_error_t *err)
+{
+	kbox_capture_opts_t co = {0};
+	const char *outputs = j->e.outputs;
+	char prefix[48];
+	unsigned long long used = outputs ? 0 : sup_dir_bytes(s->outputs);
+
+	snprintf(prefix, sizeof prefix, "%lu-", s->generation);
+	co.outputs_dir = outputs ? outputs : s->outputs;
+	co.has_outputs_fd = outputs && j->outputs_fd >= 0;
+	co.keep_existing = outputs != NULL; /* the client's own directory */
+	co.outputs_fd = j->outputs_fd;
+	co.prefix = j->e.prefix ? j->e.prefix : prefix;
+	co.max_bytes = (size_t)j->e.max_output;
+	co.max_lines = (size_t)j->e.max_lines;
+	/* what it may write: spill files no larger than the kernel's own
+	 * files may be, and the session's outputs quota (what outputs/ holds
+	 * already counts; a directory of the client's own is bounded per
+	 * execution) */
+	co.spill_max = s->sb && s->sb->o.file_bytes > 0 ? (unsigned long long)s->sb->o.file_bytes
+	                                                : 0;
+	co.has_files_max = true;
+	co.files_max = s->outputs_quota > used ? s->outputs_quota - used : 0;
+	if (j->e.has_inputs) {
+		co.input_lines = j->e.inputs;
+		co.n_input = j->e.n_inputs;
+	}
+	return kbox_capture_new(&co, err);
+}
+
+/* Begin the execution J: its capture, then the kernel's client takes it
+ * on, and its client hears that it runs.  0, or -1 (job_refuse). */
+static int job_begin_execute(sup_t *s, job_t *j)
+{
+	kbox_error_t err = {0};
+	kbox_exec_opts_t eo = {0};
+
+	j->generation = s->generation;
+	if (j->conn)
+		j->conn->events_dropped = 0;
+	if (!(j->cap = job_capture(s, j, &err)))
+		return job_refuse(s, j, &err);
+	/* what it should know: kept for the next execution if this one does
+	 * not begin */
+	snprintf(j->notice, sizeof j->notice, "%s", s->notice);
+	if (j->e.format == KBOX_CTL_FMT_NDJSON || j->e.format == KBOX_CTL_FMT_TEXT_LIVE)
+		kbox_capture_set_event_cb(j->cap, on_event, j);
+	eo.code = j->e.code;
+	eo.timeout_ms = ms_int(j->e.timeout_ms);
+	eo.interrupt_on_timeout = true;
+	eo.grace_ms = ms_int(j->e.grace_ms);
+	eo.on_msg = job_on_msg;
+	eo.keep_output = job_keep_output;
+	eo.cb_arg = j;
+	if (j->e.has_inputs) {
+		eo.input_lines = j->e.inputs;
+		eo.n_input = j->e.n_inputs;
+	}
+	if (!(j->x = kbox_client_execute_begin(s->client, &eo, on_exec_done, j, &err)))
+		return job_refuse(s, j, &err);
+	s->notice[0] = '\0';
+	take_between(s, j);
+	s->executions++;
+	sup_log(s, "exec-begin",
+	        json_pack("{s:I, s:I}", "generation", (json_int_t)j->generation, "code_bytes",
+	                  (json_int_t)strlen(eo.code)));
+	/* the client hears first that it runs, and what it should know */
+	if (j->conn)
+		sup_conn_send(j->conn,
+		              json_pack("{s:s, s:b, s:I, s:s?, s:s?}", "re", "execute", "started", 1,
+		                        "generation", (json_int_t)j->generation, "notice",
+		                        j->notice[0] ? j->notice : NULL, "earlier_output",
+		                        j->earlier_text),
+		              false);
+	return 0;
+}
+
+/* Begin job J on the kernel.  0, or -1 when it could not begin (its
+ * client has been told). */
+static int job_begin(sup_t *s, job_t *j)
+{
+	if (j->wait_timer) {
+		kbox_loop_cancel_timer(s->loop, j->wait_timer);
+		j->wait_timer = 0;
+	}
+	s->running = j;
+	sup_touch(s);
+	return j->op == KBOX_CTL_OP_EXECUTE ? job_begin_execute(s, j) : job_begin_request(s, j);
+}
+
+/* Run the next job if the kernel is free. */
+static int on_dispatch(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	(void)loop;
+	while (!s->stopping && s->ready && !s->running && s->queue) {
+		job_t *j = s->queue;
+		s->queue = j->next;
+		j->next = NULL;
+		job_begin(s, j);
+	}
+	return 0;
+}
+
+void sup_dispatch_soon(sup_t *s)
+{
+	kbox_loop_add_timer(s->loop, 0, false, on_dispatch, s, NULL);
+}
+
+/* ---- a new job ---- */
+
+/* Open J's outputs directory: the one C passed with the request, else the
+ * path opened here without following a link at its end; either way held
+ * from now on, so that swapping the path for a link (kernel code that can
+ * write its parent) changes nothing.  0, or -1 after an error reply. */
+static int job_outputs(conn_t *c, job_t *j)
+{
+	const char *outputs = j->e.outputs;
+	struct stat st;
+	j->outputs_fd = c->passed_fd;
+	c->passed_fd = -1;
+	if (j->outputs_fd < 0)
+		j->outputs_fd = open(outputs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	errno = 0;
+	if (j->outputs_fd < 0 || fstat(j->outputs_fd, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    faccessat(j->outputs_fd, ".", W_OK | X_OK, AT_EACCESS) < 0) {
+		sup_reply_error(c, job_op(j), KBOX_CTL_ERR_USAGE, "\"outputs\" %s: %s", outputs,
+		                errno == ELOOP ? "a symbolic link"
+		                : errno        ? strerror(errno)
+		                               : "not a directory");
+		return -1;
+	}
+	return 0;
+}
+
+int sup_job_new(sup_t *s, conn_t *c, kbox_ctl_op_t op, json_t *req, kbox_ctl_exec_t *e,
+                long long cursor_pos, int detail_level)
+{
+	job_t *j = calloc(1, sizeof *j);
+	long long wait_ms;
+
+	if (!j) {
+		kbox_ctl_exec_clear(e);
+		sup_reply_error(c, kbox_ctl_op_name(op), KBOX_CTL_ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	j->s = s;
+	j->op = op;
+	j->outputs_fd = -1;
+	j->conn = c;
+	j->req = json_incref(req);
+	j->e = *e; /* its inputs are the job's now */
+	memset(e, 0, sizeof *e);
+	j->cursor_pos = cursor_pos;
+	j->detail_level = detail_level;
+	if (j->e.outputs && job_outputs(c, j) < 0) {
+		job_free(j);
+		return -1;
+	}
+	if (j->e.grace_ms == 0)
+		j->e.grace_ms = 1;
+	/* how long it may wait for its turn: "wait", else its own time limit
+	 * (the session runs one thing at a time) */
+	wait_ms = j->e.wait_ms >= 0 ? j->e.wait_ms : j->e.timeout_ms;
+	if ((s->running || s->queue || !s->ready) && wait_ms > 0)
+		j->wait_timer = kbox_loop_add_timer(s->loop, ms_int(wait_ms), false, on_wait_timeout,
+		                                    j, NULL);
+	c->job = j;
+	queue_add(s, j);
+	sup_touch(s);
+	sup_dispatch_soon(s);
+	return 0;
+}

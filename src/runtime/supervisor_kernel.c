@@ -1,0 +1,472 @@
+/* src/runtime/supervisor_kernel.c — the kernel's life under the
+ * supervisor (supervisor_int.h): its files and sockets, its start through
+ * the backend, its readiness, its end and replacement, and the
+ * supervisor's own memory bound, which a kernel's output could break. */
+#include "runtime/supervisor_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void on_ready(void *arg, int rc, const kbox_error_t *err);
+
+static int sb_alive(void *arg)
+{
+	sup_t *s = arg;
+	return s->sb && kbox_sandbox_alive(s->sb) ? 1 : 0;
+}
+
+static int sb_interrupt(void *arg, kbox_error_t *err)
+{
+	sup_t *s = arg;
+	if (!s->sb)
+		return kbox__err(err, KBOX_E_DEAD, "no kernel");
+	return kbox_sandbox_signal(s->sb, SIGINT, err);
+}
+
+/* The bytes of the regular files in DIR (not below it: outputs are
+ * written at its top), 0 when it cannot be read. */
+unsigned long long sup_dir_bytes(const char *dir)
+{
+	unsigned long long sum = 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	struct stat st;
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+			/* what it takes: its size or its blocks, the larger, and a
+			 * block at least (as the capture counts it) */
+			unsigned long long used = (unsigned long long)st.st_blocks * 512;
+			if (used < (unsigned long long)st.st_size)
+				used = (unsigned long long)st.st_size;
+			sum += used > 4096 ? used : 4096;
+		}
+	closedir(d);
+	return sum;
+}
+
+/* Make DIR (0700, the sandbox's: ours, or under root the sandbox user's)
+ * empty and private, whatever a kernel did to it. */
+static int fresh_private_dir(sup_t *s, const char *dir, kbox_error_t *err)
+{
+	struct stat st;
+	int dfd;
+	bool ours;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return kbox__err_sys(err, "cannot create %s", dir);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return kbox__err_sys(err, "%s", dir);
+	ours = fstat(dfd, &st) == 0 && (st.st_uid == geteuid() || st.st_uid == s->id.uid);
+	if (!ours || fchmod(dfd, 0700) < 0 ||
+	    (s->id.drop && fchown(dfd, s->id.uid, s->id.gid) < 0)) {
+		close(dfd);
+		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory of ours", dir);
+	}
+	close(dfd);
+	if (kbox__empty_dir(dir) < 0)
+		return kbox__err_sys(err, "cannot empty %s", dir);
+	return 0;
+}
+
+/* Write the connection files of kernel generation s->generation: the
+ * host's (run/kernel-N.json) and, for a backend that shows the sockets
+ * elsewhere, the kernel's (run/sandbox/kernel-N.sandbox.json, naming them
+ * there).  *CONN_P gets the connection; KERNEL_CONN the file the kernel
+ * is to read, as it sees it.  0 or -1 with ERR. */
+static int write_conn(sup_t *s, const kbox_backend_t *b, kbox_conn_t **conn_p, char *kernel_conn,
+                      size_t size, kbox_error_t *err)
+{
+	kbox_conn_t *conn = NULL, *inner = NULL;
+	const char *ip;
+	size_t dl = strlen(s->sockets_dir);
+	int rc = -1;
+
+	snprintf(s->conn_path, sizeof s->conn_path, "%s/kernel-%lu.json", s->runtime_dir,
+	         s->generation);
+	s->inner_path[0] = '\0';
+	if (fresh_private_dir(s, s->sockets_dir, err) < 0 ||
+	    !(conn = kbox_conn_new_ipc(s->sockets_dir, err)))
+		goto out;
+	kbox_conn_set_kernel_name(conn, kbox_kspec_name(s->spec));
+	if (kbox_conn_save(conn, s->conn_path, err) < 0)
+		goto out;
+	snprintf(kernel_conn, size, "%s", s->conn_path);
+	if (b->sockets_inside) {
+		char inside_ip[PATH_MAX];
+		ip = kbox_conn_ip(conn);
+		if (strncmp(ip, s->sockets_dir, dl) != 0 || ip[dl] != '/') {
+			kbox__err(err, KBOX_E_INVALID, "the sockets are not in %s", s->sockets_dir);
+			goto out;
+		}
+		snprintf(inside_ip, sizeof inside_ip, "%s/%s", b->sockets_inside, ip + dl + 1);
+		snprintf(s->inner_path, sizeof s->inner_path, "%s/kernel-%lu.sandbox.json",
+		         s->sockets_dir, s->generation);
+		if (!(inner = kbox_conn_dup(conn))) {
+			kbox__err(err, KBOX_E_NOMEM, "out of memory");
+			goto out;
+		}
+		kbox_ids_t ids = {s->id.uid, s->id.gid};
+		if (kbox_conn_set_ip(inner, inside_ip, err) < 0 ||
+		    kbox__conn_save_for(inner, s->inner_path, s->id.drop ? &ids : NULL, err) < 0)
+			goto out;
+		snprintf(kernel_conn, size, "%s/kernel-%lu.sandbox.json", b->sockets_inside,
+		         s->generation);
+	}
+	*conn_p = conn;
+	conn = NULL;
+	rc = 0;
+out:
+	kbox_conn_destroy(&conn);
+	kbox_conn_destroy(&inner);
+	return rc;
+}
+
+/* Remove the current kernel's files (connection files, sockets). */
+static void remove_kernel_files(sup_t *s)
+{
+	if (s->conn_path[0])
+		unlink(s->conn_path);
+	kbox__empty_dir(s->sockets_dir);
+}
+
+/* Start a kernel (generation + 1) and begin waiting for it to answer.
+ * 0, or -1 with ERR (nothing left running). */
+int sup_kernel_start(sup_t *s, kbox_error_t *err)
+{
+	const kbox_backend_t *b = kbox_backend_find(s->backend);
+	kbox_conn_t *conn = NULL;
+	char gen[32], kernel_conn[PATH_MAX + 64];
+	kbox_client_hooks_t hooks = {NULL, sb_alive, s};
+
+	if (!b)
+		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
+	s->starting = true;
+	s->ready = false;
+	s->start_t0 = kbox__now_ms();
+	s->generation++;
+	snprintf(gen, sizeof gen, "%lu\n", s->generation);
+	sup_write_file(s->dir, "generation", gen);
+	if ((kbox_backend_sandboxed(s->backend) && kbox_session_share(s->dir, &s->id, err) < 0) ||
+	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0 ||
+	    (s->sbo.log_fd = kbox__kernel_log_pipe(s->klog, s->loop, err)) < 0)
+		goto fail;
+	s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
+	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
+	s->sbo.log_fd = -1;
+	if (!s->sb)
+		goto fail;
+	sup_log(s, "start",
+	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel, "pid",
+	                  (json_int_t)kbox_sandbox_pid(s->sb), "generation",
+	                  (json_int_t)s->generation));
+	if (*kbox_sandbox_limits(s->sb))
+		sup_log(s, "limits", json_pack("{s:s, s:s}", "applied", kbox_sandbox_limits(s->sb),
+		                               "missing", kbox_sandbox_limits_missing(s->sb)));
+	if (!(s->client = kbox_client_new(conn, err)))
+		goto fail;
+	s->shedding = false; /* a new client does not shed; the check says when to */
+	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL)
+		hooks.interrupt = sb_interrupt;
+	kbox_client_set_hooks(s->client, &hooks);
+	kbox_client_set_iopub_cb(s->client, sup_on_between, s);
+	if (kbox_client_attach(s->client, s->loop, err) < 0 ||
+	    kbox_client_ready_begin(s->client, READY_TIMEOUT_MS, on_ready, s, err) < 0)
+		goto fail;
+	kbox_conn_destroy(&conn);
+	return 0;
+fail:
+	kbox_conn_destroy(&conn);
+	kbox_client_destroy(&s->client);
+	kbox_sandbox_destroy(&s->sb);
+	kbox__kernel_log_close(s->klog);
+	remove_kernel_files(s);
+	s->starting = false;
+	return -1;
+}
+
+/* End the current kernel (gracefully when GRACEFUL and it answers) and
+ * forget it. */
+void sup_kernel_end(sup_t *s, bool graceful)
+{
+	if (s->client) {
+		kbox_client_detach(s->client);
+		if (graceful && s->ready && s->sb && kbox_sandbox_alive(s->sb)) {
+			kbox_msg_t *r = kbox_client_shutdown(s->client, false, SHUTDOWN_WAIT_MS, NULL);
+			if (r)
+				kbox_sandbox_wait_end(s->sb, STOP_STEP_MS);
+			kbox_msg_destroy(&r);
+		}
+		kbox_client_destroy(&s->client);
+	}
+	if (s->sb) {
+		kbox_sandbox_stop(s->sb, STOP_STEP_MS);
+		kbox_sandbox_destroy(&s->sb);
+	}
+	kbox__kernel_log_close(s->klog); /* its last words */
+	remove_kernel_files(s);
+	s->ready = s->starting = false;
+}
+
+void sup_report_ready(sup_t *s, json_t *j)
+{
+	if (s->ready_fd >= 0) {
+		kbox_ctl_send(s->ready_fd, j, NULL);
+		close(s->ready_fd);
+		s->ready_fd = -1;
+	}
+	json_decref(j);
+}
+
+/* Why the kernel could not start: ERR's message, or the cause when the
+ * kernel ended, pointing at its log; then the last lines the kernel wrote
+ * (its stderr: R's, Python's traceback), START_TAIL_LINES of them.  The
+ * length of what comes before those lines. */
+#define START_TAIL_LINES 10
+static size_t start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t size)
+{
+	kbox_error_t perr = {0};
+	kbox_bwrap_opts_t bo = {0};
+	char tail[1600];
+	size_t n;
+	bo.rootfs = s->sbo.rootfs;
+	kbox__kernel_log_flush(s->klog); /* what it said is in the log */
+	/* the kernel never ran because bwrap cannot make a sandbox here (no
+	 * user namespaces, say): bwrap's own words, from a probe */
+	if (s->sb && !kbox_sandbox_alive(s->sb) && strcmp(s->backend, "bwrap") == 0 &&
+	    kbox_bwrap_probe(&bo, &perr) < 0) {
+		snprintf(buf, size, "backend bwrap: %s (see kbox doctor)", perr.msg);
+		sup_utf8_cut(buf);
+		return strlen(buf);
+	}
+	if (s->sb && !kbox_sandbox_alive(s->sb) && s->ephemeral)
+		/* kbox run's session and its log go when it stops: no path */
+		snprintf(buf, size, "%s before it was ready", kbox_sandbox_cause(s->sb));
+	else if (s->sb && !kbox_sandbox_alive(s->sb))
+		snprintf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
+		         s->log_path);
+	else
+		snprintf(buf, size, "%s", err && err->msg[0] ? err->msg : "the kernel did not start");
+	kbox__kernel_log_tail(s->klog, START_TAIL_LINES, tail, sizeof tail);
+	n = strlen(buf);
+	if (tail[0])
+		snprintf(buf + n, size - n, "; its last lines:\n%s", tail);
+	sup_utf8_cut(buf);
+	return n < strlen(buf) ? n : strlen(buf);
+}
+
+static void on_ready(void *arg, int rc, const kbox_error_t *err)
+{
+	sup_t *s = arg;
+	s->starting = false;
+	if (s->replacing) /* this kernel is being replaced anyway */
+		return;
+	if (rc < 0) {
+		char why[2400], full[2500];
+		const char *what = s->ready_fd >= 0 ? "start" : "be restarted";
+		int head = (int)start_failure(s, err, why, sizeof why);
+		sup_kernel_end(s, false);
+		/* the kernel's last lines go to who waits for it, not into the
+		 * session's stop cause */
+		snprintf(full, sizeof full, "the kernel could not %s: %s", what, why);
+		sup_utf8_cut(full);
+		snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not %s: %.*s", what,
+		         head, why);
+		sup_utf8_cut(s->stop_cause);
+		if (s->ready_fd >= 0) {
+			s->start_failed = true;
+			sup_report_ready(s, json_pack("{s:b, s:s}", "ok", 0, "error", why));
+		}
+		sup_answer_pending(s, KBOX_CTL_ERR_KERNEL, full);
+		sup_stop(s);
+		return;
+	}
+	s->ready = true;
+	s->kernel_started_ms = kbox__now_ms();
+	malloc_trim(0); /* what the kernel before this one left in the heap */
+	sup_touch(s);
+	sup_log(s, "ready",
+	        json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)kbox_sandbox_pid(s->sb), "generation",
+	                  (json_int_t)s->generation, "ms",
+	                  (json_int_t)(kbox__now_ms() - s->start_t0)));
+	sup_report_ready(s, json_pack("{s:b, s:I, s:I}", "ok", 1, "pid", (json_int_t)getpid(),
+	                          "kernel_pid", (json_int_t)kbox_sandbox_pid(s->sb)));
+	sup_answer_pending(s, KBOX_CTL_ERR_UNKNOWN, NULL);
+	sup_dispatch_soon(s);
+}
+
+/* Would one more death the session did not ask for be one too many (see
+ * sup_kernel_replace)? */
+bool sup_crash_limit_next(const sup_t *s)
+{
+	long long now = kbox__now_ms();
+	int recent = 1;
+	for (int i = 1; i < CRASH_MAX; i++)
+		recent += s->crashes[i] && now - s->crashes[i] < CRASH_WINDOW_MS;
+	return recent >= CRASH_MAX;
+}
+
+/* The kernel is gone, or is being replaced, for CAUSE: end what ran on it,
+ * remember why for the next execution, and start a new one unless it
+ * keeps dying.  0, or -1 when the session has to stop (stop_cause set). */
+int sup_kernel_replace(sup_t *s, const char *cause, bool requested)
+{
+	kbox_error_t err = {0};
+	long long now = kbox__now_ms();
+	int recent = 0;
+
+	snprintf(s->last_cause, sizeof s->last_cause, "%s", cause);
+	sup_utf8_cut(s->last_cause);
+	s->replacing = true;
+	if (s->client)
+		kbox_client_fail_pending(s->client, cause); /* the running job's callback runs */
+	sup_kernel_end(s, false);
+	s->replacing = false;
+	snprintf(s->notice, sizeof s->notice,
+	         "kernel restarted: %s; earlier state (variables, imports, loaded data) is lost", cause);
+	sup_utf8_cut(s->notice);
+	sup_log(s, "restart",
+	        json_pack("{s:s, s:I, s:b}", "cause", cause, "generation", (json_int_t)s->generation,
+	                  "requested", requested));
+	s->restarts++;
+	if (!requested) {
+		memmove(s->crashes, s->crashes + 1, sizeof s->crashes - sizeof s->crashes[0]);
+		s->crashes[CRASH_MAX - 1] = now;
+		for (int i = 0; i < CRASH_MAX; i++)
+			recent += s->crashes[i] && now - s->crashes[i] < CRASH_WINDOW_MS;
+		if (recent >= CRASH_MAX) {
+			snprintf(s->stop_cause, sizeof s->stop_cause,
+			         "the kernel died %d times within %d s; last: %s", CRASH_MAX,
+			         CRASH_WINDOW_MS / 1000, cause);
+			return -1;
+		}
+	}
+	if (sup_kernel_start(s, &err) < 0) {
+		snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not be restarted: %s",
+		         err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Has the kernel ended?  Then replace it (or stop the session). */
+int sup_on_kernel_check(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	char cause[512];
+	(void)loop;
+	if (s->stopping || !s->sb || kbox_sandbox_alive(s->sb))
+		return 0;
+	if (s->starting) {
+		/* the client's ready wait reports it (the alive hook) */
+		return 0;
+	}
+	/* killed by us (an execution that would not stop) or died */
+	bool requested = s->kill_cause[0] != '\0';
+	snprintf(cause, sizeof cause, "%s", requested ? s->kill_cause : kbox_sandbox_cause(s->sb));
+	s->kill_cause[0] = '\0';
+	if (sup_kernel_replace(s, cause, requested) < 0) {
+		sup_answer_pending(s, KBOX_CTL_ERR_KERNEL, s->stop_cause);
+		sup_stop(s);
+	}
+	return 0;
+}
+
+void sup_kernel_check_soon(sup_t *s)
+{
+	kbox_loop_add_timer(s->loop, 0, false, sup_on_kernel_check, s, NULL);
+}
+
+/* This process's resident memory in bytes, -1 when unknown. */
+static long long self_rss(void)
+{
+	static int fd = -2;
+	char buf[128];
+	long long size, resident;
+	ssize_t n;
+	if (fd == -2)
+		fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = pread(fd, buf, sizeof buf - 1, 0)) <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (sscanf(buf, "%lld %lld", &size, &resident) != 2)
+		return -1;
+	return resident * sysconf(_SC_PAGESIZE);
+}
+
+/* Over MEMORY_HIGH: what the kernel sent is what grew (libzmq takes in a
+ * message of many frames whole before anyone sees it), so the kernel is
+ * stopped and replaced, and its connection's buffers go with it. */
+static int on_memory_check(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	(void)loop;
+	long long rss = self_rss();
+	char cause[256], have[32], bound[32];
+	if (rss >= 0 && rss < MEMORY_HIGH && s->client) {
+		bool shed = s->shedding ? rss >= MEMORY_SHED / 2 : rss >= MEMORY_SHED;
+		if (shed != s->shedding) {
+			s->shedding = shed;
+			kbox_client_set_shedding(s->client, shed);
+			sup_log(s, shed ? "shedding" : "shedding-end",
+			        json_pack("{s:I}", "rss", (json_int_t)rss));
+		}
+		if (!shed && s->was_shedding) {
+			s->was_shedding = false;
+			malloc_trim(0);
+		}
+		s->was_shedding |= shed;
+	}
+	if (rss < MEMORY_HIGH || !s->sb || s->stopping)
+		return 0;
+	kbox_fmt_size(have, sizeof have, rss);
+	kbox_fmt_size(bound, sizeof bound, MEMORY_HIGH);
+	snprintf(cause, sizeof cause,
+	         "it sent more than its supervisor may hold (%s in memory, over the bound of %s), "
+	         "so the kernel was killed",
+	         have, bound);
+	sup_log(s, "memory", json_pack("{s:I, s:I}", "rss", (json_int_t)rss, "bound",
+	                               (json_int_t)MEMORY_HIGH));
+	kbox_sandbox_signal(s->sb, SIGKILL, NULL);
+	if (sup_kernel_replace(s, cause, false) < 0) {
+		sup_answer_pending(s, KBOX_CTL_ERR_KERNEL, s->stop_cause);
+		sup_stop(s);
+	}
+	malloc_trim(0);
+	return 0;
+}
+
+/* The supervisor's memory bound: a cgroup of its own with MEMORY_MAX when
+ * one can be made (moving in costs a few ms, so this runs while the
+ * first kernel starts), and the check of MEMORY_HIGH.  Sanitizer builds,
+ * whose memory is several times larger, have no cgroup, and bounds
+ * MEMORY_SCALE times higher. */
+void sup_memory_bound(sup_t *s)
+{
+	const char *name = json_string_value(json_object_get(s->config, "name"));
+	char cg[160], why[512] = "no cgroup in a sanitizer build", high[32], max[32];
+	snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox", (long)getpid());
+	if (MEMORY_SCALE == 1)
+		s->cg = kbox__cgroup_new(cg, KBOX_CG_MEMORY, MEMORY_MAX, 0, 0, why, sizeof why);
+	if (s->cg && kbox__cgroup_enter(s->cg) < 0) {
+		snprintf(why, sizeof why, "cannot move into its cgroup: %s", strerror(errno));
+		kbox__cgroup_leave(s->cg);
+		kbox__cgroup_destroy(&s->cg);
+	}
+	kbox_fmt_size(high, sizeof high, MEMORY_HIGH);
+	kbox_fmt_size(max, sizeof max, MEMORY_MAX);
+	sup_log(s, "supervisor-memory",
+	        json_pack("{s:s, s:s?, s:s?}", "kernel_stopped_over", high, "killed_over",
+	                  s->cg ? max : NULL, "no_cgroup", s->cg ? NULL : why));
+	kbox_loop_add_timer(s->loop, MEMORY_CHECK_MS, true, on_memory_check, s, NULL);
+}
+
