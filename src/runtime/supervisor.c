@@ -50,17 +50,6 @@ void sup_utf8_cut(char *s)
 		s[i - 1] = '\0';
 }
 
-const char *sup_fmt_ms(long long ms, char *buf, size_t size)
-{
-	if (ms % 1000 == 0)
-		snprintf(buf, size, "%lld s", ms / 1000);
-	else if (ms > 1000)
-		snprintf(buf, size, "%.1f s", (double)ms / 1000.0);
-	else
-		snprintf(buf, size, "%lld ms", ms);
-	return buf;
-}
-
 void sup_write_file(const char *dir, const char *name, const char *text)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 16];
@@ -157,7 +146,7 @@ static int on_tick(kbox_loop_t *loop, void *arg)
 		long long idle = kbox__now_ms() - s->last_activity_ms;
 		if (idle >= s->ttl_ms) {
 			char t[32];
-			sup_fmt_ms(s->ttl_ms, t, sizeof t);
+			kx_fmt_ms(t, sizeof t, s->ttl_ms);
 			snprintf(s->stop_cause, sizeof s->stop_cause,
 			         "the session was idle for %s (its TTL) and stopped", t);
 			sup_stop(s);

@@ -164,8 +164,6 @@ void sup_touch(sup_t *s);
 /* Cut S (NUL-terminated, possibly cut short by snprintf) back to a whole
  * UTF-8 character, so that it stays valid JSON text. */
 void sup_utf8_cut(char *s);
-/* "2 s", "1.5 s", "200 ms": MS in messages, into BUF; returns BUF. */
-const char *sup_fmt_ms(long long ms, char *buf, size_t size);
 /* Write TEXT as the file NAME of DIR (beside, then renamed over it);
  * errors are ignored. */
 void sup_write_file(const char *dir, const char *name, const char *text);

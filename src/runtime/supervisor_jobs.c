@@ -318,13 +318,13 @@ static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
 			snprintf(cause, size,
 			         "the client of an execution went away and the code did not stop within "
 			         "%s of an interrupt, so the kernel was killed",
-			         sup_fmt_ms(j->e.grace_ms, g, sizeof g));
+			         kx_fmt_ms(g, sizeof g, j->e.grace_ms));
 		else
 			snprintf(cause, size,
 			         "the execution timed out after %s and did not stop within %s of an "
 			         "interrupt, so the kernel was killed",
-			         sup_fmt_ms(j->e.timeout_ms, t, sizeof t),
-			         sup_fmt_ms(j->e.grace_ms, g, sizeof g));
+			         kx_fmt_ms(t, sizeof t, j->e.timeout_ms),
+			         kx_fmt_ms(g, sizeof g, j->e.grace_ms));
 		return true;
 	}
 	if (st != KBOX_EXEC_DIED)
@@ -397,7 +397,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	if (kbox_exec_interrupted(x) && !j->abandoned) {
 		char t[32], why[96];
 		snprintf(why, sizeof why, "the execution timed out after %s",
-		         sup_fmt_ms(j->e.timeout_ms, t, sizeof t));
+		         kx_fmt_ms(t, sizeof t, j->e.timeout_ms));
 		sup_log(s, "interrupt", json_pack("{s:s}", "cause", why));
 	}
 	kill = exec_cause(j, x, cause, sizeof cause);
