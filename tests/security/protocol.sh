@@ -348,7 +348,7 @@ fi
 # sanitizer build, which has no such bound (its memory is the sanitizer's).
 fresh
 if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
-	for t in stops_the_kernel_with_the_cause supervisor_peak_stays_under_512_mib \
+	for t in stop_the_kernel_or_say_the_output_was_lost supervisor_peak_stays_under_512_mib \
 	         supervisor_cgroup_limit_is_512_mib session_goes_on; do
 		n=$((n + 1))
 		echo "ok $n - row23_many_frame_messages_$t # SKIP AddressSanitizer build: no memory bound"
@@ -362,8 +362,19 @@ for _ in range(2):
 print("sent")
 EOF
 	kbox exec -s pr -f frames.py
-	check row23_many_frame_messages_stop_the_kernel_with_the_cause eval 'status_is 4 &&
-		grep -Eq "^\[kernel died: it sent more than its supervisor may hold \([0-9.]+ MiB in memory, over the bound of 384 MiB\), so the kernel was killed; a new kernel was started; earlier state is lost\]$" stdout'
+	# Two outcomes keep the promise, and which one comes is a race the
+	# test does not judge: the supervisor held more than 384 MiB and
+	# stopped the kernel (exit 4, with the cause), or, on a loaded machine,
+	# libzmq was still taking a message in 2 s after the reply, so iopub
+	# was given up and reconnected (exit 0, the loss said).  Either way the
+	# bound below holds and the session goes on.
+	killed=no
+	grep -Eq "^\[kernel died: it sent more than its supervisor may hold" stdout && killed=yes
+	check row23_many_frame_messages_stop_the_kernel_or_say_the_output_was_lost eval '
+		if [ $killed = yes ]; then status_is 4 &&
+			grep -Eq "^\[kernel died: it sent more than its supervisor may hold \([0-9.]+ MiB in memory, over the bound of 384 MiB\), so the kernel was killed; a new kernel was started; earlier state is lost\]$" stdout
+		else status_is 0 && grep -q "^\[note: output was lost: iopub broke during this execution" stdout 
+		fi'
 	SPID=$(cat "$S/pr/supervisor.pid" 2>/dev/null)
 	hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$SPID/status" 2>/dev/null)
 	check row23_many_frame_messages_supervisor_peak_stays_under_512_mib eval \
@@ -384,7 +395,8 @@ EOF
 	fi
 	kbox exec -s pr 'print(6 * 7)'
 	check row23_many_frame_messages_session_goes_on eval 'status_is 0 &&
-		[ "$(tail -n 1 stdout)" = 42 ] && grep -q "^\[note: kernel restarted: it sent more than its supervisor may hold" stdout'
+		[ "$(tail -n 1 stdout)" = 42 ] &&
+		{ [ $killed = no ] || grep -q "^\[note: kernel restarted: it sent more than its supervisor may hold" stdout; }'
 fi
 
 # One message of millions of tiny values (48 MB of "[]," that jansson
