@@ -16,6 +16,16 @@
 #define IOPUB_RCVHWM 200 /* iopub messages queued unread, at most: with the ~1 MB
                           * messages of a print flood, ~200 MB however slow the reader */
 
+/* A snprintf of the endpoint of PATH into a buffer of SIZE returned N:
+ * 0, or -1 with ERR when it was cut (a cut endpoint names another file). */
+static int endpoint_fits(int n, size_t size, const char *path, kbox_error_t *err)
+{
+	if (n >= 0 && (size_t)n < size)
+		return 0;
+	return kbox__err(err, KBOX_E_INVALID, "the endpoint of %s is too long (at most %zu bytes)",
+	                 path, size - 1);
+}
+
 /* The endpoint of the socket file PATH, not made yet, into EP: "ipc://PATH",
  * or, when PATH is too long for a unix socket, its name through a
  * descriptor of its directory that SELF holds.  0 or -1 with ERR. */
@@ -25,16 +35,13 @@ static int ipc_by_path(kbox_client_t *self, const char *path, char *ep, size_t s
 	char dir[PATH_MAX], sun[KBOX__SUN_PATH];
 	const char *slash = strrchr(path, '/');
 	if (strlen(path) < sizeof sun || !slash || slash == path ||
-	    (size_t)(slash - path) >= sizeof dir) {
-		snprintf(ep, size, "ipc://%s", path);
-		return 0;
-	}
+	    (size_t)(slash - path) >= sizeof dir)
+		return endpoint_fits(snprintf(ep, size, "ipc://%s", path), size, path, err);
 	memcpy(dir, path, (size_t)(slash - path));
 	dir[slash - path] = '\0';
 	if (kbox__unix_path(sun, sizeof sun, dir, slash + 1, &self->ipc_dir_fd, err) < 0)
 		return -1;
-	snprintf(ep, size, "ipc://%s", sun);
-	return 0;
+	return endpoint_fits(snprintf(ep, size, "ipc://%s", sun), size, path, err);
 }
 
 /* The endpoint to connect CH to, into EP: for ipc, the socket file held
@@ -51,7 +58,8 @@ static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size
 	const char *endpoint = kbox_conn_endpoint(self->conn, ch);
 	struct stat st;
 	int fd;
-	snprintf(ep, size, "%s", endpoint);
+	if (endpoint_fits(snprintf(ep, size, "%s", endpoint), size, endpoint, err) < 0)
+		return -1;
 	if (kbox_conn_transport(self->conn) != KBOX_TRANSPORT_IPC || strncmp(endpoint, "ipc://", 6))
 		return 0;
 	if (self->ipc_fd[ch] >= 0) {
@@ -74,9 +82,9 @@ static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size
 		                 kbox_channel_name(ch), endpoint + 6,
 		                 S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind of file");
 	}
-	self->ipc_fd[ch] = fd;
-	snprintf(ep, size, "ipc:///proc/self/fd/%d", fd);
-	return 0;
+	self->ipc_fd[ch] = fd; /* closed with SELF, or when CH is connected again */
+	return endpoint_fits(snprintf(ep, size, "ipc:///proc/self/fd/%d", fd), size, endpoint + 6,
+	                     err);
 }
 
 /* A new socket for CH, connected (with its handshake monitor for stdin
@@ -107,10 +115,13 @@ zsock_t *channel_new(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 		zmq_setsockopt(h, ZMQ_ROUTING_ID, self->session, strlen(self->session));
 	if ((ch == KBOX_CH_STDIN || ch == KBOX_CH_IOPUB) && !self->mon[ch]) {
 		char mon_ep[64];
+		int n = snprintf(mon_ep, sizeof mon_ep, "inproc://kbox-%s-monitor-%p",
+		                 kbox_channel_name(ch), (void *)self);
 		self->linked[ch] = false;
-		snprintf(mon_ep, sizeof mon_ep, "inproc://kbox-%s-monitor-%p", kbox_channel_name(ch),
-		         (void *)self);
-		if (zmq_socket_monitor(h, mon_ep, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+		/* (a cut name could be another client's: then no monitor, as when
+		 * one cannot be made) */
+		if (n > 0 && (size_t)n < sizeof mon_ep &&
+		    zmq_socket_monitor(h, mon_ep, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
 			self->mon[ch] = zsock_new(ZMQ_PAIR);
 			if (self->mon[ch] && zsock_connect(self->mon[ch], "%s", mon_ep) < 0) {
 				zsock_destroy(&self->mon[ch]);

@@ -25,7 +25,7 @@ static void default_username(char *buf, size_t size)
 	for (size_t i = 0; i < 4 && !u; i++)
 		if ((u = getenv(vars[i])) && !*u)
 			u = NULL;
-	snprintf(buf, size, "%s", u ? u : "kbox");
+	client_text_cut(buf, size, snprintf(buf, size, "%s", u ? u : "kbox"));
 }
 
 kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
@@ -144,6 +144,32 @@ int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg
 	return 0;
 }
 
+/* BUF (SIZE bytes) holds what a snprintf that returned N wrote (client_int.h). */
+void client_text_cut(char *buf, size_t size, int n)
+{
+	static const char mark[] = "...";
+	size_t keep;
+	if (n < 0 || (size_t)n < size || size < sizeof mark)
+		return;
+	keep = kx_utf8_floor(buf, size - 1, size - sizeof mark);
+	memcpy(buf + keep, mark, sizeof mark);
+}
+
+/* SELF's last_drop: "WHY on CH: dropped", WHY cut at a character when the
+ * whole does not fit (what was dropped, and where, is what must show). */
+static void note_drop(kbox_client_t *self, const char *why, kbox_channel_t ch)
+{
+	char tail[32];
+	int t = snprintf(tail, sizeof tail, " on %s: dropped", kbox_channel_name(ch));
+	size_t keep;
+	if (t < 0 || (size_t)t >= sizeof tail) /* no channel name is that long */
+		t = 0;
+	tail[t] = '\0';
+	keep = kx_utf8_floor(why, strlen(why), sizeof self->last_drop - 1 - (size_t)t);
+	memcpy(self->last_drop, why, keep);
+	memcpy(self->last_drop + keep, tail, (size_t)t + 1);
+}
+
 /* Decode *Z_P (taken), which came on CH: the message (new), or NULL when
  * it is invalid (dropped and counted).  What comes during an execution
  * has its number noted (kbox__seq_note). */
@@ -156,8 +182,7 @@ kbox_msg_t *client_decode(kbox_client_t *self, zmsg_t **z_p, kbox_channel_t ch)
 	zmsg_destroy(z_p);
 	if (!msg) {
 		self->dropped++;
-		snprintf(self->last_drop, sizeof self->last_drop, "%s on %s: dropped", e.msg,
-		         kbox_channel_name(ch));
+		note_drop(self, e.msg, ch);
 	} else if (x && x->run && x->run->phase >= X_RUN) {
 		const char *pid = kbox_msg_parent_id(msg);
 		kbox__seq_note(&x->seq, kbox_msg_id(msg), pid && strcmp(pid, x->run->req_id) == 0);
@@ -555,7 +580,8 @@ void client_wait_end(kbox_client_t *self, waiter_t *w, bool begun)
 	/* only W's callback stops the loop */
 	if (begun && !w->done && kbox_loop_run(w->loop) < 0 && !w->done) {
 		char why[128];
-		snprintf(why, sizeof why, "poll failed: %s", zmq_strerror(errno));
+		client_text_cut(why, sizeof why,
+		                snprintf(why, sizeof why, "poll failed: %s", zmq_strerror(errno)));
 		kbox_client_fail_pending(self, why); /* calls back: done */
 	}
 	kbox_client_detach(self); /* ends anything left, should there be */

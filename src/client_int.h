@@ -199,6 +199,12 @@ bool client_owner_says_dead(const kbox_client_t *self);
 /* Start the alive tick, when there is an alive hook and none runs. */
 void client_alive_tick_arm(kbox_client_t *self);
 
+/* BUF (SIZE bytes) holds what a snprintf that returned N wrote: when that
+ * was cut (N >= SIZE), it now ends at a character boundary with "...",
+ * so that the cut shows and the text stays UTF-8.  For messages for
+ * people, where a cut is acceptable but must not break the text. */
+void client_text_cut(char *buf, size_t size, int n);
+
 /* Read one message from CH without waiting: the decoded message (new), or
  * NULL when there was none or it was invalid (dropped and counted). */
 kbox_msg_t *client_read_one(kbox_client_t *self, kbox_channel_t ch);
@@ -310,7 +316,7 @@ void exec_on_stdin(kbox_client_t *self);
 void exec_on_hb(kbox_client_t *self);
 /* The wait for stdin's handshake is over, either way: X goes on. */
 void exec_linked(kbox_client_t *self, kbox_exec_t *x);
-/* Fill X's reason, a message for people. */
+/* Fill X's reason, a message for people (cut as client_text_cut says). */
 void exec_set_reason(kbox_exec_t *x, const char *fmt, ...) KBOX_PRINTF(2, 3);
 
 /* ---- iopub_guard.c ---- */

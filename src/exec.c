@@ -27,9 +27,11 @@
 void exec_set_reason(kbox_exec_t *x, const char *fmt, ...)
 {
 	va_list ap;
+	int n;
 	va_start(ap, fmt);
-	vsnprintf(x->reason, sizeof x->reason, fmt, ap);
+	n = vsnprintf(x->reason, sizeof x->reason, fmt, ap);
 	va_end(ap);
+	client_text_cut(x->reason, sizeof x->reason, n);
 }
 
 const char *kbox_exec_status_name(kbox_exec_status_t status)
@@ -225,9 +227,9 @@ static void exec_both(kbox_client_t *self, kbox_exec_t *x)
 		if (e.code == KBOX_E_DEAD || e.code == KBOX_E_INVALID) {
 			/* its socket file is gone, or not a socket now: the kernel is
 			 * lost to us (a restart mends it) */
-			char why[KBOX_ERROR_MSG_MAX];
-			snprintf(why, sizeof why, "iopub could not be reconnected: %s", e.msg);
-			exec_stop(self, x, KBOX_EXEC_DIED, why);
+			x->status = KBOX_EXEC_DIED;
+			exec_set_reason(x, "iopub could not be reconnected: %s", e.msg);
+			exec_end(self, x);
 			return;
 		}
 		exec_set_reason(x, "iopub could not be reconnected: %s", e.msg);

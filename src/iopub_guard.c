@@ -297,8 +297,10 @@ bool kbox__droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *stre
 		json_t *h = json_loadb((const char *)zframe_data(f), zframe_size(f), 0, NULL);
 		json_t *t = json_object_get(h, "msg_type");
 		json_t *mid = json_object_get(h, "msg_id");
-		if (json_is_string(mid))
-			snprintf(msg_id, id_size, "%s", json_string_value(mid));
+		/* a cut id would be another number: none, then */
+		if (json_is_string(mid) && (size_t)snprintf(msg_id, id_size, "%s",
+		                                            json_string_value(mid)) >= id_size)
+			msg_id[0] = '\0';
 		if (json_is_string(t)) {
 			const char *s = json_string_value(t);
 			is_stream = strcmp(s, "stream") == 0;
