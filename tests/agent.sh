@@ -20,8 +20,8 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-# shellcheck source=tests/harness.sh
-. "$top_srcdir/tests/harness.sh"
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 FAKE=$top_srcdir/tests/fake_openai.py
 KEY=sk-kboxtest-Qx7Zr-DISTINCT-9f3e51

@@ -9,7 +9,7 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-. "$top_srcdir/tests/harness.sh"
+. "$top_srcdir/tests/lib.sh"
 
 needs kernel pandas
 fresh

@@ -14,7 +14,7 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-. "$top_srcdir/tests/harness.sh"
+. "$top_srcdir/tests/lib.sh"
 
 SCHEMA=$top_srcdir/tests/result.schema.json
 

@@ -24,8 +24,8 @@
 set -u
 
 ROOT_TAG=ksf
-# shellcheck source-path=SCRIPTDIR source=cwd.sh
-. "$(dirname "$0")/cwd.sh"
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
 HOSTDIR=$ROOT/host
 FAKEHOME=$ROOT/home
 mkdir -m 700 "$HOSTDIR" "$FAKEHOME" || exit 1
@@ -35,7 +35,7 @@ cleanup_first() {
 	return 0
 }
 
-# ---- assertions (besides cwd.sh's) ----
+# ---- assertions (besides tests/lib.sh's) ----
 
 # file_is FILE TEXT: FILE is exactly TEXT and a newline.
 file_is() { printf '%s\n' "$2" | cmp -s - "$1"; }
@@ -46,19 +46,6 @@ nowhere() {
 	hits=$(grep -rlF -- "$text" "$@" 2>/dev/null)
 	[ -z "$hits" ] && return 0
 	why="found in: $hits"
-	return 1
-}
-is_png() {
-	[ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ]
-}
-# wait_for CMD...: CMD succeeds within 20 s (polled).
-wait_for() {
-	i=0
-	while [ $i -lt 200 ]; do
-		"$@" && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
 	return 1
 }
 # token: a random word of 24 hex digits.
@@ -689,7 +676,7 @@ while True:
         f.write("connection\n")
     c.close()
 ' "$T/port" "$T/accepted" &
-	BG="$BG $!"
+	BG_PIDS="$BG_PIDS $!"
 	wait_for test -s "$T/port"
 fi
 P=$(cat "$T/port" 2>/dev/null)

@@ -21,8 +21,10 @@
 set -u
 
 ROOT_TAG=ksp
-# shellcheck source-path=SCRIPTDIR source=cwd.sh
-. "$(dirname "$0")/cwd.sh"
+# the memory bounds below are judged by kbox's peak RSS (GNU time)
+measure_rss=yes
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
 
 # check_rss NAME KIB: the last kbox's peak RSS was under KIB (skipped
 # without GNU time).
