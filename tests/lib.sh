@@ -411,6 +411,9 @@ running_execs() {
 }
 # is_busy NAME: session NAME runs an execution (status's running_execs).
 is_busy() { [ "$(running_execs "$1")" = 1 ]; }
+# queued NAME: an execution of session NAME waits its turn (status's
+# queued is 1).
+queued() { [ "$(status_field "$1" queued)" = 1 ]; }
 
 ppid() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2; }
 pstate() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }

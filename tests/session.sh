@@ -954,8 +954,6 @@ BG_PIDS="$BG_PIDS $bg"
 kbox exec -s kc -t 1 'print("B")'
 check waiting_exec_that_runs_out_of_time_is_busy_6 fails_with 6 \
 	"kbox exec: session kc: the session was busy running other code all the time this code could wait (its time limit): it never ran (the session runs one execution at a time; try again when it is done, or give a longer -t)"
-# queued NAME: status says an execution of session NAME waits its turn.
-queued() { [ "$(status_field "$1" queued)" = 1 ]; }
 if [ -z "$SKIPPING" ]; then
 	(wait_for queued kc >/dev/null; touch "$S/kc/workspace/release") &
 	BG_PIDS="$BG_PIDS $!"

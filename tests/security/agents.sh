@@ -255,8 +255,7 @@ if [ -z "$SKIPPING" ]; then
 	    {"answer": "done", "last_tool_contains": "KEYSEARCH clean"}]}))' "$KEY" "$SEARCH" >"$W/script.json"
 	"$PY" "$top_srcdir/tests/fake_openai.py" "$W/script.json" "$W/port" "$W/api.log" 2>"$W/api.err" &
 	BG_PIDS="$BG_PIDS $!"
-	i=0
-	while [ ! -s "$W/port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	wait_for test -s "$W/port"
 	KBOX_API_KEY=$KEY timeout -k 5 120 "$KBOX" agent -s r38 -m m \
 		--base-url "http://127.0.0.1:$(cat "$W/port")/v1" "find it" >"$W/out" 2>"$W/err" </dev/null
 	rc=$?

@@ -129,10 +129,7 @@ while True:
     c.close()
 ' "$W/port" &
 	BG_PIDS="$BG_PIDS $!"
-	for _ in $(seq 100); do
-		[ -s "$W/port" ] && break
-		sleep 0.05
-	done
+	wait_for test -s "$W/port"
 fi
 PORT=$(cat "$W/port" 2>/dev/null)
 DIAG=
@@ -738,7 +735,7 @@ for i in range(20):
 for pid in middle:  # the double fork's parent waits for the middle child only
     os.waitpid(pid, 0)
 print("orphans_of_pid_1", sum(1 for p, (s, pp) in procs().items() if pp == 1 and p != 2))
-deadline = time.time() + 10
+deadline = time.time() + 60  # a bound; pid 1 reaps them long before
 while time.time() < deadline and sorted(procs()) != [1, 2]:
     time.sleep(0.05)
 ps = procs()
@@ -849,13 +846,13 @@ absent() {
 		[ ! -e "$d" ] || { say "$d is left"; return 1; }
 	done
 }
-# no_procs DIR...: within 5 s no process is left in the cgroup DIRs.
+# no_procs DIR...: no process is left in the cgroup DIRs (polled).
+procs_left() {
+	left=$(cat "${@/%//cgroup.procs}" 2>/dev/null)
+	[ -z "$left" ]
+}
 no_procs() {
-	for _ in $(seq 50); do
-		left=$(cat "${@/%//cgroup.procs}" 2>/dev/null)
-		[ -z "$left" ] && return 0
-		sleep 0.1
-	done
+	wait_for procs_left "$@" >/dev/null && return 0
 	say "still in the cgroups: $left"
 	return 1
 }
