@@ -347,6 +347,8 @@ check agent_lock_is_mode_0600 eval '[ "$(stat -c %a "$S/lk/agent.lock")" = 600 ]
 
 # ---- 4. HTTP: retried, or said in one line ----
 
+# (the waits below are lower bounds, the promise that kbox waits at least
+# so long: a loaded machine can only make them longer)
 fresh
 serve "$KEY" '[{"status": 429, "headers": {"Retry-After": "1"}, "body": "{\"error\": {\"message\": \"slow down\"}}"},
  {"answer": "after the wait"}]'
@@ -410,16 +412,15 @@ rc=$?
 check short_key_is_not_hidden_in_messages \
 	fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 400: keep kbox keys: k"
 
-# a body of 60 MiB of control characters is read in its length's time (b0,
-# not t0, which the kbox wrapper sets)
+# a body of 60 MiB of control characters is refused in one line (one that
+# took forever would be killed by the harness's bound: status 124; how
+# long it takes is the machine's, and bench/'s)
 fresh
 serve "$KEY" '[{"status": 200, "body": "\u0001", "repeat": 62914560}]'
-b0=$(ms)
 agent -s an --reset q
-b1=$(ms)
 want="kbox agent: POST $URL/chat/completions: HTTP 200, but the response is not a JSON object: '[' or '{' expected near '^A'"
-check body_of_60_mib_of_control_characters_is_refused_quickly_in_one_line eval \
-	'fails_with 5 "$want" && [ $((b1 - b0)) -lt 20000 ]'
+check body_of_60_mib_of_control_characters_is_refused_in_one_line eval \
+	'fails_with 5 "$want"'
 
 fresh
 serve "$KEY" '[{"status": 404, "body": "{\"error\": {\"message\": \"The model test-model does not exist\"}}"}]'
