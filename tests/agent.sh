@@ -20,8 +20,8 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-# shellcheck source=tests/harness.sh
-. "$top_srcdir/tests/harness.sh"
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 FAKE=$top_srcdir/tests/fake_openai.py
 KEY=sk-kboxtest-Qx7Zr-DISTINCT-9f3e51
@@ -47,10 +47,7 @@ serve() {
 	"$PY" "$FAKE" "$SCRIPTS/$nscript.json" port requests &
 	SRV=$!
 	BG_PIDS="$BG_PIDS $SRV"
-	for _ in $(seq 100); do
-		[ -s port ] && break
-		sleep 0.05
-	done
+	wait_for test -s port
 	URL=http://127.0.0.1:$(cat port)/v1
 }
 
@@ -323,21 +320,22 @@ check old_conversation_with_a_null_answer_is_sent_as_an_empty_one eval 'status_i
 
 # ---- 3c. one kbox agent at a time on a session ----
 
+# The first agent's request is held by the server (until ./release) while
+# the second is refused: it does not wait (one that waited would be
+# answered by a server with no reply left, not refused).
 fresh
-serve "$KEY" '[{"answer": "the first one", "delay": 3, "roles": ["system", "user"]}]'
+serve "$KEY" '[{"answer": "the first one", "hold": "'"$T"'/release", "roles": ["system", "user"]}]'
 if [ -z "$SKIPPING" ]; then
 	KBOX_API_KEY=$KEY timeout 90 "$KBOX" agent -m "$MODEL" --base-url "$URL" -s lk 'First' \
 		>first.out 2>first.err &
 	first=$!
-	for _ in $(seq 600); do
-		[ -s requests ] && break
-		sleep 0.1
-	done
+	wait_for test -s requests
 fi
 agent -s lk 'Second'
 check second_agent_on_a_session_is_refused_at_once_with_exit_6 eval 'fails_with 6 \
-	"kbox agent: session lk: another kbox agent is running on it" && [ "$secs" -le 1 ]'
+	"kbox agent: session lk: another kbox agent is running on it"'
 if [ -z "$SKIPPING" ]; then
+	touch release
 	wait "$first"
 	rc=$?
 fi
@@ -349,6 +347,8 @@ check agent_lock_is_mode_0600 eval '[ "$(stat -c %a "$S/lk/agent.lock")" = 600 ]
 
 # ---- 4. HTTP: retried, or said in one line ----
 
+# (the waits below are lower bounds, the promise that kbox waits at least
+# so long: a loaded machine can only make them longer)
 fresh
 serve "$KEY" '[{"status": 429, "headers": {"Retry-After": "1"}, "body": "{\"error\": {\"message\": \"slow down\"}}"},
  {"answer": "after the wait"}]'
@@ -412,16 +412,15 @@ rc=$?
 check short_key_is_not_hidden_in_messages \
 	fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 400: keep kbox keys: k"
 
-# a body of 60 MiB of control characters is read in its length's time (b0,
-# not t0, which the kbox wrapper sets)
+# a body of 60 MiB of control characters is refused in one line (one that
+# took forever would be killed by the harness's bound: status 124; how
+# long it takes is the machine's, and bench/'s)
 fresh
 serve "$KEY" '[{"status": 200, "body": "\u0001", "repeat": 62914560}]'
-b0=$(ms)
 agent -s an --reset q
-b1=$(ms)
 want="kbox agent: POST $URL/chat/completions: HTTP 200, but the response is not a JSON object: '[' or '{' expected near '^A'"
-check body_of_60_mib_of_control_characters_is_refused_quickly_in_one_line eval \
-	'fails_with 5 "$want" && [ $((b1 - b0)) -lt 20000 ]'
+check body_of_60_mib_of_control_characters_is_refused_in_one_line eval \
+	'fails_with 5 "$want"'
 
 fresh
 serve "$KEY" '[{"status": 404, "body": "{\"error\": {\"message\": \"The model test-model does not exist\"}}"}]'
@@ -506,22 +505,22 @@ check code_over_16_mib_is_not_run_and_the_model_is_told eval 'status_is 0 && req
 
 # ---- 6, 7. the key is nowhere; kbox loads no libcurl ----
 
+# kbox agent and its helper are read while the server holds the request
+# (until ./release): the helper has sent it, so it runs as it will.
 fresh
-serve "$KEY" '[{"answer": "slow answer", "delay": 2}]'
+serve "$KEY" '[{"answer": "slow answer", "hold": "'"$T"'/release"}]'
 if [ -z "$SKIPPING" ]; then
 	KBOX_API_KEY=$KEY "$KBOX" agent -m "$MODEL" --base-url "$URL" -s an --reset q >stdout 2>stderr &
 	ap=$!
 	hp=
-	for _ in $(seq 50); do
-		hp=$(pgrep -P "$ap" -x kbox-http) && break
-		sleep 0.05
-	done
-	sleep 0.5
+	wait_for test -s requests
+	hp=$(pgrep -P "$ap" -x kbox-http)
 	cp "/proc/$ap/maps" agent.maps 2>/dev/null
 	tr '\0' ' ' <"/proc/$hp/cmdline" >http.cmdline 2>/dev/null
 	tr '\0' '\n' <"/proc/$hp/environ" >http.environ 2>/dev/null
 	tr '\0' '\n' <"/proc/$ap/environ" >agent.environ 2>/dev/null
 	cp "/proc/$hp/maps" http.maps 2>/dev/null
+	touch release
 	wait "$ap"
 	rc=$?
 fi
@@ -538,11 +537,16 @@ check kbox_program_links_no_libcurl eval '! ldd "$KBOX" | grep -q libcurl && ldd
 # on a terminal, the seconds the model takes are counted on standard error,
 # and the line is cleared before the answer (script(1) copies the terminal
 # to its standard output)
+# (the server holds the request until the terminal shows 2s)
 fresh
-serve "$KEY" '[{"answer": "thought about it", "delay": 2.5}]'
+serve "$KEY" '[{"answer": "thought about it", "hold": "'"$T"'/release"}]'
 if [ -z "$SKIPPING" ] && command -v script >/dev/null; then
-	KBOX_API_KEY=$KEY timeout 60 script -qec "'$KBOX' agent -m '$MODEL' --base-url '$URL' -s an --reset q" \
-		/dev/null >stdout 2>stderr </dev/null
+	KBOX_API_KEY=$KEY timeout 180 script -qec "'$KBOX' agent -m '$MODEL' --base-url '$URL' -s an --reset q" \
+		/dev/null >stdout 2>stderr </dev/null &
+	sp=$!
+	wait_for grep -q "thinking… 2s" stdout
+	touch release
+	wait "$sp"
 	rc=$?
 fi
 check on_a_terminal_thinking_counts_the_seconds eval '[ -n "$SKIPPING" ] || ! command -v script >/dev/null || {
@@ -577,12 +581,30 @@ check key_appears_in_no_output_trace_or_session_file eval '[ -n "$SKIPPING" ] ||
 
 # ---- without its helper ----
 
+# A copy of kbox alone in a directory looks for kbox-http beside itself,
+# then in the configured $(pkglibexecdir), then in ../libexec/kbox.  A kbox
+# installed at the configured prefix (make install) would be found in the
+# second: the test must not depend on what is installed, so that
+# directory is hidden (an empty tmpfs over it, in a mount namespace of
+# bwrap's) when it exists.
 fresh
 mkdir lone
 cp "$KBOX" lone/
+pkglibexecdir=$(printf 'kbox-print-pkglibexecdir:\n\t@echo $(pkglibexecdir)\n' |
+	MAKEFLAGS= "${MAKE:-make}" -s --no-print-directory -C "$top_builddir" -f Makefile -f - \
+		kbox-print-pkglibexecdir 2>/dev/null)
+hide=
+if [ -n "$pkglibexecdir" ] && [ -d "$pkglibexecdir" ]; then
+	hide="bwrap --dev-bind / / --tmpfs $pkglibexecdir"
+	$hide true 2>/dev/null ||
+		SKIPPING="$pkglibexecdir (make install) holds a kbox-http that bwrap cannot hide here"
+fi
 serve "$KEY" '[{"answer": "unused"}]'
-KBOX_API_KEY=$KEY timeout 60 lone/kbox agent -m "$MODEL" --base-url "$URL" -s an q >stdout 2>stderr
-rc=$?
+if [ -z "$SKIPPING" ]; then
+	# shellcheck disable=SC2086 # the words of the bwrap command, or none
+	KBOX_API_KEY=$KEY timeout 60 $hide lone/kbox agent -m "$MODEL" --base-url "$URL" -s an q >stdout 2>stderr
+	rc=$?
+fi
 check without_kbox_http_says_where_it_looked eval 'status_is 5 && stdout_empty &&
 	[ "$(wc -l <stderr)" -eq 1 ] &&
 	grep -q "^kbox agent: cannot find the HTTP helper program kbox-http (tried $T/lone/kbox-http, .*): is kbox installed whole?\$" stderr'

@@ -26,7 +26,9 @@ A REPLY is one of
      "headers": {...}}               "repeat": N sends TEXT N times over)
 and may have "content" (the assistant's text beside a tool call),
 "finish_reason" (instead of "tool_calls" or "stop"), "delay"
-(seconds to wait before answering), "usage" (the usage object), and
+(seconds to wait before answering), "hold" (a path: answer once it exists,
+so that a test holds the request in flight as long as it needs; at most
+120 s), "usage" (the usage object), and
 expectations about the request, checked before answering:
     "roles": [...]                   the roles of its messages, exactly
     "last_tool_contains": S          its last message is a tool message holding S
@@ -216,6 +218,10 @@ class Handler(BaseHTTPRequestHandler):
                                     "body": body, "violation": why}) + "\n")
         if reply and reply.get("delay"):
             time.sleep(reply["delay"])
+        if reply and reply.get("hold"):
+            deadline = time.monotonic() + 120
+            while not os.path.exists(reply["hold"]) and time.monotonic() < deadline:
+                time.sleep(0.05)
         if why is not None:
             self.refuse(why)
             return

@@ -14,8 +14,8 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-# shellcheck source=tests/harness.sh
-. "$top_srcdir/tests/harness.sh"
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 WARNING='kbox: warning: backend none: the kernel runs unsandboxed'
 LOST='earlier state (variables, imports, loaded data) is lost'

@@ -45,8 +45,8 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-# shellcheck source=tests/harness.sh
-. "$top_srcdir/tests/harness.sh"
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 PATH=$top_builddir:$PATH
 export PATH
@@ -163,21 +163,16 @@ plt.plot([1, 2, 3]); plt.savefig("chart.png"); plt.close()' >>setup.out 2>&1 ||
 	# kbox-status(1): a session whose TTL of 3 seconds ran out
 	if grep -q -- '-s t1' "$1"; then
 		"$KBOX" start -s t1 --ttl 3 >>setup.out 2>&1 || echo "setup: session t1 did not start" >>setup.err
-		for _ in $(seq 100); do
-			"$KBOX" status -s t1 2>/dev/null | grep -q '^state: *stopped$' && break
-			sleep 0.2
-		done
+		wait_for stopped t1 >>setup.err
 	fi
 }
 
-# busy: within 30 s a session is running code.
-busy() {
-	for _ in $(seq 150); do
-		"$KBOX" ls --format ndjson 2>/dev/null | grep -q '"state":"busy"' && return 0
-		sleep 0.2
-	done
-	return 1
-}
+# stopped NAME: `kbox status` says session NAME is stopped.
+stopped() { "$KBOX" status -s "$1" 2>/dev/null | grep -q '^state: *stopped$'; }
+# some_busy: `kbox ls` says a session is running code.
+some_busy() { "$KBOX" ls --format ndjson 2>/dev/null | grep -q '"state":"busy"'; }
+# busy: a session comes to run code (within lib.sh's bound).
+busy() { wait_for some_busy; }
 
 # run_cmd CMD TIMEOUT: run CMD with bash -o pipefail (a pipeline fails
 # when any of its commands does) in the current directory, at most

@@ -9,7 +9,7 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-. "$top_srcdir/tests/harness.sh"
+. "$top_srcdir/tests/lib.sh"
 
 needs kernel pandas
 fresh
@@ -31,11 +31,18 @@ t = run_python("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()
 print("step4", t.startswith("[image saved: ") and t.endswith(".png]"))
 print("step5", repr(run_python("1", session="no such/session")))
 # another execution holds the kernel for all of the call's timeout: busy
-import subprocess, time
-hold = subprocess.Popen(["kbox", "exec", "-s", "readme", "import time; time.sleep(6)"],
+# (from when it has made "holding" in the workspace until "release" is)
+import os, subprocess, time
+ws = os.environ["KBOX_HOME"] + "/sessions/readme/workspace"
+hold = subprocess.Popen(["kbox", "exec", "-s", "readme", "import os, time\n"
+                         "open('holding', 'w').close()\n"
+                         "while not os.path.exists('release'): time.sleep(0.05)"],
                         stdout=subprocess.DEVNULL)
-time.sleep(2)
+deadline = time.monotonic() + 60
+while not os.path.exists(ws + "/holding") and time.monotonic() < deadline:
+    time.sleep(0.05)
 print("step6", repr(run_python("1", timeout=1, session="readme")))
+open(ws + "/release", "w").close()
 hold.wait()
 PYEOF
 	rc=$?

@@ -14,7 +14,7 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-. "$top_srcdir/tests/harness.sh"
+. "$top_srcdir/tests/lib.sh"
 
 SCHEMA=$top_srcdir/tests/result.schema.json
 
@@ -78,32 +78,91 @@ check json_with_outputs_is_valid_against_the_schema valid stdout
 # the bytes of text of print(i) for i in range(N)
 flood_bytes() { "$PY" -c "import sys; print(sum(len(str(i)) + 1 for i in range($1)))"; }
 
-# Messages the kernel's own PUB socket drops when the supervisor falls
-# behind (a loaded machine: the CI runs sanitizer builds and tests side by
-# side) never reach kbox; such a run must say so (below, past the quota)
-# and is tried again, up to five times, for the whole flood.
-fresh
-want=$(flood_bytes 20000)
-for try in 1 2 3 4 5; do
-	[ -z "$SKIPPING" ] || break
+# One run, whatever the machine does: the flood arrives whole, or the
+# result counts exactly what was lost.  ipykernel's iopub socket drops
+# messages past its send high-water mark (1000) when kbox falls behind (a
+# loaded machine deschedules the supervisor); those never reach kbox, and
+# the result says how many ("N messages the kernel sent during this
+# execution never reached kbox").  Each print(i, flush=True) is one
+# message, so then exactly that many lines are missing, and the lines that
+# came are still in order, with gaps.  What kbox itself drops (its rate
+# limit, its memory) is counted in dropped_messages, and missing too.
+if selected a_20000_line_print_flood_arrives_whole_or_counts_what_was_lost \
+	its_text_holds_every_line_that_arrived_in_order; then
+	fresh
 	kbox exec -s r --format json 'for i in range(20000): print(i, flush=True)'
-	py "r[\"stdout\"][\"dropped_messages\"] == 0 and r[\"notices\"] == []" >/dev/null && break
-	echo "# try $try: $(grep -o '"dropped_messages":[0-9]*' stdout | head -1), $(grep -o '[0-9]* messages the kernel sent during this execution never reached kbox' stdout) (the kernel dropped what kbox could not read in time)"
-	# such a run says so, and never calls its text complete
-	py "(r[\"stdout\"][\"dropped_messages\"] > 0 or any(\"never reached kbox\" in n for n in r[\"notices\"]))
-	    and \"the complete text\" not in r[\"stdout\"][\"text\"]" || break
-done
-check a_20000_line_print_flood_is_kept_whole eval 'status_is 0 &&
-	py "r[\"stdout\"][\"total_bytes\"] == $want and r[\"stdout\"][\"dropped_messages\"] == 0
-	and r[\"stdout\"][\"truncated\"] and r[\"notices\"] == []
-	and \"the complete text is in\" in r[\"stdout\"][\"text\"]"'
-spill=$("$PY" -c 'import json; print(json.load(open("stdout"))["stdout"]["spill_path"])' 2>/dev/null)
-check its_spill_file_holds_every_line eval '[ -n "$spill" ] &&
-	"$PY" -c "import sys; sys.exit(open(sys.argv[1]).read() != \"\".join(f\"{i}\\n\" for i in range(20000)))" "$spill"'
+fi
+want=$(flood_bytes 20000)
+# flood_accounted: stdout is the flood's result, whole or with its losses
+# counted exactly (besides the lines that came, which flood_in_order
+# checks); says which.
+flood_accounted() {
+	"$PY" - "$want" <<'EOF'
+import json, re, sys
+want = int(sys.argv[1])
+r = json.load(open("stdout"))
+out = r["stdout"]
+never = 0
+for n in r["notices"]:
+    m = re.fullmatch(r"(\d+) messages the kernel sent during this execution never reached kbox "
+                     r"\(most likely its output queue overflowed while it flooded output faster "
+                     r"than kbox reads\): some output may be missing", n)
+    if m:
+        never += int(m.group(1))
+lost = never + out["dropped_messages"]
+if lost == 0:
+    print("#   the flood arrived whole")
+    ok = (out["total_bytes"] == want and r["notices"] == [] and out["truncated"]
+          and "the complete text is in" in out["text"])
+else:
+    print("#   %d messages never reached kbox, %d kbox dropped: counted" % (never, out["dropped_messages"]))
+    # the bytes of what never arrived are not known: the sum falls short
+    sum_ok = (out["total_bytes"] + out["dropped_bytes"] < want if never
+              else out["total_bytes"] + out["dropped_bytes"] == want)
+    ok = (sum_ok and "the complete text" not in out["text"]
+          and (never == 0 or "but %d messages of the kernel never arrived" % never in out["text"]))
+if not ok:
+    print("#   r =", json.dumps(r)[:1500])
+sys.exit(0 if ok else 1)
+EOF
+}
+# flood_in_order: the text kept (the spill file, or the reply when it
+# holds all of it) is the lines 0..19999 in order, but for as many lines
+# as the result says were lost, anywhere: a gap is a loss, not disorder.
+flood_in_order() {
+	"$PY" - <<'EOF'
+import json, re, sys
+r = json.load(open("stdout"))
+out = r["stdout"]
+never = sum(int(m.group(1)) for m in (re.match(r"(\d+) messages the kernel sent during this "
+                                               r"execution never reached kbox ", n)
+                                      for n in r["notices"]) if m)
+lost = never + out["dropped_messages"]
+text = open(out["spill_path"]).read() if out.get("spill_path") else out["text"]
+lines = text.split("\n")
+if lines[-1] != "" or not all(re.fullmatch(r"0|[1-9]\d*", l) for l in lines[:-1]):
+    print("#   the text is not whole lines of numbers:", repr(text[:200]), "...", repr(text[-200:]))
+    sys.exit(1)
+got = [int(l) for l in lines[:-1]]
+bad = [i for i in range(1, len(got)) if got[i] <= got[i - 1]]
+if bad or (got and (got[0] < 0 or got[-1] > 19999)):
+    print("#   out of order at", [(got[i - 1], got[i]) for i in bad[:10]])
+    sys.exit(1)
+if 20000 - len(got) != lost:
+    print("#   %d lines missing, %d messages counted lost" % (20000 - len(got), lost))
+    sys.exit(1)
+EOF
+}
+check a_20000_line_print_flood_arrives_whole_or_counts_what_was_lost eval 'status_is 0 &&
+	flood_accounted'
+check its_text_holds_every_line_that_arrived_in_order flood_in_order
 
-fresh
-kbox start -s q --outputs-quota 1M
-kbox exec -s q --format json 'for i in range(20000): print(str(i).rjust(200, "x"), flush=True)'
+if selected past_the_outputs_quota_a_flood_is_dropped_and_counted_exactly \
+	dropped_output_is_never_called_complete a_dropping_result_is_valid_against_the_schema; then
+	fresh
+	kbox start -s q --outputs-quota 1M
+	kbox exec -s q --format json 'for i in range(20000): print(str(i).rjust(200, "x"), flush=True)'
+fi
 want=$((20000 * 201))
 # (what the kernel's own queue dropped never arrived, and its size is not
 # known: then the sum falls short, and a notice says how many messages)
@@ -117,7 +176,7 @@ check dropped_output_is_never_called_complete eval '
 	and r[\"stdout\"][\"text\"].endswith(\"were dropped, not shown or saved: the kernel printed faster than kbox could keep it ...]\\n\")
 	and any(\"stdout messages\" in n and \"outputs quota was used up\" in n for n in r[\"notices\"])"'
 check a_dropping_result_is_valid_against_the_schema valid stdout
-kbox stop -s q
+[ ! -d "$S/q" ] || kbox stop -s q
 
 # messages the kernel numbered but that never came are counted: here the
 # kernel's session skips 5 numbers, as if its queue had dropped them
@@ -131,10 +190,18 @@ check an_execution_that_lost_nothing_has_no_such_notice eval 'status_is 0 && py 
 
 # ---- interrupts ----
 
+# interrupt_when_started FILE: in the background, interrupt session r once
+# the code has made FILE in its workspace (it runs, then, where the
+# interrupt must land).
+interrupt_when_started() {
+	rm -f "$S/r/workspace/$1"
+	(wait_for test -e "$S/r/workspace/$1" >/dev/null && "$KBOX" interrupt -s r >/dev/null 2>&1) &
+	BG_PIDS="$BG_PIDS $!"
+}
+
 fresh
-(sleep 3; "$KBOX" interrupt -s r >/dev/null 2>&1) &
-BG_PIDS="$BG_PIDS $!"
-kbox exec -s r --format json 'import time
+interrupt_when_started started1
+kbox exec -s r --format json 'import time; open("started1", "w").close()
 for i in range(600):
     time.sleep(0.1)'
 check an_interrupt_from_another_shell_is_status_interrupted eval 'status_is 3 &&
@@ -146,9 +213,8 @@ check an_interrupt_from_another_shell_is_status_interrupted eval 'status_is 3 &&
 check an_interrupted_result_is_valid_against_the_schema valid stdout
 
 fresh
-(sleep 3; "$KBOX" interrupt -s r >/dev/null 2>&1) &
-BG_PIDS="$BG_PIDS $!"
-kbox exec -s r 'import time
+interrupt_when_started started2
+kbox exec -s r 'import time; open("started2", "w").close()
 for i in range(600):
     time.sleep(0.1)'
 check the_text_of_an_interrupt_is_two_lines eval 'status_is 3 &&
@@ -159,7 +225,7 @@ check the_text_of_an_interrupt_is_two_lines eval 'status_is 3 &&
 # the one line is cut in whole characters: a long line of accented text
 # that the interrupt stops in still gives the whole text result
 fresh
-kbox exec -s r -t 1 'import time; s = "'"$("$PY" -c 'print("é" * 150)')"'"; time.sleep(5)'
+kbox exec -s r -t 1 'import time; s = "'"$("$PY" -c 'print("é" * 150)')"'"; time.sleep(60)'
 check an_interrupted_line_of_long_unicode_text_still_gives_the_text_result eval 'status_is 3 &&
 	[ "$(wc -l <stdout)" -eq 2 ] &&
 	head -n 1 stdout | grep -q "^KeyboardInterrupt: interrupted when it timed out at Cell In" &&
@@ -234,15 +300,20 @@ kbox exec -s r --bogus --format json 'x'
 check a_bad_option_before_format_is_only_the_line eval 'status_is 2 && stdout_empty &&
 	stderr_is "kbox exec: unknown option --bogus (see kbox exec --help)"'
 
+# another execution holds the kernel (from when it made "holding" until
+# it is interrupted) for all of the waiting one's -t 1
 fresh
-(timeout -k 5 60 "$KBOX" exec -s r 'import time; time.sleep(5)' >/dev/null 2>&1) &
-BG_PIDS="$BG_PIDS $!"
-sleep 1
+rm -f "$S/r/workspace/holding"
+(timeout -k 5 120 "$KBOX" exec -s r 'import time; open("holding", "w").close(); time.sleep(100)' >/dev/null 2>&1) &
+hold=$!
+BG_PIDS="$BG_PIDS $hold"
+wait_for test -e "$S/r/workspace/holding" >/dev/null
 kbox exec -s r --format json -t 1 'open("ran-while-busy", "w").close()'
 check waiting_behind_another_execution_is_status_busy_exit_6 eval 'status_is 6 &&
 	py "r[\"status\"] == \"busy\" and r[\"error\"][\"kind\"] == \"busy\"
 	and \"it never ran\" in r[\"error\"][\"message\"]"'
-wait
+"$KBOX" interrupt -s r >/dev/null 2>&1
+wait "$hold"
 check the_busy_code_never_ran eval 'status_is 6 && [ ! -e "$S/r/workspace/ran-while-busy" ]'
 
 # ---- -j, and a completion that finds nothing ----

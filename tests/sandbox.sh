@@ -14,8 +14,8 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-# shellcheck source=tests/harness.sh
-. "$top_srcdir/tests/harness.sh"
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 have_root=yes
 [ "$(id -u)" = 0 ] && command -v unshare >/dev/null || have_root=no

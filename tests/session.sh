@@ -16,8 +16,8 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-# shellcheck source=tests/harness.sh
-. "$top_srcdir/tests/harness.sh"
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 WARNING='kbox: warning: backend none: the kernel runs unsandboxed'
 LOST='earlier state (variables, imports, loaded data) is lost'
@@ -161,12 +161,12 @@ check exec_after_supervisor_death_runs_a_new_supervisor eval '
 fresh
 died_rc=
 for fmt in text json; do
-	# killed once the code runs (a new supervisor's kernel may take a while
-	# to start on a loaded machine)
-	[ -z "$SKIPPING" ] && { (i=0; while [ $i -lt 300 ] && ! "$KBOX" status -s sv --format json 2>/dev/null |
-		grep -q '"running_execs": 1'; do sleep 0.1; i=$((i + 1)); done
-		sleep 0.5; kill -9 "$(cat "$S/sv/supervisor.pid")") & killer=$!; }
-	kbox exec -s sv --format $fmt 'import time; time.sleep(10)'
+	# killed once the code runs: it has made its file (a new supervisor's
+	# kernel may take a while to start on a loaded machine)
+	rm -f "$S/sv/workspace/running-$fmt"
+	[ -z "$SKIPPING" ] && { (wait_for test -e "$S/sv/workspace/running-$fmt" >/dev/null
+		kill -9 "$(cat "$S/sv/supervisor.pid")") & killer=$!; }
+	kbox exec -s sv --format $fmt 'open("running-'$fmt'", "w").close(); import time; time.sleep(300)'
 	[ -z "$SKIPPING" ] && wait "$killer"
 	cp stdout "died.$fmt"; died_rc="$died_rc$rc"
 done
@@ -302,8 +302,8 @@ check get_refused_writes_no_host_file eval '[ ! -e link ]'
 kbox get -s two sub
 check get_directory_is_refused fails_with 2 "kbox get: sub is a directory, not a regular file (refused)"
 kbox get -s two fifo
-check get_fifo_is_refused_without_blocking eval 'fails_with 2 "kbox get: fifo is a FIFO, not a regular file (refused)" &&
-	took_less_than 5'
+# (a kbox that blocked would be killed by the harness: status 124)
+check get_fifo_is_refused_without_blocking eval 'fails_with 2 "kbox get: fifo is a FIFO, not a regular file (refused)"'
 kbox get -s two nosuch.txt
 check get_missing_file_exits_2 fails_with 2 "kbox get: nosuch.txt: No such file or directory"
 
@@ -385,7 +385,7 @@ check exec_unknown_option_exits_2_in_one_line eval '[ "$rc" = 2 ] && stdout_empt
 fresh
 kbox exec -s ex 'a = 7'
 kbox exec -s ex -t 1 'import time; time.sleep(30)'
-check exec_timeout_interrupted_exits_3 eval 'status_is 3 && took_less_than 10'
+check exec_timeout_interrupted_exits_3 status_is 3
 check exec_timeout_says_state_kept last_line_is stdout \
 	"[timeout: timed out after 1 s; the kernel was interrupted (state kept)]"
 kbox exec -s ex 'print(a)'
@@ -408,7 +408,7 @@ fresh
 kbox exec -s ex -t 1000ms --grace 1s 'import signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 time.sleep(60)'
-check exec_timeout_ignoring_interrupt_exits_4 eval 'status_is 4 && took_less_than 20'
+check exec_timeout_ignoring_interrupt_exits_4 status_is 4
 check exec_timeout_ignoring_interrupt_gives_reason stdout_is \
 	"[kernel died: the execution timed out after 1 s and did not stop within 1 s of an interrupt, so the kernel was killed; a new kernel was started; earlier state is lost]"
 kbox exec -s ex 'print(a)'
@@ -573,16 +573,16 @@ if [ -z "$SKIPPING" ]; then
 	rc=${PIPESTATUS[0]}
 fi
 check logs_follow_ends_when_its_reader_has_gone eval '[ "$rc" = 0 ] && [ "$(wc -l <stdout)" = 1 ]'
-# kbox(1)'s own words: `kbox logs -f | head -n 1` ends, and soon, while the
-# session runs; so does a -f whose reader goes before it has read a line,
-# and one waiting for a log that is not there yet.
+# kbox(1)'s own words: `kbox logs -f | head -n 1` ends while the session
+# runs, without waiting for another event (one that waited would be killed
+# by timeout, status 124); so does a -f whose reader goes before it has
+# read a line, and one waiting for a log that is not there yet.
 if [ -z "$SKIPPING" ]; then
-	t0=$(date +%s)
-	timeout 20 sh -c '"$1" logs -s rs -f | head -n 1' sh "$KBOX" >stdout
-	rc=$? secs=$(($(date +%s) - t0))
+	timeout 60 sh -c '"$1" logs -s rs -f | head -n 1' sh "$KBOX" >stdout
+	rc=$?
 fi
-check logs_follow_piped_to_head_ends_within_seconds_while_the_session_runs eval '[ "$rc" = 0 ] &&
-	[ "$secs" -lt 5 ] && [ "$(wc -l <stdout)" = 1 ] && kill -0 "$(cat "$S/rs/supervisor.pid")"'
+check logs_follow_piped_to_head_ends_while_the_session_runs eval '[ "$rc" = 0 ] &&
+	[ "$(wc -l <stdout)" = 1 ] && kill -0 "$(cat "$S/rs/supervisor.pid")"'
 if [ -z "$SKIPPING" ]; then
 	{ timeout 20 "$KBOX" logs -s rs -f; echo $? >rc.out; } | true
 	rc=$(cat rc.out)
@@ -718,13 +718,13 @@ kbox stop -s kf
 fresh
 needs kernel
 if [ -z "$SKIPPING" ]; then
-	t0=$(date +%s)
-	# fd 5 is an extra copy of the pipe to cat: the supervisor must not hold it
-	(timeout -k 5 30 "$KBOX" exec -s fdl 'print(1)' 5>&1 2>/dev/null | cat >out) 2>/dev/null
+	# fd 5 is an extra copy of the pipe to cat: the supervisor must not
+	# hold it, or cat waits for the session's end (and timeout ends the
+	# pipeline, status 124)
+	timeout -k 5 90 sh -c '"$1" exec -s fdl "print(1)" 5>&1 2>/dev/null | cat >out' sh "$KBOX" 2>/dev/null
 	rc=$?
-	secs=$(($(date +%s) - t0))
 fi
-check supervisor_holds_no_inherited_pipe eval '[ "$rc" = 0 ] && [ "$(cat out)" = 1 ] && [ "$secs" -lt 20 ]'
+check supervisor_holds_no_inherited_pipe eval '[ "$rc" = 0 ] && [ "$(cat out)" = 1 ]'
 check supervisor_has_only_its_own_fds eval '! ls -l /proc/$(cat "$S/fdl/supervisor.pid")/fd | grep -q " 5 -> pipe"'
 
 # A client killed mid-execution (Ctrl-C, a harness timeout): its code is
@@ -743,9 +743,9 @@ check killed_client_interrupt_is_logged events kc \
 fresh
 kbox exec -s kc 'import threading; threading.Timer(0.3, lambda: print("late", flush=True)).start()'
 check exec_that_starts_a_timer_prints_nothing_yet eval 'status_is 0 && stdout_empty'
-sleep 1.5
-kbox status -s kc --json
-check status_says_output_is_waiting eval '[ "$(json_field stdout output_waiting)" = 1 ]'
+# output_waiting KC: status says output printed between executions waits.
+output_waiting() { [ "$(status_field "$1" output_waiting)" = 1 ]; }
+check status_says_output_is_waiting wait_for output_waiting kc
 kbox exec -s kc 'print("now")'
 check output_between_executions_comes_first_marked eval 'status_is 0 && [ "$(cat stdout)" = "[output printed between executions:]
 late
@@ -754,7 +754,7 @@ now" ]'
 kbox exec -s kc 'print("again")'
 check output_between_executions_comes_once stdout_is again
 kbox exec -s kc --format json 'import threading; threading.Timer(0.2, lambda: print("later", flush=True)).start()'
-sleep 1
+[ -n "$SKIPPING" ] || wait_for output_waiting kc
 kbox exec -s kc --format json '1'
 check output_between_executions_is_in_the_json_result "$PY" -c '
 import json
@@ -773,10 +773,13 @@ jsonschema.validate(json.load(open("stdout")), json.load(open(sys.argv[1])))
 fresh
 needs kernel
 if [ -z "$SKIPPING" ]; then
-	"$KBOX" exec -s kc 'import time; time.sleep(1.5)' >/dev/null 2>&1 &
+	# its maps are read while its execution runs (it made its file)
+	rm -f "$S/kc/workspace/xp-running"
+	"$KBOX" exec -s kc 'open("xp-running", "w").close(); import time; time.sleep(300)' >/dev/null 2>&1 &
 	xp=$!
-	sleep 0.7
+	wait_for test -e "$S/kc/workspace/xp-running"
 	cp "/proc/$xp/maps" maps 2>/dev/null
+	"$KBOX" interrupt -s kc >/dev/null
 	wait "$xp"
 fi
 check exec_process_maps_no_zmq_sodium_or_curl eval '[ -s maps ] && grep -q libjansson maps &&
@@ -894,70 +897,68 @@ if [ -z "$SKIPPING" ]; then
 fi
 check run_through_a_private_supervisor eval 'status_is 0 && stdout_is 42'
 check run_leaves_no_session_directory eval '[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ]'
+# run_begun PID: the execution of kbox run PID has begun (its session's
+# events.ndjson says so); $rd is its session directory, under
+# XDG_RUNTIME_DIR or under root in /tmp (kbox-run(1)), the one whose owner
+# is PID, and $runsup its supervisor's pid.
+run_begun() {
+	rd=$(grep -l "\"owner_pid\": *$1\b" "$T"/kbox-run-*/session.json /tmp/kbox-run-*/session.json 2>/dev/null | head -n 1)
+	rd=${rd%/session.json}
+	runsup=$(cat "$rd/supervisor.pid" 2>/dev/null)
+	[ -n "$rd" ] && [ -n "$runsup" ] && grep -q '"event":"exec-begin"' "$rd/events.ndjson" 2>/dev/null
+}
+rd= runsup=
 if [ -z "$SKIPPING" ]; then
-	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(60)' >/dev/null 2>&1 &
+	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(300)' >/dev/null 2>&1 &
 	rp=$!
-	# its session directory: under XDG_RUNTIME_DIR, or under root in /tmp
-	# (kbox-run(1)); the one whose owner is this kbox run
-	for _ in $(seq 100); do
-		rd=$(grep -l "\"owner_pid\": *$rp\b" "$T"/kbox-run-*/session.json /tmp/kbox-run-*/session.json 2>/dev/null | head -n 1)
-		rd=${rd%/session.json}
-		runsup=$(cat "$rd/supervisor.pid" 2>/dev/null)
-		[ -n "$rd" ] && [ -n "$runsup" ] && grep -q '"event":"exec-begin"' "$rd/events.ndjson" 2>/dev/null && break
-		sleep 0.1
-	done
+	wait_for run_begun "$rp"
 	kill -9 "$rp"
 	wait "$rp" 2>/dev/null
 fi
-check run_killed_its_supervisor_stops eval '[ -n "$runsup" ] && gone_or_zombie "$runsup"'
-# no_run_dir: within 5 s no kbox run session directory (kbox-run-XXXXXX) is
-# left in $T, and that of the kbox run killed ($rd) is gone.
+check run_killed_its_supervisor_stops eval '[ -n "$runsup" ] && gone "$runsup"'
+# no_run_dir: no kbox run session directory (kbox-run-XXXXXX) is left in
+# $T, and that of the kbox run killed ($rd) is gone.
 no_run_dir() {
-	for _ in $(seq 50); do
-		[ -z "$(ls -d "$T"/kbox-run-?????? 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ] && return 0
-		sleep 0.1
-	done
-	return 1
+	[ -z "$(ls -d "$T"/kbox-run-?????? 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ]
 }
-check run_killed_its_session_directory_goes no_run_dir
+check run_killed_its_session_directory_goes wait_for no_run_dir
 # Ended by a signal it can catch, kbox run leaves no directory of its own
 # either: the outputs directory, still empty, goes with it (SIGKILL, above,
 # leaves that one).
 fresh
-rc=
+rc= rd= runsup=
 if [ -z "$SKIPPING" ]; then
-	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(60)' >/dev/null 2>&1 &
+	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(300)' >/dev/null 2>&1 &
 	rp=$!
-	for _ in $(seq 100); do
-		rd=$(grep -l "\"owner_pid\": *$rp\b" "$T"/kbox-run-*/session.json /tmp/kbox-run-*/session.json 2>/dev/null | head -n 1)
-		rd=${rd%/session.json}
-		[ -n "$rd" ] && grep -q '"event":"exec-begin"' "$rd/events.ndjson" 2>/dev/null && break
-		sleep 0.1
-	done
+	wait_for run_begun "$rp"
 	kill -TERM "$rp"
 	wait "$rp"
 	rc=$?
 fi
-# no_dir_of_the_run: within 5 s no kbox-run-* directory is left in $T.
+# no_dir_of_the_run: no kbox-run-* directory is left in $T.
 no_dir_of_the_run() {
-	for _ in $(seq 50); do
-		[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ] && return 0
-		sleep 0.1
-	done
-	return 1
+	[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ]
 }
-check run_terminated_leaves_no_directory_of_its_own eval '[ "$rc" = 143 ] && no_dir_of_the_run'
+check run_terminated_leaves_no_directory_of_its_own eval '[ "$rc" = 143 ] && wait_for no_dir_of_the_run'
 
 # One execution at a time: a second exec waits its turn, bounded by its -t.
+# The first holds the kernel from when it has made "holding" until the
+# test makes "release" (the third is waiting by then: status's queued).
 fresh
-( "$KBOX" exec -s kc 'import time; time.sleep(4)' >a.out 2>&1; echo $? >a.rc ) &
+rm -f "$S/kc/workspace/holding" "$S/kc/workspace/release"
+( "$KBOX" exec -s kc 'import os, time; open("holding", "w").close()
+while not os.path.exists("release"): time.sleep(0.05)' >a.out 2>&1; echo $? >a.rc ) &
 bg=$!
 BG_PIDS="$BG_PIDS $bg"
-sleep 1
+[ -n "$SKIPPING" ] || wait_for test -e "$S/kc/workspace/holding"
 kbox exec -s kc -t 1 'print("B")'
 check waiting_exec_that_runs_out_of_time_is_busy_6 fails_with 6 \
 	"kbox exec: session kc: the session was busy running other code all the time this code could wait (its time limit): it never ran (the session runs one execution at a time; try again when it is done, or give a longer -t)"
-kbox exec -s kc -t 30 'print("C")'
+if [ -z "$SKIPPING" ]; then
+	(wait_for queued kc >/dev/null; touch "$S/kc/workspace/release") &
+	BG_PIDS="$BG_PIDS $!"
+fi
+kbox exec -s kc -t 100 'print("C")'
 check waiting_exec_runs_after_the_first eval 'status_is 0 && stdout_is C'
 wait "$bg"
 check first_exec_was_not_disturbed eval '[ "$(cat a.rc)" = 0 ]'
@@ -966,14 +967,8 @@ check first_exec_was_not_disturbed eval '[ "$(cat a.rc)" = 0 ]'
 fresh
 kbox exec -s kc 'import subprocess, os; p = subprocess.Popen(["sleep", "4243"]); os.kill(os.getpid(), 9)'
 check kernel_killing_itself_exits_4 status_is 4
-orphan_gone() {
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		pgrep -f "^sleep 4243$" >/dev/null || return 0
-		sleep 0.5
-	done
-	return 1
-}
-check kernel_children_die_with_it orphan_gone
+orphan_gone() { ! pgrep -f "^sleep 4243$" >/dev/null; }
+check kernel_children_die_with_it wait_for orphan_gone
 
 # Code that is not UTF-8 is a usage error, not a dead kernel.
 fresh
@@ -982,22 +977,29 @@ kbox exec -s kc -f bad.py
 check code_not_utf8_is_a_usage_error fails_with 2 "kbox exec: the code is not valid UTF-8"
 
 # While a new kernel starts, the supervisor goes on answering: status says
-# "starting" at once, and stop does not wait for the kernel to be ready.
+# "starting", and stop does not wait for the kernel to be ready.  The
+# kernelspec starts at once the first time, and takes 600 s once the
+# workspace (the kernel's working directory) holds "slowly": a status that
+# waited for it would see "idle", a stop that waited would be killed by
+# the harness (status 124).
 fresh
 needs kernel
 mkdir -p jp/kernels/slow
-printf '{"argv": ["/bin/sh", "-c", "sleep 4; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "slow", "language": "python"}\n' "$PY" >jp/kernels/slow/kernel.json
+printf '{"argv": ["/bin/sh", "-c", "if [ -e slowly ]; then sleep 600; fi; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "slow", "language": "python"}\n' "$PY" >jp/kernels/slow/kernel.json
 JUPYTER_PATH=$T/jp kbox start -s slow -k slow
 check slow_kernel_session_starts status_is 0
+# starting NAME: status says session NAME's kernel is starting.
+starting() { "$KBOX" status -s "$1" 2>/dev/null | grep -q "^state: *starting$"; }
 if [ -z "$SKIPPING" ]; then
-	kill -9 "$("$KBOX" status -s slow --json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["kernel_pid"])')"
-	sleep 0.5
+	touch "$S/slow/workspace/slowly"
+	kill -9 "$(status_field slow kernel_pid)"
+	wait_for starting slow
 fi
 kbox status -s slow
-check status_answers_while_a_kernel_starts eval 'status_is 0 && [ "$secs" -le 2 ] &&
+check status_answers_while_a_kernel_starts eval 'status_is 0 &&
 	[ "$(sed -n "s/^state: *//p" stdout)" = starting ]'
 kbox stop -s slow
-check stop_does_not_wait_for_a_starting_kernel eval 'status_is 0 && [ "$secs" -le 4 ] &&
+check stop_does_not_wait_for_a_starting_kernel eval 'status_is 0 &&
 	stdout_is "session slow stopped"'
 
 # On a terminal, what the code prints cannot drive it: escape sequences and
@@ -1131,12 +1133,17 @@ grep -q '^STATIC_DEPS_LIBS = .' "$top_builddir/Makefile" ||
 	SKIPPING="configured without static dependencies"
 if [ -z "$SKIPPING" ]; then
 	kbox start -s st --backend none
-	timeout -k 5 60 "$KBOX" exec -s st 'import time; time.sleep(3)' >out 2>err &
+	# its maps are read while its execution runs (it made its file), then
+	# it is let go
+	rm -f "$S/st/workspace/running" "$S/st/workspace/release"
+	timeout -k 5 120 "$KBOX" exec -s st 'import os, time; open("running", "w").close()
+while not os.path.exists("release"): time.sleep(0.05)' >out 2>err &
 	tpid=$!
-	sleep 1.5
+	wait_for test -e "$S/st/workspace/running"
 	xpid=$(pgrep -P "$tpid" -x kbox)
 	[ -n "$xpid" ] && awk '$6 ~ /\.so/ {n = split($6, p, "/"); print p[n]}' "/proc/$xpid/maps" |
 		sort -u >libs
+	touch "$S/st/workspace/release"
 	wait "$tpid"
 	rc=$?
 fi

@@ -16,9 +16,9 @@ set -u
 [ -n "${BASH_VERSION-}" ] || exec bash "$0" "$@"
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
-# shellcheck source-path=SCRIPTDIR source=lib.sh
+# shellcheck source=tests/lib.sh
 ROOT_TAG=ksa
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 cd "$W" || exit 1
 sandbox_or_skip
@@ -254,9 +254,8 @@ if [ -z "$SKIPPING" ]; then
 	    {"tool": sys.argv[2]},
 	    {"answer": "done", "last_tool_contains": "KEYSEARCH clean"}]}))' "$KEY" "$SEARCH" >"$W/script.json"
 	"$PY" "$top_srcdir/tests/fake_openai.py" "$W/script.json" "$W/port" "$W/api.log" 2>"$W/api.err" &
-	BG="$BG $!"
-	i=0
-	while [ ! -s "$W/port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	BG_PIDS="$BG_PIDS $!"
+	wait_for test -s "$W/port"
 	KBOX_API_KEY=$KEY timeout -k 5 120 "$KBOX" agent -s r38 -m m \
 		--base-url "http://127.0.0.1:$(cat "$W/port")/v1" "find it" >"$W/out" 2>"$W/err" </dev/null
 	rc=$?

@@ -14,9 +14,9 @@
 set -u
 [ -n "${BASH_VERSION-}" ] || exec bash "$0" "$@"
 
-# shellcheck source-path=SCRIPTDIR source=lib.sh
+# shellcheck source=tests/lib.sh
 ROOT_TAG=ksb
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 cd "$W" || exit 1
 sandbox_or_skip

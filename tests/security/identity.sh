@@ -17,9 +17,9 @@
 set -u
 [ -n "${BASH_VERSION-}" ] || exec bash "$0" "$@"
 
-# shellcheck source-path=SCRIPTDIR source=lib.sh
+# shellcheck source=tests/lib.sh
 ROOT_TAG=ksd
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 cd "$W" || exit 1
 sandbox_or_skip
@@ -34,7 +34,6 @@ else
 	XU=$(id -u)
 	XG=$(id -g)
 fi
-say() { echo "#   $*"; }
 echo "# running as uid $(id -u); the sandbox must be uid ${XU:-?} gid ${XG:-?} on the host"
 
 identity=$("$PY" -c '

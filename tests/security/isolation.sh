@@ -25,9 +25,9 @@ set -u
 # bash is needed (`sh tests/security/X.sh` runs it with bash)
 [ -n "${BASH_VERSION-}" ] || exec bash "$0" "$@"
 
-# shellcheck source-path=SCRIPTDIR source=lib.sh
+# shellcheck source=tests/lib.sh
 ROOT_TAG=ksi
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 # a supervisor killed by row 11 leaves its empty cgroups behind
 cleanup_more() {
@@ -128,11 +128,8 @@ while True:
     c.sendall(b"host\n")
     c.close()
 ' "$W/port" &
-	BG="$BG $!"
-	for _ in $(seq 100); do
-		[ -s "$W/port" ] && break
-		sleep 0.05
-	done
+	BG_PIDS="$BG_PIDS $!"
+	wait_for test -s "$W/port"
 fi
 PORT=$(cat "$W/port" 2>/dev/null)
 DIAG=
@@ -738,7 +735,7 @@ for i in range(20):
 for pid in middle:  # the double fork's parent waits for the middle child only
     os.waitpid(pid, 0)
 print("orphans_of_pid_1", sum(1 for p, (s, pp) in procs().items() if pp == 1 and p != 2))
-deadline = time.time() + 10
+deadline = time.time() + 60  # a bound; pid 1 reaps them long before
 while time.time() < deadline and sorted(procs()) != [1, 2]:
     time.sleep(0.05)
 ps = procs()
@@ -792,7 +789,7 @@ SLEEPER=
 if [ -z "$SKIPPING" ]; then
 	sleep 300 &
 	SLEEPER=$!
-	BG="$BG $SLEEPER"
+	BG_PIDS="$BG_PIDS $SLEEPER"
 fi
 KPID_B=$(status_field b kernel_pid)
 KPID_A=$(status_field a kernel_pid)
@@ -849,13 +846,13 @@ absent() {
 		[ ! -e "$d" ] || { say "$d is left"; return 1; }
 	done
 }
-# no_procs DIR...: within 5 s no process is left in the cgroup DIRs.
+# no_procs DIR...: no process is left in the cgroup DIRs (polled).
+procs_left() {
+	left=$(cat "${@/%//cgroup.procs}" 2>/dev/null)
+	[ -z "$left" ]
+}
 no_procs() {
-	for _ in $(seq 50); do
-		left=$(cat "${@/%//cgroup.procs}" 2>/dev/null)
-		[ -z "$left" ] && return 0
-		sleep 0.1
-	done
+	wait_for procs_left "$@" >/dev/null && return 0
 	say "still in the cgroups: $left"
 	return 1
 }
@@ -887,12 +884,13 @@ print("before", flush=True)
 libc.syscall(ctypes.c_long(0x40000000 | 39))  # getpid, x32's number
 print("after")
 EOF
-X32_MS=$ms
 keep x32
 DIAG=x32
+# "at once": the kernel dies of SIGSYS itself (exit 4, the signal named),
+# not of the escalation of its 30 s timeout (which would say it timed out)
 check "row33_an_x32_system_call_kills_the_kernel_at_once" eval '
 	rc_is x32 4 && grep -q "SIGSYS" "$W/x32.out" && ! grep -qx after "$W/x32.out" &&
-	say "it took $X32_MS ms" && [ "$X32_MS" -lt 25000 ]'
+	! grep -q "timed out" "$W/x32.out" "$W/x32.err"'
 kx stop -s x
 
 echo "1..$n"

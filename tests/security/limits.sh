@@ -21,9 +21,9 @@
 set -u
 [ -n "${BASH_VERSION-}" ] || exec bash "$0" "$@"
 
-# shellcheck source-path=SCRIPTDIR source=lib.sh
+# shellcheck source=tests/lib.sh
 ROOT_TAG=ksl
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 cd "$W" || exit 1
 sandbox_or_skip

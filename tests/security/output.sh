@@ -22,8 +22,8 @@
 set -u
 
 ROOT_TAG=kso
-# shellcheck source-path=SCRIPTDIR source=cwd.sh
-. "$(dirname "$0")/cwd.sh"
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
 
 # ---- can the sandbox be made here? ----
 

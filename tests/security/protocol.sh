@@ -21,8 +21,10 @@
 set -u
 
 ROOT_TAG=ksp
-# shellcheck source-path=SCRIPTDIR source=cwd.sh
-. "$(dirname "$0")/cwd.sh"
+# the memory bounds below are judged by kbox's peak RSS (GNU time)
+measure_rss=yes
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
 
 # check_rss NAME KIB: the last kbox's peak RSS was under KIB (skipped
 # without GNU time).
@@ -225,14 +227,13 @@ check row16_replayed_request_does_not_run_again eval '[ "$(cat "$W/replayed.txt"
 check row16_only_the_two_valid_requests_get_replies json_true forge.json \
 	'j["replies"] == [j["ids"]["valid"], j["ids"]["barrier"]]'
 # the kernel's stderr reaches kernel.log through the supervisor (a pipe it
-# reads): wait (up to 5 s) until the four rejections are there
-if [ -z "$SKIPPING" ]; then
-	for _ in $(seq 50); do
-		tail -n +"$((LOG0 + 1))" "$S/pr/kernel.log" >log.new
-		[ "$(grep -c "^ValueError" log.new)" -ge 4 ] && break
-		sleep 0.1
-	done
-fi
+# reads): wait until the four rejections are there
+# four_rejections: log.new, kernel.log's new lines, holds four ValueErrors.
+four_rejections() {
+	tail -n +"$((LOG0 + 1))" "$S/pr/kernel.log" >log.new
+	[ "$(grep -c "^ValueError" log.new)" -ge 4 ]
+}
+[ -n "$SKIPPING" ] || wait_for four_rejections >/dev/null
 VSIG=$(py -c 'import json; print(json.load(open("forge.json"))["valid_signature"])')
 check row16_kernel_rejects_each_with_its_reason eval '
 	[ "$(grep -cE "^ValueError: Invalid Signature: b'"'"'[0-9a-f]{64}'"'"'\$" log.new)" = 2 ] &&
@@ -446,7 +447,7 @@ except OSError:
 print(n)
 EOF
 	trap_pid=$!
-	sleep 0.5
+	wait_for test -S "$TRAP"
 fi
 cat >flicker.py <<EOF
 import glob, json, os, threading, time

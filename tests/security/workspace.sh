@@ -19,8 +19,8 @@
 set -u
 
 ROOT_TAG=ksw
-# shellcheck source-path=SCRIPTDIR source=cwd.sh
-. "$(dirname "$0")/cwd.sh"
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
 
 # file_is FILE TEXT: FILE is exactly TEXT and a newline.
 file_is() { printf '%s\n' "$2" | cmp -s - "$1"; }
@@ -28,11 +28,6 @@ file_is() { printf '%s\n' "$2" | cmp -s - "$1"; }
 # the one line that says WHY.
 refused() {
 	fails_with 2 "kbox run: --workspace $1: refused: $2, and the code can change everything in its workspace"
-}
-# skip NAME WHY: test NAME cannot run here, because WHY.
-skip() {
-	n=$((n + 1))
-	echo "ok $n - $1 # SKIP $2"
 }
 # token: a random word of 24 hex digits.
 token() { od -An -tx1 -N12 /dev/urandom | tr -d ' \n'; }

@@ -1,0 +1,576 @@
+# tests/lib.sh — the one harness of every shell test (sourced; POSIX sh, so
+# that the /bin/sh and the bash scripts alike can source it).  tests/README
+# says how to run one file or one test, and what each function promises.
+#
+# It gives a script:
+#   - the kbox under test ($KBOX), the host's Python ($PY), and the
+#     defaults under test (no KBOX_KERNEL, KBOX_SESSION, XDG_STATE_HOME
+#     from the caller; stdin /dev/null);
+#   - a private KBOX_HOME under a short /tmp root ($ROOT, named by
+#     $ROOT_TAG when the script sets it before sourcing), with $BASE for
+#     fresh test directories and $W, $C for kx's outputs and pyx's code;
+#   - a cleanup at exit: background jobs in $BG_PIDS are ended, every
+#     session stopped, whatever supervisor or kernel of ours is left is
+#     killed by its pid, and the root removed (a script may define
+#     cleanup_first, run before the sessions are stopped, and cleanup_more,
+#     after);
+#   - TAP: `check NAME CMD...`, `skip NAME REASON`, test selection by
+#     KBOX_TEST_RUN (`selected`), diag and say;
+#   - kbox wrappers (kbox, kx, pyx, kexec), bounded polls (wait_for, gone,
+#     wait_idle), and assertions.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir,
+# KERNEL_PYTHON; KBOX (default: the build tree's kbox); KBOX_TEST_RUN.
+# shellcheck shell=sh disable=SC2034,SC2016
+
+if [ -z "${top_srcdir-}" ]; then
+	top_srcdir=$(cd "$(dirname "$0")" && while [ ! -f tests/lib.sh ] && [ "$(pwd)" != / ]; do cd ..; done && pwd)
+fi
+top_builddir=${top_builddir:-$(pwd)}
+KBOX=${KBOX:-$top_builddir/kbox}
+case $KBOX in /*) ;; *) KBOX=$(pwd)/$KBOX ;; esac
+PY=${KERNEL_PYTHON:-/usr/bin/python3}
+
+# The defaults are under test: no session or kernel from the caller, and
+# no test reads the terminal.
+unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
+exec </dev/null
+
+if [ ! -x "$KBOX" ]; then
+	echo "Bail out! $KBOX is not built"
+	exit 1
+fi
+
+# ---- the private root ----
+
+# A short root, as most users have (tests/long_home.sh tries a long one).
+ROOT=$(mktemp -d "/tmp/${ROOT_TAG:-ks}.XXXX") || exit 1
+# under root, sandboxes run as the sandbox user (kbox(7)), whom bwrap finds
+# its directories as: it must pass through (not list)
+chmod 711 "$ROOT" || exit 1
+KBOX_HOME=$ROOT/h
+BASE=$ROOT/t
+W=$ROOT/w
+C=$ROOT/c
+mkdir -m 700 "$KBOX_HOME" "$W" "$C" && mkdir -m 711 "$BASE" || exit 1
+export KBOX_HOME
+S=$KBOX_HOME/sessions
+
+# who owns what (kbox(7), Identity): as an ordinary user, everything is
+# ours, 0700; under root the sandbox's own directories (workspace, home,
+# run/sandbox) are the sandbox user's, and the host's directories it
+# passes through are 0710, root's, in the sandbox user's group
+if [ "$(id -u)" = 0 ]; then
+	SB_UID=$(id -u "${KBOX_SANDBOX_USER:-kbox}" 2>/dev/null)
+	SB_GID=$(id -g "${KBOX_SANDBOX_USER:-kbox}" 2>/dev/null)
+	PASS_MODE=710
+else
+	SB_UID=$(id -u)
+	SB_GID=$(id -g)
+	PASS_MODE=700
+fi
+
+BG_PIDS=
+
+# cleanup: end the background jobs, stop every session, then kill
+# whatever of ours is left by its pid: supervisors named in supervisor.pid
+# files (checked to be ours by their command line) and processes
+# (kernels) working in our sessions' directories; remove the root.
+cleanup() {
+	cd / || return
+	# background workers start no new kbox once $ROOT/stop exists
+	touch "$ROOT/stop"
+	for p in $BG_PIDS; do
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	! command -v cleanup_first >/dev/null 2>&1 || cleanup_first
+	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
+	for f in "$S"/*/supervisor.pid; do
+		[ -s "$f" ] || continue
+		pid=$(cat "$f")
+		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kbox-supervisor $S/"; then
+			kill -9 "$pid" 2>/dev/null
+		fi
+	done
+	for d in /proc/[0-9]*; do
+		case $(readlink "$d/cwd" 2>/dev/null) in
+		"$S"/*) kill -9 "${d#/proc/}" 2>/dev/null ;;
+		esac
+	done
+	# what the script itself leaves (cgroups of a supervisor it killed)
+	! command -v cleanup_more >/dev/null 2>&1 || cleanup_more
+	rm -rf "$ROOT"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT PIPE TERM
+
+# ---- TAP, and test selection ----
+
+n=0
+rc=
+rss=
+T=
+why=
+DIAG=
+SKIPPING=
+ncode=0
+last_out=
+last_err=
+
+# run_item_matches ITEM NUM NAME: ITEM (a number N, a range N-M or a glob)
+# matches test NUM named NAME.
+run_item_matches() {
+	case $1 in
+	'' | *[!0-9-]* | -* | *-*-* | *-)
+		# a glob on the name (set -f is on: $1 is a pattern here)
+		# shellcheck disable=SC2254
+		case $3 in $1) return 0 ;; esac
+		return 1
+		;;
+	*-*)
+		[ "$2" -ge "${1%-*}" ] && [ "$2" -le "${1#*-}" ]
+		;;
+	*)
+		[ "$2" -eq "$1" ]
+		;;
+	esac
+}
+
+# test_selected NUM NAME: KBOX_TEST_RUN selects test NUM named NAME.  The
+# variable is a comma-separated list of items: a number N, a range N-M, or
+# a glob matched against the name; an item that starts with "!" excludes.
+# A test runs when it matches some positive item (or there is none) and
+# no excluding one.
+test_selected() {
+	[ -n "${KBOX_TEST_RUN-}" ] || return 0
+	ts_pos=no
+	ts_hit=no
+	ts_ifs=$IFS
+	case $- in *f*) ts_f=yes ;; *) ts_f=no ;; esac
+	set -f
+	IFS=,
+	for ts_item in $KBOX_TEST_RUN; do
+		case $ts_item in
+		!*)
+			if run_item_matches "${ts_item#!}" "$1" "$2"; then
+				ts_hit=excluded
+				break
+			fi
+			;;
+		*)
+			ts_pos=yes
+			[ "$ts_hit" = yes ] || ! run_item_matches "$ts_item" "$1" "$2" || ts_hit=yes
+			;;
+		esac
+	done
+	IFS=$ts_ifs
+	[ "$ts_f" = yes ] || set +f
+	case $ts_hit in
+	excluded) return 1 ;;
+	yes) return 0 ;;
+	esac
+	[ "$ts_pos" = no ]
+}
+
+# selected NAME...: the next tests, named NAME... in the order they come
+# (the first is test n+1), has one KBOX_TEST_RUN selects.  A script asks
+# it before setup that only those tests need, to skip the setup too (the
+# tests are still counted, and reported as not selected).
+selected() {
+	sel_i=$n
+	for sel_name in "$@"; do
+		sel_i=$((sel_i + 1))
+		test_selected "$sel_i" "$sel_name" && return 0
+	done
+	return 1
+}
+
+# say TEXT...: a diagnostic line, for a failing assertion to explain itself.
+say() { echo "#   $*"; }
+
+# diag [NAME...]: as TAP comments, $why, then the outputs kept as NAME
+# (keep), or, without NAME, the last kbox's: where it ran, its exit
+# status (and peak RSS, when measured) and the head of its output.
+diag() {
+	[ -z "$why" ] || printf '%s\n' "$why" | sed 's/^/#   /'
+	if [ $# -eq 0 ]; then
+		echo "#   in ${last_dir:-?}: exit status $rc${rss:+, peak RSS $rss KiB}"
+		[ -z "$last_out" ] || [ ! -f "$last_out" ] || head -n 30 "$last_out" | cut -c 1-300 | sed 's/^/#   stdout: /'
+		[ -z "$last_err" ] || [ ! -f "$last_err" ] || head -n 30 "$last_err" | cut -c 1-300 | sed 's/^/#   stderr: /'
+		return 0
+	fi
+	for k in "$@"; do
+		echo "#   $k: exit status $(cat "$W/$k.rc" 2>/dev/null)"
+		[ ! -f "$W/$k.out" ] || head -n 30 "$W/$k.out" | cut -c 1-300 | sed 's/^/#   stdout: /'
+		[ ! -f "$W/$k.err" ] || head -n 20 "$W/$k.err" | cut -c 1-300 | sed 's/^/#   stderr: /'
+	done
+	return 0
+}
+
+# check NAME CMD...: test n+1, NAME, passed when CMD succeeds.  Not run
+# when KBOX_TEST_RUN does not select it, or while $SKIPPING says why not;
+# on failure, diag shows the outputs named in $DIAG (or the last kbox's).
+check() {
+	name=$1
+	shift
+	n=$((n + 1))
+	why=
+	if ! test_selected "$n" "$name"; then
+		echo "ok $n - $name # SKIP not selected by KBOX_TEST_RUN"
+	elif [ -n "$SKIPPING" ]; then
+		echo "ok $n - $name # SKIP $SKIPPING"
+	elif "$@"; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		# shellcheck disable=SC2086 # a list of names
+		diag $DIAG
+	fi
+	why=
+}
+
+# skip NAME REASON: test n+1, NAME, skipped for REASON (or not selected).
+skip() {
+	n=$((n + 1))
+	if test_selected "$n" "$1"; then
+		echo "ok $n - $1 # SKIP $2"
+	else
+		echo "ok $n - $1 # SKIP not selected by KBOX_TEST_RUN"
+	fi
+}
+
+# ---- what the tests need ----
+
+have_kernel=
+have_pandas=
+
+# needs WHAT...: the tests that follow need a kernel ("kernel") and maybe
+# pandas and matplotlib ("pandas"); when one is missing SKIPPING says so.
+needs() {
+	SKIPPING=
+	for what in "$@"; do
+		case $what in
+		kernel)
+			[ -n "$have_kernel" ] || { "$PY" -c 'import ipykernel' 2>/dev/null && have_kernel=yes || have_kernel=no; }
+			[ "$have_kernel" = yes ] || SKIPPING="$PY cannot import ipykernel"
+			;;
+		pandas)
+			[ -n "$have_pandas" ] || { "$PY" -c 'import pandas, matplotlib' 2>/dev/null && have_pandas=yes || have_pandas=no; }
+			[ "$have_pandas" = yes ] || SKIPPING="$PY cannot import pandas, matplotlib"
+			;;
+		esac
+		[ -z "$SKIPPING" ] || return 0
+	done
+}
+
+# sandbox_skip_reason [MODULE...]: why the sandbox tests cannot run here,
+# or nothing when they can: the host's Python cannot import ipykernel (and
+# MODULEs), or kbox doctor says the bwrap sandbox cannot be made (naming
+# the failed checks).  Leaves doctor's JSON in $ROOT/doctor.json.
+sandbox_skip_reason() {
+	mods=ipykernel
+	for m in "$@"; do
+		mods="$mods, $m"
+	done
+	if ! "$PY" -c "import $mods" 2>/dev/null; then
+		echo "$PY cannot import $mods"
+		return
+	fi
+	"$KBOX" doctor --json >"$ROOT/doctor.json" 2>/dev/null
+	"$PY" -c '
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    print("kbox doctor gave no JSON"); sys.exit()
+if not d.get("isolates"):
+    bad = ["%s: %s" % (c["check"], c["detail"]) for c in d["checks"] if c["status"] == "fail"]
+    print("the bwrap sandbox cannot be made here (" + "; ".join(bad) + ")")
+' "$ROOT/doctor.json"
+}
+
+# sandbox_or_skip: run `kbox doctor --json` (kept as "doctor"); when it
+# says the sandbox cannot be made here, SKIPPING says why, and every test
+# that follows is skipped.
+sandbox_or_skip() {
+	kx doctor --json
+	keep doctor
+	[ "$rc" = 0 ] && return 0
+	SKIPPING="kbox doctor: the bwrap sandbox cannot be made here: $("$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("; ".join(c["check"] + ": " + c["detail"] for c in d["checks"] if c["status"] == "fail"))
+' "$W/doctor.out" 2>/dev/null)"
+}
+
+# ---- running kbox ----
+
+# fresh: make a new empty directory under $BASE and go there ($T).
+fresh() {
+	T=$(mktemp -d "$BASE/t.XXXXXX") && cd "$T" || exit 1
+}
+
+# kbox ARGS...: run kbox in the current directory, stdout to ./stdout,
+# stderr to ./stderr; $rc is its exit status.  With measure_rss=yes (and
+# GNU time), $rss is its peak RSS in KiB (in ./rss).  A kbox that hangs is
+# killed after 120 s (status 124).  Does nothing while skipping.
+kbox() {
+	[ -z "$SKIPPING" ] || return 0
+	last_dir=$(pwd)
+	last_out=$last_dir/stdout
+	last_err=$last_dir/stderr
+	if [ "${measure_rss-}" = yes ] && [ -x /usr/bin/time ]; then
+		rm -f rss
+		timeout -k 5 120 /usr/bin/time -f %M -o rss "$KBOX" "$@" >stdout 2>stderr
+		rc=$?
+		rss=$(tail -n 1 rss 2>/dev/null)
+	else
+		timeout -k 5 120 "$KBOX" "$@" >stdout 2>stderr
+		rc=$?
+	fi
+}
+
+# kexec SESSION [OPTION...] <CODE: kbox exec the code read from stdin
+# (kept in ./code.py).
+kexec() {
+	[ -z "$SKIPPING" ] || { cat >/dev/null; return 0; }
+	cat >code.py
+	sess=$1
+	shift
+	kbox exec -s "$sess" "$@" -f code.py
+}
+
+# kx ARGS...: run kbox, stdout to $W/out, stderr to $W/err; $rc is its
+# exit status.  A hung kbox is killed after 120 s.  Nothing while skipping.
+kx() {
+	[ -z "$SKIPPING" ] || return 0
+	last_dir=$(pwd)
+	last_out=$W/out
+	last_err=$W/err
+	timeout -k 5 120 "$KBOX" "$@" >"$W/out" 2>"$W/err"
+	rc=$?
+}
+
+# pyx SESSION [EXEC-OPTION...] <CODE: kbox exec the code on standard input
+# (kept in $C), through kx.
+pyx() {
+	sess=$1
+	shift
+	ncode=$((ncode + 1))
+	cat >"$C/$ncode.py"
+	kx exec -s "$sess" "$@" -f "$C/$ncode.py"
+}
+
+# keep NAME: save the last kx's output as $W/NAME.{out,err,rc}.
+keep() {
+	[ -z "$SKIPPING" ] || return 0
+	cp "$W/out" "$W/$1.out"
+	cp "$W/err" "$W/$1.err"
+	echo "$rc" >"$W/$1.rc"
+}
+
+# val NAME KEY: the rest of the line "KEY ..." in $W/NAME.out.
+val() { awk -v k="$2 " 'index($0, k) == 1 { print substr($0, length(k) + 1); exit }' "$W/$1.out"; }
+
+# py ARGS...: the host's Python, unless skipping.
+py() {
+	[ -z "$SKIPPING" ] || return 0
+	"$PY" "$@"
+}
+
+# ---- polls: what the product reports, waited for with a bound ----
+
+# The bound of every poll: generous, so that a loaded machine does not
+# fail a test; a poll that succeeds returns at once.
+WAIT_SECS=${WAIT_SECS:-60}
+
+# wait_for CMD...: CMD succeeds within $WAIT_SECS seconds (polled every
+# 0.1 s); else say so, and fail.
+wait_for() {
+	wf_end=$(($(date +%s) + WAIT_SECS))
+	while :; do
+		"$@" && return 0
+		if [ "$(date +%s)" -ge "$wf_end" ]; then
+			say "still false after $WAIT_SECS s: $*"
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# is_idle NAME: `kbox status` says session NAME's kernel is idle.
+is_idle() { "$KBOX" status -s "$1" 2>/dev/null | grep -q "^state: *idle$"; }
+# wait_idle NAME: session NAME's kernel becomes ready and idle (a kernel
+# the supervisor replaced starts in the background).
+wait_idle() { wait_for is_idle "$1"; }
+# running_execs NAME: `kbox status --json`'s running_execs of session NAME.
+running_execs() {
+	"$KBOX" status -s "$1" --json 2>/dev/null |
+		"$PY" -c 'import json, sys; print(json.load(sys.stdin).get("running_execs", ""))' 2>/dev/null
+}
+# is_busy NAME: session NAME runs an execution (status's running_execs).
+is_busy() { [ "$(running_execs "$1")" = 1 ]; }
+# queued NAME: an execution of session NAME waits its turn (status's
+# queued is 1).
+queued() { [ "$(status_field "$1" queued)" = 1 ]; }
+
+ppid() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2; }
+pstate() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+# exited PID: the process is gone or a zombie.
+exited() {
+	case $(pstate "$1") in
+	Z | X | "") return 0 ;;
+	esac
+	return 1
+}
+# gone PID: the process exits (is gone or a zombie) within the bound.
+gone() {
+	wait_for exited "$1" >/dev/null && return 0
+	say "process $1 still runs: $(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)"
+	return 1
+}
+gone_or_zombie() { gone "$@"; }
+# alive PID: the process exists and has not exited.
+alive() {
+	! exited "$1" && return 0
+	say "process $1 is gone"
+	return 1
+}
+
+# cg_dir CONTROLLER PID: the directory of PID's cgroup for CONTROLLER
+# (cgroup v1, or v2 where the controller is not in a v1 hierarchy).
+cg_dir() {
+	"$PY" - "$1" "$2" <<'EOF'
+import sys
+ctl, pid = sys.argv[1], sys.argv[2]
+mounts = []
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    d = f.index("-")
+    mounts.append((f[4], f[3], f[d + 1], f[d + 3].split(",")))
+lines = [l.rstrip("\n").split(":", 2) for l in open("/proc/%s/cgroup" % pid)]
+for hid, ctls, path in lines:
+    if ctl in ctls.split(","):
+        mp = [(p, r) for p, r, t, o in mounts if t == "cgroup" and ctl in o]
+        break
+else:
+    path = [p for h, c, p in lines if h == "0"][0]
+    mp = [(p, r) for p, r, t, o in mounts if t == "cgroup2"]
+point, root = mp[0]
+if root != "/" and path.startswith(root):
+    path = path[len(root):]
+print(point + (path if path != "/" else ""))
+EOF
+}
+
+# status_field NAME KEY: KEY of `kbox status --json` of session NAME.
+status_field() {
+	[ -z "$SKIPPING" ] || return 0
+	timeout -k 5 30 "$KBOX" status -s "$1" --json 2>/dev/null |
+		"$PY" -c 'import json, sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$2" 2>/dev/null
+}
+
+# conn_key FILE: the key of a connection file.
+conn_key() { [ -z "$SKIPPING" ] || return 0; "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["key"])' "$1"; }
+
+# ---- assertions: the last kbox (./stdout, ./stderr, $rc) ----
+
+status_is() { [ "$rc" = "$1" ]; }
+# stdout_is TEXT / stderr_is TEXT: the file is exactly TEXT and a newline.
+stdout_is() { printf '%s\n' "$1" | cmp -s - stdout; }
+stderr_is() { printf '%s\n' "$1" | cmp -s - stderr; }
+stdout_empty() { [ ! -s stdout ]; }
+stderr_empty() { [ ! -s stderr ]; }
+# fails_with STATUS TEXT: exit STATUS, nothing on stdout, and exactly the
+# one line TEXT on stderr.
+fails_with() {
+	[ "$rc" = "$1" ] && [ ! -s stdout ] && [ "$(wc -l <stderr)" -eq 1 ] && stderr_is "$2"
+}
+# status_line KEY: the value of "KEY: value" in `kbox status` output.
+status_line() { sed -n "s/^$1: *//p" stdout; }
+# ls_row NAME: the row of NAME in `kbox ls` output, spaces squeezed.
+ls_row() { awk -v n="$1" '$1 == n { $1 = $1; print }' stdout; }
+# started_line NAME: stdout is the "started" line naming the pid in
+# NAME's supervisor.pid.
+started_line() {
+	stdout_is "session $1 started (backend bwrap, kernel python3, supervisor pid $(cat "$S/$1/supervisor.pid"))"
+}
+
+# ---- assertions: files ----
+
+# has_line FILE TEXT / lacks_line FILE TEXT: a line of FILE is (no line
+# is) exactly TEXT.
+has_line() { grep -qxF -- "$2" "$1"; }
+lacks_line() { ! grep -qxF -- "$2" "$1"; }
+first_line_is() { [ "$(head -n 1 "$1")" = "$2" ]; }
+last_line_is() { [ "$(tail -n 1 "$1")" = "$2" ]; }
+# is_png FILE: FILE starts with the PNG signature.
+is_png() {
+	[ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ]
+}
+# png_size_is FILE WIDTH HEIGHT: the IHDR chunk says WIDTH x HEIGHT.
+png_size_is() {
+	[ "$(od -An -tx1 -j12 -N4 "$1" | tr -d ' \n')" = 49484452 ] || return 1
+	# shellcheck disable=SC2046 # eight numbers wanted
+	set -- "$1" "$2" "$3" $(od -An -tu1 -j16 -N8 "$1")
+	[ $# -eq 11 ] || return 1
+	[ $((($4 << 24) + ($5 << 16) + ($6 << 8) + $7)) -eq "$2" ] &&
+		[ $((($8 << 24) + ($9 << 16) + (${10} << 8) + ${11})) -eq "$3" ]
+}
+# json_field FILE KEY: the value of KEY in the JSON object in FILE.
+json_field() {
+	"$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
+}
+# json_true FILE EXPR [ARG...]: EXPR (Python, on j, the JSON in FILE, and a,
+# the list of ARGs) is true.
+json_true() {
+	"$PY" -c 'import json, sys; j = json.load(open(sys.argv[1])); a = sys.argv[3:]; sys.exit(0 if eval(sys.argv[2]) else 1)' "$@"
+}
+# events NAME PY-EXPR: PY-EXPR holds for ev, the list of session NAME's
+# events (events.ndjson).
+events() {
+	"$PY" -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+ok = eval("(" + sys.argv[2] + ")")
+if not ok:
+    print("#   events:", [e["event"] for e in ev])
+sys.exit(0 if ok else 1)
+' "$S/$1/events.ndjson" "$2"
+}
+# logged NAME EVENT: session NAME's events.ndjson has an event EVENT.
+logged() {
+	grep -q "\"event\": *\"$2\"" "$S/$1/events.ndjson" 2>/dev/null
+}
+
+# ---- assertions: kept outputs (keep NAME) and values ----
+
+rc_is() { [ "$(cat "$W/$1.rc")" = "$2" ] || { say "exit status $(cat "$W/$1.rc"), want $2"; return 1; }; }
+out_is() { printf '%s\n' "$2" | cmp -s - "$W/$1.out"; }
+eq() { [ "$1" = "$2" ] || { say "got \"$1\", want \"$2\""; return 1; }; }
+ne() { [ "$1" != "$2" ] || { say "got \"$1\" twice"; return 1; }; }
+le() { [ "$1" -le "$2" ] 2>/dev/null || { say "got \"$1\", want <= $2"; return 1; }; }
+ge() { [ "$1" -ge "$2" ] 2>/dev/null || { say "got \"$1\", want >= $2"; return 1; }; }
+one_of() {
+	v=$1
+	shift
+	for w in "$@"; do
+		[ "$v" = "$w" ] && return 0
+	done
+	say "got \"$v\", want one of: $*"
+	return 1
+}
+# private DIR: DIR is ours and only we may enter it (rwx for the owner,
+# nothing for group and others; a sticky bit does not matter).
+private() {
+	eq "$(stat -c %u "$1")" "$(id -u)" && eq "$(($(printf '%d' "0$(stat -c %a "$1")") & 511))" 448
+}
+# private_to UID MODE DIR: DIR is UID's with MODE (no more), in group
+# SB_GID when MODE lets the group in.
+private_to() {
+	# ipykernel adds the sticky bit to its connection file's directory
+	m=$(printf '%o' "$(($(printf '%d' "0$(stat -c %a "$3")") & 511))")
+	eq "$(stat -c %u "$3")" "$1" && eq "$m" "$2" &&
+		{ [ "$2" = 700 ] || eq "$(stat -c %g "$3")" "$SB_GID"; }
+}
