@@ -202,18 +202,19 @@ static void api_message(const agent_t *a, const char *body, size_t len, char *ou
 	json_decref(j);
 }
 
-json_t *agent_ask(agent_t *a, char *finish, size_t finish_size, int *status)
+/* Send the conversation and the tool to the model through kbox-http: the
+ * helper's reply (new) with a 2xx "status" and the "body", or NULL after
+ * one line. */
+static json_t *post(agent_t *a)
 {
 	json_t *req = json_pack("{s:s, s:O, s:[o], s:s}", "model", a->model, "messages",
-	                        agent_messages(a), "tools", cli_tool_openai(), "tool_choice", "auto");
-	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL, why[1024];
-	json_t *reply = NULL, *resp = NULL, *msg = NULL, *usage;
+	                        agent_messages(a), "tools", cli_tool_openai(), "tool_choice",
+	                        "auto");
+	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL, why[1024], m[301];
 	const char *err, *text;
-	size_t text_len;
+	json_t *reply;
 	int code, attempts;
-	json_error_t je;
 
-	*status = EXIT_UNAVAILABLE;
 	json_decref(req);
 	if (!body) {
 		agent_error(a, "out of memory");
@@ -221,7 +222,7 @@ json_t *agent_ask(agent_t *a, char *finish, size_t finish_size, int *status)
 	}
 	a->requests++;
 	reply = agent_http_post(a->http, a->url, body, HTTP_TIMEOUT_S, a->tty ? tick : NULL, a, why,
-	                      sizeof why);
+	                        sizeof why);
 	free(body);
 	tick_done(a);
 	if (!reply) {
@@ -230,44 +231,58 @@ json_t *agent_ask(agent_t *a, char *finish, size_t finish_size, int *status)
 	}
 	attempts = (int)json_integer_value(json_object_get(reply, "attempts"));
 	snprintf(why, sizeof why, attempts > 1 ? " (after %d attempts)" : "", attempts);
-	if ((err = json_string_value(json_object_get(reply, "error")))) {
+	code = (int)json_integer_value(json_object_get(reply, "status"));
+	text = json_string_value(json_object_get(reply, "body"));
+	if ((err = json_string_value(json_object_get(reply, "error"))))
 		agent_error(a, "POST %s: %s%s", a->url, err, why);
-		goto out;
-	}
+	else if (code < 200 || code > 299) {
+		api_message(a, text ? text : "", json_string_length(json_object_get(reply, "body")),
+		            m, sizeof m);
+		agent_error(a, "POST %s: HTTP %d%s: %s", a->url, code, why, m);
+	} else
+		return reply;
+	json_decref(reply);
+	return NULL;
+}
+
+json_t *agent_ask(agent_t *a, char *finish, size_t finish_size, int *status)
+{
+	json_t *reply, *resp = NULL, *choice, *msg = NULL, *usage;
+	const char *text;
+	size_t text_len;
+	json_error_t je;
+	char m[301];
+	int code;
+
+	*status = EXIT_UNAVAILABLE;
+	if (!(reply = post(a)))
+		return NULL;
 	code = (int)json_integer_value(json_object_get(reply, "status"));
 	text = json_string_value(json_object_get(reply, "body"));
 	text_len = json_string_length(json_object_get(reply, "body"));
 	if (!text)
 		text = "";
-	if (code < 200 || code > 299) {
-		char m[301];
-		api_message(a, text, text_len, m, sizeof m);
-		agent_error(a, "POST %s: HTTP %d%s: %s", a->url, code, why, m);
-		goto out;
-	}
 	if (!(resp = json_loadb(text, text_len, 0, &je)) || !json_is_object(resp)) {
-		agent_error(a, "POST %s: HTTP %d, but the response is not a JSON object%s%s", a->url,
-		            code, resp ? "" : ": ", resp ? "" : je.text);
+		agent_error(a, "POST %s: HTTP %d, but the response is not a JSON object%s%s",
+		            a->url, code, resp ? "" : ": ", resp ? "" : je.text);
 		goto out;
 	}
-	msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
+	choice = json_array_get(json_object_get(resp, "choices"), 0);
+	msg = json_object_get(choice, "message");
 	if (!json_is_object(msg)) {
-		char m[301];
 		if (json_object_get(resp, "error")) { /* an error, said with status 200 */
 			api_message(a, text, text_len, m, sizeof m);
 			agent_error(a, "POST %s: HTTP %d, but the response is an error: %s", a->url,
 			            code, m);
 		} else
-			agent_error(a, "POST %s: HTTP %d, but the response has no choices[0].message",
+			agent_error(a,
+			            "POST %s: HTTP %d, but the response has no choices[0].message",
 			            a->url, code);
 		msg = NULL;
 		goto out;
 	}
-	agent_one_line(a, json_string_value(json_object_get(json_array_get(json_object_get(resp, "choices"),
-	                                                          0),
-	                                           "finish_reason"))
-	             ?: "",
-	         finish, finish_size);
+	agent_one_line(a, json_string_value(json_object_get(choice, "finish_reason")) ?: "", finish,
+	               finish_size);
 	if ((usage = json_object_get(resp, "usage"))) {
 		a->usage[0] += json_integer_value(json_object_get(usage, "prompt_tokens"));
 		a->usage[1] += json_integer_value(json_object_get(usage, "completion_tokens"));

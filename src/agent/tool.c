@@ -243,16 +243,66 @@ static bool too_long(const char *code, double timeout_s, char *out, size_t size)
 	return true;
 }
 
+/* What the model reads of the supervisor's REPLY (borrowed) to its code:
+ * the reply's text (borrowed), *ST its status; a refusal because the
+ * session was busy running other code is for the model too, into BUF.
+ * NULL, *STATUS set, after one line for any other refusal. */
+static const char *reply_text(agent_t *a, const json_t *reply, const char **st, char *buf,
+                              size_t size, int *status)
+{
+	const char *text, *msg = json_string_value(json_object_get(reply, "error"));
+	kbox_ctl_err_t kind;
+
+	if (kbox_ctl_msg_kind(reply, NULL) == KBOX_CTL_MSG_REPLY) {
+		text = json_string_value(json_object_get(reply, "text"));
+		*st = json_string_value(json_object_get(reply, "status"));
+		if (!*st)
+			*st = "unknown";
+		return text && *text ? text : "(no output)";
+	}
+	if ((kind = kbox_ctl_err_kind(reply)) != KBOX_CTL_ERR_BUSY) {
+		agent_error(a, "session %s: %s", a->name, msg ? msg : "the supervisor refused");
+		*status = kind == KBOX_CTL_ERR_USAGE ? EXIT_USAGE : EXIT_UNAVAILABLE;
+		return NULL;
+	}
+	/* other code held the kernel all that time: the model may try again */
+	snprintf(buf, size,
+	         "error: the session was busy running other code, and this code did "
+	         "not run: %s",
+	         msg ? msg : "busy");
+	*st = "busy";
+	return buf;
+}
+
+/* The step's line on standard error after TAG: the status ST, the
+ * seconds, and the error's name and value, else a summary of TEXT. */
+static void show_result(const char *tag, const char *st, const char *text, const json_t *result)
+{
+	const json_t *e = json_object_get(result, "error");
+	char line[256];
+
+	if (strcmp(st, "error") == 0 && json_is_object(e))
+		snprintf(line, sizeof line, "%s: %s",
+		         json_string_value(json_object_get(e, "ename")) ?: "Error",
+		         json_string_value(json_object_get(e, "evalue")) ?: "");
+	else
+		summary(text, line, sizeof line);
+	fprintf(stderr, "%s%s, %.2fs: ", tag, st,
+	        json_number_value(json_object_get(result, "seconds")));
+	agent_show_lines("", line);
+}
+
 int agent_tool_call(agent_t *a, int step, json_t *call)
 {
 	const char *id = json_string_value(json_object_get(call, "id"));
 	json_t *fn = json_object_get(call, "function"), *args = NULL, *reply = NULL;
-	json_t *images = json_array(), *rec;
+	json_t *images = json_array(), *result, *img;
 	const char *code = NULL, *text, *st = "rejected";
 	double timeout_s = 0, cap = (double)a->timeout_ms / 1000.0;
-	char bad[1024], line[256], tag[32];
+	char bad[1024], tag[32];
 	int status = EXIT_OK;
 	bool rejected;
+	size_t i;
 
 	snprintf(tag, sizeof tag, "[step %d] ", step);
 	rejected = bad_call(fn, &args, &code, &timeout_s, bad, sizeof bad);
@@ -268,52 +318,21 @@ int agent_tool_call(agent_t *a, int step, json_t *call)
 		fprintf(stderr, "%s", tag);
 		agent_show_lines("", bad);
 	} else {
-		json_t *result, *img;
-		size_t i;
 		fprintf(stderr, "%s%s:\n", tag, CLI_TOOL_NAME);
 		agent_show_lines("  | ", code);
-		if (!(reply = execute(a, code, timeout_s, &status)))
+		if (!(reply = execute(a, code, timeout_s, &status)) ||
+		    !(text = reply_text(a, reply, &st, bad, sizeof bad, &status)))
 			goto out;
-		if (kbox_ctl_msg_kind(reply, NULL) != KBOX_CTL_MSG_REPLY) {
-			const char *msg = json_string_value(json_object_get(reply, "error"));
-			kbox_ctl_err_t kind = kbox_ctl_err_kind(reply);
-			if (kind != KBOX_CTL_ERR_BUSY) {
-				agent_error(a, "session %s: %s", a->name, msg ? msg : "the supervisor refused");
-				status = kind == KBOX_CTL_ERR_USAGE ? EXIT_USAGE : EXIT_UNAVAILABLE;
-				goto out;
-			}
-			/* other code held the kernel all that time: the model may try again */
-			snprintf(bad, sizeof bad, "error: the session was busy running other code, and "
-			         "this code did not run: %s", msg ? msg : "busy");
-			text = bad;
-			st = "busy";
-		} else {
-			text = json_string_value(json_object_get(reply, "text"));
-			st = json_string_value(json_object_get(reply, "status"));
-			if (!text || !*text)
-				text = "(no output)";
-			if (!st)
-				st = "unknown";
-		}
 		result = json_object_get(reply, "result");
 		json_array_foreach(json_object_get(result, "images"), i, img)
-		    json_array_append(images, json_object_get(img, "path"));
-		if (strcmp(st, "error") == 0 && json_is_object(json_object_get(result, "error"))) {
-			const json_t *e = json_object_get(result, "error");
-			snprintf(line, sizeof line, "%s: %s",
-			         json_string_value(json_object_get(e, "ename")) ?: "Error",
-			         json_string_value(json_object_get(e, "evalue")) ?: "");
-		} else
-			summary(text, line, sizeof line);
-		fprintf(stderr, "%s%s, %.2fs: ", tag, st,
-		        json_number_value(json_object_get(result, "seconds")));
-		agent_show_lines("", line);
+		        json_array_append(images, json_object_get(img, "path"));
+		show_result(tag, st, text, result);
 	}
 	json_array_append_new(agent_messages(a), json_pack("{s:s, s:s, s:s}", "role", "tool",
-	                                             "tool_call_id", id, "content", text));
-	rec = json_pack("{s:i, s:s, s:s?, s:s, s:s, s:O}", "step", step, "tool_call_id", id, "code",
-	                code, "status", st, "text", text, "images", images);
-	json_array_append_new(a->steps, rec);
+	                                                   "tool_call_id", id, "content", text));
+	json_array_append_new(a->steps, json_pack("{s:i, s:s, s:s?, s:s, s:s, s:O}", "step", step,
+	                                          "tool_call_id", id, "code", code, "status", st,
+	                                          "text", text, "images", images));
 out:
 	json_decref(images);
 	json_decref(args);

@@ -235,23 +235,57 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The line of list_files for the entry NAME of the directory DIRFD (new,
+ * or NULL): NAME escaped, then "/" for a directory, "@" for a symbolic
+ * link, its size for a file, what it is for anything else. */
+static char *entry_line(int dirfd, const char *name)
+{
+	char line[4 * NAME_MAX + 64], shown[4 * NAME_MAX + 8], sz[32];
+	struct stat st;
+
+	escape_name(name, shown, sizeof shown);
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		snprintf(line, sizeof line, "%s", shown);
+	else if (S_ISDIR(st.st_mode))
+		snprintf(line, sizeof line, "%s/", shown);
+	else if (S_ISREG(st.st_mode))
+		snprintf(line, sizeof line, "%s\t%s", shown,
+		         kx_fmt_bytes(sz, sizeof sz, (long long)st.st_size));
+	else if (S_ISLNK(st.st_mode))
+		snprintf(line, sizeof line, "%s@", shown);
+	else
+		snprintf(line, sizeof line, "%s\t(%s)", shown, ws_file_kind(&st));
+	return strdup(line);
+}
+
+/* The text of list_files for PATH, whose N entry lines are LINES (sorted
+ * here): at most LIST_MAX of them.  New, or NULL. */
+static char *listing(const char *path, char **lines, size_t n)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	if (n)
+		qsort(lines, n, sizeof *lines, cmp_names);
+	if (n == 0)
+		kx_buf_appendf(&b, "%s is empty\n", path);
+	for (size_t i = 0; i < n && i < LIST_MAX; i++)
+		kx_buf_appendf(&b, "%s\n", lines[i]);
+	if (n > LIST_MAX)
+		kx_buf_appendf(&b, "[... %zu more entries not shown]\n", n - LIST_MAX);
+	return kx_buf_take(&b, NULL);
+}
+
 /* list_files {path?}: the entries of a directory of the workspace, one a
  * line: NAME (a directory NAME/), its size for a file. */
 json_t *mcp_list_files(mcp_t *m, json_t *args)
 {
-	json_t *jp = json_object_get(args, "path");
+	json_t *jp = json_object_get(args, "path"), *res = NULL;
 	const char *path = json_is_string(jp) ? json_string_value(jp) : ".";
-	char why[PATH_MAX + 256];
+	char why[PATH_MAX + 256], **lines = NULL, *text = NULL;
 	tool_path_t p = {.dirfd = -1};
-	int fd = -1;
-	DIR *d = NULL;
-	struct dirent *e;
-	char **names = NULL;
 	size_t n = 0, cap = 0;
-	json_t *res = NULL;
-	char *text = NULL;
-	size_t tlen = 0;
-	FILE *f;
+	struct dirent *e;
+	DIR *d = NULL;
+	int fd;
 
 	if (jp && !json_is_string(jp))
 		return mcp_text_result(true, "list_files: \"path\" must be a string");
@@ -262,60 +296,36 @@ json_t *mcp_list_files(mcp_t *m, json_t *args)
 	fd = ws_open(p.dirfd, path, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		res = mcp_text_result(true, "list_files: %s: %s", path,
-		                  errno == ENOENT    ? "no such directory"
-		                  : errno == ENOTDIR ? "not a directory"
-		                                     : ws_strerror(errno));
+		                      errno == ENOENT    ? "no such directory"
+		                      : errno == ENOTDIR ? "not a directory"
+		                                         : ws_strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		goto out;
 	}
 	while ((e = readdir(d))) {
-		struct stat st;
-		char line[4 * NAME_MAX + 64], name[4 * NAME_MAX + 8], sz[32];
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof *names);
+			char **nn = realloc(lines, (cap = cap ? cap * 2 : 64) * sizeof *lines);
 			if (!nn)
 				break;
-			names = nn;
+			lines = nn;
 		}
-		escape_name(e->d_name, name, sizeof name);
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			snprintf(line, sizeof line, "%s", name);
-		else if (S_ISDIR(st.st_mode))
-			snprintf(line, sizeof line, "%s/", name);
-		else if (S_ISREG(st.st_mode))
-			snprintf(line, sizeof line, "%s\t%s", name,
-			         kx_fmt_bytes(sz, sizeof sz, (long long)st.st_size));
-		else if (S_ISLNK(st.st_mode))
-			snprintf(line, sizeof line, "%s@", name);
-		else
-			snprintf(line, sizeof line, "%s\t(%s)", name, ws_file_kind(&st));
-		if (!(names[n] = strdup(line)))
+		if (!(lines[n] = entry_line(dirfd(d), e->d_name)))
 			break;
 		n++;
 	}
-	qsort(names, n, sizeof *names, cmp_names);
-	if (!(f = open_memstream(&text, &tlen)))
-		goto out;
-	if (n == 0)
-		fprintf(f, "%s is empty\n", path);
-	for (size_t i = 0; i < n && i < LIST_MAX; i++)
-		fprintf(f, "%s\n", names[i]);
-	if (n > LIST_MAX)
-		fprintf(f, "[... %zu more entries not shown]\n", n - LIST_MAX);
-	fclose(f);
-	res = mcp_tool_result(json_pack("[o]", mcp_text_item(text)), NULL, false);
+	if ((text = listing(path, lines, n)))
+		res = mcp_tool_result(json_pack("[o]", mcp_text_item(text)), NULL, false);
 out:
 	if (d)
 		closedir(d);
 	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+		free(lines[i]);
+	free(lines);
 	free(text);
-	if (p.dirfd >= 0)
-		close(p.dirfd);
+	close(p.dirfd);
 	return res;
 }
 

@@ -130,13 +130,78 @@ static void do_initialize(mcp_t *m, json_t *id, json_t *params)
 	                          "same workspace."));
 }
 
+/* The method of MSG (an object) when it is a request or a notification
+ * this server takes: "jsonrpc" "2.0", an "id" that is a string or an
+ * integer, a "method" string, "params" an object or an array.  NULL when
+ * it is not (the error response sent, to a request) or is a response. */
+static const char *method_of(json_t *msg)
+{
+	json_t *id = json_object_get(msg, "id"), *method = json_object_get(msg, "method");
+	json_t *jsonrpc = json_object_get(msg, "jsonrpc"), *params = json_object_get(msg, "params");
+	const char *why = NULL;
+
+	if (id && !json_is_string(id) && !json_is_integer(id)) {
+		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST,
+		               "Invalid Request: \"id\" must be a string or an integer");
+		return NULL;
+	}
+	if (!json_is_string(jsonrpc) || mcp_has_nul(jsonrpc) ||
+	    strcmp(json_string_value(jsonrpc), "2.0") != 0) {
+		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
+		               "Invalid Request: \"jsonrpc\" must be \"2.0\"");
+		return NULL;
+	}
+	if (!method && id && (json_object_get(msg, "result") || json_object_get(msg, "error")))
+		return NULL; /* a response: this server sends no requests it waits for */
+	if (!json_is_string(method))
+		why = "\"method\" (a string) is required";
+	else if (mcp_has_nul(method))
+		why = "\"method\" holds a NUL character";
+	else if (params && !json_is_object(params) && !json_is_array(params))
+		why = "\"params\" must be an object or an array";
+	if (why) {
+		if (id) /* a notification is never answered */
+			mcp_send_error(id, MCP_RPC_INVALID_REQUEST, "Invalid Request: %s", why);
+		return NULL;
+	}
+	return json_string_value(method);
+}
+
+/* The request METHOD with ID (NULL: a notification) and PARAMS (may be
+ * NULL), checked by method_of: answered, or for a notification done. */
+static void dispatch(mcp_t *m, json_t *id, const char *method, json_t *params)
+{
+	if (!id) { /* a notification: never answered */
+		if (strcmp(method, "notifications/cancelled") == 0 && json_is_object(params) &&
+		    json_object_get(params, "requestId"))
+			mcp_call_cancel(m, json_object_get(params, "requestId"));
+		return;
+	}
+	if (params && !json_is_object(params))
+		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "%s: \"params\" must be an object",
+		               method);
+	else if (strcmp(method, "ping") == 0)
+		mcp_send_result(id, json_object());
+	else if (strcmp(method, "initialize") == 0)
+		do_initialize(m, id, params);
+	else if (!m->initialized)
+		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
+		               "Invalid Request: the server is not initialized (send initialize "
+		               "first)");
+	else if (strcmp(method, "tools/list") == 0)
+		mcp_send_result(id, mcp_tools_list());
+	else if (strcmp(method, "tools/call") == 0)
+		mcp_tools_call(m, id, params);
+	else
+		mcp_send_error(id, MCP_RPC_METHOD_NOT_FOUND, "Method not found: %s", method);
+}
+
 /* One message from the client: LINE[0..LEN). */
 static void handle_line(mcp_t *m, const char *line, size_t len)
 {
 	json_error_t je;
-	json_t *msg, *id, *method_j, *params;
+	json_t *msg;
 	const char *method;
-	bool has_id;
 
 	if (len == 0 || (len == 1 && line[0] == '\r'))
 		return; /* a blank line: nothing */
@@ -144,77 +209,14 @@ static void handle_line(mcp_t *m, const char *line, size_t len)
 		mcp_send_error(NULL, MCP_RPC_PARSE_ERROR, "Parse error: %s", je.text);
 		return;
 	}
-	if (json_is_array(msg)) {
+	if (json_is_array(msg))
 		/* batches were taken by 2025-03-26 only, and removed since */
 		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST,
-		           "Invalid Request: batches are not supported (MCP since 2025-06-18)");
-		goto out;
-	}
-	if (!json_is_object(msg)) {
+		               "Invalid Request: batches are not supported (MCP since 2025-06-18)");
+	else if (!json_is_object(msg))
 		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST, "Invalid Request: not a JSON object");
-		goto out;
-	}
-	id = json_object_get(msg, "id");
-	has_id = id != NULL;
-	if (id && !json_is_string(id) && !json_is_integer(id)) {
-		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST,
-		           "Invalid Request: \"id\" must be a string or an integer");
-		goto out;
-	}
-	if (!json_is_string(json_object_get(msg, "jsonrpc")) ||
-	    mcp_has_nul(json_object_get(msg, "jsonrpc")) ||
-	    strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0") != 0) {
-		mcp_send_error(id, MCP_RPC_INVALID_REQUEST, "Invalid Request: \"jsonrpc\" must be \"2.0\"");
-		goto out;
-	}
-	method_j = json_object_get(msg, "method");
-	if (!method_j && has_id &&
-	    (json_object_get(msg, "result") || json_object_get(msg, "error")))
-		goto out; /* a response: this server sends no requests it waits for */
-	if (!json_is_string(method_j)) {
-		if (has_id)
-			mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
-			           "Invalid Request: \"method\" (a string) is required");
-		goto out;
-	}
-	if (mcp_has_nul(method_j)) {
-		if (has_id)
-			mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
-			           "Invalid Request: \"method\" holds a NUL character");
-		goto out;
-	}
-	method = json_string_value(method_j);
-	params = json_object_get(msg, "params");
-	if (params && !json_is_object(params) && !json_is_array(params)) {
-		if (has_id)
-			mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
-			           "Invalid Request: \"params\" must be an object or an array");
-		goto out;
-	}
-	if (!has_id) { /* a notification: never answered */
-		if (strcmp(method, "notifications/cancelled") == 0 && json_is_object(params) &&
-		    json_object_get(params, "requestId"))
-			mcp_call_cancel(m, json_object_get(params, "requestId"));
-		goto out;
-	}
-	if (params && !json_is_object(params)) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "%s: \"params\" must be an object", method);
-		goto out;
-	}
-	if (strcmp(method, "ping") == 0)
-		mcp_send_result(id, json_object());
-	else if (strcmp(method, "initialize") == 0)
-		do_initialize(m, id, params);
-	else if (!m->initialized)
-		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
-		           "Invalid Request: the server is not initialized (send initialize first)");
-	else if (strcmp(method, "tools/list") == 0)
-		mcp_send_result(id, mcp_tools_list());
-	else if (strcmp(method, "tools/call") == 0)
-		mcp_tools_call(m, id, params);
-	else
-		mcp_send_error(id, MCP_RPC_METHOD_NOT_FOUND, "Method not found: %s", method);
-out:
+	else if ((method = method_of(msg)))
+		dispatch(m, json_object_get(msg, "id"), method, json_object_get(msg, "params"));
 	json_decref(msg);
 }
 
