@@ -107,9 +107,10 @@ static kbox_ctl_exec_t execute_request(const char *code, double timeout_s)
 }
 
 /* Run CODE in the session (TIMEOUT_S seconds at most, 0: no limit).  The
- * supervisor's reply (new reference) with "text" and "result", or one made
- * here for a supervisor that went away while the code ran; NULL with
- * *STATUS set after one line, when the session could not run it. */
+ * supervisor's reply (new reference) with "text" and "result"; NULL with
+ * *STATUS set after one line when the session could not run it, or NULL
+ * with *STATUS left EXIT_OK when the supervisor went away while the code
+ * ran. */
 static json_t *execute(agent_t *a, const char *code, double timeout_s, int *status)
 {
 	kbox_error_t err = {0};
@@ -131,10 +132,7 @@ static json_t *execute(agent_t *a, const char *code, double timeout_s, int *stat
 		}
 		if (end == KBOX_CTL_EXEC_LOST_BEFORE) /* a supervisor that was stopping: the next one runs it */
 			continue;
-		return json_pack("{s:b, s:s, s:s, s:n}", "ok", 1, "status", "died", "text",
-		                 "[kernel died: the session's supervisor went away; earlier state is "
-		                 "lost]\n",
-		                 "result");
+		return NULL; /* it began, and went with the supervisor: *STATUS is EXIT_OK */
 	}
 	agent_error(a, "session %s: the supervisor kept going away", a->name);
 	*status = EXIT_UNAVAILABLE;
@@ -243,9 +241,10 @@ static bool too_long(const char *code, double timeout_s, char *out, size_t size)
 	return true;
 }
 
-/* What the model reads of the supervisor's REPLY (borrowed) to its code:
- * the reply's text (borrowed), *ST its status; a refusal because the
- * session was busy running other code is for the model too, into BUF.
+/* What the model reads of the supervisor's REPLY (borrowed; NULL: the
+ * supervisor went away while the code ran) to its code: the reply's text
+ * (borrowed), *ST its status; a refusal because the session was busy
+ * running other code is for the model too, into BUF.
  * NULL, *STATUS set, after one line for any other refusal. */
 static const char *reply_text(agent_t *a, const json_t *reply, const char **st, char *buf,
                               size_t size, int *status)
@@ -253,6 +252,10 @@ static const char *reply_text(agent_t *a, const json_t *reply, const char **st, 
 	const char *text, *msg = json_string_value(json_object_get(reply, "error"));
 	kbox_ctl_err_t kind;
 
+	if (!reply) {
+		*st = "died";
+		return "[kernel died: the session's supervisor went away; earlier state is lost]\n";
+	}
 	if (kbox_ctl_msg_kind(reply, NULL) == KBOX_CTL_MSG_REPLY) {
 		text = json_string_value(json_object_get(reply, "text"));
 		*st = json_string_value(json_object_get(reply, "status"));
@@ -320,8 +323,8 @@ int agent_tool_call(agent_t *a, int step, json_t *call)
 	} else {
 		fprintf(stderr, "%s%s:\n", tag, CLI_TOOL_NAME);
 		agent_show_lines("  | ", code);
-		if (!(reply = execute(a, code, timeout_s, &status)) ||
-		    !(text = reply_text(a, reply, &st, bad, sizeof bad, &status)))
+		reply = execute(a, code, timeout_s, &status);
+		if (status != EXIT_OK || !(text = reply_text(a, reply, &st, bad, sizeof bad, &status)))
 			goto out;
 		result = json_object_get(reply, "result");
 		json_array_foreach(json_object_get(result, "images"), i, img)
