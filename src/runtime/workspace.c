@@ -127,7 +127,9 @@ int ws_open_session(const char *session_dir, const char *sub, kbox_error_t *err)
 	return fd;
 }
 
-int ws_open_dir(int ws, const char *dir, kbox_error_t *err)
+/* Open the directory DIR beneath WS, O_PATH: the descriptor, or -1 with
+ * ERR as ws_open_parent says. */
+static int open_dir(int ws, const char *dir, kbox_error_t *err)
 {
 	int fd = ws_open(ws, dir, O_PATH | O_DIRECTORY, 0);
 	if (fd >= 0)
@@ -154,7 +156,7 @@ int ws_open_parent(int ws, const char *path, const char **name, kbox_error_t *er
 	}
 	if (!(dir = strndup(path, (size_t)(slash - path))))
 		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
-	fd = ws_open_dir(ws, dir, err);
+	fd = open_dir(ws, dir, err);
 	free(dir);
 	return fd;
 }
@@ -300,7 +302,7 @@ int ws_put(const char *session_dir, int in, const char *host, const char *dest,
 	/* DEST naming a directory (or ending in '/'): the file goes in it */
 	if (dest[strlen(dest) - 1] == '/' ||
 	    (parent = ws_open(ws, dest, O_PATH | O_DIRECTORY, 0)) >= 0) {
-		if (parent < 0 && (parent = ws_open_dir(ws, dest, err)) < 0)
+		if (parent < 0 && (parent = open_dir(ws, dest, err)) < 0)
 			goto out;
 		if (!(hostcopy = strdup(host))) {
 			close(parent);

@@ -48,15 +48,11 @@ const char *ws_file_kind(const struct stat *st);
  * descriptor, or -1 with ERR ("cannot open DIR: why", KBOX_E_SYSTEM). */
 int ws_open_session(const char *session_dir, const char *sub, kbox_error_t *err);
 
-/* Open the directory DIR beneath WS, O_PATH.  The descriptor, or -1 with
- * ERR: "directory DIR does not exist in the workspace" (KBOX_E_NOTFOUND),
- * "DIR is not a directory in the workspace" or why it was refused
- * (KBOX_E_INVALID). */
-int ws_open_dir(int ws, const char *dir, kbox_error_t *err);
-
-/* Open the directory that the file PATH is in, beneath WS, as ws_open_dir
- * does (WS itself when PATH has no '/'); *NAME points at PATH's last
- * component.  The descriptor, or -1 with ERR. */
+/* Open the directory that the file PATH is in, beneath WS, O_PATH (WS
+ * itself when PATH has no '/'); *NAME points at PATH's last component.
+ * The descriptor, or -1 with ERR: "directory DIR does not exist in the
+ * workspace" (KBOX_E_NOTFOUND), "DIR is not a directory in the workspace"
+ * or why it was refused (KBOX_E_INVALID). */
 int ws_open_parent(int ws, const char *path, const char **name, kbox_error_t *err);
 
 /* ---- reading ---- */
