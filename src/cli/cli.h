@@ -40,6 +40,9 @@ typedef enum { FMT_TEXT, FMT_JSON, FMT_NDJSON } format_t;
  * printed JSON of its own (cli_print_json_line).  main() does it. */
 void cli_set_error_format(format_t format);
 void cli_print_failure(int status);
+/* The "kind" of a failure with the exit status STATUS, as its JSON says:
+ * "usage", "unavailable", "busy" or "failed" (static). */
+const char *cli_error_kind(int status);
 /* The first cli_error message, without its "kbox CMD: " ("" when none). */
 const char *cli_first_error(void);
 /* The last cli_error message, the same way ("" when none, or none since
@@ -229,17 +232,15 @@ int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg
  * "standard input (-) given more than once"). */
 bool cli_take_stdin(void);
 
-/* TEMPORARY: removed when the other branches merge.  cli_utf8,
- * cli_fmt_bytes and cli_ws_create_temp are the common module's now
- * (src/common/kx.h); these keep their callers compiling. */
+/* TEMPORARY: removed when the other branches merge.  cli_utf8 and
+ * cli_fmt_bytes are the common module's now (src/common/kx.h); these keep
+ * their callers compiling. */
 /* True when the C string S is valid UTF-8 (what the protocol carries). */
 static inline bool cli_utf8(const char *s)
 {
 	return s && kx_utf8_valid(s, strlen(s));
 }
 #define cli_fmt_bytes(n, buf, size) kx_fmt_bytes((buf), (size), (n))
-#define cli_ws_create_temp(parent, prefix, name, size) \
-	kx_temp_open((parent), ".kbox-" prefix "-", 0644, (name), (size))
 /* END TEMPORARY */
 
 /* Print one JSON value (taken) compactly on its own line, flushed. */
@@ -294,36 +295,12 @@ int cli_control(const char *cmd, int argc, char **argv, kbox_ctl_op_t op, int ti
                 json_t **reply_p, char **name_p);
 /* One session as JSON (src/cli/cmd_ls.c). */
 json_t *cli_session_info(const char *home, const char *name);
-/* Workspace paths (src/cli/workspace.c).  cli_ws_why: 0 when PATH may name
- * something in a workspace (relative, no "..", not empty), else -1 with
- * why not in WHY; cli_ws_check: the same, printing "kbox CMD: WHY". */
-int cli_ws_why(const char *path, char *why, size_t size);
-int cli_ws_check(const char *cmd, const char *path);
-int cli_ws_open(int dirfd, const char *path, int flags, unsigned mode);
-const char *cli_ws_strerror(int e);
-int cli_copy_fd(int in, int out);
-/* Open the host file PATH, to be copied into a workspace, for reading: a
- * regular file (the open never blocks on a FIFO).  The descriptor, or -1
- * after "kbox CMD: cannot read PATH: ..." or "kbox CMD: PATH is not a
- * regular file". */
-int cli_ws_source(const char *cmd, const char *path);
-/* Copy the host file open on IN (HOST its name, for messages and for
- * DEST naming a directory) into the workspace of the session in DIR as
- * DEST (checked with cli_ws_check already): written beside, then renamed
- * over, never following a link (kbox put, kbox agent --file).  IN is not
- * closed.  An exit status, after one line when not EXIT_OK. */
+/* Copy the host file open on IN (HOST its name) into the workspace of the
+ * session in DIR as DEST (checked with ws_check_path already), as
+ * ws_put does (src/runtime/workspace.h), for kbox put and kbox agent
+ * --file (src/cli/cmd_put.c).  IN is not closed.  An exit status, after
+ * one line when not EXIT_OK: EXIT_USAGE when DEST is refused. */
 int cli_put(const char *cmd, const char *dir, int in, const char *host, const char *dest);
-/* Check --workspace PATH, a host directory to bind read-write as the
- * kernel's workspace, and put it resolved (links and ".." followed) into
- * OUT (PATH_MAX bytes).  Refused: /; a system directory (/etc, /usr, /var,
- * ...) or anything in one, but for the places for anyone's files in them
- * (/var/tmp/x); /home, /tmp, /mnt and their like themselves; a home
- * directory ($HOME, or any in the password database) or a directory that
- * holds one; kbox's state directory, anything in it or holding it.  The
- * directory is opened first and its own location checked; *ST gets its
- * device and inode, which the sandbox must bind.  EXIT_OK, or EXIT_USAGE
- * after one line saying why. */
-int cli_ws_host_dir(const char *cmd, const char *path, char *out, struct stat *st);
 
 /* ---- running code through a supervisor (src/cli/cmd_exec.c) ---- */
 
@@ -348,27 +325,6 @@ typedef struct {
  * R->status. */
 int cli_exec_on(const char *cmd, int fd, const char *name, const kbox_ctl_exec_t *req,
                 cli_exec_result_t *r);
-
-/* ---- kbox-http, kbox agent's HTTP helper (src/cli/http.c) ---- */
-
-typedef struct cli_http cli_http_t;
-/* Called while a request waits, about once a second: SECS waited so far. */
-typedef void (*cli_http_tick_t)(void *arg, double secs);
-
-/* Start the helper program (src/http/http_proto.h), with KEY (may be NULL:
- * no Authorization header) in its environment only.  NULL after one line
- * printed. */
-cli_http_t *cli_http_start(const char *cmd, const char *key);
-/* POST BODY (JSON text) to URL through H, each attempt taking at most
- * TIMEOUT_S seconds; TICK (may be NULL) is called with ARG while it waits.
- * The helper's reply (new reference): {"status", "body", "attempts"} or
- * {"error", "attempts"}; NULL with WHY filled when the helper failed. */
-json_t *cli_http_post(cli_http_t *h, const char *url, const char *body, double timeout_s,
-                      cli_http_tick_t tick, void *arg, char *why, size_t why_size);
-/* The helper's process id. */
-pid_t cli_http_pid(const cli_http_t *h);
-/* End the helper and free H; sets *HP to NULL.  Accepts NULL. */
-void cli_http_destroy(cli_http_t **hp);
 
 /* ---- the run-code tool (src/cli/cmd_tool_schema.c) ---- */
 

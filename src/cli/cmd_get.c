@@ -10,6 +10,7 @@
 #include "config.h"
 #include "cli.h"
 #include "common/kx.h"
+#include "runtime/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,72 +65,6 @@ static void restore_signals(const struct sigaction old[N_FATAL + 1])
 	for (i = 0; i < N_FATAL; i++)
 		sigaction(fatal_signals[i], &old[i], NULL);
 	sigaction(SIGXFSZ, &old[N_FATAL], NULL);
-}
-
-/* What a file that is not a regular file is, for the error ("a FIFO"). */
-static const char *file_kind(const struct stat *st)
-{
-	if (S_ISDIR(st->st_mode))
-		return "a directory";
-	if (S_ISFIFO(st->st_mode))
-		return "a FIFO";
-	if (S_ISSOCK(st->st_mode))
-		return "a socket";
-	if (S_ISLNK(st->st_mode))
-		return "a symbolic link";
-	if (S_ISCHR(st->st_mode) && st->st_rdev == 0)
-		return "a whiteout";
-	if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode))
-		return "a device";
-	return "a special file";
-}
-
-/* Open SRC beneath the workspace WS for reading, *ST its status, when it
- * is a regular file: it is first opened O_PATH (which opens no device and
- * waits for no FIFO's writer), checked, then reopened through
- * /proc/self/fd (the same inode), or, without /proc, by its path again
- * and compared.  The fd, or -1 after one error line (*STATUS set). */
-static int open_source(int ws, const char *src, struct stat *st, int *status)
-{
-	int path_fd, fd = -1;
-	struct stat again;
-	char proc[64];
-
-	*status = EXIT_USAGE;
-	if ((path_fd = cli_ws_open(ws, src, O_PATH, 0)) < 0) {
-		cli_error("get", "%s: %s", src, cli_ws_strerror(errno));
-		return -1;
-	}
-	if (fstat(path_fd, st) < 0) {
-		cli_error("get", "%s: %s", src, strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(st->st_mode)) {
-		if (S_ISLNK(st->st_mode)) /* the walk without openat2 */
-			cli_error("get", "%s: %s", src, cli_ws_strerror(ELOOP));
-		else
-			cli_error("get", "%s is %s, not a regular file (refused)", src, file_kind(st));
-		goto out;
-	}
-	snprintf(proc, sizeof proc, "/proc/self/fd/%d", path_fd);
-	fd = open(proc, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT)
-		fd = cli_ws_open(ws, src, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0);
-	if (fd < 0) {
-		cli_error("get", "%s: %s", src, cli_ws_strerror(errno));
-		goto out;
-	}
-	if (fstat(fd, &again) < 0 || again.st_dev != st->st_dev || again.st_ino != st->st_ino) {
-		cli_error("get", "%s changed while it was opened (refused)", src);
-		close(fd);
-		fd = -1;
-		goto out;
-	}
-	fcntl(fd, F_SETFL, 0);
-	*status = EXIT_OK;
-out:
-	close(path_fd);
-	return fd;
 }
 
 /* Copy bytes [FROM, TO) of IN to OUT: at the same offsets when AT (pwrite),
@@ -258,7 +193,7 @@ static int write_host(int in, off_t size, const char *src, const char *host)
 			goto out;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			cli_error("get", "%s is %s, not a regular file (refused)", path, file_kind(&st));
+			cli_error("get", "%s is %s, not a regular file (refused)", path, ws_file_kind(&st));
 			goto out;
 		}
 		mode = st.st_mode & 0777;
@@ -327,6 +262,7 @@ int cmd_get(int argc, char **argv)
 	int status, n, in = -1, ws = -1;
 	char *dir = NULL, *srccopy = NULL;
 	struct stat st;
+	kbox_error_t err = {0};
 	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
 
 	if ((n = cli_parse_options("get", opts, argc, argv, &status)) < 0)
@@ -339,25 +275,27 @@ int cmd_get(int argc, char **argv)
 	name = cli_session_name(name);
 	if ((status = cli_check_session("get", name)) != EXIT_OK)
 		return status;
-	if (cli_ws_check("get", src) < 0)
+	if (ws_check_path(src, &err) < 0) {
+		cli_error("get", "%s", err.msg);
 		return EXIT_USAGE;
+	}
 	if (n == 2 && !*argv[1]) {
 		cli_error("get", "empty host path");
 		return EXIT_USAGE;
 	}
 	if (!(dir = cli_session_dir("get", name, false, &status)))
 		return status;
-	{
-		char wsp[4200];
-		snprintf(wsp, sizeof wsp, "%s/workspace", dir);
-		if ((ws = open(wsp, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			cli_error("get", "cannot open %s: %s", wsp, strerror(errno));
-			status = EXIT_UNAVAILABLE;
-			goto out;
-		}
-	}
-	if ((in = open_source(ws, src, &st, &status)) < 0)
+	if ((ws = ws_open_session(dir, "workspace", &err)) < 0) {
+		cli_error("get", "%s", err.msg);
+		status = EXIT_UNAVAILABLE;
 		goto out;
+	}
+	/* a regular file, opened beneath the workspace */
+	if ((in = ws_open_regular(ws, src, NULL, &st, &err)) < 0) {
+		cli_error("get", "%s", err.msg);
+		status = EXIT_USAGE;
+		goto out;
+	}
 	if (!(srccopy = strdup(src))) {
 		cli_error("get", "out of memory");
 		status = EXIT_UNAVAILABLE;

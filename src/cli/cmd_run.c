@@ -8,11 +8,12 @@
  * gone with it, into which the regular files named on the command line
  * (cells and --put) are copied first; a host directory is the workspace
  * only when --workspace names it, and never one whose loss would hurt
- * (cli_ws_host_dir).  Images and long texts go to the outputs directory,
+ * (ws_host_dir).  Images and long texts go to the outputs directory,
  * outside the sandbox: -o's, or a new one of this run's own in the current
  * directory (make_out_dir), named at the end when it holds any. */
 #include "config.h"
 #include "cli.h"
+#include "runtime/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -192,14 +193,17 @@ static int add_copy(copy_t *v, size_t *n, const char *path, bool put)
 {
 	struct stat st;
 	copy_t c = {.path = path, .fd = -1};
+	kbox_error_t err = {0};
 	const char *slash = strrchr(path, '/');
 
 	c.name = slash ? slash + 1 : path;
 	if (!put && (stat(path, &st) < 0 || !S_ISREG(st.st_mode)))
 		return EXIT_OK;
-	if ((c.fd = cli_ws_source("run", path)) < 0 || fstat(c.fd, &st) < 0) {
+	if ((c.fd = ws_source_open(path, &err)) < 0 || fstat(c.fd, &st) < 0) {
 		if (c.fd >= 0)
 			close(c.fd);
+		else
+			cli_error("run", "%s", err.msg);
 		return EXIT_USAGE;
 	}
 	c.dev = st.st_dev;
@@ -242,7 +246,7 @@ static int fill_workspace(const char *rundir, copy_t *v, size_t n)
 		int out = openat(wfd, v[i].name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		                 0644);
 		if (out < 0 || (id.drop && fchown(out, id.uid, id.gid) < 0) ||
-		    cli_copy_fd(v[i].fd, out) < 0) {
+		    ws_copy_fd(v[i].fd, out) < 0) {
 			cli_error("run", "cannot copy %s into the workspace: %s", v[i].path,
 			          strerror(errno));
 			if (out >= 0)
@@ -380,8 +384,11 @@ int cmd_run(int argc, char **argv)
 			status = EXIT_USAGE;
 			goto out;
 		}
-		if ((status = cli_ws_host_dir("run", workspace, wsreal, &wsst)) != EXIT_OK)
+		if (ws_host_dir(workspace, wsreal, &wsst, &err) < 0) {
+			cli_error("run", "--workspace %s", err.msg);
+			status = EXIT_USAGE;
 			goto out;
+		}
 		/* under root the code is the sandbox user: it may not be able to
 		 * write there (the directory is not changed for it) */
 		{

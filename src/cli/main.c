@@ -154,6 +154,14 @@ void cli_json_printed(void)
 	printed_json = true;
 }
 
+const char *cli_error_kind(int status)
+{
+	return status == EXIT_USAGE         ? "usage"
+	       : status == EXIT_UNAVAILABLE ? "unavailable"
+	       : status == EXIT_BUSY        ? "busy"
+	                                    : "failed";
+}
+
 void cli_print_failure(int status)
 {
 	const char *kind;
@@ -161,10 +169,7 @@ void cli_print_failure(int status)
 
 	if (status == EXIT_OK || error_format == FMT_TEXT || printed_json || !first_error[0])
 		return;
-	kind = status == EXIT_USAGE         ? "usage"
-	       : status == EXIT_UNAVAILABLE ? "unavailable"
-	       : status == EXIT_BUSY        ? "busy"
-	                                    : "failed";
+	kind = cli_error_kind(status);
 	/* the message as UTF-8, whatever bytes a path in it had */
 	msg = json_string(first_error);
 	if (!msg) {

@@ -1,6 +1,6 @@
 /* src/http/http_proto.h — the protocol between kbox agent and kbox-http, the
  * helper program that makes its HTTP requests (so that kbox itself never
- * links or loads libcurl).  Included by both sides: src/cli/http.c and
+ * links or loads libcurl).  Included by both sides: src/agent/http.c and
  * src/http/http_main.c.
  *
  * kbox-http lives in pkglibexecdir, as kbox-supervisor does, and is found

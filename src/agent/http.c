@@ -1,9 +1,9 @@
-/* src/cli/http.c — kbox agent's side of kbox-http, its HTTP helper: start
- * it with the API key in its environment, send it requests and read its
- * replies, one JSON line each way (src/http/http_proto.h).  kbox never
+/* src/agent/http.c — kbox agent's side of kbox-http, its HTTP helper:
+ * start it with the API key in its environment, send it requests and read
+ * its replies, one JSON line each way (src/http/http_proto.h).  kbox never
  * loads libcurl itself. */
 #include "config.h"
-#include "cli.h"
+#include "agent/agent_int.h"
 #include "common/kx.h"
 #include "http/http_proto.h"
 
@@ -21,7 +21,7 @@
 
 #define TICK_MS 1000
 
-struct cli_http {
+struct agent_http {
 	pid_t pid;
 	int fd; /* our end of the socket that is the helper's stdin and stdout */
 	char *buf;  /* bytes read past the last reply */
@@ -34,27 +34,27 @@ struct cli_http {
  * the one key it needs under its own name, and none of these. */
 static const char *const key_vars[] = {"KBOX_API_KEY", "OPENAI_API_KEY", NULL};
 
-cli_http_t *cli_http_start(const char *cmd, const char *key)
+agent_http_t *agent_http_start(const char *key)
 {
 	char prog[PATH_MAX + 64];
 	int sv[2];
-	cli_http_t *h;
+	agent_http_t *h;
 
-	if (cli_find_program(cmd, KBOX_HTTP_PROGRAM, "HTTP helper program", prog, sizeof prog) < 0)
+	if (cli_find_program(AGENT_CMD, KBOX_HTTP_PROGRAM, "HTTP helper program", prog, sizeof prog) < 0)
 		return NULL;
 	if (!(h = calloc(1, sizeof *h))) {
-		cli_error(cmd, "out of memory");
+		cli_error(AGENT_CMD, "out of memory");
 		return NULL;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		cli_error(cmd, "socketpair: %s", strerror(errno));
+		cli_error(AGENT_CMD, "socketpair: %s", strerror(errno));
 		free(h);
 		return NULL;
 	}
 	fflush(NULL);
 	h->pid = fork();
 	if (h->pid < 0) {
-		cli_error(cmd, "fork: %s", strerror(errno));
+		cli_error(AGENT_CMD, "fork: %s", strerror(errno));
 		close(sv[0]);
 		close(sv[1]);
 		free(h);
@@ -75,17 +75,12 @@ cli_http_t *cli_http_start(const char *cmd, const char *key)
 		if (key && *key ? setenv(KBOX_HTTP_KEY_ENV, key, 1) < 0 : unsetenv(KBOX_HTTP_KEY_ENV) < 0)
 			_exit(127);
 		execl(prog, KBOX_HTTP_PROGRAM, (char *)NULL);
-		fprintf(stderr, "kbox %s: cannot run %s: %s\n", cmd, prog, strerror(errno));
+		fprintf(stderr, "kbox %s: cannot run %s: %s\n", AGENT_CMD, prog, strerror(errno));
 		_exit(127);
 	}
 	close(sv[1]);
 	h->fd = sv[0];
 	return h;
-}
-
-pid_t cli_http_pid(const cli_http_t *h)
-{
-	return h ? h->pid : -1;
 }
 
 /* Seconds since T0_MS (kx_now_ms), for TICK. */
@@ -112,7 +107,7 @@ static int write_all(int fd, const char *s, size_t len)
 /* Read once more from the helper into H's buffer (grown twice as large
  * when it is nearly full, so that a long reply costs its length), calling
  * TICK each second meanwhile.  0, or -1 with WHY. */
-static int read_more(cli_http_t *h, cli_http_tick_t tick, void *arg, long long t0, char *why,
+static int read_more(agent_http_t *h, agent_http_tick_t tick, void *arg, long long t0, char *why,
                      size_t why_size)
 {
 	for (;;) {
@@ -157,15 +152,15 @@ static int read_more(cli_http_t *h, cli_http_tick_t tick, void *arg, long long t
 }
 
 /* Take the first USED bytes out of H's buffer. */
-static void consume(cli_http_t *h, size_t used)
+static void consume(agent_http_t *h, size_t used)
 {
 	memmove(h->buf, h->buf + used, h->len - used);
 	h->len -= used;
 	h->scanned = 0;
 }
 
-json_t *cli_http_post(cli_http_t *h, const char *url, const char *body, double timeout_s,
-                      cli_http_tick_t tick, void *arg, char *why, size_t why_size)
+json_t *agent_http_post(agent_http_t *h, const char *url, const char *body, double timeout_s,
+                      agent_http_tick_t tick, void *arg, char *why, size_t why_size)
 {
 	json_t *req = json_pack("{s:s, s:s, s:f}", "url", url, "body", body, "timeout", timeout_s);
 	char *line = req ? json_dumps(req, JSON_COMPACT) : NULL, *nl;
@@ -233,9 +228,9 @@ json_t *cli_http_post(cli_http_t *h, const char *url, const char *body, double t
 	return reply;
 }
 
-void cli_http_destroy(cli_http_t **hp)
+void agent_http_destroy(agent_http_t **hp)
 {
-	cli_http_t *h = hp ? *hp : NULL;
+	agent_http_t *h = hp ? *hp : NULL;
 	int st;
 	if (!h)
 		return;

@@ -1,0 +1,29 @@
+/* src/mcp/mcp.h — kbox mcp, a Model Context Protocol server on standard
+ * input and output, as a front end of kbox(1): src/cli/cmd_mcp.c parses
+ * the command line and calls mcp_serve.  What the server says and does is
+ * in kbox-mcp(1); how it is built, in src/mcp/mcp_int.h. */
+#ifndef KBOX_MCP_H
+#define KBOX_MCP_H
+
+/* How the images that code saved reach the client (--images). */
+typedef enum {
+	MCP_IMAGES_PATH,   /* by path, in the result's text */
+	MCP_IMAGES_INLINE, /* also as image content, up to 16 MiB a result */
+} mcp_images_t;
+
+/* The options of kbox mcp. */
+typedef struct {
+	const char *session;  /* -s NAME (borrowed), or NULL: a session of the connection's own */
+	mcp_images_t images;  /* --images */
+	long long timeout_ms; /* -t: a run_python call's time limit when it gives none; 0: none */
+} mcp_options_t;
+#define MCP_OPTIONS_INIT {NULL, MCP_IMAGES_PATH, 0}
+
+/* Serve one client on standard input and output until standard input ends
+ * and the calls in flight are done, or SIGTERM, SIGINT or SIGHUP; then stop
+ * and remove the connection's own session.  Diagnostics go to standard
+ * error.  An exit status of kbox(1): EXIT_OK, or EXIT_USAGE after one line
+ * when O->session is not a valid name. */
+int mcp_serve(const mcp_options_t *o);
+
+#endif

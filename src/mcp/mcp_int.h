@@ -1,0 +1,138 @@
+/* src/mcp/mcp_int.h — what the files of kbox mcp share (mcp_ prefix).
+ *
+ * The server is a thin client of the session's supervisor, as kbox exec
+ * is: each run_python call is one "execute" request (format json,
+ * with_text) on a control connection of its own (src/runtime/ctl.h), so
+ * that the supervisor queues the calls and the server goes on reading.
+ * Standard input and those connections are read together with poll(2): a
+ * ping or a cancellation is answered while code runs.
+ *
+ *   server.c   the protocol: JSON-RPC 2.0 lines in and out, initialize,
+ *              the loop over standard input and the calls in flight
+ *   session.c  the session: made, started, connected to, stopped
+ *   tools.c    tools/list and tools/call: the tools, their arguments,
+ *              their results
+ *   run.c      run_python: the calls in flight, their replies, cancelling
+ *   files.c    list_files, read_file, write_file, read_image: the files of
+ *              the workspace (src/runtime/workspace.h) and of the outputs */
+#ifndef KBOX_MCP_INT_H
+#define KBOX_MCP_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <jansson.h>
+#include "cli/cli.h"
+#include "mcp/mcp.h"
+
+/* The command's name, in diagnostics ("kbox mcp: ..."). */
+#define MCP_CMD "mcp"
+
+/* JSON-RPC 2.0 error codes. */
+enum {
+	MCP_RPC_PARSE_ERROR = -32700,
+	MCP_RPC_INVALID_REQUEST = -32600,
+	MCP_RPC_METHOD_NOT_FOUND = -32601,
+	MCP_RPC_INVALID_PARAMS = -32602,
+	MCP_RPC_INTERNAL_ERROR = -32603,
+};
+
+/* One run_python call in flight: its own control connection. */
+typedef struct mcp_call {
+	json_t *id;                /* the request's id (owned) */
+	int fd;                    /* its control connection */
+	bool started;              /* the supervisor began it (its "started" line came) */
+	bool cancelled;            /* notifications/cancelled came: no response */
+	long long cancel_deadline; /* then the connection closes (ms, kx_now_ms) */
+	struct mcp_call *next;
+} mcp_call_t;
+
+/* The server's state: one client, one session. */
+typedef struct {
+	const char *name;     /* the session */
+	char *dir;            /* its directory, once made */
+	bool own;             /* the connection's own: stopped and removed at the end */
+	bool running;         /* its supervisor was started or found */
+	mcp_images_t images;
+	long long timeout_ms; /* a call's default: 0, none */
+	bool initialized;     /* initialize was answered */
+	mcp_call_t *calls;
+	char *in;             /* standard input not yet split into lines */
+	size_t in_len, in_cap;
+	bool in_skip;         /* dropping the rest of a line that was too long */
+	bool in_eof;
+} mcp_t;
+
+/* ---- server.c: writing messages ---- */
+
+/* The response to ID (borrowed; NULL: null) with RESULT (taken; NULL: out
+ * of memory, said on standard error). */
+void mcp_send_result(json_t *id, json_t *result);
+/* The error response to ID (borrowed; NULL: null), CODE an MCP_RPC_*. */
+void mcp_send_error(json_t *id, int code, const char *fmt, ...) KX_PRINTF(3, 4);
+/* Whether J is a string that holds a NUL character (\u0000), which the C
+ * strings it would be used as would cut short. */
+bool mcp_has_nul(const json_t *j);
+
+/* ---- session.c ---- */
+
+/* Name the session of M: GIVEN (checked), or one of the connection's own,
+ * mcp-PID-RANDOM, into OWN (KBOX_SESSION_NAME_MAX + 1 bytes).  EXIT_OK, or
+ * EXIT_USAGE after one line. */
+int mcp_session_name(mcp_t *m, const char *given, char *own);
+/* The session's directory, made if need be, and its supervisor started
+ * unless it runs.  0, or -1 with WHY filled (also on standard error). */
+int mcp_session_ensure(mcp_t *m, char *why, size_t size);
+/* A connection to the session's supervisor, starting the session when
+ * none runs (it may have stopped since: its idle time limit).  The
+ * socket, or -1 with WHY. */
+int mcp_session_connect(mcp_t *m, char *why, size_t size);
+/* Stop the connection's own session and remove its directory; nothing
+ * for a session named with -s. */
+void mcp_session_end(mcp_t *m);
+
+/* ---- tools.c ---- */
+
+/* The tools, as tools/list gives them (new reference). */
+json_t *mcp_tools_list(void);
+/* tools/call for request ID with PARAMS (borrowed): the response is sent,
+ * now or, for run_python, when its reply comes. */
+void mcp_tools_call(mcp_t *m, json_t *id, json_t *params);
+/* A tool's result: CONTENT (taken: an array of content) and STRUCTURED
+ * (taken, may be NULL).  New reference. */
+json_t *mcp_tool_result(json_t *content, json_t *structured, bool is_error);
+/* A text content item, its text made UTF-8 if need be.  New reference. */
+json_t *mcp_text_item(const char *text);
+/* A tool's result that is one text, an error or not.  New reference. */
+json_t *mcp_text_result(bool is_error, const char *fmt, ...) KX_PRINTF(2, 3);
+
+/* ---- run.c: run_python ---- */
+
+/* Begin run_python with ARGS for request ID: its execute request sent on
+ * a connection of its own, the call added to M's.  The result comes
+ * later (mcp_call_readable).  NULL, or a result to send now (an error). */
+json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args);
+/* A line from C's connection, or its end: the reply ends the call. */
+void mcp_call_readable(mcp_t *m, mcp_call_t *c);
+/* notifications/cancelled for request ID: a call that runs is
+ * interrupted (its reply then dropped), one that waits for its turn
+ * leaves the queue (its connection closed).  Unknown ids are ignored. */
+void mcp_call_cancel(mcp_t *m, json_t *id);
+/* Remove C from M's calls, close its connection and free it. */
+void mcp_call_drop(mcp_t *m, mcp_call_t *c);
+
+/* ---- files.c ---- */
+
+/* The tools on files: list_files {path?}, read_file {path},
+ * write_file {path, content}, read_image {path}.  The session runs; ARGS
+ * were checked against the tool's arguments.  The result (new). */
+json_t *mcp_list_files(mcp_t *m, json_t *args);
+json_t *mcp_read_file(mcp_t *m, json_t *args);
+json_t *mcp_write_file(mcp_t *m, json_t *args);
+json_t *mcp_read_image(mcp_t *m, json_t *args);
+/* The image at PATH (the workspace's, or the outputs' that a result gave)
+ * as image content (new reference), or NULL with WHY; when it is more than
+ * BUDGET bytes, NULL with WHY empty.  *LEN_P: its size. */
+json_t *mcp_image_item(mcp_t *m, const char *path, long budget, size_t *len_p, char *why,
+                       size_t size);
+
+#endif

@@ -1,0 +1,184 @@
+/* src/mcp/run.c — kbox mcp's run_python: each call one "execute"
+ * request (format json, with_text) on a control connection of its own
+ * (src/runtime/ctl.h), so that the supervisor queues the calls and the
+ * server goes on reading; its reply made the tool's result, with the
+ * images inline under --images inline; a cancellation interrupts it. */
+#include "config.h"
+#include "mcp/mcp_int.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define INLINE_MAX (16L * 1024 * 1024) /* --images inline: a result's images in all */
+#define CANCEL_GRACE_MS 5000 /* a cancelled call's interrupt, then its connection closes */
+
+json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
+{
+	json_t *jcode = json_object_get(args, "code"), *jt = json_object_get(args, "timeout"), *req;
+	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
+	kbox_error_t err = {0};
+	char why[1024];
+	mcp_call_t *c;
+	int fd;
+
+	if (!json_is_string(jcode))
+		return mcp_text_result(true, "run_python: \"code\" (a string) is required");
+	e.code = json_string_value(jcode);
+	e.format = KBOX_CTL_FMT_JSON;
+	e.with_text = true;
+	e.grace_ms = KBOX_CTL_GRACE_DEFAULT_MS;
+	e.timeout_ms = m->timeout_ms;
+	if (jt && !json_is_null(jt)) {
+		double t = json_number_value(jt);
+		if (!json_is_number(jt) || t < 0 || t * 1000 > (double)CLI_DURATION_MAX_MS)
+			return mcp_text_result(true, "run_python: \"timeout\" is a number of seconds from 0 "
+			                         "to %lld (%lld days)",
+			                   CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
+		e.timeout_ms = (long long)(t * 1000 + 0.999);
+	}
+	req = kbox_ctl_exec_to_json(&e);
+	if (req && !kbox_ctl_request_fits(req)) {
+		json_decref(req);
+		return mcp_text_result(true, "run_python: not run: the code is %zu bytes; at most %d MiB "
+		                         "can run (as a JSON string, in which a control character "
+		                         "takes 6 bytes): make it shorter",
+		                   json_string_length(jcode), KBOX_CTL_CODE_MAX >> 20);
+	}
+	if ((fd = mcp_session_connect(m, why, sizeof why)) < 0) {
+		json_decref(req);
+		return mcp_text_result(true, "run_python: %s", why);
+	}
+	if (!req || kbox_ctl_send(fd, req, &err) < 0 || !(c = calloc(1, sizeof *c))) {
+		json_decref(req);
+		close(fd);
+		cli_error(MCP_CMD, "session %s: %s", m->name, req ? err.msg : "out of memory");
+		return mcp_text_result(true, "run_python: session %s: %s", m->name,
+		                   req ? err.msg : "out of memory");
+	}
+	json_decref(req);
+	c->id = json_incref(id);
+	c->fd = fd;
+	c->next = m->calls;
+	m->calls = c;
+	return NULL;
+}
+
+/* The tools/call result of run_python from the supervisor's reply R
+ * (borrowed; NULL when the connection ended with WHY). */
+static json_t *run_result(mcp_t *m, json_t *r, const char *why)
+{
+	json_t *content, *result, *images;
+	const char *text, *status;
+	size_t i, not_inline = 0;
+	long budget = INLINE_MAX; /* what the images inline may still take */
+	json_t *img;
+
+	if (!r)
+		return mcp_text_result(true, "run_python: session %s: %s; the code's result is lost",
+		                   m->name, why);
+	if (kbox_ctl_msg_kind(r, NULL) != KBOX_CTL_MSG_REPLY) {
+		const char *msg = json_string_value(json_object_get(r, "error"));
+		return mcp_text_result(true, "run_python: session %s: %s", m->name,
+		                   msg ? msg : "the supervisor refused the code");
+	}
+	text = json_string_value(json_object_get(r, "text"));
+	status = json_string_value(json_object_get(r, "status"));
+	result = json_object_get(r, "result");
+	content = json_pack("[o]", mcp_text_item(text ? text : ""));
+	images = json_object_get(result, "images");
+	json_array_foreach(images, i, img) {
+		const char *path = json_string_value(json_object_get(img, "path"));
+		const char *mime = json_string_value(json_object_get(img, "mime"));
+		char ewhy[PATH_MAX + 256];
+		json_t *item;
+		size_t len = 0;
+		if (m->images != MCP_IMAGES_INLINE || !path || !mime ||
+		    (strcmp(mime, "image/png") != 0 && strcmp(mime, "image/jpeg") != 0))
+			continue;
+		/* the first ones up to INLINE_MAX in all; the rest by path */
+		if (not_inline) {
+			not_inline++;
+			continue;
+		}
+		if ((item = mcp_image_item(m, path, budget, &len, ewhy, sizeof ewhy))) {
+			json_array_append_new(content, item);
+			budget -= (long)len;
+		} else if (!ewhy[0])
+			not_inline++;
+		else
+			json_array_append_new(content, mcp_text_item(ewhy));
+	}
+	if (not_inline) {
+		char note[256];
+		snprintf(note, sizeof note, "[%zu image%s not given as image content: the images of "
+		         "one result are at most %ld MiB in all; read each with read_image, by its "
+		         "path in the text]", not_inline, not_inline == 1 ? "" : "s",
+		         INLINE_MAX >> 20);
+		json_array_append_new(content, mcp_text_item(note));
+	}
+	return mcp_tool_result(content, json_is_object(result) ? json_incref(result) : NULL,
+	                   !status || strcmp(status, "ok") != 0);
+}
+
+void mcp_call_drop(mcp_t *m, mcp_call_t *c)
+{
+	for (mcp_call_t **pp = &m->calls; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	close(c->fd);
+	json_decref(c->id);
+	free(c);
+}
+
+void mcp_call_readable(mcp_t *m, mcp_call_t *c)
+{
+	kbox_error_t err = {0};
+	json_t *r = kbox_ctl_recv(c->fd, -1, &err);
+	kbox_ctl_op_t re;
+	kbox_ctl_msg_kind_t kind = kbox_ctl_msg_kind(r, &re);
+
+	/* the started line, events, and the reply to our own interrupt
+	 * (mcp_call_cancel) come before the execution's reply */
+	if (kind == KBOX_CTL_MSG_STARTED)
+		c->started = true;
+	if (kind == KBOX_CTL_MSG_STARTED || kind == KBOX_CTL_MSG_EVENT ||
+	    (r && re == KBOX_CTL_OP_INTERRUPT)) {
+		json_decref(r);
+		return;
+	}
+	if (!c->cancelled)
+		mcp_send_result(c->id, run_result(m, r, err.code == KBOX_E_DEAD
+		                                        ? "the session's supervisor went away"
+		                                        : err.msg));
+	json_decref(r);
+	mcp_call_drop(m, c);
+}
+
+void mcp_call_cancel(mcp_t *m, json_t *id)
+{
+	kbox_error_t err = {0};
+	json_t *req;
+	for (mcp_call_t *c = m->calls; c; c = c->next) {
+		if (c->cancelled || !json_equal(c->id, id))
+			continue;
+		c->cancelled = true;
+		if (!c->started) {
+			mcp_call_drop(m, c);
+			return;
+		}
+		req = kbox_ctl_request_new(KBOX_CTL_OP_INTERRUPT);
+		if (!req || kbox_ctl_send(c->fd, req, &err) < 0) {
+			json_decref(req);
+			mcp_call_drop(m, c); /* the supervisor interrupts it as it sees us go */
+			return;
+		}
+		json_decref(req);
+		c->cancel_deadline = kx_now_ms() + CANCEL_GRACE_MS;
+		return;
+	}
+}

@@ -1,0 +1,338 @@
+/* src/mcp/server.c — kbox mcp's protocol: a Model Context Protocol server
+ * on standard input and output (the stdio transport: JSON-RPC 2.0, one
+ * message a line), whose tools run Python in a session's kernel and read
+ * and write the files of its workspace (tools.c).
+ *
+ * Standard input and the connections of the run_python calls in flight
+ * (run.c) are read together with poll(2): a ping or a cancellation is
+ * answered while code runs.  A cancellation interrupts the code and, as
+ * the protocol says, gets no response.
+ *
+ * The session is the connection's own (mcp-PID-RANDOM, started at the
+ * first tools/call, stopped and removed when standard input closes or on
+ * SIGTERM), or with -s NAME a persistent one, started if need be and left
+ * running (session.c).  Diagnostics go to standard error: standard output
+ * is the protocol's. */
+#include "config.h"
+#include "mcp/mcp_int.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Revisions of the protocol this server speaks, the latest first: those
+ * of the TypeScript SDK 1.32.2 (SUPPORTED_PROTOCOL_VERSIONS). */
+/* Revisions of the protocol this server speaks, the latest first: those
+ * of the TypeScript SDK 1.32.2 (SUPPORTED_PROTOCOL_VERSIONS). */
+static const char *const protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                                "2024-11-05", "2024-10-07", NULL};
+
+
+#define LINE_MAX_BYTES (64L * 1024 * 1024) /* one message from the client */
+#define POLL_MAX 258                       /* standard input and the calls read at once */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+/* ---- writing messages ---- */
+
+/* Write MSG (taken) as one line on standard output. */
+static void send_msg(json_t *msg)
+{
+	char *line = msg ? json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+	size_t len, off = 0;
+	json_decref(msg);
+	if (!line) {
+		cli_error(MCP_CMD, "out of memory writing a response");
+		return;
+	}
+	len = strlen(line);
+	line[len] = '\n'; /* json_dumps' NUL: the line's end */
+	while (off < len + 1) {
+		ssize_t n = write(STDOUT_FILENO, line + off, len + 1 - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			cli_error(MCP_CMD, "cannot write standard output: %s", strerror(errno));
+			break;
+		}
+		off += (size_t)n;
+	}
+	free(line);
+}
+
+void mcp_send_result(json_t *id, json_t *result)
+{
+	if (!result) {
+		cli_error(MCP_CMD, "out of memory");
+		return;
+	}
+	send_msg(json_pack("{s:s, s:O?, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+	                   "result", result));
+}
+
+void mcp_send_error(json_t *id, int code, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	json_t *m;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (!(m = json_string(msg))) /* a name in it that is not UTF-8 */
+		m = json_string("invalid request");
+	send_msg(json_pack("{s:s, s:O?, s:{s:i, s:o}}", "jsonrpc", "2.0", "id",
+	                   id ? id : json_null(), "error", "code", code, "message", m));
+}
+
+bool mcp_has_nul(const json_t *j)
+{
+	return json_is_string(j) && memchr(json_string_value(j), '\0', json_string_length(j));
+}
+
+/* ---- reading messages ---- */
+
+/* initialize: the version the client asked for when it is one of ours,
+ * else the latest. */
+static void do_initialize(mcp_t *m, json_t *id, json_t *params)
+{
+	json_t *jwant = json_object_get(params, "protocolVersion");
+	const char *want = json_string_value(jwant);
+	const char *version = protocol_versions[0];
+	if (m->initialized) {
+		mcp_send_error(id, MCP_RPC_INVALID_REQUEST, "initialize: the connection is initialized "
+		                                    "already");
+		return;
+	}
+	if (!want) {
+		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "initialize: \"protocolVersion\" (a string) is "
+		                                   "required");
+		return;
+	}
+	for (size_t i = 0; protocol_versions[i] && !mcp_has_nul(jwant); i++)
+		if (strcmp(want, protocol_versions[i]) == 0)
+			version = protocol_versions[i];
+	m->initialized = true;
+	mcp_send_result(id, json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
+	                          version, "capabilities", "tools", "listChanged", 0, "serverInfo",
+	                          "name", "kbox", "title", "kbox", "version", PACKAGE_VERSION,
+	                          "instructions",
+	                          "run_python runs Python in one persistent sandboxed kernel: "
+	                          "state persists between calls. The file tools work in the "
+	                          "same workspace."));
+}
+
+/* The method of MSG (an object) when it is a request or a notification
+ * this server takes: "jsonrpc" "2.0", an "id" that is a string or an
+ * integer, a "method" string, "params" an object or an array.  NULL when
+ * it is not (the error response sent, to a request) or is a response. */
+static const char *method_of(json_t *msg)
+{
+	json_t *id = json_object_get(msg, "id"), *method = json_object_get(msg, "method");
+	json_t *jsonrpc = json_object_get(msg, "jsonrpc"), *params = json_object_get(msg, "params");
+	const char *why = NULL;
+
+	if (id && !json_is_string(id) && !json_is_integer(id)) {
+		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST,
+		               "Invalid Request: \"id\" must be a string or an integer");
+		return NULL;
+	}
+	if (!json_is_string(jsonrpc) || mcp_has_nul(jsonrpc) ||
+	    strcmp(json_string_value(jsonrpc), "2.0") != 0) {
+		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
+		               "Invalid Request: \"jsonrpc\" must be \"2.0\"");
+		return NULL;
+	}
+	if (!method && id && (json_object_get(msg, "result") || json_object_get(msg, "error")))
+		return NULL; /* a response: this server sends no requests it waits for */
+	if (!json_is_string(method))
+		why = "\"method\" (a string) is required";
+	else if (mcp_has_nul(method))
+		why = "\"method\" holds a NUL character";
+	else if (params && !json_is_object(params) && !json_is_array(params))
+		why = "\"params\" must be an object or an array";
+	if (why) {
+		if (id) /* a notification is never answered */
+			mcp_send_error(id, MCP_RPC_INVALID_REQUEST, "Invalid Request: %s", why);
+		return NULL;
+	}
+	return json_string_value(method);
+}
+
+/* The request METHOD with ID (NULL: a notification) and PARAMS (may be
+ * NULL), checked by method_of: answered, or for a notification done. */
+static void dispatch(mcp_t *m, json_t *id, const char *method, json_t *params)
+{
+	if (!id) { /* a notification: never answered */
+		if (strcmp(method, "notifications/cancelled") == 0 && json_is_object(params) &&
+		    json_object_get(params, "requestId"))
+			mcp_call_cancel(m, json_object_get(params, "requestId"));
+		return;
+	}
+	if (params && !json_is_object(params))
+		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "%s: \"params\" must be an object",
+		               method);
+	else if (strcmp(method, "ping") == 0)
+		mcp_send_result(id, json_object());
+	else if (strcmp(method, "initialize") == 0)
+		do_initialize(m, id, params);
+	else if (!m->initialized)
+		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
+		               "Invalid Request: the server is not initialized (send initialize "
+		               "first)");
+	else if (strcmp(method, "tools/list") == 0)
+		mcp_send_result(id, mcp_tools_list());
+	else if (strcmp(method, "tools/call") == 0)
+		mcp_tools_call(m, id, params);
+	else
+		mcp_send_error(id, MCP_RPC_METHOD_NOT_FOUND, "Method not found: %s", method);
+}
+
+/* One message from the client: LINE[0..LEN). */
+static void handle_line(mcp_t *m, const char *line, size_t len)
+{
+	json_error_t je;
+	json_t *msg;
+	const char *method;
+
+	if (len == 0 || (len == 1 && line[0] == '\r'))
+		return; /* a blank line: nothing */
+	if (!(msg = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je))) {
+		mcp_send_error(NULL, MCP_RPC_PARSE_ERROR, "Parse error: %s", je.text);
+		return;
+	}
+	if (json_is_array(msg))
+		/* batches were taken by 2025-03-26 only, and removed since */
+		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST,
+		               "Invalid Request: batches are not supported (MCP since 2025-06-18)");
+	else if (!json_is_object(msg))
+		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST, "Invalid Request: not a JSON object");
+	else if ((method = method_of(msg)))
+		dispatch(m, json_object_get(msg, "id"), method, json_object_get(msg, "params"));
+	json_decref(msg);
+}
+
+/* Read what standard input has and handle each complete line; at its end,
+ * a last line without a newline too. */
+static void read_stdin(mcp_t *m)
+{
+	char *nl, *start;
+	ssize_t n;
+	if (m->in_cap - m->in_len < 65536) {
+		size_t ncap = m->in_cap ? m->in_cap * 2 : 131072;
+		char *nb = realloc(m->in, ncap);
+		if (!nb) {
+			cli_error(MCP_CMD, "out of memory reading standard input");
+			m->in_eof = true;
+			return;
+		}
+		m->in = nb;
+		m->in_cap = ncap;
+	}
+	n = read(STDIN_FILENO, m->in + m->in_len, m->in_cap - m->in_len);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		if (n < 0)
+			cli_error(MCP_CMD, "cannot read standard input: %s", strerror(errno));
+		m->in_eof = true;
+		if (m->in_len && !m->in_skip)
+			handle_line(m, m->in, m->in_len);
+		m->in_len = 0;
+		return;
+	}
+	m->in_len += (size_t)n;
+	start = m->in;
+	while ((nl = memchr(start, '\n', m->in_len - (size_t)(start - m->in)))) {
+		if (!m->in_skip)
+			handle_line(m, start, (size_t)(nl - start));
+		m->in_skip = false;
+		start = nl + 1;
+	}
+	m->in_len -= (size_t)(start - m->in);
+	memmove(m->in, start, m->in_len);
+	if (m->in_len > (size_t)LINE_MAX_BYTES) {
+		if (!m->in_skip)
+			mcp_send_error(NULL, MCP_RPC_PARSE_ERROR, "Parse error: a message longer than %ld bytes",
+			           LINE_MAX_BYTES);
+		m->in_skip = true;
+		m->in_len = 0;
+	}
+}
+
+/* Serve until standard input ends and the calls in flight are done, or a
+ * signal says stop. */
+static void serve(mcp_t *m)
+{
+	while (!stop_signal && (!m->in_eof || m->calls)) {
+		struct pollfd fds[POLL_MAX];
+		mcp_call_t *owner[POLL_MAX];
+		size_t nfds = 0;
+		long long next = -1, now = kx_now_ms();
+		int r;
+
+		/* at the end of standard input, the calls running finish first:
+		 * their responses can still be read (a client that wants it over
+		 * sooner sends SIGTERM) */
+		fds[nfds].fd = m->in_eof ? -1 : STDIN_FILENO;
+		fds[nfds].events = POLLIN;
+		owner[nfds++] = NULL;
+		for (mcp_call_t *c = m->calls; c && nfds < POLL_MAX; c = c->next) {
+			if (c->cancelled && now >= c->cancel_deadline) {
+				mcp_call_drop(m, c); /* interrupted and not done: its connection goes */
+				goto again;
+			}
+			if (c->cancelled && (next < 0 || c->cancel_deadline - now < next))
+				next = c->cancel_deadline - now;
+			fds[nfds].fd = c->fd;
+			fds[nfds].events = POLLIN;
+			owner[nfds++] = c;
+		}
+		r = poll(fds, nfds, next < 0 ? -1 : (int)next);
+		if (r < 0 && errno != EINTR) {
+			cli_error(MCP_CMD, "poll: %s", strerror(errno));
+			break;
+		}
+		if (r <= 0)
+			continue;
+		/* calls first: STDIN may cancel (free) some */
+		for (size_t i = 1; i < nfds; i++)
+			if (fds[i].revents)
+				mcp_call_readable(m, owner[i]);
+		if (fds[0].revents)
+			read_stdin(m);
+	again:;
+	}
+}
+
+int mcp_serve(const mcp_options_t *o)
+{
+	mcp_t m = {.images = o->images, .timeout_ms = o->timeout_ms};
+	char own_name[KBOX_SESSION_NAME_MAX + 1];
+	struct sigaction sa;
+	int status;
+
+	if ((status = mcp_session_name(&m, o->session, own_name)) != EXIT_OK)
+		return status;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_signal; /* no SA_RESTART: poll returns */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	serve(&m);
+	while (m.calls)
+		mcp_call_drop(&m, m.calls);
+	mcp_session_end(&m);
+	free(m.dir);
+	free(m.in);
+	return EXIT_OK;
+}
