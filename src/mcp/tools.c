@@ -21,18 +21,19 @@ json_t *mcp_tool_result(json_t *content, json_t *structured, bool is_error)
 	return r;
 }
 
-/* (Bytes that are not UTF-8 become '?': the supervisor's text is UTF-8
- * already; a path named in a message may not be.) */
+/* (Bytes that are not UTF-8 become U+FFFD, by the one repair: the
+ * supervisor's text is UTF-8 already; a path named in a message may not
+ * be.) */
 json_t *mcp_text_item(const char *text)
 {
 	json_t *t = json_string(text);
 	if (!t) {
-		char *copy = strdup(text);
-		for (char *p = copy; p && *p; p++)
-			if ((unsigned char)*p >= 0x80)
-				*p = '?';
-		t = json_string(copy ? copy : "");
-		free(copy);
+		size_t n = 0;
+		char *fixed = kx_utf8_repair(text, strlen(text), &n);
+		t = fixed ? json_stringn(fixed, n) : NULL;
+		free(fixed);
+		if (!t)
+			t = json_string("");
 	}
 	return json_pack("{s:s, s:o}", "type", "text", "text", t);
 }
