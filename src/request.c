@@ -5,6 +5,7 @@
  * shutdown, interrupt. */
 #include "client_int.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,11 +200,8 @@ kbox_msg_t *kbox_client_kernel_info_request(kbox_client_t *self, int timeout_ms,
 /* Number of code points in S (UTF-8). */
 static int codepoints(const char *s)
 {
-	int n = 0;
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xc0) != 0x80)
-			n++;
-	return n;
+	size_t n = kx_utf8_count(s, strlen(s));
+	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
 kbox_msg_t *kbox_client_complete(kbox_client_t *self, const char *code, int cursor_pos,
