@@ -154,6 +154,7 @@ int kbox_client_request_begin(kbox_client_t *self, kbox_channel_t channel, const
 	           : -1;
 }
 
+/* kbox_client_request's callback: record the reply, stop the loop. */
 static void wait_reply_cb(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
 {
 	waiter_t *w = arg;

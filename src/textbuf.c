@@ -15,6 +15,7 @@
 
 #define SPILL_BUF 65536 /* spill writes are gathered into blocks this big */
 
+/* An empty T for MAX_BYTES and MAX_LINES (capture_int.h). */
 void tbuf_init(tbuf_t *t, size_t max_bytes, size_t max_lines)
 {
 	memset(t, 0, sizeof *t);
@@ -24,6 +25,7 @@ void tbuf_init(tbuf_t *t, size_t max_bytes, size_t max_lines)
 	t->spill_fd = -1;
 }
 
+/* Forget T's text, its spill file removed from DFD (capture_int.h). */
 void tbuf_reset_text(tbuf_t *t, int dfd)
 {
 	t->total_bytes = t->total_lines = 0;
@@ -48,6 +50,7 @@ void tbuf_reset_text(tbuf_t *t, int dfd)
 	t->spill_cut = false;
 }
 
+/* Free what T holds; T is then empty (capture_int.h). */
 void tbuf_free(tbuf_t *t)
 {
 	if (t->spill_fd >= 0)
@@ -62,6 +65,8 @@ void tbuf_free(tbuf_t *t)
 	t->spill_fd = -1;
 }
 
+/* Write what T's block buffer gathered to its spill file; a failure is
+ * noted once and ends the spilling. */
 static void spill_flush(kbox_capture_t *self, tbuf_t *t)
 {
 	if (t->spill_fd >= 0 && t->sbuf_len && !t->spill_failed &&
@@ -146,6 +151,9 @@ static void spill_write(kbox_capture_t *self, tbuf_t *t, const char *p, size_t n
 	t->sbuf_len += n;
 }
 
+/* Open T's spill file (once), within the capture's quota and count of
+ * files, and write the head into it: the file then holds the whole text,
+ * as far as the quota goes.  A failure is noted and ends the spilling. */
 static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 {
 	char name[256];
@@ -295,6 +303,8 @@ void tbuf_commit(kbox_capture_t *self, tbuf_t *t, const char *label, const char 
 	ring_push(self, t, p, n);
 }
 
+/* Room for NEED bytes in T's line buffer (doubling).  0, or -1 when out
+ * of memory. */
 static int line_reserve(tbuf_t *t, size_t need)
 {
 	if (need <= t->line_cap)
