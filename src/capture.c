@@ -291,9 +291,11 @@ static out_t *out_push(kbox_capture_t *self, kbox_output_kind_t kind, bool force
 	out_t *o;
 	if (self->n_outs >= KBOX_CAPTURE_MAX_OUTPUTS && !force) {
 		if (!self->outs_full)
-			capture_notice(self, "more than %d outputs: later ones are not listed in order (stream "
-			               "text joins its stream's last output)",
-			               KBOX_CAPTURE_MAX_OUTPUTS);
+			capture_notice(
+			        self,
+			        "more than %d outputs: later ones are not listed in order (stream "
+			        "text joins its stream's last output)",
+			        KBOX_CAPTURE_MAX_OUTPUTS);
 		self->outs_full = true;
 		return NULL;
 	}
@@ -481,6 +483,87 @@ static const struct {
 	bool base64;
 } image_kinds[] = {{"image/png", "png", true}, {"image/jpeg", "jpg", true}, {"image/svg+xml", "svg", false}};
 
+/* Write image SELF->image_seq (MIME, OUTLEN bytes at BYTES) as NAME in the
+ * outputs directory, within the quota and the count of files: its path
+ * (new), or NULL with a notice saying why not (none without an outputs
+ * directory). */
+static char *image_write(kbox_capture_t *self, const char *name, const char *mime,
+                         const unsigned char *bytes, size_t outlen)
+{
+	char *path = NULL;
+	int fd;
+
+	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
+		capture_notice(self,
+		               "image %d (%s, %zu bytes) is larger than %u bytes: not written",
+		               self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
+		return NULL;
+	}
+	if (!self->outputs_dir)
+		return NULL;
+	if (file_cost(outlen) > capture_files_room(self)) {
+		capture_notice(self,
+		               "image %d (%s, %zu bytes) not written: the outputs quota is used up",
+		               self->image_seq, mime, outlen);
+		return NULL;
+	}
+	if (self->files_made >= KBOX_CAPTURE_MAX_FILES) {
+		capture_notice(
+		        self,
+		        "image %d (%s, %zu bytes) not written: this execution made %d files already",
+		        self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_FILES);
+		return NULL;
+	}
+	/* what it takes on disk: whole blocks, one at least */
+	self->files_bytes += file_cost(outlen);
+	fd = capture_create_output(self, name, &path);
+	if (fd < 0) {
+		capture_notice(self, "image %d not written to %s/%s: %s", self->image_seq,
+		               self->outputs_dir, name,
+		               errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+		return NULL;
+	}
+	self->files_made++;
+	if (kbox__write_all(fd, bytes, outlen) < 0) {
+		capture_notice(self, "image %d: writing %s failed: %s", self->image_seq, path,
+		               strerror(errno));
+		capture_unlink_output(self->dfd, path);
+		free(path);
+		path = NULL;
+	}
+	close(fd);
+	return path;
+}
+
+/* IMG's reference object for the bundle: path, bytes, and what is known. */
+static json_t *image_ref(const kbox_image_t *img)
+{
+	json_t *ref = json_pack("{s:s?, s:I}", "path", img->path, "bytes", (json_int_t)img->bytes);
+	if (img->saved_as_text)
+		json_object_set_new(ref, "saved_as_text", json_string(img->saved_as_text));
+	if (img->width > 0) {
+		json_object_set_new(ref, "width", json_integer(img->width));
+		json_object_set_new(ref, "height", json_integer(img->height));
+	}
+	return ref;
+}
+
+/* Add IMG (its strings taken) to SELF's images.  0, or -1 when out of
+ * memory (IMG's strings are then still the caller's). */
+static int images_add(kbox_capture_t *self, const kbox_image_t *img)
+{
+	if (self->n_images == self->cap_images) {
+		size_t cap = self->cap_images ? self->cap_images * 2 : 4;
+		kbox_image_t *nv = realloc(self->images, cap * sizeof *nv);
+		if (!nv)
+			return -1;
+		self->images = nv;
+		self->cap_images = cap;
+	}
+	self->images[self->n_images++] = *img;
+	return 0;
+}
+
 /* Decode and write one image; returns its reference object for the bundle. */
 static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ext, bool b64,
                           json_t *v, int display)
@@ -489,9 +572,8 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	size_t len, outlen = 0;
 	unsigned char *bytes = NULL;
 	kbox_image_t img = {NULL, NULL, -1, -1, 0, display, NULL};
-	char name[256], *path = NULL;
+	char name[256];
 	json_t *ref;
-	int fd;
 
 	if (json_is_array(v)) /* some kernels split long strings into lines */
 		return NULL;
@@ -523,60 +605,17 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	self->image_seq++;
 	snprintf(name, sizeof name, "%s%d-%d.%s%s", self->prefix, self->count < 0 ? 0 : self->count,
 	         self->image_seq, ext, img.saved_as_text ? ".txt" : "");
-	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
-		capture_notice(self, "image %d (%s, %zu bytes) is larger than %u bytes: not written",
-		               self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
-	} else if (self->outputs_dir && file_cost(outlen) > capture_files_room(self)) {
-		capture_notice(self, "image %d (%s, %zu bytes) not written: the outputs quota is used up",
-		               self->image_seq, mime, outlen);
-	} else if (self->outputs_dir && self->files_made >= KBOX_CAPTURE_MAX_FILES) {
-		capture_notice(self, "image %d (%s, %zu bytes) not written: this execution made %d files already",
-		               self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_FILES);
-	} else if (self->outputs_dir) {
-		/* what it takes on disk: whole blocks, one at least */
-		self->files_bytes += file_cost(outlen);
-		fd = capture_create_output(self, name, &path);
-		if (fd >= 0)
-			self->files_made++;
-		if (fd < 0) {
-			capture_notice(self, "image %d not written to %s/%s: %s", self->image_seq, self->outputs_dir,
-			               name, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
-		} else {
-			if (kbox__write_all(fd, bytes, outlen) < 0) {
-				capture_notice(self, "image %d: writing %s failed: %s", self->image_seq, path,
-				               strerror(errno));
-				capture_unlink_output(self->dfd, path);
-				free(path);
-				path = NULL;
-			}
-			close(fd);
-		}
-	}
-	img.path = path;
-	if (!path)
+	img.path = image_write(self, name, mime, bytes, outlen);
+	if (!img.path)
 		img.saved_as_text = NULL; /* nothing was saved, as text or otherwise */
 	if (b64)
 		free(bytes);
-	ref = json_pack("{s:s?, s:I}", "path", path, "bytes", (json_int_t)outlen);
-	if (img.saved_as_text)
-		json_object_set_new(ref, "saved_as_text", json_string(img.saved_as_text));
-	if (img.width > 0) {
-		json_object_set_new(ref, "width", json_integer(img.width));
-		json_object_set_new(ref, "height", json_integer(img.height));
+	ref = image_ref(&img);
+	if (images_add(self, &img) < 0) {
+		free((char *)img.path);
+		free((char *)img.mime);
+		self->oom = true;
 	}
-	if (self->n_images == self->cap_images) {
-		size_t cap = self->cap_images ? self->cap_images * 2 : 4;
-		kbox_image_t *nv = realloc(self->images, cap * sizeof *nv);
-		if (!nv) {
-			free(path);
-			free((char *)img.mime);
-			self->oom = true;
-			return ref;
-		}
-		self->images = nv;
-		self->cap_images = cap;
-	}
-	self->images[self->n_images++] = img;
 	return ref;
 }
 
@@ -826,8 +865,9 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 	if (json_is_string(prompt))
 		kbox__buf_append(&b, json_string_value(prompt),
 		                 tbuf_utf8_floor(json_string_value(prompt),
-		                                 json_string_length(prompt) > 1024 ? 1024
-		                                 : json_string_length(prompt)));
+		                                 json_string_length(prompt) > 1024
+		                                         ? 1024
+		                                         : json_string_length(prompt)));
 	o->text = kbox__buf_take(&b, &o->pub.len);
 	o->pub.text = o->text ? o->text : "";
 	if (!o->text)
@@ -939,8 +979,8 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	tbuf_finish(self, &self->traceback, "traceback", 0, 0);
 	outs_finish(self);
 	if (self->displays_dropped)
-		capture_notice(self, "%zu displays beyond the limit of %d were not kept", self->displays_dropped,
-		               KBOX_CAPTURE_MAX_DISPLAYS);
+		capture_notice(self, "%zu displays beyond the limit of %d were not kept",
+		               self->displays_dropped, KBOX_CAPTURE_MAX_DISPLAYS);
 	if (self->oom)
 		capture_notice(self, "out of memory while capturing: some output is missing");
 	r->count = self->count;
@@ -956,31 +996,39 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 			kbox_exec_dropped(exec, &d);
 			n -= d.stream_messages[0] + d.stream_messages[1];
 			if (d.stream_messages[0] || d.stream_messages[1])
-				capture_notice(self,
-				               "%zu stdout messages (%zu bytes of text) and %zu stderr messages (%zu "
-				               "bytes) were dropped: the kernel printed faster than kbox reads%s",
-				               d.stream_messages[0], d.stream_bytes[0], d.stream_messages[1],
-				               d.stream_bytes[1],
-				               self->dfd < 0 ? ", and there was no outputs directory to keep it in"
-				               : capture_files_room(self) == 0
-				               ? ", and the outputs quota was used up"
-				               : " (over the rate limit, or while kbox's memory was short)");
+				capture_notice(
+				        self,
+				        "%zu stdout messages (%zu bytes of text) and %zu stderr messages (%zu "
+				        "bytes) were dropped: the kernel printed faster than kbox reads%s",
+				        d.stream_messages[0], d.stream_bytes[0],
+				        d.stream_messages[1], d.stream_bytes[1],
+				        self->dfd < 0
+				                ? ", and there was no outputs directory to keep it in"
+				        : capture_files_room(self) == 0
+				                ? ", and the outputs quota was used up"
+				                : " (over the rate limit, or while kbox's memory was short)");
 			(void)bytes;
 			if (d.never_arrived)
-				capture_notice(self, "%zu messages the kernel sent during this execution never reached "
-				               "kbox (most likely its output queue overflowed while it flooded "
-				               "output faster than kbox reads): some output may be missing",
-				               d.never_arrived);
+				capture_notice(
+				        self,
+				        "%zu messages the kernel sent during this execution never reached "
+				        "kbox (most likely its output queue overflowed while it flooded "
+				        "output faster than kbox reads): some output may be missing",
+				        d.never_arrived);
 			if (n)
-				capture_notice(self, "%zu display messages were dropped: the kernel sent output "
-				               "faster than kbox reads",
-				               n);
+				capture_notice(
+				        self,
+				        "%zu display messages were dropped: the kernel sent output "
+				        "faster than kbox reads",
+				        n);
 		}
 		if (kbox_exec_output_lost(exec))
-			capture_notice(self, "output was lost: iopub broke during this execution (most likely "
-			               "a message over %ld bytes, the most kbox takes) and was reconnected; "
-			               "what the kernel sent meanwhile (output, an error) is missing",
-			               (long)KBOX_MAX_MESSAGE_BYTES);
+			capture_notice(
+			        self,
+			        "output was lost: iopub broke during this execution (most likely "
+			        "a message over %ld bytes, the most kbox takes) and was reconnected; "
+			        "what the kernel sent meanwhile (output, an error) is missing",
+			        (long)KBOX_MAX_MESSAGE_BYTES);
 	} else {
 		r->status = self->has_error ? KBOX_EXEC_ERROR : KBOX_EXEC_OK;
 	}
