@@ -1,5 +1,8 @@
-/* src/capture.c — one execution's iopub messages turned into a bounded result. */
-#include "private.h"
+/* src/capture.c — one execution's iopub messages turned into a bounded
+ * result: outputs in order, displays, images, the value, the error and
+ * notices, within the outputs directory's quota.  The budgeted text of
+ * streams, value and traceback is textbuf.c's (capture_int.h). */
+#include "capture_int.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -13,95 +16,10 @@
 #include <sodium.h>
 
 #define MAX_MIME_BYTES 65536 /* a non-image MIME value longer than this is left out */
-#define SPILL_BUF 65536      /* spill writes are gathered into blocks this big */
 #define MAX_ENAME 256
 #define MAX_KEPT_BYTES (8 * 1024 * 1024) /* all kept non-image MIME values of a capture */
 #define MAX_TRACEBACK_RAW (1024 * 1024) /* bytes of the raw traceback kept */
 #define MAX_NOTICES 64
-/* A file costs the quota at least one block, as on disk, so that empty
- * files cannot make an unbounded number of them; and one capture makes at
- * most KBOX_CAPTURE_MAX_FILES. */
-#define FILE_BLOCK 4096ULL
-
-/* ---- budgeted text: head in memory, tail in a ring, all of it in a spill file ---- */
-
-typedef struct {
-	/* the terminal line being written (\r and \b act on it) */
-	char *line;
-	size_t line_len, line_cap, cursor;
-	/* committed text */
-	size_t total_bytes, total_lines;
-	char *head;
-	size_t head_len, head_lines, head_max, head_max_lines;
-	bool head_full;
-	char *ring;
-	size_t ring_max, ring_start, ring_len;
-	bool ring_wrapped; /* bytes were pushed out of the ring */
-	/* spill */
-	int spill_fd;
-	char *spill_path;
-	bool spill_failed;
-	size_t spill_bytes;  /* written (or queued) into it */
-	bool spill_cut;      /* it stopped at a bound: it holds the first SPILL_BYTES only */
-	char *sbuf;
-	size_t sbuf_len;
-	/* the finished view: committed bytes [0, fin_head) are at the start of
-	 * VIEW_TEXT, a marker line of fin_marker bytes follows, then committed
-	 * bytes [fin_tail, total_bytes), then fin_extra bytes (a note) */
-	kbox_text_t view;
-	char *view_text;
-	size_t fin_head, fin_marker, fin_tail, fin_extra;
-} tbuf_t;
-
-/* One output in order: its public view, and for stream text the bytes of
- * the stream it holds, [from, to). */
-typedef struct {
-	kbox_output_t pub;
-	size_t from, to;
-	char *text, *value; /* owned */
-} out_t;
-
-struct kbox_capture {
-	kbox_capture_opts_t opts;
-	char *outputs_dir;
-	int dfd;              /* the outputs dir, opened once: names resolve in it */
-	char *prefix;
-	int count;            /* execution_count, once known */
-	int image_seq;        /* images written in this execution */
-	size_t files_made;    /* images and spill files created */
-	unsigned long long files_bytes; /* written into the outputs directory */
-	tbuf_t streams[KBOX_TEXT_COUNT];
-	bool pending_clear;
-	/* displays */
-	json_t *displays;     /* array of {"data", "display_id"} */
-	size_t displays_dropped;
-	size_t kept_bytes;    /* of non-image MIME values kept in bundles */
-	/* value */
-	json_t *value;
-	tbuf_t value_text;
-	bool has_value;
-	/* images: array of kbox_image_t, strings owned */
-	kbox_image_t *images;
-	size_t n_images, cap_images;
-	/* error */
-	bool has_error;
-	char *ename, *evalue; /* NUL bytes and all: the lengths say where they end */
-	size_t ename_len, evalue_len;
-	json_t *traceback_raw;
-	tbuf_t traceback;
-	/* outputs in order */
-	out_t *outs;
-	size_t n_outs, cap_outs;
-	bool outs_full;       /* KBOX_CAPTURE_MAX_OUTPUTS reached: streams merge */
-	size_t never_arrived; /* messages of the execution lost before the client */
-	size_t inputs_seen;
-	/* notices */
-	char **notices;
-	size_t n_notices;
-	kbox_event_cb *cb;
-	void *cb_arg;
-	bool oom;
-};
 
 struct kbox_result {
 	kbox_capture_t *cap; /* owns everything */
@@ -132,9 +50,7 @@ static int notice_add(kbox_capture_t *self, const char *text, bool first)
 }
 
 /* Add a printf-style notice (cut at 511 bytes) at the end of SELF's. */
-static void notice(kbox_capture_t *self, const char *fmt, ...) KBOX_PRINTF(2, 3);
-
-static void notice(kbox_capture_t *self, const char *fmt, ...)
+void capture_notice(kbox_capture_t *self, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -145,64 +61,17 @@ static void notice(kbox_capture_t *self, const char *fmt, ...)
 	notice_add(self, buf, false);
 }
 
-static void tbuf_init(tbuf_t *t, size_t max_bytes, size_t max_lines)
-{
-	memset(t, 0, sizeof *t);
-	t->head_max = max_bytes / 2;
-	t->head_max_lines = max_lines / 2 ? max_lines / 2 : 1;
-	t->ring_max = max_bytes - t->head_max;
-	t->spill_fd = -1;
-}
-
 /* Remove the file PATH (made by create_output) by its name in DFD. */
-static void unlink_output(int dfd, const char *path)
+void capture_unlink_output(int dfd, const char *path)
 {
 	const char *name = path ? strrchr(path, '/') : NULL;
 	if (dfd >= 0 && name)
 		unlinkat(dfd, name + 1, 0);
 }
 
-static void tbuf_reset_text(tbuf_t *t, int dfd)
-{
-	t->total_bytes = t->total_lines = 0;
-	t->head_len = t->head_lines = 0;
-	t->head_full = false;
-	t->ring_start = t->ring_len = 0;
-	t->ring_wrapped = false;
-	t->line_len = t->cursor = 0;
-	t->sbuf_len = 0;
-	/* the cleared text is gone: a later spill starts afresh with the new head */
-	if (t->spill_fd >= 0) {
-		close(t->spill_fd);
-		t->spill_fd = -1;
-	}
-	if (t->spill_path) {
-		unlink_output(dfd, t->spill_path);
-		free(t->spill_path);
-		t->spill_path = NULL;
-	}
-	t->spill_failed = false;
-	t->spill_bytes = 0;
-	t->spill_cut = false;
-}
-
-static void tbuf_free(tbuf_t *t)
-{
-	if (t->spill_fd >= 0)
-		close(t->spill_fd);
-	free(t->line);
-	free(t->head);
-	free(t->ring);
-	free(t->spill_path);
-	free(t->view_text);
-	free(t->sbuf);
-	memset(t, 0, sizeof *t);
-	t->spill_fd = -1;
-}
-
 /* Create FILE in the capture's outputs dir without following symlinks and
  * without writing through another name of an existing file.  fd or -1. */
-static int create_output(kbox_capture_t *self, const char *name, char **path_out)
+int capture_create_output(kbox_capture_t *self, const char *name, char **path_out)
 {
 	char path[PATH_MAX];
 	int dfd = self->dfd, fd = -1;
@@ -251,31 +120,6 @@ static int create_output(kbox_capture_t *self, const char *name, char **path_out
 	return fd;
 }
 
-static void spill_flush(kbox_capture_t *self, tbuf_t *t)
-{
-	if (t->spill_fd >= 0 && t->sbuf_len && !t->spill_failed &&
-	    kbox__write_all(t->spill_fd, t->sbuf, t->sbuf_len) < 0) {
-		notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
-		t->spill_failed = true;
-	}
-	t->sbuf_len = 0;
-}
-
-/* N bytes for a notice: "1 GiB", "512 MiB", "1000 bytes". */
-static const char *fmt_bytes(char *buf, size_t size, unsigned long long n)
-{
-	static const char *const units[] = {"GiB", "MiB", "KiB"};
-	for (int i = 0; i < 3; i++) {
-		unsigned long long u = 1ULL << (30 - 10 * i);
-		if (n >= u && n % u == 0) {
-			snprintf(buf, size, "%llu %s", n / u, units[i]);
-			return buf;
-		}
-	}
-	snprintf(buf, size, "%llu bytes", n);
-	return buf;
-}
-
 /* What a file of N bytes takes on disk: whole blocks, one at least. */
 static unsigned long long file_cost(size_t n)
 {
@@ -284,458 +128,12 @@ static unsigned long long file_cost(size_t n)
 
 /* How many bytes the outputs directory may still take: ULLONG_MAX without
  * a bound. */
-static unsigned long long files_room(const kbox_capture_t *self)
+unsigned long long capture_files_room(const kbox_capture_t *self)
 {
 	if (!self->opts.has_files_max)
 		return ULLONG_MAX;
 	return self->opts.files_max > self->files_bytes ? self->opts.files_max - self->files_bytes
 	                                                : 0;
-}
-
-/* How many of N bytes may still go into T's spill file (counted as
- * written); when fewer, the file is cut there for good, with a notice. */
-static size_t spill_room(kbox_capture_t *self, tbuf_t *t, size_t n, const char *label)
-{
-	unsigned long long room = files_room(self), own = ULLONG_MAX;
-	char lim[32];
-	if (self->opts.spill_max)
-		own = self->opts.spill_max > t->spill_bytes ? self->opts.spill_max - t->spill_bytes : 0;
-	if (n <= room && n <= own) {
-		t->spill_bytes += n;
-		self->files_bytes += n;
-		return n;
-	}
-	t->spill_cut = true;
-	if (own < room) {
-		fmt_bytes(lim, sizeof lim, self->opts.spill_max);
-		room = own;
-		notice(self, "the %s spill file stopped at %s (the largest file the session may write)",
-		       label, lim);
-	} else {
-		notice(self, "the %s spill file stopped at %llu bytes: the outputs quota is used up",
-		       label, (unsigned long long)t->spill_bytes + room);
-	}
-	t->spill_bytes += (size_t)room;
-	self->files_bytes += room;
-	return (size_t)room;
-}
-
-/* Append to the spill file through a block buffer. */
-static void spill_write(kbox_capture_t *self, tbuf_t *t, const char *p, size_t n,
-                        const char *label)
-{
-	if (t->spill_fd < 0 || t->spill_failed || t->spill_cut)
-		return;
-	n = spill_room(self, t, n, label);
-	if (n == 0)
-		return;
-	if (!t->sbuf && !(t->sbuf = malloc(SPILL_BUF))) {
-		self->oom = true;
-		return;
-	}
-	if (t->sbuf_len + n > SPILL_BUF)
-		spill_flush(self, t);
-	if (n >= SPILL_BUF) {
-		if (kbox__write_all(t->spill_fd, p, n) < 0) {
-			notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
-			t->spill_failed = true;
-		}
-		return;
-	}
-	memcpy(t->sbuf + t->sbuf_len, p, n);
-	t->sbuf_len += n;
-}
-
-static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
-{
-	char name[256];
-	if (t->spill_fd >= 0 || t->spill_failed)
-		return;
-	if (self->dfd >= 0 && files_room(self) <= FILE_BLOCK) { /* not a byte of text */
-		t->spill_failed = true;
-		notice(self, "the complete %s was not saved: the outputs quota is used up", label);
-		return;
-	}
-	if (self->dfd >= 0 && self->files_made >= KBOX_CAPTURE_MAX_FILES) {
-		t->spill_failed = true;
-		notice(self, "the complete %s was not saved: this execution made %d files already",
-		       label, KBOX_CAPTURE_MAX_FILES);
-		return;
-	}
-	snprintf(name, sizeof name, "%s%d-%s.txt", self->prefix, self->count < 0 ? 0 : self->count,
-	         label);
-	t->spill_fd = create_output(self, name, &t->spill_path);
-	if (t->spill_fd >= 0) {
-		self->files_made++;
-		self->files_bytes += FILE_BLOCK; /* its first block, whatever it holds */
-	}
-	if (t->spill_fd < 0) {
-		t->spill_failed = true;
-		if (self->outputs_dir)
-			notice(self, "the complete %s could not be saved to %s/%s: %s", label,
-			       self->outputs_dir, name, strerror(errno));
-		return;
-	}
-	{
-		size_t n = spill_room(self, t, t->head_len, label);
-		if (n && kbox__write_all(t->spill_fd, t->head, n) < 0) {
-			notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
-			t->spill_failed = true;
-		}
-	}
-}
-
-/* Length of the longest prefix of S[0..N) that ends on a UTF-8 boundary. */
-static size_t utf8_floor(const char *s, size_t n)
-{
-	size_t k = n;
-	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80 && k + 4 > n)
-		k--;
-	return k;
-}
-
-/* Append committed text. */
-static void tbuf_commit(kbox_capture_t *self, tbuf_t *t, const char *label, const char *p, size_t n)
-{
-	size_t i;
-	if (!n)
-		return;
-	t->total_bytes += n;
-	for (i = 0; i < n; i++)
-		if (p[i] == '\n')
-			t->total_lines++;
-	if (!t->head_full) {
-		size_t take = 0;
-		/* take whole lines while they fit */
-		while (take < n && !t->head_full) {
-			const char *nl = memchr(p + take, '\n', n - take);
-			size_t len = nl ? (size_t)(nl - (p + take)) + 1 : n - take;
-			if (t->head_len + len > t->head_max) {
-				len = utf8_floor(p + take, t->head_max - t->head_len);
-				t->head_full = true;
-			}
-			if (len) {
-				if (!t->head) {
-					t->head = malloc(t->head_max + 1);
-					if (!t->head) {
-						self->oom = true;
-						return;
-					}
-				}
-				memcpy(t->head + t->head_len, p + take, len);
-				t->head_len += len;
-				take += len;
-				if (nl && take == (size_t)(nl - p) + 1)
-					t->head_lines++;
-			}
-			if (t->head_lines >= t->head_max_lines)
-				t->head_full = true;
-			if (!nl)
-				break;
-		}
-		p += take;
-		n -= take;
-		if (!n)
-			return;
-		t->head_full = true;
-	}
-	/* past the head: into the ring, and (from now on) the spill file */
-	tbuf_spill_open(self, t, label);
-	spill_write(self, t, p, n, label);
-	if (!t->ring_max)
-		return;
-	if (!t->ring) {
-		t->ring = malloc(t->ring_max);
-		if (!t->ring) {
-			self->oom = true;
-			return;
-		}
-	}
-	if (n >= t->ring_max) {
-		if (n > t->ring_max || t->ring_len)
-			t->ring_wrapped = true;
-		memcpy(t->ring, p + n - t->ring_max, t->ring_max);
-		t->ring_start = 0;
-		t->ring_len = t->ring_max;
-		return;
-	}
-	for (i = 0; i < n;) {
-		size_t end = (t->ring_start + t->ring_len) % t->ring_max;
-		size_t room = t->ring_max - end, chunk = n - i < room ? n - i : room;
-		if (t->ring_len == t->ring_max) {
-			/* full: overwrite the oldest */
-			end = t->ring_start;
-			room = t->ring_max - end;
-			chunk = n - i < room ? n - i : room;
-			memcpy(t->ring + end, p + i, chunk);
-			t->ring_start = (t->ring_start + chunk) % t->ring_max;
-			t->ring_wrapped = true;
-		} else {
-			size_t free_ = t->ring_max - t->ring_len;
-			if (chunk > free_)
-				chunk = free_;
-			memcpy(t->ring + end, p + i, chunk);
-			t->ring_len += chunk;
-		}
-		i += chunk;
-	}
-}
-
-static int line_reserve(tbuf_t *t, size_t need)
-{
-	if (need <= t->line_cap)
-		return 0;
-	{
-		size_t cap = t->line_cap ? t->line_cap : 256;
-		char *l;
-		while (cap < need)
-			cap *= 2;
-		l = realloc(t->line, cap);
-		if (!l)
-			return -1;
-		t->line = l;
-		t->line_cap = cap;
-	}
-	return 0;
-}
-
-/* Commit the line being written (not a newline: the caller adds that). */
-static void line_flush(kbox_capture_t *self, tbuf_t *t, const char *label)
-{
-	tbuf_commit(self, t, label, t->line, t->line_len);
-	t->line_len = t->cursor = 0;
-}
-
-/* Number of code points in P[0..N). */
-static size_t cp_count(const char *p, size_t n)
-{
-	size_t c = 0;
-	for (size_t i = 0; i < n; i++)
-		c += ((unsigned char)p[i] & 0xc0) != 0x80;
-	return c;
-}
-
-/* Write RUN (no \n, \r, \b in it) at the cursor, overwriting as a terminal does. */
-static void line_write(kbox_capture_t *self, tbuf_t *t, const char *label, const char *p, size_t n)
-{
-	if (t->cursor == 0 && t->line_len && n >= t->line_len &&
-	    cp_count(p, n) >= cp_count(t->line, t->line_len)) {
-		/* after \r, a run that covers the whole line replaces it (a
-		 * progress bar redrawn): no need to overwrite it code point by
-		 * code point */
-		t->line_len = 0;
-	}
-	if (t->cursor == t->line_len) {
-		if (line_reserve(t, t->line_len + n) < 0) {
-			self->oom = true;
-			return;
-		}
-		memcpy(t->line + t->line_len, p, n);
-		t->line_len += n;
-		t->cursor = t->line_len;
-	} else {
-		/* overwrite: the run's code points replace as many of the line's,
-		 * in one move whatever their widths */
-		size_t m = cp_count(p, n), e = t->cursor, new_len;
-		for (size_t k = 0; k < m && e < t->line_len; k++) {
-			e++;
-			while (e < t->line_len && ((unsigned char)t->line[e] & 0xc0) == 0x80)
-				e++;
-		}
-		new_len = t->cursor + n + (t->line_len - e);
-		if (line_reserve(t, new_len) < 0) {
-			self->oom = true;
-			return;
-		}
-		memmove(t->line + t->cursor + n, t->line + e, t->line_len - e);
-		memcpy(t->line + t->cursor, p, n);
-		t->line_len = new_len;
-		t->cursor += n;
-	}
-	if (t->line_len >= KBOX_CAPTURE_LINE_MAX)
-		line_flush(self, t, label);
-}
-
-/* Feed stream text through the terminal model. */
-static void tbuf_feed(kbox_capture_t *self, tbuf_t *t, const char *label, const char *p, size_t n)
-{
-	size_t i = 0;
-	while (i < n) {
-		size_t run = i;
-		while (run < n && p[run] != '\n' && p[run] != '\r' && p[run] != '\b')
-			run++;
-		if (run > i) {
-			/* fast path: a whole line appended at the end */
-			if (t->line_len == 0 && run < n && p[run] == '\n') {
-				tbuf_commit(self, t, label, p + i, run - i + 1);
-				i = run + 1;
-				continue;
-			}
-			/* in pieces, so one huge run never sizes the line buffer */
-			for (size_t j = i; j < run;) {
-				size_t k = run - j > 4096 ? j + 4096 : run;
-				while (k < run && ((unsigned char)p[k] & 0xc0) == 0x80)
-					k++;
-				line_write(self, t, label, p + j, k - j);
-				j = k;
-			}
-		}
-		if (run == n)
-			break;
-		switch (p[run]) {
-		case '\n':
-			line_flush(self, t, label);
-			tbuf_commit(self, t, label, "\n", 1);
-			break;
-		case '\r':
-			if (run + 1 < n && p[run + 1] == '\n')
-				break; /* \r\n: the \n ends the line */
-			t->cursor = 0;
-			break;
-		case '\b':
-			while (t->cursor > 0) {
-				t->cursor--;
-				if (((unsigned char)t->line[t->cursor] & 0xc0) != 0x80)
-					break;
-			}
-			break;
-		}
-		i = run + 1;
-	}
-}
-
-/* Build T's view: all of it, or head + marker + tail; then, when
- * DROPPED_MESSAGES of DROPPED_BYTES of text were dropped, a line saying so. */
-static void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label,
-                        size_t dropped_messages, size_t dropped_bytes)
-{
-	size_t tail_len = 0, tail_lines = 0, omitted_bytes, omitted_lines, max_tail_lines;
-	const char *tail_src;
-	char *tail = NULL;
-	kbox__buf_t view = KBOX__BUF_INIT;
-	size_t i;
-
-	line_flush(self, t, label);
-	spill_flush(self, t);
-	/* linearise the ring */
-	if (t->ring_len) {
-		tail = malloc(t->ring_len);
-		if (!tail) {
-			self->oom = true;
-			return;
-		}
-		for (i = 0; i < t->ring_len; i++)
-			tail[i] = t->ring[(t->ring_start + i) % t->ring_max];
-		tail_len = t->ring_len;
-	}
-	tail_src = tail;
-	/* the tail keeps only whole lines once something before it was dropped,
-	 * and at most the line budget left after the head */
-	max_tail_lines = t->head_max_lines;
-	omitted_bytes = t->total_bytes - t->head_len - tail_len;
-	if (tail_len) {
-		size_t nl = 0;
-		const char *start = tail_src + tail_len;
-		/* count back lines from the end (a final line without \n counts) */
-		size_t k = tail_len;
-		if (k && tail_src[k - 1] == '\n')
-			k--;
-		while (k > 0) {
-			if (tail_src[k - 1] == '\n') {
-				if (++nl >= max_tail_lines)
-					break;
-			}
-			k--;
-		}
-		start = tail_src + k;
-		if (k > 0 || omitted_bytes > 0 || t->ring_wrapped) {
-			if (k == 0 && (omitted_bytes > 0 || t->ring_wrapped)) {
-				/* the first line may be cut: drop it */
-				const char *nlp = memchr(tail_src, '\n', tail_len);
-				if (nlp && (size_t)(nlp - tail_src) + 1 < tail_len)
-					start = nlp + 1;
-			}
-		}
-		/* never start inside a UTF-8 character */
-		while ((omitted_bytes > 0 || t->ring_wrapped) && start < tail_src + tail_len &&
-		       ((unsigned char)*start & 0xc0) == 0x80)
-			start++;
-		omitted_bytes += (size_t)(start - tail_src);
-		tail_len -= (size_t)(start - tail_src);
-		tail_src = start;
-		for (i = 0; i < tail_len; i++)
-			if (tail_src[i] == '\n')
-				tail_lines++;
-	}
-	omitted_lines = t->total_lines - t->head_lines - tail_lines;
-	t->view.total_bytes = t->total_bytes;
-	t->view.total_lines = t->total_lines;
-	t->view.truncated = omitted_bytes > 0;
-	kbox__buf_append(&view, t->head, t->head_len);
-	t->fin_head = t->head_len;
-	t->fin_tail = t->total_bytes - tail_len;
-	t->view.dropped_messages = dropped_messages;
-	t->view.dropped_bytes = dropped_bytes;
-	if (t->view.truncated) {
-		if (t->spill_path && !t->spill_failed && !t->spill_cut && self->never_arrived)
-			kbox__buf_appendf(&view,
-			                  "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
-			                  "but %zu messages of the kernel never arrived (see the notes) ...]\n",
-			                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
-			                  omitted_bytes, omitted_lines, t->spill_path, self->never_arrived);
-		else if (t->spill_path && !t->spill_failed && !t->spill_cut && dropped_messages)
-			kbox__buf_appendf(&view,
-			                  "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
-			                  "without the messages that were dropped ...]\n",
-			                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
-			                  omitted_bytes, omitted_lines, t->spill_path);
-		else if (t->spill_path && !t->spill_failed && t->spill_cut)
-			kbox__buf_appendf(&view,
-			                  "%s[... %zu bytes in %zu lines left out; only the first %zu "
-			                  "bytes of the text are in %s ...]\n",
-			                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
-			                  omitted_bytes, omitted_lines, t->spill_bytes, t->spill_path);
-		else
-			kbox__buf_appendf(&view, "%s[... %zu bytes in %zu lines left out%s%s ...]\n",
-			                  t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "",
-			                  omitted_bytes, omitted_lines,
-			                  t->spill_path && !t->spill_failed ? "; the complete text is in "
-			                                                    : "",
-			                  t->spill_path && !t->spill_failed ? t->spill_path : "");
-		t->view.spill_path = t->spill_failed ? NULL : t->spill_path;
-	} else {
-		/* nothing was left out: the spill file is not needed */
-		if (t->spill_path) {
-			unlink_output(self->dfd, t->spill_path);
-			free(t->spill_path);
-			t->spill_path = NULL;
-		}
-		t->view.spill_path = NULL;
-	}
-	t->fin_marker = view.len - t->head_len;
-	kbox__buf_append(&view, tail_src, tail_len);
-	{
-		size_t before = view.len;
-		if (dropped_messages)
-			kbox__buf_appendf(&view,
-			                  "%s[... %zu %s messages (%zu bytes of text) were dropped, not "
-			                  "shown or saved: the kernel printed faster than kbox could keep "
-			                  "it ...]\n",
-			                  view.len && view.data[view.len - 1] != '\n' ? "\n" : "",
-			                  dropped_messages, label, dropped_bytes);
-		t->fin_extra = view.len - before;
-	}
-	t->view_text = kbox__buf_take(&view, &t->view.len);
-	if (t->spill_fd >= 0) {
-		close(t->spill_fd);
-		t->spill_fd = -1;
-	}
-	if (!t->view_text) {
-		self->oom = true;
-		t->view.len = 0;
-	}
-	t->view.text = t->view_text ? t->view_text : "";
-	free(tail);
 }
 
 /* ---- helpers ---- */
@@ -877,7 +275,7 @@ static void streams_boundary(kbox_capture_t *self)
 {
 	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
 		if (self->streams[s].line_len)
-			line_flush(self, &self->streams[s], stream_labels[s]);
+			tbuf_line_flush(self, &self->streams[s], stream_labels[s]);
 }
 
 static void out_free(out_t *o)
@@ -893,9 +291,11 @@ static out_t *out_push(kbox_capture_t *self, kbox_output_kind_t kind, bool force
 	out_t *o;
 	if (self->n_outs >= KBOX_CAPTURE_MAX_OUTPUTS && !force) {
 		if (!self->outs_full)
-			notice(self, "more than %d outputs: later ones are not listed in order (stream "
-			             "text joins its stream's last output)",
-			       KBOX_CAPTURE_MAX_OUTPUTS);
+			capture_notice(
+			        self,
+			        "more than %d outputs: later ones are not listed in order (stream "
+			        "text joins its stream's last output)",
+			        KBOX_CAPTURE_MAX_OUTPUTS);
 		self->outs_full = true;
 		return NULL;
 	}
@@ -1083,6 +483,87 @@ static const struct {
 	bool base64;
 } image_kinds[] = {{"image/png", "png", true}, {"image/jpeg", "jpg", true}, {"image/svg+xml", "svg", false}};
 
+/* Write image SELF->image_seq (MIME, OUTLEN bytes at BYTES) as NAME in the
+ * outputs directory, within the quota and the count of files: its path
+ * (new), or NULL with a notice saying why not (none without an outputs
+ * directory). */
+static char *image_write(kbox_capture_t *self, const char *name, const char *mime,
+                         const unsigned char *bytes, size_t outlen)
+{
+	char *path = NULL;
+	int fd;
+
+	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
+		capture_notice(self,
+		               "image %d (%s, %zu bytes) is larger than %u bytes: not written",
+		               self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
+		return NULL;
+	}
+	if (!self->outputs_dir)
+		return NULL;
+	if (file_cost(outlen) > capture_files_room(self)) {
+		capture_notice(self,
+		               "image %d (%s, %zu bytes) not written: the outputs quota is used up",
+		               self->image_seq, mime, outlen);
+		return NULL;
+	}
+	if (self->files_made >= KBOX_CAPTURE_MAX_FILES) {
+		capture_notice(
+		        self,
+		        "image %d (%s, %zu bytes) not written: this execution made %d files already",
+		        self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_FILES);
+		return NULL;
+	}
+	/* what it takes on disk: whole blocks, one at least */
+	self->files_bytes += file_cost(outlen);
+	fd = capture_create_output(self, name, &path);
+	if (fd < 0) {
+		capture_notice(self, "image %d not written to %s/%s: %s", self->image_seq,
+		               self->outputs_dir, name,
+		               errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+		return NULL;
+	}
+	self->files_made++;
+	if (kbox__write_all(fd, bytes, outlen) < 0) {
+		capture_notice(self, "image %d: writing %s failed: %s", self->image_seq, path,
+		               strerror(errno));
+		capture_unlink_output(self->dfd, path);
+		free(path);
+		path = NULL;
+	}
+	close(fd);
+	return path;
+}
+
+/* IMG's reference object for the bundle: path, bytes, and what is known. */
+static json_t *image_ref(const kbox_image_t *img)
+{
+	json_t *ref = json_pack("{s:s?, s:I}", "path", img->path, "bytes", (json_int_t)img->bytes);
+	if (img->saved_as_text)
+		json_object_set_new(ref, "saved_as_text", json_string(img->saved_as_text));
+	if (img->width > 0) {
+		json_object_set_new(ref, "width", json_integer(img->width));
+		json_object_set_new(ref, "height", json_integer(img->height));
+	}
+	return ref;
+}
+
+/* Add IMG (its strings taken) to SELF's images.  0, or -1 when out of
+ * memory (IMG's strings are then still the caller's). */
+static int images_add(kbox_capture_t *self, const kbox_image_t *img)
+{
+	if (self->n_images == self->cap_images) {
+		size_t cap = self->cap_images ? self->cap_images * 2 : 4;
+		kbox_image_t *nv = realloc(self->images, cap * sizeof *nv);
+		if (!nv)
+			return -1;
+		self->images = nv;
+		self->cap_images = cap;
+	}
+	self->images[self->n_images++] = *img;
+	return 0;
+}
+
 /* Decode and write one image; returns its reference object for the bundle. */
 static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ext, bool b64,
                           json_t *v, int display)
@@ -1091,9 +572,8 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	size_t len, outlen = 0;
 	unsigned char *bytes = NULL;
 	kbox_image_t img = {NULL, NULL, -1, -1, 0, display, NULL};
-	char name[256], *path = NULL;
+	char name[256];
 	json_t *ref;
-	int fd;
 
 	if (json_is_array(v)) /* some kernels split long strings into lines */
 		return NULL;
@@ -1107,7 +587,7 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 		if (!bytes || sodium_base642bin(bytes, cap, s, len, "\n\r ", &outlen, NULL,
 		                                sodium_base64_VARIANT_ORIGINAL) != 0) {
 			free(bytes);
-			notice(self, "a %s output is not valid base64: left out", mime);
+			capture_notice(self, "a %s output is not valid base64: left out", mime);
 			return json_pack("{s:n, s:s}", "path", "error", "invalid base64");
 		}
 	} else {
@@ -1125,60 +605,17 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	self->image_seq++;
 	snprintf(name, sizeof name, "%s%d-%d.%s%s", self->prefix, self->count < 0 ? 0 : self->count,
 	         self->image_seq, ext, img.saved_as_text ? ".txt" : "");
-	if (outlen > KBOX_CAPTURE_MAX_IMAGE_BYTES) {
-		notice(self, "image %d (%s, %zu bytes) is larger than %u bytes: not written",
-		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_IMAGE_BYTES);
-	} else if (self->outputs_dir && file_cost(outlen) > files_room(self)) {
-		notice(self, "image %d (%s, %zu bytes) not written: the outputs quota is used up",
-		       self->image_seq, mime, outlen);
-	} else if (self->outputs_dir && self->files_made >= KBOX_CAPTURE_MAX_FILES) {
-		notice(self, "image %d (%s, %zu bytes) not written: this execution made %d files already",
-		       self->image_seq, mime, outlen, KBOX_CAPTURE_MAX_FILES);
-	} else if (self->outputs_dir) {
-		/* what it takes on disk: whole blocks, one at least */
-		self->files_bytes += file_cost(outlen);
-		fd = create_output(self, name, &path);
-		if (fd >= 0)
-			self->files_made++;
-		if (fd < 0) {
-			notice(self, "image %d not written to %s/%s: %s", self->image_seq, self->outputs_dir,
-			       name, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
-		} else {
-			if (kbox__write_all(fd, bytes, outlen) < 0) {
-				notice(self, "image %d: writing %s failed: %s", self->image_seq, path,
-				       strerror(errno));
-				unlink_output(self->dfd, path);
-				free(path);
-				path = NULL;
-			}
-			close(fd);
-		}
-	}
-	img.path = path;
-	if (!path)
+	img.path = image_write(self, name, mime, bytes, outlen);
+	if (!img.path)
 		img.saved_as_text = NULL; /* nothing was saved, as text or otherwise */
 	if (b64)
 		free(bytes);
-	ref = json_pack("{s:s?, s:I}", "path", path, "bytes", (json_int_t)outlen);
-	if (img.saved_as_text)
-		json_object_set_new(ref, "saved_as_text", json_string(img.saved_as_text));
-	if (img.width > 0) {
-		json_object_set_new(ref, "width", json_integer(img.width));
-		json_object_set_new(ref, "height", json_integer(img.height));
+	ref = image_ref(&img);
+	if (images_add(self, &img) < 0) {
+		free((char *)img.path);
+		free((char *)img.mime);
+		self->oom = true;
 	}
-	if (self->n_images == self->cap_images) {
-		size_t cap = self->cap_images ? self->cap_images * 2 : 4;
-		kbox_image_t *nv = realloc(self->images, cap * sizeof *nv);
-		if (!nv) {
-			free(path);
-			free((char *)img.mime);
-			self->oom = true;
-			return ref;
-		}
-		self->images = nv;
-		self->cap_images = cap;
-	}
-	self->images[self->n_images++] = img;
 	return ref;
 }
 
@@ -1278,7 +715,7 @@ static void on_error(kbox_capture_t *self, json_t *c)
 		kbox__buf_t b = KBOX__BUF_INIT;
 		const char *e = json_is_string(en) ? json_string_value(en) : "Error";
 		size_t n = json_is_string(en) ? json_string_length(en) : 5;
-		kbox__buf_append(&b, e, n > MAX_ENAME ? utf8_floor(e, MAX_ENAME) : n);
+		kbox__buf_append(&b, e, n > MAX_ENAME ? tbuf_utf8_floor(e, MAX_ENAME) : n);
 		self->ename = kbox__buf_take(&b, &self->ename_len);
 	}
 	/* the value is budgeted like any text: cut at a UTF-8 boundary */
@@ -1287,7 +724,7 @@ static void on_error(kbox_capture_t *self, json_t *c)
 		const char *v = json_is_string(ev) ? json_string_value(ev) : "";
 		size_t n = json_is_string(ev) ? json_string_length(ev) : 0;
 		if (n > self->opts.max_bytes) {
-			size_t k = utf8_floor(v, self->opts.max_bytes);
+			size_t k = tbuf_utf8_floor(v, self->opts.max_bytes);
 			kbox__buf_append(&b, v, k);
 			kbox__buf_appendf(&b, " [... %zu bytes]", n - k);
 		} else {
@@ -1427,9 +864,10 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 	o->pub.password = json_is_true(json_object_get(c, "password"));
 	if (json_is_string(prompt))
 		kbox__buf_append(&b, json_string_value(prompt),
-		                 utf8_floor(json_string_value(prompt),
-		                            json_string_length(prompt) > 1024 ? 1024
-		                                                              : json_string_length(prompt)));
+		                 tbuf_utf8_floor(json_string_value(prompt),
+		                                 json_string_length(prompt) > 1024
+		                                         ? 1024
+		                                         : json_string_length(prompt)));
 	o->text = kbox__buf_take(&b, &o->pub.len);
 	o->pub.text = o->text ? o->text : "";
 	if (!o->text)
@@ -1448,7 +886,7 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 
 bool kbox_capture_can_spill(const kbox_capture_t *self)
 {
-	return self->dfd >= 0 && !self->oom && files_room(self) > 0 &&
+	return self->dfd >= 0 && !self->oom && capture_files_room(self) > 0 &&
 	       self->files_made < KBOX_CAPTURE_MAX_FILES;
 }
 
@@ -1541,10 +979,10 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	tbuf_finish(self, &self->traceback, "traceback", 0, 0);
 	outs_finish(self);
 	if (self->displays_dropped)
-		notice(self, "%zu displays beyond the limit of %d were not kept", self->displays_dropped,
-		       KBOX_CAPTURE_MAX_DISPLAYS);
+		capture_notice(self, "%zu displays beyond the limit of %d were not kept",
+		               self->displays_dropped, KBOX_CAPTURE_MAX_DISPLAYS);
 	if (self->oom)
-		notice(self, "out of memory while capturing: some output is missing");
+		capture_notice(self, "out of memory while capturing: some output is missing");
 	r->count = self->count;
 	if (exec) {
 		r->status = kbox_exec_status(exec);
@@ -1558,31 +996,39 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 			kbox_exec_dropped(exec, &d);
 			n -= d.stream_messages[0] + d.stream_messages[1];
 			if (d.stream_messages[0] || d.stream_messages[1])
-				notice(self,
-				       "%zu stdout messages (%zu bytes of text) and %zu stderr messages (%zu "
-				       "bytes) were dropped: the kernel printed faster than kbox reads%s",
-				       d.stream_messages[0], d.stream_bytes[0], d.stream_messages[1],
-				       d.stream_bytes[1],
-				       self->dfd < 0 ? ", and there was no outputs directory to keep it in"
-				       : files_room(self) == 0
-				           ? ", and the outputs quota was used up"
-				           : " (over the rate limit, or while kbox's memory was short)");
+				capture_notice(
+				        self,
+				        "%zu stdout messages (%zu bytes of text) and %zu stderr messages (%zu "
+				        "bytes) were dropped: the kernel printed faster than kbox reads%s",
+				        d.stream_messages[0], d.stream_bytes[0],
+				        d.stream_messages[1], d.stream_bytes[1],
+				        self->dfd < 0
+				                ? ", and there was no outputs directory to keep it in"
+				        : capture_files_room(self) == 0
+				                ? ", and the outputs quota was used up"
+				                : " (over the rate limit, or while kbox's memory was short)");
 			(void)bytes;
 			if (d.never_arrived)
-				notice(self, "%zu messages the kernel sent during this execution never reached "
-				             "kbox (most likely its output queue overflowed while it flooded "
-				             "output faster than kbox reads): some output may be missing",
-				       d.never_arrived);
+				capture_notice(
+				        self,
+				        "%zu messages the kernel sent during this execution never reached "
+				        "kbox (most likely its output queue overflowed while it flooded "
+				        "output faster than kbox reads): some output may be missing",
+				        d.never_arrived);
 			if (n)
-				notice(self, "%zu display messages were dropped: the kernel sent output "
-				             "faster than kbox reads",
-				       n);
+				capture_notice(
+				        self,
+				        "%zu display messages were dropped: the kernel sent output "
+				        "faster than kbox reads",
+				        n);
 		}
 		if (kbox_exec_output_lost(exec))
-			notice(self, "output was lost: iopub broke during this execution (most likely "
-			             "a message over %ld bytes, the most kbox takes) and was reconnected; "
-			             "what the kernel sent meanwhile (output, an error) is missing",
-			       (long)KBOX_MAX_MESSAGE_BYTES);
+			capture_notice(
+			        self,
+			        "output was lost: iopub broke during this execution (most likely "
+			        "a message over %ld bytes, the most kbox takes) and was reconnected; "
+			        "what the kernel sent meanwhile (output, an error) is missing",
+			        (long)KBOX_MAX_MESSAGE_BYTES);
 	} else {
 		r->status = self->has_error ? KBOX_EXEC_ERROR : KBOX_EXEC_OK;
 	}

@@ -754,6 +754,7 @@ int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_erro
 	return 0;
 }
 
+/* kbox_client_execute's callback: the execution is done, stop the loop. */
 static void wait_exec_cb(void *arg, kbox_exec_t *x)
 {
 	waiter_t *w = arg;

@@ -289,7 +289,7 @@ int kbox_client_ready_begin(kbox_client_t *self, int timeout_ms, kbox_ready_cb *
 	return ready_start(self, timeout_ms, NULL, cb, arg, err) ? 0 : -1;
 }
 
-/* The callbacks of the waiting functions: record, and stop the loop. */
+/* kbox_client_wait_ready's callback: record the outcome, stop the loop. */
 static void wait_ready_cb(void *arg, int rc, const kbox_error_t *err)
 {
 	waiter_t *w = arg;

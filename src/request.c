@@ -5,6 +5,7 @@
  * shutdown, interrupt. */
 #include "client_int.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,6 +154,7 @@ int kbox_client_request_begin(kbox_client_t *self, kbox_channel_t channel, const
 	           : -1;
 }
 
+/* kbox_client_request's callback: record the reply, stop the loop. */
 static void wait_reply_cb(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
 {
 	waiter_t *w = arg;
@@ -199,11 +201,8 @@ kbox_msg_t *kbox_client_kernel_info_request(kbox_client_t *self, int timeout_ms,
 /* Number of code points in S (UTF-8). */
 static int codepoints(const char *s)
 {
-	int n = 0;
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xc0) != 0x80)
-			n++;
-	return n;
+	size_t n = kx_utf8_count(s, strlen(s));
+	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
 kbox_msg_t *kbox_client_complete(kbox_client_t *self, const char *code, int cursor_pos,
