@@ -715,7 +715,7 @@ static void on_error(kbox_capture_t *self, json_t *c)
 		kbox__buf_t b = KBOX__BUF_INIT;
 		const char *e = json_is_string(en) ? json_string_value(en) : "Error";
 		size_t n = json_is_string(en) ? json_string_length(en) : 5;
-		kbox__buf_append(&b, e, n > MAX_ENAME ? tbuf_utf8_floor(e, MAX_ENAME) : n);
+		kbox__buf_append(&b, e, n > MAX_ENAME ? kx_utf8_floor(e, n, MAX_ENAME) : n);
 		self->ename = kbox__buf_take(&b, &self->ename_len);
 	}
 	/* the value is budgeted like any text: cut at a UTF-8 boundary */
@@ -724,7 +724,7 @@ static void on_error(kbox_capture_t *self, json_t *c)
 		const char *v = json_is_string(ev) ? json_string_value(ev) : "";
 		size_t n = json_is_string(ev) ? json_string_length(ev) : 0;
 		if (n > self->opts.max_bytes) {
-			size_t k = tbuf_utf8_floor(v, self->opts.max_bytes);
+			size_t k = kx_utf8_floor(v, n, self->opts.max_bytes);
 			kbox__buf_append(&b, v, k);
 			kbox__buf_appendf(&b, " [... %zu bytes]", n - k);
 		} else {
@@ -864,10 +864,8 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 	o->pub.password = json_is_true(json_object_get(c, "password"));
 	if (json_is_string(prompt))
 		kbox__buf_append(&b, json_string_value(prompt),
-		                 tbuf_utf8_floor(json_string_value(prompt),
-		                                 json_string_length(prompt) > 1024
-		                                         ? 1024
-		                                         : json_string_length(prompt)));
+		                 kx_utf8_floor(json_string_value(prompt),
+		                               json_string_length(prompt), 1024));
 	o->text = kbox__buf_take(&b, &o->pub.len);
 	o->pub.text = o->text ? o->text : "";
 	if (!o->text)

@@ -144,8 +144,5 @@ void tbuf_line_flush(kbox_capture_t *self, tbuf_t *t, const char *label);
  * saying so.  The spill file is closed, or removed when not needed. */
 void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label, size_t dropped_messages,
                  size_t dropped_bytes);
-/* Length of the longest prefix of S[0..N) that ends on a UTF-8 boundary
- * (S[N] is read: S holds more than N bytes). */
-size_t tbuf_utf8_floor(const char *s, size_t n);
 
 #endif

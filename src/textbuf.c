@@ -78,20 +78,6 @@ static void spill_flush(kbox_capture_t *self, tbuf_t *t)
 }
 
 /* N bytes for a notice: "1 GiB", "512 MiB", "1000 bytes". */
-static const char *fmt_bytes(char *buf, size_t size, unsigned long long n)
-{
-	static const char *const units[] = {"GiB", "MiB", "KiB"};
-	for (int i = 0; i < 3; i++) {
-		unsigned long long u = 1ULL << (30 - 10 * i);
-		if (n >= u && n % u == 0) {
-			snprintf(buf, size, "%llu %s", n / u, units[i]);
-			return buf;
-		}
-	}
-	snprintf(buf, size, "%llu bytes", n);
-	return buf;
-}
-
 /* How many of N bytes may still go into T's spill file (counted as
  * written); when fewer, the file is cut there for good, with a notice. */
 static size_t spill_room(kbox_capture_t *self, tbuf_t *t, size_t n, const char *label)
@@ -108,7 +94,7 @@ static size_t spill_room(kbox_capture_t *self, tbuf_t *t, size_t n, const char *
 	}
 	t->spill_cut = true;
 	if (own < room) {
-		fmt_bytes(lim, sizeof lim, self->opts.spill_max);
+		kx_fmt_bytes(lim, sizeof lim, (long long)self->opts.spill_max);
 		room = own;
 		capture_notice(
 		        self,
@@ -196,15 +182,6 @@ static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 	}
 }
 
-/* Length of the longest prefix of S[0..N) that ends on a UTF-8 boundary. */
-size_t tbuf_utf8_floor(const char *s, size_t n)
-{
-	size_t k = n;
-	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80 && k + 4 > n)
-		k--;
-	return k;
-}
-
 /* Take what fits of P[0..N) into T's head: whole lines while they fit,
  * then of the next what fits up to a character boundary (the head is then
  * full), never more lines than its budget.  0 with the bytes taken in
@@ -216,7 +193,7 @@ static int head_take(kbox_capture_t *self, tbuf_t *t, const char *p, size_t n, s
 		const char *nl = memchr(p + take, '\n', n - take);
 		size_t len = nl ? (size_t)(nl - (p + take)) + 1 : n - take;
 		if (t->head_len + len > t->head_max) {
-			len = tbuf_utf8_floor(p + take, t->head_max - t->head_len);
+			len = kx_utf8_floor(p + take, n - take, t->head_max - t->head_len);
 			t->head_full = true;
 		}
 		if (len) {
