@@ -202,6 +202,9 @@ int cli_no_operands(const char *cmd, int n, char **operands);
 
 /* Free the array of L; L is empty again. */
 void cli_strlist_clear(cli_strlist_t *l);
+/* Append ARG (borrowed) to L, keeping it NULL-terminated: EXIT_OK, or
+ * EXIT_UNAVAILABLE after one line naming CMD when out of memory. */
+int cli_strlist_add(const char *cmd, cli_strlist_t *l, const char *arg);
 
 /* The longest duration: 24 days, in milliseconds (below INT_MAX). */
 #define CLI_DURATION_MAX_MS (24LL * 86400000)
@@ -340,6 +343,10 @@ json_t *cli_tool_openai(void);
 char *cli_slurp(FILE *f);
 /* What cli_slurp's errno E means: EILSEQ is a NUL byte in the code. */
 const char *cli_slurp_strerror(int e);
+/* The code in PATH ("-": standard input, which the caller has taken with
+ * cli_take_stdin) as by cli_slurp (new), or NULL after one line naming CMD,
+ * the file and why. */
+char *cli_read_code(const char *cmd, const char *path);
 
 int cmd_agent(int argc, char **argv);
 int cmd_complete(int argc, char **argv);

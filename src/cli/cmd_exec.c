@@ -209,7 +209,6 @@ int cli_session_connect(const char *cmd, const char *dir, const char *name, bool
 static int read_code(const char *src, bool is_file, char **code)
 {
 	bool is_stdin = strcmp(src, "-") == 0;
-	FILE *f;
 	if (!is_file && !is_stdin) {
 		if (!(*code = strdup(src))) {
 			cli_error("exec", "out of memory");
@@ -221,16 +220,8 @@ static int read_code(const char *src, bool is_file, char **code)
 			                  "--input-file)");
 			return EXIT_USAGE;
 		}
-		f = is_stdin ? stdin : fopen(src, "r");
-		if (!f || !(*code = cli_slurp(f))) {
-			cli_error("exec", "cannot read %s: %s", is_stdin ? "standard input" : src,
-			          cli_slurp_strerror(errno));
-			if (f && !is_stdin)
-				fclose(f);
+		if (!(*code = cli_read_code("exec", src)))
 			return EXIT_USAGE;
-		}
-		if (!is_stdin)
-			fclose(f);
 	}
 	if (!cli_utf8(*code)) {
 		cli_error("exec", "the code is not valid UTF-8");

@@ -154,24 +154,15 @@ static int file_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	cells_t *cells = opt->value;
 	bool is_stdin = strcmp(arg, "-") == 0;
-	FILE *f;
 
 	if (is_stdin && (cells->used_stdin || !cli_take_stdin())) {
 		cli_error(cmd, "standard input (-) given more than once");
 		return EXIT_USAGE;
 	}
 	cells->used_stdin |= is_stdin;
-	f = is_stdin ? stdin : fopen(arg, "r");
 	cells->v[cells->n].source = arg;
-	if (!f || !(cells->v[cells->n].code = cli_slurp(f))) {
-		cli_error(cmd, "cannot read %s: %s", is_stdin ? "standard input" : arg,
-		          cli_slurp_strerror(errno));
-		if (f && !is_stdin)
-			fclose(f);
+	if (!(cells->v[cells->n].code = cli_read_code(cmd, arg)))
 		return EXIT_USAGE;
-	}
-	if (!is_stdin)
-		fclose(f);
 	cells->n++;
 	return EXIT_OK;
 }

@@ -25,20 +25,11 @@ static bool valid_env(const char *kv)
 /* -e K=V: appended to the cli_strlist_t at VALUE. */
 static int env_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
-	cli_strlist_t *l = opt->value;
-	const char **v;
 	if (!valid_env(arg)) {
 		cli_error(cmd, "invalid --env \"%s\": expected NAME=VALUE", arg);
 		return EXIT_USAGE;
 	}
-	if (!(v = realloc(l->v, (l->n + 2) * sizeof *v))) {
-		cli_error(cmd, "out of memory");
-		return EXIT_UNAVAILABLE;
-	}
-	v[l->n++] = arg;
-	v[l->n] = NULL;
-	l->v = v;
-	return EXIT_OK;
+	return cli_strlist_add(cmd, opt->value, arg);
 }
 
 /* --memory, --tmp-size, --file-size: at least 1M, into the long long at VALUE. */

@@ -216,6 +216,19 @@ long long cli_parse_size(const char *s)
 
 #define MAX_CELL_BYTES (64L * 1024 * 1024)
 
+char *cli_read_code(const char *cmd, const char *path)
+{
+	bool is_stdin = strcmp(path, "-") == 0;
+	FILE *f = is_stdin ? stdin : fopen(path, "r");
+	char *code = f ? cli_slurp(f) : NULL;
+	if (!code)
+		cli_error(cmd, "cannot read %s: %s", is_stdin ? "standard input" : path,
+		          cli_slurp_strerror(errno));
+	if (f && !is_stdin)
+		fclose(f);
+	return code;
+}
+
 const char *cli_slurp_strerror(int e)
 {
 	return e == EILSEQ ? "it holds a NUL byte (code is text)" : strerror(e);

@@ -10,6 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+
+int cli_strlist_add(const char *cmd, cli_strlist_t *l, const char *arg)
+{
+	const char **v = realloc(l->v, (l->n + 2) * sizeof *v);
+	if (!v) {
+		cli_error(cmd, "out of memory");
+		return EXIT_UNAVAILABLE;
+	}
+	v[l->n++] = arg;
+	v[l->n] = NULL;
+	l->v = v;
+	return EXIT_OK;
+}
+
 /* --help and -h: in every table, without being in any. */
 static const cli_option_t help_option = {.long_name = "help",
                                          .short_name = 'h',
@@ -115,18 +129,8 @@ static int take(const char *cmd, const cli_option_t *o, const char *arg)
 	case CLI_OPT_STRING:
 		*(const char **)o->value = arg;
 		return EXIT_OK;
-	case CLI_OPT_LIST: {
-		cli_strlist_t *l = o->value;
-		const char **v = realloc(l->v, (l->n + 2) * sizeof *v);
-		if (!v) {
-			cli_error(cmd, "out of memory");
-			return EXIT_UNAVAILABLE;
-		}
-		v[l->n++] = arg;
-		v[l->n] = NULL;
-		l->v = v;
-		return EXIT_OK;
-	}
+	case CLI_OPT_LIST:
+		return cli_strlist_add(cmd, o->value, arg);
 	case CLI_OPT_CALLBACK:
 	case CLI_OPT_OPERANDS:
 		return o->cb(cmd, o, arg);
