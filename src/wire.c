@@ -519,6 +519,12 @@ out:
  * table, a scalar or pair ~64).  Read without allocating anything: a
  * small message of many tiny values ("[[],[],...]", ~3 bytes apiece)
  * would otherwise take ~60 times its size. */
+/* The most kbox__json_cost gives per byte of text: a '[' or '{' is a
+ * container and an item besides its byte.  Frames under
+ * KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX bytes cannot go over the
+ * bound, so they are not scanned. */
+#define COST_PER_BYTE_MAX (1 + 200 + 64)
+
 size_t kbox__json_cost(const char *p, size_t n)
 {
 	size_t cost = n, containers = 0, items = 0;
@@ -579,7 +585,7 @@ kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_
 		return NULL;
 	{
 		/* what decoding would take, before any of it is done */
-		size_t cost = 0;
+		size_t cost = 0, bytes = 0;
 		for (i = 0; i < 4; i++) {
 			const kbox_frame_t *f = &frames[d + 2 + i];
 			if (i < 2 && f->size > KBOX_MAX_HEADER_BYTES) {
@@ -588,8 +594,10 @@ kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_
 				          f->size, KBOX_MAX_HEADER_BYTES);
 				return NULL;
 			}
-			cost += kbox__json_cost(f->data, f->size);
+			bytes += f->size;
 		}
+		for (i = 0; bytes > KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX && i < 4; i++)
+			cost += kbox__json_cost(frames[d + 2 + i].data, frames[d + 2 + i].size);
 		if (cost > KBOX_MAX_DECODE_BYTES) {
 			kbox__err(err, KBOX_E_PROTOCOL,
 			          "message refused: decoding it would take about %zu MiB (at most %d)",
