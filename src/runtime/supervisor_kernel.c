@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,6 +53,58 @@ unsigned long long sup_dir_bytes(const char *dir)
 		}
 	closedir(d);
 	return sum;
+}
+
+/* The inotify instance of S, made on first use: 0, or -1 (then nothing
+ * is watched). */
+static int inotify_ready(sup_t *s)
+{
+	if (s->ino_fd < 0)
+		s->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	return s->ino_fd < 0 ? -1 : 0;
+}
+
+void sup_inotify_read(sup_t *s)
+{
+	union {
+		struct inotify_event e;
+		char buf[4096];
+	} u;
+	ssize_t n;
+	if (s->ino_fd < 0)
+		return;
+	while ((n = read(s->ino_fd, u.buf, sizeof u.buf)) > 0)
+		for (ssize_t off = 0; off + (ssize_t)sizeof u.e <= n;) {
+			const struct inotify_event *e = (const void *)(u.buf + off);
+			if (e->mask & IN_Q_OVERFLOW)
+				s->outputs_changed = true; /* something was lost: count again */
+			else if (e->wd == s->outputs_wd && e->wd >= 0) {
+				s->outputs_changed = true;
+				if (e->mask & (IN_IGNORED | IN_MOVE_SELF)) { /* outputs/ went: watch anew */
+					if (!(e->mask & IN_IGNORED))
+						inotify_rm_watch(s->ino_fd, e->wd);
+					s->outputs_wd = -1;
+				}
+			}
+			off += (ssize_t)(sizeof *e + e->len);
+		}
+}
+
+unsigned long long sup_outputs_used(sup_t *s)
+{
+	if (s->outputs_wd < 0 && inotify_ready(s) == 0) {
+		s->outputs_wd = inotify_add_watch(
+		    s->ino_fd, s->outputs,
+		    IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO |
+		        IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW);
+		s->outputs_changed = true;
+	}
+	sup_inotify_read(s);
+	if (s->outputs_wd < 0 || s->outputs_changed) {
+		s->outputs_used = sup_dir_bytes(s->outputs);
+		s->outputs_changed = false;
+	}
+	return s->outputs_used;
 }
 
 /* Make DIR (0700, the sandbox's: ours, or under root the sandbox user's)
