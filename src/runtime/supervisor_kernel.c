@@ -16,6 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* While the kernel has not bound all its sockets, how often they are
+ * looked for besides inotify's word (which should come first). */
+#define BIND_CHECK_MS 100
+
 static void on_ready(void *arg, int rc, const kbox_error_t *err);
 
 static int sb_alive(void *arg)
@@ -184,6 +188,114 @@ out:
 	return rc;
 }
 
+/* Has the kernel bound every socket of S->bind_conn (do the files of
+ * its ipc endpoints exist)?  Only then is a connection to them accepted
+ * at once, instead of at libzmq's next reconnection attempt. */
+static bool sockets_bound(const sup_t *s)
+{
+	struct stat st;
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		const char *ep = kbox_conn_endpoint(s->bind_conn, (kbox_channel_t)ch);
+		if (ep && strncmp(ep, "ipc://", 6) == 0 && lstat(ep + 6, &st) < 0)
+			return false;
+	}
+	return true;
+}
+
+/* Stop waiting for the kernel's sockets. */
+static void bind_wait_end(sup_t *s)
+{
+	if (s->bind_timer)
+		kbox_loop_cancel_timer(s->loop, s->bind_timer);
+	s->bind_timer = 0;
+	if (s->ino_fd >= 0)
+		kbox_loop_remove_fd(s->loop, s->ino_fd);
+	if (s->sockets_wd >= 0)
+		inotify_rm_watch(s->ino_fd, s->sockets_wd);
+	s->sockets_wd = -1;
+	kbox_conn_destroy(&s->bind_conn);
+}
+
+/* Connect a client to the kernel of CONN (borrowed) and begin its
+ * readiness wait, for what is left of READY_TIMEOUT_MS.  0, or -1 with
+ * ERR (no client then). */
+static int client_begin(sup_t *s, const kbox_conn_t *conn, kbox_error_t *err)
+{
+	kbox_client_hooks_t hooks = {NULL, sb_alive, s};
+	long long left = READY_TIMEOUT_MS - (kbox__now_ms() - s->start_t0);
+	if (!(s->client = kbox_client_new(conn, err)))
+		return -1;
+	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL)
+		hooks.interrupt = sb_interrupt;
+	kbox_client_set_hooks(s->client, &hooks);
+	kbox_client_set_iopub_cb(s->client, sup_on_between, s);
+	if (kbox_client_attach(s->client, s->loop, err) < 0 ||
+	    kbox_client_ready_begin(s->client, left > 0 ? (int)left : 1, on_ready, s, err) < 0) {
+		kbox_client_destroy(&s->client);
+		return -1;
+	}
+	return 0;
+}
+
+/* The kernel's sockets are there (or it died): connect to it now. */
+static void ready_wait_begin(sup_t *s)
+{
+	kbox_error_t err = {0};
+	kbox_conn_t *conn = s->bind_conn;
+	s->bind_conn = NULL;
+	bind_wait_end(s);
+	if (client_begin(s, conn, &err) < 0)
+		on_ready(s, -1, &err);
+	kbox_conn_destroy(&conn);
+}
+
+/* inotify saw something (a loop handler), or the check's timer: begin
+ * the readiness wait once every socket is bound. */
+static int on_bind_check(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	(void)loop;
+	sup_inotify_read(s);
+	if (s->bind_conn && sockets_bound(s))
+		ready_wait_begin(s);
+	return 0;
+}
+
+/* Watch the (fresh, empty) sockets directory for the kernel's binds,
+ * before the kernel starts.  false when it cannot be watched. */
+static bool bind_watch(sup_t *s)
+{
+	if (inotify_ready(s) < 0)
+		return false;
+	s->sockets_wd = inotify_add_watch(s->ino_fd, s->sockets_dir,
+	                                  IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW);
+	return s->sockets_wd >= 0;
+}
+
+/* Wait for the kernel to bind its sockets (CONN, taken), then connect
+ * to it and begin the readiness wait; at once when the sockets directory
+ * is not watched.  libzmq would connect by path before the kernel binds
+ * and try again on its back-off (10 ms growing to 100), so the kernel's
+ * answer would wait for that.  0, or -1 with ERR. */
+static int bind_wait_begin(sup_t *s, kbox_conn_t **conn_p, kbox_error_t *err)
+{
+	if (s->sockets_wd < 0) {
+		int rc = client_begin(s, *conn_p, err);
+		kbox_conn_destroy(conn_p);
+		return rc;
+	}
+	s->bind_conn = *conn_p;
+	*conn_p = NULL;
+	if (kbox_loop_add_fd(s->loop, s->ino_fd, on_bind_check, s, err) < 0 ||
+	    (s->bind_timer = kbox_loop_add_timer(s->loop, BIND_CHECK_MS, true, on_bind_check, s,
+	                                         err)) < 0) {
+		s->bind_timer = 0;
+		bind_wait_end(s);
+		return -1;
+	}
+	return 0;
+}
+
 /* Remove the current kernel's files (connection files, sockets). */
 static void remove_kernel_files(sup_t *s)
 {
@@ -199,7 +311,6 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	const kbox_backend_t *b = kbox_backend_find(s->backend);
 	kbox_conn_t *conn = NULL;
 	char gen[32], kernel_conn[PATH_MAX + 64];
-	kbox_client_hooks_t hooks = {NULL, sb_alive, s};
 
 	if (!b)
 		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
@@ -213,6 +324,7 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0 ||
 	    (s->sbo.log_fd = kbox__kernel_log_pipe(s->klog, s->loop, err)) < 0)
 		goto fail;
+	bind_watch(s); /* before the kernel can bind */
 	s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
 	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
 	s->sbo.log_fd = -1;
@@ -225,19 +337,12 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	if (*kbox_sandbox_limits(s->sb))
 		sup_log(s, "limits", json_pack("{s:s, s:s}", "applied", kbox_sandbox_limits(s->sb),
 		                               "missing", kbox_sandbox_limits_missing(s->sb)));
-	if (!(s->client = kbox_client_new(conn, err)))
-		goto fail;
 	s->shedding = false; /* a new client does not shed; the check says when to */
-	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL)
-		hooks.interrupt = sb_interrupt;
-	kbox_client_set_hooks(s->client, &hooks);
-	kbox_client_set_iopub_cb(s->client, sup_on_between, s);
-	if (kbox_client_attach(s->client, s->loop, err) < 0 ||
-	    kbox_client_ready_begin(s->client, READY_TIMEOUT_MS, on_ready, s, err) < 0)
+	if (bind_wait_begin(s, &conn, err) < 0)
 		goto fail;
-	kbox_conn_destroy(&conn);
 	return 0;
 fail:
+	bind_wait_end(s);
 	kbox_conn_destroy(&conn);
 	kbox_client_destroy(&s->client);
 	kbox_sandbox_destroy(&s->sb);
@@ -251,6 +356,7 @@ fail:
  * forget it. */
 void sup_kernel_end(sup_t *s, bool graceful)
 {
+	bind_wait_end(s);
 	if (s->client) {
 		kbox_client_detach(s->client);
 		if (graceful && s->ready && s->sb && kbox_sandbox_alive(s->sb)) {
@@ -420,7 +526,10 @@ int sup_on_kernel_check(kbox_loop_t *loop, void *arg)
 	if (s->stopping || !s->sb || kbox_sandbox_alive(s->sb))
 		return 0;
 	if (s->starting) {
-		/* the client's ready wait reports it (the alive hook) */
+		/* the client's ready wait reports it (the alive hook), begun
+		 * now if it waited for the sockets */
+		if (s->bind_conn)
+			ready_wait_begin(s);
 		return 0;
 	}
 	/* killed by us (an execution that would not stop) or died */
