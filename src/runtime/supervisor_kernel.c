@@ -188,13 +188,18 @@ out:
 	return rc;
 }
 
-/* Has the kernel bound every socket of S->bind_conn (do the files of
- * its ipc endpoints exist)?  Only then is a connection to them accepted
- * at once, instead of at libzmq's next reconnection attempt. */
+/* Has the kernel bound the sockets of S->bind_conn that a readiness wait
+ * uses (do the files of their ipc endpoints exist)?  Only then is a
+ * connection to them accepted at once, instead of at libzmq's next
+ * reconnection attempt.  Not the heartbeat's: a kernel binds it last, in
+ * a thread of its own (ipykernel: tens of ms after the others), before it
+ * can answer anything, and the client connects it only when it beats. */
 static bool sockets_bound(const sup_t *s)
 {
 	struct stat st;
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		if (ch == KBOX_CH_HB)
+			continue;
 		const char *ep = kbox_conn_endpoint(s->bind_conn, (kbox_channel_t)ch);
 		if (ep && strncmp(ep, "ipc://", 6) == 0 && lstat(ep + 6, &st) < 0)
 			return false;
