@@ -54,11 +54,11 @@ struct kbox_loop {
 	ltimer_t *timers;
 	size_t n_timers, cap_timers;
 	int last_id;
-	unsigned long pass; /* dispatches so far */
+	unsigned long pass;  /* dispatches so far */
 	unsigned long epoch; /* changes whenever code outside the loop may have run */
-	int depth;          /* dispatches in progress (a handler may call kbox_loop_once) */
-	bool stopped;       /* kbox_loop_stop was called */
-	bool failed;        /* a handler returned -1 */
+	int depth;           /* dispatches in progress (a handler may call kbox_loop_once) */
+	bool stopped;        /* kbox_loop_stop was called */
+	bool failed;         /* a handler returned -1 */
 };
 
 kbox_loop_t *kbox_loop_new(kbox_error_t *err)
@@ -130,7 +130,8 @@ static int add_poller(kbox_loop_t *self, void *socket, int fd, kbox_loop_fn *fn,
 	if (socket) {
 		size_t len = sizeof fd;
 		if (zmq_getsockopt(socket, ZMQ_FD, &fd, &len) < 0)
-			return kbox__err(err, KBOX_E_SYSTEM, "loop: the socket has no descriptor: %s",
+			return kbox__err(err, KBOX_E_SYSTEM,
+			                 "loop: the socket has no descriptor: %s",
 			                 zmq_strerror(zmq_errno()));
 	}
 	if (grow((void **)&self->pollers, &self->cap_pollers, self->n_pollers, sizeof *p) < 0)

@@ -159,11 +159,11 @@ struct sup {
 	bool was_shedding;         /* …and the heap is to be trimmed after */
 	/* inotify: what changed in outputs/ (its bytes are counted again
 	 * only then) and the kernel's sockets appearing */
-	int ino_fd;                /* or -1: outputs/ is counted each time */
+	int ino_fd;                 /* or -1: outputs/ is counted each time */
 	int outputs_wd, sockets_wd; /* or -1 */
 	bool outputs_changed;
 	unsigned long long outputs_used; /* what outputs/ held when last counted */
-	kbox_conn_t *bind_conn;    /* waiting for the kernel to bind its sockets: its connection */
+	kbox_conn_t *bind_conn; /* waiting for the kernel to bind its sockets: its connection */
 	int bind_timer;
 };
 

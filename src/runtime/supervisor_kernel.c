@@ -84,7 +84,8 @@ void sup_inotify_read(sup_t *s)
 				s->outputs_changed = true; /* something was lost: count again */
 			else if (e->wd == s->outputs_wd && e->wd >= 0) {
 				s->outputs_changed = true;
-				if (e->mask & (IN_IGNORED | IN_MOVE_SELF)) { /* outputs/ went: watch anew */
+				/* outputs/ went: watch it anew */
+				if (e->mask & (IN_IGNORED | IN_MOVE_SELF)) {
 					if (!(e->mask & IN_IGNORED))
 						inotify_rm_watch(s->ino_fd, e->wd);
 					s->outputs_wd = -1;
@@ -97,10 +98,11 @@ void sup_inotify_read(sup_t *s)
 unsigned long long sup_outputs_used(sup_t *s)
 {
 	if (s->outputs_wd < 0 && inotify_ready(s) == 0) {
-		s->outputs_wd = inotify_add_watch(
-		    s->ino_fd, s->outputs,
-		    IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO |
-		        IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW);
+		s->outputs_wd = inotify_add_watch(s->ino_fd, s->outputs,
+		                                  IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB |
+		                                          IN_MOVED_FROM | IN_MOVED_TO |
+		                                          IN_DELETE_SELF | IN_MOVE_SELF |
+		                                          IN_ONLYDIR | IN_DONT_FOLLOW);
 		s->outputs_changed = true;
 	}
 	sup_inotify_read(s);
