@@ -1,10 +1,21 @@
-/* src/loop.c — the event loop of kbox/loop.h: one zmq_poll over the
- * registered descriptors and ZeroMQ sockets, the timers between polls.
+/* src/loop.c — the event loop of kbox/loop.h: one poll(2) over the
+ * registered descriptors and the ZMQ_FD of each ZeroMQ socket, the timers
+ * between polls.
  *
  * Registrations live in two arrays.  A handler may add or remove any of
  * them, its own included, while the arrays are being walked further up the
  * stack: removing only marks an entry dead, adding only appends, and the
- * dead are swept once no dispatch is running. */
+ * dead are swept once no dispatch is running.
+ *
+ * A ZeroMQ socket's ZMQ_FD is readable when the socket has commands to
+ * process, not when it has a message: once anything has used the socket
+ * (a send, a receive, ZMQ_EVENTS), a message may wait with the descriptor
+ * quiet.  So the loop asks ZMQ_EVENTS (a poll(2) and a getpid(2) inside
+ * libzmq) of a socket only when its descriptor fired, or when code outside
+ * the loop may have used it since the last time it asked: a handler or a
+ * timer ran, or the loop was entered (kbox_loop_once, kbox_loop_run).
+ * zmq_poll asks every socket twice around each poll; this asks each at
+ * most once per turn, and not at all after a turn in which nothing ran. */
 #include "private.h"
 #include "loop.h"
 
@@ -19,10 +30,11 @@
 
 typedef struct {
 	void *socket; /* a libzmq socket, or NULL: FD */
-	int fd;
+	int fd;       /* FD, or the socket's ZMQ_FD */
 	kbox_loop_fn *fn;
 	void *arg;
 	bool dead;
+	unsigned long asked; /* the loop's epoch when ZMQ_EVENTS was last asked */
 } poller_t;
 
 typedef struct {
@@ -42,10 +54,11 @@ struct kbox_loop {
 	ltimer_t *timers;
 	size_t n_timers, cap_timers;
 	int last_id;
-	unsigned long pass; /* dispatches so far */
-	int depth;          /* dispatches in progress (a handler may call kbox_loop_once) */
-	bool stopped;       /* kbox_loop_stop was called */
-	bool failed;        /* a handler returned -1 */
+	unsigned long pass;  /* dispatches so far */
+	unsigned long epoch; /* changes whenever code outside the loop may have run */
+	int depth;           /* dispatches in progress (a handler may call kbox_loop_once) */
+	bool stopped;        /* kbox_loop_stop was called */
+	bool failed;         /* a handler returned -1 */
 };
 
 kbox_loop_t *kbox_loop_new(kbox_error_t *err)
@@ -53,6 +66,8 @@ kbox_loop_t *kbox_loop_new(kbox_error_t *err)
 	kbox_loop_t *self = calloc(1, sizeof *self);
 	if (!self)
 		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	else
+		self->epoch = 1; /* a new socket has asked = 0: asked at the next turn */
 	return self;
 }
 
@@ -106,20 +121,28 @@ static int add_poller(kbox_loop_t *self, void *socket, int fd, kbox_loop_fn *fn,
 	poller_t *p;
 	for (size_t i = 0; i < self->n_pollers; i++) {
 		p = &self->pollers[i];
-		if (!p->dead && p->socket == socket && (socket || p->fd == fd)) {
+		if (!p->dead && (socket ? p->socket == socket : !p->socket && p->fd == fd)) {
 			p->fn = fn;
 			p->arg = arg;
 			return 0;
 		}
 	}
+	if (socket) {
+		size_t len = sizeof fd;
+		if (zmq_getsockopt(socket, ZMQ_FD, &fd, &len) < 0)
+			return kbox__err(err, KBOX_E_SYSTEM,
+			                 "loop: the socket has no descriptor: %s",
+			                 zmq_strerror(zmq_errno()));
+	}
 	if (grow((void **)&self->pollers, &self->cap_pollers, self->n_pollers, sizeof *p) < 0)
 		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
 	p = &self->pollers[self->n_pollers++];
 	p->socket = socket;
-	p->fd = socket ? -1 : fd;
+	p->fd = fd;
 	p->fn = fn;
 	p->arg = arg;
 	p->dead = false;
+	p->asked = 0;
 	return 0;
 }
 
@@ -127,7 +150,7 @@ static void remove_poller(kbox_loop_t *self, void *socket, int fd)
 {
 	for (size_t i = 0; i < self->n_pollers; i++) {
 		poller_t *p = &self->pollers[i];
-		if (!p->dead && p->socket == socket && (socket || p->fd == fd))
+		if (!p->dead && (socket ? p->socket == socket : !p->socket && p->fd == fd))
 			p->dead = true;
 	}
 	sweep(self);
@@ -193,17 +216,18 @@ void kbox_loop_cancel_timer(kbox_loop_t *self, int id)
 
 void kbox_loop_stop(kbox_loop_t *self) { self->stopped = true; }
 
-/* Call the handlers of the descriptors and sockets poll found ready. */
-static void fire_pollers(kbox_loop_t *self, const zmq_pollitem_t *items, const size_t *which,
-                         size_t n)
+/* Call the handlers of the descriptors and sockets found ready: READY[k]
+ * for the poller WHICH[k]. */
+static void fire_pollers(kbox_loop_t *self, const bool *ready, const size_t *which, size_t n)
 {
 	for (size_t k = 0; k < n && !self->stopped && !self->failed; k++) {
 		poller_t *p;
-		if (!(items[k].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+		if (!ready[k])
 			continue;
 		p = &self->pollers[which[k]];
 		if (p->dead) /* removed by an earlier handler */
 			continue;
+		self->epoch++;
 		if (p->fn(self, p->arg) < 0)
 			self->failed = true;
 	}
@@ -235,19 +259,39 @@ static void fire_timers(kbox_loop_t *self)
 		}
 		fn = t->fn;
 		arg = t->arg;
+		self->epoch++;
 		if (fn(self, arg) < 0)
 			self->failed = true;
 	}
+}
+
+/* Whether the socket of P has a message to read (ZMQ_EVENTS), noting
+ * when it was asked.  Interrupted, it is asked again at the next turn
+ * (*AGAIN is set).  -1 when libzmq cannot say (errno set). */
+static int socket_ready(kbox_loop_t *self, poller_t *p, bool *again)
+{
+	int events = 0;
+	size_t len = sizeof events;
+	p->asked = self->epoch;
+	if (zmq_getsockopt(p->socket, ZMQ_EVENTS, &events, &len) == 0)
+		return (events & ZMQ_POLLIN) != 0;
+	if (errno != EINTR)
+		return -1;
+	p->asked = 0;
+	*again = true;
+	return 0;
 }
 
 /* One poll and the dispatch of what it found: 1 when stopped or a handler
  * failed, 0 otherwise, -1 when the poll failed. */
 static int dispatch(kbox_loop_t *self, int timeout_ms)
 {
-	zmq_pollitem_t stack_items[ITEMS_ON_STACK], *items = stack_items;
+	struct pollfd stack_fds[ITEMS_ON_STACK], *fds = stack_fds;
 	size_t stack_which[ITEMS_ON_STACK], *which = stack_which;
+	bool stack_ready[ITEMS_ON_STACK], *ready = stack_ready;
 	long long now, wait = timeout_ms < 0 ? -1 : timeout_ms;
 	size_t n = 0;
+	bool now_ready = false; /* a socket has a message: do not wait */
 	int rc = 0, r;
 
 	if (self->stopped || self->failed)
@@ -260,54 +304,83 @@ static int dispatch(kbox_loop_t *self, int timeout_ms)
 			wait = left;
 	}
 	if (self->n_pollers > ITEMS_ON_STACK) {
-		items = malloc(self->n_pollers * sizeof *items);
+		fds = malloc(self->n_pollers * sizeof *fds);
 		which = malloc(self->n_pollers * sizeof *which);
-		if (!items || !which) {
+		ready = malloc(self->n_pollers * sizeof *ready);
+		if (!fds || !which || !ready) {
 			errno = ENOMEM;
 			rc = -1;
 			goto out;
 		}
 	}
 	for (size_t i = 0; i < self->n_pollers; i++) {
-		const poller_t *p = &self->pollers[i];
+		poller_t *p = &self->pollers[i];
 		if (p->dead)
 			continue;
-		items[n].socket = p->socket;
-		items[n].fd = p->fd;
-		items[n].events = ZMQ_POLLIN;
-		items[n].revents = 0;
+		fds[n].fd = p->fd;
+		fds[n].events = POLLIN;
+		fds[n].revents = 0;
+		ready[n] = false;
+		/* a socket used since it was last asked may hold a message
+		 * that its descriptor will never announce */
+		if (p->socket && p->asked != self->epoch) {
+			if ((r = socket_ready(self, p, &now_ready)) < 0) {
+				rc = -1;
+				goto out;
+			}
+			ready[n] = r;
+			now_ready |= r;
+		}
 		which[n++] = i;
 	}
 	if (n == 0 && wait < 0)
 		goto out; /* nothing is registered: nothing can happen */
+	if (now_ready)
+		wait = 0;
 	if (wait > INT_MAX)
 		wait = INT_MAX;
-	/* zmq_poll sleeps with usleep when it has no items, which may refuse
-	 * a second or more */
-	r = n ? zmq_poll(items, (int)n, (long)wait) : poll(NULL, 0, (int)wait);
+	r = poll(n ? fds : NULL, n, (int)wait);
 	if (r < 0 && errno != EINTR) {
 		rc = -1;
 		goto out;
 	}
+	for (size_t k = 0; r > 0 && k < n; k++) {
+		poller_t *p = &self->pollers[which[k]];
+		int got;
+		if (!fds[k].revents || ready[k])
+			continue;
+		if (!p->socket) { /* readable, hung up or failed: its handler sees which */
+			ready[k] = (fds[k].revents & ~(POLLOUT | POLLPRI)) != 0;
+			continue;
+		}
+		if ((got = socket_ready(self, p, &now_ready)) < 0) {
+			rc = -1;
+			goto out;
+		}
+		ready[k] = got;
+	}
 	self->pass++;
 	self->depth++;
-	if (r > 0)
-		fire_pollers(self, items, which, n);
+	fire_pollers(self, ready, which, n);
 	fire_timers(self);
 	self->depth--;
 	sweep(self);
 	rc = self->stopped || self->failed ? 1 : 0;
 out:
-	if (items != stack_items)
-		free(items);
+	if (fds != stack_fds)
+		free(fds);
 	if (which != stack_which)
 		free(which);
+	if (ready != stack_ready)
+		free(ready);
 	return rc;
 }
 
 int kbox_loop_once(kbox_loop_t *self, int timeout_ms)
 {
-	int rc = dispatch(self, timeout_ms);
+	int rc;
+	self->epoch++; /* the caller may have used a socket since */
+	rc = dispatch(self, timeout_ms);
 	if (rc == 1)
 		self->stopped = self->failed = false;
 	return rc;
@@ -315,6 +388,7 @@ int kbox_loop_once(kbox_loop_t *self, int timeout_ms)
 
 int kbox_loop_run(kbox_loop_t *self)
 {
+	self->epoch++; /* the caller may have used a socket since */
 	for (;;) {
 		int rc;
 		if (!self->stopped && !self->failed && self->n_pollers == 0 && self->n_timers == 0)

@@ -78,7 +78,12 @@ const char *kbox__svg_active(const char *s, size_t len);
  * as compact JSON, buffers.  Caller owns the zmsg_t. NULL with ERR on failure. */
 zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err);
 
-/* kbox_msg_decode for the frames of ZMSG (left untouched; caller still owns it). */
+/* kbox_msg_decode for the frames of ZMSG (left untouched; caller still owns
+ * it), except that metadata and content are kept as their verified text
+ * and parsed on first use (kbox_msg_metadata, kbox_msg_content): most
+ * messages a client reads never need them.  Text there that is not a
+ * JSON object (which only a sender holding the key can have signed)
+ * reads as an empty object instead of refusing the message. */
 kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err);
 
 /* ---- process.c, for whatever starts a kernel (kernel.c, the runtime) ---- */

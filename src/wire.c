@@ -36,6 +36,10 @@ struct kbox_msg {
 	json_t *header, *parent, *metadata, *content;
 	char sig[SIG_HEX + 1];
 	framev_t buffers, identities;
+	/* decoded for the client (kbox__msg_decode_zmsg): the verified text
+	 * of metadata and content, parsed on first use; NULL once parsed */
+	char *text[2];
+	size_t text_len[2];
 };
 
 /* ---- helpers ---- */
@@ -396,6 +400,8 @@ void kbox_msg_destroy(kbox_msg_t **self_p)
 	json_decref(self->parent);
 	json_decref(self->metadata);
 	json_decref(self->content);
+	free(self->text[0]);
+	free(self->text[1]);
 	framev_free(&self->buffers);
 	framev_free(&self->identities);
 	free(self);
@@ -448,10 +454,35 @@ const char *kbox_msg_session(const kbox_msg_t *self)
 	return s ? s : "";
 }
 
+static json_t *parse_dict(const char *p, size_t n, json_error_t *jerr);
+
+/* The dict *SLOT of SELF, parsed now from its text I if it was left as
+ * text.  A decoded message is unchanged by this as its user sees it (the
+ * text was verified): SELF is const to callers, the parse is a cache.
+ * Text that is not a JSON object, which only the holder of the key can
+ * have sent, reads as an empty object. */
+static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
+{
+	kbox_msg_t *m = (kbox_msg_t *)self;
+	json_error_t jerr;
+	json_t *d;
+	if (*slot || !m->text[i])
+		return *slot;
+	d = parse_dict(m->text[i], m->text_len[i], &jerr);
+	if (!d || !json_is_object(d)) {
+		json_decref(d);
+		d = json_object();
+	}
+	free(m->text[i]);
+	m->text[i] = NULL;
+	*(json_t **)slot = d;
+	return d;
+}
+
 json_t *kbox_msg_header(const kbox_msg_t *self) { return self->header; }
 json_t *kbox_msg_parent_header(const kbox_msg_t *self) { return self->parent; }
-json_t *kbox_msg_metadata(const kbox_msg_t *self) { return self->metadata; }
-json_t *kbox_msg_content(const kbox_msg_t *self) { return self->content; }
+json_t *kbox_msg_metadata(const kbox_msg_t *self) { return lazy_dict(self, &self->metadata, 0); }
+json_t *kbox_msg_content(const kbox_msg_t *self) { return lazy_dict(self, &self->content, 1); }
 const char *kbox_msg_signature(const kbox_msg_t *self) { return self->sig; }
 
 double kbox_msg_date(const kbox_msg_t *self)
@@ -471,7 +502,8 @@ static const char *const dict_names[4] = {"header", "parent_header", "metadata",
 
 zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err)
 {
-	json_t *dicts[4] = {self->header, self->parent, self->metadata, self->content};
+	json_t *dicts[4] = {self->header, self->parent, kbox_msg_metadata(self),
+	                    kbox_msg_content(self)};
 	char *text[4] = {NULL, NULL, NULL, NULL};
 	kbox_frame_t parts[4];
 	char sig[SIG_HEX + 1];
@@ -519,6 +551,12 @@ out:
  * table, a scalar or pair ~64).  Read without allocating anything: a
  * small message of many tiny values ("[[],[],...]", ~3 bytes apiece)
  * would otherwise take ~60 times its size. */
+/* The most kbox__json_cost gives per byte of text: a '[' or '{' is a
+ * container and an item besides its byte.  Frames under
+ * KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX bytes cannot go over the
+ * bound, so they are not scanned. */
+#define COST_PER_BYTE_MAX (1 + 200 + 64)
+
 size_t kbox__json_cost(const char *p, size_t n)
 {
 	size_t cost = n, containers = 0, items = 0;
@@ -552,8 +590,27 @@ size_t kbox__json_cost(const char *p, size_t n)
 	return cost + containers * 200 + items * 64;
 }
 
-kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n,
-                            kbox_error_t *err)
+/* Parse the JSON text P (N bytes); bytes that are not UTF-8 (a kernel
+ * writing raw bytes) read as U+FFFD, as jupyter_client does.  NULL with
+ * JERR. */
+static json_t *parse_dict(const char *p, size_t n, json_error_t *jerr)
+{
+	json_t *d = json_loadb(p, n, JSON_ALLOW_NUL, jerr);
+	if (!d) {
+		size_t rlen;
+		char *repaired = kbox__utf8_repair(p, n, &rlen);
+		if (repaired) {
+			d = json_loadb(repaired, rlen, JSON_ALLOW_NUL, jerr);
+			free(repaired);
+		}
+	}
+	return d;
+}
+
+/* kbox_msg_decode; with LAZY, metadata and content are kept as text and
+ * parsed on first use (kbox_msg_metadata, kbox_msg_content). */
+static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n, bool lazy,
+                          kbox_error_t *err)
 {
 	kbox_msg_t *self = NULL;
 	const size_t dlen = sizeof KBOX_DELIMITER - 1;
@@ -579,7 +636,7 @@ kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_
 		return NULL;
 	{
 		/* what decoding would take, before any of it is done */
-		size_t cost = 0;
+		size_t cost = 0, bytes = 0;
 		for (i = 0; i < 4; i++) {
 			const kbox_frame_t *f = &frames[d + 2 + i];
 			if (i < 2 && f->size > KBOX_MAX_HEADER_BYTES) {
@@ -588,8 +645,10 @@ kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_
 				          f->size, KBOX_MAX_HEADER_BYTES);
 				return NULL;
 			}
-			cost += kbox__json_cost(f->data, f->size);
+			bytes += f->size;
 		}
+		for (i = 0; bytes > KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX && i < 4; i++)
+			cost += kbox__json_cost(frames[d + 2 + i].data, frames[d + 2 + i].size);
 		if (cost > KBOX_MAX_DECODE_BYTES) {
 			kbox__err(err, KBOX_E_PROTOCOL,
 			          "message refused: decoding it would take about %zu MiB (at most %d)",
@@ -598,20 +657,10 @@ kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_
 		}
 	}
 
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < (lazy ? 2u : 4u); i++) {
 		json_error_t jerr;
 		const kbox_frame_t *f = &frames[d + 2 + i];
-		dicts[i] = json_loadb(f->data, f->size, JSON_ALLOW_NUL, &jerr);
-		if (!dicts[i]) {
-			/* a signed message with bytes that are not UTF-8 (a kernel
-			 * writing raw bytes): read them as U+FFFD, as jupyter_client does */
-			size_t rlen;
-			char *repaired = kbox__utf8_repair(f->data, f->size, &rlen);
-			if (repaired) {
-				dicts[i] = json_loadb(repaired, rlen, JSON_ALLOW_NUL, &jerr);
-				free(repaired);
-			}
-		}
+		dicts[i] = parse_dict(f->data, f->size, &jerr);
 		if (!dicts[i]) {
 			kbox__err(err, KBOX_E_PROTOCOL, "malformed message: %s is not valid JSON: %s",
 			          dict_names[i], jerr.text);
@@ -639,6 +688,13 @@ kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_
 	self->metadata = dicts[2];
 	self->content = dicts[3];
 	memset(dicts, 0, sizeof dicts);
+	for (i = 0; lazy && i < 2; i++) {
+		const kbox_frame_t *f = &frames[d + 4 + i];
+		if (!(self->text[i] = malloc(f->size ? f->size : 1)))
+			goto nomem;
+		memcpy(self->text[i], f->data, f->size);
+		self->text_len[i] = f->size;
+	}
 	{
 		size_t sl = sig->size < SIG_HEX ? sig->size : SIG_HEX;
 		memcpy(self->sig, sig->data, sl);
@@ -660,6 +716,12 @@ fail:
 	return NULL;
 }
 
+kbox_msg_t *kbox_msg_decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n,
+                            kbox_error_t *err)
+{
+	return decode(auth, frames, n, false, err);
+}
+
 kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err)
 {
 	size_t n = zmsg_size(zmsg), i = 0;
@@ -677,7 +739,7 @@ kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t 
 		v[i].data = zframe_data(f);
 		v[i].size = zframe_size(f);
 	}
-	msg = kbox_msg_decode(auth, v, i, err);
+	msg = decode(auth, v, i, true, err);
 	if (v != stackv)
 		free(v);
 	return msg;

@@ -29,6 +29,16 @@ void sup_log(sup_t *s, const char *event, json_t *fields)
 	kbox_session_log(s->dir, event, fields, NULL);
 }
 
+void sup_trim(void)
+{
+#ifdef HAVE_MALLINFO2
+	struct mallinfo2 mi = mallinfo2();
+	if (mi.fordblks < TRIM_FREE_MIN)
+		return;
+#endif
+	malloc_trim(0);
+}
+
 void sup_touch(sup_t *s)
 {
 	s->last_activity_ms = kbox__now_ms();
@@ -410,7 +420,8 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	int status = 0;
 
 	s.dir = dir;
-	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = -1;
+	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = -1;
+	s.outputs_wd = s.sockets_wd = -1;
 	s.ready_fd = ready_fd;
 	s.started_ms = kbox__now_ms();
 	s.started_wall = kbox__now();
@@ -468,6 +479,8 @@ out:
 		close(s.pid_fd);
 	if (s.owner_fd >= 0)
 		close(s.owner_fd);
+	if (s.ino_fd >= 0)
+		close(s.ino_fd);
 	kbox__kernel_log_destroy(&s.klog);
 	if (s.ephemeral && s.config) {
 		/* kbox run's session: nothing of it stays, its private

@@ -56,6 +56,10 @@
 #define MEMORY_HIGH (MEMORY_SCALE * 384LL << 20)
 #define MEMORY_MAX (512LL << 20)
 #define MEMORY_CHECK_MS 50
+/* The heap is trimmed after an execution only when this much of it is
+ * free: below it, malloc_trim's madvise calls (six on a quiet heap) cost
+ * more than the memory they give back. */
+#define TRIM_FREE_MIN (1 << 20)
 
 typedef struct sup sup_t;
 typedef struct conn conn_t;
@@ -153,10 +157,21 @@ struct sup {
 	kbox_cgroup_t *cg;         /* the supervisor's own (memory), or NULL */
 	bool shedding;             /* over MEMORY_SHED: output is dropped unread */
 	bool was_shedding;         /* …and the heap is to be trimmed after */
+	/* inotify: what changed in outputs/ (its bytes are counted again
+	 * only then) and the kernel's sockets appearing */
+	int ino_fd;                 /* or -1: outputs/ is counted each time */
+	int outputs_wd, sockets_wd; /* or -1 */
+	bool outputs_changed;
+	unsigned long long outputs_used; /* what outputs/ held when last counted */
+	kbox_conn_t *bind_conn; /* waiting for the kernel to bind its sockets: its connection */
+	int bind_timer;
 };
 
 /* ---- supervisor.c ---- */
 
+/* Give what the heap holds free back to the system, when that is at
+ * least TRIM_FREE_MIN. */
+void sup_trim(void);
 /* Append EVENT with FIELDS (taken, may be NULL) to the session's log. */
 void sup_log(sup_t *s, const char *event, json_t *fields);
 /* Now is the session's last activity (its idle TTL counts from it). */
@@ -237,6 +252,11 @@ void sup_report_ready(sup_t *s, json_t *j);
 /* The bytes of the regular files in DIR (not below it), 0 when it cannot
  * be read. */
 unsigned long long sup_dir_bytes(const char *dir);
+/* What outputs/ holds (sup_dir_bytes), counted again only when inotify
+ * saw a change there since the last count (or cannot watch it). */
+unsigned long long sup_outputs_used(sup_t *s);
+/* Read the inotify events that wait: note a change in outputs/. */
+void sup_inotify_read(sup_t *s);
 /* The supervisor's memory bound: a cgroup of its own and the check of
  * MEMORY_HIGH. */
 void sup_memory_bound(sup_t *s);

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,7 +430,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	job_free(j);
 	/* what a flood of output made the heap grow by goes back to the
 	 * system, not kept for the session's life */
-	malloc_trim(0);
+	sup_trim();
 	if (kill) {
 		/* replaced on the next turn, not from inside the client's callback */
 		snprintf(s->kill_cause, sizeof s->kill_cause, "%s", cause);
@@ -515,7 +514,7 @@ static kbox_capture_t *job_capture(sup_t *s, job_t *j, kbox_error_t *err)
 	kbox_capture_opts_t co = {0};
 	const char *outputs = j->e.outputs;
 	char prefix[48];
-	unsigned long long used = outputs ? 0 : sup_dir_bytes(s->outputs);
+	unsigned long long used = outputs ? 0 : sup_outputs_used(s);
 
 	snprintf(prefix, sizeof prefix, "%lu-", s->generation);
 	co.outputs_dir = outputs ? outputs : s->outputs;
@@ -678,8 +677,14 @@ int sup_job_new(sup_t *s, conn_t *c, kbox_ctl_op_t op, json_t *req, kbox_ctl_exe
 		j->wait_timer = kbox_loop_add_timer(s->loop, ms_int(wait_ms), false, on_wait_timeout,
 		                                    j, NULL);
 	c->job = j;
-	queue_add(s, j);
 	sup_touch(s);
+	if (!s->stopping && s->ready && !s->running && !s->queue) {
+		/* the kernel is free: the request leaves now, not one turn of
+		 * the loop later */
+		job_begin(s, j);
+		return 0;
+	}
+	queue_add(s, j);
 	sup_dispatch_soon(s);
 	return 0;
 }

@@ -12,8 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* While the kernel has not bound all its sockets, how often they are
+ * looked for besides inotify's word (which should come first). */
+#define BIND_CHECK_MS 100
 
 static void on_ready(void *arg, int rc, const kbox_error_t *err);
 
@@ -52,6 +57,60 @@ unsigned long long sup_dir_bytes(const char *dir)
 		}
 	closedir(d);
 	return sum;
+}
+
+/* The inotify instance of S, made on first use: 0, or -1 (then nothing
+ * is watched). */
+static int inotify_ready(sup_t *s)
+{
+	if (s->ino_fd < 0)
+		s->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	return s->ino_fd < 0 ? -1 : 0;
+}
+
+void sup_inotify_read(sup_t *s)
+{
+	union {
+		struct inotify_event e;
+		char buf[4096];
+	} u;
+	ssize_t n;
+	if (s->ino_fd < 0)
+		return;
+	while ((n = read(s->ino_fd, u.buf, sizeof u.buf)) > 0)
+		for (ssize_t off = 0; off + (ssize_t)sizeof u.e <= n;) {
+			const struct inotify_event *e = (const void *)(u.buf + off);
+			if (e->mask & IN_Q_OVERFLOW)
+				s->outputs_changed = true; /* something was lost: count again */
+			else if (e->wd == s->outputs_wd && e->wd >= 0) {
+				s->outputs_changed = true;
+				/* outputs/ went: watch it anew */
+				if (e->mask & (IN_IGNORED | IN_MOVE_SELF)) {
+					if (!(e->mask & IN_IGNORED))
+						inotify_rm_watch(s->ino_fd, e->wd);
+					s->outputs_wd = -1;
+				}
+			}
+			off += (ssize_t)(sizeof *e + e->len);
+		}
+}
+
+unsigned long long sup_outputs_used(sup_t *s)
+{
+	if (s->outputs_wd < 0 && inotify_ready(s) == 0) {
+		s->outputs_wd = inotify_add_watch(s->ino_fd, s->outputs,
+		                                  IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB |
+		                                          IN_MOVED_FROM | IN_MOVED_TO |
+		                                          IN_DELETE_SELF | IN_MOVE_SELF |
+		                                          IN_ONLYDIR | IN_DONT_FOLLOW);
+		s->outputs_changed = true;
+	}
+	sup_inotify_read(s);
+	if (s->outputs_wd < 0 || s->outputs_changed) {
+		s->outputs_used = sup_dir_bytes(s->outputs);
+		s->outputs_changed = false;
+	}
+	return s->outputs_used;
 }
 
 /* Make DIR (0700, the sandbox's: ours, or under root the sandbox user's)
@@ -131,6 +190,119 @@ out:
 	return rc;
 }
 
+/* Has the kernel bound the sockets of S->bind_conn that a readiness wait
+ * uses (do the files of their ipc endpoints exist)?  Only then is a
+ * connection to them accepted at once, instead of at libzmq's next
+ * reconnection attempt.  Not the heartbeat's: a kernel binds it last, in
+ * a thread of its own (ipykernel: tens of ms after the others), before it
+ * can answer anything, and the client connects it only when it beats. */
+static bool sockets_bound(const sup_t *s)
+{
+	struct stat st;
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		if (ch == KBOX_CH_HB)
+			continue;
+		const char *ep = kbox_conn_endpoint(s->bind_conn, (kbox_channel_t)ch);
+		if (ep && strncmp(ep, "ipc://", 6) == 0 && lstat(ep + 6, &st) < 0)
+			return false;
+	}
+	return true;
+}
+
+/* Stop waiting for the kernel's sockets. */
+static void bind_wait_end(sup_t *s)
+{
+	if (s->bind_timer)
+		kbox_loop_cancel_timer(s->loop, s->bind_timer);
+	s->bind_timer = 0;
+	if (s->ino_fd >= 0)
+		kbox_loop_remove_fd(s->loop, s->ino_fd);
+	if (s->sockets_wd >= 0)
+		inotify_rm_watch(s->ino_fd, s->sockets_wd);
+	s->sockets_wd = -1;
+	kbox_conn_destroy(&s->bind_conn);
+}
+
+/* Connect a client to the kernel of CONN (borrowed) and begin its
+ * readiness wait, for what is left of READY_TIMEOUT_MS.  0, or -1 with
+ * ERR (no client then). */
+static int client_begin(sup_t *s, const kbox_conn_t *conn, kbox_error_t *err)
+{
+	kbox_client_hooks_t hooks = {NULL, sb_alive, s};
+	long long left = READY_TIMEOUT_MS - (kbox__now_ms() - s->start_t0);
+	if (!(s->client = kbox_client_new(conn, err)))
+		return -1;
+	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL)
+		hooks.interrupt = sb_interrupt;
+	kbox_client_set_hooks(s->client, &hooks);
+	kbox_client_set_iopub_cb(s->client, sup_on_between, s);
+	if (kbox_client_attach(s->client, s->loop, err) < 0 ||
+	    kbox_client_ready_begin(s->client, left > 0 ? (int)left : 1, on_ready, s, err) < 0) {
+		kbox_client_destroy(&s->client);
+		return -1;
+	}
+	return 0;
+}
+
+/* The kernel's sockets are there (or it died): connect to it now. */
+static void ready_wait_begin(sup_t *s)
+{
+	kbox_error_t err = {0};
+	kbox_conn_t *conn = s->bind_conn;
+	s->bind_conn = NULL;
+	bind_wait_end(s);
+	if (client_begin(s, conn, &err) < 0)
+		on_ready(s, -1, &err);
+	kbox_conn_destroy(&conn);
+}
+
+/* inotify saw something (a loop handler), or the check's timer: begin
+ * the readiness wait once every socket is bound. */
+static int on_bind_check(kbox_loop_t *loop, void *arg)
+{
+	sup_t *s = arg;
+	(void)loop;
+	sup_inotify_read(s);
+	if (s->bind_conn && sockets_bound(s))
+		ready_wait_begin(s);
+	return 0;
+}
+
+/* Watch the (fresh, empty) sockets directory for the kernel's binds,
+ * before the kernel starts.  false when it cannot be watched. */
+static bool bind_watch(sup_t *s)
+{
+	if (inotify_ready(s) < 0)
+		return false;
+	s->sockets_wd = inotify_add_watch(s->ino_fd, s->sockets_dir,
+	                                  IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW);
+	return s->sockets_wd >= 0;
+}
+
+/* Wait for the kernel to bind its sockets (CONN, taken), then connect
+ * to it and begin the readiness wait; at once when the sockets directory
+ * is not watched.  libzmq would connect by path before the kernel binds
+ * and try again on its back-off (10 ms growing to 100), so the kernel's
+ * answer would wait for that.  0, or -1 with ERR. */
+static int bind_wait_begin(sup_t *s, kbox_conn_t **conn_p, kbox_error_t *err)
+{
+	if (s->sockets_wd < 0) {
+		int rc = client_begin(s, *conn_p, err);
+		kbox_conn_destroy(conn_p);
+		return rc;
+	}
+	s->bind_conn = *conn_p;
+	*conn_p = NULL;
+	if (kbox_loop_add_fd(s->loop, s->ino_fd, on_bind_check, s, err) < 0 ||
+	    (s->bind_timer = kbox_loop_add_timer(s->loop, BIND_CHECK_MS, true, on_bind_check, s,
+	                                         err)) < 0) {
+		s->bind_timer = 0;
+		bind_wait_end(s);
+		return -1;
+	}
+	return 0;
+}
+
 /* Remove the current kernel's files (connection files, sockets). */
 static void remove_kernel_files(sup_t *s)
 {
@@ -146,7 +318,6 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	const kbox_backend_t *b = kbox_backend_find(s->backend);
 	kbox_conn_t *conn = NULL;
 	char gen[32], kernel_conn[PATH_MAX + 64];
-	kbox_client_hooks_t hooks = {NULL, sb_alive, s};
 
 	if (!b)
 		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
@@ -160,6 +331,7 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0 ||
 	    (s->sbo.log_fd = kbox__kernel_log_pipe(s->klog, s->loop, err)) < 0)
 		goto fail;
+	bind_watch(s); /* before the kernel can bind */
 	s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
 	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
 	s->sbo.log_fd = -1;
@@ -172,19 +344,12 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	if (*kbox_sandbox_limits(s->sb))
 		sup_log(s, "limits", json_pack("{s:s, s:s}", "applied", kbox_sandbox_limits(s->sb),
 		                               "missing", kbox_sandbox_limits_missing(s->sb)));
-	if (!(s->client = kbox_client_new(conn, err)))
-		goto fail;
 	s->shedding = false; /* a new client does not shed; the check says when to */
-	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL)
-		hooks.interrupt = sb_interrupt;
-	kbox_client_set_hooks(s->client, &hooks);
-	kbox_client_set_iopub_cb(s->client, sup_on_between, s);
-	if (kbox_client_attach(s->client, s->loop, err) < 0 ||
-	    kbox_client_ready_begin(s->client, READY_TIMEOUT_MS, on_ready, s, err) < 0)
+	if (bind_wait_begin(s, &conn, err) < 0)
 		goto fail;
-	kbox_conn_destroy(&conn);
 	return 0;
 fail:
+	bind_wait_end(s);
 	kbox_conn_destroy(&conn);
 	kbox_client_destroy(&s->client);
 	kbox_sandbox_destroy(&s->sb);
@@ -198,6 +363,7 @@ fail:
  * forget it. */
 void sup_kernel_end(sup_t *s, bool graceful)
 {
+	bind_wait_end(s);
 	if (s->client) {
 		kbox_client_detach(s->client);
 		if (graceful && s->ready && s->sb && kbox_sandbox_alive(s->sb)) {
@@ -367,7 +533,10 @@ int sup_on_kernel_check(kbox_loop_t *loop, void *arg)
 	if (s->stopping || !s->sb || kbox_sandbox_alive(s->sb))
 		return 0;
 	if (s->starting) {
-		/* the client's ready wait reports it (the alive hook) */
+		/* the client's ready wait reports it (the alive hook), begun
+		 * now if it waited for the sockets */
+		if (s->bind_conn)
+			ready_wait_begin(s);
 		return 0;
 	}
 	/* killed by us (an execution that would not stop) or died */

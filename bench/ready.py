@@ -1,0 +1,94 @@
+#!/usr/bin/python3
+"""bench/ready.py - how soon after the kernel's last bind the session is ready.
+
+    /usr/bin/python3 bench/ready.py [KBOX ...] [--rounds R] [--backend B]
+
+For each KBOX (default ./kbox; several are run in turn within each round,
+so that a slow phase of the machine falls on all of them): a private
+KBOX_HOME, `kbox start -s r --backend B` (default bwrap), then `kbox
+restart -s r`, R rounds.  For the start and for the restart, the time
+from the kernel's last bound socket to the session's "ready" event:
+a socket's inode is made by its bind, so the mtime of the five ipc socket
+files named by the connection file is the time of each bind (as in
+bench/sandbox.py, which measures the same among other things); the ready
+event's "time" is the supervisor's clock when the kernel answered.
+Reported: per KBOX, the median, min and max over the rounds, for start
+and restart, with the load average.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SESSION = "r"
+
+
+def run(kbox, env, *args):
+    p = subprocess.run([kbox] + list(args), env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError("kbox %s: exit %d: %s" % (" ".join(args), p.returncode,
+                                                      p.stderr.decode(errors="replace")))
+    return p.stdout
+
+
+def last_bind_to_ready(kbox, env, home):
+    """ms from the last bind of the current kernel's sockets to its ready event."""
+    st = json.loads(run(kbox, env, "status", "-s", SESSION, "--format", "json"))
+    with open(st["connection_file"]) as f:
+        conn = json.load(f)
+    binds = [os.stat("%s-%s" % (conn["ip"], conn[k])).st_mtime
+             for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+    ready = None
+    with open(os.path.join(home, "sessions", SESSION, "events.ndjson")) as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("event") == "ready" and e.get("generation") == st["generation"]:
+                ready = datetime.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+                    tzinfo=datetime.timezone.utc).timestamp()
+    return (ready - max(binds)) * 1e3
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("kbox", nargs="*", default=["./kbox"])
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--backend", default="bwrap")
+    args = ap.parse_args(argv)
+    res = {k: {"start": [], "restart": []} for k in args.kbox}
+    load0 = os.getloadavg()[0]
+    for r in range(args.rounds):
+        for kbox in args.kbox:
+            home = tempfile.mkdtemp(prefix="kr.", dir="/tmp")
+            env = dict(os.environ, KBOX_HOME=home)
+            env.pop("KBOX_SESSION", None)
+            try:
+                run(kbox, env, "start", "-s", SESSION, "--backend", args.backend)
+                res[kbox]["start"].append(last_bind_to_ready(kbox, env, home))
+                run(kbox, env, "restart", "-s", SESSION)
+                res[kbox]["restart"].append(last_bind_to_ready(kbox, env, home))
+            finally:
+                subprocess.run([kbox, "stop", "-s", SESSION], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                shutil.rmtree(home, ignore_errors=True)
+            print("round %d %s: start %.1f ms, restart %.1f ms" %
+                  (r + 1, kbox, res[kbox]["start"][-1], res[kbox]["restart"][-1]),
+                  file=sys.stderr)
+    for kbox in args.kbox:
+        for what in ("start", "restart"):
+            xs = res[kbox][what]
+            print("%s  %-7s last bind -> ready: median %.1f ms  (min %.1f, max %.1f, %d rounds)"
+                  % (kbox, what, statistics.median(xs), min(xs), max(xs), len(xs)))
+    print("load average %.2f -> %.2f (1 min), backend %s"
+          % (load0, os.getloadavg()[0], args.backend))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
