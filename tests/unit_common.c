@@ -131,6 +131,46 @@ TEST(fmt_bytes_of_a_negative_size_is_a_dash)
 	check_bytes(INT64_MIN, "-");
 }
 
+TEST(msgf_that_fits_is_the_whole_message)
+{
+	char buf[16];
+
+	CHECK(kx_msgf(buf, sizeof buf, "%s: %d", "pids", 64));
+	CHECK_STR_EQ(buf, "pids: 64");
+	CHECK(kx_msgf(buf, sizeof buf, "%s", "exactly 15 byte"));
+	CHECK_STR_EQ(buf, "exactly 15 byte");
+}
+
+TEST(msgf_that_is_cut_ends_in_dots)
+{
+	char buf[16];
+
+	CHECK(!kx_msgf(buf, sizeof buf, "cannot create %s", "/sys/fs/cgroup/kbox"));
+	CHECK_STR_EQ(buf, "cannot creat...");
+	CHECK(strlen(buf) == sizeof buf - 1);
+}
+
+/* A cut never leaves part of a character: the text stays UTF-8. */
+TEST(msgf_cuts_between_characters)
+{
+	char buf[9];
+
+	/* "ab" then U+00E9 x4: the 5 bytes before the mark end inside the second */
+	CHECK(!kx_msgf(buf, sizeof buf, "ab%s", "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"));
+	CHECK_STR_EQ(buf, "ab\xc3\xa9...");
+	CHECK(kx_utf8_valid(buf, strlen(buf)));
+}
+
+TEST(msgf_into_a_tiny_buffer_cuts_without_the_mark)
+{
+	char buf[4] = "xxx", none[1] = {'x'};
+
+	CHECK(!kx_msgf(buf, sizeof buf, "%s", "abcdef"));
+	CHECK_STR_EQ(buf, "abc");
+	CHECK(!kx_msgf(none, 0, "%s", "abc"));
+	CHECK(none[0] == 'x'); /* SIZE 0: nothing written */
+}
+
 /* ---- UTF-8 ---- */
 
 #define FFFD "\xef\xbf\xbd"
@@ -802,6 +842,10 @@ int main(void)
 	RUN(fmt_bytes_says_one_decimal_otherwise);
 	RUN(fmt_bytes_never_says_1024_of_a_unit);
 	RUN(fmt_bytes_of_a_negative_size_is_a_dash);
+	RUN(msgf_that_fits_is_the_whole_message);
+	RUN(msgf_that_is_cut_ends_in_dots);
+	RUN(msgf_cuts_between_characters);
+	RUN(msgf_into_a_tiny_buffer_cuts_without_the_mark);
 
 	RUN(utf8_valid_accepts_every_well_formed_length);
 	RUN(utf8_valid_refuses_cut_overlong_surrogate_and_stray_bytes);

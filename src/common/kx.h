@@ -56,6 +56,13 @@ const char *kx_fmt_ms(char *buf, size_t size, long long ms);
  * the whole product.  Returns BUF. */
 const char *kx_fmt_bytes(char *buf, size_t size, long long n);
 
+/* A message a person reads, printf-style, into BUF (SIZE bytes): when it
+ * does not fit, it is cut at a character boundary (kx_utf8_floor, so the
+ * text stays UTF-8) and ends in "..." so that the cut shows; never a
+ * silent truncation.  Nothing is written when SIZE is 0.  True when the
+ * whole message fit. */
+bool kx_msgf(char *buf, size_t size, const char *fmt, ...) KX_PRINTF(3, 4);
+
 /* ---- kx_utf8.c: UTF-8 (Unicode §3.9) ---- */
 
 /* True when S[0..LEN) is well-formed UTF-8: no stray continuation byte,

@@ -340,7 +340,8 @@ static pid_t child_of(pid_t parent)
 		ssize_t n;
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		if ((size_t)snprintf(path, sizeof path, "/proc/%s/stat", e->d_name) >= sizeof path)
+			continue; /* too long for a pid */
 		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 			continue;
 		n = read(fd, buf, sizeof buf - 1);

@@ -361,10 +361,10 @@ static void take_over(sup_t *s)
 	s->generation = strtoul(gen, NULL, 10);
 	read_file(s->dir, "last-stop", prev, sizeof prev);
 	if (s->generation > 0) {
-		snprintf(s->notice, sizeof s->notice,
-		         "kernel restarted: the session's previous kernel ended (%s); earlier state "
-		         "(variables, imports, loaded data) is lost; files in the workspace are kept",
-		         prev[0] ? prev : "its supervisor died");
+		kx_msgf(s->notice, sizeof s->notice,
+		        "kernel restarted: the session's previous kernel ended (%s); earlier state "
+		        "(variables, imports, loaded data) is lost; files in the workspace are kept",
+		        prev[0] ? prev : "its supervisor died");
 		snprintf(s->last_cause, sizeof s->last_cause, "%s", prev[0] ? prev : "supervisor died");
 	}
 	{
@@ -445,7 +445,7 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	}
 	take_over(&s);
 	if (sup_kernel_start(&s, &err) < 0) {
-		snprintf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
+		kx_msgf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
 		sup_report_ready(&s, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
 		shutdown_session(&s);
 		status = 1;

@@ -252,8 +252,8 @@ static size_t start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t
 		/* kbox run's session and its log go when it stops: no path */
 		snprintf(buf, size, "%s before it was ready", kbox_sandbox_cause(s->sb));
 	else if (s->sb && !kbox_sandbox_alive(s->sb))
-		snprintf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
-		         s->log_path);
+		kx_msgf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
+		        s->log_path);
 	else
 		snprintf(buf, size, "%s", err && err->msg[0] ? err->msg : "the kernel did not start");
 	kbox__kernel_log_tail(s->klog, START_TAIL_LINES, tail, sizeof tail);
@@ -344,15 +344,15 @@ int sup_kernel_replace(sup_t *s, const char *cause, bool requested)
 		for (int i = 0; i < CRASH_MAX; i++)
 			recent += s->crashes[i] && now - s->crashes[i] < CRASH_WINDOW_MS;
 		if (recent >= CRASH_MAX) {
-			snprintf(s->stop_cause, sizeof s->stop_cause,
-			         "the kernel died %d times within %d s; last: %s", CRASH_MAX,
-			         CRASH_WINDOW_MS / 1000, cause);
+			kx_msgf(s->stop_cause, sizeof s->stop_cause,
+			        "the kernel died %d times within %d s; last: %s", CRASH_MAX,
+			        CRASH_WINDOW_MS / 1000, cause);
 			return -1;
 		}
 	}
 	if (sup_kernel_start(s, &err) < 0) {
-		snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not be restarted: %s",
-		         err.msg);
+		kx_msgf(s->stop_cause, sizeof s->stop_cause, "the kernel could not be restarted: %s",
+		        err.msg);
 		return -1;
 	}
 	return 0;
@@ -372,7 +372,7 @@ int sup_on_kernel_check(kbox_loop_t *loop, void *arg)
 	}
 	/* killed by us (an execution that would not stop) or died */
 	bool requested = s->kill_cause[0] != '\0';
-	snprintf(cause, sizeof cause, "%s", requested ? s->kill_cause : kbox_sandbox_cause(s->sb));
+	kx_msgf(cause, sizeof cause, "%s", requested ? s->kill_cause : kbox_sandbox_cause(s->sb));
 	s->kill_cause[0] = '\0';
 	if (sup_kernel_replace(s, cause, requested) < 0) {
 		sup_answer_pending(s, KBOX_CTL_ERR_KERNEL, s->stop_cause);
