@@ -44,18 +44,15 @@ const char *kx_fmt_bytes(char *buf, size_t size, long long n)
 	return buf;
 }
 
-bool kx_msgf(char *buf, size_t size, const char *fmt, ...)
+bool kx_vmsgf(char *buf, size_t size, const char *fmt, va_list ap)
 {
 	static const char mark[] = "...";
-	va_list ap;
 	int n;
 	size_t keep;
 
 	if (size == 0)
 		return false;
-	va_start(ap, fmt);
 	n = vsnprintf(buf, size, fmt, ap);
-	va_end(ap);
 	if (n < 0) {
 		buf[0] = '\0';
 		return false;
@@ -70,4 +67,15 @@ bool kx_msgf(char *buf, size_t size, const char *fmt, ...)
 	keep = kx_utf8_floor(buf, size - 1, size - sizeof mark);
 	memcpy(buf + keep, mark, sizeof mark);
 	return false;
+}
+
+bool kx_msgf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	bool whole;
+
+	va_start(ap, fmt);
+	whole = kx_vmsgf(buf, size, fmt, ap);
+	va_end(ap);
+	return whole;
 }

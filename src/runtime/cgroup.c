@@ -1,5 +1,5 @@
 /* src/cgroup.c — limits for a sandbox through cgroups v1 or v2. */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/cgroup.h"
 
 #include <dirent.h>
