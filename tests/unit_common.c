@@ -226,6 +226,14 @@ static void check_repair(const char *in, size_t len, const char *want, size_t wa
 
 #define REPAIR(in, want) check_repair(in, sizeof in - 1, want, sizeof want - 1)
 
+TEST(utf8_valid_str_checks_a_c_string_and_refuses_null)
+{
+	CHECK(kx_utf8_valid_str(""));
+	CHECK(kx_utf8_valid_str("caf\xc3\xa9"));
+	CHECK(!kx_utf8_valid_str("caf\xc3"));
+	CHECK(!kx_utf8_valid_str(NULL));
+}
+
 TEST(utf8_repair_copies_valid_text_byte_for_byte)
 {
 	REPAIR("", "");
@@ -914,6 +922,7 @@ int main(void)
 
 	RUN(utf8_valid_accepts_every_well_formed_length);
 	RUN(utf8_valid_refuses_cut_overlong_surrogate_and_stray_bytes);
+	RUN(utf8_valid_str_checks_a_c_string_and_refuses_null);
 	RUN(utf8_repair_copies_valid_text_byte_for_byte);
 	RUN(utf8_repair_replaces_each_maximal_ill_formed_subpart_as_python);
 	RUN(utf8_repair_accepts_a_null_out_len);

@@ -76,6 +76,10 @@ bool kx_vmsgf(char *buf, size_t size, const char *fmt, va_list ap) KX_PRINTF(3, 
  * kx_utf8_valid(s, strlen(s))). */
 bool kx_utf8_valid(const char *s, size_t len);
 
+/* True when the C string S is well-formed UTF-8 (what the session
+ * protocol carries); false for NULL. */
+bool kx_utf8_valid_str(const char *s);
+
 /* A new NUL-terminated copy of S[0..LEN) that is well-formed UTF-8: each
  * maximal ill-formed subpart (Unicode §3.9, "substitution of maximal
  * subparts", which Python's decode(errors="replace") and so jupyter_client
