@@ -390,14 +390,26 @@ fail:
 	return NULL;
 }
 
+static int conn_save(const kbox_conn_t *self, const char *path, const kx_ids_t *ids,
+                     kbox_error_t *err);
+
 /* Only in a private directory of ours; the key never stays in freed memory. */
 int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
 {
-	return kbox__conn_save_for(self, path, NULL, err);
+	return conn_save(self, path, NULL, err);
 }
 
-int kbox__conn_save_for(const kbox_conn_t *self, const char *path, const kbox_ids_t *ids,
-                        kbox_error_t *err)
+int kbox_conn_save_owned(const kbox_conn_t *self, const char *path, uid_t uid, gid_t gid,
+                         kbox_error_t *err)
+{
+	kx_ids_t ids = {uid, gid};
+	return conn_save(self, path, &ids, err);
+}
+
+/* Write SELF to PATH, in a private directory of ours (IDS NULL) or of
+ * IDS's user, the file then theirs. */
+static int conn_save(const kbox_conn_t *self, const char *path, const kx_ids_t *ids,
+                     kbox_error_t *err)
 {
 	char dir[PATH_MAX];
 	const char *slash = strrchr(path, '/');
@@ -414,14 +426,14 @@ int kbox__conn_save_for(const kbox_conn_t *self, const char *path, const kbox_id
 	else
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
 	if (ids) {
-		/* a directory of the sandbox user's (its sockets): it must be
-		 * that user's and closed to others */
+		/* a directory of that user's (a sandbox's sockets): it must be
+		 * theirs and closed to others */
 		struct stat st;
 		if (lstat(dir, &st) < 0)
 			return kbox__err_sys(err, "directory %s", dir);
 		if (!S_ISDIR(st.st_mode) || st.st_uid != ids->uid || (st.st_mode & 077))
 			return kbox__err(err, KBOX_E_INVALID,
-			                 "directory %s is not the sandbox user's (uid %u, mode 0700)", dir,
+			                 "directory %s is not owned by uid %u with mode 0700", dir,
 			                 (unsigned)ids->uid);
 	} else if (kbox__check_private_dir(dir, err) < 0)
 		return -1;

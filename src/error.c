@@ -1,11 +1,7 @@
 /* src/error.c — filling kbox_error_t, and small shared helpers that need it. */
 #include "private.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,167 +56,11 @@ int kbox__err_sys(kbox_error_t *err, const char *fmt, ...)
 
 int kbox__check_private_dir(const char *dir, kbox_error_t *err)
 {
-	struct stat st;
-	if (stat(dir, &st) < 0)
+	char why[KBOX_ERROR_MSG_MAX];
+	int r = kx_private_dir(dir, why, sizeof why);
+	if (r < 0)
 		return kbox__err_sys(err, "directory %s", dir);
-	if (!S_ISDIR(st.st_mode))
-		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory", dir);
-	if (st.st_uid != geteuid())
-		return kbox__err(err, KBOX_E_INVALID, "directory %s is not owned by uid %u", dir,
-		                 (unsigned)geteuid());
-	if ((st.st_mode & 0700) != 0700)
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "directory %s is not rwx for its owner (mode %03o, need 0700): chmod 700 %s",
-		                 dir, (unsigned)(st.st_mode & 0777), dir);
-	/* 0710: under root the sandbox user's group passes through to the
-	 * directories of its own (kbox_session_share) */
-	if (st.st_mode & 067)
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
-		                 dir, (unsigned)(st.st_mode & 0777), dir);
+	if (r > 0)
+		return kbox__err(err, KBOX_E_INVALID, "%s", why);
 	return 0;
-}
-
-/* Where a directory is, to know it again. */
-typedef struct {
-	dev_t dev;
-	ino_t ino;
-} dir_id_t;
-
-/* NAME in the directory DFD, opened as a directory without following a
- * link.  One made unreadable (a kernel's chmod 0) is ours: made 0700
- * first, through a descriptor of it (O_PATH), not its name.  -1 with
- * errno. */
-static int open_subdir(int dfd, const char *name)
-{
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), p, r;
-	char proc[64];
-	if (fd >= 0 || errno != EACCES)
-		return fd;
-	if ((p = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return -1;
-	snprintf(proc, sizeof proc, "/proc/self/fd/%d", p);
-	r = chmod(proc, 0700);
-	close(p);
-	if (r < 0) {
-		errno = EACCES;
-		return -1;
-	}
-	return openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-/* Remove the entries of the directory DFD that are not directories, and
- * the empty directories.  0 when it is empty now; 1 with *SUB open on a
- * directory in it that is not empty; -1 with errno. */
-static int empty_level(int dfd, int *sub)
-{
-	struct dirent *e;
-	bool chmodded = false;
-	int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0), rc = 0;
-	DIR *d;
-	if (fd < 0)
-		return -1;
-	if (!(d = fdopendir(fd))) {
-		close(fd);
-		return -1;
-	}
-	rewinddir(d); /* the offset is shared with DFD */
-	while (rc == 0 && (e = readdir(d))) {
-		const char *name = e->d_name;
-		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-			continue;
-		if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-			continue;
-		/* a directory the kernel made read-only is ours: writable again */
-		if (errno == EACCES && !chmodded) {
-			chmodded = true;
-			if (fchmod(dfd, 0700) == 0 && (unlinkat(dfd, name, 0) == 0 || errno == ENOENT))
-				continue;
-		}
-		if (errno != EISDIR && errno != EPERM)
-			rc = -1;
-		else if (unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-			continue;
-		else if (errno != ENOTEMPTY && errno != EEXIST)
-			rc = -1;
-		else
-			rc = (*sub = open_subdir(dfd, name)) < 0 ? -1 : 1;
-	}
-	if (rc < 0) {
-		int en = errno;
-		closedir(d);
-		errno = en;
-	} else
-		closedir(d);
-	return rc;
-}
-
-/* Remove everything in the directory open as TOP (which stays), to any
- * depth, never following a symbolic link.  One directory is open at a
- * time: the walk goes down into a directory that is not empty, and back
- * up through "..", checked to be the directory it came from; so neither
- * PATH_MAX nor the limit on descriptors bounds the depth, and memory goes
- * as the depth (what was made, on a disk).  0, or -1 with errno at the
- * first thing that cannot be removed. */
-static int empty_dir_fd(int top)
-{
-	dir_id_t *up = NULL;
-	size_t depth = 0, cap = 0;
-	int cur = fcntl(top, F_DUPFD_CLOEXEC, 0), rc = -1, sub = -1, r, en;
-	struct stat st;
-	if (cur < 0)
-		return -1;
-	while ((r = empty_level(cur, &sub)) >= 0) {
-		if (r == 1) {
-			/* down into SUB, remembering where CUR is */
-			if (depth == cap) {
-				dir_id_t *more = realloc(up, (cap ? cap * 2 : 64) * sizeof *up);
-				if (!more)
-					goto out;
-				up = more;
-				cap = cap ? cap * 2 : 64;
-			}
-			if (fstat(cur, &st) < 0)
-				goto out;
-			up[depth++] = (dir_id_t){st.st_dev, st.st_ino};
-			close(cur);
-			cur = sub;
-			sub = -1;
-			continue;
-		}
-		if (depth == 0) {
-			rc = 0; /* TOP is empty */
-			break;
-		}
-		/* CUR is empty: back up, where its parent removes it */
-		sub = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub < 0 || fstat(sub, &st) < 0)
-			goto out;
-		if (st.st_dev != up[depth - 1].dev || st.st_ino != up[depth - 1].ino) {
-			errno = ESTALE; /* moved meanwhile: not followed */
-			goto out;
-		}
-		depth--;
-		close(cur);
-		cur = sub;
-		sub = -1;
-	}
-out:
-	en = errno;
-	if (sub >= 0)
-		close(sub);
-	close(cur);
-	free(up);
-	errno = en;
-	return rc;
-}
-
-int kbox__empty_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -1;
-	rc = empty_dir_fd(fd);
-	close(fd);
-	return rc;
 }

@@ -16,7 +16,6 @@
 #endif
 
 #define STOP_WAIT_MS 2500 /* each of: after shutdown_request, after SIGTERM */
-#define SAFE_PATH KBOX__SAFE_PATH
 
 struct kbox_kernel {
 	char *name;
@@ -104,13 +103,13 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	argv = kbox_kspec_format_argv(spec, self->conn_file, err);
 	if (!argv)
 		goto fail;
-	exe = kbox__resolve_command(argv[0], NULL);
+	exe = kx_resolve_command(argv[0], NULL);
 	if (!exe) {
 		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s", self->name,
-		          argv[0], SAFE_PATH);
+		          argv[0], KX_SAFE_PATH);
 		goto fail;
 	}
-	env = kbox__kernel_env(spec, o, NULL);
+	env = kbox_kernel_env(spec, o ? o->env : NULL, NULL);
 	if (!env) {
 		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
 		goto fail;
@@ -130,8 +129,10 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 		goto fail;
 	}
 	if (pid == 0) {
+		kx_child_t c = {.cwd = o ? o->cwd : NULL, .errfd = pipefd[1], .out_fd = log_fd,
+		                .parent = parent};
 		close(pipefd[0]);
-		kbox__child_exec(exe, argv, env, o, pipefd[1], log_fd, NULL, parent, NULL, 0);
+		kx_child_exec(exe, argv, env, &c);
 	}
 	self->pid = pid;
 	close(pipefd[1]);

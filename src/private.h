@@ -37,13 +37,8 @@ int kbox__err_sys(kbox_error_t *err, const char *fmt, ...) KBOX_PRINTF(2, 3);
 #define kbox_fmt_size kx_fmt_bytes /* runtime/backend.c's, for the runtime */
 /* END TEMPORARY */
 
-/* 0 if DIR is a directory owned by us with no group/other access, else -1 with ERR. */
+/* 0 if DIR is private (kx_private_dir), else -1 with ERR. */
 int kbox__check_private_dir(const char *dir, kbox_error_t *err);
-
-/* Remove everything inside DIR (which stays), to any depth (one
- * descriptor open at a time, no path longer than a name), never following
- * a symbolic link.  0 (also when DIR does not exist), or -1 with errno. */
-int kbox__empty_dir(const char *dir);
 
 /* ---- util.c and wire.c ---- */
 
@@ -53,13 +48,8 @@ size_t kbox__json_cost(const char *p, size_t n);
 /* The size of sockaddr_un.sun_path (108): a unix socket's path is shorter. */
 #define KBOX__SUN_PATH sizeof(((struct sockaddr_un *)0)->sun_path)
 
-/* A path to bind or connect the unix socket NAME in directory DIR by, into
- * BUF (SIZE at most KBOX__SUN_PATH): "DIR/NAME" when that fits, else
- * "/proc/self/fd/N/NAME", N a descriptor of DIR: *DIRFD_P when it is one
- * already (>= 0), else DIR opened here (O_PATH, close-on-exec) and left in
- * *DIRFD_P for the caller to close once the socket is bound or connected
- * (libzmq, which connects again by the path, needs it as long as the
- * socket lives).  Any DIR works, however long.  0, or -1 with ERR. */
+/* kx_unix_path, with ERR: "NAME: the name is too long for a unix socket",
+ * or "directory DIR: why" when DIR cannot be opened.  0, or -1. */
 int kbox__unix_path(char *buf, size_t size, const char *dir, const char *name, int *dirfd_p,
                     kbox_error_t *err);
 
@@ -85,46 +75,5 @@ zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_e
  * JSON object (which only a sender holding the key can have signed)
  * reads as an empty object instead of refusing the message. */
 kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err);
-
-/* ---- process.c, for whatever starts a kernel (kernel.c, the runtime) ---- */
-
-/* The PATH a kernel gets, and where commands are looked up. */
-#define KBOX__SAFE_PATH "/usr/local/bin:/usr/bin:/bin"
-
-/* The kernel's environment: PATH, HOME (HOME, or the caller's), LANG,
- * JPY_PARENT_PID, the kernelspec's env, then O->env.  NULL on ENOMEM. */
-char **kbox__kernel_env(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o, const char *home);
-
-/* CMD as an absolute path: itself when it has a '/', else the first of
- * /usr/local/bin, /usr/bin, /bin that has it, looked for under ROOT (NULL:
- * the host's /).  A new string, or NULL. */
-char *kbox__resolve_command(const char *cmd, const char *root);
-
-/* A host identity a child takes before it execs: no supplementary
- * groups, then GID, then UID (which, from root, clears every capability). */
-typedef struct {
-	uid_t uid;
-	gid_t gid;
-} kbox_ids_t;
-
-/* Take IDS in a child (only system calls: async-signal-safe) and check
- * that real, effective and saved ids all took, and that no capability is
- * left.  0, or -1 with errno. */
-int kbox__take_ids(const kbox_ids_t *ids);
-
-/* kbox_conn_save, for IDS (not NULL): the directory is that user's (the
- * sandbox user's, under root) and the file becomes theirs, 0600. */
-int kbox__conn_save_for(const kbox_conn_t *self, const char *path, const kbox_ids_t *ids,
-                        kbox_error_t *err);
-
-/* After fork: new session, PR_SET_PDEATHSIG (exit 127 if PARENT is gone
- * already), default signals, stdin /dev/null, stdout and stderr on OUT_FD
- * (< 0: /dev/null), then IDS taken when not NULL (and PR_SET_PDEATHSIG set
- * again: a change of identity clears it), chdir to O->cwd, every fd from 3
- * up closed on exec but the N_KEEP in KEEP, execve.  On failure writes
- * errno to ERRFD and exits 127. */
-void kbox__child_exec(const char *exe, char **argv, char **env, const kbox_kernel_opts_t *o,
-                      int errfd, int out_fd, const kbox_ids_t *ids, pid_t parent,
-                      const int *keep, size_t n_keep);
 
 #endif

@@ -14,16 +14,13 @@
 int kbox__unix_path(char *buf, size_t size, const char *dir, const char *name, int *dirfd_p,
                     kbox_error_t *err)
 {
-	int n = snprintf(buf, size, "%s/%s", dir, name);
-	if (n >= 0 && (size_t)n < size)
+	int opened = *dirfd_p >= 0;
+	if (kx_unix_path(buf, size, dir, name, dirfd_p) == 0)
 		return 0;
-	if (*dirfd_p < 0 && (*dirfd_p = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return kbox__err_sys(err, "directory %s", dir);
-	n = snprintf(buf, size, "/proc/self/fd/%d/%s", *dirfd_p, name);
-	if (n < 0 || (size_t)n >= size)
+	if (opened || *dirfd_p >= 0) /* DIR is open: NAME is what is too long */
 		return kbox__err(err, KBOX_E_INVALID, "%s: the name is too long for a unix socket",
 		                 name);
-	return 0;
+	return kbox__err_sys(err, "directory %s", dir);
 }
 
 /* kbox_strip_ansi (kbox/capture.h): here, in the base that kbox(1) links

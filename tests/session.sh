@@ -786,7 +786,11 @@ check exec_process_maps_no_zmq_sodium_or_curl eval '[ -s maps ] && grep -q libja
 	! grep -Eq "libzmq|libczmq|libsodium|libcurl" maps'
 check kbox_program_needs_no_zmq_sodium_or_curl eval 'ldd "$KBOX" >ldd.out && grep -q libjansson ldd.out &&
 	! grep -Eq "libzmq|libczmq|libsodium|libcurl" ldd.out && ! nm -D "$KBOX" | grep -q " U dlopen"'
-check supervisor_is_the_one_that_links_libkbox eval 'ldd "$top_builddir/kbox-supervisor" | grep -q libzmq'
+# (in the build tree kbox-supervisor is libtool's wrapper of .libs/'s
+# program: libtool --mode=execute runs ldd on the program, with the
+# library beside it)
+check supervisor_is_the_one_that_links_libkbox eval '"$top_builddir/libtool" --mode=execute ldd \
+	"$top_builddir/kbox-supervisor" >ldd.out && grep -q "libkbox\.so" ldd.out && grep -q libzmq ldd.out'
 
 # Bad requests to the protocol get one error naming the field.
 fresh
@@ -884,7 +888,8 @@ kbox exec -s kc 'print(1)'
 check protocol_restart_cause_is_one_line_of_200_bytes eval 'status_is 0 &&
 	[ "$(head -n 1 stdout)" = "[note: kernel restarted: a b$(printf "%197s" "" | tr " " y); earlier state (variables, imports, loaded data) is lost]" ]'
 check protocol_client_that_never_reads_leaves_the_supervisor_small eval \
-	'ldd "$top_builddir/kbox-supervisor" | grep -q libasan || [ "$hwm" -lt 65536 ] ||
+	'"$top_builddir/libtool" --mode=execute ldd "$top_builddir/kbox-supervisor" | grep -q libasan ||
+	[ "$hwm" -lt 65536 ] ||
 	{ why="VmHWM $hwm KiB"; false; }'
 
 # kbox run's kernel is a supervisor's too, on a private session that goes
@@ -1082,9 +1087,13 @@ check put_of_a_fifo_is_refused fails_with 2 "kbox put: ff is not a regular file"
 fresh
 needs kernel
 mkdir bin
-cp "$KBOX" "$top_builddir/kbox-supervisor" bin/
+# the program itself, not libtool's wrapper of it (which finds it by its
+# own path); it finds libkbox.so by LD_LIBRARY_PATH, as installed by ld.so
+cp "$KBOX" bin/
+cp "$("$top_builddir/libtool" --mode=execute echo "$top_builddir/kbox-supervisor")" bin/kbox-supervisor
 if [ -z "$SKIPPING" ]; then
-	timeout -k 5 120 bin/kbox start -s moved --backend none >stdout 2>stderr
+	LD_LIBRARY_PATH="$top_builddir/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+		timeout -k 5 120 bin/kbox start -s moved --backend none >stdout 2>stderr
 	rc=$?
 fi
 check start_with_a_copied_kbox_and_supervisor_works status_is 0

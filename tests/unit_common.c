@@ -131,6 +131,46 @@ TEST(fmt_bytes_of_a_negative_size_is_a_dash)
 	check_bytes(INT64_MIN, "-");
 }
 
+TEST(msgf_that_fits_is_the_whole_message)
+{
+	char buf[16];
+
+	CHECK(kx_msgf(buf, sizeof buf, "%s: %d", "pids", 64));
+	CHECK_STR_EQ(buf, "pids: 64");
+	CHECK(kx_msgf(buf, sizeof buf, "%s", "exactly 15 byte"));
+	CHECK_STR_EQ(buf, "exactly 15 byte");
+}
+
+TEST(msgf_that_is_cut_ends_in_dots)
+{
+	char buf[16];
+
+	CHECK(!kx_msgf(buf, sizeof buf, "cannot create %s", "/sys/fs/cgroup/kbox"));
+	CHECK_STR_EQ(buf, "cannot creat...");
+	CHECK(strlen(buf) == sizeof buf - 1);
+}
+
+/* A cut never leaves part of a character: the text stays UTF-8. */
+TEST(msgf_cuts_between_characters)
+{
+	char buf[9];
+
+	/* "ab" then U+00E9 x4: the 5 bytes before the mark end inside the second */
+	CHECK(!kx_msgf(buf, sizeof buf, "ab%s", "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"));
+	CHECK_STR_EQ(buf, "ab\xc3\xa9...");
+	CHECK(kx_utf8_valid(buf, strlen(buf)));
+}
+
+TEST(msgf_into_a_tiny_buffer_cuts_without_the_mark)
+{
+	char buf[4] = "xxx", none[1] = {'x'};
+
+	CHECK(!kx_msgf(buf, sizeof buf, "%s", "abcdef"));
+	CHECK_STR_EQ(buf, "abc");
+	CHECK(!kx_msgf(none, 0, "%s", "abc"));
+	CHECK(none[0] == 'x'); /* SIZE 0: nothing written */
+}
+
 /* ---- UTF-8 ---- */
 
 #define FFFD "\xef\xbf\xbd"
@@ -185,6 +225,14 @@ static void check_repair(const char *in, size_t len, const char *want, size_t wa
 }
 
 #define REPAIR(in, want) check_repair(in, sizeof in - 1, want, sizeof want - 1)
+
+TEST(utf8_valid_str_checks_a_c_string_and_refuses_null)
+{
+	CHECK(kx_utf8_valid_str(""));
+	CHECK(kx_utf8_valid_str("caf\xc3\xa9"));
+	CHECK(!kx_utf8_valid_str("caf\xc3"));
+	CHECK(!kx_utf8_valid_str(NULL));
+}
 
 TEST(utf8_repair_copies_valid_text_byte_for_byte)
 {
@@ -632,6 +680,71 @@ TEST(write_atomic_takes_a_path_with_directories)
 	free(dir);
 }
 
+/* ---- directories ---- */
+
+TEST(private_dir_accepts_0700_and_says_how_to_fix_anything_else)
+{
+	char *dir, why[8192], want[8192];
+
+	dir = test_mkdtemp("kx-private");
+	REQUIRE(dir != NULL);
+	REQUIRE(chmod(dir, 0700) == 0);
+	CHECK_INT_EQ(kx_private_dir(dir, why, sizeof why), 0);
+	REQUIRE(chmod(dir, 0750) == 0);
+	CHECK_INT_EQ(kx_private_dir(dir, why, sizeof why), 1);
+	snprintf(want, sizeof want,
+	         "directory %s is accessible to others (mode 750, need 0700): chmod 700 %s", dir,
+	         dir);
+	CHECK_STR_EQ(why, want);
+	REQUIRE(chmod(dir, 0700) == 0);
+	test_rm_rf(dir);
+	errno = 0;
+	CHECK_INT_EQ(kx_private_dir(dir, why, sizeof why), -1);
+	CHECK_INT_EQ(errno, ENOENT);
+	free(dir);
+}
+
+TEST(empty_dir_removes_everything_inside_and_keeps_the_dir)
+{
+	char *dir, path[4200], listing[256];
+
+	dir = test_mkdtemp("kx-empty");
+	REQUIRE(dir != NULL);
+	snprintf(path, sizeof path, "%s/a", dir);
+	REQUIRE(mkdir(path, 0700) == 0);
+	snprintf(path, sizeof path, "%s/a/b", dir);
+	REQUIRE(mkdir(path, 0700) == 0);
+	snprintf(path, sizeof path, "%s/a/b/g", dir);
+	REQUIRE(kx_write_atomic(AT_FDCWD, path, "x", 1, 0600, 0) == 0);
+	snprintf(path, sizeof path, "%s/a/b", dir);
+	REQUIRE(chmod(path, 0500) == 0); /* read-only: made writable to empty it */
+	snprintf(path, sizeof path, "%s/f", dir);
+	REQUIRE(kx_write_atomic(AT_FDCWD, path, "x", 1, 0600, 0) == 0);
+	CHECK_INT_EQ(kx_empty_dir(dir), 0);
+	list_dir(dir, listing, sizeof listing);
+	CHECK_STR_EQ(listing, "");
+	test_rm_rf(dir);
+	CHECK_INT_EQ(kx_empty_dir(dir), 0); /* gone already: nothing to do */
+	free(dir);
+}
+
+TEST(unix_path_goes_through_proc_when_the_dir_is_too_long)
+{
+	char dir[300], buf[108];
+	int dfd = -1;
+
+	CHECK_INT_EQ(kx_unix_path(buf, sizeof buf, "/tmp", "control.sock", &dfd), 0);
+	CHECK_STR_EQ(buf, "/tmp/control.sock");
+	CHECK_INT_EQ(dfd, -1);
+	memset(dir, 'd', sizeof dir);
+	memcpy(dir, "/tmp/", 5);
+	dir[sizeof dir - 1] = '\0';
+	CHECK_INT_EQ(kx_unix_path(buf, sizeof buf, dir, "control.sock", &dfd), -1);
+	CHECK_INT_EQ(dfd, -1); /* DIR cannot be opened: left < 0 */
+	CHECK_INT_EQ(kx_unix_path(buf, sizeof buf, dir, "control.sock", &(int){0}), 0);
+	CHECK_STR_EQ(buf, "/proc/self/fd/0/control.sock"); /* a descriptor given */
+}
+
 /* What was planted at the name is replaced: the FIFO is never opened (the
  * write would wait for a reader for ever), the link never followed. */
 TEST(write_atomic_replaces_a_fifo_or_a_symlink_at_the_name_without_following_it)
@@ -802,9 +915,14 @@ int main(void)
 	RUN(fmt_bytes_says_one_decimal_otherwise);
 	RUN(fmt_bytes_never_says_1024_of_a_unit);
 	RUN(fmt_bytes_of_a_negative_size_is_a_dash);
+	RUN(msgf_that_fits_is_the_whole_message);
+	RUN(msgf_that_is_cut_ends_in_dots);
+	RUN(msgf_cuts_between_characters);
+	RUN(msgf_into_a_tiny_buffer_cuts_without_the_mark);
 
 	RUN(utf8_valid_accepts_every_well_formed_length);
 	RUN(utf8_valid_refuses_cut_overlong_surrogate_and_stray_bytes);
+	RUN(utf8_valid_str_checks_a_c_string_and_refuses_null);
 	RUN(utf8_repair_copies_valid_text_byte_for_byte);
 	RUN(utf8_repair_replaces_each_maximal_ill_formed_subpart_as_python);
 	RUN(utf8_repair_accepts_a_null_out_len);
@@ -836,6 +954,10 @@ int main(void)
 	RUN(write_atomic_replaces_a_fifo_or_a_symlink_at_the_name_without_following_it);
 	RUN(write_atomic_that_fails_leaves_the_old_file_and_no_temp);
 	RUN(write_atomic_over_a_directory_fails_and_leaves_it);
+
+	RUN(private_dir_accepts_0700_and_says_how_to_fix_anything_else);
+	RUN(empty_dir_removes_everything_inside_and_keeps_the_dir);
+	RUN(unix_path_goes_through_proc_when_the_dir_is_too_long);
 
 	RUN(base64_encodes_the_rfc_4648_vectors);
 	RUN(base64_encodes_every_byte_value_with_the_standard_alphabet);

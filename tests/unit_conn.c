@@ -477,6 +477,74 @@ TEST(save_refuses_group_accessible_dir)
 	kbox_conn_destroy(&c);
 }
 
+/* ---- kbox_conn_save_owned ---- */
+
+/* The user the tests give files to: an ordinary one (nobody's ids) under
+ * root, ourselves otherwise (giving a file away takes root). */
+static uid_t owned_uid(void) { return geteuid() == 0 ? 65534 : geteuid(); }
+static gid_t owned_gid(void) { return geteuid() == 0 ? 65534 : getegid(); }
+
+/* TMP/NAME made a directory of owned_uid()'s with MODE, in DIR. */
+static int owned_dir(char *dir, size_t size, const char *name, mode_t mode)
+{
+	in_tmp(dir, size, name);
+	if (mkdir(dir, 0700) < 0 || chmod(dir, mode) < 0)
+		return -1;
+	return geteuid() == 0 ? chown(dir, owned_uid(), owned_gid()) : 0;
+}
+
+TEST(save_owned_gives_the_file_to_that_user_mode_0600)
+{
+	kbox_error_t err = {0};
+	kbox_conn_t *c = kbox_conn_new_tcp(NULL);
+	char dir[128], path[192];
+	struct stat st;
+
+	REQUIRE(c != NULL);
+	REQUIRE(owned_dir(dir, sizeof dir, "sandbox", 0700) == 0);
+	snprintf(path, sizeof path, "%s/kernel.json", dir);
+	CHECK_INT_EQ(kbox_conn_save_owned(c, path, owned_uid(), owned_gid(), &err), 0);
+	REQUIRE(stat(path, &st) == 0);
+	CHECK_INT_EQ(st.st_mode & 07777, 0600);
+	CHECK_INT_EQ(st.st_uid, owned_uid());
+	CHECK_INT_EQ(st.st_gid, owned_gid());
+	kbox_conn_destroy(&c);
+}
+
+TEST(save_owned_refuses_a_directory_of_another_user)
+{
+	kbox_error_t err = {0};
+	kbox_conn_t *c = kbox_conn_new_tcp(NULL);
+	char dir[128], path[192], uid[32];
+
+	REQUIRE(c != NULL);
+	REQUIRE(owned_dir(dir, sizeof dir, "theirs", 0700) == 0);
+	snprintf(path, sizeof path, "%s/kernel.json", dir);
+	snprintf(uid, sizeof uid, "uid %u", (unsigned)owned_uid() + 1);
+	CHECK_INT_EQ(kbox_conn_save_owned(c, path, owned_uid() + 1, owned_gid(), &err), -1);
+	CHECK_INT_EQ(err.code, KBOX_E_INVALID);
+	CHECK_CONTAINS(err.msg, dir);
+	CHECK_CONTAINS(err.msg, uid);
+	CHECK(!exists(path));
+	kbox_conn_destroy(&c);
+}
+
+TEST(save_owned_refuses_a_directory_open_to_others)
+{
+	kbox_error_t err = {0};
+	kbox_conn_t *c = kbox_conn_new_tcp(NULL);
+	char dir[128], path[192];
+
+	REQUIRE(c != NULL);
+	REQUIRE(owned_dir(dir, sizeof dir, "open", 0755) == 0);
+	snprintf(path, sizeof path, "%s/kernel.json", dir);
+	CHECK_INT_EQ(kbox_conn_save_owned(c, path, owned_uid(), owned_gid(), &err), -1);
+	CHECK_INT_EQ(err.code, KBOX_E_INVALID);
+	CHECK_CONTAINS(err.msg, dir);
+	CHECK(!exists(path));
+	kbox_conn_destroy(&c);
+}
+
 /* Check that A and B hold the same connection. */
 static void check_same_conn(const kbox_conn_t *a, const kbox_conn_t *b)
 {
@@ -911,6 +979,9 @@ int main(void)
 	RUN_IN_TMP(save_refuses_planted_symlink);
 	RUN_IN_TMP(save_refuses_dangling_symlink);
 	RUN_IN_TMP(save_refuses_group_accessible_dir);
+	RUN_IN_TMP(save_owned_gives_the_file_to_that_user_mode_0600);
+	RUN_IN_TMP(save_owned_refuses_a_directory_of_another_user);
+	RUN_IN_TMP(save_owned_refuses_a_directory_open_to_others);
 	RUN_IN_TMP(save_load_round_trip_tcp);
 	RUN_IN_TMP(save_load_round_trip_ipc);
 

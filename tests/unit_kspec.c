@@ -673,6 +673,52 @@ TEST(format_argv_leaves_spec_argv_unchanged)
 	kbox_kspec_destroy(&k);
 }
 
+/* ---- kbox_kernel_env ---- */
+
+/* The environment a kernel starts with: the four of kbox's own in order,
+ * then the spec's, then the caller's; a later key replaces an earlier
+ * one in place. */
+TEST(kernel_env_is_kboxs_then_the_specs_then_the_callers)
+{
+	kbox_kspec_t *k = load_json(
+	        "kboxtest", "{\"argv\": [\"k\"], \"env\": {\"A\": \"spec\", \"LANG\": \"C\"}}",
+	        NULL);
+	const char *extra[] = {"A=caller", "B=2", NULL};
+	char **e, pid[48];
+	REQUIRE(k != NULL);
+	e = kbox_kernel_env(k, extra, "/home/kbox");
+	REQUIRE(e != NULL);
+	snprintf(pid, sizeof pid, "JPY_PARENT_PID=%ld", (long)getpid());
+	REQUIRE(strv_len(e) == 6);
+	CHECK_STR_EQ(e[0], "PATH=/usr/local/bin:/usr/bin:/bin");
+	CHECK_STR_EQ(e[1], "HOME=/home/kbox");
+	CHECK_STR_EQ(e[2], "LANG=C");
+	CHECK_STR_EQ(e[3], pid);
+	CHECK_STR_EQ(e[4], "A=caller");
+	CHECK_STR_EQ(e[5], "B=2");
+	kbox_strv_free(e);
+	kbox_kspec_destroy(&k);
+}
+
+TEST(kernel_env_home_is_the_callers_home_without_one_given)
+{
+	kbox_kspec_t *k = load_json("kboxtest", "{\"argv\": [\"k\"]}", NULL);
+	char **e;
+	REQUIRE(k != NULL);
+	setenv("HOME", "/tmp/a home", 1);
+	e = kbox_kernel_env(k, NULL, NULL);
+	REQUIRE(e != NULL);
+	CHECK_INT_EQ(strv_len(e), 4);
+	CHECK_STR_EQ(e[1], "HOME=/tmp/a home");
+	kbox_strv_free(e);
+	unsetenv("HOME");
+	e = kbox_kernel_env(k, NULL, NULL);
+	REQUIRE(e != NULL);
+	CHECK_STR_EQ(e[1], "HOME=/");
+	kbox_strv_free(e);
+	kbox_kspec_destroy(&k);
+}
+
 /* ---- kbox_kspec_format_env ---- */
 
 TEST(format_env_gives_key_equals_value)
@@ -868,6 +914,8 @@ int main(void)
 	RUN_IN_TMP(format_env_replaces_set_variable);
 	RUN_IN_TMP(format_env_replaces_unset_variable_with_empty);
 	RUN_IN_TMP(format_env_of_spec_without_env_is_empty);
+	RUN_IN_TMP(kernel_env_is_kboxs_then_the_specs_then_the_callers);
+	RUN_IN_TMP(kernel_env_home_is_the_callers_home_without_one_given);
 
 	RUN_IN_TMP(list_includes_test_kernels_with_winning_dir);
 	RUN_IN_TMP(list_is_sorted_by_name);

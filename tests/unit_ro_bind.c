@@ -6,7 +6,7 @@
  * Everything happens in a fake root under a fresh /tmp directory (ROOT),
  * the way kbox start --rootfs gives one, so the host's /etc is not
  * touched and the answers do not depend on it. */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/ro_bind.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
  *
  * Each test works in a fresh private directory under /tmp, as a session's
  * directory would be. */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/session_config.h"
 
 #include <dirent.h>

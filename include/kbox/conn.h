@@ -3,6 +3,7 @@
 #define KBOX_CONN_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <kbox/error.h>
 
 #ifdef __cplusplus
@@ -54,6 +55,14 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
  * file or a planted symlink is refused).  The directory holding PATH must be
  * owned by us and not accessible to group or others (0700).  0 or -1 with ERR. */
 int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err);
+
+/* kbox_conn_save for a kernel that runs as another user (a sandbox's): the
+ * directory holding PATH must be owned by UID and not accessible to group
+ * or others (0700), and the file becomes UID:GID's, mode 0600.  Changing
+ * a file's owner takes privilege (root, or CAP_CHOWN), unless UID and GID
+ * are the caller's own.  0 or -1 with ERR (the file is not left behind). */
+int kbox_conn_save_owned(const kbox_conn_t *self, const char *path, uid_t uid, gid_t gid,
+                         kbox_error_t *err);
 
 /* The ZeroMQ endpoint of CHANNEL, e.g. "ipc:///run/k/kernel-ipc-3" or
  * "tcp://127.0.0.1:50123", or NULL for a bad CHANNEL.  Borrowed: valid

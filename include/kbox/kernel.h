@@ -40,6 +40,15 @@ typedef struct {
 	kbox_transport_t transport; /* default ipc */
 } kbox_kernel_opts_t;
 
+/* The environment a kernel of SPEC starts with, as kbox_kernel_start
+ * gives it: PATH=/usr/local/bin:/usr/bin:/bin, HOME=HOME_DIR (NULL: the
+ * caller's $HOME, or "/"), LANG=C.UTF-8, JPY_PARENT_PID (the caller's
+ * pid), then the kernelspec's env, then EXTRA ("KEY=VALUE" strings,
+ * NULL-terminated; may be NULL); a later KEY replaces an earlier one.  For
+ * a caller that starts the kernel by other means (in a sandbox).  New:
+ * kbox_strv_free; NULL on ENOMEM. */
+char **kbox_kernel_env(const kbox_kspec_t *spec, const char *const *extra, const char *home_dir);
+
 /* Launch SPEC.  Does not wait for readiness: connect a client and call
  * kbox_client_wait_ready (the client's alive hook reports an early exit).
  * SPEC and OPTS (may be NULL) are borrowed for the call: what is needed

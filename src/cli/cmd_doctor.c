@@ -479,7 +479,7 @@ int cmd_doctor(int argc, char **argv)
 		for (size_t i = 0; i < sizeof ctl / sizeof *ctl; i++) {
 			if (enforced & ctl[i].bit) {
 				kbox__cgroup_where(cg, ctl[i].bit, where, sizeof where);
-				snprintf(buf, sizeof buf, "limits can be set (%s, removed again)", where);
+				kx_msgf(buf, sizeof buf, "limits can be set (%s, removed again)", where);
 				check(&r, ctl[i].label, "ok", buf, NULL);
 			} else {
 				const char *mine = strstr(why, kbox__cgroup_name(ctl[i].bit));

@@ -2,7 +2,7 @@
  * runtime, kbox(1), kbox-supervisor and kbox-http all borrow (as curl's
  * lib/curlx/).  Each idea exists here once: the clock, durations and byte
  * sizes as text, UTF-8, a growing string, a growing argv, atomic file
- * writes, base64, timestamps.
+ * writes, directories, a child's side of fork, base64, timestamps.
  *
  * The rules of the room: C and libc only (this header includes nothing
  * else, and neither do src/common/kx_*.c: no ZeroMQ, no jansson, no
@@ -13,6 +13,7 @@
 #ifndef KX_H
 #define KX_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -56,6 +57,17 @@ const char *kx_fmt_ms(char *buf, size_t size, long long ms);
  * the whole product.  Returns BUF. */
 const char *kx_fmt_bytes(char *buf, size_t size, long long n);
 
+/* A message a person reads, printf-style, into BUF (SIZE bytes): when it
+ * does not fit, it is cut at a character boundary (kx_utf8_floor, so the
+ * text stays UTF-8) and ends in "..." so that the cut shows; never a
+ * silent truncation.  Nothing is written when SIZE is 0.  True when the
+ * whole message fit. */
+bool kx_msgf(char *buf, size_t size, const char *fmt, ...) KX_PRINTF(3, 4);
+
+/* kx_msgf with a va_list (AP is used up), for a function that fills an
+ * error struct of its own. */
+bool kx_vmsgf(char *buf, size_t size, const char *fmt, va_list ap) KX_PRINTF(3, 0);
+
 /* ---- kx_utf8.c: UTF-8 (Unicode §3.9) ---- */
 
 /* True when S[0..LEN) is well-formed UTF-8: no stray continuation byte,
@@ -63,6 +75,10 @@ const char *kx_fmt_bytes(char *buf, size_t size, long long n);
  * cut short.  NUL bytes are characters like any other (a C string:
  * kx_utf8_valid(s, strlen(s))). */
 bool kx_utf8_valid(const char *s, size_t len);
+
+/* True when the C string S is well-formed UTF-8 (what the session
+ * protocol carries); false for NULL. */
+bool kx_utf8_valid_str(const char *s);
 
 /* A new NUL-terminated copy of S[0..LEN) that is well-formed UTF-8: each
  * maximal ill-formed subpart (Unicode §3.9, "substitution of maximal
@@ -181,6 +197,74 @@ int kx_temp_open(int dirfd, const char *prefix, mode_t mode, char *name, size_t 
  * KX_DURABLE.  0, or -1 with errno. */
 int kx_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
                     unsigned flags);
+
+/* ---- kx_dir.c: directories ---- */
+
+/* Is DIR private: a directory owned by the effective uid, rwx for it and
+ * closed to group and other?  0 when it is; 1 when it is not, with WHY
+ * (SIZE bytes) saying how, and the chmod that fixes it ("directory D is
+ * accessible to others (mode 755, need 0700): chmod 700 D"); -1 with
+ * errno when it cannot be looked at (WHY untouched). */
+int kx_private_dir(const char *dir, char *why, size_t size);
+
+/* Remove everything inside DIR (which stays), to any depth (one
+ * descriptor open at a time, no path longer than a name), never following
+ * a symbolic link.  0 (also when DIR does not exist), or -1 with errno. */
+int kx_empty_dir(const char *dir);
+
+/* A path to bind or connect the unix socket NAME in directory DIR by, into
+ * BUF (SIZE at most sizeof sun_path, 108): "DIR/NAME" when that fits, else
+ * "/proc/self/fd/N/NAME", N a descriptor of DIR: *DIRFD_P when it is one
+ * already (>= 0), else DIR opened here (O_PATH, close-on-exec) and left in
+ * *DIRFD_P for the caller to close once the socket is bound or connected
+ * (libzmq, which connects again by the path, needs it as long as the
+ * socket lives).  Any DIR works, however long.  0, or -1 with errno: from
+ * opening DIR (*DIRFD_P stays < 0), or ENAMETOOLONG when NAME itself is
+ * too long (*DIRFD_P is open). */
+int kx_unix_path(char *buf, size_t size, const char *dir, const char *name, int *dirfd_p);
+
+/* ---- kx_proc.c: starting a child process ---- */
+
+/* The PATH a kernel gets, and where commands are looked up. */
+#define KX_SAFE_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* CMD as an absolute path: itself when it has a '/', else the first of
+ * KX_SAFE_PATH's directories that has it, looked for under ROOT (NULL: the
+ * host's /, where it must be executable; in another root, that it exists).
+ * A new string, or NULL. */
+char *kx_resolve_command(const char *cmd, const char *root);
+
+/* A host identity a child takes before it execs. */
+typedef struct {
+	uid_t uid;
+	gid_t gid;
+} kx_ids_t;
+
+/* Take IDS (neither may be 0) in a child: no supplementary groups, then
+ * the gid, then the uid, which from root clears every capability (only
+ * system calls: async-signal-safe); then check that real, effective and
+ * saved ids all took and that the way back to root is closed.  0, or -1
+ * with errno. */
+int kx_take_ids(const kx_ids_t *ids);
+
+/* What a child does between fork and exec (kx_child_exec). */
+typedef struct {
+	const char *cwd;     /* its working directory (NULL: the parent's) */
+	int errfd;           /* errno goes here when a step fails (close-on-exec) */
+	int out_fd;          /* its stdout and stderr (< 0: /dev/null) */
+	const kx_ids_t *ids; /* the identity it takes (NULL: the parent's) */
+	pid_t parent;        /* the parent, to die with */
+	const int *keep;     /* descriptors from 3 up that cross exec */
+	size_t n_keep;
+} kx_child_t;
+
+/* After fork: new session, PR_SET_PDEATHSIG (exit 127 if C->parent is gone
+ * already), default signals and an empty signal mask, stdin /dev/null,
+ * stdout and stderr on C->out_fd, then C->ids taken (and PR_SET_PDEATHSIG
+ * set again: a change of identity clears it), chdir to C->cwd, every fd
+ * from 3 up closed on exec but C->keep, then execve EXE with ARGV and ENV.
+ * On failure writes errno to C->errfd and exits 127: never returns. */
+void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c);
 
 /* ---- kx_base64.c ---- */
 

@@ -1,9 +1,11 @@
 /* src/common/kx_fmt.c — durations and byte sizes as text (kx.h): one
- * spelling of each in the whole product. */
+ * spelling of each in the whole product; messages cut where they must be. */
 #include "config.h" /* _GNU_SOURCE */
 #include "common/kx.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *kx_fmt_ms(char *buf, size_t size, long long ms)
 {
@@ -40,4 +42,40 @@ const char *kx_fmt_bytes(char *buf, size_t size, long long n)
 		u++;
 	snprintf(buf, size, "%.1f %s", (double)n / (double)(1LL << (10 * u)), units[u]);
 	return buf;
+}
+
+bool kx_vmsgf(char *buf, size_t size, const char *fmt, va_list ap)
+{
+	static const char mark[] = "...";
+	int n;
+	size_t keep;
+
+	if (size == 0)
+		return false;
+	n = vsnprintf(buf, size, fmt, ap);
+	if (n < 0) {
+		buf[0] = '\0';
+		return false;
+	}
+	if ((size_t)n < size)
+		return true;
+	/* cut: room for the mark, at a character boundary */
+	if (size <= sizeof mark) {
+		buf[kx_utf8_floor(buf, size - 1, size - 1)] = '\0';
+		return false;
+	}
+	keep = kx_utf8_floor(buf, size - 1, size - sizeof mark);
+	memcpy(buf + keep, mark, sizeof mark);
+	return false;
+}
+
+bool kx_msgf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	bool whole;
+
+	va_start(ap, fmt);
+	whole = kx_vmsgf(buf, size, fmt, ap);
+	va_end(ap);
+	return whole;
 }

@@ -74,6 +74,11 @@ bool kx_utf8_valid(const char *s, size_t len)
 	return true;
 }
 
+bool kx_utf8_valid_str(const char *s)
+{
+	return s && kx_utf8_valid(s, strlen(s));
+}
+
 char *kx_utf8_repair(const char *s, size_t len, size_t *out_len)
 {
 	static const char replacement[3] = {'\xef', '\xbf', '\xbd'}; /* U+FFFD */

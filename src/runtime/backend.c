@@ -1,6 +1,6 @@
 /* src/runtime/backend.c — the list of backends and what all sandboxes share
  * (backend.h).  A backend's own code is in its file, backend_NAME.c. */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/backend.h"
 
 #include <errno.h>
@@ -24,9 +24,9 @@ int kbox_sandbox_fork(kbox_sandbox_t *sb, kbox_sandbox_child_fn *child, void *ar
 	int p[2], rc = 0;
 	ssize_t r;
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return kbox__err_sys(err, "pipe");
+		return kr_err_sys(err, "pipe");
 	if ((sb->pid = fork()) < 0) {
-		kbox__err_sys(err, "cannot fork the %s process", sb->backend->sandboxed ? "sandbox"
+		kr_err_sys(err, "cannot fork the %s process", sb->backend->sandboxed ? "sandbox"
 		                                                                       : "kernel");
 		close(p[0]);
 		close(p[1]);
@@ -138,11 +138,11 @@ kbox_sandbox_t *kbox_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	bool failed = false;
 
 	if (!b) {
-		kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", name ? name : "(null)");
+		kr_err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", name ? name : "(null)");
 		return NULL;
 	}
 	if (!o || !o->runtime_dir || !kernel_conn) {
-		kbox__err(err, KBOX_E_INVALID, "a sandbox needs a runtime_dir and a connection file");
+		kr_err(err, KBOX_E_INVALID, "a sandbox needs a runtime_dir and a connection file");
 		return NULL;
 	}
 	if (!(self = calloc(1, sizeof *self)))
@@ -176,7 +176,7 @@ kbox_sandbox_t *kbox_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	kbox_strv_free(argv);
 	return self;
 nomem:
-	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	kr_err(err, KBOX_E_NOMEM, "out of memory");
 fail:
 	kbox_strv_free(argv);
 	if (self)
@@ -242,7 +242,7 @@ const char *kbox_sandbox_limits_missing(const kbox_sandbox_t *self) { return sel
 int kbox_sandbox_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err)
 {
 	if (!kbox_sandbox_alive(self))
-		return kbox__err(err, KBOX_E_DEAD, "the kernel is not running");
+		return kr_err(err, KBOX_E_DEAD, "the kernel is not running");
 	return self->backend->signal(self, sig, err);
 }
 

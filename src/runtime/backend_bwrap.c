@@ -7,7 +7,7 @@
  * joins the cgroup, takes its rlimits and execs bwrap (open, write,
  * setrlimit, execve: safe in the child of a threaded process).  bwrap's
  * init (pid 1 inside) runs the kernel (pid 2). */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/backend.h"
 #include "runtime/bwrap.h"
 #include "runtime/cgroup.h"
@@ -76,9 +76,9 @@ static unsigned make_cgroup(kbox_sandbox_t *sb, bwrap_t *w)
 	         (long)getpid(), ++serial);
 	w->cg = kbox__cgroup_new(cgname, want, l->memory_bytes, l->cpus, l->pids, why, sizeof why);
 	got = kbox__cgroup_enforced(w->cg);
-	kbox_fmt_size(mem, sizeof mem, l->memory_bytes);
-	kbox_fmt_size(tmp, sizeof tmp, l->tmp_bytes);
-	kbox_fmt_size(fsz, sizeof fsz, l->file_bytes);
+	kx_fmt_bytes(mem, sizeof mem, l->memory_bytes);
+	kx_fmt_bytes(tmp, sizeof tmp, l->tmp_bytes);
+	kx_fmt_bytes(fsz, sizeof fsz, l->file_bytes);
 	if (l->cpus > 0)
 		snprintf(cpu, sizeof cpu, "%.4g (%s)", l->cpus,
 		         got & KBOX_CG_CPU ? "cgroup" : "not enforced");
@@ -120,9 +120,14 @@ static void bwrap_child(void *arg, int errfd)
 			_exit(126);
 		_exit(126);
 	}
-	kbox_ids_t ids = {c->sb->o.uid, c->sb->o.gid};
-	kbox__child_exec(c->bargv[0], c->bargv, c->env, NULL, errfd, c->sb->o.log_fd,
-	                 c->sb->o.drop_ids ? &ids : NULL, c->parent, c->fds, c->n_fds);
+	kx_ids_t ids = {c->sb->o.uid, c->sb->o.gid};
+	kx_child_t child = {.errfd = errfd,
+	                    .out_fd = c->sb->o.log_fd,
+	                    .ids = c->sb->o.drop_ids ? &ids : NULL,
+	                    .parent = c->parent,
+	                    .keep = c->fds,
+	                    .n_keep = c->n_fds};
+	kx_child_exec(c->bargv[0], c->bargv, c->env, &child);
 }
 
 /* Hold the sandbox while bwrap makes its mounts: wait for bwrap's info on
@@ -149,7 +154,7 @@ static int settle(kbox_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int b
 	if (pid < 0)
 		goto kill;
 	if (w->cg && kbox__cgroup_add(w->cg, pid) < 0) {
-		kbox__err_sys(err, "cannot move the sandbox (pid %ld) into its cgroup", (long)pid);
+		kr_err_sys(err, "cannot move the sandbox (pid %ld) into its cgroup", (long)pid);
 		goto kill;
 	}
 	if ((bound = kbox_bwrap_bound(pid, nproc, true, &ierr)) < 0) {
@@ -187,15 +192,15 @@ static int settle(kbox_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int b
 				nanosleep(&ms, NULL);
 		}
 		if (!same) {
-			kbox__err(err, KBOX_E_INVALID,
-			          "the workspace %s is no longer the directory that was checked (it was "
-			          "replaced under its name): refusing it",
-			          sb->o.workspace);
+			kr_err(err, KBOX_E_INVALID,
+			       "the workspace %s is no longer the directory that was checked (it was "
+			       "replaced under its name): refusing it",
+			       sb->o.workspace);
 			goto kill;
 		}
 	}
 	if (write(block_fd, "", 1) != 1) {
-		kbox__err_sys(err, "cannot let the sandbox go on");
+		kr_err_sys(err, "cannot let the sandbox go on");
 		goto kill;
 	}
 	return 0;
@@ -211,7 +216,6 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	bwrap_t *w = calloc(1, sizeof *w);
 	kbox_bwrap_opts_t b = {0};
-	kbox_kernel_opts_t ko = {0};
 	char **env = NULL, **bargv = NULL, *exe = NULL, **binds = NULL, *state = NULL;
 	int *fds = NULL, child_errno, rc = -1, f, info[2] = {-1, -1}, block[2] = {-1, -1};
 	long long rl_data = 0;
@@ -221,7 +225,7 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	bwrap_child_t c;
 
 	if (!w)
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kr_err(err, KBOX_E_NOMEM, "out of memory");
 	sb->priv = w;
 	w->kernel_pid = -1;
 	got = make_cgroup(sb, w);
@@ -239,9 +243,9 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	b.runtime_dir = sb->o.runtime_dir;
 	b.home = sb->o.home;
 	b.tmp_bytes = sb->o.tmp_bytes;
-	if (!(exe = kbox__resolve_command(argv[0], b.rootfs))) {
-		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s%s", sb->kernel,
-		          argv[0], KBOX__SAFE_PATH, b.rootfs ? " of the root filesystem" : "");
+	if (!(exe = kx_resolve_command(argv[0], b.rootfs))) {
+		kr_err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s%s", sb->kernel,
+		       argv[0], KX_SAFE_PATH, b.rootfs ? " of the root filesystem" : "");
 		goto out;
 	}
 	free(argv[0]);
@@ -262,9 +266,8 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 			goto out;
 		b.ro_binds = binds;
 	}
-	ko.env = sb->o.env;
-	if (!(env = kbox__kernel_env(sb->spec, &ko, "/home/kbox"))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
+	if (!(env = kbox_kernel_env(sb->spec, sb->o.env, "/home/kbox"))) {
+		kr_err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
 		goto out;
 	}
 	/* ipykernel polls its JPY_PARENT_PID parent and exits once its own
@@ -274,14 +277,14 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 		if (strncmp(env[i], "JPY_PARENT_PID=", 15) == 0) {
 			char *one = strdup("JPY_PARENT_PID=1");
 			if (!one) {
-				kbox__err(err, KBOX_E_NOMEM, "out of memory");
+				kr_err(err, KBOX_E_NOMEM, "out of memory");
 				goto out;
 			}
 			free(env[i]);
 			env[i] = one;
 		}
 	if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
-		kbox__err_sys(err, "pipe");
+		kr_err_sys(err, "pipe");
 		goto out;
 	}
 	b.sync = true;
@@ -295,7 +298,7 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 		goto out;
 	if (f > 0) {
 		errno = child_errno;
-		kbox__err_sys(err, "cannot run %s (the sandbox's rlimits or exec)", bargv[0]);
+		kr_err_sys(err, "cannot run %s (the sandbox's rlimits or exec)", bargv[0]);
 		goto out;
 	}
 	/* what only bwrap needed (its ends of the pipes among them: the info
@@ -340,7 +343,8 @@ static pid_t child_of(pid_t parent)
 		ssize_t n;
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		if ((size_t)snprintf(path, sizeof path, "/proc/%s/stat", e->d_name) >= sizeof path)
+			continue; /* too long for a pid */
 		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 			continue;
 		n = read(fd, buf, sizeof buf - 1);
@@ -386,7 +390,7 @@ static bool bwrap_wait(kbox_sandbox_t *sb)
 		kbox_sandbox_set_cause(sb, st, true);
 	if (kbox__cgroup_oom_kills(w->cg) > 0) {
 		char lim[32];
-		kbox_fmt_size(lim, sizeof lim, kbox__cgroup_memory_limit(w->cg));
+		kx_fmt_bytes(lim, sizeof lim, kbox__cgroup_memory_limit(w->cg));
 		snprintf(sb->cause, sizeof sb->cause, "the kernel was killed: out of memory (limit %s)",
 		         lim);
 	}
@@ -403,9 +407,9 @@ static int bwrap_signal(kbox_sandbox_t *sb, int sig, kbox_error_t *err)
 		return 0;
 	}
 	if ((k = bwrap_kernel_pid(sb)) <= 0)
-		return kbox__err(err, KBOX_E_DEAD, "the kernel's process was not found in the sandbox");
+		return kr_err(err, KBOX_E_DEAD, "the kernel's process was not found in the sandbox");
 	if (kill(k, sig) < 0)
-		return kbox__err_sys(err, "cannot signal the kernel (pid %ld)", (long)k);
+		return kr_err_sys(err, "cannot signal the kernel (pid %ld)", (long)k);
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 /* src/runtime/backend_none.c — backend `none`: the kernel as a plain local
  * process, in a process group and session of its own.  NOT a sandbox: for
  * development and tests only (kbox says so when it is used). */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/backend.h"
 
 #include <errno.h>
@@ -23,7 +23,7 @@ typedef struct {
 	const char *exe;
 	int log_fd, dir_fd;
 	char **argv, **env;
-	const kbox_kernel_opts_t *ko;
+	const char *cwd;
 	pid_t parent;
 } none_child_t;
 
@@ -43,39 +43,42 @@ static void none_child(void *arg, int errfd)
 			_exit(127);
 		_exit(127);
 	}
-	kbox__child_exec(c->exe, c->argv, c->env, c->ko, errfd, log_fd, NULL, c->parent, &keep, 1);
+	kx_child_t child = {.cwd = c->cwd,
+	                    .errfd = errfd,
+	                    .out_fd = log_fd,
+	                    .parent = c->parent,
+	                    .keep = &keep,
+	                    .n_keep = 1};
+	kx_child_exec(c->exe, c->argv, c->env, &child);
 }
 
 static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
-	kbox_kernel_opts_t ko = {0};
 	char **env = NULL, *exe = NULL;
 	int child_errno, rc = -1, f, dir_fd = -1;
 	none_child_t c;
 
-	ko.cwd = sb->o.workspace;
-	ko.env = sb->o.env;
-	if (!(exe = kbox__resolve_command(argv[0], NULL))) {
-		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s", sb->kernel,
-		          argv[0], KBOX__SAFE_PATH);
+	if (!(exe = kx_resolve_command(argv[0], NULL))) {
+		kr_err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s", sb->kernel,
+		       argv[0], KX_SAFE_PATH);
 		goto out;
 	}
-	if (!(env = kbox__kernel_env(sb->spec, &ko, NULL))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
+	if (!(env = kbox_kernel_env(sb->spec, sb->o.env, NULL))) {
+		kr_err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
 		goto out;
 	}
 	dir_fd = open(sb->o.runtime_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dir_fd < 0) {
-		kbox__err_sys(err, "kernel %s: directory %s", sb->kernel, sb->o.runtime_dir);
+		kr_err_sys(err, "kernel %s: directory %s", sb->kernel, sb->o.runtime_dir);
 		goto out;
 	}
-	c = (none_child_t){exe, sb->o.log_fd, dir_fd, argv, env, &ko, getpid()};
+	c = (none_child_t){exe, sb->o.log_fd, dir_fd, argv, env, sb->o.workspace, getpid()};
 	if ((f = kbox_sandbox_fork(sb, none_child, &c, &child_errno, err)) < 0)
 		goto out;
 	if (f > 0) {
 		errno = child_errno;
-		kbox__err_sys(err, "kernel %s: cannot run %s in %s", sb->kernel, exe,
-		              sb->o.workspace ? sb->o.workspace : "/");
+		kr_err_sys(err, "kernel %s: cannot run %s in %s", sb->kernel, exe,
+		           sb->o.workspace ? sb->o.workspace : "/");
 		goto out;
 	}
 	rc = 0;
@@ -110,7 +113,7 @@ static bool none_wait(kbox_sandbox_t *sb)
 static int none_signal(kbox_sandbox_t *sb, int sig, kbox_error_t *err)
 {
 	if (killpg(sb->pid, sig) < 0 && kill(sb->pid, sig) < 0)
-		return kbox__err_sys(err, "cannot signal the kernel (pid %ld)", (long)sb->pid);
+		return kr_err_sys(err, "cannot signal the kernel (pid %ld)", (long)sb->pid);
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 /* src/runtime/bwrap.c — the bwrap sandbox: bubblewrap's command line, the
  * seccomp filter, short commands run inside (kbox doctor); see bwrap.h and
  * kbox(7). */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/bwrap.h"
 
 #include <errno.h>
@@ -174,7 +174,7 @@ static int seccomp_program(kbox_error_t *err)
 	int fd = -1, rc = 0, nr;
 
 	if (!ctx)
-		return kbox__err(err, KBOX_E_NOMEM, "seccomp: cannot make a filter");
+		return kr_err(err, KBOX_E_NOMEM, "seccomp: cannot make a filter");
 	/* other ABIs (i386, x32) are killed: their syscall numbers differ; the
 	 * whole process, not the thread (a thread killed alone leaves the
 	 * kernel waiting for it for ever) */
@@ -234,18 +234,18 @@ static int seccomp_program(kbox_error_t *err)
 	                       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
 	if (rc) {
 		seccomp_release(ctx);
-		return kbox__err(err, KBOX_E_SYSTEM, "seccomp: cannot add a rule: %s", strerror(-rc));
+		return kr_err(err, KBOX_E_SYSTEM, "seccomp: cannot add a rule: %s", strerror(-rc));
 	}
 	if ((fd = memfd_create("kbox-seccomp", 0)) < 0) {
 		seccomp_release(ctx);
-		return kbox__err_sys(err, "seccomp: memfd_create");
+		return kr_err_sys(err, "seccomp: memfd_create");
 	}
 	rc = seccomp_export_bpf(ctx, fd);
 	seccomp_release(ctx);
 	if (rc < 0 || lseek(fd, 0, SEEK_SET) < 0) {
 		close(fd);
-		return kbox__err(err, KBOX_E_SYSTEM, "seccomp: cannot export the filter: %s",
-		                 strerror(rc < 0 ? -rc : errno));
+		return kr_err(err, KBOX_E_SYSTEM, "seccomp: cannot export the filter: %s",
+		              strerror(rc < 0 ? -rc : errno));
 	}
 	return fd;
 }
@@ -268,12 +268,12 @@ static int data_fd(const char *name, const char *text)
 
 char *kbox_bwrap_resolve(const char *cmd, const char *rootfs)
 {
-	return kbox__resolve_command(cmd, rootfs);
+	return kx_resolve_command(cmd, rootfs);
 }
 
 char *kbox_bwrap_path(void)
 {
-	char *p = kbox__resolve_command("bwrap", NULL);
+	char *p = kx_resolve_command("bwrap", NULL);
 	if (p && access(p, X_OK) < 0) {
 		free(p);
 		return NULL;
@@ -355,19 +355,19 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	*n_fds = 0;
 	if (!fds) {
 		free(exe);
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kr_err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	if (!exe) {
 		free(fds);
-		kbox__err(err, KBOX_E_NOTFOUND, "bwrap (bubblewrap) is not installed: no bwrap in "
+		kr_err(err, KBOX_E_NOTFOUND, "bwrap (bubblewrap) is not installed: no bwrap in "
 		                                "/usr/local/bin, /usr/bin or /bin");
 		return NULL;
 	}
 	snprintf(path, sizeof path, "%s/usr", root);
 	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		kbox__err(err, KBOX_E_NOTFOUND, "root filesystem %s has no usr directory",
-		          *root ? root : "/");
+		kr_err(err, KBOX_E_NOTFOUND, "root filesystem %s has no usr directory",
+		       *root ? root : "/");
 		goto fail;
 	}
 	kx_argv_add(&a, exe, NULL);
@@ -419,7 +419,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	for (size_t i = 0; i < sizeof synthetic / sizeof *synthetic; i++) {
 		int fd = data_fd("kbox-etc", synthetic[i].text);
 		if (fd < 0) {
-			kbox__err_sys(err, "cannot make the sandbox's %s", synthetic[i].path);
+			kr_err_sys(err, "cannot make the sandbox's %s", synthetic[i].path);
 			goto fail;
 		}
 		fds[nf++] = fd;
@@ -448,7 +448,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		if (stat(path, &st) < 0)
 			continue;
 		if ((fd = data_fd("kbox-proc", proc_replaced[i].text)) < 0) {
-			kbox__err_sys(err, "cannot make the sandbox's %s", path);
+			kr_err_sys(err, "cannot make the sandbox's %s", path);
 			goto fail;
 		}
 		fds[nf++] = fd;
@@ -503,7 +503,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		kx_argv_addf(&a, "%d", fd);
 	}
 	if (a.failed) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
+		kr_err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
 		goto fail;
 	}
 	{
@@ -519,7 +519,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		if (!ok || lseek(fd, 0, SEEK_SET) < 0) {
 			if (fd >= 0)
 				close(fd);
-			kbox__err_sys(err, "cannot pass bwrap its options");
+			kr_err_sys(err, "cannot pass bwrap its options");
 			goto fail;
 		}
 		fds[nf++] = fd;
@@ -530,7 +530,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 			kx_argv_add(&cl, cmd[i], NULL);
 		if (cl.failed) {
 			kx_argv_reset(&cl);
-			kbox__err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
+			kr_err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
 			goto fail;
 		}
 		kx_argv_reset(&a);
@@ -576,8 +576,8 @@ pid_t kbox_bwrap_info_pid(int info_fd, kbox_error_t *err)
 	if (len == 0)
 		return 0;
 	if (!(at = strstr(buf, "\"child-pid\":")) || sscanf(at + 12, " %ld", &pid) != 1 || pid <= 1)
-		return kbox__err(err, KBOX_E_SYSTEM,
-		                 "bwrap did not say the sandbox's pid (it said \"%.60s\")", buf);
+		return kr_err(err, KBOX_E_SYSTEM,
+		              "bwrap did not say the sandbox's pid (it said \"%.60s\")", buf);
 	return (pid_t)pid;
 }
 
@@ -602,16 +602,16 @@ int kbox_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 	}
 	snprintf(path, sizeof path, "/proc/%ld/ns/user", (long)pid);
 	if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return kbox__err_sys(err, "cannot open the sandbox's user namespace (%s)", path);
+		return kr_err_sys(err, "cannot open the sandbox's user namespace (%s)", path);
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		close(ns);
-		return kbox__err_sys(err, "pipe");
+		return kr_err_sys(err, "pipe");
 	}
 	if ((child = fork()) < 0) {
 		close(ns);
 		close(p[0]);
 		close(p[1]);
-		return kbox__err_sys(err, "fork");
+		return kr_err_sys(err, "fork");
 	}
 	if (child == 0) {
 		/* only setns, prlimit, open, write, close: a child of a threaded
@@ -647,16 +647,16 @@ int kbox_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 	if (got == (ssize_t)sizeof fail) {
 		errno = fail.errnum;
 		if (fail.step == JOIN)
-			return kbox__err_sys(err, "cannot join the sandbox's user namespace");
+			return kr_err_sys(err, "cannot join the sandbox's user namespace");
 		if (fail.step == NPROC)
-			return kbox__err_sys(err, "cannot set RLIMIT_NPROC of the sandbox (pid %ld) to %ld",
-			                     (long)pid, nproc);
-		kbox__err_sys(err, "cannot write %s in the sandbox's user namespace",
-		              file[fail.step - SYSCTL]);
+			return kr_err_sys(err, "cannot set RLIMIT_NPROC of the sandbox (pid %ld) to %ld",
+			                  (long)pid, nproc);
+		kr_err_sys(err, "cannot write %s in the sandbox's user namespace",
+		           file[fail.step - SYSCTL]);
 		return 1;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return kbox__err(err, KBOX_E_SYSTEM, "the process that bounds the sandbox failed "
+		return kr_err(err, KBOX_E_SYSTEM, "the process that bounds the sandbox failed "
 		                                     "(wait status %d)", st);
 	return 0;
 }
@@ -679,7 +679,7 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
 	if (bounded) {
 		/* it waits, its mounts made, until the bounds are set */
 		if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
-			kbox__err_sys(err, "pipe");
+			kr_err_sys(err, "pipe");
 			goto out;
 		}
 		o.sync = true;
@@ -691,11 +691,11 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
 	if (bounded)
 		info[1] = block[0] = -1; /* among FDS now */
 	if (pipe2(p, O_CLOEXEC) < 0) {
-		kbox__err_sys(err, "pipe");
+		kr_err_sys(err, "pipe");
 		goto out;
 	}
 	if ((pid = fork()) < 0) {
-		kbox__err_sys(err, "fork");
+		kr_err_sys(err, "fork");
 		goto out;
 	}
 	if (pid == 0) {
@@ -706,8 +706,8 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
 		for (size_t i = 0; i < n_fds; i++)
 			fcntl(fds[i], F_SETFD, 0);
 		if (b->drop_ids) {
-			kbox_ids_t ids = {b->uid, b->gid};
-			if (kbox__take_ids(&ids) < 0) {
+			kx_ids_t ids = {b->uid, b->gid};
+			if (kx_take_ids(&ids) < 0) {
 				dprintf(2, "cannot become uid %ld: %s", (long)b->uid, strerror(errno));
 				_exit(127);
 			}
@@ -733,7 +733,7 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
 			goto out;
 		}
 		if (first > 0 && write(block[1], "", 1) != 1) {
-			kbox__err_sys(err, "cannot let the sandbox go on");
+			kr_err_sys(err, "cannot let the sandbox go on");
 			kill(pid, SIGKILL);
 			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 				;
@@ -784,7 +784,7 @@ int kbox_bwrap_probe(const kbox_bwrap_opts_t *b, kbox_error_t *err)
 	if (rc == 0)
 		return 0;
 	if (rc > 0)
-		kbox__err(err, KBOX_E_SYSTEM, "bwrap cannot make the sandbox here: %s",
-		          msg[0] ? msg : "it failed without a message");
+		kr_err(err, KBOX_E_SYSTEM, "bwrap cannot make the sandbox here: %s",
+		       msg[0] ? msg : "it failed without a message");
 	return -1;
 }

@@ -1,5 +1,5 @@
 /* src/cgroup.c — limits for a sandbox through cgroups v1 or v2. */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/cgroup.h"
 
 #include <dirent.h>
@@ -266,7 +266,11 @@ static bool parent_dir_now(int i, char *dir, size_t size, bool *v2, char *why, s
 		*v2 = true;
 		rel = strncmp(path, root, strlen(root)) == 0 && strcmp(root, "/") != 0
 		          ? path + strlen(root) : path;
-		snprintf(dir, size, "%s%s", point, strcmp(rel, "/") == 0 ? "" : rel);
+		if ((size_t)snprintf(dir, size, "%s%s", point, strcmp(rel, "/") == 0 ? "" : rel) >=
+		    size) {
+			kx_msgf(why, wsize, "the path of our cgroup under %s is too long", point);
+			return false;
+		}
 		snprintf(file, sizeof file, "%s/cgroup.controllers", dir);
 		if ((f = fopen(file, "re"))) {
 			if (!fgets(ctls, sizeof ctls, f))
@@ -285,7 +289,11 @@ static bool parent_dir_now(int i, char *dir, size_t size, bool *v2, char *why, s
 	}
 	rel = strncmp(path, root, strlen(root)) == 0 && strcmp(root, "/") != 0 ? path + strlen(root)
 	                                                                       : path;
-	snprintf(dir, size, "%s%s", point, strcmp(rel, "/") == 0 ? "" : rel);
+	if ((size_t)snprintf(dir, size, "%s%s", point, strcmp(rel, "/") == 0 ? "" : rel) >= size) {
+		kx_msgf(why, wsize, "the path of our %s cgroup under %s is too long", ctl_names[i],
+		        point);
+		return false;
+	}
 	return true;
 }
 
@@ -420,14 +428,14 @@ kbox_cgroup_t *kbox__cgroup_new(const char *name, unsigned want, long long memor
 	}
 	self->memory_limit = memory_bytes > 0 ? memory_bytes : 0;
 	for (int i = 0; i < N_CTL; i++) {
-		char parent[PATH_MAX], dir[PATH_MAX + 256], w[PATH_MAX + 128] = "";
+		char parent[PATH_MAX], dir[sizeof self->h[0].dir], w[PATH_MAX + 128] = "";
 		bool v2;
 		hier_t *h = NULL;
 		if (!(want & (1u << i)))
 			continue;
 		if (!parent_dir(i, parent, sizeof parent, &v2, w, sizeof w))
 			goto fail_ctl;
-		if ((size_t)snprintf(dir, sizeof dir, "%s/%s", parent, name) >= sizeof h->dir) {
+		if ((size_t)snprintf(dir, sizeof dir, "%s/%s", parent, name) >= sizeof dir) {
 			snprintf(w, sizeof w, "the cgroup path under %s is too long", parent);
 			goto fail_ctl;
 		}
@@ -444,12 +452,12 @@ kbox_cgroup_t *kbox__cgroup_new(const char *name, unsigned want, long long memor
 			/* recorded first: a process killed right after the mkdir
 			 * leaves nothing unknown */
 			if (ledger_change(NULL, dir) < 0) {
-				snprintf(w, sizeof w, "cannot record %s in %s: %s", dir, ledger,
-				         strerror(errno));
+				kx_msgf(w, sizeof w, "cannot record %s in %s: %s", dir, ledger,
+				        strerror(errno));
 				goto fail_ctl;
 			}
 			if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-				snprintf(w, sizeof w, "cannot create %s: %s", dir, strerror(errno));
+				kx_msgf(w, sizeof w, "cannot create %s: %s", dir, strerror(errno));
 				ledger_change(dir, NULL);
 				goto fail_ctl;
 			}

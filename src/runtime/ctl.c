@@ -1,6 +1,6 @@
 /* src/runtime/ctl.c — the client side of the control socket (ctl.h):
  * the socket, its lines, one request, and an execution's exchange. */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/ctl.h"
 
 #include <errno.h>
@@ -14,18 +14,30 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+/* The path of DIR/control.sock into SA (kx_unix_path: *DFD_P, when it
+ * ends >= 0, is the caller's to close).  0, or -1 with ERR and errno. */
+static int sock_path(struct sockaddr_un *sa, const char *dir, int *dfd_p, kbox_error_t *err)
+{
+	if (kx_unix_path(sa->sun_path, sizeof sa->sun_path, dir, "control.sock", dfd_p) == 0)
+		return 0;
+	if (*dfd_p >= 0) /* DIR is open: the name is what is too long */
+		return kr_err(err, KBOX_E_INVALID,
+		              "control.sock: the name is too long for a unix socket");
+	return kr_err_sys(err, "directory %s", dir);
+}
+
 int kbox_ctl_connect(const char *dir, kbox_error_t *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = -1, dfd = -1, e;
-	if (kbox__unix_path(sa.sun_path, sizeof sa.sun_path, dir, "control.sock", &dfd, err) < 0) {
+	if (sock_path(&sa, dir, &dfd, err) < 0) {
 		if (errno == ENOENT && err)
 			err->code = KBOX_E_NOTFOUND;
 		goto out;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		kbox__err_sys(err, "socket");
+		kr_err_sys(err, "socket");
 		goto out;
 	}
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
@@ -34,9 +46,9 @@ int kbox_ctl_connect(const char *dir, kbox_error_t *err)
 		fd = -1;
 		errno = e;
 		if (e == ENOENT || e == ECONNREFUSED)
-			kbox__err(err, KBOX_E_NOTFOUND, "no supervisor answers on %s/control.sock", dir);
+			kr_err(err, KBOX_E_NOTFOUND, "no supervisor answers on %s/control.sock", dir);
 		else
-			kbox__err_sys(err, "cannot connect to %s/control.sock", dir);
+			kr_err_sys(err, "cannot connect to %s/control.sock", dir);
 	}
 out:
 	if (dfd >= 0) {
@@ -54,17 +66,17 @@ int kbox_ctl_listen(const char *dir, kbox_error_t *err)
 	int fd = -1, dfd = -1, e;
 	snprintf(path, sizeof path, "%s/control.sock", dir);
 	unlink(path); /* stale: the caller holds the supervisor lock */
-	if (kbox__unix_path(sa.sun_path, sizeof sa.sun_path, dir, "control.sock", &dfd, err) < 0)
+	if (sock_path(&sa, dir, &dfd, err) < 0)
 		goto out;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
-		kbox__err_sys(err, "socket");
+		kr_err_sys(err, "socket");
 		goto out;
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-		kbox__err_sys(err, "cannot bind %s", path);
+		kr_err_sys(err, "cannot bind %s", path);
 	else if (chmod(sa.sun_path, 0600) < 0 || listen(fd, 64) < 0)
-		kbox__err_sys(err, "cannot listen on %s", path);
+		kr_err_sys(err, "cannot listen on %s", path);
 	else
 		goto out;
 	e = errno;
@@ -91,7 +103,7 @@ int kbox_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
 	size_t len, off = 0;
 	int rc = 0;
 	if (!line)
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kr_err(err, KBOX_E_NOMEM, "out of memory");
 	len = strlen(line);
 	line[len++] = '\n';
 	while (off < len) {
@@ -120,7 +132,7 @@ int kbox_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
-			rc = kbox__err_sys(err, "control socket: send");
+			rc = kr_err_sys(err, "control socket: send");
 			break;
 		}
 		off += (size_t)w;
@@ -133,7 +145,7 @@ json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
-	long long deadline = timeout_ms < 0 ? 0 : kbox__now_ms() + timeout_ms;
+	long long deadline = timeout_ms < 0 ? 0 : kx_now_ms() + timeout_ms;
 	json_error_t je;
 	json_t *j;
 
@@ -143,50 +155,50 @@ json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 		struct pollfd p = {fd, POLLIN, 0};
 		int wait = -1;
 		if (deadline) {
-			long long left = deadline - kbox__now_ms();
+			long long left = deadline - kx_now_ms();
 			wait = left > 0 ? (int)left : 0;
 		}
 		if (poll(&p, 1, wait) < 0) {
 			if (errno == EINTR)
 				continue;
-			kbox__err_sys(err, "control socket: poll");
+			kr_err_sys(err, "control socket: poll");
 			goto fail;
 		}
 		if (!p.revents) {
-			kbox__err(err, KBOX_E_TIMEOUT, "the supervisor did not answer within %d ms",
-			          timeout_ms);
+			kr_err(err, KBOX_E_TIMEOUT, "the supervisor did not answer within %d ms",
+			       timeout_ms);
 			goto fail;
 		}
 		n = recv(fd, peek, sizeof peek, MSG_PEEK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno != ECONNRESET) {
-			kbox__err_sys(err, "control socket: recv");
+			kr_err_sys(err, "control socket: recv");
 			goto fail;
 		}
 		if (n <= 0) { /* ECONNRESET: it closed with our request unread */
-			kbox__err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
+			kr_err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
 			goto fail;
 		}
 		nl = memchr(peek, '\n', (size_t)n);
 		if (nl)
 			n = nl - peek + 1;
 		if (len + (size_t)n > KBOX_CTL_LINE_MAX) {
-			kbox__err(err, KBOX_E_PROTOCOL, "control socket: line longer than %d bytes",
-			          KBOX_CTL_LINE_MAX);
+			kr_err(err, KBOX_E_PROTOCOL, "control socket: line longer than %d bytes",
+			       KBOX_CTL_LINE_MAX);
 			goto fail;
 		}
 		{
 			char *nb = realloc(buf, len + (size_t)n + 1);
 			if (!nb) {
-				kbox__err(err, KBOX_E_NOMEM, "out of memory");
+				kr_err(err, KBOX_E_NOMEM, "out of memory");
 				goto fail;
 			}
 			buf = nb;
 		}
 		n = recv(fd, buf + len, (size_t)n, 0);
 		if (n <= 0) {
-			kbox__err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
+			kr_err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
 			goto fail;
 		}
 		len += (size_t)n;
@@ -198,7 +210,7 @@ json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 	j = json_loadb(buf, len - 1, JSON_ALLOW_NUL, &je);
 	if (!j || !json_is_object(j)) {
 		json_decref(j);
-		kbox__err(err, KBOX_E_PROTOCOL, "control socket: not a JSON object: %s", je.text);
+		kr_err(err, KBOX_E_PROTOCOL, "control socket: not a JSON object: %s", je.text);
 		goto fail;
 	}
 	free(buf);
@@ -216,11 +228,11 @@ json_t *kbox_ctl_call(const char *dir, kbox_ctl_op_t op, json_t *args, int timeo
 	int fd = -1;
 
 	if (!name) {
-		kbox__err(err, KBOX_E_INVALID, "no such op");
+		kr_err(err, KBOX_E_INVALID, "no such op");
 		goto out;
 	}
 	if (!req || json_object_set_new(req, "op", json_string(name)) < 0) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kr_err(err, KBOX_E_NOMEM, "out of memory");
 		goto out;
 	}
 	if ((fd = kbox_ctl_connect(dir, err)) < 0 || kbox_ctl_send(fd, req, err) < 0)
@@ -229,7 +241,7 @@ json_t *kbox_ctl_call(const char *dir, kbox_ctl_op_t op, json_t *args, int timeo
 		goto out;
 	if (kbox_ctl_msg_kind(reply, NULL) != KBOX_CTL_MSG_REPLY) {
 		const char *m = json_string_value(json_object_get(reply, "error"));
-		kbox__err(err, KBOX_E_INVALID, "%s", m ? m : "the supervisor refused the request");
+		kr_err(err, KBOX_E_INVALID, "%s", m ? m : "the supervisor refused the request");
 		json_decref(reply);
 		reply = NULL;
 	}
@@ -250,7 +262,7 @@ kbox_ctl_exec_end_t kbox_ctl_execute(int fd, const kbox_ctl_exec_t *req, int out
 
 	*reply_p = NULL;
 	if (!line) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kr_err(err, KBOX_E_NOMEM, "out of memory");
 		return KBOX_CTL_EXEC_NOT_SENT;
 	}
 	sent = kbox_ctl_send_fd(fd, line, outputs_fd, err);

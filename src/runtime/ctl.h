@@ -11,7 +11,7 @@
 #include <kbox/error.h>
 #include "runtime/protocol.h"
 
-/* Connect to DIR/control.sock (DIR of any length: see kbox__unix_path).
+/* Connect to DIR/control.sock (DIR of any length: see kx_unix_path).
  * The socket, or -1 with ERR (KBOX_E_NOTFOUND when no supervisor
  * listens). */
 int kbox_ctl_connect(const char *dir, kbox_error_t *err);

@@ -1,6 +1,6 @@
 /* src/runtime/kernel_log.c — the kernel's log: a pipe copied to kernel.log,
  * bounded and rotated (kernel_log.h). */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/kernel_log.h"
 
 #include <errno.h>
@@ -133,10 +133,10 @@ int kbox__kernel_log_pipe(kbox_kernel_log_t *self, kbox_loop_t *loop, kbox_error
 	int p[2];
 	kbox__kernel_log_close(self);
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return kbox__err_sys(err, "cannot make the kernel's output pipe");
+		return kr_err_sys(err, "cannot make the kernel's output pipe");
 	/* only the reading end: the kernel's writes block as usual */
 	if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
-		kbox__err_sys(err, "cannot make the kernel's output pipe non-blocking");
+		kr_err_sys(err, "cannot make the kernel's output pipe non-blocking");
 		goto fail;
 	}
 	if (kbox_loop_add_fd(loop, p[0], on_readable, self, err) < 0)

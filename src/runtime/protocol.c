@@ -1,6 +1,6 @@
 /* src/runtime/protocol.c — kbox-protocol(7)'s names, requests and lines
  * (protocol.h): the one place a request is written and checked. */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/protocol.h"
 
 #include <stdlib.h>
@@ -189,7 +189,7 @@ static int parse_ms(const json_t *req, const char *name, long long def, long lon
 static int refuse(kbox_ctl_exec_t *out, kbox_error_t *err, kbox_errcode_t code, const char *why)
 {
 	kbox_ctl_exec_clear(out);
-	return kbox__err(err, code, "%s", why);
+	return kr_err(err, code, "%s", why);
 }
 
 int kbox_ctl_exec_parse(const json_t *req, kbox_ctl_exec_t *out, kbox_error_t *err)
@@ -304,20 +304,20 @@ void kbox_ctl_introspect_clear(kbox_ctl_introspect_t *q)
 
 json_t *kbox_ctl_reply_text(const char *notice, const char *earlier, const char *text)
 {
-	kbox__buf_t b = KBOX__BUF_INIT;
+	kx_buf_t b = KX_BUF_INIT;
 	char *all, *ok;
 	size_t len;
 	json_t *t;
 
 	if (notice)
-		kbox__buf_appendf(&b, "[note: %s]\n", notice);
+		kx_buf_appendf(&b, "[note: %s]\n", notice);
 	if (earlier)
-		kbox__buf_appendf(&b, "[output printed between executions:]\n%s[end of that output]\n",
-		                  earlier);
-	kbox__buf_appends(&b, text ? text : "");
-	if (!(all = kbox__buf_take(&b, &len)))
+		kx_buf_appendf(&b, "[output printed between executions:]\n%s[end of that output]\n",
+		               earlier);
+	kx_buf_appends(&b, text ? text : "");
+	if (!(all = kx_buf_take(&b, &len)))
 		return NULL;
-	ok = kbox__utf8_repair(all, len, &len); /* U+FFFD, as everywhere else */
+	ok = kx_utf8_repair(all, len, &len); /* U+FFFD, as everywhere else */
 	free(all);
 	t = ok ? json_stringn(ok, len) : NULL;
 	free(ok);

@@ -224,7 +224,7 @@ void kbox_ctl_introspect_clear(kbox_ctl_introspect_t *q);
  * NOTICE]\n" when NOTICE (may be NULL) is given; "[output printed between
  * executions:]\n", EARLIER and "[end of that output]\n" when EARLIER (may
  * be NULL) is; then TEXT (may be NULL).  What is not UTF-8 becomes U+FFFD
- * (kbox__utf8_repair), so nothing is dropped.  NULL when out of memory. */
+ * (kx_utf8_repair), so nothing is dropped.  NULL when out of memory. */
 json_t *kbox_ctl_reply_text(const char *notice, const char *earlier, const char *text);
 
 #endif

@@ -1,6 +1,6 @@
 /* src/session.c — session names, the state directory, session files, the
  * event log (the control socket's client side is ctl.c). */
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/session.h"
 
 #include <dirent.h>
@@ -21,30 +21,30 @@
 
 /* The longest session directory: what kbox makes inside it (run/sandbox/
  * kernel-N.sandbox.json, outputs/…) is named in PATH_MAX bytes.  Its
- * sockets have no limit of their own (kbox__unix_path). */
+ * sockets have no limit of their own (kx_unix_path). */
 #define SESSION_DIR_MAX (PATH_MAX - 512)
 
 int kbox_session_check_name(const char *name, kbox_error_t *err)
 {
 	size_t n;
 	if (!name || !*name)
-		return kbox__err(err, KBOX_E_INVALID, "invalid session name \"\": it is empty");
+		return kr_err(err, KBOX_E_INVALID, "invalid session name \"\": it is empty");
 	n = strlen(name);
 	if (n > KBOX_SESSION_NAME_MAX)
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "invalid session name \"%.20s…\": longer than %d characters", name,
-		                 KBOX_SESSION_NAME_MAX);
+		return kr_err(err, KBOX_E_INVALID,
+		              "invalid session name \"%.20s…\": longer than %d characters", name,
+		              KBOX_SESSION_NAME_MAX);
 	if (name[0] == '.' || name[0] == '-')
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "invalid session name \"%s\": it may not start with '%c'", name, name[0]);
+		return kr_err(err, KBOX_E_INVALID,
+		              "invalid session name \"%s\": it may not start with '%c'", name, name[0]);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)name[i];
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 		      c == '.' || c == '_' || c == '-'))
-			return kbox__err(err, KBOX_E_INVALID,
-			                 "invalid session name \"%s\": only letters, digits, '.', '_' and "
-			                 "'-' are allowed",
-			                 name);
+			return kr_err(err, KBOX_E_INVALID,
+			              "invalid session name \"%s\": only letters, digits, '.', '_' and "
+			              "'-' are allowed",
+			              name);
 	}
 	return 0;
 }
@@ -64,19 +64,19 @@ char *kbox_state_home(kbox_error_t *err)
 	else if ((v = getenv("HOME")) && *v == '/')
 		n = asprintf(&path, "%s/.local/state/kbox", v);
 	else {
-		kbox__err(err, KBOX_E_INVALID,
-		          "no state directory: set KBOX_HOME (neither XDG_STATE_HOME nor HOME is an "
-		          "absolute path)");
+		kr_err(err, KBOX_E_INVALID,
+		       "no state directory: set KBOX_HOME (neither XDG_STATE_HOME nor HOME is an "
+		       "absolute path)");
 		return NULL;
 	}
 	if (n < 0) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kr_err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	if (path[0] != '/') { /* make a relative KBOX_HOME absolute: sockets need it */
 		char cwd[4096], *abs = NULL;
 		if (!getcwd(cwd, sizeof cwd) || asprintf(&abs, "%s/%s", cwd, path) < 0) {
-			kbox__err_sys(err, "cannot make KBOX_HOME=%s absolute", path);
+			kr_err_sys(err, "cannot make KBOX_HOME=%s absolute", path);
 			free(path);
 			return NULL;
 		}
@@ -92,14 +92,14 @@ static int mkdirs(const char *path, kbox_error_t *err)
 	char buf[4096];
 	size_t n = strlen(path);
 	if (n >= sizeof buf)
-		return kbox__err(err, KBOX_E_INVALID, "path too long: %s", path);
+		return kr_err(err, KBOX_E_INVALID, "path too long: %s", path);
 	memcpy(buf, path, n + 1);
 	for (char *p = buf + 1; ; p++) {
 		if (*p == '/' || *p == '\0') {
 			char save = *p;
 			*p = '\0';
 			if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-				return kbox__err_sys(err, "cannot create directory %s", buf);
+				return kr_err_sys(err, "cannot create directory %s", buf);
 			*p = save;
 			if (!save)
 				break;
@@ -117,13 +117,13 @@ int kbox_session_check_home(const char *home, kbox_error_t *err)
 {
 	struct stat st;
 	if (stat(home, &st) < 0)
-		return errno == ENOENT ? 0 : kbox__err_sys(err, "state directory %s", home);
-	if (kbox__check_private_dir(home, err) < 0)
+		return errno == ENOENT ? 0 : kr_err_sys(err, "state directory %s", home);
+	if (kr_check_private_dir(home, err) < 0)
 		return -1;
 	if (geteuid() != 0 && (st.st_mode & 070))
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
-		                 home, (unsigned)(st.st_mode & 0777), home);
+		return kr_err(err, KBOX_E_INVALID,
+		              "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
+		              home, (unsigned)(st.st_mode & 0777), home);
 	return 0;
 }
 
@@ -135,14 +135,14 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 	if (kbox_session_check_name(name, err) < 0)
 		return NULL;
 	if (asprintf(&dir, "%s/sessions/%s", home, name) < 0) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kr_err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	if (strlen(dir) > SESSION_DIR_MAX) {
-		kbox__err(err, KBOX_E_INVALID,
-		          "session directory %.64s… is too long (%zu characters; at most %d): set "
-		          "KBOX_HOME to a shorter path",
-		          dir, strlen(dir), SESSION_DIR_MAX);
+		kr_err(err, KBOX_E_INVALID,
+		       "session directory %.64s… is too long (%zu characters; at most %d): set "
+		       "KBOX_HOME to a shorter path",
+		       dir, strlen(dir), SESSION_DIR_MAX);
 		goto fail;
 	}
 	if (!create) {
@@ -150,19 +150,19 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 			goto fail;
 		if (stat(dir, &st) < 0) {
 			if (errno == ENOENT)
-				kbox__err(err, KBOX_E_NOTFOUND, "no session \"%s\" (in %s)", name, home);
+				kr_err(err, KBOX_E_NOTFOUND, "no session \"%s\" (in %s)", name, home);
 			else
-				kbox__err_sys(err, "session directory %s", dir);
+				kr_err_sys(err, "session directory %s", dir);
 			goto fail;
 		}
-		if (kbox__check_private_dir(dir, err) < 0)
+		if (kr_check_private_dir(dir, err) < 0)
 			goto fail;
 		return dir;
 	}
 	/* the state dir must not be open to others: check it before making
 	 * anything inside it */
 	if (mkdirs(home, err) < 0 || kbox_session_check_home(home, err) < 0 || mkdirs(dir, err) < 0 ||
-	    kbox__check_private_dir(dir, err) < 0)
+	    kr_check_private_dir(dir, err) < 0)
 		goto fail;
 	{
 		static const char *const subs[] = {"run", "workspace", "outputs"};
@@ -170,11 +170,11 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 			free(sub);
 			sub = NULL;
 			if (asprintf(&sub, "%s/%s", dir, subs[i]) < 0) {
-				kbox__err(err, KBOX_E_NOMEM, "out of memory");
+				kr_err(err, KBOX_E_NOMEM, "out of memory");
 				goto fail;
 			}
 			if (mkdir(sub, 0700) < 0 && errno != EEXIST) {
-				kbox__err_sys(err, "cannot create directory %s", sub);
+				kr_err_sys(err, "cannot create directory %s", sub);
 				goto fail;
 			}
 			/* the workspace is the kernel's (under root the sandbox
@@ -183,10 +183,10 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 			 * and the next kernel's start makes it 0700 again */
 			if (i == 1) {
 				if (lstat(sub, &st) < 0 || !S_ISDIR(st.st_mode)) {
-					kbox__err(err, KBOX_E_INVALID, "%s is not a directory", sub);
+					kr_err(err, KBOX_E_INVALID, "%s is not a directory", sub);
 					goto fail;
 				}
-			} else if (kbox__check_private_dir(sub, err) < 0)
+			} else if (kr_check_private_dir(sub, err) < 0)
 				goto fail;
 		}
 	}
@@ -213,19 +213,19 @@ int kbox_sandbox_identity(kbox_sandbox_id_t *id, kbox_error_t *err)
 	if (!name || !*name)
 		name = KBOX_SANDBOX_USER;
 	if (strlen(name) >= sizeof id->user)
-		return kbox__err(err, KBOX_E_INVALID, "KBOX_SANDBOX_USER: \"%.20s…\" is too long", name);
+		return kr_err(err, KBOX_E_INVALID, "KBOX_SANDBOX_USER: \"%.20s…\" is too long", name);
 	e = getpwnam_r(name, &pw, buf, sizeof buf, &found);
 	if (!found)
-		return kbox__err(err, KBOX_E_NOTFOUND,
-		                 "under root, kbox runs each sandbox as an unprivileged user, and there "
-		                 "is no user \"%s\"%s%s: create it with `kbox doctor --fix`, or name "
-		                 "another in KBOX_SANDBOX_USER",
-		                 name, e ? ": " : "", e ? strerror(e) : "");
+		return kr_err(err, KBOX_E_NOTFOUND,
+		              "under root, kbox runs each sandbox as an unprivileged user, and there "
+		              "is no user \"%s\"%s%s: create it with `kbox doctor --fix`, or name "
+		              "another in KBOX_SANDBOX_USER",
+		              name, e ? ": " : "", e ? strerror(e) : "");
 	if (pw.pw_uid == 0 || pw.pw_gid == 0)
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "the sandbox user \"%s\" is uid %u, gid %u: it must be neither root "
-		                 "nor in root's group",
-		                 name, (unsigned)pw.pw_uid, (unsigned)pw.pw_gid);
+		return kr_err(err, KBOX_E_INVALID,
+		              "the sandbox user \"%s\" is uid %u, gid %u: it must be neither root "
+		              "nor in root's group",
+		              name, (unsigned)pw.pw_uid, (unsigned)pw.pw_gid);
 	id->drop = true;
 	id->uid = pw.pw_uid;
 	id->gid = pw.pw_gid;
@@ -252,7 +252,7 @@ int kbox_sandbox_reachable(const kbox_sandbox_id_t *id, const char *path, kbox_e
 	if (!id->drop)
 		return 0;
 	if (n >= sizeof buf || path[0] != '/')
-		return kbox__err(err, KBOX_E_INVALID, "%s: not an absolute path", path);
+		return kr_err(err, KBOX_E_INVALID, "%s: not an absolute path", path);
 	memcpy(buf, path, n + 1);
 	for (char *p = buf + 1;; p++) {
 		if (*p == '/' || *p == '\0') {
@@ -260,15 +260,15 @@ int kbox_sandbox_reachable(const kbox_sandbox_id_t *id, const char *path, kbox_e
 			struct stat st;
 			*p = '\0';
 			if (stat(buf, &st) < 0)
-				return kbox__err_sys(err, "%s", buf);
+				return kr_err_sys(err, "%s", buf);
 			if (S_ISDIR(st.st_mode) && !id_can_search(id, &st))
-				return kbox__err(err, KBOX_E_INVALID,
-				                 "the sandbox user %s (uid %u) cannot reach %s: %s is mode "
-				                 "%04o, owner %u:%u (make it searchable by that user, e.g. "
-				                 "chmod o+x %s)",
-				                 id->user, (unsigned)id->uid, path, buf,
-				                 (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
-				                 (unsigned)st.st_gid, buf);
+				return kr_err(err, KBOX_E_INVALID,
+				              "the sandbox user %s (uid %u) cannot reach %s: %s is mode "
+				              "%04o, owner %u:%u (make it searchable by that user, e.g. "
+				              "chmod o+x %s)",
+				              id->user, (unsigned)id->uid, path, buf,
+				              (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+				              (unsigned)st.st_gid, buf);
 			*p = save;
 			if (!save)
 				break;
@@ -285,32 +285,32 @@ static int share_dir(const char *dir, const kbox_sandbox_id_t *id, uid_t owner, 
 	struct stat st;
 	int fd;
 	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return kbox__err_sys(err, "cannot create directory %s", dir);
+		return kr_err_sys(err, "cannot create directory %s", dir);
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return kbox__err_sys(err, "directory %s", dir);
+		return kr_err_sys(err, "directory %s", dir);
 	if (fstat(fd, &st) < 0) {
 		close(fd);
-		return kbox__err_sys(err, "directory %s", dir);
+		return kr_err_sys(err, "directory %s", dir);
 	}
 	if (st.st_uid != geteuid() && st.st_uid != id->uid) {
 		close(fd);
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "directory %s is owned by uid %u, neither root nor the sandbox user %s "
-		                 "(uid %u): was the session made with another KBOX_SANDBOX_USER?",
-		                 dir, (unsigned)st.st_uid, id->user, (unsigned)id->uid);
+		return kr_err(err, KBOX_E_INVALID,
+		              "directory %s is owned by uid %u, neither root nor the sandbox user %s "
+		              "(uid %u): was the session made with another KBOX_SANDBOX_USER?",
+		              dir, (unsigned)st.st_uid, id->user, (unsigned)id->uid);
 	}
 	if ((st.st_uid != owner || st.st_gid != id->gid) && fchown(fd, owner, id->gid) < 0) {
 		int e = errno;
 		close(fd);
 		errno = e;
-		return kbox__err_sys(err, "cannot give %s to uid %u", dir, (unsigned)owner);
+		return kr_err_sys(err, "cannot give %s to uid %u", dir, (unsigned)owner);
 	}
 	if ((st.st_mode & 07777) != mode && fchmod(fd, mode) < 0) {
 		int e = errno;
 		close(fd);
 		errno = e;
-		return kbox__err_sys(err, "cannot chmod %s", dir);
+		return kr_err_sys(err, "cannot chmod %s", dir);
 	}
 	close(fd);
 	return 0;
@@ -377,7 +377,7 @@ char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 	if (kbox_session_check_home(home, err) < 0)
 		return NULL;
 	if (asprintf(&path, "%s/sessions", home) < 0) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kr_err(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	if (!(d = opendir(path))) {
@@ -385,7 +385,7 @@ char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 			free(path);
 			return calloc(1, sizeof *v);
 		}
-		kbox__err_sys(err, "cannot list %s", path);
+		kr_err_sys(err, "cannot list %s", path);
 		free(path);
 		return NULL;
 	}
@@ -415,7 +415,7 @@ nomem:
 	free(path);
 nomem2:
 	kbox_session_list_free(v, n);
-	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	kr_err(err, KBOX_E_NOMEM, "out of memory");
 	return NULL;
 }
 
@@ -435,11 +435,11 @@ int kbox_session_log(const char *dir, const char *event, json_t *fields, kbox_er
 
 	if (!fields)
 		fields = json_object();
-	kbox__iso8601(kbox__now(), 3, stamp);
+	kx_iso8601(kx_wall_s(), 3, stamp);
 	if (!fields || json_object_set_new(fields, "time", json_string(stamp)) < 0 ||
 	    json_object_set_new(fields, "event", json_string(event)) < 0 ||
 	    !(line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9)))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kr_err(err, KBOX_E_NOMEM, "out of memory");
 		goto out;
 	}
 	len = strlen(line);
@@ -447,11 +447,11 @@ int kbox_session_log(const char *dir, const char *event, json_t *fields, kbox_er
 	snprintf(path, sizeof path, "%s/events.ndjson", dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		kbox__err_sys(err, "cannot open %s", path);
+		kr_err_sys(err, "cannot open %s", path);
 		goto out;
 	}
 	if (write(fd, line, len + 1) != (ssize_t)(len + 1))
-		kbox__err_sys(err, "cannot append to %s", path);
+		kr_err_sys(err, "cannot append to %s", path);
 	else
 		rc = 0;
 	close(fd);
@@ -465,10 +465,10 @@ int kbox_session_remove(const char *dir, kbox_error_t *err)
 {
 	if (kbox_session_supervisor(dir, NULL) == KBOX_SUPERVISOR_RUNNING) {
 		errno = EBUSY;
-		return kbox__err_sys(err, "session %s: its supervisor runs", dir);
+		return kr_err_sys(err, "session %s: its supervisor runs", dir);
 	}
-	if (kbox__empty_dir(dir) < 0 || rmdir(dir) < 0)
-		return kbox__err_sys(err, "cannot remove %s", dir);
+	if (kx_empty_dir(dir) < 0 || rmdir(dir) < 0)
+		return kr_err_sys(err, "cannot remove %s", dir);
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 /* src/runtime/session_config.c — session.json: its keys in one table, the
  * strict reader, the atomic writer, and the merge of a command line. */
 #include "config.h"
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/session_config.h"
 
 #include <errno.h>
@@ -182,14 +182,14 @@ static int from_json(kbox_session_config_t *cfg, json_t *j, const char *path, kb
 {
 	const char *name;
 	json_t *v;
-	kbox__buf_t unknown = {0};
+	kx_buf_t unknown = {0};
 	size_t n_unknown = 0;
 	int rc = -1;
 
 	json_object_foreach(j, name, v) {
 		const struct key *k = find_key(name);
 		if (!k) {
-			kbox__buf_appendf(&unknown, "%s\"%s\"", n_unknown++ ? ", " : "", name);
+			kx_buf_appendf(&unknown, "%s\"%s\"", n_unknown++ ? ", " : "", name);
 			continue;
 		}
 		if (!type_ok(k, v)) {
@@ -200,27 +200,27 @@ static int from_json(kbox_session_config_t *cfg, json_t *j, const char *path, kb
 				json_array_foreach(v, i, e)
 					if (!bad && !json_is_string(e))
 						bad = e;
-			kbox__err(err, KBOX_E_INVALID, "%s: \"%s\" must be %s, not %s%s", path, name,
-			          type_words[k->type], bad ? "an array holding " : "",
-			          json_kind(bad ? bad : v));
+			kr_err(err, KBOX_E_INVALID, "%s: \"%s\" must be %s, not %s%s", path, name,
+			       type_words[k->type], bad ? "an array holding " : "",
+			       json_kind(bad ? bad : v));
 			goto out;
 		}
 		/* a stored quota of 0 is the default, as it always was */
 		if (k->bit == KBOX_SC_OUTPUTS_QUOTA && json_integer_value(v) == 0)
 			continue;
 		if (take_value(cfg, k, v) < 0) {
-			kbox__err(err, KBOX_E_NOMEM, "out of memory");
+			kr_err(err, KBOX_E_NOMEM, "out of memory");
 			goto out;
 		}
 	}
 	if (n_unknown) {
-		kbox__err(err, KBOX_E_INVALID, "%s: unknown key%s %s", path, n_unknown > 1 ? "s" : "",
-		          unknown.failed ? "(out of memory)" : unknown.data);
+		kr_err(err, KBOX_E_INVALID, "%s: unknown key%s %s", path, n_unknown > 1 ? "s" : "",
+		       unknown.failed ? "(out of memory)" : unknown.data);
 		goto out;
 	}
 	rc = 0;
 out:
-	kbox__buf_reset(&unknown);
+	kx_buf_reset(&unknown);
 	return rc;
 }
 
@@ -233,18 +233,18 @@ int kbox_session_config_load(kbox_session_config_t *cfg, const char *dir, kbox_e
 
 	kbox_session_config_init(cfg);
 	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path)
-		return kbox__err(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
+		return kr_err(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
 		return 0;
 	if (fd < 0)
-		return kbox__err_sys(err, "cannot read %s", path);
+		return kr_err_sys(err, "cannot read %s", path);
 	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
 	close(fd);
 	if (!j)
-		kbox__err(err, KBOX_E_INVALID, "%s: %s", path, je.text);
+		kr_err(err, KBOX_E_INVALID, "%s: %s", path, je.text);
 	else if (!json_is_object(j))
-		kbox__err(err, KBOX_E_INVALID, "%s: not a JSON object", path);
+		kr_err(err, KBOX_E_INVALID, "%s: not a JSON object", path);
 	else
 		rc = from_json(cfg, j, path, err);
 	json_decref(j);
@@ -298,10 +298,10 @@ int kbox_session_config_save(const kbox_session_config_t *cfg, const char *dir,
 
 	json_decref(j);
 	if (!text)
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kr_err(err, KBOX_E_NOMEM, "out of memory");
 	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path ||
 	    snprintf(tmp, sizeof tmp, "%s/.session.json.XXXXXX", dir) >= (int)sizeof tmp) {
-		kbox__err(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
+		kr_err(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
 		goto out;
 	}
 	/* json_dumps leaves room for one more byte: the final newline */
@@ -309,21 +309,21 @@ int kbox_session_config_save(const kbox_session_config_t *cfg, const char *dir,
 	text[len++] = '\n';
 	/* mkostemp: a name no one else has, made O_EXCL, mode 0600 */
 	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
-		kbox__err_sys(err, "cannot write a new file in %s", dir);
+		kr_err_sys(err, "cannot write a new file in %s", dir);
 		goto out;
 	}
-	if (kbox__write_all(fd, text, len) < 0 || fsync(fd) < 0) {
-		kbox__err_sys(err, "cannot write %s", tmp);
+	if (kx_write_all(fd, text, len) < 0 || fsync(fd) < 0) {
+		kr_err_sys(err, "cannot write %s", tmp);
 		goto fail;
 	}
 	if (close(fd) < 0) {
 		fd = -1;
-		kbox__err_sys(err, "cannot write %s", tmp);
+		kr_err_sys(err, "cannot write %s", tmp);
 		goto fail;
 	}
 	fd = -1;
 	if (rename(tmp, path) < 0) {
-		kbox__err_sys(err, "cannot rename %s to %s", tmp, path);
+		kr_err_sys(err, "cannot rename %s to %s", tmp, path);
 		goto fail;
 	}
 	rc = 0;
@@ -413,7 +413,7 @@ int kbox_session_config_merge(kbox_session_config_t *cfg, const kbox_session_opt
 	}
 	return 0;
 nomem:
-	return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	return kr_err(err, KBOX_E_NOMEM, "out of memory");
 }
 
 bool kbox_session_opts_empty(const kbox_session_opts_t *o)

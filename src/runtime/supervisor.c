@@ -41,8 +41,8 @@ void sup_trim(void)
 
 void sup_touch(sup_t *s)
 {
-	s->last_activity_ms = kbox__now_ms();
-	s->last_activity_wall = kbox__now();
+	s->last_activity_ms = kx_now_ms();
+	s->last_activity_wall = kx_wall_s();
 }
 
 void sup_utf8_cut(char *s)
@@ -121,7 +121,7 @@ static int watch_owner(sup_t *s, kbox_error_t *err)
 		return 0;
 	s->owner_fd = (int)syscall(SYS_pidfd_open, (pid_t)s->owner_pid, 0);
 	if (s->owner_fd < 0)
-		return kbox__err_sys(err, "cannot watch the session's owner (pid %ld)", s->owner_pid);
+		return kr_err_sys(err, "cannot watch the session's owner (pid %ld)", s->owner_pid);
 	fcntl(s->owner_fd, F_SETFD, FD_CLOEXEC);
 	return kbox_loop_add_fd(s->loop, s->owner_fd, on_owner_gone, s, err);
 }
@@ -153,7 +153,7 @@ static int on_tick(kbox_loop_t *loop, void *arg)
 	/* idle: a kernel that is ready, with nothing to do (a starting kernel
 	 * is not idle, however long it takes) */
 	if (s->ttl_ms > 0 && s->ready && !s->running && !s->queue && !s->stopping) {
-		long long idle = kbox__now_ms() - s->last_activity_ms;
+		long long idle = kx_now_ms() - s->last_activity_ms;
 		if (idle >= s->ttl_ms) {
 			char t[32];
 			kx_fmt_ms(t, sizeof t, s->ttl_ms);
@@ -194,7 +194,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	if (kbox_session_config_load(&cfg, s->dir, err) < 0)
 		return -1;
 	if (!(s->config = kbox_session_config_to_json(&cfg)))
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kr_err(err, KBOX_E_NOMEM, "out of memory");
 	s->kernel = cfg.kernel;
 	s->backend = cfg.backend;
 	s->ttl_ms = cfg.ttl_ms;
@@ -211,7 +211,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	if (!(s->env = calloc(cfg.n_env + sizeof clean_home / sizeof *clean_home +
 	                          sizeof safe_path / sizeof *safe_path + 1,
 	                      sizeof *s->env)))
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kr_err(err, KBOX_E_NOMEM, "out of memory");
 	/* a sandboxed kernel's home outlives it: what code left there (IPython
 	 * startup files and configuration, a .pth in the user site) does not
 	 * run in the next kernel, unless asked (--home-config on); the
@@ -246,17 +246,17 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	/* the sandbox's /home/kbox: IPython's history, matplotlib's font
 	 * cache; kept across kernel restarts, like the workspace */
 	if (mkdir(s->home, 0700) < 0 && errno != EEXIST)
-		return kbox__err_sys(err, "cannot create %s", s->home);
+		return kr_err_sys(err, "cannot create %s", s->home);
 	if (mkdir(s->runtime_dir, 0700) < 0 && errno != EEXIST)
-		return kbox__err_sys(err, "cannot create %s", s->runtime_dir);
+		return kr_err_sys(err, "cannot create %s", s->runtime_dir);
 	s->sbo.home = s->home;
 	s->sbo.runtime_dir = s->sockets_dir;
 	s->sbo.workspace = s->workspace;
 	s->sbo.log_fd = -1;
 	if (!(s->klog = kbox__kernel_log_new(s->log_path, KBOX_KERNEL_LOG_MAX)))
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kr_err(err, KBOX_E_NOMEM, "out of memory");
 	if (!kbox_backend_exists(s->backend))
-		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
+		return kr_err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
 	if (!(s->spec = kbox_kspec_find(s->kernel, err)))
 		return -1;
 	/* under root a sandbox is an unprivileged user's, never root's: its
@@ -284,13 +284,13 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 	snprintf(path, sizeof path, "%s/supervisor.pid", s->dir);
 	s->pid_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (s->pid_fd < 0)
-		return kbox__err_sys(err, "cannot open %s", path);
+		return kr_err_sys(err, "cannot open %s", path);
 	/* kbox_session_supervisor() probes with a brief LOCK_SH: a supervisor
 	 * holds its lock for good, a probe for microseconds */
 	for (int i = 0; flock(s->pid_fd, LOCK_EX | LOCK_NB) < 0; i++) {
 		if (errno != EWOULDBLOCK || i == 50)
-			return kbox__err(err, KBOX_E_INVALID,
-			                 "another supervisor runs this session (%s locked)", path);
+			return kr_err(err, KBOX_E_INVALID,
+			              "another supervisor runs this session (%s locked)", path);
 		usleep(10000);
 	}
 	/* who held it before us (and is gone): its leftovers are ours to remove */
@@ -299,7 +299,7 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 	s->prev_pid = strtol(buf, NULL, 10);
 	n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
 	if (ftruncate(s->pid_fd, 0) < 0 || pwrite(s->pid_fd, buf, (size_t)n, 0) != n)
-		return kbox__err_sys(err, "cannot write %s", path);
+		return kr_err_sys(err, "cannot write %s", path);
 	return 0;
 }
 
@@ -315,7 +315,7 @@ static void clean_runtime_dir(sup_t *s)
 		if (strncmp(e->d_name, "kernel-", 7) == 0)
 			unlinkat(dirfd(d), e->d_name, 0);
 	closedir(d);
-	kbox__empty_dir(s->sockets_dir);
+	kx_empty_dir(s->sockets_dir);
 }
 
 static int listen_control(sup_t *s, kbox_error_t *err)
@@ -353,8 +353,8 @@ static void shutdown_session(sup_t *s)
 	/* the last replies go out before the connections close */
 	for (size_t i = 0; i < s->n_conns; i++) {
 		conn_t *c = s->conns[i];
-		long long deadline = kbox__now_ms() + 1000;
-		while (c->out_len && kbox__now_ms() < deadline && sup_conn_flush(c))
+		long long deadline = kx_now_ms() + 1000;
+		while (c->out_len && kx_now_ms() < deadline && sup_conn_flush(c))
 			usleep(1000);
 	}
 }
@@ -371,10 +371,10 @@ static void take_over(sup_t *s)
 	s->generation = strtoul(gen, NULL, 10);
 	read_file(s->dir, "last-stop", prev, sizeof prev);
 	if (s->generation > 0) {
-		snprintf(s->notice, sizeof s->notice,
-		         "kernel restarted: the session's previous kernel ended (%s); earlier state "
-		         "(variables, imports, loaded data) is lost; files in the workspace are kept",
-		         prev[0] ? prev : "its supervisor died");
+		kx_msgf(s->notice, sizeof s->notice,
+		        "kernel restarted: the session's previous kernel ended (%s); earlier state "
+		        "(variables, imports, loaded data) is lost; files in the workspace are kept",
+		        prev[0] ? prev : "its supervisor died");
 		snprintf(s->last_cause, sizeof s->last_cause, "%s", prev[0] ? prev : "supervisor died");
 	}
 	{
@@ -391,7 +391,7 @@ static void take_over(sup_t *s)
 		snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox", s->prev_pid);
 		if (!prev[0] && kbox__cgroup_oom_kills_named(cg) > 0) {
 			char max[32];
-			kbox_fmt_size(max, sizeof max, MEMORY_MAX);
+			kx_fmt_bytes(max, sizeof max, MEMORY_MAX);
 			snprintf(s->notice, sizeof s->notice,
 			         "kernel restarted: the session's previous supervisor was killed for "
 			         "holding more than %s of its kernel's output; earlier state (variables, "
@@ -423,8 +423,8 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = -1;
 	s.outputs_wd = s.sockets_wd = -1;
 	s.ready_fd = ready_fd;
-	s.started_ms = kbox__now_ms();
-	s.started_wall = kbox__now();
+	s.started_ms = kx_now_ms();
+	s.started_wall = kx_wall_s();
 	s.last_activity_wall = s.started_wall;
 	s.last_activity_ms = s.started_ms;
 
@@ -448,7 +448,7 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	    watch_owner(&s, &err) < 0 ||
 	    kbox_loop_add_timer(s.loop, 1000, true, on_tick, &s, &err) < 0) {
 		if (!err.msg[0])
-			kbox__err_sys(&err, "signalfd");
+			kr_err_sys(&err, "signalfd");
 		sup_log(&s, "error", json_pack("{s:s}", "error", err.msg));
 		sup_report_ready(&s, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
 		status = 1;
@@ -456,7 +456,7 @@ int kbox_supervisor_run(const char *dir, int ready_fd)
 	}
 	take_over(&s);
 	if (sup_kernel_start(&s, &err) < 0) {
-		snprintf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
+		kx_msgf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
 		sup_report_ready(&s, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
 		shutdown_session(&s);
 		status = 1;
@@ -488,7 +488,7 @@ out:
 		 * caller's directory, elsewhere; its own cgroup, removed below,
 		 * needs no record after it) */
 		kbox__cgroup_record(NULL);
-		kbox__empty_dir(dir);
+		kx_empty_dir(dir);
 		rmdir(dir);
 	}
 	if (s.cg) {

@@ -148,14 +148,14 @@ static json_t *status_json(sup_t *s)
 {
 	char started[32], last[32];
 	long long mem = s->sb ? kbox_sandbox_memory(s->sb) : -1;
-	long long now = kbox__now_ms();
+	long long now = kx_now_ms();
 	bool busy = s->running != NULL;
 	size_t queued = 0;
 	json_t *st;
 	for (job_t *j = s->queue; j; j = j->next)
 		queued++;
-	kbox__iso8601(s->started_wall, 0, started);
-	kbox__iso8601(s->last_activity_wall, 0, last);
+	kx_iso8601(s->started_wall, 0, started);
+	kx_iso8601(s->last_activity_wall, 0, last);
 	st = json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
 	               "s:I, s:I, s:s, s:s, s:I, s:I, s:I}",
 	               "ok", 1, "re", "status", "state", busy ? "busy" : s->ready ? "idle" : "starting", "backend",

@@ -20,7 +20,7 @@
 #ifndef KBOX_RUNTIME_SUPERVISOR_INT_H
 #define KBOX_RUNTIME_SUPERVISOR_INT_H
 
-#include "private.h"
+#include "runtime/runtime.h"
 #include "runtime/backend.h"
 #include "runtime/bwrap.h"
 #include "runtime/cgroup.h"
@@ -200,7 +200,7 @@ bool sup_conn_flush(conn_t *c);
 /* {"ok":false,"re":RE,"kind":KIND,"error":…} to C; RE may be NULL (the
  * request had no op). */
 void sup_reply_error(conn_t *c, const char *re, kbox_ctl_err_t kind, const char *fmt, ...)
-    KBOX_PRINTF(4, 5);
+    KX_PRINTF(4, 5);
 /* Close C and forget it; its job is left to run unseen or dropped. */
 void sup_conn_close(sup_t *s, conn_t *c);
 /* Answer the restart requests waiting for the new kernel: with its

@@ -32,7 +32,7 @@ static int sb_interrupt(void *arg, kbox_error_t *err)
 {
 	sup_t *s = arg;
 	if (!s->sb)
-		return kbox__err(err, KBOX_E_DEAD, "no kernel");
+		return kr_err(err, KBOX_E_DEAD, "no kernel");
 	return kbox_sandbox_signal(s->sb, SIGINT, err);
 }
 
@@ -121,19 +121,19 @@ static int fresh_private_dir(sup_t *s, const char *dir, kbox_error_t *err)
 	int dfd;
 	bool ours;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return kbox__err_sys(err, "cannot create %s", dir);
+		return kr_err_sys(err, "cannot create %s", dir);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
-		return kbox__err_sys(err, "%s", dir);
+		return kr_err_sys(err, "%s", dir);
 	ours = fstat(dfd, &st) == 0 && (st.st_uid == geteuid() || st.st_uid == s->id.uid);
 	if (!ours || fchmod(dfd, 0700) < 0 ||
 	    (s->id.drop && fchown(dfd, s->id.uid, s->id.gid) < 0)) {
 		close(dfd);
-		return kbox__err(err, KBOX_E_INVALID, "%s is not a directory of ours", dir);
+		return kr_err(err, KBOX_E_INVALID, "%s is not a directory of ours", dir);
 	}
 	close(dfd);
-	if (kbox__empty_dir(dir) < 0)
-		return kbox__err_sys(err, "cannot empty %s", dir);
+	if (kx_empty_dir(dir) < 0)
+		return kr_err_sys(err, "cannot empty %s", dir);
 	return 0;
 }
 
@@ -164,19 +164,19 @@ static int write_conn(sup_t *s, const kbox_backend_t *b, kbox_conn_t **conn_p, c
 		char inside_ip[PATH_MAX];
 		ip = kbox_conn_ip(conn);
 		if (strncmp(ip, s->sockets_dir, dl) != 0 || ip[dl] != '/') {
-			kbox__err(err, KBOX_E_INVALID, "the sockets are not in %s", s->sockets_dir);
+			kr_err(err, KBOX_E_INVALID, "the sockets are not in %s", s->sockets_dir);
 			goto out;
 		}
 		snprintf(inside_ip, sizeof inside_ip, "%s/%s", b->sockets_inside, ip + dl + 1);
 		snprintf(s->inner_path, sizeof s->inner_path, "%s/kernel-%lu.sandbox.json",
 		         s->sockets_dir, s->generation);
 		if (!(inner = kbox_conn_dup(conn))) {
-			kbox__err(err, KBOX_E_NOMEM, "out of memory");
+			kr_err(err, KBOX_E_NOMEM, "out of memory");
 			goto out;
 		}
-		kbox_ids_t ids = {s->id.uid, s->id.gid};
 		if (kbox_conn_set_ip(inner, inside_ip, err) < 0 ||
-		    kbox__conn_save_for(inner, s->inner_path, s->id.drop ? &ids : NULL, err) < 0)
+		    (s->id.drop ? kbox_conn_save_owned(inner, s->inner_path, s->id.uid, s->id.gid, err)
+		                : kbox_conn_save(inner, s->inner_path, err)) < 0)
 			goto out;
 		snprintf(kernel_conn, size, "%s/kernel-%lu.sandbox.json", b->sockets_inside,
 		         s->generation);
@@ -229,7 +229,7 @@ static void bind_wait_end(sup_t *s)
 static int client_begin(sup_t *s, const kbox_conn_t *conn, kbox_error_t *err)
 {
 	kbox_client_hooks_t hooks = {NULL, sb_alive, s};
-	long long left = READY_TIMEOUT_MS - (kbox__now_ms() - s->start_t0);
+	long long left = READY_TIMEOUT_MS - (kx_now_ms() - s->start_t0);
 	if (!(s->client = kbox_client_new(conn, err)))
 		return -1;
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL)
@@ -308,7 +308,7 @@ static void remove_kernel_files(sup_t *s)
 {
 	if (s->conn_path[0])
 		unlink(s->conn_path);
-	kbox__empty_dir(s->sockets_dir);
+	kx_empty_dir(s->sockets_dir);
 }
 
 /* Start a kernel (generation + 1) and begin waiting for it to answer.
@@ -320,10 +320,10 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	char gen[32], kernel_conn[PATH_MAX + 64];
 
 	if (!b)
-		return kbox__err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
+		return kr_err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
 	s->starting = true;
 	s->ready = false;
-	s->start_t0 = kbox__now_ms();
+	s->start_t0 = kx_now_ms();
 	s->generation++;
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
 	sup_write_file(s->dir, "generation", gen);
@@ -418,8 +418,8 @@ static size_t start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t
 		/* kbox run's session and its log go when it stops: no path */
 		snprintf(buf, size, "%s before it was ready", kbox_sandbox_cause(s->sb));
 	else if (s->sb && !kbox_sandbox_alive(s->sb))
-		snprintf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
-		         s->log_path);
+		kx_msgf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
+		        s->log_path);
 	else
 		snprintf(buf, size, "%s", err && err->msg[0] ? err->msg : "the kernel did not start");
 	kbox__kernel_log_tail(s->klog, START_TAIL_LINES, tail, sizeof tail);
@@ -457,13 +457,13 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 		return;
 	}
 	s->ready = true;
-	s->kernel_started_ms = kbox__now_ms();
+	s->kernel_started_ms = kx_now_ms();
 	malloc_trim(0); /* what the kernel before this one left in the heap */
 	sup_touch(s);
 	sup_log(s, "ready",
 	        json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)kbox_sandbox_pid(s->sb), "generation",
 	                  (json_int_t)s->generation, "ms",
-	                  (json_int_t)(kbox__now_ms() - s->start_t0)));
+	                  (json_int_t)(kx_now_ms() - s->start_t0)));
 	sup_report_ready(s, json_pack("{s:b, s:I, s:I}", "ok", 1, "pid", (json_int_t)getpid(),
 	                          "kernel_pid", (json_int_t)kbox_sandbox_pid(s->sb)));
 	sup_answer_pending(s, KBOX_CTL_ERR_UNKNOWN, NULL);
@@ -474,7 +474,7 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
  * sup_kernel_replace)? */
 bool sup_crash_limit_next(const sup_t *s)
 {
-	long long now = kbox__now_ms();
+	long long now = kx_now_ms();
 	int recent = 1;
 	for (int i = 1; i < CRASH_MAX; i++)
 		recent += s->crashes[i] && now - s->crashes[i] < CRASH_WINDOW_MS;
@@ -487,7 +487,7 @@ bool sup_crash_limit_next(const sup_t *s)
 int sup_kernel_replace(sup_t *s, const char *cause, bool requested)
 {
 	kbox_error_t err = {0};
-	long long now = kbox__now_ms();
+	long long now = kx_now_ms();
 	int recent = 0;
 
 	snprintf(s->last_cause, sizeof s->last_cause, "%s", cause);
@@ -510,15 +510,15 @@ int sup_kernel_replace(sup_t *s, const char *cause, bool requested)
 		for (int i = 0; i < CRASH_MAX; i++)
 			recent += s->crashes[i] && now - s->crashes[i] < CRASH_WINDOW_MS;
 		if (recent >= CRASH_MAX) {
-			snprintf(s->stop_cause, sizeof s->stop_cause,
-			         "the kernel died %d times within %d s; last: %s", CRASH_MAX,
-			         CRASH_WINDOW_MS / 1000, cause);
+			kx_msgf(s->stop_cause, sizeof s->stop_cause,
+			        "the kernel died %d times within %d s; last: %s", CRASH_MAX,
+			        CRASH_WINDOW_MS / 1000, cause);
 			return -1;
 		}
 	}
 	if (sup_kernel_start(s, &err) < 0) {
-		snprintf(s->stop_cause, sizeof s->stop_cause, "the kernel could not be restarted: %s",
-		         err.msg);
+		kx_msgf(s->stop_cause, sizeof s->stop_cause, "the kernel could not be restarted: %s",
+		        err.msg);
 		return -1;
 	}
 	return 0;
@@ -541,7 +541,7 @@ int sup_on_kernel_check(kbox_loop_t *loop, void *arg)
 	}
 	/* killed by us (an execution that would not stop) or died */
 	bool requested = s->kill_cause[0] != '\0';
-	snprintf(cause, sizeof cause, "%s", requested ? s->kill_cause : kbox_sandbox_cause(s->sb));
+	kx_msgf(cause, sizeof cause, "%s", requested ? s->kill_cause : kbox_sandbox_cause(s->sb));
 	s->kill_cause[0] = '\0';
 	if (sup_kernel_replace(s, cause, requested) < 0) {
 		sup_answer_pending(s, KBOX_CTL_ERR_KERNEL, s->stop_cause);
@@ -597,8 +597,8 @@ static int on_memory_check(kbox_loop_t *loop, void *arg)
 	}
 	if (rss < MEMORY_HIGH || !s->sb || s->stopping)
 		return 0;
-	kbox_fmt_size(have, sizeof have, rss);
-	kbox_fmt_size(bound, sizeof bound, MEMORY_HIGH);
+	kx_fmt_bytes(have, sizeof have, rss);
+	kx_fmt_bytes(bound, sizeof bound, MEMORY_HIGH);
 	snprintf(cause, sizeof cause,
 	         "it sent more than its supervisor may hold (%s in memory, over the bound of %s), "
 	         "so the kernel was killed",
@@ -631,8 +631,8 @@ void sup_memory_bound(sup_t *s)
 		kbox__cgroup_leave(s->cg);
 		kbox__cgroup_destroy(&s->cg);
 	}
-	kbox_fmt_size(high, sizeof high, MEMORY_HIGH);
-	kbox_fmt_size(max, sizeof max, MEMORY_MAX);
+	kx_fmt_bytes(high, sizeof high, MEMORY_HIGH);
+	kx_fmt_bytes(max, sizeof max, MEMORY_MAX);
 	sup_log(s, "supervisor-memory",
 	        json_pack("{s:s, s:s?, s:s?}", "kernel_stopped_over", high, "killed_over",
 	                  s->cg ? max : NULL, "no_cgroup", s->cg ? NULL : why));

@@ -1,0 +1,137 @@
+/* src/common/kx_proc.c — starting a child process (kx.h): a command looked
+ * up in a safe PATH, an identity taken, and the child's side of fork, for
+ * whatever starts a kernel (libkbox's local kernels, the runtime's
+ * sandboxes and its probes). */
+#include "config.h" /* _GNU_SOURCE, HAVE_PRCTL, HAVE_CLOSE_RANGE */
+#include "common/kx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef HAVE_SYS_PRCTL_H
+#include <sys/prctl.h>
+#endif
+
+char *kx_resolve_command(const char *cmd, const char *root)
+{
+	char buf[PATH_MAX], in_root[PATH_MAX * 2];
+	const char *p = KX_SAFE_PATH;
+	struct stat st;
+	if (strchr(cmd, '/'))
+		return strdup(cmd);
+	while (*p) {
+		const char *colon = strchr(p, ':');
+		size_t len = colon ? (size_t)(colon - p) : strlen(p);
+		snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, cmd);
+		if (!root && access(buf, X_OK) == 0)
+			return strdup(buf);
+		/* in another root, a link there may point anywhere in it: that it
+		 * exists is what can be checked from here */
+		snprintf(in_root, sizeof in_root, "%s%s", root ? root : "", buf);
+		if (root && lstat(in_root, &st) == 0 && !S_ISDIR(st.st_mode))
+			return strdup(buf);
+		p += len + (colon ? 1 : 0);
+	}
+	return NULL;
+}
+
+/* ---- the child ---- */
+
+int kx_take_ids(const kx_ids_t *ids)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+	if (ids->uid == 0 || ids->gid == 0) {
+		errno = EPERM;
+		return -1;
+	}
+	/* groups and gid first: they need the capabilities the uid change drops */
+	if (setgroups(0, NULL) < 0 || setresgid(ids->gid, ids->gid, ids->gid) < 0 ||
+	    setresuid(ids->uid, ids->uid, ids->uid) < 0)
+		return -1;
+	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
+		return -1;
+	if (ru != ids->uid || eu != ids->uid || su != ids->uid || rg != ids->gid ||
+	    eg != ids->gid || sg != ids->gid || getgroups(0, NULL) != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	/* and no way back */
+	if (setuid(0) == 0) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
+void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c)
+{
+	sigset_t none;
+	int fd, e, out_fd = c->out_fd;
+	pid_t parent = c->parent;
+
+	setsid();
+#if defined(HAVE_PRCTL) && defined(PR_SET_PDEATHSIG)
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent) /* the parent died before prctl took effect */
+		_exit(127);
+#endif
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	/* OUT_FD out of the way of 0 to 2 first (a dup2 onto itself would
+	 * leave it close-on-exec) */
+	if (out_fd >= 0 && out_fd <= 2)
+		out_fd = fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
+	fd = open("/dev/null", O_RDONLY);
+	if (fd >= 0 && fd != 0) {
+		dup2(fd, 0);
+		close(fd);
+	}
+	fd = out_fd >= 0 ? out_fd : open("/dev/null", O_WRONLY);
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	if (c->ids) {
+		if (kx_take_ids(c->ids) < 0)
+			goto fail;
+#if defined(HAVE_PRCTL) && defined(PR_SET_PDEATHSIG)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+#endif
+	}
+	if (c->cwd && chdir(c->cwd) < 0)
+		goto fail;
+	/* nothing of the host but 0-2 crosses exec (ERRFD is already close-on-exec) */
+#ifdef HAVE_CLOSE_RANGE
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+#endif
+	{
+		long max = sysconf(_SC_OPEN_MAX);
+		if (max < 0 || max > 65536)
+			max = 65536;
+		for (int i = 3; i < max; i++)
+			fcntl(i, F_SETFD, FD_CLOEXEC);
+	}
+	for (size_t i = 0; i < c->n_keep; i++)
+		fcntl(c->keep[i], F_SETFD, 0);
+	execve(exe, argv, env);
+fail:
+	e = errno;
+	if (write(c->errfd, &e, sizeof e) < 0)
+		_exit(127);
+	_exit(127);
+}
