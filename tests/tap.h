@@ -11,7 +11,8 @@
  *                name (fnmatch); an item that starts with '!' excludes.  A
  *                test runs when it matches a positive item (or there is
  *                none) and no '!' item: "3,7-9", "*utf8*,!*slow*".  Unset
- *                or empty: every test.
+ *                or empty: every test.  (tests/lib.sh reads it the same
+ *                way for the shell tests: keep the two alike.)
  * KBOX_TEST_SLOW unset, "" or "0": a test run with RUN_SLOW is skipped
  *                (make check); "only": only those run (make check-slow);
  *                anything else: they run with the rest.
@@ -74,24 +75,16 @@ static inline int tap_selects(const char *sel, int n, const char *name)
 {
 	int positive = 0, picked = 0;
 	for (const char *p = sel; p && *p;) {
-		const char *comma = strchr(p, ','), *item = p;
+		const char *comma = strchr(p, ',');
 		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		int exclude = 0;
-		p = comma ? comma + 1 : NULL;
-		while (len > 0 && (isspace((unsigned char)*item) || (*item == '!' && !exclude))) {
-			exclude = exclude || *item == '!';
-			item++, len--;
-		}
-		while (len > 0 && isspace((unsigned char)item[len - 1]))
-			len--;
-		if (len == 0)
-			continue;
-		if (exclude && tap_item_matches(item, len, n, name))
-			return 0;
-		if (!exclude) {
+		if (len > 0 && *p == '!') {
+			if (tap_item_matches(p + 1, len - 1, n, name))
+				return 0;
+		} else if (len > 0) {
 			positive = 1;
-			picked = picked || tap_item_matches(item, len, n, name);
+			picked = picked || tap_item_matches(p, len, n, name);
 		}
+		p = comma ? comma + 1 : NULL;
 	}
 	return !positive || picked;
 }
