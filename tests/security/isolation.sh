@@ -722,19 +722,25 @@ def procs():
                 continue
             out[int(p)] = (f[0], int(f[1]))
     return out
+# each orphan waits for the end of this pipe (not for a time: on a loaded
+# machine a sleep could end before all twenty are counted)
+r, w = os.pipe()
 middle = []
 for i in range(20):
     pid = os.fork()
     if pid == 0:
         try:
             if os.fork() == 0:
-                time.sleep(3)  # outlives its parent: an orphan, for pid 1 to reap
+                os.close(w)
+                os.read(r, 1)  # outlives its parent: an orphan, for pid 1 to reap
         finally:
             os._exit(0)
     middle.append(pid)
 for pid in middle:  # the double fork's parent waits for the middle child only
     os.waitpid(pid, 0)
 print("orphans_of_pid_1", sum(1 for p, (s, pp) in procs().items() if pp == 1 and p != 2))
+os.close(w)  # the orphans end now
+os.close(r)
 deadline = time.time() + 60  # a bound; pid 1 reaps them long before
 while time.time() < deadline and sorted(procs()) != [1, 2]:
     time.sleep(0.05)
