@@ -382,25 +382,25 @@ static void out_view(kbox_capture_t *self, out_t *o, bool last_of_stream, bool *
 	tbuf_t *t = &self->streams[o->pub.stream];
 	const char *v = t->view_text;
 	size_t a = o->from, b = o->to, h = t->fin_head, m = t->fin_marker, tl = t->fin_tail;
-	kbox__buf_t buf = KBOX__BUF_INIT;
+	kx_buf_t buf = KX_BUF_INIT;
 
 	o->pub.total_bytes = b - a;
 	o->pub.truncated = tl > h && a < tl && b > h;
 	if (!v)
 		return;
 	if (a < h)
-		kbox__buf_append(&buf, v + a, (b < h ? b : h) - a);
+		kx_buf_append(&buf, v + a, (b < h ? b : h) - a);
 	if (m && !*marker_shown && b > h) {
-		kbox__buf_append(&buf, v + h, m);
+		kx_buf_append(&buf, v + h, m);
 		*marker_shown = true;
 	}
 	if (b > tl) {
 		size_t x = a > tl ? a : tl;
-		kbox__buf_append(&buf, v + h + m + (x - tl), b - x);
+		kx_buf_append(&buf, v + h + m + (x - tl), b - x);
 	}
 	if (last_of_stream && t->fin_extra)
-		kbox__buf_append(&buf, v + h + m + (t->total_bytes - tl), t->fin_extra);
-	o->text = kbox__buf_take(&buf, &o->pub.len);
+		kx_buf_append(&buf, v + h + m + (t->total_bytes - tl), t->fin_extra);
+	o->text = kx_buf_take(&buf, &o->pub.len);
 	if (!o->text)
 		o->pub.len = 0;
 	o->pub.text = o->text ? o->text : "";
@@ -524,7 +524,7 @@ static char *image_write(kbox_capture_t *self, const char *name, const char *mim
 		return NULL;
 	}
 	self->files_made++;
-	if (kbox__write_all(fd, bytes, outlen) < 0) {
+	if (kx_write_all(fd, bytes, outlen) < 0) {
 		capture_notice(self, "image %d: writing %s failed: %s", self->image_seq, path,
 		               strerror(errno));
 		capture_unlink_output(self->dfd, path);
@@ -712,25 +712,25 @@ static void on_error(kbox_capture_t *self, json_t *c)
 	free(self->evalue);
 	/* both by their lengths: a NUL byte in them is kept, and what follows */
 	{
-		kbox__buf_t b = KBOX__BUF_INIT;
+		kx_buf_t b = KX_BUF_INIT;
 		const char *e = json_is_string(en) ? json_string_value(en) : "Error";
 		size_t n = json_is_string(en) ? json_string_length(en) : 5;
-		kbox__buf_append(&b, e, n > MAX_ENAME ? kx_utf8_floor(e, n, MAX_ENAME) : n);
-		self->ename = kbox__buf_take(&b, &self->ename_len);
+		kx_buf_append(&b, e, n > MAX_ENAME ? kx_utf8_floor(e, n, MAX_ENAME) : n);
+		self->ename = kx_buf_take(&b, &self->ename_len);
 	}
 	/* the value is budgeted like any text: cut at a UTF-8 boundary */
 	{
-		kbox__buf_t b = KBOX__BUF_INIT;
+		kx_buf_t b = KX_BUF_INIT;
 		const char *v = json_is_string(ev) ? json_string_value(ev) : "";
 		size_t n = json_is_string(ev) ? json_string_length(ev) : 0;
 		if (n > self->opts.max_bytes) {
 			size_t k = kx_utf8_floor(v, n, self->opts.max_bytes);
-			kbox__buf_append(&b, v, k);
-			kbox__buf_appendf(&b, " [... %zu bytes]", n - k);
+			kx_buf_append(&b, v, k);
+			kx_buf_appendf(&b, " [... %zu bytes]", n - k);
 		} else {
-			kbox__buf_append(&b, v, n);
+			kx_buf_append(&b, v, n);
 		}
-		self->evalue = kbox__buf_take(&b, &self->evalue_len);
+		self->evalue = kx_buf_take(&b, &self->evalue_len);
 	}
 	if (!self->ename || !self->evalue) {
 		self->oom = true;
@@ -856,17 +856,17 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 	                       : NULL;
 	out_t *o;
 	kbox_event_t ev = {KBOX_EV_INPUT, 0, NULL, 0, -1, NULL};
-	kbox__buf_t b = KBOX__BUF_INIT;
+	kx_buf_t b = KX_BUF_INIT;
 
 	before_output(self);
 	if (!(o = other_output(self, KBOX_OUT_INPUT, false)))
 		return;
 	o->pub.password = json_is_true(json_object_get(c, "password"));
 	if (json_is_string(prompt))
-		kbox__buf_append(&b, json_string_value(prompt),
-		                 kx_utf8_floor(json_string_value(prompt),
-		                               json_string_length(prompt), 1024));
-	o->text = kbox__buf_take(&b, &o->pub.len);
+		kx_buf_append(&b, json_string_value(prompt),
+		              kx_utf8_floor(json_string_value(prompt),
+		                            json_string_length(prompt), 1024));
+	o->text = kx_buf_take(&b, &o->pub.len);
 	o->pub.text = o->text ? o->text : "";
 	if (!o->text)
 		o->pub.len = 0;

@@ -49,7 +49,7 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 		self->chan[ch].client = self;
 		self->chan[ch].ch = ch;
 	}
-	kbox__bucket_init(&self->iopub_bucket, 0, 0, kbox__now_ms());
+	kbox__bucket_init(&self->iopub_bucket, 0, 0, kx_now_ms());
 	kbox_uuid(self->session);
 	default_username(self->username, sizeof self->username);
 	self->conn = kbox_conn_dup(conn);
@@ -222,20 +222,20 @@ static int poll_channels(kbox_client_t *self, unsigned mask, long timeout_ms)
 	return out;
 }
 
-/* Milliseconds left until DEADLINE (a kbox__now_ms value; 0 = none → -1). */
+/* Milliseconds left until DEADLINE (a kx_now_ms value; 0 = none → -1). */
 static long remaining(long long deadline)
 {
 	long long left;
 	if (!deadline)
 		return -1;
-	left = deadline - kbox__now_ms();
+	left = deadline - kx_now_ms();
 	return left > 0 ? (long)left : 0;
 }
 
 kbox_msg_t *kbox_client_recv(kbox_client_t *self, kbox_channel_t channel, int timeout_ms,
                              kbox_error_t *err)
 {
-	long long deadline = timeout_ms > 0 ? kbox__now_ms() + timeout_ms : 0;
+	long long deadline = timeout_ms > 0 ? kx_now_ms() + timeout_ms : 0;
 	char t[32];
 
 	if ((unsigned)channel >= KBOX_CH_HB) {
@@ -260,7 +260,7 @@ kbox_msg_t *kbox_client_recv(kbox_client_t *self, kbox_channel_t channel, int ti
 		if (timeout_ms >= 0 && (timeout_ms == 0 || remaining(deadline) == 0))
 			break;
 	}
-	kbox__fmt_ms(t, sizeof t, timeout_ms);
+	kx_fmt_ms(t, sizeof t, timeout_ms);
 	kbox__err(err, KBOX_E_TIMEOUT, "no message on %s within %s", kbox_channel_name(channel), t);
 	return NULL;
 }
@@ -333,12 +333,12 @@ static void on_iopub(kbox_client_t *self)
 	if (self->ready)
 		self->ready->iopub_heard = true;
 	if (run)
-		run->last_activity = run->last_iopub = kbox__now_ms();
+		run->last_activity = run->last_iopub = kx_now_ms();
 	m = iopub_decode(self, &z, run ? &run->bucket : &self->iopub_bucket, x,
 	                 run ? run->req_id : NULL);
 	pid = m ? kbox_msg_parent_id(m) : NULL;
 	if (run) /* silence counts from when this one was taken in */
-		run->last_iopub = kbox__now_ms();
+		run->last_iopub = kx_now_ms();
 	client_guard_on(self, &g);
 	if (run && pid && strcmp(pid, run->req_id) == 0)
 		exec_output(self, x, &m);

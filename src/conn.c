@@ -462,7 +462,7 @@ static int conn_save(const kbox_conn_t *self, const char *path, const kx_ids_t *
 		kbox__err_sys(err, "connection file %s: chown to uid %u", path, (unsigned)ids->uid);
 		goto out_unlink;
 	}
-	if (kbox__write_all(fd, text, strlen(text)) < 0) {
+	if (kx_write_all(fd, text, strlen(text)) < 0) {
 		kbox__err_sys(err, "connection file %s: write", path);
 		goto out_unlink;
 	}

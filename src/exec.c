@@ -90,7 +90,7 @@ void exec_close(kbox_client_t *self, kbox_exec_t *x, kbox_exec_done_cb **done_p,
 		if (json_is_integer(cnt))
 			x->count = (int)json_integer_value(cnt);
 	}
-	x->seconds = (double)(kbox__now_ms() - run->start) / 1000.0;
+	x->seconds = (double)(kx_now_ms() - run->start) / 1000.0;
 	client_cancel_timer(self, &run->t_deadline);
 	client_cancel_timer(self, &run->t_watch);
 	client_cancel_timer(self, &run->t_phase);
@@ -144,7 +144,7 @@ void exec_finish(kbox_client_t *self, kbox_exec_t *x)
 		x->status = KBOX_EXEC_TIMEOUT;
 		if (!x->reason[0]) {
 			char t[32];
-			kbox__fmt_ms(t, sizeof t, x->run->o.timeout_ms);
+			kx_fmt_ms(t, sizeof t, x->run->o.timeout_ms);
 			exec_set_reason(x,
 			                "timed out after %s; the kernel was interrupted (state kept)",
 			                t);
@@ -291,7 +291,7 @@ static bool exec_ping(kbox_client_t *self, kbox_exec_t *x)
 {
 	exec_run_t *run = x->run;
 	zsock_t *hb = channel_sock(self, KBOX_CH_HB, NULL);
-	run->hb_sent = kbox__now_ms();
+	run->hb_sent = kx_now_ms();
 	if (hb && zstr_send(hb, "ping") == 0) {
 		run->hb_waiting = true;
 		if ((run->t_hb = client_add_timer(self, HB_TIMEOUT_MS, exec_on_hb_timeout, x)))
@@ -306,7 +306,7 @@ static int exec_on_watch(kbox_loop_t *loop, void *arg);
 static void exec_watch_arm(kbox_client_t *self, kbox_exec_t *x)
 {
 	exec_run_t *run = x->run;
-	long long now = kbox__now_ms();
+	long long now = kx_now_ms();
 	long long next = (run->hb_waiting ? now : run->last_activity) + HB_SILENCE_MS;
 	if (run->got_reply && run->last_iopub + REPLY_IDLE_MS < next)
 		next = run->last_iopub + REPLY_IDLE_MS;
@@ -321,7 +321,7 @@ static int exec_on_watch(kbox_loop_t *loop, void *arg)
 	kbox_exec_t *x = arg;
 	exec_run_t *run = x->run;
 	kbox_client_t *self = run->client;
-	long long now = kbox__now_ms();
+	long long now = kx_now_ms();
 	(void)loop;
 	run->t_watch = 0;
 	/* iopub waiting unread is not silence: reading a large message can
@@ -394,7 +394,7 @@ static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 	x->status = KBOX_EXEC_TIMEOUT;
 	if (!x->reason[0]) {
 		char t[32];
-		kbox__fmt_ms(t, sizeof t, run->o.timeout_ms);
+		kx_fmt_ms(t, sizeof t, run->o.timeout_ms);
 		exec_set_reason(x,
 		                !x->interrupted ? "timed out after %s"
 		                : x->went_idle
@@ -412,7 +412,7 @@ static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 static int exec_send(kbox_client_t *self, kbox_exec_t *x, kbox_error_t *err)
 {
 	exec_run_t *run = x->run;
-	long long now = kbox__now_ms();
+	long long now = kx_now_ms();
 	if ((run->o.timeout_ms > 0 &&
 	     !(run->t_deadline = client_add_timer(self, run->start + run->o.timeout_ms - now,
 	                                          exec_on_deadline, x))) ||
@@ -423,9 +423,9 @@ static int exec_send(kbox_client_t *self, kbox_exec_t *x, kbox_error_t *err)
 	if (kbox_client_send(self, KBOX_CH_SHELL, run->req, err) < 0)
 		goto fail;
 	run->phase = X_RUN;
-	run->last_activity = run->last_iopub = kbox__now_ms();
+	run->last_activity = run->last_iopub = kx_now_ms();
 	kbox__bucket_init(&run->bucket, run->o.max_msgs_per_sec, run->o.max_bytes_per_sec,
-	                  kbox__now_ms());
+	                  kx_now_ms());
 	return 0;
 fail:
 	client_cancel_timer(self, &run->t_deadline);
@@ -553,7 +553,7 @@ bool exec_on_reply(kbox_client_t *self, kbox_channel_t ch, kbox_msg_t **m_p)
 
 	if (!x || x->run->phase != X_RUN)
 		return false;
-	x->run->last_activity = kbox__now_ms();
+	x->run->last_activity = kx_now_ms();
 	if (ch != KBOX_CH_SHELL || !pid || x->reply || strcmp(pid, x->run->req_id) != 0 ||
 	    strcmp(kbox_msg_type(*m_p), "execute_reply") != 0)
 		return false;
@@ -575,7 +575,7 @@ void exec_on_stdin(kbox_client_t *self)
 	int rc;
 
 	if (run)
-		run->last_activity = kbox__now_ms();
+		run->last_activity = kx_now_ms();
 	if (!run || !pid || strcmp(pid, run->req_id) != 0 ||
 	    strcmp(kbox_msg_type(m), "input_request") != 0)
 		goto out;
@@ -607,7 +607,7 @@ void exec_on_hb(kbox_client_t *self)
 		client_cancel_timer(self, &x->run->t_hb);
 		x->run->hb_waiting = false;
 		x->run->hb_misses = 0;
-		x->run->last_activity = kbox__now_ms();
+		x->run->last_activity = kx_now_ms();
 	}
 }
 
@@ -659,7 +659,7 @@ static exec_run_t *exec_run_new(kbox_client_t *self, kbox_msg_t **req_p,
 	run->o.input_lines = (const char *const *)run->lines;
 	run->client = self;
 	run->req_id = kbox_msg_id(run->req);
-	run->start = kbox__now_ms();
+	run->start = kx_now_ms();
 	run->done = done;
 	run->arg = arg;
 	return run;

@@ -382,7 +382,7 @@ kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, kbox__bucket_t *b, k
 	size_t text_bytes;
 	char id[256];
 
-	over = self->shedding || !kbox__bucket_take(b, size, kbox__now_ms());
+	over = self->shedding || !kbox__bucket_take(b, size, kx_now_ms());
 	if (over &&
 	    kbox__droppable_output(*z_p, req_id, &ours, &stream, &text_bytes, id, sizeof id) &&
 	    /* the execution's own output is read all the same while its

@@ -26,7 +26,7 @@ typedef struct {
 } kbox__bucket_t;
 
 /* Fill B for MSGS_RATE and BYTES_RATE (0: KBOX_RATE_MSGS_PER_SEC and
- * KBOX_RATE_BYTES_PER_SEC; < 0: no limit), full at NOW_MS (kbox__now_ms). */
+ * KBOX_RATE_BYTES_PER_SEC; < 0: no limit), full at NOW_MS (kx_now_ms). */
 void kbox__bucket_init(kbox__bucket_t *b, double msgs_rate, double bytes_rate, long long now_ms);
 
 /* Take one message of SIZE bytes at NOW_MS: true when it is within the

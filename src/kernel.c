@@ -271,9 +271,9 @@ const char *kbox_kernel_runtime_dir(const kbox_kernel_t *self) { return self->ru
 /* Wait up to MS for the process to exit. true if it did. */
 static bool wait_exit(kbox_kernel_t *self, int ms)
 {
-	long long deadline = kbox__now_ms() + ms;
+	long long deadline = kx_now_ms() + ms;
 	while (kbox_kernel_is_alive(self)) {
-		if (kbox__now_ms() >= deadline)
+		if (kx_now_ms() >= deadline)
 			return false;
 		usleep(10000);
 	}

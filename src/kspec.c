@@ -393,7 +393,7 @@ json_t *kbox_kspec_metadata(const kbox_kspec_t *self) { return self->metadata; }
 static char *substitute(const char *arg, int dollar, const char *(*lookup)(const char *, void *),
                         void *ctx)
 {
-	kbox__buf_t b = KBOX__BUF_INIT;
+	kx_buf_t b = KX_BUF_INIT;
 	const char *p = arg;
 
 	while (*p) {
@@ -402,28 +402,28 @@ static char *substitute(const char *arg, int dollar, const char *(*lookup)(const
 		char name[128];
 		const char *val;
 		if (!open) {
-			kbox__buf_appends(&b, p);
+			kx_buf_appends(&b, p);
 			break;
 		}
 		nstart = open + (dollar ? 2 : 1);
 		for (q = nstart; *q && (isalnum((unsigned char)*q) || *q == '_'); q++)
 			;
 		if (*q != '}' || q == nstart || (size_t)(q - nstart) >= sizeof name) {
-			kbox__buf_append(&b, p, (size_t)(nstart - p));
+			kx_buf_append(&b, p, (size_t)(nstart - p));
 			p = nstart;
 			continue;
 		}
 		memcpy(name, nstart, (size_t)(q - nstart));
 		name[q - nstart] = '\0';
 		val = lookup(name, ctx);
-		kbox__buf_append(&b, p, (size_t)(open - p));
+		kx_buf_append(&b, p, (size_t)(open - p));
 		if (val)
-			kbox__buf_appends(&b, val);
+			kx_buf_appends(&b, val);
 		else
-			kbox__buf_append(&b, open, (size_t)(q + 1 - open));
+			kx_buf_append(&b, open, (size_t)(q + 1 - open));
 		p = q + 1;
 	}
-	return kbox__buf_take(&b, NULL);
+	return kx_buf_take(&b, NULL);
 }
 
 struct argv_ctx {

@@ -42,7 +42,7 @@ typedef struct {
 	int ms;
 	bool repeat;
 	bool dead;
-	long long due;      /* kbox__now_ms() */
+	long long due;      /* kx_now_ms() */
 	unsigned long pass; /* the dispatch that last fired it */
 	kbox_loop_fn *fn;
 	void *arg;
@@ -197,7 +197,7 @@ int kbox_loop_add_timer(kbox_loop_t *self, int ms, bool repeat, kbox_loop_fn *fn
 	t->ms = ms > 0 ? ms : 0;
 	t->repeat = repeat;
 	t->dead = false;
-	t->due = kbox__now_ms() + t->ms;
+	t->due = kx_now_ms() + t->ms;
 	t->pass = self->pass; /* not fired in the dispatch that is running */
 	t->fn = fn;
 	t->arg = arg;
@@ -237,7 +237,7 @@ static void fire_pollers(kbox_loop_t *self, const bool *ready, const size_t *whi
  * at most once (a timer added meanwhile waits for the next dispatch). */
 static void fire_timers(kbox_loop_t *self)
 {
-	long long now = kbox__now_ms();
+	long long now = kx_now_ms();
 	while (!self->stopped && !self->failed) {
 		ltimer_t *t = NULL;
 		kbox_loop_fn *fn;
@@ -296,7 +296,7 @@ static int dispatch(kbox_loop_t *self, int timeout_ms)
 
 	if (self->stopped || self->failed)
 		return 1;
-	now = kbox__now_ms();
+	now = kx_now_ms();
 	for (size_t i = 0; i < self->n_timers; i++) {
 		const ltimer_t *t = &self->timers[i];
 		long long left = t->due > now ? t->due - now : 0;

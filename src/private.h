@@ -18,25 +18,6 @@ int kbox__err(kbox_error_t *err, kbox_errcode_t code, const char *fmt, ...) KBOX
 /* The same, appending ": strerror(errno)" (errno is read on entry). */
 int kbox__err_sys(kbox_error_t *err, const char *fmt, ...) KBOX_PRINTF(2, 3);
 
-/* TEMPORARY: removed when the other branches merge.  The old kbox__
- * names of what moved to the common module (src/common/kx.h), for the
- * call sites in files of other branches; nothing new may use them. */
-#define kbox__now_ms kx_now_ms
-#define kbox__now kx_wall_s
-#define kbox__fmt_ms(buf, size, ms) ((void)kx_fmt_ms((buf), (size), (ms)))
-#define kbox__utf8_repair kx_utf8_repair
-#define kbox__buf_t kx_buf_t
-#define KBOX__BUF_INIT KX_BUF_INIT
-#define kbox__buf_append kx_buf_append
-#define kbox__buf_appends kx_buf_appends
-#define kbox__buf_appendf kx_buf_appendf
-#define kbox__buf_take kx_buf_take
-#define kbox__buf_reset kx_buf_reset
-#define kbox__iso8601 kx_iso8601
-#define kbox__write_all kx_write_all
-#define kbox_fmt_size kx_fmt_bytes /* runtime/backend.c's, for the runtime */
-/* END TEMPORARY */
-
 /* 0 if DIR is private (kx_private_dir), else -1 with ERR. */
 int kbox__check_private_dir(const char *dir, kbox_error_t *err);
 

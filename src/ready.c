@@ -42,7 +42,7 @@ static void ready_expire(kbox_client_t *self, ready_t *rd)
 	if (client_owner_says_dead(self)) {
 		kbox__err(&e, KBOX_E_DEAD, "kernel exited before it was ready");
 	} else {
-		kbox__fmt_ms(t, sizeof t, rd->timeout_ms);
+		kx_fmt_ms(t, sizeof t, rd->timeout_ms);
 		kbox__err(&e, KBOX_E_TIMEOUT,
 		          rd->shell_answered
 		              ? "kernel answered kernel_info but no iopub message reached us within %s"
@@ -58,7 +58,7 @@ static void ready_on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err
 static void ready_ask(kbox_client_t *self, ready_t *rd)
 {
 	kbox_error_t e = {0};
-	long long left = rd->deadline - kbox__now_ms();
+	long long left = rd->deadline - kx_now_ms();
 	if (left <= 0) {
 		ready_expire(self, rd);
 		return;
@@ -244,7 +244,7 @@ ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_read
 	}
 	rd->client = self;
 	rd->timeout_ms = timeout_ms > 0 ? timeout_ms : READY_MS;
-	rd->deadline = kbox__now_ms() + rd->timeout_ms;
+	rd->deadline = kx_now_ms() + rd->timeout_ms;
 	rd->iopub_wait = IOPUB_WAIT_MS;
 	rd->owner = owner;
 	rd->cb = cb;

@@ -24,31 +24,31 @@
 /* ---- the text renderer's parts ---- */
 
 /* End the current part with a newline unless it already ends with one. */
-static void buf_end_line(kbox__buf_t *b)
+static void buf_end_line(kx_buf_t *b)
 {
 	if (b->len > 0 && b->data[b->len - 1] != '\n')
-		kbox__buf_append(b, "\n", 1);
+		kx_buf_append(b, "\n", 1);
 }
 
 /* Append the LEN bytes at S as the text format shows them: a NUL byte
  * as the two characters "\0", everything else as it is.  So the text holds
  * no NUL, and nothing after one is lost. */
-static void buf_visible(kbox__buf_t *b, const char *s, size_t len)
+static void buf_visible(kx_buf_t *b, const char *s, size_t len)
 {
 	const char *nul;
 
 	while (len > 0 && (nul = memchr(s, '\0', len))) {
-		kbox__buf_append(b, s, (size_t)(nul - s));
-		kbox__buf_append(b, "\\0", 2);
+		kx_buf_append(b, s, (size_t)(nul - s));
+		kx_buf_append(b, "\\0", 2);
 		len -= (size_t)(nul - s) + 1;
 		s = nul + 1;
 	}
-	kbox__buf_append(b, s, len);
+	kx_buf_append(b, s, len);
 }
 
 /* Append the LEN bytes at S as one part: nothing when LEN is 0, else S
  * (NUL shown as "\0") and, if S does not end with one, a newline. */
-static void buf_part(kbox__buf_t *b, const char *s, size_t len)
+static void buf_part(kx_buf_t *b, const char *s, size_t len)
 {
 	if (!s || !len)
 		return;
@@ -60,7 +60,7 @@ static void buf_part(kbox__buf_t *b, const char *s, size_t len)
 
 /* A JSON string of LEN bytes at S (new reference): S itself when it is
  * UTF-8, else S with each ill-formed subpart replaced by U+FFFD
- * (kbox__utf8_repair).  NULL S gives "". */
+ * (kx_utf8_repair).  NULL S gives "". */
 static json_t *string_json(const char *s, size_t len)
 {
 	json_t *j;
@@ -72,7 +72,7 @@ static json_t *string_json(const char *s, size_t len)
 	j = json_stringn(s, len);
 	if (j)
 		return j;
-	repaired = kbox__utf8_repair(s, len, &n);
+	repaired = kx_utf8_repair(s, len, &n);
 	j = repaired ? json_stringn(repaired, n) : NULL;
 	free(repaired);
 	return j;
@@ -131,17 +131,17 @@ static int set_new(json_t *obj, const char *key, json_t *value)
 static char *plain_text(json_t *bundle, size_t *len)
 {
 	json_t *v = json_object_get(bundle, "text/plain"), *line;
-	kbox__buf_t b = KBOX__BUF_INIT;
+	kx_buf_t b = KX_BUF_INIT;
 	size_t i;
 
 	if (json_is_string(v))
-		kbox__buf_append(&b, json_string_value(v), json_string_length(v));
+		kx_buf_append(&b, json_string_value(v), json_string_length(v));
 	else if (json_is_array(v))
 		json_array_foreach (v, i, line)
 			if (json_is_string(line))
-				kbox__buf_append(&b, json_string_value(line),
-				                 json_string_length(line));
-	return kbox__buf_take(&b, len);
+				kx_buf_append(&b, json_string_value(line),
+				              json_string_length(line));
+	return kx_buf_take(&b, len);
 }
 
 /* Does the image list of R name display I? */
@@ -161,7 +161,7 @@ static bool display_has_image(const kbox_result_t *r, size_t i)
 /* "Out[N]: " and the value's text/plain.  A value of several lines starts
  * on the line after "Out[N]:", so that tables keep their columns (as
  * IPython's display hook does).  An unknown count gives "Out:". */
-static void text_value(kbox__buf_t *b, const kbox_result_t *r)
+static void text_value(kx_buf_t *b, const kbox_result_t *r)
 {
 	const kbox_text_t *t = kbox_result_value_text(r);
 	const char *s = t && t->text ? t->text : NULL, *nl;
@@ -174,17 +174,17 @@ static void text_value(kbox__buf_t *b, const kbox_result_t *r)
 	nl = memchr(s, '\n', len);
 	multi = nl && nl + 1 < s + len;
 	if (count >= 0)
-		kbox__buf_appendf(b, "Out[%d]:", count);
+		kx_buf_appendf(b, "Out[%d]:", count);
 	else
-		kbox__buf_appends(b, "Out:");
-	kbox__buf_appends(b, multi ? "\n" : " ");
+		kx_buf_appends(b, "Out:");
+	kx_buf_appends(b, multi ? "\n" : " ");
 	buf_part(b, s, len);
 }
 
 /* One line per image of display DISPLAY (-1: of the value): saved with
  * its path and size, saved as text (an SVG with active content) and why,
  * or not saved. */
-static void text_images(kbox__buf_t *b, const kbox_result_t *r, int display)
+static void text_images(kx_buf_t *b, const kbox_result_t *r, int display)
 {
 	size_t i, n = kbox_result_image_count(r);
 	const kbox_image_t *img;
@@ -194,23 +194,23 @@ static void text_images(kbox__buf_t *b, const kbox_result_t *r, int display)
 		if (!img || img->display != display)
 			continue;
 		if (!img->path)
-			kbox__buf_appendf(b, "[image not saved: %s, %zu bytes]\n",
-			                  img->mime ? img->mime : "image", img->bytes);
+			kx_buf_appendf(b, "[image not saved: %s, %zu bytes]\n",
+			               img->mime ? img->mime : "image", img->bytes);
 		else if (img->saved_as_text)
-			kbox__buf_appendf(b, "[image saved as text: %s (the SVG has active content: %s)]\n",
-			                  img->path, img->saved_as_text);
+			kx_buf_appendf(b, "[image saved as text: %s (the SVG has active content: %s)]\n",
+			               img->path, img->saved_as_text);
 		else if (img->width >= 0 && img->height >= 0)
-			kbox__buf_appendf(b, "[image saved: %s (%d" TIMES_SIGN "%d px)]\n", img->path,
-			                  img->width, img->height);
+			kx_buf_appendf(b, "[image saved: %s (%d" TIMES_SIGN "%d px)]\n", img->path,
+			               img->width, img->height);
 		else
-			kbox__buf_appendf(b, "[image saved: %s]\n", img->path);
+			kx_buf_appendf(b, "[image saved: %s]\n", img->path);
 	}
 }
 
 /* Display I: its images, or its text/plain (the displays' texts share one
  * budget, *SHOWN bytes of it used; *NOT_SHOWN counts those past it), or a
  * line saying how large it was when the capture left it out as too large. */
-static void text_display(kbox__buf_t *b, const kbox_result_t *r, size_t i, size_t *shown_p,
+static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *shown_p,
                          size_t *not_shown)
 {
 	json_t *bundle, *omitted, *v;
@@ -228,8 +228,8 @@ static void text_display(kbox__buf_t *b, const kbox_result_t *r, size_t i, size_
 			    json_is_string(json_object_get(v, "error")) &&
 			    strcmp(json_string_value(json_object_get(v, "error")),
 			           "unsupported image type") == 0)
-				kbox__buf_appendf(b, "[image not saved: %s, %" JSON_INTEGER_FORMAT " bytes]\n",
-				                  key, json_integer_value(json_object_get(v, "bytes")));
+				kx_buf_appendf(b, "[image not saved: %s, %" JSON_INTEGER_FORMAT " bytes]\n",
+				               key, json_integer_value(json_object_get(v, "bytes")));
 		if (display_has_image(r, i)) {
 			text_images(b, r, (int)i);
 			return;
@@ -241,9 +241,9 @@ static void text_display(kbox__buf_t *b, const kbox_result_t *r, size_t i, size_
 		}
 		omitted = json_object_get(json_object_get(bundle, "text/plain"), "omitted_bytes");
 		if (json_is_integer(omitted)) {
-			kbox__buf_appendf(b,
-			                  "[display not shown: text/plain of %" JSON_INTEGER_FORMAT " bytes]\n",
-			                  json_integer_value(omitted));
+			kx_buf_appendf(b,
+			               "[display not shown: text/plain of %" JSON_INTEGER_FORMAT " bytes]\n",
+			               json_integer_value(omitted));
 			return;
 		}
 		s = plain_text(bundle, &len);
@@ -255,19 +255,19 @@ static void text_display(kbox__buf_t *b, const kbox_result_t *r, size_t i, size_
 }
 
 /* An input request: what the code asked, and what it was given. */
-static void text_input(kbox__buf_t *b, const kbox_output_t *o)
+static void text_input(kx_buf_t *b, const kbox_output_t *o)
 {
-	kbox__buf_appends(b, "[input: the code asked \"");
+	kx_buf_appends(b, "[input: the code asked \"");
 	buf_visible(b, o->text, o->len);
 	if (o->password)
-		kbox__buf_appends(b, o->value_len ? "\" and was given a password (not shown)]\n"
+		kx_buf_appends(b, o->value_len ? "\" and was given a password (not shown)]\n"
 		                                  : "\" for a password and was given end of input]\n");
 	else if (o->value) {
-		kbox__buf_appends(b, "\" and was given \"");
+		kx_buf_appends(b, "\" and was given \"");
 		buf_visible(b, o->value, o->value_len);
-		kbox__buf_appends(b, "\"]\n");
+		kx_buf_appends(b, "\"]\n");
 	} else
-		kbox__buf_appends(b, "\" and was given end of input: no input line was left]\n");
+		kx_buf_appends(b, "\" and was given end of input: no input line was left]\n");
 }
 
 /* Does the last non-empty line of TB (LEN bytes) name the error ENAME (N
@@ -309,7 +309,7 @@ static bool has_line(const char *tb, size_t len, const char *s, size_t n)
 /* The stripped traceback, then "ENAME: EVALUE" unless its last line
  * already names the error (IPython's does), or one of its lines is the
  * value (IRkernel's traceback begins with it). */
-static void text_error(kbox__buf_t *b, const kbox_result_t *r)
+static void text_error(kx_buf_t *b, const kbox_result_t *r)
 {
 	const kbox_text_t *t = kbox_result_traceback(r);
 	const char *tb = t && t->text ? t->text : "";
@@ -331,34 +331,34 @@ static void text_error(kbox__buf_t *b, const kbox_result_t *r)
 	if (evalue_len) {
 		/* the first line only: a long value is in the JSON output */
 		nl = memchr(evalue, '\n', evalue_len);
-		kbox__buf_appends(b, ": ");
+		kx_buf_appends(b, ": ");
 		buf_visible(b, evalue, nl ? (size_t)(nl - evalue) : evalue_len);
 	}
 	buf_end_line(b);
 }
 
 /* "[note: …]" per notice, then a final line for a timeout, death or abort. */
-static void text_status(kbox__buf_t *b, const kbox_result_t *r)
+static void text_status(kx_buf_t *b, const kbox_result_t *r)
 {
 	const char *reason = kbox_result_reason(r);
 	bool has = reason && *reason;
 	size_t i, n = kbox_result_notice_count(r);
 
 	for (i = 0; i < n; i++)
-		kbox__buf_appendf(b, "[note: %s]\n", kbox_result_notice(r, i));
+		kx_buf_appendf(b, "[note: %s]\n", kbox_result_notice(r, i));
 	switch (kbox_result_status(r)) {
 	case KBOX_EXEC_TIMEOUT:
-		kbox__buf_appendf(b, "[timeout%s%s]\n", has ? ": " : "", has ? reason : "");
+		kx_buf_appendf(b, "[timeout%s%s]\n", has ? ": " : "", has ? reason : "");
 		break;
 	case KBOX_EXEC_DIED:
-		kbox__buf_appendf(b, "[kernel died%s%s; earlier state is lost]\n", has ? ": " : "",
-		                  has ? reason : "");
+		kx_buf_appendf(b, "[kernel died%s%s; earlier state is lost]\n", has ? ": " : "",
+		               has ? reason : "");
 		break;
 	case KBOX_EXEC_ABORTED:
-		kbox__buf_appendf(b, "[aborted%s%s]\n", has ? ": " : "", has ? reason : "");
+		kx_buf_appendf(b, "[aborted%s%s]\n", has ? ": " : "", has ? reason : "");
 		break;
 	case KBOX_EXEC_INTERRUPTED:
-		kbox__buf_appendf(b, "[%s; state is kept]\n", has ? reason : "interrupted");
+		kx_buf_appendf(b, "[%s; state is kept]\n", has ? reason : "interrupted");
 		break;
 	default:
 		break;
@@ -372,7 +372,7 @@ char *kbox_render_text(const kbox_result_t *result)
 
 char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 {
-	kbox__buf_t b = KBOX__BUF_INIT;
+	kx_buf_t b = KX_BUF_INIT;
 	size_t i, n, shown = 0, not_shown = 0;
 	const kbox_output_t *o;
 
@@ -388,7 +388,7 @@ char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 			if ((flags & KBOX_RENDER_NO_STREAMS) || !o->len)
 				break;
 			if (o->stream == KBOX_TEXT_STDERR)
-				kbox__buf_appends(&b, "[stderr]\n");
+				kx_buf_appends(&b, "[stderr]\n");
 			buf_part(&b, o->text, o->len);
 			break;
 		case KBOX_OUT_DISPLAY:
@@ -408,9 +408,9 @@ char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 		}
 	}
 	if (not_shown)
-		kbox__buf_appendf(&b, "[... %zu more displays not shown]\n", not_shown);
+		kx_buf_appendf(&b, "[... %zu more displays not shown]\n", not_shown);
 	text_status(&b, result);
-	return kbox__buf_take(&b, NULL);
+	return kx_buf_take(&b, NULL);
 }
 
 /* ---- json ---- */

@@ -63,7 +63,7 @@ static int on_request_timeout(kbox_loop_t *loop, void *arg)
 	char t[32];
 	(void)loop;
 	r->timer = 0; /* spent */
-	kbox__fmt_ms(t, sizeof t, r->timeout_ms);
+	kx_fmt_ms(t, sizeof t, r->timeout_ms);
 	kbox__err(&e, KBOX_E_TIMEOUT, "kernel did not answer %s within %s", kbox_msg_type(r->msg), t);
 	request_end(r->client, r, NULL, &e);
 	return 0;

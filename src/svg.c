@@ -36,7 +36,7 @@
 typedef struct {
 	const char *s;
 	size_t len, i;
-	kbox__buf_t style; /* the text of the <style> element being read, decoded */
+	kx_buf_t style; /* the text of the <style> element being read, decoded */
 	bool in_style;
 } scan_t;
 
@@ -53,10 +53,10 @@ static char lower(char c)
 }
 
 /* Append the byte C to OUT, lowercased (a byte beyond ASCII as 0x80). */
-static void put(kbox__buf_t *out, unsigned long c)
+static void put(kx_buf_t *out, unsigned long c)
 {
 	char b = c < 0x80 ? lower((char)c) : '\x80';
-	kbox__buf_append(out, &b, 1);
+	kx_buf_append(out, &b, 1);
 }
 
 /* Do the N bytes at A equal the lowercase LIT, in any case? */
@@ -91,7 +91,7 @@ static const char *local_name(const char *n, size_t *len)
 
 /* Append to OUT the N bytes of literal text at V (a CDATA section) for
  * matching, as decode does without references. */
-static void literal(const char *v, size_t n, kbox__buf_t *out)
+static void literal(const char *v, size_t n, kx_buf_t *out)
 {
 	for (size_t j = 0; j < n; j++)
 		if ((unsigned char)v[j] > 0x20)
@@ -103,7 +103,7 @@ static void literal(const char *v, size_t n, kbox__buf_t *out)
  * and control characters left out (a browser skips some inside a URL's
  * scheme), anything not ASCII as 0x80 (it matches nothing).  NULL, or why
  * the text is not understood. */
-static const char *decode(const char *v, size_t n, kbox__buf_t *out)
+static const char *decode(const char *v, size_t n, kx_buf_t *out)
 {
 	static const struct {
 		const char *name;
@@ -152,7 +152,7 @@ static const char *decode(const char *v, size_t n, kbox__buf_t *out)
 					break;
 			if (m == sizeof named / sizeof named[0])
 				return "an entity reference";
-			kbox__buf_append(out, &named[m].c, 1);
+			kx_buf_append(out, &named[m].c, 1);
 		}
 		j = end + 1;
 	}
@@ -264,7 +264,7 @@ static const char *element_check(const char *n, size_t len)
  * (VLEN bytes), or NULL. */
 static const char *attr_check(const char *name, size_t nlen, const char *v, size_t vlen)
 {
-	kbox__buf_t d = KBOX__BUF_INIT;
+	kx_buf_t d = KX_BUF_INIT;
 	const char *local = local_name(name, &nlen), *why;
 
 	if (nlen >= 2 && lower(local[0]) == 'o' && lower(local[1]) == 'n')
@@ -291,7 +291,7 @@ static const char *attr_check(const char *name, size_t nlen, const char *v, size
 out:
 	if (!why && d.failed)
 		why = "not enough memory to read it";
-	kbox__buf_reset(&d);
+	kx_buf_reset(&d);
 	return why;
 }
 
@@ -301,7 +301,7 @@ static const char *style_end(scan_t *p)
 	const char *why = p->style.failed ? "not enough memory to read it"
 	                                  : css_check(p->style.data ? p->style.data : "",
 	                                              p->style.len);
-	kbox__buf_reset(&p->style);
+	kx_buf_reset(&p->style);
 	p->in_style = false;
 	return why;
 }
@@ -435,7 +435,7 @@ static const char *tag(scan_t *p)
 
 const char *kbox__svg_active(const char *s, size_t len)
 {
-	scan_t p = {s, len, 0, KBOX__BUF_INIT, false};
+	scan_t p = {s, len, 0, KX_BUF_INIT, false};
 	const char *why = NULL;
 
 	for (size_t k = 0; k < len; k++)
@@ -472,6 +472,6 @@ const char *kbox__svg_active(const char *s, size_t len)
 	}
 	if (!why && p.in_style)
 		why = style_end(&p);
-	kbox__buf_reset(&p.style);
+	kx_buf_reset(&p.style);
 	return why;
 }

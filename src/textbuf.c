@@ -70,7 +70,7 @@ void tbuf_free(tbuf_t *t)
 static void spill_flush(kbox_capture_t *self, tbuf_t *t)
 {
 	if (t->spill_fd >= 0 && t->sbuf_len && !t->spill_failed &&
-	    kbox__write_all(t->spill_fd, t->sbuf, t->sbuf_len) < 0) {
+	    kx_write_all(t->spill_fd, t->sbuf, t->sbuf_len) < 0) {
 		capture_notice(self, "writing %s failed: %s", t->spill_path, strerror(errno));
 		t->spill_failed = true;
 	}
@@ -126,7 +126,7 @@ static void spill_write(kbox_capture_t *self, tbuf_t *t, const char *p, size_t n
 	if (t->sbuf_len + n > SPILL_BUF)
 		spill_flush(self, t);
 	if (n >= SPILL_BUF) {
-		if (kbox__write_all(t->spill_fd, p, n) < 0) {
+		if (kx_write_all(t->spill_fd, p, n) < 0) {
 			capture_notice(self, "writing %s failed: %s", t->spill_path,
 			               strerror(errno));
 			t->spill_failed = true;
@@ -174,7 +174,7 @@ static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 	}
 	{
 		size_t n = spill_room(self, t, t->head_len, label);
-		if (n && kbox__write_all(t->spill_fd, t->head, n) < 0) {
+		if (n && kx_write_all(t->spill_fd, t->head, n) < 0) {
 			capture_notice(self, "writing %s failed: %s", t->spill_path,
 			               strerror(errno));
 			t->spill_failed = true;
@@ -454,33 +454,33 @@ static size_t tail_start(const tbuf_t *t, const char *tail, size_t len, size_t o
 /* Append to VIEW the marker line that stands for T's OMITTED_BYTES in
  * OMITTED_LINES (a newline first if the head ended without one): where
  * the text kept is, and what it lacks. */
-static void marker_line(kbox_capture_t *self, tbuf_t *t, kbox__buf_t *view, size_t omitted_bytes,
+static void marker_line(kbox_capture_t *self, tbuf_t *t, kx_buf_t *view, size_t omitted_bytes,
                         size_t omitted_lines, size_t dropped_messages)
 {
 	const char *nl = t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "";
 	bool saved = t->spill_path && !t->spill_failed;
 
 	if (saved && !t->spill_cut && self->never_arrived)
-		kbox__buf_appendf(
+		kx_buf_appendf(
 		        view,
 		        "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
 		        "but %zu messages of the kernel never arrived (see the notes) ...]\n",
 		        nl, omitted_bytes, omitted_lines, t->spill_path, self->never_arrived);
 	else if (saved && !t->spill_cut && dropped_messages)
-		kbox__buf_appendf(view,
-		                  "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
-		                  "without the messages that were dropped ...]\n",
-		                  nl, omitted_bytes, omitted_lines, t->spill_path);
+		kx_buf_appendf(view,
+		               "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
+		               "without the messages that were dropped ...]\n",
+		               nl, omitted_bytes, omitted_lines, t->spill_path);
 	else if (saved && t->spill_cut)
-		kbox__buf_appendf(view,
-		                  "%s[... %zu bytes in %zu lines left out; only the first %zu "
-		                  "bytes of the text are in %s ...]\n",
-		                  nl, omitted_bytes, omitted_lines, t->spill_bytes, t->spill_path);
+		kx_buf_appendf(view,
+		               "%s[... %zu bytes in %zu lines left out; only the first %zu "
+		               "bytes of the text are in %s ...]\n",
+		               nl, omitted_bytes, omitted_lines, t->spill_bytes, t->spill_path);
 	else
-		kbox__buf_appendf(view, "%s[... %zu bytes in %zu lines left out%s%s ...]\n", nl,
-		                  omitted_bytes, omitted_lines,
-		                  saved ? "; the complete text is in " : "",
-		                  saved ? t->spill_path : "");
+		kx_buf_appendf(view, "%s[... %zu bytes in %zu lines left out%s%s ...]\n", nl,
+		               omitted_bytes, omitted_lines,
+		               saved ? "; the complete text is in " : "",
+		               saved ? t->spill_path : "");
 }
 
 /* Build T's view (capture_int.h). */
@@ -488,7 +488,7 @@ void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label, size_t drop
                  size_t dropped_bytes)
 {
 	size_t tail_len, tail_lines = 0, omitted_bytes, omitted_lines, skip, before;
-	kbox__buf_t view = KBOX__BUF_INIT;
+	kx_buf_t view = KX_BUF_INIT;
 	const char *tail_src;
 	char *tail;
 	bool oom;
@@ -515,7 +515,7 @@ void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label, size_t drop
 	t->view.truncated = omitted_bytes > 0;
 	t->view.dropped_messages = dropped_messages;
 	t->view.dropped_bytes = dropped_bytes;
-	kbox__buf_append(&view, t->head, t->head_len);
+	kx_buf_append(&view, t->head, t->head_len);
 	t->fin_head = t->head_len;
 	t->fin_tail = t->total_bytes - tail_len;
 	if (t->view.truncated) {
@@ -531,17 +531,17 @@ void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label, size_t drop
 		t->view.spill_path = NULL;
 	}
 	t->fin_marker = view.len - t->head_len;
-	kbox__buf_append(&view, tail_src, tail_len);
+	kx_buf_append(&view, tail_src, tail_len);
 	before = view.len;
 	if (dropped_messages)
-		kbox__buf_appendf(&view,
-		                  "%s[... %zu %s messages (%zu bytes of text) were dropped, not "
-		                  "shown or saved: the kernel printed faster than kbox could keep "
-		                  "it ...]\n",
-		                  view.len && view.data[view.len - 1] != '\n' ? "\n" : "",
-		                  dropped_messages, label, dropped_bytes);
+		kx_buf_appendf(&view,
+		               "%s[... %zu %s messages (%zu bytes of text) were dropped, not "
+		               "shown or saved: the kernel printed faster than kbox could keep "
+		               "it ...]\n",
+		               view.len && view.data[view.len - 1] != '\n' ? "\n" : "",
+		               dropped_messages, label, dropped_bytes);
 	t->fin_extra = view.len - before;
-	t->view_text = kbox__buf_take(&view, &t->view.len);
+	t->view_text = kx_buf_take(&view, &t->view.len);
 	if (t->spill_fd >= 0) {
 		close(t->spill_fd);
 		t->spill_fd = -1;

@@ -58,7 +58,7 @@ void kbox_uuid(char out[37])
 
 void kbox_iso8601(double t, char out[32])
 {
-	kbox__iso8601(t, 6, out);
+	kx_iso8601(t, 6, out);
 }
 
 /* Read exactly N digits at *P into *OUT; advance. 0 or -1. */
@@ -372,7 +372,7 @@ kbox_msg_t *kbox_msg_new(const char *msg_type, const char *session, const char *
 	}
 	kbox_init();
 	kbox_uuid(id);
-	kbox_iso8601(kbox__now(), date);
+	kbox_iso8601(kx_wall_s(), date);
 	self->header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", id, "session",
 	                         session ? session : "", "username",
 	                         username ? username : "kbox", "date", date, "msg_type",
@@ -598,7 +598,7 @@ static json_t *parse_dict(const char *p, size_t n, json_error_t *jerr)
 	json_t *d = json_loadb(p, n, JSON_ALLOW_NUL, jerr);
 	if (!d) {
 		size_t rlen;
-		char *repaired = kbox__utf8_repair(p, n, &rlen);
+		char *repaired = kx_utf8_repair(p, n, &rlen);
 		if (repaired) {
 			d = json_loadb(repaired, rlen, JSON_ALLOW_NUL, jerr);
 			free(repaired);

@@ -1,5 +1,5 @@
 /* tests/unit_cgroup.c — the ledger of the cgroups the runtime makes
- * (src/runtime/cgroup.c: kbox__cgroup_record and kbox__cgroup_reap): each
+ * (src/runtime/cgroup.c: kr_cgroup_record and kr_cgroup_reap): each
  * cgroup's directory is listed before it is made and leaves the list once
  * removed, so what a killed process left is known exactly; a reap removes
  * what is listed, only "kbox-…" directories directly under the caller's
@@ -30,7 +30,7 @@
 
 static char *tmp;             /* this test's private directory */
 static char ledger[PATH_MAX]; /* TMP/ledger */
-static char why[1024];        /* kbox__cgroup_available's reasons */
+static char why[1024];        /* kr_cgroup_available's reasons */
 static unsigned avail;        /* and its mask */
 
 /* Run test NAME with a fresh TMP and LEDGER; nothing recorded after it. */
@@ -43,7 +43,7 @@ static unsigned avail;        /* and its mask */
 		}                                                           \
 		snprintf(ledger, sizeof ledger, "%s/ledger", tmp);          \
 		RUN(name);                                                  \
-		kbox__cgroup_record(NULL);                                  \
+		kr_cgroup_record(NULL);                                  \
 		test_rm_rf(tmp);                                            \
 		free(tmp);                                                  \
 		tmp = NULL;                                                 \
@@ -83,16 +83,16 @@ static bool exists(const char *path)
 /* The directories of SELF, one a line in the order the module makes them
  * (memory, pids, cpu; a hierarchy once), into BUF: what the ledger must
  * hold.  How many. */
-static int dirs_of(const kbox_cgroup_t *self, char *buf, size_t size)
+static int dirs_of(const kr_cgroup_t *self, char *buf, size_t size)
 {
-	static const unsigned bits[] = {KBOX_CG_MEMORY, KBOX_CG_PIDS, KBOX_CG_CPU};
+	static const unsigned bits[] = {KR_CG_MEMORY, KR_CG_PIDS, KR_CG_CPU};
 	size_t n = 0;
 	int count = 0;
 	buf[0] = '\0';
 	for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) {
 		char where[PATH_MAX + 32], line[PATH_MAX + 2];
 		const char *dir;
-		kbox__cgroup_where(self, bits[i], where, sizeof where);
+		kr_cgroup_where(self, bits[i], where, sizeof where);
 		if (!where[0] || !(dir = strchr(where + strlen("cgroup v"), ' ')))
 			continue;
 		snprintf(line, sizeof line, "%s\n", dir + 1);
@@ -124,7 +124,7 @@ static const char *name_of(const char *tag)
 /* Reaping a ledger that does not exist removes nothing and makes no file. */
 TEST(reap_without_a_ledger_removes_nothing)
 {
-	CHECK_INT_EQ(kbox__cgroup_reap(ledger), 0);
+	CHECK_INT_EQ(kr_cgroup_reap(ledger), 0);
 	CHECK(!exists(ledger));
 }
 
@@ -139,7 +139,7 @@ TEST(reap_drops_lines_that_are_not_our_cgroups_and_touches_nothing)
 	REQUIRE(mkdir(decoy, 0755) == 0);
 	snprintf(text, sizeof text, "%s\n/\nrelative/kbox-x\n%s/not-kbox\n\n", decoy, tmp);
 	put(ledger, text);
-	CHECK_INT_EQ(kbox__cgroup_reap(ledger), 0);
+	CHECK_INT_EQ(kr_cgroup_reap(ledger), 0);
 	CHECK(exists(decoy));
 	CHECK(!exists(ledger));
 }
@@ -147,12 +147,12 @@ TEST(reap_drops_lines_that_are_not_our_cgroups_and_touches_nothing)
 /* With no ledger set, making and removing cgroups writes nothing. */
 TEST(no_record_means_no_ledger_file)
 {
-	kbox_cgroup_t *cg;
+	kr_cgroup_t *cg;
 	NEED_CGROUPS();
-	kbox__cgroup_record(NULL);
-	cg = kbox__cgroup_new(name_of("none"), avail, 0, 0, 0, why, sizeof why);
+	kr_cgroup_record(NULL);
+	cg = kr_cgroup_new(name_of("none"), avail, 0, 0, 0, why, sizeof why);
 	REQUIRE(cg != NULL);
-	kbox__cgroup_destroy(&cg);
+	kr_cgroup_destroy(&cg);
 	CHECK(cg == NULL);
 	CHECK(!exists(ledger));
 }
@@ -164,12 +164,12 @@ TEST(no_record_means_no_ledger_file)
 TEST(ledger_lists_a_cgroup_while_it_lives)
 {
 	char want[4 * PATH_MAX], got[4 * PATH_MAX];
-	kbox_cgroup_t *cg;
+	kr_cgroup_t *cg;
 	NEED_CGROUPS();
-	kbox__cgroup_record(ledger);
-	cg = kbox__cgroup_new(name_of("live"), avail, 0, 0, 0, why, sizeof why);
+	kr_cgroup_record(ledger);
+	cg = kr_cgroup_new(name_of("live"), avail, 0, 0, 0, why, sizeof why);
 	REQUIRE(cg != NULL);
-	CHECK_INT_EQ(kbox__cgroup_enforced(cg), avail);
+	CHECK_INT_EQ(kr_cgroup_enforced(cg), avail);
 	CHECK(dirs_of(cg, want, sizeof want) >= 1);
 	CHECK(slurp(ledger, got, sizeof got));
 	CHECK_STR_EQ(got, want);
@@ -177,7 +177,7 @@ TEST(ledger_lists_a_cgroup_while_it_lives)
 		*nl = '\0';
 		CHECK(exists(line));
 	}
-	kbox__cgroup_destroy(&cg);
+	kr_cgroup_destroy(&cg);
 	CHECK(!exists(ledger));
 	for (char *line = want; *line; line += strlen(line) + 1)
 		CHECK(!exists(line));
@@ -187,18 +187,18 @@ TEST(ledger_lists_a_cgroup_while_it_lives)
 TEST(destroying_one_cgroup_leaves_the_others_lines)
 {
 	char a[4 * PATH_MAX], b[4 * PATH_MAX], got[8 * PATH_MAX];
-	kbox_cgroup_t *ca, *cb;
+	kr_cgroup_t *ca, *cb;
 	NEED_CGROUPS();
-	kbox__cgroup_record(ledger);
-	ca = kbox__cgroup_new(name_of("a"), avail, 0, 0, 0, why, sizeof why);
-	cb = kbox__cgroup_new(name_of("b"), avail, 0, 0, 0, why, sizeof why);
+	kr_cgroup_record(ledger);
+	ca = kr_cgroup_new(name_of("a"), avail, 0, 0, 0, why, sizeof why);
+	cb = kr_cgroup_new(name_of("b"), avail, 0, 0, 0, why, sizeof why);
 	REQUIRE(ca != NULL && cb != NULL);
 	dirs_of(ca, a, sizeof a);
 	dirs_of(cb, b, sizeof b);
-	kbox__cgroup_destroy(&ca);
+	kr_cgroup_destroy(&ca);
 	CHECK(slurp(ledger, got, sizeof got));
 	CHECK_STR_EQ(got, b);
-	kbox__cgroup_destroy(&cb);
+	kr_cgroup_destroy(&cb);
 	CHECK(!exists(ledger));
 }
 
@@ -207,21 +207,21 @@ TEST(destroying_one_cgroup_leaves_the_others_lines)
 TEST(reap_removes_what_a_killed_process_left)
 {
 	char got[4 * PATH_MAX], keep_dirs[4 * PATH_MAX], killed[64];
-	kbox_cgroup_t *keep;
+	kr_cgroup_t *keep;
 	pid_t pid;
 	int status, n = 0;
 	NEED_CGROUPS();
 	/* a cgroup of ours not in the ledger: the reap must leave it */
-	keep = kbox__cgroup_new(name_of("keep"), avail, 0, 0, 0, why, sizeof why);
+	keep = kr_cgroup_new(name_of("keep"), avail, 0, 0, 0, why, sizeof why);
 	REQUIRE(keep != NULL);
 	dirs_of(keep, keep_dirs, sizeof keep_dirs);
 	snprintf(killed, sizeof killed, "%s", name_of("killed")); /* this pid's, not the child's */
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
-		kbox_cgroup_t *cg;
-		kbox__cgroup_record(ledger);
-		cg = kbox__cgroup_new(killed, avail, 0, 0, 0, why, sizeof why);
+		kr_cgroup_t *cg;
+		kr_cgroup_record(ledger);
+		cg = kr_cgroup_new(killed, avail, 0, 0, 0, why, sizeof why);
 		(void)cg;
 		raise(SIGKILL);
 		_exit(1);
@@ -237,7 +237,7 @@ TEST(reap_removes_what_a_killed_process_left)
 		CHECK(strstr(dir, killed) != NULL);
 	}
 	CHECK(n >= 1);
-	CHECK_INT_EQ(kbox__cgroup_reap(ledger), n);
+	CHECK_INT_EQ(kr_cgroup_reap(ledger), n);
 	for (char *line = got, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
 		*nl = '\0';
 		CHECK(!exists(line));
@@ -247,7 +247,7 @@ TEST(reap_removes_what_a_killed_process_left)
 		*nl = '\0';
 		CHECK(exists(line));
 	}
-	kbox__cgroup_destroy(&keep);
+	kr_cgroup_destroy(&keep);
 }
 
 /* A listed kbox cgroup that is already gone counts as removed and leaves
@@ -255,16 +255,16 @@ TEST(reap_removes_what_a_killed_process_left)
 TEST(reap_counts_a_listed_cgroup_already_gone)
 {
 	char dirs[4 * PATH_MAX], text[8 * PATH_MAX];
-	kbox_cgroup_t *cg;
+	kr_cgroup_t *cg;
 	int n;
 	NEED_CGROUPS();
-	cg = kbox__cgroup_new(name_of("gone"), avail, 0, 0, 0, why, sizeof why);
+	cg = kr_cgroup_new(name_of("gone"), avail, 0, 0, 0, why, sizeof why);
 	REQUIRE(cg != NULL);
 	n = dirs_of(cg, dirs, sizeof dirs);
-	kbox__cgroup_destroy(&cg);
+	kr_cgroup_destroy(&cg);
 	snprintf(text, sizeof text, "%s/etc\n", dirs);
 	put(ledger, text);
-	CHECK_INT_EQ(kbox__cgroup_reap(ledger), n);
+	CHECK_INT_EQ(kr_cgroup_reap(ledger), n);
 	CHECK(!exists(ledger));
 }
 
@@ -273,21 +273,21 @@ TEST(reap_counts_a_listed_cgroup_already_gone)
 TEST(cgroup_that_cannot_be_recorded_is_not_made)
 {
 	char bad[PATH_MAX + 32], w[2048] = "", dirs[4 * PATH_MAX], probe[64];
-	kbox_cgroup_t *cg;
+	kr_cgroup_t *cg;
 	NEED_CGROUPS();
 	/* where a cgroup of that name would go: a probe's directories, renamed */
 	snprintf(probe, sizeof probe, "%s", name_of("probe"));
-	cg = kbox__cgroup_new(probe, avail, 0, 0, 0, w, sizeof w);
+	cg = kr_cgroup_new(probe, avail, 0, 0, 0, w, sizeof w);
 	REQUIRE(cg != NULL);
 	dirs_of(cg, dirs, sizeof dirs);
-	kbox__cgroup_destroy(&cg);
+	kr_cgroup_destroy(&cg);
 	snprintf(bad, sizeof bad, "%s/no-such-dir/ledger", tmp);
-	kbox__cgroup_record(bad);
-	cg = kbox__cgroup_new(name_of("unrecorded"), avail, 0, 0, 0, w, sizeof w);
+	kr_cgroup_record(bad);
+	cg = kr_cgroup_new(name_of("unrecorded"), avail, 0, 0, 0, w, sizeof w);
 	CHECK(cg == NULL);
 	CHECK_CONTAINS(w, "cannot record");
 	CHECK_CONTAINS(w, bad);
-	kbox__cgroup_destroy(&cg);
+	kr_cgroup_destroy(&cg);
 	for (char *line = dirs, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
 		char dir[PATH_MAX];
 		snprintf(dir, sizeof dir, "%.*s%s", (int)(nl - line - strlen(probe)), line,
@@ -299,7 +299,7 @@ TEST(cgroup_that_cannot_be_recorded_is_not_made)
 
 int main(void)
 {
-	avail = kbox__cgroup_available(why, sizeof why);
+	avail = kr_cgroup_available(why, sizeof why);
 	printf("# cgroups: %s\n", avail ? "this process can make them" : why);
 	RUN_IN_TMP(reap_without_a_ledger_removes_nothing);
 	RUN_IN_TMP(reap_drops_lines_that_are_not_our_cgroups_and_touches_nothing);

@@ -16,7 +16,7 @@
 static kbox_error_t err;
 
 /* REQ (JSON text) parsed as an execute request into *E; 0 or -1 with err. */
-static int parse(const char *text, kbox_ctl_exec_t *e)
+static int parse(const char *text, kr_ctl_exec_t *e)
 {
 	json_t *req = json_loads(text, 0, NULL);
 	int rc;
@@ -25,8 +25,8 @@ static int parse(const char *text, kbox_ctl_exec_t *e)
 		printf("# bad test JSON: %s\n", text);
 		return -2;
 	}
-	rc = kbox_ctl_exec_parse(req, e, &err);
-	kbox_ctl_exec_clear(e); /* strings would dangle: only the result and ERR are checked */
+	rc = kr_ctl_exec_parse(req, e, &err);
+	kr_ctl_exec_clear(e); /* strings would dangle: only the result and ERR are checked */
 	json_decref(req);
 	return rc;
 }
@@ -34,7 +34,7 @@ static int parse(const char *text, kbox_ctl_exec_t *e)
 /* Whether the execute request TEXT is refused with exactly WHY. */
 static int refused_with(const char *text, const char *why)
 {
-	kbox_ctl_exec_t e;
+	kr_ctl_exec_t e;
 	if (parse(text, &e) != -1) {
 		printf("# accepted: %s\n", text);
 		return 0;
@@ -49,7 +49,7 @@ static int refused_with(const char *text, const char *why)
 
 static int accepted(const char *text)
 {
-	kbox_ctl_exec_t e;
+	kr_ctl_exec_t e;
 	int rc = parse(text, &e);
 	if (rc != 0)
 		printf("# refused: %s: %s\n", text, err.msg);
@@ -70,29 +70,29 @@ TEST(every_op_has_one_name_both_ways)
 {
 	static const char *const names[] = {"status",    "execute", "complete", "inspect",
 	                                    "interrupt", "restart", "stop"};
-	CHECK_INT_EQ(KBOX_CTL_N_OPS, 7);
-	for (int op = 0; op < KBOX_CTL_N_OPS; op++) {
-		CHECK_STR_EQ(kbox_ctl_op_name((kbox_ctl_op_t)op), names[op]);
-		CHECK_INT_EQ(kbox_ctl_op_parse(names[op]), op);
+	CHECK_INT_EQ(KR_CTL_N_OPS, 7);
+	for (int op = 0; op < KR_CTL_N_OPS; op++) {
+		CHECK_STR_EQ(kr_ctl_op_name((kr_ctl_op_t)op), names[op]);
+		CHECK_INT_EQ(kr_ctl_op_parse(names[op]), op);
 	}
 }
 
 TEST(an_unknown_op_is_none)
 {
-	CHECK_INT_EQ(kbox_ctl_op_parse("interupt"), KBOX_CTL_OP_NONE);
-	CHECK_INT_EQ(kbox_ctl_op_parse("Status"), KBOX_CTL_OP_NONE);
-	CHECK_INT_EQ(kbox_ctl_op_parse(""), KBOX_CTL_OP_NONE);
-	CHECK_INT_EQ(kbox_ctl_op_parse(NULL), KBOX_CTL_OP_NONE);
-	CHECK(kbox_ctl_op_name(KBOX_CTL_OP_NONE) == NULL);
-	CHECK(kbox_ctl_op_name(KBOX_CTL_N_OPS) == NULL);
+	CHECK_INT_EQ(kr_ctl_op_parse("interupt"), KR_CTL_OP_NONE);
+	CHECK_INT_EQ(kr_ctl_op_parse("Status"), KR_CTL_OP_NONE);
+	CHECK_INT_EQ(kr_ctl_op_parse(""), KR_CTL_OP_NONE);
+	CHECK_INT_EQ(kr_ctl_op_parse(NULL), KR_CTL_OP_NONE);
+	CHECK(kr_ctl_op_name(KR_CTL_OP_NONE) == NULL);
+	CHECK(kr_ctl_op_name(KR_CTL_N_OPS) == NULL);
 }
 
 TEST(a_request_without_members_is_its_op_alone)
 {
-	char *s = dump(kbox_ctl_request_new(KBOX_CTL_OP_INTERRUPT));
+	char *s = dump(kr_ctl_request_new(KR_CTL_OP_INTERRUPT));
 	CHECK_STR_EQ(s, "{\"op\":\"interrupt\"}");
 	free(s);
-	CHECK(kbox_ctl_request_new(KBOX_CTL_OP_NONE) == NULL);
+	CHECK(kr_ctl_request_new(KR_CTL_OP_NONE) == NULL);
 }
 
 TEST(status_words_map_to_exec_statuses_both_ways)
@@ -105,8 +105,8 @@ TEST(status_words_map_to_exec_statuses_both_ways)
 	           {KBOX_EXEC_DIED, "died"},       {KBOX_EXEC_INTERRUPTED, "interrupted"}};
 	for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
 		kbox_exec_status_t st = (kbox_exec_status_t)-1;
-		CHECK_STR_EQ(kbox_ctl_status_name(map[i].st), map[i].word);
-		CHECK_INT_EQ(kbox_ctl_status_parse(map[i].word, &st), 0);
+		CHECK_STR_EQ(kr_ctl_status_name(map[i].st), map[i].word);
+		CHECK_INT_EQ(kr_ctl_status_parse(map[i].word, &st), 0);
 		CHECK_INT_EQ(st, map[i].st);
 	}
 }
@@ -114,10 +114,10 @@ TEST(status_words_map_to_exec_statuses_both_ways)
 TEST(an_unknown_status_word_is_refused)
 {
 	kbox_exec_status_t st = KBOX_EXEC_OK;
-	CHECK_INT_EQ(kbox_ctl_status_parse("dead", &st), -1);
-	CHECK_INT_EQ(kbox_ctl_status_parse(NULL, &st), -1);
+	CHECK_INT_EQ(kr_ctl_status_parse("dead", &st), -1);
+	CHECK_INT_EQ(kr_ctl_status_parse(NULL, &st), -1);
 	CHECK_INT_EQ(st, KBOX_EXEC_OK);
-	CHECK_STR_EQ(kbox_ctl_status_name((kbox_exec_status_t)99), "unknown");
+	CHECK_STR_EQ(kr_ctl_status_name((kbox_exec_status_t)99), "unknown");
 }
 
 TEST(error_kinds_have_their_names)
@@ -127,105 +127,105 @@ TEST(error_kinds_have_their_names)
 	for (int k = 0; k < 6; k++) {
 		char line[96];
 		json_t *m;
-		CHECK_STR_EQ(kbox_ctl_err_name((kbox_ctl_err_t)k), names[k]);
+		CHECK_STR_EQ(kr_ctl_err_name((kr_ctl_err_t)k), names[k]);
 		snprintf(line, sizeof line, "{\"ok\":false,\"kind\":\"%s\",\"error\":\"x\"}", names[k]);
 		m = json_loads(line, 0, NULL);
-		CHECK_INT_EQ(kbox_ctl_err_kind(m), k);
+		CHECK_INT_EQ(kr_ctl_err_kind(m), k);
 		json_decref(m);
 	}
-	CHECK(kbox_ctl_err_name(KBOX_CTL_ERR_UNKNOWN) == NULL);
-	CHECK_INT_EQ(kbox_ctl_err_kind(NULL), KBOX_CTL_ERR_UNKNOWN);
+	CHECK(kr_ctl_err_name(KR_CTL_ERR_UNKNOWN) == NULL);
+	CHECK_INT_EQ(kr_ctl_err_kind(NULL), KR_CTL_ERR_UNKNOWN);
 }
 
 TEST(formats_have_their_names)
 {
-	CHECK_STR_EQ(kbox_ctl_format_name(KBOX_CTL_FMT_TEXT), "text");
-	CHECK_STR_EQ(kbox_ctl_format_name(KBOX_CTL_FMT_TEXT_LIVE), "text-live");
-	CHECK_STR_EQ(kbox_ctl_format_name(KBOX_CTL_FMT_JSON), "json");
-	CHECK_STR_EQ(kbox_ctl_format_name(KBOX_CTL_FMT_NDJSON), "ndjson");
-	CHECK(kbox_ctl_format_name((kbox_ctl_format_t)4) == NULL);
+	CHECK_STR_EQ(kr_ctl_format_name(KR_CTL_FMT_TEXT), "text");
+	CHECK_STR_EQ(kr_ctl_format_name(KR_CTL_FMT_TEXT_LIVE), "text-live");
+	CHECK_STR_EQ(kr_ctl_format_name(KR_CTL_FMT_JSON), "json");
+	CHECK_STR_EQ(kr_ctl_format_name(KR_CTL_FMT_NDJSON), "ndjson");
+	CHECK(kr_ctl_format_name((kr_ctl_format_t)4) == NULL);
 }
 
 /* ---- the kind of a line ---- */
 
 /* The kind of the line TEXT, and its re in *RE. */
-static kbox_ctl_msg_kind_t kind_of(const char *text, kbox_ctl_op_t *re)
+static kr_ctl_msg_kind_t kind_of(const char *text, kr_ctl_op_t *re)
 {
 	json_t *m = json_loads(text, 0, NULL);
-	kbox_ctl_msg_kind_t k = kbox_ctl_msg_kind(m, re);
+	kr_ctl_msg_kind_t k = kr_ctl_msg_kind(m, re);
 	json_decref(m);
 	return k;
 }
 
 TEST(each_line_of_an_execution_has_its_kind)
 {
-	kbox_ctl_op_t re = KBOX_CTL_OP_NONE;
+	kr_ctl_op_t re = KR_CTL_OP_NONE;
 	CHECK_INT_EQ(kind_of("{\"re\":\"execute\",\"started\":true,\"generation\":1}", &re),
-	             KBOX_CTL_MSG_STARTED);
-	CHECK_INT_EQ(re, KBOX_CTL_OP_EXECUTE);
+	             KR_CTL_MSG_STARTED);
+	CHECK_INT_EQ(re, KR_CTL_OP_EXECUTE);
 	CHECK_INT_EQ(kind_of("{\"re\":\"execute\",\"event\":{\"event\":\"stream\"}}", &re),
-	             KBOX_CTL_MSG_EVENT);
+	             KR_CTL_MSG_EVENT);
 	CHECK_INT_EQ(kind_of("{\"ok\":true,\"re\":\"execute\",\"status\":\"ok\"}", &re),
-	             KBOX_CTL_MSG_REPLY);
-	CHECK_INT_EQ(re, KBOX_CTL_OP_EXECUTE);
+	             KR_CTL_MSG_REPLY);
+	CHECK_INT_EQ(re, KR_CTL_OP_EXECUTE);
 	CHECK_INT_EQ(kind_of("{\"ok\":false,\"re\":\"execute\",\"kind\":\"busy\",\"error\":\"x\"}",
 	                     &re),
-	             KBOX_CTL_MSG_ERROR);
+	             KR_CTL_MSG_ERROR);
 }
 
 TEST(a_reply_is_known_by_ok_whatever_else_it_has)
 {
-	kbox_ctl_op_t re;
+	kr_ctl_op_t re;
 	/* an interrupt's reply on an execution's connection */
 	CHECK_INT_EQ(kind_of("{\"ok\":true,\"re\":\"interrupt\",\"running\":true}", &re),
-	             KBOX_CTL_MSG_REPLY);
-	CHECK_INT_EQ(re, KBOX_CTL_OP_INTERRUPT);
+	             KR_CTL_MSG_REPLY);
+	CHECK_INT_EQ(re, KR_CTL_OP_INTERRUPT);
 	/* "started" and "event" do not make a reply something else */
 	CHECK_INT_EQ(kind_of("{\"ok\":true,\"re\":\"execute\",\"started\":true}", NULL),
-	             KBOX_CTL_MSG_REPLY);
+	             KR_CTL_MSG_REPLY);
 	/* an error about a line that had no op; the ready line */
 	CHECK_INT_EQ(kind_of("{\"ok\":false,\"kind\":\"usage\",\"error\":\"not a JSON object\"}",
 	                     &re),
-	             KBOX_CTL_MSG_ERROR);
-	CHECK_INT_EQ(re, KBOX_CTL_OP_NONE);
-	CHECK_INT_EQ(kind_of("{\"ok\":true,\"pid\":1,\"kernel_pid\":2}", &re), KBOX_CTL_MSG_REPLY);
-	CHECK_INT_EQ(re, KBOX_CTL_OP_NONE);
+	             KR_CTL_MSG_ERROR);
+	CHECK_INT_EQ(re, KR_CTL_OP_NONE);
+	CHECK_INT_EQ(kind_of("{\"ok\":true,\"pid\":1,\"kernel_pid\":2}", &re), KR_CTL_MSG_REPLY);
+	CHECK_INT_EQ(re, KR_CTL_OP_NONE);
 }
 
 TEST(a_line_of_no_kind_is_invalid)
 {
-	kbox_ctl_op_t re;
-	CHECK_INT_EQ(kind_of("{\"ok\":1,\"re\":\"status\"}", NULL), KBOX_CTL_MSG_INVALID);
-	CHECK_INT_EQ(kind_of("{\"re\":\"execute\",\"started\":false}", NULL), KBOX_CTL_MSG_INVALID);
+	kr_ctl_op_t re;
+	CHECK_INT_EQ(kind_of("{\"ok\":1,\"re\":\"status\"}", NULL), KR_CTL_MSG_INVALID);
+	CHECK_INT_EQ(kind_of("{\"re\":\"execute\",\"started\":false}", NULL), KR_CTL_MSG_INVALID);
 	CHECK_INT_EQ(kind_of("{\"re\":\"execute\",\"event\":\"stream\"}", NULL),
-	             KBOX_CTL_MSG_INVALID);
-	CHECK_INT_EQ(kind_of("{\"re\":\"nope\"}", &re), KBOX_CTL_MSG_INVALID);
-	CHECK_INT_EQ(re, KBOX_CTL_OP_NONE);
-	CHECK_INT_EQ(kind_of("[1]", NULL), KBOX_CTL_MSG_INVALID);
-	CHECK_INT_EQ(kbox_ctl_msg_kind(NULL, &re), KBOX_CTL_MSG_INVALID);
+	             KR_CTL_MSG_INVALID);
+	CHECK_INT_EQ(kind_of("{\"re\":\"nope\"}", &re), KR_CTL_MSG_INVALID);
+	CHECK_INT_EQ(re, KR_CTL_OP_NONE);
+	CHECK_INT_EQ(kind_of("[1]", NULL), KR_CTL_MSG_INVALID);
+	CHECK_INT_EQ(kr_ctl_msg_kind(NULL, &re), KR_CTL_MSG_INVALID);
 }
 
 /* ---- execute ---- */
 
 TEST(an_execute_request_at_its_defaults_is_code_and_format)
 {
-	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
+	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	char *s;
 	e.code = "1+1";
-	s = dump(kbox_ctl_exec_to_json(&e));
+	s = dump(kr_ctl_exec_to_json(&e));
 	CHECK_STR_EQ(s, "{\"op\":\"execute\",\"code\":\"1+1\",\"format\":\"text\"}");
 	free(s);
 	e.code = NULL;
-	CHECK(kbox_ctl_exec_to_json(&e) == NULL);
+	CHECK(kr_ctl_exec_to_json(&e) == NULL);
 }
 
 TEST(an_execute_request_with_every_member_is_read_back_as_written)
 {
 	const char *lines[] = {"Ada", "", "x y"};
-	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT, back;
+	kr_ctl_exec_t e = KR_CTL_EXEC_INIT, back;
 	json_t *req;
 	e.code = "n = input()\nprint(n)";
-	e.format = KBOX_CTL_FMT_NDJSON;
+	e.format = KR_CTL_FMT_NDJSON;
 	e.with_text = true;
 	e.timeout_ms = 2500;
 	e.grace_ms = 0;
@@ -237,11 +237,11 @@ TEST(an_execute_request_with_every_member_is_read_back_as_written)
 	e.max_lines = 40;
 	e.outputs = "/tmp/out";
 	e.prefix = "";
-	req = kbox_ctl_exec_to_json(&e);
+	req = kr_ctl_exec_to_json(&e);
 	REQUIRE(req);
-	CHECK_INT_EQ(kbox_ctl_exec_parse(req, &back, &err), 0);
+	CHECK_INT_EQ(kr_ctl_exec_parse(req, &back, &err), 0);
 	CHECK_STR_EQ(back.code, e.code);
-	CHECK_INT_EQ(back.format, KBOX_CTL_FMT_NDJSON);
+	CHECK_INT_EQ(back.format, KR_CTL_FMT_NDJSON);
 	CHECK(back.with_text);
 	CHECK_INT_EQ(back.timeout_ms, 2500);
 	CHECK_INT_EQ(back.grace_ms, 0);
@@ -255,20 +255,20 @@ TEST(an_execute_request_with_every_member_is_read_back_as_written)
 	CHECK_INT_EQ(back.max_lines, 40);
 	CHECK_STR_EQ(back.outputs, "/tmp/out");
 	CHECK_STR_EQ(back.prefix, "");
-	kbox_ctl_exec_clear(&back);
+	kr_ctl_exec_clear(&back);
 	CHECK(back.inputs == NULL && back.code == NULL);
 	json_decref(req);
 }
 
 TEST(each_format_is_read_back_as_written)
 {
-	for (int f = KBOX_CTL_FMT_TEXT; f <= KBOX_CTL_FMT_NDJSON; f++) {
-		kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT, back;
+	for (int f = KR_CTL_FMT_TEXT; f <= KR_CTL_FMT_NDJSON; f++) {
+		kr_ctl_exec_t e = KR_CTL_EXEC_INIT, back;
 		json_t *req;
 		e.code = "1";
-		e.format = (kbox_ctl_format_t)f;
-		req = kbox_ctl_exec_to_json(&e);
-		CHECK_INT_EQ(kbox_ctl_exec_parse(req, &back, &err), 0);
+		e.format = (kr_ctl_format_t)f;
+		req = kr_ctl_exec_to_json(&e);
+		CHECK_INT_EQ(kr_ctl_exec_parse(req, &back, &err), 0);
 		CHECK_INT_EQ(back.format, f);
 		json_decref(req);
 	}
@@ -277,35 +277,35 @@ TEST(each_format_is_read_back_as_written)
 TEST(absent_members_get_their_defaults)
 {
 	json_t *req = json_loads("{\"op\":\"execute\",\"code\":\"1\"}", 0, NULL);
-	kbox_ctl_exec_t e;
-	REQUIRE(kbox_ctl_exec_parse(req, &e, &err) == 0);
-	CHECK_INT_EQ(e.format, KBOX_CTL_FMT_TEXT);
+	kr_ctl_exec_t e;
+	REQUIRE(kr_ctl_exec_parse(req, &e, &err) == 0);
+	CHECK_INT_EQ(e.format, KR_CTL_FMT_TEXT);
 	CHECK(!e.with_text);
 	CHECK_INT_EQ(e.timeout_ms, 0);
-	CHECK_INT_EQ(e.grace_ms, KBOX_CTL_GRACE_DEFAULT_MS);
+	CHECK_INT_EQ(e.grace_ms, KR_CTL_GRACE_DEFAULT_MS);
 	CHECK_INT_EQ(e.wait_ms, -1);
 	CHECK(!e.has_inputs && e.inputs == NULL && e.n_inputs == 0);
 	CHECK_INT_EQ(e.max_output, 0);
 	CHECK_INT_EQ(e.max_lines, 0);
 	CHECK(e.outputs == NULL && e.prefix == NULL);
-	kbox_ctl_exec_clear(&e);
+	kr_ctl_exec_clear(&e);
 	json_decref(req);
 }
 
 TEST(an_empty_input_array_is_given_and_empty)
 {
 	json_t *req = json_loads("{\"code\":\"input()\",\"input\":[]}", 0, NULL);
-	kbox_ctl_exec_t e;
+	kr_ctl_exec_t e;
 	char *s;
-	REQUIRE(kbox_ctl_exec_parse(req, &e, &err) == 0);
+	REQUIRE(kr_ctl_exec_parse(req, &e, &err) == 0);
 	CHECK(e.has_inputs);
 	CHECK_INT_EQ(e.n_inputs, 0);
-	e.format = KBOX_CTL_FMT_JSON;
-	s = dump(kbox_ctl_exec_to_json(&e));
+	e.format = KR_CTL_FMT_JSON;
+	s = dump(kr_ctl_exec_to_json(&e));
 	CHECK_STR_EQ(s, "{\"op\":\"execute\",\"code\":\"input()\",\"format\":\"json\",\"grace\":5.0,"
 	                "\"input\":[]}");
 	free(s);
-	kbox_ctl_exec_clear(&e);
+	kr_ctl_exec_clear(&e);
 	json_decref(req);
 }
 
@@ -377,11 +377,11 @@ TEST(max_output_is_64_to_16_mib)
 	const char *why = "\"max_output\" is a number of bytes from 64 to 16777216 (16 MiB)";
 	CHECK(accepted("{\"code\":\"1\",\"max_output\":64}"));
 	CHECK(refused_with("{\"code\":\"1\",\"max_output\":63}", why));
-	snprintf(req, sizeof req, "{\"code\":\"1\",\"max_output\":%d}", KBOX_CTL_MAX_OUTPUT_MAX);
+	snprintf(req, sizeof req, "{\"code\":\"1\",\"max_output\":%d}", KR_CTL_MAX_OUTPUT_MAX);
 	CHECK(accepted(req));
-	snprintf(req, sizeof req, "{\"code\":\"1\",\"max_output\":%d}", KBOX_CTL_MAX_OUTPUT_MAX + 1);
+	snprintf(req, sizeof req, "{\"code\":\"1\",\"max_output\":%d}", KR_CTL_MAX_OUTPUT_MAX + 1);
 	CHECK(refused_with(req, why));
-	CHECK_INT_EQ(KBOX_CTL_MAX_OUTPUT_MAX, 16777216);
+	CHECK_INT_EQ(KR_CTL_MAX_OUTPUT_MAX, 16777216);
 }
 
 TEST(max_lines_is_at_least_2)
@@ -402,7 +402,7 @@ TEST(prefix_is_at_most_32_bytes)
 
 TEST(durations_are_0_to_366_days_to_the_nearest_millisecond)
 {
-	kbox_ctl_exec_t e;
+	kr_ctl_exec_t e;
 	json_t *req;
 	const char *why = "\"timeout\", \"grace\" and \"wait\" are seconds (a number >= 0)";
 	CHECK(accepted("{\"code\":\"1\",\"timeout\":0,\"grace\":0,\"wait\":0}"));
@@ -413,19 +413,19 @@ TEST(durations_are_0_to_366_days_to_the_nearest_millisecond)
 	CHECK(refused_with("{\"code\":\"1\",\"grace\":-0.001}", why));
 	req = json_loads("{\"code\":\"1\",\"timeout\":0.0004,\"grace\":0.0005,\"wait\":1.2345}", 0,
 	                 NULL);
-	REQUIRE(kbox_ctl_exec_parse(req, &e, &err) == 0);
+	REQUIRE(kr_ctl_exec_parse(req, &e, &err) == 0);
 	CHECK_INT_EQ(e.timeout_ms, 0);
 	CHECK_INT_EQ(e.grace_ms, 1);
 	CHECK_INT_EQ(e.wait_ms, 1235);
-	kbox_ctl_exec_clear(&e);
+	kr_ctl_exec_clear(&e);
 	json_decref(req);
 }
 
 TEST(a_refused_request_leaves_nothing_behind)
 {
 	json_t *req = json_loads("{\"code\":\"1\",\"input\":[\"a\",null]}", 0, NULL);
-	kbox_ctl_exec_t e;
-	CHECK_INT_EQ(kbox_ctl_exec_parse(req, &e, &err), -1);
+	kr_ctl_exec_t e;
+	CHECK_INT_EQ(kr_ctl_exec_parse(req, &e, &err), -1);
 	CHECK(e.code == NULL && e.inputs == NULL && !e.has_inputs);
 	json_decref(req);
 }
@@ -434,37 +434,37 @@ TEST(a_refused_request_leaves_nothing_behind)
 
 TEST(a_completion_is_written_as_kbox_complete_sends_it)
 {
-	kbox_ctl_introspect_t q = {.op = KBOX_CTL_OP_COMPLETE, .exec = KBOX_CTL_EXEC_INIT};
+	kr_ctl_introspect_t q = {.op = KR_CTL_OP_COMPLETE, .exec = KR_CTL_EXEC_INIT};
 	char *s;
 	q.exec.code = "pri";
 	q.cursor_pos = -1;
-	s = dump(kbox_ctl_introspect_to_json(&q));
+	s = dump(kr_ctl_introspect_to_json(&q));
 	CHECK_STR_EQ(s, "{\"op\":\"complete\",\"code\":\"pri\",\"cursor_pos\":-1}");
 	free(s);
-	q.op = KBOX_CTL_OP_INSPECT;
+	q.op = KR_CTL_OP_INSPECT;
 	q.cursor_pos = 2;
 	q.detail_level = 1;
-	s = dump(kbox_ctl_introspect_to_json(&q));
+	s = dump(kr_ctl_introspect_to_json(&q));
 	CHECK_STR_EQ(s, "{\"op\":\"inspect\",\"code\":\"pri\",\"cursor_pos\":2,\"detail_level\":1}");
 	free(s);
-	q.op = KBOX_CTL_OP_EXECUTE;
-	CHECK(kbox_ctl_introspect_to_json(&q) == NULL);
+	q.op = KR_CTL_OP_EXECUTE;
+	CHECK(kr_ctl_introspect_to_json(&q) == NULL);
 }
 
 TEST(an_inspection_is_read_back_as_written)
 {
-	kbox_ctl_introspect_t q = {.op = KBOX_CTL_OP_INSPECT, .exec = KBOX_CTL_EXEC_INIT}, back;
+	kr_ctl_introspect_t q = {.op = KR_CTL_OP_INSPECT, .exec = KR_CTL_EXEC_INIT}, back;
 	json_t *req;
 	q.exec.code = "len";
 	q.cursor_pos = 3;
 	q.detail_level = 1;
-	req = kbox_ctl_introspect_to_json(&q);
-	REQUIRE(kbox_ctl_introspect_parse(req, KBOX_CTL_OP_INSPECT, &back, &err) == 0);
-	CHECK_INT_EQ(back.op, KBOX_CTL_OP_INSPECT);
+	req = kr_ctl_introspect_to_json(&q);
+	REQUIRE(kr_ctl_introspect_parse(req, KR_CTL_OP_INSPECT, &back, &err) == 0);
+	CHECK_INT_EQ(back.op, KR_CTL_OP_INSPECT);
 	CHECK_STR_EQ(back.exec.code, "len");
 	CHECK_INT_EQ(back.cursor_pos, 3);
 	CHECK_INT_EQ(back.detail_level, 1);
-	kbox_ctl_introspect_clear(&back);
+	kr_ctl_introspect_clear(&back);
 	json_decref(req);
 }
 
@@ -475,11 +475,11 @@ TEST(a_cursor_that_is_not_a_position_is_the_end)
 	                                   "{\"code\":\"x\",\"cursor_pos\":\"1\"}"};
 	for (size_t i = 0; i < 4; i++) {
 		json_t *req = json_loads(reqs[i], 0, NULL);
-		kbox_ctl_introspect_t q;
-		CHECK_INT_EQ(kbox_ctl_introspect_parse(req, KBOX_CTL_OP_COMPLETE, &q, &err), 0);
+		kr_ctl_introspect_t q;
+		CHECK_INT_EQ(kr_ctl_introspect_parse(req, KR_CTL_OP_COMPLETE, &q, &err), 0);
 		CHECK_INT_EQ(q.cursor_pos, -1);
 		CHECK_INT_EQ(q.detail_level, 0);
-		kbox_ctl_introspect_clear(&q);
+		kr_ctl_introspect_clear(&q);
 		json_decref(req);
 	}
 }
@@ -487,12 +487,12 @@ TEST(a_cursor_that_is_not_a_position_is_the_end)
 TEST(a_completion_checks_the_members_of_execute)
 {
 	json_t *req = json_loads("{\"code\":\"x\",\"max_lines\":1}", 0, NULL);
-	kbox_ctl_introspect_t q;
-	CHECK_INT_EQ(kbox_ctl_introspect_parse(req, KBOX_CTL_OP_COMPLETE, &q, &err), -1);
+	kr_ctl_introspect_t q;
+	CHECK_INT_EQ(kr_ctl_introspect_parse(req, KR_CTL_OP_COMPLETE, &q, &err), -1);
 	CHECK_STR_EQ(err.msg, "\"max_lines\" is a number of lines, at least 2");
 	json_decref(req);
 	req = json_loads("{\"cursor_pos\":0}", 0, NULL);
-	CHECK_INT_EQ(kbox_ctl_introspect_parse(req, KBOX_CTL_OP_INSPECT, &q, &err), -1);
+	CHECK_INT_EQ(kr_ctl_introspect_parse(req, KR_CTL_OP_INSPECT, &q, &err), -1);
 	CHECK_STR_EQ(err.msg, "\"code\" (a string) is required");
 	json_decref(req);
 }
@@ -505,23 +505,23 @@ static json_t *request_of_line(size_t len)
 	static const char frame[] = "{\"op\":\"execute\",\"code\":\"\",\"format\":\"text\"}\n";
 	size_t n = len - (sizeof frame - 1);
 	char *code = malloc(n + 1);
-	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
+	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	json_t *req;
 	memset(code, 'x', n);
 	code[n] = '\0';
 	e.code = code;
-	req = kbox_ctl_exec_to_json(&e);
+	req = kr_ctl_exec_to_json(&e);
 	free(code);
 	return req;
 }
 
 TEST(a_request_fits_in_16_mib_with_its_newline)
 {
-	json_t *at = request_of_line(KBOX_CTL_REQUEST_MAX), *past = request_of_line(KBOX_CTL_REQUEST_MAX + 1);
-	CHECK_INT_EQ(KBOX_CTL_REQUEST_MAX, 16777216);
-	CHECK(kbox_ctl_request_fits(at));
-	CHECK(!kbox_ctl_request_fits(past));
-	CHECK(!kbox_ctl_request_fits(NULL));
+	json_t *at = request_of_line(KR_CTL_REQUEST_MAX), *past = request_of_line(KR_CTL_REQUEST_MAX + 1);
+	CHECK_INT_EQ(KR_CTL_REQUEST_MAX, 16777216);
+	CHECK(kr_ctl_request_fits(at));
+	CHECK(!kr_ctl_request_fits(past));
+	CHECK(!kr_ctl_request_fits(NULL));
 	json_decref(at);
 	json_decref(past);
 }
@@ -530,12 +530,12 @@ TEST(a_request_fits_in_16_mib_with_its_newline)
 
 TEST(a_reply_text_has_the_notice_and_the_earlier_output_first)
 {
-	json_t *t = kbox_ctl_reply_text("kernel restarted: x", "tick\n", "Out[1]: 2\n");
+	json_t *t = kr_ctl_reply_text("kernel restarted: x", "tick\n", "Out[1]: 2\n");
 	CHECK_STR_EQ(json_string_value(t), "[note: kernel restarted: x]\n"
 	                                   "[output printed between executions:]\ntick\n"
 	                                   "[end of that output]\nOut[1]: 2\n");
 	json_decref(t);
-	t = kbox_ctl_reply_text(NULL, NULL, NULL);
+	t = kr_ctl_reply_text(NULL, NULL, NULL);
 	CHECK_STR_EQ(json_string_value(t), "");
 	json_decref(t);
 }
@@ -543,7 +543,7 @@ TEST(a_reply_text_has_the_notice_and_the_earlier_output_first)
 TEST(a_reply_text_with_bytes_not_utf8_carries_u_fffd)
 {
 	/* a byte that starts no character, a cut 3-byte sequence, an overlong "/" */
-	json_t *t = kbox_ctl_reply_text("n\xff", "e\xe2\x82", "ok \xc0\xaf é\n");
+	json_t *t = kr_ctl_reply_text("n\xff", "e\xe2\x82", "ok \xc0\xaf é\n");
 	REQUIRE(t);
 	CHECK_STR_EQ(json_string_value(t), "[note: n\xef\xbf\xbd]\n"
 	                                   "[output printed between executions:]\n"

@@ -53,12 +53,12 @@ static void link_to(const char *path, const char *target)
 		printf("# symlink %s: %s\n", full, strerror(errno));
 }
 
-/* kbox__ro_bind_check of PATH in ROOT, with DENY. */
+/* kr_ro_bind_check of PATH in ROOT, with DENY. */
 static int check(const char *path, const char *const *deny)
 {
 	memset(&err, 0, sizeof err);
 	dest[0] = src[0] = '\0';
-	return kbox__ro_bind_check(root, path, deny, dest, src, sizeof dest, &err);
+	return kr_ro_bind_check(root, path, deny, dest, src, sizeof dest, &err);
 }
 
 /* ROOT followed by PATH, in a static buffer. */
@@ -226,7 +226,7 @@ TEST(kbox_own_directories_are_refused_and_what_holds_them)
 	CHECK_INT_EQ(check("/etc/Rconf/state/x", deny), -1);
 }
 
-/* The binds of kbox__ro_bind_find, "dest<-src" sorted, in BUF. */
+/* The binds of kr_ro_bind_find, "dest<-src" sorted, in BUF. */
 static int cmp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -234,7 +234,7 @@ static int cmp(const void *a, const void *b)
 
 static const char *find(const char *spec_json, char *buf, size_t size)
 {
-	char dir[PATH_MAX], file[PATH_MAX + 16], *lines[2 * KBOX_RO_BIND_MAX], **binds;
+	char dir[PATH_MAX], file[PATH_MAX + 16], *lines[2 * KR_RO_BIND_MAX], **binds;
 	kbox_kspec_t *spec;
 	size_t n = 0, used = 0;
 	FILE *f;
@@ -249,11 +249,11 @@ static const char *find(const char *spec_json, char *buf, size_t size)
 	memset(&err, 0, sizeof err);
 	if (!(spec = kbox_kspec_load(dir, &err)))
 		return "(cannot load kernel.json)";
-	binds = kbox__ro_bind_find(root, spec, exe, NULL, &err);
+	binds = kr_ro_bind_find(root, spec, exe, NULL, &err);
 	kbox_kspec_destroy(&spec);
 	if (!binds)
 		return NULL;
-	for (size_t i = 0; binds[i] && binds[i + 1] && n < 2 * KBOX_RO_BIND_MAX; i += 2) {
+	for (size_t i = 0; binds[i] && binds[i + 1] && n < 2 * KR_RO_BIND_MAX; i += 2) {
 		char *l = malloc(strlen(binds[i]) + strlen(binds[i + 1]) + 3);
 		sprintf(l, "%s<-%s", binds[i + 1], binds[i] + strlen(root));
 		lines[n++] = l;

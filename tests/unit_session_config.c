@@ -44,10 +44,10 @@ static json_t *read_config(void)
 }
 
 /* Load DIR/session.json into CFG; the load's return. */
-static int load(kbox_session_config_t *cfg)
+static int load(kr_session_config_t *cfg)
 {
 	memset(&err, 0, sizeof err);
-	return kbox_session_config_load(cfg, dir, &err);
+	return kr_session_config_load(cfg, dir, &err);
 }
 
 /* A fresh DIR for the next test. */
@@ -69,12 +69,12 @@ static const char every_key[] =
 
 TEST(init_gives_the_defaults_and_no_key_of_its_own)
 {
-	kbox_session_config_t c;
-	kbox_session_config_init(&c);
+	kr_session_config_t c;
+	kr_session_config_init(&c);
 	CHECK_INT_EQ(c.has, 0);
 	CHECK_STR_EQ(c.kernel, "python3");
-	CHECK_STR_EQ(c.kernel, KBOX_KERNEL_DEFAULT);
-	CHECK_STR_EQ(c.backend, KBOX_BACKEND_DEFAULT);
+	CHECK_STR_EQ(c.kernel, KR_KERNEL_DEFAULT);
+	CHECK_STR_EQ(c.backend, KR_BACKEND_DEFAULT);
 	CHECK_STR_EQ(c.backend, "bwrap");
 	CHECK_INT_EQ(c.ttl_ms, 30 * 60 * 1000);
 	CHECK_INT_EQ(c.outputs_quota, 1LL << 30);
@@ -82,23 +82,23 @@ TEST(init_gives_the_defaults_and_no_key_of_its_own)
 	CHECK(c.memory == 0 && c.cpus == 0 && c.pids == 0 && c.tmp_size == 0 && c.file_size == 0);
 	CHECK(!c.home_config && !c.ephemeral && c.owner_pid == 0);
 	CHECK(c.env == NULL && c.n_env == 0);
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 }
 
 TEST(an_absent_file_loads_as_the_defaults)
 {
-	kbox_session_config_t c;
+	kr_session_config_t c;
 	fresh();
 	REQUIRE(load(&c) == 0);
 	CHECK_INT_EQ(c.has, 0);
-	CHECK_STR_EQ(c.kernel, KBOX_KERNEL_DEFAULT);
-	CHECK_INT_EQ(c.ttl_ms, KBOX_SESSION_TTL_MS);
-	kbox_session_config_free(&c);
+	CHECK_STR_EQ(c.kernel, KR_KERNEL_DEFAULT);
+	CHECK_INT_EQ(c.ttl_ms, KR_SESSION_TTL_MS);
+	kr_session_config_free(&c);
 }
 
 TEST(load_reads_every_key)
 {
-	kbox_session_config_t c;
+	kr_session_config_t c;
 	fresh();
 	write_config(every_key);
 	REQUIRE(load(&c) == 0);
@@ -124,26 +124,26 @@ TEST(load_reads_every_key)
 	CHECK_INT_EQ(c.workspace_ino, 1234567);
 	CHECK(c.ephemeral);
 	CHECK_INT_EQ(c.owner_pid, 4242);
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 }
 
 TEST(keys_not_stored_keep_their_defaults)
 {
-	kbox_session_config_t c;
+	kr_session_config_t c;
 	fresh();
 	write_config("{\"name\": \"s\", \"memory\": 2097152}");
 	REQUIRE(load(&c) == 0);
-	CHECK_INT_EQ(c.has, KBOX_SC_NAME | KBOX_SC_MEMORY);
-	CHECK_STR_EQ(c.kernel, KBOX_KERNEL_DEFAULT);
-	CHECK_STR_EQ(c.backend, KBOX_BACKEND_DEFAULT);
-	CHECK_INT_EQ(c.ttl_ms, KBOX_SESSION_TTL_MS);
+	CHECK_INT_EQ(c.has, KR_SC_NAME | KR_SC_MEMORY);
+	CHECK_STR_EQ(c.kernel, KR_KERNEL_DEFAULT);
+	CHECK_STR_EQ(c.backend, KR_BACKEND_DEFAULT);
+	CHECK_INT_EQ(c.ttl_ms, KR_SESSION_TTL_MS);
 	CHECK_INT_EQ(c.memory, 2097152);
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 }
 
 TEST(an_unknown_key_is_refused_with_its_name)
 {
-	kbox_session_config_t c;
+	kr_session_config_t c;
 	fresh();
 	write_config("{\"kernel\": \"python3\", \"colour\": \"red\"}");
 	CHECK_INT_EQ(load(&c), -1);
@@ -151,20 +151,20 @@ TEST(an_unknown_key_is_refused_with_its_name)
 	CHECK_CONTAINS(err.msg, "/session.json: unknown key \"colour\"");
 	/* and the configuration is the defaults again */
 	CHECK_INT_EQ(c.has, 0);
-	CHECK_STR_EQ(c.kernel, KBOX_KERNEL_DEFAULT);
-	kbox_session_config_free(&c);
+	CHECK_STR_EQ(c.kernel, KR_KERNEL_DEFAULT);
+	kr_session_config_free(&c);
 }
 
 TEST(every_unknown_key_is_named)
 {
-	kbox_session_config_t c;
+	kr_session_config_t c;
 	fresh();
 	write_config("{\"Kernel\": \"python3\", \"name\": \"s\", \"ttl\": 5}");
 	CHECK_INT_EQ(load(&c), -1);
 	CHECK_CONTAINS(err.msg, "unknown keys ");
 	CHECK_CONTAINS(err.msg, "\"Kernel\"");
 	CHECK_CONTAINS(err.msg, "\"ttl\"");
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 }
 
 TEST(a_wrong_type_is_refused_naming_the_key_and_the_type)
@@ -185,41 +185,41 @@ TEST(a_wrong_type_is_refused_naming_the_key_and_the_type)
 	};
 	fresh();
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		kbox_session_config_t c;
+		kr_session_config_t c;
 		write_config(cases[i].text);
 		CHECK_INT_EQ(load(&c), -1);
 		CHECK_INT_EQ(err.code, KBOX_E_INVALID);
 		CHECK_CONTAINS(err.msg, cases[i].says);
-		kbox_session_config_free(&c);
+		kr_session_config_free(&c);
 	}
 }
 
 TEST(a_file_that_is_not_an_object_is_refused)
 {
-	kbox_session_config_t c;
+	kr_session_config_t c;
 	fresh();
 	write_config("[\"kernel\"]");
 	CHECK_INT_EQ(load(&c), -1);
 	CHECK_CONTAINS(err.msg, "/session.json: not a JSON object");
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 	write_config("{\"kernel\": ");
 	CHECK_INT_EQ(load(&c), -1);
 	CHECK_CONTAINS(err.msg, "/session.json: ");
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 	write_config("{\"kernel\": \"a\", \"kernel\": \"b\"}");
 	CHECK_INT_EQ(load(&c), -1);
 	CHECK_CONTAINS(err.msg, "duplicate");
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 }
 
 TEST(save_then_load_gives_every_key_back)
 {
-	kbox_session_config_t c, d;
+	kr_session_config_t c, d;
 	json_t *want = json_loads(every_key, 0, NULL), *got;
 	fresh();
 	write_config(every_key);
 	REQUIRE(load(&c) == 0);
-	REQUIRE(kbox_session_config_save(&c, dir, &err) == 0);
+	REQUIRE(kr_session_config_save(&c, dir, &err) == 0);
 	got = read_config();
 	CHECK(got && want && json_equal(got, want));
 	REQUIRE(load(&d) == 0);
@@ -232,31 +232,31 @@ TEST(save_then_load_gives_every_key_back)
 	CHECK_STR_EQ(d.env[1], "B=two");
 	json_decref(want);
 	json_decref(got);
-	kbox_session_config_free(&c);
-	kbox_session_config_free(&d);
+	kr_session_config_free(&c);
+	kr_session_config_free(&d);
 }
 
 TEST(save_writes_the_sessions_own_keys_and_always_kernel_and_backend)
 {
-	kbox_session_config_t c;
-	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	kr_session_config_t c;
+	kr_session_opts_t o = KR_SESSION_OPTS_INIT;
 	json_t *got, *want = json_pack("{s:s, s:s, s:s}", "name", "s", "kernel", "python3",
 	                               "backend", "bwrap");
 	fresh();
 	o.name = "s";
-	kbox_session_config_init(&c);
-	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
-	REQUIRE(kbox_session_config_save(&c, dir, &err) == 0);
+	kr_session_config_init(&c);
+	REQUIRE(kr_session_config_merge(&c, &o, &err) == 0);
+	REQUIRE(kr_session_config_save(&c, dir, &err) == 0);
 	got = read_config();
 	CHECK(got && json_equal(got, want));
 	json_decref(got);
 	json_decref(want);
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 }
 
 TEST(save_makes_a_file_of_mode_0600_and_leaves_nothing_beside_it)
 {
-	kbox_session_config_t c;
+	kr_session_config_t c;
 	char path[PATH_MAX];
 	struct stat st;
 	DIR *d;
@@ -264,10 +264,10 @@ TEST(save_makes_a_file_of_mode_0600_and_leaves_nothing_beside_it)
 	int others = 0;
 	mode_t old = umask(0);
 	fresh();
-	kbox_session_config_init(&c);
-	CHECK(kbox_session_config_save(&c, dir, &err) == 0);
+	kr_session_config_init(&c);
+	CHECK(kr_session_config_save(&c, dir, &err) == 0);
 	/* saved again over the first: replaced whole, still private */
-	CHECK(kbox_session_config_save(&c, dir, &err) == 0);
+	CHECK(kr_session_config_save(&c, dir, &err) == 0);
 	umask(old);
 	snprintf(path, sizeof path, "%s/session.json", dir);
 	REQUIRE(lstat(path, &st) == 0);
@@ -280,25 +280,25 @@ TEST(save_makes_a_file_of_mode_0600_and_leaves_nothing_beside_it)
 			others++;
 	closedir(d);
 	CHECK_INT_EQ(others, 0);
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 }
 
 TEST(save_into_a_directory_that_is_gone_fails_and_says_where)
 {
-	kbox_session_config_t c;
+	kr_session_config_t c;
 	char gone[PATH_MAX];
 	fresh();
 	snprintf(gone, sizeof gone, "%s/gone", dir);
-	kbox_session_config_init(&c);
-	CHECK_INT_EQ(kbox_session_config_save(&c, gone, &err), -1);
+	kr_session_config_init(&c);
+	CHECK_INT_EQ(kr_session_config_save(&c, gone, &err), -1);
 	CHECK_CONTAINS(err.msg, gone);
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 }
 
 TEST(the_command_line_wins_over_the_file_which_wins_over_the_defaults)
 {
-	kbox_session_config_t c;
-	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	kr_session_config_t c;
+	kr_session_opts_t o = KR_SESSION_OPTS_INIT;
 	const char *env[] = {"C=3"};
 	fresh();
 	write_config("{\"name\": \"s\", \"kernel\": \"k-file\", \"memory\": 1048576, \"pids\": 100,"
@@ -309,58 +309,58 @@ TEST(the_command_line_wins_over_the_file_which_wins_over_the_defaults)
 	o.home_config = 0;
 	o.env = env;
 	o.n_env = 1;
-	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	REQUIRE(kr_session_config_merge(&c, &o, &err) == 0);
 	CHECK_STR_EQ(c.kernel, "k-line");     /* command line */
 	CHECK_INT_EQ(c.memory, 2097152);       /* command line */
 	CHECK(!c.home_config);                 /* command line, false over true */
 	CHECK_INT_EQ(c.pids, 100);             /* file */
 	CHECK_STR_EQ(c.name, "s");             /* file */
 	CHECK_STR_EQ(c.backend, "bwrap");      /* default */
-	CHECK_INT_EQ(c.ttl_ms, KBOX_SESSION_TTL_MS); /* default */
+	CHECK_INT_EQ(c.ttl_ms, KR_SESSION_TTL_MS); /* default */
 	REQUIRE(c.n_env == 1);                 /* the command line's replaces the file's */
 	CHECK_STR_EQ(c.env[0], "C=3");
 	CHECK(c.env[1] == NULL);
-	CHECK((c.has & KBOX_SC_KERNEL) && (c.has & KBOX_SC_PIDS) && !(c.has & KBOX_SC_TTL_MS));
-	kbox_session_config_free(&c);
+	CHECK((c.has & KR_SC_KERNEL) && (c.has & KR_SC_PIDS) && !(c.has & KR_SC_TTL_MS));
+	kr_session_config_free(&c);
 }
 
 TEST(merge_of_nothing_changes_nothing)
 {
-	kbox_session_config_t c;
-	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	kr_session_config_t c;
+	kr_session_opts_t o = KR_SESSION_OPTS_INIT;
 	fresh();
 	write_config(every_key);
 	REQUIRE(load(&c) == 0);
-	CHECK(kbox_session_opts_empty(&o));
-	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	CHECK(kr_session_opts_empty(&o));
+	REQUIRE(kr_session_config_merge(&c, &o, &err) == 0);
 	CHECK_INT_EQ(c.has, (1u << 18) - 1);
 	CHECK_STR_EQ(c.kernel, "ir");
 	CHECK_INT_EQ(c.n_env, 2);
 	o.ttl_ms = 0;
-	CHECK(!kbox_session_opts_empty(&o));
-	kbox_session_config_free(&c);
+	CHECK(!kr_session_opts_empty(&o));
+	kr_session_config_free(&c);
 }
 
 TEST(merge_of_a_string_the_config_holds_itself_keeps_it)
 {
-	kbox_session_config_t c;
-	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	kr_session_config_t c;
+	kr_session_opts_t o = KR_SESSION_OPTS_INIT;
 	fresh();
 	write_config("{\"kernel\": \"mine\"}");
 	REQUIRE(load(&c) == 0);
 	o.kernel = c.kernel;
 	o.backend = c.backend; /* the default: a static string */
-	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	REQUIRE(kr_session_config_merge(&c, &o, &err) == 0);
 	CHECK_STR_EQ(c.kernel, "mine");
-	CHECK_STR_EQ(c.backend, KBOX_BACKEND_DEFAULT);
-	CHECK(c.has & KBOX_SC_BACKEND);
-	kbox_session_config_free(&c);
+	CHECK_STR_EQ(c.backend, KR_BACKEND_DEFAULT);
+	CHECK(c.has & KR_SC_BACKEND);
+	kr_session_config_free(&c);
 }
 
 TEST(a_workspace_given_stores_its_identity)
 {
-	kbox_session_config_t c;
-	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	kr_session_config_t c;
+	kr_session_opts_t o = KR_SESSION_OPTS_INIT;
 	struct stat st;
 	json_t *got;
 	fresh();
@@ -370,9 +370,9 @@ TEST(a_workspace_given_stores_its_identity)
 	o.ephemeral = 1;
 	o.owner_pid = 77;
 	o.ttl_ms = 0;
-	kbox_session_config_init(&c);
-	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
-	REQUIRE(kbox_session_config_save(&c, dir, &err) == 0);
+	kr_session_config_init(&c);
+	REQUIRE(kr_session_config_merge(&c, &o, &err) == 0);
+	REQUIRE(kr_session_config_save(&c, dir, &err) == 0);
 	got = read_config();
 	CHECK_STR_EQ(json_string_value(json_object_get(got, "workspace")), dir);
 	CHECK_INT_EQ(json_integer_value(json_object_get(got, "workspace_dev")), st.st_dev);
@@ -382,21 +382,21 @@ TEST(a_workspace_given_stores_its_identity)
 	CHECK(json_is_integer(json_object_get(got, "ttl_ms")));
 	CHECK_INT_EQ(json_integer_value(json_object_get(got, "ttl_ms")), 0);
 	json_decref(got);
-	kbox_session_config_free(&c);
+	kr_session_config_free(&c);
 }
 
 TEST(a_workspace_given_without_its_identity_drops_the_files)
 {
-	kbox_session_config_t c;
-	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
+	kr_session_config_t c;
+	kr_session_opts_t o = KR_SESSION_OPTS_INIT;
 	fresh();
 	write_config("{\"workspace\": \"/a\", \"workspace_dev\": 1, \"workspace_ino\": 2}");
 	REQUIRE(load(&c) == 0);
 	o.workspace = "/b";
-	REQUIRE(kbox_session_config_merge(&c, &o, &err) == 0);
+	REQUIRE(kr_session_config_merge(&c, &o, &err) == 0);
 	CHECK_STR_EQ(c.workspace, "/b");
-	CHECK(!(c.has & (KBOX_SC_WORKSPACE_DEV | KBOX_SC_WORKSPACE_INO)));
-	kbox_session_config_free(&c);
+	CHECK(!(c.has & (KR_SC_WORKSPACE_DEV | KR_SC_WORKSPACE_INO)));
+	kr_session_config_free(&c);
 }
 
 /* The files kbox start, kbox exec and kbox run wrote before this module,
@@ -425,25 +425,25 @@ TEST(files_older_kbox_versions_wrote_still_load)
 	};
 	fresh();
 	for (size_t i = 0; i < sizeof old / sizeof *old; i++) {
-		kbox_session_config_t c;
+		kr_session_config_t c;
 		int rc;
 		write_config(old[i]);
 		if ((rc = load(&c)) < 0)
 			printf("# file %zu: %s\n", i, err.msg);
 		CHECK_INT_EQ(rc, 0);
-		kbox_session_config_free(&c);
+		kr_session_config_free(&c);
 	}
 }
 
 TEST(a_stored_quota_of_0_is_the_default)
 {
-	kbox_session_config_t c;
+	kr_session_config_t c;
 	fresh();
 	write_config("{\"outputs_quota\": 0}");
 	REQUIRE(load(&c) == 0);
-	CHECK_INT_EQ(c.outputs_quota, KBOX_OUTPUTS_QUOTA);
-	CHECK(!(c.has & KBOX_SC_OUTPUTS_QUOTA));
-	kbox_session_config_free(&c);
+	CHECK_INT_EQ(c.outputs_quota, KR_OUTPUTS_QUOTA);
+	CHECK(!(c.has & KR_SC_OUTPUTS_QUOTA));
+	kr_session_config_free(&c);
 }
 
 int main(void)

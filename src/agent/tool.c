@@ -91,16 +91,16 @@ static void summary(const char *text, char *out, size_t size)
 
 /* The request that runs CODE in the session, TIMEOUT_S seconds at most
  * (0: no limit): its result as JSON, with its text. */
-static kbox_ctl_exec_t execute_request(const char *code, double timeout_s)
+static kr_ctl_exec_t execute_request(const char *code, double timeout_s)
 {
-	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
+	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	e.code = code;
-	e.format = KBOX_CTL_FMT_JSON;
+	e.format = KR_CTL_FMT_JSON;
 	e.with_text = true;
 	/* as the supervisor takes it, to the nearest millisecond; one beyond
 	 * its range stays beyond it, and is refused */
-	if (timeout_s > KBOX_CTL_DURATION_MAX_S)
-		e.timeout_ms = (long long)(KBOX_CTL_DURATION_MAX_S + 1) * 1000;
+	if (timeout_s > KR_CTL_DURATION_MAX_S)
+		e.timeout_ms = (long long)(KR_CTL_DURATION_MAX_S + 1) * 1000;
 	else if (timeout_s > 0)
 		e.timeout_ms = (long long)(timeout_s * 1000.0 + 0.5);
 	return e;
@@ -114,23 +114,23 @@ static kbox_ctl_exec_t execute_request(const char *code, double timeout_s)
 static json_t *execute(agent_t *a, const char *code, double timeout_s, int *status)
 {
 	kbox_error_t err = {0};
-	kbox_ctl_exec_t req = execute_request(code, timeout_s);
+	kr_ctl_exec_t req = execute_request(code, timeout_s);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		json_t *m = NULL;
-		kbox_ctl_exec_end_t end;
+		kr_ctl_exec_end_t end;
 		int fd = cli_session_connect(AGENT_CMD, a->dir, a->name, false, status);
 		if (fd < 0)
 			return NULL;
-		end = kbox_ctl_execute(fd, &req, -1, NULL, NULL, &m, &err);
+		end = kr_ctl_execute(fd, &req, -1, NULL, NULL, &m, &err);
 		close(fd);
-		if (end == KBOX_CTL_EXEC_REPLY)
+		if (end == KR_CTL_EXEC_REPLY)
 			return m;
-		if (end == KBOX_CTL_EXEC_NOT_SENT) {
+		if (end == KR_CTL_EXEC_NOT_SENT) {
 			agent_error(a, "session %s: %s", a->name, err.msg);
 			*status = EXIT_UNAVAILABLE;
 			return NULL;
 		}
-		if (end == KBOX_CTL_EXEC_LOST_BEFORE) /* a supervisor that was stopping: the next one runs it */
+		if (end == KR_CTL_EXEC_LOST_BEFORE) /* a supervisor that was stopping: the next one runs it */
 			continue;
 		return NULL; /* it began, and went with the supervisor: *STATUS is EXIT_OK */
 	}
@@ -225,19 +225,19 @@ int agent_not_run(agent_t *a, int step, json_t *call)
 }
 
 /* Whether the request that runs CODE is longer than the session takes
- * (KBOX_CTL_REQUEST_MAX, the line with its newline): then the text a
+ * (KR_CTL_REQUEST_MAX, the line with its newline): then the text a
  * model reads into OUT. */
 static bool too_long(const char *code, double timeout_s, char *out, size_t size)
 {
-	kbox_ctl_exec_t e = execute_request(code, timeout_s);
-	json_t *req = kbox_ctl_exec_to_json(&e);
-	bool fits = !req || kbox_ctl_request_fits(req);
+	kr_ctl_exec_t e = execute_request(code, timeout_s);
+	json_t *req = kr_ctl_exec_to_json(&e);
+	bool fits = !req || kr_ctl_request_fits(req);
 	json_decref(req);
 	if (fits)
 		return false;
 	snprintf(out, size, "error: not run: the code is %zu bytes; at most %d MiB can run (as a "
 	         "JSON string, in which a control character takes 6 bytes): make it shorter",
-	         strlen(code), KBOX_CTL_CODE_MAX >> 20);
+	         strlen(code), KR_CTL_CODE_MAX >> 20);
 	return true;
 }
 
@@ -250,22 +250,22 @@ static const char *reply_text(agent_t *a, const json_t *reply, const char **st, 
                               size_t size, int *status)
 {
 	const char *text, *msg = json_string_value(json_object_get(reply, "error"));
-	kbox_ctl_err_t kind;
+	kr_ctl_err_t kind;
 
 	if (!reply) {
 		*st = "died";
 		return "[kernel died: the session's supervisor went away; earlier state is lost]\n";
 	}
-	if (kbox_ctl_msg_kind(reply, NULL) == KBOX_CTL_MSG_REPLY) {
+	if (kr_ctl_msg_kind(reply, NULL) == KR_CTL_MSG_REPLY) {
 		text = json_string_value(json_object_get(reply, "text"));
 		*st = json_string_value(json_object_get(reply, "status"));
 		if (!*st)
 			*st = "unknown";
 		return text && *text ? text : "(no output)";
 	}
-	if ((kind = kbox_ctl_err_kind(reply)) != KBOX_CTL_ERR_BUSY) {
+	if ((kind = kr_ctl_err_kind(reply)) != KR_CTL_ERR_BUSY) {
 		agent_error(a, "session %s: %s", a->name, msg ? msg : "the supervisor refused");
-		*status = kind == KBOX_CTL_ERR_USAGE ? EXIT_USAGE : EXIT_UNAVAILABLE;
+		*status = kind == KR_CTL_ERR_USAGE ? EXIT_USAGE : EXIT_UNAVAILABLE;
 		return NULL;
 	}
 	/* other code held the kernel all that time: the model may try again */

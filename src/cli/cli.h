@@ -235,17 +235,6 @@ int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg
  * "standard input (-) given more than once"). */
 bool cli_take_stdin(void);
 
-/* TEMPORARY: removed when the other branches merge.  cli_utf8 and
- * cli_fmt_bytes are the common module's now (src/common/kx.h); these keep
- * their callers compiling. */
-/* True when the C string S is valid UTF-8 (what the protocol carries). */
-static inline bool cli_utf8(const char *s)
-{
-	return s && kx_utf8_valid(s, strlen(s));
-}
-#define cli_fmt_bytes(n, buf, size) kx_fmt_bytes((buf), (size), (n))
-/* END TEMPORARY */
-
 /* Print one JSON value (taken) compactly on its own line, flushed. */
 void cli_print_json_line(json_t *j);
 
@@ -261,7 +250,7 @@ int cli_check_session(const char *cmd, const char *name);
 /* Can CONFIG's backend run here?  For bwrap: installed, and able to make
  * its sandbox (a probe).  Warns about limits it cannot enforce.  EXIT_OK,
  * or EXIT_UNAVAILABLE after one error line. */
-int cli_check_backend(const char *cmd, const kbox_session_config_t *config);
+int cli_check_backend(const char *cmd, const kr_session_config_t *config);
 /* Remove a new session's directory DIR, if it holds only the empty
  * directories (and lock) a session starts with and the session.json this
  * start saved: a start that failed before a supervisor ran leaves nothing
@@ -277,7 +266,7 @@ char *cli_running_session(const char *cmd, const char *name, int *status);
  * first.  *STARTED (may be NULL) tells whether this call started it.
  * An exit status. */
 int cli_session_start(const char *cmd, const char *dir, const char *name,
-                      const kbox_session_config_t *config, bool *started);
+                      const kr_session_config_t *config, bool *started);
 /* Connect to the supervisor of the session in DIR (NAME for messages),
  * starting the session unless NO_START (src/cli/cmd_exec.c).  The
  * connection, or -1 with one line printed and *STATUS set. */
@@ -294,7 +283,7 @@ int cli_find_program(const char *cmd, const char *prog, const char *what, char *
 int cli_introspect(const char *cmd, int argc, char **argv);
 /* kbox stop / restart / interrupt: parse -s, send OP (src/cli/control.c).
  * An exit status, or -1 after --help. */
-int cli_control(const char *cmd, int argc, char **argv, kbox_ctl_op_t op, int timeout_ms,
+int cli_control(const char *cmd, int argc, char **argv, kr_ctl_op_t op, int timeout_ms,
                 json_t **reply_p, char **name_p);
 /* One session as JSON (src/cli/cmd_ls.c). */
 json_t *cli_session_info(const char *home, const char *name);
@@ -310,7 +299,7 @@ int cli_put(const char *cmd, const char *dir, int in, const char *host, const ch
 /* The format of an execute request for the output format F: text is
  * text-live when standard output is a terminal (the stream is shown as it
  * comes). */
-kbox_ctl_format_t cli_exec_format(format_t f);
+kr_ctl_format_t cli_exec_format(format_t f);
 
 /* What an execution came to. */
 typedef struct {
@@ -326,7 +315,7 @@ typedef struct {
  * REQ->format says; R is filled.  Waiting for a turn, timeouts, deaths:
  * all the supervisor's.  CMD names the command for messages.  Returns
  * R->status. */
-int cli_exec_on(const char *cmd, int fd, const char *name, const kbox_ctl_exec_t *req,
+int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *req,
                 cli_exec_result_t *r);
 
 /* ---- the run-code tool (src/cli/cmd_tool_schema.c) ---- */

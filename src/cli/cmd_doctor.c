@@ -126,9 +126,9 @@ static int make_sandbox_user(const char *user, char *why, size_t size)
 
 /* Who sandboxes run as: the caller, or under root the sandbox user (made
  * with FIX when missing).  Fills BO's identity.  False when there is none. */
-static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
+static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 {
-	kbox_sandbox_id_t id;
+	kr_sandbox_id_t id;
 	kbox_error_t err = {0};
 	char buf[1024], *home;
 	if (geteuid() != 0) {
@@ -137,8 +137,8 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 		         (unsigned)geteuid());
 		check(r, "identity", "ok", buf, NULL);
 		/* the state directory: private, as every command wants it */
-		if ((home = kbox_state_home(&err))) {
-			if (kbox_session_check_home(home, &err) < 0) {
+		if ((home = kr_state_home(&err))) {
+			if (kr_session_check_home(home, &err) < 0) {
 				check(r, "state directory", "fail", err.msg,
 				      "every command refuses a state directory open to others");
 				r->state_bad = true;
@@ -150,15 +150,15 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 		}
 		return true;
 	}
-	if (kbox_sandbox_identity(&id, &err) < 0 && fix && err.code == KBOX_E_NOTFOUND) {
+	if (kr_sandbox_identity(&id, &err) < 0 && fix && err.code == KBOX_E_NOTFOUND) {
 		const char *user = getenv("KBOX_SANDBOX_USER");
 		if (!user || !*user)
-			user = KBOX_SANDBOX_USER;
+			user = KR_SANDBOX_USER;
 		if (make_sandbox_user(user, err.msg, sizeof err.msg) == 0) {
 			if (r->format == FMT_TEXT)
 				printf("fixed: created the system user %s for sandboxes\n", user);
 			err = (kbox_error_t){0};
-			kbox_sandbox_identity(&id, &err);
+			kr_sandbox_identity(&id, &err);
 		}
 	}
 	if (!id.drop) {
@@ -175,7 +175,7 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 	         id.user, (unsigned)id.uid, (unsigned)id.gid);
 	check(r, "identity", "ok", buf, NULL);
 	/* the state directory: bwrap finds the session's directories as that user */
-	if ((home = kbox_state_home(&err))) {
+	if ((home = kr_state_home(&err))) {
 		char *probe = strdup(home), *slash;
 		struct stat st;
 		/* what is above it (kbox opens the state directory itself to the
@@ -184,11 +184,11 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
 			*slash = '\0';
 		while (probe && stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) && slash != probe)
 			*slash = '\0';
-		if (kbox_session_check_home(home, &err) < 0) {
+		if (kr_session_check_home(home, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,
 			      "every command refuses a state directory open to others");
 			r->state_bad = true;
-		} else if (probe && kbox_sandbox_reachable(&id, probe, &err) < 0) {
+		} else if (probe && kr_sandbox_reachable(&id, probe, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,
 			      "sessions there cannot start: bwrap cannot find their directories");
 			r->state_bad = true;
@@ -210,18 +210,18 @@ static bool check_identity(report_t *r, kbox_bwrap_opts_t *bo, bool fix)
  * of the sandbox user's (bwrap outside, and this command or the rest
  * besides); then the inotify limits.  True when RLIMIT_NPROC bounds each
  * session alone. */
-static bool check_bounds(report_t *r, const kbox_bwrap_opts_t *bo)
+static bool check_bounds(report_t *r, const kr_bwrap_opts_t *bo)
 {
 	char *fork_once[] = {"/bin/sh", "-c", "/bin/true && echo forked", NULL};
 	char *nothing[] = {"/bin/true", NULL};
-	kbox_bwrap_opts_t o = *bo;
+	kr_bwrap_opts_t o = *bo;
 	kbox_error_t err = {0};
 	char out[512], buf[1024], lim[64];
 	bool per_session;
 	int rc;
 
 	o.nproc = 3;
-	rc = kbox_bwrap_run(&o, fork_once, out, sizeof out, &err);
+	rc = kr_bwrap_run(&o, fork_once, out, sizeof out, &err);
 	per_session = rc == 0 && strcmp(out, "forked") == 0;
 	if (per_session) {
 		snprintf(buf, sizeof buf, "counted in each sandbox's own user namespace: where it "
@@ -241,10 +241,10 @@ static bool check_bounds(report_t *r, const kbox_bwrap_opts_t *bo)
 	o.nproc = 0;
 	o.inotify = true;
 	err = (kbox_error_t){0};
-	if ((rc = kbox_bwrap_run(&o, nothing, out, sizeof out, &err)) == 0) {
+	if ((rc = kr_bwrap_run(&o, nothing, out, sizeof out, &err)) == 0) {
 		snprintf(buf, sizeof buf, "each session may hold %d inotify instances and %d watches "
 		                          "(the limits of its own user namespace)",
-		         KBOX_BWRAP_INOTIFY_INSTANCES, KBOX_BWRAP_INOTIFY_WATCHES);
+		         KR_BWRAP_INOTIFY_INSTANCES, KR_BWRAP_INOTIFY_WATCHES);
 		check(r, "inotify", "ok", buf, NULL);
 	} else {
 		first_line("/proc/sys/fs/inotify/max_user_instances", lim, sizeof lim);
@@ -272,7 +272,7 @@ static void append(char *buf, size_t size, size_t *n, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Where cgroups cannot be used (UNUSABLE, a mask of KBOX_CG_*), how to
+/* Where cgroups cannot be used (UNUSABLE, a mask of KR_CG_*), how to
  * get them: warned, whatever the identity, since without them what one
  * session uses is taken from what all the sandbox user's processes share. */
 static void check_delegation(report_t *r, unsigned unusable, bool nproc_per_session)
@@ -283,9 +283,9 @@ static void check_delegation(report_t *r, unsigned unusable, bool nproc_per_sess
 	struct passwd *pw = getpwuid(geteuid());
 
 	snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "USER");
-	for (unsigned bit = 1; bit <= KBOX_CG_CPU; bit <<= 1)
+	for (unsigned bit = 1; bit <= KR_CG_CPU; bit <<= 1)
 		if (unusable & bit) {
-			int v = kbox__cgroup_version(bit);
+			int v = kr_cgroup_version(bit);
 			v1 |= v == 1;
 			v2 |= v == 2;
 		}
@@ -341,10 +341,10 @@ int cmd_doctor(int argc, char **argv)
 {
 	report_t r = {NULL, FMT_TEXT, false};
 	bool fix = false;
-	const char *kernel = KBOX_KERNEL_DEFAULT, *rootfs_arg = NULL;
+	const char *kernel = KR_KERNEL_DEFAULT, *rootfs_arg = NULL;
 	cli_option_t opts[] = {
 	    CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
-	                   "the kernelspec to check (default: " KBOX_KERNEL_DEFAULT ")"),
+	                   "the kernelspec to check (default: " KR_KERNEL_DEFAULT ")"),
 	    CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
 	                   "take the sandbox's system files from DIR (default: the host's)"),
 	    CLI_OPT_FORMAT(&r.format, "text: a line a check (the default); json and ndjson: one "
@@ -355,7 +355,7 @@ int cmd_doctor(int argc, char **argv)
 	                 "when it is missing"),
 	    CLI_OPT_END};
 	char *rootfs = NULL, *bwrap = NULL, buf[4096], line[256];
-	kbox_bwrap_opts_t bo = {0};
+	kr_bwrap_opts_t bo = {0};
 	kbox_error_t err = {0};
 	bool isolates = false, sandbox_ok = false, kernel_ok = false, ids_ok, nproc_ok = false;
 	unsigned enforced = 0;
@@ -373,7 +373,7 @@ int cmd_doctor(int argc, char **argv)
 	bo.rootfs = rootfs;
 
 	/* bubblewrap */
-	if (!(bwrap = kbox_bwrap_path()))
+	if (!(bwrap = kr_bwrap_path()))
 		check(&r, "bubblewrap", "fail", "bwrap not found in /usr/local/bin, /usr/bin or /bin",
 		      "no sandbox: kbox start fails unless --backend none (unsandboxed) is chosen; "
 		      "install the Debian package bubblewrap");
@@ -435,7 +435,7 @@ int cmd_doctor(int argc, char **argv)
 	if (bwrap && !ids_ok)
 		check(&r, "sandbox", "skip", "not made: no sandbox user", NULL);
 	else if (bwrap) {
-		if (kbox_bwrap_probe(&bo, &err) == 0) {
+		if (kr_bwrap_probe(&bo, &err) == 0) {
 			sandbox_ok = true;
 			check(&r, "sandbox", "ok",
 			      "bwrap made one: new user, pid, net, ipc, uts and cgroup namespaces, uid "
@@ -455,44 +455,44 @@ int cmd_doctor(int argc, char **argv)
 	/* cgroup controllers: make one with limits, then remove it */
 	{
 		char why[1024], name[64], where[PATH_MAX + 32];
-		kbox_cgroup_t *cg;
+		kr_cgroup_t *cg;
 		const struct {
 			unsigned bit;
 			const char *label, *without;
 		} ctl[] = {
-		    {KBOX_CG_MEMORY, "cgroup memory",
+		    {KR_CG_MEMORY, "cgroup memory",
 		     "--memory falls back to RLIMIT_DATA (allocations fail with MemoryError; "
 		     "memory the kernel maps from files or shares is not counted; it bounds each "
 		     "process, not the session)"},
-		    {KBOX_CG_PIDS, "cgroup pids",
+		    {KR_CG_PIDS, "cgroup pids",
 		     nproc_ok ? "--pids falls back to RLIMIT_NPROC in the sandbox's user namespace, "
 		                "which bounds each session alone (see rlimit nproc)"
 		              : "--pids falls back to RLIMIT_NPROC, which counts all the processes of "
 		                "the user sandboxes run as (every session's, and an ordinary user's "
 		                "own)"},
-		    {KBOX_CG_CPU, "cgroup cpu", "--cpus cannot be enforced"},
+		    {KR_CG_CPU, "cgroup cpu", "--cpus cannot be enforced"},
 		};
 		snprintf(name, sizeof name, "kbox-doctor-%ld", (long)getpid());
-		cg = kbox__cgroup_new(name, KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU, 64LL << 20, 0.5,
-		                      64, why, sizeof why);
-		enforced = kbox__cgroup_enforced(cg);
+		cg = kr_cgroup_new(name, KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU, 64LL << 20, 0.5,
+		                   64, why, sizeof why);
+		enforced = kr_cgroup_enforced(cg);
 		for (size_t i = 0; i < sizeof ctl / sizeof *ctl; i++) {
 			if (enforced & ctl[i].bit) {
-				kbox__cgroup_where(cg, ctl[i].bit, where, sizeof where);
+				kr_cgroup_where(cg, ctl[i].bit, where, sizeof where);
 				kx_msgf(buf, sizeof buf, "limits can be set (%s, removed again)", where);
 				check(&r, ctl[i].label, "ok", buf, NULL);
 			} else {
-				const char *mine = strstr(why, kbox__cgroup_name(ctl[i].bit));
+				const char *mine = strstr(why, kr_cgroup_name(ctl[i].bit));
 				snprintf(buf, sizeof buf, "not usable: %s", mine ? mine : why);
 				if (strchr(buf, ';'))
 					*strchr(buf, ';') = '\0';
 				check(&r, ctl[i].label, "warn", buf, ctl[i].without);
 			}
 		}
-		kbox__cgroup_destroy(&cg);
-		if ((enforced & (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU)) !=
-		    (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU))
-			check_delegation(&r, ~enforced & (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU),
+		kr_cgroup_destroy(&cg);
+		if ((enforced & (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)) !=
+		    (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU))
+			check_delegation(&r, ~enforced & (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU),
 			                 nproc_ok);
 	}
 
@@ -508,7 +508,7 @@ int cmd_doctor(int argc, char **argv)
 			const char *argv0 = kbox_kspec_argv(spec)[0];
 			snprintf(buf, sizeof buf, "%s: %s", kernel, kbox_kspec_resource_dir(spec));
 			check(&r, "kernelspec", "ok", buf, NULL);
-			if (!(exe = kbox_bwrap_resolve(argv0, rootfs))) {
+			if (!(exe = kr_bwrap_resolve(argv0, rootfs))) {
 				snprintf(buf, sizeof buf, "%s not found in /usr/local/bin, /usr/bin or /bin%s",
 				         argv0, rootfs ? " of the root filesystem" : "");
 				check(&r, "interpreter", "fail", buf, "the kernel cannot start");
@@ -523,12 +523,12 @@ int cmd_doctor(int argc, char **argv)
 				 * sandbox with what its installation needs bound; the
 				 * checks of the sandbox itself are Python's, above */
 				const char *const deny[] = {NULL};
-				char **binds = kbox__ro_bind_find(rootfs, spec, exe, deny, &err);
+				char **binds = kr_ro_bind_find(rootfs, spec, exe, deny, &err);
 				char *cmd[] = {exe, "--version", NULL}, out[4096];
 				int rc = -1;
 				if (binds) {
 					bo.ro_binds = binds;
-					rc = kbox_bwrap_run(&bo, cmd, out, sizeof out, &err);
+					rc = kr_bwrap_run(&bo, cmd, out, sizeof out, &err);
 					bo.ro_binds = NULL;
 				}
 				if (rc != 0) {
@@ -550,7 +550,7 @@ int cmd_doctor(int argc, char **argv)
 			} else {
 				char *cmd[] = {exe, "-c", (char *)probe_py, NULL};
 				char out[4096], missing[512] = "", mods[1024] = "", *save = NULL;
-				int rc = kbox_bwrap_run(&bo, cmd, out, sizeof out, &err);
+				int rc = kr_bwrap_run(&bo, cmd, out, sizeof out, &err);
 				bool seccomp = false, nnp = false, nocap = false, ipyk = false;
 				if (rc != 0) {
 					snprintf(buf, sizeof buf, "%s failed in the sandbox (status %d): %.300s", exe,
@@ -599,13 +599,13 @@ int cmd_doctor(int argc, char **argv)
 	if (r.state_bad) /* isolates, but no session of this state directory starts */
 		kernel_ok = false;
 	if (r.format != FMT_TEXT) {
-		json_t *o = json_pack("{s:s, s:b, s:s, s:b, s:o}", "backend", KBOX_BACKEND_DEFAULT,
+		json_t *o = json_pack("{s:s, s:b, s:s, s:b, s:o}", "backend", KR_BACKEND_DEFAULT,
 		                      "isolates", isolates, "kernel", kernel, "kernel_runs",
 		                      isolates && kernel_ok, "checks", json_incref(r.checks));
 		json_t *lim = json_array();
-		for (unsigned bit = 1; bit <= KBOX_CG_CPU; bit <<= 1)
+		for (unsigned bit = 1; bit <= KR_CG_CPU; bit <<= 1)
 			if (enforced & bit)
-				json_array_append_new(lim, json_string(kbox__cgroup_name(bit)));
+				json_array_append_new(lim, json_string(kr_cgroup_name(bit)));
 		json_object_set_new(o, "cgroup_limits", lim);
 		cli_print_json_line(o);
 	} else if (isolates && r.state_bad)
@@ -616,8 +616,8 @@ int cmd_doctor(int argc, char **argv)
 		       "in it (see above)\n", kernel);
 	else if (isolates)
 		printf("\nthe default backend (bwrap) isolates kernels here%s\n",
-		       (enforced & (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU)) ==
-		               (KBOX_CG_MEMORY | KBOX_CG_PIDS | KBOX_CG_CPU)
+		       (enforced & (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)) ==
+		               (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)
 		           ? ", with cgroup limits for memory, pids and cpu"
 		           : "; some limits fall back to rlimits or are not enforced (see above)");
 	else

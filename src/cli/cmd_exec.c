@@ -1,7 +1,7 @@
 /* src/cli/cmd_exec.c — kbox exec: run code in a session's kernel.
  *
  * A thin client: one "execute" request on the session's control socket
- * (kbox-protocol(7), through kbox_ctl_execute), the result (and, on a
+ * (kbox-protocol(7), through kr_ctl_execute), the result (and, on a
  * terminal or with ndjson, the events as they come) back; what is here is
  * the printer.  The supervisor runs it: one at a time, with
  * the timeout, the interrupt, the kill and the new kernel when it comes to
@@ -18,12 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
-kbox_ctl_format_t cli_exec_format(format_t f)
+kr_ctl_format_t cli_exec_format(format_t f)
 {
-	return f == FMT_JSON     ? KBOX_CTL_FMT_JSON
-	       : f == FMT_NDJSON ? KBOX_CTL_FMT_NDJSON
-	       : isatty(STDOUT_FILENO) ? KBOX_CTL_FMT_TEXT_LIVE
-	                               : KBOX_CTL_FMT_TEXT;
+	return f == FMT_JSON     ? KR_CTL_FMT_JSON
+	       : f == FMT_NDJSON ? KR_CTL_FMT_NDJSON
+	       : isatty(STDOUT_FILENO) ? KR_CTL_FMT_TEXT_LIVE
+	                               : KR_CTL_FMT_TEXT;
 }
 
 /* The exit status of an execution that ended with the status WORD. */
@@ -32,7 +32,7 @@ static int exit_of(const char *word)
 	kbox_exec_status_t st;
 	if (!word)
 		return EXIT_UNAVAILABLE;
-	if (kbox_ctl_status_parse(word, &st) < 0)
+	if (kr_ctl_status_parse(word, &st) < 0)
 		return EXIT_DIED;
 	switch (st) {
 	case KBOX_EXEC_OK: return EXIT_OK;
@@ -51,15 +51,15 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static bool is_text(kbox_ctl_format_t f)
+static bool is_text(kr_ctl_format_t f)
 {
-	return f == KBOX_CTL_FMT_TEXT || f == KBOX_CTL_FMT_TEXT_LIVE;
+	return f == KR_CTL_FMT_TEXT || f == KR_CTL_FMT_TEXT_LIVE;
 }
 
 /* The result of code whose kernel died with no one left to say so (its
  * supervisor went away), in FORMAT: the died line, or a JSON result (the
  * ndjson end event) with status "died", REASON and nothing captured. */
-static void died_result(kbox_ctl_format_t format, const char *reason, double seconds)
+static void died_result(kr_ctl_format_t format, const char *reason, double seconds)
 {
 	json_t *j;
 	if (is_text(format)) {
@@ -75,7 +75,7 @@ static void died_result(kbox_ctl_format_t format, const char *reason, double sec
 	              "dropped_messages", 0, "dropped_bytes", 0, "stderr", "text", "", "total_bytes",
 	              0, "total_lines", 0, "truncated", 0, "spill_path", "dropped_messages", 0,
 	              "dropped_bytes", 0, "value", "displays", "images", "error", "notices");
-	if (j && format == KBOX_CTL_FMT_NDJSON)
+	if (j && format == KR_CTL_FMT_NDJSON)
 		json_object_set_new(j, "event", json_string("end"));
 	cli_print_json_line(j);
 	fflush(stdout);
@@ -85,10 +85,10 @@ static void died_result(kbox_ctl_format_t format, const char *reason, double sec
  * request): with text-live the notice and the output printed between
  * executions first, then the stream as it comes (what the code printed
  * must not drive the terminal); with ndjson each event on its line. */
-static void on_exec_event(void *arg, kbox_ctl_msg_kind_t kind, const json_t *m)
+static void on_exec_event(void *arg, kr_ctl_msg_kind_t kind, const json_t *m)
 {
-	const kbox_ctl_exec_t *req = arg;
-	if (kind == KBOX_CTL_MSG_STARTED && req->format == KBOX_CTL_FMT_TEXT_LIVE) {
+	const kr_ctl_exec_t *req = arg;
+	if (kind == KR_CTL_MSG_STARTED && req->format == KR_CTL_FMT_TEXT_LIVE) {
 		const char *notice = json_string_value(json_object_get(m, "notice"));
 		json_t *earlier = json_object_get(m, "earlier_output");
 		if (notice)
@@ -99,9 +99,9 @@ static void on_exec_event(void *arg, kbox_ctl_msg_kind_t kind, const json_t *m)
 			printf("[end of that output]\n");
 		}
 		fflush(stdout);
-	} else if (kind == KBOX_CTL_MSG_EVENT && req->format == KBOX_CTL_FMT_NDJSON) {
+	} else if (kind == KR_CTL_MSG_EVENT && req->format == KR_CTL_FMT_NDJSON) {
 		cli_print_json_line(json_incref(json_object_get(m, "event")));
-	} else if (kind == KBOX_CTL_MSG_EVENT && is_text(req->format)) {
+	} else if (kind == KR_CTL_MSG_EVENT && is_text(req->format)) {
 		json_t *ev = json_object_get(m, "event"), *text = json_object_get(ev, "text");
 		const char *sname = json_string_value(json_object_get(ev, "name"));
 		FILE *f = sname && strcmp(sname, "stderr") == 0 ? stderr : stdout;
@@ -113,17 +113,17 @@ static void on_exec_event(void *arg, kbox_ctl_msg_kind_t kind, const json_t *m)
 }
 
 /* Print the reply M of REQ (ok or not) and fill R from it. */
-static void exec_print_reply(const char *cmd, const char *name, const kbox_ctl_exec_t *req,
+static void exec_print_reply(const char *cmd, const char *name, const kr_ctl_exec_t *req,
                              const json_t *m, cli_exec_result_t *r)
 {
 	json_t *text = json_object_get(m, "text");
-	if (kbox_ctl_msg_kind(m, NULL) != KBOX_CTL_MSG_REPLY) {
+	if (kr_ctl_msg_kind(m, NULL) != KR_CTL_MSG_REPLY) {
 		const char *msg = json_string_value(json_object_get(m, "error"));
-		kbox_ctl_err_t kind = kbox_ctl_err_kind(m);
+		kr_ctl_err_t kind = kr_ctl_err_kind(m);
 		cli_error(cmd, "session %s: %s", name, msg ? msg : "the supervisor refused");
 		/* waiting for another execution ran out of time */
-		r->status = kind == KBOX_CTL_ERR_BUSY    ? EXIT_BUSY
-		            : kind == KBOX_CTL_ERR_USAGE ? EXIT_USAGE
+		r->status = kind == KR_CTL_ERR_BUSY    ? EXIT_BUSY
+		            : kind == KR_CTL_ERR_USAGE ? EXIT_USAGE
 		                                         : EXIT_UNAVAILABLE;
 		return;
 	}
@@ -141,14 +141,14 @@ static void exec_print_reply(const char *cmd, const char *name, const kbox_ctl_e
 	         json_string_value(json_object_get(m, "reason")) ?: "");
 }
 
-int cli_exec_on(const char *cmd, int fd, const char *name, const kbox_ctl_exec_t *req,
+int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *req,
                 cli_exec_result_t *r)
 {
 	kbox_error_t err = {0};
 	json_t *m = NULL;
 	double t0 = now_s();
 	int dfd = -1;
-	kbox_ctl_exec_end_t end;
+	kr_ctl_exec_end_t end;
 
 	memset(r, 0, sizeof *r);
 	r->status = EXIT_UNAVAILABLE;
@@ -161,12 +161,12 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const kbox_ctl_exec_t
 		r->status = EXIT_USAGE;
 		return r->status;
 	}
-	end = kbox_ctl_execute(fd, req, dfd, on_exec_event, (void *)req, &m, &err);
+	end = kr_ctl_execute(fd, req, dfd, on_exec_event, (void *)req, &m, &err);
 	if (dfd >= 0)
 		close(dfd);
-	if (end == KBOX_CTL_EXEC_REPLY)
+	if (end == KR_CTL_EXEC_REPLY)
 		exec_print_reply(cmd, name, req, m, r);
-	else if (end == KBOX_CTL_EXEC_LOST_AFTER && err.code == KBOX_E_DEAD) {
+	else if (end == KR_CTL_EXEC_LOST_AFTER && err.code == KBOX_E_DEAD) {
 		/* the code began and its kernel went with the supervisor: the
 		 * result says so, as for any kernel that died */
 		died_result(req->format, "the session's supervisor went away", now_s() - t0);
@@ -174,7 +174,7 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const kbox_ctl_exec_t
 		snprintf(r->reason, sizeof r->reason, "the session's supervisor went away");
 	} else
 		cli_error(cmd, "session %s: %s", name,
-		          end != KBOX_CTL_EXEC_NOT_SENT && err.code == KBOX_E_DEAD
+		          end != KR_CTL_EXEC_NOT_SENT && err.code == KBOX_E_DEAD
 		              ? "the session's supervisor went away"
 		              : err.msg);
 	json_decref(m);
@@ -186,7 +186,7 @@ int cli_session_connect(const char *cmd, const char *dir, const char *name, bool
 {
 	kbox_error_t err = {0};
 	for (int attempt = 0; attempt < 3; attempt++) {
-		int fd = kbox_ctl_connect(dir, &err);
+		int fd = kr_ctl_connect(dir, &err);
 		if (fd >= 0)
 			return fd;
 		if (no_start || err.code != KBOX_E_NOTFOUND) {
@@ -223,7 +223,7 @@ static int read_code(const char *src, bool is_file, char **code)
 		if (!(*code = cli_read_code("exec", src)))
 			return EXIT_USAGE;
 	}
-	if (!cli_utf8(*code)) {
+	if (!kx_utf8_valid_str(*code)) {
 		cli_error("exec", "the code is not valid UTF-8");
 		return EXIT_USAGE;
 	}
@@ -234,7 +234,7 @@ int cmd_exec(int argc, char **argv)
 {
 	const char *name = NULL, *outputs = NULL, *file = NULL;
 	cli_strlist_t inputs = {0};
-	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
+	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	format_t format = FMT_TEXT;
 	cli_exec_result_t r;
 	bool no_start = false;
@@ -266,7 +266,7 @@ int cmd_exec(int argc, char **argv)
 	char *code = NULL, *dir = NULL, outbuf[PATH_MAX];
 	int fd = -1, status, n;
 
-	e.grace_ms = KBOX_CTL_GRACE_DEFAULT_MS; /* always sent (kbox-protocol(7)) */
+	e.grace_ms = KR_CTL_GRACE_DEFAULT_MS; /* always sent (kbox-protocol(7)) */
 	n = cli_parse_options("exec", opts, argc, argv, &status);
 
 	if (n < 0)
@@ -282,12 +282,12 @@ int cmd_exec(int argc, char **argv)
 	if ((status = read_code(file ? file : argv[0], file != NULL, &code)) != EXIT_OK)
 		goto out;
 	for (size_t i = 0; i < inputs.n; i++)
-		if (!cli_utf8(inputs.v[i])) {
+		if (!kx_utf8_valid_str(inputs.v[i])) {
 			cli_error("exec", "--input line %zu is not valid UTF-8", i + 1);
 			status = EXIT_USAGE;
 			goto out;
 		}
-	if (outputs && !cli_utf8(outputs)) {
+	if (outputs && !kx_utf8_valid_str(outputs)) {
 		cli_error("exec", "--outputs %s is not valid UTF-8", outputs);
 		status = EXIT_USAGE;
 		goto out;

@@ -8,7 +8,7 @@ int cmd_interrupt(int argc, char **argv)
 {
 	json_t *r = NULL;
 	char *name = NULL;
-	int status = cli_control("interrupt", argc, argv, KBOX_CTL_OP_INTERRUPT, 10000, &r, &name);
+	int status = cli_control("interrupt", argc, argv, KR_CTL_OP_INTERRUPT, 10000, &r, &name);
 	if (status < 0)
 		return EXIT_OK;
 	if (status == EXIT_OK)

@@ -9,17 +9,17 @@
 json_t *cli_session_info(const char *home, const char *name)
 {
 	kbox_error_t err = {0};
-	char *dir = kbox_session_dir(home, name, false, &err);
+	char *dir = kr_session_dir(home, name, false, &err);
 	json_t *info = NULL;
-	kbox_session_config_t cfg;
+	kr_session_config_t cfg;
 	pid_t pid = 0;
-	kbox_supervisor_state_t st;
+	kr_supervisor_state_t st;
 
 	if (!dir)
 		return json_pack("{s:s, s:s, s:s}", "name", name, "state", "invalid", "error", err.msg);
-	st = kbox_session_supervisor(dir, &pid);
-	if (st == KBOX_SUPERVISOR_RUNNING) {
-		info = kbox_ctl_call(dir, KBOX_CTL_OP_STATUS, NULL, 5000, &err);
+	st = kr_session_supervisor(dir, &pid);
+	if (st == KR_SUPERVISOR_RUNNING) {
+		info = kr_ctl_call(dir, KR_CTL_OP_STATUS, NULL, 5000, &err);
 		if (!info && err.code == KBOX_E_NOTFOUND) /* it closed its socket: stopping */
 			info = json_pack("{s:s}", "state", "stopping");
 		else if (!info)
@@ -36,21 +36,21 @@ json_t *cli_session_info(const char *home, const char *name)
 			buf[n] = '\0';
 			fclose(f);
 		}
-		info = json_pack("{s:s}", "state", st == KBOX_SUPERVISOR_DEAD ? "dead" : "stopped");
-		if (st == KBOX_SUPERVISOR_DEAD)
+		info = json_pack("{s:s}", "state", st == KR_SUPERVISOR_DEAD ? "dead" : "stopped");
+		if (st == KR_SUPERVISOR_DEAD)
 			json_object_set_new(info, "last_stop",
 			                    json_string("the supervisor died without stopping the session"));
 		else if (buf[0])
 			json_object_set_new(info, "last_stop", json_string(buf));
 		if (pid)
 			json_object_set_new(info, "pid", json_integer(pid));
-		if (kbox_session_config_load(&cfg, dir, NULL) == 0) {
-			if (cfg.has & KBOX_SC_BACKEND)
+		if (kr_session_config_load(&cfg, dir, NULL) == 0) {
+			if (cfg.has & KR_SC_BACKEND)
 				json_object_set_new(info, "backend", json_string(cfg.backend));
-			if (cfg.has & KBOX_SC_KERNEL)
+			if (cfg.has & KR_SC_KERNEL)
 				json_object_set_new(info, "kernel", json_string(cfg.kernel));
 		}
-		kbox_session_config_free(&cfg);
+		kr_session_config_free(&cfg);
 	}
 	json_object_set_new(info, "name", json_string(name));
 	json_object_set_new(info, "dir", json_string(dir));
@@ -78,7 +78,7 @@ int cmd_ls(int argc, char **argv)
 	if ((status = cli_no_operands("ls", nargs, argv)) != EXIT_OK)
 		return status;
 	all = json_array();
-	if (!(home = kbox_state_home(&err)) || !(names = kbox_session_list(home, &n, &err))) {
+	if (!(home = kr_state_home(&err)) || !(names = kr_session_list(home, &n, &err))) {
 		cli_error("ls", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;
 		goto out;
@@ -126,7 +126,7 @@ int cmd_ls(int argc, char **argv)
 	}
 out:
 	json_decref(all);
-	kbox_session_list_free(names, n);
+	kr_session_list_free(names, n);
 	free(home);
 	return status;
 }

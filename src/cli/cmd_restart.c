@@ -8,7 +8,7 @@ int cmd_restart(int argc, char **argv)
 {
 	json_t *r = NULL;
 	char *name = NULL;
-	int status = cli_control("restart", argc, argv, KBOX_CTL_OP_RESTART, 120000, &r, &name);
+	int status = cli_control("restart", argc, argv, KR_CTL_OP_RESTART, 120000, &r, &name);
 	if (status < 0)
 		return EXIT_OK;
 	if (status == EXIT_OK)

@@ -220,12 +220,12 @@ static int fill_workspace(const char *rundir, copy_t *v, size_t n)
 {
 	char ws[PATH_MAX];
 	int wfd;
-	kbox_sandbox_id_t id;
+	kr_sandbox_id_t id;
 	kbox_error_t ignored = {0};
 
 	/* under root the files are the sandbox user's, as the workspace is
 	 * (the supervisor gives it; without that user it refuses to start) */
-	if (kbox_sandbox_identity(&id, &ignored) < 0)
+	if (kr_sandbox_identity(&id, &ignored) < 0)
 		id.drop = false;
 	snprintf(ws, sizeof ws, "%s/workspace", rundir);
 	if (mkdir(ws, 0700) < 0 ||
@@ -284,9 +284,9 @@ static int backend_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 int cmd_run(int argc, char **argv)
 {
 	const char *kernel = getenv("KBOX_KERNEL"), *workspace = NULL, *outputs = NULL;
-	const char *backend = KBOX_BACKEND_DEFAULT;
+	const char *backend = KR_BACKEND_DEFAULT;
 	char rundir[PATH_MAX] = "", outbuf[PATH_MAX], wsreal[PATH_MAX], own_out[PATH_MAX] = "";
-	kbox_sandbox_id_t sid = {0};
+	kr_sandbox_id_t sid = {0};
 	struct stat wsst = {0};
 	bool read_only = false; /* --workspace the sandbox user cannot write */
 	int fd = -1;
@@ -302,14 +302,14 @@ int cmd_run(int argc, char **argv)
 	long long max_bytes = 0, max_lines = 0;
 	cli_option_t opts[] = {
 	    CLI_OPT_STRING('k', "kernel", "NAME", &kernel,
-	                   "the kernelspec (default: $KBOX_KERNEL, else " KBOX_KERNEL_DEFAULT ")"),
+	                   "the kernelspec (default: $KBOX_KERNEL, else " KR_KERNEL_DEFAULT ")"),
 	    CLI_OPT_STRING(0, "workspace", "DIR", &workspace,
 	                   "bind the host directory DIR, writable by the code, as the workspace "
 	                   "(default: a new, empty one)"),
 	    CLI_OPT_LIST(0, "put", "FILE", &puts,
 	                 "copy FILE into the new workspace first; repeatable (default: none)"),
 	    CLI_OPT_CALLBACK(0, "backend", "bwrap|none", backend_cb, &backend,
-	                     "bwrap, a sandbox, or none, unsandboxed (default: " KBOX_BACKEND_DEFAULT
+	                     "bwrap, a sandbox, or none, unsandboxed (default: " KR_BACKEND_DEFAULT
 	                     ")"),
 	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &timeout_ms,
 	                     "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
@@ -333,7 +333,7 @@ int cmd_run(int argc, char **argv)
 	    CLI_OPT_END};
 
 	if (!kernel || !*kernel)
-		kernel = KBOX_KERNEL_DEFAULT;
+		kernel = KR_KERNEL_DEFAULT;
 	if (!(cells.v = calloc((size_t)argc + 1, sizeof *cells.v)) ||
 	    !(copies = calloc((size_t)argc + 1, sizeof *copies))) {
 		cli_error("run", "out of memory");
@@ -348,19 +348,19 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	for (size_t i = 0; i < cells.n; i++)
-		if (!cli_utf8(cells.v[i].code)) {
+		if (!kx_utf8_valid_str(cells.v[i].code)) {
 			cli_error("run", "cell %zu (%s) is not valid UTF-8", i + 1, cells.v[i].source);
 			status = EXIT_USAGE;
 			goto out;
 		}
 	for (size_t i = 0; i < inputs.n; i++)
-		if (!cli_utf8(inputs.v[i])) {
+		if (!kx_utf8_valid_str(inputs.v[i])) {
 			cli_error("run", "--input line %zu is not valid UTF-8", i + 1);
 			status = EXIT_USAGE;
 			goto out;
 		}
-	if ((workspace && !cli_utf8(workspace)) || (outputs && !cli_utf8(outputs))) {
-		bool ws_bad = workspace && !cli_utf8(workspace);
+	if ((workspace && !kx_utf8_valid_str(workspace)) || (outputs && !kx_utf8_valid_str(outputs))) {
+		bool ws_bad = workspace && !kx_utf8_valid_str(workspace);
 		cli_error("run", "%s %s is not valid UTF-8", ws_bad ? "--workspace" : "--outputs",
 		          ws_bad ? workspace : outputs);
 		status = EXIT_USAGE;
@@ -385,8 +385,8 @@ int cmd_run(int argc, char **argv)
 		{
 			kbox_error_t ignored = {0};
 			struct stat st;
-			read_only = kbox_backend_sandboxed(backend) &&
-			            kbox_sandbox_identity(&sid, &ignored) == 0 && sid.drop &&
+			read_only = kr_backend_sandboxed(backend) &&
+			            kr_sandbox_identity(&sid, &ignored) == 0 && sid.drop &&
 			            stat(wsreal, &st) == 0 && st.st_uid != sid.uid &&
 			            !(st.st_gid == sid.gid && (st.st_mode & S_IWGRP)) &&
 			            !(st.st_mode & S_IWOTH);
@@ -422,8 +422,8 @@ int cmd_run(int argc, char **argv)
 		 * removed when it stops, and with it its workspace unless
 		 * that is the caller's directory (given with its identity as
 		 * checked, which the sandbox must bind) */
-		kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
-		kbox_session_config_t config;
+		kr_session_opts_t o = KR_SESSION_OPTS_INIT;
+		kr_session_config_t config;
 		kbox_error_t cerr = {0};
 		o.name = "run";
 		o.kernel = kernel;
@@ -433,13 +433,13 @@ int cmd_run(int argc, char **argv)
 		o.owner_pid = getpid();
 		o.workspace = workspace ? wsreal : NULL;
 		o.workspace_st = workspace ? &wsst : NULL;
-		kbox_session_config_init(&config);
-		if (kbox_session_config_merge(&config, &o, &cerr) < 0) {
+		kr_session_config_init(&config);
+		if (kr_session_config_merge(&config, &o, &cerr) < 0) {
 			cli_error("run", "%s", cerr.msg);
 			status = EXIT_UNAVAILABLE;
 		} else
 			status = cli_check_backend("run", &config);
-		if (status == EXIT_OK && !kbox_backend_sandboxed(backend))
+		if (status == EXIT_OK && !kr_backend_sandboxed(backend))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", backend);
 		if (status == EXIT_OK && workspace && read_only)
 			cli_error("run", "warning: --workspace %s: the code runs as the sandbox user %s "
@@ -449,28 +449,28 @@ int cmd_run(int argc, char **argv)
 		else if (status == EXIT_OK && workspace)
 			cli_error("run", "warning: --workspace %s: the code can change and delete every "
 			          "file in %s", workspace, wsreal);
-		if (status == EXIT_OK && make_run_dir(rundir, sizeof rundir, kbox_backend_sandboxed(backend)) < 0)
+		if (status == EXIT_OK && make_run_dir(rundir, sizeof rundir, kr_backend_sandboxed(backend)) < 0)
 			status = EXIT_UNAVAILABLE;
 		if (status == EXIT_OK && !workspace)
 			status = fill_workspace(rundir, copies, n_copies);
 		if (status == EXIT_OK)
 			status = cli_session_start("run", rundir, "run", &config, NULL);
-		kbox_session_config_free(&config);
+		kr_session_config_free(&config);
 		if (status != EXIT_OK)
 			goto out;
-		if ((fd = kbox_ctl_connect(rundir, &cerr)) < 0) {
+		if ((fd = kr_ctl_connect(rundir, &cerr)) < 0) {
 			cli_error("run", "%s", cerr.msg);
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
 	}
 	for (size_t i = 0; i < cells.n && status == EXIT_OK; i++) {
-		kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
+		kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 		cli_exec_result_t r = {0};
 
 		e.code = cells.v[i].code;
 		e.timeout_ms = timeout_ms;
-		e.grace_ms = KBOX_CTL_GRACE_DEFAULT_MS;
+		e.grace_ms = KR_CTL_GRACE_DEFAULT_MS;
 		e.max_output = max_bytes;
 		e.max_lines = max_lines;
 		e.outputs = outbuf;
@@ -498,9 +498,9 @@ out:
 	if (rundir[0]) {
 		/* the session ends with its kernel; its supervisor removes it */
 		kbox_error_t serr = {0};
-		json_t *r = kbox_ctl_call(rundir, KBOX_CTL_OP_STOP, NULL, 30000, &serr);
+		json_t *r = kr_ctl_call(rundir, KR_CTL_OP_STOP, NULL, 30000, &serr);
 		json_decref(r);
-		if (kbox_session_supervisor(rundir, NULL) == KBOX_SUPERVISOR_NONE)
+		if (kr_session_supervisor(rundir, NULL) == KR_SUPERVISOR_NONE)
 			forget_run_dir(rundir, copies, n_copies); /* none started, or it is gone */
 		/* nothing of the run is left when kbox run returns: wait (a
 		 * moment) for the supervisor to have removed its directory */

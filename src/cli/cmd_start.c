@@ -110,16 +110,16 @@ int cmd_start(int argc, char **argv)
 {
 	const char *name = NULL, *rootfs_arg = NULL;
 	char *rootfs = NULL;
-	kbox_session_opts_t o = KBOX_SESSION_OPTS_INIT;
-	kbox_session_config_t config, before;
+	kr_session_opts_t o = KR_SESSION_OPTS_INIT;
+	kr_session_config_t config, before;
 	cli_strlist_t env = {0};
 	cli_option_t opts[] = {
 	    CLI_OPT_SESSION(&name),
 	    CLI_OPT_STRING('k', "kernel", "SPEC", &o.kernel,
-	                   "the kernelspec (default: the session's, else " KBOX_KERNEL_DEFAULT ")"),
+	                   "the kernelspec (default: the session's, else " KR_KERNEL_DEFAULT ")"),
 	    CLI_OPT_STRING('b', "backend", "B", &o.backend,
 	                   "bwrap or none, unsandboxed (default: the session's, else "
-	                   KBOX_BACKEND_DEFAULT ")"),
+	                   KR_BACKEND_DEFAULT ")"),
 	    CLI_OPT_CALLBACK(0, "ttl", "DURATION", cli_opt_duration, &o.ttl_ms,
 	                     "stop after DURATION idle, 0 never (default: the session's, else 30m)"),
 	    CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &o.memory,
@@ -148,8 +148,8 @@ int cmd_start(int argc, char **argv)
 	kbox_error_t err = {0};
 	bool started = false, is_new = false, restore = false;
 
-	kbox_session_config_init(&config);
-	kbox_session_config_init(&before);
+	kr_session_config_init(&config);
+	kr_session_config_init(&before);
 	if ((n = cli_parse_options("start", opts, argc, argv, &status)) < 0)
 		goto out;
 	if ((status = cli_no_operands("start", n, argv)) != EXIT_OK)
@@ -164,9 +164,9 @@ int cmd_start(int argc, char **argv)
 	name = cli_session_name(name);
 	if ((status = cli_check_session("start", name)) != EXIT_OK)
 		goto out;
-	if (o.backend && !kbox_backend_exists(o.backend)) {
+	if (o.backend && !kr_backend_exists(o.backend)) {
 		char list[128] = "";
-		for (const char *const *b = kbox_backend_names(); *b; b++)
+		for (const char *const *b = kr_backend_names(); *b; b++)
 			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
 			         list[0] ? ", " : "", *b);
 		cli_error("start", "unknown backend \"%s\" (available: %s)", o.backend, list);
@@ -187,8 +187,8 @@ int cmd_start(int argc, char **argv)
 	{
 		/* a session that is new when this start fails leaves nothing behind */
 		kbox_error_t ignored = {0};
-		char *home = kbox_state_home(&ignored);
-		char *old = home ? kbox_session_dir(home, name, false, &ignored) : NULL;
+		char *home = kr_state_home(&ignored);
+		char *old = home ? kr_session_dir(home, name, false, &ignored) : NULL;
 		char path[PATH_MAX + 32];
 		if (old) {
 			snprintf(path, sizeof path, "%s/session.json", old);
@@ -202,9 +202,9 @@ int cmd_start(int argc, char **argv)
 		goto out;
 	{
 		pid_t pid;
-		if (kbox_session_supervisor(dir, &pid) == KBOX_SUPERVISOR_RUNNING) {
+		if (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING) {
 			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
-			if (!kbox_session_opts_empty(&o))
+			if (!kr_session_opts_empty(&o))
 				cli_error("start", "warning: session %s runs already; the options given were "
 				          "not applied (kbox stop -s %s first)", name, name);
 			goto out;
@@ -215,9 +215,9 @@ int cmd_start(int argc, char **argv)
 	 * started, or options it could not start with, are not the
 	 * session's (the next start or exec uses what worked before) */
 	o.name = name;
-	if (kbox_session_config_load(&config, dir, &err) < 0 ||
-	    (!is_new && kbox_session_config_load(&before, dir, &err) < 0) ||
-	    kbox_session_config_merge(&config, &o, &err) < 0) {
+	if (kr_session_config_load(&config, dir, &err) < 0 ||
+	    (!is_new && kr_session_config_load(&before, dir, &err) < 0) ||
+	    kr_session_config_merge(&config, &o, &err) < 0) {
 		cli_error("start", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;
 		goto out;
@@ -234,13 +234,13 @@ int cmd_start(int argc, char **argv)
 	}
 	if ((status = cli_check_backend("start", &config)) != EXIT_OK)
 		goto out;
-	if (!kbox_backend_sandboxed(config.backend))
+	if (!kr_backend_sandboxed(config.backend))
 		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
 		        config.backend);
 	status = cli_session_start("start", dir, name, &config, &started);
 	if (status == EXIT_OK) {
 		pid_t pid;
-		kbox_session_supervisor(dir, &pid);
+		kr_session_supervisor(dir, &pid);
 		if (started)
 			printf("session %s started (backend %s, kernel %s, supervisor pid %ld)\n", name,
 			       config.backend, config.kernel, (long)pid);
@@ -254,14 +254,14 @@ out:
 		/* a supervisor that reported its failure is on its way out: once
 		 * it is gone (never under one that runs), put the old back */
 		kbox_error_t ignored = {0};
-		for (int i = 0; i < 100 && kbox_session_supervisor(dir, NULL) == KBOX_SUPERVISOR_RUNNING;
+		for (int i = 0; i < 100 && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING;
 		     i++)
 			usleep(50000);
-		if (kbox_session_supervisor(dir, NULL) != KBOX_SUPERVISOR_RUNNING)
-			kbox_session_config_save(&before, dir, &ignored);
+		if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING)
+			kr_session_config_save(&before, dir, &ignored);
 	}
-	kbox_session_config_free(&before);
-	kbox_session_config_free(&config);
+	kr_session_config_free(&before);
+	kr_session_config_free(&config);
 	cli_strlist_clear(&env);
 	free(rootfs);
 	free(dir);

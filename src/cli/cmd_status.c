@@ -29,7 +29,7 @@ int cmd_status(int argc, char **argv)
 		return status;
 	if (!(dir = cli_session_dir("status", name, false, &status)))
 		return status;
-	if (!(home = kbox_state_home(&err))) {
+	if (!(home = kr_state_home(&err))) {
 		cli_error("status", "%s", err.msg);
 		free(dir);
 		return EXIT_UNAVAILABLE;
@@ -64,7 +64,7 @@ int cmd_status(int argc, char **argv)
 				continue;
 			if (strcmp(key, "memory_bytes") == 0)
 				printf("%-18s %s\n", "memory:",
-				       cli_fmt_bytes((long long)json_integer_value(v), buf, sizeof buf));
+				       kx_fmt_bytes(buf, sizeof buf, (long long)json_integer_value(v)));
 			else if (strcmp(key, "ttl_ms") == 0) {
 				long long t = (long long)json_integer_value(v);
 				printf("%-18s %s\n", "ttl:", t ? cli_fmt_secs((double)t / 1000, buf, sizeof buf)

@@ -11,7 +11,7 @@
 static int stop_one(const char *home, const char *name, bool quiet_if_stopped)
 {
 	kbox_error_t err = {0};
-	char *dir = kbox_session_dir(home, name, false, &err);
+	char *dir = kr_session_dir(home, name, false, &err);
 	json_t *r;
 	int status = EXIT_OK;
 	if (!dir && err.code == KBOX_E_NOTFOUND) {
@@ -23,13 +23,13 @@ static int stop_one(const char *home, const char *name, bool quiet_if_stopped)
 		cli_error("stop", "%s", err.msg);
 		return EXIT_UNAVAILABLE;
 	}
-	if (kbox_session_supervisor(dir, NULL) != KBOX_SUPERVISOR_RUNNING) {
+	if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING) {
 		free(dir);
 		if (!quiet_if_stopped)
 			cli_error("stop", "session %s is not running", name);
 		return EXIT_OK;
 	}
-	if (!(r = kbox_ctl_call(dir, KBOX_CTL_OP_STOP, NULL, 90000, &err))) {
+	if (!(r = kr_ctl_call(dir, KR_CTL_OP_STOP, NULL, 90000, &err))) {
 		cli_error("stop", "session %s: %s", name, err.msg);
 		status = EXIT_UNAVAILABLE;
 	} else
@@ -61,13 +61,13 @@ int cmd_stop(int argc, char **argv)
 	}
 	if (!all && (status = cli_check_session("stop", name = cli_session_name(name))) != EXIT_OK)
 		return status;
-	if (!(home = kbox_state_home(&err))) {
+	if (!(home = kr_state_home(&err))) {
 		cli_error("stop", "%s", err.msg);
 		return EXIT_UNAVAILABLE;
 	}
 	if (all) {
 		size_t n = 0;
-		char **names = kbox_session_list(home, &n, &err);
+		char **names = kr_session_list(home, &n, &err);
 		if (!names) {
 			cli_error("stop", "%s", err.msg);
 			status = EXIT_UNAVAILABLE;
@@ -77,7 +77,7 @@ int cmd_stop(int argc, char **argv)
 			if (s != EXIT_OK)
 				status = s;
 		}
-		kbox_session_list_free(names, n);
+		kr_session_list_free(names, n);
 	} else
 		status = stop_one(home, name, false);
 	free(home);

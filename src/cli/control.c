@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_control(const char *cmd, int argc, char **argv, kbox_ctl_op_t op, int timeout_ms,
+int cli_control(const char *cmd, int argc, char **argv, kr_ctl_op_t op, int timeout_ms,
                 json_t **reply_p, char **name_p)
 {
 	const char *name = NULL;
@@ -22,7 +22,7 @@ int cli_control(const char *cmd, int argc, char **argv, kbox_ctl_op_t op, int ti
 	name = cli_session_name(name);
 	if (!(dir = cli_running_session(cmd, name, &status)))
 		return status;
-	*reply_p = kbox_ctl_call(dir, op, NULL, timeout_ms, &err);
+	*reply_p = kr_ctl_call(dir, op, NULL, timeout_ms, &err);
 	if (!*reply_p) {
 		cli_error(cmd, "session %s: %s", name, err.msg);
 		status = EXIT_UNAVAILABLE;

@@ -149,7 +149,7 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	int status, n;
 	char *dir = NULL, *stdin_code = NULL;
 	json_t *reply = NULL;
-	kbox_ctl_introspect_t q = {.exec = KBOX_CTL_EXEC_INIT};
+	kr_ctl_introspect_t q = {.exec = KR_CTL_EXEC_INIT};
 	kbox_error_t err = {0};
 
 	if (!inspect) /* --detail is inspect's */
@@ -168,7 +168,7 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 		}
 		code = stdin_code;
 	}
-	if (!cli_utf8(code)) {
+	if (!kx_utf8_valid_str(code)) {
 		cli_error(cmd, "the code is not valid UTF-8");
 		status = EXIT_USAGE;
 		goto out;
@@ -188,11 +188,11 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	if (!(dir = cli_running_session(cmd, name, &status)))
 		goto out;
 	/* the supervisor asks its kernel (kbox-protocol(7)) */
-	q.op = inspect ? KBOX_CTL_OP_INSPECT : KBOX_CTL_OP_COMPLETE;
+	q.op = inspect ? KR_CTL_OP_INSPECT : KR_CTL_OP_COMPLETE;
 	q.exec.code = code;
 	q.cursor_pos = cursor;
 	q.detail_level = (int)detail;
-	reply = kbox_ctl_call(dir, q.op, kbox_ctl_introspect_to_json(&q), 60000, &err);
+	reply = kr_ctl_call(dir, q.op, kr_ctl_introspect_to_json(&q), 60000, &err);
 	if (!reply) {
 		cli_error(cmd, "session %s: %s", name, err.msg);
 		status = err.code == KBOX_E_TIMEOUT ? EXIT_TIMEOUT : EXIT_UNAVAILABLE;

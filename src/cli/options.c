@@ -381,7 +381,7 @@ int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg
 		cli_error(cmd, "--input-file %s: %s", arg, f ? cli_slurp_strerror(e) : strerror(e));
 		return EXIT_USAGE;
 	}
-	if (!cli_utf8(text)) {
+	if (!kx_utf8_valid_str(text)) {
 		cli_error(cmd, "--input-file %s: not valid UTF-8", arg);
 		free(text);
 		return EXIT_USAGE;

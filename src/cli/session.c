@@ -26,15 +26,15 @@ const char *cli_session_name(const char *given)
 	const char *env = getenv("KBOX_SESSION");
 	if (given)
 		return given;
-	return env && *env ? env : KBOX_SESSION_DEFAULT;
+	return env && *env ? env : KR_SESSION_DEFAULT;
 }
 
 char *cli_session_dir(const char *cmd, const char *name, bool create, int *status)
 {
 	kbox_error_t err = {0};
-	char *home = kbox_state_home(&err), *dir = NULL;
+	char *home = kr_state_home(&err), *dir = NULL;
 	if (home)
-		dir = kbox_session_dir(home, name, create, &err);
+		dir = kr_session_dir(home, name, create, &err);
 	if (!dir) {
 		cli_error(cmd, "%s", err.msg);
 		*status = err.code == KBOX_E_INVALID && strstr(err.msg, "session name") ? EXIT_USAGE
@@ -121,11 +121,11 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 	pid_t mid;
 	char logpath[4096], prog[PATH_MAX + 64];
 
-	if (cli_find_program(cmd, KBOX_SUPERVISOR_PROGRAM, "supervisor program", prog,
+	if (cli_find_program(cmd, KR_SUPERVISOR_PROGRAM, "supervisor program", prog,
 	                     sizeof prog) < 0)
 		return -1;
 	snprintf(logpath, sizeof logpath, "%s/supervisor.log", dir);
-	/* a socket, not a pipe: kbox_ctl_recv reads it */
+	/* a socket, not a pipe: kr_ctl_recv reads it */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pfd) < 0 ||
 	    (pfd[1] = fd_above(pfd[1])) < 0) {
 		cli_error(cmd, "socketpair: %s", strerror(errno));
@@ -176,7 +176,7 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		if (chdir("/") < 0)
 			_exit(127);
 		/* its argv: kbox-supervisor(8)'s, in runtime/supervisor.h */
-		execl(prog, KBOX_SUPERVISOR_PROGRAM, dir, "3", (char *)NULL);
+		execl(prog, KR_SUPERVISOR_PROGRAM, dir, "3", (char *)NULL);
 		fprintf(stderr, "kbox: cannot run %s: %s\n", prog, strerror(errno));
 		_exit(127);
 	}
@@ -187,7 +187,7 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 }
 
 int cli_session_start(const char *cmd, const char *dir, const char *name,
-                      const kbox_session_config_t *config, bool *started)
+                      const kr_session_config_t *config, bool *started)
 {
 	kbox_error_t err = {0};
 	int lock, rfd, status = EXIT_OK;
@@ -200,9 +200,9 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		return EXIT_UNAVAILABLE;
 	/* someone else started it meanwhile; or it is stopping (its control
 	 * socket is gone but it still holds its lock): wait for it to go */
-	for (int waited = 0; kbox_session_supervisor(dir, &pid) == KBOX_SUPERVISOR_RUNNING;
+	for (int waited = 0; kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING;
 	     waited += 50) {
-		int fd = kbox_ctl_connect(dir, &err);
+		int fd = kr_ctl_connect(dir, &err);
 		if (fd >= 0) {
 			close(fd);
 			goto out;
@@ -216,7 +216,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		usleep(50000);
 	}
 	if (config) {
-		if (kbox_session_config_save(config, dir, &err) < 0) {
+		if (kr_session_config_save(config, dir, &err) < 0) {
 			cli_error(cmd, "%s", err.msg);
 			status = EXIT_UNAVAILABLE;
 			goto out;
@@ -224,41 +224,41 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 	} else {
 		/* started by kbox exec: the stored configuration, or the
 		 * defaults, which a new session saves (with its name) */
-		kbox_session_config_t have;
-		kbox_session_opts_t named = KBOX_SESSION_OPTS_INIT;
+		kr_session_config_t have;
+		kr_session_opts_t named = KR_SESSION_OPTS_INIT;
 		bool is_new = false;
 		named.name = name;
-		if (kbox_session_config_load(&have, dir, &err) < 0 ||
-		    ((is_new = !(have.has & KBOX_SC_BACKEND)) &&
-		     kbox_session_config_merge(&have, &named, &err) < 0)) {
+		if (kr_session_config_load(&have, dir, &err) < 0 ||
+		    ((is_new = !(have.has & KR_SC_BACKEND)) &&
+		     kr_session_config_merge(&have, &named, &err) < 0)) {
 			cli_error(cmd, "%s", err.msg);
-			kbox_session_config_free(&have);
+			kr_session_config_free(&have);
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
 		if ((status = cli_check_backend(cmd, &have)) != EXIT_OK) {
-			kbox_session_config_free(&have);
+			kr_session_config_free(&have);
 			close(lock);
 			if (is_new) /* nothing of it is left behind */
 				cli_session_forget(dir);
 			return status;
 		}
-		if (is_new && kbox_session_config_save(&have, dir, &err) < 0) {
+		if (is_new && kr_session_config_save(&have, dir, &err) < 0) {
 			cli_error(cmd, "%s", err.msg);
-			kbox_session_config_free(&have);
+			kr_session_config_free(&have);
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		if (!kbox_backend_sandboxed(have.backend))
+		if (!kr_backend_sandboxed(have.backend))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
 			        have.backend);
-		kbox_session_config_free(&have);
+		kr_session_config_free(&have);
 	}
 	if ((rfd = spawn_supervisor(cmd, dir)) < 0) {
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	ready = kbox_ctl_recv(rfd, READY_WAIT_MS, &err);
+	ready = kr_ctl_recv(rfd, READY_WAIT_MS, &err);
 	close(rfd);
 	if (!ready) {
 		cli_error(cmd, "session %s: the supervisor did not report ready (%s); see %s/supervisor.log",
@@ -306,14 +306,14 @@ void cli_session_forget(const char *dir)
 	rmdir(dir); /* only when empty: nothing else is ever removed */
 }
 
-int cli_check_backend(const char *cmd, const kbox_session_config_t *config)
+int cli_check_backend(const char *cmd, const kr_session_config_t *config)
 {
 	const char *b = config->backend;
-	kbox_sandbox_opts_t so = {0};
+	kr_sandbox_opts_t so = {0};
 	char buf[1024];
 
 	if (strcmp(b, "bwrap") == 0) {
-		char *exe = kbox_bwrap_path();
+		char *exe = kr_bwrap_path();
 		if (!exe) {
 			cli_error(cmd, "backend bwrap: bubblewrap is not installed (apt-get install "
 			               "bubblewrap, see kbox doctor), or choose --backend none to run "
@@ -327,7 +327,7 @@ int cli_check_backend(const char *cmd, const kbox_session_config_t *config)
 	so.memory_bytes = config->memory;
 	so.cpus = config->cpus;
 	so.pids = (long)config->pids;
-	if (*kbox_backend_unenforced(b, &so, buf, sizeof buf) && kbox_backend_sandboxed(b))
+	if (*kr_backend_unenforced(b, &so, buf, sizeof buf) && kr_backend_sandboxed(b))
 		cli_error(cmd, "warning: backend %s cannot use cgroups here for these limits: %s; "
 		          "rlimits stand in for memory and pids, per process (kbox doctor says more), "
 		          "and cpus go unbounded", b, buf);
@@ -340,7 +340,7 @@ int cli_check_backend(const char *cmd, const kbox_session_config_t *config)
 int cli_check_session(const char *cmd, const char *name)
 {
 	kbox_error_t err = {0};
-	if (kbox_session_check_name(name, &err) < 0) {
+	if (kr_session_check_name(name, &err) < 0) {
 		cli_error(cmd, "%s", err.msg);
 		return EXIT_USAGE;
 	}
@@ -354,7 +354,7 @@ char *cli_running_session(const char *cmd, const char *name, int *status)
 		return NULL;
 	if (!(dir = cli_session_dir(cmd, name, false, status)))
 		return NULL;
-	if (kbox_session_supervisor(dir, NULL) != KBOX_SUPERVISOR_RUNNING) {
+	if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING) {
 		cli_error(cmd, "session %s is not running (start it with kbox start -s %s)", name, name);
 		*status = EXIT_UNAVAILABLE;
 		free(dir);

@@ -358,13 +358,13 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
  * when they are not. */
 static bool too_large(mcp_t *m, size_t clen, char *why, size_t size)
 {
-	kbox_session_config_t config;
+	kr_session_config_t config;
 	long long file_size = 0;
 	bool session_limit;
 
-	if (kbox_session_config_load(&config, m->dir, NULL) == 0)
+	if (kr_session_config_load(&config, m->dir, NULL) == 0)
 		file_size = config.file_size;
-	kbox_session_config_free(&config);
+	kr_session_config_free(&config);
 	if (clen <= (size_t)WRITE_FILE_MAX && (file_size <= 0 || (long long)clen <= file_size))
 		return false;
 	session_limit = file_size > 0 && file_size < WRITE_FILE_MAX;

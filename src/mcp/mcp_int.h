@@ -76,7 +76,7 @@ bool mcp_has_nul(const json_t *j);
 /* ---- session.c ---- */
 
 /* Name the session of M: GIVEN (checked), or one of the connection's own,
- * mcp-PID-RANDOM, into OWN (KBOX_SESSION_NAME_MAX + 1 bytes).  EXIT_OK, or
+ * mcp-PID-RANDOM, into OWN (KR_SESSION_NAME_MAX + 1 bytes).  EXIT_OK, or
  * EXIT_USAGE after one line. */
 int mcp_session_name(mcp_t *m, const char *given, char *own);
 /* The session's directory, made if need be, and its supervisor started

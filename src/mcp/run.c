@@ -18,7 +18,7 @@
 json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 {
 	json_t *jcode = json_object_get(args, "code"), *jt = json_object_get(args, "timeout"), *req;
-	kbox_ctl_exec_t e = KBOX_CTL_EXEC_INIT;
+	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	kbox_error_t err = {0};
 	char why[1024];
 	mcp_call_t *c;
@@ -27,9 +27,9 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 	if (!json_is_string(jcode))
 		return mcp_text_result(true, "run_python: \"code\" (a string) is required");
 	e.code = json_string_value(jcode);
-	e.format = KBOX_CTL_FMT_JSON;
+	e.format = KR_CTL_FMT_JSON;
 	e.with_text = true;
-	e.grace_ms = KBOX_CTL_GRACE_DEFAULT_MS;
+	e.grace_ms = KR_CTL_GRACE_DEFAULT_MS;
 	e.timeout_ms = m->timeout_ms;
 	if (jt && !json_is_null(jt)) {
 		double t = json_number_value(jt);
@@ -39,19 +39,19 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 			                   CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
 		e.timeout_ms = (long long)(t * 1000 + 0.999);
 	}
-	req = kbox_ctl_exec_to_json(&e);
-	if (req && !kbox_ctl_request_fits(req)) {
+	req = kr_ctl_exec_to_json(&e);
+	if (req && !kr_ctl_request_fits(req)) {
 		json_decref(req);
 		return mcp_text_result(true, "run_python: not run: the code is %zu bytes; at most %d MiB "
 		                         "can run (as a JSON string, in which a control character "
 		                         "takes 6 bytes): make it shorter",
-		                   json_string_length(jcode), KBOX_CTL_CODE_MAX >> 20);
+		                   json_string_length(jcode), KR_CTL_CODE_MAX >> 20);
 	}
 	if ((fd = mcp_session_connect(m, why, sizeof why)) < 0) {
 		json_decref(req);
 		return mcp_text_result(true, "run_python: %s", why);
 	}
-	if (!req || kbox_ctl_send(fd, req, &err) < 0 || !(c = calloc(1, sizeof *c))) {
+	if (!req || kr_ctl_send(fd, req, &err) < 0 || !(c = calloc(1, sizeof *c))) {
 		json_decref(req);
 		close(fd);
 		cli_error(MCP_CMD, "session %s: %s", m->name, req ? err.msg : "out of memory");
@@ -79,7 +79,7 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	if (!r)
 		return mcp_text_result(true, "run_python: session %s: %s; the code's result is lost",
 		                   m->name, why);
-	if (kbox_ctl_msg_kind(r, NULL) != KBOX_CTL_MSG_REPLY) {
+	if (kr_ctl_msg_kind(r, NULL) != KR_CTL_MSG_REPLY) {
 		const char *msg = json_string_value(json_object_get(r, "error"));
 		return mcp_text_result(true, "run_python: session %s: %s", m->name,
 		                   msg ? msg : "the supervisor refused the code");
@@ -138,16 +138,16 @@ void mcp_call_drop(mcp_t *m, mcp_call_t *c)
 void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 {
 	kbox_error_t err = {0};
-	json_t *r = kbox_ctl_recv(c->fd, -1, &err);
-	kbox_ctl_op_t re;
-	kbox_ctl_msg_kind_t kind = kbox_ctl_msg_kind(r, &re);
+	json_t *r = kr_ctl_recv(c->fd, -1, &err);
+	kr_ctl_op_t re;
+	kr_ctl_msg_kind_t kind = kr_ctl_msg_kind(r, &re);
 
 	/* the started line, events, and the reply to our own interrupt
 	 * (mcp_call_cancel) come before the execution's reply */
-	if (kind == KBOX_CTL_MSG_STARTED)
+	if (kind == KR_CTL_MSG_STARTED)
 		c->started = true;
-	if (kind == KBOX_CTL_MSG_STARTED || kind == KBOX_CTL_MSG_EVENT ||
-	    (r && re == KBOX_CTL_OP_INTERRUPT)) {
+	if (kind == KR_CTL_MSG_STARTED || kind == KR_CTL_MSG_EVENT ||
+	    (r && re == KR_CTL_OP_INTERRUPT)) {
 		json_decref(r);
 		return;
 	}
@@ -171,8 +171,8 @@ void mcp_call_cancel(mcp_t *m, json_t *id)
 			mcp_call_drop(m, c);
 			return;
 		}
-		req = kbox_ctl_request_new(KBOX_CTL_OP_INTERRUPT);
-		if (!req || kbox_ctl_send(c->fd, req, &err) < 0) {
+		req = kr_ctl_request_new(KR_CTL_OP_INTERRUPT);
+		if (!req || kr_ctl_send(c->fd, req, &err) < 0) {
 			json_decref(req);
 			mcp_call_drop(m, c); /* the supervisor interrupts it as it sees us go */
 			return;

@@ -316,7 +316,7 @@ static void serve(mcp_t *m)
 int mcp_serve(const mcp_options_t *o)
 {
 	mcp_t m = {.images = o->images, .timeout_ms = o->timeout_ms};
-	char own_name[KBOX_SESSION_NAME_MAX + 1];
+	char own_name[KR_SESSION_NAME_MAX + 1];
 	struct sigaction sa;
 	int status;
 

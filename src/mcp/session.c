@@ -24,7 +24,7 @@ int mcp_session_name(mcp_t *m, const char *given, char *own)
 	}
 	if (getrandom(&r, sizeof r, 0) != sizeof r)
 		r = (unsigned)kx_now_ms() ^ (unsigned)getpid() << 8;
-	snprintf(own, KBOX_SESSION_NAME_MAX + 1, "mcp-%ld-%08x", (long)getpid(), r);
+	snprintf(own, KR_SESSION_NAME_MAX + 1, "mcp-%ld-%08x", (long)getpid(), r);
 	m->name = own;
 	m->own = true;
 	return EXIT_OK;
@@ -39,7 +39,7 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 		         *cli_last_error() ? cli_last_error() : "see kbox's standard error");
 		return -1;
 	}
-	if (kbox_session_supervisor(m->dir, NULL) == KBOX_SUPERVISOR_RUNNING) {
+	if (kr_session_supervisor(m->dir, NULL) == KR_SUPERVISOR_RUNNING) {
 		m->running = true;
 		return 0;
 	}
@@ -60,7 +60,7 @@ int mcp_session_connect(mcp_t *m, char *why, size_t size)
 		int fd;
 		if (mcp_session_ensure(m, why, size) < 0)
 			return -1;
-		if ((fd = kbox_ctl_connect(m->dir, &err)) >= 0)
+		if ((fd = kr_ctl_connect(m->dir, &err)) >= 0)
 			return fd;
 		if (err.code != KBOX_E_NOTFOUND)
 			break;
@@ -77,17 +77,17 @@ void mcp_session_end(mcp_t *m)
 	json_t *r;
 	if (!m->own || !m->dir)
 		return;
-	if (kbox_session_supervisor(m->dir, NULL) == KBOX_SUPERVISOR_RUNNING) {
-		if (!(r = kbox_ctl_call(m->dir, KBOX_CTL_OP_STOP, NULL, STOP_WAIT_MS, &err)) &&
+	if (kr_session_supervisor(m->dir, NULL) == KR_SUPERVISOR_RUNNING) {
+		if (!(r = kr_ctl_call(m->dir, KR_CTL_OP_STOP, NULL, STOP_WAIT_MS, &err)) &&
 		    err.code != KBOX_E_NOTFOUND)
 			cli_error(MCP_CMD, "session %s: %s", m->name, err.msg);
 		json_decref(r);
 		/* the supervisor lets go of its lock as it exits */
 		for (int waited = 0; waited < STOP_WAIT_MS &&
-		                     kbox_session_supervisor(m->dir, NULL) == KBOX_SUPERVISOR_RUNNING;
+		                     kr_session_supervisor(m->dir, NULL) == KR_SUPERVISOR_RUNNING;
 		     waited += 20)
 			usleep(20000);
 	}
-	if (kbox_session_remove(m->dir, &err) < 0)
+	if (kr_session_remove(m->dir, &err) < 0)
 		cli_error(MCP_CMD, "%s", err.msg);
 }

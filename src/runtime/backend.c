@@ -12,14 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern const kbox_backend_t kbox_backend_bwrap, kbox_backend_none;
+extern const kr_backend_t kr_backend_bwrap, kr_backend_none;
 
 /* The backends: one line each. */
-static const kbox_backend_t *const backends[] = {&kbox_backend_bwrap, &kbox_backend_none, NULL};
+static const kr_backend_t *const backends[] = {&kr_backend_bwrap, &kr_backend_none, NULL};
 static const char *const backend_names[] = {"bwrap", "none", NULL};
 
-int kbox_sandbox_fork(kbox_sandbox_t *sb, kbox_sandbox_child_fn *child, void *arg,
-                      int *child_errno, kbox_error_t *err)
+int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg,
+                    int *child_errno, kbox_error_t *err)
 {
 	int p[2], rc = 0;
 	ssize_t r;
@@ -52,7 +52,7 @@ int kbox_sandbox_fork(kbox_sandbox_t *sb, kbox_sandbox_child_fn *child, void *ar
 	return rc;
 }
 
-const kbox_backend_t *kbox_backend_find(const char *name)
+const kr_backend_t *kr_backend_find(const char *name)
 {
 	for (size_t i = 0; name && backends[i]; i++)
 		if (strcmp(backends[i]->name, name) == 0)
@@ -60,21 +60,21 @@ const kbox_backend_t *kbox_backend_find(const char *name)
 	return NULL;
 }
 
-const char *const *kbox_backend_names(void) { return backend_names; }
+const char *const *kr_backend_names(void) { return backend_names; }
 
-bool kbox_backend_exists(const char *name) { return kbox_backend_find(name) != NULL; }
+bool kr_backend_exists(const char *name) { return kr_backend_find(name) != NULL; }
 
-bool kbox_backend_sandboxed(const char *name)
+bool kr_backend_sandboxed(const char *name)
 {
-	const kbox_backend_t *b = kbox_backend_find(name);
+	const kr_backend_t *b = kr_backend_find(name);
 	return b && b->sandboxed;
 }
 
-const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t *o, char *buf,
-                                    size_t size)
+const char *kr_backend_unenforced(const char *name, const kr_sandbox_opts_t *o, char *buf,
+                                  size_t size)
 {
-	const kbox_backend_t *b = kbox_backend_find(name);
-	kbox_sandbox_opts_t l;
+	const kr_backend_t *b = kr_backend_find(name);
+	kr_sandbox_opts_t l;
 	unsigned gone = 0;
 	char why[512] = "";
 	size_t n = 0;
@@ -91,17 +91,17 @@ const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t 
 #define ADD(cond, what)                                                                        \
 	if ((cond) && n < size)                                                                    \
 		n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", what);
-	ADD(l.memory_bytes > 0 && (!(b->limits & KBOX_LIMIT_MEMORY) || (gone & KBOX_LIMIT_MEMORY)),
+	ADD(l.memory_bytes > 0 && (!(b->limits & KR_LIMIT_MEMORY) || (gone & KR_LIMIT_MEMORY)),
 	    "memory");
-	ADD(l.cpus > 0 && (!(b->limits & KBOX_LIMIT_CPUS) || (gone & KBOX_LIMIT_CPUS)), "cpus");
-	ADD(l.pids > 0 && (!(b->limits & KBOX_LIMIT_PIDS) || (gone & KBOX_LIMIT_PIDS)), "pids");
+	ADD(l.cpus > 0 && (!(b->limits & KR_LIMIT_CPUS) || (gone & KR_LIMIT_CPUS)), "cpus");
+	ADD(l.pids > 0 && (!(b->limits & KR_LIMIT_PIDS) || (gone & KR_LIMIT_PIDS)), "pids");
 #undef ADD
 	if (n && why[0] && n < size)
 		snprintf(buf + n, size - n, " (%s)", why);
 	return buf;
 }
 
-void kbox_sandbox_set_cause(kbox_sandbox_t *sb, int st, bool signal_exit)
+void kr_sandbox_set_cause(kr_sandbox_t *sb, int st, bool signal_exit)
 {
 	int sig = 0;
 	if (WIFSIGNALED(st))
@@ -127,12 +127,12 @@ static char *dup_or_null(const char *s, bool *failed)
 	return d;
 }
 
-kbox_sandbox_t *kbox_sandbox_start(const char *name, const kbox_kspec_t *spec,
-                                   const kbox_sandbox_opts_t *o, const char *kernel_conn,
-                                   kbox_error_t *err)
+kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
+                               const kr_sandbox_opts_t *o, const char *kernel_conn,
+                               kbox_error_t *err)
 {
-	const kbox_backend_t *b = kbox_backend_find(name);
-	kbox_sandbox_t *self = NULL;
+	const kr_backend_t *b = kr_backend_find(name);
+	kr_sandbox_t *self = NULL;
 	char **argv = NULL;
 	size_t n_env = 0;
 	bool failed = false;
@@ -181,18 +181,18 @@ fail:
 	kbox_strv_free(argv);
 	if (self)
 		self->spec = NULL;
-	kbox_sandbox_destroy(&self);
+	kr_sandbox_destroy(&self);
 	return NULL;
 }
 
-int kbox_sandbox_ready(kbox_sandbox_t *self, kbox_error_t *err)
+int kr_sandbox_ready(kr_sandbox_t *self, kbox_error_t *err)
 {
 	return self->backend->ready ? self->backend->ready(self, err) : 0;
 }
 
-const char *kbox_sandbox_backend(const kbox_sandbox_t *self) { return self->backend->name; }
+const char *kr_sandbox_backend(const kr_sandbox_t *self) { return self->backend->name; }
 
-pid_t kbox_sandbox_pid(kbox_sandbox_t *self)
+pid_t kr_sandbox_pid(kr_sandbox_t *self)
 {
 	if (self->backend->kernel_pid && !self->ended && self->pid > 0) {
 		pid_t k = self->backend->kernel_pid(self);
@@ -201,7 +201,7 @@ pid_t kbox_sandbox_pid(kbox_sandbox_t *self)
 	return self->pid;
 }
 
-bool kbox_sandbox_alive(kbox_sandbox_t *self)
+bool kr_sandbox_alive(kr_sandbox_t *self)
 {
 	if (self->ended || self->pid <= 0)
 		return false;
@@ -211,12 +211,12 @@ bool kbox_sandbox_alive(kbox_sandbox_t *self)
 	return false;
 }
 
-const char *kbox_sandbox_cause(const kbox_sandbox_t *self)
+const char *kr_sandbox_cause(const kr_sandbox_t *self)
 {
 	return self->ended ? self->cause : "";
 }
 
-long long kbox_sandbox_memory(kbox_sandbox_t *self)
+long long kr_sandbox_memory(kr_sandbox_t *self)
 {
 	char path[64], line[256];
 	long long kb = -1, m;
@@ -225,7 +225,7 @@ long long kbox_sandbox_memory(kbox_sandbox_t *self)
 		return -1;
 	if (self->backend->memory && (m = self->backend->memory(self)) >= 0)
 		return m;
-	snprintf(path, sizeof path, "/proc/%ld/status", (long)kbox_sandbox_pid(self));
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)kr_sandbox_pid(self));
 	if (!(f = fopen(path, "re")))
 		return -1;
 	while (fgets(line, sizeof line, f))
@@ -235,21 +235,21 @@ long long kbox_sandbox_memory(kbox_sandbox_t *self)
 	return kb < 0 ? -1 : kb * 1024;
 }
 
-const char *kbox_sandbox_limits(const kbox_sandbox_t *self) { return self->limits; }
+const char *kr_sandbox_limits(const kr_sandbox_t *self) { return self->limits; }
 
-const char *kbox_sandbox_limits_missing(const kbox_sandbox_t *self) { return self->missing; }
+const char *kr_sandbox_limits_missing(const kr_sandbox_t *self) { return self->missing; }
 
-int kbox_sandbox_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err)
+int kr_sandbox_signal(kr_sandbox_t *self, int sig, kbox_error_t *err)
 {
-	if (!kbox_sandbox_alive(self))
+	if (!kr_sandbox_alive(self))
 		return kr_err(err, KBOX_E_DEAD, "the kernel is not running");
 	return self->backend->signal(self, sig, err);
 }
 
-bool kbox_sandbox_wait_end(kbox_sandbox_t *self, int ms)
+bool kr_sandbox_wait_end(kr_sandbox_t *self, int ms)
 {
 	long long deadline = kx_now_ms() + ms;
-	while (kbox_sandbox_alive(self)) {
+	while (kr_sandbox_alive(self)) {
 		if (kx_now_ms() >= deadline)
 			return false;
 		usleep(5000);
@@ -257,13 +257,13 @@ bool kbox_sandbox_wait_end(kbox_sandbox_t *self, int ms)
 	return true;
 }
 
-void kbox_sandbox_stop(kbox_sandbox_t *self, int step_ms)
+void kr_sandbox_stop(kr_sandbox_t *self, int step_ms)
 {
-	if (kbox_sandbox_alive(self)) {
-		kbox_sandbox_signal(self, SIGTERM, NULL);
-		if (!kbox_sandbox_wait_end(self, step_ms)) {
-			kbox_sandbox_signal(self, SIGKILL, NULL);
-			kbox_sandbox_wait_end(self, step_ms);
+	if (kr_sandbox_alive(self)) {
+		kr_sandbox_signal(self, SIGTERM, NULL);
+		if (!kr_sandbox_wait_end(self, step_ms)) {
+			kr_sandbox_signal(self, SIGKILL, NULL);
+			kr_sandbox_wait_end(self, step_ms);
 		}
 	}
 	if (!self->cleaned && self->backend->cleanup)
@@ -271,14 +271,14 @@ void kbox_sandbox_stop(kbox_sandbox_t *self, int step_ms)
 	self->cleaned = true;
 }
 
-void kbox_sandbox_destroy(kbox_sandbox_t **self_p)
+void kr_sandbox_destroy(kr_sandbox_t **self_p)
 {
-	kbox_sandbox_t *self;
+	kr_sandbox_t *self;
 	if (!self_p || !(self = *self_p))
 		return;
-	if (self->pid > 0 && kbox_sandbox_alive(self)) {
+	if (self->pid > 0 && kr_sandbox_alive(self)) {
 		self->backend->signal(self, SIGKILL, NULL);
-		kbox_sandbox_wait_end(self, 2500);
+		kr_sandbox_wait_end(self, 2500);
 	}
 	/* also after a start that failed half-way */
 	if (!self->cleaned && self->backend->cleanup)

@@ -2,7 +2,7 @@
  * interface, and a sandbox (one kernel process in one backend).
  *
  * A backend is one file (backend_none.c, backend_bwrap.c, …) that fills in
- * one kbox_backend_t and is listed once, in backend.c.  Its operations:
+ * one kr_backend_t and is listed once, in backend.c.  Its operations:
  * start (run the kernel, given the connection file as the kernel is to see
  * it), ready (optional: more than the kernel answering on its channels),
  * interrupt, kill (signal), wait (reap without blocking, and say how the
@@ -12,8 +12,8 @@
  * Backends use only libc, kernelspecs and the sandbox's own tools (bwrap,
  * seccomp, cgroups): no ZeroMQ, no libsodium.  `none` runs the kernel as a
  * plain local process and is NOT a sandbox. */
-#ifndef KBOX_RUNTIME_BACKEND_H
-#define KBOX_RUNTIME_BACKEND_H
+#ifndef KR_RUNTIME_BACKEND_H
+#define KR_RUNTIME_BACKEND_H
 
 #include <stdbool.h>
 #include <sys/resource.h>
@@ -37,7 +37,7 @@ typedef struct {
 	const char *rootfs;      /* bwrap: system files from this directory; NULL: the host's */
 	/* With DROP_IDS the sandbox runs as host UID/GID (never 0), not as
 	 * the supervisor: under root, the unprivileged sandbox user
-	 * (kbox_sandbox_identity) */
+	 * (kr_sandbox_identity) */
 	bool drop_ids;
 	uid_t uid;
 	gid_t gid;
@@ -48,71 +48,71 @@ typedef struct {
 	dev_t ws_dev;
 	ino_t ws_ino;
 	/* Limits, 0 for the backend's default (none for `none`).  A backend
-	 * that cannot enforce one says so in kbox_backend_unenforced. */
+	 * that cannot enforce one says so in kr_backend_unenforced. */
 	long long memory_bytes;
 	double cpus;
 	long pids;
 	long long tmp_bytes;     /* size of /tmp */
 	long long file_bytes;    /* largest file the kernel may write (RLIMIT_FSIZE) */
-} kbox_sandbox_opts_t;
+} kr_sandbox_opts_t;
 
 /* The default backend: bwrap. */
-#define KBOX_BACKEND_DEFAULT "bwrap"
+#define KR_BACKEND_DEFAULT "bwrap"
 
 /* bwrap's limits when none are given: 2 GiB of memory, 1024 processes
  * and threads, all CPUs, a 512 MiB /tmp, files up to 4 GiB. */
-#define KBOX_BWRAP_MEMORY (2LL << 30)
-#define KBOX_BWRAP_PIDS 1024
-#define KBOX_BWRAP_FILE_BYTES (4LL << 30)
+#define KR_BWRAP_MEMORY (2LL << 30)
+#define KR_BWRAP_PIDS 1024
+#define KR_BWRAP_FILE_BYTES (4LL << 30)
 
-typedef struct kbox_sandbox kbox_sandbox_t;
+typedef struct kr_sandbox kr_sandbox_t;
 
 /* The limits a backend can enforce (where the machine allows). */
-enum { KBOX_LIMIT_MEMORY = 1u << 0, KBOX_LIMIT_CPUS = 1u << 1, KBOX_LIMIT_PIDS = 1u << 2 };
+enum { KR_LIMIT_MEMORY = 1u << 0, KR_LIMIT_CPUS = 1u << 1, KR_LIMIT_PIDS = 1u << 2 };
 
 /* One backend: what it is, and its operations on a sandbox. */
-typedef struct kbox_backend {
+typedef struct kr_backend {
 	const char *name;
 	bool sandboxed;
-	unsigned limits; /* KBOX_LIMIT_* it enforces */
+	unsigned limits; /* KR_LIMIT_* it enforces */
 	/* Where the kernel sees the directory of its sockets (bwrap:
 	 * "/run/kbox"; none: "/proc/self/fd/3", a descriptor it inherits),
 	 * or NULL when it sees the host's path.  Either way short enough for
 	 * a unix socket's path, however long the host's is. */
 	const char *sockets_inside;
 	/* Fill in the backend's default limits (may be NULL). */
-	void (*defaults)(kbox_sandbox_opts_t *o);
-	/* The limits that cannot be enforced here, for kbox_backend_unenforced
-	 * (may be NULL: all can).  A mask of KBOX_LIMIT_*, the reason in WHY. */
+	void (*defaults)(kr_sandbox_opts_t *o);
+	/* The limits that cannot be enforced here, for kr_backend_unenforced
+	 * (may be NULL: all can).  A mask of KR_LIMIT_*, the reason in WHY. */
 	unsigned (*unavailable)(char *why, size_t size);
 	/* Start SB's kernel: ARGV is the kernelspec's command, its connection
 	 * file named as the kernel sees it.  0 or -1 with ERR. */
-	int (*start)(kbox_sandbox_t *sb, char **argv, kbox_error_t *err);
+	int (*start)(kr_sandbox_t *sb, char **argv, kbox_error_t *err);
 	/* Optional: 1 while the sandbox is not yet ready for the kernel to be
 	 * talked to, 0 when it is, -1 with ERR when it will never be.  NULL:
 	 * ready when the kernel answers. */
-	int (*ready)(kbox_sandbox_t *sb, kbox_error_t *err);
+	int (*ready)(kr_sandbox_t *sb, kbox_error_t *err);
 	/* Send SIG to the kernel (SIGINT: an interrupt), or end the sandbox
 	 * (SIGKILL).  0 or -1 with ERR. */
-	int (*signal)(kbox_sandbox_t *sb, int sig, kbox_error_t *err);
+	int (*signal)(kr_sandbox_t *sb, int sig, kbox_error_t *err);
 	/* Reap without blocking: true while the kernel runs; once it has
 	 * ended, fill sb->cause. */
-	bool (*wait)(kbox_sandbox_t *sb);
+	bool (*wait)(kr_sandbox_t *sb);
 	/* Remove what the sandbox left (cgroups, its directory); also after a
 	 * start that failed half-way (PRIV may be NULL). */
-	void (*cleanup)(kbox_sandbox_t *sb);
+	void (*cleanup)(kr_sandbox_t *sb);
 	/* The kernel's pid as the host sees it (NULL: the pid start recorded). */
-	pid_t (*kernel_pid)(kbox_sandbox_t *sb);
+	pid_t (*kernel_pid)(kr_sandbox_t *sb);
 	/* Memory of the sandbox in bytes, -1 when unknown (NULL: the kernel
 	 * process's resident set). */
-	long long (*memory)(kbox_sandbox_t *sb);
-} kbox_backend_t;
+	long long (*memory)(kr_sandbox_t *sb);
+} kr_backend_t;
 
 /* A sandbox, as its backend sees it.  The common part is filled by
- * kbox_sandbox_start; a backend keeps its own state behind PRIV. */
-struct kbox_sandbox {
-	const kbox_backend_t *backend;
-	kbox_sandbox_opts_t o;   /* with the backend's defaults; strings owned */
+ * kr_sandbox_start; a backend keeps its own state behind PRIV. */
+struct kr_sandbox {
+	const kr_backend_t *backend;
+	kr_sandbox_opts_t o;   /* with the backend's defaults; strings owned */
 	char **env;              /* o.env, owned */
 	char *kernel;            /* the kernelspec's name */
 	const kbox_kspec_t *spec;/* borrowed during start only */
@@ -129,77 +129,77 @@ struct kbox_sandbox {
 /* What a backend's child runs after fork: set up (only async-signal-safe
  * calls) and exec, or write its errno to ERRFD (close-on-exec) and _exit.
  * Does not return. */
-typedef void (kbox_sandbox_child_fn)(void *arg, int errfd);
+typedef void (kr_sandbox_child_fn)(void *arg, int errfd);
 
 /* Fork sb->pid to run CHILD(ARG) and wait until it has exec'd.  0; 1 when
  * the child failed before its exec (its errno in *CHILD_ERRNO; it is
  * reaped and sb->pid is -1); -1 with ERR when there could be no child. */
-int kbox_sandbox_fork(kbox_sandbox_t *sb, kbox_sandbox_child_fn *child, void *arg,
-                      int *child_errno, kbox_error_t *err);
+int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg,
+                    int *child_errno, kbox_error_t *err);
 
 /* The backends compiled in, NULL-terminated ("bwrap", "none", …). */
-const char *const *kbox_backend_names(void);
+const char *const *kr_backend_names(void);
 /* Backend NAME, or NULL. */
-const kbox_backend_t *kbox_backend_find(const char *name);
+const kr_backend_t *kr_backend_find(const char *name);
 /* True when NAME is one of them. */
-bool kbox_backend_exists(const char *name);
+bool kr_backend_exists(const char *name);
 /* True when NAME isolates the kernel (false for "none"). */
-bool kbox_backend_sandboxed(const char *name);
+bool kr_backend_sandboxed(const char *name);
 /* The limits in OPTS (the backend's defaults included) that backend NAME
  * does not enforce on this machine, written to BUF: a comma-separated
  * list ("memory, cpus"), followed by the reason in parentheses when the
  * backend could enforce them elsewhere; "" when all are. */
-const char *kbox_backend_unenforced(const char *name, const kbox_sandbox_opts_t *opts,
-                                    char *buf, size_t size);
+const char *kr_backend_unenforced(const char *name, const kr_sandbox_opts_t *opts,
+                                  char *buf, size_t size);
 
 /* Start SPEC's kernel in backend NAME (OPTS is copied), its command line
  * naming KERNEL_CONN, the connection file as the kernel is to see it.  The
  * kernel is our child (or runs under one), in a session of its own, killed
  * if we die.  Does not wait for readiness.  NULL with ERR. */
-kbox_sandbox_t *kbox_sandbox_start(const char *name, const kbox_kspec_t *spec,
-                                   const kbox_sandbox_opts_t *opts, const char *kernel_conn,
-                                   kbox_error_t *err);
+kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
+                               const kr_sandbox_opts_t *opts, const char *kernel_conn,
+                               kbox_error_t *err);
 
-/* The backend's own readiness (see kbox_backend_t.ready): 1, 0 or -1. */
-int kbox_sandbox_ready(kbox_sandbox_t *self, kbox_error_t *err);
+/* The backend's own readiness (see kr_backend_t.ready): 1, 0 or -1. */
+int kr_sandbox_ready(kr_sandbox_t *self, kbox_error_t *err);
 
-const char *kbox_sandbox_backend(const kbox_sandbox_t *self);
+const char *kr_sandbox_backend(const kr_sandbox_t *self);
 /* The kernel's pid as the host sees it. */
-pid_t kbox_sandbox_pid(kbox_sandbox_t *self);
+pid_t kr_sandbox_pid(kr_sandbox_t *self);
 
 /* Reap without blocking: true while the kernel runs.  Once it has ended,
- * kbox_sandbox_cause describes how ("the kernel exited with status 1",
+ * kr_sandbox_cause describes how ("the kernel exited with status 1",
  * "the kernel was killed by signal 9 (SIGKILL)", "the kernel was killed:
  * out of memory (limit 1 GiB)"). */
-bool kbox_sandbox_alive(kbox_sandbox_t *self);
-const char *kbox_sandbox_cause(const kbox_sandbox_t *self);
+bool kr_sandbox_alive(kr_sandbox_t *self);
+const char *kr_sandbox_cause(const kr_sandbox_t *self);
 
 /* Resident memory of the kernel in bytes (bwrap with a memory cgroup: all
  * the sandbox's), or -1 when unknown. */
-long long kbox_sandbox_memory(kbox_sandbox_t *self);
+long long kr_sandbox_memory(kr_sandbox_t *self);
 
 /* The limits as applied ("memory 2 GiB (cgroup), pids 1024 (cgroup),
  * …"), and what could not be ("" when all could).  Borrowed. */
-const char *kbox_sandbox_limits(const kbox_sandbox_t *self);
-const char *kbox_sandbox_limits_missing(const kbox_sandbox_t *self);
+const char *kr_sandbox_limits(const kr_sandbox_t *self);
+const char *kr_sandbox_limits_missing(const kr_sandbox_t *self);
 
 /* Send SIG to the kernel (SIGKILL ends the whole sandbox).  0 or -1 with
  * ERR (KBOX_E_DEAD when it is not running). */
-int kbox_sandbox_signal(kbox_sandbox_t *self, int sig, kbox_error_t *err);
+int kr_sandbox_signal(kr_sandbox_t *self, int sig, kbox_error_t *err);
 
 /* Wait up to MS for the kernel to end (polling): true once it has. */
-bool kbox_sandbox_wait_end(kbox_sandbox_t *self, int ms);
+bool kr_sandbox_wait_end(kr_sandbox_t *self, int ms);
 
 /* SIGTERM, then SIGKILL, STEP_MS apart, unless it has ended; then remove
  * what the sandbox left.  (A graceful shutdown_request is the
  * supervisor's, before this.) */
-void kbox_sandbox_stop(kbox_sandbox_t *self, int step_ms);
+void kr_sandbox_stop(kr_sandbox_t *self, int step_ms);
 
 /* Kill if still running, remove what it left, free.  Accepts NULL. */
-void kbox_sandbox_destroy(kbox_sandbox_t **self_p);
+void kr_sandbox_destroy(kr_sandbox_t **self_p);
 
 /* For backends: set sb->cause from the wait status ST (SIGNAL_EXIT: an
  * exit status 128 + N means killed by signal N, as bwrap reports it). */
-void kbox_sandbox_set_cause(kbox_sandbox_t *sb, int st, bool signal_exit);
+void kr_sandbox_set_cause(kr_sandbox_t *sb, int st, bool signal_exit);
 
 #endif

@@ -28,31 +28,31 @@
 #include <unistd.h>
 
 typedef struct {
-	kbox_cgroup_t *cg;
+	kr_cgroup_t *cg;
 	pid_t kernel_pid; /* the kernel, found under bwrap's init */
 } bwrap_t;
 
-static void bwrap_defaults(kbox_sandbox_opts_t *o)
+static void bwrap_defaults(kr_sandbox_opts_t *o)
 {
 	if (o->memory_bytes <= 0)
-		o->memory_bytes = KBOX_BWRAP_MEMORY;
+		o->memory_bytes = KR_BWRAP_MEMORY;
 	if (o->pids <= 0)
-		o->pids = KBOX_BWRAP_PIDS;
+		o->pids = KR_BWRAP_PIDS;
 	if (o->tmp_bytes <= 0)
-		o->tmp_bytes = KBOX_BWRAP_TMP_BYTES;
+		o->tmp_bytes = KR_BWRAP_TMP_BYTES;
 	if (o->file_bytes <= 0)
-		o->file_bytes = KBOX_BWRAP_FILE_BYTES;
+		o->file_bytes = KR_BWRAP_FILE_BYTES;
 }
 
 static unsigned bwrap_unavailable(char *why, size_t size)
 {
-	unsigned avail = kbox__cgroup_available(why, size), gone = 0;
-	if (!(avail & KBOX_CG_MEMORY))
-		gone |= KBOX_LIMIT_MEMORY;
-	if (!(avail & KBOX_CG_CPU))
-		gone |= KBOX_LIMIT_CPUS;
-	if (!(avail & KBOX_CG_PIDS))
-		gone |= KBOX_LIMIT_PIDS;
+	unsigned avail = kr_cgroup_available(why, size), gone = 0;
+	if (!(avail & KR_CG_MEMORY))
+		gone |= KR_LIMIT_MEMORY;
+	if (!(avail & KR_CG_CPU))
+		gone |= KR_LIMIT_CPUS;
+	if (!(avail & KR_CG_PIDS))
+		gone |= KR_LIMIT_PIDS;
 	return gone;
 }
 
@@ -65,29 +65,29 @@ static int set_rlimit(int res, long long n)
 
 /* Make the sandbox's cgroup and describe the limits in sb->limits and
  * sb->missing.  The cgroup controllers it got. */
-static unsigned make_cgroup(kbox_sandbox_t *sb, bwrap_t *w)
+static unsigned make_cgroup(kr_sandbox_t *sb, bwrap_t *w)
 {
 	static unsigned serial;
-	const kbox_sandbox_opts_t *l = &sb->o;
-	unsigned want = KBOX_CG_MEMORY | KBOX_CG_PIDS | (l->cpus > 0 ? KBOX_CG_CPU : 0), got;
+	const kr_sandbox_opts_t *l = &sb->o;
+	unsigned want = KR_CG_MEMORY | KR_CG_PIDS | (l->cpus > 0 ? KR_CG_CPU : 0), got;
 	char cgname[128], why[512], mem[32], tmp[32], fsz[32], cpu[48];
 
 	snprintf(cgname, sizeof cgname, "kbox-%s-%ld-%u", l->name ? l->name : "sandbox",
 	         (long)getpid(), ++serial);
-	w->cg = kbox__cgroup_new(cgname, want, l->memory_bytes, l->cpus, l->pids, why, sizeof why);
-	got = kbox__cgroup_enforced(w->cg);
+	w->cg = kr_cgroup_new(cgname, want, l->memory_bytes, l->cpus, l->pids, why, sizeof why);
+	got = kr_cgroup_enforced(w->cg);
 	kx_fmt_bytes(mem, sizeof mem, l->memory_bytes);
 	kx_fmt_bytes(tmp, sizeof tmp, l->tmp_bytes);
 	kx_fmt_bytes(fsz, sizeof fsz, l->file_bytes);
 	if (l->cpus > 0)
 		snprintf(cpu, sizeof cpu, "%.4g (%s)", l->cpus,
-		         got & KBOX_CG_CPU ? "cgroup" : "not enforced");
+		         got & KR_CG_CPU ? "cgroup" : "not enforced");
 	else
 		snprintf(cpu, sizeof cpu, "all");
 	snprintf(sb->limits, sizeof sb->limits,
 	         "memory %s (%s), pids %ld (%s), cpus %s, /tmp %s (tmpfs), files up to %s (rlimit)",
-	         mem, got & KBOX_CG_MEMORY ? "cgroup" : "RLIMIT_DATA", l->pids,
-	         got & KBOX_CG_PIDS ? "cgroup" : "RLIMIT_NPROC", cpu, tmp, fsz);
+	         mem, got & KR_CG_MEMORY ? "cgroup" : "RLIMIT_DATA", l->pids,
+	         got & KR_CG_PIDS ? "cgroup" : "RLIMIT_NPROC", cpu, tmp, fsz);
 	sb->missing[0] = '\0';
 	if ((got & want) != want)
 		snprintf(sb->missing, sizeof sb->missing, "cgroup limits not applied: %s", why);
@@ -95,7 +95,7 @@ static unsigned make_cgroup(kbox_sandbox_t *sb, bwrap_t *w)
 }
 
 typedef struct {
-	kbox_sandbox_t *sb;
+	kr_sandbox_t *sb;
 	bwrap_t *w;
 	char **bargv, **env;
 	int *fds;
@@ -142,22 +142,22 @@ static void bwrap_child(void *arg, int errfd)
  * that fails is -1 with ERR (the sandbox is killed).  A bwrap that ends
  * before it says anything is not an error here: the start's failure is
  * its own. */
-static int settle(kbox_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int block_fd,
+static int settle(kr_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int block_fd,
                   kbox_error_t *err)
 {
 	kbox_error_t ierr = {0};
-	pid_t pid = kbox_bwrap_info_pid(info_fd, err);
+	pid_t pid = kr_bwrap_info_pid(info_fd, err);
 	size_t n;
 	int bound;
 	if (pid == 0)
 		return 0; /* it ended first */
 	if (pid < 0)
 		goto kill;
-	if (w->cg && kbox__cgroup_add(w->cg, pid) < 0) {
+	if (w->cg && kr_cgroup_add(w->cg, pid) < 0) {
 		kr_err_sys(err, "cannot move the sandbox (pid %ld) into its cgroup", (long)pid);
 		goto kill;
 	}
-	if ((bound = kbox_bwrap_bound(pid, nproc, true, &ierr)) < 0) {
+	if ((bound = kr_bwrap_bound(pid, nproc, true, &ierr)) < 0) {
 		if (err)
 			*err = ierr;
 		goto kill;
@@ -166,7 +166,7 @@ static int settle(kbox_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int b
 	if (bound == 0)
 		snprintf(sb->limits + n, sizeof sb->limits - n,
 		         ", inotify %d instances and %d watches (user namespace)",
-		         KBOX_BWRAP_INOTIFY_INSTANCES, KBOX_BWRAP_INOTIFY_WATCHES);
+		         KR_BWRAP_INOTIFY_INSTANCES, KR_BWRAP_INOTIFY_WATCHES);
 	else {
 		size_t m = strlen(sb->missing);
 		snprintf(sb->limits + n, sizeof sb->limits - n, ", inotify not bounded");
@@ -212,10 +212,10 @@ kill:
 	return -1;
 }
 
-static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
+static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	bwrap_t *w = calloc(1, sizeof *w);
-	kbox_bwrap_opts_t b = {0};
+	kr_bwrap_opts_t b = {0};
 	char **env = NULL, **bargv = NULL, *exe = NULL, **binds = NULL, *state = NULL;
 	int *fds = NULL, child_errno, rc = -1, f, info[2] = {-1, -1}, block[2] = {-1, -1};
 	long long rl_data = 0;
@@ -233,9 +233,9 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	 * (allocation beyond fails with MemoryError rather than the process
 	 * being killed; address space, RLIMIT_AS, would count every thread's
 	 * reserved arenas and stacks, and stop Python starting) */
-	if (!(got & KBOX_CG_MEMORY))
+	if (!(got & KR_CG_MEMORY))
 		rl_data = sb->o.memory_bytes;
-	if (!(got & KBOX_CG_PIDS))
+	if (!(got & KR_CG_PIDS))
 		rl_nproc = sb->o.pids;
 
 	b.rootfs = sb->o.rootfs;
@@ -255,14 +255,14 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 		/* what its installation needs of /etc (or /opt, /srv), never
 		 * kbox's own directories */
 		kbox_error_t ignored = {0};
-		const char *deny[] = {KBOX_ROOT_STATE_HOME, NULL, NULL, NULL, NULL, NULL};
-		const char *own[] = {state = kbox_state_home(&ignored), b.runtime_dir, b.workspace,
+		const char *deny[] = {KR_ROOT_STATE_HOME, NULL, NULL, NULL, NULL, NULL};
+		const char *own[] = {state = kr_state_home(&ignored), b.runtime_dir, b.workspace,
 		                     b.home};
 		size_t nd = 1;
 		for (size_t i = 0; i < sizeof own / sizeof *own; i++)
 			if (own[i])
 				deny[nd++] = own[i];
-		if (!(binds = kbox__ro_bind_find(b.rootfs, sb->spec, argv[0], deny, err)))
+		if (!(binds = kr_ro_bind_find(b.rootfs, sb->spec, argv[0], deny, err)))
 			goto out;
 		b.ro_binds = binds;
 	}
@@ -290,11 +290,11 @@ static int bwrap_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 	b.sync = true;
 	b.info_fd = info[1];
 	b.block_fd = block[0];
-	if (!(bargv = kbox_bwrap_argv(&b, argv, &fds, &n_fds, err)))
+	if (!(bargv = kr_bwrap_argv(&b, argv, &fds, &n_fds, err)))
 		goto out;
 	info[1] = block[0] = -1; /* among FDS now */
 	c = (bwrap_child_t){sb, w, bargv, env, fds, n_fds, rl_data, getpid()};
-	if ((f = kbox_sandbox_fork(sb, bwrap_child, &c, &child_errno, err)) < 0)
+	if ((f = kr_sandbox_fork(sb, bwrap_child, &c, &child_errno, err)) < 0)
 		goto out;
 	if (f > 0) {
 		errno = child_errno;
@@ -361,7 +361,7 @@ static pid_t child_of(pid_t parent)
 	return found;
 }
 
-static pid_t bwrap_kernel_pid(kbox_sandbox_t *sb)
+static pid_t bwrap_kernel_pid(kr_sandbox_t *sb)
 {
 	bwrap_t *w = sb->priv;
 	pid_t init;
@@ -373,7 +373,7 @@ static pid_t bwrap_kernel_pid(kbox_sandbox_t *sb)
 	return w->kernel_pid;
 }
 
-static bool bwrap_wait(kbox_sandbox_t *sb)
+static bool bwrap_wait(kr_sandbox_t *sb)
 {
 	bwrap_t *w = sb->priv;
 	int st;
@@ -387,17 +387,17 @@ static bool bwrap_wait(kbox_sandbox_t *sb)
 	if (r != sb->pid)
 		snprintf(sb->cause, sizeof sb->cause, "the sandbox process vanished (not reaped)");
 	else
-		kbox_sandbox_set_cause(sb, st, true);
-	if (kbox__cgroup_oom_kills(w->cg) > 0) {
+		kr_sandbox_set_cause(sb, st, true);
+	if (kr_cgroup_oom_kills(w->cg) > 0) {
 		char lim[32];
-		kx_fmt_bytes(lim, sizeof lim, kbox__cgroup_memory_limit(w->cg));
+		kx_fmt_bytes(lim, sizeof lim, kr_cgroup_memory_limit(w->cg));
 		snprintf(sb->cause, sizeof sb->cause, "the kernel was killed: out of memory (limit %s)",
 		         lim);
 	}
 	return false;
 }
 
-static int bwrap_signal(kbox_sandbox_t *sb, int sig, kbox_error_t *err)
+static int bwrap_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
 {
 	pid_t k;
 	if (sig == SIGKILL) {
@@ -413,27 +413,27 @@ static int bwrap_signal(kbox_sandbox_t *sb, int sig, kbox_error_t *err)
 	return 0;
 }
 
-static void bwrap_cleanup(kbox_sandbox_t *sb)
+static void bwrap_cleanup(kr_sandbox_t *sb)
 {
 	bwrap_t *w = sb->priv;
 	if (!w)
 		return;
-	kbox__cgroup_destroy(&w->cg);
+	kr_cgroup_destroy(&w->cg);
 	free(w);
 	sb->priv = NULL;
 }
 
-static long long bwrap_memory(kbox_sandbox_t *sb)
+static long long bwrap_memory(kr_sandbox_t *sb)
 {
 	bwrap_t *w = sb->priv;
-	return w ? kbox__cgroup_memory(w->cg) : -1;
+	return w ? kr_cgroup_memory(w->cg) : -1;
 }
 
-const kbox_backend_t kbox_backend_bwrap = {
+const kr_backend_t kr_backend_bwrap = {
     .name = "bwrap",
     .sandboxed = true,
-    .limits = KBOX_LIMIT_MEMORY | KBOX_LIMIT_CPUS | KBOX_LIMIT_PIDS,
-    .sockets_inside = KBOX_BWRAP_RUNTIME,
+    .limits = KR_LIMIT_MEMORY | KR_LIMIT_CPUS | KR_LIMIT_PIDS,
+    .sockets_inside = KR_BWRAP_RUNTIME,
     .defaults = bwrap_defaults,
     .unavailable = bwrap_unavailable,
     .start = bwrap_start,

@@ -52,7 +52,7 @@ static void none_child(void *arg, int errfd)
 	kx_child_exec(c->exe, c->argv, c->env, &child);
 }
 
-static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
+static int none_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	char **env = NULL, *exe = NULL;
 	int child_errno, rc = -1, f, dir_fd = -1;
@@ -73,7 +73,7 @@ static int none_start(kbox_sandbox_t *sb, char **argv, kbox_error_t *err)
 		goto out;
 	}
 	c = (none_child_t){exe, sb->o.log_fd, dir_fd, argv, env, sb->o.workspace, getpid()};
-	if ((f = kbox_sandbox_fork(sb, none_child, &c, &child_errno, err)) < 0)
+	if ((f = kr_sandbox_fork(sb, none_child, &c, &child_errno, err)) < 0)
 		goto out;
 	if (f > 0) {
 		errno = child_errno;
@@ -90,7 +90,7 @@ out:
 	return rc;
 }
 
-static bool none_wait(kbox_sandbox_t *sb)
+static bool none_wait(kr_sandbox_t *sb)
 {
 	int st;
 	pid_t r;
@@ -106,18 +106,18 @@ static bool none_wait(kbox_sandbox_t *sb)
 	if (r != sb->pid)
 		snprintf(sb->cause, sizeof sb->cause, "the kernel process vanished (not reaped)");
 	else
-		kbox_sandbox_set_cause(sb, st, false);
+		kr_sandbox_set_cause(sb, st, false);
 	return false;
 }
 
-static int none_signal(kbox_sandbox_t *sb, int sig, kbox_error_t *err)
+static int none_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
 {
 	if (killpg(sb->pid, sig) < 0 && kill(sb->pid, sig) < 0)
 		return kr_err_sys(err, "cannot signal the kernel (pid %ld)", (long)sb->pid);
 	return 0;
 }
 
-const kbox_backend_t kbox_backend_none = {
+const kr_backend_t kr_backend_none = {
     .name = "none",
     .sandboxed = false,
     .limits = 0,

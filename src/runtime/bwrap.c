@@ -266,12 +266,12 @@ static int data_fd(const char *name, const char *text)
 
 /* ---- the command line ---- */
 
-char *kbox_bwrap_resolve(const char *cmd, const char *rootfs)
+char *kr_bwrap_resolve(const char *cmd, const char *rootfs)
 {
 	return kx_resolve_command(cmd, rootfs);
 }
 
-char *kbox_bwrap_path(void)
+char *kr_bwrap_path(void)
 {
 	char *p = kx_resolve_command("bwrap", NULL);
 	if (p && access(p, X_OK) < 0) {
@@ -288,7 +288,7 @@ static const char *const etc_files[] = {
     "ld.so.cache", "localtime", "timezone", "alternatives", "fonts", "matplotlibrc",
     "mime.types", "os-release", "debian_version", NULL};
 
-bool kbox_bwrap_shows(const char *path)
+bool kr_bwrap_shows(const char *path)
 {
 	static const char *const top[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
 	                                  "/libx32", NULL};
@@ -327,8 +327,8 @@ static const struct {
     {"swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"},
 };
 
-char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p, size_t *n_fds,
-                       kbox_error_t *err)
+char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, size_t *n_fds,
+                     kbox_error_t *err)
 {
 	static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
 	static const struct {
@@ -342,11 +342,11 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	    {"/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
 	};
 	const char *root = b && b->rootfs ? b->rootfs : "";
-	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KBOX_BWRAP_TMP_BYTES;
+	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KR_BWRAP_TMP_BYTES;
 	kx_argv_t a = KX_ARGV_INIT;
 	int *fds = calloc(24, sizeof *fds);
 	size_t nf = 0;
-	char *exe = kbox_bwrap_path();
+	char *exe = kr_bwrap_path();
 	char path[PATH_MAX], target[PATH_MAX];
 	struct stat st;
 	glob_t g;
@@ -376,9 +376,9 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 	kx_argv_add(&a, "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", NULL);
 	kx_argv_add(&a, "--disable-userns", NULL);
 	kx_argv_add(&a, "--uid", NULL);
-	kx_argv_addf(&a, "%d", KBOX_BWRAP_UID);
+	kx_argv_addf(&a, "%d", KR_BWRAP_UID);
 	kx_argv_add(&a, "--gid", NULL);
-	kx_argv_addf(&a, "%d", KBOX_BWRAP_UID);
+	kx_argv_addf(&a, "%d", KR_BWRAP_UID);
 	kx_argv_add(&a, "--hostname", "kbox", NULL);
 	kx_argv_add(&a, "--die-with-parent", "--new-session", NULL);
 	kx_argv_add(&a, "--cap-drop", "ALL", NULL);
@@ -475,7 +475,7 @@ char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds_p
 		kx_argv_add(&a, "--tmpfs", "/home/kbox", NULL);
 	}
 	if (b && b->runtime_dir)
-		kx_argv_add(&a, "--bind", b->runtime_dir, KBOX_BWRAP_RUNTIME, NULL);
+		kx_argv_add(&a, "--bind", b->runtime_dir, KR_BWRAP_RUNTIME, NULL);
 	if (b && b->workspace) {
 		kx_argv_add(&a, "--bind", b->workspace, "/workspace", NULL);
 		kx_argv_add(&a, "--chdir", "/workspace", NULL);
@@ -551,7 +551,7 @@ fail:
 
 /* ---- per-session bounds, set while the sandbox waits ---- */
 
-pid_t kbox_bwrap_info_pid(int info_fd, kbox_error_t *err)
+pid_t kr_bwrap_info_pid(int info_fd, kbox_error_t *err)
 {
 	char buf[1024];
 	size_t len = 0;
@@ -581,7 +581,7 @@ pid_t kbox_bwrap_info_pid(int info_fd, kbox_error_t *err)
 	return (pid_t)pid;
 }
 
-int kbox_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
+int kr_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 {
 	static const char *const names[2] = {"max_inotify_instances", "max_inotify_watches"};
 	enum { JOIN, NPROC, SYSCTL }; /* the steps: SYSCTL + I writes names[I] */
@@ -598,7 +598,7 @@ int kbox_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 	for (int i = 0; i < 2; i++) {
 		snprintf(file[i], sizeof file[i], "/proc/sys/user/%s", names[i]);
 		len[i] = (size_t)snprintf(value[i], sizeof value[i], "%d",
-		                          i ? KBOX_BWRAP_INOTIFY_WATCHES : KBOX_BWRAP_INOTIFY_INSTANCES);
+		                          i ? KR_BWRAP_INOTIFY_WATCHES : KR_BWRAP_INOTIFY_INSTANCES);
 	}
 	snprintf(path, sizeof path, "/proc/%ld/ns/user", (long)pid);
 	if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
@@ -663,10 +663,10 @@ int kbox_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 
 /* ---- short commands in the sandbox ---- */
 
-int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size_t size,
-                   kbox_error_t *err)
+int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t size,
+                 kbox_error_t *err)
 {
-	kbox_bwrap_opts_t o = *b;
+	kr_bwrap_opts_t o = *b;
 	char **argv = NULL;
 	int *fds = NULL, p[2] = {-1, -1}, info[2] = {-1, -1}, block[2] = {-1, -1}, st = 0, null;
 	size_t n_fds = 0, len = 0;
@@ -686,7 +686,7 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
 		o.info_fd = info[1];
 		o.block_fd = block[0];
 	}
-	if (!(argv = kbox_bwrap_argv(&o, cmd, &fds, &n_fds, err)))
+	if (!(argv = kr_bwrap_argv(&o, cmd, &fds, &n_fds, err)))
 		goto out;
 	if (bounded)
 		info[1] = block[0] = -1; /* among FDS now */
@@ -724,8 +724,8 @@ int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size
 		close(fds[i]);
 	n_fds = 0;
 	if (bounded) {
-		if ((first = kbox_bwrap_info_pid(info[0], err)) < 0 ||
-		    (first > 0 && kbox_bwrap_bound(first, b->nproc, b->inotify, err) != 0)) {
+		if ((first = kr_bwrap_info_pid(info[0], err)) < 0 ||
+		    (first > 0 && kr_bwrap_bound(first, b->nproc, b->inotify, err) != 0)) {
 			kill(pid, SIGKILL);
 			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 				;
@@ -776,11 +776,11 @@ out:
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-int kbox_bwrap_probe(const kbox_bwrap_opts_t *b, kbox_error_t *err)
+int kr_bwrap_probe(const kr_bwrap_opts_t *b, kbox_error_t *err)
 {
 	char *cmd[] = {"/usr/bin/true", NULL};
 	char msg[512];
-	int rc = kbox_bwrap_run(b, cmd, msg, sizeof msg, err);
+	int rc = kr_bwrap_run(b, cmd, msg, sizeof msg, err);
 	if (rc == 0)
 		return 0;
 	if (rc > 0)

@@ -1,8 +1,8 @@
 /* src/runtime/bwrap.h — the bwrap sandbox: bubblewrap's command line and
  * the seccomp filter (kbox(7)).  Runtime, not installed: used by the
  * bwrap backend (backend_bwrap.c) and by kbox doctor. */
-#ifndef KBOX_RUNTIME_BWRAP_H
-#define KBOX_RUNTIME_BWRAP_H
+#ifndef KR_RUNTIME_BWRAP_H
+#define KR_RUNTIME_BWRAP_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,9 +23,9 @@ typedef struct {
 	const char *workspace;   /* bound read-write at /workspace (the cwd); may be NULL */
 	const char *runtime_dir; /* bound read-write at /run/kbox (the sockets); may be NULL */
 	const char *home;        /* bound read-write at /home/kbox; NULL: a tmpfs there */
-	long long tmp_bytes;     /* size of /tmp (and of a tmpfs home); 0: KBOX_BWRAP_TMP_BYTES */
+	long long tmp_bytes;     /* size of /tmp (and of a tmpfs home); 0: KR_BWRAP_TMP_BYTES */
 	/* bound read-only: pairs of host path, path inside, NULL-terminated;
-	 * may be NULL (kbox__ro_bind_find makes them) */
+	 * may be NULL (kr_ro_bind_find makes them) */
 	char *const *ro_binds;
 	/* With SYNC: bwrap writes the sandbox's pid ("child-pid" in JSON) to
 	 * INFO_FD, and the sandbox waits, its mounts made, until a byte comes
@@ -33,55 +33,55 @@ typedef struct {
 	 * descriptors passed) */
 	bool sync;
 	int info_fd, block_fd;
-	/* kbox_bwrap_run: with DROP_IDS, bwrap runs as host UID/GID (the
+	/* kr_bwrap_run: with DROP_IDS, bwrap runs as host UID/GID (the
 	 * sandbox user under root) */
 	bool drop_ids;
 	uid_t uid;
 	gid_t gid;
-	/* kbox_bwrap_run: the per-session bounds the bwrap backend sets,
-	 * set the same way before CMD runs (kbox_bwrap_bound): RLIMIT_NPROC
+	/* kr_bwrap_run: the per-session bounds the bwrap backend sets,
+	 * set the same way before CMD runs (kr_bwrap_bound): RLIMIT_NPROC
 	 * when NPROC > 0, the inotify limits with INOTIFY */
 	long nproc;
 	bool inotify;
-} kbox_bwrap_opts_t;
+} kr_bwrap_opts_t;
 
-#define KBOX_BWRAP_TMP_BYTES (512LL << 20)
-#define KBOX_BWRAP_UID 1000
-#define KBOX_BWRAP_RUNTIME "/run/kbox"
+#define KR_BWRAP_TMP_BYTES (512LL << 20)
+#define KR_BWRAP_UID 1000
+#define KR_BWRAP_RUNTIME "/run/kbox"
 
 /* What one sandbox may hold of the inotify instances and watches that
  * all the processes of its user share (fs.inotify.max_user_instances,
  * 128 by default, and max_user_watches): a quarter of the default
  * instances, enough for any kernel (ipykernel and matplotlib use none). */
-#define KBOX_BWRAP_INOTIFY_INSTANCES 32
-#define KBOX_BWRAP_INOTIFY_WATCHES 8192
+#define KR_BWRAP_INOTIFY_INSTANCES 32
+#define KR_BWRAP_INOTIFY_WATCHES 8192
 
 /* CMD as the sandbox finds it: itself when it has a '/', else the first of
  * /usr/local/bin, /usr/bin, /bin that has it under ROOTFS (NULL: the
  * host's /).  A new string, or NULL. */
-char *kbox_bwrap_resolve(const char *cmd, const char *rootfs);
+char *kr_bwrap_resolve(const char *cmd, const char *rootfs);
 
 /* True when the sandbox shows PATH (absolute, normalized) whatever it is
  * asked to bind: under /usr, /bin, /sbin, /lib*, or one of the /etc
  * files and directories it binds itself (etc_files in bwrap.c,
  * /etc/python3*). */
-bool kbox_bwrap_shows(const char *path);
+bool kr_bwrap_shows(const char *path);
 
 /* The bwrap program, or NULL when none is installed.  A new string. */
-char *kbox_bwrap_path(void);
+char *kr_bwrap_path(void);
 
 /* The argv (NULL-terminated, kbox_strv_free) that runs CMD in the
  * sandbox B describes.  It passes file descriptors to bwrap (the seccomp
  * program, the synthetic /etc files): they are in *FDS (N_FDS of them,
  * free the array), to be kept open across exec and closed after.  NULL
  * with ERR. */
-char **kbox_bwrap_argv(const kbox_bwrap_opts_t *b, char *const *cmd, int **fds, size_t *n_fds,
-                       kbox_error_t *err);
+char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds, size_t *n_fds,
+                     kbox_error_t *err);
 
 /* The sandbox's first process, as bwrap says it on its --info-fd
  * INFO_FD (read for up to 10 s): its pid; 0 when bwrap ended before it
  * said anything (its failure is then its own to report); -1 with ERR. */
-pid_t kbox_bwrap_info_pid(int info_fd, kbox_error_t *err);
+pid_t kr_bwrap_info_pid(int info_fd, kbox_error_t *err);
 
 /* Set the bounds that Linux keeps per user namespace on the sandbox
  * whose first process PID waits (SYNC) before its command runs:
@@ -95,7 +95,7 @@ pid_t kbox_bwrap_info_pid(int info_fd, kbox_error_t *err);
  *   bound all the user's processes together.
  * - With INOTIFY, the inotify instances and watches of the namespace:
  *   /proc/sys/user/max_inotify_instances and max_inotify_watches there
- *   (KBOX_BWRAP_INOTIFY_*), which Linux charges for every process in the
+ *   (KR_BWRAP_INOTIFY_*), which Linux charges for every process in the
  *   namespace and in those below it.
  *
  * A child of the caller (one thread, as setns(2) requires) joins the
@@ -103,17 +103,17 @@ pid_t kbox_bwrap_info_pid(int info_fd, kbox_error_t *err);
  * the user who ran bwrap, or root), and sets both from there.  0; -1 with
  * ERR when RLIMIT_NPROC could not be set; 1 with ERR when only the
  * inotify limits could not. */
-int kbox_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err);
+int kr_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err);
 
 /* Run CMD in the sandbox B describes, without a time limit (for short
  * commands), its stdout and stderr (the first SIZE - 1 bytes) in OUT.
  * Its exit status (128 + N when killed by signal N), or -1 with ERR when
  * it could not be run (or B's bounds could not be set: it is killed). */
-int kbox_bwrap_run(const kbox_bwrap_opts_t *b, char *const *cmd, char *out, size_t size,
-                   kbox_error_t *err);
+int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t size,
+                 kbox_error_t *err);
 
 /* Run /usr/bin/true in the sandbox B describes: 0 when bwrap can make it
  * on this machine, else -1 with ERR saying why (bwrap's own message). */
-int kbox_bwrap_probe(const kbox_bwrap_opts_t *b, kbox_error_t *err);
+int kr_bwrap_probe(const kr_bwrap_opts_t *b, kbox_error_t *err);
 
 #endif

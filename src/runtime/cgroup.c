@@ -25,14 +25,14 @@ typedef struct {
 	bool v2;
 } hier_t;
 
-struct kbox_cgroup {
+struct kr_cgroup {
 	hier_t h[N_CTL];
 	int n;
 	unsigned enforced;
 	long long memory_limit;
 };
 
-/* The record of the cgroups this process makes (kbox__cgroup_record), ""
+/* The record of the cgroups this process makes (kr_cgroup_record), ""
  * when there is none, and the most of one that is read. */
 static char ledger[PATH_MAX];
 #define LEDGER_MAX (1 << 20)
@@ -140,12 +140,12 @@ static int ledger_change(const char *drop, const char *add)
 	return rc;
 }
 
-void kbox__cgroup_record(const char *path)
+void kr_cgroup_record(const char *path)
 {
 	snprintf(ledger, sizeof ledger, "%s", path ? path : "");
 }
 
-const char *kbox__cgroup_name(unsigned bit)
+const char *kr_cgroup_name(unsigned bit)
 {
 	for (int i = 0; i < N_CTL; i++)
 		if (bit == 1u << i)
@@ -193,10 +193,10 @@ static bool find_mount(const char *ctl, char *point, char *root, size_t size)
 	return found;
 }
 
-int kbox__cgroup_version(unsigned bit)
+int kr_cgroup_version(unsigned bit)
 {
 	char point[PATH_MAX], root[PATH_MAX];
-	const char *ctl = kbox__cgroup_name(bit);
+	const char *ctl = kr_cgroup_name(bit);
 	if (find_mount(ctl, point, root, sizeof point))
 		return 1;
 	return find_mount(NULL, point, root, sizeof point) ? 2 : 0;
@@ -343,7 +343,7 @@ static long long read_key(const char *dir, const char *name, const char *key)
 	return v;
 }
 
-unsigned kbox__cgroup_available(char *why, size_t size)
+unsigned kr_cgroup_available(char *why, size_t size)
 {
 	unsigned mask = 0;
 	size_t n = 0;
@@ -366,9 +366,9 @@ unsigned kbox__cgroup_available(char *why, size_t size)
 	return mask;
 }
 
-unsigned kbox__cgroup_enforced(const kbox_cgroup_t *self) { return self ? self->enforced : 0; }
+unsigned kr_cgroup_enforced(const kr_cgroup_t *self) { return self ? self->enforced : 0; }
 
-static hier_t *hier_of(const kbox_cgroup_t *self, unsigned bit)
+static hier_t *hier_of(const kr_cgroup_t *self, unsigned bit)
 {
 	for (int i = 0; self && i < self->n; i++)
 		if (self->h[i].mask & bit)
@@ -415,10 +415,10 @@ static int set_limit(hier_t *h, int i, long long memory_bytes, double cpus, long
 	return 0;
 }
 
-kbox_cgroup_t *kbox__cgroup_new(const char *name, unsigned want, long long memory_bytes,
-                                double cpus, long pids, char *why, size_t size)
+kr_cgroup_t *kr_cgroup_new(const char *name, unsigned want, long long memory_bytes,
+                           double cpus, long pids, char *why, size_t size)
 {
-	kbox_cgroup_t *self = calloc(1, sizeof *self);
+	kr_cgroup_t *self = calloc(1, sizeof *self);
 	size_t n = 0;
 	if (size)
 		why[0] = '\0';
@@ -493,7 +493,7 @@ kbox_cgroup_t *kbox__cgroup_new(const char *name, unsigned want, long long memor
 	return self;
 }
 
-int kbox__cgroup_enter(const kbox_cgroup_t *self)
+int kr_cgroup_enter(const kr_cgroup_t *self)
 {
 	int rc = 0;
 	for (int j = 0; self && j < self->n; j++) {
@@ -506,7 +506,7 @@ int kbox__cgroup_enter(const kbox_cgroup_t *self)
 	return rc;
 }
 
-int kbox__cgroup_add(const kbox_cgroup_t *self, pid_t pid)
+int kr_cgroup_add(const kr_cgroup_t *self, pid_t pid)
 {
 	char v[32];
 	int rc = 0;
@@ -521,7 +521,7 @@ int kbox__cgroup_add(const kbox_cgroup_t *self, pid_t pid)
 	return rc;
 }
 
-int kbox__cgroup_leave(const kbox_cgroup_t *self)
+int kr_cgroup_leave(const kr_cgroup_t *self)
 {
 	int rc = 0;
 	for (int j = 0; self && j < self->n; j++) {
@@ -542,7 +542,7 @@ int kbox__cgroup_leave(const kbox_cgroup_t *self)
 	return rc;
 }
 
-const char *kbox__cgroup_where(const kbox_cgroup_t *self, unsigned bit, char *buf, size_t size)
+const char *kr_cgroup_where(const kr_cgroup_t *self, unsigned bit, char *buf, size_t size)
 {
 	hier_t *h = hier_of(self, bit);
 	if (size)
@@ -552,28 +552,28 @@ const char *kbox__cgroup_where(const kbox_cgroup_t *self, unsigned bit, char *bu
 	return buf;
 }
 
-long long kbox__cgroup_memory(const kbox_cgroup_t *self)
+long long kr_cgroup_memory(const kr_cgroup_t *self)
 {
-	hier_t *h = hier_of(self, KBOX_CG_MEMORY);
+	hier_t *h = hier_of(self, KR_CG_MEMORY);
 	if (!h)
 		return -1;
 	return read_number(h->dir, h->v2 ? "memory.current" : "memory.usage_in_bytes");
 }
 
-long long kbox__cgroup_memory_limit(const kbox_cgroup_t *self)
+long long kr_cgroup_memory_limit(const kr_cgroup_t *self)
 {
-	return hier_of(self, KBOX_CG_MEMORY) ? self->memory_limit : 0;
+	return hier_of(self, KR_CG_MEMORY) ? self->memory_limit : 0;
 }
 
-long kbox__cgroup_oom_kills(const kbox_cgroup_t *self)
+long kr_cgroup_oom_kills(const kr_cgroup_t *self)
 {
-	hier_t *h = hier_of(self, KBOX_CG_MEMORY);
+	hier_t *h = hier_of(self, KR_CG_MEMORY);
 	if (!h)
 		return -1;
 	return (long)read_key(h->dir, h->v2 ? "memory.events" : "memory.oom_control", "oom_kill");
 }
 
-long kbox__cgroup_oom_kills_named(const char *name)
+long kr_cgroup_oom_kills_named(const char *name)
 {
 	char parent[PATH_MAX], dir[PATH_MAX + 256], why[256];
 	bool v2;
@@ -583,15 +583,15 @@ long kbox__cgroup_oom_kills_named(const char *name)
 	return (long)read_key(dir, v2 ? "memory.events" : "memory.oom_control", "oom_kill");
 }
 
-long kbox__cgroup_pids_refused(const kbox_cgroup_t *self)
+long kr_cgroup_pids_refused(const kr_cgroup_t *self)
 {
-	hier_t *h = hier_of(self, KBOX_CG_PIDS);
+	hier_t *h = hier_of(self, KR_CG_PIDS);
 	return h ? (long)read_key(h->dir, "pids.events", "max") : -1;
 }
 
-long kbox__cgroup_pids_current(const kbox_cgroup_t *self)
+long kr_cgroup_pids_current(const kr_cgroup_t *self)
 {
-	hier_t *h = hier_of(self, KBOX_CG_PIDS);
+	hier_t *h = hier_of(self, KR_CG_PIDS);
 	return h ? (long)read_number(h->dir, "pids.current") : -1;
 }
 
@@ -628,9 +628,9 @@ static bool remove_cgroup(const hier_t *h)
 	return true;
 }
 
-void kbox__cgroup_destroy(kbox_cgroup_t **self_p)
+void kr_cgroup_destroy(kr_cgroup_t **self_p)
 {
-	kbox_cgroup_t *self;
+	kr_cgroup_t *self;
 	if (!self_p || !(self = *self_p))
 		return;
 	for (int j = 0; j < self->n; j++)
@@ -666,7 +666,7 @@ static bool recorded_cgroup(const char *line, size_t len, hier_t *h)
 	return false;
 }
 
-int kbox__cgroup_reap(const char *path)
+int kr_cgroup_reap(const char *path)
 {
 	char *text = ledger_read(path), *left;
 	const char *p = text, *line;

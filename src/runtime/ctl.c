@@ -26,7 +26,7 @@ static int sock_path(struct sockaddr_un *sa, const char *dir, int *dfd_p, kbox_e
 	return kr_err_sys(err, "directory %s", dir);
 }
 
-int kbox_ctl_connect(const char *dir, kbox_error_t *err)
+int kr_ctl_connect(const char *dir, kbox_error_t *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = -1, dfd = -1, e;
@@ -59,7 +59,7 @@ out:
 	return fd;
 }
 
-int kbox_ctl_listen(const char *dir, kbox_error_t *err)
+int kr_ctl_listen(const char *dir, kbox_error_t *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char path[PATH_MAX];
@@ -92,12 +92,12 @@ out:
 	return fd;
 }
 
-int kbox_ctl_send(int fd, const json_t *msg, kbox_error_t *err)
+int kr_ctl_send(int fd, const json_t *msg, kbox_error_t *err)
 {
-	return kbox_ctl_send_fd(fd, msg, -1, err);
+	return kr_ctl_send_fd(fd, msg, -1, err);
 }
 
-int kbox_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
+int kr_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
 {
 	char *line = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	size_t len, off = 0;
@@ -141,7 +141,7 @@ int kbox_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
 	return rc;
 }
 
-json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
+json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -183,9 +183,9 @@ json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 		nl = memchr(peek, '\n', (size_t)n);
 		if (nl)
 			n = nl - peek + 1;
-		if (len + (size_t)n > KBOX_CTL_LINE_MAX) {
+		if (len + (size_t)n > KR_CTL_LINE_MAX) {
 			kr_err(err, KBOX_E_PROTOCOL, "control socket: line longer than %d bytes",
-			       KBOX_CTL_LINE_MAX);
+			       KR_CTL_LINE_MAX);
 			goto fail;
 		}
 		{
@@ -220,11 +220,11 @@ fail:
 	return NULL;
 }
 
-json_t *kbox_ctl_call(const char *dir, kbox_ctl_op_t op, json_t *args, int timeout_ms,
-                      kbox_error_t *err)
+json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_ms,
+                    kbox_error_t *err)
 {
 	json_t *req = args ? args : json_object(), *reply = NULL;
-	const char *name = kbox_ctl_op_name(op);
+	const char *name = kr_ctl_op_name(op);
 	int fd = -1;
 
 	if (!name) {
@@ -235,11 +235,11 @@ json_t *kbox_ctl_call(const char *dir, kbox_ctl_op_t op, json_t *args, int timeo
 		kr_err(err, KBOX_E_NOMEM, "out of memory");
 		goto out;
 	}
-	if ((fd = kbox_ctl_connect(dir, err)) < 0 || kbox_ctl_send(fd, req, err) < 0)
+	if ((fd = kr_ctl_connect(dir, err)) < 0 || kr_ctl_send(fd, req, err) < 0)
 		goto out;
-	if (!(reply = kbox_ctl_recv(fd, timeout_ms, err)))
+	if (!(reply = kr_ctl_recv(fd, timeout_ms, err)))
 		goto out;
-	if (kbox_ctl_msg_kind(reply, NULL) != KBOX_CTL_MSG_REPLY) {
+	if (kr_ctl_msg_kind(reply, NULL) != KR_CTL_MSG_REPLY) {
 		const char *m = json_string_value(json_object_get(reply, "error"));
 		kr_err(err, KBOX_E_INVALID, "%s", m ? m : "the supervisor refused the request");
 		json_decref(reply);
@@ -252,35 +252,35 @@ out:
 	return reply;
 }
 
-kbox_ctl_exec_end_t kbox_ctl_execute(int fd, const kbox_ctl_exec_t *req, int outputs_fd,
-                                     kbox_ctl_event_cb_t on_event, void *arg, json_t **reply_p,
-                                     kbox_error_t *err)
+kr_ctl_exec_end_t kr_ctl_execute(int fd, const kr_ctl_exec_t *req, int outputs_fd,
+                                 kr_ctl_event_cb_t on_event, void *arg, json_t **reply_p,
+                                 kbox_error_t *err)
 {
-	json_t *line = kbox_ctl_exec_to_json(req), *m;
+	json_t *line = kr_ctl_exec_to_json(req), *m;
 	bool started = false;
 	int sent;
 
 	*reply_p = NULL;
 	if (!line) {
 		kr_err(err, KBOX_E_NOMEM, "out of memory");
-		return KBOX_CTL_EXEC_NOT_SENT;
+		return KR_CTL_EXEC_NOT_SENT;
 	}
-	sent = kbox_ctl_send_fd(fd, line, outputs_fd, err);
+	sent = kr_ctl_send_fd(fd, line, outputs_fd, err);
 	json_decref(line);
 	if (sent < 0)
-		return KBOX_CTL_EXEC_NOT_SENT;
-	while ((m = kbox_ctl_recv(fd, -1, err))) {
-		kbox_ctl_op_t re;
-		kbox_ctl_msg_kind_t kind = kbox_ctl_msg_kind(m, &re);
-		if (kind == KBOX_CTL_MSG_STARTED || kind == KBOX_CTL_MSG_EVENT) {
-			started |= kind == KBOX_CTL_MSG_STARTED;
+		return KR_CTL_EXEC_NOT_SENT;
+	while ((m = kr_ctl_recv(fd, -1, err))) {
+		kr_ctl_op_t re;
+		kr_ctl_msg_kind_t kind = kr_ctl_msg_kind(m, &re);
+		if (kind == KR_CTL_MSG_STARTED || kind == KR_CTL_MSG_EVENT) {
+			started |= kind == KR_CTL_MSG_STARTED;
 			if (on_event)
 				on_event(arg, kind, m);
-		} else if (re == KBOX_CTL_OP_EXECUTE || re == KBOX_CTL_OP_NONE) {
+		} else if (re == KR_CTL_OP_EXECUTE || re == KR_CTL_OP_NONE) {
 			*reply_p = m; /* a reply, an error, or a line that is neither */
-			return KBOX_CTL_EXEC_REPLY;
+			return KR_CTL_EXEC_REPLY;
 		}
 		json_decref(m);
 	}
-	return started ? KBOX_CTL_EXEC_LOST_AFTER : KBOX_CTL_EXEC_LOST_BEFORE;
+	return started ? KR_CTL_EXEC_LOST_AFTER : KR_CTL_EXEC_LOST_BEFORE;
 }

@@ -3,8 +3,8 @@
  * its reply, and an execution with its started line and events.  Every
  * front end (kbox exec, run, agent, mcp, the control commands) talks to a
  * supervisor through these; the supervisor uses listen and send. */
-#ifndef KBOX_RUNTIME_CTL_H
-#define KBOX_RUNTIME_CTL_H
+#ifndef KR_RUNTIME_CTL_H
+#define KR_RUNTIME_CTL_H
 
 #include <stdbool.h>
 #include <jansson.h>
@@ -14,47 +14,47 @@
 /* Connect to DIR/control.sock (DIR of any length: see kx_unix_path).
  * The socket, or -1 with ERR (KBOX_E_NOTFOUND when no supervisor
  * listens). */
-int kbox_ctl_connect(const char *dir, kbox_error_t *err);
+int kr_ctl_connect(const char *dir, kbox_error_t *err);
 
 /* For the supervisor: listen on DIR/control.sock (mode 0600, non-blocking;
  * a file left there is removed first: the caller holds the supervisor
  * lock).  The socket, or -1 with ERR. */
-int kbox_ctl_listen(const char *dir, kbox_error_t *err);
+int kr_ctl_listen(const char *dir, kbox_error_t *err);
 
 /* Send MSG (borrowed) as one line.  0 or -1 with ERR. */
-int kbox_ctl_send(int fd, const json_t *msg, kbox_error_t *err);
+int kr_ctl_send(int fd, const json_t *msg, kbox_error_t *err);
 /* The same, passing descriptor PASS_FD (SCM_RIGHTS) with the line's first
  * byte; -1: none. */
-int kbox_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err);
+int kr_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err);
 
-/* Read one line, of at most KBOX_CTL_LINE_MAX bytes, within TIMEOUT_MS
+/* Read one line, of at most KR_CTL_LINE_MAX bytes, within TIMEOUT_MS
  * (-1: forever) and parse it: an object (new).  NULL with ERR:
  * KBOX_E_TIMEOUT, KBOX_E_DEAD at end of file, KBOX_E_PROTOCOL for a line
  * that is not a JSON object. */
-json_t *kbox_ctl_recv(int fd, int timeout_ms, kbox_error_t *err);
+json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err);
 
 /* Connect, send {"op": OP, …ARGS (taken, may be NULL)}, read the reply,
  * close.  The reply (new), or NULL with ERR; a reply {"ok": false,
  * "error": MSG} becomes NULL with MSG (KBOX_E_INVALID). */
-json_t *kbox_ctl_call(const char *dir, kbox_ctl_op_t op, json_t *args, int timeout_ms,
-                      kbox_error_t *err);
+json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_ms,
+                    kbox_error_t *err);
 
 /* ---- an execution ---- */
 
-/* Called with the started line (KIND KBOX_CTL_MSG_STARTED) and each event
- * line (KBOX_CTL_MSG_EVENT) of an execution, MSG borrowed for the call. */
-typedef void (*kbox_ctl_event_cb_t)(void *arg, kbox_ctl_msg_kind_t kind, const json_t *msg);
+/* Called with the started line (KIND KR_CTL_MSG_STARTED) and each event
+ * line (KR_CTL_MSG_EVENT) of an execution, MSG borrowed for the call. */
+typedef void (*kr_ctl_event_cb_t)(void *arg, kr_ctl_msg_kind_t kind, const json_t *msg);
 
 /* How an execution's exchange ended. */
 typedef enum {
-	KBOX_CTL_EXEC_REPLY,       /* the reply came (ok or not): *REPLY_P */
-	KBOX_CTL_EXEC_NOT_SENT,    /* the request could not be sent (ERR) */
-	KBOX_CTL_EXEC_LOST_BEFORE, /* no reply and no started line (ERR): the code never
+	KR_CTL_EXEC_REPLY,       /* the reply came (ok or not): *REPLY_P */
+	KR_CTL_EXEC_NOT_SENT,    /* the request could not be sent (ERR) */
+	KR_CTL_EXEC_LOST_BEFORE, /* no reply and no started line (ERR): the code never
 	                            * began; a supervisor that was stopping took it, and
 	                            * the next one may run it */
-	KBOX_CTL_EXEC_LOST_AFTER,  /* no reply after the started line (ERR): the code
+	KR_CTL_EXEC_LOST_AFTER,  /* no reply after the started line (ERR): the code
 	                            * began, and its kernel went with the supervisor */
-} kbox_ctl_exec_end_t;
+} kr_ctl_exec_end_t;
 
 /* Send the execute request REQ on FD (connected), with the descriptor
  * OUTPUTS_FD (-1: none; kbox-protocol(7), outputs) and read its lines
@@ -62,10 +62,10 @@ typedef enum {
  * enforces the code's): the started line and events go to ON_EVENT (may
  * be NULL) with ARG; a reply to another op on the same connection (an
  * interrupt's) is skipped.  *REPLY_P gets the reply (new) with
- * KBOX_CTL_EXEC_REPLY, else NULL; ERR says why for the others
+ * KR_CTL_EXEC_REPLY, else NULL; ERR says why for the others
  * (KBOX_E_DEAD when the supervisor went away). */
-kbox_ctl_exec_end_t kbox_ctl_execute(int fd, const kbox_ctl_exec_t *req, int outputs_fd,
-                                     kbox_ctl_event_cb_t on_event, void *arg, json_t **reply_p,
-                                     kbox_error_t *err);
+kr_ctl_exec_end_t kr_ctl_execute(int fd, const kr_ctl_exec_t *req, int outputs_fd,
+                                 kr_ctl_event_cb_t on_event, void *arg, json_t **reply_p,
+                                 kbox_error_t *err);
 
 #endif

@@ -15,7 +15,7 @@
 #define CHUNK (64 * 1024)     /* read at a time: one handler call */
 #define FLUSH_CHUNKS 16       /* the most a flush reads */
 
-struct kbox_kernel_log {
+struct kr_kernel_log {
 	char path[PATH_MAX], old[PATH_MAX + 2];
 	long long max;
 	long long size;           /* of the file open as OUT */
@@ -23,15 +23,15 @@ struct kbox_kernel_log {
 	int in;                   /* the pipe's read end, or -1 */
 	kbox_loop_t *loop;        /* where IN is watched */
 	/* the last bytes this pipe brought; WRAPPED: earlier ones were dropped */
-	char last[KBOX_KERNEL_LOG_TAIL];
+	char last[KR_KERNEL_LOG_TAIL];
 	size_t last_len;
 	bool wrapped;
 	char buf[CHUNK];
 };
 
-kbox_kernel_log_t *kbox__kernel_log_new(const char *path, long long max)
+kr_kernel_log_t *kr_kernel_log_new(const char *path, long long max)
 {
-	kbox_kernel_log_t *self = calloc(1, sizeof *self);
+	kr_kernel_log_t *self = calloc(1, sizeof *self);
 	if (!self)
 		return NULL;
 	snprintf(self->path, sizeof self->path, "%s", path);
@@ -42,7 +42,7 @@ kbox_kernel_log_t *kbox__kernel_log_new(const char *path, long long max)
 }
 
 /* Open the log (appending to what is there) when it is not open.  0 or -1. */
-static int open_log(kbox_kernel_log_t *self)
+static int open_log(kr_kernel_log_t *self)
 {
 	struct stat st;
 	if (self->out >= 0)
@@ -57,7 +57,7 @@ static int open_log(kbox_kernel_log_t *self)
 /* Append DATA (LEN <= CHUNK bytes) to the log, first moving it to the old
  * one when it would go over its bound.  What cannot be written (a full
  * disk) is dropped: the kernel is never held up by its log. */
-static void put(kbox_kernel_log_t *self, const char *data, size_t len)
+static void put(kr_kernel_log_t *self, const char *data, size_t len)
 {
 	/* the tail, for a message (kept even when the file cannot be) */
 	if (len >= sizeof self->last) {
@@ -95,7 +95,7 @@ static void put(kbox_kernel_log_t *self, const char *data, size_t len)
 
 /* Read once from the pipe and copy it.  1 when something came, 0 when
  * nothing is there now, -1 at its end (every writer has gone). */
-static int pump(kbox_kernel_log_t *self)
+static int pump(kr_kernel_log_t *self)
 {
 	ssize_t n;
 	do
@@ -108,7 +108,7 @@ static int pump(kbox_kernel_log_t *self)
 	return n == 0 || errno != EAGAIN ? -1 : 0;
 }
 
-static void close_pipe(kbox_kernel_log_t *self)
+static void close_pipe(kr_kernel_log_t *self)
 {
 	if (self->in < 0)
 		return;
@@ -121,17 +121,17 @@ static void close_pipe(kbox_kernel_log_t *self)
 
 static int on_readable(kbox_loop_t *loop, void *arg)
 {
-	kbox_kernel_log_t *self = arg;
+	kr_kernel_log_t *self = arg;
 	(void)loop;
 	if (pump(self) < 0)
 		close_pipe(self);
 	return 0;
 }
 
-int kbox__kernel_log_pipe(kbox_kernel_log_t *self, kbox_loop_t *loop, kbox_error_t *err)
+int kr_kernel_log_pipe(kr_kernel_log_t *self, kbox_loop_t *loop, kbox_error_t *err)
 {
 	int p[2];
-	kbox__kernel_log_close(self);
+	kr_kernel_log_close(self);
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return kr_err_sys(err, "cannot make the kernel's output pipe");
 	/* only the reading end: the kernel's writes block as usual */
@@ -152,7 +152,7 @@ fail:
 	return -1;
 }
 
-void kbox__kernel_log_flush(kbox_kernel_log_t *self)
+void kr_kernel_log_flush(kr_kernel_log_t *self)
 {
 	int r = 1;
 	for (int i = 0; self && self->in >= 0 && r > 0 && i < FLUSH_CHUNKS; i++)
@@ -160,17 +160,17 @@ void kbox__kernel_log_flush(kbox_kernel_log_t *self)
 			close_pipe(self);
 }
 
-void kbox__kernel_log_close(kbox_kernel_log_t *self)
+void kr_kernel_log_close(kr_kernel_log_t *self)
 {
 	if (!self)
 		return;
-	kbox__kernel_log_flush(self);
+	kr_kernel_log_flush(self);
 	close_pipe(self);
 }
 
-void kbox__kernel_log_tail(const kbox_kernel_log_t *self, int lines, char *buf, size_t size)
+void kr_kernel_log_tail(const kr_kernel_log_t *self, int lines, char *buf, size_t size)
 {
-	char raw[KBOX_KERNEL_LOG_TAIL + 1], *text, *start, *at[64];
+	char raw[KR_KERNEL_LOG_TAIL + 1], *text, *start, *at[64];
 	size_t n = 0, used = 0, cut[64];
 	bool more[64];
 	int found = 0;
@@ -232,9 +232,9 @@ void kbox__kernel_log_tail(const kbox_kernel_log_t *self, int lines, char *buf, 
 	free(text);
 }
 
-void kbox__kernel_log_destroy(kbox_kernel_log_t **self_p)
+void kr_kernel_log_destroy(kr_kernel_log_t **self_p)
 {
-	kbox_kernel_log_t *self;
+	kr_kernel_log_t *self;
 	if (!self_p || !(self = *self_p))
 		return;
 	close_pipe(self);

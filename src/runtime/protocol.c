@@ -6,22 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(KBOX_CTL_MAX_OUTPUT_MAX == KBOX_CAPTURE_MAX_BYTES_LIMIT,
+_Static_assert(KR_CTL_MAX_OUTPUT_MAX == KBOX_CAPTURE_MAX_BYTES_LIMIT,
                "max_output's limit is the capture's");
 
 /* ---- names ---- */
 
-static const char *const op_names[KBOX_CTL_N_OPS] = {
-    [KBOX_CTL_OP_STATUS] = "status",       [KBOX_CTL_OP_EXECUTE] = "execute",
-    [KBOX_CTL_OP_COMPLETE] = "complete",   [KBOX_CTL_OP_INSPECT] = "inspect",
-    [KBOX_CTL_OP_INTERRUPT] = "interrupt", [KBOX_CTL_OP_RESTART] = "restart",
-    [KBOX_CTL_OP_STOP] = "stop",
+static const char *const op_names[KR_CTL_N_OPS] = {
+    [KR_CTL_OP_STATUS] = "status",       [KR_CTL_OP_EXECUTE] = "execute",
+    [KR_CTL_OP_COMPLETE] = "complete",   [KR_CTL_OP_INSPECT] = "inspect",
+    [KR_CTL_OP_INTERRUPT] = "interrupt", [KR_CTL_OP_RESTART] = "restart",
+    [KR_CTL_OP_STOP] = "stop",
 };
 
 static const char *const err_names[] = {
-    [KBOX_CTL_ERR_USAGE] = "usage",     [KBOX_CTL_ERR_BUSY] = "busy",
-    [KBOX_CTL_ERR_KERNEL] = "kernel",   [KBOX_CTL_ERR_STATE] = "state",
-    [KBOX_CTL_ERR_STOPPED] = "stopped", [KBOX_CTL_ERR_INTERNAL] = "internal",
+    [KR_CTL_ERR_USAGE] = "usage",     [KR_CTL_ERR_BUSY] = "busy",
+    [KR_CTL_ERR_KERNEL] = "kernel",   [KR_CTL_ERR_STATE] = "state",
+    [KR_CTL_ERR_STOPPED] = "stopped", [KR_CTL_ERR_INTERNAL] = "internal",
 };
 
 static const char *const status_names[] = {
@@ -31,10 +31,10 @@ static const char *const status_names[] = {
 };
 
 static const char *const format_names[] = {
-    [KBOX_CTL_FMT_TEXT] = "text",
-    [KBOX_CTL_FMT_TEXT_LIVE] = "text-live",
-    [KBOX_CTL_FMT_JSON] = "json",
-    [KBOX_CTL_FMT_NDJSON] = "ndjson",
+    [KR_CTL_FMT_TEXT] = "text",
+    [KR_CTL_FMT_TEXT_LIVE] = "text-live",
+    [KR_CTL_FMT_JSON] = "json",
+    [KR_CTL_FMT_NDJSON] = "ndjson",
 };
 
 #define N_OF(a) (sizeof(a) / sizeof *(a))
@@ -48,34 +48,34 @@ static int name_index(const char *const *names, size_t n, const char *name)
 	return -1;
 }
 
-const char *kbox_ctl_op_name(kbox_ctl_op_t op)
+const char *kr_ctl_op_name(kr_ctl_op_t op)
 {
-	return op >= 0 && op < KBOX_CTL_N_OPS ? op_names[op] : NULL;
+	return op >= 0 && op < KR_CTL_N_OPS ? op_names[op] : NULL;
 }
 
-kbox_ctl_op_t kbox_ctl_op_parse(const char *name)
+kr_ctl_op_t kr_ctl_op_parse(const char *name)
 {
-	return (kbox_ctl_op_t)name_index(op_names, N_OF(op_names), name);
+	return (kr_ctl_op_t)name_index(op_names, N_OF(op_names), name);
 }
 
-const char *kbox_ctl_err_name(kbox_ctl_err_t kind)
+const char *kr_ctl_err_name(kr_ctl_err_t kind)
 {
 	return kind >= 0 && (size_t)kind < N_OF(err_names) ? err_names[kind] : NULL;
 }
 
-kbox_ctl_err_t kbox_ctl_err_kind(const json_t *msg)
+kr_ctl_err_t kr_ctl_err_kind(const json_t *msg)
 {
 	int i = name_index(err_names, N_OF(err_names),
 	                   json_string_value(json_object_get(msg, "kind")));
-	return i < 0 ? KBOX_CTL_ERR_UNKNOWN : (kbox_ctl_err_t)i;
+	return i < 0 ? KR_CTL_ERR_UNKNOWN : (kr_ctl_err_t)i;
 }
 
-const char *kbox_ctl_status_name(kbox_exec_status_t status)
+const char *kr_ctl_status_name(kbox_exec_status_t status)
 {
 	return (size_t)status < N_OF(status_names) ? status_names[status] : "unknown";
 }
 
-int kbox_ctl_status_parse(const char *word, kbox_exec_status_t *out)
+int kr_ctl_status_parse(const char *word, kbox_exec_status_t *out)
 {
 	int i = name_index(status_names, N_OF(status_names), word);
 	if (i < 0)
@@ -84,41 +84,41 @@ int kbox_ctl_status_parse(const char *word, kbox_exec_status_t *out)
 	return 0;
 }
 
-const char *kbox_ctl_format_name(kbox_ctl_format_t format)
+const char *kr_ctl_format_name(kr_ctl_format_t format)
 {
 	return (size_t)format < N_OF(format_names) ? format_names[format] : NULL;
 }
 
 /* ---- requests and lines ---- */
 
-json_t *kbox_ctl_request_new(kbox_ctl_op_t op)
+json_t *kr_ctl_request_new(kr_ctl_op_t op)
 {
-	const char *name = kbox_ctl_op_name(op);
+	const char *name = kr_ctl_op_name(op);
 	return name ? json_pack("{s:s}", "op", name) : NULL;
 }
 
-bool kbox_ctl_request_fits(const json_t *req)
+bool kr_ctl_request_fits(const json_t *req)
 {
 	size_t n = req ? json_dumpb(req, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(9)) : 0;
-	return req && n + 1 <= (size_t)KBOX_CTL_REQUEST_MAX;
+	return req && n + 1 <= (size_t)KR_CTL_REQUEST_MAX;
 }
 
-kbox_ctl_msg_kind_t kbox_ctl_msg_kind(const json_t *msg, kbox_ctl_op_t *re_p)
+kr_ctl_msg_kind_t kr_ctl_msg_kind(const json_t *msg, kr_ctl_op_t *re_p)
 {
 	json_t *ok = json_object_get(msg, "ok");
 	if (re_p)
-		*re_p = kbox_ctl_op_parse(json_string_value(json_object_get(msg, "re")));
+		*re_p = kr_ctl_op_parse(json_string_value(json_object_get(msg, "re")));
 	if (!json_is_object(msg))
-		return KBOX_CTL_MSG_INVALID;
+		return KR_CTL_MSG_INVALID;
 	if (ok)
-		return json_is_true(ok) ? KBOX_CTL_MSG_REPLY
-		       : json_is_false(ok) ? KBOX_CTL_MSG_ERROR
-		                           : KBOX_CTL_MSG_INVALID;
+		return json_is_true(ok) ? KR_CTL_MSG_REPLY
+		       : json_is_false(ok) ? KR_CTL_MSG_ERROR
+		                           : KR_CTL_MSG_INVALID;
 	if (json_is_true(json_object_get(msg, "started")))
-		return KBOX_CTL_MSG_STARTED;
+		return KR_CTL_MSG_STARTED;
 	if (json_is_object(json_object_get(msg, "event")))
-		return KBOX_CTL_MSG_EVENT;
-	return KBOX_CTL_MSG_INVALID;
+		return KR_CTL_MSG_EVENT;
+	return KR_CTL_MSG_INVALID;
 }
 
 /* ---- execute ---- */
@@ -130,9 +130,9 @@ static void put(json_t *o, const char *key, json_t *v, bool *ok)
 		*ok = false;
 }
 
-json_t *kbox_ctl_exec_to_json(const kbox_ctl_exec_t *e)
+json_t *kr_ctl_exec_to_json(const kr_ctl_exec_t *e)
 {
-	const char *format = kbox_ctl_format_name(e->format);
+	const char *format = kr_ctl_format_name(e->format);
 	json_t *req = format && e->code ? json_pack("{s:s, s:s, s:s}", "op", "execute", "code",
 	                                            e->code, "format", format)
 	                                : NULL;
@@ -169,7 +169,7 @@ json_t *kbox_ctl_exec_to_json(const kbox_ctl_exec_t *e)
 
 /* The duration member NAME of REQ, seconds as a number, into *MS (DEF when
  * absent), to the nearest millisecond.  0, or -1 when it is not a number
- * from 0 to KBOX_CTL_DURATION_MAX_S. */
+ * from 0 to KR_CTL_DURATION_MAX_S. */
 static int parse_ms(const json_t *req, const char *name, long long def, long long *ms)
 {
 	json_t *v = json_object_get(req, name);
@@ -178,7 +178,7 @@ static int parse_ms(const json_t *req, const char *name, long long def, long lon
 		*ms = def;
 		return 0;
 	}
-	if (!json_is_number(v) || (d = json_number_value(v)) < 0 || d > KBOX_CTL_DURATION_MAX_S)
+	if (!json_is_number(v) || (d = json_number_value(v)) < 0 || d > KR_CTL_DURATION_MAX_S)
 		return -1;
 	*ms = (long long)(d * 1000.0 + 0.5);
 	return 0;
@@ -186,13 +186,13 @@ static int parse_ms(const json_t *req, const char *name, long long def, long lon
 
 /* Refuse the request being read into OUT: ERR gets WHY; OUT is cleared.
  * Always -1. */
-static int refuse(kbox_ctl_exec_t *out, kbox_error_t *err, kbox_errcode_t code, const char *why)
+static int refuse(kr_ctl_exec_t *out, kbox_error_t *err, kbox_errcode_t code, const char *why)
 {
-	kbox_ctl_exec_clear(out);
+	kr_ctl_exec_clear(out);
 	return kr_err(err, code, "%s", why);
 }
 
-int kbox_ctl_exec_parse(const json_t *req, kbox_ctl_exec_t *out, kbox_error_t *err)
+int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err)
 {
 	json_t *code = json_object_get(req, "code"), *in = json_object_get(req, "input");
 	json_t *format = json_object_get(req, "format"), *wt = json_object_get(req, "with_text");
@@ -201,7 +201,7 @@ int kbox_ctl_exec_parse(const json_t *req, kbox_ctl_exec_t *out, kbox_error_t *e
 	char why[128];
 	int f = 0;
 
-	*out = (kbox_ctl_exec_t)KBOX_CTL_EXEC_INIT;
+	*out = (kr_ctl_exec_t)KR_CTL_EXEC_INIT;
 	if (!json_is_string(code))
 		return refuse(out, err, KBOX_E_INVALID, "\"code\" (a string) is required");
 	if (in && !json_is_array(in))
@@ -213,27 +213,27 @@ int kbox_ctl_exec_parse(const json_t *req, kbox_ctl_exec_t *out, kbox_error_t *e
 	if (wt && !json_is_boolean(wt))
 		return refuse(out, err, KBOX_E_INVALID, "\"with_text\" is true or false");
 	if (parse_ms(req, "timeout", 0, &out->timeout_ms) < 0 ||
-	    parse_ms(req, "grace", KBOX_CTL_GRACE_DEFAULT_MS, &out->grace_ms) < 0 ||
+	    parse_ms(req, "grace", KR_CTL_GRACE_DEFAULT_MS, &out->grace_ms) < 0 ||
 	    parse_ms(req, "wait", -1, &out->wait_ms) < 0)
 		return refuse(out, err, KBOX_E_INVALID,
 		              "\"timeout\", \"grace\" and \"wait\" are seconds (a number >= 0)");
-	if (mo && (!json_is_integer(mo) || json_integer_value(mo) < KBOX_CTL_MAX_OUTPUT_MIN ||
-	           json_integer_value(mo) > KBOX_CTL_MAX_OUTPUT_MAX)) {
+	if (mo && (!json_is_integer(mo) || json_integer_value(mo) < KR_CTL_MAX_OUTPUT_MIN ||
+	           json_integer_value(mo) > KR_CTL_MAX_OUTPUT_MAX)) {
 		snprintf(why, sizeof why, "\"max_output\" is a number of bytes from %d to %d (%d MiB)",
-		         KBOX_CTL_MAX_OUTPUT_MIN, KBOX_CTL_MAX_OUTPUT_MAX, KBOX_CTL_MAX_OUTPUT_MAX >> 20);
+		         KR_CTL_MAX_OUTPUT_MIN, KR_CTL_MAX_OUTPUT_MAX, KR_CTL_MAX_OUTPUT_MAX >> 20);
 		return refuse(out, err, KBOX_E_INVALID, why);
 	}
-	if (ml && (!json_is_integer(ml) || json_integer_value(ml) < KBOX_CTL_MAX_LINES_MIN)) {
+	if (ml && (!json_is_integer(ml) || json_integer_value(ml) < KR_CTL_MAX_LINES_MIN)) {
 		snprintf(why, sizeof why, "\"max_lines\" is a number of lines, at least %d",
-		         KBOX_CTL_MAX_LINES_MIN);
+		         KR_CTL_MAX_LINES_MIN);
 		return refuse(out, err, KBOX_E_INVALID, why);
 	}
 	if (outputs && (!json_is_string(outputs) || json_string_value(outputs)[0] != '/'))
 		return refuse(out, err, KBOX_E_INVALID, "\"outputs\" is an absolute directory");
 	if (prefix && (!json_is_string(prefix) || strchr(json_string_value(prefix), '/') ||
-	               strlen(json_string_value(prefix)) > KBOX_CTL_PREFIX_MAX)) {
+	               strlen(json_string_value(prefix)) > KR_CTL_PREFIX_MAX)) {
 		snprintf(why, sizeof why, "\"prefix\" is a string of at most %d characters without '/'",
-		         KBOX_CTL_PREFIX_MAX);
+		         KR_CTL_PREFIX_MAX);
 		return refuse(out, err, KBOX_E_INVALID, why);
 	}
 	if (in) {
@@ -247,7 +247,7 @@ int kbox_ctl_exec_parse(const json_t *req, kbox_ctl_exec_t *out, kbox_error_t *e
 		out->has_inputs = true;
 	}
 	out->code = json_string_value(code);
-	out->format = (kbox_ctl_format_t)f;
+	out->format = (kr_ctl_format_t)f;
 	out->with_text = json_is_true(wt);
 	out->max_output = mo ? (long long)json_integer_value(mo) : 0;
 	out->max_lines = ml ? (long long)json_integer_value(ml) : 0;
@@ -256,36 +256,36 @@ int kbox_ctl_exec_parse(const json_t *req, kbox_ctl_exec_t *out, kbox_error_t *e
 	return 0;
 }
 
-void kbox_ctl_exec_clear(kbox_ctl_exec_t *e)
+void kr_ctl_exec_clear(kr_ctl_exec_t *e)
 {
 	if (!e)
 		return;
 	free(e->inputs);
-	*e = (kbox_ctl_exec_t)KBOX_CTL_EXEC_INIT;
+	*e = (kr_ctl_exec_t)KR_CTL_EXEC_INIT;
 }
 
 /* ---- complete and inspect ---- */
 
-json_t *kbox_ctl_introspect_to_json(const kbox_ctl_introspect_t *q)
+json_t *kr_ctl_introspect_to_json(const kr_ctl_introspect_t *q)
 {
-	const char *op = kbox_ctl_op_name(q->op);
-	if (!q->exec.code || (q->op != KBOX_CTL_OP_COMPLETE && q->op != KBOX_CTL_OP_INSPECT))
+	const char *op = kr_ctl_op_name(q->op);
+	if (!q->exec.code || (q->op != KR_CTL_OP_COMPLETE && q->op != KR_CTL_OP_INSPECT))
 		return NULL;
-	if (q->op == KBOX_CTL_OP_COMPLETE)
+	if (q->op == KR_CTL_OP_COMPLETE)
 		return json_pack("{s:s, s:s, s:I}", "op", op, "code", q->exec.code, "cursor_pos",
 		                 (json_int_t)q->cursor_pos);
 	return json_pack("{s:s, s:s, s:I, s:i}", "op", op, "code", q->exec.code, "cursor_pos",
 	                 (json_int_t)q->cursor_pos, "detail_level", q->detail_level);
 }
 
-int kbox_ctl_introspect_parse(const json_t *req, kbox_ctl_op_t op, kbox_ctl_introspect_t *out,
-                              kbox_error_t *err)
+int kr_ctl_introspect_parse(const json_t *req, kr_ctl_op_t op, kr_ctl_introspect_t *out,
+                            kbox_error_t *err)
 {
 	json_t *cursor = json_object_get(req, "cursor_pos");
 	json_t *detail = json_object_get(req, "detail_level");
 	memset(out, 0, sizeof *out);
 	out->op = op;
-	if (kbox_ctl_exec_parse(req, &out->exec, err) < 0)
+	if (kr_ctl_exec_parse(req, &out->exec, err) < 0)
 		return -1;
 	out->cursor_pos = json_is_integer(cursor) && json_integer_value(cursor) >= 0
 	                      ? (long long)json_integer_value(cursor)
@@ -294,15 +294,15 @@ int kbox_ctl_introspect_parse(const json_t *req, kbox_ctl_op_t op, kbox_ctl_intr
 	return 0;
 }
 
-void kbox_ctl_introspect_clear(kbox_ctl_introspect_t *q)
+void kr_ctl_introspect_clear(kr_ctl_introspect_t *q)
 {
 	if (q)
-		kbox_ctl_exec_clear(&q->exec);
+		kr_ctl_exec_clear(&q->exec);
 }
 
 /* ---- the reply of an execution ---- */
 
-json_t *kbox_ctl_reply_text(const char *notice, const char *earlier, const char *text)
+json_t *kr_ctl_reply_text(const char *notice, const char *earlier, const char *text)
 {
 	kx_buf_t b = KX_BUF_INIT;
 	char *all, *ok;

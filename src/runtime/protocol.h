@@ -18,10 +18,10 @@
  * {"ok":true,"re":OP,…} or {"ok":false,"re":OP,"kind":KIND,"error":MSG};
  * before an execution's reply come one "started" line and event lines
  * ({"re":"execute","started":true,…}, {"re":"execute","event":{…}}).
- * kbox_ctl_msg_kind tells them apart.  The members of each request and
+ * kr_ctl_msg_kind tells them apart.  The members of each request and
  * reply, and what each limit below means, are in kbox-protocol(7). */
-#ifndef KBOX_RUNTIME_PROTOCOL_H
-#define KBOX_RUNTIME_PROTOCOL_H
+#ifndef KR_RUNTIME_PROTOCOL_H
+#define KR_RUNTIME_PROTOCOL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,137 +30,137 @@
 #include <kbox/client.h> /* kbox_exec_status_t (the type only: no call into libkbox) */
 
 /* The revision of the protocol kbox-protocol(7) describes. */
-#define KBOX_CTL_PROTOCOL_VERSION 1
+#define KR_CTL_PROTOCOL_VERSION 1
 
-#define KBOX_SUPERVISOR_PROGRAM "kbox-supervisor"
+#define KR_SUPERVISOR_PROGRAM "kbox-supervisor"
 
 /* ---- limits ---- */
 
 /* The longest request line the supervisor reads, its newline included. */
-#define KBOX_CTL_REQUEST_MAX (16 << 20)
+#define KR_CTL_REQUEST_MAX (16 << 20)
 /* The code of an execution travels in its request line, as a JSON string
  * (a control character takes 6 bytes there): never more than this. */
-#define KBOX_CTL_CODE_MAX KBOX_CTL_REQUEST_MAX
+#define KR_CTL_CODE_MAX KR_CTL_REQUEST_MAX
 /* The longest line of the supervisor a client reads (a result, within its
  * budgets, or an event). */
-#define KBOX_CTL_LINE_MAX (64 << 20)
+#define KR_CTL_LINE_MAX (64 << 20)
 /* The connections a supervisor holds at a time. */
-#define KBOX_CTL_CONNS_MAX 256
+#define KR_CTL_CONNS_MAX 256
 /* Unsent lines: more than this on one connection, or on all together, and
  * event lines are dropped (and counted); replies never are. */
-#define KBOX_CTL_CONN_OUT_MAX (8 << 20)
-#define KBOX_CTL_OUT_TOTAL_MAX (64 << 20)
+#define KR_CTL_CONN_OUT_MAX (8 << 20)
+#define KR_CTL_OUT_TOTAL_MAX (64 << 20)
 /* An error's message, in bytes (a buffer of one more). */
-#define KBOX_CTL_ERROR_MAX 1023
+#define KR_CTL_ERROR_MAX 1023
 /* The cause a client gives a restart or a stop, in bytes. */
-#define KBOX_CTL_CAUSE_MAX 200
+#define KR_CTL_CAUSE_MAX 200
 /* timeout, grace and wait: seconds from 0 to 366 days; over
- * KBOX_CTL_DURATION_CLAMP_MS (INT_MAX ms, about 24.8 days) counts as that. */
-#define KBOX_CTL_DURATION_MAX_S (366.0 * 86400)
-#define KBOX_CTL_DURATION_CLAMP_MS 2147483647LL
+ * KR_CTL_DURATION_CLAMP_MS (INT_MAX ms, about 24.8 days) counts as that. */
+#define KR_CTL_DURATION_MAX_S (366.0 * 86400)
+#define KR_CTL_DURATION_CLAMP_MS 2147483647LL
 /* grace when the request gives none. */
-#define KBOX_CTL_GRACE_DEFAULT_MS 5000
+#define KR_CTL_GRACE_DEFAULT_MS 5000
 /* What complete, inspect and a message-mode interrupt wait for the kernel. */
-#define KBOX_CTL_KERNEL_REPLY_MS 30000
+#define KR_CTL_KERNEL_REPLY_MS 30000
 /* max_output: bytes kept of each text, from 64 to 16 MiB (the capture's
  * KBOX_CAPTURE_MAX_BYTES_LIMIT); max_lines: at least 2. */
-#define KBOX_CTL_MAX_OUTPUT_MIN 64
-#define KBOX_CTL_MAX_OUTPUT_MAX (16 << 20)
-#define KBOX_CTL_MAX_LINES_MIN 2
+#define KR_CTL_MAX_OUTPUT_MIN 64
+#define KR_CTL_MAX_OUTPUT_MAX (16 << 20)
+#define KR_CTL_MAX_LINES_MIN 2
 /* prefix: at most this many bytes, without '/'. */
-#define KBOX_CTL_PREFIX_MAX 32
+#define KR_CTL_PREFIX_MAX 32
 
 /* ---- ops ---- */
 
 typedef enum {
-	KBOX_CTL_OP_NONE = -1, /* no op, or one this protocol does not have */
-	KBOX_CTL_OP_STATUS,
-	KBOX_CTL_OP_EXECUTE,
-	KBOX_CTL_OP_COMPLETE,
-	KBOX_CTL_OP_INSPECT,
-	KBOX_CTL_OP_INTERRUPT,
-	KBOX_CTL_OP_RESTART,
-	KBOX_CTL_OP_STOP,
-	KBOX_CTL_N_OPS
-} kbox_ctl_op_t;
+	KR_CTL_OP_NONE = -1, /* no op, or one this protocol does not have */
+	KR_CTL_OP_STATUS,
+	KR_CTL_OP_EXECUTE,
+	KR_CTL_OP_COMPLETE,
+	KR_CTL_OP_INSPECT,
+	KR_CTL_OP_INTERRUPT,
+	KR_CTL_OP_RESTART,
+	KR_CTL_OP_STOP,
+	KR_CTL_N_OPS
+} kr_ctl_op_t;
 
 /* The name of OP as it travels ("execute"); static, NULL for none. */
-const char *kbox_ctl_op_name(kbox_ctl_op_t op);
-/* The op named NAME (may be NULL), or KBOX_CTL_OP_NONE. */
-kbox_ctl_op_t kbox_ctl_op_parse(const char *name);
+const char *kr_ctl_op_name(kr_ctl_op_t op);
+/* The op named NAME (may be NULL), or KR_CTL_OP_NONE. */
+kr_ctl_op_t kr_ctl_op_parse(const char *name);
 /* {"op": OP} (new), the whole request of status, interrupt, restart and
  * stop; NULL when out of memory. */
-json_t *kbox_ctl_request_new(kbox_ctl_op_t op);
+json_t *kr_ctl_request_new(kr_ctl_op_t op);
 /* Whether REQ (borrowed) fits in the line a supervisor takes:
- * KBOX_CTL_REQUEST_MAX bytes with its newline. */
-bool kbox_ctl_request_fits(const json_t *req);
+ * KR_CTL_REQUEST_MAX bytes with its newline. */
+bool kr_ctl_request_fits(const json_t *req);
 
 /* ---- lines of the supervisor ---- */
 
 typedef enum {
-	KBOX_CTL_MSG_INVALID, /* not a line of this protocol */
-	KBOX_CTL_MSG_STARTED, /* an execution began: {"re":"execute","started":true,…} */
-	KBOX_CTL_MSG_EVENT,   /* one of its events: {"re":"execute","event":{…}} */
-	KBOX_CTL_MSG_REPLY,   /* a request succeeded: {"ok":true,…} */
-	KBOX_CTL_MSG_ERROR,   /* a request failed: {"ok":false,"kind",…,"error",…} */
-} kbox_ctl_msg_kind_t;
+	KR_CTL_MSG_INVALID, /* not a line of this protocol */
+	KR_CTL_MSG_STARTED, /* an execution began: {"re":"execute","started":true,…} */
+	KR_CTL_MSG_EVENT,   /* one of its events: {"re":"execute","event":{…}} */
+	KR_CTL_MSG_REPLY,   /* a request succeeded: {"ok":true,…} */
+	KR_CTL_MSG_ERROR,   /* a request failed: {"ok":false,"kind",…,"error",…} */
+} kr_ctl_msg_kind_t;
 
 /* What kind of line MSG (borrowed; may be NULL) is, by its ok member, else
  * its started or event member; *RE_P (may be NULL) gets the op of its re
- * member, KBOX_CTL_OP_NONE when it has none (an error about a line that
+ * member, KR_CTL_OP_NONE when it has none (an error about a line that
  * had no op, the ready line) or an unknown one. */
-kbox_ctl_msg_kind_t kbox_ctl_msg_kind(const json_t *msg, kbox_ctl_op_t *re_p);
+kr_ctl_msg_kind_t kr_ctl_msg_kind(const json_t *msg, kr_ctl_op_t *re_p);
 
 /* The kinds of error a reply has (its kind member). */
 typedef enum {
-	KBOX_CTL_ERR_USAGE,    /* the request is wrong */
-	KBOX_CTL_ERR_BUSY,     /* it waited for its turn longer than it allowed; too many connections */
-	KBOX_CTL_ERR_KERNEL,   /* the kernel could not do it */
-	KBOX_CTL_ERR_STATE,    /* not now (the kernel is starting) */
-	KBOX_CTL_ERR_STOPPED,  /* the session stopped while it waited */
-	KBOX_CTL_ERR_INTERNAL, /* the supervisor ran out of memory */
-	KBOX_CTL_ERR_UNKNOWN,  /* none of these, or no kind at all */
-} kbox_ctl_err_t;
+	KR_CTL_ERR_USAGE,    /* the request is wrong */
+	KR_CTL_ERR_BUSY,     /* it waited for its turn longer than it allowed; too many connections */
+	KR_CTL_ERR_KERNEL,   /* the kernel could not do it */
+	KR_CTL_ERR_STATE,    /* not now (the kernel is starting) */
+	KR_CTL_ERR_STOPPED,  /* the session stopped while it waited */
+	KR_CTL_ERR_INTERNAL, /* the supervisor ran out of memory */
+	KR_CTL_ERR_UNKNOWN,  /* none of these, or no kind at all */
+} kr_ctl_err_t;
 
-/* The name of KIND ("usage"); static, NULL for KBOX_CTL_ERR_UNKNOWN. */
-const char *kbox_ctl_err_name(kbox_ctl_err_t kind);
-/* The kind of the error line MSG (borrowed), KBOX_CTL_ERR_UNKNOWN when it
+/* The name of KIND ("usage"); static, NULL for KR_CTL_ERR_UNKNOWN. */
+const char *kr_ctl_err_name(kr_ctl_err_t kind);
+/* The kind of the error line MSG (borrowed), KR_CTL_ERR_UNKNOWN when it
  * has none that this protocol knows. */
-kbox_ctl_err_t kbox_ctl_err_kind(const json_t *msg);
+kr_ctl_err_t kr_ctl_err_kind(const json_t *msg);
 
 /* The status word of an execution's reply ("ok", "error", "aborted",
  * "timeout", "died", "interrupted") for STATUS; static, never NULL
  * ("unknown" for a value out of range, as kbox_exec_status_name). */
-const char *kbox_ctl_status_name(kbox_exec_status_t status);
+const char *kr_ctl_status_name(kbox_exec_status_t status);
 /* The status named WORD (may be NULL) into *OUT.  0, or -1 when it names
  * none. */
-int kbox_ctl_status_parse(const char *word, kbox_exec_status_t *out);
+int kr_ctl_status_parse(const char *word, kbox_exec_status_t *out);
 
 /* ---- execute ---- */
 
 /* The format of an execution's events and result. */
 typedef enum {
-	KBOX_CTL_FMT_TEXT,      /* "text": no events; the result as text */
-	KBOX_CTL_FMT_TEXT_LIVE, /* "text-live": stream events, then the rest as text */
-	KBOX_CTL_FMT_JSON,      /* "json": no events; the result object */
-	KBOX_CTL_FMT_NDJSON,    /* "ndjson": every event, then the end event */
-} kbox_ctl_format_t;
+	KR_CTL_FMT_TEXT,      /* "text": no events; the result as text */
+	KR_CTL_FMT_TEXT_LIVE, /* "text-live": stream events, then the rest as text */
+	KR_CTL_FMT_JSON,      /* "json": no events; the result object */
+	KR_CTL_FMT_NDJSON,    /* "ndjson": every event, then the end event */
+} kr_ctl_format_t;
 
 /* "text", "text-live", "json", "ndjson"; static, NULL out of range. */
-const char *kbox_ctl_format_name(kbox_ctl_format_t format);
+const char *kr_ctl_format_name(kr_ctl_format_t format);
 
-/* An execute request.  Initialised with KBOX_CTL_EXEC_INIT it has every
+/* An execute request.  Initialised with KR_CTL_EXEC_INIT it has every
  * member at its default: set the code and what differs.  What parse fills
  * is borrowed from the request it read (keep that alive), but for the
- * array INPUTS, which kbox_ctl_exec_clear frees. */
+ * array INPUTS, which kr_ctl_exec_clear frees. */
 typedef struct {
 	const char *code;            /* required */
-	kbox_ctl_format_t format;    /* default: text */
+	kr_ctl_format_t format;    /* default: text */
 	bool with_text;              /* json or ndjson: the reply has the text too */
 	long long timeout_ms;        /* 0: no limit */
 	long long grace_ms;          /* after the interrupt of a timeout or of a client that
 	                              * went away; 0 counts as 1 ms; < 0: not sent
-	                              * (KBOX_CTL_GRACE_DEFAULT_MS) */
+	                              * (KR_CTL_GRACE_DEFAULT_MS) */
 	long long wait_ms;           /* for its turn; 0: no limit; < 0: not sent (its timeout) */
 	const char **inputs;         /* N_INPUTS answers to requests for input */
 	size_t n_inputs;
@@ -169,54 +169,54 @@ typedef struct {
 	long long max_lines;         /* lines of each text; 0: the default */
 	const char *outputs;         /* an absolute directory; NULL: the session's */
 	const char *prefix;          /* of the files written; NULL: the generation's */
-} kbox_ctl_exec_t;
+} kr_ctl_exec_t;
 
-#define KBOX_CTL_EXEC_INIT {.grace_ms = -1, .wait_ms = -1}
+#define KR_CTL_EXEC_INIT {.grace_ms = -1, .wait_ms = -1}
 
 /* The request E as JSON, "op" first (new), or NULL when out of memory.
  * Durations are sent as seconds; members at their defaults are left
  * out. */
-json_t *kbox_ctl_exec_to_json(const kbox_ctl_exec_t *e);
+json_t *kr_ctl_exec_to_json(const kr_ctl_exec_t *e);
 
 /* Read the execute request REQ (borrowed) into *OUT, checking its members
  * in the order kbox-protocol(7) gives: code, input (an array), format,
  * with_text, the durations, max_output, max_lines, outputs, prefix, the
  * elements of input.  A duration absent gets its default (grace
- * KBOX_CTL_GRACE_DEFAULT_MS, wait -1); durations are rounded to the
+ * KR_CTL_GRACE_DEFAULT_MS, wait -1); durations are rounded to the
  * nearest millisecond.  0, or -1 with ERR (KBOX_E_INVALID, the message
  * the supervisor's "usage" error carries, naming the member) and *OUT
  * cleared.  Members of other ops are ignored. */
-int kbox_ctl_exec_parse(const json_t *req, kbox_ctl_exec_t *out, kbox_error_t *err);
+int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err);
 
-/* Free what kbox_ctl_exec_parse allocated in E (the array INPUTS) and
- * reset it to KBOX_CTL_EXEC_INIT.  Accepts NULL. */
-void kbox_ctl_exec_clear(kbox_ctl_exec_t *e);
+/* Free what kr_ctl_exec_parse allocated in E (the array INPUTS) and
+ * reset it to KR_CTL_EXEC_INIT.  Accepts NULL. */
+void kr_ctl_exec_clear(kr_ctl_exec_t *e);
 
 /* ---- complete and inspect ---- */
 
 /* A complete or an inspect request.  Its members of execute are checked
  * as execute checks them (EXEC.code is its code). */
 typedef struct {
-	kbox_ctl_op_t op;       /* KBOX_CTL_OP_COMPLETE or KBOX_CTL_OP_INSPECT */
-	kbox_ctl_exec_t exec;
+	kr_ctl_op_t op;       /* KR_CTL_OP_COMPLETE or KR_CTL_OP_INSPECT */
+	kr_ctl_exec_t exec;
 	long long cursor_pos;   /* in code points from 0; < 0: the end of the code */
 	int detail_level;       /* inspect: 0 or 1 */
-} kbox_ctl_introspect_t;
+} kr_ctl_introspect_t;
 
 /* Q as JSON: op, code, cursor_pos and, for inspect, detail_level (new), or
  * NULL when out of memory. */
-json_t *kbox_ctl_introspect_to_json(const kbox_ctl_introspect_t *q);
+json_t *kr_ctl_introspect_to_json(const kr_ctl_introspect_t *q);
 
 /* Read the request REQ (borrowed) of OP (complete or inspect) into *OUT:
- * the members of execute as kbox_ctl_exec_parse reads them, then
+ * the members of execute as kr_ctl_exec_parse reads them, then
  * cursor_pos (absent, not an integer or negative: -1, the end) and
  * detail_level (not an integer: 0).  0, or -1 with ERR as
- * kbox_ctl_exec_parse. */
-int kbox_ctl_introspect_parse(const json_t *req, kbox_ctl_op_t op, kbox_ctl_introspect_t *out,
-                              kbox_error_t *err);
+ * kr_ctl_exec_parse. */
+int kr_ctl_introspect_parse(const json_t *req, kr_ctl_op_t op, kr_ctl_introspect_t *out,
+                            kbox_error_t *err);
 
 /* Free what parse allocated in Q; accepts NULL. */
-void kbox_ctl_introspect_clear(kbox_ctl_introspect_t *q);
+void kr_ctl_introspect_clear(kr_ctl_introspect_t *q);
 
 /* ---- the reply of an execution ---- */
 
@@ -225,6 +225,6 @@ void kbox_ctl_introspect_clear(kbox_ctl_introspect_t *q);
  * executions:]\n", EARLIER and "[end of that output]\n" when EARLIER (may
  * be NULL) is; then TEXT (may be NULL).  What is not UTF-8 becomes U+FFFD
  * (kx_utf8_repair), so nothing is dropped.  NULL when out of memory. */
-json_t *kbox_ctl_reply_text(const char *notice, const char *earlier, const char *text);
+json_t *kr_ctl_reply_text(const char *notice, const char *earlier, const char *text);
 
 #endif

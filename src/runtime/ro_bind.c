@@ -214,9 +214,9 @@ static int check_tree(int dirfd, const char *path, int depth, size_t *count, kbo
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-		if (++*count > KBOX_RO_BIND_ENTRIES)
+		if (++*count > KR_RO_BIND_ENTRIES)
 			rc = kr_err(err, KBOX_E_INVALID, "it holds more than %d entries to check",
-			            KBOX_RO_BIND_ENTRIES);
+			            KR_RO_BIND_ENTRIES);
 		else if ((s = secret_name(e->d_name)) && snprintf(why, sizeof why, "%s", s) > 0)
 			rc = kr_err(err, KBOX_E_INVALID, "it holds %s, whose name looks secret (%s)",
 			            sub, why);
@@ -231,7 +231,7 @@ static int check_tree(int dirfd, const char *path, int depth, size_t *count, kbo
 			int fd;
 			if (depth <= 0)
 				rc = kr_err(err, KBOX_E_INVALID, "it is deeper than %d levels",
-				            KBOX_RO_BIND_DEPTH);
+				            KR_RO_BIND_DEPTH);
 			else if ((fd = openat(dirfd, e->d_name,
 			                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 				rc = kr_err_sys(err, "cannot read %s", sub);
@@ -270,8 +270,8 @@ static int home_near(const char *path, char *why, size_t size)
 	return rc;
 }
 
-int kbox__ro_bind_check(const char *root, const char *path, const char *const *deny, char *dest,
-                        char *src, size_t size, kbox_error_t *err)
+int kr_ro_bind_check(const char *root, const char *path, const char *const *deny, char *dest,
+                     char *src, size_t size, kbox_error_t *err)
 {
 	char real[PATH_MAX], host[PATH_MAX * 2], why[PATH_MAX + 64];
 	struct stat st;
@@ -282,7 +282,7 @@ int kbox__ro_bind_check(const char *root, const char *path, const char *const *d
 	if (normalize(path, false, dest, size) < 0)
 		return kr_err(err, KBOX_E_INVALID, "cannot bind %s: not an absolute path without "
 		                                      "\"..\"", path);
-	if (kbox_bwrap_shows(dest))
+	if (kr_bwrap_shows(dest))
 		return 0;
 	if (!below_one(dest, allowed))
 		return kr_err(err, KBOX_E_INVALID,
@@ -344,7 +344,7 @@ int kbox__ro_bind_check(const char *root, const char *path, const char *const *d
 		int fd = open(host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			return kr_err_sys(err, "cannot bind %s", dest);
-		if (check_tree(fd, host, KBOX_RO_BIND_DEPTH - 1, &count, &terr) < 0)
+		if (check_tree(fd, host, KR_RO_BIND_DEPTH - 1, &count, &terr) < 0)
 			return kr_err(err, KBOX_E_INVALID, "cannot bind %s: %s", dest, terr.msg);
 	}
 	if (snprintf(src, size, "%s", host) >= (int)size)
@@ -392,7 +392,7 @@ static void scan(const char *root, const char *dir, int depth, const char *const
 	snprintf(host, sizeof host, "%s%s", root, dir);
 	if (!(d = opendir(host)))
 		return;
-	while ((e = readdir(d)) && *seen < KBOX_RO_BIND_ENTRIES && b->n < 2 * KBOX_RO_BIND_MAX) {
+	while ((e = readdir(d)) && *seen < KR_RO_BIND_ENTRIES && b->n < 2 * KR_RO_BIND_MAX) {
 		char sub[PATH_MAX], link[PATH_MAX], joined[PATH_MAX * 2], target[PATH_MAX],
 		    dest[PATH_MAX], src[PATH_MAX * 2];
 		struct stat st;
@@ -413,7 +413,7 @@ static void scan(const char *root, const char *dir, int depth, const char *const
 		snprintf(joined, sizeof joined, "%s%s%s", link[0] == '/' ? "" : dir,
 		         link[0] == '/' ? "" : "/", link);
 		if (normalize(joined, true, target, sizeof target) == 0 &&
-		    kbox__ro_bind_check(root, target, deny, dest, src, sizeof src, NULL) == 1)
+		    kr_ro_bind_check(root, target, deny, dest, src, sizeof src, NULL) == 1)
 			add_bind(b, src, dest);
 	}
 	closedir(d);
@@ -446,8 +446,8 @@ static void drop_nested(binds_t *b)
 		b->v[k] = NULL;
 }
 
-char **kbox__ro_bind_find(const char *root, const kbox_kspec_t *spec, const char *exe,
-                          const char *const *deny, kbox_error_t *err)
+char **kr_ro_bind_find(const char *root, const kbox_kspec_t *spec, const char *exe,
+                       const char *const *deny, kbox_error_t *err)
 {
 	json_t *kbox = json_object_get(kbox_kspec_metadata(spec), "kbox");
 	json_t *list = json_object_get(kbox, "ro_bind"), *v;
@@ -457,9 +457,9 @@ char **kbox__ro_bind_find(const char *root, const kbox_kspec_t *spec, const char
 
 	if (!root)
 		root = "";
-	if (list && (!json_is_array(list) || json_array_size(list) > KBOX_RO_BIND_MAX)) {
+	if (list && (!json_is_array(list) || json_array_size(list) > KR_RO_BIND_MAX)) {
 		kr_err(err, KBOX_E_INVALID, "kernelspec %s: metadata.kbox.ro_bind is not a list of "
-		       "at most %d paths", kbox_kspec_name(spec), KBOX_RO_BIND_MAX);
+		       "at most %d paths", kbox_kspec_name(spec), KR_RO_BIND_MAX);
 		return NULL;
 	}
 	json_array_foreach(list, i, v) {
@@ -471,8 +471,8 @@ char **kbox__ro_bind_find(const char *root, const kbox_kspec_t *spec, const char
 			       "a string", kbox_kspec_name(spec), i);
 			goto fail;
 		}
-		if ((rc = kbox__ro_bind_check(root, json_string_value(v), deny, dest, src, sizeof src,
-		                              &cerr)) < 0) {
+		if ((rc = kr_ro_bind_check(root, json_string_value(v), deny, dest, src, sizeof src,
+		                           &cerr)) < 0) {
 			kr_err(err, cerr.code, "kernelspec %s: metadata.kbox.ro_bind: %s",
 			       kbox_kspec_name(spec), cerr.msg);
 			goto fail;

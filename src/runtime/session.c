@@ -24,16 +24,16 @@
  * sockets have no limit of their own (kx_unix_path). */
 #define SESSION_DIR_MAX (PATH_MAX - 512)
 
-int kbox_session_check_name(const char *name, kbox_error_t *err)
+int kr_session_check_name(const char *name, kbox_error_t *err)
 {
 	size_t n;
 	if (!name || !*name)
 		return kr_err(err, KBOX_E_INVALID, "invalid session name \"\": it is empty");
 	n = strlen(name);
-	if (n > KBOX_SESSION_NAME_MAX)
+	if (n > KR_SESSION_NAME_MAX)
 		return kr_err(err, KBOX_E_INVALID,
 		              "invalid session name \"%.20s…\": longer than %d characters", name,
-		              KBOX_SESSION_NAME_MAX);
+		              KR_SESSION_NAME_MAX);
 	if (name[0] == '.' || name[0] == '-')
 		return kr_err(err, KBOX_E_INVALID,
 		              "invalid session name \"%s\": it may not start with '%c'", name, name[0]);
@@ -49,7 +49,7 @@ int kbox_session_check_name(const char *name, kbox_error_t *err)
 	return 0;
 }
 
-char *kbox_state_home(kbox_error_t *err)
+char *kr_state_home(kbox_error_t *err)
 {
 	const char *v = getenv("KBOX_HOME");
 	char *path = NULL;
@@ -60,7 +60,7 @@ char *kbox_state_home(kbox_error_t *err)
 	else if ((v = getenv("XDG_STATE_HOME")) && *v == '/')
 		n = asprintf(&path, "%s/kbox", v);
 	else if (geteuid() == 0) /* root's home is closed to the sandbox user */
-		n = asprintf(&path, "%s", KBOX_ROOT_STATE_HOME);
+		n = asprintf(&path, "%s", KR_ROOT_STATE_HOME);
 	else if ((v = getenv("HOME")) && *v == '/')
 		n = asprintf(&path, "%s/.local/state/kbox", v);
 	else {
@@ -109,11 +109,11 @@ static int mkdirs(const char *path, kbox_error_t *err)
 }
 
 /* The state directory HOME, when it exists, is private: the user's, mode
- * 0700; under root 0710 too, as kbox_session_share makes it for the
+ * 0700; under root 0710 too, as kr_session_share makes it for the
  * sandbox user's group, but no other user has a reason to open it to
  * a group.  One that does not exist holds no session.  0, or -1 with ERR
  * saying the chmod that fixes it. */
-int kbox_session_check_home(const char *home, kbox_error_t *err)
+int kr_session_check_home(const char *home, kbox_error_t *err)
 {
 	struct stat st;
 	if (stat(home, &st) < 0)
@@ -127,12 +127,12 @@ int kbox_session_check_home(const char *home, kbox_error_t *err)
 	return 0;
 }
 
-char *kbox_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
+char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
 {
 	char *dir = NULL, *sub = NULL;
 	struct stat st;
 
-	if (kbox_session_check_name(name, err) < 0)
+	if (kr_session_check_name(name, err) < 0)
 		return NULL;
 	if (asprintf(&dir, "%s/sessions/%s", home, name) < 0) {
 		kr_err(err, KBOX_E_NOMEM, "out of memory");
@@ -146,7 +146,7 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 		goto fail;
 	}
 	if (!create) {
-		if (kbox_session_check_home(home, err) < 0)
+		if (kr_session_check_home(home, err) < 0)
 			goto fail;
 		if (stat(dir, &st) < 0) {
 			if (errno == ENOENT)
@@ -161,7 +161,7 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 	}
 	/* the state dir must not be open to others: check it before making
 	 * anything inside it */
-	if (mkdirs(home, err) < 0 || kbox_session_check_home(home, err) < 0 || mkdirs(dir, err) < 0 ||
+	if (mkdirs(home, err) < 0 || kr_session_check_home(home, err) < 0 || mkdirs(dir, err) < 0 ||
 	    kr_check_private_dir(dir, err) < 0)
 		goto fail;
 	{
@@ -178,7 +178,7 @@ char *kbox_session_dir(const char *home, const char *name, bool create, kbox_err
 				goto fail;
 			}
 			/* the workspace is the kernel's (under root the sandbox
-			 * user's: kbox_session_share), and its mode the kernel's
+			 * user's: kr_session_share), and its mode the kernel's
 			 * to change: the session directory above keeps others out,
 			 * and the next kernel's start makes it 0700 again */
 			if (i == 1) {
@@ -198,7 +198,7 @@ fail:
 	return NULL;
 }
 
-int kbox_sandbox_identity(kbox_sandbox_id_t *id, kbox_error_t *err)
+int kr_sandbox_identity(kr_sandbox_id_t *id, kbox_error_t *err)
 {
 	const char *name = getenv("KBOX_SANDBOX_USER");
 	struct passwd pw, *found = NULL;
@@ -211,7 +211,7 @@ int kbox_sandbox_identity(kbox_sandbox_id_t *id, kbox_error_t *err)
 	if (geteuid() != 0)
 		return 0;
 	if (!name || !*name)
-		name = KBOX_SANDBOX_USER;
+		name = KR_SANDBOX_USER;
 	if (strlen(name) >= sizeof id->user)
 		return kr_err(err, KBOX_E_INVALID, "KBOX_SANDBOX_USER: \"%.20s…\" is too long", name);
 	e = getpwnam_r(name, &pw, buf, sizeof buf, &found);
@@ -236,7 +236,7 @@ int kbox_sandbox_identity(kbox_sandbox_id_t *id, kbox_error_t *err)
 /* Whether ID may search the directory ST describes (its owner's, its
  * group's or others' x bit: the sandbox user has no supplementary
  * groups). */
-static bool id_can_search(const kbox_sandbox_id_t *id, const struct stat *st)
+static bool id_can_search(const kr_sandbox_id_t *id, const struct stat *st)
 {
 	if (st->st_uid == id->uid)
 		return st->st_mode & S_IXUSR;
@@ -245,7 +245,7 @@ static bool id_can_search(const kbox_sandbox_id_t *id, const struct stat *st)
 	return st->st_mode & S_IXOTH;
 }
 
-int kbox_sandbox_reachable(const kbox_sandbox_id_t *id, const char *path, kbox_error_t *err)
+int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error_t *err)
 {
 	char buf[4096];
 	size_t n = strlen(path);
@@ -279,7 +279,7 @@ int kbox_sandbox_reachable(const kbox_sandbox_id_t *id, const char *path, kbox_e
 
 /* Open DIR (no link) and make it OWNER:GROUP with MODE.  It must be ours
  * (root's) or already the sandbox user's.  0 or -1 with ERR. */
-static int share_dir(const char *dir, const kbox_sandbox_id_t *id, uid_t owner, mode_t mode,
+static int share_dir(const char *dir, const kr_sandbox_id_t *id, uid_t owner, mode_t mode,
                      bool create, kbox_error_t *err)
 {
 	struct stat st;
@@ -316,7 +316,7 @@ static int share_dir(const char *dir, const kbox_sandbox_id_t *id, uid_t owner, 
 	return 0;
 }
 
-int kbox_session_share(const char *dir, const kbox_sandbox_id_t *id, kbox_error_t *err)
+int kr_session_share(const char *dir, const kr_sandbox_id_t *id, kbox_error_t *err)
 {
 	char path[4096], home[4096], *slash;
 	static const char *const passed[] = {"run"};
@@ -358,7 +358,7 @@ int kbox_session_share(const char *dir, const kbox_sandbox_id_t *id, kbox_error_
 			return -1;
 	}
 	snprintf(path, sizeof path, "%s/run/sandbox", dir);
-	return kbox_sandbox_reachable(id, path, err);
+	return kr_sandbox_reachable(id, path, err);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -366,7 +366,7 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err)
+char **kr_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 {
 	char *path = NULL, **v = NULL;
 	size_t n = 0, cap = 0;
@@ -374,7 +374,7 @@ char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 	struct dirent *e;
 
 	*n_p = 0;
-	if (kbox_session_check_home(home, err) < 0)
+	if (kr_session_check_home(home, err) < 0)
 		return NULL;
 	if (asprintf(&path, "%s/sessions", home) < 0) {
 		kr_err(err, KBOX_E_NOMEM, "out of memory");
@@ -390,7 +390,7 @@ char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 		return NULL;
 	}
 	while ((e = readdir(d))) {
-		if (kbox_session_check_name(e->d_name, NULL) < 0)
+		if (kr_session_check_name(e->d_name, NULL) < 0)
 			continue;
 		if (n + 1 >= cap) {
 			char **nv = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
@@ -414,19 +414,19 @@ nomem:
 	closedir(d);
 	free(path);
 nomem2:
-	kbox_session_list_free(v, n);
+	kr_session_list_free(v, n);
 	kr_err(err, KBOX_E_NOMEM, "out of memory");
 	return NULL;
 }
 
-void kbox_session_list_free(char **names, size_t n)
+void kr_session_list_free(char **names, size_t n)
 {
 	for (size_t i = 0; names && i < n; i++)
 		free(names[i]);
 	free(names);
 }
 
-int kbox_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err)
+int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err)
 {
 	char path[4096], stamp[32];
 	char *line = NULL;
@@ -461,9 +461,9 @@ out:
 	return rc;
 }
 
-int kbox_session_remove(const char *dir, kbox_error_t *err)
+int kr_session_remove(const char *dir, kbox_error_t *err)
 {
-	if (kbox_session_supervisor(dir, NULL) == KBOX_SUPERVISOR_RUNNING) {
+	if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
 		errno = EBUSY;
 		return kr_err_sys(err, "session %s: its supervisor runs", dir);
 	}
@@ -472,23 +472,23 @@ int kbox_session_remove(const char *dir, kbox_error_t *err)
 	return 0;
 }
 
-kbox_supervisor_state_t kbox_session_supervisor(const char *dir, pid_t *pid_p)
+kr_supervisor_state_t kr_session_supervisor(const char *dir, pid_t *pid_p)
 {
 	char path[4096], buf[32];
 	int fd;
 	ssize_t n;
-	kbox_supervisor_state_t st;
+	kr_supervisor_state_t st;
 
 	if (pid_p)
 		*pid_p = 0;
 	snprintf(path, sizeof path, "%s/supervisor.pid", dir);
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return KBOX_SUPERVISOR_NONE;
+		return KR_SUPERVISOR_NONE;
 	if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
-		st = KBOX_SUPERVISOR_RUNNING;
+		st = KR_SUPERVISOR_RUNNING;
 	else
-		st = KBOX_SUPERVISOR_DEAD;
+		st = KR_SUPERVISOR_DEAD;
 	n = read(fd, buf, sizeof buf - 1);
 	if (n > 0 && pid_p) {
 		buf[n] = '\0';

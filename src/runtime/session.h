@@ -23,8 +23,8 @@
  *   last-stop        why the previous supervisor ended (read by the next)
  *   agent.json       kbox agent's conversation (mode 0600; kbox-agent(1))
  */
-#ifndef KBOX_RUNTIME_SESSION_H
-#define KBOX_RUNTIME_SESSION_H
+#ifndef KR_RUNTIME_SESSION_H
+#define KR_RUNTIME_SESSION_H
 
 #include <stdbool.h>
 #include <sys/types.h>
@@ -35,84 +35,84 @@
 
 /* Short enough that HOME/sessions/NAME/run/<socket> fits a unix socket
  * path (107 bytes) under a usual ~/.local/state/kbox. */
-#define KBOX_SESSION_NAME_MAX 32
-#define KBOX_SESSION_DEFAULT "default"
+#define KR_SESSION_NAME_MAX 32
+#define KR_SESSION_DEFAULT "default"
 
 /* 0 when NAME is a valid session name: 1 to 32 of [A-Za-z0-9._-], not
  * starting with '.' or '-' (so never "..", never a path).  -1 with ERR. */
-int kbox_session_check_name(const char *name, kbox_error_t *err);
+int kr_session_check_name(const char *name, kbox_error_t *err);
 
 /* The state directory ($KBOX_HOME, $XDG_STATE_HOME/kbox, else
- * ~/.local/state/kbox, or under root KBOX_ROOT_STATE_HOME), malloc'd.  Not
+ * ~/.local/state/kbox, or under root KR_ROOT_STATE_HOME), malloc'd.  Not
  * created.  NULL with ERR. */
-char *kbox_state_home(kbox_error_t *err);
-#define KBOX_ROOT_STATE_HOME "/var/lib/kbox"
+char *kr_state_home(kbox_error_t *err);
+#define KR_ROOT_STATE_HOME "/var/lib/kbox"
 
 /* The host identity sandboxes run as.  Under root, an unprivileged
- * account: $KBOX_SANDBOX_USER, default KBOX_SANDBOX_USER (created by
+ * account: $KBOX_SANDBOX_USER, default KR_SANDBOX_USER (created by
  * kbox doctor --fix), so that nothing in a sandbox is root outside it.
  * Otherwise the caller's own (DROP false). */
-#define KBOX_SANDBOX_USER "kbox"
+#define KR_SANDBOX_USER "kbox"
 typedef struct {
 	bool drop;      /* true under root: sandboxes run as UID/GID */
 	uid_t uid;
 	gid_t gid;
 	char user[64];  /* the account's name */
-} kbox_sandbox_id_t;
+} kr_sandbox_id_t;
 
 /* Fill ID.  Under root, the account must exist and be neither uid 0 nor
  * gid 0.  0, or -1 with ERR (saying how to make it). */
-int kbox_sandbox_identity(kbox_sandbox_id_t *id, kbox_error_t *err);
+int kr_sandbox_identity(kr_sandbox_id_t *id, kbox_error_t *err);
 
 /* 0 when ID can search every directory on the way to PATH (bwrap finds
  * its bind sources as the sandbox user), -1 with ERR naming the first
  * that it cannot.  Always 0 without DROP. */
-int kbox_sandbox_reachable(const kbox_sandbox_id_t *id, const char *path, kbox_error_t *err);
+int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error_t *err);
 
 /* Give the session directory DIR to sandbox user ID (under root): DIR, its
  * run/ and the state directory above it 0710 root:GID (the sandbox user
  * may pass, not list), run/sandbox, workspace and home 0700 UID:GID.
  * Without DROP, only those three, back to 0700.  Done at each kernel's
  * start: a kernel may have changed their modes.  0 or -1 with ERR. */
-int kbox_session_share(const char *dir, const kbox_sandbox_id_t *id, kbox_error_t *err);
+int kr_session_share(const char *dir, const kr_sandbox_id_t *id, kbox_error_t *err);
 
 /* HOME/sessions/NAME, malloc'd.  With CREATE the directories are made (0700)
  * and checked to be private; without, the session must exist
  * (KBOX_E_NOTFOUND otherwise).  Also refuses a path too long for the unix
  * sockets the session needs.  NULL with ERR. */
 /* The state directory HOME, when it exists, is private: the user's, mode
- * 0700 (under root 0710 too, as kbox_session_share makes it).  0, or -1
+ * 0700 (under root 0710 too, as kr_session_share makes it).  0, or -1
  * with ERR saying the chmod that fixes it. */
-int kbox_session_check_home(const char *home, kbox_error_t *err);
+int kr_session_check_home(const char *home, kbox_error_t *err);
 
-char *kbox_session_dir(const char *home, const char *name, bool create, kbox_error_t *err);
+char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err);
 
 /* Names of the sessions under HOME (sorted, malloc'd array of malloc'd
  * strings, *N_P of them).  An absent HOME is an empty list. */
-char **kbox_session_list(const char *home, size_t *n_p, kbox_error_t *err);
-void kbox_session_list_free(char **names, size_t n);
+char **kr_session_list(const char *home, size_t *n_p, kbox_error_t *err);
+void kr_session_list_free(char **names, size_t n);
 
 /* Append one event to DIR/events.ndjson: FIELDS (stolen; may be NULL) plus
  * "time" (ISO 8601 UTC) and "event".  One write(2) per line, O_APPEND, so
  * concurrent writers do not interleave.  0 or -1 with ERR. */
-int kbox_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err);
+int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err);
 
 /* The state of the session's supervisor. */
 typedef enum {
-	KBOX_SUPERVISOR_NONE = 0, /* never started, or stopped cleanly */
-	KBOX_SUPERVISOR_RUNNING,
-	KBOX_SUPERVISOR_DEAD,     /* it ended without stopping (killed, crashed) */
-} kbox_supervisor_state_t;
+	KR_SUPERVISOR_NONE = 0, /* never started, or stopped cleanly */
+	KR_SUPERVISOR_RUNNING,
+	KR_SUPERVISOR_DEAD,     /* it ended without stopping (killed, crashed) */
+} kr_supervisor_state_t;
 
 /* Whether the supervisor of DIR runs (it holds a lock on supervisor.pid);
  * *PID_P (may be NULL) gets its pid, or the last one when dead. */
-kbox_supervisor_state_t kbox_session_supervisor(const char *dir, pid_t *pid_p);
+kr_supervisor_state_t kr_session_supervisor(const char *dir, pid_t *pid_p);
 
 /* Remove the session directory DIR and everything in it, to any depth,
  * never following a symbolic link (kbox mcp's sessions of one connection,
  * once stopped).  Refused (EBUSY) while its supervisor runs.  0, or -1
  * with ERR. */
-int kbox_session_remove(const char *dir, kbox_error_t *err);
+int kr_session_remove(const char *dir, kbox_error_t *err);
 
 /* The control socket its supervisor answers: runtime/ctl.h. */
 

@@ -28,7 +28,7 @@ static const char *const type_words[] = {
     [T_BOOL] = "true or false",  [T_STRINGS] = "an array of strings",
 };
 
-#define FIELD(f) offsetof(kbox_session_config_t, f)
+#define FIELD(f) offsetof(kr_session_config_t, f)
 
 /* Every key of session.json, sorted by name (as the file is written). */
 static const struct key {
@@ -37,43 +37,43 @@ static const struct key {
 	value_type_t type;
 	size_t offset;
 } keys[] = {
-    {"backend", KBOX_SC_BACKEND, T_STRING, FIELD(backend)},
-    {"cpus", KBOX_SC_CPUS, T_NUMBER, FIELD(cpus)},
-    {"env", KBOX_SC_ENV, T_STRINGS, FIELD(env)},
-    {"ephemeral", KBOX_SC_EPHEMERAL, T_BOOL, FIELD(ephemeral)},
-    {"file_size", KBOX_SC_FILE_SIZE, T_COUNT, FIELD(file_size)},
-    {"home_config", KBOX_SC_HOME_CONFIG, T_BOOL, FIELD(home_config)},
-    {"kernel", KBOX_SC_KERNEL, T_STRING, FIELD(kernel)},
-    {"memory", KBOX_SC_MEMORY, T_COUNT, FIELD(memory)},
-    {"name", KBOX_SC_NAME, T_STRING, FIELD(name)},
-    {"outputs_quota", KBOX_SC_OUTPUTS_QUOTA, T_COUNT, FIELD(outputs_quota)},
-    {"owner_pid", KBOX_SC_OWNER_PID, T_COUNT, FIELD(owner_pid)},
-    {"pids", KBOX_SC_PIDS, T_COUNT, FIELD(pids)},
-    {"rootfs", KBOX_SC_ROOTFS, T_STRING, FIELD(rootfs)},
-    {"tmp_size", KBOX_SC_TMP_SIZE, T_COUNT, FIELD(tmp_size)},
-    {"ttl_ms", KBOX_SC_TTL_MS, T_COUNT, FIELD(ttl_ms)},
-    {"workspace", KBOX_SC_WORKSPACE, T_STRING, FIELD(workspace)},
-    {"workspace_dev", KBOX_SC_WORKSPACE_DEV, T_INTEGER, FIELD(workspace_dev)},
-    {"workspace_ino", KBOX_SC_WORKSPACE_INO, T_INTEGER, FIELD(workspace_ino)},
+    {"backend", KR_SC_BACKEND, T_STRING, FIELD(backend)},
+    {"cpus", KR_SC_CPUS, T_NUMBER, FIELD(cpus)},
+    {"env", KR_SC_ENV, T_STRINGS, FIELD(env)},
+    {"ephemeral", KR_SC_EPHEMERAL, T_BOOL, FIELD(ephemeral)},
+    {"file_size", KR_SC_FILE_SIZE, T_COUNT, FIELD(file_size)},
+    {"home_config", KR_SC_HOME_CONFIG, T_BOOL, FIELD(home_config)},
+    {"kernel", KR_SC_KERNEL, T_STRING, FIELD(kernel)},
+    {"memory", KR_SC_MEMORY, T_COUNT, FIELD(memory)},
+    {"name", KR_SC_NAME, T_STRING, FIELD(name)},
+    {"outputs_quota", KR_SC_OUTPUTS_QUOTA, T_COUNT, FIELD(outputs_quota)},
+    {"owner_pid", KR_SC_OWNER_PID, T_COUNT, FIELD(owner_pid)},
+    {"pids", KR_SC_PIDS, T_COUNT, FIELD(pids)},
+    {"rootfs", KR_SC_ROOTFS, T_STRING, FIELD(rootfs)},
+    {"tmp_size", KR_SC_TMP_SIZE, T_COUNT, FIELD(tmp_size)},
+    {"ttl_ms", KR_SC_TTL_MS, T_COUNT, FIELD(ttl_ms)},
+    {"workspace", KR_SC_WORKSPACE, T_STRING, FIELD(workspace)},
+    {"workspace_dev", KR_SC_WORKSPACE_DEV, T_INTEGER, FIELD(workspace_dev)},
+    {"workspace_ino", KR_SC_WORKSPACE_INO, T_INTEGER, FIELD(workspace_ino)},
 };
 #define N_KEYS (sizeof keys / sizeof *keys)
 
 /* Saved whether given or not: kbox(1) promises them. */
-#define ALWAYS_SAVED (KBOX_SC_KERNEL | KBOX_SC_BACKEND)
+#define ALWAYS_SAVED (KR_SC_KERNEL | KR_SC_BACKEND)
 
 #define AT(cfg, k, type) ((type *)(void *)((char *)(cfg) + (k)->offset))
 
-void kbox_session_config_init(kbox_session_config_t *cfg)
+void kr_session_config_init(kr_session_config_t *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
-	cfg->kernel = KBOX_KERNEL_DEFAULT;
-	cfg->backend = KBOX_BACKEND_DEFAULT;
-	cfg->ttl_ms = KBOX_SESSION_TTL_MS;
-	cfg->outputs_quota = KBOX_OUTPUTS_QUOTA;
+	cfg->kernel = KR_KERNEL_DEFAULT;
+	cfg->backend = KR_BACKEND_DEFAULT;
+	cfg->ttl_ms = KR_SESSION_TTL_MS;
+	cfg->outputs_quota = KR_OUTPUTS_QUOTA;
 }
 
 /* Free the value of key K in CFG, when CFG owns it (K in HAS). */
-static void free_value(kbox_session_config_t *cfg, const struct key *k)
+static void free_value(kr_session_config_t *cfg, const struct key *k)
 {
 	if (!(cfg->has & k->bit))
 		return;
@@ -87,13 +87,13 @@ static void free_value(kbox_session_config_t *cfg, const struct key *k)
 	}
 }
 
-void kbox_session_config_free(kbox_session_config_t *cfg)
+void kr_session_config_free(kr_session_config_t *cfg)
 {
 	if (!cfg)
 		return;
 	for (size_t i = 0; i < N_KEYS; i++)
 		free_value(cfg, &keys[i]);
-	kbox_session_config_init(cfg);
+	kr_session_config_init(cfg);
 }
 
 /* The key named NAME, or NULL. */
@@ -145,7 +145,7 @@ static bool type_ok(const struct key *k, const json_t *v)
 
 /* Set key K of CFG (which does not own it yet) from V, of its type.
  * 0, or -1 when out of memory. */
-static int take_value(kbox_session_config_t *cfg, const struct key *k, const json_t *v)
+static int take_value(kr_session_config_t *cfg, const struct key *k, const json_t *v)
 {
 	size_t i;
 	json_t *e;
@@ -178,7 +178,7 @@ static int take_value(kbox_session_config_t *cfg, const struct key *k, const jso
 
 /* Fill CFG (the defaults) from the object J read from PATH.  0 or -1 with
  * ERR. */
-static int from_json(kbox_session_config_t *cfg, json_t *j, const char *path, kbox_error_t *err)
+static int from_json(kr_session_config_t *cfg, json_t *j, const char *path, kbox_error_t *err)
 {
 	const char *name;
 	json_t *v;
@@ -206,7 +206,7 @@ static int from_json(kbox_session_config_t *cfg, json_t *j, const char *path, kb
 			goto out;
 		}
 		/* a stored quota of 0 is the default, as it always was */
-		if (k->bit == KBOX_SC_OUTPUTS_QUOTA && json_integer_value(v) == 0)
+		if (k->bit == KR_SC_OUTPUTS_QUOTA && json_integer_value(v) == 0)
 			continue;
 		if (take_value(cfg, k, v) < 0) {
 			kr_err(err, KBOX_E_NOMEM, "out of memory");
@@ -224,14 +224,14 @@ out:
 	return rc;
 }
 
-int kbox_session_config_load(kbox_session_config_t *cfg, const char *dir, kbox_error_t *err)
+int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error_t *err)
 {
 	char path[PATH_MAX + 16];
 	json_error_t je;
 	json_t *j = NULL;
 	int fd, rc = -1;
 
-	kbox_session_config_init(cfg);
+	kr_session_config_init(cfg);
 	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path)
 		return kr_err(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -249,11 +249,11 @@ int kbox_session_config_load(kbox_session_config_t *cfg, const char *dir, kbox_e
 		rc = from_json(cfg, j, path, err);
 	json_decref(j);
 	if (rc < 0)
-		kbox_session_config_free(cfg);
+		kr_session_config_free(cfg);
 	return rc;
 }
 
-json_t *kbox_session_config_to_json(const kbox_session_config_t *cfg)
+json_t *kr_session_config_to_json(const kr_session_config_t *cfg)
 {
 	json_t *j = json_object(), *v = NULL;
 
@@ -286,11 +286,11 @@ json_t *kbox_session_config_to_json(const kbox_session_config_t *cfg)
 	return j;
 }
 
-int kbox_session_config_save(const kbox_session_config_t *cfg, const char *dir,
-                             kbox_error_t *err)
+int kr_session_config_save(const kr_session_config_t *cfg, const char *dir,
+                           kbox_error_t *err)
 {
 	char path[PATH_MAX + 16], tmp[PATH_MAX + 32];
-	json_t *j = kbox_session_config_to_json(cfg);
+	json_t *j = kr_session_config_to_json(cfg);
 	char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9))
 	               : NULL;
 	int fd = -1, rc = -1;
@@ -338,7 +338,7 @@ out:
 }
 
 /* Make key K of CFG the string S (copied), the session's own. */
-static int merge_string(kbox_session_config_t *cfg, unsigned bit, const char *s)
+static int merge_string(kr_session_config_t *cfg, unsigned bit, const char *s)
 {
 	const struct key *k = NULL;
 	char *copy;
@@ -362,38 +362,38 @@ static int merge_string(kbox_session_config_t *cfg, unsigned bit, const char *s)
 		}                                                                                  \
 	} while (0)
 
-int kbox_session_config_merge(kbox_session_config_t *cfg, const kbox_session_opts_t *o,
-                              kbox_error_t *err)
+int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o,
+                            kbox_error_t *err)
 {
 	const struct {
 		unsigned bit;
 		const char *s;
-	} strings[] = {{KBOX_SC_NAME, o->name},       {KBOX_SC_KERNEL, o->kernel},
-	               {KBOX_SC_BACKEND, o->backend}, {KBOX_SC_ROOTFS, o->rootfs},
-	               {KBOX_SC_WORKSPACE, o->workspace}};
+	} strings[] = {{KR_SC_NAME, o->name},       {KR_SC_KERNEL, o->kernel},
+	               {KR_SC_BACKEND, o->backend}, {KR_SC_ROOTFS, o->rootfs},
+	               {KR_SC_WORKSPACE, o->workspace}};
 
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
 		if (strings[i].s && merge_string(cfg, strings[i].bit, strings[i].s) < 0)
 			goto nomem;
-	MERGE_NUMBER(cfg, KBOX_SC_TTL_MS, ttl_ms, o->ttl_ms);
-	MERGE_NUMBER(cfg, KBOX_SC_MEMORY, memory, o->memory);
-	MERGE_NUMBER(cfg, KBOX_SC_CPUS, cpus, o->cpus);
-	MERGE_NUMBER(cfg, KBOX_SC_PIDS, pids, o->pids);
-	MERGE_NUMBER(cfg, KBOX_SC_TMP_SIZE, tmp_size, o->tmp_size);
-	MERGE_NUMBER(cfg, KBOX_SC_FILE_SIZE, file_size, o->file_size);
-	MERGE_NUMBER(cfg, KBOX_SC_OUTPUTS_QUOTA, outputs_quota, o->outputs_quota);
-	MERGE_NUMBER(cfg, KBOX_SC_OWNER_PID, owner_pid, o->owner_pid);
-	MERGE_NUMBER(cfg, KBOX_SC_HOME_CONFIG, home_config, o->home_config);
-	MERGE_NUMBER(cfg, KBOX_SC_EPHEMERAL, ephemeral, o->ephemeral);
+	MERGE_NUMBER(cfg, KR_SC_TTL_MS, ttl_ms, o->ttl_ms);
+	MERGE_NUMBER(cfg, KR_SC_MEMORY, memory, o->memory);
+	MERGE_NUMBER(cfg, KR_SC_CPUS, cpus, o->cpus);
+	MERGE_NUMBER(cfg, KR_SC_PIDS, pids, o->pids);
+	MERGE_NUMBER(cfg, KR_SC_TMP_SIZE, tmp_size, o->tmp_size);
+	MERGE_NUMBER(cfg, KR_SC_FILE_SIZE, file_size, o->file_size);
+	MERGE_NUMBER(cfg, KR_SC_OUTPUTS_QUOTA, outputs_quota, o->outputs_quota);
+	MERGE_NUMBER(cfg, KR_SC_OWNER_PID, owner_pid, o->owner_pid);
+	MERGE_NUMBER(cfg, KR_SC_HOME_CONFIG, home_config, o->home_config);
+	MERGE_NUMBER(cfg, KR_SC_EPHEMERAL, ephemeral, o->ephemeral);
 	/* a workspace given comes with its identity, or with none: never
 	 * with the one the file had for another */
 	if (o->workspace && o->workspace_st) {
 		cfg->workspace_dev = (long long)o->workspace_st->st_dev;
 		cfg->workspace_ino = (long long)o->workspace_st->st_ino;
-		cfg->has |= KBOX_SC_WORKSPACE_DEV | KBOX_SC_WORKSPACE_INO;
+		cfg->has |= KR_SC_WORKSPACE_DEV | KR_SC_WORKSPACE_INO;
 	} else if (o->workspace) {
 		cfg->workspace_dev = cfg->workspace_ino = 0;
-		cfg->has &= ~(unsigned)(KBOX_SC_WORKSPACE_DEV | KBOX_SC_WORKSPACE_INO);
+		cfg->has &= ~(unsigned)(KR_SC_WORKSPACE_DEV | KR_SC_WORKSPACE_INO);
 	}
 	if (o->n_env) {
 		char **v = calloc(o->n_env + 1, sizeof *v);
@@ -409,14 +409,14 @@ int kbox_session_config_merge(kbox_session_config_t *cfg, const kbox_session_opt
 		free_value(cfg, find_key("env"));
 		cfg->env = v;
 		cfg->n_env = o->n_env;
-		cfg->has |= KBOX_SC_ENV;
+		cfg->has |= KR_SC_ENV;
 	}
 	return 0;
 nomem:
 	return kr_err(err, KBOX_E_NOMEM, "out of memory");
 }
 
-bool kbox_session_opts_empty(const kbox_session_opts_t *o)
+bool kr_session_opts_empty(const kr_session_opts_t *o)
 {
 	return !o->name && !o->kernel && !o->backend && !o->rootfs && !o->workspace &&
 	       o->ttl_ms < 0 && o->memory < 0 && o->pids < 0 && o->tmp_size < 0 &&

@@ -4,7 +4,7 @@
  * kbox start, kbox run and the auto-start of kbox exec (and so of kbox mcp
  * and kbox agent) write it; the supervisor reads it when it starts; kbox ls
  * and kbox mcp read it too.  The file is a JSON object with the keys of
- * kbox_session_key_t, each of one type; any other key, or a key of another
+ * kr_session_key_t, each of one type; any other key, or a key of another
  * type, makes it invalid (the error names the key).  Every key that any
  * kbox ever wrote is one of these, with the type it was written with, so
  * a session.json an older kbox left in the state directory loads.
@@ -13,63 +13,63 @@
  * from the file, or given on a command line: its bit in HAS), else the
  * default.  Saving writes the session's own keys, and always "kernel" and
  * "backend" (kbox(1), FILES). */
-#ifndef KBOX_RUNTIME_SESSION_CONFIG_H
-#define KBOX_RUNTIME_SESSION_CONFIG_H
+#ifndef KR_RUNTIME_SESSION_CONFIG_H
+#define KR_RUNTIME_SESSION_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
 #include <jansson.h>
 #include <kbox/error.h>
-#include "runtime/backend.h" /* KBOX_BACKEND_DEFAULT */
+#include "runtime/backend.h" /* KR_BACKEND_DEFAULT */
 
 /* The default kernelspec. */
-#define KBOX_KERNEL_DEFAULT "python3"
+#define KR_KERNEL_DEFAULT "python3"
 /* Default idle time after which a supervisor stops its session. */
-#define KBOX_SESSION_TTL_MS (30LL * 60 * 1000)
+#define KR_SESSION_TTL_MS (30LL * 60 * 1000)
 /* Default outputs quota: the most a session's outputs/ may hold (spill
  * files and images); kbox start --outputs-quota. */
-#define KBOX_OUTPUTS_QUOTA (1LL << 30)
+#define KR_OUTPUTS_QUOTA (1LL << 30)
 
 /* The keys of session.json, one bit each. */
 typedef enum {
-	KBOX_SC_NAME = 1u << 0,          /* "name": string */
-	KBOX_SC_KERNEL = 1u << 1,        /* "kernel": string, a kernelspec */
-	KBOX_SC_BACKEND = 1u << 2,       /* "backend": string */
-	KBOX_SC_TTL_MS = 1u << 3,        /* "ttl_ms": integer >= 0 */
-	KBOX_SC_MEMORY = 1u << 4,        /* "memory": integer >= 0, bytes */
-	KBOX_SC_CPUS = 1u << 5,          /* "cpus": number >= 0 */
-	KBOX_SC_PIDS = 1u << 6,          /* "pids": integer >= 0 */
-	KBOX_SC_TMP_SIZE = 1u << 7,      /* "tmp_size": integer >= 0, bytes */
-	KBOX_SC_FILE_SIZE = 1u << 8,     /* "file_size": integer >= 0, bytes */
-	KBOX_SC_OUTPUTS_QUOTA = 1u << 9, /* "outputs_quota": integer >= 0, bytes */
-	KBOX_SC_HOME_CONFIG = 1u << 10,  /* "home_config": true or false */
-	KBOX_SC_ROOTFS = 1u << 11,       /* "rootfs": string, an absolute path */
-	KBOX_SC_ENV = 1u << 12,          /* "env": array of "NAME=VALUE" strings */
-	KBOX_SC_WORKSPACE = 1u << 13,    /* "workspace": string (kbox run --workspace) */
-	KBOX_SC_WORKSPACE_DEV = 1u << 14, /* "workspace_dev": integer */
-	KBOX_SC_WORKSPACE_INO = 1u << 15, /* "workspace_ino": integer */
-	KBOX_SC_EPHEMERAL = 1u << 16,    /* "ephemeral": true or false (kbox run) */
-	KBOX_SC_OWNER_PID = 1u << 17,    /* "owner_pid": integer >= 0 (kbox run) */
-} kbox_session_key_t;
+	KR_SC_NAME = 1u << 0,          /* "name": string */
+	KR_SC_KERNEL = 1u << 1,        /* "kernel": string, a kernelspec */
+	KR_SC_BACKEND = 1u << 2,       /* "backend": string */
+	KR_SC_TTL_MS = 1u << 3,        /* "ttl_ms": integer >= 0 */
+	KR_SC_MEMORY = 1u << 4,        /* "memory": integer >= 0, bytes */
+	KR_SC_CPUS = 1u << 5,          /* "cpus": number >= 0 */
+	KR_SC_PIDS = 1u << 6,          /* "pids": integer >= 0 */
+	KR_SC_TMP_SIZE = 1u << 7,      /* "tmp_size": integer >= 0, bytes */
+	KR_SC_FILE_SIZE = 1u << 8,     /* "file_size": integer >= 0, bytes */
+	KR_SC_OUTPUTS_QUOTA = 1u << 9, /* "outputs_quota": integer >= 0, bytes */
+	KR_SC_HOME_CONFIG = 1u << 10,  /* "home_config": true or false */
+	KR_SC_ROOTFS = 1u << 11,       /* "rootfs": string, an absolute path */
+	KR_SC_ENV = 1u << 12,          /* "env": array of "NAME=VALUE" strings */
+	KR_SC_WORKSPACE = 1u << 13,    /* "workspace": string (kbox run --workspace) */
+	KR_SC_WORKSPACE_DEV = 1u << 14, /* "workspace_dev": integer */
+	KR_SC_WORKSPACE_INO = 1u << 15, /* "workspace_ino": integer */
+	KR_SC_EPHEMERAL = 1u << 16,    /* "ephemeral": true or false (kbox run) */
+	KR_SC_OWNER_PID = 1u << 17,    /* "owner_pid": integer >= 0 (kbox run) */
+} kr_session_key_t;
 
 /* A session's configuration.  The strings of the keys in HAS are owned
- * (kbox_session_config_free frees them); those of the others are the
+ * (kr_session_config_free frees them); those of the others are the
  * defaults (static) or NULL.  Read the fields; change them only through
- * kbox_session_config_merge. */
+ * kr_session_config_merge. */
 typedef struct {
-	unsigned has;            /* the session's own keys: KBOX_SC_* bits */
+	unsigned has;            /* the session's own keys: KR_SC_* bits */
 	const char *name;        /* NULL: none stored */
-	const char *kernel;      /* KBOX_KERNEL_DEFAULT */
-	const char *backend;     /* KBOX_BACKEND_DEFAULT */
-	long long ttl_ms;        /* KBOX_SESSION_TTL_MS; 0: never idle-stopped */
-	/* limits: 0 for the backend's default (kbox_sandbox_opts_t) */
+	const char *kernel;      /* KR_KERNEL_DEFAULT */
+	const char *backend;     /* KR_BACKEND_DEFAULT */
+	long long ttl_ms;        /* KR_SESSION_TTL_MS; 0: never idle-stopped */
+	/* limits: 0 for the backend's default (kr_sandbox_opts_t) */
 	long long memory;        /* bytes */
 	double cpus;
 	long long pids;
 	long long tmp_size;      /* bytes of /tmp and /dev/shm */
 	long long file_size;     /* the largest file the kernel may write */
-	long long outputs_quota; /* KBOX_OUTPUTS_QUOTA (a stored 0 means it too) */
+	long long outputs_quota; /* KR_OUTPUTS_QUOTA (a stored 0 means it too) */
 	bool home_config;        /* false: a new kernel skips its home's startup files */
 	const char *rootfs;      /* NULL: the host's system files */
 	char **env;              /* "NAME=VALUE", N_ENV of them, NULL-terminated; NULL: none */
@@ -81,11 +81,11 @@ typedef struct {
 	long long workspace_dev, workspace_ino;
 	bool ephemeral;          /* the session's directory goes when it stops */
 	long long owner_pid;     /* the session stops when this process ends; 0: none */
-} kbox_session_config_t;
+} kr_session_config_t;
 
 /* What a command line gives, to merge over a configuration: strings
  * borrowed (NULL: not given), numbers -1 and tri-states -1 when not given
- * (start from KBOX_SESSION_OPTS_INIT).  ENV (N_ENV strings; 0: not given)
+ * (start from KR_SESSION_OPTS_INIT).  ENV (N_ENV strings; 0: not given)
  * replaces the session's whole environment.  WORKSPACE_ST, given with
  * WORKSPACE, is the directory as checked: its device and inode are stored. */
 typedef struct {
@@ -96,43 +96,43 @@ typedef struct {
 	const char *const *env;
 	size_t n_env;
 	const struct stat *workspace_st;
-} kbox_session_opts_t;
+} kr_session_opts_t;
 
-#define KBOX_SESSION_OPTS_INIT                                                                     \
+#define KR_SESSION_OPTS_INIT                                                                     \
 	{.ttl_ms = -1, .memory = -1, .pids = -1, .tmp_size = -1, .file_size = -1,                  \
 	 .outputs_quota = -1, .owner_pid = -1, .cpus = -1, .home_config = -1, .ephemeral = -1}
 
 /* Fill CFG with the defaults: no key of its own.  Never fails; CFG needs
- * no kbox_session_config_free after (it does no harm). */
-void kbox_session_config_init(kbox_session_config_t *cfg);
+ * no kr_session_config_free after (it does no harm). */
+void kr_session_config_init(kr_session_config_t *cfg);
 
 /* Read DIR/session.json into CFG: an absent file is the defaults.  Refuses
  * what is not a JSON object, a duplicate key, an unknown key (ERR names
  * every one), a value of the wrong type (ERR names the key and the type it
  * takes).  0, or -1 with ERR (KBOX_E_INVALID; may be NULL), CFG then
  * holding the defaults.  Either way, free CFG after. */
-int kbox_session_config_load(kbox_session_config_t *cfg, const char *dir, kbox_error_t *err);
+int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error_t *err);
 
 /* CFG as session.json holds it: its own keys, "kernel" and "backend"
  * always.  A new reference, NULL when out of memory. */
-json_t *kbox_session_config_to_json(const kbox_session_config_t *cfg);
+json_t *kr_session_config_to_json(const kr_session_config_t *cfg);
 
 /* Write CFG to DIR/session.json, atomically: into a new file of a random
  * name in DIR (mode 0600, O_EXCL), flushed to disk, then renamed over
  * session.json.  0, or -1 with ERR (may be NULL). */
-int kbox_session_config_save(const kbox_session_config_t *cfg, const char *dir,
-                             kbox_error_t *err);
+int kr_session_config_save(const kr_session_config_t *cfg, const char *dir,
+                           kbox_error_t *err);
 
 /* Give CFG each key OPTS gives (the command line over the file over the
  * defaults), as the session's own.  0, or -1 with ERR when out of memory
  * (CFG then partly merged, still valid). */
-int kbox_session_config_merge(kbox_session_config_t *cfg, const kbox_session_opts_t *opts,
-                              kbox_error_t *err);
+int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *opts,
+                            kbox_error_t *err);
 
 /* Whether OPTS gives no key at all. */
-bool kbox_session_opts_empty(const kbox_session_opts_t *opts);
+bool kr_session_opts_empty(const kr_session_opts_t *opts);
 
 /* Free what CFG owns; it holds the defaults again.  Accepts NULL. */
-void kbox_session_config_free(kbox_session_config_t *cfg);
+void kr_session_config_free(kr_session_config_t *cfg);
 
 #endif

@@ -26,7 +26,7 @@
 
 void sup_log(sup_t *s, const char *event, json_t *fields)
 {
-	kbox_session_log(s->dir, event, fields, NULL);
+	kr_session_log(s->dir, event, fields, NULL);
 }
 
 void sup_trim(void)
@@ -148,7 +148,7 @@ static int on_signal(kbox_loop_t *loop, void *arg)
 static int on_tick(kbox_loop_t *loop, void *arg)
 {
 	sup_t *s = arg;
-	if (s->sb && !s->starting && !kbox_sandbox_alive(s->sb))
+	if (s->sb && !s->starting && !kr_sandbox_alive(s->sb))
 		sup_on_kernel_check(loop, s);
 	/* idle: a kernel that is ready, with nothing to do (a starting kernel
 	 * is not idle, however long it takes) */
@@ -188,12 +188,12 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	/* one supervisor a process (the_sup): its configuration, whose
 	 * strings the fields below borrow, lives as long as the process;
 	 * s->config is its JSON, for what reads the session's name */
-	static kbox_session_config_t cfg;
+	static kr_session_config_t cfg;
 	const char *ws;
 	size_t i, k;
-	if (kbox_session_config_load(&cfg, s->dir, err) < 0)
+	if (kr_session_config_load(&cfg, s->dir, err) < 0)
 		return -1;
-	if (!(s->config = kbox_session_config_to_json(&cfg)))
+	if (!(s->config = kr_session_config_to_json(&cfg)))
 		return kr_err(err, KBOX_E_NOMEM, "out of memory");
 	s->kernel = cfg.kernel;
 	s->backend = cfg.backend;
@@ -217,10 +217,10 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	 * run in the next kernel, unless asked (--home-config on); the
 	 * session's own --env comes after, and wins */
 	k = 0;
-	for (i = 0; kbox_backend_sandboxed(s->backend) && i < sizeof safe_path / sizeof *safe_path;
+	for (i = 0; kr_backend_sandboxed(s->backend) && i < sizeof safe_path / sizeof *safe_path;
 	     i++)
 		s->env[k++] = (char *)safe_path[i];
-	if (kbox_backend_sandboxed(s->backend) && !cfg.home_config)
+	if (kr_backend_sandboxed(s->backend) && !cfg.home_config)
 		for (i = 0; i < sizeof clean_home / sizeof *clean_home; i++)
 			s->env[k++] = (char *)clean_home[i];
 	for (i = 0; i < cfg.n_env; i++)
@@ -231,7 +231,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	snprintf(s->sockets_dir, sizeof s->sockets_dir, "%s/run/sandbox", s->dir);
 	/* kbox run --workspace names a host directory */
 	ws = cfg.workspace;
-	if (ws && (cfg.has & KBOX_SC_WORKSPACE_INO)) {
+	if (ws && (cfg.has & KR_SC_WORKSPACE_INO)) {
 		s->sbo.ws_check = true;
 		s->sbo.ws_dev = (dev_t)cfg.workspace_dev;
 		s->sbo.ws_ino = (ino_t)cfg.workspace_ino;
@@ -253,18 +253,18 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.runtime_dir = s->sockets_dir;
 	s->sbo.workspace = s->workspace;
 	s->sbo.log_fd = -1;
-	if (!(s->klog = kbox__kernel_log_new(s->log_path, KBOX_KERNEL_LOG_MAX)))
+	if (!(s->klog = kr_kernel_log_new(s->log_path, KR_KERNEL_LOG_MAX)))
 		return kr_err(err, KBOX_E_NOMEM, "out of memory");
-	if (!kbox_backend_exists(s->backend))
+	if (!kr_backend_exists(s->backend))
 		return kr_err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
 	if (!(s->spec = kbox_kspec_find(s->kernel, err)))
 		return -1;
 	/* under root a sandbox is an unprivileged user's, never root's: its
 	 * directories are that user's (an unsandboxed kernel stays ours) */
-	if (kbox_backend_sandboxed(s->backend)) {
-		if (kbox_sandbox_identity(&s->id, err) < 0 || kbox_session_share(s->dir, &s->id, err) < 0)
+	if (kr_backend_sandboxed(s->backend)) {
+		if (kr_sandbox_identity(&s->id, err) < 0 || kr_session_share(s->dir, &s->id, err) < 0)
 			return -1;
-		if (ws && kbox_sandbox_reachable(&s->id, ws, err) < 0)
+		if (ws && kr_sandbox_reachable(&s->id, ws, err) < 0)
 			return -1;
 		s->sbo.drop_ids = s->id.drop;
 		s->sbo.uid = s->id.uid;
@@ -285,7 +285,7 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 	s->pid_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (s->pid_fd < 0)
 		return kr_err_sys(err, "cannot open %s", path);
-	/* kbox_session_supervisor() probes with a brief LOCK_SH: a supervisor
+	/* kr_session_supervisor() probes with a brief LOCK_SH: a supervisor
 	 * holds its lock for good, a probe for microseconds */
 	for (int i = 0; flock(s->pid_fd, LOCK_EX | LOCK_NB) < 0; i++) {
 		if (errno != EWOULDBLOCK || i == 50)
@@ -320,7 +320,7 @@ static void clean_runtime_dir(sup_t *s)
 
 static int listen_control(sup_t *s, kbox_error_t *err)
 {
-	s->listen_fd = kbox_ctl_listen(s->dir, err); /* we hold the supervisor lock */
+	s->listen_fd = kr_ctl_listen(s->dir, err); /* we hold the supervisor lock */
 	return s->listen_fd < 0 ? -1 : 0;
 }
 
@@ -340,7 +340,7 @@ static void shutdown_session(sup_t *s)
 	if (s->client)
 		kbox_client_fail_pending(s->client, s->stop_cause);
 	sup_jobs_stop(s);
-	sup_answer_pending(s, KBOX_CTL_ERR_STOPPED, s->stop_cause);
+	sup_answer_pending(s, KR_CTL_ERR_STOPPED, s->stop_cause);
 	sup_kernel_end(s, true);
 	kbox_capture_destroy(&s->between);
 	sup_write_file(s->dir, "last-stop", s->stop_cause);
@@ -389,7 +389,7 @@ static void take_over(sup_t *s)
 		const char *name = json_string_value(json_object_get(s->config, "name"));
 		char cg[160];
 		snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox", s->prev_pid);
-		if (!prev[0] && kbox__cgroup_oom_kills_named(cg) > 0) {
+		if (!prev[0] && kr_cgroup_oom_kills_named(cg) > 0) {
 			char max[32];
 			kx_fmt_bytes(max, sizeof max, MEMORY_MAX);
 			snprintf(s->notice, sizeof s->notice,
@@ -407,12 +407,12 @@ static void take_over(sup_t *s)
 		 * paths it recorded, never by name; then ours, recorded alike */
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof path, "%s/cgroups", s->dir);
-		kbox__cgroup_reap(path);
-		kbox__cgroup_record(path);
+		kr_cgroup_reap(path);
+		kr_cgroup_record(path);
 	}
 }
 
-int kbox_supervisor_run(const char *dir, int ready_fd)
+int kr_supervisor_run(const char *dir, int ready_fd)
 {
 	sup_t s = {0};
 	kbox_error_t err = {0};
@@ -481,20 +481,20 @@ out:
 		close(s.owner_fd);
 	if (s.ino_fd >= 0)
 		close(s.ino_fd);
-	kbox__kernel_log_destroy(&s.klog);
+	kr_kernel_log_destroy(&s.klog);
 	if (s.ephemeral && s.config) {
 		/* kbox run's session: nothing of it stays, its private
 		 * workspace included (one given with --workspace is the
 		 * caller's directory, elsewhere; its own cgroup, removed below,
 		 * needs no record after it) */
-		kbox__cgroup_record(NULL);
+		kr_cgroup_record(NULL);
 		kx_empty_dir(dir);
 		rmdir(dir);
 	}
 	if (s.cg) {
 		/* out of its own cgroup first, or it could not be removed */
-		kbox__cgroup_leave(s.cg);
-		kbox__cgroup_destroy(&s.cg);
+		kr_cgroup_leave(s.cg);
+		kr_cgroup_destroy(&s.cg);
 	}
 	kbox_loop_destroy(&s.loop);
 	kbox_kspec_destroy(&s.spec);

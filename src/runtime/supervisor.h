@@ -9,10 +9,10 @@
  * between executions for the next result, restarts a kernel that died,
  * stops the session after its idle TTL, and answers the control socket:
  * the protocol every front end speaks, documented in kbox-protocol(7). */
-#ifndef KBOX_RUNTIME_SUPERVISOR_H
-#define KBOX_RUNTIME_SUPERVISOR_H
+#ifndef KR_RUNTIME_SUPERVISOR_H
+#define KR_RUNTIME_SUPERVISOR_H
 
-/* The program (KBOX_SUPERVISOR_PROGRAM), its command line and its
+/* The program (KR_SUPERVISOR_PROGRAM), its command line and its
  * protocol: runtime/protocol.h. */
 #include "runtime/protocol.h"
 
@@ -21,6 +21,6 @@
  * kernel is ready or could not start: {"ok":true,"pid":…,"kernel_pid":…}
  * or {"ok":false,"error":…}, then is closed.  Returns 0 after a clean
  * stop, 1 when the session could not start. */
-int kbox_supervisor_run(const char *dir, int ready_fd);
+int kr_supervisor_run(const char *dir, int ready_fd);
 
 #endif

@@ -69,8 +69,8 @@ void sup_conn_send(conn_t *c, json_t *j, bool event)
 	if (!line)
 		return;
 	len = strlen(line);
-	over = c->out_len + len + 1 > KBOX_CTL_CONN_OUT_MAX ||
-	       s->out_total + len + 1 > KBOX_CTL_OUT_TOTAL_MAX;
+	over = c->out_len + len + 1 > KR_CTL_CONN_OUT_MAX ||
+	       s->out_total + len + 1 > KR_CTL_OUT_TOTAL_MAX;
 	if (event && over) {
 		c->events_dropped++;
 		free(line);
@@ -98,24 +98,24 @@ void sup_conn_send(conn_t *c, json_t *j, bool event)
 		s->flush_timer = kbox_loop_add_timer(s->loop, FLUSH_MS, true, on_flush, s, NULL);
 }
 
-void sup_reply_error(conn_t *c, const char *re, kbox_ctl_err_t kind, const char *fmt, ...)
+void sup_reply_error(conn_t *c, const char *re, kr_ctl_err_t kind, const char *fmt, ...)
 {
-	char msg[KBOX_CTL_ERROR_MAX + 1];
+	char msg[KR_CTL_ERROR_MAX + 1];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	sup_utf8_cut(msg);
 	sup_conn_send(c, json_pack("{s:b, s:s*, s:s, s:s}", "ok", 0, "re", re, "kind",
-	                           kbox_ctl_err_name(kind), "error", msg),
+	                           kr_ctl_err_name(kind), "error", msg),
 	              false);
 }
 
-void sup_answer_pending(sup_t *s, kbox_ctl_err_t kind, const char *error)
+void sup_answer_pending(sup_t *s, kr_ctl_err_t kind, const char *error)
 {
 	for (size_t i = 0; i < s->n_conns; i++) {
 		conn_t *c = s->conns[i];
-		const char *re = kbox_ctl_op_name(c->pending);
+		const char *re = kr_ctl_op_name(c->pending);
 		if (!re)
 			continue;
 		if (error)
@@ -125,18 +125,18 @@ void sup_answer_pending(sup_t *s, kbox_ctl_err_t kind, const char *error)
 			              json_pack("{s:b, s:s, s:I}", "ok", 1, "re", re, "generation",
 			                        (json_int_t)s->generation),
 			              false);
-		c->pending = KBOX_CTL_OP_NONE;
+		c->pending = KR_CTL_OP_NONE;
 	}
 }
 
 /* ---- the ops ---- */
 
 /* A cause a client gave (restart, stop) as it is shown to a model: at
- * most KBOX_CTL_CAUSE_MAX bytes, on one line, without control characters,
+ * most KR_CTL_CAUSE_MAX bytes, on one line, without control characters,
  * into BUF. */
 static void client_cause(char *buf, size_t size, const char *given, const char *def)
 {
-	snprintf(buf, size < KBOX_CTL_CAUSE_MAX + 1 ? size : KBOX_CTL_CAUSE_MAX + 1, "%s",
+	snprintf(buf, size < KR_CTL_CAUSE_MAX + 1 ? size : KR_CTL_CAUSE_MAX + 1, "%s",
 	         given && *given ? given : def);
 	for (char *p = buf; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
@@ -147,7 +147,7 @@ static void client_cause(char *buf, size_t size, const char *given, const char *
 static json_t *status_json(sup_t *s)
 {
 	char started[32], last[32];
-	long long mem = s->sb ? kbox_sandbox_memory(s->sb) : -1;
+	long long mem = s->sb ? kr_sandbox_memory(s->sb) : -1;
 	long long now = kx_now_ms();
 	bool busy = s->running != NULL;
 	size_t queued = 0;
@@ -160,7 +160,7 @@ static json_t *status_json(sup_t *s)
 	               "s:I, s:I, s:s, s:s, s:I, s:I, s:I}",
 	               "ok", 1, "re", "status", "state", busy ? "busy" : s->ready ? "idle" : "starting", "backend",
 	               s->backend, "kernel", s->kernel, "pid", (json_int_t)getpid(), "kernel_pid",
-	               (json_int_t)(s->sb ? kbox_sandbox_pid(s->sb) : 0), "started", started,
+	               (json_int_t)(s->sb ? kr_sandbox_pid(s->sb) : 0), "started", started,
 	               "uptime_s", (double)(now - s->started_ms) / 1000.0, "kernel_uptime_s",
 	               s->ready ? (double)(now - s->kernel_started_ms) / 1000.0 : 0.0,
 	               "last_activity", last, "idle_s",
@@ -169,12 +169,12 @@ static json_t *status_json(sup_t *s)
 	               (json_int_t)s->generation, "memory_bytes", (json_int_t)mem, "ttl_ms",
 	               (json_int_t)s->ttl_ms, "last_restart_cause", s->last_cause,
 	               "connection_file", s->sb ? s->conn_path : "", "running_execs",
-	               (json_int_t)(busy && s->running->op == KBOX_CTL_OP_EXECUTE), "queued",
+	               (json_int_t)(busy && s->running->op == KR_CTL_OP_EXECUTE), "queued",
 	               (json_int_t)queued, "output_waiting", (json_int_t)s->between_msgs);
-	if (st && s->sb && *kbox_sandbox_limits(s->sb)) {
-		json_object_set_new(st, "limits", json_string(kbox_sandbox_limits(s->sb)));
+	if (st && s->sb && *kr_sandbox_limits(s->sb)) {
+		json_object_set_new(st, "limits", json_string(kr_sandbox_limits(s->sb)));
 		json_object_set_new(st, "limits_missing",
-		                    json_string(kbox_sandbox_limits_missing(s->sb)));
+		                    json_string(kr_sandbox_limits_missing(s->sb)));
 	}
 	return st;
 }
@@ -186,43 +186,43 @@ static void op_status(sup_t *s, conn_t *c, json_t *req)
 }
 
 /* Whether C has a job already: then OP is refused. */
-static bool has_job(conn_t *c, kbox_ctl_op_t op)
+static bool has_job(conn_t *c, kr_ctl_op_t op)
 {
 	if (c->job)
-		sup_reply_error(c, kbox_ctl_op_name(op), KBOX_CTL_ERR_USAGE,
+		sup_reply_error(c, kr_ctl_op_name(op), KR_CTL_ERR_USAGE,
 		                "this connection already has a request running");
 	return c->job != NULL;
 }
 
 /* A request of OP that could not be read: ERR says why. */
-static void refuse(conn_t *c, kbox_ctl_op_t op, const kbox_error_t *err)
+static void refuse(conn_t *c, kr_ctl_op_t op, const kbox_error_t *err)
 {
-	sup_reply_error(c, kbox_ctl_op_name(op),
-	                err->code == KBOX_E_NOMEM ? KBOX_CTL_ERR_INTERNAL : KBOX_CTL_ERR_USAGE, "%s",
+	sup_reply_error(c, kr_ctl_op_name(op),
+	                err->code == KBOX_E_NOMEM ? KR_CTL_ERR_INTERNAL : KR_CTL_ERR_USAGE, "%s",
 	                err->msg);
 }
 
 static void op_execute(sup_t *s, conn_t *c, json_t *req)
 {
-	kbox_ctl_exec_t e;
+	kr_ctl_exec_t e;
 	kbox_error_t err = {0};
-	if (has_job(c, KBOX_CTL_OP_EXECUTE))
+	if (has_job(c, KR_CTL_OP_EXECUTE))
 		return;
-	if (kbox_ctl_exec_parse(req, &e, &err) < 0) {
-		refuse(c, KBOX_CTL_OP_EXECUTE, &err);
+	if (kr_ctl_exec_parse(req, &e, &err) < 0) {
+		refuse(c, KR_CTL_OP_EXECUTE, &err);
 		return;
 	}
-	sup_job_new(s, c, KBOX_CTL_OP_EXECUTE, req, &e, -1, 0);
+	sup_job_new(s, c, KR_CTL_OP_EXECUTE, req, &e, -1, 0);
 }
 
 /* complete or inspect (OP): a job, with the members of execute checked. */
-static void op_introspect(sup_t *s, conn_t *c, json_t *req, kbox_ctl_op_t op)
+static void op_introspect(sup_t *s, conn_t *c, json_t *req, kr_ctl_op_t op)
 {
-	kbox_ctl_introspect_t q;
+	kr_ctl_introspect_t q;
 	kbox_error_t err = {0};
 	if (has_job(c, op))
 		return;
-	if (kbox_ctl_introspect_parse(req, op, &q, &err) < 0) {
+	if (kr_ctl_introspect_parse(req, op, &q, &err) < 0) {
 		refuse(c, op, &err);
 		return;
 	}
@@ -231,12 +231,12 @@ static void op_introspect(sup_t *s, conn_t *c, json_t *req, kbox_ctl_op_t op)
 
 static void op_complete(sup_t *s, conn_t *c, json_t *req)
 {
-	op_introspect(s, c, req, KBOX_CTL_OP_COMPLETE);
+	op_introspect(s, c, req, KR_CTL_OP_COMPLETE);
 }
 
 static void op_inspect(sup_t *s, conn_t *c, json_t *req)
 {
-	op_introspect(s, c, req, KBOX_CTL_OP_INSPECT);
+	op_introspect(s, c, req, KR_CTL_OP_INSPECT);
 }
 
 /* The interrupt's reply to C, with whether an execution runs. */
@@ -267,7 +267,7 @@ static void on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t 
 	if (!c) /* it went away */
 		return;
 	if (err && err->code) {
-		sup_reply_error(c, "interrupt", KBOX_CTL_ERR_KERNEL, "interrupt failed: %s", err->msg);
+		sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s", err->msg);
 		return;
 	}
 	interrupt_done(ask.s, c);
@@ -280,30 +280,30 @@ static void op_interrupt(sup_t *s, conn_t *c, json_t *req)
 	interrupt_ask_t *ask;
 	(void)req;
 	if (!s->ready) {
-		sup_reply_error(c, "interrupt", KBOX_CTL_ERR_STATE,
+		sup_reply_error(c, "interrupt", KR_CTL_ERR_STATE,
 		                "the kernel is starting: nothing to interrupt");
 		return;
 	}
-	if (s->running && s->running->op == KBOX_CTL_OP_EXECUTE)
+	if (s->running && s->running->op == KR_CTL_OP_EXECUTE)
 		s->running->interrupt_asked = true;
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL) {
-		if (kbox_sandbox_signal(s->sb, SIGINT, &err) < 0)
-			sup_reply_error(c, "interrupt", KBOX_CTL_ERR_KERNEL, "interrupt failed: %s", err.msg);
+		if (kr_sandbox_signal(s->sb, SIGINT, &err) < 0)
+			sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s", err.msg);
 		else
 			interrupt_done(s, c);
 		return;
 	}
 	if (!(ask = malloc(sizeof *ask))) {
-		sup_reply_error(c, "interrupt", KBOX_CTL_ERR_INTERNAL, "out of memory");
+		sup_reply_error(c, "interrupt", KR_CTL_ERR_INTERNAL, "out of memory");
 		return;
 	}
 	ask->s = s;
 	ask->conn_id = c->id;
 	content = json_object();
 	if (kbox_client_request_begin(s->client, KBOX_CH_CONTROL, "interrupt_request", &content,
-	                              KBOX_CTL_KERNEL_REPLY_MS, on_interrupt_reply, ask, &err) < 0) {
+	                              KR_CTL_KERNEL_REPLY_MS, on_interrupt_reply, ask, &err) < 0) {
 		free(ask);
-		sup_reply_error(c, "interrupt", KBOX_CTL_ERR_KERNEL, "interrupt failed: %s", err.msg);
+		sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s", err.msg);
 	}
 }
 
@@ -314,12 +314,12 @@ static void op_restart(sup_t *s, conn_t *c, json_t *req)
 	             "restarted on request (kbox restart)");
 	sup_touch(s);
 	if (sup_kernel_replace(s, cause, true) < 0) {
-		sup_reply_error(c, "restart", KBOX_CTL_ERR_KERNEL, "%s", s->stop_cause);
+		sup_reply_error(c, "restart", KR_CTL_ERR_KERNEL, "%s", s->stop_cause);
 		sup_stop(s);
 		return;
 	}
 	/* told once the new kernel is ready; the next execution gets the notice */
-	c->pending = KBOX_CTL_OP_RESTART;
+	c->pending = KR_CTL_OP_RESTART;
 }
 
 static void op_stop(sup_t *s, conn_t *c, json_t *req)
@@ -331,23 +331,23 @@ static void op_stop(sup_t *s, conn_t *c, json_t *req)
 }
 
 /* The ops, by the protocol's enum (protocol.h): a handler each. */
-static void (*const ops[KBOX_CTL_N_OPS])(sup_t *s, conn_t *c, json_t *req) = {
-    [KBOX_CTL_OP_STATUS] = op_status,       [KBOX_CTL_OP_EXECUTE] = op_execute,
-    [KBOX_CTL_OP_COMPLETE] = op_complete,   [KBOX_CTL_OP_INSPECT] = op_inspect,
-    [KBOX_CTL_OP_INTERRUPT] = op_interrupt, [KBOX_CTL_OP_RESTART] = op_restart,
-    [KBOX_CTL_OP_STOP] = op_stop,
+static void (*const ops[KR_CTL_N_OPS])(sup_t *s, conn_t *c, json_t *req) = {
+    [KR_CTL_OP_STATUS] = op_status,       [KR_CTL_OP_EXECUTE] = op_execute,
+    [KR_CTL_OP_COMPLETE] = op_complete,   [KR_CTL_OP_INSPECT] = op_inspect,
+    [KR_CTL_OP_INTERRUPT] = op_interrupt, [KR_CTL_OP_RESTART] = op_restart,
+    [KR_CTL_OP_STOP] = op_stop,
 };
 
 /* Hand C's request REQ (an object) to the handler of its op. */
 static void handle_request(sup_t *s, conn_t *c, json_t *req)
 {
 	const char *name = json_string_value(json_object_get(req, "op"));
-	kbox_ctl_op_t op = kbox_ctl_op_parse(name);
+	kr_ctl_op_t op = kr_ctl_op_parse(name);
 
 	if (!name)
-		sup_reply_error(c, NULL, KBOX_CTL_ERR_USAGE, "request without \"op\"");
-	else if (op == KBOX_CTL_OP_NONE)
-		sup_reply_error(c, name, KBOX_CTL_ERR_USAGE, "unknown op \"%s\"", name);
+		sup_reply_error(c, NULL, KR_CTL_ERR_USAGE, "request without \"op\"");
+	else if (op == KR_CTL_OP_NONE)
+		sup_reply_error(c, name, KR_CTL_ERR_USAGE, "unknown op \"%s\"", name);
 	else
 		ops[op](s, c, req);
 }
@@ -418,9 +418,9 @@ static void conn_lines(sup_t *s, conn_t *c)
 		memmove(c->in, nl + 1, c->in_len - line - 1);
 		c->in_len -= line + 1;
 		if (!req)
-			sup_reply_error(c, NULL, KBOX_CTL_ERR_USAGE, "not valid JSON: %s", jerr.text);
+			sup_reply_error(c, NULL, KR_CTL_ERR_USAGE, "not valid JSON: %s", jerr.text);
 		else if (!json_is_object(req))
-			sup_reply_error(c, NULL, KBOX_CTL_ERR_USAGE, "not a JSON object");
+			sup_reply_error(c, NULL, KR_CTL_ERR_USAGE, "not a JSON object");
 		else
 			handle_request(s, c, req);
 		json_decref(req);
@@ -438,9 +438,9 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 		if (c->in_len == c->in_cap) {
 			size_t cap = c->in_cap ? c->in_cap * 2 : 4096;
 			char *nb;
-			if (cap > KBOX_CTL_REQUEST_MAX) {
-				sup_reply_error(c, NULL, KBOX_CTL_ERR_USAGE, "request longer than %d bytes",
-				                KBOX_CTL_REQUEST_MAX);
+			if (cap > KR_CTL_REQUEST_MAX) {
+				sup_reply_error(c, NULL, KR_CTL_ERR_USAGE, "request longer than %d bytes",
+				                KR_CTL_REQUEST_MAX);
 				sup_conn_flush(c);
 				sup_conn_close(s, c);
 				return 0;
@@ -483,11 +483,11 @@ int sup_on_accept(kbox_loop_t *loop, void *arg)
 			close(fd);
 			continue;
 		}
-		if (s->n_conns == KBOX_CTL_CONNS_MAX) {
+		if (s->n_conns == KR_CTL_CONNS_MAX) {
 			json_t *e = json_pack("{s:b, s:s, s:s}", "ok", 0, "kind",
-			                      kbox_ctl_err_name(KBOX_CTL_ERR_BUSY), "error",
+			                      kr_ctl_err_name(KR_CTL_ERR_BUSY), "error",
 			                      "too many control connections");
-			kbox_ctl_send(fd, e, NULL);
+			kr_ctl_send(fd, e, NULL);
 			json_decref(e);
 			close(fd);
 			continue;
@@ -500,7 +500,7 @@ int sup_on_accept(kbox_loop_t *loop, void *arg)
 		c->id = ++s->conn_serial;
 		c->fd = fd;
 		c->passed_fd = -1;
-		c->pending = KBOX_CTL_OP_NONE;
+		c->pending = KR_CTL_OP_NONE;
 		s->conns[s->n_conns++] = c;
 		if (kbox_loop_add_fd(loop, fd, on_conn, c, NULL) < 0)
 			sup_conn_close(s, c);

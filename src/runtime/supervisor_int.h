@@ -17,8 +17,8 @@
  *
  * The protocol itself (ops, limits, requests, lines) is
  * runtime/protocol.h. */
-#ifndef KBOX_RUNTIME_SUPERVISOR_INT_H
-#define KBOX_RUNTIME_SUPERVISOR_INT_H
+#ifndef KR_RUNTIME_SUPERVISOR_INT_H
+#define KR_RUNTIME_SUPERVISOR_INT_H
 
 #include "runtime/runtime.h"
 #include "runtime/backend.h"
@@ -68,10 +68,10 @@ typedef struct job job_t;
 /* One request that needs the kernel to itself, queued until its turn. */
 struct job {
 	sup_t *s;
-	kbox_ctl_op_t op;    /* KBOX_CTL_OP_EXECUTE, _COMPLETE or _INSPECT */
+	kr_ctl_op_t op;    /* KR_CTL_OP_EXECUTE, _COMPLETE or _INSPECT */
 	conn_t *conn;        /* NULL once its client went away */
 	json_t *req;         /* the request (owned): E's strings are in it */
-	kbox_ctl_exec_t e;   /* the request, parsed (its members of execute) */
+	kr_ctl_exec_t e;   /* the request, parsed (its members of execute) */
 	long long cursor_pos; /* complete, inspect: < 0 the end */
 	int detail_level;    /* inspect */
 	job_t *next;
@@ -99,7 +99,7 @@ struct conn {
 	size_t events_dropped;
 	int passed_fd;       /* the descriptor that came with its last request, or -1 */
 	job_t *job;          /* its job, queued or running, or NULL */
-	kbox_ctl_op_t pending; /* restart: answered once the new kernel is ready; else NONE */
+	kr_ctl_op_t pending; /* restart: answered once the new kernel is ready; else NONE */
 };
 
 struct sup {
@@ -107,9 +107,9 @@ struct sup {
 	json_t *config;
 	const char *kernel, *backend;
 	long long ttl_ms;
-	kbox_sandbox_opts_t sbo;
+	kr_sandbox_opts_t sbo;
 	unsigned long long outputs_quota; /* the most outputs/ may hold */
-	kbox_sandbox_id_t id;      /* who the sandbox runs as (under root: not us) */
+	kr_sandbox_id_t id;      /* who the sandbox runs as (under root: not us) */
 	char **env;
 	char runtime_dir[PATH_MAX], sockets_dir[PATH_MAX], workspace[PATH_MAX];
 	char log_path[PATH_MAX], home[PATH_MAX], outputs[PATH_MAX];
@@ -117,8 +117,8 @@ struct sup {
 	kbox_kspec_t *spec;
 	kbox_loop_t *loop;
 	/* the kernel */
-	kbox_sandbox_t *sb;
-	kbox_kernel_log_t *klog;   /* its output, copied to kernel.log */
+	kr_sandbox_t *sb;
+	kr_kernel_log_t *klog;   /* its output, copied to kernel.log */
 	kbox_client_t *client;
 	bool ready;                /* answered: jobs may run */
 	bool starting;             /* started, not yet answering */
@@ -132,7 +132,7 @@ struct sup {
 	/* control */
 	int listen_fd, sig_fd, pid_fd;
 	long prev_pid;
-	conn_t *conns[KBOX_CTL_CONNS_MAX];
+	conn_t *conns[KR_CTL_CONNS_MAX];
 	size_t n_conns;
 	int flush_timer, ttl_timer;
 	unsigned long conn_serial;
@@ -154,7 +154,7 @@ struct sup {
 	bool stopping;
 	char stop_cause[512];
 	conn_t *stop_conn;
-	kbox_cgroup_t *cg;         /* the supervisor's own (memory), or NULL */
+	kr_cgroup_t *cg;         /* the supervisor's own (memory), or NULL */
 	bool shedding;             /* over MEMORY_SHED: output is dropped unread */
 	bool was_shedding;         /* …and the heap is to be trimmed after */
 	/* inotify: what changed in outputs/ (its bytes are counted again
@@ -192,20 +192,20 @@ void sup_stop(sup_t *s);
  * ARG is the sup_t). */
 int sup_on_accept(kbox_loop_t *loop, void *arg);
 /* Queue J (taken) as one line for C and send what can be sent.  An event
- * (EVENT true) beyond KBOX_CTL_CONN_OUT_MAX of unsent output is dropped
+ * (EVENT true) beyond KR_CTL_CONN_OUT_MAX of unsent output is dropped
  * and counted; replies always go. */
 void sup_conn_send(conn_t *c, json_t *j, bool event);
 /* Send what is queued for C without blocking.  false when C is gone. */
 bool sup_conn_flush(conn_t *c);
 /* {"ok":false,"re":RE,"kind":KIND,"error":…} to C; RE may be NULL (the
  * request had no op). */
-void sup_reply_error(conn_t *c, const char *re, kbox_ctl_err_t kind, const char *fmt, ...)
+void sup_reply_error(conn_t *c, const char *re, kr_ctl_err_t kind, const char *fmt, ...)
     KX_PRINTF(4, 5);
 /* Close C and forget it; its job is left to run unseen or dropped. */
 void sup_conn_close(sup_t *s, conn_t *c);
 /* Answer the restart requests waiting for the new kernel: with its
  * generation, or with the error ERROR (NULL: none) of KIND. */
-void sup_answer_pending(sup_t *s, kbox_ctl_err_t kind, const char *error);
+void sup_answer_pending(sup_t *s, kr_ctl_err_t kind, const char *error);
 
 /* ---- supervisor_jobs.c ---- */
 
@@ -213,7 +213,7 @@ void sup_answer_pending(sup_t *s, kbox_ctl_err_t kind, const char *error);
  * (borrowed), read into *E (whose inputs it takes) and, for complete and
  * inspect, CURSOR_POS and DETAIL_LEVEL; its outputs directory is opened
  * now.  0, or -1 after an error reply. */
-int sup_job_new(sup_t *s, conn_t *c, kbox_ctl_op_t op, json_t *req, kbox_ctl_exec_t *e,
+int sup_job_new(sup_t *s, conn_t *c, kr_ctl_op_t op, json_t *req, kr_ctl_exec_t *e,
                 long long cursor_pos, int detail_level);
 /* The client of J went away: a running execution is interrupted (it must
  * not run on unseen), a job that waits leaves the queue. */

@@ -23,7 +23,7 @@ static int ms_int(long long d)
 
 static const char *job_op(const job_t *j)
 {
-	return kbox_ctl_op_name(j->op);
+	return kr_ctl_op_name(j->op);
 }
 
 static void job_free(job_t *j)
@@ -32,7 +32,7 @@ static void job_free(job_t *j)
 		return;
 	if (j->wait_timer)
 		kbox_loop_cancel_timer(j->s->loop, j->wait_timer);
-	kbox_ctl_exec_clear(&j->e);
+	kr_ctl_exec_clear(&j->e);
 	kbox_capture_destroy(&j->cap);
 	kbox_exec_destroy(&j->x);
 	if (j->outputs_fd >= 0)
@@ -70,7 +70,7 @@ static int on_wait_timeout(kbox_loop_t *loop, void *arg)
 	queue_remove(j->s, j);
 	if (j->conn) {
 		j->conn->job = NULL;
-		sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_BUSY,
+		sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_BUSY,
 		                "the session was busy running other code all the time this code could "
 		                "wait (its time limit): it never ran (the session runs one execution at "
 		                "a time; try again when it is done, or give a longer -t)");
@@ -82,7 +82,7 @@ static int on_wait_timeout(kbox_loop_t *loop, void *arg)
 void sup_job_orphan(sup_t *s, job_t *j)
 {
 	j->conn = NULL;
-	if (j == s->running && j->op == KBOX_CTL_OP_EXECUTE && j->x && !s->stopping) {
+	if (j == s->running && j->op == KR_CTL_OP_EXECUTE && j->x && !s->stopping) {
 		/* its client went away (killed, Ctrl-C): its code must not run
 		 * on unseen, holding up every later execution */
 		j->abandoned = true;
@@ -102,7 +102,7 @@ void sup_jobs_stop(sup_t *s)
 		job_t *j = s->queue;
 		s->queue = j->next;
 		if (j->conn) {
-			sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_STOPPED, "the session stopped: %s",
+			sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_STOPPED, "the session stopped: %s",
 			                s->stop_cause);
 			j->conn->job = NULL;
 		}
@@ -179,7 +179,7 @@ static void on_event(void *arg, const kbox_capture_t *cap, const kbox_event_t *e
 {
 	job_t *j = arg;
 	json_t *e;
-	if (!j->conn || (j->e.format == KBOX_CTL_FMT_TEXT_LIVE && ev->type != KBOX_EV_STREAM))
+	if (!j->conn || (j->e.format == KR_CTL_FMT_TEXT_LIVE && ev->type != KBOX_EV_STREAM))
 		return;
 	if ((e = kbox_render_event(cap, ev)))
 		sup_conn_send(j->conn, json_pack("{s:s, s:o}", "re", "execute", "event", e), true);
@@ -311,7 +311,7 @@ static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
 
 	cause[0] = '\0';
 	if (st == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && !kbox_exec_went_idle(x) &&
-	    kbox_exec_interrupted(x) && s->sb && kbox_sandbox_alive(s->sb)) {
+	    kbox_exec_interrupted(x) && s->sb && kr_sandbox_alive(s->sb)) {
 		/* the kernel ignored the interrupt: it is killed, and replaced */
 		if (j->abandoned)
 			snprintf(cause, size,
@@ -331,8 +331,8 @@ static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
 	if (s->replacing && s->last_cause[0])
 		/* we ended it (kernel_replace): the cause is ours, not the signal's */
 		snprintf(cause, size, "%s", s->last_cause);
-	else if (s->sb && !kbox_sandbox_alive(s->sb))
-		snprintf(cause, size, "%s", kbox_sandbox_cause(s->sb));
+	else if (s->sb && !kr_sandbox_alive(s->sb))
+		snprintf(cause, size, "%s", kr_sandbox_cause(s->sb));
 	else if (s->stopping)
 		snprintf(cause, size, "%s", s->stop_cause);
 	else {
@@ -347,26 +347,26 @@ static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
 /* The reply to J's execution X, whose result is RES (new), or NULL. */
 static json_t *exec_reply(job_t *j, kbox_exec_t *x, const kbox_result_t *res)
 {
-	kbox_ctl_format_t fmt = j->e.format;
+	kr_ctl_format_t fmt = j->e.format;
 	json_t *r = json_pack("{s:b, s:s, s:s, s:I}", "ok", 1, "re", "execute", "status",
-	                      kbox_ctl_status_name(kbox_result_status(res)), "generation",
+	                      kr_ctl_status_name(kbox_result_status(res)), "generation",
 	                      (json_int_t)j->generation);
 	if (!r)
 		return NULL;
-	if (fmt == KBOX_CTL_FMT_TEXT || fmt == KBOX_CTL_FMT_TEXT_LIVE || j->e.with_text) {
-		char *text = kbox_render_text_ex(res, fmt == KBOX_CTL_FMT_TEXT_LIVE
+	if (fmt == KR_CTL_FMT_TEXT || fmt == KR_CTL_FMT_TEXT_LIVE || j->e.with_text) {
+		char *text = kbox_render_text_ex(res, fmt == KR_CTL_FMT_TEXT_LIVE
 		                                          ? KBOX_RENDER_NO_STREAMS
 		                                          : 0);
 		/* the notice first with "text" (a live client printed it already;
 		 * with_text json has it among the notes) */
 		json_object_set_new(
 		    r, "text",
-		    kbox_ctl_reply_text(j->notice[0] && fmt == KBOX_CTL_FMT_TEXT ? j->notice : NULL,
-		                        fmt != KBOX_CTL_FMT_TEXT_LIVE ? j->earlier_text : NULL, text));
+		    kr_ctl_reply_text(j->notice[0] && fmt == KR_CTL_FMT_TEXT ? j->notice : NULL,
+		                      fmt != KR_CTL_FMT_TEXT_LIVE ? j->earlier_text : NULL, text));
 		free(text);
 	}
-	if (fmt == KBOX_CTL_FMT_JSON || fmt == KBOX_CTL_FMT_NDJSON) {
-		json_t *o = fmt == KBOX_CTL_FMT_JSON ? kbox_render_json(res) : kbox_render_end_event(res);
+	if (fmt == KR_CTL_FMT_JSON || fmt == KR_CTL_FMT_NDJSON) {
+		json_t *o = fmt == KR_CTL_FMT_JSON ? kbox_render_json(res) : kbox_render_end_event(res);
 		if (o && j->earlier_json)
 			json_object_set(o, "earlier_output", j->earlier_json);
 		json_object_set_new(r, "result", o ? o : json_null());
@@ -410,12 +410,12 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 			         restarting ? "; a new kernel was started" : "");
 			kbox_result_set_status(res, KBOX_EXEC_DIED, reason);
 		}
-		if (j->notice[0] && j->e.format != KBOX_CTL_FMT_TEXT &&
-		    j->e.format != KBOX_CTL_FMT_TEXT_LIVE)
+		if (j->notice[0] && j->e.format != KR_CTL_FMT_TEXT &&
+		    j->e.format != KR_CTL_FMT_TEXT_LIVE)
 			kbox_result_add_notice(res, j->notice, true);
 	}
 	if (j->conn && !res)
-		sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_INTERNAL,
+		sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_INTERNAL,
 		                "out of memory rendering the result");
 	else if (j->conn) {
 		sup_conn_send(j->conn, exec_reply(j, x, res), false);
@@ -423,7 +423,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	}
 	sup_log(s, "exec-end",
 	        json_pack("{s:s, s:f, s:i, s:I}", "status",
-	                  kbox_ctl_status_name(res ? kbox_result_status(res) : st), "seconds",
+	                  kr_ctl_status_name(res ? kbox_result_status(res) : st), "seconds",
 	                  kbox_exec_seconds(x), "count", kbox_exec_count(x), "generation",
 	                  (json_int_t)j->generation));
 	kbox_result_destroy(&res);
@@ -434,7 +434,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	if (kill) {
 		/* replaced on the next turn, not from inside the client's callback */
 		snprintf(s->kill_cause, sizeof s->kill_cause, "%s", cause);
-		kbox_sandbox_signal(s->sb, SIGKILL, NULL);
+		kr_sandbox_signal(s->sb, SIGKILL, NULL);
 	}
 	if (kill || (st == KBOX_EXEC_DIED && !s->replacing)) {
 		/* nothing more runs on this kernel: the next job waits for the new one */
@@ -458,7 +458,7 @@ static void on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
 			                        kbox_msg_content(reply)),
 			              false);
 		else
-			sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_KERNEL, "%s",
+			sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_KERNEL, "%s",
 			                err ? err->msg : "no reply");
 		j->conn->job = NULL;
 	}
@@ -475,7 +475,7 @@ static int job_refuse(sup_t *s, job_t *j, const kbox_error_t *err)
 {
 	s->running = NULL;
 	if (j->conn) {
-		sup_reply_error(j->conn, job_op(j), KBOX_CTL_ERR_KERNEL, "%s", err->msg);
+		sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_KERNEL, "%s", err->msg);
 		j->conn->job = NULL;
 	}
 	job_free(j);
@@ -494,14 +494,14 @@ static int job_begin_request(sup_t *s, job_t *j)
 		pos += ((unsigned char)*p & 0xc0) != 0x80;
 	if (j->cursor_pos >= 0 && j->cursor_pos < pos)
 		pos = (int)j->cursor_pos;
-	content = j->op == KBOX_CTL_OP_COMPLETE
+	content = j->op == KR_CTL_OP_COMPLETE
 	              ? json_pack("{s:s, s:i}", "code", code, "cursor_pos", pos)
 	              : json_pack("{s:s, s:i, s:i}", "code", code, "cursor_pos", pos, "detail_level",
 	                          j->detail_level);
 	if (kbox_client_request_begin(s->client, KBOX_CH_SHELL,
-	                              j->op == KBOX_CTL_OP_COMPLETE ? "complete_request"
+	                              j->op == KR_CTL_OP_COMPLETE ? "complete_request"
 	                                                            : "inspect_request",
-	                              &content, KBOX_CTL_KERNEL_REPLY_MS, on_reply, j, &err) < 0)
+	                              &content, KR_CTL_KERNEL_REPLY_MS, on_reply, j, &err) < 0)
 		return job_refuse(s, j, &err);
 	return 0;
 }
@@ -554,7 +554,7 @@ static int job_begin_execute(sup_t *s, job_t *j)
 	/* what it should know: kept for the next execution if this one does
 	 * not begin */
 	snprintf(j->notice, sizeof j->notice, "%s", s->notice);
-	if (j->e.format == KBOX_CTL_FMT_NDJSON || j->e.format == KBOX_CTL_FMT_TEXT_LIVE)
+	if (j->e.format == KR_CTL_FMT_NDJSON || j->e.format == KR_CTL_FMT_TEXT_LIVE)
 		kbox_capture_set_event_cb(j->cap, on_event, j);
 	eo.code = j->e.code;
 	eo.timeout_ms = ms_int(j->e.timeout_ms);
@@ -596,7 +596,7 @@ static int job_begin(sup_t *s, job_t *j)
 	}
 	s->running = j;
 	sup_touch(s);
-	return j->op == KBOX_CTL_OP_EXECUTE ? job_begin_execute(s, j) : job_begin_request(s, j);
+	return j->op == KR_CTL_OP_EXECUTE ? job_begin_execute(s, j) : job_begin_request(s, j);
 }
 
 /* Run the next job if the kernel is free. */
@@ -635,7 +635,7 @@ static int job_outputs(conn_t *c, job_t *j)
 	errno = 0;
 	if (j->outputs_fd < 0 || fstat(j->outputs_fd, &st) < 0 || !S_ISDIR(st.st_mode) ||
 	    faccessat(j->outputs_fd, ".", W_OK | X_OK, AT_EACCESS) < 0) {
-		sup_reply_error(c, job_op(j), KBOX_CTL_ERR_USAGE, "\"outputs\" %s: %s", outputs,
+		sup_reply_error(c, job_op(j), KR_CTL_ERR_USAGE, "\"outputs\" %s: %s", outputs,
 		                errno == ELOOP ? "a symbolic link"
 		                : errno        ? strerror(errno)
 		                               : "not a directory");
@@ -644,15 +644,15 @@ static int job_outputs(conn_t *c, job_t *j)
 	return 0;
 }
 
-int sup_job_new(sup_t *s, conn_t *c, kbox_ctl_op_t op, json_t *req, kbox_ctl_exec_t *e,
+int sup_job_new(sup_t *s, conn_t *c, kr_ctl_op_t op, json_t *req, kr_ctl_exec_t *e,
                 long long cursor_pos, int detail_level)
 {
 	job_t *j = calloc(1, sizeof *j);
 	long long wait_ms;
 
 	if (!j) {
-		kbox_ctl_exec_clear(e);
-		sup_reply_error(c, kbox_ctl_op_name(op), KBOX_CTL_ERR_INTERNAL, "out of memory");
+		kr_ctl_exec_clear(e);
+		sup_reply_error(c, kr_ctl_op_name(op), KR_CTL_ERR_INTERNAL, "out of memory");
 		return -1;
 	}
 	j->s = s;

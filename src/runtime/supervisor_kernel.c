@@ -25,7 +25,7 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err);
 static int sb_alive(void *arg)
 {
 	sup_t *s = arg;
-	return s->sb && kbox_sandbox_alive(s->sb) ? 1 : 0;
+	return s->sb && kr_sandbox_alive(s->sb) ? 1 : 0;
 }
 
 static int sb_interrupt(void *arg, kbox_error_t *err)
@@ -33,7 +33,7 @@ static int sb_interrupt(void *arg, kbox_error_t *err)
 	sup_t *s = arg;
 	if (!s->sb)
 		return kr_err(err, KBOX_E_DEAD, "no kernel");
-	return kbox_sandbox_signal(s->sb, SIGINT, err);
+	return kr_sandbox_signal(s->sb, SIGINT, err);
 }
 
 /* The bytes of the regular files in DIR (not below it: outputs are
@@ -142,7 +142,7 @@ static int fresh_private_dir(sup_t *s, const char *dir, kbox_error_t *err)
  * elsewhere, the kernel's (run/sandbox/kernel-N.sandbox.json, naming them
  * there).  *CONN_P gets the connection; KERNEL_CONN the file the kernel
  * is to read, as it sees it.  0 or -1 with ERR. */
-static int write_conn(sup_t *s, const kbox_backend_t *b, kbox_conn_t **conn_p, char *kernel_conn,
+static int write_conn(sup_t *s, const kr_backend_t *b, kbox_conn_t **conn_p, char *kernel_conn,
                       size_t size, kbox_error_t *err)
 {
 	kbox_conn_t *conn = NULL, *inner = NULL;
@@ -315,7 +315,7 @@ static void remove_kernel_files(sup_t *s)
  * 0, or -1 with ERR (nothing left running). */
 int sup_kernel_start(sup_t *s, kbox_error_t *err)
 {
-	const kbox_backend_t *b = kbox_backend_find(s->backend);
+	const kr_backend_t *b = kr_backend_find(s->backend);
 	kbox_conn_t *conn = NULL;
 	char gen[32], kernel_conn[PATH_MAX + 64];
 
@@ -327,23 +327,23 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	s->generation++;
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
 	sup_write_file(s->dir, "generation", gen);
-	if ((kbox_backend_sandboxed(s->backend) && kbox_session_share(s->dir, &s->id, err) < 0) ||
+	if ((kr_backend_sandboxed(s->backend) && kr_session_share(s->dir, &s->id, err) < 0) ||
 	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0 ||
-	    (s->sbo.log_fd = kbox__kernel_log_pipe(s->klog, s->loop, err)) < 0)
+	    (s->sbo.log_fd = kr_kernel_log_pipe(s->klog, s->loop, err)) < 0)
 		goto fail;
 	bind_watch(s); /* before the kernel can bind */
-	s->sb = kbox_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
+	s->sb = kr_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
 	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
 	s->sbo.log_fd = -1;
 	if (!s->sb)
 		goto fail;
 	sup_log(s, "start",
 	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel, "pid",
-	                  (json_int_t)kbox_sandbox_pid(s->sb), "generation",
+	                  (json_int_t)kr_sandbox_pid(s->sb), "generation",
 	                  (json_int_t)s->generation));
-	if (*kbox_sandbox_limits(s->sb))
-		sup_log(s, "limits", json_pack("{s:s, s:s}", "applied", kbox_sandbox_limits(s->sb),
-		                               "missing", kbox_sandbox_limits_missing(s->sb)));
+	if (*kr_sandbox_limits(s->sb))
+		sup_log(s, "limits", json_pack("{s:s, s:s}", "applied", kr_sandbox_limits(s->sb),
+		                               "missing", kr_sandbox_limits_missing(s->sb)));
 	s->shedding = false; /* a new client does not shed; the check says when to */
 	if (bind_wait_begin(s, &conn, err) < 0)
 		goto fail;
@@ -352,8 +352,8 @@ fail:
 	bind_wait_end(s);
 	kbox_conn_destroy(&conn);
 	kbox_client_destroy(&s->client);
-	kbox_sandbox_destroy(&s->sb);
-	kbox__kernel_log_close(s->klog);
+	kr_sandbox_destroy(&s->sb);
+	kr_kernel_log_close(s->klog);
 	remove_kernel_files(s);
 	s->starting = false;
 	return -1;
@@ -366,19 +366,19 @@ void sup_kernel_end(sup_t *s, bool graceful)
 	bind_wait_end(s);
 	if (s->client) {
 		kbox_client_detach(s->client);
-		if (graceful && s->ready && s->sb && kbox_sandbox_alive(s->sb)) {
+		if (graceful && s->ready && s->sb && kr_sandbox_alive(s->sb)) {
 			kbox_msg_t *r = kbox_client_shutdown(s->client, false, SHUTDOWN_WAIT_MS, NULL);
 			if (r)
-				kbox_sandbox_wait_end(s->sb, STOP_STEP_MS);
+				kr_sandbox_wait_end(s->sb, STOP_STEP_MS);
 			kbox_msg_destroy(&r);
 		}
 		kbox_client_destroy(&s->client);
 	}
 	if (s->sb) {
-		kbox_sandbox_stop(s->sb, STOP_STEP_MS);
-		kbox_sandbox_destroy(&s->sb);
+		kr_sandbox_stop(s->sb, STOP_STEP_MS);
+		kr_sandbox_destroy(&s->sb);
 	}
-	kbox__kernel_log_close(s->klog); /* its last words */
+	kr_kernel_log_close(s->klog); /* its last words */
 	remove_kernel_files(s);
 	s->ready = s->starting = false;
 }
@@ -386,7 +386,7 @@ void sup_kernel_end(sup_t *s, bool graceful)
 void sup_report_ready(sup_t *s, json_t *j)
 {
 	if (s->ready_fd >= 0) {
-		kbox_ctl_send(s->ready_fd, j, NULL);
+		kr_ctl_send(s->ready_fd, j, NULL);
 		close(s->ready_fd);
 		s->ready_fd = -1;
 	}
@@ -401,28 +401,28 @@ void sup_report_ready(sup_t *s, json_t *j)
 static size_t start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t size)
 {
 	kbox_error_t perr = {0};
-	kbox_bwrap_opts_t bo = {0};
+	kr_bwrap_opts_t bo = {0};
 	char tail[1600];
 	size_t n;
 	bo.rootfs = s->sbo.rootfs;
-	kbox__kernel_log_flush(s->klog); /* what it said is in the log */
+	kr_kernel_log_flush(s->klog); /* what it said is in the log */
 	/* the kernel never ran because bwrap cannot make a sandbox here (no
 	 * user namespaces, say): bwrap's own words, from a probe */
-	if (s->sb && !kbox_sandbox_alive(s->sb) && strcmp(s->backend, "bwrap") == 0 &&
-	    kbox_bwrap_probe(&bo, &perr) < 0) {
+	if (s->sb && !kr_sandbox_alive(s->sb) && strcmp(s->backend, "bwrap") == 0 &&
+	    kr_bwrap_probe(&bo, &perr) < 0) {
 		snprintf(buf, size, "backend bwrap: %s (see kbox doctor)", perr.msg);
 		sup_utf8_cut(buf);
 		return strlen(buf);
 	}
-	if (s->sb && !kbox_sandbox_alive(s->sb) && s->ephemeral)
+	if (s->sb && !kr_sandbox_alive(s->sb) && s->ephemeral)
 		/* kbox run's session and its log go when it stops: no path */
-		snprintf(buf, size, "%s before it was ready", kbox_sandbox_cause(s->sb));
-	else if (s->sb && !kbox_sandbox_alive(s->sb))
-		kx_msgf(buf, size, "%s before it was ready (see %s)", kbox_sandbox_cause(s->sb),
+		snprintf(buf, size, "%s before it was ready", kr_sandbox_cause(s->sb));
+	else if (s->sb && !kr_sandbox_alive(s->sb))
+		kx_msgf(buf, size, "%s before it was ready (see %s)", kr_sandbox_cause(s->sb),
 		        s->log_path);
 	else
 		snprintf(buf, size, "%s", err && err->msg[0] ? err->msg : "the kernel did not start");
-	kbox__kernel_log_tail(s->klog, START_TAIL_LINES, tail, sizeof tail);
+	kr_kernel_log_tail(s->klog, START_TAIL_LINES, tail, sizeof tail);
 	n = strlen(buf);
 	if (tail[0])
 		snprintf(buf + n, size - n, "; its last lines:\n%s", tail);
@@ -452,7 +452,7 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 			s->start_failed = true;
 			sup_report_ready(s, json_pack("{s:b, s:s}", "ok", 0, "error", why));
 		}
-		sup_answer_pending(s, KBOX_CTL_ERR_KERNEL, full);
+		sup_answer_pending(s, KR_CTL_ERR_KERNEL, full);
 		sup_stop(s);
 		return;
 	}
@@ -461,12 +461,12 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 	malloc_trim(0); /* what the kernel before this one left in the heap */
 	sup_touch(s);
 	sup_log(s, "ready",
-	        json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)kbox_sandbox_pid(s->sb), "generation",
+	        json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)kr_sandbox_pid(s->sb), "generation",
 	                  (json_int_t)s->generation, "ms",
 	                  (json_int_t)(kx_now_ms() - s->start_t0)));
 	sup_report_ready(s, json_pack("{s:b, s:I, s:I}", "ok", 1, "pid", (json_int_t)getpid(),
-	                          "kernel_pid", (json_int_t)kbox_sandbox_pid(s->sb)));
-	sup_answer_pending(s, KBOX_CTL_ERR_UNKNOWN, NULL);
+	                          "kernel_pid", (json_int_t)kr_sandbox_pid(s->sb)));
+	sup_answer_pending(s, KR_CTL_ERR_UNKNOWN, NULL);
 	sup_dispatch_soon(s);
 }
 
@@ -530,7 +530,7 @@ int sup_on_kernel_check(kbox_loop_t *loop, void *arg)
 	sup_t *s = arg;
 	char cause[512];
 	(void)loop;
-	if (s->stopping || !s->sb || kbox_sandbox_alive(s->sb))
+	if (s->stopping || !s->sb || kr_sandbox_alive(s->sb))
 		return 0;
 	if (s->starting) {
 		/* the client's ready wait reports it (the alive hook), begun
@@ -541,10 +541,10 @@ int sup_on_kernel_check(kbox_loop_t *loop, void *arg)
 	}
 	/* killed by us (an execution that would not stop) or died */
 	bool requested = s->kill_cause[0] != '\0';
-	kx_msgf(cause, sizeof cause, "%s", requested ? s->kill_cause : kbox_sandbox_cause(s->sb));
+	kx_msgf(cause, sizeof cause, "%s", requested ? s->kill_cause : kr_sandbox_cause(s->sb));
 	s->kill_cause[0] = '\0';
 	if (sup_kernel_replace(s, cause, requested) < 0) {
-		sup_answer_pending(s, KBOX_CTL_ERR_KERNEL, s->stop_cause);
+		sup_answer_pending(s, KR_CTL_ERR_KERNEL, s->stop_cause);
 		sup_stop(s);
 	}
 	return 0;
@@ -605,9 +605,9 @@ static int on_memory_check(kbox_loop_t *loop, void *arg)
 	         have, bound);
 	sup_log(s, "memory", json_pack("{s:I, s:I}", "rss", (json_int_t)rss, "bound",
 	                               (json_int_t)MEMORY_HIGH));
-	kbox_sandbox_signal(s->sb, SIGKILL, NULL);
+	kr_sandbox_signal(s->sb, SIGKILL, NULL);
 	if (sup_kernel_replace(s, cause, false) < 0) {
-		sup_answer_pending(s, KBOX_CTL_ERR_KERNEL, s->stop_cause);
+		sup_answer_pending(s, KR_CTL_ERR_KERNEL, s->stop_cause);
 		sup_stop(s);
 	}
 	malloc_trim(0);
@@ -625,11 +625,11 @@ void sup_memory_bound(sup_t *s)
 	char cg[160], why[512] = "no cgroup in a sanitizer build", high[32], max[32];
 	snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox", (long)getpid());
 	if (MEMORY_SCALE == 1)
-		s->cg = kbox__cgroup_new(cg, KBOX_CG_MEMORY, MEMORY_MAX, 0, 0, why, sizeof why);
-	if (s->cg && kbox__cgroup_enter(s->cg) < 0) {
+		s->cg = kr_cgroup_new(cg, KR_CG_MEMORY, MEMORY_MAX, 0, 0, why, sizeof why);
+	if (s->cg && kr_cgroup_enter(s->cg) < 0) {
 		snprintf(why, sizeof why, "cannot move into its cgroup: %s", strerror(errno));
-		kbox__cgroup_leave(s->cg);
-		kbox__cgroup_destroy(&s->cg);
+		kr_cgroup_leave(s->cg);
+		kr_cgroup_destroy(&s->cg);
 	}
 	kx_fmt_bytes(high, sizeof high, MEMORY_HIGH);
 	kx_fmt_bytes(max, sizeof max, MEMORY_MAX);

@@ -35,17 +35,17 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (argc != 3 || (ready_fd = fd_arg(argv[2])) < 0) {
 		fprintf(stderr, "%s: usage: %s SESSION_DIR READY_FD (kbox start runs it)\n",
-		        KBOX_SUPERVISOR_PROGRAM, KBOX_SUPERVISOR_PROGRAM);
+		        KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM);
 		return 2;
 	}
 	if (fstat(ready_fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
-		fprintf(stderr, "%s: descriptor %d is not a socket\n", KBOX_SUPERVISOR_PROGRAM,
+		fprintf(stderr, "%s: descriptor %d is not a socket\n", KR_SUPERVISOR_PROGRAM,
 		        ready_fd);
 		return 2;
 	}
 	if (kbox_init() < 0) {
-		fprintf(stderr, "%s: libsodium could not be initialised\n", KBOX_SUPERVISOR_PROGRAM);
+		fprintf(stderr, "%s: libsodium could not be initialised\n", KR_SUPERVISOR_PROGRAM);
 		return 5;
 	}
-	return kbox_supervisor_run(argv[1], ready_fd) == 0 ? 0 : 5;
+	return kr_supervisor_run(argv[1], ready_fd) == 0 ? 0 : 5;
 }

@@ -16,8 +16,8 @@
  * it: KBOX_E_INVALID (or KBOX_E_NOTFOUND) for a path that the workspace
  * refuses or does not have, KBOX_E_SYSTEM (KBOX_E_NOMEM) when the host
  * failed.  ws_open, which wraps a system call, says errno instead. */
-#ifndef KBOX_RUNTIME_WORKSPACE_H
-#define KBOX_RUNTIME_WORKSPACE_H
+#ifndef KR_RUNTIME_WORKSPACE_H
+#define KR_RUNTIME_WORKSPACE_H
 
 #include <stdbool.h>
 #include <sys/stat.h>
