@@ -12,7 +12,7 @@ build-essential autoconf automake libtool pkg-config
 libzmq3-dev libczmq-dev libsodium-dev libjansson-dev libseccomp-dev libcurl4-openssl-dev
 libpgm-dev libnorm-dev libbsd-dev libmd-dev uuid-dev libkrb5-dev libsystemd-dev
 bubblewrap
-clang libclang-rt-14-dev
+clang libclang-rt-14-dev clang-format
 mandoc
 python3 python3-ipykernel python3-jupyter-client python3-zmq
 python3-pandas python3-numpy python3-matplotlib python3-scipy

@@ -185,8 +185,9 @@ static void fill_progress(char *buf, int seed)
 	while (off < CHUNK - 1) {
 		char upd[96];
 		int pct = (seed * 7 + i++) % 101;
-		int k = snprintf(upd, sizeof upd, "\r%3d%%|%-20.*s| %d/100 [00:%02d<00:%02d, 42.0it/s]",
-		                 pct, pct / 5, "####################", pct, pct % 60, (100 - pct) % 60);
+		int k = snprintf(upd, sizeof upd,
+		                 "\r%3d%%|%-20.*s| %d/100 [00:%02d<00:%02d, 42.0it/s]", pct,
+		                 pct / 5, "####################", pct, pct % 60, (100 - pct) % 60);
 		size_t take = (size_t)k < CHUNK - 1 - off ? (size_t)k : CHUNK - 1 - off;
 		memcpy(buf + off, upd, take);
 		off += take;
@@ -197,16 +198,16 @@ static void fill_progress(char *buf, int seed)
 /* An execute_input that gives the capture its execution count. */
 static kbox_msg_t *input_msg(int count)
 {
-	return msg("execute_input", json_pack("{s:s, s:i}", "code", "bench()", "execution_count",
-	                                      count));
+	return msg("execute_input",
+	           json_pack("{s:s, s:i}", "code", "bench()", "execution_count", count));
 }
 
 /* The base64 of a PNG signature and IHDR chunk for W×H pixels: enough for
  * kbox_image_size, not a picture.  Caller frees. */
 static char *png_b64(unsigned w, unsigned h)
 {
-	unsigned char png[64] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
-	                         'I', 'H', 'D', 'R'};
+	unsigned char png[64] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+	                         0,    0,   0,   13,  'I',  'H',  'D',  'R'};
 	size_t n = sodium_base64_encoded_len(sizeof png, sodium_base64_VARIANT_ORIGINAL);
 	char *out = malloc(n);
 
@@ -366,9 +367,10 @@ static kbox_result_t *big_result(const char *dir)
 	kbox_msg_destroy(&m);
 	tb = json_array();
 	for (int i = 0; i < 500; i++)
-		json_array_append_new(tb, json_sprintf("\x1b[0;32mFile \x1b[0m/srv/app/mod%d.py:%d, in "
-		                                       "\x1b[0;36mf%d\x1b[0m\n    return f%d(x)",
-		                                       i, i * 3, i, i + 1));
+		json_array_append_new(tb,
+		                      json_sprintf("\x1b[0;32mFile \x1b[0m/srv/app/mod%d.py:%d, in "
+		                                   "\x1b[0;36mf%d\x1b[0m\n    return f%d(x)",
+		                                   i, i * 3, i, i + 1));
 	json_array_append_new(tb, json_string("\x1b[0;31mRecursionError\x1b[0m: maximum recursion "
 	                                      "depth exceeded"));
 	m = msg("error", json_pack("{s:s, s:s, s:o}", "ename", "RecursionError", "evalue",
@@ -415,11 +417,21 @@ int main(int argc, char **argv)
 			}
 		}
 		switch (opt) {
-		case 't': total_mib = v; break;
-		case 'r': runs = v; break;
-		case 'n': renders = v; break;
-		case 'd': g_dir = optarg; break;
-		default: usage(); return opt == 'h' ? 0 : 2;
+		case 't':
+			total_mib = v;
+			break;
+		case 'r':
+			runs = v;
+			break;
+		case 'n':
+			renders = v;
+			break;
+		case 'd':
+			g_dir = optarg;
+			break;
+		default:
+			usage();
+			return opt == 'h' ? 0 : 2;
 		}
 	}
 	if (optind != argc) {
@@ -453,8 +465,8 @@ int main(int argc, char **argv)
 		big[i] = i % LINE == LINE - 1 ? '\n' : 'd';
 	big[DISPLAY_BYTES] = '\0';
 	/* one run feeds one display: display[0] */
-	display[0] = msg("display_data", json_pack("{s:{s:s}, s:{}}", "data", "text/plain", big,
-	                                           "metadata"));
+	display[0] = msg("display_data",
+	                 json_pack("{s:{s:s}, s:{}}", "data", "text/plain", big, "metadata"));
 	if (!display[0])
 		goto out;
 	free(big);
@@ -516,7 +528,8 @@ int main(int argc, char **argv)
 		double bytes = (double)count * CHUNK;
 		double mf = median(t_floor, (int)runs), ml = median(t_lines, (int)runs);
 		double mp = median(t_prog, (int)runs), md = median(t_disp, (int)runs);
-		double rt = median(t_text, (int)renders) * 1e6, rj = median(t_json, (int)renders) * 1e6;
+		double rt = median(t_text, (int)renders) * 1e6,
+		       rj = median(t_json, (int)renders) * 1e6;
 		double rd = median(t_dumps, (int)renders) * 1e6;
 
 		printf("bench_capture: %ld MiB of stream text per run in 64 KiB messages, median of %ld "
@@ -538,7 +551,8 @@ int main(int argc, char **argv)
 		printf("  kbox_render_text  %8.1f us  (%zu bytes of text)\n", rt, text_len);
 		printf("  kbox_render_json  %8.1f us  (+ json_dumps: %.1f us, %zu bytes)\n", rj, rd,
 		       dumps_len);
-		printf("process peak RSS (VmHWM) at the end: %.1f MiB\n", status_kib("VmHWM") / 1024.0);
+		printf("process peak RSS (VmHWM) at the end: %.1f MiB\n",
+		       status_kib("VmHWM") / 1024.0);
 		printf("summary: capture takes stream text at %.0f MB/s (lines) and %.0f MB/s (\\r "
 		       "progress), %.2fx / %.2fx the time of the write(2) floor (%.0f MB/s); peak RSS "
 		       "+%.1f MiB for %ld MiB; rendering a large truncated result: text %.0f us, json "

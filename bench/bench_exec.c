@@ -96,9 +96,9 @@ int main(int argc, char **argv)
 	struct rusage ru0, ru1;
 	int rc = 1;
 	kbox_exec_opts_t opts = {
-		.code = "1+1",
-		.collect = false,
-		.timeout_ms = CALL_TIMEOUT_MS,
+	        .code = "1+1",
+	        .collect = false,
+	        .timeout_ms = CALL_TIMEOUT_MS,
 	};
 
 	if (argc < 3 || argc > 4 || (n = parse_count(argv[2])) < 1 ||

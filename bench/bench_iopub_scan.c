@@ -79,8 +79,9 @@ static char *make_stream(size_t text_bytes, size_t *len)
 		return NULL;
 	q += sprintf(q, "{\"name\":\"stdout\",\"text\":\"");
 	while ((size_t)(q - p) < text_bytes) {
-		int n = sprintf(q, "line %08zu: the quick brown fox jumps over the lazy dog, again%-6s",
-		                line++, "");
+		int n = sprintf(
+		        q, "line %08zu: the quick brown fox jumps over the lazy dog, again%-6s",
+		        line++, "");
 		q += n;
 		memcpy(q, "\\n", 2); /* the line's "\n", as JSON writes it */
 		q += 2;
@@ -155,8 +156,8 @@ static void report(const char *name, const char *p, size_t n, int runs, int jans
 	double j = timed(by_jansson, p, n, jansson_runs, &b2, &h2);
 	printf("%-8s %6.1f MiB  scanner %8.2f ms CPU  heap %6.1f MiB  text %zu\n", name,
 	       (double)n / 1048576, s * 1e3, (double)h1 / 1048576, b1);
-	printf("%-8s %6s      jansson %8.2f ms CPU  heap %6.1f MiB  text %zu  (%.0fx the time)\n", "",
-	       "", j * 1e3, (double)h2 / 1048576, b2, j / s);
+	printf("%-8s %6s      jansson %8.2f ms CPU  heap %6.1f MiB  text %zu  (%.0fx the time)\n",
+	       "", "", j * 1e3, (double)h2 / 1048576, b2, j / s);
 }
 
 int main(int argc, char **argv)

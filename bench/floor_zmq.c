@@ -34,7 +34,7 @@ static double now(clockid_t clock)
  * (when AND is non-NULL) some frame contains AND too. */
 static int recv_match(void *sock, const char *needle, const char *and)
 {
-	int found = 0, found2 = and ? 0 : 1, more = 1;
+	int found = 0, found2 = and? 0 : 1, more = 1;
 	while (more) {
 		zmq_msg_t m;
 		size_t sz = sizeof more;
@@ -45,7 +45,7 @@ static int recv_match(void *sock, const char *needle, const char *and)
 		}
 		if (memmem(zmq_msg_data(&m), zmq_msg_size(&m), needle, strlen(needle)))
 			found = 1;
-		if (and && memmem(zmq_msg_data(&m), zmq_msg_size(&m), and, strlen(and)))
+		if (and&&memmem(zmq_msg_data(&m), zmq_msg_size(&m), and, strlen(and)))
 			found2 = 1;
 		zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
 		zmq_msg_close(&m);
@@ -57,8 +57,9 @@ static int call(void *sh, void *io, const char *key, long seq)
 {
 	char id[64], hdr[512], sig[65];
 	unsigned char mac[32];
-	const char *content = "{\"code\":\"1+1\",\"silent\":false,\"store_history\":true,"
-	                      "\"user_expressions\":{},\"allow_stdin\":false,\"stop_on_error\":true}";
+	const char
+	        *content = "{\"code\":\"1+1\",\"silent\":false,\"store_history\":true,"
+	                   "\"user_expressions\":{},\"allow_stdin\":false,\"stop_on_error\":true}";
 	crypto_auth_hmacsha256_state st;
 	int reply = 0, idle = 0;
 
@@ -121,7 +122,8 @@ int main(int argc, char **argv)
 	if (!key || !ip || !transport)
 		return 2;
 	for (int i = 0; i < 2; i++) {
-		json_int_t port = json_integer_value(json_object_get(cf, i ? "iopub_port" : "shell_port"));
+		json_int_t port = json_integer_value(
+		        json_object_get(cf, i ? "iopub_port" : "shell_port"));
 		if (strcmp(transport, "ipc") == 0)
 			snprintf(ep[i], sizeof ep[i], "ipc://%s-%lld", ip, (long long)port);
 		else
@@ -162,9 +164,9 @@ int main(int argc, char **argv)
 	       "\"sys_s\": %.6f, \"nvcsw\": %ld, \"nivcsw\": %ld}}\n",
 	       cpu_total, errors,
 	       (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) +
-	           (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e6,
+	               (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e6,
 	       (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
-	           (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6,
+	               (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6,
 	       r1.ru_nvcsw - r0.ru_nvcsw, r1.ru_nivcsw - r0.ru_nivcsw);
 	zmq_close(sh);
 	zmq_close(io);

@@ -18,7 +18,7 @@
 #define MAX_MIME_BYTES 65536 /* a non-image MIME value longer than this is left out */
 #define MAX_ENAME 256
 #define MAX_KEPT_BYTES (8 * 1024 * 1024) /* all kept non-image MIME values of a capture */
-#define MAX_TRACEBACK_RAW (1024 * 1024) /* bytes of the raw traceback kept */
+#define MAX_TRACEBACK_RAW (1024 * 1024)  /* bytes of the raw traceback kept */
 #define MAX_NOTICES 64
 
 struct kbox_result {
@@ -96,11 +96,12 @@ int capture_create_output(kbox_capture_t *self, const char *name, char **path_ou
 			if ((size_t)snprintf(alt, sizeof alt, "%.*s-%d%s", (int)stem, name, k,
 			                     dot ? dot : "") >= sizeof alt ||
 			    (size_t)snprintf(path, sizeof path, "%s/%s", self->outputs_dir, alt) >=
-			        sizeof path) {
+			            sizeof path) {
 				errno = ENAMETOOLONG;
 				return -1;
 			}
-			fd = openat(dfd, alt, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+			fd = openat(dfd, alt, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			            0600);
 		}
 		if (fd >= 0)
 			*path_out = strdup(path);
@@ -113,7 +114,8 @@ int capture_create_output(kbox_capture_t *self, const char *name, char **path_ou
 		else if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid())
 			errno = EEXIST;
 		else if (unlinkat(dfd, name, 0) == 0)
-			fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+			fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			            0600);
 	}
 	if (fd >= 0)
 		*path_out = strdup(path);
@@ -217,7 +219,8 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 		tbuf_init(&self->streams[s], mb, ml);
 	tbuf_init(&self->value_text, mb, ml);
 	tbuf_init(&self->traceback, mb, ml);
-	if (self->opts.prefix && (strchr(self->opts.prefix, '/') || strlen(self->opts.prefix) > 200)) {
+	if (self->opts.prefix &&
+	    (strchr(self->opts.prefix, '/') || strlen(self->opts.prefix) > 200)) {
 		kbox__err(err, KBOX_E_INVALID,
 		          "capture file prefix \"%.40s\" must not contain '/' or exceed 200 bytes",
 		          self->opts.prefix);
@@ -229,9 +232,9 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 	if (self->opts.outputs_dir) {
 		struct stat st;
 		self->dfd = self->opts.has_outputs_fd
-		                ? fcntl(self->opts.outputs_fd, F_DUPFD_CLOEXEC, 3)
-		                : open(self->opts.outputs_dir,
-		                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		                    ? fcntl(self->opts.outputs_fd, F_DUPFD_CLOEXEC, 3)
+		                    : open(self->opts.outputs_dir,
+		                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (self->dfd < 0 || fstat(self->dfd, &st) < 0 || !S_ISDIR(st.st_mode)) {
 			if (self->dfd >= 0 || errno == ELOOP)
 				errno = ENOTDIR;
@@ -370,8 +373,14 @@ static bool is_cleared(const out_t *o)
 {
 	return o->pub.kind == KBOX_OUT_STREAM || o->pub.kind == KBOX_OUT_DISPLAY;
 }
-static bool is_result(const out_t *o) { return o->pub.kind == KBOX_OUT_RESULT; }
-static bool is_error(const out_t *o) { return o->pub.kind == KBOX_OUT_ERROR; }
+static bool is_result(const out_t *o)
+{
+	return o->pub.kind == KBOX_OUT_RESULT;
+}
+static bool is_error(const out_t *o)
+{
+	return o->pub.kind == KBOX_OUT_ERROR;
+}
 
 /* The finished view of stream output O: its bytes [from, to) of the
  * stream as the stream's view shows them (the marker where the middle of
@@ -481,7 +490,8 @@ static void take_count(kbox_capture_t *self, json_t *content)
 static const struct {
 	const char *mime, *ext;
 	bool base64;
-} image_kinds[] = {{"image/png", "png", true}, {"image/jpeg", "jpg", true}, {"image/svg+xml", "svg", false}};
+} image_kinds[] = {
+        {"image/png", "png", true}, {"image/jpeg", "jpg", true}, {"image/svg+xml", "svg", false}};
 
 /* Write image SELF->image_seq (MIME, OUTLEN bytes at BYTES) as NAME in the
  * outputs directory, within the quota and the count of files: its path
@@ -628,12 +638,13 @@ static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
 
 	if (!out || !json_is_object(data))
 		return out;
-	json_object_foreach(data, mime, v) {
+	json_object_foreach(data, mime, v)
+	{
 		bool image = false;
 		for (size_t k = 0; k < sizeof image_kinds / sizeof image_kinds[0]; k++) {
 			if (strcmp(mime, image_kinds[k].mime) == 0) {
-				json_t *ref = save_image(self, mime, image_kinds[k].ext, image_kinds[k].base64,
-				                         v, display);
+				json_t *ref = save_image(self, mime, image_kinds[k].ext,
+				                         image_kinds[k].base64, v, display);
 				if (ref)
 					json_object_set_new(out, mime, ref);
 				image = true;
@@ -644,18 +655,21 @@ static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
 			continue;
 		if (strncmp(mime, "image/", 6) == 0) {
 			/* an image type we do not write (gif, webp, …): never keep base64 */
-			json_object_set_new(out, mime,
-			                    json_pack("{s:n, s:I, s:s}", "path", "bytes",
-			                              (json_int_t)(json_is_string(v) ? json_string_length(v) : 0),
-			                              "error", "unsupported image type"));
+			json_object_set_new(
+			        out, mime,
+			        json_pack(
+			                "{s:n, s:I, s:s}", "path", "bytes",
+			                (json_int_t)(json_is_string(v) ? json_string_length(v) : 0),
+			                "error", "unsupported image type"));
 			continue;
 		}
 		{
 			size_t sz = json_is_string(v) ? json_string_length(v)
 			                              : json_dumpb(v, NULL, 0, JSON_COMPACT);
 			if (sz > MAX_MIME_BYTES || self->kept_bytes + sz > MAX_KEPT_BYTES) {
-				json_object_set_new(out, mime,
-				                    json_pack("{s:I}", "omitted_bytes", (json_int_t)sz));
+				json_object_set_new(
+				        out, mime,
+				        json_pack("{s:I}", "omitted_bytes", (json_int_t)sz));
 			} else {
 				self->kept_bytes += sz;
 				json_object_set(out, mime, v);
@@ -676,7 +690,8 @@ static void on_display(kbox_capture_t *self, json_t *c, bool update)
 	if (update) {
 		if (!id)
 			return;
-		json_array_foreach(self->displays, i, d) {
+		json_array_foreach(self->displays, i, d)
+		{
 			json_t *x = json_object_get(d, "display_id");
 			if (json_is_string(x) && strcmp(json_string_value(x), id) == 0) {
 				drop_images_of(self, (int)i);
@@ -742,7 +757,8 @@ static void on_error(kbox_capture_t *self, json_t *c)
 	self->traceback_raw = json_array();
 	{
 		size_t total = 0, left_out = 0;
-		json_array_foreach(tb, i, line) {
+		json_array_foreach(tb, i, line)
+		{
 			size_t n = json_is_string(line) ? json_string_length(line) : 0;
 			if (!json_is_string(line))
 				continue;
@@ -761,7 +777,8 @@ static void on_error(kbox_capture_t *self, json_t *c)
 	}
 	tbuf_free(&self->traceback);
 	tbuf_init(&self->traceback, self->opts.max_bytes, self->opts.max_lines);
-	json_array_foreach(tb, i, line) {
+	json_array_foreach(tb, i, line)
+	{
 		size_t n;
 		char *plain;
 		if (!json_is_string(line))
@@ -790,16 +807,18 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 		return 0;
 	if (strcmp(type, "stream") == 0) {
 		json_t *name = json_object_get(c, "name"), *text = json_object_get(c, "text");
-		kbox_stream_t s = json_is_string(name) && strcmp(json_string_value(name), "stderr") == 0
-		                      ? KBOX_TEXT_STDERR
-		                      : KBOX_TEXT_STDOUT;
+		kbox_stream_t s = json_is_string(name) &&
+		                                  strcmp(json_string_value(name), "stderr") == 0
+		                          ? KBOX_TEXT_STDERR
+		                          : KBOX_TEXT_STDOUT;
 		if (!json_is_string(text))
 			return 0;
 		before_output(self);
 		stream_output(self, s);
 		tbuf_feed(self, &self->streams[s], stream_labels[s], json_string_value(text),
 		          json_string_length(text));
-		emit(self, KBOX_EV_STREAM, s, json_string_value(text), json_string_length(text), -1);
+		emit(self, KBOX_EV_STREAM, s, json_string_value(text), json_string_length(text),
+		     -1);
 	} else if (strcmp(type, "execute_input") == 0) {
 		take_count(self, c);
 	} else if (strcmp(type, "execute_result") == 0) {
@@ -818,10 +837,9 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 		} else if (json_is_array(tp)) { /* nbformat style: a list of lines */
 			size_t k;
 			json_t *part;
-			json_array_foreach(tp, k, part)
-				if (json_is_string(part))
-					tbuf_commit(self, &self->value_text, "value", json_string_value(part),
-					            json_string_length(part));
+			json_array_foreach(tp, k, part) if (json_is_string(part))
+			        tbuf_commit(self, &self->value_text, "value",
+			                    json_string_value(part), json_string_length(part));
 		}
 		self->has_value = true;
 		outs_remove(self, is_result);
@@ -852,8 +870,8 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 	json_t *c = kbox_msg_content(msg), *prompt = json_object_get(c, "prompt");
 	size_t k = self->inputs_seen++;
 	const char *line = k < self->opts.n_input && self->opts.input_lines
-	                       ? self->opts.input_lines[k]
-	                       : NULL;
+	                           ? self->opts.input_lines[k]
+	                           : NULL;
 	out_t *o;
 	kbox_event_t ev = {KBOX_EV_INPUT, 0, NULL, 0, -1, NULL};
 	kx_buf_t b = KX_BUF_INIT;
@@ -863,9 +881,9 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 		return;
 	o->pub.password = json_is_true(json_object_get(c, "password"));
 	if (json_is_string(prompt))
-		kx_buf_append(&b, json_string_value(prompt),
-		              kx_utf8_floor(json_string_value(prompt),
-		                            json_string_length(prompt), 1024));
+		kx_buf_append(
+		        &b, json_string_value(prompt),
+		        kx_utf8_floor(json_string_value(prompt), json_string_length(prompt), 1024));
 	o->text = kx_buf_take(&b, &o->pub.len);
 	o->pub.text = o->text ? o->text : "";
 	if (!o->text)
@@ -970,8 +988,8 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 			kbox_exec_dropped(exec, &drops);
 		self->never_arrived = drops.never_arrived;
 		for (int s = 0; s < KBOX_TEXT_COUNT; s++)
-			tbuf_finish(self, &self->streams[s], stream_labels[s], drops.stream_messages[s],
-			            drops.stream_bytes[s]);
+			tbuf_finish(self, &self->streams[s], stream_labels[s],
+			            drops.stream_messages[s], drops.stream_bytes[s]);
 	}
 	tbuf_finish(self, &self->value_text, "value", 0, 0);
 	tbuf_finish(self, &self->traceback, "traceback", 0, 0);
@@ -1044,10 +1062,22 @@ void kbox_result_destroy(kbox_result_t **self_p)
 	*self_p = NULL;
 }
 
-kbox_exec_status_t kbox_result_status(const kbox_result_t *self) { return self->status; }
-int kbox_result_count(const kbox_result_t *self) { return self->count; }
-double kbox_result_seconds(const kbox_result_t *self) { return self->seconds; }
-const char *kbox_result_reason(const kbox_result_t *self) { return self->reason; }
+kbox_exec_status_t kbox_result_status(const kbox_result_t *self)
+{
+	return self->status;
+}
+int kbox_result_count(const kbox_result_t *self)
+{
+	return self->count;
+}
+double kbox_result_seconds(const kbox_result_t *self)
+{
+	return self->seconds;
+}
+const char *kbox_result_reason(const kbox_result_t *self)
+{
+	return self->reason;
+}
 
 void kbox_result_set_status(kbox_result_t *self, kbox_exec_status_t status, const char *reason)
 {
@@ -1071,7 +1101,10 @@ json_t *kbox_result_value(const kbox_result_t *self)
 	return self->cap->has_value ? self->cap->value : NULL;
 }
 
-size_t kbox_result_output_count(const kbox_result_t *self) { return self->cap->n_outs; }
+size_t kbox_result_output_count(const kbox_result_t *self)
+{
+	return self->cap->n_outs;
+}
 
 const kbox_output_t *kbox_result_output(const kbox_result_t *self, size_t i)
 {
@@ -1117,7 +1150,10 @@ const char *kbox_result_display_id(const kbox_result_t *self, size_t i)
 	return json_is_string(id) ? json_string_value(id) : NULL;
 }
 
-size_t kbox_result_image_count(const kbox_result_t *self) { return self->cap->n_images; }
+size_t kbox_result_image_count(const kbox_result_t *self)
+{
+	return self->cap->n_images;
+}
 
 const kbox_image_t *kbox_result_image(const kbox_result_t *self, size_t i)
 {
@@ -1129,7 +1165,10 @@ unsigned long long kbox_capture_files_bytes(const kbox_capture_t *self)
 	return self->files_bytes;
 }
 
-bool kbox_result_has_error(const kbox_result_t *self) { return self->cap->has_error; }
+bool kbox_result_has_error(const kbox_result_t *self)
+{
+	return self->cap->has_error;
+}
 const char *kbox_result_ename(const kbox_result_t *self, size_t *len)
 {
 	if (len)
@@ -1146,9 +1185,15 @@ const kbox_text_t *kbox_result_traceback(const kbox_result_t *self)
 {
 	return self->cap->has_error ? &self->cap->traceback.view : NULL;
 }
-json_t *kbox_result_traceback_raw(const kbox_result_t *self) { return self->cap->traceback_raw; }
+json_t *kbox_result_traceback_raw(const kbox_result_t *self)
+{
+	return self->cap->traceback_raw;
+}
 
-size_t kbox_result_notice_count(const kbox_result_t *self) { return self->cap->n_notices; }
+size_t kbox_result_notice_count(const kbox_result_t *self)
+{
+	return self->cap->n_notices;
+}
 const char *kbox_result_notice(const kbox_result_t *self, size_t i)
 {
 	return i < self->cap->n_notices ? self->cap->notices[i] : NULL;

@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define IOPUB_RCVHWM 200 /* iopub messages queued unread, at most: with the ~1 MB
+#define IOPUB_RCVHWM \
+	200 /* iopub messages queued unread, at most: with the ~1 MB
                           * messages of a print flood, ~200 MB however slow the reader */
 
 /* A snprintf of the endpoint of PATH into a buffer of SIZE returned N:
@@ -52,8 +53,7 @@ static int ipc_by_path(kbox_client_t *self, const char *path, char *ep, size_t s
  * channels connected by path are made again, pinned: see ready_pin).  After that
  * a missing socket file is an error: libzmq would follow whatever link
  * code in the sandbox put there.  0 or -1 with ERR. */
-static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size,
-                   kbox_error_t *err)
+static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size, kbox_error_t *err)
 {
 	const char *endpoint = kbox_conn_endpoint(self->conn, ch);
 	struct stat st;

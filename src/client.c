@@ -108,10 +108,22 @@ void kbox_client_set_hooks(kbox_client_t *self, const kbox_client_hooks_t *hooks
 		memset(&self->hooks, 0, sizeof self->hooks);
 }
 
-const char *kbox_client_session(const kbox_client_t *self) { return self->session; }
-json_t *kbox_client_kernel_info(const kbox_client_t *self) { return self->kernel_info; }
-unsigned long kbox_client_dropped(const kbox_client_t *self) { return self->dropped; }
-const char *kbox_client_last_drop(const kbox_client_t *self) { return self->last_drop; }
+const char *kbox_client_session(const kbox_client_t *self)
+{
+	return self->session;
+}
+json_t *kbox_client_kernel_info(const kbox_client_t *self)
+{
+	return self->kernel_info;
+}
+unsigned long kbox_client_dropped(const kbox_client_t *self)
+{
+	return self->dropped;
+}
+const char *kbox_client_last_drop(const kbox_client_t *self)
+{
+	return self->last_drop;
+}
 
 /* True when the owner says the process is gone. */
 bool client_owner_says_dead(const kbox_client_t *self)
@@ -138,8 +150,9 @@ int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg
 		return -1;
 	if (zmsg_send(&z, self->sock[channel]) < 0) {
 		zmsg_destroy(&z);
-		return kbox__err(err, KBOX_E_SYSTEM, "sending %s on %s failed: %s", kbox_msg_type(msg),
-		                 kbox_channel_name(channel), zmq_strerror(zmq_errno()));
+		return kbox__err(err, KBOX_E_SYSTEM, "sending %s on %s failed: %s",
+		                 kbox_msg_type(msg), kbox_channel_name(channel),
+		                 zmq_strerror(zmq_errno()));
 	}
 	return 0;
 }
@@ -206,7 +219,8 @@ static int poll_channels(kbox_client_t *self, unsigned mask, long timeout_ms)
 	int chs[KBOX_CH_COUNT], n = 0, rc, out = 0;
 
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
-		if ((mask & (1u << ch)) && self->sock[ch]) { /* nothing comes on one not connected */
+		if ((mask & (1u << ch)) &&
+		    self->sock[ch]) { /* nothing comes on one not connected */
 			items[n].socket = zsock_resolve(self->sock[ch]);
 			items[n].fd = 0;
 			items[n].events = ZMQ_POLLIN;
@@ -247,8 +261,8 @@ kbox_msg_t *kbox_client_recv(kbox_client_t *self, kbox_channel_t channel, int ti
 		long wait = timeout_ms == 0 ? 0 : timeout_ms < 0 ? -1 : remaining(deadline);
 		int r = poll_channels(self, 1u << channel, wait);
 		if (r < 0) {
-			kbox__err(err, KBOX_E_SYSTEM, "poll on %s failed: %s", kbox_channel_name(channel),
-			          zmq_strerror(zmq_errno()));
+			kbox__err(err, KBOX_E_SYSTEM, "poll on %s failed: %s",
+			          kbox_channel_name(channel), zmq_strerror(zmq_errno()));
 			return NULL;
 		}
 		if (r) {
@@ -304,7 +318,10 @@ bool client_guard_off(kbox_client_t *self, guard_t *g)
  * could not be made (out of memory). */
 int client_add_timer(kbox_client_t *self, long long ms, kbox_loop_fn *fn, void *arg)
 {
-	int id = kbox_loop_add_timer(self->loop, ms < 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms,
+	int id = kbox_loop_add_timer(self->loop,
+	                             ms < 0         ? 0
+	                             : ms > INT_MAX ? INT_MAX
+	                                            : (int)ms,
 	                             false, fn, arg, NULL);
 	return id > 0 ? id : 0;
 }
@@ -375,10 +392,18 @@ int client_on_channel(kbox_loop_t *loop, void *arg)
 	chan_t *c = arg;
 	(void)loop;
 	switch (c->ch) {
-	case KBOX_CH_IOPUB: on_iopub(c->client); break;
-	case KBOX_CH_STDIN: exec_on_stdin(c->client); break;
-	case KBOX_CH_HB: exec_on_hb(c->client); break;
-	default: on_reply(c->client, c->ch); break;
+	case KBOX_CH_IOPUB:
+		on_iopub(c->client);
+		break;
+	case KBOX_CH_STDIN:
+		exec_on_stdin(c->client);
+		break;
+	case KBOX_CH_HB:
+		exec_on_hb(c->client);
+		break;
+	default:
+		on_reply(c->client, c->ch);
+		break;
 	}
 	return 0;
 }
@@ -441,7 +466,8 @@ static int on_alive_tick(kbox_loop_t *loop, void *arg)
 			r = r->next;
 		if (!r)
 			break;
-		kbox__err(&e, KBOX_E_DEAD, "kernel died before it answered %s", kbox_msg_type(r->msg));
+		kbox__err(&e, KBOX_E_DEAD, "kernel died before it answered %s",
+		          kbox_msg_type(r->msg));
 		request_end(self, r, NULL, &e);
 		if (g.gone)
 			return 0;
@@ -461,8 +487,7 @@ void client_alive_tick_arm(kbox_client_t *self)
  * and REASON, the readiness wait and the requests with CODE and REASON.
  * DETACHING: SELF leaves its loop first.  The callbacks run last, after
  * SELF is no longer touched (one may destroy it). */
-static void end_all(kbox_client_t *self, kbox_errcode_t code, const char *reason,
-                    bool detaching)
+static void end_all(kbox_client_t *self, kbox_errcode_t code, const char *reason, bool detaching)
 {
 	kbox_exec_t *x = self->exec;
 	kbox_exec_done_cb *done = NULL;
@@ -514,7 +539,8 @@ int kbox_client_attach(kbox_client_t *self, kbox_loop_t *loop, kbox_error_t *err
 	if (self->loop == loop)
 		return 0;
 	if (self->loop)
-		return kbox__err(err, KBOX_E_INVALID, "attach: the client is attached to another loop");
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "attach: the client is attached to another loop");
 	self->loop = loop;
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
 		if (channel_watch(self, ch, err) < 0) {
@@ -561,9 +587,10 @@ size_t kbox_client_iopub_dropped(const kbox_client_t *self, size_t *bytes)
 int client_wait_begin(kbox_client_t *self, waiter_t *w, const char *what, kbox_error_t *err)
 {
 	if (self->loop)
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "%s: the client is attached to an event loop (use the _begin functions)",
-		                 what);
+		return kbox__err(
+		        err, KBOX_E_INVALID,
+		        "%s: the client is attached to an event loop (use the _begin functions)",
+		        what);
 	if (!(w->loop = kbox_loop_new(err)))
 		return -1;
 	if (kbox_client_attach(self, w->loop, err) < 0) {

@@ -284,8 +284,8 @@ bool request_on_reply(kbox_client_t *self, kbox_channel_t ch, kbox_msg_t **m_p);
 /* Begin a readiness wait (see kbox_client_ready_begin) for OWNER (NULL:
  * the caller).  Borrowed (SELF owns it until it ends); NULL with ERR when
  * it could not begin. */
-ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_ready_cb *cb,
-                     void *arg, kbox_error_t *err);
+ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_ready_cb *cb, void *arg,
+                     kbox_error_t *err);
 /* End RD: ready (ERR NULL) or not; its callback is the last thing done. */
 void ready_end(kbox_client_t *self, ready_t *rd, const kbox_error_t *err);
 /* Take RD off SELF with its timers and request; its callback is then the

@@ -17,7 +17,7 @@
 
 struct kbox_conn {
 	kbox_transport_t transport;
-	char *ip;        /* 127.0.0.1, or the ipc path prefix */
+	char *ip; /* 127.0.0.1, or the ipc path prefix */
 	int ports[KBOX_CH_COUNT];
 	unsigned char *key; /* sodium_malloc'ed; not NUL-terminated */
 	size_t keylen;
@@ -217,7 +217,8 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 	v = json_object_get(root, "transport");
 	s = v ? json_string_value(v) : "tcp";
 	if (!s) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: transport is not a string", source);
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: transport is not a string",
+		          source);
 		goto fail;
 	}
 	if (strcmp(s, "tcp") == 0)
@@ -236,7 +237,8 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 	else
 		s = json_string_value(v);
 	if (!s || !*s) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: ip is missing or empty", source);
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: ip is missing or empty",
+		          source);
 		goto fail;
 	}
 	if (!(self->ip = strdup(s)))
@@ -258,7 +260,8 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 		port = json_integer_value(v);
 		if (port < 1 || port > 65535) {
 			kbox__err(err, KBOX_E_INVALID,
-			          "connection file %s: %s %" JSON_INTEGER_FORMAT " is out of range 1-65535",
+			          "connection file %s: %s %" JSON_INTEGER_FORMAT
+			          " is out of range 1-65535",
 			          source, port_fields[ch], port);
 			goto fail;
 		}
@@ -268,24 +271,28 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 	v = json_object_get(root, "signature_scheme");
 	s = v ? json_string_value(v) : "hmac-sha256";
 	if (!s) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: signature_scheme is not a string", source);
+		kbox__err(err, KBOX_E_INVALID,
+		          "connection file %s: signature_scheme is not a string", source);
 		goto fail;
 	}
 	if (strcmp(s, "hmac-sha256") != 0) {
-		kbox__err(err, KBOX_E_UNSUPPORTED,
-		          "connection file %s: signature scheme \"%s\" is not supported (only hmac-sha256)",
-		          source, s);
+		kbox__err(
+		        err, KBOX_E_UNSUPPORTED,
+		        "connection file %s: signature scheme \"%s\" is not supported (only hmac-sha256)",
+		        source, s);
 		goto fail;
 	}
 
 	v = json_object_get(root, "key");
 	if (!v || !json_is_string(v)) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: key is missing or not a string", source);
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: key is missing or not a string",
+		          source);
 		goto fail;
 	}
 	if (json_string_length(v) == 0) {
 		kbox__err(err, KBOX_E_INVALID,
-		          "connection file %s: key is empty (messages would be unauthenticated)", source);
+		          "connection file %s: key is empty (messages would be unauthenticated)",
+		          source);
 		goto fail;
 	}
 	if (conn_set_key(self, json_string_value(v), json_string_length(v)) < 0)
@@ -358,8 +365,8 @@ kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 			break;
 		len += (size_t)r;
 		if (len == CONN_FILE_MAX) {
-			kbox__err(err, KBOX_E_INVALID, "connection file %s: larger than %d bytes", path,
-			          CONN_FILE_MAX - 1);
+			kbox__err(err, KBOX_E_INVALID, "connection file %s: larger than %d bytes",
+			          path, CONN_FILE_MAX - 1);
 			goto fail;
 		}
 	}
@@ -370,8 +377,8 @@ kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 	buf = small;
 	len = 0;
 	if (!root) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: invalid JSON at line %d: %s", path,
-		          jerr.line, jerr.text);
+		kbox__err(err, KBOX_E_INVALID, "connection file %s: invalid JSON at line %d: %s",
+		          path, jerr.line, jerr.text);
 		return NULL;
 	}
 	self = kbox_conn_from_json(root, path, err);
@@ -497,20 +504,32 @@ const char *kbox_conn_endpoint(const kbox_conn_t *self, kbox_channel_t channel)
 	return (unsigned)channel < KBOX_CH_COUNT ? self->endpoints[channel] : NULL;
 }
 
-kbox_transport_t kbox_conn_transport(const kbox_conn_t *self) { return self->transport; }
-const char *kbox_conn_ip(const kbox_conn_t *self) { return self->ip; }
+kbox_transport_t kbox_conn_transport(const kbox_conn_t *self)
+{
+	return self->transport;
+}
+const char *kbox_conn_ip(const kbox_conn_t *self)
+{
+	return self->ip;
+}
 int kbox_conn_port(const kbox_conn_t *self, kbox_channel_t channel)
 {
 	return (unsigned)channel < KBOX_CH_COUNT ? self->ports[channel] : -1;
 }
-const char *kbox_conn_scheme(const kbox_conn_t *self) { return self->scheme; }
+const char *kbox_conn_scheme(const kbox_conn_t *self)
+{
+	return self->scheme;
+}
 const unsigned char *kbox_conn_key(const kbox_conn_t *self, size_t *len)
 {
 	if (len)
 		*len = self->keylen;
 	return self->key;
 }
-const char *kbox_conn_kernel_name(const kbox_conn_t *self) { return self->kernel_name; }
+const char *kbox_conn_kernel_name(const kbox_conn_t *self)
+{
+	return self->kernel_name;
+}
 
 void kbox_conn_set_kernel_name(kbox_conn_t *self, const char *name)
 {

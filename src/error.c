@@ -10,16 +10,26 @@
 const char *kbox_strerror(kbox_errcode_t code)
 {
 	switch (code) {
-	case KBOX_OK: return "success";
-	case KBOX_E_SYSTEM: return "system error";
-	case KBOX_E_INVALID: return "invalid input";
-	case KBOX_E_PROTOCOL: return "protocol error";
-	case KBOX_E_AUTH: return "authentication failure";
-	case KBOX_E_TIMEOUT: return "timed out";
-	case KBOX_E_DEAD: return "kernel died";
-	case KBOX_E_NOTFOUND: return "not found";
-	case KBOX_E_UNSUPPORTED: return "unsupported";
-	case KBOX_E_NOMEM: return "out of memory";
+	case KBOX_OK:
+		return "success";
+	case KBOX_E_SYSTEM:
+		return "system error";
+	case KBOX_E_INVALID:
+		return "invalid input";
+	case KBOX_E_PROTOCOL:
+		return "protocol error";
+	case KBOX_E_AUTH:
+		return "authentication failure";
+	case KBOX_E_TIMEOUT:
+		return "timed out";
+	case KBOX_E_DEAD:
+		return "kernel died";
+	case KBOX_E_NOTFOUND:
+		return "not found";
+	case KBOX_E_UNSUPPORTED:
+		return "unsupported";
+	case KBOX_E_NOMEM:
+		return "out of memory";
 	}
 	return "unknown error";
 }

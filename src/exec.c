@@ -37,12 +37,18 @@ void exec_set_reason(kbox_exec_t *x, const char *fmt, ...)
 const char *kbox_exec_status_name(kbox_exec_status_t status)
 {
 	switch (status) {
-	case KBOX_EXEC_OK: return "ok";
-	case KBOX_EXEC_ERROR: return "error";
-	case KBOX_EXEC_ABORTED: return "aborted";
-	case KBOX_EXEC_TIMEOUT: return "timeout";
-	case KBOX_EXEC_DIED: return "died";
-	case KBOX_EXEC_INTERRUPTED: return "interrupted";
+	case KBOX_EXEC_OK:
+		return "ok";
+	case KBOX_EXEC_ERROR:
+		return "error";
+	case KBOX_EXEC_ABORTED:
+		return "aborted";
+	case KBOX_EXEC_TIMEOUT:
+		return "timeout";
+	case KBOX_EXEC_DIED:
+		return "died";
+	case KBOX_EXEC_INTERRUPTED:
+		return "interrupted";
 	}
 	return "unknown";
 }
@@ -145,9 +151,9 @@ void exec_finish(kbox_client_t *self, kbox_exec_t *x)
 		if (!x->reason[0]) {
 			char t[32];
 			kx_fmt_ms(t, sizeof t, x->run->o.timeout_ms);
-			exec_set_reason(x,
-			                "timed out after %s; the kernel was interrupted (state kept)",
-			                t);
+			exec_set_reason(
+			        x, "timed out after %s; the kernel was interrupted (state kept)",
+			        t);
 		}
 	} else if (strcmp(s, "ok") == 0) {
 		x->status = KBOX_EXEC_OK;
@@ -242,8 +248,8 @@ static void answer_input(kbox_client_t *self, kbox_exec_t *x, const kbox_msg_t *
 {
 	exec_run_t *run = x->run;
 	const char *value = !eof && x->inputs_answered < run->o.n_input
-	                        ? run->lines[x->inputs_answered]
-	                        : "\x04";
+	                            ? run->lines[x->inputs_answered]
+	                            : "\x04";
 	json_t *c = json_pack("{s:s}", "value", value ? value : "");
 	kbox_msg_t *reply = kbox_client_msg(self, "input_reply", &c);
 	if (!reply)
@@ -368,8 +374,8 @@ static int exec_interrupt_now(kbox_client_t *self, kbox_exec_t *x, kbox_error_t 
 		return self->hooks.interrupt(self->hooks.arg, err);
 	return request_start(self, KBOX_CH_CONTROL, "interrupt_request", NULL, INTERRUPT_MS, x->run,
 	                     exec_on_interrupt_reply, x, err)
-	           ? 0
-	           : -1;
+	               ? 0
+	               : -1;
 }
 
 /* The deadline (or the grace period after an interrupt) is over. */
@@ -386,8 +392,9 @@ static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 		run->timed_out = true;
 		if (exec_interrupt_now(self, x, &ie) < 0)
 			exec_set_reason(x, "interrupt failed: %s", ie.msg);
-		run->t_deadline = client_add_timer(
-		    self, run->o.grace_ms > 0 ? run->o.grace_ms : GRACE_MS, exec_on_deadline, x);
+		run->t_deadline = client_add_timer(self,
+		                                   run->o.grace_ms > 0 ? run->o.grace_ms : GRACE_MS,
+		                                   exec_on_deadline, x);
 		if (run->t_deadline)
 			return 0;
 	}
@@ -395,13 +402,14 @@ static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 	if (!x->reason[0]) {
 		char t[32];
 		kx_fmt_ms(t, sizeof t, run->o.timeout_ms);
-		exec_set_reason(x,
-		                !x->interrupted ? "timed out after %s"
-		                : x->went_idle
-		                    ? "timed out after %s; the kernel was interrupted (state kept)"
-		                    : "timed out after %s; interrupted, but the kernel did not "
-		                      "finish within the grace period",
-		                t);
+		exec_set_reason(
+		        x,
+		        !x->interrupted ? "timed out after %s"
+		        : x->went_idle
+		                ? "timed out after %s; the kernel was interrupted (state kept)"
+		                : "timed out after %s; interrupted, but the kernel did not "
+		                  "finish within the grace period",
+		        t);
 	}
 	exec_end(self, x);
 	return 0;
@@ -463,8 +471,8 @@ static int exec_go(kbox_client_t *self, kbox_exec_t *x, kbox_error_t *err)
 	if (self->settle) {
 		self->settle = false;
 		x->run->phase = X_SETTLE;
-		if (request_start(self, KBOX_CH_SHELL, "kernel_info_request", NULL, SETTLE_MS, x->run,
-		                  exec_on_settled, x, NULL))
+		if (request_start(self, KBOX_CH_SHELL, "kernel_info_request", NULL, SETTLE_MS,
+		                  x->run, exec_on_settled, x, NULL))
 			return 0;
 	}
 	return exec_send(self, x, err);
@@ -527,7 +535,8 @@ void exec_output(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **m_p)
 		 * flight has a moment to come, not the whole grace period */
 		if (x->interrupted && !run->got_reply && run->t_deadline) {
 			client_cancel_timer(self, &run->t_deadline);
-			run->t_deadline = client_add_timer(self, IDLE_NO_REPLY_MS, exec_on_deadline, x);
+			run->t_deadline = client_add_timer(self, IDLE_NO_REPLY_MS, exec_on_deadline,
+			                                   x);
 		}
 	}
 	if (!exec_callback(self, x, KBOX_CH_IOPUB, *m_p, &rc))
@@ -634,8 +643,8 @@ static kbox_msg_t *exec_request(kbox_client_t *self, const kbox_exec_opts_t *o, 
 /* A new run of X for SELF, sending REQ (taken) with the caller's O (its
  * input lines copied; the code and user_expressions are in REQ): new, or
  * NULL when out of memory (REQ is then freed). */
-static exec_run_t *exec_run_new(kbox_client_t *self, kbox_msg_t **req_p,
-                                const kbox_exec_opts_t *o, kbox_exec_done_cb *done, void *arg)
+static exec_run_t *exec_run_new(kbox_client_t *self, kbox_msg_t **req_p, const kbox_exec_opts_t *o,
+                                kbox_exec_done_cb *done, void *arg)
 {
 	exec_run_t *run = calloc(1, sizeof *run);
 	if (!run) {
@@ -763,8 +772,7 @@ static void wait_exec_cb(void *arg, kbox_exec_t *x)
 	kbox_loop_stop(w->loop);
 }
 
-kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
-                                 kbox_error_t *err)
+kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o, kbox_error_t *err)
 {
 	waiter_t w = {0};
 	kbox_exec_t *x;
@@ -803,17 +811,38 @@ void kbox_exec_destroy(kbox_exec_t **self_p)
 	*self_p = NULL;
 }
 
-kbox_exec_status_t kbox_exec_status(const kbox_exec_t *self) { return self->status; }
-int kbox_exec_count(const kbox_exec_t *self) { return self->count; }
-const kbox_msg_t *kbox_exec_reply(const kbox_exec_t *self) { return self->reply; }
-bool kbox_exec_interrupted(const kbox_exec_t *self) { return self->interrupted; }
-double kbox_exec_seconds(const kbox_exec_t *self) { return self->seconds; }
-size_t kbox_exec_output_count(const kbox_exec_t *self) { return self->n_outputs; }
+kbox_exec_status_t kbox_exec_status(const kbox_exec_t *self)
+{
+	return self->status;
+}
+int kbox_exec_count(const kbox_exec_t *self)
+{
+	return self->count;
+}
+const kbox_msg_t *kbox_exec_reply(const kbox_exec_t *self)
+{
+	return self->reply;
+}
+bool kbox_exec_interrupted(const kbox_exec_t *self)
+{
+	return self->interrupted;
+}
+double kbox_exec_seconds(const kbox_exec_t *self)
+{
+	return self->seconds;
+}
+size_t kbox_exec_output_count(const kbox_exec_t *self)
+{
+	return self->n_outputs;
+}
 const kbox_msg_t *kbox_exec_output(const kbox_exec_t *self, size_t i)
 {
 	return i < self->n_outputs ? self->outputs[i] : NULL;
 }
-size_t kbox_exec_inputs_answered(const kbox_exec_t *self) { return self->inputs_answered; }
+size_t kbox_exec_inputs_answered(const kbox_exec_t *self)
+{
+	return self->inputs_answered;
+}
 size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes)
 {
 	if (bytes)
@@ -825,6 +854,15 @@ void kbox_exec_dropped(const kbox_exec_t *self, kbox_exec_drops_t *out)
 	*out = self->drops;
 	out->never_arrived = kbox__seq_lost(&self->seq);
 }
-bool kbox_exec_output_lost(const kbox_exec_t *self) { return self->output_lost; }
-bool kbox_exec_went_idle(const kbox_exec_t *self) { return self->went_idle; }
-const char *kbox_exec_reason(const kbox_exec_t *self) { return self->reason; }
+bool kbox_exec_output_lost(const kbox_exec_t *self)
+{
+	return self->output_lost;
+}
+bool kbox_exec_went_idle(const kbox_exec_t *self)
+{
+	return self->went_idle;
+}
+const char *kbox_exec_reason(const kbox_exec_t *self)
+{
+	return self->reason;
+}

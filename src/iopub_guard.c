@@ -279,7 +279,8 @@ bool kbox__stream_text(const char *p, size_t n, int *which, size_t *bytes)
 		if (l == 4 && strcmp(key, "text") == 0 && p < e && *p == '"')
 			found = (p = js_string(p, e, bytes, NULL, 0)) != NULL;
 		else if (l == 4 && strcmp(key, "name") == 0 && p < e && *p == '"') {
-			if ((p = js_string(p, e, &vl, v, sizeof v)) && vl == 6 && strcmp(v, "stderr") == 0)
+			if ((p = js_string(p, e, &vl, v, sizeof v)) && vl == 6 &&
+			    strcmp(v, "stderr") == 0)
 				*which = 1;
 		} else
 			p = js_skip(p, e);
@@ -325,8 +326,8 @@ bool kbox__droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *stre
 		json_t *t = json_object_get(h, "msg_type");
 		json_t *mid = json_object_get(h, "msg_id");
 		/* a cut id would be another number: none, then */
-		if (json_is_string(mid) && (size_t)snprintf(msg_id, id_size, "%s",
-		                                            json_string_value(mid)) >= id_size)
+		if (json_is_string(mid) &&
+		    (size_t)snprintf(msg_id, id_size, "%s", json_string_value(mid)) >= id_size)
 			msg_id[0] = '\0';
 		if (json_is_string(t)) {
 			const char *s = json_string_value(t);
@@ -336,7 +337,8 @@ bool kbox__droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *stre
 		}
 		json_decref(h);
 		if (out && (f = zmsg_next(z)) && zframe_size(f) <= KBOX_MAX_HEADER_BYTES) {
-			json_t *p = json_loadb((const char *)zframe_data(f), zframe_size(f), 0, NULL);
+			json_t *p = json_loadb((const char *)zframe_data(f), zframe_size(f), 0,
+			                       NULL);
 			json_t *id = json_object_get(p, "msg_id");
 			*ours = req_id && json_is_string(id) &&
 			        strcmp(json_string_value(id), req_id) == 0;

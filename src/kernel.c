@@ -80,8 +80,9 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	}
 	if (o && o->log_path)
 		self->log_path = strdup(o->log_path);
-	self->conn = (o && o->transport == KBOX_TRANSPORT_TCP) ? kbox_conn_new_tcp(err)
-	                                                        : kbox_conn_new_ipc(self->runtime_dir, err);
+	self->conn = (o && o->transport == KBOX_TRANSPORT_TCP)
+	                     ? kbox_conn_new_tcp(err)
+	                     : kbox_conn_new_ipc(self->runtime_dir, err);
 	if (!self->conn)
 		goto fail;
 	/* the kernel binds its sockets by these paths, hb's the longest
@@ -121,15 +122,17 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	/* the kernel's output: appended to the log named (not through a
 	 * link), else nowhere */
 	if (self->log_path)
-		log_fd = open(self->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
-		              0600);
+		log_fd = open(self->log_path,
+		              O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	pid = fork();
 	if (pid < 0) {
 		kbox__err_sys(err, "cannot fork the kernel process");
 		goto fail;
 	}
 	if (pid == 0) {
-		kx_child_t c = {.cwd = o ? o->cwd : NULL, .errfd = pipefd[1], .out_fd = log_fd,
+		kx_child_t c = {.cwd = o ? o->cwd : NULL,
+		                .errfd = pipefd[1],
+		                .out_fd = log_fd,
 		                .parent = parent};
 		close(pipefd[0]);
 		kx_child_exec(exe, argv, env, &c);
@@ -209,8 +212,9 @@ static int hook_alive(void *arg)
 kbox_client_t *kbox_kernel_connect(kbox_kernel_t *self, kbox_error_t *err)
 {
 	kbox_client_t *c = kbox_client_new(self->conn, err);
-	kbox_client_hooks_t hooks = {
-	    self->interrupt_mode == KBOX_INTERRUPT_SIGNAL ? hook_interrupt : NULL, hook_alive, self};
+	kbox_client_hooks_t hooks = {self->interrupt_mode == KBOX_INTERRUPT_SIGNAL ? hook_interrupt
+	                                                                           : NULL,
+	                             hook_alive, self};
 	if (c)
 		kbox_client_set_hooks(c, &hooks);
 	return c;
@@ -231,8 +235,7 @@ static void describe_exit(const kbox_kernel_t *self, char *buf, size_t size)
 }
 
 kbox_kernel_t *kbox_kernel_start_ready(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o,
-                                       int timeout_ms, kbox_client_t **client_p,
-                                       kbox_error_t *err)
+                                       int timeout_ms, kbox_client_t **client_p, kbox_error_t *err)
 {
 	kbox_kernel_t *k = kbox_kernel_start(spec, o, err);
 	kbox_client_t *c = NULL;
@@ -247,9 +250,9 @@ kbox_kernel_t *kbox_kernel_start_ready(const kbox_kspec_t *spec, const kbox_kern
 		if (!kbox_kernel_is_alive(k)) {
 			char how[128];
 			describe_exit(k, how, sizeof how);
-			kbox__err(err, KBOX_E_DEAD, "kernel %s %s before it was ready%s%s%s", k->name, how,
-			          k->log_path ? " (its output is in " : "", k->log_path ? k->log_path : "",
-			          k->log_path ? ")" : "");
+			kbox__err(err, KBOX_E_DEAD, "kernel %s %s before it was ready%s%s%s",
+			          k->name, how, k->log_path ? " (its output is in " : "",
+			          k->log_path ? k->log_path : "", k->log_path ? ")" : "");
 		} else {
 			kbox__err(err, e.code, "kernel %s: %s", k->name, e.msg);
 		}
@@ -263,10 +266,22 @@ fail:
 	return NULL;
 }
 
-pid_t kbox_kernel_pid(const kbox_kernel_t *self) { return self->pid; }
-const kbox_conn_t *kbox_kernel_conn(const kbox_kernel_t *self) { return self->conn; }
-const char *kbox_kernel_connection_file(const kbox_kernel_t *self) { return self->conn_file; }
-const char *kbox_kernel_runtime_dir(const kbox_kernel_t *self) { return self->runtime_dir; }
+pid_t kbox_kernel_pid(const kbox_kernel_t *self)
+{
+	return self->pid;
+}
+const kbox_conn_t *kbox_kernel_conn(const kbox_kernel_t *self)
+{
+	return self->conn;
+}
+const char *kbox_kernel_connection_file(const kbox_kernel_t *self)
+{
+	return self->conn_file;
+}
+const char *kbox_kernel_runtime_dir(const kbox_kernel_t *self)
+{
+	return self->runtime_dir;
+}
 
 /* Wait up to MS for the process to exit. true if it did. */
 static bool wait_exit(kbox_kernel_t *self, int ms)
@@ -306,9 +321,10 @@ int kbox_kernel_stop(kbox_kernel_t *self, kbox_client_t *client, kbox_error_t *e
 			if (!wait_exit(self, STOP_WAIT_MS)) {
 				killpg(self->pid, SIGKILL);
 				if (!wait_exit(self, STOP_WAIT_MS))
-					rc = kbox__err(err, KBOX_E_SYSTEM,
-					               "kernel %s (pid %ld) did not die after SIGKILL",
-					               self->name, (long)self->pid);
+					rc = kbox__err(
+					        err, KBOX_E_SYSTEM,
+					        "kernel %s (pid %ld) did not die after SIGKILL",
+					        self->name, (long)self->pid);
 			}
 		}
 	}

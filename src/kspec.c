@@ -105,7 +105,8 @@ char **kbox_kspec_search_path(void)
 	if (e && *e) {
 		char *copy = strdup(e), *save = NULL;
 		if (copy) {
-			for (char *tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save))
+			for (char *tok = strtok_r(copy, ":", &save); tok;
+			     tok = strtok_r(NULL, ":", &save))
 				strv_push_unique(&sv, tok);
 			free(copy);
 		}
@@ -196,7 +197,8 @@ kbox_kspec_t *kbox_kspec_find(const char *name, kbox_error_t *err)
 		char *kdir = join(*p, "kernels");
 		char *dir = kdir ? find_in(kdir, name) : NULL;
 		if (kdir && wl + strlen(kdir) + 3 < sizeof where)
-			wl += (size_t)snprintf(where + wl, sizeof where - wl, "%s%s", wl ? ", " : "", kdir);
+			wl += (size_t)snprintf(where + wl, sizeof where - wl, "%s%s",
+			                       wl ? ", " : "", kdir);
 		free(kdir);
 		if (dir) {
 			spec = kbox_kspec_load(dir, err);
@@ -253,7 +255,8 @@ kbox_kspec_t *kbox_kspec_load(const char *dir, kbox_error_t *err)
 	for (size_t i = 0; i < json_array_size(argv); i++) {
 		v = json_array_get(argv, i);
 		if (!json_is_string(v)) {
-			kbox__err(err, KBOX_E_INVALID, "kernelspec %s: argv[%zu] is not a string", file, i);
+			kbox__err(err, KBOX_E_INVALID, "kernelspec %s: argv[%zu] is not a string",
+			          file, i);
 			goto out;
 		}
 		if (strv_push(&av, strdup(json_string_value(v))) < 0)
@@ -273,7 +276,8 @@ kbox_kspec_t *kbox_kspec_load(const char *dir, kbox_error_t *err)
 	self->name = strdup(base);
 	for (char *p = self->name; p && *p; p++)
 		*p = (char)tolower((unsigned char)*p);
-	if (!self->resource_dir || !self->name || dup_field(root, "display_name", base, &self->display_name) ||
+	if (!self->resource_dir || !self->name ||
+	    dup_field(root, "display_name", base, &self->display_name) ||
 	    dup_field(root, "language", "", &self->language))
 		goto nomem;
 	v = json_object_get(root, "interrupt_mode");
@@ -376,17 +380,38 @@ void kbox_kspec_destroy(kbox_kspec_t **self_p)
 	*self_p = NULL;
 }
 
-const char *kbox_kspec_name(const kbox_kspec_t *self) { return self->name; }
-const char *kbox_kspec_resource_dir(const kbox_kspec_t *self) { return self->resource_dir; }
-const char *kbox_kspec_display_name(const kbox_kspec_t *self) { return self->display_name; }
-const char *kbox_kspec_language(const kbox_kspec_t *self) { return self->language; }
+const char *kbox_kspec_name(const kbox_kspec_t *self)
+{
+	return self->name;
+}
+const char *kbox_kspec_resource_dir(const kbox_kspec_t *self)
+{
+	return self->resource_dir;
+}
+const char *kbox_kspec_display_name(const kbox_kspec_t *self)
+{
+	return self->display_name;
+}
+const char *kbox_kspec_language(const kbox_kspec_t *self)
+{
+	return self->language;
+}
 kbox_interrupt_mode_t kbox_kspec_interrupt_mode(const kbox_kspec_t *self)
 {
 	return self->interrupt_mode;
 }
-char *const *kbox_kspec_argv(const kbox_kspec_t *self) { return self->argv; }
-json_t *kbox_kspec_env(const kbox_kspec_t *self) { return self->env; }
-json_t *kbox_kspec_metadata(const kbox_kspec_t *self) { return self->metadata; }
+char *const *kbox_kspec_argv(const kbox_kspec_t *self)
+{
+	return self->argv;
+}
+json_t *kbox_kspec_env(const kbox_kspec_t *self)
+{
+	return self->env;
+}
+json_t *kbox_kspec_metadata(const kbox_kspec_t *self)
+{
+	return self->metadata;
+}
 
 /* Replace "{name}" in ARG, where name is [A-Za-z0-9_]+, by LOOKUP(name);
  * NULL from LOOKUP leaves the text as it is.  DOLLAR: match "${name}". */
@@ -474,7 +499,8 @@ char **kbox_kspec_format_env(const kbox_kspec_t *self)
 	const char *key;
 	json_t *v;
 
-	json_object_foreach(self->env, key, v) {
+	json_object_foreach(self->env, key, v)
+	{
 		char *val, *kv;
 		size_t n;
 		if (!json_is_string(v))

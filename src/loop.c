@@ -214,7 +214,10 @@ void kbox_loop_cancel_timer(kbox_loop_t *self, int id)
 	sweep(self);
 }
 
-void kbox_loop_stop(kbox_loop_t *self) { self->stopped = true; }
+void kbox_loop_stop(kbox_loop_t *self)
+{
+	self->stopped = true;
+}
 
 /* Call the handlers of the descriptors and sockets found ready: READY[k]
  * for the poller WHICH[k]. */
@@ -244,7 +247,8 @@ static void fire_timers(kbox_loop_t *self)
 		void *arg;
 		for (size_t i = 0; i < self->n_timers; i++) {
 			ltimer_t *c = &self->timers[i];
-			if (!c->dead && c->pass != self->pass && c->due <= now && (!t || c->due < t->due))
+			if (!c->dead && c->pass != self->pass && c->due <= now &&
+			    (!t || c->due < t->due))
 				t = c;
 		}
 		if (!t)

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/un.h> /* KBOX__SUN_PATH */
-#include <czmq.h> /* zmsg_t, for the client (never in a public header) */
+#include <czmq.h>   /* zmsg_t, for the client (never in a public header) */
 #include <kbox.h>
 #include "common/kx.h" /* the common module: clock, UTF-8, buffers, files */
 

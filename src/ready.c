@@ -43,11 +43,12 @@ static void ready_expire(kbox_client_t *self, ready_t *rd)
 		kbox__err(&e, KBOX_E_DEAD, "kernel exited before it was ready");
 	} else {
 		kx_fmt_ms(t, sizeof t, rd->timeout_ms);
-		kbox__err(&e, KBOX_E_TIMEOUT,
-		          rd->shell_answered
-		              ? "kernel answered kernel_info but no iopub message reached us within %s"
-		              : "kernel did not answer kernel_info within %s",
-		          t);
+		kbox__err(
+		        &e, KBOX_E_TIMEOUT,
+		        rd->shell_answered
+		                ? "kernel answered kernel_info but no iopub message reached us within %s"
+		                : "kernel did not answer kernel_info within %s",
+		        t);
 	}
 	ready_end(self, rd, &e);
 }
@@ -65,7 +66,8 @@ static void ready_ask(kbox_client_t *self, ready_t *rd)
 	}
 	rd->phase = READY_ASK;
 	if (!request_start(self, KBOX_CH_SHELL, "kernel_info_request", NULL,
-	                   (int)(left < ATTEMPT_MS ? left : ATTEMPT_MS), rd, ready_on_reply, rd, &e))
+	                   (int)(left < ATTEMPT_MS ? left : ATTEMPT_MS), rd, ready_on_reply, rd,
+	                   &e))
 		ready_end(self, rd, &e);
 }
 
@@ -226,8 +228,8 @@ void ready_linked(kbox_client_t *self, kbox_channel_t ch)
 }
 
 /* Begin a readiness wait for OWNER (client_int.h). */
-ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_ready_cb *cb,
-                     void *arg, kbox_error_t *err)
+ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_ready_cb *cb, void *arg,
+                     kbox_error_t *err)
 {
 	ready_t *rd;
 	if (!self->loop) {
@@ -258,8 +260,8 @@ ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_read
 	if (self->sock[KBOX_CH_IOPUB] && self->mon[KBOX_CH_IOPUB] && !self->linked[KBOX_CH_IOPUB]) {
 		rd->phase = READY_LINK; /* client_on_monitor or this timer asks */
 		rd->t_phase = client_add_timer(
-		    self, rd->timeout_ms < IOPUB_LINK_MS ? rd->timeout_ms : IOPUB_LINK_MS,
-		    ready_on_link_wait, rd);
+		        self, rd->timeout_ms < IOPUB_LINK_MS ? rd->timeout_ms : IOPUB_LINK_MS,
+		        ready_on_link_wait, rd);
 		if (!rd->t_phase)
 			goto nomem;
 	} else {

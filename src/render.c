@@ -100,8 +100,8 @@ static json_t *text_json(const kbox_text_t *t)
 	const char *s = t && t->text ? t->text : "";
 
 	return json_pack("{s:o, s:o, s:o, s:b, s:o, s:o, s:o}", "text",
-	                 string_json(s, t && t->text ? t->len : 0),
-	                 "total_bytes", size_json(t ? t->total_bytes : 0), "total_lines",
+	                 string_json(s, t && t->text ? t->len : 0), "total_bytes",
+	                 size_json(t ? t->total_bytes : 0), "total_lines",
 	                 size_json(t ? t->total_lines : 0), "truncated", t ? t->truncated : false,
 	                 "spill_path", nullable_json(t ? t->spill_path : NULL, false),
 	                 "dropped_messages", size_json(t ? t->dropped_messages : 0),
@@ -137,10 +137,8 @@ static char *plain_text(json_t *bundle, size_t *len)
 	if (json_is_string(v))
 		kx_buf_append(&b, json_string_value(v), json_string_length(v));
 	else if (json_is_array(v))
-		json_array_foreach (v, i, line)
-			if (json_is_string(line))
-				kx_buf_append(&b, json_string_value(line),
-				              json_string_length(line));
+		json_array_foreach(v, i, line) if (json_is_string(line))
+		        kx_buf_append(&b, json_string_value(line), json_string_length(line));
 	return kx_buf_take(&b, len);
 }
 
@@ -197,8 +195,9 @@ static void text_images(kx_buf_t *b, const kbox_result_t *r, int display)
 			kx_buf_appendf(b, "[image not saved: %s, %zu bytes]\n",
 			               img->mime ? img->mime : "image", img->bytes);
 		else if (img->saved_as_text)
-			kx_buf_appendf(b, "[image saved as text: %s (the SVG has active content: %s)]\n",
-			               img->path, img->saved_as_text);
+			kx_buf_appendf(
+			        b, "[image saved as text: %s (the SVG has active content: %s)]\n",
+			        img->path, img->saved_as_text);
 		else if (img->width >= 0 && img->height >= 0)
 			kx_buf_appendf(b, "[image saved: %s (%d" TIMES_SIGN "%d px)]\n", img->path,
 			               img->width, img->height);
@@ -223,13 +222,13 @@ static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *
 		return;
 	{
 		/* image types the capture does not write are named, never dumped */
-		json_object_foreach (bundle, key, v)
-			if (strncmp(key, "image/", 6) == 0 && json_is_object(v) &&
-			    json_is_string(json_object_get(v, "error")) &&
-			    strcmp(json_string_value(json_object_get(v, "error")),
-			           "unsupported image type") == 0)
-				kx_buf_appendf(b, "[image not saved: %s, %" JSON_INTEGER_FORMAT " bytes]\n",
-				               key, json_integer_value(json_object_get(v, "bytes")));
+		json_object_foreach(bundle, key,
+		                    v) if (strncmp(key, "image/", 6) == 0 && json_is_object(v) &&
+		                           json_is_string(json_object_get(v, "error")) &&
+		                           strcmp(json_string_value(json_object_get(v, "error")),
+		                                  "unsupported image type") == 0)
+		        kx_buf_appendf(b, "[image not saved: %s, %" JSON_INTEGER_FORMAT " bytes]\n",
+		                       key, json_integer_value(json_object_get(v, "bytes")));
 		if (display_has_image(r, i)) {
 			text_images(b, r, (int)i);
 			return;
@@ -242,7 +241,8 @@ static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *
 		omitted = json_object_get(json_object_get(bundle, "text/plain"), "omitted_bytes");
 		if (json_is_integer(omitted)) {
 			kx_buf_appendf(b,
-			               "[display not shown: text/plain of %" JSON_INTEGER_FORMAT " bytes]\n",
+			               "[display not shown: text/plain of %" JSON_INTEGER_FORMAT
+			               " bytes]\n",
 			               json_integer_value(omitted));
 			return;
 		}
@@ -261,7 +261,7 @@ static void text_input(kx_buf_t *b, const kbox_output_t *o)
 	buf_visible(b, o->text, o->len);
 	if (o->password)
 		kx_buf_appends(b, o->value_len ? "\" and was given a password (not shown)]\n"
-		                                  : "\" for a password and was given end of input]\n");
+		                               : "\" for a password and was given end of input]\n");
 	else if (o->value) {
 		kx_buf_appends(b, "\" and was given \"");
 		buf_visible(b, o->value, o->value_len);
@@ -431,11 +431,10 @@ static json_t *displays_json(const kbox_result_t *r)
 	size_t i, n = kbox_result_display_count(r);
 
 	for (i = 0; a && i < n; i++)
-		if (json_array_append_new(a, json_pack("{s:o, s:o}", "data",
-		                                       bundle_json(kbox_result_display(r, i)),
-		                                       "display_id",
-		                                       nullable_json(kbox_result_display_id(r, i),
-		                                                     false))) != 0)
+		if (json_array_append_new(
+		            a, json_pack("{s:o, s:o}", "data",
+		                         bundle_json(kbox_result_display(r, i)), "display_id",
+		                         nullable_json(kbox_result_display_id(r, i), false))) != 0)
 			json_decref(a), a = NULL;
 	return a;
 }
@@ -451,17 +450,17 @@ static json_t *images_json(const kbox_result_t *r)
 		if (!img)
 			continue;
 		if (json_array_append_new(
-		            a, json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "path",
-		                         nullable_json(img->path, false), "mime",
-		                         img->mime ? img->mime : "", "width",
-		                         img->width >= 0 ? json_integer(img->width) : json_null(),
-		                         "height",
-		                         img->height >= 0 ? json_integer(img->height) : json_null(),
-		                         "bytes", size_json(img->bytes), "display",
-		                         img->display >= 0 ? json_integer(img->display)
-		                                           : json_null(),
-		                         "saved_as_text",
-		                         nullable_json(img->saved_as_text, false))) != 0)
+		            a,
+		            json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "path",
+		                      nullable_json(img->path, false), "mime",
+		                      img->mime ? img->mime : "", "width",
+		                      img->width >= 0 ? json_integer(img->width) : json_null(),
+		                      "height",
+		                      img->height >= 0 ? json_integer(img->height) : json_null(),
+		                      "bytes", size_json(img->bytes), "display",
+		                      img->display >= 0 ? json_integer(img->display) : json_null(),
+		                      "saved_as_text", nullable_json(img->saved_as_text, false))) !=
+		    0)
 			json_decref(a), a = NULL;
 	}
 	return a;
@@ -476,8 +475,8 @@ static json_t *error_json(const kbox_result_t *r)
 
 	if (!kbox_result_has_error(r))
 		return json_null();
-	return json_pack("{s:o, s:o, s:o, s:o}", "ename", string_json(ename, ename_len),
-	                 "evalue", string_json(evalue, evalue_len), "traceback",
+	return json_pack("{s:o, s:o, s:o, s:o}", "ename", string_json(ename, ename_len), "evalue",
+	                 string_json(evalue, evalue_len), "traceback",
 	                 text_json(kbox_result_traceback(r)), "traceback_raw",
 	                 raw ? json_deep_copy(raw) : json_array());
 }
@@ -490,13 +489,14 @@ static json_t *output_json(const kbox_result_t *r, const kbox_output_t *o)
 	case KBOX_OUT_STREAM:
 		return json_pack("{s:s, s:s, s:o, s:o, s:b}", "kind", "stream", "name",
 		                 o->stream == KBOX_TEXT_STDERR ? "stderr" : "stdout", "text",
-		                 string_json(o->text, o->len), "total_bytes", size_json(o->total_bytes),
-		                 "truncated", o->truncated);
+		                 string_json(o->text, o->len), "total_bytes",
+		                 size_json(o->total_bytes), "truncated", o->truncated);
 	case KBOX_OUT_DISPLAY:
-		return json_pack("{s:s, s:i, s:o, s:o}", "kind", "display_data", "display",
-		                 o->display, "data",
-		                 bundle_json(kbox_result_display(r, (size_t)o->display)), "display_id",
-		                 nullable_json(kbox_result_display_id(r, (size_t)o->display), false));
+		return json_pack(
+		        "{s:s, s:i, s:o, s:o}", "kind", "display_data", "display", o->display,
+		        "data", bundle_json(kbox_result_display(r, (size_t)o->display)),
+		        "display_id",
+		        nullable_json(kbox_result_display_id(r, (size_t)o->display), false));
 	case KBOX_OUT_RESULT:
 		count = kbox_result_count(r);
 		return json_pack("{s:s, s:o, s:o}", "kind", "execute_result", "execution_count",
@@ -507,7 +507,8 @@ static json_t *output_json(const kbox_result_t *r, const kbox_output_t *o)
 		const char *ename = kbox_result_ename(r, &ename_len);
 		const char *evalue = kbox_result_evalue(r, &evalue_len);
 		return json_pack("{s:s, s:o, s:o}", "kind", "error", "ename",
-		                 string_json(ename, ename_len), "evalue", string_json(evalue, evalue_len));
+		                 string_json(ename, ename_len), "evalue",
+		                 string_json(evalue, evalue_len));
 	}
 	case KBOX_OUT_INPUT:
 		return json_pack("{s:s, s:o, s:o, s:b}", "kind", "input", "prompt",
@@ -525,7 +526,8 @@ static json_t *outputs_json(const kbox_result_t *r)
 	const kbox_output_t *o;
 
 	for (i = 0; a && i < n; i++)
-		if ((o = kbox_result_output(r, i)) && json_array_append_new(a, output_json(r, o)) != 0)
+		if ((o = kbox_result_output(r, i)) &&
+		    json_array_append_new(a, output_json(r, o)) != 0)
 			json_decref(a), a = NULL;
 	return a;
 }
@@ -536,9 +538,10 @@ static json_t *notices_json(const kbox_result_t *r)
 	size_t i, n = kbox_result_notice_count(r);
 
 	for (i = 0; a && i < n; i++)
-		if (json_array_append_new(a, nullable_json(kbox_result_notice(r, i) ?
-		                                                   kbox_result_notice(r, i) : "",
-		                                           false)) != 0)
+		if (json_array_append_new(
+		            a,
+		            nullable_json(kbox_result_notice(r, i) ? kbox_result_notice(r, i) : "",
+		                          false)) != 0)
 			json_decref(a), a = NULL;
 	return a;
 }
@@ -570,8 +573,7 @@ json_t *kbox_render_json(const kbox_result_t *result)
 	    set_new(o, "stderr", text_json(kbox_result_stream(result, KBOX_TEXT_STDERR))) ||
 	    set_new(o, "value", value_json(result)) ||
 	    set_new(o, "displays", displays_json(result)) ||
-	    set_new(o, "images", images_json(result)) ||
-	    set_new(o, "error", error_json(result)) ||
+	    set_new(o, "images", images_json(result)) || set_new(o, "error", error_json(result)) ||
 	    set_new(o, "notices", notices_json(result))) {
 		json_decref(o);
 		return NULL;
@@ -598,8 +600,9 @@ json_t *kbox_render_event(const kbox_capture_t *cap, const kbox_event_t *ev)
 	case KBOX_EV_STREAM:
 		o = event_new("stream");
 		if (o)
-			rc = set_new(o, "name", json_string(ev->stream == KBOX_TEXT_STDERR ? "stderr"
-			                                                                      : "stdout")) ||
+			rc = set_new(o, "name",
+			             json_string(ev->stream == KBOX_TEXT_STDERR ? "stderr"
+			                                                        : "stdout")) ||
 			     set_new(o, "text", string_json(ev->text, ev->text ? ev->len : 0));
 		break;
 	case KBOX_EV_DISPLAY:
@@ -627,9 +630,10 @@ json_t *kbox_render_event(const kbox_capture_t *cap, const kbox_event_t *ev)
 		o = event_new("input");
 		if (o && ev->output)
 			rc = set_new(o, "prompt", string_json(ev->output->text, ev->output->len)) ||
-			     set_new(o, "value", ev->output->value ? string_json(ev->output->value,
-			                                                         ev->output->value_len)
-			                                           : json_null()) ||
+			     set_new(o, "value",
+			             ev->output->value
+			                     ? string_json(ev->output->value, ev->output->value_len)
+			                     : json_null()) ||
 			     set_new(o, "password", json_boolean(ev->output->password));
 		break;
 	}
@@ -650,7 +654,8 @@ json_t *kbox_render_end_event(const kbox_result_t *result)
 	o = event_new("end");
 	if (!o)
 		goto out;
-	json_object_foreach (all, key, v) {
+	json_object_foreach(all, key, v)
+	{
 		if (strcmp(key, "schema") == 0)
 			continue;
 		if (json_object_set(o, key, v) != 0) {

@@ -64,7 +64,8 @@ static int on_request_timeout(kbox_loop_t *loop, void *arg)
 	(void)loop;
 	r->timer = 0; /* spent */
 	kx_fmt_ms(t, sizeof t, r->timeout_ms);
-	kbox__err(&e, KBOX_E_TIMEOUT, "kernel did not answer %s within %s", kbox_msg_type(r->msg), t);
+	kbox__err(&e, KBOX_E_TIMEOUT, "kernel did not answer %s within %s", kbox_msg_type(r->msg),
+	          t);
 	request_end(r->client, r, NULL, &e);
 	return 0;
 }
@@ -88,7 +89,8 @@ request_t *request_start(kbox_client_t *self, kbox_channel_t channel, const char
 		goto fail;
 	}
 	if (!self->loop) {
-		kbox__err(err, KBOX_E_INVALID, "%s: the client is not attached to a loop", msg_type);
+		kbox__err(err, KBOX_E_INVALID, "%s: the client is not attached to a loop",
+		          msg_type);
 		goto fail;
 	}
 	if (!(r = calloc(1, sizeof *r))) {
@@ -147,11 +149,12 @@ int kbox_client_request_begin(kbox_client_t *self, kbox_channel_t channel, const
 			json_decref(*content_p);
 			*content_p = NULL;
 		}
-		return kbox__err(err, KBOX_E_INVALID, "request: no message type or no callback given");
+		return kbox__err(err, KBOX_E_INVALID,
+		                 "request: no message type or no callback given");
 	}
 	return request_start(self, channel, msg_type, content_p, timeout_ms, NULL, cb, arg, err)
-	           ? 0
-	           : -1;
+	               ? 0
+	               : -1;
 }
 
 /* kbox_client_request's callback: record the reply, stop the loop. */
@@ -165,9 +168,8 @@ static void wait_reply_cb(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
 	kbox_loop_stop(w->loop);
 }
 
-kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel,
-                                const char *msg_type, json_t **content_p, int timeout_ms,
-                                kbox_error_t *err)
+kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel, const char *msg_type,
+                                json_t **content_p, int timeout_ms, kbox_error_t *err)
 {
 	waiter_t w = {0};
 	bool begun;
@@ -186,11 +188,10 @@ kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel,
 	return w.reply;
 }
 
-kbox_msg_t *kbox_client_kernel_info_request(kbox_client_t *self, int timeout_ms,
-                                            kbox_error_t *err)
+kbox_msg_t *kbox_client_kernel_info_request(kbox_client_t *self, int timeout_ms, kbox_error_t *err)
 {
-	kbox_msg_t *reply =
-	    kbox_client_request(self, KBOX_CH_SHELL, "kernel_info_request", NULL, timeout_ms, err);
+	kbox_msg_t *reply = kbox_client_request(self, KBOX_CH_SHELL, "kernel_info_request", NULL,
+	                                        timeout_ms, err);
 	if (reply) {
 		json_decref(self->kernel_info);
 		self->kernel_info = json_incref(kbox_msg_content(reply));
@@ -208,8 +209,8 @@ static int codepoints(const char *s)
 kbox_msg_t *kbox_client_complete(kbox_client_t *self, const char *code, int cursor_pos,
                                  int timeout_ms, kbox_error_t *err)
 {
-	json_t *c = json_pack("{s:s, s:i}", "code", code,
-	                      "cursor_pos", cursor_pos < 0 ? codepoints(code) : cursor_pos);
+	json_t *c = json_pack("{s:s, s:i}", "code", code, "cursor_pos",
+	                      cursor_pos < 0 ? codepoints(code) : cursor_pos);
 	if (!c) {
 		kbox__err(err, KBOX_E_INVALID, "complete: code is not valid UTF-8");
 		return NULL;
@@ -244,9 +245,9 @@ kbox_msg_t *kbox_client_is_complete(kbox_client_t *self, const char *code, int t
 kbox_msg_t *kbox_client_history(kbox_client_t *self, json_t *args, int timeout_ms,
                                 kbox_error_t *err)
 {
-	json_t *c = args ? json_deep_copy(args) : json_pack("{s:s, s:i, s:b, s:b}",
-	                                                    "hist_access_type", "tail", "n", 10,
-	                                                    "output", 0, "raw", 1);
+	json_t *c = args ? json_deep_copy(args)
+	                 : json_pack("{s:s, s:i, s:b, s:b}", "hist_access_type", "tail", "n", 10,
+	                             "output", 0, "raw", 1);
 	return kbox_client_request(self, KBOX_CH_SHELL, "history_request", &c, timeout_ms, err);
 }
 
@@ -269,7 +270,8 @@ int kbox_client_interrupt(kbox_client_t *self, int timeout_ms, kbox_error_t *err
 	kbox_msg_t *reply;
 	if (self->hooks.interrupt)
 		return self->hooks.interrupt(self->hooks.arg, err);
-	reply = kbox_client_request(self, KBOX_CH_CONTROL, "interrupt_request", NULL, timeout_ms, err);
+	reply = kbox_client_request(self, KBOX_CH_CONTROL, "interrupt_request", NULL, timeout_ms,
+	                            err);
 	if (!reply)
 		return -1;
 	kbox_msg_destroy(&reply);

@@ -133,9 +133,10 @@ static const char *decode(const char *v, size_t n, kx_buf_t *out)
 				return NOT_WELL_FORMED;
 			for (cp = 0; k < end; k++) {
 				char d = lower(v[k]);
-				unsigned digit = d >= '0' && d <= '9'               ? (unsigned)(d - '0')
-				                 : hex && d >= 'a' && d <= 'f' ? (unsigned)(d - 'a' + 10)
-				                                                    : 99;
+				unsigned digit = d >= '0' && d <= '9' ? (unsigned)(d - '0')
+				                 : hex && d >= 'a' && d <= 'f'
+				                         ? (unsigned)(d - 'a' + 10)
+				                         : 99;
 				if (digit > (hex ? 15u : 9u) || cp > 0x10ffff)
 					return NOT_WELL_FORMED;
 				cp = cp * (hex ? 16 : 10) + digit;
@@ -212,9 +213,9 @@ static const char *css_check(const char *d, size_t n)
 static bool is_url_attr(const char *n, size_t len)
 {
 	static const char *const names[] = {
-	    "href",   "src",      "srcset", "action",   "formaction", "data",    "poster",
-	    "background", "codebase", "archive", "lowsrc", "dynsrc",  "ping",   "manifest",
-	    "longdesc", "cite",    "usemap", "profile", "icon",       "classid", "base"};
+	        "href",       "src",      "srcset",  "action",  "formaction", "data",    "poster",
+	        "background", "codebase", "archive", "lowsrc",  "dynsrc",     "ping",    "manifest",
+	        "longdesc",   "cite",     "usemap",  "profile", "icon",       "classid", "base"};
 	for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
 		if (eq_ci(n, len, names[k]))
 			return true;
@@ -242,18 +243,27 @@ static const char *element_check(const char *n, size_t len)
 {
 	static const struct {
 		const char *name, *why;
-	} active[] = {
-	    {"script", "a <script> element"},     {"foreignobject", "a <foreignObject> element"},
-	    {"iframe", "an <iframe> element"},    {"frame", "a <frame> element"},
-	    {"frameset", "a <frameset> element"}, {"embed", "an <embed> element"},
-	    {"object", "an <object> element"},    {"applet", "an <applet> element"},
-	    {"handler", "a <handler> element"},   {"listener", "a <listener> element"},
-	    {"meta", "a <meta> element"},         {"link", "a <link> element"},
-	    {"base", "a <base> element"},         {"form", "a <form> element"},
-	    {"input", "an <input> element"},      {"button", "a <button> element"},
-	    {"textarea", "a <textarea> element"}, {"select", "a <select> element"},
-	    {"portal", "a <portal> element"},     {"audio", "an <audio> element"},
-	    {"video", "a <video> element"}};
+	} active[] = {{"script", "a <script> element"},
+	              {"foreignobject", "a <foreignObject> element"},
+	              {"iframe", "an <iframe> element"},
+	              {"frame", "a <frame> element"},
+	              {"frameset", "a <frameset> element"},
+	              {"embed", "an <embed> element"},
+	              {"object", "an <object> element"},
+	              {"applet", "an <applet> element"},
+	              {"handler", "a <handler> element"},
+	              {"listener", "a <listener> element"},
+	              {"meta", "a <meta> element"},
+	              {"link", "a <link> element"},
+	              {"base", "a <base> element"},
+	              {"form", "a <form> element"},
+	              {"input", "an <input> element"},
+	              {"button", "a <button> element"},
+	              {"textarea", "a <textarea> element"},
+	              {"select", "a <select> element"},
+	              {"portal", "a <portal> element"},
+	              {"audio", "an <audio> element"},
+	              {"video", "a <video> element"}};
 	for (size_t k = 0; k < sizeof active / sizeof active[0]; k++)
 		if (eq_ci(n, len, active[k].name))
 			return active[k].why;
@@ -275,13 +285,14 @@ static const char *attr_check(const char *name, size_t nlen, const char *v, size
 		if (url_inside(d.data, d.len))
 			goto out; /* a data: URL is base64 or text: nothing more to find */
 		why = memmem(d.data, d.len, "script:", 7) ? "a javascript: URL"
-		                                         : "a link out of the image";
+		                                          : "a link out of the image";
 		goto out;
 	}
 	if (eq_ci(local, nlen, "attributename") && d.len) {
 		size_t tlen = d.len;
 		const char *target = local_name(d.data, &tlen);
-		if (is_url_attr(target, tlen) || (tlen >= 2 && target[0] == 'o' && target[1] == 'n')) {
+		if (is_url_attr(target, tlen) ||
+		    (tlen >= 2 && target[0] == 'o' && target[1] == 'n')) {
 			why = "an animation of a link or an event handler";
 			goto out;
 		}
@@ -298,9 +309,9 @@ out:
 /* The end of the <style> element being read: its text checked. */
 static const char *style_end(scan_t *p)
 {
-	const char *why = p->style.failed ? "not enough memory to read it"
-	                                  : css_check(p->style.data ? p->style.data : "",
-	                                              p->style.len);
+	const char *why = p->style.failed
+	                          ? "not enough memory to read it"
+	                          : css_check(p->style.data ? p->style.data : "", p->style.len);
 	kx_buf_reset(&p->style);
 	p->in_style = false;
 	return why;
@@ -333,8 +344,10 @@ static const char *xml_decl(scan_t *p)
 		if (k < (size_t)(end - p->s) && (p->s[k] == '"' || p->s[k] == '\'')) {
 			const char *q = memchr(p->s + k + 1, p->s[k], (size_t)(end - p->s) - k - 1);
 			size_t n = q ? (size_t)(q - (p->s + k + 1)) : 0;
-			if (!q || !(eq_ci(p->s + k + 1, n, "utf-8") || eq_ci(p->s + k + 1, n, "utf8") ||
-			            eq_ci(p->s + k + 1, n, "us-ascii") || eq_ci(p->s + k + 1, n, "ascii")))
+			if (!q ||
+			    !(eq_ci(p->s + k + 1, n, "utf-8") || eq_ci(p->s + k + 1, n, "utf8") ||
+			      eq_ci(p->s + k + 1, n, "us-ascii") ||
+			      eq_ci(p->s + k + 1, n, "ascii")))
 				return "an encoding other than UTF-8";
 		}
 	}
@@ -406,7 +419,8 @@ static const char *tag(scan_t *p)
 			style = false; /* <style/>: nothing in it */
 			break;
 		}
-		for (nk = j; j < p->len && !is_space(s[j]) && s[j] != '=' && s[j] != '>' && s[j] != '/';
+		for (nk = j;
+		     j < p->len && !is_space(s[j]) && s[j] != '=' && s[j] != '>' && s[j] != '/';
 		     j++)
 			;
 		if (j == nk)

@@ -39,19 +39,22 @@ char *kbox_strip_ansi(const char *s, size_t len, size_t *out_len)
 		i++;
 		if (i < len && s[i] == '[') { /* CSI: parameters, then a final byte 0x40-0x7e */
 			i++;
-			while (i < len && !((unsigned char)s[i] >= 0x40 && (unsigned char)s[i] <= 0x7e))
+			while (i < len &&
+			       !((unsigned char)s[i] >= 0x40 && (unsigned char)s[i] <= 0x7e))
 				i++;
 			if (i < len)
 				i++;
 		} else if (i < len && s[i] == ']') { /* OSC: until BEL or ESC \ */
 			i++;
-			while (i < len && s[i] != '\a' && !(s[i] == '\033' && i + 1 < len && s[i + 1] == '\\'))
+			while (i < len && s[i] != '\a' &&
+			       !(s[i] == '\033' && i + 1 < len && s[i + 1] == '\\'))
 				i++;
 			if (i < len)
 				i += s[i] == '\a' ? 1 : 2;
 		} else if (i < len && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] <= 0x2f) {
 			/* nF: intermediate bytes, then a final byte (ESC ( B) */
-			while (i < len && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] <= 0x2f)
+			while (i < len && (unsigned char)s[i] >= 0x20 &&
+			       (unsigned char)s[i] <= 0x2f)
 				i++;
 			if (i < len)
 				i++;

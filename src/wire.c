@@ -21,8 +21,8 @@ struct kbox_auth {
 	 * indices for lookup: 36 bytes a signature, not a string and a hash
 	 * entry apiece */
 	unsigned char (*ring)[SIG_BYTES];
-	uint32_t *slot;   /* ring index, or SLOT_EMPTY */
-	size_t mask;      /* slots - 1; slots a power of two >= 2 * cap */
+	uint32_t *slot; /* ring index, or SLOT_EMPTY */
+	size_t mask;    /* slots - 1; slots a power of two >= 2 * cap */
 	size_t cap, head, count;
 };
 
@@ -50,10 +50,9 @@ void kbox_uuid(char out[37])
 	randombytes_buf(b, sizeof b);
 	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
 	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-	snprintf(out, 37,
-	         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-	         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-	         b[12], b[13], b[14], b[15]);
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+	         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+	         b[13], b[14], b[15]);
 }
 
 void kbox_iso8601(double t, char out[32])
@@ -233,8 +232,8 @@ int kbox_auth_verify(const kbox_auth_t *self, const kbox_frame_t parts[4], const
 	if (siglen == 0)
 		return kbox__err(err, KBOX_E_AUTH, "unsigned message (empty signature)");
 	if (siglen != SIG_HEX)
-		return kbox__err(err, KBOX_E_AUTH,
-		                 "signature has %zu characters, expected %d", siglen, SIG_HEX);
+		return kbox__err(err, KBOX_E_AUTH, "signature has %zu characters, expected %d",
+		                 siglen, SIG_HEX);
 	kbox_auth_sign(self, parts, want);
 	rc = sodium_memcmp(want, sig, SIG_HEX);
 	sodium_memzero(want, sizeof want);
@@ -289,9 +288,9 @@ static void sig_bytes(const char *sig, size_t siglen, unsigned char out[SIG_BYTE
 	memset(out, 0, SIG_BYTES);
 	for (size_t k = 0; k < siglen && k < SIG_HEX; k++) {
 		int c = (unsigned char)sig[k], v = c >= '0' && c <= '9'   ? c - '0'
-		                                 : c >= 'a' && c <= 'f' ? c - 'a' + 10
-		                                 : c >= 'A' && c <= 'F' ? c - 'A' + 10
-		                                                        : 0;
+		                                   : c >= 'a' && c <= 'f' ? c - 'a' + 10
+		                                   : c >= 'A' && c <= 'F' ? c - 'A' + 10
+		                                                          : 0;
 		out[k / 2] |= (unsigned char)(k % 2 ? v : v << 4);
 	}
 }
@@ -374,9 +373,9 @@ kbox_msg_t *kbox_msg_new(const char *msg_type, const char *session, const char *
 	kbox_uuid(id);
 	kbox_iso8601(kx_wall_s(), date);
 	self->header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", id, "session",
-	                         session ? session : "", "username",
-	                         username ? username : "kbox", "date", date, "msg_type",
-	                         msg_type, "version", KBOX_PROTOCOL_VERSION);
+	                         session ? session : "", "username", username ? username : "kbox",
+	                         "date", date, "msg_type", msg_type, "version",
+	                         KBOX_PROTOCOL_VERSION);
 	self->parent = json_object();
 	self->metadata = json_object();
 	if (content_p && *content_p) {
@@ -479,20 +478,44 @@ static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
 	return d;
 }
 
-json_t *kbox_msg_header(const kbox_msg_t *self) { return self->header; }
-json_t *kbox_msg_parent_header(const kbox_msg_t *self) { return self->parent; }
-json_t *kbox_msg_metadata(const kbox_msg_t *self) { return lazy_dict(self, &self->metadata, 0); }
-json_t *kbox_msg_content(const kbox_msg_t *self) { return lazy_dict(self, &self->content, 1); }
-const char *kbox_msg_signature(const kbox_msg_t *self) { return self->sig; }
+json_t *kbox_msg_header(const kbox_msg_t *self)
+{
+	return self->header;
+}
+json_t *kbox_msg_parent_header(const kbox_msg_t *self)
+{
+	return self->parent;
+}
+json_t *kbox_msg_metadata(const kbox_msg_t *self)
+{
+	return lazy_dict(self, &self->metadata, 0);
+}
+json_t *kbox_msg_content(const kbox_msg_t *self)
+{
+	return lazy_dict(self, &self->content, 1);
+}
+const char *kbox_msg_signature(const kbox_msg_t *self)
+{
+	return self->sig;
+}
 
 double kbox_msg_date(const kbox_msg_t *self)
 {
 	return kbox_parse_iso8601(str_field(self->header, "date"));
 }
 
-size_t kbox_msg_buffer_count(const kbox_msg_t *self) { return self->buffers.n; }
-kbox_frame_t kbox_msg_buffer(const kbox_msg_t *self, size_t i) { return self->buffers.v[i]; }
-size_t kbox_msg_identity_count(const kbox_msg_t *self) { return self->identities.n; }
+size_t kbox_msg_buffer_count(const kbox_msg_t *self)
+{
+	return self->buffers.n;
+}
+kbox_frame_t kbox_msg_buffer(const kbox_msg_t *self, size_t i)
+{
+	return self->buffers.v[i];
+}
+size_t kbox_msg_identity_count(const kbox_msg_t *self)
+{
+	return self->identities.n;
+}
 kbox_frame_t kbox_msg_identity(const kbox_msg_t *self, size_t i)
 {
 	return self->identities.v[i];
@@ -622,7 +645,8 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 		if (frames[d].size == dlen && memcmp(frames[d].data, KBOX_DELIMITER, dlen) == 0)
 			break;
 	if (d == n) {
-		kbox__err(err, KBOX_E_PROTOCOL, "malformed message: no <IDS|MSG> delimiter in %zu frames", n);
+		kbox__err(err, KBOX_E_PROTOCOL,
+		          "malformed message: no <IDS|MSG> delimiter in %zu frames", n);
 		return NULL;
 	}
 	if (n - d - 1 < 5) {
@@ -641,8 +665,8 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 			const kbox_frame_t *f = &frames[d + 2 + i];
 			if (i < 2 && f->size > KBOX_MAX_HEADER_BYTES) {
 				kbox__err(err, KBOX_E_PROTOCOL,
-				          "message refused: its %s is %zu bytes (at most %d)", dict_names[i],
-				          f->size, KBOX_MAX_HEADER_BYTES);
+				          "message refused: its %s is %zu bytes (at most %d)",
+				          dict_names[i], f->size, KBOX_MAX_HEADER_BYTES);
 				return NULL;
 			}
 			bytes += f->size;
@@ -650,9 +674,10 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 		for (i = 0; bytes > KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX && i < 4; i++)
 			cost += kbox__json_cost(frames[d + 2 + i].data, frames[d + 2 + i].size);
 		if (cost > KBOX_MAX_DECODE_BYTES) {
-			kbox__err(err, KBOX_E_PROTOCOL,
-			          "message refused: decoding it would take about %zu MiB (at most %d)",
-			          cost >> 20, KBOX_MAX_DECODE_BYTES >> 20);
+			kbox__err(
+			        err, KBOX_E_PROTOCOL,
+			        "message refused: decoding it would take about %zu MiB (at most %d)",
+			        cost >> 20, KBOX_MAX_DECODE_BYTES >> 20);
 			return NULL;
 		}
 	}
@@ -662,13 +687,14 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 		const kbox_frame_t *f = &frames[d + 2 + i];
 		dicts[i] = parse_dict(f->data, f->size, &jerr);
 		if (!dicts[i]) {
-			kbox__err(err, KBOX_E_PROTOCOL, "malformed message: %s is not valid JSON: %s",
-			          dict_names[i], jerr.text);
+			kbox__err(err, KBOX_E_PROTOCOL,
+			          "malformed message: %s is not valid JSON: %s", dict_names[i],
+			          jerr.text);
 			goto fail;
 		}
 		if (!json_is_object(dicts[i])) {
-			kbox__err(err, KBOX_E_PROTOCOL, "malformed message: %s is not a JSON object",
-			          dict_names[i]);
+			kbox__err(err, KBOX_E_PROTOCOL,
+			          "malformed message: %s is not a JSON object", dict_names[i]);
 			goto fail;
 		}
 	}

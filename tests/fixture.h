@@ -147,7 +147,8 @@ static inline int fixture_feed(kbox_capture_t *cap, json_t *fixture, kbox_error_
 	size_t i;
 	int rc = 0;
 
-	json_array_foreach(iopub, i, entry) {
+	json_array_foreach(iopub, i, entry)
+	{
 		if (fixture_feed_msg(cap, fixture_entry_msg(entry), err) != 0)
 			rc = -1;
 	}
@@ -160,7 +161,7 @@ static inline int fixture_feed(kbox_capture_t *cap, json_t *fixture, kbox_error_
 static inline kbox_result_t *fixture_capture(const char *name, const kbox_capture_opts_t *opts,
                                              int *feed_rc)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_capture_t *cap = NULL;
 	kbox_result_t *res = NULL;
 	json_t *doc = fixture_load(name);
@@ -197,7 +198,8 @@ static inline char *fixture_stream_raw(const char *name, const char *stream_name
 	if (!doc)
 		return NULL;
 	out = calloc(1, 1);
-	json_array_foreach(json_object_get(doc, "iopub"), i, entry) {
+	json_array_foreach(json_object_get(doc, "iopub"), i, entry)
+	{
 		json_t *c = json_object_get(entry, "content");
 		const char *text = json_string_value(json_object_get(c, "text"));
 		size_t n;
@@ -233,7 +235,8 @@ static inline json_t *fixture_find(json_t *doc, const char *msg_type)
 	json_t *entry;
 	size_t i;
 
-	json_array_foreach(json_object_get(doc, "iopub"), i, entry) {
+	json_array_foreach(json_object_get(doc, "iopub"), i, entry)
+	{
 		const char *t = json_string_value(json_object_get(entry, "msg_type"));
 		if (t && !strcmp(t, msg_type))
 			return entry;

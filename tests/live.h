@@ -117,7 +117,7 @@ static inline kbox_kspec_t *live_make_kspec(const char *dir, const char *name, c
  * it is not installed or runs something other than /usr/bin/python3. */
 static inline kbox_kspec_t *live_python3(void)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_kspec_t *spec;
 	char *const *argv;
 
@@ -141,7 +141,7 @@ static inline kbox_kspec_t *live_python3(void)
 static inline kbox_kernel_t *live_start(const kbox_kspec_t *spec, const char *rundir,
                                         kbox_client_t **client_p, kbox_error_t *err)
 {
-	kbox_kernel_opts_t opts = { 0 };
+	kbox_kernel_opts_t opts = {0};
 
 	opts.runtime_dir = rundir;
 	opts.log_path = getenv("LIVE_KERNEL_LOG"); /* for debugging; NULL → /dev/null */
@@ -152,8 +152,8 @@ static inline kbox_kernel_t *live_start(const kbox_kspec_t *spec, const char *ru
  * Prints the error as a TAP comment when the request could not be sent. */
 static inline kbox_exec_t *live_run(kbox_client_t *client, const char *code, int timeout_ms)
 {
-	kbox_exec_opts_t opts = { 0 };
-	kbox_error_t err = { 0 };
+	kbox_exec_opts_t opts = {0};
+	kbox_error_t err = {0};
 	kbox_exec_t *ex;
 
 	opts.code = code;
@@ -197,7 +197,8 @@ static inline const char *live_data(const kbox_exec_t *ex, const char *msg_type,
 
 	if (!m)
 		return NULL;
-	return json_string_value(json_object_get(json_object_get(kbox_msg_content(m), "data"), mime));
+	return json_string_value(
+	        json_object_get(json_object_get(kbox_msg_content(m), "data"), mime));
 }
 
 /* The execute_result's text/plain, or NULL.  Borrowed. */

@@ -41,11 +41,11 @@ static void run_for(kbox_loop_t *loop, int ms)
 
 typedef struct {
 	int calls;
-	int fd;          /* to read one byte from, or -1 */
-	int remove_fd;   /* to remove from inside the handler, or -1 */
-	int cancel_id;   /* a timer to cancel from inside the handler, or 0 */
-	int cancel_after;/* ... once this many calls were made */
-	int rc;          /* what the handler returns */
+	int fd;           /* to read one byte from, or -1 */
+	int remove_fd;    /* to remove from inside the handler, or -1 */
+	int cancel_id;    /* a timer to cancel from inside the handler, or 0 */
+	int cancel_after; /* ... once this many calls were made */
+	int rc;           /* what the handler returns */
 	long long first_ms;
 } probe_t;
 
@@ -199,7 +199,7 @@ typedef struct rec {
 	bool done;
 	kbox_exec_t *x;
 	int iopub_msgs, stdin_msgs;
-	char out[4096]; /* stdout stream text seen by on_msg */
+	char out[4096];             /* stdout stream text seen by on_msg */
 	kbox_client_t *then_client; /* begin THEN_CODE from DONE, into NEXT */
 	const char *then_code;
 	struct rec *next;
@@ -402,8 +402,8 @@ TEST(request_begin_routes_each_reply_to_its_request)
 typedef struct {
 	int msgs;
 	size_t streams;
-	char text[1024];  /* stream text */
-	char parent[64];  /* parent msg_id of the last stream */
+	char text[1024]; /* stream text */
+	char parent[64]; /* parent msg_id of the last stream */
 } between_t;
 
 static void on_between(void *arg, const kbox_msg_t *m)
@@ -461,15 +461,15 @@ TEST(iopub_callback_gets_output_printed_between_executions_only)
 TEST(iopub_callback_output_over_the_rate_limit_is_dropped_and_counted)
 {
 	static const char code[] =
-		"import threading\n"
-		"k = get_ipython().kernel\n"
-		"p = k.get_parent('shell')\n"
-		"def _flood(n=10000):\n"
-		"    for i in range(n):\n"
-		"        k.session.send(k.iopub_thread.socket, 'stream',\n"
-		"                       {'name': 'stdout', 'text': 'x'}, parent=p,\n"
-		"                       ident=b'stream.stdout')\n"
-		"threading.Timer(0.3, lambda: k.iopub_thread.schedule(_flood)).start()\n";
+	        "import threading\n"
+	        "k = get_ipython().kernel\n"
+	        "p = k.get_parent('shell')\n"
+	        "def _flood(n=10000):\n"
+	        "    for i in range(n):\n"
+	        "        k.session.send(k.iopub_thread.socket, 'stream',\n"
+	        "                       {'name': 'stdout', 'text': 'x'}, parent=p,\n"
+	        "                       ident=b'stream.stdout')\n"
+	        "threading.Timer(0.3, lambda: k.iopub_thread.schedule(_flood)).start()\n";
 	kbox_loop_t *loop;
 	rec_t r = {0};
 	between_t b = {0};

@@ -94,8 +94,8 @@ TEST(df_plot_show_writes_one_png_of_exact_size)
 {
 	char *out;
 	kbox_result_t *r = capture_run(EXACT_FIGS "import pandas as pd, matplotlib.pyplot as plt\n"
-	                               "pd.Series([1, 3, 2]).plot(figsize=(4, 3))\n"
-	                               "plt.gcf().set_dpi(50)\nplt.show()",
+	                                          "pd.Series([1, 3, 2]).plot(figsize=(4, 3))\n"
+	                                          "plt.gcf().set_dpi(50)\nplt.show()",
 	                               0, 0, &out);
 	const kbox_image_t *img;
 	char want[PATH_MAX];
@@ -116,7 +116,8 @@ TEST(df_plot_show_writes_one_png_of_exact_size)
 TEST(two_figures_in_one_cell_write_two_files)
 {
 	char *out;
-	kbox_result_t *r = capture_run(EXACT_FIGS "import matplotlib.pyplot as plt\n"
+	kbox_result_t *r = capture_run(EXACT_FIGS
+	                               "import matplotlib.pyplot as plt\n"
 	                               "f1 = plt.figure(figsize=(2, 2), dpi=50); plt.plot([1, 2])\n"
 	                               "f2 = plt.figure(figsize=(3, 2), dpi=50); plt.plot([2, 1])\n"
 	                               "plt.show()",
@@ -196,7 +197,7 @@ TEST(error_inside_function_has_stripped_traceback_naming_it)
 		json_t *line;
 		int esc = 0;
 		json_array_foreach(kbox_result_traceback_raw(r), i, line)
-			esc |= strchr(json_string_value(line), '\033') != NULL;
+		        esc |= strchr(json_string_value(line), '\033') != NULL;
 		CHECK(esc);
 	}
 	done(&r, &out);
@@ -247,13 +248,16 @@ TEST(stdout_and_stderr_are_kept_apart_in_order)
 TEST(text_rendering_of_a_plot_names_file_and_size)
 {
 	char *out, *text, want[PATH_MAX + 64];
-	kbox_result_t *r = capture_run(EXACT_FIGS "import matplotlib.pyplot as plt\n"
-	                               "plt.figure(figsize=(2, 1), dpi=100); plt.plot([1]); plt.show()",
-	                               0, 0, &out);
+	kbox_result_t *r = capture_run(
+	        EXACT_FIGS "import matplotlib.pyplot as plt\n"
+	                   "plt.figure(figsize=(2, 1), dpi=100); plt.plot([1]); plt.show()",
+	        0, 0, &out);
 	REQUIRE(r != NULL);
 	text = kbox_render_text(r);
-	snprintf(want, sizeof want, "[image saved: %s/%d-1.png (200\xc3\x97" "100 px)]\n", out,
-	         kbox_result_count(r));
+	snprintf(want, sizeof want,
+	         "[image saved: %s/%d-1.png (200\xc3\x97"
+	         "100 px)]\n",
+	         out, kbox_result_count(r));
 	CHECK_STR_EQ(text, want);
 	free(text);
 	done(&r, &out);

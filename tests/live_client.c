@@ -15,10 +15,10 @@
 #include "tap.h"
 #include "live.h"
 
-static kbox_kspec_t *g_spec;     /* the Debian python3 kernelspec */
-static char *g_dir;              /* runtime dir of the shared kernel */
-static kbox_kernel_t *g_kernel;  /* the shared kernel */
-static kbox_client_t *g_client;  /* its client, with the kernel's hooks */
+static kbox_kspec_t *g_spec;    /* the Debian python3 kernelspec */
+static char *g_dir;             /* runtime dir of the shared kernel */
+static kbox_kernel_t *g_kernel; /* the shared kernel */
+static kbox_client_t *g_client; /* its client, with the kernel's hooks */
 
 /* The killed kernel, shared by the tests about a dead kernel. */
 static char *g_dead_dir;
@@ -35,7 +35,7 @@ static int send_raw_execute(kbox_client_t *client, const char *code, char id[64]
 	                            "store_history", 1, "user_expressions", "allow_stdin", 0,
 	                            "stop_on_error", 1);
 	kbox_msg_t *msg = kbox_client_msg(client, "execute_request", &content);
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	int rc = -1;
 
 	if (!msg)
@@ -103,8 +103,8 @@ TEST(execution_count_increments_between_calls)
 	res = live_output(b, "execute_result");
 	CHECK(res != NULL);
 	if (res)
-		CHECK_INT_EQ(json_integer_value(json_object_get(kbox_msg_content(res),
-		                                                "execution_count")),
+		CHECK_INT_EQ(json_integer_value(
+		                     json_object_get(kbox_msg_content(res), "execution_count")),
 		             kbox_exec_count(b));
 	kbox_exec_destroy(&a);
 	kbox_exec_destroy(&b);
@@ -152,15 +152,15 @@ TEST(stderr_write_goes_to_stderr_stream)
 TEST(plot_shows_png_of_figsize_times_dpi)
 {
 	static const char code[] =
-	    "import matplotlib\n"
-	    "matplotlib.use('module://matplotlib_inline.backend_inline')\n"
-	    "get_ipython().run_line_magic('config', "
-	    "'InlineBackend.print_figure_kwargs = {\"bbox_inches\": None}')\n"
-	    "import matplotlib.pyplot as plt\n"
-	    "fig = plt.figure(figsize=(4, 3), dpi=50)\n"
-	    "plt.plot([1, 2, 3], [1, 4, 9])\n"
-	    "plt.show()\n";
-	static const unsigned char png_sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+	        "import matplotlib\n"
+	        "matplotlib.use('module://matplotlib_inline.backend_inline')\n"
+	        "get_ipython().run_line_magic('config', "
+	        "'InlineBackend.print_figure_kwargs = {\"bbox_inches\": None}')\n"
+	        "import matplotlib.pyplot as plt\n"
+	        "fig = plt.figure(figsize=(4, 3), dpi=50)\n"
+	        "plt.plot([1, 2, 3], [1, 4, 9])\n"
+	        "plt.show()\n";
+	static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 	kbox_exec_t *ex;
 	const char *b64;
 	unsigned char *png = NULL;
@@ -189,8 +189,10 @@ TEST(plot_shows_png_of_figsize_times_dpi)
 	}
 	CHECK(memcmp(png, png_sig, sizeof png_sig) == 0);
 	CHECK(memcmp(png + 12, "IHDR", 4) == 0);
-	width = (uint32_t)png[16] << 24 | (uint32_t)png[17] << 16 | (uint32_t)png[18] << 8 | png[19];
-	height = (uint32_t)png[20] << 24 | (uint32_t)png[21] << 16 | (uint32_t)png[22] << 8 | png[23];
+	width = (uint32_t)png[16] << 24 | (uint32_t)png[17] << 16 | (uint32_t)png[18] << 8 |
+	        png[19];
+	height = (uint32_t)png[20] << 24 | (uint32_t)png[21] << 16 | (uint32_t)png[22] << 8 |
+	         png[23];
 	CHECK_INT_EQ(width, 200);
 	CHECK_INT_EQ(height, 150);
 out:
@@ -293,8 +295,8 @@ TEST(state_persists_between_executions)
  * kept = 7 set before) survives. */
 static void check_timeout_interrupt(kbox_client_t *client)
 {
-	kbox_exec_opts_t opts = { 0 };
-	kbox_error_t err = { 0 };
+	kbox_exec_opts_t opts = {0};
+	kbox_error_t err = {0};
 	kbox_exec_t *ex, *after;
 	long long t0, ms;
 
@@ -364,9 +366,9 @@ TEST(input_without_stdin_fails_at_once)
 
 TEST(scripted_input_lines_are_answered_in_order)
 {
-	static const char *const lines[] = { "alice", "bob" };
-	kbox_exec_opts_t opts = { 0 };
-	kbox_error_t err = { 0 };
+	static const char *const lines[] = {"alice", "bob"};
+	kbox_exec_opts_t opts = {0};
+	kbox_error_t err = {0};
 	kbox_exec_t *ex;
 	char *out;
 
@@ -388,9 +390,9 @@ TEST(scripted_input_lines_are_answered_in_order)
 
 TEST(input_after_lines_run_out_gets_eof)
 {
-	static const char *const lines[] = { "alice", "bob" };
-	kbox_exec_opts_t opts = { 0 };
-	kbox_error_t err = { 0 };
+	static const char *const lines[] = {"alice", "bob"};
+	kbox_exec_opts_t opts = {0};
+	kbox_error_t err = {0};
 	kbox_exec_t *ex;
 	long long t0 = live_ms();
 
@@ -433,7 +435,7 @@ TEST(request_queued_behind_error_is_aborted)
 	REQUIRE(send_raw_execute(g_client, "aborted_ran = True", id2) == 0);
 	t0 = live_ms();
 	while ((!st1 || !st2) && live_ms() - t0 < 10000) {
-		kbox_error_t err = { 0 };
+		kbox_error_t err = {0};
 		kbox_msg_t *m = kbox_client_recv(g_client, KBOX_CH_SHELL, 1000, &err);
 		const char *parent;
 
@@ -486,7 +488,7 @@ TEST(execute_queued_behind_error_reports_aborted)
 
 TEST(complete_import_o_offers_os)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_msg_t *r;
 	json_t *c, *matches, *m;
 	size_t i;
@@ -501,7 +503,8 @@ TEST(complete_import_o_offers_os)
 	c = kbox_msg_content(r);
 	CHECK_STR_EQ(reply_status(r), "ok");
 	matches = json_object_get(c, "matches");
-	json_array_foreach(matches, i, m) {
+	json_array_foreach(matches, i, m)
+	{
 		if (json_string_value(m) && !strcmp(json_string_value(m), "os"))
 			found = 1;
 	}
@@ -513,7 +516,7 @@ TEST(complete_import_o_offers_os)
 
 TEST(inspect_len_is_found)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_msg_t *r;
 	json_t *c;
 
@@ -535,7 +538,7 @@ TEST(inspect_len_is_found)
 static void check_is_complete(const char *code, const char *expect_status,
                               const char *expect_indent)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_msg_t *r;
 	json_t *c;
 
@@ -573,7 +576,7 @@ TEST(is_complete_dangling_operator_is_invalid)
 
 TEST(kernel_info_reports_protocol_5_and_python)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	json_t *info;
 	kbox_msg_t *r;
 	const char *pv;
@@ -583,8 +586,9 @@ TEST(kernel_info_reports_protocol_5_and_python)
 	REQUIRE(info);
 	pv = json_string_value(json_object_get(info, "protocol_version"));
 	CHECK(pv && !strncmp(pv, "5.", 2));
-	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(info, "language_info"), "name")),
-	             "python");
+	CHECK_STR_EQ(
+	        json_string_value(json_object_get(json_object_get(info, "language_info"), "name")),
+	        "python");
 
 	r = kbox_client_kernel_info_request(g_client, 10000, &err);
 	REQUIRE(r);
@@ -597,7 +601,7 @@ TEST(kernel_info_reports_protocol_5_and_python)
 
 TEST(history_tail_returns_latest_entry)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_exec_t *ex;
 	json_t *args, *hist, *last;
 	kbox_msg_t *r;
@@ -626,7 +630,7 @@ TEST(history_tail_returns_latest_entry)
 
 TEST(comm_info_is_ok)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_msg_t *r;
 
 	REQUIRE(g_client);
@@ -658,9 +662,9 @@ static void *job_run(void *arg)
 
 TEST(two_clients_each_get_only_their_own_output)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_client_t *other;
-	struct job a = { 0 }, b = { 0 };
+	struct job a = {0}, b = {0};
 	pthread_t ta, tb;
 	char *out_a = NULL, *out_b = NULL;
 
@@ -714,7 +718,7 @@ out:
 
 TEST(heartbeat_answers_on_live_kernel)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_client_t *bare;
 
 	REQUIRE(g_client);
@@ -730,7 +734,7 @@ TEST(heartbeat_answers_on_live_kernel)
  * alone, within 2 s of the kill. */
 TEST(heartbeat_detects_killed_kernel_within_2s)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	pid_t pid;
 	long long detected;
 	int rc;
@@ -809,11 +813,11 @@ static void dead_cleanup(void)
 
 TEST(kernel_that_exits_at_once_is_dead_not_timed_out)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_kspec_t *spec = NULL;
 	kbox_kernel_t *k = NULL;
 	kbox_client_t *c = NULL;
-	kbox_kernel_opts_t opts = { 0 };
+	kbox_kernel_opts_t opts = {0};
 	char *dir = live_mkdtemp("live-exit");
 	char *run = live_mkdtemp("live-exit-run");
 	long long t0, ms;
@@ -866,7 +870,7 @@ out:
 
 TEST(missing_kernelspec_is_notfound)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_kspec_t *spec = kbox_kspec_find("kbox-no-such-kernel", &err);
 
 	CHECK(spec == NULL);
@@ -879,7 +883,7 @@ TEST(missing_kernelspec_is_notfound)
 
 TEST(stop_leaves_no_process_and_no_files)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_kernel_t *k;
 	kbox_client_t *c = NULL;
 	char *dir;
@@ -922,7 +926,7 @@ out:
 
 TEST(message_mode_interrupt_interrupts_on_timeout)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	json_error_t jerr;
 	json_t *kj = NULL;
 	char *text = NULL, *specdir = NULL, *run = NULL;
@@ -971,7 +975,7 @@ out:
 
 int main(void)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 
 	if (kbox_init() != 0) {
 		printf("Bail out! kbox_init failed\n");

@@ -34,8 +34,8 @@ TEST(requests_to_an_absent_kernel_never_block)
 	REQUIRE(c != NULL);
 	/* more than the DEALER's 1000-message queue */
 	for (i = 0; i < 1100; i++) {
-		kbox_msg_t *r = kbox_client_request(c, KBOX_CH_SHELL, "kernel_info_request", NULL, 1,
-		                                    &err);
+		kbox_msg_t *r = kbox_client_request(c, KBOX_CH_SHELL, "kernel_info_request", NULL,
+		                                    1, &err);
 		CHECK(r == NULL);
 		kbox_msg_destroy(&r);
 		if (strstr(err.msg, "sending"))
@@ -205,8 +205,8 @@ TEST(runtime_dir_too_long_for_unix_sockets_is_refused)
 	k = kbox_kernel_start(g_spec, &o, &err);
 	CHECK(k == NULL);
 	CHECK_INT_EQ(err.code, KBOX_E_INVALID);
-	snprintf(want, sizeof want, "runtime directory %s is too long for the kernel's unix sockets",
-	         sub);
+	snprintf(want, sizeof want,
+	         "runtime directory %s is too long for the kernel's unix sockets", sub);
 	CHECK_STR_EQ(err.msg, want);
 	CHECK_INT_EQ(live_dir_entries(sub, true), 0);
 	kbox_kernel_destroy(&k);
@@ -265,12 +265,13 @@ TEST(output_after_idle_that_never_stops_does_not_hold_execute)
 
 	REQUIRE(k != NULL);
 	t0 = live_ms();
-	ex = live_run(c, "import threading, sys\n"
-	                 "def flood():\n"
-	                 "    while True:\n"
-	                 "        sys.stdout.write('x' * 100 + '\\n'); sys.stdout.flush()\n"
-	                 "threading.Thread(target=flood, daemon=True).start()\n"
-	                 "'started'",
+	ex = live_run(c,
+	              "import threading, sys\n"
+	              "def flood():\n"
+	              "    while True:\n"
+	              "        sys.stdout.write('x' * 100 + '\\n'); sys.stdout.flush()\n"
+	              "threading.Thread(target=flood, daemon=True).start()\n"
+	              "'started'",
 	              10000);
 	REQUIRE(ex != NULL);
 	CHECK_STR_EQ(kbox_exec_status_name(kbox_exec_status(ex)), "ok");

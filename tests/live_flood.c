@@ -152,7 +152,8 @@ static long mem_end(mem_t *m, const char *what)
 	printf("# %s: client VmRSS before %ld KiB, VmHWM after %ld KiB, VmRSS after %ld KiB: "
 	       "peak growth %ld KiB (%.1f MiB; bound %ld MiB)%s\n",
 	       what, m->rss_before, m->hwm_after, status_kib("VmRSS"), growth, growth / 1024.0,
-	       FLOOD_BOUND_KIB / 1024, m->peak_reset ? "" : " [peak not resettable: HWM difference]");
+	       FLOOD_BOUND_KIB / 1024,
+	       m->peak_reset ? "" : " [peak not resettable: HWM difference]");
 	return growth;
 }
 
@@ -202,9 +203,9 @@ static kbox_client_t *client(void)
 /* What an execution delivered besides its result. */
 typedef struct {
 	kbox_capture_t *cap;
-	size_t msgs;           /* iopub messages handed to on_msg */
-	size_t stdout_msgs;    /* of them, stream messages on stdout */
-	size_t rate_dropped;   /* dropped over the rate limit, and their bytes */
+	size_t msgs;         /* iopub messages handed to on_msg */
+	size_t stdout_msgs;  /* of them, stream messages on stdout */
+	size_t rate_dropped; /* dropped over the rate limit, and their bytes */
 	size_t rate_dropped_bytes;
 	bool output_lost;
 } run_info_t;
@@ -215,9 +216,11 @@ static int counting_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *
 	run_info_t *info = arg;
 
 	if (channel == KBOX_CH_IOPUB) {
-		const char *name = json_string_value(json_object_get(kbox_msg_content(msg), "name"));
+		const char *name = json_string_value(
+		        json_object_get(kbox_msg_content(msg), "name"));
 		info->msgs++;
-		if (strcmp(kbox_msg_type(msg), "stream") == 0 && name && strcmp(name, "stdout") == 0)
+		if (strcmp(kbox_msg_type(msg), "stream") == 0 && name &&
+		    strcmp(name, "stdout") == 0)
 			info->stdout_msgs++;
 	}
 	return kbox_capture_on_msg(info->cap, channel, msg);
@@ -397,14 +400,14 @@ TEST(display_of_200_mb_is_refused_with_a_notice_and_bounded)
 TEST(million_one_char_stream_messages_finish_rate_limited_and_bounded)
 {
 	static const char code[] =
-		"k = get_ipython().kernel\n"
-		"p = k.get_parent('shell')\n"
-		"def _flood(n=1_000_000):\n"
-		"    for i in range(n):\n"
-		"        k.session.send(k.iopub_thread.socket, 'stream',\n"
-		"                       {'name': 'stdout', 'text': 'x'}, parent=p,\n"
-		"                       ident=b'stream.stdout')\n"
-		"k.iopub_thread.schedule(_flood)\n";
+	        "k = get_ipython().kernel\n"
+	        "p = k.get_parent('shell')\n"
+	        "def _flood(n=1_000_000):\n"
+	        "    for i in range(n):\n"
+	        "        k.session.send(k.iopub_thread.socket, 'stream',\n"
+	        "                       {'name': 'stdout', 'text': 'x'}, parent=p,\n"
+	        "                       ident=b'stream.stdout')\n"
+	        "k.iopub_thread.schedule(_flood)\n";
 	const char *out = scratch("flood-million");
 	run_info_t info;
 	kbox_result_t *r;
@@ -465,7 +468,8 @@ TEST(unicode_stdout_arrives_exact)
 
 	REQUIRE(t != NULL);
 	CHECK_INT_EQ(kbox_result_status(r), KBOX_EXEC_OK);
-	CHECK_STR_EQ(t->text, "h\xc3\xa9llo \xe2\x9c\x93 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\n");
+	CHECK_STR_EQ(t->text,
+	             "h\xc3\xa9llo \xe2\x9c\x93 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\n");
 	CHECK_INT_EQ(t->total_bytes, 23);
 	kbox_result_destroy(&r);
 }

@@ -216,7 +216,7 @@ static int proxy_injected(void)
  * the proxy.  Fills g_args.  NULL on failure. */
 static kbox_conn_t *proxy_conn(const kbox_conn_t *real, const char *connection_file)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	json_error_t jerr;
 	json_t *obj = json_load_file(connection_file, 0, &jerr);
 	kbox_conn_t *conn = NULL;
@@ -344,7 +344,7 @@ static int send_signed(zsock_t *dealer, const kbox_auth_t *auth, const char *cod
 	                            "stop_on_error", 1);
 	kbox_msg_t *msg = kbox_msg_new("execute_request", "kbox-proxy-test-session", "kbox",
 	                               &content);
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	zmsg_t *z = NULL;
 	int rc = -1;
 
@@ -367,7 +367,7 @@ out:
 TEST(kernel_ignores_request_signed_with_wrong_key)
 {
 	static const char wrong_key[] = "0123456789abcdef0123456789abcdef";
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	const kbox_conn_t *conn;
 	const unsigned char *key;
 	size_t keylen = 0;
@@ -427,7 +427,7 @@ out:
 
 int main(void)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	kbox_conn_t *pconn = NULL;
 
 	if (kbox_init() != 0) {
@@ -445,7 +445,8 @@ int main(void)
 	if (!g_kernel)
 		printf("# kernel did not start: %s\n", err.msg);
 	if (g_kernel)
-		pconn = proxy_conn(kbox_kernel_conn(g_kernel), kbox_kernel_connection_file(g_kernel));
+		pconn = proxy_conn(kbox_kernel_conn(g_kernel),
+		                   kbox_kernel_connection_file(g_kernel));
 	if (pconn)
 		g_proxy = zactor_new(proxy_actor, &g_args);
 	if (g_proxy)

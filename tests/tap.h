@@ -124,60 +124,59 @@ static inline void tap_run(void (*fn)(void), const char *name, int slow)
 }
 
 /* Mark the current test skipped with REASON and return from it. */
-#define SKIP(reason)                                                               \
-	do {                                                                       \
-		tap_skip_reason = (reason);                                        \
-		return;                                                            \
+#define SKIP(reason)                        \
+	do {                                \
+		tap_skip_reason = (reason); \
+		return;                     \
 	} while (0)
 
-#define CHECK(cond)                                                                \
-	do {                                                                       \
-		if (!(cond)) {                                                     \
+#define CHECK(cond)                                                                       \
+	do {                                                                              \
+		if (!(cond)) {                                                            \
 			printf("# %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-			tap_cur_failed = 1;                                        \
-		}                                                                  \
+			tap_cur_failed = 1;                                               \
+		}                                                                         \
 	} while (0)
 
 /* CHECK, then return from the test when it failed (later checks depend on it). */
-#define REQUIRE(cond)                                                              \
-	do {                                                                       \
-		if (!(cond)) {                                                     \
+#define REQUIRE(cond)                                                                       \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
 			printf("# %s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond); \
-			tap_cur_failed = 1;                                        \
-			return;                                                    \
-		}                                                                  \
+			tap_cur_failed = 1;                                                 \
+			return;                                                             \
+		}                                                                           \
 	} while (0)
 
-#define CHECK_INT_EQ(a, b)                                                         \
-	do {                                                                       \
-		long long tap_a = (long long)(a), tap_b = (long long)(b);          \
-		if (tap_a != tap_b) {                                              \
-			printf("# %s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, \
-			       #a, #b, tap_a, tap_b);                              \
-			tap_cur_failed = 1;                                        \
-		}                                                                  \
+#define CHECK_INT_EQ(a, b)                                                                         \
+	do {                                                                                       \
+		long long tap_a = (long long)(a), tap_b = (long long)(b);                          \
+		if (tap_a != tap_b) {                                                              \
+			printf("# %s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, \
+			       #b, tap_a, tap_b);                                                  \
+			tap_cur_failed = 1;                                                        \
+		}                                                                                  \
 	} while (0)
 
-#define CHECK_STR_EQ(a, b)                                                         \
-	do {                                                                       \
-		const char *tap_a = (a), *tap_b = (b);                             \
-		if (!tap_a || !tap_b || strcmp(tap_a, tap_b) != 0) {               \
-			printf("# %s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__, \
-			       __LINE__, #a, #b, tap_a ? tap_a : "(null)",         \
-			       tap_b ? tap_b : "(null)");                          \
-			tap_cur_failed = 1;                                        \
-		}                                                                  \
+#define CHECK_STR_EQ(a, b)                                                                         \
+	do {                                                                                       \
+		const char *tap_a = (a), *tap_b = (b);                                             \
+		if (!tap_a || !tap_b || strcmp(tap_a, tap_b) != 0) {                               \
+			printf("# %s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__, __LINE__, \
+			       #a, #b, tap_a ? tap_a : "(null)", tap_b ? tap_b : "(null)");        \
+			tap_cur_failed = 1;                                                        \
+		}                                                                                  \
 	} while (0)
 
 /* CHECK that haystack A contains needle B. */
-#define CHECK_CONTAINS(a, b)                                                       \
-	do {                                                                       \
-		const char *tap_a = (a), *tap_b = (b);                             \
-		if (!tap_a || !tap_b || !strstr(tap_a, tap_b)) {                   \
-			printf("# %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, \
-			       __LINE__, tap_a ? tap_a : "(null)", tap_b ? tap_b : "(null)"); \
-			tap_cur_failed = 1;                                        \
-		}                                                                  \
+#define CHECK_CONTAINS(a, b)                                                                    \
+	do {                                                                                    \
+		const char *tap_a = (a), *tap_b = (b);                                          \
+		if (!tap_a || !tap_b || !strstr(tap_a, tap_b)) {                                \
+			printf("# %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__, \
+			       tap_a ? tap_a : "(null)", tap_b ? tap_b : "(null)");             \
+			tap_cur_failed = 1;                                                     \
+		}                                                                               \
 	} while (0)
 
 static inline int tap_done(void)

@@ -31,7 +31,7 @@ static const unsigned char PNG_SIG[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, 
 
 #define MAX_DEFERRED 64
 
-typedef void (cleanup_fn)(void *);
+typedef void(cleanup_fn)(void *);
 
 static struct {
 	cleanup_fn *fn;
@@ -82,10 +82,10 @@ static void rmdir_cb(void *p)
 }
 
 /* A test runs RUN_TEST(name): the test, then its cleanups. */
-#define RUN_TEST(name)                                                                     \
-	do {                                                                               \
-		RUN(name);                                                                 \
-		cleanup_all();                                                             \
+#define RUN_TEST(name)         \
+	do {                   \
+		RUN(name);     \
+		cleanup_all(); \
 	} while (0)
 
 /* ---- one capture into a fresh outputs directory ---- */
@@ -115,7 +115,7 @@ static void run_cb(void *p)
  * test.  0, or -1 with a TAP comment. */
 static int run_start_prefix(run_t **rp, size_t max_bytes, size_t max_lines, const char *prefix)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 	run_t *r = defer(run_cb, calloc(1, sizeof *r));
 
 	*rp = r;
@@ -146,7 +146,7 @@ static int run_start(run_t **rp, size_t max_bytes, size_t max_lines)
 /* Feed MSG (taken) to the capture; failures are counted. */
 static void run_feed(run_t *r, kbox_msg_t *msg)
 {
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 
 	if (!msg) {
 		printf("# could not build a message\n");
@@ -197,7 +197,7 @@ static const char *display_plain(const kbox_result_t *res, size_t i)
 static void run_fixture(run_t *r, const char *name)
 {
 	json_t *doc = fixture_load(name);
-	kbox_error_t err = { 0 };
+	kbox_error_t err = {0};
 
 	if (!doc) {
 		r->feed_failures++;
@@ -218,8 +218,7 @@ static kbox_result_t *run_finish(run_t *r)
 }
 
 /* Capture fixture NAME with budgets MAX_BYTES/MAX_LINES; NULL on failure. */
-static kbox_result_t *run_whole(run_t **rp, const char *name, size_t max_bytes,
-                                size_t max_lines)
+static kbox_result_t *run_whole(run_t **rp, const char *name, size_t max_bytes, size_t max_lines)
 {
 	if (run_start(rp, max_bytes, max_lines) != 0)
 		return NULL;
@@ -393,7 +392,7 @@ TEST(interleaved_streams_kept_apart)
 TEST(interleaved_stream_events_in_arrival_order)
 {
 	run_t *r = NULL;
-	events_t ev = { 0 };
+	events_t ev = {0};
 	static const char *const want[] = {"out1\n", "err1\n", "out2\n", "err2\n", "out3\n"};
 
 	REQUIRE(run_start(&r, 0, 0) == 0);
@@ -489,8 +488,8 @@ TEST(backspace_moves_back_one_character)
 
 	REQUIRE(run_start(&r, 0, 0) == 0);
 	run_stream(r, "stdout", "abc\bX\n");
-	run_stream(r, "stdout", "\bY\n");      /* at the line start: stays */
-	run_stream(r, "stdout", "é\bZ\n");     /* back over one whole character */
+	run_stream(r, "stdout", "\bY\n");       /* at the line start: stays */
+	run_stream(r, "stdout", "é\bZ\n");      /* back over one whole character */
 	run_stream(r, "stdout", "ab\b\b\bc\n"); /* never before the line start */
 	REQUIRE(run_finish(r));
 	CHECK_STR_EQ(out_text(r->res), "abX\nY\nZ\ncb\n");
@@ -546,7 +545,8 @@ TEST(clear_output_forgets_images_of_cleared_displays)
 	CHECK_STR_EQ(kbox_result_image(r->res, 0)->mime, "image/svg+xml");
 	CHECK_INT_EQ(kbox_result_image(r->res, 0)->display, 0);
 	/* numbering goes on, so the later image never replaces the earlier file */
-	CHECK_STR_EQ(kbox_result_image(r->res, 0)->path, in_dir(path, sizeof path, r->dir, "2-2.svg"));
+	CHECK_STR_EQ(kbox_result_image(r->res, 0)->path,
+	             in_dir(path, sizeof path, r->dir, "2-2.svg"));
 	CHECK(stat(in_dir(path, sizeof path, r->dir, "2-1.png"), &st) == 0);
 }
 
@@ -584,7 +584,7 @@ TEST(clear_output_wait_fixture_ends_with_last_output)
 TEST(clear_output_wait_emits_clear_before_next_output)
 {
 	run_t *r = NULL;
-	events_t ev = { 0 };
+	events_t ev = {0};
 
 	REQUIRE(run_start(&r, 0, 0) == 0);
 	kbox_capture_set_event_cb(r->cap, record_event, &ev);
@@ -612,9 +612,9 @@ TEST(update_display_data_replaces_same_display_id)
 
 	REQUIRE(res && doc);
 	id = json_string_value(json_object_get(
-		json_object_get(json_object_get(fixture_find(doc, "display_data"), "content"),
+	        json_object_get(json_object_get(fixture_find(doc, "display_data"), "content"),
 	                        "transient"),
-		"display_id"));
+	        "display_id"));
 	REQUIRE(id);
 	CHECK_INT_EQ(kbox_result_display_count(res), 1);
 	CHECK_STR_EQ(display_plain(res, 0), "'second'");
@@ -624,7 +624,7 @@ TEST(update_display_data_replaces_same_display_id)
 TEST(update_display_data_emits_display_event_with_index)
 {
 	run_t *r = NULL;
-	events_t ev = { 0 };
+	events_t ev = {0};
 
 	REQUIRE(run_start(&r, 0, 0) == 0);
 	kbox_capture_set_event_cb(r->cap, record_event, &ev);
@@ -697,7 +697,8 @@ TEST(dataframe_bundle_keeps_html_value_text_is_plain)
 	json_t *sent, *value;
 
 	REQUIRE(res && doc);
-	sent = json_object_get(json_object_get(fixture_find(doc, "execute_result"), "content"), "data");
+	sent = json_object_get(json_object_get(fixture_find(doc, "execute_result"), "content"),
+	                       "data");
 	value = kbox_result_value(res);
 	REQUIRE(value);
 	CHECK(json_equal(json_object_get(value, "text/html"), json_object_get(sent, "text/html")));
@@ -729,7 +730,8 @@ TEST(oversized_mime_value_left_out_of_bundle)
 	REQUIRE(kbox_result_display_count(r->res) == 1);
 	CHECK_STR_EQ(display_plain(r->res, 0), "small");
 	CHECK_INT_EQ(json_integer_value(json_object_get(
-			     json_object_get(kbox_result_display(r->res, 0), "text/html"), "omitted_bytes")),
+	                     json_object_get(kbox_result_display(r->res, 0), "text/html"),
+	                     "omitted_bytes")),
 	             70000);
 }
 
@@ -761,7 +763,8 @@ TEST(png_written_with_exact_size)
 	kbox_result_t *res = run_whole(&r, "plot_one", 0, 0);
 	const kbox_image_t *img;
 	size_t len = 0;
-	unsigned char *png = defer(free, fixture_image("plot_one", "display_data", "image/png", &len));
+	unsigned char *png = defer(free,
+	                           fixture_image("plot_one", "display_data", "image/png", &len));
 	char path[4096];
 	char *file;
 	size_t flen = 0;
@@ -838,8 +841,9 @@ TEST(svg_written_with_unknown_size)
 
 	REQUIRE(res && doc);
 	svg = json_string_value(json_object_get(
-		json_object_get(json_object_get(fixture_find(doc, "display_data"), "content"), "data"),
-		"image/svg+xml"));
+	        json_object_get(json_object_get(fixture_find(doc, "display_data"), "content"),
+	                        "data"),
+	        "image/svg+xml"));
 	REQUIRE(svg);
 	REQUIRE(kbox_result_image_count(res) == 1);
 	img = kbox_result_image(res, 0);
@@ -884,7 +888,8 @@ TEST(svg_with_a_script_is_written_as_text_and_says_why)
 	CHECK(stat(in_dir(path, sizeof path, r->dir, "0-1.svg"), &st) != 0 && errno == ENOENT);
 	ref = json_object_get(kbox_result_display(r->res, 0), "image/svg+xml");
 	CHECK_STR_EQ(json_string_value(json_object_get(ref, "path")), img->path);
-	CHECK_STR_EQ(json_string_value(json_object_get(ref, "saved_as_text")), "a <script> element");
+	CHECK_STR_EQ(json_string_value(json_object_get(ref, "saved_as_text")),
+	             "a <script> element");
 	CHECK_INT_EQ(kbox_result_notice_count(r->res), 0);
 }
 
@@ -894,21 +899,21 @@ TEST(svg_with_a_script_is_written_as_text_and_says_why)
 TEST(svg_without_active_content_is_written_as_svg)
 {
 	static const char svg[] =
-	    "<?xml version=\"1.0\" encoding=\"utf-8\" standalone=\"no\"?>\n"
-	    "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\"\n"
-	    "  \"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n"
-	    "<svg xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"460.8pt\" "
-	    "xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\">\n"
-	    " <metadata><rdf:RDF xmlns:dc=\"http://purl.org/dc/elements/1.1/\" "
-	    "xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"><dc:type "
-	    "rdf:resource=\"http://purl.org/dc/dcmitype/StillImage\"/></rdf:RDF></metadata>\n"
-	    " <defs><style type=\"text/css\">*{stroke-linejoin: round; stroke-linecap: "
-	    "butt}</style><path id=\"m1\" d=\"M 0 0 L 0 3.5\"/></defs>\n"
-	    " <!-- a <script> in a comment is no script -->\n"
-	    " <g clip-path=\"url(#p1)\" style=\"fill: #ffffff\"><use xlink:href=\"#m1\" x=\"1\"/>"
-	    "<image xlink:href=\"data:image/png;base64,\niVBORw0KGgo=\" width=\"4\"/>"
-	    "<text>1 &lt; 2 &amp;&#x20;url</text></g>\n"
-	    "</svg>\n";
+	        "<?xml version=\"1.0\" encoding=\"utf-8\" standalone=\"no\"?>\n"
+	        "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\"\n"
+	        "  \"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n"
+	        "<svg xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"460.8pt\" "
+	        "xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\">\n"
+	        " <metadata><rdf:RDF xmlns:dc=\"http://purl.org/dc/elements/1.1/\" "
+	        "xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"><dc:type "
+	        "rdf:resource=\"http://purl.org/dc/dcmitype/StillImage\"/></rdf:RDF></metadata>\n"
+	        " <defs><style type=\"text/css\">*{stroke-linejoin: round; stroke-linecap: "
+	        "butt}</style><path id=\"m1\" d=\"M 0 0 L 0 3.5\"/></defs>\n"
+	        " <!-- a <script> in a comment is no script -->\n"
+	        " <g clip-path=\"url(#p1)\" style=\"fill: #ffffff\"><use xlink:href=\"#m1\" x=\"1\"/>"
+	        "<image xlink:href=\"data:image/png;base64,\niVBORw0KGgo=\" width=\"4\"/>"
+	        "<text>1 &lt; 2 &amp;&#x20;url</text></g>\n"
+	        "</svg>\n";
 	run_t *r = NULL;
 	const kbox_image_t *img;
 
@@ -929,47 +934,51 @@ TEST(svg_active_content_of_each_kind_is_named)
 	static const struct {
 		const char *body, *why;
 	} cases[] = {
-	    {"<script>alert(1)</script>", "a <script> element"},
-	    {"<svg:SCRIPT xmlns:svg='http://www.w3.org/2000/svg'>a()</svg:SCRIPT>",
-	     "a <script> element"},
-	    {"<foreignObject><p xmlns='http://www.w3.org/1999/xhtml'>x</p></foreignObject>",
-	     "a <foreignObject> element"},
-	    {"<h:iframe xmlns:h='http://www.w3.org/1999/xhtml' srcdoc='x'/>", "an <iframe> element"},
-	    {"<embed src='#a'/>", "an <embed> element"},
-	    {"<h:meta xmlns:h='http://www.w3.org/1999/xhtml' http-equiv='refresh' content='0'/>",
-	     "a <meta> element"},
-	    {"<rect width='5' height='5' onclick='alert(1)'/>", "an event handler attribute"},
-	    {"<rect x:ONLOAD = 'alert(1)'/>", "an event handler attribute"},
-	    {"<a href='javascript:alert(1)'><text>x</text></a>", "a javascript: URL"},
-	    {"<a xlink:href='&#106;ava&#x09;script:alert(1)'><text>x</text></a>",
-	     "a javascript: URL"},
-	    {"<image href='http://evil.example/t.png'/>", "a link out of the image"},
-	    {"<image href='file:///etc/passwd'/>", "a link out of the image"},
-	    {"<use href='other.svg#a'/>", "a link out of the image"},
-	    {"<image href='data:image/svg+xml;base64,PHN2Zz4='/>", "a link out of the image"},
-	    {"<a><set attributeName='href' to='#b'/><text>x</text></a>",
-	     "an animation of a link or an event handler"},
-	    {"<animate attributeName='xlink:HREF' values='#a;#b'/>",
-	     "an animation of a link or an event handler"},
-	    {"<rect fill='url(http://evil.example/g.svg#g)'/>", "a url() out of the image"},
-	    {"<rect style='fill: url( \"//evil.example/x\")'/>", "a url() out of the image"},
-	    {"<style>@import 'http://evil.example/x.css';</style>", "an @import in a style sheet"},
-	    {"<style><![CDATA[ rect { fill: url(http://e/x) } ]]></style>",
-	     "a url() out of the image"},
-	    {"<style><![CDATA[ a & b; @import url(#a) ]]></style>", "an @import in a style sheet"},
-	    {"<style>rect { fill: u\\72l(http://e/x) }</style>", "an escape in a style sheet"},
-	    {"<g xml:base='http://evil.example/'><use href='#a'/></g>", "a link out of the image"},
-	    {"<style>rect { fill: u&#114;l(http://e/x) }</style>", "a url() out of the image"},
-	    {"<style>rect { background: image-set('x.png' 1x) }</style>",
-	     "an image() or image-set() in a style sheet"},
-	    {"<rect style='-moz-binding: none'/>", "a script in a style sheet"},
-	    {"<rect title='&nbsp;'/>", "an entity reference"},
-	    {"<rect onclick=alert(1)/>", "markup that is not well-formed"},
-	    {"<rect width='5'", "markup that is not well-formed"},
-	    {"<!-- <script>", "markup that is not well-formed"},
-	    {"<!ENTITY x 'y'>", "a markup declaration"},
-	    {"<?xml-stylesheet href='x.xsl' type='text/xsl'?>", "a processing instruction"},
-	    {"<text>a\x0b</text>", "control characters"},
+	        {"<script>alert(1)</script>", "a <script> element"},
+	        {"<svg:SCRIPT xmlns:svg='http://www.w3.org/2000/svg'>a()</svg:SCRIPT>",
+	         "a <script> element"},
+	        {"<foreignObject><p xmlns='http://www.w3.org/1999/xhtml'>x</p></foreignObject>",
+	         "a <foreignObject> element"},
+	        {"<h:iframe xmlns:h='http://www.w3.org/1999/xhtml' srcdoc='x'/>",
+	         "an <iframe> element"},
+	        {"<embed src='#a'/>", "an <embed> element"},
+	        {"<h:meta xmlns:h='http://www.w3.org/1999/xhtml' http-equiv='refresh' content='0'/>",
+	         "a <meta> element"},
+	        {"<rect width='5' height='5' onclick='alert(1)'/>", "an event handler attribute"},
+	        {"<rect x:ONLOAD = 'alert(1)'/>", "an event handler attribute"},
+	        {"<a href='javascript:alert(1)'><text>x</text></a>", "a javascript: URL"},
+	        {"<a xlink:href='&#106;ava&#x09;script:alert(1)'><text>x</text></a>",
+	         "a javascript: URL"},
+	        {"<image href='http://evil.example/t.png'/>", "a link out of the image"},
+	        {"<image href='file:///etc/passwd'/>", "a link out of the image"},
+	        {"<use href='other.svg#a'/>", "a link out of the image"},
+	        {"<image href='data:image/svg+xml;base64,PHN2Zz4='/>", "a link out of the image"},
+	        {"<a><set attributeName='href' to='#b'/><text>x</text></a>",
+	         "an animation of a link or an event handler"},
+	        {"<animate attributeName='xlink:HREF' values='#a;#b'/>",
+	         "an animation of a link or an event handler"},
+	        {"<rect fill='url(http://evil.example/g.svg#g)'/>", "a url() out of the image"},
+	        {"<rect style='fill: url( \"//evil.example/x\")'/>", "a url() out of the image"},
+	        {"<style>@import 'http://evil.example/x.css';</style>",
+	         "an @import in a style sheet"},
+	        {"<style><![CDATA[ rect { fill: url(http://e/x) } ]]></style>",
+	         "a url() out of the image"},
+	        {"<style><![CDATA[ a & b; @import url(#a) ]]></style>",
+	         "an @import in a style sheet"},
+	        {"<style>rect { fill: u\\72l(http://e/x) }</style>", "an escape in a style sheet"},
+	        {"<g xml:base='http://evil.example/'><use href='#a'/></g>",
+	         "a link out of the image"},
+	        {"<style>rect { fill: u&#114;l(http://e/x) }</style>", "a url() out of the image"},
+	        {"<style>rect { background: image-set('x.png' 1x) }</style>",
+	         "an image() or image-set() in a style sheet"},
+	        {"<rect style='-moz-binding: none'/>", "a script in a style sheet"},
+	        {"<rect title='&nbsp;'/>", "an entity reference"},
+	        {"<rect onclick=alert(1)/>", "markup that is not well-formed"},
+	        {"<rect width='5'", "markup that is not well-formed"},
+	        {"<!-- <script>", "markup that is not well-formed"},
+	        {"<!ENTITY x 'y'>", "a markup declaration"},
+	        {"<?xml-stylesheet href='x.xsl' type='text/xsl'?>", "a processing instruction"},
+	        {"<text>a\x0b</text>", "control characters"},
 	};
 	char svg[512];
 
@@ -1001,13 +1010,13 @@ TEST(svg_with_a_dtd_subset_or_another_encoding_is_written_as_text)
 	static const struct {
 		const char *svg, *why;
 	} cases[] = {
-	    {"<!DOCTYPE svg [<!ENTITY x '&#60;script&#62;'>]><svg "
-	     "xmlns='http://www.w3.org/2000/svg'>&x;</svg>",
-	     "a DOCTYPE with declarations"},
-	    {"<?xml version='1.0' encoding='UTF-16'?><svg xmlns='http://www.w3.org/2000/svg'/>",
-	     "an encoding other than UTF-8"},
-	    {" <?xml version='1.0'?><svg xmlns='http://www.w3.org/2000/svg'/>",
-	     "a processing instruction"},
+	        {"<!DOCTYPE svg [<!ENTITY x '&#60;script&#62;'>]><svg "
+	         "xmlns='http://www.w3.org/2000/svg'>&x;</svg>",
+	         "a DOCTYPE with declarations"},
+	        {"<?xml version='1.0' encoding='UTF-16'?><svg xmlns='http://www.w3.org/2000/svg'/>",
+	         "an encoding other than UTF-8"},
+	        {" <?xml version='1.0'?><svg xmlns='http://www.w3.org/2000/svg'/>",
+	         "a processing instruction"},
 	};
 
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1044,8 +1053,8 @@ TEST(jpeg_written_with_size_from_header)
 	run_t *r = NULL;
 	kbox_result_t *res = run_whole(&r, "jpeg_display", 0, 0);
 	size_t len = 0;
-	unsigned char *jpg =
-		defer(free, fixture_image("jpeg_display", "display_data", "image/jpeg", &len));
+	unsigned char *jpg = defer(
+	        free, fixture_image("jpeg_display", "display_data", "image/jpeg", &len));
 	const kbox_image_t *img;
 
 	REQUIRE(res && jpg);
@@ -1062,8 +1071,8 @@ TEST(image_in_execute_result_written)
 	run_t *r = NULL;
 	kbox_result_t *res = run_whole(&r, "image_result", 0, 0);
 	size_t len = 0;
-	unsigned char *png =
-		defer(free, fixture_image("image_result", "execute_result", "image/png", &len));
+	unsigned char *png = defer(
+	        free, fixture_image("image_result", "execute_result", "image/png", &len));
 	const kbox_image_t *img;
 	json_t *ref;
 	char path[4096];
@@ -1079,7 +1088,8 @@ TEST(image_in_execute_result_written)
 	ref = json_object_get(kbox_result_value(res), "image/png");
 	CHECK_STR_EQ(json_string_value(json_object_get(ref, "path")),
 	             in_dir(path, sizeof path, r->dir, "1-1.png"));
-	CHECK_STR_EQ(kbox_result_value_text(res)->text, "<PIL.Image.Image image mode=RGB size=40x30>");
+	CHECK_STR_EQ(kbox_result_value_text(res)->text,
+	             "<PIL.Image.Image image mode=RGB size=40x30>");
 	CHECK_INT_EQ(kbox_result_display_count(res), 0);
 }
 
@@ -1121,7 +1131,8 @@ TEST(invalid_base64_image_is_noticed_not_written)
 	run_t *r = NULL;
 
 	REQUIRE(run_start(&r, 0, 0) == 0);
-	run_json(r, "display_data", "{\"data\":{\"image/png\":\"***not base64***\"},\"metadata\":{}}");
+	run_json(r, "display_data",
+	         "{\"data\":{\"image/png\":\"***not base64***\"},\"metadata\":{}}");
 	REQUIRE(run_finish(r));
 	CHECK_INT_EQ(kbox_result_image_count(r->res), 0);
 	CHECK(has_notice(r->res, "not valid base64"));
@@ -1261,8 +1272,8 @@ TEST(error_fields_exact_traceback_stripped)
 	CHECK_CONTAINS(tb->text, "----> 2     return a / b\n");
 	CHECK_CONTAINS(tb->text, "Traceback (most recent call last)");
 	CHECK(strncmp(tb->text, "-----", 5) == 0);
-	CHECK(strlen(tb->text) >= 36 &&
-	      strcmp(tb->text + strlen(tb->text) - 36, "ZeroDivisionError: division by zero\n") == 0);
+	CHECK(strlen(tb->text) >= 36 && strcmp(tb->text + strlen(tb->text) - 36,
+	                                       "ZeroDivisionError: division by zero\n") == 0);
 	CHECK(!tb->truncated);
 	CHECK_INT_EQ(tb->total_bytes, strlen(tb->text));
 	CHECK(json_equal(kbox_result_traceback_raw(res),
@@ -1405,7 +1416,7 @@ TEST(text_within_budget_leaves_no_spill_file)
 
 TEST(budget_without_outputs_dir_has_no_spill_path)
 {
-	kbox_capture_opts_t opts = { 0 };
+	kbox_capture_opts_t opts = {0};
 	kbox_result_t *res;
 	const kbox_text_t *out;
 
@@ -1706,8 +1717,10 @@ TEST(spill_file_holds_the_nul_bytes_as_sent)
 	CHECK(memcmp(out->text, "a\0b\n", 4) == 0);
 	CHECK(out->len >= 4 && memcmp(out->text + out->len - 4, "a\0b\n", 4) == 0);
 	/* a head of 50 bytes (12 lines and "a\0"), the marker, a tail of 12 lines */
-	CHECK(out->len > 50 && strncmp(out->text + 50, "\n[... 702 bytes in 176 lines left out; "
-	                                               "the complete text is in ", 63) == 0);
+	CHECK(out->len > 50 && strncmp(out->text + 50,
+	                               "\n[... 702 bytes in 176 lines left out; "
+	                               "the complete text is in ",
+	                               63) == 0);
 	/* strlen stops at the tail's first NUL, after its "a" */
 	CHECK_INT_EQ(out->len, 50 + (strlen(out->text + 50) - 1) + 48);
 }
@@ -1750,8 +1763,8 @@ TEST(on_msg_feeds_iopub_only)
 
 TEST(capture_new_refuses_missing_outputs_dir)
 {
-	kbox_capture_opts_t opts = { 0 };
-	kbox_error_t err = { 0 };
+	kbox_capture_opts_t opts = {0};
+	kbox_error_t err = {0};
 	kbox_capture_t *cap;
 
 	opts.outputs_dir = "/nonexistent/kbox-outputs";
@@ -1846,7 +1859,8 @@ TEST(strip_ansi_stripped_fixture_traceback_has_no_escape)
 	REQUIRE(doc);
 	tb = json_object_get(json_object_get(fixture_find(doc, "error"), "content"), "traceback");
 	REQUIRE(json_array_size(tb) == 5);
-	json_array_foreach(tb, i, line) {
+	json_array_foreach(tb, i, line)
+	{
 		size_t n = 0;
 		char *out = kbox_strip_ansi(json_string_value(line), json_string_length(line), &n);
 
@@ -1909,7 +1923,8 @@ TEST(non_string_and_list_mime_values_count_against_the_bundle_budget)
 	d = kbox_result_display(r->res, 0);
 	CHECK(json_is_integer(json_object_get(json_object_get(d, "text/plain"), "omitted_bytes")));
 	d = kbox_result_display(r->res, 1);
-	CHECK(json_is_integer(json_object_get(json_object_get(d, "application/json"), "omitted_bytes")));
+	CHECK(json_is_integer(
+	        json_object_get(json_object_get(d, "application/json"), "omitted_bytes")));
 }
 
 TEST(kept_mime_values_stop_at_8_mib_per_capture)
@@ -1922,7 +1937,8 @@ TEST(kept_mime_values_stop_at_8_mib_per_capture)
 	memset(v, 'h', 60000);
 	v[60000] = '\0';
 	for (int i = 0; i < 100; i++) /* 100 displays of 60 KB html: 6 MB, under the cap */
-		run_display_data(r, "display_data", json_pack("{s:s, s:s}", "text/html", v, "text/plain", "t"));
+		run_display_data(r, "display_data",
+		                 json_pack("{s:s, s:s}", "text/html", v, "text/plain", "t"));
 	free(v);
 	REQUIRE(run_finish(r));
 	for (size_t i = 0; i < kbox_result_display_count(r->res); i++) {
@@ -1943,7 +1959,8 @@ TEST(unsupported_image_type_is_a_reference_not_base64)
 	char *text;
 	REQUIRE(run_start(&r, 0, 0) == 0);
 	run_display_data(r, "display_data",
-	                 json_pack("{s:s, s:s}", "image/gif", "R0lGODlhAQABAAAAACw=", "text/plain", "<gif>"));
+	                 json_pack("{s:s, s:s}", "image/gif", "R0lGODlhAQABAAAAACw=", "text/plain",
+	                           "<gif>"));
 	REQUIRE(run_finish(r));
 	g = json_object_get(kbox_result_display(r->res, 0), "image/gif");
 	REQUIRE(json_is_object(g));
@@ -2053,11 +2070,11 @@ TEST(overwrite_after_carriage_return_mixes_character_widths)
 {
 	run_t *r;
 	REQUIRE(run_start(&r, 0, 0) == 0);
-	run_stream(r, "stdout", "\xc3\x89\xc3\x89\xc3\x89\rab\n");   /* ÉÉÉ, \r, ab */
-	run_stream(r, "stdout", "abc\r\xe4\xb8\xad\n");               /* abc, \r, 中 */
+	run_stream(r, "stdout", "\xc3\x89\xc3\x89\xc3\x89\rab\n"); /* ÉÉÉ, \r, ab */
+	run_stream(r, "stdout", "abc\r\xe4\xb8\xad\n");            /* abc, \r, 中 */
 	REQUIRE(run_finish(r));
-	CHECK_STR_EQ(kbox_result_stream(r->res, KBOX_TEXT_STDOUT)->text,
-	             "ab\xc3\x89\n\xe4\xb8\xad" "bc\n");
+	CHECK_STR_EQ(kbox_result_stream(r->res, KBOX_TEXT_STDOUT)->text, "ab\xc3\x89\n\xe4\xb8\xad"
+	                                                                 "bc\n");
 }
 
 TEST(image_size_png_header)
@@ -2078,11 +2095,12 @@ TEST(image_size_png_header)
 TEST(image_size_jpeg_sof0_after_app0)
 {
 	static const unsigned char jpg[] = {
-		0xff, 0xd8,                                     /* SOI */
-		0xff, 0xe0, 0x00, 0x10, 'J', 'F', 'I', 'F', 0, 1, 1, 0, 0, 1, 0, 1, 0, 0, /* APP0 */
-		0xff, 0xdb, 0x00, 0x04, 0x00, 0x00,             /* DQT (truncated table) */
-		0xff, 0xc0, 0x00, 0x11, 0x08, 0x01, 0x2c, 0x02, 0x80, 0x03, /* SOF0 300×640 */
-		1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1,
+	        0xff, 0xd8, /* SOI */
+	        0xff, 0xe0, 0x00, 0x10, 'J',  'F',  'I',  'F',  0,    1,
+	        1,    0,    0,    1,    0,    1,    0,    0, /* APP0 */
+	        0xff, 0xdb, 0x00, 0x04, 0x00, 0x00,          /* DQT (truncated table) */
+	        0xff, 0xc0, 0x00, 0x11, 0x08, 0x01, 0x2c, 0x02, 0x80, 0x03, /* SOF0 300×640 */
+	        1,    0x22, 0,    2,    0x11, 1,    3,    0x11, 1,
 	};
 	int w = 0, h = 0;
 
@@ -2094,9 +2112,9 @@ TEST(image_size_jpeg_sof0_after_app0)
 TEST(image_size_jpeg_progressive_after_dht)
 {
 	static const unsigned char jpg[] = {
-		0xff, 0xd8,
-		0xff, 0xc4, 0x00, 0x03, 0x00,                    /* DHT: not a frame header */
-		0xff, 0xff, 0xc2, 0x00, 0x0b, 0x08, 0x00, 0x10, 0x00, 0x18, 0x01, 1, 0x11, 0, /* SOF2 */
+	        0xff, 0xd8, 0xff, 0xc4, 0x00, 0x03, 0x00, /* DHT: not a frame header */
+	        0xff, 0xff, 0xc2, 0x00, 0x0b, 0x08, 0x00,
+	        0x10, 0x00, 0x18, 0x01, 1,    0x11, 0, /* SOF2 */
 	};
 	int w = 0, h = 0;
 
@@ -2107,8 +2125,8 @@ TEST(image_size_jpeg_progressive_after_dht)
 
 TEST(image_size_garbage_is_minus_one)
 {
-	static const unsigned char jpg_no_sof[] = {0xff, 0xd8, 0xff, 0xe0, 0x00, 0x04, 0, 0,
-	                                           0xff, 0xd9};
+	static const unsigned char jpg_no_sof[] = {0xff, 0xd8, 0xff, 0xe0, 0x00,
+	                                           0x04, 0,    0,    0xff, 0xd9};
 	static const unsigned char jpg_cut[] = {0xff, 0xd8, 0xff, 0xc0, 0x00, 0x11, 0x08, 0x01};
 	static const unsigned char jpg_bad_len[] = {0xff, 0xd8, 0xff, 0xe0, 0x00, 0x00, 0, 0};
 	unsigned char png[33];
@@ -2133,7 +2151,8 @@ TEST(image_size_garbage_is_minus_one)
 TEST(image_size_of_recorded_images)
 {
 	size_t len = 0;
-	unsigned char *img = defer(free, fixture_image("plot_two", "display_data", "image/png", &len));
+	unsigned char *img = defer(free,
+	                           fixture_image("plot_two", "display_data", "image/png", &len));
 	int w = 0, h = 0;
 
 	REQUIRE(img);

@@ -43,7 +43,7 @@ static unsigned avail;        /* and its mask */
 		}                                                           \
 		snprintf(ledger, sizeof ledger, "%s/ledger", tmp);          \
 		RUN(name);                                                  \
-		kr_cgroup_record(NULL);                                  \
+		kr_cgroup_record(NULL);                                     \
 		test_rm_rf(tmp);                                            \
 		free(tmp);                                                  \
 		tmp = NULL;                                                 \

@@ -180,23 +180,24 @@ TEST(utf8_valid_accepts_every_well_formed_length)
 {
 	CHECK(VALID(""));
 	CHECK(VALID("plain ascii\n"));
-	CHECK(VALID("caf\xc3\xa9"));                   /* 2 bytes */
-	CHECK(VALID("\xe2\x82\xac"));                  /* 3 bytes */
-	CHECK(VALID("\xf0\x9f\x98\x80"));              /* 4 bytes */
-	CHECK(VALID("\xc2\x80\xdf\xbf"));              /* U+0080, U+07FF */
-	CHECK(VALID("\xe0\xa0\x80\xef\xbf\xbf"));      /* U+0800, U+FFFF */
-	CHECK(VALID("\xed\x9f\xbf\xee\x80\x80"));      /* U+D7FF, U+E000: around the surrogates */
+	CHECK(VALID("caf\xc3\xa9"));              /* 2 bytes */
+	CHECK(VALID("\xe2\x82\xac"));             /* 3 bytes */
+	CHECK(VALID("\xf0\x9f\x98\x80"));         /* 4 bytes */
+	CHECK(VALID("\xc2\x80\xdf\xbf"));         /* U+0080, U+07FF */
+	CHECK(VALID("\xe0\xa0\x80\xef\xbf\xbf")); /* U+0800, U+FFFF */
+	CHECK(VALID("\xed\x9f\xbf\xee\x80\x80")); /* U+D7FF, U+E000: around the surrogates */
 	CHECK(VALID("\xf0\x90\x80\x80\xf4\x8f\xbf\xbf")); /* U+10000, U+10FFFF */
-	CHECK(VALID("a\0b"));                          /* U+0000 is a character */
+	CHECK(VALID("a\0b"));                             /* U+0000 is a character */
 }
 
 TEST(utf8_valid_refuses_cut_overlong_surrogate_and_stray_bytes)
 {
-	CHECK(!VALID("\xc3"));             /* cut short */
+	CHECK(!VALID("\xc3")); /* cut short */
 	CHECK(!VALID("a\xe2\x82"));
 	CHECK(!VALID("\xf0\x9f\x98"));
-	CHECK(!VALID("\xe2\x82" "A"));     /* cut, then a character */
-	CHECK(!VALID("\xc0\xaf"));         /* overlong '/' */
+	CHECK(!VALID("\xe2\x82"
+	             "A"));        /* cut, then a character */
+	CHECK(!VALID("\xc0\xaf")); /* overlong '/' */
 	CHECK(!VALID("\xc1\xbf"));
 	CHECK(!VALID("\xe0\x80\x80"));     /* overlong NUL */
 	CHECK(!VALID("\xe0\x9f\xbf"));     /* overlong U+07FF */
@@ -205,7 +206,7 @@ TEST(utf8_valid_refuses_cut_overlong_surrogate_and_stray_bytes)
 	CHECK(!VALID("\xed\xbf\xbf"));     /* U+DFFF */
 	CHECK(!VALID("\xf4\x90\x80\x80")); /* beyond U+10FFFF */
 	CHECK(!VALID("\xf5\x80\x80\x80"));
-	CHECK(!VALID("\x80"));             /* a lone continuation byte */
+	CHECK(!VALID("\x80")); /* a lone continuation byte */
 	CHECK(!VALID("\xff"));
 	CHECK(!VALID("\xe2\x82\xac\xac")); /* one continuation byte too many */
 }
@@ -248,18 +249,23 @@ TEST(utf8_repair_copies_valid_text_byte_for_byte)
 TEST(utf8_repair_replaces_each_maximal_ill_formed_subpart_as_python)
 {
 	REPAIR("\xff", FFFD);
-	REPAIR("\x80\x80", FFFD FFFD);                      /* lone continuation bytes */
-	REPAIR("\xc0\xaf", FFFD FFFD);                      /* overlong '/' */
-	REPAIR("\xe0\x80\x80", FFFD FFFD FFFD);             /* overlong NUL */
-	REPAIR("\xed\xa0\x80", FFFD FFFD FFFD);             /* a surrogate */
-	REPAIR("\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD);    /* beyond U+10FFFF */
+	REPAIR("\x80\x80", FFFD FFFD);                   /* lone continuation bytes */
+	REPAIR("\xc0\xaf", FFFD FFFD);                   /* overlong '/' */
+	REPAIR("\xe0\x80\x80", FFFD FFFD FFFD);          /* overlong NUL */
+	REPAIR("\xed\xa0\x80", FFFD FFFD FFFD);          /* a surrogate */
+	REPAIR("\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD); /* beyond U+10FFFF */
 	REPAIR("\xf5\x80", FFFD FFFD);
-	REPAIR("\xe2\x82" "A", FFFD "A");                   /* cut, then a character */
+	REPAIR("\xe2\x82"
+	       "A",
+	       FFFD "A"); /* cut, then a character */
 	REPAIR("\xe0\xa0\xc0", FFFD FFFD);
-	REPAIR("a\xc3", "a" FFFD);                          /* cut at the end */
+	REPAIR("a\xc3", "a" FFFD); /* cut at the end */
 	REPAIR("\xf0\x9f\x98", FFFD);
 	/* Unicode's own example (table 3-8) */
-	REPAIR("a\xf1\x80\x80\xe1\x80\xc2" "b\x80" "c\x80\xbf" "d",
+	REPAIR("a\xf1\x80\x80\xe1\x80\xc2"
+	       "b\x80"
+	       "c\x80\xbf"
+	       "d",
 	       "a" FFFD FFFD FFFD "b" FFFD "c" FFFD FFFD "d");
 }
 
@@ -298,10 +304,16 @@ TEST(utf8_floor_drops_a_character_that_the_end_cut_short)
  * subparts, never inside one. */
 TEST(utf8_floor_cuts_ill_formed_text_between_subparts)
 {
-	CHECK_INT_EQ(FLOOR("\xed\xa0\x80", 2), 2);     /* a surrogate: 3 subparts of 1 */
-	CHECK_INT_EQ(FLOOR("\xc0\xaf", 1), 1);         /* overlong: 2 of 1 */
-	CHECK_INT_EQ(FLOOR("\xe2\x82" "A", 1), 0);     /* one subpart of 2, then "A" */
-	CHECK_INT_EQ(FLOOR("\xe2\x82" "A", 2), 2);
+	CHECK_INT_EQ(FLOOR("\xed\xa0\x80", 2), 2); /* a surrogate: 3 subparts of 1 */
+	CHECK_INT_EQ(FLOOR("\xc0\xaf", 1), 1);     /* overlong: 2 of 1 */
+	CHECK_INT_EQ(FLOOR("\xe2\x82"
+	                   "A",
+	                   1),
+	             0); /* one subpart of 2, then "A" */
+	CHECK_INT_EQ(FLOOR("\xe2\x82"
+	                   "A",
+	                   2),
+	             2);
 	CHECK_INT_EQ(FLOOR("\x80\x80\x80\x80\x80", 4), 4); /* stray continuation bytes */
 	CHECK_INT_EQ(FLOOR("\xe2\x82\xac\x80\x80", 4), 4); /* € then two strays */
 	CHECK_INT_EQ(FLOOR("\xff\xff", 1), 1);
@@ -319,11 +331,17 @@ TEST(utf8_count_counts_code_points)
 
 TEST(utf8_count_counts_each_ill_formed_subpart_once_as_repair_makes_it)
 {
-	CHECK_INT_EQ(COUNT("\xe2\x82" "A"), 2);
+	CHECK_INT_EQ(COUNT("\xe2\x82"
+	                   "A"),
+	             2);
 	CHECK_INT_EQ(COUNT("\xed\xa0\x80"), 3);
 	CHECK_INT_EQ(COUNT("\xc0\xaf"), 2);
 	CHECK_INT_EQ(COUNT("a\xf0\x9f\x98"), 2);
-	CHECK_INT_EQ(COUNT("a\xf1\x80\x80\xe1\x80\xc2" "b\x80" "c\x80\xbf" "d"), 10);
+	CHECK_INT_EQ(COUNT("a\xf1\x80\x80\xe1\x80\xc2"
+	                   "b\x80"
+	                   "c\x80\xbf"
+	                   "d"),
+	             10);
 }
 
 /* ---- the string buffer ---- */
@@ -579,8 +597,7 @@ TEST(temp_open_makes_a_new_file_named_prefix_and_64_random_bits)
 	umask(mask);
 	CHECK(fd >= 0 && fd2 >= 0);
 	CHECK_INT_EQ(strlen(name), strlen(".kbox-get-") + 16);
-	CHECK(strncmp(name, ".kbox-get-", 10) == 0 &&
-	      strspn(name + 10, "0123456789abcdef") == 16);
+	CHECK(strncmp(name, ".kbox-get-", 10) == 0 && strspn(name + 10, "0123456789abcdef") == 16);
 	CHECK(strcmp(name, other) != 0);
 	CHECK(fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0);
 	CHECK_INT_EQ(st.st_mode & 07777, 0644);

@@ -57,15 +57,15 @@ static void rmtree(const char *path)
 }
 
 /* Run test NAME with TMP set to a fresh 0700 directory, removed afterwards. */
-#define RUN_IN_TMP(name)                                                           \
-	do {                                                                       \
-		snprintf(tmp, sizeof tmp, "/tmp/kbox-unit-conn-XXXXXX");           \
-		if (!mkdtemp(tmp) || chmod(tmp, 0700) != 0) {                      \
-			printf("# mkdtemp: %s\n", strerror(errno));                \
-			exit(99);                                                  \
-		}                                                                  \
-		RUN(name);                                                         \
-		rmtree(tmp);                                                       \
+#define RUN_IN_TMP(name)                                                 \
+	do {                                                             \
+		snprintf(tmp, sizeof tmp, "/tmp/kbox-unit-conn-XXXXXX"); \
+		if (!mkdtemp(tmp) || chmod(tmp, 0700) != 0) {            \
+			printf("# mkdtemp: %s\n", strerror(errno));      \
+			exit(99);                                        \
+		}                                                        \
+		RUN(name);                                               \
+		rmtree(tmp);                                             \
 	} while (0)
 
 /* TMP/NAME in BUF. */
@@ -481,8 +481,14 @@ TEST(save_refuses_group_accessible_dir)
 
 /* The user the tests give files to: an ordinary one (nobody's ids) under
  * root, ourselves otherwise (giving a file away takes root). */
-static uid_t owned_uid(void) { return geteuid() == 0 ? 65534 : geteuid(); }
-static gid_t owned_gid(void) { return geteuid() == 0 ? 65534 : getegid(); }
+static uid_t owned_uid(void)
+{
+	return geteuid() == 0 ? 65534 : geteuid();
+}
+static gid_t owned_gid(void)
+{
+	return geteuid() == 0 ? 65534 : getegid();
+}
 
 /* TMP/NAME made a directory of owned_uid()'s with MODE, in DIR. */
 static int owned_dir(char *dir, size_t size, const char *name, mode_t mode)
@@ -847,8 +853,8 @@ TEST(load_reads_jupyter_client_ipc_file_with_relative_ip)
 {
 	kbox_error_t err = {0};
 	char path[512];
-	kbox_conn_t *c =
-	        kbox_conn_load(fixture(path, sizeof path, "jupyter-ipc-relative.json"), &err);
+	kbox_conn_t *c = kbox_conn_load(fixture(path, sizeof path, "jupyter-ipc-relative.json"),
+	                                &err);
 	int ch;
 
 	if (!c)

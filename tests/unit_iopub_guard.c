@@ -155,12 +155,12 @@ TEST(ids_of_another_form_or_numbering_are_ignored)
 {
 	kbox__seq_t s = {0};
 	kbox__seq_note(&s, "SESS_42_5", true);
-	kbox__seq_note(&s, "OTHER_42_9", false);   /* another prefix */
-	kbox__seq_note(&s, "SESS_4_9", false);     /* a shorter prefix */
+	kbox__seq_note(&s, "OTHER_42_9", false);    /* another prefix */
+	kbox__seq_note(&s, "SESS_4_9", false);      /* a shorter prefix */
 	kbox__seq_note(&s, "2f1c0a9e-uuid", false); /* no _N */
-	kbox__seq_note(&s, "SESS_42_9x", false);   /* not a number to the end */
-	kbox__seq_note(&s, "SESS_42_", false);     /* no digits */
-	kbox__seq_note(&s, "_9", false);           /* no prefix */
+	kbox__seq_note(&s, "SESS_42_9x", false);    /* not a number to the end */
+	kbox__seq_note(&s, "SESS_42_", false);      /* no digits */
+	kbox__seq_note(&s, "_9", false);            /* no prefix */
 	kbox__seq_note(&s, NULL, false);
 	kbox__seq_note(NULL, "SESS_42_9", true); /* no counter: nothing */
 	CHECK_INT_EQ(s.max, 5);
@@ -297,16 +297,16 @@ TEST(content_without_text_to_count_is_refused)
 	int w;
 	long long n;
 	const char *refused[] = {
-	    "",
-	    "   ",
-	    "[]",
-	    "\"text\"",
-	    "{}",
-	    "{\"name\":\"stdout\"}",
-	    "{\"text\":5}",
-	    "{\"text\":[\"a\"]}",
-	    "{text:\"a\"}",
-	    "{\"text\" \"a\"}",
+	        "",
+	        "   ",
+	        "[]",
+	        "\"text\"",
+	        "{}",
+	        "{\"name\":\"stdout\"}",
+	        "{\"text\":5}",
+	        "{\"text\":[\"a\"]}",
+	        "{text:\"a\"}",
+	        "{\"text\" \"a\"}",
 	};
 	for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
 		scan(refused[i], &w, &n);
@@ -330,14 +330,14 @@ TEST(content_cut_short_is_refused_unless_the_text_was_whole)
 	int w;
 	long long n;
 	const char *cut[] = {
-	    "{",
-	    "{\"text",
-	    "{\"text\":",
-	    "{\"text\":\"hel",
-	    "{\"text\":\"a\\",
-	    "{\"text\":\"a\\u00",
-	    "{\"name\":\"stdout\",\"x\":[1,{\"a\":\"b\"}",
-	    "{\"x\":\"\\\"",
+	        "{",
+	        "{\"text",
+	        "{\"text\":",
+	        "{\"text\":\"hel",
+	        "{\"text\":\"a\\",
+	        "{\"text\":\"a\\u00",
+	        "{\"name\":\"stdout\",\"x\":[1,{\"a\":\"b\"}",
+	        "{\"x\":\"\\\"",
 	};
 	for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
 		scan(cut[i], &w, &n);
@@ -471,8 +471,9 @@ TEST(anothers_output_is_droppable_but_not_ours_and_not_measured)
 
 TEST(display_data_is_droppable_other_messages_are_not)
 {
-	const char *types[] = {"display_data", "update_display_data", "status", "execute_result",
-	                       "error", "execute_input", "clear_output"};
+	const char *types[] = {
+	        "display_data", "update_display_data", "status",      "execute_result",
+	        "error",        "execute_input",       "clear_output"};
 	const bool droppable[] = {true, true, false, false, false, false, false};
 	for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
 		char h[128];

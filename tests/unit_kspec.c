@@ -50,16 +50,16 @@ static void env_isolate(void)
 }
 
 /* Run test NAME in a fresh TMP with an isolated Jupyter environment. */
-#define RUN_IN_TMP(name)                                                           \
-	do {                                                                       \
-		snprintf(tmp, sizeof tmp, "/tmp/kbox-unit-kspec-XXXXXX");          \
-		if (!mkdtemp(tmp) || chmod(tmp, 0700) != 0) {                      \
-			printf("# mkdtemp: %s\n", strerror(errno));                \
-			exit(99);                                                  \
-		}                                                                  \
-		env_isolate();                                                     \
-		RUN(name);                                                         \
-		rmtree(tmp);                                                       \
+#define RUN_IN_TMP(name)                                                  \
+	do {                                                              \
+		snprintf(tmp, sizeof tmp, "/tmp/kbox-unit-kspec-XXXXXX"); \
+		if (!mkdtemp(tmp) || chmod(tmp, 0700) != 0) {             \
+			printf("# mkdtemp: %s\n", strerror(errno));       \
+			exit(99);                                         \
+		}                                                         \
+		env_isolate();                                            \
+		RUN(name);                                                \
+		rmtree(tmp);                                              \
 	} while (0)
 
 /* TMP/NAME, in one of a few rotating static buffers. */
@@ -120,7 +120,7 @@ static kbox_kspec_t *load_json(const char *name, const char *json, kbox_error_t 
 	return kbox_kspec_load(make_kernel(T("spec"), name, json), err);
 }
 
-#define SIMPLE_KERNEL(display)                                                     \
+#define SIMPLE_KERNEL(display)                                                            \
 	"{\"argv\": [\"/bin/true\", \"{connection_file}\"], \"display_name\": \"" display \
 	"\", \"language\": \"none\"}"
 
@@ -455,8 +455,8 @@ TEST(load_interrupt_mode_defaults_to_signal)
 
 TEST(load_interrupt_mode_signal)
 {
-	kbox_kspec_t *k = load_json(
-	        "kboxtest", "{\"argv\": [\"k\"], \"interrupt_mode\": \"signal\"}", NULL);
+	kbox_kspec_t *k = load_json("kboxtest",
+	                            "{\"argv\": [\"k\"], \"interrupt_mode\": \"signal\"}", NULL);
 	REQUIRE(k != NULL);
 	CHECK_INT_EQ(kbox_kspec_interrupt_mode(k), KBOX_INTERRUPT_SIGNAL);
 	kbox_kspec_destroy(&k);
@@ -464,8 +464,8 @@ TEST(load_interrupt_mode_signal)
 
 TEST(load_interrupt_mode_message)
 {
-	kbox_kspec_t *k = load_json(
-	        "kboxtest", "{\"argv\": [\"k\"], \"interrupt_mode\": \"message\"}", NULL);
+	kbox_kspec_t *k = load_json("kboxtest",
+	                            "{\"argv\": [\"k\"], \"interrupt_mode\": \"message\"}", NULL);
 	REQUIRE(k != NULL);
 	CHECK_INT_EQ(kbox_kspec_interrupt_mode(k), KBOX_INTERRUPT_MESSAGE);
 	kbox_kspec_destroy(&k);
@@ -474,8 +474,8 @@ TEST(load_interrupt_mode_message)
 TEST(load_rejects_unknown_interrupt_mode)
 {
 	kbox_error_t err = {0};
-	kbox_kspec_t *k = load_json(
-	        "kboxtest", "{\"argv\": [\"k\"], \"interrupt_mode\": \"telepathy\"}", &err);
+	kbox_kspec_t *k = load_json("kboxtest",
+	                            "{\"argv\": [\"k\"], \"interrupt_mode\": \"telepathy\"}", &err);
 	CHECK(k == NULL);
 	CHECK_INT_EQ(err.code, KBOX_E_INVALID);
 	CHECK_CONTAINS(err.msg, "interrupt_mode");
@@ -650,8 +650,8 @@ TEST(format_argv_substitutes_every_occurrence)
 TEST(format_argv_leaves_unknown_names_alone)
 {
 	kbox_kspec_t *k = NULL;
-	char **a = format("[\"{unknown}\", \"x{kernel_id}y\", \"{\", \"{}\", \"a{b\"]",
-	                  "/c.json", &k);
+	char **a = format("[\"{unknown}\", \"x{kernel_id}y\", \"{\", \"{}\", \"a{b\"]", "/c.json",
+	                  &k);
 	REQUIRE(a != NULL);
 	REQUIRE(strv_len(a) == 5);
 	CHECK_STR_EQ(a[0], "{unknown}");
@@ -723,8 +723,8 @@ TEST(kernel_env_home_is_the_callers_home_without_one_given)
 
 TEST(format_env_gives_key_equals_value)
 {
-	kbox_kspec_t *k = load_json(
-	        "kboxtest", "{\"argv\": [\"k\"], \"env\": {\"PLAIN\": \"v 1\"}}", NULL);
+	kbox_kspec_t *k = load_json("kboxtest",
+	                            "{\"argv\": [\"k\"], \"env\": {\"PLAIN\": \"v 1\"}}", NULL);
 	char **e;
 	REQUIRE(k != NULL);
 	e = kbox_kspec_format_env(k);

@@ -122,13 +122,14 @@ TEST(an_unknown_status_word_is_refused)
 
 TEST(error_kinds_have_their_names)
 {
-	static const char *const names[] = {"usage", "busy", "kernel", "state", "stopped",
-	                                    "internal"};
+	static const char *const names[] = {"usage", "busy",    "kernel",
+	                                    "state", "stopped", "internal"};
 	for (int k = 0; k < 6; k++) {
 		char line[96];
 		json_t *m;
 		CHECK_STR_EQ(kr_ctl_err_name((kr_ctl_err_t)k), names[k]);
-		snprintf(line, sizeof line, "{\"ok\":false,\"kind\":\"%s\",\"error\":\"x\"}", names[k]);
+		snprintf(line, sizeof line, "{\"ok\":false,\"kind\":\"%s\",\"error\":\"x\"}",
+		         names[k]);
 		m = json_loads(line, 0, NULL);
 		CHECK_INT_EQ(kr_ctl_err_kind(m), k);
 		json_decref(m);
@@ -168,9 +169,9 @@ TEST(each_line_of_an_execution_has_its_kind)
 	CHECK_INT_EQ(kind_of("{\"ok\":true,\"re\":\"execute\",\"status\":\"ok\"}", &re),
 	             KR_CTL_MSG_REPLY);
 	CHECK_INT_EQ(re, KR_CTL_OP_EXECUTE);
-	CHECK_INT_EQ(kind_of("{\"ok\":false,\"re\":\"execute\",\"kind\":\"busy\",\"error\":\"x\"}",
-	                     &re),
-	             KR_CTL_MSG_ERROR);
+	CHECK_INT_EQ(
+	        kind_of("{\"ok\":false,\"re\":\"execute\",\"kind\":\"busy\",\"error\":\"x\"}", &re),
+	        KR_CTL_MSG_ERROR);
 }
 
 TEST(a_reply_is_known_by_ok_whatever_else_it_has)
@@ -184,9 +185,9 @@ TEST(a_reply_is_known_by_ok_whatever_else_it_has)
 	CHECK_INT_EQ(kind_of("{\"ok\":true,\"re\":\"execute\",\"started\":true}", NULL),
 	             KR_CTL_MSG_REPLY);
 	/* an error about a line that had no op; the ready line */
-	CHECK_INT_EQ(kind_of("{\"ok\":false,\"kind\":\"usage\",\"error\":\"not a JSON object\"}",
-	                     &re),
-	             KR_CTL_MSG_ERROR);
+	CHECK_INT_EQ(
+	        kind_of("{\"ok\":false,\"kind\":\"usage\",\"error\":\"not a JSON object\"}", &re),
+	        KR_CTL_MSG_ERROR);
 	CHECK_INT_EQ(re, KR_CTL_OP_NONE);
 	CHECK_INT_EQ(kind_of("{\"ok\":true,\"pid\":1,\"kernel_pid\":2}", &re), KR_CTL_MSG_REPLY);
 	CHECK_INT_EQ(re, KR_CTL_OP_NONE);
@@ -302,8 +303,9 @@ TEST(an_empty_input_array_is_given_and_empty)
 	CHECK_INT_EQ(e.n_inputs, 0);
 	e.format = KR_CTL_FMT_JSON;
 	s = dump(kr_ctl_exec_to_json(&e));
-	CHECK_STR_EQ(s, "{\"op\":\"execute\",\"code\":\"input()\",\"format\":\"json\",\"grace\":5.0,"
-	                "\"input\":[]}");
+	CHECK_STR_EQ(s,
+	             "{\"op\":\"execute\",\"code\":\"input()\",\"format\":\"json\",\"grace\":5.0,"
+	             "\"input\":[]}");
 	free(s);
 	kr_ctl_exec_clear(&e);
 	json_decref(req);
@@ -340,7 +342,8 @@ TEST(each_refusal_names_its_member)
 	                   "\"max_lines\" is a number of lines, at least 2"));
 	CHECK(refused_with("{\"code\":\"1\",\"outputs\":\"rel/dir\"}",
 	                   "\"outputs\" is an absolute directory"));
-	CHECK(refused_with("{\"code\":\"1\",\"outputs\":5}", "\"outputs\" is an absolute directory"));
+	CHECK(refused_with("{\"code\":\"1\",\"outputs\":5}",
+	                   "\"outputs\" is an absolute directory"));
 	CHECK(refused_with("{\"code\":\"1\",\"prefix\":\"a/b\"}",
 	                   "\"prefix\" is a string of at most 32 characters without '/'"));
 	CHECK(refused_with("{\"code\":\"1\",\"prefix\":3}",
@@ -445,7 +448,8 @@ TEST(a_completion_is_written_as_kbox_complete_sends_it)
 	q.cursor_pos = 2;
 	q.detail_level = 1;
 	s = dump(kr_ctl_introspect_to_json(&q));
-	CHECK_STR_EQ(s, "{\"op\":\"inspect\",\"code\":\"pri\",\"cursor_pos\":2,\"detail_level\":1}");
+	CHECK_STR_EQ(s,
+	             "{\"op\":\"inspect\",\"code\":\"pri\",\"cursor_pos\":2,\"detail_level\":1}");
 	free(s);
 	q.op = KR_CTL_OP_EXECUTE;
 	CHECK(kr_ctl_introspect_to_json(&q) == NULL);
@@ -517,7 +521,8 @@ static json_t *request_of_line(size_t len)
 
 TEST(a_request_fits_in_16_mib_with_its_newline)
 {
-	json_t *at = request_of_line(KR_CTL_REQUEST_MAX), *past = request_of_line(KR_CTL_REQUEST_MAX + 1);
+	json_t *at = request_of_line(KR_CTL_REQUEST_MAX),
+	       *past = request_of_line(KR_CTL_REQUEST_MAX + 1);
 	CHECK_INT_EQ(KR_CTL_REQUEST_MAX, 16777216);
 	CHECK(kr_ctl_request_fits(at));
 	CHECK(!kr_ctl_request_fits(past));

@@ -32,31 +32,31 @@
 static char *tmp; /* this test's private directory, or NULL */
 
 /* Run test NAME with TMP a fresh 0700 directory, removed afterwards. */
-#define RUN_IN_TMP(name)                                                           \
-	do {                                                                       \
-		tmp = fixture_mkdtemp("unit-render");                              \
-		if (!tmp) {                                                        \
-			printf("# mkdtemp: %s\n", strerror(errno));                \
-			exit(99);                                                  \
-		}                                                                  \
-		RUN(name);                                                         \
-		fixture_rm_rf(tmp);                                                \
-		free(tmp);                                                         \
-		tmp = NULL;                                                        \
+#define RUN_IN_TMP(name)                                            \
+	do {                                                        \
+		tmp = fixture_mkdtemp("unit-render");               \
+		if (!tmp) {                                         \
+			printf("# mkdtemp: %s\n", strerror(errno)); \
+			exit(99);                                   \
+		}                                                   \
+		RUN(name);                                          \
+		fixture_rm_rf(tmp);                                 \
+		free(tmp);                                          \
+		tmp = NULL;                                         \
 	} while (0)
 
 /* ---- building results ---- */
 
 /* Feed message type TYPE with JSON content CONTENT to CAP; a failed feed
  * is a failed check. */
-#define FEED(cap, type, content)                                                   \
-	do {                                                                       \
-		kbox_error_t feed_err = {0};                                       \
+#define FEED(cap, type, content)                                                           \
+	do {                                                                               \
+		kbox_error_t feed_err = {0};                                               \
 		int feed_rc = fixture_feed_msg((cap), fixture_msg_json((type), (content)), \
-		                               &feed_err);                         \
-		if (feed_rc != 0)                                                  \
-			printf("# feed %s: %d %s\n", (type), feed_rc, feed_err.msg); \
-		CHECK_INT_EQ(feed_rc, 0);                                          \
+		                               &feed_err);                                 \
+		if (feed_rc != 0)                                                          \
+			printf("# feed %s: %d %s\n", (type), feed_rc, feed_err.msg);       \
+		CHECK_INT_EQ(feed_rc, 0);                                                  \
 	} while (0)
 
 /* A new capture writing into TMP (when OUTPUTS), with budgets MAX_BYTES
@@ -285,7 +285,8 @@ static int schema_validate_lines(const char *ndjson)
 		return -1;
 	schema_path(schema, sizeof schema);
 	snprintf(cmd, sizeof cmd,
-	         PYTHON " -c 'import json, sys, jsonschema\n"
+	         PYTHON
+	         " -c 'import json, sys, jsonschema\n"
 	         "s = json.load(open(sys.argv[1]))\n"
 	         "jsonschema.Draft202012Validator.check_schema(s)\n"
 	         "v = jsonschema.Draft202012Validator(s)\n"
@@ -451,10 +452,11 @@ TEST(text_names_each_saved_image_with_path_and_pixel_size)
 	REQUIRE(cap != NULL);
 	sodium_bin2base64(b64, sizeof b64, png, png_len, sodium_base64_VARIANT_ORIGINAL);
 	FEED(cap, "execute_input", "{\"code\":\"plot()\",\"execution_count\":5}");
-	snprintf(content, sizeof content,
-	         "{\"data\":{\"image/png\":\"%s\",\"text/plain\":\"<Figure size 3x2 with 0 Axes>\"},"
-	         "\"metadata\":{},\"transient\":{}}",
-	         b64);
+	snprintf(
+	        content, sizeof content,
+	        "{\"data\":{\"image/png\":\"%s\",\"text/plain\":\"<Figure size 3x2 with 0 Axes>\"},"
+	        "\"metadata\":{},\"transient\":{}}",
+	        b64);
 	FEED(cap, "display_data", content);
 	FEED(cap, "display_data",
 	     "{\"data\":{\"image/svg+xml\":\"<svg xmlns='http://www.w3.org/2000/svg'/>\","
@@ -504,13 +506,15 @@ TEST(text_and_json_say_an_svg_with_a_script_was_saved_as_text)
 	img = json_array_get(json_object_get(j, "images"), 0);
 	CHECK_STR_EQ(json_string_value(json_object_get(img, "path")), path);
 	CHECK_STR_EQ(json_string_value(json_object_get(img, "mime")), "image/svg+xml");
-	CHECK_STR_EQ(json_string_value(json_object_get(img, "saved_as_text")), "a <script> element");
+	CHECK_STR_EQ(json_string_value(json_object_get(img, "saved_as_text")),
+	             "a <script> element");
 	img = json_array_get(json_object_get(j, "images"), 1);
 	CHECK(json_is_null(json_object_get(img, "saved_as_text")));
-	ref = json_object_get(json_object_get(json_array_get(json_object_get(j, "displays"), 0),
-	                                      "data"),
-	                      "image/svg+xml");
-	CHECK_STR_EQ(json_string_value(json_object_get(ref, "saved_as_text")), "a <script> element");
+	ref = json_object_get(
+	        json_object_get(json_array_get(json_object_get(j, "displays"), 0), "data"),
+	        "image/svg+xml");
+	CHECK_STR_EQ(json_string_value(json_object_get(ref, "saved_as_text")),
+	             "a <script> element");
 	CHECK(have_jsonschema());
 	if (have_jsonschema())
 		CHECK(schema_validate(j) == 0);
@@ -549,7 +553,8 @@ TEST(text_shows_displays_without_images_as_their_plain_text)
 	FEED(cap, "display_data",
 	     "{\"data\":{\"text/plain\":\"   x\\n0  1\",\"text/html\":\"<table/>\"},"
 	     "\"metadata\":{}}");
-	FEED(cap, "display_data", "{\"data\":{\"text/markdown\":\"# only markdown\"},\"metadata\":{}}");
+	FEED(cap, "display_data",
+	     "{\"data\":{\"text/markdown\":\"# only markdown\"},\"metadata\":{}}");
 	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"second\\n\"},\"metadata\":{}}");
 	text = finish_text(&cap, &res);
 	CHECK_STR_EQ(text, "before\n   x\n0  1\nsecond\n");
@@ -577,14 +582,14 @@ TEST(text_says_how_large_a_display_too_large_to_keep_was)
 }
 
 /* An IPython traceback, as ipykernel 6 sends it for 1/0. */
-#define ZERO_DIVISION_ERROR                                                          \
+#define ZERO_DIVISION_ERROR                                                                \
 	"{\"ename\":\"ZeroDivisionError\",\"evalue\":\"division by zero\",\"traceback\":[" \
-	"\"\\u001b[0;31m------------------------------------\\u001b[0m\","              \
-	"\"\\u001b[0;31mZeroDivisionError\\u001b[0m                 Traceback (most "   \
-	"recent call last)\","                                                         \
-	"\"Cell \\u001b[0;32mIn [1], line 1\\u001b[0m\\n\\u001b[0;32m----> 1\\u001b[0m " \
-	"\\u001b[38;5;241m1\\u001b[39m\\u001b[38;5;241m/\\u001b[39m\\u001b[38;5;241m0" \
-	"\\u001b[39m\\n\","                                                            \
+	"\"\\u001b[0;31m------------------------------------\\u001b[0m\","                 \
+	"\"\\u001b[0;31mZeroDivisionError\\u001b[0m                 Traceback (most "      \
+	"recent call last)\","                                                             \
+	"\"Cell \\u001b[0;32mIn [1], line 1\\u001b[0m\\n\\u001b[0;32m----> 1\\u001b[0m "   \
+	"\\u001b[38;5;241m1\\u001b[39m\\u001b[38;5;241m/\\u001b[39m\\u001b[38;5;241m0"     \
+	"\\u001b[39m\\n\","                                                                \
 	"\"\\u001b[0;31mZeroDivisionError\\u001b[0m: division by zero\"]}"
 
 TEST(text_shows_the_stripped_traceback_ending_with_the_error)
@@ -656,7 +661,8 @@ TEST(text_keeps_the_capture_marker_of_a_truncated_stream)
 
 	REQUIRE(cap != NULL);
 	for (i = 1; i <= 100; i++) {
-		snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"line %d\\n\"}", i);
+		snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"line %d\\n\"}",
+		         i);
 		FEED(cap, "stream", content);
 	}
 	text = finish_text(&cap, &res);
@@ -691,7 +697,8 @@ TEST(text_shows_a_nul_as_backslash_zero_and_keeps_what_follows)
 	     "{\"ename\":\"ValueError\",\"evalue\":\"x\\u0000y\","
 	     "\"traceback\":[\"t\\u0000b\",\"ValueError: x\\u0000y\"]}");
 	text = finish_text(&cap, &res);
-	CHECK_STR_EQ(text, "A\\0B\n[stderr]\ne\\0f\nOut[3]: r\\0s\nd\\0e\nt\\0b\nValueError: x\\0y\n");
+	CHECK_STR_EQ(text,
+	             "A\\0B\n[stderr]\ne\\0f\nOut[3]: r\\0s\nd\\0e\nt\\0b\nValueError: x\\0y\n");
 	free(text);
 	kbox_result_destroy(&res);
 }
@@ -703,7 +710,8 @@ TEST(text_error_line_shows_a_nul_in_name_and_value)
 	char *text;
 
 	REQUIRE(cap != NULL);
-	FEED(cap, "error", "{\"ename\":\"E\\u0000F\",\"evalue\":\"v\\u0000w\\nmore\",\"traceback\":[]}");
+	FEED(cap, "error",
+	     "{\"ename\":\"E\\u0000F\",\"evalue\":\"v\\u0000w\\nmore\",\"traceback\":[]}");
 	text = finish_text(&cap, &res);
 	CHECK_STR_EQ(text, "E\\0F: v\\0w\n");
 	free(text);
@@ -777,7 +785,8 @@ TEST(text_ends_a_death_with_its_reason_and_lost_state)
 		FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"step 1\\n\"}");
 		res = kbox_capture_finish(&cap, ex);
 		text = res ? kbox_render_text(res) : NULL;
-		snprintf(expect, sizeof expect, "step 1\n[kernel died: %s; earlier state is lost]\n",
+		snprintf(expect, sizeof expect,
+		         "step 1\n[kernel died: %s; earlier state is lost]\n",
 		         kbox_exec_reason(ex));
 		CHECK_STR_EQ(text, expect);
 	}
@@ -828,14 +837,14 @@ static const char *keys_of(json_t *j, char *buf, size_t size)
 	size_t n = 0;
 
 	buf[0] = '\0';
-	json_object_foreach (j, key, v)
-		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? "," : "", key);
+	json_object_foreach(j, key, v)
+	        n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? "," : "", key);
 	return buf;
 }
 
-#define RESULT_KEYS                                                                \
+#define RESULT_KEYS                                                                          \
 	"schema,status,execution_count,seconds,reason,outputs,stdout,stderr,value,displays," \
-	"images,"                                                                  \
+	"images,"                                                                            \
 	"error,notices"
 
 
@@ -848,8 +857,8 @@ static const char *output_kinds(const kbox_result_t *res, char *buf, size_t size
 	for (size_t i = 0; i < kbox_result_output_count(res); i++) {
 		const kbox_output_t *o = kbox_result_output(res, i);
 		const char *name = o->kind == KBOX_OUT_STREAM
-		                       ? (o->stream == KBOX_TEXT_STDERR ? "stderr" : "stdout")
-		                       : names[o->kind];
+		                           ? (o->stream == KBOX_TEXT_STDERR ? "stderr" : "stdout")
+		                           : names[o->kind];
 		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? " " : "", name);
 	}
 	return buf;
@@ -872,7 +881,8 @@ TEST(outputs_merge_a_stream_until_another_output_comes)
 	FEED(cap, "execute_result", "{\"execution_count\":2,\"data\":{\"text/plain\":\"42\"}}");
 	res = kbox_capture_finish(&cap, NULL);
 	REQUIRE(res != NULL);
-	CHECK_STR_EQ(output_kinds(res, kinds, sizeof kinds), "stdout display stdout stderr stdout result");
+	CHECK_STR_EQ(output_kinds(res, kinds, sizeof kinds),
+	             "stdout display stdout stderr stdout result");
 	CHECK_INT_EQ(kbox_result_output(res, 0)->total_bytes, 3);
 	CHECK_STR_EQ(kbox_result_output(res, 0)->text, "ab\n");
 	/* a \r cannot reach back over another output: "c" stays */
@@ -884,14 +894,16 @@ TEST(outputs_merge_a_stream_until_another_output_comes)
 	free(text);
 	j = kbox_render_json(res);
 	text = dump(json_object_get(j, "outputs"));
-	CHECK_STR_EQ(text, "[{\"kind\":\"stream\",\"name\":\"stdout\",\"text\":\"ab\\n\",\"total_bytes\":3,"
-	                   "\"truncated\":false},{\"kind\":\"display_data\",\"display\":0,\"data\":"
-	                   "{\"text/plain\":\"D\"},\"display_id\":null},{\"kind\":\"stream\",\"name\":"
-	                   "\"stdout\",\"text\":\"c\",\"total_bytes\":1,\"truncated\":false},{\"kind\":"
-	                   "\"stream\",\"name\":\"stderr\",\"text\":\"w\\n\",\"total_bytes\":2,"
-	                   "\"truncated\":false},{\"kind\":\"stream\",\"name\":\"stdout\",\"text\":"
-	                   "\"d\\n\",\"total_bytes\":2,\"truncated\":false},{\"kind\":"
-	                   "\"execute_result\",\"execution_count\":2,\"data\":{\"text/plain\":\"42\"}}]");
+	CHECK_STR_EQ(
+	        text,
+	        "[{\"kind\":\"stream\",\"name\":\"stdout\",\"text\":\"ab\\n\",\"total_bytes\":3,"
+	        "\"truncated\":false},{\"kind\":\"display_data\",\"display\":0,\"data\":"
+	        "{\"text/plain\":\"D\"},\"display_id\":null},{\"kind\":\"stream\",\"name\":"
+	        "\"stdout\",\"text\":\"c\",\"total_bytes\":1,\"truncated\":false},{\"kind\":"
+	        "\"stream\",\"name\":\"stderr\",\"text\":\"w\\n\",\"total_bytes\":2,"
+	        "\"truncated\":false},{\"kind\":\"stream\",\"name\":\"stdout\",\"text\":"
+	        "\"d\\n\",\"total_bytes\":2,\"truncated\":false},{\"kind\":"
+	        "\"execute_result\",\"execution_count\":2,\"data\":{\"text/plain\":\"42\"}}]");
 	free(text);
 	if (have_jsonschema())
 		CHECK(schema_validate(j) == 0);
@@ -912,7 +924,8 @@ TEST(outputs_of_a_cut_stream_show_the_marker_once_where_it_falls)
 	 * end in the tail */
 	for (int i = 0; i < 23; i++) {
 		char content[128];
-		snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"line %02d\\n\"}", i);
+		snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"line %02d\\n\"}",
+		         i);
 		FEED(cap, "stream", content);
 	}
 	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"D\"},\"metadata\":{}}");
@@ -972,9 +985,10 @@ TEST(outputs_show_input_requests_and_their_answers)
 	REQUIRE(cap != NULL);
 	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"hello\\n\"}");
 	{
-		static const char *const requests[] = {"{\"prompt\":\"Name? \",\"password\":false}",
-		                                       "{\"prompt\":\"Password: \",\"password\":true}",
-		                                       "{\"prompt\":\"More? \",\"password\":false}"};
+		static const char *const requests[] = {
+		        "{\"prompt\":\"Name? \",\"password\":false}",
+		        "{\"prompt\":\"Password: \",\"password\":true}",
+		        "{\"prompt\":\"More? \",\"password\":false}"};
 		for (size_t k = 0; k < 3; k++) {
 			kbox_msg_t *m = fixture_msg_json("input_request", requests[k]);
 			REQUIRE(m != NULL);
@@ -1015,11 +1029,13 @@ TEST(outputs_past_the_limit_join_their_streams_last)
 
 	REQUIRE(cap != NULL);
 	for (int i = 0; i < KBOX_CAPTURE_MAX_OUTPUTS; i++)
-		FEED(cap, "stream", i % 2 ? "{\"name\":\"stdout\",\"text\":\"o\\n\"}"
-		                          : "{\"name\":\"stderr\",\"text\":\"e\\n\"}");
+		FEED(cap, "stream",
+		     i % 2 ? "{\"name\":\"stdout\",\"text\":\"o\\n\"}"
+		           : "{\"name\":\"stderr\",\"text\":\"e\\n\"}");
 	/* the first one past the limit gives the notice (and -1, as a notice does) */
-	CHECK_INT_EQ(fixture_feed_msg(cap, fixture_msg_json("stream", "{\"name\":\"stderr\","
-	                                                              "\"text\":\"late\\n\"}"),
+	CHECK_INT_EQ(fixture_feed_msg(cap,
+	                              fixture_msg_json("stream", "{\"name\":\"stderr\","
+	                                                         "\"text\":\"late\\n\"}"),
 	                              NULL),
 	             -1);
 	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"late\\n\"}");
@@ -1040,14 +1056,17 @@ TEST(an_error_text_can_be_one_line)
 	char *text;
 
 	REQUIRE(cap != NULL);
-	FEED(cap, "error", "{\"ename\":\"KeyboardInterrupt\",\"evalue\":\"\",\"traceback\":"
-	                   "[\"a\",\"b\",\"KeyboardInterrupt: \"]}");
+	FEED(cap, "error",
+	     "{\"ename\":\"KeyboardInterrupt\",\"evalue\":\"\",\"traceback\":"
+	     "[\"a\",\"b\",\"KeyboardInterrupt: \"]}");
 	res = kbox_capture_finish(&cap, NULL);
 	REQUIRE(res != NULL);
 	CHECK_INT_EQ(kbox_result_set_error_text(res, "KeyboardInterrupt: stopped"), 0);
 	kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED, "interrupted by kbox interrupt");
 	text = kbox_render_text(res);
-	CHECK_STR_EQ(text, "KeyboardInterrupt: stopped\n[interrupted by kbox interrupt; state is kept]\n");
+	CHECK_STR_EQ(
+	        text,
+	        "KeyboardInterrupt: stopped\n[interrupted by kbox interrupt; state is kept]\n");
 	free(text);
 	CHECK_INT_EQ(json_array_size(kbox_result_traceback_raw(res)), 3);
 	kbox_result_destroy(&res);
@@ -1068,17 +1087,18 @@ TEST(json_of_plain_stdout_has_every_member)
 	REQUIRE(j != NULL);
 	CHECK_STR_EQ(keys_of(j, keys, sizeof keys), RESULT_KEYS);
 	s = dump(j);
-	CHECK_STR_EQ(s, "{\"schema\":\"kbox.result/2\",\"status\":\"ok\",\"execution_count\":null,"
-	                "\"seconds\":0.0,\"reason\":null,"
-	                "\"outputs\":[{\"kind\":\"stream\",\"name\":\"stdout\",\"text\":\"hi\\n\","
-	                "\"total_bytes\":3,\"truncated\":false}],"
-	                "\"stdout\":{\"text\":\"hi\\n\",\"total_bytes\":3,\"total_lines\":1,"
-	                "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,"
-	                "\"dropped_bytes\":0},"
-	                "\"stderr\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
-	                "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,"
-	                "\"dropped_bytes\":0},"
-	                "\"value\":null,\"displays\":[],\"images\":[],\"error\":null,\"notices\":[]}");
+	CHECK_STR_EQ(s,
+	             "{\"schema\":\"kbox.result/2\",\"status\":\"ok\",\"execution_count\":null,"
+	             "\"seconds\":0.0,\"reason\":null,"
+	             "\"outputs\":[{\"kind\":\"stream\",\"name\":\"stdout\",\"text\":\"hi\\n\","
+	             "\"total_bytes\":3,\"truncated\":false}],"
+	             "\"stdout\":{\"text\":\"hi\\n\",\"total_bytes\":3,\"total_lines\":1,"
+	             "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,"
+	             "\"dropped_bytes\":0},"
+	             "\"stderr\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
+	             "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,"
+	             "\"dropped_bytes\":0},"
+	             "\"value\":null,\"displays\":[],\"images\":[],\"error\":null,\"notices\":[]}");
 	free(s);
 	CHECK(have_jsonschema()); /* setup.sh installs python3-jsonschema */
 	if (have_jsonschema())
@@ -1122,11 +1142,10 @@ TEST(json_of_a_rich_result_matches_the_schema)
 	val = json_object_get(j, "value");
 	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(val, "text"), "text")),
 	             "{'a': 1}");
-	CHECK_INT_EQ(json_integer_value(
-	                     json_object_get(json_object_get(json_object_get(val, "data"),
-	                                                     "application/json"),
-	                                     "a")),
-	             1);
+	CHECK_INT_EQ(
+	        json_integer_value(json_object_get(
+	                json_object_get(json_object_get(val, "data"), "application/json"), "a")),
+	        1);
 	REQUIRE(json_array_size(json_object_get(j, "images")) == 1);
 	img = json_array_get(json_object_get(j, "images"), 0);
 	snprintf(path, sizeof path, "%s/4-1.png", tmp);
@@ -1163,7 +1182,8 @@ TEST(json_of_a_truncated_text_names_the_spill_file)
 
 	REQUIRE(cap != NULL);
 	for (i = 1; i <= 100; i++) {
-		snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"line %d\\n\"}", i);
+		snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"line %d\\n\"}",
+		         i);
 		FEED(cap, "stream", content);
 	}
 	res = kbox_capture_finish(&cap, NULL);
@@ -1173,8 +1193,7 @@ TEST(json_of_a_truncated_text_names_the_spill_file)
 	out = json_object_get(j, "stdout");
 	CHECK(json_is_true(json_object_get(out, "truncated")));
 	CHECK_INT_EQ(json_integer_value(json_object_get(out, "total_lines")), 100);
-	CHECK_INT_EQ(json_integer_value(json_object_get(out, "total_bytes")),
-	             9 * 7 + 90 * 8 + 9);
+	CHECK_INT_EQ(json_integer_value(json_object_get(out, "total_bytes")), 9 * 7 + 90 * 8 + 9);
 	spill = json_string_value(json_object_get(out, "spill_path"));
 	CHECK(spill != NULL && strncmp(spill, tmp, strlen(tmp)) == 0);
 	CHECK_STR_EQ(json_string_value(json_object_get(out, "text")),
@@ -1237,8 +1256,10 @@ TEST(json_keeps_a_nul_as_u0000_in_every_text)
 	REQUIRE(j != NULL);
 	s = dump(j);
 	REQUIRE(s != NULL);
-	CHECK_CONTAINS(s, "\"stdout\":{\"text\":\"A\\u0000B\\n\",\"total_bytes\":4,\"total_lines\":1,"
-	                  "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0}");
+	CHECK_CONTAINS(
+	        s,
+	        "\"stdout\":{\"text\":\"A\\u0000B\\n\",\"total_bytes\":4,\"total_lines\":1,"
+	        "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0}");
 	CHECK_CONTAINS(s, "\"value\":{\"data\":{\"text/plain\":\"r\\u0000s\"},\"text\":{\"text\":"
 	                  "\"r\\u0000s\",\"total_bytes\":3,");
 	CHECK_CONTAINS(s, "\"error\":{\"ename\":\"E\\u0000F\",\"evalue\":\"x\\u0000y\","
@@ -1344,23 +1365,25 @@ TEST(ndjson_events_of_a_stream_sequence_are_exact_lines)
 	REQUIRE(res != NULL);
 	end = kbox_render_end_event(res);
 	s = dump(end);
-	CHECK_STR_EQ(s, "{\"schema\":\"kbox.result/2\",\"event\":\"end\",\"status\":\"error\","
-	                "\"execution_count\":1,\"seconds\":0.0,\"reason\":null,"
-	                "\"outputs\":[{\"kind\":\"execute_result\",\"execution_count\":1,"
-	                "\"data\":{\"text/plain\":\"2\"}},{\"kind\":\"error\",\"ename\":\"E\","
-	                "\"evalue\":\"v\"}],"
-	                "\"stdout\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
-	                "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0},"
-	                "\"stderr\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
-	                "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0},"
-	                "\"value\":{\"data\":{\"text/plain\":\"2\"},\"text\":{\"text\":\"2\","
-	                "\"total_bytes\":1,\"total_lines\":0,\"truncated\":false,"
-	                "\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0}},"
-	                "\"displays\":[],\"images\":[],"
-	                "\"error\":{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":{\"text\":\"\","
-	                "\"total_bytes\":0,\"total_lines\":0,\"truncated\":false,"
-	                "\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0},"
-	                "\"traceback_raw\":[]},\"notices\":[]}");
+	CHECK_STR_EQ(
+	        s,
+	        "{\"schema\":\"kbox.result/2\",\"event\":\"end\",\"status\":\"error\","
+	        "\"execution_count\":1,\"seconds\":0.0,\"reason\":null,"
+	        "\"outputs\":[{\"kind\":\"execute_result\",\"execution_count\":1,"
+	        "\"data\":{\"text/plain\":\"2\"}},{\"kind\":\"error\",\"ename\":\"E\","
+	        "\"evalue\":\"v\"}],"
+	        "\"stdout\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
+	        "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0},"
+	        "\"stderr\":{\"text\":\"\",\"total_bytes\":0,\"total_lines\":0,"
+	        "\"truncated\":false,\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0},"
+	        "\"value\":{\"data\":{\"text/plain\":\"2\"},\"text\":{\"text\":\"2\","
+	        "\"total_bytes\":1,\"total_lines\":0,\"truncated\":false,"
+	        "\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0}},"
+	        "\"displays\":[],\"images\":[],"
+	        "\"error\":{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":{\"text\":\"\","
+	        "\"total_bytes\":0,\"total_lines\":0,\"truncated\":false,"
+	        "\"spill_path\":null,\"dropped_messages\":0,\"dropped_bytes\":0},"
+	        "\"traceback_raw\":[]},\"notices\":[]}");
 	CHECK(have_jsonschema()); /* setup.sh installs python3-jsonschema */
 	if (have_jsonschema())
 		CHECK(schema_validate(end) == 0);
@@ -1383,9 +1406,10 @@ TEST(ndjson_end_event_has_every_result_member)
 	end = kbox_render_end_event(res);
 	j = kbox_render_json(res);
 	REQUIRE(end != NULL && j != NULL);
-	CHECK_STR_EQ(keys_of(end, keys, sizeof keys),
-	             "schema,event,status,execution_count,seconds,reason,outputs,stdout,stderr,value,"
-	             "displays,images,error,notices");
+	CHECK_STR_EQ(
+	        keys_of(end, keys, sizeof keys),
+	        "schema,event,status,execution_count,seconds,reason,outputs,stdout,stderr,value,"
+	        "displays,images,error,notices");
 	CHECK_STR_EQ(json_string_value(json_object_get(end, "event")), "end");
 	CHECK(json_object_del(end, "event") == 0);
 	CHECK(json_equal(end, j));

@@ -21,7 +21,7 @@
 #include "tap.h"
 #include "tmpdir.h"
 
-static char *root;                    /* the fake root */
+static char *root;                     /* the fake root */
 static const char *exe = "/usr/bin/R"; /* the kernel's command in it */
 static char dest[PATH_MAX], src[PATH_MAX * 2];
 static kbox_error_t err;
@@ -111,13 +111,15 @@ TEST(a_dotdot_path_is_refused)
 
 TEST(only_etc_opt_and_srv_are_bound)
 {
-	static const char *const out[] = {"/", "/etc", "/opt", "/srv", "/home/bob", "/root",
-	                                  "/proc/1", "/sys/kernel", "/dev/sda", "/tmp", "/var/lib/kbox",
-	                                  "/run/kbox", "/workspace", NULL};
+	static const char *const out[] = {"/",          "/etc",  "/opt",          "/srv",
+	                                  "/home/bob",  "/root", "/proc/1",       "/sys/kernel",
+	                                  "/dev/sda",   "/tmp",  "/var/lib/kbox", "/run/kbox",
+	                                  "/workspace", NULL};
 	for (size_t i = 0; out[i]; i++) {
 		char want[PATH_MAX];
 		snprintf(want, sizeof want,
-		         "cannot bind %s: only what lies below /etc, /opt or /srv may be bound", out[i]);
+		         "cannot bind %s: only what lies below /etc, /opt or /srv may be bound",
+		         out[i]);
 		CHECK_INT_EQ(check(out[i], NULL), -1);
 		CHECK_STR_EQ(err.msg, want);
 	}
@@ -132,10 +134,17 @@ TEST(the_sandbox_etc_files_are_never_replaced)
 
 TEST(a_secret_looking_name_is_refused_before_it_is_looked_up)
 {
-	static const char *const secret[] = {"/etc/shadow", "/etc/gshadow-", "/etc/ssh/sshd_config",
-	                                     "/etc/ssl/private/x", "/etc/sudoers.d/a",
-	                                     "/opt/app/server.key", "/srv/x/.gnupg", "/etc/security",
-	                                     "/opt/api-token", "/etc/krb5.keytab", NULL};
+	static const char *const secret[] = {"/etc/shadow",
+	                                     "/etc/gshadow-",
+	                                     "/etc/ssh/sshd_config",
+	                                     "/etc/ssl/private/x",
+	                                     "/etc/sudoers.d/a",
+	                                     "/opt/app/server.key",
+	                                     "/srv/x/.gnupg",
+	                                     "/etc/security",
+	                                     "/opt/api-token",
+	                                     "/etc/krb5.keytab",
+	                                     NULL};
 	for (size_t i = 0; secret[i]; i++) {
 		CHECK_INT_EQ(check(secret[i], NULL), -1);
 		CHECK_CONTAINS(err.msg, "its name looks secret");
@@ -153,9 +162,10 @@ TEST(a_link_to_a_secret_looking_name_is_refused)
 TEST(a_link_out_of_the_allowed_places_is_refused)
 {
 	CHECK_INT_EQ(check("/etc/tohome", NULL), -1);
-	CHECK_STR_EQ(err.msg,
-	             "cannot bind /etc/tohome: it leads to /home/bob, not below /etc, /opt, /srv or "
-	             "/usr");
+	CHECK_STR_EQ(
+	        err.msg,
+	        "cannot bind /etc/tohome: it leads to /home/bob, not below /etc, /opt, /srv or "
+	        "/usr");
 }
 
 TEST(a_file_not_every_user_may_read_is_refused)
@@ -167,9 +177,10 @@ TEST(a_file_not_every_user_may_read_is_refused)
 TEST(a_file_not_every_user_may_reach_is_refused)
 {
 	char want[PATH_MAX * 2];
-	snprintf(want, sizeof want,
-	         "cannot bind /etc/hidden/f: not every user may reach it (%s/etc/hidden is mode 700)",
-	         root);
+	snprintf(
+	        want, sizeof want,
+	        "cannot bind /etc/hidden/f: not every user may reach it (%s/etc/hidden is mode 700)",
+	        root);
 	CHECK_INT_EQ(check("/etc/hidden/f", NULL), -1);
 	CHECK_STR_EQ(err.msg, want);
 }
@@ -186,7 +197,8 @@ TEST(a_directory_holding_one_is_refused)
 {
 	char want[PATH_MAX * 2];
 	snprintf(want, sizeof want,
-	         "cannot bind /etc/R: it holds %s/etc/R/closed, which not every user may read", root);
+	         "cannot bind /etc/R: it holds %s/etc/R/closed, which not every user may read",
+	         root);
 	CHECK_INT_EQ(check("/etc/R", NULL), -1);
 	CHECK_STR_EQ(err.msg, want);
 }
@@ -205,7 +217,8 @@ TEST(a_directory_holding_a_secret_name_is_refused)
 TEST(a_fifo_is_refused)
 {
 	CHECK_INT_EQ(check("/etc/fifo", NULL), -1);
-	CHECK_STR_EQ(err.msg, "cannot bind /etc/fifo: only a regular file or a directory may be bound");
+	CHECK_STR_EQ(err.msg,
+	             "cannot bind /etc/fifo: only a regular file or a directory may be bound");
 }
 
 TEST(a_link_loop_is_refused)

@@ -60,12 +60,12 @@ static void fresh(void)
 
 /* Every key, as kbox start and kbox run write them. */
 static const char every_key[] =
-    "{\"name\": \"s1\", \"kernel\": \"ir\", \"backend\": \"none\", \"ttl_ms\": 60000,"
-    " \"memory\": 1073741824, \"cpus\": 0.5, \"pids\": 64, \"tmp_size\": 268435456,"
-    " \"file_size\": 536870912, \"outputs_quota\": 2097152, \"home_config\": true,"
-    " \"rootfs\": \"/srv/root\", \"env\": [\"A=1\", \"B=two\"], \"workspace\": \"/home/u/p\","
-    " \"workspace_dev\": 2049, \"workspace_ino\": 1234567, \"ephemeral\": true,"
-    " \"owner_pid\": 4242}\n";
+        "{\"name\": \"s1\", \"kernel\": \"ir\", \"backend\": \"none\", \"ttl_ms\": 60000,"
+        " \"memory\": 1073741824, \"cpus\": 0.5, \"pids\": 64, \"tmp_size\": 268435456,"
+        " \"file_size\": 536870912, \"outputs_quota\": 2097152, \"home_config\": true,"
+        " \"rootfs\": \"/srv/root\", \"env\": [\"A=1\", \"B=two\"], \"workspace\": \"/home/u/p\","
+        " \"workspace_dev\": 2049, \"workspace_ino\": 1234567, \"ephemeral\": true,"
+        " \"owner_pid\": 4242}\n";
 
 TEST(init_gives_the_defaults_and_no_key_of_its_own)
 {
@@ -172,16 +172,19 @@ TEST(a_wrong_type_is_refused_naming_the_key_and_the_type)
 	static const struct {
 		const char *text, *says;
 	} cases[] = {
-	    {"{\"memory\": \"2G\"}", "\"memory\" must be an integer of 0 or more, not a string"},
-	    {"{\"memory\": -1}", "\"memory\" must be an integer of 0 or more, not an integer"},
-	    {"{\"kernel\": 3}", "\"kernel\" must be a string, not an integer"},
-	    {"{\"cpus\": \"half\"}", "\"cpus\" must be a number of 0 or more, not a string"},
-	    {"{\"home_config\": 1}", "\"home_config\" must be true or false, not an integer"},
-	    {"{\"ephemeral\": null}", "\"ephemeral\" must be true or false, not null"},
-	    {"{\"env\": \"A=1\"}", "\"env\" must be an array of strings, not a string"},
-	    {"{\"env\": [\"A=1\", 2]}", "\"env\" must be an array of strings, not an array holding an integer"},
-	    {"{\"ttl_ms\": 1.5}", "\"ttl_ms\" must be an integer of 0 or more, not a real number"},
-	    {"{\"workspace_ino\": {}}", "\"workspace_ino\" must be an integer, not an object"},
+	        {"{\"memory\": \"2G\"}",
+	         "\"memory\" must be an integer of 0 or more, not a string"},
+	        {"{\"memory\": -1}", "\"memory\" must be an integer of 0 or more, not an integer"},
+	        {"{\"kernel\": 3}", "\"kernel\" must be a string, not an integer"},
+	        {"{\"cpus\": \"half\"}", "\"cpus\" must be a number of 0 or more, not a string"},
+	        {"{\"home_config\": 1}", "\"home_config\" must be true or false, not an integer"},
+	        {"{\"ephemeral\": null}", "\"ephemeral\" must be true or false, not null"},
+	        {"{\"env\": \"A=1\"}", "\"env\" must be an array of strings, not a string"},
+	        {"{\"env\": [\"A=1\", 2]}",
+	         "\"env\" must be an array of strings, not an array holding an integer"},
+	        {"{\"ttl_ms\": 1.5}",
+	         "\"ttl_ms\" must be an integer of 0 or more, not a real number"},
+	        {"{\"workspace_ino\": {}}", "\"workspace_ino\" must be an integer, not an object"},
 	};
 	fresh();
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -310,14 +313,14 @@ TEST(the_command_line_wins_over_the_file_which_wins_over_the_defaults)
 	o.env = env;
 	o.n_env = 1;
 	REQUIRE(kr_session_config_merge(&c, &o, &err) == 0);
-	CHECK_STR_EQ(c.kernel, "k-line");     /* command line */
-	CHECK_INT_EQ(c.memory, 2097152);       /* command line */
-	CHECK(!c.home_config);                 /* command line, false over true */
-	CHECK_INT_EQ(c.pids, 100);             /* file */
-	CHECK_STR_EQ(c.name, "s");             /* file */
-	CHECK_STR_EQ(c.backend, "bwrap");      /* default */
+	CHECK_STR_EQ(c.kernel, "k-line");          /* command line */
+	CHECK_INT_EQ(c.memory, 2097152);           /* command line */
+	CHECK(!c.home_config);                     /* command line, false over true */
+	CHECK_INT_EQ(c.pids, 100);                 /* file */
+	CHECK_STR_EQ(c.name, "s");                 /* file */
+	CHECK_STR_EQ(c.backend, "bwrap");          /* default */
 	CHECK_INT_EQ(c.ttl_ms, KR_SESSION_TTL_MS); /* default */
-	REQUIRE(c.n_env == 1);                 /* the command line's replaces the file's */
+	REQUIRE(c.n_env == 1);                     /* the command line's replaces the file's */
 	CHECK_STR_EQ(c.env[0], "C=3");
 	CHECK(c.env[1] == NULL);
 	CHECK((c.has & KR_SC_KERNEL) && (c.has & KR_SC_PIDS) && !(c.has & KR_SC_TTL_MS));
@@ -405,23 +408,23 @@ TEST(a_workspace_given_without_its_identity_drops_the_files)
 TEST(files_older_kbox_versions_wrote_still_load)
 {
 	static const char *const old[] = {
-	    /* kbox exec's new session */
-	    "{\n  \"backend\": \"bwrap\",\n  \"kernel\": \"python3\",\n  \"name\": \"default\"\n}\n",
-	    /* kbox start with every option */
-	    "{\n  \"backend\": \"bwrap\",\n  \"cpus\": 0.5,\n  \"env\": [\n    \"A=1\"\n  ],\n"
-	    "  \"file_size\": 4294967296,\n  \"home_config\": false,\n  \"kernel\": \"python3\",\n"
-	    "  \"memory\": 536870912,\n  \"name\": \"w\",\n  \"outputs_quota\": 1048576,\n"
-	    "  \"pids\": 64,\n  \"rootfs\": \"/srv/r\",\n  \"tmp_size\": 1048576,\n"
-	    "  \"ttl_ms\": 0\n}\n",
-	    /* kbox run --workspace */
-	    "{\n  \"backend\": \"none\",\n  \"ephemeral\": true,\n  \"kernel\": \"python3\",\n"
-	    "  \"name\": \"run\",\n  \"owner_pid\": 1234,\n  \"ttl_ms\": 0,\n"
-	    "  \"workspace\": \"/tmp/p\",\n  \"workspace_dev\": 64768,\n"
-	    "  \"workspace_ino\": 9123\n}\n",
-	    /* an early kbox run (the working directory as its workspace) */
-	    "{\n  \"backend\": \"none\",\n  \"ephemeral\": true,\n  \"kernel\": \"python3\",\n"
-	    "  \"name\": \"run\",\n  \"owner_pid\": 1234,\n  \"ttl_ms\": 0,\n"
-	    "  \"workspace\": \"/tmp/p\"\n}\n",
+	        /* kbox exec's new session */
+	        "{\n  \"backend\": \"bwrap\",\n  \"kernel\": \"python3\",\n  \"name\": \"default\"\n}\n",
+	        /* kbox start with every option */
+	        "{\n  \"backend\": \"bwrap\",\n  \"cpus\": 0.5,\n  \"env\": [\n    \"A=1\"\n  ],\n"
+	        "  \"file_size\": 4294967296,\n  \"home_config\": false,\n  \"kernel\": \"python3\",\n"
+	        "  \"memory\": 536870912,\n  \"name\": \"w\",\n  \"outputs_quota\": 1048576,\n"
+	        "  \"pids\": 64,\n  \"rootfs\": \"/srv/r\",\n  \"tmp_size\": 1048576,\n"
+	        "  \"ttl_ms\": 0\n}\n",
+	        /* kbox run --workspace */
+	        "{\n  \"backend\": \"none\",\n  \"ephemeral\": true,\n  \"kernel\": \"python3\",\n"
+	        "  \"name\": \"run\",\n  \"owner_pid\": 1234,\n  \"ttl_ms\": 0,\n"
+	        "  \"workspace\": \"/tmp/p\",\n  \"workspace_dev\": 64768,\n"
+	        "  \"workspace_ino\": 9123\n}\n",
+	        /* an early kbox run (the working directory as its workspace) */
+	        "{\n  \"backend\": \"none\",\n  \"ephemeral\": true,\n  \"kernel\": \"python3\",\n"
+	        "  \"name\": \"run\",\n  \"owner_pid\": 1234,\n  \"ttl_ms\": 0,\n"
+	        "  \"workspace\": \"/tmp/p\"\n}\n",
 	};
 	fresh();
 	for (size_t i = 0; i < sizeof old / sizeof *old; i++) {

@@ -32,9 +32,9 @@ typedef struct {
 static const char *const DICT_NAMES[4] = {"header", "parent_header", "metadata", "content"};
 
 /* A header with everything a decoder needs. */
-#define GOOD_HEADER                                                                        \
-	"{\"msg_id\":\"11111111-2222-4333-8444-555555555555\",\"msg_type\":\"status\","    \
-	"\"session\":\"s\",\"username\":\"u\",\"date\":\"2026-06-06T17:21:05.123456Z\","  \
+#define GOOD_HEADER                                                                      \
+	"{\"msg_id\":\"11111111-2222-4333-8444-555555555555\",\"msg_type\":\"status\","  \
+	"\"session\":\"s\",\"username\":\"u\",\"date\":\"2026-06-06T17:21:05.123456Z\"," \
 	"\"version\":\"5.3\"}"
 #define KEY "a0436f6c-1916-498b-8eb9-e81ab9368e84"
 
@@ -92,7 +92,8 @@ static int frames_from_b64(frames_t *fr, json_t *arr)
 	memset(fr, 0, sizeof *fr);
 	if (!json_is_array(arr) || json_array_size(arr) > MAX_FRAMES)
 		return -1;
-	json_array_foreach(arr, i, v) {
+	json_array_foreach(arr, i, v)
+	{
 		size_t len;
 		unsigned char *data = b64decode(json_string_value(v), &len);
 		if (!data)
@@ -142,9 +143,8 @@ static kbox_auth_t *auth_with_key(const char *key, size_t history)
 }
 
 /* Decode [DELIM, sig, h, p, m, c] with AUTH. SIG NULL means "sign with AUTH". */
-static kbox_msg_t *decode_dicts(kbox_auth_t *auth, const char *h, const char *p,
-                                const char *m, const char *c, const char *sig,
-                                kbox_error_t *err)
+static kbox_msg_t *decode_dicts(kbox_auth_t *auth, const char *h, const char *p, const char *m,
+                                const char *c, const char *sig, kbox_error_t *err)
 {
 	char good[65];
 	kbox_frame_t f[6];
@@ -164,7 +164,8 @@ static json_t *vector(const char *section, const char *name)
 {
 	size_t i;
 	json_t *v;
-	json_array_foreach(json_object_get(vectors, section), i, v) {
+	json_array_foreach(json_object_get(vectors, section), i, v)
+	{
 		if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0)
 			return v;
 	}
@@ -194,7 +195,8 @@ TEST(signature_matches_jupyter_client_for_every_vector)
 	size_t i, checked = 0;
 	json_t *v;
 
-	json_array_foreach(json_object_get(vectors, "signatures"), i, v) {
+	json_array_foreach(json_object_get(vectors, "signatures"), i, v)
+	{
 		kbox_frame_t parts[4];
 		char sig[65];
 		const char *key = jstr(v, "key");
@@ -223,7 +225,8 @@ TEST(verify_accepts_every_jupyter_client_signature)
 	size_t i;
 	json_t *v;
 
-	json_array_foreach(json_object_get(vectors, "signatures"), i, v) {
+	json_array_foreach(json_object_get(vectors, "signatures"), i, v)
+	{
 		kbox_frame_t parts[4];
 		kbox_error_t err = {0};
 		const char *key = jstr(v, "key"), *sig = jstr(v, "signature");
@@ -366,8 +369,7 @@ static void check_python_message(const char *name)
 	CHECK(json_equal(kbox_msg_content(msg), json_object_get(ex, "content")));
 	CHECK(json_is_object(kbox_msg_metadata(msg)));
 	CHECK(json_is_object(kbox_msg_parent_header(msg)));
-	CHECK(fabs(kbox_msg_date(msg) -
-	           json_real_value(json_object_get(ex, "date_epoch"))) < 1e-6);
+	CHECK(fabs(kbox_msg_date(msg) - json_real_value(json_object_get(ex, "date_epoch"))) < 1e-6);
 	/* the signature is the frame after the delimiter */
 	CHECK(frame_eq_str(fr.f[idf.n + 1], kbox_msg_signature(msg)));
 
@@ -500,7 +502,9 @@ TEST(encode_then_decode_round_trips_every_part)
 	REQUIRE(parent && msg && auth);
 	CHECK(content == NULL);
 	kbox_msg_set_parent(msg, parent);
-	json_object_set_new(kbox_msg_metadata(msg), "note", json_string("\xc3\xbc" "ber"));
+	json_object_set_new(kbox_msg_metadata(msg), "note",
+	                    json_string("\xc3\xbc"
+	                                "ber"));
 	CHECK_INT_EQ(kbox_msg_add_identity(msg, "\x00peer", 5), 0);
 	CHECK_INT_EQ(kbox_msg_add_buffer(msg, bin, sizeof bin), 0);
 	CHECK_INT_EQ(kbox_msg_add_buffer(msg, "", 0), 0);
@@ -778,8 +782,10 @@ static void check_repaired_dict(int bad, const char *text, const char *key, cons
 	d[bad] = text;
 	msg = decode_dicts(auth, d[0], d[1], d[2], d[3], NULL, &err);
 	REQUIRE(msg != NULL);
-	dict = bad == 0 ? kbox_msg_header(msg) : bad == 1 ? kbox_msg_parent_header(msg)
-	       : bad == 2 ? kbox_msg_metadata(msg) : kbox_msg_content(msg);
+	dict = bad == 0   ? kbox_msg_header(msg)
+	       : bad == 1 ? kbox_msg_parent_header(msg)
+	       : bad == 2 ? kbox_msg_metadata(msg)
+	                  : kbox_msg_content(msg);
 	CHECK_STR_EQ(json_string_value(json_object_get(dict, key)), want);
 	kbox_msg_destroy(&msg);
 	kbox_auth_destroy(&auth);
@@ -796,7 +802,12 @@ TEST(non_utf8_bytes_read_as_replacement_characters)
 	check_repaired_dict(3, "{\"k\":\"\xed\xa0\x80\"}", "k",
 	                    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* a surrogate */
 	/* one U+FFFD per maximal ill-formed subpart, as Python's "replace" */
-	check_repaired_dict(3, "{\"k\":\"\xe2\x82" "A\"}", "k", "\xef\xbf\xbd" "A");
+	check_repaired_dict(3,
+	                    "{\"k\":\"\xe2\x82"
+	                    "A\"}",
+	                    "k",
+	                    "\xef\xbf\xbd"
+	                    "A");
 	check_repaired_dict(3, "{\"k\":\"\xf0\x9f\x98\"}", "k", "\xef\xbf\xbd");
 	/* repair never makes broken JSON acceptable */
 	check_bad_dict(3, "{\"text\":\"\xff\"", "invalid UTF-8 in truncated JSON");
@@ -879,7 +890,8 @@ TEST(message_that_would_take_too_much_memory_to_decode_is_refused_unparsed)
 	m = decode_many_arrays(auth, 600000, &err);
 	CHECK(m == NULL);
 	CHECK_INT_EQ(err.code, KBOX_E_PROTOCOL);
-	CHECK_STR_EQ(err.msg, "message refused: decoding it would take about 189 MiB (at most 128)");
+	CHECK_STR_EQ(err.msg,
+	             "message refused: decoding it would take about 189 MiB (at most 128)");
 	/* refused before the replay history: the same message is not a replay */
 	CHECK_INT_EQ(kbox_auth_history_size(auth), 1);
 	kbox_msg_destroy(&m);
@@ -1110,9 +1122,15 @@ TEST(parse_iso8601_is_lenient_and_exact)
 
 TEST(parse_iso8601_gives_zero_for_garbage)
 {
-	const char *bad[] = {"garbage", "", "2026", "2026-06-06T", "2026-06-06T17",
-	                     "2026-13-06T17:21:05Z", "2026-06-06T17:21:05Zjunk",
-	                     "2026-06-06T17:21:05.Z", "2026-06-06T25:00:00Z"};
+	const char *bad[] = {"garbage",
+	                     "",
+	                     "2026",
+	                     "2026-06-06T",
+	                     "2026-06-06T17",
+	                     "2026-13-06T17:21:05Z",
+	                     "2026-06-06T17:21:05Zjunk",
+	                     "2026-06-06T17:21:05.Z",
+	                     "2026-06-06T25:00:00Z"};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		double t = kbox_parse_iso8601(bad[i]);
 		if (t != 0)

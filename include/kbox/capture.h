@@ -25,14 +25,14 @@ extern "C" {
 #define KBOX_CAPTURE_MAX_BYTES 16384 /* per text: stdout, stderr, result, error */
 #define KBOX_CAPTURE_MAX_LINES 200
 #define KBOX_CAPTURE_MAX_BYTES_LIMIT (16u << 20) /* the most max_bytes may be */
-#define KBOX_CAPTURE_MAX_DISPLAYS 100   /* display bundles kept; more are counted */
+#define KBOX_CAPTURE_MAX_DISPLAYS 100            /* display bundles kept; more are counted */
 #define KBOX_CAPTURE_MAX_IMAGE_BYTES (64u << 20) /* larger images are not written */
-#define KBOX_CAPTURE_LINE_MAX 65536     /* an unterminated line is cut here */
-#define KBOX_CAPTURE_MAX_FILES 1000     /* images and spill files one capture makes */
+#define KBOX_CAPTURE_LINE_MAX 65536              /* an unterminated line is cut here */
+#define KBOX_CAPTURE_MAX_FILES 1000              /* images and spill files one capture makes */
 
 typedef struct {
-	size_t max_bytes;     /* 0 → KBOX_CAPTURE_MAX_BYTES; at most KBOX_CAPTURE_MAX_BYTES_LIMIT */
-	size_t max_lines;     /* 0 → KBOX_CAPTURE_MAX_LINES */
+	size_t max_bytes; /* 0 → KBOX_CAPTURE_MAX_BYTES; at most KBOX_CAPTURE_MAX_BYTES_LIMIT */
+	size_t max_lines; /* 0 → KBOX_CAPTURE_MAX_LINES */
 	/* Directory for images and spill files (must exist).  NULL: images are
 	 * listed with their size but not written, and spilled text is lost. */
 	const char *outputs_dir; /* copied */
@@ -86,11 +86,11 @@ typedef struct kbox_result kbox_result_t;
  * the bytes the kernel sent, NUL bytes included: use LEN, not strlen (it
  * is NUL-terminated as well).  The spill file holds the same raw bytes. */
 typedef struct {
-	const char *text;   /* what to show: all of it, or head + marker + tail */
-	size_t len;         /* bytes at TEXT (a NUL byte in it counts as one) */
-	size_t total_bytes; /* of the complete text */
-	size_t total_lines; /* newline characters in it */
-	bool truncated;     /* the middle was left out of TEXT */
+	const char *text;       /* what to show: all of it, or head + marker + tail */
+	size_t len;             /* bytes at TEXT (a NUL byte in it counts as one) */
+	size_t total_bytes;     /* of the complete text */
+	size_t total_lines;     /* newline characters in it */
+	bool truncated;         /* the middle was left out of TEXT */
 	const char *spill_path; /* the text kept, when truncated (else NULL) */
 	/* Stream messages the client dropped unread (kbox_exec_dropped): their
 	 * number and the bytes of text in them.  Not in TOTAL_BYTES; TEXT then
@@ -140,7 +140,7 @@ typedef struct {
 	 * of input (EOF) or PASSWORD hides it */
 	const char *value;
 	size_t value_len;
-	bool password;      /* INPUT: asked for a password; the line is not kept */
+	bool password; /* INPUT: asked for a password; the line is not kept */
 } kbox_output_t;
 
 #define KBOX_CAPTURE_MAX_OUTPUTS 1000 /* outputs listed in order; then merged by stream */
@@ -157,15 +157,15 @@ typedef enum {
 
 typedef struct {
 	kbox_event_type_t type;
-	kbox_stream_t stream;   /* KBOX_EV_STREAM */
-	const char *text;       /* KBOX_EV_STREAM: the text; NULL otherwise */
+	kbox_stream_t stream; /* KBOX_EV_STREAM */
+	const char *text;     /* KBOX_EV_STREAM: the text; NULL otherwise */
 	size_t len;
-	int display;            /* KBOX_EV_DISPLAY: the display's index */
+	int display;                 /* KBOX_EV_DISPLAY: the display's index */
 	const kbox_output_t *output; /* KBOX_EV_INPUT; NULL otherwise */
 } kbox_event_t;
 
 /* CAP, EV and what EV points to are borrowed for the call. */
-typedef void (kbox_event_cb)(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev);
+typedef void(kbox_event_cb)(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev);
 
 /* Bytes this capture has written into the outputs directory so far. */
 unsigned long long kbox_capture_files_bytes(const kbox_capture_t *self);
@@ -235,7 +235,7 @@ void kbox_capture_destroy(kbox_capture_t **self_p);
 void kbox_result_destroy(kbox_result_t **self_p);
 
 kbox_exec_status_t kbox_result_status(const kbox_result_t *self);
-int kbox_result_count(const kbox_result_t *self);   /* execution_count, or -1 */
+int kbox_result_count(const kbox_result_t *self); /* execution_count, or -1 */
 double kbox_result_seconds(const kbox_result_t *self);
 /* Why it did not end normally (timeout, died), or "".  Borrowed: a buffer
  * in SELF, overwritten by kbox_result_set_status. */

@@ -104,9 +104,8 @@ kbox_msg_t *kbox_client_msg(kbox_client_t *self, const char *msg_type, json_t **
  * *CONTENT_P is taken, also on failure.  The reply is new:
  * kbox_msg_destroy(&p); NULL with ERR.  KBOX_E_TIMEOUT names the
  * request: "kernel did not answer complete_request within 10 s". */
-kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel,
-                                const char *msg_type, json_t **content_p, int timeout_ms,
-                                kbox_error_t *err);
+kbox_msg_t *kbox_client_request(kbox_client_t *self, kbox_channel_t channel, const char *msg_type,
+                                json_t **content_p, int timeout_ms, kbox_error_t *err);
 
 /* Messages dropped because they failed verification, and why the last one
  * was ("" before any).  The reason is borrowed: a buffer in SELF, valid
@@ -153,7 +152,7 @@ void kbox_client_detach(kbox_client_t *self);
  * borrowed for the call.  Such output passes the same rate limit as an
  * execution's (KBOX_RATE_*): what is over it is dropped and counted
  * (kbox_client_iopub_dropped).  CB NULL: such messages are discarded. */
-typedef void (kbox_iopub_cb)(void *arg, const kbox_msg_t *msg);
+typedef void(kbox_iopub_cb)(void *arg, const kbox_msg_t *msg);
 void kbox_client_set_iopub_cb(kbox_client_t *self, kbox_iopub_cb *cb, void *arg);
 /* Messages (and their bytes) the iopub callback did not get because of the
  * rate limit, since the client was made. */
@@ -168,7 +167,7 @@ void kbox_client_set_shedding(kbox_client_t *self, bool on);
 
 /* Called once when a _begin operation ends.  RC is 0 on success, -1 with
  * ERR (borrowed for the call) on failure. */
-typedef void (kbox_ready_cb)(void *arg, int rc, const kbox_error_t *err);
+typedef void(kbox_ready_cb)(void *arg, int rc, const kbox_error_t *err);
 
 /* kbox_client_wait_ready on the attached loop: CB(ARG, 0, NULL) once the
  * kernel answers on shell and iopub, CB(ARG, -1, ERR) when it cannot
@@ -181,7 +180,7 @@ int kbox_client_ready_begin(kbox_client_t *self, int timeout_ms, kbox_ready_cb *
 /* Called once with the reply to a request (ownership passes to the
  * callback: destroy it), or with REPLY NULL and ERR on timeout, death of
  * the kernel or detach.  ERR is borrowed for the call. */
-typedef void (kbox_reply_cb)(void *arg, kbox_msg_t *reply, const kbox_error_t *err);
+typedef void(kbox_reply_cb)(void *arg, kbox_msg_t *reply, const kbox_error_t *err);
 
 /* kbox_client_request on the attached loop: the reply is the message on
  * CHANNEL whose parent is this request.  *CONTENT_P is taken (also on
@@ -231,11 +230,11 @@ int kbox_client_interrupt(kbox_client_t *self, int timeout_ms, kbox_error_t *err
 /* ---- execute ---- */
 
 typedef enum {
-	KBOX_EXEC_OK = 0,   /* execute_reply status ok */
-	KBOX_EXEC_ERROR,    /* the code raised: reply status error */
-	KBOX_EXEC_ABORTED,  /* the kernel aborted it (queued behind an error) */
-	KBOX_EXEC_TIMEOUT,  /* the deadline passed (interrupted if asked to) */
-	KBOX_EXEC_DIED,     /* the kernel died or stopped answering */
+	KBOX_EXEC_OK = 0,      /* execute_reply status ok */
+	KBOX_EXEC_ERROR,       /* the code raised: reply status error */
+	KBOX_EXEC_ABORTED,     /* the kernel aborted it (queued behind an error) */
+	KBOX_EXEC_TIMEOUT,     /* the deadline passed (interrupted if asked to) */
+	KBOX_EXEC_DIED,        /* the kernel died or stopped answering */
 	KBOX_EXEC_INTERRUPTED, /* a front end interrupted it (never set by the client) */
 } kbox_exec_status_t;
 
@@ -247,13 +246,13 @@ const char *kbox_exec_status_name(kbox_exec_status_t status);
  * arrives, and for each stdin input_request.  MSG is borrowed for the call.
  * Return 0 to go on, non-zero to stop waiting (the result is then TIMEOUT
  * without interrupting). */
-typedef int (kbox_exec_cb)(void *arg, kbox_channel_t channel, const kbox_msg_t *msg);
+typedef int(kbox_exec_cb)(void *arg, kbox_channel_t channel, const kbox_msg_t *msg);
 
 typedef struct {
-	const char *code;     /* copied into the request */
-	bool silent;          /* default false */
-	bool no_store_history;/* default: store history (forced off when silent) */
-	bool no_stop_on_error;/* default: stop_on_error true */
+	const char *code;         /* copied into the request */
+	bool silent;              /* default false */
+	bool no_store_history;    /* default: store history (forced off when silent) */
+	bool no_stop_on_error;    /* default: stop_on_error true */
 	json_t *user_expressions; /* borrowed for the call: the request holds its
 	                           * own reference (json_incref, not a copy);
 	                           * NULL → {} */
@@ -323,7 +322,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *op
 /* Called once when an execution begun with kbox_client_execute_begin has
  * ended; X (with the same accessors as a finished kbox_client_execute's)
  * is taken by the callback (new to it from then on): kbox_exec_destroy it. */
-typedef void (kbox_exec_done_cb)(void *arg, kbox_exec_t *x);
+typedef void(kbox_exec_done_cb)(void *arg, kbox_exec_t *x);
 
 /* kbox_client_execute on the attached loop: send the execute_request and
  * return at once; OPTS->on_msg sees the messages as the loop reads them,

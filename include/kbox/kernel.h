@@ -69,8 +69,7 @@ kbox_client_t *kbox_kernel_connect(kbox_kernel_t *self, kbox_error_t *err);
  * (kbox_client_destroy, before the kernel).  NULL with ERR; *CLIENT_P is
  * then left as it was. */
 kbox_kernel_t *kbox_kernel_start_ready(const kbox_kspec_t *spec, const kbox_kernel_opts_t *opts,
-                                       int timeout_ms, kbox_client_t **client_p,
-                                       kbox_error_t *err);
+                                       int timeout_ms, kbox_client_t **client_p, kbox_error_t *err);
 
 
 /* Borrowed views, valid while SELF lives: its connection, the path of its

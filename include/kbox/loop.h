@@ -23,7 +23,7 @@ typedef struct kbox_loop kbox_loop_t;
 
 /* A handler.  Return 0 to go on, -1 to end kbox_loop_run (which then
  * returns -1). */
-typedef int (kbox_loop_fn)(kbox_loop_t *loop, void *arg);
+typedef int(kbox_loop_fn)(kbox_loop_t *loop, void *arg);
 
 /* A new loop with nothing in it.  New: kbox_loop_destroy(&p); NULL with ERR. */
 kbox_loop_t *kbox_loop_new(kbox_error_t *err);
@@ -37,8 +37,7 @@ void kbox_loop_destroy(kbox_loop_t **self_p);
  * handler per descriptor: a second registration of FD replaces the first.
  * ARG is borrowed: it must stay valid while FD is registered.
  * 0, or -1 with ERR. */
-int kbox_loop_add_fd(kbox_loop_t *self, int fd, kbox_loop_fn *fn, void *arg,
-                     kbox_error_t *err);
+int kbox_loop_add_fd(kbox_loop_t *self, int fd, kbox_loop_fn *fn, void *arg, kbox_error_t *err);
 
 /* Forget FD (safe from inside any handler, FD's own included). */
 void kbox_loop_remove_fd(kbox_loop_t *self, int fd);

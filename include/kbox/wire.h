@@ -42,8 +42,8 @@ typedef struct kbox_auth kbox_auth_t;
  * signature and any signature is accepted, as the protocol specifies.
  * Remembers the last HISTORY signatures (0 → KBOX_REPLAY_HISTORY).
  * SCHEME is copied.  New: kbox_auth_destroy(&p); NULL with ERR. */
-kbox_auth_t *kbox_auth_new(const char *scheme, const void *key, size_t keylen,
-                           size_t history, kbox_error_t *err);
+kbox_auth_t *kbox_auth_new(const char *scheme, const void *key, size_t keylen, size_t history,
+                           kbox_error_t *err);
 
 /* Wipe the key, free SELF, set *SELF_P to NULL. Accepts NULL. */
 void kbox_auth_destroy(kbox_auth_t **self_p);
@@ -55,8 +55,8 @@ void kbox_auth_sign(const kbox_auth_t *self, const kbox_frame_t parts[4], char o
 /* Check SIG (SIGLEN bytes, as received) against PARTS: length first, then a
  * constant-time comparison.  Returns 0 when it matches, -1 with ERR. Does
  * not touch the replay history. */
-int kbox_auth_verify(const kbox_auth_t *self, const kbox_frame_t parts[4],
-                     const void *sig, size_t siglen, kbox_error_t *err);
+int kbox_auth_verify(const kbox_auth_t *self, const kbox_frame_t parts[4], const void *sig,
+                     size_t siglen, kbox_error_t *err);
 
 /* Record SIG as consumed.  Returns 0 if new, -1 with ERR (KBOX_E_AUTH) if
  * it was already seen.  The history is bounded: the oldest entries go first. */

@@ -60,8 +60,9 @@ static char *question_of(const char *operand)
 		return NULL;
 	}
 	if (!kx_utf8_valid(q, strlen(q)) || !q[strspn(q, " \t\r\n")]) {
-		cli_error(AGENT_CMD, "%s", kx_utf8_valid(q, strlen(q)) ? "the question is empty"
-		                                 : "the question is not valid UTF-8");
+		cli_error(AGENT_CMD, "%s",
+		          kx_utf8_valid(q, strlen(q)) ? "the question is empty"
+		                                      : "the question is not valid UTF-8");
 		free(q);
 		return NULL;
 	}
@@ -200,8 +201,8 @@ static int user_message(run_t *r)
 		char *name = base_of(o->files[i]);
 		status = name ? cli_put(AGENT_CMD, r->a.dir, r->in[i], o->files[i], name)
 		              : EXIT_UNAVAILABLE;
-		kx_buf_appendf(&user, "%s%s", i ? ", " : "\n\nFiles in /workspace: ",
-		               name ? name : "?");
+		kx_buf_appendf(&user, "%s%s",
+		               i ? ", " : "\n\nFiles in /workspace: ", name ? name : "?");
 		free(name);
 	}
 	if (status != EXIT_OK) {
@@ -260,7 +261,8 @@ static int answered(run_t *r, const json_t *msg, json_t *kept)
 		if ((status = agent_conv_save(a)) != EXIT_OK)
 			return status;
 		r->word = "answered";
-		r->cut = strcmp(r->finish, "length") == 0 || strcmp(r->finish, "content_filter") == 0;
+		r->cut = strcmp(r->finish, "length") == 0 ||
+		         strcmp(r->finish, "content_filter") == 0;
 		return EXIT_OK;
 	}
 	if (refusal && *refusal) {
@@ -310,21 +312,25 @@ static int step(run_t *r, bool *done)
 		snprintf(tag, sizeof tag, "[step %d] model: ", r->step);
 		agent_show_lines(tag, json_string_value(content));
 	}
-	json_array_foreach(calls, i, call) {
+	json_array_foreach(calls, i, call)
+	{
 		status = i < AGENT_MAX_CALLS ? agent_tool_call(a, r->step, call)
 		                             : agent_not_run(a, r->step, call);
 		if (status != EXIT_OK)
 			goto out;
 	}
 	if (json_array_size(calls) > AGENT_MAX_CALLS)
-		fprintf(stderr, "[step %d] %zu more tool calls not run: at most %d of a response "
-		        "are\n", r->step, json_array_size(calls) - AGENT_MAX_CALLS, AGENT_MAX_CALLS);
+		fprintf(stderr,
+		        "[step %d] %zu more tool calls not run: at most %d of a response "
+		        "are\n",
+		        r->step, json_array_size(calls) - AGENT_MAX_CALLS, AGENT_MAX_CALLS);
 	if ((status = agent_conv_save(a)) != EXIT_OK)
 		goto out;
 	if (r->step >= a->max_steps) {
-		agent_error(a, "no answer after %d step%s (--max-steps %d); the conversation is "
-		            "kept: kbox agent -s %s QUESTION goes on with it", r->step,
-		            r->step == 1 ? "" : "s", a->max_steps, a->name);
+		agent_error(a,
+		            "no answer after %d step%s (--max-steps %d); the conversation is "
+		            "kept: kbox agent -s %s QUESTION goes on with it",
+		            r->step, r->step == 1 ? "" : "s", a->max_steps, a->name);
 		r->word = "max_steps";
 		status = EXIT_STEP_LIMIT;
 	}
@@ -337,8 +343,8 @@ out:
 
 /* Print the trace (--format json): STATUS_WORD, the ANSWER (may be NULL),
  * and ERROR (may be NULL, with its KIND). */
-static void print_trace(agent_t *a, const char *status_word, const char *answer,
-                        const char *kind, const char *error)
+static void print_trace(agent_t *a, const char *status_word, const char *answer, const char *kind,
+                        const char *error)
 {
 	json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O, s:{s:I, s:I, s:I}, s:i}", "schema",
 	                      TRACE_SCHEMA, "status", status_word, "session", a->name, "model",
@@ -349,7 +355,8 @@ static void print_trace(agent_t *a, const char *status_word, const char *answer,
 	if (t && !answer)
 		json_object_set_new(t, "answer", json_null());
 	if (t && error)
-		json_object_set_new(t, "error", json_pack("{s:s, s:s}", "kind", kind, "message", error));
+		json_object_set_new(t, "error",
+		                    json_pack("{s:s, s:s}", "kind", kind, "message", error));
 	cli_print_json_line(t);
 }
 
@@ -370,14 +377,16 @@ static int finish(run_t *r, int status)
 		fflush(stdout);
 	}
 	if (status == EXIT_OK && r->cut) {
-		agent_error(a, "the answer was cut off (finish_reason %s); it is printed as it came",
+		agent_error(a,
+		            "the answer was cut off (finish_reason %s); it is printed as it came",
 		            r->finish);
 		status = EXIT_UNAVAILABLE;
 		r->word = "failed";
 	}
 	if (a->format == FMT_JSON && a->steps)
 		print_trace(a, r->word, r->answer, cli_error_kind(status),
-		            status == EXIT_OK || status == EXIT_STEP_LIMIT ? NULL : cli_first_error());
+		            status == EXIT_OK || status == EXIT_STEP_LIMIT ? NULL
+		                                                           : cli_first_error());
 	agent_http_destroy(&a->http);
 	json_decref(a->conv);
 	json_decref(a->steps);

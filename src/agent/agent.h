@@ -22,14 +22,16 @@ typedef struct {
 	const char *base_url;     /* --base-url, or NULL: $KBOX_BASE_URL, else the default */
 	const char *const *files; /* --file HOSTPATH..., N_FILES of them */
 	size_t n_files;
-	int max_steps;            /* --max-steps, 1 to AGENT_MAX_STEPS_LIMIT */
-	bool reset;               /* --reset: a new conversation */
-	long long timeout_ms;     /* -t: each tool call's code at most; 0: no limit */
-	format_t format;          /* FMT_TEXT (the answer) or FMT_JSON (the trace) */
+	int max_steps;        /* --max-steps, 1 to AGENT_MAX_STEPS_LIMIT */
+	bool reset;           /* --reset: a new conversation */
+	long long timeout_ms; /* -t: each tool call's code at most; 0: no limit */
+	format_t format;      /* FMT_TEXT (the answer) or FMT_JSON (the trace) */
 } agent_options_t;
-#define AGENT_OPTIONS_INIT                                                                          \
-	{.max_steps = AGENT_DEFAULT_MAX_STEPS, .timeout_ms = AGENT_DEFAULT_TIMEOUT_MS,              \
-	 .format = FMT_TEXT}
+#define AGENT_OPTIONS_INIT                                                                    \
+	{                                                                                     \
+		.max_steps = AGENT_DEFAULT_MAX_STEPS, .timeout_ms = AGENT_DEFAULT_TIMEOUT_MS, \
+		.format = FMT_TEXT                                                            \
+	}
 
 /* Answer QUESTION (the operand: the question, or "-" to read it from
  * standard input) as O says: the answer on standard output (or the trace,

@@ -37,20 +37,20 @@ typedef struct agent_http agent_http_t;
 
 /* One run of kbox agent. */
 typedef struct {
-	const char *name;     /* the session */
-	char *dir;            /* its directory */
+	const char *name; /* the session */
+	char *dir;        /* its directory */
 	const char *model;
 	char url[4096];       /* BASE_URL/chat/completions */
 	char *key;            /* NULL: none (never printed, never saved; wiped at the end) */
 	long long timeout_ms; /* the most each tool call's code may run; 0: no limit */
 	int max_steps;
 	format_t format;
-	bool tty;             /* standard error is a terminal */
+	bool tty; /* standard error is a terminal */
 	agent_http_t *http;
-	json_t *conv;         /* {"schema", "model", "messages"} */
-	json_t *steps;        /* the trace: one object per tool call */
-	bool ticked;          /* "thinking…" is on standard error's last line */
-	long long usage[3];   /* prompt, completion, total tokens */
+	json_t *conv;       /* {"schema", "model", "messages"} */
+	json_t *steps;      /* the trace: one object per tool call */
+	bool ticked;        /* "thinking…" is on standard error's last line */
+	long long usage[3]; /* prompt, completion, total tokens */
 	int requests;
 } agent_t;
 

@@ -117,7 +117,8 @@ int agent_set_url(agent_t *a, const char *base, const char *where)
 		if (*p <= ' ' || *p == 0x7f)
 			host = NULL;
 	if (!host || !*host || *host == '/' || !kx_utf8_valid(base, strlen(base))) {
-		cli_error(AGENT_CMD, "invalid %s \"%s\": expected an http:// or https:// URL, such as %s",
+		cli_error(AGENT_CMD,
+		          "invalid %s \"%s\": expected an http:// or https:// URL, such as %s",
 		          where, base, AGENT_DEFAULT_BASE_URL);
 		return EXIT_USAGE;
 	}
@@ -125,7 +126,8 @@ int agent_set_url(agent_t *a, const char *base, const char *where)
 		len--;
 	if ((size_t)snprintf(a->url, sizeof a->url, "%.*s/chat/completions", (int)len, base) >=
 	    sizeof a->url) {
-		cli_error(AGENT_CMD, "invalid %s: longer than %zu bytes", where, sizeof a->url - 32);
+		cli_error(AGENT_CMD, "invalid %s: longer than %zu bytes", where,
+		          sizeof a->url - 32);
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
@@ -295,4 +297,3 @@ out:
 	json_decref(reply);
 	return msg;
 }
-

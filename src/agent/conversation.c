@@ -19,9 +19,9 @@
 
 /* What the model is told first, before the tool's own description. */
 static const char system_intro[] =
-    "You are a data analyst. You answer the user's questions by running Python with the "
-    "tool run_python, then reply with the answer in plain text (without calling the tool) "
-    "once you have it. The user's files, if any, are named in their message. ";
+        "You are a data analyst. You answer the user's questions by running Python with the "
+        "tool run_python, then reply with the answer in plain text (without calling the tool) "
+        "once you have it. The user's files, if any, are named in their message. ";
 
 /* Whether J is a conversation this program wrote. */
 static bool is_conversation(const json_t *j)
@@ -32,7 +32,8 @@ static bool is_conversation(const json_t *j)
 	    !json_is_string(json_object_get(j, "schema")) ||
 	    strcmp(json_string_value(json_object_get(j, "schema")), AGENT_SCHEMA) != 0)
 		return false;
-	json_array_foreach(msgs, i, m) if (!json_is_string(json_object_get(m, "role"))) return false;
+	json_array_foreach(msgs, i,
+	                   m) if (!json_is_string(json_object_get(m, "role"))) return false;
 	return true;
 }
 
@@ -45,7 +46,8 @@ static char *system_text(const agent_t *a)
 	size_t n;
 	char *sys;
 	if (a->timeout_ms > 0)
-		snprintf(limit, sizeof limit, "Each call of %s is interrupted after %g seconds at "
+		snprintf(limit, sizeof limit,
+		         "Each call of %s is interrupted after %g seconds at "
 		         "most; a \"timeout\" argument can only make that shorter. ",
 		         CLI_TOOL_NAME, (double)a->timeout_ms / 1000.0);
 	n = sizeof system_intro + strlen(limit) + strlen(cli_tool_description());
@@ -60,11 +62,12 @@ static void conv_repair(json_t *conv)
 {
 	json_t *m;
 	size_t i;
-	json_array_foreach(json_object_get(conv, "messages"), i, m)
-	    if (strcmp(json_string_value(json_object_get(m, "role")), "assistant") == 0 &&
-	        !json_array_size(json_object_get(m, "tool_calls")) &&
-	        !json_is_string(json_object_get(m, "content")))
-		json_object_set_new(m, "content", json_string(""));
+	json_array_foreach(
+	        json_object_get(conv, "messages"), i,
+	        m) if (strcmp(json_string_value(json_object_get(m, "role")), "assistant") == 0 &&
+	               !json_array_size(json_object_get(m, "tool_calls")) &&
+	               !json_is_string(json_object_get(m, "content")))
+	        json_object_set_new(m, "content", json_string(""));
 }
 
 int agent_conv_load(agent_t *a, bool reset)
@@ -79,8 +82,11 @@ int agent_conv_load(agent_t *a, bool reset)
 		j = json_loadfd(fd, 0, &je);
 		close(fd);
 		if (!is_conversation(j)) {
-			agent_error(a, "%s is not a conversation of kbox agent (%s); start a new one with "
-			            "--reset", path, j ? "not " AGENT_SCHEMA : je.text);
+			agent_error(
+			        a,
+			        "%s is not a conversation of kbox agent (%s); start a new one with "
+			        "--reset",
+			        path, j ? "not " AGENT_SCHEMA : je.text);
 			json_decref(j);
 			return EXIT_UNAVAILABLE;
 		}
@@ -93,12 +99,13 @@ int agent_conv_load(agent_t *a, bool reset)
 		json_t *first = json_array_get(json_object_get(j, "messages"), 0);
 		if (!j)
 			j = sys ? json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "schema", AGENT_SCHEMA,
-			                    "model", a->model, "messages", "role", "system", "content",
-			                    sys)
+			                    "model", a->model, "messages", "role", "system",
+			                    "content", sys)
 			        : NULL;
 		else if (sys && first &&
 		         strcmp(json_string_value(json_object_get(first, "role")), "system") == 0)
-			json_object_set_new(first, "content", json_string(sys)); /* ours: made anew */
+			json_object_set_new(first, "content",
+			                    json_string(sys)); /* ours: made anew */
 		free(sys);
 		if (!j || !sys) {
 			agent_error(a, "out of memory");
@@ -123,8 +130,8 @@ int agent_conv_save(agent_t *a)
 	if (!text || asprintf(&line, "%s\n", text) < 0) {
 		line = NULL;
 		agent_error(a, "out of memory");
-	} else if (len = strlen(line), kx_write_atomic(AT_FDCWD, path, line, len, 0600,
-	                                                KX_DURABLE) < 0)
+	} else if (len = strlen(line),
+	           kx_write_atomic(AT_FDCWD, path, line, len, 0600, KX_DURABLE) < 0)
 		agent_error(a, "cannot write %s: %s", path, strerror(errno));
 	else
 		status = EXIT_OK;
@@ -145,7 +152,8 @@ json_t *agent_assistant_message(const json_t *msg, int step)
 	json_t *out;
 	size_t i;
 
-	json_array_foreach(calls, i, c) {
+	json_array_foreach(calls, i, c)
+	{
 		json_t *fn = json_object_get(c, "function");
 		json_t *args = json_object_get(fn, "arguments");
 		char id[64], *dumped = NULL;
@@ -154,16 +162,16 @@ json_t *agent_assistant_message(const json_t *msg, int step)
 		if (!json_is_string(json_object_get(c, "id")))
 			snprintf(id, sizeof id, "call_%d_%zu", step, i + 1);
 		json_array_append_new(
-		    keep, json_pack("{s:s, s:s, s:{s:O?, s:o}}", "id",
-		                    json_is_string(json_object_get(c, "id"))
-		                        ? json_string_value(json_object_get(c, "id"))
-		                        : id,
-		                    "type", "function", "function", "name", json_object_get(fn, "name"),
-		                    "arguments",
-		                    json_is_string(args) ? json_incref(args)
-		                    : args && (dumped = json_dumps(args, JSON_COMPACT))
-		                        ? json_string(dumped)
-		                        : json_string("{}")));
+		        keep, json_pack("{s:s, s:s, s:{s:O?, s:o}}", "id",
+		                        json_is_string(json_object_get(c, "id"))
+		                                ? json_string_value(json_object_get(c, "id"))
+		                                : id,
+		                        "type", "function", "function", "name",
+		                        json_object_get(fn, "name"), "arguments",
+		                        json_is_string(args) ? json_incref(args)
+		                        : args && (dumped = json_dumps(args, JSON_COMPACT))
+		                                ? json_string(dumped)
+		                                : json_string("{}")));
 		free(dumped);
 	}
 	out = json_pack("{s:s, s:O}", "role", "assistant", "content",
@@ -173,4 +181,3 @@ json_t *agent_assistant_message(const json_t *msg, int step)
 	json_decref(keep);
 	return out;
 }
-

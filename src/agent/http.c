@@ -23,10 +23,10 @@
 
 struct agent_http {
 	pid_t pid;
-	int fd; /* our end of the socket that is the helper's stdin and stdout */
-	char *buf;  /* bytes read past the last reply */
+	int fd;    /* our end of the socket that is the helper's stdin and stdout */
+	char *buf; /* bytes read past the last reply */
 	size_t len;
-	size_t cap; /* BUF's size */
+	size_t cap;     /* BUF's size */
 	size_t scanned; /* the first SCANNED bytes of BUF hold no newline */
 };
 
@@ -40,7 +40,8 @@ agent_http_t *agent_http_start(const char *key)
 	int sv[2];
 	agent_http_t *h;
 
-	if (cli_find_program(AGENT_CMD, KBOX_HTTP_PROGRAM, "HTTP helper program", prog, sizeof prog) < 0)
+	if (cli_find_program(AGENT_CMD, KBOX_HTTP_PROGRAM, "HTTP helper program", prog,
+	                     sizeof prog) < 0)
 		return NULL;
 	if (!(h = calloc(1, sizeof *h))) {
 		cli_error(AGENT_CMD, "out of memory");
@@ -72,7 +73,8 @@ agent_http_t *agent_http_start(const char *key)
 		for (size_t i = 0; key_vars[i]; i++)
 			unsetenv(key_vars[i]);
 		/* the key: in its environment, never in its argv */
-		if (key && *key ? setenv(KBOX_HTTP_KEY_ENV, key, 1) < 0 : unsetenv(KBOX_HTTP_KEY_ENV) < 0)
+		if (key && *key ? setenv(KBOX_HTTP_KEY_ENV, key, 1) < 0
+		                : unsetenv(KBOX_HTTP_KEY_ENV) < 0)
 			_exit(127);
 		execl(prog, KBOX_HTTP_PROGRAM, (char *)NULL);
 		fprintf(stderr, "kbox %s: cannot run %s: %s\n", AGENT_CMD, prog, strerror(errno));
@@ -140,8 +142,9 @@ static int read_more(agent_http_t *h, agent_http_tick_t tick, void *arg, long lo
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			snprintf(why, why_size, "the HTTP helper %s went away%s%s", KBOX_HTTP_PROGRAM,
-			         n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
+			snprintf(why, why_size, "the HTTP helper %s went away%s%s",
+			         KBOX_HTTP_PROGRAM, n < 0 ? ": " : "",
+			         n < 0 ? strerror(errno) : "");
 			return -1;
 		}
 		h->len += (size_t)n;
@@ -160,7 +163,7 @@ static void consume(agent_http_t *h, size_t used)
 }
 
 json_t *agent_http_post(agent_http_t *h, const char *url, const char *body, double timeout_s,
-                      agent_http_tick_t tick, void *arg, char *why, size_t why_size)
+                        agent_http_tick_t tick, void *arg, char *why, size_t why_size)
 {
 	json_t *req = json_pack("{s:s, s:s, s:f}", "url", url, "body", body, "timeout", timeout_s);
 	char *line = req ? json_dumps(req, JSON_COMPACT) : NULL, *nl;
@@ -188,7 +191,8 @@ json_t *agent_http_post(agent_http_t *h, const char *url, const char *body, doub
 	                                  : NULL)) {
 		h->scanned = h->len;
 		if (h->len >= (size_t)KBOX_HTTP_REPLY_LINE_MAX) {
-			snprintf(why, why_size, "the HTTP helper %s sent a line longer than %ld bytes",
+			snprintf(why, why_size,
+			         "the HTTP helper %s sent a line longer than %ld bytes",
 			         KBOX_HTTP_PROGRAM, (long)KBOX_HTTP_REPLY_LINE_MAX);
 			return NULL;
 		}
@@ -200,11 +204,15 @@ json_t *agent_http_post(agent_http_t *h, const char *url, const char *body, doub
 	consume(h, used);
 	bytes = json_object_get(reply, "body_bytes");
 	n = json_integer_value(bytes);
-	if (!json_is_object(reply) || (bytes && (!json_is_integer(bytes) || n < 0 ||
-	                                         n > KBOX_HTTP_BODY_MAX))) {
-		snprintf(why, why_size, "the HTTP helper %s answered something else than its "
-		         "protocol's JSON: %s", KBOX_HTTP_PROGRAM,
-		         !reply ? je.text : bytes ? "a bad body_bytes" : "not an object");
+	if (!json_is_object(reply) ||
+	    (bytes && (!json_is_integer(bytes) || n < 0 || n > KBOX_HTTP_BODY_MAX))) {
+		snprintf(why, why_size,
+		         "the HTTP helper %s answered something else than its "
+		         "protocol's JSON: %s",
+		         KBOX_HTTP_PROGRAM,
+		         !reply  ? je.text
+		         : bytes ? "a bad body_bytes"
+		                 : "not an object");
 		json_decref(reply);
 		return NULL;
 	}
@@ -218,8 +226,10 @@ json_t *agent_http_post(agent_http_t *h, const char *url, const char *body, doub
 		}
 	if (!(text = json_stringn(h->buf, (size_t)n)) ||
 	    json_object_set_new(reply, "body", text) < 0) {
-		snprintf(why, why_size, "the HTTP helper %s sent a body that is not UTF-8, or out of "
-		         "memory", KBOX_HTTP_PROGRAM);
+		snprintf(why, why_size,
+		         "the HTTP helper %s sent a body that is not UTF-8, or out of "
+		         "memory",
+		         KBOX_HTTP_PROGRAM);
 		json_decref(reply);
 		return NULL;
 	}

@@ -130,7 +130,8 @@ static json_t *execute(agent_t *a, const char *code, double timeout_s, int *stat
 			*status = EXIT_UNAVAILABLE;
 			return NULL;
 		}
-		if (end == KR_CTL_EXEC_LOST_BEFORE) /* a supervisor that was stopping: the next one runs it */
+		if (end ==
+		    KR_CTL_EXEC_LOST_BEFORE) /* a supervisor that was stopping: the next one runs it */
 			continue;
 		return NULL; /* it began, and went with the supervisor: *STATUS is EXIT_OK */
 	}
@@ -156,42 +157,50 @@ static bool bad_call(const json_t *fn, json_t **args_p, const char **code, doubl
 
 	*args_p = NULL;
 	if (!name || strcmp(name, CLI_TOOL_NAME) != 0) {
-		snprintf(out, size, "error: there is no tool \"%s\"; the only tool is %s, whose "
-		         "arguments are a JSON object such as %s", name ? name : "(no name)",
-		         CLI_TOOL_NAME, example);
+		snprintf(out, size,
+		         "error: there is no tool \"%s\"; the only tool is %s, whose "
+		         "arguments are a JSON object such as %s",
+		         name ? name : "(no name)", CLI_TOOL_NAME, example);
 		return true;
 	}
 	if (json_is_string(raw)) {
 		args = json_loadb(json_string_value(raw), json_string_length(raw), JSON_DECODE_ANY,
 		                  &je);
 		if (!args) {
-			snprintf(out, size, "error: the arguments are not valid JSON (%s, at character "
-			         "%d); call %s again with a JSON object such as %s", je.text, je.position,
-			         CLI_TOOL_NAME, example);
+			snprintf(out, size,
+			         "error: the arguments are not valid JSON (%s, at character "
+			         "%d); call %s again with a JSON object such as %s",
+			         je.text, je.position, CLI_TOOL_NAME, example);
 			return true;
 		}
 	} else if (raw) /* some servers give the value itself */
 		args = json_incref((json_t *)raw);
 	if (!json_is_object(args)) {
 		static const char *const kinds[] = {"an object", "an array", "a string", "a number",
-		                                    "a number", "true", "false", "null"};
-		snprintf(out, size, "error: the arguments must be a JSON object, got %s; call %s "
+		                                    "a number",  "true",     "false",    "null"};
+		snprintf(out, size,
+		         "error: the arguments must be a JSON object, got %s; call %s "
 		         "again with a JSON object such as %s",
 		         args ? kinds[json_typeof(args)] : "nothing", CLI_TOOL_NAME, example);
 		json_decref(args);
 		return true;
 	}
-	json_object_foreach(args, key, t) {
+	json_object_foreach(args, key, t)
+	{
 		if (strcmp(key, "code") != 0 && strcmp(key, "timeout") != 0) {
-			snprintf(out, size, "error: unknown argument \"%.200s\": %s takes only \"code\" "
-			         "and \"timeout\", such as %s", key, CLI_TOOL_NAME, example);
+			snprintf(out, size,
+			         "error: unknown argument \"%.200s\": %s takes only \"code\" "
+			         "and \"timeout\", such as %s",
+			         key, CLI_TOOL_NAME, example);
 			json_decref(args);
 			return true;
 		}
 	}
 	if (!json_is_string(json_object_get(args, "code"))) {
-		snprintf(out, size, "error: the arguments must be a JSON object with the code as a "
-		         "string \"code\", such as %s", example);
+		snprintf(out, size,
+		         "error: the arguments must be a JSON object with the code as a "
+		         "string \"code\", such as %s",
+		         example);
 		json_decref(args);
 		return true;
 	}
@@ -213,8 +222,9 @@ int agent_not_run(agent_t *a, int step, json_t *call)
 	                           "run; call the tool again for the rest";
 	const char *id = json_string_value(json_object_get(call, "id"));
 	_Static_assert(AGENT_MAX_CALLS == 16, "the text says 16");
-	if (json_array_append_new(agent_messages(a), json_pack("{s:s, s:s, s:s}", "role", "tool",
-	                                                 "tool_call_id", id, "content", text)) < 0 ||
+	if (json_array_append_new(agent_messages(a),
+	                          json_pack("{s:s, s:s, s:s}", "role", "tool", "tool_call_id", id,
+	                                    "content", text)) < 0 ||
 	    json_array_append_new(a->steps, json_pack("{s:i, s:s, s:n, s:s, s:s, s:[]}", "step",
 	                                              step, "tool_call_id", id, "code", "status",
 	                                              "rejected", "text", text, "images")) < 0) {
@@ -235,7 +245,8 @@ static bool too_long(const char *code, double timeout_s, char *out, size_t size)
 	json_decref(req);
 	if (fits)
 		return false;
-	snprintf(out, size, "error: not run: the code is %zu bytes; at most %d MiB can run (as a "
+	snprintf(out, size,
+	         "error: not run: the code is %zu bytes; at most %d MiB can run (as a "
 	         "JSON string, in which a control character takes 6 bytes): make it shorter",
 	         strlen(code), KR_CTL_CODE_MAX >> 20);
 	return true;
@@ -324,7 +335,8 @@ int agent_tool_call(agent_t *a, int step, json_t *call)
 		fprintf(stderr, "%s%s:\n", tag, CLI_TOOL_NAME);
 		agent_show_lines("  | ", code);
 		reply = execute(a, code, timeout_s, &status);
-		if (status != EXIT_OK || !(text = reply_text(a, reply, &st, bad, sizeof bad, &status)))
+		if (status != EXIT_OK ||
+		    !(text = reply_text(a, reply, &st, bad, sizeof bad, &status)))
 			goto out;
 		result = json_object_get(reply, "result");
 		json_array_foreach(json_object_get(result, "images"), i, img)
@@ -342,4 +354,3 @@ out:
 	json_decref(reply);
 	return status;
 }
-

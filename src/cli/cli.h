@@ -23,8 +23,8 @@ enum {
 	EXIT_TIMEOUT = 3,     /* timed out; the kernel was interrupted, state kept */
 	EXIT_DIED = 4,        /* the kernel died; state lost */
 	EXIT_UNAVAILABLE = 5, /* no kernel: it could not be found or started */
-	EXIT_BUSY = 6,        /* the session ran other code until the wait ran out: the code never ran */
-	EXIT_STEP_LIMIT = 7,  /* kbox agent: no answer within --max-steps */
+	EXIT_BUSY = 6, /* the session ran other code until the wait ran out: the code never ran */
+	EXIT_STEP_LIMIT = 7, /* kbox agent: no answer within --max-steps */
 };
 
 /* Output formats of the commands that print data. */
@@ -57,7 +57,7 @@ void cli_json_printed(void);
 typedef struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
-	const char *usage;   /* matches the man page SYNOPSIS */
+	const char *usage; /* matches the man page SYNOPSIS */
 	const char *summary;
 	const char *example; /* one command line, shown by --help */
 } cli_cmd_t;
@@ -140,44 +140,57 @@ typedef enum {
 typedef enum { CLI_ARG_NONE, CLI_ARG_REQUIRED } cli_arg_t;
 
 struct cli_option {
-	const char *long_name;   /* "session" for --session; "" for OPERANDS; NULL ends the table */
-	char short_name;         /* 's' for -s, or 0 */
+	const char *long_name; /* "session" for --session; "" for OPERANDS; NULL ends the table */
+	char short_name;       /* 's' for -s, or 0 */
 	cli_arg_t arg;
 	const char *placeholder; /* the argument in the help, "NAME"; NULL without one */
 	const char *help;        /* one line: what it does, and the default */
 	cli_opt_type_t type;
-	void *value;             /* where the value goes, as TYPE says */
-	cli_opt_cb_t cb;         /* CLI_OPT_CALLBACK, CLI_OPT_OPERANDS */
+	void *value;     /* where the value goes, as TYPE says */
+	cli_opt_cb_t cb; /* CLI_OPT_CALLBACK, CLI_OPT_OPERANDS */
 };
 
-#define CLI_OPT_FLAG(s, l, var, h)                                                                 \
-	{.long_name = (l), .short_name = (s), .arg = CLI_ARG_NONE, .help = (h),                      \
-	 .type = CLI_OPT_FLAG, .value = (var)}
+#define CLI_OPT_FLAG(s, l, var, h)                                                     \
+	{                                                                              \
+		.long_name = (l), .short_name = (s), .arg = CLI_ARG_NONE, .help = (h), \
+		.type = CLI_OPT_FLAG, .value = (var)                                   \
+	}
 #define CLI_OPT_STRING(s, l, ph, var, h)                                                           \
-	{.long_name = (l), .short_name = (s), .arg = CLI_ARG_REQUIRED, .placeholder = (ph),          \
-	 .help = (h), .type = CLI_OPT_STRING, .value = (var)}
+	{                                                                                          \
+		.long_name = (l), .short_name = (s), .arg = CLI_ARG_REQUIRED, .placeholder = (ph), \
+		.help = (h), .type = CLI_OPT_STRING, .value = (var)                                \
+	}
 #define CLI_OPT_LIST(s, l, ph, var, h)                                                             \
-	{.long_name = (l), .short_name = (s), .arg = CLI_ARG_REQUIRED, .placeholder = (ph),          \
-	 .help = (h), .type = CLI_OPT_LIST, .value = (var)}
+	{                                                                                          \
+		.long_name = (l), .short_name = (s), .arg = CLI_ARG_REQUIRED, .placeholder = (ph), \
+		.help = (h), .type = CLI_OPT_LIST, .value = (var)                                  \
+	}
 /* PH NULL: an option without an argument. */
-#define CLI_OPT_CALLBACK(s, l, ph, fn, data, h)                                                    \
-	{.long_name = (l), .short_name = (s), .arg = (ph) ? CLI_ARG_REQUIRED : CLI_ARG_NONE,         \
-	 .placeholder = (ph), .help = (h), .type = CLI_OPT_CALLBACK, .value = (data), .cb = (fn)}
-#define CLI_OPT_OPERANDS(fn, data)                                                                 \
-	{.long_name = "", .type = CLI_OPT_OPERANDS, .value = (data), .cb = (fn)}
-#define CLI_OPT_END {.long_name = NULL}
+#define CLI_OPT_CALLBACK(s, l, ph, fn, data, h)                                                  \
+	{                                                                                        \
+		.long_name = (l), .short_name = (s),                                             \
+		.arg = (ph) ? CLI_ARG_REQUIRED : CLI_ARG_NONE, .placeholder = (ph), .help = (h), \
+		.type = CLI_OPT_CALLBACK, .value = (data), .cb = (fn)                            \
+	}
+#define CLI_OPT_OPERANDS(fn, data)                                                     \
+	{                                                                              \
+		.long_name = "", .type = CLI_OPT_OPERANDS, .value = (data), .cb = (fn) \
+	}
+#define CLI_OPT_END               \
+	{                         \
+		.long_name = NULL \
+	}
 
 /* --format text|json|ndjson into the format_t VAR, and --json (with the
  * short name S, or 0), the same as --format json: the options of every
  * command that prints data.  H says what each format prints. */
-#define CLI_OPT_FORMAT(var, h)                                                                     \
-	CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, (var), (h))
-#define CLI_OPT_JSON(s, var)                                                                       \
+#define CLI_OPT_FORMAT(var, h) CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, (var), (h))
+#define CLI_OPT_JSON(s, var) \
 	CLI_OPT_CALLBACK((s), "json", NULL, cli_opt_json, (var), "the same as --format json")
 
 /* -s NAME: the option of every command that works on one session. */
-#define CLI_OPT_SESSION(var)                                                                       \
-	CLI_OPT_STRING('s', "session", "NAME", (var),                                              \
+#define CLI_OPT_SESSION(var)                          \
+	CLI_OPT_STRING('s', "session", "NAME", (var), \
 	               "the session (default: $KBOX_SESSION, else \"default\")")
 
 /* Parse ARGV (ARGV[0] the command's name) against OPTS, as getopt_long
@@ -277,8 +290,7 @@ int cli_session_connect(const char *cmd, const char *dir, const char *name, bool
  * ../libexec/kbox/ relative to this program (a moved prefix), into PATH.
  * 0, or -1 after "kbox CMD: cannot find the WHAT PROG (tried ...): is
  * kbox installed whole?". */
-int cli_find_program(const char *cmd, const char *prog, const char *what, char *path,
-                     size_t size);
+int cli_find_program(const char *cmd, const char *prog, const char *what, char *path, size_t size);
 /* kbox complete / kbox inspect (src/cli/introspect.c). */
 int cli_introspect(const char *cmd, int argc, char **argv);
 /* kbox stop / restart / interrupt: parse -s, send OP (src/cli/control.c).
@@ -303,9 +315,9 @@ kr_ctl_format_t cli_exec_format(format_t f);
 
 /* What an execution came to. */
 typedef struct {
-	int status;        /* an exit status (EXIT_*) */
-	size_t inputs_used;/* input lines the code read */
-	char reason[512];  /* for timeout and death: why, from the result */
+	int status;         /* an exit status (EXIT_*) */
+	size_t inputs_used; /* input lines the code read */
+	char reason[512];   /* for timeout and death: why, from the result */
 } cli_exec_result_t;
 
 /* Run REQ (kbox exec's, kbox run's) on the session whose supervisor FD is

@@ -2,4 +2,7 @@
 #include "config.h"
 #include "cli.h"
 
-int cmd_complete(int argc, char **argv) { return cli_introspect("complete", argc, argv); }
+int cmd_complete(int argc, char **argv)
+{
+	return cli_introspect("complete", argc, argv);
+}

@@ -34,9 +34,9 @@ typedef struct {
 static void check(report_t *r, const char *name, const char *status, const char *detail,
                   const char *meaning)
 {
-	json_array_append_new(r->checks, json_pack("{s:s, s:s, s:s, s:s}", "check", name, "status",
-	                                           status, "detail", detail, "meaning",
-	                                           meaning ? meaning : ""));
+	json_array_append_new(r->checks,
+	                      json_pack("{s:s, s:s, s:s, s:s}", "check", name, "status", status,
+	                                "detail", detail, "meaning", meaning ? meaning : ""));
 	if (r->format != FMT_TEXT)
 		return;
 	printf("%-5s %-16s %s\n", status, name, detail);
@@ -62,12 +62,12 @@ static void first_line(const char *path, char *buf, size_t size)
 
 /* What the sandbox's Python reports about itself and its packages. */
 static const char probe_py[] =
-    "import importlib\n"
-    "for l in open('/proc/self/status'):\n"
-    "    if l.startswith(('NoNewPrivs', 'Seccomp:', 'CapEff')): print(l.strip())\n"
-    "for m in ('ipykernel', 'pandas', 'numpy', 'matplotlib', 'scipy'):\n"
-    "    try: print('module', m, importlib.import_module(m).__version__)\n"
-    "    except Exception as e: print('missing', m, type(e).__name__ + ': ' + str(e))\n";
+        "import importlib\n"
+        "for l in open('/proc/self/status'):\n"
+        "    if l.startswith(('NoNewPrivs', 'Seccomp:', 'CapEff')): print(l.strip())\n"
+        "for m in ('ipykernel', 'pandas', 'numpy', 'matplotlib', 'scipy'):\n"
+        "    try: print('module', m, importlib.import_module(m).__version__)\n"
+        "    except Exception as e: print('missing', m, type(e).__name__ + ': ' + str(e))\n";
 
 /* Create the sandbox user USER (a system account: no home, no shell, a
  * group of its own) with useradd.  0, or -1 with WHY. */
@@ -82,16 +82,20 @@ static int make_sandbox_user(const char *user, char *why, size_t size)
 	for (const char *p = user; ok && *p; p++)
 		ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-';
 	if (!ok || strlen(user) > 32) {
-		snprintf(why, size, "cannot create the user \"%s\": a user name is 1 to 32 of a-z, "
-		                    "0-9, '_' and '-', starting with a letter or '_'", user);
+		snprintf(why, size,
+		         "cannot create the user \"%s\": a user name is 1 to 32 of a-z, "
+		         "0-9, '_' and '-', starting with a letter or '_'",
+		         user);
 		return -1;
 	}
 	for (size_t i = 0; i < sizeof tools / sizeof *tools && !tool; i++)
 		if (access(tools[i], X_OK) == 0)
 			tool = tools[i];
 	if (!tool) {
-		snprintf(why, size, "cannot create the user %s: useradd not found (install the Debian "
-		                    "package passwd)", user);
+		snprintf(why, size,
+		         "cannot create the user %s: useradd not found (install the Debian "
+		         "package passwd)",
+		         user);
 		return -1;
 	}
 	fflush(stdout);
@@ -100,9 +104,10 @@ static int make_sandbox_user(const char *user, char *why, size_t size)
 		return -1;
 	}
 	if (pid == 0) {
-		char *argv[] = {(char *)tool, "--system", "--user-group", "--no-create-home",
-		                "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
-		                "--comment", "kbox sandboxes", "--", (char *)user, NULL};
+		char *argv[] = {(char *)tool, "--system",       "--user-group", "--no-create-home",
+		                "--home-dir", "/nonexistent",   "--shell",      "/usr/sbin/nologin",
+		                "--comment",  "kbox sandboxes", "--",           (char *)user,
+		                NULL};
 		char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 		int null = open("/dev/null", O_RDONLY);
 		if (null >= 0)
@@ -113,7 +118,8 @@ static int make_sandbox_user(const char *user, char *why, size_t size)
 	}
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR) {
-			snprintf(why, size, "cannot create the user %s: waitpid: %s", user, strerror(errno));
+			snprintf(why, size, "cannot create the user %s: waitpid: %s", user,
+			         strerror(errno));
 			return -1;
 		}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -132,8 +138,9 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 	kbox_error_t err = {0};
 	char buf[1024], *home;
 	if (geteuid() != 0) {
-		snprintf(buf, sizeof buf, "sandboxes run as you (uid %u); inside, uid 1000 is you, "
-		                          "and nothing else of the host",
+		snprintf(buf, sizeof buf,
+		         "sandboxes run as you (uid %u); inside, uid 1000 is you, "
+		         "and nothing else of the host",
 		         (unsigned)geteuid());
 		check(r, "identity", "ok", buf, NULL);
 		/* the state directory: private, as every command wants it */
@@ -170,8 +177,9 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 	bo->drop_ids = true;
 	bo->uid = id.uid;
 	bo->gid = id.gid;
-	snprintf(buf, sizeof buf, "under root, sandboxes run as user %s (uid %u, gid %u): uid 1000 "
-	                          "inside is that user outside, never root",
+	snprintf(buf, sizeof buf,
+	         "under root, sandboxes run as user %s (uid %u, gid %u): uid 1000 "
+	         "inside is that user outside, never root",
 	         id.user, (unsigned)id.uid, (unsigned)id.gid);
 	check(r, "identity", "ok", buf, NULL);
 	/* the state directory: bwrap finds the session's directories as that user */
@@ -182,7 +190,8 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 		 * sandbox user), or its nearest ancestor that exists */
 		if (probe && (slash = strrchr(probe, '/')) && slash != probe)
 			*slash = '\0';
-		while (probe && stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) && slash != probe)
+		while (probe && stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) &&
+		       slash != probe)
 			*slash = '\0';
 		if (kr_session_check_home(home, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,
@@ -193,8 +202,10 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 			      "sessions there cannot start: bwrap cannot find their directories");
 			r->state_bad = true;
 		} else {
-			snprintf(buf, sizeof buf, "%s: the sandbox user can reach it (kbox lets it pass "
-			                          "through, mode 0710)", home);
+			snprintf(buf, sizeof buf,
+			         "%s: the sandbox user can reach it (kbox lets it pass "
+			         "through, mode 0710)",
+			         home);
 			check(r, "state directory", "ok", buf, NULL);
 		}
 		free(probe);
@@ -224,13 +235,15 @@ static bool check_bounds(report_t *r, const kr_bwrap_opts_t *bo)
 	rc = kr_bwrap_run(&o, fork_once, out, sizeof out, &err);
 	per_session = rc == 0 && strcmp(out, "forked") == 0;
 	if (per_session) {
-		snprintf(buf, sizeof buf, "counted in each sandbox's own user namespace: where it "
-		                          "stands in for the pids cgroup, it bounds one session, not "
-		                          "all the processes of the %s",
+		snprintf(buf, sizeof buf,
+		         "counted in each sandbox's own user namespace: where it "
+		         "stands in for the pids cgroup, it bounds one session, not "
+		         "all the processes of the %s",
 		         geteuid() == 0 ? "sandbox user" : "user");
 		check(r, "rlimit nproc", "ok", buf, NULL);
 	} else {
-		snprintf(buf, sizeof buf, "counts all the processes of the %s here (under RLIMIT_NPROC 3 "
+		snprintf(buf, sizeof buf,
+		         "counts all the processes of the %s here (under RLIMIT_NPROC 3 "
 		         "the sandbox could not fork: %.200s)",
 		         geteuid() == 0 ? "sandbox user" : "user", rc < 0 ? err.msg : out);
 		check(r, "rlimit nproc", "warn", buf,
@@ -242,15 +255,19 @@ static bool check_bounds(report_t *r, const kr_bwrap_opts_t *bo)
 	o.inotify = true;
 	err = (kbox_error_t){0};
 	if ((rc = kr_bwrap_run(&o, nothing, out, sizeof out, &err)) == 0) {
-		snprintf(buf, sizeof buf, "each session may hold %d inotify instances and %d watches "
-		                          "(the limits of its own user namespace)",
+		snprintf(buf, sizeof buf,
+		         "each session may hold %d inotify instances and %d watches "
+		         "(the limits of its own user namespace)",
 		         KR_BWRAP_INOTIFY_INSTANCES, KR_BWRAP_INOTIFY_WATCHES);
 		check(r, "inotify", "ok", buf, NULL);
 	} else {
 		first_line("/proc/sys/fs/inotify/max_user_instances", lim, sizeof lim);
 		snprintf(buf, sizeof buf, "not bounded per session: %.300s",
-		         rc < 0 ? err.msg : out[0] ? out : "the sandbox failed");
-		snprintf(out, sizeof out, "one session can use all the inotify instances of the %s "
+		         rc < 0   ? err.msg
+		         : out[0] ? out
+		                  : "the sandbox failed");
+		snprintf(out, sizeof out,
+		         "one session can use all the inotify instances of the %s "
 		         "(fs.inotify.max_user_instances, %s), for every other session%s",
 		         geteuid() == 0 ? "sandbox user" : "user", lim[0] ? lim : "unknown",
 		         geteuid() == 0 ? "" : " and your own programs");
@@ -261,7 +278,7 @@ static bool check_bounds(report_t *r, const kr_bwrap_opts_t *bo)
 
 /* Append to BUF (SIZE bytes, *N used) what FMT says. */
 static void append(char *buf, size_t size, size_t *n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+        __attribute__((format(printf, 4, 5)));
 static void append(char *buf, size_t size, size_t *n, const char *fmt, ...)
 {
 	va_list ap;
@@ -305,13 +322,15 @@ static void check_delegation(report_t *r, unsigned unusable, bool nproc_per_sess
 		    geteuid() == 0 ? "sandbox user" : "user",
 		    geteuid() == 0 ? "" : " and for your own shell");
 	if (geteuid() == 0) {
-		snprintf(detail, sizeof detail, "root cannot make cgroups here (the cgroup file system "
-		                                "is read-only or absent)");
+		snprintf(detail, sizeof detail,
+		         "root cannot make cgroups here (the cgroup file system "
+		         "is read-only or absent)");
 		SAY("\nto get cgroup limits, run kbox where root may write /sys/fs/cgroup (a container "
 		    "needs a writable cgroup file system of its own)");
 	} else {
-		snprintf(detail, sizeof detail, "no cgroup is delegated to you (uid %u): the limits of "
-		                                "sessions fall back to rlimits",
+		snprintf(detail, sizeof detail,
+		         "no cgroup is delegated to you (uid %u): the limits of "
+		         "sessions fall back to rlimits",
 		         (unsigned)geteuid());
 		SAY("\nto get cgroup limits, start kbox inside a cgroup of your own (kbox makes each "
 		    "session's cgroups in the one it runs in):");
@@ -343,17 +362,19 @@ int cmd_doctor(int argc, char **argv)
 	bool fix = false;
 	const char *kernel = KR_KERNEL_DEFAULT, *rootfs_arg = NULL;
 	cli_option_t opts[] = {
-	    CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
-	                   "the kernelspec to check (default: " KR_KERNEL_DEFAULT ")"),
-	    CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
-	                   "take the sandbox's system files from DIR (default: the host's)"),
-	    CLI_OPT_FORMAT(&r.format, "text: a line a check (the default); json and ndjson: one "
-	                              "JSON object on one line"),
-	    CLI_OPT_JSON('j', &r.format),
-	    CLI_OPT_FLAG(0, "fix", &fix,
-	                 "under root, create the sandbox user (KBOX_SANDBOX_USER, default kbox) "
-	                 "when it is missing"),
-	    CLI_OPT_END};
+	        CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
+	                       "the kernelspec to check (default: " KR_KERNEL_DEFAULT ")"),
+	        CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
+	                       "take the sandbox's system files from DIR (default: the host's)"),
+	        CLI_OPT_FORMAT(&r.format,
+	                       "text: a line a check (the default); json and ndjson: one "
+	                       "JSON object on one line"),
+	        CLI_OPT_JSON('j', &r.format),
+	        CLI_OPT_FLAG(
+	                0, "fix", &fix,
+	                "under root, create the sandbox user (KBOX_SANDBOX_USER, default kbox) "
+	                "when it is missing"),
+	        CLI_OPT_END};
 	char *rootfs = NULL, *bwrap = NULL, buf[4096], line[256];
 	kr_bwrap_opts_t bo = {0};
 	kbox_error_t err = {0};
@@ -374,7 +395,8 @@ int cmd_doctor(int argc, char **argv)
 
 	/* bubblewrap */
 	if (!(bwrap = kr_bwrap_path()))
-		check(&r, "bubblewrap", "fail", "bwrap not found in /usr/local/bin, /usr/bin or /bin",
+		check(&r, "bubblewrap", "fail",
+		      "bwrap not found in /usr/local/bin, /usr/bin or /bin",
 		      "no sandbox: kbox start fails unless --backend none (unsandboxed) is chosen; "
 		      "install the Debian package bubblewrap");
 	else {
@@ -401,7 +423,8 @@ int cmd_doctor(int argc, char **argv)
 		first_line("/proc/sys/kernel/unprivileged_userns_clone", clone, sizeof clone);
 		/* under root too: bwrap runs as the unprivileged sandbox user */
 		if (clone[0] == '0')
-			check(&r, "user namespaces", "fail", "kernel.unprivileged_userns_clone is 0",
+			check(&r, "user namespaces", "fail",
+			      "kernel.unprivileged_userns_clone is 0",
 			      "bwrap cannot make a sandbox as an unprivileged user (sysctl "
 			      "kernel.unprivileged_userns_clone=1 allows it)");
 		else {
@@ -421,8 +444,10 @@ int cmd_doctor(int argc, char **argv)
 		if (f)
 			fclose(f);
 		if (has)
-			check(&r, "seccomp", "ok", "the kernel filters system calls (Seccomp in "
-			                           "/proc/self/status)", NULL);
+			check(&r, "seccomp", "ok",
+			      "the kernel filters system calls (Seccomp in "
+			      "/proc/self/status)",
+			      NULL);
 		else
 			check(&r, "seccomp", "fail", "this kernel has no seccomp",
 			      "bwrap cannot load the filter: no sandbox");
@@ -460,26 +485,28 @@ int cmd_doctor(int argc, char **argv)
 			unsigned bit;
 			const char *label, *without;
 		} ctl[] = {
-		    {KR_CG_MEMORY, "cgroup memory",
-		     "--memory falls back to RLIMIT_DATA (allocations fail with MemoryError; "
-		     "memory the kernel maps from files or shares is not counted; it bounds each "
-		     "process, not the session)"},
-		    {KR_CG_PIDS, "cgroup pids",
-		     nproc_ok ? "--pids falls back to RLIMIT_NPROC in the sandbox's user namespace, "
-		                "which bounds each session alone (see rlimit nproc)"
-		              : "--pids falls back to RLIMIT_NPROC, which counts all the processes of "
-		                "the user sandboxes run as (every session's, and an ordinary user's "
-		                "own)"},
-		    {KR_CG_CPU, "cgroup cpu", "--cpus cannot be enforced"},
+		        {KR_CG_MEMORY, "cgroup memory",
+		         "--memory falls back to RLIMIT_DATA (allocations fail with MemoryError; "
+		         "memory the kernel maps from files or shares is not counted; it bounds each "
+		         "process, not the session)"},
+		        {KR_CG_PIDS, "cgroup pids",
+		         nproc_ok
+		                 ? "--pids falls back to RLIMIT_NPROC in the sandbox's user namespace, "
+		                   "which bounds each session alone (see rlimit nproc)"
+		                 : "--pids falls back to RLIMIT_NPROC, which counts all the processes of "
+		                   "the user sandboxes run as (every session's, and an ordinary user's "
+		                   "own)"},
+		        {KR_CG_CPU, "cgroup cpu", "--cpus cannot be enforced"},
 		};
 		snprintf(name, sizeof name, "kbox-doctor-%ld", (long)getpid());
-		cg = kr_cgroup_new(name, KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU, 64LL << 20, 0.5,
-		                   64, why, sizeof why);
+		cg = kr_cgroup_new(name, KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU, 64LL << 20, 0.5, 64,
+		                   why, sizeof why);
 		enforced = kr_cgroup_enforced(cg);
 		for (size_t i = 0; i < sizeof ctl / sizeof *ctl; i++) {
 			if (enforced & ctl[i].bit) {
 				kr_cgroup_where(cg, ctl[i].bit, where, sizeof where);
-				kx_msgf(buf, sizeof buf, "limits can be set (%s, removed again)", where);
+				kx_msgf(buf, sizeof buf, "limits can be set (%s, removed again)",
+				        where);
 				check(&r, ctl[i].label, "ok", buf, NULL);
 			} else {
 				const char *mine = strstr(why, kr_cgroup_name(ctl[i].bit));
@@ -509,7 +536,8 @@ int cmd_doctor(int argc, char **argv)
 			snprintf(buf, sizeof buf, "%s: %s", kernel, kbox_kspec_resource_dir(spec));
 			check(&r, "kernelspec", "ok", buf, NULL);
 			if (!(exe = kr_bwrap_resolve(argv0, rootfs))) {
-				snprintf(buf, sizeof buf, "%s not found in /usr/local/bin, /usr/bin or /bin%s",
+				snprintf(buf, sizeof buf,
+				         "%s not found in /usr/local/bin, /usr/bin or /bin%s",
 				         argv0, rootfs ? " of the root filesystem" : "");
 				check(&r, "interpreter", "fail", buf, "the kernel cannot start");
 				check(&r, "packages", "skip", "not checked: no interpreter", NULL);
@@ -517,7 +545,8 @@ int cmd_doctor(int argc, char **argv)
 				snprintf(buf, sizeof buf, "%s found; not run: no sandbox", exe);
 				check(&r, "interpreter", "skip", buf, NULL);
 				check(&r, "packages", "skip", "not checked: no sandbox", NULL);
-			} else if (strcmp(kbox_kspec_language(spec) ? kbox_kspec_language(spec) : "",
+			} else if (strcmp(kbox_kspec_language(spec) ? kbox_kspec_language(spec)
+			                                            : "",
 			                  "python") != 0) {
 				/* another language: its program runs (--version) in the
 				 * sandbox with what its installation needs bound; the
@@ -532,19 +561,26 @@ int cmd_doctor(int argc, char **argv)
 					bo.ro_binds = NULL;
 				}
 				if (rc != 0) {
-					snprintf(buf, sizeof buf, "%s failed in the sandbox (%s %d): %.300s", exe,
-					         binds ? "status" : "binds", rc, rc < 0 ? err.msg : out);
-					check(&r, "interpreter", "fail", buf, "the kernel cannot start");
+					snprintf(buf, sizeof buf,
+					         "%s failed in the sandbox (%s %d): %.300s", exe,
+					         binds ? "status" : "binds", rc,
+					         rc < 0 ? err.msg : out);
+					check(&r, "interpreter", "fail", buf,
+					      "the kernel cannot start");
 				} else {
 					char *nl = strchr(out, '\n');
 					if (nl)
 						*nl = '\0';
-					snprintf(buf, sizeof buf, "%s runs in the sandbox: %.200s", exe, out);
+					snprintf(buf, sizeof buf, "%s runs in the sandbox: %.200s",
+					         exe, out);
 					check(&r, "interpreter", "ok", buf, NULL);
 					kernel_ok = true;
 				}
-				snprintf(buf, sizeof buf, "not checked: the kernel's language is %s (kbox checks Python's packages)",
-				         kbox_kspec_language(spec) ? kbox_kspec_language(spec) : "non-Python");
+				snprintf(
+				        buf, sizeof buf,
+				        "not checked: the kernel's language is %s (kbox checks Python's packages)",
+				        kbox_kspec_language(spec) ? kbox_kspec_language(spec)
+				                                  : "non-Python");
 				check(&r, "packages", "skip", buf, NULL);
 				kbox_strv_free(binds);
 			} else {
@@ -553,41 +589,59 @@ int cmd_doctor(int argc, char **argv)
 				int rc = kr_bwrap_run(&bo, cmd, out, sizeof out, &err);
 				bool seccomp = false, nnp = false, nocap = false, ipyk = false;
 				if (rc != 0) {
-					snprintf(buf, sizeof buf, "%s failed in the sandbox (status %d): %.300s", exe,
-					         rc, rc < 0 ? err.msg : out);
-					check(&r, "interpreter", "fail", buf, "the kernel cannot start");
-					check(&r, "packages", "skip", "not checked: the interpreter failed", NULL);
+					snprintf(buf, sizeof buf,
+					         "%s failed in the sandbox (status %d): %.300s",
+					         exe, rc, rc < 0 ? err.msg : out);
+					check(&r, "interpreter", "fail", buf,
+					      "the kernel cannot start");
+					check(&r, "packages", "skip",
+					      "not checked: the interpreter failed", NULL);
 				} else {
-					for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-						if (strncmp(l, "Seccomp:", 8) == 0 && atoi(l + 8) == 2)
+					for (char *l = strtok_r(out, "\n", &save); l;
+					     l = strtok_r(NULL, "\n", &save)) {
+						if (strncmp(l, "Seccomp:", 8) == 0 &&
+						    atoi(l + 8) == 2)
 							seccomp = true;
-						else if (strncmp(l, "NoNewPrivs:", 11) == 0 && atoi(l + 11) == 1)
+						else if (strncmp(l, "NoNewPrivs:", 11) == 0 &&
+						         atoi(l + 11) == 1)
 							nnp = true;
-						else if (strncmp(l, "CapEff:", 7) == 0 && strtoull(l + 7, NULL, 16) == 0)
+						else if (strncmp(l, "CapEff:", 7) == 0 &&
+						         strtoull(l + 7, NULL, 16) == 0)
 							nocap = true;
 						else if (strncmp(l, "module ", 7) == 0) {
-							snprintf(mods + strlen(mods), sizeof mods - strlen(mods), "%s%s",
+							snprintf(mods + strlen(mods),
+							         sizeof mods - strlen(mods), "%s%s",
 							         mods[0] ? ", " : "", l + 7);
 							if (strncmp(l + 7, "ipykernel ", 10) == 0)
 								ipyk = true;
 						} else if (strncmp(l, "missing ", 8) == 0)
-							snprintf(missing + strlen(missing), sizeof missing - strlen(missing),
-							         "%s%s", missing[0] ? "; " : "", l + 8);
+							snprintf(missing + strlen(missing),
+							         sizeof missing - strlen(missing),
+							         "%s%s", missing[0] ? "; " : "",
+							         l + 8);
 					}
-					snprintf(buf, sizeof buf, "%s runs in the sandbox: seccomp filter %s, "
-					         "no_new_privs %s, capabilities %s", exe,
-					         seccomp ? "on" : "OFF", nnp ? "set" : "NOT SET",
-					         nocap ? "none" : "SOME");
-					check(&r, "interpreter", seccomp && nnp && nocap ? "ok" : "fail", buf,
-					      seccomp && nnp && nocap ? NULL : "the sandbox is weaker than it should be");
+					snprintf(buf, sizeof buf,
+					         "%s runs in the sandbox: seccomp filter %s, "
+					         "no_new_privs %s, capabilities %s",
+					         exe, seccomp ? "on" : "OFF",
+					         nnp ? "set" : "NOT SET", nocap ? "none" : "SOME");
+					check(&r, "interpreter",
+					      seccomp && nnp && nocap ? "ok" : "fail", buf,
+					      seccomp && nnp && nocap
+					              ? NULL
+					              : "the sandbox is weaker than it should be");
 					if (!seccomp || !nnp || !nocap)
 						sandbox_ok = false;
 					kernel_ok = ipyk;
-					check(&r, "packages", !ipyk ? "fail" : missing[0] ? "warn" : "ok",
+					check(&r, "packages",
+					      !ipyk        ? "fail"
+					      : missing[0] ? "warn"
+					                   : "ok",
 					      mods[0] ? mods : "none found",
 					      !ipyk ? "no ipykernel: the kernel cannot start (apt-get install "
 					              "python3-ipykernel)"
-					            : missing[0] ? missing : NULL);
+					      : missing[0] ? missing
+					                   : NULL);
 				}
 			}
 		}
@@ -613,13 +667,14 @@ int cmd_doctor(int argc, char **argv)
 		       "directory can start (see above)\n");
 	else if (isolates && !kernel_ok)
 		printf("\nthe default backend (bwrap) isolates kernels here, but the kernel %s cannot run "
-		       "in it (see above)\n", kernel);
+		       "in it (see above)\n",
+		       kernel);
 	else if (isolates)
 		printf("\nthe default backend (bwrap) isolates kernels here%s\n",
 		       (enforced & (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)) ==
-		               (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)
-		           ? ", with cgroup limits for memory, pids and cpu"
-		           : "; some limits fall back to rlimits or are not enforced (see above)");
+		                       (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)
+		               ? ", with cgroup limits for memory, pids and cpu"
+		               : "; some limits fall back to rlimits or are not enforced (see above)");
 	else
 		printf("\nthe default backend (bwrap) CANNOT isolate kernels here (see above); kbox "
 		       "start will refuse it, and --backend none runs kernels unsandboxed\n");

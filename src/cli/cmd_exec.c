@@ -20,8 +20,8 @@
 
 kr_ctl_format_t cli_exec_format(format_t f)
 {
-	return f == FMT_JSON     ? KR_CTL_FMT_JSON
-	       : f == FMT_NDJSON ? KR_CTL_FMT_NDJSON
+	return f == FMT_JSON           ? KR_CTL_FMT_JSON
+	       : f == FMT_NDJSON       ? KR_CTL_FMT_NDJSON
 	       : isatty(STDOUT_FILENO) ? KR_CTL_FMT_TEXT_LIVE
 	                               : KR_CTL_FMT_TEXT;
 }
@@ -35,12 +35,16 @@ static int exit_of(const char *word)
 	if (kr_ctl_status_parse(word, &st) < 0)
 		return EXIT_DIED;
 	switch (st) {
-	case KBOX_EXEC_OK: return EXIT_OK;
+	case KBOX_EXEC_OK:
+		return EXIT_OK;
 	case KBOX_EXEC_ERROR:
-	case KBOX_EXEC_ABORTED: return EXIT_CODE_ERROR;
+	case KBOX_EXEC_ABORTED:
+		return EXIT_CODE_ERROR;
 	case KBOX_EXEC_TIMEOUT:
-	case KBOX_EXEC_INTERRUPTED: return EXIT_TIMEOUT;
-	default: return EXIT_DIED;
+	case KBOX_EXEC_INTERRUPTED:
+		return EXIT_TIMEOUT;
+	default:
+		return EXIT_DIED;
 	}
 }
 
@@ -70,11 +74,12 @@ static void died_result(kr_ctl_format_t format, const char *reason, double secon
 	j = json_pack("{s:s, s:s, s:n, s:f, s:s, s:[], s:{s:s, s:i, s:i, s:b, s:n, s:i, s:i}, "
 	              "s:{s:s, s:i, s:i, s:b, s:n, s:i, s:i}, s:n, s:[], s:[], s:n, s:[]}",
 	              "schema", CLI_RESULT_SCHEMA, "status", "died", "execution_count", "seconds",
-	              seconds < 0 ? 0.0 : seconds, "reason", reason, "outputs", "stdout", "text", "",
+	              seconds < 0 ? 0.0 : seconds, "reason", reason, "outputs", "stdout", "text",
+	              "", "total_bytes", 0, "total_lines", 0, "truncated", 0, "spill_path",
+	              "dropped_messages", 0, "dropped_bytes", 0, "stderr", "text", "",
 	              "total_bytes", 0, "total_lines", 0, "truncated", 0, "spill_path",
-	              "dropped_messages", 0, "dropped_bytes", 0, "stderr", "text", "", "total_bytes",
-	              0, "total_lines", 0, "truncated", 0, "spill_path", "dropped_messages", 0,
-	              "dropped_bytes", 0, "value", "displays", "images", "error", "notices");
+	              "dropped_messages", 0, "dropped_bytes", 0, "value", "displays", "images",
+	              "error", "notices");
 	if (j && format == KR_CTL_FMT_NDJSON)
 		json_object_set_new(j, "event", json_string("end"));
 	cli_print_json_line(j);
@@ -95,7 +100,8 @@ static void on_exec_event(void *arg, kr_ctl_msg_kind_t kind, const json_t *m)
 			printf("[note: %s]\n", notice);
 		if (json_is_string(earlier)) {
 			printf("[output printed between executions:]\n");
-			cli_write_safe(stdout, json_string_value(earlier), json_string_length(earlier));
+			cli_write_safe(stdout, json_string_value(earlier),
+			               json_string_length(earlier));
 			printf("[end of that output]\n");
 		}
 		fflush(stdout);
@@ -124,7 +130,7 @@ static void exec_print_reply(const char *cmd, const char *name, const kr_ctl_exe
 		/* waiting for another execution ran out of time */
 		r->status = kind == KR_CTL_ERR_BUSY    ? EXIT_BUSY
 		            : kind == KR_CTL_ERR_USAGE ? EXIT_USAGE
-		                                         : EXIT_UNAVAILABLE;
+		                                       : EXIT_UNAVAILABLE;
 		return;
 	}
 	if (is_text(req->format) && json_is_string(text)) {
@@ -175,8 +181,8 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *
 	} else
 		cli_error(cmd, "session %s: %s", name,
 		          end != KR_CTL_EXEC_NOT_SENT && err.code == KBOX_E_DEAD
-		              ? "the session's supervisor went away"
-		              : err.msg);
+		                  ? "the session's supervisor went away"
+		                  : err.msg);
 	json_decref(m);
 	return r->status;
 }
@@ -216,8 +222,9 @@ static int read_code(const char *src, bool is_file, char **code)
 		}
 	} else {
 		if (is_stdin && !cli_take_stdin()) {
-			cli_error("exec", "standard input (-) given more than once (for the code and "
-			                  "--input-file)");
+			cli_error("exec",
+			          "standard input (-) given more than once (for the code and "
+			          "--input-file)");
 			return EXIT_USAGE;
 		}
 		if (!(*code = cli_read_code("exec", src)))
@@ -239,30 +246,34 @@ int cmd_exec(int argc, char **argv)
 	cli_exec_result_t r;
 	bool no_start = false;
 	cli_option_t opts[] = {
-	    CLI_OPT_SESSION(&name),
-	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &e.timeout_ms,
-	                     "interrupt the code after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
-	    CLI_OPT_CALLBACK(0, "grace", "DURATION", cli_opt_duration, &e.grace_ms,
-	                     "after a timeout's interrupt, wait DURATION before the kill (default: 5s)"),
-	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
-	                     "write the result as text, json or ndjson (default: text)"),
-	    CLI_OPT_JSON('j', &format),
-	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
-	                   "write images and long texts into DIR (default: the session's outputs)"),
-	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &e.max_output,
-	                     "keep at most BYTES of each text, 64 to 16M (default: 16K)"),
-	    CLI_OPT_CALLBACK(0, "max-lines", "N", cli_opt_max_lines, &e.max_lines,
-	                     "keep at most about N lines of each text, at least 2 (default: 200)"),
-	    CLI_OPT_LIST('i', "input", "LINE", &inputs,
-	                 "answer a request for input with LINE; repeatable (default: none)"),
-	    CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &inputs,
-	                     "answer requests for input with the lines of FILE, after any -i "
-	                     "given before it (default: none)"),
-	    CLI_OPT_FLAG(0, "no-start", &no_start,
-	                 "fail when the session is not running (default: start it)"),
-	    CLI_OPT_STRING('f', "file", "FILE", &file,
-	                   "run the contents of FILE, - for standard input (default: CODE)"),
-	    CLI_OPT_END};
+	        CLI_OPT_SESSION(&name),
+	        CLI_OPT_CALLBACK(
+	                't', "timeout", "DURATION", cli_opt_duration, &e.timeout_ms,
+	                "interrupt the code after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
+	        CLI_OPT_CALLBACK(
+	                0, "grace", "DURATION", cli_opt_duration, &e.grace_ms,
+	                "after a timeout's interrupt, wait DURATION before the kill (default: 5s)"),
+	        CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
+	                         "write the result as text, json or ndjson (default: text)"),
+	        CLI_OPT_JSON('j', &format),
+	        CLI_OPT_STRING(
+	                'o', "outputs", "DIR", &outputs,
+	                "write images and long texts into DIR (default: the session's outputs)"),
+	        CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &e.max_output,
+	                         "keep at most BYTES of each text, 64 to 16M (default: 16K)"),
+	        CLI_OPT_CALLBACK(
+	                0, "max-lines", "N", cli_opt_max_lines, &e.max_lines,
+	                "keep at most about N lines of each text, at least 2 (default: 200)"),
+	        CLI_OPT_LIST('i', "input", "LINE", &inputs,
+	                     "answer a request for input with LINE; repeatable (default: none)"),
+	        CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &inputs,
+	                         "answer requests for input with the lines of FILE, after any -i "
+	                         "given before it (default: none)"),
+	        CLI_OPT_FLAG(0, "no-start", &no_start,
+	                     "fail when the session is not running (default: start it)"),
+	        CLI_OPT_STRING('f', "file", "FILE", &file,
+	                       "run the contents of FILE, - for standard input (default: CODE)"),
+	        CLI_OPT_END};
 	char *code = NULL, *dir = NULL, outbuf[PATH_MAX];
 	int fd = -1, status, n;
 
@@ -274,8 +285,8 @@ int cmd_exec(int argc, char **argv)
 	/* the code: one of CODE, -f FILE, - */
 	if ((file ? 1 : 0) + n != 1) {
 		cli_error("exec", (file || n > 0) ? "give the code once: CODE, -f FILE or -"
-		                                          : "no code to run: give CODE, -f FILE or - "
-		                                            "(see kbox exec --help)");
+		                                  : "no code to run: give CODE, -f FILE or - "
+		                                    "(see kbox exec --help)");
 		status = EXIT_USAGE;
 		goto out;
 	}

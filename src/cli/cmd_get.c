@@ -155,8 +155,7 @@ static int write_host(int in, off_t size, const char *src, const char *host)
 	size_t hl = strlen(host);
 	mode_t mode;
 
-	if (host[hl - 1] == '/' ||
-	    (lstat(host, &st) == 0 && S_ISDIR(st.st_mode))) {
+	if (host[hl - 1] == '/' || (lstat(host, &st) == 0 && S_ISDIR(st.st_mode))) {
 		char *sc = strdup(src);
 		if (!sc || asprintf(&path, "%s%s%s", host, host[hl - 1] == '/' ? "" : "/",
 		                    basename(sc)) < 0)
@@ -184,8 +183,10 @@ static int write_host(int in, off_t size, const char *src, const char *host)
 	}
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (S_ISLNK(st.st_mode)) {
-			cli_error("get", "%s is a symbolic link (refused; a link is not written "
-			          "through or replaced)", path);
+			cli_error("get",
+			          "%s is a symbolic link (refused; a link is not written "
+			          "through or replaced)",
+			          path);
 			goto out;
 		}
 		if (S_ISDIR(st.st_mode)) {
@@ -193,7 +194,8 @@ static int write_host(int in, off_t size, const char *src, const char *host)
 			goto out;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			cli_error("get", "%s is %s, not a regular file (refused)", path, ws_file_kind(&st));
+			cli_error("get", "%s is %s, not a regular file (refused)", path,
+			          ws_file_kind(&st));
 			goto out;
 		}
 		mode = st.st_mode & 0777;

@@ -3,4 +3,7 @@
 #include "config.h"
 #include "cli.h"
 
-int cmd_inspect(int argc, char **argv) { return cli_introspect("inspect", argc, argv); }
+int cmd_inspect(int argc, char **argv)
+{
+	return cli_introspect("inspect", argc, argv);
+}

@@ -13,7 +13,8 @@ int cmd_interrupt(int argc, char **argv)
 		return EXIT_OK;
 	if (status == EXIT_OK)
 		printf("session %s: kernel interrupted%s\n", name,
-		       json_is_false(json_object_get(r, "running")) ? " (it was running no code)" : "");
+		       json_is_false(json_object_get(r, "running")) ? " (it was running no code)"
+		                                                    : "");
 	json_decref(r);
 	free(name);
 	return status;

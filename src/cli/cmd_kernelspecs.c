@@ -8,10 +8,9 @@ int cmd_kernelspecs(int argc, char **argv)
 {
 	format_t format = FMT_TEXT;
 	cli_option_t opts[] = {
-	    CLI_OPT_FORMAT(&format, "text: a line each, tab-separated (the default); json: one "
-	                            "JSON object by name; ndjson: an object each, one a line"),
-	    CLI_OPT_JSON('j', &format),
-	    CLI_OPT_END};
+	        CLI_OPT_FORMAT(&format, "text: a line each, tab-separated (the default); json: one "
+	                                "JSON object by name; ndjson: an object each, one a line"),
+	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	char **list;
 	json_t *out;
 	int status, n = cli_parse_options("kernelspecs", opts, argc, argv, &status);

@@ -44,11 +44,14 @@ static void print_event(const char *line, format_t format, size_t nth)
 	{
 		const char *ev = json_string_value(json_object_get(j, "event"));
 		bool more = json_object_size(j) > 2;
-		printf("%s %-*s", json_string_value(json_object_get(j, "time")) ?
-		                      json_string_value(json_object_get(j, "time")) : "?",
+		printf("%s %-*s",
+		       json_string_value(json_object_get(j, "time"))
+		               ? json_string_value(json_object_get(j, "time"))
+		               : "?",
 		       more ? 11 : 0, ev ? ev : "?");
 	}
-	json_object_foreach(j, key, v) {
+	json_object_foreach(j, key, v)
+	{
 		if (strcmp(key, "time") == 0 || strcmp(key, "event") == 0)
 			continue;
 		if (json_is_string(v)) {
@@ -60,7 +63,8 @@ static void print_event(const char *line, format_t format, size_t nth)
 			if (quote)
 				putchar('"');
 		} else {
-			char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
+			char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY |
+			                                JSON_REAL_PRECISION(6));
 			printf(" %s=%s", key, s ? s : "?");
 			free(s);
 		}
@@ -84,13 +88,12 @@ int cmd_logs(int argc, char **argv)
 	bool follow = false;
 	format_t format = FMT_TEXT;
 	cli_option_t opts[] = {
-	    CLI_OPT_SESSION(&name),
-	    CLI_OPT_FLAG('f', "follow", &follow,
-	                 "after the last event, wait for more (default: stop there)"),
-	    CLI_OPT_FORMAT(&format, "text: readable lines (the default); json: one JSON array "
-	                            "of the events; ndjson: each event as logged, one a line"),
-	    CLI_OPT_JSON('j', &format),
-	    CLI_OPT_END};
+	        CLI_OPT_SESSION(&name),
+	        CLI_OPT_FLAG('f', "follow", &follow,
+	                     "after the last event, wait for more (default: stop there)"),
+	        CLI_OPT_FORMAT(&format, "text: readable lines (the default); json: one JSON array "
+	                                "of the events; ndjson: each event as logged, one a line"),
+	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	int status, nargs = cli_parse_options("logs", opts, argc, argv, &status);
 	char *dir, path[4200], *line = NULL;
 	size_t cap = 0, events = 0;
@@ -101,8 +104,9 @@ int cmd_logs(int argc, char **argv)
 	if ((status = cli_no_operands("logs", nargs, argv)) != EXIT_OK)
 		return status;
 	if (follow && format == FMT_JSON) {
-		cli_error("logs", "-f cannot be used with --format json (an array that never ends); "
-		                  "use --format ndjson");
+		cli_error("logs",
+		          "-f cannot be used with --format json (an array that never ends); "
+		          "use --format ndjson");
 		return EXIT_USAGE;
 	}
 	name = cli_session_name(name);

@@ -16,7 +16,8 @@ json_t *cli_session_info(const char *home, const char *name)
 	kr_supervisor_state_t st;
 
 	if (!dir)
-		return json_pack("{s:s, s:s, s:s}", "name", name, "state", "invalid", "error", err.msg);
+		return json_pack("{s:s, s:s, s:s}", "name", name, "state", "invalid", "error",
+		                 err.msg);
 	st = kr_session_supervisor(dir, &pid);
 	if (st == KR_SUPERVISOR_RUNNING) {
 		info = kr_ctl_call(dir, KR_CTL_OP_STATUS, NULL, 5000, &err);
@@ -38,8 +39,9 @@ json_t *cli_session_info(const char *home, const char *name)
 		}
 		info = json_pack("{s:s}", "state", st == KR_SUPERVISOR_DEAD ? "dead" : "stopped");
 		if (st == KR_SUPERVISOR_DEAD)
-			json_object_set_new(info, "last_stop",
-			                    json_string("the supervisor died without stopping the session"));
+			json_object_set_new(
+			        info, "last_stop",
+			        json_string("the supervisor died without stopping the session"));
 		else if (buf[0])
 			json_object_set_new(info, "last_stop", json_string(buf));
 		if (pid)
@@ -61,11 +63,10 @@ json_t *cli_session_info(const char *home, const char *name)
 int cmd_ls(int argc, char **argv)
 {
 	format_t format = FMT_TEXT;
-	cli_option_t opts[] = {
-	    CLI_OPT_FORMAT(&format, "text: a table (the default); json: one JSON array; "
-	                            "ndjson: a JSON object a session, one a line"),
-	    CLI_OPT_JSON('j', &format),
-	    CLI_OPT_END};
+	cli_option_t opts[] = {CLI_OPT_FORMAT(&format,
+	                                      "text: a table (the default); json: one JSON array; "
+	                                      "ndjson: a JSON object a session, one a line"),
+	                       CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	int status;
 	kbox_error_t err = {0};
 	char *home = NULL, **names = NULL;
@@ -106,8 +107,10 @@ int cmd_ls(int argc, char **argv)
 		const char *state = json_string_value(json_object_get(s, "state"));
 		bool running = json_object_get(s, "uptime_s") != NULL;
 		if (running) {
-			cli_fmt_secs(json_number_value(json_object_get(s, "uptime_s")), up, sizeof up);
-			cli_fmt_secs(json_number_value(json_object_get(s, "idle_s")), idle, sizeof idle);
+			cli_fmt_secs(json_number_value(json_object_get(s, "uptime_s")), up,
+			             sizeof up);
+			cli_fmt_secs(json_number_value(json_object_get(s, "idle_s")), idle,
+			             sizeof idle);
 			snprintf(execs, sizeof execs, "%lld",
 			         (long long)json_integer_value(json_object_get(s, "executions")));
 		}
@@ -117,11 +120,11 @@ int cmd_ls(int argc, char **argv)
 		printf("%-20s %-8s %-8s %-10s %8s %9s %9s %6s\n",
 		       json_string_value(json_object_get(s, "name")), state ? state : "?",
 		       json_string_value(json_object_get(s, "backend"))
-		           ? json_string_value(json_object_get(s, "backend"))
-		           : "-",
+		               ? json_string_value(json_object_get(s, "backend"))
+		               : "-",
 		       json_string_value(json_object_get(s, "kernel"))
-		           ? json_string_value(json_object_get(s, "kernel"))
-		           : "-",
+		               ? json_string_value(json_object_get(s, "kernel"))
+		               : "-",
 		       pid, up, idle, execs);
 	}
 out:

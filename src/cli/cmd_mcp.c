@@ -24,16 +24,18 @@ int cmd_mcp(int argc, char **argv)
 {
 	mcp_options_t o = MCP_OPTIONS_INIT;
 	cli_option_t opts[] = {
-	    CLI_OPT_STRING('s', "session", "NAME", &o.session,
-	                   "use the session NAME, started if need be and left running (default: "
-	                   "a new session for this connection, stopped and removed at its end)"),
-	    CLI_OPT_CALLBACK(0, "images", "path|inline", images_cb, &o.images,
-	                     "give the images code saved by path in the text only, or also as "
-	                     "image content, up to 16 MiB a result (default: path)"),
-	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &o.timeout_ms,
-	                     "interrupt a run_python call after DURATION when the call gives no "
-	                     "timeout (default: 0, no limit)"),
-	    CLI_OPT_END};
+	        CLI_OPT_STRING(
+	                's', "session", "NAME", &o.session,
+	                "use the session NAME, started if need be and left running (default: "
+	                "a new session for this connection, stopped and removed at its end)"),
+	        CLI_OPT_CALLBACK(0, "images", "path|inline", images_cb, &o.images,
+	                         "give the images code saved by path in the text only, or also as "
+	                         "image content, up to 16 MiB a result (default: path)"),
+	        CLI_OPT_CALLBACK(
+	                't', "timeout", "DURATION", cli_opt_duration, &o.timeout_ms,
+	                "interrupt a run_python call after DURATION when the call gives no "
+	                "timeout (default: 0, no limit)"),
+	        CLI_OPT_END};
 	int status, n = cli_parse_options("mcp", opts, argc, argv, &status);
 
 	if (n < 0)

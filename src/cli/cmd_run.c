@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 typedef struct {
-	char *code;   /* owned */
+	char *code;         /* owned */
 	const char *source; /* "-c", a file name or "-" (borrowed from argv) */
 } cell_t;
 
@@ -78,8 +78,10 @@ static int make_out_dir(char *buf, size_t size)
 		if (errno != EEXIST)
 			break;
 	}
-	cli_error("run", "cannot create a directory for images and long texts in the current "
-	          "directory %s: %s (give --outputs DIR)", cwd, strerror(errno));
+	cli_error("run",
+	          "cannot create a directory for images and long texts in the current "
+	          "directory %s: %s (give --outputs DIR)",
+	          cwd, strerror(errno));
 	buf[0] = '\0';
 	return EXIT_USAGE;
 }
@@ -234,8 +236,8 @@ static int fill_workspace(const char *rundir, copy_t *v, size_t n)
 		return EXIT_UNAVAILABLE;
 	}
 	for (size_t i = 0; i < n; i++) {
-		int out = openat(wfd, v[i].name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		                 0644);
+		int out = openat(wfd, v[i].name,
+		                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (out < 0 || (id.drop && fchown(out, id.uid, id.gid) < 0) ||
 		    ws_copy_fd(v[i].fd, out) < 0) {
 			cli_error("run", "cannot copy %s into the workspace: %s", v[i].path,
@@ -301,36 +303,42 @@ int cmd_run(int argc, char **argv)
 	format_t format = FMT_TEXT;
 	long long max_bytes = 0, max_lines = 0;
 	cli_option_t opts[] = {
-	    CLI_OPT_STRING('k', "kernel", "NAME", &kernel,
-	                   "the kernelspec (default: $KBOX_KERNEL, else " KR_KERNEL_DEFAULT ")"),
-	    CLI_OPT_STRING(0, "workspace", "DIR", &workspace,
-	                   "bind the host directory DIR, writable by the code, as the workspace "
-	                   "(default: a new, empty one)"),
-	    CLI_OPT_LIST(0, "put", "FILE", &puts,
-	                 "copy FILE into the new workspace first; repeatable (default: none)"),
-	    CLI_OPT_CALLBACK(0, "backend", "bwrap|none", backend_cb, &backend,
-	                     "bwrap, a sandbox, or none, unsandboxed (default: " KR_BACKEND_DEFAULT
-	                     ")"),
-	    CLI_OPT_CALLBACK('t', "timeout", "DURATION", cli_opt_duration, &timeout_ms,
-	                     "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
-	    CLI_OPT_STRING('o', "outputs", "DIR", &outputs,
-	                   "write images and long texts into DIR (default: a new kbox-run-TIME here)"),
-	    CLI_OPT_LIST('i', "input", "LINE", &inputs,
-	                 "answer input requests with LINE, in all cells; repeatable (default: none)"),
-	    CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &inputs,
-	                     "answer input requests with the lines of FILE, after any -i given "
-	                     "before it (default: none)"),
-	    CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
-	                     "write each result as text, json or ndjson (default: text)"),
-	    CLI_OPT_JSON('j', &format),
-	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_bytes,
-	                     "keep at most BYTES of each text, 64 to 16M (default: 16K)"),
-	    CLI_OPT_CALLBACK(0, "max-lines", "N", cli_opt_max_lines, &max_lines,
-	                     "keep at most about N lines of each text, at least 2 (default: 200)"),
-	    CLI_OPT_CALLBACK('c', "code", "CODE", code_cb, &cells,
-	                     "run CODE as a cell, in order with the FILEs; repeatable"),
-	    CLI_OPT_OPERANDS(file_cb, &cells),
-	    CLI_OPT_END};
+	        CLI_OPT_STRING('k', "kernel", "NAME", &kernel,
+	                       "the kernelspec (default: $KBOX_KERNEL, else " KR_KERNEL_DEFAULT
+	                       ")"),
+	        CLI_OPT_STRING(
+	                0, "workspace", "DIR", &workspace,
+	                "bind the host directory DIR, writable by the code, as the workspace "
+	                "(default: a new, empty one)"),
+	        CLI_OPT_LIST(0, "put", "FILE", &puts,
+	                     "copy FILE into the new workspace first; repeatable (default: none)"),
+	        CLI_OPT_CALLBACK(
+	                0, "backend", "bwrap|none", backend_cb, &backend,
+	                "bwrap, a sandbox, or none, unsandboxed (default: " KR_BACKEND_DEFAULT ")"),
+	        CLI_OPT_CALLBACK(
+	                't', "timeout", "DURATION", cli_opt_duration, &timeout_ms,
+	                "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
+	        CLI_OPT_STRING(
+	                'o', "outputs", "DIR", &outputs,
+	                "write images and long texts into DIR (default: a new kbox-run-TIME here)"),
+	        CLI_OPT_LIST(
+	                'i', "input", "LINE", &inputs,
+	                "answer input requests with LINE, in all cells; repeatable (default: none)"),
+	        CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &inputs,
+	                         "answer input requests with the lines of FILE, after any -i given "
+	                         "before it (default: none)"),
+	        CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
+	                         "write each result as text, json or ndjson (default: text)"),
+	        CLI_OPT_JSON('j', &format),
+	        CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_bytes,
+	                         "keep at most BYTES of each text, 64 to 16M (default: 16K)"),
+	        CLI_OPT_CALLBACK(
+	                0, "max-lines", "N", cli_opt_max_lines, &max_lines,
+	                "keep at most about N lines of each text, at least 2 (default: 200)"),
+	        CLI_OPT_CALLBACK('c', "code", "CODE", code_cb, &cells,
+	                         "run CODE as a cell, in order with the FILEs; repeatable"),
+	        CLI_OPT_OPERANDS(file_cb, &cells),
+	        CLI_OPT_END};
 
 	if (!kernel || !*kernel)
 		kernel = KR_KERNEL_DEFAULT;
@@ -349,7 +357,8 @@ int cmd_run(int argc, char **argv)
 	}
 	for (size_t i = 0; i < cells.n; i++)
 		if (!kx_utf8_valid_str(cells.v[i].code)) {
-			cli_error("run", "cell %zu (%s) is not valid UTF-8", i + 1, cells.v[i].source);
+			cli_error("run", "cell %zu (%s) is not valid UTF-8", i + 1,
+			          cells.v[i].source);
 			status = EXIT_USAGE;
 			goto out;
 		}
@@ -359,7 +368,8 @@ int cmd_run(int argc, char **argv)
 			status = EXIT_USAGE;
 			goto out;
 		}
-	if ((workspace && !kx_utf8_valid_str(workspace)) || (outputs && !kx_utf8_valid_str(outputs))) {
+	if ((workspace && !kx_utf8_valid_str(workspace)) ||
+	    (outputs && !kx_utf8_valid_str(outputs))) {
 		bool ws_bad = workspace && !kx_utf8_valid_str(workspace);
 		cli_error("run", "%s %s is not valid UTF-8", ws_bad ? "--workspace" : "--outputs",
 		          ws_bad ? workspace : outputs);
@@ -370,8 +380,10 @@ int cmd_run(int argc, char **argv)
 		/* the caller's directory, checked and resolved: the sandbox
 		 * binds what the check saw */
 		if (puts.n) {
-			cli_error("run", "--put copies into a new workspace; with --workspace %s, copy "
-			          "%s there instead", workspace, puts.v[0]);
+			cli_error("run",
+			          "--put copies into a new workspace; with --workspace %s, copy "
+			          "%s there instead",
+			          workspace, puts.v[0]);
 			status = EXIT_USAGE;
 			goto out;
 		}
@@ -395,7 +407,8 @@ int cmd_run(int argc, char **argv)
 		for (size_t i = 0; i < puts.n && status == EXIT_OK; i++)
 			status = add_copy(copies, &n_copies, puts.v[i], true);
 		for (size_t i = 0; i < cells.n && status == EXIT_OK; i++)
-			if (strcmp(cells.v[i].source, "-c") != 0 && strcmp(cells.v[i].source, "-") != 0)
+			if (strcmp(cells.v[i].source, "-c") != 0 &&
+			    strcmp(cells.v[i].source, "-") != 0)
 				status = add_copy(copies, &n_copies, cells.v[i].source, false);
 		if (status != EXIT_OK)
 			goto out;
@@ -440,16 +453,22 @@ int cmd_run(int argc, char **argv)
 		} else
 			status = cli_check_backend("run", &config);
 		if (status == EXIT_OK && !kr_backend_sandboxed(backend))
-			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n", backend);
+			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
+			        backend);
 		if (status == EXIT_OK && workspace && read_only)
-			cli_error("run", "warning: --workspace %s: the code runs as the sandbox user %s "
-			          "(uid %u), who cannot write %s: the code can read its files, and change "
-			          "those the sandbox user may (chown %s: %s to let it write)",
-			          workspace, sid.user, (unsigned)sid.uid, wsreal, sid.user, wsreal);
+			cli_error(
+			        "run",
+			        "warning: --workspace %s: the code runs as the sandbox user %s "
+			        "(uid %u), who cannot write %s: the code can read its files, and change "
+			        "those the sandbox user may (chown %s: %s to let it write)",
+			        workspace, sid.user, (unsigned)sid.uid, wsreal, sid.user, wsreal);
 		else if (status == EXIT_OK && workspace)
-			cli_error("run", "warning: --workspace %s: the code can change and delete every "
-			          "file in %s", workspace, wsreal);
-		if (status == EXIT_OK && make_run_dir(rundir, sizeof rundir, kr_backend_sandboxed(backend)) < 0)
+			cli_error("run",
+			          "warning: --workspace %s: the code can change and delete every "
+			          "file in %s",
+			          workspace, wsreal);
+		if (status == EXIT_OK &&
+		    make_run_dir(rundir, sizeof rundir, kr_backend_sandboxed(backend)) < 0)
 			status = EXIT_UNAVAILABLE;
 		if (status == EXIT_OK && !workspace)
 			status = fill_workspace(rundir, copies, n_copies);
@@ -475,7 +494,7 @@ int cmd_run(int argc, char **argv)
 		e.max_lines = max_lines;
 		e.outputs = outbuf;
 		e.format = cli_exec_format(format);
-		e.prefix = ""; /* files named N-I.png, not GENERATION-N-I.png */
+		e.prefix = "";  /* files named N-I.png, not GENERATION-N-I.png */
 		if (inputs.n) { /* the lines answer input() across cells */
 			e.has_inputs = true;
 			e.inputs = inputs.v + used_inputs;
@@ -488,8 +507,8 @@ int cmd_run(int argc, char **argv)
 		if (status == EXIT_TIMEOUT || (status == EXIT_CODE_ERROR && r.reason[0]))
 			cli_error("run", "cell %zu (%s): %s", i + 1, cells.v[i].source, r.reason);
 		else if (status == EXIT_DIED)
-			cli_error("run", "cell %zu (%s): %s; its state is lost", i + 1, cells.v[i].source,
-			          r.reason);
+			cli_error("run", "cell %zu (%s): %s; its state is lost", i + 1,
+			          cells.v[i].source, r.reason);
 	}
 	fflush(stdout);
 out:

@@ -54,8 +54,10 @@ static int cpus_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	errno = 0;
 	v = strtod(arg, &end);
 	if (errno || end == arg || *end || !isfinite(v) || v <= 0 || v > 1024) {
-		cli_error(cmd, "invalid --cpus \"%s\": expected a number of CPUs above 0 and at most "
-		          "1024 (e.g. 1 or 0.5)", arg);
+		cli_error(cmd,
+		          "invalid --cpus \"%s\": expected a number of CPUs above 0 and at most "
+		          "1024 (e.g. 1 or 0.5)",
+		          arg);
 		return EXIT_USAGE;
 	}
 	*(double *)opt->value = v;
@@ -78,8 +80,10 @@ static int pids_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	long long v = cli_parse_size(arg);
 	if (v < 1 || strpbrk(arg, "kKmMgG") || v > 4194304) {
-		cli_error(cmd, "invalid --pids \"%s\": expected a number of processes from 1 to "
-		          "4194304", arg);
+		cli_error(cmd,
+		          "invalid --pids \"%s\": expected a number of processes from 1 to "
+		          "4194304",
+		          arg);
 		return EXIT_USAGE;
 	}
 	*(long long *)opt->value = v;
@@ -98,8 +102,10 @@ static char *rootfs_path(const char *arg)
 	}
 	snprintf(usr, sizeof usr, "%s/usr", rootfs);
 	if (stat(usr, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		cli_error("start", "invalid --rootfs \"%s\": a root filesystem has a usr directory, "
-		          "and %s is none", arg, usr);
+		cli_error("start",
+		          "invalid --rootfs \"%s\": a root filesystem has a usr directory, "
+		          "and %s is none",
+		          arg, usr);
 		free(rootfs);
 		return NULL;
 	}
@@ -114,35 +120,42 @@ int cmd_start(int argc, char **argv)
 	kr_session_config_t config, before;
 	cli_strlist_t env = {0};
 	cli_option_t opts[] = {
-	    CLI_OPT_SESSION(&name),
-	    CLI_OPT_STRING('k', "kernel", "SPEC", &o.kernel,
-	                   "the kernelspec (default: the session's, else " KR_KERNEL_DEFAULT ")"),
-	    CLI_OPT_STRING('b', "backend", "B", &o.backend,
-	                   "bwrap or none, unsandboxed (default: the session's, else "
-	                   KR_BACKEND_DEFAULT ")"),
-	    CLI_OPT_CALLBACK(0, "ttl", "DURATION", cli_opt_duration, &o.ttl_ms,
-	                     "stop after DURATION idle, 0 never (default: the session's, else 30m)"),
-	    CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &o.memory,
-	                     "limit the kernel's memory (default: the session's, else 2G)"),
-	    CLI_OPT_CALLBACK(0, "cpus", "N", cpus_cb, &o.cpus,
-	                     "limit it to N CPUs, such as 0.5 (default: the session's, else none)"),
-	    CLI_OPT_CALLBACK(0, "pids", "N", pids_cb, &o.pids,
-	                     "limit its processes and threads (default: the session's, else 1024)"),
-	    CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", size_cb, &o.tmp_size,
-	                     "size of /tmp and /dev/shm (default: the session's, else 512M)"),
-	    CLI_OPT_CALLBACK(0, "file-size", "SIZE", size_cb, &o.file_size,
-	                     "largest file it may write (default: the session's, else 4G)"),
-	    CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
-	                   "the sandbox's system files (default: the session's, else the host's)"),
-	    CLI_OPT_CALLBACK('e', "env", "K=V", env_cb, &env,
-	                     "set K to V in its environment; repeatable (default: the session's)"),
-	    CLI_OPT_CALLBACK(0, "outputs-quota", "SIZE", size_cb, &o.outputs_quota,
-	                     "the most its outputs directory may hold: spilled text and images "
-	                     "(default: the session's, else 1G)"),
-	    CLI_OPT_CALLBACK(0, "home-config", "on|off", home_config_cb, &o.home_config,
-	                     "let a new kernel run the startup files and configuration in its "
-	                     "home (default: the session's, else off)"),
-	    CLI_OPT_END};
+	        CLI_OPT_SESSION(&name),
+	        CLI_OPT_STRING('k', "kernel", "SPEC", &o.kernel,
+	                       "the kernelspec (default: the session's, else " KR_KERNEL_DEFAULT
+	                       ")"),
+	        CLI_OPT_STRING(
+	                'b', "backend", "B", &o.backend,
+	                "bwrap or none, unsandboxed (default: the session's, else " KR_BACKEND_DEFAULT
+	                ")"),
+	        CLI_OPT_CALLBACK(
+	                0, "ttl", "DURATION", cli_opt_duration, &o.ttl_ms,
+	                "stop after DURATION idle, 0 never (default: the session's, else 30m)"),
+	        CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &o.memory,
+	                         "limit the kernel's memory (default: the session's, else 2G)"),
+	        CLI_OPT_CALLBACK(
+	                0, "cpus", "N", cpus_cb, &o.cpus,
+	                "limit it to N CPUs, such as 0.5 (default: the session's, else none)"),
+	        CLI_OPT_CALLBACK(
+	                0, "pids", "N", pids_cb, &o.pids,
+	                "limit its processes and threads (default: the session's, else 1024)"),
+	        CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", size_cb, &o.tmp_size,
+	                         "size of /tmp and /dev/shm (default: the session's, else 512M)"),
+	        CLI_OPT_CALLBACK(0, "file-size", "SIZE", size_cb, &o.file_size,
+	                         "largest file it may write (default: the session's, else 4G)"),
+	        CLI_OPT_STRING(
+	                0, "rootfs", "DIR", &rootfs_arg,
+	                "the sandbox's system files (default: the session's, else the host's)"),
+	        CLI_OPT_CALLBACK(
+	                'e', "env", "K=V", env_cb, &env,
+	                "set K to V in its environment; repeatable (default: the session's)"),
+	        CLI_OPT_CALLBACK(0, "outputs-quota", "SIZE", size_cb, &o.outputs_quota,
+	                         "the most its outputs directory may hold: spilled text and images "
+	                         "(default: the session's, else 1G)"),
+	        CLI_OPT_CALLBACK(0, "home-config", "on|off", home_config_cb, &o.home_config,
+	                         "let a new kernel run the startup files and configuration in its "
+	                         "home (default: the session's, else off)"),
+	        CLI_OPT_END};
 	char *dir = NULL;
 	int status, n;
 	kbox_error_t err = {0};
@@ -203,10 +216,14 @@ int cmd_start(int argc, char **argv)
 	{
 		pid_t pid;
 		if (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING) {
-			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
+			printf("session %s is already running (supervisor pid %ld)\n", name,
+			       (long)pid);
 			if (!kr_session_opts_empty(&o))
-				cli_error("start", "warning: session %s runs already; the options given were "
-				          "not applied (kbox stop -s %s first)", name, name);
+				cli_error(
+				        "start",
+				        "warning: session %s runs already; the options given were "
+				        "not applied (kbox stop -s %s first)",
+				        name, name);
 			goto out;
 		}
 	}
@@ -242,10 +259,11 @@ int cmd_start(int argc, char **argv)
 		pid_t pid;
 		kr_session_supervisor(dir, &pid);
 		if (started)
-			printf("session %s started (backend %s, kernel %s, supervisor pid %ld)\n", name,
-			       config.backend, config.kernel, (long)pid);
+			printf("session %s started (backend %s, kernel %s, supervisor pid %ld)\n",
+			       name, config.backend, config.kernel, (long)pid);
 		else
-			printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
+			printf("session %s is already running (supervisor pid %ld)\n", name,
+			       (long)pid);
 	}
 out:
 	if (dir && is_new && status != EXIT_OK && !started)
@@ -254,8 +272,8 @@ out:
 		/* a supervisor that reported its failure is on its way out: once
 		 * it is gone (never under one that runs), put the old back */
 		kbox_error_t ignored = {0};
-		for (int i = 0; i < 100 && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING;
-		     i++)
+		for (int i = 0;
+		     i < 100 && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING; i++)
 			usleep(50000);
 		if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING)
 			kr_session_config_save(&before, dir, &ignored);

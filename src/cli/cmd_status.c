@@ -10,11 +10,11 @@ int cmd_status(int argc, char **argv)
 	const char *name = NULL;
 	format_t format = FMT_TEXT;
 	cli_option_t opts[] = {
-	    CLI_OPT_SESSION(&name),
-	    CLI_OPT_FORMAT(&format, "text: a line a field (the default); json: one JSON object; "
-	                            "ndjson: that object on one line"),
-	    CLI_OPT_JSON('j', &format),
-	    CLI_OPT_END};
+	        CLI_OPT_SESSION(&name),
+	        CLI_OPT_FORMAT(&format,
+	                       "text: a line a field (the default); json: one JSON object; "
+	                       "ndjson: that object on one line"),
+	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	int status, n = cli_parse_options("status", opts, argc, argv, &status);
 	char *dir = NULL, *home = NULL;
 	json_t *info = NULL;
@@ -43,7 +43,7 @@ int cmd_status(int argc, char **argv)
 	}
 	if (format != FMT_TEXT) {
 		char *s = json_dumps(info, (format == FMT_JSON ? JSON_INDENT(2) : JSON_COMPACT) |
-		                               JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
+		                                   JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
 		if (s)
 			puts(s);
 		cli_json_printed();
@@ -52,27 +52,49 @@ int cmd_status(int argc, char **argv)
 		const char *key;
 		json_t *v;
 		char buf[64];
-		static const char *const order[] = {
-		    "name",  "state",   "backend", "kernel", "pid", "kernel_pid", "started", "uptime_s",
-		    "kernel_uptime_s", "last_activity", "idle_s", "executions", "running_execs", "queued", "output_waiting",
-		    "restarts", "last_restart_cause", "memory_bytes", "limits", "limits_missing", "ttl_ms",
-		    "last_stop", "error",
-		    "dir", NULL};
+		static const char *const order[] = {"name",
+		                                    "state",
+		                                    "backend",
+		                                    "kernel",
+		                                    "pid",
+		                                    "kernel_pid",
+		                                    "started",
+		                                    "uptime_s",
+		                                    "kernel_uptime_s",
+		                                    "last_activity",
+		                                    "idle_s",
+		                                    "executions",
+		                                    "running_execs",
+		                                    "queued",
+		                                    "output_waiting",
+		                                    "restarts",
+		                                    "last_restart_cause",
+		                                    "memory_bytes",
+		                                    "limits",
+		                                    "limits_missing",
+		                                    "ttl_ms",
+		                                    "last_stop",
+		                                    "error",
+		                                    "dir",
+		                                    NULL};
 		for (size_t i = 0; order[i]; i++) {
 			key = order[i];
 			if (!(v = json_object_get(info, key)))
 				continue;
 			if (strcmp(key, "memory_bytes") == 0)
 				printf("%-18s %s\n", "memory:",
-				       kx_fmt_bytes(buf, sizeof buf, (long long)json_integer_value(v)));
+				       kx_fmt_bytes(buf, sizeof buf,
+				                    (long long)json_integer_value(v)));
 			else if (strcmp(key, "ttl_ms") == 0) {
 				long long t = (long long)json_integer_value(v);
-				printf("%-18s %s\n", "ttl:", t ? cli_fmt_secs((double)t / 1000, buf, sizeof buf)
-				                               : "never");
+				printf("%-18s %s\n", "ttl:",
+				       t ? cli_fmt_secs((double)t / 1000, buf, sizeof buf)
+				         : "never");
 			} else if (strstr(key, "_s") && json_is_number(v)) {
 				char label[40];
 				snprintf(label, sizeof label, "%.*s:", (int)(strlen(key) - 2), key);
-				printf("%-18s %s\n", label, cli_fmt_secs(json_number_value(v), buf, sizeof buf));
+				printf("%-18s %s\n", label,
+				       cli_fmt_secs(json_number_value(v), buf, sizeof buf));
 			} else if (json_is_string(v)) {
 				char label[40];
 				snprintf(label, sizeof label, "%s:", key);

@@ -43,10 +43,10 @@ int cmd_stop(int argc, char **argv)
 {
 	const char *name = NULL;
 	bool all = false;
-	cli_option_t opts[] = {
-	    CLI_OPT_SESSION(&name),
-	    CLI_OPT_FLAG('a', "all", &all, "stop every session that is running, instead of one"),
-	    CLI_OPT_END};
+	cli_option_t opts[] = {CLI_OPT_SESSION(&name),
+	                       CLI_OPT_FLAG('a', "all", &all,
+	                                    "stop every session that is running, instead of one"),
+	                       CLI_OPT_END};
 	int status, nargs = cli_parse_options("stop", opts, argc, argv, &status);
 	char *home;
 	kbox_error_t err = {0};

@@ -18,21 +18,21 @@ typedef enum { TOOL_OPENAI, TOOL_ANTHROPIC, TOOL_MCP } tool_format_t;
 
 /* What the model reads: how to use the tool well. */
 static const char tool_description[] =
-    "Run Python code in a persistent, sandboxed Jupyter kernel and get back what it printed, "
-    "its last expression's value, errors with their traceback, and the paths of any charts. "
-    "State persists between calls: variables, imports and loaded data from earlier calls are "
-    "still there, so build on them instead of repeating work. "
-    "pandas, numpy, matplotlib and scipy are installed; there is no network access, so "
-    "nothing can be downloaded or installed. "
-    "Files are in the working directory /workspace (the user's files are copied there). "
-    "Charts shown with matplotlib (plt.show(), or a figure as the last expression) are saved "
-    "as PNG files and reported by path and size, never as image data. "
-    "Print what you want to see, and no more: long outputs are cut to their head and tail "
-    "(the whole text is kept outside the sandbox, where your code cannot read it), so "
-    "print summaries, slices or df.head() rather than whole tables. "
-    "input() is not available: put the values in the code. "
-    "Never compute numbers in your head: compute them with code and report what the code "
-    "printed.";
+        "Run Python code in a persistent, sandboxed Jupyter kernel and get back what it printed, "
+        "its last expression's value, errors with their traceback, and the paths of any charts. "
+        "State persists between calls: variables, imports and loaded data from earlier calls are "
+        "still there, so build on them instead of repeating work. "
+        "pandas, numpy, matplotlib and scipy are installed; there is no network access, so "
+        "nothing can be downloaded or installed. "
+        "Files are in the working directory /workspace (the user's files are copied there). "
+        "Charts shown with matplotlib (plt.show(), or a figure as the last expression) are saved "
+        "as PNG files and reported by path and size, never as image data. "
+        "Print what you want to see, and no more: long outputs are cut to their head and tail "
+        "(the whole text is kept outside the sandbox, where your code cannot read it), so "
+        "print summaries, slices or df.head() rather than whole tables. "
+        "input() is not available: put the values in the code. "
+        "Never compute numbers in your head: compute them with code and report what the code "
+        "printed.";
 
 const char *cli_tool_description(void)
 {
@@ -43,14 +43,14 @@ const char *cli_tool_description(void)
 static json_t *parameters(void)
 {
 	return json_pack(
-	    "{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:s}}, s:[s], s:b}", "type", "object",
-	    "properties", "code", "type", "string", "description",
-	    "The Python code to run, as a notebook cell: statements, and optionally an "
-	    "expression last, whose value is shown.",
-	    "timeout", "type", "number", "minimum", 0, "description",
-	    "Seconds the code may run before it is interrupted (its state is kept); 0 or absent: "
-	    "no limit.",
-	    "required", "code", "additionalProperties", 0);
+	        "{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:s}}, s:[s], s:b}", "type", "object",
+	        "properties", "code", "type", "string", "description",
+	        "The Python code to run, as a notebook cell: statements, and optionally an "
+	        "expression last, whose value is shown.",
+	        "timeout", "type", "number", "minimum", 0, "description",
+	        "Seconds the code may run before it is interrupted (its state is kept); 0 or absent: "
+	        "no limit.",
+	        "required", "code", "additionalProperties", 0);
 }
 
 /* The JSON Schema of a result (kbox.result/2), as MCP's outputSchema
@@ -68,10 +68,12 @@ static json_t *output_schema(void)
 	json_t *props = json_object_get(members, "properties");
 	json_t *required = json_object_get(members, "required");
 	if (props && required)
-		out = json_pack("{s:s, s:s, s:O, s:O, s:b, s:O}", "type", "object", "description",
-		                "The result of the execution: schema kbox.result/2 (kbox-run(1), OUTPUT "
-		                "FORMATS).", "properties", props, "required", required,
-		                "additionalProperties", 0, "$defs", defs);
+		out = json_pack(
+		        "{s:s, s:s, s:O, s:O, s:b, s:O}", "type", "object", "description",
+		        "The result of the execution: schema kbox.result/2 (kbox-run(1), OUTPUT "
+		        "FORMATS).",
+		        "properties", props, "required", required, "additionalProperties", 0,
+		        "$defs", defs);
 	json_decref(whole);
 	return out;
 }
@@ -114,10 +116,10 @@ int cmd_tool_schema(int argc, char **argv)
 {
 	tool_format_t format = TOOL_OPENAI;
 	cli_option_t opts[] = {
-	    CLI_OPT_CALLBACK(0, "format", "openai|anthropic|mcp", format_cb, &format,
-	                     "the envelope: OpenAI's (Chat Completions tools), Anthropic's "
-	                     "(Messages tools) or MCP's (tools/list) (default: openai)"),
-	    CLI_OPT_END};
+	        CLI_OPT_CALLBACK(0, "format", "openai|anthropic|mcp", format_cb, &format,
+	                         "the envelope: OpenAI's (Chat Completions tools), Anthropic's "
+	                         "(Messages tools) or MCP's (tools/list) (default: openai)"),
+	        CLI_OPT_END};
 	int status, n = cli_parse_options("tool-schema", opts, argc, argv, &status);
 	json_t *tool = NULL;
 
@@ -130,8 +132,8 @@ int cmd_tool_schema(int argc, char **argv)
 		tool = cli_tool_openai();
 		break;
 	case TOOL_ANTHROPIC:
-		tool = json_pack("{s:s, s:s, s:o}", "name", TOOL_NAME, "description", tool_description,
-		                 "input_schema", parameters());
+		tool = json_pack("{s:s, s:s, s:o}", "name", TOOL_NAME, "description",
+		                 tool_description, "input_schema", parameters());
 		break;
 	case TOOL_MCP:
 		tool = cli_mcp_run_tool();

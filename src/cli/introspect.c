@@ -44,7 +44,8 @@ static void print_budgeted(const char *text, size_t len, long long max)
 			lines += text[i] == '\n';
 		lines += text[len - 1] != '\n';
 		printf("[... %zu bytes in %zu lines left out (--max-output %lld); a larger --max-output, "
-		       "or --format json, shows all ...]\n", len - keep, lines, max);
+		       "or --format json, shows all ...]\n",
+		       len - keep, lines, max);
 	}
 }
 
@@ -60,8 +61,8 @@ static void print_text(bool inspect, json_t *content, long long max)
 	if (!st || strcmp(st, "ok") != 0) {
 		const char *en = json_string_value(json_object_get(content, "ename"));
 		const char *ev = json_string_value(json_object_get(content, "evalue"));
-		printf("[error: the kernel could not answer%s%s%s%s]\n", en ? ": " : "", en ? en : "",
-		       ev && *ev ? ": " : "", ev && *ev ? ev : "");
+		printf("[error: the kernel could not answer%s%s%s%s]\n", en ? ": " : "",
+		       en ? en : "", ev && *ev ? ": " : "", ev && *ev ? ev : "");
 		return;
 	}
 	if (inspect) {
@@ -74,16 +75,18 @@ static void print_text(bool inspect, json_t *content, long long max)
 			puts("[no text: what the kernel knows has no text/plain (see --format json)]");
 			return;
 		}
-		if (!(text = kbox_strip_ansi(json_string_value(plain), json_string_length(plain), &len)))
+		if (!(text = kbox_strip_ansi(json_string_value(plain), json_string_length(plain),
+		                             &len)))
 			return;
 	} else {
 		json_t *m;
 		size_t i, cap = 1;
 		json_array_foreach(json_object_get(content, "matches"), i, m)
-			cap += json_string_length(m) + 1;
+		        cap += json_string_length(m) + 1;
 		if (!(text = malloc(cap)))
 			return;
-		json_array_foreach(json_object_get(content, "matches"), i, m) {
+		json_array_foreach(json_object_get(content, "matches"), i, m)
+		{
 			if (!json_is_string(m))
 				continue;
 			memcpy(text + len, json_string_value(m), json_string_length(m));
@@ -133,19 +136,21 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	format_t format = FMT_TEXT;
 	bool inspect = strcmp(cmd, "inspect") == 0;
 	cli_option_t opts[] = {
-	    CLI_OPT_SESSION(&name),
-	    CLI_OPT_CALLBACK('c', "cursor", "N", cursor_cb, &cursor,
-	                     "the cursor is after the first N characters (default: the end)"),
-	    CLI_OPT_FORMAT(&format, inspect ? "text: what the kernel knows, as plain text (the "
-	                                      "default); json and ndjson: its reply on one line"
-	                                    : "text: the matches, one a line (the default); json "
-	                                      "and ndjson: the kernel's reply on one line"),
-	    CLI_OPT_JSON('j', &format),
-	    CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_output,
-	                     "print at most BYTES of text, and say what was left out (default: 16K)"),
-	    CLI_OPT_CALLBACK(0, "detail", "0|1", detail_cb, &detail,
-	                     "1 asks for more, such as the source code (default: 0)"),
-	    CLI_OPT_END};
+	        CLI_OPT_SESSION(&name),
+	        CLI_OPT_CALLBACK('c', "cursor", "N", cursor_cb, &cursor,
+	                         "the cursor is after the first N characters (default: the end)"),
+	        CLI_OPT_FORMAT(&format,
+	                       inspect ? "text: what the kernel knows, as plain text (the "
+	                                 "default); json and ndjson: its reply on one line"
+	                               : "text: the matches, one a line (the default); json "
+	                                 "and ndjson: the kernel's reply on one line"),
+	        CLI_OPT_JSON('j', &format),
+	        CLI_OPT_CALLBACK(
+	                0, "max-output", "BYTES", cli_opt_max_output, &max_output,
+	                "print at most BYTES of text, and say what was left out (default: 16K)"),
+	        CLI_OPT_CALLBACK(0, "detail", "0|1", detail_cb, &detail,
+	                         "1 asks for more, such as the source code (default: 0)"),
+	        CLI_OPT_END};
 	int status, n;
 	char *dir = NULL, *stdin_code = NULL;
 	json_t *reply = NULL;
@@ -157,7 +162,8 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	if ((n = cli_parse_options(cmd, opts, argc, argv, &status)) < 0)
 		return status;
 	if (n != 1) {
-		cli_error(cmd, "expected the CODE (or - for standard input; see kbox %s --help)", cmd);
+		cli_error(cmd, "expected the CODE (or - for standard input; see kbox %s --help)",
+		          cmd);
 		return EXIT_USAGE;
 	}
 	code = argv[0];
@@ -178,7 +184,8 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 		for (const unsigned char *p = (const unsigned char *)code; *p; p++)
 			chars += (*p & 0xC0) != 0x80;
 		if (cursor > chars) {
-			cli_error(cmd, "--cursor %ld is beyond the end of the code (%ld characters)",
+			cli_error(cmd,
+			          "--cursor %ld is beyond the end of the code (%ld characters)",
 			          cursor, chars);
 			status = EXIT_USAGE;
 			goto out;
@@ -203,7 +210,8 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 		if (format == FMT_TEXT) {
 			print_text(inspect, content, max_output);
 		} else {
-			char *s = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
+			char *s = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS |
+			                                      JSON_REAL_PRECISION(9));
 			if (s)
 				puts(s);
 			cli_json_printed();

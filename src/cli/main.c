@@ -17,66 +17,69 @@
 
 /* Sorted by name.  Each command's options are in its own file. */
 static const cli_cmd_t commands[] = {
-    {"agent", cmd_agent,
-     "kbox agent [-s NAME] [-m MODEL] [--base-url URL] [--file HOSTPATH]... [--max-steps N] "
-     "[--reset] [-t DURATION] [--format text|json] (QUESTION | -)",
-     "answer a question with a language model that runs Python in a session",
-     "kbox agent -s sales --file sales.csv 'Which region sold the most units?'"},
-    {"complete", cmd_complete,
-     "kbox complete [-s NAME] [--cursor N] [--format FMT] [--max-output BYTES] CODE | -",
-     "the completions of code at a cursor", "kbox complete -s sales 'df.des'"},
-    {"doctor", cmd_doctor, "kbox doctor [-k SPEC] [--rootfs DIR] [--format FMT] [--fix]",
-     "check what isolation the sandbox gives kernels on this machine",
-     "kbox doctor --format json"},
-    {"exec", cmd_exec,
-     "kbox exec [-s NAME] [-t DURATION] [--grace DURATION] [--format text|json|ndjson] "
-     "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--input-file FILE]... "
-     "[--no-start] "
-     "(CODE | -f FILE | -)",
-     "run code in a session's kernel (starting the session if needed)",
-     "kbox exec -s sales -t 30 'df.describe()'"},
-    {"get", cmd_get, "kbox get [-s NAME] SRC [HOSTPATH | -]",
-     "copy a file out of a session's workspace", "kbox get -s sales report.csv ./report.csv"},
-    {"help", cmd_help, "kbox help [COMMAND]", "show the options of a command", "kbox help exec"},
-    {"inspect", cmd_inspect,
-     "kbox inspect [-s NAME] [--cursor N] [--detail 0|1] [--format FMT] [--max-output BYTES] "
-     "CODE | -",
-     "what the kernel knows about the name at a cursor (its documentation)",
-     "kbox inspect -s sales --detail 1 'df.merge'"},
-    {"interrupt", cmd_interrupt, "kbox interrupt [-s NAME]",
-     "interrupt what a session's kernel is running", "kbox interrupt -s sales"},
-    {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--format FMT]",
-     "list the kernelspecs found and where", "kbox kernelspecs --format json"},
-    {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--format FMT]", "show a session's event log",
-     "kbox logs -s sales -f"},
-    {"ls", cmd_ls, "kbox ls [--format FMT]", "list sessions and their state",
-     "kbox ls --format json"},
-    {"mcp", cmd_mcp,
-     "kbox mcp [-s NAME] [--images path|inline] [-t DURATION]",
-     "serve a Model Context Protocol client on standard input and output",
-     "kbox mcp --images inline"},
-    {"put", cmd_put, "kbox put [-s NAME] HOSTPATH [DEST]",
-     "copy a host file into a session's workspace", "kbox put -s sales ~/data/sales.csv sales.csv"},
-    {"restart", cmd_restart, "kbox restart [-s NAME]",
-     "replace a session's kernel with a new one (state is lost)", "kbox restart -s sales"},
-    {"run", cmd_run,
-     "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|none] [-t DURATION] "
-     "[-o DIR] [-i LINE]... [--input-file FILE]... "
-     "[--format FMT] [--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
-     "run cells in one fresh sandboxed kernel, without a session",
-     "kbox run -t 60 -c 'import pandas as pd' analysis.py"},
-    {"start", cmd_start,
-     "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DURATION] [--memory SIZE] [--cpus N] "
-     "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [--outputs-quota SIZE] [--home-config on|off] [-e K=V]...",
-     "start a session: a supervisor and its kernel", "kbox start -s sales --memory 4G --ttl 2h"},
-    {"status", cmd_status, "kbox status [-s NAME] [--format FMT]", "show one session in detail",
-     "kbox status -s sales --format json"},
-    {"stop", cmd_stop, "kbox stop [-s NAME | --all]",
-     "stop a session's kernel and supervisor (its files stay)", "kbox stop --all"},
-    {"tool-schema", cmd_tool_schema, "kbox tool-schema [--format openai|anthropic|mcp]",
-     "print the run-code tool's definition for a model's API",
-     "kbox tool-schema --format anthropic"},
-    {"version", cmd_version, "kbox version [--format FMT]", "print the version", "kbox version"},
+        {"agent", cmd_agent,
+         "kbox agent [-s NAME] [-m MODEL] [--base-url URL] [--file HOSTPATH]... [--max-steps N] "
+         "[--reset] [-t DURATION] [--format text|json] (QUESTION | -)",
+         "answer a question with a language model that runs Python in a session",
+         "kbox agent -s sales --file sales.csv 'Which region sold the most units?'"},
+        {"complete", cmd_complete,
+         "kbox complete [-s NAME] [--cursor N] [--format FMT] [--max-output BYTES] CODE | -",
+         "the completions of code at a cursor", "kbox complete -s sales 'df.des'"},
+        {"doctor", cmd_doctor, "kbox doctor [-k SPEC] [--rootfs DIR] [--format FMT] [--fix]",
+         "check what isolation the sandbox gives kernels on this machine",
+         "kbox doctor --format json"},
+        {"exec", cmd_exec,
+         "kbox exec [-s NAME] [-t DURATION] [--grace DURATION] [--format text|json|ndjson] "
+         "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--input-file FILE]... "
+         "[--no-start] "
+         "(CODE | -f FILE | -)",
+         "run code in a session's kernel (starting the session if needed)",
+         "kbox exec -s sales -t 30 'df.describe()'"},
+        {"get", cmd_get, "kbox get [-s NAME] SRC [HOSTPATH | -]",
+         "copy a file out of a session's workspace", "kbox get -s sales report.csv ./report.csv"},
+        {"help", cmd_help, "kbox help [COMMAND]", "show the options of a command",
+         "kbox help exec"},
+        {"inspect", cmd_inspect,
+         "kbox inspect [-s NAME] [--cursor N] [--detail 0|1] [--format FMT] [--max-output BYTES] "
+         "CODE | -",
+         "what the kernel knows about the name at a cursor (its documentation)",
+         "kbox inspect -s sales --detail 1 'df.merge'"},
+        {"interrupt", cmd_interrupt, "kbox interrupt [-s NAME]",
+         "interrupt what a session's kernel is running", "kbox interrupt -s sales"},
+        {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--format FMT]",
+         "list the kernelspecs found and where", "kbox kernelspecs --format json"},
+        {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--format FMT]", "show a session's event log",
+         "kbox logs -s sales -f"},
+        {"ls", cmd_ls, "kbox ls [--format FMT]", "list sessions and their state",
+         "kbox ls --format json"},
+        {"mcp", cmd_mcp, "kbox mcp [-s NAME] [--images path|inline] [-t DURATION]",
+         "serve a Model Context Protocol client on standard input and output",
+         "kbox mcp --images inline"},
+        {"put", cmd_put, "kbox put [-s NAME] HOSTPATH [DEST]",
+         "copy a host file into a session's workspace",
+         "kbox put -s sales ~/data/sales.csv sales.csv"},
+        {"restart", cmd_restart, "kbox restart [-s NAME]",
+         "replace a session's kernel with a new one (state is lost)", "kbox restart -s sales"},
+        {"run", cmd_run,
+         "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|none] [-t DURATION] "
+         "[-o DIR] [-i LINE]... [--input-file FILE]... "
+         "[--format FMT] [--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
+         "run cells in one fresh sandboxed kernel, without a session",
+         "kbox run -t 60 -c 'import pandas as pd' analysis.py"},
+        {"start", cmd_start,
+         "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DURATION] [--memory SIZE] [--cpus N] "
+         "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [--outputs-quota SIZE] [--home-config on|off] [-e K=V]...",
+         "start a session: a supervisor and its kernel",
+         "kbox start -s sales --memory 4G --ttl 2h"},
+        {"status", cmd_status, "kbox status [-s NAME] [--format FMT]", "show one session in detail",
+         "kbox status -s sales --format json"},
+        {"stop", cmd_stop, "kbox stop [-s NAME | --all]",
+         "stop a session's kernel and supervisor (its files stay)", "kbox stop --all"},
+        {"tool-schema", cmd_tool_schema, "kbox tool-schema [--format openai|anthropic|mcp]",
+         "print the run-code tool's definition for a model's API",
+         "kbox tool-schema --format anthropic"},
+        {"version", cmd_version, "kbox version [--format FMT]", "print the version",
+         "kbox version"},
 };
 
 const cli_cmd_t *cli_commands(size_t *n)
@@ -199,11 +202,25 @@ long long cli_parse_size(const char *s)
 	if (p == s)
 		return -1;
 	switch (*p) {
-	case '\0': break;
-	case 'k': case 'K': shift = 10; p++; break;
-	case 'm': case 'M': shift = 20; p++; break;
-	case 'g': case 'G': shift = 30; p++; break;
-	default: return -1;
+	case '\0':
+		break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		p++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		p++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		p++;
+		break;
+	default:
+		return -1;
 	}
 	if (*p == 'i' && shift) /* KiB, MiB */
 		p++;
@@ -250,8 +267,9 @@ char *cli_slurp(FILE *f)
 		if (n + 1 >= cap) {
 			/* room for one byte beyond the limit (which tells a file of
 			 * exactly 64 MiB from a longer one) and the NUL */
-			size_t ncap = cap * 2 < (size_t)MAX_CELL_BYTES + 2 ? cap * 2
-			                                                  : (size_t)MAX_CELL_BYTES + 2;
+			size_t ncap = cap * 2 < (size_t)MAX_CELL_BYTES + 2
+			                      ? cap * 2
+			                      : (size_t)MAX_CELL_BYTES + 2;
 			char *nb;
 			if (n > (size_t)MAX_CELL_BYTES) {
 				free(buf);
@@ -325,8 +343,10 @@ int cli_outputs_dir(const char *cmd, const char *path, char *out)
 int cli_parse_max_output(const char *cmd, const char *arg, long long *out)
 {
 	if ((*out = cli_parse_size(arg)) < 64 || *out > KBOX_CAPTURE_MAX_BYTES_LIMIT) {
-		cli_error(cmd, "invalid --max-output \"%s\": expected a size from 64 bytes to 16M "
-		          "(e.g. 20000, 16K, 1M)", arg);
+		cli_error(cmd,
+		          "invalid --max-output \"%s\": expected a size from 64 bytes to 16M "
+		          "(e.g. 20000, 16K, 1M)",
+		          arg);
 		return -1;
 	}
 	return 0;
@@ -372,9 +392,9 @@ static unsigned invisible(const unsigned char *p, const unsigned char *end)
 		return 0;
 	c = ((unsigned)(*p & 0x0f) << 12) | ((unsigned)(p[1] & 0x3f) << 6) | (p[2] & 0x3fu);
 	if ((c >= 0x200b && c <= 0x200f && c != 0x200c && c != 0x200d) || /* ZWSP, LRM, RLM */
-	    (c >= 0x2028 && c <= 0x202e) ||  /* separators, embeddings, overrides */
-	    (c >= 0x2060 && c <= 0x2064) ||  /* word joiner, invisible operators */
-	    (c >= 0x2066 && c <= 0x2069) ||  /* isolates */
+	    (c >= 0x2028 && c <= 0x202e) || /* separators, embeddings, overrides */
+	    (c >= 0x2060 && c <= 0x2064) || /* word joiner, invisible operators */
+	    (c >= 0x2066 && c <= 0x2069) || /* isolates */
 	    c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb))
 		return c;
 	return 0;

@@ -91,10 +91,12 @@ static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t l
 		cli_error(cmd, "unknown option %.*s (see kbox %s --help)", l, as_given, cmd);
 		break;
 	case NEEDS_ARGUMENT:
-		cli_error(cmd, "option %.*s needs an argument (see kbox %s --help)", l, as_given, cmd);
+		cli_error(cmd, "option %.*s needs an argument (see kbox %s --help)", l, as_given,
+		          cmd);
 		break;
 	case TAKES_NO_ARGUMENT:
-		cli_error(cmd, "option %.*s takes no argument (see kbox %s --help)", l, as_given, cmd);
+		cli_error(cmd, "option %.*s takes no argument (see kbox %s --help)", l, as_given,
+		          cmd);
 		break;
 	}
 	return EXIT_USAGE;
@@ -107,12 +109,13 @@ static bool ambiguous(const char *cmd, const cli_option_t *opts, const char *as_
 	char names[512] = "";
 	size_t n = 0, used = 0;
 	for (const cli_option_t *o = opts; o->long_name; o++)
-		if (is_option(o) && strncmp(o->long_name, as_given + 2, len - 2) == 0 && used < sizeof names)
-			used += (size_t)snprintf(names + used, sizeof names - used, "%s--%s", n++ ? ", " : "",
-			                         o->long_name);
+		if (is_option(o) && strncmp(o->long_name, as_given + 2, len - 2) == 0 &&
+		    used < sizeof names)
+			used += (size_t)snprintf(names + used, sizeof names - used, "%s--%s",
+			                         n++ ? ", " : "", o->long_name);
 	if (strncmp(help_option.long_name, as_given + 2, len - 2) == 0 && used < sizeof names)
-		used += (size_t)snprintf(names + used, sizeof names - used, "%s--%s", n++ ? ", " : "",
-		                         help_option.long_name);
+		used += (size_t)snprintf(names + used, sizeof names - used, "%s--%s",
+		                         n++ ? ", " : "", help_option.long_name);
 	if (n < 2)
 		return false;
 	cli_error(cmd, "ambiguous option %.*s (%s)", (int)len, as_given, names);
@@ -197,8 +200,7 @@ static int help(const char *cmd, const cli_option_t *opts)
 	return -1;
 }
 
-int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char **argv,
-                      int *status)
+int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char **argv, int *status)
 {
 	const cli_option_t *operands = find_operands(opts), *o;
 	bool options_end = false;
@@ -218,8 +220,9 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
 			const char *eq = strchr(a, '=');
 			size_t len = eq ? (size_t)(eq - a) : strlen(a);
 			if (!(o = find_long(opts, a + 2, len - 2)))
-				*status = ambiguous(cmd, opts, a, len) ? EXIT_USAGE
-				                                       : bad_option(cmd, UNKNOWN, a, len);
+				*status = ambiguous(cmd, opts, a, len)
+				                  ? EXIT_USAGE
+				                  : bad_option(cmd, UNKNOWN, a, len);
 			else if (o == &help_option && !eq)
 				return help(cmd, opts);
 			else if (o->arg == CLI_ARG_NONE && eq)
@@ -247,7 +250,8 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
 					else if (i + 1 < argc)
 						*status = take(cmd, o, argv[++i]);
 					else
-						*status = bad_option(cmd, NEEDS_ARGUMENT, as_given, 2);
+						*status = bad_option(cmd, NEEDS_ARGUMENT, as_given,
+						                     2);
 					break;
 				}
 			}
@@ -334,8 +338,10 @@ int cli_opt_duration(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	long long v = cli_parse_duration(arg);
 	if (v < 0) {
-		cli_error(cmd, "invalid --%s \"%s\": expected a duration from 0 to 24d, such as 30, "
-		          "1.5s, 500ms, 2m or 1h", opt->long_name, arg);
+		cli_error(cmd,
+		          "invalid --%s \"%s\": expected a duration from 0 to 24d, such as 30, "
+		          "1.5s, 500ms, 2m or 1h",
+		          opt->long_name, arg);
 		return EXIT_USAGE;
 	}
 	*(long long *)opt->value = v;

@@ -37,8 +37,9 @@ char *cli_session_dir(const char *cmd, const char *name, bool create, int *statu
 		dir = kr_session_dir(home, name, create, &err);
 	if (!dir) {
 		cli_error(cmd, "%s", err.msg);
-		*status = err.code == KBOX_E_INVALID && strstr(err.msg, "session name") ? EXIT_USAGE
-		                                                                          : EXIT_UNAVAILABLE;
+		*status = err.code == KBOX_E_INVALID && strstr(err.msg, "session name")
+		                  ? EXIT_USAGE
+		                  : EXIT_UNAVAILABLE;
 	}
 	free(home);
 	return dir;
@@ -59,7 +60,8 @@ static int start_lock(const char *cmd, const char *dir)
 	for (int waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += 20) {
 		if (errno != EWOULDBLOCK || waited >= START_LOCK_WAIT_MS) {
 			cli_error(cmd, "cannot lock %s: %s", path,
-			          errno == EWOULDBLOCK ? "another kbox start holds it" : strerror(errno));
+			          errno == EWOULDBLOCK ? "another kbox start holds it"
+			                               : strerror(errno));
 			close(fd);
 			return -1;
 		}
@@ -69,8 +71,7 @@ static int start_lock(const char *cmd, const char *dir)
 	return fd;
 }
 
-int cli_find_program(const char *cmd, const char *prog, const char *what, char *path,
-                     size_t size)
+int cli_find_program(const char *cmd, const char *prog, const char *what, char *path, size_t size)
 {
 	char exe[PATH_MAX], tried[3 * PATH_MAX + 16], *slash;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -93,8 +94,9 @@ int cli_find_program(const char *cmd, const char *prog, const char *what, char *
 			continue;
 		if (access(path, X_OK) == 0)
 			return 0;
-		used += (size_t)snprintf(tried + used, used < sizeof tried ? sizeof tried - used : 0,
-		                         "%s%s", used ? ", " : "", path);
+		used += (size_t)snprintf(tried + used,
+		                         used < sizeof tried ? sizeof tried - used : 0, "%s%s",
+		                         used ? ", " : "", path);
 	}
 	cli_error(cmd, "cannot find the %s %s (tried %s): is kbox installed whole?", what, prog,
 	          tried);
@@ -121,8 +123,8 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 	pid_t mid;
 	char logpath[4096], prog[PATH_MAX + 64];
 
-	if (cli_find_program(cmd, KR_SUPERVISOR_PROGRAM, "supervisor program", prog,
-	                     sizeof prog) < 0)
+	if (cli_find_program(cmd, KR_SUPERVISOR_PROGRAM, "supervisor program", prog, sizeof prog) <
+	    0)
 		return -1;
 	snprintf(logpath, sizeof logpath, "%s/supervisor.log", dir);
 	/* a socket, not a pipe: kr_ctl_recv reads it */
@@ -165,7 +167,7 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		/* 3: the ready socket (moved above 4, so not overwritten) */
 		if (dup2(pfd[1], 3) < 0)
 			_exit(127);
-		/* a daemon keeps nothing of its starter but 0-3: an inherited pipe
+			/* a daemon keeps nothing of its starter but 0-3: an inherited pipe
 		 * would hold the starter's reader open for the session's life */
 #ifdef HAVE_CLOSE_RANGE
 		if (close_range(4, ~0U, 0) < 0)
@@ -208,7 +210,8 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			goto out;
 		}
 		if (waited >= STOPPING_WAIT_MS) {
-			cli_error(cmd, "session %s: its supervisor (pid %ld) neither answers nor exits",
+			cli_error(cmd,
+			          "session %s: its supervisor (pid %ld) neither answers nor exits",
 			          name, (long)pid);
 			status = EXIT_UNAVAILABLE;
 			goto out;
@@ -261,8 +264,10 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 	ready = kr_ctl_recv(rfd, READY_WAIT_MS, &err);
 	close(rfd);
 	if (!ready) {
-		cli_error(cmd, "session %s: the supervisor did not report ready (%s); see %s/supervisor.log",
-		          name, err.msg, dir);
+		cli_error(
+		        cmd,
+		        "session %s: the supervisor did not report ready (%s); see %s/supervisor.log",
+		        name, err.msg, dir);
 		status = EXIT_UNAVAILABLE;
 	} else if (!json_is_true(json_object_get(ready, "ok"))) {
 		const char *m = json_string_value(json_object_get(ready, "error"));
@@ -315,9 +320,10 @@ int cli_check_backend(const char *cmd, const kr_session_config_t *config)
 	if (strcmp(b, "bwrap") == 0) {
 		char *exe = kr_bwrap_path();
 		if (!exe) {
-			cli_error(cmd, "backend bwrap: bubblewrap is not installed (apt-get install "
-			               "bubblewrap, see kbox doctor), or choose --backend none to run "
-			               "the kernel unsandboxed");
+			cli_error(cmd,
+			          "backend bwrap: bubblewrap is not installed (apt-get install "
+			          "bubblewrap, see kbox doctor), or choose --backend none to run "
+			          "the kernel unsandboxed");
 			return EXIT_UNAVAILABLE;
 		}
 		free(exe);
@@ -328,12 +334,17 @@ int cli_check_backend(const char *cmd, const kr_session_config_t *config)
 	so.cpus = config->cpus;
 	so.pids = (long)config->pids;
 	if (*kr_backend_unenforced(b, &so, buf, sizeof buf) && kr_backend_sandboxed(b))
-		cli_error(cmd, "warning: backend %s cannot use cgroups here for these limits: %s; "
-		          "rlimits stand in for memory and pids, per process (kbox doctor says more), "
-		          "and cpus go unbounded", b, buf);
+		cli_error(
+		        cmd,
+		        "warning: backend %s cannot use cgroups here for these limits: %s; "
+		        "rlimits stand in for memory and pids, per process (kbox doctor says more), "
+		        "and cpus go unbounded",
+		        b, buf);
 	else if (*buf)
-		cli_error(cmd, "warning: backend %s does not enforce these limits here: %s (they are "
-		          "stored for backends that do)", b, buf);
+		cli_error(cmd,
+		          "warning: backend %s does not enforce these limits here: %s (they are "
+		          "stored for backends that do)",
+		          b, buf);
 	return EXIT_OK;
 }
 
@@ -355,7 +366,8 @@ char *cli_running_session(const char *cmd, const char *name, int *status)
 	if (!(dir = cli_session_dir(cmd, name, false, status)))
 		return NULL;
 	if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING) {
-		cli_error(cmd, "session %s is not running (start it with kbox start -s %s)", name, name);
+		cli_error(cmd, "session %s is not running (start it with kbox start -s %s)", name,
+		          name);
 		*status = EXIT_UNAVAILABLE;
 		free(dir);
 		return NULL;

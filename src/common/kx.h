@@ -116,7 +116,10 @@ typedef struct {
 	size_t len, cap;
 	bool failed;
 } kx_buf_t;
-#define KX_BUF_INIT {NULL, 0, 0, false}
+#define KX_BUF_INIT               \
+	{                         \
+		NULL, 0, 0, false \
+	}
 #define KX_BUF_PREALLOC ((size_t)1 << 20)
 
 /* Append LEN bytes at DATA (NUL bytes too).  0, or -1 (B is failed). */
@@ -148,7 +151,10 @@ typedef struct {
 	size_t n, cap;
 	bool failed;
 } kx_argv_t;
-#define KX_ARGV_INIT {NULL, 0, 0, false}
+#define KX_ARGV_INIT              \
+	{                         \
+		NULL, 0, 0, false \
+	}
 
 /* Append copies of S and of each further string up to the NULL that ends
  * the list: kx_argv_add(&a, "--bind", src, dest, NULL).  0, or -1 (A is

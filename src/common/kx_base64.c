@@ -8,7 +8,8 @@
 
 char *kx_base64_encode(const void *data, size_t len, size_t *out_len)
 {
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char tab[] =
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	const unsigned char *p = data;
 	size_t i, groups = len / 3 + (len % 3 != 0);
 	char *out, *o;

@@ -44,7 +44,8 @@ int kx_temp_open(int dirfd, const char *prefix, mode_t mode, char *name, size_t 
 		}
 		/* O_EXCL: nothing that is there is opened, truncated, followed
 		 * (O_NOFOLLOW says so twice) or waited on (a FIFO) */
-		fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		            mode);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
 	}

@@ -115,7 +115,7 @@ void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c
 	}
 	if (c->cwd && chdir(c->cwd) < 0)
 		goto fail;
-	/* nothing of the host but 0-2 crosses exec (ERRFD is already close-on-exec) */
+		/* nothing of the host but 0-2 crosses exec (ERRFD is already close-on-exec) */
 #ifdef HAVE_CLOSE_RANGE
 	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
 #endif

@@ -44,9 +44,8 @@ void kx_iso8601(double t, int digits, char out[32])
 		frac = 0;
 	memset(&tm, 0, sizeof tm);
 	gmtime_r(&secs, &tm);
-	n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d",
-	             (tm.tm_year + 1900) % 10000, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-	             tm.tm_min, tm.tm_sec);
+	n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", (tm.tm_year + 1900) % 10000,
+	             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 	if (n < 0)
 		n = 0;
 	if (digits)

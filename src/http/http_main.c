@@ -74,8 +74,10 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
 			secs = t > time(NULL) ? (long long)(t - time(NULL)) : 0;
 	}
 	if (secs >= 0)
-		h->retry_after_ms =
-		    (long)(secs > KBOX_HTTP_RETRY_AFTER_MAX ? KBOX_HTTP_RETRY_AFTER_MAX : secs) * 1000;
+		h->retry_after_ms = (long)(secs > KBOX_HTTP_RETRY_AFTER_MAX
+		                                   ? KBOX_HTTP_RETRY_AFTER_MAX
+		                                   : secs) *
+		                    1000;
 	return size * n;
 }
 
@@ -170,7 +172,8 @@ static void post(CURL *curl, const char *url, const char *body, size_t body_len,
 		if (b.buf.failed)
 			reply_error(attempt, "out of memory for the response");
 		else if (b.too_big || rc == CURLE_FILESIZE_EXCEEDED)
-			reply_error(attempt, "the response is larger than %ld bytes", KBOX_HTTP_BODY_MAX);
+			reply_error(attempt, "the response is larger than %ld bytes",
+			            KBOX_HTTP_BODY_MAX);
 		else if (rc != CURLE_OK)
 			reply_error(attempt, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
 		else {
@@ -181,8 +184,9 @@ static void post(CURL *curl, const char *url, const char *body, size_t body_len,
 			if (!text)
 				reply(NULL);
 			else {
-				reply(json_pack("{s:i, s:I, s:i}", "status", (int)status, "body_bytes",
-				                (json_int_t)len, "attempts", attempt));
+				reply(json_pack("{s:i, s:I, s:i}", "status", (int)status,
+				                "body_bytes", (json_int_t)len, "attempts",
+				                attempt));
 				if (fwrite(text, 1, len, stdout) != len || fflush(stdout) == EOF)
 					exit(1);
 			}
@@ -266,11 +270,14 @@ int main(int argc, char **argv)
 		json_t *timeout = json_object_get(req, "timeout");
 
 		if (!req)
-			reply_error(0, "%s: the request is not JSON: %s", KBOX_HTTP_PROGRAM, je.text);
+			reply_error(0, "%s: the request is not JSON: %s", KBOX_HTTP_PROGRAM,
+			            je.text);
 		else if (!url || !json_is_string(body) || !json_is_number(timeout) ||
 		         json_number_value(timeout) <= 0)
-			reply_error(0, "%s: a request is {\"url\": STRING, \"body\": STRING, "
-			            "\"timeout\": SECONDS}", KBOX_HTTP_PROGRAM);
+			reply_error(0,
+			            "%s: a request is {\"url\": STRING, \"body\": STRING, "
+			            "\"timeout\": SECONDS}",
+			            KBOX_HTTP_PROGRAM);
 		else
 			post(curl, url, json_string_value(body), json_string_length(body),
 			     json_number_value(timeout));

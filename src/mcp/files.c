@@ -48,9 +48,11 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
 		rel = path + dl + 9;
 	if (ws_check_path(rel, &err) < 0) {
 		if (path[0] == '/' && outputs_ok && !in_outputs)
-			snprintf(why, size, "%s: an absolute path is outside the workspace (give a path "
+			snprintf(why, size,
+			         "%s: an absolute path is outside the workspace (give a path "
 			         "relative to it, or a path in the session's outputs that a result "
-			         "gave)", path);
+			         "gave)",
+			         path);
 		else
 			snprintf(why, size, "%s", err.msg);
 		return -1;
@@ -88,8 +90,8 @@ static char *read_whole(mcp_t *m, const char *path, bool outputs_ok, long max, s
 		goto out;
 	}
 	if (st.st_size > max) {
-		snprintf(why, size, "%s is %lld bytes, more than the %ld bytes this tool returns", path,
-		         (long long)st.st_size, max);
+		snprintf(why, size, "%s is %lld bytes, more than the %ld bytes this tool returns",
+		         path, (long long)st.st_size, max);
 		goto out;
 	}
 	if (!(buf = malloc((size_t)max + 2))) {
@@ -104,7 +106,8 @@ static char *read_whole(mcp_t *m, const char *path, bool outputs_ok, long max, s
 			if (n < 0)
 				snprintf(why, size, "%s: %s", path, strerror(errno));
 			else
-				snprintf(why, size, "%s is more than the %ld bytes this tool returns", path,
+				snprintf(why, size,
+				         "%s is more than the %ld bytes this tool returns", path,
 				         max);
 			free(buf);
 			buf = NULL;
@@ -186,8 +189,11 @@ json_t *mcp_read_image(mcp_t *m, json_t *args)
  * it is not valid (a stray byte, an overlong form, a surrogate). */
 static size_t utf8_len(const unsigned char *s, size_t n)
 {
-	size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
-	           : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+	size_t len = s[0] < 0x80                    ? 1
+	             : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+	             : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+	             : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+	                                            : 0;
 	if (!len || len > n)
 		return 0;
 	for (size_t i = 1; i < len; i++)
@@ -342,8 +348,10 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 	if (!(data = read_whole(m, path, true, READ_FILE_MAX, &len, why, sizeof why)))
 		return mcp_text_result(true, "read_file: %s", why);
 	if (memchr(data, '\0', len) || !(text = json_stringn(data, len)))
-		res = mcp_text_result(true, "read_file: %s is not a text file (it is binary, or not "
-		                      "UTF-8): read it with code (run_python)", path);
+		res = mcp_text_result(true,
+		                      "read_file: %s is not a text file (it is binary, or not "
+		                      "UTF-8): read it with code (run_python)",
+		                      path);
 	else
 		res = mcp_tool_result(json_pack("[{s:s, s:o}]", "type", "text", "text", text), NULL,
 		                      false);
@@ -368,8 +376,10 @@ static bool too_large(mcp_t *m, size_t clen, char *why, size_t size)
 	if (clen <= (size_t)WRITE_FILE_MAX && (file_size <= 0 || (long long)clen <= file_size))
 		return false;
 	session_limit = file_size > 0 && file_size < WRITE_FILE_MAX;
-	snprintf(why, size, "the content is %zu bytes, more than %s%lld bytes: write a larger file "
-	         "with code (run_python)", clen,
+	snprintf(why, size,
+	         "the content is %zu bytes, more than %s%lld bytes: write a larger file "
+	         "with code (run_python)",
+	         clen,
 	         session_limit ? "the session's file-size limit (kbox start --file-size), "
 	                       : "the most this tool writes, ",
 	         session_limit ? file_size : (long long)WRITE_FILE_MAX);
@@ -394,7 +404,7 @@ json_t *mcp_write_file(mcp_t *m, json_t *args)
 
 	if (!path || !content)
 		return mcp_text_result(true, "write_file: \"path\" and \"content\" (strings) are "
-		                       "required");
+		                             "required");
 	if (too_large(m, clen, why, sizeof why))
 		return mcp_text_result(true, "write_file: %s", why);
 	if (tool_path(m, path, false, &p, why, sizeof why) < 0)
@@ -414,4 +424,3 @@ json_t *mcp_write_file(mcp_t *m, json_t *args)
 	close(p.dirfd);
 	return res;
 }
-

@@ -17,7 +17,10 @@ typedef struct {
 	mcp_images_t images;  /* --images */
 	long long timeout_ms; /* -t: a run_python call's time limit when it gives none; 0: none */
 } mcp_options_t;
-#define MCP_OPTIONS_INIT {NULL, MCP_IMAGES_PATH, 0}
+#define MCP_OPTIONS_INIT                 \
+	{                                \
+		NULL, MCP_IMAGES_PATH, 0 \
+	}
 
 /* Serve one client on standard input and output until standard input ends
  * and the calls in flight are done, or SIGTERM, SIGINT or SIGHUP; then stop

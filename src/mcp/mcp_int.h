@@ -48,17 +48,17 @@ typedef struct mcp_call {
 
 /* The server's state: one client, one session. */
 typedef struct {
-	const char *name;     /* the session */
-	char *dir;            /* its directory, once made */
-	bool own;             /* the connection's own: stopped and removed at the end */
-	bool running;         /* its supervisor was started or found */
+	const char *name; /* the session */
+	char *dir;        /* its directory, once made */
+	bool own;         /* the connection's own: stopped and removed at the end */
+	bool running;     /* its supervisor was started or found */
 	mcp_images_t images;
 	long long timeout_ms; /* a call's default: 0, none */
 	bool initialized;     /* initialize was answered */
 	mcp_call_t *calls;
-	char *in;             /* standard input not yet split into lines */
+	char *in; /* standard input not yet split into lines */
 	size_t in_len, in_cap;
-	bool in_skip;         /* dropping the rest of a line that was too long */
+	bool in_skip; /* dropping the rest of a line that was too long */
 	bool in_eof;
 } mcp_t;
 

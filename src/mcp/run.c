@@ -34,18 +34,21 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 	if (jt && !json_is_null(jt)) {
 		double t = json_number_value(jt);
 		if (!json_is_number(jt) || t < 0 || t * 1000 > (double)CLI_DURATION_MAX_MS)
-			return mcp_text_result(true, "run_python: \"timeout\" is a number of seconds from 0 "
-			                         "to %lld (%lld days)",
-			                   CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
+			return mcp_text_result(
+			        true,
+			        "run_python: \"timeout\" is a number of seconds from 0 "
+			        "to %lld (%lld days)",
+			        CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
 		e.timeout_ms = (long long)(t * 1000 + 0.999);
 	}
 	req = kr_ctl_exec_to_json(&e);
 	if (req && !kr_ctl_request_fits(req)) {
 		json_decref(req);
-		return mcp_text_result(true, "run_python: not run: the code is %zu bytes; at most %d MiB "
-		                         "can run (as a JSON string, in which a control character "
-		                         "takes 6 bytes): make it shorter",
-		                   json_string_length(jcode), KR_CTL_CODE_MAX >> 20);
+		return mcp_text_result(true,
+		                       "run_python: not run: the code is %zu bytes; at most %d MiB "
+		                       "can run (as a JSON string, in which a control character "
+		                       "takes 6 bytes): make it shorter",
+		                       json_string_length(jcode), KR_CTL_CODE_MAX >> 20);
 	}
 	if ((fd = mcp_session_connect(m, why, sizeof why)) < 0) {
 		json_decref(req);
@@ -56,7 +59,7 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 		close(fd);
 		cli_error(MCP_CMD, "session %s: %s", m->name, req ? err.msg : "out of memory");
 		return mcp_text_result(true, "run_python: session %s: %s", m->name,
-		                   req ? err.msg : "out of memory");
+		                       req ? err.msg : "out of memory");
 	}
 	json_decref(req);
 	c->id = json_incref(id);
@@ -77,19 +80,21 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	json_t *img;
 
 	if (!r)
-		return mcp_text_result(true, "run_python: session %s: %s; the code's result is lost",
-		                   m->name, why);
+		return mcp_text_result(true,
+		                       "run_python: session %s: %s; the code's result is lost",
+		                       m->name, why);
 	if (kr_ctl_msg_kind(r, NULL) != KR_CTL_MSG_REPLY) {
 		const char *msg = json_string_value(json_object_get(r, "error"));
 		return mcp_text_result(true, "run_python: session %s: %s", m->name,
-		                   msg ? msg : "the supervisor refused the code");
+		                       msg ? msg : "the supervisor refused the code");
 	}
 	text = json_string_value(json_object_get(r, "text"));
 	status = json_string_value(json_object_get(r, "status"));
 	result = json_object_get(r, "result");
 	content = json_pack("[o]", mcp_text_item(text ? text : ""));
 	images = json_object_get(result, "images");
-	json_array_foreach(images, i, img) {
+	json_array_foreach(images, i, img)
+	{
 		const char *path = json_string_value(json_object_get(img, "path"));
 		const char *mime = json_string_value(json_object_get(img, "mime"));
 		char ewhy[PATH_MAX + 256];
@@ -113,14 +118,15 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	}
 	if (not_inline) {
 		char note[256];
-		snprintf(note, sizeof note, "[%zu image%s not given as image content: the images of "
+		snprintf(note, sizeof note,
+		         "[%zu image%s not given as image content: the images of "
 		         "one result are at most %ld MiB in all; read each with read_image, by its "
-		         "path in the text]", not_inline, not_inline == 1 ? "" : "s",
-		         INLINE_MAX >> 20);
+		         "path in the text]",
+		         not_inline, not_inline == 1 ? "" : "s", INLINE_MAX >> 20);
 		json_array_append_new(content, mcp_text_item(note));
 	}
 	return mcp_tool_result(content, json_is_object(result) ? json_incref(result) : NULL,
-	                   !status || strcmp(status, "ok") != 0);
+	                       !status || strcmp(status, "ok") != 0);
 }
 
 void mcp_call_drop(mcp_t *m, mcp_call_t *c)
@@ -152,9 +158,10 @@ void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 		return;
 	}
 	if (!c->cancelled)
-		mcp_send_result(c->id, run_result(m, r, err.code == KBOX_E_DEAD
-		                                        ? "the session's supervisor went away"
-		                                        : err.msg));
+		mcp_send_result(c->id, run_result(m, r,
+		                                  err.code == KBOX_E_DEAD
+		                                          ? "the session's supervisor went away"
+		                                          : err.msg));
 	json_decref(r);
 	mcp_call_drop(m, c);
 }

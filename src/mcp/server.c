@@ -108,26 +108,28 @@ static void do_initialize(mcp_t *m, json_t *id, json_t *params)
 	const char *want = json_string_value(jwant);
 	const char *version = protocol_versions[0];
 	if (m->initialized) {
-		mcp_send_error(id, MCP_RPC_INVALID_REQUEST, "initialize: the connection is initialized "
-		                                    "already");
+		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
+		               "initialize: the connection is initialized "
+		               "already");
 		return;
 	}
 	if (!want) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "initialize: \"protocolVersion\" (a string) is "
-		                                   "required");
+		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		               "initialize: \"protocolVersion\" (a string) is "
+		               "required");
 		return;
 	}
 	for (size_t i = 0; protocol_versions[i] && !mcp_has_nul(jwant); i++)
 		if (strcmp(want, protocol_versions[i]) == 0)
 			version = protocol_versions[i];
 	m->initialized = true;
-	mcp_send_result(id, json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
-	                          version, "capabilities", "tools", "listChanged", 0, "serverInfo",
-	                          "name", "kbox", "title", "kbox", "version", PACKAGE_VERSION,
-	                          "instructions",
-	                          "run_python runs Python in one persistent sandboxed kernel: "
-	                          "state persists between calls. The file tools work in the "
-	                          "same workspace."));
+	mcp_send_result(id, json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}",
+	                              "protocolVersion", version, "capabilities", "tools",
+	                              "listChanged", 0, "serverInfo", "name", "kbox", "title",
+	                              "kbox", "version", PACKAGE_VERSION, "instructions",
+	                              "run_python runs Python in one persistent sandboxed kernel: "
+	                              "state persists between calls. The file tools work in the "
+	                              "same workspace."));
 }
 
 /* The method of MSG (an object) when it is a request or a notification
@@ -261,8 +263,9 @@ static void read_stdin(mcp_t *m)
 	memmove(m->in, start, m->in_len);
 	if (m->in_len > (size_t)LINE_MAX_BYTES) {
 		if (!m->in_skip)
-			mcp_send_error(NULL, MCP_RPC_PARSE_ERROR, "Parse error: a message longer than %ld bytes",
-			           LINE_MAX_BYTES);
+			mcp_send_error(NULL, MCP_RPC_PARSE_ERROR,
+			               "Parse error: a message longer than %ld bytes",
+			               LINE_MAX_BYTES);
 		m->in_skip = true;
 		m->in_len = 0;
 	}
@@ -287,7 +290,8 @@ static void serve(mcp_t *m)
 		owner[nfds++] = NULL;
 		for (mcp_call_t *c = m->calls; c && nfds < POLL_MAX; c = c->next) {
 			if (c->cancelled && now >= c->cancel_deadline) {
-				mcp_call_drop(m, c); /* interrupted and not done: its connection goes */
+				mcp_call_drop(
+				        m, c); /* interrupted and not done: its connection goes */
 				goto again;
 			}
 			if (c->cancelled && (next < 0 || c->cancel_deadline - now < next))
@@ -309,7 +313,7 @@ static void serve(mcp_t *m)
 				mcp_call_readable(m, owner[i]);
 		if (fds[0].revents)
 			read_stdin(m);
-	again:;
+again:;
 	}
 }
 

@@ -44,9 +44,10 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 		return 0;
 	}
 	if (cli_session_start(MCP_CMD, m->dir, m->name, NULL, NULL) != EXIT_OK) {
-		snprintf(why, size, "session %s could not be started: %s (see also %s/supervisor.log)",
-		         m->name, *cli_last_error() ? cli_last_error() : "see kbox's standard error",
-		         m->dir);
+		snprintf(
+		        why, size,
+		        "session %s could not be started: %s (see also %s/supervisor.log)", m->name,
+		        *cli_last_error() ? cli_last_error() : "see kbox's standard error", m->dir);
 		return -1;
 	}
 	m->running = true;

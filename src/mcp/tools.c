@@ -57,37 +57,36 @@ json_t *mcp_tools_list(void)
 	                         "A path relative to the workspace (the kernel's working "
 	                         "directory, /workspace); no \"..\", not absolute.");
 	json_t *tools = json_pack(
-	    "[o, {s:s, s:s, s:s, s:{s:s, s:{s:O}, s:b}, s:{s:b}}, "
-	    "{s:s, s:s, s:s, s:{s:s, s:{s:O}, s:[s], s:b}, s:{s:b}}, "
-	    "{s:s, s:s, s:s, s:{s:s, s:{s:O, s:{s:s, s:s}}, s:[s, s], s:b}, s:{s:b, s:b}}, "
-	    "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}, s:{s:b}}]",
-	    cli_mcp_run_tool(),
-	    "name", "list_files", "title", "List files", "description",
-	    "List a directory of the workspace that run_python's code works in (the workspace "
-	    "root without a path): one entry a line, directories ending in /, files with their "
-	    "size; in names, a backslash, control characters and bytes not UTF-8 are escaped "
-	    "(\\\\, \\n, \\t, \\r, \\xNN).",
-	    "inputSchema", "type", "object", "properties", "path", path, "additionalProperties", 0,
-	    "annotations", "readOnlyHint", 1,
-	    "name", "read_file", "title", "Read a file", "description",
-	    "Read a text file of the workspace (UTF-8, at most 1 MiB) whole, or the whole text of "
-	    "an output run_python cut short (the path its marker gives). For a binary or larger "
-	    "file, use run_python.",
-	    "inputSchema", "type", "object", "properties", "path", path, "required", "path",
-	    "additionalProperties", 0, "annotations", "readOnlyHint", 1,
-	    "name", "write_file", "title", "Write a file", "description",
-	    "Save text as a file of the workspace, creating it or replacing it whole; its "
-	    "directory must exist; at most 16 MiB. run_python's code can then read it.",
-	    "inputSchema", "type", "object", "properties", "path", path, "content", "type",
-	    "string", "description", "The file's new contents, as text.", "required", "path",
-	    "content", "additionalProperties", 0, "annotations", "readOnlyHint", 0,
-	    "destructiveHint", 1,
-	    "name", "read_image", "title", "Read an image", "description",
-	    "Show an image file (PNG, JPEG, GIF or WebP, at most 5 MiB): a path in the workspace, "
-	    "or the path of an image that run_python saved, as its result gave it.",
-	    "inputSchema", "type", "object", "properties", "path", "type", "string",
-	    "description", "A path relative to the workspace, or an image's path from a result.",
-	    "required", "path", "additionalProperties", 0, "annotations", "readOnlyHint", 1);
+	        "[o, {s:s, s:s, s:s, s:{s:s, s:{s:O}, s:b}, s:{s:b}}, "
+	        "{s:s, s:s, s:s, s:{s:s, s:{s:O}, s:[s], s:b}, s:{s:b}}, "
+	        "{s:s, s:s, s:s, s:{s:s, s:{s:O, s:{s:s, s:s}}, s:[s, s], s:b}, s:{s:b, s:b}}, "
+	        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}, s:{s:b}}]",
+	        cli_mcp_run_tool(), "name", "list_files", "title", "List files", "description",
+	        "List a directory of the workspace that run_python's code works in (the workspace "
+	        "root without a path): one entry a line, directories ending in /, files with their "
+	        "size; in names, a backslash, control characters and bytes not UTF-8 are escaped "
+	        "(\\\\, \\n, \\t, \\r, \\xNN).",
+	        "inputSchema", "type", "object", "properties", "path", path, "additionalProperties",
+	        0, "annotations", "readOnlyHint", 1, "name", "read_file", "title", "Read a file",
+	        "description",
+	        "Read a text file of the workspace (UTF-8, at most 1 MiB) whole, or the whole text of "
+	        "an output run_python cut short (the path its marker gives). For a binary or larger "
+	        "file, use run_python.",
+	        "inputSchema", "type", "object", "properties", "path", path, "required", "path",
+	        "additionalProperties", 0, "annotations", "readOnlyHint", 1, "name", "write_file",
+	        "title", "Write a file", "description",
+	        "Save text as a file of the workspace, creating it or replacing it whole; its "
+	        "directory must exist; at most 16 MiB. run_python's code can then read it.",
+	        "inputSchema", "type", "object", "properties", "path", path, "content", "type",
+	        "string", "description", "The file's new contents, as text.", "required", "path",
+	        "content", "additionalProperties", 0, "annotations", "readOnlyHint", 0,
+	        "destructiveHint", 1, "name", "read_image", "title", "Read an image", "description",
+	        "Show an image file (PNG, JPEG, GIF or WebP, at most 5 MiB): a path in the workspace, "
+	        "or the path of an image that run_python saved, as its result gave it.",
+	        "inputSchema", "type", "object", "properties", "path", "type", "string",
+	        "description",
+	        "A path relative to the workspace, or an image's path from a result.", "required",
+	        "path", "additionalProperties", 0, "annotations", "readOnlyHint", 1);
 	json_decref(path);
 	return tools ? json_pack("{s:o}", "tools", tools) : NULL;
 }
@@ -103,11 +102,11 @@ static const struct {
 	/* the tool on files (the session runs), or NULL: run_python */
 	json_t *(*fn)(mcp_t *m, json_t *args);
 } tool_args[] = {
-    {"run_python", {"code", "timeout", NULL}, NULL},
-    {"list_files", {"path", NULL}, mcp_list_files},
-    {"read_file", {"path", NULL}, mcp_read_file},
-    {"write_file", {"path", "content", NULL}, mcp_write_file},
-    {"read_image", {"path", NULL}, mcp_read_image},
+        {"run_python", {"code", "timeout", NULL}, NULL},
+        {"list_files", {"path", NULL}, mcp_list_files},
+        {"read_file", {"path", NULL}, mcp_read_file},
+        {"write_file", {"path", "content", NULL}, mcp_write_file},
+        {"read_image", {"path", NULL}, mcp_read_image},
 };
 
 /* Why ARGS (an object) are not arguments of the tool T (an index of
@@ -121,19 +120,23 @@ static int check_args(size_t t, json_t *args, char *why, size_t size)
 	char unknown[512] = "", takes[64] = "";
 	size_t n_unknown = 0, l;
 
-	json_object_foreach(args, key, v) {
+	json_object_foreach(args, key, v)
+	{
 		bool known = false;
 		for (size_t i = 0; tool_args[t].args[i]; i++)
 			known |= strcmp(key, tool_args[t].args[i]) == 0;
 		if (known && mcp_has_nul(v) && strcmp(key, "content") != 0) {
-			snprintf(why, size, "%s: \"%s\" holds a NUL character (\\u0000), which no %s "
-			         "may hold", tool_args[t].name, key,
+			snprintf(why, size,
+			         "%s: \"%s\" holds a NUL character (\\u0000), which no %s "
+			         "may hold",
+			         tool_args[t].name, key,
 			         strcmp(key, "code") == 0 ? "code" : "path");
 			return -1;
 		}
 		if (!known) {
 			l = strlen(unknown);
-			snprintf(unknown + l, sizeof unknown - l, "%s\"%s\"", n_unknown++ ? ", " : "", key);
+			snprintf(unknown + l, sizeof unknown - l, "%s\"%s\"",
+			         n_unknown++ ? ", " : "", key);
 		}
 	}
 	if (!n_unknown)
@@ -157,15 +160,18 @@ void mcp_tools_call(mcp_t *m, json_t *id, json_t *params)
 	size_t t = 0;
 
 	if (!name) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "tools/call: \"name\" (a string) is required");
+		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		               "tools/call: \"name\" (a string) is required");
 		goto out;
 	}
 	if (mcp_has_nul(jname)) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "tools/call: \"name\" holds a NUL character");
+		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		               "tools/call: \"name\" holds a NUL character");
 		goto out;
 	}
 	if (args && !json_is_object(args)) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "tools/call: \"arguments\" must be an object");
+		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		               "tools/call: \"arguments\" must be an object");
 		goto out;
 	}
 	if (!args)

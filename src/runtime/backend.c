@@ -18,16 +18,16 @@ extern const kr_backend_t kr_backend_bwrap, kr_backend_none;
 static const kr_backend_t *const backends[] = {&kr_backend_bwrap, &kr_backend_none, NULL};
 static const char *const backend_names[] = {"bwrap", "none", NULL};
 
-int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg,
-                    int *child_errno, kbox_error_t *err)
+int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg, int *child_errno,
+                    kbox_error_t *err)
 {
 	int p[2], rc = 0;
 	ssize_t r;
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return kr_err_sys(err, "pipe");
 	if ((sb->pid = fork()) < 0) {
-		kr_err_sys(err, "cannot fork the %s process", sb->backend->sandboxed ? "sandbox"
-		                                                                       : "kernel");
+		kr_err_sys(err, "cannot fork the %s process",
+		           sb->backend->sandboxed ? "sandbox" : "kernel");
 		close(p[0]);
 		close(p[1]);
 		return -1;
@@ -60,9 +60,15 @@ const kr_backend_t *kr_backend_find(const char *name)
 	return NULL;
 }
 
-const char *const *kr_backend_names(void) { return backend_names; }
+const char *const *kr_backend_names(void)
+{
+	return backend_names;
+}
 
-bool kr_backend_exists(const char *name) { return kr_backend_find(name) != NULL; }
+bool kr_backend_exists(const char *name)
+{
+	return kr_backend_find(name) != NULL;
+}
 
 bool kr_backend_sandboxed(const char *name)
 {
@@ -88,8 +94,8 @@ const char *kr_backend_unenforced(const char *name, const kr_sandbox_opts_t *o, 
 		b->defaults(&l);
 	if (b->unavailable)
 		gone = b->unavailable(why, sizeof why);
-#define ADD(cond, what)                                                                        \
-	if ((cond) && n < size)                                                                    \
+#define ADD(cond, what)         \
+	if ((cond) && n < size) \
 		n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", what);
 	ADD(l.memory_bytes > 0 && (!(b->limits & KR_LIMIT_MEMORY) || (gone & KR_LIMIT_MEMORY)),
 	    "memory");
@@ -106,15 +112,17 @@ void kr_sandbox_set_cause(kr_sandbox_t *sb, int st, bool signal_exit)
 	int sig = 0;
 	if (WIFSIGNALED(st))
 		sig = WTERMSIG(st);
-	else if (signal_exit && WIFEXITED(st) && WEXITSTATUS(st) > 128 && WEXITSTATUS(st) < 128 + 65)
+	else if (signal_exit && WIFEXITED(st) && WEXITSTATUS(st) > 128 &&
+	         WEXITSTATUS(st) < 128 + 65)
 		sig = WEXITSTATUS(st) - 128;
 	if (sig) {
 		const char *abbrev = sigabbrev_np(sig);
-		snprintf(sb->cause, sizeof sb->cause, "the kernel was killed by signal %d (SIG%s)", sig,
-		         abbrev ? abbrev : "?");
+		snprintf(sb->cause, sizeof sb->cause, "the kernel was killed by signal %d (SIG%s)",
+		         sig, abbrev ? abbrev : "?");
 	} else if (WIFEXITED(st))
 		snprintf(sb->cause, sizeof sb->cause, "the kernel exited with status %d%s",
-		         WEXITSTATUS(st), WEXITSTATUS(st) == 127 ? " (it could not be started)" : "");
+		         WEXITSTATUS(st),
+		         WEXITSTATUS(st) == 127 ? " (it could not be started)" : "");
 	else
 		snprintf(sb->cause, sizeof sb->cause, "the kernel ended (wait status %d)", st);
 }
@@ -190,7 +198,10 @@ int kr_sandbox_ready(kr_sandbox_t *self, kbox_error_t *err)
 	return self->backend->ready ? self->backend->ready(self, err) : 0;
 }
 
-const char *kr_sandbox_backend(const kr_sandbox_t *self) { return self->backend->name; }
+const char *kr_sandbox_backend(const kr_sandbox_t *self)
+{
+	return self->backend->name;
+}
 
 pid_t kr_sandbox_pid(kr_sandbox_t *self)
 {
@@ -235,9 +246,15 @@ long long kr_sandbox_memory(kr_sandbox_t *self)
 	return kb < 0 ? -1 : kb * 1024;
 }
 
-const char *kr_sandbox_limits(const kr_sandbox_t *self) { return self->limits; }
+const char *kr_sandbox_limits(const kr_sandbox_t *self)
+{
+	return self->limits;
+}
 
-const char *kr_sandbox_limits_missing(const kr_sandbox_t *self) { return self->missing; }
+const char *kr_sandbox_limits_missing(const kr_sandbox_t *self)
+{
+	return self->missing;
+}
 
 int kr_sandbox_signal(kr_sandbox_t *self, int sig, kbox_error_t *err)
 {

@@ -27,14 +27,14 @@ typedef struct {
 	 * out of the sandbox's reach): bound at sockets_inside for a backend
 	 * that has one. */
 	const char *runtime_dir;
-	const char *workspace;   /* the kernel's working directory */
+	const char *workspace; /* the kernel's working directory */
 	/* The kernel's stdout and stderr: a descriptor (borrowed; the write
 	 * end of the supervisor's pipe, never a host file), < 0 for /dev/null. */
 	int log_fd;
-	const char *const *env;  /* extra "KEY=VALUE", NULL-terminated; may be NULL */
-	const char *name;        /* the session's name, for the sandbox's cgroup; may be NULL */
-	const char *home;        /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
-	const char *rootfs;      /* bwrap: system files from this directory; NULL: the host's */
+	const char *const *env; /* extra "KEY=VALUE", NULL-terminated; may be NULL */
+	const char *name;       /* the session's name, for the sandbox's cgroup; may be NULL */
+	const char *home;       /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
+	const char *rootfs;     /* bwrap: system files from this directory; NULL: the host's */
 	/* With DROP_IDS the sandbox runs as host UID/GID (never 0), not as
 	 * the supervisor: under root, the unprivileged sandbox user
 	 * (kr_sandbox_identity) */
@@ -52,8 +52,8 @@ typedef struct {
 	long long memory_bytes;
 	double cpus;
 	long pids;
-	long long tmp_bytes;     /* size of /tmp */
-	long long file_bytes;    /* largest file the kernel may write (RLIMIT_FSIZE) */
+	long long tmp_bytes;  /* size of /tmp */
+	long long file_bytes; /* largest file the kernel may write (RLIMIT_FSIZE) */
 } kr_sandbox_opts_t;
 
 /* The default backend: bwrap. */
@@ -112,30 +112,30 @@ typedef struct kr_backend {
  * kr_sandbox_start; a backend keeps its own state behind PRIV. */
 struct kr_sandbox {
 	const kr_backend_t *backend;
-	kr_sandbox_opts_t o;   /* with the backend's defaults; strings owned */
-	char **env;              /* o.env, owned */
-	char *kernel;            /* the kernelspec's name */
-	const kbox_kspec_t *spec;/* borrowed during start only */
-	pid_t pid;               /* our child: the kernel, or what runs it */
+	kr_sandbox_opts_t o;      /* with the backend's defaults; strings owned */
+	char **env;               /* o.env, owned */
+	char *kernel;             /* the kernelspec's name */
+	const kbox_kspec_t *spec; /* borrowed during start only */
+	pid_t pid;                /* our child: the kernel, or what runs it */
 	bool ended;
-	bool cleaned;            /* cleanup has run */
-	int status;              /* wait status once ended */
-	char cause[256];         /* how it ended */
-	char limits[256];        /* the limits as applied, "" when none */
-	char missing[768];       /* what could not be applied, "" */
+	bool cleaned;      /* cleanup has run */
+	int status;        /* wait status once ended */
+	char cause[256];   /* how it ended */
+	char limits[256];  /* the limits as applied, "" when none */
+	char missing[768]; /* what could not be applied, "" */
 	void *priv;
 };
 
 /* What a backend's child runs after fork: set up (only async-signal-safe
  * calls) and exec, or write its errno to ERRFD (close-on-exec) and _exit.
  * Does not return. */
-typedef void (kr_sandbox_child_fn)(void *arg, int errfd);
+typedef void(kr_sandbox_child_fn)(void *arg, int errfd);
 
 /* Fork sb->pid to run CHILD(ARG) and wait until it has exec'd.  0; 1 when
  * the child failed before its exec (its errno in *CHILD_ERRNO; it is
  * reaped and sb->pid is -1); -1 with ERR when there could be no child. */
-int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg,
-                    int *child_errno, kbox_error_t *err);
+int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg, int *child_errno,
+                    kbox_error_t *err);
 
 /* The backends compiled in, NULL-terminated ("bwrap", "none", …). */
 const char *const *kr_backend_names(void);
@@ -149,8 +149,8 @@ bool kr_backend_sandboxed(const char *name);
  * does not enforce on this machine, written to BUF: a comma-separated
  * list ("memory, cpus"), followed by the reason in parentheses when the
  * backend could enforce them elsewhere; "" when all are. */
-const char *kr_backend_unenforced(const char *name, const kr_sandbox_opts_t *opts,
-                                  char *buf, size_t size);
+const char *kr_backend_unenforced(const char *name, const kr_sandbox_opts_t *opts, char *buf,
+                                  size_t size);
 
 /* Start SPEC's kernel in backend NAME (OPTS is copied), its command line
  * naming KERNEL_CONN, the connection file as the kernel is to see it.  The

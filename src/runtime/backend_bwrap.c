@@ -391,8 +391,8 @@ static bool bwrap_wait(kr_sandbox_t *sb)
 	if (kr_cgroup_oom_kills(w->cg) > 0) {
 		char lim[32];
 		kx_fmt_bytes(lim, sizeof lim, kr_cgroup_memory_limit(w->cg));
-		snprintf(sb->cause, sizeof sb->cause, "the kernel was killed: out of memory (limit %s)",
-		         lim);
+		snprintf(sb->cause, sizeof sb->cause,
+		         "the kernel was killed: out of memory (limit %s)", lim);
 	}
 	return false;
 }
@@ -407,7 +407,8 @@ static int bwrap_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
 		return 0;
 	}
 	if ((k = bwrap_kernel_pid(sb)) <= 0)
-		return kr_err(err, KBOX_E_DEAD, "the kernel's process was not found in the sandbox");
+		return kr_err(err, KBOX_E_DEAD,
+		              "the kernel's process was not found in the sandbox");
 	if (kill(k, sig) < 0)
 		return kr_err_sys(err, "cannot signal the kernel (pid %ld)", (long)k);
 	return 0;
@@ -430,16 +431,16 @@ static long long bwrap_memory(kr_sandbox_t *sb)
 }
 
 const kr_backend_t kr_backend_bwrap = {
-    .name = "bwrap",
-    .sandboxed = true,
-    .limits = KR_LIMIT_MEMORY | KR_LIMIT_CPUS | KR_LIMIT_PIDS,
-    .sockets_inside = KR_BWRAP_RUNTIME,
-    .defaults = bwrap_defaults,
-    .unavailable = bwrap_unavailable,
-    .start = bwrap_start,
-    .signal = bwrap_signal,
-    .wait = bwrap_wait,
-    .cleanup = bwrap_cleanup,
-    .kernel_pid = bwrap_kernel_pid,
-    .memory = bwrap_memory,
+        .name = "bwrap",
+        .sandboxed = true,
+        .limits = KR_LIMIT_MEMORY | KR_LIMIT_CPUS | KR_LIMIT_PIDS,
+        .sockets_inside = KR_BWRAP_RUNTIME,
+        .defaults = bwrap_defaults,
+        .unavailable = bwrap_unavailable,
+        .start = bwrap_start,
+        .signal = bwrap_signal,
+        .wait = bwrap_wait,
+        .cleanup = bwrap_cleanup,
+        .kernel_pid = bwrap_kernel_pid,
+        .memory = bwrap_memory,
 };

@@ -118,11 +118,11 @@ static int none_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
 }
 
 const kr_backend_t kr_backend_none = {
-    .name = "none",
-    .sandboxed = false,
-    .limits = 0,
-    .sockets_inside = SOCKETS_INSIDE,
-    .start = none_start,
-    .signal = none_signal,
-    .wait = none_wait,
+        .name = "none",
+        .sandboxed = false,
+        .limits = 0,
+        .sockets_inside = SOCKETS_INSIDE,
+        .start = none_start,
+        .signal = none_signal,
+        .wait = none_wait,
 };

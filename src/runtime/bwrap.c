@@ -39,28 +39,28 @@
  * ptrace, process_vm_readv and _writev, adjtimex, clock_adjtime,
  * name_to_handle_at, fanotify_mark, memfd_secret, modify_ldt. */
 static const char *const denied[] = {
-    /* other processes: tracing, reading, comparing */
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
-    /* mounts, root changes, namespaces */
-    "mount", "umount", "umount2", "pivot_root", "chroot", "unshare", "setns",
-    /* the kernel keyring, BPF, perf, userfaultfd */
-    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-    /* kexec, modules */
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "create_module", "query_module", "get_kernel_syms",
-    /* accounting, swap, reboot, the kernel log, host and domain names */
-    "acct", "swapon", "swapoff", "reboot", "syslog", "sethostname", "setdomainname",
-    /* the clocks */
-    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
-    /* I/O ports, the LDT, vm86 */
-    "iopl", "ioperm", "modify_ldt", "vm86", "vm86old",
-    /* NUMA memory policy and page migration (CAP_SYS_NICE in Docker) */
-    "mbind", "set_mempolicy", "get_mempolicy", "migrate_pages", "move_pages",
-    /* file handles, fanotify, quotas */
-    "name_to_handle_at", "open_by_handle_at", "fanotify_init", "fanotify_mark", "quotactl",
-    /* obsolete or never implemented */
-    "uselib", "ustat", "sysfs", "_sysctl", "nfsservctl", "vhangup", "lookup_dcookie",
-    "afs_syscall", "getpmsg", "putpmsg", "security", "tuxcall", "vserver", NULL};
+        /* other processes: tracing, reading, comparing */
+        "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+        /* mounts, root changes, namespaces */
+        "mount", "umount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+        /* the kernel keyring, BPF, perf, userfaultfd */
+        "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+        /* kexec, modules */
+        "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+        "create_module", "query_module", "get_kernel_syms",
+        /* accounting, swap, reboot, the kernel log, host and domain names */
+        "acct", "swapon", "swapoff", "reboot", "syslog", "sethostname", "setdomainname",
+        /* the clocks */
+        "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
+        /* I/O ports, the LDT, vm86 */
+        "iopl", "ioperm", "modify_ldt", "vm86", "vm86old",
+        /* NUMA memory policy and page migration (CAP_SYS_NICE in Docker) */
+        "mbind", "set_mempolicy", "get_mempolicy", "migrate_pages", "move_pages",
+        /* file handles, fanotify, quotas */
+        "name_to_handle_at", "open_by_handle_at", "fanotify_init", "fanotify_mark", "quotactl",
+        /* obsolete or never implemented */
+        "uselib", "ustat", "sysfs", "_sysctl", "nfsservctl", "vhangup", "lookup_dcookie",
+        "afs_syscall", "getpmsg", "putpmsg", "security", "tuxcall", "vserver", NULL};
 
 /* Refused as well, and newer than some libseccomp's table: NR is the
  * number each has on every architecture libseccomp knows but MIPS (from
@@ -69,28 +69,28 @@ static const struct {
 	const char *name;
 	int nr;
 } denied_new[] = {
-    {"io_uring_setup", 425},
-    {"io_uring_enter", 426},
-    {"io_uring_register", 427},
-    {"open_tree", 428},
-    {"move_mount", 429},
-    {"fsopen", 430},
-    {"fsconfig", 431},
-    {"fsmount", 432},
-    {"fspick", 433},
-    {"pidfd_getfd", 438},
-    {"process_madvise", 440},
-    {"mount_setattr", 442},
-    {"quotactl_fd", 443},
-    {"memfd_secret", 447},
-    {"set_mempolicy_home_node", 450},
-    {"lsm_get_self_attr", 459},
-    {"lsm_set_self_attr", 460},
-    {"lsm_list_modules", 461},
-    {"open_tree_attr", 467},
-    {"file_getattr", 468},
-    {"file_setattr", 469},
-    {"listns", 470},
+        {"io_uring_setup", 425},
+        {"io_uring_enter", 426},
+        {"io_uring_register", 427},
+        {"open_tree", 428},
+        {"move_mount", 429},
+        {"fsopen", 430},
+        {"fsconfig", 431},
+        {"fsmount", 432},
+        {"fspick", 433},
+        {"pidfd_getfd", 438},
+        {"process_madvise", 440},
+        {"mount_setattr", 442},
+        {"quotactl_fd", 443},
+        {"memfd_secret", 447},
+        {"set_mempolicy_home_node", 450},
+        {"lsm_get_self_attr", 459},
+        {"lsm_set_self_attr", 460},
+        {"lsm_list_modules", 461},
+        {"open_tree_attr", 467},
+        {"file_getattr", 468},
+        {"file_setattr", 469},
+        {"listns", 470},
 };
 
 /* The number of system call NAME on this architecture: libseccomp's, else
@@ -168,8 +168,8 @@ static int deny_whiteouts(scmp_filter_ctx ctx)
 static int seccomp_program(kbox_error_t *err)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	static const unsigned long ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,
-	                                         CLONE_NEWNET,  CLONE_NEWUTS, CLONE_NEWIPC,
+	static const unsigned long ns_flags[] = {CLONE_NEWUSER,  CLONE_NEWNS,  CLONE_NEWPID,
+	                                         CLONE_NEWNET,   CLONE_NEWUTS, CLONE_NEWIPC,
 	                                         CLONE_NEWCGROUP};
 	int fd = -1, rc = 0, nr;
 
@@ -215,12 +215,14 @@ static int seccomp_program(kbox_error_t *err)
 		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 1,
 		                       SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
 		for (size_t j = 0; j < 2; j++) {
-			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(open), 2,
-			                       SCMP_A1(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
-			                       SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
-			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(openat), 2,
-			                       SCMP_A2(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
-			                       SCMP_A3(SCMP_CMP_MASKED_EQ, bit, bit));
+			rc |= seccomp_rule_add(
+			        ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(open), 2,
+			        SCMP_A1(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
+			        SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
+			rc |= seccomp_rule_add(
+			        ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(openat), 2,
+			        SCMP_A2(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
+			        SCMP_A3(SCMP_CMP_MASKED_EQ, bit, bit));
 		}
 	}
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0);
@@ -285,13 +287,13 @@ char *kr_bwrap_path(void)
  * root has it): the loader cache, time zone, alternatives (BLAS, LAPACK),
  * fonts, matplotlib's and Python's settings, MIME types, OS release. */
 static const char *const etc_files[] = {
-    "ld.so.cache", "localtime", "timezone", "alternatives", "fonts", "matplotlibrc",
-    "mime.types", "os-release", "debian_version", NULL};
+        "ld.so.cache",  "localtime",  "timezone",   "alternatives",   "fonts",
+        "matplotlibrc", "mime.types", "os-release", "debian_version", NULL};
 
 bool kr_bwrap_shows(const char *path)
 {
-	static const char *const top[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-	                                  "/libx32", NULL};
+	static const char *const top[] = {"/usr",   "/bin",   "/sbin",   "/lib",
+	                                  "/lib32", "/lib64", "/libx32", NULL};
 	for (size_t i = 0; top[i]; i++) {
 		size_t n = strlen(top[i]);
 		if (strncmp(path, top[i], n) == 0 && (path[n] == '/' || path[n] == '\0'))
@@ -312,9 +314,10 @@ bool kr_bwrap_shows(const char *path)
  * behind a bind of /dev/null (unreadable: /proc is nodev), directories
  * behind an empty tmpfs. */
 static const char *const proc_masked[] = {
-    "kcore", "kallsyms", "kpageflags", "kpagecount", "kpagecgroup", "slabinfo", "vmallocinfo",
-    "pagetypeinfo", "timer_list", "timer_stats", "sched_debug", "latency_stats", "keys",
-    "key-users", "sysrq-trigger", "acpi", "scsi", "asound", "firmware", NULL};
+        "kcore",       "kallsyms",      "kpageflags",   "kpagecount", "kpagecgroup",
+        "slabinfo",    "vmallocinfo",   "pagetypeinfo", "timer_list", "timer_stats",
+        "sched_debug", "latency_stats", "keys",         "key-users",  "sysrq-trigger",
+        "acpi",        "scsi",          "asound",       "firmware",   NULL};
 
 /* What of /proc names the host without need, replaced by what a machine
  * without it would show: the host's boot command line and boot
@@ -322,9 +325,9 @@ static const char *const proc_masked[] = {
 static const struct {
 	const char *name, *text;
 } proc_replaced[] = {
-    {"cmdline", ""},
-    {"bootconfig", ""},
-    {"swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"},
+        {"cmdline", ""},
+        {"bootconfig", ""},
+        {"swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"},
 };
 
 char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, size_t *n_fds,
@@ -334,12 +337,13 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 	static const struct {
 		const char *path, *text;
 	} synthetic[] = {
-	    {"/etc/passwd", "kbox:x:1000:1000:kbox:/home/kbox:/bin/sh\n"
-	                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-	    {"/etc/group", "kbox:x:1000:\nnogroup:x:65534:\n"},
-	    {"/etc/hosts", "127.0.0.1\tlocalhost kbox\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
-	    {"/etc/hostname", "kbox\n"},
-	    {"/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
+	        {"/etc/passwd", "kbox:x:1000:1000:kbox:/home/kbox:/bin/sh\n"
+	                        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+	        {"/etc/group", "kbox:x:1000:\nnogroup:x:65534:\n"},
+	        {"/etc/hosts",
+	         "127.0.0.1\tlocalhost kbox\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
+	        {"/etc/hostname", "kbox\n"},
+	        {"/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
 	};
 	const char *root = b && b->rootfs ? b->rootfs : "";
 	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KR_BWRAP_TMP_BYTES;
@@ -360,8 +364,9 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 	}
 	if (!exe) {
 		free(fds);
-		kr_err(err, KBOX_E_NOTFOUND, "bwrap (bubblewrap) is not installed: no bwrap in "
-		                                "/usr/local/bin, /usr/bin or /bin");
+		kr_err(err, KBOX_E_NOTFOUND,
+		       "bwrap (bubblewrap) is not installed: no bwrap in "
+		       "/usr/local/bin, /usr/bin or /bin");
 		return NULL;
 	}
 	snprintf(path, sizeof path, "%s/usr", root);
@@ -598,7 +603,8 @@ int kr_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 	for (int i = 0; i < 2; i++) {
 		snprintf(file[i], sizeof file[i], "/proc/sys/user/%s", names[i]);
 		len[i] = (size_t)snprintf(value[i], sizeof value[i], "%d",
-		                          i ? KR_BWRAP_INOTIFY_WATCHES : KR_BWRAP_INOTIFY_INSTANCES);
+		                          i ? KR_BWRAP_INOTIFY_WATCHES
+		                            : KR_BWRAP_INOTIFY_INSTANCES);
 	}
 	snprintf(path, sizeof path, "/proc/%ld/ns/user", (long)pid);
 	if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
@@ -649,15 +655,18 @@ int kr_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 		if (fail.step == JOIN)
 			return kr_err_sys(err, "cannot join the sandbox's user namespace");
 		if (fail.step == NPROC)
-			return kr_err_sys(err, "cannot set RLIMIT_NPROC of the sandbox (pid %ld) to %ld",
+			return kr_err_sys(err,
+			                  "cannot set RLIMIT_NPROC of the sandbox (pid %ld) to %ld",
 			                  (long)pid, nproc);
 		kr_err_sys(err, "cannot write %s in the sandbox's user namespace",
 		           file[fail.step - SYSCTL]);
 		return 1;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return kr_err(err, KBOX_E_SYSTEM, "the process that bounds the sandbox failed "
-		                                     "(wait status %d)", st);
+		return kr_err(err, KBOX_E_SYSTEM,
+		              "the process that bounds the sandbox failed "
+		              "(wait status %d)",
+		              st);
 	return 0;
 }
 
@@ -708,7 +717,8 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 		if (b->drop_ids) {
 			kx_ids_t ids = {b->uid, b->gid};
 			if (kx_take_ids(&ids) < 0) {
-				dprintf(2, "cannot become uid %ld: %s", (long)b->uid, strerror(errno));
+				dprintf(2, "cannot become uid %ld: %s", (long)b->uid,
+				        strerror(errno));
 				_exit(127);
 			}
 		}

@@ -21,7 +21,7 @@ static const char *const ctl_names[N_CTL] = {"memory", "pids", "cpu"};
 typedef struct {
 	char dir[PATH_MAX]; /* the cgroup's directory in this hierarchy */
 	char procs[PATH_MAX + 16];
-	unsigned mask;      /* controllers of ours it carries */
+	unsigned mask; /* controllers of ours it carries */
 	bool v2;
 } hier_t;
 
@@ -259,13 +259,15 @@ static bool parent_dir_now(int i, char *dir, size_t size, bool *v2, char *why, s
 	    !own_path(ctl_names[i], path, sizeof path)) {
 		FILE *f;
 		char ctls[512] = "";
-		if (!find_mount(NULL, point, root, sizeof point) || !own_path(NULL, path, sizeof path)) {
+		if (!find_mount(NULL, point, root, sizeof point) ||
+		    !own_path(NULL, path, sizeof path)) {
 			snprintf(why, wsize, "no %s controller is mounted", ctl_names[i]);
 			return false;
 		}
 		*v2 = true;
 		rel = strncmp(path, root, strlen(root)) == 0 && strcmp(root, "/") != 0
-		          ? path + strlen(root) : path;
+		              ? path + strlen(root)
+		              : path;
 		if ((size_t)snprintf(dir, size, "%s%s", point, strcmp(rel, "/") == 0 ? "" : rel) >=
 		    size) {
 			kx_msgf(why, wsize, "the path of our cgroup under %s is too long", point);
@@ -282,7 +284,8 @@ static bool parent_dir_now(int i, char *dir, size_t size, bool *v2, char *why, s
 			if (*p == ' ')
 				*p = ',';
 		if (!has_token(ctls, ctl_names[i])) {
-			snprintf(why, wsize, "the %s controller is not delegated to %s", ctl_names[i], dir);
+			snprintf(why, wsize, "the %s controller is not delegated to %s",
+			         ctl_names[i], dir);
 			return false;
 		}
 		return true;
@@ -337,7 +340,8 @@ static long long read_key(const char *dir, const char *name, const char *key)
 	if (!(f = fopen(path, "re")))
 		return -1;
 	while (fgets(line, sizeof line, f))
-		if (strncmp(line, key, kl) == 0 && line[kl] == ' ' && sscanf(line + kl, "%lld", &v) == 1)
+		if (strncmp(line, key, kl) == 0 && line[kl] == ' ' &&
+		    sscanf(line + kl, "%lld", &v) == 1)
 			break;
 	fclose(f);
 	return v;
@@ -361,12 +365,16 @@ unsigned kr_cgroup_available(char *why, size_t size)
 			continue;
 		}
 		if (n < size)
-			n += (size_t)snprintf(why + n, size - n, "%s%s: %s", n ? "; " : "", ctl_names[i], w);
+			n += (size_t)snprintf(why + n, size - n, "%s%s: %s", n ? "; " : "",
+			                      ctl_names[i], w);
 	}
 	return mask;
 }
 
-unsigned kr_cgroup_enforced(const kr_cgroup_t *self) { return self ? self->enforced : 0; }
+unsigned kr_cgroup_enforced(const kr_cgroup_t *self)
+{
+	return self ? self->enforced : 0;
+}
 
 static hier_t *hier_of(const kr_cgroup_t *self, unsigned bit)
 {
@@ -389,7 +397,8 @@ static int set_limit(hier_t *h, int i, long long memory_bytes, double cpus, long
 		} else {
 			if (write_file(h->dir, "memory.limit_in_bytes", v) < 0)
 				return -1;
-			write_file(h->dir, "memory.memsw.limit_in_bytes", v); /* absent without swap accounting */
+			write_file(h->dir, "memory.memsw.limit_in_bytes",
+			           v); /* absent without swap accounting */
 		}
 	} else if (i == 1 && pids > 0) {
 		snprintf(v, sizeof v, "%ld", pids);
@@ -415,8 +424,8 @@ static int set_limit(hier_t *h, int i, long long memory_bytes, double cpus, long
 	return 0;
 }
 
-kr_cgroup_t *kr_cgroup_new(const char *name, unsigned want, long long memory_bytes,
-                           double cpus, long pids, char *why, size_t size)
+kr_cgroup_t *kr_cgroup_new(const char *name, unsigned want, long long memory_bytes, double cpus,
+                           long pids, char *why, size_t size)
 {
 	kr_cgroup_t *self = calloc(1, sizeof *self);
 	size_t n = 0;
@@ -467,15 +476,17 @@ kr_cgroup_t *kr_cgroup_new(const char *name, unsigned want, long long memory_byt
 			h->v2 = v2;
 		}
 		if (set_limit(h, i, memory_bytes, cpus, pids) < 0) {
-			snprintf(w, sizeof w, "cannot set the limit in %s: %s", h->dir, strerror(errno));
+			snprintf(w, sizeof w, "cannot set the limit in %s: %s", h->dir,
+			         strerror(errno));
 			goto fail_ctl;
 		}
 		h->mask |= 1u << i;
 		self->enforced |= 1u << i;
 		continue;
-	fail_ctl:
+fail_ctl:
 		if (n < size)
-			n += (size_t)snprintf(why + n, size - n, "%s%s: %s", n ? "; " : "", ctl_names[i], w);
+			n += (size_t)snprintf(why + n, size - n, "%s%s: %s", n ? "; " : "",
+			                      ctl_names[i], w);
 	}
 	/* hierarchies where every controller failed carry nothing: drop them */
 	for (int j = 0; j < self->n;) {
@@ -528,8 +539,9 @@ int kr_cgroup_leave(const kr_cgroup_t *self)
 		char procs[PATH_MAX + 16];
 		const char *slash = strrchr(self->h[j].dir, '/');
 		int fd;
-		if (!slash || snprintf(procs, sizeof procs, "%.*s/cgroup.procs",
-		                       (int)(slash - self->h[j].dir), self->h[j].dir) >= (int)sizeof procs) {
+		if (!slash ||
+		    snprintf(procs, sizeof procs, "%.*s/cgroup.procs",
+		             (int)(slash - self->h[j].dir), self->h[j].dir) >= (int)sizeof procs) {
 			rc = -1;
 			continue;
 		}
@@ -656,8 +668,8 @@ static bool recorded_cgroup(const char *line, size_t len, hier_t *h)
 		char parent[PATH_MAX], why[256];
 		size_t pl = (size_t)(slash - h->dir);
 		bool v2;
-		if (parent_dir(i, parent, sizeof parent, &v2, why, sizeof why) && strlen(parent) == pl &&
-		    memcmp(parent, h->dir, pl) == 0) {
+		if (parent_dir(i, parent, sizeof parent, &v2, why, sizeof why) &&
+		    strlen(parent) == pl && memcmp(parent, h->dir, pl) == 0) {
 			snprintf(h->procs, sizeof h->procs, "%s/cgroup.procs", h->dir);
 			h->v2 = v2;
 			return true;

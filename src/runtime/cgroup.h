@@ -36,8 +36,8 @@ int kr_cgroup_version(unsigned bit);
  * the hierarchies of the controllers in WANT, with the limits given (0 =
  * none for that one).  Controllers that fail are left out, with the
  * reason in WHY; NULL when none could be made (the reason in WHY). */
-kr_cgroup_t *kr_cgroup_new(const char *name, unsigned want, long long memory_bytes,
-                           double cpus, long pids, char *why, size_t size);
+kr_cgroup_t *kr_cgroup_new(const char *name, unsigned want, long long memory_bytes, double cpus,
+                           long pids, char *why, size_t size);
 
 /* The controllers the cgroup enforces. */
 unsigned kr_cgroup_enforced(const kr_cgroup_t *self);

@@ -46,7 +46,8 @@ int kr_ctl_connect(const char *dir, kbox_error_t *err)
 		fd = -1;
 		errno = e;
 		if (e == ENOENT || e == ECONNREFUSED)
-			kr_err(err, KBOX_E_NOTFOUND, "no supervisor answers on %s/control.sock", dir);
+			kr_err(err, KBOX_E_NOTFOUND, "no supervisor answers on %s/control.sock",
+			       dir);
 		else
 			kr_err_sys(err, "cannot connect to %s/control.sock", dir);
 	}

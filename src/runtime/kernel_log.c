@@ -12,16 +12,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CHUNK (64 * 1024)     /* read at a time: one handler call */
-#define FLUSH_CHUNKS 16       /* the most a flush reads */
+#define CHUNK (64 * 1024) /* read at a time: one handler call */
+#define FLUSH_CHUNKS 16   /* the most a flush reads */
 
 struct kr_kernel_log {
 	char path[PATH_MAX], old[PATH_MAX + 2];
 	long long max;
-	long long size;           /* of the file open as OUT */
-	int out;                  /* kernel.log, or -1 until something comes */
-	int in;                   /* the pipe's read end, or -1 */
-	kbox_loop_t *loop;        /* where IN is watched */
+	long long size;    /* of the file open as OUT */
+	int out;           /* kernel.log, or -1 until something comes */
+	int in;            /* the pipe's read end, or -1 */
+	kbox_loop_t *loop; /* where IN is watched */
 	/* the last bytes this pipe brought; WRAPPED: earlier ones were dropped */
 	char last[KR_KERNEL_LOG_TAIL];
 	size_t last_len;
@@ -185,9 +185,9 @@ void kr_kernel_log_tail(const kr_kernel_log_t *self, int lines, char *buf, size_
 		unsigned char c = (unsigned char)self->last[i];
 		if (c == 0x1b) {
 			if (i + 1 < self->last_len && self->last[i + 1] == '[')
-				for (i += 2; i < self->last_len &&
-				             ((unsigned char)self->last[i] < 0x40 ||
-				              (unsigned char)self->last[i] > 0x7e);
+				for (i += 2;
+				     i < self->last_len && ((unsigned char)self->last[i] < 0x40 ||
+				                            (unsigned char)self->last[i] > 0x7e);
 				     i++)
 					;
 			continue;

@@ -12,29 +12,29 @@ _Static_assert(KR_CTL_MAX_OUTPUT_MAX == KBOX_CAPTURE_MAX_BYTES_LIMIT,
 /* ---- names ---- */
 
 static const char *const op_names[KR_CTL_N_OPS] = {
-    [KR_CTL_OP_STATUS] = "status",       [KR_CTL_OP_EXECUTE] = "execute",
-    [KR_CTL_OP_COMPLETE] = "complete",   [KR_CTL_OP_INSPECT] = "inspect",
-    [KR_CTL_OP_INTERRUPT] = "interrupt", [KR_CTL_OP_RESTART] = "restart",
-    [KR_CTL_OP_STOP] = "stop",
+        [KR_CTL_OP_STATUS] = "status",       [KR_CTL_OP_EXECUTE] = "execute",
+        [KR_CTL_OP_COMPLETE] = "complete",   [KR_CTL_OP_INSPECT] = "inspect",
+        [KR_CTL_OP_INTERRUPT] = "interrupt", [KR_CTL_OP_RESTART] = "restart",
+        [KR_CTL_OP_STOP] = "stop",
 };
 
 static const char *const err_names[] = {
-    [KR_CTL_ERR_USAGE] = "usage",     [KR_CTL_ERR_BUSY] = "busy",
-    [KR_CTL_ERR_KERNEL] = "kernel",   [KR_CTL_ERR_STATE] = "state",
-    [KR_CTL_ERR_STOPPED] = "stopped", [KR_CTL_ERR_INTERNAL] = "internal",
+        [KR_CTL_ERR_USAGE] = "usage",     [KR_CTL_ERR_BUSY] = "busy",
+        [KR_CTL_ERR_KERNEL] = "kernel",   [KR_CTL_ERR_STATE] = "state",
+        [KR_CTL_ERR_STOPPED] = "stopped", [KR_CTL_ERR_INTERNAL] = "internal",
 };
 
 static const char *const status_names[] = {
-    [KBOX_EXEC_OK] = "ok",           [KBOX_EXEC_ERROR] = "error",
-    [KBOX_EXEC_ABORTED] = "aborted", [KBOX_EXEC_TIMEOUT] = "timeout",
-    [KBOX_EXEC_DIED] = "died",       [KBOX_EXEC_INTERRUPTED] = "interrupted",
+        [KBOX_EXEC_OK] = "ok",           [KBOX_EXEC_ERROR] = "error",
+        [KBOX_EXEC_ABORTED] = "aborted", [KBOX_EXEC_TIMEOUT] = "timeout",
+        [KBOX_EXEC_DIED] = "died",       [KBOX_EXEC_INTERRUPTED] = "interrupted",
 };
 
 static const char *const format_names[] = {
-    [KR_CTL_FMT_TEXT] = "text",
-    [KR_CTL_FMT_TEXT_LIVE] = "text-live",
-    [KR_CTL_FMT_JSON] = "json",
-    [KR_CTL_FMT_NDJSON] = "ndjson",
+        [KR_CTL_FMT_TEXT] = "text",
+        [KR_CTL_FMT_TEXT_LIVE] = "text-live",
+        [KR_CTL_FMT_JSON] = "json",
+        [KR_CTL_FMT_NDJSON] = "ndjson",
 };
 
 #define N_OF(a) (sizeof(a) / sizeof *(a))
@@ -111,7 +111,7 @@ kr_ctl_msg_kind_t kr_ctl_msg_kind(const json_t *msg, kr_ctl_op_t *re_p)
 	if (!json_is_object(msg))
 		return KR_CTL_MSG_INVALID;
 	if (ok)
-		return json_is_true(ok) ? KR_CTL_MSG_REPLY
+		return json_is_true(ok)    ? KR_CTL_MSG_REPLY
 		       : json_is_false(ok) ? KR_CTL_MSG_ERROR
 		                           : KR_CTL_MSG_INVALID;
 	if (json_is_true(json_object_get(msg, "started")))
@@ -206,8 +206,8 @@ int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err)
 		return refuse(out, err, KBOX_E_INVALID, "\"code\" (a string) is required");
 	if (in && !json_is_array(in))
 		return refuse(out, err, KBOX_E_INVALID, "\"input\" must be an array of strings");
-	if (format && (f = name_index(format_names, N_OF(format_names),
-	                              json_string_value(format))) < 0)
+	if (format &&
+	    (f = name_index(format_names, N_OF(format_names), json_string_value(format))) < 0)
 		return refuse(out, err, KBOX_E_INVALID,
 		              "\"format\" is one of text, text-live, json, ndjson");
 	if (wt && !json_is_boolean(wt))
@@ -219,7 +219,8 @@ int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err)
 		              "\"timeout\", \"grace\" and \"wait\" are seconds (a number >= 0)");
 	if (mo && (!json_is_integer(mo) || json_integer_value(mo) < KR_CTL_MAX_OUTPUT_MIN ||
 	           json_integer_value(mo) > KR_CTL_MAX_OUTPUT_MAX)) {
-		snprintf(why, sizeof why, "\"max_output\" is a number of bytes from %d to %d (%d MiB)",
+		snprintf(why, sizeof why,
+		         "\"max_output\" is a number of bytes from %d to %d (%d MiB)",
 		         KR_CTL_MAX_OUTPUT_MIN, KR_CTL_MAX_OUTPUT_MAX, KR_CTL_MAX_OUTPUT_MAX >> 20);
 		return refuse(out, err, KBOX_E_INVALID, why);
 	}
@@ -232,7 +233,8 @@ int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err)
 		return refuse(out, err, KBOX_E_INVALID, "\"outputs\" is an absolute directory");
 	if (prefix && (!json_is_string(prefix) || strchr(json_string_value(prefix), '/') ||
 	               strlen(json_string_value(prefix)) > KR_CTL_PREFIX_MAX)) {
-		snprintf(why, sizeof why, "\"prefix\" is a string of at most %d characters without '/'",
+		snprintf(why, sizeof why,
+		         "\"prefix\" is a string of at most %d characters without '/'",
 		         KR_CTL_PREFIX_MAX);
 		return refuse(out, err, KBOX_E_INVALID, why);
 	}
@@ -242,7 +244,8 @@ int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err)
 			return refuse(out, err, KBOX_E_NOMEM, "out of memory");
 		for (size_t i = 0; i < n; i++)
 			if (!(out->inputs[i] = json_string_value(json_array_get(in, i))))
-				return refuse(out, err, KBOX_E_INVALID, "\"input\" must be an array of strings");
+				return refuse(out, err, KBOX_E_INVALID,
+				              "\"input\" must be an array of strings");
 		out->n_inputs = n;
 		out->has_inputs = true;
 	}
@@ -288,8 +291,8 @@ int kr_ctl_introspect_parse(const json_t *req, kr_ctl_op_t op, kr_ctl_introspect
 	if (kr_ctl_exec_parse(req, &out->exec, err) < 0)
 		return -1;
 	out->cursor_pos = json_is_integer(cursor) && json_integer_value(cursor) >= 0
-	                      ? (long long)json_integer_value(cursor)
-	                      : -1;
+	                          ? (long long)json_integer_value(cursor)
+	                          : -1;
 	out->detail_level = json_is_integer(detail) ? (int)json_integer_value(detail) : 0;
 	return 0;
 }

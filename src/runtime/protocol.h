@@ -113,10 +113,10 @@ kr_ctl_msg_kind_t kr_ctl_msg_kind(const json_t *msg, kr_ctl_op_t *re_p);
 
 /* The kinds of error a reply has (its kind member). */
 typedef enum {
-	KR_CTL_ERR_USAGE,    /* the request is wrong */
-	KR_CTL_ERR_BUSY,     /* it waited for its turn longer than it allowed; too many connections */
-	KR_CTL_ERR_KERNEL,   /* the kernel could not do it */
-	KR_CTL_ERR_STATE,    /* not now (the kernel is starting) */
+	KR_CTL_ERR_USAGE,  /* the request is wrong */
+	KR_CTL_ERR_BUSY,   /* it waited for its turn longer than it allowed; too many connections */
+	KR_CTL_ERR_KERNEL, /* the kernel could not do it */
+	KR_CTL_ERR_STATE,  /* not now (the kernel is starting) */
 	KR_CTL_ERR_STOPPED,  /* the session stopped while it waited */
 	KR_CTL_ERR_INTERNAL, /* the supervisor ran out of memory */
 	KR_CTL_ERR_UNKNOWN,  /* none of these, or no kind at all */
@@ -154,24 +154,27 @@ const char *kr_ctl_format_name(kr_ctl_format_t format);
  * is borrowed from the request it read (keep that alive), but for the
  * array INPUTS, which kr_ctl_exec_clear frees. */
 typedef struct {
-	const char *code;            /* required */
-	kr_ctl_format_t format;    /* default: text */
-	bool with_text;              /* json or ndjson: the reply has the text too */
-	long long timeout_ms;        /* 0: no limit */
-	long long grace_ms;          /* after the interrupt of a timeout or of a client that
+	const char *code;       /* required */
+	kr_ctl_format_t format; /* default: text */
+	bool with_text;         /* json or ndjson: the reply has the text too */
+	long long timeout_ms;   /* 0: no limit */
+	long long grace_ms;     /* after the interrupt of a timeout or of a client that
 	                              * went away; 0 counts as 1 ms; < 0: not sent
 	                              * (KR_CTL_GRACE_DEFAULT_MS) */
-	long long wait_ms;           /* for its turn; 0: no limit; < 0: not sent (its timeout) */
-	const char **inputs;         /* N_INPUTS answers to requests for input */
+	long long wait_ms;      /* for its turn; 0: no limit; < 0: not sent (its timeout) */
+	const char **inputs;    /* N_INPUTS answers to requests for input */
 	size_t n_inputs;
-	bool has_inputs;             /* send them (an empty array too): EOF after the last */
-	long long max_output;        /* bytes of each text; 0: the default */
-	long long max_lines;         /* lines of each text; 0: the default */
-	const char *outputs;         /* an absolute directory; NULL: the session's */
-	const char *prefix;          /* of the files written; NULL: the generation's */
+	bool has_inputs;      /* send them (an empty array too): EOF after the last */
+	long long max_output; /* bytes of each text; 0: the default */
+	long long max_lines;  /* lines of each text; 0: the default */
+	const char *outputs;  /* an absolute directory; NULL: the session's */
+	const char *prefix;   /* of the files written; NULL: the generation's */
 } kr_ctl_exec_t;
 
-#define KR_CTL_EXEC_INIT {.grace_ms = -1, .wait_ms = -1}
+#define KR_CTL_EXEC_INIT                      \
+	{                                     \
+		.grace_ms = -1, .wait_ms = -1 \
+	}
 
 /* The request E as JSON, "op" first (new), or NULL when out of memory.
  * Durations are sent as seconds; members at their defaults are left
@@ -197,10 +200,10 @@ void kr_ctl_exec_clear(kr_ctl_exec_t *e);
 /* A complete or an inspect request.  Its members of execute are checked
  * as execute checks them (EXEC.code is its code). */
 typedef struct {
-	kr_ctl_op_t op;       /* KR_CTL_OP_COMPLETE or KR_CTL_OP_INSPECT */
+	kr_ctl_op_t op; /* KR_CTL_OP_COMPLETE or KR_CTL_OP_INSPECT */
 	kr_ctl_exec_t exec;
-	long long cursor_pos;   /* in code points from 0; < 0: the end of the code */
-	int detail_level;       /* inspect: 0 or 1 */
+	long long cursor_pos; /* in code points from 0; < 0: the end of the code */
+	int detail_level;     /* inspect: 0 or 1 */
 } kr_ctl_introspect_t;
 
 /* Q as JSON: op, code, cursor_pos and, for inspect, detail_level (new), or

@@ -22,8 +22,8 @@ static const char *const allowed[] = {"/etc", "/opt", "/srv", NULL};
 static const char *const allowed_src[] = {"/etc", "/opt", "/srv", "/usr", NULL};
 
 /* The sandbox's own /etc files (bwrap.c makes them): never replaced. */
-static const char *const own_etc[] = {"/etc/passwd", "/etc/group", "/etc/hosts", "/etc/hostname",
-                                      "/etc/nsswitch.conf", NULL};
+static const char *const own_etc[] = {"/etc/passwd",   "/etc/group",         "/etc/hosts",
+                                      "/etc/hostname", "/etc/nsswitch.conf", NULL};
 
 /* True when PATH is DIR or lies below it. */
 static bool within(const char *path, const char *dir)
@@ -150,10 +150,10 @@ static int resolve_in(const char *root, const char *path, char *out, size_t size
  * or NULL. */
 static const char *secret_name(const char *name)
 {
-	static const char *const parts[] = {"shadow", "secret", "private", "passw",  "token",
+	static const char *const parts[] = {"shadow",     "secret", "private", "passw", "token",
 	                                    "credential", "keytab", "sudoers", NULL};
-	static const char *const whole[] = {"ssh", ".ssh", "gnupg", ".gnupg", "security", ".netrc",
-	                                    NULL};
+	static const char *const whole[] = {"ssh",      ".ssh",   "gnupg", ".gnupg",
+	                                    "security", ".netrc", NULL};
 	char low[NAME_MAX + 1];
 	size_t n = 0;
 	for (; name[n] && n < NAME_MAX; n++)
@@ -218,15 +218,15 @@ static int check_tree(int dirfd, const char *path, int depth, size_t *count, kbo
 			rc = kr_err(err, KBOX_E_INVALID, "it holds more than %d entries to check",
 			            KR_RO_BIND_ENTRIES);
 		else if ((s = secret_name(e->d_name)) && snprintf(why, sizeof why, "%s", s) > 0)
-			rc = kr_err(err, KBOX_E_INVALID, "it holds %s, whose name looks secret (%s)",
-			            sub, why);
+			rc = kr_err(err, KBOX_E_INVALID,
+			            "it holds %s, whose name looks secret (%s)", sub, why);
 		else if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			rc = kr_err_sys(err, "cannot check %s", sub);
 		else if (S_ISLNK(st.st_mode))
 			continue;
 		else if (!for_all(&st))
-			rc = kr_err(err, KBOX_E_INVALID, "it holds %s, which not every user may read",
-			            sub);
+			rc = kr_err(err, KBOX_E_INVALID,
+			            "it holds %s, which not every user may read", sub);
 		else if (S_ISDIR(st.st_mode)) {
 			int fd;
 			if (depth <= 0)
@@ -246,7 +246,8 @@ static int check_tree(int dirfd, const char *path, int depth, size_t *count, kbo
 /* True when PATH lies in one of DIRS, or holds one. */
 static bool near(const char *path, const char *dir)
 {
-	return dir && dir[0] == '/' && strcmp(dir, "/") != 0 && (within(path, dir) || within(dir, path));
+	return dir && dir[0] == '/' && strcmp(dir, "/") != 0 &&
+	       (within(path, dir) || within(dir, path));
 }
 
 /* The home directory (of /etc/passwd, or $HOME) that PATH lies in or
@@ -262,7 +263,8 @@ static int home_near(const char *path, char *why, size_t size)
 	}
 	setpwent();
 	while (rc < 0 && (pw = getpwent()))
-		if (pw->pw_dir && strcmp(pw->pw_dir, "/nonexistent") != 0 && near(path, pw->pw_dir)) {
+		if (pw->pw_dir && strcmp(pw->pw_dir, "/nonexistent") != 0 &&
+		    near(path, pw->pw_dir)) {
 			snprintf(why, size, "%s (%s's home)", pw->pw_dir, pw->pw_name);
 			rc = 0;
 		}
@@ -280,18 +282,22 @@ int kr_ro_bind_check(const char *root, const char *path, const char *const *deny
 	if (!root)
 		root = "";
 	if (normalize(path, false, dest, size) < 0)
-		return kr_err(err, KBOX_E_INVALID, "cannot bind %s: not an absolute path without "
-		                                      "\"..\"", path);
+		return kr_err(err, KBOX_E_INVALID,
+		              "cannot bind %s: not an absolute path without "
+		              "\"..\"",
+		              path);
 	if (kr_bwrap_shows(dest))
 		return 0;
 	if (!below_one(dest, allowed))
-		return kr_err(err, KBOX_E_INVALID,
-		              "cannot bind %s: only what lies below /etc, /opt or /srv may be bound",
-		              dest);
+		return kr_err(
+		        err, KBOX_E_INVALID,
+		        "cannot bind %s: only what lies below /etc, /opt or /srv may be bound",
+		        dest);
 	for (size_t i = 0; own_etc[i]; i++)
 		if (within(own_etc[i], dest))
 			return kr_err(err, KBOX_E_INVALID,
-			              "cannot bind %s: the sandbox has its own %s", dest, own_etc[i]);
+			              "cannot bind %s: the sandbox has its own %s", dest,
+			              own_etc[i]);
 	/* refused by name, before anything is said of the file */
 	if (secret_path(dest, why, sizeof why) == 0)
 		return kr_err(err, KBOX_E_INVALID, "cannot bind %s: its name looks secret (%s)",
@@ -303,13 +309,17 @@ int kr_ro_bind_check(const char *root, const char *path, const char *const *deny
 		              "cannot bind %s: it leads to %s, not below /etc, /opt, /srv or /usr",
 		              dest, real);
 	if (secret_path(real, why, sizeof why) == 0)
-		return kr_err(err, KBOX_E_INVALID, "cannot bind %s: it leads to %s, whose name "
-		              "looks secret (%s)", dest, real, why);
+		return kr_err(err, KBOX_E_INVALID,
+		              "cannot bind %s: it leads to %s, whose name "
+		              "looks secret (%s)",
+		              dest, real, why);
 	snprintf(host, sizeof host, "%s%s", root, real);
 	for (size_t i = 0; deny && deny[i]; i++)
 		if (near(host, deny[i]) || near(dest, deny[i]))
-			return kr_err(err, KBOX_E_INVALID, "cannot bind %s: it is, holds or lies in "
-			              "kbox's own %s", dest, deny[i]);
+			return kr_err(err, KBOX_E_INVALID,
+			              "cannot bind %s: it is, holds or lies in "
+			              "kbox's own %s",
+			              dest, deny[i]);
 	if (home_near(real, why, sizeof why) == 0 || home_near(dest, why, sizeof why) == 0)
 		return kr_err(err, KBOX_E_INVALID,
 		              "cannot bind %s: it is, holds or lies in the home directory %s", dest,
@@ -318,7 +328,8 @@ int kr_ro_bind_check(const char *root, const char *path, const char *const *deny
 		return kr_err_sys(err, "cannot bind %s", dest);
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
 		return kr_err(err, KBOX_E_INVALID,
-		              "cannot bind %s: only a regular file or a directory may be bound", dest);
+		              "cannot bind %s: only a regular file or a directory may be bound",
+		              dest);
 	if (!for_all(&st))
 		return kr_err(err, KBOX_E_INVALID,
 		              "cannot bind %s: not every user may read it (mode %03o)", dest,
@@ -331,12 +342,14 @@ int kr_ro_bind_check(const char *root, const char *path, const char *const *deny
 		struct stat ust;
 		size_t top = strlen(root);
 		snprintf(up, sizeof up, "%s", host);
-		for (char *slash = strrchr(up, '/'); slash && slash > up + top; slash = strrchr(up, '/')) {
+		for (char *slash = strrchr(up, '/'); slash && slash > up + top;
+		     slash = strrchr(up, '/')) {
 			*slash = '\0';
 			if (stat(up, &ust) < 0 || !(ust.st_mode & S_IXOTH))
-				return kr_err(err, KBOX_E_INVALID,
-				              "cannot bind %s: not every user may reach it (%s is mode %03o)",
-				              dest, up, (unsigned)(ust.st_mode & 0777));
+				return kr_err(
+				        err, KBOX_E_INVALID,
+				        "cannot bind %s: not every user may reach it (%s is mode %03o)",
+				        dest, up, (unsigned)(ust.st_mode & 0777));
 		}
 	}
 	if (S_ISDIR(st.st_mode)) {
@@ -383,8 +396,8 @@ static void add_bind(binds_t *b, const char *src, const char *dest)
 /* The symlinks in DIR (inside ROOT) and, with DEPTH > 1, in its
  * subdirectories: each target outside what the sandbox shows that passes
  * the check, into B.  *SEEN counts the entries. */
-static void scan(const char *root, const char *dir, int depth, const char *const *deny,
-                 binds_t *b, size_t *seen)
+static void scan(const char *root, const char *dir, int depth, const char *const *deny, binds_t *b,
+                 size_t *seen)
 {
 	char host[PATH_MAX * 2];
 	DIR *d;
@@ -394,14 +407,14 @@ static void scan(const char *root, const char *dir, int depth, const char *const
 		return;
 	while ((e = readdir(d)) && *seen < KR_RO_BIND_ENTRIES && b->n < 2 * KR_RO_BIND_MAX) {
 		char sub[PATH_MAX], link[PATH_MAX], joined[PATH_MAX * 2], target[PATH_MAX],
-		    dest[PATH_MAX], src[PATH_MAX * 2];
+		        dest[PATH_MAX], src[PATH_MAX * 2];
 		struct stat st;
 		ssize_t n;
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		++*seen;
 		if (snprintf(sub, sizeof sub, "%s/%s", strcmp(dir, "/") ? dir : "", e->d_name) >=
-		        (int)sizeof sub ||
+		            (int)sizeof sub ||
 		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode) && depth > 1)
@@ -458,17 +471,22 @@ char **kr_ro_bind_find(const char *root, const kbox_kspec_t *spec, const char *e
 	if (!root)
 		root = "";
 	if (list && (!json_is_array(list) || json_array_size(list) > KR_RO_BIND_MAX)) {
-		kr_err(err, KBOX_E_INVALID, "kernelspec %s: metadata.kbox.ro_bind is not a list of "
-		       "at most %d paths", kbox_kspec_name(spec), KR_RO_BIND_MAX);
+		kr_err(err, KBOX_E_INVALID,
+		       "kernelspec %s: metadata.kbox.ro_bind is not a list of "
+		       "at most %d paths",
+		       kbox_kspec_name(spec), KR_RO_BIND_MAX);
 		return NULL;
 	}
-	json_array_foreach(list, i, v) {
+	json_array_foreach(list, i, v)
+	{
 		char dest[PATH_MAX], src[PATH_MAX * 2];
 		kbox_error_t cerr = {0};
 		int rc;
 		if (!json_is_string(v)) {
-			kr_err(err, KBOX_E_INVALID, "kernelspec %s: metadata.kbox.ro_bind[%zu] is not "
-			       "a string", kbox_kspec_name(spec), i);
+			kr_err(err, KBOX_E_INVALID,
+			       "kernelspec %s: metadata.kbox.ro_bind[%zu] is not "
+			       "a string",
+			       kbox_kspec_name(spec), i);
 			goto fail;
 		}
 		if ((rc = kr_ro_bind_check(root, json_string_value(v), deny, dest, src, sizeof src,
@@ -484,8 +502,9 @@ char **kr_ro_bind_find(const char *root, const kbox_kspec_t *spec, const char *e
 	if (exe && exe[0] == '/' && resolve_in(root, exe, real, sizeof real) == 0 &&
 	    (slash = strrchr(real, '/')) && slash != real) {
 		/* (not a directory all programs share: its links are theirs) */
-		static const char *const shared[] = {"/bin", "/sbin", "/usr/bin", "/usr/sbin",
-		                                     "/usr/local/bin", "/usr/local/sbin", NULL};
+		static const char *const shared[] = {
+		        "/bin",           "/sbin",           "/usr/bin", "/usr/sbin",
+		        "/usr/local/bin", "/usr/local/sbin", NULL};
 		const char *name = slash + 1;
 		bool own = true;
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - real), real);
@@ -496,8 +515,8 @@ char **kr_ro_bind_find(const char *root, const kbox_kspec_t *spec, const char *e
 		if ((slash = strrchr(dir, '/')) && strcmp(slash, "/bin") == 0) {
 			*slash = '\0';
 			for (int k = 0; k < 2; k++) {
-				if (snprintf(tree, sizeof tree, "%s/%s/%s", dir, k ? "lib64" : "lib", name) <
-				    PATH_MAX)
+				if (snprintf(tree, sizeof tree, "%s/%s/%s", dir,
+				             k ? "lib64" : "lib", name) < PATH_MAX)
 					scan(root, tree, 2, deny, &b, &seen);
 			}
 		}

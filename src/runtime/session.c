@@ -36,15 +36,17 @@ int kr_session_check_name(const char *name, kbox_error_t *err)
 		              KR_SESSION_NAME_MAX);
 	if (name[0] == '.' || name[0] == '-')
 		return kr_err(err, KBOX_E_INVALID,
-		              "invalid session name \"%s\": it may not start with '%c'", name, name[0]);
+		              "invalid session name \"%s\": it may not start with '%c'", name,
+		              name[0]);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)name[i];
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 		      c == '.' || c == '_' || c == '-'))
-			return kr_err(err, KBOX_E_INVALID,
-			              "invalid session name \"%s\": only letters, digits, '.', '_' and "
-			              "'-' are allowed",
-			              name);
+			return kr_err(
+			        err, KBOX_E_INVALID,
+			        "invalid session name \"%s\": only letters, digits, '.', '_' and "
+			        "'-' are allowed",
+			        name);
 	}
 	return 0;
 }
@@ -94,7 +96,7 @@ static int mkdirs(const char *path, kbox_error_t *err)
 	if (n >= sizeof buf)
 		return kr_err(err, KBOX_E_INVALID, "path too long: %s", path);
 	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; ; p++) {
+	for (char *p = buf + 1;; p++) {
 		if (*p == '/' || *p == '\0') {
 			char save = *p;
 			*p = '\0';
@@ -121,9 +123,10 @@ int kr_session_check_home(const char *home, kbox_error_t *err)
 	if (kr_check_private_dir(home, err) < 0)
 		return -1;
 	if (geteuid() != 0 && (st.st_mode & 070))
-		return kr_err(err, KBOX_E_INVALID,
-		              "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
-		              home, (unsigned)(st.st_mode & 0777), home);
+		return kr_err(
+		        err, KBOX_E_INVALID,
+		        "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
+		        home, (unsigned)(st.st_mode & 0777), home);
 	return 0;
 }
 
@@ -150,7 +153,8 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 			goto fail;
 		if (stat(dir, &st) < 0) {
 			if (errno == ENOENT)
-				kr_err(err, KBOX_E_NOTFOUND, "no session \"%s\" (in %s)", name, home);
+				kr_err(err, KBOX_E_NOTFOUND, "no session \"%s\" (in %s)", name,
+				       home);
 			else
 				kr_err_sys(err, "session directory %s", dir);
 			goto fail;
@@ -213,14 +217,16 @@ int kr_sandbox_identity(kr_sandbox_id_t *id, kbox_error_t *err)
 	if (!name || !*name)
 		name = KR_SANDBOX_USER;
 	if (strlen(name) >= sizeof id->user)
-		return kr_err(err, KBOX_E_INVALID, "KBOX_SANDBOX_USER: \"%.20s…\" is too long", name);
+		return kr_err(err, KBOX_E_INVALID, "KBOX_SANDBOX_USER: \"%.20s…\" is too long",
+		              name);
 	e = getpwnam_r(name, &pw, buf, sizeof buf, &found);
 	if (!found)
-		return kr_err(err, KBOX_E_NOTFOUND,
-		              "under root, kbox runs each sandbox as an unprivileged user, and there "
-		              "is no user \"%s\"%s%s: create it with `kbox doctor --fix`, or name "
-		              "another in KBOX_SANDBOX_USER",
-		              name, e ? ": " : "", e ? strerror(e) : "");
+		return kr_err(
+		        err, KBOX_E_NOTFOUND,
+		        "under root, kbox runs each sandbox as an unprivileged user, and there "
+		        "is no user \"%s\"%s%s: create it with `kbox doctor --fix`, or name "
+		        "another in KBOX_SANDBOX_USER",
+		        name, e ? ": " : "", e ? strerror(e) : "");
 	if (pw.pw_uid == 0 || pw.pw_gid == 0)
 		return kr_err(err, KBOX_E_INVALID,
 		              "the sandbox user \"%s\" is uid %u, gid %u: it must be neither root "
@@ -262,13 +268,14 @@ int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error
 			if (stat(buf, &st) < 0)
 				return kr_err_sys(err, "%s", buf);
 			if (S_ISDIR(st.st_mode) && !id_can_search(id, &st))
-				return kr_err(err, KBOX_E_INVALID,
-				              "the sandbox user %s (uid %u) cannot reach %s: %s is mode "
-				              "%04o, owner %u:%u (make it searchable by that user, e.g. "
-				              "chmod o+x %s)",
-				              id->user, (unsigned)id->uid, path, buf,
-				              (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
-				              (unsigned)st.st_gid, buf);
+				return kr_err(
+				        err, KBOX_E_INVALID,
+				        "the sandbox user %s (uid %u) cannot reach %s: %s is mode "
+				        "%04o, owner %u:%u (make it searchable by that user, e.g. "
+				        "chmod o+x %s)",
+				        id->user, (unsigned)id->uid, path, buf,
+				        (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+				        (unsigned)st.st_gid, buf);
 			*p = save;
 			if (!save)
 				break;
@@ -295,10 +302,11 @@ static int share_dir(const char *dir, const kr_sandbox_id_t *id, uid_t owner, mo
 	}
 	if (st.st_uid != geteuid() && st.st_uid != id->uid) {
 		close(fd);
-		return kr_err(err, KBOX_E_INVALID,
-		              "directory %s is owned by uid %u, neither root nor the sandbox user %s "
-		              "(uid %u): was the session made with another KBOX_SANDBOX_USER?",
-		              dir, (unsigned)st.st_uid, id->user, (unsigned)id->uid);
+		return kr_err(
+		        err, KBOX_E_INVALID,
+		        "directory %s is owned by uid %u, neither root nor the sandbox user %s "
+		        "(uid %u): was the session made with another KBOX_SANDBOX_USER?",
+		        dir, (unsigned)st.st_uid, id->user, (unsigned)id->uid);
 	}
 	if ((st.st_uid != owner || st.st_gid != id->gid) && fchown(fd, owner, id->gid) < 0) {
 		int e = errno;
@@ -337,7 +345,8 @@ int kr_session_share(const char *dir, const kr_sandbox_id_t *id, kbox_error_t *e
 	snprintf(home, sizeof home, "%s", dir);
 	if ((slash = strrchr(home, '/')) && slash != home) {
 		*slash = '\0';
-		if ((slash = strrchr(home, '/')) && slash != home && strcmp(slash, "/sessions") == 0) {
+		if ((slash = strrchr(home, '/')) && slash != home &&
+		    strcmp(slash, "/sessions") == 0) {
 			snprintf(path, sizeof path, "%s", home);
 			*slash = '\0';
 			if (share_dir(home, id, geteuid(), 0710, false, err) < 0 ||

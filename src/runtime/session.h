@@ -54,10 +54,10 @@ char *kr_state_home(kbox_error_t *err);
  * Otherwise the caller's own (DROP false). */
 #define KR_SANDBOX_USER "kbox"
 typedef struct {
-	bool drop;      /* true under root: sandboxes run as UID/GID */
+	bool drop; /* true under root: sandboxes run as UID/GID */
 	uid_t uid;
 	gid_t gid;
-	char user[64];  /* the account's name */
+	char user[64]; /* the account's name */
 } kr_sandbox_id_t;
 
 /* Fill ID.  Under root, the account must exist and be neither uid 0 nor
@@ -101,7 +101,7 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 typedef enum {
 	KR_SUPERVISOR_NONE = 0, /* never started, or stopped cleanly */
 	KR_SUPERVISOR_RUNNING,
-	KR_SUPERVISOR_DEAD,     /* it ended without stopping (killed, crashed) */
+	KR_SUPERVISOR_DEAD, /* it ended without stopping (killed, crashed) */
 } kr_supervisor_state_t;
 
 /* Whether the supervisor of DIR runs (it holds a lock on supervisor.pid);

@@ -23,9 +23,9 @@ typedef enum {
 } value_type_t;
 
 static const char *const type_words[] = {
-    [T_STRING] = "a string",     [T_COUNT] = "an integer of 0 or more",
-    [T_INTEGER] = "an integer",  [T_NUMBER] = "a number of 0 or more",
-    [T_BOOL] = "true or false",  [T_STRINGS] = "an array of strings",
+        [T_STRING] = "a string",    [T_COUNT] = "an integer of 0 or more",
+        [T_INTEGER] = "an integer", [T_NUMBER] = "a number of 0 or more",
+        [T_BOOL] = "true or false", [T_STRINGS] = "an array of strings",
 };
 
 #define FIELD(f) offsetof(kr_session_config_t, f)
@@ -37,24 +37,24 @@ static const struct key {
 	value_type_t type;
 	size_t offset;
 } keys[] = {
-    {"backend", KR_SC_BACKEND, T_STRING, FIELD(backend)},
-    {"cpus", KR_SC_CPUS, T_NUMBER, FIELD(cpus)},
-    {"env", KR_SC_ENV, T_STRINGS, FIELD(env)},
-    {"ephemeral", KR_SC_EPHEMERAL, T_BOOL, FIELD(ephemeral)},
-    {"file_size", KR_SC_FILE_SIZE, T_COUNT, FIELD(file_size)},
-    {"home_config", KR_SC_HOME_CONFIG, T_BOOL, FIELD(home_config)},
-    {"kernel", KR_SC_KERNEL, T_STRING, FIELD(kernel)},
-    {"memory", KR_SC_MEMORY, T_COUNT, FIELD(memory)},
-    {"name", KR_SC_NAME, T_STRING, FIELD(name)},
-    {"outputs_quota", KR_SC_OUTPUTS_QUOTA, T_COUNT, FIELD(outputs_quota)},
-    {"owner_pid", KR_SC_OWNER_PID, T_COUNT, FIELD(owner_pid)},
-    {"pids", KR_SC_PIDS, T_COUNT, FIELD(pids)},
-    {"rootfs", KR_SC_ROOTFS, T_STRING, FIELD(rootfs)},
-    {"tmp_size", KR_SC_TMP_SIZE, T_COUNT, FIELD(tmp_size)},
-    {"ttl_ms", KR_SC_TTL_MS, T_COUNT, FIELD(ttl_ms)},
-    {"workspace", KR_SC_WORKSPACE, T_STRING, FIELD(workspace)},
-    {"workspace_dev", KR_SC_WORKSPACE_DEV, T_INTEGER, FIELD(workspace_dev)},
-    {"workspace_ino", KR_SC_WORKSPACE_INO, T_INTEGER, FIELD(workspace_ino)},
+        {"backend", KR_SC_BACKEND, T_STRING, FIELD(backend)},
+        {"cpus", KR_SC_CPUS, T_NUMBER, FIELD(cpus)},
+        {"env", KR_SC_ENV, T_STRINGS, FIELD(env)},
+        {"ephemeral", KR_SC_EPHEMERAL, T_BOOL, FIELD(ephemeral)},
+        {"file_size", KR_SC_FILE_SIZE, T_COUNT, FIELD(file_size)},
+        {"home_config", KR_SC_HOME_CONFIG, T_BOOL, FIELD(home_config)},
+        {"kernel", KR_SC_KERNEL, T_STRING, FIELD(kernel)},
+        {"memory", KR_SC_MEMORY, T_COUNT, FIELD(memory)},
+        {"name", KR_SC_NAME, T_STRING, FIELD(name)},
+        {"outputs_quota", KR_SC_OUTPUTS_QUOTA, T_COUNT, FIELD(outputs_quota)},
+        {"owner_pid", KR_SC_OWNER_PID, T_COUNT, FIELD(owner_pid)},
+        {"pids", KR_SC_PIDS, T_COUNT, FIELD(pids)},
+        {"rootfs", KR_SC_ROOTFS, T_STRING, FIELD(rootfs)},
+        {"tmp_size", KR_SC_TMP_SIZE, T_COUNT, FIELD(tmp_size)},
+        {"ttl_ms", KR_SC_TTL_MS, T_COUNT, FIELD(ttl_ms)},
+        {"workspace", KR_SC_WORKSPACE, T_STRING, FIELD(workspace)},
+        {"workspace_dev", KR_SC_WORKSPACE_DEV, T_INTEGER, FIELD(workspace_dev)},
+        {"workspace_ino", KR_SC_WORKSPACE_INO, T_INTEGER, FIELD(workspace_ino)},
 };
 #define N_KEYS (sizeof keys / sizeof *keys)
 
@@ -109,14 +109,22 @@ static const struct key *find_key(const char *name)
 static const char *json_kind(const json_t *j)
 {
 	switch (json_typeof(j)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a real number";
-	case JSON_TRUE: return "true";
-	case JSON_FALSE: return "false";
-	case JSON_NULL: break;
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a real number";
+	case JSON_TRUE:
+		return "true";
+	case JSON_FALSE:
+		return "false";
+	case JSON_NULL:
+		break;
 	}
 	return "null";
 }
@@ -127,17 +135,20 @@ static bool type_ok(const struct key *k, const json_t *v)
 	size_t i;
 	json_t *e;
 	switch (k->type) {
-	case T_STRING: return json_is_string(v);
-	case T_COUNT: return json_is_integer(v) && json_integer_value(v) >= 0;
-	case T_INTEGER: return json_is_integer(v);
-	case T_NUMBER: return json_is_number(v) && json_number_value(v) >= 0;
-	case T_BOOL: return json_is_boolean(v);
+	case T_STRING:
+		return json_is_string(v);
+	case T_COUNT:
+		return json_is_integer(v) && json_integer_value(v) >= 0;
+	case T_INTEGER:
+		return json_is_integer(v);
+	case T_NUMBER:
+		return json_is_number(v) && json_number_value(v) >= 0;
+	case T_BOOL:
+		return json_is_boolean(v);
 	case T_STRINGS:
 		if (!json_is_array(v))
 			return false;
-		json_array_foreach(v, i, e)
-			if (!json_is_string(e))
-				return false;
+		json_array_foreach(v, i, e) if (!json_is_string(e)) return false;
 		return true;
 	}
 	return false;
@@ -157,15 +168,22 @@ static int take_value(kr_session_config_t *cfg, const struct key *k, const json_
 			return -1;
 		break;
 	case T_COUNT:
-	case T_INTEGER: *AT(cfg, k, long long) = json_integer_value(v); break;
-	case T_NUMBER: *AT(cfg, k, double) = json_number_value(v); break;
-	case T_BOOL: *AT(cfg, k, bool) = json_is_true(v); break;
+	case T_INTEGER:
+		*AT(cfg, k, long long) = json_integer_value(v);
+		break;
+	case T_NUMBER:
+		*AT(cfg, k, double) = json_number_value(v);
+		break;
+	case T_BOOL:
+		*AT(cfg, k, bool) = json_is_true(v);
+		break;
 	case T_STRINGS:
 		if (!(strv = calloc(json_array_size(v) + 1, sizeof *strv)))
 			return -1;
 		*AT(cfg, k, char **) = strv;
 		cfg->has |= k->bit; /* owned from here: freed with what it holds */
-		json_array_foreach(v, i, e) {
+		json_array_foreach(v, i, e)
+		{
 			if (!(strv[i] = strdup(json_string_value(e))))
 				return -1;
 			cfg->n_env = i + 1;
@@ -186,7 +204,8 @@ static int from_json(kr_session_config_t *cfg, json_t *j, const char *path, kbox
 	size_t n_unknown = 0;
 	int rc = -1;
 
-	json_object_foreach(j, name, v) {
+	json_object_foreach(j, name, v)
+	{
 		const struct key *k = find_key(name);
 		if (!k) {
 			kx_buf_appendf(&unknown, "%s\"%s\"", n_unknown++ ? ", " : "", name);
@@ -197,9 +216,7 @@ static int from_json(kr_session_config_t *cfg, json_t *j, const char *path, kbox
 			size_t i;
 			json_t *e, *bad = NULL;
 			if (k->type == T_STRINGS && json_is_array(v))
-				json_array_foreach(v, i, e)
-					if (!bad && !json_is_string(e))
-						bad = e;
+				json_array_foreach(v, i, e) if (!bad && !json_is_string(e)) bad = e;
 			kr_err(err, KBOX_E_INVALID, "%s: \"%s\" must be %s, not %s%s", path, name,
 			       type_words[k->type], bad ? "an array holding " : "",
 			       json_kind(bad ? bad : v));
@@ -262,11 +279,19 @@ json_t *kr_session_config_to_json(const kr_session_config_t *cfg)
 		if (!(cfg->has & k->bit) && !(k->bit & ALWAYS_SAVED))
 			continue;
 		switch (k->type) {
-		case T_STRING: v = json_string(*AT(cfg, k, const char *)); break;
+		case T_STRING:
+			v = json_string(*AT(cfg, k, const char *));
+			break;
 		case T_COUNT:
-		case T_INTEGER: v = json_integer(*AT(cfg, k, long long)); break;
-		case T_NUMBER: v = json_real(*AT(cfg, k, double)); break;
-		case T_BOOL: v = json_boolean(*AT(cfg, k, bool)); break;
+		case T_INTEGER:
+			v = json_integer(*AT(cfg, k, long long));
+			break;
+		case T_NUMBER:
+			v = json_real(*AT(cfg, k, double));
+			break;
+		case T_BOOL:
+			v = json_boolean(*AT(cfg, k, bool));
+			break;
 		case T_STRINGS:
 			if ((v = json_array()))
 				for (size_t e = 0; e < cfg->n_env; e++)
@@ -286,8 +311,7 @@ json_t *kr_session_config_to_json(const kr_session_config_t *cfg)
 	return j;
 }
 
-int kr_session_config_save(const kr_session_config_t *cfg, const char *dir,
-                           kbox_error_t *err)
+int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox_error_t *err)
 {
 	char path[PATH_MAX + 16], tmp[PATH_MAX + 32];
 	json_t *j = kr_session_config_to_json(cfg);
@@ -354,22 +378,23 @@ static int merge_string(kr_session_config_t *cfg, unsigned bit, const char *s)
 }
 
 /* Make the number at FIELD of CFG V, when V >= 0 (given). */
-#define MERGE_NUMBER(cfg, bit, field, v)                                                           \
-	do {                                                                                       \
-		if ((v) >= 0) {                                                                    \
-			(cfg)->field = (v);                                                        \
-			(cfg)->has |= (bit);                                                       \
-		}                                                                                  \
+#define MERGE_NUMBER(cfg, bit, field, v)     \
+	do {                                 \
+		if ((v) >= 0) {              \
+			(cfg)->field = (v);  \
+			(cfg)->has |= (bit); \
+		}                            \
 	} while (0)
 
-int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o,
-                            kbox_error_t *err)
+int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o, kbox_error_t *err)
 {
 	const struct {
 		unsigned bit;
 		const char *s;
-	} strings[] = {{KR_SC_NAME, o->name},       {KR_SC_KERNEL, o->kernel},
-	               {KR_SC_BACKEND, o->backend}, {KR_SC_ROOTFS, o->rootfs},
+	} strings[] = {{KR_SC_NAME, o->name},
+	               {KR_SC_KERNEL, o->kernel},
+	               {KR_SC_BACKEND, o->backend},
+	               {KR_SC_ROOTFS, o->rootfs},
 	               {KR_SC_WORKSPACE, o->workspace}};
 
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)

@@ -33,24 +33,24 @@
 
 /* The keys of session.json, one bit each. */
 typedef enum {
-	KR_SC_NAME = 1u << 0,          /* "name": string */
-	KR_SC_KERNEL = 1u << 1,        /* "kernel": string, a kernelspec */
-	KR_SC_BACKEND = 1u << 2,       /* "backend": string */
-	KR_SC_TTL_MS = 1u << 3,        /* "ttl_ms": integer >= 0 */
-	KR_SC_MEMORY = 1u << 4,        /* "memory": integer >= 0, bytes */
-	KR_SC_CPUS = 1u << 5,          /* "cpus": number >= 0 */
-	KR_SC_PIDS = 1u << 6,          /* "pids": integer >= 0 */
-	KR_SC_TMP_SIZE = 1u << 7,      /* "tmp_size": integer >= 0, bytes */
-	KR_SC_FILE_SIZE = 1u << 8,     /* "file_size": integer >= 0, bytes */
-	KR_SC_OUTPUTS_QUOTA = 1u << 9, /* "outputs_quota": integer >= 0, bytes */
-	KR_SC_HOME_CONFIG = 1u << 10,  /* "home_config": true or false */
-	KR_SC_ROOTFS = 1u << 11,       /* "rootfs": string, an absolute path */
-	KR_SC_ENV = 1u << 12,          /* "env": array of "NAME=VALUE" strings */
-	KR_SC_WORKSPACE = 1u << 13,    /* "workspace": string (kbox run --workspace) */
+	KR_SC_NAME = 1u << 0,           /* "name": string */
+	KR_SC_KERNEL = 1u << 1,         /* "kernel": string, a kernelspec */
+	KR_SC_BACKEND = 1u << 2,        /* "backend": string */
+	KR_SC_TTL_MS = 1u << 3,         /* "ttl_ms": integer >= 0 */
+	KR_SC_MEMORY = 1u << 4,         /* "memory": integer >= 0, bytes */
+	KR_SC_CPUS = 1u << 5,           /* "cpus": number >= 0 */
+	KR_SC_PIDS = 1u << 6,           /* "pids": integer >= 0 */
+	KR_SC_TMP_SIZE = 1u << 7,       /* "tmp_size": integer >= 0, bytes */
+	KR_SC_FILE_SIZE = 1u << 8,      /* "file_size": integer >= 0, bytes */
+	KR_SC_OUTPUTS_QUOTA = 1u << 9,  /* "outputs_quota": integer >= 0, bytes */
+	KR_SC_HOME_CONFIG = 1u << 10,   /* "home_config": true or false */
+	KR_SC_ROOTFS = 1u << 11,        /* "rootfs": string, an absolute path */
+	KR_SC_ENV = 1u << 12,           /* "env": array of "NAME=VALUE" strings */
+	KR_SC_WORKSPACE = 1u << 13,     /* "workspace": string (kbox run --workspace) */
 	KR_SC_WORKSPACE_DEV = 1u << 14, /* "workspace_dev": integer */
 	KR_SC_WORKSPACE_INO = 1u << 15, /* "workspace_ino": integer */
-	KR_SC_EPHEMERAL = 1u << 16,    /* "ephemeral": true or false (kbox run) */
-	KR_SC_OWNER_PID = 1u << 17,    /* "owner_pid": integer >= 0 (kbox run) */
+	KR_SC_EPHEMERAL = 1u << 16,     /* "ephemeral": true or false (kbox run) */
+	KR_SC_OWNER_PID = 1u << 17,     /* "owner_pid": integer >= 0 (kbox run) */
 } kr_session_key_t;
 
 /* A session's configuration.  The strings of the keys in HAS are owned
@@ -58,13 +58,13 @@ typedef enum {
  * defaults (static) or NULL.  Read the fields; change them only through
  * kr_session_config_merge. */
 typedef struct {
-	unsigned has;            /* the session's own keys: KR_SC_* bits */
-	const char *name;        /* NULL: none stored */
-	const char *kernel;      /* KR_KERNEL_DEFAULT */
-	const char *backend;     /* KR_BACKEND_DEFAULT */
-	long long ttl_ms;        /* KR_SESSION_TTL_MS; 0: never idle-stopped */
+	unsigned has;        /* the session's own keys: KR_SC_* bits */
+	const char *name;    /* NULL: none stored */
+	const char *kernel;  /* KR_KERNEL_DEFAULT */
+	const char *backend; /* KR_BACKEND_DEFAULT */
+	long long ttl_ms;    /* KR_SESSION_TTL_MS; 0: never idle-stopped */
 	/* limits: 0 for the backend's default (kr_sandbox_opts_t) */
-	long long memory;        /* bytes */
+	long long memory; /* bytes */
 	double cpus;
 	long long pids;
 	long long tmp_size;      /* bytes of /tmp and /dev/shm */
@@ -79,8 +79,8 @@ typedef struct {
 	 * when it was checked; NULL: the session's own DIR/workspace */
 	const char *workspace;
 	long long workspace_dev, workspace_ino;
-	bool ephemeral;          /* the session's directory goes when it stops */
-	long long owner_pid;     /* the session stops when this process ends; 0: none */
+	bool ephemeral;      /* the session's directory goes when it stops */
+	long long owner_pid; /* the session stops when this process ends; 0: none */
 } kr_session_config_t;
 
 /* What a command line gives, to merge over a configuration: strings
@@ -98,9 +98,12 @@ typedef struct {
 	const struct stat *workspace_st;
 } kr_session_opts_t;
 
-#define KR_SESSION_OPTS_INIT                                                                     \
-	{.ttl_ms = -1, .memory = -1, .pids = -1, .tmp_size = -1, .file_size = -1,                  \
-	 .outputs_quota = -1, .owner_pid = -1, .cpus = -1, .home_config = -1, .ephemeral = -1}
+#define KR_SESSION_OPTS_INIT                                                             \
+	{                                                                                \
+		.ttl_ms = -1, .memory = -1, .pids = -1, .tmp_size = -1, .file_size = -1, \
+		.outputs_quota = -1, .owner_pid = -1, .cpus = -1, .home_config = -1,     \
+		.ephemeral = -1                                                          \
+	}
 
 /* Fill CFG with the defaults: no key of its own.  Never fails; CFG needs
  * no kr_session_config_free after (it does no harm). */
@@ -120,8 +123,7 @@ json_t *kr_session_config_to_json(const kr_session_config_t *cfg);
 /* Write CFG to DIR/session.json, atomically: into a new file of a random
  * name in DIR (mode 0600, O_EXCL), flushed to disk, then renamed over
  * session.json.  0, or -1 with ERR (may be NULL). */
-int kr_session_config_save(const kr_session_config_t *cfg, const char *dir,
-                           kbox_error_t *err);
+int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox_error_t *err);
 
 /* Give CFG each key OPTS gives (the command line over the file over the
  * defaults), as the session's own.  0, or -1 with ERR when out of memory

@@ -108,7 +108,8 @@ static int on_owner_gone(kbox_loop_t *loop, void *arg)
 	sup_t *s = arg;
 	kbox_loop_remove_fd(loop, s->owner_fd);
 	if (!s->stopping) {
-		snprintf(s->stop_cause, sizeof s->stop_cause, "its owner (pid %ld) ended", s->owner_pid);
+		snprintf(s->stop_cause, sizeof s->stop_cause, "its owner (pid %ld) ended",
+		         s->owner_pid);
 		sup_stop(s);
 	}
 	return 0;
@@ -135,8 +136,8 @@ static int on_signal(kbox_loop_t *loop, void *arg)
 			sup_kernel_check_soon(s);
 		else if (!s->stopping) {
 			const char *abbrev = sigabbrev_np((int)si.ssi_signo);
-			snprintf(s->stop_cause, sizeof s->stop_cause, "the supervisor received SIG%s",
-			         abbrev ? abbrev : "?");
+			snprintf(s->stop_cause, sizeof s->stop_cause,
+			         "the supervisor received SIG%s", abbrev ? abbrev : "?");
 			sup_stop(s);
 		}
 	}
@@ -170,11 +171,13 @@ static int on_tick(kbox_loop_t *loop, void *arg)
 /* Where a sandboxed kernel keeps its configuration: in its /tmp, new with
  * each kernel, not in its home (see load_config); R's profile, Renviron
  * and user library too. */
-static const char *const clean_home[] = {
-    "PYTHONNOUSERSITE=1",           "IPYTHONDIR=/tmp/.ipython",
-    "JUPYTER_CONFIG_DIR=/tmp/.jupyter", "XDG_CONFIG_HOME=/tmp/.config",
-    "R_PROFILE_USER=/tmp/.Rprofile",  "R_ENVIRON_USER=/tmp/.Renviron",
-    "R_LIBS_USER=/tmp/.R-library"};
+static const char *const clean_home[] = {"PYTHONNOUSERSITE=1",
+                                         "IPYTHONDIR=/tmp/.ipython",
+                                         "JUPYTER_CONFIG_DIR=/tmp/.jupyter",
+                                         "XDG_CONFIG_HOME=/tmp/.config",
+                                         "R_PROFILE_USER=/tmp/.Rprofile",
+                                         "R_ENVIRON_USER=/tmp/.Renviron",
+                                         "R_LIBS_USER=/tmp/.R-library"};
 /* ...and a module the kernel left in its workspace (its working directory)
  * is not what starts the next one: `python3 -m ipykernel_launcher` would
  * take /workspace/ipykernel_launcher.py first (the kernel then puts the
@@ -209,7 +212,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->ephemeral = cfg.ephemeral;
 	s->owner_pid = (long)cfg.owner_pid;
 	if (!(s->env = calloc(cfg.n_env + sizeof clean_home / sizeof *clean_home +
-	                          sizeof safe_path / sizeof *safe_path + 1,
+	                              sizeof safe_path / sizeof *safe_path + 1,
 	                      sizeof *s->env)))
 		return kr_err(err, KBOX_E_NOMEM, "out of memory");
 	/* a sandboxed kernel's home outlives it: what code left there (IPython
@@ -262,7 +265,8 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	/* under root a sandbox is an unprivileged user's, never root's: its
 	 * directories are that user's (an unsandboxed kernel stays ours) */
 	if (kr_backend_sandboxed(s->backend)) {
-		if (kr_sandbox_identity(&s->id, err) < 0 || kr_session_share(s->dir, &s->id, err) < 0)
+		if (kr_sandbox_identity(&s->id, err) < 0 ||
+		    kr_session_share(s->dir, &s->id, err) < 0)
 			return -1;
 		if (ws && kr_sandbox_reachable(&s->id, ws, err) < 0)
 			return -1;
@@ -344,8 +348,9 @@ static void shutdown_session(sup_t *s)
 	sup_kernel_end(s, true);
 	kbox_capture_destroy(&s->between);
 	sup_write_file(s->dir, "last-stop", s->stop_cause);
-	sup_log(s, "stop", json_pack("{s:s, s:I}", "cause", s->stop_cause, "executions",
-	                             (json_int_t)s->executions));
+	sup_log(s, "stop",
+	        json_pack("{s:s, s:I}", "cause", s->stop_cause, "executions",
+	                  (json_int_t)s->executions));
 	snprintf(path, sizeof path, "%s/supervisor.pid", s->dir);
 	unlink(path); /* a clean stop: kbox ls shows "stopped", not "dead" */
 	if (s->stop_conn)
@@ -375,7 +380,8 @@ static void take_over(sup_t *s)
 		        "kernel restarted: the session's previous kernel ended (%s); earlier state "
 		        "(variables, imports, loaded data) is lost; files in the workspace are kept",
 		        prev[0] ? prev : "its supervisor died");
-		snprintf(s->last_cause, sizeof s->last_cause, "%s", prev[0] ? prev : "supervisor died");
+		snprintf(s->last_cause, sizeof s->last_cause, "%s",
+		         prev[0] ? prev : "supervisor died");
 	}
 	{
 		char path[PATH_MAX + 16];
@@ -388,15 +394,17 @@ static void take_over(sup_t *s)
 		 * memory limit? */
 		const char *name = json_string_value(json_object_get(s->config, "name"));
 		char cg[160];
-		snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox", s->prev_pid);
+		snprintf(cg, sizeof cg, "kbox-%s-%ld-supervisor", name ? name : "sandbox",
+		         s->prev_pid);
 		if (!prev[0] && kr_cgroup_oom_kills_named(cg) > 0) {
 			char max[32];
 			kx_fmt_bytes(max, sizeof max, MEMORY_MAX);
-			snprintf(s->notice, sizeof s->notice,
-			         "kernel restarted: the session's previous supervisor was killed for "
-			         "holding more than %s of its kernel's output; earlier state (variables, "
-			         "imports, loaded data) is lost; files in the workspace are kept",
-			         max);
+			snprintf(
+			        s->notice, sizeof s->notice,
+			        "kernel restarted: the session's previous supervisor was killed for "
+			        "holding more than %s of its kernel's output; earlier state (variables, "
+			        "imports, loaded data) is lost; files in the workspace are kept",
+			        max);
 			snprintf(s->last_cause, sizeof s->last_cause,
 			         "its supervisor went over its memory limit (%s)", max);
 		}
@@ -456,7 +464,8 @@ int kr_supervisor_run(const char *dir, int ready_fd)
 	}
 	take_over(&s);
 	if (sup_kernel_start(&s, &err) < 0) {
-		kx_msgf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s", err.msg);
+		kx_msgf(s.stop_cause, sizeof s.stop_cause, "the kernel could not start: %s",
+		        err.msg);
 		sup_report_ready(&s, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
 		shutdown_session(&s);
 		status = 1;

@@ -19,7 +19,8 @@ bool sup_conn_flush(conn_t *c)
 {
 	size_t off = 0;
 	while (off < c->out_len) {
-		ssize_t w = send(c->fd, c->out + off, c->out_len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = send(c->fd, c->out + off, c->out_len - off,
+		                 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -106,8 +107,9 @@ void sup_reply_error(conn_t *c, const char *re, kr_ctl_err_t kind, const char *f
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	sup_utf8_cut(msg);
-	sup_conn_send(c, json_pack("{s:b, s:s*, s:s, s:s}", "ok", 0, "re", re, "kind",
-	                           kr_ctl_err_name(kind), "error", msg),
+	sup_conn_send(c,
+	              json_pack("{s:b, s:s*, s:s, s:s}", "ok", 0, "re", re, "kind",
+	                        kr_ctl_err_name(kind), "error", msg),
 	              false);
 }
 
@@ -156,21 +158,24 @@ static json_t *status_json(sup_t *s)
 		queued++;
 	kx_iso8601(s->started_wall, 0, started);
 	kx_iso8601(s->last_activity_wall, 0, last);
-	st = json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
-	               "s:I, s:I, s:s, s:s, s:I, s:I, s:I}",
-	               "ok", 1, "re", "status", "state", busy ? "busy" : s->ready ? "idle" : "starting", "backend",
-	               s->backend, "kernel", s->kernel, "pid", (json_int_t)getpid(), "kernel_pid",
-	               (json_int_t)(s->sb ? kr_sandbox_pid(s->sb) : 0), "started", started,
-	               "uptime_s", (double)(now - s->started_ms) / 1000.0, "kernel_uptime_s",
-	               s->ready ? (double)(now - s->kernel_started_ms) / 1000.0 : 0.0,
-	               "last_activity", last, "idle_s",
-	               busy ? 0.0 : (double)(now - s->last_activity_ms) / 1000.0, "executions",
-	               (json_int_t)s->executions, "restarts", (json_int_t)s->restarts, "generation",
-	               (json_int_t)s->generation, "memory_bytes", (json_int_t)mem, "ttl_ms",
-	               (json_int_t)s->ttl_ms, "last_restart_cause", s->last_cause,
-	               "connection_file", s->sb ? s->conn_path : "", "running_execs",
-	               (json_int_t)(busy && s->running->op == KR_CTL_OP_EXECUTE), "queued",
-	               (json_int_t)queued, "output_waiting", (json_int_t)s->between_msgs);
+	st = json_pack(
+	        "{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:f, s:s, s:f, s:I, s:I, s:I, "
+	        "s:I, s:I, s:s, s:s, s:I, s:I, s:I}",
+	        "ok", 1, "re", "status", "state",
+	        busy       ? "busy"
+	        : s->ready ? "idle"
+	                   : "starting",
+	        "backend", s->backend, "kernel", s->kernel, "pid", (json_int_t)getpid(),
+	        "kernel_pid", (json_int_t)(s->sb ? kr_sandbox_pid(s->sb) : 0), "started", started,
+	        "uptime_s", (double)(now - s->started_ms) / 1000.0, "kernel_uptime_s",
+	        s->ready ? (double)(now - s->kernel_started_ms) / 1000.0 : 0.0, "last_activity",
+	        last, "idle_s", busy ? 0.0 : (double)(now - s->last_activity_ms) / 1000.0,
+	        "executions", (json_int_t)s->executions, "restarts", (json_int_t)s->restarts,
+	        "generation", (json_int_t)s->generation, "memory_bytes", (json_int_t)mem, "ttl_ms",
+	        (json_int_t)s->ttl_ms, "last_restart_cause", s->last_cause, "connection_file",
+	        s->sb ? s->conn_path : "", "running_execs",
+	        (json_int_t)(busy && s->running->op == KR_CTL_OP_EXECUTE), "queued",
+	        (json_int_t)queued, "output_waiting", (json_int_t)s->between_msgs);
 	if (st && s->sb && *kr_sandbox_limits(s->sb)) {
 		json_object_set_new(st, "limits", json_string(kr_sandbox_limits(s->sb)));
 		json_object_set_new(st, "limits_missing",
@@ -243,8 +248,9 @@ static void op_inspect(sup_t *s, conn_t *c, json_t *req)
 static void interrupt_done(sup_t *s, conn_t *c)
 {
 	sup_log(s, "interrupt", NULL);
-	sup_conn_send(c, json_pack("{s:b, s:s, s:b}", "ok", 1, "re", "interrupt", "running",
-	                           s->running != NULL),
+	sup_conn_send(c,
+	              json_pack("{s:b, s:s, s:b}", "ok", 1, "re", "interrupt", "running",
+	                        s->running != NULL),
 	              false);
 }
 
@@ -267,7 +273,8 @@ static void on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t 
 	if (!c) /* it went away */
 		return;
 	if (err && err->code) {
-		sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s", err->msg);
+		sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s",
+		                err->msg);
 		return;
 	}
 	interrupt_done(ask.s, c);
@@ -288,7 +295,8 @@ static void op_interrupt(sup_t *s, conn_t *c, json_t *req)
 		s->running->interrupt_asked = true;
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL) {
 		if (kr_sandbox_signal(s->sb, SIGINT, &err) < 0)
-			sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s", err.msg);
+			sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s",
+			                err.msg);
 		else
 			interrupt_done(s, c);
 		return;
@@ -325,17 +333,18 @@ static void op_restart(sup_t *s, conn_t *c, json_t *req)
 static void op_stop(sup_t *s, conn_t *c, json_t *req)
 {
 	client_cause(s->stop_cause, sizeof s->stop_cause,
-	             json_string_value(json_object_get(req, "cause")), "stopped on request (kbox stop)");
+	             json_string_value(json_object_get(req, "cause")),
+	             "stopped on request (kbox stop)");
 	s->stop_conn = c;
 	sup_stop(s);
 }
 
 /* The ops, by the protocol's enum (protocol.h): a handler each. */
 static void (*const ops[KR_CTL_N_OPS])(sup_t *s, conn_t *c, json_t *req) = {
-    [KR_CTL_OP_STATUS] = op_status,       [KR_CTL_OP_EXECUTE] = op_execute,
-    [KR_CTL_OP_COMPLETE] = op_complete,   [KR_CTL_OP_INSPECT] = op_inspect,
-    [KR_CTL_OP_INTERRUPT] = op_interrupt, [KR_CTL_OP_RESTART] = op_restart,
-    [KR_CTL_OP_STOP] = op_stop,
+        [KR_CTL_OP_STATUS] = op_status,       [KR_CTL_OP_EXECUTE] = op_execute,
+        [KR_CTL_OP_COMPLETE] = op_complete,   [KR_CTL_OP_INSPECT] = op_inspect,
+        [KR_CTL_OP_INTERRUPT] = op_interrupt, [KR_CTL_OP_RESTART] = op_restart,
+        [KR_CTL_OP_STOP] = op_stop,
 };
 
 /* Hand C's request REQ (an object) to the handler of its op. */
@@ -393,7 +402,8 @@ static ssize_t conn_read(conn_t *c)
 	mh.msg_control = u.buf;
 	mh.msg_controllen = sizeof u.buf;
 	n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	for (struct cmsghdr *ch = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; ch; ch = CMSG_NXTHDR(&mh, ch)) {
+	for (struct cmsghdr *ch = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; ch;
+	     ch = CMSG_NXTHDR(&mh, ch)) {
 		if (ch->cmsg_level != SOL_SOCKET || ch->cmsg_type != SCM_RIGHTS)
 			continue;
 		for (size_t k = 0; k < (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
@@ -439,8 +449,8 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 			size_t cap = c->in_cap ? c->in_cap * 2 : 4096;
 			char *nb;
 			if (cap > KR_CTL_REQUEST_MAX) {
-				sup_reply_error(c, NULL, KR_CTL_ERR_USAGE, "request longer than %d bytes",
-				                KR_CTL_REQUEST_MAX);
+				sup_reply_error(c, NULL, KR_CTL_ERR_USAGE,
+				                "request longer than %d bytes", KR_CTL_REQUEST_MAX);
 				sup_conn_flush(c);
 				sup_conn_close(s, c);
 				return 0;

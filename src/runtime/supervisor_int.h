@@ -68,33 +68,33 @@ typedef struct job job_t;
 /* One request that needs the kernel to itself, queued until its turn. */
 struct job {
 	sup_t *s;
-	kr_ctl_op_t op;    /* KR_CTL_OP_EXECUTE, _COMPLETE or _INSPECT */
-	conn_t *conn;        /* NULL once its client went away */
-	json_t *req;         /* the request (owned): E's strings are in it */
-	kr_ctl_exec_t e;   /* the request, parsed (its members of execute) */
+	kr_ctl_op_t op;       /* KR_CTL_OP_EXECUTE, _COMPLETE or _INSPECT */
+	conn_t *conn;         /* NULL once its client went away */
+	json_t *req;          /* the request (owned): E's strings are in it */
+	kr_ctl_exec_t e;      /* the request, parsed (its members of execute) */
 	long long cursor_pos; /* complete, inspect: < 0 the end */
-	int detail_level;    /* inspect */
+	int detail_level;     /* inspect */
 	job_t *next;
-	int wait_timer;      /* the request's limit on waiting for its turn, or 0 */
+	int wait_timer; /* the request's limit on waiting for its turn, or 0 */
 	/* an execution */
 	kbox_capture_t *cap;
 	kbox_exec_t *x;
 	unsigned long generation;
-	char notice[600];    /* the kernel was restarted since the last execution */
-	int outputs_fd;      /* the request's "outputs" directory, opened, or -1 */
-	char *earlier_text;  /* output printed between executions, rendered */
+	char notice[600];   /* the kernel was restarted since the last execution */
+	int outputs_fd;     /* the request's "outputs" directory, opened, or -1 */
+	char *earlier_text; /* output printed between executions, rendered */
 	json_t *earlier_json;
-	bool abandoned;      /* its client went away while it ran */
+	bool abandoned;       /* its client went away while it ran */
 	bool interrupt_asked; /* a client asked for an interrupt while it ran */
 };
 
 struct conn {
 	sup_t *s;
-	unsigned long id;    /* unique in this supervisor's life */
+	unsigned long id; /* unique in this supervisor's life */
 	int fd;
-	char *in;            /* what has come, up to a newline */
+	char *in; /* what has come, up to a newline */
 	size_t in_len, in_cap;
-	char *out;           /* what could not be sent yet */
+	char *out; /* what could not be sent yet */
 	size_t out_len;
 	size_t events_dropped;
 	int passed_fd;       /* the descriptor that came with its last request, or -1 */
@@ -109,7 +109,7 @@ struct sup {
 	long long ttl_ms;
 	kr_sandbox_opts_t sbo;
 	unsigned long long outputs_quota; /* the most outputs/ may hold */
-	kr_sandbox_id_t id;      /* who the sandbox runs as (under root: not us) */
+	kr_sandbox_id_t id;               /* who the sandbox runs as (under root: not us) */
 	char **env;
 	char runtime_dir[PATH_MAX], sockets_dir[PATH_MAX], workspace[PATH_MAX];
 	char log_path[PATH_MAX], home[PATH_MAX], outputs[PATH_MAX];
@@ -118,12 +118,12 @@ struct sup {
 	kbox_loop_t *loop;
 	/* the kernel */
 	kr_sandbox_t *sb;
-	kr_kernel_log_t *klog;   /* its output, copied to kernel.log */
+	kr_kernel_log_t *klog; /* its output, copied to kernel.log */
 	kbox_client_t *client;
-	bool ready;                /* answered: jobs may run */
-	bool starting;             /* started, not yet answering */
+	bool ready;    /* answered: jobs may run */
+	bool starting; /* started, not yet answering */
 	long long start_t0;
-	int ready_fd;              /* kbox start's, until the first kernel is ready */
+	int ready_fd; /* kbox start's, until the first kernel is ready */
 	/* jobs */
 	job_t *queue, *running;
 	/* output between executions */
@@ -136,8 +136,8 @@ struct sup {
 	size_t n_conns;
 	int flush_timer, ttl_timer;
 	unsigned long conn_serial;
-	bool replacing;            /* kernel_replace is failing what ran on the old kernel */
-	size_t out_total;          /* unsent output of all connections */
+	bool replacing;   /* kernel_replace is failing what ran on the old kernel */
+	size_t out_total; /* unsent output of all connections */
 	/* bookkeeping */
 	long long started_ms, kernel_started_ms, last_activity_ms;
 	double started_wall, last_activity_wall;
@@ -145,18 +145,18 @@ struct sup {
 	unsigned restarts;
 	char notice[600];
 	char last_cause[512];
-	char kill_cause[600];      /* we killed the kernel, and why */
-	bool start_failed;         /* the first kernel never answered */
-	bool ephemeral;            /* kbox run's: the directory goes when it stops */
-	long owner_pid;            /* kbox run's: it stops when this process ends */
+	char kill_cause[600]; /* we killed the kernel, and why */
+	bool start_failed;    /* the first kernel never answered */
+	bool ephemeral;       /* kbox run's: the directory goes when it stops */
+	long owner_pid;       /* kbox run's: it stops when this process ends */
 	int owner_fd;
 	long long crashes[CRASH_MAX];
 	bool stopping;
 	char stop_cause[512];
 	conn_t *stop_conn;
-	kr_cgroup_t *cg;         /* the supervisor's own (memory), or NULL */
-	bool shedding;             /* over MEMORY_SHED: output is dropped unread */
-	bool was_shedding;         /* …and the heap is to be trimmed after */
+	kr_cgroup_t *cg;   /* the supervisor's own (memory), or NULL */
+	bool shedding;     /* over MEMORY_SHED: output is dropped unread */
+	bool was_shedding; /* …and the heap is to be trimmed after */
 	/* inotify: what changed in outputs/ (its bytes are counted again
 	 * only then) and the kernel's sockets appearing */
 	int ino_fd;                 /* or -1: outputs/ is counted each time */
@@ -200,7 +200,7 @@ bool sup_conn_flush(conn_t *c);
 /* {"ok":false,"re":RE,"kind":KIND,"error":…} to C; RE may be NULL (the
  * request had no op). */
 void sup_reply_error(conn_t *c, const char *re, kr_ctl_err_t kind, const char *fmt, ...)
-    KX_PRINTF(4, 5);
+        KX_PRINTF(4, 5);
 /* Close C and forget it; its job is left to run unseen or dropped. */
 void sup_conn_close(sup_t *s, conn_t *c);
 /* Answer the restart requests waiting for the new kernel: with its

@@ -70,10 +70,11 @@ static int on_wait_timeout(kbox_loop_t *loop, void *arg)
 	queue_remove(j->s, j);
 	if (j->conn) {
 		j->conn->job = NULL;
-		sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_BUSY,
-		                "the session was busy running other code all the time this code could "
-		                "wait (its time limit): it never ran (the session runs one execution at "
-		                "a time; try again when it is done, or give a longer -t)");
+		sup_reply_error(
+		        j->conn, job_op(j), KR_CTL_ERR_BUSY,
+		        "the session was busy running other code all the time this code could "
+		        "wait (its time limit): it never ran (the session runs one execution at "
+		        "a time; try again when it is done, or give a longer -t)");
 	}
 	job_free(j);
 	return 0;
@@ -86,10 +87,11 @@ void sup_job_orphan(sup_t *s, job_t *j)
 		/* its client went away (killed, Ctrl-C): its code must not run
 		 * on unseen, holding up every later execution */
 		j->abandoned = true;
-		if (kbox_exec_interrupt(j->x, ms_int(j->e.grace_ms), "interrupted: its client went away",
-		                        NULL) == 0)
+		if (kbox_exec_interrupt(j->x, ms_int(j->e.grace_ms),
+		                        "interrupted: its client went away", NULL) == 0)
 			sup_log(s, "interrupt",
-			        json_pack("{s:s}", "cause", "the client of an execution went away"));
+			        json_pack("{s:s}", "cause",
+			                  "the client of an execution went away"));
 	} else if (j != s->running) {
 		queue_remove(s, j);
 		job_free(j);
@@ -102,8 +104,8 @@ void sup_jobs_stop(sup_t *s)
 		job_t *j = s->queue;
 		s->queue = j->next;
 		if (j->conn) {
-			sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_STOPPED, "the session stopped: %s",
-			                s->stop_cause);
+			sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_STOPPED,
+			                "the session stopped: %s", s->stop_cause);
 			j->conn->job = NULL;
 		}
 		job_free(j);
@@ -124,7 +126,7 @@ void sup_on_between(void *arg, const kbox_msg_t *msg)
 {
 	sup_t *s = arg;
 	const char *from = json_string_value(
-	    json_object_get(kbox_msg_parent_header(msg), "session"));
+	        json_object_get(kbox_msg_parent_header(msg), "session"));
 	if (!is_output(kbox_msg_type(msg)))
 		return;
 	/* ours: after one of our executions (a thread or timer it started), or
@@ -269,21 +271,24 @@ static void result_explain(job_t *j, kbox_result_t *res)
 	char place[256], line[600];
 	kbox_exec_status_t st = kbox_result_status(res);
 
-	if (error_is(res, "KeyboardInterrupt") && (st == KBOX_EXEC_ERROR || st == KBOX_EXEC_TIMEOUT) &&
+	if (error_is(res, "KeyboardInterrupt") &&
+	    (st == KBOX_EXEC_ERROR || st == KBOX_EXEC_TIMEOUT) &&
 	    (j->interrupt_asked || st == KBOX_EXEC_TIMEOUT)) {
 		error_place(res, place, sizeof place);
 		if (st == KBOX_EXEC_TIMEOUT) {
-			snprintf(line, sizeof line, "KeyboardInterrupt: interrupted when it timed out%s",
-			         place);
+			snprintf(line, sizeof line,
+			         "KeyboardInterrupt: interrupted when it timed out%s", place);
 		} else {
-			snprintf(line, sizeof line, "KeyboardInterrupt: interrupted by kbox interrupt%s",
-			         place);
-			kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED, "interrupted by kbox interrupt");
+			snprintf(line, sizeof line,
+			         "KeyboardInterrupt: interrupted by kbox interrupt%s", place);
+			kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED,
+			                       "interrupted by kbox interrupt");
 		}
 		kbox_result_set_error_text(res, line);
 	} else if (j->interrupt_asked && st == KBOX_EXEC_OK) {
-		kbox_result_add_notice(res, "kbox interrupt was sent while it ran, and the code went on "
-		                            "to the end",
+		kbox_result_add_notice(res,
+		                       "kbox interrupt was sent while it ran, and the code went on "
+		                       "to the end",
 		                       false);
 	} else if (error_is(res, "EOFError") && j->e.has_inputs && j->x &&
 	           kbox_exec_inputs_answered(j->x) > j->e.n_inputs) {
@@ -293,10 +298,10 @@ static void result_explain(job_t *j, kbox_result_t *res)
 		         j->e.n_inputs, j->e.n_inputs == 1 ? "" : "s");
 		kbox_result_set_error_text(res, line);
 	} else if (error_is(res, "StdinNotImplementedError") && !j->e.has_inputs) {
-		kbox_result_set_error_text(res,
-		                           "StdinNotImplementedError: the code asked for input (input() "
-		                           "or getpass()) and none was given: give each line with "
-		                           "-i LINE or --input-file FILE");
+		kbox_result_set_error_text(
+		        res, "StdinNotImplementedError: the code asked for input (input() "
+		             "or getpass()) and none was given: give each line with "
+		             "-i LINE or --input-file FILE");
 	}
 }
 
@@ -314,16 +319,18 @@ static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
 	    kbox_exec_interrupted(x) && s->sb && kr_sandbox_alive(s->sb)) {
 		/* the kernel ignored the interrupt: it is killed, and replaced */
 		if (j->abandoned)
-			snprintf(cause, size,
-			         "the client of an execution went away and the code did not stop within "
-			         "%s of an interrupt, so the kernel was killed",
-			         kx_fmt_ms(g, sizeof g, j->e.grace_ms));
+			snprintf(
+			        cause, size,
+			        "the client of an execution went away and the code did not stop within "
+			        "%s of an interrupt, so the kernel was killed",
+			        kx_fmt_ms(g, sizeof g, j->e.grace_ms));
 		else
-			snprintf(cause, size,
-			         "the execution timed out after %s and did not stop within %s of an "
-			         "interrupt, so the kernel was killed",
-			         kx_fmt_ms(t, sizeof t, j->e.timeout_ms),
-			         kx_fmt_ms(g, sizeof g, j->e.grace_ms));
+			snprintf(
+			        cause, size,
+			        "the execution timed out after %s and did not stop within %s of an "
+			        "interrupt, so the kernel was killed",
+			        kx_fmt_ms(t, sizeof t, j->e.timeout_ms),
+			        kx_fmt_ms(g, sizeof g, j->e.grace_ms));
 		return true;
 	}
 	if (st != KBOX_EXEC_DIED)
@@ -354,25 +361,27 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, const kbox_result_t *res)
 	if (!r)
 		return NULL;
 	if (fmt == KR_CTL_FMT_TEXT || fmt == KR_CTL_FMT_TEXT_LIVE || j->e.with_text) {
-		char *text = kbox_render_text_ex(res, fmt == KR_CTL_FMT_TEXT_LIVE
-		                                          ? KBOX_RENDER_NO_STREAMS
-		                                          : 0);
+		char *text = kbox_render_text_ex(
+		        res, fmt == KR_CTL_FMT_TEXT_LIVE ? KBOX_RENDER_NO_STREAMS : 0);
 		/* the notice first with "text" (a live client printed it already;
 		 * with_text json has it among the notes) */
 		json_object_set_new(
-		    r, "text",
-		    kr_ctl_reply_text(j->notice[0] && fmt == KR_CTL_FMT_TEXT ? j->notice : NULL,
-		                      fmt != KR_CTL_FMT_TEXT_LIVE ? j->earlier_text : NULL, text));
+		        r, "text",
+		        kr_ctl_reply_text(j->notice[0] && fmt == KR_CTL_FMT_TEXT ? j->notice : NULL,
+		                          fmt != KR_CTL_FMT_TEXT_LIVE ? j->earlier_text : NULL,
+		                          text));
 		free(text);
 	}
 	if (fmt == KR_CTL_FMT_JSON || fmt == KR_CTL_FMT_NDJSON) {
-		json_t *o = fmt == KR_CTL_FMT_JSON ? kbox_render_json(res) : kbox_render_end_event(res);
+		json_t *o = fmt == KR_CTL_FMT_JSON ? kbox_render_json(res)
+		                                   : kbox_render_end_event(res);
 		if (o && j->earlier_json)
 			json_object_set(o, "earlier_output", j->earlier_json);
 		json_object_set_new(r, "result", o ? o : json_null());
 	}
 	json_object_set_new(r, "reason", json_string(kbox_result_reason(res)));
-	json_object_set_new(r, "inputs_used", json_integer((json_int_t)kbox_exec_inputs_answered(x)));
+	json_object_set_new(r, "inputs_used",
+	                    json_integer((json_int_t)kbox_exec_inputs_answered(x)));
 	if (j->conn->events_dropped)
 		json_object_set_new(r, "events_dropped",
 		                    json_integer((json_int_t)j->conn->events_dropped));
@@ -454,8 +463,8 @@ static void on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
 	if (j->conn) {
 		if (reply)
 			sup_conn_send(j->conn,
-			              json_pack("{s:b, s:s, s:O}", "ok", 1, "re", job_op(j), "reply",
-			                        kbox_msg_content(reply)),
+			              json_pack("{s:b, s:s, s:O}", "ok", 1, "re", job_op(j),
+			                        "reply", kbox_msg_content(reply)),
 			              false);
 		else
 			sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_KERNEL, "%s",
@@ -495,12 +504,12 @@ static int job_begin_request(sup_t *s, job_t *j)
 	if (j->cursor_pos >= 0 && j->cursor_pos < pos)
 		pos = (int)j->cursor_pos;
 	content = j->op == KR_CTL_OP_COMPLETE
-	              ? json_pack("{s:s, s:i}", "code", code, "cursor_pos", pos)
-	              : json_pack("{s:s, s:i, s:i}", "code", code, "cursor_pos", pos, "detail_level",
-	                          j->detail_level);
+	                  ? json_pack("{s:s, s:i}", "code", code, "cursor_pos", pos)
+	                  : json_pack("{s:s, s:i, s:i}", "code", code, "cursor_pos", pos,
+	                              "detail_level", j->detail_level);
 	if (kbox_client_request_begin(s->client, KBOX_CH_SHELL,
 	                              j->op == KR_CTL_OP_COMPLETE ? "complete_request"
-	                                                            : "inspect_request",
+	                                                          : "inspect_request",
 	                              &content, KR_CTL_KERNEL_REPLY_MS, on_reply, j, &err) < 0)
 		return job_refuse(s, j, &err);
 	return 0;
@@ -578,8 +587,8 @@ static int job_begin_execute(sup_t *s, job_t *j)
 	/* the client hears first that it runs, and what it should know */
 	if (j->conn)
 		sup_conn_send(j->conn,
-		              json_pack("{s:s, s:b, s:I, s:s?, s:s?}", "re", "execute", "started", 1,
-		                        "generation", (json_int_t)j->generation, "notice",
+		              json_pack("{s:s, s:b, s:I, s:s?, s:s?}", "re", "execute", "started",
+		                        1, "generation", (json_int_t)j->generation, "notice",
 		                        j->notice[0] ? j->notice : NULL, "earlier_output",
 		                        j->earlier_text),
 		              false);
@@ -674,8 +683,8 @@ int sup_job_new(sup_t *s, conn_t *c, kr_ctl_op_t op, json_t *req, kr_ctl_exec_t 
 	 * (the session runs one thing at a time) */
 	wait_ms = j->e.wait_ms >= 0 ? j->e.wait_ms : j->e.timeout_ms;
 	if ((s->running || s->queue || !s->ready) && wait_ms > 0)
-		j->wait_timer = kbox_loop_add_timer(s->loop, ms_int(wait_ms), false, on_wait_timeout,
-		                                    j, NULL);
+		j->wait_timer = kbox_loop_add_timer(s->loop, ms_int(wait_ms), false,
+		                                    on_wait_timeout, j, NULL);
 	c->job = j;
 	sup_touch(s);
 	if (!s->stopping && s->ready && !s->running && !s->queue) {

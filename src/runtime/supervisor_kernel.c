@@ -47,7 +47,8 @@ unsigned long long sup_dir_bytes(const char *dir)
 	if (!d)
 		return 0;
 	while ((e = readdir(d)))
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode)) {
 			/* what it takes: its size or its blocks, the larger, and a
 			 * block at least (as the capture counts it) */
 			unsigned long long used = (unsigned long long)st.st_blocks * 512;
@@ -175,8 +176,9 @@ static int write_conn(sup_t *s, const kr_backend_t *b, kbox_conn_t **conn_p, cha
 			goto out;
 		}
 		if (kbox_conn_set_ip(inner, inside_ip, err) < 0 ||
-		    (s->id.drop ? kbox_conn_save_owned(inner, s->inner_path, s->id.uid, s->id.gid, err)
-		                : kbox_conn_save(inner, s->inner_path, err)) < 0)
+		    (s->id.drop
+		             ? kbox_conn_save_owned(inner, s->inner_path, s->id.uid, s->id.gid, err)
+		             : kbox_conn_save(inner, s->inner_path, err)) < 0)
 			goto out;
 		snprintf(kernel_conn, size, "%s/kernel-%lu.sandbox.json", b->sockets_inside,
 		         s->generation);
@@ -342,8 +344,9 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	                  (json_int_t)kr_sandbox_pid(s->sb), "generation",
 	                  (json_int_t)s->generation));
 	if (*kr_sandbox_limits(s->sb))
-		sup_log(s, "limits", json_pack("{s:s, s:s}", "applied", kr_sandbox_limits(s->sb),
-		                               "missing", kr_sandbox_limits_missing(s->sb)));
+		sup_log(s, "limits",
+		        json_pack("{s:s, s:s}", "applied", kr_sandbox_limits(s->sb), "missing",
+		                  kr_sandbox_limits_missing(s->sb)));
 	s->shedding = false; /* a new client does not shed; the check says when to */
 	if (bind_wait_begin(s, &conn, err) < 0)
 		goto fail;
@@ -367,7 +370,8 @@ void sup_kernel_end(sup_t *s, bool graceful)
 	if (s->client) {
 		kbox_client_detach(s->client);
 		if (graceful && s->ready && s->sb && kr_sandbox_alive(s->sb)) {
-			kbox_msg_t *r = kbox_client_shutdown(s->client, false, SHUTDOWN_WAIT_MS, NULL);
+			kbox_msg_t *r = kbox_client_shutdown(s->client, false, SHUTDOWN_WAIT_MS,
+			                                     NULL);
 			if (r)
 				kr_sandbox_wait_end(s->sb, STOP_STEP_MS);
 			kbox_msg_destroy(&r);
@@ -421,7 +425,8 @@ static size_t start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t
 		kx_msgf(buf, size, "%s before it was ready (see %s)", kr_sandbox_cause(s->sb),
 		        s->log_path);
 	else
-		snprintf(buf, size, "%s", err && err->msg[0] ? err->msg : "the kernel did not start");
+		snprintf(buf, size, "%s",
+		         err && err->msg[0] ? err->msg : "the kernel did not start");
 	kr_kernel_log_tail(s->klog, START_TAIL_LINES, tail, sizeof tail);
 	n = strlen(buf);
 	if (tail[0])
@@ -465,7 +470,7 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 	                  (json_int_t)s->generation, "ms",
 	                  (json_int_t)(kx_now_ms() - s->start_t0)));
 	sup_report_ready(s, json_pack("{s:b, s:I, s:I}", "ok", 1, "pid", (json_int_t)getpid(),
-	                          "kernel_pid", (json_int_t)kr_sandbox_pid(s->sb)));
+	                              "kernel_pid", (json_int_t)kr_sandbox_pid(s->sb)));
 	sup_answer_pending(s, KR_CTL_ERR_UNKNOWN, NULL);
 	sup_dispatch_soon(s);
 }
@@ -498,11 +503,12 @@ int sup_kernel_replace(sup_t *s, const char *cause, bool requested)
 	sup_kernel_end(s, false);
 	s->replacing = false;
 	snprintf(s->notice, sizeof s->notice,
-	         "kernel restarted: %s; earlier state (variables, imports, loaded data) is lost", cause);
+	         "kernel restarted: %s; earlier state (variables, imports, loaded data) is lost",
+	         cause);
 	sup_utf8_cut(s->notice);
 	sup_log(s, "restart",
-	        json_pack("{s:s, s:I, s:b}", "cause", cause, "generation", (json_int_t)s->generation,
-	                  "requested", requested));
+	        json_pack("{s:s, s:I, s:b}", "cause", cause, "generation",
+	                  (json_int_t)s->generation, "requested", requested));
 	s->restarts++;
 	if (!requested) {
 		memmove(s->crashes, s->crashes + 1, sizeof s->crashes - sizeof s->crashes[0]);
@@ -517,8 +523,8 @@ int sup_kernel_replace(sup_t *s, const char *cause, bool requested)
 		}
 	}
 	if (sup_kernel_start(s, &err) < 0) {
-		kx_msgf(s->stop_cause, sizeof s->stop_cause, "the kernel could not be restarted: %s",
-		        err.msg);
+		kx_msgf(s->stop_cause, sizeof s->stop_cause,
+		        "the kernel could not be restarted: %s", err.msg);
 		return -1;
 	}
 	return 0;
@@ -603,8 +609,8 @@ static int on_memory_check(kbox_loop_t *loop, void *arg)
 	         "it sent more than its supervisor may hold (%s in memory, over the bound of %s), "
 	         "so the kernel was killed",
 	         have, bound);
-	sup_log(s, "memory", json_pack("{s:I, s:I}", "rss", (json_int_t)rss, "bound",
-	                               (json_int_t)MEMORY_HIGH));
+	sup_log(s, "memory",
+	        json_pack("{s:I, s:I}", "rss", (json_int_t)rss, "bound", (json_int_t)MEMORY_HIGH));
 	kr_sandbox_signal(s->sb, SIGKILL, NULL);
 	if (sup_kernel_replace(s, cause, false) < 0) {
 		sup_answer_pending(s, KR_CTL_ERR_KERNEL, s->stop_cause);
@@ -638,4 +644,3 @@ void sup_memory_bound(sup_t *s)
 	                  s->cg ? max : NULL, "no_cgroup", s->cg ? NULL : why));
 	kbox_loop_add_timer(s->loop, MEMORY_CHECK_MS, true, on_memory_check, s, NULL);
 }
-

@@ -91,9 +91,12 @@ int ws_open(int dirfd, const char *path, int flags, unsigned mode)
 const char *ws_strerror(int e)
 {
 	switch (e) {
-	case EXDEV: return "it leads outside the workspace (through a symlink)";
-	case ELOOP: return "a symlink is in the way (refused)";
-	default: return strerror(e);
+	case EXDEV:
+		return "it leads outside the workspace (through a symlink)";
+	case ELOOP:
+		return "a symlink is in the way (refused)";
+	default:
+		return strerror(e);
 	}
 }
 
@@ -259,7 +262,8 @@ void ws_file_end(ws_file_t *f)
 int ws_source_open(const char *path, kbox_error_t *err)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC); /* a FIFO must not block */
+	int fd = open(path,
+	              O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC); /* a FIFO must not block */
 
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		kr_err_sys(err, "cannot read %s", path);
@@ -289,8 +293,7 @@ int ws_copy_fd(int in, int out)
 	}
 }
 
-int ws_put(const char *session_dir, int in, const char *host, const char *dest,
-           kbox_error_t *err)
+int ws_put(const char *session_dir, int in, const char *host, const char *dest, kbox_error_t *err)
 {
 	ws_file_t f = WS_FILE_INIT;
 	const char *name;
@@ -334,11 +337,10 @@ out:
  * inside a system directory (/var/tmp/x, /run/media/ada/disk); a home
  * directory and any directory that holds one; and kbox's state directory,
  * in it, or holding it. */
-static const char *const system_trees[] = {"/bin",  "/boot", "/dev",  "/etc",  "/lib",
-                                           "/lib32", "/lib64", "/libx32", "/opt", "/proc",
-                                           "/run",  "/sbin", "/snap", "/sys",  "/usr",
-                                           "/var",  NULL};
-static const char *const shared_dirs[] = {"/home", "/media", "/mnt",     "/root",     "/run/media",
+static const char *const system_trees[] = {"/bin",   "/boot",   "/dev", "/etc",  "/lib", "/lib32",
+                                           "/lib64", "/libx32", "/opt", "/proc", "/run", "/sbin",
+                                           "/snap",  "/sys",    "/usr", "/var",  NULL};
+static const char *const shared_dirs[] = {"/home", "/media", "/mnt",     "/root", "/run/media",
                                           "/srv",  "/tmp",   "/var/tmp", NULL};
 
 /* Whether PATH is DIR or inside it (both absolute and resolved). */
@@ -391,9 +393,11 @@ static bool dir_refused(const char *dir, char *why, size_t size)
 		if (!within(dir, system_trees[i]))
 			continue;
 		for (size_t j = 0; shared_dirs[j]; j++)
-			shared |= within(dir, shared_dirs[j]) && within(shared_dirs[j], system_trees[i]);
+			shared |= within(dir, shared_dirs[j]) &&
+			          within(shared_dirs[j], system_trees[i]);
 		if (!shared) {
-			snprintf(why, size, "%s is in the system directory %s", dir, system_trees[i]);
+			snprintf(why, size, "%s is in the system directory %s", dir,
+			         system_trees[i]);
 			return true;
 		}
 	}

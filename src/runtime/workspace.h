@@ -79,7 +79,10 @@ typedef struct {
 	char *shown;  /* the path for messages (owned) */
 	char tmp[64]; /* the temporary file's name; "" once renamed */
 } ws_file_t;
-#define WS_FILE_INIT {-1, -1, NULL, NULL, ""}
+#define WS_FILE_INIT                   \
+	{                              \
+		-1, -1, NULL, NULL, "" \
+	}
 
 /* Begin writing the file NAME (no '/') in the workspace's directory DIRFD
  * (taken: closed by ws_file_end, also on failure), SHOWN its path in
@@ -117,8 +120,7 @@ int ws_copy_fd(int in, int out);
  * renamed over (kbox put, kbox agent --file).  IN is not closed.  0, or -1
  * with ERR: KBOX_E_INVALID or KBOX_E_NOTFOUND when DEST is refused,
  * KBOX_E_SYSTEM when the copy failed. */
-int ws_put(const char *session_dir, int in, const char *host, const char *dest,
-           kbox_error_t *err);
+int ws_put(const char *session_dir, int in, const char *host, const char *dest, kbox_error_t *err);
 
 /* Check PATH, a host directory to bind read-write as the kernel's
  * workspace (kbox run --workspace), and put it resolved (links and ".."
