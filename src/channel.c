@@ -8,14 +8,25 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define IOPUB_RCVHWM \
-	200 /* iopub messages queued unread, at most: with the ~1 MB
+	200                   /* iopub messages queued unread, at most: with the ~1 MB
                           * messages of a print flood, ~200 MB however slow the reader */
+#define RECONNECT_IVL 10      /* a refused connect is tried again after 10 ms… */
+#define RECONNECT_IVL_MAX 100 /* …backing off to 100 (libzmq's: 100, no back-off) */
+#define FAST_IVL 2            /* by path, while the kernel starts: every 2 ms… */
+#define FAST_IVL_MAX 5        /* …backing off to 5 (see channel_new) */
+
+/* A serial number for monitor endpoints: libzmq unbinds a stopped
+ * monitor's inproc endpoint asynchronously, so a name made again at once
+ * (a channel remade) could still be taken, and the new socket would have
+ * no monitor. */
+static atomic_ulong monitor_serial;
 
 /* A snprintf of the endpoint of PATH into a buffer of SIZE returned N:
  * 0, or -1 with ERR when it was cut (a cut endpoint names another file). */
@@ -95,6 +106,7 @@ zsock_t *channel_new(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 	static const int types[KBOX_CH_COUNT] = {ZMQ_DEALER, ZMQ_SUB, ZMQ_DEALER, ZMQ_DEALER,
 	                                         ZMQ_REQ};
 	zsock_t *s = zsock_new(types[ch]);
+	bool by_path;
 	void *h;
 
 	if (!s) {
@@ -104,10 +116,6 @@ zsock_t *channel_new(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 	h = zsock_resolve(s);
 	/* requests we sent get 1 s to leave; subscriptions and beats need none */
 	zsock_set_linger(s, (ch == KBOX_CH_SHELL || ch == KBOX_CH_CONTROL) ? 1000 : 0);
-	/* a starting kernel binds its sockets a moment after we connect: try
-	 * again every 10 ms, not libzmq's 100 (backing off to 100) */
-	zsock_set_reconnect_ivl(s, 10);
-	zsock_set_reconnect_ivl_max(s, 100);
 	/* a full queue (peer gone, 1000 unanswered messages) is an error, not a hang */
 	if (ch != KBOX_CH_IOPUB)
 		zsock_set_sndtimeo(s, 0);
@@ -115,8 +123,9 @@ zsock_t *channel_new(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 		zmq_setsockopt(h, ZMQ_ROUTING_ID, self->session, strlen(self->session));
 	if ((ch == KBOX_CH_STDIN || ch == KBOX_CH_IOPUB) && !self->mon[ch]) {
 		char mon_ep[64];
-		int n = snprintf(mon_ep, sizeof mon_ep, "inproc://kbox-%s-monitor-%p",
-		                 kbox_channel_name(ch), (void *)self);
+		int n = snprintf(mon_ep, sizeof mon_ep, "inproc://kbox-%s-monitor-%p-%lu",
+		                 kbox_channel_name(ch), (void *)self,
+		                 atomic_fetch_add(&monitor_serial, 1));
 		self->linked[ch] = false;
 		/* (a cut name could be another client's: then no monitor, as when
 		 * one cannot be made) */
@@ -142,6 +151,20 @@ zsock_t *channel_new(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 		zsock_destroy(&s);
 		return NULL;
 	}
+	/* A starting kernel binds its sockets 0.3-1 s or more after we
+	 * connect, and libzmq tries a refused connect again at its reconnect
+	 * interval: the kernel is heard up to one interval after its bind.
+	 * So a socket connected by path (its file not there yet: the kernel
+	 * has not bound it) tries every 2 ms backing off to 5, for a bounded
+	 * time: the readiness wait makes it again, pinned, when the kernel
+	 * answers, and at the slow pace when the kernel takes longer than
+	 * FAST_CONNECT_MS or the wait fails (ready.c).  Any other socket
+	 * (pinned, tcp) tries every 10 ms backing off to 100. */
+	by_path = kbox_conn_transport(self->conn) == KBOX_TRANSPORT_IPC && self->ipc_fd[ch] < 0 &&
+	          !self->fast_over;
+	self->fast[ch] = by_path;
+	zsock_set_reconnect_ivl(s, by_path ? FAST_IVL : RECONNECT_IVL);
+	zsock_set_reconnect_ivl_max(s, by_path ? FAST_IVL_MAX : RECONNECT_IVL_MAX);
 	if (zsock_connect(s, "%s", ep) < 0) {
 		kbox__err(err, KBOX_E_SYSTEM, "cannot connect the %s socket to %s: %s",
 		          kbox_channel_name(ch), kbox_conn_endpoint(self->conn, ch),
@@ -211,6 +234,33 @@ zsock_t *channel_sock(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 	if (self->sock[ch] && channel_watch(self, ch, err) < 0)
 		channel_close(self, ch);
 	return self->sock[ch];
+}
+
+/* Is a request of SELF's waiting for its reply on CH? */
+static bool channel_busy(const kbox_client_t *self, kbox_channel_t ch)
+{
+	for (const request_t *r = self->requests; r; r = r->next)
+		if (r->channel == ch)
+			return true;
+	return false;
+}
+
+/* The fast pace of connecting by path is over (see channel_new): the
+ * sockets still trying at it, but for one a request waits on, are made
+ * again at the slow pace.  One that cannot be made is left closed: the
+ * next use connects one, or says why it cannot. */
+void channel_slow_down(kbox_client_t *self)
+{
+	kbox_error_t e = {0};
+	if (self->fast_over)
+		return;
+	self->fast_over = true;
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		if (!self->sock[ch] || !self->fast[ch] || channel_busy(self, (kbox_channel_t)ch))
+			continue;
+		channel_close(self, (kbox_channel_t)ch);
+		channel_sock(self, (kbox_channel_t)ch, &e);
+	}
 }
 
 /* Is a message waiting on CH?  (Never blocks; false without a socket.) */

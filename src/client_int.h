@@ -74,6 +74,7 @@ typedef struct {
 	ready_phase_t phase;
 	int timeout_ms; /* as given (defaulted), for messages */
 	long long deadline;
+	long long begun; /* kx_now_ms() at ready_start */
 	long iopub_wait;
 	bool shell_answered;
 	bool iopub_heard; /* something came on iopub since the wait began */
@@ -143,6 +144,11 @@ struct kbox_client {
 	int ipc_dir_fd;
 	bool must_pin; /* the kernel has answered: never connect by path */
 	bool settle;   /* the last execute failed with stop_on_error: kernel may still abort */
+	/* ipc: CH's socket is connected by path at the fast reconnect pace
+	 * (channel_new), which a client gets until it is over (fast_over:
+	 * channel_slow_down) */
+	bool fast[KBOX_CH_COUNT];
+	bool fast_over;
 
 	/* on a loop */
 	kbox_loop_t *loop; /* attached to, or NULL */
@@ -258,6 +264,9 @@ void channel_subscribe_now(kbox_client_t *self);
 /* Read CH's monitor: true when it says CH's handshake completed (the
  * monitor is then stopped and CH marked linked). */
 bool channel_linked_now(kbox_client_t *self, kbox_channel_t ch);
+/* The fast pace of connecting by path is over: the sockets still at it
+ * (but for those a request waits on) are made again at the slow pace. */
+void channel_slow_down(kbox_client_t *self);
 
 /* ---- request.c ---- */
 

@@ -12,6 +12,7 @@
 #define ATTEMPT_MS 1000       /* one kernel_info attempt of a readiness wait */
 #define IOPUB_WAIT_MS 10      /* first wait for iopub after kernel_info (doubling)… */
 #define IOPUB_WAIT_MAX_MS 200 /* …up to this */
+#define FAST_CONNECT_MS 10000 /* longest a kernel is waited for at the fast connect pace */
 
 /* Take RD off SELF with its timers and request; its callback is then the
  * caller's to call (or not). */
@@ -31,6 +32,8 @@ void ready_end(kbox_client_t *self, ready_t *rd, const kbox_error_t *err)
 	void *arg = rd->arg;
 	ready_unlink(self, rd);
 	free(rd);
+	if (err) /* no kernel answered: no more connecting by path every few ms */
+		channel_slow_down(self);
 	cb(arg, err ? -1 : 0, err);
 }
 
@@ -64,6 +67,10 @@ static void ready_ask(kbox_client_t *self, ready_t *rd)
 		ready_expire(self, rd);
 		return;
 	}
+	/* the kernel is slow to bind: the sockets still connected by path go
+	 * on at the slow pace (channel_new) */
+	if (!self->fast_over && kx_now_ms() - rd->begun >= FAST_CONNECT_MS)
+		channel_slow_down(self);
 	rd->phase = READY_ASK;
 	if (!request_start(self, KBOX_CH_SHELL, "kernel_info_request", NULL,
 	                   (int)(left < ATTEMPT_MS ? left : ATTEMPT_MS), rd, ready_on_reply, rd,
@@ -128,6 +135,14 @@ static int ready_on_iopub_wait(kbox_loop_t *loop, void *arg)
 
 static int ready_on_link_wait(kbox_loop_t *loop, void *arg);
 
+/* True when iopub's handshake is still to come and its monitor will say
+ * when it does. */
+static bool ready_iopub_linking(const kbox_client_t *self)
+{
+	return self->sock[KBOX_CH_IOPUB] && self->mon[KBOX_CH_IOPUB] &&
+	       !self->linked[KBOX_CH_IOPUB];
+}
+
 /* The kernel answered, so its socket files exist: the channels that were
  * connected by path are made again, pinned, and from now on none is
  * connected by path.  True when it did (the wait goes on: iopub's new
@@ -152,6 +167,11 @@ static bool ready_pin(kbox_client_t *self, ready_t *rd)
 	if (!again)
 		return false;
 	rd->iopub_heard = false;
+	if (!ready_iopub_linking(self)) { /* no handshake to wait for: ask now */
+		channel_subscribe_now(self);
+		ready_ask(self, rd);
+		return true;
+	}
 	rd->phase = READY_LINK; /* client_on_monitor or this timer asks again */
 	if (!(rd->t_phase = client_add_timer(self, IOPUB_LINK_MS, ready_on_link_wait, rd)))
 		ready_ask(self, rd);
@@ -246,7 +266,8 @@ ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_read
 	}
 	rd->client = self;
 	rd->timeout_ms = timeout_ms > 0 ? timeout_ms : READY_MS;
-	rd->deadline = kx_now_ms() + rd->timeout_ms;
+	rd->begun = kx_now_ms();
+	rd->deadline = rd->begun + rd->timeout_ms;
 	rd->iopub_wait = IOPUB_WAIT_MS;
 	rd->owner = owner;
 	rd->cb = cb;
@@ -257,7 +278,7 @@ ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_read
 	 * iopub's handshake, then let the socket process it, which sends the
 	 * subscription.  Then this request's status messages reach us and
 	 * one round trip is usually enough; if not, ask again. */
-	if (self->sock[KBOX_CH_IOPUB] && self->mon[KBOX_CH_IOPUB] && !self->linked[KBOX_CH_IOPUB]) {
+	if (ready_iopub_linking(self)) {
 		rd->phase = READY_LINK; /* client_on_monitor or this timer asks */
 		rd->t_phase = client_add_timer(
 		        self, rd->timeout_ms < IOPUB_LINK_MS ? rd->timeout_ms : IOPUB_LINK_MS,
