@@ -288,17 +288,22 @@ from IPython.display import display
 display({"text/plain": "x" * 60_000_000}, raw=True)
 EOF
 # (On a loaded machine libzmq can still be taking the 60 MB in two seconds
-# after the reply: then iopub is given up and the loss said, which keeps
-# the promise too; the test judges the bound, not which came first.)
+# after the reply: then iopub is given up and the loss said, with what
+# never arrived counted and the display shown if it did arrive; that keeps
+# the promise too: the test judges the bound, not which came first.)
 LOST="[note: output was lost: iopub broke during this execution (most likely a message over 67108864 bytes, the most kbox takes) and was reconnected; what the kernel sent meanwhile (output, an error) is missing]"
 kbox exec -s pr -f big.py
+NEVER='^\[note: [1-9][0-9]* messages the kernel sent during this execution never reached kbox (most likely its output queue overflowed while it flooded output faster than kbox reads): some output may be missing\]$'
 check row15_60_mb_display_is_left_out_with_its_size eval 'status_is 0 &&
-	{ stdout_is "[display not shown: text/plain of 60000000 bytes]" || stdout_is "$LOST"; }'
+	{ stdout_is "[display not shown: text/plain of 60000000 bytes]" ||
+	  { [ "$(tail -n 1 stdout)" = "$LOST" ] &&
+	    ! grep -v -x -F -e "[display not shown: text/plain of 60000000 bytes]" -e "$LOST" stdout |
+	      grep -v "$NEVER" | grep -q .; }; }'
 check_rss row15_60_mb_display_kbox_peak_rss_is_under_4_times_the_message_cap 262144
 kbox exec -s pr --format json -f big.py
 check row15_60_mb_display_in_json_is_omitted_bytes json_true stdout \
-	'j["displays"] == [{"data": {"text/plain": {"omitted_bytes": 60000000}}, "display_id": None}] and j["notices"] == []
-	 or j["displays"] == [] and any("iopub broke" in n for n in j["notices"])'
+	'j["displays"] in ([{"data": {"text/plain": {"omitted_bytes": 60000000}}, "display_id": None}], [])
+	 and (j["notices"] == [] and j["displays"] != [] or any("iopub broke" in n for n in j["notices"]))'
 
 # 10^5 stream messages, one line each (a write and a flush per line, so
 # that ipykernel neither joins nor splits lines): over the rate limit, but
