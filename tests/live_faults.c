@@ -196,11 +196,12 @@ TEST(runtime_dir_too_long_for_unix_sockets_is_refused)
 	kbox_kernel_opts_t o = {0};
 	kbox_error_t err = {0};
 	kbox_kernel_t *k;
-	char want[sizeof err.msg];
+	char want[sizeof err.msg + sizeof sub];
 
 	REQUIRE(dir != NULL);
 	snprintf(sub, sizeof sub, "%s/%0100d", dir, 0);
 	REQUIRE(mkdir(sub, 0700) == 0);
+	REQUIRE(strlen(sub) < 200); /* the message below fits err.msg */
 	o.runtime_dir = sub;
 	k = kbox_kernel_start(g_spec, &o, &err);
 	CHECK(k == NULL);
