@@ -29,6 +29,8 @@ bool sup_conn_flush(conn_t *c)
 			return false;
 		off += (size_t)w;
 	}
+	if (!off)
+		return true; /* nothing sent: nothing to move */
 	memmove(c->out, c->out + off, c->out_len - off);
 	c->out_len -= off;
 	c->s->out_total -= off;
@@ -84,11 +86,17 @@ void sup_conn_send(conn_t *c, json_t *j, bool event)
 		free(line);
 		return;
 	}
-	if (!(nb = realloc(c->out, c->out_len + len + 1))) {
-		free(line);
-		return;
+	if (c->out_len + len + 1 > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		while (cap < c->out_len + len + 1)
+			cap *= 2;
+		if (!(nb = realloc(c->out, cap))) {
+			free(line);
+			return;
+		}
+		c->out = nb;
+		c->out_cap = cap;
 	}
-	c->out = nb;
 	memcpy(c->out + c->out_len, line, len);
 	c->out[c->out_len + len] = '\n';
 	c->out_len += len + 1;

@@ -96,6 +96,8 @@ struct conn {
 	size_t in_len, in_cap;
 	char *out; /* what could not be sent yet */
 	size_t out_len;
+	size_t out_cap; /* out's size: it grows by doubling, so that a slow
+	                   reader costs no copy of the backlog per reply */
 	size_t events_dropped;
 	int passed_fd;       /* the descriptor that came with its last request, or -1 */
 	job_t *job;          /* its job, queued or running, or NULL */
