@@ -303,10 +303,10 @@ check row15_60_mb_display_is_left_out_with_its_size eval 'status_is 0 &&
 check_rss row15_60_mb_display_kbox_peak_rss_is_under_4_times_the_message_cap 262144
 kbox exec -s pr --format json -f big.py
 check row15_60_mb_display_in_json_is_omitted_bytes json_true stdout \
-	'j["displays"] in ([{"data": {"text/plain": {"omitted_bytes": 60000000}}, "display_id": None}], [])
+	'(j["displays"] in ([{"data": {"text/plain": {"omitted_bytes": 60000000}}, "display_id": None}], [])
 	 and all(__import__("re").match("output was lost: iopub broke |[0-9]+ messages the kernel sent during this execution never reached kbox |[0-9]+ display messages were dropped: ", n) for n in j["notices"])
 	 and (j["displays"] != [] or j["notices"] != [])
-	 or print("#   notices:", j["notices"], "displays:", j["displays"])'
+	 or print("#   notices:", j["notices"], "displays:", j["displays"]))'
 
 # 10^5 stream messages, one line each (a write and a flush per line, so
 # that ipykernel neither joins nor splits lines): over the rate limit, but
