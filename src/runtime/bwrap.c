@@ -174,7 +174,7 @@ static int seccomp_program(kbox_error_t *err)
 	int fd = -1, rc = 0, nr;
 
 	if (!ctx)
-		return kr_err(err, KBOX_E_NOMEM, "seccomp: cannot make a filter");
+		return kbox_error_set(err, KBOX_E_NOMEM, "seccomp: cannot make a filter");
 	/* other ABIs (i386, x32) are killed: their syscall numbers differ; the
 	 * whole process, not the thread (a thread killed alone leaves the
 	 * kernel waiting for it for ever) */
@@ -236,18 +236,19 @@ static int seccomp_program(kbox_error_t *err)
 	                       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
 	if (rc) {
 		seccomp_release(ctx);
-		return kr_err(err, KBOX_E_SYSTEM, "seccomp: cannot add a rule: %s", strerror(-rc));
+		return kbox_error_set(err, KBOX_E_SYSTEM, "seccomp: cannot add a rule: %s",
+		                      strerror(-rc));
 	}
 	if ((fd = memfd_create("kbox-seccomp", 0)) < 0) {
 		seccomp_release(ctx);
-		return kr_err_sys(err, "seccomp: memfd_create");
+		return kbox_error_set_sys(err, "seccomp: memfd_create");
 	}
 	rc = seccomp_export_bpf(ctx, fd);
 	seccomp_release(ctx);
 	if (rc < 0 || lseek(fd, 0, SEEK_SET) < 0) {
 		close(fd);
-		return kr_err(err, KBOX_E_SYSTEM, "seccomp: cannot export the filter: %s",
-		              strerror(rc < 0 ? -rc : errno));
+		return kbox_error_set(err, KBOX_E_SYSTEM, "seccomp: cannot export the filter: %s",
+		                      strerror(rc < 0 ? -rc : errno));
 	}
 	return fd;
 }
@@ -359,20 +360,20 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 	*n_fds = 0;
 	if (!fds) {
 		free(exe);
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	if (!exe) {
 		free(fds);
-		kr_err(err, KBOX_E_NOTFOUND,
-		       "bwrap (bubblewrap) is not installed: no bwrap in "
-		       "/usr/local/bin, /usr/bin or /bin");
+		kbox_error_set(err, KBOX_E_NOTFOUND,
+		               "bwrap (bubblewrap) is not installed: no bwrap in "
+		               "/usr/local/bin, /usr/bin or /bin");
 		return NULL;
 	}
 	snprintf(path, sizeof path, "%s/usr", root);
 	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		kr_err(err, KBOX_E_NOTFOUND, "root filesystem %s has no usr directory",
-		       *root ? root : "/");
+		kbox_error_set(err, KBOX_E_NOTFOUND, "root filesystem %s has no usr directory",
+		               *root ? root : "/");
 		goto fail;
 	}
 	kx_argv_add(&a, exe, NULL);
@@ -424,7 +425,7 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 	for (size_t i = 0; i < sizeof synthetic / sizeof *synthetic; i++) {
 		int fd = data_fd("kbox-etc", synthetic[i].text);
 		if (fd < 0) {
-			kr_err_sys(err, "cannot make the sandbox's %s", synthetic[i].path);
+			kbox_error_set_sys(err, "cannot make the sandbox's %s", synthetic[i].path);
 			goto fail;
 		}
 		fds[nf++] = fd;
@@ -453,7 +454,7 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 		if (stat(path, &st) < 0)
 			continue;
 		if ((fd = data_fd("kbox-proc", proc_replaced[i].text)) < 0) {
-			kr_err_sys(err, "cannot make the sandbox's %s", path);
+			kbox_error_set_sys(err, "cannot make the sandbox's %s", path);
 			goto fail;
 		}
 		fds[nf++] = fd;
@@ -508,7 +509,7 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 		kx_argv_addf(&a, "%d", fd);
 	}
 	if (a.failed) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
 		goto fail;
 	}
 	{
@@ -524,7 +525,7 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 		if (!ok || lseek(fd, 0, SEEK_SET) < 0) {
 			if (fd >= 0)
 				close(fd);
-			kr_err_sys(err, "cannot pass bwrap its options");
+			kbox_error_set_sys(err, "cannot pass bwrap its options");
 			goto fail;
 		}
 		fds[nf++] = fd;
@@ -535,7 +536,8 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 			kx_argv_add(&cl, cmd[i], NULL);
 		if (cl.failed) {
 			kx_argv_reset(&cl);
-			kr_err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
+			kbox_error_set(err, KBOX_E_NOMEM,
+			               "out of memory building the bwrap command");
 			goto fail;
 		}
 		kx_argv_reset(&a);
@@ -581,8 +583,9 @@ pid_t kr_bwrap_info_pid(int info_fd, kbox_error_t *err)
 	if (len == 0)
 		return 0;
 	if (!(at = strstr(buf, "\"child-pid\":")) || sscanf(at + 12, " %ld", &pid) != 1 || pid <= 1)
-		return kr_err(err, KBOX_E_SYSTEM,
-		              "bwrap did not say the sandbox's pid (it said \"%.60s\")", buf);
+		return kbox_error_set(err, KBOX_E_SYSTEM,
+		                      "bwrap did not say the sandbox's pid (it said \"%.60s\")",
+		                      buf);
 	return (pid_t)pid;
 }
 
@@ -608,16 +611,17 @@ int kr_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 	}
 	snprintf(path, sizeof path, "/proc/%ld/ns/user", (long)pid);
 	if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return kr_err_sys(err, "cannot open the sandbox's user namespace (%s)", path);
+		return kbox_error_set_sys(err, "cannot open the sandbox's user namespace (%s)",
+		                          path);
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		close(ns);
-		return kr_err_sys(err, "pipe");
+		return kbox_error_set_sys(err, "pipe");
 	}
 	if ((child = fork()) < 0) {
 		close(ns);
 		close(p[0]);
 		close(p[1]);
-		return kr_err_sys(err, "fork");
+		return kbox_error_set_sys(err, "fork");
 	}
 	if (child == 0) {
 		/* only setns, prlimit, open, write, close: a child of a threaded
@@ -653,20 +657,20 @@ int kr_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 	if (got == (ssize_t)sizeof fail) {
 		errno = fail.errnum;
 		if (fail.step == JOIN)
-			return kr_err_sys(err, "cannot join the sandbox's user namespace");
+			return kbox_error_set_sys(err, "cannot join the sandbox's user namespace");
 		if (fail.step == NPROC)
-			return kr_err_sys(err,
-			                  "cannot set RLIMIT_NPROC of the sandbox (pid %ld) to %ld",
-			                  (long)pid, nproc);
-		kr_err_sys(err, "cannot write %s in the sandbox's user namespace",
-		           file[fail.step - SYSCTL]);
+			return kbox_error_set_sys(
+			        err, "cannot set RLIMIT_NPROC of the sandbox (pid %ld) to %ld",
+			        (long)pid, nproc);
+		kbox_error_set_sys(err, "cannot write %s in the sandbox's user namespace",
+		                   file[fail.step - SYSCTL]);
 		return 1;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return kr_err(err, KBOX_E_SYSTEM,
-		              "the process that bounds the sandbox failed "
-		              "(wait status %d)",
-		              st);
+		return kbox_error_set(err, KBOX_E_SYSTEM,
+		                      "the process that bounds the sandbox failed "
+		                      "(wait status %d)",
+		                      st);
 	return 0;
 }
 
@@ -688,7 +692,7 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 	if (bounded) {
 		/* it waits, its mounts made, until the bounds are set */
 		if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
-			kr_err_sys(err, "pipe");
+			kbox_error_set_sys(err, "pipe");
 			goto out;
 		}
 		o.sync = true;
@@ -700,11 +704,11 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 	if (bounded)
 		info[1] = block[0] = -1; /* among FDS now */
 	if (pipe2(p, O_CLOEXEC) < 0) {
-		kr_err_sys(err, "pipe");
+		kbox_error_set_sys(err, "pipe");
 		goto out;
 	}
 	if ((pid = fork()) < 0) {
-		kr_err_sys(err, "fork");
+		kbox_error_set_sys(err, "fork");
 		goto out;
 	}
 	if (pid == 0) {
@@ -743,7 +747,7 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 			goto out;
 		}
 		if (first > 0 && write(block[1], "", 1) != 1) {
-			kr_err_sys(err, "cannot let the sandbox go on");
+			kbox_error_set_sys(err, "cannot let the sandbox go on");
 			kill(pid, SIGKILL);
 			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 				;
@@ -794,7 +798,7 @@ int kr_bwrap_probe(const kr_bwrap_opts_t *b, kbox_error_t *err)
 	if (rc == 0)
 		return 0;
 	if (rc > 0)
-		kr_err(err, KBOX_E_SYSTEM, "bwrap cannot make the sandbox here: %s",
-		       msg[0] ? msg : "it failed without a message");
+		kbox_error_set(err, KBOX_E_SYSTEM, "bwrap cannot make the sandbox here: %s",
+		               msg[0] ? msg : "it failed without a message");
 	return -1;
 }
