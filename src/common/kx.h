@@ -175,6 +175,13 @@ void kx_argv_reset(kx_argv_t *a);
 
 /* ---- kx_file.c: writing files ---- */
 
+/* Close *FD when it is open (>= 0) and set it to -1; errno is kept, so
+ * that a clean-up does not hide why it was needed. */
+void kx_close(int *fd);
+
+/* kx_close on each of the N descriptors at FDS (a pipe's two, say). */
+void kx_close_all(int *fds, size_t n);
+
 /* Write all LEN bytes at DATA to FD, retrying after EINTR and short writes.
  * 0, or -1 with errno. */
 int kx_write_all(int fd, const void *data, size_t len);

@@ -14,6 +14,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+void kx_close(int *fd)
+{
+	int e = errno;
+
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	errno = e;
+}
+
+void kx_close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		kx_close(&fds[i]);
+}
+
 int kx_write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;

@@ -127,6 +127,24 @@ void kr_sandbox_set_cause(kr_sandbox_t *sb, int st, bool signal_exit)
 		snprintf(sb->cause, sizeof sb->cause, "the kernel ended (wait status %d)", st);
 }
 
+bool kr_sandbox_poll(kr_sandbox_t *sb, const char *what, bool signal_exit)
+{
+	int st;
+	pid_t r;
+
+	do
+		r = waitpid(sb->pid, &st, WNOHANG);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return true;
+	sb->status = r == sb->pid ? st : -1;
+	if (r != sb->pid)
+		snprintf(sb->cause, sizeof sb->cause, "%s vanished (not reaped)", what);
+	else
+		kr_sandbox_set_cause(sb, st, signal_exit);
+	return false;
+}
+
 static char *dup_or_null(const char *s, bool *failed)
 {
 	char *d = s ? strdup(s) : NULL;

@@ -307,21 +307,15 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	}
 	/* what only bwrap needed (its ends of the pipes among them: the info
 	 * pipe must see its end when bwrap ends) */
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
+	kx_close_all(fds, n_fds);
 	n_fds = 0;
 	if (settle(sb, w, rl_nproc, info[0], block[1], err) < 0)
 		goto out;
 	rc = 0;
 out:
-	for (int i = 0; i < 2; i++) {
-		if (info[i] >= 0)
-			close(info[i]);
-		if (block[i] >= 0)
-			close(block[i]);
-	}
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
+	kx_close_all(info, 2);
+	kx_close_all(block, 2);
+	kx_close_all(fds, n_fds);
 	free(fds);
 	kbox_strv_free(env);
 	kbox_strv_free(bargv);
@@ -380,18 +374,9 @@ static pid_t bwrap_kernel_pid(kr_sandbox_t *sb)
 static bool bwrap_wait(kr_sandbox_t *sb)
 {
 	bwrap_t *w = sb->priv;
-	int st;
-	pid_t r;
-	do
-		r = waitpid(sb->pid, &st, WNOHANG);
-	while (r < 0 && errno == EINTR);
-	if (r == 0)
+
+	if (kr_sandbox_poll(sb, "the sandbox process", true))
 		return true;
-	sb->status = r == sb->pid ? st : -1;
-	if (r != sb->pid)
-		snprintf(sb->cause, sizeof sb->cause, "the sandbox process vanished (not reaped)");
-	else
-		kr_sandbox_set_cause(sb, st, true);
 	if (kr_cgroup_oom_kills(w->cg) > 0) {
 		char lim[32];
 		kx_fmt_bytes(lim, sizeof lim, kr_cgroup_memory_limit(w->cg));

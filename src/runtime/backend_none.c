@@ -93,21 +93,11 @@ out:
 
 static bool none_wait(kr_sandbox_t *sb)
 {
-	int st;
-	pid_t r;
-	do
-		r = waitpid(sb->pid, &st, WNOHANG);
-	while (r < 0 && errno == EINTR);
-	if (r == 0)
+	if (kr_sandbox_poll(sb, "the kernel process", false))
 		return true;
 	/* what the kernel started in its process group goes with it (the
 	 * group outlives its leader; its id is not reused while it exists) */
 	killpg(sb->pid, SIGKILL);
-	sb->status = r == sb->pid ? st : -1;
-	if (r != sb->pid)
-		snprintf(sb->cause, sizeof sb->cause, "the kernel process vanished (not reaped)");
-	else
-		kr_sandbox_set_cause(sb, st, false);
 	return false;
 }
 

@@ -801,8 +801,7 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 	p[1] = -1;
 	/* what only bwrap needed (the info pipe must see its end when bwrap
 	 * ends) */
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
+	kx_close_all(fds, n_fds);
 	n_fds = 0;
 	if (bounded) {
 		if ((first = kr_bwrap_info_pid(info[0], err)) < 0 ||
@@ -840,16 +839,10 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 	while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == ' '))
 		out[--len] = '\0';
 out:
-	for (int i = 0; i < 2; i++) {
-		if (p[i] >= 0)
-			close(p[i]);
-		if (info[i] >= 0)
-			close(info[i]);
-		if (block[i] >= 0)
-			close(block[i]);
-	}
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
+	kx_close_all(p, 2);
+	kx_close_all(info, 2);
+	kx_close_all(block, 2);
+	kx_close_all(fds, n_fds);
 	free(fds);
 	kbox_strv_free(argv);
 	if (pid < 0)

@@ -42,9 +42,7 @@ int kr_ctl_connect(const char *dir, kbox_error_t *err)
 	}
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		e = errno;
-		close(fd);
-		fd = -1;
-		errno = e;
+		kx_close(&fd);
 		if (e == ENOENT || e == ECONNREFUSED)
 			kbox_error_set(err, KBOX_E_NOTFOUND,
 			               "no supervisor answers on %s/control.sock", dir);
@@ -52,11 +50,7 @@ int kr_ctl_connect(const char *dir, kbox_error_t *err)
 			kbox_error_set_sys(err, "cannot connect to %s/control.sock", dir);
 	}
 out:
-	if (dfd >= 0) {
-		e = errno;
-		close(dfd);
-		errno = e;
-	}
+	kx_close(&dfd);
 	return fd;
 }
 
@@ -64,7 +58,7 @@ int kr_ctl_listen(const char *dir, kbox_error_t *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char path[PATH_MAX];
-	int fd = -1, dfd = -1, e;
+	int fd = -1, dfd = -1;
 	snprintf(path, sizeof path, "%s/control.sock", dir);
 	unlink(path); /* stale: the caller holds the supervisor lock */
 	if (sock_path(&sa, dir, &dfd, err) < 0)
@@ -80,16 +74,9 @@ int kr_ctl_listen(const char *dir, kbox_error_t *err)
 		kbox_error_set_sys(err, "cannot listen on %s", path);
 	else
 		goto out;
-	e = errno;
-	close(fd);
-	fd = -1;
-	errno = e;
+	kx_close(&fd);
 out:
-	if (dfd >= 0) {
-		e = errno;
-		close(dfd);
-		errno = e;
-	}
+	kx_close(&dfd);
 	return fd;
 }
 
