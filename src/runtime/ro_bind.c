@@ -43,24 +43,31 @@ static bool below_one(const char *path, const char *const *dirs)
 	return false;
 }
 
+/* The next component of the path at *REST: its start (not NUL-ended), its
+ * length in *N, and *REST moved past it; NULL when there is none. */
+static const char *next_component(const char **rest, size_t *n)
+{
+	const char *p = *rest;
+
+	while (*p == '/')
+		p++;
+	if (!*p)
+		return NULL;
+	*rest = strchrnul(p, '/');
+	*n = (size_t)(*rest - p);
+	return p;
+}
+
 /* PATH (absolute) without "." components, repeated or trailing slashes:
  * into OUT.  ".." takes the component before away when DOTDOT, else is
  * refused.  0 or -1. */
 static int normalize(const char *path, bool dotdot, char *out, size_t size)
 {
-	size_t len = 0;
+	size_t len = 0, n;
 	if (path[0] != '/' || size < 2)
 		return -1;
 	out[0] = '\0';
-	for (const char *p = path; *p;) {
-		const char *end;
-		size_t n;
-		while (*p == '/')
-			p++;
-		if (!*p)
-			break;
-		end = strchrnul(p, '/');
-		n = (size_t)(end - p);
+	for (const char *rest = path, *p; (p = next_component(&rest, &n));) {
 		if (n == 1 && p[0] == '.')
 			;
 		else if (n == 2 && p[0] == '.' && p[1] == '.') {
@@ -78,7 +85,6 @@ static int normalize(const char *path, bool dotdot, char *out, size_t size)
 			len += n;
 			out[len] = '\0';
 		}
-		p = end;
 	}
 	if (!len)
 		snprintf(out, size, "/");
@@ -95,16 +101,13 @@ static int resolve_in(const char *root, const char *path, char *out, size_t size
 	if (snprintf(todo, sizeof todo, "%s", path) >= (int)sizeof todo)
 		return errno = ENAMETOOLONG, -1;
 	while (todo[0]) {
-		char *p = todo, *end, comp[NAME_MAX + 1];
-		struct stat st;
 		size_t n;
+		const char *end = todo, *p = next_component(&end, &n);
+		char comp[NAME_MAX + 1];
+		struct stat st;
 		ssize_t ln;
-		while (*p == '/')
-			p++;
-		if (!*p)
+		if (!p)
 			break;
-		end = strchrnul(p, '/');
-		n = (size_t)(end - p);
 		if (n > NAME_MAX)
 			return errno = ENAMETOOLONG, -1;
 		memcpy(comp, p, n);
