@@ -213,6 +213,12 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
  * "kbox CMD: unexpected argument "X" (see kbox CMD --help)". */
 int cli_no_operands(const char *cmd, int n, char **operands);
 
+/* cli_parse_options for a command that takes no operands (cli_no_operands
+ * refuses one).  0 to go on, or -1 when the command is done, *STATUS
+ * saying how. */
+int cli_parse_no_operands(const char *cmd, const cli_option_t *opts, int argc, char **argv,
+                          int *status);
+
 /* Free the array of L; L is empty again. */
 void cli_strlist_clear(cli_strlist_t *l);
 /* Append ARG (borrowed) to L, keeping it NULL-terminated: EXIT_OK, or

@@ -713,11 +713,9 @@ int cmd_doctor(int argc, char **argv)
 	kr_bwrap_opts_t bo = {0};
 	bool isolates, sandbox_ok, kernel_ok, ids_ok, nproc_ok;
 	unsigned enforced;
-	int status, n = cli_parse_options("doctor", opts, argc, argv, &status);
+	int status;
 
-	if (n < 0)
-		return status;
-	if ((status = cli_no_operands("doctor", n, argv)) != EXIT_OK)
+	if (cli_parse_no_operands("doctor", opts, argc, argv, &status) < 0)
 		return status;
 	if (rootfs_arg && !(rootfs = realpath(rootfs_arg, NULL))) {
 		cli_error("doctor", "invalid --rootfs \"%s\": %s", rootfs_arg, strerror(errno));

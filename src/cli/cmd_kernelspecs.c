@@ -13,11 +13,9 @@ int cmd_kernelspecs(int argc, char **argv)
 	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	char **list;
 	json_t *out;
-	int status, n = cli_parse_options("kernelspecs", opts, argc, argv, &status);
+	int status;
 
-	if (n < 0)
-		return status;
-	if ((status = cli_no_operands("kernelspecs", n, argv)) != EXIT_OK)
+	if (cli_parse_no_operands("kernelspecs", opts, argc, argv, &status) < 0)
 		return status;
 	list = kbox_kspec_list();
 	out = json_object();

@@ -271,11 +271,8 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	                         "let a new kernel run the startup files and configuration in its "
 	                         "home (default: the session's, else off)"),
 	        CLI_OPT_END};
-	int n;
 
-	if ((n = cli_parse_options("start", opts, argc, argv, status)) < 0)
-		return -1;
-	return (*status = cli_no_operands("start", n, argv)) == EXIT_OK ? 0 : -1;
+	return cli_parse_no_operands("start", opts, argc, argv, status);
 }
 
 int cmd_start(int argc, char **argv)

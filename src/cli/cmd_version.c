@@ -9,11 +9,9 @@ int cmd_version(int argc, char **argv)
 	        CLI_OPT_FORMAT(&format, "text: \"kbox VERSION\" (the default); json and ndjson: "
 	                                "{\"name\": \"kbox\", \"version\": VERSION} on one line"),
 	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
-	int status, n = cli_parse_options("version", opts, argc, argv, &status);
+	int status;
 
-	if (n < 0)
-		return status;
-	if ((status = cli_no_operands("version", n, argv)) != EXIT_OK)
+	if (cli_parse_no_operands("version", opts, argc, argv, &status) < 0)
 		return status;
 	if (format == FMT_TEXT)
 		printf("kbox %s\n", PACKAGE_VERSION);

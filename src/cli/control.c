@@ -11,14 +11,12 @@ int cli_control(const char *cmd, int argc, char **argv, kr_ctl_op_t op, int time
 {
 	const char *name = NULL;
 	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
-	int status, n = cli_parse_options(cmd, opts, argc, argv, &status);
+	int status;
 	char *dir;
 	json_t *reply;
 	kbox_error_t err = {0};
 
-	if (n < 0)
-		return status;
-	if ((status = cli_no_operands(cmd, n, argv)) != EXIT_OK)
+	if (cli_parse_no_operands(cmd, opts, argc, argv, &status) < 0)
 		return status;
 	name = cli_session_name(name);
 	if (!(dir = cli_running_session(cmd, name, &status)))

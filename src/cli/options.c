@@ -438,3 +438,13 @@ int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	return cli_parse_max_lines(cmd, arg, opt->value) < 0 ? EXIT_USAGE : EXIT_OK;
 }
+
+int cli_parse_no_operands(const char *cmd, const cli_option_t *opts, int argc, char **argv,
+                          int *status)
+{
+	int n = cli_parse_options(cmd, opts, argc, argv, status);
+
+	if (n < 0)
+		return -1;
+	return (*status = cli_no_operands(cmd, n, argv)) == EXIT_OK ? 0 : -1;
+}
