@@ -219,6 +219,11 @@ int cli_no_operands(const char *cmd, int n, char **operands);
 int cli_parse_no_operands(const char *cmd, const cli_option_t *opts, int argc, char **argv,
                           int *status);
 
+/* cli_parse_no_operands for a command whose options are --format (HELP
+ * says what each format writes) and -j, --json only, into *FORMAT. */
+int cli_parse_format_only(const char *cmd, const char *help, format_t *format, int argc,
+                          char **argv, int *status);
+
 /* Free the array of L; L is empty again. */
 void cli_strlist_clear(cli_strlist_t *l);
 /* Append ARG (borrowed) to L, keeping it NULL-terminated: EXIT_OK, or

@@ -234,6 +234,11 @@ typedef struct {
  * is done, *STATUS saying how (EXIT_OK after --help, else after one line). */
 static int parse_start_options(int argc, char **argv, start_args_t *a, int *status)
 {
+/* An option of kbox start that sets the session's setting FIELD with CB:
+ * WHAT it does, and DFLT, what a session has without it ever given. */
+#define START_OPT(s, long_, arg, cb, field, what, dflt) \
+	CLI_OPT_CALLBACK(s, long_, arg, cb, field, what " (default: the session's, else " dflt ")")
+
 	cli_option_t opts[] = {
 	        CLI_OPT_SESSION(&a->name),
 	        CLI_OPT_STRING('k', "kernel", "SPEC", &a->o.kernel,
@@ -243,34 +248,31 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	                'b', "backend", "B", &a->o.backend,
 	                "bwrap or none, unsandboxed (default: the session's, else " KR_BACKEND_DEFAULT
 	                ")"),
-	        CLI_OPT_CALLBACK(
-	                0, "ttl", "DURATION", cli_opt_duration, &a->o.ttl_ms,
-	                "stop after DURATION idle, 0 never (default: the session's, else 30m)"),
-	        CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &a->o.memory,
-	                         "limit the kernel's memory (default: the session's, else 2G)"),
-	        CLI_OPT_CALLBACK(
-	                0, "cpus", "N", cpus_cb, &a->o.cpus,
-	                "limit it to N CPUs, such as 0.5 (default: the session's, else none)"),
-	        CLI_OPT_CALLBACK(
-	                0, "pids", "N", pids_cb, &a->o.pids,
-	                "limit its processes and threads (default: the session's, else 1024)"),
-	        CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", size_cb, &a->o.tmp_size,
-	                         "size of /tmp and /dev/shm (default: the session's, else 512M)"),
-	        CLI_OPT_CALLBACK(0, "file-size", "SIZE", size_cb, &a->o.file_size,
-	                         "largest file it may write (default: the session's, else 4G)"),
+	        START_OPT(0, "ttl", "DURATION", cli_opt_duration, &a->o.ttl_ms,
+	                  "stop after DURATION idle, 0 never", "30m"),
+	        START_OPT(0, "memory", "SIZE", size_cb, &a->o.memory, "limit the kernel's memory",
+	                  "2G"),
+	        START_OPT(0, "cpus", "N", cpus_cb, &a->o.cpus, "limit it to N CPUs, such as 0.5",
+	                  "none"),
+	        START_OPT(0, "pids", "N", pids_cb, &a->o.pids, "limit its processes and threads",
+	                  "1024"),
+	        START_OPT(0, "tmp-size", "SIZE", size_cb, &a->o.tmp_size,
+	                  "size of /tmp and /dev/shm", "512M"),
+	        START_OPT(0, "file-size", "SIZE", size_cb, &a->o.file_size,
+	                  "largest file it may write", "4G"),
 	        CLI_OPT_STRING(
 	                0, "rootfs", "DIR", &a->rootfs_arg,
 	                "the sandbox's system files (default: the session's, else the host's)"),
 	        CLI_OPT_CALLBACK(
 	                'e', "env", "K=V", env_cb, &a->env,
 	                "set K to V in its environment; repeatable (default: the session's)"),
-	        CLI_OPT_CALLBACK(0, "outputs-quota", "SIZE", size_cb, &a->o.outputs_quota,
-	                         "the most its outputs directory may hold: spilled text and images "
-	                         "(default: the session's, else 1G)"),
-	        CLI_OPT_CALLBACK(0, "home-config", "on|off", home_config_cb, &a->o.home_config,
-	                         "let a new kernel run the startup files and configuration in its "
-	                         "home (default: the session's, else off)"),
+	        START_OPT(0, "outputs-quota", "SIZE", size_cb, &a->o.outputs_quota,
+	                  "the most its outputs directory may hold: spilled text and images", "1G"),
+	        START_OPT(0, "home-config", "on|off", home_config_cb, &a->o.home_config,
+	                  "let a new kernel run the startup files and configuration in its home",
+	                  "off"),
 	        CLI_OPT_END};
+#undef START_OPT
 
 	return cli_parse_no_operands("start", opts, argc, argv, status);
 }

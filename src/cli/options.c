@@ -448,3 +448,12 @@ int cli_parse_no_operands(const char *cmd, const cli_option_t *opts, int argc, c
 		return -1;
 	return (*status = cli_no_operands(cmd, n, argv)) == EXIT_OK ? 0 : -1;
 }
+
+int cli_parse_format_only(const char *cmd, const char *help, format_t *format, int argc,
+                          char **argv, int *status)
+{
+	cli_option_t opts[] = {CLI_OPT_FORMAT(format, help), CLI_OPT_JSON('j', format),
+	                       CLI_OPT_END};
+
+	return cli_parse_no_operands(cmd, opts, argc, argv, status);
+}
