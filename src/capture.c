@@ -563,14 +563,11 @@ static json_t *image_ref(const kbox_image_t *img)
  * memory (IMG's strings are then still the caller's). */
 static int images_add(kbox_capture_t *self, const kbox_image_t *img)
 {
-	if (self->n_images == self->cap_images) {
-		size_t cap = self->cap_images ? self->cap_images * 2 : 4;
-		kbox_image_t *nv = realloc(self->images, cap * sizeof *nv);
-		if (!nv)
-			return -1;
-		self->images = nv;
-		self->cap_images = cap;
-	}
+	kbox_image_t *nv = kx_grow(self->images, &self->cap_images, self->n_images, sizeof *nv);
+
+	if (!nv)
+		return -1;
+	self->images = nv;
 	self->images[self->n_images++] = *img;
 	return 0;
 }

@@ -328,15 +328,12 @@ size_t kbox_auth_history_size(const kbox_auth_t *self)
 
 static int framev_push(framev_t *fv, const void *data, size_t size)
 {
+	kbox_frame_t *v = kx_grow(fv->v, &fv->cap, fv->n, sizeof *v);
 	void *copy;
-	if (fv->n == fv->cap) {
-		size_t cap = fv->cap ? fv->cap * 2 : 4;
-		kbox_frame_t *v = realloc(fv->v, cap * sizeof *v);
-		if (!v)
-			return -1;
-		fv->v = v;
-		fv->cap = cap;
-	}
+
+	if (!v)
+		return -1;
+	fv->v = v;
 	copy = malloc(size ? size : 1);
 	if (!copy)
 		return -1;

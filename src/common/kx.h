@@ -139,6 +139,12 @@ char *kx_buf_take(kx_buf_t *b, size_t *len);
 /* Free B's text and make it empty again (not failed). */
 void kx_buf_reset(kx_buf_t *b);
 
+/* The array V (N elements of SIZE bytes, room for *CAP) with room for
+ * one more: V itself when there is, else V reallocated to twice *CAP (4
+ * at first), *CAP updated.  NULL when out of memory: V and *CAP are then
+ * as they were, and V still the caller's. */
+void *kx_grow(void *v, size_t *cap, size_t n, size_t size);
+
 /* ---- kx_argv.c: a growing argv ---- */
 
 /* A growing NULL-terminated array of new strings (a command line), owned
