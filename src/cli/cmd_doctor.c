@@ -51,13 +51,10 @@ static void check(report_t *r, const char *name, const char *status, const char 
 static void first_line(const char *path, char *buf, size_t size)
 {
 	FILE *f = fopen(path, "re");
-	buf[0] = '\0';
-	if (f) {
-		if (!fgets(buf, (int)size, f))
-			buf[0] = '\0';
+
+	kx_first_line(f, buf, size);
+	if (f)
 		fclose(f);
-	}
-	buf[strcspn(buf, "\n")] = '\0';
 }
 
 /* What the sandbox's Python reports about itself and its packages. */
@@ -371,12 +368,9 @@ static char *check_bwrap(report_t *r)
 		return NULL;
 	}
 	snprintf(buf, sizeof buf, "%s --version 2>&1", bwrap);
-	if ((p = popen(buf, "re"))) {
-		if (!fgets(line, sizeof line, p))
-			line[0] = '\0';
+	kx_first_line(p = popen(buf, "re"), line, sizeof line);
+	if (p)
 		pclose(p);
-	}
-	line[strcspn(line, "\n")] = '\0';
 	snprintf(buf, sizeof buf, "%s (%s)", line[0] ? line : "bubblewrap", bwrap);
 	check(r, "bubblewrap", "ok", buf, NULL);
 	return bwrap;

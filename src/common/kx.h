@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #if defined(__GNUC__)
@@ -187,6 +188,11 @@ void kx_close(int *fd);
 
 /* kx_close on each of the N descriptors at FDS (a pipe's two, say). */
 void kx_close_all(int *fds, size_t n);
+
+/* The first line of the stream F (a file, a command's output) into BUF,
+ * SIZE bytes, without its newline; "" when F is NULL or has none.  F is
+ * left open. */
+void kx_first_line(FILE *f, char *buf, size_t size);
 
 /* Write all LEN bytes at DATA to FD, retrying after EINTR and short writes.
  * 0, or -1 with errno. */

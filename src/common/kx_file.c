@@ -30,6 +30,13 @@ void kx_close_all(int *fds, size_t n)
 		kx_close(&fds[i]);
 }
 
+void kx_first_line(FILE *f, char *buf, size_t size)
+{
+	if (!f || !fgets(buf, (int)size, f))
+		buf[0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
 int kx_write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
