@@ -44,6 +44,13 @@ extern "C" {
  * program.  0, or -1 if libsodium cannot start. */
 int kbox_init(void);
 
+/* 0 if DIR is private, as kbox_conn_save and kbox_kernel_start
+ * (kbox_kernel_opts_t.runtime_dir) need it to be: a directory of ours, not
+ * a link, closed to group and others (0700).  Else -1 with ERR: "directory
+ * D: strerror" when it cannot be looked at, or what is wrong and the chmod
+ * that fixes it. */
+int kbox_check_private_dir(const char *dir, kbox_error_t *err);
+
 /* The library version, e.g. "0.1.0".  Static (borrowed). */
 const char *kbox_version(void);
 

@@ -200,7 +200,7 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 	size_t mb, ml;
 
 	if (!self) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	if (opts)
@@ -221,9 +221,10 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 	tbuf_init(&self->traceback, mb, ml);
 	if (self->opts.prefix &&
 	    (strchr(self->opts.prefix, '/') || strlen(self->opts.prefix) > 200)) {
-		kbox__err(err, KBOX_E_INVALID,
-		          "capture file prefix \"%.40s\" must not contain '/' or exceed 200 bytes",
-		          self->opts.prefix);
+		kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "capture file prefix \"%.40s\" must not contain '/' or exceed 200 bytes",
+		        self->opts.prefix);
 		kbox_capture_destroy(&self);
 		return NULL;
 	}
@@ -238,7 +239,7 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 		if (self->dfd < 0 || fstat(self->dfd, &st) < 0 || !S_ISDIR(st.st_mode)) {
 			if (self->dfd >= 0 || errno == ELOOP)
 				errno = ENOTDIR;
-			kbox__err_sys(err, "outputs directory %s", self->opts.outputs_dir);
+			kbox_error_set_sys(err, "outputs directory %s", self->opts.outputs_dir);
 			kbox_capture_destroy(&self);
 			return NULL;
 		}
@@ -247,7 +248,7 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 	self->opts.outputs_dir = self->outputs_dir;
 	self->opts.prefix = self->prefix;
 	if (!self->displays || !self->prefix || (self->opts.outputs_dir && !self->outputs_dir)) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		kbox_capture_destroy(&self);
 	}
 	return self;
@@ -562,14 +563,11 @@ static json_t *image_ref(const kbox_image_t *img)
  * memory (IMG's strings are then still the caller's). */
 static int images_add(kbox_capture_t *self, const kbox_image_t *img)
 {
-	if (self->n_images == self->cap_images) {
-		size_t cap = self->cap_images ? self->cap_images * 2 : 4;
-		kbox_image_t *nv = realloc(self->images, cap * sizeof *nv);
-		if (!nv)
-			return -1;
-		self->images = nv;
-		self->cap_images = cap;
-	}
+	kbox_image_t *nv = kx_grow(self->images, &self->cap_images, self->n_images, sizeof *nv);
+
+	if (!nv)
+		return -1;
+	self->images = nv;
 	self->images[self->n_images++] = *img;
 	return 0;
 }
@@ -859,9 +857,9 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 		on_error(self, c);
 	}
 	if (self->oom)
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory capturing output");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory capturing output");
 	if (self->n_notices > notices_before)
-		return kbox__err(err, KBOX_E_SYSTEM, "%s", self->notices[self->n_notices - 1]);
+		return kbox_error_set(err, KBOX_E_SYSTEM, "%s", self->notices[self->n_notices - 1]);
 	return 0;
 }
 

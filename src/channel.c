@@ -34,8 +34,8 @@ static int endpoint_fits(int n, size_t size, const char *path, kbox_error_t *err
 {
 	if (n >= 0 && (size_t)n < size)
 		return 0;
-	return kbox__err(err, KBOX_E_INVALID, "the endpoint of %s is too long (at most %zu bytes)",
-	                 path, size - 1);
+	return kbox_error_set(err, KBOX_E_INVALID,
+	                      "the endpoint of %s is too long (at most %zu bytes)", path, size - 1);
 }
 
 /* The endpoint of the socket file PATH, not made yet, into EP: "ipc://PATH",
@@ -79,19 +79,20 @@ static int pin_ipc(kbox_client_t *self, kbox_channel_t ch, char *ep, size_t size
 	}
 	fd = open(endpoint + 6, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT && self->must_pin)
-		return kbox__err(err, KBOX_E_DEAD,
-		                 "the kernel's %s socket %s is gone or was replaced",
-		                 kbox_channel_name(ch), endpoint + 6);
+		return kbox_error_set(err, KBOX_E_DEAD,
+		                      "the kernel's %s socket %s is gone or was replaced",
+		                      kbox_channel_name(ch), endpoint + 6);
 	if (fd < 0)
 		return errno == ENOENT ? ipc_by_path(self, endpoint + 6, ep, size, err)
-		                       : kbox__err_sys(err, "%s socket %s", kbox_channel_name(ch),
-		                                       endpoint + 6);
+		                       : kbox_error_set_sys(err, "%s socket %s",
+		                                            kbox_channel_name(ch), endpoint + 6);
 	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		close(fd);
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "the %s socket %s is not a socket (%s): refusing to connect",
-		                 kbox_channel_name(ch), endpoint + 6,
-		                 S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind of file");
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "the %s socket %s is not a socket (%s): refusing to connect",
+		                      kbox_channel_name(ch), endpoint + 6,
+		                      S_ISLNK(st.st_mode) ? "a symbolic link"
+		                                          : "another kind of file");
 	}
 	self->ipc_fd[ch] = fd; /* closed with SELF, or when CH is connected again */
 	return endpoint_fits(snprintf(ep, size, "ipc:///proc/self/fd/%d", fd), size, endpoint + 6,
@@ -110,7 +111,7 @@ zsock_t *channel_new(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 	void *h;
 
 	if (!s) {
-		kbox__err_sys(err, "cannot create the %s socket", kbox_channel_name(ch));
+		kbox_error_set_sys(err, "cannot create the %s socket", kbox_channel_name(ch));
 		return NULL;
 	}
 	h = zsock_resolve(s);
@@ -166,9 +167,9 @@ zsock_t *channel_new(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 	zsock_set_reconnect_ivl(s, by_path ? FAST_IVL : RECONNECT_IVL);
 	zsock_set_reconnect_ivl_max(s, by_path ? FAST_IVL_MAX : RECONNECT_IVL_MAX);
 	if (zsock_connect(s, "%s", ep) < 0) {
-		kbox__err(err, KBOX_E_SYSTEM, "cannot connect the %s socket to %s: %s",
-		          kbox_channel_name(ch), kbox_conn_endpoint(self->conn, ch),
-		          zmq_strerror(zmq_errno()));
+		kbox_error_set(err, KBOX_E_SYSTEM, "cannot connect the %s socket to %s: %s",
+		               kbox_channel_name(ch), kbox_conn_endpoint(self->conn, ch),
+		               zmq_strerror(zmq_errno()));
 		zsock_destroy(&s);
 		return NULL;
 	}

@@ -35,12 +35,12 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 	size_t keylen;
 
 	if (kbox_init() < 0) {
-		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		kbox_error_set(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
 		return NULL;
 	}
 	self = calloc(1, sizeof *self);
 	if (!self) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	self->ipc_dir_fd = -1;
@@ -54,7 +54,7 @@ kbox_client_t *kbox_client_new(const kbox_conn_t *conn, kbox_error_t *err)
 	default_username(self->username, sizeof self->username);
 	self->conn = kbox_conn_dup(conn);
 	if (!self->conn) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto fail;
 	}
 	key = kbox_conn_key(self->conn, &keylen);
@@ -141,8 +141,8 @@ int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg
 {
 	zmsg_t *z;
 	if (channel != KBOX_CH_SHELL && channel != KBOX_CH_CONTROL && channel != KBOX_CH_STDIN)
-		return kbox__err(err, KBOX_E_INVALID, "cannot send on the %s channel",
-		                 kbox_channel_name(channel));
+		return kbox_error_set(err, KBOX_E_INVALID, "cannot send on the %s channel",
+		                      kbox_channel_name(channel));
 	if (!channel_sock(self, channel, err))
 		return -1;
 	z = kbox__msg_encode(msg, self->auth, err);
@@ -150,9 +150,9 @@ int kbox_client_send(kbox_client_t *self, kbox_channel_t channel, const kbox_msg
 		return -1;
 	if (zmsg_send(&z, self->sock[channel]) < 0) {
 		zmsg_destroy(&z);
-		return kbox__err(err, KBOX_E_SYSTEM, "sending %s on %s failed: %s",
-		                 kbox_msg_type(msg), kbox_channel_name(channel),
-		                 zmq_strerror(zmq_errno()));
+		return kbox_error_set(err, KBOX_E_SYSTEM, "sending %s on %s failed: %s",
+		                      kbox_msg_type(msg), kbox_channel_name(channel),
+		                      zmq_strerror(zmq_errno()));
 	}
 	return 0;
 }
@@ -253,16 +253,16 @@ kbox_msg_t *kbox_client_recv(kbox_client_t *self, kbox_channel_t channel, int ti
 	char t[32];
 
 	if ((unsigned)channel >= KBOX_CH_HB) {
-		kbox__err(err, KBOX_E_INVALID, "cannot receive messages on the %s channel",
-		          kbox_channel_name(channel));
+		kbox_error_set(err, KBOX_E_INVALID, "cannot receive messages on the %s channel",
+		               kbox_channel_name(channel));
 		return NULL;
 	}
 	for (;;) {
 		long wait = timeout_ms == 0 ? 0 : timeout_ms < 0 ? -1 : remaining(deadline);
 		int r = poll_channels(self, 1u << channel, wait);
 		if (r < 0) {
-			kbox__err(err, KBOX_E_SYSTEM, "poll on %s failed: %s",
-			          kbox_channel_name(channel), zmq_strerror(zmq_errno()));
+			kbox_error_set(err, KBOX_E_SYSTEM, "poll on %s failed: %s",
+			               kbox_channel_name(channel), zmq_strerror(zmq_errno()));
 			return NULL;
 		}
 		if (r) {
@@ -275,7 +275,8 @@ kbox_msg_t *kbox_client_recv(kbox_client_t *self, kbox_channel_t channel, int ti
 			break;
 	}
 	kx_fmt_ms(t, sizeof t, timeout_ms);
-	kbox__err(err, KBOX_E_TIMEOUT, "no message on %s within %s", kbox_channel_name(channel), t);
+	kbox_error_set(err, KBOX_E_TIMEOUT, "no message on %s within %s",
+	               kbox_channel_name(channel), t);
 	return NULL;
 }
 
@@ -455,7 +456,7 @@ static int on_alive_tick(kbox_loop_t *loop, void *arg)
 		r->doomed = true; /* those made by the callbacks below get their own tick */
 	client_guard_on(self, &g);
 	if (self->ready) {
-		kbox__err(&e, KBOX_E_DEAD, "kernel exited before it was ready");
+		kbox_error_set(&e, KBOX_E_DEAD, "kernel exited before it was ready");
 		ready_end(self, self->ready, &e);
 		if (g.gone)
 			return 0;
@@ -466,8 +467,8 @@ static int on_alive_tick(kbox_loop_t *loop, void *arg)
 			r = r->next;
 		if (!r)
 			break;
-		kbox__err(&e, KBOX_E_DEAD, "kernel died before it answered %s",
-		          kbox_msg_type(r->msg));
+		kbox_error_set(&e, KBOX_E_DEAD, "kernel died before it answered %s",
+		               kbox_msg_type(r->msg));
 		request_end(self, r, NULL, &e);
 		if (g.gone)
 			return 0;
@@ -496,7 +497,7 @@ static void end_all(kbox_client_t *self, kbox_errcode_t code, const char *reason
 	request_t *reqs;
 	kbox_error_t e = {0};
 
-	kbox__err(&e, code, "%s", reason);
+	kbox_error_set(&e, code, "%s", reason);
 	if (x) {
 		x->status = KBOX_EXEC_DIED;
 		exec_set_reason(x, "%s", reason);
@@ -535,12 +536,12 @@ static void end_all(kbox_client_t *self, kbox_errcode_t code, const char *reason
 int kbox_client_attach(kbox_client_t *self, kbox_loop_t *loop, kbox_error_t *err)
 {
 	if (!loop)
-		return kbox__err(err, KBOX_E_INVALID, "attach: no loop given");
+		return kbox_error_set(err, KBOX_E_INVALID, "attach: no loop given");
 	if (self->loop == loop)
 		return 0;
 	if (self->loop)
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "attach: the client is attached to another loop");
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "attach: the client is attached to another loop");
 	self->loop = loop;
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
 		if (channel_watch(self, ch, err) < 0) {
@@ -587,7 +588,7 @@ size_t kbox_client_iopub_dropped(const kbox_client_t *self, size_t *bytes)
 int client_wait_begin(kbox_client_t *self, waiter_t *w, const char *what, kbox_error_t *err)
 {
 	if (self->loop)
-		return kbox__err(
+		return kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "%s: the client is attached to an event loop (use the _begin functions)",
 		        what);

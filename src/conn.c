@@ -69,12 +69,12 @@ static int conn_make_endpoints(kbox_conn_t *self, kbox_error_t *err)
 		else
 			n = snprintf(buf, sizeof buf, "tcp://%s:%d", self->ip, self->ports[ch]);
 		if (n < 0 || (size_t)n >= sizeof buf)
-			return kbox__err(err, KBOX_E_INVALID, "endpoint for %s is too long",
-			                 channel_names[ch]);
+			return kbox_error_set(err, KBOX_E_INVALID, "endpoint for %s is too long",
+			                      channel_names[ch]);
 		free(self->endpoints[ch]);
 		self->endpoints[ch] = strdup(buf);
 		if (!self->endpoints[ch])
-			return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+			return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	}
 	return 0;
 }
@@ -102,11 +102,11 @@ kbox_conn_t *kbox_conn_new_ipc(const char *dir, kbox_error_t *err)
 	int port = 1;
 
 	if (kbox_init() < 0) {
-		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		kbox_error_set(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
 		return NULL;
 	}
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || !realpath(dir, real)) {
-		kbox__err_sys(err, "ipc directory %s", dir);
+		kbox_error_set_sys(err, "ipc directory %s", dir);
 		return NULL;
 	}
 	/* absolute (the kernel may run in another directory) and tagged (two
@@ -116,12 +116,12 @@ kbox_conn_t *kbox_conn_new_ipc(const char *dir, kbox_error_t *err)
 	sodium_bin2hex(tag, sizeof tag, rnd, sizeof rnd);
 	if ((size_t)snprintf(prefix, sizeof prefix, "%s/kernel-%s-ipc", real, tag) >=
 	    sizeof prefix - 16) {
-		kbox__err(err, KBOX_E_INVALID, "ipc directory path %s is too long", dir);
+		kbox_error_set(err, KBOX_E_INVALID, "ipc directory path %s is too long", dir);
 		return NULL;
 	}
 	self = conn_alloc();
 	if (!self || !(self->ip = strdup(prefix)) || conn_new_key(self) < 0) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		kbox_conn_destroy(&self);
 		return NULL;
 	}
@@ -133,7 +133,7 @@ kbox_conn_t *kbox_conn_new_ipc(const char *dir, kbox_error_t *err)
 			if (lstat(path, &st) < 0) {
 				if (errno == ENOENT)
 					break;
-				kbox__err_sys(err, "ipc socket %s", path);
+				kbox_error_set_sys(err, "ipc socket %s", path);
 				kbox_conn_destroy(&self);
 				return NULL;
 			}
@@ -156,12 +156,12 @@ kbox_conn_t *kbox_conn_new_tcp(kbox_error_t *err)
 	for (ch = 0; ch < KBOX_CH_COUNT; ch++)
 		fds[ch] = -1;
 	if (kbox_init() < 0) {
-		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		kbox_error_set(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
 		return NULL;
 	}
 	self = conn_alloc();
 	if (!self || !(self->ip = strdup("127.0.0.1")) || conn_new_key(self) < 0) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto fail;
 	}
 	self->transport = KBOX_TRANSPORT_TCP;
@@ -174,7 +174,7 @@ kbox_conn_t *kbox_conn_new_tcp(kbox_error_t *err)
 		fds[ch] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fds[ch] < 0 || bind(fds[ch], (struct sockaddr *)&sa, sizeof sa) < 0 ||
 		    getsockname(fds[ch], (struct sockaddr *)&sa, &len) < 0) {
-			kbox__err_sys(err, "choosing a free tcp port on 127.0.0.1");
+			kbox_error_set_sys(err, "choosing a free tcp port on 127.0.0.1");
 			goto fail;
 		}
 		self->ports[ch] = ntohs(sa.sin_port);
@@ -203,11 +203,12 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 	const char *s;
 
 	if (kbox_init() < 0) {
-		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		kbox_error_set(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
 		return NULL;
 	}
 	if (!json_is_object(root)) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: not a JSON object", source);
+		kbox_error_set(err, KBOX_E_INVALID, "connection file %s: not a JSON object",
+		               source);
 		return NULL;
 	}
 	self = conn_alloc();
@@ -217,8 +218,8 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 	v = json_object_get(root, "transport");
 	s = v ? json_string_value(v) : "tcp";
 	if (!s) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: transport is not a string",
-		          source);
+		kbox_error_set(err, KBOX_E_INVALID, "connection file %s: transport is not a string",
+		               source);
 		goto fail;
 	}
 	if (strcmp(s, "tcp") == 0)
@@ -226,8 +227,8 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 	else if (strcmp(s, "ipc") == 0)
 		self->transport = KBOX_TRANSPORT_IPC;
 	else {
-		kbox__err(err, KBOX_E_INVALID,
-		          "connection file %s: transport \"%s\" is not tcp or ipc", source, s);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "connection file %s: transport \"%s\" is not tcp or ipc", source, s);
 		goto fail;
 	}
 
@@ -237,8 +238,8 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 	else
 		s = json_string_value(v);
 	if (!s || !*s) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: ip is missing or empty",
-		          source);
+		kbox_error_set(err, KBOX_E_INVALID, "connection file %s: ip is missing or empty",
+		               source);
 		goto fail;
 	}
 	if (!(self->ip = strdup(s)))
@@ -248,21 +249,22 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 		json_int_t port;
 		v = json_object_get(root, port_fields[ch]);
 		if (!v) {
-			kbox__err(err, KBOX_E_INVALID, "connection file %s: %s is missing", source,
-			          port_fields[ch]);
+			kbox_error_set(err, KBOX_E_INVALID, "connection file %s: %s is missing",
+			               source, port_fields[ch]);
 			goto fail;
 		}
 		if (!json_is_integer(v)) {
-			kbox__err(err, KBOX_E_INVALID, "connection file %s: %s is not an integer",
-			          source, port_fields[ch]);
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "connection file %s: %s is not an integer", source,
+			               port_fields[ch]);
 			goto fail;
 		}
 		port = json_integer_value(v);
 		if (port < 1 || port > 65535) {
-			kbox__err(err, KBOX_E_INVALID,
-			          "connection file %s: %s %" JSON_INTEGER_FORMAT
-			          " is out of range 1-65535",
-			          source, port_fields[ch], port);
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "connection file %s: %s %" JSON_INTEGER_FORMAT
+			               " is out of range 1-65535",
+			               source, port_fields[ch], port);
 			goto fail;
 		}
 		self->ports[ch] = (int)port;
@@ -271,12 +273,12 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 	v = json_object_get(root, "signature_scheme");
 	s = v ? json_string_value(v) : "hmac-sha256";
 	if (!s) {
-		kbox__err(err, KBOX_E_INVALID,
-		          "connection file %s: signature_scheme is not a string", source);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "connection file %s: signature_scheme is not a string", source);
 		goto fail;
 	}
 	if (strcmp(s, "hmac-sha256") != 0) {
-		kbox__err(
+		kbox_error_set(
 		        err, KBOX_E_UNSUPPORTED,
 		        "connection file %s: signature scheme \"%s\" is not supported (only hmac-sha256)",
 		        source, s);
@@ -285,14 +287,15 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 
 	v = json_object_get(root, "key");
 	if (!v || !json_is_string(v)) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: key is missing or not a string",
-		          source);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "connection file %s: key is missing or not a string", source);
 		goto fail;
 	}
 	if (json_string_length(v) == 0) {
-		kbox__err(err, KBOX_E_INVALID,
-		          "connection file %s: key is empty (messages would be unauthenticated)",
-		          source);
+		kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "connection file %s: key is empty (messages would be unauthenticated)",
+		        source);
 		goto fail;
 	}
 	if (conn_set_key(self, json_string_value(v), json_string_length(v)) < 0)
@@ -306,7 +309,7 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 		goto fail;
 	return self;
 nomem:
-	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 fail:
 	kbox_conn_destroy(&self);
 	return NULL;
@@ -336,19 +339,19 @@ kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 	int fd;
 
 	if (kbox_init() < 0) {
-		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		kbox_error_set(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
 		return NULL;
 	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		kbox__err_sys(err, "connection file %s", path);
+		kbox_error_set_sys(err, "connection file %s", path);
 		goto fail;
 	}
 	for (;;) {
 		ssize_t r;
 		if (len == size && buf == small) { /* a big one: the limit at once */
 			if (!(buf = sodium_malloc(CONN_FILE_MAX))) {
-				kbox__err(err, KBOX_E_NOMEM, "out of memory reading %s", path);
+				kbox_error_set(err, KBOX_E_NOMEM, "out of memory reading %s", path);
 				goto fail;
 			}
 			memcpy(buf, small, len);
@@ -358,15 +361,16 @@ kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			kbox__err_sys(err, "connection file %s", path);
+			kbox_error_set_sys(err, "connection file %s", path);
 			goto fail;
 		}
 		if (r == 0)
 			break;
 		len += (size_t)r;
 		if (len == CONN_FILE_MAX) {
-			kbox__err(err, KBOX_E_INVALID, "connection file %s: larger than %d bytes",
-			          path, CONN_FILE_MAX - 1);
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "connection file %s: larger than %d bytes", path,
+			               CONN_FILE_MAX - 1);
 			goto fail;
 		}
 	}
@@ -377,8 +381,9 @@ kbox_conn_t *kbox_conn_load(const char *path, kbox_error_t *err)
 	buf = small;
 	len = 0;
 	if (!root) {
-		kbox__err(err, KBOX_E_INVALID, "connection file %s: invalid JSON at line %d: %s",
-		          path, jerr.line, jerr.text);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "connection file %s: invalid JSON at line %d: %s", path, jerr.line,
+		               jerr.text);
 		return NULL;
 	}
 	self = kbox_conn_from_json(root, path, err);
@@ -429,7 +434,8 @@ static int conn_save(const kbox_conn_t *self, const char *path, const kx_ids_t *
 	else if (slash == path)
 		snprintf(dir, sizeof dir, "/");
 	else if ((size_t)(slash - path) >= sizeof dir)
-		return kbox__err(err, KBOX_E_INVALID, "connection file path %s is too long", path);
+		return kbox_error_set(err, KBOX_E_INVALID, "connection file path %s is too long",
+		                      path);
 	else
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
 	if (ids) {
@@ -437,12 +443,12 @@ static int conn_save(const kbox_conn_t *self, const char *path, const kx_ids_t *
 		 * theirs and closed to others */
 		struct stat st;
 		if (lstat(dir, &st) < 0)
-			return kbox__err_sys(err, "directory %s", dir);
+			return kbox_error_set_sys(err, "directory %s", dir);
 		if (!S_ISDIR(st.st_mode) || st.st_uid != ids->uid || (st.st_mode & 077))
-			return kbox__err(err, KBOX_E_INVALID,
-			                 "directory %s is not owned by uid %u with mode 0700", dir,
-			                 (unsigned)ids->uid);
-	} else if (kbox__check_private_dir(dir, err) < 0)
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "directory %s is not owned by uid %u with mode 0700",
+			                      dir, (unsigned)ids->uid);
+	} else if (kbox_check_private_dir(dir, err) < 0)
 		return -1;
 
 	root = json_pack("{s:s, s:s, s:s#, s:s, s:s, s:i, s:i, s:i, s:i, s:i}", "transport",
@@ -453,29 +459,30 @@ static int conn_save(const kbox_conn_t *self, const char *path, const kx_ids_t *
 	                 "stdin_port", self->ports[KBOX_CH_STDIN], "control_port",
 	                 self->ports[KBOX_CH_CONTROL], "hb_port", self->ports[KBOX_CH_HB]);
 	if (!root || !(text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory writing %s", path);
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory writing %s", path);
 		goto out;
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		kbox__err_sys(err, "connection file %s: cannot create", path);
+		kbox_error_set_sys(err, "connection file %s: cannot create", path);
 		goto out;
 	}
 	if (fchmod(fd, 0600) < 0) {
-		kbox__err_sys(err, "connection file %s: chmod", path);
+		kbox_error_set_sys(err, "connection file %s: chmod", path);
 		goto out_unlink;
 	}
 	if (ids && fchown(fd, ids->uid, ids->gid) < 0) {
-		kbox__err_sys(err, "connection file %s: chown to uid %u", path, (unsigned)ids->uid);
+		kbox_error_set_sys(err, "connection file %s: chown to uid %u", path,
+		                   (unsigned)ids->uid);
 		goto out_unlink;
 	}
 	if (kx_write_all(fd, text, strlen(text)) < 0) {
-		kbox__err_sys(err, "connection file %s: write", path);
+		kbox_error_set_sys(err, "connection file %s: write", path);
 		goto out_unlink;
 	}
 	if (close(fd) < 0) {
 		fd = -1;
-		kbox__err_sys(err, "connection file %s: close", path);
+		kbox_error_set_sys(err, "connection file %s: close", path);
 		goto out_unlink;
 	}
 	fd = -1;
@@ -561,10 +568,11 @@ int kbox_conn_set_ip(kbox_conn_t *self, const char *ip, kbox_error_t *err)
 {
 	char *old = self->ip;
 	if (!ip || !*ip)
-		return kbox__err(err, KBOX_E_INVALID, "the ip of a connection cannot be empty");
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "the ip of a connection cannot be empty");
 	if (!(self->ip = strdup(ip))) {
 		self->ip = old;
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	}
 	if (conn_make_endpoints(self, err) < 0) {
 		free(self->ip);

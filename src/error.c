@@ -1,4 +1,5 @@
-/* src/error.c — filling kbox_error_t, and small shared helpers that need it. */
+/* src/error.c — filling kbox_error_t (public: the library, the runtime and
+ * a user's hooks share one way), and small shared helpers that need it. */
 #include "private.h"
 
 #include <errno.h>
@@ -34,19 +35,19 @@ const char *kbox_strerror(kbox_errcode_t code)
 	return "unknown error";
 }
 
-int kbox__err(kbox_error_t *err, kbox_errcode_t code, const char *fmt, ...)
+int kbox_error_set(kbox_error_t *err, kbox_errcode_t code, const char *fmt, ...)
 {
 	if (err) {
 		va_list ap;
 		err->code = code;
 		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		kx_vmsgf(err->msg, sizeof err->msg, fmt, ap);
 		va_end(ap);
 	}
 	return -1;
 }
 
-int kbox__err_sys(kbox_error_t *err, const char *fmt, ...)
+int kbox_error_set_sys(kbox_error_t *err, const char *fmt, ...)
 {
 	int saved = errno;
 	if (err) {
@@ -54,23 +55,22 @@ int kbox__err_sys(kbox_error_t *err, const char *fmt, ...)
 		size_t len;
 		err->code = saved == ENOMEM ? KBOX_E_NOMEM : KBOX_E_SYSTEM;
 		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		kx_vmsgf(err->msg, sizeof err->msg, fmt, ap);
 		va_end(ap);
 		len = strlen(err->msg);
-		if (len < sizeof err->msg)
-			snprintf(err->msg + len, sizeof err->msg - len, ": %s", strerror(saved));
+		kx_msgf(err->msg + len, sizeof err->msg - len, ": %s", strerror(saved));
 	}
 	errno = saved;
 	return -1;
 }
 
-int kbox__check_private_dir(const char *dir, kbox_error_t *err)
+int kbox_check_private_dir(const char *dir, kbox_error_t *err)
 {
 	char why[KBOX_ERROR_MSG_MAX];
 	int r = kx_private_dir(dir, why, sizeof why);
 	if (r < 0)
-		return kbox__err_sys(err, "directory %s", dir);
+		return kbox_error_set_sys(err, "directory %s", dir);
 	if (r > 0)
-		return kbox__err(err, KBOX_E_INVALID, "%s", why);
+		return kbox_error_set(err, KBOX_E_INVALID, "%s", why);
 	return 0;
 }

@@ -425,7 +425,7 @@ static int exec_send(kbox_client_t *self, kbox_exec_t *x, kbox_error_t *err)
 	     !(run->t_deadline = client_add_timer(self, run->start + run->o.timeout_ms - now,
 	                                          exec_on_deadline, x))) ||
 	    !(run->t_watch = client_add_timer(self, HB_SILENCE_MS, exec_on_watch, x))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto fail;
 	}
 	if (kbox_client_send(self, KBOX_CH_SHELL, run->req, err) < 0)
@@ -632,11 +632,11 @@ static kbox_msg_t *exec_request(kbox_client_t *self, const kbox_exec_opts_t *o, 
 	                      "user_expressions", ue, "allow_stdin", stdin_on, "stop_on_error",
 	                      !o->no_stop_on_error);
 	if (!c) {
-		kbox__err(err, KBOX_E_INVALID, "execute: code is not valid UTF-8");
+		kbox_error_set(err, KBOX_E_INVALID, "execute: code is not valid UTF-8");
 		return NULL;
 	}
 	if (!(req = kbox_client_msg(self, "execute_request", &c)))
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	return req;
 }
 
@@ -682,12 +682,13 @@ static int exec_can_begin(kbox_client_t *self, const kbox_exec_opts_t *o, kbox_e
                           kbox_error_t *err)
 {
 	if (!o || !o->code || !done)
-		return kbox__err(err, KBOX_E_INVALID, "execute: no code or no callback given");
+		return kbox_error_set(err, KBOX_E_INVALID, "execute: no code or no callback given");
 	if (!self->loop)
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "execute: the client is not attached to a loop");
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "execute: the client is not attached to a loop");
 	if (self->exec)
-		return kbox__err(err, KBOX_E_INVALID, "execute: an execution is already running");
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "execute: an execution is already running");
 	return 0;
 }
 
@@ -721,7 +722,7 @@ kbox_exec_t *kbox_client_execute_begin(kbox_client_t *self, const kbox_exec_opts
 	self->exec = x;
 	return x;
 nomem:
-	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 fail:
 	if (run) {
 		client_cancel_timer(self, &run->t_phase);
@@ -741,7 +742,7 @@ int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_erro
 	kbox_client_t *self = run ? run->client : NULL;
 
 	if (!run)
-		return kbox__err(err, KBOX_E_INVALID, "interrupt: the execution has ended");
+		return kbox_error_set(err, KBOX_E_INVALID, "interrupt: the execution has ended");
 	if (run->got_reply)
 		return 0; /* it is ending anyway */
 	if (grace_ms < 0)
@@ -759,7 +760,7 @@ int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_erro
 	exec_set_reason(x, "%s", why ? why : "interrupted");
 	client_cancel_timer(self, &run->t_deadline);
 	if (!(run->t_deadline = client_add_timer(self, grace_ms, exec_on_deadline, x)))
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	return 0;
 }
 
@@ -777,7 +778,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 	waiter_t w = {0};
 	kbox_exec_t *x;
 	if (!o || !o->code) {
-		kbox__err(err, KBOX_E_INVALID, "execute: no code given");
+		kbox_error_set(err, KBOX_E_INVALID, "execute: no code given");
 		return NULL;
 	}
 	if (client_wait_begin(self, &w, "execute", err) < 0)
@@ -785,7 +786,7 @@ kbox_exec_t *kbox_client_execute(kbox_client_t *self, const kbox_exec_opts_t *o,
 	x = kbox_client_execute_begin(self, o, wait_exec_cb, &w, err);
 	client_wait_end(self, &w, x != NULL);
 	if (x && x->unsent) { /* as before it was begun: NULL with ERR */
-		kbox__err(err, x->unsent, "%s", x->reason);
+		kbox_error_set(err, x->unsent, "%s", x->reason);
 		kbox_exec_destroy(&x);
 	}
 	return x;

@@ -43,7 +43,7 @@ static char *make_runtime_dir(kbox_error_t *err)
 		base = "/tmp";
 	snprintf(tmpl, sizeof tmpl, "%s/kbox-XXXXXX", base);
 	if (!mkdtemp(tmpl)) {
-		kbox__err_sys(err, "cannot create a runtime directory under %s", base);
+		kbox_error_set_sys(err, "cannot create a runtime directory under %s", base);
 		return NULL;
 	}
 	return strdup(tmpl);
@@ -61,7 +61,7 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	int child_errno;
 
 	if (!self || kbox_init() < 0) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		free(self);
 		return NULL;
 	}
@@ -70,7 +70,7 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	self->name = strdup(kbox_kspec_name(spec));
 	self->interrupt_mode = kbox_kspec_interrupt_mode(spec);
 	if (o && o->runtime_dir) {
-		if (kbox__check_private_dir(o->runtime_dir, err) < 0)
+		if (kbox_check_private_dir(o->runtime_dir, err) < 0)
 			goto fail;
 		self->runtime_dir = strdup(o->runtime_dir);
 	} else {
@@ -89,9 +89,9 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	 * (the supervisor's kernels get short ones: backend_none.c) */
 	if (kbox_conn_transport(self->conn) == KBOX_TRANSPORT_IPC &&
 	    strlen(kbox_conn_endpoint(self->conn, KBOX_CH_HB)) - 6 >= KBOX__SUN_PATH) {
-		kbox__err(err, KBOX_E_INVALID,
-		          "runtime directory %s is too long for the kernel's unix sockets",
-		          self->runtime_dir);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "runtime directory %s is too long for the kernel's unix sockets",
+		               self->runtime_dir);
 		goto fail;
 	}
 	kbox_conn_set_kernel_name(self->conn, self->name);
@@ -106,17 +106,18 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 		goto fail;
 	exe = kx_resolve_command(argv[0], NULL);
 	if (!exe) {
-		kbox__err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s", self->name,
-		          argv[0], KX_SAFE_PATH);
+		kbox_error_set(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s",
+		               self->name, argv[0], KX_SAFE_PATH);
 		goto fail;
 	}
 	env = kbox_kernel_env(spec, o ? o->env : NULL, NULL);
 	if (!env) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
+		kbox_error_set(err, KBOX_E_NOMEM,
+		               "out of memory building the kernel's environment");
 		goto fail;
 	}
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		kbox__err_sys(err, "pipe");
+		kbox_error_set_sys(err, "pipe");
 		goto fail;
 	}
 	/* the kernel's output: appended to the log named (not through a
@@ -126,7 +127,7 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 		              O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	pid = fork();
 	if (pid < 0) {
-		kbox__err_sys(err, "cannot fork the kernel process");
+		kbox_error_set_sys(err, "cannot fork the kernel process");
 		goto fail;
 	}
 	if (pid == 0) {
@@ -145,8 +146,8 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	while (r < 0 && errno == EINTR);
 	if (r == (ssize_t)sizeof child_errno) {
 		errno = child_errno;
-		kbox__err_sys(err, "kernel %s: cannot run %s%s%s", self->name, exe,
-		              o && o->cwd ? " in " : "", o && o->cwd ? o->cwd : "");
+		kbox_error_set_sys(err, "kernel %s: cannot run %s%s%s", self->name, exe,
+		                   o && o->cwd ? " in " : "", o && o->cwd ? o->cwd : "");
 		waitpid(pid, NULL, 0);
 		self->pid = -1;
 		goto fail;
@@ -192,10 +193,10 @@ int kbox_kernel_exit_status(const kbox_kernel_t *self)
 int kbox_kernel_signal(kbox_kernel_t *self, int sig, kbox_error_t *err)
 {
 	if (!kbox_kernel_is_alive(self))
-		return kbox__err(err, KBOX_E_DEAD, "kernel %s is not running", self->name);
+		return kbox_error_set(err, KBOX_E_DEAD, "kernel %s is not running", self->name);
 	if (killpg(self->pid, sig) < 0)
-		return kbox__err_sys(err, "cannot signal kernel %s (pid %ld)", self->name,
-		                     (long)self->pid);
+		return kbox_error_set_sys(err, "cannot signal kernel %s (pid %ld)", self->name,
+		                          (long)self->pid);
 	return 0;
 }
 
@@ -250,11 +251,11 @@ kbox_kernel_t *kbox_kernel_start_ready(const kbox_kspec_t *spec, const kbox_kern
 		if (!kbox_kernel_is_alive(k)) {
 			char how[128];
 			describe_exit(k, how, sizeof how);
-			kbox__err(err, KBOX_E_DEAD, "kernel %s %s before it was ready%s%s%s",
-			          k->name, how, k->log_path ? " (its output is in " : "",
-			          k->log_path ? k->log_path : "", k->log_path ? ")" : "");
+			kbox_error_set(err, KBOX_E_DEAD, "kernel %s %s before it was ready%s%s%s",
+			               k->name, how, k->log_path ? " (its output is in " : "",
+			               k->log_path ? k->log_path : "", k->log_path ? ")" : "");
 		} else {
-			kbox__err(err, e.code, "kernel %s: %s", k->name, e.msg);
+			kbox_error_set(err, e.code, "kernel %s: %s", k->name, e.msg);
 		}
 		goto fail;
 	}
@@ -321,7 +322,7 @@ int kbox_kernel_stop(kbox_kernel_t *self, kbox_client_t *client, kbox_error_t *e
 			if (!wait_exit(self, STOP_WAIT_MS)) {
 				killpg(self->pid, SIGKILL);
 				if (!wait_exit(self, STOP_WAIT_MS))
-					rc = kbox__err(
+					rc = kbox_error_set(
 					        err, KBOX_E_SYSTEM,
 					        "kernel %s (pid %ld) did not die after SIGKILL",
 					        self->name, (long)self->pid);

@@ -183,14 +183,14 @@ kbox_kspec_t *kbox_kspec_find(const char *name, kbox_error_t *err)
 	size_t wl = 0;
 
 	if (!valid_name(name)) {
-		kbox__err(err, KBOX_E_INVALID,
-		          "kernelspec name \"%s\" is invalid (letters, digits, '.', '_', '-')",
-		          name ? name : "");
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "kernelspec name \"%s\" is invalid (letters, digits, '.', '_', '-')",
+		               name ? name : "");
 		return NULL;
 	}
 	path = kbox_kspec_search_path();
 	if (!path) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	for (char **p = path; *p; p++) {
@@ -206,7 +206,8 @@ kbox_kspec_t *kbox_kspec_find(const char *name, kbox_error_t *err)
 			goto out;
 		}
 	}
-	kbox__err(err, KBOX_E_NOTFOUND, "no kernelspec named \"%s\" (searched %s)", name, where);
+	kbox_error_set(err, KBOX_E_NOTFOUND, "no kernelspec named \"%s\" (searched %s)", name,
+	               where);
 out:
 	kbox_strv_free(path);
 	return spec;
@@ -231,32 +232,34 @@ kbox_kspec_t *kbox_kspec_load(const char *dir, kbox_error_t *err)
 	strv_t av = {0};
 
 	if (!file) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	root = json_load_file(file, 0, &jerr);
 	if (!root) {
 		if (access(file, R_OK) < 0)
-			kbox__err_sys(err, "kernelspec %s", file);
+			kbox_error_set_sys(err, "kernelspec %s", file);
 		else
-			kbox__err(err, KBOX_E_INVALID, "kernelspec %s: invalid JSON at line %d: %s",
-			          file, jerr.line, jerr.text);
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "kernelspec %s: invalid JSON at line %d: %s", file,
+			               jerr.line, jerr.text);
 		goto out;
 	}
 	if (!json_is_object(root)) {
-		kbox__err(err, KBOX_E_INVALID, "kernelspec %s: not a JSON object", file);
+		kbox_error_set(err, KBOX_E_INVALID, "kernelspec %s: not a JSON object", file);
 		goto out;
 	}
 	argv = json_object_get(root, "argv");
 	if (!json_is_array(argv) || json_array_size(argv) == 0) {
-		kbox__err(err, KBOX_E_INVALID, "kernelspec %s: argv is missing or empty", file);
+		kbox_error_set(err, KBOX_E_INVALID, "kernelspec %s: argv is missing or empty",
+		               file);
 		goto out;
 	}
 	for (size_t i = 0; i < json_array_size(argv); i++) {
 		v = json_array_get(argv, i);
 		if (!json_is_string(v)) {
-			kbox__err(err, KBOX_E_INVALID, "kernelspec %s: argv[%zu] is not a string",
-			          file, i);
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "kernelspec %s: argv[%zu] is not a string", file, i);
 			goto out;
 		}
 		if (strv_push(&av, strdup(json_string_value(v))) < 0)
@@ -284,14 +287,15 @@ kbox_kspec_t *kbox_kspec_load(const char *dir, kbox_error_t *err)
 	if (v && json_is_string(v) && strcmp(json_string_value(v), "message") == 0)
 		self->interrupt_mode = KBOX_INTERRUPT_MESSAGE;
 	else if (v && (!json_is_string(v) || strcmp(json_string_value(v), "signal") != 0)) {
-		kbox__err(err, KBOX_E_INVALID,
-		          "kernelspec %s: interrupt_mode must be \"signal\" or \"message\"", file);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "kernelspec %s: interrupt_mode must be \"signal\" or \"message\"",
+		               file);
 		kbox_kspec_destroy(&self);
 		goto out;
 	}
 	v = json_object_get(root, "env");
 	if (v && !json_is_object(v)) {
-		kbox__err(err, KBOX_E_INVALID, "kernelspec %s: env is not an object", file);
+		kbox_error_set(err, KBOX_E_INVALID, "kernelspec %s: env is not an object", file);
 		kbox_kspec_destroy(&self);
 		goto out;
 	}
@@ -300,7 +304,7 @@ kbox_kspec_t *kbox_kspec_load(const char *dir, kbox_error_t *err)
 	self->metadata = json_is_object(v) ? json_incref(v) : json_object();
 	goto out;
 nomem:
-	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	kbox_kspec_destroy(&self);
 out:
 	for (size_t i = 0; av.v && i < av.n; i++)
@@ -479,7 +483,7 @@ char **kbox_kspec_format_argv(const kbox_kspec_t *self, const char *connection_f
 		c.connection_file = real;
 	for (char **a = self->argv; *a; a++)
 		if (strv_push(&sv, substitute(*a, 0, argv_lookup, &c)) < 0) {
-			kbox__err(err, KBOX_E_NOMEM, "out of memory");
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 			kbox_strv_free(sv.v);
 			return NULL;
 		}

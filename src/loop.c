@@ -65,7 +65,7 @@ kbox_loop_t *kbox_loop_new(kbox_error_t *err)
 {
 	kbox_loop_t *self = calloc(1, sizeof *self);
 	if (!self)
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	else
 		self->epoch = 1; /* a new socket has asked = 0: asked at the next turn */
 	return self;
@@ -130,12 +130,12 @@ static int add_poller(kbox_loop_t *self, void *socket, int fd, kbox_loop_fn *fn,
 	if (socket) {
 		size_t len = sizeof fd;
 		if (zmq_getsockopt(socket, ZMQ_FD, &fd, &len) < 0)
-			return kbox__err(err, KBOX_E_SYSTEM,
-			                 "loop: the socket has no descriptor: %s",
-			                 zmq_strerror(zmq_errno()));
+			return kbox_error_set(err, KBOX_E_SYSTEM,
+			                      "loop: the socket has no descriptor: %s",
+			                      zmq_strerror(zmq_errno()));
 	}
 	if (grow((void **)&self->pollers, &self->cap_pollers, self->n_pollers, sizeof *p) < 0)
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	p = &self->pollers[self->n_pollers++];
 	p->socket = socket;
 	p->fd = fd;
@@ -159,7 +159,8 @@ static void remove_poller(kbox_loop_t *self, void *socket, int fd)
 int kbox_loop_add_fd(kbox_loop_t *self, int fd, kbox_loop_fn *fn, void *arg, kbox_error_t *err)
 {
 	if (fd < 0 || !fn)
-		return kbox__err(err, KBOX_E_INVALID, "loop: no descriptor or no handler given");
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "loop: no descriptor or no handler given");
 	return add_poller(self, NULL, fd, fn, arg, err);
 }
 
@@ -173,7 +174,7 @@ int kbox__loop_add_socket(kbox_loop_t *self, void *zmq_socket, kbox_loop_fn *fn,
                           kbox_error_t *err)
 {
 	if (!zmq_socket || !fn)
-		return kbox__err(err, KBOX_E_INVALID, "loop: no socket or no handler given");
+		return kbox_error_set(err, KBOX_E_INVALID, "loop: no socket or no handler given");
 	return add_poller(self, zmq_socket, -1, fn, arg, err);
 }
 
@@ -188,9 +189,9 @@ int kbox_loop_add_timer(kbox_loop_t *self, int ms, bool repeat, kbox_loop_fn *fn
 {
 	ltimer_t *t;
 	if (!fn)
-		return kbox__err(err, KBOX_E_INVALID, "loop: no timer handler given");
+		return kbox_error_set(err, KBOX_E_INVALID, "loop: no timer handler given");
 	if (grow((void **)&self->timers, &self->cap_timers, self->n_timers, sizeof *t) < 0)
-		return kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	self->last_id = self->last_id == INT_MAX ? 1 : self->last_id + 1;
 	t = &self->timers[self->n_timers++];
 	t->id = self->last_id;

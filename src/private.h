@@ -12,15 +12,6 @@
 
 #define KBOX_PRINTF(a, b) KX_PRINTF(a, b)
 
-/* Fill ERR (may be NULL) with CODE and a formatted message. Always returns -1. */
-int kbox__err(kbox_error_t *err, kbox_errcode_t code, const char *fmt, ...) KBOX_PRINTF(3, 4);
-
-/* The same, appending ": strerror(errno)" (errno is read on entry). */
-int kbox__err_sys(kbox_error_t *err, const char *fmt, ...) KBOX_PRINTF(2, 3);
-
-/* 0 if DIR is private (kx_private_dir), else -1 with ERR. */
-int kbox__check_private_dir(const char *dir, kbox_error_t *err);
-
 /* ---- util.c and wire.c ---- */
 
 /* About what decoding JSON text P (N bytes) takes in memory (wire.c). */

@@ -43,10 +43,10 @@ static void ready_expire(kbox_client_t *self, ready_t *rd)
 	kbox_error_t e = {0};
 	char t[32];
 	if (client_owner_says_dead(self)) {
-		kbox__err(&e, KBOX_E_DEAD, "kernel exited before it was ready");
+		kbox_error_set(&e, KBOX_E_DEAD, "kernel exited before it was ready");
 	} else {
 		kx_fmt_ms(t, sizeof t, rd->timeout_ms);
-		kbox__err(
+		kbox_error_set(
 		        &e, KBOX_E_TIMEOUT,
 		        rd->shell_answered
 		                ? "kernel answered kernel_info but no iopub message reached us within %s"
@@ -253,15 +253,16 @@ ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_read
 {
 	ready_t *rd;
 	if (!self->loop) {
-		kbox__err(err, KBOX_E_INVALID, "wait_ready: the client is not attached to a loop");
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "wait_ready: the client is not attached to a loop");
 		return NULL;
 	}
 	if (self->ready) {
-		kbox__err(err, KBOX_E_INVALID, "wait_ready: already waiting for the kernel");
+		kbox_error_set(err, KBOX_E_INVALID, "wait_ready: already waiting for the kernel");
 		return NULL;
 	}
 	if (!(rd = calloc(1, sizeof *rd))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	rd->client = self;
@@ -297,7 +298,7 @@ ready_t *ready_start(kbox_client_t *self, int timeout_ms, void *owner, kbox_read
 	client_alive_tick_arm(self);
 	return rd;
 nomem:
-	kbox__err(err, KBOX_E_NOMEM, "out of memory");
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 fail:
 	ready_unlink(self, rd);
 	free(rd);
@@ -308,7 +309,7 @@ int kbox_client_ready_begin(kbox_client_t *self, int timeout_ms, kbox_ready_cb *
                             kbox_error_t *err)
 {
 	if (!cb)
-		return kbox__err(err, KBOX_E_INVALID, "wait_ready: no callback given");
+		return kbox_error_set(err, KBOX_E_INVALID, "wait_ready: no callback given");
 	return ready_start(self, timeout_ms, NULL, cb, arg, err) ? 0 : -1;
 }
 

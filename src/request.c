@@ -64,8 +64,8 @@ static int on_request_timeout(kbox_loop_t *loop, void *arg)
 	(void)loop;
 	r->timer = 0; /* spent */
 	kx_fmt_ms(t, sizeof t, r->timeout_ms);
-	kbox__err(&e, KBOX_E_TIMEOUT, "kernel did not answer %s within %s", kbox_msg_type(r->msg),
-	          t);
+	kbox_error_set(&e, KBOX_E_TIMEOUT, "kernel did not answer %s within %s",
+	               kbox_msg_type(r->msg), t);
 	request_end(r->client, r, NULL, &e);
 	return 0;
 }
@@ -80,21 +80,21 @@ request_t *request_start(kbox_client_t *self, kbox_channel_t channel, const char
 	request_t *r = NULL, **tail;
 
 	if (!msg) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto fail;
 	}
 	if (channel != KBOX_CH_SHELL && channel != KBOX_CH_CONTROL) {
-		kbox__err(err, KBOX_E_INVALID, "requests go on shell or control, not %s",
-		          kbox_channel_name(channel));
+		kbox_error_set(err, KBOX_E_INVALID, "requests go on shell or control, not %s",
+		               kbox_channel_name(channel));
 		goto fail;
 	}
 	if (!self->loop) {
-		kbox__err(err, KBOX_E_INVALID, "%s: the client is not attached to a loop",
-		          msg_type);
+		kbox_error_set(err, KBOX_E_INVALID, "%s: the client is not attached to a loop",
+		               msg_type);
 		goto fail;
 	}
 	if (!(r = calloc(1, sizeof *r))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto fail;
 	}
 	r->client = self;
@@ -106,7 +106,7 @@ request_t *request_start(kbox_client_t *self, kbox_channel_t channel, const char
 	r->cb = cb;
 	r->arg = arg;
 	if (!(r->timer = client_add_timer(self, r->timeout_ms, on_request_timeout, r))) {
-		kbox__err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto fail;
 	}
 	if (kbox_client_send(self, channel, r->msg, err) < 0)
@@ -149,8 +149,8 @@ int kbox_client_request_begin(kbox_client_t *self, kbox_channel_t channel, const
 			json_decref(*content_p);
 			*content_p = NULL;
 		}
-		return kbox__err(err, KBOX_E_INVALID,
-		                 "request: no message type or no callback given");
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "request: no message type or no callback given");
 	}
 	return request_start(self, channel, msg_type, content_p, timeout_ms, NULL, cb, arg, err)
 	               ? 0
@@ -212,7 +212,7 @@ kbox_msg_t *kbox_client_complete(kbox_client_t *self, const char *code, int curs
 	json_t *c = json_pack("{s:s, s:i}", "code", code, "cursor_pos",
 	                      cursor_pos < 0 ? codepoints(code) : cursor_pos);
 	if (!c) {
-		kbox__err(err, KBOX_E_INVALID, "complete: code is not valid UTF-8");
+		kbox_error_set(err, KBOX_E_INVALID, "complete: code is not valid UTF-8");
 		return NULL;
 	}
 	return kbox_client_request(self, KBOX_CH_SHELL, "complete_request", &c, timeout_ms, err);
@@ -225,7 +225,7 @@ kbox_msg_t *kbox_client_inspect(kbox_client_t *self, const char *code, int curso
 	                      cursor_pos < 0 ? codepoints(code) : cursor_pos, "detail_level",
 	                      detail_level);
 	if (!c) {
-		kbox__err(err, KBOX_E_INVALID, "inspect: code is not valid UTF-8");
+		kbox_error_set(err, KBOX_E_INVALID, "inspect: code is not valid UTF-8");
 		return NULL;
 	}
 	return kbox_client_request(self, KBOX_CH_SHELL, "inspect_request", &c, timeout_ms, err);
@@ -236,7 +236,7 @@ kbox_msg_t *kbox_client_is_complete(kbox_client_t *self, const char *code, int t
 {
 	json_t *c = json_pack("{s:s}", "code", code);
 	if (!c) {
-		kbox__err(err, KBOX_E_INVALID, "is_complete: code is not valid UTF-8");
+		kbox_error_set(err, KBOX_E_INVALID, "is_complete: code is not valid UTF-8");
 		return NULL;
 	}
 	return kbox_client_request(self, KBOX_CH_SHELL, "is_complete_request", &c, timeout_ms, err);

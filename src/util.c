@@ -18,9 +18,9 @@ int kbox__unix_path(char *buf, size_t size, const char *dir, const char *name, i
 	if (kx_unix_path(buf, size, dir, name, dirfd_p) == 0)
 		return 0;
 	if (opened || *dirfd_p >= 0) /* DIR is open: NAME is what is too long */
-		return kbox__err(err, KBOX_E_INVALID, "%s: the name is too long for a unix socket",
-		                 name);
-	return kbox__err_sys(err, "directory %s", dir);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: the name is too long for a unix socket", name);
+	return kbox_error_set_sys(err, "directory %s", dir);
 }
 
 /* kbox_strip_ansi (kbox/capture.h): here, in the base that kbox(1) links

@@ -147,13 +147,13 @@ kbox_auth_t *kbox_auth_new(const char *scheme, const void *key, size_t keylen, s
 	kbox_auth_t *self;
 
 	if (kbox_init() < 0) {
-		kbox__err(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
+		kbox_error_set(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
 		return NULL;
 	}
 	if (!scheme || strcmp(scheme, "hmac-sha256") != 0) {
-		kbox__err(err, KBOX_E_UNSUPPORTED,
-		          "signature scheme \"%s\" is not supported (only hmac-sha256)",
-		          scheme ? scheme : "(none)");
+		kbox_error_set(err, KBOX_E_UNSUPPORTED,
+		               "signature scheme \"%s\" is not supported (only hmac-sha256)",
+		               scheme ? scheme : "(none)");
 		return NULL;
 	}
 	self = calloc(1, sizeof *self);
@@ -184,7 +184,7 @@ kbox_auth_t *kbox_auth_new(const char *scheme, const void *key, size_t keylen, s
 	return self;
 nomem:
 	kbox_auth_destroy(&self);
-	kbox__err(err, KBOX_E_NOMEM, "out of memory creating a message signer");
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory creating a message signer");
 	return NULL;
 }
 
@@ -230,15 +230,15 @@ int kbox_auth_verify(const kbox_auth_t *self, const kbox_frame_t parts[4], const
 	if (!self->keylen)
 		return 0;
 	if (siglen == 0)
-		return kbox__err(err, KBOX_E_AUTH, "unsigned message (empty signature)");
+		return kbox_error_set(err, KBOX_E_AUTH, "unsigned message (empty signature)");
 	if (siglen != SIG_HEX)
-		return kbox__err(err, KBOX_E_AUTH, "signature has %zu characters, expected %d",
-		                 siglen, SIG_HEX);
+		return kbox_error_set(err, KBOX_E_AUTH, "signature has %zu characters, expected %d",
+		                      siglen, SIG_HEX);
 	kbox_auth_sign(self, parts, want);
 	rc = sodium_memcmp(want, sig, SIG_HEX);
 	sodium_memzero(want, sizeof want);
 	if (rc != 0)
-		return kbox__err(err, KBOX_E_AUTH, "signature mismatch");
+		return kbox_error_set(err, KBOX_E_AUTH, "signature mismatch");
 	return 0;
 }
 
@@ -304,7 +304,7 @@ int kbox_auth_remember(kbox_auth_t *self, const char *sig, size_t siglen, kbox_e
 		return 0;
 	sig_bytes(sig, siglen, d);
 	if (self->slot[sig_find(self, d)] != SLOT_EMPTY)
-		return kbox__err(err, KBOX_E_AUTH, "replayed message (duplicate signature)");
+		return kbox_error_set(err, KBOX_E_AUTH, "replayed message (duplicate signature)");
 	if (self->count == self->cap) {
 		/* full: forget the oldest (ring[head]) */
 		sig_delete(self, sig_find(self, self->ring[self->head]));
@@ -328,15 +328,12 @@ size_t kbox_auth_history_size(const kbox_auth_t *self)
 
 static int framev_push(framev_t *fv, const void *data, size_t size)
 {
+	kbox_frame_t *v = kx_grow(fv->v, &fv->cap, fv->n, sizeof *v);
 	void *copy;
-	if (fv->n == fv->cap) {
-		size_t cap = fv->cap ? fv->cap * 2 : 4;
-		kbox_frame_t *v = realloc(fv->v, cap * sizeof *v);
-		if (!v)
-			return -1;
-		fv->v = v;
-		fv->cap = cap;
-	}
+
+	if (!v)
+		return -1;
+	fv->v = v;
 	copy = malloc(size ? size : 1);
 	if (!copy)
 		return -1;
@@ -536,8 +533,9 @@ zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_e
 	for (i = 0; i < 4; i++) {
 		text[i] = json_dumps(dicts[i], JSON_COMPACT | JSON_ENCODE_ANY);
 		if (!text[i]) {
-			kbox__err(err, KBOX_E_INVALID, "cannot serialise %s of %s message",
-			          dict_names[i], kbox_msg_type(self) ? kbox_msg_type(self) : "a");
+			kbox_error_set(err, KBOX_E_INVALID, "cannot serialise %s of %s message",
+			               dict_names[i],
+			               kbox_msg_type(self) ? kbox_msg_type(self) : "a");
 			goto out;
 		}
 		parts[i].data = text[i];
@@ -561,7 +559,7 @@ zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_e
 	goto out;
 nomem:
 	zmsg_destroy(&zmsg);
-	kbox__err(err, KBOX_E_NOMEM, "out of memory encoding a message");
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory encoding a message");
 out:
 	for (i = 0; i < 4; i++)
 		free(text[i]);
@@ -645,14 +643,14 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 		if (frames[d].size == dlen && memcmp(frames[d].data, KBOX_DELIMITER, dlen) == 0)
 			break;
 	if (d == n) {
-		kbox__err(err, KBOX_E_PROTOCOL,
-		          "malformed message: no <IDS|MSG> delimiter in %zu frames", n);
+		kbox_error_set(err, KBOX_E_PROTOCOL,
+		               "malformed message: no <IDS|MSG> delimiter in %zu frames", n);
 		return NULL;
 	}
 	if (n - d - 1 < 5) {
-		kbox__err(err, KBOX_E_PROTOCOL,
-		          "malformed message: %zu frames after the delimiter, need at least 5",
-		          n - d - 1);
+		kbox_error_set(err, KBOX_E_PROTOCOL,
+		               "malformed message: %zu frames after the delimiter, need at least 5",
+		               n - d - 1);
 		return NULL;
 	}
 	sig = &frames[d + 1];
@@ -664,9 +662,9 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 		for (i = 0; i < 4; i++) {
 			const kbox_frame_t *f = &frames[d + 2 + i];
 			if (i < 2 && f->size > KBOX_MAX_HEADER_BYTES) {
-				kbox__err(err, KBOX_E_PROTOCOL,
-				          "message refused: its %s is %zu bytes (at most %d)",
-				          dict_names[i], f->size, KBOX_MAX_HEADER_BYTES);
+				kbox_error_set(err, KBOX_E_PROTOCOL,
+				               "message refused: its %s is %zu bytes (at most %d)",
+				               dict_names[i], f->size, KBOX_MAX_HEADER_BYTES);
 				return NULL;
 			}
 			bytes += f->size;
@@ -674,7 +672,7 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 		for (i = 0; bytes > KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX && i < 4; i++)
 			cost += kbox__json_cost(frames[d + 2 + i].data, frames[d + 2 + i].size);
 		if (cost > KBOX_MAX_DECODE_BYTES) {
-			kbox__err(
+			kbox_error_set(
 			        err, KBOX_E_PROTOCOL,
 			        "message refused: decoding it would take about %zu MiB (at most %d)",
 			        cost >> 20, KBOX_MAX_DECODE_BYTES >> 20);
@@ -687,20 +685,20 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 		const kbox_frame_t *f = &frames[d + 2 + i];
 		dicts[i] = parse_dict(f->data, f->size, &jerr);
 		if (!dicts[i]) {
-			kbox__err(err, KBOX_E_PROTOCOL,
-			          "malformed message: %s is not valid JSON: %s", dict_names[i],
-			          jerr.text);
+			kbox_error_set(err, KBOX_E_PROTOCOL,
+			               "malformed message: %s is not valid JSON: %s", dict_names[i],
+			               jerr.text);
 			goto fail;
 		}
 		if (!json_is_object(dicts[i])) {
-			kbox__err(err, KBOX_E_PROTOCOL,
-			          "malformed message: %s is not a JSON object", dict_names[i]);
+			kbox_error_set(err, KBOX_E_PROTOCOL,
+			               "malformed message: %s is not a JSON object", dict_names[i]);
 			goto fail;
 		}
 	}
 	if (!str_field(dicts[0], "msg_id") || !str_field(dicts[0], "msg_type")) {
-		kbox__err(err, KBOX_E_PROTOCOL,
-		          "malformed message: header lacks a string msg_id or msg_type");
+		kbox_error_set(err, KBOX_E_PROTOCOL,
+		               "malformed message: header lacks a string msg_id or msg_type");
 		goto fail;
 	}
 	if (kbox_auth_remember(auth, sig->data, sig->size, err) < 0)
@@ -734,7 +732,7 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 			goto nomem;
 	return self;
 nomem:
-	kbox__err(err, KBOX_E_NOMEM, "out of memory decoding a message");
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory decoding a message");
 fail:
 	for (i = 0; i < 4; i++)
 		json_decref(dicts[i]);
@@ -757,7 +755,7 @@ kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t 
 	if (n > 16) {
 		v = calloc(n, sizeof *v);
 		if (!v) {
-			kbox__err(err, KBOX_E_NOMEM, "out of memory decoding a message");
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory decoding a message");
 			return NULL;
 		}
 	}

@@ -30,9 +30,27 @@ typedef struct {
 	char msg[KBOX_ERROR_MSG_MAX];
 } kbox_error_t;
 
+#if defined(__GNUC__) || defined(__clang__)
+#define KBOX_ERROR_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define KBOX_ERROR_PRINTF(a, b)
+#endif
+
 /* A short constant description of CODE ("timed out"): static (borrowed),
  * never NULL. */
 const char *kbox_strerror(kbox_errcode_t code);
+
+/* Fill ERR (may be NULL) with CODE and a printf-formatted message, cut
+ * with "..." when it does not fit KBOX_ERROR_MSG_MAX: what a hook that
+ * takes a kbox_error_t (kbox_client_hooks_t.interrupt) says on failure.
+ * Always returns -1, so that `return kbox_error_set(err, ...);` fails. */
+int kbox_error_set(kbox_error_t *err, kbox_errcode_t code, const char *fmt, ...)
+        KBOX_ERROR_PRINTF(3, 4);
+
+/* The same for a failed system call: code KBOX_E_SYSTEM (KBOX_E_NOMEM for
+ * ENOMEM) and ": strerror(errno)" after the message.  errno is read on
+ * entry and left as it was.  Always returns -1. */
+int kbox_error_set_sys(kbox_error_t *err, const char *fmt, ...) KBOX_ERROR_PRINTF(2, 3);
 
 #ifdef __cplusplus
 }

@@ -213,6 +213,17 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
  * "kbox CMD: unexpected argument "X" (see kbox CMD --help)". */
 int cli_no_operands(const char *cmd, int n, char **operands);
 
+/* cli_parse_options for a command that takes no operands (cli_no_operands
+ * refuses one).  0 to go on, or -1 when the command is done, *STATUS
+ * saying how. */
+int cli_parse_no_operands(const char *cmd, const cli_option_t *opts, int argc, char **argv,
+                          int *status);
+
+/* cli_parse_no_operands for a command whose options are --format (HELP
+ * says what each format writes) and -j, --json only, into *FORMAT. */
+int cli_parse_format_only(const char *cmd, const char *help, format_t *format, int argc,
+                          char **argv, int *status);
+
 /* Free the array of L; L is empty again. */
 void cli_strlist_clear(cli_strlist_t *l);
 /* Append ARG (borrowed) to L, keeping it NULL-terminated: EXIT_OK, or
@@ -293,10 +304,12 @@ int cli_session_connect(const char *cmd, const char *dir, const char *name, bool
 int cli_find_program(const char *cmd, const char *prog, const char *what, char *path, size_t size);
 /* kbox complete / kbox inspect (src/cli/introspect.c). */
 int cli_introspect(const char *cmd, int argc, char **argv);
-/* kbox stop / restart / interrupt: parse -s, send OP (src/cli/control.c).
- * An exit status, or -1 after --help. */
+/* What a control command says of session NAME's REPLY (borrowed). */
+typedef void cli_control_say_t(const char *name, const json_t *reply);
+/* kbox restart / interrupt: parse -s, send OP, and have SAY tell of the
+ * reply (src/cli/control.c).  An exit status (EXIT_OK after --help). */
 int cli_control(const char *cmd, int argc, char **argv, kr_ctl_op_t op, int timeout_ms,
-                json_t **reply_p, char **name_p);
+                cli_control_say_t *say);
 /* One session as JSON (src/cli/cmd_ls.c). */
 json_t *cli_session_info(const char *home, const char *name);
 /* Copy the host file open on IN (HOST its name) into the workspace of the

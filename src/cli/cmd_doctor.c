@@ -51,13 +51,10 @@ static void check(report_t *r, const char *name, const char *status, const char 
 static void first_line(const char *path, char *buf, size_t size)
 {
 	FILE *f = fopen(path, "re");
-	buf[0] = '\0';
-	if (f) {
-		if (!fgets(buf, (int)size, f))
-			buf[0] = '\0';
+
+	kx_first_line(f, buf, size);
+	if (f)
 		fclose(f);
-	}
-	buf[strcspn(buf, "\n")] = '\0';
 }
 
 /* What the sandbox's Python reports about itself and its packages. */
@@ -356,6 +353,337 @@ static void check_delegation(report_t *r, unsigned unusable, bool nproc_per_sess
 	check(r, "delegation", "warn", detail, meaning);
 }
 
+/* Check for bubblewrap and say its version.  Its path (new), or NULL when
+ * there is none. */
+static char *check_bwrap(report_t *r)
+{
+	char *bwrap = kr_bwrap_path(), buf[4096], line[256] = "";
+	FILE *p;
+
+	if (!bwrap) {
+		check(r, "bubblewrap", "fail",
+		      "bwrap not found in /usr/local/bin, /usr/bin or /bin",
+		      "no sandbox: kbox start fails unless --backend none (unsandboxed) is chosen; "
+		      "install the Debian package bubblewrap");
+		return NULL;
+	}
+	snprintf(buf, sizeof buf, "%s --version 2>&1", bwrap);
+	kx_first_line(p = popen(buf, "re"), line, sizeof line);
+	if (p)
+		pclose(p);
+	snprintf(buf, sizeof buf, "%s (%s)", line[0] ? line : "bubblewrap", bwrap);
+	check(r, "bubblewrap", "ok", buf, NULL);
+	return bwrap;
+}
+
+/* Check that an unprivileged user may make user namespaces (the sysctls
+ * that forbid it). */
+static void check_userns(report_t *r)
+{
+	char line[256], clone[64], buf[512];
+
+	first_line("/proc/sys/user/max_user_namespaces", line, sizeof line);
+	if (line[0] && atol(line) == 0) {
+		check(r, "user namespaces", "fail", "user.max_user_namespaces is 0",
+		      "bwrap cannot make a sandbox (sysctl user.max_user_namespaces=15000 allows it)");
+		return;
+	}
+	first_line("/proc/sys/kernel/unprivileged_userns_clone", clone, sizeof clone);
+	/* under root too: bwrap runs as the unprivileged sandbox user */
+	if (clone[0] == '0') {
+		check(r, "user namespaces", "fail", "kernel.unprivileged_userns_clone is 0",
+		      "bwrap cannot make a sandbox as an unprivileged user (sysctl "
+		      "kernel.unprivileged_userns_clone=1 allows it)");
+		return;
+	}
+	snprintf(buf, sizeof buf, "enabled (user.max_user_namespaces %s)",
+	         line[0] ? line : "unknown");
+	check(r, "user namespaces", "ok", buf, NULL);
+}
+
+/* Check that the kernel has seccomp (a Seccomp line in /proc/self/status). */
+static void check_seccomp(report_t *r)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char buf[4096];
+	bool has = false;
+
+	while (f && fgets(buf, sizeof buf, f))
+		if (strncmp(buf, "Seccomp:", 8) == 0)
+			has = true;
+	if (f)
+		fclose(f);
+	if (has)
+		check(r, "seccomp", "ok",
+		      "the kernel filters system calls (Seccomp in /proc/self/status)", NULL);
+	else
+		check(r, "seccomp", "fail", "this kernel has no seccomp",
+		      "bwrap cannot load the filter: no sandbox");
+}
+
+/* Make a sandbox with BO when there is bwrap (BWRAP) and a sandbox user
+ * (IDS_OK), and check its bounds when it was made.  True when it was;
+ * *NPROC_OK says whether RLIMIT_NPROC bounds each sandbox alone. */
+static bool check_sandbox(report_t *r, kr_bwrap_opts_t *bo, const char *bwrap, bool ids_ok,
+                          bool *nproc_ok)
+{
+	kbox_error_t err = {0};
+	bool made = false;
+
+	*nproc_ok = false;
+	if (!bwrap)
+		check(r, "sandbox", "skip", "not made: no bwrap", NULL);
+	else if (!ids_ok)
+		check(r, "sandbox", "skip", "not made: no sandbox user", NULL);
+	else if (kr_bwrap_probe(bo, &err) == 0) {
+		made = true;
+		check(r, "sandbox", "ok",
+		      "bwrap made one: new user, pid, net, ipc, uts and cgroup namespaces, uid "
+		      "1000 without capabilities, seccomp filter, read-only system files",
+		      NULL);
+	} else
+		check(r, "sandbox", "fail", err.msg, "kernels cannot be isolated here");
+	if (made)
+		*nproc_ok = check_bounds(r, bo);
+	else {
+		check(r, "rlimit nproc", "skip", "not checked: no sandbox", NULL);
+		check(r, "inotify", "skip", "not checked: no sandbox", NULL);
+	}
+	return made;
+}
+
+#define CG_ALL (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)
+
+/* Check each cgroup controller by making a cgroup with limits and removing
+ * it again; say how to get those not usable delegated.  The controllers
+ * that enforce limits (KR_CG_* bits). */
+static unsigned check_cgroups(report_t *r, bool nproc_ok)
+{
+	char why[1024], name[64], where[PATH_MAX + 32], buf[4096];
+	kr_cgroup_t *cg;
+	unsigned enforced;
+	const struct {
+		unsigned bit;
+		const char *label, *without;
+	} ctl[] = {
+	        {KR_CG_MEMORY, "cgroup memory",
+	         "--memory falls back to RLIMIT_DATA (allocations fail with MemoryError; "
+	         "memory the kernel maps from files or shares is not counted; it bounds each "
+	         "process, not the session)"},
+	        {KR_CG_PIDS, "cgroup pids",
+	         nproc_ok ? "--pids falls back to RLIMIT_NPROC in the sandbox's user namespace, "
+	                    "which bounds each session alone (see rlimit nproc)"
+	                  : "--pids falls back to RLIMIT_NPROC, which counts all the processes of "
+	                    "the user sandboxes run as (every session's, and an ordinary user's "
+	                    "own)"},
+	        {KR_CG_CPU, "cgroup cpu", "--cpus cannot be enforced"},
+	};
+
+	snprintf(name, sizeof name, "kbox-doctor-%ld", (long)getpid());
+	cg = kr_cgroup_new(name, CG_ALL, 64LL << 20, 0.5, 64, why, sizeof why);
+	enforced = kr_cgroup_enforced(cg);
+	for (size_t i = 0; i < sizeof ctl / sizeof *ctl; i++) {
+		if (enforced & ctl[i].bit) {
+			kr_cgroup_where(cg, ctl[i].bit, where, sizeof where);
+			kx_msgf(buf, sizeof buf, "limits can be set (%s, removed again)", where);
+			check(r, ctl[i].label, "ok", buf, NULL);
+		} else {
+			const char *mine = strstr(why, kr_cgroup_name(ctl[i].bit));
+			snprintf(buf, sizeof buf, "not usable: %s", mine ? mine : why);
+			if (strchr(buf, ';'))
+				*strchr(buf, ';') = '\0';
+			check(r, ctl[i].label, "warn", buf, ctl[i].without);
+		}
+	}
+	kr_cgroup_destroy(&cg);
+	if ((enforced & CG_ALL) != CG_ALL)
+		check_delegation(r, ~enforced & CG_ALL, nproc_ok);
+	return enforced;
+}
+
+/* Check a kernel of another language than Python: its program EXE runs
+ * (--version) in the sandbox with what its installation needs bound; the
+ * checks of the sandbox itself are Python's.  True when it ran. */
+static bool check_other_kernel(report_t *r, kr_bwrap_opts_t *bo, const kbox_kspec_t *spec,
+                               char *exe, const char *rootfs)
+{
+	const char *const deny[] = {NULL};
+	kbox_error_t err = {0};
+	char **binds = kr_ro_bind_find(rootfs, spec, exe, deny, &err);
+	char *cmd[] = {exe, "--version", NULL}, out[4096], buf[4096];
+	int rc = -1;
+	bool ran = false;
+
+	if (binds) {
+		bo->ro_binds = binds;
+		rc = kr_bwrap_run(bo, cmd, out, sizeof out, &err);
+		bo->ro_binds = NULL;
+	}
+	if (rc != 0) {
+		snprintf(buf, sizeof buf, "%s failed in the sandbox (%s %d): %.300s", exe,
+		         binds ? "status" : "binds", rc, rc < 0 ? err.msg : out);
+		check(r, "interpreter", "fail", buf, "the kernel cannot start");
+	} else {
+		char *nl = strchr(out, '\n');
+		if (nl)
+			*nl = '\0';
+		snprintf(buf, sizeof buf, "%s runs in the sandbox: %.200s", exe, out);
+		check(r, "interpreter", "ok", buf, NULL);
+		ran = true;
+	}
+	snprintf(buf, sizeof buf,
+	         "not checked: the kernel's language is %s (kbox checks Python's packages)",
+	         kbox_kspec_language(spec) ? kbox_kspec_language(spec) : "non-Python");
+	check(r, "packages", "skip", buf, NULL);
+	kbox_strv_free(binds);
+	return ran;
+}
+
+/* What probe_py says of the sandbox it ran in. */
+typedef struct {
+	bool seccomp, nnp, nocap, ipykernel;
+	char missing[512]; /* "; "-separated, "" when nothing is */
+	char mods[1024];   /* the modules found, ", "-separated */
+} probe_t;
+
+/* Read probe_py's output OUT (cut in pieces) into P. */
+static void parse_probe(char *out, probe_t *p)
+{
+	char *save = NULL;
+
+	memset(p, 0, sizeof *p);
+	for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "Seccomp:", 8) == 0 && atoi(l + 8) == 2)
+			p->seccomp = true;
+		else if (strncmp(l, "NoNewPrivs:", 11) == 0 && atoi(l + 11) == 1)
+			p->nnp = true;
+		else if (strncmp(l, "CapEff:", 7) == 0 && strtoull(l + 7, NULL, 16) == 0)
+			p->nocap = true;
+		else if (strncmp(l, "module ", 7) == 0) {
+			snprintf(p->mods + strlen(p->mods), sizeof p->mods - strlen(p->mods),
+			         "%s%s", p->mods[0] ? ", " : "", l + 7);
+			if (strncmp(l + 7, "ipykernel ", 10) == 0)
+				p->ipykernel = true;
+		} else if (strncmp(l, "missing ", 8) == 0)
+			snprintf(p->missing + strlen(p->missing),
+			         sizeof p->missing - strlen(p->missing), "%s%s",
+			         p->missing[0] ? "; " : "", l + 8);
+	}
+}
+
+/* Check a Python kernel: its interpreter EXE runs probe_py in the sandbox,
+ * which says how confined it is and which packages it finds.  True when
+ * ipykernel is there; *SANDBOX_OK becomes false when the sandbox is weaker
+ * than it should be. */
+static bool check_python_kernel(report_t *r, kr_bwrap_opts_t *bo, char *exe, bool *sandbox_ok)
+{
+	char *cmd[] = {exe, "-c", (char *)probe_py, NULL};
+	char out[4096], buf[4096];
+	kbox_error_t err = {0};
+	int rc = kr_bwrap_run(bo, cmd, out, sizeof out, &err);
+	probe_t p;
+	bool confined;
+
+	if (rc != 0) {
+		snprintf(buf, sizeof buf, "%s failed in the sandbox (status %d): %.300s", exe, rc,
+		         rc < 0 ? err.msg : out);
+		check(r, "interpreter", "fail", buf, "the kernel cannot start");
+		check(r, "packages", "skip", "not checked: the interpreter failed", NULL);
+		return false;
+	}
+	parse_probe(out, &p);
+	confined = p.seccomp && p.nnp && p.nocap;
+	snprintf(buf, sizeof buf,
+	         "%s runs in the sandbox: seccomp filter %s, no_new_privs %s, capabilities %s", exe,
+	         p.seccomp ? "on" : "OFF", p.nnp ? "set" : "NOT SET", p.nocap ? "none" : "SOME");
+	check(r, "interpreter", confined ? "ok" : "fail", buf,
+	      confined ? NULL : "the sandbox is weaker than it should be");
+	if (!confined)
+		*sandbox_ok = false;
+	check(r, "packages",
+	      !p.ipykernel   ? "fail"
+	      : p.missing[0] ? "warn"
+	                     : "ok",
+	      p.mods[0] ? p.mods : "none found",
+	      !p.ipykernel   ? "no ipykernel: the kernel cannot start (apt-get install "
+	                       "python3-ipykernel)"
+	      : p.missing[0] ? p.missing
+	                     : NULL);
+	return p.ipykernel;
+}
+
+/* Check the kernel KERNEL: its spec, its interpreter (found in ROOTFS, or
+ * the host's when NULL), and, when the sandbox was made (*SANDBOX_OK), the
+ * interpreter and its packages in it.  True when the kernel can run. */
+static bool check_kernel(report_t *r, kr_bwrap_opts_t *bo, const char *kernel, const char *rootfs,
+                         bool *sandbox_ok)
+{
+	kbox_error_t err = {0};
+	kbox_kspec_t *spec = kbox_kspec_find(kernel, &err);
+	const char *argv0, *language;
+	char *exe = NULL, buf[4096];
+	bool ok = false;
+
+	if (!spec) {
+		check(r, "kernelspec", "fail", err.msg, "no kernel to run");
+		check(r, "interpreter", "skip", "not checked: no kernelspec", NULL);
+		check(r, "packages", "skip", "not checked: no kernelspec", NULL);
+		return false;
+	}
+	argv0 = kbox_kspec_argv(spec)[0];
+	language = kbox_kspec_language(spec);
+	snprintf(buf, sizeof buf, "%s: %s", kernel, kbox_kspec_resource_dir(spec));
+	check(r, "kernelspec", "ok", buf, NULL);
+	if (!(exe = kr_bwrap_resolve(argv0, rootfs))) {
+		snprintf(buf, sizeof buf, "%s not found in /usr/local/bin, /usr/bin or /bin%s",
+		         argv0, rootfs ? " of the root filesystem" : "");
+		check(r, "interpreter", "fail", buf, "the kernel cannot start");
+		check(r, "packages", "skip", "not checked: no interpreter", NULL);
+	} else if (!*sandbox_ok) {
+		snprintf(buf, sizeof buf, "%s found; not run: no sandbox", exe);
+		check(r, "interpreter", "skip", buf, NULL);
+		check(r, "packages", "skip", "not checked: no sandbox", NULL);
+	} else if (strcmp(language ? language : "", "python") != 0)
+		ok = check_other_kernel(r, bo, spec, exe, rootfs);
+	else
+		ok = check_python_kernel(r, bo, exe, sandbox_ok);
+	free(exe);
+	kbox_kspec_destroy(&spec);
+	return ok;
+}
+
+/* Print what the checks add up to: a sentence, or one JSON object with the
+ * checks in it.  ENFORCED: the cgroup controllers that set limits. */
+static void print_verdict(const report_t *r, const char *kernel, bool isolates, bool kernel_ok,
+                          unsigned enforced)
+{
+	if (r->format != FMT_TEXT) {
+		json_t *o = json_pack("{s:s, s:b, s:s, s:b, s:o}", "backend", KR_BACKEND_DEFAULT,
+		                      "isolates", isolates, "kernel", kernel, "kernel_runs",
+		                      isolates && kernel_ok, "checks", json_incref(r->checks));
+		json_t *lim = json_array();
+		for (unsigned bit = 1; bit <= KR_CG_CPU; bit <<= 1)
+			if (enforced & bit)
+				json_array_append_new(lim, json_string(kr_cgroup_name(bit)));
+		json_object_set_new(o, "cgroup_limits", lim);
+		cli_print_json_line(o);
+	} else if (isolates && r->state_bad)
+		printf("\nthe default backend (bwrap) isolates kernels here, but no session in the state "
+		       "directory can start (see above)\n");
+	else if (isolates && !kernel_ok)
+		printf("\nthe default backend (bwrap) isolates kernels here, but the kernel %s cannot run "
+		       "in it (see above)\n",
+		       kernel);
+	else if (isolates)
+		printf("\nthe default backend (bwrap) isolates kernels here%s\n",
+		       (enforced & CG_ALL) == CG_ALL
+		               ? ", with cgroup limits for memory, pids and cpu"
+		               : "; some limits fall back to rlimits or are not enforced (see above)");
+	else
+		printf("\nthe default backend (bwrap) CANNOT isolate kernels here (see above); kbox "
+		       "start will refuse it, and --backend none runs kernels unsandboxed\n");
+}
+
 int cmd_doctor(int argc, char **argv)
 {
 	report_t r = {NULL, FMT_TEXT, false};
@@ -375,16 +703,13 @@ int cmd_doctor(int argc, char **argv)
 	                "under root, create the sandbox user (KBOX_SANDBOX_USER, default kbox) "
 	                "when it is missing"),
 	        CLI_OPT_END};
-	char *rootfs = NULL, *bwrap = NULL, buf[4096], line[256];
+	char *rootfs = NULL, *bwrap;
 	kr_bwrap_opts_t bo = {0};
-	kbox_error_t err = {0};
-	bool isolates = false, sandbox_ok = false, kernel_ok = false, ids_ok, nproc_ok = false;
-	unsigned enforced = 0;
-	int status, n = cli_parse_options("doctor", opts, argc, argv, &status);
+	bool isolates, sandbox_ok, kernel_ok, ids_ok, nproc_ok;
+	unsigned enforced;
+	int status;
 
-	if (n < 0)
-		return status;
-	if ((status = cli_no_operands("doctor", n, argv)) != EXIT_OK)
+	if (cli_parse_no_operands("doctor", opts, argc, argv, &status) < 0)
 		return status;
 	if (rootfs_arg && !(rootfs = realpath(rootfs_arg, NULL))) {
 		cli_error("doctor", "invalid --rootfs \"%s\": %s", rootfs_arg, strerror(errno));
@@ -393,291 +718,18 @@ int cmd_doctor(int argc, char **argv)
 	r.checks = json_array();
 	bo.rootfs = rootfs;
 
-	/* bubblewrap */
-	if (!(bwrap = kr_bwrap_path()))
-		check(&r, "bubblewrap", "fail",
-		      "bwrap not found in /usr/local/bin, /usr/bin or /bin",
-		      "no sandbox: kbox start fails unless --backend none (unsandboxed) is chosen; "
-		      "install the Debian package bubblewrap");
-	else {
-		FILE *p;
-		snprintf(buf, sizeof buf, "%s --version 2>&1", bwrap);
-		line[0] = '\0';
-		if ((p = popen(buf, "re"))) {
-			if (!fgets(line, sizeof line, p))
-				line[0] = '\0';
-			pclose(p);
-		}
-		line[strcspn(line, "\n")] = '\0';
-		snprintf(buf, sizeof buf, "%s (%s)", line[0] ? line : "bubblewrap", bwrap);
-		check(&r, "bubblewrap", "ok", buf, NULL);
-	}
-
-	/* user namespaces */
-	first_line("/proc/sys/user/max_user_namespaces", line, sizeof line);
-	if (line[0] && atol(line) == 0)
-		check(&r, "user namespaces", "fail", "user.max_user_namespaces is 0",
-		      "bwrap cannot make a sandbox (sysctl user.max_user_namespaces=15000 allows it)");
-	else {
-		char clone[64];
-		first_line("/proc/sys/kernel/unprivileged_userns_clone", clone, sizeof clone);
-		/* under root too: bwrap runs as the unprivileged sandbox user */
-		if (clone[0] == '0')
-			check(&r, "user namespaces", "fail",
-			      "kernel.unprivileged_userns_clone is 0",
-			      "bwrap cannot make a sandbox as an unprivileged user (sysctl "
-			      "kernel.unprivileged_userns_clone=1 allows it)");
-		else {
-			snprintf(buf, sizeof buf, "enabled (user.max_user_namespaces %s)",
-			         line[0] ? line : "unknown");
-			check(&r, "user namespaces", "ok", buf, NULL);
-		}
-	}
-
-	/* seccomp */
-	{
-		FILE *f = fopen("/proc/self/status", "re");
-		bool has = false;
-		while (f && fgets(buf, sizeof buf, f))
-			if (strncmp(buf, "Seccomp:", 8) == 0)
-				has = true;
-		if (f)
-			fclose(f);
-		if (has)
-			check(&r, "seccomp", "ok",
-			      "the kernel filters system calls (Seccomp in "
-			      "/proc/self/status)",
-			      NULL);
-		else
-			check(&r, "seccomp", "fail", "this kernel has no seccomp",
-			      "bwrap cannot load the filter: no sandbox");
-	}
-
-	/* who the sandbox runs as */
+	bwrap = check_bwrap(&r);
+	check_userns(&r);
+	check_seccomp(&r);
 	ids_ok = check_identity(&r, &bo, fix);
-
-	/* the sandbox itself */
-	if (bwrap && !ids_ok)
-		check(&r, "sandbox", "skip", "not made: no sandbox user", NULL);
-	else if (bwrap) {
-		if (kr_bwrap_probe(&bo, &err) == 0) {
-			sandbox_ok = true;
-			check(&r, "sandbox", "ok",
-			      "bwrap made one: new user, pid, net, ipc, uts and cgroup namespaces, uid "
-			      "1000 without capabilities, seccomp filter, read-only system files",
-			      NULL);
-		} else
-			check(&r, "sandbox", "fail", err.msg, "kernels cannot be isolated here");
-	} else if (!bwrap)
-		check(&r, "sandbox", "skip", "not made: no bwrap", NULL);
-	if (sandbox_ok)
-		nproc_ok = check_bounds(&r, &bo);
-	else {
-		check(&r, "rlimit nproc", "skip", "not checked: no sandbox", NULL);
-		check(&r, "inotify", "skip", "not checked: no sandbox", NULL);
-	}
-
-	/* cgroup controllers: make one with limits, then remove it */
-	{
-		char why[1024], name[64], where[PATH_MAX + 32];
-		kr_cgroup_t *cg;
-		const struct {
-			unsigned bit;
-			const char *label, *without;
-		} ctl[] = {
-		        {KR_CG_MEMORY, "cgroup memory",
-		         "--memory falls back to RLIMIT_DATA (allocations fail with MemoryError; "
-		         "memory the kernel maps from files or shares is not counted; it bounds each "
-		         "process, not the session)"},
-		        {KR_CG_PIDS, "cgroup pids",
-		         nproc_ok
-		                 ? "--pids falls back to RLIMIT_NPROC in the sandbox's user namespace, "
-		                   "which bounds each session alone (see rlimit nproc)"
-		                 : "--pids falls back to RLIMIT_NPROC, which counts all the processes of "
-		                   "the user sandboxes run as (every session's, and an ordinary user's "
-		                   "own)"},
-		        {KR_CG_CPU, "cgroup cpu", "--cpus cannot be enforced"},
-		};
-		snprintf(name, sizeof name, "kbox-doctor-%ld", (long)getpid());
-		cg = kr_cgroup_new(name, KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU, 64LL << 20, 0.5, 64,
-		                   why, sizeof why);
-		enforced = kr_cgroup_enforced(cg);
-		for (size_t i = 0; i < sizeof ctl / sizeof *ctl; i++) {
-			if (enforced & ctl[i].bit) {
-				kr_cgroup_where(cg, ctl[i].bit, where, sizeof where);
-				kx_msgf(buf, sizeof buf, "limits can be set (%s, removed again)",
-				        where);
-				check(&r, ctl[i].label, "ok", buf, NULL);
-			} else {
-				const char *mine = strstr(why, kr_cgroup_name(ctl[i].bit));
-				snprintf(buf, sizeof buf, "not usable: %s", mine ? mine : why);
-				if (strchr(buf, ';'))
-					*strchr(buf, ';') = '\0';
-				check(&r, ctl[i].label, "warn", buf, ctl[i].without);
-			}
-		}
-		kr_cgroup_destroy(&cg);
-		if ((enforced & (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)) !=
-		    (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU))
-			check_delegation(&r, ~enforced & (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU),
-			                 nproc_ok);
-	}
-
-	/* the kernel: its spec, its interpreter, its packages, in the sandbox */
-	{
-		kbox_kspec_t *spec = kbox_kspec_find(kernel, &err);
-		char *exe = NULL;
-		if (!spec) {
-			check(&r, "kernelspec", "fail", err.msg, "no kernel to run");
-			check(&r, "interpreter", "skip", "not checked: no kernelspec", NULL);
-			check(&r, "packages", "skip", "not checked: no kernelspec", NULL);
-		} else {
-			const char *argv0 = kbox_kspec_argv(spec)[0];
-			snprintf(buf, sizeof buf, "%s: %s", kernel, kbox_kspec_resource_dir(spec));
-			check(&r, "kernelspec", "ok", buf, NULL);
-			if (!(exe = kr_bwrap_resolve(argv0, rootfs))) {
-				snprintf(buf, sizeof buf,
-				         "%s not found in /usr/local/bin, /usr/bin or /bin%s",
-				         argv0, rootfs ? " of the root filesystem" : "");
-				check(&r, "interpreter", "fail", buf, "the kernel cannot start");
-				check(&r, "packages", "skip", "not checked: no interpreter", NULL);
-			} else if (!sandbox_ok) {
-				snprintf(buf, sizeof buf, "%s found; not run: no sandbox", exe);
-				check(&r, "interpreter", "skip", buf, NULL);
-				check(&r, "packages", "skip", "not checked: no sandbox", NULL);
-			} else if (strcmp(kbox_kspec_language(spec) ? kbox_kspec_language(spec)
-			                                            : "",
-			                  "python") != 0) {
-				/* another language: its program runs (--version) in the
-				 * sandbox with what its installation needs bound; the
-				 * checks of the sandbox itself are Python's, above */
-				const char *const deny[] = {NULL};
-				char **binds = kr_ro_bind_find(rootfs, spec, exe, deny, &err);
-				char *cmd[] = {exe, "--version", NULL}, out[4096];
-				int rc = -1;
-				if (binds) {
-					bo.ro_binds = binds;
-					rc = kr_bwrap_run(&bo, cmd, out, sizeof out, &err);
-					bo.ro_binds = NULL;
-				}
-				if (rc != 0) {
-					snprintf(buf, sizeof buf,
-					         "%s failed in the sandbox (%s %d): %.300s", exe,
-					         binds ? "status" : "binds", rc,
-					         rc < 0 ? err.msg : out);
-					check(&r, "interpreter", "fail", buf,
-					      "the kernel cannot start");
-				} else {
-					char *nl = strchr(out, '\n');
-					if (nl)
-						*nl = '\0';
-					snprintf(buf, sizeof buf, "%s runs in the sandbox: %.200s",
-					         exe, out);
-					check(&r, "interpreter", "ok", buf, NULL);
-					kernel_ok = true;
-				}
-				snprintf(
-				        buf, sizeof buf,
-				        "not checked: the kernel's language is %s (kbox checks Python's packages)",
-				        kbox_kspec_language(spec) ? kbox_kspec_language(spec)
-				                                  : "non-Python");
-				check(&r, "packages", "skip", buf, NULL);
-				kbox_strv_free(binds);
-			} else {
-				char *cmd[] = {exe, "-c", (char *)probe_py, NULL};
-				char out[4096], missing[512] = "", mods[1024] = "", *save = NULL;
-				int rc = kr_bwrap_run(&bo, cmd, out, sizeof out, &err);
-				bool seccomp = false, nnp = false, nocap = false, ipyk = false;
-				if (rc != 0) {
-					snprintf(buf, sizeof buf,
-					         "%s failed in the sandbox (status %d): %.300s",
-					         exe, rc, rc < 0 ? err.msg : out);
-					check(&r, "interpreter", "fail", buf,
-					      "the kernel cannot start");
-					check(&r, "packages", "skip",
-					      "not checked: the interpreter failed", NULL);
-				} else {
-					for (char *l = strtok_r(out, "\n", &save); l;
-					     l = strtok_r(NULL, "\n", &save)) {
-						if (strncmp(l, "Seccomp:", 8) == 0 &&
-						    atoi(l + 8) == 2)
-							seccomp = true;
-						else if (strncmp(l, "NoNewPrivs:", 11) == 0 &&
-						         atoi(l + 11) == 1)
-							nnp = true;
-						else if (strncmp(l, "CapEff:", 7) == 0 &&
-						         strtoull(l + 7, NULL, 16) == 0)
-							nocap = true;
-						else if (strncmp(l, "module ", 7) == 0) {
-							snprintf(mods + strlen(mods),
-							         sizeof mods - strlen(mods), "%s%s",
-							         mods[0] ? ", " : "", l + 7);
-							if (strncmp(l + 7, "ipykernel ", 10) == 0)
-								ipyk = true;
-						} else if (strncmp(l, "missing ", 8) == 0)
-							snprintf(missing + strlen(missing),
-							         sizeof missing - strlen(missing),
-							         "%s%s", missing[0] ? "; " : "",
-							         l + 8);
-					}
-					snprintf(buf, sizeof buf,
-					         "%s runs in the sandbox: seccomp filter %s, "
-					         "no_new_privs %s, capabilities %s",
-					         exe, seccomp ? "on" : "OFF",
-					         nnp ? "set" : "NOT SET", nocap ? "none" : "SOME");
-					check(&r, "interpreter",
-					      seccomp && nnp && nocap ? "ok" : "fail", buf,
-					      seccomp && nnp && nocap
-					              ? NULL
-					              : "the sandbox is weaker than it should be");
-					if (!seccomp || !nnp || !nocap)
-						sandbox_ok = false;
-					kernel_ok = ipyk;
-					check(&r, "packages",
-					      !ipyk        ? "fail"
-					      : missing[0] ? "warn"
-					                   : "ok",
-					      mods[0] ? mods : "none found",
-					      !ipyk ? "no ipykernel: the kernel cannot start (apt-get install "
-					              "python3-ipykernel)"
-					      : missing[0] ? missing
-					                   : NULL);
-				}
-			}
-		}
-		free(exe);
-		kbox_kspec_destroy(&spec);
-	}
+	sandbox_ok = check_sandbox(&r, &bo, bwrap, ids_ok, &nproc_ok);
+	enforced = check_cgroups(&r, nproc_ok);
+	kernel_ok = check_kernel(&r, &bo, kernel, rootfs, &sandbox_ok);
 
 	isolates = bwrap && sandbox_ok;
 	if (r.state_bad) /* isolates, but no session of this state directory starts */
 		kernel_ok = false;
-	if (r.format != FMT_TEXT) {
-		json_t *o = json_pack("{s:s, s:b, s:s, s:b, s:o}", "backend", KR_BACKEND_DEFAULT,
-		                      "isolates", isolates, "kernel", kernel, "kernel_runs",
-		                      isolates && kernel_ok, "checks", json_incref(r.checks));
-		json_t *lim = json_array();
-		for (unsigned bit = 1; bit <= KR_CG_CPU; bit <<= 1)
-			if (enforced & bit)
-				json_array_append_new(lim, json_string(kr_cgroup_name(bit)));
-		json_object_set_new(o, "cgroup_limits", lim);
-		cli_print_json_line(o);
-	} else if (isolates && r.state_bad)
-		printf("\nthe default backend (bwrap) isolates kernels here, but no session in the state "
-		       "directory can start (see above)\n");
-	else if (isolates && !kernel_ok)
-		printf("\nthe default backend (bwrap) isolates kernels here, but the kernel %s cannot run "
-		       "in it (see above)\n",
-		       kernel);
-	else if (isolates)
-		printf("\nthe default backend (bwrap) isolates kernels here%s\n",
-		       (enforced & (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)) ==
-		                       (KR_CG_MEMORY | KR_CG_PIDS | KR_CG_CPU)
-		               ? ", with cgroup limits for memory, pids and cpu"
-		               : "; some limits fall back to rlimits or are not enforced (see above)");
-	else
-		printf("\nthe default backend (bwrap) CANNOT isolate kernels here (see above); kbox "
-		       "start will refuse it, and --backend none runs kernels unsandboxed\n");
+	print_verdict(&r, kernel, isolates, kernel_ok, enforced);
 	if (!isolates || !kernel_ok)
 		status = EXIT_UNAVAILABLE;
 	json_decref(r.checks);

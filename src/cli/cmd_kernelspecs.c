@@ -7,17 +7,13 @@
 int cmd_kernelspecs(int argc, char **argv)
 {
 	format_t format = FMT_TEXT;
-	cli_option_t opts[] = {
-	        CLI_OPT_FORMAT(&format, "text: a line each, tab-separated (the default); json: one "
-	                                "JSON object by name; ndjson: an object each, one a line"),
-	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
+	static const char help[] = "text: a line each, tab-separated (the default); json: one "
+	                           "JSON object by name; ndjson: an object each, one a line";
 	char **list;
 	json_t *out;
-	int status, n = cli_parse_options("kernelspecs", opts, argc, argv, &status);
+	int status;
 
-	if (n < 0)
-		return status;
-	if ((status = cli_no_operands("kernelspecs", n, argv)) != EXIT_OK)
+	if (cli_parse_format_only("kernelspecs", help, &format, argc, argv, &status) < 0)
 		return status;
 	list = kbox_kspec_list();
 	out = json_object();

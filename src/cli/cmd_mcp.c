@@ -36,11 +36,9 @@ int cmd_mcp(int argc, char **argv)
 	                "interrupt a run_python call after DURATION when the call gives no "
 	                "timeout (default: 0, no limit)"),
 	        CLI_OPT_END};
-	int status, n = cli_parse_options("mcp", opts, argc, argv, &status);
+	int status;
 
-	if (n < 0)
-		return status;
-	if ((status = cli_no_operands("mcp", n, argv)) != EXIT_OK)
+	if (cli_parse_no_operands("mcp", opts, argc, argv, &status) < 0)
 		return status;
 	return mcp_serve(&o);
 }

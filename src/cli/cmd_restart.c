@@ -2,19 +2,14 @@
 #include "config.h"
 #include "cli.h"
 
-#include <stdlib.h>
+/* "session NAME: kernel restarted", with the new kernel's generation. */
+static void say_restarted(const char *name, const json_t *reply)
+{
+	printf("session %s: kernel restarted (kernel %lld); earlier state is lost\n", name,
+	       (long long)json_integer_value(json_object_get(reply, "generation")));
+}
 
 int cmd_restart(int argc, char **argv)
 {
-	json_t *r = NULL;
-	char *name = NULL;
-	int status = cli_control("restart", argc, argv, KR_CTL_OP_RESTART, 120000, &r, &name);
-	if (status < 0)
-		return EXIT_OK;
-	if (status == EXIT_OK)
-		printf("session %s: kernel restarted (kernel %lld); earlier state is lost\n", name,
-		       (long long)json_integer_value(json_object_get(r, "generation")));
-	json_decref(r);
-	free(name);
-	return status;
+	return cli_control("restart", argc, argv, KR_CTL_OP_RESTART, 120000, say_restarted);
 }

@@ -229,9 +229,12 @@ static int fill_workspace(const char *rundir, copy_t *v, size_t n)
 	 * (the supervisor gives it; without that user it refuses to start) */
 	if (kr_sandbox_identity(&id, &ignored) < 0)
 		id.drop = false;
-	snprintf(ws, sizeof ws, "%s/workspace", rundir);
-	if (mkdir(ws, 0700) < 0 ||
-	    (wfd = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+	wfd = -1;
+	if ((size_t)snprintf(ws, sizeof ws, "%s/workspace", rundir) >= sizeof ws)
+		errno = ENAMETOOLONG;
+	else if (mkdir(ws, 0700) == 0)
+		wfd = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (wfd < 0) {
 		cli_error("run", "cannot create the workspace %s: %s", ws, strerror(errno));
 		return EXIT_UNAVAILABLE;
 	}
@@ -283,260 +286,333 @@ static int backend_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	return EXIT_OK;
 }
 
+/* A run: its options, its files, and where it stands. */
+typedef struct {
+	const char *kernel, *workspace, *outputs, *backend;
+	cli_strlist_t inputs, puts;
+	cells_t cells;
+	copy_t *copies; /* the files to copy into the new workspace */
+	size_t n_copies;
+	long long timeout_ms, max_bytes, max_lines;
+	format_t format;
+	char rundir[PATH_MAX];  /* the private session's directory, "" until made */
+	char outbuf[PATH_MAX];  /* the outputs directory, absolute */
+	char own_out[PATH_MAX]; /* the outputs directory kbox run made, or "" */
+	char wsreal[PATH_MAX];  /* --workspace, resolved */
+	struct stat wsst;       /* --workspace as checked */
+	kr_sandbox_id_t sid;
+	bool read_only; /* --workspace the sandbox user cannot write */
+} run_t;
+
+/* Refuse a cell, an input line, --workspace or --outputs that is not
+ * UTF-8 (what the session protocol carries).  EXIT_OK, or EXIT_USAGE after
+ * one line. */
+static int check_utf8(const run_t *run)
+{
+	bool ws_bad = run->workspace && !kx_utf8_valid_str(run->workspace);
+
+	for (size_t i = 0; i < run->cells.n; i++)
+		if (!kx_utf8_valid_str(run->cells.v[i].code)) {
+			cli_error("run", "cell %zu (%s) is not valid UTF-8", i + 1,
+			          run->cells.v[i].source);
+			return EXIT_USAGE;
+		}
+	for (size_t i = 0; i < run->inputs.n; i++)
+		if (!kx_utf8_valid_str(run->inputs.v[i])) {
+			cli_error("run", "--input line %zu is not valid UTF-8", i + 1);
+			return EXIT_USAGE;
+		}
+	if (ws_bad || (run->outputs && !kx_utf8_valid_str(run->outputs))) {
+		cli_error("run", "%s %s is not valid UTF-8", ws_bad ? "--workspace" : "--outputs",
+		          ws_bad ? run->workspace : run->outputs);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+/* Check and resolve --workspace (the sandbox binds what the check saw),
+ * and find whether the code, under root the sandbox user, may write there
+ * (the directory is not changed for it).  EXIT_OK, or EXIT_USAGE after one
+ * line. */
+static int take_host_workspace(run_t *run)
+{
+	kbox_error_t err = {0}, ignored = {0};
+	struct stat st;
+
+	if (run->puts.n) {
+		cli_error("run",
+		          "--put copies into a new workspace; with --workspace %s, copy %s there "
+		          "instead",
+		          run->workspace, run->puts.v[0]);
+		return EXIT_USAGE;
+	}
+	if (ws_host_dir(run->workspace, run->wsreal, &run->wsst, &err) < 0) {
+		cli_error("run", "--workspace %s", err.msg);
+		return EXIT_USAGE;
+	}
+	run->read_only = kr_backend_sandboxed(run->backend) &&
+	                 kr_sandbox_identity(&run->sid, &ignored) == 0 && run->sid.drop &&
+	                 stat(run->wsreal, &st) == 0 && st.st_uid != run->sid.uid &&
+	                 !(st.st_gid == run->sid.gid && (st.st_mode & S_IWGRP)) &&
+	                 !(st.st_mode & S_IWOTH);
+	return EXIT_OK;
+}
+
+/* List what goes into the new workspace: the --put files, then the cells
+ * read from regular files.  EXIT_OK, or EXIT_USAGE after one line. */
+static int list_copies(run_t *run)
+{
+	int status = EXIT_OK;
+
+	for (size_t i = 0; i < run->puts.n && status == EXIT_OK; i++)
+		status = add_copy(run->copies, &run->n_copies, run->puts.v[i], true);
+	for (size_t i = 0; i < run->cells.n && status == EXIT_OK; i++)
+		if (strcmp(run->cells.v[i].source, "-c") != 0 &&
+		    strcmp(run->cells.v[i].source, "-") != 0)
+			status = add_copy(run->copies, &run->n_copies, run->cells.v[i].source,
+			                  false);
+	return status;
+}
+
+/* The outputs directory, absolute, for the supervisor writes there: -o's,
+ * or by default a new one in the current directory (whatever links led to
+ * it).  EXIT_OK, or an exit status after one line. */
+static int choose_outputs(run_t *run)
+{
+	int status;
+
+	if (run->outputs)
+		return cli_outputs_dir("run", run->outputs, run->outbuf);
+	if ((status = make_out_dir(run->own_out, sizeof run->own_out)) == EXIT_OK) {
+		snprintf(run->outbuf, sizeof run->outbuf, "%s", run->own_out);
+		guard_out_dir(run->own_out);
+	}
+	return status;
+}
+
+/* Warn of what the code may do: run unsandboxed, or change the files of
+ * the host directory --workspace. */
+static void warn_of_run(const run_t *run)
+{
+	if (!kr_backend_sandboxed(run->backend))
+		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
+		        run->backend);
+	if (run->workspace && run->read_only)
+		cli_error("run",
+		          "warning: --workspace %s: the code runs as the sandbox user %s (uid %u), "
+		          "who cannot write %s: the code can read its files, and change those the "
+		          "sandbox user may (chown %s: %s to let it write)",
+		          run->workspace, run->sid.user, (unsigned)run->sid.uid, run->wsreal,
+		          run->sid.user, run->wsreal);
+	else if (run->workspace)
+		cli_error(
+		        "run",
+		        "warning: --workspace %s: the code can change and delete every file in %s",
+		        run->workspace, run->wsreal);
+}
+
+/* Start the run's private session: never idle-stopped, stopped with us,
+ * removed when it stops, and with it its workspace unless that is the
+ * caller's directory (given with its identity as checked, which the
+ * sandbox must bind).  EXIT_OK, or an exit status after one line. */
+static int start_run_session(run_t *run)
+{
+	kr_session_opts_t o = KR_SESSION_OPTS_INIT;
+	kr_session_config_t config;
+	kbox_error_t err = {0};
+	int status;
+
+	o.name = "run";
+	o.kernel = run->kernel;
+	o.backend = run->backend;
+	o.ttl_ms = 0;
+	o.ephemeral = 1;
+	o.owner_pid = getpid();
+	o.workspace = run->workspace ? run->wsreal : NULL;
+	o.workspace_st = run->workspace ? &run->wsst : NULL;
+	kr_session_config_init(&config);
+	if (kr_session_config_merge(&config, &o, &err) < 0) {
+		cli_error("run", "%s", err.msg);
+		status = EXIT_UNAVAILABLE;
+	} else
+		status = cli_check_backend("run", &config);
+	if (status == EXIT_OK)
+		warn_of_run(run);
+	if (status == EXIT_OK &&
+	    make_run_dir(run->rundir, sizeof run->rundir, kr_backend_sandboxed(run->backend)) < 0)
+		status = EXIT_UNAVAILABLE;
+	if (status == EXIT_OK && !run->workspace)
+		status = fill_workspace(run->rundir, run->copies, run->n_copies);
+	if (status == EXIT_OK)
+		status = cli_session_start("run", run->rundir, "run", &config, NULL);
+	kr_session_config_free(&config);
+	return status;
+}
+
+/* Run the cells in order on the session's control socket FD, as kbox exec
+ * would, until one fails; the --input lines answer input() across cells.
+ * The exit status of the last cell run. */
+static int run_cells(const run_t *run, int fd)
+{
+	size_t used_inputs = 0;
+	int status = EXIT_OK;
+
+	for (size_t i = 0; i < run->cells.n && status == EXIT_OK; i++) {
+		kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
+		cli_exec_result_t r = {0};
+		const char *source = run->cells.v[i].source;
+
+		e.code = run->cells.v[i].code;
+		e.timeout_ms = run->timeout_ms;
+		e.grace_ms = KR_CTL_GRACE_DEFAULT_MS;
+		e.max_output = run->max_bytes;
+		e.max_lines = run->max_lines;
+		e.outputs = run->outbuf;
+		e.format = cli_exec_format(run->format);
+		e.prefix = ""; /* files named N-I.png, not GENERATION-N-I.png */
+		if (run->inputs.n) {
+			e.has_inputs = true;
+			e.inputs = run->inputs.v + used_inputs;
+			e.n_inputs = run->inputs.n - used_inputs;
+		}
+		status = cli_exec_on("run", fd, "run", &e, &r);
+		used_inputs += r.inputs_used;
+		if (used_inputs > run->inputs.n)
+			used_inputs = run->inputs.n;
+		if (status == EXIT_TIMEOUT || (status == EXIT_CODE_ERROR && r.reason[0]))
+			cli_error("run", "cell %zu (%s): %s", i + 1, source, r.reason);
+		else if (status == EXIT_DIED)
+			cli_error("run", "cell %zu (%s): %s; its state is lost", i + 1, source,
+			          r.reason);
+	}
+	fflush(stdout);
+	return status;
+}
+
+/* Stop the run's session, if it was made: it ends with its kernel and its
+ * supervisor removes it; what no supervisor took over is removed here.
+ * Nothing of the run is left when this returns: it waits (a moment) for
+ * the supervisor to have removed the directory. */
+static void stop_run_session(const run_t *run)
+{
+	kbox_error_t err = {0};
+
+	if (!run->rundir[0])
+		return;
+	json_decref(kr_ctl_call(run->rundir, KR_CTL_OP_STOP, NULL, 30000, &err));
+	if (kr_session_supervisor(run->rundir, NULL) == KR_SUPERVISOR_NONE)
+		forget_run_dir(run->rundir, run->copies, run->n_copies); /* none, or gone */
+	for (int i = 0; i < 500 && access(run->rundir, F_OK) == 0; i++)
+		usleep(10000);
+}
+
+/* Free what RUN holds and close the files it had to copy. */
+static void run_clear(run_t *run)
+{
+	for (size_t i = 0; i < run->cells.n; i++)
+		free(run->cells.v[i].code);
+	free(run->cells.v);
+	for (size_t i = 0; i < run->n_copies; i++)
+		if (run->copies[i].fd >= 0)
+			close(run->copies[i].fd);
+	free(run->copies);
+	cli_strlist_clear(&run->inputs);
+	cli_strlist_clear(&run->puts);
+}
+
+/* Check what the run needs before its session starts: the cells, the
+ * workspace and what goes into it, the outputs directory, the kernelspec.
+ * EXIT_OK, or an exit status after one line. */
+static int prepare_run(run_t *run)
+{
+	kbox_error_t err = {0};
+	kbox_kspec_t *spec;
+	int status;
+
+	if (run->cells.n == 0) {
+		cli_error("run", "no code to run: give -c CODE, a FILE or - (see kbox run --help)");
+		return EXIT_USAGE;
+	}
+	if ((status = check_utf8(run)) != EXIT_OK)
+		return status;
+	status = run->workspace ? take_host_workspace(run) : list_copies(run);
+	if (status != EXIT_OK || (status = choose_outputs(run)) != EXIT_OK)
+		return status;
+	if (!(spec = kbox_kspec_find(run->kernel, &err))) {
+		cli_error("run", "%s", err.msg);
+		return EXIT_UNAVAILABLE;
+	}
+	kbox_kspec_destroy(&spec);
+	return EXIT_OK;
+}
+
 int cmd_run(int argc, char **argv)
 {
-	const char *kernel = getenv("KBOX_KERNEL"), *workspace = NULL, *outputs = NULL;
-	const char *backend = KR_BACKEND_DEFAULT;
-	char rundir[PATH_MAX] = "", outbuf[PATH_MAX], wsreal[PATH_MAX], own_out[PATH_MAX] = "";
-	kr_sandbox_id_t sid = {0};
-	struct stat wsst = {0};
-	bool read_only = false; /* --workspace the sandbox user cannot write */
-	int fd = -1;
-	cli_strlist_t inputs = {0}, puts = {0};
-	copy_t *copies = NULL;
-	size_t n_copies = 0, used_inputs = 0;
-	cells_t cells = {0};
-	long long timeout_ms = 0;
-	int status = EXIT_OK;
-	kbox_kspec_t *spec = NULL;
+	run_t run = {.kernel = getenv("KBOX_KERNEL"), .backend = KR_BACKEND_DEFAULT};
+	int fd = -1, status = EXIT_OK;
 	kbox_error_t err = {0};
-	format_t format = FMT_TEXT;
-	long long max_bytes = 0, max_lines = 0;
 	cli_option_t opts[] = {
-	        CLI_OPT_STRING('k', "kernel", "NAME", &kernel,
+	        CLI_OPT_STRING('k', "kernel", "NAME", &run.kernel,
 	                       "the kernelspec (default: $KBOX_KERNEL, else " KR_KERNEL_DEFAULT
 	                       ")"),
 	        CLI_OPT_STRING(
-	                0, "workspace", "DIR", &workspace,
+	                0, "workspace", "DIR", &run.workspace,
 	                "bind the host directory DIR, writable by the code, as the workspace "
 	                "(default: a new, empty one)"),
-	        CLI_OPT_LIST(0, "put", "FILE", &puts,
+	        CLI_OPT_LIST(0, "put", "FILE", &run.puts,
 	                     "copy FILE into the new workspace first; repeatable (default: none)"),
 	        CLI_OPT_CALLBACK(
-	                0, "backend", "bwrap|none", backend_cb, &backend,
+	                0, "backend", "bwrap|none", backend_cb, &run.backend,
 	                "bwrap, a sandbox, or none, unsandboxed (default: " KR_BACKEND_DEFAULT ")"),
 	        CLI_OPT_CALLBACK(
-	                't', "timeout", "DURATION", cli_opt_duration, &timeout_ms,
+	                't', "timeout", "DURATION", cli_opt_duration, &run.timeout_ms,
 	                "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
 	        CLI_OPT_STRING(
-	                'o', "outputs", "DIR", &outputs,
+	                'o', "outputs", "DIR", &run.outputs,
 	                "write images and long texts into DIR (default: a new kbox-run-TIME here)"),
 	        CLI_OPT_LIST(
-	                'i', "input", "LINE", &inputs,
+	                'i', "input", "LINE", &run.inputs,
 	                "answer input requests with LINE, in all cells; repeatable (default: none)"),
-	        CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &inputs,
+	        CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &run.inputs,
 	                         "answer input requests with the lines of FILE, after any -i given "
 	                         "before it (default: none)"),
-	        CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &format,
+	        CLI_OPT_CALLBACK(0, "format", "FMT", cli_opt_format, &run.format,
 	                         "write each result as text, json or ndjson (default: text)"),
-	        CLI_OPT_JSON('j', &format),
-	        CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &max_bytes,
+	        CLI_OPT_JSON('j', &run.format),
+	        CLI_OPT_CALLBACK(0, "max-output", "BYTES", cli_opt_max_output, &run.max_bytes,
 	                         "keep at most BYTES of each text, 64 to 16M (default: 16K)"),
 	        CLI_OPT_CALLBACK(
-	                0, "max-lines", "N", cli_opt_max_lines, &max_lines,
+	                0, "max-lines", "N", cli_opt_max_lines, &run.max_lines,
 	                "keep at most about N lines of each text, at least 2 (default: 200)"),
-	        CLI_OPT_CALLBACK('c', "code", "CODE", code_cb, &cells,
+	        CLI_OPT_CALLBACK('c', "code", "CODE", code_cb, &run.cells,
 	                         "run CODE as a cell, in order with the FILEs; repeatable"),
-	        CLI_OPT_OPERANDS(file_cb, &cells),
+	        CLI_OPT_OPERANDS(file_cb, &run.cells),
 	        CLI_OPT_END};
 
-	if (!kernel || !*kernel)
-		kernel = KR_KERNEL_DEFAULT;
-	if (!(cells.v = calloc((size_t)argc + 1, sizeof *cells.v)) ||
-	    !(copies = calloc((size_t)argc + 1, sizeof *copies))) {
+	if (!run.kernel || !*run.kernel)
+		run.kernel = KR_KERNEL_DEFAULT;
+	if (!(run.cells.v = calloc((size_t)argc + 1, sizeof *run.cells.v)) ||
+	    !(run.copies = calloc((size_t)argc + 1, sizeof *run.copies))) {
 		cli_error("run", "out of memory");
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	if (cli_parse_options("run", opts, argc, argv, &status) < 0)
+	if (cli_parse_options("run", opts, argc, argv, &status) < 0 ||
+	    (status = prepare_run(&run)) != EXIT_OK ||
+	    (status = start_run_session(&run)) != EXIT_OK)
 		goto out;
-	if (cells.n == 0) {
-		cli_error("run", "no code to run: give -c CODE, a FILE or - (see kbox run --help)");
-		status = EXIT_USAGE;
-		goto out;
-	}
-	for (size_t i = 0; i < cells.n; i++)
-		if (!kx_utf8_valid_str(cells.v[i].code)) {
-			cli_error("run", "cell %zu (%s) is not valid UTF-8", i + 1,
-			          cells.v[i].source);
-			status = EXIT_USAGE;
-			goto out;
-		}
-	for (size_t i = 0; i < inputs.n; i++)
-		if (!kx_utf8_valid_str(inputs.v[i])) {
-			cli_error("run", "--input line %zu is not valid UTF-8", i + 1);
-			status = EXIT_USAGE;
-			goto out;
-		}
-	if ((workspace && !kx_utf8_valid_str(workspace)) ||
-	    (outputs && !kx_utf8_valid_str(outputs))) {
-		bool ws_bad = workspace && !kx_utf8_valid_str(workspace);
-		cli_error("run", "%s %s is not valid UTF-8", ws_bad ? "--workspace" : "--outputs",
-		          ws_bad ? workspace : outputs);
-		status = EXIT_USAGE;
-		goto out;
-	}
-	if (workspace) {
-		/* the caller's directory, checked and resolved: the sandbox
-		 * binds what the check saw */
-		if (puts.n) {
-			cli_error("run",
-			          "--put copies into a new workspace; with --workspace %s, copy "
-			          "%s there instead",
-			          workspace, puts.v[0]);
-			status = EXIT_USAGE;
-			goto out;
-		}
-		if (ws_host_dir(workspace, wsreal, &wsst, &err) < 0) {
-			cli_error("run", "--workspace %s", err.msg);
-			status = EXIT_USAGE;
-			goto out;
-		}
-		/* under root the code is the sandbox user: it may not be able to
-		 * write there (the directory is not changed for it) */
-		{
-			kbox_error_t ignored = {0};
-			struct stat st;
-			read_only = kr_backend_sandboxed(backend) &&
-			            kr_sandbox_identity(&sid, &ignored) == 0 && sid.drop &&
-			            stat(wsreal, &st) == 0 && st.st_uid != sid.uid &&
-			            !(st.st_gid == sid.gid && (st.st_mode & S_IWGRP)) &&
-			            !(st.st_mode & S_IWOTH);
-		}
-	} else {
-		for (size_t i = 0; i < puts.n && status == EXIT_OK; i++)
-			status = add_copy(copies, &n_copies, puts.v[i], true);
-		for (size_t i = 0; i < cells.n && status == EXIT_OK; i++)
-			if (strcmp(cells.v[i].source, "-c") != 0 &&
-			    strcmp(cells.v[i].source, "-") != 0)
-				status = add_copy(copies, &n_copies, cells.v[i].source, false);
-		if (status != EXIT_OK)
-			goto out;
-	}
-	/* the supervisor writes there: it gets the absolute path (by default
-	 * a new directory in the current one, whatever links led to it) */
-	if (outputs)
-		status = cli_outputs_dir("run", outputs, outbuf);
-	else if ((status = make_out_dir(own_out, sizeof own_out)) == EXIT_OK) {
-		snprintf(outbuf, sizeof outbuf, "%s", own_out);
-		guard_out_dir(own_out);
-	}
-	if (status != EXIT_OK)
-		goto out;
-
-	spec = kbox_kspec_find(kernel, &err);
-	if (!spec) {
+	if ((fd = kr_ctl_connect(run.rundir, &err)) < 0) {
 		cli_error("run", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	{
-		/* a private session: never idle-stopped, stopped with us,
-		 * removed when it stops, and with it its workspace unless
-		 * that is the caller's directory (given with its identity as
-		 * checked, which the sandbox must bind) */
-		kr_session_opts_t o = KR_SESSION_OPTS_INIT;
-		kr_session_config_t config;
-		kbox_error_t cerr = {0};
-		o.name = "run";
-		o.kernel = kernel;
-		o.backend = backend;
-		o.ttl_ms = 0;
-		o.ephemeral = 1;
-		o.owner_pid = getpid();
-		o.workspace = workspace ? wsreal : NULL;
-		o.workspace_st = workspace ? &wsst : NULL;
-		kr_session_config_init(&config);
-		if (kr_session_config_merge(&config, &o, &cerr) < 0) {
-			cli_error("run", "%s", cerr.msg);
-			status = EXIT_UNAVAILABLE;
-		} else
-			status = cli_check_backend("run", &config);
-		if (status == EXIT_OK && !kr_backend_sandboxed(backend))
-			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
-			        backend);
-		if (status == EXIT_OK && workspace && read_only)
-			cli_error(
-			        "run",
-			        "warning: --workspace %s: the code runs as the sandbox user %s "
-			        "(uid %u), who cannot write %s: the code can read its files, and change "
-			        "those the sandbox user may (chown %s: %s to let it write)",
-			        workspace, sid.user, (unsigned)sid.uid, wsreal, sid.user, wsreal);
-		else if (status == EXIT_OK && workspace)
-			cli_error("run",
-			          "warning: --workspace %s: the code can change and delete every "
-			          "file in %s",
-			          workspace, wsreal);
-		if (status == EXIT_OK &&
-		    make_run_dir(rundir, sizeof rundir, kr_backend_sandboxed(backend)) < 0)
-			status = EXIT_UNAVAILABLE;
-		if (status == EXIT_OK && !workspace)
-			status = fill_workspace(rundir, copies, n_copies);
-		if (status == EXIT_OK)
-			status = cli_session_start("run", rundir, "run", &config, NULL);
-		kr_session_config_free(&config);
-		if (status != EXIT_OK)
-			goto out;
-		if ((fd = kr_ctl_connect(rundir, &cerr)) < 0) {
-			cli_error("run", "%s", cerr.msg);
-			status = EXIT_UNAVAILABLE;
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < cells.n && status == EXIT_OK; i++) {
-		kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
-		cli_exec_result_t r = {0};
-
-		e.code = cells.v[i].code;
-		e.timeout_ms = timeout_ms;
-		e.grace_ms = KR_CTL_GRACE_DEFAULT_MS;
-		e.max_output = max_bytes;
-		e.max_lines = max_lines;
-		e.outputs = outbuf;
-		e.format = cli_exec_format(format);
-		e.prefix = "";  /* files named N-I.png, not GENERATION-N-I.png */
-		if (inputs.n) { /* the lines answer input() across cells */
-			e.has_inputs = true;
-			e.inputs = inputs.v + used_inputs;
-			e.n_inputs = inputs.n - used_inputs;
-		}
-		status = cli_exec_on("run", fd, "run", &e, &r);
-		used_inputs += r.inputs_used;
-		if (used_inputs > inputs.n)
-			used_inputs = inputs.n;
-		if (status == EXIT_TIMEOUT || (status == EXIT_CODE_ERROR && r.reason[0]))
-			cli_error("run", "cell %zu (%s): %s", i + 1, cells.v[i].source, r.reason);
-		else if (status == EXIT_DIED)
-			cli_error("run", "cell %zu (%s): %s; its state is lost", i + 1,
-			          cells.v[i].source, r.reason);
-	}
-	fflush(stdout);
+	status = run_cells(&run, fd);
 out:
 	if (fd >= 0)
 		close(fd);
-	if (rundir[0]) {
-		/* the session ends with its kernel; its supervisor removes it */
-		kbox_error_t serr = {0};
-		json_t *r = kr_ctl_call(rundir, KR_CTL_OP_STOP, NULL, 30000, &serr);
-		json_decref(r);
-		if (kr_session_supervisor(rundir, NULL) == KR_SUPERVISOR_NONE)
-			forget_run_dir(rundir, copies, n_copies); /* none started, or it is gone */
-		/* nothing of the run is left when kbox run returns: wait (a
-		 * moment) for the supervisor to have removed its directory */
-		for (int i = 0; i < 500 && access(rundir, F_OK) == 0; i++)
-			usleep(10000);
-	}
-	if (own_out[0])
-		end_out_dir(own_out, format);
-	kbox_kspec_destroy(&spec);
-	for (size_t i = 0; i < cells.n; i++)
-		free(cells.v[i].code);
-	free(cells.v);
-	for (size_t i = 0; i < n_copies; i++)
-		if (copies[i].fd >= 0)
-			close(copies[i].fd);
-	free(copies);
-	cli_strlist_clear(&inputs);
-	cli_strlist_clear(&puts);
+	stop_run_session(&run);
+	if (run.own_out[0])
+		end_out_dir(run.own_out, run.format);
+	run_clear(&run);
 	return status;
 }

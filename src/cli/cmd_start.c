@@ -112,175 +112,221 @@ static char *rootfs_path(const char *arg)
 	return rootfs;
 }
 
-int cmd_start(int argc, char **argv)
+/* Refuse a --backend that does not exist, naming those that do.  EXIT_OK,
+ * or EXIT_USAGE after one line. */
+static int check_backend_name(const char *backend)
 {
-	const char *name = NULL, *rootfs_arg = NULL;
-	char *rootfs = NULL;
-	kr_session_opts_t o = KR_SESSION_OPTS_INIT;
-	kr_session_config_t config, before;
-	cli_strlist_t env = {0};
+	char list[128] = "";
+
+	if (!backend || kr_backend_exists(backend))
+		return EXIT_OK;
+	for (const char *const *b = kr_backend_names(); *b; b++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+		         list[0] ? ", " : "", *b);
+	cli_error("start", "unknown backend \"%s\" (available: %s)", backend, list);
+	return EXIT_USAGE;
+}
+
+/* Refuse a kernelspec KERNEL that does not exist.  EXIT_OK, or
+ * EXIT_UNAVAILABLE after one line. */
+static int check_kspec(const char *kernel)
+{
+	kbox_error_t err = {0};
+	kbox_kspec_t *spec = kbox_kspec_find(kernel, &err);
+
+	if (!spec) {
+		cli_error("start", "%s", err.msg);
+		return EXIT_UNAVAILABLE;
+	}
+	kbox_kspec_destroy(&spec);
+	return EXIT_OK;
+}
+
+/* True when session NAME has no configuration yet: a start of it that
+ * fails leaves nothing behind. */
+static bool session_is_new(const char *name)
+{
+	kbox_error_t ignored = {0};
+	char *home = kr_state_home(&ignored);
+	char *old = home ? kr_session_dir(home, name, false, &ignored) : NULL;
+	char path[PATH_MAX + 32];
+	bool is_new = true;
+
+	if (old) {
+		snprintf(path, sizeof path, "%s/session.json", old);
+		is_new = access(path, F_OK) < 0;
+	}
+	free(old);
+	free(home);
+	return is_new;
+}
+
+/* True when session NAME in DIR runs already, which is said (with a
+ * warning when options O were given: they are not applied). */
+static bool says_running(const char *dir, const char *name, const kr_session_opts_t *o)
+{
+	pid_t pid;
+
+	if (kr_session_supervisor(dir, &pid) != KR_SUPERVISOR_RUNNING)
+		return false;
+	printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
+	if (!kr_session_opts_empty(o))
+		cli_error("start",
+		          "warning: session %s runs already; the options given were not applied "
+		          "(kbox stop -s %s first)",
+		          name, name);
+	return true;
+}
+
+/* After a start of the session in DIR that failed: a NEW session leaves
+ * nothing behind; else, once the supervisor that reported its failure is
+ * gone (never under one that runs), the configuration BEFORE is put back:
+ * a kernel that could not be started, or options it could not start with,
+ * are not the session's. */
+static void undo_start(const char *dir, bool is_new, const kr_session_config_t *before)
+{
+	kbox_error_t ignored = {0};
+
+	if (is_new) {
+		cli_session_forget(dir);
+		return;
+	}
+	for (int i = 0; i < 100 && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING; i++)
+		usleep(50000);
+	if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING)
+		kr_session_config_save(before, dir, &ignored);
+}
+
+/* Start session NAME in DIR with CONFIG, after checking its kernelspec and
+ * backend, and say so; *STARTED is true when this start made its
+ * supervisor.  EXIT_OK, or an exit status after one line. */
+static int start_session(const char *dir, const char *name, const kr_session_config_t *config,
+                         bool *started)
+{
+	int status;
+	pid_t pid;
+
+	if ((status = check_kspec(config->kernel)) != EXIT_OK ||
+	    (status = cli_check_backend("start", config)) != EXIT_OK)
+		return status;
+	if (!kr_backend_sandboxed(config->backend))
+		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
+		        config->backend);
+	if ((status = cli_session_start("start", dir, name, config, started)) != EXIT_OK)
+		return status;
+	kr_session_supervisor(dir, &pid);
+	if (*started)
+		printf("session %s started (backend %s, kernel %s, supervisor pid %ld)\n", name,
+		       config->backend, config->kernel, (long)pid);
+	else
+		printf("session %s is already running (supervisor pid %ld)\n", name, (long)pid);
+	return EXIT_OK;
+}
+
+/* What kbox start was asked. */
+typedef struct {
+	const char *name, *rootfs_arg;
+	kr_session_opts_t o;
+	cli_strlist_t env;
+} start_args_t;
+
+/* Parse kbox start's options into A.  0 to go on, or -1 when the command
+ * is done, *STATUS saying how (EXIT_OK after --help, else after one line). */
+static int parse_start_options(int argc, char **argv, start_args_t *a, int *status)
+{
+/* An option of kbox start that sets the session's setting FIELD with CB:
+ * WHAT it does, and DFLT, what a session has without it ever given. */
+#define START_OPT(s, long_, arg, cb, field, what, dflt) \
+	CLI_OPT_CALLBACK(s, long_, arg, cb, field, what " (default: the session's, else " dflt ")")
+
 	cli_option_t opts[] = {
-	        CLI_OPT_SESSION(&name),
-	        CLI_OPT_STRING('k', "kernel", "SPEC", &o.kernel,
+	        CLI_OPT_SESSION(&a->name),
+	        CLI_OPT_STRING('k', "kernel", "SPEC", &a->o.kernel,
 	                       "the kernelspec (default: the session's, else " KR_KERNEL_DEFAULT
 	                       ")"),
 	        CLI_OPT_STRING(
-	                'b', "backend", "B", &o.backend,
+	                'b', "backend", "B", &a->o.backend,
 	                "bwrap or none, unsandboxed (default: the session's, else " KR_BACKEND_DEFAULT
 	                ")"),
-	        CLI_OPT_CALLBACK(
-	                0, "ttl", "DURATION", cli_opt_duration, &o.ttl_ms,
-	                "stop after DURATION idle, 0 never (default: the session's, else 30m)"),
-	        CLI_OPT_CALLBACK(0, "memory", "SIZE", size_cb, &o.memory,
-	                         "limit the kernel's memory (default: the session's, else 2G)"),
-	        CLI_OPT_CALLBACK(
-	                0, "cpus", "N", cpus_cb, &o.cpus,
-	                "limit it to N CPUs, such as 0.5 (default: the session's, else none)"),
-	        CLI_OPT_CALLBACK(
-	                0, "pids", "N", pids_cb, &o.pids,
-	                "limit its processes and threads (default: the session's, else 1024)"),
-	        CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", size_cb, &o.tmp_size,
-	                         "size of /tmp and /dev/shm (default: the session's, else 512M)"),
-	        CLI_OPT_CALLBACK(0, "file-size", "SIZE", size_cb, &o.file_size,
-	                         "largest file it may write (default: the session's, else 4G)"),
+	        START_OPT(0, "ttl", "DURATION", cli_opt_duration, &a->o.ttl_ms,
+	                  "stop after DURATION idle, 0 never", "30m"),
+	        START_OPT(0, "memory", "SIZE", size_cb, &a->o.memory, "limit the kernel's memory",
+	                  "2G"),
+	        START_OPT(0, "cpus", "N", cpus_cb, &a->o.cpus, "limit it to N CPUs, such as 0.5",
+	                  "none"),
+	        START_OPT(0, "pids", "N", pids_cb, &a->o.pids, "limit its processes and threads",
+	                  "1024"),
+	        START_OPT(0, "tmp-size", "SIZE", size_cb, &a->o.tmp_size,
+	                  "size of /tmp and /dev/shm", "512M"),
+	        START_OPT(0, "file-size", "SIZE", size_cb, &a->o.file_size,
+	                  "largest file it may write", "4G"),
 	        CLI_OPT_STRING(
-	                0, "rootfs", "DIR", &rootfs_arg,
+	                0, "rootfs", "DIR", &a->rootfs_arg,
 	                "the sandbox's system files (default: the session's, else the host's)"),
 	        CLI_OPT_CALLBACK(
-	                'e', "env", "K=V", env_cb, &env,
+	                'e', "env", "K=V", env_cb, &a->env,
 	                "set K to V in its environment; repeatable (default: the session's)"),
-	        CLI_OPT_CALLBACK(0, "outputs-quota", "SIZE", size_cb, &o.outputs_quota,
-	                         "the most its outputs directory may hold: spilled text and images "
-	                         "(default: the session's, else 1G)"),
-	        CLI_OPT_CALLBACK(0, "home-config", "on|off", home_config_cb, &o.home_config,
-	                         "let a new kernel run the startup files and configuration in its "
-	                         "home (default: the session's, else off)"),
+	        START_OPT(0, "outputs-quota", "SIZE", size_cb, &a->o.outputs_quota,
+	                  "the most its outputs directory may hold: spilled text and images", "1G"),
+	        START_OPT(0, "home-config", "on|off", home_config_cb, &a->o.home_config,
+	                  "let a new kernel run the startup files and configuration in its home",
+	                  "off"),
 	        CLI_OPT_END};
-	char *dir = NULL;
-	int status, n;
+#undef START_OPT
+
+	return cli_parse_no_operands("start", opts, argc, argv, status);
+}
+
+int cmd_start(int argc, char **argv)
+{
+	start_args_t a = {.o = KR_SESSION_OPTS_INIT};
+	kr_session_opts_t *o = &a.o;
+	const char *name;
+	char *rootfs = NULL, *dir = NULL;
+	kr_session_config_t config, before;
 	kbox_error_t err = {0};
 	bool started = false, is_new = false, restore = false;
+	int status;
 
 	kr_session_config_init(&config);
 	kr_session_config_init(&before);
-	if ((n = cli_parse_options("start", opts, argc, argv, &status)) < 0)
+	if (parse_start_options(argc, argv, &a, &status) < 0)
 		goto out;
-	if ((status = cli_no_operands("start", n, argv)) != EXIT_OK)
-		goto out;
-	if (rootfs_arg && !(rootfs = rootfs_path(rootfs_arg))) {
+	if (a.rootfs_arg && !(rootfs = rootfs_path(a.rootfs_arg))) {
 		status = EXIT_USAGE;
 		goto out;
 	}
-	o.rootfs = rootfs;
-	o.env = env.v;
-	o.n_env = env.n;
-	name = cli_session_name(name);
-	if ((status = cli_check_session("start", name)) != EXIT_OK)
+	o->rootfs = rootfs;
+	o->env = a.env.v;
+	o->n_env = a.env.n;
+	name = cli_session_name(a.name);
+	/* a kernelspec that does not exist must not leave an empty session
+	 * behind: check the one given (a stored one was checked before) */
+	if ((status = cli_check_session("start", name)) != EXIT_OK ||
+	    (status = check_backend_name(o->backend)) != EXIT_OK ||
+	    (o->kernel && (status = check_kspec(o->kernel)) != EXIT_OK))
 		goto out;
-	if (o.backend && !kr_backend_exists(o.backend)) {
-		char list[128] = "";
-		for (const char *const *b = kr_backend_names(); *b; b++)
-			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
-			         list[0] ? ", " : "", *b);
-		cli_error("start", "unknown backend \"%s\" (available: %s)", o.backend, list);
-		status = EXIT_USAGE;
+	is_new = session_is_new(name);
+	if (!(dir = cli_session_dir("start", name, true, &status)) || says_running(dir, name, o))
 		goto out;
-	}
-	{
-		/* a kernelspec that does not exist must not leave an empty session
-		 * behind: check the one given (a stored one was checked before) */
-		kbox_kspec_t *spec = o.kernel ? kbox_kspec_find(o.kernel, &err) : NULL;
-		if (o.kernel && !spec) {
-			cli_error("start", "%s", err.msg);
-			status = EXIT_UNAVAILABLE;
-			goto out;
-		}
-		kbox_kspec_destroy(&spec);
-	}
-	{
-		/* a session that is new when this start fails leaves nothing behind */
-		kbox_error_t ignored = {0};
-		char *home = kr_state_home(&ignored);
-		char *old = home ? kr_session_dir(home, name, false, &ignored) : NULL;
-		char path[PATH_MAX + 32];
-		if (old) {
-			snprintf(path, sizeof path, "%s/session.json", old);
-			is_new = access(path, F_OK) < 0;
-		} else
-			is_new = true;
-		free(old);
-		free(home);
-	}
-	if (!(dir = cli_session_dir("start", name, true, &status)))
-		goto out;
-	{
-		pid_t pid;
-		if (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING) {
-			printf("session %s is already running (supervisor pid %ld)\n", name,
-			       (long)pid);
-			if (!kr_session_opts_empty(&o))
-				cli_error(
-				        "start",
-				        "warning: session %s runs already; the options given were "
-				        "not applied (kbox stop -s %s first)",
-				        name, name);
-			goto out;
-		}
-	}
 	/* the session's configuration, and the command line over it; and
-	 * what a start that fails puts back: a kernel that could not be
-	 * started, or options it could not start with, are not the
-	 * session's (the next start or exec uses what worked before) */
-	o.name = name;
+	 * what a start that fails puts back (undo_start) */
+	o->name = name;
 	if (kr_session_config_load(&config, dir, &err) < 0 ||
 	    (!is_new && kr_session_config_load(&before, dir, &err) < 0) ||
-	    kr_session_config_merge(&config, &o, &err) < 0) {
+	    kr_session_config_merge(&config, o, &err) < 0) {
 		cli_error("start", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
 	restore = !is_new;
-	{
-		kbox_kspec_t *spec = kbox_kspec_find(config.kernel, &err);
-		if (!spec) {
-			cli_error("start", "%s", err.msg);
-			status = EXIT_UNAVAILABLE;
-			goto out;
-		}
-		kbox_kspec_destroy(&spec);
-	}
-	if ((status = cli_check_backend("start", &config)) != EXIT_OK)
-		goto out;
-	if (!kr_backend_sandboxed(config.backend))
-		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
-		        config.backend);
-	status = cli_session_start("start", dir, name, &config, &started);
-	if (status == EXIT_OK) {
-		pid_t pid;
-		kr_session_supervisor(dir, &pid);
-		if (started)
-			printf("session %s started (backend %s, kernel %s, supervisor pid %ld)\n",
-			       name, config.backend, config.kernel, (long)pid);
-		else
-			printf("session %s is already running (supervisor pid %ld)\n", name,
-			       (long)pid);
-	}
+	status = start_session(dir, name, &config, &started);
 out:
-	if (dir && is_new && status != EXIT_OK && !started)
-		cli_session_forget(dir);
-	else if (dir && restore && status != EXIT_OK && !started) {
-		/* a supervisor that reported its failure is on its way out: once
-		 * it is gone (never under one that runs), put the old back */
-		kbox_error_t ignored = {0};
-		for (int i = 0;
-		     i < 100 && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING; i++)
-			usleep(50000);
-		if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING)
-			kr_session_config_save(&before, dir, &ignored);
-	}
+	if (dir && (is_new || restore) && status != EXIT_OK && !started)
+		undo_start(dir, is_new, &before);
 	kr_session_config_free(&before);
 	kr_session_config_free(&config);
-	cli_strlist_clear(&env);
+	cli_strlist_clear(&a.env);
 	free(rootfs);
 	free(dir);
 	return status;

@@ -15,14 +15,12 @@ int cmd_status(int argc, char **argv)
 	                       "text: a line a field (the default); json: one JSON object; "
 	                       "ndjson: that object on one line"),
 	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
-	int status, n = cli_parse_options("status", opts, argc, argv, &status);
+	int status;
 	char *dir = NULL, *home = NULL;
 	json_t *info = NULL;
 	kbox_error_t err = {0};
 
-	if (n < 0)
-		return status;
-	if ((status = cli_no_operands("status", n, argv)) != EXIT_OK)
+	if (cli_parse_no_operands("status", opts, argc, argv, &status) < 0)
 		return status;
 	name = cli_session_name(name);
 	if ((status = cli_check_session("status", name)) != EXIT_OK)

@@ -5,15 +5,11 @@
 int cmd_version(int argc, char **argv)
 {
 	format_t format = FMT_TEXT;
-	cli_option_t opts[] = {
-	        CLI_OPT_FORMAT(&format, "text: \"kbox VERSION\" (the default); json and ndjson: "
-	                                "{\"name\": \"kbox\", \"version\": VERSION} on one line"),
-	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
-	int status, n = cli_parse_options("version", opts, argc, argv, &status);
+	static const char help[] = "text: \"kbox VERSION\" (the default); json and ndjson: "
+	                           "{\"name\": \"kbox\", \"version\": VERSION} on one line";
+	int status;
 
-	if (n < 0)
-		return status;
-	if ((status = cli_no_operands("version", n, argv)) != EXIT_OK)
+	if (cli_parse_format_only("version", help, &format, argc, argv, &status) < 0)
 		return status;
 	if (format == FMT_TEXT)
 		printf("kbox %s\n", PACKAGE_VERSION);

@@ -7,27 +7,27 @@
 #include <string.h>
 
 int cli_control(const char *cmd, int argc, char **argv, kr_ctl_op_t op, int timeout_ms,
-                json_t **reply_p, char **name_p)
+                cli_control_say_t *say)
 {
 	const char *name = NULL;
 	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
-	int status, n = cli_parse_options(cmd, opts, argc, argv, &status);
+	int status;
 	char *dir;
+	json_t *reply;
 	kbox_error_t err = {0};
 
-	if (n < 0)
-		return status == EXIT_OK ? -1 : status;
-	if ((status = cli_no_operands(cmd, n, argv)) != EXIT_OK)
+	if (cli_parse_no_operands(cmd, opts, argc, argv, &status) < 0)
 		return status;
 	name = cli_session_name(name);
 	if (!(dir = cli_running_session(cmd, name, &status)))
 		return status;
-	*reply_p = kr_ctl_call(dir, op, NULL, timeout_ms, &err);
-	if (!*reply_p) {
+	if ((reply = kr_ctl_call(dir, op, NULL, timeout_ms, &err))) {
+		say(name, reply);
+		json_decref(reply);
+	} else {
 		cli_error(cmd, "session %s: %s", name, err.msg);
 		status = EXIT_UNAVAILABLE;
 	}
-	*name_p = strdup(name);
 	free(dir);
 	return status;
 }

@@ -438,3 +438,22 @@ int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	return cli_parse_max_lines(cmd, arg, opt->value) < 0 ? EXIT_USAGE : EXIT_OK;
 }
+
+int cli_parse_no_operands(const char *cmd, const cli_option_t *opts, int argc, char **argv,
+                          int *status)
+{
+	int n = cli_parse_options(cmd, opts, argc, argv, status);
+
+	if (n < 0)
+		return -1;
+	return (*status = cli_no_operands(cmd, n, argv)) == EXIT_OK ? 0 : -1;
+}
+
+int cli_parse_format_only(const char *cmd, const char *help, format_t *format, int argc,
+                          char **argv, int *status)
+{
+	cli_option_t opts[] = {CLI_OPT_FORMAT(format, help), CLI_OPT_JSON('j', format),
+	                       CLI_OPT_END};
+
+	return cli_parse_no_operands(cmd, opts, argc, argv, status);
+}

@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #if defined(__GNUC__)
@@ -139,6 +140,12 @@ char *kx_buf_take(kx_buf_t *b, size_t *len);
 /* Free B's text and make it empty again (not failed). */
 void kx_buf_reset(kx_buf_t *b);
 
+/* The array V (N elements of SIZE bytes, room for *CAP) with room for
+ * one more: V itself when there is, else V reallocated to twice *CAP (4
+ * at first), *CAP updated.  NULL when out of memory: V and *CAP are then
+ * as they were, and V still the caller's. */
+void *kx_grow(void *v, size_t *cap, size_t n, size_t size);
+
 /* ---- kx_argv.c: a growing argv ---- */
 
 /* A growing NULL-terminated array of new strings (a command line), owned
@@ -174,6 +181,18 @@ char **kx_argv_take(kx_argv_t *a);
 void kx_argv_reset(kx_argv_t *a);
 
 /* ---- kx_file.c: writing files ---- */
+
+/* Close *FD when it is open (>= 0) and set it to -1; errno is kept, so
+ * that a clean-up does not hide why it was needed. */
+void kx_close(int *fd);
+
+/* kx_close on each of the N descriptors at FDS (a pipe's two, say). */
+void kx_close_all(int *fds, size_t n);
+
+/* The first line of the stream F (a file, a command's output) into BUF,
+ * SIZE bytes, without its newline; "" when F is NULL or has none.  F is
+ * left open. */
+void kx_first_line(FILE *f, char *buf, size_t size);
 
 /* Write all LEN bytes at DATA to FD, retrying after EINTR and short writes.
  * 0, or -1 with errno. */

@@ -102,3 +102,17 @@ void kx_buf_reset(kx_buf_t *b)
 	free(b->data);
 	memset(b, 0, sizeof *b);
 }
+
+void *kx_grow(void *v, size_t *cap, size_t n, size_t size)
+{
+	size_t want;
+	void *nv;
+
+	if (n < *cap)
+		return v;
+	want = *cap ? *cap * 2 : 4;
+	if (want > SIZE_MAX / size || !(nv = realloc(v, want * size)))
+		return NULL;
+	*cap = want;
+	return nv;
+}

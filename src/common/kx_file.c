@@ -14,6 +14,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+void kx_close(int *fd)
+{
+	int e = errno;
+
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	errno = e;
+}
+
+void kx_close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		kx_close(&fds[i]);
+}
+
+void kx_first_line(FILE *f, char *buf, size_t size)
+{
+	if (!f || !fgets(buf, (int)size, f))
+		buf[0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
 int kx_write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;

@@ -24,10 +24,10 @@ int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg, int
 	int p[2], rc = 0;
 	ssize_t r;
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return kr_err_sys(err, "pipe");
+		return kbox_error_set_sys(err, "pipe");
 	if ((sb->pid = fork()) < 0) {
-		kr_err_sys(err, "cannot fork the %s process",
-		           sb->backend->sandboxed ? "sandbox" : "kernel");
+		kbox_error_set_sys(err, "cannot fork the %s process",
+		                   sb->backend->sandboxed ? "sandbox" : "kernel");
 		close(p[0]);
 		close(p[1]);
 		return -1;
@@ -127,6 +127,24 @@ void kr_sandbox_set_cause(kr_sandbox_t *sb, int st, bool signal_exit)
 		snprintf(sb->cause, sizeof sb->cause, "the kernel ended (wait status %d)", st);
 }
 
+bool kr_sandbox_poll(kr_sandbox_t *sb, const char *what, bool signal_exit)
+{
+	int st;
+	pid_t r;
+
+	do
+		r = waitpid(sb->pid, &st, WNOHANG);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return true;
+	sb->status = r == sb->pid ? st : -1;
+	if (r != sb->pid)
+		snprintf(sb->cause, sizeof sb->cause, "%s vanished (not reaped)", what);
+	else
+		kr_sandbox_set_cause(sb, st, signal_exit);
+	return false;
+}
+
 static char *dup_or_null(const char *s, bool *failed)
 {
 	char *d = s ? strdup(s) : NULL;
@@ -146,11 +164,13 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	bool failed = false;
 
 	if (!b) {
-		kr_err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", name ? name : "(null)");
+		kbox_error_set(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"",
+		               name ? name : "(null)");
 		return NULL;
 	}
 	if (!o || !o->runtime_dir || !kernel_conn) {
-		kr_err(err, KBOX_E_INVALID, "a sandbox needs a runtime_dir and a connection file");
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "a sandbox needs a runtime_dir and a connection file");
 		return NULL;
 	}
 	if (!(self = calloc(1, sizeof *self)))
@@ -184,7 +204,7 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	kbox_strv_free(argv);
 	return self;
 nomem:
-	kr_err(err, KBOX_E_NOMEM, "out of memory");
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 fail:
 	kbox_strv_free(argv);
 	if (self)
@@ -259,7 +279,7 @@ const char *kr_sandbox_limits_missing(const kr_sandbox_t *self)
 int kr_sandbox_signal(kr_sandbox_t *self, int sig, kbox_error_t *err)
 {
 	if (!kr_sandbox_alive(self))
-		return kr_err(err, KBOX_E_DEAD, "the kernel is not running");
+		return kbox_error_set(err, KBOX_E_DEAD, "the kernel is not running");
 	return self->backend->signal(self, sig, err);
 }
 

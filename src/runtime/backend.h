@@ -202,4 +202,10 @@ void kr_sandbox_destroy(kr_sandbox_t **self_p);
  * exit status 128 + N means killed by signal N, as bwrap reports it). */
 void kr_sandbox_set_cause(kr_sandbox_t *sb, int st, bool signal_exit);
 
+/* For backends: reap sb->pid if it has ended, without waiting.  True while
+ * it runs; else false, with sb->status (-1 when it vanished unreaped, the
+ * cause then "WHAT vanished (not reaped)") and sb->cause set as
+ * kr_sandbox_set_cause does with SIGNAL_EXIT. */
+bool kr_sandbox_poll(kr_sandbox_t *sb, const char *what, bool signal_exit);
+
 #endif

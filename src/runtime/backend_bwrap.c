@@ -154,7 +154,8 @@ static int settle(kr_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int blo
 	if (pid < 0)
 		goto kill;
 	if (w->cg && kr_cgroup_add(w->cg, pid) < 0) {
-		kr_err_sys(err, "cannot move the sandbox (pid %ld) into its cgroup", (long)pid);
+		kbox_error_set_sys(err, "cannot move the sandbox (pid %ld) into its cgroup",
+		                   (long)pid);
 		goto kill;
 	}
 	if ((bound = kr_bwrap_bound(pid, nproc, true, &ierr)) < 0) {
@@ -192,15 +193,16 @@ static int settle(kr_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int blo
 				nanosleep(&ms, NULL);
 		}
 		if (!same) {
-			kr_err(err, KBOX_E_INVALID,
-			       "the workspace %s is no longer the directory that was checked (it was "
-			       "replaced under its name): refusing it",
-			       sb->o.workspace);
+			kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "the workspace %s is no longer the directory that was checked (it was "
+			        "replaced under its name): refusing it",
+			        sb->o.workspace);
 			goto kill;
 		}
 	}
 	if (write(block_fd, "", 1) != 1) {
-		kr_err_sys(err, "cannot let the sandbox go on");
+		kbox_error_set_sys(err, "cannot let the sandbox go on");
 		goto kill;
 	}
 	return 0;
@@ -225,7 +227,7 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	bwrap_child_t c;
 
 	if (!w)
-		return kr_err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	sb->priv = w;
 	w->kernel_pid = -1;
 	got = make_cgroup(sb, w);
@@ -244,8 +246,9 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	b.home = sb->o.home;
 	b.tmp_bytes = sb->o.tmp_bytes;
 	if (!(exe = kx_resolve_command(argv[0], b.rootfs))) {
-		kr_err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s%s", sb->kernel,
-		       argv[0], KX_SAFE_PATH, b.rootfs ? " of the root filesystem" : "");
+		kbox_error_set(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s%s",
+		               sb->kernel, argv[0], KX_SAFE_PATH,
+		               b.rootfs ? " of the root filesystem" : "");
 		goto out;
 	}
 	free(argv[0]);
@@ -267,7 +270,8 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		b.ro_binds = binds;
 	}
 	if (!(env = kbox_kernel_env(sb->spec, sb->o.env, "/home/kbox"))) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
+		kbox_error_set(err, KBOX_E_NOMEM,
+		               "out of memory building the kernel's environment");
 		goto out;
 	}
 	/* ipykernel polls its JPY_PARENT_PID parent and exits once its own
@@ -277,14 +281,14 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		if (strncmp(env[i], "JPY_PARENT_PID=", 15) == 0) {
 			char *one = strdup("JPY_PARENT_PID=1");
 			if (!one) {
-				kr_err(err, KBOX_E_NOMEM, "out of memory");
+				kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 				goto out;
 			}
 			free(env[i]);
 			env[i] = one;
 		}
 	if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
-		kr_err_sys(err, "pipe");
+		kbox_error_set_sys(err, "pipe");
 		goto out;
 	}
 	b.sync = true;
@@ -298,26 +302,20 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		goto out;
 	if (f > 0) {
 		errno = child_errno;
-		kr_err_sys(err, "cannot run %s (the sandbox's rlimits or exec)", bargv[0]);
+		kbox_error_set_sys(err, "cannot run %s (the sandbox's rlimits or exec)", bargv[0]);
 		goto out;
 	}
 	/* what only bwrap needed (its ends of the pipes among them: the info
 	 * pipe must see its end when bwrap ends) */
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
+	kx_close_all(fds, n_fds);
 	n_fds = 0;
 	if (settle(sb, w, rl_nproc, info[0], block[1], err) < 0)
 		goto out;
 	rc = 0;
 out:
-	for (int i = 0; i < 2; i++) {
-		if (info[i] >= 0)
-			close(info[i]);
-		if (block[i] >= 0)
-			close(block[i]);
-	}
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
+	kx_close_all(info, 2);
+	kx_close_all(block, 2);
+	kx_close_all(fds, n_fds);
 	free(fds);
 	kbox_strv_free(env);
 	kbox_strv_free(bargv);
@@ -376,18 +374,9 @@ static pid_t bwrap_kernel_pid(kr_sandbox_t *sb)
 static bool bwrap_wait(kr_sandbox_t *sb)
 {
 	bwrap_t *w = sb->priv;
-	int st;
-	pid_t r;
-	do
-		r = waitpid(sb->pid, &st, WNOHANG);
-	while (r < 0 && errno == EINTR);
-	if (r == 0)
+
+	if (kr_sandbox_poll(sb, "the sandbox process", true))
 		return true;
-	sb->status = r == sb->pid ? st : -1;
-	if (r != sb->pid)
-		snprintf(sb->cause, sizeof sb->cause, "the sandbox process vanished (not reaped)");
-	else
-		kr_sandbox_set_cause(sb, st, true);
 	if (kr_cgroup_oom_kills(w->cg) > 0) {
 		char lim[32];
 		kx_fmt_bytes(lim, sizeof lim, kr_cgroup_memory_limit(w->cg));
@@ -407,10 +396,10 @@ static int bwrap_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
 		return 0;
 	}
 	if ((k = bwrap_kernel_pid(sb)) <= 0)
-		return kr_err(err, KBOX_E_DEAD,
-		              "the kernel's process was not found in the sandbox");
+		return kbox_error_set(err, KBOX_E_DEAD,
+		                      "the kernel's process was not found in the sandbox");
 	if (kill(k, sig) < 0)
-		return kr_err_sys(err, "cannot signal the kernel (pid %ld)", (long)k);
+		return kbox_error_set_sys(err, "cannot signal the kernel (pid %ld)", (long)k);
 	return 0;
 }
 

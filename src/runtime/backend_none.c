@@ -59,17 +59,18 @@ static int none_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	none_child_t c;
 
 	if (!(exe = kx_resolve_command(argv[0], NULL))) {
-		kr_err(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s", sb->kernel,
-		       argv[0], KX_SAFE_PATH);
+		kbox_error_set(err, KBOX_E_NOTFOUND, "kernel %s: command %s not found in %s",
+		               sb->kernel, argv[0], KX_SAFE_PATH);
 		goto out;
 	}
 	if (!(env = kbox_kernel_env(sb->spec, sb->o.env, NULL))) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory building the kernel's environment");
+		kbox_error_set(err, KBOX_E_NOMEM,
+		               "out of memory building the kernel's environment");
 		goto out;
 	}
 	dir_fd = open(sb->o.runtime_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dir_fd < 0) {
-		kr_err_sys(err, "kernel %s: directory %s", sb->kernel, sb->o.runtime_dir);
+		kbox_error_set_sys(err, "kernel %s: directory %s", sb->kernel, sb->o.runtime_dir);
 		goto out;
 	}
 	c = (none_child_t){exe, sb->o.log_fd, dir_fd, argv, env, sb->o.workspace, getpid()};
@@ -77,8 +78,8 @@ static int none_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		goto out;
 	if (f > 0) {
 		errno = child_errno;
-		kr_err_sys(err, "kernel %s: cannot run %s in %s", sb->kernel, exe,
-		           sb->o.workspace ? sb->o.workspace : "/");
+		kbox_error_set_sys(err, "kernel %s: cannot run %s in %s", sb->kernel, exe,
+		                   sb->o.workspace ? sb->o.workspace : "/");
 		goto out;
 	}
 	rc = 0;
@@ -92,28 +93,18 @@ out:
 
 static bool none_wait(kr_sandbox_t *sb)
 {
-	int st;
-	pid_t r;
-	do
-		r = waitpid(sb->pid, &st, WNOHANG);
-	while (r < 0 && errno == EINTR);
-	if (r == 0)
+	if (kr_sandbox_poll(sb, "the kernel process", false))
 		return true;
 	/* what the kernel started in its process group goes with it (the
 	 * group outlives its leader; its id is not reused while it exists) */
 	killpg(sb->pid, SIGKILL);
-	sb->status = r == sb->pid ? st : -1;
-	if (r != sb->pid)
-		snprintf(sb->cause, sizeof sb->cause, "the kernel process vanished (not reaped)");
-	else
-		kr_sandbox_set_cause(sb, st, false);
 	return false;
 }
 
 static int none_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
 {
 	if (killpg(sb->pid, sig) < 0 && kill(sb->pid, sig) < 0)
-		return kr_err_sys(err, "cannot signal the kernel (pid %ld)", (long)sb->pid);
+		return kbox_error_set_sys(err, "cannot signal the kernel (pid %ld)", (long)sb->pid);
 	return 0;
 }
 

@@ -164,6 +164,43 @@ static int deny_whiteouts(scmp_filter_ctx ctx)
 	return rc;
 }
 
+/* No set-user-ID or set-group-ID files: where kbox runs as root, the
+ * sandbox's files are root's on the host.  The mode argument of each call
+ * that sets one (open and openat only when they create; openat2 and
+ * fchmodat2 hide or add theirs: "not implemented", so the C library uses
+ * the others).  0, or a negative errno of libseccomp's. */
+static int deny_setid_modes(scmp_filter_ctx ctx)
+{
+	static const struct {
+		int nr;
+		unsigned mode_arg; /* which argument is the mode */
+	} modes[] = {
+	        {SCMP_SYS(chmod), 1}, {SCMP_SYS(fchmod), 1}, {SCMP_SYS(fchmodat), 2},
+	        {SCMP_SYS(creat), 1}, {SCMP_SYS(mknod), 1},  {SCMP_SYS(mknodat), 2},
+	};
+	static const scmp_datum_t creating[] = {O_CREAT, __O_TMPFILE};
+	int rc = 0;
+
+	for (size_t i = 0; i < 2; i++) {
+		const scmp_datum_t bit = i ? S_ISGID : S_ISUID;
+		for (size_t k = 0; k < sizeof modes / sizeof *modes; k++)
+			rc |= seccomp_rule_add(
+			        ctx, SCMP_ACT_ERRNO(EPERM), modes[k].nr, 1,
+			        SCMP_CMP(modes[k].mode_arg, SCMP_CMP_MASKED_EQ, bit, bit));
+		for (size_t j = 0; j < 2; j++) {
+			rc |= seccomp_rule_add(
+			        ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(open), 2,
+			        SCMP_A1(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
+			        SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
+			rc |= seccomp_rule_add(
+			        ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(openat), 2,
+			        SCMP_A2(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
+			        SCMP_A3(SCMP_CMP_MASKED_EQ, bit, bit));
+		}
+	}
+	return rc;
+}
+
 /* The filter as a BPF program in a memfd (offset 0), or -1 with ERR. */
 static int seccomp_program(kbox_error_t *err)
 {
@@ -174,7 +211,7 @@ static int seccomp_program(kbox_error_t *err)
 	int fd = -1, rc = 0, nr;
 
 	if (!ctx)
-		return kr_err(err, KBOX_E_NOMEM, "seccomp: cannot make a filter");
+		return kbox_error_set(err, KBOX_E_NOMEM, "seccomp: cannot make a filter");
 	/* other ABIs (i386, x32) are killed: their syscall numbers differ; the
 	 * whole process, not the thread (a thread killed alone leaves the
 	 * kernel waiting for it for ever) */
@@ -194,37 +231,7 @@ static int seccomp_program(kbox_error_t *err)
 		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
 		                       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	/* no set-user-ID or set-group-ID files: where kbox runs as root, the
-	 * sandbox's files are root's on the host.  The mode argument of each
-	 * call that sets one (open and openat only when they create; openat2
-	 * and fchmodat2 hide or add theirs: "not implemented", so the C
-	 * library uses the others) */
-	for (size_t i = 0; i < 2; i++) {
-		const scmp_datum_t bit = i ? S_ISGID : S_ISUID;
-		static const scmp_datum_t creating[] = {O_CREAT, __O_TMPFILE};
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(chmod), 1,
-		                       SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit));
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fchmod), 1,
-		                       SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit));
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fchmodat), 1,
-		                       SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(creat), 1,
-		                       SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit));
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
-		                       SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit));
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 1,
-		                       SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
-		for (size_t j = 0; j < 2; j++) {
-			rc |= seccomp_rule_add(
-			        ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(open), 2,
-			        SCMP_A1(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
-			        SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit));
-			rc |= seccomp_rule_add(
-			        ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(openat), 2,
-			        SCMP_A2(SCMP_CMP_MASKED_EQ, creating[j], creating[j]),
-			        SCMP_A3(SCMP_CMP_MASKED_EQ, bit, bit));
-		}
-	}
+	rc |= deny_setid_modes(ctx);
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0);
 	if ((nr = syscall_nr("fchmodat2", 452)) != -1) /* Linux 6.6 */
 		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
@@ -236,18 +243,19 @@ static int seccomp_program(kbox_error_t *err)
 	                       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
 	if (rc) {
 		seccomp_release(ctx);
-		return kr_err(err, KBOX_E_SYSTEM, "seccomp: cannot add a rule: %s", strerror(-rc));
+		return kbox_error_set(err, KBOX_E_SYSTEM, "seccomp: cannot add a rule: %s",
+		                      strerror(-rc));
 	}
 	if ((fd = memfd_create("kbox-seccomp", 0)) < 0) {
 		seccomp_release(ctx);
-		return kr_err_sys(err, "seccomp: memfd_create");
+		return kbox_error_set_sys(err, "seccomp: memfd_create");
 	}
 	rc = seccomp_export_bpf(ctx, fd);
 	seccomp_release(ctx);
 	if (rc < 0 || lseek(fd, 0, SEEK_SET) < 0) {
 		close(fd);
-		return kr_err(err, KBOX_E_SYSTEM, "seccomp: cannot export the filter: %s",
-		              strerror(rc < 0 ? -rc : errno));
+		return kbox_error_set(err, KBOX_E_SYSTEM, "seccomp: cannot export the filter: %s",
+		                      strerror(rc < 0 ? -rc : errno));
 	}
 	return fd;
 }
@@ -330,10 +338,101 @@ static const struct {
         {"swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"},
 };
 
-char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, size_t *n_fds,
-                     kbox_error_t *err)
+/* A bwrap command line as it is built: its words, and the descriptors it
+ * names (bwrap reads them), which the caller is given. */
+typedef struct {
+	kx_argv_t a;
+	int *fds; /* room for BWRAP_FDS_MAX */
+	size_t nf;
+} bwcmd_t;
+
+#define BWRAP_FDS_MAX 24
+
+/* Add OPTION and the number N, as one word each. */
+static void add_opt_int(kx_argv_t *a, const char *option, long long n)
+{
+	kx_argv_add(a, option, NULL);
+	kx_argv_addf(a, "%lld", n);
+}
+
+/* The namespaces, identity and privileges of the sandbox. */
+static void add_identity(kx_argv_t *a)
+{
+	kx_argv_add(a, "--unshare-user", "--unshare-pid", "--unshare-net", NULL);
+	kx_argv_add(a, "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", NULL);
+	kx_argv_add(a, "--disable-userns", NULL);
+	add_opt_int(a, "--uid", KR_BWRAP_UID);
+	add_opt_int(a, "--gid", KR_BWRAP_UID);
+	kx_argv_add(a, "--hostname", "kbox", NULL);
+	kx_argv_add(a, "--die-with-parent", "--new-session", NULL);
+	kx_argv_add(a, "--cap-drop", "ALL", NULL);
+}
+
+/* The system files of ROOT ("" for the host's), read-only: USR (ROOT/usr),
+ * the top directories or their links into it, the files of /etc a program
+ * reads, Python's /etc, and what the kernel's installation needs besides
+ * (RO_BINDS: source and destination pairs, checked by ro_bind.h; may be
+ * NULL). */
+static void add_system_files(kx_argv_t *a, const char *root, const char *usr, char *const *ro_binds)
 {
 	static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
+	char path[PATH_MAX], target[PATH_MAX];
+	struct stat st;
+	glob_t g;
+
+	kx_argv_add(a, "--ro-bind", usr, "/usr", NULL);
+	for (size_t i = 0; top[i]; i++) {
+		ssize_t n;
+		snprintf(path, sizeof path, "%s/%s", root, top[i]);
+		if (lstat(path, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode) && (n = readlink(path, target, sizeof target - 1)) > 0) {
+			target[n] = '\0';
+			kx_argv_add(a, "--symlink", target, NULL);
+			kx_argv_addf(a, "/%s", top[i]);
+		} else if (S_ISDIR(st.st_mode)) {
+			kx_argv_add(a, "--ro-bind", path, NULL);
+			kx_argv_addf(a, "/%s", top[i]);
+		}
+	}
+	for (size_t i = 0; etc_files[i]; i++) {
+		snprintf(path, sizeof path, "%s/etc/%s", root, etc_files[i]);
+		if (stat(path, &st) == 0) {
+			kx_argv_add(a, "--ro-bind", path, NULL);
+			kx_argv_addf(a, "/etc/%s", etc_files[i]);
+		}
+	}
+	snprintf(path, sizeof path, "%s/etc/python3*", root);
+	if (glob(path, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			kx_argv_add(a, "--ro-bind", g.gl_pathv[i], NULL);
+			kx_argv_addf(a, "/etc/%s", strrchr(g.gl_pathv[i], '/') + 1);
+		}
+		globfree(&g);
+	}
+	for (size_t i = 0; ro_binds && ro_binds[i] && ro_binds[i + 1]; i += 2)
+		kx_argv_add(a, "--ro-bind", ro_binds[i], ro_binds[i + 1], NULL);
+}
+
+/* Put TEXT at DEST in the sandbox, read-only, through a memfd named NAME.
+ * 0, or -1 with ERR. */
+static int add_data(bwcmd_t *c, const char *name, const char *text, const char *dest,
+                    kbox_error_t *err)
+{
+	int fd = data_fd(name, text);
+
+	if (fd < 0)
+		return kbox_error_set_sys(err, "cannot make the sandbox's %s", dest);
+	c->fds[c->nf++] = fd;
+	add_opt_int(&c->a, "--ro-bind-data", fd);
+	kx_argv_add(&c->a, dest, NULL);
+	return 0;
+}
+
+/* The sandbox's own /etc files that name users, groups and the host
+ * (kbox's, not the host's).  0, or -1 with ERR. */
+static int add_synthetic_etc(bwcmd_t *c, kbox_error_t *err)
+{
 	static const struct {
 		const char *path, *text;
 	} synthetic[] = {
@@ -345,212 +444,182 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 	        {"/etc/hostname", "kbox\n"},
 	        {"/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
 	};
-	const char *root = b && b->rootfs ? b->rootfs : "";
-	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KR_BWRAP_TMP_BYTES;
-	kx_argv_t a = KX_ARGV_INIT;
-	int *fds = calloc(24, sizeof *fds);
-	size_t nf = 0;
-	char *exe = kr_bwrap_path();
-	char path[PATH_MAX], target[PATH_MAX];
-	struct stat st;
-	glob_t g;
 
-	*fds_p = NULL;
-	*n_fds = 0;
-	if (!fds) {
-		free(exe);
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
-		return NULL;
-	}
-	if (!exe) {
-		free(fds);
-		kr_err(err, KBOX_E_NOTFOUND,
-		       "bwrap (bubblewrap) is not installed: no bwrap in "
-		       "/usr/local/bin, /usr/bin or /bin");
-		return NULL;
-	}
-	snprintf(path, sizeof path, "%s/usr", root);
-	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		kr_err(err, KBOX_E_NOTFOUND, "root filesystem %s has no usr directory",
-		       *root ? root : "/");
-		goto fail;
-	}
-	kx_argv_add(&a, exe, NULL);
-	/* namespaces, identity, privileges */
-	kx_argv_add(&a, "--unshare-user", "--unshare-pid", "--unshare-net", NULL);
-	kx_argv_add(&a, "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", NULL);
-	kx_argv_add(&a, "--disable-userns", NULL);
-	kx_argv_add(&a, "--uid", NULL);
-	kx_argv_addf(&a, "%d", KR_BWRAP_UID);
-	kx_argv_add(&a, "--gid", NULL);
-	kx_argv_addf(&a, "%d", KR_BWRAP_UID);
-	kx_argv_add(&a, "--hostname", "kbox", NULL);
-	kx_argv_add(&a, "--die-with-parent", "--new-session", NULL);
-	kx_argv_add(&a, "--cap-drop", "ALL", NULL);
-	/* system files, read-only */
-	kx_argv_add(&a, "--ro-bind", path, "/usr", NULL);
-	for (size_t i = 0; top[i]; i++) {
-		ssize_t n;
-		snprintf(path, sizeof path, "%s/%s", root, top[i]);
-		if (lstat(path, &st) < 0)
-			continue;
-		if (S_ISLNK(st.st_mode) && (n = readlink(path, target, sizeof target - 1)) > 0) {
-			target[n] = '\0';
-			kx_argv_add(&a, "--symlink", target, NULL);
-			kx_argv_addf(&a, "/%s", top[i]);
-		} else if (S_ISDIR(st.st_mode)) {
-			kx_argv_add(&a, "--ro-bind", path, NULL);
-			kx_argv_addf(&a, "/%s", top[i]);
-		}
-	}
-	for (size_t i = 0; etc_files[i]; i++) {
-		snprintf(path, sizeof path, "%s/etc/%s", root, etc_files[i]);
-		if (stat(path, &st) == 0) {
-			kx_argv_add(&a, "--ro-bind", path, NULL);
-			kx_argv_addf(&a, "/etc/%s", etc_files[i]);
-		}
-	}
-	snprintf(path, sizeof path, "%s/etc/python3*", root);
-	if (glob(path, 0, NULL, &g) == 0) {
-		for (size_t i = 0; i < g.gl_pathc; i++) {
-			kx_argv_add(&a, "--ro-bind", g.gl_pathv[i], NULL);
-			kx_argv_addf(&a, "/etc/%s", strrchr(g.gl_pathv[i], '/') + 1);
-		}
-		globfree(&g);
-	}
-	/* what the kernel's installation needs besides (checked: ro_bind.h) */
-	for (size_t i = 0; b && b->ro_binds && b->ro_binds[i] && b->ro_binds[i + 1]; i += 2)
-		kx_argv_add(&a, "--ro-bind", b->ro_binds[i], b->ro_binds[i + 1], NULL);
-	for (size_t i = 0; i < sizeof synthetic / sizeof *synthetic; i++) {
-		int fd = data_fd("kbox-etc", synthetic[i].text);
-		if (fd < 0) {
-			kr_err_sys(err, "cannot make the sandbox's %s", synthetic[i].path);
-			goto fail;
-		}
-		fds[nf++] = fd;
-		kx_argv_add(&a, "--ro-bind-data", NULL);
-		kx_argv_addf(&a, "%d", fd);
-		kx_argv_add(&a, synthetic[i].path, NULL);
-	}
-	/* its own /proc, with the kernel's settings read-only and what only
-	 * root may read about the host's memory and kernel masked; its own
-	 * /dev; private, capped /tmp and /dev/shm */
-	kx_argv_add(&a, "--proc", "/proc", NULL);
-	kx_argv_add(&a, "--ro-bind", "/proc/sys", "/proc/sys", NULL);
+	for (size_t i = 0; i < sizeof synthetic / sizeof *synthetic; i++)
+		if (add_data(c, "kbox-etc", synthetic[i].text, synthetic[i].path, err) < 0)
+			return -1;
+	return 0;
+}
+
+/* Its own /proc, with the kernel's settings read-only and what only root
+ * may read about the host's memory and kernel masked or replaced.  0, or
+ * -1 with ERR. */
+static int add_proc(bwcmd_t *c, kbox_error_t *err)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	kx_argv_add(&c->a, "--proc", "/proc", NULL);
+	kx_argv_add(&c->a, "--ro-bind", "/proc/sys", "/proc/sys", NULL);
 	for (size_t i = 0; proc_masked[i]; i++) {
 		snprintf(path, sizeof path, "/proc/%s", proc_masked[i]);
 		if (stat(path, &st) < 0) /* as here, so in a new /proc */
 			continue;
 		if (S_ISDIR(st.st_mode)) {
-			kx_argv_add(&a, "--tmpfs", path, NULL);
-			kx_argv_add(&a, "--remount-ro", path, NULL); /* empty, and stays so */
+			kx_argv_add(&c->a, "--tmpfs", path, NULL);
+			kx_argv_add(&c->a, "--remount-ro", path, NULL); /* empty, and stays so */
 		} else
-			kx_argv_add(&a, "--ro-bind", "/dev/null", path, NULL);
+			kx_argv_add(&c->a, "--ro-bind", "/dev/null", path, NULL);
 	}
 	for (size_t i = 0; i < sizeof proc_replaced / sizeof *proc_replaced; i++) {
-		int fd;
 		snprintf(path, sizeof path, "/proc/%s", proc_replaced[i].name);
-		if (stat(path, &st) < 0)
-			continue;
-		if ((fd = data_fd("kbox-proc", proc_replaced[i].text)) < 0) {
-			kr_err_sys(err, "cannot make the sandbox's %s", path);
-			goto fail;
-		}
-		fds[nf++] = fd;
-		kx_argv_add(&a, "--ro-bind-data", NULL);
-		kx_argv_addf(&a, "%d", fd);
-		kx_argv_add(&a, path, NULL);
+		if (stat(path, &st) == 0 &&
+		    add_data(c, "kbox-proc", proc_replaced[i].text, path, err) < 0)
+			return -1;
 	}
-	kx_argv_add(&a, "--dev", "/dev", NULL);
-	kx_argv_add(&a, "--size", NULL);
-	kx_argv_addf(&a, "%lld", tmp);
-	kx_argv_add(&a, "--perms", "1777", NULL);
-	kx_argv_add(&a, "--tmpfs", "/tmp", NULL);
-	kx_argv_add(&a, "--size", NULL);
-	kx_argv_addf(&a, "%lld", tmp);
-	kx_argv_add(&a, "--perms", "1777", NULL);
-	kx_argv_add(&a, "--tmpfs", "/dev/shm", NULL);
-	/* what it may write */
+	return 0;
+}
+
+/* A tmpfs at DIR of at most SIZE bytes with mode PERMS. */
+static void add_tmpfs(kx_argv_t *a, const char *dir, long long size, const char *perms)
+{
+	add_opt_int(a, "--size", size);
+	kx_argv_add(a, "--perms", perms, NULL);
+	kx_argv_add(a, "--tmpfs", dir, NULL);
+}
+
+/* Its own /dev; private, capped (TMP bytes) /tmp and /dev/shm; what it may
+ * write (a home, the runtime directory, the workspace, where it starts);
+ * and everything else read-only. */
+static void add_writable(kx_argv_t *a, const kr_bwrap_opts_t *b, long long tmp)
+{
+	kx_argv_add(a, "--dev", "/dev", NULL);
+	add_tmpfs(a, "/tmp", tmp, "1777");
+	add_tmpfs(a, "/dev/shm", tmp, "1777");
 	if (b && b->home)
-		kx_argv_add(&a, "--bind", b->home, "/home/kbox", NULL);
-	else {
-		kx_argv_add(&a, "--size", NULL);
-		kx_argv_addf(&a, "%lld", tmp);
-		kx_argv_add(&a, "--perms", "0700", NULL);
-		kx_argv_add(&a, "--tmpfs", "/home/kbox", NULL);
-	}
+		kx_argv_add(a, "--bind", b->home, "/home/kbox", NULL);
+	else
+		add_tmpfs(a, "/home/kbox", tmp, "0700");
 	if (b && b->runtime_dir)
-		kx_argv_add(&a, "--bind", b->runtime_dir, KR_BWRAP_RUNTIME, NULL);
+		kx_argv_add(a, "--bind", b->runtime_dir, KR_BWRAP_RUNTIME, NULL);
 	if (b && b->workspace) {
-		kx_argv_add(&a, "--bind", b->workspace, "/workspace", NULL);
-		kx_argv_add(&a, "--chdir", "/workspace", NULL);
+		kx_argv_add(a, "--bind", b->workspace, "/workspace", NULL);
+		kx_argv_add(a, "--chdir", "/workspace", NULL);
 	} else
-		kx_argv_add(&a, "--chdir", "/", NULL);
-	kx_argv_add(&a, "--remount-ro", "/", NULL);
+		kx_argv_add(a, "--chdir", "/", NULL);
+	kx_argv_add(a, "--remount-ro", "/", NULL);
 	/* /dev's own tmpfs too (its nodes, /dev/shm and /dev/pts are mounts
 	 * of their own: they stay as they are) */
-	kx_argv_add(&a, "--remount-ro", "/dev", NULL);
+	kx_argv_add(a, "--remount-ro", "/dev", NULL);
+}
+
+/* The descriptors of a synchronised start (B->sync), and the filter,
+ * applied just before the command runs.  0, or -1 with ERR. */
+static int add_sync_and_filter(bwcmd_t *c, const kr_bwrap_opts_t *b, kbox_error_t *err)
+{
+	int fd;
+
 	if (b && b->sync) {
-		kx_argv_add(&a, "--info-fd", NULL);
-		kx_argv_addf(&a, "%d", b->info_fd);
-		kx_argv_add(&a, "--block-fd", NULL);
-		kx_argv_addf(&a, "%d", b->block_fd);
-		fds[nf++] = b->info_fd;
-		fds[nf++] = b->block_fd;
+		add_opt_int(&c->a, "--info-fd", b->info_fd);
+		add_opt_int(&c->a, "--block-fd", b->block_fd);
+		c->fds[c->nf++] = b->info_fd;
+		c->fds[c->nf++] = b->block_fd;
 	}
-	/* the filter, applied just before the command runs */
-	{
-		int fd = seccomp_program(err);
-		if (fd < 0)
-			goto fail;
-		fds[nf++] = fd;
-		kx_argv_add(&a, "--seccomp", NULL);
-		kx_argv_addf(&a, "%d", fd);
+	if ((fd = seccomp_program(err)) < 0)
+		return -1;
+	c->fds[c->nf++] = fd;
+	add_opt_int(&c->a, "--seccomp", fd);
+	return 0;
+}
+
+/* Replace C's words by EXE --args FD -- CMD: the options go through a
+ * file, for bwrap's command line is the sandbox's /proc/1/cmdline and they
+ * name host paths.  0, or -1 with ERR (C's words kept). */
+static int move_options_to_file(bwcmd_t *c, const char *exe, char *const *cmd, kbox_error_t *err)
+{
+	kx_argv_t cl = KX_ARGV_INIT;
+	int fd = memfd_create("kbox-bwrap-args", 0);
+	bool ok = fd >= 0;
+
+	for (size_t i = 1; ok && i < c->a.n; i++) {
+		size_t len = strlen(c->a.v[i]) + 1; /* with its NUL */
+		ok = write(fd, c->a.v[i], len) == (ssize_t)len;
 	}
-	if (a.failed) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
+	if (!ok || lseek(fd, 0, SEEK_SET) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return kbox_error_set_sys(err, "cannot pass bwrap its options");
+	}
+	c->fds[c->nf++] = fd;
+	kx_argv_add(&cl, exe, "--args", NULL);
+	kx_argv_addf(&cl, "%d", fd);
+	kx_argv_add(&cl, "--", NULL);
+	for (size_t i = 0; cmd && cmd[i]; i++)
+		kx_argv_add(&cl, cmd[i], NULL);
+	if (cl.failed) {
+		kx_argv_reset(&cl);
+		return kbox_error_set(err, KBOX_E_NOMEM,
+		                      "out of memory building the bwrap command");
+	}
+	kx_argv_reset(&c->a);
+	c->a = cl;
+	return 0;
+}
+
+char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, size_t *n_fds,
+                     kbox_error_t *err)
+{
+	const char *root = b && b->rootfs ? b->rootfs : "";
+	long long tmp = b && b->tmp_bytes > 0 ? b->tmp_bytes : KR_BWRAP_TMP_BYTES;
+	bwcmd_t c = {KX_ARGV_INIT, calloc(BWRAP_FDS_MAX, sizeof(int)), 0};
+	char *exe = kr_bwrap_path();
+	char usr[PATH_MAX];
+	struct stat st;
+
+	*fds_p = NULL;
+	*n_fds = 0;
+	if (!c.fds) {
+		free(exe);
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	if (!exe) {
+		free(c.fds);
+		kbox_error_set(err, KBOX_E_NOTFOUND,
+		               "bwrap (bubblewrap) is not installed: no bwrap in "
+		               "/usr/local/bin, /usr/bin or /bin");
+		return NULL;
+	}
+	snprintf(usr, sizeof usr, "%s/usr", root);
+	if (stat(usr, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		kbox_error_set(err, KBOX_E_NOTFOUND, "root filesystem %s has no usr directory",
+		               *root ? root : "/");
 		goto fail;
 	}
-	{
-		/* the options go through a file (--args): bwrap's command line is
-		 * the sandbox's /proc/1/cmdline, and they name host paths */
-		kx_argv_t cl = KX_ARGV_INIT;
-		int fd = memfd_create("kbox-bwrap-args", 0);
-		bool ok = fd >= 0;
-		for (size_t i = 1; ok && i < a.n; i++) {
-			size_t len = strlen(a.v[i]) + 1; /* with its NUL */
-			ok = write(fd, a.v[i], len) == (ssize_t)len;
-		}
-		if (!ok || lseek(fd, 0, SEEK_SET) < 0) {
-			if (fd >= 0)
-				close(fd);
-			kr_err_sys(err, "cannot pass bwrap its options");
-			goto fail;
-		}
-		fds[nf++] = fd;
-		kx_argv_add(&cl, exe, "--args", NULL);
-		kx_argv_addf(&cl, "%d", fd);
-		kx_argv_add(&cl, "--", NULL);
-		for (size_t i = 0; cmd && cmd[i]; i++)
-			kx_argv_add(&cl, cmd[i], NULL);
-		if (cl.failed) {
-			kx_argv_reset(&cl);
-			kr_err(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
-			goto fail;
-		}
-		kx_argv_reset(&a);
-		a = cl;
+	kx_argv_add(&c.a, exe, NULL);
+	add_identity(&c.a);
+	add_system_files(&c.a, root, usr, b ? b->ro_binds : NULL);
+	if (add_synthetic_etc(&c, err) < 0 || add_proc(&c, err) < 0)
+		goto fail;
+	add_writable(&c.a, b, tmp);
+	if (add_sync_and_filter(&c, b, err) < 0)
+		goto fail;
+	if (c.a.failed) {
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory building the bwrap command");
+		goto fail;
 	}
+	if (move_options_to_file(&c, exe, cmd, err) < 0)
+		goto fail;
 	free(exe);
-	*fds_p = fds;
-	*n_fds = nf;
-	return kx_argv_take(&a);
+	*fds_p = c.fds;
+	*n_fds = c.nf;
+	return kx_argv_take(&c.a);
 fail:
-	for (size_t i = 0; i < nf; i++)
-		close(fds[i]);
-	free(fds);
+	for (size_t i = 0; i < c.nf; i++)
+		close(c.fds[i]);
+	free(c.fds);
 	free(exe);
-	kx_argv_reset(&a);
+	kx_argv_reset(&c.a);
 	return NULL;
 }
 
@@ -581,8 +650,9 @@ pid_t kr_bwrap_info_pid(int info_fd, kbox_error_t *err)
 	if (len == 0)
 		return 0;
 	if (!(at = strstr(buf, "\"child-pid\":")) || sscanf(at + 12, " %ld", &pid) != 1 || pid <= 1)
-		return kr_err(err, KBOX_E_SYSTEM,
-		              "bwrap did not say the sandbox's pid (it said \"%.60s\")", buf);
+		return kbox_error_set(err, KBOX_E_SYSTEM,
+		                      "bwrap did not say the sandbox's pid (it said \"%.60s\")",
+		                      buf);
 	return (pid_t)pid;
 }
 
@@ -608,16 +678,17 @@ int kr_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 	}
 	snprintf(path, sizeof path, "/proc/%ld/ns/user", (long)pid);
 	if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return kr_err_sys(err, "cannot open the sandbox's user namespace (%s)", path);
+		return kbox_error_set_sys(err, "cannot open the sandbox's user namespace (%s)",
+		                          path);
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		close(ns);
-		return kr_err_sys(err, "pipe");
+		return kbox_error_set_sys(err, "pipe");
 	}
 	if ((child = fork()) < 0) {
 		close(ns);
 		close(p[0]);
 		close(p[1]);
-		return kr_err_sys(err, "fork");
+		return kbox_error_set_sys(err, "fork");
 	}
 	if (child == 0) {
 		/* only setns, prlimit, open, write, close: a child of a threaded
@@ -653,20 +724,20 @@ int kr_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 	if (got == (ssize_t)sizeof fail) {
 		errno = fail.errnum;
 		if (fail.step == JOIN)
-			return kr_err_sys(err, "cannot join the sandbox's user namespace");
+			return kbox_error_set_sys(err, "cannot join the sandbox's user namespace");
 		if (fail.step == NPROC)
-			return kr_err_sys(err,
-			                  "cannot set RLIMIT_NPROC of the sandbox (pid %ld) to %ld",
-			                  (long)pid, nproc);
-		kr_err_sys(err, "cannot write %s in the sandbox's user namespace",
-		           file[fail.step - SYSCTL]);
+			return kbox_error_set_sys(
+			        err, "cannot set RLIMIT_NPROC of the sandbox (pid %ld) to %ld",
+			        (long)pid, nproc);
+		kbox_error_set_sys(err, "cannot write %s in the sandbox's user namespace",
+		                   file[fail.step - SYSCTL]);
 		return 1;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return kr_err(err, KBOX_E_SYSTEM,
-		              "the process that bounds the sandbox failed "
-		              "(wait status %d)",
-		              st);
+		return kbox_error_set(err, KBOX_E_SYSTEM,
+		                      "the process that bounds the sandbox failed "
+		                      "(wait status %d)",
+		                      st);
 	return 0;
 }
 
@@ -688,7 +759,7 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 	if (bounded) {
 		/* it waits, its mounts made, until the bounds are set */
 		if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
-			kr_err_sys(err, "pipe");
+			kbox_error_set_sys(err, "pipe");
 			goto out;
 		}
 		o.sync = true;
@@ -700,11 +771,11 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 	if (bounded)
 		info[1] = block[0] = -1; /* among FDS now */
 	if (pipe2(p, O_CLOEXEC) < 0) {
-		kr_err_sys(err, "pipe");
+		kbox_error_set_sys(err, "pipe");
 		goto out;
 	}
 	if ((pid = fork()) < 0) {
-		kr_err_sys(err, "fork");
+		kbox_error_set_sys(err, "fork");
 		goto out;
 	}
 	if (pid == 0) {
@@ -730,8 +801,7 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 	p[1] = -1;
 	/* what only bwrap needed (the info pipe must see its end when bwrap
 	 * ends) */
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
+	kx_close_all(fds, n_fds);
 	n_fds = 0;
 	if (bounded) {
 		if ((first = kr_bwrap_info_pid(info[0], err)) < 0 ||
@@ -743,7 +813,7 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 			goto out;
 		}
 		if (first > 0 && write(block[1], "", 1) != 1) {
-			kr_err_sys(err, "cannot let the sandbox go on");
+			kbox_error_set_sys(err, "cannot let the sandbox go on");
 			kill(pid, SIGKILL);
 			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 				;
@@ -769,16 +839,10 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 	while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == ' '))
 		out[--len] = '\0';
 out:
-	for (int i = 0; i < 2; i++) {
-		if (p[i] >= 0)
-			close(p[i]);
-		if (info[i] >= 0)
-			close(info[i]);
-		if (block[i] >= 0)
-			close(block[i]);
-	}
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
+	kx_close_all(p, 2);
+	kx_close_all(info, 2);
+	kx_close_all(block, 2);
+	kx_close_all(fds, n_fds);
 	free(fds);
 	kbox_strv_free(argv);
 	if (pid < 0)
@@ -794,7 +858,7 @@ int kr_bwrap_probe(const kr_bwrap_opts_t *b, kbox_error_t *err)
 	if (rc == 0)
 		return 0;
 	if (rc > 0)
-		kr_err(err, KBOX_E_SYSTEM, "bwrap cannot make the sandbox here: %s",
-		       msg[0] ? msg : "it failed without a message");
+		kbox_error_set(err, KBOX_E_SYSTEM, "bwrap cannot make the sandbox here: %s",
+		               msg[0] ? msg : "it failed without a message");
 	return -1;
 }

@@ -274,12 +274,9 @@ static bool parent_dir_now(int i, char *dir, size_t size, bool *v2, char *why, s
 			return false;
 		}
 		snprintf(file, sizeof file, "%s/cgroup.controllers", dir);
-		if ((f = fopen(file, "re"))) {
-			if (!fgets(ctls, sizeof ctls, f))
-				ctls[0] = '\0';
+		kx_first_line(f = fopen(file, "re"), ctls, sizeof ctls);
+		if (f)
 			fclose(f);
-		}
-		ctls[strcspn(ctls, "\n")] = '\0';
 		for (char *p = ctls; *p; p++)
 			if (*p == ' ')
 				*p = ',';

@@ -21,9 +21,9 @@ static int sock_path(struct sockaddr_un *sa, const char *dir, int *dfd_p, kbox_e
 	if (kx_unix_path(sa->sun_path, sizeof sa->sun_path, dir, "control.sock", dfd_p) == 0)
 		return 0;
 	if (*dfd_p >= 0) /* DIR is open: the name is what is too long */
-		return kr_err(err, KBOX_E_INVALID,
-		              "control.sock: the name is too long for a unix socket");
-	return kr_err_sys(err, "directory %s", dir);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "control.sock: the name is too long for a unix socket");
+	return kbox_error_set_sys(err, "directory %s", dir);
 }
 
 int kr_ctl_connect(const char *dir, kbox_error_t *err)
@@ -37,26 +37,20 @@ int kr_ctl_connect(const char *dir, kbox_error_t *err)
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		kr_err_sys(err, "socket");
+		kbox_error_set_sys(err, "socket");
 		goto out;
 	}
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		e = errno;
-		close(fd);
-		fd = -1;
-		errno = e;
+		kx_close(&fd);
 		if (e == ENOENT || e == ECONNREFUSED)
-			kr_err(err, KBOX_E_NOTFOUND, "no supervisor answers on %s/control.sock",
-			       dir);
+			kbox_error_set(err, KBOX_E_NOTFOUND,
+			               "no supervisor answers on %s/control.sock", dir);
 		else
-			kr_err_sys(err, "cannot connect to %s/control.sock", dir);
+			kbox_error_set_sys(err, "cannot connect to %s/control.sock", dir);
 	}
 out:
-	if (dfd >= 0) {
-		e = errno;
-		close(dfd);
-		errno = e;
-	}
+	kx_close(&dfd);
 	return fd;
 }
 
@@ -64,32 +58,25 @@ int kr_ctl_listen(const char *dir, kbox_error_t *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char path[PATH_MAX];
-	int fd = -1, dfd = -1, e;
+	int fd = -1, dfd = -1;
 	snprintf(path, sizeof path, "%s/control.sock", dir);
 	unlink(path); /* stale: the caller holds the supervisor lock */
 	if (sock_path(&sa, dir, &dfd, err) < 0)
 		goto out;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
-		kr_err_sys(err, "socket");
+		kbox_error_set_sys(err, "socket");
 		goto out;
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-		kr_err_sys(err, "cannot bind %s", path);
+		kbox_error_set_sys(err, "cannot bind %s", path);
 	else if (chmod(sa.sun_path, 0600) < 0 || listen(fd, 64) < 0)
-		kr_err_sys(err, "cannot listen on %s", path);
+		kbox_error_set_sys(err, "cannot listen on %s", path);
 	else
 		goto out;
-	e = errno;
-	close(fd);
-	fd = -1;
-	errno = e;
+	kx_close(&fd);
 out:
-	if (dfd >= 0) {
-		e = errno;
-		close(dfd);
-		errno = e;
-	}
+	kx_close(&dfd);
 	return fd;
 }
 
@@ -104,7 +91,7 @@ int kr_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
 	size_t len, off = 0;
 	int rc = 0;
 	if (!line)
-		return kr_err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	len = strlen(line);
 	line[len++] = '\n';
 	while (off < len) {
@@ -133,7 +120,7 @@ int kr_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
-			rc = kr_err_sys(err, "control socket: send");
+			rc = kbox_error_set_sys(err, "control socket: send");
 			break;
 		}
 		off += (size_t)w;
@@ -162,44 +149,47 @@ json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 		if (poll(&p, 1, wait) < 0) {
 			if (errno == EINTR)
 				continue;
-			kr_err_sys(err, "control socket: poll");
+			kbox_error_set_sys(err, "control socket: poll");
 			goto fail;
 		}
 		if (!p.revents) {
-			kr_err(err, KBOX_E_TIMEOUT, "the supervisor did not answer within %d ms",
-			       timeout_ms);
+			kbox_error_set(err, KBOX_E_TIMEOUT,
+			               "the supervisor did not answer within %d ms", timeout_ms);
 			goto fail;
 		}
 		n = recv(fd, peek, sizeof peek, MSG_PEEK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno != ECONNRESET) {
-			kr_err_sys(err, "control socket: recv");
+			kbox_error_set_sys(err, "control socket: recv");
 			goto fail;
 		}
 		if (n <= 0) { /* ECONNRESET: it closed with our request unread */
-			kr_err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
+			kbox_error_set(err, KBOX_E_DEAD,
+			               "the supervisor closed the control connection");
 			goto fail;
 		}
 		nl = memchr(peek, '\n', (size_t)n);
 		if (nl)
 			n = nl - peek + 1;
 		if (len + (size_t)n > KR_CTL_LINE_MAX) {
-			kr_err(err, KBOX_E_PROTOCOL, "control socket: line longer than %d bytes",
-			       KR_CTL_LINE_MAX);
+			kbox_error_set(err, KBOX_E_PROTOCOL,
+			               "control socket: line longer than %d bytes",
+			               KR_CTL_LINE_MAX);
 			goto fail;
 		}
 		{
 			char *nb = realloc(buf, len + (size_t)n + 1);
 			if (!nb) {
-				kr_err(err, KBOX_E_NOMEM, "out of memory");
+				kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 				goto fail;
 			}
 			buf = nb;
 		}
 		n = recv(fd, buf + len, (size_t)n, 0);
 		if (n <= 0) {
-			kr_err(err, KBOX_E_DEAD, "the supervisor closed the control connection");
+			kbox_error_set(err, KBOX_E_DEAD,
+			               "the supervisor closed the control connection");
 			goto fail;
 		}
 		len += (size_t)n;
@@ -211,7 +201,8 @@ json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 	j = json_loadb(buf, len - 1, JSON_ALLOW_NUL, &je);
 	if (!j || !json_is_object(j)) {
 		json_decref(j);
-		kr_err(err, KBOX_E_PROTOCOL, "control socket: not a JSON object: %s", je.text);
+		kbox_error_set(err, KBOX_E_PROTOCOL, "control socket: not a JSON object: %s",
+		               je.text);
 		goto fail;
 	}
 	free(buf);
@@ -229,11 +220,11 @@ json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_m
 	int fd = -1;
 
 	if (!name) {
-		kr_err(err, KBOX_E_INVALID, "no such op");
+		kbox_error_set(err, KBOX_E_INVALID, "no such op");
 		goto out;
 	}
 	if (!req || json_object_set_new(req, "op", json_string(name)) < 0) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto out;
 	}
 	if ((fd = kr_ctl_connect(dir, err)) < 0 || kr_ctl_send(fd, req, err) < 0)
@@ -242,7 +233,8 @@ json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_m
 		goto out;
 	if (kr_ctl_msg_kind(reply, NULL) != KR_CTL_MSG_REPLY) {
 		const char *m = json_string_value(json_object_get(reply, "error"));
-		kr_err(err, KBOX_E_INVALID, "%s", m ? m : "the supervisor refused the request");
+		kbox_error_set(err, KBOX_E_INVALID, "%s",
+		               m ? m : "the supervisor refused the request");
 		json_decref(reply);
 		reply = NULL;
 	}
@@ -263,7 +255,7 @@ kr_ctl_exec_end_t kr_ctl_execute(int fd, const kr_ctl_exec_t *req, int outputs_f
 
 	*reply_p = NULL;
 	if (!line) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return KR_CTL_EXEC_NOT_SENT;
 	}
 	sent = kr_ctl_send_fd(fd, line, outputs_fd, err);

@@ -133,10 +133,10 @@ int kr_kernel_log_pipe(kr_kernel_log_t *self, kbox_loop_t *loop, kbox_error_t *e
 	int p[2];
 	kr_kernel_log_close(self);
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return kr_err_sys(err, "cannot make the kernel's output pipe");
+		return kbox_error_set_sys(err, "cannot make the kernel's output pipe");
 	/* only the reading end: the kernel's writes block as usual */
 	if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
-		kr_err_sys(err, "cannot make the kernel's output pipe non-blocking");
+		kbox_error_set_sys(err, "cannot make the kernel's output pipe non-blocking");
 		goto fail;
 	}
 	if (kbox_loop_add_fd(loop, p[0], on_readable, self, err) < 0)

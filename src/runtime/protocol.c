@@ -189,7 +189,7 @@ static int parse_ms(const json_t *req, const char *name, long long def, long lon
 static int refuse(kr_ctl_exec_t *out, kbox_error_t *err, kbox_errcode_t code, const char *why)
 {
 	kr_ctl_exec_clear(out);
-	return kr_err(err, code, "%s", why);
+	return kbox_error_set(err, code, "%s", why);
 }
 
 int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err)

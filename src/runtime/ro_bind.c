@@ -43,24 +43,31 @@ static bool below_one(const char *path, const char *const *dirs)
 	return false;
 }
 
+/* The next component of the path at *REST: its start (not NUL-ended), its
+ * length in *N, and *REST moved past it; NULL when there is none. */
+static const char *next_component(const char **rest, size_t *n)
+{
+	const char *p = *rest;
+
+	while (*p == '/')
+		p++;
+	if (!*p)
+		return NULL;
+	*rest = strchrnul(p, '/');
+	*n = (size_t)(*rest - p);
+	return p;
+}
+
 /* PATH (absolute) without "." components, repeated or trailing slashes:
  * into OUT.  ".." takes the component before away when DOTDOT, else is
  * refused.  0 or -1. */
 static int normalize(const char *path, bool dotdot, char *out, size_t size)
 {
-	size_t len = 0;
+	size_t len = 0, n;
 	if (path[0] != '/' || size < 2)
 		return -1;
 	out[0] = '\0';
-	for (const char *p = path; *p;) {
-		const char *end;
-		size_t n;
-		while (*p == '/')
-			p++;
-		if (!*p)
-			break;
-		end = strchrnul(p, '/');
-		n = (size_t)(end - p);
+	for (const char *rest = path, *p; (p = next_component(&rest, &n));) {
 		if (n == 1 && p[0] == '.')
 			;
 		else if (n == 2 && p[0] == '.' && p[1] == '.') {
@@ -78,7 +85,6 @@ static int normalize(const char *path, bool dotdot, char *out, size_t size)
 			len += n;
 			out[len] = '\0';
 		}
-		p = end;
 	}
 	if (!len)
 		snprintf(out, size, "/");
@@ -95,16 +101,13 @@ static int resolve_in(const char *root, const char *path, char *out, size_t size
 	if (snprintf(todo, sizeof todo, "%s", path) >= (int)sizeof todo)
 		return errno = ENAMETOOLONG, -1;
 	while (todo[0]) {
-		char *p = todo, *end, comp[NAME_MAX + 1];
-		struct stat st;
 		size_t n;
+		const char *end = todo, *p = next_component(&end, &n);
+		char comp[NAME_MAX + 1];
+		struct stat st;
 		ssize_t ln;
-		while (*p == '/')
-			p++;
-		if (!*p)
+		if (!p)
 			break;
-		end = strchrnul(p, '/');
-		n = (size_t)(end - p);
 		if (n > NAME_MAX)
 			return errno = ENAMETOOLONG, -1;
 		memcpy(comp, p, n);
@@ -205,7 +208,7 @@ static int check_tree(int dirfd, const char *path, int depth, size_t *count, kbo
 	int rc = 0;
 	if (!d) {
 		close(dirfd);
-		return kr_err_sys(err, "cannot read %s", path);
+		return kbox_error_set_sys(err, "cannot read %s", path);
 	}
 	while (rc == 0 && (e = readdir(d))) {
 		char sub[PATH_MAX], why[32];
@@ -215,26 +218,28 @@ static int check_tree(int dirfd, const char *path, int depth, size_t *count, kbo
 			continue;
 		snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
 		if (++*count > KR_RO_BIND_ENTRIES)
-			rc = kr_err(err, KBOX_E_INVALID, "it holds more than %d entries to check",
-			            KR_RO_BIND_ENTRIES);
+			rc = kbox_error_set(err, KBOX_E_INVALID,
+			                    "it holds more than %d entries to check",
+			                    KR_RO_BIND_ENTRIES);
 		else if ((s = secret_name(e->d_name)) && snprintf(why, sizeof why, "%s", s) > 0)
-			rc = kr_err(err, KBOX_E_INVALID,
-			            "it holds %s, whose name looks secret (%s)", sub, why);
+			rc = kbox_error_set(err, KBOX_E_INVALID,
+			                    "it holds %s, whose name looks secret (%s)", sub, why);
 		else if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			rc = kr_err_sys(err, "cannot check %s", sub);
+			rc = kbox_error_set_sys(err, "cannot check %s", sub);
 		else if (S_ISLNK(st.st_mode))
 			continue;
 		else if (!for_all(&st))
-			rc = kr_err(err, KBOX_E_INVALID,
-			            "it holds %s, which not every user may read", sub);
+			rc = kbox_error_set(err, KBOX_E_INVALID,
+			                    "it holds %s, which not every user may read", sub);
 		else if (S_ISDIR(st.st_mode)) {
 			int fd;
 			if (depth <= 0)
-				rc = kr_err(err, KBOX_E_INVALID, "it is deeper than %d levels",
-				            KR_RO_BIND_DEPTH);
+				rc = kbox_error_set(err, KBOX_E_INVALID,
+				                    "it is deeper than %d levels",
+				                    KR_RO_BIND_DEPTH);
 			else if ((fd = openat(dirfd, e->d_name,
 			                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-				rc = kr_err_sys(err, "cannot read %s", sub);
+				rc = kbox_error_set_sys(err, "cannot read %s", sub);
 			else
 				rc = check_tree(fd, sub, depth - 1, count, err);
 		}
@@ -282,58 +287,59 @@ int kr_ro_bind_check(const char *root, const char *path, const char *const *deny
 	if (!root)
 		root = "";
 	if (normalize(path, false, dest, size) < 0)
-		return kr_err(err, KBOX_E_INVALID,
-		              "cannot bind %s: not an absolute path without "
-		              "\"..\"",
-		              path);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "cannot bind %s: not an absolute path without "
+		                      "\"..\"",
+		                      path);
 	if (kr_bwrap_shows(dest))
 		return 0;
 	if (!below_one(dest, allowed))
-		return kr_err(
+		return kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "cannot bind %s: only what lies below /etc, /opt or /srv may be bound",
 		        dest);
 	for (size_t i = 0; own_etc[i]; i++)
 		if (within(own_etc[i], dest))
-			return kr_err(err, KBOX_E_INVALID,
-			              "cannot bind %s: the sandbox has its own %s", dest,
-			              own_etc[i]);
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "cannot bind %s: the sandbox has its own %s", dest,
+			                      own_etc[i]);
 	/* refused by name, before anything is said of the file */
 	if (secret_path(dest, why, sizeof why) == 0)
-		return kr_err(err, KBOX_E_INVALID, "cannot bind %s: its name looks secret (%s)",
-		              dest, why);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "cannot bind %s: its name looks secret (%s)", dest, why);
 	if (resolve_in(root, dest, real, sizeof real) < 0)
-		return kr_err_sys(err, "cannot bind %s", dest);
+		return kbox_error_set_sys(err, "cannot bind %s", dest);
 	if (!below_one(real, allowed_src))
-		return kr_err(err, KBOX_E_INVALID,
-		              "cannot bind %s: it leads to %s, not below /etc, /opt, /srv or /usr",
-		              dest, real);
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "cannot bind %s: it leads to %s, not below /etc, /opt, /srv or /usr", dest,
+		        real);
 	if (secret_path(real, why, sizeof why) == 0)
-		return kr_err(err, KBOX_E_INVALID,
-		              "cannot bind %s: it leads to %s, whose name "
-		              "looks secret (%s)",
-		              dest, real, why);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "cannot bind %s: it leads to %s, whose name "
+		                      "looks secret (%s)",
+		                      dest, real, why);
 	snprintf(host, sizeof host, "%s%s", root, real);
 	for (size_t i = 0; deny && deny[i]; i++)
 		if (near(host, deny[i]) || near(dest, deny[i]))
-			return kr_err(err, KBOX_E_INVALID,
-			              "cannot bind %s: it is, holds or lies in "
-			              "kbox's own %s",
-			              dest, deny[i]);
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "cannot bind %s: it is, holds or lies in "
+			                      "kbox's own %s",
+			                      dest, deny[i]);
 	if (home_near(real, why, sizeof why) == 0 || home_near(dest, why, sizeof why) == 0)
-		return kr_err(err, KBOX_E_INVALID,
-		              "cannot bind %s: it is, holds or lies in the home directory %s", dest,
-		              why);
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "cannot bind %s: it is, holds or lies in the home directory %s", dest, why);
 	if (lstat(host, &st) < 0)
-		return kr_err_sys(err, "cannot bind %s", dest);
+		return kbox_error_set_sys(err, "cannot bind %s", dest);
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-		return kr_err(err, KBOX_E_INVALID,
-		              "cannot bind %s: only a regular file or a directory may be bound",
-		              dest);
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "cannot bind %s: only a regular file or a directory may be bound", dest);
 	if (!for_all(&st))
-		return kr_err(err, KBOX_E_INVALID,
-		              "cannot bind %s: not every user may read it (mode %03o)", dest,
-		              (unsigned)(st.st_mode & 0777));
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "cannot bind %s: not every user may read it (mode %03o)",
+		                      dest, (unsigned)(st.st_mode & 0777));
 	/* and reach it: every directory above it, up to ROOT, searchable by
 	 * all (root's check must not pass what the sandbox user could not
 	 * see; where ROOT itself is, is the operator's choice) */
@@ -346,7 +352,7 @@ int kr_ro_bind_check(const char *root, const char *path, const char *const *deny
 		     slash = strrchr(up, '/')) {
 			*slash = '\0';
 			if (stat(up, &ust) < 0 || !(ust.st_mode & S_IXOTH))
-				return kr_err(
+				return kbox_error_set(
 				        err, KBOX_E_INVALID,
 				        "cannot bind %s: not every user may reach it (%s is mode %03o)",
 				        dest, up, (unsigned)(ust.st_mode & 0777));
@@ -356,12 +362,14 @@ int kr_ro_bind_check(const char *root, const char *path, const char *const *deny
 		kbox_error_t terr = {0};
 		int fd = open(host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
-			return kr_err_sys(err, "cannot bind %s", dest);
+			return kbox_error_set_sys(err, "cannot bind %s", dest);
 		if (check_tree(fd, host, KR_RO_BIND_DEPTH - 1, &count, &terr) < 0)
-			return kr_err(err, KBOX_E_INVALID, "cannot bind %s: %s", dest, terr.msg);
+			return kbox_error_set(err, KBOX_E_INVALID, "cannot bind %s: %s", dest,
+			                      terr.msg);
 	}
 	if (snprintf(src, size, "%s", host) >= (int)size)
-		return kr_err(err, KBOX_E_INVALID, "cannot bind %s: its path is too long", dest);
+		return kbox_error_set(err, KBOX_E_INVALID, "cannot bind %s: its path is too long",
+		                      dest);
 	return 1;
 }
 
@@ -471,10 +479,10 @@ char **kr_ro_bind_find(const char *root, const kbox_kspec_t *spec, const char *e
 	if (!root)
 		root = "";
 	if (list && (!json_is_array(list) || json_array_size(list) > KR_RO_BIND_MAX)) {
-		kr_err(err, KBOX_E_INVALID,
-		       "kernelspec %s: metadata.kbox.ro_bind is not a list of "
-		       "at most %d paths",
-		       kbox_kspec_name(spec), KR_RO_BIND_MAX);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "kernelspec %s: metadata.kbox.ro_bind is not a list of "
+		               "at most %d paths",
+		               kbox_kspec_name(spec), KR_RO_BIND_MAX);
 		return NULL;
 	}
 	json_array_foreach(list, i, v)
@@ -483,16 +491,16 @@ char **kr_ro_bind_find(const char *root, const kbox_kspec_t *spec, const char *e
 		kbox_error_t cerr = {0};
 		int rc;
 		if (!json_is_string(v)) {
-			kr_err(err, KBOX_E_INVALID,
-			       "kernelspec %s: metadata.kbox.ro_bind[%zu] is not "
-			       "a string",
-			       kbox_kspec_name(spec), i);
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "kernelspec %s: metadata.kbox.ro_bind[%zu] is not "
+			               "a string",
+			               kbox_kspec_name(spec), i);
 			goto fail;
 		}
 		if ((rc = kr_ro_bind_check(root, json_string_value(v), deny, dest, src, sizeof src,
 		                           &cerr)) < 0) {
-			kr_err(err, cerr.code, "kernelspec %s: metadata.kbox.ro_bind: %s",
-			       kbox_kspec_name(spec), cerr.msg);
+			kbox_error_set(err, cerr.code, "kernelspec %s: metadata.kbox.ro_bind: %s",
+			               kbox_kspec_name(spec), cerr.msg);
 			goto fail;
 		}
 		if (rc == 1)
@@ -524,11 +532,11 @@ char **kr_ro_bind_find(const char *root, const kbox_kspec_t *spec, const char *e
 	if (!b.failed)
 		drop_nested(&b);
 	if (b.failed) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto fail;
 	}
 	if (!b.v && !(b.v = calloc(1, sizeof *b.v))) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	return b.v;

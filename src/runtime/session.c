@@ -28,21 +28,22 @@ int kr_session_check_name(const char *name, kbox_error_t *err)
 {
 	size_t n;
 	if (!name || !*name)
-		return kr_err(err, KBOX_E_INVALID, "invalid session name \"\": it is empty");
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "invalid session name \"\": it is empty");
 	n = strlen(name);
 	if (n > KR_SESSION_NAME_MAX)
-		return kr_err(err, KBOX_E_INVALID,
-		              "invalid session name \"%.20s…\": longer than %d characters", name,
-		              KR_SESSION_NAME_MAX);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "invalid session name \"%.20s…\": longer than %d characters",
+		                      name, KR_SESSION_NAME_MAX);
 	if (name[0] == '.' || name[0] == '-')
-		return kr_err(err, KBOX_E_INVALID,
-		              "invalid session name \"%s\": it may not start with '%c'", name,
-		              name[0]);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "invalid session name \"%s\": it may not start with '%c'",
+		                      name, name[0]);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)name[i];
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 		      c == '.' || c == '_' || c == '-'))
-			return kr_err(
+			return kbox_error_set(
 			        err, KBOX_E_INVALID,
 			        "invalid session name \"%s\": only letters, digits, '.', '_' and "
 			        "'-' are allowed",
@@ -66,19 +67,20 @@ char *kr_state_home(kbox_error_t *err)
 	else if ((v = getenv("HOME")) && *v == '/')
 		n = asprintf(&path, "%s/.local/state/kbox", v);
 	else {
-		kr_err(err, KBOX_E_INVALID,
-		       "no state directory: set KBOX_HOME (neither XDG_STATE_HOME nor HOME is an "
-		       "absolute path)");
+		kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "no state directory: set KBOX_HOME (neither XDG_STATE_HOME nor HOME is an "
+		        "absolute path)");
 		return NULL;
 	}
 	if (n < 0) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	if (path[0] != '/') { /* make a relative KBOX_HOME absolute: sockets need it */
 		char cwd[4096], *abs = NULL;
 		if (!getcwd(cwd, sizeof cwd) || asprintf(&abs, "%s/%s", cwd, path) < 0) {
-			kr_err_sys(err, "cannot make KBOX_HOME=%s absolute", path);
+			kbox_error_set_sys(err, "cannot make KBOX_HOME=%s absolute", path);
 			free(path);
 			return NULL;
 		}
@@ -94,14 +96,14 @@ static int mkdirs(const char *path, kbox_error_t *err)
 	char buf[4096];
 	size_t n = strlen(path);
 	if (n >= sizeof buf)
-		return kr_err(err, KBOX_E_INVALID, "path too long: %s", path);
+		return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s", path);
 	memcpy(buf, path, n + 1);
 	for (char *p = buf + 1;; p++) {
 		if (*p == '/' || *p == '\0') {
 			char save = *p;
 			*p = '\0';
 			if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-				return kr_err_sys(err, "cannot create directory %s", buf);
+				return kbox_error_set_sys(err, "cannot create directory %s", buf);
 			*p = save;
 			if (!save)
 				break;
@@ -119,11 +121,11 @@ int kr_session_check_home(const char *home, kbox_error_t *err)
 {
 	struct stat st;
 	if (stat(home, &st) < 0)
-		return errno == ENOENT ? 0 : kr_err_sys(err, "state directory %s", home);
-	if (kr_check_private_dir(home, err) < 0)
+		return errno == ENOENT ? 0 : kbox_error_set_sys(err, "state directory %s", home);
+	if (kbox_check_private_dir(home, err) < 0)
 		return -1;
 	if (geteuid() != 0 && (st.st_mode & 070))
-		return kr_err(
+		return kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
 		        home, (unsigned)(st.st_mode & 0777), home);
@@ -138,14 +140,15 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	if (kr_session_check_name(name, err) < 0)
 		return NULL;
 	if (asprintf(&dir, "%s/sessions/%s", home, name) < 0) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	if (strlen(dir) > SESSION_DIR_MAX) {
-		kr_err(err, KBOX_E_INVALID,
-		       "session directory %.64s… is too long (%zu characters; at most %d): set "
-		       "KBOX_HOME to a shorter path",
-		       dir, strlen(dir), SESSION_DIR_MAX);
+		kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "session directory %.64s… is too long (%zu characters; at most %d): set "
+		        "KBOX_HOME to a shorter path",
+		        dir, strlen(dir), SESSION_DIR_MAX);
 		goto fail;
 	}
 	if (!create) {
@@ -153,20 +156,20 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 			goto fail;
 		if (stat(dir, &st) < 0) {
 			if (errno == ENOENT)
-				kr_err(err, KBOX_E_NOTFOUND, "no session \"%s\" (in %s)", name,
-				       home);
+				kbox_error_set(err, KBOX_E_NOTFOUND, "no session \"%s\" (in %s)",
+				               name, home);
 			else
-				kr_err_sys(err, "session directory %s", dir);
+				kbox_error_set_sys(err, "session directory %s", dir);
 			goto fail;
 		}
-		if (kr_check_private_dir(dir, err) < 0)
+		if (kbox_check_private_dir(dir, err) < 0)
 			goto fail;
 		return dir;
 	}
 	/* the state dir must not be open to others: check it before making
 	 * anything inside it */
 	if (mkdirs(home, err) < 0 || kr_session_check_home(home, err) < 0 || mkdirs(dir, err) < 0 ||
-	    kr_check_private_dir(dir, err) < 0)
+	    kbox_check_private_dir(dir, err) < 0)
 		goto fail;
 	{
 		static const char *const subs[] = {"run", "workspace", "outputs"};
@@ -174,11 +177,11 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 			free(sub);
 			sub = NULL;
 			if (asprintf(&sub, "%s/%s", dir, subs[i]) < 0) {
-				kr_err(err, KBOX_E_NOMEM, "out of memory");
+				kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 				goto fail;
 			}
 			if (mkdir(sub, 0700) < 0 && errno != EEXIST) {
-				kr_err_sys(err, "cannot create directory %s", sub);
+				kbox_error_set_sys(err, "cannot create directory %s", sub);
 				goto fail;
 			}
 			/* the workspace is the kernel's (under root the sandbox
@@ -187,10 +190,11 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 			 * and the next kernel's start makes it 0700 again */
 			if (i == 1) {
 				if (lstat(sub, &st) < 0 || !S_ISDIR(st.st_mode)) {
-					kr_err(err, KBOX_E_INVALID, "%s is not a directory", sub);
+					kbox_error_set(err, KBOX_E_INVALID, "%s is not a directory",
+					               sub);
 					goto fail;
 				}
-			} else if (kr_check_private_dir(sub, err) < 0)
+			} else if (kbox_check_private_dir(sub, err) < 0)
 				goto fail;
 		}
 	}
@@ -217,21 +221,22 @@ int kr_sandbox_identity(kr_sandbox_id_t *id, kbox_error_t *err)
 	if (!name || !*name)
 		name = KR_SANDBOX_USER;
 	if (strlen(name) >= sizeof id->user)
-		return kr_err(err, KBOX_E_INVALID, "KBOX_SANDBOX_USER: \"%.20s…\" is too long",
-		              name);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "KBOX_SANDBOX_USER: \"%.20s…\" is too long", name);
 	e = getpwnam_r(name, &pw, buf, sizeof buf, &found);
 	if (!found)
-		return kr_err(
+		return kbox_error_set(
 		        err, KBOX_E_NOTFOUND,
 		        "under root, kbox runs each sandbox as an unprivileged user, and there "
 		        "is no user \"%s\"%s%s: create it with `kbox doctor --fix`, or name "
 		        "another in KBOX_SANDBOX_USER",
 		        name, e ? ": " : "", e ? strerror(e) : "");
 	if (pw.pw_uid == 0 || pw.pw_gid == 0)
-		return kr_err(err, KBOX_E_INVALID,
-		              "the sandbox user \"%s\" is uid %u, gid %u: it must be neither root "
-		              "nor in root's group",
-		              name, (unsigned)pw.pw_uid, (unsigned)pw.pw_gid);
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "the sandbox user \"%s\" is uid %u, gid %u: it must be neither root "
+		        "nor in root's group",
+		        name, (unsigned)pw.pw_uid, (unsigned)pw.pw_gid);
 	id->drop = true;
 	id->uid = pw.pw_uid;
 	id->gid = pw.pw_gid;
@@ -258,7 +263,7 @@ int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error
 	if (!id->drop)
 		return 0;
 	if (n >= sizeof buf || path[0] != '/')
-		return kr_err(err, KBOX_E_INVALID, "%s: not an absolute path", path);
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: not an absolute path", path);
 	memcpy(buf, path, n + 1);
 	for (char *p = buf + 1;; p++) {
 		if (*p == '/' || *p == '\0') {
@@ -266,9 +271,9 @@ int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error
 			struct stat st;
 			*p = '\0';
 			if (stat(buf, &st) < 0)
-				return kr_err_sys(err, "%s", buf);
+				return kbox_error_set_sys(err, "%s", buf);
 			if (S_ISDIR(st.st_mode) && !id_can_search(id, &st))
-				return kr_err(
+				return kbox_error_set(
 				        err, KBOX_E_INVALID,
 				        "the sandbox user %s (uid %u) cannot reach %s: %s is mode "
 				        "%04o, owner %u:%u (make it searchable by that user, e.g. "
@@ -292,17 +297,17 @@ static int share_dir(const char *dir, const kr_sandbox_id_t *id, uid_t owner, mo
 	struct stat st;
 	int fd;
 	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return kr_err_sys(err, "cannot create directory %s", dir);
+		return kbox_error_set_sys(err, "cannot create directory %s", dir);
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return kr_err_sys(err, "directory %s", dir);
+		return kbox_error_set_sys(err, "directory %s", dir);
 	if (fstat(fd, &st) < 0) {
 		close(fd);
-		return kr_err_sys(err, "directory %s", dir);
+		return kbox_error_set_sys(err, "directory %s", dir);
 	}
 	if (st.st_uid != geteuid() && st.st_uid != id->uid) {
 		close(fd);
-		return kr_err(
+		return kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "directory %s is owned by uid %u, neither root nor the sandbox user %s "
 		        "(uid %u): was the session made with another KBOX_SANDBOX_USER?",
@@ -312,13 +317,13 @@ static int share_dir(const char *dir, const kr_sandbox_id_t *id, uid_t owner, mo
 		int e = errno;
 		close(fd);
 		errno = e;
-		return kr_err_sys(err, "cannot give %s to uid %u", dir, (unsigned)owner);
+		return kbox_error_set_sys(err, "cannot give %s to uid %u", dir, (unsigned)owner);
 	}
 	if ((st.st_mode & 07777) != mode && fchmod(fd, mode) < 0) {
 		int e = errno;
 		close(fd);
 		errno = e;
-		return kr_err_sys(err, "cannot chmod %s", dir);
+		return kbox_error_set_sys(err, "cannot chmod %s", dir);
 	}
 	close(fd);
 	return 0;
@@ -386,7 +391,7 @@ char **kr_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 	if (kr_session_check_home(home, err) < 0)
 		return NULL;
 	if (asprintf(&path, "%s/sessions", home) < 0) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	if (!(d = opendir(path))) {
@@ -394,7 +399,7 @@ char **kr_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 			free(path);
 			return calloc(1, sizeof *v);
 		}
-		kr_err_sys(err, "cannot list %s", path);
+		kbox_error_set_sys(err, "cannot list %s", path);
 		free(path);
 		return NULL;
 	}
@@ -424,7 +429,7 @@ nomem:
 	free(path);
 nomem2:
 	kr_session_list_free(v, n);
-	kr_err(err, KBOX_E_NOMEM, "out of memory");
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	return NULL;
 }
 
@@ -448,7 +453,7 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 	if (!fields || json_object_set_new(fields, "time", json_string(stamp)) < 0 ||
 	    json_object_set_new(fields, "event", json_string(event)) < 0 ||
 	    !(line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9)))) {
-		kr_err(err, KBOX_E_NOMEM, "out of memory");
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto out;
 	}
 	len = strlen(line);
@@ -456,11 +461,11 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 	snprintf(path, sizeof path, "%s/events.ndjson", dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		kr_err_sys(err, "cannot open %s", path);
+		kbox_error_set_sys(err, "cannot open %s", path);
 		goto out;
 	}
 	if (write(fd, line, len + 1) != (ssize_t)(len + 1))
-		kr_err_sys(err, "cannot append to %s", path);
+		kbox_error_set_sys(err, "cannot append to %s", path);
 	else
 		rc = 0;
 	close(fd);
@@ -474,10 +479,10 @@ int kr_session_remove(const char *dir, kbox_error_t *err)
 {
 	if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
 		errno = EBUSY;
-		return kr_err_sys(err, "session %s: its supervisor runs", dir);
+		return kbox_error_set_sys(err, "session %s: its supervisor runs", dir);
 	}
 	if (kx_empty_dir(dir) < 0 || rmdir(dir) < 0)
-		return kr_err_sys(err, "cannot remove %s", dir);
+		return kbox_error_set_sys(err, "cannot remove %s", dir);
 	return 0;
 }
 

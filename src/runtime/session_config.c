@@ -217,22 +217,23 @@ static int from_json(kr_session_config_t *cfg, json_t *j, const char *path, kbox
 			json_t *e, *bad = NULL;
 			if (k->type == T_STRINGS && json_is_array(v))
 				json_array_foreach(v, i, e) if (!bad && !json_is_string(e)) bad = e;
-			kr_err(err, KBOX_E_INVALID, "%s: \"%s\" must be %s, not %s%s", path, name,
-			       type_words[k->type], bad ? "an array holding " : "",
-			       json_kind(bad ? bad : v));
+			kbox_error_set(err, KBOX_E_INVALID, "%s: \"%s\" must be %s, not %s%s", path,
+			               name, type_words[k->type], bad ? "an array holding " : "",
+			               json_kind(bad ? bad : v));
 			goto out;
 		}
 		/* a stored quota of 0 is the default, as it always was */
 		if (k->bit == KR_SC_OUTPUTS_QUOTA && json_integer_value(v) == 0)
 			continue;
 		if (take_value(cfg, k, v) < 0) {
-			kr_err(err, KBOX_E_NOMEM, "out of memory");
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 			goto out;
 		}
 	}
 	if (n_unknown) {
-		kr_err(err, KBOX_E_INVALID, "%s: unknown key%s %s", path, n_unknown > 1 ? "s" : "",
-		       unknown.failed ? "(out of memory)" : unknown.data);
+		kbox_error_set(err, KBOX_E_INVALID, "%s: unknown key%s %s", path,
+		               n_unknown > 1 ? "s" : "",
+		               unknown.failed ? "(out of memory)" : unknown.data);
 		goto out;
 	}
 	rc = 0;
@@ -250,18 +251,18 @@ int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error
 
 	kr_session_config_init(cfg);
 	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path)
-		return kr_err(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
+		return kbox_error_set(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
 		return 0;
 	if (fd < 0)
-		return kr_err_sys(err, "cannot read %s", path);
+		return kbox_error_set_sys(err, "cannot read %s", path);
 	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
 	close(fd);
 	if (!j)
-		kr_err(err, KBOX_E_INVALID, "%s: %s", path, je.text);
+		kbox_error_set(err, KBOX_E_INVALID, "%s: %s", path, je.text);
 	else if (!json_is_object(j))
-		kr_err(err, KBOX_E_INVALID, "%s: not a JSON object", path);
+		kbox_error_set(err, KBOX_E_INVALID, "%s: not a JSON object", path);
 	else
 		rc = from_json(cfg, j, path, err);
 	json_decref(j);
@@ -322,10 +323,10 @@ int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox
 
 	json_decref(j);
 	if (!text)
-		return kr_err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path ||
 	    snprintf(tmp, sizeof tmp, "%s/.session.json.XXXXXX", dir) >= (int)sizeof tmp) {
-		kr_err(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
+		kbox_error_set(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
 		goto out;
 	}
 	/* json_dumps leaves room for one more byte: the final newline */
@@ -333,21 +334,21 @@ int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox
 	text[len++] = '\n';
 	/* mkostemp: a name no one else has, made O_EXCL, mode 0600 */
 	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
-		kr_err_sys(err, "cannot write a new file in %s", dir);
+		kbox_error_set_sys(err, "cannot write a new file in %s", dir);
 		goto out;
 	}
 	if (kx_write_all(fd, text, len) < 0 || fsync(fd) < 0) {
-		kr_err_sys(err, "cannot write %s", tmp);
+		kbox_error_set_sys(err, "cannot write %s", tmp);
 		goto fail;
 	}
 	if (close(fd) < 0) {
 		fd = -1;
-		kr_err_sys(err, "cannot write %s", tmp);
+		kbox_error_set_sys(err, "cannot write %s", tmp);
 		goto fail;
 	}
 	fd = -1;
 	if (rename(tmp, path) < 0) {
-		kr_err_sys(err, "cannot rename %s to %s", tmp, path);
+		kbox_error_set_sys(err, "cannot rename %s to %s", tmp, path);
 		goto fail;
 	}
 	rc = 0;
@@ -438,7 +439,7 @@ int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o
 	}
 	return 0;
 nomem:
-	return kr_err(err, KBOX_E_NOMEM, "out of memory");
+	return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 }
 
 bool kr_session_opts_empty(const kr_session_opts_t *o)

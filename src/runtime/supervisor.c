@@ -122,7 +122,8 @@ static int watch_owner(sup_t *s, kbox_error_t *err)
 		return 0;
 	s->owner_fd = (int)syscall(SYS_pidfd_open, (pid_t)s->owner_pid, 0);
 	if (s->owner_fd < 0)
-		return kr_err_sys(err, "cannot watch the session's owner (pid %ld)", s->owner_pid);
+		return kbox_error_set_sys(err, "cannot watch the session's owner (pid %ld)",
+		                          s->owner_pid);
 	fcntl(s->owner_fd, F_SETFD, FD_CLOEXEC);
 	return kbox_loop_add_fd(s->loop, s->owner_fd, on_owner_gone, s, err);
 }
@@ -197,7 +198,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	if (kr_session_config_load(&cfg, s->dir, err) < 0)
 		return -1;
 	if (!(s->config = kr_session_config_to_json(&cfg)))
-		return kr_err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	s->kernel = cfg.kernel;
 	s->backend = cfg.backend;
 	s->ttl_ms = cfg.ttl_ms;
@@ -214,7 +215,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	if (!(s->env = calloc(cfg.n_env + sizeof clean_home / sizeof *clean_home +
 	                              sizeof safe_path / sizeof *safe_path + 1,
 	                      sizeof *s->env)))
-		return kr_err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	/* a sandboxed kernel's home outlives it: what code left there (IPython
 	 * startup files and configuration, a .pth in the user site) does not
 	 * run in the next kernel, unless asked (--home-config on); the
@@ -249,17 +250,17 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	/* the sandbox's /home/kbox: IPython's history, matplotlib's font
 	 * cache; kept across kernel restarts, like the workspace */
 	if (mkdir(s->home, 0700) < 0 && errno != EEXIST)
-		return kr_err_sys(err, "cannot create %s", s->home);
+		return kbox_error_set_sys(err, "cannot create %s", s->home);
 	if (mkdir(s->runtime_dir, 0700) < 0 && errno != EEXIST)
-		return kr_err_sys(err, "cannot create %s", s->runtime_dir);
+		return kbox_error_set_sys(err, "cannot create %s", s->runtime_dir);
 	s->sbo.home = s->home;
 	s->sbo.runtime_dir = s->sockets_dir;
 	s->sbo.workspace = s->workspace;
 	s->sbo.log_fd = -1;
 	if (!(s->klog = kr_kernel_log_new(s->log_path, KR_KERNEL_LOG_MAX)))
-		return kr_err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	if (!kr_backend_exists(s->backend))
-		return kr_err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
+		return kbox_error_set(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
 	if (!(s->spec = kbox_kspec_find(s->kernel, err)))
 		return -1;
 	/* under root a sandbox is an unprivileged user's, never root's: its
@@ -288,13 +289,14 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 	snprintf(path, sizeof path, "%s/supervisor.pid", s->dir);
 	s->pid_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (s->pid_fd < 0)
-		return kr_err_sys(err, "cannot open %s", path);
+		return kbox_error_set_sys(err, "cannot open %s", path);
 	/* kr_session_supervisor() probes with a brief LOCK_SH: a supervisor
 	 * holds its lock for good, a probe for microseconds */
 	for (int i = 0; flock(s->pid_fd, LOCK_EX | LOCK_NB) < 0; i++) {
 		if (errno != EWOULDBLOCK || i == 50)
-			return kr_err(err, KBOX_E_INVALID,
-			              "another supervisor runs this session (%s locked)", path);
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "another supervisor runs this session (%s locked)",
+			                      path);
 		usleep(10000);
 	}
 	/* who held it before us (and is gone): its leftovers are ours to remove */
@@ -303,7 +305,7 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 	s->prev_pid = strtol(buf, NULL, 10);
 	n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
 	if (ftruncate(s->pid_fd, 0) < 0 || pwrite(s->pid_fd, buf, (size_t)n, 0) != n)
-		return kr_err_sys(err, "cannot write %s", path);
+		return kbox_error_set_sys(err, "cannot write %s", path);
 	return 0;
 }
 
@@ -456,7 +458,7 @@ int kr_supervisor_run(const char *dir, int ready_fd)
 	    watch_owner(&s, &err) < 0 ||
 	    kbox_loop_add_timer(s.loop, 1000, true, on_tick, &s, &err) < 0) {
 		if (!err.msg[0])
-			kr_err_sys(&err, "signalfd");
+			kbox_error_set_sys(&err, "signalfd");
 		sup_log(&s, "error", json_pack("{s:s}", "error", err.msg));
 		sup_report_ready(&s, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
 		status = 1;

@@ -32,7 +32,7 @@ static int sb_interrupt(void *arg, kbox_error_t *err)
 {
 	sup_t *s = arg;
 	if (!s->sb)
-		return kr_err(err, KBOX_E_DEAD, "no kernel");
+		return kbox_error_set(err, KBOX_E_DEAD, "no kernel");
 	return kr_sandbox_signal(s->sb, SIGINT, err);
 }
 
@@ -122,19 +122,19 @@ static int fresh_private_dir(sup_t *s, const char *dir, kbox_error_t *err)
 	int dfd;
 	bool ours;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return kr_err_sys(err, "cannot create %s", dir);
+		return kbox_error_set_sys(err, "cannot create %s", dir);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
-		return kr_err_sys(err, "%s", dir);
+		return kbox_error_set_sys(err, "%s", dir);
 	ours = fstat(dfd, &st) == 0 && (st.st_uid == geteuid() || st.st_uid == s->id.uid);
 	if (!ours || fchmod(dfd, 0700) < 0 ||
 	    (s->id.drop && fchown(dfd, s->id.uid, s->id.gid) < 0)) {
 		close(dfd);
-		return kr_err(err, KBOX_E_INVALID, "%s is not a directory of ours", dir);
+		return kbox_error_set(err, KBOX_E_INVALID, "%s is not a directory of ours", dir);
 	}
 	close(dfd);
 	if (kx_empty_dir(dir) < 0)
-		return kr_err_sys(err, "cannot empty %s", dir);
+		return kbox_error_set_sys(err, "cannot empty %s", dir);
 	return 0;
 }
 
@@ -165,14 +165,15 @@ static int write_conn(sup_t *s, const kr_backend_t *b, kbox_conn_t **conn_p, cha
 		char inside_ip[PATH_MAX];
 		ip = kbox_conn_ip(conn);
 		if (strncmp(ip, s->sockets_dir, dl) != 0 || ip[dl] != '/') {
-			kr_err(err, KBOX_E_INVALID, "the sockets are not in %s", s->sockets_dir);
+			kbox_error_set(err, KBOX_E_INVALID, "the sockets are not in %s",
+			               s->sockets_dir);
 			goto out;
 		}
 		snprintf(inside_ip, sizeof inside_ip, "%s/%s", b->sockets_inside, ip + dl + 1);
 		snprintf(s->inner_path, sizeof s->inner_path, "%s/kernel-%lu.sandbox.json",
 		         s->sockets_dir, s->generation);
 		if (!(inner = kbox_conn_dup(conn))) {
-			kr_err(err, KBOX_E_NOMEM, "out of memory");
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 			goto out;
 		}
 		if (kbox_conn_set_ip(inner, inside_ip, err) < 0 ||
@@ -322,7 +323,7 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	char gen[32], kernel_conn[PATH_MAX + 64];
 
 	if (!b)
-		return kr_err(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
+		return kbox_error_set(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
 	s->starting = true;
 	s->ready = false;
 	s->start_t0 = kx_now_ms();

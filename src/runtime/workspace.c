@@ -26,17 +26,17 @@ int ws_check_path(const char *path, kbox_error_t *err)
 {
 	const char *p = path;
 	if (!*path)
-		return kr_err(err, KBOX_E_INVALID, "empty workspace path");
+		return kbox_error_set(err, KBOX_E_INVALID, "empty workspace path");
 	if (*path == '/')
-		return kr_err(err, KBOX_E_INVALID,
-		              "%s: an absolute path is outside the workspace (give a path "
-		              "relative to it)",
-		              path);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: an absolute path is outside the workspace (give a path "
+		                      "relative to it)",
+		                      path);
 	while (*p) {
 		size_t n = strcspn(p, "/");
 		if (n == 2 && p[0] == '.' && p[1] == '.')
-			return kr_err(err, KBOX_E_INVALID, "%s: \"..\" would leave the workspace",
-			              path);
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "%s: \"..\" would leave the workspace", path);
 		p += n;
 		while (*p == '/')
 			p++;
@@ -123,10 +123,10 @@ int ws_open_session(const char *session_dir, const char *sub, kbox_error_t *err)
 	int fd;
 	if ((size_t)snprintf(path, sizeof path, "%s/%s", session_dir, sub) >= sizeof path) {
 		errno = ENAMETOOLONG;
-		return kr_err_sys(err, "cannot open %s/%s", session_dir, sub);
+		return kbox_error_set_sys(err, "cannot open %s/%s", session_dir, sub);
 	}
 	if ((fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return kr_err_sys(err, "cannot open %s", path);
+		return kbox_error_set_sys(err, "cannot open %s", path);
 	return fd;
 }
 
@@ -138,11 +138,12 @@ static int open_dir(int ws, const char *dir, kbox_error_t *err)
 	if (fd >= 0)
 		return fd;
 	if (errno == ENOENT)
-		return kr_err(err, KBOX_E_NOTFOUND, "directory %s does not exist in the workspace",
-		              dir);
+		return kbox_error_set(err, KBOX_E_NOTFOUND,
+		                      "directory %s does not exist in the workspace", dir);
 	if (errno == ENOTDIR)
-		return kr_err(err, KBOX_E_INVALID, "%s is not a directory in the workspace", dir);
-	return kr_err(err, KBOX_E_INVALID, "%s: %s", dir, ws_strerror(errno));
+		return kbox_error_set(err, KBOX_E_INVALID, "%s is not a directory in the workspace",
+		                      dir);
+	return kbox_error_set(err, KBOX_E_INVALID, "%s: %s", dir, ws_strerror(errno));
 }
 
 int ws_open_parent(int ws, const char *path, const char **name, kbox_error_t *err)
@@ -154,11 +155,11 @@ int ws_open_parent(int ws, const char *path, const char **name, kbox_error_t *er
 	*name = slash ? slash + 1 : path;
 	if (!slash) {
 		if ((fd = fcntl(ws, F_DUPFD_CLOEXEC, 0)) < 0)
-			return kr_err_sys(err, "%s", path);
+			return kbox_error_set_sys(err, "%s", path);
 		return fd;
 	}
 	if (!(dir = strndup(path, (size_t)(slash - path))))
-		return kr_err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	fd = open_dir(ws, dir, err);
 	free(dir);
 	return fd;
@@ -176,18 +177,19 @@ int ws_open_regular(int dirfd, const char *path, const char *shown, struct stat 
 	if (!shown)
 		shown = path;
 	if ((path_fd = ws_open(dirfd, path, O_PATH, 0)) < 0)
-		return kr_err(err, errno == ENOENT ? KBOX_E_NOTFOUND : KBOX_E_INVALID, "%s: %s",
-		              shown, ws_strerror(errno));
+		return kbox_error_set(err, errno == ENOENT ? KBOX_E_NOTFOUND : KBOX_E_INVALID,
+		                      "%s: %s", shown, ws_strerror(errno));
 	if (fstat(path_fd, st) < 0) {
-		kr_err(err, KBOX_E_SYSTEM, "%s: %s", shown, strerror(errno));
+		kbox_error_set(err, KBOX_E_SYSTEM, "%s: %s", shown, strerror(errno));
 		goto out;
 	}
 	if (!S_ISREG(st->st_mode)) {
 		if (S_ISLNK(st->st_mode)) /* the walk without openat2 */
-			kr_err(err, KBOX_E_INVALID, "%s: %s", shown, ws_strerror(ELOOP));
+			kbox_error_set(err, KBOX_E_INVALID, "%s: %s", shown, ws_strerror(ELOOP));
 		else
-			kr_err(err, KBOX_E_INVALID, "%s is %s, not a regular file (refused)", shown,
-			       ws_file_kind(st));
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "%s is %s, not a regular file (refused)", shown,
+			               ws_file_kind(st));
 		goto out;
 	}
 	snprintf(proc, sizeof proc, "/proc/self/fd/%d", path_fd);
@@ -195,11 +197,12 @@ int ws_open_regular(int dirfd, const char *path, const char *shown, struct stat 
 	if (fd < 0 && errno == ENOENT)
 		fd = ws_open(dirfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0);
 	if (fd < 0) {
-		kr_err(err, KBOX_E_INVALID, "%s: %s", shown, ws_strerror(errno));
+		kbox_error_set(err, KBOX_E_INVALID, "%s: %s", shown, ws_strerror(errno));
 		goto out;
 	}
 	if (fstat(fd, &again) < 0 || again.st_dev != st->st_dev || again.st_ino != st->st_ino) {
-		kr_err(err, KBOX_E_INVALID, "%s changed while it was opened (refused)", shown);
+		kbox_error_set(err, KBOX_E_INVALID, "%s changed while it was opened (refused)",
+		               shown);
 		close(fd);
 		fd = -1;
 		goto out;
@@ -220,26 +223,28 @@ int ws_file_begin(ws_file_t *f, int dirfd, const char *name, const char *shown, 
 
 	f->dirfd = dirfd;
 	if (!(f->name = strdup(name)) || !(f->shown = strdup(shown)))
-		return kr_err(err, KBOX_E_NOMEM, "out of memory");
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-		return kr_err(err, KBOX_E_INVALID, "%s is a directory in the workspace", shown);
+		return kbox_error_set(err, KBOX_E_INVALID, "%s is a directory in the workspace",
+		                      shown);
 	snprintf(prefix, sizeof prefix, ".kbox-%s-", tag);
 	if ((f->fd = kx_temp_open(dirfd, prefix, 0644, f->tmp, sizeof f->tmp)) < 0) {
 		f->tmp[0] = '\0';
-		return kr_err_sys(err, "cannot create a file in the workspace");
+		return kbox_error_set_sys(err, "cannot create a file in the workspace");
 	}
 	/* under root the workspace is the sandbox user's: so is the file (its
 	 * directory's owner) */
 	if (geteuid() == 0 && fstat(dirfd, &st) == 0 && st.st_uid != 0 &&
 	    fchown(f->fd, st.st_uid, st.st_gid) < 0)
-		return kr_err_sys(err, "cannot give the file to uid %u", (unsigned)st.st_uid);
+		return kbox_error_set_sys(err, "cannot give the file to uid %u",
+		                          (unsigned)st.st_uid);
 	return 0;
 }
 
 int ws_file_commit(ws_file_t *f, kbox_error_t *err)
 {
 	if (renameat(f->dirfd, f->tmp, f->dirfd, f->name) < 0)
-		return kr_err_sys(err, "cannot write %s in the workspace", f->shown);
+		return kbox_error_set_sys(err, "cannot write %s in the workspace", f->shown);
 	f->tmp[0] = '\0';
 	return 0;
 }
@@ -266,14 +271,14 @@ int ws_source_open(const char *path, kbox_error_t *err)
 	              O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC); /* a FIFO must not block */
 
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		kr_err_sys(err, "cannot read %s", path);
+		kbox_error_set_sys(err, "cannot read %s", path);
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		return kr_err(err, KBOX_E_INVALID, "%s is not a regular file", path);
+		return kbox_error_set(err, KBOX_E_INVALID, "%s is not a regular file", path);
 	}
 	fcntl(fd, F_SETFL, 0);
 	return fd;
@@ -309,7 +314,7 @@ int ws_put(const char *session_dir, int in, const char *host, const char *dest, 
 			goto out;
 		if (!(hostcopy = strdup(host))) {
 			close(parent);
-			kr_err(err, KBOX_E_NOMEM, "out of memory");
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 			goto out;
 		}
 		name = basename(hostcopy);
@@ -318,7 +323,7 @@ int ws_put(const char *session_dir, int in, const char *host, const char *dest, 
 	if (ws_file_begin(&f, parent, name, dest, "put", err) < 0)
 		goto out;
 	if (ws_copy_fd(in, f.fd) < 0 || fsync(f.fd) < 0) {
-		kr_err_sys(err, "copying %s", host);
+		kbox_error_set_sys(err, "copying %s", host);
 		goto out;
 	}
 	rc = ws_file_commit(&f, err);
@@ -444,25 +449,25 @@ int ws_host_dir(const char *path, char *out, struct stat *st_out, kbox_error_t *
 	 * its device and inode are what the sandbox must bind (the
 	 * supervisor checks them in the sandbox before the kernel runs) */
 	if ((fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return kr_err(err, KBOX_E_INVALID, "%s: %s", path, strerror(errno));
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: %s", path, strerror(errno));
 	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
 	n = readlink(link, out, PATH_MAX - 1);
 	if (n <= 0 || n >= PATH_MAX - 1 || out[0] != '/' || fstat(fd, &st) < 0) {
-		kr_err(err, KBOX_E_INVALID, "%s: cannot tell where it is: %s", path,
-		       n <= 0 ? strerror(errno) : "not an absolute path");
+		kbox_error_set(err, KBOX_E_INVALID, "%s: cannot tell where it is: %s", path,
+		               n <= 0 ? strerror(errno) : "not an absolute path");
 		close(fd);
 		return -1;
 	}
 	out[n] = '\0';
 	close(fd);
 	if (!S_ISDIR(st.st_mode))
-		return kr_err(err, KBOX_E_INVALID, "%s: %s", path, strerror(ENOTDIR));
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: %s", path, strerror(ENOTDIR));
 	if (st_out)
 		*st_out = st;
 	if (dir_refused(out, why, sizeof why))
-		return kr_err(err, KBOX_E_INVALID,
-		              "%s: refused: %s, and the code can change everything in its "
-		              "workspace",
-		              path, why);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: refused: %s, and the code can change everything in its "
+		                      "workspace",
+		                      path, why);
 	return 0;
 }
