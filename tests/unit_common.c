@@ -1,6 +1,7 @@
 /* tests/unit_common.c — the common module (src/common/kx.h) against its
  * promises: the clocks, durations and sizes as text, UTF-8 (check, repair,
- * cut, count), the string buffer, the argv, writing files (all of a
+ * cut, count), the string buffer, growing arrays, the argv, closing
+ * descriptors, first lines, writing files (all of a
  * buffer, temporary names, atomic replacement), base64, timestamps.  It
  * links libkx alone: the module needs nothing but libc. */
 #include "config.h"
@@ -851,6 +852,92 @@ TEST(write_atomic_over_a_directory_fails_and_leaves_it)
 	free(dir);
 }
 
+/* ---- growing arrays, closing, first lines ---- */
+
+TEST(grow_keeps_the_array_while_there_is_room_then_doubles_from_4)
+{
+	size_t cap = 0, n;
+	int *v = NULL, *nv;
+
+	nv = kx_grow(v, &cap, 0, sizeof *v);
+	CHECK(nv != NULL);
+	CHECK_INT_EQ((long)cap, 4);
+	v = nv;
+	for (n = 0; n < 4; n++) {
+		CHECK(kx_grow(v, &cap, n, sizeof *v) == v);
+		v[n] = (int)n;
+	}
+	CHECK_INT_EQ((long)cap, 4);
+	nv = kx_grow(v, &cap, 4, sizeof *v);
+	CHECK(nv != NULL);
+	CHECK_INT_EQ((long)cap, 8);
+	v = nv;
+	for (n = 0; n < 4; n++)
+		CHECK_INT_EQ(v[n], (long)n);
+	free(v);
+}
+
+TEST(grow_past_size_max_fails_and_leaves_the_array_and_its_cap)
+{
+	size_t cap = 4;
+	char *v = malloc(4);
+
+	CHECK(v != NULL);
+	CHECK(kx_grow(v, &cap, 4, SIZE_MAX / 4) == NULL);
+	CHECK_INT_EQ((long)cap, 4);
+	free(v);
+}
+
+TEST(close_closes_an_open_fd_sets_minus_1_and_keeps_errno)
+{
+	int fds[2], fd;
+
+	CHECK_INT_EQ(pipe(fds), 0);
+	fd = fds[0];
+	errno = ENOSPC;
+	kx_close(&fds[0]);
+	CHECK_INT_EQ(fds[0], -1);
+	CHECK_INT_EQ(errno, ENOSPC);
+	CHECK_INT_EQ(fcntl(fd, F_GETFD), -1);
+	kx_close(&fds[0]); /* a closed one is left alone */
+	CHECK_INT_EQ(fds[0], -1);
+	kx_close_all(fds, 2);
+	CHECK_INT_EQ(fds[1], -1);
+}
+
+TEST(first_line_is_the_line_without_its_newline_and_empty_for_nothing)
+{
+	char buf[8];
+	FILE *f = tmpfile();
+
+	CHECK(f != NULL);
+	fputs("one\ntwo\n", f);
+	rewind(f);
+	kx_first_line(f, buf, sizeof buf);
+	CHECK_STR_EQ(buf, "one");
+	kx_first_line(f, buf, sizeof buf);
+	CHECK_STR_EQ(buf, "two");
+	kx_first_line(f, buf, sizeof buf);
+	CHECK_STR_EQ(buf, "");
+	fclose(f);
+	strcpy(buf, "old");
+	kx_first_line(NULL, buf, sizeof buf);
+	CHECK_STR_EQ(buf, "");
+}
+
+TEST(first_line_longer_than_the_buffer_is_cut_to_it)
+{
+	char buf[4];
+	FILE *f = tmpfile();
+
+	CHECK(f != NULL);
+	fputs("abcdefg\n", f);
+	rewind(f);
+	kx_first_line(f, buf, sizeof buf);
+	CHECK_STR_EQ(buf, "abc");
+	fclose(f);
+}
+
 /* ---- base64 ---- */
 
 /* kx_base64_encode of the LEN bytes at IN must give exactly WANT. */
@@ -975,6 +1062,12 @@ int main(void)
 	RUN(private_dir_accepts_0700_and_says_how_to_fix_anything_else);
 	RUN(empty_dir_removes_everything_inside_and_keeps_the_dir);
 	RUN(unix_path_goes_through_proc_when_the_dir_is_too_long);
+
+	RUN(grow_keeps_the_array_while_there_is_room_then_doubles_from_4);
+	RUN(grow_past_size_max_fails_and_leaves_the_array_and_its_cap);
+	RUN(close_closes_an_open_fd_sets_minus_1_and_keeps_errno);
+	RUN(first_line_is_the_line_without_its_newline_and_empty_for_nothing);
+	RUN(first_line_longer_than_the_buffer_is_cut_to_it);
 
 	RUN(base64_encodes_the_rfc_4648_vectors);
 	RUN(base64_encodes_every_byte_value_with_the_standard_alphabet);
