@@ -1,9 +1,9 @@
 /* tests/unit_common.c — the common module (src/common/kx.h) against its
  * promises: the clocks, durations and sizes as text, UTF-8 (check, repair,
  * cut, count), the string buffer, growing arrays, the argv, closing
- * descriptors, first lines, writing files (all of a
- * buffer, temporary names, atomic replacement), base64, timestamps.  It
- * links libkx alone: the module needs nothing but libc. */
+ * descriptors, first lines, writing files (all of a buffer, temporary
+ * names, atomic replacement), base64, timestamps.  It links libkx alone:
+ * the module needs nothing but libc. */
 #include "config.h"
 #include "common/kx.h"
 
