@@ -195,12 +195,128 @@ fail:
 static const char *const port_fields[KBOX_CH_COUNT] = {"shell_port", "iopub_port", "stdin_port",
                                                        "control_port", "hb_port"};
 
+/* The connection file ROOT's transport (default tcp) into SELF.  0, or -1
+ * with ERR set; so for every conn_read_* below. */
+static int conn_read_transport(kbox_conn_t *self, json_t *root, const char *source,
+                               kbox_error_t *err)
+{
+	json_t *v = json_object_get(root, "transport");
+	const char *s = v ? json_string_value(v) : "tcp";
+
+	if (!s) {
+		kbox_error_set(err, KBOX_E_INVALID, "connection file %s: transport is not a string",
+		               source);
+		return -1;
+	}
+	if (strcmp(s, "tcp") == 0)
+		self->transport = KBOX_TRANSPORT_TCP;
+	else if (strcmp(s, "ipc") == 0)
+		self->transport = KBOX_TRANSPORT_IPC;
+	else {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "connection file %s: transport \"%s\" is not tcp or ipc", source, s);
+		return -1;
+	}
+	return 0;
+}
+
+/* ROOT's ip (for tcp, 127.0.0.1 when it is missing). */
+static int conn_read_ip(kbox_conn_t *self, json_t *root, const char *source, kbox_error_t *err)
+{
+	json_t *v = json_object_get(root, "ip");
+	const char *s;
+
+	if (!v)
+		s = self->transport == KBOX_TRANSPORT_TCP ? "127.0.0.1" : NULL;
+	else
+		s = json_string_value(v);
+	if (!s || !*s) {
+		kbox_error_set(err, KBOX_E_INVALID, "connection file %s: ip is missing or empty",
+		               source);
+		return -1;
+	}
+	if (!(self->ip = strdup(s))) {
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* ROOT's five ports, each an integer 1-65535. */
+static int conn_read_ports(kbox_conn_t *self, json_t *root, const char *source, kbox_error_t *err)
+{
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		json_t *v = json_object_get(root, port_fields[ch]);
+		json_int_t port;
+
+		if (!v) {
+			kbox_error_set(err, KBOX_E_INVALID, "connection file %s: %s is missing",
+			               source, port_fields[ch]);
+			return -1;
+		}
+		if (!json_is_integer(v)) {
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "connection file %s: %s is not an integer", source,
+			               port_fields[ch]);
+			return -1;
+		}
+		port = json_integer_value(v);
+		if (port < 1 || port > 65535) {
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "connection file %s: %s %" JSON_INTEGER_FORMAT
+			               " is out of range 1-65535",
+			               source, port_fields[ch], port);
+			return -1;
+		}
+		self->ports[ch] = (int)port;
+	}
+	return 0;
+}
+
+/* ROOT's signature scheme (hmac-sha256, the default, only) and its key,
+ * which must not be empty. */
+static int conn_read_key(kbox_conn_t *self, json_t *root, const char *source, kbox_error_t *err)
+{
+	json_t *v = json_object_get(root, "signature_scheme");
+	const char *s = v ? json_string_value(v) : "hmac-sha256";
+
+	if (!s) {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "connection file %s: signature_scheme is not a string", source);
+		return -1;
+	}
+	if (strcmp(s, "hmac-sha256") != 0) {
+		kbox_error_set(
+		        err, KBOX_E_UNSUPPORTED,
+		        "connection file %s: signature scheme \"%s\" is not supported (only hmac-sha256)",
+		        source, s);
+		return -1;
+	}
+	v = json_object_get(root, "key");
+	if (!v || !json_is_string(v)) {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "connection file %s: key is missing or not a string", source);
+		return -1;
+	}
+	if (json_string_length(v) == 0) {
+		kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "connection file %s: key is empty (messages would be unauthenticated)",
+		        source);
+		return -1;
+	}
+	if (conn_set_key(self, json_string_value(v), json_string_length(v)) < 0) {
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_error_t *err)
 {
 	json_t *root = (json_t *)json_obj;
 	kbox_conn_t *self = NULL;
 	json_t *v;
-	const char *s;
 
 	if (kbox_init() < 0) {
 		kbox_error_set(err, KBOX_E_SYSTEM, "libsodium failed to initialise");
@@ -212,104 +328,21 @@ kbox_conn_t *kbox_conn_from_json(const void *json_obj, const char *source, kbox_
 		return NULL;
 	}
 	self = conn_alloc();
-	if (!self)
-		goto nomem;
-
-	v = json_object_get(root, "transport");
-	s = v ? json_string_value(v) : "tcp";
-	if (!s) {
-		kbox_error_set(err, KBOX_E_INVALID, "connection file %s: transport is not a string",
-		               source);
+	if (!self) {
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	if (conn_read_transport(self, root, source, err) < 0 ||
+	    conn_read_ip(self, root, source, err) < 0 ||
+	    conn_read_ports(self, root, source, err) < 0 ||
+	    conn_read_key(self, root, source, err) < 0)
 		goto fail;
-	}
-	if (strcmp(s, "tcp") == 0)
-		self->transport = KBOX_TRANSPORT_TCP;
-	else if (strcmp(s, "ipc") == 0)
-		self->transport = KBOX_TRANSPORT_IPC;
-	else {
-		kbox_error_set(err, KBOX_E_INVALID,
-		               "connection file %s: transport \"%s\" is not tcp or ipc", source, s);
-		goto fail;
-	}
-
-	v = json_object_get(root, "ip");
-	if (!v)
-		s = self->transport == KBOX_TRANSPORT_TCP ? "127.0.0.1" : NULL;
-	else
-		s = json_string_value(v);
-	if (!s || !*s) {
-		kbox_error_set(err, KBOX_E_INVALID, "connection file %s: ip is missing or empty",
-		               source);
-		goto fail;
-	}
-	if (!(self->ip = strdup(s)))
-		goto nomem;
-
-	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
-		json_int_t port;
-		v = json_object_get(root, port_fields[ch]);
-		if (!v) {
-			kbox_error_set(err, KBOX_E_INVALID, "connection file %s: %s is missing",
-			               source, port_fields[ch]);
-			goto fail;
-		}
-		if (!json_is_integer(v)) {
-			kbox_error_set(err, KBOX_E_INVALID,
-			               "connection file %s: %s is not an integer", source,
-			               port_fields[ch]);
-			goto fail;
-		}
-		port = json_integer_value(v);
-		if (port < 1 || port > 65535) {
-			kbox_error_set(err, KBOX_E_INVALID,
-			               "connection file %s: %s %" JSON_INTEGER_FORMAT
-			               " is out of range 1-65535",
-			               source, port_fields[ch], port);
-			goto fail;
-		}
-		self->ports[ch] = (int)port;
-	}
-
-	v = json_object_get(root, "signature_scheme");
-	s = v ? json_string_value(v) : "hmac-sha256";
-	if (!s) {
-		kbox_error_set(err, KBOX_E_INVALID,
-		               "connection file %s: signature_scheme is not a string", source);
-		goto fail;
-	}
-	if (strcmp(s, "hmac-sha256") != 0) {
-		kbox_error_set(
-		        err, KBOX_E_UNSUPPORTED,
-		        "connection file %s: signature scheme \"%s\" is not supported (only hmac-sha256)",
-		        source, s);
-		goto fail;
-	}
-
-	v = json_object_get(root, "key");
-	if (!v || !json_is_string(v)) {
-		kbox_error_set(err, KBOX_E_INVALID,
-		               "connection file %s: key is missing or not a string", source);
-		goto fail;
-	}
-	if (json_string_length(v) == 0) {
-		kbox_error_set(
-		        err, KBOX_E_INVALID,
-		        "connection file %s: key is empty (messages would be unauthenticated)",
-		        source);
-		goto fail;
-	}
-	if (conn_set_key(self, json_string_value(v), json_string_length(v)) < 0)
-		goto nomem;
-
 	v = json_object_get(root, "kernel_name");
 	if (json_is_string(v))
 		kbox_conn_set_kernel_name(self, json_string_value(v));
-
 	if (conn_make_endpoints(self, err) < 0)
 		goto fail;
 	return self;
-nomem:
-	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 fail:
 	kbox_conn_destroy(&self);
 	return NULL;
