@@ -49,16 +49,101 @@ static char *make_runtime_dir(kbox_error_t *err)
 	return strdup(tmpl);
 }
 
+/* SELF's runtime directory (O's, or a new one), its connection and the
+ * connection file the kernel is given.  0, or -1 with ERR set. */
+static int kernel_prepare_conn(kbox_kernel_t *self, const kbox_kernel_opts_t *o, kbox_error_t *err)
+{
+	char uuid[37], path[PATH_MAX];
+
+	if (o && o->runtime_dir) {
+		if (kbox_check_private_dir(o->runtime_dir, err) < 0)
+			return -1;
+		self->runtime_dir = strdup(o->runtime_dir);
+	} else {
+		if (!(self->runtime_dir = make_runtime_dir(err)))
+			return -1;
+		self->own_dir = true;
+	}
+	self->conn = (o && o->transport == KBOX_TRANSPORT_TCP)
+	                     ? kbox_conn_new_tcp(err)
+	                     : kbox_conn_new_ipc(self->runtime_dir, err);
+	if (!self->conn)
+		return -1;
+	/* the kernel binds its sockets by these paths, hb's the longest
+	 * (the supervisor's kernels get short ones: backend_none.c) */
+	if (kbox_conn_transport(self->conn) == KBOX_TRANSPORT_IPC &&
+	    strlen(kbox_conn_endpoint(self->conn, KBOX_CH_HB)) - 6 >= KBOX__SUN_PATH) {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "runtime directory %s is too long for the kernel's unix sockets",
+		               self->runtime_dir);
+		return -1;
+	}
+	kbox_conn_set_kernel_name(self->conn, self->name);
+	kbox_uuid(uuid);
+	snprintf(path, sizeof path, "%s/kernel-%s.json", self->runtime_dir, uuid);
+	if (kbox_conn_save(self->conn, path, err) < 0)
+		return -1;
+	self->conn_file = strdup(path);
+	return 0;
+}
+
+/* Fork and exec EXE (ARGV, ENV) as SELF's kernel, its output appended to
+ * SELF's log; an exec that fails is reported through a pipe, so that it
+ * is ERR here.  0, or -1 with ERR set. */
+static int kernel_spawn(kbox_kernel_t *self, const kbox_kernel_opts_t *o, const char *exe,
+                        char **argv, char **env, kbox_error_t *err)
+{
+	int pipefd[2] = {-1, -1}, log_fd = -1, child_errno, rc = -1;
+	pid_t pid, parent = getpid();
+	ssize_t r;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		kbox_error_set_sys(err, "pipe");
+		return -1;
+	}
+	/* the kernel's output: appended to the log named (not through a
+	 * link), else nowhere */
+	if (self->log_path)
+		log_fd = open(self->log_path,
+		              O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	pid = fork();
+	if (pid < 0) {
+		kbox_error_set_sys(err, "cannot fork the kernel process");
+		goto out;
+	}
+	if (pid == 0) {
+		kx_child_t c = {.cwd = o ? o->cwd : NULL,
+		                .errfd = pipefd[1],
+		                .out_fd = log_fd,
+		                .parent = parent};
+		close(pipefd[0]);
+		kx_child_exec(exe, argv, env, &c);
+	}
+	self->pid = pid;
+	kx_close(&pipefd[1]);
+	do
+		r = read(pipefd[0], &child_errno, sizeof child_errno);
+	while (r < 0 && errno == EINTR);
+	if (r == (ssize_t)sizeof child_errno) {
+		errno = child_errno;
+		kbox_error_set_sys(err, "kernel %s: cannot run %s%s%s", self->name, exe,
+		                   o && o->cwd ? " in " : "", o && o->cwd ? o->cwd : "");
+		waitpid(pid, NULL, 0);
+		self->pid = -1;
+		goto out;
+	}
+	rc = 0;
+out:
+	kx_close_all(pipefd, 2);
+	kx_close(&log_fd);
+	return rc;
+}
+
 kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opts_t *o,
                                  kbox_error_t *err)
 {
 	kbox_kernel_t *self = calloc(1, sizeof *self);
 	char **argv = NULL, **env = NULL, *exe = NULL;
-	char uuid[37], path[PATH_MAX];
-	int pipefd[2] = {-1, -1}, log_fd = -1;
-	pid_t pid, parent = getpid();
-	ssize_t r;
-	int child_errno;
 
 	if (!self || kbox_init() < 0) {
 		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
@@ -69,38 +154,10 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 	self->status = -1;
 	self->name = strdup(kbox_kspec_name(spec));
 	self->interrupt_mode = kbox_kspec_interrupt_mode(spec);
-	if (o && o->runtime_dir) {
-		if (kbox_check_private_dir(o->runtime_dir, err) < 0)
-			goto fail;
-		self->runtime_dir = strdup(o->runtime_dir);
-	} else {
-		if (!(self->runtime_dir = make_runtime_dir(err)))
-			goto fail;
-		self->own_dir = true;
-	}
 	if (o && o->log_path)
 		self->log_path = strdup(o->log_path);
-	self->conn = (o && o->transport == KBOX_TRANSPORT_TCP)
-	                     ? kbox_conn_new_tcp(err)
-	                     : kbox_conn_new_ipc(self->runtime_dir, err);
-	if (!self->conn)
+	if (kernel_prepare_conn(self, o, err) < 0)
 		goto fail;
-	/* the kernel binds its sockets by these paths, hb's the longest
-	 * (the supervisor's kernels get short ones: backend_none.c) */
-	if (kbox_conn_transport(self->conn) == KBOX_TRANSPORT_IPC &&
-	    strlen(kbox_conn_endpoint(self->conn, KBOX_CH_HB)) - 6 >= KBOX__SUN_PATH) {
-		kbox_error_set(err, KBOX_E_INVALID,
-		               "runtime directory %s is too long for the kernel's unix sockets",
-		               self->runtime_dir);
-		goto fail;
-	}
-	kbox_conn_set_kernel_name(self->conn, self->name);
-	kbox_uuid(uuid);
-	snprintf(path, sizeof path, "%s/kernel-%s.json", self->runtime_dir, uuid);
-	if (kbox_conn_save(self->conn, path, err) < 0)
-		goto fail;
-	self->conn_file = strdup(path);
-
 	argv = kbox_kspec_format_argv(spec, self->conn_file, err);
 	if (!argv)
 		goto fail;
@@ -116,52 +173,12 @@ kbox_kernel_t *kbox_kernel_start(const kbox_kspec_t *spec, const kbox_kernel_opt
 		               "out of memory building the kernel's environment");
 		goto fail;
 	}
-	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		kbox_error_set_sys(err, "pipe");
+	if (kernel_spawn(self, o, exe, argv, env, err) < 0)
 		goto fail;
-	}
-	/* the kernel's output: appended to the log named (not through a
-	 * link), else nowhere */
-	if (self->log_path)
-		log_fd = open(self->log_path,
-		              O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-	pid = fork();
-	if (pid < 0) {
-		kbox_error_set_sys(err, "cannot fork the kernel process");
-		goto fail;
-	}
-	if (pid == 0) {
-		kx_child_t c = {.cwd = o ? o->cwd : NULL,
-		                .errfd = pipefd[1],
-		                .out_fd = log_fd,
-		                .parent = parent};
-		close(pipefd[0]);
-		kx_child_exec(exe, argv, env, &c);
-	}
-	self->pid = pid;
-	close(pipefd[1]);
-	pipefd[1] = -1;
-	do
-		r = read(pipefd[0], &child_errno, sizeof child_errno);
-	while (r < 0 && errno == EINTR);
-	if (r == (ssize_t)sizeof child_errno) {
-		errno = child_errno;
-		kbox_error_set_sys(err, "kernel %s: cannot run %s%s%s", self->name, exe,
-		                   o && o->cwd ? " in " : "", o && o->cwd ? o->cwd : "");
-		waitpid(pid, NULL, 0);
-		self->pid = -1;
-		goto fail;
-	}
 	goto out;
 fail:
 	kbox_kernel_destroy(&self);
 out:
-	if (pipefd[0] >= 0)
-		close(pipefd[0]);
-	if (pipefd[1] >= 0)
-		close(pipefd[1]);
-	if (log_fd >= 0)
-		close(log_fd);
 	kbox_strv_free(argv);
 	kbox_strv_free(env);
 	free(exe);
