@@ -32,14 +32,23 @@ typedef struct {
 	size_t n, cap;
 } framev_t;
 
+/* The header's fields that every message is asked for, and its parent's
+ * msg_id: read from a flat header (flat_object) without parsing it. */
+enum { F_ID, F_TYPE, F_SESSION, F_PARENT_ID, F_COUNT };
+
 struct kbox_msg {
+	/* the four dicts; one is NULL while it is still text (text[i]) */
 	json_t *header, *parent, *metadata, *content;
 	char sig[SIG_HEX + 1];
 	framev_t buffers, identities;
-	/* decoded for the client (kbox__msg_decode_zmsg): the verified text
-	 * of metadata and content, parsed on first use; NULL once parsed */
-	char *text[2];
-	size_t text_len[2];
+	/* the verified text of the dicts not parsed yet, parsed on first use
+	 * (lazy_dict).  Header and parent are left as text only when flat
+	 * (their fields then in FIELD), and live in BLOB; metadata and
+	 * content are malloc'd apiece, freed once parsed. */
+	const char *text[4];
+	size_t text_len[4];
+	const char *field[F_COUNT]; /* in BLOB; NULL when absent */
+	char *blob;
 };
 
 /* ---- helpers ---- */
@@ -399,8 +408,9 @@ void kbox_msg_destroy(kbox_msg_t **self_p)
 	json_decref(self->parent);
 	json_decref(self->metadata);
 	json_decref(self->content);
-	free(self->text[0]);
-	free(self->text[1]);
+	free((char *)self->text[2]);
+	free((char *)self->text[3]);
+	free(self->blob);
 	framev_free(&self->buffers);
 	framev_free(&self->identities);
 	free(self);
@@ -409,7 +419,7 @@ void kbox_msg_destroy(kbox_msg_t **self_p)
 
 void kbox_msg_set_parent(kbox_msg_t *self, const kbox_msg_t *parent)
 {
-	json_t *copy = json_deep_copy(parent->header);
+	json_t *copy = json_deep_copy(kbox_msg_header(parent));
 	if (copy) {
 		json_decref(self->parent);
 		self->parent = copy;
@@ -432,24 +442,32 @@ static const char *str_field(json_t *obj, const char *key)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+/* Field F of the header (or, F_PARENT_ID, the parent's msg_id): from the
+ * dict once it is parsed, else from the fields read off its flat text. */
+static const char *msg_field(const kbox_msg_t *self, int f, const char *key)
+{
+	json_t *d = f == F_PARENT_ID ? self->parent : self->header;
+	return d ? str_field(d, key) : self->field[f];
+}
+
 const char *kbox_msg_type(const kbox_msg_t *self)
 {
-	return str_field(self->header, "msg_type");
+	return msg_field(self, F_TYPE, "msg_type");
 }
 
 const char *kbox_msg_id(const kbox_msg_t *self)
 {
-	return str_field(self->header, "msg_id");
+	return msg_field(self, F_ID, "msg_id");
 }
 
 const char *kbox_msg_parent_id(const kbox_msg_t *self)
 {
-	return str_field(self->parent, "msg_id");
+	return msg_field(self, F_PARENT_ID, "msg_id");
 }
 
 const char *kbox_msg_session(const kbox_msg_t *self)
 {
-	const char *s = str_field(self->header, "session");
+	const char *s = msg_field(self, F_SESSION, "session");
 	return s ? s : "";
 }
 
@@ -459,7 +477,8 @@ static json_t *parse_dict(const char *p, size_t n, json_error_t *jerr);
  * text.  A decoded message is unchanged by this as its user sees it (the
  * text was verified): SELF is const to callers, the parse is a cache.
  * Text that is not a JSON object, which only the holder of the key can
- * have sent, reads as an empty object. */
+ * have sent, reads as an empty object (a header or parent left as text
+ * is flat, which jansson always reads: only memory can fail it). */
 static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
 {
 	kbox_msg_t *m = (kbox_msg_t *)self;
@@ -472,7 +491,8 @@ static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
 		json_decref(d);
 		d = json_object();
 	}
-	free(m->text[i]);
+	if (i >= 2)
+		free((char *)m->text[i]);
 	m->text[i] = NULL;
 	*(json_t **)slot = d;
 	return d;
@@ -480,19 +500,19 @@ static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
 
 json_t *kbox_msg_header(const kbox_msg_t *self)
 {
-	return self->header;
+	return lazy_dict(self, &self->header, 0);
 }
 json_t *kbox_msg_parent_header(const kbox_msg_t *self)
 {
-	return self->parent;
+	return lazy_dict(self, &self->parent, 1);
 }
 json_t *kbox_msg_metadata(const kbox_msg_t *self)
 {
-	return lazy_dict(self, &self->metadata, 0);
+	return lazy_dict(self, &self->metadata, 2);
 }
 json_t *kbox_msg_content(const kbox_msg_t *self)
 {
-	return lazy_dict(self, &self->content, 1);
+	return lazy_dict(self, &self->content, 3);
 }
 const char *kbox_msg_signature(const kbox_msg_t *self)
 {
@@ -501,7 +521,7 @@ const char *kbox_msg_signature(const kbox_msg_t *self)
 
 double kbox_msg_date(const kbox_msg_t *self)
 {
-	return kbox_parse_iso8601(str_field(self->header, "date"));
+	return kbox_parse_iso8601(str_field(kbox_msg_header(self), "date"));
 }
 
 size_t kbox_msg_buffer_count(const kbox_msg_t *self)
@@ -525,6 +545,8 @@ static const char *const dict_names[4] = {"header", "parent_header", "metadata",
 
 zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err)
 {
+	/* (a header or parent left as text is flat; metadata and content
+	 * that came as text are parsed, and sent as their JSON reads) */
 	json_t *dicts[4] = {self->header, self->parent, kbox_msg_metadata(self),
 	                    kbox_msg_content(self)};
 	char *text[4] = {NULL, NULL, NULL, NULL};
@@ -534,6 +556,11 @@ zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_e
 	int i;
 
 	for (i = 0; i < 4; i++) {
+		if (!dicts[i]) { /* flat text: sent as it is */
+			parts[i].data = self->text[i];
+			parts[i].size = self->text_len[i];
+			continue;
+		}
 		text[i] = json_dumps(dicts[i], JSON_COMPACT | JSON_ENCODE_ANY);
 		if (!text[i]) {
 			kbox__err(err, KBOX_E_INVALID, "cannot serialise %s of %s message",
@@ -613,6 +640,100 @@ size_t kbox__json_cost(const char *p, size_t n)
 	return cost + containers * 200 + items * 64;
 }
 
+/* ---- flat dicts: a header read without jansson ---- */
+
+/* A string of P (N bytes) in a flat object (flat_object). */
+typedef struct {
+	const char *p;
+	size_t n;
+} span_t;
+
+/* The keys flat_object looks for in a header: F_ID, F_TYPE, F_SESSION. */
+static const char *const header_keys[] = {"msg_id", "msg_type", "session"};
+static const char *const parent_keys[] = {"msg_id"};
+
+static bool json_ws(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Read at *I of P (N bytes) a JSON string of printable ASCII without
+ * escapes into OUT (its characters, without the quotes).  False for
+ * anything else. */
+static bool flat_string(const char *p, size_t n, size_t *i, span_t *out)
+{
+	size_t k = *i;
+	if (k >= n || p[k] != '"')
+		return false;
+	out->p = p + ++k;
+	for (; k < n && p[k] != '"'; k++)
+		if (p[k] < 0x20 || p[k] > 0x7e || p[k] == '\\')
+			return false;
+	if (k >= n)
+		return false;
+	out->n = (size_t)(p + k - out->p);
+	*i = k + 1;
+	return true;
+}
+
+/* Is the text P (N bytes) a flat object: one JSON object, with
+ * whitespace around its tokens, whose members are all strings, and whose
+ * keys and values are printable ASCII without escapes?  That is what a
+ * Jupyter header is, and jansson reads it as an object of those very
+ * strings; so for such text the parse is left for later (lazy_dict) and
+ * the values of KEYS (N_KEYS of them) are put in OUT, as jansson would
+ * give them (the last of a repeated key; p NULL when absent).  False for
+ * any other text, valid JSON or not: the caller parses it with jansson,
+ * which decides. */
+static bool flat_object(const char *p, size_t n, const char *const *keys, size_t n_keys,
+                        span_t *out)
+{
+	size_t i = 0;
+	for (size_t k = 0; k < n_keys; k++)
+		out[k].p = NULL, out[k].n = 0;
+	while (i < n && json_ws(p[i]))
+		i++;
+	if (i >= n || p[i++] != '{')
+		return false;
+	while (i < n && json_ws(p[i]))
+		i++;
+	if (i < n && p[i] == '}') {
+		i++;
+	} else {
+		for (;;) {
+			span_t key, value;
+			if (!flat_string(p, n, &i, &key))
+				return false;
+			while (i < n && json_ws(p[i]))
+				i++;
+			if (i >= n || p[i++] != ':')
+				return false;
+			while (i < n && json_ws(p[i]))
+				i++;
+			if (!flat_string(p, n, &i, &value))
+				return false;
+			for (size_t k = 0; k < n_keys; k++)
+				if (key.n == strlen(keys[k]) && memcmp(key.p, keys[k], key.n) == 0)
+					out[k] = value;
+			while (i < n && json_ws(p[i]))
+				i++;
+			if (i >= n)
+				return false;
+			if (p[i] == '}') {
+				i++;
+				break;
+			}
+			if (p[i++] != ',')
+				return false;
+			while (i < n && json_ws(p[i]))
+				i++;
+		}
+	}
+	while (i < n && json_ws(p[i]))
+		i++;
+	return i == n;
+}
+
 /* Parse the JSON text P (N bytes); bytes that are not UTF-8 (a kernel
  * writing raw bytes) read as U+FFFD, as jupyter_client does.  NULL with
  * JERR. */
@@ -630,6 +751,42 @@ static json_t *parse_dict(const char *p, size_t n, json_error_t *jerr)
 	return d;
 }
 
+/* Keep in SELF's blob the text of the header and parent (FRAMES[0], [1])
+ * that are flat (FLAT[i]), with the fields read from them (HF: the
+ * header's, header_keys; PF: the parent's msg_id).  0, or -1 when out of
+ * memory. */
+static int keep_flat(kbox_msg_t *self, const kbox_frame_t frames[2], const bool flat[2],
+                     const span_t hf[3], const span_t pf[1])
+{
+	const span_t *fields[F_COUNT] = {&hf[0], &hf[1], &hf[2], &pf[0]};
+	size_t size = 0;
+	char *b;
+
+	for (int i = 0; i < 2; i++)
+		size += flat[i] ? frames[i].size : 0;
+	for (int f = 0; f < F_COUNT; f++)
+		size += flat[f == F_PARENT_ID] && fields[f]->p ? fields[f]->n + 1 : 0;
+	if (!(self->blob = b = malloc(size ? size : 1)))
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		if (!flat[i])
+			continue;
+		memcpy(b, frames[i].data, frames[i].size);
+		self->text[i] = b;
+		self->text_len[i] = frames[i].size;
+		b += frames[i].size;
+	}
+	for (int f = 0; f < F_COUNT; f++) {
+		if (!flat[f == F_PARENT_ID] || !fields[f]->p)
+			continue;
+		memcpy(b, fields[f]->p, fields[f]->n);
+		b[fields[f]->n] = '\0';
+		self->field[f] = b;
+		b += fields[f]->n + 1;
+	}
+	return 0;
+}
+
 /* kbox_msg_decode; with LAZY, metadata and content are kept as text and
  * parsed on first use (kbox_msg_metadata, kbox_msg_content). */
 static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n, bool lazy,
@@ -640,6 +797,8 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 	size_t d, i;
 	json_t *dicts[4] = {NULL, NULL, NULL, NULL};
 	const kbox_frame_t *sig;
+	span_t hf[3], pf[1];
+	bool flat[2] = {false, false};
 
 	for (d = 0; d < n; d++)
 		if (frames[d].size == dlen && memcmp(frames[d].data, KBOX_DELIMITER, dlen) == 0)
@@ -685,6 +844,12 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 	for (i = 0; i < (lazy ? 2u : 4u); i++) {
 		json_error_t jerr;
 		const kbox_frame_t *f = &frames[d + 2 + i];
+		if (lazy && i < 2 &&
+		    flat_object(f->data, f->size, i ? parent_keys : header_keys, i ? 1 : 3,
+		                i ? pf : hf)) {
+			flat[i] = true; /* read: parsed on first use */
+			continue;
+		}
 		dicts[i] = parse_dict(f->data, f->size, &jerr);
 		if (!dicts[i]) {
 			kbox__err(err, KBOX_E_PROTOCOL,
@@ -698,7 +863,8 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 			goto fail;
 		}
 	}
-	if (!str_field(dicts[0], "msg_id") || !str_field(dicts[0], "msg_type")) {
+	if (flat[0] ? !hf[F_ID].p || !hf[F_TYPE].p
+	            : !str_field(dicts[0], "msg_id") || !str_field(dicts[0], "msg_type")) {
 		kbox__err(err, KBOX_E_PROTOCOL,
 		          "malformed message: header lacks a string msg_id or msg_type");
 		goto fail;
@@ -714,11 +880,15 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 	self->metadata = dicts[2];
 	self->content = dicts[3];
 	memset(dicts, 0, sizeof dicts);
-	for (i = 0; lazy && i < 2; i++) {
-		const kbox_frame_t *f = &frames[d + 4 + i];
-		if (!(self->text[i] = malloc(f->size ? f->size : 1)))
+	if ((flat[0] || flat[1]) && keep_flat(self, &frames[d + 2], flat, hf, pf) < 0)
+		goto nomem;
+	for (i = 2; lazy && i < 4; i++) {
+		const kbox_frame_t *f = &frames[d + 2 + i];
+		char *t = malloc(f->size ? f->size : 1);
+		if (!t)
 			goto nomem;
-		memcpy(self->text[i], f->data, f->size);
+		memcpy(t, f->data, f->size);
+		self->text[i] = t;
 		self->text_len[i] = f->size;
 	}
 	{

@@ -447,6 +447,119 @@ TEST(decode_zmsg_matches_decode_and_leaves_zmsg_alone)
 	kbox_auth_destroy(&auth);
 }
 
+/* kbox__msg_decode_zmsg of [DELIM, sig, h, p, m, c] signed with AUTH. */
+static kbox_msg_t *decode_zmsg_dicts(kbox_auth_t *auth, const char *h, const char *p, const char *m,
+                                     const char *c, kbox_error_t *err)
+{
+	kbox_frame_t f[4] = {str_frame(h), str_frame(p), str_frame(m), str_frame(c)};
+	char sig[65];
+	zmsg_t *z = zmsg_new();
+	kbox_msg_t *msg;
+
+	kbox_auth_sign(auth, f, sig);
+	zmsg_addstr(z, KBOX_DELIMITER);
+	zmsg_addstr(z, sig);
+	for (int i = 0; i < 4; i++)
+		zmsg_addmem(z, f[i].data, f[i].size);
+	msg = kbox__msg_decode_zmsg(auth, z, err);
+	zmsg_destroy(&z);
+	return msg;
+}
+
+/* The client's decoding leaves a flat header or parent (strings of plain
+ * ASCII) unparsed until asked: what it answers must be what jansson reads
+ * in the text, whether the text is flat or not. */
+TEST(decode_zmsg_reads_headers_as_jansson_does)
+{
+	static const char *const headers[] = {
+	        GOOD_HEADER,
+	        " { \"msg_id\" : \"a\" ,\n\t\"msg_type\":\"status\", \"session\":\"s\" } \r\n",
+	        "{\"msg_id\":\"a\",\"msg_type\":\"x\",\"msg_type\":\"status\"}", /* the last */
+	        "{\"msg_id\":\"a\\\"b\",\"msg_type\":\"st\\u0061tus\",\"session\":\"\"}",
+	        "{\"msg_id\":\"\xc3\xa9\",\"msg_type\":\"status\",\"n\":1,\"o\":{}}",
+	};
+	static const char *const parents[] = {"{}", "{\"msg_id\":\"p-1\"}",
+	                                      "{\"msg_id\":\"p\\/2\",\"x\":[1]}",
+	                                      " {\"msg_id\":\"p-1\",\"msg_id\":\"p-3\"} "};
+	kbox_auth_t *auth = auth_with_key(KEY, 1000);
+
+	REQUIRE(auth != NULL);
+	for (size_t i = 0; i < sizeof headers / sizeof *headers; i++)
+		for (size_t j = 0; j < sizeof parents / sizeof *parents; j++) {
+			kbox_error_t err = {0};
+			kbox_msg_t *msg = decode_zmsg_dicts(auth, headers[i], parents[j], "{}",
+			                                    "{}", &err);
+			json_t *h = json_loads(headers[i], 0, NULL);
+			json_t *p = json_loads(parents[j], 0, NULL);
+			const char *ps = jstr(p, "msg_id");
+
+			REQUIRE(msg != NULL && h != NULL && p != NULL);
+			CHECK_STR_EQ(kbox_msg_id(msg), jstr(h, "msg_id"));
+			CHECK_STR_EQ(kbox_msg_type(msg), jstr(h, "msg_type"));
+			CHECK_STR_EQ(kbox_msg_session(msg),
+			             jstr(h, "session") ? jstr(h, "session") : "");
+			if (ps)
+				CHECK_STR_EQ(kbox_msg_parent_id(msg), ps);
+			else
+				CHECK(kbox_msg_parent_id(msg) == NULL);
+			CHECK(json_equal(kbox_msg_header(msg), h));
+			CHECK(json_equal(kbox_msg_parent_header(msg), p));
+			/* once parsed, the same answers */
+			CHECK_STR_EQ(kbox_msg_type(msg), jstr(h, "msg_type"));
+			kbox_msg_destroy(&msg);
+			json_decref(h);
+			json_decref(p);
+		}
+	kbox_auth_destroy(&auth);
+}
+
+/* What kbox_msg_decode refuses in a header or parent, the client's
+ * decoding refuses too (flat or not, it is validated when it comes). */
+TEST(decode_zmsg_refuses_bad_headers_and_parents)
+{
+	static const char *const bad[] = {
+	        "{\"a\":",
+	        "{} trailing",
+	        "",
+	        "[]",
+	        "\"text\"",
+	        "null",
+	        "{\"a\":\"b\",}",
+	        "{\"a\":\"b\"\"c\":\"d\"}",
+	        "{a:\"b\"}",
+	        "{\"a\"}",
+	        "{\"a\":\"b\"}}",
+	        "{\"a\":\"b\"",
+	        "{\"a\":\"\x01\"}",
+	};
+	kbox_auth_t *auth = auth_with_key(KEY, 1000);
+
+	REQUIRE(auth != NULL);
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		for (int which = 0; which < 2; which++) {
+			kbox_error_t err = {0};
+			kbox_msg_t *msg = decode_zmsg_dicts(auth, which ? GOOD_HEADER : bad[i],
+			                                    which ? bad[i] : "{}", "{}", "{}",
+			                                    &err);
+			if (msg)
+				printf("# %s %s was accepted\n", DICT_NAMES[which], bad[i]);
+			CHECK(msg == NULL);
+			CHECK_INT_EQ(err.code, KBOX_E_PROTOCOL);
+			kbox_msg_destroy(&msg);
+		}
+	{
+		kbox_error_t err = {0};
+		kbox_msg_t *msg = decode_zmsg_dicts(auth, "{\"msg_id\":\"a\"}", "{}", "{}", "{}",
+		                                    &err);
+		CHECK(msg == NULL);
+		CHECK_INT_EQ(err.code, KBOX_E_PROTOCOL);
+		msg = decode_zmsg_dicts(auth, "{\"msg_id\":\"a\",\"msg_type\":7}", "{}", "{}", "{}",
+		                        &err);
+		CHECK(msg == NULL);
+	}
+	kbox_auth_destroy(&auth);
+}
+
 TEST(python_message_with_wrong_key_is_refused)
 {
 	json_t *m = vector("messages", "execute_request");
@@ -1194,6 +1307,8 @@ int main(void)
 	RUN(decodes_python_unicode_message_with_unicode_key);
 	RUN(decodes_python_message_carrying_buffers);
 	RUN(decode_zmsg_matches_decode_and_leaves_zmsg_alone);
+	RUN(decode_zmsg_reads_headers_as_jansson_does);
+	RUN(decode_zmsg_refuses_bad_headers_and_parents);
 	RUN(python_message_with_wrong_key_is_refused);
 	RUN(empty_key_accepts_any_signature);
 
