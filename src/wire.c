@@ -367,35 +367,112 @@ static void framev_free(framev_t *fv)
 
 /* ---- messages ---- */
 
+/* The text of an empty dict, left unparsed in a message made here. */
+static const char empty_object[] = "{}";
+
+/* The body of the JSON string of the UTF-8 text S into OUT (NULL: only
+ * measured); its length. */
+static size_t json_escape(char *out, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			if (out)
+				out[n] = '\\', out[n + 1] = (char)c;
+			n += 2;
+		} else if (c < 0x20) {
+			if (out)
+				memcpy(out + n, "\\u00", 4), out[n + 4] = hex[c >> 4],
+				                                     out[n + 5] = hex[c & 15];
+			n += 6;
+		} else {
+			if (out)
+				out[n] = (char)c;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Make SELF's header as text, with its fields, in SELF's blob: the
+ * object jansson would write of these strings (valid UTF-8: checked by
+ * the caller).  0, or -1 when out of memory. */
+static int header_text(kbox_msg_t *self, const char *id, const char *session, const char *username,
+                       const char *date, const char *msg_type)
+{
+	/* the members in the order kbox_msg_new always wrote them */
+	const char *const keys[] = {"{\"msg_id\":\"", "\",\"session\":\"",  "\",\"username\":\"",
+	                            "\",\"date\":\"", "\",\"msg_type\":\"", "\",\"version\":\""};
+	const char *const values[] = {id, session, username, date, msg_type, KBOX_PROTOCOL_VERSION};
+	const char *const fields[F_COUNT] = {id, msg_type, session, NULL};
+	size_t size = sizeof "\"}", len[F_COUNT];
+	char *b;
+
+	for (int k = 0; k < 6; k++)
+		size += strlen(keys[k]) + json_escape(NULL, values[k]);
+	for (int f = 0; f < F_COUNT; f++)
+		size += fields[f] ? (len[f] = strlen(fields[f])) + 1 : 0;
+	if (!(self->blob = b = malloc(size)))
+		return -1;
+	self->text[0] = b;
+	for (int k = 0; k < 6; k++) {
+		size_t kl = strlen(keys[k]);
+		memcpy(b, keys[k], kl);
+		b += kl;
+		b += json_escape(b, values[k]);
+	}
+	memcpy(b, "\"}", 2);
+	b += 2;
+	self->text_len[0] = (size_t)(b - self->text[0]);
+	for (int f = 0; f < F_COUNT; f++) {
+		if (!fields[f])
+			continue;
+		memcpy(b, fields[f], len[f] + 1);
+		self->field[f] = b;
+		b += len[f] + 1;
+	}
+	return 0;
+}
+
 kbox_msg_t *kbox_msg_new(const char *msg_type, const char *session, const char *username,
                          json_t **content_p)
 {
 	kbox_msg_t *self = calloc(1, sizeof *self);
 	char id[37], date[32];
 
-	if (!self) {
-		if (content_p)
-			json_decref(*content_p), *content_p = NULL;
-		return NULL;
-	}
+	if (!session)
+		session = "";
+	if (!username)
+		username = "kbox";
+	/* (what jansson refuses to hold: not UTF-8) */
+	if (!self || !msg_type || !kx_utf8_valid_str(msg_type) || !kx_utf8_valid_str(session) ||
+	    !kx_utf8_valid_str(username))
+		goto fail;
 	kbox_init();
 	kbox_uuid(id);
 	kbox_iso8601(kx_wall_s(), date);
-	self->header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", id, "session",
-	                         session ? session : "", "username", username ? username : "kbox",
-	                         "date", date, "msg_type", msg_type, "version",
-	                         KBOX_PROTOCOL_VERSION);
-	self->parent = json_object();
-	self->metadata = json_object();
+	if (header_text(self, id, session, username, date, msg_type) < 0)
+		goto fail;
+	/* parent and metadata stay "{}" until asked for */
+	for (int i = 1; i < 3; i++) {
+		self->text[i] = empty_object;
+		self->text_len[i] = sizeof empty_object - 1;
+	}
 	if (content_p && *content_p) {
 		self->content = *content_p;
 		*content_p = NULL;
 	} else {
-		self->content = json_object();
+		self->text[3] = empty_object;
+		self->text_len[3] = sizeof empty_object - 1;
 	}
-	if (!self->header || !self->parent || !self->metadata || !self->content)
-		kbox_msg_destroy(&self);
 	return self;
+fail:
+	if (content_p)
+		json_decref(*content_p), *content_p = NULL;
+	kbox_msg_destroy(&self);
+	return NULL;
 }
 
 void kbox_msg_destroy(kbox_msg_t **self_p)
@@ -408,8 +485,9 @@ void kbox_msg_destroy(kbox_msg_t **self_p)
 	json_decref(self->parent);
 	json_decref(self->metadata);
 	json_decref(self->content);
-	free((char *)self->text[2]);
-	free((char *)self->text[3]);
+	for (int i = 2; i < 4; i++)
+		if (self->text[i] != empty_object)
+			free((char *)self->text[i]);
 	free(self->blob);
 	framev_free(&self->buffers);
 	framev_free(&self->identities);
@@ -491,7 +569,7 @@ static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
 		json_decref(d);
 		d = json_object();
 	}
-	if (i >= 2)
+	if (i >= 2 && m->text[i] != empty_object)
 		free((char *)m->text[i]);
 	m->text[i] = NULL;
 	*(json_t **)slot = d;
@@ -547,8 +625,7 @@ zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_e
 {
 	/* (a header or parent left as text is flat; metadata and content
 	 * that came as text are parsed, and sent as their JSON reads) */
-	json_t *dicts[4] = {self->header, self->parent, kbox_msg_metadata(self),
-	                    kbox_msg_content(self)};
+	json_t *dicts[4] = {self->header, self->parent, self->metadata, self->content};
 	char *text[4] = {NULL, NULL, NULL, NULL};
 	kbox_frame_t parts[4];
 	char sig[SIG_HEX + 1];
@@ -556,9 +633,17 @@ zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_e
 	int i;
 
 	for (i = 0; i < 4; i++) {
-		if (!dicts[i]) { /* flat text: sent as it is */
+		if (!dicts[i] && (i < 2 || self->text[i] == empty_object)) {
+			/* flat text, or "{}" made here: sent as it is */
 			parts[i].data = self->text[i];
 			parts[i].size = self->text_len[i];
+			continue;
+		}
+		if (i >= 2)
+			dicts[i] = i == 2 ? kbox_msg_metadata(self) : kbox_msg_content(self);
+		if (json_is_object(dicts[i]) && json_object_size(dicts[i]) == 0) {
+			parts[i].data = empty_object;
+			parts[i].size = sizeof empty_object - 1;
 			continue;
 		}
 		text[i] = json_dumps(dicts[i], JSON_COMPACT | JSON_ENCODE_ANY);

@@ -1180,6 +1180,53 @@ TEST(new_message_header_has_every_field)
 	kbox_msg_destroy(&msg);
 }
 
+/* The header is written as text: any string a caller gives comes back
+ * as it was, from the header and from what is sent; what is not UTF-8
+ * (which JSON cannot carry) makes no message. */
+TEST(new_message_header_escapes_what_the_caller_gives)
+{
+	static const char *const odd[] = {"a\"b",        "back\\slash", "tab\tnl\n\x01\x1f",
+	                                  "caf\xc3\xa9", "{\"x\":1}",   ""};
+	kbox_auth_t *auth = auth_with_key(KEY, 0);
+
+	REQUIRE(auth != NULL);
+	for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+		kbox_msg_t *msg = kbox_msg_new(odd[i], odd[i], odd[i], NULL), *back;
+		kbox_frame_t f[MAX_FRAMES];
+		kbox_error_t err = {0};
+		zmsg_t *z;
+		json_t *h;
+
+		REQUIRE(msg != NULL);
+		CHECK_STR_EQ(kbox_msg_type(msg), odd[i]);
+		CHECK_STR_EQ(kbox_msg_session(msg), odd[i]);
+		z = kbox__msg_encode(msg, auth, &err);
+		REQUIRE(z != NULL);
+		REQUIRE(frames_of_zmsg(z, f, MAX_FRAMES) == 6);
+		h = json_loadb(f[2].data, f[2].size, 0, NULL);
+		CHECK(h != NULL);
+		CHECK_STR_EQ(jstr(h, "msg_type"), odd[i]);
+		CHECK_STR_EQ(jstr(h, "session"), odd[i]);
+		CHECK_STR_EQ(jstr(h, "username"), odd[i]);
+		CHECK_STR_EQ(jstr(h, "msg_id"), kbox_msg_id(msg));
+		CHECK_INT_EQ(json_object_size(h), 6);
+		CHECK(json_equal(kbox_msg_header(msg), h));
+		back = kbox__msg_decode_zmsg(auth, z, &err);
+		CHECK(back != NULL);
+		if (back)
+			CHECK(json_equal(kbox_msg_header(back), h));
+		kbox_msg_destroy(&back);
+		json_decref(h);
+		zmsg_destroy(&z);
+		kbox_msg_destroy(&msg);
+	}
+	CHECK(kbox_msg_new("status", "s", "\xff", NULL) == NULL);
+	CHECK(kbox_msg_new("status", "\xc3", "u", NULL) == NULL);
+	CHECK(kbox_msg_new("\xed\xa0\x80", "s", "u", NULL) == NULL);
+	CHECK(kbox_msg_new(NULL, "s", "u", NULL) == NULL);
+	kbox_auth_destroy(&auth);
+}
+
 TEST(new_message_without_content_has_empty_object)
 {
 	json_t *content = NULL;
@@ -1335,6 +1382,7 @@ int main(void)
 	RUN(empty_key_accepts_empty_signatures_without_replay_check);
 
 	RUN(new_message_header_has_every_field);
+	RUN(new_message_header_escapes_what_the_caller_gives);
 	RUN(new_message_without_content_has_empty_object);
 	RUN(uuid_is_lowercase_version4_and_fresh);
 	RUN(iso8601_formats_utc_with_microseconds);
