@@ -607,11 +607,11 @@ out:
 /* hb: the echo of the execution's ping. */
 void exec_on_hb(kbox_client_t *self)
 {
-	zmsg_t *z = channel_readable(self, KBOX_CH_HB) ? zmsg_recv(self->sock[KBOX_CH_HB]) : NULL;
+	kbox__parts_t p;
 	kbox_exec_t *x = self->exec;
-	if (!z)
+	if (client_recv(self, KBOX_CH_HB, &p) < 0)
 		return;
-	zmsg_destroy(&z);
+	kbox__parts_close(&p);
 	if (x && x->run->hb_waiting) {
 		client_cancel_timer(self, &x->run->t_hb);
 		x->run->hb_waiting = false;

@@ -1025,3 +1025,83 @@ kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t 
 		free(v);
 	return msg;
 }
+
+/* ---- parts: a message received into zmq_msg_t ---- */
+
+void kbox__parts_close(kbox__parts_t *self)
+{
+	for (size_t i = 0; i < self->n; i++)
+		zmq_msg_close(&self->parts[i]);
+	if (self->parts != self->inline_parts) {
+		free(self->parts);
+		free(self->frames);
+	}
+	self->parts = self->inline_parts;
+	self->frames = self->inline_frames;
+	self->n = self->bytes = 0;
+}
+
+/* Room in SELF for one more part: the parts move (zmq_msg_move) to an
+ * array twice as large.  0, or -1 when out of memory. */
+static int parts_grow(kbox__parts_t *self)
+{
+	size_t cap = self->cap * 2;
+	zmq_msg_t *parts = malloc(cap * sizeof *parts);
+	kbox_frame_t *frames = malloc(cap * sizeof *frames);
+	if (!parts || !frames) {
+		free(parts);
+		free(frames);
+		return -1;
+	}
+	for (size_t i = 0; i < self->n; i++) {
+		zmq_msg_init(&parts[i]);
+		zmq_msg_move(&parts[i], &self->parts[i]);
+		zmq_msg_close(&self->parts[i]);
+	}
+	if (self->parts != self->inline_parts) {
+		free(self->parts);
+		free(self->frames);
+	}
+	self->parts = parts;
+	self->frames = frames;
+	self->cap = cap;
+	return 0;
+}
+
+int kbox__parts_recv(kbox__parts_t *self, void *sock)
+{
+	self->parts = self->inline_parts;
+	self->frames = self->inline_frames;
+	self->n = self->bytes = 0;
+	self->cap = KBOX__PARTS_INLINE;
+	for (;;) {
+		zmq_msg_t *m;
+		if (self->n == self->cap && parts_grow(self) < 0)
+			goto fail;
+		m = &self->parts[self->n];
+		zmq_msg_init(m);
+		/* (the parts of a message come together: only the first can be
+		 * missing) */
+		if (zmq_msg_recv(m, sock, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(m);
+			goto fail;
+		}
+		self->n++;
+		self->bytes += zmq_msg_size(m);
+		if (!zmq_msg_more(m))
+			break;
+	}
+	for (size_t i = 0; i < self->n; i++) {
+		self->frames[i].data = zmq_msg_data(&self->parts[i]);
+		self->frames[i].size = zmq_msg_size(&self->parts[i]);
+	}
+	return 0;
+fail:
+	kbox__parts_close(self);
+	return -1;
+}
+
+kbox_msg_t *kbox__msg_decode_parts(kbox_auth_t *auth, const kbox__parts_t *p, kbox_error_t *err)
+{
+	return decode(auth, p->frames, p->n, true, err);
+}

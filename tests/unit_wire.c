@@ -560,6 +560,43 @@ TEST(decode_zmsg_refuses_bad_headers_and_parents)
 	kbox_auth_destroy(&auth);
 }
 
+/* A message of more parts than are held inline (buffers) is received
+ * whole, each part as it was sent; with nothing waiting, nothing. */
+TEST(parts_recv_takes_every_part_of_a_long_message)
+{
+	zsock_t *tx = zsock_new_pair("@inproc://unit-wire-parts");
+	zsock_t *rx = zsock_new_pair(">inproc://unit-wire-parts");
+	kbox__parts_t p;
+	size_t bytes = 0;
+	const int n = 3 * KBOX__PARTS_INLINE + 5;
+
+	REQUIRE(tx && rx);
+	CHECK(kbox__parts_recv(&p, zsock_resolve(rx)) == -1);
+	for (int i = 0; i < n; i++) {
+		char buf[80];
+		int len = snprintf(buf, sizeof buf, "part %d %s", i,
+		                   i % 2 ? "" : "long enough to be allocated by libzmq");
+		bytes += (size_t)len;
+		zmq_send(zsock_resolve(tx), buf, (size_t)len, i + 1 < n ? ZMQ_SNDMORE : 0);
+	}
+	zsock_set_rcvtimeo(rx, 2000);
+	REQUIRE(zsock_events(rx) & ZMQ_POLLIN);
+	REQUIRE(kbox__parts_recv(&p, zsock_resolve(rx)) == 0);
+	CHECK_INT_EQ(p.n, n);
+	CHECK_INT_EQ(p.bytes, bytes);
+	for (int i = 0; i < n && (size_t)i < p.n; i++) {
+		char buf[80];
+		int len = snprintf(buf, sizeof buf, "part %d %s", i,
+		                   i % 2 ? "" : "long enough to be allocated by libzmq");
+		CHECK(p.frames[i].size == (size_t)len &&
+		      memcmp(p.frames[i].data, buf, (size_t)len) == 0);
+	}
+	kbox__parts_close(&p);
+	CHECK(kbox__parts_recv(&p, zsock_resolve(rx)) == -1);
+	zsock_destroy(&rx);
+	zsock_destroy(&tx);
+}
+
 TEST(python_message_with_wrong_key_is_refused)
 {
 	json_t *m = vector("messages", "execute_request");
@@ -1356,6 +1393,7 @@ int main(void)
 	RUN(decode_zmsg_matches_decode_and_leaves_zmsg_alone);
 	RUN(decode_zmsg_reads_headers_as_jansson_does);
 	RUN(decode_zmsg_refuses_bad_headers_and_parents);
+	RUN(parts_recv_takes_every_part_of_a_long_message);
 	RUN(python_message_with_wrong_key_is_refused);
 	RUN(empty_key_accepts_any_signature);
 
