@@ -515,10 +515,8 @@ static bool exec_callback(kbox_client_t *self, kbox_exec_t *x, kbox_channel_t ch
 /* Is M a status message saying idle? */
 static bool is_idle(const kbox_msg_t *m)
 {
-	json_t *st;
 	return strcmp(kbox_msg_type(m), "status") == 0 &&
-	       (st = json_object_get(kbox_msg_content(m), "execution_state")) &&
-	       json_is_string(st) && strcmp(json_string_value(st), "idle") == 0;
+	       kbox__msg_content_is(m, "execution_state", "idle");
 }
 
 /* X's own iopub message *M_P (taken when collected). */

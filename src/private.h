@@ -57,6 +57,11 @@ zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_e
  * reads as an empty object instead of refusing the message. */
 kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err);
 
+/* Is member KEY of SELF's content the string VALUE?  Read off the text
+ * when the content is still flat text (flat_object: what jansson would
+ * read there), without parsing it; else from kbox_msg_content. */
+bool kbox__msg_content_is(const kbox_msg_t *self, const char *key, const char *value);
+
 /* ---- wire.c: a message as it is received, in libzmq's own parts ---- */
 
 #define KBOX__PARTS_INLINE 16 /* parts held without an allocation */

@@ -1026,6 +1026,17 @@ kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t 
 	return msg;
 }
 
+bool kbox__msg_content_is(const kbox_msg_t *self, const char *key, const char *value)
+{
+	json_t *v;
+	span_t got;
+	if (!self->content && self->text[3] &&
+	    flat_object(self->text[3], self->text_len[3], &key, 1, &got))
+		return got.p && got.n == strlen(value) && memcmp(got.p, value, got.n) == 0;
+	v = json_object_get(kbox_msg_content(self), key);
+	return json_is_string(v) && strcmp(json_string_value(v), value) == 0;
+}
+
 /* ---- parts: a message received into zmq_msg_t ---- */
 
 void kbox__parts_close(kbox__parts_t *self)

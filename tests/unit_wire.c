@@ -597,6 +597,42 @@ TEST(parts_recv_takes_every_part_of_a_long_message)
 	zsock_destroy(&tx);
 }
 
+/* kbox__msg_content_is answers as the parsed content does, whether the
+ * content is still flat text, text jansson must read, or parsed. */
+TEST(content_is_answers_as_the_parsed_content)
+{
+	static const struct {
+		const char *content, *value;
+		bool want;
+	} cases[] = {
+	        {"{\"execution_state\":\"idle\"}", "idle", true},
+	        {" { \"execution_state\" : \"busy\" } ", "idle", false},
+	        {"{\"execution_state\":\"idle\",\"execution_state\":\"busy\"}", "idle", false},
+	        {"{\"execution_state\":\"id\\u006ce\"}", "idle", true},
+	        {"{\"execution_state\":1}", "idle", false},
+	        {"{\"other\":\"idle\"}", "idle", false},
+	        {"{\"execution_state\":\"idl\"}", "idle", false},
+	        {"not json", "idle", false},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+		for (int parsed = 0; parsed < 2; parsed++) {
+			kbox_auth_t *auth = auth_with_key(KEY, 0); /* (a message twice) */
+			kbox_error_t err = {0};
+			kbox_msg_t *msg = decode_zmsg_dicts(auth, GOOD_HEADER, "{}", "{}",
+			                                    cases[i].content, &err);
+			REQUIRE(msg != NULL);
+			if (parsed)
+				kbox_msg_content(msg);
+			if (kbox__msg_content_is(msg, "execution_state", cases[i].value) !=
+			    cases[i].want)
+				printf("# %s (parsed %d)\n", cases[i].content, parsed);
+			CHECK(kbox__msg_content_is(msg, "execution_state", cases[i].value) ==
+			      cases[i].want);
+			kbox_msg_destroy(&msg);
+			kbox_auth_destroy(&auth);
+		}
+}
+
 TEST(python_message_with_wrong_key_is_refused)
 {
 	json_t *m = vector("messages", "execute_request");
@@ -1394,6 +1430,7 @@ int main(void)
 	RUN(decode_zmsg_reads_headers_as_jansson_does);
 	RUN(decode_zmsg_refuses_bad_headers_and_parents);
 	RUN(parts_recv_takes_every_part_of_a_long_message);
+	RUN(content_is_answers_as_the_parsed_content);
 	RUN(python_message_with_wrong_key_is_refused);
 	RUN(empty_key_accepts_any_signature);
 
