@@ -798,11 +798,14 @@ static void on_error(kbox_capture_t *self, json_t *c)
 int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t *err)
 {
 	const char *type = kbox_msg_type(msg);
-	json_t *c = kbox_msg_content(msg);
+	json_t *c;
 	size_t notices_before = self->n_notices;
 
 	if (!type)
 		return 0;
+	/* (a status, two of every execution's messages, says nothing here:
+	 * its content is not parsed for it) */
+	c = strcmp(type, "status") != 0 ? kbox_msg_content(msg) : NULL;
 	if (strcmp(type, "stream") == 0) {
 		json_t *name = json_object_get(c, "name"), *text = json_object_get(c, "text");
 		kbox_stream_t s = json_is_string(name) &&

@@ -183,16 +183,16 @@ static void note_drop(kbox_client_t *self, const char *why, kbox_channel_t ch)
 	memcpy(self->last_drop + keep, tail, (size_t)t + 1);
 }
 
-/* Decode *Z_P (taken), which came on CH: the message (new), or NULL when
- * it is invalid (dropped and counted).  What comes during an execution
- * has its number noted (kbox__seq_note). */
-kbox_msg_t *client_decode(kbox_client_t *self, zmsg_t **z_p, kbox_channel_t ch)
+/* Decode P (closed here), which came on CH: the message (new), or NULL
+ * when it is invalid (dropped and counted).  What comes during an
+ * execution has its number noted (kbox__seq_note). */
+kbox_msg_t *client_decode(kbox_client_t *self, kbox__parts_t *p, kbox_channel_t ch)
 {
 	kbox_error_t e = {0};
-	kbox_msg_t *msg = kbox__msg_decode_zmsg(self->auth, *z_p, &e);
+	kbox_msg_t *msg = kbox__msg_decode_parts(self->auth, p, &e);
 	kbox_exec_t *x = self->exec;
 
-	zmsg_destroy(z_p);
+	kbox__parts_close(p);
 	if (!msg) {
 		self->dropped++;
 		note_drop(self, e.msg, ch);
@@ -207,8 +207,16 @@ kbox_msg_t *client_decode(kbox_client_t *self, zmsg_t **z_p, kbox_channel_t ch)
  * NULL when there was none or it was invalid (dropped and counted). */
 kbox_msg_t *client_read_one(kbox_client_t *self, kbox_channel_t ch)
 {
-	zmsg_t *z = channel_readable(self, ch) ? zmsg_recv(self->sock[ch]) : NULL;
-	return z ? client_decode(self, &z, ch) : NULL;
+	kbox__parts_t p;
+	return client_recv(self, ch, &p) == 0 ? client_decode(self, &p, ch) : NULL;
+}
+
+/* Receive into P the message waiting on CH (client_int.h). */
+int client_recv(kbox_client_t *self, kbox_channel_t ch, kbox__parts_t *p)
+{
+	if (!channel_readable(self, ch))
+		return -1;
+	return kbox__parts_recv(p, zsock_resolve(self->sock[ch]));
 }
 
 /* Wait up to TIMEOUT_MS (-1 forever) for input on the channels in MASK
@@ -286,9 +294,9 @@ int kbox_client_heartbeat(kbox_client_t *self, int timeout_ms)
 	if (!hb)
 		return -1;
 	if (zstr_send(hb, "ping") == 0 && poll_channels(self, 1u << KBOX_CH_HB, timeout_ms) > 0) {
-		zmsg_t *z = zmsg_recv(hb);
-		if (z) {
-			zmsg_destroy(&z);
+		kbox__parts_t p;
+		if (kbox__parts_recv(&p, zsock_resolve(hb)) == 0) {
+			kbox__parts_close(&p);
 			return 0;
 		}
 	}
@@ -341,18 +349,18 @@ static void on_iopub(kbox_client_t *self)
 {
 	kbox_exec_t *x = self->exec;
 	exec_run_t *run = x && x->run->phase >= X_RUN ? x->run : NULL;
-	zmsg_t *z;
+	kbox__parts_t p;
 	kbox_msg_t *m;
 	const char *pid;
 	guard_t g;
 
-	if (!channel_readable(self, KBOX_CH_IOPUB) || !(z = zmsg_recv(self->sock[KBOX_CH_IOPUB])))
+	if (client_recv(self, KBOX_CH_IOPUB, &p) < 0)
 		return;
 	if (self->ready)
 		self->ready->iopub_heard = true;
 	if (run)
 		run->last_activity = run->last_iopub = kx_now_ms();
-	m = iopub_decode(self, &z, run ? &run->bucket : &self->iopub_bucket, x,
+	m = iopub_decode(self, &p, run ? &run->bucket : &self->iopub_bucket, x,
 	                 run ? run->req_id : NULL);
 	pid = m ? kbox_msg_parent_id(m) : NULL;
 	if (run) /* silence counts from when this one was taken in */

@@ -214,10 +214,13 @@ void client_text_cut(char *buf, size_t size, int n);
 /* Read one message from CH without waiting: the decoded message (new), or
  * NULL when there was none or it was invalid (dropped and counted). */
 kbox_msg_t *client_read_one(kbox_client_t *self, kbox_channel_t ch);
-/* Decode *Z_P (taken), which came on CH: the message (new), or NULL when
- * it is invalid (dropped and counted).  What comes during an execution
- * has its number noted (kbox__seq_note). */
-kbox_msg_t *client_decode(kbox_client_t *self, zmsg_t **z_p, kbox_channel_t ch);
+/* Decode P (closed here), which came on CH: the message (new), or NULL
+ * when it is invalid (dropped and counted).  What comes during an
+ * execution has its number noted (kbox__seq_note). */
+kbox_msg_t *client_decode(kbox_client_t *self, kbox__parts_t *p, kbox_channel_t ch);
+/* Receive into P the message waiting on CH (kbox__parts_recv): 0, or -1
+ * when there is none. */
+int client_recv(kbox_client_t *self, kbox_channel_t ch, kbox__parts_t *p);
 
 /* The loop's handlers of a channel's socket and of its handshake monitor
  * (ARG is its chan_t). */
@@ -330,11 +333,11 @@ void exec_set_reason(kbox_exec_t *x, const char *fmt, ...) KBOX_PRINTF(2, 3);
 
 /* ---- iopub_guard.c ---- */
 
-/* Read one iopub message, *Z_P (taken); output over the limit of B is
+/* Read one iopub message, P (closed here); output over the limit of B is
  * dropped unverified and counted: against X when it is its own (REQ_ID),
  * against the iopub callback otherwise.  New, or NULL when dropped or
  * invalid. */
-kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, kbox__bucket_t *b, kbox_exec_t *x,
+kbox_msg_t *iopub_decode(kbox_client_t *self, kbox__parts_t *p, kbox__bucket_t *b, kbox_exec_t *x,
                          const char *req_id);
 
 #endif

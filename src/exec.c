@@ -515,10 +515,8 @@ static bool exec_callback(kbox_client_t *self, kbox_exec_t *x, kbox_channel_t ch
 /* Is M a status message saying idle? */
 static bool is_idle(const kbox_msg_t *m)
 {
-	json_t *st;
 	return strcmp(kbox_msg_type(m), "status") == 0 &&
-	       (st = json_object_get(kbox_msg_content(m), "execution_state")) &&
-	       json_is_string(st) && strcmp(json_string_value(st), "idle") == 0;
+	       kbox__msg_content_is(m, "execution_state", "idle");
 }
 
 /* X's own iopub message *M_P (taken when collected). */
@@ -607,11 +605,11 @@ out:
 /* hb: the echo of the execution's ping. */
 void exec_on_hb(kbox_client_t *self)
 {
-	zmsg_t *z = channel_readable(self, KBOX_CH_HB) ? zmsg_recv(self->sock[KBOX_CH_HB]) : NULL;
+	kbox__parts_t p;
 	kbox_exec_t *x = self->exec;
-	if (!z)
+	if (client_recv(self, KBOX_CH_HB, &p) < 0)
 		return;
-	zmsg_destroy(&z);
+	kbox__parts_close(&p);
 	if (x && x->run->hb_waiting) {
 		client_cancel_timer(self, &x->run->t_hb);
 		x->run->hb_waiting = false;

@@ -296,17 +296,19 @@ bool kbox__stream_text(const char *p, size_t n, int *which, size_t *bytes)
 	return found;
 }
 
-/* Is Z (raw, unverified) an output message that may be dropped unread?
- * Only its header's msg_type and its parent's msg_id are looked at; nothing
- * is acted on.  *OURS tells whether the parent is REQ_ID (never when NULL).
- * For a stream message of ours, *STREAM is 0 (stdout) or 1 (stderr) and
- * *TEXT_BYTES the bytes of its text; else *STREAM is -1. */
-bool kbox__droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *stream,
-                            size_t *text_bytes, char *msg_id, size_t id_size)
+/* Is the message of the N FRAMES (raw, unverified) an output message that
+ * may be dropped unread?  Only its header's msg_type and its parent's
+ * msg_id are looked at; nothing is acted on.  *OURS tells whether the
+ * parent is REQ_ID (never when NULL).  For a stream message of ours,
+ * *STREAM is 0 (stdout) or 1 (stderr) and *TEXT_BYTES the bytes of its
+ * text; else *STREAM is -1. */
+bool kbox__droppable_output(const kbox_frame_t *frames, size_t n, const char *req_id, bool *ours,
+                            int *stream, size_t *text_bytes, char *msg_id, size_t id_size)
 {
 	const size_t dlen = sizeof KBOX_DELIMITER - 1;
-	zframe_t *f;
-	bool found = false, out = false;
+	const kbox_frame_t *f;
+	size_t d;
+	bool out = false;
 
 	bool is_stream = false;
 
@@ -314,15 +316,13 @@ bool kbox__droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *stre
 	*stream = -1;
 	*text_bytes = 0;
 	msg_id[0] = '\0';
-	for (f = zmsg_first(z); f; f = zmsg_next(z))
-		if (zframe_size(f) == dlen && memcmp(zframe_data(f), KBOX_DELIMITER, dlen) == 0) {
-			found = true;
+	for (d = 0; d < n; d++)
+		if (frames[d].size == dlen && memcmp(frames[d].data, KBOX_DELIMITER, dlen) == 0)
 			break;
-		}
-	/* (unverified: only a short header and parent are parsed) */
-	if (found && zmsg_next(z) && (f = zmsg_next(z)) && /* skip the signature */
-	    zframe_size(f) <= KBOX_MAX_HEADER_BYTES) {
-		json_t *h = json_loadb((const char *)zframe_data(f), zframe_size(f), 0, NULL);
+	/* (unverified: only a short header and parent are parsed; the
+	 * signature, frames[d + 1], is skipped) */
+	if (d + 2 < n && (f = &frames[d + 2])->size <= KBOX_MAX_HEADER_BYTES) {
+		json_t *h = json_loadb((const char *)f->data, f->size, 0, NULL);
 		json_t *t = json_object_get(h, "msg_type");
 		json_t *mid = json_object_get(h, "msg_id");
 		/* a cut id would be another number: none, then */
@@ -336,17 +336,16 @@ bool kbox__droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *stre
 			      strcmp(s, "update_display_data") == 0;
 		}
 		json_decref(h);
-		if (out && (f = zmsg_next(z)) && zframe_size(f) <= KBOX_MAX_HEADER_BYTES) {
-			json_t *p = json_loadb((const char *)zframe_data(f), zframe_size(f), 0,
-			                       NULL);
+		if (out && d + 3 < n && (f = &frames[d + 3])->size <= KBOX_MAX_HEADER_BYTES) {
+			json_t *p = json_loadb((const char *)f->data, f->size, 0, NULL);
 			json_t *id = json_object_get(p, "msg_id");
 			*ours = req_id && json_is_string(id) &&
 			        strcmp(json_string_value(id), req_id) == 0;
 			json_decref(p);
 			/* metadata, then content: the text is counted, not decoded */
-			if (*ours && is_stream && zmsg_next(z) && (f = zmsg_next(z)) &&
-			    kbox__stream_text((const char *)zframe_data(f), zframe_size(f), stream,
-			                      text_bytes) == false)
+			if (*ours && is_stream && d + 5 < n &&
+			    kbox__stream_text((const char *)frames[d + 5].data, frames[d + 5].size,
+			                      stream, text_bytes) == false)
 				*stream = -1;
 		}
 	}
@@ -373,12 +372,12 @@ static void iopub_count_drop(kbox_client_t *self, kbox_exec_t *x, bool ours, siz
 	}
 }
 
-/* Read one iopub message, *Z_P (taken), through the limit of B
+/* Read one iopub message, P (closed here), through the limit of B
  * (client_int.h). */
-kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, kbox__bucket_t *b, kbox_exec_t *x,
+kbox_msg_t *iopub_decode(kbox_client_t *self, kbox__parts_t *p, kbox__bucket_t *b, kbox_exec_t *x,
                          const char *req_id)
 {
-	size_t size = zmsg_content_size(*z_p);
+	size_t size = p->bytes;
 	bool ours = false, over;
 	int stream;
 	size_t text_bytes;
@@ -386,7 +385,8 @@ kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, kbox__bucket_t *b, k
 
 	over = self->shedding || !kbox__bucket_take(b, size, kx_now_ms());
 	if (over &&
-	    kbox__droppable_output(*z_p, req_id, &ours, &stream, &text_bytes, id, sizeof id) &&
+	    kbox__droppable_output(p->frames, p->n, req_id, &ours, &stream, &text_bytes, id,
+	                           sizeof id) &&
 	    /* the execution's own output is read all the same while its
 	     * receiver keeps it on disk: it is memory that needs the limit */
 	    !(ours && !self->shedding && x->run && x->run->o.keep_output &&
@@ -394,8 +394,8 @@ kbox_msg_t *iopub_decode(kbox_client_t *self, zmsg_t **z_p, kbox__bucket_t *b, k
 		if (x && x->run)
 			kbox__seq_note(&x->seq, id, ours);
 		iopub_count_drop(self, x, ours, size, stream, text_bytes);
-		zmsg_destroy(z_p);
+		kbox__parts_close(p);
 		return NULL;
 	}
-	return client_decode(self, z_p, KBOX_CH_IOPUB);
+	return client_decode(self, p, KBOX_CH_IOPUB);
 }

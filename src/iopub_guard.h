@@ -72,7 +72,7 @@ void kbox__seq_free(kbox__seq_t *s);
  * nothing, and takes time in proportion to N whatever P holds. */
 bool kbox__stream_text(const char *p, size_t n, int *which, size_t *bytes);
 
-/* Is Z (raw, unverified) an output message (stream, display_data,
+/* Is the message of the N FRAMES (raw, unverified) an output message (stream, display_data,
  * update_display_data) that may be dropped unread?  Only its header's
  * msg_type and msg_id (into MSG_ID, ID_SIZE bytes, "" if none) and its
  * parent's msg_id are decoded, each at most KBOX_MAX_HEADER_BYTES.  *OURS
@@ -80,7 +80,7 @@ bool kbox__stream_text(const char *p, size_t n, int *which, size_t *bytes);
  * message of ours, *STREAM is 0 (stdout) or 1 (stderr) and *TEXT_BYTES the
  * bytes of its text (kbox__stream_text); else *STREAM is -1 and
  * *TEXT_BYTES 0. */
-bool kbox__droppable_output(zmsg_t *z, const char *req_id, bool *ours, int *stream,
-                            size_t *text_bytes, char *msg_id, size_t id_size);
+bool kbox__droppable_output(const kbox_frame_t *frames, size_t n, const char *req_id, bool *ours,
+                            int *stream, size_t *text_bytes, char *msg_id, size_t id_size);
 
 #endif

@@ -48,4 +48,35 @@ zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_e
  * reads as an empty object instead of refusing the message. */
 kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t *err);
 
+/* Is member KEY of SELF's content the string VALUE?  Read off the text
+ * when the content is still flat text (flat_object: what jansson would
+ * read there), without parsing it; else from kbox_msg_content. */
+bool kbox__msg_content_is(const kbox_msg_t *self, const char *key, const char *value);
+
+/* ---- wire.c: a message as it is received, in libzmq's own parts ---- */
+
+#define KBOX__PARTS_INLINE 16 /* parts held without an allocation */
+
+/* The parts of one multipart message, received straight into zmq_msg_t
+ * (no copy, no allocation of its own for up to KBOX__PARTS_INLINE), and
+ * a view of each (FRAMES[i], borrowed from the parts). */
+typedef struct {
+	zmq_msg_t inline_parts[KBOX__PARTS_INLINE], *parts;
+	kbox_frame_t inline_frames[KBOX__PARTS_INLINE], *frames;
+	size_t n, cap;
+	size_t bytes; /* of all the parts */
+} kbox__parts_t;
+
+/* Receive into SELF (uninitialised) the message waiting on the libzmq
+ * socket SOCK, without waiting.  0, or -1 when there is none (EAGAIN,
+ * EINTR) or it cannot be read; SELF then holds nothing.  After 0, SELF
+ * is released with kbox__parts_close. */
+int kbox__parts_recv(kbox__parts_t *self, void *sock);
+
+/* Release the parts of SELF. */
+void kbox__parts_close(kbox__parts_t *self);
+
+/* kbox__msg_decode_zmsg for the parts of P (left untouched). */
+kbox_msg_t *kbox__msg_decode_parts(kbox_auth_t *auth, const kbox__parts_t *p, kbox_error_t *err);
+
 #endif

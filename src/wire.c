@@ -32,14 +32,23 @@ typedef struct {
 	size_t n, cap;
 } framev_t;
 
+/* The header's fields that every message is asked for, and its parent's
+ * msg_id: read from a flat header (flat_object) without parsing it. */
+enum { F_ID, F_TYPE, F_SESSION, F_PARENT_ID, F_COUNT };
+
 struct kbox_msg {
+	/* the four dicts; one is NULL while it is still text (text[i]) */
 	json_t *header, *parent, *metadata, *content;
 	char sig[SIG_HEX + 1];
 	framev_t buffers, identities;
-	/* decoded for the client (kbox__msg_decode_zmsg): the verified text
-	 * of metadata and content, parsed on first use; NULL once parsed */
-	char *text[2];
-	size_t text_len[2];
+	/* the verified text of the dicts not parsed yet, parsed on first use
+	 * (lazy_dict).  Header and parent are left as text only when flat
+	 * (their fields then in FIELD), and live in BLOB; metadata and
+	 * content are malloc'd apiece, freed once parsed. */
+	const char *text[4];
+	size_t text_len[4];
+	const char *field[F_COUNT]; /* in BLOB; NULL when absent */
+	char *blob;
 };
 
 /* ---- helpers ---- */
@@ -355,35 +364,112 @@ static void framev_free(framev_t *fv)
 
 /* ---- messages ---- */
 
+/* The text of an empty dict, left unparsed in a message made here. */
+static const char empty_object[] = "{}";
+
+/* The body of the JSON string of the UTF-8 text S into OUT (NULL: only
+ * measured); its length. */
+static size_t json_escape(char *out, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			if (out)
+				out[n] = '\\', out[n + 1] = (char)c;
+			n += 2;
+		} else if (c < 0x20) {
+			if (out)
+				memcpy(out + n, "\\u00", 4), out[n + 4] = hex[c >> 4],
+				                                     out[n + 5] = hex[c & 15];
+			n += 6;
+		} else {
+			if (out)
+				out[n] = (char)c;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Make SELF's header as text, with its fields, in SELF's blob: the
+ * object jansson would write of these strings (valid UTF-8: checked by
+ * the caller).  0, or -1 when out of memory. */
+static int header_text(kbox_msg_t *self, const char *id, const char *session, const char *username,
+                       const char *date, const char *msg_type)
+{
+	/* the members in the order kbox_msg_new always wrote them */
+	const char *const keys[] = {"{\"msg_id\":\"", "\",\"session\":\"",  "\",\"username\":\"",
+	                            "\",\"date\":\"", "\",\"msg_type\":\"", "\",\"version\":\""};
+	const char *const values[] = {id, session, username, date, msg_type, KBOX_PROTOCOL_VERSION};
+	const char *const fields[F_COUNT] = {id, msg_type, session, NULL};
+	size_t size = sizeof "\"}", len[F_COUNT];
+	char *b;
+
+	for (int k = 0; k < 6; k++)
+		size += strlen(keys[k]) + json_escape(NULL, values[k]);
+	for (int f = 0; f < F_COUNT; f++)
+		size += fields[f] ? (len[f] = strlen(fields[f])) + 1 : 0;
+	if (!(self->blob = b = malloc(size)))
+		return -1;
+	self->text[0] = b;
+	for (int k = 0; k < 6; k++) {
+		size_t kl = strlen(keys[k]);
+		memcpy(b, keys[k], kl);
+		b += kl;
+		b += json_escape(b, values[k]);
+	}
+	memcpy(b, "\"}", 2);
+	b += 2;
+	self->text_len[0] = (size_t)(b - self->text[0]);
+	for (int f = 0; f < F_COUNT; f++) {
+		if (!fields[f])
+			continue;
+		memcpy(b, fields[f], len[f] + 1);
+		self->field[f] = b;
+		b += len[f] + 1;
+	}
+	return 0;
+}
+
 kbox_msg_t *kbox_msg_new(const char *msg_type, const char *session, const char *username,
                          json_t **content_p)
 {
 	kbox_msg_t *self = calloc(1, sizeof *self);
 	char id[37], date[32];
 
-	if (!self) {
-		if (content_p)
-			json_decref(*content_p), *content_p = NULL;
-		return NULL;
-	}
+	if (!session)
+		session = "";
+	if (!username)
+		username = "kbox";
+	/* (what jansson refuses to hold: not UTF-8) */
+	if (!self || !msg_type || !kx_utf8_valid_str(msg_type) || !kx_utf8_valid_str(session) ||
+	    !kx_utf8_valid_str(username))
+		goto fail;
 	kbox_init();
 	kbox_uuid(id);
 	kbox_iso8601(kx_wall_s(), date);
-	self->header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", id, "session",
-	                         session ? session : "", "username", username ? username : "kbox",
-	                         "date", date, "msg_type", msg_type, "version",
-	                         KBOX_PROTOCOL_VERSION);
-	self->parent = json_object();
-	self->metadata = json_object();
+	if (header_text(self, id, session, username, date, msg_type) < 0)
+		goto fail;
+	/* parent and metadata stay "{}" until asked for */
+	for (int i = 1; i < 3; i++) {
+		self->text[i] = empty_object;
+		self->text_len[i] = sizeof empty_object - 1;
+	}
 	if (content_p && *content_p) {
 		self->content = *content_p;
 		*content_p = NULL;
 	} else {
-		self->content = json_object();
+		self->text[3] = empty_object;
+		self->text_len[3] = sizeof empty_object - 1;
 	}
-	if (!self->header || !self->parent || !self->metadata || !self->content)
-		kbox_msg_destroy(&self);
 	return self;
+fail:
+	if (content_p)
+		json_decref(*content_p), *content_p = NULL;
+	kbox_msg_destroy(&self);
+	return NULL;
 }
 
 void kbox_msg_destroy(kbox_msg_t **self_p)
@@ -396,8 +482,10 @@ void kbox_msg_destroy(kbox_msg_t **self_p)
 	json_decref(self->parent);
 	json_decref(self->metadata);
 	json_decref(self->content);
-	free(self->text[0]);
-	free(self->text[1]);
+	for (int i = 2; i < 4; i++)
+		if (self->text[i] != empty_object)
+			free((char *)self->text[i]);
+	free(self->blob);
 	framev_free(&self->buffers);
 	framev_free(&self->identities);
 	free(self);
@@ -406,7 +494,7 @@ void kbox_msg_destroy(kbox_msg_t **self_p)
 
 void kbox_msg_set_parent(kbox_msg_t *self, const kbox_msg_t *parent)
 {
-	json_t *copy = json_deep_copy(parent->header);
+	json_t *copy = json_deep_copy(kbox_msg_header(parent));
 	if (copy) {
 		json_decref(self->parent);
 		self->parent = copy;
@@ -429,24 +517,32 @@ static const char *str_field(json_t *obj, const char *key)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+/* Field F of the header (or, F_PARENT_ID, the parent's msg_id): from the
+ * dict once it is parsed, else from the fields read off its flat text. */
+static const char *msg_field(const kbox_msg_t *self, int f, const char *key)
+{
+	json_t *d = f == F_PARENT_ID ? self->parent : self->header;
+	return d ? str_field(d, key) : self->field[f];
+}
+
 const char *kbox_msg_type(const kbox_msg_t *self)
 {
-	return str_field(self->header, "msg_type");
+	return msg_field(self, F_TYPE, "msg_type");
 }
 
 const char *kbox_msg_id(const kbox_msg_t *self)
 {
-	return str_field(self->header, "msg_id");
+	return msg_field(self, F_ID, "msg_id");
 }
 
 const char *kbox_msg_parent_id(const kbox_msg_t *self)
 {
-	return str_field(self->parent, "msg_id");
+	return msg_field(self, F_PARENT_ID, "msg_id");
 }
 
 const char *kbox_msg_session(const kbox_msg_t *self)
 {
-	const char *s = str_field(self->header, "session");
+	const char *s = msg_field(self, F_SESSION, "session");
 	return s ? s : "";
 }
 
@@ -456,7 +552,8 @@ static json_t *parse_dict(const char *p, size_t n, json_error_t *jerr);
  * text.  A decoded message is unchanged by this as its user sees it (the
  * text was verified): SELF is const to callers, the parse is a cache.
  * Text that is not a JSON object, which only the holder of the key can
- * have sent, reads as an empty object. */
+ * have sent, reads as an empty object (a header or parent left as text
+ * is flat, which jansson always reads: only memory can fail it). */
 static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
 {
 	kbox_msg_t *m = (kbox_msg_t *)self;
@@ -469,7 +566,8 @@ static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
 		json_decref(d);
 		d = json_object();
 	}
-	free(m->text[i]);
+	if (i >= 2 && m->text[i] != empty_object)
+		free((char *)m->text[i]);
 	m->text[i] = NULL;
 	*(json_t **)slot = d;
 	return d;
@@ -477,19 +575,19 @@ static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
 
 json_t *kbox_msg_header(const kbox_msg_t *self)
 {
-	return self->header;
+	return lazy_dict(self, &self->header, 0);
 }
 json_t *kbox_msg_parent_header(const kbox_msg_t *self)
 {
-	return self->parent;
+	return lazy_dict(self, &self->parent, 1);
 }
 json_t *kbox_msg_metadata(const kbox_msg_t *self)
 {
-	return lazy_dict(self, &self->metadata, 0);
+	return lazy_dict(self, &self->metadata, 2);
 }
 json_t *kbox_msg_content(const kbox_msg_t *self)
 {
-	return lazy_dict(self, &self->content, 1);
+	return lazy_dict(self, &self->content, 3);
 }
 const char *kbox_msg_signature(const kbox_msg_t *self)
 {
@@ -498,7 +596,7 @@ const char *kbox_msg_signature(const kbox_msg_t *self)
 
 double kbox_msg_date(const kbox_msg_t *self)
 {
-	return kbox_parse_iso8601(str_field(self->header, "date"));
+	return kbox_parse_iso8601(str_field(kbox_msg_header(self), "date"));
 }
 
 size_t kbox_msg_buffer_count(const kbox_msg_t *self)
@@ -522,8 +620,9 @@ static const char *const dict_names[4] = {"header", "parent_header", "metadata",
 
 zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_error_t *err)
 {
-	json_t *dicts[4] = {self->header, self->parent, kbox_msg_metadata(self),
-	                    kbox_msg_content(self)};
+	/* (a header or parent left as text is flat; metadata and content
+	 * that came as text are parsed, and sent as their JSON reads) */
+	json_t *dicts[4] = {self->header, self->parent, self->metadata, self->content};
 	char *text[4] = {NULL, NULL, NULL, NULL};
 	kbox_frame_t parts[4];
 	char sig[SIG_HEX + 1];
@@ -531,6 +630,19 @@ zmsg_t *kbox__msg_encode(const kbox_msg_t *self, const kbox_auth_t *auth, kbox_e
 	int i;
 
 	for (i = 0; i < 4; i++) {
+		if (!dicts[i] && (i < 2 || self->text[i] == empty_object)) {
+			/* flat text, or "{}" made here: sent as it is */
+			parts[i].data = self->text[i];
+			parts[i].size = self->text_len[i];
+			continue;
+		}
+		if (i >= 2)
+			dicts[i] = i == 2 ? kbox_msg_metadata(self) : kbox_msg_content(self);
+		if (json_is_object(dicts[i]) && json_object_size(dicts[i]) == 0) {
+			parts[i].data = empty_object;
+			parts[i].size = sizeof empty_object - 1;
+			continue;
+		}
 		text[i] = json_dumps(dicts[i], JSON_COMPACT | JSON_ENCODE_ANY);
 		if (!text[i]) {
 			kbox_error_set(err, KBOX_E_INVALID, "cannot serialise %s of %s message",
@@ -611,6 +723,100 @@ size_t kbox__json_cost(const char *p, size_t n)
 	return cost + containers * 200 + items * 64;
 }
 
+/* ---- flat dicts: a header read without jansson ---- */
+
+/* A string of P (N bytes) in a flat object (flat_object). */
+typedef struct {
+	const char *p;
+	size_t n;
+} span_t;
+
+/* The keys flat_object looks for in a header: F_ID, F_TYPE, F_SESSION. */
+static const char *const header_keys[] = {"msg_id", "msg_type", "session"};
+static const char *const parent_keys[] = {"msg_id"};
+
+static bool json_ws(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Read at *I of P (N bytes) a JSON string of printable ASCII without
+ * escapes into OUT (its characters, without the quotes).  False for
+ * anything else. */
+static bool flat_string(const char *p, size_t n, size_t *i, span_t *out)
+{
+	size_t k = *i;
+	if (k >= n || p[k] != '"')
+		return false;
+	out->p = p + ++k;
+	for (; k < n && p[k] != '"'; k++)
+		if (p[k] < 0x20 || p[k] > 0x7e || p[k] == '\\')
+			return false;
+	if (k >= n)
+		return false;
+	out->n = (size_t)(p + k - out->p);
+	*i = k + 1;
+	return true;
+}
+
+/* Is the text P (N bytes) a flat object: one JSON object, with
+ * whitespace around its tokens, whose members are all strings, and whose
+ * keys and values are printable ASCII without escapes?  That is what a
+ * Jupyter header is, and jansson reads it as an object of those very
+ * strings; so for such text the parse is left for later (lazy_dict) and
+ * the values of KEYS (N_KEYS of them) are put in OUT, as jansson would
+ * give them (the last of a repeated key; p NULL when absent).  False for
+ * any other text, valid JSON or not: the caller parses it with jansson,
+ * which decides. */
+static bool flat_object(const char *p, size_t n, const char *const *keys, size_t n_keys,
+                        span_t *out)
+{
+	size_t i = 0;
+	for (size_t k = 0; k < n_keys; k++)
+		out[k].p = NULL, out[k].n = 0;
+	while (i < n && json_ws(p[i]))
+		i++;
+	if (i >= n || p[i++] != '{')
+		return false;
+	while (i < n && json_ws(p[i]))
+		i++;
+	if (i < n && p[i] == '}') {
+		i++;
+	} else {
+		for (;;) {
+			span_t key, value;
+			if (!flat_string(p, n, &i, &key))
+				return false;
+			while (i < n && json_ws(p[i]))
+				i++;
+			if (i >= n || p[i++] != ':')
+				return false;
+			while (i < n && json_ws(p[i]))
+				i++;
+			if (!flat_string(p, n, &i, &value))
+				return false;
+			for (size_t k = 0; k < n_keys; k++)
+				if (key.n == strlen(keys[k]) && memcmp(key.p, keys[k], key.n) == 0)
+					out[k] = value;
+			while (i < n && json_ws(p[i]))
+				i++;
+			if (i >= n)
+				return false;
+			if (p[i] == '}') {
+				i++;
+				break;
+			}
+			if (p[i++] != ',')
+				return false;
+			while (i < n && json_ws(p[i]))
+				i++;
+		}
+	}
+	while (i < n && json_ws(p[i]))
+		i++;
+	return i == n;
+}
+
 /* Parse the JSON text P (N bytes); bytes that are not UTF-8 (a kernel
  * writing raw bytes) read as U+FFFD, as jupyter_client does.  NULL with
  * JERR. */
@@ -628,6 +834,42 @@ static json_t *parse_dict(const char *p, size_t n, json_error_t *jerr)
 	return d;
 }
 
+/* Keep in SELF's blob the text of the header and parent (FRAMES[0], [1])
+ * that are flat (FLAT[i]), with the fields read from them (HF: the
+ * header's, header_keys; PF: the parent's msg_id).  0, or -1 when out of
+ * memory. */
+static int keep_flat(kbox_msg_t *self, const kbox_frame_t frames[2], const bool flat[2],
+                     const span_t hf[3], const span_t pf[1])
+{
+	const span_t *fields[F_COUNT] = {&hf[0], &hf[1], &hf[2], &pf[0]};
+	size_t size = 0;
+	char *b;
+
+	for (int i = 0; i < 2; i++)
+		size += flat[i] ? frames[i].size : 0;
+	for (int f = 0; f < F_COUNT; f++)
+		size += flat[f == F_PARENT_ID] && fields[f]->p ? fields[f]->n + 1 : 0;
+	if (!(self->blob = b = malloc(size ? size : 1)))
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		if (!flat[i])
+			continue;
+		memcpy(b, frames[i].data, frames[i].size);
+		self->text[i] = b;
+		self->text_len[i] = frames[i].size;
+		b += frames[i].size;
+	}
+	for (int f = 0; f < F_COUNT; f++) {
+		if (!flat[f == F_PARENT_ID] || !fields[f]->p)
+			continue;
+		memcpy(b, fields[f]->p, fields[f]->n);
+		b[fields[f]->n] = '\0';
+		self->field[f] = b;
+		b += fields[f]->n + 1;
+	}
+	return 0;
+}
+
 /* kbox_msg_decode; with LAZY, metadata and content are kept as text and
  * parsed on first use (kbox_msg_metadata, kbox_msg_content). */
 static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n, bool lazy,
@@ -638,6 +880,8 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 	size_t d, i;
 	json_t *dicts[4] = {NULL, NULL, NULL, NULL};
 	const kbox_frame_t *sig;
+	span_t hf[3], pf[1];
+	bool flat[2] = {false, false};
 
 	for (d = 0; d < n; d++)
 		if (frames[d].size == dlen && memcmp(frames[d].data, KBOX_DELIMITER, dlen) == 0)
@@ -683,6 +927,12 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 	for (i = 0; i < (lazy ? 2u : 4u); i++) {
 		json_error_t jerr;
 		const kbox_frame_t *f = &frames[d + 2 + i];
+		if (lazy && i < 2 &&
+		    flat_object(f->data, f->size, i ? parent_keys : header_keys, i ? 1 : 3,
+		                i ? pf : hf)) {
+			flat[i] = true; /* read: parsed on first use */
+			continue;
+		}
 		dicts[i] = parse_dict(f->data, f->size, &jerr);
 		if (!dicts[i]) {
 			kbox_error_set(err, KBOX_E_PROTOCOL,
@@ -696,7 +946,8 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 			goto fail;
 		}
 	}
-	if (!str_field(dicts[0], "msg_id") || !str_field(dicts[0], "msg_type")) {
+	if (flat[0] ? !hf[F_ID].p || !hf[F_TYPE].p
+	            : !str_field(dicts[0], "msg_id") || !str_field(dicts[0], "msg_type")) {
 		kbox_error_set(err, KBOX_E_PROTOCOL,
 		               "malformed message: header lacks a string msg_id or msg_type");
 		goto fail;
@@ -712,11 +963,15 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 	self->metadata = dicts[2];
 	self->content = dicts[3];
 	memset(dicts, 0, sizeof dicts);
-	for (i = 0; lazy && i < 2; i++) {
-		const kbox_frame_t *f = &frames[d + 4 + i];
-		if (!(self->text[i] = malloc(f->size ? f->size : 1)))
+	if ((flat[0] || flat[1]) && keep_flat(self, &frames[d + 2], flat, hf, pf) < 0)
+		goto nomem;
+	for (i = 2; lazy && i < 4; i++) {
+		const kbox_frame_t *f = &frames[d + 2 + i];
+		char *t = malloc(f->size ? f->size : 1);
+		if (!t)
 			goto nomem;
-		memcpy(self->text[i], f->data, f->size);
+		memcpy(t, f->data, f->size);
+		self->text[i] = t;
 		self->text_len[i] = f->size;
 	}
 	{
@@ -767,4 +1022,95 @@ kbox_msg_t *kbox__msg_decode_zmsg(kbox_auth_t *auth, zmsg_t *zmsg, kbox_error_t 
 	if (v != stackv)
 		free(v);
 	return msg;
+}
+
+bool kbox__msg_content_is(const kbox_msg_t *self, const char *key, const char *value)
+{
+	json_t *v;
+	span_t got;
+	if (!self->content && self->text[3] &&
+	    flat_object(self->text[3], self->text_len[3], &key, 1, &got))
+		return got.p && got.n == strlen(value) && memcmp(got.p, value, got.n) == 0;
+	v = json_object_get(kbox_msg_content(self), key);
+	return json_is_string(v) && strcmp(json_string_value(v), value) == 0;
+}
+
+/* ---- parts: a message received into zmq_msg_t ---- */
+
+void kbox__parts_close(kbox__parts_t *self)
+{
+	for (size_t i = 0; i < self->n; i++)
+		zmq_msg_close(&self->parts[i]);
+	if (self->parts != self->inline_parts) {
+		free(self->parts);
+		free(self->frames);
+	}
+	self->parts = self->inline_parts;
+	self->frames = self->inline_frames;
+	self->n = self->bytes = 0;
+}
+
+/* Room in SELF for one more part: the parts move (zmq_msg_move) to an
+ * array twice as large.  0, or -1 when out of memory. */
+static int parts_grow(kbox__parts_t *self)
+{
+	size_t cap = self->cap * 2;
+	zmq_msg_t *parts = malloc(cap * sizeof *parts);
+	kbox_frame_t *frames = malloc(cap * sizeof *frames);
+	if (!parts || !frames) {
+		free(parts);
+		free(frames);
+		return -1;
+	}
+	for (size_t i = 0; i < self->n; i++) {
+		zmq_msg_init(&parts[i]);
+		zmq_msg_move(&parts[i], &self->parts[i]);
+		zmq_msg_close(&self->parts[i]);
+	}
+	if (self->parts != self->inline_parts) {
+		free(self->parts);
+		free(self->frames);
+	}
+	self->parts = parts;
+	self->frames = frames;
+	self->cap = cap;
+	return 0;
+}
+
+int kbox__parts_recv(kbox__parts_t *self, void *sock)
+{
+	self->parts = self->inline_parts;
+	self->frames = self->inline_frames;
+	self->n = self->bytes = 0;
+	self->cap = KBOX__PARTS_INLINE;
+	for (;;) {
+		zmq_msg_t *m;
+		if (self->n == self->cap && parts_grow(self) < 0)
+			goto fail;
+		m = &self->parts[self->n];
+		zmq_msg_init(m);
+		/* (the parts of a message come together: only the first can be
+		 * missing) */
+		if (zmq_msg_recv(m, sock, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(m);
+			goto fail;
+		}
+		self->n++;
+		self->bytes += zmq_msg_size(m);
+		if (!zmq_msg_more(m))
+			break;
+	}
+	for (size_t i = 0; i < self->n; i++) {
+		self->frames[i].data = zmq_msg_data(&self->parts[i]);
+		self->frames[i].size = zmq_msg_size(&self->parts[i]);
+	}
+	return 0;
+fail:
+	kbox__parts_close(self);
+	return -1;
+}
+
+kbox_msg_t *kbox__msg_decode_parts(kbox_auth_t *auth, const kbox__parts_t *p, kbox_error_t *err)
+{
+	return decode(auth, p->frames, p->n, true, err);
 }

@@ -136,6 +136,61 @@ static void check_message(const kbox_msg_t *msg, const kbox_auth_t *auth, const 
 	check_round_trip(msg, auth, key);
 }
 
+/* Two strings alike, NULL included. */
+static int same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The client's decoding of FRAMES with KEY (kbox__msg_decode_zmsg: a flat
+ * header or parent read off its text, metadata and content parsed on
+ * use) against kbox_msg_decode's outcome EAGER (or its error EAGER_ERR):
+ * it accepts what that accepts, with the same header and parent, and
+ * refuses what that refuses but for metadata or content. */
+static void check_lazy(const char *key, const kbox_frame_t *frames, size_t n,
+                       const kbox_msg_t *eager, const kbox_error_t *eager_err)
+{
+	kbox_error_t err = {0};
+	kbox_auth_t *auth = kbox_auth_new("hmac-sha256", key, strlen(key), 4, &err);
+	zmsg_t *z = zmsg_new();
+	kbox_msg_t *lazy;
+	const char *type, *id, *session, *pid;
+
+	if (!auth || !z)
+		fail("kbox_auth_new or zmsg_new", &err);
+	for (size_t i = 0; i < n; i++)
+		zmsg_addmem(z, frames[i].data, frames[i].size);
+	lazy = kbox__msg_decode_zmsg(auth, z, &err);
+	if (eager && !lazy)
+		fail("the client's decoding refused what kbox_msg_decode accepted", &err);
+	if (!eager && lazy && strncmp(eager_err->msg, "malformed message: metadata ", 28) != 0 &&
+	    strncmp(eager_err->msg, "malformed message: content ", 27) != 0)
+		fail("the client's decoding accepted what kbox_msg_decode refused", eager_err);
+	if (lazy) {
+		/* read off the text, then once parsed: the same */
+		type = kbox_msg_type(lazy);
+		id = kbox_msg_id(lazy);
+		session = kbox_msg_session(lazy);
+		pid = kbox_msg_parent_id(lazy);
+		if (!type || !id)
+			fail("the client decoded a message without msg_type or msg_id", NULL);
+		if (eager &&
+		    (!same_str(type, kbox_msg_type(eager)) || !same_str(id, kbox_msg_id(eager)) ||
+		     !same_str(session, kbox_msg_session(eager)) ||
+		     !same_str(pid, kbox_msg_parent_id(eager)) ||
+		     !json_equal(kbox_msg_header(lazy), kbox_msg_header(eager)) ||
+		     !json_equal(kbox_msg_parent_header(lazy), kbox_msg_parent_header(eager))))
+			fail("the client's decoding read another header or parent", NULL);
+		if (!same_str(type, kbox_msg_type(lazy)) || !same_str(id, kbox_msg_id(lazy)) ||
+		    !same_str(session, kbox_msg_session(lazy)) ||
+		    !same_str(pid, kbox_msg_parent_id(lazy)))
+			fail("a header read off its text and parsed differ", NULL);
+	}
+	kbox_msg_destroy(&lazy);
+	zmsg_destroy(&z);
+	kbox_auth_destroy(&auth);
+}
+
 /* Decode FRAMES with KEY ("" for none); returns 1 if accepted. */
 static int decode_with(const char *key, const kbox_frame_t *frames, size_t n)
 {
@@ -148,6 +203,7 @@ static int decode_with(const char *key, const kbox_frame_t *frames, size_t n)
 		fail("kbox_auth_new", &err);
 	msg = kbox_msg_decode(auth, frames, n, &err);
 	ok = msg != NULL;
+	check_lazy(key, frames, n, msg, &err);
 	if (!msg) {
 		check_error(&err);
 	} else {

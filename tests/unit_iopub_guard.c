@@ -421,6 +421,19 @@ TEST(a_text_of_escapes_is_measured_in_one_pass)
 
 /* ---- the look at a raw message ---- */
 
+/* kbox__droppable_output of the frames of Z. */
+static bool droppable_frames(zmsg_t *z, const char *req_id, bool *ours, int *stream, size_t *bytes,
+                             char *id, size_t id_size)
+{
+	kbox_frame_t f[16];
+	size_t n = 0;
+	for (zframe_t *fr = zmsg_first(z); fr && n < 16; fr = zmsg_next(z), n++) {
+		f[n].data = zframe_data(fr);
+		f[n].size = zframe_size(fr);
+	}
+	return kbox__droppable_output(f, n, req_id, ours, stream, bytes, id, id_size);
+}
+
 /* A raw message: an identity, the delimiter, a signature, then HEADER,
  * PARENT, "{}" and CONTENT. */
 static zmsg_t *raw(const char *header, const char *parent, const char *content)
@@ -444,7 +457,7 @@ TEST(our_stream_message_is_droppable_with_its_text_measured)
 	int stream = -2;
 	size_t bytes = 99;
 	char id[256];
-	CHECK(kbox__droppable_output(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
+	CHECK(droppable_frames(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
 	CHECK(ours);
 	CHECK_INT_EQ(stream, 1);
 	CHECK_INT_EQ(bytes, 3);
@@ -460,11 +473,11 @@ TEST(anothers_output_is_droppable_but_not_ours_and_not_measured)
 	int stream = -2;
 	size_t bytes = 99;
 	char id[256];
-	CHECK(kbox__droppable_output(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
+	CHECK(droppable_frames(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
 	CHECK(!ours);
 	CHECK_INT_EQ(stream, -1);
 	CHECK_INT_EQ(bytes, 0);
-	CHECK(kbox__droppable_output(z, NULL, &ours, &stream, &bytes, id, sizeof id));
+	CHECK(droppable_frames(z, NULL, &ours, &stream, &bytes, id, sizeof id));
 	CHECK(!ours);
 	zmsg_destroy(&z);
 }
@@ -484,7 +497,7 @@ TEST(display_data_is_droppable_other_messages_are_not)
 		zmsg_t *z;
 		snprintf(h, sizeof h, "{\"msg_type\":\"%s\",\"msg_id\":\"S_1_1\"}", types[i]);
 		z = raw(h, "{\"msg_id\":\"req-1\"}", "{}");
-		if (kbox__droppable_output(z, "req-1", &ours, &stream, &bytes, id, sizeof id) !=
+		if (droppable_frames(z, "req-1", &ours, &stream, &bytes, id, sizeof id) !=
 		    droppable[i]) {
 			printf("# %s\n", types[i]);
 			CHECK(0);
@@ -505,16 +518,16 @@ TEST(a_message_that_cannot_be_looked_at_is_not_droppable)
 	/* no delimiter */
 	z = zmsg_new();
 	zmsg_addstr(z, "{\"msg_type\":\"stream\"}");
-	CHECK(!kbox__droppable_output(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
+	CHECK(!droppable_frames(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
 	zmsg_destroy(&z);
 	/* a header that is not JSON, or too large to decode */
 	z = raw("{\"msg_type\":\"stream\"", "{}", "{}");
-	CHECK(!kbox__droppable_output(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
+	CHECK(!droppable_frames(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
 	zmsg_destroy(&z);
 	snprintf(big, KBOX_MAX_HEADER_BYTES + 64, "{\"msg_type\":\"stream\",\"pad\":\"%0*d\"}",
 	         KBOX_MAX_HEADER_BYTES, 0);
 	z = raw(big, "{}", "{}");
-	CHECK(!kbox__droppable_output(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
+	CHECK(!droppable_frames(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
 	zmsg_destroy(&z);
 	free(big);
 }
@@ -528,7 +541,7 @@ TEST(a_msg_id_too_long_to_keep_is_none)
 	zmsg_t *z;
 	snprintf(h, sizeof h, "{\"msg_type\":\"stream\",\"msg_id\":\"%070d_7\"}", 0);
 	z = raw(h, "{\"msg_id\":\"req-1\"}", "{\"text\":\"a\"}");
-	CHECK(kbox__droppable_output(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
+	CHECK(droppable_frames(z, "req-1", &ours, &stream, &bytes, id, sizeof id));
 	CHECK_STR_EQ(id, "");
 	CHECK_INT_EQ(bytes, 1);
 	zmsg_destroy(&z);

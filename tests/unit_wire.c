@@ -447,6 +447,192 @@ TEST(decode_zmsg_matches_decode_and_leaves_zmsg_alone)
 	kbox_auth_destroy(&auth);
 }
 
+/* kbox__msg_decode_zmsg of [DELIM, sig, h, p, m, c] signed with AUTH. */
+static kbox_msg_t *decode_zmsg_dicts(kbox_auth_t *auth, const char *h, const char *p, const char *m,
+                                     const char *c, kbox_error_t *err)
+{
+	kbox_frame_t f[4] = {str_frame(h), str_frame(p), str_frame(m), str_frame(c)};
+	char sig[65];
+	zmsg_t *z = zmsg_new();
+	kbox_msg_t *msg;
+
+	kbox_auth_sign(auth, f, sig);
+	zmsg_addstr(z, KBOX_DELIMITER);
+	zmsg_addstr(z, sig);
+	for (int i = 0; i < 4; i++)
+		zmsg_addmem(z, f[i].data, f[i].size);
+	msg = kbox__msg_decode_zmsg(auth, z, err);
+	zmsg_destroy(&z);
+	return msg;
+}
+
+/* The client's decoding leaves a flat header or parent (strings of plain
+ * ASCII) unparsed until asked: what it answers must be what jansson reads
+ * in the text, whether the text is flat or not. */
+TEST(decode_zmsg_reads_headers_as_jansson_does)
+{
+	static const char *const headers[] = {
+	        GOOD_HEADER,
+	        " { \"msg_id\" : \"a\" ,\n\t\"msg_type\":\"status\", \"session\":\"s\" } \r\n",
+	        "{\"msg_id\":\"a\",\"msg_type\":\"x\",\"msg_type\":\"status\"}", /* the last */
+	        "{\"msg_id\":\"a\\\"b\",\"msg_type\":\"st\\u0061tus\",\"session\":\"\"}",
+	        "{\"msg_id\":\"\xc3\xa9\",\"msg_type\":\"status\",\"n\":1,\"o\":{}}",
+	};
+	static const char *const parents[] = {"{}", "{\"msg_id\":\"p-1\"}",
+	                                      "{\"msg_id\":\"p\\/2\",\"x\":[1]}",
+	                                      " {\"msg_id\":\"p-1\",\"msg_id\":\"p-3\"} "};
+	kbox_auth_t *auth = auth_with_key(KEY, 1000);
+
+	REQUIRE(auth != NULL);
+	for (size_t i = 0; i < sizeof headers / sizeof *headers; i++)
+		for (size_t j = 0; j < sizeof parents / sizeof *parents; j++) {
+			kbox_error_t err = {0};
+			kbox_msg_t *msg = decode_zmsg_dicts(auth, headers[i], parents[j], "{}",
+			                                    "{}", &err);
+			json_t *h = json_loads(headers[i], 0, NULL);
+			json_t *p = json_loads(parents[j], 0, NULL);
+			const char *ps = jstr(p, "msg_id");
+
+			REQUIRE(msg != NULL && h != NULL && p != NULL);
+			CHECK_STR_EQ(kbox_msg_id(msg), jstr(h, "msg_id"));
+			CHECK_STR_EQ(kbox_msg_type(msg), jstr(h, "msg_type"));
+			CHECK_STR_EQ(kbox_msg_session(msg),
+			             jstr(h, "session") ? jstr(h, "session") : "");
+			if (ps)
+				CHECK_STR_EQ(kbox_msg_parent_id(msg), ps);
+			else
+				CHECK(kbox_msg_parent_id(msg) == NULL);
+			CHECK(json_equal(kbox_msg_header(msg), h));
+			CHECK(json_equal(kbox_msg_parent_header(msg), p));
+			/* once parsed, the same answers */
+			CHECK_STR_EQ(kbox_msg_type(msg), jstr(h, "msg_type"));
+			kbox_msg_destroy(&msg);
+			json_decref(h);
+			json_decref(p);
+		}
+	kbox_auth_destroy(&auth);
+}
+
+/* What kbox_msg_decode refuses in a header or parent, the client's
+ * decoding refuses too (flat or not, it is validated when it comes). */
+TEST(decode_zmsg_refuses_bad_headers_and_parents)
+{
+	static const char *const bad[] = {
+	        "{\"a\":",
+	        "{} trailing",
+	        "",
+	        "[]",
+	        "\"text\"",
+	        "null",
+	        "{\"a\":\"b\",}",
+	        "{\"a\":\"b\"\"c\":\"d\"}",
+	        "{a:\"b\"}",
+	        "{\"a\"}",
+	        "{\"a\":\"b\"}}",
+	        "{\"a\":\"b\"",
+	        "{\"a\":\"\x01\"}",
+	};
+	kbox_auth_t *auth = auth_with_key(KEY, 1000);
+
+	REQUIRE(auth != NULL);
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		for (int which = 0; which < 2; which++) {
+			kbox_error_t err = {0};
+			kbox_msg_t *msg = decode_zmsg_dicts(auth, which ? GOOD_HEADER : bad[i],
+			                                    which ? bad[i] : "{}", "{}", "{}",
+			                                    &err);
+			if (msg)
+				printf("# %s %s was accepted\n", DICT_NAMES[which], bad[i]);
+			CHECK(msg == NULL);
+			CHECK_INT_EQ(err.code, KBOX_E_PROTOCOL);
+			kbox_msg_destroy(&msg);
+		}
+	{
+		kbox_error_t err = {0};
+		kbox_msg_t *msg = decode_zmsg_dicts(auth, "{\"msg_id\":\"a\"}", "{}", "{}", "{}",
+		                                    &err);
+		CHECK(msg == NULL);
+		CHECK_INT_EQ(err.code, KBOX_E_PROTOCOL);
+		msg = decode_zmsg_dicts(auth, "{\"msg_id\":\"a\",\"msg_type\":7}", "{}", "{}", "{}",
+		                        &err);
+		CHECK(msg == NULL);
+	}
+	kbox_auth_destroy(&auth);
+}
+
+/* A message of more parts than are held inline (buffers) is received
+ * whole, each part as it was sent; with nothing waiting, nothing. */
+TEST(parts_recv_takes_every_part_of_a_long_message)
+{
+	zsock_t *tx = zsock_new_pair("@inproc://unit-wire-parts");
+	zsock_t *rx = zsock_new_pair(">inproc://unit-wire-parts");
+	kbox__parts_t p;
+	size_t bytes = 0;
+	const int n = 3 * KBOX__PARTS_INLINE + 5;
+
+	REQUIRE(tx && rx);
+	CHECK(kbox__parts_recv(&p, zsock_resolve(rx)) == -1);
+	for (int i = 0; i < n; i++) {
+		char buf[80];
+		int len = snprintf(buf, sizeof buf, "part %d %s", i,
+		                   i % 2 ? "" : "long enough to be allocated by libzmq");
+		bytes += (size_t)len;
+		zmq_send(zsock_resolve(tx), buf, (size_t)len, i + 1 < n ? ZMQ_SNDMORE : 0);
+	}
+	zsock_set_rcvtimeo(rx, 2000);
+	REQUIRE(zsock_events(rx) & ZMQ_POLLIN);
+	REQUIRE(kbox__parts_recv(&p, zsock_resolve(rx)) == 0);
+	CHECK_INT_EQ(p.n, n);
+	CHECK_INT_EQ(p.bytes, bytes);
+	for (int i = 0; i < n && (size_t)i < p.n; i++) {
+		char buf[80];
+		int len = snprintf(buf, sizeof buf, "part %d %s", i,
+		                   i % 2 ? "" : "long enough to be allocated by libzmq");
+		CHECK(p.frames[i].size == (size_t)len &&
+		      memcmp(p.frames[i].data, buf, (size_t)len) == 0);
+	}
+	kbox__parts_close(&p);
+	CHECK(kbox__parts_recv(&p, zsock_resolve(rx)) == -1);
+	zsock_destroy(&rx);
+	zsock_destroy(&tx);
+}
+
+/* kbox__msg_content_is answers as the parsed content does, whether the
+ * content is still flat text, text jansson must read, or parsed. */
+TEST(content_is_answers_as_the_parsed_content)
+{
+	static const struct {
+		const char *content, *value;
+		bool want;
+	} cases[] = {
+	        {"{\"execution_state\":\"idle\"}", "idle", true},
+	        {" { \"execution_state\" : \"busy\" } ", "idle", false},
+	        {"{\"execution_state\":\"idle\",\"execution_state\":\"busy\"}", "idle", false},
+	        {"{\"execution_state\":\"id\\u006ce\"}", "idle", true},
+	        {"{\"execution_state\":1}", "idle", false},
+	        {"{\"other\":\"idle\"}", "idle", false},
+	        {"{\"execution_state\":\"idl\"}", "idle", false},
+	        {"not json", "idle", false},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+		for (int parsed = 0; parsed < 2; parsed++) {
+			kbox_auth_t *auth = auth_with_key(KEY, 0); /* (a message twice) */
+			kbox_error_t err = {0};
+			kbox_msg_t *msg = decode_zmsg_dicts(auth, GOOD_HEADER, "{}", "{}",
+			                                    cases[i].content, &err);
+			REQUIRE(msg != NULL);
+			if (parsed)
+				kbox_msg_content(msg);
+			if (kbox__msg_content_is(msg, "execution_state", cases[i].value) !=
+			    cases[i].want)
+				printf("# %s (parsed %d)\n", cases[i].content, parsed);
+			CHECK(kbox__msg_content_is(msg, "execution_state", cases[i].value) ==
+			      cases[i].want);
+			kbox_msg_destroy(&msg);
+			kbox_auth_destroy(&auth);
+		}
+}
+
 TEST(python_message_with_wrong_key_is_refused)
 {
 	json_t *m = vector("messages", "execute_request");
@@ -1067,6 +1253,53 @@ TEST(new_message_header_has_every_field)
 	kbox_msg_destroy(&msg);
 }
 
+/* The header is written as text: any string a caller gives comes back
+ * as it was, from the header and from what is sent; what is not UTF-8
+ * (which JSON cannot carry) makes no message. */
+TEST(new_message_header_escapes_what_the_caller_gives)
+{
+	static const char *const odd[] = {"a\"b",        "back\\slash", "tab\tnl\n\x01\x1f",
+	                                  "caf\xc3\xa9", "{\"x\":1}",   ""};
+	kbox_auth_t *auth = auth_with_key(KEY, 0);
+
+	REQUIRE(auth != NULL);
+	for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+		kbox_msg_t *msg = kbox_msg_new(odd[i], odd[i], odd[i], NULL), *back;
+		kbox_frame_t f[MAX_FRAMES];
+		kbox_error_t err = {0};
+		zmsg_t *z;
+		json_t *h;
+
+		REQUIRE(msg != NULL);
+		CHECK_STR_EQ(kbox_msg_type(msg), odd[i]);
+		CHECK_STR_EQ(kbox_msg_session(msg), odd[i]);
+		z = kbox__msg_encode(msg, auth, &err);
+		REQUIRE(z != NULL);
+		REQUIRE(frames_of_zmsg(z, f, MAX_FRAMES) == 6);
+		h = json_loadb(f[2].data, f[2].size, 0, NULL);
+		CHECK(h != NULL);
+		CHECK_STR_EQ(jstr(h, "msg_type"), odd[i]);
+		CHECK_STR_EQ(jstr(h, "session"), odd[i]);
+		CHECK_STR_EQ(jstr(h, "username"), odd[i]);
+		CHECK_STR_EQ(jstr(h, "msg_id"), kbox_msg_id(msg));
+		CHECK_INT_EQ(json_object_size(h), 6);
+		CHECK(json_equal(kbox_msg_header(msg), h));
+		back = kbox__msg_decode_zmsg(auth, z, &err);
+		CHECK(back != NULL);
+		if (back)
+			CHECK(json_equal(kbox_msg_header(back), h));
+		kbox_msg_destroy(&back);
+		json_decref(h);
+		zmsg_destroy(&z);
+		kbox_msg_destroy(&msg);
+	}
+	CHECK(kbox_msg_new("status", "s", "\xff", NULL) == NULL);
+	CHECK(kbox_msg_new("status", "\xc3", "u", NULL) == NULL);
+	CHECK(kbox_msg_new("\xed\xa0\x80", "s", "u", NULL) == NULL);
+	CHECK(kbox_msg_new(NULL, "s", "u", NULL) == NULL);
+	kbox_auth_destroy(&auth);
+}
+
 TEST(new_message_without_content_has_empty_object)
 {
 	json_t *content = NULL;
@@ -1194,6 +1427,10 @@ int main(void)
 	RUN(decodes_python_unicode_message_with_unicode_key);
 	RUN(decodes_python_message_carrying_buffers);
 	RUN(decode_zmsg_matches_decode_and_leaves_zmsg_alone);
+	RUN(decode_zmsg_reads_headers_as_jansson_does);
+	RUN(decode_zmsg_refuses_bad_headers_and_parents);
+	RUN(parts_recv_takes_every_part_of_a_long_message);
+	RUN(content_is_answers_as_the_parsed_content);
 	RUN(python_message_with_wrong_key_is_refused);
 	RUN(empty_key_accepts_any_signature);
 
@@ -1220,6 +1457,7 @@ int main(void)
 	RUN(empty_key_accepts_empty_signatures_without_replay_check);
 
 	RUN(new_message_header_has_every_field);
+	RUN(new_message_header_escapes_what_the_caller_gives);
 	RUN(new_message_without_content_has_empty_object);
 	RUN(uuid_is_lowercase_version4_and_fresh);
 	RUN(iso8601_formats_utc_with_microseconds);
