@@ -15,10 +15,12 @@
 #include <unistd.h>
 #include <sodium.h>
 
-#define MAX_MIME_BYTES 65536 /* a non-image MIME value longer than this is left out */
+#define MAX_MIME_BYTES 65536 /* a non-image MIME value longer as JSON is left out */
 #define MAX_ENAME 256
-#define MAX_KEPT_BYTES (8 * 1024 * 1024) /* all kept non-image MIME values of a capture */
-#define MAX_TRACEBACK_RAW (1024 * 1024)  /* bytes of the raw traceback kept */
+#define MAX_KEPT_BYTES (8 * 1024 * 1024) /* all kept non-image MIME values, as JSON */
+#define MAX_TRACEBACK_RAW (1024 * 1024)  /* bytes of the raw traceback kept, as JSON */
+#define FIT_SLACK (256 * 1024)           /* a reply's members besides the texts and bundles */
+#define FIT_MIN 4096                     /* the least a text cut to fit a reply keeps, as JSON */
 #define MAX_NOTICES 64
 
 struct kbox_result {
@@ -215,6 +217,7 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 	self->opts.max_lines = ml;
 	self->count = -1;
 	self->dfd = -1;
+	self->json_flags = JSON_COMPACT;
 	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
 		tbuf_init(&self->streams[s], mb, ml);
 	tbuf_init(&self->value_text, mb, ml);
@@ -252,6 +255,13 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 		kbox_capture_destroy(&self);
 	}
 	return self;
+}
+
+void kbox_capture_set_reply(kbox_capture_t *self, size_t max, unsigned copies, size_t flags)
+{
+	self->reply_max = max;
+	self->reply_copies = copies ? copies : 1;
+	self->json_flags = flags;
 }
 
 void kbox_capture_set_event_cb(kbox_capture_t *self, kbox_event_cb *cb, void *arg)
@@ -627,6 +637,12 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	return ref;
 }
 
+/* The bytes V takes as JSON in the reply (0 when jansson cannot dump it). */
+static size_t json_size(const kbox_capture_t *self, json_t *v)
+{
+	return json_dumpb(v, NULL, 0, self->json_flags | JSON_ENCODE_ANY);
+}
+
 /* A copy of DATA with images written to files (replaced by references) and
  * oversized values left out. */
 static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
@@ -662,15 +678,28 @@ static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
 			continue;
 		}
 		{
-			size_t sz = json_is_string(v) ? json_string_length(v)
-			                              : json_dumpb(v, NULL, 0, JSON_COMPACT);
-			if (sz > MAX_MIME_BYTES || self->kept_bytes + sz > MAX_KEPT_BYTES) {
+			/* as JSON, escapes and all; nested at most
+			 * KBOX_CAPTURE_MAX_DEPTH levels (a reply nests it
+			 * deeper, and no reader takes unbounded depth) */
+			size_t sz = json_size(self, v);
+			json_t *kept = sz <= MAX_MIME_BYTES
+			                       ? kbox_json_depth_cut(v, KBOX_CAPTURE_MAX_DEPTH)
+			                       : NULL;
+			if (kept && kept != v)
+				sz = json_size(self, kept);
+			if (!kept || sz > MAX_MIME_BYTES ||
+			    self->kept_bytes + sz > MAX_KEPT_BYTES) {
+				/* a string's own size, what a reader knows it by */
 				json_object_set_new(
 				        out, mime,
-				        json_pack("{s:I}", "omitted_bytes", (json_int_t)sz));
+				        json_pack("{s:I}", "omitted_bytes",
+				                  (json_int_t)(json_is_string(v)
+				                                       ? json_string_length(v)
+				                                       : sz)));
+				json_decref(kept);
 			} else {
 				self->kept_bytes += sz;
-				json_object_set(out, mime, v);
+				json_object_set_new(out, mime, kept);
 			}
 		}
 	}
@@ -757,7 +786,7 @@ static void on_error(kbox_capture_t *self, json_t *c)
 		size_t total = 0, left_out = 0;
 		json_array_foreach(tb, i, line)
 		{
-			size_t n = json_is_string(line) ? json_string_length(line) : 0;
+			size_t n = json_is_string(line) ? json_size(self, line) : 0;
 			if (!json_is_string(line))
 				continue;
 			if (total + n > MAX_TRACEBACK_RAW) {
@@ -767,6 +796,7 @@ static void on_error(kbox_capture_t *self, json_t *c)
 			total += n;
 			json_array_append(self->traceback_raw, line);
 		}
+		self->traceback_raw_bytes = total;
 		if (left_out) {
 			char note[64];
 			snprintf(note, sizeof note, "[... %zu more lines left out]", left_out);
@@ -969,6 +999,116 @@ void kbox_capture_destroy(kbox_capture_t **self_p)
 	*self_p = NULL;
 }
 
+/* What the texts of SELF may take each, as JSON, in a reply of
+ * SELF->reply_max bytes: what the rest leaves, shared so that the texts
+ * that fit their share are kept whole and the others get equal parts.
+ * SIZE holds the N texts' sizes; SIZE_MAX when all of them fit. */
+static size_t fit_share(const kbox_capture_t *self, const size_t *size, size_t n)
+{
+	unsigned copies = self->reply_copies;
+	size_t other = FIT_SLACK + self->traceback_raw_bytes, left, sorted[8], k;
+
+	/* the bundles kept (each in the outputs and the displays, its text in
+	 * the text), the prompts and the lines given, the notices */
+	other += self->kept_bytes * copies;
+	for (size_t i = 0; i < self->n_outs; i++) {
+		const kbox_output_t *o = &self->outs[i].pub;
+		other += 256;
+		if (o->kind == KBOX_OUT_INPUT)
+			other += copies *
+			         (kbox_json_string_size(o->text, o->len, self->json_flags) +
+			          (o->value ? kbox_json_string_size(o->value, o->value_len,
+			                                            self->json_flags)
+			                    : 0));
+	}
+	for (size_t i = 0; i < self->n_notices; i++)
+		other += copies * kbox_json_string_size(self->notices[i], strlen(self->notices[i]),
+		                                        self->json_flags);
+	other += self->n_images * 1024 * copies;
+	left = self->reply_max > other ? (self->reply_max - other) / copies : 0;
+	/* the smallest first: each kept whole while the rest can still have
+	 * as much each */
+	memcpy(sorted, size, n * sizeof *size);
+	for (size_t i = 1; i < n; i++)
+		for (k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
+			size_t x = sorted[k];
+			sorted[k] = sorted[k - 1];
+			sorted[k - 1] = x;
+		}
+	for (k = 0; k < n; k++) {
+		if (sorted[k] > left / (n - k))
+			return left / (n - k) > FIT_MIN ? left / (n - k) : FIT_MIN;
+		left -= sorted[k];
+	}
+	return SIZE_MAX;
+}
+
+/* The error's value cut to MAX bytes as JSON, as on_error cuts it. */
+static bool evalue_fit(kbox_capture_t *self, size_t max)
+{
+	size_t n = self->evalue_len, i = 0, used = 64, cost, len;
+	kx_buf_t b = KX_BUF_INIT;
+	char *v;
+
+	if (!self->evalue || kbox_json_string_size(self->evalue, n, self->json_flags) <= max)
+		return false;
+	while (i < n) {
+		len = kbox__json_unit(self->evalue + i, n - i, self->json_flags, &cost);
+		if (used + cost > max)
+			break;
+		used += cost;
+		i += len;
+	}
+	kx_buf_append(&b, self->evalue, i);
+	kx_buf_appendf(&b, " [... %zu bytes]", n - i);
+	if (!(v = kx_buf_take(&b, &len))) {
+		self->oom = true;
+		return false;
+	}
+	free(self->evalue);
+	self->evalue = v;
+	self->evalue_len = len;
+	return true;
+}
+
+/* Cut what does not fit the reply (kbox_capture_set_reply), and say so. */
+static void capture_fit(kbox_capture_t *self)
+{
+	static const char *const labels[] = {"stdout", "stderr", "value", "traceback",
+	                                     "error value"};
+	tbuf_t *t[4] = {&self->streams[0], &self->streams[1],
+	                self->has_value ? &self->value_text : NULL,
+	                self->has_error ? &self->traceback : NULL};
+	size_t size[5] = {0}, share;
+	char lim[32], copies[48] = "";
+
+	if (!self->reply_max)
+		return;
+	for (int i = 0; i < 4; i++)
+		if (t[i] && t[i]->view_text)
+			size[i] = kbox_json_string_size(t[i]->view_text, t[i]->view.len,
+			                                self->json_flags);
+	if (self->has_error && self->evalue)
+		size[4] = kbox_json_string_size(self->evalue, self->evalue_len, self->json_flags);
+	share = fit_share(self, size, 5);
+	kx_fmt_bytes(lim, sizeof lim, (long long)self->reply_max);
+	if (self->reply_copies > 1)
+		snprintf(copies, sizeof copies, "it is shown %u times and ", self->reply_copies);
+	for (int i = 0; i < 5; i++) {
+		bool cut = size[i] > share && (i < 4 ? tbuf_fit(self, t[i], labels[i], share)
+		                                     : evalue_fit(self, share));
+		if (cut)
+			capture_notice(
+			        self,
+			        "the %s was cut to fit one reply (at most %s of JSON, where "
+			        "%sa control character takes 6 bytes): its middle is left out",
+			        labels[i], lim, copies);
+	}
+	for (int i = 0; i < 4; i++)
+		if (t[i])
+			tbuf_settle(self, t[i]);
+}
+
 kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *exec)
 {
 	kbox_capture_t *self = self_p ? *self_p : NULL;
@@ -994,6 +1134,7 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	}
 	tbuf_finish(self, &self->value_text, "value", 0, 0);
 	tbuf_finish(self, &self->traceback, "traceback", 0, 0);
+	capture_fit(self);
 	outs_finish(self);
 	if (self->displays_dropped)
 		capture_notice(self, "%zu displays beyond the limit of %d were not kept",

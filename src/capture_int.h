@@ -78,7 +78,7 @@ struct kbox_capture {
 	/* displays */
 	json_t *displays; /* array of {"data", "display_id"} */
 	size_t displays_dropped;
-	size_t kept_bytes; /* of non-image MIME values kept in bundles */
+	size_t kept_bytes; /* of non-image MIME values kept in bundles, as JSON */
 	/* value */
 	json_t *value;
 	tbuf_t value_text;
@@ -91,6 +91,7 @@ struct kbox_capture {
 	char *ename, *evalue; /* NUL bytes and all: the lengths say where they end */
 	size_t ename_len, evalue_len;
 	json_t *traceback_raw;
+	size_t traceback_raw_bytes; /* as JSON */
 	tbuf_t traceback;
 	/* outputs in order */
 	out_t *outs;
@@ -104,6 +105,10 @@ struct kbox_capture {
 	kbox_event_cb *cb;
 	void *cb_arg;
 	bool oom;
+	/* the reply the result goes in (kbox_capture_set_reply) */
+	size_t reply_max;
+	unsigned reply_copies;
+	size_t json_flags;
 };
 
 /* ---- capture.c ---- */
@@ -144,5 +149,14 @@ void tbuf_line_flush(kbox_capture_t *self, tbuf_t *t, const char *label);
  * saying so.  The spill file is closed, or removed when not needed. */
 void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label, size_t dropped_messages,
                  size_t dropped_bytes);
+/* Cut T's view (after tbuf_finish) so that it takes at most MAX bytes as
+ * a JSON string dumped with the capture's flags: its head and its tail
+ * kept, a marker line between them, as the budgets cut; the whole text
+ * goes into a spill file first when none holds it yet.  True when it was
+ * cut. */
+bool tbuf_fit(kbox_capture_t *self, tbuf_t *t, const char *label, size_t max);
+/* The text is final: its spill file is removed when its view is whole
+ * (tbuf_finish keeps it while a reply may still cut the view). */
+void tbuf_settle(kbox_capture_t *self, tbuf_t *t);
 
 #endif

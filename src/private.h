@@ -17,6 +17,11 @@
 /* About what decoding JSON text P (N bytes) takes in memory (wire.c). */
 size_t kbox__json_cost(const char *p, size_t n);
 
+/* The unit of UTF-8 at S (N > 0 bytes left) as kbox_json_string_size
+ * counts it: its length, and in *COST the bytes it takes in JSON dumped
+ * with FLAGS (util.c). */
+size_t kbox__json_unit(const char *s, size_t n, size_t flags, size_t *cost);
+
 /* The size of sockaddr_un.sun_path (108): a unix socket's path is shorter. */
 #define KBOX__SUN_PATH sizeof(((struct sockaddr_un *)0)->sun_path)
 

@@ -452,12 +452,14 @@ static size_t tail_start(const tbuf_t *t, const char *tail, size_t len, size_t o
 }
 
 /* Append to VIEW the marker line that stands for T's OMITTED_BYTES in
- * OMITTED_LINES (a newline first if the head ended without one): where
+ * OMITTED_LINES (a newline first if HEAD, HEAD_LEN bytes, ended without
+ * one): where
  * the text kept is, and what it lacks. */
-static void marker_line(kbox_capture_t *self, tbuf_t *t, kx_buf_t *view, size_t omitted_bytes,
-                        size_t omitted_lines, size_t dropped_messages)
+static void marker_line(kbox_capture_t *self, tbuf_t *t, kx_buf_t *view, const char *head,
+                        size_t head_len, size_t omitted_bytes, size_t omitted_lines,
+                        size_t dropped_messages)
 {
-	const char *nl = t->head_len && t->head[t->head_len - 1] != '\n' ? "\n" : "";
+	const char *nl = head_len && head[head_len - 1] != '\n' ? "\n" : "";
 	bool saved = t->spill_path && !t->spill_failed;
 
 	if (saved && !t->spill_cut && self->never_arrived)
@@ -519,15 +521,14 @@ void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label, size_t drop
 	t->fin_head = t->head_len;
 	t->fin_tail = t->total_bytes - tail_len;
 	if (t->view.truncated) {
-		marker_line(self, t, &view, omitted_bytes, omitted_lines, dropped_messages);
+		marker_line(self, t, &view, t->head, t->head_len, omitted_bytes, omitted_lines,
+		            dropped_messages);
 		t->view.spill_path = t->spill_failed ? NULL : t->spill_path;
 	} else {
-		/* nothing was left out: the spill file is not needed */
-		if (t->spill_path) {
-			capture_unlink_output(self->dfd, t->spill_path);
-			free(t->spill_path);
-			t->spill_path = NULL;
-		}
+		/* nothing was left out: the spill file is not needed, unless the
+		 * reply may cut the view yet (tbuf_settle) */
+		if (!self->reply_max)
+			tbuf_settle(self, t);
 		t->view.spill_path = NULL;
 	}
 	t->fin_marker = view.len - t->head_len;
@@ -552,4 +553,126 @@ void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label, size_t drop
 	}
 	t->view.text = t->view_text ? t->view_text : "";
 	free(tail);
+}
+
+/* Remove T's spill file when its view is whole (capture_int.h). */
+void tbuf_settle(kbox_capture_t *self, tbuf_t *t)
+{
+	if (t->view.truncated || !t->spill_path)
+		return;
+	capture_unlink_output(self->dfd, t->spill_path);
+	free(t->spill_path);
+	t->spill_path = NULL;
+}
+
+/* The first bytes of P[0..N), whole characters, that take at most BUDGET
+ * bytes inside a JSON string dumped with FLAGS; their size in *USED. */
+static size_t json_prefix(const char *p, size_t n, size_t budget, size_t flags, size_t *used)
+{
+	size_t i = 0, u = 0, cost, len;
+	while (i < n) {
+		len = kbox__json_unit(p + i, n - i, flags, &cost);
+		if (u + cost > budget)
+			break;
+		u += cost;
+		i += len;
+	}
+	*used = u;
+	return i;
+}
+
+/* Where the last bytes of P[0..N), whole characters, that take at most
+ * BUDGET bytes inside a JSON string dumped with FLAGS begin. */
+static size_t json_suffix(const char *p, size_t n, size_t budget, size_t flags)
+{
+	size_t i = 0, left = kbox_json_string_size(p, n, flags) - 2, cost;
+	while (i < n && left > budget) {
+		i += kbox__json_unit(p + i, n - i, flags, &cost);
+		left -= cost;
+	}
+	return i;
+}
+
+/* Newline characters in P[0..N). */
+static size_t count_lines(const char *p, size_t n)
+{
+	size_t k = 0;
+	for (const char *e = p + n; p < e && (p = memchr(p, '\n', (size_t)(e - p))); p++)
+		k++;
+	return k;
+}
+
+/* T's whole view (not truncated) into its spill file: the head, then the
+ * rest, within the quota; the file is closed. */
+static void spill_view(kbox_capture_t *self, tbuf_t *t, const char *label)
+{
+	tbuf_spill_open(self, t, label);
+	if (t->spill_fd < 0)
+		return;
+	spill_write(self, t, t->view_text + t->head_len, t->total_bytes - t->head_len, label);
+	spill_flush(self, t);
+	close(t->spill_fd);
+	t->spill_fd = -1;
+}
+
+/* What a marker line may take as JSON, its spill path aside. */
+#define MARKER_JSON 512
+
+/* Cut T's view to MAX bytes as JSON (capture_int.h). */
+bool tbuf_fit(kbox_capture_t *self, tbuf_t *t, const char *label, size_t max)
+{
+	const char *v = t->view_text;
+	size_t flags = self->json_flags, tail_at, tail_len, extra_at, reserve, room, used;
+	size_t h, skip, kept_tail, omitted_bytes, lines;
+	kx_buf_t view = KX_BUF_INIT;
+	char *text;
+
+	if (!v || kbox_json_string_size(v, t->view.len, flags) <= max)
+		return false;
+	tail_at = t->fin_head + t->fin_marker;
+	tail_len = t->total_bytes - t->fin_tail;
+	extra_at = tail_at + tail_len;
+	if (!t->view.truncated && !t->spill_path)
+		spill_view(self, t, label);
+	reserve = kbox_json_string_size(v + extra_at, t->fin_extra, flags) + MARKER_JSON +
+	          (t->spill_path
+	                   ? kbox_json_string_size(t->spill_path, strlen(t->spill_path), flags)
+	                   : 0);
+	room = max > reserve ? max - reserve : 0;
+	/* half for the head, the rest for the tail (of what follows the new
+	 * head, when the view was whole) */
+	h = json_prefix(v, t->fin_head, room / 2, flags, &used);
+	if (!t->view.truncated) {
+		tail_at = h;
+		tail_len = t->total_bytes - h;
+	}
+	skip = json_suffix(v + tail_at, tail_len, room - used, flags);
+	if (skip > 0 && skip < tail_len && v[tail_at + skip - 1] != '\n') {
+		/* the tail begins with a whole line when it has one */
+		const char *nl = memchr(v + tail_at + skip, '\n', tail_len - skip);
+		if (nl && (size_t)(nl - (v + tail_at)) + 1 < tail_len)
+			skip = (size_t)(nl - (v + tail_at)) + 1;
+	}
+	kept_tail = tail_len - skip;
+	omitted_bytes = t->total_bytes - h - kept_tail;
+	lines = count_lines(v, h) + count_lines(v + tail_at + skip, kept_tail);
+	kx_buf_append(&view, v, h);
+	marker_line(self, t, &view, v, h, omitted_bytes, t->total_lines - lines,
+	            t->view.dropped_messages);
+	t->fin_marker = view.len - h;
+	kx_buf_append(&view, v + tail_at + skip, kept_tail);
+	kx_buf_append(&view, v + extra_at, t->fin_extra);
+	if (!(text = kx_buf_take(&view, &t->view.len))) {
+		self->oom = true;
+		t->view.len = t->fin_head + t->fin_marker + tail_len + t->fin_extra;
+		return false;
+	}
+	free(t->view_text);
+	t->view_text = text;
+	t->view.text = text;
+	t->fin_head = h;
+	t->fin_tail = t->total_bytes - kept_tail;
+	t->view.truncated = true;
+	t->view.spill_path = t->spill_failed ? NULL : t->spill_path;
+	return true;
 }

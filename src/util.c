@@ -67,3 +67,113 @@ char *kbox_strip_ansi(const char *s, size_t len, size_t *out_len)
 		*out_len = o;
 	return out;
 }
+
+/* ---- the size of JSON text, and its depth ---- */
+
+size_t kbox__json_unit(const char *s, size_t n, size_t flags, size_t *cost)
+{
+	unsigned char c = (unsigned char)s[0];
+	bool is_char;
+	size_t len;
+
+	if (c < 0x80) {
+		if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' ||
+		    c == '\t' || (c == '/' && (flags & JSON_ESCAPE_SLASH)))
+			*cost = 2;
+		else
+			*cost = c < 0x20 ? 6 : 1;
+		return 1;
+	}
+	len = kx_utf8_unit(s, n, &is_char);
+	if (!is_char) /* one U+FFFD for the subpart: at most one a byte */
+		*cost = (flags & JSON_ENSURE_ASCII ? 6 : 3) * len;
+	else if (flags & JSON_ENSURE_ASCII)
+		*cost = len == 4 ? 12 : 6; /* \uXXXX, or a surrogate pair */
+	else
+		*cost = len;
+	return len;
+}
+
+size_t kbox_json_string_size(const char *s, size_t len, size_t flags)
+{
+	size_t size = 2, i = 0, cost;
+	while (i < len) {
+		if ((unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' &&
+		    (unsigned char)s[i] < 0x7f && s[i] != '/') {
+			size++, i++; /* the common case, quickly */
+			continue;
+		}
+		i += kbox__json_unit(s + i, len - i, flags, &cost);
+		size += cost;
+	}
+	return size;
+}
+
+/* Is V nested at most MAX levels deep? */
+static bool depth_within(json_t *v, size_t max)
+{
+	const char *key;
+	json_t *x;
+	size_t i;
+
+	if (!json_is_object(v) && !json_is_array(v))
+		return true;
+	if (max == 0)
+		return false;
+	if (json_is_object(v)) {
+		json_object_foreach(v, key, x) if (!depth_within(x, max - 1)) return false;
+	} else {
+		json_array_foreach(v, i, x) if (!depth_within(x, max - 1)) return false;
+	}
+	return true;
+}
+
+/* V with what is deeper than MAX levels replaced (kbox_json_depth_cut),
+ * MARKER standing for it: a new reference, or NULL. */
+static json_t *depth_cut(json_t *v, size_t max, json_t *marker)
+{
+	json_t *copy, *x;
+	const char *key;
+	size_t i;
+
+	if (depth_within(v, max))
+		return json_incref(v);
+	if (max <= 1)
+		return json_incref(marker);
+	copy = json_is_object(v) ? json_object() : json_array();
+	if (!copy)
+		return NULL;
+	if (json_is_object(v)) {
+		json_object_foreach(
+		        v, key,
+		        x) if (json_object_set_new(copy, key,
+		                                   depth_cut(x, max - 1, marker))) goto fail;
+	} else {
+		json_array_foreach(v, i,
+		                   x) if (json_array_append_new(copy, depth_cut(x, max - 1,
+		                                                                marker))) goto fail;
+	}
+	return copy;
+fail:
+	json_decref(copy);
+	return NULL;
+}
+
+json_t *kbox_json_depth_cut(json_t *v, size_t max_depth)
+{
+	char why[64];
+	json_t *marker, *out;
+
+	if (!v)
+		return NULL;
+	if (max_depth < 1)
+		max_depth = 1;
+	if (depth_within(v, max_depth))
+		return json_incref(v);
+	snprintf(why, sizeof why, "nested deeper than %zu levels", max_depth);
+	if (!(marker = json_pack("{s:s}", "omitted", why)))
+		return NULL;
+	out = depth_cut(v, max_depth, marker);
+	json_decref(marker);
+	return out;
+}

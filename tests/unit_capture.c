@@ -2166,6 +2166,113 @@ TEST(image_size_of_recorded_images)
 	CHECK_INT_EQ(h, 16);
 }
 
+/* kbox_json_string_size counts what jansson writes: escapes, quotes, and
+ * with JSON_ENSURE_ASCII and JSON_ESCAPE_SLASH what they add. */
+TEST(json_string_size_is_what_jansson_dumps)
+{
+	static const char *const texts[] = {
+	        "",          "plain",      "\x01\x02\x1f\x7f",
+	        "a\"b\\c/d", "\b\f\n\r\t", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+	        "x\0y"};
+	static const size_t flags[] = {JSON_COMPACT, JSON_COMPACT | JSON_ENSURE_ASCII,
+	                               JSON_COMPACT | JSON_ESCAPE_SLASH};
+	for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
+		for (size_t f = 0; f < 3; f++) {
+			size_t len = i == 6 ? 3 : strlen(texts[i]);
+			json_t *j = json_stringn(texts[i], len);
+			REQUIRE(j);
+			CHECK_INT_EQ(kbox_json_string_size(texts[i], len, flags[f]),
+			             json_dumpb(j, NULL, 0, flags[f] | JSON_ENCODE_ANY));
+			json_decref(j);
+		}
+	/* an ill-formed byte is one U+FFFD at most */
+	CHECK_INT_EQ(kbox_json_string_size("a\xff", 2, JSON_COMPACT), 6);
+}
+
+/* A value nested deeper than the limit keeps the limit's levels, the
+ * rest a marker; a shallow one is itself. */
+TEST(json_depth_cut_keeps_max_levels_and_marks_the_rest)
+{
+	json_t *v = json_array(), *cut, *x;
+	int levels = 1;
+
+	for (int i = 0; i < 99; i++)
+		v = json_pack("[o]", v);
+	defer(decref_cb, v);
+	cut = defer(decref_cb, kbox_json_depth_cut(v, 64));
+	REQUIRE(cut && cut != v);
+	for (x = cut; json_is_array(x); x = json_array_get(x, 0))
+		levels++;
+	CHECK_INT_EQ(levels, 64);
+	CHECK_STR_EQ(json_string_value(json_object_get(x, "omitted")),
+	             "nested deeper than 64 levels");
+	x = json_array_get(v, 0);
+	CHECK(kbox_json_depth_cut(x, 99) == x);
+	json_decref(x);
+}
+
+/* A MIME value counts as JSON: 20000 control bytes take 120002. */
+TEST(mime_value_of_control_bytes_counts_its_escapes)
+{
+	run_t *r = NULL;
+	size_t n = 20000;
+	char *html = calloc(1, n + 1);
+	json_t *c;
+
+	REQUIRE(html);
+	memset(html, 1, n);
+	c = defer(decref_cb, json_pack("{s:{s:s}, s:{}}", "data", "text/html", html, "metadata"));
+	free(html);
+	REQUIRE(c);
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_feed(r, fixture_msg_new("display_data", c, NULL));
+	REQUIRE(run_finish(r));
+	CHECK_INT_EQ(json_integer_value(json_object_get(
+	                     json_object_get(kbox_result_display(r->res, 0), "text/html"),
+	                     "omitted_bytes")),
+	             20000);
+}
+
+/* A text that JSON makes too large for the reply is cut to fit, head and
+ * tail kept, with the marker, the spill file holding all of it, and a
+ * notice. */
+TEST(text_too_large_for_the_reply_is_cut_to_fit_and_says_so)
+{
+	run_t *r = NULL;
+	size_t n = 1 << 20, share;
+	char *text = calloc(1, n + 1);
+	const kbox_text_t *t;
+	const kbox_output_t *o;
+	struct stat st;
+
+	REQUIRE(text);
+	memset(text, 1, n);
+	REQUIRE(run_start(&r, 2 << 20, 1000) == 0);
+	kbox_capture_set_reply(r->cap, 3 << 20, 3, JSON_COMPACT);
+	run_stream(r, "stdout", text);
+	run_stream(r, "stderr", "small\n");
+	free(text);
+	REQUIRE(run_finish(r));
+	t = kbox_result_stream(r->res, KBOX_TEXT_STDOUT);
+	share = kbox_json_string_size(t->text, t->len, JSON_COMPACT);
+	CHECK(t->truncated);
+	CHECK_INT_EQ(t->total_bytes, n);
+	CHECK(share * 3 <= 3 << 20);
+	CHECK(share > 800000);
+	CHECK(t->text[0] == 1 && t->text[t->len - 1] == 1);
+	CHECK(strstr(t->text, " bytes in 0 lines left out; the complete text is in ") != NULL);
+	REQUIRE(t->spill_path);
+	CHECK(stat(t->spill_path, &st) == 0 && (size_t)st.st_size == n);
+	o = kbox_result_output(r->res, 0);
+	CHECK(o && o->truncated && o->len == t->len);
+	CHECK(!kbox_result_stream(r->res, KBOX_TEXT_STDERR)->truncated);
+	CHECK_INT_EQ(kbox_result_notice_count(r->res), 1);
+	CHECK(strncmp(kbox_result_notice(r->res, 0),
+	              "the stdout was cut to fit one reply (at most 3 MiB of JSON, where it is "
+	              "shown 3 times and a control character takes 6 bytes)",
+	              120) == 0);
+}
+
 int main(void)
 {
 	if (kbox_init() != 0) {
@@ -2259,5 +2366,9 @@ int main(void)
 	RUN_TEST(long_prefix_is_refused);
 	RUN_TEST(long_error_name_is_cut_on_a_character_boundary);
 	RUN_TEST(overwrite_after_carriage_return_mixes_character_widths);
+	RUN_TEST(json_string_size_is_what_jansson_dumps);
+	RUN_TEST(json_depth_cut_keeps_max_levels_and_marks_the_rest);
+	RUN_TEST(mime_value_of_control_bytes_counts_its_escapes);
+	RUN_TEST(text_too_large_for_the_reply_is_cut_to_fit_and_says_so);
 	return tap_done();
 }

@@ -29,6 +29,7 @@ extern "C" {
 #define KBOX_CAPTURE_MAX_IMAGE_BYTES (64u << 20) /* larger images are not written */
 #define KBOX_CAPTURE_LINE_MAX 65536              /* an unterminated line is cut here */
 #define KBOX_CAPTURE_MAX_FILES 1000              /* images and spill files one capture makes */
+#define KBOX_CAPTURE_MAX_DEPTH 64 /* levels of a kernel's JSON value kept (kbox_json_depth_cut) */
 
 typedef struct {
 	size_t max_bytes; /* 0 → KBOX_CAPTURE_MAX_BYTES; at most KBOX_CAPTURE_MAX_BYTES_LIMIT */
@@ -170,6 +171,19 @@ typedef void(kbox_event_cb)(void *arg, const kbox_capture_t *cap, const kbox_eve
 /* Bytes this capture has written into the outputs directory so far. */
 unsigned long long kbox_capture_files_bytes(const kbox_capture_t *self);
 
+/* The reply SELF's result is to be sent in: at most MAX bytes (0: no
+ * bound) as JSON dumped with jansson's FLAGS (JSON_COMPACT and friends),
+ * in which each of its texts (a stream, the value's text, the traceback,
+ * the error's value, a display's value) appears COPIES times (at least
+ * 1).  The MIME values kept are counted as FLAGS dump them from then on;
+ * kbox_capture_finish cuts the texts whose JSON does not fit what the
+ * rest leaves (the smaller ones are kept whole, the larger share the
+ * rest): head, the marker line, tail, as the budgets cut them, with the
+ * whole text in a spill file when there is an outputs directory, and a
+ * notice naming each text cut.  Call it again to change it before
+ * finishing. */
+void kbox_capture_set_reply(kbox_capture_t *self, size_t max, unsigned copies, size_t flags);
+
 /* A new capture.  OPTS may be NULL; it is copied (its strings too, except
  * INPUT_LINES, borrowed as said there).  New: kbox_capture_destroy(&p), or
  * kbox_capture_finish; NULL with ERR on failure. */
@@ -301,6 +315,21 @@ int kbox_result_set_error_text(kbox_result_t *self, const char *line);
 /* Remove ANSI escape sequences (CSI, OSC, two-byte) from S into a new
  * string: new, free(p); its length in *OUT_LEN. */
 char *kbox_strip_ansi(const char *s, size_t len, size_t *out_len);
+
+/* The bytes the LEN bytes at S take as a JSON string, its quotes
+ * included, once made valid UTF-8 (kx_utf8_repair: an ill-formed subpart
+ * counted as U+FFFD per byte, an upper bound) and dumped by jansson with
+ * FLAGS: a control character takes 6 ("\u0001"), or 2 for \b \f \n \r
+ * \t; '"' and '\\' 2; '/' 2 with JSON_ESCAPE_SLASH; with
+ * JSON_ENSURE_ASCII a character past U+007F 6, past U+FFFF 12. */
+size_t kbox_json_string_size(const char *s, size_t len, size_t flags);
+
+/* V (borrowed; may be NULL) with each value nested more than MAX_DEPTH
+ * levels deep (a scalar is 0 levels, [] 1, [[]] 2; MAX_DEPTH at least 1)
+ * replaced by {"omitted": "nested deeper than MAX_DEPTH levels"}: a new
+ * reference, V itself when nothing had to be; NULL when V is NULL or
+ * memory ran out. */
+json_t *kbox_json_depth_cut(json_t *v, size_t max_depth);
 
 /* Read the pixel size of a PNG or JPEG image.  0, or -1 if not recognised. */
 int kbox_image_size(const void *data, size_t len, int *width, int *height);

@@ -103,6 +103,11 @@ size_t kx_utf8_floor(const char *s, size_t len, size_t max);
  * kx_utf8_repair (each maximal ill-formed subpart counts one). */
 size_t kx_utf8_count(const char *s, size_t len);
 
+/* The unit (Unicode §3.9) at S, of the N > 0 bytes left: its length in
+ * bytes, and in *IS_CHAR whether it is a well-formed character (else a
+ * maximal ill-formed subpart, which kx_utf8_repair makes one U+FFFD). */
+size_t kx_utf8_unit(const char *s, size_t n, bool *is_char);
+
 /* ---- kx_buf.c: a growing string ---- */
 
 /* A growing string, like redis's sds but a struct the caller owns:

@@ -57,6 +57,14 @@ static size_t next_unit(const unsigned char *p, size_t n, unit_t *kind)
 	return i;
 }
 
+size_t kx_utf8_unit(const char *s, size_t n, bool *is_char)
+{
+	unit_t kind;
+	size_t len = next_unit((const unsigned char *)s, n, &kind);
+	*is_char = kind == UNIT_CHAR;
+	return len;
+}
+
 bool kx_utf8_valid(const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;

@@ -8,6 +8,13 @@
 
 _Static_assert(KR_CTL_MAX_OUTPUT_MAX == KBOX_CAPTURE_MAX_BYTES_LIMIT,
                "max_output's limit is the capture's");
+_Static_assert(KR_CTL_REPLY_MAX + (8 << 20) <= KR_CTL_LINE_MAX,
+               "a reply fits a client's line, with room to spare");
+/* a result nests a kernel's value 5 levels deep (reply, result, outputs,
+ * an output, its data), an ndjson end event or earlier_output no deeper */
+_Static_assert(KBOX_CAPTURE_MAX_DEPTH + 8 <= KR_CTL_DEPTH_MAX &&
+                       KR_CTL_DEPTH_MAX < JSON_PARSER_MAX_DEPTH,
+               "a reply nests no deeper than its reader takes");
 
 /* ---- names ---- */
 

@@ -44,10 +44,30 @@
 /* The longest line of the supervisor a client reads (a result, within its
  * budgets, or an event). */
 #define KR_CTL_LINE_MAX (64 << 20)
+/* How the lines of the protocol are written: jansson's dump flags. */
+#define KR_CTL_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))
+/* The longest reply the supervisor writes, its newline included, well
+ * under KR_CTL_LINE_MAX: an execution's result is cut to fit it, whatever
+ * its budgets and whatever the kernel printed (a control character takes
+ * 6 bytes in JSON, and a text may be in a reply three times), before it
+ * is built: its texts lose their middles, with a marker and a notice as
+ * the budgets cut them.  A reply to complete or inspect over it is an
+ * error. */
+#define KR_CTL_REPLY_MAX (48 << 20)
+/* What the output printed between executions may take of a reply. */
+#define KR_CTL_EARLIER_MAX (KR_CTL_REPLY_MAX / 8)
+/* The deepest a line of the supervisor nests: a JSON value of the
+ * kernel's in it (a MIME value, the content of a complete or inspect
+ * reply) keeps KBOX_CAPTURE_MAX_DEPTH levels, deeper ones replaced by a
+ * marker (kbox_json_depth_cut), so that every reader (jansson reads
+ * JSON_PARSER_MAX_DEPTH, 2048) takes every line. */
+#define KR_CTL_DEPTH_MAX 128
 /* The connections a supervisor holds at a time. */
 #define KR_CTL_CONNS_MAX 256
 /* Unsent lines: more than this on one connection, or on all together, and
- * event lines are dropped (and counted); replies never are. */
+ * event lines are dropped (and counted); replies never are.  An event
+ * longer than KR_CTL_CONN_OUT_MAX as JSON is dropped (and counted) before
+ * it is written. */
 #define KR_CTL_CONN_OUT_MAX (8 << 20)
 #define KR_CTL_OUT_TOTAL_MAX (64 << 20)
 /* An error's message, in bytes (a buffer of one more). */

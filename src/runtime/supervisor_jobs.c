@@ -145,6 +145,8 @@ void sup_on_between(void *arg, const kbox_msg_t *msg)
 		co.prefix = prefix;
 		if (!(s->between = kbox_capture_new(&co, NULL)))
 			return;
+		/* in the started line and in the next result's text and JSON */
+		kbox_capture_set_reply(s->between, KR_CTL_EARLIER_MAX, 2, KR_CTL_JSON_FLAGS);
 	}
 	s->between_msgs++;
 	kbox_capture_feed(s->between, msg, NULL);
@@ -176,6 +178,36 @@ static void take_between(sup_t *s, job_t *j)
 
 /* ---- an execution's events and result ---- */
 
+/* The bytes of V as a line of the protocol writes it, its newline aside
+ * (0 when jansson cannot dump it). */
+static size_t json_size(const json_t *v)
+{
+	return json_dumpb(v, NULL, 0, KR_CTL_JSON_FLAGS | JSON_ENCODE_ANY);
+}
+
+/* How many times each text of J's result is in its reply: the text, the
+ * result's outputs and its stdout (stderr, value…), or both. */
+static unsigned reply_copies(const job_t *j)
+{
+	if (j->e.format == KR_CTL_FMT_TEXT || j->e.format == KR_CTL_FMT_TEXT_LIVE)
+		return 1;
+	return j->e.with_text ? 3 : 2;
+}
+
+/* What J's reply may give its result, as JSON: KR_CTL_REPLY_MAX less the
+ * output printed before it (in the text, and in the JSON as
+ * earlier_output) and the notice. */
+static size_t reply_room(const job_t *j)
+{
+	size_t used = 4096 + kbox_json_string_size(j->notice, strlen(j->notice), KR_CTL_JSON_FLAGS);
+	if (j->earlier_text)
+		used += kbox_json_string_size(j->earlier_text, strlen(j->earlier_text),
+		                              KR_CTL_JSON_FLAGS);
+	if (j->earlier_json)
+		used += json_size(j->earlier_json);
+	return used < KR_CTL_REPLY_MAX / 2 ? KR_CTL_REPLY_MAX - used : KR_CTL_REPLY_MAX / 2;
+}
+
 /* Each capture event, to a client that follows them. */
 static void on_event(void *arg, const kbox_capture_t *cap, const kbox_event_t *ev)
 {
@@ -183,8 +215,16 @@ static void on_event(void *arg, const kbox_capture_t *cap, const kbox_event_t *e
 	json_t *e;
 	if (!j->conn || (j->e.format == KR_CTL_FMT_TEXT_LIVE && ev->type != KBOX_EV_STREAM))
 		return;
-	if ((e = kbox_render_event(cap, ev)))
-		sup_conn_send(j->conn, json_pack("{s:s, s:o}", "re", "execute", "event", e), true);
+	if (!(e = json_pack("{s:s, s:o*}", "re", "execute", "event", kbox_render_event(cap, ev))))
+		return;
+	if (!json_object_get(e, "event") || json_size(e) >= KR_CTL_CONN_OUT_MAX) {
+		/* one stream message of control characters can be 6 times its
+		 * size as JSON: over what a connection queues, counted unsent */
+		j->conn->events_dropped++;
+		json_decref(e);
+		return;
+	}
+	sup_conn_send(j->conn, e, true);
 }
 
 static int job_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg)
@@ -351,13 +391,16 @@ static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
 	return false;
 }
 
-/* The reply to J's execution X, whose result is RES (new), or NULL. */
-static json_t *exec_reply(job_t *j, kbox_exec_t *x, const kbox_result_t *res)
+/* The reply to J's execution X, whose result is RES (new), and its size
+ * as JSON in *SIZE; NULL when out of memory, or when it is larger than
+ * KR_CTL_REPLY_MAX. */
+static json_t *exec_reply(job_t *j, kbox_exec_t *x, const kbox_result_t *res, size_t *size)
 {
 	kr_ctl_format_t fmt = j->e.format;
 	json_t *r = json_pack("{s:b, s:s, s:s, s:I}", "ok", 1, "re", "execute", "status",
 	                      kr_ctl_status_name(kbox_result_status(res)), "generation",
 	                      (json_int_t)j->generation);
+	*size = 0;
 	if (!r)
 		return NULL;
 	if (fmt == KR_CTL_FMT_TEXT || fmt == KR_CTL_FMT_TEXT_LIVE || j->e.with_text) {
@@ -385,6 +428,13 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, const kbox_result_t *res)
 	if (j->conn->events_dropped)
 		json_object_set_new(r, "events_dropped",
 		                    json_integer((json_int_t)j->conn->events_dropped));
+	/* the capture cut the result to fit; what it could not foresee
+	 * (a client's huge input lines) is an error, never a line its reader
+	 * refuses */
+	if ((*size = json_size(r)) + 1 > KR_CTL_REPLY_MAX) {
+		json_decref(r);
+		return NULL;
+	}
 	return r;
 }
 
@@ -409,6 +459,8 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 		sup_log(s, "interrupt", json_pack("{s:s}", "cause", why));
 	}
 	kill = exec_cause(j, x, cause, sizeof cause);
+	if (j->cap)
+		kbox_capture_set_reply(j->cap, reply_room(j), reply_copies(j), KR_CTL_JSON_FLAGS);
 	if ((res = kbox_capture_finish(&j->cap, x))) {
 		result_explain(j, res);
 		if (kill || st == KBOX_EXEC_DIED) {
@@ -427,7 +479,18 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 		sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_INTERNAL,
 		                "out of memory rendering the result");
 	else if (j->conn) {
-		sup_conn_send(j->conn, exec_reply(j, x, res), false);
+		size_t size;
+		json_t *reply = exec_reply(j, x, res, &size);
+		if (reply)
+			sup_conn_send(j->conn, reply, false);
+		else if (size)
+			sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_INTERNAL,
+			                "the result is %zu bytes as JSON, more than a reply may be "
+			                "(%d bytes): it was not sent",
+			                size, KR_CTL_REPLY_MAX);
+		else
+			sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_INTERNAL,
+			                "out of memory rendering the result");
 		j->conn->job = NULL;
 	}
 	sup_log(s, "exec-end",
@@ -461,12 +524,26 @@ static void on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
 	s->running = NULL;
 	sup_touch(s);
 	if (j->conn) {
-		if (reply)
-			sup_conn_send(j->conn,
-			              json_pack("{s:b, s:s, s:O}", "ok", 1, "re", job_op(j),
-			                        "reply", kbox_msg_content(reply)),
-			              false);
-		else
+		/* the kernel's content, nested no deeper than a reader takes, in
+		 * a line no longer than a reply may be */
+		json_t *r = reply ? json_pack("{s:b, s:s, s:o*}", "ok", 1, "re", job_op(j), "reply",
+		                              kbox_json_depth_cut(kbox_msg_content(reply),
+		                                                  KBOX_CAPTURE_MAX_DEPTH))
+		                  : NULL;
+		size_t size = json_object_get(r, "reply") ? json_size(r) : 0;
+		if (size && size + 1 <= KR_CTL_REPLY_MAX)
+			sup_conn_send(j->conn, r, false);
+		else if (size) {
+			json_decref(r);
+			sup_reply_error(
+			        j->conn, job_op(j), KR_CTL_ERR_KERNEL,
+			        "the kernel's reply is %zu bytes as JSON, more than a reply "
+			        "may be (%d bytes)",
+			        size, KR_CTL_REPLY_MAX);
+		} else if (reply) {
+			json_decref(r);
+			sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_INTERNAL, "out of memory");
+		} else
 			sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_KERNEL, "%s",
 			                err ? err->msg : "no reply");
 		j->conn->job = NULL;
@@ -521,6 +598,7 @@ static int job_begin_request(sup_t *s, job_t *j)
 static kbox_capture_t *job_capture(sup_t *s, job_t *j, kbox_error_t *err)
 {
 	kbox_capture_opts_t co = {0};
+	kbox_capture_t *cap;
 	const char *outputs = j->e.outputs;
 	char prefix[48];
 	unsigned long long used = outputs ? 0 : sup_outputs_used(s);
@@ -545,7 +623,11 @@ static kbox_capture_t *job_capture(sup_t *s, job_t *j, kbox_error_t *err)
 		co.input_lines = j->e.inputs;
 		co.n_input = j->e.n_inputs;
 	}
-	return kbox_capture_new(&co, err);
+	cap = kbox_capture_new(&co, err);
+	/* the MIME values kept are counted as the reply writes them */
+	if (cap)
+		kbox_capture_set_reply(cap, KR_CTL_REPLY_MAX, reply_copies(j), KR_CTL_JSON_FLAGS);
+	return cap;
 }
 
 /* Begin the execution J: its capture, then the kernel's client takes it

@@ -1,11 +1,14 @@
 #!/bin/sh
-# tests/security/output.sh — threats.md rows 26 and 35 against the bwrap
+# tests/security/output.sh — threats.md rows 26, 35, 39 and 40 against the bwrap
 # sandbox: what the kernel outputs, as kbox exec hands it on.  NUL bytes
 # hide nothing after them: in text they are shown as \0, in JSON kept as
 # \u0000, in spill files written as sent, with every count right.  An SVG
 # with active content (a script, an event handler, a link out of the
 # image) is written as text, NAME.svg.txt, and the result says so; a plain
-# SVG, and matplotlib's, stay NAME.svg.  Each test is named after its row.
+# SVG, and matplotlib's, stay NAME.svg.  A result that JSON makes six
+# times larger arrives cut to fit one reply, and says so, the supervisor
+# under its memory bound; a kernel's JSON nested 2046 deep reaches the
+# reader 64 deep.  Each test is named after its row.
 # TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
@@ -213,5 +216,111 @@ plt.plot([1, 2, 3]); plt.title("a < b & c"); plt.show()'
 		case $SVG in *.svg) ;; *) false ;; esac && stdout_is "[image saved: $SVG]" &&
 		grep -q "<!DOCTYPE svg" "$SVG"'
 fi
+
+# ---- row 39: a result the kernel makes six times larger as JSON ----
+# 16 MiB of '\x01' (within the rate limit and max_output's 16 MiB): each
+# byte takes 6 in JSON, and with_text json (what kbox mcp and kbox agent
+# send) has the text three times.  The result arrives cut to fit one reply
+# (48 MiB), says so, the whole text is in the spill file, and the
+# supervisor stays alive under its 384 MiB bound.
+
+# hwm: the peak resident memory of session ou's supervisor, in KiB.
+hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$(cat "$S/ou/supervisor.pid")/status"; }
+REPLY_MAX=50331648 # KR_CTL_REPLY_MAX, 48 MiB
+BOUND=393216       # the supervisor's memory bound, 384 MiB in KiB
+
+fresh
+FLOOD=$T/flood.py
+cat >flood.py <<'EOF'
+import sys
+for i in range(64): sys.stdout.write('\x01' * (256 * 1024)); sys.stdout.flush()
+EOF
+cat >raw.py <<'EOF'
+import json, socket, sys
+req = {"op": "execute", "code": open(sys.argv[2]).read(), "format": "json",
+       "with_text": True, "max_output": 16 << 20, "max_lines": 10 ** 9}
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall((json.dumps(req) + "\n").encode())
+f = s.makefile("rb")
+f.readline()  # started
+line = f.readline()
+open("reply.json", "wb").write(line)
+print(len(line))
+EOF
+if [ -z "$SKIPPING" ]; then
+	"$PY" raw.py "$S/ou/control.sock" flood.py >stdout 2>stderr
+	rc=$?
+fi
+check row39_with_text_json_of_16_MiB_of_control_bytes_arrives_within_48_MiB eval 'status_is 0 &&
+	le "$(cat stdout)" $REPLY_MAX && ge "$(cat stdout)" 1000000'
+check row39_the_result_says_stdout_was_cut_and_its_spill_file_holds_all_of_it json_true reply.json '(
+j["ok"] and j["status"] == "ok" and j["result"]["stdout"]["truncated"] and
+j["result"]["stdout"]["total_bytes"] == 16 << 20 and
+__import__("os").path.getsize(j["result"]["stdout"]["spill_path"]) == 16 << 20 and
+j["result"]["outputs"][0]["truncated"] and
+j["result"]["stdout"]["text"].startswith("\x01" * 1000) and
+("bytes in 0 lines left out; the complete text is in " + j["result"]["stdout"]["spill_path"]) in j["result"]["stdout"]["text"] and
+any(n.startswith("the stdout was cut to fit one reply (at most 48.0 MiB of JSON, ") for n in j["result"]["notices"]) and
+"[note: the stdout was cut to fit one reply" in j["text"])'
+check row39_the_supervisor_lives_and_peaked_under_its_384_MiB_bound eval '
+	alive "$(cat "$S/ou/supervisor.pid")" && le "$(hwm)" $BOUND'
+
+fresh
+kbox exec -s ou --max-output 16M --max-lines 100000000 -f "$FLOOD"
+check row39_kbox_exec_max_output_16M_of_control_bytes_gets_its_text_cut_to_fit eval 'status_is 0 &&
+	stderr_empty && le "$(wc -c <stdout)" $REPLY_MAX &&
+	grep -qaF "bytes in 0 lines left out; the complete text is in $S/ou/outputs/" stdout &&
+	last_line_is stdout "[note: the stdout was cut to fit one reply (at most 48.0 MiB of JSON, where a control character takes 6 bytes): its middle is left out]"'
+kbox exec -s ou --max-output 16M --max-lines 100000000 --format json -f "$FLOOD"
+check row39_kbox_exec_max_output_16M_json_gets_its_result_cut_to_fit json_true stdout '(
+j["status"] == "ok" and j["stdout"]["truncated"] and j["stdout"]["total_bytes"] == 16 << 20 and
+any(n.startswith("the stdout was cut to fit one reply") for n in j["notices"]))'
+check row39_after_both_the_supervisor_lives_under_its_bound eval '
+	alive "$(cat "$S/ou/supervisor.pid")" && le "$(hwm)" $BOUND'
+
+# ---- row 40: a kernel's JSON nested deeper than a reader takes ----
+# A display whose application/json is 2046 levels deep (jansson reads
+# 2048; a reply nests it 5 deeper), and an inspect reply 1000 deep (what
+# Python's encoder takes): kept 64
+# levels deep, the rest a marker, and every reply reads.
+
+fresh
+cat >deep.py <<'EOF'
+import json, datetime, os
+_k = get_ipython().kernel
+_par = _k.get_parent()["header"]
+from jupyter_client.jsonutil import json_default as _jd
+def raw(mt, content):
+    h = json.dumps({"msg_id": "%s_%d_deep" % (_k.session.session, os.getpid()), "msg_type": mt,
+                    "session": _k.session.session, "username": "k",
+                    "date": datetime.datetime.now().isoformat(), "version": "5.3"}).encode()
+    _k.session.send_raw(_k.iopub_socket, [h, json.dumps(_par, default=_jd).encode(), b"{}",
+                                          content.encode()], ident=[mt.encode()])
+d = 2046
+raw("display_data", '{"data":{"application/json":' + "[" * d + "]" * d + ', "text/plain":"x"},"metadata":{}}')
+print("after")
+EOF
+kbox exec -s ou --format json -f deep.py
+check row40_a_display_2046_levels_deep_is_kept_64_deep_and_the_result_reads json_true stdout '(
+j["status"] == "ok" and j["stdout"]["text"] == "after\n" and
+j["displays"][0]["data"]["text/plain"] == "x" and
+eval("j[\"displays\"][0][\"data\"][\"application/json\"]" + "[0]" * 63) == {"omitted": "nested deeper than 64 levels"})'
+kbox exec -s ou 'v = []
+for i in range(1000): v = [v]
+get_ipython().kernel.do_inspect = lambda *a, **kw: {"status": "ok", "found": True, "data": {"text/plain": "deep", "application/json": v}, "metadata": {}}'
+cat >inspect.py <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b'{"op":"inspect","code":"x","cursor_pos":1}\n')
+open("inspect.json", "wb").write(s.makefile("rb").readline())
+EOF
+[ -n "$SKIPPING" ] || "$PY" inspect.py "$S/ou/control.sock"
+check row40_an_inspect_reply_1000_levels_deep_is_passed_on_64_deep json_true inspect.json '(
+j["ok"] and j["reply"]["data"]["text/plain"] == "deep" and
+eval("j[\"reply\"][\"data\"][\"application/json\"]" + "[0]" * 61) == {"omitted": "nested deeper than 64 levels"})'
+kbox inspect -s ou x
+check row40_kbox_inspect_reads_it eval 'status_is 0 && grep -qx deep stdout'
 
 echo "1..$n"
