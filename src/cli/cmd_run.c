@@ -500,7 +500,17 @@ int cmd_run(int argc, char **argv)
 			e.inputs = inputs.v + used_inputs;
 			e.n_inputs = inputs.n - used_inputs;
 		}
+		if (fd < 0 && (fd = kr_ctl_connect(rundir, &err)) < 0) {
+			cli_error("run", "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+			break;
+		}
 		status = cli_exec_on("run", fd, "run", &e, &r);
+		/* a connection a cell: the supervisor closes one that waits for
+		 * nothing a minute (kbox-protocol(7)), as this one would while
+		 * a slow reader of standard output holds us */
+		close(fd);
+		fd = -1;
 		used_inputs += r.inputs_used;
 		if (used_inputs > inputs.n)
 			used_inputs = inputs.n;
