@@ -15,6 +15,10 @@
 
 static kbox_error_t err;
 
+/* A member's name of 80 bytes, and its first 64. */
+#define LONG_NAME_64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define LONG_NAME LONG_NAME_64 "0123456789abcdef"
+
 /* REQ (JSON text) parsed as an execute request into *E; 0 or -1 with err. */
 static int parse(const char *text, kr_ctl_exec_t *e)
 {
@@ -531,6 +535,59 @@ TEST(a_request_fits_in_16_mib_with_its_newline)
 	json_decref(past);
 }
 
+/* ---- a request line ---- */
+
+/* The request line TEXT loaded: 1 when refused with exactly WHY. */
+static int line_refused_with(const char *text, const char *why)
+{
+	json_t *req;
+	memset(&err, 0, sizeof err);
+	if ((req = kr_ctl_request_load(text, strlen(text), &err))) {
+		printf("# accepted: %s\n", text);
+		json_decref(req);
+		return 0;
+	}
+	if (strcmp(err.msg, why) != 0 || err.code != KBOX_E_INVALID) {
+		printf("# %s\n#   refused with \"%s\" (code %d), not \"%s\"\n", text, err.msg,
+		       (int)err.code, why);
+		return 0;
+	}
+	return 1;
+}
+
+TEST(a_request_line_is_one_json_object)
+{
+	const char *line = "{\"op\":\"status\",\"x\":{\"a\":1,\"b\":[1,1]}}";
+	json_t *req = kr_ctl_request_load(line, strlen(line), &err);
+	REQUIRE(req);
+	CHECK_STR_EQ(json_string_value(json_object_get(req, "op")), "status");
+	json_decref(req);
+	CHECK(line_refused_with("[1]", "not a JSON object"));
+	CHECK(line_refused_with("", "not valid JSON: '[' or '{' expected near end of file"));
+	CHECK(line_refused_with("{\"op\":", "not valid JSON: unexpected token near end of file"));
+}
+
+TEST(a_member_given_twice_is_refused_by_its_name)
+{
+	CHECK(line_refused_with("{\"op\":\"status\",\"op\":\"execute\",\"code\":\"print(1)\"}",
+	                        "duplicate member \"op\": a member may be given once"));
+	CHECK(line_refused_with(
+	        "{\"op\":\"execute\",\"code\":\"print(1)\", \"code\" :\"print(2)\"}",
+	        "duplicate member \"code\": a member may be given once"));
+	/* at any depth, the name as the line spells it */
+	CHECK(line_refused_with("{\"op\":\"execute\",\"x\":{\"k\\u0041\\\"\":1,\"kA\\\"\":2}}",
+	                        "duplicate member \"kA\\\"\": a member may be given once"));
+	/* a long name is cut */
+	CHECK(line_refused_with("{\"op\":\"status\",\"" LONG_NAME "\":1,\"" LONG_NAME "\":2}",
+	                        "duplicate member \"" LONG_NAME_64
+	                        "...\": a member may be given once"));
+	/* the same name in two objects is not a duplicate */
+	const char *two = "{\"a\":{\"op\":1},\"op\":\"status\"}";
+	json_t *req = kr_ctl_request_load(two, strlen(two), &err);
+	CHECK(req != NULL);
+	json_decref(req);
+}
+
 /* ---- the text of a reply ---- */
 
 TEST(a_reply_text_has_the_notice_and_the_earlier_output_first)
@@ -588,6 +645,8 @@ int main(void)
 	RUN(a_cursor_that_is_not_a_position_is_the_end);
 	RUN(a_completion_checks_the_members_of_execute);
 	RUN(a_request_fits_in_16_mib_with_its_newline);
+	RUN(a_request_line_is_one_json_object);
+	RUN(a_member_given_twice_is_refused_by_its_name);
 	RUN(a_reply_text_has_the_notice_and_the_earlier_output_first);
 	RUN(a_reply_text_with_bytes_not_utf8_carries_u_fffd);
 	return tap_done();

@@ -449,13 +449,15 @@ static int start_run_session(run_t *run)
 	return status;
 }
 
-/* Run the cells in order on the session's control socket FD, as kbox exec
- * would, until one fails; the --input lines answer input() across cells.
+/* Run the cells in order, as kbox exec would, until one fails, each on a
+ * control connection of its own (*FD, when open, serves the first; it is
+ * closed, -1, on return); the --input lines answer input() across cells.
  * The exit status of the last cell run. */
-static int run_cells(const run_t *run, int fd)
+static int run_cells(const run_t *run, int *fd)
 {
 	size_t used_inputs = 0;
 	int status = EXIT_OK;
+	kbox_error_t err = {0};
 
 	for (size_t i = 0; i < run->cells.n && status == EXIT_OK; i++) {
 		kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
@@ -475,7 +477,16 @@ static int run_cells(const run_t *run, int fd)
 			e.inputs = run->inputs.v + used_inputs;
 			e.n_inputs = run->inputs.n - used_inputs;
 		}
-		status = cli_exec_on("run", fd, "run", &e, &r);
+		if (*fd < 0 && (*fd = kr_ctl_connect(run->rundir, &err)) < 0) {
+			cli_error("run", "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+			break;
+		}
+		status = cli_exec_on("run", *fd, "run", &e, &r);
+		/* a connection a cell: the supervisor closes one that waits for
+		 * nothing a minute (kbox-protocol(7)), as this one would while
+		 * a slow reader of standard output holds us */
+		kx_close(fd);
 		used_inputs += r.inputs_used;
 		if (used_inputs > run->inputs.n)
 			used_inputs = run->inputs.n;
@@ -606,7 +617,7 @@ int cmd_run(int argc, char **argv)
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	status = run_cells(&run, fd);
+	status = run_cells(&run, &fd);
 out:
 	if (fd >= 0)
 		close(fd);

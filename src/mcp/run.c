@@ -15,14 +15,17 @@
 #define INLINE_MAX (16L * 1024 * 1024) /* --images inline: a result's images in all */
 #define CANCEL_GRACE_MS 5000 /* a cancelled call's interrupt, then its connection closes */
 
+static json_t *run_result(mcp_t *m, json_t *r, const char *why);
+
 json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 {
 	json_t *jcode = json_object_get(args, "code"), *jt = json_object_get(args, "timeout"), *req;
 	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	kbox_error_t err = {0};
+	json_t *refused;
 	char why[1024];
 	mcp_call_t *c;
-	int fd;
+	int fd, sent;
 
 	if (!json_is_string(jcode))
 		return mcp_text_result(true, "run_python: \"code\" (a string) is required");
@@ -54,7 +57,16 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 		json_decref(req);
 		return mcp_text_result(true, "run_python: %s", why);
 	}
-	if (!req || kr_ctl_send(fd, req, &err) < 0 || !(c = calloc(1, sizeof *c))) {
+	sent = req ? kr_ctl_send(fd, req, &err) : -1;
+	if (sent < 0 && req && (refused = kr_ctl_refusal(fd))) {
+		/* the supervisor said why it closed the connection */
+		json_t *result = run_result(m, refused, NULL);
+		json_decref(refused);
+		json_decref(req);
+		close(fd);
+		return result;
+	}
+	if (sent < 0 || !(c = calloc(1, sizeof *c))) {
 		json_decref(req);
 		close(fd);
 		cli_error(MCP_CMD, "session %s: %s", m->name, req ? err.msg : "out of memory");

@@ -212,6 +212,12 @@ fail:
 	return NULL;
 }
 
+json_t *kr_ctl_refusal(int fd)
+{
+	/* it is there already: it was written before the close */
+	return kr_ctl_recv(fd, 0, NULL);
+}
+
 json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_ms,
                     kbox_error_t *err)
 {
@@ -227,9 +233,13 @@ json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_m
 		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto out;
 	}
-	if ((fd = kr_ctl_connect(dir, err)) < 0 || kr_ctl_send(fd, req, err) < 0)
+	if ((fd = kr_ctl_connect(dir, err)) < 0)
 		goto out;
-	if (!(reply = kr_ctl_recv(fd, timeout_ms, err)))
+	if (kr_ctl_send(fd, req, err) < 0)
+		reply = kr_ctl_refusal(fd);
+	else
+		reply = kr_ctl_recv(fd, timeout_ms, err);
+	if (!reply)
 		goto out;
 	if (kr_ctl_msg_kind(reply, NULL) != KR_CTL_MSG_REPLY) {
 		const char *m = json_string_value(json_object_get(reply, "error"));
@@ -260,6 +270,8 @@ kr_ctl_exec_end_t kr_ctl_execute(int fd, const kr_ctl_exec_t *req, int outputs_f
 	}
 	sent = kr_ctl_send_fd(fd, line, outputs_fd, err);
 	json_decref(line);
+	if (sent < 0 && (*reply_p = kr_ctl_refusal(fd)))
+		return KR_CTL_EXEC_REPLY;
 	if (sent < 0)
 		return KR_CTL_EXEC_NOT_SENT;
 	while ((m = kr_ctl_recv(fd, -1, err))) {

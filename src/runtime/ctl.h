@@ -27,6 +27,12 @@ int kr_ctl_send(int fd, const json_t *msg, kbox_error_t *err);
  * byte; -1: none. */
 int kr_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err);
 
+/* After a send on FD failed: the line the supervisor wrote before it
+ * closed the connection, such as the "busy" error of too many
+ * connections (new; the error to report instead of the send's), or NULL
+ * when none came. */
+json_t *kr_ctl_refusal(int fd);
+
 /* Read one line, of at most KR_CTL_LINE_MAX bytes, within TIMEOUT_MS
  * (-1: forever) and parse it: an object (new).  NULL with ERR:
  * KBOX_E_TIMEOUT, KBOX_E_DEAD at end of file, KBOX_E_PROTOCOL for a line
@@ -35,7 +41,8 @@ json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err);
 
 /* Connect, send {"op": OP, …ARGS (taken, may be NULL)}, read the reply,
  * close.  The reply (new), or NULL with ERR; a reply {"ok": false,
- * "error": MSG} becomes NULL with MSG (KBOX_E_INVALID). */
+ * "error": MSG} becomes NULL with MSG (KBOX_E_INVALID), and so does the
+ * refusal of a supervisor that closed the connection (kr_ctl_refusal). */
 json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_ms,
                     kbox_error_t *err);
 
@@ -63,7 +70,8 @@ typedef enum {
  * be NULL) with ARG; a reply to another op on the same connection (an
  * interrupt's) is skipped.  *REPLY_P gets the reply (new) with
  * KR_CTL_EXEC_REPLY, else NULL; ERR says why for the others
- * (KBOX_E_DEAD when the supervisor went away). */
+ * (KBOX_E_DEAD when the supervisor went away).  A supervisor's refusal
+ * that made the send fail (kr_ctl_refusal) is a reply too. */
 kr_ctl_exec_end_t kr_ctl_execute(int fd, const kr_ctl_exec_t *req, int outputs_fd,
                                  kr_ctl_event_cb_t on_event, void *arg, json_t **reply_p,
                                  kbox_error_t *err);

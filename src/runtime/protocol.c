@@ -3,6 +3,7 @@
 #include "runtime/runtime.h"
 #include "runtime/protocol.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,56 @@ bool kr_ctl_request_fits(const json_t *req)
 {
 	size_t n = req ? json_dumpb(req, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(9)) : 0;
 	return req && n + 1 <= (size_t)KR_CTL_REQUEST_MAX;
+}
+
+/* The name of the member whose duplicate JSON_REJECT_DUPLICATES found in
+ * BUF, as the client wrote it (escapes kept), at most DUP_NAME_MAX bytes
+ * of it, into OUT: the string token that ends just before offset END. */
+#define DUP_NAME_MAX 64
+static void dup_name(const char *buf, size_t end, char *out, size_t size)
+{
+	size_t close, open;
+	out[0] = '\0';
+	if (end == 0 || end > 0x7fffffff)
+		return;
+	close = end - 1; /* the closing quote */
+	if (buf[close] != '"')
+		return;
+	for (open = close; open-- > 0;) {
+		size_t bs = 0;
+		if (buf[open] != '"')
+			continue;
+		while (bs < open && buf[open - 1 - bs] == '\\')
+			bs++;
+		if (bs % 2 == 0)
+			break;
+	}
+	if (open == (size_t)-1)
+		return;
+	size_t len = close - open - 1, keep = kx_utf8_floor(buf + open + 1, len, DUP_NAME_MAX);
+	snprintf(out, size, "\"%.*s%s\"", (int)keep, buf + open + 1, keep < len ? "..." : "");
+}
+
+json_t *kr_ctl_request_load(const char *buf, size_t len, kbox_error_t *err)
+{
+	json_error_t je;
+	json_t *req = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	char name[DUP_NAME_MAX + 8];
+	if (req && json_is_object(req))
+		return req;
+	if (req) {
+		json_decref(req);
+		kbox_error_set(err, KBOX_E_INVALID, "not a JSON object");
+		return NULL;
+	}
+	if (json_error_code(&je) != json_error_duplicate_key) {
+		kbox_error_set(err, KBOX_E_INVALID, "not valid JSON: %s", je.text);
+		return NULL;
+	}
+	dup_name(buf, je.position >= 0 ? (size_t)je.position : 0, name, sizeof name);
+	kbox_error_set(err, KBOX_E_INVALID, "duplicate member %s: a member may be given once",
+	               name[0] ? name : "(unknown)");
+	return NULL;
 }
 
 kr_ctl_msg_kind_t kr_ctl_msg_kind(const json_t *msg, kr_ctl_op_t *re_p)

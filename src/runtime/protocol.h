@@ -62,12 +62,17 @@
  * marker (kbox_json_depth_cut), so that every reader (jansson reads
  * JSON_PARSER_MAX_DEPTH, 2048) takes every line. */
 #define KR_CTL_DEPTH_MAX 128
-/* The connections a supervisor holds at a time. */
+/* The connections a supervisor holds at a time; a new one beyond them
+ * closes the idlest that waits for no answer. */
 #define KR_CTL_CONNS_MAX 256
+/* A connection that waits for no answer and has no lines waiting to be
+ * sent, on which nothing came or went for this long, is closed. */
+#define KR_CTL_IDLE_MS 60000
 /* Unsent lines: more than this on one connection, or on all together, and
- * event lines are dropped (and counted); replies never are.  An event
- * longer than KR_CTL_CONN_OUT_MAX as JSON is dropped (and counted) before
- * it is written. */
+ * event lines are dropped (and counted); a reply over them cuts off the
+ * connection that does not read (kbox-protocol(7), Slow clients).  An
+ * event longer than KR_CTL_CONN_OUT_MAX as JSON is dropped (and counted)
+ * before it is written. */
 #define KR_CTL_CONN_OUT_MAX (8 << 20)
 #define KR_CTL_OUT_TOTAL_MAX (64 << 20)
 /* An error's message, in bytes (a buffer of one more). */
@@ -114,6 +119,14 @@ json_t *kr_ctl_request_new(kr_ctl_op_t op);
 /* Whether REQ (borrowed) fits in the line a supervisor takes:
  * KR_CTL_REQUEST_MAX bytes with its newline. */
 bool kr_ctl_request_fits(const json_t *req);
+
+/* The request in the line BUF of LEN bytes (its newline left out): a new
+ * JSON object, or NULL with ERR (KBOX_E_INVALID, or KBOX_E_NOMEM) saying
+ * why as the "usage" error says it: "not valid JSON: WHY", "not a JSON
+ * object", or "duplicate member \"KEY\": a member may be given once" (at
+ * any depth; KEY as the line spells it, cut to 64 bytes): which of two
+ * members counts is never guessed. */
+json_t *kr_ctl_request_load(const char *buf, size_t len, kbox_error_t *err);
 
 /* ---- lines of the supervisor ---- */
 

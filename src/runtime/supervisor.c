@@ -145,13 +145,14 @@ static int on_signal(kbox_loop_t *loop, void *arg)
 	return 0;
 }
 
-/* The idle TTL, checked each second (and the liveness of the kernel,
- * in case a SIGCHLD was missed). */
+/* The idle TTL and idle control connections, checked each second (and
+ * the liveness of the kernel, in case a SIGCHLD was missed). */
 static int on_tick(kbox_loop_t *loop, void *arg)
 {
 	sup_t *s = arg;
 	if (s->sb && !s->starting && !kr_sandbox_alive(s->sb))
 		sup_on_kernel_check(loop, s);
+	sup_conns_idle(s);
 	/* idle: a kernel that is ready, with nothing to do (a starting kernel
 	 * is not idle, however long it takes) */
 	if (s->ttl_ms > 0 && s->ready && !s->running && !s->queue && !s->stopping) {

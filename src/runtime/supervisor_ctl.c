@@ -5,6 +5,7 @@
 #include "runtime/supervisor_int.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +15,10 @@
 #include <unistd.h>
 
 /* ---- sending to clients ---- */
+
+/* A connection's buffer of unsent lines bigger than this is freed once
+ * it is empty. */
+#define OUT_KEEP_MAX (1 << 20)
 
 bool sup_conn_flush(conn_t *c)
 {
@@ -34,6 +39,15 @@ bool sup_conn_flush(conn_t *c)
 	memmove(c->out, c->out + off, c->out_len - off);
 	c->out_len -= off;
 	c->s->out_total -= off;
+	c->active_ms = c->out_since = kx_now_ms(); /* the client reads */
+	if (!c->out_len && c->out_cap > OUT_KEEP_MAX) {
+		/* a long reply went: its buffer goes too, not held for the
+		 * connection's life beside the kernel's data */
+		free(c->out);
+		c->out = NULL;
+		c->out_cap = 0;
+		sup_trim();
+	}
 	return true;
 }
 
@@ -59,36 +73,95 @@ static int on_flush(kbox_loop_t *loop, void *arg)
 	return 0;
 }
 
+/* Cut C off, for it does not read what it is sent (WHY, for the log;
+ * LINE the bytes of the line that did not fit): what waits for it is let
+ * go now, nothing more is queued for it, and its read handler sees the
+ * end it is shut down to and closes it (which counts as its going away). */
+static void conn_cut(sup_t *s, conn_t *c, const char *why, size_t line)
+{
+	sup_log(s, "client-cut-off",
+	        json_pack("{s:s, s:I, s:I, s:I}", "why", why, "waiting", (json_int_t)c->out_len,
+	                  "line", (json_int_t)line, "all_waiting", (json_int_t)s->out_total));
+	shutdown(c->fd, SHUT_RDWR);
+	s->out_total -= c->out_len;
+	free(c->out);
+	c->out = NULL;
+	c->out_len = c->out_cap = 0;
+	c->cut = true;
+	sup_trim();
+}
+
+/* The connection that has read nothing of what waits for it for the
+ * longest time, or NULL when nothing waits anywhere. */
+static conn_t *stalest_reader(sup_t *s)
+{
+	conn_t *oldest = NULL;
+	for (size_t i = 0; i < s->n_conns; i++) {
+		conn_t *c = s->conns[i];
+		if (c->out_len && (!oldest || c->out_since < oldest->out_since))
+			oldest = c;
+	}
+	return oldest;
+}
+
+/* Make room for a reply of LEN bytes to C within KR_CTL_OUT_TOTAL_MAX:
+ * the connections that read nothing for the longest time are cut off
+ * until it fits (or nothing else waits: one line alone may be longer).
+ * false when C itself was the one cut off. */
+static bool room_for_reply(sup_t *s, conn_t *c, size_t len)
+{
+	conn_t *v;
+	while (s->out_total + len > KR_CTL_OUT_TOTAL_MAX && (v = stalest_reader(s))) {
+		conn_cut(s, v, "more waited for all clients than the supervisor holds", len);
+		if (v == c)
+			return false;
+	}
+	return true;
+}
+
 void sup_conn_send(conn_t *c, json_t *j, bool event)
 {
 	sup_t *s = c->s;
 	char *line, *nb;
 	size_t len;
-	bool over;
 	if (!j)
 		return;
+	if (c->cut) {
+		json_decref(j);
+		return;
+	}
 	line = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	json_decref(j);
 	if (!line)
 		return;
-	len = strlen(line);
-	over = c->out_len + len + 1 > KR_CTL_CONN_OUT_MAX ||
-	       s->out_total + len + 1 > KR_CTL_OUT_TOTAL_MAX;
-	if (event && over) {
+	len = strlen(line) + 1; /* with its newline */
+	if (event &&
+	    (c->out_len + len > KR_CTL_CONN_OUT_MAX || s->out_total + len > KR_CTL_OUT_TOTAL_MAX)) {
 		c->events_dropped++;
 		free(line);
 		return;
 	}
-	if (!event && c->out_len && over) {
-		/* a client that does not read its replies: it is cut off (its
-		 * read handler sees the end and closes it) */
-		shutdown(c->fd, SHUT_RDWR);
+	if (!event && c->out_len && c->out_len + len > KR_CTL_CONN_OUT_MAX) {
+		/* a client that does not read its replies and asks for more */
+		conn_cut(s, c, "more waited for this client than one connection holds", len);
 		free(line);
 		return;
 	}
-	if (c->out_len + len + 1 > c->out_cap) {
+	if (!event && !room_for_reply(s, c, len)) {
+		free(line);
+		return;
+	}
+	if (!c->out_len)
+		c->out_since = kx_now_ms();
+	if (!c->out_len && len > KR_CTL_CONN_OUT_MAX) {
+		/* a long line alone: it is the backlog, not a copy of it */
+		free(c->out);
+		c->out = line;
+		c->out_cap = len;
+		line = NULL;
+	} else if (c->out_len + len > c->out_cap) {
 		size_t cap = c->out_cap ? c->out_cap : 4096;
-		while (cap < c->out_len + len + 1)
+		while (cap < c->out_len + len)
 			cap *= 2;
 		if (!(nb = realloc(c->out, cap))) {
 			free(line);
@@ -97,10 +170,11 @@ void sup_conn_send(conn_t *c, json_t *j, bool event)
 		c->out = nb;
 		c->out_cap = cap;
 	}
-	memcpy(c->out + c->out_len, line, len);
-	c->out[c->out_len + len] = '\n';
-	c->out_len += len + 1;
-	s->out_total += len + 1;
+	if (line)
+		memcpy(c->out + c->out_len, line, len - 1);
+	c->out[c->out_len + len - 1] = '\n';
+	c->out_len += len;
+	s->out_total += len;
 	free(line);
 	sup_conn_flush(c);
 	if (c->out_len && !s->flush_timer)
@@ -280,6 +354,7 @@ static void on_interrupt_reply(void *arg, kbox_msg_t *reply, const kbox_error_t 
 			c = ask.s->conns[i];
 	if (!c) /* it went away */
 		return;
+	c->asking--;
 	if (err && err->code) {
 		sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s",
 		                err->msg);
@@ -320,7 +395,8 @@ static void op_interrupt(sup_t *s, conn_t *c, json_t *req)
 	                              KR_CTL_KERNEL_REPLY_MS, on_interrupt_reply, ask, &err) < 0) {
 		free(ask);
 		sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s", err.msg);
-	}
+	} else
+		c->asking++;
 }
 
 static void op_restart(sup_t *s, conn_t *c, json_t *req)
@@ -429,16 +505,14 @@ static ssize_t conn_read(conn_t *c)
 static void conn_lines(sup_t *s, conn_t *c)
 {
 	char *nl;
-	while (!s->stopping && (nl = memchr(c->in, '\n', c->in_len))) {
+	while (!s->stopping && !c->cut && (nl = memchr(c->in, '\n', c->in_len))) {
 		size_t line = (size_t)(nl - c->in);
-		json_error_t jerr;
-		json_t *req = json_loadb(c->in, line, 0, &jerr);
+		kbox_error_t err = {0};
+		json_t *req = kr_ctl_request_load(c->in, line, &err);
 		memmove(c->in, nl + 1, c->in_len - line - 1);
 		c->in_len -= line + 1;
 		if (!req)
-			sup_reply_error(c, NULL, KR_CTL_ERR_USAGE, "not valid JSON: %s", jerr.text);
-		else if (!json_is_object(req))
-			sup_reply_error(c, NULL, KR_CTL_ERR_USAGE, "not a JSON object");
+			sup_reply_error(c, NULL, KR_CTL_ERR_USAGE, "%s", err.msg);
 		else
 			handle_request(s, c, req);
 		json_decref(req);
@@ -453,6 +527,10 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 	(void)loop;
 	for (;;) {
 		ssize_t n;
+		if (c->cut) { /* what it sent since goes unread */
+			sup_conn_close(s, c);
+			return 0;
+		}
 		if (c->in_len == c->in_cap) {
 			size_t cap = c->in_cap ? c->in_cap * 2 : 4096;
 			char *nb;
@@ -480,10 +558,55 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 			return 0;
 		}
 		c->in_len += (size_t)n;
+		c->active_ms = kx_now_ms();
 		conn_lines(s, c);
 		if (s->stopping)
 			return 0;
 	}
+}
+
+/* Whether C waits for an answer: its job, a restart's new kernel, an
+ * interrupt's reply, or the stop it asked for. */
+static bool conn_waits(const sup_t *s, const conn_t *c)
+{
+	return c->job || c->pending != KR_CTL_OP_NONE || c->asking || c == s->stop_conn;
+}
+
+/* Whether C has something to read (or its end), for its handler. */
+static bool conn_readable(const conn_t *c)
+{
+	struct pollfd p = {c->fd, POLLIN, 0};
+	return poll(&p, 1, 0) != 0;
+}
+
+void sup_conns_idle(sup_t *s)
+{
+	long long now = kx_now_ms();
+	for (size_t i = s->n_conns; i-- > 0;) {
+		conn_t *c = s->conns[i];
+		/* (lines waiting for a slow reader are kept: they are
+		 * bounded, and cut off when the bounds need it) */
+		if (!conn_waits(s, c) && !c->out_len && now - c->active_ms >= KR_CTL_IDLE_MS &&
+		    !conn_readable(c))
+			sup_conn_close(s, c);
+	}
+}
+
+/* The connection to close for a new one when there are
+ * KR_CTL_CONNS_MAX: one cut off already, else of those that wait for no
+ * answer the one on which nothing came or went for the longest time.
+ * NULL when every one waits for an answer. */
+static conn_t *conn_to_close(sup_t *s)
+{
+	conn_t *idlest = NULL;
+	for (size_t i = 0; i < s->n_conns; i++) {
+		conn_t *c = s->conns[i];
+		if (c->cut)
+			return c;
+		if (!conn_waits(s, c) && (!idlest || c->active_ms < idlest->active_ms))
+			idlest = c;
+	}
+	return idlest;
 }
 
 int sup_on_accept(kbox_loop_t *loop, void *arg)
@@ -501,6 +624,8 @@ int sup_on_accept(kbox_loop_t *loop, void *arg)
 			close(fd);
 			continue;
 		}
+		if (s->n_conns == KR_CTL_CONNS_MAX && (c = conn_to_close(s)))
+			sup_conn_close(s, c);
 		if (s->n_conns == KR_CTL_CONNS_MAX) {
 			json_t *e = json_pack("{s:b, s:s, s:s}", "ok", 0, "kind",
 			                      kr_ctl_err_name(KR_CTL_ERR_BUSY), "error",
@@ -519,6 +644,7 @@ int sup_on_accept(kbox_loop_t *loop, void *arg)
 		c->fd = fd;
 		c->passed_fd = -1;
 		c->pending = KR_CTL_OP_NONE;
+		c->active_ms = kx_now_ms();
 		s->conns[s->n_conns++] = c;
 		if (kbox_loop_add_fd(loop, fd, on_conn, c, NULL) < 0)
 			sup_conn_close(s, c);

@@ -40,8 +40,9 @@
 #define SHUTDOWN_WAIT_MS 2000
 #define FLUSH_MS 20
 /* The supervisor's own memory, whatever a kernel sends: resident over
- * MEMORY_HIGH (checked every MEMORY_CHECK_MS), the kernel is stopped and
- * replaced; its cgroup's limit MEMORY_MAX is the backstop, over which the
+ * MEMORY_HIGH (checked every MEMORY_CHECK_MS; what waits for slow clients
+ * on the control socket, at most KR_CTL_OUT_TOTAL_MAX, is not counted),
+ * the kernel is stopped and replaced; its cgroup's limit MEMORY_MAX is the backstop, over which the
  * supervisor alone is killed (the host is untouched).  A message may be
  * 64 MiB (KBOX_MAX_MESSAGE_BYTES), and decoding one takes about three
  * times that.  Before that, over MEMORY_SHED, a reader that fell behind a
@@ -102,6 +103,10 @@ struct conn {
 	int passed_fd;       /* the descriptor that came with its last request, or -1 */
 	job_t *job;          /* its job, queued or running, or NULL */
 	kr_ctl_op_t pending; /* restart: answered once the new kernel is ready; else NONE */
+	unsigned asking;     /* its interrupts waiting for the kernel's reply */
+	long long active_ms; /* when something last came from it or went to it */
+	long long out_since; /* while out waits: when it last read some of it */
+	bool cut;            /* cut off (it did not read): closed when its handler runs */
 };
 
 struct sup {
@@ -139,7 +144,8 @@ struct sup {
 	int flush_timer, ttl_timer;
 	unsigned long conn_serial;
 	bool replacing;   /* kernel_replace is failing what ran on the old kernel */
-	size_t out_total; /* unsent output of all connections */
+	size_t out_total; /* unsent output of all connections: the control
+	                     backlog, kept out of the kernel's memory checks */
 	/* bookkeeping */
 	long long started_ms, kernel_started_ms, last_activity_ms;
 	double started_wall, last_activity_wall;
@@ -193,9 +199,14 @@ void sup_stop(sup_t *s);
 /* Accept the connections waiting on the control socket (a loop handler;
  * ARG is the sup_t). */
 int sup_on_accept(kbox_loop_t *loop, void *arg);
-/* Queue J (taken) as one line for C and send what can be sent.  An event
- * (EVENT true) beyond KR_CTL_CONN_OUT_MAX of unsent output is dropped
- * and counted; replies always go. */
+/* Queue J (taken) as one line for C and send what can be sent, within
+ * kbox-protocol(7)'s bounds (Slow clients): an event (EVENT true) that
+ * would bring C's unsent lines over KR_CTL_CONN_OUT_MAX, or all of them
+ * over KR_CTL_OUT_TOTAL_MAX, is dropped and counted; a reply is queued,
+ * except to a connection whose unsent lines it would bring over
+ * KR_CTL_CONN_OUT_MAX, which is cut off instead; to keep all within
+ * KR_CTL_OUT_TOTAL_MAX, the connections that read nothing for the
+ * longest time are cut off first. */
 void sup_conn_send(conn_t *c, json_t *j, bool event);
 /* Send what is queued for C without blocking.  false when C is gone. */
 bool sup_conn_flush(conn_t *c);
@@ -203,6 +214,10 @@ bool sup_conn_flush(conn_t *c);
  * request had no op). */
 void sup_reply_error(conn_t *c, const char *re, kr_ctl_err_t kind, const char *fmt, ...)
         KX_PRINTF(4, 5);
+/* Close the connections that wait for no answer, have no lines waiting
+ * to be sent, and on which nothing came or went for KR_CTL_IDLE_MS (run
+ * each second). */
+void sup_conns_idle(sup_t *s);
 /* Close C and forget it; its job is left to run unseen or dropped. */
 void sup_conn_close(sup_t *s, conn_t *c);
 /* Answer the restart requests waiting for the new kernel: with its

@@ -581,12 +581,16 @@ static long long self_rss(void)
 
 /* Over MEMORY_HIGH: what the kernel sent is what grew (libzmq takes in a
  * message of many frames whole before anyone sees it), so the kernel is
- * stopped and replaced, and its connection's buffers go with it. */
+ * stopped and replaced, and its connection's buffers go with it.  Both
+ * bounds judge the kernel's data alone: what waits for slow clients on
+ * the control socket (its own bound, KR_CTL_OUT_TOTAL_MAX; see
+ * sup_conn_send) is not counted. */
 static int on_memory_check(kbox_loop_t *loop, void *arg)
 {
 	sup_t *s = arg;
 	(void)loop;
-	long long rss = self_rss();
+	long long all = self_rss(), backlog = (long long)s->out_total;
+	long long rss = all < 0 ? all : all > backlog ? all - backlog : 0;
 	char cause[256], have[32], bound[32];
 	if (rss >= 0 && rss < MEMORY_HIGH && s->client) {
 		bool shed = s->shedding ? rss >= MEMORY_SHED / 2 : rss >= MEMORY_SHED;
@@ -594,7 +598,8 @@ static int on_memory_check(kbox_loop_t *loop, void *arg)
 			s->shedding = shed;
 			kbox_client_set_shedding(s->client, shed);
 			sup_log(s, shed ? "shedding" : "shedding-end",
-			        json_pack("{s:I}", "rss", (json_int_t)rss));
+			        json_pack("{s:I, s:I}", "rss", (json_int_t)all, "ctl_backlog",
+			                  (json_int_t)backlog));
 		}
 		if (!shed && s->was_shedding) {
 			s->was_shedding = false;
@@ -611,7 +616,8 @@ static int on_memory_check(kbox_loop_t *loop, void *arg)
 	         "so the kernel was killed",
 	         have, bound);
 	sup_log(s, "memory",
-	        json_pack("{s:I, s:I}", "rss", (json_int_t)rss, "bound", (json_int_t)MEMORY_HIGH));
+	        json_pack("{s:I, s:I, s:I}", "rss", (json_int_t)all, "ctl_backlog",
+	                  (json_int_t)backlog, "bound", (json_int_t)MEMORY_HIGH));
 	kr_sandbox_signal(s->sb, SIGKILL, NULL);
 	if (sup_kernel_replace(s, cause, false) < 0) {
 		sup_answer_pending(s, KR_CTL_ERR_KERNEL, s->stop_cause);
