@@ -114,6 +114,9 @@ T=
 why=
 DIAG=
 SKIPPING=
+setup_was=
+setup_names=
+setup_first=
 ncode=0
 last_out=
 last_err=
@@ -177,13 +180,101 @@ test_selected() {
 # (the first is test n+1), has one KBOX_TEST_RUN selects.  A script asks
 # it before setup that only those tests need, to skip the setup too (the
 # tests are still counted, and reported as not selected).
-selected() {
-	sel_i=$n
+selected() { selected_at $((n + 1)) "$@"; }
+
+# selected_at NUM NAME...: as selected, for the tests numbered NUM,
+# NUM+1, ... (a script that counts the tests between its setup and them).
+selected_at() {
+	sel_i=$(($1 - 1))
+	shift
 	for sel_name in "$@"; do
 		sel_i=$((sel_i + 1))
 		test_selected "$sel_i" "$sel_name" && return 0
 	done
 	return 1
+}
+
+# selected_later NAME...: KBOX_TEST_RUN may select one of the tests named
+# NAME..., which come later, after others (for setup shared by tests far
+# apart): a glob of it matches one of the names (and no "!" glob does), or
+# it has no positive item, or a number or range beyond n (their numbers
+# are not known here: any may be theirs).
+selected_later() {
+	[ -n "${KBOX_TEST_RUN-}" ] || return 0
+	sl_ifs=$IFS
+	case $- in *f*) sl_f=yes ;; *) sl_f=no ;; esac
+	set -f
+	IFS=,
+	sl_hit=no
+	for sl_name in "$@"; do
+		sl_pos=no
+		sl_this=no
+		for sl_item in $KBOX_TEST_RUN; do
+			sl_neg=no
+			case $sl_item in !*) sl_neg=yes sl_item=${sl_item#!} ;; esac
+			[ "$sl_neg" = yes ] || sl_pos=yes
+			case $sl_item in
+			'' | *[!0-9-]* | -* | *-*-* | *-)
+				# a glob (set -f is on: a pattern here)
+				# shellcheck disable=SC2254
+				case $sl_name in $sl_item) ;; *) continue ;; esac
+				[ "$sl_neg" = no ] || { sl_this=excluded; break; }
+				sl_this=yes
+				;;
+			*)
+				# a number or a range: it may be the test's unless it
+				# ends at n (an excluded number may be another's)
+				[ "$sl_neg" = no ] && [ "${sl_item#*-}" -gt "$n" ] && sl_this=yes
+				;;
+			esac
+		done
+		case $sl_this in
+		yes) sl_hit=yes ;;
+		no) [ "$sl_pos" = yes ] || sl_hit=yes ;;
+		esac
+		[ "$sl_hit" = no ] || break
+	done
+	IFS=$sl_ifs
+	[ "$sl_f" = yes ] || set +f
+	[ "$sl_hit" = yes ]
+}
+
+# setup_for NAME... [-- LATER...]: the setup that follows, up to the next
+# setup_for, serves the next tests, NAME... in the order they come (every
+# one up to there: check fails a test it does not name), and the tests
+# LATER... further on (as selected_later takes them).  When KBOX_TEST_RUN
+# selects none of them, $SKIPPING says so (until the next setup_for or
+# needs: it comes after needs), and kbox and the script's blocks guarded
+# by $SKIPPING do nothing.  setup_for with no NAME ends the last one.
+SETUP_SKIPPED="its setup is not selected by KBOX_TEST_RUN"
+setup_for() {
+	[ "$SKIPPING" != "$SETUP_SKIPPED" ] || SKIPPING=$setup_was
+	setup_first=$((n + 1))
+	setup_names=
+	[ $# -gt 0 ] || return 0
+	sf_i=$n
+	sf_hit=no
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		sf_i=$((sf_i + 1))
+		setup_names="$setup_names $1"
+		[ "$sf_hit" = yes ] || ! test_selected "$sf_i" "$1" || sf_hit=yes
+		shift
+	done
+	if [ $# -gt 0 ]; then
+		shift
+		[ "$sf_hit" = yes ] || ! selected_later "$@" || sf_hit=yes
+	fi
+	[ "$sf_hit" = yes ] && return 0
+	setup_was=$SKIPPING
+	SKIPPING=$SETUP_SKIPPED
+}
+
+# setup_name_at NUM: the name the last setup_for gave test NUM.
+setup_name_at() {
+	sn_k=$(($1 - setup_first + 1))
+	# shellcheck disable=SC2086 # a list of names
+	set -- $setup_names
+	[ "$sn_k" -ge 1 ] && [ "$sn_k" -le $# ] && eval "printf '%s\n' \"\${$sn_k}\""
 }
 
 # say TEXT...: a diagnostic line, for a failing assertion to explain itself.
@@ -218,6 +309,9 @@ check() {
 	why=
 	if ! test_selected "$n" "$name"; then
 		echo "ok $n - $name # SKIP not selected by KBOX_TEST_RUN"
+	elif [ -n "$setup_names" ] && [ "$(setup_name_at "$n")" != "$name" ]; then
+		echo "not ok $n - $name"
+		say "the setup_for above does not name it test $n: its list is behind the tests"
 	elif [ -n "$SKIPPING" ]; then
 		echo "ok $n - $name # SKIP $SKIPPING"
 	elif "$@"; then

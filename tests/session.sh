@@ -22,9 +22,29 @@ top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 WARNING='kbox: warning: backend none: the kernel runs unsandboxed'
 LOST='earlier state (variables, imports, loaded data) is lost'
 
+# have_session NAME...: start each session NAME that was not made (the
+# tests above that make it were not selected); a setup of selected tests.
+have_session() {
+	for hs in "$@"; do
+		[ -e "$S/$hs" ] || kbox start -s "$hs"
+	done
+}
+
 # ---- a three-call analysis: CSV in, DataFrame across calls, chart out ----
 
-needs kernel pandas
+# (pandas is slow to import: not for the tests of others)
+setup_for start_prints_started_line_with_supervisor_pid \
+	start_with_the_default_backend_bwrap_prints_nothing_on_stderr \
+	start_exits_0 \
+	start_with_backend_none_warns_that_the_kernel_is_unsandboxed \
+	put_copies_a_host_file_silently exec_call_1_loads_the_put_csv \
+	exec_call_2_uses_call_1s_dataframe \
+	exec_call_3_shows_the_figure_as_image_saved_line \
+	exec_inline_figure_is_a_600x400_png_in_outputs \
+	get_copies_the_chart_to_the_current_directory \
+	get_chart_is_figsize_times_dpi_600x400 get_dash_writes_to_stdout -- \
+	get_works_on_a_stopped_session
+[ -n "$SKIPPING" ] || needs kernel pandas
 fresh
 kbox start -s an
 check start_prints_started_line_with_supervisor_pid started_line an
@@ -86,6 +106,18 @@ check get_dash_writes_to_stdout cmp -s stdout "$S/an/workspace/chart.png"
 # ---- a restarted kernel is reported, once ----
 
 needs kernel
+setup_for restart_says_state_is_lost \
+	exec_after_restart_starts_with_the_note_and_state_is_gone \
+	exec_kernel_killed_inside_exits_4 \
+	exec_kernel_killed_inside_prints_died_line \
+	exec_after_death_starts_with_the_note exec_after_death_has_lost_variables \
+	exec_note_is_given_only_once status_counts_restarts_and_generations \
+	events_log_both_restarts -- logs_shows_events_as_lines \
+	logs_ndjson_prints_the_raw_lines logs_json_is_one_array_of_the_events \
+	logs_follow_keeps_going_until_killed \
+	logs_follow_ends_when_its_reader_has_gone \
+	logs_follow_piped_to_head_ends_while_the_session_runs \
+	logs_follow_ends_when_its_reader_goes_before_reading
 fresh
 kbox start -s rs
 kbox exec -s rs 'v = 1'
@@ -125,12 +157,20 @@ check events_log_both_restarts events rs '[(e["cause"], e["requested"]) for e in
 
 # ---- a killed supervisor: no kernel left, session dead, workspace kept ----
 
+setup_for status_pid_is_supervisor_pid_file \
+	supervisor_sigkill_leaves_no_kernel \
+	ls_shows_session_with_killed_supervisor_dead \
+	status_of_dead_session_exits_5 \
+	stop_of_dead_session_exits_0_and_says_it_is_not_running \
+	exec_after_supervisor_death_works_and_keeps_files \
+	exec_after_supervisor_death_runs_a_new_supervisor \
+	exec_whose_supervisor_dies_says_the_kernel_died
 fresh
 kbox start -s sv
 kbox exec -s sv 'open("keep.txt", "w").write("kept\n"); k = 1'
 kbox status -s sv --json
-sv_pid=$(json_field stdout pid)
-sv_kernel=$(json_field stdout kernel_pid)
+sv_pid=$(json_field stdout pid 2>/dev/null)
+sv_kernel=$(json_field stdout kernel_pid 2>/dev/null)
 check status_pid_is_supervisor_pid_file eval '[ "$sv_pid" = "$(cat "$S/sv/supervisor.pid")" ]'
 [ -z "$SKIPPING" ] && kill -9 "$sv_pid"
 check supervisor_sigkill_leaves_no_kernel gone_or_zombie "$sv_kernel"
@@ -168,7 +208,7 @@ for fmt in text json; do
 		kill -9 "$(cat "$S/sv/supervisor.pid")") & killer=$!; }
 	kbox exec -s sv --format $fmt 'open("running-'$fmt'", "w").close(); import time; time.sleep(300)'
 	[ -z "$SKIPPING" ] && wait "$killer"
-	cp stdout "died.$fmt"; died_rc="$died_rc$rc"
+	cp stdout "died.$fmt" 2>/dev/null; died_rc="$died_rc$rc"
 done
 kbox exec -s sv 'print(1)' # a supervisor again (stop --all, below, stops it)
 check exec_whose_supervisor_dies_says_the_kernel_died eval '[ "$died_rc" = 44 ] &&
@@ -177,6 +217,11 @@ check exec_whose_supervisor_dies_says_the_kernel_died eval '[ "$died_rc" = 44 ] 
 
 # ---- idle TTL ----
 
+setup_for exec_longer_than_ttl_is_not_cut_off session_stops_after_ttl_idle \
+	status_after_ttl_says_why ls_shows_expired_session_stopped \
+	ttl_supervisor_exits events_log_one_ttl_stop_after_the_last_exec \
+	exec_no_start_on_stopped_session_exits_5 \
+	exec_after_ttl_stop_starts_with_the_note
 fresh
 # (2000ms: a duration in milliseconds; see kbox(1), Durations)
 kbox start -s ttl --ttl 2000ms
@@ -184,7 +229,7 @@ kbox exec -s ttl 'print(1)'
 fresh
 kbox exec -s ttl 'import time; time.sleep(3); print("slept")'
 check exec_longer_than_ttl_is_not_cut_off eval 'status_is 0 && stdout_is "slept"'
-ttl_pid=$(cat "$S/ttl/supervisor.pid")
+ttl_pid=$(cat "$S/ttl/supervisor.pid" 2>/dev/null)
 
 # (a supervisor that is stopping may answer "unresponsive" for a moment)
 ttl_stopped() { kbox status -s ttl && [ "$rc" = 5 ] && [ "$(status_line state)" = stopped ]; }
@@ -212,6 +257,8 @@ check exec_after_ttl_stop_starts_with_the_note eval 'status_is 0 && stdout_is "[
 
 # ---- many clients on one session at once ----
 
+setup_for exec_8_processes_x_25_calls_all_get_their_own_result \
+	status_counts_all_200_executions events_log_200_ok_exec_ends
 fresh
 kbox start -s cc
 # worker P: 25 calls, each printing a value only (P, call) gives; the
@@ -244,6 +291,33 @@ check events_log_200_ok_exec_ends events cc \
 
 # ---- two starts of one name at once ----
 
+setup_for concurrent_starts_both_exit_0 \
+	concurrent_starts_make_one_supervisor \
+	concurrent_starts_log_one_start_event \
+	start_of_running_session_with_options_warns_they_were_not_applied \
+	exec_makes_symlinks_in_the_workspace put_absolute_dest_is_refused \
+	put_dotdot_dest_is_refused put_inner_dotdot_dest_is_refused \
+	put_refusals_write_nothing get_absolute_src_is_refused \
+	get_dotdot_src_is_refused get_symlink_leading_outside_is_refused \
+	get_refused_writes_no_host_file get_directory_is_refused \
+	get_fifo_is_refused_without_blocking get_missing_file_exits_2 \
+	get_follows_symlink_inside_the_workspace put_onto_symlink_exits_0 \
+	put_onto_symlink_leaves_its_target_alone \
+	put_onto_symlink_replaces_the_link put_into_directory_keeps_basename \
+	put_missing_host_file_exits_2 put_to_unknown_session_exits_5 \
+	get_from_unknown_session_exits_5 \
+	get_into_missing_directory_nodir/_says_it_does_not_exist \
+	get_into_missing_directory_nodir/x.txt_says_it_does_not_exist \
+	get_into_missing_directory_nodir/deeper/x.txt_says_it_does_not_exist \
+	get_into_a_file_as_directory_says_it_is_not_one \
+	get_into_a_file_as_directory_beneath_says_it_is_not_one \
+	get_into_missing_directory_makes_nothing \
+	put_into_missing_directory_nodir/_says_it_does_not_exist_in_the_workspace \
+	put_into_missing_directory_nodir/x.txt_says_it_does_not_exist_in_the_workspace \
+	put_into_missing_directory_nodir/deeper/x.txt_says_it_does_not_exist_in_the_workspace \
+	put_into_a_file_as_directory_says_it_is_not_one \
+	put_into_a_file_as_directory_beneath_says_it_is_not_one \
+	put_into_missing_directory_makes_nothing
 fresh
 if [ -z "$SKIPPING" ]; then
 	(timeout -k 5 90 "$KBOX" start -s two >out.1 2>err.1; echo $? >rc.1) &
@@ -368,20 +442,26 @@ check put_into_missing_directory_makes_nothing eval '[ ! -e "$S/two/workspace/no
 
 # ---- every exit status ----
 
+setup_for exec_starts_the_session_when_needed \
+	exec_starting_the_session_with_bwrap_prints_nothing_on_stderr
 fresh
 kbox exec -s ex 'print("ok")'
 check exec_starts_the_session_when_needed eval 'status_is 0 && stdout_is ok'
 check exec_starting_the_session_with_bwrap_prints_nothing_on_stderr stderr_empty
 
+setup_for exec_raise_exits_1
 fresh
 kbox exec -s ex 'raise ValueError("boom")'
 check exec_raise_exits_1 eval 'status_is 1 && last_line_is stdout "ValueError: boom"'
 
+setup_for exec_unknown_option_exits_2_in_one_line
 fresh
 kbox exec -s ex --frobnicate 'print(1)'
 check exec_unknown_option_exits_2_in_one_line eval '[ "$rc" = 2 ] && stdout_empty &&
 	[ "$(wc -l <stderr)" -eq 1 ] && grep -q "^kbox exec: " stderr'
 
+setup_for exec_timeout_interrupted_exits_3 exec_timeout_says_state_kept \
+	exec_after_timeout_keeps_state
 fresh
 kbox exec -s ex 'a = 7'
 kbox exec -s ex -t 1 'import time; time.sleep(30)'
@@ -394,6 +474,7 @@ check exec_after_timeout_keeps_state eval 'status_is 0 && stdout_is 7'
 # then drops the reply, but says idle): the kernel is kept, never killed.
 # (A session of its own: IPython's history may complain afterwards, on
 # the kernel's stdout, of the requests it dropped.)
+setup_for exec_timeout_at_the_edge_never_kills_the_kernel
 kbox exec -s eg 'a = 7'
 codes=
 for i in $(seq 1 20); do
@@ -404,6 +485,9 @@ kbox exec -s eg 'print(a)'
 check exec_timeout_at_the_edge_never_kills_the_kernel eval 'status_is 0 && grep -qx 7 stdout &&
 	[ -z "$(printf "%s" "$codes" | tr -d 03)" ] || { echo "# exit statuses: $codes"; false; }'
 
+setup_for exec_timeout_ignoring_interrupt_exits_4 \
+	exec_timeout_ignoring_interrupt_gives_reason \
+	exec_after_timeout_kill_has_note_and_lost_state
 fresh
 kbox exec -s ex -t 1000ms --grace 1s 'import signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -416,10 +500,13 @@ check exec_after_timeout_kill_has_note_and_lost_state eval 'status_is 1 &&
 	first_line_is stdout "[note: kernel restarted: the execution timed out after 1 s and did not stop within 1 s of an interrupt, so the kernel was killed; $LOST]" &&
 	last_line_is stdout "NameError: name '\''a'\'' is not defined"'
 
+setup_for exec_kernel_exiting_exits_4
 fresh
 kbox exec -s ex 'import os; os._exit(3)'
 check exec_kernel_exiting_exits_4 eval 'status_is 4 && stdout_is "[kernel died: the kernel exited with status 3; a new kernel was started; earlier state is lost]"'
 
+setup_for exec_no_start_on_unknown_session_exits_5 \
+	exec_no_start_creates_no_session
 fresh
 kbox exec -s never --no-start 'print(1)'
 check exec_no_start_on_unknown_session_exits_5 fails_with 5 \
@@ -428,6 +515,7 @@ check exec_no_start_creates_no_session eval '[ ! -e "$S/never" ]'
 
 # ---- bad input: one line on stderr, and the exit status ----
 
+setup_for
 needs
 fresh
 kbox exec -s a/b 'print(1)'
@@ -490,8 +578,13 @@ check status_of_unknown_session fails_with 5 "kbox status: no session \"nosess\"
 # ---- ls, status, logs, complete, inspect, interrupt, stop ----
 
 needs kernel
+# ex is the session of "every exit status" above, started here when its
+# tests were not selected
+setup_for status_of_running_session_exits_0 status_lists_its_fields \
+	status_values
 fresh
-wait_idle ex
+have_session ex
+[ "$SKIPPING" = "$SETUP_SKIPPED" ] || wait_idle ex
 kbox status -s ex
 check status_of_running_session_exits_0 status_is 0
 # has_keys KEY...: `kbox status` printed a line "KEY: value" for each KEY.
@@ -507,7 +600,12 @@ check status_values eval '[ "$(status_line name)" = ex ] && [ "$(status_line sta
 	[ "$(status_line pid)" = "$(cat "$S/ex/supervisor.pid")" ] &&
 	[ "$(status_line dir)" = "$S/ex" ] && [ "$(status_line ttl)" = 30m00s ]'
 
+# ls lists the sessions the tests above made: those not made (their
+# tests not selected) are started here
+setup_for ls_json_is_parseable_and_lists_every_session \
+	ls_ndjson_is_a_session_a_line_named_as_in_json
 fresh
+have_session cc eg ex nb rs sv ttl two
 kbox ls --json
 check ls_json_is_parseable_and_lists_every_session "$PY" -c '
 import json, sys
@@ -532,7 +630,10 @@ assert [s["name"] for s in lines] == names, (lines, names)
 assert all(set(s) >= {"name", "state", "dir"} for s in lines), lines
 ' "$KBOX"
 
+setup_for status_ndjson_is_the_json_object_on_one_line \
+	status_format_json_is_indented
 fresh
+have_session ex
 kbox status -s ex --format ndjson
 check status_ndjson_is_the_json_object_on_one_line eval 'status_is 0 && [ "$(wc -l <stdout)" = 1 ] &&
 	"$PY" -c "import json; s = json.load(open(\"stdout\")); assert s[\"name\"] == \"ex\" and s[\"state\"] == \"idle\", s"'
@@ -540,11 +641,20 @@ kbox status -s ex --format json
 check status_format_json_is_indented eval 'status_is 0 && [ "$(head -n 1 stdout)" = "{" ] &&
 	grep -q "^  \"name\": \"ex\",$" stdout'
 
+setup_for ls_has_header ls_lists_running_session
 fresh
+have_session ex
 kbox ls
 check ls_has_header eval 'status_is 0 && [ "$(head -n 1 stdout | tr -s " ")" = "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS" ]'
 check ls_lists_running_session eval '[ "$(ls_row ex | cut -d" " -f2-5)" = "idle bwrap python3 $(cat "$S/ex/supervisor.pid")" ]'
 
+setup_for logs_shows_events_as_lines logs_ndjson_prints_the_raw_lines \
+	logs_json_is_one_array_of_the_events logs_follow_refuses_json \
+	logs_follow_keeps_going_until_killed \
+	logs_follow_ends_when_its_reader_has_gone \
+	logs_follow_piped_to_head_ends_while_the_session_runs \
+	logs_follow_ends_when_its_reader_goes_before_reading \
+	logs_follow_waiting_for_a_log_ends_when_its_reader_has_gone
 fresh
 kbox logs -s rs
 check logs_shows_events_as_lines eval 'status_is 0 &&
@@ -588,19 +698,29 @@ if [ -z "$SKIPPING" ]; then
 	rc=$(cat rc.out)
 fi
 check logs_follow_ends_when_its_reader_goes_before_reading status_is 0
-mkdir -m 700 "$S/nolog"
+mkdir -m 700 "$S/nolog" 2>/dev/null
 if [ -z "$SKIPPING" ]; then
 	{ timeout 20 "$KBOX" logs -s nolog -f; echo $? >rc.out; } | true
 	rc=$(cat rc.out)
 fi
 check logs_follow_waiting_for_a_log_ends_when_its_reader_has_gone status_is 0
-rmdir "$S/nolog"
+rmdir "$S/nolog" 2>/dev/null
 
+setup_for complete_json_prints_the_reply \
+	complete_dash_dash_json_is_format_json \
+	complete_text_lists_the_matches_a_line \
+	complete_text_within_max_output_says_what_was_left_out \
+	inspect_json_finds_len inspect_text_is_plain_without_escapes \
+	inspect_text_strips_every_escape_sequence_and_keeps_nul_bytes \
+	inspect_text_says_when_nothing_is_found \
+	inspect_text_cuts_at_max_output_and_says_so \
+	complete_cursor_beyond_the_end
 fresh
+have_session ex
 kbox complete -s ex --format json 'import o'
 check complete_json_prints_the_reply eval 'status_is 0 && [ "$(wc -l <stdout)" = 1 ] &&
 	"$PY" -c "import json; r = json.load(open(\"stdout\")); assert \"os\" in r[\"matches\"] and r[\"status\"] == \"ok\""'
-cp stdout complete.json
+cp stdout complete.json 2>/dev/null
 kbox complete -s ex --json 'import o'
 check complete_dash_dash_json_is_format_json eval 'status_is 0 && cmp -s stdout complete.json'
 kbox complete -s ex 'impo'
@@ -635,7 +755,10 @@ kbox complete -s ex --cursor 99 'x'
 check complete_cursor_beyond_the_end fails_with 2 \
 	"kbox complete: --cursor 99 is beyond the end of the code (1 characters)"
 
+setup_for interrupt_says_so interrupted_exec_exits_3_and_says_interrupted \
+	exec_after_interrupt_keeps_state
 fresh
+have_session ex
 kbox exec -s ex 'w = 3'
 if [ -z "$SKIPPING" ]; then
 	rm -f "$S/ex/workspace/started"
@@ -658,7 +781,14 @@ check interrupted_exec_exits_3_and_says_interrupted eval '[ "$(cat bg.rc)" = 3 ]
 kbox exec -s ex 'print(w)'
 check exec_after_interrupt_keeps_state eval 'status_is 0 && stdout_is 3'
 
+setup_for stop_says_stopped \
+	stop_of_stopped_session_exits_0_and_says_it_is_not_running \
+	stop_of_a_session_that_does_not_exist_exits_0_and_says_so \
+	stop_of_a_session_that_does_not_exist_makes_nothing \
+	interrupt_of_stopped_session_exits_5 restart_of_stopped_session_exits_5 \
+	complete_needs_a_running_session events_log_stop_on_request
 fresh
+have_session ex
 kbox stop -s ex
 check stop_says_stopped eval 'status_is 0 && stdout_is "session ex stopped"'
 kbox stop -s ex
@@ -685,6 +815,15 @@ no_kernelspec_line() {
 	[ "$rc" = 5 ] && stdout_empty && [ "$(wc -l <stderr)" -eq 1 ] &&
 		grep -q "^kbox start: no kernelspec named \"$1\" (searched .*)\$" stderr
 }
+setup_for \
+	start_of_a_new_session_with_an_unknown_kernelspec_exits_5_and_makes_no_session \
+	start_after_an_unknown_kernelspec_starts_the_default_kernel \
+	start_of_a_stopped_session_with_an_unknown_kernelspec_exits_5 \
+	start_with_an_unknown_kernelspec_keeps_the_sessions_kernel \
+	start_with_a_kernel_that_exits_at_once_exits_5 \
+	start_that_failed_keeps_the_kernelspec_that_worked \
+	exec_after_a_failed_start_runs_the_sessions_kernel \
+	status_after_a_failed_start_names_the_sessions_kernel
 fresh
 kbox start -s kf -k no-such-kernel
 check start_of_a_new_session_with_an_unknown_kernelspec_exits_5_and_makes_no_session eval \
@@ -717,6 +856,8 @@ kbox stop -s kf
 # starter's caller reads would otherwise stay open for the session's life.
 fresh
 needs kernel
+setup_for supervisor_holds_no_inherited_pipe \
+	supervisor_has_only_its_own_fds
 if [ -z "$SKIPPING" ]; then
 	# fd 5 is an extra copy of the pipe to cat: the supervisor must not
 	# hold it, or cat waits for the session's end (and timeout ends the
@@ -729,9 +870,11 @@ check supervisor_has_only_its_own_fds eval '! ls -l /proc/$(cat "$S/fdl/supervis
 
 # A client killed mid-execution (Ctrl-C, a harness timeout): its code is
 # interrupted, and the next exec runs at once with the state kept.
+setup_for exec_after_a_killed_client_runs_with_state_kept \
+	killed_client_interrupt_is_logged
 fresh
 kbox exec -s kc 'y = 7'
-timeout 2 "$KBOX" exec -s kc 'while True: pass' >/dev/null 2>&1
+[ "$SKIPPING" = "$SETUP_SKIPPED" ] || timeout 2 "$KBOX" exec -s kc 'while True: pass' >/dev/null 2>&1
 kbox exec -s kc -t 10 'print("second", y)'
 check exec_after_a_killed_client_runs_with_state_kept eval 'status_is 0 && stdout_is "second 7"'
 check killed_client_interrupt_is_logged events kc \
@@ -740,6 +883,12 @@ check killed_client_interrupt_is_logged events kc \
 # The supervisor owns the kernel's connection: output the kernel prints
 # between executions (a timer an earlier one started) is kept and comes at
 # the start of the next result, marked; status says it waits.
+setup_for exec_that_starts_a_timer_prints_nothing_yet \
+	status_says_output_is_waiting \
+	output_between_executions_comes_first_marked \
+	output_between_executions_comes_once \
+	output_between_executions_is_in_the_json_result \
+	json_result_with_earlier_output_matches_the_schema
 fresh
 kbox exec -s kc 'import threading; threading.Timer(0.3, lambda: print("late", flush=True)).start()'
 check exec_that_starts_a_timer_prints_nothing_yet eval 'status_is 0 && stdout_empty'
@@ -772,6 +921,9 @@ jsonschema.validate(json.load(open("stdout")), json.load(open(sys.argv[1])))
 # libsodium or libcurl (kbox version neither: the same program, no dlopen).
 fresh
 needs kernel
+setup_for exec_process_maps_no_zmq_sodium_or_curl \
+	kbox_program_needs_no_zmq_sodium_or_curl \
+	supervisor_is_the_one_that_links_libkbox
 if [ -z "$SKIPPING" ]; then
 	# its maps are read while its execution runs (it made its file)
 	rm -f "$S/kc/workspace/xp-running"
@@ -795,6 +947,8 @@ check supervisor_is_the_one_that_links_libkbox eval '"$top_builddir/libtool" --m
 # Bad requests to the protocol get one error naming the field.
 fresh
 needs kernel
+setup_for protocol_bad_requests_get_one_error_each
+have_session kc
 if [ -z "$SKIPPING" ]; then
 	"$PY" - "$S/kc/control.sock" >stdout 2>stderr <<'PYEOF'
 import json, socket, sys
@@ -847,6 +1001,9 @@ True a| 42| 42" ]'
 # 8 MiB of them wait for it; the supervisor stays small and serves others.
 fresh
 needs kernel
+setup_for protocol_client_that_never_reads_is_cut_off -- \
+	protocol_client_that_never_reads_leaves_the_supervisor_small
+have_session kc
 if [ -z "$SKIPPING" ]; then
 	spid=$(cat "$S/kc/supervisor.pid")
 	echo 5 >"/proc/$spid/clear_refs" # its peak so far is forgotten
@@ -875,6 +1032,9 @@ check protocol_client_that_never_reads_is_cut_off eval '[ "$(cat stdout)" = "cut
 # A restart's cause is shown to the next execution: one line, 200 bytes.
 fresh
 needs kernel
+setup_for protocol_restart_cause_is_one_line_of_200_bytes \
+	protocol_client_that_never_reads_leaves_the_supervisor_small
+have_session kc
 if [ -z "$SKIPPING" ]; then
 	"$PY" - "$S/kc/control.sock" >stdout 2>stderr <<'PYEOF'
 import json, socket, sys
@@ -896,6 +1056,9 @@ check protocol_client_that_never_reads_leaves_the_supervisor_small eval \
 # when it ends, and ends when kbox run goes away.
 fresh
 needs kernel
+setup_for run_through_a_private_supervisor run_leaves_no_session_directory \
+	run_killed_its_supervisor_stops run_killed_its_session_directory_goes \
+	run_terminated_leaves_no_directory_of_its_own
 if [ -z "$SKIPPING" ]; then
 	XDG_RUNTIME_DIR=$T timeout -k 5 60 "$KBOX" run -c 'print(6 * 7)' >stdout 2>stderr
 	rc=$?
@@ -949,12 +1112,17 @@ check run_terminated_leaves_no_directory_of_its_own eval '[ "$rc" = 143 ] && wai
 # One execution at a time: a second exec waits its turn, bounded by its -t.
 # The first holds the kernel from when it has made "holding" until the
 # test makes "release" (the third is waiting by then: status's queued).
+setup_for waiting_exec_that_runs_out_of_time_is_busy_6 \
+	waiting_exec_runs_after_the_first first_exec_was_not_disturbed
 fresh
-rm -f "$S/kc/workspace/holding" "$S/kc/workspace/release"
-( "$KBOX" exec -s kc 'import os, time; open("holding", "w").close()
+bg=
+if [ "$SKIPPING" != "$SETUP_SKIPPED" ]; then
+	rm -f "$S/kc/workspace/holding" "$S/kc/workspace/release"
+	( "$KBOX" exec -s kc 'import os, time; open("holding", "w").close()
 while not os.path.exists("release"): time.sleep(0.05)' >a.out 2>&1; echo $? >a.rc ) &
-bg=$!
-BG_PIDS="$BG_PIDS $bg"
+	bg=$!
+	BG_PIDS="$BG_PIDS $bg"
+fi
 [ -n "$SKIPPING" ] || wait_for test -e "$S/kc/workspace/holding"
 kbox exec -s kc -t 1 'print("B")'
 check waiting_exec_that_runs_out_of_time_is_busy_6 fails_with 6 \
@@ -965,10 +1133,11 @@ if [ -z "$SKIPPING" ]; then
 fi
 kbox exec -s kc -t 100 'print("C")'
 check waiting_exec_runs_after_the_first eval 'status_is 0 && stdout_is C'
-wait "$bg"
+[ -z "$bg" ] || wait "$bg"
 check first_exec_was_not_disturbed eval '[ "$(cat a.rc)" = 0 ]'
 
 # What the kernel started in its process group dies with it.
+setup_for kernel_killing_itself_exits_4 kernel_children_die_with_it
 fresh
 kbox exec -s kc 'import subprocess, os; p = subprocess.Popen(["sleep", "4243'$$'"]); os.kill(os.getpid(), 9)'
 check kernel_killing_itself_exits_4 status_is 4
@@ -977,6 +1146,7 @@ orphan_gone() { ! pgrep -f "^sleep 4243$$\$" >/dev/null; }
 check kernel_children_die_with_it wait_for orphan_gone
 
 # Code that is not UTF-8 is a usage error, not a dead kernel.
+setup_for code_not_utf8_is_a_usage_error
 fresh
 printf 'print("\377")\n' >bad.py
 kbox exec -s kc -f bad.py
@@ -990,6 +1160,8 @@ check code_not_utf8_is_a_usage_error fails_with 2 "kbox exec: the code is not va
 # the harness (status 124).
 fresh
 needs kernel
+setup_for slow_kernel_session_starts status_answers_while_a_kernel_starts \
+	stop_does_not_wait_for_a_starting_kernel
 mkdir -p jp/kernels/slow
 printf '{"argv": ["/bin/sh", "-c", "if [ -e slowly ]; then sleep 600; fi; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "slow", "language": "python"}\n' "$PY" >jp/kernels/slow/kernel.json
 JUPYTER_PATH=$T/jp kbox start -s slow -k slow
@@ -1012,6 +1184,10 @@ check stop_does_not_wait_for_a_starting_kernel eval 'status_is 0 &&
 # other control characters are shown, not sent (a pty made by script(1)).
 fresh
 needs kernel
+# (its first exec takes the note of the kernel killed above, for those)
+setup_for tty_output_shows_escape_sequences_instead_of_sending_them \
+	piped_output_keeps_the_bytes -- input_line_reaches_input \
+	username_without_one_in_the_environment_is_kbox
 printf 'import sys\nprint("a\\x1b]0;pwned\\x07b")\nprint("e\\x1b[31mr", file=sys.stderr)\n"v\\x1bw"\n' >esc.py
 if [ -z "$SKIPPING" ]; then
 	timeout -k 5 60 script -qec "$KBOX exec -s kc -f esc.py" /dev/null >tty.out 2>&1
@@ -1025,6 +1201,7 @@ kbox exec -s kc -f esc.py
 check piped_output_keeps_the_bytes eval 'status_is 0 && grep -q "a${ESC}]0;pwned" stdout'
 
 # --input lines must be UTF-8 like the code (one line, exit 2).
+setup_for input_not_utf8_is_a_usage_error input_line_reaches_input
 fresh
 kbox exec -s kc -i "$(printf 'a\377')" 'input()'
 check input_not_utf8_is_a_usage_error fails_with 2 "kbox exec: --input line 1 is not valid UTF-8"
@@ -1034,6 +1211,9 @@ Out[\$(sed -n 's/^Out\\[\\([0-9]*\\)\\].*/\\1/p' stdout)]: 'héllo'\""
 
 # Output options are checked as kbox run checks them (one shared parser),
 # and a long option without its argument is named as given.
+setup_for exec_bad_format exec_bad_max_output exec_max_output_over_16M \
+	exec_bad_max_lines long_option_missing_argument_is_named_as_given \
+	short_option_missing_argument_is_named_as_given
 fresh
 kbox exec -s kc --format xml 'print(1)'
 check exec_bad_format fails_with 2 'kbox exec: invalid --format "xml": expected text, json or ndjson'
@@ -1056,6 +1236,9 @@ check short_option_missing_argument_is_named_as_given fails_with 2 \
 # the environment of the supervisor, which the session's start gave it.
 fresh
 needs kernel
+setup_for username_is_taken_from_the_environment \
+	username_without_one_in_the_environment_is_kbox \
+	logs_lines_have_no_trailing_blanks
 if [ -z "$SKIPPING" ]; then
 	env -u LOGNAME USER=agent123 timeout -k 5 60 "$KBOX" exec -s un \
 		'print(get_ipython().kernel.get_parent()["header"]["username"])' >stdout 2>stderr
@@ -1077,6 +1260,7 @@ check logs_lines_have_no_trailing_blanks eval 'status_is 0 && grep -q " interrup
 	! grep -q " $" stdout'
 
 # kbox put refuses a host FIFO without blocking on it.
+setup_for put_of_a_fifo_is_refused
 fresh
 mkfifo ff
 kbox put -s kc ff
@@ -1087,11 +1271,18 @@ check put_of_a_fifo_is_refused fails_with 2 "kbox put: ff is not a regular file"
 # replacing kbox on disk changes nothing of a running session.
 fresh
 needs kernel
+setup_for start_with_a_copied_kbox_and_supervisor_works \
+	supervisor_is_the_kbox_supervisor_program supervisor_holds_no_kbox_open \
+	restart_after_kbox_is_replaced_on_disk_works \
+	exec_after_kbox_is_replaced_on_disk_works \
+	stop_after_kbox_is_replaced_on_disk_works
 mkdir bin
 # the program itself, not libtool's wrapper of it (which finds it by its
 # own path); it finds libkbox.so by LD_LIBRARY_PATH, as installed by ld.so
-cp "$KBOX" bin/
-cp "$("$top_builddir/libtool" --mode=execute echo "$top_builddir/kbox-supervisor")" bin/kbox-supervisor
+if [ "$SKIPPING" != "$SETUP_SKIPPED" ]; then
+	cp "$KBOX" bin/
+	cp "$("$top_builddir/libtool" --mode=execute echo "$top_builddir/kbox-supervisor")" bin/kbox-supervisor
+fi
 if [ -z "$SKIPPING" ]; then
 	LD_LIBRARY_PATH="$top_builddir/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 		timeout -k 5 120 bin/kbox start -s moved --backend none >stdout 2>stderr
@@ -1121,6 +1312,9 @@ check stop_after_kbox_is_replaced_on_disk_works status_is 0
 # supervisor the right descriptors (its ready socket is not descriptor 0).
 fresh
 needs kernel
+setup_for start_with_stdin_closed_works \
+	start_with_stdin_closed_supervisor_logs_to_its_log \
+	exec_after_start_with_stdin_closed_works
 if [ -z "$SKIPPING" ]; then
 	timeout -k 5 120 "$KBOX" start -s noin --backend none >stdout 2>stderr 0<&-
 	rc=$?
@@ -1141,6 +1335,7 @@ fresh
 needs kernel
 grep -q '^STATIC_DEPS_LIBS = .' "$top_builddir/Makefile" ||
 	SKIPPING="configured without static dependencies"
+setup_for static_kbox_exec_maps_only_libc_and_libm
 if [ -z "$SKIPPING" ]; then
 	kbox start -s st --backend none
 	# its maps are read while its execution runs (it made its file), then
@@ -1160,6 +1355,7 @@ fi
 check static_kbox_exec_maps_only_libc_and_libm eval \
 	'status_is 0 && [ -s libs ] && ! grep -vxE "ld-linux.*\.so\.[0-9]+|libc\.so\.6|libm\.so\.6" libs &&
 	 grep -qx "libc.so.6" libs'
+setup_for
 SKIPPING=
 
 # Without its supervisor program, kbox start says where it looked.
@@ -1194,6 +1390,9 @@ check supervisor_program_with_another_file_open_is_refused fails_with 2 \
 check supervisor_program_refused_leaves_no_session test ! -e "$S/none"
 
 fresh
+# (a session to stop, when none was made: the tests above not selected)
+[ -n "$(ls -A "$S" 2>/dev/null)" ] || ! selected stop_all_exits_0 stop_all_stops_every_session \
+	stop_all_leaves_no_supervisor || kbox start -s all
 running_pids=$(cat "$S"/*/supervisor.pid 2>/dev/null)
 kbox stop --all
 check stop_all_exits_0 status_is 0
