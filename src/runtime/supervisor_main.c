@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -33,9 +34,17 @@ int main(int argc, char **argv)
 	int ready_fd;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* kbox doctor's check that the program runs here: libkbox.so loads */
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("%s %s (libkbox %s)\n", KR_SUPERVISOR_PROGRAM, PACKAGE_VERSION,
+		       kbox_version());
+		return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 5;
+	}
 	if (argc != 3 || (ready_fd = fd_arg(argv[2])) < 0) {
-		fprintf(stderr, "%s: usage: %s SESSION_DIR READY_FD (kbox start runs it)\n",
-		        KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM);
+		fprintf(stderr,
+		        "%s: usage: %s SESSION_DIR READY_FD (kbox start runs it), or %s "
+		        "--version\n",
+		        KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM);
 		return 2;
 	}
 	if (fstat(ready_fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
