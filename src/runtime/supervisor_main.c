@@ -4,6 +4,7 @@
 #include "config.h"
 #include "runtime/backend.h"
 #include "runtime/supervisor.h"
+#include "common/kx.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +34,12 @@ int main(int argc, char **argv)
 	struct stat st;
 	int ready_fd;
 
+	/* before anything is opened: no socket may become its stdout */
+	if (kx_std_fds_open() < 0) {
+		fprintf(stderr, "%s: cannot open /dev/null: %s\n", KR_SUPERVISOR_PROGRAM,
+		        strerror(errno));
+		return 5;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	/* kbox doctor's check that the program runs here: libkbox.so loads */
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
