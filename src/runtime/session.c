@@ -1,4 +1,4 @@
-/* src/session.c — session names, the state directory, session files, the
+/* src/runtime/session.c — session names, the state directory, session files, the
  * event log (the control socket's client side is ctl.c). */
 #include "runtime/runtime.h"
 #include "runtime/session.h"
