@@ -340,6 +340,19 @@ else
 		[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 710, need 0700): chmod 700 $T/home" ]'
 fi
 
+# A stray file in the sessions directory is no session: kbox ls shows it
+# "invalid", and kbox stop --all passes over it (and over a session that
+# is not running), with nothing to say.
+fresh
+mkdir -m 700 home home/sessions home/sessions/stopped
+echo stray >home/sessions/afile
+KBOX_HOME=$T/home kbox stop --all
+check stop_all_passes_over_a_stray_file_in_the_sessions_directory eval '[ "$rc" = 0 ] &&
+	[ ! -s stdout ] && [ ! -s stderr ]'
+KBOX_HOME=$T/home kbox ls
+check ls_shows_a_stray_file_in_the_sessions_directory_as_invalid eval '[ "$rc" = 0 ] &&
+	[ "$(tr -s " " <stdout)" = "$(printf "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS\nafile invalid - - - - - -\nstopped stopped - - - - - -")" ]'
+
 # ---- commands that start a kernel ----
 #
 # Each scenario runs kbox once in its own directory $BASE/NAME.  They run in
