@@ -353,6 +353,22 @@ KBOX_HOME=$T/home kbox ls
 check ls_shows_a_stray_file_in_the_sessions_directory_as_invalid eval '[ "$rc" = 0 ] &&
 	[ "$(tr -s " " <stdout)" = "$(printf "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS\nafile invalid - - - - - -\nstopped stopped - - - - - -")" ]'
 
+# A session whose session.json is not valid (which kbox start refuses,
+# naming the key) is "invalid" in kbox ls and kbox status, which says why.
+fresh
+mkdir -m 700 home home/sessions home/sessions/ex
+echo '{"name":"ex","kernel":"python3","backend":"bwrap","colour":"blue"}' >home/sessions/ex/session.json
+KBOX_HOME=$T/home kbox status -s ex
+check status_of_a_session_with_an_invalid_config_says_invalid_and_why eval '[ "$rc" = 5 ] &&
+	[ ! -s stderr ] && [ "$(cat stdout)" = "$(printf "%-18s %s\n" name: ex state: invalid \
+		error: "$T/home/sessions/ex/session.json: unknown key \"colour\"" dir: "$T/home/sessions/ex")" ]'
+KBOX_HOME=$T/home kbox ls
+check ls_shows_a_session_with_an_invalid_config_as_invalid eval '[ "$rc" = 0 ] &&
+	[ "$(sed -n 2p stdout | tr -s " ")" = "ex invalid - - - - - -" ]'
+KBOX_HOME=$T/home kbox start -s ex
+check start_of_a_session_with_an_invalid_config_names_the_key eval '[ "$rc" = 5 ] &&
+	[ "$(cat stderr)" = "kbox start: $T/home/sessions/ex/session.json: unknown key \"colour\"" ]'
+
 # ---- commands that start a kernel ----
 #
 # Each scenario runs kbox once in its own directory $BASE/NAME.  They run in
