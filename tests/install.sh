@@ -142,5 +142,15 @@ else
 	fi
 fi
 
+# make uninstall leaves no file, and removes kbox's own directories,
+# $(pkglibexecdir) and $(includedir)/kbox.
+includedir=$(sed -n 's/^includedir = //p' "$top_builddir/Makefile" | sed "s|\${prefix}|$prefix|; s|\$(prefix)|$prefix|")
+check make_uninstall_removes_every_file_and_kbox_directories sh -c "
+	${MAKE:-make} -C '$top_builddir' install DESTDIR='$tmp/u' >/dev/null &&
+	test -d '$tmp/u$libexecdir/kbox' && test -d '$tmp/u$includedir/kbox' &&
+	${MAKE:-make} -C '$top_builddir' uninstall DESTDIR='$tmp/u' >/dev/null &&
+	find '$tmp/u' ! -type d && test -z \"\$(find '$tmp/u' ! -type d)\" &&
+	! test -e '$tmp/u$libexecdir/kbox' && ! test -e '$tmp/u$includedir/kbox'"
+
 echo "1..$n"
 [ $failed -eq 0 ]
