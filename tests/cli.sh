@@ -144,6 +144,14 @@ fresh
 { "$KBOX" kernelspecs --help 2>stderr; echo $? >rc.out; } | head -c 1 >/dev/null
 rc=$(cat rc.out)
 check output_to_a_reader_that_has_gone_is_no_error eval '[ "$rc" = 0 ] && [ ! -s stderr ]'
+# Input that cannot be read is not the end of it: kbox mcp with standard
+# input closed says so and fails (kbox opens /dev/null in its place, in
+# which reading still fails).
+fresh
+timeout -k 5 120 "$KBOX" mcp <&- >stdout 2>stderr
+rc=$?
+check mcp_with_stdin_closed_fails_with_one_line eval '[ "$rc" = 5 ] && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox mcp: cannot read standard input: Bad file descriptor" ]'
 
 for cmd in "" help kernelspecs run version; do
 	fresh
@@ -332,6 +340,35 @@ else
 		[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 710, need 0700): chmod 700 $T/home" ]'
 fi
 
+# A stray file in the sessions directory is no session: kbox ls shows it
+# "invalid", and kbox stop --all passes over it (and over a session that
+# is not running), with nothing to say.
+fresh
+mkdir -m 700 home home/sessions home/sessions/stopped
+echo stray >home/sessions/afile
+KBOX_HOME=$T/home kbox stop --all
+check stop_all_passes_over_a_stray_file_in_the_sessions_directory eval '[ "$rc" = 0 ] &&
+	[ ! -s stdout ] && [ ! -s stderr ]'
+KBOX_HOME=$T/home kbox ls
+check ls_shows_a_stray_file_in_the_sessions_directory_as_invalid eval '[ "$rc" = 0 ] &&
+	[ "$(tr -s " " <stdout)" = "$(printf "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS\nafile invalid - - - - - -\nstopped stopped - - - - - -")" ]'
+
+# A session whose session.json is not valid (which kbox start refuses,
+# naming the key) is "invalid" in kbox ls and kbox status, which says why.
+fresh
+mkdir -m 700 home home/sessions home/sessions/ex
+echo '{"name":"ex","kernel":"python3","backend":"bwrap","colour":"blue"}' >home/sessions/ex/session.json
+KBOX_HOME=$T/home kbox status -s ex
+check status_of_a_session_with_an_invalid_config_says_invalid_and_why eval '[ "$rc" = 5 ] &&
+	[ ! -s stderr ] && [ "$(cat stdout)" = "$(printf "%-18s %s\n" name: ex state: invalid \
+		error: "$T/home/sessions/ex/session.json: unknown key \"colour\"" dir: "$T/home/sessions/ex")" ]'
+KBOX_HOME=$T/home kbox ls
+check ls_shows_a_session_with_an_invalid_config_as_invalid eval '[ "$rc" = 0 ] &&
+	[ "$(sed -n 2p stdout | tr -s " ")" = "ex invalid - - - - - -" ]'
+KBOX_HOME=$T/home kbox start -s ex
+check start_of_a_session_with_an_invalid_config_names_the_key eval '[ "$rc" = 5 ] &&
+	[ "$(cat stderr)" = "kbox start: $T/home/sessions/ex/session.json: unknown key \"colour\"" ]'
+
 # ---- commands that start a kernel ----
 #
 # Each scenario runs kbox once in its own directory $BASE/NAME.  They run in
@@ -362,6 +399,24 @@ scenario_input() {
 }
 scenario_noinput() { kbox run -c 'input()'; }
 scenario_died() { kbox run -c 'import os; os._exit(1)' -c 'print("after")'; }
+# Standard output closed: no descriptor kbox opens takes its place (else
+# the result would go into the control socket, and the supervisor would
+# read the code's output as requests): the result cannot be written, which
+# kbox says.  The session still runs after code that printed a stop request.
+scenario_closedout() {
+	kbox start -s closedout
+	cp "$S/closedout/supervisor.pid" pid.before
+	timeout -k 5 120 "$KBOX" exec -s closedout 'print(1)' >&- 2>exec.err
+	echo $? >exec.rc
+	timeout -k 5 120 "$KBOX" exec -s closedout 'print("{\"op\":\"stop\"}")' >&- 2>stop.err
+	echo $? >stop.rc
+	kbox exec -s closedout --no-start 'print(2)'
+	cp "$S/closedout/supervisor.pid" pid.after
+}
+scenario_runclosedout() {
+	timeout -k 5 120 "$KBOX" run -c 'print(1)' >&- 2>stderr
+	rc=$?
+}
 # The steps of the demo (`make demo` runs them in a session), in one kbox
 # run whose workspace is the directory work.
 scenario_demo() {
@@ -421,6 +476,8 @@ timeout run_timeout_exits_3 run_timeout_interrupts_the_cell_at_its_timeout run_t
 input run_input_lines_answer_input_in_order_across_cells run_input_after_last_line_is_eof
 noinput run_input_without_input_option_fails_with_stdin_error
 died run_kernel_death_exits_4 run_kernel_death_stops_later_cells
+closedout exec_with_stdout_closed_fails_with_one_line exec_with_stdout_closed_sends_no_output_to_the_supervisor
+runclosedout run_with_stdout_closed_fails_with_one_line
 demo demo_exits_0 demo_warns_that_the_workspace_is_writable demo_writes_csv_in_the_workspace demo_cells_share_state demo_shows_aggregate_as_Out_3 demo_chart_is_png demo_chart_is_600x400
 plot run_plt_show_saves_png run_plt_show_prints_no_figure_text run_images_go_to_a_new_directory_of_the_run_by_default run_image_is_named_count_dash_index
 json run_json_prints_one_object_per_cell run_json_objects_hold_exact_results
@@ -462,7 +519,7 @@ needs kernel
 lane demo state result order &
 lane timeout plot cwd none error &
 lane outputs input noinput died json &
-lane ndjson budget rundir rundirjson &
+lane ndjson budget rundir rundirjson closedout runclosedout &
 wait
 
 enter state
@@ -523,6 +580,18 @@ check run_input_without_input_option_fails_with_stdin_error eval '[ "$rc" = 1 ] 
 enter died
 check run_kernel_death_exits_4 status_is 4
 check run_kernel_death_stops_later_cells lacks_line stdout "after"
+
+enter closedout
+check exec_with_stdout_closed_fails_with_one_line eval '[ "$(cat exec.rc)" = 5 ] &&
+	[ "$(cat exec.err)" = "kbox exec: cannot write standard output: Bad file descriptor" ]'
+check exec_with_stdout_closed_sends_no_output_to_the_supervisor eval '[ "$(cat stop.rc)" = 5 ] &&
+	[ "$rc" = 0 ] && [ "$(cat stdout)" = 2 ] && cmp -s pid.before pid.after &&
+	! logged closedout stop'
+kbox stop -s closedout
+
+enter runclosedout
+check run_with_stdout_closed_fails_with_one_line eval '[ "$rc" = 5 ] &&
+	[ "$(cat stderr)" = "kbox run: cannot write standard output: Bad file descriptor" ]'
 
 # (the import of pandas is slow: only when a scenario below runs)
 for s in demo plot json ndjson budget rundir rundirjson outputs; do

@@ -2,7 +2,9 @@
 # configure stops with a message naming the Debian package when a
 # dependency is missing: one test per dependency, each run with a pkg-config
 # search path that holds every .pc file on this machine but that one.  Then
-# how the kbox program links its libraries (--enable/--disable-static-deps).
+# how the kbox program links its libraries (--enable/--disable-static-deps),
+# and where kbox-supervisor finds libkbox.so relative to itself
+# (--enable/--disable-relocatable).
 set -u
 : "${top_srcdir:?}" "${top_builddir:?}"
 
@@ -94,5 +96,34 @@ static_deps sanitizers_link_shared shared --enable-sanitizers
 static_deps enable_static_deps_links_the_static_archives static --enable-static-deps
 # as if the archives could not be linked (the check's cached answer)
 static_deps enable_static_deps_that_cannot_link_stops error --enable-static-deps kbox_cv_static_deps=no
+
+# kbox-supervisor's RUNPATH relative to itself ($ORIGIN/...): the way from
+# $(pkglibexecdir) to $(libdir), from the expanded directories; none with
+# --disable-relocatable, or with --enable-static-deps (it needs no
+# libkbox.so).  relocatable NAME EXPECT ARGS...: configure with ARGS in a
+# fresh build dir; EXPECT is SUPERVISOR_TO_LIBDIR, or "" for none.
+relocatable() {
+	name=$1 expect=$2
+	shift 2
+	n=$((n + 1))
+	build="$tmp/build-$name"
+	mkdir -p "$build"
+	out=$(cd "$build" && "$src/configure" -q "$@" 2>&1)
+	rc=$?
+	rel=$(sed -n 's/^SUPERVISOR_TO_LIBDIR = //p' "$build/Makefile" 2>/dev/null)
+	if [ $rc -eq 0 ] && [ "$rel" = "$expect" ]; then
+		echo "ok $n - $name"
+	else
+		echo "# exit $rc; SUPERVISOR_TO_LIBDIR=$rel, expected $expect; output: $(printf '%s' "$out" | tail -3)"
+		echo "not ok $n - $name"
+		failed=$((failed + 1))
+	fi
+}
+relocatable relocatable_by_default ../../lib
+relocatable relocatable_debian_layout ../../lib/x86_64-linux-gnu --prefix=/usr \
+	--libexecdir=/usr/libexec --libdir=/usr/lib/x86_64-linux-gnu
+relocatable relocatable_libdir_from_exec_prefix ../../x86_64/lib64 --prefix=/opt/k \
+	--exec-prefix=/opt/k/x86_64 --libexecdir='${prefix}/libexec' --libdir='${exec_prefix}/lib64'
+relocatable disable_relocatable_gives_no_runpath "" --disable-relocatable
 echo "1..$n"
 [ $failed -eq 0 ]

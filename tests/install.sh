@@ -96,5 +96,61 @@ else
 	echo "ok $n - installed_kbox_runs_a_session # SKIP ${KERNEL_PYTHON:-/usr/bin/python3} cannot import ipykernel"
 fi
 
+
+# A moved installation: the installed tree copied elsewhere and the
+# original removed.  kbox finds its supervisor in ../libexec/kbox/, and the
+# supervisor finds libkbox.so through its RUNPATH relative to itself
+# (configure's --enable-relocatable), with no LD_LIBRARY_PATH: a session
+# starts and runs 1+1 (kbox(1), FILES).
+skip_moved=
+bindir=$(sed -n 's/^bindir = //p' "$top_builddir/Makefile" | sed "s|\${exec_prefix}|$prefix|; s|\$(exec_prefix)|$prefix|")
+if [ -z "$(sed -n 's/^SUPERVISOR_TO_LIBDIR = //p' "$top_builddir/Makefile")" ] &&
+	[ -z "$(sed -n 's/^STATIC_SUPERVISOR_LIBS = //p' "$top_builddir/Makefile")" ]; then
+	skip_moved="configured with --disable-relocatable"
+elif [ "$bindir" != "$prefix/bin" ] || [ "$libexecdir" != "$prefix/libexec" ]; then
+	skip_moved="bindir and libexecdir are not PREFIX/bin and PREFIX/libexec"
+elif [ -e "$libexecdir/kbox/kbox-supervisor" ]; then
+	skip_moved="kbox is installed in $libexecdir: kbox would take that supervisor"
+fi
+moved="$tmp/moved"
+cp -a "$dest" "$moved" && rm -rf "$dest"
+sup="$moved$libexecdir/kbox/kbox-supervisor"
+if [ -n "$skip_moved" ]; then
+	for t in moved_supervisor_loads_libkbox_beside_it moved_supervisor_reports_its_version \
+		moved_installation_runs_a_session; do
+		n=$((n + 1))
+		echo "ok $n - $t # SKIP $skip_moved"
+	done
+else
+	check moved_supervisor_loads_libkbox_beside_it sh -c "
+		lib=\$(env -u LD_LIBRARY_PATH ldd '$sup' | awk '\$1 == \"libkbox.so.0\" {print \$3}') &&
+		echo \"libkbox.so.0 => \$lib\" && test \"\$(realpath -s \"\$lib\")\" = '$moved$libdir/libkbox.so.0'"
+	check moved_supervisor_reports_its_version sh -c "
+		test \"\$(env -u LD_LIBRARY_PATH '$sup' --version)\" = 'kbox-supervisor $version (libkbox $version)'"
+	if "${KERNEL_PYTHON:-/usr/bin/python3}" -c 'import ipykernel' 2>/dev/null; then
+		check moved_installation_runs_a_session env -u LD_LIBRARY_PATH sh -c "
+			export KBOX_HOME='$tmp/hm'
+			'$moved$prefix/bin/kbox' start -s moved --backend none >/dev/null &&
+			out=\$('$moved$prefix/bin/kbox' exec -s moved 1+1) &&
+			exe=\$(readlink /proc/\$(cat '$tmp/hm/sessions/moved/supervisor.pid')/exe) &&
+			'$moved$prefix/bin/kbox' stop -s moved >/dev/null &&
+			echo \"\$out; \$exe\" && test \"\$out\" = 'Out[1]: 2' && test \"\$exe\" = \"\$(realpath '$sup')\""
+		KBOX_HOME="$tmp/hm" "$moved$prefix/bin/kbox" stop --all >/dev/null 2>&1
+	else
+		n=$((n + 1))
+		echo "ok $n - moved_installation_runs_a_session # SKIP ${KERNEL_PYTHON:-/usr/bin/python3} cannot import ipykernel"
+	fi
+fi
+
+# make uninstall leaves no file, and removes kbox's own directories,
+# $(pkglibexecdir) and $(includedir)/kbox.
+includedir=$(sed -n 's/^includedir = //p' "$top_builddir/Makefile" | sed "s|\${prefix}|$prefix|; s|\$(prefix)|$prefix|")
+check make_uninstall_removes_every_file_and_kbox_directories sh -c "
+	${MAKE:-make} -C '$top_builddir' install DESTDIR='$tmp/u' >/dev/null &&
+	test -d '$tmp/u$libexecdir/kbox' && test -d '$tmp/u$includedir/kbox' &&
+	${MAKE:-make} -C '$top_builddir' uninstall DESTDIR='$tmp/u' >/dev/null &&
+	find '$tmp/u' ! -type d && test -z \"\$(find '$tmp/u' ! -type d)\" &&
+	! test -e '$tmp/u$libexecdir/kbox' && ! test -e '$tmp/u$includedir/kbox'"
+
 echo "1..$n"
 [ $failed -eq 0 ]

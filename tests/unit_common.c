@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -953,6 +954,34 @@ static void check_b64(const char *in, size_t len, const char *want)
 
 #define B64(in, want) check_b64(in, sizeof in - 1, want)
 
+/* In a child whose stdin and stdout are closed: both are opened again (the
+ * mask says which), and reading stdin or writing stdout still fails with
+ * EBADF; a second call finds all three open. */
+TEST(std_fds_open_fills_closed_ones_with_dev_null_that_fails_as_closed)
+{
+	pid_t pid;
+	int st = -1;
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		char c;
+		close(0);
+		close(1);
+		if (kx_std_fds_open() != 3)
+			_exit(1);
+		if (fcntl(0, F_GETFD) < 0 || fcntl(1, F_GETFD) < 0)
+			_exit(2);
+		if (write(1, "x", 1) != -1 || errno != EBADF)
+			_exit(3);
+		if (read(0, &c, 1) != -1 || errno != EBADF)
+			_exit(4);
+		_exit(kx_std_fds_open() == 0 ? 0 : 5);
+	}
+	CHECK(pid > 0);
+	CHECK_INT_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_INT_EQ(WEXITSTATUS(st), 0);
+}
+
 TEST(base64_encodes_the_rfc_4648_vectors)
 {
 	B64("", "");
@@ -1068,6 +1097,8 @@ int main(void)
 	RUN(close_closes_an_open_fd_sets_minus_1_and_keeps_errno);
 	RUN(first_line_is_the_line_without_its_newline_and_empty_for_nothing);
 	RUN(first_line_longer_than_the_buffer_is_cut_to_it);
+
+	RUN(std_fds_open_fills_closed_ones_with_dev_null_that_fails_as_closed);
 
 	RUN(base64_encodes_the_rfc_4648_vectors);
 	RUN(base64_encodes_every_byte_value_with_the_standard_alphabet);

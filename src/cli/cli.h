@@ -302,6 +302,14 @@ int cli_session_connect(const char *cmd, const char *dir, const char *name, bool
  * 0, or -1 after "kbox CMD: cannot find the WHAT PROG (tried ...): is
  * kbox installed whole?". */
 int cli_find_program(const char *cmd, const char *prog, const char *what, char *path, size_t size);
+/* kbox doctor's supervisor check: run the supervisor program a session
+ * would get (cli_find_program) as "kbox-supervisor --version", which loads
+ * libkbox.so as a session's does.  NULL when it runs, with DETAIL its
+ * version and path; else what that means for kbox (a static string), with
+ * DETAIL why: not found (the paths tried), or its status and the first
+ * line it printed (e.g. the loader's "error while loading shared
+ * libraries: libkbox.so.0: ..."). */
+const char *cli_supervisor_check(char *detail, size_t size);
 /* kbox complete / kbox inspect (src/cli/introspect.c). */
 int cli_introspect(const char *cmd, int argc, char **argv);
 /* What a control command says of session NAME's REPLY (borrowed). */

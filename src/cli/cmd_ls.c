@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One session as JSON: {"name", "state", …status when running}. */
+/* One session as JSON: {"name", "state", …status when running}.  One
+ * that is not running and whose session.json is not valid is "invalid",
+ * with the reason in "error". */
 json_t *cli_session_info(const char *home, const char *name)
 {
 	kbox_error_t err = {0};
@@ -46,11 +48,15 @@ json_t *cli_session_info(const char *home, const char *name)
 			json_object_set_new(info, "last_stop", json_string(buf));
 		if (pid)
 			json_object_set_new(info, "pid", json_integer(pid));
-		if (kr_session_config_load(&cfg, dir, NULL) == 0) {
+		if (kr_session_config_load(&cfg, dir, &err) == 0) {
 			if (cfg.has & KR_SC_BACKEND)
 				json_object_set_new(info, "backend", json_string(cfg.backend));
 			if (cfg.has & KR_SC_KERNEL)
 				json_object_set_new(info, "kernel", json_string(cfg.kernel));
+		} else {
+			/* kbox start and exec would refuse it: say so, and why */
+			json_object_set_new(info, "state", json_string("invalid"));
+			json_object_set_new(info, "error", json_string(err.msg));
 		}
 		kr_session_config_free(&cfg);
 	}

@@ -36,7 +36,8 @@ int cmd_status(int argc, char **argv)
 	{
 		const char *st = json_string_value(json_object_get(info, "state"));
 		if (!st || strcmp(st, "stopped") == 0 || strcmp(st, "dead") == 0 ||
-		    strcmp(st, "unresponsive") == 0 || strcmp(st, "stopping") == 0)
+		    strcmp(st, "unresponsive") == 0 || strcmp(st, "stopping") == 0 ||
+		    strcmp(st, "invalid") == 0)
 			status = EXIT_UNAVAILABLE;
 	}
 	if (format != FMT_TEXT) {

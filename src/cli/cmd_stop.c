@@ -73,7 +73,10 @@ int cmd_stop(int argc, char **argv)
 			status = EXIT_UNAVAILABLE;
 		}
 		for (size_t i = 0; i < n; i++) {
-			int s = stop_one(home, names[i], true);
+			int s;
+			if (!kr_session_is_dir(home, names[i])) /* a stray file: no session */
+				continue;
+			s = stop_one(home, names[i], true);
 			if (s != EXIT_OK)
 				status = s;
 		}

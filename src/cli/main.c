@@ -454,8 +454,15 @@ void cli_usage(FILE *f)
 int main(int argc, char **argv)
 {
 	const cli_cmd_t *cmd;
-	int status;
+	int status, closed;
 
+	/* before anything is opened: no socket may become standard output */
+	if ((closed = kx_std_fds_open()) < 0) {
+		cli_error(NULL, "cannot open /dev/null: %s", strerror(errno));
+		return EXIT_UNAVAILABLE;
+	}
+	if (closed & (1 << STDOUT_FILENO)) /* why a write fails, for the report */
+		stdout_errno = EBADF;
 	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
 		cli_usage(stderr);

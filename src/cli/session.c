@@ -71,9 +71,11 @@ static int start_lock(const char *cmd, const char *dir)
 	return fd;
 }
 
-int cli_find_program(const char *cmd, const char *prog, const char *what, char *path, size_t size)
+/* PROG's path into PATH, tried where cli_find_program says; 0, or -1 with
+ * the paths tried in TRIED. */
+static int locate_program(const char *prog, char *path, size_t size, char *tried, size_t tried_size)
 {
-	char exe[PATH_MAX], tried[3 * PATH_MAX + 16], *slash;
+	char exe[PATH_MAX], *slash;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	size_t used = 0;
 
@@ -83,6 +85,7 @@ int cli_find_program(const char *cmd, const char *prog, const char *what, char *
 			*slash = '\0';
 	} else
 		exe[0] = '\0';
+	tried[0] = '\0';
 	for (int i = 0; i < 3; i++) {
 		if (i == 0 && exe[0])
 			snprintf(path, size, "%s/%s", exe, prog);
@@ -94,13 +97,87 @@ int cli_find_program(const char *cmd, const char *prog, const char *what, char *
 			continue;
 		if (access(path, X_OK) == 0)
 			return 0;
-		used += (size_t)snprintf(tried + used,
-		                         used < sizeof tried ? sizeof tried - used : 0, "%s%s",
-		                         used ? ", " : "", path);
+		used += (size_t)snprintf(tried + used, used < tried_size ? tried_size - used : 0,
+		                         "%s%s", used ? ", " : "", path);
 	}
+	return -1;
+}
+
+int cli_find_program(const char *cmd, const char *prog, const char *what, char *path, size_t size)
+{
+	char tried[3 * PATH_MAX + 16];
+
+	if (locate_program(prog, path, size, tried, sizeof tried) == 0)
+		return 0;
 	cli_error(cmd, "cannot find the %s %s (tried %s): is kbox installed whole?", what, prog,
 	          tried);
 	return -1;
+}
+
+const char *cli_supervisor_check(char *detail, size_t size)
+{
+	static const char cannot[] = "no session can start: kbox start, exec, run, mcp and "
+	                             "agent fail (is kbox installed whole?)";
+	char prog[PATH_MAX + 64], tried[3 * PATH_MAX + 16], out[1024];
+	int pfd[2], st = 0;
+	size_t len = 0;
+	ssize_t got;
+	pid_t pid;
+
+	if (locate_program(KR_SUPERVISOR_PROGRAM, prog, sizeof prog, tried, sizeof tried) < 0) {
+		kx_msgf(detail, size, "%s not found (tried %s)", KR_SUPERVISOR_PROGRAM, tried);
+		return cannot;
+	}
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		kx_msgf(detail, size, "%s: pipe: %s", prog, strerror(errno));
+		return cannot;
+	}
+	fflush(NULL);
+	if ((pid = fork()) < 0) {
+		kx_msgf(detail, size, "%s: fork: %s", prog, strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
+		return cannot;
+	}
+	if (pid == 0) {
+		/* stdin /dev/null; stdout and stderr into the pipe */
+		int null = open("/dev/null", O_RDONLY);
+		if (null < 0 || dup2(null, 0) < 0 || dup2(pfd[1], 1) < 0 || dup2(pfd[1], 2) < 0)
+			_exit(127);
+		execl(prog, KR_SUPERVISOR_PROGRAM, "--version", (char *)NULL);
+		dprintf(2, "cannot run it: %s\n", strerror(errno));
+		_exit(127);
+	}
+	close(pfd[1]);
+	while ((got = read(pfd[0], out + len, sizeof out - 1 - len)) != 0) {
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			break;
+		if ((len += (size_t)got) == sizeof out - 1) { /* enough: drain the rest */
+			char sink[512];
+			while (read(pfd[0], sink, sizeof sink) > 0)
+				;
+			break;
+		}
+	}
+	close(pfd[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	out[len] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+	    strncmp(out, KR_SUPERVISOR_PROGRAM " ", sizeof KR_SUPERVISOR_PROGRAM) == 0) {
+		kx_msgf(detail, size, "%s (%s)", out, prog);
+		return NULL;
+	}
+	if (WIFEXITED(st))
+		kx_msgf(detail, size, "%s --version exited with status %d: %s", prog,
+		        WEXITSTATUS(st), out[0] ? out : "(nothing printed)");
+	else
+		kx_msgf(detail, size, "%s --version was killed by signal %d: %s", prog,
+		        WIFSIGNALED(st) ? WTERMSIG(st) : 0, out[0] ? out : "(nothing printed)");
+	return cannot;
 }
 
 /* FD moved to a descriptor above 4 (close-on-exec), so that the supervisor's

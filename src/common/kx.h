@@ -255,6 +255,16 @@ int kx_unix_path(char *buf, size_t size, const char *dir, const char *name, int 
 
 /* ---- kx_proc.c: starting a child process ---- */
 
+/* Make sure descriptors 0, 1 and 2 are open, first thing in main (as git
+ * and OpenSSH do): else the program's first socket or file takes the place
+ * of one, and what is meant for standard output goes into it.  One that is
+ * closed is opened on /dev/null in the direction it is not used in (0
+ * write-only, 1 and 2 read-only), so that using it still fails with EBADF,
+ * as on a closed descriptor, and the program reports that.  Which were
+ * closed (bit FD set for each), or -1 with errno when /dev/null cannot be
+ * opened. */
+int kx_std_fds_open(void);
+
 /* The PATH a kernel gets, and where commands are looked up. */
 #define KX_SAFE_PATH "/usr/local/bin:/usr/bin:/bin"
 

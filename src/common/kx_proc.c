@@ -1,7 +1,7 @@
 /* src/common/kx_proc.c — starting a child process (kx.h): a command looked
  * up in a safe PATH, an identity taken, and the child's side of fork, for
  * whatever starts a kernel (libkbox's local kernels, the runtime's
- * sandboxes and its probes). */
+ * sandboxes and its probes); and a program's own standard descriptors. */
 #include "config.h" /* _GNU_SOURCE, HAVE_PRCTL, HAVE_CLOSE_RANGE */
 #include "common/kx.h"
 
@@ -18,6 +18,28 @@
 #ifdef HAVE_SYS_PRCTL_H
 #include <sys/prctl.h>
 #endif
+
+int kx_std_fds_open(void)
+{
+	int closed = 0;
+	for (int fd = 0; fd <= 2; fd++) {
+		int got;
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		closed |= 1 << fd;
+		/* the lowest free descriptor: FD itself (not close-on-exec: a
+		 * standard descriptor, for children too) */
+		got = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+		if (got < 0)
+			return -1;
+		if (got != fd) { /* cannot be: every lower one is open */
+			close(got);
+			errno = EBADF;
+			return -1;
+		}
+	}
+	return closed;
+}
 
 char *kx_resolve_command(const char *cmd, const char *root)
 {

@@ -223,6 +223,12 @@ int main(int argc, char **argv)
 	struct curl_slist *headers = NULL;
 
 	(void)argv;
+	/* before anything is opened: no socket may become its stdout */
+	if (kx_std_fds_open() < 0) {
+		fprintf(stderr, "%s: cannot open /dev/null: %s\n", KBOX_HTTP_PROGRAM,
+		        strerror(errno));
+		return 1;
+	}
 #ifdef HAVE_SYS_PRCTL_H
 	/* it dies with kbox agent; its memory (the key) is not another
 	 * process's to read */

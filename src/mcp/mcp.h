@@ -25,8 +25,9 @@ typedef struct {
 /* Serve one client on standard input and output until standard input ends
  * and the calls in flight are done, or SIGTERM, SIGINT or SIGHUP; then stop
  * and remove the connection's own session.  Diagnostics go to standard
- * error.  An exit status of kbox(1): EXIT_OK, or EXIT_USAGE after one line
- * when O->session is not a valid name. */
+ * error.  An exit status of kbox(1): EXIT_OK; EXIT_USAGE after one line
+ * when O->session is not a valid name; EXIT_UNAVAILABLE, after one line and
+ * the same end, when standard input could not be read. */
 int mcp_serve(const mcp_options_t *o);
 
 #endif

@@ -60,6 +60,7 @@ typedef struct {
 	size_t in_len, in_cap;
 	bool in_skip; /* dropping the rest of a line that was too long */
 	bool in_eof;
+	bool failed; /* standard input could not be read, or poll failed */
 } mcp_t;
 
 /* ---- server.c: writing messages ---- */

@@ -233,7 +233,7 @@ static void read_stdin(mcp_t *m)
 		char *nb = realloc(m->in, ncap);
 		if (!nb) {
 			cli_error(MCP_CMD, "out of memory reading standard input");
-			m->in_eof = true;
+			m->in_eof = m->failed = true;
 			return;
 		}
 		m->in = nb;
@@ -243,8 +243,10 @@ static void read_stdin(mcp_t *m)
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return;
 	if (n <= 0) {
-		if (n < 0)
+		if (n < 0) {
 			cli_error(MCP_CMD, "cannot read standard input: %s", strerror(errno));
+			m->failed = true;
+		}
 		m->in_eof = true;
 		if (m->in_len && !m->in_skip)
 			handle_line(m, m->in, m->in_len);
@@ -303,6 +305,7 @@ static void serve(mcp_t *m)
 		r = poll(fds, nfds, next < 0 ? -1 : (int)next);
 		if (r < 0 && errno != EINTR) {
 			cli_error(MCP_CMD, "poll: %s", strerror(errno));
+			m->failed = true;
 			break;
 		}
 		if (r <= 0)
@@ -338,5 +341,5 @@ int mcp_serve(const mcp_options_t *o)
 	mcp_session_end(&m);
 	free(m.dir);
 	free(m.in);
-	return EXIT_OK;
+	return m.failed ? EXIT_UNAVAILABLE : EXIT_OK;
 }

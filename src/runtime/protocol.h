@@ -7,6 +7,7 @@
  * start runs it, detached, in a session of its own):
  *
  *     kbox-supervisor SESSION_DIR READY_FD
+ *     kbox-supervisor --version      (kbox doctor: does it run here?)
  *
  * READY_FD is a socket on which it reports once, {"ok":true,"pid":…,
  * "kernel_pid":…} or {"ok":false,"error":…}; stdout and stderr are the

@@ -1,4 +1,4 @@
-/* src/session.c — session names, the state directory, session files, the
+/* src/runtime/session.c — session names, the state directory, session files, the
  * event log (the control socket's client side is ctl.c). */
 #include "runtime/runtime.h"
 #include "runtime/session.h"
@@ -438,6 +438,14 @@ void kr_session_list_free(char **names, size_t n)
 	for (size_t i = 0; names && i < n; i++)
 		free(names[i]);
 	free(names);
+}
+
+bool kr_session_is_dir(const char *home, const char *name)
+{
+	char path[4096];
+	struct stat st;
+	int n = snprintf(path, sizeof path, "%s/sessions/%s", home, name);
+	return n > 0 && (size_t)n < sizeof path && lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err)

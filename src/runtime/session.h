@@ -88,9 +88,15 @@ int kr_session_check_home(const char *home, kbox_error_t *err);
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err);
 
 /* Names of the sessions under HOME (sorted, malloc'd array of malloc'd
- * strings, *N_P of them).  An absent HOME is an empty list. */
+ * strings, *N_P of them): every entry of HOME/sessions with a valid
+ * session name, whatever its kind (kbox ls shows one that is no session
+ * "invalid").  An absent HOME is an empty list. */
 char **kr_session_list(const char *home, size_t *n_p, kbox_error_t *err);
 void kr_session_list_free(char **names, size_t n);
+/* Whether HOME/sessions/NAME is a directory (a link is not followed): an
+ * entry of kr_session_list that is not is no session, with nothing in it
+ * to stop. */
+bool kr_session_is_dir(const char *home, const char *name);
 
 /* Append one event to DIR/events.ndjson: FIELDS (stolen; may be NULL) plus
  * "time" (ISO 8601 UTC) and "event".  One write(2) per line, O_APPEND, so

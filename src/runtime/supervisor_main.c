@@ -4,10 +4,12 @@
 #include "config.h"
 #include "runtime/backend.h"
 #include "runtime/supervisor.h"
+#include "common/kx.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -32,10 +34,24 @@ int main(int argc, char **argv)
 	struct stat st;
 	int ready_fd;
 
+	/* before anything is opened: no socket may become its stdout */
+	if (kx_std_fds_open() < 0) {
+		fprintf(stderr, "%s: cannot open /dev/null: %s\n", KR_SUPERVISOR_PROGRAM,
+		        strerror(errno));
+		return 5;
+	}
 	signal(SIGPIPE, SIG_IGN);
+	/* kbox doctor's check that the program runs here: libkbox.so loads */
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("%s %s (libkbox %s)\n", KR_SUPERVISOR_PROGRAM, PACKAGE_VERSION,
+		       kbox_version());
+		return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 5;
+	}
 	if (argc != 3 || (ready_fd = fd_arg(argv[2])) < 0) {
-		fprintf(stderr, "%s: usage: %s SESSION_DIR READY_FD (kbox start runs it)\n",
-		        KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM);
+		fprintf(stderr,
+		        "%s: usage: %s SESSION_DIR READY_FD (kbox start runs it), or %s "
+		        "--version\n",
+		        KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM);
 		return 2;
 	}
 	if (fstat(ready_fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {

@@ -19,6 +19,9 @@ for step in 1-write-csv 2-load 3-aggregate 4-plot; do
 	"$KBOX" exec -s demo --outputs "$OUT" -f "$DEMO/$step.py"
 done
 "$KBOX" get -s demo chart.png "$OUT/chart.png"
-"$KBOX" logs -s demo | cut -c1-100
+# the events of the kernel and the executions, whole (kbox-logs(1) has
+# the rest: the sandbox's limits, the supervisor's memory bounds)
+echo "\$ kbox logs -s demo | grep -E ' (start|ready|exec-begin|exec-end) '"
+"$KBOX" logs -s demo | grep -E '^[^ ]+ (start|ready|exec-begin|exec-end) '
 "$KBOX" stop -s demo
 echo "chart: $OUT/chart.png"
