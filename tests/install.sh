@@ -136,6 +136,13 @@ else
 			'$moved$prefix/bin/kbox' stop -s moved >/dev/null &&
 			echo \"\$out; \$exe\" && test \"\$out\" = 'Out[1]: 2' && test \"\$exe\" = \"\$(realpath '$sup')\""
 		KBOX_HOME="$tmp/hm" "$moved$prefix/bin/kbox" stop --all >/dev/null 2>&1
+		# without its libkbox.so, kbox doctor says that no session can start
+		mv "$moved$libdir" "$moved$libdir.gone"
+		check doctor_of_a_supervisor_that_cannot_run_fails_its_check env -u LD_LIBRARY_PATH sh -c "
+			KBOX_HOME='$tmp/hm' '$moved$prefix/bin/kbox' doctor >'$tmp/doctor'
+			rc=\$?; cat '$tmp/doctor'; [ \$rc = 5 ] &&
+			grep -q '^fail  supervisor       .*libkbox\.so\.0: cannot open shared object file' '$tmp/doctor'"
+		mv "$moved$libdir.gone" "$moved$libdir"
 	else
 		n=$((n + 1))
 		echo "ok $n - moved_installation_runs_a_session # SKIP ${KERNEL_PYTHON:-/usr/bin/python3} cannot import ipykernel"

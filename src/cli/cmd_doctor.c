@@ -652,6 +652,17 @@ static bool check_kernel(report_t *r, kr_bwrap_opts_t *bo, const char *kernel, c
 	return ok;
 }
 
+/* The supervisor program every session runs: whether it runs here
+ * (cli_supervisor_check).  True when it does. */
+static bool check_supervisor(report_t *r)
+{
+	char detail[2048];
+	const char *why = cli_supervisor_check(detail, sizeof detail);
+
+	check(r, "supervisor", why ? "fail" : "ok", detail, why);
+	return !why;
+}
+
 /* Print what the checks add up to: a sentence, or one JSON object with the
  * checks in it.  ENFORCED: the cgroup controllers that set limits. */
 static void print_verdict(const report_t *r, const char *kernel, bool isolates, bool kernel_ok,
@@ -725,6 +736,7 @@ int cmd_doctor(int argc, char **argv)
 	sandbox_ok = check_sandbox(&r, &bo, bwrap, ids_ok, &nproc_ok);
 	enforced = check_cgroups(&r, nproc_ok);
 	kernel_ok = check_kernel(&r, &bo, kernel, rootfs, &sandbox_ok);
+	kernel_ok = check_supervisor(&r) && kernel_ok;
 
 	isolates = bwrap && sandbox_ok;
 	if (r.state_bad) /* isolates, but no session of this state directory starts */
