@@ -77,7 +77,7 @@ check doctor_exits_0_when_bwrap_isolates eval 'status_is 0 &&
 	last_line_is stdout "the default backend (bwrap) isolates kernels here, with cgroup limits for memory, pids and cpu"'
 check doctor_reports_each_check_ok eval '
 	for c in bubblewrap "user namespaces" seccomp sandbox "rlimit nproc" inotify \
-		"cgroup memory" "cgroup pids" "cgroup cpu" kernelspec interpreter packages; do
+		"cgroup memory" "cgroup pids" "cgroup cpu" kernelspec interpreter packages supervisor; do
 		grep -q "^ok    $(printf "%-16s" "$c") " stdout || { echo "# no ok line for $c"; exit 1; }
 	done'
 check doctor_names_the_packages_found_in_the_sandbox eval '
@@ -97,7 +97,7 @@ assert d["kernel"] == "python3", d
 names = [c["check"] for c in d["checks"]]
 assert names == ["bubblewrap", "user namespaces", "seccomp", "identity", "state directory",
     "sandbox", "rlimit nproc", "inotify", "cgroup memory", "cgroup pids", "cgroup cpu",
-     "kernelspec", "interpreter", "packages"], names
+     "kernelspec", "interpreter", "packages", "supervisor"], names
 assert all(c["status"] == "ok" and c["meaning"] == "" for c in d["checks"]), d["checks"]
 assert d["cgroup_limits"] == ["memory", "pids", "cpu"], d
 '
