@@ -61,19 +61,27 @@ for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" 
 	failed=$((failed + 1))
 done
 
+# configure_as NAME ARGS...: the next test, NAME: configure with ARGS in a
+# fresh build dir $build; its output in $out, its exit status in $rc.
+configure_as() {
+	name=$1
+	shift
+	n=$((n + 1))
+	build="$tmp/build-$name"
+	mkdir -p "$build"
+	out=$(cd "$build" && "$src/configure" -q "$@" 2>&1)
+	rc=$?
+}
+
 # The programs' libraries: shared by default (as distributions want), the
 # static archives with --enable-static-deps (they link here: setup.sh
 # installs them); --enable-static-deps that cannot be met stops configure.
 # static_deps NAME EXPECT ARGS...: configure with ARGS in a fresh build dir;
 # EXPECT is "static", "shared" or "error" (nonzero exit naming the option).
 static_deps() {
-	name=$1 expect=$2
+	expect=$2 name=$1
 	shift 2
-	n=$((n + 1))
-	build="$tmp/build-$name"
-	mkdir -p "$build"
-	out=$(cd "$build" && "$src/configure" -q "$@" 2>&1)
-	rc=$?
+	configure_as "$name" "$@"
 	libs=$(sed -n 's/^STATIC_SUPERVISOR_LIBS = //p' "$build/Makefile" 2>/dev/null)
 	ok=no
 	case $expect in
@@ -103,13 +111,9 @@ static_deps enable_static_deps_that_cannot_link_stops error --enable-static-deps
 # libkbox.so).  relocatable NAME EXPECT ARGS...: configure with ARGS in a
 # fresh build dir; EXPECT is SUPERVISOR_TO_LIBDIR, or "" for none.
 relocatable() {
-	name=$1 expect=$2
+	expect=$2 name=$1
 	shift 2
-	n=$((n + 1))
-	build="$tmp/build-$name"
-	mkdir -p "$build"
-	out=$(cd "$build" && "$src/configure" -q "$@" 2>&1)
-	rc=$?
+	configure_as "$name" "$@"
 	rel=$(sed -n 's/^SUPERVISOR_TO_LIBDIR = //p' "$build/Makefile" 2>/dev/null)
 	if [ $rc -eq 0 ] && [ "$rel" = "$expect" ]; then
 		echo "ok $n - $name"

@@ -906,14 +906,24 @@ TEST(close_closes_an_open_fd_sets_minus_1_and_keeps_errno)
 	CHECK_INT_EQ(fds[1], -1);
 }
 
+/* A temporary stream holding TEXT, read from its start (NULL: none). */
+static FILE *stream_of(const char *text)
+{
+	FILE *f = tmpfile();
+
+	if (f) {
+		fputs(text, f);
+		rewind(f);
+	}
+	return f;
+}
+
 TEST(first_line_is_the_line_without_its_newline_and_empty_for_nothing)
 {
 	char buf[8];
-	FILE *f = tmpfile();
+	FILE *f = stream_of("one\ntwo\n");
 
 	CHECK(f != NULL);
-	fputs("one\ntwo\n", f);
-	rewind(f);
 	kx_first_line(f, buf, sizeof buf);
 	CHECK_STR_EQ(buf, "one");
 	kx_first_line(f, buf, sizeof buf);
@@ -924,17 +934,10 @@ TEST(first_line_is_the_line_without_its_newline_and_empty_for_nothing)
 	strcpy(buf, "old");
 	kx_first_line(NULL, buf, sizeof buf);
 	CHECK_STR_EQ(buf, "");
-}
-
-TEST(first_line_longer_than_the_buffer_is_cut_to_it)
-{
-	char buf[4];
-	FILE *f = tmpfile();
-
+	/* longer than the buffer: cut to it */
+	f = stream_of("abcdefg\n");
 	CHECK(f != NULL);
-	fputs("abcdefg\n", f);
-	rewind(f);
-	kx_first_line(f, buf, sizeof buf);
+	kx_first_line(f, buf, 4);
 	CHECK_STR_EQ(buf, "abc");
 	fclose(f);
 }
@@ -1096,7 +1099,6 @@ int main(void)
 	RUN(grow_past_size_max_fails_and_leaves_the_array_and_its_cap);
 	RUN(close_closes_an_open_fd_sets_minus_1_and_keeps_errno);
 	RUN(first_line_is_the_line_without_its_newline_and_empty_for_nothing);
-	RUN(first_line_longer_than_the_buffer_is_cut_to_it);
 
 	RUN(std_fds_open_fills_closed_ones_with_dev_null_that_fails_as_closed);
 
