@@ -872,16 +872,12 @@ static int keep_flat(kbox_msg_t *self, const kbox_frame_t frames[2], const bool 
 
 /* kbox_msg_decode; with LAZY, metadata and content are kept as text and
  * parsed on first use (kbox_msg_metadata, kbox_msg_content). */
-static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n, bool lazy,
-                          kbox_error_t *err)
+/* The index of the <IDS|MSG> delimiter among the N FRAMES, with the five
+ * frames a message has after it; -1 with ERR set when there is none. */
+static ssize_t find_delimiter(const kbox_frame_t *frames, size_t n, kbox_error_t *err)
 {
-	kbox_msg_t *self = NULL;
 	const size_t dlen = sizeof KBOX_DELIMITER - 1;
-	size_t d, i;
-	json_t *dicts[4] = {NULL, NULL, NULL, NULL};
-	const kbox_frame_t *sig;
-	span_t hf[3], pf[1];
-	bool flat[2] = {false, false};
+	size_t d;
 
 	for (d = 0; d < n; d++)
 		if (frames[d].size == dlen && memcmp(frames[d].data, KBOX_DELIMITER, dlen) == 0)
@@ -889,41 +885,92 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 	if (d == n) {
 		kbox_error_set(err, KBOX_E_PROTOCOL,
 		               "malformed message: no <IDS|MSG> delimiter in %zu frames", n);
-		return NULL;
+		return -1;
 	}
 	if (n - d - 1 < 5) {
 		kbox_error_set(err, KBOX_E_PROTOCOL,
 		               "malformed message: %zu frames after the delimiter, need at least 5",
 		               n - d - 1);
-		return NULL;
+		return -1;
 	}
-	sig = &frames[d + 1];
-	if (kbox_auth_verify(auth, &frames[d + 2], sig->data, sig->size, err) < 0)
-		return NULL;
-	{
-		/* what decoding would take, before any of it is done */
-		size_t cost = 0, bytes = 0;
-		for (i = 0; i < 4; i++) {
-			const kbox_frame_t *f = &frames[d + 2 + i];
-			if (i < 2 && f->size > KBOX_MAX_HEADER_BYTES) {
-				kbox_error_set(err, KBOX_E_PROTOCOL,
-				               "message refused: its %s is %zu bytes (at most %d)",
-				               dict_names[i], f->size, KBOX_MAX_HEADER_BYTES);
-				return NULL;
-			}
-			bytes += f->size;
-		}
-		for (i = 0; bytes > KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX && i < 4; i++)
-			cost += kbox__json_cost(frames[d + 2 + i].data, frames[d + 2 + i].size);
-		if (cost > KBOX_MAX_DECODE_BYTES) {
-			kbox_error_set(
-			        err, KBOX_E_PROTOCOL,
-			        "message refused: decoding it would take about %zu MiB (at most %d)",
-			        cost >> 20, KBOX_MAX_DECODE_BYTES >> 20);
-			return NULL;
-		}
-	}
+	return (ssize_t)d;
+}
 
+/* Whether the four dicts at DICTS (header, parent, metadata, content) may
+ * be decoded: headers within KBOX_MAX_HEADER_BYTES, and what decoding
+ * would take within KBOX_MAX_DECODE_BYTES, judged before any of it is
+ * done.  0, or -1 with ERR set. */
+static int decode_cost_ok(const kbox_frame_t *dicts, kbox_error_t *err)
+{
+	size_t cost = 0, bytes = 0, i;
+
+	for (i = 0; i < 4; i++) {
+		if (i < 2 && dicts[i].size > KBOX_MAX_HEADER_BYTES) {
+			kbox_error_set(err, KBOX_E_PROTOCOL,
+			               "message refused: its %s is %zu bytes (at most %d)",
+			               dict_names[i], dicts[i].size, KBOX_MAX_HEADER_BYTES);
+			return -1;
+		}
+		bytes += dicts[i].size;
+	}
+	for (i = 0; bytes > KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX && i < 4; i++)
+		cost += kbox__json_cost(dicts[i].data, dicts[i].size);
+	if (cost > KBOX_MAX_DECODE_BYTES) {
+		kbox_error_set(err, KBOX_E_PROTOCOL,
+		               "message refused: decoding it would take about %zu MiB (at most %d)",
+		               cost >> 20, KBOX_MAX_DECODE_BYTES >> 20);
+		return -1;
+	}
+	return 0;
+}
+
+/* Keep in SELF what it holds of the N FRAMES beside its dicts (delimiter
+ * at D): the metadata's and content's text when LAZY, the signature, the
+ * identities and the buffers.  0, or -1 when out of memory. */
+static int keep_frames(kbox_msg_t *self, const kbox_frame_t *frames, size_t n, size_t d, bool lazy)
+{
+	const kbox_frame_t *sig = &frames[d + 1];
+	size_t i, sl;
+
+	for (i = 2; lazy && i < 4; i++) {
+		const kbox_frame_t *f = &frames[d + 2 + i];
+		char *t = malloc(f->size ? f->size : 1);
+		if (!t)
+			return -1;
+		memcpy(t, f->data, f->size);
+		self->text[i] = t;
+		self->text_len[i] = f->size;
+	}
+	sl = sig->size < SIG_HEX ? sig->size : SIG_HEX;
+	memcpy(self->sig, sig->data, sl);
+	self->sig[sl] = '\0';
+	for (i = 0; i < d; i++)
+		if (framev_push(&self->identities, frames[i].data, frames[i].size))
+			return -1;
+	for (i = d + 6; i < n; i++)
+		if (framev_push(&self->buffers, frames[i].data, frames[i].size))
+			return -1;
+	return 0;
+}
+
+static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t n, bool lazy,
+                          kbox_error_t *err)
+{
+	kbox_msg_t *self = NULL;
+	ssize_t found = find_delimiter(frames, n, err);
+	size_t d, i;
+	json_t *dicts[4] = {NULL, NULL, NULL, NULL};
+	const kbox_frame_t *sig;
+	span_t hf[3], pf[1];
+	bool flat[2] = {false, false};
+
+	if (found < 0)
+		return NULL;
+	d = (size_t)found;
+	sig = &frames[d + 1];
+	if (kbox_auth_verify(auth, &frames[d + 2], sig->data, sig->size, err) < 0 ||
+	    decode_cost_ok(&frames[d + 2], err) < 0)
+		return NULL;
 	for (i = 0; i < (lazy ? 2u : 4u); i++) {
 		json_error_t jerr;
 		const kbox_frame_t *f = &frames[d + 2 + i];
@@ -965,26 +1012,8 @@ static kbox_msg_t *decode(kbox_auth_t *auth, const kbox_frame_t *frames, size_t 
 	memset(dicts, 0, sizeof dicts);
 	if ((flat[0] || flat[1]) && keep_flat(self, &frames[d + 2], flat, hf, pf) < 0)
 		goto nomem;
-	for (i = 2; lazy && i < 4; i++) {
-		const kbox_frame_t *f = &frames[d + 2 + i];
-		char *t = malloc(f->size ? f->size : 1);
-		if (!t)
-			goto nomem;
-		memcpy(t, f->data, f->size);
-		self->text[i] = t;
-		self->text_len[i] = f->size;
-	}
-	{
-		size_t sl = sig->size < SIG_HEX ? sig->size : SIG_HEX;
-		memcpy(self->sig, sig->data, sl);
-		self->sig[sl] = '\0';
-	}
-	for (i = 0; i < d; i++)
-		if (framev_push(&self->identities, frames[i].data, frames[i].size))
-			goto nomem;
-	for (i = d + 6; i < n; i++)
-		if (framev_push(&self->buffers, frames[i].data, frames[i].size))
-			goto nomem;
+	if (keep_frames(self, frames, n, d, lazy) < 0)
+		goto nomem;
 	return self;
 nomem:
 	kbox_error_set(err, KBOX_E_NOMEM, "out of memory decoding a message");
