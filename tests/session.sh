@@ -1378,7 +1378,7 @@ SKIPPING=
 "$top_builddir/kbox-supervisor" >stdout 2>stderr
 rc=$?
 check supervisor_program_without_arguments_is_a_usage_error fails_with 2 \
-	"kbox-supervisor: usage: kbox-supervisor SESSION_DIR READY_FD (kbox start runs it)"
+	"kbox-supervisor: usage: kbox-supervisor SESSION_DIR READY_FD (kbox start runs it), or kbox-supervisor --version"
 "$top_builddir/kbox-supervisor" "$S/none" 9 >stdout 2>stderr 9<&-
 rc=$?
 check supervisor_program_without_its_ready_socket_is_refused fails_with 2 \
