@@ -5,6 +5,14 @@
 # how the kbox program links its libraries (--enable/--disable-static-deps),
 # and where kbox-supervisor finds libkbox.so relative to itself
 # (--enable/--disable-relocatable).
+#
+# One configure first fills a cache of what does not depend on the case
+# (the compiler's and the C library's answers), and each case starts from
+# a copy of it: what a case checks (pkg-config's answers, the options'
+# effects) is asked again every time, and the cases take a few seconds
+# instead of a whole configure each.  The cache keeps neither the precious
+# variables (ac_cv_env_*: a case sets its own PKG_CONFIG_LIBDIR) nor
+# pkg-config's answers (pkg_cv_*).
 set -u
 : "${top_srcdir:?}" "${top_builddir:?}"
 
@@ -20,6 +28,20 @@ for f in configure config.h.in Makefile.in libkbox.pc.in; do
 done
 cp -R "$top_srcdir/build-aux" "$src/" || exit 99
 cp "$top_srcdir/src/wire.c" "$src/src/" || exit 99
+
+prime="$tmp/build-prime"
+mkdir -p "$prime"
+if ! (cd "$prime" && "$src/configure" -q --cache-file=config.cache >/dev/null 2>&1); then
+	tail -20 "$prime/config.log" | sed 's/^/# /'
+	echo "Bail out! a plain configure fails"
+	exit 1
+fi
+grep -v -e '^ac_cv_env_' -e '^pkg_cv_' "$prime/config.cache" >"$tmp/config.cache" || exit 99
+# cached ARGS...: $src/configure -q ARGS in the current directory, from a
+# copy of the cache
+cached() {
+	cp "$tmp/config.cache" config.cache && "$src/configure" -q --cache-file=config.cache "$@"
+}
 
 pcdirs=$(pkg-config --variable pc_path pkg-config 2>/dev/null)
 [ -n "$pcdirs" ] || pcdirs=/usr/local/lib/x86_64-linux-gnu/pkgconfig:/usr/local/lib/pkgconfig:/usr/local/share/pkgconfig:/usr/lib/x86_64-linux-gnu/pkgconfig:/usr/lib/pkgconfig:/usr/share/pkgconfig
@@ -46,7 +68,7 @@ for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" 
 	IFS=$old_ifs
 	build="$tmp/build-$pc"
 	mkdir -p "$build"
-	out=$(cd "$build" && PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR="$pcdir" "$src/configure" -q 2>&1)
+	out=$(cd "$build" && PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR="$pcdir" cached 2>&1)
 	rc=$?
 	last=$(printf '%s\n' "$out" | grep 'configure: error' | tail -1)
 	case "$last" in
@@ -61,27 +83,26 @@ for dep in "libzmq libzmq3-dev" "libczmq libczmq-dev" "libsodium libsodium-dev" 
 	failed=$((failed + 1))
 done
 
-# configure_as NAME ARGS...: the next test, NAME: configure with ARGS in a
-# fresh build dir $build; its output in $out, its exit status in $rc.
-configure_as() {
-	name=$1
+# configure_in NAME ARGS...: configure with ARGS (from the cache) in a
+# fresh build dir $build; its output in $out, its exit status in $rc.  The
+# tests after it look at that build; a few share one configure, since
+# what they check is independent (the libraries, the RUNPATH).
+configure_in() {
+	build="$tmp/build-$1"
 	shift
-	n=$((n + 1))
-	build="$tmp/build-$name"
 	mkdir -p "$build"
-	out=$(cd "$build" && "$src/configure" -q "$@" 2>&1)
+	out=$(cd "$build" && cached "$@" 2>&1)
 	rc=$?
 }
 
 # The programs' libraries: shared by default (as distributions want), the
 # static archives with --enable-static-deps (they link here: setup.sh
 # installs them); --enable-static-deps that cannot be met stops configure.
-# static_deps NAME EXPECT ARGS...: configure with ARGS in a fresh build dir;
-# EXPECT is "static", "shared" or "error" (nonzero exit naming the option).
-static_deps() {
-	expect=$2 name=$1
-	shift 2
-	configure_as "$name" "$@"
+# libs_are NAME EXPECT: the test NAME of the last configure; EXPECT is
+# "static", "shared" or "error" (nonzero exit naming the option).
+libs_are() {
+	name=$1 expect=$2
+	n=$((n + 1))
 	libs=$(sed -n 's/^STATIC_SUPERVISOR_LIBS = //p' "$build/Makefile" 2>/dev/null)
 	ok=no
 	case $expect in
@@ -98,24 +119,17 @@ static_deps() {
 		failed=$((failed + 1))
 	fi
 }
-static_deps default_links_shared shared
-static_deps disable_static_deps_links_shared shared --disable-static-deps
-static_deps sanitizers_link_shared shared --enable-sanitizers
-static_deps enable_static_deps_links_the_static_archives static --enable-static-deps
-# as if the archives could not be linked (the check's cached answer)
-static_deps enable_static_deps_that_cannot_link_stops error --enable-static-deps kbox_cv_static_deps=no
 
 # kbox-supervisor's RUNPATH relative to itself ($ORIGIN/...): the way from
 # $(pkglibexecdir) to $(libdir), from the expanded directories; none with
 # --disable-relocatable, or with --enable-static-deps (it needs no
-# libkbox.so).  relocatable NAME EXPECT ARGS...: configure with ARGS in a
-# fresh build dir; EXPECT is SUPERVISOR_TO_LIBDIR, or "" for none.
-relocatable() {
-	expect=$2 name=$1
-	shift 2
-	configure_as "$name" "$@"
+# libkbox.so).  runpath_is NAME EXPECT: the test NAME of the last
+# configure; EXPECT is SUPERVISOR_TO_LIBDIR, or "" for none.
+runpath_is() {
+	name=$1 expect=$2
+	n=$((n + 1))
 	rel=$(sed -n 's/^SUPERVISOR_TO_LIBDIR = //p' "$build/Makefile" 2>/dev/null)
-	if [ $rc -eq 0 ] && [ "$rel" = "$expect" ]; then
+	if [ $rc -eq 0 ] && [ -f "$build/Makefile" ] && [ "$rel" = "$expect" ]; then
 		echo "ok $n - $name"
 	else
 		echo "# exit $rc; SUPERVISOR_TO_LIBDIR=$rel, expected $expect; output: $(printf '%s' "$out" | tail -3)"
@@ -123,11 +137,26 @@ relocatable() {
 		failed=$((failed + 1))
 	fi
 }
-relocatable relocatable_by_default ../../lib
-relocatable relocatable_debian_layout ../../lib/x86_64-linux-gnu --prefix=/usr \
-	--libexecdir=/usr/libexec --libdir=/usr/lib/x86_64-linux-gnu
-relocatable relocatable_libdir_from_exec_prefix ../../x86_64/lib64 --prefix=/opt/k \
-	--exec-prefix=/opt/k/x86_64 --libexecdir='${prefix}/libexec' --libdir='${exec_prefix}/lib64'
-relocatable disable_relocatable_gives_no_runpath "" --disable-relocatable
+
+# the plain configure that filled the cache
+build=$prime out= rc=0
+libs_are default_links_shared shared
+runpath_is relocatable_by_default ../../lib
+configure_in debian --disable-static-deps --prefix=/usr --libexecdir=/usr/libexec \
+	--libdir=/usr/lib/x86_64-linux-gnu
+libs_are disable_static_deps_links_shared shared
+runpath_is relocatable_debian_layout ../../lib/x86_64-linux-gnu
+configure_in opt --enable-sanitizers --prefix=/opt/k --exec-prefix=/opt/k/x86_64 \
+	--libexecdir='${prefix}/libexec' --libdir='${exec_prefix}/lib64'
+libs_are sanitizers_link_shared shared
+runpath_is relocatable_libdir_from_exec_prefix ../../x86_64/lib64
+configure_in static --enable-static-deps
+libs_are enable_static_deps_links_the_static_archives static
+runpath_is static_deps_need_no_runpath ""
+# as if the archives could not be linked (the check's cached answer)
+configure_in static-no --enable-static-deps kbox_cv_static_deps=no
+libs_are enable_static_deps_that_cannot_link_stops error
+configure_in fixed --disable-relocatable
+runpath_is disable_relocatable_gives_no_runpath ""
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -299,6 +299,23 @@ diag() {
 	return 0
 }
 
+# tap_took: after a test's line, how long it took since the line before
+# (its setup included), when that is TOOK_SAY_CS centiseconds or more:
+# "#   took N.NN s" (.ci/run names the slowest).  /proc/uptime: no fork.
+TOOK_SAY_CS=${TOOK_SAY_CS:-200}
+tap_cs() { # tap_now: the uptime in centiseconds
+	read -r tap_now _ </proc/uptime 2>/dev/null || tap_now=0.00
+	tap_now=${tap_now%.*}${tap_now#*.}
+}
+tap_cs
+tap_last=$tap_now
+tap_took() {
+	tap_cs
+	tap_d=$((tap_now - tap_last))
+	tap_last=$tap_now
+	[ "$tap_d" -lt "$TOOK_SAY_CS" ] || printf '#   took %d.%02d s\n' $((tap_d / 100)) $((tap_d % 100))
+}
+
 # check NAME CMD...: test n+1, NAME, passed when CMD succeeds.  Not run
 # when KBOX_TEST_RUN does not select it, or while $SKIPPING says why not;
 # on failure, diag shows the outputs named in $DIAG (or the last kbox's).
@@ -322,6 +339,7 @@ check() {
 		diag $DIAG
 	fi
 	why=
+	tap_took
 }
 
 # skip NAME REASON: test n+1, NAME, skipped for REASON (or not selected).
@@ -332,6 +350,7 @@ skip() {
 	else
 		echo "ok $n - $1 # SKIP not selected by KBOX_TEST_RUN"
 	fi
+	tap_took
 }
 
 # ---- what the tests need ----
