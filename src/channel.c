@@ -107,6 +107,8 @@ zsock_t *channel_new(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 	static const int types[KBOX_CH_COUNT] = {ZMQ_DEALER, ZMQ_SUB, ZMQ_DEALER, ZMQ_DEALER,
 	                                         ZMQ_REQ};
 	zsock_t *s = zsock_new(types[ch]);
+	ZMQ_USED(self, ch);
+	ZMQ_USED_MON(self, ch);
 	bool by_path;
 	void *h;
 
@@ -182,11 +184,13 @@ int channel_watch(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 {
 	if (!self->loop)
 		return 0;
-	if (self->sock[ch] && kbox__loop_add_socket(self->loop, zsock_resolve(self->sock[ch]),
-	                                            client_on_channel, &self->chan[ch], err) < 0)
+	if (self->sock[ch] &&
+	    kbox__loop_add_socket(self->loop, zsock_resolve(self->sock[ch]), &self->zuse[ch],
+	                          client_on_channel, &self->chan[ch], err) < 0)
 		return -1;
-	if (self->mon[ch] && kbox__loop_add_socket(self->loop, zsock_resolve(self->mon[ch]),
-	                                           client_on_monitor, &self->chan[ch], err) < 0)
+	if (self->mon[ch] &&
+	    kbox__loop_add_socket(self->loop, zsock_resolve(self->mon[ch]), &self->zuse_mon[ch],
+	                          client_on_monitor, &self->chan[ch], err) < 0)
 		return -1;
 	return 0;
 }
@@ -207,6 +211,8 @@ void channel_unmonitor(kbox_client_t *self, kbox_channel_t ch)
 {
 	if (!self->mon[ch])
 		return;
+	ZMQ_USED(self, ch);
+	ZMQ_USED_MON(self, ch);
 	if (self->loop)
 		kbox__loop_remove_socket(self->loop, zsock_resolve(self->mon[ch]));
 	if (self->sock[ch])
@@ -220,6 +226,7 @@ void channel_close(kbox_client_t *self, kbox_channel_t ch)
 	channel_unmonitor(self, ch);
 	if (!self->sock[ch])
 		return;
+	ZMQ_USED(self, ch);
 	if (self->loop)
 		kbox__loop_remove_socket(self->loop, zsock_resolve(self->sock[ch]));
 	zsock_destroy(&self->sock[ch]);
@@ -267,6 +274,7 @@ void channel_slow_down(kbox_client_t *self)
 /* Is a message waiting on CH?  (Never blocks; false without a socket.) */
 bool channel_readable(kbox_client_t *self, kbox_channel_t ch)
 {
+	ZMQ_USED(self, ch);
 	return self->sock[ch] && (zsock_events(self->sock[ch]) & ZMQ_POLLIN);
 }
 
@@ -275,6 +283,7 @@ void channel_subscribe_now(kbox_client_t *self)
 {
 	int events;
 	size_t len = sizeof events;
+	ZMQ_USED(self, KBOX_CH_IOPUB);
 	if (self->sock[KBOX_CH_IOPUB])
 		zmq_getsockopt(zsock_resolve(self->sock[KBOX_CH_IOPUB]), ZMQ_EVENTS, &events, &len);
 }
@@ -288,6 +297,7 @@ bool channel_linked_now(kbox_client_t *self, kbox_channel_t ch)
 	void *h;
 	int n;
 
+	ZMQ_USED_MON(self, ch);
 	if (!self->mon[ch] || !(zsock_events(self->mon[ch]) & ZMQ_POLLIN))
 		return false;
 	h = zsock_resolve(self->mon[ch]);

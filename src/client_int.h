@@ -118,6 +118,11 @@ typedef struct {
 	kbox_channel_t ch;
 } chan_t;
 
+/* A ZeroMQ call was made on CH's socket (ZMQ_USED) or monitor
+ * (ZMQ_USED_MON): see kbox__zuse_t. */
+#define ZMQ_USED(self, ch) ((void)(self)->zuse[ch].uses++)
+#define ZMQ_USED_MON(self, ch) ((void)(self)->zuse_mon[ch].uses++)
+
 struct kbox_client {
 	kbox_conn_t *conn;
 	kbox_auth_t *auth;
@@ -149,6 +154,10 @@ struct kbox_client {
 	 * channel_slow_down) */
 	bool fast[KBOX_CH_COUNT];
 	bool fast_over;
+
+	/* the ZeroMQ calls made on each socket and monitor, for the loop
+	 * (src/loop.h: ZMQ_USED after every call on one) */
+	kbox__zuse_t zuse[KBOX_CH_COUNT], zuse_mon[KBOX_CH_COUNT];
 
 	/* on a loop */
 	kbox_loop_t *loop; /* attached to, or NULL */

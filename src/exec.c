@@ -298,6 +298,7 @@ static bool exec_ping(kbox_client_t *self, kbox_exec_t *x)
 	exec_run_t *run = x->run;
 	zsock_t *hb = channel_sock(self, KBOX_CH_HB, NULL);
 	run->hb_sent = kx_now_ms();
+	ZMQ_USED(self, KBOX_CH_HB);
 	if (hb && zstr_send(hb, "ping") == 0) {
 		run->hb_waiting = true;
 		if ((run->t_hb = client_add_timer(self, HB_TIMEOUT_MS, exec_on_hb_timeout, x)))

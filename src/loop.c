@@ -11,11 +11,11 @@
  * process, not when it has a message: once anything has used the socket
  * (a send, a receive, ZMQ_EVENTS), a message may wait with the descriptor
  * quiet.  So the loop asks ZMQ_EVENTS (a poll(2) and a getpid(2) inside
- * libzmq) of a socket only when its descriptor fired, or when code outside
- * the loop may have used it since the last time it asked: a handler or a
- * timer ran, or the loop was entered (kbox_loop_once, kbox_loop_run).
- * zmq_poll asks every socket twice around each poll; this asks each at
- * most once per turn, and not at all after a turn in which nothing ran. */
+ * libzmq) of a socket only when its descriptor fired, or when a call was
+ * made on it since it last asked and the last call was not a receive that
+ * found nothing (kbox__zuse_t, counted by the socket's owner: only libkbox
+ * registers sockets).  zmq_poll asks every socket twice around each poll;
+ * this asks each at most once per turn, and only those that were used. */
 #include "private.h"
 #include "loop.h"
 
@@ -28,13 +28,16 @@
 
 #define ITEMS_ON_STACK 16 /* poll items without a malloc */
 
+
 typedef struct {
 	void *socket; /* a libzmq socket, or NULL: FD */
 	int fd;       /* FD, or the socket's ZMQ_FD */
 	kbox_loop_fn *fn;
 	void *arg;
 	bool dead;
-	unsigned long asked; /* the loop's epoch when ZMQ_EVENTS was last asked */
+	const kbox__zuse_t *use; /* the calls made on the socket */
+	bool asked;              /* ZMQ_EVENTS was asked since it was added… */
+	unsigned long seen;      /* …when use->uses was this */
 } poller_t;
 
 typedef struct {
@@ -55,7 +58,6 @@ struct kbox_loop {
 	size_t n_timers, cap_timers;
 	int last_id;
 	unsigned long pass;  /* dispatches so far */
-	unsigned long epoch; /* changes whenever code outside the loop may have run */
 	int depth;           /* dispatches in progress (a handler may call kbox_loop_once) */
 	bool stopped;        /* kbox_loop_stop was called */
 	bool failed;         /* a handler returned -1 */
@@ -66,8 +68,6 @@ kbox_loop_t *kbox_loop_new(kbox_error_t *err)
 	kbox_loop_t *self = calloc(1, sizeof *self);
 	if (!self)
 		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	else
-		self->epoch = 1; /* a new socket has asked = 0: asked at the next turn */
 	return self;
 }
 
@@ -115,8 +115,8 @@ static void sweep(kbox_loop_t *self)
 
 /* Register SOCKET (or FD when SOCKET is NULL), replacing its handler if it
  * has one. */
-static int add_poller(kbox_loop_t *self, void *socket, int fd, kbox_loop_fn *fn, void *arg,
-                      kbox_error_t *err)
+static int add_poller(kbox_loop_t *self, void *socket, const kbox__zuse_t *use, int fd,
+                      kbox_loop_fn *fn, void *arg, kbox_error_t *err)
 {
 	poller_t *p;
 	for (size_t i = 0; i < self->n_pollers; i++) {
@@ -124,6 +124,7 @@ static int add_poller(kbox_loop_t *self, void *socket, int fd, kbox_loop_fn *fn,
 		if (!p->dead && (socket ? p->socket == socket : !p->socket && p->fd == fd)) {
 			p->fn = fn;
 			p->arg = arg;
+			p->use = use;
 			return 0;
 		}
 	}
@@ -138,11 +139,12 @@ static int add_poller(kbox_loop_t *self, void *socket, int fd, kbox_loop_fn *fn,
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	p = &self->pollers[self->n_pollers++];
 	p->socket = socket;
+	p->use = use;
 	p->fd = fd;
 	p->fn = fn;
 	p->arg = arg;
 	p->dead = false;
-	p->asked = 0;
+	p->asked = false; /* asked at the next turn */
 	return 0;
 }
 
@@ -161,7 +163,7 @@ int kbox_loop_add_fd(kbox_loop_t *self, int fd, kbox_loop_fn *fn, void *arg, kbo
 	if (fd < 0 || !fn)
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "loop: no descriptor or no handler given");
-	return add_poller(self, NULL, fd, fn, arg, err);
+	return add_poller(self, NULL, NULL, fd, fn, arg, err);
 }
 
 void kbox_loop_remove_fd(kbox_loop_t *self, int fd)
@@ -170,12 +172,13 @@ void kbox_loop_remove_fd(kbox_loop_t *self, int fd)
 		remove_poller(self, NULL, fd);
 }
 
-int kbox__loop_add_socket(kbox_loop_t *self, void *zmq_socket, kbox_loop_fn *fn, void *arg,
-                          kbox_error_t *err)
+int kbox__loop_add_socket(kbox_loop_t *self, void *zmq_socket, const kbox__zuse_t *use,
+                          kbox_loop_fn *fn, void *arg, kbox_error_t *err)
 {
-	if (!zmq_socket || !fn)
-		return kbox_error_set(err, KBOX_E_INVALID, "loop: no socket or no handler given");
-	return add_poller(self, zmq_socket, -1, fn, arg, err);
+	if (!zmq_socket || !use || !fn)
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "loop: no socket, use count or handler given");
+	return add_poller(self, zmq_socket, use, -1, fn, arg, err);
 }
 
 void kbox__loop_remove_socket(kbox_loop_t *self, void *zmq_socket)
@@ -231,7 +234,6 @@ static void fire_pollers(kbox_loop_t *self, const bool *ready, const size_t *whi
 		p = &self->pollers[which[k]];
 		if (p->dead) /* removed by an earlier handler */
 			continue;
-		self->epoch++;
 		if (p->fn(self, p->arg) < 0)
 			self->failed = true;
 	}
@@ -264,7 +266,6 @@ static void fire_timers(kbox_loop_t *self)
 		}
 		fn = t->fn;
 		arg = t->arg;
-		self->epoch++;
 		if (fn(self, arg) < 0)
 			self->failed = true;
 	}
@@ -277,12 +278,13 @@ static int socket_ready(kbox_loop_t *self, poller_t *p, bool *again)
 {
 	int events = 0;
 	size_t len = sizeof events;
-	p->asked = self->epoch;
+	p->asked = true;
+	p->seen = p->use->uses; /* (asking is not counted: it is what a use makes up for) */
 	if (zmq_getsockopt(p->socket, ZMQ_EVENTS, &events, &len) == 0)
 		return (events & ZMQ_POLLIN) != 0;
 	if (errno != EINTR)
 		return -1;
-	p->asked = 0;
+	p->asked = false;
 	*again = true;
 	return 0;
 }
@@ -328,7 +330,8 @@ static int dispatch(kbox_loop_t *self, int timeout_ms)
 		ready[n] = false;
 		/* a socket used since it was last asked may hold a message
 		 * that its descriptor will never announce */
-		if (p->socket && p->asked != self->epoch) {
+		if (p->socket && (!p->asked || (p->use->uses != p->seen &&
+		                                p->use->uses != p->use->drained))) {
 			if ((r = socket_ready(self, p, &now_ready)) < 0) {
 				rc = -1;
 				goto out;
@@ -383,9 +386,7 @@ out:
 
 int kbox_loop_once(kbox_loop_t *self, int timeout_ms)
 {
-	int rc;
-	self->epoch++; /* the caller may have used a socket since */
-	rc = dispatch(self, timeout_ms);
+	int rc = dispatch(self, timeout_ms);
 	if (rc == 1)
 		self->stopped = self->failed = false;
 	return rc;
@@ -393,7 +394,6 @@ int kbox_loop_once(kbox_loop_t *self, int timeout_ms)
 
 int kbox_loop_run(kbox_loop_t *self)
 {
-	self->epoch++; /* the caller may have used a socket since */
 	for (;;) {
 		int rc;
 		if (!self->stopped && !self->failed && self->n_pollers == 0 && self->n_timers == 0)

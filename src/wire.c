@@ -1,6 +1,7 @@
 /* src/wire.c — Jupyter wire messages: signing, verifying, encoding, decoding. */
 #include "private.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1108,6 +1109,7 @@ static int parts_grow(kbox__parts_t *self)
 
 int kbox__parts_recv(kbox__parts_t *self, void *sock)
 {
+	int e;
 	self->parts = self->inline_parts;
 	self->frames = self->inline_frames;
 	self->n = self->bytes = 0;
@@ -1135,7 +1137,9 @@ int kbox__parts_recv(kbox__parts_t *self, void *sock)
 	}
 	return 0;
 fail:
+	e = errno; /* the receive's (EAGAIN: nothing was waiting) */
 	kbox__parts_close(self);
+	errno = e;
 	return -1;
 }
 
