@@ -57,10 +57,10 @@ struct kbox_loop {
 	ltimer_t *timers;
 	size_t n_timers, cap_timers;
 	int last_id;
-	unsigned long pass;  /* dispatches so far */
-	int depth;           /* dispatches in progress (a handler may call kbox_loop_once) */
-	bool stopped;        /* kbox_loop_stop was called */
-	bool failed;         /* a handler returned -1 */
+	unsigned long pass; /* dispatches so far */
+	int depth;          /* dispatches in progress (a handler may call kbox_loop_once) */
+	bool stopped;       /* kbox_loop_stop was called */
+	bool failed;        /* a handler returned -1 */
 };
 
 kbox_loop_t *kbox_loop_new(kbox_error_t *err)
@@ -330,8 +330,8 @@ static int dispatch(kbox_loop_t *self, int timeout_ms)
 		ready[n] = false;
 		/* a socket used since it was last asked may hold a message
 		 * that its descriptor will never announce */
-		if (p->socket && (!p->asked || (p->use->uses != p->seen &&
-		                                p->use->uses != p->use->drained))) {
+		if (p->socket &&
+		    (!p->asked || (p->use->uses != p->seen && p->use->uses != p->use->drained))) {
 			if ((r = socket_ready(self, p, &now_ready)) < 0) {
 				rc = -1;
 				goto out;

@@ -14,7 +14,6 @@
 
 /* ---- util.c and wire.c ---- */
 
-
 /* About what decoding JSON text P (N bytes) takes in memory (wire.c). */
 size_t kbox__json_cost(const char *p, size_t n);
 
