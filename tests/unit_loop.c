@@ -1,13 +1,17 @@
 /* tests/unit_loop.c — the event loop of kbox/loop.h, through its public API:
  * file descriptors (pipes) and their handlers, one-shot and repeating
  * timers, removal and cancellation from inside a handler, the order of
- * timers, and how kbox_loop_run and kbox_loop_once end.
+ * timers, and how kbox_loop_run and kbox_loop_once end; then, through
+ * libkbox's own src/loop.h, ZeroMQ sockets and their use counts
+ * (kbox__zuse_t): a message left behind a quiet ZMQ_FD is found after a
+ * counted receive, and a drained socket still wakes on the next one.
  *
  * Nothing here waits on the clock for synchronisation: a descriptor is
  * made readable before the loop runs, a timer of 0 ms is due at the next
  * dispatch, and kbox_loop_once(loop, 0) is one dispatch.  Only the order
  * of the timers test lets timers of 100 and 200 ms come due, and it
- * checks the order they ran in, never how long they took. */
+ * checks the order they ran in, never how long they took; the socket
+ * tests bound their wait (ZBOUND_MS), which a passing test never reaches. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +22,9 @@
 
 #include <kbox.h>
 #include <kbox/loop.h>
+#include <zmq.h>
+
+#include "loop.h" /* libkbox's: kbox__loop_add_socket */
 
 #include "tap.h"
 
@@ -456,6 +463,146 @@ TEST(destroy_nulls_the_pointer_and_leaves_fds_open)
 	CHECK_INT_EQ(calls[0] + calls[1], 0);
 }
 
+/* ---- ZeroMQ sockets (src/loop.h) ---- */
+
+/* An inproc PAIR: zs[0] sends, zs[1] is registered with the loop. */
+static void *zctx;
+static void *zs[2];
+static kbox__zuse_t zuse;
+static int zgot;        /* messages the socket handler received */
+static int zwant;       /* the handler stops the loop after this many */
+static bool zbound;     /* the bound ran out first */
+static bool zsent_more; /* sender_timer sent its message */
+
+static int zsetup(void)
+{
+	int zero = 0;
+	memset(&zuse, 0, sizeof zuse);
+	zgot = zwant = 0;
+	zbound = zsent_more = false;
+	if (!(zctx = zmq_ctx_new()) || !(zs[0] = zmq_socket(zctx, ZMQ_PAIR)) ||
+	    !(zs[1] = zmq_socket(zctx, ZMQ_PAIR)))
+		return -1;
+	zmq_setsockopt(zs[0], ZMQ_LINGER, &zero, sizeof zero);
+	zmq_setsockopt(zs[1], ZMQ_LINGER, &zero, sizeof zero);
+	if (zmq_bind(zs[1], "inproc://unit_loop") < 0 ||
+	    zmq_connect(zs[0], "inproc://unit_loop") < 0)
+		return -1;
+	return 0;
+}
+
+static void zteardown(void)
+{
+	for (int i = 0; i < 2; i++)
+		if (zs[i]) {
+			zmq_close(zs[i]);
+			zs[i] = NULL;
+		}
+	if (zctx) {
+		zmq_ctx_term(zctx);
+		zctx = NULL;
+	}
+}
+
+/* The handler of zs[1]: receives ONE message (counted), as libkbox's
+ * channel handlers do, and stops the loop at zwant. */
+static int recv_one(kbox_loop_t *l, void *arg)
+{
+	char buf[16];
+	(void)arg;
+	zuse.uses++;
+	if (zmq_recv(zs[1], buf, sizeof buf, ZMQ_DONTWAIT) >= 0) {
+		if (++zgot == zwant)
+			kbox_loop_stop(l);
+	} else if (errno == EAGAIN) {
+		zuse.drained = zuse.uses;
+	}
+	return 0;
+}
+
+/* The handler of zs[1] that receives until nothing is left (the socket
+ * is then drained: not asked again until it is used). */
+static int recv_all(kbox_loop_t *l, void *arg)
+{
+	char buf[16];
+	(void)arg;
+	for (;;) {
+		zuse.uses++;
+		if (zmq_recv(zs[1], buf, sizeof buf, ZMQ_DONTWAIT) < 0)
+			break;
+		if (++zgot == zwant) {
+			kbox_loop_stop(l);
+			return 0;
+		}
+	}
+	if (errno == EAGAIN)
+		zuse.drained = zuse.uses;
+	return 0;
+}
+
+/* A bound on the wait (a test that passes never reaches it). */
+static int bound_reached(kbox_loop_t *l, void *arg)
+{
+	(void)arg;
+	zbound = true;
+	kbox_loop_stop(l);
+	return 0;
+}
+
+/* Sends one more message on zs[0], once the socket has been drained. */
+static int sender_timer(kbox_loop_t *l, void *arg)
+{
+	(void)l;
+	(void)arg;
+	if (zgot == 2 && !zsent_more && zmq_send(zs[0], "m3", 2, 0) == 2)
+		zsent_more = true;
+	return 0;
+}
+
+#define ZBOUND_MS 20000
+
+/* Two messages wait when the socket's descriptor fires once: the handler
+ * takes one, and the second, behind a descriptor that will not fire
+ * again, is found because the receive was counted. */
+TEST(second_message_behind_a_quiet_descriptor_is_found_after_a_counted_receive)
+{
+	REQUIRE(zmq_send(zs[0], "m1", 2, 0) == 2 && zmq_send(zs[0], "m2", 2, 0) == 2);
+	zwant = 2;
+	REQUIRE(kbox__loop_add_socket(loop, zs[1], &zuse, recv_one, NULL, NULL) == 0);
+	REQUIRE(kbox_loop_add_timer(loop, ZBOUND_MS, false, bound_reached, NULL, NULL) > 0);
+	CHECK_INT_EQ(kbox_loop_run(loop), 0);
+	CHECK_INT_EQ(zgot, 2);
+	CHECK(!zbound);
+}
+
+/* A socket its handler drained (a receive found nothing) is not asked
+ * again, and still wakes its handler when the next message comes. */
+TEST(drained_socket_wakes_on_the_next_message)
+{
+	REQUIRE(zmq_send(zs[0], "m1", 2, 0) == 2 && zmq_send(zs[0], "m2", 2, 0) == 2);
+	zwant = 3;
+	REQUIRE(kbox__loop_add_socket(loop, zs[1], &zuse, recv_all, NULL, NULL) == 0);
+	REQUIRE(kbox_loop_add_timer(loop, 10, true, sender_timer, NULL, NULL) > 0);
+	REQUIRE(kbox_loop_add_timer(loop, ZBOUND_MS, false, bound_reached, NULL, NULL) > 0);
+	CHECK_INT_EQ(kbox_loop_run(loop), 0);
+	CHECK(zsent_more);
+	CHECK_INT_EQ(zgot, 3);
+	CHECK(!zbound);
+	CHECK(zuse.drained > 0);
+}
+
+/* Run socket test NAME between setup and teardown, with the PAIR. */
+#define RUN_ZLOOP(name)                                                       \
+	do {                                                                  \
+		if (setup() < 0 || zsetup() < 0) {                            \
+			printf("Bail out! setup: %s\n", zmq_strerror(errno)); \
+			exit(99);                                             \
+		}                                                             \
+		RUN(name);                                                    \
+		teardown();                                                   \
+		zteardown();                                                  \
+	} while (0)
+
 int main(void)
 {
 	for (int i = 0; i < 2; i++)
@@ -482,5 +629,7 @@ int main(void)
 	RUN_LOOP(cancelling_an_unknown_or_spent_timer_is_ignored);
 	RUN_LOOP(run_waits_for_a_timer_beside_a_quiet_fd);
 	RUN_LOOP(destroy_nulls_the_pointer_and_leaves_fds_open);
+	RUN_ZLOOP(second_message_behind_a_quiet_descriptor_is_found_after_a_counted_receive);
+	RUN_ZLOOP(drained_socket_wakes_on_the_next_message);
 	return tap_done();
 }
