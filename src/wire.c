@@ -736,9 +736,13 @@ typedef struct {
 static const char *const header_keys[] = {"msg_id", "msg_type", "session"};
 static const char *const parent_keys[] = {"msg_id"};
 
-static bool json_ws(char c)
+/* The index of the first byte at or after I of P (N bytes) that is not
+ * JSON whitespace (N when none is). */
+static size_t skip_ws(const char *p, size_t n, size_t i)
 {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+		i++;
+	return i;
 }
 
 /* Read at *I of P (N bytes) a JSON string of printable ASCII without
@@ -775,12 +779,10 @@ static bool flat_object(const char *p, size_t n, const char *const *keys, size_t
 	size_t i = 0;
 	for (size_t k = 0; k < n_keys; k++)
 		out[k].p = NULL, out[k].n = 0;
-	while (i < n && json_ws(p[i]))
-		i++;
+	i = skip_ws(p, n, i);
 	if (i >= n || p[i++] != '{')
 		return false;
-	while (i < n && json_ws(p[i]))
-		i++;
+	i = skip_ws(p, n, i);
 	if (i < n && p[i] == '}') {
 		i++;
 	} else {
@@ -788,19 +790,16 @@ static bool flat_object(const char *p, size_t n, const char *const *keys, size_t
 			span_t key, value;
 			if (!flat_string(p, n, &i, &key))
 				return false;
-			while (i < n && json_ws(p[i]))
-				i++;
+			i = skip_ws(p, n, i);
 			if (i >= n || p[i++] != ':')
 				return false;
-			while (i < n && json_ws(p[i]))
-				i++;
+			i = skip_ws(p, n, i);
 			if (!flat_string(p, n, &i, &value))
 				return false;
 			for (size_t k = 0; k < n_keys; k++)
 				if (key.n == strlen(keys[k]) && memcmp(key.p, keys[k], key.n) == 0)
 					out[k] = value;
-			while (i < n && json_ws(p[i]))
-				i++;
+			i = skip_ws(p, n, i);
 			if (i >= n)
 				return false;
 			if (p[i] == '}') {
@@ -809,12 +808,10 @@ static bool flat_object(const char *p, size_t n, const char *const *keys, size_t
 			}
 			if (p[i++] != ',')
 				return false;
-			while (i < n && json_ws(p[i]))
-				i++;
+			i = skip_ws(p, n, i);
 		}
 	}
-	while (i < n && json_ws(p[i]))
-		i++;
+	i = skip_ws(p, n, i);
 	return i == n;
 }
 
