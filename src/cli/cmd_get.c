@@ -138,39 +138,51 @@ static int copy_stream(int in, int out, off_t size)
 	return copy_range(in, out, 0, size, false, &end);
 }
 
-/* Write IN (SIZE bytes; SRC names it) to the host path HOST, which is
- * not "-": a directory (or a path ending in '/') gets the file under
- * SRC's last component; a symbolic link, or anything but a regular file,
- * at the final path is refused; the copy is made in a temporary file
- * beside it and renamed over it, with the mode of the file it replaces
- * (less set-user-ID and set-group-ID) or 0644 less the umask.  An exit
- * status, after one error line when it is not EXIT_OK. */
-static int write_host(int in, off_t size, const char *src, const char *host)
-{
-	char *path = NULL, *dircopy = NULL, *namecopy = NULL, *name, *parent;
-	int status = EXIT_USAGE, dirfd = -1, out = -1, n;
-	struct sigaction old[N_FATAL + 1];
-	bool guarded = false;
-	struct stat st;
-	size_t hl = strlen(host);
+/* Where write_host writes: the final path, its directory (open) and
+ * name there, and the mode the file gets. */
+typedef struct {
+	char *path, *dircopy, *namecopy;
+	const char *name;
+	int dirfd;
 	mode_t mode;
+} target_t;
+
+static void target_free(target_t *t)
+{
+	if (t->dirfd >= 0)
+		close(t->dirfd);
+	free(t->namecopy);
+	free(t->dircopy);
+	free(t->path);
+}
+
+/* Find T for the host path HOST, which is not "-": a directory (or a
+ * path ending in '/') gets the file under SRC's last component; a
+ * symbolic link, or anything but a regular file, at the final path is
+ * refused; the mode is that of the file it replaces (less set-user-ID
+ * and set-group-ID) or 0644 less the umask.  EXIT_OK, or an exit status
+ * after one error line. */
+static int find_target(const char *src, const char *host, target_t *t)
+{
+	size_t hl = strlen(host);
+	const char *parent;
+	struct stat st;
 
 	if (host[hl - 1] == '/' || (lstat(host, &st) == 0 && S_ISDIR(st.st_mode))) {
 		char *sc = strdup(src);
-		if (!sc || asprintf(&path, "%s%s%s", host, host[hl - 1] == '/' ? "" : "/",
+		if (!sc || asprintf(&t->path, "%s%s%s", host, host[hl - 1] == '/' ? "" : "/",
 		                    basename(sc)) < 0)
-			path = NULL;
+			t->path = NULL;
 		free(sc);
 	} else
-		path = strdup(host);
-	if (!path || !(dircopy = strdup(path)) || !(namecopy = strdup(path))) {
+		t->path = strdup(host);
+	if (!t->path || !(t->dircopy = strdup(t->path)) || !(t->namecopy = strdup(t->path))) {
 		cli_error("get", "out of memory");
-		status = EXIT_UNAVAILABLE;
-		goto out;
+		return EXIT_UNAVAILABLE;
 	}
-	name = basename(namecopy);
-	parent = dirname(dircopy);
-	if ((dirfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+	t->name = basename(t->namecopy);
+	parent = dirname(t->dircopy);
+	if ((t->dirfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		/* the directory as the user named it: "out/" of "out/", "a/b" of "a/b/x" */
 		const char *d = host[hl - 1] == '/' ? host : parent;
 		if (errno == ENOENT)
@@ -178,65 +190,76 @@ static int write_host(int in, off_t size, const char *src, const char *host)
 		else if (errno == ENOTDIR)
 			cli_error("get", "%s is not a directory", d);
 		else
-			cli_error("get", "cannot write %s: %s", path, strerror(errno));
-		goto out;
+			cli_error("get", "cannot write %s: %s", t->path, strerror(errno));
+		return EXIT_USAGE;
 	}
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+	if (fstatat(t->dirfd, t->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (S_ISLNK(st.st_mode)) {
 			cli_error("get",
 			          "%s is a symbolic link (refused; a link is not written "
 			          "through or replaced)",
-			          path);
-			goto out;
+			          t->path);
+			return EXIT_USAGE;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			cli_error("get", "cannot write %s: %s", path, strerror(EISDIR));
-			goto out;
+			cli_error("get", "cannot write %s: %s", t->path, strerror(EISDIR));
+			return EXIT_USAGE;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			cli_error("get", "%s is %s, not a regular file (refused)", path,
+			cli_error("get", "%s is %s, not a regular file (refused)", t->path,
 			          ws_file_kind(&st));
-			goto out;
+			return EXIT_USAGE;
 		}
-		mode = st.st_mode & 0777;
+		t->mode = st.st_mode & 0777;
 	} else if (errno == ENOENT) {
 		mode_t mask = umask(0);
 		umask(mask);
-		mode = 0644 & ~mask;
+		t->mode = 0644 & ~mask;
 	} else {
-		cli_error("get", "cannot write %s: %s", path, strerror(errno));
-		goto out;
+		cli_error("get", "cannot write %s: %s", t->path, strerror(errno));
+		return EXIT_USAGE;
 	}
+	return EXIT_OK;
+}
 
-	tmp_dirfd = dirfd;
+/* Write IN (SIZE bytes; SRC names it) to the host path HOST (see
+ * find_target): the copy is made in a temporary file beside it and
+ * renamed over it.  An exit status, after one error line when it is not
+ * EXIT_OK. */
+static int write_host(int in, off_t size, const char *src, const char *host)
+{
+	target_t t = {.dirfd = -1};
+	int status, out = -1, n;
+	struct sigaction old[N_FATAL + 1];
+	bool guarded = false;
+
+	if ((status = find_target(src, host, &t)) != EXIT_OK)
+		goto out;
+	status = EXIT_USAGE;
+	tmp_dirfd = t.dirfd;
 	guard_signals(old);
 	guarded = true;
-	if ((out = kx_temp_open(dirfd, ".kbox-get-", 0600, tmp_name, sizeof tmp_name)) < 0) {
-		cli_error("get", "cannot write %s: cannot create a file beside it: %s", path,
+	if ((out = kx_temp_open(t.dirfd, ".kbox-get-", 0600, tmp_name, sizeof tmp_name)) < 0) {
+		cli_error("get", "cannot write %s: cannot create a file beside it: %s", t.path,
 		          strerror(errno));
 		goto out;
 	}
 	tmp_live = 1;
-	if (copy_sparse(in, out, size) < 0) {
-		cli_error("get", "copying %s to %s: %s", src, path, strerror(errno));
-		status = EXIT_UNAVAILABLE;
-		goto out;
-	}
-	if (fchmod(out, mode) < 0 || fsync(out) < 0) {
-		cli_error("get", "copying %s to %s: %s", src, path, strerror(errno));
-		status = EXIT_UNAVAILABLE;
+	status = EXIT_UNAVAILABLE;
+	if (copy_sparse(in, out, size) < 0 || fchmod(out, t.mode) < 0 || fsync(out) < 0) {
+		cli_error("get", "copying %s to %s: %s", src, t.path, strerror(errno));
 		goto out;
 	}
 	n = close(out);
 	out = -1;
 	if (n < 0) {
-		cli_error("get", "copying %s to %s: %s", src, path, strerror(errno));
-		status = EXIT_UNAVAILABLE;
+		cli_error("get", "copying %s to %s: %s", src, t.path, strerror(errno));
 		goto out;
 	}
 	/* the final name is replaced, never followed */
-	if (renameat(dirfd, tmp_name, dirfd, name) < 0) {
-		cli_error("get", "cannot write %s: %s", path, strerror(errno));
+	status = EXIT_USAGE;
+	if (renameat(t.dirfd, tmp_name, t.dirfd, t.name) < 0) {
+		cli_error("get", "cannot write %s: %s", t.path, strerror(errno));
 		goto out;
 	}
 	tmp_live = 0;
@@ -245,16 +268,12 @@ out:
 	if (out >= 0)
 		close(out);
 	if (tmp_live) {
-		unlinkat(dirfd, tmp_name, 0);
+		unlinkat(t.dirfd, tmp_name, 0);
 		tmp_live = 0;
 	}
 	if (guarded)
 		restore_signals(old);
-	if (dirfd >= 0)
-		close(dirfd);
-	free(namecopy);
-	free(dircopy);
-	free(path);
+	target_free(&t);
 	return status;
 }
 

@@ -5,6 +5,67 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* INFO (cli_session_info's object) as text: a line a field, in a fixed
+ * order, durations and sizes as a person reads them. */
+static void print_text(json_t *info)
+{
+	const char *key;
+	json_t *v;
+	char buf[64];
+	static const char *const order[] = {"name",
+	                                    "state",
+	                                    "backend",
+	                                    "kernel",
+	                                    "pid",
+	                                    "kernel_pid",
+	                                    "started",
+	                                    "uptime_s",
+	                                    "kernel_uptime_s",
+	                                    "last_activity",
+	                                    "idle_s",
+	                                    "executions",
+	                                    "running_execs",
+	                                    "queued",
+	                                    "output_waiting",
+	                                    "restarts",
+	                                    "last_restart_cause",
+	                                    "memory_bytes",
+	                                    "limits",
+	                                    "limits_missing",
+	                                    "ttl_ms",
+	                                    "last_stop",
+	                                    "error",
+	                                    "dir",
+	                                    NULL};
+	for (size_t i = 0; order[i]; i++) {
+		key = order[i];
+		if (!(v = json_object_get(info, key)))
+			continue;
+		if (strcmp(key, "memory_bytes") == 0)
+			printf("%-18s %s\n", "memory:",
+			       kx_fmt_bytes(buf, sizeof buf, (long long)json_integer_value(v)));
+		else if (strcmp(key, "ttl_ms") == 0) {
+			long long t = (long long)json_integer_value(v);
+			printf("%-18s %s\n", "ttl:",
+			       t ? cli_fmt_secs((double)t / 1000, buf, sizeof buf) : "never");
+		} else if (strstr(key, "_s") && json_is_number(v)) {
+			char label[40];
+			snprintf(label, sizeof label, "%.*s:", (int)(strlen(key) - 2), key);
+			printf("%-18s %s\n", label,
+			       cli_fmt_secs(json_number_value(v), buf, sizeof buf));
+		} else if (json_is_string(v)) {
+			char label[40];
+			snprintf(label, sizeof label, "%s:", key);
+			if (*json_string_value(v))
+				printf("%-18s %s\n", label, json_string_value(v));
+		} else if (json_is_integer(v)) {
+			char label[40];
+			snprintf(label, sizeof label, "%s:", key);
+			printf("%-18s %lld\n", label, (long long)json_integer_value(v));
+		}
+	}
+}
+
 int cmd_status(int argc, char **argv)
 {
 	const char *name = NULL;
@@ -47,65 +108,8 @@ int cmd_status(int argc, char **argv)
 			puts(s);
 		cli_json_printed();
 		free(s);
-	} else {
-		const char *key;
-		json_t *v;
-		char buf[64];
-		static const char *const order[] = {"name",
-		                                    "state",
-		                                    "backend",
-		                                    "kernel",
-		                                    "pid",
-		                                    "kernel_pid",
-		                                    "started",
-		                                    "uptime_s",
-		                                    "kernel_uptime_s",
-		                                    "last_activity",
-		                                    "idle_s",
-		                                    "executions",
-		                                    "running_execs",
-		                                    "queued",
-		                                    "output_waiting",
-		                                    "restarts",
-		                                    "last_restart_cause",
-		                                    "memory_bytes",
-		                                    "limits",
-		                                    "limits_missing",
-		                                    "ttl_ms",
-		                                    "last_stop",
-		                                    "error",
-		                                    "dir",
-		                                    NULL};
-		for (size_t i = 0; order[i]; i++) {
-			key = order[i];
-			if (!(v = json_object_get(info, key)))
-				continue;
-			if (strcmp(key, "memory_bytes") == 0)
-				printf("%-18s %s\n", "memory:",
-				       kx_fmt_bytes(buf, sizeof buf,
-				                    (long long)json_integer_value(v)));
-			else if (strcmp(key, "ttl_ms") == 0) {
-				long long t = (long long)json_integer_value(v);
-				printf("%-18s %s\n", "ttl:",
-				       t ? cli_fmt_secs((double)t / 1000, buf, sizeof buf)
-				         : "never");
-			} else if (strstr(key, "_s") && json_is_number(v)) {
-				char label[40];
-				snprintf(label, sizeof label, "%.*s:", (int)(strlen(key) - 2), key);
-				printf("%-18s %s\n", label,
-				       cli_fmt_secs(json_number_value(v), buf, sizeof buf));
-			} else if (json_is_string(v)) {
-				char label[40];
-				snprintf(label, sizeof label, "%s:", key);
-				if (*json_string_value(v))
-					printf("%-18s %s\n", label, json_string_value(v));
-			} else if (json_is_integer(v)) {
-				char label[40];
-				snprintf(label, sizeof label, "%s:", key);
-				printf("%-18s %lld\n", label, (long long)json_integer_value(v));
-			}
-		}
-	}
+	} else
+		print_text(info);
 	json_decref(info);
 	free(home);
 	free(dir);

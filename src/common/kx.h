@@ -306,6 +306,9 @@ typedef struct {
  * On failure writes errno to C->errfd and exits 127: never returns. */
 void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c);
 
+/* Kill the child PID with SIGKILL and wait for it (through EINTR). */
+void kx_kill_wait(pid_t pid);
+
 /* ---- kx_base64.c ---- */
 
 /* DATA[0..LEN) in base64 (RFC 4648, the standard alphabet, with '='

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #ifdef HAVE_SYS_PRCTL_H
 #include <sys/prctl.h>
@@ -156,4 +157,11 @@ fail:
 	if (write(c->errfd, &e, sizeof e) < 0)
 		_exit(127);
 	_exit(127);
+}
+
+void kx_kill_wait(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
 }

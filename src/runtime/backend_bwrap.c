@@ -131,22 +131,22 @@ static void bwrap_child(void *arg, int errfd)
 }
 
 /* Hold the sandbox while bwrap makes its mounts: wait for bwrap's info on
- * INFO_FD, move the sandbox's first process (the one that runs the
- * command, and whose children its kernel will be) into the cgroup, set
- * the bounds that Linux keeps per user namespace on it (RLIMIT_NPROC
+ * SYNC's info pipe, move the sandbox's first process (the one that runs
+ * the command, and whose children its kernel will be) into the cgroup,
+ * set the bounds that Linux keeps per user namespace on it (RLIMIT_NPROC
  * when it stands in for the pids cgroup, and the inotify limits), and let
- * it go on through BLOCK_FD.  Joining a cgroup v1 waits for an RCU grace
- * period (~5-12 ms): done here, it overlaps the mounts bwrap makes
- * meanwhile, instead of delaying bwrap's start.  Inotify limits that
- * cannot be set are said in sb->limits and sb->missing; anything else
- * that fails is -1 with ERR (the sandbox is killed).  A bwrap that ends
- * before it says anything is not an error here: the start's failure is
- * its own. */
-static int settle(kr_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int block_fd,
+ * it go on through SYNC's block pipe.  Joining a cgroup v1 waits for an
+ * RCU grace period (~5-12 ms): done here, it overlaps the mounts bwrap
+ * makes meanwhile, instead of delaying bwrap's start.  Inotify limits
+ * that cannot be set are said in sb->limits and sb->missing; anything
+ * else that fails is -1 with ERR (the sandbox is killed).  A bwrap that
+ * ends before it says anything is not an error here: the start's failure
+ * is its own. */
+static int settle(kr_sandbox_t *sb, bwrap_t *w, long nproc, kr_bwrap_sync_t *sync,
                   kbox_error_t *err)
 {
 	kbox_error_t ierr = {0};
-	pid_t pid = kr_bwrap_info_pid(info_fd, err);
+	pid_t pid = kr_bwrap_info_pid(sync->info[0], err);
 	size_t n;
 	int bound;
 	if (pid == 0)
@@ -201,25 +201,41 @@ static int settle(kr_sandbox_t *sb, bwrap_t *w, long nproc, int info_fd, int blo
 			goto kill;
 		}
 	}
-	if (write(block_fd, "", 1) != 1) {
-		kbox_error_set_sys(err, "cannot let the sandbox go on");
+	if (kr_bwrap_sync_go(sync, err) < 0)
 		goto kill;
-	}
 	return 0;
 kill:
-	kill(sb->pid, SIGKILL);
-	while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
-		;
+	kx_kill_wait(sb->pid);
 	sb->pid = -1;
 	return -1;
+}
+
+/* The read-only binds the kernel EXE needs (kr_ro_bind_find): what its
+ * installation needs of /etc (or /opt, /srv), never kbox's own
+ * directories.  NULL with ERR. */
+static char **find_binds(kr_sandbox_t *sb, const kr_bwrap_opts_t *b, const char *exe,
+                         kbox_error_t *err)
+{
+	kbox_error_t ignored = {0};
+	char *state = kr_state_home(&ignored), **binds;
+	const char *deny[] = {KR_ROOT_STATE_HOME, NULL, NULL, NULL, NULL, NULL};
+	const char *own[] = {state, b->runtime_dir, b->workspace, b->home};
+	size_t nd = 1;
+	for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+		if (own[i])
+			deny[nd++] = own[i];
+	binds = kr_ro_bind_find(b->rootfs, sb->spec, exe, deny, err);
+	free(state);
+	return binds;
 }
 
 static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	bwrap_t *w = calloc(1, sizeof *w);
 	kr_bwrap_opts_t b = {0};
-	char **env = NULL, **bargv = NULL, *exe = NULL, **binds = NULL, *state = NULL;
-	int *fds = NULL, child_errno, rc = -1, f, info[2] = {-1, -1}, block[2] = {-1, -1};
+	char **env = NULL, **bargv = NULL, *exe = NULL, **binds = NULL;
+	kr_bwrap_sync_t sync = {{-1, -1}, {-1, -1}};
+	int *fds = NULL, child_errno, rc = -1, f;
 	long long rl_data = 0;
 	long rl_nproc = 0;
 	size_t n_fds = 0;
@@ -254,21 +270,9 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	free(argv[0]);
 	argv[0] = exe;
 	exe = NULL;
-	{
-		/* what its installation needs of /etc (or /opt, /srv), never
-		 * kbox's own directories */
-		kbox_error_t ignored = {0};
-		const char *deny[] = {KR_ROOT_STATE_HOME, NULL, NULL, NULL, NULL, NULL};
-		const char *own[] = {state = kr_state_home(&ignored), b.runtime_dir, b.workspace,
-		                     b.home};
-		size_t nd = 1;
-		for (size_t i = 0; i < sizeof own / sizeof *own; i++)
-			if (own[i])
-				deny[nd++] = own[i];
-		if (!(binds = kr_ro_bind_find(b.rootfs, sb->spec, argv[0], deny, err)))
-			goto out;
-		b.ro_binds = binds;
-	}
+	if (!(binds = find_binds(sb, &b, argv[0], err)))
+		goto out;
+	b.ro_binds = binds;
 	if (!(env = kbox_kernel_env(sb->spec, sb->o.env, "/home/kbox"))) {
 		kbox_error_set(err, KBOX_E_NOMEM,
 		               "out of memory building the kernel's environment");
@@ -287,16 +291,10 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 			free(env[i]);
 			env[i] = one;
 		}
-	if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
-		kbox_error_set_sys(err, "pipe");
+	if (kr_bwrap_sync_open(&sync, &b, err) < 0 ||
+	    !(bargv = kr_bwrap_argv(&b, argv, &fds, &n_fds, err)))
 		goto out;
-	}
-	b.sync = true;
-	b.info_fd = info[1];
-	b.block_fd = block[0];
-	if (!(bargv = kr_bwrap_argv(&b, argv, &fds, &n_fds, err)))
-		goto out;
-	info[1] = block[0] = -1; /* among FDS now */
+	kr_bwrap_sync_passed(&sync);
 	c = (bwrap_child_t){sb, w, bargv, env, fds, n_fds, rl_data, getpid()};
 	if ((f = kr_sandbox_fork(sb, bwrap_child, &c, &child_errno, err)) < 0)
 		goto out;
@@ -309,18 +307,16 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	 * pipe must see its end when bwrap ends) */
 	kx_close_all(fds, n_fds);
 	n_fds = 0;
-	if (settle(sb, w, rl_nproc, info[0], block[1], err) < 0)
+	if (settle(sb, w, rl_nproc, &sync, err) < 0)
 		goto out;
 	rc = 0;
 out:
-	kx_close_all(info, 2);
-	kx_close_all(block, 2);
+	kr_bwrap_sync_close(&sync);
 	kx_close_all(fds, n_fds);
 	free(fds);
 	kbox_strv_free(env);
 	kbox_strv_free(bargv);
 	kbox_strv_free(binds);
-	free(state);
 	free(exe);
 	return rc;
 }

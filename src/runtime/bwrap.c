@@ -743,12 +743,65 @@ int kr_bwrap_bound(pid_t pid, long nproc, bool inotify, kbox_error_t *err)
 
 /* ---- short commands in the sandbox ---- */
 
+int kr_bwrap_sync_open(kr_bwrap_sync_t *s, kr_bwrap_opts_t *b, kbox_error_t *err)
+{
+	if (pipe2(s->info, O_CLOEXEC) < 0 || pipe2(s->block, O_CLOEXEC) < 0)
+		return kbox_error_set_sys(err, "pipe");
+	b->sync = true;
+	b->info_fd = s->info[1];
+	b->block_fd = s->block[0];
+	return 0;
+}
+
+void kr_bwrap_sync_passed(kr_bwrap_sync_t *s)
+{
+	s->info[1] = s->block[0] = -1;
+}
+
+int kr_bwrap_sync_go(kr_bwrap_sync_t *s, kbox_error_t *err)
+{
+	if (write(s->block[1], "", 1) != 1)
+		return kbox_error_set_sys(err, "cannot let the sandbox go on");
+	return 0;
+}
+
+void kr_bwrap_sync_close(kr_bwrap_sync_t *s)
+{
+	kx_close_all(s->info, 2);
+	kx_close_all(s->block, 2);
+}
+
+/* kr_bwrap_run's child: stdin /dev/null, stdout and stderr on OUT_FD,
+ * FDS kept across exec, B's identity taken; execs ARGV or exits 127
+ * after a line on stderr. */
+static void run_child(const kr_bwrap_opts_t *b, char **argv, int out_fd, const int *fds,
+                      size_t n_fds)
+{
+	int null = open("/dev/null", O_RDONLY);
+	dup2(null, 0);
+	dup2(out_fd, 1);
+	dup2(out_fd, 2);
+	for (size_t i = 0; i < n_fds; i++)
+		fcntl(fds[i], F_SETFD, 0);
+	if (b->drop_ids) {
+		kx_ids_t ids = {b->uid, b->gid};
+		if (kx_take_ids(&ids) < 0) {
+			dprintf(2, "cannot become uid %ld: %s", (long)b->uid, strerror(errno));
+			_exit(127);
+		}
+	}
+	execv(argv[0], argv);
+	dprintf(2, "cannot run %s: %s", argv[0], strerror(errno));
+	_exit(127);
+}
+
 int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t size,
                  kbox_error_t *err)
 {
 	kr_bwrap_opts_t o = *b;
+	kr_bwrap_sync_t sync = {{-1, -1}, {-1, -1}};
 	char **argv = NULL;
-	int *fds = NULL, p[2] = {-1, -1}, info[2] = {-1, -1}, block[2] = {-1, -1}, st = 0, null;
+	int *fds = NULL, p[2] = {-1, -1}, st = 0;
 	size_t n_fds = 0, len = 0;
 	pid_t pid = -1, first;
 	ssize_t got;
@@ -756,20 +809,13 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 
 	if (size)
 		out[0] = '\0';
-	if (bounded) {
-		/* it waits, its mounts made, until the bounds are set */
-		if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0) {
-			kbox_error_set_sys(err, "pipe");
-			goto out;
-		}
-		o.sync = true;
-		o.info_fd = info[1];
-		o.block_fd = block[0];
-	}
+	/* bounded, it waits, its mounts made, until the bounds are set */
+	if (bounded && kr_bwrap_sync_open(&sync, &o, err) < 0)
+		goto out;
 	if (!(argv = kr_bwrap_argv(&o, cmd, &fds, &n_fds, err)))
 		goto out;
 	if (bounded)
-		info[1] = block[0] = -1; /* among FDS now */
+		kr_bwrap_sync_passed(&sync);
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		kbox_error_set_sys(err, "pipe");
 		goto out;
@@ -778,48 +824,20 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 		kbox_error_set_sys(err, "fork");
 		goto out;
 	}
-	if (pid == 0) {
-		null = open("/dev/null", O_RDONLY);
-		dup2(null, 0);
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		for (size_t i = 0; i < n_fds; i++)
-			fcntl(fds[i], F_SETFD, 0);
-		if (b->drop_ids) {
-			kx_ids_t ids = {b->uid, b->gid};
-			if (kx_take_ids(&ids) < 0) {
-				dprintf(2, "cannot become uid %ld: %s", (long)b->uid,
-				        strerror(errno));
-				_exit(127);
-			}
-		}
-		execv(argv[0], argv);
-		dprintf(2, "cannot run %s: %s", argv[0], strerror(errno));
-		_exit(127);
-	}
+	if (pid == 0)
+		run_child(b, argv, p[1], fds, n_fds);
 	close(p[1]);
 	p[1] = -1;
 	/* what only bwrap needed (the info pipe must see its end when bwrap
 	 * ends) */
 	kx_close_all(fds, n_fds);
 	n_fds = 0;
-	if (bounded) {
-		if ((first = kr_bwrap_info_pid(info[0], err)) < 0 ||
-		    (first > 0 && kr_bwrap_bound(first, b->nproc, b->inotify, err) != 0)) {
-			kill(pid, SIGKILL);
-			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-				;
-			pid = -1;
-			goto out;
-		}
-		if (first > 0 && write(block[1], "", 1) != 1) {
-			kbox_error_set_sys(err, "cannot let the sandbox go on");
-			kill(pid, SIGKILL);
-			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-				;
-			pid = -1;
-			goto out;
-		}
+	if (bounded && ((first = kr_bwrap_info_pid(sync.info[0], err)) < 0 ||
+	                (first > 0 && (kr_bwrap_bound(first, b->nproc, b->inotify, err) != 0 ||
+	                               kr_bwrap_sync_go(&sync, err) < 0)))) {
+		kx_kill_wait(pid);
+		pid = -1;
+		goto out;
 	}
 	for (;;) {
 		char sink[512];
@@ -840,8 +858,7 @@ int kr_bwrap_run(const kr_bwrap_opts_t *b, char *const *cmd, char *out, size_t s
 		out[--len] = '\0';
 out:
 	kx_close_all(p, 2);
-	kx_close_all(info, 2);
-	kx_close_all(block, 2);
+	kr_bwrap_sync_close(&sync);
 	kx_close_all(fds, n_fds);
 	free(fds);
 	kbox_strv_free(argv);

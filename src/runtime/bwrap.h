@@ -83,6 +83,27 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds, size
  * said anything (its failure is then its own to report); -1 with ERR. */
 pid_t kr_bwrap_info_pid(int info_fd, kbox_error_t *err);
 
+/* The pipes of a sandbox started with SYNC: kbox reads bwrap's info
+ * from INFO[0] (kr_bwrap_info_pid) and lets the sandbox go on with a byte
+ * on BLOCK[1]; INFO[1] and BLOCK[0] are bwrap's.  Starts as {{-1, -1},
+ * {-1, -1}}. */
+typedef struct {
+	int info[2], block[2];
+} kr_bwrap_sync_t;
+
+/* Make S's pipes and set B's SYNC, INFO_FD and BLOCK_FD to bwrap's ends.
+ * 0, or -1 with ERR. */
+int kr_bwrap_sync_open(kr_bwrap_sync_t *s, kr_bwrap_opts_t *b, kbox_error_t *err);
+
+/* kr_bwrap_argv took bwrap's ends among its FDS: S forgets them. */
+void kr_bwrap_sync_passed(kr_bwrap_sync_t *s);
+
+/* Let the sandbox go on.  0, or -1 with ERR. */
+int kr_bwrap_sync_go(kr_bwrap_sync_t *s, kbox_error_t *err);
+
+/* Close what S still holds. */
+void kr_bwrap_sync_close(kr_bwrap_sync_t *s);
+
 /* Set the bounds that Linux keeps per user namespace on the sandbox
  * whose first process PID waits (SYNC) before its command runs:
  *
