@@ -70,6 +70,11 @@ else
 	PASS_MODE=700
 fi
 
+# An AddressSanitizer build (configure --enable-sanitizers): memory is
+# measured there, not judged, and tests_done reads the supervisors' logs.
+asan=no
+ldd "$KBOX" 2>/dev/null | grep -q libasan && asan=yes
+
 BG_PIDS=
 
 # cleanup: end the background jobs, stop every session, then kill
@@ -351,6 +356,36 @@ skip() {
 		echo "ok $n - $1 # SKIP not selected by KBOX_TEST_RUN"
 	fi
 	tap_took
+}
+
+# tests_done: the plan, the script's last line.  In an AddressSanitizer
+# build a last test comes first: every session under $ROOT is stopped,
+# and no supervisor's log (its stderr, which no other test reads) holds
+# a report of AddressSanitizer, LeakSanitizer (its leak check runs as the
+# supervisor exits) or UndefinedBehaviorSanitizer.
+tests_done() {
+	if [ "$asan" = yes ]; then
+		find "$ROOT" -path '*/sessions/*/supervisor.pid' 2>/dev/null |
+			sed 's|/sessions/[^/]*/supervisor.pid$||' | sort -u |
+			while IFS= read -r home; do
+				KBOX_HOME=$home timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
+			done
+		check no_supervisor_log_has_a_sanitizer_report no_sanitizer_report
+	fi
+	echo "1..$n"
+}
+
+# no_sanitizer_report: no supervisor.log under $ROOT holds a sanitizer's
+# report; each one that does is shown.
+no_sanitizer_report() {
+	sr_bad=$(find "$ROOT" -path '*/sessions/*/supervisor.log' -exec grep -lE \
+		'ERROR: (AddressSanitizer|LeakSanitizer)|SUMMARY: [A-Za-z]+Sanitizer|runtime error: ' {} + 2>/dev/null)
+	[ -z "$sr_bad" ] && return 0
+	printf '%s\n' "$sr_bad" | while IFS= read -r f; do
+		say "$f:"
+		grep -E -A12 'ERROR: [A-Za-z]+Sanitizer|runtime error: ' "$f" | head -n 40 | sed 's/^/#     /'
+	done
+	return 1
 }
 
 # ---- what the tests need ----

@@ -115,4 +115,4 @@ one_session lb bwrap
 needs kernel
 one_session ln none
 
-echo "1..$n"
+tests_done

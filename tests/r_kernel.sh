@@ -168,4 +168,4 @@ check failed_run_shows_the_kernels_last_10_lines eval 'status_is 5 && stdout_emp
 	stderr_is "kbox run: session run: the kernel exited with status 3 before it was ready; its last lines:
 $tail10"'
 
-echo "1..$n"
+tests_done

@@ -58,4 +58,4 @@ check kbox_failures_come_back_as_one_line eval '
 	sed -n "s/^step5 //p" stdout | grep -q "^'"'"'kbox: invalid session name"'
 check a_busy_session_comes_back_as_one_line eval '
 	sed -n "s/^step6 //p" stdout | grep -q "^'"'"'kbox: session readme: the session was busy running other code"'
-echo "1..$n"
+tests_done

@@ -277,4 +277,4 @@ check rootfs_without_usr_is_a_usage_error fails_with 2 \
 	"kbox start: invalid --rootfs \"$T\": a root filesystem has a usr directory, and $T/usr is none"
 check failed_starts_leave_no_session eval '[ ! -e "$S/rf2" ]'
 
-echo "1..$n"
+tests_done

@@ -74,4 +74,4 @@ check row36_an_allowed_bind_is_there_and_read_only eval 'rc_is ok 0 &&
 check row36_what_was_not_asked_for_stays_out eval '[ "$(sed -n 3p "$W/ok.out")" = "False False" ]'
 kx stop -s ok
 
-echo "1..$n"
+tests_done

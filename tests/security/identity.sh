@@ -336,4 +336,4 @@ check "row29_home_config_takes_on_or_off" eval '
 	rc_is bad_hc 2 && eq "$(cat "$W/bad_hc.err")" "kbox start: invalid --home-config \"maybe\": expected on or off"'
 
 kx stop -s i
-echo "1..$n"
+tests_done

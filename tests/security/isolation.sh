@@ -899,4 +899,4 @@ check "row33_an_x32_system_call_kills_the_kernel_at_once" eval '
 	! grep -q "timed out" "$W/x32.out" "$W/x32.err"'
 kx stop -s x
 
-echo "1..$n"
+tests_done

@@ -213,4 +213,4 @@ check row24_a_workspace_swapped_after_it_was_checked_is_refused eval '[ "$rc" = 
 	grep -qF "the workspace $T/swapped is no longer the directory that was checked (it was replaced under its name): refusing it" stderr'
 kbox stop -s sw
 
-echo "1..$n"
+tests_done
