@@ -70,8 +70,9 @@ else
 	PASS_MODE=700
 fi
 
-# An AddressSanitizer build (configure --enable-sanitizers): memory is
-# measured there, not judged, and tests_done reads the supervisors' logs.
+# An AddressSanitizer build (configure --enable-sanitizers): a process's
+# memory there is mostly the sanitizer's (shadow, quarantine), so tests
+# measure it and do not judge it; tests_done reads the supervisors' logs.
 asan=no
 ldd "$KBOX" 2>/dev/null | grep -q libasan && asan=yes
 

@@ -28,9 +28,6 @@ ROOT_TAG=kso
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 
-# An AddressSanitizer build: its memory is measured, not judged.
-asan=no
-ldd "$KBOX" 2>/dev/null | grep -q libasan && asan=yes
 
 # ---- can the sandbox be made here? ----
 

@@ -44,11 +44,6 @@ check_rss() {
 	fi
 	check "$1" eval '[ -n "$rss" ] && [ "$rss" -lt '"$2"' ]'
 }
-# An AddressSanitizer build's memory is mostly the sanitizer's (shadow,
-# quarantine): there it is measured and shown, not judged, as in
-# tests/live_flood.
-asan=no
-ldd "$KBOX" 2>/dev/null | grep -q libasan && asan=yes
 
 # marker_field N: field N (1 bytes, 2 lines, 3 spill path) of the one
 # truncation marker in ./stdout.
