@@ -15,13 +15,21 @@ if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1 || [ ! -e .git ]; then
 	echo "1..0 # SKIP not a git checkout: no list of the project's files"
 	exit 0
 fi
-files=$(git ls-files 'src/*.[ch]' 'include/*.h' 'tests/*.[ch]' 'bench/*.c')
-echo "1..1"
-# shellcheck disable=SC2086 # a list of paths without blanks
-if out=$(clang-format --dry-run --Werror $files 2>&1); then
-	echo "ok 1 - every_c_file_follows_clang_format"
-else
-	echo "not ok 1 - every_c_file_follows_clang_format"
-	printf '%s\n' "$out" | grep -E '^[^ ].*: (error|warning):' | head -20 | sed 's/^/#   /'
-	echo "#   fix: clang-format -i FILE (the layout is .clang-format's)"
-fi
+# it runs clang-format, no kbox
+NEEDS_KBOX=no
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+# formatted: clang-format changes none of the files git tracks; else the
+# first of what it would change, and how to fix it, in $why.
+formatted() {
+	files=$(git ls-files 'src/*.[ch]' 'include/*.h' 'tests/*.[ch]' 'bench/*.c')
+	# shellcheck disable=SC2086 # a list of paths without blanks
+	out=$(clang-format --dry-run --Werror $files 2>&1) && return 0
+	why="$(printf '%s\n' "$out" | grep -E '^[^ ].*: (error|warning):' | head -20)
+fix: clang-format -i FILE (the layout is .clang-format's)"
+	return 1
+}
+
+check every_c_file_follows_clang_format formatted
+tests_done

@@ -22,44 +22,51 @@ if [ -z "$FUZZ_CC" ]; then
 	exit 0
 fi
 
+# it builds its own target, and runs no kbox
+NEEDS_KBOX=no
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
+
 bin=$top_builddir/tests/fuzz_wire_bin
 work=$top_builddir/tests/fuzz_wire.tmp
 crashes=$top_builddir/tests/fuzz_wire.crash.tmp
-n=0
 
-pass() {
-	n=$((n + 1))
-	echo "ok $n - $1"
+# failed LOG: the end of LOG is $why; false.
+failed() {
+	why=$(tail -n 40 "$1" 2>/dev/null)
+	return 1
 }
-# fail NAME [LOG]: report a failure, showing the end of LOG as diagnostics.
-fail() {
-	n=$((n + 1))
-	echo "not ok $n - $1"
-	if [ $# -gt 1 ] && [ -s "$2" ]; then
-		tail -n 40 "$2" | sed 's/^/#   /'
-	fi
-}
+# was_built: the target built; else the end of its build log is $why.
+was_built() { [ "$built" = yes ] || failed "$work/build.log"; }
 
-echo "1..4"
 rm -rf "$work"
 mkdir -p "$work/corpus" "$crashes" "$top_builddir/tests"
 
-# 1: the target and the library sources it needs build with the sanitizers.
+# 1: the target and the library sources it needs build with the sanitizers
+# (the setup of the tests after it).
+BUILDS="fuzz target builds with -fsanitize=fuzzer,address,undefined"
+SIGNED="signed seeds verify with the fuzz key"
+UNSIGNED="unsigned seeds decode with an empty key"
+FUZZES="fuzzing for ${FUZZ_SECONDS}s finds no crash"
+built=no
 deps="libczmq libzmq libsodium jansson"
 # shellcheck disable=SC2046,SC2086 # word splitting of pkg-config output is intended
-if $FUZZ_CC -g -O1 -fsanitize=fuzzer,address,undefined \
-	-I"$top_srcdir/include" -I"$top_srcdir/src" -I"$top_builddir" \
-	$(pkg-config --cflags $deps) \
-	"$top_srcdir/tests/fuzz_wire.c" "$top_srcdir/src/wire.c" \
-	"$top_srcdir/src/error.c" "$top_srcdir/src/util.c" "$top_srcdir/src/version.c" \
-	"$top_srcdir"/src/common/kx_*.c \
-	$(pkg-config --libs $deps) -lm -o "$bin" >"$work/build.log" 2>&1; then
-	pass "fuzz target builds with -fsanitize=fuzzer,address,undefined"
-else
-	fail "fuzz target builds with -fsanitize=fuzzer,address,undefined" "$work/build.log"
-	pass "signed seeds verify with the fuzz key # SKIP not built"
-	pass "unsigned seeds decode with an empty key # SKIP not built"
-	pass "fuzzing for ${FUZZ_SECONDS}s finds no crash # SKIP not built"
+if selected "$BUILDS" "$SIGNED" "$UNSIGNED" "$FUZZES" &&
+	$FUZZ_CC -g -O1 -fsanitize=fuzzer,address,undefined \
+		-I"$top_srcdir/include" -I"$top_srcdir/src" -I"$top_builddir" \
+		$(pkg-config --cflags $deps) \
+		"$top_srcdir/tests/fuzz_wire.c" "$top_srcdir/src/wire.c" \
+		"$top_srcdir/src/error.c" "$top_srcdir/src/util.c" "$top_srcdir/src/version.c" \
+		"$top_srcdir"/src/common/kx_*.c \
+		$(pkg-config --libs $deps) -lm -o "$bin" >"$work/build.log" 2>&1; then
+	built=yes
+fi
+check "$BUILDS" was_built
+if [ "$built" = no ]; then
+	skip "$SIGNED" "not built"
+	skip "$UNSIGNED" "not built"
+	skip "$FUZZES" "not built"
+	tests_done
 	exit 0
 fi
 
@@ -69,7 +76,8 @@ ASAN_OPTIONS=detect_leaks=1
 export UBSAN_OPTIONS ASAN_OPTIONS
 
 # run_seeds KIND: run the target once on every seed KIND-* with
-# FUZZ_WIRE_EXPECT=KIND, which aborts when such a seed does not decode.
+# FUZZ_WIRE_EXPECT=KIND, which aborts when such a seed does not decode;
+# else the seeds that did not, in $why.
 run_seeds() {
 	ok=1
 	found=0
@@ -84,29 +92,32 @@ run_seeds() {
 			ok=0
 		fi
 	done
-	[ "$found" -gt 0 ] && [ "$ok" = 1 ]
+	[ "$found" -gt 0 ] && [ "$ok" = 1 ] && return 0
+	failed "$work/$1.fail"
 }
 
-if run_seeds signed; then
-	pass "signed seeds verify with the fuzz key"
-else
-	fail "signed seeds verify with the fuzz key" "$work/signed.fail"
-fi
-if run_seeds unsigned; then
-	pass "unsigned seeds decode with an empty key"
-else
-	fail "unsigned seeds decode with an empty key" "$work/unsigned.fail"
-fi
+check "$SIGNED" run_seeds signed
+check "$UNSIGNED" run_seeds unsigned
 
 # 4: fuzz a copy of the seeds (libFuzzer adds to the corpus it is given).
-cp "$top_srcdir"/tests/fuzz_corpus/* "$work/corpus/"
-if "$bin" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
-	-print_final_stats=1 -artifact_prefix="$crashes/" \
-	"$work/corpus" >"$work/fuzz.log" 2>&1; then
-	pass "fuzzing for ${FUZZ_SECONDS}s finds no crash"
+# fuzz: no crash in $FUZZ_SECONDS (then $fuzzed is yes); else the end of
+# the log and where the crashing inputs are, in $why.
+fuzzed=no
+fuzz() {
+	cp "$top_srcdir"/tests/fuzz_corpus/* "$work/corpus/"
+	if "$bin" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 -artifact_prefix="$crashes/" \
+		"$work/corpus" >"$work/fuzz.log" 2>&1; then
+		fuzzed=yes
+		return 0
+	fi
+	failed "$work/fuzz.log"
+	why="$why
+crashing inputs: $crashes"
+	return 1
+}
+check "$FUZZES" fuzz
+[ "$fuzzed" = no ] ||
 	grep -E '^stat::number_of_executed_units|^stat::new_units_added' "$work/fuzz.log" |
-		sed 's/^/# /'
-else
-	fail "fuzzing for ${FUZZ_SECONDS}s finds no crash" "$work/fuzz.log"
-	echo "# crashing inputs: $crashes"
-fi
+	sed 's/^/# /'
+tests_done

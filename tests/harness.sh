@@ -2,7 +2,10 @@
 # tests/harness.sh — tests/lib.sh itself: after each test's TAP line it
 # says how long the test took ("#   took N.NN s") when that is at least
 # TOOK_SAY_CS centiseconds, and says nothing for a quicker one.  Each case
-# runs a small script that sources lib.sh and makes two checks.  TAP.
+# runs a small script that sources lib.sh and makes two checks.  Then a
+# script that needs no kbox (NEEDS_KBOX=no) and one that does, where
+# kbox is not built.  TAP.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
 set -u
 : "${top_srcdir:?}" "${top_builddir:?}"
 . "$top_srcdir/tests/lib.sh"
@@ -27,4 +30,39 @@ check took_line_follows_each_test_at_a_threshold_of_0 eval \
 run_inner 100000
 check no_took_line_under_the_threshold eval \
 	'[ "$(grep -c "^ok" "$W/inner.out")" = 2 ] && ! grep -q "took" "$W/inner.out"'
+
+# run_script NAME: the script $C/NAME.sh run with a kbox that is not
+# built; its output in $W/NAME.out, its exit status in $W/NAME.rc.
+run_script() {
+	TOOK_SAY_CS=100000 top_srcdir=$top_srcdir top_builddir=$top_builddir \
+		KBOX=$ROOT/nowhere/kbox sh "$C/$1.sh" >"$W/$1.out" 2>&1
+	echo $? >"$W/$1.rc"
+}
+
+# A script that says it needs no kbox (NEEDS_KBOX=no) runs without one; a
+# failing check's $why follows its "not ok" line, and with no kbox run
+# nothing else does.
+cat >"$C/nokbox.sh" <<INNER
+NEEDS_KBOX=no
+. "$top_srcdir/tests/lib.sh"
+fails() { why="because"; return 1; }
+check first true
+check second fails
+tests_done
+INNER
+run_script nokbox
+check a_script_that_needs_no_kbox_runs_without_one eval '[ "$(cat "$W/nokbox.rc")" = 0 ] &&
+	[ "$(cat "$W/nokbox.out")" = "ok 1 - first
+not ok 2 - second
+#   because
+1..2" ]'
+# any other bails out
+cat >"$C/kbox.sh" <<INNER
+. "$top_srcdir/tests/lib.sh"
+check first true
+tests_done
+INNER
+run_script kbox
+check a_script_that_needs_kbox_bails_out_without_it eval '[ "$(cat "$W/kbox.rc")" = 1 ] &&
+	[ "$(cat "$W/kbox.out")" = "Bail out! $ROOT/nowhere/kbox is not built" ]'
 echo "1..$n"

@@ -19,6 +19,10 @@
 #   - kbox wrappers (kbox, kx, pyx, kexec), bounded polls (wait_for, gone,
 #     wait_idle), and assertions.
 #
+# A script that does not need the build's kbox (a lint, configure, the
+# installation, the fuzzer) sets NEEDS_KBOX=no before sourcing: it runs
+# with no kbox built, and tests_done adds no sanitizer test.
+#
 # Environment (set by `make check`): top_srcdir, top_builddir,
 # KERNEL_PYTHON; KBOX (default: the build tree's kbox); KBOX_TEST_RUN.
 # shellcheck shell=sh disable=SC2034,SC2016
@@ -36,7 +40,7 @@ PY=${KERNEL_PYTHON:-/usr/bin/python3}
 unset KBOX_KERNEL KBOX_SESSION XDG_STATE_HOME
 exec </dev/null
 
-if [ ! -x "$KBOX" ]; then
+if [ "${NEEDS_KBOX-}" != no ] && [ ! -x "$KBOX" ]; then
 	echo "Bail out! $KBOX is not built"
 	exit 1
 fi
@@ -72,9 +76,10 @@ fi
 
 # An AddressSanitizer build (configure --enable-sanitizers): a process's
 # memory there is mostly the sanitizer's (shadow, quarantine), so tests
-# measure it and do not judge it; tests_done reads the supervisors' logs.
+# measure it and do not judge it; tests_done reads the supervisors' logs
+# (unless NEEDS_KBOX is no).
 asan=no
-ldd "$KBOX" 2>/dev/null | grep -q libasan && asan=yes
+[ "${NEEDS_KBOX-}" = no ] || ! ldd "$KBOX" 2>/dev/null | grep -q libasan || asan=yes
 
 BG_PIDS=
 
@@ -288,10 +293,12 @@ say() { echo "#   $*"; }
 
 # diag [NAME...]: as TAP comments, $why, then the outputs kept as NAME
 # (keep), or, without NAME, the last kbox's: where it ran, its exit
-# status (and peak RSS, when measured) and the head of its output.
+# status (and peak RSS, when measured) and the head of its output (none
+# when no kbox has run and $rc is empty).
 diag() {
 	[ -z "$why" ] || printf '%s\n' "$why" | sed 's/^/#   /'
 	if [ $# -eq 0 ]; then
+		[ -n "${last_dir-}$rc" ] || return 0
 		echo "#   in ${last_dir:-?}: exit status $rc${rss:+, peak RSS $rss KiB}"
 		[ -z "$last_out" ] || [ ! -f "$last_out" ] || head -n 30 "$last_out" | cut -c 1-300 | sed 's/^/#   stdout: /'
 		[ -z "$last_err" ] || [ ! -f "$last_err" ] || head -n 30 "$last_err" | cut -c 1-300 | sed 's/^/#   stderr: /'

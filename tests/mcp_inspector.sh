@@ -10,21 +10,19 @@
 # (Debian 12's nodejs is 18), and @hono/node-server, which the SDK's HTTP
 # transports use and whose 2.x asks for node 20, is held at 1.x.
 #
-# Environment (set by `make check`): top_builddir, KERNEL_PYTHON;
-# INSPECTOR_DIR (default: ~/.cache/kbox/mcp-inspector-0.15.0).
+# Environment (set by `make check`): top_srcdir, top_builddir,
+# KERNEL_PYTHON; INSPECTOR_DIR (default:
+# ~/.cache/kbox/mcp-inspector-0.15.0).
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
 set -u
 
-top_builddir=${top_builddir:-$(pwd)}
-KBOX=$top_builddir/kbox
-PY=${KERNEL_PYTHON:-/usr/bin/python3}
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
 VERSION=0.15.0
 INSPECTOR_DIR=${INSPECTOR_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kbox/mcp-inspector-$VERSION}
 INSPECTOR=$INSPECTOR_DIR/node_modules/.bin/mcp-inspector
 
-if [ ! -x "$KBOX" ]; then
-	echo "Bail out! $KBOX is not built"
-	exit 1
-fi
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
 	echo "1..0 # SKIP npm and node are not installed (setup.sh installs the npm package)"
 	exit 0
@@ -47,50 +45,37 @@ JSON
 	fi
 fi
 
-BASE=$(mktemp -d "${TMPDIR:-/tmp}/kbox-mcpi.XXXXXX") || exit 1
-chmod 711 "$BASE" || exit 1 # under root the sandbox user passes through
-KBOX_HOME=$BASE/home
-export KBOX_HOME
-unset KBOX_SESSION
-trap '"$KBOX" stop --all >/dev/null 2>&1; cd / && rm -rf "$BASE"' EXIT
-trap 'exit 1' HUP INT TERM
-cd "$BASE" || exit 1
-n=0
-rc=
+fresh
 
-# inspector ARGS...: the Inspector's CLI on kbox mcp -s insp; stdout, stderr.
+# inspector ARGS...: the Inspector's CLI on kbox mcp -s insp: ./stdout,
+# ./stderr, $rc (shown by diag, as a kbox's).
 inspector() {
+	last_dir=$(pwd)
+	last_out=$last_dir/stdout
+	last_err=$last_dir/stderr
 	timeout -k 5 120 "$INSPECTOR" --cli "$KBOX" mcp -s insp "$@" >stdout 2>stderr
 	rc=$?
-}
-check() {
-	name=$1
-	shift
-	n=$((n + 1))
-	if "$@"; then
-		echo "ok $n - $name"
-	else
-		echo "not ok $n - $name"
-		echo "#   exit status $rc"
-		head -c 2000 stdout | sed 's/^/#   stdout: /'
-		head -n 20 stderr | sed 's/^/#   stderr: /'
-	fi
 }
 # json PYTHON-EXPRESSION: true when it holds of the JSON on stdout, as r.
 json() {
 	"$PY" -c 'import json, sys; r = json.load(open("stdout")); sys.exit(0 if eval(sys.argv[1]) else 1)' "$1"
 }
 
-inspector --method tools/list
+! selected inspector_lists_the_five_tools ||
+	inspector --method tools/list
 check inspector_lists_the_five_tools eval '[ "$rc" = 0 ] && json "sorted(t[\"name\"] for t in r[\"tools\"]) == [\"list_files\", \"read_file\", \"read_image\", \"run_python\", \"write_file\"] and [t for t in r[\"tools\"] if t[\"name\"] == \"run_python\"][0][\"outputSchema\"][\"type\"] == \"object\""'
 
-inspector --method tools/call --tool-name run_python --tool-arg 'code=x = 41'
+# x = 41 is the state the second finds
+! selected inspector_runs_python a_second_inspector_finds_the_state_of_the_first_through_the_session ||
+	inspector --method tools/call --tool-name run_python --tool-arg 'code=x = 41'
 check inspector_runs_python eval '[ "$rc" = 0 ] && json "r[\"isError\"] is False and r[\"structuredContent\"][\"status\"] == \"ok\""'
 
-inspector --method tools/call --tool-name run_python --tool-arg 'code=x + 1'
+! selected a_second_inspector_finds_the_state_of_the_first_through_the_session ||
+	inspector --method tools/call --tool-name run_python --tool-arg 'code=x + 1'
 check a_second_inspector_finds_the_state_of_the_first_through_the_session eval '[ "$rc" = 0 ] && json "r[\"content\"] == [{\"type\": \"text\", \"text\": \"Out[2]: 42\\n\"}] and r[\"structuredContent\"][\"value\"][\"data\"][\"text/plain\"] == \"42\""'
 
-inspector --method tools/call --tool-name run_python --tool-arg 'code=1/0'
+! selected an_error_is_a_tool_result_with_is_error ||
+	inspector --method tools/call --tool-name run_python --tool-arg 'code=1/0'
 check an_error_is_a_tool_result_with_is_error eval '[ "$rc" = 0 ] && json "r[\"isError\"] is True and r[\"structuredContent\"][\"error\"][\"ename\"] == \"ZeroDivisionError\""'
 
-echo "1..$n"
+tests_done

@@ -14,58 +14,10 @@
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-top_builddir=${top_builddir:-$(pwd)}
-KBOX=$top_builddir/kbox
-PY=${KERNEL_PYTHON:-/usr/bin/python3}
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
+fresh
 
-if [ ! -x "$KBOX" ]; then
-	echo "Bail out! $KBOX is not built"
-	exit 1
-fi
-
-BASE=$(mktemp -d "${TMPDIR:-/tmp}/kbox-options.XXXXXX") || exit 1
-trap 'cd / && rm -rf "$BASE"' EXIT
-trap 'exit 1' HUP INT TERM
-# nothing here may touch the caller's sessions
-KBOX_HOME=$BASE/home
-export KBOX_HOME
-unset KBOX_SESSION KBOX_KERNEL
-cd "$BASE" || exit 1
-
-n=0
-rc=
-
-# ---- harness (as tests/cli.sh) ----
-
-# kbox ARGS...: run kbox, stdout to ./stdout, stderr to ./stderr; set $rc.
-kbox() {
-	timeout -k 5 30 "$KBOX" "$@" >stdout 2>stderr
-	rc=$?
-}
-
-# check NAME CMD...: one test, passed when CMD succeeds; else the
-# diagnostic in ./why, if any, and what the last kbox printed.
-check() {
-	name=$1
-	shift
-	n=$((n + 1))
-	: >why
-	if "$@"; then
-		echo "ok $n - $name"
-	else
-		echo "not ok $n - $name"
-		sed 's/^/#   /' why
-		echo "#   last kbox: exit status $rc"
-		head -n 20 stdout | sed 's/^/#   stdout: /'
-		head -n 20 stderr | sed 's/^/#   stderr: /'
-	fi
-}
-
-# fails_with STATUS TEXT: exit STATUS, nothing on stdout, and exactly the
-# one line TEXT on stderr.
-fails_with() {
-	[ "$rc" = "$1" ] && [ ! -s stdout ] && printf '%s\n' "$2" | cmp -s - stderr
-}
 # fails_as_json_with STATUS KIND TEXT: as fails_with, and, --json having
 # come first, the failure object on stdout (kbox(1), EXIT STATUS).
 fails_as_json_with() {
@@ -136,12 +88,51 @@ page_options() {
 }
 
 # missing_from WORDS_FILE LIST_FILE WHAT: each line of WORDS_FILE that
-# LIST_FILE lacks, as "OPTION WHAT" in ./why; true when there is none.
+# LIST_FILE lacks, as a line "OPTION WHAT" added to $why; true when there
+# is none (and $why was empty).
 missing_from() {
 	while read -r opt; do
-		grep -qxF -- "$opt" "$2" || echo "$opt $3" >>why
+		grep -qxF -- "$opt" "$2" || why="${why:+$why
+}$opt $3"
 	done <"$1"
-	[ ! -s why ]
+	[ -z "$why" ]
+}
+
+# wrong_refused CMD: each option of CMD's table (./rows), given wrong, is
+# refused in one line; else each one that is not, in $why.
+wrong_refused() {
+	: >wrong
+	while read -r short long arg; do
+		if [ "$arg" = arg ]; then
+			for opt in "$long" "$short"; do
+				[ "$opt" = - ] && continue
+				kbox "$1" "$opt"
+				fails_with 2 "kbox $1: option $opt needs an argument (see kbox $1 --help)" ||
+					echo "kbox $1 $opt: exit status $rc: $(head -n 2 stderr)" >>wrong
+			done
+		else
+			kbox "$1" "$long=x"
+			fails_with 2 "kbox $1: option $long takes no argument (see kbox $1 --help)" ||
+				echo "kbox $1 $long=x: exit status $rc: $(head -n 2 stderr)" >>wrong
+		fi
+	done <rows
+	why=$(cat wrong)
+	[ ! -s wrong ]
+}
+
+# formats_alike: every --format is checked the same way, and --json is
+# --format json in each help; else what is not, in $why.
+formats_alike() {
+	: >wrong.format
+	for cmd in complete doctor inspect kernelspecs logs ls status version; do
+		kbox "$cmd" --format xml x
+		fails_with 2 "kbox $cmd: invalid --format \"xml\": expected text, json or ndjson" ||
+			echo "kbox $cmd --format xml: exit status $rc: $(head -n 2 stderr)" >>wrong.format
+		grep -q -- '^      --json  *the same as --format json$\|^  -j, --json  *the same as --format json$' \
+			"help.$cmd" || echo "kbox $cmd --help has no --json alias" >>wrong.format
+	done
+	why=$(cat wrong.format)
+	[ ! -s wrong.format ]
 }
 
 # ---- the tests ----
@@ -193,22 +184,7 @@ for cmd in $(cat commands); do
 
 	# each option of the table, given wrong, is refused in one line
 	help_rows "help.$cmd" >rows
-	: >wrong
-	while read -r short long arg; do
-		if [ "$arg" = arg ]; then
-			for opt in "$long" "$short"; do
-				[ "$opt" = - ] && continue
-				kbox "$cmd" "$opt"
-				fails_with 2 "kbox $cmd: option $opt needs an argument (see kbox $cmd --help)" ||
-					echo "kbox $cmd $opt: exit status $rc: $(head -n 2 stderr)" >>wrong
-			done
-		else
-			kbox "$cmd" "$long=x"
-			fails_with 2 "kbox $cmd: option $long takes no argument (see kbox $cmd --help)" ||
-				echo "kbox $cmd $long=x: exit status $rc: $(head -n 2 stderr)" >>wrong
-		fi
-	done <rows
-	check "${cmd}_options_given_wrong_are_refused_in_one_line" eval 'cp wrong why; [ ! -s wrong ]'
+	check "${cmd}_options_given_wrong_are_refused_in_one_line" wrong_refused "$cmd"
 
 	# kbox help CMD prints the command's own help, which ends with where
 	# its page is
@@ -234,15 +210,7 @@ check help_of_an_unknown_command_exits_2 fails_with 2 \
 	'kbox help: no command "nosuch" (see kbox --help)'
 
 # --json is --format json, and every --format is checked the same way
-for cmd in complete doctor inspect kernelspecs logs ls status version; do
-	kbox "$cmd" --format xml x
-	fails_with 2 "kbox $cmd: invalid --format \"xml\": expected text, json or ndjson" ||
-		echo "kbox $cmd --format xml: exit status $rc: $(head -n 2 stderr)" >>wrong.format
-	grep -q -- '^      --json  *the same as --format json$\|^  -j, --json  *the same as --format json$' \
-		"help.$cmd" || echo "kbox $cmd --help has no --json alias" >>wrong.format
-done
-check format_is_checked_alike_and_json_is_its_alias eval \
-	'cp wrong.format why 2>/dev/null; [ ! -s wrong.format ]'
+check format_is_checked_alike_and_json_is_its_alias formats_alike
 
 kbox exec -s x --timeout=abc 'print(1)'
 check long_option_takes_its_argument_after_equals fails_with 2 \
@@ -273,29 +241,28 @@ done
 # A duration that is taken gets as far as the session name (an invalid one,
 # so that nothing starts); one that is not is refused in the one message.
 dur_msg() { echo "kbox $1: invalid --$2 \"$3\": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h"; }
+# dur_kbox CMD LONG D: kbox CMD --LONG D, with operands that stop it after
+# its options (a cell that is not there, an invalid session name).
+dur_kbox() {
+	case $1 in
+	run) kbox run --"$2" "$3" no-such-cell.py ;;
+	start) kbox start -s a/b --"$2" "$3" ;;
+	*) kbox "$1" -s a/b --"$2" "$3" 'print(1)' ;;
+	esac
+}
 for opt in "exec timeout" "exec grace" "run timeout" "start ttl"; do
 	cmd=${opt% *} long=${opt#* }
+	if [ "$cmd" = run ]; then
+		want='kbox run: cannot read no-such-cell.py: No such file or directory'
+	else
+		want="kbox $cmd: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
+	fi
 	for d in 30 30s 1.5s 500ms 2m 1h 1.5h 2d 24d 0 0.0001 .5 5. 1h30m 4m10s 30m00s 1d2h3m4s5ms; do
-		if [ "$cmd" = run ]; then
-			kbox run --"$long" "$d" no-such-cell.py
-			want='kbox run: cannot read no-such-cell.py: No such file or directory'
-		elif [ "$cmd" = start ]; then
-			kbox start -s a/b --"$long" "$d"
-			want="kbox start: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
-		else
-			kbox "$cmd" -s a/b --"$long" "$d" 'print(1)'
-			want="kbox $cmd: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
-		fi
+		! selected "${cmd}_${long}_takes_${d}" || dur_kbox "$cmd" "$long" "$d"
 		check "${cmd}_${long}_takes_${d}" fails_with 2 "$want"
 	done
 	for d in abc -1 +1 " 1" "1 " 1e3 0x10 inf nan 1.5.2 . s ms 1ms5 1x 1S 1sec 25d 24.001d "" 1h30 2mm 24d1s; do
-		if [ "$cmd" = run ]; then
-			kbox run --"$long" "$d" no-such-cell.py
-		elif [ "$cmd" = start ]; then
-			kbox start -s a/b --"$long" "$d"
-		else
-			kbox "$cmd" -s a/b --"$long" "$d" 'print(1)'
-		fi
+		! selected "${cmd}_${long}_refuses_\"${d}\"_in_one_message" || dur_kbox "$cmd" "$long" "$d"
 		check "${cmd}_${long}_refuses_\"${d}\"_in_one_message" fails_with 2 "$(dur_msg "$cmd" "$long" "$d")"
 	done
 done
@@ -319,4 +286,4 @@ kbox run -c 'print(1)' -- --no-such-file.py
 check run_takes_operands_after_double_dash_as_files fails_with 2 \
 	'kbox run: cannot read --no-such-file.py: No such file or directory'
 
-echo "1..$n"
+tests_done

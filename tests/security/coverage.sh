@@ -16,8 +16,10 @@ if [ ! -r "$TABLE" ]; then
 	echo "Bail out! cannot read $TABLE"
 	exit 1
 fi
-
-n=0
+# it reads the scripts, and runs no kbox
+NEEDS_KBOX=no
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 # The rows: table lines that start with "| N |".
 ROWS=$(sed -n 's/^| *\([0-9][0-9]*\) *|.*/\1/p' "$TABLE")
@@ -29,26 +31,26 @@ NAMES=$(for f in "$DIR"/*.sh; do
 	grep -v '^[[:space:]]*#' "$f" | grep -oE '\brow[0-9]{2}_[A-Za-z0-9_]*[A-Za-z0-9]' | sed "s|^|$(basename "$f") |"
 done | sort -u)
 
-n=$((n + 1))
+# numbered_from_1: the rows are numbered 1 to $last, at least 21 of them.
+numbered_from_1() {
+	[ -n "$ROWS" ] && [ "$ROWS" = "$(seq 1 "$last")" ] && [ "$last" -ge 21 ] && return 0
+	why="rows found in $TABLE: $(printf '%s' "$ROWS" | tr '\n' ' ')"
+	return 1
+}
+# covered R: a test is named rowNN_... (NN: R in two digits).
+covered() {
+	nn=$(printf '%02d' "$1")
+	printf '%s\n' "$NAMES" | grep -q " row${nn}_" && return 0
+	why="no test named row${nn}_... in $DIR/*.sh
+row $1: $(grep "^| *$1 *|" "$TABLE" | sed 's/\\|/\//g' | cut -d'|' -f3 | sed 's/^ *//; s/ *$//')"
+	return 1
+}
+
 last=$(printf '%s\n' "$ROWS" | tail -n 1)
-if [ -n "$ROWS" ] && [ "$ROWS" = "$(seq 1 "$last")" ] && [ "$last" -ge 21 ]; then
-	echo "ok $n - threats_table_rows_are_numbered_1_to_$last"
-else
-	echo "not ok $n - threats_table_rows_are_numbered_1_to_${last:-N}"
-	echo "#   rows found in $TABLE: $(printf '%s' "$ROWS" | tr '\n' ' ')"
-fi
+check "threats_table_rows_are_numbered_1_to_${last:-N}" numbered_from_1
 
 for r in $ROWS; do
-	nn=$(printf '%02d' "$r")
-	n=$((n + 1))
-	tests=$(printf '%s\n' "$NAMES" | grep " row${nn}_" | sort -u)
-	if [ -n "$tests" ]; then
-		echo "ok $n - row_${nn}_is_covered"
-	else
-		echo "not ok $n - row_${nn}_is_covered"
-		echo "#   no test named row${nn}_... in $DIR/*.sh"
-		echo "#   row $r: $(grep "^| *$r *|" "$TABLE" | sed 's/\\|/\//g' | cut -d'|' -f3 | sed 's/^ *//; s/ *$//')"
-	fi
+	check "row_$(printf '%02d' "$r")_is_covered" covered "$r"
 done
 
-echo "1..$n"
+tests_done
