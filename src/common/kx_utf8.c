@@ -65,21 +65,30 @@ size_t kx_utf8_unit(const char *s, size_t n, bool *is_char)
 	return len;
 }
 
-bool kx_utf8_valid(const char *s, size_t len)
+/* How many bytes at P (N of them) are whole well-formed characters,
+ * up to the first unit that is not one (or the end). */
+static size_t valid_run(const unsigned char *p, size_t n)
 {
-	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0;
 	unit_t kind;
 
-	for (size_t i = 0; i < len;) {
+	while (i < n) {
+		size_t len;
 		if (p[i] < 0x80) { /* the common case, quickly */
 			i++;
 			continue;
 		}
-		i += next_unit(p + i, len - i, &kind);
+		len = next_unit(p + i, n - i, &kind);
 		if (kind != UNIT_CHAR)
-			return false;
+			break;
+		i += len;
 	}
-	return true;
+	return i;
+}
+
+bool kx_utf8_valid(const char *s, size_t len)
+{
+	return valid_run((const unsigned char *)s, len) == len;
 }
 
 bool kx_utf8_valid_str(const char *s)
@@ -97,10 +106,10 @@ char *kx_utf8_repair(const char *s, size_t len, size_t *out_len)
 
 	/* a bad subpart is 1 to 3 bytes and becomes 3: the result grows by at
 	 * most 2 bytes per subpart */
-	for (i = 0; i < len; i += n) {
+	for (i = valid_run(p, len); i < len; i += valid_run(p + i, len - i)) {
 		n = next_unit(p + i, len - i, &kind);
-		if (kind != UNIT_CHAR)
-			grow += 3 - n;
+		grow += 3 - n;
+		i += n;
 	}
 	if (grow > SIZE_MAX - 1 - len) {
 		errno = ENOMEM;
@@ -109,12 +118,15 @@ char *kx_utf8_repair(const char *s, size_t len, size_t *out_len)
 	out = malloc(len + grow + 1);
 	if (!out)
 		return NULL;
-	for (i = 0; i < len; i += n) {
-		n = next_unit(p + i, len - i, &kind);
-		if (kind == UNIT_CHAR) {
-			memcpy(out + o, p + i, n);
-			o += n;
-		} else {
+	/* each run of good characters in one copy, then the bad subpart
+	 * after it as U+FFFD */
+	for (i = 0; i < len;) {
+		n = valid_run(p + i, len - i);
+		memcpy(out + o, p + i, n);
+		o += n;
+		i += n;
+		if (i < len) {
+			i += next_unit(p + i, len - i, &kind);
 			memcpy(out + o, replacement, sizeof replacement);
 			o += sizeof replacement;
 		}
