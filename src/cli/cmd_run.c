@@ -266,8 +266,8 @@ static void forget_run_dir(const char *rundir, const copy_t *v, size_t n)
 	char ws[PATH_MAX];
 	int wfd;
 
-	snprintf(ws, sizeof ws, "%s/workspace", rundir);
-	if ((wfd = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+	if (snprintf(ws, sizeof ws, "%s/workspace", rundir) < (int)sizeof ws &&
+	    (wfd = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
 		for (size_t i = 0; i < n; i++)
 			unlinkat(wfd, v[i].name, 0);
 		close(wfd);
