@@ -4,7 +4,8 @@
 # TOOK_SAY_CS centiseconds, and says nothing for a quicker one.  Each case
 # runs a small script that sources lib.sh and makes two checks.  Then a
 # script that needs no kbox (NEEDS_KBOX=no) and one that does, where
-# kbox is not built.  TAP.
+# kbox is not built; and no_sanitizer_report over supervisor logs with and
+# without a report.  TAP.
 # shellcheck disable=SC2016 # eval strings expand later, on purpose
 set -u
 : "${top_srcdir:?}" "${top_builddir:?}"
@@ -65,4 +66,18 @@ INNER
 run_script kbox
 check a_script_that_needs_kbox_bails_out_without_it eval '[ "$(cat "$W/kbox.rc")" = 1 ] &&
 	[ "$(cat "$W/kbox.out")" = "Bail out! $ROOT/nowhere/kbox is not built" ]'
+# no_sanitizer_report (tests_done's last test in a sanitizer build): a
+# supervisor.log under $ROOT that holds a report fails it, and the report
+# is shown; logs without one pass.
+mkdir -p "$ROOT/h2/sessions/a" "$ROOT/h2/sessions/b"
+echo "kbox-supervisor: a line of its own" >"$ROOT/h2/sessions/a/supervisor.log"
+check a_supervisor_log_without_a_report_passes no_sanitizer_report
+printf '%s\n' "==1==ERROR: LeakSanitizer: detected memory leaks" "Direct leak of 8 byte(s)" \
+	>"$ROOT/h2/sessions/b/supervisor.log"
+if no_sanitizer_report >"$W/report.out"; then sr=0; else sr=1; fi
+check a_supervisor_log_with_a_leak_report_fails_and_is_shown eval '[ $sr = 1 ] &&
+	grep -qxF "#   $ROOT/h2/sessions/b/supervisor.log:" "$W/report.out" &&
+	grep -qxF "#     ==1==ERROR: LeakSanitizer: detected memory leaks" "$W/report.out" &&
+	! grep -q "sessions/a/" "$W/report.out"'
 echo "1..$n"
+

@@ -80,6 +80,10 @@ fi
 # (unless NEEDS_KBOX is no).
 asan=no
 [ "${NEEDS_KBOX-}" = no ] || ! ldd "$KBOX" 2>/dev/null | grep -q libasan || asan=yes
+# There LeakSanitizer judges what lives on: the supervisors, kbox mcp and
+# kbox agent, and the C programs; a one-shot kbox's check (about 50 ms a
+# process, a third of a shell suite's time) is skipped (src/cli/main.c).
+[ "$asan" = no ] || { KBOX_LEAK_CHECK=long-lived && export KBOX_LEAK_CHECK; }
 
 BG_PIDS=
 

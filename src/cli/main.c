@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <limits.h>
+#ifdef KBOX_SANITIZED
+#include <sanitizer/lsan_interface.h>
+#endif
 
 /* Sorted by name.  Each command's options are in its own file. */
 static const cli_cmd_t commands[] = {
@@ -451,6 +454,35 @@ void cli_usage(FILE *f)
 	fprintf(f, "\nSee kbox(1), or kbox help COMMAND.\n");
 }
 
+#ifdef KBOX_SANITIZED
+/* A sanitizer build's (configure --enable-sanitizers) LeakSanitizer asks
+ * this as the process exits: non-zero skips its check.  With
+ * KBOX_LEAK_CHECK=long-lived in the environment (tests/lib.sh sets it),
+ * only the commands that live on, kbox mcp and kbox agent, are checked:
+ * a one-shot command's memory goes with it, and its check costs about
+ * 50 ms a process, a third of the shell suites under the sanitizers.  The
+ * supervisors are another program, always checked. */
+static bool leak_check = true;
+
+int __lsan_is_turned_off(void)
+{
+	return !leak_check;
+}
+
+static void choose_leak_check(const char *command)
+{
+	const char *v = getenv("KBOX_LEAK_CHECK");
+	if (v && strcmp(v, "long-lived") == 0 && strcmp(command, "mcp") != 0 &&
+	    strcmp(command, "agent") != 0)
+		leak_check = false;
+}
+#else
+static void choose_leak_check(const char *command)
+{
+	(void)command;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	const cli_cmd_t *cmd;
@@ -479,6 +511,7 @@ int main(int argc, char **argv)
 		cli_error(NULL, "unknown command \"%s\" (see kbox --help)", argv[1]);
 		return EXIT_USAGE;
 	}
+	choose_leak_check(cmd->name);
 	status = cmd->fn(argc - 1, argv + 1);
 	cli_print_failure(status);
 	/* what it printed must have been written: a full disk or a closed
