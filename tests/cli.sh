@@ -698,4 +698,32 @@ check run_outputs_option_makes_no_directory_and_names_none eval '
 check run_never_replaces_a_file_in_the_outputs_dir eval '
 	[ "$(cat imgs/1-1.png)" = "the caller'"'"'s" ] && [ "$(image_path)" = "$(pwd -P)/imgs/1-1-2.png" ]'
 
+# ---- LeakSanitizer's check, in an AddressSanitizer build ----
+
+# KBOX_LEAK_CHECK=long-lived (lib.sh exports it there) skips the check of
+# a one-shot command and keeps it for kbox mcp; unset, every command is
+# checked.  leak_checked ASSIGNMENT ARGS...: with ASSIGNMENT in its
+# environment, kbox ARGS ran LeakSanitizer's exit check (at verbosity 2
+# it says "Attached to thread" as it stops the process's threads).
+leak_checked() {
+	lc_env=$1
+	shift
+	env "$lc_env" ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=verbosity=2 \
+		timeout -k 5 60 "$KBOX" "$@" >/dev/null 2>"$W/lsan.err" </dev/null
+	grep -q "Attached to thread" "$W/lsan.err"
+}
+if [ "$asan" = yes ]; then
+	check leak_check_skips_one_shot_commands_when_long_lived eval '
+		! leak_checked KBOX_LEAK_CHECK=long-lived version &&
+		! leak_checked KBOX_LEAK_CHECK=long-lived exec --no-such-option'
+	check leak_check_keeps_kbox_mcp_when_long_lived leak_checked KBOX_LEAK_CHECK=long-lived mcp
+	check leak_check_judges_every_command_by_default eval '
+		leak_checked KBOX_LEAK_CHECK= version && leak_checked KBOX_LEAK_CHECK= exec --no-such-option'
+else
+	for t in skips_one_shot_commands_when_long_lived keeps_kbox_mcp_when_long_lived \
+		judges_every_command_by_default; do
+		skip "leak_check_$t" "not an AddressSanitizer build"
+	done
+fi
+
 tests_done
