@@ -990,6 +990,23 @@ TEST(std_fds_open_fills_closed_ones_with_dev_null_that_fails_as_closed)
 	CHECK_INT_EQ(WEXITSTATUS(st), 0);
 }
 
+/* A child that would wait for ever is killed and reaped: nothing is left
+ * to wait for, not even a zombie. */
+TEST(kill_wait_kills_and_reaps_the_child)
+{
+	pid_t pid;
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		for (;;)
+			pause();
+	}
+	REQUIRE(pid > 0);
+	kx_kill_wait(pid);
+	errno = 0;
+	CHECK_INT_EQ(waitpid(pid, NULL, WNOHANG), -1);
+	CHECK_INT_EQ(errno, ECHILD);
+}
+
 TEST(base64_encodes_the_rfc_4648_vectors)
 {
 	B64("", "");
@@ -1106,6 +1123,7 @@ int main(void)
 	RUN(first_line_is_the_line_without_its_newline_and_empty_for_nothing);
 
 	RUN(std_fds_open_fills_closed_ones_with_dev_null_that_fails_as_closed);
+	RUN(kill_wait_kills_and_reaps_the_child);
 
 	RUN(base64_encodes_the_rfc_4648_vectors);
 	RUN(base64_encodes_every_byte_value_with_the_standard_alphabet);
