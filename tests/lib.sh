@@ -371,8 +371,8 @@ skip() {
 }
 
 # tests_done: the plan, the script's last line.  In an AddressSanitizer
-# build a last test comes first: every session under $ROOT is stopped,
-# and no supervisor's log (its stderr, which no other test reads) holds
+# build one more test comes before it: every session under $ROOT is
+# stopped, and no supervisor's log (its stderr, which no other test reads) holds
 # a report of AddressSanitizer, LeakSanitizer (its leak check runs as the
 # supervisor exits) or UndefinedBehaviorSanitizer.
 tests_done() {
