@@ -171,10 +171,11 @@ EOF2
 check row27_kernel_makes_a_sparse_file_a_fifo_and_a_socket eval 'status_is 0 && stdout_is "1073741824 True"'
 
 fresh
-start=$(date +%s)
+# (kbox get runs under timeout: a get that opened the FIFO and hung would
+# exit 124, not 2)
 kbox get -s fs fifo
 check row27_get_of_a_fifo_is_refused eval 'fails_with 2 "kbox get: fifo is a FIFO, not a regular file (refused)" &&
-	[ ! -e fifo ] && [ $(($(date +%s) - start)) -lt 10 ]'
+	[ ! -e fifo ]'
 kbox get -s fs sock -
 check row27_get_of_a_socket_is_refused fails_with 2 "kbox get: sock is a socket, not a regular file (refused)"
 # Made here, on the host's side of the workspace: a whiteout (character
