@@ -142,7 +142,7 @@ cp -a "$dest" "$moved" && rm -rf "$dest"
 sup="$moved$libexecdir/kbox/kbox-supervisor"
 if [ -n "$skip_moved" ]; then
 	for t in moved_supervisor_loads_libkbox_beside_it moved_supervisor_reports_its_version \
-		moved_installation_runs_a_session; do
+		moved_installation_runs_a_session doctor_of_a_supervisor_that_cannot_run_fails_its_check; do
 		skip "$t" "$skip_moved"
 	done
 else
@@ -169,6 +169,7 @@ else
 		mv "$moved$libdir.gone" "$moved$libdir"
 	else
 		skip moved_installation_runs_a_session "$PY cannot import ipykernel"
+		skip doctor_of_a_supervisor_that_cannot_run_fails_its_check "$PY cannot import ipykernel"
 	fi
 fi
 
