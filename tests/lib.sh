@@ -372,9 +372,9 @@ skip() {
 
 # tests_done: the plan, the script's last line.  In an AddressSanitizer
 # build one more test comes before it: every session under $ROOT is
-# stopped, and no supervisor's log (its stderr, which no other test reads) holds
-# a report of AddressSanitizer, LeakSanitizer (its leak check runs as the
-# supervisor exits) or UndefinedBehaviorSanitizer.
+# stopped, and no supervisor's log (its stderr, which no other test
+# reads) holds a report of AddressSanitizer, LeakSanitizer (its leak check
+# runs as the supervisor exits) or UndefinedBehaviorSanitizer.
 tests_done() {
 	if [ "$asan" = yes ]; then
 		find "$ROOT" -path '*/sessions/*/supervisor.pid' 2>/dev/null |
