@@ -112,6 +112,31 @@ static int mkdirs(const char *path, kbox_error_t *err)
 	return 0;
 }
 
+/* Mark HOME as a kbox state directory (KR_STATE_MARK), once: a file made
+ * with O_EXCL, never through a link.  0, or -1 with ERR. */
+static int state_mark(const char *home, kbox_error_t *err)
+{
+	char path[4096];
+	int fd;
+	ssize_t n = (ssize_t)strlen(KR_STATE_MARK_TEXT);
+
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", home, KR_STATE_MARK) >= sizeof path)
+		return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s", home);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+		if (errno == EEXIST)
+			return 0;
+		return kbox_error_set_sys(err, "cannot create %s", path);
+	}
+	if (write(fd, KR_STATE_MARK_TEXT, (size_t)n) != n) {
+		kbox_error_set_sys(err, "cannot write %s", path);
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 /* The state directory HOME, when it exists, is private: the user's, mode
  * 0700; under root 0710 too, as kr_session_share makes it for the
  * sandbox user's group, but no other user has a reason to open it to
@@ -168,7 +193,8 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	}
 	/* the state dir must not be open to others: check it before making
 	 * anything inside it */
-	if (mkdirs(home, err) < 0 || kr_session_check_home(home, err) < 0 || mkdirs(dir, err) < 0 ||
+	if (mkdirs(home, err) < 0 || kr_session_check_home(home, err) < 0 ||
+	    state_mark(home, err) < 0 || mkdirs(dir, err) < 0 ||
 	    kbox_check_private_dir(dir, err) < 0)
 		goto fail;
 	{

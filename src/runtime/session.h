@@ -48,6 +48,14 @@ int kr_session_check_name(const char *name, kbox_error_t *err);
 char *kr_state_home(kbox_error_t *err);
 #define KR_ROOT_STATE_HOME "/var/lib/kbox"
 
+/* The file kbox writes into every state directory it makes sessions in,
+ * so that one is known by its content wherever it is (ws_host_dir
+ * refuses a workspace in or holding one), and what it says. */
+#define KR_STATE_MARK ".kbox-state"
+#define KR_STATE_MARK_TEXT                                                              \
+	"This is a kbox state directory: its sessions' keys, sockets and workspaces.\n" \
+	"kbox refuses it, anything in it and anything holding it as a workspace.\n"
+
 /* The host identity sandboxes run as.  Under root, an unprivileged
  * account: $KBOX_SANDBOX_USER, default KR_SANDBOX_USER (created by
  * kbox doctor --fix), so that nothing in a sandbox is root outside it.

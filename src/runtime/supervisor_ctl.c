@@ -12,7 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+/* SO_PEERPIDFD (Linux 6.5): a pidfd of the process that connected, where
+ * the C library's headers are older than the kernel; the value is
+ * asm-generic's, which these architectures use. */
+#if !defined(SO_PEERPIDFD) &&                                                                    \
+        (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__arm__) || \
+         defined(__riscv) || defined(__s390x__) || defined(__loongarch__))
+#define SO_PEERPIDFD 77
+#endif
 
 /* ---- sending to clients ---- */
 
@@ -609,18 +620,81 @@ static conn_t *conn_to_close(sup_t *s)
 	return idlest;
 }
 
+/* Whether the process PIDFD refers to is in our user namespace: its pid
+ * (fdinfo), then /proc/PID/ns/user against ours, trusted only when the
+ * pidfd says the process still runs after the look (so that PID was not
+ * taken by another meanwhile).  An exited process, or one in a pid
+ * namespace we cannot see, is not. */
+static bool pidfd_in_our_userns(int pidfd)
+{
+	char path[64], line[128];
+	struct stat peer, self;
+	long pid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+	if (!(f = fopen(path, "re")))
+		return false;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "Pid:\t%ld", &pid) == 1)
+			break;
+	fclose(f);
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof path, "/proc/%ld/ns/user", pid);
+	if (stat(path, &peer) < 0 || stat("/proc/self/ns/user", &self) < 0)
+		return false;
+	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno == ESRCH)
+		return false;
+	return peer.st_dev == self.st_dev && peer.st_ino == self.st_ino;
+}
+
+/* Whether the peer of the new connection FD may talk to us: a process of
+ * our effective uid (SO_PEERCRED) in our own user namespace, not code in
+ * a sandbox, which under an ordinary user runs as the same uid in a
+ * namespace of its own (kbox-protocol(7), threat 44).  The peer is the
+ * process that connected: SO_PEERPIDFD where the kernel has it, else a
+ * pidfd of the pid SO_PEERCRED gives (a process that exits at once may
+ * leave its pid to another before the look; then its connection has no
+ * reader but a child it passed the socket to). */
+static bool peer_allowed(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof cr;
+	int pidfd = -1;
+	bool ok;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid())
+		return false;
+#ifdef SO_PEERPIDFD
+	len = sizeof pidfd;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
+		pidfd = -1;
+#endif
+	if (pidfd < 0 && cr.pid > 0)
+		pidfd = (int)syscall(SYS_pidfd_open, cr.pid, 0);
+	if (pidfd < 0)
+		return false;
+	ok = pidfd_in_our_userns(pidfd);
+	close(pidfd);
+	return ok;
+}
+
 int sup_on_accept(kbox_loop_t *loop, void *arg)
 {
 	sup_t *s = arg;
 	for (;;) {
 		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		struct ucred cr;
-		socklen_t len = sizeof cr;
 		conn_t *c;
 		if (fd < 0)
 			return 0;
-		/* only our own uid may talk to us (the dir is 0700 too) */
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid()) {
+		/* only our own uid, and not from a sandbox (the dir is 0700 too) */
+		if (!peer_allowed(fd)) {
+			if (!s->refused_logged++) /* once: a refused peer may try forever */
+				sup_log(s, "client-refused",
+				        json_pack(
+				                "{s:s}", "why",
+				                "another user, or another user namespace (a sandbox)"));
 			close(fd);
 			continue;
 		}

@@ -143,8 +143,9 @@ struct sup {
 	size_t n_conns;
 	int flush_timer, ttl_timer;
 	unsigned long conn_serial;
-	bool replacing;   /* kernel_replace is failing what ran on the old kernel */
-	size_t out_total; /* unsent output of all connections: the control
+	unsigned refused_logged; /* refused peers logged (the first only) */
+	bool replacing;          /* kernel_replace is failing what ran on the old kernel */
+	size_t out_total;        /* unsent output of all connections: the control
 	                     backlog, kept out of the kernel's memory checks */
 	/* bookkeeping */
 	long long started_ms, kernel_started_ms, last_activity_ms;

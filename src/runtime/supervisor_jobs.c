@@ -711,25 +711,30 @@ void sup_dispatch_soon(sup_t *s)
 
 /* ---- a new job ---- */
 
-/* Open J's outputs directory: the one C passed with the request, else the
- * path opened here without following a link at its end; either way held
- * from now on, so that swapping the path for a link (kernel code that can
- * write its parent) changes nothing.  0, or -1 after an error reply. */
+/* Take J's outputs directory: the descriptor C passed with the request,
+ * held from now on (swapping the path for a link changes nothing).  A
+ * request never makes the supervisor open a host directory by its name:
+ * a path without a descriptor is refused, so that a client cannot have
+ * it write where the client itself may not (kbox-protocol(7), threat
+ * 44).  0, or -1 after an error reply. */
 static int job_outputs(conn_t *c, job_t *j)
 {
 	const char *outputs = j->e.outputs;
 	struct stat st;
 	j->outputs_fd = c->passed_fd;
 	c->passed_fd = -1;
-	if (j->outputs_fd < 0)
-		j->outputs_fd = open(outputs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (j->outputs_fd < 0) {
+		sup_reply_error(c, job_op(j), KR_CTL_ERR_USAGE,
+		                "\"outputs\" %s: pass the directory open, as SCM_RIGHTS with the "
+		                "request (the supervisor opens no directory a request names)",
+		                outputs);
+		return -1;
+	}
 	errno = 0;
-	if (j->outputs_fd < 0 || fstat(j->outputs_fd, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	if (fstat(j->outputs_fd, &st) < 0 || !S_ISDIR(st.st_mode) ||
 	    faccessat(j->outputs_fd, ".", W_OK | X_OK, AT_EACCESS) < 0) {
 		sup_reply_error(c, job_op(j), KR_CTL_ERR_USAGE, "\"outputs\" %s: %s", outputs,
-		                errno == ELOOP ? "a symbolic link"
-		                : errno        ? strerror(errno)
-		                               : "not a directory");
+		                errno ? strerror(errno) : "not a directory");
 		return -1;
 	}
 	return 0;

@@ -7,6 +7,7 @@
 #include "runtime/workspace.h"
 #include "runtime/session.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -376,22 +377,216 @@ static bool home_refuses(const char *dir, const char *home, char *why, size_t si
 	return true;
 }
 
-/* Why the resolved directory DIR may not be a workspace, into WHY; false
- * when it may. */
-static bool dir_refused(const char *dir, char *why, size_t size)
+/* ---- kbox's state directories, found by what is in them ---- */
+
+/* How far ws_host_dir looks for state directories in a workspace: the
+ * directories it reads, and how deep. */
+#define STATE_WALK_DIRS 100000
+#define STATE_WALK_DEPTH 128
+/* The entries of a sessions directory read for a session.json. */
+#define STATE_SESSIONS_SEEN 256
+
+/* Whether the directory open at FD is a kbox state directory: one that
+ * holds KR_STATE_MARK, or a sessions directory with a session in it
+ * (NAME/session.json: a state directory of a kbox before the mark). */
+static bool is_state_dir(int fd)
+{
+	struct stat st;
+	struct dirent *e;
+	unsigned seen = 0;
+	bool yes = false;
+	DIR *d;
+	int sfd;
+
+	if (fstatat(fd, KR_STATE_MARK, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return true;
+	if ((sfd = openat(fd, "sessions", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return false;
+	if (!(d = fdopendir(sfd))) {
+		close(sfd);
+		return false;
+	}
+	while (!yes && seen++ < STATE_SESSIONS_SEEN && (e = readdir(d))) {
+		char p[sizeof e->d_name + 16];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof p, "%s/session.json", e->d_name);
+		yes = fstatat(dirfd(d), p, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	}
+	closedir(d);
+	return yes;
+}
+
+/* The walk of a workspace for state directories (state_walk). */
+typedef struct {
+	char path[PATH_MAX]; /* the directory being read */
+	unsigned long dirs;  /* directories read so far */
+	int found;           /* 1: PATH is a state directory; -1: too many, -2: too deep */
+} state_walk_t;
+
+/* Look through the directory FD, at W->path (LEN bytes), DEPTH levels
+ * down, and everything in it, for a state directory: W->found says. */
+static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
+{
+	struct dirent *e;
+	bool mark = false, sessions = false;
+	DIR *d;
+	int dfd;
+
+	if (++w->dirs > STATE_WALK_DIRS || depth > STATE_WALK_DEPTH) {
+		w->found = depth > STATE_WALK_DEPTH ? -2 : -1;
+		return;
+	}
+	if ((dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return; /* what we may not read, the sandbox may not either */
+	if (!(d = fdopendir(dfd))) {
+		close(dfd);
+		return;
+	}
+	/* this directory first, then what is in it */
+	while ((e = readdir(d))) {
+		mark |= strcmp(e->d_name, KR_STATE_MARK) == 0;
+		sessions |= strcmp(e->d_name, "sessions") == 0;
+	}
+	if ((mark || sessions) && is_state_dir(dirfd(d))) {
+		w->found = 1;
+		closedir(d);
+		return;
+	}
+	rewinddir(d);
+	while (!w->found && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		struct stat st;
+		int sub;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (e->d_type != DT_DIR &&
+		    (e->d_type != DT_UNKNOWN ||
+		     fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		     !S_ISDIR(st.st_mode)))
+			continue;
+		if (len + 1 + n >= sizeof w->path) {
+			w->found = -2;
+			break;
+		}
+		sub = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			continue;
+		w->path[len] = '/';
+		memcpy(w->path + len + 1, e->d_name, n + 1);
+		state_walk(w, sub, len + 1 + n, depth + 1);
+		close(sub);
+		if (!w->found)
+			w->path[len] = '\0';
+	}
+	closedir(d);
+}
+
+/* Why the resolved directory DIR may not be a workspace for a kbox state
+ * directory in it or around it, found by content, into WHY: 1; 0 when
+ * there is none; -1 when DIR is too big to look through (WHY says). */
+static int state_refuses(const char *dir, char *why, size_t size)
+{
+	state_walk_t *w;
+	char up[PATH_MAX];
+	int fd, found;
+
+	/* DIR itself and every directory above it, but / */
+	snprintf(up, sizeof up, "%s", dir);
+	while (strcmp(up, "/") != 0 && up[0] == '/') {
+		char *slash;
+		bool yes = false;
+		if ((fd = open(up, O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+			yes = is_state_dir(fd);
+			close(fd);
+		}
+		if (yes) {
+			if (strcmp(up, dir) == 0)
+				snprintf(why, size, "%s is a kbox state directory", dir);
+			else
+				snprintf(why, size, "%s is in the kbox state directory %s", dir,
+				         up);
+			return 1;
+		}
+		slash = strrchr(up, '/');
+		*(slash == up ? slash + 1 : slash) = '\0';
+	}
+	/* everything below it */
+	if (!(w = calloc(1, sizeof *w)) || (fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		free(w);
+		snprintf(why, size, "%s cannot be looked through for kbox state directories: %s",
+		         dir, strerror(errno));
+		return -1;
+	}
+	snprintf(w->path, sizeof w->path, "%s", dir);
+	state_walk(w, fd, strlen(w->path), 0);
+	close(fd);
+	found = w->found;
+	if (found > 0)
+		snprintf(why, size, "%s holds the kbox state directory %s", dir, w->path);
+	else if (found == -1)
+		snprintf(why, size,
+		         "%s holds more than %d directories, too many to look through for kbox "
+		         "state directories: give a smaller one",
+		         dir, STATE_WALK_DIRS);
+	else if (found < 0)
+		snprintf(why, size,
+		         "%s has directories deeper than %d levels, too deep to look through for "
+		         "kbox state directories: give one less deep",
+		         dir, STATE_WALK_DEPTH);
+	free(w);
+	return found < 0 ? -1 : found;
+}
+
+/* Why DIR may hold, or be in, the state directory STATE (absolute; need
+ * not exist) into WHY; false when it may not.  KIND names it. */
+static bool state_path_refuses(const char *dir, const char *state, const char *kind, char *why,
+                               size_t size)
+{
+	char real[PATH_MAX];
+	if (!state || state[0] != '/')
+		return false;
+	if (!realpath(state, real))
+		snprintf(real, sizeof real, "%s", state);
+	if (strcmp(dir, real) == 0)
+		snprintf(why, size, "%s is %s", dir, kind);
+	else if (within(dir, real))
+		snprintf(why, size, "%s is in %s %s", dir, kind, real);
+	else if (within(real, dir))
+		snprintf(why, size, "%s holds %s %s", dir, kind, real);
+	else
+		return false;
+	return true;
+}
+
+/* Why DIR may not hold a default state directory of the user whose home
+ * is HOME (HOME/.local/state/kbox). */
+static bool default_state_refuses(const char *dir, const char *home, char *why, size_t size)
+{
+	char state[PATH_MAX];
+	if (!home || home[0] != '/' ||
+	    (size_t)snprintf(state, sizeof state, "%s/.local/state/kbox", home) >= sizeof state)
+		return false;
+	return state_path_refuses(dir, state, "a default kbox state directory", why, size);
+}
+
+/* Why the resolved directory DIR may not be a workspace, into WHY: 1; 0
+ * when it may; -1 when it cannot be told (WHY says why). */
+static int dir_refused(const char *dir, char *why, size_t size)
 {
 	char *state, real[PATH_MAX];
+	const char *xdg;
 	struct passwd *pw;
 	bool refused = false;
 
 	if (strcmp(dir, "/") == 0) {
 		snprintf(why, size, "/ is the root directory");
-		return true;
+		return 1;
 	}
 	for (size_t i = 0; system_trees[i]; i++)
 		if (strcmp(dir, system_trees[i]) == 0) {
 			snprintf(why, size, "%s is a system directory", dir);
-			return true;
+			return 1;
 		}
 	for (size_t i = 0; system_trees[i]; i++) {
 		bool shared = false;
@@ -403,38 +598,42 @@ static bool dir_refused(const char *dir, char *why, size_t size)
 		if (!shared) {
 			snprintf(why, size, "%s is in the system directory %s", dir,
 			         system_trees[i]);
-			return true;
+			return 1;
 		}
 	}
-	if (home_refuses(dir, getenv("HOME"), why, size))
-		return true;
+	if (home_refuses(dir, getenv("HOME"), why, size) ||
+	    default_state_refuses(dir, getenv("HOME"), why, size))
+		return 1;
 	setpwent();
 	while (!refused && (pw = getpwent()))
-		refused = home_refuses(dir, pw->pw_dir, why, size);
+		refused = home_refuses(dir, pw->pw_dir, why, size) ||
+		          default_state_refuses(dir, pw->pw_dir, why, size);
 	endpwent();
 	if (refused)
-		return true;
+		return 1;
 	for (size_t i = 0; shared_dirs[i]; i++)
 		if (strcmp(dir, shared_dirs[i]) == 0) {
 			snprintf(why, size, "%s is a system directory", dir);
-			return true;
+			return 1;
 		}
-	/* the sessions' keys and workspaces */
+	/* the sessions' keys and workspaces: the current state directory and
+	 * the default ones, whether they exist or not, then any other found
+	 * by what is in it */
 	if ((state = kr_state_home(NULL))) {
-		if (!realpath(state, real))
-			snprintf(real, sizeof real, "%s", state);
+		refused = state_path_refuses(dir, state, "kbox's state directory", why, size);
 		free(state);
-		if (strcmp(dir, real) == 0)
-			snprintf(why, size, "%s is kbox's state directory", dir);
-		else if (within(dir, real))
-			snprintf(why, size, "%s is in kbox's state directory %s", dir, real);
-		else if (within(real, dir))
-			snprintf(why, size, "%s holds kbox's state directory %s", dir, real);
-		else
-			return false;
-		return true;
+		if (refused)
+			return 1;
 	}
-	return false;
+	xdg = getenv("XDG_STATE_HOME");
+	if (xdg && xdg[0] == '/' &&
+	    (size_t)snprintf(real, sizeof real, "%s/kbox", xdg) < sizeof real &&
+	    state_path_refuses(dir, real, "a default kbox state directory", why, size))
+		return 1;
+	if (state_path_refuses(dir, KR_ROOT_STATE_HOME, "a default kbox state directory", why,
+	                       size))
+		return 1;
+	return state_refuses(dir, why, size);
 }
 
 int ws_host_dir(const char *path, char *out, struct stat *st_out, kbox_error_t *err)
@@ -442,7 +641,7 @@ int ws_host_dir(const char *path, char *out, struct stat *st_out, kbox_error_t *
 	struct stat st;
 	char why[2 * PATH_MAX + 64], link[64];
 	ssize_t n;
-	int fd;
+	int fd, refused;
 
 	/* the directory itself first, then its name: what is checked below is
 	 * where the directory open here is, whatever is renamed meanwhile, and
@@ -464,10 +663,12 @@ int ws_host_dir(const char *path, char *out, struct stat *st_out, kbox_error_t *
 		return kbox_error_set(err, KBOX_E_INVALID, "%s: %s", path, strerror(ENOTDIR));
 	if (st_out)
 		*st_out = st;
-	if (dir_refused(out, why, sizeof why))
+	if ((refused = dir_refused(out, why, sizeof why)) > 0)
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "%s: refused: %s, and the code can change everything in its "
 		                      "workspace",
 		                      path, why);
+	if (refused < 0)
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: refused: %s", path, why);
 	return 0;
 }

@@ -128,8 +128,10 @@ int ws_put(const char *session_dir, int in, const char *host, const char *dest, 
  * (/etc, /usr, /var, ...) or anything in one, but for the places for
  * anyone's files in them (/var/tmp/x); /home, /tmp, /mnt and their like
  * themselves; a home directory ($HOME, or any in the password database) or
- * a directory that holds one; kbox's state directory, anything in it or
- * holding it.  The directory is opened first and its own location
+ * a directory that holds one; a kbox state directory, anything in it or
+ * holding one: the current one, the default ones whatever KBOX_HOME is,
+ * any other found by content (KR_STATE_MARK, a sessions/NAME/session.json;
+ * one too big to look through is refused too).  The directory is opened first and its own location
  * checked; *ST (may be NULL) gets its device and inode, which the sandbox
  * must bind.  0, or -1 with ERR (KBOX_E_INVALID): "PATH: why", or "PATH:
  * refused: why, and the code can change everything in its workspace". */

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/security/isolation.sh — threats.md rows 5, 6, 7, 8, 9, 10, 11, 13,
-# 14, 19, 33 and 34 against the bwrap sandbox: the network, terminal
+# 14, 19, 33, 34 and 44 against the bwrap sandbox: the network, terminal
 # injection, /proc, secrets of the caller and of other sessions, ptrace and
 # kill(-1), orphans, the death of the supervisor, leaked fds, privilege,
 # one session's key used on another, the system calls Docker's seccomp
@@ -706,6 +706,66 @@ check "row19_each_sessions_run_and_workspace_directories_are_private" eval '
 	private_to "$SB_UID" 700 "$S/a/workspace" && private_to "$SB_UID" 700 "$S/b/workspace" &&
 	private_to "$SB_UID" 700 "$S/a/run/sandbox" && private_to "$(id -u)" "$PASS_MODE" "$S/a" &&
 	private_to "$(id -u)" "$PASS_MODE" "$S/b"'
+
+# ---- row 44: what reaches a session's supervisor ----
+
+# ctl_ask SESSION [unshare-option...]: send a status request to the
+# session's control socket, then an execute naming an outputs directory
+# (/tmp) without passing it, and one passing its outputs directory open;
+# from this user namespace, or (options given) from one unshare makes
+# with this uid mapped, as a sandbox's is.  Prints "status STATE",
+# "outputs_by_name KIND ERROR" and "outputs_passed OK", or "refused WHAT"
+# when the supervisor closes the connection.
+ctl_ask() {
+	[ -z "$SKIPPING" ] || return 0
+	sess=$1
+	shift
+	timeout -k 5 60 ${1+unshare "$@"} "$PY" - "$S/$sess/control.sock" <<'EOF' >"$W/out" 2>"$W/err"
+import errno, json, os, socket, sys
+def ask(req, fds=()):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    try:
+        socket.send_fds(s, [json.dumps(req).encode() + b"\n"], list(fds))
+        for line in s.makefile():  # events, then the reply
+            if "ok" in json.loads(line):
+                return json.loads(line), None
+    except OSError as e:
+        return None, "refused " + errno.errorcode[e.errno]
+    finally:
+        s.close()
+    return None, "refused EOF"
+r, e = ask({"op": "status"})
+print(e or "status " + r["state"])
+if not e:
+    r, e = ask({"op": "execute", "code": "1", "outputs": "/tmp"})
+    print(e or "outputs_by_name %s %s" % (r["kind"], r["error"]))
+    fd = os.open(os.path.dirname(sys.argv[1]) + "/outputs", os.O_RDONLY | os.O_DIRECTORY)
+    r, e = ask({"op": "execute", "code": "1", "outputs": "/x"}, [fd])
+    print(e or "outputs_passed %s" % r["ok"])
+EOF
+	rc=$?
+}
+ctl_ask a
+keep ctl_here
+ctl_ask a --user --map-current-user
+keep ctl_userns
+DIAG="ctl_here ctl_userns"
+check "row44_the_supervisor_answers_its_own_user_in_its_namespace" eval '
+	rc_is ctl_here 0 && eq "$(val ctl_here status)" idle'
+check "row44_a_peer_of_the_same_uid_in_another_user_namespace_is_refused" eval '
+	rc_is ctl_userns 0 && one_of "$(cat "$W/ctl_userns.out")" "refused EPIPE" \
+		"refused ECONNRESET" "refused EOF" && logged a client-refused'
+check "row44_an_outputs_directory_named_but_not_passed_is_refused" eval '
+	rc_is ctl_here 0 && eq "$(val ctl_here outputs_by_name)" \
+		"usage \"outputs\" /tmp: pass the directory open, as SCM_RIGHTS with the request (the supervisor opens no directory a request names)"'
+check "row44_an_outputs_directory_passed_open_is_taken" eval '
+	rc_is ctl_here 0 && eq "$(val ctl_here outputs_passed)" True'
+# the state directory kbox made sessions in is marked, as
+# tests/security/workspace.sh's row 44 finds it
+check "row44_kbox_marks_the_state_directory_it_makes_sessions_in" eval '
+	[ -f "$KBOX_HOME/.kbox-state" ] && [ ! -L "$KBOX_HOME/.kbox-state" ] &&
+	head -n 1 "$KBOX_HOME/.kbox-state" | grep -qx "This is a kbox state directory: .*"'
 
 # ---- row 10: orphans ----
 

@@ -1,12 +1,13 @@
 #!/bin/sh
-# tests/security/workspace.sh — threats.md row 24: kbox run started in a
+# tests/security/workspace.sh — threats.md rows 24 and 44: kbox run started in a
 # directory that matters (/, a home) must not hand it to the code.  By
 # default the code gets a new, empty workspace of its own, into which only
 # the files named on the command line are copied; a host directory is the
 # workspace only when --workspace names it, with a warning, and never /, a
-# home directory, a directory that holds one, a system directory or kbox's
-# state directory, however the path is spelt (links, "..").  Each test is
-# named after its row.  TAP.
+# home directory, a directory that holds one, a system directory, or any
+# kbox state directory (the current one, the default ones, any found by
+# what is in it), a directory in one or holding one, however the path is
+# spelt (links, "..").  Each test is named after its row.  TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
 # test), KERNEL_PYTHON (the host's Python, default /usr/bin/python3).  Run
@@ -95,6 +96,44 @@ fresh
 kbox run --workspace "$KBOX_HOME" -c 'print(1)'
 check row24_workspace_kbox_state_directory_is_refused refused "$KBOX_HOME" \
 	"$(cd "$KBOX_HOME" && pwd -P) is kbox's state directory"
+
+# Any kbox state directory, found by what is in it (the mark kbox writes,
+# or a session's session.json), whatever KBOX_HOME is: row 44.
+fresh
+mkdir -p proj/a/b/st proj2/x/kh/sessions/s1
+: >proj/a/b/st/.kbox-state
+echo '{}' >proj2/x/kh/sessions/s1/session.json
+kbox run --workspace proj -c 'print(1)'
+check row44_workspace_holding_a_marked_state_directory_is_refused refused proj \
+	"$(pwd -P)/proj holds the kbox state directory $(pwd -P)/proj/a/b/st"
+kbox run --workspace proj2 -c 'print(1)'
+check row44_workspace_holding_a_state_directory_with_a_session_is_refused refused proj2 \
+	"$(pwd -P)/proj2 holds the kbox state directory $(pwd -P)/proj2/x/kh"
+kbox run --workspace proj2/x/kh/sessions/s1 -c 'print(1)'
+check row44_workspace_in_another_state_directory_is_refused refused proj2/x/kh/sessions/s1 \
+	"$(pwd -P)/proj2/x/kh/sessions/s1 is in the kbox state directory $(pwd -P)/proj2/x/kh"
+
+# the default ones, by their path, whether they exist or not
+fresh
+mkdir -p h/.local x
+HOME=$T/h "$KBOX" run --workspace h/.local -c 'print(1)' >stdout 2>stderr </dev/null
+rc=$?
+check row44_workspace_holding_the_default_state_directory_is_refused refused h/.local \
+	"$(pwd -P)/h/.local holds a default kbox state directory $(pwd -P)/h/.local/state/kbox"
+XDG_STATE_HOME=$T/x/state "$KBOX" run --workspace x -c 'print(1)' >stdout 2>stderr </dev/null
+rc=$?
+check row44_workspace_holding_the_xdg_state_directory_is_refused refused x \
+	"$(pwd -P)/x holds a default kbox state directory $(pwd -P)/x/state/kbox"
+
+# a tree too deep to look through is refused, and says why
+fresh
+d=deep
+i=0
+while [ $i -lt 130 ]; do d=$d/d; i=$((i + 1)); done
+mkdir -p "$d"
+kbox run --workspace deep -c 'print(1)'
+check row44_workspace_too_deep_to_look_through_is_refused fails_with 2 \
+	"kbox run: --workspace deep: refused: $(pwd -P)/deep has directories deeper than 128 levels, too deep to look through for kbox state directories: give one less deep"
 
 fresh
 kbox run --workspace no-such-dir -c 'print(1)'
