@@ -71,3 +71,16 @@ if ! id kbox >/dev/null 2>&1; then
 		echo "setup: no system user kbox (needed only to run kbox as root: sudo kbox doctor --fix)"
 	fi
 fi
+# ... and each session's sandbox under root a uid of its own, from kbox's
+# range in /etc/subuid (as Docker's userns-remap takes dockremap's): the
+# first 65536 from 100000 up that no range and no account holds.
+if id kbox >/dev/null 2>&1 && ! grep -q '^kbox:' /etc/subuid 2>/dev/null &&
+	{ [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; }; then
+	start=$({ cat /etc/subuid 2>/dev/null; getent passwd | awk -F: '{ print "-:" $3 ":1" }'; } |
+		awk -F: 'BEGIN { n = 65536; s = 100000 }
+			{ a[NR] = $2; c[NR] = $3 }
+			END { do { moved = 0; for (i in a) if (a[i] < s + n && s < a[i] + c[i]) {
+				s = int((a[i] + c[i] + n - 1) / n) * n; moved = 1 } } while (moved); print s }')
+	echo "setup: giving kbox the uids $start-$((start + 65535)) for sessions' sandboxes"
+	$SUDO usermod --add-subuids "$start-$((start + 65535))" kbox
+fi

@@ -21,12 +21,12 @@ TAB=$(printf '\t')
 MANPAGER=cat PAGER=cat
 export MANPAGER PAGER
 
-# sandbox_dir DIR: make DIR for a --workspace: under root the sandbox runs
-# as the sandbox user (kbox(7), Identity), so it must be reachable by it,
-# and its to write.
+# sandbox_dir DIR: make DIR for a --workspace: under root each sandbox runs
+# as a uid of its own in the sandbox user's group (kbox(7), Identity), so
+# it must be reachable by that group, and its to write.
 sandbox_dir() {
 	mkdir -m 711 "$1" || return 1
-	[ "$(id -u)" != 0 ] || chown "${KBOX_SANDBOX_USER:-kbox}:" "$1"
+	writable_by_sandboxes "$1"
 }
 
 # kbox_here ARGS...: kbox ARGS with XDG_RUNTIME_DIR the current directory,

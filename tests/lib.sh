@@ -62,17 +62,26 @@ S=$KBOX_HOME/sessions
 
 # who owns what (kbox(7), Identity): as an ordinary user, everything is
 # ours, 0700; under root the sandbox's own directories (workspace, home,
-# run/sandbox) are the sandbox user's, and the host's directories it
-# passes through are 0710, root's, in the sandbox user's group
+# run/sandbox) are the session's own uid's (sb_uid), in the sandbox user's
+# group, and the host's directories it passes through are 0710, root's,
+# in that group
 if [ "$(id -u)" = 0 ]; then
-	SB_UID=$(id -u "${KBOX_SANDBOX_USER:-kbox}" 2>/dev/null)
 	SB_GID=$(id -g "${KBOX_SANDBOX_USER:-kbox}" 2>/dev/null)
+	SB_GROUP=$(id -gn "${KBOX_SANDBOX_USER:-kbox}" 2>/dev/null)
 	PASS_MODE=710
 else
-	SB_UID=$(id -u)
 	SB_GID=$(id -g)
 	PASS_MODE=700
 fi
+# sb_uid SESSION: the host uid of the session's sandbox
+sb_uid() {
+	if [ "$(id -u)" = 0 ]; then cat "$S/$1/sandbox.uid" 2>/dev/null; else id -u; fi
+}
+# writable_by_sandboxes DIR: under root, give DIR to the sandbox user's
+# group, rwx (each session's sandbox is a uid of its own in that group)
+writable_by_sandboxes() {
+	[ "$(id -u)" != 0 ] || { chgrp "$SB_GROUP" "$@" && chmod g+rwx "$@"; }
+}
 
 # An AddressSanitizer build (configure --enable-sanitizers): a process's
 # memory there is mostly the sanitizer's (shadow, quarantine), so tests

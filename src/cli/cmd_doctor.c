@@ -66,14 +66,58 @@ static const char probe_py[] =
         "    try: print('module', m, importlib.import_module(m).__version__)\n"
         "    except Exception as e: print('missing', m, type(e).__name__ + ': ' + str(e))\n";
 
+/* Run the administration tool TOOLS names (the first there is) with
+ * ARGV (ARGV[0] is set here), to WHAT ("create the user kbox").  0, or -1
+ * with WHY. */
+static int run_admin(const char *const *tools, size_t n_tools, char **argv, const char *what,
+                     char *why, size_t size)
+{
+	const char *tool = NULL;
+	pid_t pid;
+	int st;
+
+	for (size_t i = 0; i < n_tools && !tool; i++)
+		if (access(tools[i], X_OK) == 0)
+			tool = tools[i];
+	if (!tool) {
+		snprintf(why, size, "cannot %s: %s not found (install the Debian package passwd)",
+		         what, strrchr(tools[0], '/') + 1);
+		return -1;
+	}
+	argv[0] = (char *)tool;
+	fflush(stdout);
+	if ((pid = fork()) < 0) {
+		snprintf(why, size, "cannot %s: fork: %s", what, strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+		int null = open("/dev/null", O_RDONLY);
+		if (null >= 0)
+			dup2(null, 0);
+		dup2(2, 1); /* the tool's messages are diagnostics */
+		execve(tool, argv, env);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			snprintf(why, size, "cannot %s: waitpid: %s", what, strerror(errno));
+			return -1;
+		}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		snprintf(why, size, "cannot %s: %s failed (status %d)", what, tool,
+		         WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		return -1;
+	}
+	return 0;
+}
+
 /* Create the sandbox user USER (a system account: no home, no shell, a
  * group of its own) with useradd.  0, or -1 with WHY. */
 static int make_sandbox_user(const char *user, char *why, size_t size)
 {
 	static const char *const tools[] = {"/usr/sbin/useradd", "/sbin/useradd"};
-	const char *tool = NULL;
-	pid_t pid;
-	int st;
+	char what[160];
 	/* a name useradd takes as a name, never as an option */
 	bool ok = (user[0] >= 'a' && user[0] <= 'z') || user[0] == '_';
 	for (const char *p = user; ok && *p; p++)
@@ -85,52 +129,68 @@ static int make_sandbox_user(const char *user, char *why, size_t size)
 		         user);
 		return -1;
 	}
-	for (size_t i = 0; i < sizeof tools / sizeof *tools && !tool; i++)
-		if (access(tools[i], X_OK) == 0)
-			tool = tools[i];
-	if (!tool) {
-		snprintf(why, size,
-		         "cannot create the user %s: useradd not found (install the Debian "
-		         "package passwd)",
-		         user);
-		return -1;
-	}
-	fflush(stdout);
-	if ((pid = fork()) < 0) {
-		snprintf(why, size, "cannot create the user %s: fork: %s", user, strerror(errno));
-		return -1;
-	}
-	if (pid == 0) {
-		char *argv[] = {(char *)tool, "--system",       "--user-group", "--no-create-home",
+	snprintf(what, sizeof what, "create the user %s", user);
+	{
+		char *argv[] = {NULL,         "--system",       "--user-group", "--no-create-home",
 		                "--home-dir", "/nonexistent",   "--shell",      "/usr/sbin/nologin",
 		                "--comment",  "kbox sandboxes", "--",           (char *)user,
 		                NULL};
-		char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-		int null = open("/dev/null", O_RDONLY);
-		if (null >= 0)
-			dup2(null, 0);
-		dup2(2, 1); /* useradd's messages are diagnostics */
-		execve(tool, argv, env);
-		_exit(127);
+		return run_admin(tools, 2, argv, what, why, size);
 	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR) {
-			snprintf(why, size, "cannot create the user %s: waitpid: %s", user,
-			         strerror(errno));
-			return -1;
+}
+
+/* Give the sandbox user ID a range of KR_SESSION_UIDS_MAX subordinate uids
+ * (usermod --add-subuids): the first from 100000 up, on a boundary of the
+ * range's size, that no range of /etc/subuid and no account's uid is in.
+ * 0, or -1 with WHY. */
+static int make_sandbox_range(const kr_sandbox_id_t *id, char *why, size_t size)
+{
+	static const char *const tools[] = {"/usr/sbin/usermod", "/sbin/usermod"};
+	unsigned long long start = 100000, n = KR_SESSION_UIDS_MAX;
+	char range[64], what[160], line[256];
+	bool moved = true;
+	FILE *f;
+
+	while (moved && start + n <= UINT32_MAX) {
+		struct passwd *pw;
+		moved = false;
+		if ((f = fopen(KR_SUBUID_FILE, "re"))) {
+			while (!moved && fgets(line, sizeof line, f)) {
+				unsigned long long a, c;
+				char *p = strchr(line, ':');
+				if (p && sscanf(p + 1, "%llu:%llu", &a, &c) == 2 && a < start + n &&
+				    start < a + c) {
+					start = (a + c + n - 1) / n * n;
+					moved = true;
+				}
+			}
+			fclose(f);
 		}
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		snprintf(why, size, "cannot create the user %s: %s failed (status %d)", user, tool,
-		         WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		setpwent();
+		while (!moved && (pw = getpwent()))
+			if (pw->pw_uid >= start && pw->pw_uid < start + n) {
+				start = ((unsigned long long)pw->pw_uid + n) / n * n;
+				moved = true;
+			}
+		endpwent();
+	}
+	if (start + n > UINT32_MAX) {
+		snprintf(why, size, "cannot give %s a range of uids: none is free", id->user);
 		return -1;
 	}
-	return 0;
+	snprintf(range, sizeof range, "%llu-%llu", start, start + n - 1);
+	snprintf(what, sizeof what, "give %s the uids %s", id->user, range);
+	{
+		char *argv[] = {NULL, "--add-subuids", range, "--", (char *)id->user, NULL};
+		return run_admin(tools, 2, argv, what, why, size);
+	}
 }
 
 /* Who sandboxes run as: the caller, or under root the sandbox user (made
  * with FIX when missing).  Fills BO's identity.  False when there is none. */
 static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 {
+	uid_t first = 0, count = 0;
 	kr_sandbox_id_t id;
 	kbox_error_t err = {0};
 	char buf[1024], *home;
@@ -174,10 +234,28 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 	bo->drop_ids = true;
 	bo->uid = id.uid;
 	bo->gid = id.gid;
+	/* each session's sandbox a uid of its own, from the user's range */
+	if (kr_sandbox_range(&id, &first, &count, &err) < 0 && fix && err.code == KBOX_E_NOTFOUND) {
+		if (make_sandbox_range(&id, err.msg, sizeof err.msg) == 0) {
+			err = (kbox_error_t){0};
+			if (kr_sandbox_range(&id, &first, &count, &err) == 0 &&
+			    r->format == FMT_TEXT)
+				printf("fixed: gave %s the uids %u-%u for sessions' sandboxes\n",
+				       id.user, (unsigned)first, (unsigned)(first + count - 1));
+		}
+	}
+	if (!count) {
+		check(r, "identity", "fail", err.msg,
+		      "under root, kbox start refuses the bwrap backend until the sandbox user has a "
+		      "range of uids (kbox doctor --fix gives it one)");
+		return false;
+	}
 	snprintf(buf, sizeof buf,
-	         "under root, sandboxes run as user %s (uid %u, gid %u): uid 1000 "
-	         "inside is that user outside, never root",
-	         id.user, (unsigned)id.uid, (unsigned)id.gid);
+	         "under root, each session's sandbox runs as a uid of its own, from %u-%u (the "
+	         "sandbox user %s's range), in group %s (gid %u): uid 1000 inside is that uid "
+	         "outside, never root",
+	         (unsigned)first, (unsigned)(first + count - 1), id.user, id.user,
+	         (unsigned)id.gid);
 	check(r, "identity", "ok", buf, NULL);
 	/* the state directory: bwrap finds the session's directories as that user */
 	if ((home = kr_state_home(&err))) {

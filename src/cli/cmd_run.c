@@ -16,6 +16,7 @@
 #include "runtime/workspace.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -350,9 +351,11 @@ static int take_host_workspace(run_t *run)
 		cli_error("run", "--workspace %s", err.msg);
 		return EXIT_USAGE;
 	}
+	/* under root the code is a uid of the session's own, in the sandbox
+	 * user's group: it writes where that group or anyone may */
 	run->read_only = kr_backend_sandboxed(run->backend) &&
 	                 kr_sandbox_identity(&run->sid, &ignored) == 0 && run->sid.drop &&
-	                 stat(run->wsreal, &st) == 0 && st.st_uid != run->sid.uid &&
+	                 stat(run->wsreal, &st) == 0 &&
 	                 !(st.st_gid == run->sid.gid && (st.st_mode & S_IWGRP)) &&
 	                 !(st.st_mode & S_IWOTH);
 	return EXIT_OK;
@@ -397,14 +400,18 @@ static void warn_of_run(const run_t *run)
 	if (!kr_backend_sandboxed(run->backend))
 		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
 		        run->backend);
-	if (run->workspace && run->read_only)
+	if (run->workspace && run->read_only) {
+		struct group *gr = getgrgid(run->sid.gid);
+		char group[64];
+		snprintf(group, sizeof group, "%s", gr ? gr->gr_name : run->sid.user);
 		cli_error("run",
-		          "warning: --workspace %s: the code runs as the sandbox user %s (uid %u), "
-		          "who cannot write %s: the code can read its files, and change those the "
-		          "sandbox user may (chown %s: %s to let it write)",
-		          run->workspace, run->sid.user, (unsigned)run->sid.uid, run->wsreal,
-		          run->sid.user, run->wsreal);
-	else if (run->workspace)
+		          "warning: --workspace %s: the code runs as a uid of its own in the "
+		          "sandbox group %s (gid %u), which cannot write %s: the code can read its "
+		          "files, and change those that group may (chgrp %s %s && chmod g+rwx %s "
+		          "to let it write)",
+		          run->workspace, group, (unsigned)run->sid.gid, run->wsreal, group,
+		          run->wsreal, run->wsreal);
+	} else if (run->workspace)
 		cli_error(
 		        "run",
 		        "warning: --workspace %s: the code can change and delete every file in %s",

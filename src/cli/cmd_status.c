@@ -18,6 +18,7 @@ static void print_text(json_t *info)
 	                                    "kernel",
 	                                    "pid",
 	                                    "kernel_pid",
+	                                    "sandbox_uid",
 	                                    "started",
 	                                    "uptime_s",
 	                                    "kernel_uptime_s",

@@ -301,10 +301,10 @@ int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error
 			if (S_ISDIR(st.st_mode) && !id_can_search(id, &st))
 				return kbox_error_set(
 				        err, KBOX_E_INVALID,
-				        "the sandbox user %s (uid %u) cannot reach %s: %s is mode "
-				        "%04o, owner %u:%u (make it searchable by that user, e.g. "
-				        "chmod o+x %s)",
-				        id->user, (unsigned)id->uid, path, buf,
+				        "the sandbox (uid %u, group %s's) cannot reach %s: %s is mode "
+				        "%04o, owner %u:%u (make it searchable by that group or others, "
+				        "e.g. chmod o+x %s)",
+				        (unsigned)id->uid, id->user, path, buf,
 				        (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
 				        (unsigned)st.st_gid, buf);
 			*p = save;

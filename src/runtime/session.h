@@ -72,6 +72,28 @@ typedef struct {
  * gid 0.  0, or -1 with ERR (saying how to make it). */
 int kr_sandbox_identity(kr_sandbox_id_t *id, kbox_error_t *err);
 
+/* Under root each session's sandbox runs as a host uid of its own
+ * (sandbox_uid.c), from the sandbox user's range in KR_SUBUID_FILE
+ * ($KBOX_SUBUID_FILE names another; at most KR_SESSION_UIDS_MAX of it
+ * used), recorded in KR_UID_DIR; its group stays the sandbox user's. */
+#define KR_SUBUID_FILE "/etc/subuid"
+#define KR_UID_DIR KR_ROOT_STATE_HOME "/uids"
+#define KR_SESSION_UIDS_MAX 65536
+
+/* The sandbox user ID's range: *FIRST and *COUNT.  None, or one that holds
+ * a uid of the password database, is an error saying how to fix it.  0,
+ * or -1 with ERR. */
+int kr_sandbox_range(const kr_sandbox_id_t *id, uid_t *first, uid_t *count, kbox_error_t *err);
+
+/* Under root (ID->drop), make ID->uid the session DIR's own: the one it
+ * has, else the first free one of the range, recorded; what an earlier uid
+ * of the session made in its workspace, home and run/sandbox becomes the
+ * new one's.  Nothing without DROP.  0, or -1 with ERR. */
+int kr_session_uid(const char *dir, kr_sandbox_id_t *id, kbox_error_t *err);
+
+/* The session DIR is going: give its uid back. */
+void kr_session_uid_release(const char *dir);
+
 /* 0 when ID can search every directory on the way to PATH (bwrap finds
  * its bind sources as the sandbox user), -1 with ERR naming the first
  * that it cannot.  Always 0 without DROP. */

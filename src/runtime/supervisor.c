@@ -268,6 +268,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	 * directories are that user's (an unsandboxed kernel stays ours) */
 	if (kr_backend_sandboxed(s->backend)) {
 		if (kr_sandbox_identity(&s->id, err) < 0 ||
+		    kr_session_uid(s->dir, &s->id, err) < 0 ||
 		    kr_session_share(s->dir, &s->id, err) < 0)
 			return -1;
 		if (ws && kr_sandbox_reachable(&s->id, ws, err) < 0)
@@ -500,6 +501,7 @@ out:
 		 * caller's directory, elsewhere; its own cgroup, removed below,
 		 * needs no record after it) */
 		kr_cgroup_record(NULL);
+		kr_session_uid_release(dir);
 		kx_empty_dir(dir);
 		rmdir(dir);
 	}

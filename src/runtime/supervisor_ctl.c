@@ -269,6 +269,9 @@ static json_t *status_json(sup_t *s)
 	        s->sb ? s->conn_path : "", "running_execs",
 	        (json_int_t)(busy && s->running->op == KR_CTL_OP_EXECUTE), "queued",
 	        (json_int_t)queued, "output_waiting", (json_int_t)s->between_msgs);
+	/* who the sandbox is on the host (kbox(7), Identity) */
+	if (st && kr_backend_sandboxed(s->backend))
+		json_object_set_new(st, "sandbox_uid", json_integer((json_int_t)s->id.uid));
 	if (st && s->sb && *kr_sandbox_limits(s->sb)) {
 		json_object_set_new(st, "limits", json_string(kr_sandbox_limits(s->sb)));
 		json_object_set_new(st, "limits_missing",

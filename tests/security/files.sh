@@ -584,9 +584,9 @@ private_file() {
 }
 no_control_socket() { [ ! -S "$S/$1/control.sock" ]; }
 check row17_run_dir_is_owner_only owner_only "$S/fs/run" "$(id -u)" "$PASS_MODE"
-check row17_sandbox_socket_dir_is_owner_only owner_only "$SBDIR" "$SB_UID"
+check row17_sandbox_socket_dir_is_owner_only owner_only "$SBDIR" "$(sb_uid fs)"
 check row17_connection_file_is_a_regular_0600_file private_file "$CONNF"
-check row17_sandbox_connection_file_is_a_regular_0600_file private_file "$SBDIR/kernel-$G.sandbox.json" "$SB_UID"
+check row17_sandbox_connection_file_is_a_regular_0600_file private_file "$SBDIR/kernel-$G.sandbox.json" "$(sb_uid fs)"
 kexec fs <<EOF
 import os
 print(os.path.exists("/run/kbox/kernel-$G.json"), os.path.exists("/run/kbox/kernel-$G.sandbox.json"))
@@ -660,7 +660,7 @@ EOF
 check row17_kernel_opens_its_run_dir_to_others eval 'status_is 0 && [ "$(tail -n 1 stdout)" = 0o755 ]'
 kbox restart -s fs
 check row17_restart_after_the_kernel_opened_its_run_dir_works_and_makes_it_private eval '
-	status_is 0 && owner_only "$SBDIR" "$SB_UID"'
+	status_is 0 && owner_only "$SBDIR" "$(sb_uid fs)"'
 
 # The host reads its connection file for every exec: the kernel must not
 # be able to change what the host client reads (a host file, or another

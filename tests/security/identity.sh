@@ -1,9 +1,12 @@
 #!/bin/bash
-# tests/security/identity.sh — threats.md rows 22 and 29: who the sandbox
-# is on the host, and what of it outlives a kernel.  Under root the sandbox runs as the unprivileged sandbox user
-# (KBOX_SANDBOX_USER, default kbox): nothing in it is root outside, the
-# device nodes bound into /dev cannot be chmod'ed or chown'ed, files it
-# makes are that user's.  As an ordinary user it is that user.  In both,
+# tests/security/identity.sh — threats.md rows 22, 29 and 44: who the
+# sandbox is on the host, and what of it outlives a kernel.  Under root
+# each session's sandbox runs as a uid of its own, from the unprivileged
+# sandbox user's range in /etc/subuid (KBOX_SANDBOX_USER, default kbox), in
+# that user's group: nothing in it is root outside, the device nodes bound
+# into /dev cannot be chmod'ed or chown'ed, files it makes are that uid's,
+# and one session's uid cannot read another's files.  As an ordinary user
+# it is that user.  In both,
 # nothing outside /workspace, /home/kbox, /tmp, /dev/shm and /run/kbox is
 # writable.  What code leaves in the sandbox's home (IPython startup files
 # and configuration, a .pth or usercustomize in the user site, a
@@ -27,14 +30,18 @@ sandbox_or_skip
 # who the sandbox must be on the host
 if [ "$(id -u)" = 0 ]; then
 	SU=${KBOX_SANDBOX_USER:-kbox}
-	XU=$(id -u "$SU" 2>/dev/null)
+	SXU=$(id -u "$SU" 2>/dev/null)
 	XG=$(id -g "$SU" 2>/dev/null)
-	[ -n "$XU" ] || SKIPPING=${SKIPPING:-"no sandbox user $SU (kbox doctor --fix makes it)"}
+	[ -n "$SXU" ] || SKIPPING=${SKIPPING:-"no sandbox user $SU (kbox doctor --fix makes it)"}
+	# the sessions' uids: the sandbox user's range (kbox doctor --fix gives it)
+	RANGE=$(awk -F: -v u="$SU" '$1 == u { print $2, $2 + ($3 > 65536 ? 65536 : $3) - 1; exit }' /etc/subuid 2>/dev/null)
+	[ -n "$RANGE" ] || SKIPPING=${SKIPPING:-"the sandbox user $SU has no range in /etc/subuid (kbox doctor --fix gives one)"}
+	XU="(the session's)"
 else
 	XU=$(id -u)
 	XG=$(id -g)
 fi
-echo "# running as uid $(id -u); the sandbox must be uid ${XU:-?} gid ${XG:-?} on the host"
+echo "# running as uid $(id -u); the sandbox must be uid ${XU:-?} gid ${XG:-?} on the host${RANGE:+ (uids $RANGE)}"
 
 identity=$("$PY" -c '
 import json, sys
@@ -43,7 +50,7 @@ for c in json.load(open(sys.argv[1]))["checks"]:
 ' "$W/doctor.out" 2>/dev/null)
 DIAG=doctor
 if [ "$(id -u)" = 0 ]; then
-	want_identity="ok under root, sandboxes run as user $SU (uid $XU, gid $XG): uid 1000 inside is that user outside, never root"
+	want_identity="ok under root, each session's sandbox runs as a uid of its own, from ${RANGE% *}-${RANGE#* } (the sandbox user $SU's range), in group $SU (gid $XG): uid 1000 inside is that uid outside, never root"
 else
 	want_identity="ok sandboxes run as you (uid $XU); inside, uid 1000 is you, and nothing else of the host"
 fi
@@ -62,6 +69,15 @@ check "row22_a_sandboxed_session_starts" eval 'rc_is start 0'
 [ -n "$SKIPPING" ] || [ -s "$S/i/supervisor.pid" ] || SKIPPING="the session did not start"
 SUP=$(cat "$S/i/supervisor.pid" 2>/dev/null)
 KPID=$(status_field i kernel_pid)
+[ "$(id -u)" != 0 ] || XU=$(status_field i sandbox_uid)
+DIAG=
+check "row22_kbox_status_says_the_sandboxs_host_uid" eval '
+	if [ "$(id -u)" = 0 ]; then
+		ge "$XU" "${RANGE% *}" && le "$XU" "${RANGE#* }" && ne "$XU" "$SXU" &&
+		eq "$(cat "$S/i/sandbox.uid")" "$XU"
+	else
+		eq "$(status_field i sandbox_uid)" "$(id -u)"
+	fi'
 
 DIAG=probe
 pyx i <<'EOF'
@@ -204,14 +220,14 @@ if [ "$(id -u)" = 0 ]; then
 	DIAG=closed
 	check "row22_under_root_an_unreachable_state_dir_is_one_clear_error" eval '
 		! rc_is closed 0 >/dev/null &&
-		grep -q "the sandbox user $SU (uid $XU) cannot reach $ROOT/closed/h/sessions/c/run/sandbox: $ROOT/closed is mode 0700, owner 0:0" "$W/closed.err"'
+		grep -q "the sandbox (uid [0-9]*, group $SU.s) cannot reach $ROOT/closed/h/sessions/c/run/sandbox: $ROOT/closed is mode 0700, owner 0:0" "$W/closed.err"'
 	# kbox doctor says so too, and its exit status says no session starts
 	KBOX_HOME=$ROOT/closed/h kx doctor
 	keep doctor_closed
 	DIAG=doctor_closed
 	check "row22_under_root_kbox_doctor_fails_an_unreachable_state_dir" eval '
 		rc_is doctor_closed 5 &&
-		grep -q "^fail  state directory  the sandbox user $SU (uid $XU) cannot reach $ROOT/closed: $ROOT/closed is mode 0700" "$W/doctor_closed.out" &&
+		grep -q "^fail  state directory  the sandbox (uid $SXU, group $SU.s) cannot reach $ROOT/closed: $ROOT/closed is mode 0700" "$W/doctor_closed.out" &&
 		eq "$(tail -n 1 "$W/doctor_closed.out")" "the default backend (bwrap) isolates kernels here, but no session in the state directory can start (see above)"'
 	KBOX_HOME=$ROOT/closed/h "$KBOX" stop --all >/dev/null 2>&1
 	# --fix makes no user of a name useradd would take as an option
@@ -221,8 +237,9 @@ if [ "$(id -u)" = 0 ]; then
 	check "row22_under_root_doctor_fix_refuses_a_bad_user_name" eval '
 		rc_is fix_bad 5 && ! id -- -rf >/dev/null 2>&1 &&
 		grep -qxF "fail  identity         cannot create the user \"-rf\": a user name is 1 to 32 of a-z, 0-9, '"'_'"' and '"'-'"', starting with a letter or '"'_'"'" "$W/fix_bad.out"'
-	# kbox run --workspace of root's own: the code (the sandbox user) may
-	# only read it, and kbox run says that instead
+	# kbox run --workspace of root's own: the code (a uid of its own in
+	# the sandbox user's group) may only read it, and kbox run says that
+	# instead
 	mkdir -m 755 "$ROOT/rootws"
 	cd "$ROOT" || exit 1
 	kx run --workspace rootws -c 'print(1)'
@@ -231,7 +248,7 @@ if [ "$(id -u)" = 0 ]; then
 	DIAG=run_rootws
 	check "row22_under_root_kbox_run_says_the_sandbox_user_cannot_write_the_workspace" eval '
 		rc_is run_rootws 0 &&
-		eq "$(cat "$W/run_rootws.err")" "kbox run: warning: --workspace rootws: the code runs as the sandbox user $SU (uid $XU), who cannot write $ROOT/rootws: the code can read its files, and change those the sandbox user may (chown $SU: $ROOT/rootws to let it write)"'
+		eq "$(cat "$W/run_rootws.err")" "kbox run: warning: --workspace rootws: the code runs as a uid of its own in the sandbox group $SU (gid $XG), which cannot write $ROOT/rootws: the code can read its files, and change those that group may (chgrp $SU $ROOT/rootws && chmod g+rwx $ROOT/rootws to let it write)"'
 
 	# a sandbox user that does not exist
 	KBOX_SANDBOX_USER=kbox-no-such-user-$$ kx start -s nouser
@@ -246,6 +263,60 @@ if [ "$(id -u)" = 0 ]; then
 	check "row22_under_root_the_sandbox_user_may_not_be_root" eval '
 		! rc_is rootuser 0 >/dev/null &&
 		grep -q "the sandbox user \"root\" is uid 0, gid 0: it must be neither root nor in root.s group" "$W/rootuser.err"'
+
+	# ---- row 44: each session's sandbox a uid of its own ----
+	# A range of one uid of the sandbox user's own (its last, which the
+	# other tests' sessions, taking the first free, do not reach), named by
+	# KBOX_SUBUID_FILE: the second session gets none until the first's
+	# directory goes.
+	LAST=${RANGE#* }
+	printf '%s:%s:1\n' "$SU" "$LAST" >"$W/subuid.one"
+	: >"$W/subuid.none"
+	kx_one() { KBOX_SUBUID_FILE=$W/subuid.one kx "$@"; }
+	pyx i <<'EOF'
+import os
+with open("/workspace/secret-i", "w") as f:
+    f.write("of session i\n")
+print("mode", oct(os.stat("/workspace/secret-i").st_mode & 0o777))
+EOF
+	keep secret_i
+	kx_one start -s p1
+	keep p1
+	P1=$(status_field p1 sandbox_uid)
+	kx_one start -s p2
+	keep p2_taken
+	DIAG="secret_i p1 p2_taken"
+	check "row44_under_root_a_session_gets_its_own_uid_from_the_range" eval '
+		rc_is p1 0 && eq "$P1" "$LAST" && ne "$P1" "$XU" && eq "$(cat "$S/p1/sandbox.uid")" "$LAST" &&
+		eq "$(cut -d" " -f2- "/var/lib/kbox/uids/$LAST")" "$S/p1"'
+	check "row44_under_root_another_sessions_uid_cannot_read_a_sessions_files" eval '
+		rc_is secret_i 0 && eq "$(val secret_i mode)" 0o644 &&
+		setpriv --reuid="$XU" --regid="$XG" --clear-groups cat "$S/i/workspace/secret-i" >/dev/null &&
+		! setpriv --reuid="$P1" --regid="$XG" --clear-groups cat "$S/i/workspace/secret-i" 2>/dev/null &&
+		! setpriv --reuid="$P1" --regid="$XG" --clear-groups ls "$S/i/run/sandbox" >/dev/null 2>&1'
+	check "row44_under_root_when_the_range_is_taken_a_start_says_so" eval '
+		! rc_is p2_taken 0 >/dev/null &&
+		grep -qF "all 1 sandbox uids ($LAST-$LAST, the sandbox user $SU'"'"'s range) are taken by sessions" "$W/p2_taken.err" &&
+		[ ! -e "$S/p2/sandbox.uid" ]'
+	# the uid goes back when its session's directory goes (here by hand;
+	# kbox run's own at its end): the file the run makes in a workspace its
+	# group may write is that uid's
+	kx stop -s p1
+	rm -rf "${S:?}/p1"
+	mkdir -m 770 "$ROOT/ws1"
+	chgrp "$XG" "$ROOT/ws1"
+	KBOX_SUBUID_FILE=$W/subuid.one kx run --workspace "$ROOT/ws1" -c 'open("made", "w").close()'
+	keep run_one
+	DIAG=run_one
+	check "row44_under_root_a_uid_whose_session_went_is_taken_again_and_given_back" eval '
+		rc_is run_one 0 && eq "$(stat -c %u:%g "$ROOT/ws1/made")" "$LAST:$XG" &&
+		[ ! -e "/var/lib/kbox/uids/$LAST" ]'
+	KBOX_SUBUID_FILE=$W/subuid.none kx start -s p3
+	keep no_range
+	DIAG=no_range
+	check "row44_under_root_a_sandbox_user_without_a_range_is_one_clear_error" eval '
+		! rc_is no_range 0 >/dev/null &&
+		grep -qF "from the sandbox user $SU'"'"'s range in $W/subuid.none, and it has none: add one with \`kbox doctor --fix\` (usermod --add-subuids FIRST-LAST $SU)" "$W/no_range.err"'
 fi
 
 # a kernel that opens its workspace to others does not lock its session

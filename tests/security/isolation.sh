@@ -703,8 +703,8 @@ check "row19_nothing_signed_with_as_key_ran_in_b" eval '
 # through, root's 0710: kbox(7), Identity)
 check "row19_each_sessions_run_and_workspace_directories_are_private" eval '
 	private_to "$(id -u)" "$PASS_MODE" "$S/a/run" && private_to "$(id -u)" "$PASS_MODE" "$S/b/run" &&
-	private_to "$SB_UID" 700 "$S/a/workspace" && private_to "$SB_UID" 700 "$S/b/workspace" &&
-	private_to "$SB_UID" 700 "$S/a/run/sandbox" && private_to "$(id -u)" "$PASS_MODE" "$S/a" &&
+	private_to "$(sb_uid a)" 700 "$S/a/workspace" && private_to "$(sb_uid b)" 700 "$S/b/workspace" &&
+	private_to "$(sb_uid a)" 700 "$S/a/run/sandbox" && private_to "$(id -u)" "$PASS_MODE" "$S/a" &&
 	private_to "$(id -u)" "$PASS_MODE" "$S/b"'
 
 # ---- row 44: what reaches a session's supervisor ----

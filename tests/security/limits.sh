@@ -137,13 +137,13 @@ EOF
 # sessions under root, the user's own programs): the two sessions' 64 and
 # the host's one must fit in what that user may have
 in_use=$(for d in /proc/[0-9]*; do
-	[ "$(stat -c %u "$d" 2>/dev/null)" = "$SB_UID" ] || continue
+	[ "$(stat -c %u "$d" 2>/dev/null)" = "$(sb_uid a)" ] || continue
 	ls -l "$d/fd" 2>/dev/null | grep -c "anon_inode:inotify"
 done | awk '{ n += $1 } END { print n + 0 }')
 user_max=$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 128)
 base_skip=$SKIPPING
 [ -n "$SKIPPING" ] || [ $((user_max - in_use)) -gt 64 ] ||
-	SKIPPING="uid $SB_UID's processes already hold $in_use of its $user_max inotify instances"
+	SKIPPING="uid $(sb_uid a)'s processes already hold $in_use of its $user_max inotify instances"
 inotify_hold a held
 keep inotify_a
 inotify_hold b held

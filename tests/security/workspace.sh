@@ -223,9 +223,9 @@ check row24_put_file_is_a_copy_the_code_cannot_change eval 'status_is 0 &&
 fresh
 chmod 711 "$T"
 mkdir proj
-# under root the code runs as the sandbox user: the directory must be its
-# to write (kbox(7), Identity)
-[ "$(id -u)" != 0 ] || chown "${KBOX_SANDBOX_USER:-kbox}:" proj
+# under root the code runs as a uid of its own in the sandbox user's
+# group: the directory must be that group's to write (kbox(7), Identity)
+writable_by_sandboxes proj
 kbox run --workspace proj -c 'import os; print(os.getcwd()); print("inside", file=open("made", "w"))'
 check row24_workspace_dir_is_bound_and_writable eval 'status_is 0 && stdout_is /workspace &&
 	file_is proj/made inside'
@@ -241,7 +241,7 @@ check row24_workspace_dir_warns_that_it_is_writable has_line stderr \
 fresh
 chmod 711 "$T"
 mkdir checked swapped
-[ "$(id -u)" != 0 ] || chown "${KBOX_SANDBOX_USER:-kbox}:" checked swapped
+writable_by_sandboxes checked swapped
 if [ -z "$SKIPPING" ]; then
 	mkdir -p "$S" && mkdir -m 700 "$S/sw" &&
 		printf '{"name": "sw", "kernel": "python3", "backend": "bwrap", "workspace": "%s", "workspace_dev": %s, "workspace_ino": %s}\n' \
