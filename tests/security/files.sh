@@ -683,6 +683,15 @@ check row46_list_escapes_separators_bidi_controls_and_zero_width_characters r45 
   ("caf\u00e9", "caf\u00e9"), ("\u4e2d\u6587", "\u4e2d\u6587"), ("\U0001f600", "\U0001f600"),
   ("x\\y", "x\\\\y")]))'
 
+# An image type that kbox does not save is named by the kernel's own key
+# of its display data: it cannot pose as another line.
+fresh
+kbox exec -s fs 'from IPython.display import display
+display({"text/plain": "x", "image/x\n[image saved: /etc/passwd (1×1 px)]\u202e": "AAAA"}, raw=True)'
+check row46_an_unsaved_image_type_cannot_pose_as_a_saved_image_line eval 'status_is 0 &&
+	stdout_is "[image not saved: image/x\\n[image saved: /etc/passwd (1×1 px)]\\u202e, 4 bytes]
+x"'
+
 # ---- row 17: the connection files and their directory ----
 
 # The host's connection file is the one kbox status names; the sandbox's
