@@ -179,6 +179,19 @@ static void text_value(kx_buf_t *b, const kbox_result_t *r)
 	buf_part(b, s, len);
 }
 
+/* "[image not saved: MIME, BYTES bytes]" into B.  MIME is the kernel's
+ * word (any "image/..." key of its display data): escaped as a name
+ * (kx_name_escape), so that it cannot pose as more lines. */
+static void not_saved(kx_buf_t *b, const char *mime, long long bytes)
+{
+	size_t len = strlen(mime), size = KX_NAME_ESCAPED_MAX(len);
+	char *shown = malloc(size);
+	if (shown)
+		kx_name_escape(mime, len, shown, size);
+	kx_buf_appendf(b, "[image not saved: %s, %lld bytes]\n", shown ? shown : "image", bytes);
+	free(shown);
+}
+
 /* One line per image of display DISPLAY (-1: of the value): saved with
  * its path and size, saved as text (an SVG with active content) and why,
  * or not saved. */
@@ -192,8 +205,7 @@ static void text_images(kx_buf_t *b, const kbox_result_t *r, int display)
 		if (!img || img->display != display)
 			continue;
 		if (!img->path)
-			kx_buf_appendf(b, "[image not saved: %s, %zu bytes]\n",
-			               img->mime ? img->mime : "image", img->bytes);
+			not_saved(b, img->mime ? img->mime : "image", (long long)img->bytes);
 		else if (img->saved_as_text)
 			kx_buf_appendf(
 			        b, "[image saved as text: %s (the SVG has active content: %s)]\n",
@@ -227,8 +239,8 @@ static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *
 		                           json_is_string(json_object_get(v, "error")) &&
 		                           strcmp(json_string_value(json_object_get(v, "error")),
 		                                  "unsupported image type") == 0)
-		        kx_buf_appendf(b, "[image not saved: %s, %" JSON_INTEGER_FORMAT " bytes]\n",
-		                       key, json_integer_value(json_object_get(v, "bytes")));
+		        not_saved(b, key,
+		                  (long long)json_integer_value(json_object_get(v, "bytes")));
 		if (display_has_image(r, i)) {
 			text_images(b, r, (int)i);
 			return;

@@ -326,6 +326,60 @@ TEST(utf8_floor_cuts_ill_formed_text_between_subparts)
 	CHECK_INT_EQ(FLOOR("\xff\xff", 1), 1);
 }
 
+/* kx_name_escape of the C string IN gives exactly WANT. */
+static bool escapes_to(const char *in, const char *want)
+{
+	char out[KX_NAME_ESCAPED_MAX(64)];
+	size_t n = kx_name_escape(in, strlen(in), out, sizeof out);
+	if (n == strlen(want) && strcmp(out, want) == 0)
+		return true;
+	fprintf(stderr, "# %s: got %s, want %s\n", in, out, want);
+	return false;
+}
+
+TEST(name_escape_shows_invisible_format_characters_as_u_escapes)
+{
+	static const unsigned cps[] = {0x2028, 0x2029, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e,
+	                               0x2066, 0x2067, 0x2068, 0x2069, 0x200e, 0x200f, 0x061c,
+	                               0x200b, 0x200c, 0x200d, 0x2060, 0xfeff};
+	for (size_t i = 0; i < sizeof cps / sizeof cps[0]; i++) {
+		char in[16], want[32];
+		unsigned c = cps[i];
+		if (c < 0x800)
+			snprintf(in, sizeof in, "a%c%cb", 0xc0 | (c >> 6), 0x80 | (c & 0x3f));
+		else
+			snprintf(in, sizeof in, "a%c%c%cb", 0xe0 | (c >> 12),
+			         0x80 | ((c >> 6) & 0x3f), 0x80 | (c & 0x3f));
+		snprintf(want, sizeof want, "a\\u%04xb", c);
+		CHECK(escapes_to(in, want));
+	}
+}
+
+TEST(name_escape_shows_controls_bad_bytes_and_backslashes_escaped)
+{
+	CHECK(escapes_to("a\nb\tc\rd", "a\\nb\\tc\\rd"));
+	CHECK(escapes_to("x\\y", "x\\\\y"));
+	CHECK(escapes_to("\x1b[2J\x7f", "\\x1b[2J\\x7f"));
+	CHECK(escapes_to("\xc2\x9b", "\\xc2\\x9b"));          /* C1 CSI */
+	CHECK(escapes_to("\xff\xe2\x82", "\\xff\\xe2\\x82")); /* not UTF-8 */
+}
+
+TEST(name_escape_keeps_ordinary_utf8)
+{
+	CHECK(escapes_to("caf\xc3\xa9", "caf\xc3\xa9"));
+	CHECK(escapes_to("\xe4\xb8\xad\xe6\x96\x87", "\xe4\xb8\xad\xe6\x96\x87"));
+	CHECK(escapes_to("\xf0\x9f\x98\x80 \xc2\xa0", "\xf0\x9f\x98\x80 \xc2\xa0"));
+}
+
+TEST(name_escape_stops_before_an_escape_that_does_not_fit)
+{
+	char out[6];
+	CHECK_INT_EQ(kx_name_escape("ab\xff", 3, out, sizeof out), 2);
+	CHECK(strcmp(out, "ab") == 0);
+	CHECK_INT_EQ(kx_name_escape("abc", 3, out, 1), 0);
+	CHECK(out[0] == '\0');
+}
+
 #define COUNT(s) kx_utf8_count(s, sizeof s - 1)
 
 TEST(utf8_count_counts_code_points)
@@ -1089,6 +1143,10 @@ int main(void)
 	RUN(utf8_floor_cuts_ill_formed_text_between_subparts);
 	RUN(utf8_count_counts_code_points);
 	RUN(utf8_count_counts_each_ill_formed_subpart_once_as_repair_makes_it);
+	RUN(name_escape_shows_invisible_format_characters_as_u_escapes);
+	RUN(name_escape_shows_controls_bad_bytes_and_backslashes_escaped);
+	RUN(name_escape_keeps_ordinary_utf8);
+	RUN(name_escape_stops_before_an_escape_that_does_not_fit);
 
 	RUN(buf_appends_bytes_strings_and_formats_in_order);
 	RUN(buf_appendf_longer_than_the_spare_room_comes_whole);

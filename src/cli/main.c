@@ -387,20 +387,8 @@ void cli_print_json_line(json_t *j)
  * Joiners (U+200C, U+200D), which emoji and scripts need, are not. */
 static unsigned invisible(const unsigned char *p, const unsigned char *end)
 {
-	unsigned c;
-	if (*p == 0xd8 && p + 1 < end && p[1] == 0x9c)
-		return 0x61c; /* ARABIC LETTER MARK */
-	if ((*p != 0xe2 && *p != 0xef) || p + 2 >= end || (p[1] & 0xc0) != 0x80 ||
-	    (p[2] & 0xc0) != 0x80)
-		return 0;
-	c = ((unsigned)(*p & 0x0f) << 12) | ((unsigned)(p[1] & 0x3f) << 6) | (p[2] & 0x3fu);
-	if ((c >= 0x200b && c <= 0x200f && c != 0x200c && c != 0x200d) || /* ZWSP, LRM, RLM */
-	    (c >= 0x2028 && c <= 0x202e) || /* separators, embeddings, overrides */
-	    (c >= 0x2060 && c <= 0x2064) || /* word joiner, invisible operators */
-	    (c >= 0x2066 && c <= 0x2069) || /* isolates */
-	    c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb))
-		return c;
-	return 0;
+	unsigned c = kx_utf8_invisible((const char *)p, (size_t)(end - p));
+	return c == 0x200c || c == 0x200d ? 0 : c;
 }
 
 void cli_write_safe(FILE *f, const char *s, size_t len)

@@ -108,6 +108,29 @@ size_t kx_utf8_count(const char *s, size_t len);
  * maximal ill-formed subpart, which kx_utf8_repair makes one U+FFFD). */
 size_t kx_utf8_unit(const char *s, size_t n, bool *is_char);
 
+/* The invisible format character that S (N bytes) starts with, as its
+ * code point, or 0: U+061C, U+200B..U+200F (zero-width space, non-joiner
+ * and joiner, LRM, RLM), U+2028..U+202E (line and paragraph separators,
+ * bidi embeddings and overrides), U+2060..U+2064, U+2066..U+2069 (bidi
+ * isolates), U+FEFF and U+FFF9..U+FFFB.  Such a character changes or
+ * hides what text around it looks like. */
+unsigned kx_utf8_invisible(const char *s, size_t n);
+
+/* The one way kbox shows a name that it did not choose (a file name
+ * from the workspace, a path in a message): NAME[0..LEN) into OUT (SIZE
+ * bytes; KX_NAME_ESCAPED_MAX(LEN) holds any name whole), so that no name
+ * can pose as another entry or line, or hide what it is.  A backslash is
+ * \\; a newline, tab, carriage return \n, \t, \r; any other control
+ * character (C0, DEL, C1) and every byte that is not UTF-8 \xNN (byte by
+ * byte); an invisible format character (kx_utf8_invisible) \uNNNN,
+ * the joiners too (text keeps them for emoji and scripts: cli_write_safe;
+ * in a name they would make two names look alike).  Other characters (é,
+ * 中文, emoji) are themselves.  Stops before an
+ * escape that would not fit, never in one.  Returns the length written,
+ * OUT NUL-terminated (SIZE > 0). */
+#define KX_NAME_ESCAPED_MAX(len) (4 * (size_t)(len) + 1)
+size_t kx_name_escape(const char *name, size_t len, char *out, size_t size);
+
 /* ---- kx_buf.c: a growing string ---- */
 
 /* A growing string, like redis's sds but a struct the caller owns:

@@ -170,3 +170,69 @@ size_t kx_utf8_count(const char *s, size_t len)
 		i += p[i] < 0x80 ? 1 : next_unit(p + i, len - i, &kind);
 	return count;
 }
+
+unsigned kx_utf8_invisible(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	unsigned c;
+	if (n >= 2 && p[0] == 0xd8 && p[1] == 0x9c)
+		return 0x61c; /* ARABIC LETTER MARK */
+	if (n < 3 || (p[0] != 0xe2 && p[0] != 0xef) || (p[1] & 0xc0) != 0x80 ||
+	    (p[2] & 0xc0) != 0x80)
+		return 0;
+	c = ((unsigned)(p[0] & 0x0f) << 12) | ((unsigned)(p[1] & 0x3f) << 6) | (p[2] & 0x3fu);
+	if ((c >= 0x200b && c <= 0x200f) || /* zero-width space, joiners, LRM, RLM */
+	    (c >= 0x2028 && c <= 0x202e) || /* separators, embeddings, overrides */
+	    (c >= 0x2060 && c <= 0x2064) || /* word joiner, invisible operators */
+	    (c >= 0x2066 && c <= 0x2069) || /* isolates */
+	    c == 0xfeff ||                  /* zero-width no-break space (BOM) */
+	    (c >= 0xfff9 && c <= 0xfffb))   /* interlinear annotation */
+		return c;
+	return 0;
+}
+
+size_t kx_name_escape(const char *name, size_t len, char *out, size_t size)
+{
+	const unsigned char *p = (const unsigned char *)name;
+	size_t o = 0, i = 0;
+
+	if (!size)
+		return 0;
+	while (i < len) {
+		char piece[32];
+		size_t pn = 0, u;
+		bool is_char;
+		unsigned cf;
+
+		u = kx_utf8_unit(name + i, len - i, &is_char);
+		cf = is_char && u > 1 ? kx_utf8_invisible(name + i, u) : 0;
+		if (!is_char || (u == 1 && (p[i] < 0x20 || p[i] == 0x7f)) ||
+		    (u == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0)) {
+			/* a control character (C0, DEL, C1), or bytes that are
+			 * not UTF-8: \n, \t, \r by name, the rest byte by byte */
+			if (u == 1 && (p[i] == '\n' || p[i] == '\t' || p[i] == '\r'))
+				pn = (size_t)snprintf(piece, sizeof piece, "\\%c",
+				                      p[i] == '\n'   ? 'n'
+				                      : p[i] == '\t' ? 't'
+				                                     : 'r');
+			else
+				for (size_t k = 0; k < u; k++)
+					pn += (size_t)snprintf(piece + pn, sizeof piece - pn,
+					                       "\\x%02x", p[i + k]);
+		} else if (cf)
+			pn = (size_t)snprintf(piece, sizeof piece, "\\u%04x", cf);
+		else if (p[i] == '\\')
+			pn = (size_t)snprintf(piece, sizeof piece, "\\\\");
+		else {
+			memcpy(piece, name + i, u);
+			pn = u;
+		}
+		if (o + pn >= size)
+			break; /* never half an escape */
+		memcpy(out + o, piece, pn);
+		o += pn;
+		i += u;
+	}
+	out[o] = '\0';
+	return o;
+}

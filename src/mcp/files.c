@@ -20,7 +20,6 @@
 #define READ_FILE_MAX (1L * 1024 * 1024)   /* read_file: the most it returns */
 #define IMAGE_MAX (5L * 1024 * 1024)       /* an image returned as data */
 #define WRITE_FILE_MAX (16L * 1024 * 1024) /* write_file: the most it writes */
-#define LIST_MAX 1000                      /* list_files: entries shown */
 
 /* ---- paths ---- */
 
@@ -183,57 +182,66 @@ json_t *mcp_read_image(mcp_t *m, json_t *args)
 	return mcp_tool_result(json_pack("[o]", item), NULL, false);
 }
 
-/* ---- listing ---- */
+/* ---- listing ----
+ *
+ * The kernel makes the workspace's entries, as many and as long as it
+ * likes: a listing holds at most LIST_MAX names at a time (the first by
+ * name, in a heap), reads at most LIST_EXAMINE entries of a directory,
+ * stats and escapes only the names it shows, and its text is at most
+ * LIST_TEXT_MAX bytes.  So it takes bounded memory and time, and the
+ * server answers the next message (a ping, a cancellation) soon after. */
 
-/* The length of the UTF-8 sequence at S (N bytes left): 1 to 4, or 0 when
- * it is not valid (a stray byte, an overlong form, a surrogate). */
-static size_t utf8_len(const unsigned char *s, size_t n)
+#define LIST_MAX 1000             /* entries shown */
+#define LIST_EXAMINE 100000       /* entries of a directory read */
+#define LIST_TEXT_MAX (256 << 10) /* the text of the entries shown */
+
+/* The LIST_MAX names that come first (strcmp) of those offered: a heap
+ * whose top is the last of them. */
+typedef struct {
+	char *v[LIST_MAX];
+	size_t n;
+} top_names_t;
+
+static void heap_swap(top_names_t *h, size_t a, size_t b)
 {
-	size_t len = s[0] < 0x80                    ? 1
-	             : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
-	             : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-	             : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
-	                                            : 0;
-	if (!len || len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
-	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
-		return 0;
-	return len;
+	char *t = h->v[a];
+	h->v[a] = h->v[b];
+	h->v[b] = t;
 }
 
-/* NAME, a file name, as list_files shows it, into OUT (SIZE >= 4 *
- * NAME_MAX + 1): so that no name can look like other entries or hide in
- * the client's display, a backslash is \\, a newline, tab or carriage
- * return \n, \t, \r, and any other control character (C0, DEL, C1) and
- * any byte that is not UTF-8 \xNN (each byte). */
-static void escape_name(const char *name, char *out, size_t size)
+/* Offer NAME to H: kept (copied) when it is among the first LIST_MAX.  -1
+ * when out of memory. */
+static int top_names_offer(top_names_t *h, const char *name)
 {
-	const unsigned char *s = (const unsigned char *)name;
-	size_t n = strlen(name), o = 0;
-	while (n && o + 5 < size) {
-		size_t len = utf8_len(s, n);
-		bool c1 = len == 2 && s[0] == 0xc2 && s[1] < 0xa0;
-		if (len == 1 && *s >= 0x20 && *s != 0x7f && *s != '\\')
-			out[o++] = (char)*s;
-		else if (len > 1 && !c1) {
-			memcpy(out + o, s, len);
-			o += len;
-		} else if (*s == '\\' || *s == '\n' || *s == '\t' || *s == '\r') {
-			out[o++] = '\\';
-			out[o++] = *s == '\\' ? '\\' : *s == '\n' ? 'n' : *s == '\t' ? 't' : 'r';
-		} else {
-			len = c1 ? 2 : 1; /* a C1 control: both its bytes */
-			for (size_t i = 0; i < len; i++)
-				o += (size_t)snprintf(out + o, size - o, "\\x%02x", s[i]);
+	size_t i;
+	char *copy;
+	if (h->n == LIST_MAX && strcmp(name, h->v[0]) >= 0)
+		return 0;
+	if (!(copy = strdup(name)))
+		return -1;
+	if (h->n < LIST_MAX) { /* up from the bottom */
+		i = h->n++;
+		h->v[i] = copy;
+		while (i && strcmp(h->v[(i - 1) / 2], h->v[i]) < 0) {
+			heap_swap(h, i, (i - 1) / 2);
+			i = (i - 1) / 2;
 		}
-		s += len ? len : 1;
-		n -= len ? len : 1;
+		return 0;
 	}
-	out[o] = '\0';
+	free(h->v[0]); /* the last one goes: down from the top */
+	h->v[0] = copy;
+	for (i = 0;;) {
+		size_t l = 2 * i + 1, r = l + 1, big = i;
+		if (l < h->n && strcmp(h->v[l], h->v[big]) > 0)
+			big = l;
+		if (r < h->n && strcmp(h->v[r], h->v[big]) > 0)
+			big = r;
+		if (big == i)
+			break;
+		heap_swap(h, i, big);
+		i = big;
+	}
+	return 0;
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -241,42 +249,80 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The line of list_files for the entry NAME of the directory DIRFD (new,
- * or NULL): NAME escaped, then "/" for a directory, "@" for a symbolic
- * link, its size for a file, what it is for anything else. */
-static char *entry_line(int dirfd, const char *name)
+/* Append to B the line of list_files for the entry NAME of the directory
+ * DIRFD: NAME escaped (kx_name_escape), then "/" for a directory, "@" for
+ * a symbolic link, its size for a file, what it is for anything else. */
+static void entry_line(kx_buf_t *b, int dirfd, const char *name)
 {
-	char line[4 * NAME_MAX + 64], shown[4 * NAME_MAX + 8], sz[32];
+	char shown[KX_NAME_ESCAPED_MAX(NAME_MAX)], sz[32];
 	struct stat st;
 
-	escape_name(name, shown, sizeof shown);
+	kx_name_escape(name, strlen(name), shown, sizeof shown);
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		snprintf(line, sizeof line, "%s", shown);
+		kx_buf_appendf(b, "%s\n", shown);
 	else if (S_ISDIR(st.st_mode))
-		snprintf(line, sizeof line, "%s/", shown);
+		kx_buf_appendf(b, "%s/\n", shown);
 	else if (S_ISREG(st.st_mode))
-		snprintf(line, sizeof line, "%s\t%s", shown,
-		         kx_fmt_bytes(sz, sizeof sz, (long long)st.st_size));
+		kx_buf_appendf(b, "%s\t%s\n", shown,
+		               kx_fmt_bytes(sz, sizeof sz, (long long)st.st_size));
 	else if (S_ISLNK(st.st_mode))
-		snprintf(line, sizeof line, "%s@", shown);
+		kx_buf_appendf(b, "%s@\n", shown);
 	else
-		snprintf(line, sizeof line, "%s\t(%s)", shown, ws_file_kind(&st));
-	return strdup(line);
+		kx_buf_appendf(b, "%s\t(%s)\n", shown, ws_file_kind(&st));
 }
 
-/* The text of list_files for PATH, whose N entry lines are LINES (sorted
- * here): at most LIST_MAX of them.  New, or NULL. */
-static char *listing(const char *path, char **lines, size_t n)
+/* The text of list_files for PATH, the directory D: the first LIST_MAX
+ * names (strcmp order) of the first LIST_EXAMINE entries read, as much of
+ * them as LIST_TEXT_MAX holds, then what was left out.  New, or NULL when
+ * out of memory. */
+static char *listing(const char *path, DIR *d)
 {
+	top_names_t top; /* 8 KB of pointers */
 	kx_buf_t b = KX_BUF_INIT;
-	if (n)
-		qsort(lines, n, sizeof *lines, cmp_names);
-	if (n == 0)
+	size_t seen = 0, shown = 0;
+	bool more = false, failed = false;
+	struct dirent *e;
+
+	top.n = 0;
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (seen == LIST_EXAMINE) { /* one more: say so, read no further */
+			more = true;
+			break;
+		}
+		seen++;
+		if (top_names_offer(&top, e->d_name) < 0) {
+			failed = true;
+			break;
+		}
+	}
+	qsort(top.v, top.n, sizeof *top.v, cmp_names);
+	if (seen == 0)
 		kx_buf_appendf(&b, "%s is empty\n", path);
-	for (size_t i = 0; i < n && i < LIST_MAX; i++)
-		kx_buf_appendf(&b, "%s\n", lines[i]);
-	if (n > LIST_MAX)
-		kx_buf_appendf(&b, "[... %zu more entries not shown]\n", n - LIST_MAX);
+	for (size_t i = 0; i < top.n && !failed; i++) {
+		size_t len = b.len;
+		entry_line(&b, dirfd(d), top.v[i]);
+		if (b.len > LIST_TEXT_MAX) { /* that line is one too many */
+			b.len = len;
+			b.data[len] = '\0';
+			break;
+		}
+		shown++;
+	}
+	if (shown < seen && more)
+		kx_buf_appendf(&b,
+		               "[... %zu more entries not shown, and more not examined: "
+		               "list_files reads at most %d entries of a directory]\n",
+		               seen - shown, LIST_EXAMINE);
+	else if (shown < seen)
+		kx_buf_appendf(&b, "[... %zu more entries not shown]\n", seen - shown);
+	for (size_t i = 0; i < top.n; i++)
+		free(top.v[i]);
+	if (failed) {
+		kx_buf_reset(&b);
+		return NULL;
+	}
 	return kx_buf_take(&b, NULL);
 }
 
@@ -286,10 +332,8 @@ json_t *mcp_list_files(mcp_t *m, json_t *args)
 {
 	json_t *jp = json_object_get(args, "path"), *res = NULL;
 	const char *path = json_is_string(jp) ? json_string_value(jp) : ".";
-	char why[PATH_MAX + 256], **lines = NULL, *text = NULL;
+	char why[PATH_MAX + 256], *text = NULL;
 	tool_path_t p = {.dirfd = -1};
-	size_t n = 0, cap = 0;
-	struct dirent *e;
 	DIR *d = NULL;
 	int fd;
 
@@ -309,27 +353,13 @@ json_t *mcp_list_files(mcp_t *m, json_t *args)
 			close(fd);
 		goto out;
 	}
-	while ((e = readdir(d))) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		if (n == cap) {
-			char **nn = realloc(lines, (cap = cap ? cap * 2 : 64) * sizeof *lines);
-			if (!nn)
-				break;
-			lines = nn;
-		}
-		if (!(lines[n] = entry_line(dirfd(d), e->d_name)))
-			break;
-		n++;
-	}
-	if ((text = listing(path, lines, n)))
+	if ((text = listing(path, d)))
 		res = mcp_tool_result(json_pack("[o]", mcp_text_item(text)), NULL, false);
+	else
+		res = mcp_text_result(true, "list_files: %s: out of memory", path);
 out:
 	if (d)
 		closedir(d);
-	for (size_t i = 0; i < n; i++)
-		free(lines[i]);
-	free(lines);
 	free(text);
 	close(p.dirfd);
 	return res;

@@ -1,11 +1,13 @@
 #!/bin/sh
-# tests/security/files.sh — threats.md rows 12, 17, 20, 21 and 27 against
-# the bwrap sandbox: symlinks the kernel plants to host files (kbox get,
-# kbox put, a swap race, the image writer), what kbox get copies out (a
-# link planted at the host path, a FIFO, a device, a sparse file), the
+# tests/security/files.sh — threats.md rows 12, 17, 20, 21, 27, 45 and 46
+# against the bwrap sandbox: symlinks the kernel plants to host files (kbox
+# get, kbox put, a swap race, the image writer), what kbox get copies out
+# (a link planted at the host path, a FIFO, a device, a sparse file), the
 # connection files and their directory, the key kept out of every log and
-# output, and output that carries HTML, terminal escapes or instructions
-# to a model.  Each test is named after its row.  TAP.
+# output, output that carries HTML, terminal escapes or instructions to a
+# model, and what kbox mcp's list_files and read_file make of a directory
+# of 120000 long names, a huge file and names with invisible characters.
+# Each test is named after its row.  TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
 # test), KERNEL_PYTHON (the host's Python, default /usr/bin/python3).  Run
@@ -552,6 +554,143 @@ check row21_injected_text_is_capped_by_max_output_with_a_marker eval 'status_is 
 	[ "$(tail -n 1 stdout)" = "$INJECT 199" ]'
 check row21_capped_text_is_complete_in_the_spill_file eval '[ -n "$SPILL" ] &&
 	"$PY" -c "exec(open(\"flood.py\").read())" | cmp -s - "$SPILL"'
+
+# ---- rows 45 and 46: what the kernel made, listed and read by kbox mcp ----
+
+# Made from the host side, in fs's workspace (the kernel could make them
+# as well): many/, 120000 entries with long names that are not UTF-8
+# (hard links to three files: quick to make); some/, 1500 short names
+# made in no order; names/, names with each invisible character (posing
+# as more entries, reversing what follows) and ordinary UTF-8; huge, a
+# sparse file of 1 GiB.  One kbox mcp on fs lists and reads them; a ping
+# goes right after the list of many/, before its answer is read.
+R45=$ROOT/r45.json
+# r45 KEY EXPR: EXPR holds of j, the results; else $why shows j[KEY].
+r45() {
+	json_true "$R45" "$2" && return 0
+	why=$("$PY" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1])).get(sys.argv[2]))[:1500])' "$R45" "$1" 2>&1)
+	return 1
+}
+if [ -z "$SKIPPING" ] && selected row45_list_of_120000_long_non_utf8_names_shows_what_fits_and_says_what_was_left_out \
+	row45_ping_sent_right_after_the_list_is_answered_after_it \
+	row45_kbox_mcp_peaks_under_64_mib_listing_them \
+	row45_list_shows_the_first_1000_names_of_1500_and_counts_the_rest \
+	row45_read_file_of_a_1_gib_file_is_refused_by_its_size \
+	row45_read_image_of_a_1_gib_file_is_refused_by_its_size \
+	row46_list_escapes_separators_bidi_controls_and_zero_width_characters; then
+	timeout -k 5 120 "$PY" - "$KBOX" "$S/fs/workspace" "$R45" <<'PYEOF'
+import json, os, random, subprocess, sys
+kbox, ws, out = sys.argv[1:4]
+res = {}
+d = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+os.mkdir("many", dir_fd=d)
+many = os.open("many", os.O_RDONLY | os.O_DIRECTORY, dir_fd=d)
+for k in range(3):  # (at most 65000 links a file)
+    os.close(os.open("many%d" % k, os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=d))
+for i in range(120000):
+    os.link("many%d" % (i // 50000), b"\xff" * 249 + b"%06d" % i, src_dir_fd=d,
+            dst_dir_fd=many)
+os.mkdir("some", dir_fd=d)
+some = os.open("some", os.O_RDONLY | os.O_DIRECTORY, dir_fd=d)
+os.close(os.open("base", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=some))
+order = list(range(1499))
+random.shuffle(order)
+for i in order:
+    os.link("base", "n%05d" % i, src_dir_fd=some, dst_dir_fd=some)
+os.mkdir("names", dir_fd=d)
+names = os.open("names", os.O_RDONLY | os.O_DIRECTORY, dir_fd=d)
+for n in res.setdefault("names", ["a%sb-%04x" % (chr(c), c) for c in (
+        0x2028, 0x2029, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067,
+        0x2068, 0x2069, 0x200e, 0x200f, 0x061c, 0x200b, 0x200c, 0x200d, 0x2060,
+        0xfeff)] + ["notes.txt\u2028secrets.txt\t1 KiB", "caf\u00e9", "\u4e2d\u6587",
+                    "\U0001f600", "x\\y"]):
+    os.close(os.open(n, os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=names))
+with open("huge", "wb", opener=lambda p, f: os.open(p, f, 0o600, dir_fd=d)) as f:
+    f.truncate(1 << 30)
+
+p = subprocess.Popen([kbox, "mcp", "-s", "fs"], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE)
+def send(id_, method, params=None):
+    m = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+    if id_ is not None:
+        m["id"] = id_
+    p.stdin.write(json.dumps(m).encode() + b"\n")
+    p.stdin.flush()
+def recv():
+    return json.loads(p.stdout.readline())
+def tool(id_, name, **args):
+    send(id_, "tools/call", {"name": name, "arguments": args})
+def text(r):
+    return [r["result"].get("isError", False),
+            "".join(c.get("text", "") for c in r["result"]["content"])]
+send(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "row45", "version": "1"}})
+recv()
+send(None, "notifications/initialized")
+tool(2, "list_files", path="names")
+res["names_list"] = text(recv())
+tool(3, "list_files", path="some")
+res["some_list"] = text(recv())
+tool(4, "list_files", path="many")
+send(5, "ping")
+a, b = recv(), recv()
+res["order"] = [a.get("id"), b.get("id")]
+res["ping"] = b.get("result")
+res["many_list"] = text(a)
+tool(6, "read_file", path="huge")
+res["read_file"] = text(recv())
+tool(7, "read_image", path="huge")
+res["read_image"] = text(recv())
+with open("/proc/%d/status" % p.pid) as f:
+    res["hwm_kib"] = int([l.split()[1] for l in f if l.startswith("VmHWM:")][0])
+p.stdin.close()
+res["rc"] = p.wait(60)
+with open(out, "w") as f:
+    json.dump(res, f)
+PYEOF
+	rm -rf "$S/fs/workspace/many" "$S/fs/workspace"/many[0-9] "$S/fs/workspace/some" "$S/fs/workspace/names" "$S/fs/workspace/huge"
+	last_dir= rc= # (what a failure shows is the result's, not a kbox's)
+	[ -s "$R45" ] && say "kbox mcp's VmHWM: $(json_field "$R45" hwm_kib) KiB"
+fi
+check row45_list_of_120000_long_non_utf8_names_shows_what_fits_and_says_what_was_left_out r45 many_list '
+(lambda e, lines: e is False and j["rc"] == 0 and len(lines) == 260 and
+ lines[:-1] == sorted(lines[:-1]) and
+ all(l[:-14] == "\\xff" * 249 and l[-14:-8].isdigit() and l[-8:] == "\t0 bytes" for l in lines[:-1]) and
+ lines[-1] == "[... 99741 more entries not shown, and more not examined: list_files reads at most 100000 entries of a directory]")(
+ j["many_list"][0], j["many_list"][1].rstrip("\n").split("\n"))'
+check row45_ping_sent_right_after_the_list_is_answered_after_it r45 order \
+	'j["order"] == [4, 5] and j["ping"] == {}'
+if [ "$asan" = yes ]; then
+	n=$((n + 1))
+	echo "ok $n - row45_kbox_mcp_peaks_under_64_mib_listing_them # SKIP AddressSanitizer build: VmHWM $(json_field "$R45" hwm_kib 2>/dev/null) KiB, not judged"
+else
+	check row45_kbox_mcp_peaks_under_64_mib_listing_them r45 hwm_kib \
+		'j["hwm_kib"] < 64 * 1024'
+fi
+check row45_list_shows_the_first_1000_names_of_1500_and_counts_the_rest r45 some_list '
+j["some_list"] == [False, "base\t0 bytes\n" + "".join("n%05d\t0 bytes\n" % i for i in range(999)) +
+                   "[... 500 more entries not shown]\n"]'
+check row45_read_file_of_a_1_gib_file_is_refused_by_its_size r45 read_file \
+	'j["read_file"] == [True, "read_file: huge is 1073741824 bytes, more than the 1048576 bytes this tool returns"]'
+check row45_read_image_of_a_1_gib_file_is_refused_by_its_size r45 read_image \
+	'j["read_image"] == [True, "read_image: huge is 1073741824 bytes, more than the 5242880 bytes this tool returns"]'
+check row46_list_escapes_separators_bidi_controls_and_zero_width_characters r45 names_list '
+(lambda exp: j["names_list"] == [False, "".join(exp[k] + "\t0 bytes\n" for k in sorted(exp, key=str.encode))])(dict(
+ [("a%sb-%04x" % (chr(c), c), "a\\u%04xb-%04x" % (c, c)) for c in (0x2028, 0x2029, 0x202a,
+  0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069, 0x200e, 0x200f, 0x061c,
+  0x200b, 0x200c, 0x200d, 0x2060, 0xfeff)] +
+ [("notes.txt\u2028secrets.txt\t1 KiB", "notes.txt\\u2028secrets.txt\\t1 KiB"),
+  ("caf\u00e9", "caf\u00e9"), ("\u4e2d\u6587", "\u4e2d\u6587"), ("\U0001f600", "\U0001f600"),
+  ("x\\y", "x\\\\y")]))'
+
+# An image type that kbox does not save is named by the kernel's own key
+# of its display data: it cannot pose as another line.
+fresh
+kbox exec -s fs 'from IPython.display import display
+display({"text/plain": "x", "image/x\n[image saved: /etc/passwd (1×1 px)]\u202e": "AAAA"}, raw=True)'
+check row46_an_unsaved_image_type_cannot_pose_as_a_saved_image_line eval 'status_is 0 &&
+	stdout_is "[image not saved: image/x\\n[image saved: /etc/passwd (1×1 px)]\\u202e, 4 bytes]
+x"'
 
 # ---- row 17: the connection files and their directory ----
 
