@@ -369,6 +369,48 @@ KBOX_HOME=$T/home kbox start -s ex
 check start_of_a_session_with_an_invalid_config_names_the_key eval '[ "$rc" = 5 ] &&
 	[ "$(cat stderr)" = "kbox start: $T/home/sessions/ex/session.json: unknown key \"colour\"" ]'
 
+# kbox rm and kbox prune remove what the code made unremovable (a
+# directory of mode 0 holding files, one of mode 0500), as an ordinary
+# user too, and only sessions that are not running; --older-than keeps
+# those active since.  Sessions made by hand: no kernel.
+fresh
+mkdir -m 700 home home/sessions
+for s in old new locked; do
+	mkdir -m 700 "home/sessions/$s" "home/sessions/$s/workspace"
+	echo '{"name":"'"$s"'","kernel":"python3","backend":"bwrap"}' >"home/sessions/$s/session.json"
+	echo '{"event":"stop"}' >"home/sessions/$s/events.ndjson"
+done
+mkdir -p home/sessions/locked/workspace/d/e
+echo x >home/sessions/locked/workspace/d/e/f
+chmod 0 home/sessions/locked/workspace/d/e
+chmod 500 home/sessions/locked/workspace/d
+touch -d '3 days ago' home/sessions/old/events.ndjson home/sessions/old/session.json
+KBOX_HOME=$T/home kbox rm locked
+check rm_removes_a_workspace_the_code_made_unremovable eval 'status_is 0 && stderr_empty &&
+	grep -qx "removed session locked ([0-9.]* [KM]iB)" stdout && [ ! -e home/sessions/locked ]'
+KBOX_HOME=$T/home kbox prune --older-than 1d --dry-run
+check prune_dry_run_older_than_names_only_the_old_session eval 'status_is 0 && stderr_empty &&
+	sed -n 1p stdout | grep -qx "would remove session old ([0-9.]* [KM]iB)" && [ "$(wc -l <stdout)" = 2 ] &&
+	[ -d home/sessions/old ]'
+KBOX_HOME=$T/home kbox prune --older-than 1d
+check prune_older_than_removes_only_the_session_inactive_since eval 'status_is 0 &&
+	sed -n 1p stdout | grep -qx "removed session old ([0-9.]* [KM]iB)" && [ "$(wc -l <stdout)" = 2 ] &&
+	[ ! -e home/sessions/old ] && [ -d home/sessions/new ]'
+KBOX_HOME=$T/home kbox rm no-such
+check rm_of_a_session_that_does_not_exist_says_so fails_with 5 \
+	"kbox rm: no session \"no-such\" (in $T/home)"
+KBOX_HOME=$T/home kbox rm ../x
+check rm_of_an_invalid_name_is_a_usage_error eval '[ "$rc" = 2 ] && stdout_empty &&
+	grep -q "^kbox rm: invalid session name \"../x\"" stderr'
+KBOX_HOME=$T/home kbox rm -s new new
+check rm_with_both_s_and_operands_is_a_usage_error fails_with 2 \
+	"kbox rm: give the sessions either as -s NAME or as operands, not both"
+KBOX_HOME=$T/home kbox prune new
+check prune_takes_no_operands eval '[ "$rc" = 2 ] && stdout_empty && grep -q "^kbox prune: " stderr'
+KBOX_HOME=$T/home kbox prune --older-than soon
+check prune_with_a_bad_duration_is_a_usage_error eval '[ "$rc" = 2 ] && stdout_empty &&
+	grep -q "^kbox prune: invalid --older-than \"soon\"" stderr'
+
 # ---- commands that start a kernel ----
 #
 # Each scenario runs kbox once in its own directory $BASE/NAME.  They run in

@@ -1314,7 +1314,8 @@ fresh
 needs kernel
 setup_for start_with_stdin_closed_works \
 	start_with_stdin_closed_supervisor_logs_to_its_log \
-	exec_after_start_with_stdin_closed_works
+	exec_after_start_with_stdin_closed_works \
+	rm_of_a_running_session_is_refused rm_f_stops_and_removes_a_running_session
 if [ -z "$SKIPPING" ]; then
 	timeout -k 5 120 "$KBOX" start -s noin --backend none >stdout 2>stderr 0<&-
 	rc=$?
@@ -1326,7 +1327,15 @@ check start_with_stdin_closed_supervisor_logs_to_its_log eval \
 	 [ "$(readlink "/proc/$sup/fd/0")" = /dev/null ]'
 kbox exec -s noin 6*7
 check exec_after_start_with_stdin_closed_works eval 'status_is 0 && stdout_is "Out[1]: 42"'
-kbox stop -s noin
+# kbox rm: a running session only with -f, which stops it first
+kbox rm noin
+check rm_of_a_running_session_is_refused eval '[ "$rc" = 5 ] && stdout_empty &&
+	stderr_is "kbox rm: session noin is running: stop it first (kbox stop -s noin), or remove it running with kbox rm -f noin" &&
+	[ -d "$S/noin/workspace" ]'
+kbox rm -f noin
+check rm_f_stops_and_removes_a_running_session eval 'status_is 0 && stderr_empty &&
+	grep -qx "removed session noin ([0-9.]* [KM]iB)" stdout && [ ! -e "$S/noin" ] &&
+	gone_or_zombie "$sup"'
 
 # Statically linked (configure's default where the archives link), a kbox
 # exec maps libc and libm and nothing else: not libzmq, not the GSSAPI and
@@ -1414,5 +1423,16 @@ kbox stop --all
 check stop_all_with_nothing_running_exits_0 eval 'status_is 0 && stdout_empty && stderr_empty'
 kbox get -s an chart.png
 check get_works_on_a_stopped_session eval 'status_is 0 && is_png chart.png'
+
+# kbox prune: every session that is not running (here all), first only said
+stopped=$(cd "$S" 2>/dev/null && for d in */; do [ "$d" = "*/" ] || echo "${d%/}"; done)
+kbox prune --dry-run
+check prune_dry_run_names_every_stopped_session_and_removes_none eval 'status_is 0 &&
+	[ "$(sed -n "s/^would remove session \([^ ]*\) (.*)$/\1/p" stdout)" = "$stopped" ] &&
+	[ "$(ls "$S")" = "$stopped" ] && grep -qx "would reclaim [0-9.]* [KMG]iB" stdout'
+kbox prune
+check prune_removes_every_stopped_session eval 'status_is 0 && stderr_empty &&
+	[ "$(sed -n "s/^removed session \([^ ]*\) (.*)$/\1/p" stdout)" = "$stopped" ] &&
+	[ -z "$(ls -A "$S")" ] && grep -qx "reclaimed [0-9.]* [KMG]iB" stdout'
 
 tests_done

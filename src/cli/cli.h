@@ -383,6 +383,8 @@ int cmd_restart(int argc, char **argv);
 int cmd_start(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -58,11 +58,16 @@ static const cli_cmd_t commands[] = {
         {"mcp", cmd_mcp, "kbox mcp [-s NAME] [--images path|inline] [-t DURATION]",
          "serve a Model Context Protocol client on standard input and output",
          "kbox mcp --images inline"},
+        {"prune", cmd_prune, "kbox prune [--dry-run] [--older-than DURATION]",
+         "remove every session that is not running (and, with --older-than, old outputs)",
+         "kbox prune --dry-run"},
         {"put", cmd_put, "kbox put [-s NAME] HOSTPATH [DEST]",
          "copy a host file into a session's workspace",
          "kbox put -s sales ~/data/sales.csv sales.csv"},
         {"restart", cmd_restart, "kbox restart [-s NAME]",
          "replace a session's kernel with a new one (state is lost)", "kbox restart -s sales"},
+        {"rm", cmd_rm, "kbox rm [-f] [-s NAME | NAME...]",
+         "remove sessions, their workspaces included", "kbox rm -f sales"},
         {"run", cmd_run,
          "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|none] [-t DURATION] "
          "[-o DIR] [-i LINE]... [--input-file FILE]... "

@@ -511,13 +511,24 @@ out:
 
 int kr_session_remove(const char *dir, kbox_error_t *err)
 {
-	if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
+	char path[4096];
+	int lock, rc = 0;
+
+	/* the supervisor's own lock, held while the directory goes: none
+	 * starts meanwhile (it would find the lock taken) */
+	snprintf(path, sizeof path, "%s/supervisor.pid", dir);
+	lock = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0) {
+		close(lock);
 		errno = EBUSY;
 		return kbox_error_set_sys(err, "session %s: its supervisor runs", dir);
 	}
+	kr_session_uid_release(dir);
 	if (kx_empty_dir(dir) < 0 || rmdir(dir) < 0)
-		return kbox_error_set_sys(err, "cannot remove %s", dir);
-	return 0;
+		rc = kbox_error_set_sys(err, "cannot remove %s", dir);
+	if (lock >= 0)
+		close(lock);
+	return rc;
 }
 
 kr_supervisor_state_t kr_session_supervisor(const char *dir, pid_t *pid_p)

@@ -1,0 +1,255 @@
+/* src/cli/cmd_rm.c — kbox rm: remove sessions, their workspaces included;
+ * kbox prune: remove every session that is not running, and old outputs
+ * of the running ones (as docker rm and docker system prune). */
+#include "config.h"
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The bytes of what is in the directory FD, to any depth (never through a
+ * link), and its newest modification time into *NEWEST when NEWEST. */
+static long long tree_bytes(int fd, time_t *newest, unsigned depth)
+{
+	long long sum = 0;
+	struct dirent *e;
+	DIR *d;
+	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	if (!(d = fdopendir(dfd))) {
+		close(dfd);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+		int sub;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		sum += (long long)st.st_blocks * 512;
+		if (newest && st.st_mtime > *newest)
+			*newest = st.st_mtime;
+		if (S_ISDIR(st.st_mode) && depth < 256 &&
+		    (sub = openat(dirfd(d), e->d_name,
+		                  O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+			sum += tree_bytes(sub, newest, depth + 1);
+			close(sub);
+		}
+	}
+	closedir(d);
+	return sum;
+}
+
+/* The bytes the session directory DIR holds; its last activity (the
+ * newest change to its own files: the event log, session.json, the
+ * last-stop note) into *LAST when LAST. */
+static long long session_bytes(const char *dir, time_t *last)
+{
+	static const char *const own[] = {"events.ndjson", "session.json", "last-stop",
+	                                  "supervisor.pid", NULL};
+	long long n = 0;
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (last) {
+		struct stat st;
+		*last = 0;
+		for (size_t i = 0; fd >= 0 && own[i]; i++)
+			if (fstatat(fd, own[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    st.st_mtime > *last)
+				*last = st.st_mtime;
+	}
+	if (fd >= 0) {
+		n = tree_bytes(fd, NULL, 0);
+		close(fd);
+	}
+	return n;
+}
+
+/* Remove the session NAME of HOME (stopping it first with FORCE).
+ * DRY_RUN says what would go instead.  *BYTES gets what it held. */
+static int rm_one(const char *cmd, const char *home, const char *name, bool force, bool dry_run,
+                  long long *bytes)
+{
+	kbox_error_t err = {0};
+	char *dir = kr_session_dir(home, name, false, &err), size[32];
+	int status = EXIT_OK;
+
+	*bytes = 0;
+	if (!dir) {
+		cli_error(cmd, "%s", err.msg);
+		return err.code == KBOX_E_INVALID ? EXIT_USAGE : EXIT_UNAVAILABLE;
+	}
+	if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
+		json_t *r;
+		if (!force) {
+			cli_error(
+			        cmd,
+			        "session %s is running: stop it first (kbox stop -s %s), or remove "
+			        "it running with kbox rm -f %s",
+			        name, name, name);
+			free(dir);
+			return EXIT_UNAVAILABLE;
+		}
+		if (!dry_run) {
+			if (!(r = kr_ctl_call(dir, KR_CTL_OP_STOP, NULL, 90000, &err))) {
+				cli_error(cmd, "session %s: cannot stop it: %s", name, err.msg);
+				free(dir);
+				return EXIT_UNAVAILABLE;
+			}
+			json_decref(r);
+		}
+	}
+	*bytes = session_bytes(dir, NULL);
+	kx_fmt_bytes(size, sizeof size, *bytes);
+	if (dry_run)
+		printf("would remove session %s (%s)\n", name, size);
+	else if (kr_session_remove(dir, &err) < 0) {
+		cli_error(cmd, "session %s: %s", name, err.msg);
+		status = EXIT_UNAVAILABLE;
+	} else
+		printf("removed session %s (%s)\n", name, size);
+	free(dir);
+	return status;
+}
+
+int cmd_rm(int argc, char **argv)
+{
+	const char *name = NULL;
+	bool force = false;
+	cli_option_t opts[] = {
+	        CLI_OPT_SESSION(&name),
+	        CLI_OPT_FLAG('f', "force", &force,
+	                     "stop a session that is running, then remove it (default: refuse)"),
+	        CLI_OPT_END};
+	int status, nargs = cli_parse_options("rm", opts, argc, argv, &status);
+	kbox_error_t err = {0};
+	long long bytes;
+	char *home;
+
+	if (nargs < 0)
+		return status;
+	if (name && nargs) {
+		cli_error("rm", "give the sessions either as -s NAME or as operands, not both");
+		return EXIT_USAGE;
+	}
+	if (!nargs && (status = cli_check_session("rm", name = cli_session_name(name))) != EXIT_OK)
+		return status;
+	for (int i = 0; i < nargs; i++)
+		if ((status = cli_check_session("rm", argv[i])) != EXIT_OK)
+			return status;
+	if (!(home = kr_state_home(&err))) {
+		cli_error("rm", "%s", err.msg);
+		return EXIT_UNAVAILABLE;
+	}
+	if (!nargs)
+		status = rm_one("rm", home, name, force, false, &bytes);
+	for (int i = 0; i < nargs; i++) {
+		int s = rm_one("rm", home, argv[i], force, false, &bytes);
+		if (s != EXIT_OK && status == EXIT_OK)
+			status = s;
+	}
+	free(home);
+	return status;
+}
+
+/* The files of the outputs directory of the running session DIR last
+ * changed before CUTOFF: removed (or, DRY_RUN, counted).  *FILES and the
+ * bytes returned say how many and how much. */
+static long long prune_outputs(const char *dir, time_t cutoff, bool dry_run, long long *files)
+{
+	char path[PATH_MAX];
+	long long bytes = 0;
+	struct dirent *e;
+	DIR *d;
+	int fd;
+
+	*files = 0;
+	if ((size_t)snprintf(path, sizeof path, "%s/outputs", dir) >= sizeof path ||
+	    (fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return 0;
+	if (!(d = fdopendir(fd))) {
+		close(fd);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode) || st.st_mtime >= cutoff)
+			continue;
+		if (!dry_run && unlinkat(dirfd(d), e->d_name, 0) < 0)
+			continue;
+		bytes += (long long)st.st_blocks * 512;
+		(*files)++;
+	}
+	closedir(d);
+	return bytes;
+}
+
+int cmd_prune(int argc, char **argv)
+{
+	long long older_ms = -1;
+	bool dry_run = false;
+	cli_option_t opts[] = {
+	        CLI_OPT_FLAG('n', "dry-run", &dry_run, "say what would be removed, remove nothing"),
+	        CLI_OPT_CALLBACK(0, "older-than", "DURATION", cli_opt_duration, &older_ms,
+	                         "only what was last active longer ago than DURATION; and then, "
+	                         "of running sessions, the outputs older than it too"),
+	        CLI_OPT_END};
+	int status, nargs = cli_parse_options("prune", opts, argc, argv, &status);
+	kbox_error_t err = {0};
+	char *home, **names, size[32];
+	long long total = 0;
+	size_t n = 0;
+	time_t cutoff;
+
+	if (nargs < 0)
+		return status;
+	if ((status = cli_no_operands("prune", nargs, argv)) != EXIT_OK)
+		return status;
+	if (!(home = kr_state_home(&err)) || !(names = kr_session_list(home, &n, &err))) {
+		cli_error("prune", "%s", err.msg);
+		free(home);
+		return EXIT_UNAVAILABLE;
+	}
+	cutoff = time(NULL) - (older_ms > 0 ? (time_t)(older_ms / 1000) : 0);
+	for (size_t i = 0; i < n; i++) {
+		char *dir;
+		time_t last;
+		long long bytes, files;
+		if (!kr_session_is_dir(home, names[i]) ||
+		    !(dir = kr_session_dir(home, names[i], false, &err)))
+			continue;
+		if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
+			/* running: only its old outputs, when asked */
+			if (older_ms >= 0 &&
+			    ((bytes = prune_outputs(dir, cutoff, dry_run, &files)) || files)) {
+				kx_fmt_bytes(size, sizeof size, bytes);
+				printf("%s %lld file%s of session %s's outputs (%s)\n",
+				       dry_run ? "would remove" : "removed", files,
+				       files == 1 ? "" : "s", names[i], size);
+				total += bytes;
+			}
+		} else {
+			session_bytes(dir, &last);
+			if (older_ms <= 0 || last < cutoff) {
+				int s = rm_one("prune", home, names[i], false, dry_run, &bytes);
+				if (s == EXIT_OK)
+					total += bytes;
+				else if (status == EXIT_OK)
+					status = s;
+			}
+		}
+		free(dir);
+	}
+	kr_session_list_free(names, n);
+	free(home);
+	kx_fmt_bytes(size, sizeof size, total);
+	printf("%s %s\n", dry_run ? "would reclaim" : "reclaimed", size);
+	return status;
+}
