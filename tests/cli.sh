@@ -300,36 +300,61 @@ selected run_kernel_exiting_at_start_exits_5 && JUPYTER_PATH=$T/specs kbox run -
 check run_kernel_exiting_at_start_exits_5 status_is 5
 
 # The state directory (KBOX_HOME) must be private: one open to others is
-# refused by every command that reads it, in one line with the chmod that
-# fixes it.  Under root, 0710 (the sandbox user's group passes through, as
-# kbox start makes it) is right; for another user it is open to a group.
+# refused by every command that reads it, in one line with what fixes it:
+# for a directory kbox did not make (no .kbox-state in it; KBOX_HOME=/tmp,
+# say) a private directory of its own, never a chmod of one that others
+# may use; for one kbox made, the chmod.  Under root, 0710 (the sandbox
+# user's group passes through, as kbox start makes it) is right; for
+# another user it is open to a group.
 for mode in 755 777 750; do
 	fresh
 	mkdir -m "$mode" home
+	advice="directory $T/home is accessible to others (mode $mode, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)"
 	echo data >f
 	for c in "ls" "ls --json" "stop -s x" "stop --all" "status -s x" "start -s x" \
 		"exec -s x 1" "get -s x f" "put -s x f" "logs -s x"; do
-		name=state_dir_mode_${mode}_is_refused_by_$(echo "$c" | tr ' ' _)_with_the_chmod_that_fixes_it
+		name=state_dir_mode_${mode}_is_refused_by_$(echo "$c" | tr ' ' _)_with_what_fixes_it
 		# (each command is the setup of the check that nothing was made)
 		# shellcheck disable=SC2086 # the command's words
 		{ selected "$name" || selected_later "state_dir_mode_${mode}_gets_nothing_made_in_it"; } &&
 			KBOX_HOME=$T/home kbox $c
 		check "$name" \
-			eval '[ "$rc" = 5 ] && [ "$(cat stderr)" = "kbox ${c%% *}: directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home" ] &&
+			eval '[ "$rc" = 5 ] && [ "$(cat stderr)" = "kbox ${c%% *}: $advice" ] &&
 				if [ "$c" = "ls --json" ]; then
-					[ "$(cat stdout)" = "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"unavailable\",\"message\":\"directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home\"}}" ]
+					[ "$(cat stdout)" = "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"unavailable\",\"message\":\"$advice\"}}" ]
 				else [ ! -s stdout ]; fi'
 	done
-	selected "state_dir_mode_${mode}_fails_kbox_doctor_with_the_chmod_that_fixes_it" \
+	selected "state_dir_mode_${mode}_fails_kbox_doctor_with_what_fixes_it" \
 		"state_dir_mode_${mode}_gets_nothing_made_in_it" && KBOX_HOME=$T/home kbox doctor
-	check "state_dir_mode_${mode}_fails_kbox_doctor_with_the_chmod_that_fixes_it" eval '[ "$rc" = 5 ] &&
-		grep -qxF "fail  state directory  directory $T/home is accessible to others (mode $mode, need 0700): chmod 700 $T/home" stdout'
+	check "state_dir_mode_${mode}_fails_kbox_doctor_with_what_fixes_it" eval '[ "$rc" = 5 ] &&
+		grep -qxF "fail  state directory  $advice" stdout'
 	check "state_dir_mode_${mode}_gets_nothing_made_in_it" eval '[ -z "$(ls -A home)" ]'
 	chmod 700 home
 	selected "state_dir_mode_${mode}_after_chmod_700_is_taken" && KBOX_HOME=$T/home kbox ls
 	check "state_dir_mode_${mode}_after_chmod_700_is_taken" eval '[ "$rc" = 0 ] && [ ! -s stderr ] &&
 		[ "$(head -n 1 stdout | tr -s " ")" = "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS" ]'
 done
+# one kbox made (marked), opened since: the chmod
+fresh
+mkdir -m 755 home
+: >home/.kbox-state
+KBOX_HOME=$T/home kbox ls
+check state_dir_kbox_made_and_open_to_others_is_refused_with_the_chmod eval '[ "$rc" = 5 ] &&
+	[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 755, need 0700): chmod 700 $T/home" ]'
+# the directories kbox makes above a new KBOX_HOME: under root the
+# sandboxes pass through them (0710, root's, in the sandbox user's group)
+fresh
+mkdir -p specs/kernels/dies
+echo '{"argv": ["/bin/sh", "-c", "exit 1", "{connection_file}"], "display_name": "Dies", "language": "none"}' \
+	>specs/kernels/dies/kernel.json
+KBOX_HOME=$T/made/above/home JUPYTER_PATH=$T/specs kbox start -s x -k dies
+if [ "$(id -u)" = 0 ]; then
+	check state_dir_parents_kbox_makes_are_passable_by_the_sandboxes eval '[ "$rc" = 5 ] &&
+		[ "$(stat -c %a:%u:%G made made/above)" = "$(printf "710:0:%s\n710:0:%s" "$SB_GROUP" "$SB_GROUP")" ]'
+else
+	check state_dir_parents_kbox_makes_are_private eval '[ "$rc" = 5 ] &&
+		[ "$(stat -c %a made made/above)" = "$(printf "700\n700")" ]'
+fi
 fresh
 mkdir -m 710 home
 KBOX_HOME=$T/home kbox ls
@@ -337,7 +362,7 @@ if [ "$(id -u)" = 0 ]; then
 	check state_dir_mode_0710_is_taken_under_root eval '[ "$rc" = 0 ] && [ ! -s stderr ]'
 else
 	check state_dir_mode_0710_is_refused_for_a_user eval '[ "$rc" = 5 ] &&
-		[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 710, need 0700): chmod 700 $T/home" ]'
+		[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 710, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)" ]'
 fi
 
 # A stray file in the sessions directory is no session: kbox ls shows it

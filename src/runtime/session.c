@@ -90,11 +90,18 @@ char *kr_state_home(kbox_error_t *err)
 	return path;
 }
 
-/* mkdir -p with mode 0700 for the parts we create. */
+/* mkdir -p with mode 0700 for the parts we create.  Under root the
+ * sandboxes must pass through those above PATH (bwrap finds the session's
+ * directories as a sandbox's uid): each of them made here is 0710, root's,
+ * in the sandbox user's group, as kr_session_share makes the state
+ * directory itself. */
 static int mkdirs(const char *path, kbox_error_t *err)
 {
+	kr_sandbox_id_t id;
+	kbox_error_t ignored = {0};
 	char buf[4096];
 	size_t n = strlen(path);
+	bool pass = geteuid() == 0 && kr_sandbox_identity(&id, &ignored) == 0 && id.drop;
 	if (n >= sizeof buf)
 		return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s", path);
 	memcpy(buf, path, n + 1);
@@ -102,7 +109,12 @@ static int mkdirs(const char *path, kbox_error_t *err)
 		if (*p == '/' || *p == '\0') {
 			char save = *p;
 			*p = '\0';
-			if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			if (mkdir(buf, 0700) == 0) {
+				if (save && pass &&
+				    (chown(buf, 0, id.gid) < 0 || chmod(buf, 0710) < 0))
+					return kbox_error_set_sys(
+					        err, "cannot open %s to the sandboxes", buf);
+			} else if (errno != EEXIST)
 				return kbox_error_set_sys(err, "cannot create directory %s", buf);
 			*p = save;
 			if (!save)
@@ -137,6 +149,30 @@ static int state_mark(const char *home, kbox_error_t *err)
 	return 0;
 }
 
+/* ERR says why the state directory HOME is refused, and the chmod that
+ * fixes it.  That advice stands only for a directory kbox made (it holds
+ * KR_STATE_MARK, or is the default one, KBOX_HOME unset): changing one
+ * kbox did not make (KBOX_HOME=/tmp) could harm what else uses it, so
+ * then ERR advises a private directory of its own instead.  -1. */
+static int home_advice(const char *home, kbox_error_t *err)
+{
+	const char *given = getenv("KBOX_HOME");
+	char mark[4096], *chmod_at;
+	struct stat st;
+
+	snprintf(mark, sizeof mark, "%s/%s", home, KR_STATE_MARK);
+	if (!given || !*given || lstat(mark, &st) == 0 ||
+	    !(chmod_at = strstr(err->msg, ": chmod ")))
+		return -1;
+	*chmod_at = '\0';
+	snprintf(chmod_at, sizeof err->msg - (size_t)(chmod_at - err->msg),
+	         "; kbox did not make it, and changing it could harm what else uses it: give "
+	         "KBOX_HOME a private directory of its own (mkdir -m 700 %s/kbox, then "
+	         "KBOX_HOME=%s/kbox)",
+	         strcmp(home, "/") == 0 ? "" : home, strcmp(home, "/") == 0 ? "" : home);
+	return -1;
+}
+
 /* The state directory HOME, when it exists, is private: the user's, mode
  * 0700; under root 0710 too, as kr_session_share makes it for the
  * sandbox user's group, but no other user has a reason to open it to
@@ -148,12 +184,14 @@ int kr_session_check_home(const char *home, kbox_error_t *err)
 	if (stat(home, &st) < 0)
 		return errno == ENOENT ? 0 : kbox_error_set_sys(err, "state directory %s", home);
 	if (kbox_check_private_dir(home, err) < 0)
-		return -1;
-	if (geteuid() != 0 && (st.st_mode & 070))
-		return kbox_error_set(
+		return home_advice(home, err);
+	if (geteuid() != 0 && (st.st_mode & 070)) {
+		kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
 		        home, (unsigned)(st.st_mode & 0777), home);
+		return home_advice(home, err);
+	}
 	return 0;
 }
 
