@@ -9,6 +9,8 @@
 
 _Static_assert(KR_CTL_MAX_OUTPUT_MAX == KBOX_CAPTURE_MAX_BYTES_LIMIT,
                "max_output's limit is the capture's");
+_Static_assert(KR_CTL_IN_TOTAL_MAX >= 2 * KR_CTL_REQUEST_MAX,
+               "a request of the longest can arrive while another does");
 _Static_assert(KR_CTL_REPLY_MAX + (8 << 20) <= KR_CTL_LINE_MAX,
                "a reply fits a client's line, with room to spare");
 /* a result nests a kernel's value 5 levels deep (reply, result, outputs,

@@ -45,6 +45,14 @@
  * starts a session (kr_ctl_exec_fits); what they read as code stops one
  * byte past it. */
 #define KR_CTL_CODE_MAX KR_CTL_REQUEST_MAX
+/* What the partial request lines of all connections together may hold
+ * (the sizes of their buffers over KR_CTL_IN_SMALL; a buffer up to it is
+ * not counted, so that a short request always gets in): one connection
+ * may send a line of up to KR_CTL_REQUEST_MAX slowly, four at once may;
+ * past it the connection whose partial line is the largest (the oldest of
+ * those) gets the "busy" error and is closed, and that is logged. */
+#define KR_CTL_IN_TOTAL_MAX (64 << 20)
+#define KR_CTL_IN_SMALL (64 << 10)
 /* The longest line of the supervisor a client reads (a result, within its
  * budgets, or an event). */
 #define KR_CTL_LINE_MAX (64 << 20)
