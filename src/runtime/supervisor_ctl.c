@@ -525,7 +525,7 @@ static bool in_room(sup_t *s, conn_t *c, size_t cap)
 				big_cap = o->in_cap;
 			}
 		}
-		sup_log(s, "client-cut-off",
+		sup_log(s, "partial-request-cut-off",
 		        json_pack("{s:s, s:I, s:I}", "why",
 		                  "the partial requests of all clients passed what the "
 		                  "supervisor holds",

@@ -415,7 +415,7 @@ py "$ROOT/ctl.py" "$S/pr" "$KBOX" partial >ctl.json 2>stderr
 check row49_partial_requests_past_the_bound_close_the_largest_oldest json_true ctl.json \
 	'j["status"] is True and j["closed"] == list(range(12))'
 check row49_the_closed_partial_requests_are_logged events pr \
-	'[e["why"] for e in ev if e["event"] == "client-cut-off" and "partial" in e] ==
+	'[e["why"] for e in ev if e["event"] == "partial-request-cut-off"] ==
 	 ["the partial requests of all clients passed what the supervisor holds"] * 12'
 if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
 	n=$((n + 1))
