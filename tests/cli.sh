@@ -239,24 +239,48 @@ selected run_bad_format_exits_2 run_bad_format_says_so_in_one_line && kbox run -
 check run_bad_format_exits_2 status_is 2
 check run_bad_format_says_so_in_one_line one_line_starting stderr "kbox run: invalid --format"
 
-# A cell is at most 64 MiB: all of it is read (the kernelspec is looked
-# for after), one byte more is refused.
+# Code is at most 16 MiB, as the JSON string of its request (the protocol's
+# KR_CTL_CODE_MAX): more is a usage error that says the limit, found before
+# any session starts (so no session's directory is made) and before the
+# kernelspec is looked for; a file or standard input is read up to one byte
+# past it.  kbox mcp's and kbox agent's are in mcp_client.py and agent.sh.
+TOO_LONG="the code is 16777216 bytes; at most 16 MiB can run (as a JSON string, in which a control character takes 6 bytes): make it shorter"
+OVER_16="longer than 16 MiB (16777216 bytes), the most a request to a session can hold"
 fresh
-if selected run_reads_a_cell_of_exactly_64_MiB run_refuses_a_cell_over_64_MiB \
-	run_refuses_a_cell_over_64_MiB_on_stdin; then
-	head -c 67108864 /dev/zero | tr '\0' '#' >cell.py
-	selected run_reads_a_cell_of_exactly_64_MiB && kbox run -k no-such-kernel cell.py
+if selected run_reads_a_cell_of_exactly_16_MiB exec_refuses_code_over_16_MiB_from_a_file \
+	exec_refuses_code_over_16_MiB_on_stdin run_refuses_a_cell_over_16_MiB \
+	run_refuses_a_cell_over_16_MiB_on_stdin exec_refuses_a_file_over_16_MiB; then
+	head -c 16777216 /dev/zero | tr '\0' '#' >cell.py
+	selected run_reads_a_cell_of_exactly_16_MiB && kbox run -k no-such-kernel cell.py
 fi
-check run_reads_a_cell_of_exactly_64_MiB eval '[ "$rc" = 5 ] &&
-	grep -q "^kbox run: no kernelspec named \"no-such-kernel\"" stderr'
+check run_reads_a_cell_of_exactly_16_MiB eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox run: cell 1: $TOO_LONG" ]'
+selected exec_refuses_code_over_16_MiB_from_a_file && kbox exec -s big -f cell.py
+check exec_refuses_code_over_16_MiB_from_a_file eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox exec: $TOO_LONG" ] && [ ! -e "$S/big" ]'
+selected exec_refuses_code_over_16_MiB_on_stdin && kbox exec -s big - <cell.py
+check exec_refuses_code_over_16_MiB_on_stdin eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox exec: $TOO_LONG" ] && [ ! -e "$S/big" ]'
 [ ! -e cell.py ] || echo >>cell.py
-selected run_refuses_a_cell_over_64_MiB && kbox run -k no-such-kernel cell.py
-check run_refuses_a_cell_over_64_MiB eval 'status_is 2 && [ ! -s stdout ] &&
-	[ "$(cat stderr)" = "kbox run: cannot read cell.py: File too large" ]'
-selected run_refuses_a_cell_over_64_MiB_on_stdin && kbox run -k no-such-kernel - <cell.py
-check run_refuses_a_cell_over_64_MiB_on_stdin eval 'status_is 2 && [ ! -s stdout ] &&
-	[ "$(cat stderr)" = "kbox run: cannot read standard input: File too large" ]'
+selected run_refuses_a_cell_over_16_MiB && kbox run -k no-such-kernel cell.py
+check run_refuses_a_cell_over_16_MiB eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox run: cannot read cell.py: $OVER_16" ]'
+selected run_refuses_a_cell_over_16_MiB_on_stdin && kbox run -k no-such-kernel - <cell.py
+check run_refuses_a_cell_over_16_MiB_on_stdin eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox run: cannot read standard input: $OVER_16" ]'
+selected exec_refuses_a_file_over_16_MiB && kbox exec -s big -f cell.py
+check exec_refuses_a_file_over_16_MiB eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox exec: cannot read cell.py: $OVER_16" ] && [ ! -e "$S/big" ]'
 rm -f cell.py
+# Escapes count: 3 MB of control characters take 18 MB as JSON.
+if selected exec_refuses_code_whose_escapes_pass_16_MiB; then
+	head -c 3000000 /dev/zero | tr '\0' '\001' >ctl.py
+	kbox exec -s big -f ctl.py
+	rm -f ctl.py
+fi
+check exec_refuses_code_whose_escapes_pass_16_MiB eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox exec: the code is 3000000 bytes; at most 16 MiB can run (as a JSON string, in which a control character takes 6 bytes): make it shorter" ] &&
+	[ ! -e "$S/big" ]'
 
 # kbox logs --format json is one JSON array, whatever the log holds: a
 # line torn by a crash is a string in it; no log at all is [].

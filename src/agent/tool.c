@@ -240,15 +240,10 @@ int agent_not_run(agent_t *a, int step, json_t *call)
 static bool too_long(const char *code, double timeout_s, char *out, size_t size)
 {
 	kr_ctl_exec_t e = execute_request(code, timeout_s);
-	json_t *req = kr_ctl_exec_to_json(&e);
-	bool fits = !req || kr_ctl_request_fits(req);
-	json_decref(req);
-	if (fits)
+	kbox_error_t err = {0};
+	if (kr_ctl_exec_fits(&e, &err) == 0 || err.code == KBOX_E_NOMEM)
 		return false;
-	snprintf(out, size,
-	         "error: not run: the code is %zu bytes; at most %d MiB can run (as a "
-	         "JSON string, in which a control character takes 6 bytes): make it shorter",
-	         strlen(code), KR_CTL_CODE_MAX >> 20);
+	snprintf(out, size, "error: not run: %s", err.msg);
 	return true;
 }
 

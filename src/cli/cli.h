@@ -267,6 +267,12 @@ const char *cli_fmt_secs(double s, char *buf, size_t size);
 
 /* ---- sessions (src/cli/session.c) ---- */
 
+/* Refuse the request of E when it is longer than a supervisor takes
+ * (kr_ctl_exec_fits): EXIT_OK, or EXIT_USAGE after one line naming CMD
+ * that says the limit (EXIT_UNAVAILABLE when out of memory).  Called
+ * before a session is started or reached (src/cli/cmd_exec.c). */
+int cli_exec_check_size(const char *cmd, const kr_ctl_exec_t *e);
+
 /* GIVEN, else $KBOX_SESSION, else "default". */
 const char *cli_session_name(const char *given);
 /* EXIT_OK, or EXIT_USAGE with one line printed when NAME is not valid. */
@@ -360,10 +366,12 @@ const char *cli_tool_description(void);
  * reference), or NULL when out of memory. */
 json_t *cli_tool_openai(void);
 
-/* Read all of F, at most 64 MiB (67108864 bytes).  NULL with errno: EFBIG
- * when F holds more, EILSEQ when it holds a NUL byte. */
+/* Read all of F, at most KR_CTL_CODE_MAX bytes (16 MiB: no request may
+ * hold more).  NULL with errno: EFBIG when F holds more, EILSEQ when it
+ * holds a NUL byte. */
 char *cli_slurp(FILE *f);
-/* What cli_slurp's errno E means: EILSEQ is a NUL byte in the code. */
+/* What cli_slurp's errno E means: EILSEQ is a NUL byte in the code, EFBIG
+ * more than KR_CTL_CODE_MAX bytes (the text says the limit). */
 const char *cli_slurp_strerror(int e);
 /* The code in PATH ("-": standard input, which the caller has taken with
  * cli_take_stdin) as by cli_slurp (new), or NULL after one line naming CMD,

@@ -187,6 +187,15 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *
 	return r->status;
 }
 
+int cli_exec_check_size(const char *cmd, const kr_ctl_exec_t *e)
+{
+	kbox_error_t err = {0};
+	if (kr_ctl_exec_fits(e, &err) == 0)
+		return EXIT_OK;
+	cli_error(cmd, "%s", err.msg);
+	return err.code == KBOX_E_NOMEM ? EXIT_UNAVAILABLE : EXIT_USAGE;
+}
+
 int cli_session_connect(const char *cmd, const char *dir, const char *name, bool no_start,
                         int *status)
 {
@@ -309,6 +318,14 @@ int cmd_exec(int argc, char **argv)
 			goto out;
 		e.outputs = outbuf;
 	}
+	e.code = code;
+	e.format = cli_exec_format(format);
+	e.inputs = inputs.v;
+	e.n_inputs = inputs.n;
+	e.has_inputs = inputs.n > 0;
+	/* too long a request is refused here, before a session starts */
+	if ((status = cli_exec_check_size("exec", &e)) != EXIT_OK)
+		goto out;
 	name = cli_session_name(name);
 	if ((status = cli_check_session("exec", name)) != EXIT_OK)
 		goto out;
@@ -316,11 +333,6 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	if ((fd = cli_session_connect("exec", dir, name, no_start, &status)) < 0)
 		goto out;
-	e.code = code;
-	e.format = cli_exec_format(format);
-	e.inputs = inputs.v;
-	e.n_inputs = inputs.n;
-	e.has_inputs = inputs.n > 0;
 	status = cli_exec_on("exec", fd, name, &e, &r);
 out:
 	if (fd >= 0)

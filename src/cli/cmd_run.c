@@ -331,6 +331,25 @@ static int check_utf8(const run_t *run)
 	return EXIT_OK;
 }
 
+/* Refuse a cell whose request would be longer than the session takes,
+ * with every input line (the first cell's; later cells get fewer), before
+ * the session starts.  EXIT_OK, or EXIT_USAGE after one line. */
+static int check_sizes(const run_t *run)
+{
+	int status = EXIT_OK;
+	for (size_t i = 0; i < run->cells.n && status == EXIT_OK; i++) {
+		kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
+		char cmd[64];
+		e.code = run->cells.v[i].code;
+		e.has_inputs = run->inputs.n > 0;
+		e.inputs = run->inputs.v;
+		e.n_inputs = run->inputs.n;
+		snprintf(cmd, sizeof cmd, "run: cell %zu", i + 1);
+		status = cli_exec_check_size(cmd, &e);
+	}
+	return status;
+}
+
 /* Check and resolve --workspace (the sandbox binds what the check saw),
  * and find whether the code, under root the sandbox user, may write there
  * (the directory is not changed for it).  EXIT_OK, or EXIT_USAGE after one
@@ -551,7 +570,7 @@ static int prepare_run(run_t *run)
 		cli_error("run", "no code to run: give -c CODE, a FILE or - (see kbox run --help)");
 		return EXIT_USAGE;
 	}
-	if ((status = check_utf8(run)) != EXIT_OK)
+	if ((status = check_utf8(run)) != EXIT_OK || (status = check_sizes(run)) != EXIT_OK)
 		return status;
 	status = run->workspace ? take_host_workspace(run) : list_copies(run);
 	if (status != EXIT_OK || (status = choose_outputs(run)) != EXIT_OK)

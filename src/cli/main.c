@@ -239,7 +239,7 @@ long long cli_parse_size(const char *s)
 	return (long long)(v << shift);
 }
 
-#define MAX_CELL_BYTES (64L * 1024 * 1024)
+#define MAX_CELL_BYTES ((size_t)KR_CTL_CODE_MAX)
 
 char *cli_read_code(const char *cmd, const char *path)
 {
@@ -256,8 +256,13 @@ char *cli_read_code(const char *cmd, const char *path)
 
 const char *cli_slurp_strerror(int e)
 {
-	return e == EILSEQ ? "it holds a NUL byte (code is text)" : strerror(e);
+	return e == EILSEQ  ? "it holds a NUL byte (code is text)"
+	       : e == EFBIG ? "longer than 16 MiB (16777216 bytes), the most a request to a "
+	                      "session can hold"
+	                    : strerror(e);
 }
+
+_Static_assert(KR_CTL_CODE_MAX == 16777216, "cli_slurp_strerror says 16 MiB");
 
 char *cli_slurp(FILE *f)
 {
@@ -274,7 +279,7 @@ char *cli_slurp(FILE *f)
 		size_t r;
 		if (n + 1 >= cap) {
 			/* room for one byte beyond the limit (which tells a file of
-			 * exactly 64 MiB from a longer one) and the NUL */
+			 * exactly KR_CTL_CODE_MAX bytes from a longer one) and the NUL */
 			size_t ncap = cap * 2 < (size_t)MAX_CELL_BYTES + 2
 			                      ? cap * 2
 			                      : (size_t)MAX_CELL_BYTES + 2;

@@ -192,16 +192,33 @@ static int fd_above(int fd)
 	return moved;
 }
 
-/* Fork twice; the grandchild, in its own session, becomes the supervisor.
- * Returns the read end of the readiness pipe, or -1 (printed). */
+/* The environment of a supervisor (kr_supervisor_env: an allow-list, never
+ * the caller's whole), new; NULL after one line naming CMD. */
+static char **supervisor_env(const char *cmd)
+{
+	kbox_error_t err = {0};
+	char *home = kr_state_home(&err), **env = NULL;
+	if (!home)
+		cli_error(cmd, "%s", err.msg);
+	else if (!(env = kr_supervisor_env(home)))
+		cli_error(cmd, "out of memory");
+	free(home);
+	return env;
+}
+
+/* Fork twice; the grandchild, in its own session, becomes the supervisor,
+ * with the environment supervisor_env makes.  Returns the read end of the
+ * readiness pipe, or -1 (printed). */
 static int spawn_supervisor(const char *cmd, const char *dir)
 {
 	int pfd[2] = {-1, -1}, st;
 	pid_t mid;
-	char logpath[4096], prog[PATH_MAX + 64];
+	char logpath[4096], prog[PATH_MAX + 64], **env;
 
 	if (cli_find_program(cmd, KR_SUPERVISOR_PROGRAM, "supervisor program", prog, sizeof prog) <
 	    0)
+		return -1;
+	if (!(env = supervisor_env(cmd)))
 		return -1;
 	snprintf(logpath, sizeof logpath, "%s/supervisor.log", dir);
 	/* a socket, not a pipe: kr_ctl_recv reads it */
@@ -210,6 +227,7 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		cli_error(cmd, "socketpair: %s", strerror(errno));
 		if (pfd[0] >= 0)
 			close(pfd[0]);
+		kbox_strv_free(env);
 		return -1;
 	}
 	fflush(NULL);
@@ -218,6 +236,7 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		cli_error(cmd, "fork: %s", strerror(errno));
 		close(pfd[0]);
 		close(pfd[1]);
+		kbox_strv_free(env);
 		return -1;
 	}
 	if (mid == 0) {
@@ -255,11 +274,12 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		if (chdir("/") < 0)
 			_exit(127);
 		/* its argv: kbox-supervisor(8)'s, in runtime/supervisor.h */
-		execl(prog, KR_SUPERVISOR_PROGRAM, dir, "3", (char *)NULL);
+		execve(prog, (char *[]){KR_SUPERVISOR_PROGRAM, (char *)dir, "3", NULL}, env);
 		fprintf(stderr, "kbox: cannot run %s: %s\n", prog, strerror(errno));
 		_exit(127);
 	}
 	close(pfd[1]);
+	kbox_strv_free(env);
 	while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
 		;
 	return pfd[0];

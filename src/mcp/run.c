@@ -44,15 +44,9 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 			        CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
 		e.timeout_ms = (long long)(t * 1000 + 0.999);
 	}
+	if (kr_ctl_exec_fits(&e, &err) < 0 && err.code != KBOX_E_NOMEM)
+		return mcp_text_result(true, "run_python: not run: %s", err.msg);
 	req = kr_ctl_exec_to_json(&e);
-	if (req && !kr_ctl_request_fits(req)) {
-		json_decref(req);
-		return mcp_text_result(true,
-		                       "run_python: not run: the code is %zu bytes; at most %d MiB "
-		                       "can run (as a JSON string, in which a control character "
-		                       "takes 6 bytes): make it shorter",
-		                       json_string_length(jcode), KR_CTL_CODE_MAX >> 20);
-	}
 	if ((fd = mcp_session_connect(m, why, sizeof why)) < 0) {
 		json_decref(req);
 		return mcp_text_result(true, "run_python: %s", why);

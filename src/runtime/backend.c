@@ -145,6 +145,40 @@ bool kr_sandbox_poll(kr_sandbox_t *sb, const char *what, bool signal_exit)
 	return false;
 }
 
+/* Append EXTRA (NULL-terminated; may be NULL) to the new argv *ARGV when
+ * it runs ipykernel: "-m ipykernel_launcher" or "-m ipykernel".  0, or -1
+ * when out of memory (*ARGV is then freed and NULL). */
+static int add_ipykernel_args(char ***argv, const char *const *extra)
+{
+	size_t n = 0, k = 0;
+	bool ipykernel = false;
+	char **v;
+
+	for (; (*argv)[n]; n++)
+		if (n > 0 && strcmp((*argv)[n - 1], "-m") == 0 &&
+		    (strcmp((*argv)[n], "ipykernel_launcher") == 0 ||
+		     strcmp((*argv)[n], "ipykernel") == 0))
+			ipykernel = true;
+	while (extra && extra[k])
+		k++;
+	if (!ipykernel || k == 0)
+		return 0;
+	if (!(v = realloc(*argv, (n + k + 1) * sizeof *v)))
+		goto nomem;
+	*argv = v;
+	for (size_t i = 0; i < k; i++, n++) {
+		v[n + 1] = NULL;
+		if (!(v[n] = strdup(extra[i])))
+			goto nomem;
+	}
+	v[n] = NULL;
+	return 0;
+nomem:
+	kbox_strv_free(*argv);
+	*argv = NULL;
+	return -1;
+}
+
 static char *dup_or_null(const char *s, bool *failed)
 {
 	char *d = s ? strdup(s) : NULL;
@@ -197,6 +231,8 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 		goto nomem;
 	if (!(argv = kbox_kspec_format_argv(spec, kernel_conn, err)))
 		goto fail;
+	if (add_ipykernel_args(&argv, o->ipykernel_args) < 0)
+		goto nomem;
 	self->spec = spec;
 	if (b->start(self, argv, err) < 0)
 		goto fail;

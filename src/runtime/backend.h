@@ -32,9 +32,13 @@ typedef struct {
 	 * end of the supervisor's pipe, never a host file), < 0 for /dev/null. */
 	int log_fd;
 	const char *const *env; /* extra "KEY=VALUE", NULL-terminated; may be NULL */
-	const char *name;       /* the session's name, for the sandbox's cgroup; may be NULL */
-	const char *home;       /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
-	const char *rootfs;     /* bwrap: system files from this directory; NULL: the host's */
+	/* Appended to the kernelspec's command line when it runs ipykernel
+	 * (`-m ipykernel_launcher` or `-m ipykernel`), NULL-terminated
+	 * (borrowed for the options' life); may be NULL. */
+	const char *const *ipykernel_args;
+	const char *name;   /* the session's name, for the sandbox's cgroup; may be NULL */
+	const char *home;   /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
+	const char *rootfs; /* bwrap: system files from this directory; NULL: the host's */
 	/* With DROP_IDS the sandbox runs as host UID/GID (never 0), not as
 	 * the supervisor: under root, the unprivileged sandbox user
 	 * (kr_sandbox_identity) */

@@ -9,6 +9,8 @@
 
 _Static_assert(KR_CTL_MAX_OUTPUT_MAX == KBOX_CAPTURE_MAX_BYTES_LIMIT,
                "max_output's limit is the capture's");
+_Static_assert(KR_CTL_IN_TOTAL_MAX >= 2 * KR_CTL_REQUEST_MAX,
+               "a request of the longest can arrive while another does");
 _Static_assert(KR_CTL_REPLY_MAX + (8 << 20) <= KR_CTL_LINE_MAX,
                "a reply fits a client's line, with room to spare");
 /* a result nests a kernel's value 5 levels deep (reply, result, outputs,
@@ -223,6 +225,36 @@ json_t *kr_ctl_exec_to_json(const kr_ctl_exec_t *e)
 	if (!ok)
 		json_decref(req);
 	return ok ? req : NULL;
+}
+
+int kr_ctl_exec_fits(const kr_ctl_exec_t *e, kbox_error_t *err)
+{
+	kr_ctl_exec_t alone = *e;
+	json_t *req = kr_ctl_exec_to_json(e), *code_req = NULL;
+	bool fits = req && kr_ctl_request_fits(req), code_fits = false;
+	size_t len = e->code ? strlen(e->code) : 0;
+
+	json_decref(req);
+	if (fits)
+		return 0;
+	if (!req)
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	alone.inputs = NULL;
+	alone.n_inputs = 0;
+	alone.has_inputs = false;
+	code_req = kr_ctl_exec_to_json(&alone);
+	code_fits = code_req && kr_ctl_request_fits(code_req);
+	json_decref(code_req);
+	if (code_fits)
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "the code is %zu bytes, with %zu input lines; at most %d MiB "
+		                      "can run (as a JSON string, in which a control character "
+		                      "takes 6 bytes): make them shorter",
+		                      len, e->n_inputs, KR_CTL_CODE_MAX >> 20);
+	return kbox_error_set(err, KBOX_E_INVALID,
+	                      "the code is %zu bytes; at most %d MiB can run (as a JSON string, "
+	                      "in which a control character takes 6 bytes): make it shorter",
+	                      len, KR_CTL_CODE_MAX >> 20);
 }
 
 /* The duration member NAME of REQ, seconds as a number, into *MS (DEF when

@@ -40,8 +40,19 @@
 /* The longest request line the supervisor reads, its newline included. */
 #define KR_CTL_REQUEST_MAX (16 << 20)
 /* The code of an execution travels in its request line, as a JSON string
- * (a control character takes 6 bytes there): never more than this. */
+ * (a control character takes 6 bytes there): never more than this.  It is
+ * the one limit of code every front end states and checks before it
+ * starts a session (kr_ctl_exec_fits); what they read as code stops one
+ * byte past it. */
 #define KR_CTL_CODE_MAX KR_CTL_REQUEST_MAX
+/* What the partial request lines of all connections together may hold
+ * (the sizes of their buffers over KR_CTL_IN_SMALL; a buffer up to it is
+ * not counted, so that a short request always gets in): one connection
+ * may send a line of up to KR_CTL_REQUEST_MAX slowly, four at once may;
+ * past it the connection whose partial line is the largest (the oldest of
+ * those) gets the "busy" error and is closed, and that is logged. */
+#define KR_CTL_IN_TOTAL_MAX (64 << 20)
+#define KR_CTL_IN_SMALL (64 << 10)
 /* The longest line of the supervisor a client reads (a result, within its
  * budgets, or an event). */
 #define KR_CTL_LINE_MAX (64 << 20)
@@ -214,6 +225,14 @@ typedef struct {
  * Durations are sent as seconds; members at their defaults are left
  * out. */
 json_t *kr_ctl_exec_to_json(const kr_ctl_exec_t *e);
+
+/* Whether the request of E fits in the line a supervisor takes
+ * (KR_CTL_REQUEST_MAX with its newline): 0, or -1 with ERR, KBOX_E_INVALID
+ * "the code is N bytes; at most 16 MiB can run (as a JSON string, ...):
+ * make it shorter" (when the code fits alone, "... with its N input
+ * lines ..."), or KBOX_E_NOMEM.  Front ends call it before they start or
+ * reach a session: too long a request is the caller's error. */
+int kr_ctl_exec_fits(const kr_ctl_exec_t *e, kbox_error_t *err);
 
 /* Read the execute request REQ (borrowed) into *OUT, checking its members
  * in the order kbox-protocol(7) gives: code, input (an array), format,

@@ -270,6 +270,32 @@ fail:
 	return NULL;
 }
 
+char **kr_supervisor_env(const char *state_home)
+{
+	static const char *const kept[] = {"HOME",
+	                                   "USER",
+	                                   "LOGNAME",
+	                                   "KBOX_SANDBOX_USER",
+	                                   "KBOX_SUBUID_FILE",
+	                                   "JUPYTER_PATH",
+	                                   "JUPYTER_DATA_DIR",
+	                                   "XDG_DATA_HOME",
+	                                   "LD_LIBRARY_PATH",
+	                                   "ASAN_OPTIONS",
+	                                   "LSAN_OPTIONS",
+	                                   "UBSAN_OPTIONS",
+	                                   NULL};
+	kx_argv_t env = KX_ARGV_INIT;
+	const char *v;
+
+	kx_argv_add(&env, "PATH=" KX_SAFE_PATH, NULL);
+	kx_argv_addf(&env, "KBOX_HOME=%s", state_home);
+	for (size_t i = 0; kept[i]; i++)
+		if ((v = getenv(kept[i])))
+			kx_argv_addf(&env, "%s=%s", kept[i], v);
+	return kx_argv_take(&env);
+}
+
 int kr_sandbox_identity(kr_sandbox_id_t *id, kbox_error_t *err)
 {
 	const char *name = getenv("KBOX_SANDBOX_USER");

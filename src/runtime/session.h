@@ -56,6 +56,20 @@ char *kr_state_home(kbox_error_t *err);
 	"This is a kbox state directory: its sessions' keys, sockets and workspaces.\n" \
 	"kbox refuses it, anything in it and anything holding it as a workspace.\n"
 
+/* The environment a supervisor is started with (new, as kx_argv_take;
+ * NULL when out of memory), made by kbox, never the caller's inherited
+ * whole, so that no secret of the caller's (OPENAI_API_KEY, a token)
+ * lives in it for the session's life: PATH=KX_SAFE_PATH, KBOX_HOME=
+ * STATE_HOME (the state directory the caller resolved), and of the
+ * caller's only what the supervisor reads, when set: HOME, USER and
+ * LOGNAME (whose the session is), KBOX_SANDBOX_USER and KBOX_SUBUID_FILE
+ * (who its sandbox is under root), where kernelspecs
+ * are (JUPYTER_PATH, JUPYTER_DATA_DIR, XDG_DATA_HOME), LD_LIBRARY_PATH
+ * (where its library is), and a sanitizer build's settings
+ * (ASAN_OPTIONS, LSAN_OPTIONS, UBSAN_OPTIONS).  kbox(7) lists them.
+ * Free it with kbox_strv_free. */
+char **kr_supervisor_env(const char *state_home);
+
 /* The host identity sandboxes run as.  Under root, an unprivileged
  * account: $KBOX_SANDBOX_USER, default KR_SANDBOX_USER (created by
  * kbox doctor --fix), so that nothing in a sandbox is root outside it.

@@ -187,6 +187,17 @@ static const char *const clean_home[] = {"PYTHONNOUSERSITE=1",
  * would read a .Rprofile and .Renviron there before the home's */
 static const char *const safe_path[] = {"PYTHONSAFEPATH=1", "R_PROFILE_USER=/home/kbox/.Rprofile",
                                         "R_ENVIRON_USER=/home/kbox/.Renviron"};
+/* ...nor what the code imports: IPython puts the working directory on the
+ * module path before the first site directory, so that a pandas.py the
+ * code left in the workspace would be what every later kernel imports as
+ * pandas.  ipykernel is told to leave it off (ignore_cwd) and to put it
+ * last, after every site directory, as its first line of code (which
+ * moves it there too where ignore_cwd is unknown). */
+static const char *const workspace_last[] = {
+        "--IPKernelApp.ignore_cwd=True",
+        "--IPKernelApp.exec_lines=__import__('sys').path[:] = "
+        "[p for p in __import__('sys').path if p != ''] + ['']",
+        NULL};
 
 static int load_config(sup_t *s, kbox_error_t *err)
 {
@@ -232,6 +243,8 @@ static int load_config(sup_t *s, kbox_error_t *err)
 		s->env[k++] = cfg.env[i];
 	s->env[k] = NULL;
 	s->sbo.env = (const char *const *)s->env;
+	if (kr_backend_sandboxed(s->backend))
+		s->sbo.ipykernel_args = workspace_last;
 	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
 	snprintf(s->sockets_dir, sizeof s->sockets_dir, "%s/run/sandbox", s->dir);
 	/* kbox run --workspace names a host directory */

@@ -461,6 +461,12 @@ static void handle_request(sup_t *s, conn_t *c, json_t *req)
 
 /* ---- connections ---- */
 
+/* What an input buffer of CAP bytes counts in sup_t's in_total. */
+static size_t in_charge(size_t cap)
+{
+	return cap > (size_t)KR_CTL_IN_SMALL ? cap : 0;
+}
+
 void sup_conn_close(sup_t *s, conn_t *c)
 {
 	size_t i;
@@ -478,6 +484,7 @@ void sup_conn_close(sup_t *s, conn_t *c)
 	if (c->passed_fd >= 0)
 		close(c->passed_fd);
 	s->out_total -= c->out_len;
+	s->in_total -= in_charge(c->in_cap);
 	free(c->in);
 	free(c->out);
 	free(c);
@@ -513,6 +520,41 @@ static ssize_t conn_read(conn_t *c)
 		}
 	}
 	return n;
+}
+
+/* Make room for C's input buffer to grow to CAP bytes within
+ * KR_CTL_IN_TOTAL_MAX: close the connections whose partial request lines
+ * are the largest (the oldest of equals), each told why and logged, until
+ * it fits.  False when C itself was closed. */
+static bool in_room(sup_t *s, conn_t *c, size_t cap)
+{
+	while (s->in_total - in_charge(c->in_cap) + in_charge(cap) > (size_t)KR_CTL_IN_TOTAL_MAX) {
+		conn_t *big = c;
+		size_t big_cap = cap; /* C as it would be */
+		for (size_t i = 0; i < s->n_conns; i++) {
+			conn_t *o = s->conns[i];
+			if (o != c &&
+			    (o->in_cap > big_cap || (o->in_cap == big_cap && o->id < big->id))) {
+				big = o;
+				big_cap = o->in_cap;
+			}
+		}
+		sup_log(s, "partial-request-cut-off",
+		        json_pack("{s:s, s:I, s:I}", "why",
+		                  "the partial requests of all clients passed what the "
+		                  "supervisor holds",
+		                  "partial", (json_int_t)big->in_len, "all_partial",
+		                  (json_int_t)s->in_total));
+		sup_reply_error(big, NULL, KR_CTL_ERR_BUSY,
+		                "the partial requests of all connections passed %d bytes: this "
+		                "one, the largest (%zu bytes so far), was closed",
+		                KR_CTL_IN_TOTAL_MAX, big->in_len);
+		sup_conn_flush(big);
+		sup_conn_close(s, big);
+		if (big == c)
+			return false;
+	}
+	return true;
 }
 
 /* Handle the complete lines in C's buffer, until the session stops. */
@@ -555,10 +597,13 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 				sup_conn_close(s, c);
 				return 0;
 			}
+			if (!in_room(s, c, cap))
+				return 0;
 			if (!(nb = realloc(c->in, cap))) {
 				sup_conn_close(s, c);
 				return 0;
 			}
+			s->in_total += in_charge(cap) - in_charge(c->in_cap);
 			c->in = nb;
 			c->in_cap = cap;
 		}
@@ -576,6 +621,12 @@ static int on_conn(kbox_loop_t *loop, void *arg)
 		conn_lines(s, c);
 		if (s->stopping)
 			return 0;
+		if (c->in_len == 0 && c->in_cap > 4096) { /* a long line's room goes */
+			s->in_total -= in_charge(c->in_cap);
+			free(c->in);
+			c->in = NULL;
+			c->in_cap = 0;
+		}
 	}
 }
 

@@ -147,6 +147,9 @@ struct sup {
 	bool replacing;          /* kernel_replace is failing what ran on the old kernel */
 	size_t out_total;        /* unsent output of all connections: the control
 	                     backlog, kept out of the kernel's memory checks */
+	size_t in_total;  /* the input buffers of all connections over
+	                     KR_CTL_IN_SMALL (their partial request lines):
+	                     at most KR_CTL_IN_TOTAL_MAX */
 	/* bookkeeping */
 	long long started_ms, kernel_started_ms, last_activity_ms;
 	double started_wall, last_activity_wall;

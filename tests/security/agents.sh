@@ -1,12 +1,14 @@
 #!/bin/bash
-# tests/security/agents.sh — threats.md rows 37 and 38, the ways in for
+# tests/security/agents.sh — threats.md rows 37, 38 and 47, the ways in for
 # agents.  Row 37: kbox mcp's file tools, driven by a model or client of
 # its choosing, never reach past the session's workspace, whatever links
 # the kernel's code made in it.  Row 38: kbox agent's API key is out of
 # the sandbox's reach: kernel code searching its environment, every
 # process it can see and every file it can read finds nothing (a control
 # session with the key in its workspace shows that the search finds it
-# where it is).  Each test is named after its row.  TAP.
+# where it is).  Row 47: no secret of the caller's environment reaches
+# the supervisor that kbox mcp, start, exec or run starts, nor its kernel.
+# Each test is named after its row.  TAP.
 #
 # Environment (set by `make check`): top_srcdir, top_builddir (or KBOX),
 # KERNEL_PYTHON.  Run by hand (as root and as a user):
@@ -22,6 +24,29 @@ ROOT_TAG=ksa
 
 cd "$W" || exit 1
 sandbox_or_skip
+
+# Row 47: every session of this file is started (by kbox mcp, kbox start,
+# kbox exec, kbox run) with these in the caller's environment, and none
+# may reach a supervisor or a kernel.
+export OPENAI_API_KEY=sk-test-secret ANTHROPIC_API_KEY=sk-ant-test-secret FOO_TOKEN=foo-test-token
+# secrets_of PID: the lines of /proc/PID/environ that hold one of them,
+# "none", or "gone" when there is no such process
+secrets_of() {
+	[ -n "$1" ] && [ -r "/proc/$1/environ" ] || {
+		echo gone
+		return
+	}
+	found=$(tr '\0' '\n' <"/proc/$1/environ" |
+		grep -E '^(OPENAI_API_KEY|ANTHROPIC_API_KEY|FOO_TOKEN)=|test-secret|foo-test-token')
+	echo "${found:-none}"
+}
+# sup_secrets NAME: secrets_of session NAME's supervisor
+sup_secrets() { secrets_of "$(cat "$S/$1/supervisor.pid" 2>/dev/null)"; }
+# what the kernel has of them: "KENV []" when nothing
+KENV='import os
+print("KENV", sorted(k for k, v in os.environ.items()
+                     if k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "FOO_TOKEN")
+                     or "test-secret" in v or "foo-test-token" in v))'
 
 # ---- row 37: the MCP file tools stay in the workspace ----
 
@@ -87,6 +112,7 @@ p.wait(60)
 PYEOF
 	rc=$?
 	sum_after=$(sha256sum /etc/passwd)
+	env_mcp=$(sup_secrets r37)
 	"$KBOX" stop -s r37 >/dev/null 2>&1
 fi
 check row37_kernel_code_plants_links_out_of_the_workspace eval '[ "$rc" = 0 ] &&
@@ -103,6 +129,9 @@ check row37_write_file_over_a_link_replaces_the_link_only eval '
 # a reader for ever) and a link to /etc/passwd in sub/.  Each write still
 # works at once, the server answers a ping sent right after it, and what
 # was planted is left as it was.
+# (kbox start starts its session, so that row 47 sees that one too)
+kx start -s r37f
+env_start=$(sup_secrets r37f)
 if [ -z "$SKIPPING" ]; then
 	printf 'from put\n' >"$W/put.txt"
 	sum_before=$(sha256sum /etc/passwd)
@@ -239,7 +268,10 @@ print("KEYSEARCH", "clean" if not hits else "found " + " ".join(hits))'
 
 # the control: the key in a file of the workspace is found there
 printf 'key=%s\n' "$KEY" >"$W/leak.txt"
-kx start -s ctl38
+# (kbox exec starts this session, and row 47 reads what its kernel has)
+kx exec -s ctl38 "$KENV"
+keep kenv_exec
+env_exec=$(sup_secrets ctl38)
 kx put -s ctl38 "$W/leak.txt"
 kx exec -s ctl38 "$SEARCH"
 keep ctl
@@ -265,5 +297,39 @@ check row38_kernel_code_finds_the_api_key_nowhere eval '[ "$rc" = 0 ] &&
 	! grep -q "KEYSEARCH found" "$W/api.log"'
 check row38_the_key_is_in_no_file_of_the_session eval '[ -d "$S/r38" ] &&
 	! grep -rqF "$KEY" "$S/r38" 2>/dev/null && ! grep -qF "$KEY" "$W/err"'
+
+# ---- row 47: no secret of the caller's in a supervisor's environment ----
+
+# kbox run's session is private: its cell says when it runs, and waits
+# for the test to have read the supervisor's environment (found by the
+# workspace its session.json names)
+if [ -z "$SKIPPING" ]; then
+	mkdir "$ROOT/ws47" && chmod 777 "$ROOT/ws47"
+	(
+		timeout -k 5 120 "$KBOX" run --workspace "$ROOT/ws47" -c "$KENV
+import os, time
+open('started', 'w').close()
+while not os.path.exists('go'):
+    time.sleep(0.05)" >"$W/run47.out" 2>"$W/run47.err" </dev/null
+		echo $? >"$W/run47.rc"
+	) &
+	BG_PIDS="$BG_PIDS $!"
+	wait_for test -e "$ROOT/ws47/started"
+	run47=$(grep -lF "$ROOT/ws47" /tmp/kbox-run-*/session.json \
+		${XDG_RUNTIME_DIR:+"$XDG_RUNTIME_DIR"/kbox-run-*/session.json} 2>/dev/null | head -n 1)
+	env_run=$(secrets_of "$(cat "${run47%/session.json}/supervisor.pid" 2>/dev/null)")
+	touch "$ROOT/ws47/go"
+	wait_for test -s "$W/run47.rc"
+fi
+check row47_a_supervisor_kbox_mcp_started_has_no_secret_of_the_caller eq "${env_mcp-}" none
+check row47_a_supervisor_kbox_start_started_has_no_secret_of_the_caller eq "${env_start-}" none
+check row47_a_supervisor_kbox_exec_started_has_no_secret_of_the_caller eq "${env_exec-}" none
+DIAG=run47
+check row47_a_supervisor_kbox_run_started_has_no_secret_of_the_caller eval '[ -n "${run47-}" ] &&
+	eq "$env_run" none'
+check row47_the_kernels_have_no_secret_of_the_caller eval 'rc_is kenv_exec 0 &&
+	out_is kenv_exec "KENV []" && [ "$(cat "$W/run47.rc")" = 0 ] &&
+	[ "$(head -n 1 "$W/run47.out")" = "KENV []" ]'
+DIAG=
 
 tests_done

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/security/identity.sh — threats.md rows 22, 29 and 44: who the
+# tests/security/identity.sh — threats.md rows 22, 29, 44 and 48: who the
 # sandbox is on the host, and what of it outlives a kernel.  Under root
 # each session's sandbox runs as a uid of its own, from the unprivileged
 # sandbox user's range in /etc/subuid (KBOX_SANDBOX_USER, default kbox), in
@@ -11,7 +11,10 @@
 # writable.  What code leaves in the sandbox's home (IPython startup files
 # and configuration, a .pth or usercustomize in the user site, a
 # matplotlibrc) does not run in the next kernel, unless the session is
-# started with --home-config on.  Each test is named after its row.  TAP.
+# started with --home-config on; a module it leaves in the workspace named
+# like one of the system's (json, a site package) is not what the next
+# kernel imports: the workspace is last on the module path.  Each test is
+# named after its row.  TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX), KERNEL_PYTHON.
 # Run by hand (as root and as a user):
@@ -365,6 +368,17 @@ put(home + "/.config/matplotlib/matplotlibrc", "backend: module://planted_backen
 # and the workspace, the kernel's working directory: the module that starts
 # the next kernel must not be taken from there
 put("/workspace/ipykernel_launcher.py", mark("launcher") + "raise SystemExit(3)\n")
+# row 48: modules the next kernel's code imports, planted in the workspace:
+# json, and a site package no kernel has imported when it starts (the
+# first of ipykernel's dependencies that is such); the code's own module
+# there must still import
+import importlib.util
+shadow = next(m for m in ("nest_asyncio", "matplotlib_inline", "pexpect", "decorator", "dateutil")
+              if m not in sys.modules and importlib.util.find_spec(m))
+for name in ("json", shadow):
+    put("/workspace/%s.py" % name, "PLANTED = True\n" + mark("module-" + name))
+put("/workspace/shadow-name", shadow)
+put("/workspace/kbox_own_module.py", "OWN = 42\n")
 print("planted", len(os.listdir(prof)))
 EOF
 keep plant
@@ -376,6 +390,13 @@ import matplotlib
 print("marks", sorted(f for f in os.listdir("/workspace") if f.startswith("planted-")))
 print("no_user_site", sys.flags.no_user_site)
 print("backend", matplotlib.get_backend())
+import importlib, json, kbox_own_module
+site = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
+shadow = importlib.import_module(open("/workspace/shadow-name").read())
+print("modules", [getattr(m, "PLANTED", False) or m.__file__.startswith("/workspace")
+                  for m in (json, shadow)])
+print("own", kbox_own_module.OWN)
+print("cwd_last", len(site) > 0 and sys.path.index("") == len(sys.path) - 1 > max(site))
 EOF
 keep after29
 DIAG="plant restart29 after29"
@@ -385,6 +406,12 @@ check "row29_the_new_kernel_ignores_the_user_site" eval '
 	rc_is after29 0 && eq "$(val after29 no_user_site)" 1'
 check "row29_the_new_kernel_ignores_a_matplotlibrc_in_the_home" eval '
 	rc_is after29 0 && ne "$(val after29 backend)" "module://planted_backend"'
+check "row48_a_module_left_in_the_workspace_does_not_replace_the_systems" eval '
+	rc_is after29 0 && eq "$(val after29 modules)" "[False, False]"'
+check "row48_the_workspace_is_last_on_the_module_path" eval '
+	rc_is after29 0 && eq "$(val after29 cwd_last)" True'
+check "row48_the_codes_own_module_in_the_workspace_still_imports" eval '
+	rc_is after29 0 && eq "$(val after29 own)" 42'
 
 # --home-config on: the kernel reads its home as Jupyter would
 kx stop -s i

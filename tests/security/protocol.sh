@@ -1,13 +1,14 @@
 #!/bin/sh
-# tests/security/protocol.sh — threats.md rows 15, 16, 18 and 41-43
+# tests/security/protocol.sh — threats.md rows 15, 16, 18, 41-43 and 49
 # against the bwrap sandbox: output floods (a print loop, a 200 MB
 # display, 10^5 stream messages) come back bounded and marked with kbox's
 # memory bounded; forged, unsigned and replayed execute_requests sent
 # straight to the kernel's shell socket do not run; the kernel cannot be
 # reached over the network from outside its namespace; and clients of the
-# control socket that do not read, idle connections and requests with a
-# member given twice neither cost other clients their output or access
-# nor run what a filter did not see.  Each test is named after its row.
+# control socket that do not read, idle connections, partial requests on
+# many connections and requests with a member given twice neither cost
+# other clients their output or access, nor the supervisor unbounded
+# memory, nor run what a filter did not see.  Each test is named after its row.
 # TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
@@ -366,6 +367,29 @@ elif test == "noread":
         b += d
     r = json.loads(b)
     out["last_reply"] = [r["re"], r["status"], len(r["text"]), r["result"]["stdout"]["total_bytes"]]
+elif test == "partial":
+    # 16 connections each send 15 MiB of a request line and no newline
+    # (240 MiB in all): the supervisor holds at most 64 MiB of partial
+    # lines, closing the largest, oldest first; the peak of its resident
+    # memory is read from this test's start (clear_refs resets it)
+    with open("/proc/%d/clear_refs" % spid, "w") as f:
+        f.write("5")
+    part = b'{"op":"execute","code":"' + b"x" * (15 << 20)
+    held = []
+    for i in range(16):
+        s = connect()
+        try:
+            s.sendall(part)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        held.append(s)
+    out["status"] = call({"op": "status"})["ok"]  # after every byte was read
+    for l in open("/proc/%d/status" % spid):
+        if l.startswith("VmHWM:"):
+            out["hwm_kib"] = int(l.split()[1])
+    out["closed"] = [i for i, s in enumerate(held) if closed(s)]
+    for s in held:
+        s.close()
 print(json.dumps(out))
 EOF
 
@@ -379,6 +403,27 @@ check row43_a_request_with_code_twice_is_refused_naming_it json_true ctl.json \
 	'j["code_twice"] == {"ok": False, "kind": "usage", "error": "duplicate member \"code\": a member may be given once"}'
 kbox exec -s pr 'import os; print(os.path.exists("/workspace/dup-ran"))'
 check row43_neither_ran eval 'status_is 0 && stdout_is False'
+
+# Row 49: partial request lines.  Each connection may hold one of up to a
+# request's 16 MiB, all together 64 MiB: 16 connections that each send 15
+# MiB of a line and no newline leave the supervisor's peak under 112 MiB
+# (it would pass 240 MiB), the 12 whose lines were the largest and oldest
+# when the bound was reached are closed and logged, and the session
+# answers.
+fresh
+py "$ROOT/ctl.py" "$S/pr" "$KBOX" partial >ctl.json 2>stderr
+check row49_partial_requests_past_the_bound_close_the_largest_oldest json_true ctl.json \
+	'j["status"] is True and j["closed"] == list(range(12))'
+check row49_the_closed_partial_requests_are_logged events pr \
+	'[e["why"] for e in ev if e["event"] == "partial-request-cut-off"] ==
+	 ["the partial requests of all clients passed what the supervisor holds"] * 12'
+if [ -z "$SKIPPING" ] && [ "$asan" = yes ]; then
+	n=$((n + 1))
+	echo "ok $n - row49_supervisor_peak_stays_under_112_mib # SKIP AddressSanitizer build: not judged"
+else
+	check row49_supervisor_peak_stays_under_112_mib json_true ctl.json \
+		'j["hwm_kib"] < 114688 or print("#   VmHWM", j["hwm_kib"], "KiB")'
+fi
 
 # Row 42: 256 connections.  When each waits for an answer (an execution
 # runs, 255 wait their turn), one more gets the busy error, exit 6; when
