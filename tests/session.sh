@@ -821,6 +821,8 @@ setup_for \
 	start_of_a_stopped_session_with_an_unknown_kernelspec_exits_5 \
 	start_with_an_unknown_kernelspec_keeps_the_sessions_kernel \
 	start_with_a_kernel_that_exits_at_once_exits_5 \
+	first_start_that_fails_leaves_no_session \
+	exec_after_a_first_start_that_failed_is_a_new_session_not_a_restart \
 	start_that_failed_keeps_the_kernelspec_that_worked \
 	exec_after_a_failed_start_runs_the_sessions_kernel \
 	status_after_a_failed_start_names_the_sessions_kernel
@@ -842,6 +844,17 @@ EOF
 JUPYTER_PATH=$T/jp kbox start -s kf -k dies
 check start_with_a_kernel_that_exits_at_once_exits_5 eval '[ "$rc" = 5 ] && stdout_empty &&
 	grep -q "^kbox start: session kf: the kernel exited with status 1 before it was ready" stderr'
+# the first start of a session that fails leaves no trace: no directory,
+# nothing in kbox ls, and the next start is no restart
+JUPYTER_PATH=$T/jp kbox start -s kfnew -k dies
+check first_start_that_fails_leaves_no_session eval '[ "$rc" = 5 ] && stdout_empty &&
+	stderr_is "kbox start: session kfnew: the kernel exited with status 1 before it was ready" &&
+	[ ! -e "$S/kfnew" ] && ! "$KBOX" ls | grep -q "^kfnew "'
+KBOX_KERNEL=dies JUPYTER_PATH=$T/jp kbox exec -s kfnew2 "print(1)"
+kbox exec -s kfnew2 'print(6 * 7)'
+check exec_after_a_first_start_that_failed_is_a_new_session_not_a_restart eval '
+	status_is 0 && stdout_is 42'
+kbox stop -s kfnew2
 check start_that_failed_keeps_the_kernelspec_that_worked eval \
 	'[ "$(json_field "$S/kf/session.json" kernel)" = python3 ]'
 kbox exec -s kf 'print(6 * 7)'

@@ -285,6 +285,24 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 	return pfd[0];
 }
 
+/* The first start of the session in DIR failed: nothing of it is kept
+ * (kbox-start(1)), once the supervisor that said why is gone.  What the
+ * failure said, MSG, loses its pointer to the kernel's log, which goes
+ * too (the log's last lines are in it already). */
+static void forget_failed(const char *dir, char *msg)
+{
+	kbox_error_t ignored = {0};
+	char see[PATH_MAX + 32], *at;
+
+	for (int i = 0; i < 100 && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING; i++)
+		usleep(50000);
+	if (kr_session_remove(dir, &ignored) < 0)
+		return;
+	snprintf(see, sizeof see, " (see %s/kernel.log)", dir);
+	if (msg && (at = strstr(msg, see)))
+		memmove(at, at + strlen(see), strlen(at + strlen(see)) + 1);
+}
+
 int cli_session_start(const char *cmd, const char *dir, const char *name,
                       const kr_session_config_t *config, bool *started)
 {
@@ -292,11 +310,16 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 	int lock, rfd, status = EXIT_OK;
 	pid_t pid;
 	json_t *ready = NULL;
+	char path[PATH_MAX + 32];
+	bool first;
 
 	if (started)
 		*started = false;
 	if ((lock = start_lock(cmd, dir)) < 0)
 		return EXIT_UNAVAILABLE;
+	/* never started before (kbox run's own session goes by itself) */
+	snprintf(path, sizeof path, "%s/session.json", dir);
+	first = access(path, F_OK) < 0 && !(config && config->ephemeral);
 	/* someone else started it meanwhile; or it is stopping (its control
 	 * socket is gone but it still holds its lock): wait for it to go */
 	for (int waited = 0; kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING;
@@ -368,7 +391,11 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		status = EXIT_UNAVAILABLE;
 	} else if (!json_is_true(json_object_get(ready, "ok"))) {
 		const char *m = json_string_value(json_object_get(ready, "error"));
-		cli_error(cmd, "session %s: %s", name, m ? m : "the supervisor failed");
+		char *said = strdup(m ? m : "the supervisor failed");
+		if (first && said)
+			forget_failed(dir, said);
+		cli_error(cmd, "session %s: %s", name, said ? said : "the supervisor failed");
+		free(said);
 		status = EXIT_UNAVAILABLE;
 	} else if (started)
 		*started = true;
