@@ -24,7 +24,8 @@
 typedef struct {
 	json_t *checks;
 	format_t format;
-	bool state_bad; /* the sandbox user cannot reach the state directory */
+	bool state_bad;  /* the sandbox user cannot reach the state directory */
+	bool rootfs_bad; /* ... or the --rootfs given */
 } report_t;
 
 /* One check: STATUS is "ok", "warn", "fail" or "skip" (not checked, since
@@ -502,6 +503,26 @@ static void check_seccomp(report_t *r)
 /* Make a sandbox with BO when there is bwrap (BWRAP) and a sandbox user
  * (IDS_OK), and check its bounds when it was made.  True when it was;
  * *NPROC_OK says whether RLIMIT_NPROC bounds each sandbox alone. */
+/* The --rootfs ROOTFS (resolved): under root, bwrap finds it as the
+ * sandbox user, as it finds the state directory, so the same diagnosis
+ * and chmod when it cannot.  False then (R->rootfs_bad). */
+static bool check_rootfs(report_t *r, const char *rootfs)
+{
+	kr_sandbox_id_t id;
+	kbox_error_t err = {0};
+	char buf[PATH_MAX + 128];
+
+	if (kr_sandbox_identity(&id, &err) == 0 && kr_sandbox_reachable(&id, rootfs, &err) < 0) {
+		check(r, "rootfs", "fail", err.msg,
+		      "sessions with this --rootfs cannot start: bwrap cannot find it");
+		r->rootfs_bad = true;
+		return false;
+	}
+	snprintf(buf, sizeof buf, "%s%s", rootfs, id.drop ? ": the sandbox user can reach it" : "");
+	check(r, "rootfs", "ok", buf, NULL);
+	return true;
+}
+
 static bool check_sandbox(report_t *r, kr_bwrap_opts_t *bo, const char *bwrap, bool ids_ok,
                           bool *nproc_ok)
 {
@@ -756,7 +777,10 @@ static void print_verdict(const report_t *r, const char *kernel, bool isolates, 
 				json_array_append_new(lim, json_string(kr_cgroup_name(bit)));
 		json_object_set_new(o, "cgroup_limits", lim);
 		cli_print_json_line(o);
-	} else if (isolates && r->state_bad)
+	} else if (isolates && r->rootfs_bad)
+		printf("\nthe default backend (bwrap) isolates kernels here, but no session with this "
+		       "--rootfs can start (see above)\n");
+	else if (isolates && r->state_bad)
 		printf("\nthe default backend (bwrap) isolates kernels here, but no session in the state "
 		       "directory can start (see above)\n");
 	else if (isolates && !kernel_ok)
@@ -775,7 +799,7 @@ static void print_verdict(const report_t *r, const char *kernel, bool isolates, 
 
 int cmd_doctor(int argc, char **argv)
 {
-	report_t r = {NULL, FMT_TEXT, false};
+	report_t r = {NULL, FMT_TEXT, false, false};
 	bool fix = false;
 	const char *kernel = KR_KERNEL_DEFAULT, *rootfs_arg = NULL;
 	cli_option_t opts[] = {
@@ -811,9 +835,18 @@ int cmd_doctor(int argc, char **argv)
 	check_userns(&r);
 	check_seccomp(&r);
 	ids_ok = check_identity(&r, &bo, fix);
+	/* a --rootfs the sandbox cannot reach: the sandbox is judged without
+	 * it (on the host's files), and no kernel can run from it */
+	if (rootfs && ids_ok && !check_rootfs(&r, rootfs))
+		bo.rootfs = NULL;
 	sandbox_ok = check_sandbox(&r, &bo, bwrap, ids_ok, &nproc_ok);
 	enforced = check_cgroups(&r, nproc_ok);
-	kernel_ok = check_kernel(&r, &bo, kernel, rootfs, &sandbox_ok);
+	if (r.rootfs_bad) {
+		check(&r, "kernelspec", "skip", "not checked: the sandbox cannot reach --rootfs",
+		      NULL);
+		kernel_ok = false;
+	} else
+		kernel_ok = check_kernel(&r, &bo, kernel, rootfs, &sandbox_ok);
 	kernel_ok = check_supervisor(&r) && kernel_ok;
 
 	isolates = bwrap && sandbox_ok;

@@ -233,6 +233,16 @@ if [ "$(id -u)" = 0 ]; then
 		grep -q "^fail  state directory  the sandbox (uid $SXU, group $SU.s) cannot reach $ROOT/closed: $ROOT/closed is mode 0700" "$W/doctor_closed.out" &&
 		eq "$(tail -n 1 "$W/doctor_closed.out")" "the default backend (bwrap) isolates kernels here, but no session in the state directory can start (see above)"'
 	KBOX_HOME=$ROOT/closed/h "$KBOX" stop --all >/dev/null 2>&1
+	# a --rootfs under a directory the sandboxes cannot pass: the same
+	# diagnosis and chmod, not "cannot isolate kernels here"
+	mkdir -p "$ROOT/closed/rootfs"
+	kx doctor --rootfs "$ROOT/closed/rootfs"
+	keep doctor_rootfs
+	DIAG=doctor_rootfs
+	check "row22_under_root_kbox_doctor_says_the_sandbox_cannot_reach_a_rootfs" eval '
+		rc_is doctor_rootfs 5 &&
+		grep -qxF "fail  rootfs           the sandbox (uid $SXU, group $SU'"'"'s) cannot reach $ROOT/closed/rootfs: $ROOT/closed is mode 0700, owner 0:0 (make it searchable by that group or others, e.g. chmod o+x $ROOT/closed)" "$W/doctor_rootfs.out" &&
+		eq "$(tail -n 1 "$W/doctor_rootfs.out")" "the default backend (bwrap) isolates kernels here, but no session with this --rootfs can start (see above)"'
 	# --fix makes no user of a name useradd would take as an option
 	KBOX_SANDBOX_USER=-rf kx doctor --fix
 	keep fix_bad
