@@ -673,7 +673,10 @@ def t_start_failure():
     os.chmod(bad, 0o755)
     o = Server(env={"KBOX_HOME": bad})
     o.init()
-    why = (f"directory {bad} is accessible to others (mode 755, need 0700): chmod 700 {bad}")
+    # (a directory kbox did not make: a private one of its own is advised)
+    why = (f"directory {bad} is accessible to others (mode 755, need 0700); kbox did not "
+           f"make it, and changing it could harm what else uses it: give KBOX_HOME a "
+           f"private directory of its own (mkdir -m 700 {bad}/kbox, then KBOX_HOME={bad}/kbox)")
     for tool, args in (("run_python", {"code": "1"}), ("list_files", {})):
         r = ok_result(o.call(tool, args))
         t = text_of({"result": r})

@@ -278,6 +278,27 @@ kbox ls --json extra
 check operand_of_a_command_without_operands_is_refused fails_as_json_with 2 usage \
 	'kbox ls: unexpected argument "extra" (see kbox ls --help)'
 
+# docker's and jupyter's habits get a hint: the session as an operand, a
+# command another tool has, a near miss, code that begins with '-'
+kbox status sales
+check session_as_an_operand_gets_the_s_hint fails_with 2 \
+	'kbox status: unexpected argument "sales": did you mean -s sales? (see kbox status --help)'
+kbox exec sales 'df.head()'
+check exec_with_the_session_as_first_operand_gets_the_s_hint fails_with 2 \
+	"kbox exec: give the code once: CODE, -f FILE or -; did you mean -s sales? (kbox exec -s sales CODE)"
+kbox ps
+check another_tools_command_names_ours fails_with 2 \
+	'kbox: unknown command "ps": did you mean "kbox ls"? (see kbox --help)'
+kbox statsu
+check a_misspelt_command_names_the_nearest fails_with 2 \
+	'kbox: unknown command "statsu": did you mean "kbox status"? (see kbox --help)'
+kbox frobnicate
+check a_command_near_none_gets_no_guess fails_with 2 \
+	'kbox: unknown command "frobnicate" (see kbox --help)'
+kbox exec -s x '-1 + 2'
+check code_that_begins_with_a_dash_gets_the_double_dash_hint fails_with 2 \
+	"kbox exec: unknown option -1 (see kbox exec --help); code that begins with '-' goes after --, as in: kbox exec -- '-1 + 2'"
+
 kbox get -s x -- -name-with-dash extra more
 check double_dash_ends_the_options fails_with 2 \
 	'kbox get: expected SRC [HOSTPATH] (see kbox get --help)'

@@ -391,6 +391,10 @@ int cmd_restart(int argc, char **argv);
 int cmd_start(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+/* Whether the command CMD takes code as its operand (exec, run, inspect,
+ * complete); whether it takes a session as -s NAME. */
+bool cli_takes_code(const char *cmd);
+bool cli_takes_session(const char *cmd);
 int cmd_rm(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_help(int argc, char **argv);

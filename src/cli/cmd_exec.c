@@ -293,9 +293,19 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	/* the code: one of CODE, -f FILE, - */
 	if ((file ? 1 : 0) + n != 1) {
-		cli_error("exec", (file || n > 0) ? "give the code once: CODE, -f FILE or -"
-		                                  : "no code to run: give CODE, -f FILE or - "
-		                                    "(see kbox exec --help)");
+		kbox_error_t ignored = {0};
+		/* docker's and jupyter's way: the session as the first operand */
+		if (!file && !name && n == 2 && kr_session_check_name(argv[0], &ignored) == 0)
+			cli_error(
+			        "exec",
+			        "give the code once: CODE, -f FILE or -; did you mean -s %s? (kbox "
+			        "exec -s %s CODE)",
+			        argv[0], argv[0]);
+		else
+			cli_error("exec", (file || n > 0)
+			                          ? "give the code once: CODE, -f FILE or -"
+			                          : "no code to run: give CODE, -f FILE or - "
+			                            "(see kbox exec --help)");
 		status = EXIT_USAGE;
 		goto out;
 	}

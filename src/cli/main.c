@@ -104,6 +104,58 @@ const cli_cmd_t *cli_find(const char *name)
 	return NULL;
 }
 
+/* The edit distance of A and B (at most 32 bytes each; longer: a lot). */
+static size_t distance(const char *a, const char *b)
+{
+	size_t na = strlen(a), nb = strlen(b), row[33];
+	if (na > 32 || nb > 32)
+		return 99;
+	for (size_t j = 0; j <= nb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= na; i++) {
+		size_t diag = row[0], up;
+		row[0] = i;
+		for (size_t j = 1; j <= nb; j++) {
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			up = row[j];
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[nb];
+}
+
+/* The command someone who typed NAME most likely meant: another tool's
+ * word for one of ours (docker ps, jupyter's list), else the nearest name
+ * within two edits (one for a short name).  NULL when none is near. */
+static const char *nearest_command(const char *name)
+{
+	static const struct {
+		const char *said, *meant;
+	} others[] = {{"ps", "ls"},        {"list", "ls"},      {"remove", "rm"},
+	              {"delete", "rm"},    {"kill", "stop"},    {"shutdown", "stop"},
+	              {"execute", "exec"}, {"cp", "get"},       {"upload", "put"},
+	              {"download", "get"}, {"system", "prune"}, {"log", "logs"}};
+	const char *best = NULL;
+	size_t best_d = 99, n = sizeof commands / sizeof commands[0];
+
+	for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+		if (strcmp(name, others[i].said) == 0)
+			return others[i].meant;
+	for (size_t i = 0; i < n; i++) {
+		size_t d = distance(name, commands[i].name);
+		if (d < best_d) {
+			best_d = d;
+			best = commands[i].name;
+		}
+	}
+	return best_d <= (strlen(name) <= 3 ? 1u : 2u) ? best : NULL;
+}
+
 static format_t error_format = FMT_TEXT;
 static char first_error[1024], last_error[1024];
 static bool printed_json;
@@ -506,7 +558,14 @@ int main(int argc, char **argv)
 		return cmd_version(1, argv + 1);
 	cmd = cli_find(argv[1]);
 	if (!cmd) {
-		cli_error(NULL, "unknown command \"%s\" (see kbox --help)", argv[1]);
+		const char *near = nearest_command(argv[1]);
+		if (near)
+			cli_error(
+			        NULL,
+			        "unknown command \"%s\": did you mean \"kbox %s\"? (see kbox --help)",
+			        argv[1], near);
+		else
+			cli_error(NULL, "unknown command \"%s\" (see kbox --help)", argv[1]);
 		return EXIT_USAGE;
 	}
 	choose_leak_check(cmd->name);

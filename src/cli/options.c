@@ -5,6 +5,7 @@
 #include "config.h"
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -82,13 +83,25 @@ static const cli_option_t *find_operands(const cli_option_t *opts)
 typedef enum { UNKNOWN, NEEDS_ARGUMENT, TAKES_NO_ARGUMENT } bad_t;
 
 /* The one line of a bad option, named as given (LEN bytes of AS_GIVEN):
- * EXIT_USAGE. */
-static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t len)
+ * EXIT_USAGE.  WHOLE, when not NULL, is the whole argument it began:
+ * code that begins with '-', when it looks like code, gets the hint of
+ * "--". */
+static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t len,
+                      const char *whole)
 {
 	int l = (int)len;
 	switch (why) {
 	case UNKNOWN:
-		cli_error(cmd, "unknown option %.*s (see kbox %s --help)", l, as_given, cmd);
+		/* code that begins with '-' (-1, -x * 2) is taken for options */
+		if (whole && cli_takes_code(cmd) && !strchr(whole, '\'') &&
+		    (strpbrk(whole, " ()[]{}.*+/<>\"#:;,%") || isdigit((unsigned char)whole[1])))
+			cli_error(cmd,
+			          "unknown option %.*s (see kbox %s --help); code that begins with "
+			          "'-' goes after --, as in: kbox %s -- '%s'",
+			          l, as_given, cmd, cmd, whole);
+		else
+			cli_error(cmd, "unknown option %.*s (see kbox %s --help)", l, as_given,
+			          cmd);
 		break;
 	case NEEDS_ARGUMENT:
 		cli_error(cmd, "option %.*s needs an argument (see kbox %s --help)", l, as_given,
@@ -222,11 +235,11 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
 			if (!(o = find_long(opts, a + 2, len - 2)))
 				*status = ambiguous(cmd, opts, a, len)
 				                  ? EXIT_USAGE
-				                  : bad_option(cmd, UNKNOWN, a, len);
+				                  : bad_option(cmd, UNKNOWN, a, len, a);
 			else if (o == &help_option && !eq)
 				return help(cmd, opts);
 			else if (o->arg == CLI_ARG_NONE && eq)
-				*status = bad_option(cmd, TAKES_NO_ARGUMENT, a, len);
+				*status = bad_option(cmd, TAKES_NO_ARGUMENT, a, len, NULL);
 			else if (o->arg == CLI_ARG_NONE)
 				*status = take(cmd, o, NULL);
 			else if (eq)
@@ -234,12 +247,13 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
 			else if (i + 1 < argc)
 				*status = take(cmd, o, argv[++i]);
 			else
-				*status = bad_option(cmd, NEEDS_ARGUMENT, a, len);
+				*status = bad_option(cmd, NEEDS_ARGUMENT, a, len, NULL);
 		} else { /* -x, -xy, -xVALUE, -x VALUE */
 			for (const char *p = a + 1; *p && *status == EXIT_OK; p++) {
 				char as_given[3] = {'-', *p, '\0'};
 				if (!(o = find_short(opts, *p)))
-					*status = bad_option(cmd, UNKNOWN, as_given, 2);
+					*status = bad_option(cmd, UNKNOWN, as_given, 2,
+					                     p == a + 1 ? a : NULL);
 				else if (o == &help_option)
 					return help(cmd, opts);
 				else if (o->arg == CLI_ARG_NONE)
@@ -251,7 +265,7 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
 						*status = take(cmd, o, argv[++i]);
 					else
 						*status = bad_option(cmd, NEEDS_ARGUMENT, as_given,
-						                     2);
+						                     2, NULL);
 					break;
 				}
 			}
@@ -263,11 +277,38 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
 	return n;
 }
 
+bool cli_takes_code(const char *cmd)
+{
+	static const char *const code[] = {"exec", "run", "inspect", "complete", NULL};
+	for (size_t i = 0; cmd && code[i]; i++)
+		if (strcmp(cmd, code[i]) == 0)
+			return true;
+	return false;
+}
+
+bool cli_takes_session(const char *cmd)
+{
+	static const char *const s[] = {"exec",     "start",     "status", "stop", "logs",
+	                                "restart",  "interrupt", "get",    "put",  "inspect",
+	                                "complete", "mcp",       "agent",  NULL};
+	for (size_t i = 0; cmd && s[i]; i++)
+		if (strcmp(cmd, s[i]) == 0)
+			return true;
+	return false;
+}
+
 int cli_no_operands(const char *cmd, int n, char **operands)
 {
+	kbox_error_t ignored = {0};
 	if (n == 0)
 		return EXIT_OK;
-	cli_error(cmd, "unexpected argument \"%s\" (see kbox %s --help)", operands[0], cmd);
+	/* docker's and jupyter's way: the session as an operand */
+	if (cli_takes_session(cmd) && kr_session_check_name(operands[0], &ignored) == 0)
+		cli_error(cmd,
+		          "unexpected argument \"%s\": did you mean -s %s? (see kbox %s --help)",
+		          operands[0], operands[0], cmd);
+	else
+		cli_error(cmd, "unexpected argument \"%s\" (see kbox %s --help)", operands[0], cmd);
 	return EXIT_USAGE;
 }
 
