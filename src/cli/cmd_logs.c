@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* "TIME EVENT key=value …" for one event line; in FORMAT ndjson the line
@@ -82,6 +83,23 @@ static bool reader_gone(void)
 	return poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL));
 }
 
+/* Are A and B the same file? */
+static bool same_file(FILE *a, FILE *b)
+{
+	struct stat sa, sb;
+	return fstat(fileno(a), &sa) == 0 && fstat(fileno(b), &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/* Has the log F was opened as been rotated: does PATH now name another
+ * file?  (The supervisor makes the new one right after the rename.) */
+static bool rotated(FILE *f, const char *path)
+{
+	struct stat sf, sp;
+	return fstat(fileno(f), &sf) == 0 && stat(path, &sp) == 0 &&
+	       (sp.st_dev != sf.st_dev || sp.st_ino != sf.st_ino);
+}
+
 int cmd_logs(int argc, char **argv)
 {
 	const char *name = NULL;
@@ -95,9 +113,9 @@ int cmd_logs(int argc, char **argv)
 	                                "of the events; ndjson: each event as logged, one a line"),
 	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	int status, nargs = cli_parse_options("logs", opts, argc, argv, &status);
-	char *dir, path[4200], *line = NULL;
+	char *dir, path[4200], old[4210], *line = NULL;
 	size_t cap = 0, events = 0;
-	FILE *f;
+	FILE *f, *g;
 
 	if (nargs < 0)
 		return status;
@@ -115,6 +133,7 @@ int cmd_logs(int argc, char **argv)
 	if (!(dir = cli_session_dir("logs", name, false, &status)))
 		return status;
 	snprintf(path, sizeof path, "%s/events.ndjson", dir);
+	snprintf(old, sizeof old, "%s.1", path);
 	free(dir);
 	f = fopen(path, "re");
 	if (!f && !(errno == ENOENT && follow)) {
@@ -126,6 +145,15 @@ int cmd_logs(int argc, char **argv)
 		cli_error("logs", "cannot read %s: %s", path, strerror(errno));
 		return EXIT_UNAVAILABLE;
 	}
+	/* the events before the log was last rotated, unless that is the
+	 * file just opened (it was rotated in between: read on from it) */
+	if ((g = fopen(old, "re")) && !(f && same_file(g, f))) {
+		ssize_t n;
+		while ((n = getline(&line, &cap, g)) > 0 && line[n - 1] == '\n')
+			print_event(line, format, events++);
+	}
+	if (g)
+		fclose(g);
 	for (;;) {
 		ssize_t n;
 		if (!f && !(f = fopen(path, "re"))) { /* no log yet: wait for it, or the reader */
@@ -141,6 +169,11 @@ int cmd_logs(int argc, char **argv)
 		}
 		if (n > 0) { /* a line still being written: read it again whole */
 			fseek(f, -n, SEEK_CUR);
+		} else if (rotated(f, path)) {
+			/* read to its end: the events after it are in the new log */
+			fclose(f);
+			f = NULL;
+			continue;
 		}
 		if (!follow)
 			break;

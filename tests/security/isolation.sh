@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/security/isolation.sh — threats.md rows 5, 6, 7, 8, 9, 10, 11, 13,
-# 14, 19, 33, 34 and 44 against the bwrap sandbox: the network, terminal
+# 14, 19, 33, 34, 44 and 51 against the bwrap sandbox: the network, terminal
 # injection, /proc, secrets of the caller and of other sessions, ptrace and
 # kill(-1), orphans, the death of the supervisor, leaked fds, privilege,
 # one session's key used on another, the system calls Docker's seccomp
@@ -957,6 +957,69 @@ DIAG=x32
 check "row33_an_x32_system_call_kills_the_kernel_at_once" eval '
 	rc_is x32 4 && grep -q "SIGSYS" "$W/x32.out" && ! grep -qx after "$W/x32.out" &&
 	! grep -q "timed out" "$W/x32.out" "$W/x32.err"'
+
+# ---- row 51: the event log stays bounded (session x, before it stops) ----
+
+# A peer of the same uid in another user namespace (as in row 44) is
+# refused 1000 times, each refusal awaited, in less than 60 s (timeout):
+# within one fold interval, so x's log has the first refusal, and the
+# other 999 are held and written as one line, with "folded": 998, when the
+# interval ends or the session stops.  Then the log is filled to 50 bytes
+# short of its bound (1 MiB): the next line, that one, rotates it.
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 unshare --user --map-current-user "$PY" - "$S/x/control.sock" 1000 \
+		<<'EOF' >"$W/refused.out" 2>"$W/refused.err"
+import socket, sys
+n = 0
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    try:
+        s.recv(1)  # b"" or ECONNRESET: the supervisor has refused it
+    except OSError:
+        pass
+    s.close()
+    n += 1
+print(n)
+EOF
+	"$PY" - "$S/x/events.ndjson" $((1048576 - 50)) <<'EOF'
+import os, sys
+path, size = sys.argv[1], int(sys.argv[2])
+line = '{"event":"filler","pad":"%s"}\n'
+with open(path, "a") as f:
+    left = size - os.path.getsize(path)
+    while left > 0:
+        pad = min(left - len(line % ""), 200)
+        f.write(line % ("x" * pad))
+        left -= len(line % "") + pad
+EOF
+	cp "$S/x/events.ndjson" "$W/events.before"
+fi
 kx stop -s x
+kx logs -s x --format ndjson
+keep logs_x
+DIAG=refused
+# refused_lines FILE: the client-refused lines of FILE, as their "folded"
+# members (0 when absent), one a line
+refused_lines() {
+	"$PY" -c 'import json, sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e["event"] == "client-refused":
+        print(e.get("folded", 0))' "$1"
+}
+check "row51_a_peer_refused_1000_times_is_logged_once_then_once_with_998_folded" eval '
+	eq "$(cat "$W/refused.out")" 1000 &&
+	eq "$(refused_lines "$S/x/events.ndjson.1") / $(refused_lines "$S/x/events.ndjson")" "0 / 998"'
+check "row51_the_event_log_is_rotated_before_it_would_pass_1_mib" eval '
+	eq "$(stat -c %s "$S/x/events.ndjson.1")" $((1048576 - 50)) &&
+	cmp -s "$W/events.before" "$S/x/events.ndjson.1" &&
+	le "$(stat -c %s "$S/x/events.ndjson")" 1048576 &&
+	eq "$(sed "s/\"time\":\"[^\"]*\"//" "$S/x/events.ndjson")" \
+		"{\"event\":\"client-refused\",\"folded\":998,,\"why\":\"another user, or another user namespace (a sandbox)\"}
+{\"cause\":\"stopped on request (kbox stop)\",\"event\":\"stop\",\"executions\":1,}"'
+check "row51_kbox_logs_reads_the_rotated_log_then_the_new_one" eval '
+	rc_is logs_x 0 && [ -s "$S/x/events.ndjson.1" ] &&
+	cat "$S/x/events.ndjson.1" "$S/x/events.ndjson" | cmp -s - "$W/logs_x.out"'
 
 tests_done
