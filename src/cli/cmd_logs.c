@@ -9,6 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* S on standard output, its control and bidi characters shown, not
+ * obeyed (cli_write_safe). */
+static void put_safe(const char *s)
+{
+	cli_write_safe(stdout, s, strlen(s));
+}
+
 /* "TIME EVENT key=value …" for one event line; in FORMAT ndjson the line
  * as logged; in json, the same as an element of an array (the NTH, from
  * 0), or, when the line is not JSON (torn by a crash), as a string. */
@@ -38,35 +45,42 @@ static void print_event(const char *line, format_t format, size_t nth)
 	}
 	/* a string may hold "\u0000": read it, and show what follows it too */
 	if (!(j = json_loads(line, JSON_ALLOW_NUL, NULL)) || !json_is_object(j)) {
-		fputs(line, stdout);
+		/* a line that is not JSON (torn by a crash), shown, not obeyed */
+		cli_write_safe(stdout, line, strlen(line));
 		json_decref(j);
 		return;
 	}
 	{
+		/* every part shown, none obeyed: the time and the name too */
+		const char *t = json_string_value(json_object_get(j, "time"));
 		const char *ev = json_string_value(json_object_get(j, "event"));
 		bool more = json_object_size(j) > 2;
-		printf("%s %-*s",
-		       json_string_value(json_object_get(j, "time"))
-		               ? json_string_value(json_object_get(j, "time"))
-		               : "?",
-		       more ? 11 : 0, ev ? ev : "?");
+		put_safe(t ? t : "?");
+		putchar(' ');
+		put_safe(ev ? ev : "?");
+		for (size_t n = strlen(ev ? ev : "?"); more && n < 11; n++)
+			putchar(' ');
 	}
 	json_object_foreach(j, key, v)
 	{
 		if (strcmp(key, "time") == 0 || strcmp(key, "event") == 0)
 			continue;
+		putchar(' ');
+		put_safe(key);
+		putchar('=');
 		if (json_is_string(v)) {
 			const char *s = json_string_value(v);
 			size_t n = json_string_length(v);
 			bool quote = !n || strpbrk(s, " \"=") || memchr(s, '\0', n);
-			printf(" %s=%s", key, quote ? "\"" : "");
+			if (quote)
+				putchar('"');
 			cli_write_safe(stdout, s, n); /* a NUL as \0 */
 			if (quote)
 				putchar('"');
 		} else {
 			char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY |
 			                                JSON_REAL_PRECISION(6));
-			printf(" %s=%s", key, s ? s : "?");
+			put_safe(s ? s : "?");
 			free(s);
 		}
 	}
