@@ -25,8 +25,7 @@
 #include <unistd.h>
 
 /* The events sup_log folds, FOLD_EVENTS of them. */
-static const char *const fold_events[FOLD_EVENTS] = {"client-cut-off", "client-refused", "shedding",
-                                                     "shedding-end"};
+static const char *const fold_events[FOLD_EVENTS] = {"client-refused", "shedding", "shedding-end"};
 
 /* Write the held event I of the fold table, with its count. */
 static void fold_write(sup_t *s, int i, long long now)

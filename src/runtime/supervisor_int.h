@@ -57,11 +57,12 @@
 #define MEMORY_HIGH (MEMORY_SCALE * 384LL << 20)
 #define MEMORY_MAX (512LL << 20)
 #define MEMORY_CHECK_MS 50
-/* The events that can repeat without end (a flood that sheds and stops
- * shedding, refused peers, cut-off clients) are logged at most once a
- * FOLD_MS each; see sup_log. */
+/* The events that the kernel or a sandbox can repeat without end (a
+ * flood that sheds and stops shedding, refused peers) are logged at most
+ * once a FOLD_MS each; see sup_log.  (A client cut off is one of the
+ * user's own, and each is logged.) */
 #define FOLD_MS 60000
-#define FOLD_EVENTS 4
+#define FOLD_EVENTS 3
 /* The heap is trimmed after an execution only when this much of it is
  * free: below it, malloc_trim's madvise calls (six on a quiet heap) cost
  * more than the memory they give back. */
@@ -194,8 +195,8 @@ struct sup {
  * least TRIM_FREE_MIN. */
 void sup_trim(void);
 /* Append EVENT with FIELDS (taken, may be NULL) to the session's log.
- * An event that can repeat without end (client-cut-off, client-refused,
- * shedding, shedding-end) is written at most once a FOLD_MS: one that
+ * An event that can repeat without end (client-refused, shedding,
+ * shedding-end) is written at most once a FOLD_MS: one that
  * comes sooner after the last line of its name is held, and the next
  * line of that name, written when one comes after FOLD_MS or by
  * sup_log_flush, is the latest held, with "folded", how many earlier ones
