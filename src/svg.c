@@ -21,11 +21,12 @@
  *     included, or a style attribute): the same, and @import, image(),
  *     image-set(), expression(), behavior, -moz-binding, or a backslash
  *     (CSS escapes could spell any of these);
- *   - a DOCTYPE with an internal subset (entities), any other markup
- *     declaration, a processing instruction (xml-stylesheet: XSLT), an
- *     encoding other than UTF-8, an entity reference but the five of XML
- *     in an attribute or a style sheet (in other text one could only
- *     stand for characters, shown as such);
+ *   - a DOCTYPE with an internal subset (entities), a DOCTYPE but SVG
+ *     1.1's and 1.0's (an external DTD), any other markup declaration,
+ *     a processing instruction (xml-stylesheet: XSLT), an encoding other
+ *     than UTF-8, an entity reference but the five of XML in an attribute
+ *     or a style sheet (in other text one could only stand for
+ *     characters, shown as such);
  *   - control characters, or markup it cannot read (an unterminated tag,
  *     comment or CDATA section, an attribute without a quoted value). */
 #include "private.h"
@@ -355,7 +356,57 @@ static const char *xml_decl(scan_t *p)
 	return NULL;
 }
 
-/* A DOCTYPE at P: without an internal subset (declarations), skipped. */
+/* The two DOCTYPEs an inert SVG may have: SVG 1.1's and SVG 1.0's, their
+ * public and system identifiers (a browser fetches neither, but a DTD
+ * elsewhere could declare entities or default attributes). */
+static const char *const w3c_dtds[][2] = {
+        {"-//W3C//DTD SVG 1.1//EN", "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd"},
+        {"-//W3C//DTD SVG 1.0//EN", "http://www.w3.org/TR/2001/REC-SVG-20010904/DTD/svg10.dtd"},
+};
+
+/* Is the text at S[*K..END) (after optional white space) the quoted
+ * literal LIT, in either quotes?  Then *K is past it. */
+static bool literal_is(const char *s, size_t *k, size_t end, const char *lit)
+{
+	size_t j = *k, n = strlen(lit);
+	while (j < end && is_space(s[j]))
+		j++;
+	if (j + n + 2 > end || (s[j] != '"' && s[j] != '\'') || s[j + n + 1] != s[j] ||
+	    memcmp(s + j + 1, lit, n) != 0)
+		return false;
+	*k = j + n + 2;
+	return true;
+}
+
+/* Is S[K..END), the inside of a DOCTYPE after "<!DOCTYPE", exactly
+ * "svg PUBLIC" and the identifiers of SVG 1.1 or SVG 1.0, white space
+ * around each? */
+static bool w3c_doctype(const char *s, size_t k, size_t end)
+{
+	while (k < end && is_space(s[k]))
+		k++;
+	if (end - k < 10 || memcmp(s + k, "svg", 3) != 0 || !is_space(s[k + 3]))
+		return false;
+	for (k += 3; k < end && is_space(s[k]); k++)
+		;
+	if (end - k < 6 || memcmp(s + k, "PUBLIC", 6) != 0)
+		return false;
+	k += 6;
+	for (size_t d = 0; d < sizeof w3c_dtds / sizeof w3c_dtds[0]; d++) {
+		size_t j = k;
+		if (literal_is(s, &j, end, w3c_dtds[d][0]) && j < end && is_space(s[j]) &&
+		    literal_is(s, &j, end, w3c_dtds[d][1])) {
+			while (j < end && is_space(s[j]))
+				j++;
+			return j == end;
+		}
+	}
+	return false;
+}
+
+/* A DOCTYPE at P: skipped when it is SVG 1.1's or SVG 1.0's, without an
+ * internal subset (declarations); any other names a DTD that could
+ * declare entities or be fetched. */
 static const char *doctype(scan_t *p)
 {
 	char quote = 0;
@@ -368,6 +419,8 @@ static const char *doctype(scan_t *p)
 		} else if (c == '[') {
 			return "a DOCTYPE with declarations";
 		} else if (c == '>') {
+			if (!w3c_doctype(p->s, p->i + 9, k))
+				return "a DOCTYPE other than SVG 1.1's or 1.0's";
 			p->i = k + 1;
 			return NULL;
 		}

@@ -298,6 +298,24 @@ kbox logs -s torn --format ndjson
 check logs_ndjson_prints_the_lines_as_logged eval 'status_is 0 && cmp -s stdout home/sessions/torn/events.ndjson'
 kbox logs -s new --json
 check logs_json_of_no_events_is_an_empty_array eval 'status_is 0 && stdout_is "[]"'
+# In text, what kbox logs prints of the log is shown, not obeyed: a torn
+# line's escape sequence and BEL, a key's bidi control, a control
+# character in a value that is not a string (ESC as ^[, BEL as ^G,
+# U+202E as \u202e); the log keeps its bytes.
+mkdir -p -m 700 home/sessions/ctl
+printf '{"time":"t1","event":"st\033]0;title\007\n{"time":"t2","event":"x","k\342\200\256":["\302\233"]}\n' \
+	>home/sessions/ctl/events.ndjson
+kbox logs -s ctl
+check logs_text_escapes_control_and_bidi_characters_of_every_part eval 'status_is 0 &&
+	stdout_is "{\"time\":\"t1\",\"event\":\"st^[]0;title^G
+t2 x           k\\u202e=[\"\\u009b\"]"'
+# The log rotated: events.ndjson.1, then events.ndjson.
+mkdir -p -m 700 home/sessions/rot
+printf '{"event":"a","time":"t1"}\n' >home/sessions/rot/events.ndjson.1
+printf '{"event":"b","time":"t2"}\n' >home/sessions/rot/events.ndjson
+kbox logs -s rot
+check logs_reads_the_rotated_log_first eval 'status_is 0 && stdout_is "t1 a
+t2 b"'
 KBOX_HOME=$ROOT/h
 
 for bad in 12 abc 10X -5; do

@@ -697,20 +697,23 @@ json_true() {
 	"$PY" -c 'import json, sys; j = json.load(open(sys.argv[1])); a = sys.argv[3:]; sys.exit(0 if eval(sys.argv[2]) else 1)' "$@"
 }
 # events NAME PY-EXPR: PY-EXPR holds for ev, the list of session NAME's
-# events (events.ndjson).
+# events (events.ndjson.1, the log before its last rotation, then
+# events.ndjson).
 events() {
 	"$PY" -c '
-import json, sys
-ev = [json.loads(l) for l in open(sys.argv[1])]
+import json, os, sys
+ev = [json.loads(l) for p in (sys.argv[1] + ".1", sys.argv[1]) if os.path.exists(p)
+      for l in open(p)]
 ok = eval("(" + sys.argv[2] + ")")
 if not ok:
     print("#   events:", [e["event"] for e in ev])
 sys.exit(0 if ok else 1)
 ' "$S/$1/events.ndjson" "$2"
 }
-# logged NAME EVENT: session NAME's events.ndjson has an event EVENT.
+# logged NAME EVENT: session NAME's events.ndjson (or events.ndjson.1) has
+# an event EVENT.
 logged() {
-	grep -q "\"event\": *\"$2\"" "$S/$1/events.ndjson" 2>/dev/null
+	cat "$S/$1/events.ndjson.1" "$S/$1/events.ndjson" 2>/dev/null | grep -q "\"event\": *\"$2\""
 }
 
 # ---- assertions: kept outputs (keep NAME) and values ----

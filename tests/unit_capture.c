@@ -928,6 +928,29 @@ TEST(svg_without_active_content_is_written_as_svg)
 	                      "saved_as_text") == NULL);
 }
 
+/* The DOCTYPEs of SVG 1.1 and SVG 1.0, in either quotes, with any white
+ * space between their parts, are inert. */
+TEST(svg_with_the_w3c_doctype_of_svg_1_1_or_1_0_is_written_as_svg)
+{
+	static const char *const svgs[] = {
+	        "<!DOCTYPE svg PUBLIC '-//W3C//DTD SVG 1.1//EN'\n\t"
+	        "'http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd' ><svg "
+	        "xmlns='http://www.w3.org/2000/svg'/>",
+	        "<!DOCTYPE  svg  PUBLIC \"-//W3C//DTD SVG 1.0//EN\" "
+	        "\"http://www.w3.org/TR/2001/REC-SVG-20010904/DTD/svg10.dtd\"><svg "
+	        "xmlns='http://www.w3.org/2000/svg'/>",
+	};
+
+	for (size_t i = 0; i < sizeof svgs / sizeof svgs[0]; i++) {
+		run_t *r = NULL;
+		REQUIRE(run_start(&r, 0, 0) == 0);
+		run_svg(r, svgs[i]);
+		REQUIRE(run_finish(r));
+		REQUIRE(kbox_result_image_count(r->res) == 1);
+		CHECK(kbox_result_image(r->res, 0)->saved_as_text == NULL);
+	}
+}
+
 /* Each kind of active content, named; each SVG is written as text. */
 TEST(svg_active_content_of_each_kind_is_named)
 {
@@ -1003,8 +1026,9 @@ TEST(svg_active_content_of_each_kind_is_named)
 	}
 }
 
-/* Before the document: an internal DTD subset (entities), and an
- * encoding other than UTF-8, are not read. */
+/* Before the document: an internal DTD subset (entities), a DTD but SVG
+ * 1.1's and 1.0's (an external one, which could declare entities or be
+ * fetched), and an encoding other than UTF-8, are not read. */
 TEST(svg_with_a_dtd_subset_or_another_encoding_is_written_as_text)
 {
 	static const struct {
@@ -1013,6 +1037,29 @@ TEST(svg_with_a_dtd_subset_or_another_encoding_is_written_as_text)
 	        {"<!DOCTYPE svg [<!ENTITY x '&#60;script&#62;'>]><svg "
 	         "xmlns='http://www.w3.org/2000/svg'>&x;</svg>",
 	         "a DOCTYPE with declarations"},
+	        {"<!DOCTYPE svg PUBLIC '-//W3C//DTD SVG 1.1//EN' "
+	         "'http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd' [<!ENTITY x 'y'>]><svg "
+	         "xmlns='http://www.w3.org/2000/svg'/>",
+	         "a DOCTYPE with declarations"},
+	        {"<!DOCTYPE svg SYSTEM 'http://evil.example/x.dtd'><svg "
+	         "xmlns='http://www.w3.org/2000/svg'/>",
+	         "a DOCTYPE other than SVG 1.1's or 1.0's"},
+	        {"<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
+	         "\"http://evil.example/svg11.dtd\"><svg xmlns='http://www.w3.org/2000/svg'/>",
+	         "a DOCTYPE other than SVG 1.1's or 1.0's"},
+	        {"<!DOCTYPE svg PUBLIC \"-//Evil//DTD X//EN\" "
+	         "\"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\"><svg "
+	         "xmlns='http://www.w3.org/2000/svg'/>",
+	         "a DOCTYPE other than SVG 1.1's or 1.0's"},
+	        {"<!DOCTYPE svg SYSTEM \"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\"><svg "
+	         "xmlns='http://www.w3.org/2000/svg'/>",
+	         "a DOCTYPE other than SVG 1.1's or 1.0's"},
+	        {"<!DOCTYPE html PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
+	         "\"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\"><svg "
+	         "xmlns='http://www.w3.org/2000/svg'/>",
+	         "a DOCTYPE other than SVG 1.1's or 1.0's"},
+	        {"<!DOCTYPE svg><svg xmlns='http://www.w3.org/2000/svg'/>",
+	         "a DOCTYPE other than SVG 1.1's or 1.0's"},
 	        {"<?xml version='1.0' encoding='UTF-16'?><svg xmlns='http://www.w3.org/2000/svg'/>",
 	         "an encoding other than UTF-8"},
 	        {" <?xml version='1.0'?><svg xmlns='http://www.w3.org/2000/svg'/>",
@@ -2309,6 +2356,7 @@ int main(void)
 	RUN_TEST(svg_written_with_unknown_size);
 	RUN_TEST(svg_with_a_script_is_written_as_text_and_says_why);
 	RUN_TEST(svg_without_active_content_is_written_as_svg);
+	RUN_TEST(svg_with_the_w3c_doctype_of_svg_1_1_or_1_0_is_written_as_svg);
 	RUN_TEST(svg_active_content_of_each_kind_is_named);
 	RUN_TEST(svg_with_a_dtd_subset_or_another_encoding_is_written_as_text);
 	RUN_TEST(svg_with_a_script_not_written_without_outputs_dir_is_not_called_text);

@@ -330,14 +330,29 @@ static bool check_bounds(report_t *r, const kr_bwrap_opts_t *bo)
 	o.nproc = 0;
 	o.inotify = true;
 	err = (kbox_error_t){0};
+	first_line("/proc/sys/fs/inotify/max_user_instances", lim, sizeof lim);
 	if ((rc = kr_bwrap_run(&o, nothing, out, sizeof out, &err)) == 0) {
+		/* what those instances count against too: the user's own limit
+		 * (a session's own uid's, under root) */
+		char room[256] = "";
+		long max = lim[0] ? strtol(lim, NULL, 10) : -1;
+		if (max >= 0 && geteuid() == 0)
+			snprintf(room, sizeof room,
+			         "; each session's own uid has the %ld of "
+			         "fs.inotify.max_user_instances to itself",
+			         max);
+		else if (max >= 0)
+			snprintf(
+			        room, sizeof room,
+			        "; the user's %ld (fs.inotify.max_user_instances) are room for %ld "
+			        "sessions at that bound, shared with your own programs",
+			        max, max / KR_BWRAP_INOTIFY_INSTANCES);
 		snprintf(buf, sizeof buf,
 		         "each session may hold %d inotify instances and %d watches "
-		         "(the limits of its own user namespace)",
-		         KR_BWRAP_INOTIFY_INSTANCES, KR_BWRAP_INOTIFY_WATCHES);
+		         "(the limits of its own user namespace)%s",
+		         KR_BWRAP_INOTIFY_INSTANCES, KR_BWRAP_INOTIFY_WATCHES, room);
 		check(r, "inotify", "ok", buf, NULL);
 	} else {
-		first_line("/proc/sys/fs/inotify/max_user_instances", lim, sizeof lim);
 		snprintf(buf, sizeof buf, "not bounded per session: %.300s",
 		         rc < 0   ? err.msg
 		         : out[0] ? out

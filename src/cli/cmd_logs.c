@@ -6,7 +6,15 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* S on standard output, its control and bidi characters shown, not
+ * obeyed (cli_write_safe). */
+static void put_safe(const char *s)
+{
+	cli_write_safe(stdout, s, strlen(s));
+}
 
 /* "TIME EVENT key=value …" for one event line; in FORMAT ndjson the line
  * as logged; in json, the same as an element of an array (the NTH, from
@@ -37,35 +45,42 @@ static void print_event(const char *line, format_t format, size_t nth)
 	}
 	/* a string may hold "\u0000": read it, and show what follows it too */
 	if (!(j = json_loads(line, JSON_ALLOW_NUL, NULL)) || !json_is_object(j)) {
-		fputs(line, stdout);
+		/* a line that is not JSON (torn by a crash), shown, not obeyed */
+		cli_write_safe(stdout, line, strlen(line));
 		json_decref(j);
 		return;
 	}
 	{
+		/* every part shown, none obeyed: the time and the name too */
+		const char *t = json_string_value(json_object_get(j, "time"));
 		const char *ev = json_string_value(json_object_get(j, "event"));
 		bool more = json_object_size(j) > 2;
-		printf("%s %-*s",
-		       json_string_value(json_object_get(j, "time"))
-		               ? json_string_value(json_object_get(j, "time"))
-		               : "?",
-		       more ? 11 : 0, ev ? ev : "?");
+		put_safe(t ? t : "?");
+		putchar(' ');
+		put_safe(ev ? ev : "?");
+		for (size_t n = strlen(ev ? ev : "?"); more && n < 11; n++)
+			putchar(' ');
 	}
 	json_object_foreach(j, key, v)
 	{
 		if (strcmp(key, "time") == 0 || strcmp(key, "event") == 0)
 			continue;
+		putchar(' ');
+		put_safe(key);
+		putchar('=');
 		if (json_is_string(v)) {
 			const char *s = json_string_value(v);
 			size_t n = json_string_length(v);
 			bool quote = !n || strpbrk(s, " \"=") || memchr(s, '\0', n);
-			printf(" %s=%s", key, quote ? "\"" : "");
+			if (quote)
+				putchar('"');
 			cli_write_safe(stdout, s, n); /* a NUL as \0 */
 			if (quote)
 				putchar('"');
 		} else {
 			char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY |
 			                                JSON_REAL_PRECISION(6));
-			printf(" %s=%s", key, s ? s : "?");
+			put_safe(s ? s : "?");
 			free(s);
 		}
 	}
@@ -82,6 +97,23 @@ static bool reader_gone(void)
 	return poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL));
 }
 
+/* Are A and B the same file? */
+static bool same_file(FILE *a, FILE *b)
+{
+	struct stat sa, sb;
+	return fstat(fileno(a), &sa) == 0 && fstat(fileno(b), &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/* Has the log F was opened as been rotated: does PATH now name another
+ * file?  (The supervisor makes the new one right after the rename.) */
+static bool rotated(FILE *f, const char *path)
+{
+	struct stat sf, sp;
+	return fstat(fileno(f), &sf) == 0 && stat(path, &sp) == 0 &&
+	       (sp.st_dev != sf.st_dev || sp.st_ino != sf.st_ino);
+}
+
 int cmd_logs(int argc, char **argv)
 {
 	const char *name = NULL;
@@ -95,9 +127,9 @@ int cmd_logs(int argc, char **argv)
 	                                "of the events; ndjson: each event as logged, one a line"),
 	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	int status, nargs = cli_parse_options("logs", opts, argc, argv, &status);
-	char *dir, path[4200], *line = NULL;
+	char *dir, path[4200], old[4210], *line = NULL;
 	size_t cap = 0, events = 0;
-	FILE *f;
+	FILE *f, *g;
 
 	if (nargs < 0)
 		return status;
@@ -115,6 +147,7 @@ int cmd_logs(int argc, char **argv)
 	if (!(dir = cli_session_dir("logs", name, false, &status)))
 		return status;
 	snprintf(path, sizeof path, "%s/events.ndjson", dir);
+	snprintf(old, sizeof old, "%s.1", path);
 	free(dir);
 	f = fopen(path, "re");
 	if (!f && !(errno == ENOENT && follow)) {
@@ -126,6 +159,15 @@ int cmd_logs(int argc, char **argv)
 		cli_error("logs", "cannot read %s: %s", path, strerror(errno));
 		return EXIT_UNAVAILABLE;
 	}
+	/* the events before the log was last rotated, unless that is the
+	 * file just opened (it was rotated in between: read on from it) */
+	if ((g = fopen(old, "re")) && !(f && same_file(g, f))) {
+		ssize_t n;
+		while ((n = getline(&line, &cap, g)) > 0 && line[n - 1] == '\n')
+			print_event(line, format, events++);
+	}
+	if (g)
+		fclose(g);
 	for (;;) {
 		ssize_t n;
 		if (!f && !(f = fopen(path, "re"))) { /* no log yet: wait for it, or the reader */
@@ -141,6 +183,11 @@ int cmd_logs(int argc, char **argv)
 		}
 		if (n > 0) { /* a line still being written: read it again whole */
 			fseek(f, -n, SEEK_CUR);
+		} else if (rotated(f, path)) {
+			/* read to its end: the events after it are in the new log */
+			fclose(f);
+			f = NULL;
+			continue;
 		}
 		if (!follow)
 			break;

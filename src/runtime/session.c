@@ -540,7 +540,8 @@ bool kr_session_is_dir(const char *home, const char *name)
 
 int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err)
 {
-	char path[4096], stamp[32];
+	char path[4096], old[4100], stamp[32];
+	struct stat st;
 	char *line = NULL;
 	int fd, rc = -1;
 	size_t len;
@@ -558,6 +559,17 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 	line[len] = '\n'; /* json_dumps left room: replace the NUL */
 	snprintf(path, sizeof path, "%s/events.ndjson", dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* over its bound, the log becomes events.ndjson.1 (replacing the one
+	 * before) and a new one is begun */
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 &&
+	    st.st_size + (off_t)len + 1 > KR_EVENTS_LOG_MAX) {
+		snprintf(old, sizeof old, "%s.1", path);
+		close(fd);
+		fd = rename(path, old) < 0
+		             ? -1
+		             : open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+		                    0600);
+	}
 	if (fd < 0) {
 		kbox_error_set_sys(err, "cannot open %s", path);
 		goto out;

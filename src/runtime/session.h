@@ -142,9 +142,15 @@ void kr_session_list_free(char **names, size_t n);
  * to stop. */
 bool kr_session_is_dir(const char *home, const char *name);
 
+/* events.ndjson up to 1 MiB, events.ndjson.1 the same: 2 MiB together. */
+#define KR_EVENTS_LOG_MAX (1LL << 20)
+
 /* Append one event to DIR/events.ndjson: FIELDS (stolen; may be NULL) plus
  * "time" (ISO 8601 UTC) and "event".  One write(2) per line, O_APPEND, so
- * concurrent writers do not interleave.  0 or -1 with ERR. */
+ * concurrent writers do not interleave.  When the line would take the
+ * file past KR_EVENTS_LOG_MAX, the file is first renamed
+ * DIR/events.ndjson.1 (replacing the one before) and a new one begun: a
+ * line is never split between the two.  0 or -1 with ERR. */
 int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err);
 
 /* The state of the session's supervisor. */

@@ -24,9 +24,51 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* The events sup_log folds, FOLD_EVENTS of them. */
+static const char *const fold_events[FOLD_EVENTS] = {"client-refused", "shedding", "shedding-end"};
+
+/* Write the held event I of the fold table, with its count. */
+static void fold_write(sup_t *s, int i, long long now)
+{
+	json_t *j = s->folds[i].latest;
+	s->folds[i].latest = NULL;
+	if (j && s->folds[i].held > 1)
+		json_object_set_new(j, "folded", json_integer((json_int_t)s->folds[i].held - 1));
+	s->folds[i].held = 0;
+	s->folds[i].last_ms = now;
+	kr_session_log(s->dir, fold_events[i], j, NULL);
+}
+
 void sup_log(sup_t *s, const char *event, json_t *fields)
 {
+	long long now = kx_now_ms();
+	for (int i = 0; i < FOLD_EVENTS; i++) {
+		if (strcmp(event, fold_events[i]) != 0)
+			continue;
+		if (!fields)
+			fields = json_object();
+		if (s->folds[i].last_ms && now - s->folds[i].last_ms < FOLD_MS) {
+			json_decref(s->folds[i].latest); /* the latest is kept */
+			s->folds[i].latest = fields;
+			s->folds[i].held++;
+			return;
+		}
+		/* this one is written, and stands for those held too */
+		json_decref(s->folds[i].latest);
+		s->folds[i].latest = fields;
+		s->folds[i].held++;
+		fold_write(s, i, now);
+		return;
+	}
 	kr_session_log(s->dir, event, fields, NULL);
+}
+
+void sup_log_flush(sup_t *s, bool all)
+{
+	long long now = kx_now_ms();
+	for (int i = 0; i < FOLD_EVENTS; i++)
+		if (s->folds[i].held && (all || now - s->folds[i].last_ms >= FOLD_MS))
+			fold_write(s, i, now);
 }
 
 void sup_trim(void)
@@ -153,6 +195,7 @@ static int on_tick(kbox_loop_t *loop, void *arg)
 	if (s->sb && !s->starting && !kr_sandbox_alive(s->sb))
 		sup_on_kernel_check(loop, s);
 	sup_conns_idle(s);
+	sup_log_flush(s, false);
 	/* idle: a kernel that is ready, with nothing to do (a starting kernel
 	 * is not idle, however long it takes) */
 	if (s->ttl_ms > 0 && s->ready && !s->running && !s->queue && !s->stopping) {
@@ -365,6 +408,7 @@ static void shutdown_session(sup_t *s)
 	sup_kernel_end(s, true);
 	kbox_capture_destroy(&s->between);
 	sup_write_file(s->dir, "last-stop", s->stop_cause);
+	sup_log_flush(s, true); /* what was held is counted before the end */
 	sup_log(s, "stop",
 	        json_pack("{s:s, s:I}", "cause", s->stop_cause, "executions",
 	                  (json_int_t)s->executions));
@@ -508,6 +552,7 @@ out:
 	if (s.ino_fd >= 0)
 		close(s.ino_fd);
 	kr_kernel_log_destroy(&s.klog);
+	sup_log_flush(&s, true); /* (a stop that did not go through shutdown_session) */
 	if (s.ephemeral && s.config) {
 		/* kbox run's session: nothing of it stays, its private
 		 * workspace included (one given with --workspace is the

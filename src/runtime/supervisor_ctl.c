@@ -744,11 +744,10 @@ int sup_on_accept(kbox_loop_t *loop, void *arg)
 			return 0;
 		/* only our own uid, and not from a sandbox (the dir is 0700 too) */
 		if (!peer_allowed(fd)) {
-			if (!s->refused_logged++) /* once: a refused peer may try forever */
-				sup_log(s, "client-refused",
-				        json_pack(
-				                "{s:s}", "why",
-				                "another user, or another user namespace (a sandbox)"));
+			/* folded (sup_log): a refused peer may try forever */
+			sup_log(s, "client-refused",
+			        json_pack("{s:s}", "why",
+			                  "another user, or another user namespace (a sandbox)"));
 			close(fd);
 			continue;
 		}

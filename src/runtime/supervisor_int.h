@@ -57,6 +57,12 @@
 #define MEMORY_HIGH (MEMORY_SCALE * 384LL << 20)
 #define MEMORY_MAX (512LL << 20)
 #define MEMORY_CHECK_MS 50
+/* The events that the kernel or a sandbox can repeat without end (a
+ * flood that sheds and stops shedding, refused peers) are logged at most
+ * once a FOLD_MS each; see sup_log.  (A client cut off is one of the
+ * user's own, and each is logged.) */
+#define FOLD_MS 60000
+#define FOLD_EVENTS 3
 /* The heap is trimmed after an execution only when this much of it is
  * free: below it, malloc_trim's madvise calls (six on a quiet heap) cost
  * more than the memory they give back. */
@@ -143,9 +149,16 @@ struct sup {
 	size_t n_conns;
 	int flush_timer, ttl_timer;
 	unsigned long conn_serial;
-	unsigned refused_logged; /* refused peers logged (the first only) */
-	bool replacing;          /* kernel_replace is failing what ran on the old kernel */
-	size_t out_total;        /* unsent output of all connections: the control
+	/* of each event of sup_log's fold table: when a line of it was last
+	 * written, how many came since that are not written yet, and the
+	 * latest of those (its members; NULL when none waits) */
+	struct {
+		long long last_ms;
+		unsigned long long held;
+		json_t *latest;
+	} folds[FOLD_EVENTS];
+	bool replacing;   /* kernel_replace is failing what ran on the old kernel */
+	size_t out_total; /* unsent output of all connections: the control
 	                     backlog, kept out of the kernel's memory checks */
 	size_t in_total;  /* the input buffers of all connections over
 	                     KR_CTL_IN_SMALL (their partial request lines):
@@ -184,8 +197,18 @@ struct sup {
 /* Give what the heap holds free back to the system, when that is at
  * least TRIM_FREE_MIN. */
 void sup_trim(void);
-/* Append EVENT with FIELDS (taken, may be NULL) to the session's log. */
+/* Append EVENT with FIELDS (taken, may be NULL) to the session's log.
+ * An event that can repeat without end (client-refused, shedding,
+ * shedding-end) is written at most once a FOLD_MS: one that
+ * comes sooner after the last line of its name is held, and the next
+ * line of that name, written when one comes after FOLD_MS or by
+ * sup_log_flush, is the latest held, with "folded", how many earlier ones
+ * since the line before it stands for too (so each line of such an
+ * event counts 1 + folded). */
 void sup_log(sup_t *s, const char *event, json_t *fields);
+/* Write the held events of sup_log whose FOLD_MS has passed, or, with
+ * ALL, every held event (before the session's stop). */
+void sup_log_flush(sup_t *s, bool all);
 /* Now is the session's last activity (its idle TTL counts from it). */
 void sup_touch(sup_t *s);
 /* Cut S (NUL-terminated, possibly cut short by snprintf) back to a whole

@@ -4,7 +4,9 @@
 # each session's sandbox runs as a uid of its own, from the unprivileged
 # sandbox user's range in /etc/subuid (KBOX_SANDBOX_USER, default kbox), in
 # that user's group: nothing in it is root outside, the device nodes bound
-# into /dev cannot be chmod'ed or chown'ed, files it makes are that uid's,
+# into /dev cannot be chmod'ed or chown'ed (a chown to their own owner,
+# which changes nothing, is allowed, and sets their ctime on the host),
+# files it makes are that uid's,
 # and one session's uid cannot read another's files.  As an ordinary user
 # it is that user.  In both,
 # nothing outside /workspace, /home/kbox, /tmp, /dev/shm and /run/kbox is
@@ -141,6 +143,29 @@ after=$(stat -c '%n %a %u %g' $devs)
 check "row22_the_hosts_device_nodes_are_unchanged" eval 'eq "$after" "$before"'
 check "row22_the_device_nodes_still_work" eval '
 	rc_is probe 0 && eq "$(val probe devnull_write)" 1 && eq "$(val probe urandom)" 8'
+# chown(PATH, -1, -1) changes nothing, so Linux lets anyone make it, and
+# it sets the node's ctime: the sandbox's /dev/null is the host's, bound,
+# so its ctime on the host changes (kbox(7) CAVEATS); its owner, group
+# and mode do not.  (Another process may change the ctime too: it is only
+# said to differ, never to be a given time.)
+ctime_before=$(stat -c '%z' /dev/null)
+owner_before=$(stat -c '%a %u %g' /dev/null)
+pyx i <<'EOF'
+import errno, os
+try:
+    os.chown("/dev/null", -1, -1)
+    print("chown_same done")
+except OSError as e:
+    print("chown_same", errno.errorcode[e.errno])
+EOF
+keep chown_same
+DIAG=chown_same
+check "row22_chown_of_dev_null_to_its_own_owner_succeeds_in_the_sandbox" eval '
+	rc_is chown_same 0 && eq "$(val chown_same chown_same)" done'
+check "row22_that_chown_changes_the_hosts_dev_null_ctime" eval '
+	rc_is chown_same 0 && ne "$(stat -c %z /dev/null)" "$ctime_before"'
+check "row22_that_chown_leaves_the_hosts_dev_null_owner_group_and_mode" eval '
+	rc_is chown_same 0 && eq "$(stat -c "%a %u %g" /dev/null)" "$owner_before"'
 check "row22_inside_the_kernel_is_uid_1000_without_other_groups" eval '
 	rc_is probe 0 && eq "$(val probe uid)" "1000 1000 1000" && eq "$(val probe groups)" "[]"'
 check "row22_files_the_kernel_makes_are_the_sandbox_users_on_the_host" eval '

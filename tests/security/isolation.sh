@@ -1,10 +1,12 @@
 #!/bin/bash
 # tests/security/isolation.sh — threats.md rows 5, 6, 7, 8, 9, 10, 11, 13,
-# 14, 19, 33, 34 and 44 against the bwrap sandbox: the network, terminal
+# 14, 19, 33, 34, 44, 51 and 52 against the bwrap sandbox: the network, terminal
 # injection, /proc, secrets of the caller and of other sessions, ptrace and
 # kill(-1), orphans, the death of the supervisor, leaked fds, privilege,
 # one session's key used on another, the system calls Docker's seccomp
-# profile refuses, and what of the host the kernel can read.  Each test is named after its row.  TAP.
+# profile refuses, what of the host the kernel can read, a session's
+# event log kept bounded, and the kernel's control bytes never printed by
+# kbox logs.  Each test is named after its row.  TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
 # test), KERNEL_PYTHON (the host's Python, with jupyter_client; default
@@ -957,6 +959,100 @@ DIAG=x32
 check "row33_an_x32_system_call_kills_the_kernel_at_once" eval '
 	rc_is x32 4 && grep -q "SIGSYS" "$W/x32.out" && ! grep -qx after "$W/x32.out" &&
 	! grep -q "timed out" "$W/x32.out" "$W/x32.err"'
+
+# ---- row 52: the kernel's control bytes (session x) ----
+
+# The kernel writes escape sequences (a colour, a window title ended by
+# BEL) to its stderr directly (ipykernel takes fd 2 for the execution's
+# output, and keeps the kernel's own stderr, the pipe to kernel.log, as
+# sys.stderr._original_stdstream_copy): kernel.log keeps the bytes as
+# written; kbox logs shows the event log only, in which nothing of the
+# kernel's stderr is, and prints no control byte in any format.
+pyx x <<'EOF'
+import os, sys
+fd = getattr(sys.stderr, "_original_stdstream_copy", None) or 2
+os.write(fd, b"\x1b[31mred\x1b]0;title\x07\n")
+print("written")
+EOF
+keep ctl_bytes
+kx logs -s x
+keep logs_text
+kx logs -s x --format ndjson
+keep logs_ndjson
+DIAG=ctl_bytes
+check "row52_kernel_log_keeps_the_control_bytes_the_kernel_wrote" eval '
+	rc_is ctl_bytes 0 && eq "$(tail -n 1 "$W/ctl_bytes.out")" written &&
+	"$PY" -c "import sys; sys.exit(b\"\\x1b[31mred\\x1b]0;title\\x07\\n\" not in open(sys.argv[1], \"rb\").read())" \
+		"$S/x/kernel.log"'
+DIAG=
+check "row52_kbox_logs_prints_no_control_byte_in_text_or_ndjson" eval '
+	rc_is logs_text 0 && rc_is logs_ndjson 0 &&
+	! tr -d "\n" <"$W/logs_text.out" | LC_ALL=C grep -q "[[:cntrl:]]" &&
+	! tr -d "\n" <"$W/logs_ndjson.out" | LC_ALL=C grep -q "[[:cntrl:]]" &&
+	! grep -q title "$W/logs_text.out"'
+
+# ---- row 51: the event log stays bounded (session x, before it stops) ----
+
+# A peer of the same uid in another user namespace (as in row 44) is
+# refused 1000 times, each refusal awaited, in less than 60 s (timeout):
+# within one fold interval, so x's log has the first refusal, and the
+# other 999 are held and written as one line, with "folded": 998, when the
+# interval ends or the session stops.  Then the log is filled to 50 bytes
+# short of its bound (1 MiB): the next line, that one, rotates it.
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 unshare --user --map-current-user "$PY" - "$S/x/control.sock" 1000 \
+		<<'EOF' >"$W/refused.out" 2>"$W/refused.err"
+import socket, sys
+n = 0
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    try:
+        s.recv(1)  # b"" or ECONNRESET: the supervisor has refused it
+    except OSError:
+        pass
+    s.close()
+    n += 1
+print(n)
+EOF
+	"$PY" - "$S/x/events.ndjson" $((1048576 - 50)) <<'EOF'
+import os, sys
+path, size = sys.argv[1], int(sys.argv[2])
+line = '{"event":"filler","pad":"%s"}\n'
+with open(path, "a") as f:
+    left = size - os.path.getsize(path)
+    while left > 0:
+        pad = min(left - len(line % ""), 200)
+        f.write(line % ("x" * pad))
+        left -= len(line % "") + pad
+EOF
+	cp "$S/x/events.ndjson" "$W/events.before"
+fi
 kx stop -s x
+kx logs -s x --format ndjson
+keep logs_x
+DIAG=refused
+# refused_lines FILE: the client-refused lines of FILE, as their "folded"
+# members (0 when absent), one a line
+refused_lines() {
+	"$PY" -c 'import json, sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e["event"] == "client-refused":
+        print(e.get("folded", 0))' "$1"
+}
+check "row51_a_peer_refused_1000_times_is_logged_once_then_once_with_998_folded" eval '
+	eq "$(cat "$W/refused.out")" 1000 &&
+	eq "$(refused_lines "$S/x/events.ndjson.1") / $(refused_lines "$S/x/events.ndjson")" "0 / 998"'
+check "row51_the_event_log_is_rotated_before_it_would_pass_1_mib" eval '
+	eq "$(stat -c %s "$S/x/events.ndjson.1")" $((1048576 - 50)) &&
+	cmp -s "$W/events.before" "$S/x/events.ndjson.1" &&
+	le "$(stat -c %s "$S/x/events.ndjson")" 1048576 &&
+	eq "$(sed "s/\"time\":\"[^\"]*\"//" "$S/x/events.ndjson")" \
+		"{\"event\":\"client-refused\",\"folded\":998,,\"why\":\"another user, or another user namespace (a sandbox)\"}
+{\"cause\":\"stopped on request (kbox stop)\",\"event\":\"stop\",\"executions\":2,}"'
+check "row51_kbox_logs_reads_the_rotated_log_then_the_new_one" eval '
+	rc_is logs_x 0 && [ -s "$S/x/events.ndjson.1" ] &&
+	cat "$S/x/events.ndjson.1" "$S/x/events.ndjson" | cmp -s - "$W/logs_x.out"'
 
 tests_done

@@ -2,7 +2,7 @@
 # tests/security/limits.sh — threats.md row 32: where cgroups cannot bound
 # a session, what it can take from all that the processes of the user
 # sandboxes run as share.  Each session's user namespace bounds its
-# inotify instances (32) and, through RLIMIT_NPROC counted in that
+# inotify instances (32) and watches (8192) and, through RLIMIT_NPROC counted in that
 # namespace, its processes and threads: one session at its limits leaves
 # another session its own, and the user theirs; kbox doctor checks both
 # bounds, and where cgroups cannot be used says how to get them.  Each
@@ -66,8 +66,16 @@ kv=$(uname -r | sed 's/^\([0-9]*\)\.\([0-9]*\).*/\1 \2/')
 nproc_want=$(printf '%s %s\n' $kv | awk '{ print ($1 > 5 || ($1 == 5 && $2 >= 14)) ? "ok" : "warn" }')
 check "row32_kbox_doctor_checks_that_rlimit_nproc_is_counted_per_session" eval '
 	rc_is doctor 0 && eq "$(doctor_check "rlimit nproc" | head -1 | cut -d" " -f1)" "$nproc_want"'
+# and says how many sessions the user's own limit holds (under root, each
+# session's uid has it to itself)
+user_max=$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 128)
+if [ "$(id -u)" = 0 ]; then
+	room="each session's own uid has the $user_max of fs.inotify.max_user_instances to itself"
+else
+	room="the user's $user_max (fs.inotify.max_user_instances) are room for $((user_max / 32)) sessions at that bound, shared with your own programs"
+fi
 check "row32_kbox_doctor_checks_that_inotify_is_bounded_per_session" eval '
-	rc_is doctor 0 && eq "$(doctor_check inotify | head -1)" "ok each session may hold 32 inotify instances and 8192 watches (the limits of its own user namespace)"'
+	rc_is doctor 0 && eq "$(doctor_check inotify | head -1)" "ok each session may hold 32 inotify instances and 8192 watches (the limits of its own user namespace); $room"'
 # where kbox may make cgroups (pids among them) there is no delegation
 # check; where it may not (an ordinary user without delegated cgroups,
 # and root with read-only cgroups, made here) it warns how to get them
@@ -171,6 +179,30 @@ print("closed", len(held))
 EOF
 done
 SKIPPING=$base_skip
+
+# what a session gets besides: 8192 watches in all (its namespace's
+# user.max_inotify_watches), then ENOSPC; one file of /tmp watched each
+pyx a <<'EOF'
+import ctypes, errno, os, tempfile
+libc = ctypes.CDLL(None, use_errno=True)
+d = tempfile.mkdtemp()
+fd = libc.inotify_init1(os.O_CLOEXEC)
+watches, refused = 0, None
+while watches < 9000:
+    p = os.path.join(d, str(watches))
+    open(p, "w").close()
+    if libc.inotify_add_watch(fd, p.encode(), 0x2) < 0:  # IN_MODIFY
+        refused = errno.errorcode[ctypes.get_errno()]
+        break
+    watches += 1
+os.close(fd)
+print("watches", watches)
+print("refused", refused)
+EOF
+keep watches_a
+DIAG=watches_a
+check "row32_inotify_watches_in_a_session_stop_with_ENOSPC_at_8192" eval '
+	rc_is watches_a 0 && eq "$(val watches_a watches)" 8192 && eq "$(val watches_a refused)" ENOSPC'
 
 # ---- processes: a at its pids limit; b and the host still fork ----
 
