@@ -13,7 +13,7 @@ libzmq3-dev libczmq-dev libsodium-dev libjansson-dev libseccomp-dev libcurl4-ope
 libpgm-dev libnorm-dev libbsd-dev libmd-dev uuid-dev libkrb5-dev libsystemd-dev
 bubblewrap
 clang libclang-rt-14-dev clang-format
-mandoc
+mandoc groff-base
 python3 python3-ipykernel python3-jupyter-client python3-zmq
 python3-pandas python3-numpy python3-matplotlib python3-scipy
 python3-jupyter-kernel-test python3-jsonschema jupyter-core jupyter-client

@@ -129,6 +129,20 @@ for page in "$top_srcdir"/man/*.1 "$top_srcdir"/man/*.7; do
 	check "mandoc_lint_is_clean_for_${page##*/}" lint_clean "$page"
 done
 
+# Each page renders at 80 columns (man's MANWIDTH=80) without a line
+# groff cannot break: what a terminal of 80 columns shows.
+renders_at_80() {
+	why=$(groff -mandoc -Tutf8 -rLL=78n -rLT=78n "$1" 2>&1 >/dev/null)
+	[ -z "$why" ]
+}
+for page in "$top_srcdir"/man/*.1 "$top_srcdir"/man/*.7; do
+	if command -v groff >/dev/null 2>&1; then
+		check "renders_at_80_columns_${page##*/}" renders_at_80 "$page"
+	else
+		skip "renders_at_80_columns_${page##*/}" "no groff"
+	fi
+done
+
 # The commands, from the table `kbox --help` prints; each has its page
 # man/kbox-COMMAND.1, and kbox.1 points to it.
 if [ ! -x "$KBOX" ]; then

@@ -69,7 +69,7 @@ int cmd_agent(int argc, char **argv)
 	        CLI_OPT_CALLBACK(
 	                0, "format", "FMT", opt_format, &o.format,
 	                "print the answer as text, or the whole trace as json (default: text)"),
-	        CLI_OPT_JSON(0, &o.format),
+	        CLI_OPT_JSON('j', &o.format),
 	        CLI_OPT_END};
 	int status, n = cli_parse_options("agent", opts, argc, argv, &status);
 
