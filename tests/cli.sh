@@ -432,6 +432,20 @@ check status_of_a_session_with_an_invalid_config_says_invalid_and_why eval '[ "$
 KBOX_HOME=$T/home kbox ls
 check ls_shows_a_session_with_an_invalid_config_as_invalid eval '[ "$rc" = 0 ] &&
 	[ "$(sed -n 2p stdout | tr -s " ")" = "ex invalid - - - - - -" ]'
+# kbox ls --json and kbox status --json give a session's members in the
+# order kbox status prints them: the name first
+mkdir -m 700 home/sessions/st
+echo '{"name":"st","kernel":"python3","backend":"bwrap"}' >home/sessions/st/session.json
+KBOX_HOME=$T/home kbox ls --json
+cp stdout ls.json
+KBOX_HOME=$T/home kbox status -s st --json
+check ls_and_status_json_give_the_members_in_the_order_status_prints_them "$PY" -c '
+import json
+ls = {s["name"]: list(s) for s in json.load(open("ls.json"))}
+st = list(json.load(open("stdout")))
+assert st == ls["st"] == ["name", "state", "backend", "kernel", "dir"], (st, ls)
+assert ls["ex"][:3] == ["name", "state", "error"], ls
+'
 KBOX_HOME=$T/home kbox start -s ex
 check start_of_a_session_with_an_invalid_config_names_the_key eval '[ "$rc" = 5 ] &&
 	[ "$(cat stderr)" = "kbox start: $T/home/sessions/ex/session.json: unknown key \"colour\"" ]'

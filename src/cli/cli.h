@@ -395,6 +395,9 @@ int cmd_stop(int argc, char **argv);
  * complete); whether it takes a session as -s NAME. */
 bool cli_takes_code(const char *cmd);
 bool cli_takes_session(const char *cmd);
+/* The members of a session's status in the order kbox status and ls give
+ * them (NULL-terminated). */
+extern const char *const cli_session_keys[];
 int cmd_rm(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_help(int argc, char **argv);

@@ -5,6 +5,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The members of a session's status, in the order kbox status prints
+ * them, and kbox ls and status give them in JSON. */
+const char *const cli_session_keys[] = {"name",
+                                        "state",
+                                        "backend",
+                                        "kernel",
+                                        "pid",
+                                        "kernel_pid",
+                                        "sandbox_uid",
+                                        "started",
+                                        "uptime_s",
+                                        "kernel_uptime_s",
+                                        "last_activity",
+                                        "idle_s",
+                                        "executions",
+                                        "running_execs",
+                                        "queued",
+                                        "output_waiting",
+                                        "restarts",
+                                        "last_restart_cause",
+                                        "memory_bytes",
+                                        "limits",
+                                        "limits_missing",
+                                        "ttl_ms",
+                                        "last_stop",
+                                        "error",
+                                        "dir",
+                                        NULL};
+
+/* INFO's members in the order of cli_session_keys, then the rest as they
+ * came: a new object (INFO is taken). */
+static json_t *ordered(json_t *info)
+{
+	json_t *o = json_object(), *v;
+	const char *key;
+	for (size_t i = 0; o && cli_session_keys[i]; i++)
+		if ((v = json_object_get(info, cli_session_keys[i])))
+			json_object_set(o, cli_session_keys[i], v);
+	json_object_foreach(info, key, v) if (o && !json_object_get(o, key))
+	        json_object_set(o, key, v);
+	json_decref(info);
+	return o;
+}
+
 /* One session as JSON: {"name", "state", …status when running}.  One
  * that is not running and whose session.json is not valid is "invalid",
  * with the reason in "error". */
@@ -63,7 +107,7 @@ json_t *cli_session_info(const char *home, const char *name)
 	json_object_set_new(info, "name", json_string(name));
 	json_object_set_new(info, "dir", json_string(dir));
 	free(dir);
-	return info;
+	return ordered(info);
 }
 
 int cmd_ls(int argc, char **argv)

@@ -12,34 +12,9 @@ static void print_text(json_t *info)
 	const char *key;
 	json_t *v;
 	char buf[64];
-	static const char *const order[] = {"name",
-	                                    "state",
-	                                    "backend",
-	                                    "kernel",
-	                                    "pid",
-	                                    "kernel_pid",
-	                                    "sandbox_uid",
-	                                    "started",
-	                                    "uptime_s",
-	                                    "kernel_uptime_s",
-	                                    "last_activity",
-	                                    "idle_s",
-	                                    "executions",
-	                                    "running_execs",
-	                                    "queued",
-	                                    "output_waiting",
-	                                    "restarts",
-	                                    "last_restart_cause",
-	                                    "memory_bytes",
-	                                    "limits",
-	                                    "limits_missing",
-	                                    "ttl_ms",
-	                                    "last_stop",
-	                                    "error",
-	                                    "dir",
-	                                    NULL};
-	for (size_t i = 0; order[i]; i++) {
-		key = order[i];
+
+	for (size_t i = 0; cli_session_keys[i]; i++) {
+		key = cli_session_keys[i];
 		if (!(v = json_object_get(info, key)))
 			continue;
 		if (strcmp(key, "memory_bytes") == 0)
@@ -104,7 +79,7 @@ int cmd_status(int argc, char **argv)
 	}
 	if (format != FMT_TEXT) {
 		char *s = json_dumps(info, (format == FMT_JSON ? JSON_INDENT(2) : JSON_COMPACT) |
-		                                   JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
+		                                   JSON_REAL_PRECISION(9));
 		if (s)
 			puts(s);
 		cli_json_printed();
