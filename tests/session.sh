@@ -558,6 +558,20 @@ for bad in 0 abc 2000 -1; do
 	check "bad_cpus_$bad" fails_with 2 \
 		"kbox start: invalid --cpus \"$bad\": expected a number of CPUs above 0 and at most 1024 (e.g. 1 or 0.5)"
 done
+# --cpus over the machine's: a warning, and the start goes on (here to an
+# unknown kernelspec); -e with a bad NAME says what is wrong with it
+kbox start -s x --cpus 1024 -k no-such-kernel
+check cpus_over_the_machines_warns eval '[ "$rc" = 5 ] && stdout_empty &&
+	[ "$(head -n 1 stderr)" = "kbox start: warning: --cpus 1024 is more than the $(getconf _NPROCESSORS_ONLN) CPUs of this machine: the kernel may use them all" ]'
+kbox start -s x -e 1BAD=x
+check env_name_beginning_with_a_digit_says_why fails_with 2 \
+	'kbox start: invalid --env "1BAD=x": a NAME may not begin with a digit'
+kbox start -s x -e X-Y=1
+check env_name_with_a_dash_says_why fails_with 2 \
+	"kbox start: invalid --env \"X-Y=1\": a NAME is letters, digits and '_'"
+kbox start -s x -e X
+check env_without_equals_says_why fails_with 2 \
+	"kbox start: invalid --env \"X\": no '=' (expected NAME=VALUE)"
 kbox start -s x --backend nope
 check bad_backend fails_with 2 'kbox start: unknown backend "nope" (available: bwrap, none)'
 kbox start -s x -k no-such-kernel

@@ -10,23 +10,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static bool valid_env(const char *kv)
+/* Why KV is not NAME=VALUE with NAME a shell variable's name (letters,
+ * digits and '_', not starting with a digit), or NULL when it is. */
+static const char *env_wrong(const char *kv)
 {
 	const char *eq = strchr(kv, '=');
-	if (!eq || eq == kv)
-		return false;
+	if (!eq)
+		return "no '=' (expected NAME=VALUE)";
+	if (eq == kv)
+		return "no NAME before '='";
+	if (*kv >= '0' && *kv <= '9')
+		return "a NAME may not begin with a digit";
 	for (const char *p = kv; p < eq; p++)
 		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
-		      (p > kv && *p >= '0' && *p <= '9')))
-			return false;
-	return true;
+		      (*p >= '0' && *p <= '9')))
+			return "a NAME is letters, digits and '_'";
+	return NULL;
 }
 
 /* -e K=V: appended to the cli_strlist_t at VALUE. */
 static int env_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
-	if (!valid_env(arg)) {
-		cli_error(cmd, "invalid --env \"%s\": expected NAME=VALUE", arg);
+	const char *why = env_wrong(arg);
+	if (why) {
+		cli_error(cmd, "invalid --env \"%s\": %s", arg, why);
 		return EXIT_USAGE;
 	}
 	return cli_strlist_add(cmd, opt->value, arg);
@@ -61,6 +68,13 @@ static int cpus_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 		return EXIT_USAGE;
 	}
 	*(double *)opt->value = v;
+	/* more than the machine has bounds nothing: said, and taken */
+	if (v > (double)sysconf(_SC_NPROCESSORS_ONLN))
+		cli_error(
+		        cmd,
+		        "warning: --cpus %s is more than the %ld CPUs of this machine: the kernel "
+		        "may use them all",
+		        arg, sysconf(_SC_NPROCESSORS_ONLN));
 	return EXIT_OK;
 }
 
