@@ -278,9 +278,10 @@ const char *cli_session_name(const char *given);
 /* EXIT_OK, or EXIT_USAGE with one line printed when NAME is not valid. */
 int cli_check_session(const char *cmd, const char *name);
 /* Can CONFIG's backend run here?  For bwrap: installed, and able to make
- * its sandbox (a probe).  Warns about limits it cannot enforce.  EXIT_OK,
+ * its sandbox (a probe).  With WARN (a session's first start: once a
+ * session) warns, in one line, about limits it cannot enforce.  EXIT_OK,
  * or EXIT_UNAVAILABLE after one error line. */
-int cli_check_backend(const char *cmd, const kr_session_config_t *config);
+int cli_check_backend(const char *cmd, const kr_session_config_t *config, bool warn);
 /* Remove a new session's directory DIR, if it holds only the empty
  * directories (and lock) a session starts with and the session.json this
  * start saved: a start that failed before a supervisor ran leaves nothing

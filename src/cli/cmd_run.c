@@ -461,7 +461,7 @@ static int start_run_session(run_t *run)
 		cli_error("run", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;
 	} else
-		status = cli_check_backend("run", &config);
+		status = cli_check_backend("run", &config, true);
 	if (status == EXIT_OK)
 		warn_of_run(run);
 	if (status == EXIT_OK &&

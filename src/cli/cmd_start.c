@@ -215,13 +215,13 @@ static void undo_start(const char *dir, bool is_new, const kr_session_config_t *
  * backend, and say so; *STARTED is true when this start made its
  * supervisor.  EXIT_OK, or an exit status after one line. */
 static int start_session(const char *dir, const char *name, const kr_session_config_t *config,
-                         bool *started)
+                         bool is_new, bool *started)
 {
 	int status;
 	pid_t pid;
 
 	if ((status = check_kspec(config->kernel)) != EXIT_OK ||
-	    (status = cli_check_backend("start", config)) != EXIT_OK)
+	    (status = cli_check_backend("start", config, is_new)) != EXIT_OK)
 		return status;
 	if (!kr_backend_sandboxed(config->backend))
 		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
@@ -334,7 +334,7 @@ int cmd_start(int argc, char **argv)
 		goto out;
 	}
 	restore = !is_new;
-	status = start_session(dir, name, &config, &started);
+	status = start_session(dir, name, &config, is_new, &started);
 out:
 	if (dir && (is_new || restore) && status != EXIT_OK && !started)
 		undo_start(dir, is_new, &before);

@@ -359,7 +359,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		if ((status = cli_check_backend(cmd, &have)) != EXIT_OK) {
+		if ((status = cli_check_backend(cmd, &have, is_new)) != EXIT_OK) {
 			kr_session_config_free(&have);
 			close(lock);
 			if (is_new) /* nothing of it is left behind */
@@ -435,7 +435,7 @@ void cli_session_forget(const char *dir)
 	rmdir(dir); /* only when empty: nothing else is ever removed */
 }
 
-int cli_check_backend(const char *cmd, const kr_session_config_t *config)
+int cli_check_backend(const char *cmd, const kr_session_config_t *config, bool warn)
 {
 	const char *b = config->backend;
 	kr_sandbox_opts_t so = {0};
@@ -457,14 +457,19 @@ int cli_check_backend(const char *cmd, const kr_session_config_t *config)
 	so.memory_bytes = config->memory;
 	so.cpus = config->cpus;
 	so.pids = (long)config->pids;
-	if (*kr_backend_unenforced(b, &so, buf, sizeof buf) && kr_backend_sandboxed(b))
-		cli_error(
-		        cmd,
-		        "warning: backend %s cannot use cgroups here for these limits: %s; "
-		        "rlimits stand in for memory and pids, per process (kbox doctor says more), "
-		        "and cpus go unbounded",
-		        b, buf);
-	else if (*buf)
+	if (!*kr_backend_unenforced(b, &so, buf, sizeof buf) || !warn)
+		return EXIT_OK;
+	if (kr_backend_sandboxed(b)) {
+		/* one short line, once a session: the reasons are kbox doctor's
+		 * (and kbox status's limits_missing) */
+		char *why = strstr(buf, " (");
+		if (why)
+			*why = '\0';
+		cli_error(cmd,
+		          "warning: no cgroups here for %s: bounded per process, cpus not at all "
+		          "(kbox doctor says how to get them)",
+		          buf);
+	} else
 		cli_error(cmd,
 		          "warning: backend %s does not enforce these limits here: %s (they are "
 		          "stored for backends that do)",
