@@ -841,7 +841,10 @@ setup_for \
 	exec_after_a_first_start_that_failed_is_a_new_session_not_a_restart \
 	start_that_failed_keeps_the_kernelspec_that_worked \
 	exec_after_a_failed_start_runs_the_sessions_kernel \
-	status_after_a_failed_start_names_the_sessions_kernel
+	status_after_a_failed_start_names_the_sessions_kernel \
+	exec_env_sets_variables_for_the_execution \
+	exec_env_is_restored_after_the_execution_an_error_too \
+	exec_env_name_that_is_no_name_says_why protocol_env_is_checked_and_carried
 fresh
 kbox start -s kf -k no-such-kernel
 check start_of_a_new_session_with_an_unknown_kernelspec_exits_5_and_makes_no_session eval \
@@ -877,6 +880,44 @@ kbox exec -s kf 'print(6 * 7)'
 check exec_after_a_failed_start_runs_the_sessions_kernel eval 'status_is 0 && last_line_is stdout 42'
 kbox status -s kf
 check status_after_a_failed_start_names_the_sessions_kernel eval '[ "$(status_line kernel)" = python3 ]'
+# exec -e NAME=VALUE: for that execution only (E2B's run_code(envs=...)),
+# restored after it, an error too; nothing of it among the user's names
+kbox exec -s kf -e KBOX_T1=one -e 'HOME=/elsewhere' 'import os
+print(os.environ["KBOX_T1"], os.environ["HOME"], [n for n in dir() if "kbox" in n.lower()])'
+check exec_env_sets_variables_for_the_execution eval 'status_is 0 &&
+	stdout_is "one /elsewhere []"'
+kbox exec -s kf -e KBOX_T1=two 'import os; print(os.environ["KBOX_T1"]); 1/0'
+kbox exec -s kf 'import os; print(os.environ.get("KBOX_T1"), os.environ["HOME"])'
+check exec_env_is_restored_after_the_execution_an_error_too eval 'status_is 0 &&
+	stdout_is "None /home/kbox"'
+kbox exec -s kf -e 1BAD=x 'print(1)'
+check exec_env_name_that_is_no_name_says_why fails_with 2 \
+	'kbox exec: invalid --env "1BAD=x": a NAME may not begin with a digit'
+if [ -z "$SKIPPING" ]; then
+	"$PY" - "$S/kf/control.sock" >stdout 2>stderr <<'PYEOF'
+import json, socket, sys
+def ask(req):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    s.sendall(json.dumps(req).encode() + b"\n")
+    for line in s.makefile():
+        r = json.loads(line)
+        if "ok" in r:
+            return r
+for env in ({"A-B": "1"}, {"A": 1}, {"A": "x\u0000y"}, ["A=1"]):
+    r = ask({"op": "execute", "code": "1", "env": env})
+    print(r["ok"], r["kind"], r["error"])
+r = ask({"op": "execute", "code": "import os; print(os.environ['P'])", "env": {"P": "é\n"},
+         "format": "json"})
+print(r["ok"], repr(r["result"]["stdout"]["text"]))
+PYEOF
+	rc=$?
+fi
+check protocol_env_is_checked_and_carried eval 'status_is 0 && [ "$(cat stdout)" = "False usage \"env\": \"A-B\": a NAME is letters, digits and '"'_'"'
+False usage \"env\": \"A\" is a string without NUL
+False usage not valid JSON: \\u0000 is not allowed without JSON_ALLOW_NUL near '"'"'\"x\\u0000y\"'"'"'
+False usage \"env\" is an object of at most 256 strings
+True '"'é\\\\n\\\\n'"'" ]'
 kbox stop -s kf
 
 # ---- regressions found in review ----

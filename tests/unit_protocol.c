@@ -234,6 +234,7 @@ TEST(an_execute_request_at_its_defaults_is_code_and_format)
 TEST(an_execute_request_with_every_member_is_read_back_as_written)
 {
 	const char *lines[] = {"Ada", "", "x y"};
+	const char *names[] = {"HOME", "_X9"}, *values[] = {"/x", "é\n\"q\""};
 	kr_ctl_exec_t e = KR_CTL_EXEC_INIT, back;
 	json_t *req;
 	e.code = "n = input()\nprint(n)";
@@ -249,6 +250,9 @@ TEST(an_execute_request_with_every_member_is_read_back_as_written)
 	e.max_lines = 40;
 	e.outputs = "/tmp/out";
 	e.prefix = "";
+	e.env_names = names;
+	e.env_values = values;
+	e.n_env = 2;
 	req = kr_ctl_exec_to_json(&e);
 	REQUIRE(req);
 	CHECK_INT_EQ(kr_ctl_exec_parse(req, &back, &err), 0);
@@ -267,6 +271,12 @@ TEST(an_execute_request_with_every_member_is_read_back_as_written)
 	CHECK_INT_EQ(back.max_lines, 40);
 	CHECK_STR_EQ(back.outputs, "/tmp/out");
 	CHECK_STR_EQ(back.prefix, "");
+	REQUIRE(back.n_env == 2);
+	for (size_t i = 0; i < 2; i++) {
+		size_t k = strcmp(back.env_names[i], "HOME") == 0 ? 0 : 1;
+		CHECK_STR_EQ(back.env_names[i], names[k]);
+		CHECK_STR_EQ(back.env_values[i], values[k]);
+	}
 	kr_ctl_exec_clear(&back);
 	CHECK(back.inputs == NULL && back.code == NULL);
 	json_decref(req);
@@ -359,6 +369,16 @@ TEST(each_refusal_names_its_member)
 	                   "\"prefix\" is a string of at most 32 characters without '/'"));
 	CHECK(refused_with("{\"code\":\"1\",\"prefix\":3}",
 	                   "\"prefix\" is a string of at most 32 characters without '/'"));
+	CHECK(refused_with("{\"code\":\"1\",\"env\":[]}",
+	                   "\"env\" is an object of at most 256 strings"));
+	CHECK(refused_with("{\"code\":\"1\",\"env\":{\"9A\":\"1\"}}",
+	                   "\"env\": \"9A\": a NAME may not begin with a digit"));
+	CHECK(refused_with("{\"code\":\"1\",\"env\":{\"A.B\":\"1\"}}",
+	                   "\"env\": \"A.B\": a NAME is letters, digits and '_'"));
+	CHECK(refused_with("{\"code\":\"1\",\"env\":{\"\":\"1\"}}",
+	                   "\"env\": \"\": a NAME may not be empty"));
+	CHECK(refused_with("{\"code\":\"1\",\"env\":{\"A\":null}}",
+	                   "\"env\": \"A\" is a string without NUL"));
 }
 
 TEST(members_are_checked_in_the_order_of_the_man_page)

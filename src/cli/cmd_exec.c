@@ -249,7 +249,7 @@ static int read_code(const char *src, bool is_file, char **code)
 int cmd_exec(int argc, char **argv)
 {
 	const char *name = NULL, *outputs = NULL, *file = NULL;
-	cli_strlist_t inputs = {0};
+	cli_strlist_t inputs = {0}, env = {0};
 	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	format_t format = FMT_TEXT;
 	cli_exec_result_t r;
@@ -278,12 +278,16 @@ int cmd_exec(int argc, char **argv)
 	        CLI_OPT_CALLBACK(0, "input-file", "FILE", cli_opt_input_file, &inputs,
 	                         "answer requests for input with the lines of FILE, after any -i "
 	                         "given before it (default: none)"),
+	        CLI_OPT_LIST('e', "env", "NAME=VALUE", &env,
+	                     "set NAME to VALUE for this execution only, restored after it; "
+	                     "repeatable; a Python kernel (default: none)"),
 	        CLI_OPT_FLAG(0, "no-start", &no_start,
 	                     "fail when the session is not running (default: start it)"),
 	        CLI_OPT_STRING('f', "file", "FILE", &file,
 	                       "run the contents of FILE, - for standard input (default: CODE)"),
 	        CLI_OPT_END};
 	char *code = NULL, *dir = NULL, outbuf[PATH_MAX];
+	const char **env_names = NULL, **env_values = NULL;
 	int fd = -1, status, n;
 
 	e.grace_ms = KR_CTL_GRACE_DEFAULT_MS; /* always sent (kbox-protocol(7)) */
@@ -328,6 +332,41 @@ int cmd_exec(int argc, char **argv)
 			goto out;
 		e.outputs = outbuf;
 	}
+	if (env.n > KR_CTL_ENV_MAX) {
+		cli_error("exec", "at most %d -e NAME=VALUE", KR_CTL_ENV_MAX);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	env_names = calloc(env.n + 1, sizeof *env_names);
+	env_values = calloc(env.n + 1, sizeof *env_values);
+	if (!env_names || !env_values) {
+		cli_error("exec", "out of memory");
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	for (size_t i = 0; i < env.n; i++) {
+		char *eq = strchr(env.v[i], '=');
+		const char *wrong = NULL;
+		if (eq) {
+			*eq = '\0'; /* the argument's own bytes: NAME, then VALUE */
+			wrong = kr_ctl_env_name_wrong(env.v[i]);
+		}
+		if (!eq || wrong || !kx_utf8_valid_str(eq + 1)) {
+			if (eq)
+				*eq = '=';
+			cli_error("exec", "invalid --env \"%s\": %s", env.v[i],
+			          !eq     ? "no '=' (expected NAME=VALUE)"
+			          : wrong ? wrong
+			                  : "its VALUE is not valid UTF-8");
+			status = EXIT_USAGE;
+			goto out;
+		}
+		env_names[i] = env.v[i];
+		env_values[i] = eq + 1;
+	}
+	e.env_names = env_names;
+	e.env_values = env_values;
+	e.n_env = env.n;
 	e.code = code;
 	e.format = cli_exec_format(format);
 	e.inputs = inputs.v;
@@ -349,6 +388,9 @@ out:
 		close(fd);
 	free(dir);
 	free(code);
+	free(env_names);
+	free(env_values);
 	cli_strlist_clear(&inputs);
+	cli_strlist_clear(&env);
 	return status;
 }

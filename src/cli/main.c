@@ -34,7 +34,7 @@ static const cli_cmd_t commands[] = {
         {"exec", cmd_exec,
          "kbox exec [-s NAME] [-t DURATION] [--grace DURATION] [--format text|json|ndjson] "
          "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--input-file FILE]... "
-         "[--no-start] "
+         "[-e NAME=VALUE]... [--no-start] "
          "(CODE | -f FILE | -)",
          "run code in a session's kernel (starting the session if needed)",
          "kbox exec -s sales -t 30 'df.describe()'"},

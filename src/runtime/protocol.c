@@ -215,6 +215,14 @@ json_t *kr_ctl_exec_to_json(const kr_ctl_exec_t *e)
 		put(req, "outputs", json_string(e->outputs), &ok);
 	if (e->prefix)
 		put(req, "prefix", json_string(e->prefix), &ok);
+	if (e->n_env) {
+		json_t *env = json_object();
+		for (size_t i = 0; env && i < e->n_env; i++)
+			if (json_object_set_new(env, e->env_names[i],
+			                        json_string(e->env_values[i])) < 0)
+				ok = false;
+		put(req, "env", env, &ok);
+	}
 	if (e->has_inputs) {
 		json_t *in = json_array();
 		for (size_t i = 0; in && i < e->n_inputs; i++)
@@ -282,13 +290,65 @@ static int refuse(kr_ctl_exec_t *out, kbox_error_t *err, kbox_errcode_t code, co
 	return kbox_error_set(err, code, "%s", why);
 }
 
+const char *kr_ctl_env_name_wrong(const char *name)
+{
+	if (!*name)
+		return "a NAME may not be empty";
+	if (*name >= '0' && *name <= '9')
+		return "a NAME may not begin with a digit";
+	for (const char *p = name; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
+		      (*p >= '0' && *p <= '9')))
+			return "a NAME is letters, digits and '_'";
+	return NULL;
+}
+
+/* "env" of REQ into OUT: an object of at most KR_CTL_ENV_MAX strings
+ * without NUL, named as variables.  0, or -1 with WHY. */
+static int parse_env(const json_t *env, kr_ctl_exec_t *out, char *why, size_t size)
+{
+	const char *key;
+	json_t *v;
+	size_t n = json_object_size(env), i = 0;
+
+	if (!json_is_object(env) || n > KR_CTL_ENV_MAX) {
+		snprintf(why, size, "\"env\" is an object of at most %d strings", KR_CTL_ENV_MAX);
+		return -1;
+	}
+	if (!n)
+		return 0;
+	out->env_names = calloc(n, sizeof *out->env_names);
+	out->env_values = calloc(n, sizeof *out->env_values);
+	if (!out->env_names || !out->env_values) {
+		snprintf(why, size, "out of memory");
+		return -1;
+	}
+	json_object_foreach((json_t *)env, key, v)
+	{
+		const char *wrong = kr_ctl_env_name_wrong(key);
+		if (wrong) {
+			snprintf(why, size, "\"env\": \"%.64s\": %s", key, wrong);
+			return -1;
+		}
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+			snprintf(why, size, "\"env\": \"%.64s\" is a string without NUL", key);
+			return -1;
+		}
+		out->env_names[i] = key;
+		out->env_values[i++] = json_string_value(v);
+	}
+	out->n_env = i;
+	return 0;
+}
+
 int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err)
 {
 	json_t *code = json_object_get(req, "code"), *in = json_object_get(req, "input");
 	json_t *format = json_object_get(req, "format"), *wt = json_object_get(req, "with_text");
 	json_t *mo = json_object_get(req, "max_output"), *ml = json_object_get(req, "max_lines");
 	json_t *outputs = json_object_get(req, "outputs"), *prefix = json_object_get(req, "prefix");
-	char why[128];
+	json_t *env = json_object_get(req, "env");
+	char why[192];
 	int f = 0;
 
 	*out = (kr_ctl_exec_t)KR_CTL_EXEC_INIT;
@@ -328,6 +388,9 @@ int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err)
 		         KR_CTL_PREFIX_MAX);
 		return refuse(out, err, KBOX_E_INVALID, why);
 	}
+	if (env && parse_env(env, out, why, sizeof why) < 0)
+		return refuse(out, err,
+		              strcmp(why, "out of memory") ? KBOX_E_INVALID : KBOX_E_NOMEM, why);
 	if (in) {
 		size_t n = json_array_size(in);
 		if (!(out->inputs = calloc(n + 1, sizeof *out->inputs)))
@@ -353,6 +416,8 @@ void kr_ctl_exec_clear(kr_ctl_exec_t *e)
 {
 	if (!e)
 		return;
+	free(e->env_names);
+	free(e->env_values);
 	free(e->inputs);
 	*e = (kr_ctl_exec_t)KR_CTL_EXEC_INIT;
 }

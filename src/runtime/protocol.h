@@ -197,7 +197,7 @@ const char *kr_ctl_format_name(kr_ctl_format_t format);
 /* An execute request.  Initialised with KR_CTL_EXEC_INIT it has every
  * member at its default: set the code and what differs.  What parse fills
  * is borrowed from the request it read (keep that alive), but for the
- * array INPUTS, which kr_ctl_exec_clear frees. */
+ * arrays INPUTS, ENV_NAMES and ENV_VALUES, which kr_ctl_exec_clear frees. */
 typedef struct {
 	const char *code;       /* required */
 	kr_ctl_format_t format; /* default: text */
@@ -214,7 +214,16 @@ typedef struct {
 	long long max_lines;  /* lines of each text; 0: the default */
 	const char *outputs;  /* an absolute directory; NULL: the session's */
 	const char *prefix;   /* of the files written; NULL: the generation's */
+	/* Variables set for this execution only, restored after it (as E2B's
+	 * run_code(envs=...)): N_ENV names and values, borrowed (from the
+	 * request parsed, or the caller's); a Python kernel only. */
+	const char **env_names, **env_values;
+	size_t n_env;
 } kr_ctl_exec_t;
+
+/* The variables of one execution: at most this many, each NAME a shell
+ * variable's ([A-Za-z_][A-Za-z0-9_]*), each value without a NUL. */
+#define KR_CTL_ENV_MAX 256
 
 #define KR_CTL_EXEC_INIT                      \
 	{                                     \
@@ -241,8 +250,13 @@ int kr_ctl_exec_fits(const kr_ctl_exec_t *e, kbox_error_t *err);
  * KR_CTL_GRACE_DEFAULT_MS, wait -1); durations are rounded to the
  * nearest millisecond.  0, or -1 with ERR (KBOX_E_INVALID, the message
  * the supervisor's "usage" error carries, naming the member) and *OUT
- * cleared.  Members of other ops are ignored. */
+ * cleared.  Members of other ops are ignored.  "env", an object of
+ * strings, comes after prefix. */
 int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err);
+
+/* Why NAME is not a variable's name ("a NAME may not begin with a
+ * digit", ...), or NULL when it is one. */
+const char *kr_ctl_env_name_wrong(const char *name);
 
 /* Free what kr_ctl_exec_parse allocated in E (the array INPUTS) and
  * reset it to KR_CTL_EXEC_INIT.  Accepts NULL. */

@@ -438,6 +438,135 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, const kbox_result_t *res, si
 	return r;
 }
 
+/* ---- an execution's own variables ("env") ---- */
+
+/* How long the silent executions that set and restore them may take. */
+#define ENV_EXEC_MS 30000
+
+/* The Python that sets J's variables, keeping what they were (SET), or
+ * puts back what they were: run in a namespace of its own (exec with a
+ * fresh dict), so that nothing of it is left among the user's names; the
+ * values kept hang on the os module.  Malloc'd, or NULL. */
+static char *env_code(const job_t *j, bool set)
+{
+	static const char restore[] =
+	        "exec(\"import os\\nfor k, v in getattr(os, '_kbox_env_saved', {}).items():\\n"
+	        "    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)\\n"
+	        "os._kbox_env_saved = {}\", {})\n";
+	json_t *vars;
+	char *lit, *code = NULL;
+
+	if (!set)
+		return strdup(restore);
+	if (!(vars = json_object()))
+		return NULL;
+	for (size_t i = 0; i < j->e.n_env; i++)
+		json_object_set_new(vars, j->e.env_names[i], json_string(j->e.env_values[i]));
+	/* a JSON object of strings is a Python dict literal (the escapes
+	 * jansson writes, \uXXXX among them, are Python's too) */
+	lit = json_dumps(vars, JSON_COMPACT | JSON_ENSURE_ASCII);
+	json_decref(vars);
+	if (lit &&
+	    asprintf(&code,
+	             "exec(\"import os\\nos._kbox_env_saved = {k: os.environ.get(k) for k in N}\\n"
+	             "os.environ.update(N)\", {\"N\": %s})\n",
+	             lit) < 0)
+		code = NULL;
+	free(lit);
+	return code;
+}
+
+static void on_env_set(void *arg, kbox_exec_t *x);
+static void on_env_restored(void *arg, kbox_exec_t *x);
+
+/* Begin the silent execution that sets (SET) or restores J's variables.
+ * 0, or -1 with ERR. */
+static int env_begin(sup_t *s, job_t *j, bool set, kbox_error_t *err)
+{
+	kbox_exec_opts_t eo = {0};
+	char *code = env_code(j, set);
+	kbox_exec_t *x;
+
+	if (!code)
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	eo.code = code;
+	eo.silent = true;
+	eo.timeout_ms = ENV_EXEC_MS;
+	eo.interrupt_on_timeout = true;
+	x = kbox_client_execute_begin(s->client, &eo, set ? on_env_set : on_env_restored, j, err);
+	free(code);
+	if (!x)
+		return -1;
+	j->env_phase = set ? 1 : 3;
+	return 0;
+}
+
+/* A silent execution of J's ended in X, not ok: the kernel died, or it
+ * did not answer: what comes next is as for a death (a new kernel). */
+static void env_failed(sup_t *s, kbox_exec_t *x)
+{
+	if (kbox_exec_status(x) == KBOX_EXEC_DIED || kbox_exec_status(x) == KBOX_EXEC_TIMEOUT) {
+		s->ready = false;
+		sup_kernel_check_soon(s);
+	}
+}
+
+static int job_begin_code(sup_t *s, job_t *j);
+static int job_refuse_as(sup_t *s, job_t *j, kr_ctl_err_t kind, const kbox_error_t *err);
+
+/* J's variables are set (or could not be): its code runs, or its client
+ * hears why not. */
+static void on_env_set(void *arg, kbox_exec_t *x)
+{
+	job_t *j = arg;
+	sup_t *s = j->s;
+	kbox_error_t err = {0};
+
+	if (kbox_exec_status(x) != KBOX_EXEC_OK) {
+		kbox_error_set(&err, KBOX_E_INVALID,
+		               "the execution's variables (\"env\") could not be set: %s",
+		               kbox_exec_reason(x) && *kbox_exec_reason(x)
+		                       ? kbox_exec_reason(x)
+		                       : kbox_exec_status_name(kbox_exec_status(x)));
+		env_failed(s, x);
+		kbox_exec_destroy(&x);
+		job_refuse_as(s, j, KR_CTL_ERR_KERNEL, &err);
+		sup_dispatch_soon(s);
+		return;
+	}
+	kbox_exec_destroy(&x);
+	j->env_phase = 2;
+	if (!j->conn) {
+		/* its client went away meanwhile: its code does not run, and its
+		 * variables go back at once */
+		if (env_begin(s, j, false, &err) < 0) {
+			s->running = NULL;
+			job_free(j);
+			sup_dispatch_soon(s);
+		}
+		return;
+	}
+	if (job_begin_code(s, j) < 0)
+		sup_dispatch_soon(s);
+}
+
+/* J's variables are what they were before it: the next job may run. */
+static void on_env_restored(void *arg, kbox_exec_t *x)
+{
+	job_t *j = arg;
+	sup_t *s = j->s;
+
+	if (kbox_exec_status(x) != KBOX_EXEC_OK) {
+		sup_log(s, "env-not-restored",
+		        json_pack("{s:s}", "status", kbox_exec_status_name(kbox_exec_status(x))));
+		env_failed(s, x);
+	}
+	kbox_exec_destroy(&x);
+	s->running = NULL;
+	job_free(j);
+	sup_dispatch_soon(s);
+}
+
 /* The execution of J ended: its result to its client, the log, and what
  * comes next (a killed kernel's replacement, the next job). */
 static void on_exec_done(void *arg, kbox_exec_t *x)
@@ -499,6 +628,18 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	                  kbox_exec_seconds(x), "count", kbox_exec_count(x), "generation",
 	                  (json_int_t)j->generation));
 	kbox_result_destroy(&res);
+	/* its variables back as they were, before anything else runs on
+	 * this kernel (not on one that is gone or going) */
+	if (j->env_phase == 2 && !kill && st != KBOX_EXEC_DIED && !s->stopping) {
+		kbox_error_t err = {0};
+		s->running = j;
+		if (env_begin(s, j, false, &err) == 0) {
+			sup_trim();
+			return;
+		}
+		s->running = NULL;
+		sup_log(s, "env-not-restored", json_pack("{s:s}", "error", err.msg));
+	}
 	job_free(j);
 	/* what a flood of output made the heap grow by goes back to the
 	 * system, not kept for the session's life */
@@ -555,17 +696,22 @@ static void on_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
 
 /* ---- beginning a job ---- */
 
-/* J could not begin, for ERR: its client is told, and it is gone.
- * Always -1. */
-static int job_refuse(sup_t *s, job_t *j, const kbox_error_t *err)
+/* J could not begin, for ERR: its client is told (an error of KIND), and
+ * it is gone.  Always -1. */
+static int job_refuse_as(sup_t *s, job_t *j, kr_ctl_err_t kind, const kbox_error_t *err)
 {
 	s->running = NULL;
 	if (j->conn) {
-		sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_KERNEL, "%s", err->msg);
+		sup_reply_error(j->conn, job_op(j), kind, "%s", err->msg);
 		j->conn->job = NULL;
 	}
 	job_free(j);
 	return -1;
+}
+
+static int job_refuse(sup_t *s, job_t *j, const kbox_error_t *err)
+{
+	return job_refuse_as(s, j, KR_CTL_ERR_KERNEL, err);
 }
 
 /* Begin the completion or inspection J: its request to the kernel, the
@@ -630,9 +776,31 @@ static kbox_capture_t *job_capture(sup_t *s, job_t *j, kbox_error_t *err)
 	return cap;
 }
 
-/* Begin the execution J: its capture, then the kernel's client takes it
- * on, and its client hears that it runs.  0, or -1 (job_refuse). */
+/* Begin the execution J: its variables first when it has some (then
+ * job_begin_code once they are set), else its code.  0, or -1
+ * (job_refuse). */
 static int job_begin_execute(sup_t *s, job_t *j)
+{
+	kbox_error_t err = {0};
+	const char *lang = s->spec ? kbox_kspec_language(s->spec) : NULL;
+
+	if (!j->e.n_env)
+		return job_begin_code(s, j);
+	if (!lang || strcmp(lang, "python") != 0) {
+		kbox_error_set(&err, KBOX_E_INVALID,
+		               "\"env\" needs a Python kernel: the kernel %s is %s", s->kernel,
+		               lang ? lang : "of no language it names");
+		return job_refuse_as(s, j, KR_CTL_ERR_USAGE, &err);
+	}
+	if (env_begin(s, j, true, &err) < 0)
+		return job_refuse(s, j, &err);
+	return 0;
+}
+
+/* Begin the code of execution J: its capture, then the kernel's client
+ * takes it on, and its client hears that it runs.  0, or -1
+ * (job_refuse). */
+static int job_begin_code(sup_t *s, job_t *j)
 {
 	kbox_error_t err = {0};
 	kbox_exec_opts_t eo = {0};
