@@ -8,6 +8,7 @@ import base64
 import glob
 import hashlib
 import json
+import re
 import os
 import select
 import signal
@@ -216,7 +217,9 @@ def t_state():
     global r1, r2
     r1 = s.call("run_python", {"code": "x = 41\nprint('x is', x)"})
     r2 = s.call("run_python", {"code": "x + 1"})
-    assert text_of(r1) == "x is 41\n", text_of(r1)
+    # the session is new: the first result's first line says so
+    assert re.fullmatch(r"\[note: new session mcp-[0-9]+-[0-9a-f]+: nothing is defined yet\]\n"
+                        r"x is 41\n", text_of(r1)), text_of(r1)
     assert text_of(r2) == "Out[2]: 42\n", text_of(r2)
     sc = r2["result"]["structuredContent"]
     assert sc["value"]["data"]["text/plain"] == "42", sc
@@ -691,7 +694,8 @@ check("a_session_that_cannot_start_gives_the_reason_in_the_tool_text", t_start_f
 def t_persistent():
     o = Server("-s", "mcp-keep")
     o.init()
-    assert text_of(o.call("run_python", {"code": "x = 41"})) == ""
+    assert text_of(o.call("run_python", {"code": "x = 41"})) == (
+        "[note: new session mcp-keep: nothing is defined yet]\n")
     assert o.close(60) == 0
     (k,) = [x for x in sessions() if x["name"] == "mcp-keep"]
     assert k["state"] == "idle", k

@@ -444,12 +444,18 @@ check put_into_missing_directory_makes_nothing eval '[ ! -e "$S/two/workspace/no
 
 # ---- every exit status ----
 
+# a session exec makes is new: its first result says so (a mistyped name
+# makes one), once, and the person hears its name on stderr
 setup_for exec_starts_the_session_when_needed \
-	exec_starting_the_session_with_bwrap_prints_nothing_on_stderr
+	exec_starting_a_new_session_says_so_on_stderr exec_says_a_session_is_new_once
 fresh
 kbox exec -s ex 'print("ok")'
-check exec_starts_the_session_when_needed eval 'status_is 0 && stdout_is ok'
-check exec_starting_the_session_with_bwrap_prints_nothing_on_stderr stderr_empty
+check exec_starts_the_session_when_needed eval 'status_is 0 && stdout_is "[note: new session ex: nothing is defined yet]
+ok"'
+check exec_starting_a_new_session_says_so_on_stderr stderr_is \
+	"kbox exec: session ex is new: started it (kbox ls lists the sessions)"
+kbox exec -s ex 'print("again")'
+check exec_says_a_session_is_new_once eval 'status_is 0 && stdout_is again && stderr_empty'
 
 setup_for exec_raise_exits_1
 fresh
@@ -935,7 +941,7 @@ if [ -z "$SKIPPING" ]; then
 	timeout -k 5 90 sh -c '"$1" exec -s fdl "print(1)" 5>&1 2>/dev/null | cat >out' sh "$KBOX" 2>/dev/null
 	rc=$?
 fi
-check supervisor_holds_no_inherited_pipe eval '[ "$rc" = 0 ] && [ "$(cat out)" = 1 ]'
+check supervisor_holds_no_inherited_pipe eval '[ "$rc" = 0 ] && [ "$(tail -n 1 out)" = 1 ]'
 check supervisor_has_only_its_own_fds eval '! ls -l /proc/$(cat "$S/fdl/supervisor.pid")/fd | grep -q " 5 -> pipe"'
 
 # A client killed mid-execution (Ctrl-C, a harness timeout): its code is
@@ -1314,7 +1320,7 @@ if [ -z "$SKIPPING" ]; then
 		'print(get_ipython().kernel.get_parent()["header"]["username"])' >stdout 2>stderr
 	rc=$?
 fi
-check username_is_taken_from_the_environment eval 'status_is 0 && stdout_is agent123'
+check username_is_taken_from_the_environment eval 'status_is 0 && last_line_is stdout agent123'
 # Without one, a fixed name, as jupyter_client's (no NSS lookup).
 fresh
 if [ -z "$SKIPPING" ]; then
@@ -1457,7 +1463,7 @@ SKIPPING=
 "$top_builddir/kbox-supervisor" >stdout 2>stderr
 rc=$?
 check supervisor_program_without_arguments_is_a_usage_error fails_with 2 \
-	"kbox-supervisor: usage: kbox-supervisor SESSION_DIR READY_FD (kbox start runs it), or kbox-supervisor --version"
+	"kbox-supervisor: usage: kbox-supervisor SESSION_DIR READY_FD [--new] (kbox start runs it), or kbox-supervisor --version"
 "$top_builddir/kbox-supervisor" "$S/none" 9 >stdout 2>stderr 9<&-
 rc=$?
 check supervisor_program_without_its_ready_socket_is_refused fails_with 2 \

@@ -207,9 +207,10 @@ static char **supervisor_env(const char *cmd)
 }
 
 /* Fork twice; the grandchild, in its own session, becomes the supervisor,
- * with the environment supervisor_env makes.  Returns the read end of the
- * readiness pipe, or -1 (printed). */
-static int spawn_supervisor(const char *cmd, const char *dir)
+ * with the environment supervisor_env makes (told, with NEW_NOTICE, that
+ * its session is new to the call that runs code in it).  Returns the read
+ * end of the readiness pipe, or -1 (printed). */
+static int spawn_supervisor(const char *cmd, const char *dir, bool new_notice)
 {
 	int pfd[2] = {-1, -1}, st;
 	pid_t mid;
@@ -274,7 +275,10 @@ static int spawn_supervisor(const char *cmd, const char *dir)
 		if (chdir("/") < 0)
 			_exit(127);
 		/* its argv: kbox-supervisor(8)'s, in runtime/supervisor.h */
-		execve(prog, (char *[]){KR_SUPERVISOR_PROGRAM, (char *)dir, "3", NULL}, env);
+		execve(prog,
+		       (char *[]){KR_SUPERVISOR_PROGRAM, (char *)dir, "3",
+		                  new_notice ? "--new" : NULL, NULL},
+		       env);
 		fprintf(stderr, "kbox: cannot run %s: %s\n", prog, strerror(errno));
 		_exit(127);
 	}
@@ -377,7 +381,12 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			        have.backend);
 		kr_session_config_free(&have);
 	}
-	if ((rfd = spawn_supervisor(cmd, dir)) < 0) {
+	/* a new session that kbox exec, mcp or agent makes for the code they
+	 * run: its first result, and the person, hear that it is new (a
+	 * mistyped name makes one) */
+	if (first && !config)
+		cli_error(cmd, "session %s is new: started it (kbox ls lists the sessions)", name);
+	if ((rfd = spawn_supervisor(cmd, dir, first && !config)) < 0) {
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}

@@ -443,6 +443,12 @@ static void take_over(sup_t *s)
 		        prev[0] ? prev : "its supervisor died");
 		snprintf(s->last_cause, sizeof s->last_cause, "%s",
 		         prev[0] ? prev : "supervisor died");
+	} else if (s->new_notice) {
+		/* made by the call that runs code in it: a name mistyped is a
+		 * new, empty session, which the result says */
+		const char *name = json_string_value(json_object_get(s->config, "name"));
+		kx_msgf(s->notice, sizeof s->notice, "new session %s: nothing is defined yet",
+		        name ? name : "");
 	}
 	{
 		char path[PATH_MAX + 16];
@@ -481,7 +487,7 @@ static void take_over(sup_t *s)
 	}
 }
 
-int kr_supervisor_run(const char *dir, int ready_fd)
+int kr_supervisor_run(const char *dir, int ready_fd, unsigned flags)
 {
 	sup_t s = {0};
 	kbox_error_t err = {0};
@@ -492,6 +498,7 @@ int kr_supervisor_run(const char *dir, int ready_fd)
 	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = -1;
 	s.outputs_wd = s.sockets_wd = -1;
 	s.ready_fd = ready_fd;
+	s.new_notice = flags & KR_SUP_NEW_NOTICE;
 	s.started_ms = kx_now_ms();
 	s.started_wall = kx_wall_s();
 	s.last_activity_wall = s.started_wall;

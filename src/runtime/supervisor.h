@@ -19,8 +19,16 @@
 /* Run the supervisor of the session in DIR (its session.json says what to
  * start) until it stops.  READY_FD (or -1, a socket) gets one line when the
  * kernel is ready or could not start: {"ok":true,"pid":…,"kernel_pid":…}
- * or {"ok":false,"error":…}, then is closed.  Returns 0 after a clean
- * stop, 1 when the session could not start. */
-int kr_supervisor_run(const char *dir, int ready_fd);
+ * or {"ok":false,"error":…}, then is closed.  FLAGS: 0, or
+ * KR_SUP_NEW_NOTICE (the program's "--new"): the session is new, made by
+ * a call that runs code in it (kbox exec, mcp, agent), and the first
+ * execution's result says so ("[note: new session NAME: nothing is
+ * defined yet]").  Returns 0 after a clean stop, 1 when the session could
+ * not start.
+ *
+ * The program's command line: SESSION_DIR READY_FD [--new], or
+ * --version. */
+#define KR_SUP_NEW_NOTICE 1u
+int kr_supervisor_run(const char *dir, int ready_fd, unsigned flags);
 
 #endif

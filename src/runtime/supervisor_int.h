@@ -152,6 +152,7 @@ struct sup {
 	size_t n_conns;
 	int flush_timer, ttl_timer;
 	unsigned long conn_serial;
+	bool new_notice; /* KR_SUP_NEW_NOTICE */
 	/* of each event of sup_log's fold table: when a line of it was last
 	 * written, how many came since that are not written yet, and the
 	 * latest of those (its members; NULL when none waits) */

@@ -394,7 +394,7 @@ static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
 /* The reply to J's execution X, whose result is RES (new), and its size
  * as JSON in *SIZE; NULL when out of memory, or when it is larger than
  * KR_CTL_REPLY_MAX. */
-static json_t *exec_reply(job_t *j, kbox_exec_t *x, const kbox_result_t *res, size_t *size)
+static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *size)
 {
 	kr_ctl_format_t fmt = j->e.format;
 	json_t *r = json_pack("{s:b, s:s, s:s, s:I}", "ok", 1, "re", "execute", "status",
@@ -406,15 +406,18 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, const kbox_result_t *res, si
 	if (fmt == KR_CTL_FMT_TEXT || fmt == KR_CTL_FMT_TEXT_LIVE || j->e.with_text) {
 		char *text = kbox_render_text_ex(
 		        res, fmt == KR_CTL_FMT_TEXT_LIVE ? KBOX_RENDER_NO_STREAMS : 0);
-		/* the notice first with "text" (a live client printed it already;
-		 * with_text json has it among the notes) */
+		/* the notice is the text's first line, what a model reads first
+		 * (a live client printed it already, from the started event) */
 		json_object_set_new(
 		        r, "text",
-		        kr_ctl_reply_text(j->notice[0] && fmt == KR_CTL_FMT_TEXT ? j->notice : NULL,
-		                          fmt != KR_CTL_FMT_TEXT_LIVE ? j->earlier_text : NULL,
-		                          text));
+		        kr_ctl_reply_text(
+		                j->notice[0] && fmt != KR_CTL_FMT_TEXT_LIVE ? j->notice : NULL,
+		                fmt != KR_CTL_FMT_TEXT_LIVE ? j->earlier_text : NULL, text));
 		free(text);
 	}
+	/* the JSON's notices hold it too, first */
+	if (j->notice[0] && fmt != KR_CTL_FMT_TEXT && fmt != KR_CTL_FMT_TEXT_LIVE)
+		kbox_result_add_notice(res, j->notice, true);
 	if (fmt == KR_CTL_FMT_JSON || fmt == KR_CTL_FMT_NDJSON) {
 		json_t *o = fmt == KR_CTL_FMT_JSON ? kbox_render_json(res)
 		                                   : kbox_render_end_event(res);
@@ -600,9 +603,6 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 			         restarting ? "; a new kernel was started" : "");
 			kbox_result_set_status(res, KBOX_EXEC_DIED, reason);
 		}
-		if (j->notice[0] && j->e.format != KR_CTL_FMT_TEXT &&
-		    j->e.format != KR_CTL_FMT_TEXT_LIVE)
-			kbox_result_add_notice(res, j->notice, true);
 	}
 	if (j->conn && !res)
 		sup_reply_error(j->conn, job_op(j), KR_CTL_ERR_INTERNAL,

@@ -47,9 +47,10 @@ int main(int argc, char **argv)
 		       kbox_version());
 		return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 5;
 	}
-	if (argc != 3 || (ready_fd = fd_arg(argv[2])) < 0) {
+	if ((argc != 3 && (argc != 4 || strcmp(argv[3], "--new") != 0)) ||
+	    (ready_fd = fd_arg(argv[2])) < 0) {
 		fprintf(stderr,
-		        "%s: usage: %s SESSION_DIR READY_FD (kbox start runs it), or %s "
+		        "%s: usage: %s SESSION_DIR READY_FD [--new] (kbox start runs it), or %s "
 		        "--version\n",
 		        KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM);
 		return 2;
@@ -63,5 +64,5 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: libsodium could not be initialised\n", KR_SUPERVISOR_PROGRAM);
 		return 5;
 	}
-	return kr_supervisor_run(argv[1], ready_fd) == 0 ? 0 : 5;
+	return kr_supervisor_run(argv[1], ready_fd, argc == 4 ? KR_SUP_NEW_NOTICE : 0) == 0 ? 0 : 5;
 }
