@@ -410,19 +410,22 @@ static void out_view(kbox_capture_t *self, out_t *o, bool last_of_stream, bool *
 		return;
 	if (a < h)
 		kx_buf_append(&buf, v + a, (b < h ? b : h) - a);
+	o->pub.marker_at = buf.len;
 	if (m && !*marker_shown && b > h) {
 		kx_buf_append(&buf, v + h, m);
 		*marker_shown = true;
 	}
+	o->pub.marker_len = buf.len - o->pub.marker_at;
 	if (b > tl) {
 		size_t x = a > tl ? a : tl;
 		kx_buf_append(&buf, v + h + m + (x - tl), b - x);
 	}
+	o->pub.note_at = buf.len;
 	if (last_of_stream && t->fin_extra)
 		kx_buf_append(&buf, v + h + m + (t->total_bytes - tl), t->fin_extra);
 	o->text = kx_buf_take(&buf, &o->pub.len);
 	if (!o->text)
-		o->pub.len = 0;
+		o->pub.len = o->pub.marker_at = o->pub.marker_len = o->pub.note_at = 0;
 	o->pub.text = o->text ? o->text : "";
 }
 
@@ -1268,6 +1271,8 @@ int kbox_result_set_error_text(kbox_result_t *self, const char *line)
 	t->view.text = text;
 	t->view.len = n;
 	t->view.truncated = true;
+	t->view.marker_at = t->view.marker_len = 0;
+	t->view.note_at = n;
 	return 0;
 }
 
