@@ -1147,6 +1147,9 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	r->count = self->count;
 	if (exec) {
 		r->status = kbox_exec_status(exec);
+		/* an error the kernel sent is an error, whatever its reply says */
+		if (r->status == KBOX_EXEC_OK && self->has_error)
+			r->status = KBOX_EXEC_ERROR;
 		if (kbox_exec_count(exec) >= 0)
 			r->count = kbox_exec_count(exec);
 		r->seconds = kbox_exec_seconds(exec);

@@ -238,7 +238,8 @@ bool kbox_capture_can_spill(const kbox_capture_t *self);
 int kbox_capture_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg);
 
 /* Finish: flush pending text, take status, count, time and reason from EXEC
- * (borrowed; NULL for a capture without an execution), and return the
+ * (borrowed; NULL for a capture without an execution; a status "ok" with
+ * an error captured is KBOX_EXEC_ERROR), and return the
  * result: new, kbox_result_destroy(&p).  *SELF_P is taken and set to
  * NULL, except when out of memory: NULL is then returned and *SELF_P is
  * left as it was, still the caller's to destroy.  NULL too when *SELF_P

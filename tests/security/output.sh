@@ -386,4 +386,17 @@ check row50_a_cut_text_shows_only_its_own_marker_without_a_backslash eval 'statu
 	[ "$(grep -c "^\\\\\[\.\.\. .* left out; the complete text is in /tmp/x \.\.\.\]$" stdout)" = 10 ] &&
 	[ "$(wc -l <stdout)" = 11 ]'
 
+# an error published on iopub, then a reply "ok": the result is an error
+fresh
+cat >forgeerr.py <<'EOF'
+ip = get_ipython()
+ip.kernel.session.send(ip.kernel.iopub_socket, "error", {"ename": "E", "evalue": "v", "traceback": ["tb"]}, parent=ip.kernel.get_parent("shell"));
+EOF
+kbox exec -s ou --format json -f forgeerr.py
+cp stdout forgeerr.json
+kbox exec -s ou -f forgeerr.py
+check row50_an_error_sent_before_a_reply_ok_is_exit_1_and_status_error eval 'status_is 1 &&
+	stdout_is "tb
+E: v" && json_true forgeerr.json "j[\"status\"] == \"error\" and j[\"error\"][\"ename\"] == \"E\""'
+
 tests_done
