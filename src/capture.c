@@ -1127,7 +1127,7 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	if (self->pending_clear)
 		self->pending_clear = false; /* a clear with nothing after it clears nothing */
 	{
-		kbox_exec_drops_t drops = {{0, 0}, {0, 0}, 0};
+		kbox_exec_drops_t drops = {{0, 0}, {0, 0}, 0, 0};
 		if (exec)
 			kbox_exec_dropped(exec, &drops);
 		self->never_arrived = drops.never_arrived;
@@ -1179,6 +1179,13 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 				        "kbox (most likely its output queue overflowed while it flooded "
 				        "output faster than kbox reads): some output may be missing",
 				        d.never_arrived);
+			if (d.undecodable)
+				capture_notice(
+				        self,
+				        "%zu messages the kernel sent during this execution could "
+				        "not be decoded (not valid JSON or UTF-8, or badly signed) "
+				        "and are left out: some output may be missing",
+				        d.undecodable);
 			if (n)
 				capture_notice(
 				        self,

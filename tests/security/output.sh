@@ -399,4 +399,21 @@ check row50_an_error_sent_before_a_reply_ok_is_exit_1_and_status_error eval 'sta
 	stdout_is "tb
 E: v" && json_true forgeerr.json "j[\"status\"] == \"error\" and j[\"error\"][\"ename\"] == \"E\""'
 
+# a message whose content is not JSON kbox can read (a lone surrogate) is
+# counted under a notice of its own, not as output that never arrived
+fresh
+cat >surrogate.py <<'EOF'
+import json
+ip = get_ipython(); s = ip.kernel.session; p = s.pack
+s.pack = lambda o: json.dumps(o, ensure_ascii=True, default=str).encode()
+try:
+    s.send(ip.kernel.iopub_socket, "stream", {"name": "stdout", "text": "a\ud800b\n"}, parent=ip.kernel.get_parent("shell"))
+finally:
+    s.pack = p
+print("after")
+EOF
+kbox exec -s ou -f surrogate.py
+check row50_an_undecodable_message_has_its_own_notice eval 'status_is 0 && stdout_is "after
+[note: 1 messages the kernel sent during this execution could not be decoded (not valid JSON or UTF-8, or badly signed) and are left out: some output may be missing]"'
+
 tests_done
