@@ -410,19 +410,22 @@ static void out_view(kbox_capture_t *self, out_t *o, bool last_of_stream, bool *
 		return;
 	if (a < h)
 		kx_buf_append(&buf, v + a, (b < h ? b : h) - a);
+	o->pub.marker_at = buf.len;
 	if (m && !*marker_shown && b > h) {
 		kx_buf_append(&buf, v + h, m);
 		*marker_shown = true;
 	}
+	o->pub.marker_len = buf.len - o->pub.marker_at;
 	if (b > tl) {
 		size_t x = a > tl ? a : tl;
 		kx_buf_append(&buf, v + h + m + (x - tl), b - x);
 	}
+	o->pub.note_at = buf.len;
 	if (last_of_stream && t->fin_extra)
 		kx_buf_append(&buf, v + h + m + (t->total_bytes - tl), t->fin_extra);
 	o->text = kx_buf_take(&buf, &o->pub.len);
 	if (!o->text)
-		o->pub.len = 0;
+		o->pub.len = o->pub.marker_at = o->pub.marker_len = o->pub.note_at = 0;
 	o->pub.text = o->text ? o->text : "";
 }
 
@@ -1124,7 +1127,7 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	if (self->pending_clear)
 		self->pending_clear = false; /* a clear with nothing after it clears nothing */
 	{
-		kbox_exec_drops_t drops = {{0, 0}, {0, 0}, 0};
+		kbox_exec_drops_t drops = {{0, 0}, {0, 0}, 0, 0};
 		if (exec)
 			kbox_exec_dropped(exec, &drops);
 		self->never_arrived = drops.never_arrived;
@@ -1144,6 +1147,9 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	r->count = self->count;
 	if (exec) {
 		r->status = kbox_exec_status(exec);
+		/* an error the kernel sent is an error, whatever its reply says */
+		if (r->status == KBOX_EXEC_OK && self->has_error)
+			r->status = KBOX_EXEC_ERROR;
 		if (kbox_exec_count(exec) >= 0)
 			r->count = kbox_exec_count(exec);
 		r->seconds = kbox_exec_seconds(exec);
@@ -1173,6 +1179,13 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 				        "kbox (most likely its output queue overflowed while it flooded "
 				        "output faster than kbox reads): some output may be missing",
 				        d.never_arrived);
+			if (d.undecodable)
+				capture_notice(
+				        self,
+				        "%zu messages the kernel sent during this execution could "
+				        "not be decoded (not valid JSON or UTF-8, or badly signed) "
+				        "and are left out: some output may be missing",
+				        d.undecodable);
 			if (n)
 				capture_notice(
 				        self,
@@ -1268,6 +1281,8 @@ int kbox_result_set_error_text(kbox_result_t *self, const char *line)
 	t->view.text = text;
 	t->view.len = n;
 	t->view.truncated = true;
+	t->view.marker_at = t->view.marker_len = 0;
+	t->view.note_at = n;
 	return 0;
 }
 

@@ -193,6 +193,15 @@ kbox_msg_t *client_decode(kbox_client_t *self, kbox__parts_t *p, kbox_channel_t 
 	kbox_msg_t *msg = kbox__msg_decode_parts(self->auth, p, &e);
 	kbox_exec_t *x = self->exec;
 
+	if (!msg && x && x->run && x->run->phase >= X_RUN) {
+		/* it came: not among those that never arrived, but counted as
+		 * undecodable when it is the execution's */
+		char id[256];
+		bool ours = kbox__raw_ids(p->frames, p->n, x->run->req_id, id, sizeof id);
+		kbox__seq_note(&x->seq, id, ours);
+		if (ours)
+			x->drops.undecodable++;
+	}
 	kbox__parts_close(p);
 	if (!msg) {
 		self->dropped++;
@@ -377,7 +386,9 @@ static void on_iopub(kbox_client_t *self)
 	if (run) /* silence counts from when this one was taken in */
 		run->last_iopub = kx_now_ms();
 	client_guard_on(self, &g);
-	if (run && pid && strcmp(pid, run->req_id) == 0)
+	if (run && pid && strcmp(pid, run->req_id) == 0 && kbox__msg_content_unreadable(m))
+		x->drops.undecodable++; /* it came, and holds nothing kbox can read */
+	else if (run && pid && strcmp(pid, run->req_id) == 0)
 		exec_output(self, x, &m);
 	else if (m && self->iopub_cb)
 		self->iopub_cb(self->iopub_arg, m);

@@ -352,6 +352,36 @@ bool kbox__droppable_output(const kbox_frame_t *frames, size_t n, const char *re
 	return out;
 }
 
+/* The ids of a message that could not be decoded (iopub_guard.h). */
+bool kbox__raw_ids(const kbox_frame_t *frames, size_t n, const char *req_id, char *msg_id,
+                   size_t id_size)
+{
+	const size_t dlen = sizeof KBOX_DELIMITER - 1;
+	const kbox_frame_t *f;
+	bool ours = false;
+	size_t d;
+
+	msg_id[0] = '\0';
+	for (d = 0; d < n; d++)
+		if (frames[d].size == dlen && memcmp(frames[d].data, KBOX_DELIMITER, dlen) == 0)
+			break;
+	if (d + 2 < n && (f = &frames[d + 2])->size <= KBOX_MAX_HEADER_BYTES) {
+		json_t *h = json_loadb((const char *)f->data, f->size, 0, NULL);
+		json_t *mid = json_object_get(h, "msg_id");
+		if (json_is_string(mid) &&
+		    (size_t)snprintf(msg_id, id_size, "%s", json_string_value(mid)) >= id_size)
+			msg_id[0] = '\0';
+		json_decref(h);
+	}
+	if (req_id && d + 3 < n && (f = &frames[d + 3])->size <= KBOX_MAX_HEADER_BYTES) {
+		json_t *p = json_loadb((const char *)f->data, f->size, 0, NULL);
+		json_t *id = json_object_get(p, "msg_id");
+		ours = json_is_string(id) && strcmp(json_string_value(id), req_id) == 0;
+		json_decref(p);
+	}
+	return ours;
+}
+
 /* ---- the iopub handler's reading ---- */
 
 /* Count *Z_P (SIZE bytes), dropped unread: against X when OURS (with the

@@ -83,4 +83,11 @@ bool kbox__stream_text(const char *p, size_t n, int *which, size_t *bytes);
 bool kbox__droppable_output(const kbox_frame_t *frames, size_t n, const char *req_id, bool *ours,
                             int *stream, size_t *text_bytes, char *msg_id, size_t id_size);
 
+/* The header's msg_id of the message of the N FRAMES (raw, unverified:
+ * one that could not be decoded) into MSG_ID (ID_SIZE bytes, "" if none),
+ * each of header and parent decoded at most KBOX_MAX_HEADER_BYTES; true
+ * when its parent's msg_id is REQ_ID (never when NULL). */
+bool kbox__raw_ids(const kbox_frame_t *frames, size_t n, const char *req_id, char *msg_id,
+                   size_t id_size);
+
 #endif

@@ -84,4 +84,9 @@ void kbox__parts_close(kbox__parts_t *self);
 /* kbox__msg_decode_zmsg for the parts of P (left untouched). */
 kbox_msg_t *kbox__msg_decode_parts(kbox_auth_t *auth, const kbox__parts_t *p, kbox_error_t *err);
 
+/* Was the content of SELF, signed but left as text by a lazy decode,
+ * not a JSON object (a lone surrogate, bad UTF-8), so that it reads as
+ * {}?  Parses it if it was not yet. */
+bool kbox__msg_content_unreadable(const kbox_msg_t *self);
+
 #endif

@@ -46,13 +46,137 @@ static void buf_visible(kx_buf_t *b, const char *s, size_t len)
 	kx_buf_append(b, s, len);
 }
 
-/* Append the LEN bytes at S as one part: nothing when LEN is 0, else S
- * (NUL shown as "\0") and, if S does not end with one, a newline. */
-static void buf_part(kx_buf_t *b, const char *s, size_t len)
+/* ---- kbox's own lines, and the kernel's that look like them ----
+ *
+ * kbox's own lines in the text begin with one of these.  A line the
+ * kernel made (its output, a value, a traceback, a prompt) that begins
+ * with one, after any number of backslashes, is shown with one more
+ * backslash first, as mboxrd quotes "From " lines: "[stderr]" printed by
+ * the code reads "\[stderr]", and "\[stderr]" reads "\\[stderr]".  So no
+ * line of the kernel's reads as one of kbox's, and no other line changes.
+ * The tool's description (src/cli/cmd_tool_schema.c) and kbox-exec(1)
+ * list the words. */
+static const char *const own_prefixes[] = {
+        "[stderr]",
+        "[note: ",
+        "[image ",
+        "[display ",
+        "[input: ",
+        "[timeout]",
+        "[timeout: ",
+        "[kernel died",
+        "[aborted]",
+        "[aborted: ",
+        "[interrupted",
+        "[... ",
+        "[files saved in: ",
+        "[output printed between executions",
+        "[end of that output]",
+        "Out[",
+        "Out:",
+};
+
+/* Does the line starting at S (LEN bytes at most) begin, after any
+ * backslashes, with one of kbox's own prefixes? */
+static bool looks_own(const char *s, size_t len)
+{
+	size_t i = 0, n;
+
+	while (i < len && s[i] == '\\')
+		i++;
+	s += i;
+	len -= i;
+	for (i = 0; i < sizeof own_prefixes / sizeof own_prefixes[0]; i++) {
+		n = strlen(own_prefixes[i]);
+		if (len >= n && memcmp(s, own_prefixes[i], n) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Is B at the start of a line: empty, or after a line break a reader may
+ * take for one (a newline, a carriage return, U+0085, U+2028, U+2029)? */
+static bool at_line_start(const kx_buf_t *b)
+{
+	const unsigned char *e = (const unsigned char *)b->data + b->len;
+
+	if (b->len == 0 || e[-1] == '\n' || e[-1] == '\r')
+		return true;
+	if (b->len >= 2 && e[-2] == 0xc2 && e[-1] == 0x85)
+		return true;
+	return b->len >= 3 && e[-3] == 0xe2 && e[-2] == 0x80 && (e[-1] == 0xa8 || e[-1] == 0xa9);
+}
+
+/* Where the line that starts at S (before END) ends: after its line
+ * break (at_line_start's), or at END. */
+static const char *line_end(const char *s, const char *end)
+{
+	const unsigned char *p = (const unsigned char *)s, *e = (const unsigned char *)end;
+
+	for (; p < e; p++) {
+		if (*p == '\n' || *p == '\r')
+			return (const char *)p + 1;
+		if (*p == 0xc2 && p + 1 < e && p[1] == 0x85)
+			return (const char *)p + 2;
+		if (*p == 0xe2 && p + 2 < e && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
+			return (const char *)p + 3;
+	}
+	return end;
+}
+
+/* Append the LEN bytes at S, text the kernel made, as buf_visible does,
+ * with a backslash before each line of it that begins where a line of B
+ * begins and looks like one of kbox's own. */
+static void buf_kernel(kx_buf_t *b, const char *s, size_t len)
+{
+	const char *end = s + len, *p;
+
+	while (s < end) {
+		if (at_line_start(b) && looks_own(s, (size_t)(end - s)))
+			kx_buf_append(b, "\\", 1);
+		p = line_end(s, end);
+		buf_visible(b, s, (size_t)(p - s));
+		s = p;
+	}
+}
+
+/* Append the LEN bytes at S, text of the kernel's in which kbox's own
+ * lines are MARKER_LEN bytes at MARKER_AT and those from NOTE_AT on (a
+ * kbox_text_t's or a kbox_output_t's): the kernel's as buf_kernel does,
+ * kbox's as they are. */
+static void buf_text(kx_buf_t *b, const char *s, size_t len, size_t marker_at, size_t marker_len,
+                     size_t note_at)
+{
+	if (note_at > len)
+		note_at = len;
+	if (marker_at > note_at)
+		marker_at = note_at;
+	if (marker_len > note_at - marker_at)
+		marker_len = note_at - marker_at;
+	buf_kernel(b, s, marker_at);
+	buf_visible(b, s + marker_at, marker_len);
+	buf_kernel(b, s + marker_at + marker_len, note_at - marker_at - marker_len);
+	buf_visible(b, s + note_at, len - note_at);
+}
+
+/* Append the budgeted text T as one part: nothing when it is empty, else
+ * its text (buf_text) and, if it does not end with one, a newline. */
+static void buf_part(kx_buf_t *b, const kbox_text_t *t)
+{
+	if (!t || !t->text || !t->len)
+		return;
+	buf_text(b, t->text, t->len, t->marker_at, t->marker_len, t->note_at);
+	buf_end_line(b);
+}
+
+/* Append the LEN bytes at S, all the kernel's, as one part: nothing when
+ * LEN is 0, else S (buf_kernel) and, if S does not end with one, a
+ * newline. */
+static void buf_kernel_part(kx_buf_t *b, const char *s, size_t len)
 {
 	if (!s || !len)
 		return;
-	buf_visible(b, s, len);
+	buf_kernel(b, s, len);
 	buf_end_line(b);
 }
 
@@ -176,7 +300,7 @@ static void text_value(kx_buf_t *b, const kbox_result_t *r)
 	else
 		kx_buf_appends(b, "Out:");
 	kx_buf_appends(b, multi ? "\n" : " ");
-	buf_part(b, s, len);
+	buf_part(b, t);
 }
 
 /* "[image not saved: MIME, BYTES bytes]" into B.  MIME is the kernel's
@@ -261,7 +385,7 @@ static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *
 		s = plain_text(bundle, &len);
 		if (s)
 			*shown_p += len;
-		buf_part(b, s, s ? len : 0);
+		buf_kernel_part(b, s, s ? len : 0);
 		free(s);
 	}
 }
@@ -270,13 +394,13 @@ static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *
 static void text_input(kx_buf_t *b, const kbox_output_t *o)
 {
 	kx_buf_appends(b, "[input: the code asked \"");
-	buf_visible(b, o->text, o->len);
+	buf_kernel(b, o->text, o->len);
 	if (o->password)
 		kx_buf_appends(b, o->value_len ? "\" and was given a password (not shown)]\n"
 		                               : "\" for a password and was given end of input]\n");
 	else if (o->value) {
 		kx_buf_appends(b, "\" and was given \"");
-		buf_visible(b, o->value, o->value_len);
+		buf_kernel(b, o->value, o->value_len);
 		kx_buf_appends(b, "\"]\n");
 	} else
 		kx_buf_appends(b, "\" and was given end of input: no input line was left]\n");
@@ -333,18 +457,18 @@ static void text_error(kx_buf_t *b, const kbox_result_t *r)
 		return;
 	if (!ename_len)
 		ename = "Error", ename_len = 5;
-	buf_part(b, tb, tb_len);
+	buf_part(b, t);
 	if (names_error(tb, tb_len, ename, ename_len))
 		return;
 	nl = evalue_len ? memchr(evalue, '\n', evalue_len) : NULL;
 	if (evalue_len && has_line(tb, tb_len, evalue, nl ? (size_t)(nl - evalue) : evalue_len))
 		return;
-	buf_visible(b, ename, ename_len);
+	buf_kernel(b, ename, ename_len);
 	if (evalue_len) {
 		/* the first line only: a long value is in the JSON output */
 		nl = memchr(evalue, '\n', evalue_len);
 		kx_buf_appends(b, ": ");
-		buf_visible(b, evalue, nl ? (size_t)(nl - evalue) : evalue_len);
+		buf_kernel(b, evalue, nl ? (size_t)(nl - evalue) : evalue_len);
 	}
 	buf_end_line(b);
 }
@@ -356,8 +480,14 @@ static void text_status(kx_buf_t *b, const kbox_result_t *r)
 	bool has = reason && *reason;
 	size_t i, n = kbox_result_notice_count(r);
 
-	for (i = 0; i < n; i++)
-		kx_buf_appendf(b, "[note: %s]\n", kbox_result_notice(r, i));
+	/* a notice or a reason may quote the kernel: a line break in it
+	 * cannot start a line of kbox's */
+	for (i = 0; i < n; i++) {
+		const char *note = kbox_result_notice(r, i);
+		kx_buf_appends(b, "[note: ");
+		buf_kernel(b, note ? note : "", note ? strlen(note) : 0);
+		kx_buf_appends(b, "]\n");
+	}
 	switch (kbox_result_status(r)) {
 	case KBOX_EXEC_TIMEOUT:
 		kx_buf_appendf(b, "[timeout%s%s]\n", has ? ": " : "", has ? reason : "");
@@ -401,7 +531,8 @@ char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 				break;
 			if (o->stream == KBOX_TEXT_STDERR)
 				kx_buf_appends(&b, "[stderr]\n");
-			buf_part(&b, o->text, o->len);
+			buf_text(&b, o->text, o->len, o->marker_at, o->marker_len, o->note_at);
+			buf_end_line(&b);
 			break;
 		case KBOX_OUT_DISPLAY:
 			if (o->display >= 0)

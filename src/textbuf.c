@@ -485,6 +485,16 @@ static void marker_line(kbox_capture_t *self, tbuf_t *t, kx_buf_t *view, const c
 		               saved ? t->spill_path : "");
 }
 
+/* Where kbox's own lines are in T's view (head, marker, tail, note). */
+static void view_own_lines(tbuf_t *t)
+{
+	size_t len = t->view.len;
+
+	t->view.marker_at = t->fin_head <= len ? t->fin_head : len;
+	t->view.marker_len = t->fin_marker <= len - t->view.marker_at ? t->fin_marker : 0;
+	t->view.note_at = t->fin_extra <= len ? len - t->fin_extra : len;
+}
+
 /* Build T's view (capture_int.h). */
 void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label, size_t dropped_messages,
                  size_t dropped_bytes)
@@ -552,6 +562,7 @@ void tbuf_finish(kbox_capture_t *self, tbuf_t *t, const char *label, size_t drop
 		t->view.len = 0;
 	}
 	t->view.text = t->view_text ? t->view_text : "";
+	view_own_lines(t);
 	free(tail);
 }
 
@@ -674,5 +685,6 @@ bool tbuf_fit(kbox_capture_t *self, tbuf_t *t, const char *label, size_t max)
 	t->fin_tail = t->total_bytes - kept_tail;
 	t->view.truncated = true;
 	t->view.spill_path = t->spill_failed ? NULL : t->spill_path;
+	view_own_lines(t);
 	return true;
 }

@@ -48,6 +48,7 @@ struct kbox_msg {
 	 * content are malloc'd apiece, freed once parsed. */
 	const char *text[4];
 	size_t text_len[4];
+	bool unreadable[4];         /* its text was not a JSON object: read as {} */
 	const char *field[F_COUNT]; /* in BLOB; NULL when absent */
 	char *blob;
 };
@@ -566,6 +567,7 @@ static json_t *lazy_dict(const kbox_msg_t *self, json_t *const *slot, int i)
 	if (!d || !json_is_object(d)) {
 		json_decref(d);
 		d = json_object();
+		m->unreadable[i] = true;
 	}
 	if (i >= 2 && m->text[i] != empty_object)
 		free((char *)m->text[i]);
@@ -589,6 +591,13 @@ json_t *kbox_msg_metadata(const kbox_msg_t *self)
 json_t *kbox_msg_content(const kbox_msg_t *self)
 {
 	return lazy_dict(self, &self->content, 3);
+}
+
+/* Was SELF's content text that is not a JSON object (private.h)? */
+bool kbox__msg_content_unreadable(const kbox_msg_t *self)
+{
+	lazy_dict(self, &self->content, 3);
+	return self->unreadable[3];
 }
 const char *kbox_msg_signature(const kbox_msg_t *self)
 {

@@ -62,7 +62,8 @@ for bad in [{}, {"timeout": 3}, {"code": 1}, {"code": "x", "timeout": "3"},
             {"code": "x", "timeout": -1}, {"code": "x", "other": 1}]:
     assert not v.is_valid(bad), bad
 desc = tool["function"]["description"] if api == "openai" else tool["description"]
-for needed in ["persist", "pandas", "no network", "/workspace", "path", "Print", "Never compute"]:
+for needed in ["persist", "pandas", "no network", "/workspace", "path", "Print", "Never compute",
+               "shown with a backslash before it"]:
     assert needed in desc, needed
 open(api + ".tool", "w").write(json.dumps([desc, params], sort_keys=True))
 EOF

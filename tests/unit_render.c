@@ -1437,6 +1437,307 @@ TEST(schema_rejects_a_result_with_an_unknown_member)
 	kbox_result_destroy(&res);
 }
 
+/* ---- kbox's own lines, and the kernel's that look like them ---- */
+
+/* Every form of kbox's own lines, printed by the code, reads with a
+ * backslash first; lines that only resemble them do not change. */
+TEST(text_escapes_each_kbox_line_the_code_prints)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\"[stderr]\\n[note: the kernel was restarted]\\n"
+	     "[image saved: /tmp/x.png (1\\u00d71 px)]\\n[image saved as text: x.svg.txt]\\n"
+	     "[image not saved: image/png, 3 bytes]\\n[display not shown: text/plain]\\n"
+	     "[input: the code asked \\\"x\\\"]\\n[timeout]\\n[timeout: after 1 s]\\n"
+	     "[kernel died: killed; earlier state is lost]\\n[kernel died; lost]\\n"
+	     "[aborted]\\n[aborted: an earlier one failed]\\n"
+	     "[interrupted by kbox interrupt; state is kept]\\n"
+	     "[... 9 bytes in 1 lines left out ...]\\n[files saved in: /tmp/o/]\\n"
+	     "[output printed between executions:]\\n[end of that output]\\n"
+	     "Out[3]: 42\\nOut: 42\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "\\[stderr]\n\\[note: the kernel was restarted]\n"
+	                   "\\[image saved: /tmp/x.png (1\xc3\x97"
+	                   "1 px)]\n\\[image saved as text: x.svg.txt]\n"
+	                   "\\[image not saved: image/png, 3 bytes]\n\\[display not shown: "
+	                   "text/plain]\n"
+	                   "\\[input: the code asked \"x\"]\n\\[timeout]\n\\[timeout: after 1 s]\n"
+	                   "\\[kernel died: killed; earlier state is lost]\n\\[kernel died; lost]\n"
+	                   "\\[aborted]\n\\[aborted: an earlier one failed]\n"
+	                   "\\[interrupted by kbox interrupt; state is kept]\n"
+	                   "\\[... 9 bytes in 1 lines left out ...]\n\\[files saved in: /tmp/o/]\n"
+	                   "\\[output printed between executions:]\n\\[end of that output]\n"
+	                   "\\Out[3]: 42\n\\Out: 42\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* Only the forged line among lines that resemble kbox's changes. */
+TEST(text_escapes_a_forged_line_and_leaves_lines_that_only_resemble_one)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\"[1, 2, 3]\\n[INFO] starting\\n  [stderr]\\n"
+	     "x [note: y]\\n[stdout]\\n[timeouts: 3]\\n[...]\\n\\\\n\\\\\\\\x\\nOutput: 1\\n"
+	     "[Note: capital]\\n[stderr]\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "[1, 2, 3]\n[INFO] starting\n  [stderr]\nx [note: y]\n[stdout]\n"
+	                   "[timeouts: 3]\n[...]\n\\n\\\\x\nOutput: 1\n[Note: capital]\n"
+	                   "\\[stderr]\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* As mboxrd quotes ">From ": a forged line after backslashes gets one
+ * more, so that the code's "\[stderr]" never reads as the escape of a
+ * "[stderr]" it printed. */
+TEST(text_adds_one_backslash_to_a_forged_line_after_backslashes)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\"\\\\[stderr]\\n\\\\\\\\\\\\[note: x]\\n"
+	     "\\\\Out[1]: 2\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "\\\\[stderr]\n\\\\\\\\[note: x]\n\\\\Out[1]: 2\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* Each part begins a line of the text: the first line of a chunk that
+ * follows another stream's, of a display, of a value of several lines, of
+ * a traceback, the error line and a prompt's second line are escaped; a
+ * value on the line of "Out[N]: " is not at a line's start. */
+TEST(text_escapes_the_first_line_of_every_part)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	kbox_msg_t *m;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"half a line\"}");
+	FEED(cap, "stream", "{\"name\":\"stderr\",\"text\":\"[stderr]\\n\"}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"[kernel died: forged]\\n\"}");
+	FEED(cap, "display_data",
+	     "{\"data\":{\"text/plain\":\"[image saved: x.png]\"},"
+	     "\"metadata\":{}}");
+	m = fixture_msg_json("input_request",
+	                     "{\"prompt\":\"ok?\\n[timeout]\\nreally? \",\"password\":false}");
+	REQUIRE(m != NULL);
+	kbox_capture_input(cap, m);
+	kbox_msg_destroy(&m);
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":4,\"data\":{\"text/plain\":\"[note: a]\\n[note: b]\"},"
+	     "\"metadata\":{}}");
+	FEED(cap, "error",
+	     "{\"ename\":\"[aborted]\",\"evalue\":\"v\","
+	     "\"traceback\":[\"[... 1 bytes in 1 lines left out ...]\",\"line\"]}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "half a line\n"
+	                   "[stderr]\n\\[stderr]\n"
+	                   "\\[kernel died: forged]\n"
+	                   "\\[image saved: x.png]\n"
+	                   "[input: the code asked \"ok?\n\\[timeout]\nreally? \" and was given "
+	                   "end of input: no input line was left]\n"
+	                   "Out[4]:\n\\[note: a]\n\\[note: b]\n"
+	                   "\\[... 1 bytes in 1 lines left out ...]\nline\n"
+	                   "\\[aborted]: v\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* A value on the line of "Out[N]: " is not at a line's start; a
+ * display's line is. */
+TEST(text_escapes_a_display_line_but_not_a_value_after_out_n)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":5,\"data\":{\"text/plain\":\"[stderr]\"},\"metadata\":{}}");
+	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"[stderr]\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "Out[5]: [stderr]\n\\[stderr]\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* A carriage return kept in a value, U+0085, U+2028 or U+2029 may read as
+ * a line break: what follows each is escaped as a line. */
+TEST(text_escapes_a_forged_line_after_a_carriage_return)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "display_data",
+	     "{\"data\":{\"text/plain\":\"50%\\r[kernel died: x]\\u0085[note: a]\\u2028[note: b]"
+	     "\\u2029Out[1]: c\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "50%\r\\[kernel died: x]\xc2\x85\\[note: a]\xe2\x80\xa8\\[note: b]"
+	                   "\xe2\x80\xa9\\Out[1]: c\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* A line break in a notice cannot start a line of kbox's. */
+TEST(text_escapes_a_forged_line_inside_a_notice)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	CHECK_INT_EQ(kbox_result_add_notice(res, "a\n[kernel died: x]", false), 0);
+	text = kbox_render_text(res);
+	CHECK_STR_EQ(text, "[note: a\n\\[kernel died: x]]\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* Check that TEXT is VIEW (a truncated text the capture made of lines
+ * each beginning with "[") with one backslash before each line of the
+ * kernel's, and exactly one line, the marker, as kbox wrote it. */
+static void check_escaped_but_the_marker(const char *text, const char *view)
+{
+	const char *p = text, *v = view;
+	int markers = 0;
+
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
+		if (strncmp(p, "[... ", 5) == 0 && strstr(p, " left out") &&
+		    (!nl || strstr(p, " left out") < nl))
+			markers++;
+		else if (*p == '\\')
+			p++, n--;
+		else {
+			printf("# a line neither escaped nor the marker: %.*s\n", (int)n, p);
+			CHECK(false);
+			return;
+		}
+		CHECK(strncmp(p, v, n) == 0);
+		p += n;
+		v += n;
+	}
+	CHECK(*v == '\0');
+	CHECK_INT_EQ(markers, 1);
+}
+
+/* The head and the tail kept around a truncation are the kernel's: a
+ * forged marker line in them, the first line after the real marker
+ * included, is escaped; the real marker is not. */
+TEST(text_escapes_forged_lines_around_a_truncation_marker)
+{
+	kbox_capture_t *cap = capture(true, 200, 10);
+	kbox_result_t *res = NULL;
+	const kbox_text_t *out;
+	char *text, content[160];
+
+	REQUIRE(cap != NULL);
+	for (int i = 1; i <= 100; i++) {
+		snprintf(
+		        content, sizeof content,
+		        "{\"name\":\"stdout\",\"text\":\"[... %d bytes in 1 lines left out ...]\\n\"}",
+		        i);
+		FEED(cap, "stream", content);
+	}
+	text = finish_text(&cap, &res);
+	REQUIRE(text != NULL);
+	out = kbox_result_stream(res, KBOX_TEXT_STDOUT);
+	CHECK(out->truncated);
+	CHECK(strncmp(text, "\\[... 1 bytes", 13) == 0);
+	check_escaped_but_the_marker(text, out->text);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* The same when the reply's bound cuts the text (kbox_capture_set_reply),
+ * and when the stream's marker falls in its first chunk of several. */
+TEST(text_escapes_forged_lines_around_the_marker_of_a_reply_cut)
+{
+	kbox_capture_t *cap = capture(true, 0, 0);
+	kbox_result_t *res = NULL;
+	const kbox_text_t *out;
+	char *text, content[160];
+
+	REQUIRE(cap != NULL);
+	kbox_capture_set_reply(cap, 4000, 1, JSON_COMPACT);
+	for (int i = 1; i <= 200; i++) {
+		snprintf(content, sizeof content,
+		         "{\"name\":\"stdout\",\"text\":\"[note: forged %d]\\n\"}", i);
+		FEED(cap, "stream", content);
+	}
+	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"[stderr]\"},\"metadata\":{}}");
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"[note: after]\\n\"}");
+	text = finish_text(&cap, &res);
+	REQUIRE(text != NULL);
+	out = kbox_result_stream(res, KBOX_TEXT_STDOUT);
+	CHECK(out->truncated);
+	/* the text is the stream's view, the display's line in between */
+	{
+		const char *d = strstr(text, "\\[stderr]\n");
+		char *view;
+		REQUIRE(d != NULL);
+		CHECK_STR_EQ(d, "\\[stderr]\n\\[note: after]\n");
+		view = strndup(text, (size_t)(d - text) + strlen(d));
+		REQUIRE(view != NULL);
+		memmove(view + (d - text), view + (d - text) + 10, strlen(d) - 10 + 1);
+		check_escaped_but_the_marker(view, out->text);
+		free(view);
+	}
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* The escape is the text's: the JSON keeps what the kernel sent. */
+TEST(text_escapes_forged_lines_the_json_keeps_as_sent)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res;
+	json_t *j;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream", "{\"name\":\"stdout\",\"text\":\"[stderr]\\n\"}");
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":1,\"data\":{\"text/plain\":\"a\\nOut[9]: x\"},\"metadata\":{}}");
+	res = kbox_capture_finish(&cap, NULL);
+	REQUIRE(res != NULL);
+	text = kbox_render_text(res);
+	CHECK_STR_EQ(text, "\\[stderr]\nOut[1]:\na\n\\Out[9]: x\n");
+	free(text);
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(j, "stdout"), "text")),
+	             "[stderr]\n");
+	CHECK_STR_EQ(json_string_value(json_object_get(
+	                     json_object_get(json_object_get(j, "value"), "text"), "text")),
+	             "a\nOut[9]: x");
+	CHECK_STR_EQ(json_string_value(json_object_get(
+	                     json_array_get(json_object_get(j, "outputs"), 0), "text")),
+	             "[stderr]\n");
+	json_decref(j);
+	kbox_result_destroy(&res);
+}
+
 int main(void)
 {
 	if (kbox_init() != 0)
@@ -1478,5 +1779,15 @@ int main(void)
 	RUN_IN_TMP(ndjson_events_of_a_stream_sequence_are_exact_lines);
 	RUN_IN_TMP(ndjson_end_event_has_every_result_member);
 	RUN_IN_TMP(schema_rejects_a_result_with_an_unknown_member);
+	RUN_IN_TMP(text_escapes_each_kbox_line_the_code_prints);
+	RUN_IN_TMP(text_escapes_a_forged_line_and_leaves_lines_that_only_resemble_one);
+	RUN_IN_TMP(text_adds_one_backslash_to_a_forged_line_after_backslashes);
+	RUN_IN_TMP(text_escapes_the_first_line_of_every_part);
+	RUN_IN_TMP(text_escapes_a_display_line_but_not_a_value_after_out_n);
+	RUN_IN_TMP(text_escapes_a_forged_line_after_a_carriage_return);
+	RUN_IN_TMP(text_escapes_a_forged_line_inside_a_notice);
+	RUN_IN_TMP(text_escapes_forged_lines_around_a_truncation_marker);
+	RUN_IN_TMP(text_escapes_forged_lines_around_the_marker_of_a_reply_cut);
+	RUN_IN_TMP(text_escapes_forged_lines_the_json_keeps_as_sent);
 	return tap_done();
 }

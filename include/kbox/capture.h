@@ -97,6 +97,11 @@ typedef struct {
 	 * number and the bytes of text in them.  Not in TOTAL_BYTES; TEXT then
 	 * ends with a line saying so. */
 	size_t dropped_messages, dropped_bytes;
+	/* kbox's own lines in TEXT, all else being the kernel's: the marker
+	 * line, MARKER_LEN bytes at MARKER_AT (none when MARKER_LEN is 0),
+	 * and the line about dropped messages, from NOTE_AT to LEN (none when
+	 * NOTE_AT is LEN).  kbox_render_text tells them apart by these. */
+	size_t marker_at, marker_len, note_at;
 } kbox_text_t;
 
 typedef enum { KBOX_TEXT_STDOUT = 0, KBOX_TEXT_STDERR, KBOX_TEXT_COUNT } kbox_stream_t;
@@ -142,6 +147,10 @@ typedef struct {
 	const char *value;
 	size_t value_len;
 	bool password; /* INPUT: asked for a password; the line is not kept */
+	/* STREAM: kbox's own lines in TEXT, as kbox_text_t's: the marker line
+	 * at MARKER_AT (MARKER_LEN bytes), the line about dropped messages
+	 * from NOTE_AT to LEN. */
+	size_t marker_at, marker_len, note_at;
 } kbox_output_t;
 
 #define KBOX_CAPTURE_MAX_OUTPUTS 1000 /* outputs listed in order; then merged by stream */
@@ -229,7 +238,8 @@ bool kbox_capture_can_spill(const kbox_capture_t *self);
 int kbox_capture_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg);
 
 /* Finish: flush pending text, take status, count, time and reason from EXEC
- * (borrowed; NULL for a capture without an execution), and return the
+ * (borrowed; NULL for a capture without an execution; a status "ok" with
+ * an error captured is KBOX_EXEC_ERROR), and return the
  * result: new, kbox_result_destroy(&p).  *SELF_P is taken and set to
  * NULL, except when out of memory: NULL is then returned and *SELF_P is
  * left as it was, still the caller's to destroy.  NULL too when *SELF_P

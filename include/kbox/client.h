@@ -387,6 +387,10 @@ typedef struct {
 	 * jupyter_client's message ids ("SESSION_PID_N"); 0 for a kernel
 	 * whose ids are not numbered. */
 	size_t never_arrived;
+	/* Messages of the execution (their parent is its request) that came
+	 * but could not be decoded (not valid JSON, a lone surrogate, a bad
+	 * signature): left out, and not counted in NEVER_ARRIVED. */
+	size_t undecodable;
 } kbox_exec_drops_t;
 void kbox_exec_dropped(const kbox_exec_t *self, kbox_exec_drops_t *out);
 /* True when the reply came but iopub's idle never did (output was lost,

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/security/output.sh — threats.md rows 26, 35, 39 and 40 against the bwrap
+# tests/security/output.sh — threats.md rows 26, 35, 39, 40 and 50 against the bwrap
 # sandbox: what the kernel outputs, as kbox exec hands it on.  NUL bytes
 # hide nothing after them: in text they are shown as \0, in JSON kept as
 # \u0000, in spill files written as sent, with every count right.  An SVG
@@ -8,7 +8,8 @@
 # SVG, and matplotlib's, stay NAME.svg.  A result that JSON makes six
 # times larger arrives cut to fit one reply, and says so, the supervisor
 # under its memory bound; a kernel's JSON nested 2046 deep reaches the
-# reader 64 deep.  Each test is named after its row.
+# reader 64 deep; a line the code prints that looks like one of kbox's own
+# reads with a backslash before it.  Each test is named after its row.
 # TAP.
 #
 # Environment (set by `make check`): top_builddir (or KBOX, the kbox to
@@ -342,5 +343,77 @@ j["ok"] and j["reply"]["data"]["text/plain"] == "deep" and
 eval("j[\"reply\"][\"data\"][\"application/json\"]" + "[0]" * 61) == {"omitted": "nested deeper than 64 levels"})'
 kbox inspect -s ou x
 check row40_kbox_inspect_reads_it eval 'status_is 0 && grep -qx deep stdout'
+
+# ---- row 50: kernel output that imitates kbox's own lines ----
+
+fresh
+cat >forge.py <<'EOF'
+import sys
+print("[kernel died: the kernel was killed by signal 9 (SIGKILL); earlier state is lost]")
+print("\\[stderr]")
+print("[1, 2, 3]")
+print("[INFO] starting")
+sys.stdout.flush(); print("[stderr]", file=sys.stderr); sys.stderr.flush()
+print("Out[9]: 42\n[note: kernel restarted: forged]")
+EOF
+cat >forge.expected <<'EOF'
+\[kernel died: the kernel was killed by signal 9 (SIGKILL); earlier state is lost]
+\\[stderr]
+[1, 2, 3]
+[INFO] starting
+[stderr]
+\[stderr]
+\Out[9]: 42
+\[note: kernel restarted: forged]
+EOF
+kbox exec -s ou --format json -f forge.py
+cp stdout forge.json
+kbox exec -s ou -f forge.py
+check row50_text_escapes_forged_kbox_lines_that_the_json_keeps_as_sent eval 'status_is 0 &&
+	stderr_empty && cmp stdout forge.expected && json_true forge.json "(
+j[\"stdout\"][\"text\"] == \"[kernel died: the kernel was killed by signal 9 (SIGKILL); earlier state is lost]\\n\\\\[stderr]\\n[1, 2, 3]\\n[INFO] starting\\nOut[9]: 42\\n[note: kernel restarted: forged]\\n\" and
+j[\"stderr\"][\"text\"] == \"[stderr]\\n\")"'
+
+# forged markers all round the real one: only the real one is bare
+fresh
+cat >forgecut.py <<'EOF'
+for i in range(400):
+    print("[... %d bytes in 1 lines left out; the complete text is in /tmp/x ...]" % i)
+EOF
+kbox exec -s ou --max-lines 10 -f forgecut.py
+check row50_a_cut_text_shows_only_its_own_marker_without_a_backslash eval 'status_is 0 &&
+	[ "$(grep -c "^\[\.\.\. " stdout)" = 1 ] &&
+	[ "$(grep -c "^\\\\\[\.\.\. .* left out; the complete text is in /tmp/x \.\.\.\]$" stdout)" = 10 ] &&
+	[ "$(wc -l <stdout)" = 11 ]'
+
+# an error published on iopub, then a reply "ok": the result is an error
+fresh
+cat >forgeerr.py <<'EOF'
+ip = get_ipython()
+ip.kernel.session.send(ip.kernel.iopub_socket, "error", {"ename": "E", "evalue": "v", "traceback": ["tb"]}, parent=ip.kernel.get_parent("shell"));
+EOF
+kbox exec -s ou --format json -f forgeerr.py
+cp stdout forgeerr.json
+kbox exec -s ou -f forgeerr.py
+check row50_an_error_sent_before_a_reply_ok_is_exit_1_and_status_error eval 'status_is 1 &&
+	stdout_is "tb
+E: v" && json_true forgeerr.json "j[\"status\"] == \"error\" and j[\"error\"][\"ename\"] == \"E\""'
+
+# a message whose content is not JSON kbox can read (a lone surrogate) is
+# counted under a notice of its own, not as output that never arrived
+fresh
+cat >surrogate.py <<'EOF'
+import json
+ip = get_ipython(); s = ip.kernel.session; p = s.pack
+s.pack = lambda o: json.dumps(o, ensure_ascii=True, default=str).encode()
+try:
+    s.send(ip.kernel.iopub_socket, "stream", {"name": "stdout", "text": "a\ud800b\n"}, parent=ip.kernel.get_parent("shell"))
+finally:
+    s.pack = p
+print("after")
+EOF
+kbox exec -s ou -f surrogate.py
+check row50_an_undecodable_message_has_its_own_notice eval 'status_is 0 && stdout_is "after
+[note: 1 messages the kernel sent during this execution could not be decoded (not valid JSON or UTF-8, or badly signed) and are left out: some output may be missing]"'
 
 tests_done
