@@ -332,6 +332,12 @@ elif test == "busy":
     out["exec"] = kbox_exec("print(1)")
     for s in held:  # the clients go: what runs is interrupted, what waits dropped
         s.close()
+    # once the supervisor has seen them go (until then a new connection is
+    # the 257th, which gets the busy error): nothing queued or running
+    while True:
+        st = call({"op": "status"})
+        if st and st.get("ok") and st["queued"] == 0 and st["running_execs"] == 0:
+            break
     out["after"] = kbox_exec("print(2)")
 elif test == "idle":
     # 256 connections that wait for nothing: a new one closes the idlest
