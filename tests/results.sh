@@ -237,6 +237,26 @@ check the_text_of_an_interrupt_is_two_lines eval 'status_is 3 &&
 	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 3: time.sleep(0.1)$" stdout &&
 	last_line_is stdout "[interrupted by kbox interrupt; state is kept]"'
 
+# kbox sent the interrupt: it is said, whatever the kernel's traceback
+# machinery did (IPython's own "Unexpected exception formatting
+# exception", which sends an error reply and no error output, stood in for
+# by a showtraceback that only writes that line), and then put back
+fresh
+kbox exec -s r 'import sys
+_kbox_st = get_ipython().showtraceback
+get_ipython().showtraceback = lambda *a, **k: sys.stderr.write("Unexpected exception formatting exception. Falling back to standard exception\n")'
+interrupt_when_started started3
+kbox exec -s r --format json 'import time; open("started3", "w").close()
+for i in range(600):
+    time.sleep(0.1)'
+cp stdout broken.json
+broken_rc=$rc
+kbox exec -s r 'get_ipython().showtraceback = _kbox_st; del _kbox_st'
+check an_interrupt_is_said_when_the_kernels_traceback_machinery_fails eval '
+	[ "$broken_rc" = 3 ] && "$PY" -c "import json, sys; r = json.load(open(\"broken.json\"))
+sys.exit(not (r[\"status\"] == \"interrupted\" and r[\"reason\"] == \"interrupted by kbox interrupt\"
+ and r[\"error\"] is None and r[\"stderr\"][\"text\"].startswith(\"Unexpected exception formatting\")))"'
+
 # the one line is cut in whole characters: a long line of accented text
 # that the interrupt stops in still gives the whole text result
 fresh

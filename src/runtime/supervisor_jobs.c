@@ -325,6 +325,11 @@ static void result_explain(job_t *j, kbox_result_t *res)
 			                       "interrupted by kbox interrupt");
 		}
 		kbox_result_set_error_text(res, line);
+	} else if (j->interrupt_asked && st == KBOX_EXEC_ERROR && !kbox_result_has_error(res)) {
+		/* kbox sent the interrupt, and the kernel's traceback machinery
+		 * failed to say so (IPython's "Unexpected exception formatting
+		 * exception": an error reply, no error output): it is said */
+		kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED, "interrupted by kbox interrupt");
 	} else if (j->interrupt_asked && st == KBOX_EXEC_OK) {
 		kbox_result_add_notice(res,
 		                       "kbox interrupt was sent while it ran, and the code went on "
