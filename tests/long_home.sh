@@ -94,7 +94,7 @@ for ch in (\"shell\", \"iopub\", \"stdin\", \"control\", \"hb\"):
 	fresh
 	kbox exec -s "$ses" 'print(6 * 7)'
 	check "${backend}_exec_after_restart_answers_from_the_new_kernel" eval 'status_is 0 &&
-		stdout_is "[note: kernel restarted: restarted on request (kbox restart); $LOST]
+		stdout_is "[note: kernel restarted: restarted on request (kbox restart); $LOST; it had defined: x: int]
 42" && stderr_empty'
 
 	fresh

@@ -57,6 +57,9 @@
 #define MEMORY_HIGH (MEMORY_SCALE * 384LL << 20)
 #define MEMORY_MAX (512LL << 20)
 #define MEMORY_CHECK_MS 50
+/* The names (and short types) of what the code defined, kept for the
+ * notice of a kernel's death: at most this many bytes of them. */
+#define VARS_MAX 320
 /* The events that the kernel or a sandbox can repeat without end (a
  * flood that sheds and stops shedding, refused peers) are logged at most
  * once a FOLD_MS each; see sup_log.  (A client cut off is one of the
@@ -87,7 +90,7 @@ struct job {
 	kbox_capture_t *cap;
 	kbox_exec_t *x;
 	unsigned long generation;
-	char notice[600];   /* the kernel was restarted since the last execution */
+	char notice[1024];  /* the kernel was restarted since the last execution */
 	int outputs_fd;     /* the request's "outputs" directory, opened, or -1 */
 	char *earlier_text; /* output printed between executions, rendered */
 	json_t *earlier_json;
@@ -153,6 +156,10 @@ struct sup {
 	int flush_timer, ttl_timer;
 	unsigned long conn_serial;
 	bool new_notice; /* KR_SUP_NEW_NOTICE */
+	/* what the code had defined, as the kernel said after its last
+	 * execution that ended well (a Python kernel's user_expressions):
+	 * named in the notice of its death */
+	char vars[VARS_MAX + 1];
 	/* of each event of sup_log's fold table: when a line of it was last
 	 * written, how many came since that are not written yet, and the
 	 * latest of those (its members; NULL when none waits) */
@@ -172,7 +179,7 @@ struct sup {
 	double started_wall, last_activity_wall;
 	unsigned long executions, generation;
 	unsigned restarts;
-	char notice[600];
+	char notice[1024];
 	char last_cause[512];
 	char kill_cause[600]; /* we killed the kernel, and why */
 	bool start_failed;    /* the first kernel never answered */

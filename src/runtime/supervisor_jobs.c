@@ -446,6 +446,43 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 	return r;
 }
 
+/* ---- what the code defined, for the notice of a kernel's death ---- */
+
+/* A Python expression, one of each execute_request's user_expressions
+ * (no round trip of its own; evaluated after code that ended well): the
+ * user's names, but hidden, private and modules, with their type's name,
+ * and the shape of a DataFrame, Series or ndarray (read only from those:
+ * no other object's attribute code runs), at most 60 of them, cut to
+ * VARS_MAX characters. */
+static const char vars_expr[] =
+        "(lambda ns, hid: ', '.join((k + ': ' + type(v).__name__ + "
+        "(' ' + 'x'.join(map(str, v.shape)) if type(v).__name__ in "
+        "('DataFrame', 'Series', 'ndarray') else '')) for k, v in "
+        "[kv for kv in list(ns.items()) if not kv[0].startswith('_') and kv[0] not in hid "
+        "and type(kv[1]).__name__ != 'module' and kv[0] not in ('In', 'Out', 'exit', "
+        "'quit', 'get_ipython')][:60])[:320])(get_ipython().user_ns, "
+        "get_ipython().user_ns_hidden)";
+
+/* Keep what the reply of X says the code defined (its user_expression
+ * "kbox_vars": the repr of a string, kept only when it holds no escape). */
+static void vars_take(sup_t *s, kbox_exec_t *x)
+{
+	const kbox_msg_t *reply = kbox_exec_reply(x);
+	json_t *v = reply ? json_object_get(json_object_get(json_object_get(kbox_msg_content(reply),
+	                                                                    "user_expressions"),
+	                                                    "kbox_vars"),
+	                                    "data")
+	                  : NULL;
+	const char *t = json_string_value(json_object_get(v, "text/plain"));
+	size_t n = t ? strlen(t) : 0;
+
+	if (n < 2 || n - 2 > VARS_MAX || (t[0] != '\'' && t[0] != '"') || t[n - 1] != t[0] ||
+	    memchr(t + 1, '\\', n - 2) || memchr(t + 1, t[0], n - 2))
+		return;
+	memcpy(s->vars, t + 1, n - 2);
+	s->vars[n - 2] = '\0';
+}
+
 /* ---- an execution's own variables ("env") ---- */
 
 /* How long the silent executions that set and restore them may take. */
@@ -589,6 +626,8 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	j->x = x;
 	s->running = NULL;
 	sup_touch(s);
+	if (st == KBOX_EXEC_OK)
+		vars_take(s, x);
 	if (kbox_exec_interrupted(x) && !j->abandoned) {
 		char t[32], why[96];
 		snprintf(why, sizeof why, "the execution timed out after %s",
@@ -831,7 +870,13 @@ static int job_begin_code(sup_t *s, job_t *j)
 		eo.input_lines = j->e.inputs;
 		eo.n_input = j->e.n_inputs;
 	}
-	if (!(j->x = kbox_client_execute_begin(s->client, &eo, on_exec_done, j, &err)))
+	/* what the code defined, named should the kernel die (Python) */
+	if (s->spec && kbox_kspec_language(s->spec) &&
+	    strcmp(kbox_kspec_language(s->spec), "python") == 0)
+		eo.user_expressions = json_pack("{s:s}", "kbox_vars", vars_expr);
+	j->x = kbox_client_execute_begin(s->client, &eo, on_exec_done, j, &err);
+	json_decref(eo.user_expressions);
+	if (!j->x)
 		return job_refuse(s, j, &err);
 	s->notice[0] = '\0';
 	take_between(s, j);

@@ -503,9 +503,12 @@ int sup_kernel_replace(sup_t *s, const char *cause, bool requested)
 		kbox_client_fail_pending(s->client, cause); /* the running job's callback runs */
 	sup_kernel_end(s, false);
 	s->replacing = false;
+	/* what is lost, named when the kernel said it (kbox_vars) */
 	snprintf(s->notice, sizeof s->notice,
-	         "kernel restarted: %s; earlier state (variables, imports, loaded data) is lost",
-	         cause);
+	         "kernel restarted: %s; earlier state (variables, imports, loaded data) is "
+	         "lost%s%s",
+	         cause, s->vars[0] ? "; it had defined: " : "", s->vars);
+	s->vars[0] = '\0';
 	sup_utf8_cut(s->notice);
 	sup_log(s, "restart",
 	        json_pack("{s:s, s:I, s:b}", "cause", cause, "generation",
