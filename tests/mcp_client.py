@@ -221,6 +221,9 @@ def t_state():
     assert re.fullmatch(r"\[note: new session mcp-[0-9]+-[0-9a-f]+: nothing is defined yet\]\n"
                         r"x is 41\n", text_of(r1)), text_of(r1)
     assert text_of(r2) == "Out[2]: 42\n", text_of(r2)
+    # an execution that prints nothing says so: never an empty block
+    r3 = s.call("run_python", {"code": "y = 1"})
+    assert r3["result"]["content"] == [{"type": "text", "text": "(no output)"}], r3
     sc = r2["result"]["structuredContent"]
     assert sc["value"]["data"]["text/plain"] == "42", sc
     assert sc["status"] == "ok" and r2["result"]["isError"] is False

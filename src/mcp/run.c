@@ -97,7 +97,9 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	text = json_string_value(json_object_get(r, "text"));
 	status = json_string_value(json_object_get(r, "status"));
 	result = json_object_get(r, "result");
-	content = json_pack("[o]", mcp_text_item(text ? text : ""));
+	/* never an empty block, which a client may drop: the model would
+	 * read nothing, not that nothing was printed */
+	content = json_pack("[o]", mcp_text_item(text && *text ? text : "(no output)"));
 	images = json_object_get(result, "images");
 	json_array_foreach(images, i, img)
 	{
