@@ -968,6 +968,18 @@ json_t *kbox_capture_value(const kbox_capture_t *cap)
 	return cap->has_value ? cap->value : NULL;
 }
 
+const char *kbox_capture_ename(const kbox_capture_t *cap, size_t *len)
+{
+	*len = cap->has_error && cap->ename ? cap->ename_len : 0;
+	return cap->has_error ? cap->ename : NULL;
+}
+
+const char *kbox_capture_evalue(const kbox_capture_t *cap, size_t *len)
+{
+	*len = cap->has_error && cap->evalue ? cap->evalue_len : 0;
+	return cap->has_error ? cap->evalue : NULL;
+}
+
 void kbox_capture_destroy(kbox_capture_t **self_p)
 {
 	kbox_capture_t *self;

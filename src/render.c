@@ -766,9 +766,17 @@ json_t *kbox_render_event(const kbox_capture_t *cap, const kbox_event_t *ev)
 		if (o && cap && kbox_capture_value(cap))
 			rc = set_new(o, "data", bundle_json(kbox_capture_value(cap)));
 		break;
-	case KBOX_EV_ERROR:
+	case KBOX_EV_ERROR: {
+		/* what it is, as it comes (the traceback is the end's) */
+		size_t nn = 0, nv = 0;
+		const char *en = cap ? kbox_capture_ename(cap, &nn) : NULL;
+		const char *ev_ = cap ? kbox_capture_evalue(cap, &nv) : NULL;
 		o = event_new("error");
+		if (o)
+			rc = set_new(o, "ename", string_json(en ? en : "", nn)) ||
+			     set_new(o, "evalue", string_json(ev_ ? ev_ : "", nv));
 		break;
+	}
 	case KBOX_EV_INPUT:
 		o = event_new("input");
 		if (o && ev->output)

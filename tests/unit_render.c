@@ -1356,7 +1356,8 @@ TEST(ndjson_events_of_a_stream_sequence_are_exact_lines)
 	             "{\"schema\":\"kbox.result/2\",\"event\":\"clear\"}\n"
 	             "{\"schema\":\"kbox.result/2\",\"event\":\"result\","
 	             "\"data\":{\"text/plain\":\"2\"}}\n"
-	             "{\"schema\":\"kbox.result/2\",\"event\":\"error\"}\n");
+	             "{\"schema\":\"kbox.result/2\",\"event\":\"error\",\"ename\":\"E\","
+	             "\"evalue\":\"v\"}\n");
 	CHECK_INT_EQ(ev.unrendered, 0);
 	CHECK(have_jsonschema()); /* setup.sh installs python3-jsonschema */
 	if (have_jsonschema())

@@ -204,12 +204,16 @@ void kbox_capture_set_event_cb(kbox_capture_t *self, kbox_event_cb *cb, void *ar
 
 /* While capturing, for event renderers (kbox_render_event): display INDEX's
  * bundle (NULL for an index out of range) and its display_id (NULL when it
- * has none), and the execute_result bundle (NULL before one came).
+ * has none), the execute_result bundle (NULL before one came), and the
+ * error's name and value (NULL before one came; *LEN their bytes, NUL
+ * bytes and all).
  * Borrowed from CAP: valid until the next kbox_capture_feed (or
  * kbox_capture_input) and never after CAP is destroyed. */
 json_t *kbox_capture_display(const kbox_capture_t *cap, int index);
 const char *kbox_capture_display_id(const kbox_capture_t *cap, int index);
 json_t *kbox_capture_value(const kbox_capture_t *cap);
+const char *kbox_capture_ename(const kbox_capture_t *cap, size_t *len);
+const char *kbox_capture_evalue(const kbox_capture_t *cap, size_t *len);
 
 /* Take one iopub message of the execution (borrowed for the call: what
  * is kept is copied).  Unknown types are
