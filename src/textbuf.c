@@ -461,27 +461,34 @@ static void marker_line(kbox_capture_t *self, tbuf_t *t, kx_buf_t *view, const c
 {
 	const char *nl = head_len && head[head_len - 1] != '\n' ? "\n" : "";
 	bool saved = t->spill_path && !t->spill_failed;
+	char lines[48];
+
+	/* "in 2 lines", "in 1 line", and less than a line's: "in part of one line" */
+	if (omitted_lines == 0)
+		snprintf(lines, sizeof lines, "part of one line");
+	else
+		snprintf(lines, sizeof lines, "%zu line%s", omitted_lines,
+		         omitted_lines == 1 ? "" : "s");
 
 	if (saved && !t->spill_cut && self->never_arrived)
 		kx_buf_appendf(
 		        view,
-		        "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
+		        "%s[... %zu bytes in %s left out; the text kept is in %s, "
 		        "but %zu messages of the kernel never arrived (see the notes) ...]\n",
-		        nl, omitted_bytes, omitted_lines, t->spill_path, self->never_arrived);
+		        nl, omitted_bytes, lines, t->spill_path, self->never_arrived);
 	else if (saved && !t->spill_cut && dropped_messages)
 		kx_buf_appendf(view,
-		               "%s[... %zu bytes in %zu lines left out; the text kept is in %s, "
+		               "%s[... %zu bytes in %s left out; the text kept is in %s, "
 		               "without the messages that were dropped ...]\n",
-		               nl, omitted_bytes, omitted_lines, t->spill_path);
+		               nl, omitted_bytes, lines, t->spill_path);
 	else if (saved && t->spill_cut)
 		kx_buf_appendf(view,
-		               "%s[... %zu bytes in %zu lines left out; only the first %zu "
+		               "%s[... %zu bytes in %s left out; only the first %zu "
 		               "bytes of the text are in %s ...]\n",
-		               nl, omitted_bytes, omitted_lines, t->spill_bytes, t->spill_path);
+		               nl, omitted_bytes, lines, t->spill_bytes, t->spill_path);
 	else
-		kx_buf_appendf(view, "%s[... %zu bytes in %zu lines left out%s%s ...]\n", nl,
-		               omitted_bytes, omitted_lines,
-		               saved ? "; the complete text is in " : "",
+		kx_buf_appendf(view, "%s[... %zu bytes in %s left out%s%s ...]\n", nl,
+		               omitted_bytes, lines, saved ? "; the complete text is in " : "",
 		               saved ? t->spill_path : "");
 }
 

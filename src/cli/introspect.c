@@ -43,9 +43,9 @@ static void print_budgeted(const char *text, size_t len, long long max)
 		for (size_t i = keep; i < len; i++)
 			lines += text[i] == '\n';
 		lines += text[len - 1] != '\n';
-		printf("[... %zu bytes in %zu lines left out (--max-output %lld); a larger --max-output, "
-		       "or --format json, shows all ...]\n",
-		       len - keep, lines, max);
+		printf("[... %zu bytes in %zu line%s left out (--max-output %lld); a larger "
+		       "--max-output, or --format json, shows all ...]\n",
+		       len - keep, lines, lines == 1 ? "" : "s", max);
 	}
 }
 
