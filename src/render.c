@@ -58,6 +58,7 @@ static void buf_visible(kx_buf_t *b, const char *s, size_t len)
  * list the words. */
 static const char *const own_prefixes[] = {
         "[stderr]",
+        "[stdout]",
         "[note: ",
         "[image ",
         "[display ",
@@ -516,6 +517,7 @@ char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 {
 	kx_buf_t b = KX_BUF_INIT;
 	size_t i, n, shown = 0, not_shown = 0;
+	bool after_stderr = false; /* stdout that comes later is labelled too */
 	const kbox_output_t *o;
 
 	if (!result)
@@ -529,8 +531,11 @@ char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 		case KBOX_OUT_STREAM:
 			if ((flags & KBOX_RENDER_NO_STREAMS) || !o->len)
 				break;
-			if (o->stream == KBOX_TEXT_STDERR)
+			if (o->stream == KBOX_TEXT_STDERR) {
 				kx_buf_appends(&b, "[stderr]\n");
+				after_stderr = true;
+			} else if (after_stderr)
+				kx_buf_appends(&b, "[stdout]\n");
 			buf_text(&b, o->text, o->len, o->marker_at, o->marker_len, o->note_at);
 			buf_end_line(&b);
 			break;

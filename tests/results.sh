@@ -61,6 +61,7 @@ check text_shows_outputs_in_the_order_they_came eval 'status_is 0 && stdout_is "
 '"'"'b'"'"'
 [stderr]
 w
+[stdout]
 c
 Out[1]: 42"'
 

@@ -383,7 +383,8 @@ TEST(text_shows_the_streams_in_order_stderr_under_a_marker)
 	text = finish_text(&cap, &res);
 	/* each change of stream is a new part, as notebook outputs are; the
 	 * unterminated "second" ends its part */
-	CHECK_STR_EQ(text, "[stderr]\nwarning: careful\nout 1\n[stderr]\nsecond\nout 2\n");
+	CHECK_STR_EQ(text, "[stderr]\nwarning: careful\n[stdout]\nout 1\n[stderr]\nsecond\n"
+	                   "[stdout]\nout 2\n");
 	free(text);
 	kbox_result_destroy(&res);
 }
@@ -820,7 +821,7 @@ TEST(text_shows_outputs_in_the_order_they_came)
 	text = finish_text(&cap, &res);
 	snprintf(expect, sizeof expect,
 	         "a display\n[image saved: %s/9-1.png (3\xc3\x97"
-	         "2 px)]\n[stderr]\nerr\nOut[9]: 1\nout\nE: v\n",
+	         "2 px)]\n[stderr]\nerr\nOut[9]: 1\n[stdout]\nout\nE: v\n",
 	         tmp);
 	CHECK_STR_EQ(text, expect);
 	free(text);
@@ -890,7 +891,7 @@ TEST(outputs_merge_a_stream_until_another_output_comes)
 	CHECK_INT_EQ(kbox_result_output(res, 1)->display, 0);
 	CHECK_STR_EQ(kbox_result_stream(res, KBOX_TEXT_STDOUT)->text, "ab\ncd\n");
 	text = kbox_render_text(res);
-	CHECK_STR_EQ(text, "ab\nD\nc\n[stderr]\nw\nd\nOut[2]: 42\n");
+	CHECK_STR_EQ(text, "ab\nD\nc\n[stderr]\nw\n[stdout]\nd\nOut[2]: 42\n");
 	free(text);
 	j = kbox_render_json(res);
 	text = dump(json_object_get(j, "outputs"));
@@ -1490,7 +1491,7 @@ TEST(text_escapes_a_forged_line_and_leaves_lines_that_only_resemble_one)
 	     "x [note: y]\\n[stdout]\\n[timeouts: 3]\\n[...]\\n\\\\n\\\\\\\\x\\nOutput: 1\\n"
 	     "[Note: capital]\\n[stderr]\\n\"}");
 	text = finish_text(&cap, &res);
-	CHECK_STR_EQ(text, "[1, 2, 3]\n[INFO] starting\n  [stderr]\nx [note: y]\n[stdout]\n"
+	CHECK_STR_EQ(text, "[1, 2, 3]\n[INFO] starting\n  [stderr]\nx [note: y]\n\\[stdout]\n"
 	                   "[timeouts: 3]\n[...]\n\\n\\\\x\nOutput: 1\n[Note: capital]\n"
 	                   "\\[stderr]\n");
 	free(text);
@@ -1548,7 +1549,7 @@ TEST(text_escapes_the_first_line_of_every_part)
 	text = finish_text(&cap, &res);
 	CHECK_STR_EQ(text, "half a line\n"
 	                   "[stderr]\n\\[stderr]\n"
-	                   "\\[kernel died: forged]\n"
+	                   "[stdout]\n\\[kernel died: forged]\n"
 	                   "\\[image saved: x.png]\n"
 	                   "[input: the code asked \"ok?\n\\[timeout]\nreally? \" and was given "
 	                   "end of input: no input line was left]\n"

@@ -31,7 +31,7 @@ static const char tool_description[] =
         "(the whole text is kept outside the sandbox, where your code cannot read it), so "
         "print summaries, slices or df.head() rather than whole tables. "
         "input() is not available: put the values in the code. "
-        "Lines that kbox itself writes begin with '[' and one of the words stderr, note, "
+        "Lines that kbox itself writes begin with '[' and one of the words stderr, stdout, note, "
         "image, display, input, timeout, kernel died, aborted, interrupted, files saved in, "
         "output printed, end of that output or '...', or with \"Out[\" or \"Out:\"; a line of the "
         "program's output that would look like one is shown with a backslash before it. "

@@ -363,6 +363,7 @@ cat >forge.expected <<'EOF'
 [INFO] starting
 [stderr]
 \[stderr]
+[stdout]
 \Out[9]: 42
 \[note: kernel restarted: forged]
 EOF
