@@ -204,6 +204,13 @@ fresh
 kbox exec -s r --format json 'print("y")'
 check an_execution_that_lost_nothing_has_no_such_notice eval 'status_is 0 && py "r[\"notices\"] == []"'
 
+# ---- installing packages: one line the model can act on ----
+
+fresh
+kbox exec -s r '%pip install kbox-no-such-package'
+check pip_install_gets_the_note_that_packages_cannot_be_installed eval '
+	last_line_is stdout "[note: packages cannot be installed here: the sandbox has no network and its system files are read-only; use the packages that are installed (help(\"modules\") lists them)]"'
+
 # ---- interrupts ----
 
 # interrupt_when_started FILE: in the background, interrupt session r once

@@ -306,8 +306,44 @@ static const char *error_place(const kbox_result_t *res, char *buf, size_t size)
 /* What the reader of J's result RES needs instead of a long traceback: an
  * interrupt asked for (status interrupted), a timeout's KeyboardInterrupt,
  * input asked for that no one could give. */
+/* Whether CODE asks to install packages (%pip, !pip, %conda, pip
+ * install, python -m pip on a line of its own). */
+static bool asks_to_install(const char *code)
+{
+	static const char *const starts[] = {"%pip",
+	                                     "!pip",
+	                                     "%conda",
+	                                     "!conda",
+	                                     "pip install",
+	                                     "!python -m pip",
+	                                     "!python3 -m pip",
+	                                     "%mamba",
+	                                     "!mamba",
+	                                     NULL};
+	for (const char *l = code; l && *l;) {
+		while (*l == ' ' || *l == '\t')
+			l++;
+		for (size_t i = 0; starts[i]; i++)
+			if (strncmp(l, starts[i], strlen(starts[i])) == 0)
+				return true;
+		l = strchr(l, '\n');
+		if (l)
+			l++;
+	}
+	return false;
+}
+
 static void result_explain(job_t *j, kbox_result_t *res)
 {
+	/* the model would try again and again: the one line it can act on */
+	if (j->e.code && asks_to_install(j->e.code))
+		kbox_result_add_notice(
+		        res,
+		        "packages cannot be installed here: the sandbox has no network "
+		        "and its system files are read-only; use the packages that are "
+		        "installed (help(\"modules\") lists them)",
+		        true);
+
 	char place[256], line[600];
 	kbox_exec_status_t st = kbox_result_status(res);
 
