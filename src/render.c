@@ -160,6 +160,41 @@ static void buf_text(kx_buf_t *b, const char *s, size_t len, size_t marker_at, s
 	buf_visible(b, s + note_at, len - note_at);
 }
 
+/* The stream text S (LEN bytes) as buf_text appends it, but without the
+ * ANSI escape sequences the kernel's segments hold (a terminal's colours,
+ * which a model reads as noise: pip's, a logger's); the JSON keeps them. */
+static void buf_stream_text(kx_buf_t *b, const char *s, size_t len, size_t marker_at,
+                            size_t marker_len, size_t note_at)
+{
+	size_t parts[2][2], n;
+	char *plain;
+
+	if (!memchr(s, 0x1b, len) && !memchr(s, 0x9b, len)) {
+		buf_text(b, s, len, marker_at, marker_len, note_at);
+		return;
+	}
+	if (note_at > len)
+		note_at = len;
+	if (marker_at > note_at)
+		marker_at = note_at;
+	if (marker_len > note_at - marker_at)
+		marker_len = note_at - marker_at;
+	parts[0][0] = 0;
+	parts[0][1] = marker_at;
+	parts[1][0] = marker_at + marker_len;
+	parts[1][1] = note_at - marker_at - marker_len;
+	for (int i = 0; i < 2; i++) {
+		if ((plain = kbox_strip_ansi(s + parts[i][0], parts[i][1], &n))) {
+			buf_kernel(b, plain, n);
+			free(plain);
+		} else
+			buf_kernel(b, s + parts[i][0], parts[i][1]);
+		if (i == 0)
+			buf_visible(b, s + marker_at, marker_len);
+	}
+	buf_visible(b, s + note_at, len - note_at);
+}
+
 /* Append the budgeted text T as one part: nothing when it is empty, else
  * its text (buf_text) and, if it does not end with one, a newline. */
 static void buf_part(kx_buf_t *b, const kbox_text_t *t)
@@ -536,7 +571,8 @@ char *kbox_render_text_ex(const kbox_result_t *result, unsigned flags)
 				after_stderr = true;
 			} else if (after_stderr)
 				kx_buf_appends(&b, "[stdout]\n");
-			buf_text(&b, o->text, o->len, o->marker_at, o->marker_len, o->note_at);
+			buf_stream_text(&b, o->text, o->len, o->marker_at, o->marker_len,
+			                o->note_at);
 			buf_end_line(&b);
 			break;
 		case KBOX_OUT_DISPLAY:

@@ -389,6 +389,29 @@ TEST(text_shows_the_streams_in_order_stderr_under_a_marker)
 	kbox_result_destroy(&res);
 }
 
+TEST(text_strips_ansi_escapes_from_streams_and_the_json_keeps_them)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	json_t *j;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\"\\u001b[1;31merror\\u001b[0m: "
+	     "\\u001b]0;title\\u0007done\\n\"}");
+	text = finish_text(&cap, &res);
+	/* what a model reads has no escape sequence; the JSON is as sent */
+	CHECK_STR_EQ(text, "error: done\n");
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(j, "stdout"), "text")),
+	             "\x1b[1;31merror\x1b[0m: \x1b]0;title\x07done\n");
+	json_decref(j);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 TEST(text_shows_a_value_as_out_n_on_the_same_line)
 {
 	kbox_capture_t *cap = capture(false, 0, 0);
