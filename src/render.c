@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 #include <kbox/capture.h>
@@ -288,18 +289,153 @@ static int set_new(json_t *obj, const char *key, json_t *value)
 /* The text/plain representation in BUNDLE (borrowed), joined if it is a
  * list of strings as in nbformat, in a new string ("" when there is none)
  * of *LEN bytes (NUL bytes and all); NULL when memory runs out. */
-static char *plain_text(json_t *bundle, size_t *len)
+/* The MIME value KEY of BUNDLE as one string (a string, or nbformat's
+ * list of lines) appended to B; false when it has none. */
+static bool mime_text(kx_buf_t *b, json_t *bundle, const char *key)
 {
-	json_t *v = json_object_get(bundle, "text/plain"), *line;
-	kx_buf_t b = KX_BUF_INIT;
+	json_t *v = json_object_get(bundle, key), *line;
 	size_t i;
 
-	if (json_is_string(v))
-		kx_buf_append(&b, json_string_value(v), json_string_length(v));
-	else if (json_is_array(v))
-		json_array_foreach(v, i, line) if (json_is_string(line))
-		        kx_buf_append(&b, json_string_value(line), json_string_length(line));
-	return kx_buf_take(&b, len);
+	if (json_is_string(v)) {
+		kx_buf_append(b, json_string_value(v), json_string_length(v));
+		return true;
+	}
+	if (!json_is_array(v))
+		return false;
+	json_array_foreach(v, i, line)
+	{
+		if (json_is_string(line))
+			kx_buf_append(b, json_string_value(line), json_string_length(line));
+	}
+	return true;
+}
+
+/* Is the text/plain S (LEN bytes) only an object's repr, such as
+ * "<IPython.core.display.Markdown object>", saying nothing of what it
+ * shows? */
+static bool only_a_repr(const char *s, size_t len)
+{
+	static const char obj[] = " object";
+	if (len < 3 || s[0] != '<' || s[len - 1] != '>' || memchr(s, '\n', len))
+		return false;
+	for (size_t i = 0; i + sizeof obj - 1 <= len; i++)
+		if (memcmp(s + i, obj, sizeof obj - 1) == 0)
+			return true;
+	return false;
+}
+
+/* The text of the HTML H (LEN bytes), for a reader of text: scripts and
+ * styles gone with what is in them, every other tag gone (a line break
+ * for those that end a line or a cell: br, p, div, li, tr, h1-h6, a space
+ * for td and th), the common entities decoded, at most two newlines in a
+ * row.  New (free), its length in *OUT. */
+static char *html_text(const char *h, size_t len, size_t *out)
+{
+	static const struct {
+		const char *name, *text;
+	} entities[] = {{"&lt;", "<"},  {"&gt;", ">"},   {"&amp;", "&"}, {"&quot;", "\""},
+	                {"&#39;", "'"}, {"&nbsp;", " "}, {"&#x27;", "'"}};
+	kx_buf_t b = KX_BUF_INIT;
+	size_t i = 0, nl = 0;
+
+	while (i < len) {
+		if (h[i] == '<') {
+			const char *end = memchr(h + i, '>', len - i);
+			size_t tl = end ? (size_t)(end - (h + i)) + 1 : len - i;
+			char name[8] = "";
+			size_t k = 0, p = i + 1 + (i + 1 < len && h[i + 1] == '/');
+			while (p < len && k < sizeof name - 1 &&
+			       ((h[p] >= 'a' && h[p] <= 'z') || (h[p] >= 'A' && h[p] <= 'Z') ||
+			        (h[p] >= '0' && h[p] <= '9')))
+				name[k++] = (char)(h[p++] | 0x20);
+			name[k] = '\0';
+			if (h[i + 1] != '/' &&
+			    (strcmp(name, "script") == 0 || strcmp(name, "style") == 0)) {
+				/* to its closing tag, what is in it included */
+				const char *close = NULL;
+				for (size_t q = i + tl; q + 2 + k < len && !close; q++)
+					if (h[q] == '<' && h[q + 1] == '/' &&
+					    strncasecmp(h + q + 2, name, k) == 0)
+						close = h + q;
+				if (!close) {
+					i = len;
+					break;
+				}
+				end = memchr(close, '>', len - (size_t)(close - h));
+				i = end ? (size_t)(end - h) + 1 : len;
+				continue;
+			}
+			if (!strcmp(name, "br") || !strcmp(name, "p") || !strcmp(name, "div") ||
+			    !strcmp(name, "li") || !strcmp(name, "tr") ||
+			    (name[0] == 'h' && name[1] >= '1' && name[1] <= '6' && !name[2])) {
+				if (nl < 2 && b.len) {
+					kx_buf_appends(&b, "\n");
+					nl++;
+				}
+			} else if (!strcmp(name, "td") || !strcmp(name, "th"))
+				kx_buf_appends(&b, " ");
+			i += tl;
+			continue;
+		}
+		if (h[i] == '&') {
+			size_t e;
+			for (e = 0; e < sizeof entities / sizeof *entities; e++)
+				if (strncmp(h + i, entities[e].name, strlen(entities[e].name)) == 0)
+					break;
+			if (e < sizeof entities / sizeof *entities) {
+				kx_buf_appends(&b, entities[e].text);
+				i += strlen(entities[e].name);
+				nl = 0;
+				continue;
+			}
+		}
+		if (h[i] == '\n') {
+			if (nl < 2 && b.len)
+				kx_buf_appends(&b, "\n");
+			nl++;
+		} else {
+			kx_buf_append(&b, h + i, 1);
+			nl = 0;
+		}
+		i++;
+	}
+	return kx_buf_take(&b, out);
+}
+
+/* The markdown or HTML shown in place of an object's repr: at most this
+ * many bytes of it (a larger one keeps the repr). */
+#define RICH_TEXT_MAX 16384
+
+/* The text of a display or value BUNDLE for a reader of text: its
+ * text/plain, unless that is only an object's repr and it has markdown
+ * (shown as it is) or HTML (as html_text makes it) of at most
+ * RICH_TEXT_MAX bytes. */
+static char *plain_text(json_t *bundle, size_t *len)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	size_t rl = 0;
+	char *plain, *rich = NULL;
+
+	mime_text(&b, bundle, "text/plain");
+	plain = kx_buf_take(&b, len);
+	if (!plain || (*len && !only_a_repr(plain, *len)))
+		return plain;
+	if (mime_text(&b, bundle, "text/markdown"))
+		rich = kx_buf_take(&b, &rl);
+	else if (mime_text(&b, bundle, "text/html")) {
+		size_t hl;
+		char *html = kx_buf_take(&b, &hl);
+		rich = html && hl <= 16 * RICH_TEXT_MAX ? html_text(html, hl, &rl) : NULL;
+		free(html);
+	} else
+		kx_buf_reset(&b);
+	if (rich && rl && rl <= RICH_TEXT_MAX) {
+		free(plain);
+		*len = rl;
+		return rich;
+	}
+	free(rich);
+	return plain;
 }
 
 /* Does the image list of R name display I? */
@@ -329,6 +465,24 @@ static void text_value(kx_buf_t *b, const kbox_result_t *r)
 
 	if (!kbox_result_value(r) || !len)
 		return;
+	/* an object's repr only: its markdown or HTML says what it shows */
+	if (only_a_repr(s, len)) {
+		size_t pl = 0;
+		char *p = plain_text(kbox_result_value(r), &pl);
+		if (p && pl && !only_a_repr(p, pl)) {
+			nl = memchr(p, '\n', pl);
+			multi = nl && nl + 1 < p + pl;
+			if (count >= 0)
+				kx_buf_appendf(b, "Out[%d]:", count);
+			else
+				kx_buf_appends(b, "Out:");
+			kx_buf_appends(b, multi ? "\n" : " ");
+			buf_kernel_part(b, p, pl);
+			free(p);
+			return;
+		}
+		free(p);
+	}
 	nl = memchr(s, '\n', len);
 	multi = nl && nl + 1 < s + len;
 	if (count >= 0)

@@ -389,6 +389,35 @@ TEST(text_shows_the_streams_in_order_stderr_under_a_marker)
 	kbox_result_destroy(&res);
 }
 
+TEST(text_shows_markdown_and_html_when_text_plain_is_only_a_repr)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "display_data",
+	     "{\"data\":{\"text/plain\":\"<IPython.core.display.Markdown object>\","
+	     "\"text/markdown\":\"# Title\\n\\n* one\"},\"metadata\":{}}");
+	FEED(cap, "display_data",
+	     "{\"data\":{\"text/plain\":\"<IPython.core.display.HTML object>\","
+	     "\"text/html\":\"<h1>Head</h1><p>a &amp; b<script>alert(1)</script></p>"
+	     "<style>p{}</style><table><tr><td>x</td><td>y</td></tr></table>\"},"
+	     "\"metadata\":{}}");
+	/* a text/plain that says something stays, whatever else there is */
+	FEED(cap, "display_data",
+	     "{\"data\":{\"text/plain\":\"   a\\n0  1\",\"text/html\":\"<table/>\"},"
+	     "\"metadata\":{}}");
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":2,\"data\":{\"text/plain\":\"<IPython.core.display.HTML "
+	     "object>\",\"text/html\":\"<b>value</b> &lt;x&gt;\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "# Title\n\n* one\nHead\n\na & b\n\n x  y \n   a\n0  1\n"
+	                   "Out[2]: value <x>\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 TEST(text_strips_ansi_escapes_from_streams_and_the_json_keeps_them)
 {
 	kbox_capture_t *cap = capture(false, 0, 0);
@@ -406,7 +435,8 @@ TEST(text_strips_ansi_escapes_from_streams_and_the_json_keeps_them)
 	j = kbox_render_json(res);
 	REQUIRE(j != NULL);
 	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(j, "stdout"), "text")),
-	             "\x1b[1;31merror\x1b[0m: \x1b]0;title\x07done\n");
+	             "\x1b[1;31merror\x1b[0m: \x1b]0;title\x07"
+	             "done\n");
 	json_decref(j);
 	free(text);
 	kbox_result_destroy(&res);
@@ -448,7 +478,7 @@ TEST(text_starts_a_multi_line_value_on_the_next_line)
 	kbox_result_destroy(&res);
 }
 
-TEST(text_never_shows_html_of_a_value)
+TEST(text_shows_the_html_of_a_value_as_text_when_its_plain_is_a_repr)
 {
 	kbox_capture_t *cap = capture(false, 0, 0);
 	kbox_result_t *res = NULL;
@@ -459,7 +489,8 @@ TEST(text_never_shows_html_of_a_value)
 	     "{\"execution_count\":2,\"data\":{\"text/plain\":\"<IPython.core.display.HTML "
 	     "object>\",\"text/html\":\"<b>bold</b>\"},\"metadata\":{}}");
 	text = finish_text(&cap, &res);
-	CHECK_STR_EQ(text, "Out[2]: <IPython.core.display.HTML object>\n");
+	/* its text, never its tags */
+	CHECK_STR_EQ(text, "Out[2]: bold\n");
 	free(text);
 	kbox_result_destroy(&res);
 }
@@ -581,7 +612,8 @@ TEST(text_shows_displays_without_images_as_their_plain_text)
 	     "{\"data\":{\"text/markdown\":\"# only markdown\"},\"metadata\":{}}");
 	FEED(cap, "display_data", "{\"data\":{\"text/plain\":\"second\\n\"},\"metadata\":{}}");
 	text = finish_text(&cap, &res);
-	CHECK_STR_EQ(text, "before\n   x\n0  1\nsecond\n");
+	/* a markdown display without text/plain shows its markdown */
+	CHECK_STR_EQ(text, "before\n   x\n0  1\n# only markdown\nsecond\n");
 	free(text);
 	kbox_result_destroy(&res);
 }
@@ -1771,9 +1803,11 @@ int main(void)
 	RUN_IN_TMP(text_ends_stdout_without_newline_with_one);
 	RUN_IN_TMP(text_of_nothing_is_empty);
 	RUN_IN_TMP(text_shows_the_streams_in_order_stderr_under_a_marker);
+	RUN_IN_TMP(text_shows_markdown_and_html_when_text_plain_is_only_a_repr);
+	RUN_IN_TMP(text_strips_ansi_escapes_from_streams_and_the_json_keeps_them);
 	RUN_IN_TMP(text_shows_a_value_as_out_n_on_the_same_line);
 	RUN_IN_TMP(text_starts_a_multi_line_value_on_the_next_line);
-	RUN_IN_TMP(text_never_shows_html_of_a_value);
+	RUN_IN_TMP(text_shows_the_html_of_a_value_as_text_when_its_plain_is_a_repr);
 	RUN_IN_TMP(text_names_each_saved_image_with_path_and_pixel_size);
 	RUN_IN_TMP(text_and_json_say_an_svg_with_a_script_was_saved_as_text);
 	RUN_IN_TMP(text_says_an_image_was_not_saved_without_an_outputs_dir);
