@@ -709,6 +709,9 @@ static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
 	return out;
 }
 
+/* How many earlier outputs of its display_id a display_data updates. */
+#define SAME_ID_UPDATES 16
+
 static void on_display(kbox_capture_t *self, json_t *c, bool update)
 {
 	json_t *data = json_object_get(c, "data");
@@ -732,6 +735,24 @@ static void on_display(kbox_capture_t *self, json_t *c, bool update)
 		return; /* an update for an unknown id shows nothing, as in a notebook */
 	}
 	before_output(self);
+	/* a display of an id an earlier output has updates that output too
+	 * (as nbclient does: the new one is kept as well); the last
+	 * SAME_ID_UPDATES of them, so that a kernel repeating one id does
+	 * not make each display cost all the earlier ones again */
+	if (id) {
+		size_t n = json_array_size(self->displays), updated = 0;
+		for (i = n; i-- > 0 && updated < SAME_ID_UPDATES;) {
+			json_t *x;
+			d = json_array_get(self->displays, i);
+			x = json_object_get(d, "display_id");
+			if (json_is_string(x) && strcmp(json_string_value(x), id) == 0) {
+				updated++;
+				drop_images_of(self, (int)i);
+				json_object_set_new(d, "data", process_bundle(self, data, (int)i));
+				emit(self, KBOX_EV_DISPLAY, 0, NULL, 0, (int)i);
+			}
+		}
+	}
 	if (json_array_size(self->displays) >= KBOX_CAPTURE_MAX_DISPLAYS) {
 		self->displays_dropped++;
 		return;

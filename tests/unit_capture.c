@@ -657,6 +657,24 @@ TEST(update_display_data_leaves_other_displays)
 	CHECK_STR_EQ(kbox_result_display_id(r->res, 2), "B");
 }
 
+TEST(display_data_of_an_id_already_shown_updates_the_earlier_output_too)
+{
+	run_t *r = NULL;
+
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	run_display(r, false, "first", "X");
+	run_display(r, false, "plain", NULL);
+	run_display(r, false, "second", "X");
+	REQUIRE(run_finish(r));
+	/* as nbclient: both outputs of id X show the newest, both are kept */
+	REQUIRE(kbox_result_display_count(r->res) == 3);
+	CHECK_STR_EQ(display_plain(r->res, 0), "second");
+	CHECK_STR_EQ(display_plain(r->res, 1), "plain");
+	CHECK_STR_EQ(display_plain(r->res, 2), "second");
+	CHECK_STR_EQ(kbox_result_display_id(r->res, 0), "X");
+	CHECK_STR_EQ(kbox_result_display_id(r->res, 2), "X");
+}
+
 TEST(updated_image_display_lists_only_the_new_image)
 {
 	run_t *r = NULL;
@@ -2307,7 +2325,8 @@ TEST(text_too_large_for_the_reply_is_cut_to_fit_and_says_so)
 	CHECK(share * 3 <= 3 << 20);
 	CHECK(share > 800000);
 	CHECK(t->text[0] == 1 && t->text[t->len - 1] == 1);
-	CHECK(strstr(t->text, " bytes in part of one line left out; the complete text is in ") != NULL);
+	CHECK(strstr(t->text, " bytes in part of one line left out; the complete text is in ") !=
+	      NULL);
 	REQUIRE(t->spill_path);
 	CHECK(stat(t->spill_path, &st) == 0 && (size_t)st.st_size == n);
 	o = kbox_result_output(r->res, 0);
@@ -2344,6 +2363,7 @@ int main(void)
 	RUN_TEST(clear_output_wait_fixture_ends_with_last_output);
 	RUN_TEST(clear_output_wait_emits_clear_before_next_output);
 	RUN_TEST(update_display_data_replaces_same_display_id);
+	RUN_TEST(display_data_of_an_id_already_shown_updates_the_earlier_output_too);
 	RUN_TEST(update_display_data_emits_display_event_with_index);
 	RUN_TEST(update_display_data_leaves_other_displays);
 	RUN_TEST(updated_image_display_lists_only_the_new_image);
