@@ -721,18 +721,38 @@ static void on_display(kbox_capture_t *self, json_t *c, bool update)
 	json_t *d;
 
 	if (update) {
+		bool found = false;
 		if (!id)
 			return;
 		json_array_foreach(self->displays, i, d)
 		{
 			json_t *x = json_object_get(d, "display_id");
 			if (json_is_string(x) && strcmp(json_string_value(x), id) == 0) {
+				found = true;
 				drop_images_of(self, (int)i);
 				json_object_set_new(d, "data", process_bundle(self, data, (int)i));
 				emit(self, KBOX_EV_DISPLAY, 0, NULL, 0, (int)i);
 			}
 		}
-		return; /* an update for an unknown id shows nothing, as in a notebook */
+		if (found)
+			return;
+		/* not of this execution: of an earlier one, which this result
+		 * cannot change, so it says which and with what (a display of
+		 * its own, marked; later updates of the id update it) */
+		if (json_array_size(self->displays) < KBOX_CAPTURE_MAX_DISPLAYS) {
+			before_output(self);
+			i = json_array_size(self->displays);
+			d = json_pack("{s:o, s:s, s:b}", "data", process_bundle(self, data, (int)i),
+			              "display_id", id, "updates_earlier", 1);
+			if (d && json_array_append_new(self->displays, d) == 0) {
+				out_t *o = other_output(self, KBOX_OUT_DISPLAY, false);
+				if (o)
+					o->pub.display = (int)i;
+				emit(self, KBOX_EV_DISPLAY, 0, NULL, 0, (int)i);
+			}
+		} else
+			self->displays_dropped++;
+		return;
 	}
 	before_output(self);
 	/* a display of an id an earlier output has updates that output too
@@ -1332,6 +1352,12 @@ size_t kbox_result_display_count(const kbox_result_t *self)
 json_t *kbox_result_display(const kbox_result_t *self, size_t i)
 {
 	return json_object_get(json_array_get(self->cap->displays, i), "data");
+}
+
+bool kbox_result_display_updates_earlier(const kbox_result_t *self, size_t i)
+{
+	return json_is_true(
+	        json_object_get(json_array_get(self->cap->displays, i), "updates_earlier"));
 }
 
 const char *kbox_result_display_id(const kbox_result_t *self, size_t i)

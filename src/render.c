@@ -559,6 +559,17 @@ static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *
 			text_images(b, r, (int)i);
 			return;
 		}
+		/* an update of a display of an earlier execution: which */
+		if (kbox_result_display_updates_earlier(r, i)) {
+			const char *id = kbox_result_display_id(r, i);
+			size_t il = id ? strlen(id) : 0, size = KX_NAME_ESCAPED_MAX(il);
+			char *named = malloc(size);
+			if (named)
+				kx_name_escape(id ? id : "", il, named, size);
+			kx_buf_appendf(b, "[display %s of an earlier execution, updated to:]\n",
+			               named ? named : "?");
+			free(named);
+		}
 		/* the displays' texts share one budget */
 		if (shown >= KBOX_CAPTURE_MAX_BYTES) {
 			(*not_shown)++;
@@ -768,12 +779,17 @@ static json_t *displays_json(const kbox_result_t *r)
 	json_t *a = json_array();
 	size_t i, n = kbox_result_display_count(r);
 
-	for (i = 0; a && i < n; i++)
-		if (json_array_append_new(
-		            a, json_pack("{s:o, s:o}", "data",
-		                         bundle_json(kbox_result_display(r, i)), "display_id",
-		                         nullable_json(kbox_result_display_id(r, i), false))) != 0)
-			json_decref(a), a = NULL;
+	for (i = 0; a && i < n; i++) {
+		json_t *d = json_pack("{s:o, s:o}", "data", bundle_json(kbox_result_display(r, i)),
+		                      "display_id",
+		                      nullable_json(kbox_result_display_id(r, i), false));
+		if (d && kbox_result_display_updates_earlier(r, i))
+			json_object_set_new(d, "updates_earlier", json_true());
+		if (json_array_append_new(a, d) != 0) {
+			json_decref(a);
+			a = NULL;
+		}
+	}
 	return a;
 }
 
@@ -829,12 +845,16 @@ static json_t *output_json(const kbox_result_t *r, const kbox_output_t *o)
 		                 o->stream == KBOX_TEXT_STDERR ? "stderr" : "stdout", "text",
 		                 string_json(o->text, o->len), "total_bytes",
 		                 size_json(o->total_bytes), "truncated", o->truncated);
-	case KBOX_OUT_DISPLAY:
-		return json_pack(
+	case KBOX_OUT_DISPLAY: {
+		json_t *d = json_pack(
 		        "{s:s, s:i, s:o, s:o}", "kind", "display_data", "display", o->display,
 		        "data", bundle_json(kbox_result_display(r, (size_t)o->display)),
 		        "display_id",
 		        nullable_json(kbox_result_display_id(r, (size_t)o->display), false));
+		if (d && kbox_result_display_updates_earlier(r, (size_t)o->display))
+			json_object_set_new(d, "updates_earlier", json_true());
+		return d;
+	}
 	case KBOX_OUT_RESULT:
 		count = kbox_result_count(r);
 		return json_pack("{s:s, s:o, s:o}", "kind", "execute_result", "execution_count",

@@ -648,13 +648,19 @@ TEST(update_display_data_leaves_other_displays)
 	run_display(r, true, "b2", "B");
 	run_display(r, true, "nobody", "C");
 	REQUIRE(run_finish(r));
-	REQUIRE(kbox_result_display_count(r->res) == 3);
+	/* the update of an id no display of this execution has is of an
+	 * earlier one's: kept, and said to be that */
+	REQUIRE(kbox_result_display_count(r->res) == 4);
 	CHECK_STR_EQ(display_plain(r->res, 0), "a");
 	CHECK_STR_EQ(display_plain(r->res, 1), "plain");
 	CHECK_STR_EQ(display_plain(r->res, 2), "b2");
+	CHECK_STR_EQ(display_plain(r->res, 3), "nobody");
 	CHECK_STR_EQ(kbox_result_display_id(r->res, 0), "A");
 	CHECK(kbox_result_display_id(r->res, 1) == NULL);
 	CHECK_STR_EQ(kbox_result_display_id(r->res, 2), "B");
+	CHECK_STR_EQ(kbox_result_display_id(r->res, 3), "C");
+	CHECK(!kbox_result_display_updates_earlier(r->res, 2));
+	CHECK(kbox_result_display_updates_earlier(r->res, 3));
 }
 
 TEST(display_data_of_an_id_already_shown_updates_the_earlier_output_too)

@@ -418,6 +418,30 @@ TEST(text_shows_markdown_and_html_when_text_plain_is_only_a_repr)
 	kbox_result_destroy(&res);
 }
 
+TEST(text_says_which_earlier_display_an_update_is_of)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	json_t *j;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "update_display_data",
+	     "{\"data\":{\"text/plain\":\"50%\"},\"metadata\":{},"
+	     "\"transient\":{\"display_id\":\"bar\\n[stderr]\"}}");
+	text = finish_text(&cap, &res);
+	/* the id is the kernel's: escaped, it cannot pose as another line */
+	CHECK_STR_EQ(text, "[display bar\\n[stderr] of an earlier execution, updated to:]\n50%\n");
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	CHECK(json_is_true(json_object_get(json_array_get(json_object_get(j, "displays"), 0),
+	                                   "updates_earlier")));
+	CHECK(schema_validate(j) == 0 || !have_jsonschema());
+	json_decref(j);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 TEST(text_strips_ansi_escapes_from_streams_and_the_json_keeps_them)
 {
 	kbox_capture_t *cap = capture(false, 0, 0);
@@ -1805,6 +1829,7 @@ int main(void)
 	RUN_IN_TMP(text_shows_the_streams_in_order_stderr_under_a_marker);
 	RUN_IN_TMP(text_shows_markdown_and_html_when_text_plain_is_only_a_repr);
 	RUN_IN_TMP(text_strips_ansi_escapes_from_streams_and_the_json_keeps_them);
+	RUN_IN_TMP(text_says_which_earlier_display_an_update_is_of);
 	RUN_IN_TMP(text_shows_a_value_as_out_n_on_the_same_line);
 	RUN_IN_TMP(text_starts_a_multi_line_value_on_the_next_line);
 	RUN_IN_TMP(text_shows_the_html_of_a_value_as_text_when_its_plain_is_a_repr);

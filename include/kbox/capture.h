@@ -289,6 +289,9 @@ size_t kbox_result_display_count(const kbox_result_t *self);
 json_t *kbox_result_display(const kbox_result_t *self, size_t i);
 /* NULL past the end. */
 const char *kbox_result_display_id(const kbox_result_t *self, size_t i); /* or NULL */
+/* Whether display I is an update_display_data of a display of an earlier
+ * execution (its display_id none of this execution's had). */
+bool kbox_result_display_updates_earlier(const kbox_result_t *self, size_t i);
 
 size_t kbox_result_image_count(const kbox_result_t *self);
 const kbox_image_t *kbox_result_image(const kbox_result_t *self, size_t i);
