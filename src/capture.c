@@ -216,6 +216,7 @@ kbox_capture_t *kbox_capture_new(const kbox_capture_opts_t *opts, kbox_error_t *
 	self->opts.max_bytes = mb;
 	self->opts.max_lines = ml;
 	self->count = -1;
+	self->value_count = -1;
 	self->dfd = -1;
 	self->json_flags = JSON_COMPACT;
 	for (int s = 0; s < KBOX_TEXT_COUNT; s++)
@@ -898,7 +899,13 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 		take_count(self, c);
 	} else if (strcmp(type, "execute_result") == 0) {
 		json_t *data = json_object_get(c, "data"), *tp;
+		json_t *vc = json_object_get(c, "execution_count");
 		take_count(self, c);
+		/* the count the message carries, as nbformat keeps it */
+		self->value_count = json_is_integer(vc) && json_integer_value(vc) >= 0 &&
+		                                    json_integer_value(vc) <= INT_MAX
+		                            ? (int)json_integer_value(vc)
+		                            : -1;
 		before_output(self);
 		json_decref(self->value);
 		drop_images_of(self, -1);
@@ -1277,6 +1284,10 @@ kbox_exec_status_t kbox_result_status(const kbox_result_t *self)
 int kbox_result_count(const kbox_result_t *self)
 {
 	return self->count;
+}
+int kbox_result_value_count(const kbox_result_t *self)
+{
+	return self->cap->value_count >= 0 ? self->cap->value_count : self->count;
 }
 double kbox_result_seconds(const kbox_result_t *self)
 {

@@ -70,6 +70,7 @@ struct kbox_capture {
 	int dfd; /* the outputs dir, opened once: names resolve in it */
 	char *prefix;
 	int count;                      /* execution_count, once known */
+	int value_count;                /* the execute_result's own, or -1 */
 	int image_seq;                  /* images written in this execution */
 	size_t files_made;              /* images and spill files created */
 	unsigned long long files_bytes; /* written into the outputs directory */

@@ -460,7 +460,7 @@ static void text_value(kx_buf_t *b, const kbox_result_t *r)
 	const kbox_text_t *t = kbox_result_value_text(r);
 	const char *s = t && t->text ? t->text : NULL, *nl;
 	size_t len = s ? t->len : 0;
-	int count = kbox_result_count(r);
+	int count = kbox_result_value_count(r);
 	bool multi;
 
 	if (!kbox_result_value(r) || !len)
@@ -856,7 +856,7 @@ static json_t *output_json(const kbox_result_t *r, const kbox_output_t *o)
 		return d;
 	}
 	case KBOX_OUT_RESULT:
-		count = kbox_result_count(r);
+		count = kbox_result_value_count(r);
 		return json_pack("{s:s, s:o, s:o}", "kind", "execute_result", "execution_count",
 		                 count >= 0 ? json_integer(count) : json_null(), "data",
 		                 bundle_json(kbox_result_value(r)));

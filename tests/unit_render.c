@@ -442,6 +442,30 @@ TEST(text_says_which_earlier_display_an_update_is_of)
 	kbox_result_destroy(&res);
 }
 
+TEST(an_execute_result_keeps_the_count_its_message_carries)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	json_t *j;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "execute_input", "{\"code\":\"x\",\"execution_count\":5}");
+	FEED(cap, "execute_result",
+	     "{\"execution_count\":7,\"data\":{\"text/plain\":\"1\"},\"metadata\":{}}");
+	text = finish_text(&cap, &res);
+	/* as nbformat keeps it: the message's, not the execution's */
+	CHECK_STR_EQ(text, "Out[7]: 1\n");
+	j = kbox_render_json(res);
+	REQUIRE(j != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(
+	                     json_array_get(json_object_get(j, "outputs"), 0), "execution_count")),
+	             7);
+	json_decref(j);
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 TEST(text_strips_ansi_escapes_from_streams_and_the_json_keeps_them)
 {
 	kbox_capture_t *cap = capture(false, 0, 0);
@@ -1830,6 +1854,7 @@ int main(void)
 	RUN_IN_TMP(text_shows_markdown_and_html_when_text_plain_is_only_a_repr);
 	RUN_IN_TMP(text_strips_ansi_escapes_from_streams_and_the_json_keeps_them);
 	RUN_IN_TMP(text_says_which_earlier_display_an_update_is_of);
+	RUN_IN_TMP(an_execute_result_keeps_the_count_its_message_carries);
 	RUN_IN_TMP(text_shows_a_value_as_out_n_on_the_same_line);
 	RUN_IN_TMP(text_starts_a_multi_line_value_on_the_next_line);
 	RUN_IN_TMP(text_shows_the_html_of_a_value_as_text_when_its_plain_is_a_repr);

@@ -264,6 +264,9 @@ void kbox_result_destroy(kbox_result_t **self_p);
 
 kbox_exec_status_t kbox_result_status(const kbox_result_t *self);
 int kbox_result_count(const kbox_result_t *self); /* execution_count, or -1 */
+/* The execution_count the value's execute_result carried (as nbformat
+ * keeps it), else kbox_result_count. */
+int kbox_result_value_count(const kbox_result_t *self);
 double kbox_result_seconds(const kbox_result_t *self);
 /* Why it did not end normally (timeout, died), or "".  Borrowed: a buffer
  * in SELF, overwritten by kbox_result_set_status. */
