@@ -716,6 +716,18 @@ logged() {
 	cat "$S/$1/events.ndjson.1" "$S/$1/events.ndjson" 2>/dev/null | grep -q "\"event\": *\"$2\""
 }
 
+# note_line_is FILE TEXT: FILE's first line is kbox's note "[note: TEXT]",
+# or, after a kernel's death, that note naming what the code had defined
+# ("[note: TEXT; it had defined: ...]").
+note_line_is() {
+	nl_first=$(head -n 1 "$1")
+	case $nl_first in
+	"[note: $2]" | "[note: $2; it had defined: "*"]") return 0 ;;
+	esac
+	say "first line: $nl_first"
+	return 1
+}
+
 # ---- assertions: kept outputs (keep NAME) and values ----
 
 rc_is() { [ "$(cat "$W/$1.rc")" = "$2" ] || { say "exit status $(cat "$W/$1.rc"), want $2"; return 1; }; }

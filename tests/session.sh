@@ -1267,7 +1267,7 @@ fresh
 needs kernel
 # (its first exec takes the note of the kernel killed above, for those)
 setup_for tty_output_shows_escape_sequences_instead_of_sending_them \
-	piped_output_keeps_the_bytes -- input_line_reaches_input \
+	piped_output_has_no_escape_sequence_the_json_keeps_them -- input_line_reaches_input \
 	username_without_one_in_the_environment_is_kbox
 printf 'import sys\nprint("a\\x1b]0;pwned\\x07b")\nprint("e\\x1b[31mr", file=sys.stderr)\n"v\\x1bw"\n' >esc.py
 if [ -z "$SKIPPING" ]; then
@@ -1278,8 +1278,15 @@ ESC=$(printf '\033')
 check tty_output_shows_escape_sequences_instead_of_sending_them eval '[ "$rc" = 0 ] &&
 	grep -qF "a^[]0;pwned^Gb" tty.out && grep -qF "e^[[31mr" tty.out &&
 	grep -qF "'"'"'v\\x1bw'"'"'" tty.out && ! grep -q "$ESC" tty.out'
+# piped (what a model reads): the stream text without escape sequences,
+# the JSON with them, as sent
 kbox exec -s kc -f esc.py
-check piped_output_keeps_the_bytes eval 'status_is 0 && grep -q "a${ESC}]0;pwned" stdout'
+cp stdout esc.text
+kbox exec -s kc --format json -f esc.py
+check piped_output_has_no_escape_sequence_the_json_keeps_them eval 'status_is 0 &&
+	grep -qx ab esc.text && ! grep -q "$ESC" <(grep -v "^Out\[" esc.text) &&
+	"$PY" -c "import json, sys; r = json.load(open(\"stdout\"))
+sys.exit(not r[\"stdout\"][\"text\"].startswith(\"a\x1b]0;pwned\x07b\"))"'
 
 # --input lines must be UTF-8 like the code (one line, exit 2).
 setup_for input_not_utf8_is_a_usage_error input_line_reaches_input
