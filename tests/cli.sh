@@ -376,6 +376,16 @@ for mode in 755 777 750; do
 	check "state_dir_mode_${mode}_after_chmod_700_is_taken" eval '[ "$rc" = 0 ] && [ ! -s stderr ] &&
 		[ "$(head -n 1 stdout | tr -s " ")" = "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS" ]'
 done
+# a long path in a message is shortened where it comes first, the reason
+# stands out, and kept whole in the fix, to be copied
+fresh
+long=$T/$(printf 'd%.0s' $(seq 40))/$(printf 'e%.0s' $(seq 30))/home
+mkdir -p "$long" && chmod 755 "$long" && : >"$long/.kbox-state"
+KBOX_HOME=$long kbox ls
+short=$(printf %s "$long" | cut -c1-28)…$(printf %s "$long" | rev | cut -c1-36 | rev)
+check error_shortens_a_long_path_but_keeps_it_whole_in_the_fix eval '[ "$rc" = 5 ] &&
+	[ "$(cat stderr)" = "kbox ls: directory $short is accessible to others (mode 755, need 0700): chmod 700 $long" ]'
+
 # one kbox made (marked), opened since: the chmod
 fresh
 mkdir -m 755 home

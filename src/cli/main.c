@@ -165,6 +165,38 @@ void cli_set_error_format(format_t format)
 	error_format = format;
 }
 
+/* A path this long or longer is shortened in a message to a person. */
+#define PATH_SHOWN_MAX 72
+
+/* MSG with each long absolute path that the message names again later
+ * shortened in the middle where it comes first ("/home/ada/…/sessions/x"),
+ * so that the reason stands out; the later one, in the fix (a chmod, a
+ * command to run), stays whole, to be copied.  In place. */
+static void shorten_paths(char *msg)
+{
+	char *p = msg;
+	while ((p = strchr(p, '/'))) {
+		size_t n = strcspn(p, " ,;:()'\"\n");
+		char *later;
+		if ((p == msg || p[-1] == ' ' || p[-1] == '(' || p[-1] == '"') &&
+		    n >= PATH_SHOWN_MAX) {
+			char save = p[n];
+			p[n] = '\0'; /* the path alone, looked for in what follows it */
+			later = save ? strstr(p + n + 1, p) : NULL;
+			p[n] = save;
+			if (later) {
+				/* keep 28 bytes of the start and 36 of the end */
+				static const char dots[] = "\xe2\x80\xa6"; /* U+2026 */
+				size_t cut = n - 28 - 36;
+				memcpy(p + 28, dots, 3);
+				memmove(p + 31, p + 28 + cut, strlen(p + 28 + cut) + 1);
+				n = 28 + 3 + 36;
+			}
+		}
+		p += n ? n : 1;
+	}
+}
+
 void cli_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
@@ -185,6 +217,7 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	/* what the message quotes (a path, an API's words) may hold control
 	 * or bidi characters: shown, not obeyed (a message of several lines,
 	 * such as a kernel's last lines, keeps its newlines) */
+	shorten_paths(msg);
 	fprintf(stderr, "kbox%s%s: ", cmd ? " " : "", cmd ? cmd : "");
 	cli_write_safe(stderr, msg, strlen(msg));
 	fputc('\n', stderr);
