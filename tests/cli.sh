@@ -354,7 +354,7 @@ for mode in 755 777 750; do
 	advice="directory $T/home is accessible to others (mode $mode, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)"
 	echo data >f
 	for c in "ls" "ls --json" "stop -s x" "stop --all" "status -s x" "start -s x" \
-		"exec -s x 1" "get -s x f" "put -s x f" "logs -s x"; do
+		"exec -s x 1" "get -s x f" "put -s x f" "logs -s x" "rm -s x" "prune"; do
 		name=state_dir_mode_${mode}_is_refused_by_$(echo "$c" | tr ' ' _)_with_what_fixes_it
 		# (each command is the setup of the check that nothing was made)
 		# shellcheck disable=SC2086 # the command's words

@@ -286,7 +286,7 @@ check a_numbering_jump_is_not_counted_as_lost eval 'status_is 0 && py "r[\"notic
 fresh
 kbox exec -s r 'name = input("Name? ")'
 check input_without_i_is_one_line_saying_how_to_give_it eval 'status_is 1 &&
-	stdout_is "StdinNotImplementedError: the code asked for input (input() or getpass()) and none was given: give each line with -i LINE or --input-file FILE"'
+	stdout_is "StdinNotImplementedError: input() is not available here: put the values in the code (kbox exec and run take each line with -i LINE or --input-file FILE)"'
 
 fresh
 kbox exec -s r -i Ada 'a = input("Name? "); b = input("Again? "); print(a)'

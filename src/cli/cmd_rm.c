@@ -81,9 +81,9 @@ static int rm_one(const char *cmd, const char *home, const char *name, bool forc
 	int status = EXIT_OK;
 
 	*bytes = 0;
-	if (!dir) {
+	if (!dir) { /* the name was checked: the session or the state directory is not there */
 		cli_error(cmd, "%s", err.msg);
-		return err.code == KBOX_E_INVALID ? EXIT_USAGE : EXIT_UNAVAILABLE;
+		return EXIT_UNAVAILABLE;
 	}
 	if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
 		json_t *r;

@@ -329,6 +329,9 @@ static int load_config(sup_t *s, kbox_error_t *err)
 			return -1;
 		if (ws && kr_sandbox_reachable(&s->id, ws, err) < 0)
 			return -1;
+		/* bwrap finds the root file system as the sandbox too */
+		if (s->sbo.rootfs && kr_sandbox_reachable(&s->id, s->sbo.rootfs, err) < 0)
+			return -1;
 		s->sbo.drop_ids = s->id.drop;
 		s->sbo.uid = s->id.uid;
 		s->sbo.gid = s->id.gid;

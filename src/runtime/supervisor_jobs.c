@@ -380,9 +380,9 @@ static void result_explain(job_t *j, kbox_result_t *res)
 		kbox_result_set_error_text(res, line);
 	} else if (error_is(res, "StdinNotImplementedError") && !j->e.has_inputs) {
 		kbox_result_set_error_text(
-		        res, "StdinNotImplementedError: the code asked for input (input() "
-		             "or getpass()) and none was given: give each line with "
-		             "-i LINE or --input-file FILE");
+		        res, "StdinNotImplementedError: input() is not available here: put the "
+		             "values in the code (kbox exec and run take each line with -i LINE "
+		             "or --input-file FILE)");
 	}
 }
 

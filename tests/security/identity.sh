@@ -258,6 +258,16 @@ if [ "$(id -u)" = 0 ]; then
 		grep -q "^fail  state directory  the sandbox (uid $SXU, group $SU.s) cannot reach $ROOT/closed: $ROOT/closed is mode 0700" "$W/doctor_closed.out" &&
 		eq "$(tail -n 1 "$W/doctor_closed.out")" "the default backend (bwrap) isolates kernels here, but no session in the state directory can start (see above)"'
 	KBOX_HOME=$ROOT/closed/h "$KBOX" stop --all >/dev/null 2>&1
+	# kbox start of one: the same diagnosis (not a failure to move the
+	# sandbox into its cgroup), and no session left
+	mkdir -p "$ROOT/closed/rfs/etc" && ln -s /usr "$ROOT/closed/rfs/usr" &&
+		for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/closed/rfs/$d"; done
+	kx start -s rf --rootfs "$ROOT/closed/rfs"
+	keep start_rootfs
+	DIAG=start_rootfs
+	check "row22_under_root_kbox_start_says_the_sandbox_cannot_reach_its_rootfs" eval '
+		rc_is start_rootfs 5 && [ ! -e "$S/rf" ] &&
+		grep -q "^kbox start: session rf: the sandbox (uid [0-9]*, group $SU.s) cannot reach $ROOT/closed/rfs: $ROOT/closed is mode 0700" "$W/start_rootfs.err"'
 	# a --rootfs under a directory the sandboxes cannot pass: the same
 	# diagnosis and chmod, not "cannot isolate kernels here"
 	mkdir -p "$ROOT/closed/rootfs"
