@@ -487,13 +487,19 @@ KBOX_HOME=$T/home kbox prune --older-than 1d
 check prune_older_than_removes_only_the_session_inactive_since eval 'status_is 0 &&
 	sed -n 1p stdout | grep -qx "removed session old ([0-9.]* [KM]iB)" && [ "$(wc -l <stdout)" = 2 ] &&
 	[ ! -e home/sessions/old ] && [ -d home/sessions/new ]'
+KBOX_HOME=$T/home kbox rm
+check rm_without_a_name_is_a_usage_error fails_with 2 \
+	"kbox rm: name the sessions to remove: kbox rm NAME... (or -s NAME)"
+KBOX_HOME=$T/home kbox rm new new
+check rm_of_a_name_given_twice_removes_it_once eval 'status_is 0 && stderr_empty &&
+	[ "$(grep -c "^removed session new " stdout)" = 1 ] && [ ! -e home/sessions/new ]'
 KBOX_HOME=$T/home kbox rm no-such
 check rm_of_a_session_that_does_not_exist_says_so fails_with 5 \
 	"kbox rm: no session \"no-such\" (in $T/home)"
 KBOX_HOME=$T/home kbox rm ../x
 check rm_of_an_invalid_name_is_a_usage_error eval '[ "$rc" = 2 ] && stdout_empty &&
 	grep -q "^kbox rm: invalid session name \"../x\"" stderr'
-KBOX_HOME=$T/home kbox rm -s new new
+KBOX_HOME=$T/home kbox rm -s new new2
 check rm_with_both_s_and_operands_is_a_usage_error fails_with 2 \
 	"kbox rm: give the sessions either as -s NAME or as operands, not both"
 KBOX_HOME=$T/home kbox prune new

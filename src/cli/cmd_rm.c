@@ -138,7 +138,12 @@ int cmd_rm(int argc, char **argv)
 		cli_error("rm", "give the sessions either as -s NAME or as operands, not both");
 		return EXIT_USAGE;
 	}
-	if (!nargs && (status = cli_check_session("rm", name = cli_session_name(name))) != EXIT_OK)
+	/* it removes a workspace: never the default session unnamed */
+	if (!name && !nargs) {
+		cli_error("rm", "name the sessions to remove: kbox rm NAME... (or -s NAME)");
+		return EXIT_USAGE;
+	}
+	if (!nargs && (status = cli_check_session("rm", name)) != EXIT_OK)
 		return status;
 	for (int i = 0; i < nargs; i++)
 		if ((status = cli_check_session("rm", argv[i])) != EXIT_OK)
@@ -150,7 +155,12 @@ int cmd_rm(int argc, char **argv)
 	if (!nargs)
 		status = rm_one("rm", home, name, force, false, &bytes);
 	for (int i = 0; i < nargs; i++) {
-		int s = rm_one("rm", home, argv[i], force, false, &bytes);
+		int s = EXIT_OK;
+		bool again = false;
+		for (int k = 0; k < i && !again; k++) /* a name given twice goes once */
+			again = strcmp(argv[k], argv[i]) == 0;
+		if (!again)
+			s = rm_one("rm", home, argv[i], force, false, &bytes);
 		if (s != EXIT_OK && status == EXIT_OK)
 			status = s;
 	}
