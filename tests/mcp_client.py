@@ -218,7 +218,7 @@ def t_state():
     r1 = s.call("run_python", {"code": "x = 41\nprint('x is', x)"})
     r2 = s.call("run_python", {"code": "x + 1"})
     # the session is new: the first result's first line says so
-    assert re.fullmatch(r"\[note: new session mcp-[0-9]+-[0-9a-f]+: nothing is defined yet\]\n"
+    assert re.fullmatch(r"\[note: new session mcp-[0-9]+-[0-9a-f]+: nothing was defined before this call\]\n"
                         r"x is 41\n", text_of(r1)), text_of(r1)
     assert text_of(r2) == "Out[2]: 42\n", text_of(r2)
     # an execution that prints nothing says so: never an empty block
@@ -698,7 +698,7 @@ def t_persistent():
     o = Server("-s", "mcp-keep")
     o.init()
     assert text_of(o.call("run_python", {"code": "x = 41"})) == (
-        "[note: new session mcp-keep: nothing is defined yet]\n")
+        "[note: new session mcp-keep: nothing was defined before this call]\n")
     assert o.close(60) == 0
     (k,) = [x for x in sessions() if x["name"] == "mcp-keep"]
     assert k["state"] == "idle", k

@@ -50,7 +50,7 @@ fi
 check snippet_runs eval 'status_is 0'
 check tool_is_the_openai_run_python eval '[ "$(sed -n "s/^tool //p" stdout)" = "function run_python" ]'
 check state_persists_and_stdout_and_value_come_back eval '
-	[ "$(sed -n "s/^step1 //p" stdout)" = "'"'"'[note: new session readme: nothing is defined yet]\\nset\\n'"'"'" ] &&
+	[ "$(sed -n "s/^step1 //p" stdout)" = "'"'"'[note: new session readme: nothing was defined before this call]\\nset\\n'"'"'" ] &&
 	[ "$(sed -n "s/^step2 //p" stdout)" = "'"'"'42.5'"'"'" ]'
 check an_error_shows_its_traceback eval '[ "$(sed -n "s/^step3 //p" stdout)" = True ]'
 check a_chart_is_a_saved_path eval '[ "$(sed -n "s/^step4 //p" stdout)" = True ]'

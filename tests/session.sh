@@ -450,7 +450,7 @@ setup_for exec_starts_the_session_when_needed \
 	exec_starting_a_new_session_says_so_on_stderr exec_says_a_session_is_new_once
 fresh
 kbox exec -s ex 'print("ok")'
-check exec_starts_the_session_when_needed eval 'status_is 0 && stdout_is "[note: new session ex: nothing is defined yet]
+check exec_starts_the_session_when_needed eval 'status_is 0 && stdout_is "[note: new session ex: nothing was defined before this call]
 ok"'
 check exec_starting_a_new_session_says_so_on_stderr stderr_is \
 	"kbox exec: session ex is new: started it (kbox ls lists the sessions)"

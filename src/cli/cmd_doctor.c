@@ -192,7 +192,7 @@ static int make_sandbox_range(const kr_sandbox_id_t *id, char *why, size_t size)
 static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 {
 	uid_t first = 0, count = 0;
-	kr_sandbox_id_t id;
+	kr_sandbox_id_t id, any;
 	kbox_error_t err = {0};
 	char buf[1024], *home;
 	if (geteuid() != 0) {
@@ -258,7 +258,10 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 	         (unsigned)first, (unsigned)(first + count - 1), id.user, id.user,
 	         (unsigned)id.gid);
 	check(r, "identity", "ok", buf, NULL);
-	/* the state directory: bwrap finds the session's directories as that user */
+	/* the state directory: bwrap finds the session's directories as any
+	 * session's uid, in that user's group */
+	any = id;
+	any.uid = (uid_t)-1;
 	if ((home = kr_state_home(&err))) {
 		char *probe = strdup(home), *slash;
 		struct stat st;
@@ -273,7 +276,7 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 			check(r, "state directory", "fail", err.msg,
 			      "every command refuses a state directory open to others");
 			r->state_bad = true;
-		} else if (probe && kr_sandbox_reachable(&id, probe, &err) < 0) {
+		} else if (probe && kr_sandbox_reachable(&any, probe, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,
 			      "sessions there cannot start: bwrap cannot find their directories");
 			r->state_bad = true;
@@ -527,7 +530,9 @@ static bool check_rootfs(report_t *r, const char *rootfs)
 	kbox_error_t err = {0};
 	char buf[PATH_MAX + 128];
 
-	if (kr_sandbox_identity(&id, &err) == 0 && kr_sandbox_reachable(&id, rootfs, &err) < 0) {
+	/* any session's uid: the group's and others' bits */
+	if (kr_sandbox_identity(&id, &err) == 0 && (id.uid = (uid_t)-1) &&
+	    kr_sandbox_reachable(&id, rootfs, &err) < 0) {
 		check(r, "rootfs", "fail", err.msg,
 		      "sessions with this --rootfs cannot start: bwrap cannot find it");
 		r->rootfs_bad = true;

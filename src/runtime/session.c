@@ -362,6 +362,14 @@ int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error
 			*p = '\0';
 			if (stat(buf, &st) < 0)
 				return kbox_error_set_sys(err, "%s", buf);
+			if (S_ISDIR(st.st_mode) && !id_can_search(id, &st) && id->uid == (uid_t)-1)
+				return kbox_error_set(
+				        err, KBOX_E_INVALID,
+				        "the sandboxes (a uid of their own each, group %s's) cannot reach "
+				        "%s: %s is mode %04o, owner %u:%u (make it searchable by that "
+				        "group or others, e.g. chmod o+x %s)",
+				        id->user, path, buf, (unsigned)(st.st_mode & 07777),
+				        (unsigned)st.st_uid, (unsigned)st.st_gid, buf);
 			if (S_ISDIR(st.st_mode) && !id_can_search(id, &st))
 				return kbox_error_set(
 				        err, KBOX_E_INVALID,

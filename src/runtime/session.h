@@ -110,7 +110,8 @@ void kr_session_uid_release(const char *dir);
 
 /* 0 when ID can search every directory on the way to PATH (bwrap finds
  * its bind sources as the sandbox user), -1 with ERR naming the first
- * that it cannot.  Always 0 without DROP. */
+ * that it cannot.  Always 0 without DROP.  ID's uid (uid_t)-1 stands for
+ * any session's: only its group and others' bits count. */
 int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error_t *err);
 
 /* Give the session directory DIR to sandbox user ID (under root): DIR, its

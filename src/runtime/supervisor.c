@@ -450,8 +450,8 @@ static void take_over(sup_t *s)
 		/* made by the call that runs code in it: a name mistyped is a
 		 * new, empty session, which the result says */
 		const char *name = json_string_value(json_object_get(s->config, "name"));
-		kx_msgf(s->notice, sizeof s->notice, "new session %s: nothing is defined yet",
-		        name ? name : "");
+		kx_msgf(s->notice, sizeof s->notice,
+		        "new session %s: nothing was defined before this call", name ? name : "");
 	}
 	{
 		char path[PATH_MAX + 16];

@@ -328,7 +328,7 @@ DIAG=run47
 check row47_a_supervisor_kbox_run_started_has_no_secret_of_the_caller eval '[ -n "${run47-}" ] &&
 	eq "$env_run" none'
 check row47_the_kernels_have_no_secret_of_the_caller eval 'rc_is kenv_exec 0 &&
-	out_is kenv_exec "[note: new session ctl38: nothing is defined yet]
+	out_is kenv_exec "[note: new session ctl38: nothing was defined before this call]
 KENV []" && [ "$(cat "$W/run47.rc")" = 0 ] &&
 	[ "$(head -n 1 "$W/run47.out")" = "KENV []" ]'
 DIAG=

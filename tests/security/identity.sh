@@ -255,7 +255,7 @@ if [ "$(id -u)" = 0 ]; then
 	DIAG=doctor_closed
 	check "row22_under_root_kbox_doctor_fails_an_unreachable_state_dir" eval '
 		rc_is doctor_closed 5 &&
-		grep -q "^fail  state directory  the sandbox (uid $SXU, group $SU.s) cannot reach $ROOT/closed: $ROOT/closed is mode 0700" "$W/doctor_closed.out" &&
+		grep -q "^fail  state directory  the sandboxes (a uid of their own each, group $SU.s) cannot reach $ROOT/closed: $ROOT/closed is mode 0700" "$W/doctor_closed.out" &&
 		eq "$(tail -n 1 "$W/doctor_closed.out")" "the default backend (bwrap) isolates kernels here, but no session in the state directory can start (see above)"'
 	KBOX_HOME=$ROOT/closed/h "$KBOX" stop --all >/dev/null 2>&1
 	# kbox start of one: the same diagnosis (not a failure to move the
@@ -276,7 +276,7 @@ if [ "$(id -u)" = 0 ]; then
 	DIAG=doctor_rootfs
 	check "row22_under_root_kbox_doctor_says_the_sandbox_cannot_reach_a_rootfs" eval '
 		rc_is doctor_rootfs 5 &&
-		grep -qxF "fail  rootfs           the sandbox (uid $SXU, group $SU'"'"'s) cannot reach $ROOT/closed/rootfs: $ROOT/closed is mode 0700, owner 0:0 (make it searchable by that group or others, e.g. chmod o+x $ROOT/closed)" "$W/doctor_rootfs.out" &&
+		grep -qxF "fail  rootfs           the sandboxes (a uid of their own each, group $SU'"'"'s) cannot reach $ROOT/closed/rootfs: $ROOT/closed is mode 0700, owner 0:0 (make it searchable by that group or others, e.g. chmod o+x $ROOT/closed)" "$W/doctor_rootfs.out" &&
 		eq "$(tail -n 1 "$W/doctor_rootfs.out")" "the default backend (bwrap) isolates kernels here, but no session with this --rootfs can start (see above)"'
 	# --fix makes no user of a name useradd would take as an option
 	KBOX_SANDBOX_USER=-rf kx doctor --fix
