@@ -562,12 +562,16 @@ static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *
 		/* an update of a display of an earlier execution: which */
 		if (kbox_result_display_updates_earlier(r, i)) {
 			const char *id = kbox_result_display_id(r, i);
-			size_t il = id ? strlen(id) : 0, size = KX_NAME_ESCAPED_MAX(il);
+			size_t il = id ? strlen(id) : 0, cut = il > 64 ? 64 : il;
+			size_t size = KX_NAME_ESCAPED_MAX(cut);
 			char *named = malloc(size);
+			/* the kernel's id: escaped, and its first 64 bytes at most */
+			while (cut < il && cut > 0 && ((unsigned char)id[cut] & 0xc0) == 0x80)
+				cut--;
 			if (named)
-				kx_name_escape(id ? id : "", il, named, size);
-			kx_buf_appendf(b, "[display %s of an earlier execution, updated to:]\n",
-			               named ? named : "?");
+				kx_name_escape(id ? id : "", cut, named, size);
+			kx_buf_appendf(b, "[display %s%s of an earlier execution, updated to:]\n",
+			               named ? named : "?", cut < il ? "\xe2\x80\xa6" : "");
 			free(named);
 		}
 		/* the displays' texts share one budget */

@@ -851,6 +851,7 @@ setup_for \
 	status_after_a_failed_start_names_the_sessions_kernel \
 	exec_env_sets_variables_for_the_execution \
 	exec_env_is_restored_after_the_execution_an_error_too \
+	exec_env_takes_any_utf8_and_puts_it_all_back the_note_of_a_death_takes_no_forged_summary \
 	exec_env_name_that_is_no_name_says_why protocol_env_is_checked_and_carried
 fresh
 kbox start -s kf -k no-such-kernel
@@ -897,6 +898,19 @@ kbox exec -s kf -e KBOX_T1=two 'import os; print(os.environ["KBOX_T1"]); 1/0'
 kbox exec -s kf 'import os; print(os.environ.get("KBOX_T1"), os.environ["HOME"])'
 check exec_env_is_restored_after_the_execution_an_error_too eval 'status_is 0 &&
 	stdout_is "None /home/kbox"'
+kbox exec -s kf -e KBOX_T2=a -e 'KBOX_T3=😀 é' 'import os; print(os.environ["KBOX_T3"])'
+kbox exec -s kf 'import os; print(os.environ.get("KBOX_T2"), os.environ.get("KBOX_T3"))'
+check exec_env_takes_any_utf8_and_puts_it_all_back eval 'status_is 0 && stdout_is "None None"'
+# what the kernel says it defined (for the note of its death) cannot
+# forge kbox's lines: a summary that is not names and types is not taken
+kbox exec -s kf 'get_ipython().user_expressions = lambda e: {"kbox_vars": {"status": "ok",
+    "data": {"text/plain": repr("x: int]\n[stdout]\nOut[9]: 42")}, "metadata": {}}}'
+kbox exec -s kf 'pass'
+kbox exec -s kf 'import os; os._exit(1)'
+kbox exec -s kf 'print(1)'
+check the_note_of_a_death_takes_no_forged_summary eval 'status_is 0 &&
+	! grep -qx "\[stdout\]" stdout && ! grep -q "^Out\[9\]" stdout && last_line_is stdout 1 &&
+	head -n 1 stdout | grep -q "^\[note: kernel restarted: the kernel exited with status 1; "'
 kbox exec -s kf -e 1BAD=x 'print(1)'
 check exec_env_name_that_is_no_name_says_why fails_with 2 \
 	'kbox exec: invalid --env "1BAD=x": a NAME may not begin with a digit'

@@ -429,9 +429,17 @@ TEST(text_says_which_earlier_display_an_update_is_of)
 	FEED(cap, "update_display_data",
 	     "{\"data\":{\"text/plain\":\"50%\"},\"metadata\":{},"
 	     "\"transient\":{\"display_id\":\"bar\\n[stderr]\"}}");
+	FEED(cap, "update_display_data",
+	     "{\"data\":{\"text/plain\":\"x\"},\"metadata\":{},"
+	     "\"transient\":{\"display_id\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaZZZZ\"}}");
 	text = finish_text(&cap, &res);
-	/* the id is the kernel's: escaped, it cannot pose as another line */
-	CHECK_STR_EQ(text, "[display bar\\n[stderr] of an earlier execution, updated to:]\n50%\n");
+	/* the id is the kernel's: escaped, it cannot pose as another line,
+	 * and its first 64 bytes only are shown */
+	CHECK_STR_EQ(
+	        text,
+	        "[display bar\\n[stderr] of an earlier execution, updated to:]\n50%\n"
+	        "[display aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xe2\x80\xa6 "
+	        "of an earlier execution, updated to:]\nx\n");
 	j = kbox_render_json(res);
 	REQUIRE(j != NULL);
 	CHECK(json_is_true(json_object_get(json_array_get(json_object_get(j, "displays"), 0),

@@ -145,6 +145,27 @@ static bool record_live(int ufd, uid_t uid)
 	return live;
 }
 
+/* Whether the record of UID in UFD names the directory ST is (its device
+ * and inode): the session's own, not one whose sandbox.uid was copied. */
+static bool record_is(int ufd, uid_t uid, const struct stat *st)
+{
+	char name[32], buf[96];
+	unsigned long long dev, ino;
+	ssize_t n;
+	int fd;
+
+	snprintf(name, sizeof name, "%u", (unsigned)uid);
+	if ((fd = openat(ufd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return false;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return sscanf(buf, "%llu:%llu", &dev, &ino) == 2 && dev == (unsigned long long)st->st_dev &&
+	       ino == (unsigned long long)st->st_ino;
+}
+
 /* Take UID for the session DIR (open at DFD, ST): its record made with
  * O_EXCL, or a stale one replaced.  0; 1 when another session holds it; -1
  * with ERR. */
@@ -279,7 +300,9 @@ int kr_session_uid(const char *dir, kr_sandbox_id_t *id, kbox_error_t *err)
 	/* its own, still recorded as its own (or the record lost: taken again) */
 	if (had != (uid_t)-1 && had >= first && had - first < count) {
 		if (record_live(ufd, had)) {
-			uid = had;
+			/* another session's (its sandbox.uid copied here): not ours */
+			if (record_is(ufd, had, &st))
+				uid = had;
 		} else {
 			int r = take_uid(ufd, had, dir, &st, err);
 			if (r < 0)

@@ -515,6 +515,17 @@ static void vars_take(sup_t *s, kbox_exec_t *x)
 	if (n < 2 || n - 2 > VARS_MAX || (t[0] != '\'' && t[0] != '"') || t[n - 1] != t[0] ||
 	    memchr(t + 1, '\\', n - 2) || memchr(t + 1, t[0], n - 2))
 		return;
+	/* the kernel's words, in kbox's own note: only what a summary of
+	 * names and types needs (ASCII letters, digits, '_', ':', ',', ' ',
+	 * '.'), so that nothing in it breaks a line or closes the note; a
+	 * name of other letters is cut out with its entry */
+	for (size_t i = 1; i + 1 < n; i++) {
+		char ch = t[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == ':' || ch == ',' ||
+		      ch == ' ' || ch == '.'))
+			return;
+	}
 	memcpy(s->vars, t + 1, n - 2);
 	s->vars[n - 2] = '\0';
 }
@@ -531,7 +542,8 @@ static void vars_take(sup_t *s, kbox_exec_t *x)
 static char *env_code(const job_t *j, bool set)
 {
 	static const char restore[] =
-	        "exec(\"import os\\nfor k, v in getattr(os, '_kbox_env_saved', {}).items():\\n"
+	        "__import__('builtins').exec(\"import os\\n"
+	        "for k, v in getattr(os, '_kbox_env_saved', {}).items():\\n"
 	        "    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)\\n"
 	        "os._kbox_env_saved = {}\", {})\n";
 	json_t *vars;
@@ -545,12 +557,18 @@ static char *env_code(const job_t *j, bool set)
 		json_object_set_new(vars, j->e.env_names[i], json_string(j->e.env_values[i]));
 	/* a JSON object of strings is a Python dict literal (the escapes
 	 * jansson writes, \uXXXX among them, are Python's too) */
-	lit = json_dumps(vars, JSON_COMPACT | JSON_ENSURE_ASCII);
+	/* UTF-8 as it is (Python's source is UTF-8); what JSON escapes,
+	 * Python reads the same */
+	lit = json_dumps(vars, JSON_COMPACT);
 	json_decref(vars);
 	if (lit &&
 	    asprintf(&code,
-	             "exec(\"import os\\nos._kbox_env_saved = {k: os.environ.get(k) for k in N}\\n"
-	             "os.environ.update(N)\", {\"N\": %s})\n",
+	             "__import__('builtins').exec(\"import os\\n"
+	             "s = os._kbox_env_saved = {k: os.environ.get(k) for k in N}\\n"
+	             "try:\\n    os.environ.update(N)\\nexcept BaseException:\\n"
+	             "    [os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v) "
+	             "for k, v in s.items()]\\n    os._kbox_env_saved = {}\\n    raise\", "
+	             "{\"N\": %s})\n",
 	             lit) < 0)
 		code = NULL;
 	free(lit);

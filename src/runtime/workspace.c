@@ -421,7 +421,8 @@ static bool is_state_dir(int fd)
 typedef struct {
 	char path[PATH_MAX]; /* the directory being read */
 	unsigned long dirs;  /* directories read so far */
-	int found;           /* 1: PATH is a state directory; -1: too many, -2: too deep */
+	int found;           /* 1: PATH is a state directory; -1: too many, -2: too deep,
+	            * -3: PATH is ours, and we may not read it */
 } state_walk_t;
 
 /* Look through the directory FD, at W->path (LEN bytes), DEPTH levels
@@ -437,8 +438,15 @@ static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
 		w->found = depth > STATE_WALK_DEPTH ? -2 : -1;
 		return;
 	}
-	if ((dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return; /* what we may not read, the sandbox may not either */
+	if ((dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		/* what we may not read, a sandbox of another uid may not either;
+		 * but one of ours, of our uid, may chmod a directory of ours
+		 * and look: one we cannot look through is refused */
+		struct stat st;
+		if (fstat(fd, &st) == 0 && st.st_uid == geteuid())
+			w->found = -3;
+		return;
+	}
 	if (!(d = fdopendir(dfd))) {
 		close(dfd);
 		return;
@@ -529,6 +537,11 @@ static int state_refuses(const char *dir, char *why, size_t size)
 		         "%s holds more than %d directories, too many to look through for kbox "
 		         "state directories: give a smaller one",
 		         dir, STATE_WALK_DIRS);
+	else if (found == -3)
+		snprintf(why, size,
+		         "%s holds %s, which kbox may not read but the code could open (it is "
+		         "yours): make it readable (chmod u+rx), or give another directory",
+		         dir, w->path);
 	else if (found < 0)
 		snprintf(why, size,
 		         "%s has directories deeper than %d levels, too deep to look through for "

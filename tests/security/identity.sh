@@ -359,6 +359,18 @@ EOF
 	check "row44_under_root_a_uid_whose_session_went_is_taken_again_and_given_back" eval '
 		rc_is run_one 0 && eq "$(stat -c %u:%g "$ROOT/ws1/made")" "$LAST:$XG" &&
 		[ ! -e "/var/lib/kbox/uids/$LAST" ]'
+	# a session directory copied with its sandbox.uid does not share the
+	# uid: the record names the first one's directory, the copy gets one
+	# of its own (and what the copied files are, they become its)
+	cp -a "$S/i" "$S/icopy" && rm -f "$S/icopy/control.sock" "$S/icopy/supervisor.pid"
+	kx start -s icopy
+	keep icopy
+	ICOPY=$(status_field icopy sandbox_uid)
+	DIAG=icopy
+	check "row44_under_root_a_copied_session_gets_a_uid_of_its_own" eval '
+		rc_is icopy 0 && [ -n "$ICOPY" ] && ne "$ICOPY" "$XU" &&
+		eq "$(stat -c %u "$S/icopy/workspace/made")" "$ICOPY"'
+	"$KBOX" rm -f icopy >/dev/null 2>&1
 	KBOX_SUBUID_FILE=$W/subuid.none kx start -s p3
 	keep no_range
 	DIAG=no_range

@@ -113,6 +113,21 @@ kbox run --workspace proj2/x/kh/sessions/s1 -c 'print(1)'
 check row44_workspace_in_another_state_directory_is_refused refused proj2/x/kh/sessions/s1 \
 	"$(pwd -P)/proj2/x/kh/sessions/s1 is in the kbox state directory $(pwd -P)/proj2/x/kh"
 
+# one of our directories kbox may not read (mode 0311) could hold one,
+# and the code, our uid, could chmod it and look: refused.  (Root reads
+# every directory: only an ordinary user meets this.)
+fresh
+if [ "$(id -u)" = 0 ]; then
+	skip row44_workspace_holding_a_directory_of_ours_kbox_cannot_read_is_refused \
+		"root reads every directory"
+else
+	mkdir -p proj/hid/x && chmod 311 proj/hid
+	kbox run --workspace proj -c 'print(1)'
+	chmod 755 proj/hid
+	check row44_workspace_holding_a_directory_of_ours_kbox_cannot_read_is_refused fails_with 2 \
+		"kbox run: --workspace proj: refused: $(pwd -P)/proj holds $(pwd -P)/proj/hid, which kbox may not read but the code could open (it is yours): make it readable (chmod u+rx), or give another directory"
+fi
+
 # the default ones, by their path, whether they exist or not
 fresh
 mkdir -p h/.local x
