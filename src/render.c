@@ -452,16 +452,27 @@ static bool display_has_image(const kbox_result_t *r, size_t i)
 	return false;
 }
 
+/* "Out[N]:" into B (COUNT < 0: "Out:"), then a newline before a text S
+ * (LEN bytes) of several lines, else a space. */
+static void out_label(kx_buf_t *b, int count, const char *s, size_t len)
+{
+	const char *nl = memchr(s, '\n', len);
+	if (count >= 0)
+		kx_buf_appendf(b, "Out[%d]:", count);
+	else
+		kx_buf_appends(b, "Out:");
+	kx_buf_appends(b, nl && nl + 1 < s + len ? "\n" : " ");
+}
+
 /* "Out[N]: " and the value's text/plain.  A value of several lines starts
  * on the line after "Out[N]:", so that tables keep their columns (as
  * IPython's display hook does).  An unknown count gives "Out:". */
 static void text_value(kx_buf_t *b, const kbox_result_t *r)
 {
 	const kbox_text_t *t = kbox_result_value_text(r);
-	const char *s = t && t->text ? t->text : NULL, *nl;
+	const char *s = t && t->text ? t->text : NULL;
 	size_t len = s ? t->len : 0;
 	int count = kbox_result_value_count(r);
-	bool multi;
 
 	if (!kbox_result_value(r) || !len)
 		return;
@@ -470,26 +481,14 @@ static void text_value(kx_buf_t *b, const kbox_result_t *r)
 		size_t pl = 0;
 		char *p = plain_text(kbox_result_value(r), &pl);
 		if (p && pl && !only_a_repr(p, pl)) {
-			nl = memchr(p, '\n', pl);
-			multi = nl && nl + 1 < p + pl;
-			if (count >= 0)
-				kx_buf_appendf(b, "Out[%d]:", count);
-			else
-				kx_buf_appends(b, "Out:");
-			kx_buf_appends(b, multi ? "\n" : " ");
+			out_label(b, count, p, pl);
 			buf_kernel_part(b, p, pl);
 			free(p);
 			return;
 		}
 		free(p);
 	}
-	nl = memchr(s, '\n', len);
-	multi = nl && nl + 1 < s + len;
-	if (count >= 0)
-		kx_buf_appendf(b, "Out[%d]:", count);
-	else
-		kx_buf_appends(b, "Out:");
-	kx_buf_appends(b, multi ? "\n" : " ");
+	out_label(b, count, s, len);
 	buf_part(b, t);
 }
 

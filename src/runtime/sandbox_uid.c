@@ -112,45 +112,13 @@ static uid_t session_record(int dfd)
 	return (uid_t)v;
 }
 
-/* Whether the record of UID in the directory UFD names a session that is
- * still there and still holds UID (a record of a directory that went, or
- * was made anew, is stale). */
-static bool record_live(int ufd, uid_t uid)
+/* The record of UID in the directory UFD: the device and inode of the
+ * session directory it names, and its path into PATH (SIZE bytes).
+ * False when there is none, or it is not one. */
+static bool record_read(int ufd, uid_t uid, unsigned long long *dev, unsigned long long *ino,
+                        char *path, size_t size)
 {
-	char name[32], buf[PATH_MAX + 64], *path;
-	unsigned long long dev, ino;
-	struct stat st;
-	ssize_t n;
-	int fd, dfd;
-	bool live;
-
-	snprintf(name, sizeof name, "%u", (unsigned)uid);
-	if ((fd = openat(ufd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return false;
-	n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	if (buf[n - 1] == '\n')
-		buf[n - 1] = '\0';
-	if (sscanf(buf, "%llu:%llu", &dev, &ino) != 2 || !(path = strchr(buf, ' ')))
-		return false;
-	path++;
-	if ((dfd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return false;
-	live = fstat(dfd, &st) == 0 && (unsigned long long)st.st_dev == dev &&
-	       (unsigned long long)st.st_ino == ino && session_record(dfd) == uid;
-	close(dfd);
-	return live;
-}
-
-/* Whether the record of UID in UFD names the directory ST is (its device
- * and inode): the session's own, not one whose sandbox.uid was copied. */
-static bool record_is(int ufd, uid_t uid, const struct stat *st)
-{
-	char name[32], buf[96];
-	unsigned long long dev, ino;
+	char name[32], buf[PATH_MAX + 64], *p;
 	ssize_t n;
 	int fd;
 
@@ -162,8 +130,42 @@ static bool record_is(int ufd, uid_t uid, const struct stat *st)
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
-	return sscanf(buf, "%llu:%llu", &dev, &ino) == 2 && dev == (unsigned long long)st->st_dev &&
-	       ino == (unsigned long long)st->st_ino;
+	if (buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	if (sscanf(buf, "%llu:%llu", dev, ino) != 2 || !(p = strchr(buf, ' ')))
+		return false;
+	snprintf(path, size, "%s", p + 1);
+	return true;
+}
+
+/* Whether the record of UID in the directory UFD names a session that is
+ * still there and still holds UID (a record of a directory that went, or
+ * was made anew, is stale). */
+static bool record_live(int ufd, uid_t uid)
+{
+	char path[PATH_MAX];
+	unsigned long long dev, ino;
+	struct stat st;
+	int dfd;
+	bool live;
+
+	if (!record_read(ufd, uid, &dev, &ino, path, sizeof path) ||
+	    (dfd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return false;
+	live = fstat(dfd, &st) == 0 && (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino && session_record(dfd) == uid;
+	close(dfd);
+	return live;
+}
+
+/* Whether the record of UID in UFD names the directory ST is (its device
+ * and inode): the session's own, not one whose sandbox.uid was copied. */
+static bool record_is(int ufd, uid_t uid, const struct stat *st)
+{
+	char path[PATH_MAX];
+	unsigned long long dev, ino;
+	return record_read(ufd, uid, &dev, &ino, path, sizeof path) &&
+	       dev == (unsigned long long)st->st_dev && ino == (unsigned long long)st->st_ino;
 }
 
 /* Take UID for the session DIR (open at DFD, ST): its record made with
