@@ -67,7 +67,7 @@ check r_state_persists_between_cells eval 'status_is 0 && stdout_is 42 && stderr
 # an execution's own variables (exec -e) need a Python kernel: refused
 kbox exec -s r -e A=1 'cat(1)'
 check exec_env_on_an_r_kernel_says_it_needs_python fails_with 2 \
-	'kbox exec: session r: "env" needs a Python kernel: the kernel ir is R'
+	'kbox exec: session r: "env" (kbox exec -e) needs a Python kernel: the kernel ir is R; a session'"'"'s own variables (kbox start -e) work with any'
 kbox exec -s r 'plot(1:10)'
 png=$(sed -n 's/^\[image saved: \(.*\) ([0-9]*×[0-9]* px)\]$/\1/p' stdout 2>/dev/null)
 check r_plot_is_saved_as_png_and_its_path_reported eval 'status_is 0 && stderr_empty &&

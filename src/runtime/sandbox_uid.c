@@ -76,8 +76,33 @@ int kr_sandbox_range(const kr_sandbox_id_t *id, uid_t *first, uid_t *count, kbox
 			if (pw->pw_uid >= *first && pw->pw_uid - *first < *count)
 				clash = pw->pw_uid;
 		endpwent();
-		if (!clash)
-			return 0;
+		if (!clash) {
+			/* nor another user's subordinate uids (their containers') */
+			char other[64] = "";
+			unsigned long long oa = 0, oc = 0;
+			if ((f = fopen(path, "re"))) {
+				while (!other[0] && fgets(line, sizeof line, f)) {
+					char *c1 = strchr(line, ':');
+					if (!c1 || sscanf(c1 + 1, "%llu:%llu", &oa, &oc) != 2)
+						continue;
+					*c1 = '\0';
+					if (strcmp(line, id->user) != 0 &&
+					    strcmp(line, uidname) != 0 &&
+					    oa < (unsigned long long)*first + *count &&
+					    *first < oa + oc)
+						snprintf(other, sizeof other, "%.60s", line);
+				}
+				fclose(f);
+			}
+			if (!other[0])
+				return 0;
+			return kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "the sandbox user %s's range in %s, %u-%u, overlaps %s's "
+			        "(%llu-%llu): give it a range of its own",
+			        id->user, path, (unsigned)*first, (unsigned)(*first + *count - 1),
+			        other, oa, oa + oc - 1);
+		}
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "the sandbox user %s's range in %s, %u-%u, holds uid %u of "
 		                      "the password database: give it a range of its own",

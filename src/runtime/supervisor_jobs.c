@@ -885,9 +885,10 @@ static int job_begin_execute(sup_t *s, job_t *j)
 	if (!j->e.n_env)
 		return job_begin_code(s, j);
 	if (!lang || strcmp(lang, "python") != 0) {
-		kbox_error_set(&err, KBOX_E_INVALID,
-		               "\"env\" needs a Python kernel: the kernel %s is %s", s->kernel,
-		               lang ? lang : "of no language it names");
+		kbox_error_set(
+		        &err, KBOX_E_INVALID,
+		        "\"env\" (kbox exec -e) needs a Python kernel: the kernel %s is %s; a session's own variables (kbox start -e) work with any",
+		        s->kernel, lang ? lang : "of no language it names");
 		return job_refuse_as(s, j, KR_CTL_ERR_USAGE, &err);
 	}
 	if (env_begin(s, j, true, &err) < 0)

@@ -371,6 +371,15 @@ EOF
 		rc_is icopy 0 && [ -n "$ICOPY" ] && ne "$ICOPY" "$XU" &&
 		eq "$(stat -c %u "$S/icopy/workspace/made")" "$ICOPY"'
 	"$KBOX" rm -f icopy >/dev/null 2>&1
+	# a range that overlaps another user's subordinate uids (their
+	# containers' files) is refused, naming whose
+	printf 'someone:%s:5\n%s:%s:1\n' "$LAST" "$SU" "$LAST" >"$W/subuid.shared"
+	KBOX_SUBUID_FILE=$W/subuid.shared kx start -s p4
+	keep overlap
+	DIAG=overlap
+	check "row44_under_root_a_range_shared_with_another_user_is_refused" eval '
+		! rc_is overlap 0 >/dev/null && [ ! -e "$S/p4/sandbox.uid" ] &&
+		grep -qF "the sandbox user $SU'"'"'s range in $W/subuid.shared, $LAST-$LAST, overlaps someone'"'"'s ($LAST-$((LAST + 4))): give it a range of its own" "$W/overlap.err"'
 	KBOX_SUBUID_FILE=$W/subuid.none kx start -s p3
 	keep no_range
 	DIAG=no_range
