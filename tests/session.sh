@@ -852,6 +852,8 @@ setup_for \
 	exec_env_sets_variables_for_the_execution \
 	exec_env_is_restored_after_the_execution_an_error_too \
 	exec_env_takes_any_utf8_and_puts_it_all_back the_note_of_a_death_takes_no_forged_summary \
+	exec_env_that_never_ends_fails_the_execution_and_kills_the_kernel \
+	exec_after_an_env_that_never_ended_runs_on_a_new_kernel \
 	exec_env_name_that_is_no_name_says_why protocol_env_is_checked_and_carried
 fresh
 kbox start -s kf -k no-such-kernel
@@ -911,6 +913,26 @@ kbox exec -s kf 'print(1)'
 check the_note_of_a_death_takes_no_forged_summary eval 'status_is 0 &&
 	! grep -qx "\[stdout\]" stdout && ! grep -q "^Out\[9\]" stdout && last_line_is stdout 1 &&
 	head -n 1 stdout | grep -q "^\[note: kernel restarted: the kernel exited with status 1; "'
+# code that took over exec and ignores interrupts cannot wedge the
+# session: the setting of the variables ends within the execution's time
+# limit, the kernel is killed, and the next execution runs on a new one
+kbox exec -s kf 'import builtins, time
+_o = builtins.exec
+def _ex(c, *a, **k):
+    while isinstance(c, str) and "_kbox_env_saved" in c:
+        try:
+            time.sleep(1000)
+        except KeyboardInterrupt:
+            pass
+    return _o(c, *a, **k)
+builtins.exec = _ex'
+kbox exec -s kf --timeout 2 -e KBOX_T4=x 'print(1)'
+check exec_env_that_never_ends_fails_the_execution_and_kills_the_kernel eval '[ "$rc" = 5 ] &&
+	stdout_empty && stderr_is "kbox exec: session kf: the execution'"'"'s variables (\"env\") could not be set: timed out after 2 s; interrupted, but the kernel did not finish within the grace period; the kernel ignored the interrupt, so it was killed and a new one is started"'
+kbox exec -s kf 'import os; print(os.environ.get("KBOX_T4"))'
+check exec_after_an_env_that_never_ended_runs_on_a_new_kernel eval 'status_is 0 &&
+	head -n 1 stdout | grep -q "^\[note: kernel restarted: setting or restoring an execution'"'"'s variables (\"env\") did not end within 2 s, nor stop at an interrupt, so the kernel was killed; " &&
+	last_line_is stdout None'
 kbox exec -s kf -e 1BAD=x 'print(1)'
 check exec_env_name_that_is_no_name_says_why fails_with 2 \
 	'kbox exec: invalid --env "1BAD=x": a NAME may not begin with a digit'
@@ -1295,7 +1317,7 @@ check tty_output_shows_escape_sequences_instead_of_sending_them eval '[ "$rc" = 
 # piped (what a model reads): the stream text without escape sequences,
 # the JSON with them, as sent
 kbox exec -s kc -f esc.py
-cp stdout esc.text
+cp stdout esc.text 2>/dev/null
 kbox exec -s kc --format json -f esc.py
 check piped_output_has_no_escape_sequence_the_json_keeps_them eval 'status_is 0 &&
 	grep -qx ab esc.text && ! grep -q "$ESC" <(grep -v "^Out\[" esc.text) &&

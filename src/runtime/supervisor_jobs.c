@@ -575,6 +575,13 @@ static char *env_code(const job_t *j, bool set)
 	return code;
 }
 
+/* How long J's silent executions may take, in ms. */
+static int env_ms(const job_t *j)
+{
+	return j->e.timeout_ms > 0 && j->e.timeout_ms < ENV_EXEC_MS ? ms_int(j->e.timeout_ms)
+	                                                            : ENV_EXEC_MS;
+}
+
 static void on_env_set(void *arg, kbox_exec_t *x);
 static void on_env_restored(void *arg, kbox_exec_t *x);
 
@@ -590,8 +597,10 @@ static int env_begin(sup_t *s, job_t *j, bool set, kbox_error_t *err)
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	eo.code = code;
 	eo.silent = true;
-	eo.timeout_ms = ENV_EXEC_MS;
+	/* within the execution's own time limit, when it has a shorter one */
+	eo.timeout_ms = env_ms(j);
 	eo.interrupt_on_timeout = true;
+	eo.grace_ms = ms_int(j->e.grace_ms);
 	x = kbox_client_execute_begin(s->client, &eo, set ? on_env_set : on_env_restored, j, err);
 	free(code);
 	if (!x)
@@ -601,13 +610,29 @@ static int env_begin(sup_t *s, job_t *j, bool set, kbox_error_t *err)
 }
 
 /* A silent execution of J's ended in X, not ok: the kernel died, or it
- * did not answer: what comes next is as for a death (a new kernel). */
-static void env_failed(sup_t *s, kbox_exec_t *x)
+ * did not answer: what comes next is as for a death (a new kernel).  A
+ * kernel still running it after the interrupt (code of the user's that
+ * took over what the execution calls, and ignores interrupts) is killed,
+ * else nothing would ever run on it again.  True when it was killed. */
+static bool env_failed(sup_t *s, const job_t *j, kbox_exec_t *x)
 {
-	if (kbox_exec_status(x) == KBOX_EXEC_DIED || kbox_exec_status(x) == KBOX_EXEC_TIMEOUT) {
-		s->ready = false;
-		sup_kernel_check_soon(s);
+	kbox_exec_status_t st = kbox_exec_status(x);
+	bool kill = false;
+
+	if (st != KBOX_EXEC_DIED && st != KBOX_EXEC_TIMEOUT)
+		return false;
+	if (st == KBOX_EXEC_TIMEOUT && s->sb && kr_sandbox_alive(s->sb) && !s->replacing) {
+		char t[32];
+		snprintf(s->kill_cause, sizeof s->kill_cause,
+		         "setting or restoring an execution's variables (\"env\") did not end "
+		         "within %s, nor stop at an interrupt, so the kernel was killed",
+		         kx_fmt_ms(t, sizeof t, env_ms(j)));
+		kr_sandbox_signal(s->sb, SIGKILL, NULL);
+		kill = true;
 	}
+	s->ready = false;
+	sup_kernel_check_soon(s);
+	return kill;
 }
 
 static int job_begin_code(sup_t *s, job_t *j);
@@ -623,11 +648,14 @@ static void on_env_set(void *arg, kbox_exec_t *x)
 
 	if (kbox_exec_status(x) != KBOX_EXEC_OK) {
 		kbox_error_set(&err, KBOX_E_INVALID,
-		               "the execution's variables (\"env\") could not be set: %s",
+		               "the execution's variables (\"env\") could not be set: %s%s",
 		               kbox_exec_reason(x) && *kbox_exec_reason(x)
 		                       ? kbox_exec_reason(x)
-		                       : kbox_exec_status_name(kbox_exec_status(x)));
-		env_failed(s, x);
+		                       : kbox_exec_status_name(kbox_exec_status(x)),
+		               env_failed(s, j, x)
+		                       ? "; the kernel ignored the interrupt, so it was "
+		                         "killed and a new one is started"
+		                       : "");
 		kbox_exec_destroy(&x);
 		job_refuse_as(s, j, KR_CTL_ERR_KERNEL, &err);
 		sup_dispatch_soon(s);
@@ -658,7 +686,7 @@ static void on_env_restored(void *arg, kbox_exec_t *x)
 	if (kbox_exec_status(x) != KBOX_EXEC_OK) {
 		sup_log(s, "env-not-restored",
 		        json_pack("{s:s}", "status", kbox_exec_status_name(kbox_exec_status(x))));
-		env_failed(s, x);
+		env_failed(s, j, x);
 	}
 	kbox_exec_destroy(&x);
 	s->running = NULL;
