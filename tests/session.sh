@@ -1439,7 +1439,9 @@ needs kernel
 setup_for start_with_stdin_closed_works \
 	start_with_stdin_closed_supervisor_logs_to_its_log \
 	exec_after_start_with_stdin_closed_works \
-	rm_of_a_running_session_is_refused rm_f_stops_and_removes_a_running_session
+	rm_of_a_running_session_is_refused rm_f_stops_and_removes_a_running_session \
+	rm_of_a_session_being_started_is_refused_even_with_f \
+	prune_leaves_a_session_being_started
 if [ -z "$SKIPPING" ]; then
 	timeout -k 5 120 "$KBOX" start -s noin --backend none >stdout 2>stderr 0<&-
 	rc=$?
@@ -1460,6 +1462,23 @@ kbox rm -f noin
 check rm_f_stops_and_removes_a_running_session eval 'status_is 0 && stderr_empty &&
 	grep -qx "removed session noin ([0-9.]* [KM]iB)" stdout && [ ! -e "$S/noin" ] &&
 	gone_or_zombie "$sup"'
+# a session whose start is under way (it holds start.lock, before there
+# is a supervisor) is neither removed nor pruned
+kbox start -s lk --backend none
+kbox stop -s lk
+if [ -z "$SKIPPING" ]; then
+	flock "$S/lk/start.lock" timeout -k 5 120 "$KBOX" rm -f lk >stdout 2>stderr
+	rc=$?
+fi
+check rm_of_a_session_being_started_is_refused_even_with_f fails_with 5 \
+	'kbox rm: session lk is being started: remove it once that start has ended'
+if [ -z "$SKIPPING" ]; then
+	flock "$S/lk/start.lock" timeout -k 5 120 "$KBOX" prune --dry-run >stdout 2>stderr
+	rc=$?
+fi
+check prune_leaves_a_session_being_started eval 'status_is 0 && stderr_empty &&
+	! grep -q "session lk " stdout && [ -f "$S/lk/session.json" ]'
+kbox rm lk
 
 # Statically linked (configure's default where the archives link), a kbox
 # exec maps libc and libm and nothing else: not libzmq, not the GSSAPI and

@@ -85,6 +85,12 @@ static int rm_one(const char *cmd, const char *home, const char *name, bool forc
 		cli_error(cmd, "%s", err.msg);
 		return EXIT_UNAVAILABLE;
 	}
+	if (kr_session_starting(dir)) {
+		cli_error(cmd, "session %s is being started: remove it once that start has ended",
+		          name);
+		free(dir);
+		return EXIT_UNAVAILABLE;
+	}
 	if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
 		json_t *r;
 		if (!force) {
@@ -236,8 +242,9 @@ int cmd_prune(int argc, char **argv)
 		if (!kr_session_is_dir(home, names[i]) ||
 		    !(dir = kr_session_dir(home, names[i], false, &err)))
 			continue;
-		if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
-			/* running: only its old outputs, when asked */
+		if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING ||
+		    kr_session_starting(dir)) {
+			/* running or being started: only its old outputs, when asked */
 			if (older_ms >= 0 &&
 			    ((bytes = prune_outputs(dir, cutoff, dry_run, &files)) || files)) {
 				kx_fmt_bytes(size, sizeof size, bytes);

@@ -68,6 +68,13 @@ static int start_lock(const char *cmd, const char *dir)
 		(void)deadline;
 		usleep(20000);
 	}
+	/* removed (kbox rm) while it waited: nothing to start in */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_nlink == 0) {
+		cli_error(cmd, "session directory %s was removed meanwhile (kbox rm)", dir);
+		close(fd);
+		return -1;
+	}
 	return fd;
 }
 
@@ -300,7 +307,7 @@ static void forget_failed(const char *dir, char *msg)
 
 	for (int i = 0; i < 100 && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING; i++)
 		usleep(50000);
-	if (kr_session_remove(dir, &ignored) < 0)
+	if (kr_session_remove_ex(dir, true, &ignored) < 0)
 		return;
 	snprintf(see, sizeof see, " (see %s/kernel.log)", dir);
 	if (msg && (at = strstr(msg, see)))

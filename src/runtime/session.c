@@ -595,15 +595,32 @@ out:
 
 int kr_session_remove(const char *dir, kbox_error_t *err)
 {
-	char path[4096];
-	int lock, rc = 0;
+	return kr_session_remove_ex(dir, false, err);
+}
 
-	/* the supervisor's own lock, held while the directory goes: none
-	 * starts meanwhile (it would find the lock taken) */
+int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err)
+{
+	char path[4096];
+	int lock, start = -1, rc = 0;
+
+	/* the lock of a start, then the supervisor's own, held while the
+	 * directory goes: none starts meanwhile (it would find them taken,
+	 * and then its lock file gone) */
+	snprintf(path, sizeof path, "%s/start.lock", dir);
+	if (!starting && (start = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0 &&
+	    flock(start, LOCK_EX | LOCK_NB) < 0) {
+		close(start);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "it is being started (a kbox start holds %s): remove it once "
+		                      "that start has ended",
+		                      path);
+	}
 	snprintf(path, sizeof path, "%s/supervisor.pid", dir);
 	lock = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0) {
 		close(lock);
+		if (start >= 0)
+			close(start);
 		errno = EBUSY;
 		return kbox_error_set_sys(err, "session %s: its supervisor runs", dir);
 	}
@@ -612,7 +629,23 @@ int kr_session_remove(const char *dir, kbox_error_t *err)
 		rc = kbox_error_set_sys(err, "cannot remove %s", dir);
 	if (lock >= 0)
 		close(lock);
+	if (start >= 0)
+		close(start);
 	return rc;
+}
+
+bool kr_session_starting(const char *dir)
+{
+	char path[4096];
+	int fd;
+	bool held;
+
+	snprintf(path, sizeof path, "%s/start.lock", dir);
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return false;
+	held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return held;
 }
 
 kr_supervisor_state_t kr_session_supervisor(const char *dir, pid_t *pid_p)

@@ -165,11 +165,16 @@ typedef enum {
  * *PID_P (may be NULL) gets its pid, or the last one when dead. */
 kr_supervisor_state_t kr_session_supervisor(const char *dir, pid_t *pid_p);
 
+/* Whether a kbox start of DIR is under way (it holds DIR/start.lock). */
+bool kr_session_starting(const char *dir);
+
 /* Remove the session directory DIR and everything in it, to any depth,
- * never following a symbolic link (kbox mcp's sessions of one connection,
- * once stopped).  Refused (EBUSY) while its supervisor runs.  0, or -1
- * with ERR. */
+ * never following a symbolic link (kbox rm, kbox prune, kbox mcp's
+ * sessions of one connection once stopped).  Refused while its supervisor
+ * runs (EBUSY) or a kbox start holds its start.lock, unless STARTING says
+ * the caller is that start (its first start failed).  0, or -1 with ERR. */
 int kr_session_remove(const char *dir, kbox_error_t *err);
+int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err);
 
 /* The control socket its supervisor answers: runtime/ctl.h. */
 
