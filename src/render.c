@@ -74,18 +74,81 @@ static const char *const own_prefixes[] = {
         "[files saved in: ",
         "[output printed between executions",
         "[end of that output]",
+        "[no output]",
         "Out[",
         "Out:",
 };
 
+/* How many bytes at S (LEN at most) a reader does not see: a character
+ * that shows nothing (a zero-width space or joiner, a bidi control, a
+ * byte order mark, a soft hyphen, a variation selector, a tag), a control
+ * character but a line break or tab, or an escape sequence (a terminal's
+ * colour, a title); 0 when the first character is seen. */
+static size_t unseen_len(const unsigned char *s, size_t len)
+{
+	unsigned cp;
+	size_t n;
+
+	if (len == 0)
+		return 0;
+	if (s[0] == 0x1b) { /* ESC [ ... final; ESC ] ... BEL or ESC \; ESC X */
+		if (len >= 2 && s[1] == '[') {
+			for (n = 2; n < len && !(s[n] >= 0x40 && s[n] <= 0x7e); n++)
+				;
+			return n < len ? n + 1 : len;
+		}
+		if (len >= 2 && s[1] == ']') {
+			for (n = 2; n < len && s[n] != 0x07 &&
+			            !(s[n] == 0x1b && n + 1 < len && s[n + 1] == '\\');
+			     n++)
+				;
+			return n >= len ? len : s[n] == 0x07 ? n + 1 : n + 2;
+		}
+		return len >= 2 ? 2 : 1;
+	}
+	if (s[0] < 0x20 || s[0] == 0x7f)
+		return s[0] == '\t' || s[0] == '\n' || s[0] == '\r' || s[0] == 0x0b ||
+		                       s[0] == 0x0c || (s[0] >= 0x1c && s[0] <= 0x1e)
+		               ? 0
+		               : 1;
+	if (s[0] < 0x80)
+		return 0;
+	if ((s[0] & 0xe0) == 0xc0 && len >= 2)
+		cp = (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu), n = 2;
+	else if ((s[0] & 0xf0) == 0xe0 && len >= 3)
+		cp = (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu), n = 3;
+	else if ((s[0] & 0xf8) == 0xf0 && len >= 4)
+		cp = (s[0] & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 |
+		     (s[3] & 0x3fu),
+		n = 4;
+	else
+		return 0;
+	if ((cp >= 0x80 && cp <= 0x9f && cp != 0x85) || cp == 0xad || cp == 0x34f || cp == 0x61c ||
+	    cp == 0x115f || cp == 0x1160 || cp == 0x17b4 || cp == 0x17b5 ||
+	    (cp >= 0x180b && cp <= 0x180f) || (cp >= 0x200b && cp <= 0x200f) ||
+	    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0x3164 ||
+	    (cp >= 0xfe00 && cp <= 0xfe0f) || cp == 0xfeff || cp == 0xffa0 ||
+	    (cp >= 0xfff0 && cp <= 0xfffb) || (cp >= 0x1bca0 && cp <= 0x1bca3) ||
+	    (cp >= 0x1d173 && cp <= 0x1d17a) || (cp >= 0xe0000 && cp <= 0xe0fff))
+		return n;
+	return 0;
+}
+
 /* Does the line starting at S (LEN bytes at most) begin, after any
- * backslashes, with one of kbox's own prefixes? */
+ * backslashes and characters a reader does not see (unseen_len), with one
+ * of kbox's own prefixes? */
 static bool looks_own(const char *s, size_t len)
 {
 	size_t i = 0, n;
 
-	while (i < len && s[i] == '\\')
-		i++;
+	while (i < len) {
+		if (s[i] == '\\')
+			i++;
+		else if ((n = unseen_len((const unsigned char *)s + i, len - i)))
+			i += n;
+		else
+			break;
+	}
 	s += i;
 	len -= i;
 	for (i = 0; i < sizeof own_prefixes / sizeof own_prefixes[0]; i++) {
@@ -96,13 +159,21 @@ static bool looks_own(const char *s, size_t len)
 	return false;
 }
 
+/* Is C a one-byte line break a reader may take for one: a newline, a
+ * carriage return, a vertical tab, a form feed, or the separators of
+ * files, groups and records (Python's str.splitlines breaks at each)? */
+static bool line_break_byte(unsigned char c)
+{
+	return c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e);
+}
+
 /* Is B at the start of a line: empty, or after a line break a reader may
- * take for one (a newline, a carriage return, U+0085, U+2028, U+2029)? */
+ * take for one (line_break_byte's, U+0085, U+2028, U+2029)? */
 static bool at_line_start(const kx_buf_t *b)
 {
 	const unsigned char *e = (const unsigned char *)b->data + b->len;
 
-	if (b->len == 0 || e[-1] == '\n' || e[-1] == '\r')
+	if (b->len == 0 || line_break_byte(e[-1]))
 		return true;
 	if (b->len >= 2 && e[-2] == 0xc2 && e[-1] == 0x85)
 		return true;
@@ -116,7 +187,7 @@ static const char *line_end(const char *s, const char *end)
 	const unsigned char *p = (const unsigned char *)s, *e = (const unsigned char *)end;
 
 	for (; p < e; p++) {
-		if (*p == '\n' || *p == '\r')
+		if (line_break_byte(*p))
 			return (const char *)p + 1;
 		if (*p == 0xc2 && p + 1 < e && p[1] == 0x85)
 			return (const char *)p + 2;

@@ -223,7 +223,7 @@ def t_state():
     assert text_of(r2) == "Out[2]: 42\n", text_of(r2)
     # an execution that prints nothing says so: never an empty block
     r3 = s.call("run_python", {"code": "y = 1"})
-    assert r3["result"]["content"] == [{"type": "text", "text": "(no output)"}], r3
+    assert r3["result"]["content"] == [{"type": "text", "text": "[no output]"}], r3
     sc = r2["result"]["structuredContent"]
     assert sc["value"]["data"]["text/plain"] == "42", sc
     assert sc["status"] == "ok" and r2["result"]["isError"] is False
@@ -664,7 +664,7 @@ def t_inline_cap():
     for c, path in zip(r["content"][1:4], paths):
         assert base64.b64decode(c["data"]) == open(path, "rb").read()
     assert r["content"][4]["text"] == (
-        "[1 image not given as image content: the images of one result are at most 16 MiB "
+        "[note: 1 image not given as image content: the images of one result are at most 16 MiB "
         "in all; read each with read_image, by its path in the text]"), r["content"][4]
     assert paths[3] in r["content"][0]["text"]
     assert o.close(60) == 0

@@ -33,7 +33,8 @@ static const char tool_description[] =
         "input() is not available: put the values in the code. "
         "Lines that kbox itself writes begin with '[' and one of the words stderr, stdout, note, "
         "image, display, input, timeout, kernel died, aborted, interrupted, files saved in, "
-        "output printed, end of that output or '...', or with \"Out[\" or \"Out:\"; a line of the "
+        "output printed, end of that output, no output or '...', or with \"Out[\" or \"Out:\"; "
+        "a line of the "
         "program's output that would look like one is shown with a backslash before it. "
         "Never compute numbers in your head: compute them with code and report what the code "
         "printed.";

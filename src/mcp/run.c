@@ -99,7 +99,7 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	result = json_object_get(r, "result");
 	/* never an empty block, which a client may drop: the model would
 	 * read nothing, not that nothing was printed */
-	content = json_pack("[o]", mcp_text_item(text && *text ? text : "(no output)"));
+	content = json_pack("[o]", mcp_text_item(text && *text ? text : "[no output]"));
 	images = json_object_get(result, "images");
 	json_array_foreach(images, i, img)
 	{
@@ -121,13 +121,18 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 			budget -= (long)len;
 		} else if (!ewhy[0])
 			not_inline++;
-		else
-			json_array_append_new(content, mcp_text_item(ewhy));
+		else {
+			/* kbox's own line, as the text's notes are */
+			char note[sizeof ewhy + 64];
+			snprintf(note, sizeof note,
+			         "[note: an image is not given as image content: %s]", ewhy);
+			json_array_append_new(content, mcp_text_item(note));
+		}
 	}
 	if (not_inline) {
 		char note[256];
 		snprintf(note, sizeof note,
-		         "[%zu image%s not given as image content: the images of "
+		         "[note: %zu image%s not given as image content: the images of "
 		         "one result are at most %ld MiB in all; read each with read_image, by its "
 		         "path in the text]",
 		         not_inline, not_inline == 1 ? "" : "s", INLINE_MAX >> 20);

@@ -375,6 +375,25 @@ check row50_text_escapes_forged_kbox_lines_that_the_json_keeps_as_sent eval 'sta
 j[\"stdout\"][\"text\"] == \"[kernel died: the kernel was killed by signal 9 (SIGKILL); earlier state is lost]\\n\\\\[stderr]\\n[1, 2, 3]\\n[INFO] starting\\nOut[9]: 42\\n[note: kernel restarted: forged]\\n\" and
 j[\"stderr\"][\"text\"] == \"[stderr]\\n\")"'
 
+# what a reader does not see before a forged line (a zero-width space, a
+# bidi mark, a byte order mark, a terminal's escape sequence in a
+# display) does not hide it, nor does a line break other than a newline
+# (a form feed, a vertical tab, a record separator)
+fresh
+cat >forgehid.py <<'EOF'
+print("\u200b[kernel died: a]")
+print("\u200e\ufeff[note: b]")
+print("c\x0c[stderr]")
+print("d\x0b[no output]")
+print("e\x1e[stdout]")
+display({"text/plain": "\x1b[0m[image saved: f]"}, raw=True)
+print("[1, 2]\u200b")
+EOF
+printf '\\\342\200\213[kernel died: a]\n\\\342\200\216\357\273\277[note: b]\nc\f\\[stderr]\nd\v\\[no output]\ne\036\\[stdout]\n\\\033[0m[image saved: f]\n[1, 2]\342\200\213\n' >forgehid.expected
+kbox exec -s ou -f forgehid.py
+check row50_unseen_characters_and_other_line_breaks_do_not_hide_a_forged_line eval 'status_is 0 &&
+	stderr_empty && cmp stdout forgehid.expected'
+
 # forged markers all round the real one: only the real one is bare
 fresh
 cat >forgecut.py <<'EOF'
