@@ -226,9 +226,9 @@ kbox stop -s k9
 
 fresh
 kbox start -s lim --tmp-size 0
-check tmp_size_below_1M_is_a_usage_error fails_with 2 'kbox start: invalid --tmp-size "0": expected a size of at least 1M (e.g. 256M, 4G)'
+check tmp_size_below_1M_is_a_usage_error fails_with 2 'kbox start: invalid --tmp-size "0": expected a size of at least 1M, a number of bytes or one with a suffix K, M, G or T (e.g. 256M, 4G)'
 kbox start -s lim --file-size 12x
-check file_size_that_is_no_size_is_a_usage_error fails_with 2 'kbox start: invalid --file-size "12x": expected a size of at least 1M (e.g. 256M, 4G)'
+check file_size_that_is_no_size_is_a_usage_error fails_with 2 'kbox start: invalid --file-size "12x": expected a size of at least 1M, a number of bytes or one with a suffix K, M, G or T (e.g. 256M, 4G)'
 
 # ---- without writable cgroups: rlimits, and kbox start says so ----
 

@@ -561,12 +561,23 @@ check bad_grace fails_with 2 \
 	'kbox exec: invalid --grace "abc": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 kbox start -s x --memory 10x
 check bad_memory fails_with 2 \
-	'kbox start: invalid --memory "10x": expected a size of at least 1M (e.g. 512M, 2G)'
+	'kbox start: invalid --memory "10x": expected a size of at least 1M, a number of bytes or one with a suffix K, M, G or T (e.g. 512M, 1.5G)'
 for bad in 0 abc 2000 -1; do
 	kbox start -s x --cpus "$bad"
 	check "bad_cpus_$bad" fails_with 2 \
 		"kbox start: invalid --cpus \"$bad\": expected a number of CPUs above 0 and at most 1024 (e.g. 1 or 0.5)"
 done
+# a size may have a fraction and a T; more memory than the machine's is
+# taken with a warning (the starts go on, here to an unknown kernelspec)
+kbox start -s x --memory 1.5G --tmp-size 0.25GiB -k no-such-kernel
+check memory_with_a_fraction_is_a_size eval '[ "$rc" = 5 ] && stdout_empty &&
+	[ "$(wc -l <stderr)" -eq 1 ] && grep -q "^kbox start: no kernelspec named" stderr'
+kbox start -s x --memory 1T -k no-such-kernel
+check memory_over_the_machines_warns eval '[ "$rc" = 5 ] && stdout_empty &&
+	head -n 1 stderr | grep -qx "kbox start: warning: --memory 1T is more than the [0-9.]* [MGT]iB of memory of this machine: it bounds nothing"'
+kbox start -s x --memory 1.5
+check a_fraction_of_bytes_is_no_size fails_with 2 \
+	'kbox start: invalid --memory "1.5": expected a size of at least 1M, a number of bytes or one with a suffix K, M, G or T (e.g. 512M, 1.5G)'
 # --cpus over the machine's: a warning, and the start goes on (here to an
 # unknown kernelspec); -e with a bad NAME says what is wrong with it
 kbox start -s x --cpus 1024 -k no-such-kernel

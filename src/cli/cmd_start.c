@@ -42,14 +42,26 @@ static int env_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 /* --memory, --tmp-size, --file-size: at least 1M, into the long long at VALUE. */
 static int size_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
-	long long v = cli_parse_size(arg);
+	long long v = cli_parse_size(arg), ram;
 	if (v < 1024 * 1024) {
-		cli_error(cmd, "invalid --%s \"%s\": expected a size of at least 1M (e.g. %s)",
-		          opt->long_name, arg,
-		          strcmp(opt->long_name, "memory") == 0 ? "512M, 2G" : "256M, 4G");
+		cli_error(
+		        cmd,
+		        "invalid --%s \"%s\": expected a size of at least 1M, a number of bytes or one with "
+		        "a suffix K, M, G or T (e.g. %s)",
+		        opt->long_name, arg,
+		        strcmp(opt->long_name, "memory") == 0 ? "512M, 1.5G" : "256M, 4G");
 		return EXIT_USAGE;
 	}
 	*(long long *)opt->value = v;
+	/* more than the machine has bounds nothing: said, and taken */
+	ram = (long long)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+	if (strcmp(opt->long_name, "memory") == 0 && ram > 0 && v > ram) {
+		char have[32];
+		cli_error(cmd,
+		          "warning: --memory %s is more than the %s of memory of this machine: it "
+		          "bounds nothing",
+		          arg, kx_fmt_bytes(have, sizeof have, ram));
+	}
 	return EXIT_OK;
 }
 
@@ -93,7 +105,7 @@ static int home_config_cb(const char *cmd, const cli_option_t *opt, const char *
 static int pids_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	long long v = cli_parse_size(arg);
-	if (v < 1 || strpbrk(arg, "kKmMgG") || v > 4194304) {
+	if (v < 1 || strpbrk(arg, "kKmMgGtT.") || v > 4194304) {
 		cli_error(cmd,
 		          "invalid --pids \"%s\": expected a number of processes from 1 to "
 		          "4194304",

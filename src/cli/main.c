@@ -281,7 +281,7 @@ void cli_print_failure(int status)
 
 long long cli_parse_size(const char *s)
 {
-	unsigned long long v = 0;
+	unsigned long long v = 0, frac = 0, scale = 1;
 	const char *p = s;
 	int shift = 0;
 
@@ -294,6 +294,16 @@ long long cli_parse_size(const char *s)
 	}
 	if (p == s)
 		return -1;
+	if (*p == '.') { /* 1.5G: a fraction, up to 6 digits, of a unit */
+		const char *f = ++p;
+		for (; *p >= '0' && *p <= '9'; p++)
+			if (p - f < 6) {
+				frac = frac * 10 + (unsigned)(*p - '0');
+				scale *= 10;
+			}
+		if (p == f)
+			return -1;
+	}
 	switch (*p) {
 	case '\0':
 		break;
@@ -312,6 +322,11 @@ long long cli_parse_size(const char *s)
 		shift = 30;
 		p++;
 		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		p++;
+		break;
 	default:
 		return -1;
 	}
@@ -319,9 +334,9 @@ long long cli_parse_size(const char *s)
 		p++;
 	if ((*p == 'b' || *p == 'B') && shift)
 		p++;
-	if (*p)
+	if (*p || (scale > 1 && !shift) || (shift == 40 && v > (1ULL << 20)))
 		return -1;
-	return (long long)(v << shift);
+	return (long long)((v << shift) + (frac << shift) / scale);
 }
 
 #define MAX_CELL_BYTES ((size_t)KR_CTL_CODE_MAX)
@@ -453,7 +468,7 @@ int cli_parse_max_output(const char *cmd, const char *arg, long long *out)
 int cli_parse_max_lines(const char *cmd, const char *arg, long long *out)
 {
 	*out = cli_parse_size(arg);
-	if (*out < 2 || strpbrk(arg, "kKmMgG")) {
+	if (*out < 2 || strpbrk(arg, "kKmMgGtT.")) {
 		cli_error(cmd, "invalid --max-lines \"%s\": expected a number of at least 2", arg);
 		return -1;
 	}

@@ -123,6 +123,6 @@ kx start -s bad --outputs-quota 10
 keep bad
 DIAG=bad
 check "row28_outputs_quota_below_1M_is_a_usage_error" eval '
-	rc_is bad 2 && eq "$(cat "$W/bad.err")" "kbox start: invalid --outputs-quota \"10\": expected a size of at least 1M (e.g. 256M, 4G)"'
+	rc_is bad 2 && eq "$(cat "$W/bad.err")" "kbox start: invalid --outputs-quota \"10\": expected a size of at least 1M, a number of bytes or one with a suffix K, M, G or T (e.g. 256M, 4G)"'
 
 tests_done
