@@ -286,6 +286,16 @@ check session_as_an_operand_gets_the_s_hint fails_with 2 \
 kbox exec sales 'df.head()'
 check exec_with_the_session_as_first_operand_gets_the_s_hint fails_with 2 \
 	"kbox exec: give the code once: CODE, -f FILE or -; did you mean -s sales? (kbox exec -s sales CODE)"
+# kbox get and put: the session first, as docker cp and jupyter take it
+# (a session directory is all it takes to be named)
+mkdir -p "$S/sales" && chmod 700 "$KBOX_HOME" "$S" "$S/sales"
+kbox get sales out.png
+check get_with_the_session_as_first_operand_gets_the_s_hint fails_with 2 \
+	'kbox get: "sales" is a session: did you mean kbox get -s sales out.png?'
+kbox put sales data.csv
+check put_with_the_session_as_first_operand_gets_the_s_hint fails_with 2 \
+	'kbox put: "sales" is a session: did you mean kbox put -s sales data.csv?'
+rmdir "$S/sales"
 kbox ps
 check another_tools_command_names_ours fails_with 2 \
 	'kbox: unknown command "ps": did you mean "kbox ls"? (see kbox --help)'

@@ -396,6 +396,15 @@ int cmd_stop(int argc, char **argv);
  * complete); whether it takes a session as -s NAME. */
 bool cli_takes_code(const char *cmd);
 bool cli_takes_session(const char *cmd);
+
+/* Is OPERAND the name of a session of the state directory?  (For "did you
+ * mean -s OPERAND?") */
+bool cli_operand_is_session(const char *operand);
+
+/* Say that OPERAND, given as CMD's first operand, is a session's name:
+ * "did you mean -s OPERAND?", with the command as it would read (REST,
+ * the operands after it).  EXIT_USAGE. */
+int cli_session_operand_hint(const char *cmd, const char *operand, const char *rest);
 /* The members of a session's status in the order kbox status and ls give
  * them (NULL-terminated). */
 extern const char *const cli_session_keys[];

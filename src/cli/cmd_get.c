@@ -281,6 +281,7 @@ int cmd_get(int argc, char **argv)
 {
 	const char *name = NULL, *src, *host;
 	int status, n, in = -1, ws = -1;
+	bool hint;
 	char *dir = NULL, *srccopy = NULL;
 	struct stat st;
 	kbox_error_t err = {0};
@@ -293,7 +294,12 @@ int cmd_get(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	src = argv[0];
+	/* the session first (kbox get sales out.png), when that is what it
+	 * must mean: no session of the default name, or no such file in it */
+	hint = !name && n == 2 && cli_operand_is_session(src);
 	name = cli_session_name(name);
+	if (hint && !cli_operand_is_session(name))
+		return cli_session_operand_hint("get", src, argv[1]);
 	if ((status = cli_check_session("get", name)) != EXIT_OK)
 		return status;
 	if (ws_check_path(src, &err) < 0) {
@@ -313,7 +319,10 @@ int cmd_get(int argc, char **argv)
 	}
 	/* a regular file, opened beneath the workspace */
 	if ((in = ws_open_regular(ws, src, NULL, &st, &err)) < 0) {
-		cli_error("get", "%s", err.msg);
+		if (hint && err.code == KBOX_E_NOTFOUND)
+			cli_session_operand_hint("get", src, argv[1]);
+		else
+			cli_error("get", "%s", err.msg);
 		status = EXIT_USAGE;
 		goto out;
 	}

@@ -5,6 +5,7 @@
 #include "runtime/workspace.h"
 
 #include <libgen.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +35,10 @@ int cmd_put(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	host = argv[0];
+	/* docker cp's and jupyter's way, the session first: kbox put sales data.csv */
+	if (!name && n == 2 && access(host, F_OK) < 0 && errno == ENOENT &&
+	    cli_operand_is_session(host))
+		return cli_session_operand_hint("put", host, argv[1]);
 	name = cli_session_name(name);
 	if ((status = cli_check_session("put", name)) != EXIT_OK)
 		return status;

@@ -297,6 +297,27 @@ bool cli_takes_session(const char *cmd)
 	return false;
 }
 
+bool cli_operand_is_session(const char *operand)
+{
+	kbox_error_t ignored = {0};
+	char *home;
+	bool is;
+
+	if (!operand || kr_session_check_name(operand, &ignored) < 0 ||
+	    !(home = kr_state_home(&ignored)))
+		return false;
+	is = kr_session_is_dir(home, operand);
+	free(home);
+	return is;
+}
+
+int cli_session_operand_hint(const char *cmd, const char *operand, const char *rest)
+{
+	cli_error(cmd, "\"%s\" is a session: did you mean kbox %s -s %s %s?", operand, cmd, operand,
+	          rest);
+	return EXIT_USAGE;
+}
+
 int cli_no_operands(const char *cmd, int n, char **operands)
 {
 	kbox_error_t ignored = {0};
