@@ -112,6 +112,19 @@ check doctor_with_an_unknown_kernelspec_fails_that_check eval 'status_is 5 &&
 	has_line stdout "skip  packages         not checked: no kernelspec" &&
 	last_line_is stdout "the default backend (bwrap) isolates kernels here, but the kernel no-such-kernel cannot run in it (see above)"'
 
+# a --rootfs that is no root filesystem is said so, not blamed on the
+# machine (the sandbox is judged on the host's files)
+mkdir norootfs
+kbox doctor --rootfs norootfs
+check doctor_with_a_rootfs_without_usr_fails_that_check eval 'status_is 5 &&
+	has_line stdout "fail  rootfs           $T/norootfs is a directory without usr: no root filesystem" &&
+	grep -q "^ok    sandbox          bwrap made one" stdout &&
+	last_line_is stdout "the default backend (bwrap) isolates kernels here, but no session with this --rootfs can start (see above)"'
+: >rootfs.file
+kbox doctor --rootfs rootfs.file
+check doctor_with_a_rootfs_that_is_a_file_fails_that_check eval 'status_is 5 &&
+	has_line stdout "fail  rootfs           $T/rootfs.file is not a directory"'
+
 sandboxed root
 fresh
 kbox_nobwrap doctor

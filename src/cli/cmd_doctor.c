@@ -524,14 +524,29 @@ static void check_seccomp(report_t *r)
 /* The --rootfs ROOTFS (resolved): under root, bwrap finds it as the
  * sandbox user, as it finds the state directory, so the same diagnosis
  * and chmod when it cannot.  False then (R->rootfs_bad). */
-static bool check_rootfs(report_t *r, const char *rootfs)
+static bool check_rootfs(report_t *r, const char *rootfs, bool ids_ok)
 {
-	kr_sandbox_id_t id;
+	kr_sandbox_id_t id = {0};
 	kbox_error_t err = {0};
 	char buf[PATH_MAX + 128];
+	struct stat st;
 
+	/* what kbox start asks of it: a directory with a usr directory */
+	snprintf(buf, sizeof buf, "%s/usr", rootfs);
+	if (stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode) || stat(buf, &st) < 0 ||
+	    !S_ISDIR(st.st_mode)) {
+		snprintf(buf, sizeof buf, "%s is %s", rootfs,
+		         stat(rootfs, &st) == 0 && !S_ISDIR(st.st_mode)
+		                 ? "not a directory"
+		                 : "a directory without usr: no root filesystem");
+		check(r, "rootfs", "fail", buf,
+		      "give kbox start --rootfs a root filesystem (one mmdebstrap made, say); "
+		      "the sandbox below is judged on the host's files");
+		r->rootfs_bad = true;
+		return false;
+	}
 	/* any session's uid: the group's and others' bits */
-	if (kr_sandbox_identity(&id, &err) == 0 && (id.uid = (uid_t)-1) &&
+	if (ids_ok && kr_sandbox_identity(&id, &err) == 0 && (id.uid = (uid_t)-1) &&
 	    kr_sandbox_reachable(&id, rootfs, &err) < 0) {
 		check(r, "rootfs", "fail", err.msg,
 		      "sessions with this --rootfs cannot start: bwrap cannot find it");
@@ -857,12 +872,12 @@ int cmd_doctor(int argc, char **argv)
 	ids_ok = check_identity(&r, &bo, fix);
 	/* a --rootfs the sandbox cannot reach: the sandbox is judged without
 	 * it (on the host's files), and no kernel can run from it */
-	if (rootfs && ids_ok && !check_rootfs(&r, rootfs))
+	if (rootfs && !check_rootfs(&r, rootfs, ids_ok))
 		bo.rootfs = NULL;
 	sandbox_ok = check_sandbox(&r, &bo, bwrap, ids_ok, &nproc_ok);
 	enforced = check_cgroups(&r, nproc_ok);
 	if (r.rootfs_bad) {
-		check(&r, "kernelspec", "skip", "not checked: the sandbox cannot reach --rootfs",
+		check(&r, "kernelspec", "skip", "not checked: no kernel can start from --rootfs",
 		      NULL);
 		kernel_ok = false;
 	} else

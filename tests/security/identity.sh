@@ -270,7 +270,7 @@ if [ "$(id -u)" = 0 ]; then
 		grep -q "^kbox start: session rf: the sandbox (uid [0-9]*, group $SU.s) cannot reach $ROOT/closed/rfs: $ROOT/closed is mode 0700" "$W/start_rootfs.err"'
 	# a --rootfs under a directory the sandboxes cannot pass: the same
 	# diagnosis and chmod, not "cannot isolate kernels here"
-	mkdir -p "$ROOT/closed/rootfs"
+	mkdir -p "$ROOT/closed/rootfs/usr"
 	kx doctor --rootfs "$ROOT/closed/rootfs"
 	keep doctor_rootfs
 	DIAG=doctor_rootfs
