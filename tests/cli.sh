@@ -505,8 +505,15 @@ check rm_with_both_s_and_operands_is_a_usage_error fails_with 2 \
 KBOX_HOME=$T/home kbox prune new
 check prune_takes_no_operands eval '[ "$rc" = 2 ] && stdout_empty && grep -q "^kbox prune: " stderr'
 KBOX_HOME=$T/home kbox prune --older-than soon
-check prune_with_a_bad_duration_is_a_usage_error eval '[ "$rc" = 2 ] && stdout_empty &&
-	grep -q "^kbox prune: invalid --older-than \"soon\"" stderr'
+check prune_with_a_bad_duration_is_a_usage_error fails_with 2 \
+	'kbox prune: invalid --older-than "soon": expected a duration from 0 to 3650d, such as 12h, 7d or 30d'
+# an age is not a timer: beyond the 24 days of the other durations
+KBOX_HOME=$T/home kbox prune --older-than 90d --dry-run
+check prune_older_than_takes_ages_beyond_24_days eval 'status_is 0 && stderr_empty &&
+	stdout_is "would reclaim 0 bytes"'
+KBOX_HOME=$T/home kbox prune --older-than 3651d
+check prune_older_than_over_ten_years_is_a_usage_error fails_with 2 \
+	'kbox prune: invalid --older-than "3651d": expected a duration from 0 to 3650d, such as 12h, 7d or 30d'
 
 # ---- commands that start a kernel ----
 #

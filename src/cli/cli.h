@@ -239,6 +239,8 @@ int cli_strlist_add(const char *cmd, cli_strlist_t *l, const char *arg);
  * sign, space or exponent.  Milliseconds, a fraction of one rounded up,
  * from 0 to CLI_DURATION_MAX_MS; -1 when S is not one. */
 long long cli_parse_duration(const char *s);
+/* The same, from 0 to MAX_MS. */
+long long cli_parse_duration_max(const char *s, long long max_ms);
 
 /* Callbacks for options; VALUE is a long long * (milliseconds; bytes;
  * lines) or a format_t *.  Every output format is chosen through

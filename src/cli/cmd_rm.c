@@ -208,13 +208,32 @@ static long long prune_outputs(const char *dir, time_t cutoff, bool dry_run, lon
 	return bytes;
 }
 
+/* How old --older-than may be: ten years (a session's timers' 24 days
+ * bound no age). */
+#define PRUNE_AGE_MAX_MS (3650LL * 86400000)
+
+/* --older-than DURATION, up to PRUNE_AGE_MAX_MS, into the long long at VALUE. */
+static int older_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	long long v = cli_parse_duration_max(arg, PRUNE_AGE_MAX_MS);
+	if (v < 0) {
+		cli_error(cmd,
+		          "invalid --%s \"%s\": expected a duration from 0 to 3650d, such as 12h, "
+		          "7d or 30d",
+		          opt->long_name, arg);
+		return EXIT_USAGE;
+	}
+	*(long long *)opt->value = v;
+	return EXIT_OK;
+}
+
 int cmd_prune(int argc, char **argv)
 {
 	long long older_ms = -1;
 	bool dry_run = false;
 	cli_option_t opts[] = {
 	        CLI_OPT_FLAG('n', "dry-run", &dry_run, "say what would be removed, remove nothing"),
-	        CLI_OPT_CALLBACK(0, "older-than", "DURATION", cli_opt_duration, &older_ms,
+	        CLI_OPT_CALLBACK(0, "older-than", "DURATION", older_cb, &older_ms,
 	                         "only what was last active longer ago than DURATION; and then, "
 	                         "of running sessions, the outputs older than it too"),
 	        CLI_OPT_END};

@@ -347,6 +347,11 @@ void cli_strlist_clear(cli_strlist_t *l)
 
 long long cli_parse_duration(const char *s)
 {
+	return cli_parse_duration_max(s, CLI_DURATION_MAX_MS);
+}
+
+long long cli_parse_duration_max(const char *s, long long max_ms)
+{
 	static const struct {
 		const char *unit;
 		long long ms;
@@ -362,7 +367,7 @@ long long cli_parse_duration(const char *s)
 		size_t digits = 0, i;
 
 		for (; *p >= '0' && *p <= '9'; p++, digits++)
-			if ((whole = whole * 10 + (*p - '0')) > CLI_DURATION_MAX_MS)
+			if ((whole = whole * 10 + (*p - '0')) > max_ms)
 				return -1;
 		if (*p == '.')
 			for (p++; *p >= '0' && *p <= '9'; p++, digits++)
@@ -385,11 +390,11 @@ long long cli_parse_duration(const char *s)
 				return -1;
 			unit_ms = 1000;
 		}
-		if (whole > CLI_DURATION_MAX_MS / unit_ms)
+		if (whole > max_ms / unit_ms)
 			return -1;
 		/* a fraction of a millisecond is one: 0.0001 is not "no limit" */
 		ms = whole * unit_ms + (frac * unit_ms + scale - 1) / scale;
-		if ((total += ms) > CLI_DURATION_MAX_MS)
+		if ((total += ms) > max_ms)
 			return -1;
 		terms++;
 	} while (*p);
