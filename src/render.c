@@ -79,14 +79,14 @@ static const char *const own_prefixes[] = {
         "Out:",
 };
 
-/* How many bytes at S (LEN at most) a reader does not see: a character
- * that shows nothing (a zero-width space or joiner, a bidi control, a
- * byte order mark, a soft hyphen, a variation selector, a tag), a control
- * character but a line break or tab, or an escape sequence (a terminal's
- * colour, a title); 0 when the first character is seen. */
+/* How many bytes at S (LEN at most) a reader does not see: an invisible
+ * format character (kx_utf8_invisible: a zero-width space or joiner, a
+ * bidi control, a byte order mark, a soft hyphen, a variation selector, a
+ * tag), a control character but a line break or tab, or an escape
+ * sequence (a terminal's colour, a title); 0 when the first character is
+ * seen. */
 static size_t unseen_len(const unsigned char *s, size_t len)
 {
-	unsigned cp;
 	size_t n;
 
 	if (len == 0)
@@ -111,27 +111,12 @@ static size_t unseen_len(const unsigned char *s, size_t len)
 		                       s[0] == 0x0c || (s[0] >= 0x1c && s[0] <= 0x1e)
 		               ? 0
 		               : 1;
-	if (s[0] < 0x80)
-		return 0;
-	if ((s[0] & 0xe0) == 0xc0 && len >= 2)
-		cp = (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu), n = 2;
-	else if ((s[0] & 0xf0) == 0xe0 && len >= 3)
-		cp = (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu), n = 3;
-	else if ((s[0] & 0xf8) == 0xf0 && len >= 4)
-		cp = (s[0] & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 |
-		     (s[3] & 0x3fu),
-		n = 4;
-	else
-		return 0;
-	if ((cp >= 0x80 && cp <= 0x9f && cp != 0x85) || cp == 0xad || cp == 0x34f || cp == 0x61c ||
-	    cp == 0x115f || cp == 0x1160 || cp == 0x17b4 || cp == 0x17b5 ||
-	    (cp >= 0x180b && cp <= 0x180f) || (cp >= 0x200b && cp <= 0x200f) ||
-	    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0x3164 ||
-	    (cp >= 0xfe00 && cp <= 0xfe0f) || cp == 0xfeff || cp == 0xffa0 ||
-	    (cp >= 0xfff0 && cp <= 0xfffb) || (cp >= 0x1bca0 && cp <= 0x1bca3) ||
-	    (cp >= 0x1d173 && cp <= 0x1d17a) || (cp >= 0xe0000 && cp <= 0xe0fff))
-		return n;
-	return 0;
+	if (s[0] == 0xc2 && len >= 2 && s[1] >= 0x80 && s[1] <= 0x9f && s[1] != 0x85)
+		return 2; /* a C1 control but NEL, a line break */
+	return kx_utf8_invisible((const char *)s, len) ? (s[0] < 0xe0   ? 2
+	                                                  : s[0] < 0xf0 ? 3
+	                                                                : 4)
+	                                               : 0;
 }
 
 /* Does the line starting at S (LEN bytes at most) begin, after any

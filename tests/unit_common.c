@@ -341,7 +341,8 @@ TEST(name_escape_shows_invisible_format_characters_as_u_escapes)
 {
 	static const unsigned cps[] = {0x2028, 0x2029, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e,
 	                               0x2066, 0x2067, 0x2068, 0x2069, 0x200e, 0x200f, 0x061c,
-	                               0x200b, 0x200c, 0x200d, 0x2060, 0xfeff};
+	                               0x200b, 0x200c, 0x200d, 0x2060, 0xfeff, 0x00ad, 0x034f,
+	                               0x180e, 0x2064, 0x206f, 0x3164, 0xfe0f, 0xfffb};
 	for (size_t i = 0; i < sizeof cps / sizeof cps[0]; i++) {
 		char in[16], want[32];
 		unsigned c = cps[i];
@@ -353,6 +354,12 @@ TEST(name_escape_shows_invisible_format_characters_as_u_escapes)
 		snprintf(want, sizeof want, "a\\u%04xb", c);
 		CHECK(escapes_to(in, want));
 	}
+	/* beyond the BMP: a tag, as Python writes it */
+	CHECK(escapes_to("a\xf3\xa0\x80\x81"
+	                 "b",
+	                 "a\\U000e0001b"));
+	/* a letter, a symbol: as they are */
+	CHECK(escapes_to("\xc3\xa9\xf0\x9f\x98\x80", "\xc3\xa9\xf0\x9f\x98\x80"));
 }
 
 TEST(name_escape_shows_controls_bad_bytes_and_backslashes_escaped)

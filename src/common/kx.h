@@ -109,11 +109,14 @@ size_t kx_utf8_count(const char *s, size_t len);
 size_t kx_utf8_unit(const char *s, size_t n, bool *is_char);
 
 /* The invisible format character that S (N bytes) starts with, as its
- * code point, or 0: U+061C, U+200B..U+200F (zero-width space, non-joiner
- * and joiner, LRM, RLM), U+2028..U+202E (line and paragraph separators,
- * bidi embeddings and overrides), U+2060..U+2064, U+2066..U+2069 (bidi
- * isolates), U+FEFF and U+FFF9..U+FFFB.  Such a character changes or
- * hides what text around it looks like. */
+ * code point, or 0: a character that shows nothing, or changes or hides
+ * what text around it looks like: the soft hyphen, U+034F, U+061C, the
+ * Hangul fillers, U+17B4, U+17B5, U+180B..U+180F, U+200B..U+200F
+ * (zero-width space, non-joiner and joiner, LRM, RLM), U+2028..U+202E
+ * (line and paragraph separators, bidi embeddings and overrides),
+ * U+2060..U+206F (word joiner, invisible operators, bidi isolates),
+ * variation selectors, U+FEFF, U+FFF9..U+FFFB, U+1BCA0..U+1BCA3,
+ * U+1D173..U+1D17A and the tags U+E0000..U+E0FFF. */
 unsigned kx_utf8_invisible(const char *s, size_t n);
 
 /* The one way kbox shows a name that it did not choose (a file name

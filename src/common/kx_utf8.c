@@ -175,18 +175,35 @@ unsigned kx_utf8_invisible(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	unsigned c;
-	if (n >= 2 && p[0] == 0xd8 && p[1] == 0x9c)
-		return 0x61c; /* ARABIC LETTER MARK */
-	if (n < 3 || (p[0] != 0xe2 && p[0] != 0xef) || (p[1] & 0xc0) != 0x80 ||
-	    (p[2] & 0xc0) != 0x80)
+	size_t len;
+
+	if (n < 2 || p[0] < 0xc2 || p[0] > 0xf4)
 		return 0;
-	c = ((unsigned)(p[0] & 0x0f) << 12) | ((unsigned)(p[1] & 0x3f) << 6) | (p[2] & 0x3fu);
-	if ((c >= 0x200b && c <= 0x200f) || /* zero-width space, joiners, LRM, RLM */
-	    (c >= 0x2028 && c <= 0x202e) || /* separators, embeddings, overrides */
-	    (c >= 0x2060 && c <= 0x2064) || /* word joiner, invisible operators */
-	    (c >= 0x2066 && c <= 0x2069) || /* isolates */
-	    c == 0xfeff ||                  /* zero-width no-break space (BOM) */
-	    (c >= 0xfff9 && c <= 0xfffb))   /* interlinear annotation */
+	len = p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : 4;
+	if (n < len)
+		return 0;
+	c = p[0] & (len == 2 ? 0x1fu : len == 3 ? 0x0fu : 0x07u);
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (p[i] & 0x3fu);
+	}
+	if (c == 0xad ||                      /* soft hyphen */
+	    c == 0x34f ||                     /* combining grapheme joiner */
+	    c == 0x61c ||                     /* Arabic letter mark */
+	    c == 0x115f || c == 0x1160 ||     /* Hangul fillers */
+	    c == 0x17b4 || c == 0x17b5 ||     /* Khmer inherent vowels */
+	    (c >= 0x180b && c <= 0x180f) ||   /* Mongolian selectors, vowel separator */
+	    (c >= 0x200b && c <= 0x200f) ||   /* zero-width space, joiners, LRM, RLM */
+	    (c >= 0x2028 && c <= 0x202e) ||   /* separators, embeddings, overrides */
+	    (c >= 0x2060 && c <= 0x206f) ||   /* word joiner, invisible operators, isolates */
+	    c == 0x3164 || c == 0xffa0 ||     /* Hangul fillers */
+	    (c >= 0xfe00 && c <= 0xfe0f) ||   /* variation selectors */
+	    c == 0xfeff ||                    /* zero-width no-break space (BOM) */
+	    (c >= 0xfff9 && c <= 0xfffb) ||   /* interlinear annotation */
+	    (c >= 0x1bca0 && c <= 0x1bca3) || /* shorthand format controls */
+	    (c >= 0x1d173 && c <= 0x1d17a) || /* musical format controls */
+	    (c >= 0xe0000 && c <= 0xe0fff))   /* tags, variation selectors supplement */
 		return c;
 	return 0;
 }
@@ -220,7 +237,8 @@ size_t kx_name_escape(const char *name, size_t len, char *out, size_t size)
 					pn += (size_t)snprintf(piece + pn, sizeof piece - pn,
 					                       "\\x%02x", p[i + k]);
 		} else if (cf)
-			pn = (size_t)snprintf(piece, sizeof piece, "\\u%04x", cf);
+			pn = (size_t)snprintf(piece, sizeof piece,
+			                      cf > 0xffff ? "\\U%08x" : "\\u%04x", cf);
 		else if (p[i] == '\\')
 			pn = (size_t)snprintf(piece, sizeof piece, "\\\\");
 		else {
