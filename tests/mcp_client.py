@@ -224,6 +224,11 @@ def t_state():
     # an execution that prints nothing says so: never an empty block
     r3 = s.call("run_python", {"code": "y = 1"})
     assert r3["result"]["content"] == [{"type": "text", "text": "[no output]"}], r3
+    # nor a block of blank space only, which a client may drop as well
+    r4 = s.call("run_python", {"code": "print()\nprint('  ')"})
+    assert r4["result"]["content"] == [
+        {"type": "text", "text": "[no output] (only blank space was printed)"}], r4
+    assert r4["result"]["structuredContent"]["stdout"]["text"] == "\n  \n", r4
     sc = r2["result"]["structuredContent"]
     assert sc["value"]["data"]["text/plain"] == "42", sc
     assert sc["status"] == "ok" and r2["result"]["isError"] is False

@@ -267,7 +267,7 @@ static const char *reply_text(agent_t *a, const json_t *reply, const char **st, 
 		*st = json_string_value(json_object_get(reply, "status"));
 		if (!*st)
 			*st = "unknown";
-		return text && *text ? text : "[no output]";
+		return kx_model_text(text);
 	}
 	if ((kind = kr_ctl_err_kind(reply)) != KR_CTL_ERR_BUSY) {
 		agent_error(a, "session %s: %s", a->name, msg ? msg : "the supervisor refused");

@@ -69,6 +69,12 @@ bool kx_msgf(char *buf, size_t size, const char *fmt, ...) KX_PRINTF(3, 4);
  * error struct of its own. */
 bool kx_vmsgf(char *buf, size_t size, const char *fmt, va_list ap) KX_PRINTF(3, 0);
 
+/* What a model reads of a result whose text is TEXT (may be NULL): TEXT,
+ * but never an empty block, which a client may drop: "[no output]" when
+ * it is empty, with "(only blank space was printed)" when it holds only
+ * spaces, tabs and line breaks. */
+const char *kx_model_text(const char *text);
+
 /* ---- kx_utf8.c: UTF-8 (Unicode §3.9) ---- */
 
 /* True when S[0..LEN) is well-formed UTF-8: no stray continuation byte,

@@ -79,3 +79,12 @@ bool kx_msgf(char *buf, size_t size, const char *fmt, ...)
 	va_end(ap);
 	return whole;
 }
+
+const char *kx_model_text(const char *text)
+{
+	if (!text || !*text)
+		return "[no output]";
+	if (text[strspn(text, " \t\r\n\v\f")])
+		return text;
+	return "[no output] (only blank space was printed)";
+}

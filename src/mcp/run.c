@@ -99,7 +99,7 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	result = json_object_get(r, "result");
 	/* never an empty block, which a client may drop: the model would
 	 * read nothing, not that nothing was printed */
-	content = json_pack("[o]", mcp_text_item(text && *text ? text : "[no output]"));
+	content = json_pack("[o]", mcp_text_item(kx_model_text(text)));
 	images = json_object_get(result, "images");
 	json_array_foreach(images, i, img)
 	{
