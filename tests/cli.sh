@@ -345,13 +345,17 @@ check run_kernel_exiting_at_start_exits_5 status_is 5
 # refused by every command that reads it, in one line with what fixes it:
 # for a directory kbox did not make (no .kbox-state in it; KBOX_HOME=/tmp,
 # say) a private directory of its own, never a chmod of one that others
-# may use; for one kbox made, the chmod.  Under root, 0710 (the sandbox
+# may use (in one anyone may write, as /tmp, of a name no one can guess);
+# for one kbox made, the chmod.  Under root, 0710 (the sandbox
 # user's group passes through, as kbox start makes it) is right; for
 # another user it is open to a group.
 for mode in 755 777 750; do
 	fresh
 	mkdir -m "$mode" home
 	advice="directory $T/home is accessible to others (mode $mode, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)"
+	# where anyone may make a name (as in /tmp), no name anyone can guess
+	[ "$mode" != 777 ] ||
+		advice="directory $T/home is accessible to others (mode $mode, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)"
 	echo data >f
 	for c in "ls" "ls --json" "stop -s x" "stop --all" "status -s x" "start -s x" \
 		"exec -s x 1" "get -s x f" "put -s x f" "logs -s x" "rm -s x" "prune"; do

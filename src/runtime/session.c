@@ -165,11 +165,20 @@ static int home_advice(const char *home, kbox_error_t *err)
 	    !(chmod_at = strstr(err->msg, ": chmod ")))
 		return -1;
 	*chmod_at = '\0';
-	snprintf(chmod_at, sizeof err->msg - (size_t)(chmod_at - err->msg),
-	         "; kbox did not make it, and changing it could harm what else uses it: give "
-	         "KBOX_HOME a private directory of its own (mkdir -m 700 %s/kbox, then "
-	         "KBOX_HOME=%s/kbox)",
-	         strcmp(home, "/") == 0 ? "" : home, strcmp(home, "/") == 0 ? "" : home);
+	if (stat(home, &st) == 0 && (st.st_mode & S_IWOTH))
+		/* anyone may make a name in it (/tmp, say): one of theirs could
+		 * be there first, so a new directory of a name no one knows */
+		snprintf(chmod_at, sizeof err->msg - (size_t)(chmod_at - err->msg),
+		         "; kbox did not make it, and changing it could harm what else uses it: "
+		         "give KBOX_HOME a private directory of its own (KBOX_HOME=$(mktemp -d), "
+		         "or leave KBOX_HOME unset for the default)");
+	else
+		snprintf(
+		        chmod_at, sizeof err->msg - (size_t)(chmod_at - err->msg),
+		        "; kbox did not make it, and changing it could harm what else uses it: "
+		        "give KBOX_HOME a private directory of its own (mkdir -m 700 %s/kbox, then "
+		        "KBOX_HOME=%s/kbox)",
+		        strcmp(home, "/") == 0 ? "" : home, strcmp(home, "/") == 0 ? "" : home);
 	return -1;
 }
 
