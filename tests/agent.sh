@@ -428,6 +428,15 @@ agent -s an --reset q
 check http_404_is_one_line_not_retried eval 'fails_with 5 "kbox agent: POST $URL/chat/completions: HTTP 404: The model test-model does not exist" &&
 	requests_are 1'
 
+# a run that fails before any code ran leaves no session it made (the
+# model cannot be reached, or refuses the request)
+fresh
+serve "$KEY" '[{"status": 404, "body": "{\"error\": {\"message\": \"no such model\"}}"}]'
+agent -s nx q
+check failed_run_leaves_no_session_it_made eval '[ "$rc" = 5 ] && stdout_empty &&
+	[ "$(cat stderr)" = "kbox agent: session nx is new: started it (kbox ls lists the sessions)
+kbox agent: POST $URL/chat/completions: HTTP 404: no such model" ] && [ ! -e "$S/nx" ]'
+
 fresh
 serve "$KEY" '[{"status": 400, "body": "{\"error\": {\"message\": \"context length exceeded\"}}"}]'
 agent -s an --reset q

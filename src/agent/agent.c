@@ -37,6 +37,7 @@ typedef struct {
 	const char *answer; /* borrowed from the conversation */
 	const char *word;   /* the trace's status: "answered", "max_steps", "failed" */
 	bool cut;           /* the answer was cut off */
+	bool made;          /* the session is new, made by this run */
 } run_t;
 
 /* ---- setup ---- */
@@ -172,6 +173,7 @@ static int open_session(run_t *r)
 	a->name = cli_session_name(r->o->session);
 	if ((status = cli_check_session(AGENT_CMD, a->name)) != EXIT_OK)
 		return status;
+	r->made = !cli_operand_is_session(a->name);
 	if (!(a->dir = cli_session_dir(AGENT_CMD, a->name, true, &status)))
 		return status;
 	if (!(a->http = agent_http_start(a->key)))
@@ -365,6 +367,10 @@ static void print_trace(agent_t *a, const char *status_word, const char *answer,
 static int finish(run_t *r, int status)
 {
 	agent_t *a = &r->a;
+	/* a session this run made, and ran no code in (the model could not
+	 * be reached, say): not left behind */
+	bool discard = status != EXIT_OK && r->made && a->dir && access(a->dir, F_OK) == 0 &&
+	               json_array_size(a->steps) == 0;
 
 	if (status == EXIT_OK && a->format == FMT_TEXT) {
 		size_t len = strlen(r->answer);
@@ -401,6 +407,8 @@ static int finish(run_t *r, int status)
 	}
 	if (r->lock >= 0)
 		close(r->lock);
+	if (discard)
+		cli_session_discard(AGENT_CMD, a->dir, a->name, 90000);
 	free(a->dir);
 	return status;
 }

@@ -305,6 +305,10 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
  * connection, or -1 with one line printed and *STATUS set. */
 int cli_session_connect(const char *cmd, const char *dir, const char *name, bool no_start,
                         int *status);
+/* Stop the session in DIR (NAME for messages), when it runs, within
+ * WAIT_MS, and remove it: a session a front end made for itself and is
+ * done with.  0, or -1 after one line. */
+int cli_session_discard(const char *cmd, const char *dir, const char *name, int wait_ms);
 /* A program of kbox's, PROG (WHAT it is, for the message): beside this
  * program in a build tree, where it was installed (pkglibexecdir), or in
  * ../libexec/kbox/ relative to this program (a moved prefix), into PATH.

@@ -519,3 +519,26 @@ char *cli_running_session(const char *cmd, const char *name, int *status)
 	}
 	return dir;
 }
+
+int cli_session_discard(const char *cmd, const char *dir, const char *name, int wait_ms)
+{
+	kbox_error_t err = {0};
+	json_t *r;
+
+	if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
+		if (!(r = kr_ctl_call(dir, KR_CTL_OP_STOP, NULL, wait_ms, &err)) &&
+		    err.code != KBOX_E_NOTFOUND)
+			cli_error(cmd, "session %s: %s", name, err.msg);
+		json_decref(r);
+		/* the supervisor lets go of its lock as it exits */
+		for (int waited = 0;
+		     waited < wait_ms && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING;
+		     waited += 20)
+			usleep(20000);
+	}
+	if (kr_session_remove(dir, &err) < 0) {
+		cli_error(cmd, "session %s: %s", name, err.msg);
+		return -1;
+	}
+	return 0;
+}

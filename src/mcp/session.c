@@ -74,21 +74,6 @@ int mcp_session_connect(mcp_t *m, char *why, size_t size)
 
 void mcp_session_end(mcp_t *m)
 {
-	kbox_error_t err = {0};
-	json_t *r;
-	if (!m->own || !m->dir)
-		return;
-	if (kr_session_supervisor(m->dir, NULL) == KR_SUPERVISOR_RUNNING) {
-		if (!(r = kr_ctl_call(m->dir, KR_CTL_OP_STOP, NULL, STOP_WAIT_MS, &err)) &&
-		    err.code != KBOX_E_NOTFOUND)
-			cli_error(MCP_CMD, "session %s: %s", m->name, err.msg);
-		json_decref(r);
-		/* the supervisor lets go of its lock as it exits */
-		for (int waited = 0; waited < STOP_WAIT_MS &&
-		                     kr_session_supervisor(m->dir, NULL) == KR_SUPERVISOR_RUNNING;
-		     waited += 20)
-			usleep(20000);
-	}
-	if (kr_session_remove(m->dir, &err) < 0)
-		cli_error(MCP_CMD, "%s", err.msg);
+	if (m->own && m->dir)
+		cli_session_discard(MCP_CMD, m->dir, m->name, STOP_WAIT_MS);
 }
