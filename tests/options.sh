@@ -308,6 +308,12 @@ check a_command_near_none_gets_no_guess fails_with 2 \
 kbox exec -s x '-1 + 2'
 check code_that_begins_with_a_dash_gets_the_double_dash_hint fails_with 2 \
 	"kbox exec: unknown option -1 (see kbox exec --help); code that begins with '-' goes after --, as in: kbox exec -- '-1 + 2'"
+kbox exec -s x --x
+check code_that_begins_with_two_dashes_gets_the_double_dash_hint fails_with 2 \
+	"kbox exec: unknown option --x (see kbox exec --help); code that begins with '-' goes after --, as in: kbox exec -- '--x'"
+kbox exec -s x --frobnicate
+check an_unknown_long_option_gets_no_code_hint fails_with 2 \
+	"kbox exec: unknown option --frobnicate (see kbox exec --help)"
 
 kbox get -s x -- -name-with-dash extra more
 check double_dash_ends_the_options fails_with 2 \

@@ -92,9 +92,11 @@ static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t l
 	int l = (int)len;
 	switch (why) {
 	case UNKNOWN:
-		/* code that begins with '-' (-1, -x * 2) is taken for options */
+		/* code that begins with '-' (-1, -x * 2, --x: no option's name
+		 * is that short) is taken for options */
 		if (whole && cli_takes_code(cmd) && !strchr(whole, '\'') &&
-		    (strpbrk(whole, " ()[]{}.*+/<>\"#:;,%") || isdigit((unsigned char)whole[1])))
+		    (strpbrk(whole, " ()[]{}.*+/<>\"#:;,%") || isdigit((unsigned char)whole[1]) ||
+		     (whole[1] == '-' && (isdigit((unsigned char)whole[2]) || strlen(whole) <= 4))))
 			cli_error(cmd,
 			          "unknown option %.*s (see kbox %s --help); code that begins with "
 			          "'-' goes after --, as in: kbox %s -- '%s'",
