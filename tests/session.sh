@@ -117,7 +117,8 @@ setup_for restart_says_state_is_lost \
 	logs_follow_keeps_going_until_killed \
 	logs_follow_ends_when_its_reader_has_gone \
 	logs_follow_piped_to_head_ends_while_the_session_runs \
-	logs_follow_ends_when_its_reader_goes_before_reading
+	logs_follow_ends_when_its_reader_goes_before_reading \
+	logs_follow_reads_on_across_a_rotation_every_event_once
 fresh
 kbox start -s rs
 kbox exec -s rs 'v = 1'
@@ -690,7 +691,8 @@ setup_for logs_shows_events_as_lines logs_ndjson_prints_the_raw_lines \
 	logs_follow_ends_when_its_reader_has_gone \
 	logs_follow_piped_to_head_ends_while_the_session_runs \
 	logs_follow_ends_when_its_reader_goes_before_reading \
-	logs_follow_waiting_for_a_log_ends_when_its_reader_has_gone
+	logs_follow_waiting_for_a_log_ends_when_its_reader_has_gone \
+	logs_follow_reads_on_across_a_rotation_every_event_once
 fresh
 kbox logs -s rs
 check logs_shows_events_as_lines eval 'status_is 0 &&
@@ -741,6 +743,39 @@ if [ -z "$SKIPPING" ]; then
 fi
 check logs_follow_waiting_for_a_log_ends_when_its_reader_has_gone status_is 0
 rmdir "$S/nolog" 2>/dev/null
+# -f across a rotation: the log is filled to 50 bytes short of its bound
+# (1 MiB), so the next event rotates it; what -f printed is then the
+# rotated log and the new one, every line once, in order
+# same_as_the_logs FILE: FILE is events.ndjson.1 then events.ndjson of rs
+same_as_the_logs() {
+	[ -s "$S/rs/events.ndjson.1" ] && cat "$S/rs/events.ndjson.1" "$S/rs/events.ndjson" | cmp -s - "$1"
+}
+# lines_of FILE N: FILE has N lines
+lines_of() { [ "$(wc -l <"$1")" = "$2" ]; }
+if [ -z "$SKIPPING" ]; then
+	rm -f "$S/rs/events.ndjson.1"
+	"$KBOX" logs -s rs -f --format ndjson >follow.out 2>follow.err &
+	fpid=$!
+	wait_for lines_of follow.out "$(wc -l <"$S/rs/events.ndjson")"
+	"$PY" - "$S/rs/events.ndjson" $((1048576 - 50)) <<'EOF'
+import os, sys
+path, size = sys.argv[1], int(sys.argv[2])
+line = '{"event":"filler","pad":"%s"}\n'
+with open(path, "a") as f:
+    left = size - os.path.getsize(path)
+    while left > 0:
+        pad = min(left - len(line % ""), 200)
+        f.write(line % ("x" * pad))
+        left -= len(line % "") + pad
+EOF
+	"$KBOX" exec -s rs 'print("after the rotation")' >/dev/null 2>&1
+	wait_for same_as_the_logs follow.out
+	kill "$fpid" 2>/dev/null
+	wait "$fpid" 2>/dev/null
+fi
+check logs_follow_reads_on_across_a_rotation_every_event_once eval '
+	same_as_the_logs follow.out && [ "$(stat -c %s "$S/rs/events.ndjson.1")" -le 1048576 ] &&
+	grep -q "\"event\":\"exec-end\"" "$S/rs/events.ndjson" && [ ! -s follow.err ]'
 
 setup_for complete_json_prints_the_reply \
 	complete_dash_dash_json_is_format_json \
