@@ -113,7 +113,7 @@ cleanup() {
 	for f in "$S"/*/supervisor.pid; do
 		[ -s "$f" ] || continue
 		pid=$(cat "$f")
-		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kbox-supervisor $S/"; then
+		if tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "kbox-supervisor $S/"; then
 			kill -9 "$pid" 2>/dev/null
 		fi
 	done
@@ -546,6 +546,22 @@ val() { awk -v k="$2 " 'index($0, k) == 1 { print substr($0, length(k) + 1); exi
 py() {
 	[ -z "$SKIPPING" ] || return 0
 	"$PY" "$@"
+}
+
+# fill_log PATH SIZE: append filler events to the event log PATH until it
+# is SIZE bytes long (to bring it to its rotation).
+fill_log() {
+	"$PY" - "$1" "$2" <<'EOF'
+import os, sys
+path, size = sys.argv[1], int(sys.argv[2])
+line = '{"event":"filler","pad":"%s"}\n'
+with open(path, "a") as f:
+    left = size - os.path.getsize(path)
+    while left > 0:
+        pad = min(left - len(line % ""), 200)
+        f.write(line % ("x" * pad))
+        left -= len(line % "") + pad
+EOF
 }
 
 # ---- polls: what the product reports, waited for with a bound ----

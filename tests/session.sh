@@ -757,17 +757,7 @@ if [ -z "$SKIPPING" ]; then
 	"$KBOX" logs -s rs -f --format ndjson >follow.out 2>follow.err &
 	fpid=$!
 	wait_for lines_of follow.out "$(wc -l <"$S/rs/events.ndjson")"
-	"$PY" - "$S/rs/events.ndjson" $((1048576 - 50)) <<'EOF'
-import os, sys
-path, size = sys.argv[1], int(sys.argv[2])
-line = '{"event":"filler","pad":"%s"}\n'
-with open(path, "a") as f:
-    left = size - os.path.getsize(path)
-    while left > 0:
-        pad = min(left - len(line % ""), 200)
-        f.write(line % ("x" * pad))
-        left -= len(line % "") + pad
-EOF
+	fill_log "$S/rs/events.ndjson" $((1048576 - 50))
 	"$KBOX" exec -s rs 'print("after the rotation")' >/dev/null 2>&1
 	wait_for same_as_the_logs follow.out
 	kill "$fpid" 2>/dev/null

@@ -249,6 +249,9 @@ long long cli_parse_duration_max(const char *s, long long max_ms);
  * (-t DURATION, --grace DURATION, --ttl DURATION), with one message:
  *   kbox CMD: invalid --OPT "X": expected a duration from 0 to 24d, such as ... */
 int cli_opt_duration(const char *cmd, const cli_option_t *opt, const char *arg);
+/* The same, from 0 to MAX_MS (whole days), EXAMPLES in its message. */
+int cli_opt_duration_max(const char *cmd, const cli_option_t *opt, const char *arg,
+                         long long max_ms, const char *examples);
 int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_json(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg);

@@ -215,16 +215,7 @@ static long long prune_outputs(const char *dir, time_t cutoff, bool dry_run, lon
 /* --older-than DURATION, up to PRUNE_AGE_MAX_MS, into the long long at VALUE. */
 static int older_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
-	long long v = cli_parse_duration_max(arg, PRUNE_AGE_MAX_MS);
-	if (v < 0) {
-		cli_error(cmd,
-		          "invalid --%s \"%s\": expected a duration from 0 to 3650d, such as 12h, "
-		          "7d or 30d",
-		          opt->long_name, arg);
-		return EXIT_USAGE;
-	}
-	*(long long *)opt->value = v;
-	return EXIT_OK;
+	return cli_opt_duration_max(cmd, opt, arg, PRUNE_AGE_MAX_MS, "12h, 7d or 30d");
 }
 
 int cmd_prune(int argc, char **argv)

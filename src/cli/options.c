@@ -403,18 +403,24 @@ long long cli_parse_duration_max(const char *s, long long max_ms)
 	return total;
 }
 
-int cli_opt_duration(const char *cmd, const cli_option_t *opt, const char *arg)
+int cli_opt_duration_max(const char *cmd, const cli_option_t *opt, const char *arg,
+                         long long max_ms, const char *examples)
 {
-	long long v = cli_parse_duration(arg);
+	long long v = cli_parse_duration_max(arg, max_ms);
 	if (v < 0) {
 		cli_error(cmd,
-		          "invalid --%s \"%s\": expected a duration from 0 to 24d, such as 30, "
-		          "1.5s, 500ms, 2m or 1h",
-		          opt->long_name, arg);
+		          "invalid --%s \"%s\": expected a duration from 0 to %lldd, such as %s",
+		          opt->long_name, arg, max_ms / 86400000, examples);
 		return EXIT_USAGE;
 	}
 	*(long long *)opt->value = v;
 	return EXIT_OK;
+}
+
+int cli_opt_duration(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	return cli_opt_duration_max(cmd, opt, arg, CLI_DURATION_MAX_MS,
+	                            "30, 1.5s, 500ms, 2m or 1h");
 }
 
 int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg)

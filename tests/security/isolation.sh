@@ -1015,17 +1015,7 @@ for _ in range(int(sys.argv[2])):
     n += 1
 print(n)
 EOF
-	"$PY" - "$S/x/events.ndjson" $((1048576 - 50)) <<'EOF'
-import os, sys
-path, size = sys.argv[1], int(sys.argv[2])
-line = '{"event":"filler","pad":"%s"}\n'
-with open(path, "a") as f:
-    left = size - os.path.getsize(path)
-    while left > 0:
-        pad = min(left - len(line % ""), 200)
-        f.write(line % ("x" * pad))
-        left -= len(line % "") + pad
-EOF
+	fill_log "$S/x/events.ndjson" $((1048576 - 50))
 	cp "$S/x/events.ndjson" "$W/events.before"
 fi
 kx stop -s x
