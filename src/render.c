@@ -198,6 +198,17 @@ static void buf_kernel(kx_buf_t *b, const char *s, size_t len)
 	}
 }
 
+/* Bound the marker and the note of a text of LEN bytes to it. */
+static void clamp_parts(size_t len, size_t *marker_at, size_t *marker_len, size_t *note_at)
+{
+	if (*note_at > len)
+		*note_at = len;
+	if (*marker_at > *note_at)
+		*marker_at = *note_at;
+	if (*marker_len > *note_at - *marker_at)
+		*marker_len = *note_at - *marker_at;
+}
+
 /* Append the LEN bytes at S, text of the kernel's in which kbox's own
  * lines are MARKER_LEN bytes at MARKER_AT and those from NOTE_AT on (a
  * kbox_text_t's or a kbox_output_t's): the kernel's as buf_kernel does,
@@ -205,12 +216,7 @@ static void buf_kernel(kx_buf_t *b, const char *s, size_t len)
 static void buf_text(kx_buf_t *b, const char *s, size_t len, size_t marker_at, size_t marker_len,
                      size_t note_at)
 {
-	if (note_at > len)
-		note_at = len;
-	if (marker_at > note_at)
-		marker_at = note_at;
-	if (marker_len > note_at - marker_at)
-		marker_len = note_at - marker_at;
+	clamp_parts(len, &marker_at, &marker_len, &note_at);
 	buf_kernel(b, s, marker_at);
 	buf_visible(b, s + marker_at, marker_len);
 	buf_kernel(b, s + marker_at + marker_len, note_at - marker_at - marker_len);
@@ -230,12 +236,7 @@ static void buf_stream_text(kx_buf_t *b, const char *s, size_t len, size_t marke
 		buf_text(b, s, len, marker_at, marker_len, note_at);
 		return;
 	}
-	if (note_at > len)
-		note_at = len;
-	if (marker_at > note_at)
-		marker_at = note_at;
-	if (marker_len > note_at - marker_at)
-		marker_len = note_at - marker_at;
+	clamp_parts(len, &marker_at, &marker_len, &note_at);
 	parts[0][0] = 0;
 	parts[0][1] = marker_at;
 	parts[1][0] = marker_at + marker_len;

@@ -13,37 +13,20 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The bytes of what is in the directory FD, to any depth (never through a
- * link), and its newest modification time into *NEWEST when NEWEST. */
-static long long tree_bytes(int fd, time_t *newest, unsigned depth)
+/* kx_walk's visit for tree_bytes: add what the entry takes on disk. */
+static void add_bytes(int dirfd, const char *name, const struct stat *st, void *arg)
+{
+	(void)dirfd;
+	(void)name;
+	*(long long *)arg += (long long)st->st_blocks * 512;
+}
+
+/* The bytes of what is in the directory FD, 256 levels down (never
+ * through a link). */
+static long long tree_bytes(int fd)
 {
 	long long sum = 0;
-	struct dirent *e;
-	DIR *d;
-	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return 0;
-	if (!(d = fdopendir(dfd))) {
-		close(dfd);
-		return 0;
-	}
-	while ((e = readdir(d))) {
-		struct stat st;
-		int sub;
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		sum += (long long)st.st_blocks * 512;
-		if (newest && st.st_mtime > *newest)
-			*newest = st.st_mtime;
-		if (S_ISDIR(st.st_mode) && depth < 256 &&
-		    (sub = openat(dirfd(d), e->d_name,
-		                  O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
-			sum += tree_bytes(sub, newest, depth + 1);
-			close(sub);
-		}
-	}
-	closedir(d);
+	kx_walk(fd, 256, add_bytes, &sum);
 	return sum;
 }
 
@@ -65,7 +48,7 @@ static long long session_bytes(const char *dir, time_t *last)
 				*last = st.st_mtime;
 	}
 	if (fd >= 0) {
-		n = tree_bytes(fd, NULL, 0);
+		n = tree_bytes(fd);
 		close(fd);
 	}
 	return n;

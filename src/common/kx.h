@@ -274,6 +274,15 @@ int kx_private_dir(const char *dir, char *why, size_t size);
  * a symbolic link.  0 (also when DIR does not exist), or -1 with errno. */
 int kx_empty_dir(const char *dir);
 
+/* Call VISIT(DIRFD, NAME, ST, ARG) for every entry of the directory FD
+ * and, MAX_DEPTH levels down, of its directories (after the directory
+ * itself is visited), never through a symbolic link; what cannot be read
+ * is passed over. */
+struct stat;
+void kx_walk(int fd, unsigned max_depth,
+             void (*visit)(int dirfd, const char *name, const struct stat *st, void *arg),
+             void *arg);
+
 /* A path to bind or connect the unix socket NAME in directory DIR by, into
  * BUF (SIZE at most sizeof sun_path, 108): "DIR/NAME" when that fits, else
  * "/proc/self/fd/N/NAME", N a descriptor of DIR: *DIRFD_P when it is one

@@ -187,6 +187,43 @@ int kx_empty_dir(const char *dir)
 	return rc;
 }
 
+static void walk(int fd, unsigned depth, unsigned max_depth,
+                 void (*visit)(int, const char *, const struct stat *, void *), void *arg)
+{
+	struct dirent *e;
+	DIR *d;
+	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (dfd < 0)
+		return;
+	if (!(d = fdopendir(dfd))) {
+		close(dfd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+		int sub;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		visit(dirfd(d), e->d_name, &st, arg);
+		if (S_ISDIR(st.st_mode) && depth < max_depth &&
+		    (sub = openat(dirfd(d), e->d_name,
+		                  O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+			walk(sub, depth + 1, max_depth, visit, arg);
+			close(sub);
+		}
+	}
+	closedir(d);
+}
+
+void kx_walk(int fd, unsigned max_depth,
+             void (*visit)(int dirfd, const char *name, const struct stat *st, void *arg),
+             void *arg)
+{
+	walk(fd, 0, max_depth, visit, arg);
+}
+
 int kx_unix_path(char *buf, size_t size, const char *dir, const char *name, int *dirfd_p)
 {
 	int n = snprintf(buf, size, "%s/%s", dir, name);

@@ -229,35 +229,26 @@ static int take_uid(int ufd, uid_t uid, const char *dir, const struct stat *st, 
 	return 0;
 }
 
+/* Whose entries are given to whom: REOWN's argument. */
+typedef struct {
+	uid_t from, to;
+	gid_t gid;
+} reown_t;
+
+/* kx_walk's visit for reown. */
+static void reown_one(int dirfd, const char *name, const struct stat *st, void *arg)
+{
+	const reown_t *r = arg;
+	if (st->st_uid == r->from)
+		fchownat(dirfd, name, r->to, r->gid, AT_SYMLINK_NOFOLLOW);
+}
+
 /* Give every entry of the directory FD (and below, REOWN_DEPTH levels)
  * owned by FROM to TO (group GID), never following a link. */
-static void reown(int fd, uid_t from, uid_t to, gid_t gid, unsigned depth)
+static void reown(int fd, uid_t from, uid_t to, gid_t gid)
 {
-	struct dirent *e;
-	DIR *d;
-	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return;
-	if (!(d = fdopendir(dfd))) {
-		close(dfd);
-		return;
-	}
-	while ((e = readdir(d))) {
-		struct stat st;
-		int sub;
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (st.st_uid == from)
-			fchownat(dirfd(d), e->d_name, to, gid, AT_SYMLINK_NOFOLLOW);
-		if (S_ISDIR(st.st_mode) && depth < REOWN_DEPTH &&
-		    (sub = openat(dirfd(d), e->d_name,
-		                  O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
-			reown(sub, from, to, gid, depth + 1);
-			close(sub);
-		}
-	}
-	closedir(d);
+	reown_t r = {from, to, gid};
+	kx_walk(fd, REOWN_DEPTH, reown_one, &r);
 }
 
 /* The session's own directories, now UID's: what an earlier uid of the
@@ -273,7 +264,7 @@ static void reown_session(int dfd, uid_t old, uid_t uid, gid_t gid)
 			continue;
 		if (fstat(fd, &st) == 0 && st.st_uid == old)
 			fchownat(fd, "", uid, gid, AT_EMPTY_PATH);
-		reown(fd, old, uid, gid, 0);
+		reown(fd, old, uid, gid);
 		close(fd);
 	}
 }
