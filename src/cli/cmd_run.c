@@ -32,18 +32,28 @@ typedef struct {
 } cell_t;
 
 /* A private session directory for this run under $XDG_RUNTIME_DIR or
- * /tmp (0700), into BUF.  Under root a SANDBOXED run's is in /tmp: the
- * sandbox user must reach it, and root's runtime directory is closed.  0,
- * or -1 (printed). */
+ * /tmp (0700), into BUF, marked as kbox state (kr_state_mark) before
+ * anything is in it, so that no other session takes it, or a directory
+ * holding it, as a workspace.  Under root a SANDBOXED run's is in /tmp:
+ * the sandbox user must reach it, and root's runtime directory is
+ * closed.  0, or -1 (printed). */
 static int make_run_dir(char *buf, size_t size, bool sandboxed)
 {
 	const char *base = getenv("XDG_RUNTIME_DIR");
+	kbox_error_t err = {0};
+
 	if (!base || !*base || (sandboxed && geteuid() == 0) || access(base, W_OK | X_OK) < 0)
 		base = "/tmp";
 	snprintf(buf, size, "%s/kbox-run-XXXXXX", base);
 	if (!mkdtemp(buf)) {
 		cli_error("run", "cannot create a session directory under %s: %s", base,
 		          strerror(errno));
+		buf[0] = '\0';
+		return -1;
+	}
+	if (kr_state_mark(buf, &err) < 0) {
+		cli_error("run", "%s", err.msg);
+		rmdir(buf);
 		buf[0] = '\0';
 		return -1;
 	}

@@ -124,9 +124,7 @@ static int mkdirs(const char *path, kbox_error_t *err)
 	return 0;
 }
 
-/* Mark HOME as a kbox state directory (KR_STATE_MARK), once: a file made
- * with O_EXCL, never through a link.  0, or -1 with ERR. */
-static int state_mark(const char *home, kbox_error_t *err)
+int kr_state_mark(const char *home, kbox_error_t *err)
 {
 	char path[4096];
 	int fd;
@@ -241,7 +239,7 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	/* the state dir must not be open to others: check it before making
 	 * anything inside it */
 	if (mkdirs(home, err) < 0 || kr_session_check_home(home, err) < 0 ||
-	    state_mark(home, err) < 0 || mkdirs(dir, err) < 0 ||
+	    kr_state_mark(home, err) < 0 || mkdirs(dir, err) < 0 ||
 	    kbox_check_private_dir(dir, err) < 0)
 		goto fail;
 	{

@@ -56,6 +56,11 @@ char *kr_state_home(kbox_error_t *err);
 	"This is a kbox state directory: its sessions' keys, sockets and workspaces.\n" \
 	"kbox refuses it, anything in it and anything holding it as a workspace.\n"
 
+/* Mark DIR as a kbox state directory (KR_STATE_MARK), once: a file made
+ * with O_EXCL, never through a link.  A state directory of sessions and
+ * a session directory of its own (kbox run's) alike.  0, or -1 with ERR. */
+int kr_state_mark(const char *dir, kbox_error_t *err);
+
 /* The environment a supervisor is started with (new, as kx_argv_take;
  * NULL when out of memory), made by kbox, never the caller's inherited
  * whole, so that no secret of the caller's (OPENAI_API_KEY, a token)

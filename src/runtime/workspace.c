@@ -386,9 +386,27 @@ static bool home_refuses(const char *dir, const char *home, char *why, size_t si
 /* The entries of a sessions directory read for a session.json. */
 #define STATE_SESSIONS_SEEN 256
 
+/* Whether the directory open at FD is a session's own: its session.json
+ * beside its control socket, its connection files or its supervisor's
+ * pid (kbox run's private session, or a session of a kbox before it
+ * marked them). */
+static bool is_session_dir(int fd)
+{
+	static const char *const beside[] = {"control.sock", "run", "supervisor.pid"};
+	struct stat st;
+
+	if (fstatat(fd, "session.json", &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return false;
+	for (size_t i = 0; i < sizeof beside / sizeof beside[0]; i++)
+		if (fstatat(fd, beside[i], &st, AT_SYMLINK_NOFOLLOW) == 0)
+			return true;
+	return false;
+}
+
 /* Whether the directory open at FD is a kbox state directory: one that
- * holds KR_STATE_MARK, or a sessions directory with a session in it
- * (NAME/session.json: a state directory of a kbox before the mark). */
+ * holds KR_STATE_MARK, a session's own (is_session_dir), or a sessions
+ * directory with a session in it (NAME/session.json: a state directory
+ * of a kbox before the mark). */
 static bool is_state_dir(int fd)
 {
 	struct stat st;
@@ -398,7 +416,7 @@ static bool is_state_dir(int fd)
 	DIR *d;
 	int sfd;
 
-	if (fstatat(fd, KR_STATE_MARK, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	if (fstatat(fd, KR_STATE_MARK, &st, AT_SYMLINK_NOFOLLOW) == 0 || is_session_dir(fd))
 		return true;
 	if ((sfd = openat(fd, "sessions", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return false;
@@ -430,7 +448,7 @@ typedef struct {
 static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
 {
 	struct dirent *e;
-	bool mark = false, sessions = false;
+	bool mark = false, sessions = false, session = false;
 	DIR *d;
 	int dfd;
 
@@ -455,8 +473,9 @@ static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
 	while ((e = readdir(d))) {
 		mark |= strcmp(e->d_name, KR_STATE_MARK) == 0;
 		sessions |= strcmp(e->d_name, "sessions") == 0;
+		session |= strcmp(e->d_name, "session.json") == 0;
 	}
-	if ((mark || sessions) && is_state_dir(dirfd(d))) {
+	if ((mark || sessions || session) && is_state_dir(dirfd(d))) {
 		w->found = 1;
 		closedir(d);
 		return;

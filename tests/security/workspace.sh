@@ -113,6 +113,41 @@ kbox run --workspace proj2/x/kh/sessions/s1 -c 'print(1)'
 check row44_workspace_in_another_state_directory_is_refused refused proj2/x/kh/sessions/s1 \
 	"$(pwd -P)/proj2/x/kh/sessions/s1 is in the kbox state directory $(pwd -P)/proj2/x/kh"
 
+# kbox run's own session directory ($XDG_RUNTIME_DIR/kbox-run-*), which
+# holds its kernel's key and sockets while it runs (as an ordinary user
+# every sandbox is of one uid): found by its mark, so a directory that
+# holds it is refused.  The run waits in its cell until the check is done.
+fresh
+mkdir xdg && chmod 700 xdg
+XDG_RUNTIME_DIR=$T/xdg timeout -k 5 120 "$KBOX" run --backend none -c "
+import os, time
+open('$T/ready', 'w').close()
+while not os.path.exists('$T/go'):
+    time.sleep(0.05)" >run.out 2>run.err </dev/null &
+bg=$!
+wait_for test -e ready
+set -- xdg/kbox-run-*
+kbox run --workspace xdg -c 'print(1)'
+: >go
+wait $bg
+check row44_workspace_holding_a_running_kbox_run_directory_is_refused refused xdg \
+	"$(pwd -P)/xdg holds the kbox state directory $(pwd -P)/$1"
+
+# a session's own directory without the mark (a kbox before it wrote
+# one): its session.json beside its sockets, connection files or pid
+fresh
+mkdir -p proj/a/s1/run proj/b/s2 proj/c/s3
+echo '{}' | tee proj/a/s1/session.json proj/b/s2/session.json proj/c/s3/session.json >/dev/null
+: >proj/b/s2/supervisor.pid
+kbox run --workspace proj/a -c 'print(1)'
+check row44_workspace_holding_an_unmarked_session_directory_is_refused refused proj/a \
+	"$(pwd -P)/proj/a holds the kbox state directory $(pwd -P)/proj/a/s1"
+kbox run --workspace proj/b/s2 -c 'print(1)'
+check row44_workspace_that_is_an_unmarked_session_directory_is_refused refused proj/b/s2 \
+	"$(pwd -P)/proj/b/s2 is a kbox state directory"
+kbox run --backend none --workspace proj/c -c 'print(1)'
+check row44_a_lone_session_json_is_no_state_directory stdout_is 1
+
 # one of our directories kbox may not read (mode 0311) could hold one,
 # and the code, our uid, could chmod it and look: refused.  (Root reads
 # every directory: only an ordinary user meets this.)
