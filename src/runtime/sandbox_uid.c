@@ -9,7 +9,8 @@
  * lock; the session keeps its uid in SESSION_DIR/sandbox.uid.  A uid goes
  * back when its session's directory goes: kbox run's at its end
  * (kr_session_uid_release), any other's when a uid is wanted and its
- * record names a directory that is no longer there. */
+ * record names a directory that is no longer there, and no process runs
+ * as it. */
 #include "runtime/runtime.h"
 #include "runtime/session.h"
 
@@ -183,6 +184,41 @@ static bool record_live(int ufd, uid_t uid)
 	return live;
 }
 
+/* Whether a process runs as UID (any of its real, effective, saved and
+ * file-system uids), as /proc shows them: a session whose directory no
+ * longer resolves from here (renamed while its sandbox runs, or in
+ * another mount namespace) still holds its uid while its sandbox runs. */
+static bool uid_in_use(uid_t uid)
+{
+	struct dirent *e;
+	bool yes = false;
+	DIR *d = opendir("/proc");
+
+	if (!d)
+		return true; /* cannot tell: never hand out a uid that may run */
+	while (!yes && (e = readdir(d))) {
+		char path[64], line[256];
+		unsigned long r, eu, su, fu;
+		FILE *f;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%.20s/status", e->d_name);
+		if (!(f = fopen(path, "re")))
+			continue; /* gone meanwhile */
+		while (fgets(line, sizeof line, f)) {
+			if (strncmp(line, "State:\tZ", 8) == 0)
+				break; /* a zombie runs nothing (and no init may reap it) */
+			if (sscanf(line, "Uid: %lu %lu %lu %lu", &r, &eu, &su, &fu) == 4) {
+				yes = r == uid || eu == uid || su == uid || fu == uid;
+				break;
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return yes;
+}
+
 /* Whether the record of UID in UFD names the directory ST is (its device
  * and inode): the session's own, not one whose sandbox.uid was copied. */
 static bool record_is(int ufd, uid_t uid, const struct stat *st)
@@ -194,8 +230,8 @@ static bool record_is(int ufd, uid_t uid, const struct stat *st)
 }
 
 /* Take UID for the session DIR (open at DFD, ST): its record made with
- * O_EXCL, or a stale one replaced.  0; 1 when another session holds it; -1
- * with ERR. */
+ * O_EXCL, or a stale one replaced, never while a process runs as it
+ * (uid_in_use).  0; 1 when another session holds it; -1 with ERR. */
 static int take_uid(int ufd, uid_t uid, const char *dir, const struct stat *st, kbox_error_t *err)
 {
 	char name[32], line[PATH_MAX + 64];
@@ -213,12 +249,17 @@ static int take_uid(int ufd, uid_t uid, const char *dir, const struct stat *st, 
 		if (errno != EEXIST)
 			return kbox_error_set_sys(err, "cannot record uid %s in %s", name,
 			                          KR_UID_DIR);
-		if (tries || record_live(ufd, uid))
+		if (tries || record_live(ufd, uid) || uid_in_use(uid))
 			return 1;
 		unlinkat(ufd, name, 0); /* its session went: the uid is free */
 	}
 	if (fd < 0)
 		return 1;
+	if (uid_in_use(uid)) { /* its record lost, its sandbox not gone */
+		close(fd);
+		unlinkat(ufd, name, 0);
+		return 1;
+	}
 	if (write(fd, line, (size_t)n) != n || fsync(fd) < 0) {
 		kbox_error_set_sys(err, "cannot record uid %s in %s", name, KR_UID_DIR);
 		close(fd);

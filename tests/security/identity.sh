@@ -371,6 +371,21 @@ EOF
 		rc_is icopy 0 && [ -n "$ICOPY" ] && ne "$ICOPY" "$XU" &&
 		eq "$(stat -c %u "$S/icopy/workspace/made")" "$ICOPY"'
 	"$KBOX" rm -f icopy >/dev/null 2>&1
+	# a session whose directory moved while it runs (renamed, or seen from
+	# another mount namespace) keeps its uid: its record no longer names
+	# it, but the uid's processes run, so no other session takes it
+	kx_one start -s p5
+	keep p5
+	P5=$(status_field p5 sandbox_uid)
+	mv "$S/p5" "$S/p5moved"
+	kx_one start -s p6
+	keep p6_in_use
+	DIAG="p5 p6_in_use"
+	check "row44_under_root_a_uid_whose_session_moved_while_it_runs_is_not_taken" eval '
+		rc_is p5 0 && eq "$P5" "$LAST" && ! rc_is p6_in_use 0 >/dev/null &&
+		grep -qF "all 1 sandbox uids ($LAST-$LAST, the sandbox user $SU'"'"'s range) are taken by sessions" "$W/p6_in_use.err"'
+	"$KBOX" stop -s p5moved >/dev/null 2>&1
+	"$KBOX" rm -f p5moved p6 >/dev/null 2>&1
 	# a range that overlaps another user's subordinate uids (their
 	# containers' files) is refused, naming whose
 	printf 'someone:%s:5\n%s:%s:1\n' "$LAST" "$SU" "$LAST" >"$W/subuid.shared"
