@@ -250,13 +250,18 @@ static int cmp_names(const void *a, const void *b)
 }
 
 /* Append to B the line of list_files for the entry NAME of the directory
- * DIRFD: NAME escaped (kx_name_escape), then "/" for a directory, "@" for
- * a symbolic link, its size for a file, what it is for anything else. */
+ * DIRFD: NAME escaped (kx_name_escape), after a backslash when it begins
+ * with "[" (so that no name reads as the listing's own "[... N more"
+ * line: a backslash of the name itself is "\\"), then "/" for a
+ * directory, "@" for a symbolic link, its size for a file, what it is for
+ * anything else. */
 static void entry_line(kx_buf_t *b, int dirfd, const char *name)
 {
 	char shown[KX_NAME_ESCAPED_MAX(NAME_MAX)], sz[32];
 	struct stat st;
 
+	if (name[0] == '[')
+		kx_buf_append(b, "\\", 1);
 	kx_name_escape(name, strlen(name), shown, sizeof shown);
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		kx_buf_appendf(b, "%s\n", shown);

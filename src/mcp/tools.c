@@ -65,7 +65,8 @@ json_t *mcp_tools_list(void)
 	        "List a directory of the workspace that run_python's code works in (the workspace "
 	        "root without a path): one entry a line, directories ending in /, files with their "
 	        "size; in names, a backslash, control characters and bytes not UTF-8 are escaped "
-	        "(\\\\, \\n, \\t, \\r, \\xNN).",
+	        "(\\\\, \\n, \\t, \\r, \\xNN), and a name beginning with [ is shown after a "
+	        "backslash (\\[), never as the listing's own [... N more entries] line.",
 	        "inputSchema", "type", "object", "properties", "path", path, "additionalProperties",
 	        0, "annotations", "readOnlyHint", 1, "name", "read_file", "title", "Read a file",
 	        "description",

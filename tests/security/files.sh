@@ -577,7 +577,7 @@ if [ -z "$SKIPPING" ] && selected row45_list_of_120000_long_non_utf8_names_shows
 	row45_list_shows_the_first_1000_names_of_1500_and_counts_the_rest \
 	row45_read_file_of_a_1_gib_file_is_refused_by_its_size \
 	row45_read_image_of_a_1_gib_file_is_refused_by_its_size \
-	row46_list_escapes_separators_bidi_controls_and_zero_width_characters; then
+	row46_list_escapes_separators_bidi_controls_zero_width_characters_and_quotes_a_leading_bracket; then
 	timeout -k 5 120 "$PY" - "$KBOX" "$S/fs/workspace" "$R45" <<'PYEOF'
 import json, os, random, subprocess, sys
 kbox, ws, out = sys.argv[1:4]
@@ -603,7 +603,8 @@ for n in res.setdefault("names", ["a%sb-%04x" % (chr(c), c) for c in (
         0x2028, 0x2029, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067,
         0x2068, 0x2069, 0x200e, 0x200f, 0x061c, 0x200b, 0x200c, 0x200d, 0x2060,
         0xfeff)] + ["notes.txt\u2028secrets.txt\t1 KiB", "caf\u00e9", "\u4e2d\u6587",
-                    "\U0001f600", "x\\y"]):
+                    "\U0001f600", "x\\y", "[draft].txt",
+                    "[... 5 more entries not shown]"]):
     os.close(os.open(n, os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=names))
 with open("huge", "wb", opener=lambda p, f: os.open(p, f, 0o600, dir_fd=d)) as f:
     f.truncate(1 << 30)
@@ -674,14 +675,15 @@ check row45_read_file_of_a_1_gib_file_is_refused_by_its_size r45 read_file \
 	'j["read_file"] == [True, "read_file: huge is 1073741824 bytes, more than the 1048576 bytes this tool returns"]'
 check row45_read_image_of_a_1_gib_file_is_refused_by_its_size r45 read_image \
 	'j["read_image"] == [True, "read_image: huge is 1073741824 bytes, more than the 5242880 bytes this tool returns"]'
-check row46_list_escapes_separators_bidi_controls_and_zero_width_characters r45 names_list '
+check row46_list_escapes_separators_bidi_controls_zero_width_characters_and_quotes_a_leading_bracket r45 names_list '
 (lambda exp: j["names_list"] == [False, "".join(exp[k] + "\t0 bytes\n" for k in sorted(exp, key=str.encode))])(dict(
  [("a%sb-%04x" % (chr(c), c), "a\\u%04xb-%04x" % (c, c)) for c in (0x2028, 0x2029, 0x202a,
   0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069, 0x200e, 0x200f, 0x061c,
   0x200b, 0x200c, 0x200d, 0x2060, 0xfeff)] +
  [("notes.txt\u2028secrets.txt\t1 KiB", "notes.txt\\u2028secrets.txt\\t1 KiB"),
   ("caf\u00e9", "caf\u00e9"), ("\u4e2d\u6587", "\u4e2d\u6587"), ("\U0001f600", "\U0001f600"),
-  ("x\\y", "x\\\\y")]))'
+  ("x\\y", "x\\\\y"), ("[draft].txt", "\\[draft].txt"),
+  ("[... 5 more entries not shown]", "\\[... 5 more entries not shown]")]))'
 
 # An image type that kbox does not save is named by the kernel's own key
 # of its display data: it cannot pose as another line.
