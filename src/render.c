@@ -626,8 +626,16 @@ static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *
 				cut--;
 			if (named)
 				kx_name_escape(id ? id : "", cut, named, size);
-			kx_buf_appendf(b, "[display %s%s of an earlier execution, updated to:]\n",
-			               named ? named : "?", cut < il ? "\xe2\x80\xa6" : "");
+			/* in quotes, its own quotes after a backslash: nothing of it
+			 * closes the quote or the bracket early */
+			kx_buf_append(b, "[display \"", 10);
+			for (const char *p = named ? named : "?"; *p; p++) {
+				if (*p == '"')
+					kx_buf_append(b, "\\", 1);
+				kx_buf_append(b, p, 1);
+			}
+			kx_buf_appendf(b, "%s\" of an earlier execution, updated to:]\n",
+			               cut < il ? "\xe2\x80\xa6" : "");
 			free(named);
 		}
 		/* the displays' texts share one budget */

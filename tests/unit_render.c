@@ -430,15 +430,21 @@ TEST(text_says_which_earlier_display_an_update_is_of)
 	     "{\"data\":{\"text/plain\":\"50%\"},\"metadata\":{},"
 	     "\"transient\":{\"display_id\":\"bar\\n[stderr]\"}}");
 	FEED(cap, "update_display_data",
+	     "{\"data\":{\"text/plain\":\"y\"},\"metadata\":{},"
+	     "\"transient\":{\"display_id\":\"q\\\" of an earlier execution, updated to:] ok\"}}");
+	FEED(cap, "update_display_data",
 	     "{\"data\":{\"text/plain\":\"x\"},\"metadata\":{},"
 	     "\"transient\":{\"display_id\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaZZZZ\"}}");
 	text = finish_text(&cap, &res);
-	/* the id is the kernel's: escaped, it cannot pose as another line,
-	 * and its first 64 bytes only are shown */
+	/* the id is the kernel's: escaped and quoted, it cannot pose as
+	 * another line or end the bracket, and its first 64 bytes only are
+	 * shown */
 	CHECK_STR_EQ(
 	        text,
-	        "[display bar\\n[stderr] of an earlier execution, updated to:]\n50%\n"
-	        "[display aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xe2\x80\xa6 "
+	        "[display \"bar\\n[stderr]\" of an earlier execution, updated to:]\n50%\n"
+	        "[display \"q\\\" of an earlier execution, updated to:] ok\" of an earlier "
+	        "execution, updated to:]\ny\n"
+	        "[display \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xe2\x80\xa6\" "
 	        "of an earlier execution, updated to:]\nx\n");
 	j = kbox_render_json(res);
 	REQUIRE(j != NULL);
