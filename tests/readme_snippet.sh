@@ -30,6 +30,7 @@ t = run_python("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()
                session="readme")
 print("step4", t.startswith("[image saved: ") and t.endswith(".png]"))
 print("step5", repr(run_python("1", session="no such/session")))
+print("step7", repr(run_python("1", timeout=99999999, session="readme")))
 # another execution holds the kernel for all of the call's timeout: busy
 # (from when it has made "holding" in the workspace until "release" is)
 import os, subprocess, time
@@ -56,6 +57,8 @@ check an_error_shows_its_traceback eval '[ "$(sed -n "s/^step3 //p" stdout)" = T
 check a_chart_is_a_saved_path eval '[ "$(sed -n "s/^step4 //p" stdout)" = True ]'
 check kbox_failures_come_back_as_one_line eval '
 	sed -n "s/^step5 //p" stdout | grep -q "^'"'"'kbox: invalid session name"'
+check a_timeout_out_of_range_comes_back_as_one_line eval '
+	sed -n "s/^step7 //p" stdout | grep -qF "'"'"'kbox: invalid --timeout \"99999999\": expected a duration from 0 to 24d"'
 check a_busy_session_comes_back_as_one_line eval '
 	sed -n "s/^step6 //p" stdout | grep -q "^'"'"'kbox: session readme: the session was busy running other code"'
 tests_done

@@ -56,10 +56,12 @@ params = {"openai": lambda t: t["function"]["parameters"],
           "anthropic": lambda t: t["input_schema"], "mcp": lambda t: t["inputSchema"]}[api](tool)
 jsonschema.Draft202012Validator.check_schema(params)
 v = jsonschema.Draft202012Validator(params)
-for ok in [{"code": "1 + 1"}, {"code": "x", "timeout": 30}, {"code": "", "timeout": 0.5}]:
+for ok in [{"code": "1 + 1"}, {"code": "x", "timeout": 30}, {"code": "", "timeout": 0.5},
+           {"code": "x", "timeout": 2073600}]:
     assert v.is_valid(ok), ok
 for bad in [{}, {"timeout": 3}, {"code": 1}, {"code": "x", "timeout": "3"},
-            {"code": "x", "timeout": -1}, {"code": "x", "other": 1}]:
+            {"code": "x", "timeout": -1}, {"code": "x", "timeout": 2073601},
+            {"code": "x", "other": 1}]:
     assert not v.is_valid(bad), bad
 desc = tool["function"]["description"] if api == "openai" else tool["description"]
 for needed in ["persist", "pandas", "no network", "/workspace", "path", "Print", "Never compute",

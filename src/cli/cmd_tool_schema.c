@@ -48,13 +48,14 @@ const char *cli_tool_description(void)
 static json_t *parameters(void)
 {
 	return json_pack(
-	        "{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:s}}, s:[s], s:b}", "type", "object",
+	        "{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:I, s:s}}, s:[s], s:b}", "type", "object",
 	        "properties", "code", "type", "string", "description",
 	        "The Python code to run, as a notebook cell: statements, and optionally an "
 	        "expression last, whose value is shown.",
-	        "timeout", "type", "number", "minimum", 0, "description",
-	        "Seconds the code may run before it is interrupted (its state is kept); 0 or absent: "
-	        "no limit.",
+	        "timeout", "type", "number", "minimum", 0, "maximum",
+	        (json_int_t)(CLI_DURATION_MAX_MS / 1000), "description",
+	        "Seconds the code may run before it is interrupted (its state is kept), at most 24 "
+	        "days; 0 or absent: no limit.",
 	        "required", "code", "additionalProperties", 0);
 }
 
