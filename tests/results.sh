@@ -286,7 +286,14 @@ check a_numbering_jump_is_not_counted_as_lost eval 'status_is 0 && py "r[\"notic
 fresh
 kbox exec -s r 'name = input("Name? ")'
 check input_without_i_is_one_line_saying_how_to_give_it eval 'status_is 1 &&
-	stdout_is "StdinNotImplementedError: input() is not available here: put the values in the code (kbox exec and run take each line with -i LINE or --input-file FILE)"'
+	stdout_is "StdinNotImplementedError: input() is not available here: put the values in the code" &&
+	stderr_is "kbox exec: the code asked for input: give each line with -i LINE or --input-file FILE"'
+
+# in JSON, the result alone says it (the hint is for a person at a terminal)
+fresh
+kbox exec -s r --format json 'name = input("Name? ")'
+check input_without_i_in_json_has_no_hint eval 'status_is 1 && stderr_empty &&
+	py "r[\"error\"][\"traceback\"][\"text\"] == \"StdinNotImplementedError: input() is not available here: put the values in the code\\n\""'
 
 fresh
 kbox exec -s r -i Ada 'a = input("Name? "); b = input("Again? "); print(a)'

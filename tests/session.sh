@@ -458,6 +458,21 @@ check exec_starting_a_new_session_says_so_on_stderr stderr_is \
 kbox exec -s ex 'print("again")'
 check exec_says_a_session_is_new_once eval 'status_is 0 && stdout_is again && stderr_empty'
 
+# a new session that does not start is never said to have started: one
+# line says why, and nothing of it is left
+setup_for exec_a_new_session_that_fails_to_start_is_not_said_to_have_started
+fresh
+mkdir -p kp/kernels/python3
+echo '{"argv": ["/bin/false", "{connection_file}"], "display_name": "broken", "language": "python"}' \
+	>kp/kernels/python3/kernel.json
+if [ -z "$SKIPPING" ]; then
+	JUPYTER_PATH=$T/kp timeout -k 5 120 "$KBOX" exec -s exbroken 'print(1)' >stdout 2>stderr
+	rc=$?
+fi
+check exec_a_new_session_that_fails_to_start_is_not_said_to_have_started eval '
+	fails_with 5 "kbox exec: session exbroken: the kernel exited with status 1 before it was ready" &&
+	[ ! -e "$S/exbroken" ]'
+
 setup_for exec_raise_exits_1
 fresh
 kbox exec -s ex 'raise ValueError("boom")'

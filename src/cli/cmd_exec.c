@@ -141,6 +141,13 @@ static void exec_print_reply(const char *cmd, const char *name, const kr_ctl_exe
 	} else if (!is_text(req->format))
 		cli_print_json_line(json_incref(json_object_get(m, "result")));
 	fflush(stdout);
+	/* the result says to put the values in the code, for a model; a
+	 * person may rather give the lines */
+	if (is_text(req->format) && json_is_true(json_object_get(m, "input_refused")))
+		fprintf(stderr,
+		        "kbox %s: the code asked for input: give each line with -i LINE or "
+		        "--input-file FILE\n",
+		        cmd);
 	r->status = exit_of(json_string_value(json_object_get(m, "status")));
 	r->inputs_used = (size_t)json_integer_value(json_object_get(m, "inputs_used"));
 	snprintf(r->reason, sizeof r->reason, "%s",

@@ -388,11 +388,6 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			        have.backend);
 		kr_session_config_free(&have);
 	}
-	/* a new session that kbox exec, mcp or agent makes for the code they
-	 * run: its first result, and the person, hear that it is new (a
-	 * mistyped name makes one) */
-	if (first && !config)
-		cli_error(cmd, "session %s is new: started it (kbox ls lists the sessions)", name);
 	if ((rfd = spawn_supervisor(cmd, dir, first && !config)) < 0) {
 		status = EXIT_UNAVAILABLE;
 		goto out;
@@ -413,8 +408,16 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		cli_error(cmd, "session %s: %s", name, said ? said : "the supervisor failed");
 		free(said);
 		status = EXIT_UNAVAILABLE;
-	} else if (started)
-		*started = true;
+	} else {
+		/* a new session that kbox exec, mcp or agent made for the code
+		 * they run: its first result, and the person, hear that it is new
+		 * (a mistyped name makes one), once it has started */
+		if (first && !config)
+			cli_error(cmd, "session %s is new: started it (kbox ls lists the sessions)",
+			          name);
+		if (started)
+			*started = true;
+	}
 	json_decref(ready);
 out:
 	close(lock);

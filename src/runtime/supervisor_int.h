@@ -96,6 +96,7 @@ struct job {
 	json_t *earlier_json;
 	bool abandoned;       /* its client went away while it ran */
 	bool interrupt_asked; /* a client asked for an interrupt while it ran */
+	bool input_refused;   /* the code asked for input and none was given */
 	/* its own variables ("env"): set by a silent execution before it,
 	 * restored by another after it */
 	int env_phase; /* 0 none; 1 setting them; 2 set, the code runs; 3 restoring */

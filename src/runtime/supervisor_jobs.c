@@ -379,10 +379,11 @@ static void result_explain(job_t *j, kbox_result_t *res)
 		         j->e.n_inputs, j->e.n_inputs == 1 ? "" : "s");
 		kbox_result_set_error_text(res, line);
 	} else if (error_is(res, "StdinNotImplementedError") && !j->e.has_inputs) {
-		kbox_result_set_error_text(
-		        res, "StdinNotImplementedError: input() is not available here: put the "
-		             "values in the code (kbox exec and run take each line with -i LINE "
-		             "or --input-file FILE)");
+		/* what a model can do; how a person gives lines is the client's
+		 * to say (input_refused) */
+		kbox_result_set_error_text(res, "StdinNotImplementedError: input() is not "
+		                                "available here: put the values in the code");
+		j->input_refused = true;
 	}
 }
 
@@ -469,6 +470,8 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 	json_object_set_new(r, "reason", json_string(kbox_result_reason(res)));
 	json_object_set_new(r, "inputs_used",
 	                    json_integer((json_int_t)kbox_exec_inputs_answered(x)));
+	if (j->input_refused)
+		json_object_set_new(r, "input_refused", json_true());
 	if (j->conn->events_dropped)
 		json_object_set_new(r, "events_dropped",
 		                    json_integer((json_int_t)j->conn->events_dropped));
