@@ -377,9 +377,42 @@ def t_files():
     r = ok_result(s.call("list_files", {"path": "sub"}))
     assert r["content"][0]["text"].startswith("b.bin\t"), r
     r = ok_result(s.call("read_file", {"path": "sub/b.bin"}))
-    assert r["isError"] and "not a text file" in r["content"][0]["text"], r
+    assert r == {"content": [{"type": "text", "text": "read_file: sub/b.bin is not a text file "
+                              "(it is binary, or not UTF-8): read it with code (run_python), "
+                              "or an image with read_image"}], "isError": True}, r
+    # 2 MiB of "a": two parts of 1 MiB, the first says where the second is
     r = ok_result(s.call("read_file", {"path": "big.txt"}))
-    assert r["isError"] and "more than the 1048576 bytes" in r["content"][0]["text"], r
+    assert r["isError"] is False and r["content"] == [
+        {"type": "text", "text": "a" * (1 << 20)},
+        {"type": "text", "text": "[... 1048576 more bytes: read_file with offset 1048576]"}], \
+        str(r)[-300:]
+    r = ok_result(s.call("read_file", {"path": "big.txt", "offset": 1 << 20}))
+    assert r == {"content": [{"type": "text", "text": "a" * (1 << 20)}], "isError": False}, \
+        str(r)[-300:]
+    for off, why in ((2 << 20, "read_file: offset 2097152 is past the end of big.txt "
+                                "(2097152 bytes)"),
+                     (-1, 'read_file: "offset" must be a whole number of bytes, 0 or more'),
+                     ("5", 'read_file: "offset" must be a whole number of bytes, 0 or more')):
+        r = ok_result(s.call("read_file", {"path": "big.txt", "offset": off}))
+        assert r == {"content": [{"type": "text", "text": why}], "isError": True}, (off, r)
+    # parts end at a line, or between characters; an offset inside one is refused
+    s.call("run_python", {"code": "open('lines.txt', 'w').write(('\u00e9' * 99 + '\\n') * 12000)"})
+    whole, off, parts = "", 0, 0
+    while True:
+        r = ok_result(s.call("read_file", {"path": "lines.txt", "offset": off}))
+        assert r["isError"] is False and r["content"][0]["text"].endswith("\n"), str(r)[-300:]
+        whole += r["content"][0]["text"]
+        parts += 1
+        if len(r["content"]) == 1:
+            break
+        note = r["content"][1]["text"]
+        off += len(r["content"][0]["text"].encode())
+        assert note == "[... %d more bytes: read_file with offset %d]" % (
+            12000 * 199 - off, off), note
+    assert parts == 3 and whole == ("\u00e9" * 99 + "\n") * 12000, parts
+    r = ok_result(s.call("read_file", {"path": "lines.txt", "offset": 1}))
+    assert text_of({"result": r}) == ("read_file: offset 1 is inside a character of lines.txt: "
+                                      "give an offset a result gave, or 0") and r["isError"], r
     r = ok_result(s.call("write_file", {"path": "nodir/x.txt", "content": "x"}))
     assert r["isError"] and "does not exist" in r["content"][0]["text"], r
 
@@ -504,6 +537,20 @@ def t_read_spill():
     r = ok_result(s.call("read_file", {"path": spill}))
     assert r.get("isError") is False and r["content"][0]["text"] == "".join(
         f"{i}\n" for i in range(5000)), str(r)[:300]
+    # a spill of more than 1 MiB, read in parts (an output is not the
+    # kernel's to read: an image there is read_image's)
+    r = ok_result(s.call("run_python", {"code": "for i in range(300000): print(i)"}))
+    big = r["structuredContent"]["stdout"]["spill_path"]
+    want = "".join(f"{i}\n" for i in range(300000))
+    got, off = "", 0
+    while True:
+        r = ok_result(s.call("read_file", {"path": big, "offset": off}))
+        assert r["isError"] is False, str(r)[:300]
+        got += r["content"][0]["text"]
+        if len(r["content"]) == 1:
+            break
+        off = int(r["content"][1]["text"].rsplit(" ", 1)[1].rstrip("]"))
+    assert len(want) > (1 << 20) and got == want, (len(got), len(want))
     # only below outputs/: ".." out of it is refused
     up = spill.rsplit("/outputs/", 1)[0] + "/outputs/../session.json"
     r = ok_result(s.call("read_file", {"path": up}))

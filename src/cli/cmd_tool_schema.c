@@ -24,7 +24,7 @@ static const char tool_description[] =
         "still there, so build on them instead of repeating work. "
         "pandas, numpy, matplotlib and scipy are installed; there is no network access, so "
         "nothing can be downloaded or installed. "
-        "Files are in the working directory /workspace (the user's files are copied there). "
+        "Files are in the working directory /workspace (files given to the session are put there). "
         "Charts shown with matplotlib (plt.show(), or a figure as the last expression) are saved "
         "as PNG files and reported by path and size, never as image data. "
         "Print what you want to see, and no more: long outputs are cut to their head and tail "

@@ -370,27 +370,119 @@ out:
 	return res;
 }
 
-/* read_file {path}: a text file of the workspace, whole. */
+/* The part of the file open at FD (of SIZE bytes) that read_file returns
+ * from OFFSET: at most READ_FILE_MAX bytes, read into BUF (READ_FILE_MAX
+ * + 1 bytes), cut before the character or, when one ends in its second
+ * half, the line that would cross the bound.  Its length, *MORE whether
+ * the file goes on after it; -1 (errno) when it cannot be read. */
+static ssize_t read_part(int fd, long long offset, char *buf, bool *more)
+{
+	size_t got = 0, cut;
+
+	while (got < (size_t)READ_FILE_MAX + 1) {
+		ssize_t n = pread(fd, buf + got, (size_t)READ_FILE_MAX + 1 - got,
+		                  (off_t)(offset + (long long)got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	*more = got > (size_t)READ_FILE_MAX;
+	if (!*more)
+		return (ssize_t)got;
+	cut = (size_t)READ_FILE_MAX;
+	while (cut > 0 && ((unsigned char)buf[cut] & 0xc0) == 0x80)
+		cut--; /* buf[cut] begins the character the next part begins with */
+	for (size_t i = cut; i > cut / 2; i--)
+		if (buf[i - 1] == '\n')
+			return (ssize_t)i;
+	return (ssize_t)cut;
+}
+
+/* read_file {path, offset?}: a text file of the workspace, or an output
+ * of the session's, from OFFSET (a byte; 0 by default): READ_FILE_MAX
+ * bytes at most, and, when the file goes on, a second text that says
+ * where the next part begins. */
 json_t *mcp_read_file(mcp_t *m, json_t *args)
 {
 	const char *path = json_string_value(json_object_get(args, "path"));
-	char why[PATH_MAX + 256], *data;
-	size_t len = 0;
-	json_t *res, *text;
+	json_t *joff = json_object_get(args, "offset"), *res = NULL, *text;
+	char why[PATH_MAX + 256], *buf = NULL;
+	long long offset = 0;
+	kbox_error_t err = {0};
+	tool_path_t p = {.dirfd = -1};
+	struct stat st;
+	ssize_t len;
+	bool more;
+	int fd = -1;
 
 	if (!path)
 		return mcp_text_result(true, "read_file: \"path\" (a string) is required");
-	if (!(data = read_whole(m, path, true, READ_FILE_MAX, &len, why, sizeof why)))
+	if (joff && (!json_is_integer(joff) || json_integer_value(joff) < 0))
+		return mcp_text_result(true, "read_file: \"offset\" must be a whole number of "
+		                             "bytes, 0 or more");
+	if (joff)
+		offset = (long long)json_integer_value(joff);
+	if (tool_path(m, path, true, &p, why, sizeof why) < 0)
 		return mcp_text_result(true, "read_file: %s", why);
-	if (memchr(data, '\0', len) || !(text = json_stringn(data, len)))
+	if ((fd = ws_open_regular(p.dirfd, p.rel, path, &st, &err)) < 0) {
+		res = err.code == KBOX_E_NOTFOUND
+		              ? mcp_text_result(true, "read_file: %s: no such file", path)
+		              : mcp_text_result(true, "read_file: %s", err.msg);
+		goto out;
+	}
+	if (offset > 0 && offset >= (long long)st.st_size) {
+		res = mcp_text_result(true,
+		                      "read_file: offset %lld is past the end of %s (%lld bytes)",
+		                      offset, path, (long long)st.st_size);
+		goto out;
+	}
+	if (!(buf = malloc((size_t)READ_FILE_MAX + 1))) {
+		res = mcp_text_result(true, "read_file: %s: out of memory", path);
+		goto out;
+	}
+	if ((len = read_part(fd, offset, buf, &more)) < 0) {
+		res = mcp_text_result(true, "read_file: %s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (len > 0 && ((unsigned char)buf[0] & 0xc0) == 0x80) {
+		res = mcp_text_result(true,
+		                      "read_file: offset %lld is inside a character of %s: give an "
+		                      "offset a result gave, or 0",
+		                      offset, path);
+		goto out;
+	}
+	if (memchr(buf, '\0', (size_t)len) || !(text = json_stringn(buf, (size_t)len))) {
 		res = mcp_text_result(true,
 		                      "read_file: %s is not a text file (it is binary, or not "
-		                      "UTF-8): read it with code (run_python)",
-		                      path);
-	else
+		                      "UTF-8): %s",
+		                      path,
+		                      path[0] == '/'
+		                              ? "an image is shown by read_image (the code cannot "
+		                                "read the session's outputs)"
+		                              : "read it with code (run_python), or an image "
+		                                "with read_image");
+		goto out;
+	}
+	if (more) {
+		char note[128];
+		long long next = offset + (long long)len;
+		snprintf(note, sizeof note, "[... %lld more bytes: read_file with offset %lld]",
+		         (long long)st.st_size > next ? (long long)st.st_size - next : 0LL, next);
+		res = mcp_tool_result(json_pack("[{s:s, s:o}, o]", "type", "text", "text", text,
+		                                mcp_text_item(note)),
+		                      NULL, false);
+	} else
 		res = mcp_tool_result(json_pack("[{s:s, s:o}]", "type", "text", "text", text), NULL,
 		                      false);
-	free(data);
+out:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	close(p.dirfd);
 	return res;
 }
 

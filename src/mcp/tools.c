@@ -58,7 +58,8 @@ json_t *mcp_tools_list(void)
 	                         "directory, /workspace); no \"..\", not absolute.");
 	json_t *tools = json_pack(
 	        "[o, {s:s, s:s, s:s, s:{s:s, s:{s:O}, s:b}, s:{s:b}}, "
-	        "{s:s, s:s, s:s, s:{s:s, s:{s:O}, s:[s], s:b}, s:{s:b}}, "
+	        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:s}}, s:[s], s:b}, "
+	        "s:{s:b}}, "
 	        "{s:s, s:s, s:s, s:{s:s, s:{s:O, s:{s:s, s:s}}, s:[s, s], s:b}, s:{s:b, s:b}}, "
 	        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}, s:{s:b}}]",
 	        cli_mcp_run_tool(), "name", "list_files", "title", "List files", "description",
@@ -70,12 +71,19 @@ json_t *mcp_tools_list(void)
 	        "inputSchema", "type", "object", "properties", "path", path, "additionalProperties",
 	        0, "annotations", "readOnlyHint", 1, "name", "read_file", "title", "Read a file",
 	        "description",
-	        "Read a text file of the workspace (UTF-8, at most 1 MiB) whole, or the whole text of "
-	        "an output run_python cut short (the path its marker gives). For a binary or larger "
-	        "file, use run_python.",
-	        "inputSchema", "type", "object", "properties", "path", path, "required", "path",
-	        "additionalProperties", 0, "annotations", "readOnlyHint", 1, "name", "write_file",
-	        "title", "Write a file", "description",
+	        "Read a text file (UTF-8) of the workspace, or the whole text of an output "
+	        "run_python cut short (the path its marker gives), 1 MiB at a time: when the file "
+	        "goes on, a last line says the offset to read on from. For a binary file, use "
+	        "run_python.",
+	        "inputSchema", "type", "object", "properties", "path", "type", "string",
+	        "description",
+	        "A path relative to the workspace (no \"..\"), or the path of an output a "
+	        "result gave.",
+	        "offset", "type", "integer", "minimum", 0, "description",
+	        "The byte to start at: 0 (the default), or the offset the last part's last line "
+	        "gave.",
+	        "required", "path", "additionalProperties", 0, "annotations", "readOnlyHint", 1,
+	        "name", "write_file", "title", "Write a file", "description",
 	        "Save text as a file of the workspace, creating it or replacing it whole; its "
 	        "directory must exist; at most 16 MiB. run_python's code can then read it.",
 	        "inputSchema", "type", "object", "properties", "path", path, "content", "type",
@@ -105,7 +113,7 @@ static const struct {
 } tool_args[] = {
         {"run_python", {"code", "timeout", NULL}, NULL},
         {"list_files", {"path", NULL}, mcp_list_files},
-        {"read_file", {"path", NULL}, mcp_read_file},
+        {"read_file", {"path", "offset", NULL}, mcp_read_file},
         {"write_file", {"path", "content", NULL}, mcp_write_file},
         {"read_image", {"path", NULL}, mcp_read_image},
 };
