@@ -353,8 +353,38 @@ static bool id_can_search(const kr_sandbox_id_t *id, const struct stat *st)
 	return st->st_mode & S_IXOTH;
 }
 
+/* Whether DIR is a home directory of the password database (root's
+ * /root among them): one to keep closed, not to open for a sandbox. */
+static bool is_home_dir(const char *dir)
+{
+	struct passwd *pw;
+	bool yes = false;
+	setpwent();
+	while (!yes && (pw = getpwent()))
+		yes = pw->pw_dir && strcmp(pw->pw_dir, dir) == 0 && strcmp(dir, "/") != 0;
+	endpwent();
+	return yes;
+}
+
+/* How to let the sandbox through the directory DIR it cannot search,
+ * into BUF: opening it, or, for a home, another directory. */
+static const char *reach_advice(const char *dir, char *buf, size_t size)
+{
+	if (is_home_dir(dir))
+		snprintf(buf, size,
+		         "%s is a home directory, best kept closed: use a directory outside it",
+		         dir);
+	else
+		snprintf(buf, size,
+		         "make it searchable by that group or others, e.g. chmod o+x %s, or use a "
+		         "directory outside it",
+		         dir);
+	return buf;
+}
+
 int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error_t *err)
 {
+	char advice[4200];
 	char buf[4096];
 	size_t n = strlen(path);
 	if (!id->drop)
@@ -373,19 +403,19 @@ int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error
 				return kbox_error_set(
 				        err, KBOX_E_INVALID,
 				        "the sandboxes (a uid of their own each, group %s's) cannot reach "
-				        "%s: %s is mode %04o, owner %u:%u (make it searchable by that "
-				        "group or others, e.g. chmod o+x %s)",
+				        "%s: %s is mode %04o, owner %u:%u (%s)",
 				        id->user, path, buf, (unsigned)(st.st_mode & 07777),
-				        (unsigned)st.st_uid, (unsigned)st.st_gid, buf);
+				        (unsigned)st.st_uid, (unsigned)st.st_gid,
+				        reach_advice(buf, advice, sizeof advice));
 			if (S_ISDIR(st.st_mode) && !id_can_search(id, &st))
 				return kbox_error_set(
 				        err, KBOX_E_INVALID,
 				        "the sandbox (uid %u, group %s's) cannot reach %s: %s is mode "
-				        "%04o, owner %u:%u (make it searchable by that group or others, "
-				        "e.g. chmod o+x %s)",
+				        "%04o, owner %u:%u (%s)",
 				        (unsigned)id->uid, id->user, path, buf,
 				        (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
-				        (unsigned)st.st_gid, buf);
+				        (unsigned)st.st_gid,
+				        reach_advice(buf, advice, sizeof advice));
 			*p = save;
 			if (!save)
 				break;

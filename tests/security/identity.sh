@@ -276,8 +276,24 @@ if [ "$(id -u)" = 0 ]; then
 	DIAG=doctor_rootfs
 	check "row22_under_root_kbox_doctor_says_the_sandbox_cannot_reach_a_rootfs" eval '
 		rc_is doctor_rootfs 5 &&
-		grep -qxF "fail  rootfs           the sandboxes (a uid of their own each, group $SU'"'"'s) cannot reach $ROOT/closed/rootfs: $ROOT/closed is mode 0700, owner 0:0 (make it searchable by that group or others, e.g. chmod o+x $ROOT/closed)" "$W/doctor_rootfs.out" &&
+		grep -qxF "fail  rootfs           the sandboxes (a uid of their own each, group $SU'"'"'s) cannot reach $ROOT/closed/rootfs: $ROOT/closed is mode 0700, owner 0:0 (make it searchable by that group or others, e.g. chmod o+x $ROOT/closed, or use a directory outside it)" "$W/doctor_rootfs.out" &&
 		eq "$(tail -n 1 "$W/doctor_rootfs.out")" "the default backend (bwrap) isolates kernels here, but no session with this --rootfs can start (see above)"'
+	# a state directory in a closed home (root's): the advice is another
+	# directory, never to open the home
+	RH=$(getent passwd 0 | cut -d: -f6)
+	if [ -d "$RH" ] && [ $((0$(stat -c %a "$RH") & 011)) -eq 0 ] &&
+		KH=$(mktemp -d "$RH/kbox-test.XXXXXX"); then
+		KBOX_HOME=$KH kx start -s inhome
+		keep start_in_home
+		rm -rf "$KH"
+		DIAG=start_in_home
+		check "row22_under_root_a_state_directory_in_a_closed_home_is_told_to_move" eval '
+			rc_is start_in_home 5 &&
+			grep -q "cannot reach $KH/sessions/inhome/[a-z/]*: $RH is mode 0[0-7]*, owner 0:0 ($RH is a home directory, best kept closed: use a directory outside it)\$" "$W/start_in_home.err"'
+	else
+		skip row22_under_root_a_state_directory_in_a_closed_home_is_told_to_move \
+			"root's home is not a closed directory here"
+	fi
 	# --fix makes no user of a name useradd would take as an option
 	KBOX_SANDBOX_USER=-rf kx doctor --fix
 	keep fix_bad
