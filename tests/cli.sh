@@ -848,6 +848,23 @@ check run_outputs_option_makes_no_directory_and_names_none eval '
 check run_never_replaces_a_file_in_the_outputs_dir eval '
 	[ "$(cat imgs/1-1.png)" = "the caller'"'"'s" ] && [ "$(image_path)" = "$(pwd -P)/imgs/1-1-2.png" ]'
 
+# A current directory kbox run cannot write in (here one that was
+# removed; read-only, or another user's, alike): its images and long
+# texts go to a new private directory in $TMPDIR instead, named at the end
+setup_for run_in_a_directory_it_cannot_write_saves_its_files_in_tmpdir
+fresh
+mkdir tmpd gone
+if [ -z "$SKIPPING" ] && cd gone && rmdir "$T/gone"; then
+	TMPDIR=$T/tmpd timeout -k 5 120 "$KBOX" run \
+		-c 'import matplotlib.pyplot as plt; plt.plot([1]); plt.show()' >"$T/stdout" 2>"$T/stderr"
+	rc=$?
+fi
+cd "$T" || exit 1
+check run_in_a_directory_it_cannot_write_saves_its_files_in_tmpdir eval 'status_is 0 &&
+	d=$(ls -d tmpd/kbox-run-*) && [ -f "$d/1-1.png" ] && [ "$(stat -c %a "$d")" = 700 ] &&
+	last_line_is stdout "[files saved in: $(pwd -P)/$d/]"'
+setup_for
+
 # ---- LeakSanitizer's check, in an AddressSanitizer build ----
 
 # KBOX_LEAK_CHECK=long-lived (lib.sh exports it there) skips the check of

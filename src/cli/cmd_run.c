@@ -63,20 +63,24 @@ static int make_run_dir(char *buf, size_t size, bool sandboxed)
 /* A new directory for this run's images and long texts in the current
  * directory, kbox-run-YYYYMMDD-HHMMSS (local time), or with -2, -3, ...
  * when that is taken: made by mkdir, so never one that exists, and no
- * earlier run's file is ever written over.  Its absolute path into BUF.
+ * earlier run's file is ever written over.  Where the current directory
+ * cannot be written (a read-only or another user's directory), a new one,
+ * private, in $TMPDIR or /tmp instead.  Its absolute path into BUF.
  * EXIT_OK, or EXIT_USAGE after one line. */
 static int make_out_dir(char *buf, size_t size)
 {
 	char cwd[PATH_MAX], stamp[32];
+	const char *tmp = getenv("TMPDIR");
 	time_t now = time(NULL);
 	struct tm tm;
+	int e;
 
-	if (!getcwd(cwd, sizeof cwd)) {
-		cli_error("run", "cannot read the current directory: %s (give --outputs DIR)",
-		          strerror(errno));
-		return EXIT_USAGE;
-	}
 	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+	if (!getcwd(cwd, sizeof cwd)) {
+		e = errno;
+		snprintf(cwd, sizeof cwd, "(unknown)");
+		goto elsewhere;
+	}
 	for (int i = 1; i <= 1000; i++) {
 		int n = i == 1 ? snprintf(buf, size, "%s/kbox-run-%s", cwd, stamp)
 		               : snprintf(buf, size, "%s/kbox-run-%s-%d", cwd, stamp, i);
@@ -89,10 +93,19 @@ static int make_out_dir(char *buf, size_t size)
 		if (errno != EEXIST)
 			break;
 	}
+	e = errno;
+	if (e != EACCES && e != EPERM && e != EROFS)
+		goto fail;
+elsewhere:
+	if (!tmp || tmp[0] != '/')
+		tmp = "/tmp";
+	if ((size_t)snprintf(buf, size, "%s/kbox-run-%s-XXXXXX", tmp, stamp) < size && mkdtemp(buf))
+		return EXIT_OK;
+fail:
 	cli_error("run",
 	          "cannot create a directory for images and long texts in the current "
 	          "directory %s: %s (give --outputs DIR)",
-	          cwd, strerror(errno));
+	          cwd, strerror(e));
 	buf[0] = '\0';
 	return EXIT_USAGE;
 }
