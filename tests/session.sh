@@ -550,6 +550,14 @@ check bad_name_with_slash fails_with 2 \
 	"kbox exec: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
 kbox exec -s .. 'print(1)'
 check bad_name_dotdot fails_with 2 "kbox exec: invalid session name \"..\": it may not start with '.'"
+# one from KBOX_SESSION says so; -s overrides it
+KBOX_SESSION=a/b timeout -k 5 120 "$KBOX" status >stdout 2>stderr
+rc=$?
+check bad_name_from_kbox_session_names_the_variable fails_with 2 \
+	"kbox status: KBOX_SESSION: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
+KBOX_SESSION=a/b timeout -k 5 120 "$KBOX" status -s nosuch >stdout 2>stderr
+rc=$?
+check dash_s_overrides_a_bad_kbox_session fails_with 5 "kbox status: no session \"nosuch\" (in $KBOX_HOME)"
 kbox start -s -x
 check bad_name_leading_dash eval '[ "$rc" = 2 ] && [ "$(wc -l <stderr)" -eq 1 ]'
 kbox exec -s "$(printf 'a%.0s' $(seq 33))" 'print(1)'
@@ -1320,7 +1328,7 @@ setup_for code_not_utf8_is_a_usage_error
 fresh
 printf 'print("\377")\n' >bad.py
 kbox exec -s kc -f bad.py
-check code_not_utf8_is_a_usage_error fails_with 2 "kbox exec: the code is not valid UTF-8"
+check code_not_utf8_is_a_usage_error fails_with 2 "kbox exec: the code file bad.py is not valid UTF-8 (line 1, byte 7): save it as UTF-8"
 
 # While a new kernel starts, the supervisor goes on answering: status says
 # "starting", and stop does not wait for the kernel to be ready.  The

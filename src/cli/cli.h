@@ -83,6 +83,11 @@ long long cli_parse_size(const char *s);
  * \u202e and the like. */
 void cli_write_safe(FILE *f, const char *s, size_t len);
 
+/* Where the C string S stops being UTF-8, for an error: its first bad
+ * byte's line (from 1) and the byte's offset (from 0), in BUF as "line
+ * N, byte B".  BUF. */
+const char *cli_utf8_where(const char *s, char *buf, size_t size);
+
 
 /* The value of --format, --max-output and --max-lines for command CMD:
  * 0, or -1 with one line printed (a usage error). */

@@ -247,7 +247,12 @@ static int read_code(const char *src, bool is_file, char **code)
 			return EXIT_USAGE;
 	}
 	if (!kx_utf8_valid_str(*code)) {
-		cli_error("exec", "the code is not valid UTF-8");
+		char at[64];
+		cli_error("exec", "%s%s is not valid UTF-8 (%s): save it as UTF-8",
+		          is_stdin  ? "the code on standard input"
+		          : is_file ? "the code file "
+		                    : "the code",
+		          is_file && !is_stdin ? src : "", cli_utf8_where(*code, at, sizeof at));
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;

@@ -337,8 +337,10 @@ static int check_utf8(const run_t *run)
 
 	for (size_t i = 0; i < run->cells.n; i++)
 		if (!kx_utf8_valid_str(run->cells.v[i].code)) {
-			cli_error("run", "cell %zu (%s) is not valid UTF-8", i + 1,
-			          run->cells.v[i].source);
+			char at[64];
+			cli_error("run", "cell %zu (%s) is not valid UTF-8 (%s): save it as UTF-8",
+			          i + 1, run->cells.v[i].source,
+			          cli_utf8_where(run->cells.v[i].code, at, sizeof at));
 			return EXIT_USAGE;
 		}
 	for (size_t i = 0; i < run->inputs.n; i++)

@@ -501,6 +501,21 @@ static unsigned invisible(const unsigned char *p, const unsigned char *end)
 	return c == 0x200c || c == 0x200d ? 0 : c;
 }
 
+const char *cli_utf8_where(const char *s, char *buf, size_t size)
+{
+	size_t len = strlen(s), i = 0, line = 1;
+	while (i < len) {
+		bool ok;
+		size_t n = kx_utf8_unit(s + i, len - i, &ok);
+		if (!ok)
+			break;
+		line += s[i] == '\n';
+		i += n;
+	}
+	snprintf(buf, size, "line %zu, byte %zu", line, i);
+	return buf;
+}
+
 void cli_write_safe(FILE *f, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + len, *run = p;

@@ -21,12 +21,18 @@
 #define READY_WAIT_MS 90000
 #define STOPPING_WAIT_MS 30000 /* a stopping supervisor stops its kernel: 7.5 s at most */
 
+/* The name cli_session_name took from KBOX_SESSION, or NULL: an error
+ * about it names where it came from. */
+static const char *name_from_env;
+
 const char *cli_session_name(const char *given)
 {
 	const char *env = getenv("KBOX_SESSION");
 	if (given)
 		return given;
-	return env && *env ? env : KR_SESSION_DEFAULT;
+	if (env && *env)
+		return name_from_env = env;
+	return KR_SESSION_DEFAULT;
 }
 
 char *cli_session_dir(const char *cmd, const char *name, bool create, int *status)
@@ -36,10 +42,12 @@ char *cli_session_dir(const char *cmd, const char *name, bool create, int *statu
 	if (home)
 		dir = kr_session_dir(home, name, create, &err);
 	if (!dir) {
-		cli_error(cmd, "%s", err.msg);
-		*status = err.code == KBOX_E_INVALID && strstr(err.msg, "session name")
-		                  ? EXIT_USAGE
-		                  : EXIT_UNAVAILABLE;
+		bool bad_name = err.code == KBOX_E_INVALID && strstr(err.msg, "session name");
+		cli_error(cmd, "%s%s",
+		          bad_name && name_from_env && name == name_from_env ? "KBOX_SESSION: "
+		                                                             : "",
+		          err.msg);
+		*status = bad_name ? EXIT_USAGE : EXIT_UNAVAILABLE;
 	}
 	free(home);
 	return dir;
@@ -500,7 +508,8 @@ int cli_check_session(const char *cmd, const char *name)
 {
 	kbox_error_t err = {0};
 	if (kr_session_check_name(name, &err) < 0) {
-		cli_error(cmd, "%s", err.msg);
+		cli_error(cmd, "%s%s",
+		          name_from_env && name == name_from_env ? "KBOX_SESSION: " : "", err.msg);
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
