@@ -527,8 +527,7 @@ static char *image_write(kbox_capture_t *self, const char *name, const char *mim
 	if (!self->outputs_dir)
 		return NULL;
 	if (file_cost(outlen) > capture_files_room(self)) {
-		capture_notice(self,
-		               "image %d (%s, %zu bytes) not written: the outputs quota is used up",
+		capture_notice(self, "image %d (%s, %zu bytes) not written: " QUOTA_USED_UP,
 		               self->image_seq, mime, outlen);
 		return NULL;
 	}

@@ -25,6 +25,11 @@
  * files cannot make an unbounded number of them; and one capture makes at
  * most KBOX_CAPTURE_MAX_FILES. */
 #define FILE_BLOCK 4096ULL
+/* Why a file was not written, or stopped: said to the model (what it can
+ * do) and to the person (what sets the quota). */
+#define QUOTA_USED_UP                                                                 \
+	"this execution's outputs quota is used up (show or print less in one; kbox " \
+	"start --outputs-quota sets it)"
 
 /* ---- budgeted text: head in memory, tail in a ring, all of it in a spill file ---- */
 

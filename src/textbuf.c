@@ -101,10 +101,8 @@ static size_t spill_room(kbox_capture_t *self, tbuf_t *t, size_t n, const char *
 		        "the %s spill file stopped at %s (the largest file the session may write)",
 		        label, lim);
 	} else {
-		capture_notice(
-		        self,
-		        "the %s spill file stopped at %llu bytes: the outputs quota is used up",
-		        label, (unsigned long long)t->spill_bytes + room);
+		capture_notice(self, "the %s spill file stopped at %llu bytes: " QUOTA_USED_UP,
+		               label, (unsigned long long)t->spill_bytes + room);
 	}
 	t->spill_bytes += (size_t)room;
 	self->files_bytes += room;
@@ -147,8 +145,7 @@ static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 		return;
 	if (self->dfd >= 0 && capture_files_room(self) <= FILE_BLOCK) { /* not a byte of text */
 		t->spill_failed = true;
-		capture_notice(self, "the complete %s was not saved: the outputs quota is used up",
-		               label);
+		capture_notice(self, "the complete %s was not saved: " QUOTA_USED_UP, label);
 		return;
 	}
 	if (self->dfd >= 0 && self->files_made >= KBOX_CAPTURE_MAX_FILES) {
