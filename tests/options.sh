@@ -314,6 +314,13 @@ check code_that_begins_with_two_dashes_gets_the_double_dash_hint fails_with 2 \
 kbox exec -s x --frobnicate
 check an_unknown_long_option_gets_no_code_hint fails_with 2 \
 	"kbox exec: unknown option --frobnicate (see kbox exec --help)"
+# a session's setting given to a command that starts one for its code
+kbox exec -s x --memory 4G 'print(1)'
+check a_start_option_given_to_exec_points_at_kbox_start fails_with 2 \
+	"kbox exec: unknown option --memory: a session's settings are kbox start's (kbox start -s NAME --memory ..., then kbox exec -s NAME)"
+kbox mcp -k python3
+check a_start_option_given_to_mcp_points_at_kbox_start fails_with 2 \
+	"kbox mcp: unknown option -k: a session's settings are kbox start's (kbox start -s NAME -k ..., then kbox mcp -s NAME)"
 
 kbox get -s x -- -name-with-dash extra more
 check double_dash_ends_the_options fails_with 2 \

@@ -82,6 +82,22 @@ static const cli_option_t *find_operands(const cli_option_t *opts)
 
 typedef enum { UNKNOWN, NEEDS_ARGUMENT, TAKES_NO_ARGUMENT } bad_t;
 
+/* Whether the option AS_GIVEN (LEN bytes: "--memory", "-k") is one of
+ * kbox start's, a session's settings, which the commands that start a
+ * session for their code (exec, mcp, agent) do not take. */
+static bool is_start_option(const char *as_given, size_t len)
+{
+	static const char *const start_opts[] = {"--kernel",     "-k",       "--backend",
+	                                         "-b",           "--ttl",    "--memory",
+	                                         "--cpus",       "--pids",   "--tmp-size",
+	                                         "--file-size",  "--rootfs", "--outputs-quota",
+	                                         "--home-config"};
+	for (size_t i = 0; i < sizeof start_opts / sizeof *start_opts; i++)
+		if (strlen(start_opts[i]) == len && strncmp(start_opts[i], as_given, len) == 0)
+			return true;
+	return false;
+}
+
 /* The one line of a bad option, named as given (LEN bytes of AS_GIVEN):
  * EXIT_USAGE.  WHOLE, when not NULL, is the whole argument it began:
  * code that begins with '-', when it looks like code, gets the hint of
@@ -101,6 +117,14 @@ static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t l
 			          "unknown option %.*s (see kbox %s --help); code that begins with "
 			          "'-' goes after --, as in: kbox %s -- '%s'",
 			          l, as_given, cmd, cmd, whole);
+		else if ((strcmp(cmd, "exec") == 0 || strcmp(cmd, "mcp") == 0 ||
+		          strcmp(cmd, "agent") == 0) &&
+		         is_start_option(as_given, len))
+			cli_error(
+			        cmd,
+			        "unknown option %.*s: a session's settings are kbox start's (kbox "
+			        "start -s NAME %.*s ..., then kbox %s -s NAME)",
+			        l, as_given, l, as_given, cmd);
 		else
 			cli_error(cmd, "unknown option %.*s (see kbox %s --help)", l, as_given,
 			          cmd);
