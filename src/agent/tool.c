@@ -45,14 +45,20 @@ static bool bare_out(const char *p, size_t len)
 	return true;
 }
 
+/* The note that opens the first result of a session the agent made: the
+ * person heard it on standard error already. */
+#define NEW_SESSION_NOTE "[note: new session "
+
 /* The one-line summary of a result's TEXT into OUT: its first non-empty
  * line (with the next one after a bare "Out[N]:"), cut, and how many more
- * there are. */
+ * there are; the new session's note is left out. */
 static void summary(const char *text, char *out, size_t size)
 {
 	const char *line[2] = {NULL, NULL};
 	size_t len[2] = {0, 0}, found = 0, want = 1, more = 0, l;
 
+	if (strncmp(text, NEW_SESSION_NOTE, strlen(NEW_SESSION_NOTE)) == 0)
+		text += strcspn(text, "\n");
 	for (const char *p = text; *p;) {
 		size_t n = strcspn(p, "\n");
 		if (n && found < want) {
