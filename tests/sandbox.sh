@@ -262,6 +262,10 @@ kbox exec -s rl --no-start 'try:
 except MemoryError:
     print("MemoryError")'
 check a_memory_bomb_under_rlimit_data_gets_memory_error eval 'status_is 0 && stdout_is MemoryError'
+kbox exec -s rl --no-start 'x = 1
+y = bytearray(500 << 20)'
+check an_uncaught_memory_error_says_the_limit_and_what_sets_it eval 'status_is 1 &&
+	stdout_is "MemoryError: out of memory: the kernel may use 400 MiB (kbox start --memory sets it) at Cell In [3], line 2: y = bytearray(500 << 20)"'
 kbox stop -s rl
 # once a session: a later start of it does not say it again (here one
 # whose kernel exits at once: its failure is all it says)

@@ -384,6 +384,25 @@ static void result_explain(job_t *j, kbox_result_t *res)
 		kbox_result_set_error_text(res, "StdinNotImplementedError: input() is not "
 		                                "available here: put the values in the code");
 		j->input_refused = true;
+	} else if (error_is(res, "MemoryError")) {
+		/* Python's MemoryError says nothing (a limit on the address space,
+		 * with no cgroup to kill the kernel): what ran out, and what sets it */
+		size_t n;
+		char lim[32];
+		kbox_result_evalue(res, &n);
+		if (n == 0) {
+			error_place(res, place, sizeof place);
+			if (j->s->sbo.memory_bytes > 0)
+				snprintf(
+				        line, sizeof line,
+				        "MemoryError: out of memory: the kernel may use %s (kbox start "
+				        "--memory sets it)%s",
+				        kx_fmt_bytes(lim, sizeof lim, j->s->sbo.memory_bytes),
+				        place);
+			else
+				snprintf(line, sizeof line, "MemoryError: out of memory%s", place);
+			kbox_result_set_error_text(res, line);
+		}
 	}
 }
 
