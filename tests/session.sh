@@ -1397,7 +1397,8 @@ Out[\$(sed -n 's/^Out\\[\\([0-9]*\\)\\].*/\\1/p' stdout)]: 'héllo'\""
 # Output options are checked as kbox run checks them (one shared parser),
 # and a long option without its argument is named as given.
 setup_for exec_bad_format exec_bad_max_output exec_max_output_over_16M \
-	exec_bad_max_lines long_option_missing_argument_is_named_as_given \
+	exec_bad_max_lines exec_max_lines_past_64_bits_is_as_many_as_a_text_holds \
+	long_option_missing_argument_is_named_as_given \
 	short_option_missing_argument_is_named_as_given
 fresh
 kbox exec -s kc --format xml 'print(1)'
@@ -1409,7 +1410,9 @@ kbox exec -s kc --max-output 17M 'print(1)'
 check exec_max_output_over_16M fails_with 2 \
 	'kbox exec: invalid --max-output "17M": expected a size from 64 bytes to 16M (e.g. 20000, 16K, 1M)'
 kbox exec -s kc --max-lines 1K 'print(1)'
-check exec_bad_max_lines fails_with 2 'kbox exec: invalid --max-lines "1K": expected a number of at least 2'
+check exec_bad_max_lines fails_with 2 'kbox exec: invalid --max-lines "1K": expected a whole number of at least 2 (e.g. 200)'
+kbox exec -s kc --max-lines 99999999999999999999 'print(1)'
+check exec_max_lines_past_64_bits_is_as_many_as_a_text_holds eval 'status_is 0 && last_line_is stdout 1'
 kbox start -s kc --ttl
 check long_option_missing_argument_is_named_as_given fails_with 2 \
 	'kbox start: option --ttl needs an argument (see kbox start --help)'

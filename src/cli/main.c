@@ -467,9 +467,18 @@ int cli_parse_max_output(const char *cmd, const char *arg, long long *out)
 
 int cli_parse_max_lines(const char *cmd, const char *arg, long long *out)
 {
-	*out = cli_parse_size(arg);
-	if (*out < 2 || strpbrk(arg, "kKmMgGtT.")) {
-		cli_error(cmd, "invalid --max-lines \"%s\": expected a number of at least 2", arg);
+	bool digits = *arg && strspn(arg, "0123456789") == strlen(arg);
+	/* a text holds no more lines than --max-output's most bytes: a larger
+	 * number (past what fits in 64 bits too) is that many */
+	*out = digits ? cli_parse_size(arg) : -1;
+	if (digits && (*out < 0 || *out > (long long)KBOX_CAPTURE_MAX_BYTES_LIMIT) &&
+	    strspn(arg, "0") < strlen(arg))
+		*out = (long long)KBOX_CAPTURE_MAX_BYTES_LIMIT;
+	if (*out < 2) {
+		cli_error(cmd,
+		          "invalid --max-lines \"%s\": expected a whole number of at least 2 "
+		          "(e.g. 200)",
+		          arg);
 		return -1;
 	}
 	return 0;
