@@ -390,6 +390,18 @@ short=$(printf %s "$long" | cut -c1-28)…$(printf %s "$long" | rev | cut -c1-36
 check error_shortens_a_long_path_but_keeps_it_whole_in_the_fix eval '[ "$rc" = 5 ] &&
 	[ "$(cat stderr)" = "kbox ls: directory $short is accessible to others (mode 755, need 0700): chmod 700 $long" ]'
 
+# another user's: whose it is, and what to do (under root, one given to
+# nobody; as an ordinary user, root's)
+fresh
+if [ "$(id -u)" = 0 ]; then
+	mkdir -m 700 home && chown 65534 home && owner=65534 h=$T/home
+else
+	h=/ owner=0
+fi
+KBOX_HOME=$h kbox ls
+check state_dir_of_another_user_says_whose_and_what_to_do eval '[ "$rc" = 5 ] &&
+	[ "$(cat stderr)" = "kbox ls: directory $h is uid $owner'"'"'s, not yours (uid $(id -u)): run kbox as its owner, or use a directory of your own" ]'
+
 # one kbox made (marked), opened since: the chmod
 fresh
 mkdir -m 755 home

@@ -22,7 +22,10 @@ int kx_private_dir(const char *dir, char *why, size_t size)
 		return 1;
 	}
 	if (st.st_uid != geteuid()) {
-		kx_msgf(why, size, "directory %s is not owned by uid %u", dir, (unsigned)geteuid());
+		kx_msgf(why, size,
+		        "directory %s is uid %u's, not yours (uid %u): run kbox as its owner, or "
+		        "use a directory of your own",
+		        dir, (unsigned)st.st_uid, (unsigned)geteuid());
 		return 1;
 	}
 	if ((st.st_mode & 0700) != 0700) {
