@@ -612,6 +612,28 @@ TEST(write_all_writes_every_byte_or_fails_with_errno)
 	CHECK_INT_EQ(errno, EBADF);
 }
 
+TEST(pread_full_reads_all_it_is_asked_but_past_the_end)
+{
+	char path[] = "/tmp/kx-pread-XXXXXX", got[16];
+	int fd = mkstemp(path);
+
+	REQUIRE(fd >= 0);
+	unlink(path);
+	REQUIRE(kx_write_all(fd, "0123456789", 10) == 0);
+	memset(got, 0, sizeof got);
+	CHECK_INT_EQ(kx_pread_full(fd, got, 4, 3), 4);
+	CHECK_STR_EQ(got, "3456");
+	memset(got, 0, sizeof got);
+	CHECK_INT_EQ(kx_pread_full(fd, got, sizeof got, 6), 4); /* short: the end */
+	CHECK_STR_EQ(got, "6789");
+	CHECK_INT_EQ(kx_pread_full(fd, got, sizeof got, 10), 0);
+	CHECK_INT_EQ(kx_pread_full(fd, got, sizeof got, 99), 0);
+	close(fd);
+	errno = 0;
+	CHECK_INT_EQ(kx_pread_full(fd, got, 1, 0), -1);
+	CHECK_INT_EQ(errno, EBADF);
+}
+
 /* The names in DIR other than . and .., sorted, joined by spaces. */
 static void list_dir(const char *dir, char *out, size_t size)
 {
@@ -1169,6 +1191,7 @@ int main(void)
 	RUN(argv_reset_empties_it);
 
 	RUN(write_all_writes_every_byte_or_fails_with_errno);
+	RUN(pread_full_reads_all_it_is_asked_but_past_the_end);
 	RUN(temp_open_makes_a_new_file_named_prefix_and_64_random_bits);
 	RUN(temp_open_refuses_a_name_longer_than_its_buffer);
 	RUN(write_atomic_gives_the_content_and_the_mode_exactly_and_leaves_no_temp);

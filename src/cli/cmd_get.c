@@ -75,9 +75,7 @@ static int copy_range(int in, int out, off_t from, off_t to, bool at, off_t *end
 	static char buf[1 << 17];
 	while (from < to) {
 		size_t want = (size_t)(to - from) < sizeof buf ? (size_t)(to - from) : sizeof buf;
-		ssize_t n = pread(in, buf, want, from), off = 0;
-		if (n < 0 && errno == EINTR)
-			continue;
+		ssize_t n = kx_pread_full(in, buf, want, from), off = 0;
 		if (n < 0)
 			return -1;
 		if (n == 0)

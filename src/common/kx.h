@@ -235,6 +235,11 @@ void kx_first_line(FILE *f, char *buf, size_t size);
  * 0, or -1 with errno. */
 int kx_write_all(int fd, const void *data, size_t len);
 
+/* Read up to LEN bytes of FD at OFFSET into BUF, retrying after EINTR and
+ * short reads: fewer only at the end of the file.  The bytes read, or -1
+ * with errno. */
+ssize_t kx_pread_full(int fd, void *buf, size_t len, off_t offset);
+
 /* Make a new empty file in the directory DIRFD (or AT_FDCWD), to be
  * renamed over a name there once written: named PREFIX followed by 64
  * random bits in hex (put in NAME, SIZE bytes), which no other process can

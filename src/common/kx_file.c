@@ -54,6 +54,23 @@ int kx_write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+ssize_t kx_pread_full(int fd, void *buf, size_t len, off_t offset)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got, offset + (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
 int kx_temp_open(int dirfd, const char *prefix, mode_t mode, char *name, size_t size)
 {
 	for (int attempt = 0; attempt < 16; attempt++) {

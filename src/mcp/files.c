@@ -78,6 +78,7 @@ static char *read_whole(mcp_t *m, const char *path, bool outputs_ok, long max, s
 	char *buf = NULL;
 	int fd = -1;
 	size_t got = 0;
+	ssize_t n;
 
 	if (tool_path(m, path, outputs_ok, &p, why, size) < 0)
 		goto out;
@@ -97,25 +98,18 @@ static char *read_whole(mcp_t *m, const char *path, bool outputs_ok, long max, s
 		snprintf(why, size, "out of memory");
 		goto out;
 	}
-	for (;;) {
-		ssize_t n = read(fd, buf + got, (size_t)max + 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 || got + (size_t)n > (size_t)max) { /* an error, or it grew */
-			if (n < 0)
-				snprintf(why, size, "%s: %s", path, strerror(errno));
-			else
-				snprintf(why, size,
-				         "%s is more than the %ld bytes this tool returns", path,
-				         max);
-			free(buf);
-			buf = NULL;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
+	n = kx_pread_full(fd, buf, (size_t)max + 1, 0);
+	if (n < 0 || n > max) { /* an error, or it grew */
+		if (n < 0)
+			snprintf(why, size, "%s: %s", path, strerror(errno));
+		else
+			snprintf(why, size, "%s is more than the %ld bytes this tool returns", path,
+			         max);
+		free(buf);
+		buf = NULL;
+		goto out;
 	}
+	got = (size_t)n;
 	buf[got] = '\0';
 	*len = got;
 out:
@@ -377,19 +371,12 @@ out:
  * the file goes on after it; -1 (errno) when it cannot be read. */
 static ssize_t read_part(int fd, long long offset, char *buf, bool *more)
 {
-	size_t got = 0, cut;
+	ssize_t n = kx_pread_full(fd, buf, (size_t)READ_FILE_MAX + 1, (off_t)offset);
+	size_t got, cut;
 
-	while (got < (size_t)READ_FILE_MAX + 1) {
-		ssize_t n = pread(fd, buf + got, (size_t)READ_FILE_MAX + 1 - got,
-		                  (off_t)(offset + (long long)got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
+	if (n < 0)
+		return -1;
+	got = (size_t)n;
 	*more = got > (size_t)READ_FILE_MAX;
 	if (!*more)
 		return (ssize_t)got;
