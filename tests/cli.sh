@@ -509,6 +509,14 @@ check rm_without_a_name_is_a_usage_error fails_with 2 \
 KBOX_HOME=$T/home kbox rm new new
 check rm_of_a_name_given_twice_removes_it_once eval 'status_is 0 && stderr_empty &&
 	[ "$(grep -c "^removed session new " stdout)" = 1 ] && [ ! -e home/sessions/new ]'
+# a tree deeper than rm counts (256 levels) is removed all the same, and
+# the size said is what was counted, "at least"
+mkdir -m 700 home/sessions/deep
+echo '{"name":"deep","kernel":"python3","backend":"bwrap"}' >home/sessions/deep/session.json
+(cd home/sessions/deep && for i in $(seq 300); do mkdir d && cd d || exit; done && echo x >f)
+KBOX_HOME=$T/home kbox rm deep
+check rm_of_a_tree_deeper_than_it_counts_says_at_least eval 'status_is 0 && stderr_empty &&
+	grep -qx "removed session deep (at least [0-9.]* [KM]iB)" stdout && [ ! -e home/sessions/deep ]'
 KBOX_HOME=$T/home kbox rm no-such
 check rm_of_a_session_that_does_not_exist_says_so fails_with 5 \
 	"kbox rm: no session \"no-such\" (in $T/home)"

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* kx_walk's visit for tree_bytes: add what the entry takes on disk. */
+/* kx_walk's visit for session_bytes: add what the entry takes on disk. */
 static void add_bytes(int dirfd, const char *name, const struct stat *st, void *arg)
 {
 	(void)dirfd;
@@ -21,44 +21,48 @@ static void add_bytes(int dirfd, const char *name, const struct stat *st, void *
 	*(long long *)arg += (long long)st->st_blocks * 512;
 }
 
-/* The bytes of what is in the directory FD, 256 levels down (never
- * through a link). */
-static long long tree_bytes(int fd)
-{
-	long long sum = 0;
-	kx_walk(fd, 256, add_bytes, &sum);
-	return sum;
-}
+/* How deep session_bytes counts (kx_walk holds a descriptor a level). */
+#define COUNT_DEPTH 256
 
-/* The bytes the session directory DIR holds; its last activity (the
- * newest change to its own files: the event log, session.json, the
- * last-stop note) into *LAST when LAST. */
-static long long session_bytes(const char *dir, time_t *last)
+/* The bytes the session directory DIR holds, COUNT_DEPTH levels down
+ * (never through a link); *DEEPER is set when it held directories deeper
+ * than that, not counted. */
+static long long session_bytes(const char *dir, bool *deeper)
 {
-	static const char *const own[] = {"events.ndjson", "session.json", "last-stop",
-	                                  "supervisor.pid", NULL};
 	long long n = 0;
 	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (last) {
-		struct stat st;
-		*last = 0;
-		for (size_t i = 0; fd >= 0 && own[i]; i++)
-			if (fstatat(fd, own[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    st.st_mtime > *last)
-				*last = st.st_mtime;
-	}
 	if (fd >= 0) {
-		n = tree_bytes(fd);
+		if (kx_walk(fd, COUNT_DEPTH, add_bytes, &n))
+			*deeper = true;
 		close(fd);
 	}
 	return n;
 }
 
-/* Remove the session NAME of HOME (stopping it first with FORCE).
- * DRY_RUN says what would go instead.  *BYTES gets what it held. */
-static int rm_one(const char *cmd, const char *home, const char *name, bool force, bool dry_run,
-                  long long *bytes)
+/* The session directory DIR's last activity: the newest change to its
+ * own files (the event log, session.json, the last-stop note). */
+static time_t session_last(const char *dir)
 {
+	static const char *const own[] = {"events.ndjson", "session.json", "last-stop",
+	                                  "supervisor.pid", NULL};
+	time_t last = 0;
+	struct stat st;
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	for (size_t i = 0; fd >= 0 && own[i]; i++)
+		if (fstatat(fd, own[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mtime > last)
+			last = st.st_mtime;
+	if (fd >= 0)
+		close(fd);
+	return last;
+}
+
+/* Remove the session NAME of HOME (stopping it first with FORCE).
+ * DRY_RUN says what would go instead.  *BYTES gets what it held; *DEEPER
+ * is set when that count left out what lay too deep. */
+static int rm_one(const char *cmd, const char *home, const char *name, bool force, bool dry_run,
+                  long long *bytes, bool *deeper)
+{
+	bool mine = false;
 	kbox_error_t err = {0};
 	char *dir = kr_session_dir(home, name, false, &err), size[32];
 	int status = EXIT_OK;
@@ -94,15 +98,16 @@ static int rm_one(const char *cmd, const char *home, const char *name, bool forc
 			json_decref(r);
 		}
 	}
-	*bytes = session_bytes(dir, NULL);
+	*bytes = session_bytes(dir, &mine);
+	*deeper |= mine;
 	kx_fmt_bytes(size, sizeof size, *bytes);
 	if (dry_run)
-		printf("would remove session %s (%s)\n", name, size);
+		printf("would remove session %s (%s%s)\n", name, mine ? "at least " : "", size);
 	else if (kr_session_remove(dir, &err) < 0) {
 		cli_error(cmd, "session %s: %s", name, err.msg);
 		status = EXIT_UNAVAILABLE;
 	} else
-		printf("removed session %s (%s)\n", name, size);
+		printf("removed session %s (%s%s)\n", name, mine ? "at least " : "", size);
 	fflush(stdout); /* in order with the errors about the next ones */
 	free(dir);
 	return status;
@@ -120,6 +125,7 @@ int cmd_rm(int argc, char **argv)
 	int status, nargs = cli_parse_options("rm", opts, argc, argv, &status);
 	kbox_error_t err = {0};
 	long long bytes;
+	bool deeper = false;
 	char *home;
 
 	if (nargs < 0)
@@ -143,14 +149,14 @@ int cmd_rm(int argc, char **argv)
 		return EXIT_UNAVAILABLE;
 	}
 	if (!nargs)
-		status = rm_one("rm", home, name, force, false, &bytes);
+		status = rm_one("rm", home, name, force, false, &bytes, &deeper);
 	for (int i = 0; i < nargs; i++) {
 		int s = EXIT_OK;
 		bool again = false;
 		for (int k = 0; k < i && !again; k++) /* a name given twice goes once */
 			again = strcmp(argv[k], argv[i]) == 0;
 		if (!again)
-			s = rm_one("rm", home, argv[i], force, false, &bytes);
+			s = rm_one("rm", home, argv[i], force, false, &bytes, &deeper);
 		if (s != EXIT_OK && status == EXIT_OK)
 			status = s;
 	}
@@ -215,6 +221,7 @@ int cmd_prune(int argc, char **argv)
 	kbox_error_t err = {0};
 	char *home, **names, size[32];
 	long long total = 0;
+	bool deeper = false;
 	size_t n = 0;
 	time_t cutoff;
 
@@ -230,7 +237,6 @@ int cmd_prune(int argc, char **argv)
 	cutoff = time(NULL) - (older_ms > 0 ? (time_t)(older_ms / 1000) : 0);
 	for (size_t i = 0; i < n; i++) {
 		char *dir;
-		time_t last;
 		long long bytes, files;
 		if (!kr_session_is_dir(home, names[i]) ||
 		    !(dir = kr_session_dir(home, names[i], false, &err)))
@@ -247,9 +253,9 @@ int cmd_prune(int argc, char **argv)
 				total += bytes;
 			}
 		} else {
-			session_bytes(dir, &last);
-			if (older_ms <= 0 || last < cutoff) {
-				int s = rm_one("prune", home, names[i], false, dry_run, &bytes);
+			if (older_ms <= 0 || session_last(dir) < cutoff) {
+				int s = rm_one("prune", home, names[i], false, dry_run, &bytes,
+				               &deeper);
 				if (s == EXIT_OK)
 					total += bytes;
 				else if (status == EXIT_OK)
@@ -261,6 +267,7 @@ int cmd_prune(int argc, char **argv)
 	kr_session_list_free(names, n);
 	free(home);
 	kx_fmt_bytes(size, sizeof size, total);
-	printf("%s %s\n", dry_run ? "would reclaim" : "reclaimed", size);
+	printf("%s %s%s\n", dry_run ? "would reclaim" : "reclaimed", deeper ? "at least " : "",
+	       size);
 	return status;
 }

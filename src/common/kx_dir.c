@@ -190,18 +190,21 @@ int kx_empty_dir(const char *dir)
 	return rc;
 }
 
-static void walk(int fd, unsigned depth, unsigned max_depth,
+/* kx_walk of FD at DEPTH: true when a directory was left out at the
+ * depth bound. */
+static bool walk(int fd, unsigned depth, unsigned max_depth,
                  void (*visit)(int, const char *, const struct stat *, void *), void *arg)
 {
 	struct dirent *e;
 	DIR *d;
+	bool deeper = false;
 	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (dfd < 0)
-		return;
+		return false;
 	if (!(d = fdopendir(dfd))) {
 		close(dfd);
-		return;
+		return false;
 	}
 	while ((e = readdir(d))) {
 		struct stat st;
@@ -210,21 +213,25 @@ static void walk(int fd, unsigned depth, unsigned max_depth,
 		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		visit(dirfd(d), e->d_name, &st, arg);
-		if (S_ISDIR(st.st_mode) && depth < max_depth &&
-		    (sub = openat(dirfd(d), e->d_name,
-		                  O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
-			walk(sub, depth + 1, max_depth, visit, arg);
+		if (!S_ISDIR(st.st_mode))
+			continue;
+		if (depth >= max_depth)
+			deeper = true;
+		else if ((sub = openat(dirfd(d), e->d_name,
+		                       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+			deeper |= walk(sub, depth + 1, max_depth, visit, arg);
 			close(sub);
 		}
 	}
 	closedir(d);
+	return deeper;
 }
 
-void kx_walk(int fd, unsigned max_depth,
+bool kx_walk(int fd, unsigned max_depth,
              void (*visit)(int dirfd, const char *name, const struct stat *st, void *arg),
              void *arg)
 {
-	walk(fd, 0, max_depth, visit, arg);
+	return walk(fd, 0, max_depth, visit, arg);
 }
 
 int kx_unix_path(char *buf, size_t size, const char *dir, const char *name, int *dirfd_p)
