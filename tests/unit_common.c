@@ -835,6 +835,46 @@ TEST(empty_dir_removes_everything_inside_and_keeps_the_dir)
 	free(dir);
 }
 
+/* kx_walk's visit for the test below: count entries, never a link's target. */
+static void count_entry(int dirfd, const char *name, const struct stat *st, void *arg)
+{
+	(void)dirfd;
+	(void)name;
+	((int *)arg)[S_ISLNK(st->st_mode) ? 1 : 0]++;
+}
+
+TEST(walk_visits_max_depth_levels_down_and_says_when_it_left_some_out)
+{
+	char *dir, path[4200];
+	int fd, n[2];
+
+	dir = test_mkdtemp("kx-walk");
+	REQUIRE(dir != NULL);
+	snprintf(path, sizeof path, "%s/a", dir);
+	REQUIRE(mkdir(path, 0700) == 0);
+	snprintf(path, sizeof path, "%s/a/b", dir);
+	REQUIRE(mkdir(path, 0700) == 0);
+	snprintf(path, sizeof path, "%s/a/b/c", dir);
+	REQUIRE(mkdir(path, 0700) == 0);
+	snprintf(path, sizeof path, "%s/a/l", dir);
+	REQUIRE(symlink("/", path) == 0);
+	REQUIRE((fd = open(dir, O_PATH | O_DIRECTORY)) >= 0);
+	memset(n, 0, sizeof n);
+	CHECK(!kx_walk(fd, 3, count_entry, n)); /* a (level 0), b and l (1), c (2) */
+	CHECK_INT_EQ(n[0], 3);
+	CHECK_INT_EQ(n[1], 1);
+	memset(n, 0, sizeof n);
+	CHECK(kx_walk(fd, 2, count_entry, n)); /* c seen, not entered: it is empty, */
+	CHECK_INT_EQ(n[0], 3);                 /* but kx_walk cannot know that */
+	memset(n, 0, sizeof n);
+	CHECK(kx_walk(fd, 0, count_entry, n)); /* a only */
+	CHECK_INT_EQ(n[0], 1);
+	CHECK_INT_EQ(n[1], 0);
+	close(fd);
+	test_rm_rf(dir);
+	free(dir);
+}
+
 TEST(unix_path_goes_through_proc_when_the_dir_is_too_long)
 {
 	char dir[300], buf[108];
@@ -1203,6 +1243,7 @@ int main(void)
 
 	RUN(private_dir_accepts_0700_and_says_how_to_fix_anything_else);
 	RUN(empty_dir_removes_everything_inside_and_keeps_the_dir);
+	RUN(walk_visits_max_depth_levels_down_and_says_when_it_left_some_out);
 	RUN(unix_path_goes_through_proc_when_the_dir_is_too_long);
 
 	RUN(grow_keeps_the_array_while_there_is_room_then_doubles_from_4);

@@ -282,8 +282,8 @@ int kx_empty_dir(const char *dir);
 /* Call VISIT(DIRFD, NAME, ST, ARG) for every entry of the directory FD
  * and, MAX_DEPTH levels down, of its directories (after the directory
  * itself is visited), never through a symbolic link; what cannot be read
- * is passed over.  True when a directory MAX_DEPTH levels down held
- * directories it did not enter. */
+ * is passed over.  True when it visited directories MAX_DEPTH levels
+ * down without entering them: they may hold more. */
 struct stat;
 bool kx_walk(int fd, unsigned max_depth,
              void (*visit)(int dirfd, const char *name, const struct stat *st, void *arg),
