@@ -440,7 +440,9 @@ typedef struct {
 	char path[PATH_MAX]; /* the directory being read */
 	unsigned long dirs;  /* directories read so far */
 	int found;           /* 1: PATH is a state directory; -1: too many, -2: too deep,
-	            * -3: PATH is ours, and we may not read it */
+	            * -3: PATH may be passed, not read; -4: PATH could not be
+	            * looked through (ERR says why) */
+	int err;
 } state_walk_t;
 
 /* Look through the directory FD, at W->path (LEN bytes), DEPTH levels
@@ -457,15 +459,21 @@ static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
 		return;
 	}
 	if ((dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		/* what we may not read, a sandbox of another uid may not either;
-		 * but one of ours, of our uid, may chmod a directory of ours
-		 * and look: one we cannot look through is refused */
-		struct stat st;
-		if (fstat(fd, &st) == 0 && st.st_uid == geteuid())
-			w->found = -3;
+		/* what we may not pass, a sandbox may not pass either (of our
+		 * uid and groups as a user; under root, of another uid, and
+		 * root passes anything): passed over.  One we may pass but not
+		 * read could hide a state directory from us, not from the code
+		 * (it opens names it knows): refused, whoever owns it. */
+		int why = errno;
+		if (why == EACCES && faccessat(AT_FDCWD, w->path, X_OK, AT_EACCESS) < 0)
+			return;
+		w->found = why == EACCES ? -3 : -4;
+		w->err = why;
 		return;
 	}
 	if (!(d = fdopendir(dfd))) {
+		w->found = -4;
+		w->err = errno;
 		close(dfd);
 		return;
 	}
@@ -496,11 +504,20 @@ static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
 			w->found = -2;
 			break;
 		}
-		sub = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub < 0)
-			continue;
 		w->path[len] = '/';
 		memcpy(w->path + len + 1, e->d_name, n + 1);
+		sub = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0) {
+			/* gone meanwhile, or not a directory now: nothing to see;
+			 * anything else (no descriptor left, say) fails closed */
+			if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
+				w->path[len] = '\0';
+				continue;
+			}
+			w->found = -4;
+			w->err = errno;
+			break;
+		}
 		state_walk(w, sub, len + 1 + n, depth + 1);
 		close(sub);
 		if (!w->found)
@@ -558,9 +575,13 @@ static int state_refuses(const char *dir, char *why, size_t size)
 		         dir, STATE_WALK_DIRS);
 	else if (found == -3)
 		snprintf(why, size,
-		         "%s holds %s, which kbox may not read but the code could open (it is "
-		         "yours): make it readable (chmod u+rx), or give another directory",
+		         "%s holds %s, which kbox may not read but the code could pass through: "
+		         "make it readable (chmod u+rx if it is yours), or give another directory",
 		         dir, w->path);
+	else if (found == -4)
+		snprintf(why, size,
+		         "%s cannot be looked through for kbox state directories: %s: %s", dir,
+		         w->path, strerror(w->err));
 	else if (found < 0)
 		snprintf(why, size,
 		         "%s has directories deeper than %d levels, too deep to look through for "

@@ -160,8 +160,55 @@ else
 	kbox run --workspace proj -c 'print(1)'
 	chmod 755 proj/hid
 	check row44_workspace_holding_a_directory_of_ours_kbox_cannot_read_is_refused fails_with 2 \
-		"kbox run: --workspace proj: refused: $(pwd -P)/proj holds $(pwd -P)/proj/hid, which kbox may not read but the code could open (it is yours): make it readable (chmod u+rx), or give another directory"
+		"kbox run: --workspace proj: refused: $(pwd -P)/proj holds $(pwd -P)/proj/hid, which kbox may not read but the code could pass through: make it readable (chmod u+rx if it is yours), or give another directory"
 fi
+
+# whoever owns it: one the caller may pass but not read (root's, mode
+# 0711) could hide a state directory of the caller's from kbox, not from
+# the code, which opens names it knows.  One the caller may not pass
+# either (0700) hides nothing from the code: passed over.  A user other
+# than root is needed to be refused by root's directory: root makes the
+# layout and runs kbox as uid 54321.
+fresh
+if [ "$(id -u)" != 0 ]; then
+	skip row44_workspace_holding_a_passable_unreadable_directory_of_another_owner_is_refused \
+		"needs a directory of another owner, which root makes"
+	skip row44_workspace_holding_a_directory_the_caller_cannot_pass_is_accepted \
+		"needs a directory of another owner, which root makes"
+else
+	chmod 711 "$T"
+	mkdir -p proj/shared/kb proj/closed/kb2 uh
+	chown 54321:54321 proj proj/shared/kb proj/closed/kb2 uh
+	chmod 711 proj/shared
+	chmod 700 proj/closed
+	as_other() {
+		setpriv --reuid=54321 --regid=54321 --clear-groups \
+			env HOME="$T/uh" KBOX_HOME="$T/uh/state" "$KBOX" "$@" </dev/null >stdout 2>stderr
+		rc=$?
+	}
+	as_other run --workspace proj -c 'print(1)'
+	check row44_workspace_holding_a_passable_unreadable_directory_of_another_owner_is_refused \
+		fails_with 2 "kbox run: --workspace proj: refused: $T/proj holds $T/proj/shared, which kbox may not read but the code could pass through: make it readable (chmod u+rx if it is yours), or give another directory"
+	chmod 700 proj/shared
+	as_other run --workspace proj -c 'import os; print(*sorted(os.listdir(".")))'
+	check row44_workspace_holding_a_directory_the_caller_cannot_pass_is_accepted eval '
+		status_is 0 && stdout_is "closed shared"'
+fi
+
+# the look fails closed: a directory it cannot open for want of a
+# descriptor (a low ulimit -n) is no directory passed over
+fresh
+d=deep
+i=0
+while [ $i -lt 40 ]; do d=$d/d; i=$((i + 1)); done
+mkdir -p "$d/kb/sessions/x"
+echo '{}' >"$d/kb/sessions/x/session.json"
+: >"$d/kb/.kbox-state"
+(ulimit -n 48 && exec "$KBOX" run --workspace deep -c 'print(1)') </dev/null >stdout 2>stderr
+rc=$?
+check row44_workspace_looked_through_without_descriptors_left_is_refused eval '
+	[ "$rc" = 2 ] && stdout_empty &&
+	grep -q "^kbox run: --workspace deep: refused: .* cannot be looked through for kbox state directories: .*: Too many open files" stderr'
 
 # the default ones, by their path, whether they exist or not
 fresh
