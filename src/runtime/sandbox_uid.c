@@ -229,6 +229,24 @@ static bool record_is(int ufd, uid_t uid, const struct stat *st)
 	       dev == (unsigned long long)st->st_dev && ino == (unsigned long long)st->st_ino;
 }
 
+/* Whether a supervisor holds the record of UID in UFD (a shared lock on
+ * it, kr_session_uid's HOLD): its session lives, wherever its directory
+ * now is (another mount namespace, renamed, replaced by a copy), between
+ * its kernels too, when no process runs as the uid. */
+static bool record_held(int ufd, uid_t uid)
+{
+	char name[32];
+	bool held;
+	int fd;
+
+	snprintf(name, sizeof name, "%u", (unsigned)uid);
+	if ((fd = openat(ufd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return false;
+	held = flock(fd, LOCK_EX | LOCK_NB) < 0;
+	close(fd);
+	return held;
+}
+
 /* Take UID for the session DIR (open at DFD, ST): its record made with
  * O_EXCL, or a stale one replaced, never while a process runs as it
  * (uid_in_use).  0; 1 when another session holds it; -1 with ERR. */
@@ -249,7 +267,7 @@ static int take_uid(int ufd, uid_t uid, const char *dir, const struct stat *st, 
 		if (errno != EEXIST)
 			return kbox_error_set_sys(err, "cannot record uid %s in %s", name,
 			                          KR_UID_DIR);
-		if (tries || record_live(ufd, uid) || uid_in_use(uid))
+		if (tries || record_live(ufd, uid) || record_held(ufd, uid) || uid_in_use(uid))
 			return 1;
 		unlinkat(ufd, name, 0); /* its session went: the uid is free */
 	}
@@ -336,7 +354,7 @@ static int open_records(int *lock, kbox_error_t *err)
 	return ufd;
 }
 
-int kr_session_uid(const char *dir, kr_sandbox_id_t *id, kbox_error_t *err)
+int kr_session_uid(const char *dir, kr_sandbox_id_t *id, int *hold, kbox_error_t *err)
 {
 	uid_t first, count, had, uid = (uid_t)-1;
 	struct stat st;
@@ -397,6 +415,19 @@ int kr_session_uid(const char *dir, kr_sandbox_id_t *id, kbox_error_t *err)
 		}
 		/* what the session's earlier uid made becomes the new one's */
 		reown_session(dfd, had == (uid_t)-1 ? id->uid : had, uid, id->gid);
+	}
+	if (hold) {
+		/* held while the caller lives: the uid is the session's between
+		 * its kernels, when none runs as it (record_held) */
+		char name[32];
+		snprintf(name, sizeof name, "%u", (unsigned)uid);
+		if ((*hold = openat(ufd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+		    flock(*hold, LOCK_SH | LOCK_NB) < 0) {
+			kbox_error_set_sys(err, "cannot hold uid %s's record in %s", name,
+			                   KR_UID_DIR);
+			kx_close(hold);
+			goto out;
+		}
 	}
 	id->uid = uid;
 	rc = 0;

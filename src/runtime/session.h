@@ -107,8 +107,11 @@ int kr_sandbox_range(const kr_sandbox_id_t *id, uid_t *first, uid_t *count, kbox
 /* Under root (ID->drop), make ID->uid the session DIR's own: the one it
  * has, else the first free one of the range, recorded; what an earlier uid
  * of the session made in its workspace, home and run/sandbox becomes the
- * new one's.  Nothing without DROP.  0, or -1 with ERR. */
-int kr_session_uid(const char *dir, kr_sandbox_id_t *id, kbox_error_t *err);
+ * new one's.  Nothing without DROP.  With HOLD, *HOLD gets a descriptor
+ * that holds the uid while it is open, whatever becomes of DIR: no other
+ * session takes it meanwhile (the supervisor keeps it for its life).
+ * 0, or -1 with ERR. */
+int kr_session_uid(const char *dir, kr_sandbox_id_t *id, int *hold, kbox_error_t *err);
 
 /* The session DIR is going: give its uid back. */
 void kr_session_uid_release(const char *dir);

@@ -324,7 +324,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	 * directories are that user's (an unsandboxed kernel stays ours) */
 	if (kr_backend_sandboxed(s->backend)) {
 		if (kr_sandbox_identity(&s->id, err) < 0 ||
-		    kr_session_uid(s->dir, &s->id, err) < 0 ||
+		    kr_session_uid(s->dir, &s->id, &s->uid_hold, err) < 0 ||
 		    kr_session_share(s->dir, &s->id, err) < 0)
 			return -1;
 		if (ws && kr_sandbox_reachable(&s->id, ws, err) < 0)
@@ -498,7 +498,7 @@ int kr_supervisor_run(const char *dir, int ready_fd, unsigned flags)
 	int status = 0;
 
 	s.dir = dir;
-	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = -1;
+	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = s.uid_hold = -1;
 	s.outputs_wd = s.sockets_wd = -1;
 	s.ready_fd = ready_fd;
 	s.new_notice = flags & KR_SUP_NEW_NOTICE;
@@ -578,6 +578,7 @@ out:
 		kr_cgroup_leave(s.cg);
 		kr_cgroup_destroy(&s.cg);
 	}
+	kx_close(&s.uid_hold); /* the sandbox has gone: its uid may go too */
 	kbox_loop_destroy(&s.loop);
 	kbox_kspec_destroy(&s.spec);
 	free(s.env);

@@ -337,6 +337,15 @@ if [ "$(id -u)" = 0 ]; then
 	printf '%s:%s:1\n' "$SU" "$LAST" >"$W/subuid.one"
 	: >"$W/subuid.none"
 	kx_one() { KBOX_SUBUID_FILE=$W/subuid.one kx "$@"; }
+	# no_process_as UID: no process (but zombies) runs as UID, real,
+	# effective, saved or file-system
+	no_process_as() {
+		cat /proc/[0-9]*/status 2>/dev/null | awk -v u="$1" '
+			/^Name:/ { z = 0 }
+			/^State:/ { z = $2 == "Z" }
+			/^Uid:/ && !z && ($2 == u || $3 == u || $4 == u || $5 == u) { found = 1 }
+			END { exit found }'
+	}
 	pyx i <<'EOF'
 import os
 with open("/workspace/secret-i", "w") as f:
@@ -402,6 +411,26 @@ EOF
 		grep -qF "all 1 sandbox uids ($LAST-$LAST, the sandbox user $SU'"'"'s range) are taken by sessions" "$W/p6_in_use.err"'
 	"$KBOX" stop -s p5moved >/dev/null 2>&1
 	"$KBOX" rm -f p5moved p6 >/dev/null 2>&1
+	# and between its kernels too, when no process runs as the uid: its
+	# supervisor holds the uid while it lives (here stopped, its sandbox
+	# killed, as in the moment a kernel is replaced)
+	kx_one start -s p7
+	keep p7
+	P7=$(status_field p7 sandbox_uid)
+	P7SUP=$(cat "$S/p7/supervisor.pid" 2>/dev/null)
+	mv "$S/p7" "$S/p7moved"
+	kill -STOP "$P7SUP"
+	pkill -KILL -U "$P7"
+	wait_for no_process_as "$P7"
+	kx_one start -s p8
+	keep p8_held
+	kill -CONT "$P7SUP"
+	DIAG="p7 p8_held"
+	check "row44_under_root_a_uid_held_by_a_live_supervisor_between_kernels_is_not_taken" eval '
+		rc_is p7 0 && eq "$P7" "$LAST" && ! rc_is p8_held 0 >/dev/null &&
+		grep -qF "all 1 sandbox uids ($LAST-$LAST, the sandbox user $SU'"'"'s range) are taken by sessions" "$W/p8_held.err"'
+	"$KBOX" stop -s p7moved >/dev/null 2>&1
+	"$KBOX" rm -f p7moved p8 >/dev/null 2>&1
 	# a range that overlaps another user's subordinate uids (their
 	# containers' files) is refused, naming whose
 	printf 'someone:%s:5\n%s:%s:1\n' "$LAST" "$SU" "$LAST" >"$W/subuid.shared"
