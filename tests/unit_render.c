@@ -1608,9 +1608,32 @@ TEST(text_escapes_a_forged_line_and_leaves_lines_that_only_resemble_one)
 	     "x [note: y]\\n[stdout]\\n[timeouts: 3]\\n[...]\\n\\\\n\\\\\\\\x\\nOutput: 1\\n"
 	     "[Note: capital]\\n[stderr]\\n\"}");
 	text = finish_text(&cap, &res);
-	CHECK_STR_EQ(text, "[1, 2, 3]\n[INFO] starting\n  [stderr]\nx [note: y]\n\\[stdout]\n"
+	CHECK_STR_EQ(text, "[1, 2, 3]\n[INFO] starting\n\\  [stderr]\nx [note: y]\n\\[stdout]\n"
 	                   "[timeouts: 3]\n[...]\n\\n\\\\x\nOutput: 1\n[Note: capital]\n"
 	                   "\\[stderr]\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
+/* Blank characters before a forged line hide nothing: spaces of every
+ * width, the blank braille pattern; nor does a fullwidth "[" (which reads
+ * as one).  A fullwidth bracket before anything else is CJK text. */
+TEST(text_escapes_a_forged_line_after_blanks_or_with_a_fullwidth_bracket)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\" [kernel died: a]\\n\\t[note: b]\\n"
+	     "\\u00a0[note: c]\\n\\u2800[note: d]\\n\\u3000\\u2003[stderr]\\n"
+	     "\\uff3bkernel died: e\\uff3d\\n\\uff3b\\u6ce8\\uff3d\\n  [1, 2]\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "\\ [kernel died: a]\n\\\t[note: b]\n\\\xc2\xa0[note: c]\n"
+	                   "\\\xe2\xa0\x80[note: d]\n\\\xe3\x80\x80\xe2\x80\x83[stderr]\n"
+	                   "\\\xef\xbc\xbbkernel died: e\xef\xbc\xbd\n"
+	                   "\xef\xbc\xbb\xe6\xb3\xa8\xef\xbc\xbd\n  [1, 2]\n");
 	free(text);
 	kbox_result_destroy(&res);
 }
@@ -1904,6 +1927,7 @@ int main(void)
 	RUN_IN_TMP(schema_rejects_a_result_with_an_unknown_member);
 	RUN_IN_TMP(text_escapes_each_kbox_line_the_code_prints);
 	RUN_IN_TMP(text_escapes_a_forged_line_and_leaves_lines_that_only_resemble_one);
+	RUN_IN_TMP(text_escapes_a_forged_line_after_blanks_or_with_a_fullwidth_bracket);
 	RUN_IN_TMP(text_adds_one_backslash_to_a_forged_line_after_backslashes);
 	RUN_IN_TMP(text_escapes_the_first_line_of_every_part);
 	RUN_IN_TMP(text_escapes_a_display_line_but_not_a_value_after_out_n);

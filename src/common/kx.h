@@ -125,6 +125,13 @@ size_t kx_utf8_unit(const char *s, size_t n, bool *is_char);
  * U+1D173..U+1D17A and the tags U+E0000..U+E0FFF. */
 unsigned kx_utf8_invisible(const char *s, size_t n);
 
+/* The length in bytes of the blank character at S (N bytes at most), or
+ * 0: one that shows as empty space: a space, a tab, U+00A0 (no-break
+ * space), U+1680, U+2000..U+200A (the typographic spaces), U+202F,
+ * U+205F, U+2800 (the blank braille pattern) and U+3000 (the ideographic
+ * space). */
+size_t kx_utf8_blank(const char *s, size_t n);
+
 /* The one way kbox shows a name that it did not choose (a file name
  * from the workspace, a path in a message): NAME[0..LEN) into OUT (SIZE
  * bytes; KX_NAME_ESCAPED_MAX(LEN) holds any name whole), so that no name
@@ -182,6 +189,21 @@ void kx_buf_reset(kx_buf_t *b);
  * at first), *CAP updated.  NULL when out of memory: V and *CAP are then
  * as they were, and V still the caller's. */
 void *kx_grow(void *v, size_t *cap, size_t n, size_t size);
+
+/* ---- kx_quote.c: kernel text in a text a model reads ---- */
+
+/* Append the LEN bytes at S as the text a model reads shows them: a NUL
+ * byte as the two characters "\0", everything else as it is (so the text
+ * holds no NUL, and nothing after one is lost). */
+void kx_buf_visible(kx_buf_t *b, const char *s, size_t len);
+
+/* Append the LEN bytes at S, text the kernel made (its output, a value, a
+ * file of its outputs read back), as kx_buf_visible does, with one more
+ * backslash before each line of it that begins where a line of B begins
+ * and looks like one of kbox's own lines ("[stderr]", "[note: ", "Out[",
+ * …; after any backslashes, blank characters or characters that show
+ * nothing, its "[" perhaps a fullwidth one), as mboxrd quotes "From ". */
+void kx_buf_kernel(kx_buf_t *b, const char *s, size_t len);
 
 /* ---- kx_argv.c: a growing argv ---- */
 

@@ -208,6 +208,24 @@ unsigned kx_utf8_invisible(const char *s, size_t n)
 	return 0;
 }
 
+size_t kx_utf8_blank(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	unsigned c;
+
+	if (n >= 1 && (p[0] == ' ' || p[0] == '\t'))
+		return 1;
+	if (n >= 2 && p[0] == 0xc2 && p[1] == 0xa0)
+		return 2;
+	if (n < 3 || (p[0] & 0xf0) != 0xe0 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80)
+		return 0;
+	c = (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu);
+	return c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x202f || c == 0x205f ||
+	                       c == 0x2800 || c == 0x3000
+	               ? 3
+	               : 0;
+}
+
 size_t kx_name_escape(const char *name, size_t len, char *out, size_t size)
 {
 	const unsigned char *p = (const unsigned char *)name;

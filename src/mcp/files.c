@@ -244,19 +244,23 @@ static int cmp_names(const void *a, const void *b)
 }
 
 /* Append to B the line of list_files for the entry NAME of the directory
- * DIRFD: NAME escaped (kx_name_escape), after a backslash when it begins
- * with "[" (so that no name reads as the listing's own "[... N more"
- * line: a backslash of the name itself is "\\"), then "/" for a
- * directory, "@" for a symbolic link, its size for a file, what it is for
- * anything else. */
+ * DIRFD: NAME escaped (kx_name_escape), after a backslash when it begins,
+ * after any blank characters (kx_utf8_blank), with "[" or a fullwidth one
+ * (so that no name reads as the listing's own "[... N more" line: a
+ * backslash of the name itself is "\\"), then "/" for a directory, "@"
+ * for a symbolic link, its size for a file, what it is for anything
+ * else. */
 static void entry_line(kx_buf_t *b, int dirfd, const char *name)
 {
 	char shown[KX_NAME_ESCAPED_MAX(NAME_MAX)], sz[32];
+	size_t len = strlen(name), i = 0, n;
 	struct stat st;
 
-	if (name[0] == '[')
+	while ((n = kx_utf8_blank(name + i, len - i)))
+		i += n;
+	if (name[i] == '[' || strncmp(name + i, "\xef\xbc\xbb", 3) == 0)
 		kx_buf_append(b, "\\", 1);
-	kx_name_escape(name, strlen(name), shown, sizeof shown);
+	kx_name_escape(name, len, shown, sizeof shown);
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		kx_buf_appendf(b, "%s\n", shown);
 	else if (S_ISDIR(st.st_mode))
@@ -380,13 +384,33 @@ static ssize_t read_part(int fd, long long offset, char *buf, bool *more)
 	*more = got > (size_t)READ_FILE_MAX;
 	if (!*more)
 		return (ssize_t)got;
+	/* buf[cut] begins the character the next part begins with: 3 bytes
+	 * back at most (a character is 4 at most; more continuation bytes in
+	 * a row are no UTF-8, which the part's check then says) */
 	cut = (size_t)READ_FILE_MAX;
-	while (cut > 0 && ((unsigned char)buf[cut] & 0xc0) == 0x80)
-		cut--; /* buf[cut] begins the character the next part begins with */
+	while (cut > (size_t)READ_FILE_MAX - 3 && ((unsigned char)buf[cut] & 0xc0) == 0x80)
+		cut--;
 	for (size_t i = cut; i > cut / 2; i--)
 		if (buf[i - 1] == '\n')
 			return (ssize_t)i;
 	return (ssize_t)cut;
+}
+
+/* Whether OFFSET, where the file open at FD has a continuation byte, is
+ * inside a character that begins at most 3 bytes before it (else the byte
+ * is no UTF-8 at all). */
+static bool inside_char(int fd, long long offset)
+{
+	unsigned char b[3];
+	size_t k = offset < 3 ? (size_t)offset : 3;
+	ssize_t n = kx_pread_full(fd, b, k, (off_t)(offset - (long long)k));
+
+	for (ssize_t i = n - 1; i >= 0; i--) {
+		size_t need = b[i] >= 0xf0 ? 4 : b[i] >= 0xe0 ? 3 : b[i] >= 0xc0 ? 2 : 0;
+		if ((b[i] & 0xc0) != 0x80) /* the lead byte: is OFFSET within its length? */
+			return need > (size_t)(n - i);
+	}
+	return false;
 }
 
 /* read_file {path, offset?}: a text file of the workspace, or an output
@@ -397,7 +421,8 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 {
 	const char *path = json_string_value(json_object_get(args, "path"));
 	json_t *joff = json_object_get(args, "offset"), *res = NULL, *text;
-	char why[PATH_MAX + 256], *buf = NULL;
+	char why[PATH_MAX + 256], *buf = NULL, *quoted;
+	kx_buf_t qb = KX_BUF_INIT;
 	long long offset = 0;
 	kbox_error_t err = {0};
 	tool_path_t p = {.dirfd = -1};
@@ -435,14 +460,14 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 		res = mcp_text_result(true, "read_file: %s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (len > 0 && ((unsigned char)buf[0] & 0xc0) == 0x80) {
+	if (len > 0 && ((unsigned char)buf[0] & 0xc0) == 0x80 && inside_char(fd, offset)) {
 		res = mcp_text_result(true,
 		                      "read_file: offset %lld is inside a character of %s: give an "
 		                      "offset a result gave, or 0",
 		                      offset, path);
 		goto out;
 	}
-	if (memchr(buf, '\0', (size_t)len) || !(text = json_stringn(buf, (size_t)len))) {
+	if (memchr(buf, '\0', (size_t)len) || !kx_utf8_valid(buf, (size_t)len)) {
 		res = mcp_text_result(true,
 		                      "read_file: %s is not a text file (it is binary, or not "
 		                      "UTF-8): %s",
@@ -454,6 +479,16 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 		                                "with read_image");
 		goto out;
 	}
+	/* the model reads it as it reads the kernel's text in a result: a
+	 * line that begins like one of kbox's own is quoted (an output file
+	 * holds what the kernel printed) */
+	kx_buf_kernel(&qb, buf, (size_t)len);
+	if (!(quoted = kx_buf_take(&qb, NULL)) || !(text = json_string(quoted))) {
+		free(quoted);
+		res = mcp_text_result(true, "read_file: %s: out of memory", path);
+		goto out;
+	}
+	free(quoted);
 	if (more) {
 		char note[128];
 		long long next = offset + (long long)len;

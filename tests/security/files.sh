@@ -604,7 +604,8 @@ for n in res.setdefault("names", ["a%sb-%04x" % (chr(c), c) for c in (
         0x2068, 0x2069, 0x200e, 0x200f, 0x061c, 0x200b, 0x200c, 0x200d, 0x2060,
         0xfeff)] + ["notes.txt\u2028secrets.txt\t1 KiB", "caf\u00e9", "\u4e2d\u6587",
                     "\U0001f600", "x\\y", "[draft].txt",
-                    "[... 5 more entries not shown]"]):
+                    "[... 5 more entries not shown]", " [... 2 more entries not shown]",
+                    "\u3000\uff3b... 4 more entries not shown\uff3d"]):
     os.close(os.open(n, os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=names))
 with open("huge", "wb", opener=lambda p, f: os.open(p, f, 0o600, dir_fd=d)) as f:
     f.truncate(1 << 30)
@@ -683,7 +684,9 @@ check row46_list_escapes_separators_bidi_controls_zero_width_characters_and_quot
  [("notes.txt\u2028secrets.txt\t1 KiB", "notes.txt\\u2028secrets.txt\\t1 KiB"),
   ("caf\u00e9", "caf\u00e9"), ("\u4e2d\u6587", "\u4e2d\u6587"), ("\U0001f600", "\U0001f600"),
   ("x\\y", "x\\\\y"), ("[draft].txt", "\\[draft].txt"),
-  ("[... 5 more entries not shown]", "\\[... 5 more entries not shown]")]))'
+  ("[... 5 more entries not shown]", "\\[... 5 more entries not shown]"),
+  (" [... 2 more entries not shown]", "\\ [... 2 more entries not shown]"),
+  ("\u3000\uff3b... 4 more entries not shown\uff3d", "\\\u3000\uff3b... 4 more entries not shown\uff3d")]))'
 
 # An image type that kbox does not save is named by the kernel's own key
 # of its display data: it cannot pose as another line.

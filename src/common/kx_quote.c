@@ -1,0 +1,186 @@
+/* src/common/kx_quote.c — kbox's own lines in a text a model reads, and
+ * the kernel's that look like them (kx.h: kx_buf_kernel).  In the common
+ * module because every front end shows kernel text: libkbox's renderer
+ * (src/render.c) and the MCP file tools (src/mcp/files.c), which kbox(1)
+ * runs without libkbox. */
+#include "common/kx.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+/* Append the LEN bytes at S as the text format shows them: a NUL byte
+ * as the two characters "\0", everything else as it is.  So the text holds
+ * no NUL, and nothing after one is lost. */
+void kx_buf_visible(kx_buf_t *b, const char *s, size_t len)
+{
+	const char *nul;
+
+	while (len > 0 && (nul = memchr(s, '\0', len))) {
+		kx_buf_append(b, s, (size_t)(nul - s));
+		kx_buf_append(b, "\\0", 2);
+		len -= (size_t)(nul - s) + 1;
+		s = nul + 1;
+	}
+	kx_buf_append(b, s, len);
+}
+
+/* ---- kbox's own lines, and the kernel's that look like them ----
+ *
+ * kbox's own lines in the text begin with one of these.  A line the
+ * kernel made (its output, a value, a traceback, a prompt) that begins
+ * with one, after any number of backslashes, is shown with one more
+ * backslash first, as mboxrd quotes "From " lines: "[stderr]" printed by
+ * the code reads "\[stderr]", and "\[stderr]" reads "\\[stderr]".  So no
+ * line of the kernel's reads as one of kbox's, and no other line changes.
+ * The tool's description (src/cli/cmd_tool_schema.c) and kbox-exec(1)
+ * list the words. */
+static const char *const own_prefixes[] = {
+        "[stderr]",
+        "[stdout]",
+        "[note: ",
+        "[image ",
+        "[display ",
+        "[input: ",
+        "[timeout]",
+        "[timeout: ",
+        "[kernel died",
+        "[aborted]",
+        "[aborted: ",
+        "[interrupted",
+        "[... ",
+        "[files saved in: ",
+        "[output printed between executions",
+        "[end of that output]",
+        "[no output]",
+        "Out[",
+        "Out:",
+};
+
+/* How many bytes at S (LEN at most) a reader does not see: an invisible
+ * format character (kx_utf8_invisible: a zero-width space or joiner, a
+ * bidi control, a byte order mark, a soft hyphen, a variation selector, a
+ * tag), a control character but a line break or tab, or an escape
+ * sequence (a terminal's colour, a title); 0 when the first character is
+ * seen. */
+static size_t unseen_len(const unsigned char *s, size_t len)
+{
+	size_t n;
+
+	if (len == 0)
+		return 0;
+	if (s[0] == 0x1b) { /* ESC [ ... final; ESC ] ... BEL or ESC \; ESC X */
+		if (len >= 2 && s[1] == '[') {
+			for (n = 2; n < len && !(s[n] >= 0x40 && s[n] <= 0x7e); n++)
+				;
+			return n < len ? n + 1 : len;
+		}
+		if (len >= 2 && s[1] == ']') {
+			for (n = 2; n < len && s[n] != 0x07 &&
+			            !(s[n] == 0x1b && n + 1 < len && s[n + 1] == '\\');
+			     n++)
+				;
+			return n >= len ? len : s[n] == 0x07 ? n + 1 : n + 2;
+		}
+		return len >= 2 ? 2 : 1;
+	}
+	if (s[0] < 0x20 || s[0] == 0x7f)
+		return s[0] == '\t' || s[0] == '\n' || s[0] == '\r' || s[0] == 0x0b ||
+		                       s[0] == 0x0c || (s[0] >= 0x1c && s[0] <= 0x1e)
+		               ? 0
+		               : 1;
+	if (s[0] == 0xc2 && len >= 2 && s[1] >= 0x80 && s[1] <= 0x9f && s[1] != 0x85)
+		return 2; /* a C1 control but NEL, a line break */
+	return kx_utf8_invisible((const char *)s, len) ? (s[0] < 0xe0   ? 2
+	                                                  : s[0] < 0xf0 ? 3
+	                                                                : 4)
+	                                               : 0;
+}
+
+/* U+FF3B FULLWIDTH LEFT SQUARE BRACKET, which reads as "[". */
+#define FULLWIDTH_BRACKET "\xef\xbc\xbb"
+
+/* Does the line starting at S (LEN bytes at most) begin, after any
+ * backslashes, blank characters (kx_utf8_blank) and characters a reader
+ * does not see (unseen_len), with one of kbox's own prefixes, its "["
+ * perhaps a fullwidth one (which reads as one)? */
+static bool looks_own(const char *s, size_t len)
+{
+	size_t i = 0, n;
+	bool wide;
+
+	while (i < len) {
+		if (s[i] == '\\')
+			i++;
+		else if ((n = unseen_len((const unsigned char *)s + i, len - i)) ||
+		         (n = kx_utf8_blank(s + i, len - i)))
+			i += n;
+		else
+			break;
+	}
+	s += i;
+	len -= i;
+	wide = len >= 3 && memcmp(s, FULLWIDTH_BRACKET, 3) == 0;
+	for (i = 0; i < sizeof own_prefixes / sizeof own_prefixes[0]; i++) {
+		const char *own = own_prefixes[i];
+		n = strlen(own);
+		if (len >= n && memcmp(s, own, n) == 0)
+			return true;
+		if (wide && own[0] == '[' && len - 3 >= n - 1 && memcmp(s + 3, own + 1, n - 1) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Is C a one-byte line break a reader may take for one: a newline, a
+ * carriage return, a vertical tab, a form feed, or the separators of
+ * files, groups and records (Python's str.splitlines breaks at each)? */
+static bool line_break_byte(unsigned char c)
+{
+	return c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e);
+}
+
+/* Is B at the start of a line: empty, or after a line break a reader may
+ * take for one (line_break_byte's, U+0085, U+2028, U+2029)? */
+static bool at_line_start(const kx_buf_t *b)
+{
+	const unsigned char *e = (const unsigned char *)b->data + b->len;
+
+	if (b->len == 0 || line_break_byte(e[-1]))
+		return true;
+	if (b->len >= 2 && e[-2] == 0xc2 && e[-1] == 0x85)
+		return true;
+	return b->len >= 3 && e[-3] == 0xe2 && e[-2] == 0x80 && (e[-1] == 0xa8 || e[-1] == 0xa9);
+}
+
+/* Where the line that starts at S (before END) ends: after its line
+ * break (at_line_start's), or at END. */
+static const char *line_end(const char *s, const char *end)
+{
+	const unsigned char *p = (const unsigned char *)s, *e = (const unsigned char *)end;
+
+	for (; p < e; p++) {
+		if (line_break_byte(*p))
+			return (const char *)p + 1;
+		if (*p == 0xc2 && p + 1 < e && p[1] == 0x85)
+			return (const char *)p + 2;
+		if (*p == 0xe2 && p + 2 < e && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
+			return (const char *)p + 3;
+	}
+	return end;
+}
+
+/* Append the LEN bytes at S, text the kernel made, as kx_buf_visible does,
+ * with a backslash before each line of it that begins where a line of B
+ * begins and looks like one of kbox's own. */
+void kx_buf_kernel(kx_buf_t *b, const char *s, size_t len)
+{
+	const char *end = s + len, *p;
+
+	while (s < end) {
+		if (at_line_start(b) && looks_own(s, (size_t)(end - s)))
+			kx_buf_append(b, "\\", 1);
+		p = line_end(s, end);
+		kx_buf_visible(b, s, (size_t)(p - s));
+		s = p;
+	}
+}
