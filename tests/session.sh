@@ -558,6 +558,21 @@ check bad_name_from_kbox_session_names_the_variable fails_with 2 \
 KBOX_SESSION=a/b timeout -k 5 120 "$KBOX" status -s nosuch >stdout 2>stderr
 rc=$?
 check dash_s_overrides_a_bad_kbox_session fails_with 5 "kbox status: no session \"nosuch\" (in $KBOX_HOME)"
+# KBOX_HOME spelt with a trailing "/", "//", "/./" or through a link is
+# the same state directory: its sessions start (their sockets are found
+# by its one path) and errors name that path
+KBOX_HOME=$KBOX_HOME/ timeout -k 5 120 "$KBOX" status -s nosuch >stdout 2>stderr
+rc=$?
+check a_kbox_home_with_a_trailing_slash_is_named_by_its_one_path fails_with 5 \
+	"kbox status: no session \"nosuch\" (in $KBOX_HOME)"
+ln -s "$KBOX_HOME" "$ROOT/home-link"
+KBOX_HOME=$ROOT//home-link/./ timeout -k 5 120 "$KBOX" exec -s spelt 'print(6 * 7)' \
+	>stdout 2>stderr </dev/null
+rc=$?
+check a_session_starts_in_a_kbox_home_spelt_through_a_link eval 'status_is 0 &&
+	stdout_is "[note: new session spelt: nothing was defined before this call]
+42" && [ -d "$KBOX_HOME/sessions/spelt" ]'
+"$KBOX" rm -f spelt >/dev/null 2>&1
 kbox start -s -x
 check bad_name_leading_dash eval '[ "$rc" = 2 ] && [ "$(wc -l <stderr)" -eq 1 ]'
 kbox exec -s "$(printf 'a%.0s' $(seq 33))" 'print(1)'

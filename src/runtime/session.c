@@ -52,6 +52,43 @@ int kr_session_check_name(const char *name, kbox_error_t *err)
 	return 0;
 }
 
+/* PATH (absolute) as the one path of its directory: links resolved,
+ * ".", ".." and empty parts gone, as far as it exists; the parts that do
+ * not exist yet appended, made plain.  New, or NULL when too long. */
+static char *canonical_path(const char *path)
+{
+	char cur[PATH_MAX] = "", next[PATH_MAX], real[PATH_MAX];
+	const char *p = path;
+
+	while (*p) {
+		const char *end;
+		size_t n;
+		while (*p == '/')
+			p++;
+		end = strchrnul(p, '/');
+		n = (size_t)(end - p);
+		if (n == 0 || (n == 1 && p[0] == '.')) {
+			p = end;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			char *slash = strrchr(cur, '/');
+			if (slash)
+				*slash = '\0';
+		} else {
+			if ((size_t)snprintf(next, sizeof next, "%s/%.*s", cur, (int)n, p) >=
+			    sizeof next)
+				return NULL;
+			if (realpath(next, real))
+				snprintf(cur, sizeof cur, "%s", strcmp(real, "/") == 0 ? "" : real);
+			else
+				memcpy(cur, next, strlen(next) + 1);
+		}
+		p = end;
+	}
+	return strdup(cur[0] ? cur : "/");
+}
+
 char *kr_state_home(kbox_error_t *err)
 {
 	const char *v = getenv("KBOX_HOME");
@@ -86,6 +123,19 @@ char *kr_state_home(kbox_error_t *err)
 		}
 		free(path);
 		path = abs;
+	}
+	/* one spelling of it (KBOX_HOME=/tmp/x/, /tmp/./x, a link in it): the
+	 * sockets are found, and the workspace check compares, by it */
+	{
+		char *canon = canonical_path(path);
+		if (!canon) {
+			kbox_error_set(err, KBOX_E_INVALID, "state directory path too long: %s",
+			               path);
+			free(path);
+			return NULL;
+		}
+		free(path);
+		path = canon;
 	}
 	return path;
 }

@@ -97,6 +97,18 @@ kbox run --workspace "$KBOX_HOME" -c 'print(1)'
 check row24_workspace_kbox_state_directory_is_refused refused "$KBOX_HOME" \
 	"$(cd "$KBOX_HOME" && pwd -P) is kbox's state directory"
 
+# however KBOX_HOME spells it, before it exists: through a link, "..",
+# "//" or a trailing "/"
+fresh
+mkdir w3 && ln -s w3 w3link
+for spelt in "$T/w3link/state" "$T/x/../w3/state/" "$T//w3/./state"; do
+	KBOX_HOME=$spelt "$KBOX" run --workspace w3 -c 'print(1)' >stdout 2>stderr </dev/null
+	rc=$?
+	refused w3 "$(pwd -P)/w3 holds kbox's state directory $(pwd -P)/w3/state" || break
+done
+check row24_workspace_holding_the_state_directory_however_kbox_home_spells_it_is_refused \
+	refused w3 "$(pwd -P)/w3 holds kbox's state directory $(pwd -P)/w3/state"
+
 # Any kbox state directory, found by what is in it (the mark kbox writes,
 # or a session's session.json), whatever KBOX_HOME is: row 44.
 fresh
