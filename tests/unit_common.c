@@ -337,6 +337,27 @@ static bool escapes_to(const char *in, const char *want)
 	return false;
 }
 
+TEST(utf8_blank_measures_spaces_of_every_width_and_nothing_else)
+{
+	CHECK_INT_EQ(kx_utf8_blank(" x", 2), 1);
+	CHECK_INT_EQ(kx_utf8_blank("\tx", 2), 1);
+	CHECK_INT_EQ(kx_utf8_blank("\xc2\xa0", 2), 2);     /* U+00A0 */
+	CHECK_INT_EQ(kx_utf8_blank("\xe1\x9a\x80", 3), 3); /* U+1680 */
+	CHECK_INT_EQ(kx_utf8_blank("\xe2\x80\x80", 3), 3); /* U+2000 */
+	CHECK_INT_EQ(kx_utf8_blank("\xe2\x80\x8a", 3), 3); /* U+200A */
+	CHECK_INT_EQ(kx_utf8_blank("\xe2\x80\xaf", 3), 3); /* U+202F */
+	CHECK_INT_EQ(kx_utf8_blank("\xe2\x81\x9f", 3), 3); /* U+205F */
+	CHECK_INT_EQ(kx_utf8_blank("\xe2\xa0\x80", 3), 3); /* U+2800 */
+	CHECK_INT_EQ(kx_utf8_blank("\xe3\x80\x80", 3), 3); /* U+3000 */
+	CHECK_INT_EQ(kx_utf8_blank("\xe2\x80\x8b", 3), 0); /* U+200B: invisible, not blank */
+	CHECK_INT_EQ(kx_utf8_blank("\xe2\xa0\x81", 3), 0); /* U+2801: a dot */
+	CHECK_INT_EQ(kx_utf8_blank("\xe3\x80\x80", 2), 0); /* cut short */
+	CHECK_INT_EQ(kx_utf8_blank("\xc2\xa0", 1), 0);
+	CHECK_INT_EQ(kx_utf8_blank("x", 1), 0);
+	CHECK_INT_EQ(kx_utf8_blank("", 0), 0);
+	CHECK_INT_EQ(kx_utf8_blank("\n", 1), 0); /* a line break is no blank */
+}
+
 TEST(name_escape_shows_invisible_format_characters_as_u_escapes)
 {
 	static const unsigned cps[] = {0x2028, 0x2029, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e,
@@ -1212,6 +1233,7 @@ int main(void)
 	RUN(utf8_floor_cuts_ill_formed_text_between_subparts);
 	RUN(utf8_count_counts_code_points);
 	RUN(utf8_count_counts_each_ill_formed_subpart_once_as_repair_makes_it);
+	RUN(utf8_blank_measures_spaces_of_every_width_and_nothing_else);
 	RUN(name_escape_shows_invisible_format_characters_as_u_escapes);
 	RUN(name_escape_shows_controls_bad_bytes_and_backslashes_escaped);
 	RUN(name_escape_keeps_ordinary_utf8);
