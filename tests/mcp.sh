@@ -7,7 +7,8 @@
 # JSON-RPC errors, the file tools and their confinement, the session's
 # end).  Real kernels, in sessions of a private KBOX_HOME.  TAP.
 #
-# Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON.
+# Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON;
+# MCP_SCRIPT, the client to run instead (tests/mcp_views.sh sets it).
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -32,4 +33,5 @@ unset KBOX_SESSION
 trap '"$KBOX" stop --all >/dev/null 2>&1; cd / && rm -rf "$BASE"' EXIT
 trap 'exit 1' HUP INT TERM
 cd "$BASE" || exit 1
-timeout -k 10 600 "$PY" "$top_srcdir/tests/mcp_client.py" "$KBOX" "$top_srcdir/tests/result.schema.json"
+timeout -k 10 600 "$PY" "$top_srcdir/tests/${MCP_SCRIPT:-mcp_client.py}" "$KBOX" \
+	"$top_srcdir/tests/result.schema.json"

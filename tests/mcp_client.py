@@ -10,7 +10,6 @@ import hashlib
 import json
 import re
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -18,137 +17,17 @@ import time
 
 import jsonschema
 
-KBOX, RESULT_SCHEMA = sys.argv[1], sys.argv[2]
-HOME = os.environ["KBOX_HOME"]
-LATEST = "2025-11-25"
-n = 0
-failed = 0
+from mcp_lib import (KBOX, HOME, LATEST, Server, check, err_code, gone, ok_result, plan,
+                     sessions, text_of)
 
-
-def check(name, fn):
-    global n, failed
-    n += 1
-    try:
-        fn()
-        print(f"ok {n} - {name}", flush=True)
-    except Exception as e:  # noqa: BLE001 - a test reports any failure
-        failed += 1
-        print(f"not ok {n} - {name}", flush=True)
-        for line in repr(e)[:3000].splitlines():
-            print(f"#   {line}", flush=True)
-        for f in glob.glob(os.path.join(os.path.dirname(HOME), "mcp-stderr-*")):
-            for line in open(f).read().splitlines()[-5:]:
-                print(f"#   stderr: {line}", flush=True)
-
-
-class Server:
-    """One `kbox mcp` process and its stdio."""
-
-    def __init__(self, *args, env=None):
-        self.err = open(os.path.join(os.path.dirname(HOME), f"mcp-stderr-{time.time_ns()}"), "w+")
-        self.p = subprocess.Popen([KBOX, "mcp", *args], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=self.err,
-                                  env=dict(os.environ, **(env or {})))
-        self.buf = b""
-        self.next_id = 1000
-        self.seen = []  # every message received
-
-    def send(self, msg):
-        raw = msg if isinstance(msg, (str, bytes)) else json.dumps(msg)
-        raw = raw.encode() if isinstance(raw, str) else raw
-        self.p.stdin.write(raw + b"\n")
-        self.p.stdin.flush()
-
-    def recv(self, timeout=60):
-        deadline = time.time() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.time()
-            if left <= 0:
-                raise TimeoutError("no message within %s s" % timeout)
-            r, _, _ = select.select([self.p.stdout], [], [], left)
-            if r:
-                chunk = os.read(self.p.stdout.fileno(), 1 << 20)
-                if not chunk:
-                    raise EOFError("kbox mcp closed its standard output")
-                self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        msg = json.loads(line)
-        self.seen.append(msg)
-        return msg
-
-    def wait_for(self, id_, timeout=60):
-        """The response to ID (other messages before it are kept in seen)."""
-        while True:
-            m = self.recv(timeout)
-            if m.get("id") == id_:
-                return m
-
-    def request(self, method, params=None, timeout=60):
-        self.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-        return self.wait_for(self.next_id, timeout)
-
-    def init(self, version=LATEST):
-        r = self.request("initialize", {"protocolVersion": version, "capabilities": {},
-                                        "clientInfo": {"name": "mcp_client.py", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return r
-
-    def call(self, tool, args, timeout=60):
-        return self.request("tools/call", {"name": tool, "arguments": args}, timeout)
-
-    def close(self, timeout=60):
-        self.p.stdin.close()
-        rc = self.p.wait(timeout)
-        self.p.stdout.close()
-        return rc
-
-    def stderr(self):
-        self.err.seek(0)
-        return self.err.read()
-
-
-def text_of(resp):
-    return "".join(c["text"] for c in resp["result"]["content"] if c["type"] == "text")
-
-
-def ok_result(resp):
-    assert "result" in resp, resp
-    return resp["result"]
-
-
-def err_code(resp):
-    assert "error" in resp, resp
-    return resp["error"]["code"]
-
-
-def sessions():
-    out = subprocess.run([KBOX, "ls", "--format", "json"], capture_output=True, text=True,
-                         check=True).stdout
-    return json.loads(out) if out.strip() else []
-
-
-def gone(pid, wait=10):
-    """Whether process PID ends (or is a zombie) within WAIT seconds."""
-    deadline = time.time() + wait
-    while time.time() < deadline:
-        try:
-            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.1)
-    return False
-
-
+RESULT_SCHEMA = sys.argv[2]
 full_schema = json.load(open(RESULT_SCHEMA))
 full_validator = jsonschema.Draft202012Validator(full_schema)
 
 # ---- lifecycle ----
-s = Server()
+# the whole result as structured content, to check it against its schema
+# (what a model reads in each kind of client: mcp_views.py)
+s = Server("--structured", "full")
 
 
 def t_before_init():
@@ -203,8 +82,8 @@ def t_tools_list():
     assert out["$defs"] == full_schema["$defs"], "outputSchema's $defs differ from the file's"
     assert tools["run_python"]["inputSchema"]["required"] == ["code"]
     # the same tool as kbox tool-schema --format mcp
-    ts = json.loads(subprocess.run([KBOX, "tool-schema", "--format", "mcp"], capture_output=True,
-                                   text=True, check=True).stdout)
+    ts = json.loads(subprocess.run([KBOX, "tool-schema", "--format", "mcp", "--structured",
+                                    "full"], capture_output=True, text=True, check=True).stdout)
     assert ts == tools["run_python"], "tool-schema --format mcp differs"
 
 
@@ -583,6 +462,47 @@ def t_read_spill():
 check("read_file_gives_the_whole_text_of_a_cut_output_by_its_path_in_outputs", t_read_spill)
 
 
+def read_parts(path, length):
+    """The text of PATH read with read_file in parts of LENGTH bytes, each
+    part's text, and the offsets the notes gave."""
+    got, parts, off = "", [], 0
+    while True:
+        r = ok_result(s.call("read_file", {"path": path, "offset": off, "length": length}))
+        assert r["isError"] is False, str(r)[:300]
+        parts.append(r["content"][0]["text"])
+        got += parts[-1]
+        if len(r["content"]) == 1:
+            return got, parts
+        m = re.fullmatch(r"\[\.\.\. (\d+) more bytes: read_file with offset (\d+)\]",
+                         r["content"][1]["text"])
+        assert m and int(m[2]) == off + len(parts[-1].encode()), r["content"][1]
+        off = int(m[2])
+
+
+def t_read_length():
+    lines = "".join(f"line {i}: é€😀\n" for i in range(400))
+    assert ok_result(s.call("write_file", {"path": "paged.txt", "content": lines}))[
+        "isError"] is False
+    # parts of 1000 bytes end at a line: each is whole lines, none longer
+    got, parts = read_parts("paged.txt", 1000)
+    assert got == lines and len(parts) >= 8, len(parts)
+    assert all(p.endswith("\n") and len(p.encode()) <= 1000 for p in parts), parts[:2]
+    # a part smaller than a line ends between characters, never inside one
+    got, parts = read_parts("paged.txt", 7)
+    assert got == lines and all(len(p.encode()) <= 7 for p in parts), parts[:4]
+    # smaller than a character: that character whole
+    got, parts = read_parts("paged.txt", 1)
+    assert got == lines and "😀" in parts and "€" in parts, parts[:12]
+    for bad in (0, -1, (1 << 20) + 1, "10", 1.5):
+        r = ok_result(s.call("read_file", {"path": "paged.txt", "length": bad}))
+        assert r == {"content": [{"type": "text", "text": 'read_file: "length" must be a whole '
+                                  'number of bytes from 1 to 1048576 (1 MiB)'}],
+                     "isError": True}, (bad, r)
+
+
+check("read_file_pages_by_length_at_lines_and_never_inside_a_character", t_read_length)
+
+
 def t_code_too_long():
     code = "x = 1\n" + "#" * (16 * 1024 * 1024)
     r = ok_result(s.call("run_python", {"code": code}))
@@ -704,7 +624,7 @@ check("sigkill_leaves_the_session_idle_with_its_30m_ttl_and_its_directory", t_si
 
 
 def t_inline():
-    o = Server("--images", "inline")
+    o = Server("--images", "inline", "--structured", "full")
     o.init()
     r = ok_result(o.call("run_python", {"code": "import matplotlib.pyplot as plt\n"
                                                 "plt.plot([1, 3, 2]); plt.show()"}))
@@ -723,7 +643,7 @@ check("images_inline_gives_each_image_as_png_content", t_inline)
 
 
 def t_inline_cap():
-    o = Server("--images", "inline")
+    o = Server("--images", "inline", "--structured", "full")
     o.init()
     # four images of 4.5 MiB (each under the 5 MiB of one): three fit in 16 MiB
     r = ok_result(o.call("run_python", {"code":
@@ -786,5 +706,4 @@ def t_persistent():
 
 check("session_name_attaches_to_a_session_that_outlives_the_connection", t_persistent)
 
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+plan()

@@ -47,13 +47,15 @@ fi
 
 fresh
 
-# inspector ARGS...: the Inspector's CLI on kbox mcp -s insp: ./stdout,
+# inspector ARGS...: the Inspector's CLI on kbox mcp -s insp --structured
+# text (so that its SDK checks the summary against run_python's
+# outputSchema): ./stdout,
 # ./stderr, $rc (shown by diag, as a kbox's).
 inspector() {
 	last_dir=$(pwd)
 	last_out=$last_dir/stdout
 	last_err=$last_dir/stderr
-	timeout -k 5 120 "$INSPECTOR" --cli "$KBOX" mcp -s insp "$@" >stdout 2>stderr
+	timeout -k 5 120 "$INSPECTOR" --cli "$KBOX" mcp -s insp --structured text "$@" >stdout 2>stderr
 	rc=$?
 }
 # json PYTHON-EXPRESSION: true when it holds of the JSON on stdout, as r.
@@ -75,7 +77,7 @@ check inspector_first_result_says_the_session_is_new eval '[ "$rc" = 0 ] && json
 
 ! selected a_second_inspector_finds_the_state_of_the_first_through_the_session ||
 	inspector --method tools/call --tool-name run_python --tool-arg 'code=x + 1'
-check a_second_inspector_finds_the_state_of_the_first_through_the_session eval '[ "$rc" = 0 ] && json "r[\"content\"] == [{\"type\": \"text\", \"text\": \"Out[2]: 42\\n\"}] and r[\"structuredContent\"][\"value\"][\"data\"][\"text/plain\"] == \"42\""'
+check a_second_inspector_finds_the_state_of_the_first_through_the_session eval '[ "$rc" = 0 ] && json "r[\"content\"] == [{\"type\": \"text\", \"text\": \"Out[2]: 42\\n\"}] and r[\"structuredContent\"][\"text\"] == \"Out[2]: 42\\n\""'
 
 # nothing printed: never an empty block; a forged line of kbox's: quoted
 ! selected inspector_result_of_nothing_says_no_output ||
@@ -87,6 +89,6 @@ check inspector_forged_line_is_quoted eval '[ "$rc" = 0 ] && json "r[\"content\"
 
 ! selected an_error_is_a_tool_result_with_is_error ||
 	inspector --method tools/call --tool-name run_python --tool-arg 'code=1/0'
-check an_error_is_a_tool_result_with_is_error eval '[ "$rc" = 0 ] && json "r[\"isError\"] is True and r[\"structuredContent\"][\"error\"][\"ename\"] == \"ZeroDivisionError\""'
+check an_error_is_a_tool_result_with_is_error eval '[ "$rc" = 0 ] && json "r[\"isError\"] is True and r[\"structuredContent\"][\"status\"] == \"error\" and \"ZeroDivisionError\" in r[\"content\"][0][\"text\"]"'
 
 tests_done

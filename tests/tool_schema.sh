@@ -98,6 +98,30 @@ save_as default
 check default_is_openai eval '[ "$rc" = 0 ] && valid openai'
 check the_three_carry_the_same_tool same_tool
 
+# run_python's outputSchema is that of kbox mcp --structured MODE: none by
+# default (the result carries no structured content), the summary with the
+# text, or the whole kbox.result/2
+kbox tool-schema --format mcp
+check mcp_has_no_output_schema_by_default eval '[ "$rc" = 0 ] &&
+	"$PY" -c "import json; t = json.load(open(\"stdout\")); assert \"outputSchema\" not in t"'
+kbox tool-schema --format mcp --structured text
+check mcp_structured_text_has_the_summarys_schema eval '[ "$rc" = 0 ] &&
+	"$PY" -c "import json, jsonschema; o = json.load(open(\"stdout\"))[\"outputSchema\"]
+jsonschema.Draft202012Validator.check_schema(o)
+assert o[\"required\"] == [\"text\", \"status\", \"execution_count\", \"images\"], o
+jsonschema.validate({\"text\": \"Out[1]: 2\\n\", \"status\": \"ok\", \"execution_count\": 1, \"images\": []}, o)"'
+kbox tool-schema --format mcp --structured full
+check mcp_structured_full_has_the_result_schema eval '[ "$rc" = 0 ] &&
+	"$PY" -c "import json; o = json.load(open(\"stdout\"))[\"outputSchema\"]
+w = json.load(open(\"$top_srcdir/tests/result.schema.json\"))
+assert o[\"\$defs\"] == w[\"\$defs\"] and \"schema\" in o[\"required\"], o[\"required\"]"'
+kbox tool-schema --structured text
+check structured_without_format_mcp_is_refused eval '[ "$rc" = 2 ] && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox tool-schema: --structured is for --format mcp only: only an MCP tool has an outputSchema" ]'
+kbox tool-schema --structured json
+check a_bad_structured_is_one_line_and_exit_2 eval '[ "$rc" = 2 ] && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox tool-schema: invalid --structured \"json\": expected none, text or full" ]'
+
 kbox tool-schema --format gemini
 check a_bad_format_is_one_line_and_exit_2 eval '[ "$rc" = 2 ] &&
 	[ "$(cat stderr)" = "kbox tool-schema: invalid --format \"gemini\": expected openai, anthropic or mcp" ]'

@@ -430,10 +430,22 @@ int cmd_run(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_tool_schema(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+/* What an MCP tool result of run_python carries as "structuredContent"
+ * (kbox-mcp(1), --structured): nothing, so that every client shows its
+ * model the content (the text and the images); the text beside a small
+ * summary; or the whole result, kbox.result/2. */
+typedef enum {
+	CLI_STRUCTURED_NONE,
+	CLI_STRUCTURED_TEXT,
+	CLI_STRUCTURED_FULL,
+} cli_structured_t;
+/* --structured none|text|full, into the cli_structured_t at OPT->value. */
+int cli_opt_structured(const char *cmd, const cli_option_t *opt, const char *arg);
 /* The run_python tool as MCP's tools/list gives it: name, title,
- * description, inputSchema and outputSchema (src/cli/cmd_tool_schema.c);
+ * description, inputSchema and, unless MODE is CLI_STRUCTURED_NONE, the
+ * outputSchema of MODE's structured content (src/cli/cmd_tool_schema.c);
  * new reference, or NULL when out of memory. */
-json_t *cli_mcp_run_tool(void);
+json_t *cli_mcp_run_tool(cli_structured_t mode);
 int cmd_doctor(int argc, char **argv);
 
 #endif

@@ -31,6 +31,12 @@ int cmd_mcp(int argc, char **argv)
 	        CLI_OPT_CALLBACK(0, "images", "path|inline", images_cb, &o.images,
 	                         "give the images code saved by path in the text only, or also as "
 	                         "image content, up to 16 MiB a result (default: path)"),
+	        CLI_OPT_CALLBACK(0, "structured", "none|text|full", cli_opt_structured,
+	                         &o.structured,
+	                         "what a run_python result carries as structured content: "
+	                         "nothing, so that every client shows its model the text and "
+	                         "images; the text and a summary; or the whole kbox.result/2 "
+	                         "(default: none)"),
 	        CLI_OPT_CALLBACK(
 	                't', "timeout", "DURATION", cli_opt_duration, &o.timeout_ms,
 	                "interrupt a run_python call after DURATION when the call gives no "

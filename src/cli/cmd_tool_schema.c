@@ -84,14 +84,60 @@ static json_t *output_schema(void)
 	return out;
 }
 
-json_t *cli_mcp_run_tool(void)
+/* The JSON Schema of the structured content of --structured text (new
+ * reference): the text a model reads, the status, the execution count and
+ * the images by path and size (src/mcp/run.c makes it). */
+static json_t *text_schema(void)
 {
-	json_t *out = output_schema();
-	if (!out)
+	return json_pack(
+	        "{s:s, s:s, s:{s:{s:s, s:s}, s:{s:[s, s, s, s, s, s]}, s:{s:[s, s], s:i}, "
+	        "s:{s:s, s:{s:s, s:{s:{s:[s, s]}, s:{s:s}, s:{s:[s, s]}, s:{s:[s, s]}}, "
+	        "s:[s, s, s, s], s:b}}}, s:[s, s, s, s], s:b}",
+	        "type", "object", "description",
+	        "What the model reads: the result's text (kbox-run(1), the text format), its "
+	        "status, its execution count and its images by path and size (kbox-mcp(1), "
+	        "--structured text).",
+	        "properties", "text", "type", "string", "description",
+	        "The result as text: what the code printed, its value, its error, its images' "
+	        "paths.",
+	        "status", "enum", "ok", "error", "aborted", "timeout", "died", "interrupted",
+	        "execution_count", "type", "integer", "null", "minimum", 0, "images", "type",
+	        "array", "items", "type", "object", "properties", "path", "type", "string", "null",
+	        "mime", "type", "string", "width", "type", "integer", "null", "height", "type",
+	        "integer", "null", "required", "path", "mime", "width", "height",
+	        "additionalProperties", 0, "required", "text", "status", "execution_count",
+	        "images", "additionalProperties", 0);
+}
+
+int cli_opt_structured(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	cli_structured_t *v = opt->value;
+	if (strcmp(arg, "none") == 0)
+		*v = CLI_STRUCTURED_NONE;
+	else if (strcmp(arg, "text") == 0)
+		*v = CLI_STRUCTURED_TEXT;
+	else if (strcmp(arg, "full") == 0)
+		*v = CLI_STRUCTURED_FULL;
+	else {
+		cli_error(cmd, "invalid --structured \"%s\": expected none, text or full", arg);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+json_t *cli_mcp_run_tool(cli_structured_t mode)
+{
+	json_t *tool = json_pack("{s:s, s:s, s:s, s:o}", "name", TOOL_NAME, "title", "Run Python",
+	                         "description", tool_description, "inputSchema", parameters());
+	json_t *out = NULL;
+	if (!tool || mode == CLI_STRUCTURED_NONE)
+		return tool;
+	out = mode == CLI_STRUCTURED_TEXT ? text_schema() : output_schema();
+	if (!out || json_object_set_new(tool, "outputSchema", out) < 0) {
+		json_decref(tool);
 		return NULL;
-	return json_pack("{s:s, s:s, s:s, s:o, s:o}", "name", TOOL_NAME, "title", "Run Python",
-	                 "description", tool_description, "inputSchema", parameters(),
-	                 "outputSchema", out);
+	}
+	return tool;
 }
 
 json_t *cli_tool_openai(void)
@@ -121,10 +167,14 @@ static int format_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 int cmd_tool_schema(int argc, char **argv)
 {
 	tool_format_t format = TOOL_OPENAI;
+	cli_structured_t structured = CLI_STRUCTURED_NONE;
 	cli_option_t opts[] = {
 	        CLI_OPT_CALLBACK(0, "format", "openai|anthropic|mcp", format_cb, &format,
 	                         "the envelope: OpenAI's (Chat Completions tools), Anthropic's "
 	                         "(Messages tools) or MCP's (tools/list) (default: openai)"),
+	        CLI_OPT_CALLBACK(0, "structured", "none|text|full", cli_opt_structured, &structured,
+	                         "with --format mcp: the outputSchema of kbox mcp --structured "
+	                         "MODE (default: none, no outputSchema)"),
 	        CLI_OPT_END};
 	int status, n = cli_parse_options("tool-schema", opts, argc, argv, &status);
 	json_t *tool = NULL;
@@ -133,6 +183,11 @@ int cmd_tool_schema(int argc, char **argv)
 		return status;
 	if ((status = cli_no_operands("tool-schema", n, argv)) != EXIT_OK)
 		return status;
+	if (structured != CLI_STRUCTURED_NONE && format != TOOL_MCP) {
+		cli_error("tool-schema", "--structured is for --format mcp only: only an MCP tool "
+		                         "has an outputSchema");
+		return EXIT_USAGE;
+	}
 	switch (format) {
 	case TOOL_OPENAI:
 		tool = cli_tool_openai();
@@ -142,7 +197,7 @@ int cmd_tool_schema(int argc, char **argv)
 		                 tool_description, "input_schema", parameters());
 		break;
 	case TOOL_MCP:
-		tool = cli_mcp_run_tool();
+		tool = cli_mcp_run_tool(structured);
 		break;
 	}
 	if (!tool) {

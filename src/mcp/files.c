@@ -368,28 +368,36 @@ out:
 	return res;
 }
 
-/* The part of the file open at FD (of SIZE bytes) that read_file returns
- * from OFFSET: at most READ_FILE_MAX bytes, read into BUF (READ_FILE_MAX
- * + 1 bytes), cut before the character or, when one ends in its second
- * half, the line that would cross the bound.  Its length, *MORE whether
- * the file goes on after it; -1 (errno) when it cannot be read. */
-static ssize_t read_part(int fd, long long offset, char *buf, bool *more)
+/* The part of the file open at FD that read_file returns from OFFSET: at
+ * most MAX bytes (1 to READ_FILE_MAX), read into BUF (MAX + 4 bytes), cut
+ * before the character or, when one ends in its second half, the line
+ * that would cross the bound.  Its length, *MORE whether the file goes on
+ * after it; -1 (errno) when it cannot be read. */
+static ssize_t read_part(int fd, long long offset, size_t max, char *buf, bool *more)
 {
-	ssize_t n = kx_pread_full(fd, buf, (size_t)READ_FILE_MAX + 1, (off_t)offset);
+	ssize_t n = kx_pread_full(fd, buf, max + 4, (off_t)offset);
 	size_t got, cut;
 
 	if (n < 0)
 		return -1;
 	got = (size_t)n;
-	*more = got > (size_t)READ_FILE_MAX;
+	*more = got > max;
 	if (!*more)
 		return (ssize_t)got;
 	/* buf[cut] begins the character the next part begins with: 3 bytes
 	 * back at most (a character is 4 at most; more continuation bytes in
-	 * a row are no UTF-8, which the part's check then says) */
-	cut = (size_t)READ_FILE_MAX;
-	while (cut > (size_t)READ_FILE_MAX - 3 && ((unsigned char)buf[cut] & 0xc0) == 0x80)
+	 * a row are no UTF-8, which the part's check then says); a part of
+	 * fewer bytes than its first character is that character whole */
+	cut = max;
+	while (cut > 0 && cut + 3 > max && ((unsigned char)buf[cut] & 0xc0) == 0x80)
 		cut--;
+	if (cut == 0) {
+		for (cut = 1; cut < got && cut < 4 && ((unsigned char)buf[cut] & 0xc0) == 0x80;
+		     cut++)
+			;
+		*more = got > cut; /* MAX + 4 bytes hold what follows, if anything */
+		return (ssize_t)cut;
+	}
 	for (size_t i = cut; i > cut / 2; i--)
 		if (buf[i - 1] == '\n')
 			return (ssize_t)i;
@@ -413,14 +421,16 @@ static bool inside_char(int fd, long long offset)
 	return false;
 }
 
-/* read_file {path, offset?}: a text file of the workspace, or an output
- * of the session's, from OFFSET (a byte; 0 by default): READ_FILE_MAX
- * bytes at most, and, when the file goes on, a second text that says
- * where the next part begins. */
+/* read_file {path, offset?, length?}: a text file of the workspace, or an
+ * output of the session's, from OFFSET (a byte; 0 by default): LENGTH
+ * bytes at most (READ_FILE_MAX by default, and at most), and, when the
+ * file goes on, a second text that says where the next part begins. */
 json_t *mcp_read_file(mcp_t *m, json_t *args)
 {
 	const char *path = json_string_value(json_object_get(args, "path"));
 	json_t *joff = json_object_get(args, "offset"), *res = NULL, *text;
+	json_t *jlen = json_object_get(args, "length");
+	size_t max = (size_t)READ_FILE_MAX;
 	char why[PATH_MAX + 256], *buf = NULL, *quoted;
 	kx_buf_t qb = KX_BUF_INIT;
 	long long offset = 0;
@@ -438,6 +448,15 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 		                             "bytes, 0 or more");
 	if (joff)
 		offset = (long long)json_integer_value(joff);
+	if (jlen && (!json_is_integer(jlen) || json_integer_value(jlen) < 1 ||
+	             json_integer_value(jlen) > READ_FILE_MAX))
+		return mcp_text_result(
+		        true,
+		        "read_file: \"length\" must be a whole number of bytes from 1 "
+		        "to %ld (1 MiB)",
+		        READ_FILE_MAX);
+	if (jlen)
+		max = (size_t)json_integer_value(jlen);
 	if (tool_path(m, path, true, &p, why, sizeof why) < 0)
 		return mcp_text_result(true, "read_file: %s", why);
 	if ((fd = ws_open_regular(p.dirfd, p.rel, path, &st, &err)) < 0) {
@@ -452,11 +471,11 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 		                      offset, path, (long long)st.st_size);
 		goto out;
 	}
-	if (!(buf = malloc((size_t)READ_FILE_MAX + 1))) {
+	if (!(buf = malloc(max + 4))) {
 		res = mcp_text_result(true, "read_file: %s: out of memory", path);
 		goto out;
 	}
-	if ((len = read_part(fd, offset, buf, &more)) < 0) {
+	if ((len = read_part(fd, offset, max, buf, &more)) < 0) {
 		res = mcp_text_result(true, "read_file: %s: %s", path, strerror(errno));
 		goto out;
 	}

@@ -5,6 +5,8 @@
 #ifndef KBOX_MCP_H
 #define KBOX_MCP_H
 
+#include "cli/cli.h"
+
 /* How the images that code saved reach the client (--images). */
 typedef enum {
 	MCP_IMAGES_PATH,   /* by path, in the result's text */
@@ -13,13 +15,14 @@ typedef enum {
 
 /* The options of kbox mcp. */
 typedef struct {
-	const char *session;  /* -s NAME (borrowed), or NULL: a session of the connection's own */
-	mcp_images_t images;  /* --images */
+	const char *session; /* -s NAME (borrowed), or NULL: a session of the connection's own */
+	mcp_images_t images; /* --images */
+	cli_structured_t structured; /* --structured */
 	long long timeout_ms; /* -t: a run_python call's time limit when it gives none; 0: none */
 } mcp_options_t;
-#define MCP_OPTIONS_INIT                 \
-	{                                \
-		NULL, MCP_IMAGES_PATH, 0 \
+#define MCP_OPTIONS_INIT                                      \
+	{                                                     \
+		NULL, MCP_IMAGES_PATH, CLI_STRUCTURED_NONE, 0 \
 	}
 
 /* Serve one client on standard input and output until standard input ends

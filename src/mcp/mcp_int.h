@@ -53,8 +53,9 @@ typedef struct {
 	bool own;         /* the connection's own: stopped and removed at the end */
 	bool running;     /* its supervisor was started or found */
 	mcp_images_t images;
-	long long timeout_ms; /* a call's default: 0, none */
-	bool initialized;     /* initialize was answered */
+	cli_structured_t structured; /* what run_python's results carry as structuredContent */
+	long long timeout_ms;        /* a call's default: 0, none */
+	bool initialized;            /* initialize was answered */
 	mcp_call_t *calls;
 	char *in; /* standard input not yet split into lines */
 	size_t in_len, in_cap;
@@ -93,8 +94,9 @@ void mcp_session_end(mcp_t *m);
 
 /* ---- tools.c ---- */
 
-/* The tools, as tools/list gives them (new reference). */
-json_t *mcp_tools_list(void);
+/* The tools, as tools/list gives them, run_python's outputSchema that of
+ * STRUCTURED (new reference). */
+json_t *mcp_tools_list(cli_structured_t structured);
 /* tools/call for request ID with PARAMS (borrowed): the response is sent,
  * now or, for run_python, when its reply comes. */
 void mcp_tools_call(mcp_t *m, json_t *id, json_t *params);
@@ -123,7 +125,7 @@ void mcp_call_drop(mcp_t *m, mcp_call_t *c);
 
 /* ---- files.c ---- */
 
-/* The tools on files: list_files {path?}, read_file {path},
+/* The tools on files: list_files {path?}, read_file {path, offset?, length?},
  * write_file {path, content}, read_image {path}.  The session runs; ARGS
  * were checked against the tool's arguments.  The result (new). */
 json_t *mcp_list_files(mcp_t *m, json_t *args);

@@ -75,11 +75,37 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 	return NULL;
 }
 
+/* The structured content of --structured text: the text of ITEM (a text
+ * content item, borrowed) beside the status, execution count and images
+ * of RESULT (kbox.result/2, borrowed).  New reference, or NULL. */
+static json_t *text_summary(json_t *item, json_t *result)
+{
+	json_t *images = json_array(), *img, *jcount = json_object_get(result, "execution_count");
+	const char *status = json_string_value(json_object_get(result, "status"));
+	size_t i;
+
+	json_array_foreach(json_object_get(result, "images"), i, img)
+	{
+		json_t *w = json_object_get(img, "width"), *h = json_object_get(img, "height");
+		json_t *path = json_object_get(img, "path"), *mime = json_object_get(img, "mime");
+		if (!json_is_string(mime)) /* kbox.result/2 says it is one */
+			continue;
+		json_array_append_new(images,
+		                      json_pack("{s:O, s:O, s:O, s:O}", "path",
+		                                json_is_string(path) ? path : json_null(), "mime",
+		                                mime, "width", json_is_integer(w) ? w : json_null(),
+		                                "height", json_is_integer(h) ? h : json_null()));
+	}
+	return json_pack("{s:O, s:s, s:O, s:o}", "text", json_object_get(item, "text"), "status",
+	                 status ? status : "error", "execution_count",
+	                 json_is_integer(jcount) ? jcount : json_null(), "images", images);
+}
+
 /* The tools/call result of run_python from the supervisor's reply R
  * (borrowed; NULL when the connection ended with WHY). */
 static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 {
-	json_t *content, *result, *images;
+	json_t *content, *result, *images, *structured = NULL;
 	const char *text, *status;
 	size_t i, not_inline = 0;
 	long budget = INLINE_MAX; /* what the images inline may still take */
@@ -100,6 +126,12 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	/* never an empty block, which a client may drop: the model would
 	 * read nothing, not that nothing was printed */
 	content = json_pack("[o]", mcp_text_item(kx_model_text(text)));
+	if (!json_is_object(result))
+		structured = NULL;
+	else if (m->structured == CLI_STRUCTURED_FULL)
+		structured = json_incref(result);
+	else if (m->structured == CLI_STRUCTURED_TEXT)
+		structured = text_summary(json_array_get(content, 0), result);
 	images = json_object_get(result, "images");
 	json_array_foreach(images, i, img)
 	{
@@ -138,8 +170,7 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 		         not_inline, not_inline == 1 ? "" : "s", INLINE_MAX >> 20);
 		json_array_append_new(content, mcp_text_item(note));
 	}
-	return mcp_tool_result(content, json_is_object(result) ? json_incref(result) : NULL,
-	                       !status || strcmp(status, "ok") != 0);
+	return mcp_tool_result(content, structured, !status || strcmp(status, "ok") != 0);
 }
 
 void mcp_call_drop(mcp_t *m, mcp_call_t *c)

@@ -26,8 +26,6 @@
 
 /* Revisions of the protocol this server speaks, the latest first: those
  * of the TypeScript SDK 1.32.2 (SUPPORTED_PROTOCOL_VERSIONS). */
-/* Revisions of the protocol this server speaks, the latest first: those
- * of the TypeScript SDK 1.32.2 (SUPPORTED_PROTOCOL_VERSIONS). */
 static const char *const protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
                                                 "2024-11-05", "2024-10-07", NULL};
 
@@ -191,7 +189,7 @@ static void dispatch(mcp_t *m, json_t *id, const char *method, json_t *params)
 		               "Invalid Request: the server is not initialized (send initialize "
 		               "first)");
 	else if (strcmp(method, "tools/list") == 0)
-		mcp_send_result(id, mcp_tools_list());
+		mcp_send_result(id, mcp_tools_list(m->structured));
 	else if (strcmp(method, "tools/call") == 0)
 		mcp_tools_call(m, id, params);
 	else
@@ -322,7 +320,7 @@ again:;
 
 int mcp_serve(const mcp_options_t *o)
 {
-	mcp_t m = {.images = o->images, .timeout_ms = o->timeout_ms};
+	mcp_t m = {.images = o->images, .structured = o->structured, .timeout_ms = o->timeout_ms};
 	char own_name[KR_SESSION_NAME_MAX + 1];
 	struct sigaction sa;
 	int status;

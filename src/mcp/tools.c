@@ -51,18 +51,19 @@ json_t *mcp_text_result(bool is_error, const char *fmt, ...)
 
 /* ---- tools/list ---- */
 
-json_t *mcp_tools_list(void)
+json_t *mcp_tools_list(cli_structured_t structured)
 {
 	json_t *path = json_pack("{s:s, s:s}", "type", "string", "description",
 	                         "A path relative to the workspace (the kernel's working "
 	                         "directory, /workspace); no \"..\", not absolute.");
 	json_t *tools = json_pack(
 	        "[o, {s:s, s:s, s:s, s:{s:s, s:{s:O}, s:b}, s:{s:b}}, "
-	        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:s}}, s:[s], s:b}, "
-	        "s:{s:b}}, "
+	        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:s}, "
+	        "s:{s:s, s:i, s:I, s:s}}, s:[s], s:b}, s:{s:b}}, "
 	        "{s:s, s:s, s:s, s:{s:s, s:{s:O, s:{s:s, s:s}}, s:[s, s], s:b}, s:{s:b, s:b}}, "
 	        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}, s:{s:b}}]",
-	        cli_mcp_run_tool(), "name", "list_files", "title", "List files", "description",
+	        cli_mcp_run_tool(structured), "name", "list_files", "title", "List files",
+	        "description",
 	        "List a directory of the workspace that run_python's code works in (the workspace "
 	        "root without a path): one entry a line, directories ending in /, files with their "
 	        "size; in names, a backslash, control characters and bytes not UTF-8 are escaped "
@@ -72,9 +73,9 @@ json_t *mcp_tools_list(void)
 	        0, "annotations", "readOnlyHint", 1, "name", "read_file", "title", "Read a file",
 	        "description",
 	        "Read a text file (UTF-8) of the workspace, or the whole text of an output "
-	        "run_python cut short (the path its marker gives), 1 MiB at a time: when the file "
-	        "goes on, a last line says the offset to read on from. For a binary file, use "
-	        "run_python.",
+	        "run_python cut short (the path its marker gives), a part at a time (1 MiB, or "
+	        "length bytes): when the file goes on, a last line says the offset to read on "
+	        "from. For a binary file, use run_python.",
 	        "inputSchema", "type", "object", "properties", "path", "type", "string",
 	        "description",
 	        "A path relative to the workspace (no \"..\"), or the path of an output a "
@@ -82,6 +83,10 @@ json_t *mcp_tools_list(void)
 	        "offset", "type", "integer", "minimum", 0, "description",
 	        "The byte to start at: 0 (the default), or the offset the last part's last line "
 	        "gave.",
+	        "length", "type", "integer", "minimum", 1, "maximum", (json_int_t)(1L << 20),
+	        "description",
+	        "The most bytes to return (default and at most 1048576); a part ends at a line "
+	        "where it can.",
 	        "required", "path", "additionalProperties", 0, "annotations", "readOnlyHint", 1,
 	        "name", "write_file", "title", "Write a file", "description",
 	        "Save text as a file of the workspace, creating it or replacing it whole; its "
@@ -107,13 +112,13 @@ json_t *mcp_tools_list(void)
  * no others, "additionalProperties" false). */
 static const struct {
 	const char *name;
-	const char *args[3];
+	const char *args[4];
 	/* the tool on files (the session runs), or NULL: run_python */
 	json_t *(*fn)(mcp_t *m, json_t *args);
 } tool_args[] = {
         {"run_python", {"code", "timeout", NULL}, NULL},
         {"list_files", {"path", NULL}, mcp_list_files},
-        {"read_file", {"path", "offset", NULL}, mcp_read_file},
+        {"read_file", {"path", "offset", "length", NULL}, mcp_read_file},
         {"write_file", {"path", "content", NULL}, mcp_write_file},
         {"read_image", {"path", NULL}, mcp_read_image},
 };
