@@ -272,6 +272,13 @@ selected exec_refuses_a_file_over_16_MiB && kbox exec -s big -f cell.py
 check exec_refuses_a_file_over_16_MiB eval 'status_is 2 && [ ! -s stdout ] &&
 	[ "$(cat stderr)" = "kbox exec: cannot read cell.py: $OVER_16" ] && [ ! -e "$S/big" ]'
 rm -f cell.py
+# code where a file's name goes: no such file, and where code goes instead
+selected run_of_code_as_a_file_name_says_where_code_goes && kbox run -k no-such-kernel 'print(1)'
+check run_of_code_as_a_file_name_says_where_code_goes eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox run: cannot read print(1): No such file or directory: code given as text goes after -c (kbox run -c '"'CODE'"')" ]'
+selected exec_of_code_after_f_says_where_code_goes && kbox exec -s none -f 'x = 1'
+check exec_of_code_after_f_says_where_code_goes eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox exec: cannot read x = 1: No such file or directory: code given as text goes as the operand (kbox exec '"'CODE'"')" ] && [ ! -e "$S/none" ]'
 # Escapes count: 3 MB of control characters take 18 MB as JSON.
 if selected exec_refuses_code_whose_escapes_pass_16_MiB; then
 	head -c 3000000 /dev/zero | tr '\0' '\001' >ctl.py

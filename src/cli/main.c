@@ -348,9 +348,15 @@ char *cli_read_code(const char *cmd, const char *path)
 	bool is_stdin = strcmp(path, "-") == 0;
 	FILE *f = is_stdin ? stdin : fopen(path, "r");
 	char *code = f ? cli_slurp(f) : NULL;
-	if (!code)
+	int e = errno;
+	if (!code && e == ENOENT && strpbrk(path, " ()=;'\"\n"))
+		/* no file of that name, and a name that reads as code */
+		cli_error(cmd, "cannot read %s: %s: code given as text goes %s", path, strerror(e),
+		          strcmp(cmd, "run") == 0 ? "after -c (kbox run -c 'CODE')"
+		                                  : "as the operand (kbox exec 'CODE')");
+	else if (!code)
 		cli_error(cmd, "cannot read %s: %s", is_stdin ? "standard input" : path,
-		          cli_slurp_strerror(errno));
+		          cli_slurp_strerror(e));
 	if (f && !is_stdin)
 		fclose(f);
 	return code;
