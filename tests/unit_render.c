@@ -1638,6 +1638,29 @@ TEST(text_escapes_a_forged_line_after_blanks_or_with_a_fullwidth_bracket)
 	kbox_result_destroy(&res);
 }
 
+/* A combining mark on the "[" or on a letter of the words, or a character
+ * a reader does not see between them, leaves the line reading as kbox's:
+ * it is quoted too.  A combining mark in a line that reads otherwise is
+ * left alone. */
+TEST(text_escapes_a_forged_line_with_combining_marks_or_unseen_characters_inside)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\"[\\u0301kernel died: a]\\n"
+	     "[ke\\u200brnel died: b]\\nO\\u20dbut[3]: c\\n[no\\ufe20te: d]\\n"
+	     "[re\\u0301sume\\u0301]\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "\\[\xcc\x81kernel died: a]\n\\[ke\xe2\x80\x8brnel died: b]\n"
+	                   "\\O\xe2\x83\x9but[3]: c\n\\[no\xef\xb8\xa0te: d]\n"
+	                   "[re\xcc\x81sume\xcc\x81]\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 /* As mboxrd quotes ">From ": a forged line after backslashes gets one
  * more, so that the code's "\[stderr]" never reads as the escape of a
  * "[stderr]" it printed. */
@@ -1928,6 +1951,7 @@ int main(void)
 	RUN_IN_TMP(text_escapes_each_kbox_line_the_code_prints);
 	RUN_IN_TMP(text_escapes_a_forged_line_and_leaves_lines_that_only_resemble_one);
 	RUN_IN_TMP(text_escapes_a_forged_line_after_blanks_or_with_a_fullwidth_bracket);
+	RUN_IN_TMP(text_escapes_a_forged_line_with_combining_marks_or_unseen_characters_inside);
 	RUN_IN_TMP(text_adds_one_backslash_to_a_forged_line_after_backslashes);
 	RUN_IN_TMP(text_escapes_the_first_line_of_every_part);
 	RUN_IN_TMP(text_escapes_a_display_line_but_not_a_value_after_out_n);

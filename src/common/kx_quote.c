@@ -96,17 +96,46 @@ static size_t unseen_len(const unsigned char *s, size_t len)
 	                                               : 0;
 }
 
+/* Is C a one-byte line break a reader may take for one: a newline, a
+ * carriage return, a vertical tab, a form feed, or the separators of
+ * files, groups and records (Python's str.splitlines breaks at each)? */
+static bool line_break_byte(unsigned char c)
+{
+	return c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e);
+}
+
 /* U+FF3B FULLWIDTH LEFT SQUARE BRACKET, which reads as "[". */
 #define FULLWIDTH_BRACKET "\xef\xbc\xbb"
 
+/* How many bytes at S (LEN at most) a combining mark takes, one that a
+ * reader sees on the character before it rather than as one of its own:
+ * U+0300-036F, U+1AB0-1AFF, U+1DC0-1DFF, U+20D0-20FF, U+FE20-FE2F; 0 for
+ * any other character. */
+static size_t combining_len(const unsigned char *s, size_t len)
+{
+	unsigned cp;
+
+	if (len >= 2 && (s[0] == 0xcc || (s[0] == 0xcd && s[1] <= 0xaf)) && (s[1] & 0xc0) == 0x80)
+		return 2;
+	if (len < 3 || s[0] < 0xe1 || s[0] > 0xef || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
+		return 0;
+	cp = (unsigned)(s[0] & 0x0f) << 12 | (unsigned)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+	return (cp >= 0x1ab0 && cp <= 0x1aff) || (cp >= 0x1dc0 && cp <= 0x1dff) ||
+	                       (cp >= 0x20d0 && cp <= 0x20ff) || (cp >= 0xfe20 && cp <= 0xfe2f)
+	               ? 3
+	               : 0;
+}
+
 /* Does the line starting at S (LEN bytes at most) begin, after any
  * backslashes, blank characters (kx_utf8_blank) and characters a reader
- * does not see (unseen_len), with one of kbox's own prefixes, its "["
- * perhaps a fullwidth one (which reads as one)? */
+ * does not see (unseen_len), with one of kbox's own prefixes, as a reader
+ * sees it: its "[" perhaps a fullwidth one (which reads as one), and
+ * characters a reader does not see and combining marks anywhere in it
+ * passed over? */
 static bool looks_own(const char *s, size_t len)
 {
-	size_t i = 0, n;
-	bool wide;
+	char seen[48]; /* the line's first characters, as they read */
+	size_t i = 0, n, k = 0;
 
 	while (i < len) {
 		if (s[i] == '\\')
@@ -117,26 +146,25 @@ static bool looks_own(const char *s, size_t len)
 		else
 			break;
 	}
-	s += i;
-	len -= i;
-	wide = len >= 3 && memcmp(s, FULLWIDTH_BRACKET, 3) == 0;
+	while (i < len && k < sizeof seen && !line_break_byte((unsigned char)s[i])) {
+		if ((n = unseen_len((const unsigned char *)s + i, len - i)) ||
+		    (n = combining_len((const unsigned char *)s + i, len - i))) {
+			i += n;
+			continue;
+		}
+		if (len - i >= 3 && memcmp(s + i, FULLWIDTH_BRACKET, 3) == 0) {
+			seen[k++] = '[';
+			i += 3;
+			continue;
+		}
+		seen[k++] = s[i++];
+	}
 	for (i = 0; i < sizeof own_prefixes / sizeof own_prefixes[0]; i++) {
-		const char *own = own_prefixes[i];
-		n = strlen(own);
-		if (len >= n && memcmp(s, own, n) == 0)
-			return true;
-		if (wide && own[0] == '[' && len - 3 >= n - 1 && memcmp(s + 3, own + 1, n - 1) == 0)
+		n = strlen(own_prefixes[i]);
+		if (k >= n && memcmp(seen, own_prefixes[i], n) == 0)
 			return true;
 	}
 	return false;
-}
-
-/* Is C a one-byte line break a reader may take for one: a newline, a
- * carriage return, a vertical tab, a form feed, or the separators of
- * files, groups and records (Python's str.splitlines breaks at each)? */
-static bool line_break_byte(unsigned char c)
-{
-	return c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e);
 }
 
 /* Is B at the start of a line: empty, or after a line break a reader may
