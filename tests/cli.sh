@@ -144,6 +144,13 @@ fresh
 { "$KBOX" kernelspecs --help 2>stderr; echo $? >rc.out; } | head -c 1 >/dev/null
 rc=$(cat rc.out)
 check output_to_a_reader_that_has_gone_is_no_error eval '[ "$rc" = 0 ] && [ ! -s stderr ]'
+# kbox mcp's own options, bad: one line, exit 2, before it reads anything
+kbox mcp --soft-timeout abc </dev/null
+check mcp_bad_soft_timeout_is_one_line_and_exit_2 eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox mcp: invalid --soft-timeout \"abc\": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h" ]'
+kbox mcp --structured yes </dev/null
+check mcp_bad_structured_is_one_line_and_exit_2 eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox mcp: invalid --structured \"yes\": expected none, text or full" ]'
 # Input that cannot be read is not the end of it: kbox mcp with standard
 # input closed says so and fails (kbox opens /dev/null in its place, in
 # which reading still fails).

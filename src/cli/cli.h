@@ -304,10 +304,11 @@ char *cli_session_dir(const char *cmd, const char *name, bool create, int *statu
 char *cli_running_session(const char *cmd, const char *name, int *status);
 /* Start the supervisor of DIR unless one runs (under a lock, so concurrent
  * starts make one).  CONFIG (borrowed; NULL keeps session.json) is saved
- * first.  *STARTED (may be NULL) tells whether this call started it.
- * An exit status. */
+ * first.  Without CONFIG, a new session's owner is OWNER when it is not 0:
+ * the session stops when that process ends (kbox mcp's own).  *STARTED
+ * (may be NULL) tells whether this call started it.  An exit status. */
 int cli_session_start(const char *cmd, const char *dir, const char *name,
-                      const kr_session_config_t *config, bool *started);
+                      const kr_session_config_t *config, pid_t owner, bool *started);
 /* Connect to the supervisor of the session in DIR (NAME for messages),
  * starting the session unless NO_START (src/cli/cmd_exec.c).  The
  * connection, or -1 with one line printed and *STATUS set. */

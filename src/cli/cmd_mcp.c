@@ -37,6 +37,11 @@ int cmd_mcp(int argc, char **argv)
 	                         "nothing, so that every client shows its model the text and "
 	                         "images; the text and a summary; or the whole kbox.result/2 "
 	                         "(default: none)"),
+	        CLI_OPT_CALLBACK(0, "soft-timeout", "DURATION", cli_opt_duration, &o.soft_ms,
+	                         "answer a run_python call still running after DURATION with "
+	                         "what it printed so far, the cell going on (wait_python reads "
+	                         "on) when the call gives no soft_timeout (default: 50s; 0: "
+	                         "never)"),
 	        CLI_OPT_CALLBACK(
 	                't', "timeout", "DURATION", cli_opt_duration, &o.timeout_ms,
 	                "interrupt a run_python call after DURATION when the call gives no "

@@ -238,7 +238,7 @@ static int start_session(const char *dir, const char *name, const kr_session_con
 	if (!kr_backend_sandboxed(config->backend))
 		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
 		        config->backend);
-	if ((status = cli_session_start("start", dir, name, config, started)) != EXIT_OK)
+	if ((status = cli_session_start("start", dir, name, config, 0, started)) != EXIT_OK)
 		return status;
 	kr_session_supervisor(dir, &pid);
 	if (*started)

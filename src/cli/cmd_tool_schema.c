@@ -7,6 +7,7 @@
 #include "config.h"
 #include "cli.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* cli_result_schema_json: tests/result.schema.json, made a C string by make */
@@ -59,13 +60,40 @@ static json_t *parameters(void)
 	        "required", "code", "additionalProperties", 0);
 }
 
-/* The JSON Schema of a result (kbox.result/2), as MCP's outputSchema
- * (new reference, or NULL): an object with the properties and required
- * members of "result_members" of tests/result.schema.json, no others,
- * and all its definitions ("#/$defs/..." resolve the same); without
- * "$schema" and "$id" (MCP's dialect is 2020-12 unless a schema says
- * otherwise, and validators of other drafts refuse a "$schema" they do
- * not know). */
+/* The JSON Schema of the structured content of --structured text (new
+ * reference): the text a model reads, the status, the execution count and
+ * the images by path and size (src/mcp/run.c makes it). */
+static json_t *text_schema(void)
+{
+	return json_pack(
+	        "{s:s, s:s, s:{s:{s:s, s:s}, s:{s:[s, s, s, s, s, s, s]}, s:{s:[s, s], s:i}, "
+	        "s:{s:s, s:{s:s, s:{s:{s:[s, s]}, s:{s:s}, s:{s:[s, s]}, s:{s:[s, s]}}, "
+	        "s:[s, s, s, s], s:b}}}, s:[s, s, s, s], s:b}",
+	        "type", "object", "description",
+	        "What the model reads: the result's text (kbox-run(1), the text format), its "
+	        "status (running: the call was answered while its code still runs), its "
+	        "execution count and its images by path and size (kbox-mcp(1), --structured "
+	        "text).",
+	        "properties", "text", "type", "string", "description",
+	        "The result as text: what the code printed, its value, its error, its images' "
+	        "paths.",
+	        "status", "enum", "ok", "error", "aborted", "timeout", "died", "interrupted",
+	        "running", "execution_count", "type", "integer", "null", "minimum", 0, "images",
+	        "type", "array", "items", "type", "object", "properties", "path", "type", "string",
+	        "null", "mime", "type", "string", "width", "type", "integer", "null", "height",
+	        "type", "integer", "null", "required", "path", "mime", "width", "height",
+	        "additionalProperties", 0, "required", "text", "status", "execution_count",
+	        "images", "additionalProperties", 0);
+}
+
+/* The JSON Schema of --structured full's content (new reference, or
+ * NULL): the result (kbox.result/2), an object with the properties and
+ * required members of "result_members" of tests/result.schema.json, no
+ * others, and all its definitions ("#/$defs/..." resolve the same); or,
+ * for a call answered before its code ended, the summary of --structured
+ * text with the status "running".  Without "$schema" and "$id" (MCP's
+ * dialect is 2020-12 unless a schema says otherwise, and validators of
+ * other drafts refuse a "$schema" they do not know). */
 static json_t *output_schema(void)
 {
 	json_t *whole = json_loads(cli_result_schema_json, 0, NULL), *out = NULL;
@@ -74,39 +102,15 @@ static json_t *output_schema(void)
 	json_t *props = json_object_get(members, "properties");
 	json_t *required = json_object_get(members, "required");
 	if (props && required)
-		out = json_pack(
-		        "{s:s, s:s, s:O, s:O, s:b, s:O}", "type", "object", "description",
-		        "The result of the execution: schema kbox.result/2 (kbox-run(1), OUTPUT "
-		        "FORMATS).",
-		        "properties", props, "required", required, "additionalProperties", 0,
-		        "$defs", defs);
+		out = json_pack("{s:s, s:s, s:[{s:O, s:O, s:b}, o], s:O}", "type", "object",
+		                "description",
+		                "The result of the execution: schema kbox.result/2 (kbox-run(1), "
+		                "OUTPUT FORMATS); or, for a call answered while its code still "
+		                "runs, the summary with the status running.",
+		                "anyOf", "properties", props, "required", required,
+		                "additionalProperties", 0, text_schema(), "$defs", defs);
 	json_decref(whole);
 	return out;
-}
-
-/* The JSON Schema of the structured content of --structured text (new
- * reference): the text a model reads, the status, the execution count and
- * the images by path and size (src/mcp/run.c makes it). */
-static json_t *text_schema(void)
-{
-	return json_pack(
-	        "{s:s, s:s, s:{s:{s:s, s:s}, s:{s:[s, s, s, s, s, s]}, s:{s:[s, s], s:i}, "
-	        "s:{s:s, s:{s:s, s:{s:{s:[s, s]}, s:{s:s}, s:{s:[s, s]}, s:{s:[s, s]}}, "
-	        "s:[s, s, s, s], s:b}}}, s:[s, s, s, s], s:b}",
-	        "type", "object", "description",
-	        "What the model reads: the result's text (kbox-run(1), the text format), its "
-	        "status, its execution count and its images by path and size (kbox-mcp(1), "
-	        "--structured text).",
-	        "properties", "text", "type", "string", "description",
-	        "The result as text: what the code printed, its value, its error, its images' "
-	        "paths.",
-	        "status", "enum", "ok", "error", "aborted", "timeout", "died", "interrupted",
-	        "execution_count", "type", "integer", "null", "minimum", 0, "images", "type",
-	        "array", "items", "type", "object", "properties", "path", "type", "string", "null",
-	        "mime", "type", "string", "width", "type", "integer", "null", "height", "type",
-	        "integer", "null", "required", "path", "mime", "width", "height",
-	        "additionalProperties", 0, "required", "text", "status", "execution_count",
-	        "images", "additionalProperties", 0);
 }
 
 int cli_opt_structured(const char *cmd, const cli_option_t *opt, const char *arg)
@@ -125,11 +129,29 @@ int cli_opt_structured(const char *cmd, const cli_option_t *opt, const char *arg
 	return EXIT_OK;
 }
 
+/* What MCP's run_python adds to the description: kbox mcp answers a long
+ * call early (src/mcp/cell.c). */
+static const char mcp_description_more[] =
+        " A call still running at its soft time limit (soft_timeout) returns what the code "
+        "printed so far and says so: the code goes on running, and wait_python gives what it "
+        "prints next and, once it ends, its whole result.";
+
 json_t *cli_mcp_run_tool(cli_structured_t mode)
 {
-	json_t *tool = json_pack("{s:s, s:s, s:s, s:o}", "name", TOOL_NAME, "title", "Run Python",
-	                         "description", tool_description, "inputSchema", parameters());
+	json_t *params = parameters(), *tool;
 	json_t *out = NULL;
+	char description[sizeof tool_description + sizeof mcp_description_more];
+
+	snprintf(description, sizeof description, "%s%s", tool_description, mcp_description_more);
+	json_object_set_new(
+	        json_object_get(params, "properties"), "soft_timeout",
+	        json_pack("{s:s, s:i, s:I, s:s}", "type", "number", "minimum", 0, "maximum",
+	                  (json_int_t)(CLI_DURATION_MAX_MS / 1000), "description",
+	                  "Seconds after which the call returns what the code printed so far "
+	                  "while the code goes on (wait_python reads on); 0: wait for the end; "
+	                  "absent: the server's default (50 s unless it was started otherwise)."));
+	tool = json_pack("{s:s, s:s, s:s, s:o}", "name", TOOL_NAME, "title", "Run Python",
+	                 "description", description, "inputSchema", params);
 	if (!tool || mode == CLI_STRUCTURED_NONE)
 		return tool;
 	out = mode == CLI_STRUCTURED_TEXT ? text_schema() : output_schema();

@@ -56,7 +56,8 @@ static const cli_cmd_t commands[] = {
         {"ls", cmd_ls, "kbox ls [--format FMT]", "list sessions and their state",
          "kbox ls --format json"},
         {"mcp", cmd_mcp,
-         "kbox mcp [-s NAME] [--images path|inline] [--structured none|text|full] [-t DURATION]",
+         "kbox mcp [-s NAME] [--images path|inline] [--structured none|text|full] "
+         "[--soft-timeout DURATION] [-t DURATION]",
          "serve a Model Context Protocol client on standard input and output",
          "kbox mcp --images inline"},
         {"prune", cmd_prune, "kbox prune [--dry-run] [--older-than DURATION]",

@@ -323,7 +323,7 @@ static void forget_failed(const char *dir, char *msg)
 }
 
 int cli_session_start(const char *cmd, const char *dir, const char *name,
-                      const kr_session_config_t *config, bool *started)
+                      const kr_session_config_t *config, pid_t owner, bool *started)
 {
 	kbox_error_t err = {0};
 	int lock, rfd, status = EXIT_OK;
@@ -370,6 +370,8 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		kr_session_opts_t named = KR_SESSION_OPTS_INIT;
 		bool is_new = false;
 		named.name = name;
+		if (owner > 0)
+			named.owner_pid = owner;
 		if (kr_session_config_load(&have, dir, &err) < 0 ||
 		    ((is_new = !(have.has & KR_SC_BACKEND)) &&
 		     kr_session_config_merge(&have, &named, &err) < 0)) {

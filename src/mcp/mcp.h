@@ -13,16 +13,22 @@ typedef enum {
 	MCP_IMAGES_INLINE, /* also as image content, up to 16 MiB a result */
 } mcp_images_t;
 
+/* A run_python call still running after this long is answered with what
+ * it printed so far (--soft-timeout's default): below the time limits of
+ * clients (Claude Desktop ends a call at about 60 s). */
+#define MCP_SOFT_DEFAULT_MS 50000LL
+
 /* The options of kbox mcp. */
 typedef struct {
 	const char *session; /* -s NAME (borrowed), or NULL: a session of the connection's own */
 	mcp_images_t images; /* --images */
 	cli_structured_t structured; /* --structured */
 	long long timeout_ms; /* -t: a run_python call's time limit when it gives none; 0: none */
+	long long soft_ms;    /* --soft-timeout: when a call is answered early; 0: never */
 } mcp_options_t;
-#define MCP_OPTIONS_INIT                                      \
-	{                                                     \
-		NULL, MCP_IMAGES_PATH, CLI_STRUCTURED_NONE, 0 \
+#define MCP_OPTIONS_INIT                                                           \
+	{                                                                          \
+		NULL, MCP_IMAGES_PATH, CLI_STRUCTURED_NONE, 0, MCP_SOFT_DEFAULT_MS \
 	}
 
 /* Serve one client on standard input and output until standard input ends

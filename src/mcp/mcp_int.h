@@ -27,6 +27,12 @@
 /* The command's name, in diagnostics ("kbox mcp: ..."). */
 #define MCP_CMD "mcp"
 
+/* While a call waits, a notifications/progress at least this often when
+ * its request asked for them (a client's idle timeout is reset by each:
+ * Claude Code's is 300 s), and at most once a second. */
+#define MCP_PROGRESS_EVERY_MS 5000
+#define MCP_PROGRESS_MIN_MS 1000
+
 /* JSON-RPC 2.0 error codes. */
 enum {
 	MCP_RPC_PARSE_ERROR = -32700,
@@ -36,15 +42,39 @@ enum {
 	MCP_RPC_INTERNAL_ERROR = -32603,
 };
 
-/* One run_python call in flight: its own control connection. */
+/* One run_python call in flight: its own control connection.  A call
+ * still running at its soft time limit is answered with what it printed
+ * so far and goes on in the background (cell.c): wait_python reads on. */
 typedef struct mcp_call {
-	json_t *id;                /* the request's id (owned) */
-	int fd;                    /* its control connection */
+	json_t *id;                /* the request's id (owned); NULL once answered early */
+	json_t *progress;          /* the request's progressToken (owned), or NULL */
+	int fd;                    /* its control connection; -1 once it ended */
 	bool started;              /* the supervisor began it (its "started" line came) */
 	bool cancelled;            /* notifications/cancelled came: no response */
 	long long cancel_deadline; /* then the connection closes (ms, kx_now_ms) */
+	long long begun;           /* when the request came (ms) */
+	long long soft_deadline;   /* when it is answered early; 0: never */
+	long long progress_due;    /* the next progress notification; 0: none */
+	long long progress_last;   /* when the last one went */
+	long long progress_n;      /* how many went: the next one's "progress" */
+	bool background;           /* answered early: the cell runs on */
+	json_t *reply;             /* background: its reply, once it came (owned) */
+	char *lost;                /* background: why it ended without one */
+	kx_buf_t fresh;            /* printed since the last answer, as a model reads it */
+	size_t fresh_left_out;     /* bytes of that left out to keep its end */
+	int fresh_stream;          /* the stream FRESH ends in: 0 none yet, 1 stdout, 2 stderr */
+	bool fresh_mid_line;       /* FRESH's kernel text ends inside a line */
+	bool new_output;           /* output came since the last progress notification */
+	char last_line[160];       /* the last line it printed, for progress messages */
 	struct mcp_call *next;
 } mcp_call_t;
+
+/* A wait_python call that waits for the background cell. */
+typedef struct {
+	json_t *id;       /* NULL: none waits */
+	json_t *progress; /* its progressToken, or NULL */
+	long long begun, deadline, progress_due, progress_last, progress_n;
+} mcp_wait_t;
 
 /* The server's state: one client, one session. */
 typedef struct {
@@ -55,7 +85,9 @@ typedef struct {
 	mcp_images_t images;
 	cli_structured_t structured; /* what run_python's results carry as structuredContent */
 	long long timeout_ms;        /* a call's default: 0, none */
-	bool initialized;            /* initialize was answered */
+	long long soft_ms;           /* a call's soft time limit by default: 0, none */
+	mcp_wait_t wait;
+	bool initialized; /* initialize was answered */
 	mcp_call_t *calls;
 	char *in; /* standard input not yet split into lines */
 	size_t in_len, in_cap;
@@ -110,18 +142,57 @@ json_t *mcp_text_result(bool is_error, const char *fmt, ...) KX_PRINTF(2, 3);
 
 /* ---- run.c: run_python ---- */
 
-/* Begin run_python with ARGS for request ID: its execute request sent on
- * a connection of its own, the call added to M's.  The result comes
- * later (mcp_call_readable).  NULL, or a result to send now (an error). */
-json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args);
-/* A line from C's connection, or its end: the reply ends the call. */
+/* Begin run_python with ARGS for request ID (PROGRESS its progressToken,
+ * or NULL): its execute request sent on a connection of its own, the call
+ * added to M's.  The result comes later (mcp_call_readable).  NULL, or a
+ * result to send now (an error). */
+json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args);
+/* A line from C's connection, or its end: an event, or the reply that
+ * ends the call. */
 void mcp_call_readable(mcp_t *m, mcp_call_t *c);
+/* The tools/call result of run_python from the supervisor's reply R
+ * (borrowed; NULL when the connection ended with WHY), its text after the
+ * line NOTE (NULL: none). */
+json_t *mcp_run_result(mcp_t *m, json_t *r, const char *why, const char *note);
 /* notifications/cancelled for request ID: a call that runs is
  * interrupted (its reply then dropped), one that waits for its turn
- * leaves the queue (its connection closed).  Unknown ids are ignored. */
+ * leaves the queue (its connection closed), a wait_python stops waiting.
+ * Unknown ids are ignored. */
 void mcp_call_cancel(mcp_t *m, json_t *id);
+/* Send C an interrupt request on its connection: 0, or -1 (it could not
+ * be sent). */
+int mcp_call_interrupt(mcp_call_t *c);
 /* Remove C from M's calls, close its connection and free it. */
 void mcp_call_drop(mcp_t *m, mcp_call_t *c);
+
+/* ---- cell.c: long cells ---- */
+
+/* EVENT (borrowed), an event of C's execution: what it printed is kept
+ * for the next answer, its last line for progress messages. */
+void mcp_call_event(mcp_t *m, mcp_call_t *c, json_t *event);
+/* C, answered early, ended: REPLY (borrowed; NULL when the connection
+ * ended with WHY).  The waiting wait_python gets its whole result, or it
+ * is kept for the next. */
+void mcp_call_ended(mcp_t *m, mcp_call_t *c, json_t *reply, const char *why);
+/* The call answered early whose result was not read yet, or NULL. */
+mcp_call_t *mcp_background(mcp_t *m);
+/* Do what is due now: soft time limits, progress notifications, a
+ * wait_python's end, a cancelled call's end.  Milliseconds until the next
+ * is due, or -1: nothing is. */
+long long mcp_calls_due(mcp_t *m);
+/* wait_python with ARGS for request ID (PROGRESS its progressToken, or
+ * NULL): NULL while it waits, or the result to send now. */
+json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args);
+/* Standard input ended: a cell in the background that no wait_python
+ * waits for is interrupted and dropped (no one is left to read it). */
+void mcp_calls_eof(mcp_t *m);
+/* Free what C holds for answers (its reply, its output kept). */
+void mcp_call_clear(mcp_call_t *c);
+
+/* ---- server.c: notifications ---- */
+
+/* The notification METHOD with PARAMS (taken). */
+void mcp_send_notification(const char *method, json_t *params);
 
 /* ---- files.c ---- */
 

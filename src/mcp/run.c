@@ -1,12 +1,14 @@
 /* src/mcp/run.c — kbox mcp's run_python: each call one "execute"
- * request (format json, with_text) on a control connection of its own
+ * request (format ndjson, with_text) on a control connection of its own
  * (src/runtime/ctl.h), so that the supervisor queues the calls and the
- * server goes on reading; its reply made the tool's result, with the
- * images inline under --images inline; a cancellation interrupts it. */
+ * server goes on reading; its events kept for an early answer and for
+ * progress (cell.c); its reply made the tool's result, with the images
+ * inline under --images inline; a cancellation interrupts it. */
 #include "config.h"
 #include "mcp/mcp_int.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +17,23 @@
 #define INLINE_MAX (16L * 1024 * 1024) /* --images inline: a result's images in all */
 #define CANCEL_GRACE_MS 5000 /* a cancelled call's interrupt, then its connection closes */
 
-static json_t *run_result(mcp_t *m, json_t *r, const char *why);
+/* A number of seconds from 0 to CLI_DURATION_MAX_MS, as milliseconds
+ * rounded up into *MS; -1 when J is not one. */
+static int seconds_arg(json_t *j, long long *ms)
+{
+	double t = json_number_value(j);
+	if (!json_is_number(j) || t < 0 || t * 1000 > (double)CLI_DURATION_MAX_MS)
+		return -1;
+	*ms = (long long)(t * 1000 + 0.999);
+	return 0;
+}
 
-json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
+json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 {
 	json_t *jcode = json_object_get(args, "code"), *jt = json_object_get(args, "timeout"), *req;
+	json_t *jsoft = json_object_get(args, "soft_timeout");
+	long long soft = m->soft_ms, now = kx_now_ms();
+	mcp_call_t *bg = mcp_background(m);
 	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	kbox_error_t err = {0};
 	json_t *refused;
@@ -29,21 +43,33 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 
 	if (!json_is_string(jcode))
 		return mcp_text_result(true, "run_python: \"code\" (a string) is required");
+	if (bg && bg->fd < 0)
+		return mcp_text_result(
+		        true, "run_python: not run: the code of an earlier call, which was "
+		              "still running when that call returned, has ended, and its "
+		              "result was not read: call wait_python for it first");
+	if (bg)
+		return mcp_text_result(
+		        true,
+		        "run_python: not run: the code of an earlier call is still "
+		        "running (for %lld s): call wait_python to wait for its result, "
+		        "or wait_python with interrupt true to stop it",
+		        (now - bg->begun) / 1000);
+	if (jsoft && !json_is_null(jsoft) && seconds_arg(jsoft, &soft) < 0)
+		return mcp_text_result(true,
+		                       "run_python: \"soft_timeout\" is a number of seconds from 0 "
+		                       "to %lld (%lld days)",
+		                       CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
 	e.code = json_string_value(jcode);
-	e.format = KR_CTL_FMT_JSON;
+	e.format = KR_CTL_FMT_NDJSON;
 	e.with_text = true;
 	e.grace_ms = KR_CTL_GRACE_DEFAULT_MS;
 	e.timeout_ms = m->timeout_ms;
-	if (jt && !json_is_null(jt)) {
-		double t = json_number_value(jt);
-		if (!json_is_number(jt) || t < 0 || t * 1000 > (double)CLI_DURATION_MAX_MS)
-			return mcp_text_result(
-			        true,
-			        "run_python: \"timeout\" is a number of seconds from 0 "
-			        "to %lld (%lld days)",
-			        CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
-		e.timeout_ms = (long long)(t * 1000 + 0.999);
-	}
+	if (jt && !json_is_null(jt) && seconds_arg(jt, &e.timeout_ms) < 0)
+		return mcp_text_result(true,
+		                       "run_python: \"timeout\" is a number of seconds from 0 "
+		                       "to %lld (%lld days)",
+		                       CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
 	if (kr_ctl_exec_fits(&e, &err) < 0 && err.code != KBOX_E_NOMEM)
 		return mcp_text_result(true, "run_python: not run: %s", err.msg);
 	req = kr_ctl_exec_to_json(&e);
@@ -54,7 +80,7 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 	sent = req ? kr_ctl_send(fd, req, &err) : -1;
 	if (sent < 0 && req && (refused = kr_ctl_refusal(fd))) {
 		/* the supervisor said why it closed the connection */
-		json_t *result = run_result(m, refused, NULL);
+		json_t *result = mcp_run_result(m, refused, NULL, NULL);
 		json_decref(refused);
 		json_decref(req);
 		close(fd);
@@ -70,6 +96,12 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *args)
 	json_decref(req);
 	c->id = json_incref(id);
 	c->fd = fd;
+	c->begun = now;
+	c->soft_deadline = soft > 0 ? now + soft : 0;
+	if (progress) {
+		c->progress = json_incref(progress);
+		c->progress_due = now + MCP_PROGRESS_EVERY_MS;
+	}
 	c->next = m->calls;
 	m->calls = c;
 	return NULL;
@@ -101,9 +133,7 @@ static json_t *text_summary(json_t *item, json_t *result)
 	                 json_is_integer(jcount) ? jcount : json_null(), "images", images);
 }
 
-/* The tools/call result of run_python from the supervisor's reply R
- * (borrowed; NULL when the connection ended with WHY). */
-static json_t *run_result(mcp_t *m, json_t *r, const char *why)
+json_t *mcp_run_result(mcp_t *m, json_t *r, const char *why, const char *note)
 {
 	json_t *content, *result, *images, *structured = NULL;
 	const char *text, *status;
@@ -112,9 +142,9 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	json_t *img;
 
 	if (!r)
-		return mcp_text_result(true,
-		                       "run_python: session %s: %s; the code's result is lost",
-		                       m->name, why);
+		return mcp_text_result(
+		        true, "%s%s%srun_python: session %s: %s; the code's result is lost",
+		        note ? "[note: " : "", note ? note : "", note ? "]\n" : "", m->name, why);
 	if (kr_ctl_msg_kind(r, NULL) != KR_CTL_MSG_REPLY) {
 		const char *msg = json_string_value(json_object_get(r, "error"));
 		return mcp_text_result(true, "run_python: session %s: %s", m->name,
@@ -125,11 +155,21 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 	result = json_object_get(r, "result");
 	/* never an empty block, which a client may drop: the model would
 	 * read nothing, not that nothing was printed */
-	content = json_pack("[o]", mcp_text_item(kx_model_text(text)));
+	if (note) {
+		char *both = NULL;
+		if (asprintf(&both, "[note: %s]\n%s", note, text ? text : "") < 0)
+			both = NULL;
+		content = json_pack("[o]", mcp_text_item(both ? both : kx_model_text(text)));
+		free(both);
+	} else
+		content = json_pack("[o]", mcp_text_item(kx_model_text(text)));
 	if (!json_is_object(result))
 		structured = NULL;
-	else if (m->structured == CLI_STRUCTURED_FULL)
-		structured = json_incref(result);
+	else if (m->structured == CLI_STRUCTURED_FULL) {
+		/* the json format's result: the ndjson reply's is its end event */
+		if ((structured = json_copy(result)))
+			json_object_del(structured, "event");
+	}
 	else if (m->structured == CLI_STRUCTURED_TEXT)
 		structured = text_summary(json_array_get(content, 0), result);
 	images = json_object_get(result, "images");
@@ -155,20 +195,20 @@ static json_t *run_result(mcp_t *m, json_t *r, const char *why)
 			not_inline++;
 		else {
 			/* kbox's own line, as the text's notes are */
-			char note[sizeof ewhy + 64];
-			snprintf(note, sizeof note,
+			char line[sizeof ewhy + 64];
+			snprintf(line, sizeof line,
 			         "[note: an image is not given as image content: %s]", ewhy);
-			json_array_append_new(content, mcp_text_item(note));
+			json_array_append_new(content, mcp_text_item(line));
 		}
 	}
 	if (not_inline) {
-		char note[256];
-		snprintf(note, sizeof note,
+		char line[256];
+		snprintf(line, sizeof line,
 		         "[note: %zu image%s not given as image content: the images of "
 		         "one result are at most %ld MiB in all; read each with read_image, by its "
 		         "path in the text]",
 		         not_inline, not_inline == 1 ? "" : "s", INLINE_MAX >> 20);
-		json_array_append_new(content, mcp_text_item(note));
+		json_array_append_new(content, mcp_text_item(line));
 	}
 	return mcp_tool_result(content, structured, !status || strcmp(status, "ok") != 0);
 }
@@ -180,8 +220,11 @@ void mcp_call_drop(mcp_t *m, mcp_call_t *c)
 			*pp = c->next;
 			break;
 		}
-	close(c->fd);
+	if (c->fd >= 0)
+		close(c->fd);
 	json_decref(c->id);
+	json_decref(c->progress);
+	mcp_call_clear(c);
 	free(c);
 }
 
@@ -191,44 +234,57 @@ void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 	json_t *r = kr_ctl_recv(c->fd, -1, &err);
 	kr_ctl_op_t re;
 	kr_ctl_msg_kind_t kind = kr_ctl_msg_kind(r, &re);
+	const char *why = err.code == KBOX_E_DEAD ? "the session's supervisor went away" : err.msg;
 
 	/* the started line, events, and the reply to our own interrupt
 	 * (mcp_call_cancel) come before the execution's reply */
 	if (kind == KR_CTL_MSG_STARTED)
 		c->started = true;
+	if (kind == KR_CTL_MSG_EVENT)
+		mcp_call_event(m, c, json_object_get(r, "event"));
 	if (kind == KR_CTL_MSG_STARTED || kind == KR_CTL_MSG_EVENT ||
 	    (r && re == KR_CTL_OP_INTERRUPT)) {
 		json_decref(r);
 		return;
 	}
-	if (!c->cancelled)
-		mcp_send_result(c->id, run_result(m, r,
-		                                  err.code == KBOX_E_DEAD
-		                                          ? "the session's supervisor went away"
-		                                          : err.msg));
+	if (c->background)
+		mcp_call_ended(m, c, r, why); /* kept, or a wait_python's answer */
+	else {
+		if (!c->cancelled)
+			mcp_send_result(c->id, mcp_run_result(m, r, why, NULL));
+		mcp_call_drop(m, c);
+	}
 	json_decref(r);
-	mcp_call_drop(m, c);
+}
+
+int mcp_call_interrupt(mcp_call_t *c)
+{
+	kbox_error_t err = {0};
+	json_t *req = kr_ctl_request_new(KR_CTL_OP_INTERRUPT);
+	int r = req && c->fd >= 0 ? kr_ctl_send(c->fd, req, &err) : -1;
+	json_decref(req);
+	return r < 0 ? -1 : 0;
 }
 
 void mcp_call_cancel(mcp_t *m, json_t *id)
 {
-	kbox_error_t err = {0};
-	json_t *req;
+	if (m->wait.id && json_equal(m->wait.id, id)) {
+		/* a wait_python: it stops waiting; the code goes on */
+		json_decref(m->wait.id);
+		json_decref(m->wait.progress);
+		memset(&m->wait, 0, sizeof m->wait);
+		return;
+	}
 	for (mcp_call_t *c = m->calls; c; c = c->next) {
-		if (c->cancelled || !json_equal(c->id, id))
+		if (c->cancelled || !c->id || !json_equal(c->id, id))
 			continue;
 		c->cancelled = true;
-		if (!c->started) {
+		if (!c->started || mcp_call_interrupt(c) < 0) {
+			/* waiting for its turn, it leaves the queue; or the
+			 * supervisor interrupts it as it sees us go */
 			mcp_call_drop(m, c);
 			return;
 		}
-		req = kr_ctl_request_new(KR_CTL_OP_INTERRUPT);
-		if (!req || kr_ctl_send(c->fd, req, &err) < 0) {
-			json_decref(req);
-			mcp_call_drop(m, c); /* the supervisor interrupts it as it sees us go */
-			return;
-		}
-		json_decref(req);
 		c->cancel_deadline = kx_now_ms() + CANCEL_GRACE_MS;
 		return;
 	}

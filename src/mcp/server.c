@@ -17,6 +17,7 @@
 #include "mcp/mcp_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -89,6 +90,16 @@ void mcp_send_error(json_t *id, int code, const char *fmt, ...)
 		m = json_string("invalid request");
 	send_msg(json_pack("{s:s, s:O?, s:{s:i, s:o}}", "jsonrpc", "2.0", "id",
 	                   id ? id : json_null(), "error", "code", code, "message", m));
+}
+
+void mcp_send_notification(const char *method, json_t *params)
+{
+	if (!params) {
+		cli_error(MCP_CMD, "out of memory");
+		return;
+	}
+	send_msg(
+	        json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method, "params", params));
 }
 
 bool mcp_has_nul(const json_t *j)
@@ -275,13 +286,22 @@ static void read_stdin(mcp_t *m)
  * signal says stop. */
 static void serve(mcp_t *m)
 {
-	while (!stop_signal && (!m->in_eof || m->calls)) {
+	bool eof_seen = false;
+
+	while (!stop_signal && (!m->in_eof || m->calls || m->wait.id)) {
 		struct pollfd fds[POLL_MAX];
 		mcp_call_t *owner[POLL_MAX];
 		size_t nfds = 0;
-		long long next = -1, now = kx_now_ms();
+		long long next;
 		int r;
 
+		if (m->in_eof && !eof_seen) {
+			/* no one is left to read a cell in the background */
+			eof_seen = true;
+			mcp_calls_eof(m);
+			continue;
+		}
+		next = mcp_calls_due(m);
 		/* at the end of standard input, the calls running finish first:
 		 * their responses can still be read (a client that wants it over
 		 * sooner sends SIGTERM) */
@@ -289,18 +309,13 @@ static void serve(mcp_t *m)
 		fds[nfds].events = POLLIN;
 		owner[nfds++] = NULL;
 		for (mcp_call_t *c = m->calls; c && nfds < POLL_MAX; c = c->next) {
-			if (c->cancelled && now >= c->cancel_deadline) {
-				mcp_call_drop(
-				        m, c); /* interrupted and not done: its connection goes */
-				goto again;
-			}
-			if (c->cancelled && (next < 0 || c->cancel_deadline - now < next))
-				next = c->cancel_deadline - now;
+			if (c->fd < 0) /* ended, its result kept for wait_python */
+				continue;
 			fds[nfds].fd = c->fd;
 			fds[nfds].events = POLLIN;
 			owner[nfds++] = c;
 		}
-		r = poll(fds, nfds, next < 0 ? -1 : (int)next);
+		r = poll(fds, nfds, next < 0 ? -1 : next > INT_MAX ? INT_MAX : (int)next);
 		if (r < 0 && errno != EINTR) {
 			cli_error(MCP_CMD, "poll: %s", strerror(errno));
 			m->failed = true;
@@ -314,13 +329,15 @@ static void serve(mcp_t *m)
 				mcp_call_readable(m, owner[i]);
 		if (fds[0].revents)
 			read_stdin(m);
-again:;
 	}
 }
 
 int mcp_serve(const mcp_options_t *o)
 {
-	mcp_t m = {.images = o->images, .structured = o->structured, .timeout_ms = o->timeout_ms};
+	mcp_t m = {.images = o->images,
+	           .structured = o->structured,
+	           .timeout_ms = o->timeout_ms,
+	           .soft_ms = o->soft_ms};
 	char own_name[KR_SESSION_NAME_MAX + 1];
 	struct sigaction sa;
 	int status;
@@ -336,6 +353,8 @@ int mcp_serve(const mcp_options_t *o)
 	serve(&m);
 	while (m.calls)
 		mcp_call_drop(&m, m.calls);
+	json_decref(m.wait.id);
+	json_decref(m.wait.progress);
 	mcp_session_end(&m);
 	free(m.dir);
 	free(m.in);

@@ -102,6 +102,29 @@ json_t *mcp_tools_list(cli_structured_t structured)
 	        "A path relative to the workspace, or an image's path from a result.", "required",
 	        "path", "additionalProperties", 0, "annotations", "readOnlyHint", 1);
 	json_decref(path);
+	if (tools)
+		json_array_insert_new(
+		        tools, 1,
+		        json_pack(
+		                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:i, s:I, s:s}, s:{s:s, s:s}}, "
+		                "s:b}, s:{s:b, s:b}}",
+		                "name", "wait_python", "title", "Wait for Python", "description",
+		                "Wait for the code of an earlier run_python call that was still "
+		                "running at its soft time limit (its result said so): returns what "
+		                "the code printed since the last call and that it still runs, or, "
+		                "once it has ended, its whole result, saying which. With interrupt "
+		                "true, interrupt the code first (its state is kept).",
+		                "inputSchema", "type", "object", "properties", "timeout", "type",
+		                "number", "minimum", 0, "maximum",
+		                (json_int_t)(CLI_DURATION_MAX_MS / 1000), "description",
+		                "Seconds to wait for the code to end before returning what it "
+		                "printed meanwhile (default: the soft time limit, 50 s unless the "
+		                "server was started otherwise).",
+		                "interrupt", "type", "boolean", "description",
+		                "Interrupt the code (as a KeyboardInterrupt; its state is kept), "
+		                "then return its whole result.",
+		                "additionalProperties", 0, "annotations", "readOnlyHint", 0,
+		                "destructiveHint", 0));
 	return tools ? json_pack("{s:o}", "tools", tools) : NULL;
 }
 
@@ -113,10 +136,12 @@ json_t *mcp_tools_list(cli_structured_t structured)
 static const struct {
 	const char *name;
 	const char *args[4];
-	/* the tool on files (the session runs), or NULL: run_python */
+	/* the tool on files (the session runs), or NULL: run_python or
+	 * wait_python, which answer later */
 	json_t *(*fn)(mcp_t *m, json_t *args);
 } tool_args[] = {
-        {"run_python", {"code", "timeout", NULL}, NULL},
+        {"run_python", {"code", "timeout", "soft_timeout", NULL}, NULL},
+        {"wait_python", {"timeout", "interrupt", NULL}, NULL},
         {"list_files", {"path", NULL}, mcp_list_files},
         {"read_file", {"path", "offset", "length", NULL}, mcp_read_file},
         {"write_file", {"path", "content", NULL}, mcp_write_file},
@@ -201,7 +226,14 @@ void mcp_tools_call(mcp_t *m, json_t *id, json_t *params)
 		goto out;
 	}
 	if (!tool_args[t].fn) {
-		if ((res = mcp_run_python(m, id, args)))
+		/* the request's progressToken: notifications/progress while it
+		 * waits */
+		json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+		if (!json_is_string(token) && !json_is_integer(token))
+			token = NULL;
+		res = t == 0 ? mcp_run_python(m, id, token, args)
+		             : mcp_wait_python(m, id, token, args);
+		if (res)
 			mcp_send_result(id, res);
 		goto out;
 	}

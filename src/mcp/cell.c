@@ -1,0 +1,398 @@
+/* src/mcp/cell.c — kbox mcp and long cells.  Clients cut a tool call short
+ * (Claude Desktop at about 60 s) or give up on a server that says nothing
+ * (Claude Code after 300 s without a message).  So, while a run_python
+ * call waits, the server sends notifications/progress when the request
+ * asked for them (at least every MCP_PROGRESS_EVERY_MS, with the last line
+ * the code printed); and a call still running at its soft time limit is
+ * answered with what the code printed so far, the code going on in the
+ * kernel: wait_python then gives what it prints next and, once it ends,
+ * its whole result.  Nothing the code prints is lost: the whole result
+ * (and its spill files) has it all. */
+#include "config.h"
+#include "mcp/mcp_int.h"
+
+#include <kbox/capture.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FRESH_MAX (16L * 1024) /* an early answer shows the end of what was printed */
+
+/* ---- what the code printed since the last answer ---- */
+
+/* Append the kernel's text S[0..LEN) to C's FRESH as a model reads it:
+ * escape sequences stripped, a line that begins like one of kbox's own
+ * quoted (kx_buf_kernel), but for the rest of a line an earlier chunk
+ * began. */
+static void fresh_kernel(mcp_call_t *c, const char *s, size_t len)
+{
+	size_t n = 0;
+	char *plain = kbox_strip_ansi(s, len, &n);
+	const char *p = plain ? plain : s;
+	const char *nl;
+
+	if (!plain)
+		n = len;
+	if (c->fresh_mid_line && n > 0) {
+		size_t head = (nl = memchr(p, '\n', n)) ? (size_t)(nl - p) + 1 : n;
+		kx_buf_visible(&c->fresh, p, head);
+		p += head;
+		n -= head;
+	}
+	kx_buf_kernel(&c->fresh, p, n);
+	if (c->fresh.len > 0)
+		c->fresh_mid_line = c->fresh.data[c->fresh.len - 1] != '\n';
+	free(plain);
+}
+
+/* Keep the last FRESH_MAX bytes of C's FRESH (or so: from a line's start
+ * where one is near), counting what goes. */
+static void fresh_trim(mcp_call_t *c)
+{
+	size_t cut;
+	const char *nl;
+
+	if (c->fresh.len <= (size_t)FRESH_MAX * 2)
+		return;
+	cut = c->fresh.len - (size_t)FRESH_MAX;
+	if ((nl = memchr(c->fresh.data + cut, '\n', c->fresh.len - cut)) &&
+	    (size_t)(nl - c->fresh.data) < cut + 1024)
+		cut = (size_t)(nl - c->fresh.data) + 1;
+	else
+		while (cut < c->fresh.len && ((unsigned char)c->fresh.data[cut] & 0xc0) == 0x80)
+			cut++;
+	memmove(c->fresh.data, c->fresh.data + cut, c->fresh.len - cut);
+	c->fresh.len -= cut;
+	c->fresh.data[c->fresh.len] = '\0';
+	c->fresh_left_out += cut;
+}
+
+/* The last line with something to see of S[0..LEN) (escape sequences
+ * stripped), into C's last_line: at most its size, control characters as
+ * spaces. */
+static void keep_last_line(mcp_call_t *c, const char *s, size_t len)
+{
+	size_t n = 0, end, start, k;
+	char *plain = kbox_strip_ansi(s, len, &n);
+	const char *p = plain ? plain : s;
+
+	if (!plain)
+		n = len;
+	end = n;
+	for (;;) {
+		while (end > 0 && (p[end - 1] == '\n' || p[end - 1] == '\r' || p[end - 1] == ' '))
+			end--;
+		if (end == 0)
+			break;
+		for (start = end; start > 0 && p[start - 1] != '\n' && p[start - 1] != '\r';
+		     start--)
+			;
+		k = kx_utf8_floor(p + start, end - start, sizeof c->last_line - 1);
+		memcpy(c->last_line, p + start, k);
+		c->last_line[k] = '\0';
+		for (size_t i = 0; i < k; i++)
+			if ((unsigned char)c->last_line[i] < 0x20 || c->last_line[i] == 0x7f)
+				c->last_line[i] = ' ';
+		break;
+	}
+	free(plain);
+}
+
+void mcp_call_event(mcp_t *m, mcp_call_t *c, json_t *event)
+{
+	const char *kind = json_string_value(json_object_get(event, "event"));
+	(void)m;
+	if (!kind)
+		return;
+	if (strcmp(kind, "stream") == 0) {
+		const char *name = json_string_value(json_object_get(event, "name"));
+		json_t *jt = json_object_get(event, "text");
+		const char *text = json_string_value(jt);
+		size_t len = json_string_length(jt);
+		int stream = name && strcmp(name, "stderr") == 0 ? 2 : 1;
+		if (!text || len == 0)
+			return;
+		if (stream != (c->fresh_stream ? c->fresh_stream : 1)) {
+			if (c->fresh_mid_line)
+				kx_buf_appends(&c->fresh, "\n");
+			kx_buf_appends(&c->fresh, stream == 2 ? "[stderr]\n" : "[stdout]\n");
+			c->fresh_mid_line = false;
+		}
+		c->fresh_stream = stream;
+		fresh_kernel(c, text, len);
+		keep_last_line(c, text, len);
+		c->new_output = true;
+	} else if (strcmp(kind, "display") == 0) {
+		json_t *data = json_object_get(event, "data");
+		json_t *plain = json_object_get(data, "text/plain");
+		bool image = json_object_get(data, "image/png") ||
+		             json_object_get(data, "image/jpeg") ||
+		             json_object_get(data, "image/svg+xml");
+		if (c->fresh_mid_line)
+			kx_buf_appends(&c->fresh, "\n");
+		c->fresh_mid_line = false;
+		if (image)
+			kx_buf_appends(&c->fresh,
+			               "[display: an image; the code's whole result names "
+			               "its file]\n");
+		else if (json_is_string(plain)) {
+			fresh_kernel(c, json_string_value(plain), json_string_length(plain));
+			if (c->fresh_mid_line)
+				kx_buf_appends(&c->fresh, "\n");
+			c->fresh_mid_line = false;
+		}
+		c->fresh_stream = 0;
+		c->new_output = true;
+	}
+	fresh_trim(c);
+}
+
+void mcp_call_clear(mcp_call_t *c)
+{
+	kx_buf_reset(&c->fresh);
+	json_decref(c->reply);
+	c->reply = NULL;
+	free(c->lost);
+	c->lost = NULL;
+}
+
+/* The answer to a call whose code still runs, after HEAD (kbox's own
+ * line, without its brackets): what C printed since the last answer, as
+ * text, and the summary of --structured text or full (status running).
+ * C's FRESH is emptied. */
+static json_t *running_result(mcp_t *m, mcp_call_t *c, const char *head)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	char *text;
+	json_t *content, *structured = NULL;
+
+	kx_buf_appendf(&b, "[note: %s]\n", head);
+	if (c->fresh_left_out)
+		kx_buf_appendf(&b,
+		               "[... %zu bytes printed before these are left out here: the code's "
+		               "whole result has them]\n",
+		               c->fresh_left_out);
+	kx_buf_append(&b, c->fresh.data ? c->fresh.data : "", c->fresh.len);
+	if (c->fresh_mid_line)
+		kx_buf_appends(&b, "\n");
+	text = kx_buf_take(&b, NULL);
+	content = json_pack("[o]", mcp_text_item(text ? text : "[note: out of memory]"));
+	if (m->structured != CLI_STRUCTURED_NONE)
+		structured = json_pack("{s:O, s:s, s:n, s:[]}", "text",
+		                       json_object_get(json_array_get(content, 0), "text"),
+		                       "status", "running", "execution_count", "images");
+	free(text);
+	kx_buf_reset(&c->fresh);
+	c->fresh_left_out = 0;
+	c->fresh_stream = 0;
+	c->fresh_mid_line = false;
+	return mcp_tool_result(content, structured, false);
+}
+
+mcp_call_t *mcp_background(mcp_t *m)
+{
+	for (mcp_call_t *c = m->calls; c; c = c->next)
+		if (c->background)
+			return c;
+	return NULL;
+}
+
+/* Answer the waiting wait_python with RESULT (taken). */
+static void answer_wait(mcp_t *m, json_t *result)
+{
+	mcp_send_result(m->wait.id, result);
+	json_decref(m->wait.id);
+	json_decref(m->wait.progress);
+	memset(&m->wait, 0, sizeof m->wait);
+}
+
+/* The whole result of C, which ended, for wait_python; C is dropped. */
+static json_t *ended_result(mcp_t *m, mcp_call_t *c)
+{
+	json_t *r = mcp_run_result(m, c->reply, c->lost ? c->lost : "its connection ended",
+	                           "the code has ended: its whole result follows, from its start");
+	mcp_call_drop(m, c);
+	return r;
+}
+
+void mcp_call_ended(mcp_t *m, mcp_call_t *c, json_t *reply, const char *why)
+{
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	c->reply = json_incref(reply);
+	if (!reply)
+		c->lost = strdup(why ? why : "its connection ended");
+	if (m->wait.id)
+		answer_wait(m, ended_result(m, c));
+}
+
+void mcp_calls_eof(mcp_t *m)
+{
+	mcp_call_t *c = mcp_background(m);
+	if (c && !m->wait.id)
+		mcp_call_drop(m, c); /* its connection closed: the supervisor interrupts it */
+}
+
+json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
+{
+	json_t *jt = json_object_get(args, "timeout"), *ji = json_object_get(args, "interrupt");
+	mcp_call_t *c = mcp_background(m);
+	long long now = kx_now_ms(), wait_ms = m->soft_ms > 0 ? m->soft_ms : MCP_SOFT_DEFAULT_MS;
+	double t;
+
+	if (jt && !json_is_null(jt)) {
+		t = json_number_value(jt);
+		if (!json_is_number(jt) || t < 0 || t * 1000 > (double)CLI_DURATION_MAX_MS)
+			return mcp_text_result(
+			        true,
+			        "wait_python: \"timeout\" is a number of seconds from 0 "
+			        "to %lld (%lld days)",
+			        CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
+		wait_ms = (long long)(t * 1000 + 0.999);
+	}
+	if (ji && !json_is_boolean(ji) && !json_is_null(ji))
+		return mcp_text_result(true, "wait_python: \"interrupt\" is true or false");
+	if (!c)
+		return mcp_text_result(
+		        true, "wait_python: no code is running: every run_python call so far "
+		              "returned its whole result");
+	if (m->wait.id)
+		return mcp_text_result(true, "wait_python: another wait_python call is waiting "
+		                             "already: wait for its answer");
+	if (c->fd < 0)
+		return ended_result(m, c);
+	if (json_is_true(ji) && mcp_call_interrupt(c) < 0) {
+		/* the supervisor interrupts it as it sees the connection go */
+		mcp_call_ended(m, c, NULL, "it was interrupted (its connection closed)");
+		return ended_result(m, c);
+	}
+	if (json_is_true(ji))
+		wait_ms = 0; /* until it ends: the interrupt ends it */
+	else if (wait_ms == 0)
+		return running_result(
+		        m, c,
+		        "still running: what it printed since the last call follows; "
+		        "call wait_python with a timeout to wait for more and for its "
+		        "result, or with interrupt true to stop it");
+	m->wait.id = json_incref(id);
+	m->wait.progress = progress ? json_incref(progress) : NULL;
+	m->wait.begun = now;
+	m->wait.deadline = wait_ms > 0 ? now + wait_ms : 0;
+	m->wait.progress_due = progress ? now + MCP_PROGRESS_EVERY_MS : 0;
+	return NULL;
+}
+
+/* ---- timers ---- */
+
+/* Send a progress notification for TOKEN, the Nth (*N, then one more),
+ * its message what C last printed, BEGUN when its wait began. */
+static void send_progress(json_t *token, long long *n, long long begun, const mcp_call_t *c)
+{
+	char msg[sizeof c->last_line + 64];
+	long long secs = (kx_now_ms() - begun) / 1000;
+	json_t *jmsg;
+
+	if (c && c->last_line[0])
+		snprintf(msg, sizeof msg, "running for %lld s: %s", secs, c->last_line);
+	else
+		snprintf(msg, sizeof msg, "running for %lld s", secs);
+	(*n)++;
+	if (!(jmsg = json_string(msg))) /* cut inside a character: no message then */
+		jmsg = json_string("running");
+	mcp_send_notification("notifications/progress",
+	                      json_pack("{s:O, s:I, s:o}", "progressToken", token, "progress",
+	                                (json_int_t)*n, "message", jmsg));
+}
+
+/* Is a progress notification due at NOW, the next at *DUE, the last at
+ * *LAST, output having come when NEW_OUTPUT?  Then the times move on. */
+static bool progress_due(long long now, long long *due, long long *last, bool new_output)
+{
+	if (!*due)
+		return false;
+	if (now < *due && !(new_output && now - *last >= MCP_PROGRESS_MIN_MS))
+		return false;
+	*last = now;
+	*due = now + MCP_PROGRESS_EVERY_MS;
+	return true;
+}
+
+/* The earlier of NEXT (-1: none) and AT - NOW (AT 0: none). */
+static long long sooner(long long next, long long at, long long now)
+{
+	long long d;
+	if (!at)
+		return next;
+	d = at > now ? at - now : 0;
+	return next < 0 || d < next ? d : next;
+}
+
+long long mcp_calls_due(mcp_t *m)
+{
+	long long now = kx_now_ms(), next = -1;
+	mcp_call_t *bg = mcp_background(m);
+	char head[256];
+
+again:
+	for (mcp_call_t *c = m->calls; c; c = c->next) {
+		if (c->cancelled && now >= c->cancel_deadline) {
+			mcp_call_drop(m, c); /* interrupted and not done: its connection goes */
+			goto again;
+		}
+		if (c->cancelled || c->background)
+			continue;
+		if (c->soft_deadline && now >= c->soft_deadline && !bg) {
+			/* answered early: the code goes on, wait_python reads on */
+			snprintf(
+			        head, sizeof head,
+			        "still running after %lld s, its soft time limit: what it printed so "
+			        "far follows; call wait_python to wait for more and for its result, "
+			        "or wait_python with interrupt true to stop it",
+			        (now - c->begun) / 1000);
+			mcp_send_result(c->id, running_result(m, c, head));
+			json_decref(c->id);
+			c->id = NULL;
+			json_decref(c->progress);
+			c->progress = NULL;
+			c->progress_due = 0;
+			c->background = true;
+			bg = c;
+			continue;
+		}
+		if (c->progress &&
+		    progress_due(now, &c->progress_due, &c->progress_last, c->new_output)) {
+			send_progress(c->progress, &c->progress_n, c->begun, c);
+			c->new_output = false;
+		}
+		next = sooner(next, c->soft_deadline && !bg ? c->soft_deadline : 0, now);
+		next = sooner(next, c->progress_due, now);
+		if (c->progress && c->new_output)
+			next = sooner(next, c->progress_last + MCP_PROGRESS_MIN_MS, now);
+	}
+	for (mcp_call_t *c = m->calls; c; c = c->next)
+		if (c->cancelled)
+			next = sooner(next, c->cancel_deadline, now);
+	if (!m->wait.id || !bg)
+		return next;
+	if (m->wait.deadline && now >= m->wait.deadline) {
+		snprintf(head, sizeof head,
+		         "still running after %lld s: what it printed since the last call follows; "
+		         "call wait_python again to wait for more and for its result, or with "
+		         "interrupt true to stop it",
+		         (now - bg->begun) / 1000);
+		answer_wait(m, running_result(m, bg, head));
+		return next;
+	}
+	if (m->wait.progress &&
+	    progress_due(now, &m->wait.progress_due, &m->wait.progress_last, bg->new_output)) {
+		send_progress(m->wait.progress, &m->wait.progress_n, m->wait.begun, bg);
+		bg->new_output = false;
+	}
+	next = sooner(next, m->wait.deadline, now);
+	if (m->wait.progress && bg->new_output)
+		next = sooner(next, m->wait.progress_last + MCP_PROGRESS_MIN_MS, now);
+	return sooner(next, m->wait.progress_due, now);
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+"""tests/mcp_long.py KBOX RESULT_SCHEMA — kbox mcp and cells that outlive a
+client's time limits.  A client that ends a call after a fixed time
+(Claude Desktop, at about 60 s) gets a long cell in parts: run_python
+answers at its soft time limit with what the code printed so far, and
+wait_python reads on until the whole result; a client that gives up on a
+silent server (Claude Code, after 300 s) is kept waiting by
+notifications/progress.  The cells here wait for files the test makes
+when it has read what came before, so nothing depends on how fast this
+machine is; the soft limits are of a second.  Prints TAP.  KBOX_HOME must
+be set."""
+import os
+import re
+import subprocess
+import sys
+
+import jsonschema
+
+from mcp_lib import HOME, Server, check, ok_result, plan
+
+RESULT_SCHEMA = sys.argv[2]
+
+# A cell that prints each part, then waits until the test has seen it
+# (the file go-PART in the workspace).
+STEPS = ("import os, time\n"
+         "for part in ('A', 'B', 'C'):\n"
+         "    print('part', part, flush=True)\n"
+         "    while not os.path.exists('go-' + part):\n"
+         "        time.sleep(0.05)\n"
+         "print('all done')\n"
+         "'value'")
+
+
+def workspace(session):
+    return os.path.join(HOME, "sessions", session, "workspace")
+
+
+def go(session, part):
+    open(os.path.join(workspace(session), "go-" + part), "w").close()
+
+
+def text(result):
+    return "".join(c["text"] for c in result["content"] if c["type"] == "text")
+
+
+NOTE_RUNNING = re.compile(r"^\[note: still running after \d+ s[^\]\n]*\]\n")
+NOTE_ENDED = "[note: the code has ended: its whole result follows, from its start]\n"
+
+
+def t_parts():
+    o = Server("-s", "long-parts")
+    o.init()
+    first = ok_result(o.call("run_python", {"code": STEPS, "soft_timeout": 1}, timeout=120))
+    assert first["isError"] is False and NOTE_RUNNING.match(text(first)), first
+    seen, gone = text(first), set()
+    # while it runs, another run_python is refused and says what to do
+    r = ok_result(o.call("run_python", {"code": "1"}))
+    assert r["isError"] is True and text(r).startswith(
+        "run_python: not run: the code of an earlier call is still running (for "), r
+    assert "call wait_python to wait for its result, or wait_python with interrupt true" in (
+        text(r)), r
+    whole = None
+    for _ in range(10000):
+        for part in "ABC":
+            if f"part {part}\n" in seen and part not in gone:
+                go("long-parts", part)
+                gone.add(part)
+        r = ok_result(o.call("wait_python", {"timeout": 1}, timeout=120))
+        if text(r).startswith(NOTE_ENDED):
+            whole = r
+            break
+        assert r["isError"] is False and NOTE_RUNNING.match(text(r)), r
+        seen += text(r)
+    assert whole, seen
+    # each part once, in order, over the early answers; the whole result
+    # has them all, and the value
+    printed = [ln for ln in seen.splitlines() if not ln.startswith("[note: ")]
+    assert printed == ["part A", "part B", "part C"][:len(printed)], printed
+    assert len(printed) >= 1, seen
+    body = text(whole)[len(NOTE_ENDED):]
+    assert body.endswith("part A\npart B\npart C\nall done\nOut[1]: 'value'\n"), body
+    assert whole["isError"] is False, whole
+    # nothing runs now: wait_python says so, run_python runs again
+    r = ok_result(o.call("wait_python", {}))
+    assert r == {"content": [{"type": "text", "text": "wait_python: no code is running: every "
+                              "run_python call so far returned its whole result"}],
+                 "isError": True}, r
+    assert text(ok_result(o.call("run_python", {"code": "1 + 1"}))) == "Out[2]: 2\n"
+    assert o.close(60) == 0
+
+
+check("a_client_with_a_time_cap_gets_a_long_cell_in_parts_and_then_whole", t_parts)
+
+
+def t_progress():
+    o = Server("-s", "long-progress")
+    o.init()
+    o.next_id += 1
+    rid = o.next_id
+    o.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": STEPS, "soft_timeout": 0},
+                       "_meta": {"progressToken": "tok-7"}}})
+    progress, gone = [], set()
+    while True:
+        msg = o.recv(120)
+        if msg.get("id") == rid:
+            break
+        assert msg["method"] == "notifications/progress", msg
+        p = msg["params"]
+        assert p["progressToken"] == "tok-7", p
+        progress.append(p["progress"])
+        m = re.fullmatch(r"running for \d+ s(: part ([ABC]))?", p["message"])
+        assert m, p
+        if m[2] and m[2] not in gone:
+            go("long-progress", m[2])
+            gone.add(m[2])
+    # each part was in a progress message (the cell waited for it); the
+    # progress grows; the answer is the whole result, not early
+    assert gone == {"A", "B", "C"}, (gone, progress)
+    assert progress == sorted(set(progress)) and progress[0] == 1, progress
+    assert text(msg["result"]).endswith("part C\nall done\nOut[1]: 'value'\n"), msg
+    assert o.close(60) == 0
+
+
+check("progress_notifications_carry_the_last_line_printed_while_a_cell_runs", t_progress)
+
+
+def t_interrupt():
+    o = Server("-s", "long-stop", "--structured", "text")
+    o.init()
+    (run,) = [t for t in ok_result(o.request("tools/list"))["tools"]
+              if t["name"] == "run_python"]
+    r = ok_result(o.call("run_python", {"code": "x = 5"}))
+    r = ok_result(o.call("run_python", {"code": "import time\nprint('looping', flush=True)\n"
+                                        "while True: time.sleep(0.05)", "soft_timeout": 1},
+                         timeout=120))
+    assert NOTE_RUNNING.match(text(r)) and r["structuredContent"]["status"] == "running", r
+    jsonschema.validate(r["structuredContent"], run["outputSchema"])
+    r = ok_result(o.call("wait_python", {"interrupt": True}, timeout=120))
+    assert r["isError"] is True and text(r).startswith(NOTE_ENDED), r
+    assert "[interrupted by kbox interrupt; state is kept]" in text(r), r
+    assert r["structuredContent"]["status"] == "interrupted", r
+    assert text(ok_result(o.call("run_python", {"code": "x"}))) == "Out[3]: 5\n"
+    assert o.close(60) == 0
+
+
+check("wait_python_with_interrupt_stops_the_cell_and_keeps_the_state", t_interrupt)
+
+
+def t_eof():
+    o = Server("-s", "long-eof")
+    o.init()
+    r = ok_result(o.call("run_python", {"code": "import time\nwhile True: time.sleep(0.05)",
+                                        "soft_timeout": 1}, timeout=120))
+    assert NOTE_RUNNING.match(text(r)), r
+    # the client goes: no one can read the cell, which is interrupted; the
+    # server ends and the session is free for the next
+    assert o.close(60) == 0
+    o = Server("-s", "long-eof")
+    o.init()
+    assert text(ok_result(o.call("run_python", {"code": "'free'"}, timeout=120))).endswith(
+        "'free'\n")
+    assert o.close(60) == 0
+    subprocess.run([sys.argv[1], "stop", "--all"], capture_output=True)
+
+
+check("a_client_that_leaves_during_a_long_cell_ends_it_and_the_server", t_eof)
+
+
+def t_bad_args():
+    o = Server()
+    o.init()
+    for args, want in (({"timeout": -1}, 'wait_python: "timeout" is a number of seconds from 0 '
+                        'to 2073600 (24 days)'),
+                       ({"interrupt": "yes"}, 'wait_python: "interrupt" is true or false'),
+                       ({"other": 1}, 'wait_python: unknown argument "other" (it takes '
+                        'timeout, interrupt)')):
+        r = ok_result(o.call("wait_python", args))
+        assert r == {"content": [{"type": "text", "text": want}], "isError": True}, (args, r)
+    r = ok_result(o.call("run_python", {"code": "1", "soft_timeout": "5"}))
+    assert r["isError"] is True and text(r) == (
+        'run_python: "soft_timeout" is a number of seconds from 0 to 2073600 (24 days)'), r
+    assert o.close(60) == 0
+
+
+check("wait_python_and_soft_timeout_refuse_bad_arguments_by_name", t_bad_args)
+
+plan()
