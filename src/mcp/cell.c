@@ -201,7 +201,7 @@ mcp_call_t *mcp_background(mcp_t *m)
 /* Answer the waiting wait_python with RESULT (taken). */
 static void answer_wait(mcp_t *m, json_t *result)
 {
-	mcp_send_result(m->wait.id, result);
+	mcp_send_result(m->wait.id, result, m->wait.modern);
 	json_decref(m->wait.id);
 	json_decref(m->wait.progress);
 	memset(&m->wait, 0, sizeof m->wait);
@@ -279,6 +279,7 @@ json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		        "result, or with interrupt true to stop it");
 	m->wait.id = json_incref(id);
 	m->wait.progress = progress ? json_incref(progress) : NULL;
+	m->wait.modern = m->req_modern;
 	m->wait.begun = now;
 	m->wait.deadline = wait_ms > 0 ? now + wait_ms : 0;
 	m->wait.progress_due = progress ? now + MCP_PROGRESS_EVERY_MS : 0;
@@ -352,7 +353,7 @@ again:
 			        "far follows; call wait_python to wait for more and for its result, "
 			        "or wait_python with interrupt true to stop it",
 			        (now - c->begun) / 1000);
-			mcp_send_result(c->id, running_result(m, c, head));
+			mcp_send_result(c->id, running_result(m, c, head), c->modern);
 			json_decref(c->id);
 			c->id = NULL;
 			json_decref(c->progress);

@@ -58,6 +58,7 @@ typedef struct mcp_call {
 	long long progress_last;   /* when the last one went */
 	long long progress_n;      /* how many went: the next one's "progress" */
 	bool background;           /* answered early: the cell runs on */
+	bool modern;               /* its request was of the 2026-07-28 revision */
 	json_t *reply;             /* background: its reply, once it came (owned) */
 	char *lost;                /* background: why it ended without one */
 	kx_buf_t fresh;            /* printed since the last answer, as a model reads it */
@@ -73,6 +74,7 @@ typedef struct mcp_call {
 typedef struct {
 	json_t *id;       /* NULL: none waits */
 	json_t *progress; /* its progressToken, or NULL */
+	bool modern;      /* of the 2026-07-28 revision */
 	long long begun, deadline, progress_due, progress_last, progress_n;
 } mcp_wait_t;
 
@@ -88,6 +90,7 @@ typedef struct {
 	long long soft_ms;           /* a call's soft time limit by default: 0, none */
 	mcp_wait_t wait;
 	bool initialized; /* initialize was answered */
+	bool req_modern;  /* the request being handled is of the 2026-07-28 revision */
 	mcp_call_t *calls;
 	char *in; /* standard input not yet split into lines */
 	size_t in_len, in_cap;
@@ -99,8 +102,10 @@ typedef struct {
 /* ---- server.c: writing messages ---- */
 
 /* The response to ID (borrowed; NULL: null) with RESULT (taken; NULL: out
- * of memory, said on standard error). */
-void mcp_send_result(json_t *id, json_t *result);
+ * of memory, said on standard error); to a request of the 2026-07-28
+ * revision when MODERN (its "resultType" and the server's identity in its
+ * "_meta" added). */
+void mcp_send_result(json_t *id, json_t *result, bool modern);
 /* The error response to ID (borrowed; NULL: null), CODE an MCP_RPC_*. */
 void mcp_send_error(json_t *id, int code, const char *fmt, ...) KX_PRINTF(3, 4);
 /* Whether J is a string that holds a NUL character (\u0000), which the C

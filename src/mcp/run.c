@@ -97,6 +97,7 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 	c->id = json_incref(id);
 	c->fd = fd;
 	c->begun = now;
+	c->modern = m->req_modern;
 	c->soft_deadline = soft > 0 ? now + soft : 0;
 	if (progress) {
 		c->progress = json_incref(progress);
@@ -169,8 +170,7 @@ json_t *mcp_run_result(mcp_t *m, json_t *r, const char *why, const char *note)
 		/* the json format's result: the ndjson reply's is its end event */
 		if ((structured = json_copy(result)))
 			json_object_del(structured, "event");
-	}
-	else if (m->structured == CLI_STRUCTURED_TEXT)
+	} else if (m->structured == CLI_STRUCTURED_TEXT)
 		structured = text_summary(json_array_get(content, 0), result);
 	images = json_object_get(result, "images");
 	json_array_foreach(images, i, img)
@@ -251,7 +251,7 @@ void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 		mcp_call_ended(m, c, r, why); /* kept, or a wait_python's answer */
 	else {
 		if (!c->cancelled)
-			mcp_send_result(c->id, mcp_run_result(m, r, why, NULL));
+			mcp_send_result(c->id, mcp_run_result(m, r, why, NULL), c->modern);
 		mcp_call_drop(m, c);
 	}
 	json_decref(r);

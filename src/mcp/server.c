@@ -30,6 +30,21 @@
 static const char *const protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
                                                 "2024-11-05", "2024-10-07", NULL};
 
+/* The revision without a handshake (modern: every request says its version
+ * and the client's capabilities in its _meta, server/discover tells what
+ * the server speaks), which this server speaks beside those. */
+#define MODERN_VERSION "2026-07-28"
+#define META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define META_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
+#define META_SERVER "io.modelcontextprotocol/serverInfo"
+#define RPC_UNSUPPORTED_VERSION (-32022) /* UnsupportedProtocolVersionError */
+#define LIST_TTL_MS 3600000              /* tools/list and server/discover: fresh for an hour */
+
+/* What the model is told of the server, at initialize and server/discover. */
+static const char instructions[] =
+        "run_python runs Python in one persistent sandboxed kernel: state persists between "
+        "calls. The file tools work in the same workspace.";
+
 
 #define LINE_MAX_BYTES (64L * 1024 * 1024) /* one message from the client */
 #define POLL_MAX 258                       /* standard input and the calls read at once */
@@ -68,11 +83,22 @@ static void send_msg(json_t *msg)
 	free(line);
 }
 
-void mcp_send_result(json_t *id, json_t *result)
+void mcp_send_result(json_t *id, json_t *result, bool modern)
 {
 	if (!result) {
 		cli_error(MCP_CMD, "out of memory");
 		return;
+	}
+	if (modern) {
+		json_t *meta = json_object_get(result, "_meta");
+		json_object_set_new(result, "resultType", json_string("complete"));
+		if (!json_is_object(meta)) {
+			meta = json_object();
+			json_object_set_new(result, "_meta", meta);
+		}
+		json_object_set_new(
+		        meta, META_SERVER,
+		        json_pack("{s:s, s:s}", "name", "kbox", "version", PACKAGE_VERSION));
 	}
 	send_msg(json_pack("{s:s, s:O?, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(),
 	                   "result", result));
@@ -132,13 +158,12 @@ static void do_initialize(mcp_t *m, json_t *id, json_t *params)
 		if (strcmp(want, protocol_versions[i]) == 0)
 			version = protocol_versions[i];
 	m->initialized = true;
-	mcp_send_result(id, json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}",
-	                              "protocolVersion", version, "capabilities", "tools",
-	                              "listChanged", 0, "serverInfo", "name", "kbox", "title",
-	                              "kbox", "version", PACKAGE_VERSION, "instructions",
-	                              "run_python runs Python in one persistent sandboxed kernel: "
-	                              "state persists between calls. The file tools work in the "
-	                              "same workspace."));
+	mcp_send_result(id,
+	                json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
+	                          version, "capabilities", "tools", "listChanged", 0, "serverInfo",
+	                          "name", "kbox", "title", "kbox", "version", PACKAGE_VERSION,
+	                          "instructions", instructions),
+	                false);
 }
 
 /* The method of MSG (an object) when it is a request or a notification
@@ -180,8 +205,74 @@ static const char *method_of(json_t *msg)
 
 /* The request METHOD with ID (NULL: a notification) and PARAMS (may be
  * NULL), checked by method_of: answered, or for a notification done. */
+/* Every revision this server speaks, the modern one first (new). */
+static json_t *all_versions(void)
+{
+	json_t *v = json_pack("[s]", MODERN_VERSION);
+	for (size_t i = 0; protocol_versions[i]; i++)
+		json_array_append_new(v, json_string(protocol_versions[i]));
+	return v;
+}
+
+/* A request of the revision without a handshake: its _meta META (an
+ * object, or NULL) says the version, JVER, and the client's capabilities.
+ * Answered, or the error sent. */
+static void dispatch_modern(mcp_t *m, json_t *id, const char *method, json_t *params, json_t *meta,
+                            json_t *jver)
+{
+	const char *ver = json_string_value(jver);
+	json_t *r;
+
+	if (!ver || mcp_has_nul(jver)) {
+		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		               "Invalid params: _meta \"%s\" (a string) is required", META_VERSION);
+		return;
+	}
+	if (strcmp(ver, MODERN_VERSION) != 0) {
+		send_msg(json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:o, s:O}}}", "jsonrpc", "2.0", "id",
+		                   id, "error", "code", RPC_UNSUPPORTED_VERSION, "message",
+		                   "Unsupported protocol version", "data", "supported",
+		                   all_versions(), "requested", jver));
+		return;
+	}
+	if (!json_is_object(json_object_get(meta, META_CAPABILITIES))) {
+		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		               "Invalid params: _meta \"%s\" (an object) is required",
+		               META_CAPABILITIES);
+		return;
+	}
+	m->req_modern = true;
+	if (strcmp(method, "server/discover") == 0)
+		mcp_send_result(id,
+		                json_pack("{s:o, s:{s:{}}, s:s, s:i, s:s}", "supportedVersions",
+		                          all_versions(), "capabilities", "tools", "instructions",
+		                          instructions, "ttlMs", LIST_TTL_MS, "cacheScope",
+		                          "private"),
+		                true);
+	else if (strcmp(method, "tools/list") == 0) {
+		if ((r = mcp_tools_list(m->structured))) {
+			/* the same for every request of this server: cacheable */
+			json_object_set_new(r, "ttlMs", json_integer(LIST_TTL_MS));
+			json_object_set_new(r, "cacheScope", json_string("private"));
+		}
+		mcp_send_result(id, r, true);
+	} else if (strcmp(method, "tools/call") == 0)
+		mcp_tools_call(m, id, params);
+	else /* ping and initialize are not of this revision */
+		mcp_send_error(id, MCP_RPC_METHOD_NOT_FOUND, "Method not found: %s", method);
+	m->req_modern = false;
+}
+
+/* The request METHOD with ID (NULL: a notification) and PARAMS (may be
+ * NULL), checked by method_of: answered, or for a notification done.  A
+ * request whose _meta names a protocol version, and server/discover, are
+ * of the revision without a handshake (dispatch_modern); the others need
+ * initialize first. */
 static void dispatch(mcp_t *m, json_t *id, const char *method, json_t *params)
 {
+	json_t *meta = json_object_get(params, "_meta");
+	json_t *jver = json_is_object(meta) ? json_object_get(meta, META_VERSION) : NULL;
+
 	if (!id) { /* a notification: never answered */
 		if (strcmp(method, "notifications/cancelled") == 0 && json_is_object(params) &&
 		    json_object_get(params, "requestId"))
@@ -191,16 +282,19 @@ static void dispatch(mcp_t *m, json_t *id, const char *method, json_t *params)
 	if (params && !json_is_object(params))
 		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "%s: \"params\" must be an object",
 		               method);
+	else if (jver || strcmp(method, "server/discover") == 0)
+		dispatch_modern(m, id, method, params, json_is_object(meta) ? meta : NULL, jver);
 	else if (strcmp(method, "ping") == 0)
-		mcp_send_result(id, json_object());
+		mcp_send_result(id, json_object(), false);
 	else if (strcmp(method, "initialize") == 0)
 		do_initialize(m, id, params);
 	else if (!m->initialized)
 		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
 		               "Invalid Request: the server is not initialized (send initialize "
-		               "first)");
+		               "first, or give the protocol version in each request's _meta, as "
+		               "revision " MODERN_VERSION " does)");
 	else if (strcmp(method, "tools/list") == 0)
-		mcp_send_result(id, mcp_tools_list(m->structured));
+		mcp_send_result(id, mcp_tools_list(m->structured), false);
 	else if (strcmp(method, "tools/call") == 0)
 		mcp_tools_call(m, id, params);
 	else

@@ -43,7 +43,8 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 		m->running = true;
 		return 0;
 	}
-	if (cli_session_start(MCP_CMD, m->dir, m->name, NULL, m->own ? getpid() : 0, NULL) != EXIT_OK) {
+	if (cli_session_start(MCP_CMD, m->dir, m->name, NULL, m->own ? getpid() : 0, NULL) !=
+	    EXIT_OK) {
 		snprintf(
 		        why, size,
 		        "session %s could not be started: %s (see also %s/supervisor.log)", m->name,

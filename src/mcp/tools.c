@@ -222,7 +222,7 @@ void mcp_tools_call(mcp_t *m, json_t *id, json_t *params)
 		goto out;
 	}
 	if (check_args(t, args, why, sizeof why) < 0) {
-		mcp_send_result(id, mcp_text_result(true, "%s", why));
+		mcp_send_result(id, mcp_text_result(true, "%s", why), m->req_modern);
 		goto out;
 	}
 	if (!tool_args[t].fn) {
@@ -234,14 +234,14 @@ void mcp_tools_call(mcp_t *m, json_t *id, json_t *params)
 		res = t == 0 ? mcp_run_python(m, id, token, args)
 		             : mcp_wait_python(m, id, token, args);
 		if (res)
-			mcp_send_result(id, res);
+			mcp_send_result(id, res, m->req_modern);
 		goto out;
 	}
 	if (mcp_session_ensure(m, why, sizeof why) < 0) {
-		mcp_send_result(id, mcp_text_result(true, "%s: %s", name, why));
+		mcp_send_result(id, mcp_text_result(true, "%s: %s", name, why), m->req_modern);
 		goto out;
 	}
-	mcp_send_result(id, tool_args[t].fn(m, args));
+	mcp_send_result(id, tool_args[t].fn(m, args), m->req_modern);
 out:
 	json_decref(empty);
 }

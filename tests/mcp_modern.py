@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""tests/mcp_modern.py KBOX RESULT_SCHEMA — kbox mcp and the revision of
+2026-07-28, which has no handshake: every request carries its protocol
+version and the client's capabilities in its _meta, server/discover says
+what the server speaks, results carry resultType and the server's
+identity, list results are cacheable (ttlMs, cacheScope).  The handshake
+revisions go on working beside it, on the same connection.  Written from
+docs/specification/2026-07-28 (changelog, basic/index, basic/versioning,
+server/discover, server/utilities/caching).  Prints TAP.  KBOX_HOME must
+be set."""
+from mcp_lib import LATEST, Server, check, err_code, ok_result, plan
+
+MODERN = "2026-07-28"
+VERSIONS = [MODERN, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", "2024-10-07"]
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+
+def meta(version=MODERN, caps=True, extra=None):
+    m = {"io.modelcontextprotocol/protocolVersion": version,
+         "io.modelcontextprotocol/clientInfo": {"name": "mcp_modern.py", "version": "1"}}
+    if caps:
+        m["io.modelcontextprotocol/clientCapabilities"] = {}
+    m.update(extra or {})
+    return {"_meta": m}
+
+
+s = Server()
+
+
+def t_discover():
+    r = ok_result(s.request("server/discover", meta()))
+    assert r["resultType"] == "complete", r
+    assert r["supportedVersions"] == VERSIONS, r
+    assert r["capabilities"] == {"tools": {}}, r
+    assert r["_meta"][SERVER_INFO]["name"] == "kbox" and r["_meta"][SERVER_INFO]["version"], r
+    assert r["ttlMs"] >= 0 and r["cacheScope"] in ("public", "private"), r
+    assert r["instructions"].startswith("run_python runs Python"), r
+
+
+check("server_discover_says_the_versions_capabilities_and_identity_cacheably", t_discover)
+
+
+def t_no_handshake():
+    r = ok_result(s.request("tools/list", meta()))
+    assert r["resultType"] == "complete" and r["_meta"][SERVER_INFO]["name"] == "kbox", r
+    assert r["ttlMs"] >= 0 and r["cacheScope"] == "private", r
+    names = [t["name"] for t in r["tools"]]
+    assert names == ["run_python", "wait_python", "list_files", "read_file", "write_file",
+                     "read_image"], names
+    # deterministic: the same list again
+    assert ok_result(s.request("tools/list", meta()))["tools"] == r["tools"]
+    r = ok_result(s.request("tools/call", dict(meta(), name="run_python",
+                                               arguments={"code": "x = 6 * 7\nx"})))
+    assert r["resultType"] == "complete" and r["isError"] is False, r
+    assert r["content"][0]["text"].endswith("Out[1]: 42\n"), r
+    assert r["_meta"][SERVER_INFO]["name"] == "kbox", r
+    r = ok_result(s.request("tools/call", dict(meta(), name="list_files", arguments={})))
+    assert r["resultType"] == "complete" and r["isError"] is False, r
+
+
+check("requests_with_their_version_in_meta_need_no_initialize_and_say_result_type",
+      t_no_handshake)
+
+
+def t_unsupported():
+    r = s.request("tools/list", meta("1999-01-01"))
+    assert r["error"] == {"code": -32022, "message": "Unsupported protocol version",
+                          "data": {"supported": VERSIONS, "requested": "1999-01-01"}}, r
+    # a handshake revision named in _meta is not one of the revision
+    # without a handshake either
+    r = s.request("server/discover", meta(LATEST))
+    assert r["error"]["code"] == -32022 and r["error"]["data"]["requested"] == LATEST, r
+
+
+check("an_unsupported_version_gets_32022_with_the_supported_and_the_requested", t_unsupported)
+
+
+def t_missing():
+    r = s.request("server/discover", {})
+    assert r["error"] == {"code": -32602, "message": 'Invalid params: _meta '
+                          '"io.modelcontextprotocol/protocolVersion" (a string) is required'}, r
+    r = s.request("tools/list", meta(caps=False))
+    assert r["error"] == {"code": -32602, "message": 'Invalid params: _meta '
+                          '"io.modelcontextprotocol/clientCapabilities" (an object) is '
+                          'required'}, r
+    r = s.request("tools/list", meta(extra={"io.modelcontextprotocol/clientCapabilities": 3}))
+    assert err_code(r) == -32602, r
+    r = s.request("tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": 7,
+                                           "io.modelcontextprotocol/clientCapabilities": {}}})
+    assert err_code(r) == -32602, r
+
+
+check("a_request_missing_its_version_or_capabilities_is_invalid_params", t_missing)
+
+
+def t_eras():
+    # ping and initialize are not of the revision without a handshake
+    assert err_code(s.request("ping", meta())) == -32601
+    assert err_code(s.request("initialize", dict(meta(), protocolVersion=MODERN))) == -32601
+    # a request without _meta still needs the handshake, which then works
+    # on the same connection, and the session is the same
+    r = s.request("tools/list")
+    assert err_code(r) == -32600 and "2026-07-28" in r["error"]["message"], r
+    r = ok_result(s.init(LATEST))
+    assert r["protocolVersion"] == LATEST and "resultType" not in r, r
+    r = ok_result(s.call("run_python", {"code": "x"}))
+    assert r["content"][0]["text"] == "Out[2]: 42\n" and "resultType" not in r, r
+    assert ok_result(s.request("ping")) == {}
+    # an initialize asking for the revision without a handshake gets the
+    # latest handshake one
+    o = Server()
+    assert ok_result(o.init(MODERN))["protocolVersion"] == LATEST
+    assert o.close(30) == 0
+
+
+check("the_handshake_revisions_work_beside_it_on_one_connection", t_eras)
+
+assert s.close(60) == 0
+plan()
