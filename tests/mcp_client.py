@@ -71,8 +71,8 @@ def t_tools_list():
     r = ok_result(s.request("tools/list"))
     for t in r["tools"]:
         tools[t["name"]] = t
-    assert sorted(tools) == ["list_files", "read_file", "read_image", "run_python",
-                             "wait_python", "write_file"], sorted(tools)
+    assert sorted(tools) == ["list_files", "new_session", "read_file", "read_image",
+                             "run_python", "wait_python", "write_file"], sorted(tools)
     for t in tools.values():
         assert t["inputSchema"]["type"] == "object", t
         jsonschema.Draft202012Validator.check_schema(t["inputSchema"])
@@ -87,7 +87,7 @@ def t_tools_list():
     assert ts == tools["run_python"], "tool-schema --format mcp differs"
 
 
-check("tools_list_has_six_tools_with_valid_2020_12_schemas", t_tools_list)
+check("tools_list_has_seven_tools_with_valid_2020_12_schemas", t_tools_list)
 
 r1 = r2 = None
 
@@ -394,13 +394,15 @@ check("a_nul_in_a_method_name_or_path_is_refused_never_cut_short", t_nul)
 def t_unknown_args():
     r = ok_result(s.call("run_python", {"code": "open('extra-ran', 'w')", "extra": 2}))
     assert r == {"content": [{"type": "text", "text": 'run_python: unknown argument "extra" '
-                                                      '(it takes code, timeout, soft_timeout)'}],
+                                                      '(it takes code, timeout, soft_timeout, '
+                                                      'session)'}],
                  "isError": True}, r
     r = ok_result(s.call("write_file", {"path": "w.txt", "content": "x", "mode": "a", "b": 1}))
     assert text_of({"result": r}) == ('write_file: unknown arguments "mode", "b" '
-                                      '(it takes path, content)') and r["isError"], r
+                                      '(it takes path, content, session)') and r["isError"], r
     r = ok_result(s.call("list_files", {"recursive": True}))
-    assert text_of({"result": r}) == 'list_files: unknown argument "recursive" (it takes path)'
+    assert text_of({"result": r}) == ('list_files: unknown argument "recursive" (it takes '
+                                      'path, session)')
     r = s.call("run_python", {"code": "import os; print(os.path.exists('extra-ran'), "
                                       "os.path.exists('w.txt'))"})
     assert text_of(r) == "False False\n", text_of(r)

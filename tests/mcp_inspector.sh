@@ -63,9 +63,9 @@ json() {
 	"$PY" -c 'import json, sys; r = json.load(open("stdout")); sys.exit(0 if eval(sys.argv[1]) else 1)' "$1"
 }
 
-! selected inspector_lists_the_six_tools ||
+! selected inspector_lists_the_seven_tools ||
 	inspector --method tools/list
-check inspector_lists_the_six_tools eval '[ "$rc" = 0 ] && json "sorted(t[\"name\"] for t in r[\"tools\"]) == [\"list_files\", \"read_file\", \"read_image\", \"run_python\", \"wait_python\", \"write_file\"] and [t for t in r[\"tools\"] if t[\"name\"] == \"run_python\"][0][\"outputSchema\"][\"type\"] == \"object\""'
+check inspector_lists_the_seven_tools eval '[ "$rc" = 0 ] && json "sorted(t[\"name\"] for t in r[\"tools\"]) == [\"list_files\", \"new_session\", \"read_file\", \"read_image\", \"run_python\", \"wait_python\", \"write_file\"] and [t for t in r[\"tools\"] if t[\"name\"] == \"run_python\"][0][\"outputSchema\"][\"type\"] == \"object\""'
 
 # x = 41 is the state the second finds
 ! selected inspector_runs_python inspector_first_result_says_the_session_is_new \

@@ -174,7 +174,7 @@ def t_bad_args():
                         'to 2073600 (24 days)'),
                        ({"interrupt": "yes"}, 'wait_python: "interrupt" is true or false'),
                        ({"other": 1}, 'wait_python: unknown argument "other" (it takes '
-                        'timeout, interrupt)')):
+                        'timeout, interrupt, session)')):
         r = ok_result(o.call("wait_python", args))
         assert r == {"content": [{"type": "text", "text": want}], "isError": True}, (args, r)
     r = ok_result(o.call("run_python", {"code": "1", "soft_timeout": "5"}))

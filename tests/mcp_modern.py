@@ -8,7 +8,11 @@ revisions go on working beside it, on the same connection.  Written from
 docs/specification/2026-07-28 (changelog, basic/index, basic/versioning,
 server/discover, server/utilities/caching).  Prints TAP.  KBOX_HOME must
 be set."""
-from mcp_lib import LATEST, Server, check, err_code, ok_result, plan
+import os
+import re
+import subprocess
+
+from mcp_lib import HOME, KBOX, LATEST, Server, check, err_code, ok_result, plan
 
 MODERN = "2026-07-28"
 VERSIONS = [MODERN, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", "2024-10-07"]
@@ -46,7 +50,7 @@ def t_no_handshake():
     assert r["ttlMs"] >= 0 and r["cacheScope"] == "private", r
     names = [t["name"] for t in r["tools"]]
     assert names == ["run_python", "wait_python", "list_files", "read_file", "write_file",
-                     "read_image"], names
+                     "read_image", "new_session"], names
     # deterministic: the same list again
     assert ok_result(s.request("tools/list", meta()))["tools"] == r["tools"]
     r = ok_result(s.request("tools/call", dict(meta(), name="run_python",
@@ -114,6 +118,69 @@ def t_eras():
 
 
 check("the_handshake_revisions_work_beside_it_on_one_connection", t_eras)
+
+
+
+def call(srv, tool, args):
+    """tools/call of the revision without a handshake: (text, result)."""
+    r = ok_result(srv.request("tools/call", dict(meta(), name=tool, arguments=args), 120))
+    return "".join(c["text"] for c in r["content"] if c["type"] == "text"), r
+
+
+def t_handles():
+    o = Server()
+    handles = []
+    for _ in range(2):
+        text, r = call(o, "new_session", {})
+        m = re.fullmatch(r'session (mcp-[0-9a-f]{24}) started: give "session": "\1" to '
+                         r'run_python, wait_python and the file tools to work in it; its '
+                         r"kernel's state persists between calls, and nothing is defined in "
+                         r"it yet", text)
+        assert m and r["isError"] is False, text
+        handles.append(m[1])
+    a, b = handles
+    assert a != b
+    # one server, two conversations: each its own kernel and workspace
+    call(o, "run_python", {"code": "x = 'a'", "session": a})
+    call(o, "run_python", {"code": "x = 'b'", "session": b})
+    t = call(o, "run_python", {"code": "x", "session": a})[0]
+    assert t == "Out[2]: 'a'\n", t
+    assert call(o, "run_python", {"code": "x", "session": b})[0] == "Out[2]: 'b'\n"
+    call(o, "write_file", {"path": "only-a.txt", "content": "a", "session": a})
+    t = call(o, "list_files", {"session": a})[0]
+    assert t == "only-a.txt\t1 byte\n", t
+    t = call(o, "list_files", {"session": b})[0]
+    assert t == ". is empty\n", t
+    # without a handle: the connection's own session, where x is not
+    text, r = call(o, "run_python", {"code": "'x' in dir()"})
+    assert text.endswith("Out[1]: False\n") and text.startswith("[note: new session mcp-"), text
+    # a long cell in one session leaves the other free
+    text, r = call(o, "run_python", {"code": "import time\nwhile True: time.sleep(0.05)",
+                                     "soft_timeout": 1, "session": a})
+    assert text.startswith("[note: still running after "), text
+    assert call(o, "run_python", {"code": "x * 2", "session": b})[0] == "Out[3]: 'bb'\n"
+    assert call(o, "wait_python", {"timeout": 0, "session": b})[0].startswith(
+        "wait_python: no code is running")
+    text, r = call(o, "wait_python", {"interrupt": True, "session": a})
+    assert "[interrupted by kbox interrupt; state is kept]" in text, text
+    # handles this server did not return are refused, whatever exists
+    subprocess.run([KBOX, "exec", "-s", "elsewhere", "1"], capture_output=True, check=True)
+    for bad in ("mcp-000000000000000000000000", "elsewhere", a.upper()):
+        text, r = call(o, "run_python", {"code": "1", "session": bad})
+        assert r["isError"] is True and text == (
+            'run_python: no session "%s" of this server\'s: a session is a handle that '
+            'new_session returned here (or leave "session" out for the connection\'s own)'
+            % bad), text
+    text, r = call(o, "list_files", {"session": 5})
+    assert text == 'list_files: "session" is a handle that new_session returned (a string)', text
+    # the sessions it made go with it
+    assert o.close(90) == 0
+    for h in handles:
+        assert not os.path.exists(os.path.join(HOME, "sessions", h)), h
+    subprocess.run([KBOX, "stop", "-s", "elsewhere"], capture_output=True)
+
+
+check("new_session_gives_handles_one_server_serves_many_conversations", t_handles)
 
 assert s.close(60) == 0
 plan()

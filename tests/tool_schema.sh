@@ -75,6 +75,7 @@ if api == "mcp":
     assert desc.endswith(more), desc[-300:]
     desc = desc[:-len(more)]
     assert params["properties"].pop("soft_timeout")["type"] == "number", params
+    assert params["properties"].pop("session")["type"] == "string", params
 open(api + ".tool", "w").write(json.dumps([desc, params], sort_keys=True))
 EOF
 }

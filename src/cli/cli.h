@@ -447,6 +447,9 @@ int cli_opt_structured(const char *cmd, const cli_option_t *opt, const char *arg
  * outputSchema of MODE's structured content (src/cli/cmd_tool_schema.c);
  * new reference, or NULL when out of memory. */
 json_t *cli_mcp_run_tool(cli_structured_t mode);
+/* The JSON Schema of kbox mcp's "session" argument, a handle new_session
+ * returned (new reference). */
+json_t *cli_mcp_session_arg(void);
 int cmd_doctor(int argc, char **argv);
 
 #endif

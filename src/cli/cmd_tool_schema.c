@@ -136,6 +136,13 @@ static const char mcp_description_more[] =
         "printed so far and says so: the code goes on running, and wait_python gives what it "
         "prints next and, once it ends, its whole result.";
 
+json_t *cli_mcp_session_arg(void)
+{
+	return json_pack("{s:s, s:s}", "type", "string", "description",
+	                 "The handle of a session new_session returned, to work in it; absent: "
+	                 "this connection's own session.");
+}
+
 json_t *cli_mcp_run_tool(cli_structured_t mode)
 {
 	json_t *params = parameters(), *tool;
@@ -150,6 +157,8 @@ json_t *cli_mcp_run_tool(cli_structured_t mode)
 	                  "Seconds after which the call returns what the code printed so far "
 	                  "while the code goes on (wait_python reads on); 0: wait for the end; "
 	                  "absent: the server's default (50 s unless it was started otherwise)."));
+	json_object_set_new(json_object_get(params, "properties"), "session",
+	                    cli_mcp_session_arg());
 	tool = json_pack("{s:s, s:s, s:s, s:o}", "name", TOOL_NAME, "title", "Run Python",
 	                 "description", description, "inputSchema", params);
 	if (!tool || mode == CLI_STRUCTURED_NONE)

@@ -193,18 +193,34 @@ static json_t *running_result(mcp_t *m, mcp_call_t *c, const char *head)
 mcp_call_t *mcp_background(mcp_t *m)
 {
 	for (mcp_call_t *c = m->calls; c; c = c->next)
-		if (c->background)
+		if (c->background && c->sess == m->sess)
 			return c;
 	return NULL;
+}
+
+/* The session I of M: the main one first, then new_session's (NULL past
+ * the last). */
+static mcp_sess_t *nth_session(const mcp_t *m, size_t i)
+{
+	return i == 0 ? (mcp_sess_t *)&m->main : i <= m->n_handles ? m->handles[i - 1] : NULL;
+}
+
+bool mcp_waiting(const mcp_t *m)
+{
+	mcp_sess_t *s;
+	for (size_t i = 0; (s = nth_session(m, i)); i++)
+		if (s->wait.id)
+			return true;
+	return false;
 }
 
 /* Answer the waiting wait_python with RESULT (taken). */
 static void answer_wait(mcp_t *m, json_t *result)
 {
-	mcp_send_result(m->wait.id, result, m->wait.modern);
-	json_decref(m->wait.id);
-	json_decref(m->wait.progress);
-	memset(&m->wait, 0, sizeof m->wait);
+	mcp_send_result(m->sess->wait.id, result, m->sess->wait.modern);
+	json_decref(m->sess->wait.id);
+	json_decref(m->sess->wait.progress);
+	memset(&m->sess->wait, 0, sizeof m->sess->wait);
 }
 
 /* The whole result of C, which ended, for wait_python; C is dropped. */
@@ -225,15 +241,18 @@ void mcp_call_ended(mcp_t *m, mcp_call_t *c, json_t *reply, const char *why)
 	c->reply = json_incref(reply);
 	if (!reply)
 		c->lost = strdup(why ? why : "its connection ended");
-	if (m->wait.id)
+	if (m->sess->wait.id)
 		answer_wait(m, ended_result(m, c));
 }
 
 void mcp_calls_eof(mcp_t *m)
 {
-	mcp_call_t *c = mcp_background(m);
-	if (c && !m->wait.id)
-		mcp_call_drop(m, c); /* its connection closed: the supervisor interrupts it */
+	mcp_call_t *c;
+	for (size_t i = 0; (m->sess = nth_session(m, i)); i++)
+		if ((c = mcp_background(m)) && !m->sess->wait.id)
+			mcp_call_drop(m,
+			              c); /* its connection closed: the supervisor interrupts it */
+	m->sess = &m->main;
 }
 
 json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
@@ -259,7 +278,7 @@ json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		return mcp_text_result(
 		        true, "wait_python: no code is running: every run_python call so far "
 		              "returned its whole result");
-	if (m->wait.id)
+	if (m->sess->wait.id)
 		return mcp_text_result(true, "wait_python: another wait_python call is waiting "
 		                             "already: wait for its answer");
 	if (c->fd < 0)
@@ -277,12 +296,12 @@ json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		        "still running: what it printed since the last call follows; "
 		        "call wait_python with a timeout to wait for more and for its "
 		        "result, or with interrupt true to stop it");
-	m->wait.id = json_incref(id);
-	m->wait.progress = progress ? json_incref(progress) : NULL;
-	m->wait.modern = m->req_modern;
-	m->wait.begun = now;
-	m->wait.deadline = wait_ms > 0 ? now + wait_ms : 0;
-	m->wait.progress_due = progress ? now + MCP_PROGRESS_EVERY_MS : 0;
+	m->sess->wait.id = json_incref(id);
+	m->sess->wait.progress = progress ? json_incref(progress) : NULL;
+	m->sess->wait.modern = m->req_modern;
+	m->sess->wait.begun = now;
+	m->sess->wait.deadline = wait_ms > 0 ? now + wait_ms : 0;
+	m->sess->wait.progress_due = progress ? now + MCP_PROGRESS_EVERY_MS : 0;
 	return NULL;
 }
 
@@ -331,10 +350,39 @@ static long long sooner(long long next, long long at, long long now)
 	return next < 0 || d < next ? d : next;
 }
 
+/* What is due now of the wait_python of M->sess, whose code answered
+ * early is BG: its end, or a progress notification.  NEXT as sooner
+ * takes it, updated. */
+static long long wait_due(mcp_t *m, mcp_call_t *bg, long long now, long long next)
+{
+	mcp_wait_t *w = &m->sess->wait;
+	char head[256];
+
+	if (!w->id || !bg)
+		return next;
+	if (w->deadline && now >= w->deadline) {
+		snprintf(head, sizeof head,
+		         "still running after %lld s: what it printed since the last call follows; "
+		         "call wait_python again to wait for more and for its result, or with "
+		         "interrupt true to stop it",
+		         (now - bg->begun) / 1000);
+		answer_wait(m, running_result(m, bg, head));
+		return next;
+	}
+	if (w->progress && progress_due(now, &w->progress_due, &w->progress_last, bg->new_output)) {
+		send_progress(w->progress, &w->progress_n, w->begun, bg);
+		bg->new_output = false;
+	}
+	next = sooner(next, w->deadline, now);
+	if (w->progress && bg->new_output)
+		next = sooner(next, w->progress_last + MCP_PROGRESS_MIN_MS, now);
+	return sooner(next, w->progress_due, now);
+}
+
 long long mcp_calls_due(mcp_t *m)
 {
 	long long now = kx_now_ms(), next = -1;
-	mcp_call_t *bg = mcp_background(m);
+	mcp_call_t *bg;
 	char head[256];
 
 again:
@@ -345,6 +393,8 @@ again:
 		}
 		if (c->cancelled || c->background)
 			continue;
+		m->sess = c->sess;
+		bg = mcp_background(m); /* one a session at most */
 		if (c->soft_deadline && now >= c->soft_deadline && !bg) {
 			/* answered early: the code goes on, wait_python reads on */
 			snprintf(
@@ -360,7 +410,6 @@ again:
 			c->progress = NULL;
 			c->progress_due = 0;
 			c->background = true;
-			bg = c;
 			continue;
 		}
 		if (c->progress &&
@@ -376,24 +425,8 @@ again:
 	for (mcp_call_t *c = m->calls; c; c = c->next)
 		if (c->cancelled)
 			next = sooner(next, c->cancel_deadline, now);
-	if (!m->wait.id || !bg)
-		return next;
-	if (m->wait.deadline && now >= m->wait.deadline) {
-		snprintf(head, sizeof head,
-		         "still running after %lld s: what it printed since the last call follows; "
-		         "call wait_python again to wait for more and for its result, or with "
-		         "interrupt true to stop it",
-		         (now - bg->begun) / 1000);
-		answer_wait(m, running_result(m, bg, head));
-		return next;
-	}
-	if (m->wait.progress &&
-	    progress_due(now, &m->wait.progress_due, &m->wait.progress_last, bg->new_output)) {
-		send_progress(m->wait.progress, &m->wait.progress_n, m->wait.begun, bg);
-		bg->new_output = false;
-	}
-	next = sooner(next, m->wait.deadline, now);
-	if (m->wait.progress && bg->new_output)
-		next = sooner(next, m->wait.progress_last + MCP_PROGRESS_MIN_MS, now);
-	return sooner(next, m->wait.progress_due, now);
+	for (size_t i = 0; (m->sess = nth_session(m, i)); i++)
+		next = wait_due(m, mcp_background(m), now, next);
+	m->sess = &m->main;
+	return next;
 }

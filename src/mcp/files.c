@@ -37,8 +37,8 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
                      size_t size)
 {
 	const char *rel = path;
-	size_t dl = strlen(m->dir);
-	bool in_outputs = outputs_ok && path[0] == '/' && strncmp(path, m->dir, dl) == 0 &&
+	size_t dl = strlen(m->sess->dir);
+	bool in_outputs = outputs_ok && path[0] == '/' && strncmp(path, m->sess->dir, dl) == 0 &&
 	                  strncmp(path + dl, "/outputs/", 9) == 0;
 	kbox_error_t err = {0};
 
@@ -56,7 +56,8 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
 			snprintf(why, size, "%s", err.msg);
 		return -1;
 	}
-	if ((p->dirfd = ws_open_session(m->dir, in_outputs ? "outputs" : "workspace", &err)) < 0) {
+	if ((p->dirfd = ws_open_session(m->sess->dir, in_outputs ? "outputs" : "workspace", &err)) <
+	    0) {
 		snprintf(why, size, "%s", err.msg);
 		return -1;
 	}
@@ -538,7 +539,7 @@ static bool too_large(mcp_t *m, size_t clen, char *why, size_t size)
 	long long file_size = 0;
 	bool session_limit;
 
-	if (kr_session_config_load(&config, m->dir, NULL) == 0)
+	if (kr_session_config_load(&config, m->sess->dir, NULL) == 0)
 		file_size = config.file_size;
 	kr_session_config_free(&config);
 	if (clen <= (size_t)WRITE_FILE_MAX && (file_size <= 0 || (long long)clen <= file_size))

@@ -46,6 +46,7 @@ enum {
  * still running at its soft time limit is answered with what it printed
  * so far and goes on in the background (cell.c): wait_python reads on. */
 typedef struct mcp_call {
+	struct mcp_sess *sess;     /* its session */
 	json_t *id;                /* the request's id (owned); NULL once answered early */
 	json_t *progress;          /* the request's progressToken (owned), or NULL */
 	int fd;                    /* its control connection; -1 once it ended */
@@ -78,19 +79,31 @@ typedef struct {
 	long long begun, deadline, progress_due, progress_last, progress_n;
 } mcp_wait_t;
 
-/* The server's state: one client, one session. */
+/* A session the tools work in: the connection's own or the one -s names
+ * (the main one), or one new_session made, whose name is its handle. */
+typedef struct mcp_sess {
+	char name[KR_SESSION_NAME_MAX + 1];
+	char *dir;       /* its directory, once made */
+	bool own;        /* made by this server: stopped and removed at its end */
+	bool running;    /* its supervisor was started or found */
+	mcp_wait_t wait; /* a wait_python for its code answered early */
+} mcp_sess_t;
+
+/* At most this many sessions made by new_session at once. */
+#define MCP_HANDLES_MAX 64
+
+/* The server's state: one client, its sessions. */
 typedef struct {
-	const char *name; /* the session */
-	char *dir;        /* its directory, once made */
-	bool own;         /* the connection's own: stopped and removed at the end */
-	bool running;     /* its supervisor was started or found */
+	mcp_sess_t main;                      /* without a handle */
+	mcp_sess_t *handles[MCP_HANDLES_MAX]; /* new_session's */
+	size_t n_handles;
+	mcp_sess_t *sess; /* the session of the request, or the call, being handled */
 	mcp_images_t images;
 	cli_structured_t structured; /* what run_python's results carry as structuredContent */
 	long long timeout_ms;        /* a call's default: 0, none */
 	long long soft_ms;           /* a call's soft time limit by default: 0, none */
-	mcp_wait_t wait;
-	bool initialized; /* initialize was answered */
-	bool req_modern;  /* the request being handled is of the 2026-07-28 revision */
+	bool initialized;            /* initialize was answered */
+	bool req_modern;             /* the request being handled is of the 2026-07-28 revision */
 	mcp_call_t *calls;
 	char *in; /* standard input not yet split into lines */
 	size_t in_len, in_cap;
@@ -114,10 +127,16 @@ bool mcp_has_nul(const json_t *j);
 
 /* ---- session.c ---- */
 
-/* Name the session of M: GIVEN (checked), or one of the connection's own,
- * mcp-PID-RANDOM, into OWN (KR_SESSION_NAME_MAX + 1 bytes).  EXIT_OK, or
- * EXIT_USAGE after one line. */
-int mcp_session_name(mcp_t *m, const char *given, char *own);
+/* Name the main session of M: GIVEN (checked), or one of the
+ * connection's own, mcp-PID-RANDOM.  EXIT_OK, or EXIT_USAGE after one
+ * line. */
+int mcp_session_name(mcp_t *m, const char *given);
+/* The session whose handle is the string J (NULL: the main one), into
+ * M->sess: 0, or -1 with WHY (no such handle of this server's). */
+int mcp_session_select(mcp_t *m, json_t *j, char *why, size_t size);
+/* new_session: a session of its own for a conversation, made and
+ * started; the result says its handle. */
+json_t *mcp_new_session(mcp_t *m);
 /* The session's directory, made if need be, and its supervisor started
  * unless it runs.  0, or -1 with WHY filled (also on standard error). */
 int mcp_session_ensure(mcp_t *m, char *why, size_t size);
@@ -125,9 +144,12 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size);
  * none runs (it may have stopped since: its idle time limit).  The
  * socket, or -1 with WHY. */
 int mcp_session_connect(mcp_t *m, char *why, size_t size);
-/* Stop the connection's own session and remove its directory; nothing
- * for a session named with -s. */
+/* Stop the sessions this server made and remove their directories;
+ * nothing for a session named with -s. */
 void mcp_session_end(mcp_t *m);
+/* Stop S if this server made it and remove its directory; forget its
+ * directory and its wait. */
+void mcp_session_end_one(mcp_t *m, mcp_sess_t *s);
 
 /* ---- tools.c ---- */
 
@@ -179,8 +201,11 @@ void mcp_call_event(mcp_t *m, mcp_call_t *c, json_t *event);
  * ended with WHY).  The waiting wait_python gets its whole result, or it
  * is kept for the next. */
 void mcp_call_ended(mcp_t *m, mcp_call_t *c, json_t *reply, const char *why);
-/* The call answered early whose result was not read yet, or NULL. */
+/* The call of M->sess answered early whose result was not read yet, or
+ * NULL. */
 mcp_call_t *mcp_background(mcp_t *m);
+/* Whether a wait_python waits, in any session. */
+bool mcp_waiting(const mcp_t *m);
 /* Do what is due now: soft time limits, progress notifications, a
  * wait_python's end, a cancelled call's end.  Milliseconds until the next
  * is due, or -1: nothing is. */

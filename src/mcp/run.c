@@ -89,13 +89,15 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 	if (sent < 0 || !(c = calloc(1, sizeof *c))) {
 		json_decref(req);
 		close(fd);
-		cli_error(MCP_CMD, "session %s: %s", m->name, req ? err.msg : "out of memory");
-		return mcp_text_result(true, "run_python: session %s: %s", m->name,
+		cli_error(MCP_CMD, "session %s: %s", m->sess->name,
+		          req ? err.msg : "out of memory");
+		return mcp_text_result(true, "run_python: session %s: %s", m->sess->name,
 		                       req ? err.msg : "out of memory");
 	}
 	json_decref(req);
 	c->id = json_incref(id);
 	c->fd = fd;
+	c->sess = m->sess;
 	c->begun = now;
 	c->modern = m->req_modern;
 	c->soft_deadline = soft > 0 ? now + soft : 0;
@@ -145,10 +147,11 @@ json_t *mcp_run_result(mcp_t *m, json_t *r, const char *why, const char *note)
 	if (!r)
 		return mcp_text_result(
 		        true, "%s%s%srun_python: session %s: %s; the code's result is lost",
-		        note ? "[note: " : "", note ? note : "", note ? "]\n" : "", m->name, why);
+		        note ? "[note: " : "", note ? note : "", note ? "]\n" : "", m->sess->name,
+		        why);
 	if (kr_ctl_msg_kind(r, NULL) != KR_CTL_MSG_REPLY) {
 		const char *msg = json_string_value(json_object_get(r, "error"));
-		return mcp_text_result(true, "run_python: session %s: %s", m->name,
+		return mcp_text_result(true, "run_python: session %s: %s", m->sess->name,
 		                       msg ? msg : "the supervisor refused the code");
 	}
 	text = json_string_value(json_object_get(r, "text"));
@@ -230,6 +233,7 @@ void mcp_call_drop(mcp_t *m, mcp_call_t *c)
 
 void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 {
+	m->sess = c->sess;
 	kbox_error_t err = {0};
 	json_t *r = kr_ctl_recv(c->fd, -1, &err);
 	kr_ctl_op_t re;
@@ -268,12 +272,15 @@ int mcp_call_interrupt(mcp_call_t *c)
 
 void mcp_call_cancel(mcp_t *m, json_t *id)
 {
-	if (m->wait.id && json_equal(m->wait.id, id)) {
-		/* a wait_python: it stops waiting; the code goes on */
-		json_decref(m->wait.id);
-		json_decref(m->wait.progress);
-		memset(&m->wait, 0, sizeof m->wait);
-		return;
+	for (size_t i = 0; i <= m->n_handles; i++) {
+		mcp_sess_t *s = i == 0 ? &m->main : m->handles[i - 1];
+		if (s->wait.id && json_equal(s->wait.id, id)) {
+			/* a wait_python: it stops waiting; the code goes on */
+			json_decref(s->wait.id);
+			json_decref(s->wait.progress);
+			memset(&s->wait, 0, sizeof s->wait);
+			return;
+		}
 	}
 	for (mcp_call_t *c = m->calls; c; c = c->next) {
 		if (c->cancelled || !c->id || !json_equal(c->id, id))

@@ -382,7 +382,7 @@ static void serve(mcp_t *m)
 {
 	bool eof_seen = false;
 
-	while (!stop_signal && (!m->in_eof || m->calls || m->wait.id)) {
+	while (!stop_signal && (!m->in_eof || m->calls || mcp_waiting(m))) {
 		struct pollfd fds[POLL_MAX];
 		mcp_call_t *owner[POLL_MAX];
 		size_t nfds = 0;
@@ -420,7 +420,7 @@ static void serve(mcp_t *m)
 		/* calls first: STDIN may cancel (free) some */
 		for (size_t i = 1; i < nfds; i++)
 			if (fds[i].revents)
-				mcp_call_readable(m, owner[i]);
+				mcp_call_readable(m, owner[i]); /* in its session */
 		if (fds[0].revents)
 			read_stdin(m);
 	}
@@ -432,11 +432,10 @@ int mcp_serve(const mcp_options_t *o)
 	           .structured = o->structured,
 	           .timeout_ms = o->timeout_ms,
 	           .soft_ms = o->soft_ms};
-	char own_name[KR_SESSION_NAME_MAX + 1];
 	struct sigaction sa;
 	int status;
 
-	if ((status = mcp_session_name(&m, o->session, own_name)) != EXIT_OK)
+	if ((status = mcp_session_name(&m, o->session)) != EXIT_OK)
 		return status;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_stop_signal; /* no SA_RESTART: poll returns */
@@ -447,10 +446,7 @@ int mcp_serve(const mcp_options_t *o)
 	serve(&m);
 	while (m.calls)
 		mcp_call_drop(&m, m.calls);
-	json_decref(m.wait.id);
-	json_decref(m.wait.progress);
 	mcp_session_end(&m);
-	free(m.dir);
 	free(m.in);
 	return m.failed ? EXIT_UNAVAILABLE : EXIT_OK;
 }

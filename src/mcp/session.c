@@ -1,57 +1,121 @@
-/* src/mcp/session.c — kbox mcp's session: the connection's own
- * (mcp-PID-RANDOM, started at the first tools/call that needs it, stopped
- * and removed at the end) or the one -s names (started if need be, left
- * running); made, started and connected to through kbox(1)'s session
- * helpers and the control socket's client (src/runtime/ctl.h). */
+/* src/mcp/session.c — kbox mcp's sessions: the main one, the connection's
+ * own (mcp-PID-RANDOM, started at the first tools/call that needs it,
+ * stopped and removed at the end) or the one -s names (started if need
+ * be, left running); and those new_session makes for conversations,
+ * named by an unguessable handle (mcp-RANDOM), which the tools' "session"
+ * argument selects, stopped and removed at the end too.  Made, started
+ * and connected to through kbox(1)'s session helpers and the control
+ * socket's client (src/runtime/ctl.h).  The sessions this server made
+ * have it as their owner: they stop when it goes, however it goes. */
 #include "config.h"
 #include "mcp/mcp_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #define STOP_WAIT_MS 90000 /* the own session's supervisor stops within this */
 
-int mcp_session_name(mcp_t *m, const char *given, char *own)
+int mcp_session_name(mcp_t *m, const char *given)
 {
 	unsigned r = 0;
 	int status;
+	m->sess = &m->main;
 	if (given) {
 		if ((status = cli_check_session(MCP_CMD, given)) != EXIT_OK)
 			return status;
-		m->name = given;
+		snprintf(m->main.name, sizeof m->main.name, "%s", given);
 		return EXIT_OK;
 	}
 	if (getrandom(&r, sizeof r, 0) != sizeof r)
 		r = (unsigned)kx_now_ms() ^ (unsigned)getpid() << 8;
-	snprintf(own, KR_SESSION_NAME_MAX + 1, "mcp-%ld-%08x", (long)getpid(), r);
-	m->name = own;
-	m->own = true;
+	snprintf(m->main.name, sizeof m->main.name, "mcp-%ld-%08x", (long)getpid(), r);
+	m->main.own = true;
 	return EXIT_OK;
+}
+
+int mcp_session_select(mcp_t *m, json_t *j, char *why, size_t size)
+{
+	const char *h = json_string_value(j);
+	m->sess = &m->main;
+	if (!j || json_is_null(j))
+		return 0;
+	for (size_t i = 0; h && i < m->n_handles; i++)
+		if (strcmp(m->handles[i]->name, h) == 0 && !mcp_has_nul(j)) {
+			m->sess = m->handles[i];
+			return 0;
+		}
+	if (!h)
+		snprintf(why, size, "\"session\" is a handle that new_session returned (a string)");
+	else
+		snprintf(why, size,
+		         "no session \"%.64s\" of this server's: a session is a handle that "
+		         "new_session returned here (or leave \"session\" out for the "
+		         "connection's own)",
+		         h);
+	return -1;
+}
+
+json_t *mcp_new_session(mcp_t *m)
+{
+	unsigned char r[12];
+	char why[1024];
+	mcp_sess_t *s;
+
+	if (m->n_handles == MCP_HANDLES_MAX)
+		return mcp_text_result(true,
+		                       "new_session: this server has made %d sessions, the most it "
+		                       "keeps at once",
+		                       MCP_HANDLES_MAX);
+	if (getrandom(r, sizeof r, 0) != sizeof r || !(s = calloc(1, sizeof *s)))
+		return mcp_text_result(true, "new_session: no random bytes or memory for a handle");
+	snprintf(s->name, sizeof s->name, "mcp-");
+	for (size_t i = 0; i < sizeof r; i++)
+		snprintf(s->name + 4 + 2 * i, 3, "%02x", r[i]);
+	s->own = true;
+	m->handles[m->n_handles++] = s;
+	m->sess = s;
+	if (mcp_session_ensure(m, why, sizeof why) < 0) {
+		mcp_session_end_one(m, s);
+		m->handles[--m->n_handles] = NULL;
+		free(s);
+		m->sess = &m->main;
+		return mcp_text_result(true, "new_session: %s", why);
+	}
+	return mcp_text_result(false,
+	                       "session %s started: give \"session\": \"%s\" to run_python, "
+	                       "wait_python and the file tools to work in it; its kernel's state "
+	                       "persists between calls, and nothing is defined in it yet",
+	                       s->name, s->name);
 }
 
 int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 {
 	int status;
 	cli_forget_last_error();
-	if (!m->dir && !(m->dir = cli_session_dir(MCP_CMD, m->name, true, &status))) {
-		snprintf(why, size, "session %s: its directory could not be made: %s", m->name,
+	if (!m->sess->dir &&
+	    !(m->sess->dir = cli_session_dir(MCP_CMD, m->sess->name, true, &status))) {
+		snprintf(why, size, "session %s: its directory could not be made: %s",
+		         m->sess->name,
 		         *cli_last_error() ? cli_last_error() : "see kbox's standard error");
 		return -1;
 	}
-	if (kr_session_supervisor(m->dir, NULL) == KR_SUPERVISOR_RUNNING) {
-		m->running = true;
+	if (kr_session_supervisor(m->sess->dir, NULL) == KR_SUPERVISOR_RUNNING) {
+		m->sess->running = true;
 		return 0;
 	}
-	if (cli_session_start(MCP_CMD, m->dir, m->name, NULL, m->own ? getpid() : 0, NULL) !=
-	    EXIT_OK) {
-		snprintf(
-		        why, size,
-		        "session %s could not be started: %s (see also %s/supervisor.log)", m->name,
-		        *cli_last_error() ? cli_last_error() : "see kbox's standard error", m->dir);
+	if (cli_session_start(MCP_CMD, m->sess->dir, m->sess->name, NULL,
+	                      m->sess->own ? getpid() : 0, NULL) != EXIT_OK) {
+		snprintf(why, size,
+		         "session %s could not be started: %s (see also %s/supervisor.log)",
+		         m->sess->name,
+		         *cli_last_error() ? cli_last_error() : "see kbox's standard error",
+		         m->sess->dir);
 		return -1;
 	}
-	m->running = true;
+	m->sess->running = true;
 	return 0;
 }
 
@@ -62,19 +126,36 @@ int mcp_session_connect(mcp_t *m, char *why, size_t size)
 		int fd;
 		if (mcp_session_ensure(m, why, size) < 0)
 			return -1;
-		if ((fd = kr_ctl_connect(m->dir, &err)) >= 0)
+		if ((fd = kr_ctl_connect(m->sess->dir, &err)) >= 0)
 			return fd;
 		if (err.code != KBOX_E_NOTFOUND)
 			break;
-		m->running = false;
+		m->sess->running = false;
 	}
-	snprintf(why, size, "session %s: %s", m->name, err.msg);
+	snprintf(why, size, "session %s: %s", m->sess->name, err.msg);
 	cli_error(MCP_CMD, "%s", why);
 	return -1;
 }
 
+void mcp_session_end_one(mcp_t *m, mcp_sess_t *s)
+{
+	(void)m;
+	if (s->own && s->dir)
+		cli_session_discard(MCP_CMD, s->dir, s->name, STOP_WAIT_MS);
+	free(s->dir);
+	s->dir = NULL;
+	json_decref(s->wait.id);
+	json_decref(s->wait.progress);
+	memset(&s->wait, 0, sizeof s->wait);
+}
+
 void mcp_session_end(mcp_t *m)
 {
-	if (m->own && m->dir)
-		cli_session_discard(MCP_CMD, m->dir, m->name, STOP_WAIT_MS);
+	mcp_session_end_one(m, &m->main);
+	for (size_t i = 0; i < m->n_handles; i++) {
+		mcp_session_end_one(m, m->handles[i]);
+		free(m->handles[i]);
+		m->handles[i] = NULL;
+	}
+	m->n_handles = 0;
 }

@@ -102,6 +102,31 @@ json_t *mcp_tools_list(cli_structured_t structured)
 	        "A path relative to the workspace, or an image's path from a result.", "required",
 	        "path", "additionalProperties", 0, "annotations", "readOnlyHint", 1);
 	json_decref(path);
+	if (tools) {
+		/* every tool on a session takes its handle */
+		size_t i;
+		json_t *tool;
+		json_array_foreach(tools, i, tool)
+		{
+			json_t *props = json_object_get(json_object_get(tool, "inputSchema"),
+			                                "properties");
+			if (!json_object_get(props, "session"))
+				json_object_set_new(props, "session", cli_mcp_session_arg());
+		}
+		json_array_append_new(
+		        tools,
+		        json_pack(
+		                "{s:s, s:s, s:s, s:{s:s, s:{}, s:b}, s:{s:b, s:b}}", "name",
+		                "new_session", "title", "New session", "description",
+		                "Start a new, empty Python session (a kernel and a workspace of its "
+		                "own) for a conversation, and return its handle: give it as "
+		                "\"session\" to run_python, wait_python and the file tools to work "
+		                "in that session. Without \"session\", the tools work in this "
+		                "connection's own session.",
+		                "inputSchema", "type", "object", "properties",
+		                "additionalProperties", 0, "annotations", "readOnlyHint", 0,
+		                "destructiveHint", 0));
+	}
 	if (tools)
 		json_array_insert_new(
 		        tools, 1,
@@ -135,17 +160,18 @@ json_t *mcp_tools_list(cli_structured_t structured)
  * no others, "additionalProperties" false). */
 static const struct {
 	const char *name;
-	const char *args[4];
+	const char *args[5];
 	/* the tool on files (the session runs), or NULL: run_python or
 	 * wait_python, which answer later */
 	json_t *(*fn)(mcp_t *m, json_t *args);
 } tool_args[] = {
-        {"run_python", {"code", "timeout", "soft_timeout", NULL}, NULL},
-        {"wait_python", {"timeout", "interrupt", NULL}, NULL},
-        {"list_files", {"path", NULL}, mcp_list_files},
-        {"read_file", {"path", "offset", "length", NULL}, mcp_read_file},
-        {"write_file", {"path", "content", NULL}, mcp_write_file},
-        {"read_image", {"path", NULL}, mcp_read_image},
+        {"run_python", {"code", "timeout", "soft_timeout", "session", NULL}, NULL},
+        {"wait_python", {"timeout", "interrupt", "session", NULL}, NULL},
+        {"list_files", {"path", "session", NULL}, mcp_list_files},
+        {"read_file", {"path", "offset", "length", "session", NULL}, mcp_read_file},
+        {"write_file", {"path", "content", "session", NULL}, mcp_write_file},
+        {"read_image", {"path", "session", NULL}, mcp_read_image},
+        {"new_session", {NULL}, NULL},
 };
 
 /* Why ARGS (an object) are not arguments of the tool T (an index of
@@ -169,7 +195,9 @@ static int check_args(size_t t, json_t *args, char *why, size_t size)
 			         "%s: \"%s\" holds a NUL character (\\u0000), which no %s "
 			         "may hold",
 			         tool_args[t].name, key,
-			         strcmp(key, "code") == 0 ? "code" : "path");
+			         strcmp(key, "code") == 0      ? "code"
+			         : strcmp(key, "session") == 0 ? "session handle"
+			                                       : "path");
 			return -1;
 		}
 		if (!known) {
@@ -223,6 +251,14 @@ void mcp_tools_call(mcp_t *m, json_t *id, json_t *params)
 	}
 	if (check_args(t, args, why, sizeof why) < 0) {
 		mcp_send_result(id, mcp_text_result(true, "%s", why), m->req_modern);
+		goto out;
+	}
+	if (strcmp(name, "new_session") == 0) {
+		mcp_send_result(id, mcp_new_session(m), m->req_modern);
+		goto out;
+	}
+	if (mcp_session_select(m, json_object_get(args, "session"), why, sizeof why) < 0) {
+		mcp_send_result(id, mcp_text_result(true, "%s: %s", name, why), m->req_modern);
 		goto out;
 	}
 	if (!tool_args[t].fn) {
