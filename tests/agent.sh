@@ -210,6 +210,15 @@ check reset_starts_a_new_conversation eval 'status_is 0 && stdout_is "A new star
 
 # ---- 3. code errors and bad tool calls go back to the model ----
 
+# input() is refused with what the model can do, not the CLI's -i flags
+fresh
+serve "$KEY" '[
+ {"tool": "name = input(\"name? \")", "roles": ["system", "user"]},
+ {"answer": "done", "last_tool_contains": "StdinNotImplementedError: input() is not available here: put the values in the code"}]'
+agent -s an --reset 'Ask me my name'
+check input_tells_the_model_to_put_the_values_in_the_code eval 'status_is 0 && stdout_is done &&
+	requests_are 2 && ! grep -q -- "-i LINE" requests'
+
 fresh
 serve "$KEY" '[
  {"tool": "1/0", "roles": ["system", "user"]},
