@@ -217,7 +217,7 @@ bool mcp_waiting(const mcp_t *m)
 /* Answer the waiting wait_python with RESULT (taken). */
 static void answer_wait(mcp_t *m, json_t *result)
 {
-	mcp_send_result(m->sess->wait.id, result, m->sess->wait.modern);
+	mcp_send_result(m, m->sess->wait.id, result, m->sess->wait.modern);
 	json_decref(m->sess->wait.id);
 	json_decref(m->sess->wait.progress);
 	memset(&m->sess->wait, 0, sizeof m->sess->wait);
@@ -307,9 +307,11 @@ json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 
 /* ---- timers ---- */
 
-/* Send a progress notification for TOKEN, the Nth (*N, then one more),
- * its message what C last printed, BEGUN when its wait began. */
-static void send_progress(json_t *token, long long *n, long long begun, const mcp_call_t *c)
+/* Send a progress notification for TOKEN of the request ABOUT, the Nth
+ * (*N, then one more), its message what C last printed, BEGUN when its
+ * wait began. */
+static void send_progress(mcp_t *m, json_t *token, const json_t *about, long long *n,
+                          long long begun, const mcp_call_t *c)
 {
 	char msg[sizeof c->last_line + 64];
 	long long secs = (kx_now_ms() - begun) / 1000;
@@ -322,9 +324,10 @@ static void send_progress(json_t *token, long long *n, long long begun, const mc
 	(*n)++;
 	if (!(jmsg = json_string(msg))) /* cut inside a character: no message then */
 		jmsg = json_string("running");
-	mcp_send_notification("notifications/progress",
+	mcp_send_notification(m, "notifications/progress",
 	                      json_pack("{s:O, s:I, s:o}", "progressToken", token, "progress",
-	                                (json_int_t)*n, "message", jmsg));
+	                                (json_int_t)*n, "message", jmsg),
+	                      about);
 }
 
 /* Is a progress notification due at NOW, the next at *DUE, the last at
@@ -370,7 +373,7 @@ static long long wait_due(mcp_t *m, mcp_call_t *bg, long long now, long long nex
 		return next;
 	}
 	if (w->progress && progress_due(now, &w->progress_due, &w->progress_last, bg->new_output)) {
-		send_progress(w->progress, &w->progress_n, w->begun, bg);
+		send_progress(m, w->progress, w->id, &w->progress_n, w->begun, bg);
 		bg->new_output = false;
 	}
 	next = sooner(next, w->deadline, now);
@@ -403,7 +406,7 @@ again:
 			        "far follows; call wait_python to wait for more and for its result, "
 			        "or wait_python with interrupt true to stop it",
 			        (now - c->begun) / 1000);
-			mcp_send_result(c->id, running_result(m, c, head), c->modern);
+			mcp_send_result(m, c->id, running_result(m, c, head), c->modern);
 			json_decref(c->id);
 			c->id = NULL;
 			json_decref(c->progress);
@@ -414,7 +417,7 @@ again:
 		}
 		if (c->progress &&
 		    progress_due(now, &c->progress_due, &c->progress_last, c->new_output)) {
-			send_progress(c->progress, &c->progress_n, c->begun, c);
+			send_progress(m, c->progress, c->id, &c->progress_n, c->begun, c);
 			c->new_output = false;
 		}
 		next = sooner(next, c->soft_deadline && !bg ? c->soft_deadline : 0, now);

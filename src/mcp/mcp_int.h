@@ -93,7 +93,11 @@ typedef struct mcp_sess {
 #define MCP_HANDLES_MAX 64
 
 /* The server's state: one client, its sessions. */
-typedef struct {
+typedef struct mcp {
+	/* How a message (taken) goes to the client: NULL, a line on standard
+	 * output (the stdio transport); else where the response to the
+	 * request ABOUT (its id; NULL: none) goes. */
+	void (*out)(struct mcp *m, json_t *msg, const json_t *about);
 	mcp_sess_t main;                      /* without a handle */
 	mcp_sess_t *handles[MCP_HANDLES_MAX]; /* new_session's */
 	size_t n_handles;
@@ -118,9 +122,9 @@ typedef struct {
  * of memory, said on standard error); to a request of the 2026-07-28
  * revision when MODERN (its "resultType" and the server's identity in its
  * "_meta" added). */
-void mcp_send_result(json_t *id, json_t *result, bool modern);
+void mcp_send_result(mcp_t *m, json_t *id, json_t *result, bool modern);
 /* The error response to ID (borrowed; NULL: null), CODE an MCP_RPC_*. */
-void mcp_send_error(json_t *id, int code, const char *fmt, ...) KX_PRINTF(3, 4);
+void mcp_send_error(mcp_t *m, json_t *id, int code, const char *fmt, ...) KX_PRINTF(4, 5);
 /* Whether J is a string that holds a NUL character (\u0000), which the C
  * strings it would be used as would cut short. */
 bool mcp_has_nul(const json_t *j);
@@ -221,8 +225,10 @@ void mcp_call_clear(mcp_call_t *c);
 
 /* ---- server.c: notifications ---- */
 
-/* The notification METHOD with PARAMS (taken). */
-void mcp_send_notification(const char *method, json_t *params);
+/* The notification METHOD with PARAMS (taken), about the request ABOUT
+ * (its id, borrowed; NULL: none): a transport sends it where that
+ * request's response goes. */
+void mcp_send_notification(mcp_t *m, const char *method, json_t *params, const json_t *about);
 
 /* ---- files.c ---- */
 

@@ -255,7 +255,7 @@ void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 		mcp_call_ended(m, c, r, why); /* kept, or a wait_python's answer */
 	else {
 		if (!c->cancelled)
-			mcp_send_result(c->id, mcp_run_result(m, r, why, NULL), c->modern);
+			mcp_send_result(m, c->id, mcp_run_result(m, r, why, NULL), c->modern);
 		mcp_call_drop(m, c);
 	}
 	json_decref(r);

@@ -58,11 +58,18 @@ static void on_stop_signal(int sig)
 
 /* ---- writing messages ---- */
 
-/* Write MSG (taken) as one line on standard output. */
-static void send_msg(json_t *msg)
+/* Send MSG (taken), about the request ABOUT (NULL: none), by M's
+ * transport: on standard output, one line, unless M says otherwise. */
+static void send_msg(mcp_t *m, json_t *msg, const json_t *about)
 {
-	char *line = msg ? json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+	char *line;
 	size_t len, off = 0;
+
+	if (m->out) {
+		m->out(m, msg, about);
+		return;
+	}
+	line = msg ? json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
 	json_decref(msg);
 	if (!line) {
 		cli_error(MCP_CMD, "out of memory writing a response");
@@ -83,7 +90,7 @@ static void send_msg(json_t *msg)
 	free(line);
 }
 
-void mcp_send_result(json_t *id, json_t *result, bool modern)
+void mcp_send_result(mcp_t *m, json_t *id, json_t *result, bool modern)
 {
 	if (!result) {
 		cli_error(MCP_CMD, "out of memory");
@@ -100,32 +107,37 @@ void mcp_send_result(json_t *id, json_t *result, bool modern)
 		        meta, META_SERVER,
 		        json_pack("{s:s, s:s}", "name", "kbox", "version", PACKAGE_VERSION));
 	}
-	send_msg(json_pack("{s:s, s:O?, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(),
-	                   "result", result));
+	send_msg(m,
+	         json_pack("{s:s, s:O?, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+	                   "result", result),
+	         id);
 }
 
-void mcp_send_error(json_t *id, int code, const char *fmt, ...)
+void mcp_send_error(mcp_t *m, json_t *id, int code, const char *fmt, ...)
 {
 	char msg[2048];
 	va_list ap;
-	json_t *m;
+	json_t *jmsg;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	if (!(m = json_string(msg))) /* a name in it that is not UTF-8 */
-		m = json_string("invalid request");
-	send_msg(json_pack("{s:s, s:O?, s:{s:i, s:o}}", "jsonrpc", "2.0", "id",
-	                   id ? id : json_null(), "error", "code", code, "message", m));
+	if (!(jmsg = json_string(msg))) /* a name in it that is not UTF-8 */
+		jmsg = json_string("invalid request");
+	send_msg(m,
+	         json_pack("{s:s, s:O?, s:{s:i, s:o}}", "jsonrpc", "2.0", "id",
+	                   id ? id : json_null(), "error", "code", code, "message", jmsg),
+	         id);
 }
 
-void mcp_send_notification(const char *method, json_t *params)
+void mcp_send_notification(mcp_t *m, const char *method, json_t *params, const json_t *about)
 {
 	if (!params) {
 		cli_error(MCP_CMD, "out of memory");
 		return;
 	}
-	send_msg(
-	        json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method, "params", params));
+	send_msg(m,
+	         json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method, "params", params),
+	         about);
 }
 
 bool mcp_has_nul(const json_t *j)
@@ -143,13 +155,13 @@ static void do_initialize(mcp_t *m, json_t *id, json_t *params)
 	const char *want = json_string_value(jwant);
 	const char *version = protocol_versions[0];
 	if (m->initialized) {
-		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
+		mcp_send_error(m, id, MCP_RPC_INVALID_REQUEST,
 		               "initialize: the connection is initialized "
 		               "already");
 		return;
 	}
 	if (!want) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		mcp_send_error(m, id, MCP_RPC_INVALID_PARAMS,
 		               "initialize: \"protocolVersion\" (a string) is "
 		               "required");
 		return;
@@ -158,7 +170,7 @@ static void do_initialize(mcp_t *m, json_t *id, json_t *params)
 		if (strcmp(want, protocol_versions[i]) == 0)
 			version = protocol_versions[i];
 	m->initialized = true;
-	mcp_send_result(id,
+	mcp_send_result(m, id,
 	                json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
 	                          version, "capabilities", "tools", "listChanged", 0, "serverInfo",
 	                          "name", "kbox", "title", "kbox", "version", PACKAGE_VERSION,
@@ -170,20 +182,20 @@ static void do_initialize(mcp_t *m, json_t *id, json_t *params)
  * this server takes: "jsonrpc" "2.0", an "id" that is a string or an
  * integer, a "method" string, "params" an object or an array.  NULL when
  * it is not (the error response sent, to a request) or is a response. */
-static const char *method_of(json_t *msg)
+static const char *method_of(mcp_t *m, json_t *msg)
 {
 	json_t *id = json_object_get(msg, "id"), *method = json_object_get(msg, "method");
 	json_t *jsonrpc = json_object_get(msg, "jsonrpc"), *params = json_object_get(msg, "params");
 	const char *why = NULL;
 
 	if (id && !json_is_string(id) && !json_is_integer(id)) {
-		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST,
+		mcp_send_error(m, NULL, MCP_RPC_INVALID_REQUEST,
 		               "Invalid Request: \"id\" must be a string or an integer");
 		return NULL;
 	}
 	if (!json_is_string(jsonrpc) || mcp_has_nul(jsonrpc) ||
 	    strcmp(json_string_value(jsonrpc), "2.0") != 0) {
-		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
+		mcp_send_error(m, id, MCP_RPC_INVALID_REQUEST,
 		               "Invalid Request: \"jsonrpc\" must be \"2.0\"");
 		return NULL;
 	}
@@ -197,7 +209,7 @@ static const char *method_of(json_t *msg)
 		why = "\"params\" must be an object or an array";
 	if (why) {
 		if (id) /* a notification is never answered */
-			mcp_send_error(id, MCP_RPC_INVALID_REQUEST, "Invalid Request: %s", why);
+			mcp_send_error(m, id, MCP_RPC_INVALID_REQUEST, "Invalid Request: %s", why);
 		return NULL;
 	}
 	return json_string_value(method);
@@ -224,26 +236,28 @@ static void dispatch_modern(mcp_t *m, json_t *id, const char *method, json_t *pa
 	json_t *r;
 
 	if (!ver || mcp_has_nul(jver)) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		mcp_send_error(m, id, MCP_RPC_INVALID_PARAMS,
 		               "Invalid params: _meta \"%s\" (a string) is required", META_VERSION);
 		return;
 	}
 	if (strcmp(ver, MODERN_VERSION) != 0) {
-		send_msg(json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:o, s:O}}}", "jsonrpc", "2.0", "id",
+		send_msg(m,
+		         json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:o, s:O}}}", "jsonrpc", "2.0", "id",
 		                   id, "error", "code", RPC_UNSUPPORTED_VERSION, "message",
 		                   "Unsupported protocol version", "data", "supported",
-		                   all_versions(), "requested", jver));
+		                   all_versions(), "requested", jver),
+		         id);
 		return;
 	}
 	if (!json_is_object(json_object_get(meta, META_CAPABILITIES))) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		mcp_send_error(m, id, MCP_RPC_INVALID_PARAMS,
 		               "Invalid params: _meta \"%s\" (an object) is required",
 		               META_CAPABILITIES);
 		return;
 	}
 	m->req_modern = true;
 	if (strcmp(method, "server/discover") == 0)
-		mcp_send_result(id,
+		mcp_send_result(m, id,
 		                json_pack("{s:o, s:{s:{}}, s:s, s:i, s:s}", "supportedVersions",
 		                          all_versions(), "capabilities", "tools", "instructions",
 		                          instructions, "ttlMs", LIST_TTL_MS, "cacheScope",
@@ -255,11 +269,11 @@ static void dispatch_modern(mcp_t *m, json_t *id, const char *method, json_t *pa
 			json_object_set_new(r, "ttlMs", json_integer(LIST_TTL_MS));
 			json_object_set_new(r, "cacheScope", json_string("private"));
 		}
-		mcp_send_result(id, r, true);
+		mcp_send_result(m, id, r, true);
 	} else if (strcmp(method, "tools/call") == 0)
 		mcp_tools_call(m, id, params);
 	else /* ping and initialize are not of this revision */
-		mcp_send_error(id, MCP_RPC_METHOD_NOT_FOUND, "Method not found: %s", method);
+		mcp_send_error(m, id, MCP_RPC_METHOD_NOT_FOUND, "Method not found: %s", method);
 	m->req_modern = false;
 }
 
@@ -280,25 +294,25 @@ static void dispatch(mcp_t *m, json_t *id, const char *method, json_t *params)
 		return;
 	}
 	if (params && !json_is_object(params))
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "%s: \"params\" must be an object",
+		mcp_send_error(m, id, MCP_RPC_INVALID_PARAMS, "%s: \"params\" must be an object",
 		               method);
 	else if (jver || strcmp(method, "server/discover") == 0)
 		dispatch_modern(m, id, method, params, json_is_object(meta) ? meta : NULL, jver);
 	else if (strcmp(method, "ping") == 0)
-		mcp_send_result(id, json_object(), false);
+		mcp_send_result(m, id, json_object(), false);
 	else if (strcmp(method, "initialize") == 0)
 		do_initialize(m, id, params);
 	else if (!m->initialized)
-		mcp_send_error(id, MCP_RPC_INVALID_REQUEST,
+		mcp_send_error(m, id, MCP_RPC_INVALID_REQUEST,
 		               "Invalid Request: the server is not initialized (send initialize "
 		               "first, or give the protocol version in each request's _meta, as "
 		               "revision " MODERN_VERSION " does)");
 	else if (strcmp(method, "tools/list") == 0)
-		mcp_send_result(id, mcp_tools_list(m->structured), false);
+		mcp_send_result(m, id, mcp_tools_list(m->structured), false);
 	else if (strcmp(method, "tools/call") == 0)
 		mcp_tools_call(m, id, params);
 	else
-		mcp_send_error(id, MCP_RPC_METHOD_NOT_FOUND, "Method not found: %s", method);
+		mcp_send_error(m, id, MCP_RPC_METHOD_NOT_FOUND, "Method not found: %s", method);
 }
 
 /* One message from the client: LINE[0..LEN). */
@@ -311,16 +325,17 @@ static void handle_line(mcp_t *m, const char *line, size_t len)
 	if (len == 0 || (len == 1 && line[0] == '\r'))
 		return; /* a blank line: nothing */
 	if (!(msg = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je))) {
-		mcp_send_error(NULL, MCP_RPC_PARSE_ERROR, "Parse error: %s", je.text);
+		mcp_send_error(m, NULL, MCP_RPC_PARSE_ERROR, "Parse error: %s", je.text);
 		return;
 	}
 	if (json_is_array(msg))
 		/* batches were taken by 2025-03-26 only, and removed since */
-		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST,
+		mcp_send_error(m, NULL, MCP_RPC_INVALID_REQUEST,
 		               "Invalid Request: batches are not supported (MCP since 2025-06-18)");
 	else if (!json_is_object(msg))
-		mcp_send_error(NULL, MCP_RPC_INVALID_REQUEST, "Invalid Request: not a JSON object");
-	else if ((method = method_of(msg)))
+		mcp_send_error(m, NULL, MCP_RPC_INVALID_REQUEST,
+		               "Invalid Request: not a JSON object");
+	else if ((method = method_of(m, msg)))
 		dispatch(m, json_object_get(msg, "id"), method, json_object_get(msg, "params"));
 	json_decref(msg);
 }
@@ -368,7 +383,7 @@ static void read_stdin(mcp_t *m)
 	memmove(m->in, start, m->in_len);
 	if (m->in_len > (size_t)LINE_MAX_BYTES) {
 		if (!m->in_skip)
-			mcp_send_error(NULL, MCP_RPC_PARSE_ERROR,
+			mcp_send_error(m, NULL, MCP_RPC_PARSE_ERROR,
 			               "Parse error: a message longer than %ld bytes",
 			               LINE_MAX_BYTES);
 		m->in_skip = true;

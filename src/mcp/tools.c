@@ -227,17 +227,17 @@ void mcp_tools_call(mcp_t *m, json_t *id, json_t *params)
 	size_t t = 0;
 
 	if (!name) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		mcp_send_error(m, id, MCP_RPC_INVALID_PARAMS,
 		               "tools/call: \"name\" (a string) is required");
 		goto out;
 	}
 	if (mcp_has_nul(jname)) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		mcp_send_error(m, id, MCP_RPC_INVALID_PARAMS,
 		               "tools/call: \"name\" holds a NUL character");
 		goto out;
 	}
 	if (args && !json_is_object(args)) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS,
+		mcp_send_error(m, id, MCP_RPC_INVALID_PARAMS,
 		               "tools/call: \"arguments\" must be an object");
 		goto out;
 	}
@@ -246,19 +246,19 @@ void mcp_tools_call(mcp_t *m, json_t *id, json_t *params)
 	while (t < sizeof tool_args / sizeof tool_args[0] && strcmp(name, tool_args[t].name) != 0)
 		t++;
 	if (t == sizeof tool_args / sizeof tool_args[0]) {
-		mcp_send_error(id, MCP_RPC_INVALID_PARAMS, "Unknown tool: %s", name);
+		mcp_send_error(m, id, MCP_RPC_INVALID_PARAMS, "Unknown tool: %s", name);
 		goto out;
 	}
 	if (check_args(t, args, why, sizeof why) < 0) {
-		mcp_send_result(id, mcp_text_result(true, "%s", why), m->req_modern);
+		mcp_send_result(m, id, mcp_text_result(true, "%s", why), m->req_modern);
 		goto out;
 	}
 	if (strcmp(name, "new_session") == 0) {
-		mcp_send_result(id, mcp_new_session(m), m->req_modern);
+		mcp_send_result(m, id, mcp_new_session(m), m->req_modern);
 		goto out;
 	}
 	if (mcp_session_select(m, json_object_get(args, "session"), why, sizeof why) < 0) {
-		mcp_send_result(id, mcp_text_result(true, "%s: %s", name, why), m->req_modern);
+		mcp_send_result(m, id, mcp_text_result(true, "%s: %s", name, why), m->req_modern);
 		goto out;
 	}
 	if (!tool_args[t].fn) {
@@ -270,14 +270,14 @@ void mcp_tools_call(mcp_t *m, json_t *id, json_t *params)
 		res = t == 0 ? mcp_run_python(m, id, token, args)
 		             : mcp_wait_python(m, id, token, args);
 		if (res)
-			mcp_send_result(id, res, m->req_modern);
+			mcp_send_result(m, id, res, m->req_modern);
 		goto out;
 	}
 	if (mcp_session_ensure(m, why, sizeof why) < 0) {
-		mcp_send_result(id, mcp_text_result(true, "%s: %s", name, why), m->req_modern);
+		mcp_send_result(m, id, mcp_text_result(true, "%s: %s", name, why), m->req_modern);
 		goto out;
 	}
-	mcp_send_result(id, tool_args[t].fn(m, args), m->req_modern);
+	mcp_send_result(m, id, tool_args[t].fn(m, args), m->req_modern);
 out:
 	json_decref(empty);
 }
