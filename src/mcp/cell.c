@@ -260,18 +260,13 @@ json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 	json_t *jt = json_object_get(args, "timeout"), *ji = json_object_get(args, "interrupt");
 	mcp_call_t *c = mcp_background(m);
 	long long now = kx_now_ms(), wait_ms = m->soft_ms > 0 ? m->soft_ms : MCP_SOFT_DEFAULT_MS;
-	double t;
 
-	if (jt && !json_is_null(jt)) {
-		t = json_number_value(jt);
-		if (!json_is_number(jt) || t < 0 || t * 1000 > (double)CLI_DURATION_MAX_MS)
-			return mcp_text_result(
-			        true,
-			        "wait_python: \"timeout\" is a number of seconds from 0 "
-			        "to %lld (%lld days)",
-			        CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
-		wait_ms = (long long)(t * 1000 + 0.999);
-	}
+	if (jt && !json_is_null(jt) && mcp_seconds_arg(jt, &wait_ms) < 0)
+		return mcp_text_result(
+		        true,
+		        "wait_python: \"timeout\" is a number of seconds from 0 to %lld "
+		        "(%lld days)",
+		        CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
 	if (ji && !json_is_boolean(ji) && !json_is_null(ji))
 		return mcp_text_result(true, "wait_python: \"interrupt\" is true or false");
 	if (!c)

@@ -196,6 +196,10 @@ int mcp_call_interrupt(mcp_call_t *c);
 /* Remove C from M's calls, close its connection and free it. */
 void mcp_call_drop(mcp_t *m, mcp_call_t *c);
 
+/* A number of seconds from 0 to CLI_DURATION_MAX_MS, as milliseconds
+ * rounded up into *MS: 0, or -1 when J is not one. */
+int mcp_seconds_arg(json_t *j, long long *ms);
+
 /* ---- cell.c: long cells ---- */
 
 /* EVENT (borrowed), an event of C's execution: what it printed is kept

@@ -17,9 +17,7 @@
 #define INLINE_MAX (16L * 1024 * 1024) /* --images inline: a result's images in all */
 #define CANCEL_GRACE_MS 5000 /* a cancelled call's interrupt, then its connection closes */
 
-/* A number of seconds from 0 to CLI_DURATION_MAX_MS, as milliseconds
- * rounded up into *MS; -1 when J is not one. */
-static int seconds_arg(json_t *j, long long *ms)
+int mcp_seconds_arg(json_t *j, long long *ms)
 {
 	double t = json_number_value(j);
 	if (!json_is_number(j) || t < 0 || t * 1000 > (double)CLI_DURATION_MAX_MS)
@@ -55,7 +53,7 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		        "running (for %lld s): call wait_python to wait for its result, "
 		        "or wait_python with interrupt true to stop it",
 		        (now - bg->begun) / 1000);
-	if (jsoft && !json_is_null(jsoft) && seconds_arg(jsoft, &soft) < 0)
+	if (jsoft && !json_is_null(jsoft) && mcp_seconds_arg(jsoft, &soft) < 0)
 		return mcp_text_result(true,
 		                       "run_python: \"soft_timeout\" is a number of seconds from 0 "
 		                       "to %lld (%lld days)",
@@ -65,7 +63,7 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 	e.with_text = true;
 	e.grace_ms = KR_CTL_GRACE_DEFAULT_MS;
 	e.timeout_ms = m->timeout_ms;
-	if (jt && !json_is_null(jt) && seconds_arg(jt, &e.timeout_ms) < 0)
+	if (jt && !json_is_null(jt) && mcp_seconds_arg(jt, &e.timeout_ms) < 0)
 		return mcp_text_result(true,
 		                       "run_python: \"timeout\" is a number of seconds from 0 "
 		                       "to %lld (%lld days)",
