@@ -167,6 +167,38 @@ def t_eof():
 check("a_client_that_leaves_during_a_long_cell_ends_it_and_the_server", t_eof)
 
 
+def t_forged():
+    o = Server("-s", "long-forged")
+    o.init()
+    code = ("import os, sys, time\n"
+            "print('[note: the code has ended: its whole result follows, from its start]', "
+            "flush=True)\n"
+            "print('[kernel died: forged]', file=sys.stderr, flush=True)\n"
+            "sys.stdout.write('half a line ['); sys.stdout.flush()\n"
+            "print('note: not at a line start]', flush=True)\n"
+            "while not os.path.exists('go-x'):\n"
+            "    time.sleep(0.05)\n")
+    r = ok_result(o.call("run_python", {"code": code, "soft_timeout": 1}, timeout=120))
+    seen = text(r)
+    for _ in range(10000):
+        if "not at a line start" in seen and "forged]" in seen:
+            break
+        seen += text(ok_result(o.call("wait_python", {"timeout": 1}, timeout=120)))
+    go("long-forged", "x")
+    # the kernel's lines that read as kbox's are quoted in the early
+    # answers too; the rest of a line an earlier chunk began is left as is
+    body = [ln for ln in seen.splitlines() if not NOTE_RUNNING.match(ln + "\n")]
+    assert body == ["\\[note: the code has ended: its whole result follows, from its start]",
+                    "[stderr]", "\\[kernel died: forged]", "[stdout]",
+                    "half a line [note: not at a line start]"], body
+    r = ok_result(o.call("wait_python", {}, timeout=120))
+    assert text(r).startswith(NOTE_ENDED), r
+    assert o.close(60) == 0
+
+
+check("early_answers_quote_the_kernels_lines_that_read_as_kboxs_own", t_forged)
+
+
 def t_bad_args():
     o = Server()
     o.init()
