@@ -1175,7 +1175,7 @@ print(r["ok"], t[:2], t.split("]: ", 1)[1], r["result"]["value"]["data"]["text/p
 PYEOF
 	rc=$?
 fi
-check protocol_bad_requests_get_one_error_each eval 'status_is 0 && [ "$(cat stdout)" = "False execute usage \"format\" is one of text, text-live, json, ndjson
+check protocol_bad_requests_get_one_error_each eval 'status_is 0 && [ "$(cat stdout)" = "False execute usage \"format\" is one of text, text-live, json, ndjson, json-live
 False execute usage \"max_output\" is a number of bytes from 64 to 16777216 (16 MiB)
 False execute usage \"max_output\" is a number of bytes from 64 to 16777216 (16 MiB)
 False execute usage \"outputs\" is an absolute directory

@@ -153,9 +153,10 @@ TEST(formats_have_their_names)
 {
 	CHECK_STR_EQ(kr_ctl_format_name(KR_CTL_FMT_TEXT), "text");
 	CHECK_STR_EQ(kr_ctl_format_name(KR_CTL_FMT_TEXT_LIVE), "text-live");
+	CHECK_STR_EQ(kr_ctl_format_name(KR_CTL_FMT_JSON_LIVE), "json-live");
 	CHECK_STR_EQ(kr_ctl_format_name(KR_CTL_FMT_JSON), "json");
 	CHECK_STR_EQ(kr_ctl_format_name(KR_CTL_FMT_NDJSON), "ndjson");
-	CHECK(kr_ctl_format_name((kr_ctl_format_t)4) == NULL);
+	CHECK(kr_ctl_format_name((kr_ctl_format_t)5) == NULL);
 }
 
 /* ---- the kind of a line ---- */
@@ -347,9 +348,9 @@ TEST(each_refusal_names_its_member)
 	CHECK(refused_with("{\"code\":\"1\",\"input\":[\"Ada\",2]}",
 	                   "\"input\" must be an array of strings"));
 	CHECK(refused_with("{\"code\":\"1\",\"format\":\"html\"}",
-	                   "\"format\" is one of text, text-live, json, ndjson"));
+	                   "\"format\" is one of text, text-live, json, ndjson, json-live"));
 	CHECK(refused_with("{\"code\":\"1\",\"format\":null}",
-	                   "\"format\" is one of text, text-live, json, ndjson"));
+	                   "\"format\" is one of text, text-live, json, ndjson, json-live"));
 	CHECK(refused_with("{\"code\":\"1\",\"with_text\":1}", "\"with_text\" is true or false"));
 	CHECK(refused_with("{\"code\":\"1\",\"timeout\":\"1\"}",
 	                   "\"timeout\", \"grace\" and \"wait\" are seconds (a number >= 0)"));
@@ -390,7 +391,7 @@ TEST(members_are_checked_in_the_order_of_the_man_page)
 	CHECK(refused_with("{\"code\":\"1\",\"input\":1,\"format\":\"x\"}",
 	                   "\"input\" must be an array of strings"));
 	CHECK(refused_with("{\"code\":\"1\",\"with_text\":0,\"format\":\"x\"}",
-	                   "\"format\" is one of text, text-live, json, ndjson"));
+	                   "\"format\" is one of text, text-live, json, ndjson, json-live"));
 	CHECK(refused_with("{\"code\":\"1\",\"timeout\":-1,\"with_text\":0}",
 	                   "\"with_text\" is true or false"));
 	CHECK(refused_with("{\"code\":\"1\",\"max_output\":1,\"wait\":-1}",

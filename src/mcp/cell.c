@@ -123,27 +123,6 @@ void mcp_call_event(mcp_t *m, mcp_call_t *c, json_t *event)
 		fresh_kernel(c, text, len);
 		keep_last_line(c, text, len);
 		c->new_output = true;
-	} else if (strcmp(kind, "display") == 0) {
-		json_t *data = json_object_get(event, "data");
-		json_t *plain = json_object_get(data, "text/plain");
-		bool image = json_object_get(data, "image/png") ||
-		             json_object_get(data, "image/jpeg") ||
-		             json_object_get(data, "image/svg+xml");
-		if (c->fresh_mid_line)
-			kx_buf_appends(&c->fresh, "\n");
-		c->fresh_mid_line = false;
-		if (image)
-			kx_buf_appends(&c->fresh,
-			               "[display: an image; the code's whole result names "
-			               "its file]\n");
-		else if (json_is_string(plain)) {
-			fresh_kernel(c, json_string_value(plain), json_string_length(plain));
-			if (c->fresh_mid_line)
-				kx_buf_appends(&c->fresh, "\n");
-			c->fresh_mid_line = false;
-		}
-		c->fresh_stream = 0;
-		c->new_output = true;
 	}
 	fresh_trim(c);
 }

@@ -1,5 +1,5 @@
 /* src/mcp/run.c — kbox mcp's run_python: each call one "execute"
- * request (format ndjson, with_text) on a control connection of its own
+ * request (format json-live, with_text) on a control connection of its own
  * (src/runtime/ctl.h), so that the supervisor queues the calls and the
  * server goes on reading; its events kept for an early answer and for
  * progress (cell.c); its reply made the tool's result, with the images
@@ -59,7 +59,7 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		                       "to %lld (%lld days)",
 		                       CLI_DURATION_MAX_MS / 1000, CLI_DURATION_MAX_MS / 86400000);
 	e.code = json_string_value(jcode);
-	e.format = KR_CTL_FMT_NDJSON;
+	e.format = KR_CTL_FMT_JSON_LIVE; /* what it prints as it comes: cell.c */
 	e.with_text = true;
 	e.grace_ms = KR_CTL_GRACE_DEFAULT_MS;
 	e.timeout_ms = m->timeout_ms;
@@ -167,11 +167,9 @@ json_t *mcp_run_result(mcp_t *m, json_t *r, const char *why, const char *note)
 		content = json_pack("[o]", mcp_text_item(kx_model_text(text)));
 	if (!json_is_object(result))
 		structured = NULL;
-	else if (m->structured == CLI_STRUCTURED_FULL) {
-		/* the json format's result: the ndjson reply's is its end event */
-		if ((structured = json_copy(result)))
-			json_object_del(structured, "event");
-	} else if (m->structured == CLI_STRUCTURED_TEXT)
+	else if (m->structured == CLI_STRUCTURED_FULL)
+		structured = json_incref(result);
+	else if (m->structured == CLI_STRUCTURED_TEXT)
 		structured = text_summary(json_array_get(content, 0), result);
 	images = json_object_get(result, "images");
 	json_array_foreach(images, i, img)

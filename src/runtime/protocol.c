@@ -41,10 +41,9 @@ static const char *const status_names[] = {
 };
 
 static const char *const format_names[] = {
-        [KR_CTL_FMT_TEXT] = "text",
-        [KR_CTL_FMT_TEXT_LIVE] = "text-live",
-        [KR_CTL_FMT_JSON] = "json",
-        [KR_CTL_FMT_NDJSON] = "ndjson",
+        [KR_CTL_FMT_TEXT] = "text",           [KR_CTL_FMT_TEXT_LIVE] = "text-live",
+        [KR_CTL_FMT_JSON] = "json",           [KR_CTL_FMT_NDJSON] = "ndjson",
+        [KR_CTL_FMT_JSON_LIVE] = "json-live",
 };
 
 #define N_OF(a) (sizeof(a) / sizeof *(a))
@@ -359,7 +358,7 @@ int kr_ctl_exec_parse(const json_t *req, kr_ctl_exec_t *out, kbox_error_t *err)
 	if (format &&
 	    (f = name_index(format_names, N_OF(format_names), json_string_value(format))) < 0)
 		return refuse(out, err, KBOX_E_INVALID,
-		              "\"format\" is one of text, text-live, json, ndjson");
+		              "\"format\" is one of text, text-live, json, ndjson, json-live");
 	if (wt && !json_is_boolean(wt))
 		return refuse(out, err, KBOX_E_INVALID, "\"with_text\" is true or false");
 	if (parse_ms(req, "timeout", 0, &out->timeout_ms) < 0 ||

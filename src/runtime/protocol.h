@@ -189,9 +189,11 @@ typedef enum {
 	KR_CTL_FMT_TEXT_LIVE, /* "text-live": stream events, then the rest as text */
 	KR_CTL_FMT_JSON,      /* "json": no events; the result object */
 	KR_CTL_FMT_NDJSON,    /* "ndjson": every event, then the end event */
+	KR_CTL_FMT_JSON_LIVE, /* "json-live": stream events, then the result object */
 } kr_ctl_format_t;
 
-/* "text", "text-live", "json", "ndjson"; static, NULL out of range. */
+/* "text", "text-live", "json", "ndjson", "json-live"; static, NULL out of
+ * range. */
 const char *kr_ctl_format_name(kr_ctl_format_t format);
 
 /* An execute request.  Initialised with KR_CTL_EXEC_INIT it has every

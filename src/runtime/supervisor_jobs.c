@@ -213,7 +213,9 @@ static void on_event(void *arg, const kbox_capture_t *cap, const kbox_event_t *e
 {
 	job_t *j = arg;
 	json_t *e;
-	if (!j->conn || (j->e.format == KR_CTL_FMT_TEXT_LIVE && ev->type != KBOX_EV_STREAM))
+	if (!j->conn ||
+	    ((j->e.format == KR_CTL_FMT_TEXT_LIVE || j->e.format == KR_CTL_FMT_JSON_LIVE) &&
+	     ev->type != KBOX_EV_STREAM))
 		return;
 	if (!(e = json_pack("{s:s, s:o*}", "re", "execute", "event", kbox_render_event(cap, ev))))
 		return;
@@ -479,9 +481,9 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 	/* the JSON's notices hold it too, first */
 	if (j->notice[0] && fmt != KR_CTL_FMT_TEXT && fmt != KR_CTL_FMT_TEXT_LIVE)
 		kbox_result_add_notice(res, j->notice, true);
-	if (fmt == KR_CTL_FMT_JSON || fmt == KR_CTL_FMT_NDJSON) {
-		json_t *o = fmt == KR_CTL_FMT_JSON ? kbox_render_json(res)
-		                                   : kbox_render_end_event(res);
+	if (fmt == KR_CTL_FMT_JSON || fmt == KR_CTL_FMT_NDJSON || fmt == KR_CTL_FMT_JSON_LIVE) {
+		json_t *o = fmt != KR_CTL_FMT_NDJSON ? kbox_render_json(res)
+		                                     : kbox_render_end_event(res);
 		if (o && j->earlier_json)
 			json_object_set(o, "earlier_output", j->earlier_json);
 		json_object_set_new(r, "result", o ? o : json_null());
@@ -962,7 +964,8 @@ static int job_begin_code(sup_t *s, job_t *j)
 	/* what it should know: kept for the next execution if this one does
 	 * not begin */
 	snprintf(j->notice, sizeof j->notice, "%s", s->notice);
-	if (j->e.format == KR_CTL_FMT_NDJSON || j->e.format == KR_CTL_FMT_TEXT_LIVE)
+	if (j->e.format == KR_CTL_FMT_NDJSON || j->e.format == KR_CTL_FMT_TEXT_LIVE ||
+	    j->e.format == KR_CTL_FMT_JSON_LIVE)
 		kbox_capture_set_event_cb(j->cap, on_event, j);
 	eo.code = j->e.code;
 	eo.timeout_ms = ms_int(j->e.timeout_ms);
