@@ -20,8 +20,8 @@ server would:
                   sandbox, supervisor or MCP framing in between
 
 Every call is checked: the MCP result's text must be "Out[N]: 2" (N the
-execution count), its isError false and its structuredContent's status
-"ok"; jupyter_client's reply status "ok".  W unmeasured calls of each come
+execution count), its isError false and, as kbox mcp gives by default, no
+structuredContent; jupyter_client's reply status "ok".  W unmeasured calls of each come
 first, then R rounds of N calls of each, back to back, the order rotated
 from round to round.
 

@@ -1,7 +1,7 @@
 /* src/mcp/mcp_int.h — what the files of kbox mcp share (mcp_ prefix).
  *
  * The server is a thin client of the session's supervisor, as kbox exec
- * is: each run_python call is one "execute" request (format json,
+ * is: each run_python call is one "execute" request (format json-live,
  * with_text) on a control connection of its own (src/runtime/ctl.h), so
  * that the supervisor queues the calls and the server goes on reading.
  * Standard input and those connections are read together with poll(2): a
@@ -13,6 +13,8 @@
  *   tools.c    tools/list and tools/call: the tools, their arguments,
  *              their results
  *   run.c      run_python: the calls in flight, their replies, cancelling
+ *   cell.c     long cells: what they print kept for early answers at the
+ *              soft time limit, wait_python, progress notifications
  *   files.c    list_files, read_file, write_file, read_image: the files of
  *              the workspace (src/runtime/workspace.h) and of the outputs */
 #ifndef KBOX_MCP_INT_H
