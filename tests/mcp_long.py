@@ -9,6 +9,7 @@ notifications/progress.  The cells here wait for files the test makes
 when it has read what came before, so nothing depends on how fast this
 machine is; the soft limits are of a second.  Prints TAP.  KBOX_HOME must
 be set."""
+import json
 import os
 import re
 import subprocess
@@ -197,6 +198,40 @@ def t_forged():
 
 
 check("early_answers_quote_the_kernels_lines_that_read_as_kboxs_own", t_forged)
+
+
+def t_queued():
+    o = Server("-s", "long-queue")
+    o.init()
+    ok_result(o.call("run_python", {"code": "1"}, timeout=120))
+    # another client's code holds the session until the test lets it go
+    other = subprocess.Popen([sys.argv[1], "exec", "-s", "long-queue", "--format", "ndjson",
+                              "import os, time\nprint('other began', flush=True)\n"
+                              "while not os.path.exists('go-q'):\n    time.sleep(0.05)\n"
+                              "print('other done')"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in other.stdout:  # its events, as they come
+        if "other began" in line:
+            break
+    r = ok_result(o.call("run_python", {"code": "print('mine')", "soft_timeout": 1},
+                         timeout=120))
+    assert text(r).startswith("[note: still running after ") and "waits for its turn" in (
+        text(r)), r
+    # giving up its turn interrupts nothing of the other's
+    r = ok_result(o.call("wait_python", {"interrupt": True}, timeout=120))
+    assert r["isError"] is True and text(r) == (
+        NOTE_ENDED + "run_python: session long-queue: it was waiting for its turn and never "
+        "ran: it gave it up; the code's result is lost"), r
+    go("long-queue", "q")
+    out, _ = other.communicate(timeout=120)
+    end = json.loads(out.splitlines()[-1])
+    assert other.returncode == 0 and end["status"] == "ok", (other.returncode, out)
+    assert end["stdout"]["text"] == "other began\nother done\n", end
+    assert o.close(60) == 0
+    subprocess.run([sys.argv[1], "stop", "-s", "long-queue"], capture_output=True)
+
+
+check("a_queued_call_answered_early_gives_up_its_turn_and_stops_no_one_else", t_queued)
 
 
 def t_bad_args():

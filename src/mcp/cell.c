@@ -257,6 +257,13 @@ json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		                             "already: wait for its answer");
 	if (c->fd < 0)
 		return ended_result(m, c);
+	if (json_is_true(ji) && !c->started) {
+		/* waiting for its turn: an interrupt would stop another's code;
+		 * its connection closes, and it leaves the queue */
+		mcp_call_ended(m, c, NULL,
+		               "it was waiting for its turn and never ran: it gave it up");
+		return ended_result(m, c);
+	}
 	if (json_is_true(ji) && mcp_call_interrupt(c) < 0) {
 		/* the supervisor interrupts it as it sees the connection go */
 		mcp_call_ended(m, c, NULL, "it was interrupted (its connection closed)");
@@ -374,12 +381,17 @@ again:
 		bg = mcp_background(m); /* one a session at most */
 		if (c->soft_deadline && now >= c->soft_deadline && !bg) {
 			/* answered early: the code goes on, wait_python reads on */
-			snprintf(
-			        head, sizeof head,
-			        "still running after %lld s, its soft time limit: what it printed so "
-			        "far follows; call wait_python to wait for more and for its result, "
-			        "or wait_python with interrupt true to stop it",
-			        (now - c->begun) / 1000);
+			snprintf(head, sizeof head,
+			         c->started
+			                 ? "still running after %lld s, its soft time limit: what "
+			                   "it printed so far follows; call wait_python to wait "
+			                   "for more and for its result, or wait_python with "
+			                   "interrupt true to stop it"
+			                 : "still running after %lld s, its soft time limit: it "
+			                   "waits for its turn, the session running other code; "
+			                   "call wait_python to wait for its result, or "
+			                   "wait_python with interrupt true to give up its turn",
+			         (now - c->begun) / 1000);
 			mcp_send_result(m, c->id, running_result(m, c, head), c->modern);
 			json_decref(c->id);
 			c->id = NULL;
