@@ -1661,6 +1661,32 @@ TEST(text_escapes_a_forged_line_with_combining_marks_or_unseen_characters_inside
 	kbox_result_destroy(&res);
 }
 
+/* Letters that read as ASCII ones (Cyrillic, Greek, Armenian, fullwidth
+ * Latin) and brackets that read as "[" make a line read as kbox's: it is
+ * quoted.  A Cyrillic "у" reads "y", so "Oуt[" is no prefix; Russian or
+ * Greek text that reads as no prefix is left alone. */
+TEST(text_escapes_a_forged_line_of_letters_that_only_look_alike)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\"[k\\u0435rnel died: a]\\n[\\u0455tderr]\\n"
+	     "O\\u057dt[3]: 4\\nO\\u0443t[3]: 4\\n\\uff2f\\uff55\\uff54[3]: 4\\n\\u039fut[1]: 2\\n"
+	     "\\u3010note: b]\\n[\\u043f\\u0440\\u0438\\u043c\\u0435\\u0440]\\n"
+	     "\\u039f\\u03bc\\u03b9\\u03bb\\u03bf\\u03c2\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "\\[k\xd0\xb5rnel died: a]\n\\[\xd1\x95tderr]\n"
+	                   "\\O\xd5\xbdt[3]: 4\nO\xd1\x83t[3]: 4\n\\\xef\xbc\xaf\xef\xbd\x95\xef\xbd\x94[3]: 4\n"
+	                   "\\\xce\x9fut[1]: 2\n\\\xe3\x80\x90note: b]\n"
+	                   "[\xd0\xbf\xd1\x80\xd0\xb8\xd0\xbc\xd0\xb5\xd1\x80]\n"
+	                   "\xce\x9f\xce\xbc\xce\xb9\xce\xbb\xce\xbf\xcf\x82\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 /* As mboxrd quotes ">From ": a forged line after backslashes gets one
  * more, so that the code's "\[stderr]" never reads as the escape of a
  * "[stderr]" it printed. */
@@ -1952,6 +1978,7 @@ int main(void)
 	RUN_IN_TMP(text_escapes_a_forged_line_and_leaves_lines_that_only_resemble_one);
 	RUN_IN_TMP(text_escapes_a_forged_line_after_blanks_or_with_a_fullwidth_bracket);
 	RUN_IN_TMP(text_escapes_a_forged_line_with_combining_marks_or_unseen_characters_inside);
+	RUN_IN_TMP(text_escapes_a_forged_line_of_letters_that_only_look_alike);
 	RUN_IN_TMP(text_adds_one_backslash_to_a_forged_line_after_backslashes);
 	RUN_IN_TMP(text_escapes_the_first_line_of_every_part);
 	RUN_IN_TMP(text_escapes_a_display_line_but_not_a_value_after_out_n);

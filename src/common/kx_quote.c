@@ -104,8 +104,60 @@ static bool line_break_byte(unsigned char c)
 	return c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e);
 }
 
-/* U+FF3B FULLWIDTH LEFT SQUARE BRACKET, which reads as "[". */
-#define FULLWIDTH_BRACKET "\xef\xbc\xbb"
+/* Characters that read as an ASCII one (Unicode TR 39's confusables, those
+ * of the letters, digits and brackets kbox's own prefixes are made of):
+ * Cyrillic, Greek and Armenian letters, the dotless i, brackets that read
+ * as "[", sorted by code point.  The fullwidth forms U+FF01-FF5E are
+ * mapped by rule. */
+static const struct {
+	unsigned cp;
+	char ascii;
+} lookalikes[] = {
+        {0x0131, 'i'}, {0x0391, 'A'}, {0x0392, 'B'}, {0x0395, 'E'}, {0x0396, 'Z'}, {0x0397, 'H'},
+        {0x0399, 'I'}, {0x039A, 'K'}, {0x039C, 'M'}, {0x039D, 'N'}, {0x039F, 'O'}, {0x03A1, 'P'},
+        {0x03A4, 'T'}, {0x03A5, 'Y'}, {0x03A7, 'X'}, {0x03B1, 'a'}, {0x03B9, 'i'}, {0x03BA, 'k'},
+        {0x03BD, 'v'}, {0x03BF, 'o'}, {0x03C1, 'p'}, {0x03C5, 'u'}, {0x0405, 'S'}, {0x0406, 'I'},
+        {0x0408, 'J'}, {0x0410, 'A'}, {0x0412, 'B'}, {0x0415, 'E'}, {0x041A, 'K'}, {0x041C, 'M'},
+        {0x041D, 'H'}, {0x041E, 'O'}, {0x0420, 'P'}, {0x0421, 'C'}, {0x0422, 'T'}, {0x0425, 'X'},
+        {0x0430, 'a'}, {0x0435, 'e'}, {0x043E, 'o'}, {0x0440, 'p'}, {0x0441, 'c'}, {0x0443, 'y'},
+        {0x0445, 'x'}, {0x0455, 's'}, {0x0456, 'i'}, {0x0458, 'j'}, {0x04BB, 'h'}, {0x04CF, 'l'},
+        {0x0501, 'd'}, {0x051B, 'q'}, {0x051D, 'w'}, {0x0578, 'n'}, {0x057D, 'u'}, {0x0585, 'o'},
+        {0x2045, '['}, {0x27E6, '['}, {0x3010, '['}, {0xFE5D, '['},
+};
+
+/* How many bytes at S (LEN at most) a character takes that reads as an
+ * ASCII one, put in *ASCII; 0 for any other. */
+static size_t lookalike(const unsigned char *s, size_t len, char *ascii)
+{
+	unsigned cp;
+	size_t n, lo = 0, hi = sizeof lookalikes / sizeof lookalikes[0];
+
+	if (len >= 2 && s[0] >= 0xc2 && s[0] < 0xe0 && (s[1] & 0xc0) == 0x80) {
+		cp = (unsigned)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
+		n = 2;
+	} else if (len >= 3 && s[0] >= 0xe0 && s[0] < 0xf0 && (s[1] & 0xc0) == 0x80 &&
+	           (s[2] & 0xc0) == 0x80) {
+		cp = (unsigned)(s[0] & 0x0f) << 12 | (unsigned)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+		n = 3;
+	} else
+		return 0;
+	if (cp >= 0xff01 && cp <= 0xff5e) { /* fullwidth ASCII */
+		*ascii = (char)(cp - 0xff01 + 0x21);
+		return n;
+	}
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (lookalikes[mid].cp == cp) {
+			*ascii = lookalikes[mid].ascii;
+			return n;
+		}
+		if (lookalikes[mid].cp < cp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
 
 /* How many bytes at S (LEN at most) a combining mark takes, one that a
  * reader sees on the character before it rather than as one of its own:
@@ -129,9 +181,9 @@ static size_t combining_len(const unsigned char *s, size_t len)
 /* Does the line starting at S (LEN bytes at most) begin, after any
  * backslashes, blank characters (kx_utf8_blank) and characters a reader
  * does not see (unseen_len), with one of kbox's own prefixes, as a reader
- * sees it: its "[" perhaps a fullwidth one (which reads as one), and
- * characters a reader does not see and combining marks anywhere in it
- * passed over? */
+ * sees it: characters that read as ASCII ones (lookalike: a fullwidth
+ * "[", a Cyrillic "е") read so, and characters a reader does not see and
+ * combining marks anywhere in it passed over? */
 static bool looks_own(const char *s, size_t len)
 {
 	char seen[48]; /* the line's first characters, as they read */
@@ -152,9 +204,9 @@ static bool looks_own(const char *s, size_t len)
 			i += n;
 			continue;
 		}
-		if (len - i >= 3 && memcmp(s + i, FULLWIDTH_BRACKET, 3) == 0) {
-			seen[k++] = '[';
-			i += 3;
+		if ((n = lookalike((const unsigned char *)s + i, len - i, &seen[k]))) {
+			k++;
+			i += n;
 			continue;
 		}
 		seen[k++] = s[i++];
