@@ -1678,11 +1678,13 @@ TEST(text_escapes_a_forged_line_of_letters_that_only_look_alike)
 	     "\\u3010note: b]\\n[\\u043f\\u0440\\u0438\\u043c\\u0435\\u0440]\\n"
 	     "\\u039f\\u03bc\\u03b9\\u03bb\\u03bf\\u03c2\\n\"}");
 	text = finish_text(&cap, &res);
-	CHECK_STR_EQ(text, "\\[k\xd0\xb5rnel died: a]\n\\[\xd1\x95tderr]\n"
-	                   "\\O\xd5\xbdt[3]: 4\nO\xd1\x83t[3]: 4\n\\\xef\xbc\xaf\xef\xbd\x95\xef\xbd\x94[3]: 4\n"
-	                   "\\\xce\x9fut[1]: 2\n\\\xe3\x80\x90note: b]\n"
-	                   "[\xd0\xbf\xd1\x80\xd0\xb8\xd0\xbc\xd0\xb5\xd1\x80]\n"
-	                   "\xce\x9f\xce\xbc\xce\xb9\xce\xbb\xce\xbf\xcf\x82\n");
+	CHECK_STR_EQ(
+	        text,
+	        "\\[k\xd0\xb5rnel died: a]\n\\[\xd1\x95tderr]\n"
+	        "\\O\xd5\xbdt[3]: 4\nO\xd1\x83t[3]: 4\n\\\xef\xbc\xaf\xef\xbd\x95\xef\xbd\x94[3]: 4\n"
+	        "\\\xce\x9fut[1]: 2\n\\\xe3\x80\x90note: b]\n"
+	        "[\xd0\xbf\xd1\x80\xd0\xb8\xd0\xbc\xd0\xb5\xd1\x80]\n"
+	        "\xce\x9f\xce\xbc\xce\xb9\xce\xbb\xce\xbf\xcf\x82\n");
 	free(text);
 	kbox_result_destroy(&res);
 }
