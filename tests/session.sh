@@ -1172,6 +1172,18 @@ while True:
         break
 t = r["text"].replace("\n", "|")
 print(r["ok"], t[:2], t.split("]: ", 1)[1], r["result"]["value"]["data"]["text/plain"])
+# json-live: the stream events only, as they come, then the result object
+s.sendall(json.dumps({"op": "execute", "code": "print('b', flush=True); display('d'); 6*7",
+                      "format": "json-live"}).encode() + b"\n")
+kinds = []
+while True:
+    r = json.loads(f.readline())
+    if "ok" in r:
+        break
+    if "event" in r:
+        kinds.append(r["event"]["event"])
+print(r["ok"], kinds, r["result"]["stdout"]["text"] == "b\n", "text" in r,
+      r["result"]["value"]["data"]["text/plain"], len(r["result"]["displays"]))
 PYEOF
 	rc=$?
 fi
@@ -1184,7 +1196,8 @@ False execute usage \"code\" (a string) is required
 False nope usage unknown op \"nope\"
 False False usage not valid JSON
 True True
-True a| 42| 42" ]'
+True a| 42| 42
+True ['\''stream'\''] True False 42 1" ]'
 
 # A client that sends requests and never reads the replies is cut off once
 # 8 MiB of them wait for it; the supervisor stays small and serves others.
