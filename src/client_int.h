@@ -103,6 +103,8 @@ typedef struct {
 	long long start, last_activity, last_iopub;
 	bool got_reply, got_idle;
 	bool timed_out; /* the deadline passed (not kbox_exec_interrupt) */
+	bool got_input; /* its execute_input came: the code is running */
+	bool deferred;  /* the deadline passed before execute_input */
 	int t_deadline, t_watch, t_phase, t_hb;
 	kbox__bucket_t bucket;
 	bool hb_waiting; /* a ping is out */

@@ -379,6 +379,29 @@ static int exec_interrupt_now(kbox_client_t *self, kbox_exec_t *x, kbox_error_t 
 	               : -1;
 }
 
+static int exec_on_deadline(kbox_loop_t *loop, void *arg);
+
+static int exec_grace_ms(const exec_run_t *run)
+{
+	return run->o.grace_ms > 0 ? run->o.grace_ms : GRACE_MS;
+}
+
+/* The deadline has passed and the code runs (or did not say so within a
+ * grace period): interrupt it; the grace period begins.  0, or -1 when no
+ * timer could be set (then it ends now). */
+static int exec_timed_interrupt(kbox_client_t *self, kbox_exec_t *x)
+{
+	exec_run_t *run = x->run;
+	kbox_error_t ie = {0};
+	x->interrupted = true;
+	run->timed_out = true;
+	if (exec_interrupt_now(self, x, &ie) < 0)
+		exec_set_reason(x, "interrupt failed: %s", ie.msg);
+	client_cancel_timer(self, &run->t_deadline);
+	run->t_deadline = client_add_timer(self, exec_grace_ms(run), exec_on_deadline, x);
+	return run->t_deadline ? 0 : -1;
+}
+
 /* The deadline (or the grace period after an interrupt) is over. */
 static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 {
@@ -388,15 +411,18 @@ static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 	(void)loop;
 	run->t_deadline = 0;
 	if (run->phase == X_RUN && run->o.interrupt_on_timeout && !x->interrupted) {
-		kbox_error_t ie = {0};
-		x->interrupted = true;
-		run->timed_out = true;
-		if (exec_interrupt_now(self, x, &ie) < 0)
-			exec_set_reason(x, "interrupt failed: %s", ie.msg);
-		run->t_deadline = client_add_timer(self,
-		                                   run->o.grace_ms > 0 ? run->o.grace_ms : GRACE_MS,
-		                                   exec_on_deadline, x);
-		if (run->t_deadline)
+		/* before execute_input the kernel is not yet in the code, and
+		 * ipykernel has a moment there (pre_handler_hook, before its
+		 * try) where SIGINT escapes to its event loop and the kernel
+		 * exits: wait for execute_input, a grace period at most */
+		if (!run->got_input && !run->deferred) {
+			run->deferred = true;
+			run->t_deadline = client_add_timer(self, exec_grace_ms(run),
+			                                   exec_on_deadline, x);
+			if (run->t_deadline)
+				return 0;
+		}
+		if (exec_timed_interrupt(self, x) == 0)
 			return 0;
 	}
 	x->status = KBOX_EXEC_TIMEOUT;
@@ -526,6 +552,15 @@ void exec_output(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **m_p)
 	exec_run_t *run = x->run;
 	bool both_came = run->phase != X_RUN; /* draining: the callback cannot stop it */
 	int rc;
+	if (!both_came && !run->got_input && strcmp(kbox_msg_type(*m_p), "execute_input") == 0) {
+		run->got_input = true;
+		if (run->deferred && !x->interrupted && !run->got_reply &&
+		    exec_timed_interrupt(self, x) < 0) {
+			exec_stop(self, x, KBOX_EXEC_TIMEOUT,
+			          "timed out; out of memory for the grace period");
+			return;
+		}
+	}
 	if (!both_came && is_idle(*m_p)) {
 		run->got_idle = x->went_idle = true;
 		/* idle with no reply after an interrupt: the interrupt came
