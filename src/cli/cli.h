@@ -364,13 +364,14 @@ typedef struct {
 } cli_exec_result_t;
 
 /* Run REQ (kbox exec's, kbox run's) on the session whose supervisor FD is
- * connected to (NAME for messages): REQ->outputs is opened here and passed
- * with the request; the started line's notice and earlier output and the
+ * connected to (NAME for messages): REQ->outputs is opened here (or
+ * OUTPUTS_FD, when not -1, is that directory held open) and passed with
+ * the request; the started line's notice and earlier output and the
  * events are printed as they come (text-live, ndjson), then the result as
  * REQ->format says; R is filled.  Waiting for a turn, timeouts, deaths:
  * all the supervisor's.  CMD names the command for messages.  Returns
  * R->status. */
-int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *req,
+int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *req, int outputs_fd,
                 cli_exec_result_t *r);
 
 /* ---- the run-code tool (src/cli/cmd_tool_schema.c) ---- */

@@ -154,7 +154,7 @@ static void exec_print_reply(const char *cmd, const char *name, const kr_ctl_exe
 	         json_string_value(json_object_get(m, "reason")) ?: "");
 }
 
-int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *req,
+int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *req, int outputs_fd,
                 cli_exec_result_t *r)
 {
 	kbox_error_t err = {0};
@@ -167,8 +167,11 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *
 	r->status = EXIT_UNAVAILABLE;
 	/* the supervisor writes into the directory this opened, not into
 	 * whatever the path leads to later */
-	if (req->outputs &&
-	    (dfd = open(req->outputs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+	if (req->outputs && outputs_fd >= 0)
+		dfd = fcntl(outputs_fd, F_DUPFD_CLOEXEC, 3);
+	else if (req->outputs)
+		dfd = open(req->outputs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (req->outputs && dfd < 0) {
 		cli_error(cmd, "--outputs %s: %s", req->outputs,
 		          errno == ELOOP ? "it is a symbolic link" : strerror(errno));
 		r->status = EXIT_USAGE;
@@ -394,7 +397,7 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	if ((fd = cli_session_connect("exec", dir, name, no_start, &status)) < 0)
 		goto out;
-	status = cli_exec_on("exec", fd, name, &e, &r);
+	status = cli_exec_on("exec", fd, name, &e, -1, &r);
 out:
 	if (fd >= 0)
 		close(fd);

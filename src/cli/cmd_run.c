@@ -14,6 +14,7 @@
 #include "config.h"
 #include "cli.h"
 #include "runtime/workspace.h"
+#include "runtime/ws_live.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -51,8 +52,10 @@ static int make_run_dir(char *buf, size_t size, bool sandboxed)
 		buf[0] = '\0';
 		return -1;
 	}
-	if (kr_state_mark(buf, &err) < 0) {
+	/* marked, then checked against the live workspaces (ws_live.h) */
+	if (kr_state_mark(buf, &err) < 0 || kr_live_ws_refuses(buf, &err) < 0) {
 		cli_error("run", "%s", err.msg);
+		kx_empty_dir(buf);
 		rmdir(buf);
 		buf[0] = '\0';
 		return -1;
@@ -67,7 +70,7 @@ static int make_run_dir(char *buf, size_t size, bool sandboxed)
  * cannot be written (a read-only or another user's directory), a new one,
  * private, in $TMPDIR or /tmp instead.  Its absolute path into BUF.
  * EXIT_OK, or EXIT_USAGE after one line. */
-static int make_out_dir(char *buf, size_t size)
+static int make_out_dir(char *buf, size_t size, bool away)
 {
 	char cwd[PATH_MAX], stamp[32];
 	const char *tmp = getenv("TMPDIR");
@@ -76,6 +79,11 @@ static int make_out_dir(char *buf, size_t size)
 	int e;
 
 	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+	if (away) {
+		e = 0;
+		snprintf(cwd, sizeof cwd, ".");
+		goto elsewhere;
+	}
 	if (!getcwd(cwd, sizeof cwd)) {
 		e = errno;
 		snprintf(cwd, sizeof cwd, "(unknown)");
@@ -101,6 +109,14 @@ elsewhere:
 		tmp = "/tmp";
 	if ((size_t)snprintf(buf, size, "%s/kbox-run-%s-XXXXXX", tmp, stamp) < size && mkdtemp(buf))
 		return EXIT_OK;
+	if (away) {
+		cli_error("run",
+		          "cannot create a directory for images and long texts in %s: %s (give "
+		          "--outputs DIR)",
+		          tmp, strerror(errno));
+		buf[0] = '\0';
+		return EXIT_USAGE;
+	}
 fail:
 	cli_error("run",
 	          "cannot create a directory for images and long texts in the current "
@@ -322,6 +338,7 @@ typedef struct {
 	char rundir[PATH_MAX];  /* the private session's directory, "" until made */
 	char outbuf[PATH_MAX];  /* the outputs directory, absolute */
 	char own_out[PATH_MAX]; /* the outputs directory kbox run made, or "" */
+	int out_fd;             /* the outputs directory, held open for the run */
 	char wsreal[PATH_MAX];  /* --workspace, resolved */
 	struct stat wsst;       /* --workspace as checked */
 	kr_sandbox_id_t sid;
@@ -421,20 +438,65 @@ static int list_copies(run_t *run)
 	return status;
 }
 
+/* Whether the current directory is the workspace DIR or in it. */
+static bool cwd_in(const struct stat *dir)
+{
+	int fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	bool in = fd < 0 || ws_fd_within(fd, dir);
+	if (fd >= 0)
+		close(fd);
+	return in;
+}
+
 /* The outputs directory, absolute, for the supervisor writes there: -o's,
  * or by default a new one in the current directory (whatever links led to
- * it).  EXIT_OK, or an exit status after one line. */
+ * it); with --workspace, outside it, where the code cannot read or change
+ * what is kept for the caller: a current directory in the workspace has
+ * the new one made in $TMPDIR or /tmp instead (and says so), and -o in it
+ * is refused.  Held open for the whole run: each cell's files go into the
+ * directory checked here, whatever is renamed meanwhile.  EXIT_OK, or an
+ * exit status after one line. */
 static int choose_outputs(run_t *run)
 {
+	const char *given = run->outputs ? run->outputs : NULL;
+	bool away = !given && run->workspace && cwd_in(&run->wsst);
 	int status;
 
-	if (run->outputs)
-		return cli_outputs_dir("run", run->outputs, run->outbuf);
-	if ((status = make_out_dir(run->own_out, sizeof run->own_out)) == EXIT_OK) {
+	if (given)
+		status = cli_outputs_dir("run", run->outputs, run->outbuf);
+	else if ((status = make_out_dir(run->own_out, sizeof run->own_out, away)) == EXIT_OK) {
 		snprintf(run->outbuf, sizeof run->outbuf, "%s", run->own_out);
 		guard_out_dir(run->own_out);
 	}
-	return status;
+	if (status != EXIT_OK)
+		return status;
+	if ((run->out_fd = open(run->outbuf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+	    0) {
+		cli_error("run", "--outputs %s: %s", given ? given : run->outbuf,
+		          errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+		return EXIT_USAGE;
+	}
+	if (run->workspace && ws_fd_within(run->out_fd, &run->wsst)) {
+		if (given)
+			cli_error(
+			        "run",
+			        "--outputs %s: refused: it is in the workspace %s, where the code "
+			        "could read and change the images and texts kept for you; give a "
+			        "directory outside it",
+			        given, run->wsreal);
+		else
+			cli_error("run",
+			          "cannot keep images and long texts outside the workspace %s: %s "
+			          "is in it (give --outputs DIR)",
+			          run->wsreal, run->outbuf);
+		return EXIT_USAGE;
+	}
+	if (away)
+		cli_error("run",
+		          "the current directory is in the workspace, which the code can change: "
+		          "images and long texts go to %s",
+		          run->outbuf);
+	return EXIT_OK;
 }
 
 /* Warn of what the code may do: run unsandboxed, or change the files of
@@ -533,7 +595,7 @@ static int run_cells(const run_t *run, int *fd)
 			status = EXIT_UNAVAILABLE;
 			break;
 		}
-		status = cli_exec_on("run", *fd, "run", &e, &r);
+		status = cli_exec_on("run", *fd, "run", &e, run->out_fd, &r);
 		/* a connection a cell: the supervisor closes one that waits for
 		 * nothing a minute (kbox-protocol(7)), as this one would while
 		 * a slow reader of standard output holds us */
@@ -610,7 +672,7 @@ static int prepare_run(run_t *run)
 
 int cmd_run(int argc, char **argv)
 {
-	run_t run = {.kernel = getenv("KBOX_KERNEL"), .backend = KR_BACKEND_DEFAULT};
+	run_t run = {.kernel = getenv("KBOX_KERNEL"), .backend = KR_BACKEND_DEFAULT, .out_fd = -1};
 	int fd = -1, status = EXIT_OK;
 	kbox_error_t err = {0};
 	cli_option_t opts[] = {
@@ -673,6 +735,7 @@ out:
 	if (fd >= 0)
 		close(fd);
 	stop_run_session(&run);
+	kx_close(&run.out_fd);
 	if (run.own_out[0])
 		end_out_dir(run.own_out, run.format);
 	run_clear(&run);

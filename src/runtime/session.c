@@ -2,6 +2,7 @@
  * event log (the control socket's client side is ctl.c). */
 #include "runtime/runtime.h"
 #include "runtime/session.h"
+#include "runtime/ws_live.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -238,6 +239,8 @@ static int home_advice(const char *home, kbox_error_t *err)
 int kr_session_check_home(const char *home, kbox_error_t *err)
 {
 	struct stat st;
+	if (kr_live_ws_refuses(home, err) < 0)
+		return -1;
 	if (stat(home, &st) < 0)
 		return errno == ENOENT ? 0 : kbox_error_set_sys(err, "state directory %s", home);
 	if (kbox_check_private_dir(home, err) < 0)
@@ -288,8 +291,12 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	}
 	/* the state dir must not be open to others: check it before making
 	 * anything inside it */
-	if (mkdirs(home, err) < 0 || kr_session_check_home(home, err) < 0 ||
-	    kr_state_mark(home, err) < 0 || mkdirs(dir, err) < 0 ||
+	/* and it is in no live workspace: checked again once it is marked,
+	 * the order that ws_live.h says closes the race with a sandbox's
+	 * start */
+	if (kr_live_ws_refuses(home, err) < 0 || mkdirs(home, err) < 0 ||
+	    kr_session_check_home(home, err) < 0 || kr_state_mark(home, err) < 0 ||
+	    kr_live_ws_refuses(home, err) < 0 || mkdirs(dir, err) < 0 ||
 	    kbox_check_private_dir(dir, err) < 0)
 		goto fail;
 	{

@@ -9,6 +9,8 @@
  * Nothing here prints: what is worth saying goes to events.ndjson, and a
  * supervisor's own errors to supervisor.log through its stderr. */
 #include "runtime/supervisor_int.h"
+#include "runtime/workspace.h"
+#include "runtime/ws_live.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -339,6 +341,20 @@ static int load_config(sup_t *s, kbox_error_t *err)
 		s->id.uid = geteuid();
 		s->id.gid = getegid();
 	}
+	/* a host workspace is recorded as live first, then looked through
+	 * for state directories once more: one made there since kbox run
+	 * looked is found now, one made after is refused (ws_live.h) */
+	if (ws && s->sbo.ws_check) {
+		char real[PATH_MAX];
+		struct stat st;
+		if ((s->live_ws = kr_live_ws_hold(
+		             ws, &(struct stat){.st_dev = s->sbo.ws_dev, .st_ino = s->sbo.ws_ino},
+		             s->live_ws_file, err)) < 0 ||
+		    ws_host_dir(ws, real, &st, err) < 0)
+			return -1;
+		/* (one swapped in under its name since kbox run checked it is
+		 * refused where the sandbox binds it, by device and inode) */
+	}
 	return 0;
 }
 
@@ -409,6 +425,9 @@ static void shutdown_session(sup_t *s)
 	sup_jobs_stop(s);
 	sup_answer_pending(s, KR_CTL_ERR_STOPPED, s->stop_cause);
 	sup_kernel_end(s, true);
+	/* the sandbox is gone: its workspace is no longer live, before the
+	 * stop is answered (kbox run returns on that answer) */
+	kr_live_ws_release(&s->live_ws, s->live_ws_file);
 	kbox_capture_destroy(&s->between);
 	sup_write_file(s->dir, "last-stop", s->stop_cause);
 	sup_log_flush(s, true); /* what was held is counted before the end */
@@ -498,7 +517,7 @@ int kr_supervisor_run(const char *dir, int ready_fd, unsigned flags)
 	int status = 0;
 
 	s.dir = dir;
-	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = s.uid_hold = -1;
+	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = s.uid_hold = s.live_ws = -1;
 	s.outputs_wd = s.sockets_wd = -1;
 	s.ready_fd = ready_fd;
 	s.new_notice = flags & KR_SUP_NEW_NOTICE;
@@ -579,6 +598,7 @@ out:
 		kr_cgroup_destroy(&s.cg);
 	}
 	kx_close(&s.uid_hold); /* the sandbox has gone: its uid may go too */
+	kr_live_ws_release(&s.live_ws, s.live_ws_file);
 	kbox_loop_destroy(&s.loop);
 	kbox_kspec_destroy(&s.spec);
 	free(s.env);

@@ -689,6 +689,28 @@ static int dir_refused(const char *dir, char *why, size_t size)
 	return state_refuses(dir, why, size);
 }
 
+bool ws_fd_within(int fd, const struct stat *dir)
+{
+	char link[64], path[PATH_MAX];
+	ssize_t n;
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && st.st_dev == dir->st_dev && st.st_ino == dir->st_ino)
+		return true;
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	if ((n = readlink(link, path, sizeof path - 1)) <= 0 || path[0] != '/')
+		return true; /* cannot be told: as if it were */
+	path[n] = '\0';
+	for (;;) {
+		char *slash = strrchr(path, '/');
+		*(slash == path ? slash + 1 : slash) = '\0';
+		if (stat(path, &st) == 0 && st.st_dev == dir->st_dev && st.st_ino == dir->st_ino)
+			return true;
+		if (strcmp(path, "/") == 0)
+			return false;
+	}
+}
+
 int ws_host_dir(const char *path, char *out, struct stat *st_out, kbox_error_t *err)
 {
 	struct stat st;

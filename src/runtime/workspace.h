@@ -137,4 +137,9 @@ int ws_put(const char *session_dir, int in, const char *host, const char *dest, 
  * refused: why, and the code can change everything in its workspace". */
 int ws_host_dir(const char *path, char *out, struct stat *st, kbox_error_t *err);
 
+/* Whether the directory open at FD is the directory of device and inode
+ * DIR (a workspace's, ws_host_dir's *ST) or lies inside it, however it
+ * was reached (links, bind mounts: by device and inode, from / down). */
+bool ws_fd_within(int fd, const struct stat *dir);
+
 #endif

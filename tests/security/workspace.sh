@@ -367,4 +367,122 @@ check row24_a_workspace_swapped_after_it_was_checked_is_refused eval '[ "$rc" = 
 	grep -qF "the workspace $T/swapped is no longer the directory that was checked (it was replaced under its name): refusing it" stderr'
 kbox stop -s sw
 
+# The outputs directory (images, the whole text of what was cut) is kept
+# for the caller out of the code's reach: with --workspace ., the new one
+# goes to $TMPDIR instead of the current directory, and says so; -o in the
+# workspace is refused, however spelt; and the directory is held open for
+# the run, so renaming it and making another of its name (the code could,
+# were it in reach) does not move where the files go.
+fresh
+chmod 711 "$T"
+mkdir proj tmpd
+writable_by_sandboxes proj
+if [ -z "$SKIPPING" ]; then
+	(cd proj && TMPDIR=$T/tmpd timeout -k 5 120 "$KBOX" run --workspace . -c 'print("x" * 100000)' \
+		>../stdout 2>../stderr </dev/null)
+	rc=$?
+fi
+check row44_outputs_of_a_run_in_its_workspace_go_outside_it eval '
+	status_is 0 && [ -z "$(ls -A proj)" ] &&
+	out=$(sed -n "s|^kbox run: the current directory is in the workspace, which the code can change: images and long texts go to \($T/tmpd/kbox-run-[0-9]*-[0-9]*-[A-Za-z0-9]*\)\$|\1|p" stderr) &&
+	[ -n "$out" ] && [ "$(wc -c <"$out/1-stdout.txt")" = 100001 ] &&
+	last_line_is stdout "[files saved in: $out/]"'
+
+fresh
+chmod 711 "$T"
+mkdir -p proj/out proj/sub
+writable_by_sandboxes proj
+ln -s proj plink
+for o in proj/out proj/sub/../out plink/out proj; do
+	kbox run --workspace proj -o "$o" -c 'print(1)'
+	printf '%s %s\n' "$rc" "$(cat stderr)" >>refusals
+done
+check row44_outputs_in_the_workspace_are_refused eval '
+	[ "$(cat refusals)" = "$(for o in proj/out proj/sub/../out plink/out proj; do
+		printf "2 kbox run: --outputs %s: refused: it is in the workspace %s, where the code could read and change the images and texts kept for you; give a directory outside it\n" "$o" "$T/proj"
+	done)" ]'
+
+fresh
+chmod 711 "$T"
+mkdir proj o
+writable_by_sandboxes proj o
+mkfifo -m 666 proj/ready proj/gate
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 120 "$KBOX" run --workspace proj -o o -c 'print("a" * 100000)' -c '
+open("ready", "w").close()
+open("gate").read()
+print("b" * 100000)' >stdout 2>stderr </dev/null &
+	run_pid=$!
+	timeout 120 cat proj/ready
+	mv o o-moved && mkdir o
+	echo go >proj/gate
+	wait "$run_pid"
+	rc=$?
+fi
+check row44_outputs_directory_renamed_during_a_run_keeps_the_files eval '
+	status_is 0 && [ -z "$(ls -A o)" ] &&
+	[ "$(cd o-moved && ls | tr "\n" " ")" = "1-stdout.txt 2-stdout.txt " ]'
+
+# A state directory made in a workspace while its run goes on (KBOX_HOME=
+# W/st kbox exec ...) would hand that sandbox its sessions' keys and
+# sockets: kbox run's supervisor records its workspace where every kbox of
+# the user looks (/tmp/kbox-UID), and a state directory in a recorded one
+# is refused, before anything is made in it.  The code waits on a FIFO
+# while the other kbox runs; the record goes with the run.
+fresh
+chmod 711 "$T"
+mkdir proj
+writable_by_sandboxes proj
+mkfifo -m 666 proj/ready proj/gate
+LIVE=/tmp/kbox-$(id -u)
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 120 "$KBOX" run --workspace proj -c '
+open("ready", "w").close()
+print(open("gate").read().strip())' >run.out 2>run.err </dev/null &
+	run_pid=$!
+	timeout 120 cat proj/ready
+	grep -lx "$T/proj" "$LIVE"/ws-* >records 2>/dev/null
+	rec_pid=$(sed -n 's/^[0-9]* [0-9]* \([0-9]*\)$/\1/p' "$(head -n 1 records)")
+	KBOX_HOME=$T/proj/st timeout -k 5 120 "$KBOX" exec -s victim 'print(1)' >stdout 2>stderr
+	rc=$?
+	last_dir=$T last_out=$T/stdout last_err=$T/stderr
+	ls -A proj >in_proj
+	echo released >proj/gate
+	wait "$run_pid"
+	run_rc=$?
+	grep -lx "$T/proj" "$LIVE"/ws-* >records_after 2>/dev/null
+fi
+check row44_a_state_directory_made_in_a_running_workspace_is_refused fails_with 5 \
+	"kbox exec: state directory $T/proj/st is in $T/proj, the workspace of a running sandbox (supervisor pid ${rec_pid-}): its code could reach the sessions' keys and sockets; keep state directories (KBOX_HOME, XDG_RUNTIME_DIR) outside it"
+check row44_a_refused_state_directory_is_not_made eval '
+	[ "$(cat in_proj)" = "$(printf "gate\nready")" ]'
+check row44_a_running_workspace_is_recorded_once eval '
+	[ "$(wc -l <records)" = 1 ] && [ "$(stat -c %a "$LIVE")" = 700 ] &&
+	[ "$(stat -c %u "$LIVE")" = "$(id -u)" ]'
+check row44_the_record_of_a_workspace_goes_with_its_run eval '
+	[ "$run_rc" = 0 ] && [ "$(cat run.out)" = released ] && [ ! -s records_after ] ||
+	{ echo "# run: $run_rc"; sed "s/^/# /" run.out run.err records_after; false; }'
+KBOX_HOME=$T/proj/st kbox exec -s after 'print(2)'
+check row44_a_state_directory_in_a_workspace_whose_run_ended_is_taken eval '
+	status_is 0 && last_line_is stdout 2'
+KBOX_HOME=$T/proj/st kbox stop --all
+
+# A record whose supervisor is gone (its lock free: killed, say) refuses
+# nothing, and the next kbox to see it removes it.
+fresh
+chmod 711 "$T"
+mkdir ws
+writable_by_sandboxes ws
+if [ -z "$SKIPPING" ]; then
+	mkdir -p -m 700 "$LIVE"
+	printf '%s %s 1\n%s\n' "$(stat -c %d ws)" "$(stat -c %i ws)" "$T/ws" >"$LIVE/ws-stale$(token)"
+	grep -lx "$T/ws" "$LIVE"/ws-* >records
+fi
+KBOX_HOME=$T/ws/st kbox exec -s s 'print(3)'
+check row44_a_record_whose_supervisor_is_gone_refuses_nothing eval '
+	status_is 0 && last_line_is stdout 3'
+check row44_a_record_whose_supervisor_is_gone_is_removed eval '
+	[ "$(wc -l <records)" = 1 ] && [ ! -e "$(cat records)" ]'
+KBOX_HOME=$T/ws/st kbox stop --all
+
 tests_done

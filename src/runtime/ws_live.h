@@ -1,0 +1,48 @@
+/* src/runtime/ws_live.h — the host directories that running sandboxes
+ * have as their workspaces (kbox run --workspace), kept where every kbox
+ * of the user finds them whatever its KBOX_HOME, so that no state
+ * directory is made or used in one.
+ *
+ * A sandbox can read and write everything in its workspace.  ws_host_dir
+ * refuses a workspace that holds a state directory when the run begins;
+ * this covers one made there afterwards (KBOX_HOME=W/st kbox exec while
+ * kbox run --workspace W goes on), whose keys and sockets the sandbox
+ * would otherwise reach.
+ *
+ * The record is a directory of the user's, KR_LIVE_DIR_FMT (its uid in
+ * it; /tmp is never a workspace, and this directory must be the user's,
+ * mode 0700, as tmux's socket directory is).  In it a supervisor keeps one
+ * file per host workspace it binds, locked (flock) for as long as it
+ * lives: "DEV INO\nPATH\n".  A file whose lock can be taken belongs to a
+ * supervisor that is gone: it is removed by the next to see it.
+ *
+ * The order closes the race: the supervisor records its workspace, then
+ * looks through it for state directories (ws_host_dir); a state
+ * directory is made, then checked against the record (kr_session_dir).
+ * One of the two always sees the other. */
+#ifndef KR_RUNTIME_WS_LIVE_H
+#define KR_RUNTIME_WS_LIVE_H
+
+#include <sys/stat.h>
+#include <kbox/error.h>
+
+#define KR_LIVE_DIR_FMT "/tmp/kbox-%u"
+
+/* Record the host directory PATH (device and inode in ST) as a live
+ * workspace of this process.  The descriptor that holds the record
+ * (close-on-exec; closing it, or the process ending, releases it), its
+ * path in FILE (PATH_MAX bytes, to unlink when done), or -1 with ERR. */
+int kr_live_ws_hold(const char *path, const struct stat *st, char *file, kbox_error_t *err);
+
+/* Drop the record held on *FD at FILE (kr_live_ws_hold); *FD is -1 after.
+ * Accepts -1. */
+void kr_live_ws_release(int *fd, const char *file);
+
+/* 0 when the state directory HOME (absolute; need not exist yet) lies in
+ * no live workspace; else -1 with ERR (KBOX_E_INVALID): "state directory
+ * HOME is in W, the workspace of a running sandbox (pid P): its code could
+ * reach the sessions' keys and sockets; keep state directories
+ * (KBOX_HOME, XDG_RUNTIME_DIR) outside it".  A record that cannot be read fails closed. */
+int kr_live_ws_refuses(const char *home, kbox_error_t *err);
+
+#endif
