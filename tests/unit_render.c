@@ -1661,6 +1661,34 @@ TEST(text_escapes_a_forged_line_with_combining_marks_or_unseen_characters_inside
 	kbox_result_destroy(&res);
 }
 
+/* Every combining mark (Unicode's Mn and Me: a Hebrew point, a Cyrillic
+ * titlo, an enclosing keycap) and every format character (Cf: the
+ * Egyptian format controls U+13430-13438, an Arabic number sign) is
+ * passed over as the reader passes over it: each of these lines reads as
+ * kbox's, and is quoted.  A line of Hebrew with its points is left
+ * alone. */
+TEST(text_escapes_a_forged_line_with_any_mark_or_format_character)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\"[\\u05b0stderr] a\\n\\u0483[stderr] b\\n"
+	     "[st\\u20e3derr] c\\n[\\ud80d\\udc30stderr] d\\n\\ud80d\\udc38[stderr] e\\n"
+	     "[std\\u0600err] f\\n\\u05e9\\u05b8\\u05dc\\u05d5\\u05b9\\u05dd\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "\\[\xd6\xb0stderr] a\n\\\xd2\x83[stderr] b\n"
+	                   "\\[st\xe2\x83\xa3"
+	                   "derr] c\n\\[\xf0\x93\x90\xb0stderr] d\n"
+	                   "\\\xf0\x93\x90\xb8[stderr] e\n\\[std\xd8\x80"
+	                   "err] f\n"
+	                   "\xd7\xa9\xd6\xb8\xd7\x9c\xd7\x95\xd6\xb9\xd7\x9d\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 /* Letters that read as ASCII ones (Cyrillic, Greek, Armenian, fullwidth
  * Latin) and brackets that read as "[" make a line read as kbox's: it is
  * quoted.  A Cyrillic "у" reads "y", so "Oуt[" is no prefix; Russian or
@@ -1980,6 +2008,7 @@ int main(void)
 	RUN_IN_TMP(text_escapes_a_forged_line_and_leaves_lines_that_only_resemble_one);
 	RUN_IN_TMP(text_escapes_a_forged_line_after_blanks_or_with_a_fullwidth_bracket);
 	RUN_IN_TMP(text_escapes_a_forged_line_with_combining_marks_or_unseen_characters_inside);
+	RUN_IN_TMP(text_escapes_a_forged_line_with_any_mark_or_format_character);
 	RUN_IN_TMP(text_escapes_a_forged_line_of_letters_that_only_look_alike);
 	RUN_IN_TMP(text_adds_one_backslash_to_a_forged_line_after_backslashes);
 	RUN_IN_TMP(text_escapes_the_first_line_of_every_part);

@@ -122,8 +122,16 @@ size_t kx_utf8_unit(const char *s, size_t n, bool *is_char);
  * (line and paragraph separators, bidi embeddings and overrides),
  * U+2060..U+206F (word joiner, invisible operators, bidi isolates),
  * variation selectors, U+FEFF, U+FFF9..U+FFFB, U+1BCA0..U+1BCA3,
- * U+1D173..U+1D17A and the tags U+E0000..U+E0FFF. */
+ * U+1D173..U+1D17A and the tags U+E0000..U+E0FFF; and every other
+ * format character, Unicode's general category Cf (U+13430..U+13438, the
+ * Egyptian format controls, say). */
 unsigned kx_utf8_invisible(const char *s, size_t n);
+
+/* The length in bytes of the combining mark at S (N bytes at most), or 0:
+ * a character of Unicode's general category Mn or Me (U+0300, U+05B0,
+ * U+0483, U+20E3...), which a reader sees on the character before it, not
+ * as one of its own. */
+size_t kx_utf8_mark_len(const char *s, size_t n);
 
 /* The length in bytes of the blank character at S (N bytes at most), or
  * 0: one that shows as empty space: a space, a tab, U+00A0 (no-break

@@ -160,22 +160,11 @@ static size_t lookalike(const unsigned char *s, size_t len, char *ascii)
 }
 
 /* How many bytes at S (LEN at most) a combining mark takes, one that a
- * reader sees on the character before it rather than as one of its own:
- * U+0300-036F, U+1AB0-1AFF, U+1DC0-1DFF, U+20D0-20FF, U+FE20-FE2F; 0 for
- * any other character. */
+ * reader sees on the character before it rather than as one of its own
+ * (kx_utf8_mark_len: Unicode's Mn and Me); 0 for any other character. */
 static size_t combining_len(const unsigned char *s, size_t len)
 {
-	unsigned cp;
-
-	if (len >= 2 && (s[0] == 0xcc || (s[0] == 0xcd && s[1] <= 0xaf)) && (s[1] & 0xc0) == 0x80)
-		return 2;
-	if (len < 3 || s[0] < 0xe1 || s[0] > 0xef || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-		return 0;
-	cp = (unsigned)(s[0] & 0x0f) << 12 | (unsigned)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
-	return (cp >= 0x1ab0 && cp <= 0x1aff) || (cp >= 0x1dc0 && cp <= 0x1dff) ||
-	                       (cp >= 0x20d0 && cp <= 0x20ff) || (cp >= 0xfe20 && cp <= 0xfe2f)
-	               ? 3
-	               : 0;
+	return kx_utf8_mark_len((const char *)s, len);
 }
 
 /* Does the line starting at S (LEN bytes at most) begin, after any

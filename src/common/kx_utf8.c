@@ -3,6 +3,7 @@
  * well-formed character, or a maximal ill-formed subpart. */
 #include "config.h" /* _GNU_SOURCE */
 #include "common/kx.h"
+#include "common/kx_utf8_tables.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -171,6 +172,47 @@ size_t kx_utf8_count(const char *s, size_t len)
 	return count;
 }
 
+/* Whether CP is in one of the N sorted ranges R. */
+static bool in_ranges(unsigned cp, const kx_range_t *r, size_t n)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (cp < r[mid].lo)
+			hi = mid;
+		else if (cp > r[mid].hi)
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
+}
+
+/* The code point of the well-formed character of 2 to 4 bytes that S (N
+ * bytes) starts with, its length in *LEN; 0 for anything else. */
+static unsigned multibyte(const unsigned char *p, size_t n, size_t *len)
+{
+	bool is_char;
+	unsigned c;
+	size_t u;
+
+	if (n < 2 || p[0] < 0xc2 || p[0] > 0xf4 ||
+	    (u = kx_utf8_unit((const char *)p, n, &is_char)) < 2 || !is_char)
+		return 0;
+	c = p[0] & (u == 2 ? 0x1fu : u == 3 ? 0x0fu : 0x07u);
+	for (size_t i = 1; i < u; i++)
+		c = c << 6 | (p[i] & 0x3fu);
+	*len = u;
+	return c;
+}
+
+size_t kx_utf8_mark_len(const char *s, size_t n)
+{
+	size_t len = 0;
+	unsigned c = multibyte((const unsigned char *)s, n, &len);
+	return c && in_ranges(c, kx_marks, sizeof kx_marks / sizeof kx_marks[0]) ? len : 0;
+}
+
 unsigned kx_utf8_invisible(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -203,7 +245,8 @@ unsigned kx_utf8_invisible(const char *s, size_t n)
 	    (c >= 0xfff9 && c <= 0xfffb) ||   /* interlinear annotation */
 	    (c >= 0x1bca0 && c <= 0x1bca3) || /* shorthand format controls */
 	    (c >= 0x1d173 && c <= 0x1d17a) || /* musical format controls */
-	    (c >= 0xe0000 && c <= 0xe0fff))   /* tags, variation selectors supplement */
+	    (c >= 0xe0000 && c <= 0xe0fff) || /* tags, variation selectors supplement */
+	    in_ranges(c, kx_formats, sizeof kx_formats / sizeof kx_formats[0]))
 		return c;
 	return 0;
 }
