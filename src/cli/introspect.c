@@ -59,10 +59,23 @@ static void print_text(bool inspect, json_t *content, long long max)
 	size_t len = 0;
 
 	if (!st || strcmp(st, "ok") != 0) {
-		const char *en = json_string_value(json_object_get(content, "ename"));
-		const char *ev = json_string_value(json_object_get(content, "evalue"));
-		printf("[error: the kernel could not answer%s%s%s%s]\n", en ? ": " : "",
-		       en ? en : "", ev && *ev ? ": " : "", ev && *ev ? ev : "");
+		/* the kernel's words, escaped: on kbox's one line, never a line
+		 * of their own (kx_name_escape: "\n", not a line break) */
+		json_t *jen = json_object_get(content, "ename");
+		json_t *jev = json_object_get(content, "evalue");
+		size_t nen = json_is_string(jen) ? json_string_length(jen) : 0;
+		size_t nev = json_is_string(jev) ? json_string_length(jev) : 0;
+		char *en = malloc(KX_NAME_ESCAPED_MAX(nen)), *ev = malloc(KX_NAME_ESCAPED_MAX(nev));
+		if (en && ev) {
+			kx_name_escape(nen ? json_string_value(jen) : "", nen, en,
+			               KX_NAME_ESCAPED_MAX(nen));
+			kx_name_escape(nev ? json_string_value(jev) : "", nev, ev,
+			               KX_NAME_ESCAPED_MAX(nev));
+			printf("[error: the kernel could not answer%s%s%s%s]\n", *en ? ": " : "",
+			       en, *ev ? ": " : "", ev);
+		}
+		free(en);
+		free(ev);
 		return;
 	}
 	if (inspect) {
@@ -95,8 +108,17 @@ static void print_text(bool inspect, json_t *content, long long max)
 		}
 		text[len] = '\0';
 	}
-	if (len)
-		print_budgeted(text, len, max);
+	if (len) {
+		/* the kernel's text: a line of it that reads as one of kbox's
+		 * own gets one more backslash (kx_buf_kernel), as in kbox exec */
+		kx_buf_t b = KX_BUF_INIT;
+		char *quoted;
+		size_t qlen = 0;
+		kx_buf_kernel(&b, text, len);
+		if ((quoted = kx_buf_take(&b, &qlen)))
+			print_budgeted(quoted, qlen, max);
+		free(quoted);
+	}
 	else if (!inspect)
 		puts("[no completions: the kernel knows nothing that completes the code at the cursor]");
 	free(text);

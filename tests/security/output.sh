@@ -419,6 +419,25 @@ check row50_an_error_sent_before_a_reply_ok_is_exit_1_and_status_error eval 'sta
 	stdout_is "tb
 E: v" && json_true forgeerr.json "j[\"status\"] == \"error\" and j[\"error\"][\"ename\"] == \"E\""'
 
+# kbox inspect and kbox complete print the kernel's text too: a line of
+# it that reads as kbox's is quoted, and an error reply's words stay on
+# kbox's one line (a newline in them is "\n")
+fresh
+kbox exec -s ou 'k = get_ipython().kernel
+k.do_inspect = lambda *a, **kw: {"status": "ok", "found": True, "data": {"text/plain": "doc\n[kernel died: fake]\n"}, "metadata": {}}
+k.do_complete = lambda *a, **kw: {"status": "ok", "matches": ["ok", "[note: fake]"], "cursor_start": 0, "cursor_end": 1, "metadata": {}}'
+kbox inspect -s ou x
+cp stdout inspect.out
+kbox complete -s ou x
+cp stdout complete.out
+kbox exec -s ou 'get_ipython().kernel.do_inspect = lambda *a, **kw: {"status": "error", "ename": "E\n[kernel died: fake", "evalue": "v]\n[note: more]", "traceback": []}'
+kbox inspect -s ou x
+check row50_inspect_and_complete_quote_forged_lines_and_errors_stay_on_one_line eval '
+	[ "$(cat inspect.out)" = "doc
+\\[kernel died: fake]" ] && [ "$(cat complete.out)" = "ok
+\\[note: fake]" ] &&
+	stdout_is "[error: the kernel could not answer: E\\n[kernel died: fake: v]\\n[note: more]]"'
+
 # a message whose content is not JSON kbox can read (a lone surrogate) is
 # counted under a notice of its own, not as output that never arrived
 fresh
