@@ -182,5 +182,28 @@ def t_handles():
 
 check("new_session_gives_handles_one_server_serves_many_conversations", t_handles)
 
+
+def t_handles_bounded():
+    # each a kernel: at most --max-sessions of them (default 4), then an
+    # error result that says so; the connection's own session still works
+    o = Server("--max-sessions", "1")
+    text, r = call(o, "new_session", {})
+    assert r["isError"] is False and text.startswith("session mcp-"), text
+    text, r = call(o, "new_session", {})
+    assert r["isError"] is True and text == (
+        "new_session: this server keeps at most 1 sessions of new_session's at once (each a "
+        "kernel of its own; kbox mcp --max-sessions), and has made them: use one of those, "
+        'or the connection\'s own (leave "session" out)'), text
+    assert len([d for d in os.listdir(os.path.join(HOME, "sessions"))
+                if d.startswith("mcp-")]) >= 1
+    assert o.close(90) == 0
+    o = Server("--max-sessions", "0")
+    text, r = call(o, "new_session", {})
+    assert r["isError"] is True and "at most 0 sessions" in text, text
+    assert o.close(60) == 0
+
+
+check("new_session_makes_at_most_max_sessions", t_handles_bounded)
+
 assert s.close(60) == 0
 plan()

@@ -3,6 +3,8 @@
 #include "cli.h"
 #include "mcp/mcp.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* --images path|inline, into the mcp_images_t at VALUE. */
@@ -17,6 +19,22 @@ static int images_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 		cli_error(cmd, "invalid --images \"%s\": expected path or inline", arg);
 		return EXIT_USAGE;
 	}
+	return EXIT_OK;
+}
+
+/* --max-sessions N: 0 to MCP_SESSIONS_MAX, into the long long at VALUE. */
+static int max_sessions_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	char *end;
+	long long n;
+	errno = 0;
+	n = strtoll(arg, &end, 10);
+	if (errno || end == arg || *end || n < 0 || n > MCP_SESSIONS_MAX) {
+		cli_error(cmd, "invalid --max-sessions \"%s\": expected a number from 0 to %d", arg,
+		          MCP_SESSIONS_MAX);
+		return EXIT_USAGE;
+	}
+	*(long long *)opt->value = n;
 	return EXIT_OK;
 }
 
@@ -46,6 +64,9 @@ int cmd_mcp(int argc, char **argv)
 	                't', "timeout", "DURATION", cli_opt_duration, &o.timeout_ms,
 	                "interrupt a run_python call after DURATION when the call gives no "
 	                "timeout (default: 0, no limit)"),
+	        CLI_OPT_CALLBACK(0, "max-sessions", "N", max_sessions_cb, &o.max_sessions,
+	                         "let new_session make at most N sessions, each a kernel of its "
+	                         "own, 0 to 64 (default: 4)"),
 	        CLI_OPT_END};
 	int status;
 

@@ -23,12 +23,18 @@ typedef struct {
 	const char *session; /* -s NAME (borrowed), or NULL: a session of the connection's own */
 	mcp_images_t images; /* --images */
 	cli_structured_t structured; /* --structured */
-	long long timeout_ms; /* -t: a run_python call's time limit when it gives none; 0: none */
-	long long soft_ms;    /* --soft-timeout: when a call is answered early; 0: never */
+	long long timeout_ms;   /* -t: a run_python call's time limit when it gives none; 0: none */
+	long long soft_ms;      /* --soft-timeout: when a call is answered early; 0: never */
+	long long max_sessions; /* --max-sessions: new_session's at once, 0..MCP_SESSIONS_MAX */
 } mcp_options_t;
-#define MCP_OPTIONS_INIT                                                           \
-	{                                                                          \
-		NULL, MCP_IMAGES_PATH, CLI_STRUCTURED_NONE, 0, MCP_SOFT_DEFAULT_MS \
+/* new_session's sessions at once: by default, and the most -- each is a
+ * kernel of its own, some 100 MiB or more */
+#define MCP_SESSIONS_DEFAULT 4
+#define MCP_SESSIONS_MAX 64
+#define MCP_OPTIONS_INIT                                                            \
+	{                                                                           \
+		NULL, MCP_IMAGES_PATH, CLI_STRUCTURED_NONE, 0, MCP_SOFT_DEFAULT_MS, \
+		        MCP_SESSIONS_DEFAULT                                        \
 	}
 
 /* Serve one client on standard input and output until standard input ends

@@ -91,8 +91,8 @@ typedef struct mcp_sess {
 	mcp_wait_t wait; /* a wait_python for its code answered early */
 } mcp_sess_t;
 
-/* At most this many sessions made by new_session at once. */
-#define MCP_HANDLES_MAX 64
+/* Room for the sessions new_session makes (--max-sessions, at most). */
+#define MCP_HANDLES_MAX MCP_SESSIONS_MAX
 
 /* The server's state: one client, its sessions. */
 typedef struct mcp {
@@ -103,7 +103,8 @@ typedef struct mcp {
 	mcp_sess_t main;                      /* without a handle */
 	mcp_sess_t *handles[MCP_HANDLES_MAX]; /* new_session's */
 	size_t n_handles;
-	mcp_sess_t *sess; /* the session of the request, or the call, being handled */
+	size_t max_handles; /* --max-sessions */
+	mcp_sess_t *sess;   /* the session of the request, or the call, being handled */
 	mcp_images_t images;
 	cli_structured_t structured; /* what run_python's results carry as structuredContent */
 	long long timeout_ms;        /* a call's default: 0, none */

@@ -446,7 +446,8 @@ int mcp_serve(const mcp_options_t *o)
 	mcp_t m = {.images = o->images,
 	           .structured = o->structured,
 	           .timeout_ms = o->timeout_ms,
-	           .soft_ms = o->soft_ms};
+	           .soft_ms = o->soft_ms,
+	           .max_handles = (size_t)o->max_sessions};
 	struct sigaction sa;
 	int status;
 

@@ -64,11 +64,13 @@ json_t *mcp_new_session(mcp_t *m)
 	char why[1024];
 	mcp_sess_t *s;
 
-	if (m->n_handles == MCP_HANDLES_MAX)
-		return mcp_text_result(true,
-		                       "new_session: this server has made %d sessions, the most it "
-		                       "keeps at once",
-		                       MCP_HANDLES_MAX);
+	if (m->n_handles >= m->max_handles || m->n_handles >= MCP_HANDLES_MAX)
+		return mcp_text_result(
+		        true,
+		        "new_session: this server keeps at most %zu sessions of new_session's at "
+		        "once (each a kernel of its own; kbox mcp --max-sessions), and has made "
+		        "them: use one of those, or the connection's own (leave \"session\" out)",
+		        m->max_handles);
 	if (getrandom(r, sizeof r, 0) != sizeof r || !(s = calloc(1, sizeof *s)))
 		return mcp_text_result(true, "new_session: no random bytes or memory for a handle");
 	snprintf(s->name, sizeof s->name, "mcp-");
