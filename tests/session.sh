@@ -880,6 +880,55 @@ check interrupted_exec_exits_3_and_says_interrupted eval '[ "$(cat bg.rc)" = 3 ]
 kbox exec -s ex 'print(w)'
 check exec_after_interrupt_keeps_state eval 'status_is 0 && stdout_is 3'
 
+# Ctrl-C (SIGINT) or SIGTERM to kbox exec interrupts the code, as kbox
+# interrupt does, and the result is printed as it comes (in the format
+# asked); a second one ends kbox exec as the signal does
+setup_for sigint_to_exec_interrupts_the_code_and_prints_the_result \
+	sigterm_to_exec_prints_the_interrupted_result_as_json \
+	a_second_sigint_ends_exec_as_the_signal_does
+fresh
+have_session ex
+if [ -z "$SKIPPING" ]; then
+	for sig in INT TERM; do
+		rm -f "$S/ex/workspace/started"
+		fmt=text
+		[ "$sig" = INT ] || fmt=json
+		timeout -k 5 90 "$KBOX" exec -s ex --format "$fmt" 'import time
+open("started", "w").close()
+while True: time.sleep(0.05)' >"sig$sig.out" 2>"sig$sig.err" &
+		BG_PIDS=$!
+		wait_for test -e "$S/ex/workspace/started"
+		kill -"$sig" "$BG_PIDS"
+		wait "$BG_PIDS"
+		echo $? >"sig$sig.rc"
+		BG_PIDS=
+	done
+	rm -f "$S/ex/workspace/started"
+	timeout -k 5 90 "$KBOX" exec -s ex 'import signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+open("started", "w").close()
+while True: time.sleep(0.05)' >sig2.out 2>sig2.err &
+	BG_PIDS=$!
+	wait_for test -e "$S/ex/workspace/started"
+	kill -INT "$BG_PIDS"
+	kill -INT "$BG_PIDS"
+	wait "$BG_PIDS"
+	echo $? >sig2.rc
+	BG_PIDS=
+fi
+check sigint_to_exec_interrupts_the_code_and_prints_the_result eval '
+	[ "$(cat sigINT.rc)" = 3 ] && [ ! -s sigINT.err ] &&
+	[ "$(head -n 1 sigINT.out)" = "KeyboardInterrupt: interrupted by SIGINT to kbox exec at Cell In [1], line 3: while True: time.sleep(0.05)" ] &&
+	[ "$(tail -n 1 sigINT.out)" = "[interrupted by SIGINT to kbox exec; state is kept]" ]'
+check sigterm_to_exec_prints_the_interrupted_result_as_json eval '
+	[ "$(cat sigTERM.rc)" = 3 ] && [ ! -s sigTERM.err ] &&
+	"$PY" -c "import json, sys; j = json.load(open(sys.argv[1]))
+assert j[\"status\"] == \"interrupted\" and j[\"reason\"] == \"interrupted by SIGTERM to kbox exec\", j
+assert j[\"error\"][\"ename\"] == \"KeyboardInterrupt\", j" sigTERM.out'
+check a_second_sigint_ends_exec_as_the_signal_does eval '
+	[ "$(cat sig2.rc)" = 130 ] && [ ! -s sig2.out ]'
+kbox stop -s ex
+
 setup_for stop_says_stopped \
 	stop_of_stopped_session_exits_0_and_says_it_is_not_running \
 	stop_of_a_session_that_does_not_exist_exits_0_and_says_so \

@@ -369,10 +369,13 @@ typedef struct {
  * the request; the started line's notice and earlier output and the
  * events are printed as they come (text-live, ndjson), then the result as
  * REQ->format says; R is filled.  Waiting for a turn, timeouts, deaths:
- * all the supervisor's.  CMD names the command for messages.  Returns
+ * all the supervisor's.  A SIGINT or SIGTERM while it waits interrupts
+ * the code (the interrupt op, on the session in DIR) and the result is
+ * printed as it comes; a second one ends the process as the signal
+ * would have.  CMD names the command for messages.  Returns
  * R->status. */
-int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *req, int outputs_fd,
-                cli_exec_result_t *r);
+int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
+                const kr_ctl_exec_t *req, int outputs_fd, cli_exec_result_t *r);
 
 /* ---- the run-code tool (src/cli/cmd_tool_schema.c) ---- */
 

@@ -11,6 +11,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -154,9 +155,89 @@ static void exec_print_reply(const char *cmd, const char *name, const kr_ctl_exe
 	         json_string_value(json_object_get(m, "reason")) ?: "");
 }
 
-int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *req, int outputs_fd,
-                cli_exec_result_t *r)
+/* The first SIGINT or SIGTERM that came while the code ran; the actions
+ * they had before. */
+static volatile sig_atomic_t stop_signal;
+static struct sigaction stop_old[2];
+static const int stop_sigs[2] = {SIGINT, SIGTERM};
+
+/* The first: noted, for stop_hook.  A second: what it would have done
+ * (the action before, by default the end of the process). */
+static void on_stop_signal(int sig)
 {
+	if (!stop_signal) {
+		stop_signal = sig;
+		return;
+	}
+	sigaction(sig, &stop_old[sig == SIGINT ? 0 : 1], NULL);
+	raise(sig); /* delivered as this handler returns */
+}
+
+/* What stop_hook needs: the session's directory and the command. */
+typedef struct {
+	const char *cmd, *dir;
+	bool sent;
+} stop_ctx_t;
+
+/* Before each wait for the supervisor: after a SIGINT or SIGTERM, the
+ * interrupt, once (kbox interrupt's op, on a connection of its own). */
+static void stop_hook(void *arg)
+{
+	stop_ctx_t *c = arg;
+	kbox_error_t err = {0};
+	char cause[64];
+	json_t *r;
+	if (!stop_signal || c->sent)
+		return;
+	c->sent = true;
+	snprintf(cause, sizeof cause, "%s to kbox %s", stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+	         c->cmd);
+	if (!(r = kr_ctl_call(c->dir, KR_CTL_OP_INTERRUPT, json_pack("{s:s}", "cause", cause),
+	                      10000, &err)))
+		cli_error(c->cmd, "%s: cannot interrupt the code: %s",
+		          stop_signal == SIGINT ? "SIGINT" : "SIGTERM", err.msg);
+	json_decref(r);
+}
+
+/* Have SIGINT and SIGTERM (those not ignored) interrupt the code while
+ * the supervisor is waited for (stop_hook); *SAVED the mask to restore. */
+static void stop_signals_on(stop_ctx_t *c, sigset_t *saved)
+{
+	sigset_t block, wait;
+	sigemptyset(&block);
+	stop_signal = 0;
+	for (size_t i = 0; i < 2; i++) {
+		struct sigaction sa = {0};
+		sigaction(stop_sigs[i], NULL, &stop_old[i]);
+		if (stop_old[i].sa_handler == SIG_IGN)
+			continue;
+		sa.sa_handler = on_stop_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(stop_sigs[i], &sa, NULL);
+		sigaddset(&block, stop_sigs[i]);
+	}
+	sigprocmask(SIG_BLOCK, &block, saved);
+	wait = *saved;
+	for (size_t i = 0; i < 2; i++)
+		sigdelset(&wait, stop_sigs[i]);
+	kr_ctl_wait_signals(&wait, stop_hook, c);
+}
+
+/* The end of stop_signals_on: plain waits, the actions and mask before. */
+static void stop_signals_off(const sigset_t *saved)
+{
+	kr_ctl_wait_signals(NULL, NULL, NULL);
+	for (size_t i = 0; i < 2; i++)
+		if (stop_old[i].sa_handler != SIG_IGN)
+			sigaction(stop_sigs[i], &stop_old[i], NULL);
+	sigprocmask(SIG_SETMASK, saved, NULL);
+}
+
+int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
+                const kr_ctl_exec_t *req, int outputs_fd, cli_exec_result_t *r)
+{
+	stop_ctx_t stop = {cmd, dir, false};
+	sigset_t saved;
 	kbox_error_t err = {0};
 	json_t *m = NULL;
 	double t0 = now_s();
@@ -177,7 +258,9 @@ int cli_exec_on(const char *cmd, int fd, const char *name, const kr_ctl_exec_t *
 		r->status = EXIT_USAGE;
 		return r->status;
 	}
+	stop_signals_on(&stop, &saved);
 	end = kr_ctl_execute(fd, req, dfd, on_exec_event, (void *)req, &m, &err);
+	stop_signals_off(&saved);
 	if (dfd >= 0)
 		close(dfd);
 	if (end == KR_CTL_EXEC_REPLY)
@@ -397,7 +480,7 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	if ((fd = cli_session_connect("exec", dir, name, no_start, &status)) < 0)
 		goto out;
-	status = cli_exec_on("exec", fd, name, &e, -1, &r);
+	status = cli_exec_on("exec", fd, dir, name, &e, -1, &r);
 out:
 	if (fd >= 0)
 		close(fd);

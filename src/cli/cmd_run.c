@@ -595,7 +595,7 @@ static int run_cells(const run_t *run, int *fd)
 			status = EXIT_UNAVAILABLE;
 			break;
 		}
-		status = cli_exec_on("run", *fd, "run", &e, run->out_fd, &r);
+		status = cli_exec_on("run", *fd, run->rundir, "run", &e, run->out_fd, &r);
 		/* a connection a cell: the supervisor closes one that waits for
 		 * nothing a minute (kbox-protocol(7)), as this one would while
 		 * a slow reader of standard output holds us */

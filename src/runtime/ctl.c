@@ -129,6 +129,23 @@ int kr_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
 	return rc;
 }
 
+/* kr_ctl_wait_signals's. */
+static struct {
+	bool on;
+	sigset_t mask;
+	void (*hook)(void *arg);
+	void *arg;
+} waits;
+
+void kr_ctl_wait_signals(const sigset_t *mask, void (*hook)(void *arg), void *arg)
+{
+	waits.on = mask != NULL;
+	if (mask)
+		waits.mask = *mask;
+	waits.hook = mask ? hook : NULL;
+	waits.arg = mask ? arg : NULL;
+}
+
 json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 {
 	char *buf = NULL;
@@ -141,12 +158,17 @@ json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 		char peek[4096], *nl;
 		ssize_t n;
 		struct pollfd p = {fd, POLLIN, 0};
+		struct timespec ts;
 		int wait = -1;
 		if (deadline) {
 			long long left = deadline - kx_now_ms();
 			wait = left > 0 ? (int)left : 0;
 		}
-		if (poll(&p, 1, wait) < 0) {
+		ts.tv_sec = wait / 1000;
+		ts.tv_nsec = (long)(wait % 1000) * 1000000L;
+		if (waits.hook)
+			waits.hook(waits.arg);
+		if (ppoll(&p, 1, wait < 0 ? NULL : &ts, waits.on ? &waits.mask : NULL) < 0) {
 			if (errno == EINTR)
 				continue;
 			kbox_error_set_sys(err, "control socket: poll");

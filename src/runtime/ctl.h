@@ -7,6 +7,7 @@
 #define KR_RUNTIME_CTL_H
 
 #include <stdbool.h>
+#include <signal.h>
 #include <jansson.h>
 #include <kbox/error.h>
 #include "runtime/protocol.h"
@@ -38,6 +39,13 @@ json_t *kr_ctl_refusal(int fd);
  * KBOX_E_TIMEOUT, KBOX_E_DEAD at end of file, KBOX_E_PROTOCOL for a line
  * that is not a JSON object. */
 json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err);
+
+/* While a front end waits on kr_ctl_recv with signals blocked (SIGINT,
+ * say, to interrupt the code rather than die), the wait lets them in
+ * (ppoll with MASK, the mask to wait with), and HOOK(ARG) runs before
+ * each wait: after a signal came, it acts on what the handler noted.
+ * MASK NULL: plain waits again.  Process-wide, not thread-safe. */
+void kr_ctl_wait_signals(const sigset_t *mask, void (*hook)(void *arg), void *arg);
 
 /* Connect, send {"op": OP, …ARGS (taken, may be NULL)}, read the reply,
  * close.  The reply (new), or NULL with ERR; a reply {"ok": false,

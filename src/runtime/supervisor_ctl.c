@@ -382,14 +382,16 @@ static void op_interrupt(sup_t *s, conn_t *c, json_t *req)
 	kbox_error_t err = {0};
 	json_t *content;
 	interrupt_ask_t *ask;
-	(void)req;
 	if (!s->ready) {
 		sup_reply_error(c, "interrupt", KR_CTL_ERR_STATE,
 		                "the kernel is starting: nothing to interrupt");
 		return;
 	}
-	if (s->running && s->running->op == KR_CTL_OP_EXECUTE)
+	if (s->running && s->running->op == KR_CTL_OP_EXECUTE) {
 		s->running->interrupt_asked = true;
+		client_cause(s->running->interrupt_by, sizeof s->running->interrupt_by,
+		             json_string_value(json_object_get(req, "cause")), "kbox interrupt");
+	}
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL) {
 		if (kr_sandbox_signal(s->sb, SIGINT, &err) < 0)
 			sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s",

@@ -94,9 +94,10 @@ struct job {
 	int outputs_fd;     /* the request's "outputs" directory, opened, or -1 */
 	char *earlier_text; /* output printed between executions, rendered */
 	json_t *earlier_json;
-	bool abandoned;       /* its client went away while it ran */
-	bool interrupt_asked; /* a client asked for an interrupt while it ran */
-	bool input_refused;   /* the code asked for input and none was given */
+	bool abandoned;                          /* its client went away while it ran */
+	bool interrupt_asked;                    /* a client asked for an interrupt while it ran */
+	char interrupt_by[KR_CTL_CAUSE_MAX + 1]; /* who: its "cause", or "kbox interrupt" */
+	bool input_refused;                      /* the code asked for input and none was given */
 	/* its own variables ("env"): set by a silent execution before it,
 	 * restored by another after it */
 	int env_phase; /* 0 none; 1 setting them; 2 set, the code runs; 3 restoring */

@@ -357,22 +357,26 @@ static void result_explain(job_t *j, kbox_result_t *res)
 			snprintf(line, sizeof line,
 			         "KeyboardInterrupt: interrupted when it timed out%s", place);
 		} else {
-			snprintf(line, sizeof line,
-			         "KeyboardInterrupt: interrupted by kbox interrupt%s", place);
-			kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED,
-			                       "interrupted by kbox interrupt");
+			char why[KR_CTL_CAUSE_MAX + 32];
+			snprintf(line, sizeof line, "KeyboardInterrupt: interrupted by %s%s",
+			         j->interrupt_by, place);
+			snprintf(why, sizeof why, "interrupted by %s", j->interrupt_by);
+			kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED, why);
 		}
 		kbox_result_set_error_text(res, line);
 	} else if (j->interrupt_asked && st == KBOX_EXEC_ERROR && !kbox_result_has_error(res)) {
 		/* kbox sent the interrupt, and the kernel's traceback machinery
 		 * failed to say so (IPython's "Unexpected exception formatting
 		 * exception": an error reply, no error output): it is said */
-		kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED, "interrupted by kbox interrupt");
+		char why[KR_CTL_CAUSE_MAX + 32];
+		snprintf(why, sizeof why, "interrupted by %s", j->interrupt_by);
+		kbox_result_set_status(res, KBOX_EXEC_INTERRUPTED, why);
 	} else if (j->interrupt_asked && st == KBOX_EXEC_OK) {
-		kbox_result_add_notice(res,
-		                       "kbox interrupt was sent while it ran, and the code went on "
-		                       "to the end",
-		                       false);
+		char note[KR_CTL_CAUSE_MAX + 80];
+		snprintf(note, sizeof note,
+		         "%s was sent while it ran, and the code went on to the end",
+		         j->interrupt_by);
+		kbox_result_add_notice(res, note, false);
 	} else if (error_is(res, "EOFError") && j->e.has_inputs && j->x &&
 	           kbox_exec_inputs_answered(j->x) > j->e.n_inputs) {
 		snprintf(line, sizeof line,
