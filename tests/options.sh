@@ -295,6 +295,9 @@ check get_with_the_session_as_first_operand_gets_the_s_hint fails_with 2 \
 kbox put sales data.csv
 check put_with_the_session_as_first_operand_gets_the_s_hint fails_with 2 \
 	'kbox put: "sales" is a session: did you mean kbox put -s sales data.csv?'
+kbox exec sales
+check exec_with_a_sessions_name_as_its_code_gets_the_s_hint fails_with 2 \
+	'kbox exec: "sales" is a session: did you mean kbox exec -s sales CODE?'
 rmdir "$S/sales"
 kbox ps
 check another_tools_command_names_ours fails_with 2 \
@@ -302,6 +305,25 @@ check another_tools_command_names_ours fails_with 2 \
 kbox statsu
 check a_misspelt_command_names_the_nearest fails_with 2 \
 	'kbox: unknown command "statsu": did you mean "kbox status"? (see kbox --help)'
+kbox stauts
+check two_swapped_letters_are_one_edit fails_with 2 \
+	'kbox: unknown command "stauts": did you mean "kbox status"? (see kbox --help)'
+# options a command does not have, that another has: what to do instead
+kbox run -s x -c 1
+check run_s_says_run_has_no_session fails_with 2 \
+	'kbox run: unknown option -s: kbox run has no session: it starts a kernel of its own and stops it at the end; to run a file in a session, kbox exec -s NAME -f FILE'
+kbox run -f a.py
+check run_f_says_files_are_operands fails_with 2 \
+	'kbox run: unknown option -f: kbox run takes its files as they are: kbox run FILE...'
+kbox ls -s x
+check ls_s_points_at_status fails_with 2 \
+	'kbox ls: unknown option -s: kbox ls lists every session; kbox status -s NAME shows one'
+kbox logs -n 5
+check logs_n_points_at_tail fails_with 2 \
+	'kbox logs: unknown option -n: kbox logs prints every event it keeps (kbox logs -s NAME | tail -n N)'
+kbox -v
+check dash_v_points_at_version fails_with 2 \
+	'kbox: unknown option -v: kbox --version prints the version'
 kbox frobnicate
 check a_command_near_none_gets_no_guess fails_with 2 \
 	'kbox: unknown command "frobnicate" (see kbox --help)'

@@ -411,6 +411,12 @@ int cmd_exec(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	/* kbox exec sales, with a session "sales" and no -s: the session, not
+	 * code (-s default sales evaluates the name there) */
+	if (!file && !name && !getenv("KBOX_SESSION") && cli_operand_is_session(argv[0])) {
+		status = cli_session_operand_hint("exec", argv[0], "CODE");
+		goto out;
+	}
 	if ((status = read_code(file ? file : argv[0], file != NULL, &code)) != EXIT_OK)
 		goto out;
 	for (size_t i = 0; i < inputs.n; i++)

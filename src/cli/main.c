@@ -107,29 +107,31 @@ const cli_cmd_t *cli_find(const char *name)
 	return NULL;
 }
 
-/* The edit distance of A and B (at most 32 bytes each; longer: a lot). */
+/* The edit distance of A and B, two letters swapped counting as one edit
+ * (optimal string alignment: "stauts" is one from "status", two from
+ * "start"); at most 32 bytes each, longer: a lot. */
 static size_t distance(const char *a, const char *b)
 {
-	size_t na = strlen(a), nb = strlen(b), row[33];
+	size_t na = strlen(a), nb = strlen(b), d[33][33];
 	if (na > 32 || nb > 32)
 		return 99;
+	for (size_t i = 0; i <= na; i++)
+		d[i][0] = i;
 	for (size_t j = 0; j <= nb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= na; i++) {
-		size_t diag = row[0], up;
-		row[0] = i;
+		d[0][j] = j;
+	for (size_t i = 1; i <= na; i++)
 		for (size_t j = 1; j <= nb; j++) {
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			up = row[j];
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
+			size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
 		}
-	}
-	return row[nb];
+	return d[na][nb];
 }
 
 /* The command someone who typed NAME most likely meant: another tool's
@@ -640,7 +642,10 @@ int main(int argc, char **argv)
 	cmd = cli_find(argv[1]);
 	if (!cmd) {
 		const char *near = nearest_command(argv[1]);
-		if (near)
+		if (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "-V") == 0)
+			cli_error(NULL, "unknown option %s: kbox --version prints the version",
+			          argv[1]);
+		else if (near)
 			cli_error(
 			        NULL,
 			        "unknown command \"%s\": did you mean \"kbox %s\"? (see kbox --help)",

@@ -98,6 +98,27 @@ static bool is_start_option(const char *as_given, size_t len)
 	return false;
 }
 
+/* Options other tools (or other kbox commands) have, that a newcomer
+ * gives a command without them: what to do instead. */
+static const struct {
+	const char *cmd, *opt, *hint;
+} elsewhere[] = {
+        {"run", "-s",
+         "kbox run has no session: it starts a kernel of its own and stops it at the end; to "
+         "run a file in a session, kbox exec -s NAME -f FILE"},
+        {"run", "--session",
+         "kbox run has no session: it starts a kernel of its own and stops it at the end; to "
+         "run a file in a session, kbox exec -s NAME -f FILE"},
+        {"run", "-f", "kbox run takes its files as they are: kbox run FILE..."},
+        {"run", "--file", "kbox run takes its files as they are: kbox run FILE..."},
+        {"ls", "-s", "kbox ls lists every session; kbox status -s NAME shows one"},
+        {"ls", "--session", "kbox ls lists every session; kbox status -s NAME shows one"},
+        {"logs", "-n", "kbox logs prints every event it keeps (kbox logs -s NAME | tail -n N)"},
+        {"logs", "--lines",
+         "kbox logs prints every event it keeps (kbox logs -s NAME | tail -n N)"},
+        {"logs", "--tail", "kbox logs prints every event it keeps (kbox logs -s NAME | tail -n N)"},
+};
+
 /* The one line of a bad option, named as given (LEN bytes of AS_GIVEN):
  * EXIT_USAGE.  WHOLE, when not NULL, is the whole argument it began:
  * code that begins with '-', when it looks like code, gets the hint of
@@ -125,9 +146,18 @@ static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t l
 			        "unknown option %.*s: a session's settings are kbox start's (kbox "
 			        "start -s NAME %.*s ..., then kbox %s -s NAME)",
 			        l, as_given, l, as_given, cmd);
-		else
+		else {
+			for (size_t i = 0; i < sizeof elsewhere / sizeof *elsewhere; i++)
+				if (strcmp(cmd, elsewhere[i].cmd) == 0 &&
+				    strlen(elsewhere[i].opt) == len &&
+				    strncmp(elsewhere[i].opt, as_given, len) == 0) {
+					cli_error(cmd, "unknown option %.*s: %s", l, as_given,
+					          elsewhere[i].hint);
+					return EXIT_USAGE;
+				}
 			cli_error(cmd, "unknown option %.*s (see kbox %s --help)", l, as_given,
 			          cmd);
+		}
 		break;
 	case NEEDS_ARGUMENT:
 		cli_error(cmd, "option %.*s needs an argument (see kbox %s --help)", l, as_given,
