@@ -394,6 +394,41 @@ for mode in 755 777 750; do
 	check "state_dir_mode_${mode}_after_chmod_700_is_taken" eval '[ "$rc" = 0 ] && [ ! -s stderr ] &&
 		[ "$(head -n 1 stdout | tr -s " ")" = "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS" ]'
 done
+# one that cannot be written: kbox doctor fails it, saying why, and kbox
+# mcp refuses to start (not an error at every call); as an ordinary user,
+# mode 500 (its advice makes no directory in it), and a state directory
+# to be made where nothing can be; under root, a read-only mount
+fresh
+mkdir -m 700 home
+if [ "$(id -u)" = 0 ]; then
+	mount --bind home home && mount -o remount,bind,ro home &&
+		nowrite="state directory $T/home cannot be written: Read-only file system; give KBOX_HOME a directory that can be (KBOX_HOME=\$(mktemp -d)), or leave it unset for the default"
+	KBOX_HOME=$T/home kbox doctor
+	cp stdout doctor.out
+	echo "$rc" >doctor.rc
+	KBOX_HOME=$T/home kbox mcp
+	umount home
+else
+	chmod 500 home
+	nowrite="state directory $T/home/st cannot be made: $T/home cannot be written: Permission denied; give KBOX_HOME a directory that can be (KBOX_HOME=\$(mktemp -d)), or leave it unset for the default"
+	KBOX_HOME=$T/home/st kbox doctor
+	cp stdout doctor.out
+	echo "$rc" >doctor.rc
+	KBOX_HOME=$T/home/st kbox mcp
+fi
+check doctor_fails_a_state_directory_it_cannot_write eval '[ "$(cat doctor.rc)" = 5 ] &&
+	grep -qxF "fail  state directory  $nowrite" doctor.out'
+check mcp_refuses_to_start_in_a_state_directory_it_cannot_write fails_with 5 "kbox mcp: $nowrite"
+if [ "$(id -u)" != 0 ]; then
+	chmod 500 home
+	KBOX_HOME=$T/home kbox exec 1
+	check state_dir_mode_500_gets_advice_that_can_work fails_with 5 \
+		"kbox exec: directory $T/home is not rwx for its owner (mode 500, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)"
+else
+	skip state_dir_mode_500_gets_advice_that_can_work "root may make a directory in a directory of mode 500"
+fi
+chmod 700 home
+
 # a long path in a message is shortened where it comes first, the reason
 # stands out, and kept whole in the fix, to be copied
 fresh

@@ -203,9 +203,10 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 		check(r, "identity", "ok", buf, NULL);
 		/* the state directory: private, as every command wants it */
 		if ((home = kr_state_home(&err))) {
-			if (kr_session_check_home(home, &err) < 0) {
+			if (kr_session_check_home_usable(home, &err) < 0) {
 				check(r, "state directory", "fail", err.msg,
-				      "every command refuses a state directory open to others");
+				      "kbox refuses a state directory open to others, and cannot "
+				      "make sessions in one it cannot write");
 				r->state_bad = true;
 			} else {
 				snprintf(buf, sizeof buf, "%s: private to you", home);
@@ -272,9 +273,10 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 		while (probe && stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) &&
 		       slash != probe)
 			*slash = '\0';
-		if (kr_session_check_home(home, &err) < 0) {
+		if (kr_session_check_home_usable(home, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,
-			      "every command refuses a state directory open to others");
+			      "kbox refuses a state directory open to others, and cannot make "
+			      "sessions in one it cannot write");
 			r->state_bad = true;
 		} else if (probe && kr_sandbox_reachable(&any, probe, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,

@@ -453,6 +453,18 @@ int mcp_serve(const mcp_options_t *o)
 
 	if ((status = mcp_session_name(&m, o->session)) != EXIT_OK)
 		return status;
+	/* a state directory no session can be made in is said now, once, not
+	 * as the error of every call the client makes */
+	{
+		kbox_error_t err = {0};
+		char *home = kr_state_home(&err);
+		if (!home || kr_session_check_home_usable(home, &err) < 0) {
+			cli_error(MCP_CMD, "%s", err.msg);
+			free(home);
+			return EXIT_UNAVAILABLE;
+		}
+		free(home);
+	}
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_stop_signal; /* no SA_RESTART: poll returns */
 	sigemptyset(&sa.sa_mask);

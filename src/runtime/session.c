@@ -214,9 +214,10 @@ static int home_advice(const char *home, kbox_error_t *err)
 	    !(chmod_at = strstr(err->msg, ": chmod ")))
 		return -1;
 	*chmod_at = '\0';
-	if (stat(home, &st) == 0 && (st.st_mode & S_IWOTH))
+	if (stat(home, &st) == 0 && ((st.st_mode & S_IWOTH) || access(home, W_OK) < 0))
 		/* anyone may make a name in it (/tmp, say): one of theirs could
-		 * be there first, so a new directory of a name no one knows */
+		 * be there first, so a new directory of a name no one knows; and
+		 * one we cannot write has no room for a directory of ours */
 		snprintf(chmod_at, sizeof err->msg - (size_t)(chmod_at - err->msg),
 		         "; kbox did not make it, and changing it could harm what else uses it: "
 		         "give KBOX_HOME a private directory of its own (KBOX_HOME=$(mktemp -d), "
@@ -253,6 +254,35 @@ int kr_session_check_home(const char *home, kbox_error_t *err)
 		return home_advice(home, err);
 	}
 	return 0;
+}
+
+int kr_session_check_home_usable(const char *home, kbox_error_t *err)
+{
+	char near[PATH_MAX];
+	struct stat st;
+
+	if (kr_session_check_home(home, err) < 0)
+		return -1;
+	snprintf(near, sizeof near, "%s", home);
+	while (stat(near, &st) < 0) {
+		char *slash = strrchr(near, '/');
+		if (errno != ENOENT || !slash)
+			return kbox_error_set_sys(err, "state directory %s", near);
+		*(slash == near ? slash + 1 : slash) = '\0';
+	}
+	if (access(near, W_OK | X_OK) == 0)
+		return 0;
+	if (strcmp(near, home) == 0)
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "state directory %s cannot be written: %s; give KBOX_HOME a directory that "
+		        "can be (KBOX_HOME=$(mktemp -d)), or leave it unset for the default",
+		        home, strerror(errno));
+	return kbox_error_set(err, KBOX_E_INVALID,
+	                      "state directory %s cannot be made: %s cannot be written: %s; give "
+	                      "KBOX_HOME a directory that can be (KBOX_HOME=$(mktemp -d)), or "
+	                      "leave it unset for the default",
+	                      home, near, strerror(errno));
 }
 
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)

@@ -138,6 +138,13 @@ int kr_session_share(const char *dir, const kr_sandbox_id_t *id, kbox_error_t *e
  * with ERR saying the chmod that fixes it. */
 int kr_session_check_home(const char *home, kbox_error_t *err);
 
+/* kr_session_check_home, and sessions can be made in HOME: it can be
+ * written, or, when it does not exist yet, made (its nearest directory
+ * that exists can be written).  0, or -1 with ERR saying why and what to
+ * do ("state directory H cannot be written: Read-only file system; give
+ * KBOX_HOME a directory that can be"). */
+int kr_session_check_home_usable(const char *home, kbox_error_t *err);
+
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err);
 
 /* Names of the sessions under HOME (sorted, malloc'd array of malloc'd
