@@ -112,6 +112,10 @@ check kbox_base_url_not_http_is_refused fails_with 2 \
 	'kbox agent: invalid KBOX_BASE_URL "file:///etc/passwd": expected an http:// or https:// URL, such as https://api.openai.com/v1'
 kbox agent q
 check no_model_is_one_usage_error fails_with 2 'kbox agent: no model: give --model MODEL, or set KBOX_MODEL'
+# the hosted default without a key: refused before anything is sent
+OPENAI_API_KEY= KBOX_API_KEY= KBOX_BASE_URL= kbox agent -m m q
+check no_key_for_the_default_url_is_refused_before_anything_is_sent fails_with 2 \
+	'kbox agent: no API key for https://api.openai.com/v1: set KBOX_API_KEY or OPENAI_API_KEY, or give --base-url (or KBOX_BASE_URL) for a server that needs none'
 mkdir a b
 echo 1 >a/x.csv
 echo 2 >b/x.csv

@@ -237,6 +237,16 @@ static int setup(run_t *r, const char *operand)
 		return status;
 	if ((status = agent_take_key(&r->a)) != EXIT_OK)
 		return status;
+	/* the hosted default wants a key: without one, nothing is sent */
+	if (!r->a.key && !r->o->base_url &&
+	    !(getenv("KBOX_BASE_URL") && *getenv("KBOX_BASE_URL"))) {
+		cli_error(
+		        AGENT_CMD,
+		        "no API key for %s: set KBOX_API_KEY or OPENAI_API_KEY, or give --base-url "
+		        "(or KBOX_BASE_URL) for a server that needs none",
+		        AGENT_DEFAULT_BASE_URL);
+		return EXIT_USAGE;
+	}
 	r->a.tty = isatty(STDERR_FILENO);
 	if ((status = open_session(r)) != EXIT_OK)
 		return status;
