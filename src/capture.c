@@ -593,6 +593,7 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	size_t len, outlen = 0;
 	unsigned char *bytes = NULL;
 	kbox_image_t img = {NULL, NULL, -1, -1, 0, display, NULL};
+	unsigned char hash[32];
 	char name[256];
 	json_t *ref;
 
@@ -623,10 +624,29 @@ static json_t *save_image(kbox_capture_t *self, const char *mime, const char *ex
 	 * opening the file shows it and runs nothing */
 	if (strcmp(ext, "svg") == 0 && outlen <= KBOX_CAPTURE_MAX_IMAGE_BYTES && self->outputs_dir)
 		img.saved_as_text = kbox__svg_active((const char *)bytes, outlen);
-	self->image_seq++;
-	snprintf(name, sizeof name, "%s%d-%d.%s%s", self->prefix, self->count < 0 ? 0 : self->count,
-	         self->image_seq, ext, img.saved_as_text ? ".txt" : "");
-	img.path = image_write(self, name, mime, bytes, outlen);
+	/* the same bytes written before in this execution (a figure that is
+	 * the value and then shown by the inline backend): that file */
+	crypto_generichash(hash, sizeof hash, bytes, outlen, NULL, 0);
+	for (size_t i = 0; i < self->n_written && !img.path; i++)
+		if (memcmp(self->written[i].hash, hash, sizeof hash) == 0 &&
+		    !(img.path = strdup(self->written[i].path)))
+			self->oom = true;
+	if (!img.path) {
+		self->image_seq++;
+		snprintf(name, sizeof name, "%s%d-%d.%s%s", self->prefix,
+		         self->count < 0 ? 0 : self->count, self->image_seq, ext,
+		         img.saved_as_text ? ".txt" : "");
+		img.path = image_write(self, name, mime, bytes, outlen);
+		if (img.path) {
+			struct written_image *w = kx_grow(self->written, &self->cap_written,
+			                                  self->n_written, sizeof *w);
+			if (w && (w[self->n_written].path = strdup(img.path))) {
+				self->written = w;
+				memcpy(w[self->n_written++].hash, hash, sizeof hash);
+			} else if (w)
+				self->written = w;
+		}
+	}
 	if (!img.path)
 		img.saved_as_text = NULL; /* nothing was saved, as text or otherwise */
 	if (b64)
@@ -1045,6 +1065,9 @@ void kbox_capture_destroy(kbox_capture_t **self_p)
 		free((char *)self->images[i].mime);
 	}
 	free(self->images);
+	for (size_t i = 0; i < self->n_written; i++)
+		free(self->written[i].path);
+	free(self->written);
 	for (size_t i = 0; i < self->n_notices; i++)
 		free(self->notices[i]);
 	free(self->notices);

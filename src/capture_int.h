@@ -92,6 +92,13 @@ struct kbox_capture {
 	/* images: array of kbox_image_t, strings owned */
 	kbox_image_t *images;
 	size_t n_images, cap_images;
+	/* the image files written in this execution, by a hash of their
+	 * bytes: the same image again is not written again */
+	struct written_image {
+		unsigned char hash[32];
+		char *path;
+	} * written;
+	size_t n_written, cap_written;
 	/* error */
 	bool has_error;
 	char *ename, *evalue; /* NUL bytes and all: the lengths say where they end */

@@ -395,6 +395,19 @@ static void not_saved(kx_buf_t *b, const char *mime, long long bytes)
 	free(shown);
 }
 
+/* Whether an image before the I-th of R has PATH: the same image shown
+ * twice (a figure as the last expression, and again by the inline
+ * backend) is one file, said once. */
+static bool image_said(const kbox_result_t *r, size_t i, const char *path)
+{
+	for (size_t j = 0; path && j < i; j++) {
+		const kbox_image_t *e = kbox_result_image(r, j);
+		if (e && e->path && strcmp(e->path, path) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* One line per image of display DISPLAY (-1: of the value): saved with
  * its path and size, saved as text (an SVG with active content) and why,
  * or not saved. */
@@ -405,7 +418,7 @@ static void text_images(kx_buf_t *b, const kbox_result_t *r, int display)
 
 	for (i = 0; i < n; i++) {
 		img = kbox_result_image(r, i);
-		if (!img || img->display != display)
+		if (!img || img->display != display || image_said(r, i, img->path))
 			continue;
 		if (!img->path)
 			not_saved(b, img->mime ? img->mime : "image", (long long)img->bytes);

@@ -934,6 +934,18 @@ check run_in_a_directory_it_cannot_write_saves_its_files_in_tmpdir eval 'status_
 	last_line_is stdout "[files saved in: $(pwd -P)/$d/]"'
 setup_for
 
+# A figure that is the cell's value is shown twice by IPython (the value,
+# then the inline backend's display): one file, said once
+setup_for a_figure_as_the_value_is_one_file_said_once
+fresh
+needs kernel pandas
+kbox run -o . -c 'import matplotlib.pyplot as plt
+plt.plot([1, 2, 3])
+plt.gcf()'
+check a_figure_as_the_value_is_one_file_said_once eval 'status_is 0 && image_saved &&
+	[ "$(ls ./*.png)" = ./1-1.png ] && has_line stdout "Out[1]: <Figure size 640x480 with 1 Axes>"'
+setup_for
+
 # ---- LeakSanitizer's check, in an AddressSanitizer build ----
 
 # KBOX_LEAK_CHECK=long-lived (lib.sh exports it there) skips the check of

@@ -2056,19 +2056,51 @@ static char *png_b64(unsigned w, unsigned h)
 TEST(only_the_last_execute_result_image_stays)
 {
 	run_t *r;
-	char *b = png_b64(4, 3);
 	REQUIRE(run_start(&r, 0, 0) == 0);
-	REQUIRE(b != NULL);
 	for (int i = 1; i <= 3; i++) {
-		json_t *c = json_pack("{s:i, s:{s:s, s:s}, s:{}}", "execution_count", 3, "data",
-		                      "image/png", b, "text/plain", "<Figure>", "metadata");
+		char *b = png_b64(4 + i, 3); /* three images, not one thrice */
+		json_t *c = b ? json_pack("{s:i, s:{s:s, s:s}, s:{}}", "execution_count", 3, "data",
+		                          "image/png", b, "text/plain", "<Figure>", "metadata")
+		              : NULL;
 		run_feed(r, c ? fixture_msg_new("execute_result", c, NULL) : NULL);
 		json_decref(c);
+		free(b);
 	}
-	free(b);
 	REQUIRE(run_finish(r));
 	CHECK_INT_EQ(kbox_result_image_count(r->res), 1);
 	CHECK_CONTAINS(kbox_result_image(r->res, 0)->path, "3-3.png");
+	CHECK_INT_EQ(kbox_result_image(r->res, 0)->width, 7);
+}
+
+/* The same image twice in one execution (a figure that is the value, then
+ * the inline backend's display of it) is one file: both refer to it, and
+ * the text says it once. */
+TEST(the_same_image_twice_is_one_file_said_once)
+{
+	run_t *r;
+	char *b = png_b64(4, 3), *text;
+	json_t *c;
+	kbox_result_t *res;
+	REQUIRE(run_start(&r, 0, 0) == 0);
+	REQUIRE(b != NULL);
+	c = json_pack("{s:i, s:{s:s, s:s}, s:{}}", "execution_count", 2, "data", "image/png", b,
+	              "text/plain", "<Figure>", "metadata");
+	run_feed(r, c ? fixture_msg_new("execute_result", c, NULL) : NULL);
+	json_decref(c);
+	c = json_pack("{s:{s:s, s:s}, s:{}}", "data", "image/png", b, "text/plain", "<Figure>",
+	              "metadata");
+	run_feed(r, c ? fixture_msg_new("display_data", c, NULL) : NULL);
+	json_decref(c);
+	free(b);
+	REQUIRE((res = run_finish(r)));
+	REQUIRE(kbox_result_image_count(res) == 2);
+	CHECK_STR_EQ(kbox_result_image(res, 0)->path, kbox_result_image(res, 1)->path);
+	CHECK_CONTAINS(kbox_result_image(res, 0)->path, "2-1.png");
+	text = kbox_render_text(res);
+	REQUIRE(text != NULL);
+	CHECK(strstr(text, "[image saved: ") &&
+	      !strstr(strstr(text, "[image saved: ") + 1, "[image saved: "));
+	free(text);
 }
 
 TEST(multi_line_error_value_shows_only_its_first_line_in_text)
@@ -2436,6 +2468,7 @@ int main(void)
 	RUN_TEST(kept_mime_values_stop_at_8_mib_per_capture);
 	RUN_TEST(unsupported_image_type_is_a_reference_not_base64);
 	RUN_TEST(only_the_last_execute_result_image_stays);
+	RUN_TEST(the_same_image_twice_is_one_file_said_once);
 	RUN_TEST(multi_line_error_value_shows_only_its_first_line_in_text);
 	RUN_TEST(long_prefix_is_refused);
 	RUN_TEST(long_error_name_is_cut_on_a_character_boundary);
