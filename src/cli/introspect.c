@@ -118,8 +118,7 @@ static void print_text(bool inspect, json_t *content, long long max)
 		if ((quoted = kx_buf_take(&b, &qlen)))
 			print_budgeted(quoted, qlen, max);
 		free(quoted);
-	}
-	else if (!inspect)
+	} else if (!inspect)
 		puts("[no completions: the kernel knows nothing that completes the code at the cursor]");
 	free(text);
 }
