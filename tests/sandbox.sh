@@ -194,6 +194,21 @@ print(a.sum(), df.groupby("g").v.sum().to_dict(), round(scipy.stats.norm.cdf(1.9
 check numpy_pandas_scipy_matplotlib_run_in_the_sandbox eval 'status_is 0 &&
 	stdout_is "21.0 {'"'"'x'"'"': 4, '"'"'y'"'"': 2} 0.975 5.0 True"'
 
+# a full /tmp: the cell that filled it says so, and no later cell gets an
+# error that is not its own (IPython's history is in memory, not a file
+# that a full disk fails)
+kbox exec -s lim 'try:
+    with open("/tmp/fill", "wb") as f:
+        while True: f.write(b"x" * 65536)
+except OSError as e:
+    print(e.strerror)'
+cp stdout fill.out
+kbox exec -s lim 'h = 6 * 7'
+cp stdout after1.out
+kbox exec -s lim 'print(h); import os; os.remove("/tmp/fill")'
+check a_full_tmp_shows_no_error_in_a_later_cell eval 'status_is 0 && stdout_is 42 &&
+	[ "$(cat fill.out)" = "No space left on device" ] && [ ! -s after1.out ]'
+
 # --cpus 0.5: two processes that each burn 0.5 s of CPU need at least 2 s of
 # wall time under the limit (0.5 s without it). A loaded machine only makes
 # the wall time longer, so the bound holds whatever else runs beside it.

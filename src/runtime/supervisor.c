@@ -242,7 +242,10 @@ static const char *const workspace_last[] = {
         "--IPKernelApp.ignore_cwd=True",
         "--IPKernelApp.exec_lines=__import__('sys').path[:] = "
         "[p for p in __import__('sys').path if p != ''] + ['']",
-        NULL};
+        /* IPython's input history in memory (In, Out and %history work):
+         * one in a SQLite file fails when the sandbox's disk is full, and
+         * its thread's error lands in whatever cell prints next */
+        "--HistoryManager.hist_file=:memory:", NULL};
 
 static int load_config(sup_t *s, kbox_error_t *err)
 {
