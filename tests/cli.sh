@@ -449,7 +449,11 @@ else
 fi
 KBOX_HOME=$h kbox ls
 check state_dir_of_another_user_says_whose_and_what_to_do eval '[ "$rc" = 5 ] &&
-	[ "$(cat stderr)" = "kbox ls: directory $h is uid $owner'"'"'s, not yours (uid $(id -u)): run kbox as its owner, or use a directory of your own" ]'
+	if [ "$owner" = 0 ]; then
+		[ "$(cat stderr)" = "kbox ls: directory $h is root'"'"'s, not yours (uid $(id -u)): use a directory of your own" ]
+	else
+		[ "$(cat stderr)" = "kbox ls: directory $h is uid $owner'"'"'s, not yours (uid $(id -u)): run kbox as its owner, or use a directory of your own" ]
+	fi'
 
 # one kbox made (marked), opened since: the chmod
 fresh

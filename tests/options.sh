@@ -277,6 +277,13 @@ check help_in_a_cluster_prints_the_help eval '[ "$rc" = 0 ] && cmp -s stdout hel
 kbox ls --json extra
 check operand_of_a_command_without_operands_is_refused fails_as_json_with 2 usage \
 	'kbox ls: unexpected argument "extra" (see kbox ls --help)'
+# a bad option before the format that asks for JSON: JSON all the same
+kbox ls --bogus --format json
+check a_bad_option_before_format_json_is_json_too fails_as_json_with 2 usage \
+	'kbox ls: unknown option --bogus (see kbox ls --help)'
+kbox exec -t x -j 1
+check a_bad_value_before_dash_j_is_json_too fails_as_json_with 2 usage \
+	'kbox exec: invalid --timeout "x": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h'
 
 # docker's and jupyter's habits get a hint: the session as an operand, a
 # command another tool has, a near miss, code that begins with '-'

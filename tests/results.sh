@@ -287,7 +287,7 @@ fresh
 kbox exec -s r 'name = input("Name? ")'
 check input_without_i_is_one_line_saying_how_to_give_it eval 'status_is 1 &&
 	stdout_is "StdinNotImplementedError: input() is not available here: put the values in the code" &&
-	stderr_is "kbox exec: the code asked for input: give each line with -i LINE or --input-file FILE"'
+	stderr_is "kbox exec: the code asked for input: besides putting the values in the code, you may give it lines with -i LINE or --input-file FILE"'
 
 # in JSON, the result alone says it (the hint is for a person at a terminal)
 fresh

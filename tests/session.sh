@@ -948,7 +948,7 @@ check stop_of_a_session_that_does_not_exist_exits_0_and_says_so eval 'status_is 
 check stop_of_a_session_that_does_not_exist_makes_nothing test ! -e "$S/never-made"
 kbox interrupt -s ex
 check interrupt_of_stopped_session_exits_5 fails_with 5 \
-	"kbox interrupt: session ex is not running (start it with kbox start -s ex)"
+	"kbox interrupt: session ex is not running: it runs no code to interrupt"
 kbox restart -s ex
 check restart_of_stopped_session_exits_5 fails_with 5 \
 	"kbox restart: session ex is not running (start it with kbox start -s ex)"
@@ -1650,6 +1650,19 @@ check static_kbox_exec_maps_only_libc_and_libm eval \
 	 grep -qx "libc.so.6" libs'
 setup_for
 SKIPPING=
+
+# A first start that fails (a kernel that exits at once) in a state
+# directory it made leaves nothing: not the session, not the directory;
+# one that was there before stays
+fresh
+mkdir -p jp/kernels/bad && mkdir -m 700 had
+printf '{"argv": ["/bin/false", "{connection_file}"], "display_name": "bad", "language": "python"}\n' >jp/kernels/bad/kernel.json
+JUPYTER_PATH=$T/jp KBOX_HOME=$T/made/st timeout -k 5 60 "$KBOX" start -s x -k bad --backend none >stdout 2>stderr
+rc=$?
+JUPYTER_PATH=$T/jp KBOX_HOME=$T/had timeout -k 5 60 "$KBOX" start -s x -k bad --backend none >/dev/null 2>&1
+check a_failed_first_start_leaves_no_state_directory_it_made eval 'status_is 5 &&
+	last_line_is stderr "kbox start: session x: the kernel exited with status 1 before it was ready" &&
+	[ -d made ] && [ ! -e made/st ] && [ -d had ] && [ -z "$(ls had/sessions)" ]'
 
 # Without its supervisor program, kbox start says where it looked.
 fresh

@@ -146,8 +146,8 @@ static void exec_print_reply(const char *cmd, const char *name, const kr_ctl_exe
 	 * person may rather give the lines */
 	if (is_text(req->format) && json_is_true(json_object_get(m, "input_refused")))
 		fprintf(stderr,
-		        "kbox %s: the code asked for input: give each line with -i LINE or "
-		        "--input-file FILE\n",
+		        "kbox %s: the code asked for input: besides putting the values in the "
+		        "code, you may give it lines with -i LINE or --input-file FILE\n",
 		        cmd);
 	r->status = exit_of(json_string_value(json_object_get(m, "status")));
 	r->inputs_used = (size_t)json_integer_value(json_object_get(m, "inputs_used"));

@@ -269,6 +269,31 @@ static int help(const char *cmd, const cli_option_t *opts)
 	return -1;
 }
 
+/* The format the command line asks for, taken before anything is parsed,
+ * so that an error before it (kbox ls --bogus --format json) is JSON
+ * too: --format json or ndjson, --json, -j (the command's own options of
+ * those names), up to "--". */
+static void error_format_first(const cli_option_t *opts, int argc, char **argv)
+{
+	const cli_option_t *f = find_long(opts, "format", 6), *j = find_long(opts, "json", 4);
+	if (f && strcmp(f->long_name, "format") != 0)
+		f = NULL;
+	if (j && strcmp(j->long_name, "json") != 0)
+		j = NULL;
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		const char *a = argv[i], *v = NULL;
+		if (f && strncmp(a, "--format", 8) == 0 && (a[8] == '=' || a[8] == '\0'))
+			v = a[8] == '=' ? a + 9 : i + 1 < argc ? argv[i + 1] : NULL;
+		else if (j && (strcmp(a, "--json") == 0 ||
+		               (j->short_name == 'j' && strcmp(a, "-j") == 0)))
+			v = "json";
+		if (v && strcmp(v, "json") == 0)
+			cli_set_error_format(FMT_JSON);
+		else if (v && strcmp(v, "ndjson") == 0)
+			cli_set_error_format(FMT_NDJSON);
+	}
+}
+
 int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char **argv, int *status)
 {
 	const cli_option_t *operands = find_operands(opts), *o;
@@ -276,6 +301,7 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
 	int n = 0;
 
 	*status = EXIT_OK;
+	error_format_first(opts, argc, argv);
 	for (int i = 1; i < argc && *status == EXIT_OK; i++) {
 		char *a = argv[i];
 		if (options_end || a[0] != '-' || a[1] == '\0') { /* an operand; "-" too */

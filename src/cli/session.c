@@ -451,8 +451,10 @@ void cli_session_forget(const char *dir)
 	}
 	/* the configuration this start saved goes too, but only when nothing
 	 * else is there (no supervisor ran: no log to read) */
-	if (!(d = opendir(dir)))
+	if (!(d = opendir(dir))) {
+		kr_session_home_forget(); /* (gone already: discarded) */
 		return;
+	}
 	while (only_config && (e = readdir(d)))
 		only_config = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
 		              strcmp(e->d_name, "session.json") == 0;
@@ -461,7 +463,8 @@ void cli_session_forget(const char *dir)
 		snprintf(path, sizeof path, "%s/session.json", dir);
 		unlink(path);
 	}
-	rmdir(dir); /* only when empty: nothing else is ever removed */
+	rmdir(dir);               /* only when empty: nothing else is ever removed */
+	kr_session_home_forget(); /* and the state directory, if this made it */
 }
 
 int cli_check_backend(const char *cmd, const kr_session_config_t *config, bool warn)
@@ -525,8 +528,12 @@ char *cli_running_session(const char *cmd, const char *name, int *status)
 	if (!(dir = cli_session_dir(cmd, name, false, status)))
 		return NULL;
 	if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING) {
-		cli_error(cmd, "session %s is not running (start it with kbox start -s %s)", name,
-		          name);
+		if (strcmp(cmd, "interrupt") == 0) /* starting it is no help */
+			cli_error(cmd, "session %s is not running: it runs no code to interrupt",
+			          name);
+		else
+			cli_error(cmd, "session %s is not running (start it with kbox start -s %s)",
+			          name, name);
 		*status = EXIT_UNAVAILABLE;
 		free(dir);
 		return NULL;

@@ -21,6 +21,13 @@ int kx_private_dir(const char *dir, char *why, size_t size)
 		kx_msgf(why, size, "%s is not a directory", dir);
 		return 1;
 	}
+	if (st.st_uid != geteuid() && st.st_uid == 0) {
+		/* running kbox as root is no advice to give */
+		kx_msgf(why, size,
+		        "directory %s is root's, not yours (uid %u): use a directory of your own",
+		        dir, (unsigned)geteuid());
+		return 1;
+	}
 	if (st.st_uid != geteuid()) {
 		kx_msgf(why, size,
 		        "directory %s is uid %u's, not yours (uid %u): run kbox as its owner, or "

@@ -285,10 +285,41 @@ int kr_session_check_home_usable(const char *home, kbox_error_t *err)
 	                      home, near, strerror(errno));
 }
 
+/* The state directory this process made (kr_session_dir), until a
+ * session is made in it: kr_session_home_forget takes it back. */
+static char made_home[PATH_MAX];
+
+void kr_session_home_forget(void)
+{
+	char p[PATH_MAX + 32];
+	struct dirent *e;
+	bool only_mark = true;
+	DIR *d;
+
+	if (!made_home[0])
+		return;
+	snprintf(p, sizeof p, "%s/sessions", made_home);
+	if (rmdir(p) < 0 && errno != ENOENT)
+		return; /* a session is there (another kbox's, since) */
+	if (!(d = opendir(made_home)))
+		return;
+	while (only_mark && (e = readdir(d)))
+		only_mark = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		            strcmp(e->d_name, KR_STATE_MARK) == 0;
+	closedir(d);
+	if (only_mark) {
+		snprintf(p, sizeof p, "%s/%s", made_home, KR_STATE_MARK);
+		unlink(p);
+		rmdir(made_home);
+	}
+	made_home[0] = '\0';
+}
+
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
 {
 	char *dir = NULL, *sub = NULL;
 	struct stat st;
+	bool made = false;
 
 	if (kr_session_check_name(name, err) < 0)
 		return NULL;
@@ -324,11 +355,20 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	/* and it is in no live workspace: checked again once it is marked,
 	 * the order that ws_live.h says closes the race with a sandbox's
 	 * start */
-	if (kr_live_ws_refuses(home, err) < 0 || mkdirs(home, err) < 0 ||
-	    kr_session_check_home(home, err) < 0 || kr_state_mark(home, err) < 0 ||
-	    kr_live_ws_refuses(home, err) < 0 || mkdirs(dir, err) < 0 ||
-	    kbox_check_private_dir(dir, err) < 0)
+	if (kr_live_ws_refuses(home, err) < 0)
 		goto fail;
+	if (stat(home, &st) < 0 && errno == ENOENT && strlen(home) < sizeof made_home)
+		made = true; /* by this call, if the next one makes it */
+	if (mkdirs(home, err) < 0)
+		goto fail;
+	if (made)
+		snprintf(made_home, sizeof made_home, "%s", home);
+	if (kr_session_check_home(home, err) < 0 || kr_state_mark(home, err) < 0 ||
+	    kr_live_ws_refuses(home, err) < 0 || mkdirs(dir, err) < 0 ||
+	    kbox_check_private_dir(dir, err) < 0) {
+		kr_session_home_forget();
+		goto fail;
+	}
 	{
 		static const char *const subs[] = {"run", "workspace", "outputs"};
 		for (size_t i = 0; i < 3; i++) {
@@ -751,6 +791,8 @@ int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err)
 	kr_session_uid_release(dir);
 	if (kx_empty_dir(dir) < 0 || rmdir(dir) < 0)
 		rc = kbox_error_set_sys(err, "cannot remove %s", dir);
+	else
+		kr_session_home_forget(); /* a state directory made for it */
 	if (lock >= 0)
 		close(lock);
 	if (start >= 0)

@@ -147,6 +147,12 @@ int kr_session_check_home_usable(const char *home, kbox_error_t *err);
 
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err);
 
+/* A state directory that kr_session_dir made in this process for a
+ * session that then failed to start (and was taken back): removed, when
+ * nothing but its mark and an empty sessions directory is in it, so that
+ * a failed first start leaves nothing behind.  Else nothing. */
+void kr_session_home_forget(void);
+
 /* Names of the sessions under HOME (sorted, malloc'd array of malloc'd
  * strings, *N_P of them): every entry of HOME/sessions with a valid
  * session name, whatever its kind (kbox ls shows one that is no session
