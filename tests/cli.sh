@@ -252,7 +252,7 @@ check run_bad_format_says_so_in_one_line one_line_starting stderr "kbox run: inv
 # kernelspec is looked for; a file or standard input is read up to one byte
 # past it.  kbox mcp's and kbox agent's are in mcp_client.py and agent.sh.
 TOO_LONG="the code is 16777216 bytes; at most 16 MiB can run (as a JSON string, in which a control character takes 6 bytes): make it shorter"
-OVER_16="longer than 16 MiB (16777216 bytes), the most a request to a session can hold"
+OVER_16="longer than 16 MiB (16777216 bytes), the most kbox sends the kernel at once"
 fresh
 if selected run_reads_a_cell_of_exactly_16_MiB exec_refuses_code_over_16_MiB_from_a_file \
 	exec_refuses_code_over_16_MiB_on_stdin run_refuses_a_cell_over_16_MiB \

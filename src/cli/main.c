@@ -368,8 +368,8 @@ char *cli_read_code(const char *cmd, const char *path)
 const char *cli_slurp_strerror(int e)
 {
 	return e == EILSEQ  ? "it holds a NUL byte (code is text)"
-	       : e == EFBIG ? "longer than 16 MiB (16777216 bytes), the most a request to a "
-	                      "session can hold"
+	       : e == EFBIG ? "longer than 16 MiB (16777216 bytes), the most kbox sends the "
+	                      "kernel at once"
 	                    : strerror(e);
 }
 
