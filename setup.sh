@@ -10,6 +10,7 @@ set -eu
 PKGS="
 build-essential autoconf automake libtool pkg-config
 libzmq3-dev libczmq-dev libsodium-dev libjansson-dev libseccomp-dev libcurl4-openssl-dev
+libmicrohttpd-dev
 libpgm-dev libnorm-dev libbsd-dev libmd-dev uuid-dev libkrb5-dev libsystemd-dev
 bubblewrap
 clang libclang-rt-14-dev clang-format

@@ -91,4 +91,29 @@ check inspector_forged_line_is_quoted eval '[ "$rc" = 0 ] && json "r[\"content\"
 	inspector --method tools/call --tool-name run_python --tool-arg 'code=1/0'
 check an_error_is_a_tool_result_with_is_error eval '[ "$rc" = 0 ] && json "r[\"isError\"] is True and r[\"structuredContent\"][\"status\"] == \"error\" and \"ZeroDivisionError\" in r[\"content\"][0][\"text\"]"'
 
+# The SDK's own client over its StreamableHTTPClientTransport, against
+# kbox mcp --http on 127.0.0.1: initialize (the session id it keeps),
+# tools/list, two calls that share the conversation's kernel, and
+# terminateSession (DELETE), which stops and removes its session.
+SDK=$INSPECTOR_DIR/node_modules/@modelcontextprotocol/sdk
+fresh
+if selected sdk_http_client_connects_lists_and_runs_in_one_conversation_kernel \
+	sdk_http_client_ending_the_session_removes_it; then
+	token=sdk-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+	KBOX_MCP_TOKEN=$token timeout -k 5 300 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
+	BG_PIDS=$!
+	wait_for grep -q "^kbox mcp: listening on http://127.0.0.1:[0-9]*/mcp$" http.err
+	port=$(sed -n 's|^kbox mcp: listening on http://127.0.0.1:\([0-9]*\)/mcp$|\1|p' http.err)
+	timeout -k 5 120 node "$top_srcdir/tests/mcp_http_sdk.mjs" "$SDK" "http://127.0.0.1:$port/mcp" \
+		"$token" >stdout 2>stderr
+	rc=$?
+	ls "$KBOX_HOME/sessions" 2>/dev/null | grep '^mcp-' >left
+	kill -TERM "$BG_PIDS"
+	wait "$BG_PIDS"
+	BG_PIDS=
+fi
+check sdk_http_client_connects_lists_and_runs_in_one_conversation_kernel eval '[ "$rc" = 0 ] &&
+	json "len(r[\"sessionId\"]) == 32 and r[\"tools\"] == [\"list_files\", \"new_session\", \"read_file\", \"read_image\", \"run_python\", \"wait_python\", \"write_file\"] and r[\"first\"].startswith(\"[note: new session mcp-\") and r[\"second\"] == \"Out[2]: 42\\n\" and r[\"isError\"] is False"'
+check sdk_http_client_ending_the_session_removes_it eval '[ "$rc" = 0 ] && [ ! -s left ]'
+
 tests_done

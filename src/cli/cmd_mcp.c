@@ -4,8 +4,13 @@
 #include "mcp/mcp.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* --images path|inline, into the mcp_images_t at VALUE. */
 static int images_cb(const char *cmd, const cli_option_t *opt, const char *arg)
@@ -38,8 +43,125 @@ static int max_sessions_cb(const char *cmd, const cli_option_t *opt, const char 
 	return EXIT_OK;
 }
 
+#define MCP_HTTP_PROGRAM "kbox-mcp-http"
+#define MCP_TOKEN_ENV "KBOX_MCP_TOKEN"
+#define MCP_TOKEN_MIN 16
+
+/* The bearer token of --http: --token-file's first line, else
+ * $KBOX_MCP_TOKEN, else a new one, printed; into BUF.  EXIT_OK, or an
+ * exit status after one line. */
+static int http_token(const char *file, char *buf, size_t size)
+{
+	const char *env = getenv(MCP_TOKEN_ENV);
+	if (file) {
+		struct stat st;
+		FILE *f = fopen(file, "re");
+		size_t n;
+		if (!f) {
+			cli_error("mcp", "--token-file %s: %s", file, strerror(errno));
+			return EXIT_USAGE;
+		}
+		if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
+			fclose(f);
+			cli_error("mcp",
+			          "--token-file %s: others may read it (mode %03o): chmod 600 %s",
+			          file, (unsigned)(st.st_mode & 0777), file);
+			return EXIT_USAGE;
+		}
+		if (!fgets(buf, (int)size, f))
+			buf[0] = '\0';
+		fclose(f);
+		n = strcspn(buf, "\r\n");
+		buf[n] = '\0';
+	} else if (env && *env) {
+		snprintf(buf, size, "%s", env);
+	} else {
+		unsigned char r[24];
+		if (getrandom(r, sizeof r, 0) != sizeof r) {
+			cli_error("mcp", "no random bytes for a token: %s", strerror(errno));
+			return EXIT_UNAVAILABLE;
+		}
+		for (size_t i = 0; i < sizeof r; i++)
+			snprintf(buf + 2 * i, 3, "%02x", r[i]);
+		fprintf(stderr, "kbox mcp: token: %s\n", buf);
+		fflush(stderr);
+	}
+	if (strlen(buf) < MCP_TOKEN_MIN) {
+		cli_error("mcp", "the token (%s) is shorter than %d characters",
+		          file ? "--token-file's" : MCP_TOKEN_ENV, MCP_TOKEN_MIN);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+/* kbox mcp --http ADDR:PORT: exec kbox-mcp-http, which serves each
+ * conversation with a kbox mcp on standard input and output of its own,
+ * with the options O gave.  Returns only on failure. */
+static int serve_http(const char *listen_at, const char *token_file, const mcp_options_t *o)
+{
+	char prog[PATH_MAX + 64], self[PATH_MAX], token[256], soft[32], tmo[32], maxs[32];
+	const char *argv[24];
+	kbox_error_t err = {0};
+	size_t n = 0;
+	ssize_t len;
+	char *home;
+	int status;
+
+	if ((status = http_token(token_file, token, sizeof token)) != EXIT_OK)
+		return status;
+	if (!(home = kr_state_home(&err)) || kr_session_check_home_usable(home, &err) < 0) {
+		cli_error("mcp", "%s", err.msg);
+		free(home);
+		return EXIT_UNAVAILABLE;
+	}
+	free(home);
+	if (cli_find_program("mcp", MCP_HTTP_PROGRAM, "HTTP server program", prog, sizeof prog) < 0)
+		return EXIT_UNAVAILABLE;
+	if ((len = readlink("/proc/self/exe", self, sizeof self - 1)) <= 0) {
+		cli_error("mcp", "cannot tell where kbox is: %s", strerror(errno));
+		return EXIT_UNAVAILABLE;
+	}
+	self[len] = '\0';
+	snprintf(soft, sizeof soft, "%lldms", o->soft_ms);
+	snprintf(tmo, sizeof tmo, "%lldms", o->timeout_ms);
+	snprintf(maxs, sizeof maxs, "%lld", o->max_sessions);
+	argv[n++] = MCP_HTTP_PROGRAM;
+	argv[n++] = "--listen";
+	argv[n++] = listen_at;
+	argv[n++] = "--kbox";
+	argv[n++] = self;
+	argv[n++] = "--";
+	argv[n++] = "--images";
+	argv[n++] = o->images == MCP_IMAGES_INLINE ? "inline" : "path";
+	argv[n++] = "--structured";
+	argv[n++] = o->structured == CLI_STRUCTURED_FULL   ? "full"
+	            : o->structured == CLI_STRUCTURED_TEXT ? "text"
+	                                                   : "none";
+	argv[n++] = "--soft-timeout";
+	argv[n++] = soft;
+	argv[n++] = "--timeout";
+	argv[n++] = tmo;
+	argv[n++] = "--max-sessions";
+	argv[n++] = maxs;
+	if (o->session) {
+		argv[n++] = "--session";
+		argv[n++] = o->session;
+	}
+	argv[n] = NULL;
+	if (setenv(MCP_TOKEN_ENV, token, 1) < 0) {
+		cli_error("mcp", "setenv: %s", strerror(errno));
+		return EXIT_UNAVAILABLE;
+	}
+	explicit_bzero(token, sizeof token);
+	fflush(NULL);
+	execv(prog, (char *const *)argv);
+	cli_error("mcp", "cannot run %s: %s", prog, strerror(errno));
+	return EXIT_UNAVAILABLE;
+}
+
 int cmd_mcp(int argc, char **argv)
 {
+	const char *http = NULL, *token_file = NULL;
 	mcp_options_t o = MCP_OPTIONS_INIT;
 	cli_option_t opts[] = {
 	        CLI_OPT_STRING(
@@ -67,10 +189,23 @@ int cmd_mcp(int argc, char **argv)
 	        CLI_OPT_CALLBACK(0, "max-sessions", "N", max_sessions_cb, &o.max_sessions,
 	                         "let new_session make at most N sessions, each a kernel of its "
 	                         "own, 0 to 64 (default: 4)"),
+	        CLI_OPT_STRING(0, "http", "ADDR:PORT", &http,
+	                       "serve Streamable HTTP at http://ADDR:PORT/mcp instead of "
+	                       "standard input and output, a session for each conversation "
+	                       "(default: stdio)"),
+	        CLI_OPT_STRING(0, "token-file", "FILE", &token_file,
+	                       "with --http, the bearer token clients must give: FILE's first "
+	                       "line (default: $KBOX_MCP_TOKEN, else a new one, printed)"),
 	        CLI_OPT_END};
 	int status;
 
 	if (cli_parse_no_operands("mcp", opts, argc, argv, &status) < 0)
 		return status;
+	if (token_file && !http) {
+		cli_error("mcp", "--token-file is for --http");
+		return EXIT_USAGE;
+	}
+	if (http)
+		return serve_http(http, token_file, &o);
 	return mcp_serve(&o);
 }

@@ -427,6 +427,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			          name);
 		if (started)
 			*started = true;
+		kr_session_home_keep(); /* a session runs there: it stays */
 	}
 	json_decref(ready);
 out:

@@ -115,6 +115,12 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 		         m->sess->name,
 		         *cli_last_error() ? cli_last_error() : "see kbox's standard error",
 		         m->sess->dir);
+		/* a new session that failed leaves nothing (cli_session_forget):
+		 * the next call makes it anew */
+		if (access(m->sess->dir, F_OK) < 0) {
+			free(m->sess->dir);
+			m->sess->dir = NULL;
+		}
 		return -1;
 	}
 	m->sess->running = true;

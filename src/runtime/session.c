@@ -315,6 +315,11 @@ void kr_session_home_forget(void)
 	made_home[0] = '\0';
 }
 
+void kr_session_home_keep(void)
+{
+	made_home[0] = '\0';
+}
+
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
 {
 	char *dir = NULL, *sub = NULL;

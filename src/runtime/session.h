@@ -153,6 +153,11 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
  * a failed first start leaves nothing behind.  Else nothing. */
 void kr_session_home_forget(void);
 
+/* A session started in the state directory this process made: it stays,
+ * whatever comes of that session (kr_session_home_forget does nothing
+ * after). */
+void kr_session_home_keep(void);
+
 /* Names of the sessions under HOME (sorted, malloc'd array of malloc'd
  * strings, *N_P of them): every entry of HOME/sessions with a valid
  * session name, whatever its kind (kbox ls shows one that is no session

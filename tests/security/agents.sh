@@ -333,4 +333,66 @@ KENV []" && [ "$(cat "$W/run47.rc")" = 0 ] &&
 	[ "$(head -n 1 "$W/run47.out")" = "KENV []" ]'
 DIAG=
 
+# ---- row 53: kbox mcp --http, reachable by anything that can connect ----
+
+# Another local user, a web page through a name it rebinds to 127.0.0.1,
+# or a process that read the environment: no request without the bearer
+# token, none whose Host or Origin is not the server's, and the token in
+# no process's environment (the server wipes it; conversations never get
+# it).
+token53=tok53-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+if [ -z "$SKIPPING" ]; then
+	KBOX_MCP_TOKEN=$token53 timeout -k 5 300 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null \
+		2>"$W/http53.err" &
+	http53=$!
+	BG_PIDS="$BG_PIDS $http53"
+	wait_for grep -q "^kbox mcp: listening on http://127.0.0.1:[0-9]*/mcp$" "$W/http53.err"
+	port53=$(sed -n 's|^kbox mcp: listening on http://127.0.0.1:\([0-9]*\)/mcp$|\1|p' "$W/http53.err")
+	"$PY" - "$port53" "$token53" >"$W/http53.out" 2>&1 <<'PYEOF'
+import json, sys, urllib.request, urllib.error
+port, token = sys.argv[1], sys.argv[2]
+url = f"http://127.0.0.1:{port}/mcp"
+init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "row53", "version": "1"}}}).encode()
+def post(headers):
+    h = {"Content-Type": "application/json", "Accept": "application/json"}
+    h.update(headers)
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, init, h), timeout=60) as r:
+            return r.status, r.headers.get("Mcp-Session-Id")
+    except urllib.error.HTTPError as e:
+        return e.code, None
+ok = "Bearer " + token
+print("none", post({})[0])
+print("wrong", post({"Authorization": "Bearer x" + token[1:]})[0])
+print("host", post({"Authorization": ok, "Host": "attacker.example"})[0])
+print("origin", post({"Authorization": ok, "Origin": "http://attacker.example"})[0])
+st, sid = post({"Authorization": ok})
+print("token", st, bool(sid))
+PYEOF
+	env53=none
+	seen53=0
+	# the server and the conversation's kbox mcp (not timeout, which the
+	# shell gave the token; kbox execs the server in its own place)
+	for p in $(pgrep -f "kbox-mcp-http --listen 127.0.0.1:0") $(pgrep -f "^kbox mcp --images"); do
+		[ -r "/proc/$p/environ" ] && seen53=$((seen53 + 1))
+		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qF "$token53" && env53=$p
+	done
+	kill -TERM "$http53"
+	wait "$http53"
+	echo $? >"$W/http53.rc"
+fi
+DIAG=http53
+check row53_kbox_mcp_http_refuses_requests_without_the_token_or_of_another_host_or_origin \
+	eval '[ "$(cat "$W/http53.out")" = "none 401
+wrong 401
+host 403
+origin 403
+token 200 True" ]'
+check row53_kbox_mcp_http_keeps_its_token_in_no_environment eval '[ "${env53-}" = none ] &&
+	[ "${seen53-0}" -ge 2 ] &&
+	[ "$(cat "$W/http53.rc")" = 0 ]'
+DIAG=
+
 tests_done

@@ -1,0 +1,814 @@
+/* src/mcp_http/mcp_http.c — kbox-mcp-http: kbox mcp's Streamable HTTP
+ * transport (MCP, basic/transports), the only program that links
+ * libmicrohttpd, so that kbox never loads it.
+ *
+ *   kbox-mcp-http --listen ADDR:PORT --kbox KBOX [-- MCP-OPTIONS...]
+ *
+ * kbox mcp --http execs it, with the bearer token in KBOX_MCP_TOKEN.  One
+ * endpoint, /mcp: a POST carries one JSON-RPC message; a request is
+ * answered with one JSON object (application/json), a notification or a
+ * response with 202.  Each conversation (initialize, then the
+ * Mcp-Session-Id it returns) is a `kbox mcp` of its own on standard input
+ * and output, a child of this process, with its own session: the MCP
+ * logic is that one's, this program only carries messages.  A request of
+ * the revision without a handshake and without an Mcp-Session-Id goes to
+ * one shared conversation.  DELETE ends a conversation (its session is
+ * stopped and removed); GET is 405 (no stream from the server).
+ *
+ * Every request needs "Authorization: Bearer TOKEN" (compared in constant
+ * time); a Host that is not this address, or an Origin that is not a page
+ * of it, is refused (DNS rebinding); bodies are at most BODY_MAX bytes,
+ * conversations at most CONV_MAX.  SIGTERM, SIGINT or SIGHUP end every
+ * conversation and the server. */
+#include "config.h"
+#include "common/kx.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROG "kbox mcp"
+#define BODY_MAX (4L * 1024 * 1024)      /* one message from the client */
+#define LINE_MAX_OUT (64L * 1024 * 1024) /* one message from a conversation */
+#define CONV_MAX 16                      /* conversations at once */
+#define PENDING_MAX 64                   /* requests waiting in one conversation */
+#define TOKEN_ENV "KBOX_MCP_TOKEN"
+#define SID_HEADER "Mcp-Session-Id"
+#define VERSION_HEADER "MCP-Protocol-Version"
+
+static const char *const versions[] = {"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26",
+                                       "2024-11-05", "2024-10-07", NULL};
+
+typedef struct conv conv_t;
+
+/* One POST, from its first call of the handler to its response. */
+typedef struct req {
+	struct MHD_Connection *conn;
+	kx_buf_t body;
+	bool too_big, suspended, is_init;
+	conv_t *conv; /* the conversation it waits on (pending), or NULL */
+	char *key;    /* its JSON-RPC id, as compact JSON */
+	char *reply;  /* the response's body, once it came */
+	size_t reply_len;
+	int reply_status;
+	char sid[33];     /* an initialize's: the Mcp-Session-Id of its answer */
+	struct req *next; /* in conv->pending */
+} req_t;
+
+/* A conversation: a kbox mcp child on a pair of pipes. */
+struct conv {
+	char sid[33]; /* its Mcp-Session-Id; "" for the shared one */
+	pid_t pid;
+	int in_fd, out_fd; /* the child's standard input (written), output (read) */
+	kx_buf_t out;      /* what waits to be written to it */
+	size_t out_off;
+	char *rbuf; /* what it wrote, to the last full line */
+	size_t rlen, rcap;
+	req_t *pending;
+	size_t n_pending;
+	req_t *deleting; /* the DELETE that waits for its end */
+	bool closing;    /* its standard input closed: it ends */
+};
+
+static struct {
+	char token_hash[crypto_generichash_BYTES];
+	const char *kbox;
+	char **mcp_args;
+	size_t n_mcp_args;
+	char host[300]; /* this address as a Host header has it, without the port */
+	unsigned port;
+	bool loopback;
+	conv_t *convs[CONV_MAX + 1]; /* + the shared one */
+	struct MHD_Daemon *d;
+} S;
+
+static void say(const char *fmt, ...) KX_PRINTF(1, 2);
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, PROG ": ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- conversations ---- */
+
+static conv_t *conv_find(const char *sid)
+{
+	for (size_t i = 0; i <= CONV_MAX; i++)
+		if (S.convs[i] && strcmp(S.convs[i]->sid, sid) == 0)
+			return S.convs[i];
+	return NULL;
+}
+
+/* A new conversation, SHARED (no Mcp-Session-Id) or not: its kbox mcp
+ * started.  NULL when there is no room or it could not start (said). */
+static conv_t *conv_new(bool shared)
+{
+	int in[2], out[2];
+	size_t slot = CONV_MAX + 1;
+	conv_t *c;
+
+	for (size_t i = shared ? CONV_MAX : 0; i < (shared ? CONV_MAX + 1 : CONV_MAX); i++)
+		if (!S.convs[i]) {
+			slot = i;
+			break;
+		}
+	if (slot > CONV_MAX || !(c = calloc(1, sizeof *c)))
+		return NULL;
+	if (!shared) {
+		unsigned char r[16];
+		if (getrandom(r, sizeof r, 0) != sizeof r) {
+			free(c);
+			return NULL;
+		}
+		for (size_t i = 0; i < sizeof r; i++)
+			snprintf(c->sid + 2 * i, 3, "%02x", r[i]);
+	}
+	if (pipe2(in, O_CLOEXEC) < 0) {
+		free(c);
+		return NULL;
+	}
+	if (pipe2(out, O_CLOEXEC) < 0) {
+		close(in[0]);
+		close(in[1]);
+		free(c);
+		return NULL;
+	}
+	if ((c->pid = fork()) == 0) {
+		char **argv = calloc(S.n_mcp_args + 3, sizeof *argv);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (!argv || dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0)
+			_exit(127);
+		argv[0] = "kbox";
+		argv[1] = "mcp";
+		for (size_t i = 0; i < S.n_mcp_args; i++)
+			argv[2 + i] = S.mcp_args[i];
+		execv(S.kbox, argv);
+		say("cannot run %s: %s", S.kbox, strerror(errno));
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	if (c->pid < 0) {
+		close(in[1]);
+		close(out[0]);
+		free(c);
+		return NULL;
+	}
+	c->in_fd = in[1];
+	c->out_fd = out[0];
+	fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
+	fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
+	S.convs[slot] = c;
+	return c;
+}
+
+/* Queue LEN bytes at LINE and a newline for C's kbox mcp. */
+static int conv_write(conv_t *c, const char *line, size_t len)
+{
+	if (kx_buf_append(&c->out, line, len) < 0 || kx_buf_append(&c->out, "\n", 1) < 0)
+		return -1;
+	return 0;
+}
+
+/* R's response: STATUS and BODY (taken; NULL: none). */
+static void req_answer(req_t *r, int status, char *body, size_t len)
+{
+	r->reply_status = status;
+	r->reply = body ? body : strdup("");
+	r->reply_len = body ? len : 0;
+	if (r->suspended) {
+		r->suspended = false;
+		MHD_resume_connection(r->conn);
+	}
+}
+
+/* A JSON-RPC error response for the request KEY, as a body (new). */
+static char *rpc_error(const char *key, int code, const char *msg, size_t *len)
+{
+	json_t *id = key ? json_loads(key, JSON_DECODE_ANY, NULL) : NULL;
+	json_t *j = json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
+	                      id ? id : json_null(), "error", "code", code, "message", msg);
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	*len = s ? strlen(s) : 0;
+	return s;
+}
+
+/* Take R out of its conversation's pending list. */
+static void req_unlink(req_t *r)
+{
+	conv_t *c = r->conv;
+	if (!c)
+		return;
+	if (c->deleting == r)
+		c->deleting = NULL;
+	for (req_t **p = &c->pending; *p; p = &(*p)->next)
+		if (*p == r) {
+			*p = r->next;
+			c->n_pending--;
+			break;
+		}
+	r->conv = NULL;
+}
+
+/* C's kbox mcp has ended (or must): its requests get an error, its slot
+ * goes; the child is reaped. */
+static void conv_end(conv_t *c, const char *why)
+{
+	while (c->pending) {
+		req_t *r = c->pending;
+		size_t len;
+		char *body = rpc_error(r->key, -32603, why, &len);
+		req_unlink(r);
+		req_answer(r, MHD_HTTP_OK, body, len);
+	}
+	if (c->deleting) {
+		c->deleting->conv = NULL;
+		req_answer(c->deleting, MHD_HTTP_OK, NULL, 0);
+	}
+	if (c->in_fd >= 0)
+		close(c->in_fd);
+	if (c->out_fd >= 0)
+		close(c->out_fd);
+	waitpid(c->pid, NULL, 0);
+	for (size_t i = 0; i <= CONV_MAX; i++)
+		if (S.convs[i] == c)
+			S.convs[i] = NULL;
+	free(c->out.data);
+	free(c->rbuf);
+	free(c);
+}
+
+/* One line LINE[0..LEN) from C's kbox mcp: the response to a pending
+ * request goes to it; anything else (notifications) is dropped, since a
+ * response here is one JSON object, not a stream. */
+static void conv_line(conv_t *c, char *line, size_t len)
+{
+	json_t *j = json_loadb(line, len, 0, NULL), *id;
+	char *key;
+	if (!j)
+		return;
+	id = json_object_get(j, "id");
+	if (id && (json_object_get(j, "result") || json_object_get(j, "error")) &&
+	    (key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY))) {
+		for (req_t *r = c->pending; r; r = r->next)
+			if (strcmp(r->key, key) == 0) {
+				char *body = malloc(len + 1);
+				req_unlink(r);
+				if (body) {
+					memcpy(body, line, len);
+					body[len] = '\0';
+				}
+				req_answer(r, body ? MHD_HTTP_OK : MHD_HTTP_INTERNAL_SERVER_ERROR,
+				           body, len);
+				break;
+			}
+		free(key);
+	}
+	json_decref(j);
+}
+
+/* Read what C's kbox mcp wrote; at its end, the conversation ends. */
+static void conv_read(conv_t *c)
+{
+	for (;;) {
+		ssize_t n;
+		char *nl;
+		if (c->rcap - c->rlen < 65536) {
+			size_t ncap = c->rcap ? c->rcap * 2 : 131072;
+			char *nb = ncap <= (size_t)LINE_MAX_OUT + 131072 ? realloc(c->rbuf, ncap)
+			                                                 : NULL;
+			if (!nb) {
+				conv_end(c, "a message of the conversation's server was too long");
+				return;
+			}
+			c->rbuf = nb;
+			c->rcap = ncap;
+		}
+		n = read(c->out_fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			conv_end(c, "the conversation's server ended");
+			return;
+		}
+		c->rlen += (size_t)n;
+		while ((nl = memchr(c->rbuf, '\n', c->rlen))) {
+			size_t l = (size_t)(nl - c->rbuf);
+			conv_line(c, c->rbuf, l);
+			memmove(c->rbuf, nl + 1, c->rlen - l - 1);
+			c->rlen -= l + 1;
+		}
+	}
+}
+
+/* Write what waits for C's kbox mcp, as much as it takes now. */
+static void conv_flush(conv_t *c)
+{
+	while (c->out_off < c->out.len) {
+		ssize_t n = write(c->in_fd, c->out.data + c->out_off, c->out.len - c->out_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			if (errno != EAGAIN)
+				conv_end(c, "the conversation's server ended");
+			return;
+		}
+		c->out_off += (size_t)n;
+	}
+	c->out.len = c->out_off = 0;
+	if (c->closing && c->in_fd >= 0) {
+		close(c->in_fd);
+		c->in_fd = -1;
+	}
+}
+
+/* ---- HTTP ---- */
+
+/* Queue STATUS with BODY (taken, may be NULL) as TYPE (NULL: none), and
+ * the Mcp-Session-Id SID (NULL: none). */
+static enum MHD_Result respond(struct MHD_Connection *conn, int status, char *body, size_t len,
+                               const char *type, const char *sid)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, body ? body : (char *)"",
+	                                                            body ? MHD_RESPMEM_MUST_FREE
+	                                                                 : MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ret;
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	if (type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (sid && *sid)
+		MHD_add_response_header(resp, SID_HEADER, sid);
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "POST, DELETE");
+	ret = MHD_queue_response(conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* An HTTP error STATUS whose body is a JSON-RPC error saying WHY. */
+static enum MHD_Result refuse(struct MHD_Connection *conn, int status, const char *why)
+{
+	size_t len;
+	char *body = rpc_error(NULL, -32600, why, &len);
+	return respond(conn, status, body, len, "application/json", NULL);
+}
+
+/* Whether the Authorization header is "Bearer" and the token. */
+static bool authorized(struct MHD_Connection *conn)
+{
+	const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	unsigned char h[crypto_generichash_BYTES];
+	if (!a || strncasecmp(a, "Bearer ", 7) != 0)
+		return false;
+	a += 7;
+	while (*a == ' ')
+		a++;
+	/* hashes of equal length, compared in constant time */
+	crypto_generichash(h, sizeof h, (const unsigned char *)a, strlen(a), NULL, 0);
+	return sodium_memcmp(h, S.token_hash, sizeof h) == 0;
+}
+
+/* Whether HOST (a Host header) names this server: its address, or on
+ * loopback localhost too, with its port or none. */
+static bool host_is_ours(const char *host)
+{
+	char want[400];
+	if (!host)
+		return false;
+	for (int i = 0; i < 2; i++) {
+		const char *name = i == 0 ? S.host : S.loopback ? "localhost" : NULL;
+		size_t n;
+		if (!name)
+			continue;
+		n = strlen(name);
+		if (strncasecmp(host, name, n) != 0)
+			continue;
+		snprintf(want, sizeof want, ":%u", S.port);
+		if (host[n] == '\0' || strcmp(host + n, want) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Whether ORIGIN (an Origin header; NULL: none, a client that is no
+ * browser) is a page of this server. */
+static bool origin_is_ours(const char *origin)
+{
+	if (!origin)
+		return true;
+	if (strncmp(origin, "http://", 7) != 0)
+		return false;
+	return host_is_ours(origin + 7);
+}
+
+/* Whether ACCEPT (may be NULL: anything) takes JSON. */
+static bool accepts_json(const char *accept)
+{
+	return !accept || strstr(accept, "application/json") || strstr(accept, "*/*");
+}
+
+/* The POST of R, complete: checked, and its message carried. */
+static enum MHD_Result post(req_t *r)
+{
+	struct MHD_Connection *conn = r->conn;
+	const char *sid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SID_HEADER);
+	const char *ver = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, VERSION_HEADER);
+	const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	                                               MHD_HTTP_HEADER_CONTENT_TYPE);
+	json_t *msg, *id, *method, *meta;
+	bool modern, known = !ver;
+	char csid[33];
+	conv_t *c;
+
+	if (r->too_big)
+		return refuse(conn, 413, "Bad Request: a message longer than 4 MiB");
+	if (!type || strncasecmp(type, "application/json", 16) != 0)
+		return refuse(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
+		              "Bad Request: Content-Type must be application/json");
+	if (!accepts_json(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept")))
+		return refuse(conn, MHD_HTTP_NOT_ACCEPTABLE,
+		              "Not Acceptable: the client must accept application/json");
+	for (size_t i = 0; ver && versions[i]; i++)
+		known |= strcmp(ver, versions[i]) == 0;
+	if (!known)
+		return refuse(conn, MHD_HTTP_BAD_REQUEST,
+		              "Bad Request: unsupported MCP-Protocol-Version");
+	if (!(msg = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, NULL)) ||
+	    !json_is_object(msg)) {
+		json_decref(msg);
+		return refuse(conn, MHD_HTTP_BAD_REQUEST,
+		              "Parse error: the body must be one JSON-RPC message, an object");
+	}
+	id = json_object_get(msg, "id");
+	method = json_object_get(msg, "method");
+	meta = json_object_get(json_object_get(msg, "params"), "_meta");
+	modern = json_is_object(meta) &&
+	         json_object_get(meta, "io.modelcontextprotocol/protocolVersion");
+	r->is_init = json_is_string(method) && strcmp(json_string_value(method), "initialize") == 0;
+	if (sid) {
+		if (!(c = conv_find(sid)) || !*sid) {
+			json_decref(msg);
+			return refuse(conn, MHD_HTTP_NOT_FOUND,
+			              "Not Found: no such session (it ended, or was never made): "
+			              "initialize again");
+		}
+	} else if (r->is_init) {
+		if (!(c = conv_new(false))) {
+			json_decref(msg);
+			return refuse(
+			        conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+			        "Service Unavailable: this server keeps at most 16 sessions at "
+			        "once: end one (DELETE) first");
+		}
+	} else if (modern || (json_is_string(method) &&
+	                      strcmp(json_string_value(method), "server/discover") == 0)) {
+		if (!(c = conv_find("")) && !(c = conv_new(true))) {
+			json_decref(msg);
+			return refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+			              "Service Unavailable: the server could not start");
+		}
+	} else {
+		json_decref(msg);
+		return refuse(conn, MHD_HTTP_BAD_REQUEST,
+		              "Bad Request: the Mcp-Session-Id header is required (initialize "
+		              "first)");
+	}
+	if (r->is_init)
+		memcpy(r->sid, c->sid, sizeof r->sid);
+	if (c->closing) {
+		json_decref(msg);
+		return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the session is ending");
+	}
+	if (id && json_is_string(method)) { /* a request: its response is awaited */
+		if (c->n_pending >= PENDING_MAX ||
+		    !(r->key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY))) {
+			json_decref(msg);
+			return refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+			              "Service Unavailable: too many requests in flight");
+		}
+		for (req_t *p = c->pending; p; p = p->next)
+			if (strcmp(p->key, r->key) == 0) {
+				json_decref(msg);
+				return refuse(conn, MHD_HTTP_BAD_REQUEST,
+				              "Bad Request: a request of that id is in flight");
+			}
+		r->conv = c;
+		r->next = c->pending;
+		c->pending = r;
+		c->n_pending++;
+	}
+	json_decref(msg);
+	if (conv_write(c, r->body.data, r->body.len) < 0) {
+		req_unlink(r);
+		return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
+	memcpy(csid, c->sid, sizeof csid);
+	conv_flush(c); /* (which may end C) */
+	if (!r->key)   /* a notification or a response: accepted */
+		return respond(conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
+	if (r->reply) /* (cannot be yet: the child answers later) */
+		return MHD_YES;
+	r->suspended = true;
+	MHD_suspend_connection(conn);
+	return MHD_YES;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
+                               const char *method, const char *version, const char *upload,
+                               size_t *upload_size, void **state)
+{
+	req_t *r = *state;
+	(void)cls;
+	(void)version;
+
+	if (!r) {
+		if (!(r = calloc(1, sizeof *r)))
+			return MHD_NO;
+		r->conn = conn;
+		*state = r;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!r->too_big && r->body.len + *upload_size <= (size_t)BODY_MAX)
+			r->too_big = kx_buf_append(&r->body, upload, *upload_size) < 0;
+		else
+			r->too_big = true;
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->reply) { /* resumed: the response came */
+		char *body = r->reply;
+		r->reply = NULL;
+		return respond(conn, r->reply_status, body, r->reply_len,
+		               r->reply_len ? "application/json" : NULL,
+		               r->is_init ? r->sid : NULL);
+	}
+	if (strcmp(url, "/mcp") != 0)
+		return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the endpoint is /mcp");
+	if (!host_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")))
+		return refuse(conn, MHD_HTTP_FORBIDDEN, "Forbidden: the Host is not this server");
+	if (!origin_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin")))
+		return refuse(conn, MHD_HTTP_FORBIDDEN, "Forbidden: the Origin is not this server");
+	if (!authorized(conn))
+		return refuse(conn, MHD_HTTP_UNAUTHORIZED,
+		              "Unauthorized: give Authorization: Bearer TOKEN (the token kbox mcp "
+		              "--http printed, or KBOX_MCP_TOKEN, or --token-file's)");
+	if (strcmp(method, "POST") == 0)
+		return post(r);
+	if (strcmp(method, "DELETE") == 0) {
+		const char *sid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SID_HEADER);
+		conv_t *c = sid && *sid ? conv_find(sid) : NULL;
+		if (!c)
+			return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: no such session");
+		if (c->deleting)
+			return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the session is ending");
+		/* its kbox mcp stops and removes its session at the end of its
+		 * input; the answer waits for that */
+		c->closing = true;
+		c->deleting = r;
+		r->conv = c;
+		r->suspended = true;
+		MHD_suspend_connection(conn);
+		conv_flush(c);
+		return MHD_YES;
+	}
+	return refuse(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+	              "Method Not Allowed: POST a message, or DELETE a session");
+}
+
+/* A request's end, whatever it was: its state goes. */
+static void completed(void *cls, struct MHD_Connection *conn, void **state,
+                      enum MHD_RequestTerminationCode why)
+{
+	req_t *r = *state;
+	(void)cls;
+	(void)conn;
+	(void)why;
+	if (!r)
+		return;
+	req_unlink(r);
+	free(r->body.data);
+	free(r->key);
+	free(r->reply);
+	free(r);
+	*state = NULL;
+}
+
+/* ---- the server ---- */
+
+/* Parse ADDR:PORT (an IPv4 address, or [IPv6]) into SA; its host as a
+ * Host header has it into S.host.  0, or -1 (said). */
+static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t *len)
+{
+	char host[300];
+	const char *colon = strrchr(spec, ':');
+	char *end;
+	unsigned long port;
+
+	if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof host) {
+		say("invalid --http \"%s\": expected ADDR:PORT, such as 127.0.0.1:8808", spec);
+		return -1;
+	}
+	memcpy(host, spec, (size_t)(colon - spec));
+	host[colon - spec] = '\0';
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end || port > 65535) {
+		say("invalid --http \"%s\": the port must be a number from 0 to 65535", spec);
+		return -1;
+	}
+	memset(sa, 0, sizeof *sa);
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)sa;
+		char in[300];
+		snprintf(in, sizeof in, "%.*s", (int)strlen(host) - 2, host + 1);
+		if (inet_pton(AF_INET6, in, &s6->sin6_addr) != 1) {
+			say("invalid --http \"%s\": %s is not an IPv6 address", spec, in);
+			return -1;
+		}
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		*len = sizeof *s6;
+		S.loopback = IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)sa;
+		if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) {
+			say("invalid --http \"%s\": %s is not an IPv4 address (or [an IPv6 one])",
+			    spec, host);
+			return -1;
+		}
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		*len = sizeof *s4;
+		S.loopback = (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+	}
+	snprintf(S.host, sizeof S.host, "%s", host);
+	S.port = (unsigned)port;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *listen_at = NULL, *token = getenv(TOKEN_ENV);
+	struct sockaddr_storage sa;
+	socklen_t salen = 0;
+	sigset_t mask;
+	int sfd, i;
+	bool stopping = false;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
+			listen_at = argv[++i];
+		else if (strcmp(argv[i], "--kbox") == 0 && i + 1 < argc)
+			S.kbox = argv[++i];
+		else if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		} else {
+			say("kbox-mcp-http: unexpected argument \"%s\" (it is started by kbox mcp "
+			    "--http)",
+			    argv[i]);
+			return 2;
+		}
+	}
+	S.mcp_args = argv + i;
+	S.n_mcp_args = (size_t)(argc - i);
+	if (!listen_at || !S.kbox || !token || strlen(token) < 16) {
+		say("kbox-mcp-http is started by kbox mcp --http (it needs --listen, --kbox and a "
+		    "token of 16 characters or more in %s)",
+		    TOKEN_ENV);
+		return 2;
+	}
+	if (sodium_init() < 0)
+		return 5;
+	crypto_generichash((unsigned char *)S.token_hash, sizeof S.token_hash,
+	                   (const unsigned char *)token, strlen(token), NULL, 0);
+	sodium_memzero((char *)token, strlen(token));
+	unsetenv(TOKEN_ENV); /* the conversations' kbox mcp need it not */
+	if (parse_listen(listen_at, &sa, &salen) < 0)
+		return 2;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sigdelset(&mask, SIGCHLD);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	S.d = MHD_start_daemon(
+	        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handler, NULL,
+	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
+	        completed, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
+	if (!S.d || sfd < 0) {
+		say("cannot listen on %s: %s", listen_at, strerror(errno));
+		return 5;
+	}
+	if (S.port == 0) {
+		const union MHD_DaemonInfo *di = MHD_get_daemon_info(S.d,
+		                                                     MHD_DAEMON_INFO_BIND_PORT);
+		S.port = di ? di->port : 0;
+	}
+	{
+		const char *h = S.host;
+		fprintf(stderr, PROG ": listening on http://%s:%u/mcp\n", h, S.port);
+		fflush(stderr);
+	}
+	while (!stopping) {
+		struct pollfd fds[2 + 2 * (CONV_MAX + 1)];
+		conv_t *owner[2 + 2 * (CONV_MAX + 1)];
+		const union MHD_DaemonInfo *ep = MHD_get_daemon_info(S.d, MHD_DAEMON_INFO_EPOLL_FD);
+		MHD_UNSIGNED_LONG_LONG to = 0;
+		size_t n = 0;
+		int wait = -1;
+
+		fds[n].fd = ep ? ep->epoll_fd : -1;
+		fds[n].events = POLLIN;
+		owner[n++] = NULL;
+		fds[n].fd = sfd;
+		fds[n].events = POLLIN;
+		owner[n++] = NULL;
+		for (size_t k = 0; k <= CONV_MAX; k++) {
+			conv_t *c = S.convs[k];
+			if (!c)
+				continue;
+			fds[n].fd = c->out_fd;
+			fds[n].events = POLLIN;
+			owner[n++] = c;
+			if (c->in_fd >= 0 && c->out_off < c->out.len) {
+				fds[n].fd = c->in_fd;
+				fds[n].events = POLLOUT;
+				owner[n++] = c;
+			}
+		}
+		if (MHD_get_timeout(S.d, &to) == MHD_YES)
+			wait = to > INT_MAX ? INT_MAX : (int)to;
+		if (poll(fds, n, wait) < 0 && errno != EINTR)
+			break;
+		if (fds[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof si) == sizeof si)
+				stopping = true;
+		}
+		for (size_t k = 2; k < n; k++) {
+			conv_t *c = owner[k];
+			bool alive = false;
+			for (size_t q = 0; q <= CONV_MAX; q++)
+				alive |= S.convs[q] == c;
+			if (!alive || !fds[k].revents)
+				continue;
+			if (fds[k].events & POLLOUT)
+				conv_flush(c);
+			else
+				conv_read(c);
+		}
+		MHD_run(S.d);
+	}
+	/* every conversation ends: its kbox mcp stops and removes its
+	 * session at the end of its input */
+	for (size_t k = 0; k <= CONV_MAX; k++)
+		if (S.convs[k]) {
+			close(S.convs[k]->in_fd);
+			S.convs[k]->in_fd = -1;
+		}
+	for (size_t k = 0; k <= CONV_MAX; k++)
+		if (S.convs[k]) {
+			kill(S.convs[k]->pid, SIGTERM);
+			conv_end(S.convs[k], "the server is stopping");
+		}
+	MHD_run(S.d);
+	MHD_stop_daemon(S.d);
+	return 0;
+}

@@ -1,0 +1,279 @@
+#!/usr/bin/python3
+"""tests/mcp_http.py KBOX RESULT_SCHEMA — kbox mcp --http: the Streamable
+HTTP transport (docs/specification/2025-06-18/basic/transports): one
+endpoint, /mcp, a JSON-RPC message a POST, a request answered with one
+JSON object, a notification with 202; Mcp-Session-Id from initialize on,
+404 for one that ended, 400 without one; DELETE ends a conversation and
+its session; a bearer token, compared by the server; a Host or Origin not
+of this server refused (DNS rebinding); bounded bodies.  Each
+conversation has a session of its own.  Spoken to over 127.0.0.1 with
+urllib, a real HTTP client.  Prints TAP.  KBOX_HOME must be set."""
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from mcp_lib import HOME, KBOX, check, gone, plan
+
+TOKEN = "t0k3n-" + os.urandom(12).hex()
+BASE = os.path.dirname(HOME)
+
+
+class Http:
+    """A kbox mcp --http and its address."""
+
+    def __init__(self, *args, env=None):
+        self.err = open(os.path.join(BASE, f"mcp-stderr-{time.time_ns()}"), "w+")
+        self.p = subprocess.Popen([KBOX, "mcp", "--http", "127.0.0.1:0", *args],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=self.err, env=dict(os.environ, **(env or {})))
+        self.port = None
+        deadline = time.time() + 60
+        while self.port is None and time.time() < deadline:
+            self.err.seek(0)
+            m = re.search(r"kbox mcp: listening on http://127\.0\.0\.1:(\d+)/mcp\n",
+                          self.err.read())
+            if m:
+                self.port = int(m[1])
+            elif self.p.poll() is not None:
+                break
+            else:
+                time.sleep(0.05)
+        assert self.port, "no listening line: " + self.stderr()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.next_id = 1
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read()
+
+    def post(self, msg, sid=None, token=TOKEN, headers=None, raw=None, method="POST",
+             url=None):
+        """(status, headers, body as JSON or None)."""
+        h = {"Content-Type": "application/json",
+             "Accept": "application/json, text/event-stream"}
+        if token is not None:
+            h["Authorization"] = "Bearer " + token
+        if sid:
+            h["Mcp-Session-Id"] = sid
+        h.update(headers or {})
+        data = raw if raw is not None else (json.dumps(msg).encode() if msg is not None
+                                            else None)
+        req = urllib.request.Request(url or self.url, data=data, headers=h, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                body = r.read()
+                return r.status, r.headers, json.loads(body) if body else None
+        except urllib.error.HTTPError as e:
+            body = e.read()
+            return e.code, e.headers, json.loads(body) if body else None
+
+    def request(self, method, params=None, sid=None, **kw):
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        return self.post(msg, sid=sid, **kw)
+
+    def initialize(self):
+        st, h, body = self.request("initialize", {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "mcp_http.py", "version": "1"}})
+        assert st == 200 and body["result"]["serverInfo"]["name"] == "kbox", (st, body)
+        sid = h["Mcp-Session-Id"]
+        assert re.fullmatch(r"[0-9a-f]{32}", sid), sid
+        st, _, body = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                sid=sid)
+        assert st == 202 and body is None, (st, body)
+        return sid
+
+    def run(self, sid, code):
+        st, _, body = self.request("tools/call", {"name": "run_python",
+                                                  "arguments": {"code": code}}, sid=sid)
+        assert st == 200, (st, body)
+        return "".join(c["text"] for c in body["result"]["content"] if c["type"] == "text")
+
+    def stop(self, sig=signal.SIGTERM, wait=90):
+        self.p.send_signal(sig)
+        return self.p.wait(wait)
+
+
+def own_sessions():
+    d = os.path.join(HOME, "sessions")
+    return sorted(x for x in os.listdir(d) if x.startswith("mcp-")) if os.path.isdir(d) else []
+
+
+s = Http(env={"KBOX_MCP_TOKEN": TOKEN})
+state = {}
+
+
+def t_conversation():
+    sid = s.initialize()
+    state["a"] = sid
+    st, _, body = s.request("tools/list", sid=sid)
+    assert st == 200 and "run_python" in [t["name"] for t in body["result"]["tools"]], body
+    assert s.run(sid, "x = 6 * 7\nx").endswith("Out[1]: 42\n")
+    assert s.run(sid, "x + 1") == "Out[2]: 43\n"
+
+
+check("a_conversation_initializes_gets_a_session_id_and_keeps_its_kernel_state", t_conversation)
+
+
+def t_two():
+    b = s.initialize()
+    state["b"] = b
+    assert b != state["a"]
+    t = s.run(b, "'x' in dir()")
+    assert t.endswith("Out[1]: False\n"), t
+    assert s.run(state["a"], "x") == "Out[3]: 42\n"
+    assert len(own_sessions()) == 2, own_sessions()
+
+
+check("two_conversations_have_a_session_each", t_two)
+
+
+def t_auth():
+    for token in (None, "wrong-" + TOKEN, TOKEN[:-1], TOKEN + "x", ""):
+        st, h, body = s.request("tools/list", sid=state["a"], token=token)
+        assert st == 401 and h["WWW-Authenticate"] == "Bearer", (token, st)
+        assert body["error"]["message"].startswith("Unauthorized: give Authorization: Bearer"), body
+
+
+check("a_request_without_the_token_is_401", t_auth)
+
+
+def t_rebinding():
+    st, _, body = s.request("tools/list", sid=state["a"],
+                            headers={"Origin": "http://evil.example"})
+    assert st == 403 and body["error"]["message"] == "Forbidden: the Origin is not this server"
+    st, _, body = s.request("tools/list", sid=state["a"], headers={"Host": "evil.example"})
+    assert st == 403 and body["error"]["message"] == "Forbidden: the Host is not this server"
+    for origin in (f"http://127.0.0.1:{s.port}", f"http://localhost:{s.port}"):
+        st, _, _ = s.request("tools/list", sid=state["a"], headers={"Origin": origin})
+        assert st == 200, origin
+    st, _, _ = s.request("tools/list", sid=state["a"],
+                         headers={"Host": f"localhost:{s.port}"})
+    assert st == 200
+
+
+check("a_host_or_origin_not_of_this_server_is_403", t_rebinding)
+
+
+def t_bad():
+    st, _, body = s.request("tools/list")
+    assert st == 400 and "Mcp-Session-Id header is required" in body["error"]["message"]
+    st, _, body = s.request("tools/list", sid="0" * 32)
+    assert st == 404 and body["error"]["message"].startswith("Not Found: no such session")
+    st, h, _ = s.post(None, sid=state["a"], method="GET")
+    assert st == 405 and h["Allow"] == "POST, DELETE", st
+    st, _, _ = s.request("tools/list", sid=state["a"], url=s.url + "x")
+    assert st == 404
+    st, _, _ = s.request("tools/list", sid=state["a"], headers={"Content-Type": "text/plain"})
+    assert st == 415
+    st, _, _ = s.request("tools/list", sid=state["a"], headers={"Accept": "text/html"})
+    assert st == 406
+    st, _, body = s.request("tools/list", sid=state["a"],
+                            headers={"MCP-Protocol-Version": "1999-01-01"})
+    assert st == 400 and body["error"]["message"] == "Bad Request: unsupported MCP-Protocol-Version"
+    st, _, body = s.post(None, sid=state["a"], raw=b"[1, 2")
+    assert st == 400 and body["error"]["message"].startswith("Parse error"), body
+    big = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "run_python", "arguments": {"code": "#" + "x" * (4 * 1024 * 1024)}}})
+    st, _, body = s.post(None, sid=state["a"], raw=big.encode())
+    assert st == 413, st
+    # and the conversation goes on
+    assert s.run(state["a"], "x * 2") == "Out[4]: 84\n"
+
+
+check("bad_requests_get_the_http_status_that_says_why", t_bad)
+
+
+def t_modern():
+    st, _, body = s.request("server/discover", {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}})
+    assert st == 200 and "2026-07-28" in body["result"]["supportedVersions"], body
+
+
+check("a_request_of_the_revision_without_a_handshake_needs_no_session_id", t_modern)
+
+
+def t_delete():
+    b = state["b"]
+    before = own_sessions()
+    st, _, _ = s.post(None, sid=b, method="DELETE")
+    assert st == 200, st
+    assert len(own_sessions()) == len(before) - 1, (before, own_sessions())
+    st, _, body = s.request("tools/list", sid=b)
+    assert st == 404, st
+    st, _, _ = s.post(None, sid=b, method="DELETE")
+    assert st == 404
+
+
+check("delete_ends_the_conversation_and_removes_its_session", t_delete)
+
+
+def t_stop():
+    assert s.stop() == 0
+    assert own_sessions() == [], own_sessions()
+    assert s.stderr().startswith("kbox mcp: listening on http://127.0.0.1:"), s.stderr()
+
+
+check("sigterm_ends_every_conversation_and_their_sessions", t_stop)
+
+
+def t_token_sources():
+    # a generated token is printed; the helper takes it (kbox mcp execs it)
+    g = Http(env={"KBOX_MCP_TOKEN": ""})
+    m = re.match(r"kbox mcp: token: ([0-9a-f]{48})\n", g.stderr())
+    assert m, g.stderr()
+    st, _, _ = g.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                        "clientInfo": {"name": "c", "version": "1"}},
+                         token=m[1])
+    assert st == 200
+    assert g.stop() == 0
+    # a token file: private, its first line
+    f = os.path.join(BASE, "token")
+    with open(f, "w") as fh:
+        fh.write(TOKEN + "\n")
+    os.chmod(f, 0o600)
+    t = Http("--token-file", f, env={"KBOX_MCP_TOKEN": ""})
+    st, _, _ = t.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                        "clientInfo": {"name": "c", "version": "1"}})
+    assert st == 200
+    assert t.stop() == 0
+
+
+check("the_token_is_the_token_files_the_environments_or_a_new_printed_one", t_token_sources)
+
+
+def fails(args, env, want):
+    r = subprocess.run([KBOX, "mcp", *args], capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL, env=dict(os.environ, **env))
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", want + "\n"), r
+
+
+def t_refused():
+    f = os.path.join(BASE, "token-open")
+    with open(f, "w") as fh:
+        fh.write(TOKEN + "\n")
+    os.chmod(f, 0o644)
+    fails(["--http", "127.0.0.1:0", "--token-file", f], {},
+          f"kbox mcp: --token-file {f}: others may read it (mode 644): chmod 600 {f}")
+    fails(["--http", "127.0.0.1:0"], {"KBOX_MCP_TOKEN": "short"},
+          "kbox mcp: the token (KBOX_MCP_TOKEN) is shorter than 16 characters")
+    fails(["--token-file", f], {}, "kbox mcp: --token-file is for --http")
+    fails(["--http", "nowhere"], {"KBOX_MCP_TOKEN": TOKEN},
+          'kbox mcp: invalid --http "nowhere": expected ADDR:PORT, such as 127.0.0.1:8808')
+    fails(["--http", "127.0.0.1:70000"], {"KBOX_MCP_TOKEN": TOKEN},
+          'kbox mcp: invalid --http "127.0.0.1:70000": the port must be a number from 0 to 65535')
+
+
+check("bad_http_options_are_one_line_and_exit_2", t_refused)
+
+plan()
