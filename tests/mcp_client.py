@@ -671,24 +671,21 @@ check("images_inline_give_at_most_16_mib_of_images_a_result_and_say_so", t_inlin
 
 
 def t_start_failure():
+    # a state directory no session can be made in: said once, at start,
+    # not handed to the model at every call
     bad = os.path.join(os.path.dirname(HOME), "home755")
     os.mkdir(bad, 0o755)
     os.chmod(bad, 0o755)
-    o = Server(env={"KBOX_HOME": bad})
-    o.init()
     # (a directory kbox did not make: a private one of its own is advised)
     why = (f"directory {bad} is accessible to others (mode 755, need 0700); kbox did not "
            f"make it, and changing it could harm what else uses it: give KBOX_HOME a "
            f"private directory of its own (mkdir -m 700 {bad}/kbox, then KBOX_HOME={bad}/kbox)")
-    for tool, args in (("run_python", {"code": "1"}), ("list_files", {})):
-        r = ok_result(o.call(tool, args))
-        t = text_of({"result": r})
-        assert r["isError"] and t.startswith(f"{tool}: session mcp-") and t.endswith(
-            f": its directory could not be made: {why}"), t
-    assert o.close(60) == 0
+    r = subprocess.run([KBOX, "mcp"], input="", capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, KBOX_HOME=bad))
+    assert (r.returncode, r.stdout, r.stderr) == (5, "", f"kbox mcp: {why}\n"), r
 
 
-check("a_session_that_cannot_start_gives_the_reason_in_the_tool_text", t_start_failure)
+check("a_state_directory_no_session_can_be_made_in_is_refused_at_start", t_start_failure)
 
 
 def t_persistent():

@@ -108,9 +108,11 @@ kx stop -s f
 # 1000 files.
 kx start -s many --outputs-quota 100M
 pyx many <<'EOF'
+import base64
 from IPython.display import display, clear_output
 for i in range(3000):
-    display({"image/png": ""}, raw=True)
+    # each its own (the same bytes twice are one file)
+    display({"image/png": base64.b64encode(i.to_bytes(4, "big")).decode()}, raw=True)
     if i % 50 == 49:
         clear_output()
 EOF
