@@ -13,6 +13,11 @@ server would:
                   tools/call of run_python {"code": "1+1"}, timed from the
                   write of the request line to the read of its response
                   line (the client: this script, on the server's stdio)
+  kbox mcp http   one `KBOX mcp --http 127.0.0.1:0 -s bench` (the Streamable
+                  HTTP transport: kbox-mcp-http and the conversation's kbox
+                  mcp behind it); each call a POST of the same tools/call on
+                  one kept-alive connection (http.client), timed from the
+                  request to the whole response
   jupyter_client  a BlockingKernelClient of the session's connection file
                   (`kbox status --json`), in this process; each call is
                   execute_interactive("1+1") - what a tool server written
@@ -26,7 +31,8 @@ first, then R rounds of N calls of each, back to back, the order rotated
 from round to round.
 
 Reported: per client the median, p10 and p90 of the wall time per call,
-and the ratio kbox mcp / jupyter_client of the medians (the median over
+and the ratios kbox mcp / jupyter_client and kbox mcp http /
+jupyter_client of the medians (the median over
 rounds of the ratio within a round): what the MCP server, the
 supervisor's protocol and the capture add to a bare Jupyter round trip
 (no target; for the record).  Also the peak RSS of the kbox mcp process
@@ -37,7 +43,9 @@ the end, also after a failure.
 """
 
 import argparse
+import http.client
 import json
+import re
 import os
 import shutil
 import statistics
@@ -69,7 +77,7 @@ def main():
     os.mkdir(env["KBOX_HOME"], 0o700)
     for v in ("KBOX_SESSION", "KBOX_KERNEL"):
         env.pop(v, None)
-    server = None
+    server = hserver = None
     failures = 0
     try:
         subprocess.run([kbox, "start", "-s", "bench"], env=env, check=True,
@@ -124,20 +132,67 @@ def main():
                 failures += 1
             return dt
 
-        clients = {"kbox mcp": mcp_call, "jupyter_client": jc_call}
+        token = os.urandom(16).hex()
+        herr = open(os.path.join(home, "http.err"), "w+")
+        hserver = subprocess.Popen([kbox, "mcp", "--http", "127.0.0.1:0", "-s", "bench"],
+                                   env=dict(env, KBOX_MCP_TOKEN=token), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=herr)
+        port = None
+        for _ in range(600):
+            herr.seek(0)
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/mcp", herr.read())
+            if m:
+                port = int(m[1])
+                break
+            time.sleep(0.05)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        hdr = {"Authorization": "Bearer " + token, "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+
+        def hpost(msg):
+            conn.request("POST", "/mcp", json.dumps(msg), hdr)
+            r = conn.getresponse()
+            body = r.read()
+            return r, json.loads(body) if body else None
+
+        r, _ = hpost({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"}}})
+        hdr["Mcp-Session-Id"] = r.getheader("Mcp-Session-Id")
+        hpost({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+        def http_call():
+            nonlocal failures
+            i = next(ids)
+            t = time.perf_counter()
+            _, m = hpost({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                "name": "run_python", "arguments": {"code": "1+1"}}})
+            dt = time.perf_counter() - t
+            res = (m or {}).get("result", {})
+            text = res.get("content", [{}])[0].get("text", "")
+            if res.get("isError") or not text.endswith("]: 2\n"):
+                failures += 1
+                print(f"bench/mcp.py: kbox mcp http answered {json.dumps(m)[:300]}",
+                      file=sys.stderr)
+            return dt
+
+        clients = {"kbox mcp": mcp_call, "kbox mcp http": http_call,
+                   "jupyter_client": jc_call}
         for fn in clients.values():
             for _ in range(a.warmup):
                 fn()
         lat = {k: [] for k in clients}
         ratios = []
+        hratios = []
         order = list(clients)
         for r in range(a.rounds):
             med = {}
-            for k in order[r % 2:] + order[:r % 2]:
+            for k in order[r % 3:] + order[:r % 3]:
                 xs = [clients[k]() for _ in range(a.n)]
                 lat[k] += xs
                 med[k] = statistics.median(xs)
             ratios.append(med["kbox mcp"] / med["jupyter_client"])
+            hratios.append(med["kbox mcp http"] / med["jupyter_client"])
         hwm = 0
         with open(f"/proc/{server.pid}/status") as f:
             for line in f:
@@ -146,6 +201,7 @@ def main():
         jc.stop_channels()
         out = {"calls_per_round": a.n, "rounds": a.rounds, "failures": failures,
                "ratio_mcp_over_jc": round(statistics.median(ratios), 3),
+               "ratio_mcp_http_over_jc": round(statistics.median(hratios), 3),
                "mcp_peak_rss_bytes": hwm}
         print(f"{'client':16} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8}")
         for k, xs in lat.items():
@@ -155,7 +211,8 @@ def main():
             print(f"{k:16} {out[k]['median_ms']:10.3f} {out[k]['p10_ms']:8.3f} "
                   f"{out[k]['p90_ms']:8.3f}")
         print(f"kbox mcp / jupyter_client (median of per-round ratios): "
-              f"{out['ratio_mcp_over_jc']:.2f}; kbox mcp peak RSS {hwm / 2**20:.1f} MiB; "
+              f"{out['ratio_mcp_over_jc']:.2f}; kbox mcp http / jupyter_client: "
+              f"{out['ratio_mcp_http_over_jc']:.2f}; kbox mcp peak RSS {hwm / 2**20:.1f} MiB; "
               f"{failures} incorrect calls")
         print(json.dumps(out))
         if a.json:
@@ -163,6 +220,12 @@ def main():
                 json.dump(dict(out, lat=lat), f)
         return 0 if failures == 0 else 1
     finally:
+        if hserver:
+            hserver.terminate()
+            try:
+                hserver.wait(60)
+            except subprocess.TimeoutExpired:
+                hserver.kill()
         if server:
             server.stdin.close()
             try:
