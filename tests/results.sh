@@ -347,7 +347,8 @@ check a_bad_option_after_format_json_prints_a_usage_failure eval 'status_is 2 &&
 
 fresh
 kbox exec -s r --bogus --format json 'x'
-check a_bad_option_before_format_is_only_the_line eval 'status_is 2 && stdout_empty &&
+check a_bad_option_before_format_json_prints_a_usage_failure_too eval 'status_is 2 &&
+	py "r[\"error\"] == {\"kind\": \"usage\", \"message\": \"unknown option --bogus (see kbox exec --help)\"}" &&
 	stderr_is "kbox exec: unknown option --bogus (see kbox exec --help)"'
 
 # another execution holds the kernel (from when it made "holding" until
