@@ -9,6 +9,7 @@
  * supervisor interrupts the code. */
 #include "config.h"
 #include "cli.h"
+#include "runtime/ws_live.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -434,6 +435,15 @@ int cmd_exec(int argc, char **argv)
 		/* the supervisor writes there: it gets the absolute path */
 		if ((status = cli_outputs_dir("exec", outputs, outbuf)) != EXIT_OK)
 			goto out;
+		/* never where a running sandbox's code could read and rewrite it */
+		{
+			kbox_error_t lerr = {0};
+			if (kr_live_ws_check(outbuf, "outputs directory", &lerr) < 0) {
+				cli_error("exec", "--outputs %s: %s", outputs, lerr.msg);
+				status = EXIT_USAGE;
+				goto out;
+			}
+		}
 		e.outputs = outbuf;
 	}
 	if (env.n > KR_CTL_ENV_MAX) {

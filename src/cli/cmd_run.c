@@ -491,6 +491,14 @@ static int choose_outputs(run_t *run)
 			          run->wsreal, run->outbuf);
 		return EXIT_USAGE;
 	}
+	/* nor in another sandbox's (ws_live.h) */
+	{
+		kbox_error_t err = {0};
+		if (kr_live_ws_check(run->outbuf, "outputs directory", &err) < 0) {
+			cli_error("run", "%s (give --outputs DIR)", err.msg);
+			return EXIT_USAGE;
+		}
+	}
 	if (away)
 		cli_error("run",
 		          "the current directory is in the workspace, which the code can change: "

@@ -3,6 +3,7 @@
 #include "runtime/runtime.h"
 #include "runtime/session.h"
 #include "runtime/ws_live.h"
+#include "runtime/workspace.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -240,7 +241,7 @@ static int home_advice(const char *home, kbox_error_t *err)
 int kr_session_check_home(const char *home, kbox_error_t *err)
 {
 	struct stat st;
-	if (kr_live_ws_refuses(home, err) < 0)
+	if (kr_live_ws_refuses(home, err) < 0 || ws_state_in_state(home, err) < 0)
 		return -1;
 	if (stat(home, &st) < 0)
 		return errno == ENOENT ? 0 : kbox_error_set_sys(err, "state directory %s", home);

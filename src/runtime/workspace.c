@@ -407,7 +407,7 @@ static bool is_session_dir(int fd)
  * holds KR_STATE_MARK, a session's own (is_session_dir), or a sessions
  * directory with a session in it (NAME/session.json: a state directory
  * of a kbox before the mark). */
-static bool is_state_dir(int fd)
+bool ws_is_state_dir(int fd)
 {
 	struct stat st;
 	struct dirent *e;
@@ -441,7 +441,8 @@ typedef struct {
 	unsigned long dirs;  /* directories read so far */
 	int found;           /* 1: PATH is a state directory; -1: too many, -2: too deep,
 	            * -3: PATH may be passed, not read; -4: PATH could not be
-	            * looked through (ERR says why) */
+	            * looked through (ERR says why); -5: PATH is the caller's
+	            * own, closed to it (the code could open it) */
 	int err;
 } state_walk_t;
 
@@ -465,8 +466,16 @@ static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
 		 * read could hide a state directory from us, not from the code
 		 * (it opens names it knows): refused, whoever owns it. */
 		int why = errno;
-		if (why == EACCES && faccessat(AT_FDCWD, w->path, X_OK, AT_EACCESS) < 0)
+		struct stat own;
+		/* ...but one of the caller's own (as an ordinary user, the
+		 * sandbox's uid is the caller's): its owner, the code, can
+		 * chmod it open */
+		if (why == EACCES && faccessat(AT_FDCWD, w->path, X_OK, AT_EACCESS) < 0) {
+			if (geteuid() != 0 && fstatat(fd, "", &own, AT_EMPTY_PATH) == 0 &&
+			    own.st_uid == geteuid())
+				w->found = -5;
 			return;
+		}
 		w->found = why == EACCES ? -3 : -4;
 		w->err = why;
 		return;
@@ -483,7 +492,7 @@ static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
 		sessions |= strcmp(e->d_name, "sessions") == 0;
 		session |= strcmp(e->d_name, "session.json") == 0;
 	}
-	if ((mark || sessions || session) && is_state_dir(dirfd(d))) {
+	if ((mark || sessions || session) && ws_is_state_dir(dirfd(d))) {
 		w->found = 1;
 		closedir(d);
 		return;
@@ -541,7 +550,7 @@ static int state_refuses(const char *dir, char *why, size_t size)
 		char *slash;
 		bool yes = false;
 		if ((fd = open(up, O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-			yes = is_state_dir(fd);
+			yes = ws_is_state_dir(fd);
 			close(fd);
 		}
 		if (yes) {
@@ -578,6 +587,12 @@ static int state_refuses(const char *dir, char *why, size_t size)
 		         "%s holds %s, which kbox may not read but the code could pass through: "
 		         "make it readable (chmod u+rx if it is yours), or give another directory",
 		         dir, w->path);
+	else if (found == -5)
+		snprintf(why, size,
+		         "%s holds %s, a directory of yours that kbox may not open, and the code, "
+		         "running as you, could open it (chmod): make it readable (chmod u+rx %s), "
+		         "or give another directory",
+		         dir, w->path, w->path);
 	else if (found == -4)
 		snprintf(why, size,
 		         "%s cannot be looked through for kbox state directories: %s: %s", dir,
@@ -687,6 +702,45 @@ static int dir_refused(const char *dir, char *why, size_t size)
 	                       size))
 		return 1;
 	return state_refuses(dir, why, size);
+}
+
+int ws_state_in_state(const char *home, kbox_error_t *err)
+{
+	char up[PATH_MAX], real[PATH_MAX];
+	snprintf(up, sizeof up, "%s", home);
+	/* the nearest that exists, resolved, then every directory above */
+	while (!realpath(up, real)) {
+		char *slash = strrchr(up, '/');
+		if (!slash || slash == up) {
+			snprintf(real, sizeof real, "/");
+			break;
+		}
+		*slash = '\0';
+	}
+	if (strcmp(up, home) == 0 || strcmp(real, "/") == 0) {
+		/* HOME itself exists (or nothing does): start above it */
+		char *slash = strrchr(real, '/');
+		if (strcmp(real, "/") == 0)
+			return 0;
+		*(slash == real ? slash + 1 : slash) = '\0';
+	}
+	for (;;) {
+		int fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		bool yes = fd >= 0 && ws_is_state_dir(fd);
+		char *slash;
+		if (fd >= 0)
+			close(fd);
+		if (yes)
+			return kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "state directory %s is in the kbox state directory %s, whose "
+			        "sessions' workspaces sandboxes have: keep state directories apart",
+			        home, real);
+		if (strcmp(real, "/") == 0)
+			return 0;
+		slash = strrchr(real, '/');
+		*(slash == real ? slash + 1 : slash) = '\0';
+	}
 }
 
 bool ws_fd_within(int fd, const struct stat *dir)

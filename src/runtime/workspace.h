@@ -142,4 +142,17 @@ int ws_host_dir(const char *path, char *out, struct stat *st, kbox_error_t *err)
  * was reached (links, bind mounts: by device and inode, from / down). */
 bool ws_fd_within(int fd, const struct stat *dir);
 
+/* Whether the directory open at FD is a kbox state directory, found by
+ * what is in it: KR_STATE_MARK, a session's own (its session.json beside
+ * its control.sock, run or supervisor.pid), or a sessions directory with
+ * a session in it. */
+bool ws_is_state_dir(int fd);
+
+/* 0 when no directory above the state directory HOME (absolute; need
+ * not exist) is itself a state directory (ws_is_state_dir): a session's
+ * workspace is in one, and the sandbox that has it would have every
+ * session of a state directory made there.  Else -1 with ERR
+ * (KBOX_E_INVALID). */
+int ws_state_in_state(const char *home, kbox_error_t *err);
+
 #endif

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Directories above a state directory compared with the record. */
-#define UP_MAX 256
+/* Where the record is, into DIR (PATH_MAX bytes): a place only this user
+ * (or root) can make, the same whatever the environment says (KBOX_HOME,
+ * XDG_*, HOME): under root /run/kbox; else in the user's default state
+ * directory, from the password database, ~/.local/state/kbox/live; a
+ * user without a home that can be written, /tmp/kbox-UID (then checked
+ * to be the user's own, as tmux's socket directory is). */
+static void live_path(char *dir)
+{
+	struct passwd *pw;
+	if (geteuid() == 0) {
+		snprintf(dir, PATH_MAX, "%s", KR_LIVE_DIR_ROOT);
+		return;
+	}
+	if ((pw = getpwuid(geteuid())) && pw->pw_dir && pw->pw_dir[0] == '/' &&
+	    strcmp(pw->pw_dir, "/") != 0 && access(pw->pw_dir, W_OK | X_OK) == 0 &&
+	    (size_t)snprintf(dir, PATH_MAX, "%s/" KR_LIVE_DIR_HOME, pw->pw_dir) < PATH_MAX)
+		return;
+	snprintf(dir, PATH_MAX, KR_LIVE_DIR_FMT, (unsigned)geteuid());
+}
+
+/* mkdir -p DIR, mode 0700 for what is made. */
+static void make_dirs(const char *dir)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s", dir);
+	for (char *s = p + 1; *s; s++)
+		if (*s == '/') {
+			*s = '\0';
+			mkdir(p, 0700);
+			*s = '/';
+		}
+	mkdir(p, 0700);
+}
 
 /* Open the record's directory (made when MAKE), checked to be the
  * user's and private, into DIR (PATH_MAX bytes).  The descriptor; -2 when
@@ -24,9 +56,9 @@ static int live_dir(bool make, char *dir, kbox_error_t *err)
 	struct stat st;
 	int fd;
 
-	snprintf(dir, PATH_MAX, KR_LIVE_DIR_FMT, (unsigned)geteuid());
-	if (make && mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return kbox_error_set_sys(err, "cannot create %s", dir);
+	live_path(dir);
+	if (make)
+		make_dirs(dir);
 	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		if (!make && errno == ENOENT)
 			return -2;
@@ -94,59 +126,35 @@ void kr_live_ws_release(int *fd, const char *file)
 	*fd = -1;
 }
 
-/* The device and inode of HOME's directories, from the nearest that
- * exists up to /, into UP (UP_MAX); how many. */
-static size_t ancestors(const char *home, struct stat *up)
-{
-	char p[PATH_MAX], real[PATH_MAX];
-	size_t n = 0;
+/* A live record, read. */
+typedef struct {
+	unsigned long long dev, ino;
+	long pid;
+	char path[PATH_MAX];
+} rec_t;
 
-	snprintf(p, sizeof p, "%s", home);
-	while (!realpath(p, real)) {
-		char *slash = strrchr(p, '/');
-		if (!slash || slash == p) {
-			snprintf(real, sizeof real, "/");
-			break;
-		}
-		*slash = '\0';
-	}
-	for (;;) {
-		char *slash;
-		if (n < UP_MAX && stat(real, &up[n]) == 0)
-			n++;
-		if (strcmp(real, "/") == 0)
-			break;
-		slash = strrchr(real, '/');
-		*(slash == real ? slash + 1 : slash) = '\0';
-	}
-	return n;
-}
-
-int kr_live_ws_refuses(const char *home, kbox_error_t *err)
+/* The live records of DIR (open at DFD, closed here), into *RECS (*N of
+ * them; the caller frees *RECS).  A record whose supervisor is gone is
+ * removed.  0, or -1 with ERR (a record that cannot be read fails
+ * closed). */
+static int read_records(int dfd, const char *dir, rec_t **recs, size_t *n, kbox_error_t *err)
 {
-	char dir[PATH_MAX], text[PATH_MAX + 128];
-	struct stat *up;
+	char text[PATH_MAX + 128];
+	size_t cap = 0;
 	struct dirent *e;
-	size_t n_up;
-	int dfd, rc = 0;
+	int rc = 0;
 	DIR *d;
 
-	if ((dfd = live_dir(false, dir, err)) == -2)
-		return 0;
-	if (dfd < 0)
-		return -1;
-	if (!(up = calloc(UP_MAX, sizeof *up)) || !(d = fdopendir(dfd))) {
-		free(up);
+	*recs = NULL;
+	*n = 0;
+	if (!(d = fdopendir(dfd))) {
 		close(dfd);
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	}
-	n_up = ancestors(home, up);
 	while (rc == 0 && (e = readdir(d))) {
-		unsigned long long dev, ino;
-		long pid;
-		int fd, used;
+		rec_t *r;
 		ssize_t got;
-		char *path;
+		int fd, used = 0;
 		if (e->d_name[0] == '.')
 			continue;
 		if ((fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
@@ -164,29 +172,95 @@ int kr_live_ws_refuses(const char *home, kbox_error_t *err)
 		got = read(fd, text, sizeof text - 1);
 		close(fd);
 		text[got > 0 ? got : 0] = '\0';
-		if (sscanf(text, "%llu %llu %ld\n%n", &dev, &ino, &pid, &used) != 3 ||
-		    !(path = text + used) || !*path) {
+		if (!(r = kx_grow(*recs, &cap, *n, sizeof **recs))) {
+			rc = kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+			break;
+		}
+		*recs = r;
+		r = &(*recs)[*n];
+		if (sscanf(text, "%llu %llu %ld\n%n", &r->dev, &r->ino, &r->pid, &used) != 3 ||
+		    used <= 0 || !text[used]) {
 			rc = kbox_error_set(err, KBOX_E_INVALID,
 			                    "%s/%s, a record of a running sandbox's workspace, "
 			                    "cannot be read",
 			                    dir, e->d_name);
 			break;
 		}
-		path[strcspn(path, "\n")] = '\0';
-		for (size_t i = 0; i < n_up; i++)
-			if ((unsigned long long)up[i].st_dev == dev &&
-			    (unsigned long long)up[i].st_ino == ino) {
-				rc = kbox_error_set(
-				        err, KBOX_E_INVALID,
-				        "state directory %s is in %s, the workspace of a running "
-				        "sandbox (supervisor pid %ld): its code could reach the "
-				        "sessions' keys and sockets; keep state directories (KBOX_HOME, "
-				        "XDG_RUNTIME_DIR) outside it",
-				        home, path, pid);
-				break;
-			}
+		snprintf(r->path, sizeof r->path, "%s", text + used);
+		r->path[strcspn(r->path, "\n")] = '\0';
+		(*n)++;
 	}
 	closedir(d);
-	free(up);
 	return rc;
+}
+
+int kr_live_ws_check(const char *path, const char *what, kbox_error_t *err)
+{
+	char dir[PATH_MAX], p[PATH_MAX], real[PATH_MAX];
+	rec_t *recs;
+	size_t n;
+	int dfd, rc = 0;
+
+	if ((dfd = live_dir(false, dir, err)) == -2)
+		return 0;
+	if (dfd < 0 || read_records(dfd, dir, &recs, &n, err) < 0)
+		return -1;
+	if (n == 0) {
+		free(recs);
+		return 0;
+	}
+	/* PATH, or the nearest directory of it that exists, and every one
+	 * above it up to /, however deep: none may be a live workspace */
+	snprintf(p, sizeof p, "%s", path);
+	while (!realpath(p, real)) {
+		char *slash = strrchr(p, '/');
+		if (!slash || slash == p) {
+			snprintf(real, sizeof real, "/");
+			break;
+		}
+		*slash = '\0';
+	}
+	for (;;) {
+		struct stat st;
+		char *slash;
+		if (stat(real, &st) == 0)
+			for (size_t i = 0; i < n; i++)
+				if ((unsigned long long)st.st_dev == recs[i].dev &&
+				    (unsigned long long)st.st_ino == recs[i].ino) {
+					char shown[160];
+					size_t len = strlen(path);
+					/* a path that long is shortened in the middle, so
+					 * that the reason fits the message */
+					if (len < sizeof shown)
+						snprintf(shown, sizeof shown, "%s", path);
+					else
+						snprintf(shown, sizeof shown, "%.70s…%s", path,
+						         path + len - 70);
+					rc = kbox_error_set(
+					        err, KBOX_E_INVALID,
+					        "%s %s is in %s, the workspace of a running sandbox "
+					        "(supervisor pid %ld): its code could reach %s; keep "
+					        "%s outside it",
+					        what, shown, recs[i].path, recs[i].pid,
+					        strcmp(what, "state directory") == 0
+					                ? "the sessions' keys and sockets"
+					                : "what is kept there",
+					        strcmp(what, "state directory") == 0
+					                ? "state directories (KBOX_HOME, XDG_RUNTIME_DIR)"
+					                : "it");
+					goto out;
+				}
+		if (strcmp(real, "/") == 0)
+			break;
+		slash = strrchr(real, '/');
+		*(slash == real ? slash + 1 : slash) = '\0';
+	}
+out:
+	free(recs);
+	return rc;
+}
+
+int kr_live_ws_refuses(const char *home, kbox_error_t *err)
+{
+	return kr_live_ws_check(home, "state directory", err);
 }

@@ -9,9 +9,13 @@
  * kbox run --workspace W goes on), whose keys and sockets the sandbox
  * would otherwise reach.
  *
- * The record is a directory of the user's, KR_LIVE_DIR_FMT (its uid in
- * it; /tmp is never a workspace, and this directory must be the user's,
- * mode 0700, as tmux's socket directory is).  In it a supervisor keeps one
+ * The record is a directory only the user (or root) can make, found the
+ * same way whatever the environment says: under root KR_LIVE_DIR_ROOT;
+ * else KR_LIVE_DIR_HOME in the home directory of the password database
+ * (in the default state directory, which no workspace may be in or
+ * hold); without a home that can be written, KR_LIVE_DIR_FMT (its uid in
+ * it; /tmp is never a workspace, and this one must be the user's, mode
+ * 0700, as tmux's socket directory is).  In it a supervisor keeps one
  * file per host workspace it binds, locked (flock) for as long as it
  * lives: "DEV INO\nPATH\n".  A file whose lock can be taken belongs to a
  * supervisor that is gone: it is removed by the next to see it.
@@ -26,6 +30,8 @@
 #include <sys/stat.h>
 #include <kbox/error.h>
 
+#define KR_LIVE_DIR_ROOT "/run/kbox"
+#define KR_LIVE_DIR_HOME ".local/state/kbox/live"
 #define KR_LIVE_DIR_FMT "/tmp/kbox-%u"
 
 /* Record the host directory PATH (device and inode in ST) as a live
@@ -44,5 +50,9 @@ void kr_live_ws_release(int *fd, const char *file);
  * reach the sessions' keys and sockets; keep state directories
  * (KBOX_HOME, XDG_RUNTIME_DIR) outside it".  A record that cannot be read fails closed. */
 int kr_live_ws_refuses(const char *home, kbox_error_t *err);
+
+/* The same for any directory PATH kbox keeps something in for the caller
+ * (an outputs directory), WHAT naming it in ERR ("outputs directory"). */
+int kr_live_ws_check(const char *path, const char *what, kbox_error_t *err);
 
 #endif

@@ -426,7 +426,7 @@ check row44_outputs_directory_renamed_during_a_run_keeps_the_files eval '
 # A state directory made in a workspace while its run goes on (KBOX_HOME=
 # W/st kbox exec ...) would hand that sandbox its sessions' keys and
 # sockets: kbox run's supervisor records its workspace where every kbox of
-# the user looks (/tmp/kbox-UID), and a state directory in a recorded one
+# the user looks (LIVE, below), and a state directory in a recorded one
 # is refused, before anything is made in it.  The code waits on a FIFO
 # while the other kbox runs; the record goes with the run.
 fresh
@@ -434,7 +434,13 @@ chmod 711 "$T"
 mkdir proj
 writable_by_sandboxes proj
 mkfifo -m 666 proj/ready proj/gate
-LIVE=/tmp/kbox-$(id -u)
+# (where kbox keeps the record: under root /run/kbox, else in the
+# user's default state directory, by the password database's home)
+if [ "$(id -u)" = 0 ]; then
+	LIVE=/run/kbox
+else
+	LIVE=$(getent passwd "$(id -u)" | cut -d: -f6)/.local/state/kbox/live
+fi
 if [ -z "$SKIPPING" ]; then
 	timeout -k 5 120 "$KBOX" run --workspace proj -c '
 open("ready", "w").close()
@@ -447,6 +453,19 @@ print(open("gate").read().strip())' >run.out 2>run.err </dev/null &
 	rc=$?
 	last_dir=$T last_out=$T/stdout last_err=$T/stderr
 	ls -A proj >in_proj
+	# however deep: a link the code could plant, to a directory 300
+	# levels down in the workspace (review 5's B1-5a)
+	deep=$(printf 'a/%.0s' $(seq 300))
+	mkdir -p "proj/$deep" && ln -s "${deep%/}" proj/st2
+	KBOX_HOME=$T/proj/st2 timeout -k 5 120 "$KBOX" exec -s victim 'print(1)' >deep.out 2>deep.err
+	echo $? >deep.rc
+	rm -f proj/st2 && rm -r proj/a
+	# an outputs directory there: the code would read and rewrite it
+	mkdir proj/out
+	KBOX_HOME=$T/elsewhere timeout -k 5 120 "$KBOX" exec -s o -o "$T/proj/out" 'print(1)' \
+		>outw.out 2>outw.err
+	echo $? >outw.rc
+	rmdir proj/out
 	echo released >proj/gate
 	wait "$run_pid"
 	run_rc=$?
@@ -454,6 +473,13 @@ print(open("gate").read().strip())' >run.out 2>run.err </dev/null &
 fi
 check row44_a_state_directory_made_in_a_running_workspace_is_refused fails_with 5 \
 	"kbox exec: state directory $T/proj/st is in $T/proj, the workspace of a running sandbox (supervisor pid ${rec_pid-}): its code could reach the sessions' keys and sockets; keep state directories (KBOX_HOME, XDG_RUNTIME_DIR) outside it"
+check row44_a_state_directory_however_deep_in_a_running_workspace_is_refused eval '
+	[ "$(cat deep.rc)" = 5 ] && [ ! -s deep.out ] &&
+	grep -q "^kbox exec: state directory .* is in $T/proj, the workspace of a running sandbox" deep.err ||
+	{ sed "s/^/#   /" deep.err | cut -c1-300; false; }'
+check row44_an_outputs_directory_in_a_running_workspace_is_refused eval '
+	[ "$(cat outw.rc)" = 2 ] && [ ! -s outw.out ] &&
+	grep -qF "kbox exec: --outputs $T/proj/out: outputs directory $T/proj/out is in $T/proj, the workspace of a running sandbox (supervisor pid ${rec_pid-}): its code could reach what is kept there; keep it outside it" outw.err'
 check row44_a_refused_state_directory_is_not_made eval '
 	[ "$(cat in_proj)" = "$(printf "gate\nready")" ]'
 check row44_a_running_workspace_is_recorded_once eval '
@@ -466,6 +492,32 @@ KBOX_HOME=$T/proj/st kbox exec -s after 'print(2)'
 check row44_a_state_directory_in_a_workspace_whose_run_ended_is_taken eval '
 	status_is 0 && last_line_is stdout 2'
 KBOX_HOME=$T/proj/st kbox stop --all
+
+# A state directory in another (a session's workspace is in one, and
+# that session's sandbox has it) is refused: the code there would have
+# its sessions (review 5's B1-5c)
+fresh
+kbox exec -s a 'print(1)'
+KBOX_HOME=$S/a/workspace/st kbox exec -s victim 'print(2)'
+check row44_a_state_directory_in_another_state_directory_is_refused fails_with 5 \
+	"kbox exec: state directory $S/a/workspace/st is in the kbox state directory $S/a, whose sessions' workspaces sandboxes have: keep state directories apart"
+kbox stop -s a
+
+# As an ordinary user the code runs as the user: a directory of the
+# user's that kbox may not open, the code may chmod open, so a state
+# directory behind one is found by refusing it (review 5's B1-5b)
+fresh
+mkdir -p proj/p/st && : >proj/p/st/.kbox-state
+if [ "$(id -u)" != 0 ]; then
+	chmod 000 proj/p
+	kbox run --workspace proj -c 'print(1)'
+	chmod 700 proj/p
+	check row44_workspace_holding_a_closed_directory_of_the_users_own_is_refused fails_with 2 \
+		"kbox run: --workspace proj: refused: $T/proj holds $T/proj/p, a directory of yours that kbox may not open, and the code, running as you, could open it (chmod): make it readable (chmod u+rx $T/proj/p), or give another directory, and the code can change everything in its workspace"
+else
+	skip row44_workspace_holding_a_closed_directory_of_the_users_own_is_refused \
+		"under root the code is another uid, which cannot chmod root's directories"
+fi
 
 # A record whose supervisor is gone (its lock free: killed, say) refuses
 # nothing, and the next kbox to see it removes it.
