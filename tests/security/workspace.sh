@@ -513,7 +513,7 @@ if [ "$(id -u)" != 0 ]; then
 	kbox run --workspace proj -c 'print(1)'
 	chmod 700 proj/p
 	check row44_workspace_holding_a_closed_directory_of_the_users_own_is_refused fails_with 2 \
-		"kbox run: --workspace proj: refused: $T/proj holds $T/proj/p, a directory of yours that kbox may not open, and the code, running as you, could open it (chmod): make it readable (chmod u+rx $T/proj/p), or give another directory, and the code can change everything in its workspace"
+		"kbox run: --workspace proj: refused: $T/proj holds $T/proj/p, a directory of yours that kbox may not open, and the code, running as you, could open it (chmod): make it readable (chmod u+rx $T/proj/p), or give another directory"
 else
 	skip row44_workspace_holding_a_closed_directory_of_the_users_own_is_refused \
 		"under root the code is another uid, which cannot chmod root's directories"
