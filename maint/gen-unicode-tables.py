@@ -49,4 +49,58 @@ print("} kx_range_t;")
 print()
 table("kx_marks", {"Mn", "Me"}, "Combining marks (nonspacing, enclosing)")
 table("kx_formats", {"Cf"}, "Format characters")
+
+# What a character reads as in ASCII, lower case: its compatibility
+# decomposition (NFKD: fullwidth forms, mathematical letters, ligatures,
+# superscripts, the ellipsis) without its marks, when that is 1 to 3
+# printable ASCII characters; and, beside it, look-alikes NFKD does not
+# fold (Unicode TR 39's confusables of the letters, brackets and colon of
+# kbox's own lines: Latin small capitals and others, Cherokee, Lisu).
+EXTRA = {
+    0x0251: "a", 0x0261: "g", 0x026A: "i", 0x0274: "n", 0x0280: "r", 0x028F: "y",
+    0x1D00: "a", 0x1D04: "c", 0x1D05: "d", 0x1D07: "e", 0x1D0A: "j", 0x1D0B: "k",
+    0x1D0D: "m", 0x1D0F: "o", 0x1D18: "p", 0x1D1B: "t", 0x1D1C: "u", 0x1D20: "v",
+    0x1D21: "w", 0x1D22: "z", 0x13A0: "d", 0x13A1: "r", 0x13A2: "t", 0x13A4: "o",
+    0x13A9: "y", 0x13AA: "a", 0x13AB: "j", 0x13AC: "e", 0x13B3: "w", 0x13B7: "m",
+    0x13BB: "h", 0x13BD: "y", 0x13C0: "g", 0x13C2: "h", 0x13C3: "z", 0x13CE: "b",
+    0x13CF: "b", 0x13D2: "r", 0x13DA: "v", 0x13DE: "l", 0x13DF: "c", 0x13E2: "p",
+    0x13E6: "k", 0x13F4: "b", 0xA4D0: "b", 0xA4D1: "p", 0xA4D2: "d", 0xA4D3: "d",
+    0xA4D4: "t", 0xA4D6: "g", 0xA4D7: "k", 0xA4D9: "j", 0xA4DA: "c", 0xA4DC: "z",
+    0xA4DD: "f", 0xA4DF: "m", 0xA4E0: "n", 0xA4E2: "s", 0xA4E3: "r", 0xA4E6: "v",
+    0xA4E7: "h", 0xA4EA: "w", 0xA4EB: "x", 0xA4EC: "y", 0xA4EE: "a", 0xA4F0: "e",
+    0xA4F2: "i", 0xA4F3: "o", 0xA4F4: "u",
+    0x23A1: "[", 0x23A3: "[", 0x2308: "[", 0x230A: "[", 0x301A: "[", 0x3014: "[",
+    0xFF62: "[", 0x3010: "[", 0x2045: "[", 0x27E6: "[", 0xFE5D: "[", 0x2768: "[",
+    0x276A: "[", 0x2772: "[", 0x27E8: "[", 0x2329: "[", 0x3008: "[",
+    0x2236: ":", 0xA789: ":", 0x02D0: ":", 0x02F8: ":", 0x0589: ":", 0x05C3: ":",
+    0x0703: ":", 0x0704: ":", 0x16EC: ":", 0x1803: ":", 0x1809: ":", 0x205A: ":",
+    0xFE30: ":",
+}
+
+
+def folds():
+    out = {}
+    for cp in range(0x80, 0x110000):
+        c = chr(cp)
+        d = unicodedata.normalize("NFKD", c)
+        d = "".join(x for x in d if unicodedata.category(x) not in ("Mn", "Me")).lower()
+        if d and len(d) <= 3 and all(0x20 < ord(x) < 0x7F for x in d):
+            out[cp] = d
+    out.update(EXTRA)
+    return sorted(out.items())
+
+
+f = folds()
+print("/* What a character reads as, in lower-case ASCII (1 to 3 characters):")
+print(" * its NFKD without marks (Unicode %s), and TR 39 look-alikes, %d of them. */" %
+      (unicodedata.unidata_version, len(f)))
+print("static const struct {")
+print("\tunsigned cp;")
+print("\tchar ascii[4];")
+print("} kx_fold[] = {")
+for cp, d in f:
+    esc = d.replace("\\", "\\\\").replace('"', '\\"')
+    print('        {0x%04X, "%s"},' % (cp, esc))
+print("};")
+print()
 print("#endif")

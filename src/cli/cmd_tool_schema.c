@@ -36,7 +36,8 @@ static const char tool_description[] =
         "image, display, input, timeout, kernel died, aborted, interrupted, files saved in, "
         "output printed, end of that output, no output or '...', or with \"Out[\" or \"Out:\"; "
         "a line of the "
-        "program's output that would look like one is shown with a backslash before it. "
+        "program's output that would look like one (in any case or spelling) is shown with a "
+        "backslash before it. "
         "Never compute numbers in your head: compute them with code and report what the code "
         "printed.";
 

@@ -4,9 +4,12 @@
  * (src/render.c) and the MCP file tools (src/mcp/files.c), which kbox(1)
  * runs without libkbox. */
 #include "common/kx.h"
+#include "common/kx_utf8_tables.h"
 
 #include <stdbool.h>
+#include <ctype.h>
 #include <string.h>
+#include <strings.h>
 
 /* Append the LEN bytes at S as the text format shows them: a NUL byte
  * as the two characters "\0", everything else as it is.  So the text holds
@@ -159,6 +162,57 @@ static size_t lookalike(const unsigned char *s, size_t len, char *ascii)
 	return 0;
 }
 
+/* What the character at S (LEN bytes at most) reads as, in lower-case
+ * ASCII, into OUT (4 bytes, NUL-terminated): an ASCII letter itself in
+ * lower case ('0' as 'o': "0ut[" reads as "Out["), a look-alike of the
+ * table above, or what kx_fold says (NFKD without marks: fullwidth and
+ * mathematical letters, the ellipsis as "...", small capitals, Cherokee
+ * and Lisu look-alikes, other brackets and colons).  Its length in bytes,
+ * or 0 when it reads as nothing ASCII. */
+static size_t fold_char(const unsigned char *s, size_t len, char *out)
+{
+	size_t n, lo = 0, hi = sizeof kx_fold / sizeof kx_fold[0];
+	unsigned cp;
+	char a;
+
+	if (s[0] < 0x80) {
+		out[0] = s[0] == '0' ? 'o' : (char)tolower(s[0]);
+		out[1] = '\0';
+		return 1;
+	}
+	if ((n = lookalike(s, len, &a))) {
+		out[0] = (char)tolower((unsigned char)a);
+		out[1] = '\0';
+		return n;
+	}
+	if (len >= 2 && s[0] >= 0xc2 && s[0] < 0xe0 && (s[1] & 0xc0) == 0x80) {
+		cp = (unsigned)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
+		n = 2;
+	} else if (len >= 3 && s[0] >= 0xe0 && s[0] < 0xf0 && (s[1] & 0xc0) == 0x80 &&
+	           (s[2] & 0xc0) == 0x80) {
+		cp = (unsigned)(s[0] & 0x0f) << 12 | (unsigned)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+		n = 3;
+	} else if (len >= 4 && s[0] >= 0xf0 && s[0] < 0xf5 && (s[1] & 0xc0) == 0x80 &&
+	           (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80) {
+		cp = (unsigned)(s[0] & 0x07) << 18 | (unsigned)(s[1] & 0x3f) << 12 |
+		     (unsigned)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
+		n = 4;
+	} else
+		return 0;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (kx_fold[mid].cp == cp) {
+			memcpy(out, kx_fold[mid].ascii, 4);
+			return n;
+		}
+		if (kx_fold[mid].cp < cp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
 /* How many bytes at S (LEN at most) a combining mark takes, one that a
  * reader sees on the character before it rather than as one of its own
  * (kx_utf8_mark_len: Unicode's Mn and Me); 0 for any other character. */
@@ -177,6 +231,7 @@ static bool looks_own(const char *s, size_t len)
 {
 	char seen[48]; /* the line's first characters, as they read */
 	size_t i = 0, n, k = 0;
+	char f[4];
 
 	while (i < len) {
 		if (s[i] == '\\')
@@ -187,22 +242,31 @@ static bool looks_own(const char *s, size_t len)
 		else
 			break;
 	}
-	while (i < len && k < sizeof seen && !line_break_byte((unsigned char)s[i])) {
+	while (i < len && k + 4 <= sizeof seen && !line_break_byte((unsigned char)s[i])) {
 		if ((n = unseen_len((const unsigned char *)s + i, len - i)) ||
 		    (n = combining_len((const unsigned char *)s + i, len - i))) {
 			i += n;
 			continue;
 		}
-		if ((n = lookalike((const unsigned char *)s + i, len - i, &seen[k]))) {
-			k++;
+		/* blanks of any width, one space however many, none after "[" */
+		if ((n = kx_utf8_blank(s + i, len - i))) {
+			if (k > 0 && seen[k - 1] != ' ' && seen[k - 1] != '[')
+				seen[k++] = ' ';
+			i += n;
+			continue;
+		}
+		if ((n = fold_char((const unsigned char *)s + i, len - i, f))) {
+			for (size_t j = 0; f[j] && k < sizeof seen; j++)
+				seen[k++] = f[j];
 			i += n;
 			continue;
 		}
 		seen[k++] = s[i++];
 	}
+	/* as a reader reads them: in any case */
 	for (i = 0; i < sizeof own_prefixes / sizeof own_prefixes[0]; i++) {
 		n = strlen(own_prefixes[i]);
-		if (k >= n && memcmp(seen, own_prefixes[i], n) == 0)
+		if (k >= n && strncasecmp(seen, own_prefixes[i], n) == 0)
 			return true;
 	}
 	return false;
