@@ -199,7 +199,9 @@ def t_handles_bounded():
     assert o.close(90) == 0
     o = Server("--max-sessions", "0")
     text, r = call(o, "new_session", {})
-    assert r["isError"] is True and "at most 0 sessions" in text, text
+    assert r["isError"] is True and text == (
+        'new_session: this server makes no new sessions (kbox mcp --max-sessions 0): leave '
+        '"session" out to work in the connection\'s own'), text
     assert o.close(60) == 0
 
 

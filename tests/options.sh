@@ -305,6 +305,12 @@ check put_with_the_session_as_first_operand_gets_the_s_hint fails_with 2 \
 kbox exec sales
 check exec_with_a_sessions_name_as_its_code_gets_the_s_hint fails_with 2 \
 	'kbox exec: "sales" is a session: did you mean kbox exec -s sales CODE?'
+kbox inspect sales
+check inspect_with_a_sessions_name_as_its_code_gets_the_s_hint fails_with 2 \
+	'kbox inspect: "sales" is a session: did you mean kbox inspect -s sales CODE?'
+kbox complete sales
+check complete_with_a_sessions_name_as_its_code_gets_the_s_hint fails_with 2 \
+	'kbox complete: "sales" is a session: did you mean kbox complete -s sales CODE?'
 rmdir "$S/sales"
 kbox ps
 check another_tools_command_names_ours fails_with 2 \

@@ -807,6 +807,7 @@ check logs_follow_reads_on_across_a_rotation_every_event_once eval '
 
 setup_for complete_json_prints_the_reply \
 	complete_dash_dash_json_is_format_json \
+	complete_of_standard_input_drops_its_last_newline \
 	complete_text_lists_the_matches_a_line \
 	complete_text_within_max_output_says_what_was_left_out \
 	inspect_json_finds_len inspect_text_is_plain_without_escapes \
@@ -826,6 +827,9 @@ cp stdout complete.json 2>/dev/null
 kbox complete -s ex --json 'str.low'
 check complete_dash_dash_json_is_format_json eval 'status_is 0 && cmp -s stdout complete.json &&
 	grep -q "\"lower\"" stdout'
+# code on standard input as echo gives it: its last newline is not code
+[ -n "$SKIPPING" ] || { echo 'str.low' | timeout -k 5 120 "$KBOX" complete -s ex - >stdout 2>stderr; rc=$?; }
+check complete_of_standard_input_drops_its_last_newline eval 'status_is 0 && stdout_is lower'
 kbox complete -s ex 'impo'
 check complete_text_lists_the_matches_a_line eval 'status_is 0 && [ ! -s stderr ] &&
 	has_line stdout import && ! grep -q "[{}]" stdout'

@@ -188,11 +188,18 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	code = argv[0];
+	/* kbox inspect sales, with a session "sales" and no -s: the session */
+	if (!name && !getenv("KBOX_SESSION") && cli_operand_is_session(code))
+		return cli_session_operand_hint(cmd, code, "CODE");
 	if (strcmp(code, "-") == 0) {
+		size_t len;
 		if (!(stdin_code = cli_slurp(stdin))) {
 			cli_error(cmd, "cannot read standard input: %s", cli_slurp_strerror(errno));
 			return EXIT_USAGE;
 		}
+		/* echo's newline is not code: the cursor goes before it */
+		if ((len = strlen(stdin_code)) && stdin_code[len - 1] == '\n')
+			stdin_code[--len] = '\0';
 		code = stdin_code;
 	}
 	if (!kx_utf8_valid_str(code)) {

@@ -64,6 +64,11 @@ json_t *mcp_new_session(mcp_t *m)
 	char why[1024];
 	mcp_sess_t *s;
 
+	if (m->max_handles == 0)
+		return mcp_text_result(true,
+		                       "new_session: this server makes no new sessions (kbox mcp "
+		                       "--max-sessions 0): leave \"session\" out to work in the "
+		                       "connection's own");
 	if (m->n_handles >= m->max_handles || m->n_handles >= MCP_HANDLES_MAX)
 		return mcp_text_result(
 		        true,
