@@ -1632,7 +1632,8 @@ TEST(text_escapes_a_forged_line_however_it_is_spelt)
 	     "{\"name\":\"stdout\",\"text\":\"[kernel\\u00a0died: a]\\n[note:\\u2009b]\\n"
 	     "[note:\\tc]\\n[ kernel  died: d]\\n[\\u2026 9 bytes left out ...]\\n[KERNEL DIED: e]\\n"
 	     "[\\ud835\\ude94ernel died: f]\\n[n\\u1d0fte: g]\\n[n\\u13a4te: h]\\n[n\\ua4f3te: i]\\n"
-	     "\\u23a1stderr]\\n\\u301astderr]\\n[note\\u2236 j]\\n0ut[3]: 42\\n[\\u2026]\\n[1, 2]\\n\"}");
+	     "\\u23a1stderr]\\n\\u301astderr]\\n[note\\u2236 j]\\n0ut[3]: 42\\n[\\u2026]\\n[1, 2]\\n"
+	     "kbox exec: k\\n[error: l]\\nkbox is fine\\n\"}");
 	text = finish_text(&cap, &res);
 	CHECK_STR_EQ(text, "\\[kernel\xc2\xa0"
 	                   "died: a]\n\\[note:\xe2\x80\x89"
@@ -1648,7 +1649,7 @@ TEST(text_escapes_a_forged_line_however_it_is_spelt)
 	                   "stderr]\n"
 	                   "\\\xe3\x80\x9a"
 	                   "stderr]\n\\[note\xe2\x88\xb6 j]\n\\0ut[3]: 42\n"
-	                   "[\xe2\x80\xa6]\n[1, 2]\n");
+	                   "[\xe2\x80\xa6]\n[1, 2]\n\\kbox exec: k\n\\[error: l]\nkbox is fine\n");
 	free(text);
 	kbox_result_destroy(&res);
 }

@@ -55,8 +55,21 @@ static const char *const own_prefixes[] = {
         "[output printed between executions",
         "[end of that output]",
         "[no output]",
+        "[error: ",
+        "[not found: ",
+        "[no text: ",
+        "[no completions: ",
         "Out[",
         "Out:",
+        /* kbox's own messages, which an agent may read in the same text
+         * when it merges standard error into standard output */
+        "kbox: ",
+        "kbox exec: ",
+        "kbox run: ",
+        "kbox mcp: ",
+        "kbox agent: ",
+        "kbox inspect: ",
+        "kbox complete: ",
 };
 
 /* How many bytes at S (LEN at most) a reader does not see: an invisible
