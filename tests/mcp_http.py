@@ -193,6 +193,32 @@ def t_bad():
 check("bad_requests_get_the_http_status_that_says_why", t_bad)
 
 
+def t_disconnect():
+    # a client that goes away while its call runs: the cell is interrupted
+    # (notifications/cancelled to the conversation), the session stays
+    import glob
+    import socket
+    sid = state["a"]
+    body = json.dumps({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {
+        "name": "run_python", "arguments": {
+            "code": "import time\nopen('going', 'w').close()\nwhile True: time.sleep(0.05)"}}})
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
+                  f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                  f"Accept: application/json\r\nMcp-Session-Id: {sid}\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+    deadline = time.time() + 120
+    while not glob.glob(os.path.join(HOME, "sessions", "mcp-*", "workspace", "going")):
+        assert time.time() < deadline, "the cell never began"
+        time.sleep(0.05)
+    sock.close()
+    t = s.run(sid, "x + 100")
+    assert t.endswith("]: 142\n"), t
+
+
+check("a_client_that_goes_away_mid_call_has_its_cell_interrupted", t_disconnect)
+
+
 def t_modern():
     st, _, body = s.request("server/discover", {"_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",

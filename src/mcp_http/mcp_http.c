@@ -50,6 +50,7 @@
 #define CONV_MAX 16                      /* conversations at once */
 #define PENDING_MAX 64                   /* requests waiting in one conversation */
 #define TOKEN_ENV "KBOX_MCP_TOKEN"
+#define POLL_MAX (2 + 2 * (CONV_MAX + 1) + (CONV_MAX + 1) * PENDING_MAX)
 #define SID_HEADER "Mcp-Session-Id"
 #define VERSION_HEADER "MCP-Protocol-Version"
 
@@ -345,6 +346,31 @@ static void conv_flush(conv_t *c)
 	if (c->closing && c->in_fd >= 0) {
 		close(c->in_fd);
 		c->in_fd = -1;
+	}
+}
+
+/* The client of R went away while R waited: R is cancelled in its
+ * conversation (notifications/cancelled: the cell is interrupted, the
+ * session stays), and answered for MHD to close. */
+static void req_gone(req_t *r)
+{
+	conv_t *c = r->conv;
+	json_t *id = json_loads(r->key, JSON_DECODE_ANY, NULL);
+	json_t *n = id ? json_pack("{s:s, s:s, s:{s:o, s:s}}", "jsonrpc", "2.0", "method",
+	                           "notifications/cancelled", "params", "requestId", id, "reason",
+	                           "the HTTP client went away")
+	               : NULL;
+	char *line = n ? json_dumps(n, JSON_COMPACT) : NULL;
+	size_t len;
+	char *body;
+	json_decref(n);
+	if (line && conv_write(c, line, strlen(line)) == 0)
+		conv_flush(c); /* (may end C: R is answered then) */
+	free(line);
+	if (r->conv) {
+		req_unlink(r);
+		body = rpc_error(r->key, -32800, "the HTTP client went away", &len);
+		req_answer(r, MHD_HTTP_OK, body, len);
 	}
 }
 
@@ -747,8 +773,9 @@ int main(int argc, char **argv)
 		fflush(stderr);
 	}
 	while (!stopping) {
-		struct pollfd fds[2 + 2 * (CONV_MAX + 1)];
-		conv_t *owner[2 + 2 * (CONV_MAX + 1)];
+		static struct pollfd fds[POLL_MAX];
+		static conv_t *owner[POLL_MAX];
+		static req_t *rowner[POLL_MAX];
 		const union MHD_DaemonInfo *ep = MHD_get_daemon_info(S.d, MHD_DAEMON_INFO_EPOLL_FD);
 		MHD_UNSIGNED_LONG_LONG to = 0;
 		size_t n = 0;
@@ -756,9 +783,11 @@ int main(int argc, char **argv)
 
 		fds[n].fd = ep ? ep->epoll_fd : -1;
 		fds[n].events = POLLIN;
+		rowner[n] = NULL;
 		owner[n++] = NULL;
 		fds[n].fd = sfd;
 		fds[n].events = POLLIN;
+		rowner[n] = NULL;
 		owner[n++] = NULL;
 		for (size_t k = 0; k <= CONV_MAX; k++) {
 			conv_t *c = S.convs[k];
@@ -766,10 +795,25 @@ int main(int argc, char **argv)
 				continue;
 			fds[n].fd = c->out_fd;
 			fds[n].events = POLLIN;
+			rowner[n] = NULL;
 			owner[n++] = c;
 			if (c->in_fd >= 0 && c->out_off < c->out.len) {
 				fds[n].fd = c->in_fd;
 				fds[n].events = POLLOUT;
+				rowner[n] = NULL;
+				owner[n++] = c;
+			}
+			/* a client that goes away while its request waits: the
+			 * request is cancelled (the cell interrupted) */
+			for (req_t *r = c->pending; r && n < POLL_MAX; r = r->next) {
+				const union MHD_ConnectionInfo *ci;
+				if (!r->suspended ||
+				    !(ci = MHD_get_connection_info(
+				              r->conn, MHD_CONNECTION_INFO_CONNECTION_FD)))
+					continue;
+				fds[n].fd = ci->connect_fd;
+				fds[n].events = POLLRDHUP;
+				rowner[n] = r;
 				owner[n++] = c;
 			}
 		}
@@ -789,7 +833,13 @@ int main(int argc, char **argv)
 				alive |= S.convs[q] == c;
 			if (!alive || !fds[k].revents)
 				continue;
-			if (fds[k].events & POLLOUT)
+			if (rowner[k]) {
+				bool waiting = false;
+				for (req_t *r = c->pending; r; r = r->next)
+					waiting |= r == rowner[k];
+				if (waiting && (fds[k].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+					req_gone(rowner[k]);
+			} else if (fds[k].events & POLLOUT)
 				conv_flush(c);
 			else
 				conv_read(c);
