@@ -94,8 +94,8 @@ f = folds()
 print("/* What a character reads as, in lower-case ASCII (1 to 3 characters):")
 print(" * its NFKD without marks (Unicode %s), and TR 39 look-alikes, %d of them. */" %
       (unicodedata.unidata_version, len(f)))
-print("static const struct {")
-print("\tunsigned cp;")
+print("static const struct kx_fold_entry {")
+print("\tunsigned cp; /* first: bsearch's key */")
 print("\tchar ascii[4];")
 print("} kx_fold[] = {")
 for cp, d in f:

@@ -127,6 +127,11 @@ size_t kx_utf8_unit(const char *s, size_t n, bool *is_char);
  * Egyptian format controls, say). */
 unsigned kx_utf8_invisible(const char *s, size_t n);
 
+/* The code point of the well-formed character of 2 to 4 bytes that S (N
+ * bytes) starts with, its length in *LEN; 0 for anything else (ASCII, a
+ * byte that starts no character, one cut short). */
+unsigned kx_utf8_multibyte(const char *s, size_t n, size_t *len);
+
 /* The length in bytes of the combining mark at S (N bytes at most), or 0:
  * a character of Unicode's general category Mn or Me (U+0300, U+05B0,
  * U+0483, U+20E3...), which a reader sees on the character before it, not

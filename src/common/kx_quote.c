@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -125,7 +126,7 @@ static bool line_break_byte(unsigned char c)
  * Cyrillic, Greek and Armenian letters, the dotless i, brackets that read
  * as "[", sorted by code point.  The fullwidth forms U+FF01-FF5E are
  * mapped by rule. */
-static const struct {
+static const struct lookalike_entry {
 	unsigned cp;
 	char ascii;
 } lookalikes[] = {
@@ -143,36 +144,31 @@ static const struct {
 
 /* How many bytes at S (LEN at most) a character takes that reads as an
  * ASCII one, put in *ASCII; 0 for any other. */
+/* bsearch's order of the tables below, by code point (their first
+ * member, an unsigned). */
+static int by_cp(const void *key, const void *entry)
+{
+	unsigned a = *(const unsigned *)key, b = *(const unsigned *)entry;
+	return a < b ? -1 : a > b;
+}
+
 static size_t lookalike(const unsigned char *s, size_t len, char *ascii)
 {
-	unsigned cp;
-	size_t n, lo = 0, hi = sizeof lookalikes / sizeof lookalikes[0];
+	size_t n = 0;
+	unsigned cp = kx_utf8_multibyte((const char *)s, len, &n);
+	const struct lookalike_entry *e;
 
-	if (len >= 2 && s[0] >= 0xc2 && s[0] < 0xe0 && (s[1] & 0xc0) == 0x80) {
-		cp = (unsigned)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
-		n = 2;
-	} else if (len >= 3 && s[0] >= 0xe0 && s[0] < 0xf0 && (s[1] & 0xc0) == 0x80 &&
-	           (s[2] & 0xc0) == 0x80) {
-		cp = (unsigned)(s[0] & 0x0f) << 12 | (unsigned)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
-		n = 3;
-	} else
+	if (!cp)
 		return 0;
 	if (cp >= 0xff01 && cp <= 0xff5e) { /* fullwidth ASCII */
 		*ascii = (char)(cp - 0xff01 + 0x21);
 		return n;
 	}
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (lookalikes[mid].cp == cp) {
-			*ascii = lookalikes[mid].ascii;
-			return n;
-		}
-		if (lookalikes[mid].cp < cp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
+	if (!(e = bsearch(&cp, lookalikes, sizeof lookalikes / sizeof lookalikes[0],
+	                  sizeof lookalikes[0], by_cp)))
+		return 0;
+	*ascii = e->ascii;
+	return n;
 }
 
 /* What the character at S (LEN bytes at most) reads as, in lower-case
@@ -184,9 +180,10 @@ static size_t lookalike(const unsigned char *s, size_t len, char *ascii)
  * or 0 when it reads as nothing ASCII. */
 static size_t fold_char(const unsigned char *s, size_t len, char *out)
 {
-	size_t n, lo = 0, hi = sizeof kx_fold / sizeof kx_fold[0];
+	size_t n = 0;
 	unsigned cp;
 	char a;
+	const struct kx_fold_entry *e;
 
 	if (s[0] < 0x80) {
 		out[0] = s[0] == '0' ? 'o' : (char)tolower(s[0]);
@@ -198,32 +195,12 @@ static size_t fold_char(const unsigned char *s, size_t len, char *out)
 		out[1] = '\0';
 		return n;
 	}
-	if (len >= 2 && s[0] >= 0xc2 && s[0] < 0xe0 && (s[1] & 0xc0) == 0x80) {
-		cp = (unsigned)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
-		n = 2;
-	} else if (len >= 3 && s[0] >= 0xe0 && s[0] < 0xf0 && (s[1] & 0xc0) == 0x80 &&
-	           (s[2] & 0xc0) == 0x80) {
-		cp = (unsigned)(s[0] & 0x0f) << 12 | (unsigned)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
-		n = 3;
-	} else if (len >= 4 && s[0] >= 0xf0 && s[0] < 0xf5 && (s[1] & 0xc0) == 0x80 &&
-	           (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80) {
-		cp = (unsigned)(s[0] & 0x07) << 18 | (unsigned)(s[1] & 0x3f) << 12 |
-		     (unsigned)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
-		n = 4;
-	} else
+	if (!(cp = kx_utf8_multibyte((const char *)s, len, &n)) ||
+	    !(e = bsearch(&cp, kx_fold, sizeof kx_fold / sizeof kx_fold[0], sizeof kx_fold[0],
+	                  by_cp)))
 		return 0;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (kx_fold[mid].cp == cp) {
-			memcpy(out, kx_fold[mid].ascii, 4);
-			return n;
-		}
-		if (kx_fold[mid].cp < cp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
+	memcpy(out, e->ascii, sizeof e->ascii);
+	return n;
 }
 
 /* How many bytes at S (LEN at most) a combining mark takes, one that a

@@ -188,10 +188,9 @@ static bool in_ranges(unsigned cp, const kx_range_t *r, size_t n)
 	return false;
 }
 
-/* The code point of the well-formed character of 2 to 4 bytes that S (N
- * bytes) starts with, its length in *LEN; 0 for anything else. */
-static unsigned multibyte(const unsigned char *p, size_t n, size_t *len)
+unsigned kx_utf8_multibyte(const char *s, size_t n, size_t *len)
 {
+	const unsigned char *p = (const unsigned char *)s;
 	bool is_char;
 	unsigned c;
 	size_t u;
@@ -209,7 +208,7 @@ static unsigned multibyte(const unsigned char *p, size_t n, size_t *len)
 size_t kx_utf8_mark_len(const char *s, size_t n)
 {
 	size_t len = 0;
-	unsigned c = multibyte((const unsigned char *)s, n, &len);
+	unsigned c = kx_utf8_multibyte(s, n, &len);
 	return c && in_ranges(c, kx_marks, sizeof kx_marks / sizeof kx_marks[0]) ? len : 0;
 }
 

@@ -107,8 +107,8 @@ static const kx_range_t kx_formats[] = {
 
 /* What a character reads as, in lower-case ASCII (1 to 3 characters):
  * its NFKD without marks (Unicode 14.0.0), and TR 39 look-alikes, 1966 of them. */
-static const struct {
-	unsigned cp;
+static const struct kx_fold_entry {
+	unsigned cp; /* first: bsearch's key */
 	char ascii[4];
 } kx_fold[] = {
         {0x00AA, "a"},    {0x00B2, "2"},    {0x00B3, "3"},    {0x00B9, "1"},    {0x00BA, "o"},
