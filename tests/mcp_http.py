@@ -278,6 +278,39 @@ def t_token_sources():
 check("the_token_is_the_token_files_the_environments_or_a_new_printed_one", t_token_sources)
 
 
+def t_any_address():
+    # on every address the machine's many names are taken; an Origin must
+    # still be a page of the Host it names (spoken to over 127.0.0.1)
+    err = open(os.path.join(BASE, f"mcp-stderr-any-{time.time_ns()}"), "w+")
+    p = subprocess.Popen([KBOX, "mcp", "--http", "0.0.0.0:0"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=err,
+                         env=dict(os.environ, KBOX_MCP_TOKEN=TOKEN))
+    port = None
+    deadline = time.time() + 60
+    while port is None and time.time() < deadline and p.poll() is None:
+        err.seek(0)
+        m = re.search(r"listening on http://0\.0\.0\.0:(\d+)/mcp\n", err.read())
+        port = int(m[1]) if m else None
+        time.sleep(0.05)
+    assert port, "no listening line"
+    g = s.__class__.__new__(s.__class__)
+    g.url, g.port, g.next_id = f"http://127.0.0.1:{port}/mcp", port, 1
+    init = {"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "c", "version": "1"}}
+    st, _, _ = g.request("initialize", init)
+    assert st == 200, st
+    st, _, _ = g.request("initialize", init, headers={"Host": f"kbox.example:{port}",
+                                                      "Origin": f"http://kbox.example:{port}"})
+    assert st == 200, st
+    st, _, _ = g.request("initialize", init, headers={"Origin": "http://evil.example"})
+    assert st == 403, st
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(90) == 0
+
+
+check("on_every_address_any_host_is_taken_and_the_origin_must_match_it", t_any_address)
+
+
 def fails(args, env, want):
     r = subprocess.run([KBOX, "mcp", *args], capture_output=True, text=True, timeout=60,
                        stdin=subprocess.DEVNULL, env=dict(os.environ, **env))

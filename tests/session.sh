@@ -945,6 +945,38 @@ check a_second_sigint_ends_exec_as_the_signal_does eval '
 	[ "$(cat sig2.rc)" = 130 ] && [ ! -s sig2.out ]'
 kbox restart -s ex # (its code goes on: the next tests want the session)
 
+# Ctrl-C on a kbox exec that still waits its turn behind another client's
+# code ends it as the signal does: the other client's code is not
+# interrupted, and the waiting code never runs
+setup_for a_sigint_while_waiting_its_turn_ends_exec_and_runs_nothing \
+	a_sigint_while_waiting_its_turn_leaves_the_running_code_alone
+fresh
+have_session ex
+if [ -z "$SKIPPING" ]; then
+	rm -f "$S/ex/workspace/holding" "$S/ex/workspace/release" "$S/ex/workspace/ran"
+	timeout -k 5 90 "$KBOX" exec -s ex 'import os, time
+open("holding", "w").close()
+while not os.path.exists("release"): time.sleep(0.05)
+print("first done")' >first.out 2>first.err &
+	first=$!
+	wait_for test -e "$S/ex/workspace/holding"
+	timeout -k 5 90 "$KBOX" exec -s ex 'open("ran", "w").close()' >second.out 2>second.err &
+	second=$!
+	BG_PIDS="$first $second"
+	wait_for eval '"$KBOX" status -s ex --json | grep -q "\"queued\": *1"'
+	kill -INT "$(pgrep -P "$second")"
+	wait "$second"
+	echo $? >second.rc
+	touch "$S/ex/workspace/release"
+	wait "$first"
+	echo $? >first.rc
+	BG_PIDS=
+fi
+check a_sigint_while_waiting_its_turn_ends_exec_and_runs_nothing eval '
+	[ "$(cat second.rc)" = 130 ] && [ ! -s second.out ] && [ ! -e "$S/ex/workspace/ran" ]'
+check a_sigint_while_waiting_its_turn_leaves_the_running_code_alone eval '
+	[ "$(cat first.rc)" = 0 ] && last_line_is first.out "first done"'
+
 setup_for stop_says_stopped \
 	stop_of_stopped_session_exits_0_and_says_it_is_not_running \
 	stop_of_a_session_that_does_not_exist_exits_0_and_says_so \

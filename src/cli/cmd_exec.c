@@ -92,9 +92,16 @@ static void died_result(kr_ctl_format_t format, const char *reason, double secon
  * request): with text-live the notice and the output printed between
  * executions first, then the stream as it comes (what the code printed
  * must not drive the terminal); with ndjson each event on its line. */
+/* Whether the execution being waited for has begun (its started line
+ * came): until then it waits its turn, and an interrupt would stop
+ * another client's code. */
+static bool exec_began;
+
 static void on_exec_event(void *arg, kr_ctl_msg_kind_t kind, const json_t *m)
 {
 	const kr_ctl_exec_t *req = arg;
+	if (kind == KR_CTL_MSG_STARTED)
+		exec_began = true;
 	if (kind == KR_CTL_MSG_STARTED && req->format == KR_CTL_FMT_TEXT_LIVE) {
 		const char *notice = json_string_value(json_object_get(m, "notice"));
 		json_t *earlier = json_object_get(m, "earlier_output");
@@ -190,6 +197,21 @@ static void stop_hook(void *arg)
 	json_t *r;
 	if (!stop_signal || c->sent)
 		return;
+	if (!exec_began) {
+		/* still waiting its turn: the code that runs is another
+		 * client's.  The process ends as the signal would have it, and
+		 * the supervisor drops the request of a client gone (it never
+		 * runs) */
+		int sig = stop_signal;
+		sigset_t s;
+		c->sent = true;
+		sigaction(sig, &stop_old[sig == SIGINT ? 0 : 1], NULL);
+		sigemptyset(&s);
+		sigaddset(&s, sig);
+		sigprocmask(SIG_UNBLOCK, &s, NULL);
+		raise(sig);
+		return; /* (an action that returns: go on waiting) */
+	}
 	c->sent = true;
 	snprintf(cause, sizeof cause, "%s to kbox %s", stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
 	         c->cmd);
@@ -259,6 +281,7 @@ int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
 		r->status = EXIT_USAGE;
 		return r->status;
 	}
+	exec_began = false;
 	stop_signals_on(&stop, &saved);
 	end = kr_ctl_execute(fd, req, dfd, on_exec_event, (void *)req, &m, &err);
 	stop_signals_off(&saved);

@@ -96,6 +96,7 @@ static struct {
 	char host[300]; /* this address as a Host header has it, without the port */
 	unsigned port;
 	bool loopback;
+	bool any;                    /* listening on every address: 0.0.0.0 or :: */
 	conv_t *convs[CONV_MAX + 1]; /* + the shared one */
 	struct MHD_Daemon *d;
 } S;
@@ -432,6 +433,11 @@ static bool host_is_ours(const char *host)
 	char want[400];
 	if (!host)
 		return false;
+	/* listening on every address (0.0.0.0, ::), any name of the machine
+	 * may reach it: the token guards it, and an Origin must be the page
+	 * of the Host the request names (origin_is_ours) */
+	if (S.any)
+		return true;
 	for (int i = 0; i < 2; i++) {
 		const char *name = i == 0 ? S.host : S.loopback ? "localhost" : NULL;
 		size_t n;
@@ -449,12 +455,14 @@ static bool host_is_ours(const char *host)
 
 /* Whether ORIGIN (an Origin header; NULL: none, a client that is no
  * browser) is a page of this server. */
-static bool origin_is_ours(const char *origin)
+static bool origin_is_ours(const char *origin, const char *host)
 {
 	if (!origin)
 		return true;
 	if (strncmp(origin, "http://", 7) != 0)
 		return false;
+	if (S.any)
+		return host && strcasecmp(origin + 7, host) == 0;
 	return host_is_ours(origin + 7);
 }
 
@@ -604,7 +612,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the endpoint is /mcp");
 	if (!host_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")))
 		return refuse(conn, MHD_HTTP_FORBIDDEN, "Forbidden: the Host is not this server");
-	if (!origin_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin")))
+	if (!origin_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"),
+	                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")))
 		return refuse(conn, MHD_HTTP_FORBIDDEN, "Forbidden: the Origin is not this server");
 	if (!authorized(conn))
 		return refuse(conn, MHD_HTTP_UNAUTHORIZED,
@@ -687,6 +696,7 @@ static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t
 		s6->sin6_port = htons((uint16_t)port);
 		*len = sizeof *s6;
 		S.loopback = IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+		S.any = IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr);
 	} else {
 		struct sockaddr_in *s4 = (struct sockaddr_in *)sa;
 		if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) {
@@ -698,6 +708,7 @@ static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t
 		s4->sin_port = htons((uint16_t)port);
 		*len = sizeof *s4;
 		S.loopback = (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+		S.any = s4->sin_addr.s_addr == htonl(INADDR_ANY);
 	}
 	snprintf(S.host, sizeof S.host, "%s", host);
 	S.port = (unsigned)port;
