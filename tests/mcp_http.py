@@ -182,6 +182,10 @@ def t_bad():
     assert st == 400 and body["error"]["message"] == "Bad Request: unsupported MCP-Protocol-Version"
     st, _, body = s.post(None, sid=state["a"], raw=b"[1, 2")
     assert st == 400 and body["error"]["message"].startswith("Parse error"), body
+    st, _, body = s.post([{"jsonrpc": "2.0", "id": 5, "method": "ping"}], sid=state["a"])
+    assert st == 400 and body["error"]["message"] == (
+        "Invalid Request: batches are not supported (MCP since 2025-06-18): send one "
+        "message a POST"), body
     big = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
         "name": "run_python", "arguments": {"code": "#" + "x" * (4 * 1024 * 1024)}}})
     st, _, body = s.post(None, sid=state["a"], raw=big.encode())
@@ -331,6 +335,10 @@ def t_refused():
           'kbox mcp: invalid --http "nowhere": expected ADDR:PORT, such as 127.0.0.1:8808')
     fails(["--http", "127.0.0.1:70000"], {"KBOX_MCP_TOKEN": TOKEN},
           'kbox mcp: invalid --http "127.0.0.1:70000": the port must be a number from 0 to 65535')
+    # no token made (and printed) for an address that cannot be taken
+    fails(["--http", "localhost:0"], {"KBOX_MCP_TOKEN": ""},
+          'kbox mcp: invalid --http "localhost:0": localhost is not an IPv4 address '
+          '(or [an IPv6 one])')
 
 
 check("bad_http_options_are_one_line_and_exit_2", t_refused)

@@ -76,15 +76,10 @@ static int http_token(const char *file, char *buf, size_t size)
 	} else if (env && *env) {
 		snprintf(buf, size, "%s", env);
 	} else {
-		unsigned char r[24];
-		if (getrandom(r, sizeof r, 0) != sizeof r) {
-			cli_error("mcp", "no random bytes for a token: %s", strerror(errno));
-			return EXIT_UNAVAILABLE;
-		}
-		for (size_t i = 0; i < sizeof r; i++)
-			snprintf(buf + 2 * i, 3, "%02x", r[i]);
-		fprintf(stderr, "kbox mcp: token: %s\n", buf);
-		fflush(stderr);
+		/* none: the server makes one, and prints it once it listens
+		 * (not for an address it cannot take) */
+		buf[0] = '\0';
+		return EXIT_OK;
 	}
 	if (strlen(buf) < MCP_TOKEN_MIN) {
 		cli_error("mcp", "the token (%s) is shorter than %d characters",
@@ -148,7 +143,7 @@ static int serve_http(const char *listen_at, const char *token_file, const mcp_o
 		argv[n++] = o->session;
 	}
 	argv[n] = NULL;
-	if (setenv(MCP_TOKEN_ENV, token, 1) < 0) {
+	if (token[0] ? setenv(MCP_TOKEN_ENV, token, 1) < 0 : unsetenv(MCP_TOKEN_ENV) < 0) {
 		cli_error("mcp", "setenv: %s", strerror(errno));
 		return EXIT_UNAVAILABLE;
 	}

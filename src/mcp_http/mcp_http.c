@@ -500,9 +500,13 @@ static enum MHD_Result post(req_t *r)
 		              "Bad Request: unsupported MCP-Protocol-Version");
 	if (!(msg = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, NULL)) ||
 	    !json_is_object(msg)) {
+		bool batch = json_is_array(msg);
 		json_decref(msg);
-		return refuse(conn, MHD_HTTP_BAD_REQUEST,
-		              "Parse error: the body must be one JSON-RPC message, an object");
+		return refuse(
+		        conn, MHD_HTTP_BAD_REQUEST,
+		        batch ? "Invalid Request: batches are not supported (MCP since "
+		                "2025-06-18): send one message a POST"
+		              : "Parse error: the body must be one JSON-RPC message, an object");
 	}
 	id = json_object_get(msg, "id");
 	method = json_object_get(msg, "method");
@@ -717,6 +721,7 @@ static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t
 
 int main(int argc, char **argv)
 {
+	static char made_token[49];
 	const char *listen_at = NULL, *token = getenv(TOKEN_ENV);
 	struct sockaddr_storage sa;
 	socklen_t salen = 0;
@@ -741,17 +746,28 @@ int main(int argc, char **argv)
 	}
 	S.mcp_args = argv + i;
 	S.n_mcp_args = (size_t)(argc - i);
-	if (!listen_at || !S.kbox || !token || strlen(token) < 16) {
-		say("kbox-mcp-http is started by kbox mcp --http (it needs --listen, --kbox and a "
-		    "token of 16 characters or more in %s)",
+	if (!listen_at || !S.kbox || (token && strlen(token) < 16)) {
+		say("kbox-mcp-http is started by kbox mcp --http (it needs --listen, --kbox and, "
+		    "when %s is set, a token of 16 characters or more in it)",
 		    TOKEN_ENV);
 		return 2;
+	}
+	if (!token) { /* a new one, printed once the address is taken */
+		unsigned char r[24];
+		if (getrandom(r, sizeof r, 0) != sizeof r) {
+			say("no random bytes for a token: %s", strerror(errno));
+			return 5;
+		}
+		for (size_t k = 0; k < sizeof r; k++)
+			snprintf(made_token + 2 * k, 3, "%02x", r[k]);
+		token = made_token;
 	}
 	if (sodium_init() < 0)
 		return 5;
 	crypto_generichash((unsigned char *)S.token_hash, sizeof S.token_hash,
 	                   (const unsigned char *)token, strlen(token), NULL, 0);
-	sodium_memzero((char *)token, strlen(token));
+	if (token != made_token)
+		sodium_memzero((char *)token, strlen(token));
 	unsetenv(TOKEN_ENV); /* the conversations' kbox mcp need it not */
 	if (parse_listen(listen_at, &sa, &salen) < 0)
 		return 2;
@@ -778,11 +794,12 @@ int main(int argc, char **argv)
 		                                                     MHD_DAEMON_INFO_BIND_PORT);
 		S.port = di ? di->port : 0;
 	}
-	{
-		const char *h = S.host;
-		fprintf(stderr, PROG ": listening on http://%s:%u/mcp\n", h, S.port);
-		fflush(stderr);
+	if (made_token[0]) {
+		fprintf(stderr, PROG ": token: %s\n", made_token);
+		sodium_memzero(made_token, sizeof made_token);
 	}
+	fprintf(stderr, PROG ": listening on http://%s:%u/mcp\n", S.host, S.port);
+	fflush(stderr);
 	while (!stopping) {
 		static struct pollfd fds[POLL_MAX];
 		static conv_t *owner[POLL_MAX];
