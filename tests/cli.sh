@@ -140,6 +140,12 @@ fresh
 rc=$?
 check output_to_a_full_disk_fails_with_one_line eval '[ "$rc" = 5 ] &&
 	[ "$(cat stderr)" = "kbox version: cannot write standard output: No space left on device" ]'
+for opt in --help --version; do
+	"$KBOX" "$opt" >/dev/full 2>"stderr$opt"
+	echo $? >>rcs
+done
+check kbox_help_and_version_to_a_full_disk_fail_with_one_line eval '[ "$(cat rcs)" = "$(printf "5\n5")" ] &&
+	[ "$(cat stderr--help stderr--version)" = "$(printf "kbox: cannot write standard output: No space left on device\nkbox: cannot write standard output: No space left on device")" ]'
 fresh
 { "$KBOX" kernelspecs --help 2>stderr; echo $? >rc.out; } | head -c 1 >/dev/null
 rc=$(cat rc.out)

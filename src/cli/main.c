@@ -619,7 +619,7 @@ static void choose_leak_check(const char *command)
 
 int main(int argc, char **argv)
 {
-	const cli_cmd_t *cmd;
+	const cli_cmd_t *cmd = NULL;
 	int status, closed;
 
 	/* before anything is opened: no socket may become standard output */
@@ -636,10 +636,13 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		cli_usage(stdout);
-		return EXIT_OK;
+		status = EXIT_OK;
+		goto written;
 	}
-	if (strcmp(argv[1], "--version") == 0)
-		return cmd_version(1, argv + 1);
+	if (strcmp(argv[1], "--version") == 0) {
+		status = cmd_version(1, argv + 1);
+		goto written;
+	}
 	cmd = cli_find(argv[1]);
 	if (!cmd) {
 		const char *near = nearest_command(argv[1]);
@@ -658,15 +661,16 @@ int main(int argc, char **argv)
 	choose_leak_check(cmd->name);
 	status = cmd->fn(argc - 1, argv + 1);
 	cli_print_failure(status);
+written:
 	/* what it printed must have been written: a full disk or a closed
-	 * pipe is not a success */
+	 * pipe is not a success (kbox --help and --version too) */
 	errno = 0;
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		int e = errno ? errno : stdout_errno;
 		struct pollfd p = {STDOUT_FILENO, 0, 0};
 		/* a reader that has gone (| head) took what it wanted: no error */
 		if (e != EPIPE && !(poll(&p, 1, 0) > 0 && (p.revents & POLLERR))) {
-			cli_error(cmd->name, "cannot write standard output: %s",
+			cli_error(cmd ? cmd->name : NULL, "cannot write standard output: %s",
 			          e ? strerror(e) : "a write failed");
 			if (status == EXIT_OK || status == EXIT_CODE_ERROR)
 				status = EXIT_UNAVAILABLE;
