@@ -977,6 +977,70 @@ check a_sigint_while_waiting_its_turn_ends_exec_and_runs_nothing eval '
 check a_sigint_while_waiting_its_turn_leaves_the_running_code_alone eval '
 	[ "$(cat first.rc)" = 0 ] && last_line_is first.out "first done"'
 
+# A supervisor that does not answer (stopped, or stuck): every command
+# that waits on it asks it for its status after 10 s of silence and gives
+# up when that gets no answer within 20 s, exit 5, saying what to do; a
+# SIGTERM to a kbox exec whose code runs there ends it once its interrupt
+# gets no answer (10 s).  The commands wait side by side.
+setup_for a_stopped_supervisor_ends_exec_with_exit_5_and_what_to_do \
+	a_stopped_supervisor_ends_exec_t_with_exit_5 \
+	a_stopped_supervisor_ends_complete_with_exit_5 \
+	a_stopped_supervisor_ends_stop_and_restart_with_exit_5 \
+	a_sigterm_to_exec_on_a_stopped_supervisor_ends_it \
+	a_resumed_supervisor_has_kept_the_session
+fresh
+have_session ex
+if [ -z "$SKIPPING" ]; then
+	rm -f "$S/ex/workspace/started"
+	kbox exec -s ex 'kept = 7'
+	timeout -k 5 200 "$KBOX" exec -s ex 'import time
+open("started", "w").close()
+time.sleep(600)' >frz-term.out 2>frz-term.err &
+	term=$!
+	BG_PIDS=$term
+	wait_for test -e "$S/ex/workspace/started"
+	spid=$(cat "$S/ex/supervisor.pid")
+	kill -STOP "$spid"
+	# (each waits in the background; all of them end on their own)
+	timeout -k 5 200 "$KBOX" exec -s ex 'print(1)' >frz-exec.out 2>frz-exec.err &
+	p1=$!
+	timeout -k 5 200 "$KBOX" exec -s ex -t 3 'print(1)' >frz-exect.out 2>frz-exect.err &
+	p2=$!
+	timeout -k 5 200 "$KBOX" complete -s ex 'pri' >frz-compl.out 2>frz-compl.err &
+	p3=$!
+	timeout -k 5 200 "$KBOX" stop -s ex >frz-stop.out 2>frz-stop.err &
+	p4=$!
+	timeout -k 5 200 "$KBOX" restart -s ex >frz-restart.out 2>frz-restart.err &
+	p5=$!
+	BG_PIDS="$term $p1 $p2 $p3 $p4 $p5"
+	kill -TERM "$(pgrep -P "$term")"
+	for p in term:$term exec:$p1 exect:$p2 compl:$p3 stop:$p4 restart:$p5; do
+		wait "${p#*:}"
+		echo $? >"frz-${p%%:*}.rc"
+	done
+	BG_PIDS=
+	kill -CONT "$spid"
+	kbox exec -s ex 'print(kept)'
+fi
+frozen="the supervisor (pid $spid) did not answer a status request within 20 s: it is stopped or stuck (kill -CONT resumes a stopped one; kill -KILL ends it and its kernel, and the session's files stay)"
+check a_stopped_supervisor_ends_exec_with_exit_5_and_what_to_do eval '
+	[ "$(cat frz-exec.rc)" = 5 ] && [ ! -s frz-exec.out ] &&
+	[ "$(cat frz-exec.err)" = "kbox exec: session ex: $frozen" ]'
+check a_stopped_supervisor_ends_exec_t_with_exit_5 eval '
+	[ "$(cat frz-exect.rc)" = 5 ] && [ ! -s frz-exect.out ] &&
+	[ "$(cat frz-exect.err)" = "kbox exec: session ex: $frozen" ]'
+check a_stopped_supervisor_ends_complete_with_exit_5 eval '
+	[ "$(cat frz-compl.rc)" = 5 ] && [ ! -s frz-compl.out ] &&
+	[ "$(cat frz-compl.err)" = "kbox complete: session ex: $frozen" ]'
+check a_stopped_supervisor_ends_stop_and_restart_with_exit_5 eval '
+	[ "$(cat frz-stop.rc)" = 5 ] && [ "$(cat frz-restart.rc)" = 5 ] &&
+	[ "$(cat frz-stop.err)" = "kbox stop: session ex: $frozen" ] &&
+	[ "$(cat frz-restart.err)" = "kbox restart: session ex: $frozen" ]'
+check a_sigterm_to_exec_on_a_stopped_supervisor_ends_it eval '
+	[ "$(cat frz-term.rc)" = 143 ] && [ ! -s frz-term.out ] &&
+	[ "$(cat frz-term.err)" = "kbox exec: SIGTERM: cannot interrupt the code: the supervisor did not answer within 10000 ms" ]'
+check a_resumed_supervisor_has_kept_the_session eval 'status_is 0 && stdout_is 7'
+
 setup_for stop_says_stopped \
 	stop_of_stopped_session_exits_0_and_says_it_is_not_running \
 	stop_of_a_session_that_does_not_exist_exits_0_and_says_so \

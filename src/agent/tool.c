@@ -127,11 +127,11 @@ static json_t *execute(agent_t *a, const char *code, double timeout_s, int *stat
 		int fd = cli_session_connect(AGENT_CMD, a->dir, a->name, false, status);
 		if (fd < 0)
 			return NULL;
-		end = kr_ctl_execute(fd, &req, -1, NULL, NULL, &m, &err);
+		end = kr_ctl_execute(fd, a->dir, &req, -1, NULL, NULL, &m, &err);
 		close(fd);
 		if (end == KR_CTL_EXEC_REPLY)
 			return m;
-		if (end == KR_CTL_EXEC_NOT_SENT) {
+		if (end == KR_CTL_EXEC_NOT_SENT || end == KR_CTL_EXEC_UNANSWERED) {
 			agent_error(a, "session %s: %s", a->name, err.msg);
 			*status = EXIT_UNAVAILABLE;
 			return NULL;

@@ -220,6 +220,17 @@ static void stop_hook(void *arg)
 		cli_error(c->cmd, "%s: cannot interrupt the code: %s",
 		          stop_signal == SIGINT ? "SIGINT" : "SIGTERM", err.msg);
 	json_decref(r);
+	if (!r && err.code == KBOX_E_TIMEOUT) {
+		/* a supervisor that does not answer will not send the result
+		 * either: the signal ends the process, as it would have */
+		int sig = stop_signal;
+		sigset_t s;
+		sigaction(sig, &stop_old[sig == SIGINT ? 0 : 1], NULL);
+		sigemptyset(&s);
+		sigaddset(&s, sig);
+		sigprocmask(SIG_UNBLOCK, &s, NULL);
+		raise(sig);
+	}
 }
 
 /* Have SIGINT and SIGTERM (those not ignored) interrupt the code while
@@ -283,7 +294,7 @@ int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
 	}
 	exec_began = false;
 	stop_signals_on(&stop, &saved);
-	end = kr_ctl_execute(fd, req, dfd, on_exec_event, (void *)req, &m, &err);
+	end = kr_ctl_execute(fd, dir, req, dfd, on_exec_event, (void *)req, &m, &err);
 	stop_signals_off(&saved);
 	if (dfd >= 0)
 		close(dfd);
@@ -297,7 +308,8 @@ int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
 		snprintf(r->reason, sizeof r->reason, "the session's supervisor went away");
 	} else
 		cli_error(cmd, "session %s: %s", name,
-		          end != KR_CTL_EXEC_NOT_SENT && err.code == KBOX_E_DEAD
+		          end != KR_CTL_EXEC_NOT_SENT && end != KR_CTL_EXEC_UNANSWERED &&
+		                          err.code == KBOX_E_DEAD
 		                  ? "the session's supervisor went away"
 		                  : err.msg);
 	json_decref(m);

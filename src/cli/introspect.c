@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #define DEFAULT_MAX_OUTPUT 16384
+/* How long kbox complete and inspect wait for the reply: the kernel's own
+ * 30 s (KR_CTL_KERNEL_REPLY_MS), and as long again for a turn. */
+#define INTROSPECT_WAIT_MS (2 * KR_CTL_KERNEL_REPLY_MS)
 
 /* Write TEXT (LEN bytes) on standard output, ending with a newline, within
  * MAX bytes: a longer text is cut at the last line that fits (or at a
@@ -227,10 +230,19 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 	q.exec.code = code;
 	q.cursor_pos = cursor;
 	q.detail_level = (int)detail;
-	reply = kr_ctl_call(dir, q.op, kr_ctl_introspect_to_json(&q), 60000, &err);
-	if (!reply) {
+	reply = kr_ctl_call(dir, q.op, kr_ctl_introspect_to_json(&q), INTROSPECT_WAIT_MS, &err);
+	if (!reply && err.code == KBOX_E_TIMEOUT) {
+		/* the supervisor answers (kr_ctl_call asks it): the session is
+		 * busy with other code, or its kernel slow to start */
+		cli_error(cmd,
+		          "session %s: no reply within %d s: the session was busy (other code "
+		          "ran, or its kernel started) all that time",
+		          name, INTROSPECT_WAIT_MS / 1000);
+		status = EXIT_TIMEOUT;
+		goto out;
+	} else if (!reply) {
 		cli_error(cmd, "session %s: %s", name, err.msg);
-		status = err.code == KBOX_E_TIMEOUT ? EXIT_TIMEOUT : EXIT_UNAVAILABLE;
+		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
 	{

@@ -2,6 +2,7 @@
  * the socket, its lines, one request, and an execution's exchange. */
 #include "runtime/runtime.h"
 #include "runtime/ctl.h"
+#include "runtime/session.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -146,23 +147,18 @@ void kr_ctl_wait_signals(const sigset_t *mask, void (*hook)(void *arg), void *ar
 	waits.arg = mask ? arg : NULL;
 }
 
-json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
+/* Wait until FD is readable or DEADLINE (kx_now_ms; 0: none) passes,
+ * letting in the signals of kr_ctl_wait_signals.  1 readable, 0 the
+ * deadline passed, -1 with ERR. */
+static int wait_readable(int fd, long long deadline, kbox_error_t *err)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	long long deadline = timeout_ms < 0 ? 0 : kx_now_ms() + timeout_ms;
-	json_error_t je;
-	json_t *j;
-
 	for (;;) {
-		char peek[4096], *nl;
-		ssize_t n;
 		struct pollfd p = {fd, POLLIN, 0};
 		struct timespec ts;
 		int wait = -1;
 		if (deadline) {
 			long long left = deadline - kx_now_ms();
-			wait = left > 0 ? (int)left : 0;
+			wait = left > 0 ? (int)(left < INT_MAX ? left : INT_MAX) : 0;
 		}
 		ts.tv_sec = wait / 1000;
 		ts.tv_nsec = (long)(wait % 1000) * 1000000L;
@@ -171,10 +167,32 @@ json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 		if (ppoll(&p, 1, wait < 0 ? NULL : &ts, waits.on ? &waits.mask : NULL) < 0) {
 			if (errno == EINTR)
 				continue;
-			kbox_error_set_sys(err, "control socket: poll");
-			goto fail;
+			return kbox_error_set_sys(err, "control socket: poll");
 		}
-		if (!p.revents) {
+		if (p.revents)
+			return 1;
+		if (deadline && kx_now_ms() >= deadline)
+			return 0;
+	}
+}
+
+json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	long long deadline = timeout_ms < 0 ? 0 : kx_now_ms() + timeout_ms;
+	json_error_t je;
+	json_t *j;
+
+	if (deadline == 0 && timeout_ms == 0) /* (the clock at 0: never) */
+		deadline = 1;
+	for (;;) {
+		char peek[4096], *nl;
+		ssize_t n;
+		int r = wait_readable(fd, deadline, err);
+		if (r < 0)
+			goto fail;
+		if (r == 0) {
 			kbox_error_set(err, KBOX_E_TIMEOUT,
 			               "the supervisor did not answer within %d ms", timeout_ms);
 			goto fail;
@@ -240,6 +258,75 @@ json_t *kr_ctl_refusal(int fd)
 	return kr_ctl_recv(fd, 0, NULL);
 }
 
+/* Whether the supervisor of DIR answers a status request within
+ * KR_CTL_PROBE_MS: false only when it is there (its socket takes the
+ * connection) and says nothing; a refusal is an answer, and a socket gone
+ * is a supervisor that stops or went away, which the waiting connection
+ * will hear of itself. */
+static bool supervisor_answers(const char *dir)
+{
+	json_t *req = json_pack("{s:s}", "op", kr_ctl_op_name(KR_CTL_OP_STATUS)), *r = NULL;
+	kbox_error_t err = {0};
+	int fd = req ? kr_ctl_connect(dir, &err) : -1;
+	if (fd >= 0) {
+		if (kr_ctl_send(fd, req, &err) < 0)
+			r = kr_ctl_refusal(fd);
+		else
+			r = kr_ctl_recv(fd, KR_CTL_PROBE_MS, &err);
+		close(fd);
+	}
+	json_decref(req);
+	json_decref(r);
+	return r || err.code != KBOX_E_TIMEOUT;
+}
+
+/* The error of a supervisor that does not answer (supervisor_answers). */
+static void unanswered(const char *dir, kbox_error_t *err)
+{
+	pid_t pid = 0;
+	char who[48] = "";
+	if (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING && pid > 0)
+		snprintf(who, sizeof who, " (pid %ld)", (long)pid);
+	kbox_error_set(err, KBOX_E_DEAD,
+	               "the supervisor%s did not answer a status request within %d s: it is "
+	               "stopped or stuck (kill -CONT resumes a stopped one; kill -KILL ends it "
+	               "and its kernel, and the session's files stay)",
+	               who, KR_CTL_PROBE_MS / 1000);
+}
+
+/* kr_ctl_recv_live; *QUIET set when the supervisor did not answer. */
+static json_t *recv_live(int fd, const char *dir, int timeout_ms, kbox_error_t *err, bool *quiet)
+{
+	long long deadline = timeout_ms < 0 ? 0 : kx_now_ms() + timeout_ms;
+	for (;;) {
+		long long now = kx_now_ms(), slice = now + KR_CTL_PROBE_AFTER_MS;
+		int r;
+		if (!dir || (deadline && deadline <= slice)) /* no room for a probe */
+			return kr_ctl_recv(
+			        fd, deadline ? (int)(deadline > now ? deadline - now : 0) : -1,
+			        err);
+		if ((r = wait_readable(fd, slice, err)) < 0)
+			return NULL;
+		if (r > 0) {
+			now = kx_now_ms();
+			return kr_ctl_recv(
+			        fd, deadline ? (int)(deadline > now ? deadline - now : 0) : -1,
+			        err);
+		}
+		if (!supervisor_answers(dir)) {
+			unanswered(dir, err);
+			*quiet = true;
+			return NULL;
+		}
+	}
+}
+
+json_t *kr_ctl_recv_live(int fd, const char *dir, int timeout_ms, kbox_error_t *err)
+{
+	bool quiet = false;
+	return recv_live(fd, dir, timeout_ms, err, &quiet);
+}
+
 json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_ms,
                     kbox_error_t *err)
 {
@@ -260,7 +347,7 @@ json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_m
 	if (kr_ctl_send(fd, req, err) < 0)
 		reply = kr_ctl_refusal(fd);
 	else
-		reply = kr_ctl_recv(fd, timeout_ms, err);
+		reply = kr_ctl_recv_live(fd, dir, timeout_ms, err);
 	if (!reply)
 		goto out;
 	if (kr_ctl_msg_kind(reply, NULL) != KR_CTL_MSG_REPLY) {
@@ -277,12 +364,12 @@ out:
 	return reply;
 }
 
-kr_ctl_exec_end_t kr_ctl_execute(int fd, const kr_ctl_exec_t *req, int outputs_fd,
+kr_ctl_exec_end_t kr_ctl_execute(int fd, const char *dir, const kr_ctl_exec_t *req, int outputs_fd,
                                  kr_ctl_event_cb_t on_event, void *arg, json_t **reply_p,
                                  kbox_error_t *err)
 {
 	json_t *line = kr_ctl_exec_to_json(req), *m;
-	bool started = false;
+	bool started = false, quiet = false;
 	int sent;
 
 	*reply_p = NULL;
@@ -296,7 +383,7 @@ kr_ctl_exec_end_t kr_ctl_execute(int fd, const kr_ctl_exec_t *req, int outputs_f
 		return KR_CTL_EXEC_REPLY;
 	if (sent < 0)
 		return KR_CTL_EXEC_NOT_SENT;
-	while ((m = kr_ctl_recv(fd, -1, err))) {
+	while ((m = recv_live(fd, dir, -1, err, &quiet))) {
 		kr_ctl_op_t re;
 		kr_ctl_msg_kind_t kind = kr_ctl_msg_kind(m, &re);
 		if (kind == KR_CTL_MSG_STARTED || kind == KR_CTL_MSG_EVENT) {
@@ -309,5 +396,7 @@ kr_ctl_exec_end_t kr_ctl_execute(int fd, const kr_ctl_exec_t *req, int outputs_f
 		}
 		json_decref(m);
 	}
+	if (quiet)
+		return KR_CTL_EXEC_UNANSWERED;
 	return started ? KR_CTL_EXEC_LOST_AFTER : KR_CTL_EXEC_LOST_BEFORE;
 }

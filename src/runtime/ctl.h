@@ -40,6 +40,13 @@ json_t *kr_ctl_refusal(int fd);
  * that is not a JSON object. */
 json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err);
 
+/* kr_ctl_recv, for a supervisor that may stop answering: while nothing
+ * comes on FD for KR_CTL_PROBE_AFTER_MS, ask DIR's supervisor for its
+ * status on a connection of its own; one that does not answer that
+ * within KR_CTL_PROBE_MS ends the wait, NULL with ERR KBOX_E_DEAD (its
+ * pid, and what to do).  DIR NULL: kr_ctl_recv. */
+json_t *kr_ctl_recv_live(int fd, const char *dir, int timeout_ms, kbox_error_t *err);
+
 /* While a front end waits on kr_ctl_recv with signals blocked (SIGINT,
  * say, to interrupt the code rather than die), the wait lets them in
  * (ppoll with MASK, the mask to wait with), and HOOK(ARG) runs before
@@ -50,7 +57,9 @@ void kr_ctl_wait_signals(const sigset_t *mask, void (*hook)(void *arg), void *ar
 /* Connect, send {"op": OP, …ARGS (taken, may be NULL)}, read the reply,
  * close.  The reply (new), or NULL with ERR; a reply {"ok": false,
  * "error": MSG} becomes NULL with MSG (KBOX_E_INVALID), and so does the
- * refusal of a supervisor that closed the connection (kr_ctl_refusal). */
+ * refusal of a supervisor that closed the connection (kr_ctl_refusal).
+ * The wait is kr_ctl_recv_live's: a supervisor that stops answering ends
+ * it early, KBOX_E_DEAD. */
 json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_ms,
                     kbox_error_t *err);
 
@@ -69,18 +78,21 @@ typedef enum {
 	                            * the next one may run it */
 	KR_CTL_EXEC_LOST_AFTER,  /* no reply after the started line (ERR): the code
 	                            * began, and its kernel went with the supervisor */
+	KR_CTL_EXEC_UNANSWERED,  /* the supervisor stopped answering (ERR,
+	                            * kr_ctl_recv_live): stopped or stuck */
 } kr_ctl_exec_end_t;
 
 /* Send the execute request REQ on FD (connected), with the descriptor
  * OUTPUTS_FD (-1: none; kbox-protocol(7), outputs) and read its lines
  * until the reply, without a time limit of its own (the supervisor
- * enforces the code's): the started line and events go to ON_EVENT (may
+ * enforces the code's) but that of a supervisor that stops answering
+ * (kr_ctl_recv_live, DIR the session's): the started line and events go to ON_EVENT (may
  * be NULL) with ARG; a reply to another op on the same connection (an
  * interrupt's) is skipped.  *REPLY_P gets the reply (new) with
  * KR_CTL_EXEC_REPLY, else NULL; ERR says why for the others
  * (KBOX_E_DEAD when the supervisor went away).  A supervisor's refusal
  * that made the send fail (kr_ctl_refusal) is a reply too. */
-kr_ctl_exec_end_t kr_ctl_execute(int fd, const kr_ctl_exec_t *req, int outputs_fd,
+kr_ctl_exec_end_t kr_ctl_execute(int fd, const char *dir, const kr_ctl_exec_t *req, int outputs_fd,
                                  kr_ctl_event_cb_t on_event, void *arg, json_t **reply_p,
                                  kbox_error_t *err);
 

@@ -97,6 +97,13 @@
 #define KR_CTL_DURATION_CLAMP_MS 2147483647LL
 /* grace when the request gives none. */
 #define KR_CTL_GRACE_DEFAULT_MS 5000
+/* A client that waits for a line with nothing coming for
+ * KR_CTL_PROBE_AFTER_MS asks the supervisor for its status on a connection
+ * of its own, and gives up on one that does not answer that within
+ * KR_CTL_PROBE_MS: it is stopped (SIGSTOP) or stuck.  A supervisor answers
+ * status at once, whatever runs (kbox-protocol(7), status). */
+#define KR_CTL_PROBE_AFTER_MS 10000
+#define KR_CTL_PROBE_MS 20000
 /* What complete, inspect and a message-mode interrupt wait for the kernel. */
 #define KR_CTL_KERNEL_REPLY_MS 30000
 /* max_output: bytes kept of each text, from 64 to 16 MiB (the capture's
