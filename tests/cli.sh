@@ -704,7 +704,7 @@ error run_error_exits_1 run_error_last_line_is_ename_evalue run_error_output_has
 timeout run_timeout_exits_3 run_timeout_interrupts_the_cell_at_its_timeout run_timeout_stops_later_cells run_timeout_stops_its_sandbox
 input run_input_lines_answer_input_in_order_across_cells run_input_after_last_line_is_eof
 noinput run_input_without_input_option_fails_with_stdin_error
-died run_kernel_death_exits_4 run_kernel_death_stops_later_cells
+died run_kernel_death_exits_4 run_kernel_death_stops_later_cells run_kernel_death_says_the_run_stops_there
 closedout exec_with_stdout_closed_fails_with_one_line exec_with_stdout_closed_sends_no_output_to_the_supervisor
 runclosedout run_with_stdout_closed_fails_with_one_line
 demo demo_exits_0 demo_warns_that_the_workspace_is_writable demo_writes_csv_in_the_workspace demo_cells_share_state demo_shows_aggregate_as_Out_3 demo_chart_is_png demo_chart_is_600x400
@@ -792,7 +792,8 @@ enter timeout
 check run_timeout_exits_3 status_is 3
 # the product says when it gave up (no clock here: a loaded machine is slow)
 check run_timeout_interrupts_the_cell_at_its_timeout eval '
-	has_line stdout "[timeout: timed out after 1 s; the kernel was interrupted (state kept)]"'
+	has_line stdout "[timeout: timed out after 1 s; the kernel was interrupted; kbox run stops here: the cell after it is not run]" &&
+	[ "$(cat stderr)" = "kbox run: cell 1 (-c): timed out after 1 s; the kernel was interrupted" ]'
 check run_timeout_stops_later_cells lacks_line stdout "after"
 check run_timeout_stops_its_sandbox no_sandbox_left
 
@@ -809,6 +810,9 @@ check run_input_without_input_option_fails_with_stdin_error eval '[ "$rc" = 1 ] 
 enter died
 check run_kernel_death_exits_4 status_is 4
 check run_kernel_death_stops_later_cells lacks_line stdout "after"
+check run_kernel_death_says_the_run_stops_there eval '
+	last_line_is stdout "[kernel died: the kernel exited with status 1; kbox run stops here: the cell after it is not run]" &&
+	[ "$(cat stderr)" = "kbox run: cell 1 (-c): the kernel exited with status 1" ]'
 
 enter closedout
 check exec_with_stdout_closed_fails_with_one_line eval '[ "$(cat exec.rc)" = 5 ] &&

@@ -990,6 +990,7 @@ setup_for a_stopped_supervisor_ends_exec_with_exit_5_and_what_to_do \
 	a_resumed_supervisor_has_kept_the_session
 fresh
 have_session ex
+spid=
 if [ -z "$SKIPPING" ]; then
 	rm -f "$S/ex/workspace/started"
 	kbox exec -s ex 'kept = 7'
@@ -1426,7 +1427,8 @@ fresh
 needs kernel
 setup_for run_through_a_private_supervisor run_leaves_no_session_directory \
 	run_killed_its_supervisor_stops run_killed_its_session_directory_goes \
-	run_terminated_leaves_no_directory_of_its_own
+	run_terminated_leaves_no_directory_of_its_own \
+	run_terminated_says_the_run_stops_there
 if [ -z "$SKIPPING" ]; then
 	XDG_RUNTIME_DIR=$T timeout -k 5 60 "$KBOX" run -c 'print(6 * 7)' >stdout 2>stderr
 	rc=$?
@@ -1465,7 +1467,8 @@ check run_killed_its_session_directory_goes wait_for no_run_dir
 fresh
 rc= rd= runsup=
 if [ -z "$SKIPPING" ]; then
-	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(300)' >/dev/null 2>&1 &
+	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(300)' -c 'print(2)' \
+		>run-term.out 2>run-term.err &
 	rp=$!
 	wait_for run_begun "$rp"
 	kill -TERM "$rp"
@@ -1477,6 +1480,9 @@ no_dir_of_the_run() {
 	[ -z "$(ls -d "$T"/kbox-run-* 2>/dev/null)" ] && [ -n "$rd" ] && [ ! -e "$rd" ]
 }
 check run_terminated_leaves_no_directory_of_its_own eval '[ "$rc" = 3 ] && wait_for no_dir_of_the_run'
+check run_terminated_says_the_run_stops_there eval '
+	last_line_is run-term.out "[interrupted by SIGTERM to kbox run; kbox run stops here: the cell after it is not run]" &&
+	[ "$(cat run-term.err)" = "kbox run: cell 1 (-c): interrupted by SIGTERM to kbox run" ]'
 
 # One execution at a time: a second exec waits its turn, bounded by its -t.
 # The first holds the kernel from when it has made "holding" until the

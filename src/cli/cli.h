@@ -361,6 +361,10 @@ typedef struct {
 	int status;         /* an exit status (EXIT_*) */
 	size_t inputs_used; /* input lines the code read */
 	char reason[512];   /* for timeout and death: why, from the result */
+	/* in, NULL or set before the call (kbox run's): what the text's last
+	 * line says of the state after an interrupt, timeout or death is
+	 * replaced by "; STOPS]", as a run goes no further */
+	const char *stops;
 } cli_exec_result_t;
 
 /* Run REQ (kbox exec's, kbox run's) on the session whose supervisor FD is
@@ -373,7 +377,7 @@ typedef struct {
  * the code (the interrupt op, on the session in DIR) and the result is
  * printed as it comes; a second one ends the process as the signal
  * would have.  CMD names the command for messages.  Returns
- * R->status. */
+ * R->status; R->stops is read, not cleared. */
 int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
                 const kr_ctl_exec_t *req, int outputs_fd, cli_exec_result_t *r);
 

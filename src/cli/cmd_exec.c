@@ -127,6 +127,32 @@ static void on_exec_event(void *arg, kr_ctl_msg_kind_t kind, const json_t *m)
 	}
 }
 
+/* Where, in the result text T (N bytes), its last line's word on the
+ * state begins, when it ends with one (the render's, kbox(1)): N when it
+ * does not, or STOPS is NULL. */
+static size_t stops_at(const char *t, size_t n, const char *stops)
+{
+	static const char *const said[] = {
+	        "; a new kernel was started; earlier state is lost]\n",
+	        "; earlier state is lost]\n",
+	        " (state kept)]\n",
+	        "; state is kept]\n",
+	};
+	const char *line;
+	if (!stops || !n)
+		return n;
+	for (line = t + n - 1; line > t && line[-1] != '\n'; line--)
+		;
+	if (*line != '[')
+		return n;
+	for (size_t i = 0; i < sizeof said / sizeof *said; i++) {
+		size_t k = strlen(said[i]);
+		if ((size_t)(t + n - line) > k && memcmp(t + n - k, said[i], k) == 0)
+			return n - k;
+	}
+	return n;
+}
+
 /* Print the reply M of REQ (ok or not) and fill R from it. */
 static void exec_print_reply(const char *cmd, const char *name, const kr_ctl_exec_t *req,
                              const json_t *m, cli_exec_result_t *r)
@@ -143,10 +169,18 @@ static void exec_print_reply(const char *cmd, const char *name, const kr_ctl_exe
 		return;
 	}
 	if (is_text(req->format) && json_is_string(text)) {
+		const char *t = json_string_value(text);
+		const char *st = json_string_value(json_object_get(m, "status"));
+		bool stopped = st && (strcmp(st, "interrupted") == 0 ||
+		                      strcmp(st, "timeout") == 0 || strcmp(st, "died") == 0);
+		size_t n = json_string_length(text),
+		       cut = stops_at(t, n, stopped ? r->stops : NULL);
 		if (isatty(STDOUT_FILENO)) /* what the code printed must not drive the terminal */
-			cli_write_safe(stdout, json_string_value(text), json_string_length(text));
+			cli_write_safe(stdout, t, cut);
 		else
-			fwrite(json_string_value(text), 1, json_string_length(text), stdout);
+			fwrite(t, 1, cut, stdout);
+		if (cut < n)
+			printf("; %s]\n", r->stops);
 	} else if (!is_text(req->format))
 		cli_print_json_line(json_incref(json_object_get(m, "result")));
 	fflush(stdout);
@@ -278,7 +312,11 @@ int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
 	int dfd = -1;
 	kr_ctl_exec_end_t end;
 
-	memset(r, 0, sizeof *r);
+	{
+		const char *stops = r->stops;
+		memset(r, 0, sizeof *r);
+		r->stops = stops;
+	}
 	r->status = EXIT_UNAVAILABLE;
 	/* the supervisor writes into the directory this opened, not into
 	 * whatever the path leads to later */

@@ -570,6 +570,20 @@ static int start_run_session(run_t *run)
 	return status;
 }
 
+/* REASON (a result's, changed) without what it says of the kernel after
+ * it, which a run does not use. */
+static const char *run_reason(char *reason)
+{
+	static const char *const tails[] = {" (state kept)", "; a new kernel was started"};
+	size_t n = strlen(reason);
+	for (size_t i = 0; i < sizeof tails / sizeof *tails; i++) {
+		size_t k = strlen(tails[i]);
+		if (n > k && strcmp(reason + n - k, tails[i]) == 0)
+			reason[n - k] = '\0';
+	}
+	return reason;
+}
+
 /* Run the cells in order, as kbox exec would, until one fails, each on a
  * control connection of its own (*FD, when open, serves the first; it is
  * closed, -1, on return); the --input lines answer input() across cells.
@@ -603,7 +617,19 @@ static int run_cells(const run_t *run, int *fd)
 			status = EXIT_UNAVAILABLE;
 			break;
 		}
-		status = cli_exec_on("run", *fd, run->rundir, "run", &e, run->out_fd, &r);
+		{
+			size_t later = run->cells.n - i - 1;
+			char stops[96] = "kbox run stops here";
+			if (later == 1)
+				snprintf(stops, sizeof stops,
+				         "kbox run stops here: the cell after it is not run");
+			else if (later)
+				snprintf(stops, sizeof stops,
+				         "kbox run stops here: the %zu cells after it are not run",
+				         later);
+			r.stops = stops;
+			status = cli_exec_on("run", *fd, run->rundir, "run", &e, run->out_fd, &r);
+		}
 		/* a connection a cell: the supervisor closes one that waits for
 		 * nothing a minute (kbox-protocol(7)), as this one would while
 		 * a slow reader of standard output holds us */
@@ -611,11 +637,9 @@ static int run_cells(const run_t *run, int *fd)
 		used_inputs += r.inputs_used;
 		if (used_inputs > run->inputs.n)
 			used_inputs = run->inputs.n;
-		if (status == EXIT_TIMEOUT || (status == EXIT_CODE_ERROR && r.reason[0]))
-			cli_error("run", "cell %zu (%s): %s", i + 1, source, r.reason);
-		else if (status == EXIT_DIED)
-			cli_error("run", "cell %zu (%s): %s; its state is lost", i + 1, source,
-			          r.reason);
+		if (status == EXIT_TIMEOUT || status == EXIT_DIED ||
+		    (status == EXIT_CODE_ERROR && r.reason[0]))
+			cli_error("run", "cell %zu (%s): %s", i + 1, source, run_reason(r.reason));
 	}
 	fflush(stdout);
 	return status;
