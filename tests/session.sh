@@ -1555,6 +1555,35 @@ kbox stop -s slow
 check stop_does_not_wait_for_a_starting_kernel eval 'status_is 0 &&
 	stdout_is "session slow stopped"'
 
+# A SIGTERM (or SIGINT) to a kbox exec whose session is still starting:
+# the code is not sent, and the result says so, as JSON with -j; the
+# session goes on starting.  Its kernel never becomes ready here.
+fresh
+needs kernel
+setup_for sigterm_while_the_session_starts_says_the_code_was_not_run \
+	sigterm_while_the_session_starts_leaves_it_starting
+mkdir -p jphang/kernels/python3
+printf '{"argv": ["/bin/sh", "-c", "sleep 600", "{connection_file}"],\n "display_name": "hangs", "language": "python"}\n' >jphang/kernels/python3/kernel.json
+if [ -z "$SKIPPING" ]; then
+	JUPYTER_PATH=$T/jphang timeout -k 5 120 "$KBOX" exec -s hang -j 'print(1)' >hang.out 2>hang.err &
+	hp=$!
+	BG_PIDS=$hp
+	wait_for starting hang
+	kill -TERM "$(pgrep -P "$hp")"
+	wait "$hp"
+	echo $? >hang.rc
+	BG_PIDS=
+fi
+hung="SIGTERM while session hang started: the code was not run; the session goes on starting (kbox stop -s hang stops it)"
+check sigterm_while_the_session_starts_says_the_code_was_not_run eval '
+	[ "$(cat hang.rc)" = 3 ] && [ "$(cat hang.err)" = "kbox exec: $hung" ] &&
+	"$PY" -c "import json, sys; j = json.load(open(sys.argv[1]))
+assert j[\"status\"] == \"failed\" and j[\"error\"][\"message\"] == sys.argv[2], j" hang.out "$hung"'
+kbox status -s hang
+check sigterm_while_the_session_starts_leaves_it_starting eval 'status_is 0 &&
+	[ "$(sed -n "s/^state: *//p" stdout)" = starting ]'
+kbox stop -s hang >/dev/null
+
 # On a terminal, what the code prints cannot drive it: escape sequences and
 # other control characters are shown, not sent (a pty made by script(1)).
 fresh

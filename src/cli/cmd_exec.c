@@ -215,36 +215,46 @@ static void on_stop_signal(int sig)
 	raise(sig); /* delivered as this handler returns */
 }
 
-/* What stop_hook needs: the session's directory and the command. */
+/* What stop_hook needs: the session's directory and the command; whether
+ * the wait is for a session to start (STARTING). */
 typedef struct {
 	const char *cmd, *dir;
-	bool sent;
+	bool sent, starting;
 } stop_ctx_t;
 
+/* Take SIG as it was taken before stop_signals_on: by default, the end
+ * of the process.  (An action that returns: go on.) */
+static void act_as_before(int sig)
+{
+	sigset_t s;
+	sigaction(sig, &stop_old[sig == SIGINT ? 0 : 1], NULL);
+	sigemptyset(&s);
+	sigaddset(&s, sig);
+	sigprocmask(SIG_UNBLOCK, &s, NULL);
+	raise(sig);
+}
+
 /* Before each wait for the supervisor: after a SIGINT or SIGTERM, the
- * interrupt, once (kbox interrupt's op, on a connection of its own). */
-static void stop_hook(void *arg)
+ * interrupt, once (kbox interrupt's op, on a connection of its own); a
+ * wait for a session to start ends (true). */
+static bool stop_hook(void *arg)
 {
 	stop_ctx_t *c = arg;
 	kbox_error_t err = {0};
 	char cause[64];
 	json_t *r;
+	if (c->starting)
+		return stop_signal != 0;
 	if (!stop_signal || c->sent)
-		return;
+		return false;
 	if (!exec_began) {
 		/* still waiting its turn: the code that runs is another
 		 * client's.  The process ends as the signal would have it, and
 		 * the supervisor drops the request of a client gone (it never
 		 * runs) */
-		int sig = stop_signal;
-		sigset_t s;
 		c->sent = true;
-		sigaction(sig, &stop_old[sig == SIGINT ? 0 : 1], NULL);
-		sigemptyset(&s);
-		sigaddset(&s, sig);
-		sigprocmask(SIG_UNBLOCK, &s, NULL);
-		raise(sig);
-		return; /* (an action that returns: go on waiting) */
+		act_as_before(stop_signal);
+		return false;
 	}
 	c->sent = true;
 	snprintf(cause, sizeof cause, "%s to kbox %s", stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
@@ -254,17 +264,11 @@ static void stop_hook(void *arg)
 		cli_error(c->cmd, "%s: cannot interrupt the code: %s",
 		          stop_signal == SIGINT ? "SIGINT" : "SIGTERM", err.msg);
 	json_decref(r);
-	if (!r && err.code == KBOX_E_TIMEOUT) {
-		/* a supervisor that does not answer will not send the result
-		 * either: the signal ends the process, as it would have */
-		int sig = stop_signal;
-		sigset_t s;
-		sigaction(sig, &stop_old[sig == SIGINT ? 0 : 1], NULL);
-		sigemptyset(&s);
-		sigaddset(&s, sig);
-		sigprocmask(SIG_UNBLOCK, &s, NULL);
-		raise(sig);
-	}
+	/* a supervisor that does not answer will not send the result either:
+	 * the signal ends the process, as it would have */
+	if (!r && err.code == KBOX_E_TIMEOUT)
+		act_as_before(stop_signal);
+	return false;
 }
 
 /* Have SIGINT and SIGTERM (those not ignored) interrupt the code while
@@ -304,7 +308,7 @@ static void stop_signals_off(const sigset_t *saved)
 int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
                 const kr_ctl_exec_t *req, int outputs_fd, cli_exec_result_t *r)
 {
-	stop_ctx_t stop = {cmd, dir, false};
+	stop_ctx_t stop = {cmd, dir, false, false};
 	sigset_t saved;
 	kbox_error_t err = {0};
 	json_t *m = NULL;
@@ -567,7 +571,25 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	if (!(dir = cli_session_dir("exec", name, !no_start, &status)))
 		goto out;
-	if ((fd = cli_session_connect("exec", dir, name, no_start, &status)) < 0)
+	{
+		/* a SIGINT or SIGTERM while the session starts: the code is not
+		 * sent, and the result says so (one line, or JSON) */
+		stop_ctx_t start = {"exec", dir, false, true};
+		sigset_t saved;
+		stop_signals_on(&start, &saved);
+		fd = cli_session_connect("exec", dir, name, no_start, &status);
+		stop_signals_off(&saved);
+		if (stop_signal) {
+			cli_error("exec", "%s while session %s started: the code was not run%s%s%s",
+			          stop_signal == SIGINT ? "SIGINT" : "SIGTERM", name,
+			          fd >= 0 ? "; the session is ready (kbox stop -s "
+			                  : "; the session goes on starting (kbox stop -s ",
+			          name, " stops it)");
+			kx_close(&fd);
+			status = EXIT_TIMEOUT;
+		}
+	}
+	if (fd < 0)
 		goto out;
 	status = cli_exec_on("exec", fd, dir, name, &e, -1, &r);
 out:

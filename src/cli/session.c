@@ -290,6 +290,12 @@ static int spawn_supervisor(const char *cmd, const char *dir, bool new_notice)
 		if (chdir("/") < 0)
 			_exit(127);
 		/* its argv: kbox-supervisor(8)'s, in runtime/supervisor.h */
+		{
+			/* nothing of what its starter blocked */
+			sigset_t none;
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, NULL);
+		}
 		execve(prog,
 		       (char *[]){KR_SUPERVISOR_PROGRAM, (char *)dir, "3",
 		                  new_notice ? "--new" : NULL, NULL},
@@ -404,7 +410,9 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 	}
 	ready = kr_ctl_recv(rfd, READY_WAIT_MS, &err);
 	close(rfd);
-	if (!ready) {
+	if (!ready && err.code == KBOX_E_SYSTEM && strcmp(err.msg, KR_CTL_WAIT_ENDED) == 0) {
+		status = EXIT_TIMEOUT; /* the caller says why */
+	} else if (!ready) {
 		cli_error(
 		        cmd,
 		        "session %s: the supervisor did not report ready (%s); see %s/supervisor.log",

@@ -134,11 +134,11 @@ int kr_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
 static struct {
 	bool on;
 	sigset_t mask;
-	void (*hook)(void *arg);
+	bool (*hook)(void *arg);
 	void *arg;
 } waits;
 
-void kr_ctl_wait_signals(const sigset_t *mask, void (*hook)(void *arg), void *arg)
+void kr_ctl_wait_signals(const sigset_t *mask, bool (*hook)(void *arg), void *arg)
 {
 	waits.on = mask != NULL;
 	if (mask)
@@ -162,8 +162,8 @@ static int wait_readable(int fd, long long deadline, kbox_error_t *err)
 		}
 		ts.tv_sec = wait / 1000;
 		ts.tv_nsec = (long)(wait % 1000) * 1000000L;
-		if (waits.hook)
-			waits.hook(waits.arg);
+		if (waits.hook && waits.hook(waits.arg))
+			return kbox_error_set(err, KBOX_E_SYSTEM, KR_CTL_WAIT_ENDED);
 		if (ppoll(&p, 1, wait < 0 ? NULL : &ts, waits.on ? &waits.mask : NULL) < 0) {
 			if (errno == EINTR)
 				continue;

@@ -51,8 +51,11 @@ json_t *kr_ctl_recv_live(int fd, const char *dir, int timeout_ms, kbox_error_t *
  * say, to interrupt the code rather than die), the wait lets them in
  * (ppoll with MASK, the mask to wait with), and HOOK(ARG) runs before
  * each wait: after a signal came, it acts on what the handler noted.
- * MASK NULL: plain waits again.  Process-wide, not thread-safe. */
-void kr_ctl_wait_signals(const sigset_t *mask, void (*hook)(void *arg), void *arg);
+ * When it returns true, the wait ends: NULL with ERR KBOX_E_SYSTEM
+ * (KR_CTL_WAIT_ENDED).  MASK NULL: plain waits again.  Process-wide, not
+ * thread-safe. */
+void kr_ctl_wait_signals(const sigset_t *mask, bool (*hook)(void *arg), void *arg);
+#define KR_CTL_WAIT_ENDED "the wait was ended by a signal"
 
 /* Connect, send {"op": OP, …ARGS (taken, may be NULL)}, read the reply,
  * close.  The reply (new), or NULL with ERR; a reply {"ok": false,
