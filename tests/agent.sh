@@ -212,6 +212,14 @@ agent -s an --reset 'Start over'
 check reset_starts_a_new_conversation eval 'status_is 0 && stdout_is "A new start." && requests_are 1 &&
 	"$PY" -c "import json; assert len(json.load(open(\"$S/an/agent.json\"))[\"messages\"]) == 3"'
 
+# a session the run made, and keeps, is told of once, at the end
+fresh
+serve "$KEY" '[{"answer": "Made.", "roles": ["system", "user"]}]'
+agent -s made-here q
+check new_session_that_stays_is_told_of_at_the_end eval 'status_is 0 && stdout_is "Made." &&
+	[ "$(cat stderr)" = "kbox agent: session made-here is new: it stays (kbox ls lists the sessions)" ] &&
+	[ -d "$S/made-here" ]'
+
 # ---- 3. code errors and bad tool calls go back to the model ----
 
 # input() is refused with what the model can do, not the CLI's -i flags
@@ -447,8 +455,8 @@ fresh
 serve "$KEY" '[{"status": 404, "body": "{\"error\": {\"message\": \"no such model\"}}"}]'
 agent -s nx q
 check failed_run_leaves_no_session_it_made eval '[ "$rc" = 5 ] && stdout_empty &&
-	[ "$(cat stderr)" = "kbox agent: session nx is new: started it (kbox ls lists the sessions)
-kbox agent: POST $URL/chat/completions: HTTP 404: no such model" ] && [ ! -e "$S/nx" ]'
+	[ "$(cat stderr)" = "kbox agent: POST $URL/chat/completions: HTTP 404: no such model" ] &&
+	[ ! -e "$S/nx" ]'
 
 fresh
 serve "$KEY" '[{"status": 400, "body": "{\"error\": {\"message\": \"context length exceeded\"}}"}]'

@@ -168,7 +168,8 @@ static int take_lock(const agent_t *a, int *status)
 static int open_session(run_t *r)
 {
 	agent_t *a = &r->a;
-	int status, fd;
+	int status;
+	bool started = false;
 
 	a->name = cli_session_name(r->o->session);
 	if ((status = cli_check_session(AGENT_CMD, a->name)) != EXIT_OK)
@@ -178,9 +179,10 @@ static int open_session(run_t *r)
 		return status;
 	if (!(a->http = agent_http_start(a->key)))
 		return EXIT_UNAVAILABLE;
-	if ((fd = cli_session_connect(AGENT_CMD, a->dir, a->name, false, &status)) < 0)
+	/* (a new session is told of once it is kept: finish) */
+	if (kr_session_supervisor(a->dir, NULL) != KR_SUPERVISOR_RUNNING &&
+	    (status = cli_session_start(AGENT_CMD, a->dir, a->name, NULL, 0, &started)) != EXIT_OK)
 		return status;
-	close(fd);
 	/* after the start: a session that could not start is not left behind
 	 * with a lock in it; before the files: they are the running agent's */
 	if ((r->lock = take_lock(a, &status)) < 0)
@@ -419,6 +421,8 @@ static int finish(run_t *r, int status)
 		close(r->lock);
 	if (discard)
 		cli_session_discard(AGENT_CMD, a->dir, a->name, 90000);
+	else if (r->made && a->dir && access(a->dir, F_OK) == 0)
+		agent_error(a, "session %s is new: it stays (kbox ls lists the sessions)", a->name);
 	free(a->dir);
 	return status;
 }

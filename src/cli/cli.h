@@ -306,7 +306,9 @@ char *cli_running_session(const char *cmd, const char *name, int *status);
  * starts make one).  CONFIG (borrowed; NULL keeps session.json) is saved
  * first.  Without CONFIG, a new session's owner is OWNER when it is not 0:
  * the session stops when that process ends (kbox mcp's own).  *STARTED
- * (may be NULL) tells whether this call started it.  An exit status:
+ * (may be NULL) tells whether this call started it; without it, a new
+ * session is told of on standard error (a caller with it tells of it
+ * itself, or not).  An exit status:
  * EXIT_TIMEOUT, with nothing printed, when the hook of kr_ctl_wait_signals
  * ended the wait for the supervisor to be ready (it goes on starting). */
 int cli_session_start(const char *cmd, const char *dir, const char *name,

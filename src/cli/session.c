@@ -430,7 +430,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		/* a new session that kbox exec, mcp or agent made for the code
 		 * they run: its first result, and the person, hear that it is new
 		 * (a mistyped name makes one), once it has started */
-		if (first && !config)
+		if (first && !config && !started)
 			cli_error(cmd, "session %s is new: started it (kbox ls lists the sessions)",
 			          name);
 		if (started)
