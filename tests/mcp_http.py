@@ -223,6 +223,73 @@ def t_disconnect():
 check("a_client_that_goes_away_mid_call_has_its_cell_interrupted", t_disconnect)
 
 
+def t_one_line():
+    # a message with line breaks (pretty-printed) is one message: answered;
+    # line breaks cannot carry a second message past the server
+    sid = state["a"]
+    st, _, body = s.post(None, sid=sid, raw=json.dumps(
+        {"jsonrpc": "2.0", "id": 501, "method": "ping"}, indent=2).encode())
+    assert st == 200 and body == {"jsonrpc": "2.0", "id": 501, "result": {}}, (st, body)
+    inner = json.dumps({"jsonrpc": "2.0", "id": "smuggled", "method": "tools/call", "params": {
+        "name": "run_python", "arguments": {"code": "x_smuggled = 1"}}})
+    raw = ('{"a":\n' + inner + '\r\n,"jsonrpc":"2.0","method":"notifications/initialized"}')
+    st, _, body = s.post(None, sid=sid, raw=raw.encode())
+    assert st == 202 and body is None, (st, body)
+    t = s.run(sid, "'x_smuggled' in dir()")
+    assert t.endswith("]: False\n"), t
+
+
+check("a_message_with_line_breaks_is_one_message", t_one_line)
+
+
+def t_ids():
+    # an id the conversation could not answer by is refused, not lost
+    for bad in (1.5, True, None, {"a": 1}, [1]):
+        st, _, body = s.post({"jsonrpc": "2.0", "id": bad, "method": "ping"}, sid=state["a"])
+        assert st == 400 and body["error"] == {
+            "code": -32600,
+            "message": 'Invalid Request: "id" must be a string or an integer'}, (bad, st, body)
+
+
+check("a_request_whose_id_is_not_a_string_or_an_integer_is_400", t_ids)
+
+
+def t_early():
+    # a request that is not let in is answered before its body: an 8 MiB
+    # Content-Length, no body sent, gets its 401 (or 403) at once
+    import socket
+    for extra, want in (("", b"HTTP/1.1 401"),
+                        (f"Authorization: Bearer {TOKEN}\r\nOrigin: http://127.0.0.1\r\n",
+                         b"HTTP/1.1 403")):
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+        sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n{extra}"
+                      "Content-Type: application/json\r\nContent-Length: 8388608\r\n\r\n"
+                      ).encode())
+        got = sock.recv(4096)
+        sock.close()
+        assert got.startswith(want), (want, got[:200])
+
+
+check("a_request_not_let_in_is_refused_before_its_body", t_early)
+
+
+def t_idle():
+    # idle connections (a local user's, no token needed) are closed after
+    # 30 s of silence: as many as the server takes do not keep it from
+    # the next client for long
+    import socket
+    idle = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(256)]
+    try:
+        st, _, body = s.request("ping", sid=state["a"])
+        assert st == 200 and body["result"] == {}, (st, body)
+    finally:
+        for x in idle:
+            x.close()
+
+
+check("idle_connections_are_closed_and_let_the_next_client_in", t_idle)
+
+
 def t_modern():
     st, _, body = s.request("server/discover", {"_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",

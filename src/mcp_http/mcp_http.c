@@ -49,6 +49,9 @@
 #define LINE_MAX_OUT (64L * 1024 * 1024) /* one message from a conversation */
 #define CONV_MAX 16                      /* conversations at once */
 #define PENDING_MAX 64                   /* requests waiting in one conversation */
+#define CONV_IDLE_MS (3600LL * 1000)     /* a conversation unused this long ends */
+#define CONN_TIMEOUT_S 30 /* a connection silent this long (not waiting on a cell) closes */
+#define CONN_MAX 256      /* connections at once */
 #define TOKEN_ENV "KBOX_MCP_TOKEN"
 #define POLL_MAX (2 + 2 * (CONV_MAX + 1) + (CONV_MAX + 1) * PENDING_MAX)
 #define SID_HEADER "Mcp-Session-Id"
@@ -86,6 +89,7 @@ struct conv {
 	size_t n_pending;
 	req_t *deleting; /* the DELETE that waits for its end */
 	bool closing;    /* its standard input closed: it ends */
+	long long used;  /* when a request last came, or a line (kx_now_ms) */
 };
 
 static struct {
@@ -181,6 +185,7 @@ static conv_t *conv_new(bool shared)
 	}
 	c->in_fd = in[1];
 	c->out_fd = out[0];
+	c->used = kx_now_ms();
 	fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
 	fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
 	S.convs[slot] = c;
@@ -320,6 +325,7 @@ static void conv_read(conv_t *c)
 			return;
 		}
 		c->rlen += (size_t)n;
+		c->used = kx_now_ms();
 		while ((nl = memchr(c->rbuf, '\n', c->rlen))) {
 			size_t l = (size_t)(nl - c->rbuf);
 			conv_line(c, c->rbuf, l);
@@ -457,12 +463,17 @@ static bool host_is_ours(const char *host)
  * browser) is a page of this server. */
 static bool origin_is_ours(const char *origin, const char *host)
 {
+	const char *colon;
 	if (!origin)
 		return true;
 	if (strncmp(origin, "http://", 7) != 0)
 		return false;
 	if (S.any)
 		return host && strcasecmp(origin + 7, host) == 0;
+	/* a page of another port is another origin: the port is said */
+	colon = strrchr(origin + 7, ':');
+	if (!colon || strchr(colon, ']'))
+		return false;
 	return host_is_ours(origin + 7);
 }
 
@@ -510,6 +521,13 @@ static enum MHD_Result post(req_t *r)
 	}
 	id = json_object_get(msg, "id");
 	method = json_object_get(msg, "method");
+	if (id && !json_is_string(id) && !json_is_integer(id)) {
+		/* the conversation could not say which request its error
+		 * answers: refused here */
+		json_decref(msg);
+		return refuse(conn, MHD_HTTP_BAD_REQUEST,
+		              "Invalid Request: \"id\" must be a string or an integer");
+	}
 	meta = json_object_get(json_object_get(msg, "params"), "_meta");
 	modern = json_is_object(meta) &&
 	         json_object_get(meta, "io.modelcontextprotocol/protocolVersion");
@@ -527,7 +545,8 @@ static enum MHD_Result post(req_t *r)
 			return refuse(
 			        conn, MHD_HTTP_SERVICE_UNAVAILABLE,
 			        "Service Unavailable: this server keeps at most 16 sessions at "
-			        "once: end one (DELETE) first");
+			        "once: end one (DELETE) first; one unused for an hour ends on its "
+			        "own");
 		}
 	} else if (modern || (json_is_string(method) &&
 	                      strcmp(json_string_value(method), "server/discover") == 0)) {
@@ -567,6 +586,14 @@ static enum MHD_Result post(req_t *r)
 		c->n_pending++;
 	}
 	json_decref(msg);
+	/* one line for the conversation, which reads a message a line: a
+	 * line break in JSON is white space between tokens (one in a string
+	 * is escaped, or the body did not parse), so a space in its place
+	 * changes nothing of the message, and nothing can follow it */
+	for (size_t k = 0; k < r->body.len; k++)
+		if (r->body.data[k] == '\n' || r->body.data[k] == '\r')
+			r->body.data[k] = ' ';
+	c->used = kx_now_ms();
 	if (conv_write(c, r->body.data, r->body.len) < 0) {
 		req_unlink(r);
 		return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
@@ -595,6 +622,25 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 			return MHD_NO;
 		r->conn = conn;
 		*state = r;
+		/* the headers are whole: a request that is not let in is
+		 * answered before its body is read (none is kept) */
+		if (strcmp(url, "/mcp") != 0)
+			return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the endpoint is /mcp");
+		if (!host_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")))
+			return refuse(conn, MHD_HTTP_FORBIDDEN,
+			              "Forbidden: the Host is not this server");
+		if (!origin_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"),
+		                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")))
+			return refuse(conn, MHD_HTTP_FORBIDDEN,
+			              "Forbidden: the Origin is not this server");
+		if (!authorized(conn))
+			return refuse(
+			        conn, MHD_HTTP_UNAUTHORIZED,
+			        "Unauthorized: give Authorization: Bearer TOKEN (the token kbox "
+			        "mcp --http printed, or KBOX_MCP_TOKEN, or --token-file's)");
+		if (strcmp(method, "POST") != 0 && strcmp(method, "DELETE") != 0)
+			return refuse(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+			              "Method Not Allowed: POST a message, or DELETE a session");
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -612,17 +658,6 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		               r->reply_len ? "application/json" : NULL,
 		               r->is_init ? r->sid : NULL);
 	}
-	if (strcmp(url, "/mcp") != 0)
-		return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the endpoint is /mcp");
-	if (!host_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")))
-		return refuse(conn, MHD_HTTP_FORBIDDEN, "Forbidden: the Host is not this server");
-	if (!origin_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"),
-	                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")))
-		return refuse(conn, MHD_HTTP_FORBIDDEN, "Forbidden: the Origin is not this server");
-	if (!authorized(conn))
-		return refuse(conn, MHD_HTTP_UNAUTHORIZED,
-		              "Unauthorized: give Authorization: Bearer TOKEN (the token kbox mcp "
-		              "--http printed, or KBOX_MCP_TOKEN, or --token-file's)");
 	if (strcmp(method, "POST") == 0)
 		return post(r);
 	if (strcmp(method, "DELETE") == 0) {
@@ -642,8 +677,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		conv_flush(c);
 		return MHD_YES;
 	}
-	return refuse(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-	              "Method Not Allowed: POST a message, or DELETE a session");
+	return MHD_NO; /* (refused on its first call) */
 }
 
 /* A request's end, whatever it was: its state goes. */
@@ -783,7 +817,8 @@ int main(int argc, char **argv)
 	S.d = MHD_start_daemon(
 	        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handler, NULL,
 	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
-	        completed, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+	        completed, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_MAX,
+	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
 	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
 	if (!S.d || sfd < 0) {
 		say("cannot listen on %s: %s", listen_at, strerror(errno));
@@ -847,6 +882,19 @@ int main(int argc, char **argv)
 		}
 		if (MHD_get_timeout(S.d, &to) == MHD_YES)
 			wait = to > INT_MAX ? INT_MAX : (int)to;
+		/* a conversation unused for an hour ends: its kbox mcp stops
+		 * and removes its session at the end of its input */
+		for (size_t k = 0; k <= CONV_MAX; k++) {
+			conv_t *c = S.convs[k];
+			long long now = kx_now_ms();
+			if (!c || c->closing || c->pending || c->deleting)
+				continue;
+			if (now - c->used >= CONV_IDLE_MS) {
+				c->closing = true;
+				conv_flush(c);
+			} else if (wait < 0 || c->used + CONV_IDLE_MS - now < wait)
+				wait = (int)(c->used + CONV_IDLE_MS - now);
+		}
 		if (poll(fds, n, wait) < 0 && errno != EINTR)
 			break;
 		if (fds[1].revents) {
