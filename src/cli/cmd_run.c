@@ -451,15 +451,19 @@ static bool cwd_in(const struct stat *dir)
 /* The outputs directory, absolute, for the supervisor writes there: -o's,
  * or by default a new one in the current directory (whatever links led to
  * it); with --workspace, outside it, where the code cannot read or change
- * what is kept for the caller: a current directory in the workspace has
- * the new one made in $TMPDIR or /tmp instead (and says so), and -o in it
- * is refused.  Held open for the whole run: each cell's files go into the
+ * what is kept for the caller: a current directory in the workspace (or
+ * in any running sandbox's, ws_live.h) has the new one made in $TMPDIR or
+ * /tmp instead (and says so), and -o in it is refused.  Held open for the whole run: each cell's files go into the
  * directory checked here, whatever is renamed meanwhile.  EXIT_OK, or an
  * exit status after one line. */
 static int choose_outputs(run_t *run)
 {
 	const char *given = run->outputs ? run->outputs : NULL;
-	bool away = !given && run->workspace && cwd_in(&run->wsst);
+	kbox_error_t lerr = {0};
+	/* (a current directory in another sandbox's workspace, a session's
+	 * own say, is no place for them either: ws_live.h) */
+	bool away = !given && ((run->workspace && cwd_in(&run->wsst)) ||
+	                       kr_live_ws_check(".", "the current directory", &lerr) < 0);
 	int status;
 
 	if (given)
@@ -501,8 +505,10 @@ static int choose_outputs(run_t *run)
 	}
 	if (away)
 		cli_error("run",
-		          "the current directory is in the workspace, which the code can change: "
-		          "images and long texts go to %s",
+		          "the current directory is in %s, which the code can change: images and "
+		          "long texts go to %s",
+		          run->workspace && cwd_in(&run->wsst) ? "the workspace"
+		                                               : "a running sandbox's workspace",
 		          run->outbuf);
 	return EXIT_OK;
 }

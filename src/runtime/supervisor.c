@@ -247,6 +247,19 @@ static const char *const workspace_last[] = {
          * its thread's error lands in whatever cell prints next */
         "--HistoryManager.hist_file=:memory:", NULL};
 
+/* Record the session's own directory PATH (its workspace or home, made
+ * already) as live into *FD and FILE, then look through it for a state
+ * directory (WHAT names it).  0, or -1 with ERR. */
+static int own_live(int *fd, char *file, const char *path, const char *what, kbox_error_t *err)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return kbox_error_set(err, KBOX_E_INVALID, "%s %s is not a directory", what, path);
+	if ((*fd = kr_live_ws_hold(path, &st, file, err)) < 0)
+		return -1;
+	return ws_holds_state(path, what, err);
+}
+
 static int load_config(sup_t *s, kbox_error_t *err)
 {
 	/* one supervisor a process (the_sup): its configuration, whose
@@ -344,9 +357,15 @@ static int load_config(sup_t *s, kbox_error_t *err)
 		s->id.uid = geteuid();
 		s->id.gid = getegid();
 	}
-	/* a host workspace is recorded as live first, then looked through
-	 * for state directories once more: one made there since kbox run
-	 * looked is found now, one made after is refused (ws_live.h) */
+	/* what the sandbox has read-write is recorded as live first, then
+	 * looked through for state directories: one made there before is
+	 * found now (since kbox run looked, for a host workspace), one made
+	 * after is refused (ws_live.h), and so is an outputs directory there */
+	if (kr_backend_sandboxed(s->backend) &&
+	    (own_live(&s->live_home, s->live_home_file, s->home, "the session's home", err) < 0 ||
+	     (!ws && own_live(&s->live_ws, s->live_ws_file, s->workspace, "the session's workspace",
+	                      err) < 0)))
+		return -1;
 	if (ws && s->sbo.ws_check) {
 		char real[PATH_MAX];
 		struct stat st;
@@ -431,6 +450,7 @@ static void shutdown_session(sup_t *s)
 	/* the sandbox is gone: its workspace is no longer live, before the
 	 * stop is answered (kbox run returns on that answer) */
 	kr_live_ws_release(&s->live_ws, s->live_ws_file);
+	kr_live_ws_release(&s->live_home, s->live_home_file);
 	kbox_capture_destroy(&s->between);
 	sup_write_file(s->dir, "last-stop", s->stop_cause);
 	sup_log_flush(s, true); /* what was held is counted before the end */
@@ -521,6 +541,7 @@ int kr_supervisor_run(const char *dir, int ready_fd, unsigned flags)
 
 	s.dir = dir;
 	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = s.uid_hold = s.live_ws = -1;
+	s.live_home = -1;
 	s.outputs_wd = s.sockets_wd = -1;
 	s.ready_fd = ready_fd;
 	s.new_notice = flags & KR_SUP_NEW_NOTICE;
@@ -602,6 +623,7 @@ out:
 	}
 	kx_close(&s.uid_hold); /* the sandbox has gone: its uid may go too */
 	kr_live_ws_release(&s.live_ws, s.live_ws_file);
+	kr_live_ws_release(&s.live_home, s.live_home_file);
 	kbox_loop_destroy(&s.loop);
 	kbox_kspec_destroy(&s.spec);
 	free(s.env);

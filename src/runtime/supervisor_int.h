@@ -132,8 +132,10 @@ struct sup {
 	unsigned long long outputs_quota; /* the most outputs/ may hold */
 	kr_sandbox_id_t id;               /* who the sandbox runs as (under root: not us) */
 	int uid_hold; /* under root: holds id.uid's record while we live (kr_session_uid) */
-	int live_ws;  /* kbox run --workspace: holds its record while we live (ws_live.h) */
+	int live_ws;  /* the workspace: holds its record while we live (ws_live.h) */
 	char live_ws_file[PATH_MAX];
+	int live_home; /* the sandbox's home: the same */
+	char live_home_file[PATH_MAX];
 	char **env;
 	char runtime_dir[PATH_MAX], sockets_dir[PATH_MAX], workspace[PATH_MAX];
 	char log_path[PATH_MAX], home[PATH_MAX], outputs[PATH_MAX];

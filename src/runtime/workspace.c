@@ -535,14 +535,15 @@ static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
 	closedir(d);
 }
 
+static int state_below(const char *dir, char *why, size_t size);
+
 /* Why the resolved directory DIR may not be a workspace for a kbox state
  * directory in it or around it, found by content, into WHY: 1; 0 when
  * there is none; -1 when DIR is too big to look through (WHY says). */
 static int state_refuses(const char *dir, char *why, size_t size)
 {
-	state_walk_t *w;
 	char up[PATH_MAX];
-	int fd, found;
+	int fd;
 
 	/* DIR itself and every directory above it, but / */
 	snprintf(up, sizeof up, "%s", dir);
@@ -564,7 +565,16 @@ static int state_refuses(const char *dir, char *why, size_t size)
 		slash = strrchr(up, '/');
 		*(slash == up ? slash + 1 : slash) = '\0';
 	}
-	/* everything below it */
+	return state_below(dir, why, size);
+}
+
+/* Why DIR holds a state directory, or cannot be looked through for one,
+ * into WHY: 1 (found) or -1; 0 when it does not. */
+static int state_below(const char *dir, char *why, size_t size)
+{
+	state_walk_t *w;
+	int fd, found;
+
 	if (!(w = calloc(1, sizeof *w)) || (fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		free(w);
 		snprintf(why, size, "%s cannot be looked through for kbox state directories: %s",
@@ -702,6 +712,17 @@ static int dir_refused(const char *dir, char *why, size_t size)
 	                       size))
 		return 1;
 	return state_refuses(dir, why, size);
+}
+
+int ws_holds_state(const char *dir, const char *what, kbox_error_t *err)
+{
+	char why[2 * PATH_MAX + 64];
+	if (state_below(dir, why, sizeof why) == 0)
+		return 0;
+	return kbox_error_set(err, KBOX_E_INVALID,
+	                      "%s: refused: %s, and its sandbox's code could reach the sessions' "
+	                      "keys and sockets there",
+	                      what, why);
 }
 
 int ws_state_in_state(const char *home, kbox_error_t *err)

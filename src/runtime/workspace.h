@@ -148,6 +148,12 @@ bool ws_fd_within(int fd, const struct stat *dir);
  * a session in it. */
 bool ws_is_state_dir(int fd);
 
+/* 0 when nothing in the directory DIR (a session's own workspace or
+ * home, which its sandbox has) is a kbox state directory, and it could be
+ * looked through; else -1 with ERR (KBOX_E_INVALID) saying why, WHAT
+ * naming DIR. */
+int ws_holds_state(const char *dir, const char *what, kbox_error_t *err);
+
 /* 0 when no directory above the state directory HOME (absolute; need
  * not exist) is itself a state directory (ws_is_state_dir): a session's
  * workspace is in one, and the sandbox that has it would have every

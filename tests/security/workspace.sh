@@ -496,12 +496,62 @@ KBOX_HOME=$T/proj/st kbox stop --all
 # A state directory in another (a session's workspace is in one, and
 # that session's sandbox has it) is refused: the code there would have
 # its sessions (review 5's B1-5c)
+# (while a runs, its workspace is live, and that is said first)
 fresh
 kbox exec -s a 'print(1)'
+apid=$(cat "$S/a/supervisor.pid" 2>/dev/null)
+KBOX_HOME=$S/a/workspace/st kbox exec -s victim 'print(2)'
+check row44_a_state_directory_in_a_running_sessions_workspace_is_refused fails_with 5 \
+	"kbox exec: state directory $S/a/workspace/st is in $S/a/workspace, the workspace of a running sandbox (supervisor pid ${apid-}): its code could reach the sessions' keys and sockets; keep state directories (KBOX_HOME, XDG_RUNTIME_DIR) outside it"
+kbox stop -s a
 KBOX_HOME=$S/a/workspace/st kbox exec -s victim 'print(2)'
 check row44_a_state_directory_in_another_state_directory_is_refused fails_with 5 \
 	"kbox exec: state directory $S/a/workspace/st is in the kbox state directory $S/a, whose sessions' workspaces sandboxes have: keep state directories apart"
-kbox stop -s a
+
+# A session's own workspace or home that holds a state directory made
+# there before the session started is refused at its start: its sandbox
+# would have that directory's sessions (review 6's B1-6a)
+fresh
+mkdir -p "$S/pre/workspace/st" "$S/pre2/home/st"
+: >"$S/pre/workspace/st/.kbox-state"
+: >"$S/pre2/home/st/.kbox-state"
+chmod -R go-rwx "$S/pre" "$S/pre2"
+# refused_at_start LINE: exit 5, nothing on standard output, and LINE on
+# standard error (after the one warning an ordinary user gets without
+# cgroups, if any)
+refused_at_start() {
+	[ "$rc" = 5 ] && [ ! -s stdout ] &&
+		[ "$(grep -v "^kbox exec: warning: no cgroups here" stderr)" = "$1" ]
+}
+kbox exec -s pre 'print(1)'
+check row44_a_sessions_workspace_holding_a_state_directory_is_refused_at_its_start refused_at_start \
+	"kbox exec: session pre: the session's workspace: refused: $S/pre/workspace holds the kbox state directory $S/pre/workspace/st, and its sandbox's code could reach the sessions' keys and sockets there"
+kbox exec -s pre2 'print(1)'
+check row44_a_sessions_home_holding_a_state_directory_is_refused_at_its_start refused_at_start \
+	"kbox exec: session pre2: the session's home: refused: $S/pre2/home holds the kbox state directory $S/pre2/home/st, and its sandbox's code could reach the sessions' keys and sockets there"
+
+# An outputs directory in a running session's own workspace is refused,
+# and kbox run's default one, from a current directory there, goes to
+# TMPDIR: the session's code would read and rewrite it (review 6's W6-3)
+fresh
+kbox exec -s a 'print(1)'
+apid=$(cat "$S/a/supervisor.pid" 2>/dev/null)
+mkdir -p "$S/a/workspace/out"
+kbox exec -s b -o "$S/a/workspace/out" 'print(2)'
+check row44_an_outputs_directory_in_a_sessions_own_workspace_is_refused fails_with 2 \
+	"kbox exec: --outputs $S/a/workspace/out: outputs directory $S/a/workspace/out is in $S/a/workspace, the workspace of a running sandbox (supervisor pid ${apid-}): its code could reach what is kept there; keep it outside it"
+mkdir -p tmpd
+if [ -z "$SKIPPING" ]; then
+	(cd "$S/a/workspace" && TMPDIR=$T/tmpd timeout -k 5 120 "$KBOX" run -c 'print(3)' \
+		>"$T/runa.out" 2>"$T/runa.err")
+	echo $? >runa.rc
+fi
+check row44_a_run_from_a_sessions_own_workspace_keeps_its_outputs_outside eval '
+	[ "$(cat runa.rc)" = 0 ] && [ "$(cat runa.out)" = 3 ] &&
+	grep -q "^kbox run: the current directory is in a running sandbox.s workspace, which the code can change: images and long texts go to $T/tmpd/kbox-run-" runa.err &&
+	[ -z "$(ls -d "$S"/a/workspace/kbox-run-* 2>/dev/null)" ] ||
+	{ sed "s/^/#   /" runa.err; false; }'
+kbox stop --all
 
 # As an ordinary user the code runs as the user: a directory of the
 # user's that kbox may not open, the code may chmod open, so a state
