@@ -55,7 +55,8 @@ table("kx_formats", {"Cf"}, "Format characters")
 # superscripts, the ellipsis) without its marks, when that is 1 to 3
 # printable ASCII characters; and, beside it, look-alikes NFKD does not
 # fold (Unicode TR 39's confusables of the letters, brackets and colon of
-# kbox's own lines: Latin small capitals and others, Cherokee, Lisu).
+# kbox's own lines: Latin small capitals and others, Cherokee, Lisu,
+# colons and dots), and every opening or closing bracket.
 EXTRA = {
     0x0251: "a", 0x0261: "g", 0x026A: "i", 0x0274: "n", 0x0280: "r", 0x028F: "y",
     0x1D00: "a", 0x1D04: "c", 0x1D05: "d", 0x1D07: "e", 0x1D0A: "j", 0x1D0B: "k",
@@ -74,7 +75,10 @@ EXTRA = {
     0x276A: "[", 0x2772: "[", 0x27E8: "[", 0x2329: "[", 0x3008: "[",
     0x2236: ":", 0xA789: ":", 0x02D0: ":", 0x02F8: ":", 0x0589: ":", 0x05C3: ":",
     0x0703: ":", 0x0704: ":", 0x16EC: ":", 0x1803: ":", 0x1809: ":", 0x205A: ":",
-    0xFE30: ":",
+    0xFE30: ":", 0x1361: ":", 0x1365: ":",
+    # dots that read as "." (the truncation marker's "...")
+    0x00B7: ".", 0x0387: ".", 0x02D9: ".", 0x0701: ".", 0x0702: ".", 0x16EB: ".",
+    0x2027: ".", 0x2E31: ".", 0x2E33: ".", 0x3002: ".", 0xFF61: ".",
 }
 
 
@@ -86,6 +90,12 @@ def folds():
         d = "".join(x for x in d if unicodedata.category(x) not in ("Mn", "Me")).lower()
         if d and len(d) <= 3 and all(0x20 < ord(x) < 0x7F for x in d):
             out[cp] = d
+    # every other opening bracket reads as "[", every closing one as "]"
+    # (Ps and Pe: a double, a tortoise-shell, a Tibetan, an Ogham one)
+    for cp in range(0x80, 0x110000):
+        cat = unicodedata.category(chr(cp))
+        if cp not in out and cat in ("Ps", "Pe"):
+            out[cp] = "[" if cat == "Ps" else "]"
     out.update(EXTRA)
     return sorted(out.items())
 

@@ -1756,6 +1756,40 @@ TEST(text_escapes_a_forged_line_of_letters_that_only_look_alike)
 	kbox_result_destroy(&res);
 }
 
+/* Hostile review 6's forgeries: a hair or thin space inside a prefix,
+ * lower-case Cyrillic, Greek and other Latin-like letters in no table, "l"
+ * for "I" (and "1", "|", "І"), other colons, dots and brackets (every
+ * opening one reads as "["), "kbox-exec:".  Each is quoted; Cyrillic
+ * text and "[1, 2]" are not, nor is "[...]". */
+TEST(text_escapes_the_forgeries_of_review_6)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\"[stderr\\u200a]\\n[std\\u200aerr]\\nOut\\u200a[3]: 4\\n"
+	     "[\\u043aernel died: a]\\n[k\\u03b5rnel died: b]\\n[\\u0138ernel died: c]\\n"
+	     "[\\u0269mage saved: d]\\n[lmage saved: e]\\n[kerne| died: f]\\n[kerne\\u0406 died: g]\\n"
+	     "[note\\u1361 h]\\n[\\u00b7\\u00b7\\u00b7 9 bytes left out]\\n\\u2e28stderr]\\n"
+	     "\\u0f3astderr]\\n\\u169bstderr]\\nkbox-exec: i\\n"
+	     "[\\u0434\\u0430\\u0442\\u0430\\u043c\\u0438]\\n[1, 2]\\n[...]\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "\\[stderr\xe2\x80\x8a]\n\\[std\xe2\x80\x8a"
+	                   "err]\n\\Out\xe2\x80\x8a[3]: 4\n"
+	                   "\\[\xd0\xba"
+	                   "ernel died: a]\n\\[k\xce\xb5rnel died: b]\n\\[\xc4\xb8"
+	                   "ernel died: c]\n"
+	                   "\\[\xc9\xa9mage saved: d]\n\\[lmage saved: e]\n\\[kerne| died: f]\n"
+	                   "\\[kerne\xd0\x86 died: g]\n\\[note\xe1\x8d\xa1 h]\n"
+	                   "\\[\xc2\xb7\xc2\xb7\xc2\xb7 9 bytes left out]\n\\\xe2\xb8\xa8stderr]\n"
+	                   "\\\xe0\xbc\xbastderr]\n\\\xe1\x9a\x9bstderr]\n\\kbox-exec: i\n"
+	                   "[\xd0\xb4\xd0\xb0\xd1\x82\xd0\xb0\xd0\xbc\xd0\xb8]\n[1, 2]\n[...]\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 /* As mboxrd quotes ">From ": a forged line after backslashes gets one
  * more, so that the code's "\[stderr]" never reads as the escape of a
  * "[stderr]" it printed. */
@@ -2049,6 +2083,7 @@ int main(void)
 	RUN_IN_TMP(text_escapes_a_forged_line_after_blanks_or_with_a_fullwidth_bracket);
 	RUN_IN_TMP(text_escapes_a_forged_line_with_combining_marks_or_unseen_characters_inside);
 	RUN_IN_TMP(text_escapes_a_forged_line_with_any_mark_or_format_character);
+	RUN_IN_TMP(text_escapes_the_forgeries_of_review_6);
 	RUN_IN_TMP(text_escapes_a_forged_line_of_letters_that_only_look_alike);
 	RUN_IN_TMP(text_adds_one_backslash_to_a_forged_line_after_backslashes);
 	RUN_IN_TMP(text_escapes_the_first_line_of_every_part);

@@ -142,6 +142,35 @@ static const struct lookalike_entry {
         {0x2045, '['}, {0x27E6, '['}, {0x3010, '['}, {0xFE5D, '['},
 };
 
+/* Whether CP is a letter of a script whose letters a reader may take for
+ * Latin ones, where it is not in the tables (a Cyrillic "к", a Greek "ε",
+ * "ĸ", "ɩ", a small capital): Latin's extensions and IPA, Greek and
+ * Coptic, Cyrillic, Armenian, Cherokee, the phonetic extensions, Lisu.
+ * Such a letter reads as any letter of a prefix. */
+static bool latin_like(unsigned cp)
+{
+	return (cp >= 0x00C0 && cp <= 0x02AF && cp != 0x00D7 && cp != 0x00F7) ||
+	       (cp >= 0x0370 && cp <= 0x052F) || (cp >= 0x0531 && cp <= 0x058F) ||
+	       (cp >= 0x13A0 && cp <= 0x13FF) || (cp >= 0x1D00 && cp <= 0x1DBF) ||
+	       (cp >= 0x1E00 && cp <= 0x1FFF) || (cp >= 0x2C60 && cp <= 0x2CFF) ||
+	       (cp >= 0xA4D0 && cp <= 0xA4FF) || (cp >= 0xA720 && cp <= 0xA7FF) ||
+	       (cp >= 0xAB30 && cp <= 0xAB6F);
+}
+
+/* A letter of a prefix, as looks_own compares it: in lower case, and of
+ * the letters a reader cannot tell apart in many fonts, one: "0" as "o";
+ * "I", "i", "1" and "|" as "l". */
+static char read_as(char c)
+{
+	c = (char)tolower((unsigned char)c);
+	return c == '0' ? 'o' : c == 'i' || c == '1' || c == '|' ? 'l' : c;
+}
+
+/* In what looks_own sees: a letter that reads as any letter (latin_like),
+ * and a character that reads as nothing of a prefix. */
+#define SEEN_ANY_LETTER '\x01'
+#define SEEN_OTHER '\x02'
+
 /* How many bytes at S (LEN at most) a character takes that reads as an
  * ASCII one, put in *ASCII; 0 for any other. */
 /* bsearch's order of the tables below, by code point (their first
@@ -214,9 +243,14 @@ static size_t combining_len(const unsigned char *s, size_t len)
 /* Does the line starting at S (LEN bytes at most) begin, after any
  * backslashes, blank characters (kx_utf8_blank) and characters a reader
  * does not see (unseen_len), with one of kbox's own prefixes, as a reader
- * sees it: characters that read as ASCII ones (lookalike: a fullwidth
- * "[", a Cyrillic "е") read so, and characters a reader does not see and
- * combining marks anywhere in it passed over? */
+ * sees it?  Characters that read as ASCII ones read so (fold_char: a
+ * fullwidth "[", a Cyrillic "е", a mathematical "k"), in any case, "0"
+ * as "o" and "I", "i", "1", "|" as one letter (read_as); a letter of a
+ * Latin-like script that is in no table as any letter
+ * (latin_like); characters a reader does not see and combining marks
+ * anywhere in it are passed over.  Blanks, of any width and however many,
+ * read as one space, and a space may be where a prefix has none (a hair
+ * space in "[std err]") or none where it has one, but after "...". */
 static bool looks_own(const char *s, size_t len)
 {
 	char seen[48]; /* the line's first characters, as they read */
@@ -232,33 +266,67 @@ static bool looks_own(const char *s, size_t len)
 		else
 			break;
 	}
-	while (i < len && k + 4 <= sizeof seen && !line_break_byte((unsigned char)s[i])) {
+	while (i < len && k + 5 <= sizeof seen && !line_break_byte((unsigned char)s[i])) {
+		unsigned cp = 0;
+		size_t cn = 0;
+		if ((unsigned char)s[i] >= 0x80)
+			cp = kx_utf8_multibyte(s + i, len - i, &cn);
 		if ((n = unseen_len((const unsigned char *)s + i, len - i)) ||
 		    (n = combining_len((const unsigned char *)s + i, len - i))) {
 			i += n;
 			continue;
 		}
-		/* blanks of any width, one space however many, none after "[" */
 		if ((n = kx_utf8_blank(s + i, len - i))) {
-			if (k > 0 && seen[k - 1] != ' ' && seen[k - 1] != '[')
+			if (k > 0 && seen[k - 1] != ' ')
 				seen[k++] = ' ';
 			i += n;
 			continue;
 		}
-		if ((n = fold_char((const unsigned char *)s + i, len - i, f))) {
-			for (size_t j = 0; f[j] && k < sizeof seen; j++)
-				seen[k++] = f[j];
-			i += n;
-			continue;
+		if ((n = fold_char((const unsigned char *)s + i, len - i, f)))
+			;
+		else if (cp && latin_like(cp)) {
+			f[0] = SEEN_ANY_LETTER, f[1] = '\0', n = cn;
+		} else {
+			f[0] = SEEN_OTHER, f[1] = '\0', n = cn ? cn : 1;
 		}
-		seen[k++] = s[i++];
+		for (size_t j = 0; f[j] && k < sizeof seen; j++)
+			seen[k++] = f[j] == SEEN_ANY_LETTER ? f[j] : read_as(f[j]);
+		i += n;
 	}
-	/* as a reader reads them: in any case */
 	for (i = 0; i < sizeof own_prefixes / sizeof own_prefixes[0]; i++) {
-		n = strlen(own_prefixes[i]);
-		if (k >= n && strncasecmp(seen, own_prefixes[i], n) == 0)
+		const char *p = own_prefixes[i];
+		size_t a = 0, b = 0; /* in P, in SEEN */
+		n = strlen(p);
+		while (a < n) {
+			char want = read_as(p[a]);
+			if (want == ' ' && b < k && seen[b] == ' ')
+				a++, b++;
+			else if (want == ' ' && a > 0 && p[a - 1] == '.')
+				break; /* "[... " is "[... ", not "[...]" */
+			else if (want == ' ')
+				a++;
+			else if (b < k && seen[b] == ' ')
+				b++;
+			else if (b < k && (seen[b] == want || (seen[b] == SEEN_ANY_LETTER &&
+			                                       isalpha((unsigned char)want))))
+				a++, b++;
+			else
+				break;
+		}
+		if (a == n)
 			return true;
 	}
+	/* "kbox", a word or two, then ":" ("kbox-exec: ", "kbox_mcp: "):
+	 * read as kbox's own messages too */
+	if (k > 4 && strncmp(seen, "kbox", 4) == 0)
+		for (i = 4; i < k && i < 24; i++) {
+			unsigned char c = (unsigned char)seen[i];
+			if (c == ':')
+				return true;
+			if (!isalpha(c) && c != ' ' && c != '-' && c != '_' && c != '.' &&
+			    c != (unsigned char)SEEN_ANY_LETTER)
+				break;
+		}
 	return false;
 }
 
