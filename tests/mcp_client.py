@@ -508,10 +508,12 @@ check("read_file_pages_by_length_at_lines_and_never_inside_a_character", t_read_
 def t_code_too_long():
     code = "x = 1\n" + "#" * (16 * 1024 * 1024)
     r = ok_result(s.call("run_python", {"code": code}))
-    assert r == {"content": [{"type": "text", "text": "run_python: not run: the code is %d "
-                              "bytes; at most 16 MiB can run (as a JSON string, in which a "
-                              "control character takes 6 bytes): make it shorter" % len(code)}],
-                 "isError": True}, str(r)[:500]
+    assert r["isError"] is True and len(r["content"]) == 1, str(r)[:500]
+    m = re.fullmatch(r"run_python: not run: the code is %d bytes \(%d as the JSON string sent, "
+                     r"its escapes counted\); at most (\d+) can run \(16 MiB, less (\d+) bytes "
+                     r"of the request's own\): make it shorter" % (len(code), len(code) + 1),
+                     r["content"][0]["text"])
+    assert m and int(m[1]) + int(m[2]) == 16 << 20, str(r)[:500]
     r = s.call("run_python", {"code": "print('after')"})
     assert text_of(r) == "after\n", text_of(r)
 

@@ -258,10 +258,34 @@ int kr_ctl_exec_fits(const kr_ctl_exec_t *e, kbox_error_t *err)
 		                      "can run (as a JSON string, in which a control character "
 		                      "takes 6 bytes): make them shorter",
 		                      len, e->n_inputs, KR_CTL_CODE_MAX >> 20);
-	return kbox_error_set(err, KBOX_E_INVALID,
-	                      "the code is %zu bytes; at most %d MiB can run (as a JSON string, "
-	                      "in which a control character takes 6 bytes): make it shorter",
-	                      len, KR_CTL_CODE_MAX >> 20);
+	{
+		/* the exact room: the request's bytes besides the code's are
+		 * its own (the options, the field names) */
+		size_t as_json = 0, other = 0;
+		json_t *s = e->code ? json_string(e->code) : NULL;
+		alone.code = "";
+		code_req = kr_ctl_exec_to_json(&alone);
+		if (s)
+			as_json = json_dumpb(s, NULL, 0, JSON_ENCODE_ANY) - 2;
+		if (code_req)
+			other = json_dumpb(code_req, NULL, 0,
+			                   JSON_COMPACT | JSON_REAL_PRECISION(9)) +
+			        1;
+		json_decref(s);
+		json_decref(code_req);
+		if (as_json == len)
+			return kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "the code is %zu bytes; at most %zu can run (%d MiB, "
+			        "less %zu bytes of the request's own): make it shorter",
+			        len, (size_t)KR_CTL_CODE_MAX - other, KR_CTL_CODE_MAX >> 20, other);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "the code is %zu bytes (%zu as the JSON string sent, its "
+		                      "escapes counted); at most %zu can run (%d MiB, less %zu "
+		                      "bytes of the request's own): make it shorter",
+		                      len, as_json, (size_t)KR_CTL_CODE_MAX - other,
+		                      KR_CTL_CODE_MAX >> 20, other);
+	}
 }
 
 /* The duration member NAME of REQ, seconds as a number, into *MS (DEF when

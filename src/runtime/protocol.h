@@ -246,8 +246,9 @@ json_t *kr_ctl_exec_to_json(const kr_ctl_exec_t *e);
 
 /* Whether the request of E fits in the line a supervisor takes
  * (KR_CTL_REQUEST_MAX with its newline): 0, or -1 with ERR, KBOX_E_INVALID
- * "the code is N bytes; at most 16 MiB can run (as a JSON string, ...):
- * make it shorter" (when the code fits alone, "... with its N input
+ * "the code is N bytes; at most M can run (16 MiB, less B bytes of the
+ * request's own): make it shorter", M exact, its size as a JSON string
+ * said when that is more (when the code fits alone, "... with N input
  * lines ..."), or KBOX_E_NOMEM.  Front ends call it before they start or
  * reach a session: too long a request is the caller's error. */
 int kr_ctl_exec_fits(const kr_ctl_exec_t *e, kbox_error_t *err);
