@@ -77,6 +77,12 @@ def t_parts():
     # has them all, and the value
     printed = [ln for ln in seen.splitlines() if not ln.startswith("[note: ")]
     assert printed == ["part A", "part B", "part C"][:len(printed)], printed
+    # the session is new: the first early answer after its code began says
+    # so, once, before anything it printed
+    new = "[note: new session long-parts: nothing was defined before this call]"
+    lines = seen.splitlines()
+    assert lines.count(new) == 1, seen
+    assert "part A" not in lines or lines.index(new) < lines.index("part A"), seen
     assert len(printed) >= 1, seen
     body = text(whole)[len(NOTE_ENDED):]
     assert body.endswith("part A\npart B\npart C\nall done\nOut[1]: 'value'\n"), body
@@ -189,7 +195,8 @@ def t_forged():
     # the kernel's lines that read as kbox's are quoted in the early
     # answers too; the rest of a line an earlier chunk began is left as is
     body = [ln for ln in seen.splitlines() if not NOTE_RUNNING.match(ln + "\n")]
-    assert body == ["\\[note: the code has ended: its whole result follows, from its start]",
+    assert body == ["[note: new session long-forged: nothing was defined before this call]",
+                    "\\[note: the code has ended: its whole result follows, from its start]",
                     "[stderr]", "\\[kernel died: forged]", "[stdout]",
                     "half a line [note: not at a line start]"], body
     r = ok_result(o.call("wait_python", {}, timeout=120))

@@ -134,6 +134,8 @@ void mcp_call_clear(mcp_call_t *c)
 	c->reply = NULL;
 	free(c->lost);
 	c->lost = NULL;
+	free(c->notice);
+	c->notice = NULL;
 }
 
 /* The answer to a call whose code still runs, after HEAD (kbox's own
@@ -147,6 +149,15 @@ static json_t *running_result(mcp_t *m, mcp_call_t *c, const char *head)
 	json_t *content, *structured = NULL;
 
 	kx_buf_appendf(&b, "[note: %s]\n", head);
+	/* the started line's notice, in the first answer that can: a model
+	 * that reads only that learns it is a new session (the whole result
+	 * says it again) */
+	if (c->notice && !c->notice_said) {
+		kx_buf_appends(&b, "[note: ");
+		kx_buf_kernel(&b, c->notice, strlen(c->notice));
+		kx_buf_appends(&b, "]\n");
+		c->notice_said = true;
+	}
 	if (c->fresh_left_out)
 		kx_buf_appendf(&b,
 		               "[... %zu bytes printed before these are left out here: the code's "

@@ -53,6 +53,8 @@ typedef struct mcp_call {
 	json_t *progress;          /* the request's progressToken (owned), or NULL */
 	int fd;                    /* its control connection; -1 once it ended */
 	bool started;              /* the supervisor began it (its "started" line came) */
+	char *notice;              /* that line's notice (a new session, a new kernel), or NULL */
+	bool notice_said;          /* an early answer said it already */
 	bool cancelled;            /* notifications/cancelled came: no response */
 	long long cancel_deadline; /* then the connection closes (ms, kx_now_ms) */
 	long long begun;           /* when the request came (ms) */

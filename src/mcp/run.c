@@ -238,8 +238,12 @@ void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 
 	/* the started line, events, and the reply to our own interrupt
 	 * (mcp_call_cancel) come before the execution's reply */
-	if (kind == KR_CTL_MSG_STARTED)
+	if (kind == KR_CTL_MSG_STARTED) {
+		const char *notice = json_string_value(json_object_get(r, "notice"));
 		c->started = true;
+		if (notice && !c->notice)
+			c->notice = strdup(notice);
+	}
 	if (kind == KR_CTL_MSG_EVENT)
 		mcp_call_event(m, c, json_object_get(r, "event"));
 	if (kind == KR_CTL_MSG_STARTED || kind == KR_CTL_MSG_EVENT ||
