@@ -880,8 +880,14 @@ int main(int argc, char **argv)
 				owner[n++] = c;
 			}
 		}
-		if (MHD_get_timeout(S.d, &to) == MHD_YES)
-			wait = to > INT_MAX ? INT_MAX : (int)to;
+		/* at least once a second: libmicrohttpd 0.9.75 takes its
+		 * listening socket back into its epoll set (after it had as
+		 * many connections as it may) only in a run, and its timeout
+		 * does not say when */
+		if (MHD_get_timeout(S.d, &to) == MHD_YES && to < 1000)
+			wait = (int)to;
+		else
+			wait = 1000;
 		/* a conversation unused for an hour ends: its kbox mcp stops
 		 * and removes its session at the end of its input */
 		for (size_t k = 0; k <= CONV_MAX; k++) {
