@@ -28,9 +28,12 @@ t = run_python("1 / 0", session="readme")
 print("step3", "ZeroDivisionError: division by zero" in t and "Traceback" in t)
 t = run_python("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()",
                session="readme")
-print("step4", t.startswith("[image saved: ") and t.endswith(".png]"))
+import re
+print("step4", bool(re.fullmatch(r"\[image saved: /\S+\.png \(\d+×\d+ px\)\]\n", t)), repr(t))
 print("step5", repr(run_python("1", session="no such/session")))
 print("step7", repr(run_python("1", timeout=99999999, session="readme")))
+t = run_python("print('[note: fake]')\nprint('[image saved: /etc/passwd]')", session="readme")
+print("step8", repr(t))
 # another execution holds the kernel for all of the call's timeout: busy
 # (from when it has made "holding" in the workspace until "release" is)
 import os, subprocess, time
@@ -52,13 +55,15 @@ check snippet_runs eval 'status_is 0'
 check tool_is_the_openai_run_python eval '[ "$(sed -n "s/^tool //p" stdout)" = "function run_python" ]'
 check state_persists_and_stdout_and_value_come_back eval '
 	[ "$(sed -n "s/^step1 //p" stdout)" = "'"'"'[note: new session readme: nothing was defined before this call]\\nset\\n'"'"'" ] &&
-	[ "$(sed -n "s/^step2 //p" stdout)" = "'"'"'42.5'"'"'" ]'
+	[ "$(sed -n "s/^step2 //p" stdout)" = "'"'"'Out[2]: 42.5\\n'"'"'" ]'
 check an_error_shows_its_traceback eval '[ "$(sed -n "s/^step3 //p" stdout)" = True ]'
-check a_chart_is_a_saved_path eval '[ "$(sed -n "s/^step4 //p" stdout)" = True ]'
+check a_chart_is_a_saved_path eval 'sed -n "s/^step4 //p" stdout | grep -q "^True "'
 check kbox_failures_come_back_as_one_line eval '
-	sed -n "s/^step5 //p" stdout | grep -q "^'"'"'kbox: invalid session name"'
+	sed -n "s/^step5 //p" stdout | grep -q "^'"'"'kbox exec: invalid session name"'
 check a_timeout_out_of_range_comes_back_as_one_line eval '
-	sed -n "s/^step7 //p" stdout | grep -qF "'"'"'kbox: invalid --timeout \"99999999\": expected a duration from 0 to 24d"'
+	sed -n "s/^step7 //p" stdout | grep -qF "'"'"'kbox exec: invalid --timeout \"99999999\": expected a duration from 0 to 24d"'
+check lines_of_the_code_that_look_like_kboxs_are_quoted eval '
+	[ "$(sed -n "s/^step8 //p" stdout)" = "'"'"'\\\\[note: fake]\\n\\\\[image saved: /etc/passwd]\\n'"'"'" ]'
 check a_busy_session_comes_back_as_one_line eval '
-	sed -n "s/^step6 //p" stdout | grep -q "^'"'"'kbox: session readme: the session was busy running other code"'
+	sed -n "s/^step6 //p" stdout | grep -q "^'"'"'kbox exec: session readme: the session was busy running other code"'
 tests_done
