@@ -987,7 +987,8 @@ setup_for a_stopped_supervisor_ends_exec_with_exit_5_and_what_to_do \
 	a_stopped_supervisor_ends_complete_with_exit_5 \
 	a_stopped_supervisor_ends_stop_and_restart_with_exit_5 \
 	a_sigterm_to_exec_on_a_stopped_supervisor_ends_it \
-	a_resumed_supervisor_has_kept_the_session
+	a_resumed_supervisor_has_kept_the_session \
+	a_resumed_supervisor_does_not_take_clients_gone_for_intruders
 fresh
 have_session ex
 spid=
@@ -1041,6 +1042,10 @@ check a_sigterm_to_exec_on_a_stopped_supervisor_ends_it eval '
 	[ "$(cat frz-term.rc)" = 143 ] && [ ! -s frz-term.out ] &&
 	[ "$(cat frz-term.err)" = "kbox exec: SIGTERM: cannot interrupt the code: the supervisor did not answer within 10000 ms" ]'
 check a_resumed_supervisor_has_kept_the_session eval 'status_is 0 && stdout_is 7'
+# (the clients that gave up were gone when it took their connections:
+# closed, and not logged as a sandbox's)
+check a_resumed_supervisor_does_not_take_clients_gone_for_intruders \
+	events ex '"client-refused" not in [e["event"] for e in ev]'
 
 setup_for stop_says_stopped \
 	stop_of_stopped_session_exits_0_and_says_it_is_not_running \

@@ -676,12 +676,15 @@ static conn_t *conn_to_close(sup_t *s)
 	return idlest;
 }
 
+/* The verdicts of peer_allowed. */
+enum { PEER_FOREIGN, PEER_OURS, PEER_GONE };
+
 /* Whether the process PIDFD refers to is in our user namespace: its pid
  * (fdinfo), then /proc/PID/ns/user against ours, trusted only when the
  * pidfd says the process still runs after the look (so that PID was not
- * taken by another meanwhile).  An exited process, or one in a pid
- * namespace we cannot see, is not. */
-static bool pidfd_in_our_userns(int pidfd)
+ * taken by another meanwhile).  PEER_OURS; PEER_GONE when it has exited;
+ * else (one in a pid namespace we cannot see) PEER_FOREIGN. */
+static int pidfd_in_our_userns(int pidfd)
 {
 	char path[64], line[128];
 	struct stat peer, self;
@@ -690,50 +693,57 @@ static bool pidfd_in_our_userns(int pidfd)
 
 	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
 	if (!(f = fopen(path, "re")))
-		return false;
+		return PEER_FOREIGN;
 	while (fgets(line, sizeof line, f))
 		if (sscanf(line, "Pid:\t%ld", &pid) == 1)
 			break;
 	fclose(f);
+	if (pid == -1) /* (a pidfd's process that has exited) */
+		return PEER_GONE;
 	if (pid <= 0)
-		return false;
+		return PEER_FOREIGN;
 	snprintf(path, sizeof path, "/proc/%ld/ns/user", pid);
 	if (stat(path, &peer) < 0 || stat("/proc/self/ns/user", &self) < 0)
-		return false;
+		return errno == ENOENT || errno == ESRCH ? PEER_GONE : PEER_FOREIGN;
 	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno == ESRCH)
-		return false;
-	return peer.st_dev == self.st_dev && peer.st_ino == self.st_ino;
+		return PEER_GONE;
+	return peer.st_dev == self.st_dev && peer.st_ino == self.st_ino ? PEER_OURS : PEER_FOREIGN;
 }
 
-/* Whether the peer of the new connection FD may talk to us: a process of
- * our effective uid (SO_PEERCRED) in our own user namespace, not code in
- * a sandbox, which under an ordinary user runs as the same uid in a
- * namespace of its own (kbox-protocol(7), threat 44).  The peer is the
+/* May the peer of the new connection FD talk to us: a process of our
+ * effective uid (SO_PEERCRED) in our own user namespace, not code in a
+ * sandbox, which under an ordinary user runs as the same uid in a
+ * namespace of its own (kbox-protocol(7), threat 44)?  The peer is the
  * process that connected: SO_PEERPIDFD where the kernel has it, else a
  * pidfd of the pid SO_PEERCRED gives (a process that exits at once may
  * leave its pid to another before the look; then its connection has no
- * reader but a child it passed the socket to). */
-static bool peer_allowed(int fd)
+ * reader but a child it passed the socket to).  PEER_OURS, PEER_FOREIGN, or
+ * PEER_GONE for one of our uid that has exited since it connected (a
+ * client that gave up on a supervisor that was stopped): nothing to
+ * serve, and no one to suspect. */
+static int peer_allowed(int fd)
 {
 	struct ucred cr;
 	socklen_t len = sizeof cr;
-	int pidfd = -1;
-	bool ok;
+	int pidfd = -1, verdict;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid())
-		return false;
+		return PEER_FOREIGN;
 #ifdef SO_PEERPIDFD
 	len = sizeof pidfd;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
 		pidfd = -1;
 #endif
-	if (pidfd < 0 && cr.pid > 0)
+	if (pidfd < 0 && cr.pid > 0) {
 		pidfd = (int)syscall(SYS_pidfd_open, cr.pid, 0);
+		if (pidfd < 0 && errno == ESRCH)
+			return PEER_GONE;
+	}
 	if (pidfd < 0)
-		return false;
-	ok = pidfd_in_our_userns(pidfd);
+		return PEER_FOREIGN;
+	verdict = pidfd_in_our_userns(pidfd);
 	close(pidfd);
-	return ok;
+	return verdict;
 }
 
 int sup_on_accept(kbox_loop_t *loop, void *arg)
@@ -745,7 +755,12 @@ int sup_on_accept(kbox_loop_t *loop, void *arg)
 		if (fd < 0)
 			return 0;
 		/* only our own uid, and not from a sandbox (the dir is 0700 too) */
-		if (!peer_allowed(fd)) {
+		int peer = peer_allowed(fd);
+		if (peer == PEER_GONE) { /* it gave up before we got to it */
+			close(fd);
+			continue;
+		}
+		if (peer != PEER_OURS) {
 			/* folded (sup_log): a refused peer may try forever */
 			sup_log(s, "client-refused",
 			        json_pack("{s:s}", "why",
