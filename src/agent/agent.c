@@ -405,6 +405,9 @@ static int finish(run_t *r, int status)
 		print_trace(a, r->word, r->answer, cli_error_kind(status),
 		            status == EXIT_OK || status == EXIT_STEP_LIMIT ? NULL
 		                                                           : cli_first_error());
+	/* (while the key is there to hide) */
+	if (!discard && r->made && a->dir && access(a->dir, F_OK) == 0)
+		agent_error(a, "session %s is new: it stays (kbox ls lists the sessions)", a->name);
 	agent_http_destroy(&a->http);
 	json_decref(a->conv);
 	json_decref(a->steps);
@@ -421,8 +424,6 @@ static int finish(run_t *r, int status)
 		close(r->lock);
 	if (discard)
 		cli_session_discard(AGENT_CMD, a->dir, a->name, 90000);
-	else if (r->made && a->dir && access(a->dir, F_OK) == 0)
-		agent_error(a, "session %s is new: it stays (kbox ls lists the sessions)", a->name);
 	free(a->dir);
 	return status;
 }
