@@ -99,6 +99,9 @@ def t_state():
     # the session is new: the first result's first line says so
     assert re.fullmatch(r"\[note: new session mcp-[0-9]+-[0-9a-f]+: nothing was defined before this call\]\n"
                         r"x is 41\n", text_of(r1)), text_of(r1)
+    # and the person hears of it on standard error, as one this server removes
+    assert re.search(r"^kbox mcp: session mcp-[0-9]+-[0-9a-f]+ is new: started it for this "
+                     r"connection \(removed when it ends\)$", s.stderr(), re.M), s.stderr()
     assert text_of(r2) == "Out[2]: 42\n", text_of(r2)
     # an execution that prints nothing says so: never an empty block
     r3 = s.call("run_python", {"code": "y = 1"})
@@ -696,6 +699,8 @@ def t_persistent():
     assert text_of(o.call("run_python", {"code": "x = 41"})) == (
         "[note: new session mcp-keep: nothing was defined before this call]\n")
     assert o.close(60) == 0
+    assert "kbox mcp: session mcp-keep is new: started it (kbox ls lists the sessions)\n" in (
+        o.stderr()), o.stderr()
     (k,) = [x for x in sessions() if x["name"] == "mcp-keep"]
     assert k["state"] == "idle", k
     o = Server("--session=mcp-keep")

@@ -173,15 +173,21 @@ def t_bad():
     assert st == 405 and h["Allow"] == "POST, DELETE", st
     st, _, _ = s.request("tools/list", sid=state["a"], url=s.url + "x")
     assert st == 404
-    st, _, _ = s.request("tools/list", sid=state["a"], headers={"Content-Type": "text/plain"})
-    assert st == 415
+    st, _, body = s.request("tools/list", sid=state["a"], headers={"Content-Type": "text/plain"})
+    assert st == 415 and body["error"]["message"] == (
+        "Unsupported Media Type: Content-Type must be application/json"), body
     st, _, _ = s.request("tools/list", sid=state["a"], headers={"Accept": "text/html"})
     assert st == 406
     st, _, body = s.request("tools/list", sid=state["a"],
                             headers={"MCP-Protocol-Version": "1999-01-01"})
     assert st == 400 and body["error"]["message"] == "Bad Request: unsupported MCP-Protocol-Version"
     st, _, body = s.post(None, sid=state["a"], raw=b"[1, 2")
-    assert st == 400 and body["error"]["message"].startswith("Parse error"), body
+    assert st == 400 and body["error"] == {"code": -32700,
+                                           "message": "Parse error: the body is not JSON"}, body
+    st, _, body = s.post(None, sid=state["a"], raw=b'"a string"')
+    assert st == 400 and body["error"] == {
+        "code": -32600,
+        "message": "Invalid Request: the body must be one JSON-RPC message, an object"}, body
     st, _, body = s.post([{"jsonrpc": "2.0", "id": 5, "method": "ping"}], sid=state["a"])
     assert st == 400 and body["error"]["message"] == (
         "Invalid Request: batches are not supported (MCP since 2025-06-18): send one "
@@ -189,7 +195,8 @@ def t_bad():
     big = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
         "name": "run_python", "arguments": {"code": "#" + "x" * (4 * 1024 * 1024)}}})
     st, _, body = s.post(None, sid=state["a"], raw=big.encode())
-    assert st == 413, st
+    assert st == 413 and body["error"]["message"] == (
+        "Content Too Large: a message longer than 4 MiB"), (st, body)
     # and the conversation goes on
     assert s.run(state["a"], "x * 2") == "Out[4]: 84\n"
 

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "mcp/mcp_int.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,8 @@ json_t *mcp_new_session(mcp_t *m)
 
 int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 {
+	char json[PATH_MAX + 16];
+	bool started = false, is_new;
 	int status;
 	cli_forget_last_error();
 	if (!m->sess->dir &&
@@ -113,8 +116,10 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 		m->sess->running = true;
 		return 0;
 	}
+	snprintf(json, sizeof json, "%s/session.json", m->sess->dir);
+	is_new = access(json, F_OK) != 0;
 	if (cli_session_start(MCP_CMD, m->sess->dir, m->sess->name, NULL,
-	                      m->sess->own ? getpid() : 0, NULL) != EXIT_OK) {
+	                      m->sess->own ? getpid() : 0, &started) != EXIT_OK) {
 		snprintf(why, size,
 		         "session %s could not be started: %s (see also %s/supervisor.log)",
 		         m->sess->name,
@@ -128,6 +133,12 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 		}
 		return -1;
 	}
+	/* the person hears of it: a session of this server's own is gone
+	 * when the server ends, another stays */
+	if (started && is_new)
+		cli_error(MCP_CMD, "session %s is new: started it%s", m->sess->name,
+		          m->sess->own ? " for this connection (removed when it ends)"
+		                       : " (kbox ls lists the sessions)");
 	m->sess->running = true;
 	return 0;
 }

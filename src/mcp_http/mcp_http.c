@@ -409,12 +409,18 @@ static enum MHD_Result respond(struct MHD_Connection *conn, int status, char *bo
 	return ret;
 }
 
-/* An HTTP error STATUS whose body is a JSON-RPC error saying WHY. */
-static enum MHD_Result refuse(struct MHD_Connection *conn, int status, const char *why)
+/* An HTTP error STATUS whose body is the JSON-RPC error CODE saying WHY. */
+static enum MHD_Result refuse_as(struct MHD_Connection *conn, int status, int code, const char *why)
 {
 	size_t len;
-	char *body = rpc_error(NULL, -32600, why, &len);
+	char *body = rpc_error(NULL, code, why, &len);
 	return respond(conn, status, body, len, "application/json", NULL);
+}
+
+/* The same, an Invalid Request (-32600). */
+static enum MHD_Result refuse(struct MHD_Connection *conn, int status, const char *why)
+{
+	return refuse_as(conn, status, -32600, why);
 }
 
 /* Whether the Authorization header is "Bearer" and the token. */
@@ -497,10 +503,10 @@ static enum MHD_Result post(req_t *r)
 	conv_t *c;
 
 	if (r->too_big)
-		return refuse(conn, 413, "Bad Request: a message longer than 4 MiB");
+		return refuse(conn, 413, "Content Too Large: a message longer than 4 MiB");
 	if (!type || strncasecmp(type, "application/json", 16) != 0)
 		return refuse(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
-		              "Bad Request: Content-Type must be application/json");
+		              "Unsupported Media Type: Content-Type must be application/json");
 	if (!accepts_json(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept")))
 		return refuse(conn, MHD_HTTP_NOT_ACCEPTABLE,
 		              "Not Acceptable: the client must accept application/json");
@@ -509,15 +515,19 @@ static enum MHD_Result post(req_t *r)
 	if (!known)
 		return refuse(conn, MHD_HTTP_BAD_REQUEST,
 		              "Bad Request: unsupported MCP-Protocol-Version");
-	if (!(msg = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, NULL)) ||
+	if (!(msg = json_loadb(r->body.data ? r->body.data : "", r->body.len, JSON_DECODE_ANY,
+	                       NULL)) ||
 	    !json_is_object(msg)) {
-		bool batch = json_is_array(msg);
+		bool batch = json_is_array(msg), parsed = msg != NULL;
 		json_decref(msg);
-		return refuse(
-		        conn, MHD_HTTP_BAD_REQUEST,
-		        batch ? "Invalid Request: batches are not supported (MCP since "
-		                "2025-06-18): send one message a POST"
-		              : "Parse error: the body must be one JSON-RPC message, an object");
+		if (!parsed)
+			return refuse_as(conn, MHD_HTTP_BAD_REQUEST, -32700,
+			                 "Parse error: the body is not JSON");
+		return refuse(conn, MHD_HTTP_BAD_REQUEST,
+		              batch ? "Invalid Request: batches are not supported (MCP since "
+		                      "2025-06-18): send one message a POST"
+		                    : "Invalid Request: the body must be one JSON-RPC message, an "
+		                      "object");
 	}
 	id = json_object_get(msg, "id");
 	method = json_object_get(msg, "method");
