@@ -300,7 +300,9 @@ setup_for concurrent_starts_both_exit_0 \
 	start_of_running_session_with_options_warns_they_were_not_applied \
 	exec_makes_symlinks_in_the_workspace put_absolute_dest_is_refused \
 	put_dotdot_dest_is_refused put_inner_dotdot_dest_is_refused \
-	put_refusals_write_nothing get_absolute_src_is_refused \
+	put_refusals_write_nothing put_of_standard_input_writes_dest \
+	put_of_standard_input_needs_dest put_ended_by_a_signal_leaves_no_temporary_file \
+	get_absolute_src_is_refused \
 	get_dotdot_src_is_refused get_symlink_leading_outside_is_refused \
 	get_refused_writes_no_host_file get_directory_is_refused \
 	get_fifo_is_refused_without_blocking get_missing_file_exits_2 \
@@ -366,6 +368,37 @@ kbox put -s two "$BASE/outside.txt" sub/../../x.txt
 check put_inner_dotdot_dest_is_refused fails_with 2 \
 	'kbox put: sub/../../x.txt: ".." would leave the workspace'
 check put_refusals_write_nothing eval '[ ! -e "$S/two/x.txt" ] && [ ! -e "$ROOT/h/sessions/x.txt" ]'
+
+# Standard input (-) is put under DEST, which it needs; a signal that
+# ends kbox put mid-copy leaves no temporary file in the workspace (the
+# code would see it), and DEST as it was
+fresh
+printf 'from a pipe\n' >piped.in
+kbox put -s two - piped.txt <piped.in
+check put_of_standard_input_writes_dest eval 'status_is 0 && stdout_empty && stderr_empty &&
+	[ "$(cat "$S/two/workspace/piped.txt")" = "from a pipe" ]'
+kbox put -s two - <piped.in
+check put_of_standard_input_needs_dest fails_with 2 \
+	"kbox put: standard input (-) has no name: give DEST (kbox put - DEST)"
+if [ -z "$SKIPPING" ]; then
+	echo before >"$S/two/workspace/halfway.txt"
+	mkfifo put.fifo
+	timeout -k 5 120 "$KBOX" put -s two - halfway.txt <put.fifo >put.out 2>put.err &
+	pp=$!
+	exec 7>put.fifo
+	BG_PIDS=$pp
+	printf 'some of it\n' >&7
+	wait_for eval 'ls -A "$S/two/workspace" | grep -q "^\.kbox-put-"'
+	kill -TERM "$(pgrep -P "$pp")"
+	wait "$pp"
+	echo $? >put.rc
+	exec 7>&-
+	BG_PIDS=
+fi
+check put_ended_by_a_signal_leaves_no_temporary_file eval '
+	[ "$(cat put.rc)" = 143 ] && [ ! -s put.out ] &&
+	[ -z "$(ls -A "$S/two/workspace" | grep "^\.kbox-put-")" ] &&
+	[ "$(cat "$S/two/workspace/halfway.txt")" = before ]'
 
 kbox get -s two /etc/hostname
 check get_absolute_src_is_refused fails_with 2 \

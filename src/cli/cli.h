@@ -2,6 +2,7 @@
 #ifndef KBOX_CLI_H
 #define KBOX_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -359,6 +360,19 @@ int cli_put(const char *cmd, const char *dir, int in, const char *host, const ch
  * text-live when standard output is a terminal (the stream is shown as it
  * comes). */
 kr_ctl_format_t cli_exec_format(format_t f);
+
+/* ---- signals that would end kbox while it holds a temporary file ---- */
+
+#define CLI_FATAL_SIGNALS 4 /* SIGHUP, SIGINT, SIGQUIT, SIGTERM */
+typedef struct {
+	struct sigaction old[CLI_FATAL_SIGNALS + 1]; /* + SIGXFSZ */
+} cli_signal_guard_t;
+/* Until cli_unguard_signals: a signal that would end kbox runs CLEANUP
+ * (async-signal-safe: an unlinkat) and then ends it as it would have (an
+ * ignored one stays ignored); SIGXFSZ is ignored, so that a file-size
+ * limit is an error (EFBIG), not a death.  G keeps what was there. */
+void cli_guard_signals(cli_signal_guard_t *g, void (*cleanup)(void));
+void cli_unguard_signals(const cli_signal_guard_t *g);
 
 /* What an execution came to. */
 typedef struct {

@@ -23,48 +23,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The temporary file, removed by a signal that ends kbox mid-copy. */
+/* The temporary file, removed by a signal that ends kbox mid-copy
+ * (cli_guard_signals). */
 static volatile sig_atomic_t tmp_live;
 static int tmp_dirfd = -1;
 static char tmp_name[64];
 
-static void on_fatal_signal(int sig)
+static void remove_tmp(void)
 {
 	if (tmp_live)
 		unlinkat(tmp_dirfd, tmp_name, 0);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static const int fatal_signals[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-#define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
-
-/* While the temporary file exists, the signals that would end kbox
- * remove it first (an ignored one stays ignored), and SIGXFSZ is ignored
- * so that a file-size limit is an error (EFBIG), not a death.  OLD keeps
- * what was there for restore_signals. */
-static void guard_signals(struct sigaction old[N_FATAL + 1])
-{
-	struct sigaction sa;
-	size_t i;
-	memset(&sa, 0, sizeof sa);
-	sigemptyset(&sa.sa_mask);
-	for (i = 0; i < N_FATAL; i++) {
-		sa.sa_handler = on_fatal_signal;
-		sigaction(fatal_signals[i], NULL, &old[i]);
-		if (old[i].sa_handler != SIG_IGN)
-			sigaction(fatal_signals[i], &sa, NULL);
-	}
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGXFSZ, &sa, &old[N_FATAL]);
-}
-
-static void restore_signals(const struct sigaction old[N_FATAL + 1])
-{
-	size_t i;
-	for (i = 0; i < N_FATAL; i++)
-		sigaction(fatal_signals[i], &old[i], NULL);
-	sigaction(SIGXFSZ, &old[N_FATAL], NULL);
 }
 
 /* Copy bytes [FROM, TO) of IN to OUT: at the same offsets when AT (pwrite),
@@ -228,14 +196,14 @@ static int write_host(int in, off_t size, const char *src, const char *host)
 {
 	target_t t = {.dirfd = -1};
 	int status, out = -1, n;
-	struct sigaction old[N_FATAL + 1];
+	cli_signal_guard_t guard;
 	bool guarded = false;
 
 	if ((status = find_target(src, host, &t)) != EXIT_OK)
 		goto out;
 	status = EXIT_USAGE;
 	tmp_dirfd = t.dirfd;
-	guard_signals(old);
+	cli_guard_signals(&guard, remove_tmp);
 	guarded = true;
 	if ((out = kx_temp_open(t.dirfd, ".kbox-get-", 0600, tmp_name, sizeof tmp_name)) < 0) {
 		cli_error("get", "cannot write %s: cannot create a file beside it: %s", t.path,
@@ -270,7 +238,7 @@ out:
 		tmp_live = 0;
 	}
 	if (guarded)
-		restore_signals(old);
+		cli_unguard_signals(&guard);
 	target_free(&t);
 	return status;
 }

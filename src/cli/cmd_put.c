@@ -13,7 +13,14 @@
 int cli_put(const char *cmd, const char *dir, int in, const char *host, const char *dest)
 {
 	kbox_error_t err = {0};
-	if (ws_put(dir, in, host, dest, &err) == 0)
+	cli_signal_guard_t guard;
+	int rc;
+	/* a signal that ends kbox mid-copy leaves no temporary file in the
+	 * workspace, where the code would see it; DEST is as it was */
+	cli_guard_signals(&guard, ws_file_abandon);
+	rc = ws_put(dir, in, host, dest, &err);
+	cli_unguard_signals(&guard);
+	if (rc == 0)
 		return EXIT_OK;
 	cli_error(cmd, "%s", err.msg);
 	return err.code == KBOX_E_INVALID || err.code == KBOX_E_NOTFOUND ? EXIT_USAGE
@@ -43,7 +50,22 @@ int cmd_put(int argc, char **argv)
 	if ((status = cli_check_session("put", name)) != EXIT_OK)
 		return status;
 	status = EXIT_USAGE;
-	if ((in = ws_source_open(host, &err)) < 0) {
+	if (strcmp(host, "-") == 0) {
+		/* standard input, as docker cp takes it: DEST names it */
+		if (n != 2) {
+			cli_error("put",
+			          "standard input (-) has no name: give DEST (kbox put - DEST)");
+			goto out;
+		}
+		if (isatty(STDIN_FILENO)) {
+			cli_error("put",
+			          "standard input (-) is a terminal: pipe the file in, or give "
+			          "its path");
+			goto out;
+		}
+		host = "standard input";
+		in = dup(STDIN_FILENO);
+	} else if ((in = ws_source_open(host, &err)) < 0) {
 		cli_error("put", "%s", err.msg);
 		goto out;
 	}

@@ -65,7 +65,7 @@ static const cli_cmd_t commands[] = {
          "remove every session that is not running (and, with --older-than, old outputs)",
          "kbox prune --dry-run"},
         {"put", cmd_put, "kbox put [-s NAME] HOSTPATH [DEST]",
-         "copy a host file into a session's workspace",
+         "copy a host file (or standard input) into a session's workspace",
          "kbox put -s sales ~/data/sales.csv sales.csv"},
         {"restart", cmd_restart, "kbox restart [-s NAME]",
          "replace a session's kernel with a new one (state is lost)", "kbox restart -s sales"},
@@ -201,6 +201,42 @@ static void shorten_paths(char *msg)
 		}
 		p += n ? n : 1;
 	}
+}
+
+/* cli_guard_signals's. */
+static void (*guard_cleanup)(void);
+static const int fatal_signals[CLI_FATAL_SIGNALS] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+
+static void on_fatal_signal(int sig)
+{
+	if (guard_cleanup)
+		guard_cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void cli_guard_signals(cli_signal_guard_t *g, void (*cleanup)(void))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sigemptyset(&sa.sa_mask);
+	guard_cleanup = cleanup;
+	for (size_t i = 0; i < CLI_FATAL_SIGNALS; i++) {
+		sa.sa_handler = on_fatal_signal;
+		sigaction(fatal_signals[i], NULL, &g->old[i]);
+		if (g->old[i].sa_handler != SIG_IGN)
+			sigaction(fatal_signals[i], &sa, NULL);
+	}
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGXFSZ, &sa, &g->old[CLI_FATAL_SIGNALS]);
+}
+
+void cli_unguard_signals(const cli_signal_guard_t *g)
+{
+	for (size_t i = 0; i < CLI_FATAL_SIGNALS; i++)
+		sigaction(fatal_signals[i], &g->old[i], NULL);
+	sigaction(SIGXFSZ, &g->old[CLI_FATAL_SIGNALS], NULL);
+	guard_cleanup = NULL;
 }
 
 void cli_error(const char *cmd, const char *fmt, ...)

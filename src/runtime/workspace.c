@@ -15,6 +15,7 @@
 #include <linux/openat2.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -216,6 +217,17 @@ out:
 
 /* ---- writing ---- */
 
+/* The temporary file of the ws_file being written, for ws_file_abandon. */
+static volatile sig_atomic_t live_set;
+static int live_dirfd = -1;
+static char live_tmp[64];
+
+void ws_file_abandon(void)
+{
+	if (live_set)
+		unlinkat(live_dirfd, live_tmp, 0);
+}
+
 int ws_file_begin(ws_file_t *f, int dirfd, const char *name, const char *shown, const char *tag,
                   kbox_error_t *err)
 {
@@ -233,6 +245,12 @@ int ws_file_begin(ws_file_t *f, int dirfd, const char *name, const char *shown, 
 		f->tmp[0] = '\0';
 		return kbox_error_set_sys(err, "cannot create a file in the workspace");
 	}
+	if (strlen(f->tmp) < sizeof live_tmp) {
+		live_set = 0;
+		live_dirfd = dirfd;
+		memcpy(live_tmp, f->tmp, strlen(f->tmp) + 1);
+		live_set = 1;
+	}
 	/* under root the workspace is the sandbox user's: so is the file (its
 	 * directory's owner) */
 	if (geteuid() == 0 && fstat(dirfd, &st) == 0 && st.st_uid != 0 &&
@@ -246,12 +264,14 @@ int ws_file_commit(ws_file_t *f, kbox_error_t *err)
 {
 	if (renameat(f->dirfd, f->tmp, f->dirfd, f->name) < 0)
 		return kbox_error_set_sys(err, "cannot write %s in the workspace", f->shown);
+	live_set = 0;
 	f->tmp[0] = '\0';
 	return 0;
 }
 
 void ws_file_end(ws_file_t *f)
 {
+	live_set = 0;
 	if (f->tmp[0] && f->dirfd >= 0)
 		unlinkat(f->dirfd, f->tmp, 0);
 	if (f->fd >= 0)

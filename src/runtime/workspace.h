@@ -98,6 +98,9 @@ int ws_file_begin(ws_file_t *f, int dirfd, const char *name, const char *shown, 
  * over its name ("cannot write SHOWN in the workspace: why").  0, or -1
  * with ERR. */
 int ws_file_commit(ws_file_t *f, kbox_error_t *err);
+/* For a signal handler (async-signal-safe): remove the temporary file of
+ * the ws_file being written, if any (it is never committed then). */
+void ws_file_abandon(void);
 
 /* Remove F's temporary file unless it was committed, close and free what
  * F holds; F is WS_FILE_INIT again.  Accepts one never begun. */
