@@ -1593,34 +1593,49 @@ kbox stop -s slow
 check stop_does_not_wait_for_a_starting_kernel eval 'status_is 0 &&
 	stdout_is "session slow stopped"'
 
-# A SIGTERM (or SIGINT) to a kbox exec whose session is still starting:
-# the code is not sent, and the result says so, as JSON with -j; the
-# session goes on starting.  Its kernel never becomes ready here.
+# A SIGTERM (or SIGINT) to a kbox exec, or to kbox start, whose session
+# is still starting: the start is given up (its supervisor stopped, a new
+# session removed), the code is not sent, and the result says so, as JSON
+# with -j.  The kernel never becomes ready here.
 fresh
 needs kernel
-setup_for sigterm_while_the_session_starts_says_the_code_was_not_run \
-	sigterm_while_the_session_starts_leaves_it_starting
+setup_for sigterm_while_the_session_starts_gives_the_start_up \
+	sigterm_while_the_session_starts_removes_the_new_session \
+	sigint_while_kbox_start_starts_a_session_gives_it_up
 mkdir -p jphang/kernels/python3
 printf '{"argv": ["/bin/sh", "-c", "sleep 600", "{connection_file}"],\n "display_name": "hangs", "language": "python"}\n' >jphang/kernels/python3/kernel.json
-if [ -z "$SKIPPING" ]; then
-	JUPYTER_PATH=$T/jphang timeout -k 5 120 "$KBOX" exec -s hang -j 'print(1)' >hang.out 2>hang.err &
+# hang_start CMD...: run kbox CMD... (its session "hang"), and SIGNAL it
+# once the session says it starts; its status into hang.rc.
+hang_start() {
+	sig=$1
+	shift
+	JUPYTER_PATH=$T/jphang timeout -k 5 120 "$KBOX" "$@" >hang.out 2>hang.err &
 	hp=$!
 	BG_PIDS=$hp
 	wait_for starting hang
-	kill -TERM "$(pgrep -P "$hp")"
+	kill -"$sig" "$(pgrep -P "$hp")"
 	wait "$hp"
 	echo $? >hang.rc
 	BG_PIDS=
+}
+if [ -z "$SKIPPING" ]; then
+	hang_start TERM exec -s hang -j 'print(1)'
+	cp hang.rc exec.rc
+	cp hang.out exec.out
+	cp hang.err exec.err
+	ls "$S" >exec.ls
+	hang_start INT start -s hang
 fi
-hung="SIGTERM while session hang started: the code was not run; the session goes on starting (kbox stop -s hang stops it)"
-check sigterm_while_the_session_starts_says_the_code_was_not_run eval '
-	[ "$(cat hang.rc)" = 3 ] && [ "$(cat hang.err)" = "kbox exec: $hung" ] &&
+hung="SIGTERM while session hang started: the start was given up (the new session is removed)"
+check sigterm_while_the_session_starts_gives_the_start_up eval '
+	[ "$(cat exec.rc)" = 3 ] && [ "$(cat exec.err)" = "kbox exec: $hung" ] &&
 	"$PY" -c "import json, sys; j = json.load(open(sys.argv[1]))
-assert j[\"status\"] == \"failed\" and j[\"error\"][\"message\"] == sys.argv[2], j" hang.out "$hung"'
-kbox status -s hang
-check sigterm_while_the_session_starts_leaves_it_starting eval 'status_is 0 &&
-	[ "$(sed -n "s/^state: *//p" stdout)" = starting ]'
-kbox stop -s hang >/dev/null
+assert j[\"status\"] == \"failed\" and j[\"error\"][\"message\"] == sys.argv[2], j" exec.out "$hung"'
+check sigterm_while_the_session_starts_removes_the_new_session eval '! grep -qx hang exec.ls'
+check sigint_while_kbox_start_starts_a_session_gives_it_up eval '
+	[ "$(cat hang.rc)" = 3 ] && [ ! -s hang.out ] &&
+	[ "$(cat hang.err)" = "kbox start: SIGINT while session hang started: the start was given up (the new session is removed)" ] &&
+	[ ! -e "$S/hang" ]'
 
 # On a terminal, what the code prints cannot drive it: escape sequences and
 # other control characters are shown, not sent (a pty made by script(1)).

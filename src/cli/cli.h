@@ -309,9 +309,10 @@ char *cli_running_session(const char *cmd, const char *name, int *status);
  * the session stops when that process ends (kbox mcp's own).  *STARTED
  * (may be NULL) tells whether this call started it; without it, a new
  * session is told of on standard error (a caller with it tells of it
- * itself, or not).  An exit status:
- * EXIT_TIMEOUT, with nothing printed, when the hook of kr_ctl_wait_signals
- * ended the wait for the supervisor to be ready (it goes on starting). */
+ * itself, or not).  An exit status: EXIT_TIMEOUT after one line when a
+ * SIGINT or SIGTERM (whose action was the default) came while the
+ * supervisor started: the start is given up, the supervisor stopped, a
+ * new session removed. */
 int cli_session_start(const char *cmd, const char *dir, const char *name,
                       const kr_session_config_t *config, pid_t owner, bool *started);
 /* Connect to the supervisor of the session in DIR (NAME for messages),

@@ -215,11 +215,10 @@ static void on_stop_signal(int sig)
 	raise(sig); /* delivered as this handler returns */
 }
 
-/* What stop_hook needs: the session's directory and the command; whether
- * the wait is for a session to start (STARTING). */
+/* What stop_hook needs: the session's directory and the command. */
 typedef struct {
 	const char *cmd, *dir;
-	bool sent, starting;
+	bool sent;
 } stop_ctx_t;
 
 /* Take SIG as it was taken before stop_signals_on: by default, the end
@@ -235,16 +234,14 @@ static void act_as_before(int sig)
 }
 
 /* Before each wait for the supervisor: after a SIGINT or SIGTERM, the
- * interrupt, once (kbox interrupt's op, on a connection of its own); a
- * wait for a session to start ends (true). */
+ * interrupt, once (kbox interrupt's op, on a connection of its own).
+ * Never ends the wait (false). */
 static bool stop_hook(void *arg)
 {
 	stop_ctx_t *c = arg;
 	kbox_error_t err = {0};
 	char cause[64];
 	json_t *r;
-	if (c->starting)
-		return stop_signal != 0;
 	if (!stop_signal || c->sent)
 		return false;
 	if (!exec_began) {
@@ -308,7 +305,7 @@ static void stop_signals_off(const sigset_t *saved)
 int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
                 const kr_ctl_exec_t *req, int outputs_fd, cli_exec_result_t *r)
 {
-	stop_ctx_t stop = {cmd, dir, false, false};
+	stop_ctx_t stop = {cmd, dir, false};
 	sigset_t saved;
 	kbox_error_t err = {0};
 	json_t *m = NULL;
@@ -571,24 +568,9 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	if (!(dir = cli_session_dir("exec", name, !no_start, &status)))
 		goto out;
-	{
-		/* a SIGINT or SIGTERM while the session starts: the code is not
-		 * sent, and the result says so (one line, or JSON) */
-		stop_ctx_t start = {"exec", dir, false, true};
-		sigset_t saved;
-		stop_signals_on(&start, &saved);
-		fd = cli_session_connect("exec", dir, name, no_start, &status);
-		stop_signals_off(&saved);
-		if (stop_signal) {
-			cli_error("exec", "%s while session %s started: the code was not run%s%s%s",
-			          stop_signal == SIGINT ? "SIGINT" : "SIGTERM", name,
-			          fd >= 0 ? "; the session is ready (kbox stop -s "
-			                  : "; the session goes on starting (kbox stop -s ",
-			          name, " stops it)");
-			kx_close(&fd);
-			status = EXIT_TIMEOUT;
-		}
-	}
+	/* (a SIGINT or SIGTERM while the session starts gives the start up:
+	 * cli_session_start says so, and the code is not sent) */
+	fd = cli_session_connect("exec", dir, name, no_start, &status);
 	if (fd < 0)
 		goto out;
 	status = cli_exec_on("exec", fd, dir, name, &e, -1, &r);

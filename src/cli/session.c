@@ -328,9 +328,91 @@ static void forget_failed(const char *dir, char *msg)
 		memmove(at, at + strlen(see), strlen(at + strlen(see)) + 1);
 }
 
+/* A SIGINT or SIGTERM while a supervisor starts (start_wait). */
+static volatile sig_atomic_t start_signal;
+
+static void on_start_signal(int sig)
+{
+	if (!start_signal)
+		start_signal = sig;
+}
+
+static bool start_hook(void *arg)
+{
+	(void)arg;
+	return start_signal != 0;
+}
+
+/* Read the readiness line of RFD, as kr_ctl_recv: a SIGINT or SIGTERM
+ * whose action is the default (a front end with its own, kbox mcp's, is
+ * left to it) ends the wait instead of the process (*SIG says which;
+ * ERR KR_CTL_WAIT_ENDED). */
+static json_t *start_wait(int rfd, int *sig, kbox_error_t *err)
+{
+	static const int sigs[2] = {SIGINT, SIGTERM};
+	struct sigaction old[2], sa;
+	sigset_t block, saved, wait;
+	bool caught[2] = {false, false};
+	json_t *ready;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_start_signal;
+	sigemptyset(&sa.sa_mask);
+	sigemptyset(&block);
+	start_signal = 0;
+	for (size_t i = 0; i < 2; i++) {
+		sigaction(sigs[i], NULL, &old[i]);
+		if (old[i].sa_handler != SIG_DFL)
+			continue;
+		sigaction(sigs[i], &sa, NULL);
+		sigaddset(&block, sigs[i]);
+		caught[i] = true;
+	}
+	sigprocmask(SIG_BLOCK, &block, &saved);
+	wait = saved;
+	for (size_t i = 0; i < 2; i++)
+		if (caught[i])
+			sigdelset(&wait, sigs[i]);
+	if (caught[0] || caught[1])
+		kr_ctl_wait_signals(&wait, start_hook, NULL);
+	ready = kr_ctl_recv(rfd, READY_WAIT_MS, err);
+	if (caught[0] || caught[1])
+		kr_ctl_wait_signals(NULL, NULL, NULL);
+	for (size_t i = 0; i < 2; i++)
+		if (caught[i])
+			sigaction(sigs[i], &old[i], NULL);
+	sigprocmask(SIG_SETMASK, &saved, NULL);
+	*sig = start_signal;
+	return ready;
+}
+
+/* The start of the session in DIR was given up (SIG came): its
+ * supervisor, once it has its pid file, is told to stop (SIGTERM), and a
+ * session it was the first start of is removed once it is gone.  Says
+ * so, as CMD. */
+static void start_abandoned(const char *cmd, const char *dir, const char *name, bool first, int sig)
+{
+	pid_t pid = 0;
+	bool stopped = false;
+	for (int i = 0; i < 200 && !stopped; i++) {
+		if (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING && pid > 0)
+			stopped = kill(pid, SIGTERM) == 0;
+		else
+			usleep(50000);
+	}
+	if (stopped && first)
+		forget_failed(dir, NULL);
+	cli_error(cmd, "%s while session %s started: the start was given up (%s)",
+	          sig == SIGINT ? "SIGINT" : "SIGTERM", name,
+	          !stopped                         ? "its supervisor could not be found to stop it"
+	          : first && access(dir, F_OK) < 0 ? "the new session is removed"
+	                                           : "the session is stopped");
+}
+
 int cli_session_start(const char *cmd, const char *dir, const char *name,
                       const kr_session_config_t *config, pid_t owner, bool *started)
 {
+	int sig = 0;
 	kbox_error_t err = {0};
 	int lock, rfd, status = EXIT_OK;
 	pid_t pid;
@@ -408,10 +490,13 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	ready = kr_ctl_recv(rfd, READY_WAIT_MS, &err);
+	ready = start_wait(rfd, &sig, &err);
 	close(rfd);
-	if (!ready && err.code == KBOX_E_SYSTEM && strcmp(err.msg, KR_CTL_WAIT_ENDED) == 0) {
-		status = EXIT_TIMEOUT; /* the caller says why */
+	if (!ready && sig && err.code == KBOX_E_SYSTEM && strcmp(err.msg, KR_CTL_WAIT_ENDED) == 0) {
+		close(lock);
+		lock = -1;
+		start_abandoned(cmd, dir, name, first, sig);
+		status = EXIT_TIMEOUT;
 	} else if (!ready) {
 		cli_error(
 		        cmd,
@@ -439,7 +524,8 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 	}
 	json_decref(ready);
 out:
-	close(lock);
+	if (lock >= 0)
+		close(lock);
 	return status;
 }
 
