@@ -140,6 +140,18 @@ unsigned long long capture_files_room(const kbox_capture_t *self)
 	                                                : 0;
 }
 
+const char *capture_quota_why(const kbox_capture_t *self)
+{
+	/* in the session's outputs, before this execution wrote a byte: the
+	 * results of earlier ones fill it, and printing less cannot help */
+	if (!self->opts.keep_existing && self->files_bytes == 0)
+		return "the session's outputs quota is used up by earlier results (removing files "
+		       "of the session's outputs makes room: kbox prune --older-than DURATION; "
+		       "kbox start --outputs-quota sets it)";
+	return "this execution's outputs quota is used up (show or print less in one; kbox "
+	       "start --outputs-quota sets it)";
+}
+
 /* ---- helpers ---- */
 
 static uint32_t be32(const unsigned char *p)
@@ -527,8 +539,8 @@ static char *image_write(kbox_capture_t *self, const char *name, const char *mim
 	if (!self->outputs_dir)
 		return NULL;
 	if (file_cost(outlen) > capture_files_room(self)) {
-		capture_notice(self, "image %d (%s, %zu bytes) not written: " QUOTA_USED_UP,
-		               self->image_seq, mime, outlen);
+		capture_notice(self, "image %d (%s, %zu bytes) not written: %s", self->image_seq,
+		               mime, outlen, capture_quota_why(self));
 		return NULL;
 	}
 	if (self->files_made >= KBOX_CAPTURE_MAX_FILES) {

@@ -25,11 +25,9 @@
  * files cannot make an unbounded number of them; and one capture makes at
  * most KBOX_CAPTURE_MAX_FILES. */
 #define FILE_BLOCK 4096ULL
-/* Why a file was not written, or stopped: said to the model (what it can
- * do) and to the person (what sets the quota). */
-#define QUOTA_USED_UP                                                                 \
-	"this execution's outputs quota is used up (show or print less in one; kbox " \
-	"start --outputs-quota sets it)"
+/* Why a file was not written, or stopped, when the outputs quota has no
+ * room: said to the model (what it can do) and to the person (what sets
+ * the quota): capture_quota_why. */
 
 /* ---- budgeted text: head in memory, tail in a ring, all of it in a spill file ---- */
 
@@ -140,6 +138,9 @@ void capture_unlink_output(int dfd, const char *path);
 /* How many bytes the outputs directory may still take: ULLONG_MAX without
  * a bound. */
 unsigned long long capture_files_room(const kbox_capture_t *self);
+/* Why the outputs quota has no room, for a note: filled by earlier
+ * results in the session's outputs, or by this execution. */
+const char *capture_quota_why(const kbox_capture_t *self);
 
 /* ---- textbuf.c ---- */
 

@@ -101,8 +101,8 @@ static size_t spill_room(kbox_capture_t *self, tbuf_t *t, size_t n, const char *
 		        "the %s spill file stopped at %s (the largest file the session may write)",
 		        label, lim);
 	} else {
-		capture_notice(self, "the %s spill file stopped at %llu bytes: " QUOTA_USED_UP,
-		               label, (unsigned long long)t->spill_bytes + room);
+		capture_notice(self, "the %s spill file stopped at %llu bytes: %s", label,
+		               (unsigned long long)t->spill_bytes + room, capture_quota_why(self));
 	}
 	t->spill_bytes += (size_t)room;
 	self->files_bytes += room;
@@ -145,7 +145,8 @@ static void tbuf_spill_open(kbox_capture_t *self, tbuf_t *t, const char *label)
 		return;
 	if (self->dfd >= 0 && capture_files_room(self) <= FILE_BLOCK) { /* not a byte of text */
 		t->spill_failed = true;
-		capture_notice(self, "the complete %s was not saved: " QUOTA_USED_UP, label);
+		capture_notice(self, "the complete %s was not saved: %s", label,
+		               capture_quota_why(self));
 		return;
 	}
 	if (self->dfd >= 0 && self->files_made >= KBOX_CAPTURE_MAX_FILES) {
