@@ -838,6 +838,24 @@ check logs_follow_reads_on_across_a_rotation_every_event_once eval '
 	same_as_the_logs follow.out && [ "$(stat -c %s "$S/rs/events.ndjson.1")" -le 1048576 ] &&
 	grep -q "\"event\":\"exec-end\"" "$S/rs/events.ndjson" && [ ! -s follow.err ]'
 
+# A session followed that is removed ends the follower, which says so: it
+# never goes on into a new session of the same name
+setup_for logs_follow_ends_when_its_session_is_removed
+fresh
+kbox start -s lf
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 120 "$KBOX" logs -s lf -f >lf.out 2>lf.err &
+	lfp=$!
+	BG_PIDS=$lfp
+	wait_for grep -q "start" lf.out
+	"$KBOX" rm -f lf >/dev/null 2>&1
+	wait "$lfp"
+	echo $? >lf.rc
+	BG_PIDS=
+fi
+check logs_follow_ends_when_its_session_is_removed eval '[ "$(cat lf.rc)" = 0 ] &&
+	[ "$(cat lf.err)" = "kbox logs: session lf was removed: no more events come" ]'
+
 setup_for complete_json_prints_the_reply \
 	complete_dash_dash_json_is_format_json \
 	complete_of_standard_input_drops_its_last_newline \

@@ -91,6 +91,18 @@ static void print_event(const char *line, format_t format, size_t nth)
 /* Has the reader of our standard output gone (a pipe whose other end is
  * closed, as when `kbox logs -f | head` has had its lines)?  Waiting for
  * events writes nothing, so no EPIPE would ever say so. */
+/* Whether the session directory DIR, AT_START when kbox logs began, has
+ * gone (removed, or another made under its name): said, as NAME's. */
+static bool session_gone(const char *dir, const struct stat *at_start, const char *name)
+{
+	struct stat now;
+	if (stat(dir, &now) == 0 && now.st_dev == at_start->st_dev &&
+	    now.st_ino == at_start->st_ino)
+		return false;
+	cli_error("logs", "session %s was removed: no more events come", name);
+	return true;
+}
+
 static bool reader_gone(void)
 {
 	struct pollfd p = {STDOUT_FILENO, 0, 0};
@@ -127,8 +139,9 @@ int cmd_logs(int argc, char **argv)
 	                                "of the events; ndjson: each event as logged, one a line"),
 	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	int status, nargs = cli_parse_options("logs", opts, argc, argv, &status);
-	char *dir, path[4200], old[4210], *line = NULL;
+	char *dir, path[4200], old[4210], sdir[4200], *line = NULL;
 	size_t cap = 0, events = 0;
+	struct stat at_start;
 	FILE *f, *g;
 
 	if (nargs < 0)
@@ -148,6 +161,11 @@ int cmd_logs(int argc, char **argv)
 		return status;
 	snprintf(path, sizeof path, "%s/events.ndjson", dir);
 	snprintf(old, sizeof old, "%s.1", path);
+	/* followed: the session's directory, by what it is (one removed, and
+	 * one of the same name made, is another session) */
+	if (stat(dir, &at_start) < 0)
+		memset(&at_start, 0, sizeof at_start);
+	snprintf(sdir, sizeof sdir, "%s", dir);
 	free(dir);
 	f = fopen(path, "re");
 	if (!f && !(errno == ENOENT && follow)) {
@@ -171,7 +189,7 @@ int cmd_logs(int argc, char **argv)
 	for (;;) {
 		ssize_t n;
 		if (!f && !(f = fopen(path, "re"))) { /* no log yet: wait for it, or the reader */
-			if (reader_gone())
+			if (reader_gone() || session_gone(sdir, &at_start, name))
 				break;
 			usleep(200000);
 			continue;
@@ -192,7 +210,7 @@ int cmd_logs(int argc, char **argv)
 		if (!follow)
 			break;
 		fflush(stdout);
-		if (ferror(stdout) || reader_gone())
+		if (ferror(stdout) || reader_gone() || session_gone(sdir, &at_start, name))
 			break;
 		clearerr(f);
 		usleep(200000);
