@@ -708,9 +708,22 @@ json_field() {
 	"$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
 }
 # json_true FILE EXPR [ARG...]: EXPR (Python, on j, the JSON in FILE, and a,
-# the list of ARGs) is true.
+# the list of ARGs) is true; when it is not, what was judged is printed
+# (a failure seen once can be read afterwards).
 json_true() {
-	"$PY" -c 'import json, sys; j = json.load(open(sys.argv[1])); a = sys.argv[3:]; sys.exit(0 if eval(sys.argv[2]) else 1)' "$@"
+	"$PY" -c '
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    j = json.loads(text)
+except ValueError as e:
+    print("#   not JSON (%s): %r" % (e, text[:400]))
+    sys.exit(1)
+a = sys.argv[3:]
+ok = eval(sys.argv[2])
+if not ok:  # what was judged, for a failure seen once
+    print("#   judged:", json.dumps(j)[:600])
+sys.exit(0 if ok else 1)' "$@"
 }
 # events NAME PY-EXPR: PY-EXPR holds for ev, the list of session NAME's
 # events (events.ndjson.1, the log before its last rotation, then
