@@ -274,9 +274,26 @@ check unknown_short_option_in_a_cluster_is_named fails_as_json_with 2 usage \
 kbox kernelspecs -jh
 check help_in_a_cluster_prints_the_help eval '[ "$rc" = 0 ] && cmp -s stdout help.kernelspecs'
 
-kbox ls --json extra
+kbox kernelspecs --json extra
 check operand_of_a_command_without_operands_is_refused fails_as_json_with 2 usage \
-	'kbox ls: unexpected argument "extra" (see kbox ls --help)'
+	'kbox kernelspecs: unexpected argument "extra" (see kbox kernelspecs --help)'
+# a session's name given to kbox ls (as docker ps takes none): what shows one
+kbox ls --json extra
+check a_session_name_given_to_ls_points_at_status fails_as_json_with 2 usage \
+	'kbox ls: unexpected argument "extra": kbox ls lists every session; kbox status -s extra shows one'
+# a misspelt long option: the nearest of the command's, or of kbox's own
+kbox exec --timout 5 1
+check a_misspelt_long_option_gets_the_nearest fails_with 2 \
+	'kbox exec: unknown option --timout: did you mean --timeout? (see kbox exec --help)'
+kbox --verison
+check a_misspelt_version_option_gets_it fails_with 2 \
+	'kbox: unknown option --verison: did you mean --version? (see kbox --help)'
+kbox help exce
+check help_of_a_misspelt_command_gets_the_nearest fails_with 2 \
+	'kbox help: no command "exce": did you mean "kbox help exec"?'
+kbox stop --all extra
+check stop_all_with_a_name_says_all_takes_none fails_with 2 \
+	'kbox stop: unexpected argument "extra": --all stops every session, and takes no name (see kbox stop --help)'
 # a bad option before the format that asks for JSON: JSON all the same
 kbox ls --bogus --format json
 check a_bad_option_before_format_json_is_json_too fails_as_json_with 2 usage \

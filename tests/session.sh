@@ -415,7 +415,7 @@ kbox get -s two fifo
 # (a kbox that blocked would be killed by the harness: status 124)
 check get_fifo_is_refused_without_blocking eval 'fails_with 2 "kbox get: fifo is a FIFO, not a regular file (refused)"'
 kbox get -s two nosuch.txt
-check get_missing_file_exits_2 fails_with 2 "kbox get: nosuch.txt: No such file or directory"
+check get_missing_file_exits_2 fails_with 2 "kbox get: nosuch.txt: no such file in the workspace"
 
 fresh
 kbox get -s two inlink

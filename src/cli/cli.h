@@ -362,6 +362,13 @@ int cli_put(const char *cmd, const char *dir, int in, const char *host, const ch
  * comes). */
 kr_ctl_format_t cli_exec_format(format_t f);
 
+/* The edit distance of A and B (two letters swapped count as one); at
+ * most 32 bytes each, longer: 99. */
+size_t cli_distance(const char *a, const char *b);
+/* The command someone who typed NAME most likely meant (another tool's
+ * word for one of ours, else the nearest within two edits), or NULL. */
+const char *cli_nearest_command(const char *name);
+
 /* ---- signals that would end kbox while it holds a temporary file ---- */
 
 #define CLI_FATAL_SIGNALS 4 /* SIGHUP, SIGINT, SIGQUIT, SIGTERM */

@@ -20,7 +20,12 @@ int cmd_help(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (!(cmd = cli_find(argv[0]))) {
-		cli_error("help", "no command \"%s\" (see kbox --help)", argv[0]);
+		const char *near = cli_nearest_command(argv[0]);
+		if (near)
+			cli_error("help", "no command \"%s\": did you mean \"kbox help %s\"?",
+			          argv[0], near);
+		else
+			cli_error("help", "no command \"%s\" (see kbox --help)", argv[0]);
 		return EXIT_USAGE;
 	}
 	/* what kbox CMD --help prints: its usage, options, example and page,

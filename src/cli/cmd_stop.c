@@ -53,6 +53,13 @@ int cmd_stop(int argc, char **argv)
 
 	if (nargs < 0)
 		return status;
+	if (all && nargs > 0) {
+		cli_error("stop",
+		          "unexpected argument \"%s\": --all stops every session, and takes "
+		          "no name (see kbox stop --help)",
+		          argv[0]);
+		return EXIT_USAGE;
+	}
 	if ((status = cli_no_operands("stop", nargs, argv)) != EXIT_OK)
 		return status;
 	if (all && name) {

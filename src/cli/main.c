@@ -111,7 +111,7 @@ const cli_cmd_t *cli_find(const char *name)
 /* The edit distance of A and B, two letters swapped counting as one edit
  * (optimal string alignment: "stauts" is one from "status", two from
  * "start"); at most 32 bytes each, longer: a lot. */
-static size_t distance(const char *a, const char *b)
+size_t cli_distance(const char *a, const char *b)
 {
 	size_t na = strlen(a), nb = strlen(b), d[33][33];
 	if (na > 32 || nb > 32)
@@ -138,7 +138,7 @@ static size_t distance(const char *a, const char *b)
 /* The command someone who typed NAME most likely meant: another tool's
  * word for one of ours (docker ps, jupyter's list), else the nearest name
  * within two edits (one for a short name).  NULL when none is near. */
-static const char *nearest_command(const char *name)
+const char *cli_nearest_command(const char *name)
 {
 	static const struct {
 		const char *said, *meant;
@@ -153,7 +153,7 @@ static const char *nearest_command(const char *name)
 		if (strcmp(name, others[i].said) == 0)
 			return others[i].meant;
 	for (size_t i = 0; i < n; i++) {
-		size_t d = distance(name, commands[i].name);
+		size_t d = cli_distance(name, commands[i].name);
 		if (d < best_d) {
 			best_d = d;
 			best = commands[i].name;
@@ -681,10 +681,18 @@ int main(int argc, char **argv)
 	}
 	cmd = cli_find(argv[1]);
 	if (!cmd) {
-		const char *near = nearest_command(argv[1]);
+		const char *near = cli_nearest_command(argv[1]);
 		if (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "-V") == 0)
 			cli_error(NULL, "unknown option %s: kbox --version prints the version",
 			          argv[1]);
+		else if (argv[1][0] == '-' && argv[1][1] == '-' &&
+		         (cli_distance(argv[1], "--version") <= 2 ||
+		          cli_distance(argv[1], "--help") <= 2))
+			cli_error(NULL, "unknown option %s: did you mean %s? (see kbox --help)",
+			          argv[1],
+			          cli_distance(argv[1], "--version") <= 2 ? "--version" : "--help");
+		else if (argv[1][0] == '-')
+			cli_error(NULL, "unknown option %s (see kbox --help)", argv[1]);
 		else if (near)
 			cli_error(
 			        NULL,

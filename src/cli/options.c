@@ -123,6 +123,32 @@ static const struct {
  * EXIT_USAGE.  WHOLE, when not NULL, is the whole argument it began:
  * code that begins with '-', when it looks like code, gets the hint of
  * "--". */
+/* The long option of OPTS nearest to --NAME (LEN bytes, without the
+ * dashes), within two edits (one for a short name), or NULL. */
+static const char *nearest_long(const cli_option_t *opts, const char *name, size_t len)
+{
+	char given[40];
+	const char *best = NULL;
+	size_t best_d = 99;
+	if (!opts || len == 0 || len >= sizeof given)
+		return NULL;
+	memcpy(given, name, len);
+	given[len] = '\0';
+	for (const cli_option_t *o = opts; o->long_name; o++) {
+		size_t d;
+		if (!o->long_name[0])
+			continue;
+		if ((d = cli_distance(given, o->long_name)) < best_d) {
+			best_d = d;
+			best = o->long_name;
+		}
+	}
+	return best_d <= (len <= 4 ? 1u : 2u) ? best : NULL;
+}
+
+/* The options table of the command being parsed, for bad_option's hints. */
+static const cli_option_t *parsing;
+
 static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t len,
                       const char *whole)
 {
@@ -155,8 +181,16 @@ static int bad_option(const char *cmd, bad_t why, const char *as_given, size_t l
 					          elsewhere[i].hint);
 					return EXIT_USAGE;
 				}
-			cli_error(cmd, "unknown option %.*s (see kbox %s --help)", l, as_given,
-			          cmd);
+			if (len > 2 && as_given[1] == '-' &&
+			    nearest_long(parsing, as_given + 2, len - 2))
+				cli_error(
+				        cmd,
+				        "unknown option %.*s: did you mean --%s? (see kbox %s --help)",
+				        l, as_given, nearest_long(parsing, as_given + 2, len - 2),
+				        cmd);
+			else
+				cli_error(cmd, "unknown option %.*s (see kbox %s --help)", l,
+				          as_given, cmd);
 		}
 		break;
 	case NEEDS_ARGUMENT:
@@ -301,6 +335,7 @@ int cli_parse_options(const char *cmd, const cli_option_t *opts, int argc, char 
 	int n = 0;
 
 	*status = EXIT_OK;
+	parsing = opts;
 	error_format_first(opts, argc, argv);
 	for (int i = 1; i < argc && *status == EXIT_OK; i++) {
 		char *a = argv[i];
@@ -406,7 +441,12 @@ int cli_no_operands(const char *cmd, int n, char **operands)
 	if (n == 0)
 		return EXIT_OK;
 	/* docker's and jupyter's way: the session as an operand */
-	if (cli_takes_session(cmd) && kr_session_check_name(operands[0], &ignored) == 0)
+	if (strcmp(cmd, "ls") == 0 && kr_session_check_name(operands[0], &ignored) == 0)
+		cli_error(cmd,
+		          "unexpected argument \"%s\": kbox ls lists every session; kbox status -s "
+		          "%s shows one",
+		          operands[0], operands[0]);
+	else if (cli_takes_session(cmd) && kr_session_check_name(operands[0], &ignored) == 0)
 		cli_error(cmd,
 		          "unexpected argument \"%s\": did you mean -s %s? (see kbox %s --help)",
 		          operands[0], operands[0], cmd);
