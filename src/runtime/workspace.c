@@ -179,10 +179,9 @@ int ws_open_regular(int dirfd, const char *path, const char *shown, struct stat 
 	if (!shown)
 		shown = path;
 	if ((path_fd = ws_open(dirfd, path, O_PATH, 0)) < 0)
-		return kbox_error_set(err, errno == ENOENT ? KBOX_E_NOTFOUND : KBOX_E_INVALID,
-		                      "%s: %s", shown,
-		                      errno == ENOENT ? "no such file in the workspace"
-		                                      : ws_strerror(errno));
+		return kbox_error_set(
+		        err, errno == ENOENT ? KBOX_E_NOTFOUND : KBOX_E_INVALID, "%s: %s", shown,
+		        errno == ENOENT ? "no such file in the workspace" : ws_strerror(errno));
 	if (fstat(path_fd, st) < 0) {
 		kbox_error_set(err, KBOX_E_SYSTEM, "%s: %s", shown, strerror(errno));
 		goto out;
