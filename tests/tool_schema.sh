@@ -126,18 +126,31 @@ check mcp_structured_full_has_the_result_schema eval '[ "$rc" = 0 ] &&
 w = json.load(open(\"$top_srcdir/tests/result.schema.json\"))
 assert o[\"\$defs\"] == w[\"\$defs\"] and \"schema\" in o[\"anyOf\"][0][\"required\"], o
 assert o[\"anyOf\"][1][\"properties\"][\"status\"][\"enum\"][-1] == \"running\", o"'
+# its errors are JSON on standard output, as its output is in every
+# format, wherever the options come; and one line on standard error
+# json_failure TEXT: standard output is the usage failure saying TEXT.
+json_failure() {
+	"$PY" -c 'import json, sys; j = json.load(open("stdout"))
+sys.exit(not (j["status"] == "failed" and j["error"] == {"kind": "usage", "message": sys.argv[1]}))' "$1"
+}
 kbox tool-schema --structured text
-check structured_without_format_mcp_is_refused eval '[ "$rc" = 2 ] && [ ! -s stdout ] &&
+check structured_without_format_mcp_is_refused eval '[ "$rc" = 2 ] &&
+	json_failure "--structured is for --format mcp only: only an MCP tool has an outputSchema" &&
 	[ "$(cat stderr)" = "kbox tool-schema: --structured is for --format mcp only: only an MCP tool has an outputSchema" ]'
 kbox tool-schema --structured json
-check a_bad_structured_is_one_line_and_exit_2 eval '[ "$rc" = 2 ] && [ ! -s stdout ] &&
+check a_bad_structured_is_one_line_and_exit_2 eval '[ "$rc" = 2 ] &&
+	json_failure "invalid --structured \"json\": expected none, text or full" &&
 	[ "$(cat stderr)" = "kbox tool-schema: invalid --structured \"json\": expected none, text or full" ]'
+kbox tool-schema --structured bogus --format mcp
+check a_bad_option_before_format_is_json_too eval '[ "$rc" = 2 ] &&
+	json_failure "invalid --structured \"bogus\": expected none, text or full"'
 
 kbox tool-schema --format gemini
 check a_bad_format_is_one_line_and_exit_2 eval '[ "$rc" = 2 ] &&
 	[ "$(cat stderr)" = "kbox tool-schema: invalid --format \"gemini\": expected openai, anthropic or mcp" ]'
 kbox tool-schema extra
-check an_operand_is_refused eval '[ "$rc" = 2 ] && [ ! -s stdout ] &&
+check an_operand_is_refused eval '[ "$rc" = 2 ] &&
+	json_failure "unexpected argument \"extra\" (see kbox tool-schema --help)" &&
 	[ "$(cat stderr)" = "kbox tool-schema: unexpected argument \"extra\" (see kbox tool-schema --help)" ]'
 kbox tool-schema --format mcp extra
 check after_format_its_errors_are_json eval '[ "$rc" = 2 ] &&

@@ -192,8 +192,6 @@ static int format_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 		cli_error(cmd, "invalid --format \"%s\": expected openai, anthropic or mcp", arg);
 		return EXIT_USAGE;
 	}
-	/* what it prints is JSON: so are its errors after this */
-	cli_set_error_format(FMT_JSON);
 	return EXIT_OK;
 }
 
@@ -209,8 +207,13 @@ int cmd_tool_schema(int argc, char **argv)
 	                         "with --format mcp: the outputSchema of kbox mcp --structured "
 	                         "MODE (default: none, no outputSchema)"),
 	        CLI_OPT_END};
-	int status, n = cli_parse_options("tool-schema", opts, argc, argv, &status);
+	int status, n;
 	json_t *tool = NULL;
+
+	/* what it prints is JSON in every format: so are its errors, whatever
+	 * the order of the options */
+	cli_set_error_format(FMT_JSON);
+	n = cli_parse_options("tool-schema", opts, argc, argv, &status);
 
 	if (n < 0)
 		return status;
