@@ -100,6 +100,18 @@ missing_from() {
 
 # wrong_refused CMD: each option of CMD's table (./rows), given wrong, is
 # refused in one line; else each one that is not, in $why.
+# refused_as CMD STATUS TEXT: fails_with STATUS TEXT, but for kbox
+# tool-schema, whose errors are JSON on standard output (its output is
+# JSON in every format): that failure there, TEXT on standard error.
+refused_as() {
+	if [ "$1" = tool-schema ]; then
+		[ "$rc" = "$2" ] && [ "$(wc -l <stderr)" -eq 1 ] && stderr_is "$3" &&
+			grep -q '^{"schema":"kbox.result/2","status":"failed",' stdout
+	else
+		fails_with "$2" "$3"
+	fi
+}
+
 wrong_refused() {
 	: >wrong
 	while read -r short long arg; do
@@ -107,12 +119,12 @@ wrong_refused() {
 			for opt in "$long" "$short"; do
 				[ "$opt" = - ] && continue
 				kbox "$1" "$opt"
-				fails_with 2 "kbox $1: option $opt needs an argument (see kbox $1 --help)" ||
+				refused_as "$1" 2 "kbox $1: option $opt needs an argument (see kbox $1 --help)" ||
 					echo "kbox $1 $opt: exit status $rc: $(head -n 2 stderr)" >>wrong
 			done
 		else
 			kbox "$1" "$long=x"
-			fails_with 2 "kbox $1: option $long takes no argument (see kbox $1 --help)" ||
+			refused_as "$1" 2 "kbox $1: option $long takes no argument (see kbox $1 --help)" ||
 				echo "kbox $1 $long=x: exit status $rc: $(head -n 2 stderr)" >>wrong
 		fi
 	done <rows
@@ -180,7 +192,7 @@ for cmd in $(cat commands); do
 
 	kbox "$cmd" --bogus
 	check "${cmd}_unknown_option_exits_2_in_one_line" \
-		fails_with 2 "kbox $cmd: unknown option --bogus (see kbox $cmd --help)"
+		refused_as "$cmd" 2 "kbox $cmd: unknown option --bogus (see kbox $cmd --help)"
 
 	# each option of the table, given wrong, is refused in one line
 	help_rows "help.$cmd" >rows
