@@ -463,7 +463,8 @@ static int choose_outputs(run_t *run)
 	/* (a current directory in another sandbox's workspace, a session's
 	 * own say, is no place for them either: ws_live.h) */
 	bool away = !given && ((run->workspace && cwd_in(&run->wsst)) ||
-	                       kr_live_ws_check(".", "the current directory", &lerr) < 0);
+	                       kr_live_ws_check(".", "the current directory", &lerr) < 0 ||
+	                       ws_in_state_dir(".", "the current directory", &lerr) < 0);
 	int status;
 
 	if (given)
@@ -508,7 +509,7 @@ static int choose_outputs(run_t *run)
 		          "the current directory is in %s, which the code can change: images and "
 		          "long texts go to %s",
 		          run->workspace && cwd_in(&run->wsst) ? "the workspace"
-		                                               : "a running sandbox's workspace",
+		                                               : "a sandbox's workspace",
 		          run->outbuf);
 	return EXIT_OK;
 }

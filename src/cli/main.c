@@ -2,6 +2,7 @@
  * supervisor is another program, kbox-supervisor (src/runtime/supervisor_main.c). */
 #include "config.h"
 #include "cli.h"
+#include "runtime/workspace.h"
 
 #include <kbox/capture.h>
 
@@ -497,6 +498,15 @@ int cli_outputs_dir(const char *cmd, const char *path, char *out)
 	if (why) {
 		cli_error(cmd, "--outputs %s: %s", path, why);
 		return EXIT_USAGE;
+	}
+	{
+		/* never where a sandbox will have it, whether it runs now or
+		 * not: a session's workspace (ws_live.h says of those that run) */
+		kbox_error_t err = {0};
+		if (ws_in_state_dir(out, "outputs directory", &err) < 0) {
+			cli_error(cmd, "--outputs %s: %s", path, err.msg);
+			return EXIT_USAGE;
+		}
 	}
 	return EXIT_OK;
 }

@@ -746,6 +746,31 @@ int ws_holds_state(const char *dir, const char *what, kbox_error_t *err)
 	                      what, why);
 }
 
+int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err)
+{
+	char up[PATH_MAX];
+	if (!realpath(path, up))
+		return kbox_error_set_sys(err, "%s %s", what, path);
+	for (;;) {
+		int fd = open(up, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		bool yes = fd >= 0 && ws_is_state_dir(fd);
+		char *slash;
+		if (fd >= 0)
+			close(fd);
+		if (yes)
+			return kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "%s %s is in the kbox state directory %s, whose sessions' "
+			        "sandboxes have their workspaces there, running or not: "
+			        "keep it outside",
+			        what, path, up);
+		if (strcmp(up, "/") == 0)
+			return 0;
+		slash = strrchr(up, '/');
+		*(slash == up ? slash + 1 : slash) = '\0';
+	}
+}
+
 int ws_state_in_state(const char *home, kbox_error_t *err)
 {
 	char up[PATH_MAX], real[PATH_MAX];

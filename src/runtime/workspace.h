@@ -157,6 +157,12 @@ bool ws_is_state_dir(int fd);
  * naming DIR. */
 int ws_holds_state(const char *dir, const char *what, kbox_error_t *err);
 
+/* 0 when the directory PATH (an outputs directory, WHAT) is in no kbox
+ * state directory (ws_is_state_dir, of it or of any directory above it):
+ * a session's workspace is, and its sandbox has it whenever it runs.
+ * Else -1 with ERR. */
+int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err);
+
 /* 0 when no directory above the state directory HOME (absolute; need
  * not exist) is itself a state directory (ws_is_state_dir): a session's
  * workspace is in one, and the sandbox that has it would have every

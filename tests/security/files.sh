@@ -388,13 +388,12 @@ kbox exec -s fs -o "$S/fs/workspace/out-planted" 'print("x")'
 check row12_outputs_dir_that_is_a_link_is_refused fails_with 2 \
 	"kbox exec: --outputs $S/fs/workspace/out-planted: it is a symbolic link"
 # and one that it could swap for a link while a request waits for its
-# turn is refused before that: an outputs directory in a running
-# sandbox's workspace is (ws_live.h; before, it was opened with the
-# request and held, and the swap changed nothing)
-fpid=$(cat "$S/fs/supervisor.pid" 2>/dev/null)
+# turn is refused before that: an outputs directory in a session's
+# workspace is (before, it was opened with the request and held, and
+# the swap changed nothing)
 kbox exec -s fs -o "$S/fs/workspace/out-swapped" 'for i in range(3000): print("line", i)'
 check row12_outputs_dir_the_code_could_swap_is_refused eval '
-	fails_with 2 "kbox exec: --outputs $S/fs/workspace/out-swapped: outputs directory $S/fs/workspace/out-swapped is in $S/fs/workspace, the workspace of a running sandbox (supervisor pid ${fpid-}): its code could reach what is kept there; keep it outside it" &&
+	fails_with 2 "kbox exec: --outputs $S/fs/workspace/out-swapped: outputs directory $S/fs/workspace/out-swapped is in the kbox state directory $S/fs, whose sessions'"'"' sandboxes have their workspaces there, running or not: keep it outside" &&
 	[ "$(ls -A "$HOSTDIR")" = "secret.txt
 target.txt" ]'
 

@@ -535,11 +535,17 @@ check row44_a_sessions_home_holding_a_state_directory_is_refused_at_its_start re
 # TMPDIR: the session's code would read and rewrite it (review 6's W6-3)
 fresh
 kbox exec -s a 'print(1)'
-apid=$(cat "$S/a/supervisor.pid" 2>/dev/null)
 mkdir -p "$S/a/workspace/out"
 kbox exec -s b -o "$S/a/workspace/out" 'print(2)'
 check row44_an_outputs_directory_in_a_sessions_own_workspace_is_refused fails_with 2 \
-	"kbox exec: --outputs $S/a/workspace/out: outputs directory $S/a/workspace/out is in $S/a/workspace, the workspace of a running sandbox (supervisor pid ${apid-}): its code could reach what is kept there; keep it outside it"
+	"kbox exec: --outputs $S/a/workspace/out: outputs directory $S/a/workspace/out is in the kbox state directory $S/a, whose sessions' sandboxes have their workspaces there, running or not: keep it outside"
+# and once a stops: its workspace is its sandbox's again at its next
+# start (review 7's W7-1)
+kbox stop -s a
+kbox exec -s b -o "$S/a/workspace/out" 'print(2)'
+check row44_an_outputs_directory_in_a_stopped_sessions_workspace_is_refused fails_with 2 \
+	"kbox exec: --outputs $S/a/workspace/out: outputs directory $S/a/workspace/out is in the kbox state directory $S/a, whose sessions' sandboxes have their workspaces there, running or not: keep it outside"
+kbox start -s a
 mkdir -p tmpd
 if [ -z "$SKIPPING" ]; then
 	(cd "$S/a/workspace" && TMPDIR=$T/tmpd timeout -k 5 120 "$KBOX" run -c 'print(3)' \
@@ -548,7 +554,7 @@ if [ -z "$SKIPPING" ]; then
 fi
 check row44_a_run_from_a_sessions_own_workspace_keeps_its_outputs_outside eval '
 	[ "$(cat runa.rc)" = 0 ] && [ "$(cat runa.out)" = 3 ] &&
-	grep -q "^kbox run: the current directory is in a running sandbox.s workspace, which the code can change: images and long texts go to $T/tmpd/kbox-run-" runa.err &&
+	grep -q "^kbox run: the current directory is in a sandbox.s workspace, which the code can change: images and long texts go to $T/tmpd/kbox-run-" runa.err &&
 	[ -z "$(ls -d "$S"/a/workspace/kbox-run-* 2>/dev/null)" ] ||
 	{ sed "s/^/#   /" runa.err; false; }'
 kbox stop --all
