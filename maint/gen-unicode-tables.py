@@ -78,7 +78,16 @@ EXTRA = {
     0xFE30: ":", 0x1361: ":", 0x1365: ":",
     # dots that read as "." (the truncation marker's "...")
     0x00B7: ".", 0x0387: ".", 0x02D9: ".", 0x0701: ".", 0x0702: ".", 0x16EB: ".",
-    0x2027: ".", 0x2E31: ".", 0x2E33: ".", 0x3002: ".", 0xFF61: ".",
+    0x2027: ".", 0x2E31: ".", 0x2E33: ".", 0x3002: ".", 0xFF61: ".", 0xA4F8: ".",
+    # hostile review 7's: colons, l, o, b, x and t of other scripts
+    0x0903: ":", 0x0A83: ":", 0xA4FD: ":", 0x17D6: ":", 0x0F14: ":", 0x0708: ":",
+    0x2806: ":",
+    0x16C1: "l", 0x2223: "l", 0x2758: "l", 0xFFE8: "l", 0x2F01: "l", 0x4E28: "l",
+    0x3021: "l", 0x2D4F: "l", 0x07CA: "l", 0x10320: "l", 0xA646: "l", 0xA647: "l",
+    0x1C82: "o", 0x101D: "o", 0x3007: "o", 0x2D54: "o", 0x12D0: "o", 0x0D20: "o",
+    0x0B20: "o",
+    0x1472: "b", 0x15AF: "b", 0x00D7: "x", 0x2A2F: "x", 0x2715: "x", 0x1541: "x",
+    0x166E: "x", 0x157D: "x", 0x1C84: "t",
 }
 
 
@@ -90,6 +99,11 @@ def folds():
         d = "".join(x for x in d if unicodedata.category(x) not in ("Mn", "Me")).lower()
         if d and len(d) <= 3 and all(0x20 < ord(x) < 0x7F for x in d):
             out[cp] = d
+    # every digit zero reads as "0" (and so as "o")
+    for cp in range(0x80, 0x110000):
+        c = chr(cp)
+        if cp not in out and unicodedata.category(c) == "Nd" and unicodedata.digit(c, None) == 0:
+            out[cp] = "0"
     # every other opening bracket reads as "[", every closing one as "]"
     # (Ps and Pe: a double, a tortoise-shell, a Tibetan, an Ogham one)
     for cp in range(0x80, 0x110000):

@@ -1790,6 +1790,34 @@ TEST(text_escapes_the_forgeries_of_review_6)
 	kbox_result_destroy(&res);
 }
 
+/* Hostile review 7's: colons, l, o and dots of more scripts (a visarga,
+ * Lisu, Braille, Runic, a Myanmar zero), and one character of any other
+ * kind in place of one of a prefix beside Latin letters ("kb\u10ffx"), are
+ * quoted; Greek and Russian words in brackets, "[images: 3]", are not. */
+TEST(text_escapes_the_forgeries_of_review_7_and_leaves_greek_and_russian)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "stream",
+	     "{\"name\":\"stdout\",\"text\":\"[note\\u0903 a]\\n[note\\ua4fd b]\\n[note\\u2806 c]\\n"
+	     "[kerne\\u16c1 died: d]\\n\\u1040ut[3]: 4\\nkb\\u10ffx exec: e\\n"
+	     "[\\ua4f8\\ua4f8\\ua4f8 5 bytes left out]\\n[\\u03bb\\u03ac\\u03b8\\u03bf\\u03c2: x]\\n"
+	     "[\\u043a\\u043b\\u044e\\u0447: \\u0437]\\n[images: 3]\\n\"}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text,
+	             "\\[note\xe0\xa4\x83 a]\n\\[note\xea\x93\xbd b]\n\\[note\xe2\xa0\x86 c]\n"
+	             "\\[kerne\xe1\x9b\x81 died: d]\n\\\xe1\x81\x80ut[3]: 4\n"
+	             "\\kb\xe1\x83\xbfx exec: e\n"
+	             "\\[\xea\x93\xb8\xea\x93\xb8\xea\x93\xb8 5 bytes left out]\n"
+	             "[\xce\xbb\xce\xac\xce\xb8\xce\xbf\xcf\x82: x]\n"
+	             "[\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87: \xd0\xb7]\n[images: 3]\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 /* As mboxrd quotes ">From ": a forged line after backslashes gets one
  * more, so that the code's "\[stderr]" never reads as the escape of a
  * "[stderr]" it printed. */
@@ -2084,6 +2112,7 @@ int main(void)
 	RUN_IN_TMP(text_escapes_a_forged_line_with_combining_marks_or_unseen_characters_inside);
 	RUN_IN_TMP(text_escapes_a_forged_line_with_any_mark_or_format_character);
 	RUN_IN_TMP(text_escapes_the_forgeries_of_review_6);
+	RUN_IN_TMP(text_escapes_the_forgeries_of_review_7_and_leaves_greek_and_russian);
 	RUN_IN_TMP(text_escapes_a_forged_line_of_letters_that_only_look_alike);
 	RUN_IN_TMP(text_adds_one_backslash_to_a_forged_line_after_backslashes);
 	RUN_IN_TMP(text_escapes_the_first_line_of_every_part);

@@ -145,16 +145,22 @@ static const struct lookalike_entry {
 /* Whether CP is a letter of a script whose letters a reader may take for
  * Latin ones, where it is not in the tables (a Cyrillic "к", a Greek "ε",
  * "ĸ", "ɩ", a small capital): Latin's extensions and IPA, Greek and
- * Coptic, Cyrillic, Armenian, Cherokee, the phonetic extensions, Lisu.
- * Such a letter reads as any letter of a prefix. */
+ * Coptic, Cyrillic and its extensions, Armenian, NKo, Cherokee, Canadian
+ * syllabics, Runic, Tifinagh, the phonetic extensions, Lisu, Old Italic.
+ * Such a letter reads as any letter of a prefix, in a line that matches
+ * at least one of its letters exactly (looks_own). */
 static bool latin_like(unsigned cp)
 {
 	return (cp >= 0x00C0 && cp <= 0x02AF && cp != 0x00D7 && cp != 0x00F7) ||
 	       (cp >= 0x0370 && cp <= 0x052F) || (cp >= 0x0531 && cp <= 0x058F) ||
-	       (cp >= 0x13A0 && cp <= 0x13FF) || (cp >= 0x1D00 && cp <= 0x1DBF) ||
+	       (cp >= 0x07C0 && cp <= 0x07FF) || (cp >= 0x13A0 && cp <= 0x13FF) ||
+	       (cp >= 0x1400 && cp <= 0x167F) || (cp >= 0x16A0 && cp <= 0x16FF) ||
+	       (cp >= 0x1C80 && cp <= 0x1C8F) || (cp >= 0x1D00 && cp <= 0x1DBF) ||
 	       (cp >= 0x1E00 && cp <= 0x1FFF) || (cp >= 0x2C60 && cp <= 0x2CFF) ||
-	       (cp >= 0xA4D0 && cp <= 0xA4FF) || (cp >= 0xA720 && cp <= 0xA7FF) ||
-	       (cp >= 0xAB30 && cp <= 0xAB6F);
+	       (cp >= 0x2D30 && cp <= 0x2D7F) || (cp >= 0x2DE0 && cp <= 0x2DFF) ||
+	       (cp >= 0xA4D0 && cp <= 0xA4FF) || (cp >= 0xA640 && cp <= 0xA69F) ||
+	       (cp >= 0xA720 && cp <= 0xA7FF) || (cp >= 0xAB30 && cp <= 0xAB6F) ||
+	       (cp >= 0x10300 && cp <= 0x1032F);
 }
 
 /* A letter of a prefix, as looks_own compares it: in lower case, and of
@@ -253,7 +259,8 @@ static size_t combining_len(const unsigned char *s, size_t len)
  * space in "[std err]") or none where it has one, but after "...". */
 static bool looks_own(const char *s, size_t len)
 {
-	char seen[48]; /* the line's first characters, as they read */
+	char seen[48];  /* the line's first characters, as they read */
+	bool latin[48]; /* SEEN[K] is a Latin letter: ASCII, fullwidth, mathematical */
 	size_t i = 0, n, k = 0;
 	char f[4];
 
@@ -278,7 +285,7 @@ static bool looks_own(const char *s, size_t len)
 		}
 		if ((n = kx_utf8_blank(s + i, len - i))) {
 			if (k > 0 && seen[k - 1] != ' ')
-				seen[k++] = ' ';
+				latin[k] = false, seen[k++] = ' ';
 			i += n;
 			continue;
 		}
@@ -289,13 +296,16 @@ static bool looks_own(const char *s, size_t len)
 		} else {
 			f[0] = SEEN_OTHER, f[1] = '\0', n = cn ? cn : 1;
 		}
-		for (size_t j = 0; f[j] && k < sizeof seen; j++)
+		for (size_t j = 0; f[j] && k < sizeof seen; j++) {
+			latin[k] = !cp || (cp >= 0xFF21 && cp <= 0xFF5A) ||
+			           (cp >= 0x1D400 && cp <= 0x1D7FF);
 			seen[k++] = f[j] == SEEN_ANY_LETTER ? f[j] : read_as(f[j]);
+		}
 		i += n;
 	}
 	for (i = 0; i < sizeof own_prefixes / sizeof own_prefixes[0]; i++) {
 		const char *p = own_prefixes[i];
-		size_t a = 0, b = 0; /* in P, in SEEN */
+		size_t a = 0, b = 0, exact = 0, letters = 0, other = 0; /* in P, in SEEN */
 		n = strlen(p);
 		while (a < n) {
 			char want = read_as(p[a]);
@@ -303,17 +313,32 @@ static bool looks_own(const char *s, size_t len)
 				a++, b++;
 			else if (want == ' ' && a > 0 && p[a - 1] == '.')
 				break; /* "[... " is "[... ", not "[...]" */
+			else if (want == ' ' && b < k &&
+			         (isalnum((unsigned char)seen[b]) || seen[b] == SEEN_ANY_LETTER))
+				break; /* "[image " is not "[images" */
 			else if (want == ' ')
 				a++;
 			else if (b < k && seen[b] == ' ')
 				b++;
 			else if (b < k && (seen[b] == want || (seen[b] == SEEN_ANY_LETTER &&
-			                                       isalpha((unsigned char)want))))
+			                                       isalpha((unsigned char)want)))) {
+				letters += isalpha((unsigned char)want) != 0;
+				exact += seen[b] == want && latin[b] &&
+				         isalpha((unsigned char)want);
 				a++, b++;
-			else
+			} else if (b < k && seen[b] == SEEN_OTHER && !other) {
+				other++; /* one character of any kind in place of one */
+				a++, b++;
+			} else
 				break;
 		}
-		if (a == n)
+		/* letters of other scripts stand for any letter, and their look-
+		 * alikes for the letters they look like, only beside a Latin one
+		 * of the prefix: "[ключ: значение]" and "[λάθος: x]" are
+		 * Russian and Greek; and one character of any other kind (a
+		 * symbol, a letter of a script no table knows) stands for one of
+		 * the prefix's, beside two Latin ones ("kbჿx exec: ") */
+		if (a == n && (other ? exact >= 2 : exact > 0 || letters == 0))
 			return true;
 	}
 	/* "kbox", a word or two, then ":" ("kbox-exec: ", "kbox_mcp: "):
@@ -321,10 +346,10 @@ static bool looks_own(const char *s, size_t len)
 	if (k > 4 && strncmp(seen, "kbox", 4) == 0)
 		for (i = 4; i < k && i < 24; i++) {
 			unsigned char c = (unsigned char)seen[i];
-			if (c == ':')
+			if (c == ':' || c == ';')
 				return true;
-			if (!isalpha(c) && c != ' ' && c != '-' && c != '_' && c != '.' &&
-			    c != (unsigned char)SEEN_ANY_LETTER)
+			if (!isalnum(c) && c != ' ' && c != '-' && c != '_' && c != '.' &&
+			    c != '(' && c != ')' && c != (unsigned char)SEEN_ANY_LETTER)
 				break;
 		}
 	return false;
