@@ -297,6 +297,41 @@ def t_idle():
 check("idle_connections_are_closed_and_let_the_next_client_in", t_idle)
 
 
+def t_trickle():
+    # connections that send their headers a byte at a time (no token
+    # needed) are cut off once their headers are 10 s late: as many as
+    # the server takes do not keep it from the next client for long
+    import socket
+    import threading
+    socks = []
+    for _ in range(256):
+        x = socket.create_connection(("127.0.0.1", s.port))
+        x.sendall(b"POST /mcp HTTP/1.1\r\nX-A: ")
+        socks.append(x)
+    done = threading.Event()
+
+    def trickle():  # (the attack's pace: a byte a second each)
+        while not done.wait(1):
+            for x in socks:
+                try:
+                    x.send(b"a")
+                except OSError:
+                    pass
+    t = threading.Thread(target=trickle)
+    t.start()
+    try:
+        st, _, body = s.request("ping", sid=state["a"])
+        assert st == 200 and body["result"] == {}, (st, body)
+    finally:
+        done.set()
+        t.join()
+        for x in socks:
+            x.close()
+
+
+check("connections_whose_headers_never_end_are_cut_off", t_trickle)
+
+
 def t_modern():
     st, _, body = s.request("server/discover", {"_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",

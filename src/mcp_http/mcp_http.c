@@ -52,6 +52,7 @@
 #define CONV_IDLE_MS (3600LL * 1000)     /* a conversation unused this long ends */
 #define CONN_TIMEOUT_S 30 /* a connection silent this long (not waiting on a cell) closes */
 #define CONN_MAX 256      /* connections at once */
+#define HEADER_MS 10000   /* a request's headers must have come this long after its start */
 #define TOKEN_ENV "KBOX_MCP_TOKEN"
 #define POLL_MAX (2 + 2 * (CONV_MAX + 1) + (CONV_MAX + 1) * PENDING_MAX)
 #define SID_HEADER "Mcp-Session-Id"
@@ -61,6 +62,17 @@ static const char *const versions[] = {"2026-07-28", "2025-11-25", "2025-06-18",
                                        "2024-11-05", "2024-10-07", NULL};
 
 typedef struct conv conv_t;
+
+/* A connection, from its accept to its close (MHD_OPTION_NOTIFY_CONNECTION):
+ * a request's headers must come within HEADER_MS of the connection's
+ * start or of its previous request's end; libmicrohttpd's own timeout is
+ * of silence, and one byte at a time would hold a connection for ever. */
+typedef struct {
+	struct MHD_Connection *conn; /* NULL: a free slot */
+	int fd;
+	long long since; /* when it began waiting for a request's headers */
+	bool in_request; /* the handler has its request */
+} link_t;
 
 /* One POST, from its first call of the handler to its response. */
 typedef struct req {
@@ -103,7 +115,57 @@ static struct {
 	bool any;                    /* listening on every address: 0.0.0.0 or :: */
 	conv_t *convs[CONV_MAX + 1]; /* + the shared one */
 	struct MHD_Daemon *d;
+	link_t links[CONN_MAX + 8];
 } S;
+
+/* The link of CONN, or NULL. */
+static link_t *link_of(struct MHD_Connection *conn)
+{
+	for (size_t i = 0; i < sizeof S.links / sizeof *S.links; i++)
+		if (S.links[i].conn == conn)
+			return &S.links[i];
+	return NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **ctx,
+                          enum MHD_ConnectionNotificationCode what)
+{
+	link_t *l;
+	(void)cls;
+	(void)ctx;
+	if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if ((l = link_of(conn)))
+			l->conn = NULL;
+		return;
+	}
+	if ((l = link_of(NULL))) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		        conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		l->conn = conn;
+		l->fd = ci ? ci->connect_fd : -1;
+		l->since = kx_now_ms();
+		l->in_request = false;
+	}
+}
+
+/* Cut off the connections whose request's headers are late (their
+ * socket shut down: libmicrohttpd closes it in its next run); the ms to
+ * the next deadline into *WAIT when sooner. */
+static void cut_late_headers(int *wait)
+{
+	long long now = kx_now_ms();
+	for (size_t i = 0; i < sizeof S.links / sizeof *S.links; i++) {
+		link_t *l = &S.links[i];
+		long long left;
+		if (!l->conn || l->in_request || l->fd < 0)
+			continue;
+		if ((left = l->since + HEADER_MS - now) <= 0) {
+			shutdown(l->fd, SHUT_RDWR);
+			l->fd = -1; /* once */
+		} else if (*wait < 0 || left < *wait)
+			*wait = (int)left;
+	}
+}
 
 static void say(const char *fmt, ...) KX_PRINTF(1, 2);
 static void say(const char *fmt, ...)
@@ -628,6 +690,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	(void)version;
 
 	if (!r) {
+		link_t *l = link_of(conn);
+		if (l)
+			l->in_request = true;
 		if (!(r = calloc(1, sizeof *r)))
 			return MHD_NO;
 		r->conn = conn;
@@ -695,9 +760,13 @@ static void completed(void *cls, struct MHD_Connection *conn, void **state,
                       enum MHD_RequestTerminationCode why)
 {
 	req_t *r = *state;
+	link_t *l = link_of(conn);
 	(void)cls;
-	(void)conn;
 	(void)why;
+	if (l) { /* the next request's headers are waited for from now */
+		l->in_request = false;
+		l->since = kx_now_ms();
+	}
 	if (!r)
 		return;
 	req_unlink(r);
@@ -827,9 +896,10 @@ int main(int argc, char **argv)
 	S.d = MHD_start_daemon(
 	        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handler, NULL,
 	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
-	        completed, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_MAX,
-	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
-	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
+	        completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+	        MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+	        (unsigned)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+	        MHD_OPTION_END);
 	if (!S.d || sfd < 0) {
 		say("cannot listen on %s: %s", listen_at, strerror(errno));
 		return 5;
@@ -898,6 +968,7 @@ int main(int argc, char **argv)
 			wait = (int)to;
 		else
 			wait = 1000;
+		cut_late_headers(&wait);
 		/* a conversation unused for an hour ends: its kbox mcp stops
 		 * and removes its session at the end of its input */
 		for (size_t k = 0; k <= CONV_MAX; k++) {
