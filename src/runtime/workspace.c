@@ -746,11 +746,10 @@ int ws_holds_state(const char *dir, const char *what, kbox_error_t *err)
 	                      what, why);
 }
 
-int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err)
+/* Whether the resolved directory UP, or a directory above it, is a kbox
+ * state directory (ws_is_state_dir): then UP is cut to that one. */
+static bool state_dir_above(char *up)
 {
-	char up[PATH_MAX];
-	if (!realpath(path, up))
-		return kbox_error_set_sys(err, "%s %s", what, path);
 	for (;;) {
 		int fd = open(up, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		bool yes = fd >= 0 && ws_is_state_dir(fd);
@@ -758,17 +757,25 @@ int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err)
 		if (fd >= 0)
 			close(fd);
 		if (yes)
-			return kbox_error_set(
-			        err, KBOX_E_INVALID,
-			        "%s %s is in the kbox state directory %s, whose sessions' "
-			        "sandboxes have their workspaces there, running or not: "
-			        "keep it outside",
-			        what, path, up);
+			return true;
 		if (strcmp(up, "/") == 0)
-			return 0;
+			return false;
 		slash = strrchr(up, '/');
 		*(slash == up ? slash + 1 : slash) = '\0';
 	}
+}
+
+int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err)
+{
+	char up[PATH_MAX];
+	if (!realpath(path, up))
+		return kbox_error_set_sys(err, "%s %s", what, path);
+	if (!state_dir_above(up))
+		return 0;
+	return kbox_error_set(err, KBOX_E_INVALID,
+	                      "%s %s is in the kbox state directory %s, whose sessions' sandboxes "
+	                      "have their workspaces there, running or not: keep it outside",
+	                      what, path, up);
 }
 
 int ws_state_in_state(const char *home, kbox_error_t *err)
@@ -791,23 +798,12 @@ int ws_state_in_state(const char *home, kbox_error_t *err)
 			return 0;
 		*(slash == real ? slash + 1 : slash) = '\0';
 	}
-	for (;;) {
-		int fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		bool yes = fd >= 0 && ws_is_state_dir(fd);
-		char *slash;
-		if (fd >= 0)
-			close(fd);
-		if (yes)
-			return kbox_error_set(
-			        err, KBOX_E_INVALID,
-			        "state directory %s is in the kbox state directory %s, whose "
-			        "sessions' workspaces sandboxes have: keep state directories apart",
-			        home, real);
-		if (strcmp(real, "/") == 0)
-			return 0;
-		slash = strrchr(real, '/');
-		*(slash == real ? slash + 1 : slash) = '\0';
-	}
+	if (!state_dir_above(real))
+		return 0;
+	return kbox_error_set(err, KBOX_E_INVALID,
+	                      "state directory %s is in the kbox state directory %s, whose "
+	                      "sessions' workspaces sandboxes have: keep state directories apart",
+	                      home, real);
 }
 
 bool ws_fd_within(int fd, const struct stat *dir)
