@@ -38,7 +38,7 @@ int cmd_put(int argc, char **argv)
 	if ((n = cli_parse_options("put", opts, argc, argv, &status)) < 0)
 		return status;
 	if (n < 1 || n > 2) {
-		cli_error("put", "expected HOSTPATH [DEST] (see kbox put --help)");
+		cli_error("put", "expected HOSTPATH|- [DEST] (see kbox put --help)");
 		return EXIT_USAGE;
 	}
 	host = argv[0];

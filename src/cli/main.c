@@ -65,7 +65,7 @@ static const cli_cmd_t commands[] = {
         {"prune", cmd_prune, "kbox prune [--dry-run] [--older-than DURATION]",
          "remove every session that is not running (and, with --older-than, old outputs)",
          "kbox prune --dry-run"},
-        {"put", cmd_put, "kbox put [-s NAME] HOSTPATH [DEST]",
+        {"put", cmd_put, "kbox put [-s NAME] HOSTPATH|- [DEST]",
          "copy a host file (or standard input) into a session's workspace",
          "kbox put -s sales ~/data/sales.csv sales.csv"},
         {"restart", cmd_restart, "kbox restart [-s NAME]",
