@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -1205,6 +1206,36 @@ TEST(iso8601_digits_out_of_range_are_clamped)
 	CHECK_STR_EQ(out, "1970-01-01T00:00:01Z");
 }
 
+/* The nearest directory of a path that exists, and its real path: the
+ * path itself when it exists (through a link, resolved), else the longest
+ * prefix that does; "/" when nothing resolves. */
+TEST(realpath_nearest_is_the_longest_prefix_that_exists_resolved)
+{
+	char base[] = "/tmp/kx-near-XXXXXX", real[PATH_MAX], near[PATH_MAX], path[PATH_MAX],
+	     link[PATH_MAX], want[PATH_MAX];
+
+	REQUIRE(mkdtemp(base) != NULL);
+	REQUIRE(realpath(base, want) != NULL);
+	snprintf(path, sizeof path, "%s/a", base);
+	REQUIRE(mkdir(path, 0700) == 0);
+	snprintf(link, sizeof link, "%s/l", base);
+	REQUIRE(symlink("a", link) == 0);
+
+	kx_realpath_nearest(base, near, real);
+	CHECK_STR_EQ(near, base);
+	CHECK_STR_EQ(real, want);
+	snprintf(path, sizeof path, "%s/l/x/y", base);
+	kx_realpath_nearest(path, near, real);
+	CHECK_STR_EQ(near, link);
+	strcat(want, "/a");
+	CHECK_STR_EQ(real, want);
+	kx_realpath_nearest("no-such-relative/x", near, real);
+	CHECK_STR_EQ(real, "/");
+
+	snprintf(path, sizeof path, "rm -rf '%s'", base);
+	CHECK(system(path) == 0);
+}
+
 int main(void)
 {
 	RUN(now_ms_never_goes_back);
@@ -1281,5 +1312,6 @@ int main(void)
 
 	RUN(iso8601_with_0_3_or_6_digits_rounds_to_the_last);
 	RUN(iso8601_digits_out_of_range_are_clamped);
+	RUN(realpath_nearest_is_the_longest_prefix_that_exists_resolved);
 	return tap_done();
 }

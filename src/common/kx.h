@@ -324,6 +324,11 @@ bool kx_walk(int fd, unsigned max_depth,
              void (*visit)(int dirfd, const char *name, const struct stat *st, void *arg),
              void *arg);
 
+/* PATH's nearest directory that exists (PATH itself, or the longest of
+ * its prefixes cut at a '/') into NEAR, and that resolved (realpath) into
+ * REAL, both PATH_MAX bytes; "/" in REAL when none resolves. */
+void kx_realpath_nearest(const char *path, char *near, char *real);
+
 /* A path to bind or connect the unix socket NAME in directory DIR by, into
  * BUF (SIZE at most sizeof sun_path, 108): "DIR/NAME" when that fits, else
  * "/proc/self/fd/N/NAME", N a descriptor of DIR: *DIRFD_P when it is one

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,4 +255,17 @@ int kx_unix_path(char *buf, size_t size, const char *dir, const char *name, int 
 		return -1;
 	}
 	return 0;
+}
+
+void kx_realpath_nearest(const char *path, char *near, char *real)
+{
+	snprintf(near, PATH_MAX, "%s", path);
+	while (!realpath(near, real)) {
+		char *slash = strrchr(near, '/');
+		if (!slash || slash == near) {
+			snprintf(real, PATH_MAX, "/");
+			return;
+		}
+		*slash = '\0';
+	}
 }

@@ -781,16 +781,8 @@ int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err)
 int ws_state_in_state(const char *home, kbox_error_t *err)
 {
 	char up[PATH_MAX], real[PATH_MAX];
-	snprintf(up, sizeof up, "%s", home);
 	/* the nearest that exists, resolved, then every directory above */
-	while (!realpath(up, real)) {
-		char *slash = strrchr(up, '/');
-		if (!slash || slash == up) {
-			snprintf(real, sizeof real, "/");
-			break;
-		}
-		*slash = '\0';
-	}
+	kx_realpath_nearest(home, up, real);
 	if (strcmp(up, home) == 0 || strcmp(real, "/") == 0) {
 		/* HOME itself exists (or nothing does): start above it */
 		char *slash = strrchr(real, '/');

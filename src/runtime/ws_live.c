@@ -211,15 +211,7 @@ int kr_live_ws_check(const char *path, const char *what, kbox_error_t *err)
 	}
 	/* PATH, or the nearest directory of it that exists, and every one
 	 * above it up to /, however deep: none may be a live workspace */
-	snprintf(p, sizeof p, "%s", path);
-	while (!realpath(p, real)) {
-		char *slash = strrchr(p, '/');
-		if (!slash || slash == p) {
-			snprintf(real, sizeof real, "/");
-			break;
-		}
-		*slash = '\0';
-	}
+	kx_realpath_nearest(path, p, real);
 	for (;;) {
 		struct stat st;
 		char *slash;
