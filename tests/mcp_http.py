@@ -153,6 +153,9 @@ def t_rebinding():
     assert st == 403 and body["error"]["message"] == "Forbidden: the Origin is not this server"
     st, _, body = s.request("tools/list", sid=state["a"], headers={"Host": "evil.example"})
     assert st == 403 and body["error"]["message"] == "Forbidden: the Host is not this server"
+    # a page of another port of this address is another origin
+    st, _, body = s.request("tools/list", sid=state["a"], headers={"Origin": "http://127.0.0.1"})
+    assert st == 403 and body["error"]["message"] == "Forbidden: the Origin is not this server"
     for origin in (f"http://127.0.0.1:{s.port}", f"http://localhost:{s.port}"):
         st, _, _ = s.request("tools/list", sid=state["a"], headers={"Origin": origin})
         assert st == 200, origin

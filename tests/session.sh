@@ -301,7 +301,8 @@ setup_for concurrent_starts_both_exit_0 \
 	exec_makes_symlinks_in_the_workspace put_absolute_dest_is_refused \
 	put_dotdot_dest_is_refused put_inner_dotdot_dest_is_refused \
 	put_refusals_write_nothing put_of_standard_input_writes_dest \
-	put_of_standard_input_needs_dest put_ended_by_a_signal_leaves_no_temporary_file \
+	put_of_standard_input_needs_dest put_of_standard_input_refuses_a_terminal \
+	put_ended_by_a_signal_leaves_no_temporary_file \
 	get_absolute_src_is_refused \
 	get_dotdot_src_is_refused get_symlink_leading_outside_is_refused \
 	get_refused_writes_no_host_file get_directory_is_refused \
@@ -380,6 +381,14 @@ check put_of_standard_input_writes_dest eval 'status_is 0 && stdout_empty && std
 kbox put -s two - <piped.in
 check put_of_standard_input_needs_dest fails_with 2 \
 	"kbox put: standard input (-) has no name: give DEST (kbox put - DEST)"
+# (a terminal is no file to put: script(1) makes one)
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 script -qec "$KBOX put -s two - tty.txt" /dev/null >tty.out 2>&1 </dev/null
+	echo $? >tty.rc
+fi
+check put_of_standard_input_refuses_a_terminal eval '[ "$(cat tty.rc)" = 2 ] &&
+	[ "$(tr -d "\r" <tty.out)" = "kbox put: standard input (-) is a terminal: pipe the file in, or give its path" ] &&
+	[ ! -e "$S/two/workspace/tty.txt" ]'
 if [ -z "$SKIPPING" ]; then
 	echo before >"$S/two/workspace/halfway.txt"
 	mkfifo put.fifo
