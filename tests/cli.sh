@@ -758,10 +758,15 @@ enter() {
 
 needs kernel
 lane demo state result order &
+lanes=$!
 lane timeout plot cwd none error &
+lanes="$lanes $!"
 lane outputs input noinput died json &
+lanes="$lanes $!"
 lane ndjson budget rundir rundirjson closedout runclosedout &
-wait
+lanes="$lanes $!"
+# shellcheck disable=SC2086 # a list of pids (not a bare wait: tests/lib.sh)
+wait $lanes
 
 enter state
 check run_in_the_default_sandbox_prints_nothing_on_stderr eval "[ ! -s stderr ]"

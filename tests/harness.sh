@@ -66,6 +66,41 @@ INNER
 run_script kbox
 check a_script_that_needs_kbox_bails_out_without_it eval '[ "$(cat "$W/kbox.rc")" = 1 ] &&
 	[ "$(cat "$W/kbox.out")" = "Bail out! $ROOT/nowhere/kbox is not built" ]'
+# The hang guard: a script whose test hangs (a child that does not end)
+# is stopped once no test has ended for KBOX_TEST_STALL seconds: "Bail
+# out!" names the last test that ended and shows what ran under the
+# script, the stuck child is ended, the script exits 1 and its cleanup
+# removes its root.  A script that ends ends its guard.
+cat >"$C/stuck.sh" <<INNER
+NEEDS_KBOX=no
+. "$top_srcdir/tests/lib.sh"
+echo "# root \$ROOT"
+check first true
+sleep 86399
+check second true
+tests_done
+INNER
+KBOX_TEST_STALL=1 run_script stuck
+stuck_root=$(sed -n 's/^# root //p' "$W/stuck.out")
+check a_stuck_script_bails_out_naming_the_last_test_that_ended eval '[ "$(cat "$W/stuck.rc")" = 1 ] &&
+	[ "$(sed -n 2p "$W/stuck.out")" = "ok 1 - first" ] &&
+	[ "$(sed -n 3p "$W/stuck.out")" = "Bail out! no test has ended for 1 s (the last: 1 - first): the script is stuck; what runs under it, and what names $stuck_root:" ] &&
+	grep -q "^#   .* sleep 86399$" "$W/stuck.out" && ! grep -q "^ok 2" "$W/stuck.out"'
+check a_stuck_scripts_child_is_ended_and_its_root_removed eval '[ -n "$stuck_root" ] &&
+	[ ! -e "$stuck_root" ] && ! pgrep -f "^sleep 86399$" >/dev/null'
+cat >"$C/ends.sh" <<INNER
+NEEDS_KBOX=no
+. "$top_srcdir/tests/lib.sh"
+echo "# root \$ROOT"
+check first true
+tests_done
+INNER
+run_script ends
+ends_root=$(sed -n 's/^# root //p' "$W/ends.out")
+# (the guard reads its root every 5 s and sleeps between reads)
+guard_of() { pgrep -f "^sh -c .* hang-guard [0-9]+ $1 " >/dev/null; }
+check a_script_that_ends_ends_its_guard eval '[ "$(cat "$W/ends.rc")" = 0 ] &&
+	[ -n "$ends_root" ] && ! guard_of "$ends_root" && guard_of "$ROOT"'
 # no_sanitizer_report (tests_done's last test in a sanitizer build): a
 # supervisor.log under $ROOT that holds a report fails it, and the report
 # is shown; logs without one pass.

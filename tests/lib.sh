@@ -102,8 +102,10 @@ BG_PIDS=
 # (kernels) working in our sessions' directories; remove the root.
 cleanup() {
 	cd / || return
-	# background workers start no new kbox once $ROOT/stop exists
+	# background workers start no new kbox once $ROOT/stop exists (nor
+	# the hang guard, which is ended)
 	touch "$ROOT/stop"
+	kill "${GUARD_PID-}" 2>/dev/null
 	for p in $BG_PIDS; do
 		kill "$p" 2>/dev/null
 	done
@@ -128,6 +130,51 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' HUP INT PIPE TERM
+
+# ---- the hang guard ----
+
+# A test that hangs must not hang the suite (nor CI, which has a time
+# limit).  A guard in the background reads $ROOT/progress, which every
+# test line touches: when no test has ended for KBOX_TEST_STALL seconds
+# (600; a test and its setup take under 10 s here, 20 s on a loaded
+# machine), it prints "Bail out!" with the last test that ended and the
+# processes still running under the script (and those naming $ROOT: its
+# supervisors and kernels), then TERMs them and the script, whose cleanup
+# runs, and KILLs what is left 30 s later.  It judges no test's speed: it
+# only turns a hang into a failure that says where it hung.  The cleanup
+# ends it (a script waits for its own jobs by pid, never with a bare
+# `wait`, which would wait for the guard); it also ends when the script
+# is gone.
+KBOX_TEST_STALL=${KBOX_TEST_STALL:-600}
+hang_guard_sh='
+script=$1 root=$2 stall=$3
+tree() { # the processes under the script, but for the guard
+	ps -e -o pid= -o ppid= | awk -v top="$script" -v me=$$ "
+		{ up[\$1] = \$2 }
+		END { for (p in up) { q = p; while ((q in up) && q != top && q != me && q > 1) q = up[q]; if (q == top && p != top) print p } }"
+}
+while sleep 5 >/dev/null; do
+	kill -0 "$script" 2>/dev/null && [ ! -e "$root/stop" ] || exit 0
+	last=$(stat -c %Y "$root/progress" 2>/dev/null) || exit 0
+	[ $(($(date +%s) - last)) -ge "$stall" ] || continue
+	echo "Bail out! no test has ended for $stall s (the last: $(cat "$root/progress")): the script is stuck; what runs under it, and what names $root:"
+	under=$(tree)
+	ps -e -o pid,ppid,stat,etimes,wchan:18,args --forest |
+		awk -v pids=" $(echo $under) " -v root="$root" -v me=$$ "NR == 1 ||
+			index(pids, \" \" \$1 \" \") || (index(\$0, root) && \$1 != me && \$2 != me)" |
+		cut -c 1-220 | sed "s/^/#   /"
+	kill -TERM $under "$script" 2>/dev/null
+	i=0
+	while [ $i -lt 30 ] && kill -0 "$script" 2>/dev/null; do
+		sleep 1 >/dev/null
+		i=$((i + 1))
+	done
+	kill -0 "$script" 2>/dev/null && kill -KILL $(tree) "$script" 2>/dev/null
+	exit 0
+done'
+: >"$ROOT/progress"
+sh -c "$hang_guard_sh" hang-guard "$$" "$ROOT" "$KBOX_TEST_STALL" &
+GUARD_PID=$!
 
 # ---- TAP, and test selection ----
 
@@ -336,6 +383,7 @@ tap_cs() { # tap_now: the uptime in centiseconds
 tap_cs
 tap_last=$tap_now
 tap_took() {
+	printf '%s - %s\n' "$n" "${name-}" >"$ROOT/progress"
 	tap_cs
 	tap_d=$((tap_now - tap_last))
 	tap_last=$tap_now
@@ -371,6 +419,7 @@ check() {
 # skip NAME REASON: test n+1, NAME, skipped for REASON (or not selected).
 skip() {
 	n=$((n + 1))
+	name=$1
 	if test_selected "$n" "$1"; then
 		echo "ok $n - $1 # SKIP $2"
 	else

@@ -18,15 +18,23 @@
  *                anything else: they run with the rest.
  *
  * A test not run is reported "ok N - NAME # SKIP <why>": the numbers never
- * change with the selection. */
+ * change with the selection.
+ *
+ * KBOX_TEST_STALL seconds (600 by default, as tests/lib.sh's hang guard)
+ *                bound one test: a test still running then is stuck, and the
+ *                program says "Bail out!" with its name and exits 99 (a hard
+ *                error), so that a hang does not hang the suite.  No test
+ *                here takes near that: it judges no test's speed. */
 #ifndef KBOX_TESTS_TAP_H
 #define KBOX_TESTS_TAP_H
 
 #include <ctype.h>
 #include <fnmatch.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int tap_n;      /* tests run */
 static int tap_failed; /* tests failed */
@@ -105,13 +113,44 @@ static inline const char *tap_why_skipped(int n, const char *name, int slow)
 	return NULL;
 }
 
+static const char *tap_running; /* the test under way, for tap_stuck */
+
+static inline void tap_say(const char *s)
+{
+	if (write(STDOUT_FILENO, s, strlen(s)) < 0)
+		return;
+}
+
+/* SIGALRM: the test under way outlived KBOX_TEST_STALL. */
+static inline void tap_stuck(int sig)
+{
+	(void)sig;
+	tap_say("Bail out! test ");
+	tap_say(tap_running ? tap_running : "?");
+	tap_say(" is still running after KBOX_TEST_STALL seconds: it is stuck\n");
+	_exit(99);
+}
+
+static inline unsigned tap_stall_s(void)
+{
+	const char *v = getenv("KBOX_TEST_STALL");
+	long s = v && *v ? strtol(v, NULL, 10) : 600;
+	return s > 0 && s < 86400 ? (unsigned)s : 600;
+}
+
 static inline void tap_run(void (*fn)(void), const char *name, int slow)
 {
 	tap_cur_failed = 0;
 	tap_skip_reason = tap_why_skipped(tap_n + 1, name, slow);
 	fflush(stdout);
-	if (!tap_skip_reason)
+	if (!tap_skip_reason) {
+		tap_running = name;
+		signal(SIGALRM, tap_stuck);
+		alarm(tap_stall_s());
 		fn();
+		alarm(0);
+		tap_running = NULL;
+	}
 	tap_n++;
 	if (tap_skip_reason)
 		printf("ok %d - %s # SKIP %s\n", tap_n, name, tap_skip_reason);

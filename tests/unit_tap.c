@@ -1,8 +1,11 @@
 /* tests/unit_tap.c — the test selection of tests/tap.h (KBOX_TEST_RUN and
  * KBOX_TEST_SLOW), the syntax the shell tests share: numbers, ranges,
- * globs on the name, '!' to exclude. */
+ * globs on the name, '!' to exclude; and its bound on a stuck test
+ * (KBOX_TEST_STALL). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tap.h"
 
@@ -99,6 +102,46 @@ TEST(slow_tests_run_only_when_kbox_test_slow_says_so)
 	CHECK_STR_EQ(slow_mode("only", 0), "not slow: make check runs it");
 }
 
+TEST(stuck_forever)
+{
+	pause();
+}
+
+/* A test still running after KBOX_TEST_STALL seconds: the program says
+ * "Bail out!" with its name and exits 99 (a hard error).  Run in a child
+ * whose stdout is a pipe. */
+TEST(a_stuck_test_bails_out_with_its_name)
+{
+	int fds[2];
+	REQUIRE(pipe(fds) == 0);
+	fflush(stdout);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		close(fds[0]);
+		close(fds[1]);
+		setenv("KBOX_TEST_STALL", "1", 1);
+		unsetenv("KBOX_TEST_RUN");
+		tap_run(stuck_forever, "stuck_forever", 0);
+		_exit(0);
+	}
+	close(fds[1]);
+	char out[256];
+	size_t len = 0;
+	ssize_t r;
+	while (len < sizeof out - 1 && (r = read(fds[0], out + len, sizeof out - 1 - len)) > 0)
+		len += (size_t)r;
+	out[len] = '\0';
+	close(fds[0]);
+	int status = 0;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status));
+	CHECK_INT_EQ(WEXITSTATUS(status), 99);
+	CHECK_STR_EQ(out, "Bail out! test stuck_forever is still running after "
+	                  "KBOX_TEST_STALL seconds: it is stuck\n");
+}
+
 int main(void)
 {
 	RUN(no_selection_runs_every_test);
@@ -108,5 +151,6 @@ int main(void)
 	RUN(bang_excludes_and_wins_over_a_positive_item);
 	RUN(empty_items_are_ignored);
 	RUN(slow_tests_run_only_when_kbox_test_slow_says_so);
+	RUN(a_stuck_test_bails_out_with_its_name);
 	return tap_done();
 }
