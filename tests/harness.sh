@@ -101,6 +101,14 @@ ends_root=$(sed -n 's/^# root //p' "$W/ends.out")
 guard_of() { pgrep -f "^sh -c .* hang-guard [0-9]+ $1 " >/dev/null; }
 check a_script_that_ends_ends_its_guard eval '[ "$(cat "$W/ends.rc")" = 0 ] &&
 	[ -n "$ends_root" ] && ! guard_of "$ends_root" && guard_of "$ROOT"'
+# The guard is a job of the script: a bare `wait` (every job) would wait
+# for it, and for any job an earlier section left, so no script has one.
+bare_waits() {
+	grep -nE "(^|[;&|(][[:space:]]*|^[[:space:]]+)wait([[:space:]]*($|;|\)|&&|\|\|)|[[:space:]]+2>)" \
+		"$top_srcdir"/tests/*.sh "$top_srcdir"/tests/security/*.sh >"$W/bare.out"
+	[ ! -s "$W/bare.out" ] || { cat "$W/bare.out" | sed 's/^/#   /'; return 1; }
+}
+check no_script_waits_for_every_job bare_waits
 # no_sanitizer_report (tests_done's last test in a sanitizer build): a
 # supervisor.log under $ROOT that holds a report fails it, and the report
 # is shown; logs without one pass.

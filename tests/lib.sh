@@ -109,7 +109,9 @@ cleanup() {
 	for p in $BG_PIDS; do
 		kill "$p" 2>/dev/null
 	done
-	wait 2>/dev/null
+	# (by pid: a bare wait would wait for any job the script left)
+	# shellcheck disable=SC2086 # a list of pids
+	wait ${GUARD_PID-} $BG_PIDS 2>/dev/null
 	! command -v cleanup_first >/dev/null 2>&1 || cleanup_first
 	timeout -k 5 60 "$KBOX" stop --all >/dev/null 2>&1
 	for f in "$S"/*/supervisor.pid; do

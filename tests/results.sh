@@ -331,8 +331,8 @@ check an_unreadable_input_file_is_a_usage_error eval 'status_is 2 && stdout_empt
 fresh
 kbox exec -s nosuch --no-start --format json 'x'
 check a_missing_session_under_format_json_prints_a_failure_object eval 'status_is 5 &&
-	stdout_is "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"unavailable\",\"message\":\"no session \\\"nosuch\\\" (in $KBOX_HOME)\"}}" &&
-	stderr_is "kbox exec: no session \"nosuch\" (in $KBOX_HOME)"'
+	stdout_is "{\"schema\":\"kbox.result/2\",\"status\":\"failed\",\"error\":{\"kind\":\"unavailable\",\"message\":\"no session \\\"nosuch\\\" (in $KBOX_HOME): kbox start -s nosuch starts it (kbox ls lists the sessions there)\"}}" &&
+	stderr_is "kbox exec: no session \"nosuch\" (in $KBOX_HOME): kbox start -s nosuch starts it (kbox ls lists the sessions there)"'
 check a_failure_object_is_valid_against_the_schema valid stdout
 
 fresh

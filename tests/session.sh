@@ -280,10 +280,13 @@ worker() {
 	echo "$fails" >"fail.$1"
 }
 if [ -z "$SKIPPING" ]; then
+	workers=
 	for p in 1 2 3 4 5 6 7 8; do
 		worker "$p" &
+		workers="$workers $!"
 	done
-	wait
+	# shellcheck disable=SC2086 # a list of pids (not a bare wait: tests/lib.sh)
+	wait $workers
 fi
 check exec_8_processes_x_25_calls_all_get_their_own_result eval '
 	[ "$(cat fail.[1-8] | awk '\''{ s += $1 } END { print s }'\'')" = 0 ] && [ "$(ls fail.* | wc -l)" = 8 ]'
@@ -327,8 +330,9 @@ setup_for concurrent_starts_both_exit_0 \
 fresh
 if [ -z "$SKIPPING" ]; then
 	(timeout -k 5 90 "$KBOX" start -s two >out.1 2>err.1; echo $? >rc.1) &
+	s1=$!
 	(timeout -k 5 90 "$KBOX" start -s two >out.2 2>err.2; echo $? >rc.2) &
-	wait
+	wait "$s1" $!
 fi
 check concurrent_starts_both_exit_0 eval '[ "$(cat rc.1 rc.2)" = "0
 0" ]'
@@ -448,9 +452,9 @@ check put_missing_host_file_exits_2 fails_with 2 \
 	"kbox put: cannot read no-such-file.txt: No such file or directory"
 
 kbox put -s nosess in.txt
-check put_to_unknown_session_exits_5 fails_with 5 "kbox put: no session \"nosess\" (in $KBOX_HOME)"
+check put_to_unknown_session_exits_5 fails_with 5 "kbox put: no session \"nosess\" (in $KBOX_HOME): kbox start -s nosess starts it (kbox ls lists the sessions there)"
 kbox get -s nosess in.txt
-check get_from_unknown_session_exits_5 fails_with 5 "kbox get: no session \"nosess\" (in $KBOX_HOME)"
+check get_from_unknown_session_exits_5 fails_with 5 "kbox get: no session \"nosess\" (in $KBOX_HOME): kbox start -s nosess starts it (kbox ls lists the sessions there)"
 
 # A directory that is not there is named, and none is made: in the host
 # path of get, in the workspace path of put.
@@ -579,7 +583,7 @@ setup_for exec_no_start_on_unknown_session_exits_5 \
 fresh
 kbox exec -s never --no-start 'print(1)'
 check exec_no_start_on_unknown_session_exits_5 fails_with 5 \
-	"kbox exec: no session \"never\" (in $KBOX_HOME)"
+	"kbox exec: no session \"never\" (in $KBOX_HOME): kbox start -s never starts it (kbox ls lists the sessions there)"
 check exec_no_start_creates_no_session eval '[ ! -e "$S/never" ]'
 
 # ---- bad input: one line on stderr, and the exit status ----
@@ -599,14 +603,14 @@ check bad_name_from_kbox_session_names_the_variable fails_with 2 \
 	"kbox status: KBOX_SESSION: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
 KBOX_SESSION=a/b timeout -k 5 120 "$KBOX" status -s nosuch >stdout 2>stderr
 rc=$?
-check dash_s_overrides_a_bad_kbox_session fails_with 5 "kbox status: no session \"nosuch\" (in $KBOX_HOME)"
+check dash_s_overrides_a_bad_kbox_session fails_with 5 "kbox status: no session \"nosuch\" (in $KBOX_HOME): kbox start -s nosuch starts it (kbox ls lists the sessions there)"
 # KBOX_HOME spelt with a trailing "/", "//", "/./" or through a link is
 # the same state directory: its sessions start (their sockets are found
 # by its one path) and errors name that path
 KBOX_HOME=$KBOX_HOME/ timeout -k 5 120 "$KBOX" status -s nosuch >stdout 2>stderr
 rc=$?
 check a_kbox_home_with_a_trailing_slash_is_named_by_its_one_path fails_with 5 \
-	"kbox status: no session \"nosuch\" (in $KBOX_HOME)"
+	"kbox status: no session \"nosuch\" (in $KBOX_HOME): kbox start -s nosuch starts it (kbox ls lists the sessions there)"
 ln -s "$KBOX_HOME" "$ROOT/home-link"
 KBOX_HOME=$ROOT//home-link/./ timeout -k 5 120 "$KBOX" exec -s spelt 'print(6 * 7)' \
 	>stdout 2>stderr </dev/null
@@ -622,7 +626,7 @@ check bad_name_33_chars fails_with 2 \
 	"kbox exec: invalid session name \"aaaaaaaaaaaaaaaaaaaa…\": longer than 32 characters"
 b32=$(printf 'b%.0s' $(seq 32))
 kbox status -s "$b32"
-check name_of_32_chars_is_valid fails_with 5 "kbox status: no session \"$b32\" (in $KBOX_HOME)"
+check name_of_32_chars_is_valid fails_with 5 "kbox status: no session \"$b32\" (in $KBOX_HOME): kbox start -s $b32 starts it (kbox ls lists the sessions there)"
 # a valid name under a state dir too long for the paths kbox makes in it
 # (any shorter works: tests/long_home.sh)
 long_home=$KBOX_HOME/$(printf '%3600s' '' | tr ' ' d)
@@ -690,7 +694,7 @@ kbox exec -s x -f no-such-file.py 'print(1)'
 check exec_with_code_twice fails_with 2 "kbox exec: give the code once: CODE, -f FILE or -"
 check bad_input_creates_no_session eval '[ ! -e "$S/x" ] && [ ! -e "$S/a" ]'
 kbox status -s nosess
-check status_of_unknown_session fails_with 5 "kbox status: no session \"nosess\" (in $KBOX_HOME)"
+check status_of_unknown_session fails_with 5 "kbox status: no session \"nosess\" (in $KBOX_HOME): kbox start -s nosess starts it (kbox ls lists the sessions there)"
 
 # ---- ls, status, logs, complete, inspect, interrupt, stop ----
 

@@ -43,10 +43,16 @@ char *cli_session_dir(const char *cmd, const char *name, bool create, int *statu
 		dir = kr_session_dir(home, name, create, &err);
 	if (!dir) {
 		bool bad_name = err.code == KBOX_E_INVALID && strstr(err.msg, "session name");
-		cli_error(cmd, "%s%s",
+		/* a session that is not there: say what makes one, and what
+		 * lists those that are (kbox stop, which has nothing to do
+		 * then, does not come here) */
+		bool missing = err.code == KBOX_E_NOTFOUND && !create &&
+		               strncmp(err.msg, "no session \"", 12) == 0;
+		cli_error(cmd, "%s%s%s%s%s",
 		          bad_name && name_from_env && name == name_from_env ? "KBOX_SESSION: "
 		                                                             : "",
-		          err.msg);
+		          err.msg, missing ? ": kbox start -s " : "", missing ? name : "",
+		          missing ? " starts it (kbox ls lists the sessions there)" : "");
 		*status = bad_name ? EXIT_USAGE : EXIT_UNAVAILABLE;
 	}
 	free(home);

@@ -265,7 +265,8 @@ while time.time() < deadline:
     time.sleep(0.05)
 EOF
 )
-	wait
+	# shellcheck disable=SC2086 # a list of pids (not a bare wait: tests/lib.sh)
+	wait $BG_PIDS
 	BG_PIDS=
 fi
 TIMEOUT_CAUSE="the execution timed out after 2 s and did not stop within 1 s of an interrupt, so the kernel was killed"
