@@ -507,7 +507,7 @@ static int choose_outputs(run_t *run)
 	if (away)
 		cli_error("run",
 		          "the current directory is in %s, which the code can change: images and "
-		          "long texts go to %s",
+		          "long texts go to %s instead (removed at the end if none is saved)",
 		          run->workspace && cwd_in(&run->wsst) ? "the workspace"
 		                                               : "a sandbox's workspace",
 		          run->outbuf);

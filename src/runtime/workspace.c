@@ -765,6 +765,33 @@ static bool state_dir_above(char *up)
 	}
 }
 
+/* Whether what lies in directory UP (resolved) by the name BELOW lies in
+ * what a state directory's sessions hold: a session's own directory
+ * (is_session_dir), or the sessions directory of a state directory, UP or
+ * above it.  What else a state directory holds no sandbox has, so a state
+ * directory there is no other's to reach.  UP becomes the state
+ * directory found. */
+static bool sessions_above(char *up, const char *below)
+{
+	char name[NAME_MAX + 1];
+	snprintf(name, sizeof name, "%s", below);
+	for (;;) {
+		int fd = open(up, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		bool yes = fd >= 0 && (is_session_dir(fd) ||
+		                       (strcmp(name, "sessions") == 0 && ws_is_state_dir(fd)));
+		char *slash;
+		if (fd >= 0)
+			close(fd);
+		if (yes)
+			return true;
+		if (strcmp(up, "/") == 0)
+			return false;
+		slash = strrchr(up, '/');
+		snprintf(name, sizeof name, "%s", slash + 1);
+		*(slash == up ? slash + 1 : slash) = '\0';
+	}
+}
+
 int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err)
 {
 	char up[PATH_MAX];
@@ -780,17 +807,23 @@ int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err)
 
 int ws_state_in_state(const char *home, kbox_error_t *err)
 {
-	char up[PATH_MAX], real[PATH_MAX];
-	/* the nearest that exists, resolved, then every directory above */
+	char up[PATH_MAX], real[PATH_MAX], below[NAME_MAX + 1];
+	/* the nearest that exists, resolved, then every directory above,
+	 * each with the name of what is below it on the way to HOME */
 	kx_realpath_nearest(home, up, real);
-	if (strcmp(up, home) == 0 || strcmp(real, "/") == 0) {
-		/* HOME itself exists (or nothing does): start above it */
+	if (strcmp(real, "/") == 0)
+		return 0;
+	if (strcmp(up, home) == 0) {
+		/* HOME itself exists: start above it */
 		char *slash = strrchr(real, '/');
-		if (strcmp(real, "/") == 0)
-			return 0;
+		snprintf(below, sizeof below, "%s", slash + 1);
 		*(slash == real ? slash + 1 : slash) = '\0';
+	} else {
+		const char *rest = home + strlen(up);
+		rest += strspn(rest, "/");
+		snprintf(below, sizeof below, "%.*s", (int)strcspn(rest, "/"), rest);
 	}
-	if (!state_dir_above(real))
+	if (!sessions_above(real, below))
 		return 0;
 	return kbox_error_set(err, KBOX_E_INVALID,
 	                      "state directory %s is in the kbox state directory %s, whose "

@@ -163,11 +163,12 @@ int ws_holds_state(const char *dir, const char *what, kbox_error_t *err);
  * Else -1 with ERR. */
 int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err);
 
-/* 0 when no directory above the state directory HOME (absolute; need
- * not exist) is itself a state directory (ws_is_state_dir): a session's
- * workspace is in one, and the sandbox that has it would have every
- * session of a state directory made there.  Else -1 with ERR
- * (KBOX_E_INVALID). */
+/* 0 when the state directory HOME (absolute; need not exist) lies in no
+ * session's directory, nor in the sessions directory of a state directory
+ * (ws_is_state_dir) above it: a session's workspace and home are there,
+ * and the sandbox that has them would have every session of a state
+ * directory made there.  (Elsewhere in a state directory no sandbox
+ * reaches.)  Else -1 with ERR (KBOX_E_INVALID). */
 int ws_state_in_state(const char *home, kbox_error_t *err);
 
 #endif

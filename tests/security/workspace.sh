@@ -384,7 +384,7 @@ if [ -z "$SKIPPING" ]; then
 fi
 check row44_outputs_of_a_run_in_its_workspace_go_outside_it eval '
 	status_is 0 && [ -z "$(ls -A proj)" ] &&
-	out=$(sed -n "s|^kbox run: the current directory is in the workspace, which the code can change: images and long texts go to \($T/tmpd/kbox-run-[0-9]*-[0-9]*-[A-Za-z0-9]*\)\$|\1|p" stderr) &&
+	out=$(sed -n "s|^kbox run: the current directory is in the workspace, which the code can change: images and long texts go to \($T/tmpd/kbox-run-[0-9]*-[0-9]*-[A-Za-z0-9]*\) instead (removed at the end if none is saved)\$|\1|p" stderr) &&
 	[ -n "$out" ] && [ "$(wc -c <"$out/1-stdout.txt")" = 100001 ] &&
 	last_line_is stdout "[files saved in: $out/]"'
 
@@ -507,6 +507,22 @@ kbox stop -s a
 KBOX_HOME=$S/a/workspace/st kbox exec -s victim 'print(2)'
 check row44_a_state_directory_in_another_state_directory_is_refused fails_with 5 \
 	"kbox exec: state directory $S/a/workspace/st is in the kbox state directory $S/a, whose sessions' workspaces sandboxes have: keep state directories apart"
+
+# Elsewhere in a state directory (not in its sessions directory, where
+# the sessions' workspaces and homes are) no sandbox reaches: a state
+# directory there is taken, and its sessions start, list and stop
+fresh
+mkdir -m 700 "$KBOX_HOME/apart"
+KBOX_HOME=$KBOX_HOME/apart/st kbox start -s beside --backend none
+KBOX_HOME=$KBOX_HOME/apart/st kbox ls
+check row44_a_state_directory_beside_another_ones_sessions_is_taken eval '
+	status_is 0 && [ "$(awk "NR == 2 { print \$1, \$2 }" stdout)" = "beside idle" ]'
+KBOX_HOME=$KBOX_HOME/apart/st kbox stop -s beside
+check row44_a_state_directory_beside_another_ones_sessions_stops_its_sessions eval '
+	status_is 0 && stdout_is "session beside stopped"'
+KBOX_HOME=$KBOX_HOME/sessions kbox ls
+check row44_a_state_directory_that_is_another_ones_sessions_directory_is_refused fails_with 5 \
+	"kbox ls: state directory $KBOX_HOME/sessions is in the kbox state directory $KBOX_HOME, whose sessions' workspaces sandboxes have: keep state directories apart"
 
 # A session's own workspace or home that holds a state directory made
 # there before the session started is refused at its start: its sandbox
