@@ -1288,6 +1288,22 @@ fi
 check supervisor_holds_no_inherited_pipe eval '[ "$rc" = 0 ] && [ "$(tail -n 1 out)" = 1 ]'
 check supervisor_has_only_its_own_fds eval '! ls -l /proc/$(cat "$S/fdl/supervisor.pid")/fd | grep -q " 5 -> pipe"'
 
+# Nor the signals its starter blocked: a supervisor started with SIGUSR1,
+# SIGQUIT and SIGALRM blocked blocks only its own (SIGHUP, SIGINT, SIGTERM
+# and SIGCHLD, which its signalfd reads).
+fresh
+needs kernel
+setup_for supervisor_blocks_only_its_own_signals
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 90 "$PY" -c 'import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGQUIT, signal.SIGALRM})
+os.execv(sys.argv[1], sys.argv[1:])' "$KBOX" start -s blk --backend none >/dev/null 2>&1
+	rc=$?
+fi
+check supervisor_blocks_only_its_own_signals eval '[ "$rc" = 0 ] &&
+	[ "$(sed -n "s/^SigBlk:[[:space:]]*//p" "/proc/$(cat "$S/blk/supervisor.pid")/status")" = 0000000000014003 ]'
+kbox stop -s blk
+
 # A client killed mid-execution (Ctrl-C, a harness timeout): its code is
 # interrupted, and the next exec runs at once with the state kept.
 setup_for exec_after_a_killed_client_runs_with_state_kept \
