@@ -1684,6 +1684,32 @@ check sigint_while_kbox_start_starts_a_session_gives_it_up eval '
 	[ "$(cat hang.err)" = "kbox start: SIGINT while session hang started: the start was given up (the new session is removed)" ] &&
 	[ ! -e "$S/hang" ]'
 
+# A supervisor that never comes up (here a program in its place that only
+# waits, holding the ready socket): a SIGTERM gives the start up all the
+# same, and says that there was no supervisor to stop (kbox looks for it
+# for 10 s).
+fresh
+setup_for sigterm_while_no_supervisor_comes_up_says_none_was_found
+mkdir bin
+if [ -z "$SKIPPING" ]; then
+	cp "$KBOX" bin/
+	printf '#!/bin/sh\necho $$ >"%s/fake.pid"\nexec sleep 120\n' "$T" >bin/kbox-supervisor
+	chmod +x bin/kbox-supervisor
+	timeout -k 5 120 bin/kbox start -s nosup --backend none >nosup.out 2>nosup.err &
+	np=$!
+	BG_PIDS=$np
+	wait_for test -s fake.pid
+	kill -TERM "$(pgrep -P "$np")"
+	wait "$np"
+	echo $? >nosup.rc
+	BG_PIDS=
+	kill "$(cat fake.pid)"
+fi
+check sigterm_while_no_supervisor_comes_up_says_none_was_found eval '
+	[ "$(cat nosup.rc)" = 3 ] && [ ! -s nosup.out ] &&
+	[ "$(cat nosup.err)" = "kbox: warning: backend none: the kernel runs unsandboxed
+kbox start: SIGTERM while session nosup started: the start was given up (its supervisor could not be found to stop it)" ]'
+
 # On a terminal, what the code prints cannot drive it: escape sequences and
 # other control characters are shown, not sent (a pty made by script(1)).
 fresh
