@@ -707,6 +707,26 @@ status_field() {
 		"$PY" -c 'import json, sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$2" 2>/dev/null
 }
 
+# kernel_conn SESSION FILE: a connection file for the kernel of session
+# SESSION (sandboxed), as the host reaches it, written to FILE from what
+# the kernel itself has: kbox removes its connection files once it has
+# answered (kbox(7), The protocol).  Its key, and its sockets under the
+# session's run/sandbox (its /run/kbox).  Nothing while skipping.
+kernel_conn() {
+	[ -z "$SKIPPING" ] || return 0
+	timeout -k 5 120 "$KBOX" exec -s "$1" 'import json
+from ipykernel.kernelapp import IPKernelApp
+a = IPKernelApp.instance()
+j = {c + "_port": getattr(a, c + "_port") for c in ("shell", "iopub", "stdin", "control", "hb")}
+j.update(key=a.session.key.decode(), signature_scheme=a.session.signature_scheme,
+         transport=a.transport, ip=a.ip)
+print(json.dumps(j))' 2>/dev/null | tail -n 1 | "$PY" -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["ip"].startswith("/run/kbox/"), j["ip"]
+j["ip"] = sys.argv[1] + j["ip"][len("/run/kbox"):]
+json.dump(j, open(sys.argv[2], "w"))' "$S/$1/run/sandbox" "$2"
+}
 # conn_key FILE: the key of a connection file.
 conn_key() { [ -z "$SKIPPING" ] || return 0; "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["key"])' "$1"; }
 

@@ -464,6 +464,15 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 	}
 	s->ready = true;
 	s->kernel_started_ms = kx_now_ms();
+	/* the kernel has read its connection file (it answered on the
+	 * sockets it names): the key is now only in its memory and ours, and
+	 * in no file that code elsewhere could reach (a state directory moved
+	 * into another session's workspace, say) */
+	if (s->conn_path[0])
+		unlink(s->conn_path);
+	if (s->inner_path[0])
+		unlink(s->inner_path);
+	s->conn_path[0] = s->inner_path[0] = '\0';
 	malloc_trim(0); /* what the kernel before this one left in the heap */
 	sup_touch(s);
 	sup_log(s, "ready",

@@ -399,12 +399,21 @@ target.txt" ]'
 
 # ---- row 20: the key is in no log and no output ----
 
+# The kernel's key is in its memory and the supervisor's only: its
+# connection files are removed once it has answered (kbox(7), The
+# protocol), and the key is in no other file, output or command line.
 R20=$ROOT/r20
 mkdir "$R20"
 G=$(cat "$S/fs/generation" 2>/dev/null)
-KEY1=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["key"])' "$S/fs/run/kernel-$G.json")
+# kernel_key SESSION: the key of SESSION's kernel, as the kernel has it
+kernel_key() {
+	[ -n "$SKIPPING" ] || timeout -k 5 120 "$KBOX" exec -s "$1" 'print(get_ipython().kernel.session.key.decode())' 2>/dev/null
+}
+KEY1=$(kernel_key fs)
 fresh
-check row20_connection_file_holds_a_256_bit_hex_key eval 'printf "%s" "$KEY1" | grep -qxE "[0-9a-f]{64}"'
+check row20_the_kernels_key_is_256_bit_hex eval 'printf "%s" "$KEY1" | grep -qxE "[0-9a-f]{64}"'
+check row20_no_connection_file_is_left_once_the_kernel_answered eval '[ -d "$S/fs/run/sandbox" ] &&
+	[ -z "$(find "$S/fs" -name "kernel-*.json")" ] || { why="$(find "$S/fs" -name "kernel-*.json")"; false; }'
 # save: keep this kbox's output among the ones searched for keys
 save() { cat stdout stderr >"$R20/$1" 2>/dev/null; }
 printf 'print("text")\n' >c.py
@@ -428,12 +437,12 @@ kbox ls --json
 save ls-json
 KPID=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["kernel_pid"])' "$R20/status-json")
 SPID=$(cat "$S/fs/supervisor.pid" 2>/dev/null)
-# session_files: every file of the session but the connection files
+# session_files: every file of the session
 session_files() {
-	find "$S/fs" -type f ! -name 'kernel-*.json' >"$ROOT/files"
+	find "$S/fs" -type f >"$ROOT/files"
 }
 [ -z "$SKIPPING" ] && session_files
-check row20_key_is_in_no_session_file_but_the_connection_files eval '[ -s "$ROOT/files" ] &&
+check row20_key_is_in_no_session_file eval '[ -s "$ROOT/files" ] &&
 	grep -q "/events.ndjson\$" "$ROOT/files" && grep -q "/supervisor.log\$" "$ROOT/files" &&
 	grep -q "/kernel.log\$" "$ROOT/files" && ! xargs grep -lF -- "$KEY1" <"$ROOT/files" >"$ROOT/hits" 2>/dev/null ||
 	{ why="found in: $(cat "$ROOT/hits")"; false; }'
@@ -466,12 +475,12 @@ save after-crash-logs-json
 kbox status -s fs --json
 save after-crash-status-json
 G2=$(cat "$S/fs/generation" 2>/dev/null)
-KEY2=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["key"])' "$S/fs/run/kernel-$G2.json")
+KEY2=$(kernel_key fs)
 check row20_new_kernel_has_a_new_key eval '[ "$G2" -gt "$G" ] && [ ${#KEY2} -eq 64 ] && [ "$KEY2" != "$KEY1" ]'
 check row20_dead_kernels_connection_files_are_removed eval '[ -d "$S/fs/run" ] &&
 	[ -z "$(find "$S/fs/run" -name "kernel-$G.*")" ] || { why="$(find "$S/fs/run" -name "kernel-$G.*")"; false; }'
 [ -z "$SKIPPING" ] && session_files
-check row20_after_a_crash_no_session_file_but_the_connection_files_holds_a_key eval '
+check row20_after_a_crash_no_session_file_holds_a_key eval '
 	! xargs grep -lF -e "$KEY1" -e "$KEY2" <"$ROOT/files" >"$ROOT/hits" 2>/dev/null ||
 	{ why="found in: $(cat "$ROOT/hits")"; false; }'
 check row20_after_a_crash_no_kbox_output_holds_a_key eval 'nowhere "$KEY1" "$R20" && nowhere "$KEY2" "$R20"'
@@ -680,15 +689,16 @@ x"'
 
 # ---- row 17: the connection files and their directory ----
 
-# The host's connection file is the one kbox status names; the sandbox's
-# sockets and its own connection file are in the directory of the
-# sockets ("ip" in the host's file), the kernel's /run/kbox.
+# A kernel's connection files live while it starts: the host's,
+# run/kernel-N.json, out of the sandbox's reach, and the kernel's own,
+# run/sandbox/kernel-N.sandbox.json, beside its sockets (the kernel's
+# /run/kbox); once it has answered both are removed.  A kernel whose
+# start waits on a FIFO in its workspace (made by the kernel before, so
+# that the restart's new one stops there: "gated") shows them as they are
+# then, and lists what it sees of them.
 fresh
-kbox status -s fs --json
-cp stdout "$ROOT/status17.json" 2>/dev/null
 G=$(cat "$S/fs/generation" 2>/dev/null)
-CONNF=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["connection_file"])' "$ROOT/status17.json")
-SBDIR=$(py -c 'import json, os, sys; print(os.path.dirname(json.load(open(sys.argv[1]))["ip"]))' "$CONNF")
+SBDIR=$S/fs/run/sandbox
 mode() { stat -c %a "$1"; }
 # owner_only DIR [UID [MODE]]: DIR is UID's (default ours) with MODE
 # (default 0700: no group or other access; ipykernel adds the sticky bit
@@ -710,14 +720,40 @@ private_file() {
 no_control_socket() { [ ! -S "$S/$1/control.sock" ]; }
 check row17_run_dir_is_owner_only owner_only "$S/fs/run" "$(id -u)" "$PASS_MODE"
 check row17_sandbox_socket_dir_is_owner_only owner_only "$SBDIR" "$(sb_uid fs)"
-check row17_connection_file_is_a_regular_0600_file private_file "$CONNF"
-check row17_sandbox_connection_file_is_a_regular_0600_file private_file "$SBDIR/kernel-$G.sandbox.json" "$(sb_uid fs)"
-kexec fs <<EOF
-import os
-print(os.path.exists("/run/kbox/kernel-$G.json"), os.path.exists("/run/kbox/kernel-$G.sandbox.json"))
-EOF
-check row17_hosts_connection_file_is_out_of_the_kernels_reach eval 'status_is 0 && stdout_is "False True" &&
-	[ "$(dirname "$CONNF")" != "$SBDIR" ]'
+mkdir -p jp/kernels/gated
+printf '{"argv": ["/bin/sh", "-c", "ls /run/kbox >/workspace/seen; [ ! -p /workspace/gate ] || cat /workspace/gate >/dev/null; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "gated", "language": "python"}\n' "$PY" >jp/kernels/gated/kernel.json
+JUPYTER_PATH=$T/jp kbox start -s gt -k gated
+GG=$(cat "$S/gt/generation" 2>/dev/null)
+gate_rc=
+if [ -z "$SKIPPING" ]; then
+	kbox exec -s gt 'import os; os.mkfifo("/workspace/gate")'
+	timeout -k 5 120 "$KBOX" restart -s gt >gate.out 2>gate.err &
+	gp=$!
+	BG_PIDS=$gp
+	wait_for test -e "$S/gt/run/kernel-$((GG + 1)).json"
+	wait_for grep -qx "kernel-$((GG + 1)).sandbox.json" "$S/gt/workspace/seen"
+	ls -ln "$S/gt/run" "$S/gt/run/sandbox" >gate.ls
+	private_file "$S/gt/run/kernel-$((GG + 1)).json" && echo ok >gate.host
+	private_file "$S/gt/run/sandbox/kernel-$((GG + 1)).sandbox.json" "$(sb_uid gt)" && echo ok >gate.sb
+	cp "$S/gt/workspace/seen" gate.seen
+	# (opening the FIFO lets the gated start go on)
+	echo go >"$S/gt/workspace/gate"
+	wait "$gp"
+	gate_rc=$?
+	BG_PIDS=
+fi
+DIAG=gate
+check row17_connection_file_is_a_regular_0600_file eval '[ "$(cat gate.host)" = ok ] ||
+	{ why="$(cat gate.ls)"; false; }'
+check row17_sandbox_connection_file_is_a_regular_0600_file eval '[ "$(cat gate.sb)" = ok ] ||
+	{ why="$(cat gate.ls)"; false; }'
+check row17_hosts_connection_file_is_out_of_the_kernels_reach eval '
+	grep -qx "kernel-$((GG + 1)).sandbox.json" gate.seen && ! grep -q "^kernel-[0-9]*\.json$" gate.seen'
+check row17_the_gated_restart_ends_once_the_kernel_goes_on eval '[ "$gate_rc" = 0 ]'
+check row17_no_connection_file_is_left_once_the_kernel_answered eval '
+	[ -z "$(find "$S/gt" -name "kernel-*.json")" ] || { why="$(find "$S/gt" -name "kernel-*.json")"; false; }'
+DIAG=
+kbox rm -f gt
 
 # The kernel plants links where the next kernel's connection files might
 # go in its /run/kbox: the restart follows none of them.
@@ -743,7 +779,7 @@ check row17_kernels_planted_links_are_removed eval '[ -z "$(find "$SBDIR" "$S/fs
 # the host): O_EXCL|O_NOFOLLOW refuses it, the restart fails and says so.
 fresh
 G=$(cat "$S/fs/generation" 2>/dev/null)
-NEXT=$(dirname "$CONNF")/kernel-$((G + 1)).json
+NEXT=$S/fs/run/kernel-$((G + 1)).json
 [ -z "$SKIPPING" ] && ln -s "$HOSTDIR/target.txt" "$NEXT"
 kbox restart -s fs
 check row17_restart_onto_a_planted_link_is_refused fails_with 5 "kbox restart: session fs: the kernel could not be restarted: connection file $NEXT: cannot create: File exists"
@@ -830,7 +866,7 @@ kbox restart -s cf
 G=$(cat "$S/cf/generation" 2>/dev/null)
 kexec cf <<EOF
 import json, os
-real = json.load(open("/run/kbox/kernel-$G.sandbox.json"))
+real = {"key": get_ipython().kernel.session.key.decode(), "signature_scheme": "hmac-sha256"}
 fake = dict(real, transport="tcp", ip="127.0.0.1", kernel_name="python3")
 for ch in ("shell", "iopub", "stdin", "control", "hb"):
     fake[ch + "_port"] = ${P:-0}
@@ -848,16 +884,17 @@ check row17_kernel_cannot_point_the_host_client_at_another_endpoint eval '[ ! -e
 # to that same socket: the link is never followed, the session goes on.
 fresh
 kbox restart -s cf
-SOCK=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["ip"] + "-" + str(json.load(open(sys.argv[1]))["shell_port"]))' \
-	"$S/cf/run/kernel-$(cat "$S/cf/generation" 2>/dev/null).json")
 kexec cf <<'EOF'
-import glob, json, os
-conn = json.load(open(glob.glob("/run/kbox/kernel-*.sandbox.json")[0]))
-shell = "%s-%d" % (conn["ip"], conn["shell_port"])
+import os
+from ipykernel.kernelapp import IPKernelApp
+app = IPKernelApp.instance()
+shell = "%s-%d" % (app.ip, app.shell_port)
 os.rename(shell, shell + ".moved")
 os.symlink("/run/kbox/" + os.path.basename(shell) + ".moved", shell)
+print("socket", os.path.basename(shell))
 print("linked")
 EOF
+SOCK=$S/cf/run/sandbox/$(sed -n 's/^socket //p' stdout 2>/dev/null)
 check row17_kernel_replaces_its_shell_socket_with_a_link eval 'status_is 0 && [ "$(tail -n 1 stdout)" = linked ]'
 kbox exec -s cf 'print(6 * 7)'
 check row17_host_client_keeps_its_pinned_socket_not_the_link eval 'status_is 0 && stdout_is 42 &&

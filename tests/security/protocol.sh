@@ -69,7 +69,8 @@ check session_pr_starts_in_the_bwrap_sandbox eval 'status_is 0 &&
 SPID=$(cat "$S/pr/supervisor.pid" 2>/dev/null)
 kbox status -s pr --json
 cp stdout "$ROOT/status.json" 2>/dev/null
-CONN=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["connection_file"])' "$ROOT/status.json")
+CONN=$ROOT/conn-pr.json
+kernel_conn pr "$CONN"
 KPID=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["kernel_pid"])' "$ROOT/status.json")
 
 # ---- row 18: no port to scan from outside the sandbox ----
@@ -717,8 +718,9 @@ fi
 cat >flicker.py <<EOF
 import glob, json, os, threading, time
 k = get_ipython().kernel
-cf = json.load(open(glob.glob("/run/kbox/kernel-*.sandbox.json")[-1]))
-p = cf["ip"] + "-%d" % cf["iopub_port"]
+from ipykernel.kernelapp import IPKernelApp
+a = IPKernelApp.instance()
+p = a.ip + "-%d" % a.iopub_port
 os.rename(p, p + ".hidden")
 def flicker():
     t = time.time()
