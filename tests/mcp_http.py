@@ -369,6 +369,30 @@ def t_stop():
 check("sigterm_ends_every_conversation_and_their_sessions", t_stop)
 
 
+def t_conversation_idle():
+    # --conversation-idle 2s: a conversation no request comes to for 2 s
+    # ends, its session removed; its id is then unknown (404)
+    q = Http("--conversation-idle", "2s", env={"KBOX_MCP_TOKEN": TOKEN})
+    try:
+        sid = q.initialize()
+        assert q.run(sid, "6 * 7").endswith("Out[1]: 42\n")
+        assert len(own_sessions()) == 1, own_sessions()
+        deadline = time.time() + 60  # a bound: it ends 2 s after the call
+        while own_sessions() and time.time() < deadline:
+            time.sleep(0.1)
+        assert own_sessions() == [], own_sessions()
+        st, _, body = q.request("tools/list", sid=sid)
+        assert st == 404, (st, body)
+        # a new conversation is served as before
+        assert q.run(q.initialize(), "1 + 1").endswith("Out[1]: 2\n")
+    finally:
+        assert q.stop() == 0
+    assert own_sessions() == [], own_sessions()
+
+
+check("a_conversation_idle_for_its_limit_ends_with_its_session", t_conversation_idle)
+
+
 def t_token_sources():
     # a generated token is printed; the helper takes it (kbox mcp execs it)
     g = Http(env={"KBOX_MCP_TOKEN": ""})
@@ -443,6 +467,10 @@ def t_refused():
     fails(["--http", "127.0.0.1:0"], {"KBOX_MCP_TOKEN": "short"},
           "kbox mcp: the token (KBOX_MCP_TOKEN) is shorter than 16 characters")
     fails(["--token-file", f], {}, "kbox mcp: --token-file is for --http")
+    fails(["--conversation-idle", "5s"], {}, "kbox mcp: --conversation-idle is for --http")
+    fails(["--http", "127.0.0.1:0", "--conversation-idle", "0"], {"KBOX_MCP_TOKEN": TOKEN},
+          'kbox mcp: invalid --conversation-idle "0": it must be more than 0 (a conversation '
+          'would end at once)')
     fails(["--http", "nowhere"], {"KBOX_MCP_TOKEN": TOKEN},
           'kbox mcp: invalid --http "nowhere": expected ADDR:PORT, such as 127.0.0.1:8808')
     fails(["--http", "127.0.0.1:70000"], {"KBOX_MCP_TOKEN": TOKEN},

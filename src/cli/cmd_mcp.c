@@ -92,9 +92,10 @@ static int http_token(const char *file, char *buf, size_t size)
 /* kbox mcp --http ADDR:PORT: exec kbox-mcp-http, which serves each
  * conversation with a kbox mcp on standard input and output of its own,
  * with the options O gave.  Returns only on failure. */
-static int serve_http(const char *listen_at, const char *token_file, const mcp_options_t *o)
+static int serve_http(const char *listen_at, const char *token_file, long long idle_ms,
+                      const mcp_options_t *o)
 {
-	char prog[PATH_MAX + 64], self[PATH_MAX], token[256], soft[32], tmo[32], maxs[32];
+	char prog[PATH_MAX + 64], self[PATH_MAX], token[256], soft[32], tmo[32], maxs[32], idle[32];
 	const char *argv[24];
 	kbox_error_t err = {0};
 	size_t n = 0;
@@ -125,6 +126,9 @@ static int serve_http(const char *listen_at, const char *token_file, const mcp_o
 	argv[n++] = listen_at;
 	argv[n++] = "--kbox";
 	argv[n++] = self;
+	snprintf(idle, sizeof idle, "%lld", idle_ms);
+	argv[n++] = "--idle-ms";
+	argv[n++] = idle;
 	argv[n++] = "--";
 	argv[n++] = "--images";
 	argv[n++] = o->images == MCP_IMAGES_INLINE ? "inline" : "path";
@@ -157,6 +161,7 @@ static int serve_http(const char *listen_at, const char *token_file, const mcp_o
 int cmd_mcp(int argc, char **argv)
 {
 	const char *http = NULL, *token_file = NULL;
+	long long idle_ms = -1;
 	mcp_options_t o = MCP_OPTIONS_INIT;
 	cli_option_t opts[] = {
 	        CLI_OPT_STRING(
@@ -191,6 +196,9 @@ int cmd_mcp(int argc, char **argv)
 	        CLI_OPT_STRING(0, "token-file", "FILE", &token_file,
 	                       "with --http, the bearer token clients must give: FILE's first "
 	                       "line (default: $KBOX_MCP_TOKEN, else a new one, printed)"),
+	        CLI_OPT_CALLBACK(0, "conversation-idle", "DURATION", cli_opt_duration, &idle_ms,
+	                         "with --http, end a conversation no request has come to for "
+	                         "DURATION, and its session with it (default: 1h)"),
 	        CLI_OPT_END};
 	int status;
 
@@ -200,7 +208,16 @@ int cmd_mcp(int argc, char **argv)
 		cli_error("mcp", "--token-file is for --http");
 		return EXIT_USAGE;
 	}
+	if (idle_ms >= 0 && !http) {
+		cli_error("mcp", "--conversation-idle is for --http");
+		return EXIT_USAGE;
+	}
+	if (idle_ms == 0) {
+		cli_error("mcp", "invalid --conversation-idle \"0\": it must be more than 0 (a "
+		                 "conversation would end at once)");
+		return EXIT_USAGE;
+	}
 	if (http)
-		return serve_http(http, token_file, &o);
+		return serve_http(http, token_file, idle_ms < 0 ? 3600LL * 1000 : idle_ms, &o);
 	return mcp_serve(&o);
 }

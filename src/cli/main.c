@@ -59,7 +59,7 @@ static const cli_cmd_t commands[] = {
         {"mcp", cmd_mcp,
          "kbox mcp [-s NAME] [--images path|inline] [--structured none|text|full] "
          "[--soft-timeout DURATION] [-t DURATION] [--max-sessions N] [--http ADDR:PORT] "
-         "[--token-file FILE]",
+         "[--token-file FILE] [--conversation-idle DURATION]",
          "serve a Model Context Protocol client on standard input and output",
          "kbox mcp --images inline"},
         {"prune", cmd_prune, "kbox prune [--dry-run] [--older-than DURATION]",

@@ -49,7 +49,7 @@
 #define LINE_MAX_OUT (64L * 1024 * 1024) /* one message from a conversation */
 #define CONV_MAX 16                      /* conversations at once */
 #define PENDING_MAX 64                   /* requests waiting in one conversation */
-#define CONV_IDLE_MS (3600LL * 1000)     /* a conversation unused this long ends */
+#define CONV_IDLE_MS (3600LL * 1000)     /* a conversation unused this long ends (default) */
 #define CONN_TIMEOUT_S 30 /* a connection silent this long (not waiting on a cell) closes */
 #define CONN_MAX 256      /* connections at once */
 #define HEADER_MS 10000   /* a request's headers must have come this long after its start */
@@ -107,6 +107,7 @@ struct conv {
 static struct {
 	char token_hash[crypto_generichash_BYTES];
 	const char *kbox;
+	long long idle_ms; /* a conversation unused this long ends */
 	char **mcp_args;
 	size_t n_mcp_args;
 	char host[300]; /* this address as a Host header has it, without the port */
@@ -847,7 +848,15 @@ int main(int argc, char **argv)
 			listen_at = argv[++i];
 		else if (strcmp(argv[i], "--kbox") == 0 && i + 1 < argc)
 			S.kbox = argv[++i];
-		else if (strcmp(argv[i], "--") == 0) {
+		else if (strcmp(argv[i], "--idle-ms") == 0 && i + 1 < argc) {
+			char *end;
+			S.idle_ms = strtoll(argv[++i], &end, 10);
+			if (*end || S.idle_ms < 1) {
+				say("kbox-mcp-http: --idle-ms %s: a number of milliseconds, 1 or more",
+				    argv[i]);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--") == 0) {
 			i++;
 			break;
 		} else {
@@ -859,6 +868,8 @@ int main(int argc, char **argv)
 	}
 	S.mcp_args = argv + i;
 	S.n_mcp_args = (size_t)(argc - i);
+	if (!S.idle_ms)
+		S.idle_ms = CONV_IDLE_MS;
 	if (!listen_at || !S.kbox || (token && strlen(token) < 16)) {
 		say("kbox-mcp-http is started by kbox mcp --http (it needs --listen, --kbox and, "
 		    "when %s is set, a token of 16 characters or more in it)",
@@ -969,18 +980,19 @@ int main(int argc, char **argv)
 		else
 			wait = 1000;
 		cut_late_headers(&wait);
-		/* a conversation unused for an hour ends: its kbox mcp stops
-		 * and removes its session at the end of its input */
+		/* a conversation unused for S.idle_ms (an hour, or kbox mcp
+		 * --conversation-idle) ends: its kbox mcp stops and removes its
+		 * session at the end of its input */
 		for (size_t k = 0; k <= CONV_MAX; k++) {
 			conv_t *c = S.convs[k];
 			long long now = kx_now_ms();
 			if (!c || c->closing || c->pending || c->deleting)
 				continue;
-			if (now - c->used >= CONV_IDLE_MS) {
+			if (now - c->used >= S.idle_ms) {
 				c->closing = true;
 				conv_flush(c);
-			} else if (wait < 0 || c->used + CONV_IDLE_MS - now < wait)
-				wait = (int)(c->used + CONV_IDLE_MS - now);
+			} else if (wait < 0 || c->used + S.idle_ms - now < wait)
+				wait = (int)(c->used + S.idle_ms - now);
 		}
 		if (poll(fds, n, wait) < 0 && errno != EINTR)
 			break;
