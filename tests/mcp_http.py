@@ -451,6 +451,93 @@ def t_any_address():
 check("on_every_address_any_host_is_taken_and_the_origin_must_match_it", t_any_address)
 
 
+def t_unix():
+    # --http unix:PATH: a socket file of the owner's only (mode 0600),
+    # spoken to over HTTP as on TCP (any Host; an Origin, which no page
+    # can have here, refused); a second server on it is refused while the
+    # first listens; one killed leaves a file the next takes over; SIGTERM
+    # removes it
+    import http.client
+    import socket
+
+    path = os.path.join(BASE, "mcp.sock")
+
+    class Conn(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(120)
+            self.sock.connect(path)
+
+    def serve():
+        err = open(os.path.join(BASE, f"mcp-unix-{time.time_ns()}"), "w+")
+        p = subprocess.Popen([KBOX, "mcp", "--http", "unix:" + path], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=err,
+                             env=dict(os.environ, KBOX_MCP_TOKEN=TOKEN))
+        deadline = time.time() + 60  # a bound: the line comes at once
+        while time.time() < deadline:
+            err.seek(0)
+            if err.read() == f"kbox mcp: listening on unix:{path} (http://localhost/mcp)\n":
+                return p
+            assert p.poll() is None, (p.returncode, err.read())
+            time.sleep(0.05)
+        raise AssertionError("no listening line")
+
+    def call(msg, sid=None, origin=None):
+        h = {"Content-Type": "application/json", "Accept": "application/json",
+             "Authorization": "Bearer " + TOKEN, "Host": "anything"}
+        if sid:
+            h["Mcp-Session-Id"] = sid
+        if origin:
+            h["Origin"] = origin
+        c = Conn("localhost")
+        c.request("POST", "/mcp", json.dumps(msg), h)
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        return r.status, r.getheader("Mcp-Session-Id"), json.loads(body) if body else None
+
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "mcp_http.py", "version": "1"}}}
+    p = serve()
+    try:
+        assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600, oct(os.lstat(path).st_mode)
+        st, sid, body = call(init)
+        assert st == 200 and body["result"]["serverInfo"]["name"] == "kbox", (st, body)
+        assert call({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)[0] == 202
+        st, _, body = call({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                            "params": {"name": "run_python", "arguments": {"code": "6 * 7"}}},
+                           sid)
+        assert st == 200 and body["result"]["content"][0]["text"].endswith("Out[1]: 42\n"), body
+        assert call({"jsonrpc": "2.0", "id": 3, "method": "ping"}, sid,
+                    origin="http://localhost")[0] == 403
+        r = subprocess.run([KBOX, "mcp", "--http", "unix:" + path], capture_output=True,
+                           text=True, timeout=60, stdin=subprocess.DEVNULL,
+                           env=dict(os.environ, KBOX_MCP_TOKEN=TOKEN))
+        assert (r.returncode, r.stderr) == (
+            5, f"kbox mcp: cannot listen on unix:{path}: a server listens there already\n"), r
+    finally:
+        p.kill()
+        p.wait(60)
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)  # left by the kill
+    p = serve()
+    try:
+        assert call(init)[0] == 200
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(90) == 0
+    assert not os.path.lexists(path)
+    # the killed server's conversation ends at the end of its input, and
+    # removes its session
+    deadline = time.time() + 60  # a bound
+    while own_sessions() and time.time() < deadline:
+        time.sleep(0.1)
+    assert own_sessions() == [], own_sessions()
+
+
+check("a_unix_socket_address_serves_its_owner_only", t_unix)
+
+
 def fails(args, env, want):
     r = subprocess.run([KBOX, "mcp", *args], capture_output=True, text=True, timeout=60,
                        stdin=subprocess.DEVNULL, env=dict(os.environ, **env))
@@ -468,6 +555,8 @@ def t_refused():
           "kbox mcp: the token (KBOX_MCP_TOKEN) is shorter than 16 characters")
     fails(["--token-file", f], {}, "kbox mcp: --token-file is for --http")
     fails(["--conversation-idle", "5s"], {}, "kbox mcp: --conversation-idle is for --http")
+    fails(["--http", "unix:"], {"KBOX_MCP_TOKEN": TOKEN},
+          'kbox mcp: invalid --http "unix:": unix:PATH, PATH at most 107 bytes')
     fails(["--http", "127.0.0.1:0", "--conversation-idle", "0"], {"KBOX_MCP_TOKEN": TOKEN},
           'kbox mcp: invalid --conversation-idle "0": it must be more than 0 (a conversation '
           'would end at once)')

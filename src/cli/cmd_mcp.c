@@ -189,10 +189,10 @@ int cmd_mcp(int argc, char **argv)
 	        CLI_OPT_CALLBACK(0, "max-sessions", "N", max_sessions_cb, &o.max_sessions,
 	                         "let new_session make at most N sessions, each a kernel of its "
 	                         "own, 0 to 64 (default: 4)"),
-	        CLI_OPT_STRING(0, "http", "ADDR:PORT", &http,
-	                       "serve Streamable HTTP at http://ADDR:PORT/mcp instead of "
-	                       "standard input and output, a session for each conversation "
-	                       "(default: stdio)"),
+	        CLI_OPT_STRING(0, "http", "ADDR:PORT|unix:PATH", &http,
+	                       "serve Streamable HTTP at http://ADDR:PORT/mcp, or on the unix "
+	                       "socket PATH (mode 0600), instead of standard input and output, "
+	                       "a session for each conversation (default: stdio)"),
 	        CLI_OPT_STRING(0, "token-file", "FILE", &token_file,
 	                       "with --http, the bearer token clients must give: FILE's first "
 	                       "line (default: $KBOX_MCP_TOKEN, else a new one, printed)"),

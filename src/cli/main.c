@@ -58,7 +58,7 @@ static const cli_cmd_t commands[] = {
          "kbox ls --format json"},
         {"mcp", cmd_mcp,
          "kbox mcp [-s NAME] [--images path|inline] [--structured none|text|full] "
-         "[--soft-timeout DURATION] [-t DURATION] [--max-sessions N] [--http ADDR:PORT] "
+         "[--soft-timeout DURATION] [-t DURATION] [--max-sessions N] [--http ADDR:PORT|unix:PATH] "
          "[--token-file FILE] [--conversation-idle DURATION]",
          "serve a Model Context Protocol client on standard input and output",
          "kbox mcp --images inline"},

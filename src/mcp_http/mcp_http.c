@@ -41,6 +41,8 @@
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,8 +115,9 @@ static struct {
 	char host[300]; /* this address as a Host header has it, without the port */
 	unsigned port;
 	bool loopback;
-	bool any;                    /* listening on every address: 0.0.0.0 or :: */
-	conv_t *convs[CONV_MAX + 1]; /* + the shared one */
+	bool any; /* listening on every address: 0.0.0.0 or :: */
+	char unix_path[sizeof(struct sockaddr_un) - sizeof(sa_family_t)]; /* unix:PATH */
+	conv_t *convs[CONV_MAX + 1];                                      /* + the shared one */
 	struct MHD_Daemon *d;
 	link_t links[CONN_MAX + 8];
 } S;
@@ -508,6 +511,10 @@ static bool host_is_ours(const char *host)
 	char want[400];
 	if (!host)
 		return false;
+	/* a unix socket: no page of any site reaches it (DNS rebinding
+	 * cannot), and its file's mode says who may connect */
+	if (S.unix_path[0])
+		return true;
 	/* listening on every address (0.0.0.0, ::), any name of the machine
 	 * may reach it: the token guards it, and an Origin must be the page
 	 * of the Host the request names (origin_is_ours) */
@@ -535,7 +542,8 @@ static bool origin_is_ours(const char *origin, const char *host)
 	const char *colon;
 	if (!origin)
 		return true;
-	if (strncmp(origin, "http://", 7) != 0)
+	/* (a browser's page never talks to a unix socket) */
+	if (strncmp(origin, "http://", 7) != 0 || S.unix_path[0])
 		return false;
 	if (S.any)
 		return host && strcasecmp(origin + 7, host) == 0;
@@ -780,14 +788,74 @@ static void completed(void *cls, struct MHD_Connection *conn, void **state,
 
 /* ---- the server ---- */
 
+/* Listen on the unix socket S.unix_path, made mode 0600 (the owner
+ * only).  A socket file no one listens on (a server that ended without
+ * removing it) is replaced; anything else there is refused.  The
+ * listening descriptor, or -1 (said). */
+static int listen_unix(void)
+{
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	struct stat st;
+	int fd;
+	mode_t old;
+
+	memcpy(un.sun_path, S.unix_path, strlen(S.unix_path));
+	if (lstat(S.unix_path, &st) == 0) {
+		int probe;
+		bool live = true;
+		if (!S_ISSOCK(st.st_mode)) {
+			say("cannot listen on unix:%s: something other than a socket is there",
+			    S.unix_path);
+			return -1;
+		}
+		if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0) {
+			live = connect(probe, (struct sockaddr *)&un, sizeof un) == 0 ||
+			       errno != ECONNREFUSED;
+			close(probe);
+		}
+		if (live) {
+			say("cannot listen on unix:%s: a server listens there already",
+			    S.unix_path);
+			return -1;
+		}
+		unlink(S.unix_path);
+	}
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+		say("cannot listen on unix:%s: %s", S.unix_path, strerror(errno));
+		return -1;
+	}
+	old = umask(0177);
+	if (bind(fd, (struct sockaddr *)&un, sizeof un) < 0 || listen(fd, 64) < 0) {
+		say("cannot listen on unix:%s: %s", S.unix_path, strerror(errno));
+		umask(old);
+		close(fd);
+		return -1;
+	}
+	umask(old);
+	return fd;
+}
+
 /* Parse ADDR:PORT (an IPv4 address, or [IPv6]) into SA; its host as a
- * Host header has it into S.host.  0, or -1 (said). */
+ * Host header has it into S.host.  Or unix:PATH, into S.unix_path.  0,
+ * or -1 (said). */
 static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t *len)
 {
 	char host[300];
 	const char *colon = strrchr(spec, ':');
 	char *end;
 	unsigned long port;
+
+	if (strncmp(spec, "unix:", 5) == 0) {
+		if (!spec[5] || strlen(spec + 5) >= sizeof S.unix_path) {
+			say("invalid --http \"%s\": unix:PATH, PATH at most %zu bytes", spec,
+			    sizeof S.unix_path - 1);
+			return -1;
+		}
+		snprintf(S.unix_path, sizeof S.unix_path, "%s", spec + 5);
+		snprintf(S.host, sizeof S.host, "localhost");
+		*len = 0;
+		return 0;
+	}
 
 	if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof host) {
 		say("invalid --http \"%s\": expected ADDR:PORT, such as 127.0.0.1:8808", spec);
@@ -840,7 +908,8 @@ int main(int argc, char **argv)
 	struct sockaddr_storage sa;
 	socklen_t salen = 0;
 	sigset_t mask;
-	int sfd, i;
+	int sfd, i, lfd = -1;
+	struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
 	bool stopping = false;
 
 	for (i = 1; i < argc; i++) {
@@ -895,6 +964,8 @@ int main(int argc, char **argv)
 	unsetenv(TOKEN_ENV); /* the conversations' kbox mcp need it not */
 	if (parse_listen(listen_at, &sa, &salen) < 0)
 		return 2;
+	if (S.unix_path[0] && (lfd = listen_unix()) < 0)
+		return 5;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
@@ -904,18 +975,23 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	sigdelset(&mask, SIGCHLD);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	/* where: the unix socket listened on, or the address to bind */
+	where[0] = (struct MHD_OptionItem){lfd >= 0 ? MHD_OPTION_LISTEN_SOCKET
+	                                            : MHD_OPTION_SOCK_ADDR,
+	                                   lfd >= 0 ? lfd : 0, lfd >= 0 ? NULL : (void *)&sa};
 	S.d = MHD_start_daemon(
 	        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handler, NULL,
-	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
-	        completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-	        MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
-	        (unsigned)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-	        MHD_OPTION_END);
+	        MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+	        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_CONNECTION_LIMIT,
+	        (unsigned)CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
+	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
 	if (!S.d || sfd < 0) {
 		say("cannot listen on %s: %s", listen_at, strerror(errno));
+		if (S.unix_path[0])
+			unlink(S.unix_path);
 		return 5;
 	}
-	if (S.port == 0) {
+	if (S.port == 0 && !S.unix_path[0]) {
 		const union MHD_DaemonInfo *di = MHD_get_daemon_info(S.d,
 		                                                     MHD_DAEMON_INFO_BIND_PORT);
 		S.port = di ? di->port : 0;
@@ -924,7 +1000,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": token: %s\n", made_token);
 		sodium_memzero(made_token, sizeof made_token);
 	}
-	fprintf(stderr, PROG ": listening on http://%s:%u/mcp\n", S.host, S.port);
+	if (S.unix_path[0])
+		fprintf(stderr, PROG ": listening on unix:%s (http://localhost/mcp)\n",
+		        S.unix_path);
+	else
+		fprintf(stderr, PROG ": listening on http://%s:%u/mcp\n", S.host, S.port);
 	fflush(stderr);
 	while (!stopping) {
 		static struct pollfd fds[POLL_MAX];
@@ -1035,5 +1115,7 @@ int main(int argc, char **argv)
 		}
 	MHD_run(S.d);
 	MHD_stop_daemon(S.d);
+	if (S.unix_path[0])
+		unlink(S.unix_path);
 	return 0;
 }
