@@ -746,39 +746,17 @@ int ws_holds_state(const char *dir, const char *what, kbox_error_t *err)
 	                      what, why);
 }
 
-/* Whether the resolved directory UP, or a directory above it, is a kbox
- * state directory (ws_is_state_dir): then UP is cut to that one. */
-static bool state_dir_above(char *up)
-{
-	for (;;) {
-		int fd = open(up, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		bool yes = fd >= 0 && ws_is_state_dir(fd);
-		char *slash;
-		if (fd >= 0)
-			close(fd);
-		if (yes)
-			return true;
-		if (strcmp(up, "/") == 0)
-			return false;
-		slash = strrchr(up, '/');
-		*(slash == up ? slash + 1 : slash) = '\0';
-	}
-}
-
-/* Whether what lies in directory UP (resolved) by the name BELOW lies in
- * what a state directory's sessions hold: a session's own directory
- * (is_session_dir), or the sessions directory of a state directory, UP or
- * above it.  What else a state directory holds no sandbox has, so a state
- * directory there is no other's to reach.  UP becomes the state
- * directory found. */
-static bool sessions_above(char *up, const char *below)
+/* Walk up from the resolved directory UP (reached from it by the name
+ * BELOW; "" for none) to /: whether HIT says yes of one of them, given
+ * its descriptor and the name of what is below it on the way; then UP is
+ * cut to that one. */
+static bool walk_up(char *up, const char *below, bool (*hit)(int fd, const char *name))
 {
 	char name[NAME_MAX + 1];
 	snprintf(name, sizeof name, "%s", below);
 	for (;;) {
 		int fd = open(up, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		bool yes = fd >= 0 && (is_session_dir(fd) ||
-		                       (strcmp(name, "sessions") == 0 && ws_is_state_dir(fd)));
+		bool yes = fd >= 0 && hit(fd, name);
 		char *slash;
 		if (fd >= 0)
 			close(fd);
@@ -792,12 +770,28 @@ static bool sessions_above(char *up, const char *below)
 	}
 }
 
+/* (walk_up) any kbox state directory (ws_is_state_dir) */
+static bool is_state(int fd, const char *name)
+{
+	(void)name;
+	return ws_is_state_dir(fd);
+}
+
+/* (walk_up) what a state directory's sessions hold: a session's own
+ * directory (is_session_dir), or the sessions directory of a state
+ * directory.  What else a state directory holds no sandbox has, so a
+ * state directory there is no other's to reach. */
+static bool holds_sessions(int fd, const char *name)
+{
+	return is_session_dir(fd) || (strcmp(name, "sessions") == 0 && ws_is_state_dir(fd));
+}
+
 int ws_in_state_dir(const char *path, const char *what, kbox_error_t *err)
 {
 	char up[PATH_MAX];
 	if (!realpath(path, up))
 		return kbox_error_set_sys(err, "%s %s", what, path);
-	if (!state_dir_above(up))
+	if (!walk_up(up, "", is_state))
 		return 0;
 	return kbox_error_set(err, KBOX_E_INVALID,
 	                      "%s %s is in the kbox state directory %s, whose sessions' sandboxes "
@@ -823,7 +817,7 @@ int ws_state_in_state(const char *home, kbox_error_t *err)
 		rest += strspn(rest, "/");
 		snprintf(below, sizeof below, "%.*s", (int)strcspn(rest, "/"), rest);
 	}
-	if (!sessions_above(real, below))
+	if (!walk_up(real, below, holds_sessions))
 		return 0;
 	return kbox_error_set(err, KBOX_E_INVALID,
 	                      "state directory %s is in the kbox state directory %s, whose "

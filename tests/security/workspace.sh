@@ -561,29 +561,29 @@ kbox stop -s a
 kbox exec -s b -o "$S/a/workspace/out" 'print(2)'
 check row44_an_outputs_directory_in_a_stopped_sessions_workspace_is_refused fails_with 2 \
 	"kbox exec: --outputs $S/a/workspace/out: outputs directory $S/a/workspace/out is in the kbox state directory $S/a, whose sessions' sandboxes have their workspaces there, running or not: keep it outside"
-mkdir -p tmpd
-if [ -z "$SKIPPING" ]; then
-	(cd "$S/a/workspace" && TMPDIR=$T/tmpd timeout -k 5 120 "$KBOX" run -c 'print(4)' \
-		>"$T/runs.out" 2>"$T/runs.err")
-	echo $? >runs.rc
-fi
-check row44_a_run_from_a_stopped_sessions_workspace_keeps_its_outputs_outside eval '
-	[ "$(cat runs.rc)" = 0 ] && [ "$(cat runs.out)" = 4 ] &&
-	grep -q "^kbox run: the current directory is in a sandbox.s workspace, which the code can change: images and long texts go to $T/tmpd/kbox-run-" runs.err &&
-	[ -z "$(ls -d "$S"/a/workspace/kbox-run-* 2>/dev/null)" ] ||
-	{ sed "s/^/#   /" runs.err; false; }'
+# run_in_a NAME N: kbox run -c 'print(N)' from a's workspace, TMPDIR
+# $T/tmpd; its outputs NAME.out, NAME.err, its status NAME.rc (in $T)
+run_in_a() {
+	mkdir -p "$T/tmpd"
+	[ -z "$SKIPPING" ] || return 0
+	(cd "$S/a/workspace" && TMPDIR=$T/tmpd timeout -k 5 120 "$KBOX" run -c "print($2)" \
+		>"$T/$1.out" 2>"$T/$1.err")
+	echo $? >"$T/$1.rc"
+}
+# ran_outside NAME N: run_in_a NAME N printed N, and kept its outputs
+# in $T/tmpd, out of a's workspace
+ran_outside() {
+	[ "$(cat "$T/$1.rc")" = 0 ] && [ "$(cat "$T/$1.out")" = "$2" ] &&
+		grep -q "^kbox run: the current directory is in a sandbox.s workspace, which the code can change: images and long texts go to $T/tmpd/kbox-run-" "$T/$1.err" &&
+		[ -z "$(ls -d "$S"/a/workspace/kbox-run-* 2>/dev/null)" ] && return 0
+	sed "s/^/#   /" "$T/$1.err"
+	return 1
+}
+run_in_a runs 4
+check row44_a_run_from_a_stopped_sessions_workspace_keeps_its_outputs_outside ran_outside runs 4
 kbox start -s a
-mkdir -p tmpd
-if [ -z "$SKIPPING" ]; then
-	(cd "$S/a/workspace" && TMPDIR=$T/tmpd timeout -k 5 120 "$KBOX" run -c 'print(3)' \
-		>"$T/runa.out" 2>"$T/runa.err")
-	echo $? >runa.rc
-fi
-check row44_a_run_from_a_sessions_own_workspace_keeps_its_outputs_outside eval '
-	[ "$(cat runa.rc)" = 0 ] && [ "$(cat runa.out)" = 3 ] &&
-	grep -q "^kbox run: the current directory is in a sandbox.s workspace, which the code can change: images and long texts go to $T/tmpd/kbox-run-" runa.err &&
-	[ -z "$(ls -d "$S"/a/workspace/kbox-run-* 2>/dev/null)" ] ||
-	{ sed "s/^/#   /" runa.err; false; }'
+run_in_a runa 3
+check row44_a_run_from_a_sessions_own_workspace_keeps_its_outputs_outside ran_outside runa 3
 kbox stop --all
 
 # As an ordinary user the code runs as the user: a directory of the
