@@ -54,6 +54,8 @@ import sys
 import tempfile
 import time
 
+import kconn
+
 
 def pct(xs, p):
     xs = sorted(xs)
@@ -82,11 +84,10 @@ def main():
     try:
         subprocess.run([kbox, "start", "-s", "bench"], env=env, check=True,
                        stdout=subprocess.DEVNULL)
-        st = json.loads(subprocess.run([kbox, "status", "-s", "bench", "--json"], env=env,
-                                       check=True, capture_output=True, text=True).stdout)
         from jupyter_client import BlockingKernelClient
         jc = BlockingKernelClient()
-        jc.load_connection_file(st["connection_file"])
+        jc.load_connection_file(kconn.write(kbox, env, "bench",
+                                            os.path.join(home, "kernel.json")))
         jc.start_channels()
         jc.wait_for_ready(timeout=30)
 

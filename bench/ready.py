@@ -35,6 +35,8 @@ import tempfile
 import time
 import uuid
 
+import kconn
+
 SESSION = "r"
 
 
@@ -50,10 +52,10 @@ def run(kbox, env, *args):
 def last_bind_to_ready(kbox, env, home):
     """ms from the last bind of the current kernel's sockets to its ready event."""
     st = json.loads(run(kbox, env, "status", "-s", SESSION, "--format", "json"))
-    with open(st["connection_file"]) as f:
-        conn = json.load(f)
-    binds = [os.stat("%s-%s" % (conn["ip"], conn[k])).st_mtime
-             for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+    binds = kconn.socket_binds(env, SESSION)
+    if len(binds) != 5:
+        raise RuntimeError("session %s: %d sockets in its run/sandbox, not 5"
+                           % (SESSION, len(binds)))
     ready = None
     with open(os.path.join(home, "sessions", SESSION, "events.ndjson")) as f:
         for line in f:

@@ -78,6 +78,8 @@ import tempfile
 import threading
 import time
 
+import kconn
+
 START_RATIO_TARGET = 1.03   # bwrap / none, median start-to-first-result, at most
 MEM_TARGET_BYTES = 5e6      # Pss of the two bwrap processes per session, below
 # The first code of every start-up round (the same on both sides): what an
@@ -380,7 +382,7 @@ class Bench:
         ready = first("ready", generation=1)
         ebeg = first("exec-begin")
         eend = first("exec-end")
-        binds = self.binds(st)
+        binds = self.binds(name)
         t_start_ret = t_launch + ws
         p = {
             "launch_to_spawn_ms": ms(t_launch, spawn and spawn["t"]),
@@ -397,21 +399,10 @@ class Bench:
                               if p["exec_kernel_ms"] is not None else None)
         return p
 
-    def binds(self, st):
-        """The bind times (time.time()) of the kernel's 5 ipc sockets named by the
-        connection file of status ST: a socket's inode is made by its bind, so
-        its mtime is the time of the bind, to the kernel's timestamp
-        granularity.  [] when not ipc or not readable."""
-        binds = []
-        try:
-            with open(st["connection_file"]) as f:
-                conn = json.load(f)
-            if conn.get("transport") == "ipc":
-                for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
-                    binds.append(os.stat("%s-%s" % (conn["ip"], conn[k])).st_mtime)
-        except (OSError, ValueError, KeyError):
-            binds = []
-        return binds
+    def binds(self, name):
+        """The bind times (time.time()) of session NAME's kernel's ipc sockets, in
+        its run/sandbox (kconn.socket_binds); [] when there are none."""
+        return kconn.socket_binds(self.env, name)
 
     def restart(self, name):
         """Off the clock: kbox restart -s NAME, checked, and where its time went (ms):
@@ -436,7 +427,7 @@ class Bench:
                     return ev
             return None
         spawn, ready = first("start"), first("ready")
-        binds = self.binds(st)
+        binds = self.binds(name)
         return {
             "restart_wall_ms": w * 1e3,
             "launch_to_spawn_ms": ms(t_launch, spawn and spawn["t"]),

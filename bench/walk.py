@@ -73,9 +73,9 @@ def main():
             start(name)
             stop(name)
         ws = os.path.join(env["KBOX_HOME"], "sessions", "full", "workspace")
-        per = max(1, dirs // 100)
-        made = 0
-        for i in range(100):
+        per = max(0, dirs // 100 - 1)  # below each of (up to) 100
+        made = i = 0
+        while made < dirs:
             top = os.path.join(ws, "d%03d" % i)
             os.mkdir(top)
             made += 1
@@ -84,6 +84,7 @@ def main():
                     break
                 os.mkdir(os.path.join(top, "e%05d" % j))
                 made += 1
+            i += 1
         st = os.stat(ws)
         for dp, dn, fn in os.walk(ws):  # the session's own uid, as kbox made it
             for d in dn:

@@ -458,7 +458,6 @@ static int conn_save(const kbox_conn_t *self, const char *path, const kx_ids_t *
 {
 	char dir[PATH_MAX];
 	const char *slash = strrchr(path, '/');
-	json_t *root = NULL;
 	char *text = NULL;
 	int fd = -1, rc = -1;
 
@@ -484,14 +483,7 @@ static int conn_save(const kbox_conn_t *self, const char *path, const kx_ids_t *
 	} else if (kbox_check_private_dir(dir, err) < 0)
 		return -1;
 
-	root = json_pack("{s:s, s:s, s:s#, s:s, s:s, s:i, s:i, s:i, s:i, s:i}", "transport",
-	                 self->transport == KBOX_TRANSPORT_IPC ? "ipc" : "tcp", "ip", self->ip,
-	                 "key", (const char *)self->key, (int)self->keylen, "signature_scheme",
-	                 self->scheme, "kernel_name", self->kernel_name, "shell_port",
-	                 self->ports[KBOX_CH_SHELL], "iopub_port", self->ports[KBOX_CH_IOPUB],
-	                 "stdin_port", self->ports[KBOX_CH_STDIN], "control_port",
-	                 self->ports[KBOX_CH_CONTROL], "hb_port", self->ports[KBOX_CH_HB]);
-	if (!root || !(text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS))) {
+	if (!(text = kbox_conn_json(self))) {
 		kbox_error_set(err, KBOX_E_NOMEM, "out of memory writing %s", path);
 		goto out;
 	}
@@ -526,17 +518,40 @@ out_unlink:
 out:
 	if (fd >= 0)
 		close(fd);
-	if (text) {
-		sodium_memzero(text, strlen(text));
-		free(text);
-	}
+	kbox_conn_json_free(&text);
+	return rc;
+}
+
+char *kbox_conn_json(const kbox_conn_t *self)
+{
+	json_t *root;
+	char *text;
+	if (!self)
+		return NULL;
+	root = json_pack("{s:s, s:s, s:s#, s:s, s:s, s:i, s:i, s:i, s:i, s:i}", "transport",
+	                 self->transport == KBOX_TRANSPORT_IPC ? "ipc" : "tcp", "ip", self->ip,
+	                 "key", (const char *)self->key, (int)self->keylen, "signature_scheme",
+	                 self->scheme, "kernel_name", self->kernel_name, "shell_port",
+	                 self->ports[KBOX_CH_SHELL], "iopub_port", self->ports[KBOX_CH_IOPUB],
+	                 "stdin_port", self->ports[KBOX_CH_STDIN], "control_port",
+	                 self->ports[KBOX_CH_CONTROL], "hb_port", self->ports[KBOX_CH_HB]);
+	text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
 	if (root) {
 		json_t *k = json_object_get(root, "key");
 		if (json_is_string(k))
 			sodium_memzero((void *)json_string_value(k), json_string_length(k));
 		json_decref(root);
 	}
-	return rc;
+	return text;
+}
+
+void kbox_conn_json_free(char **text)
+{
+	if (!text || !*text)
+		return;
+	sodium_memzero(*text, strlen(*text));
+	free(*text);
+	*text = NULL;
 }
 
 const char *kbox_conn_endpoint(const kbox_conn_t *self, kbox_channel_t channel)

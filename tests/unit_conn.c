@@ -607,6 +607,50 @@ TEST(save_load_round_trip_ipc)
 	kbox_conn_destroy(&c);
 }
 
+/* The whole of the file PATH, new (NULL: unreadable). */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = calloc(1, 65536);
+	size_t n = f && buf ? fread(buf, 1, 65535, f) : 0;
+	if (f)
+		fclose(f);
+	if (!n) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* kbox_conn_json: the text kbox_conn_save writes (the same connection
+ * read back), and kbox_conn_json_free wipes and frees it. */
+TEST(json_text_is_the_saved_files)
+{
+	kbox_error_t err = {0};
+	kbox_conn_t *c = kbox_conn_new_ipc(tmp, NULL), *back;
+	char path[128], *text, *saved;
+	json_t *j;
+
+	REQUIRE(c != NULL);
+	text = kbox_conn_json(c);
+	REQUIRE(text != NULL);
+	REQUIRE(kbox_conn_save(c, in_tmp(path, sizeof path, "json.json"), &err) == 0);
+	saved = slurp(path);
+	CHECK_STR_EQ(text, saved);
+	j = json_loads(text, 0, NULL);
+	REQUIRE(j != NULL);
+	back = kbox_conn_from_json(j, "text", &err);
+	REQUIRE(back != NULL);
+	check_same_conn(c, back);
+	json_decref(j);
+	kbox_conn_json_free(&text);
+	CHECK(text == NULL);
+	kbox_conn_json_free(&text); /* twice is harmless */
+	free(saved);
+	kbox_conn_destroy(&back);
+	kbox_conn_destroy(&c);
+}
+
 /* ---- kbox_conn_load ---- */
 
 TEST(load_accepts_valid_file)
@@ -990,6 +1034,7 @@ int main(void)
 	RUN_IN_TMP(save_owned_refuses_a_directory_open_to_others);
 	RUN_IN_TMP(save_load_round_trip_tcp);
 	RUN_IN_TMP(save_load_round_trip_ipc);
+	RUN_IN_TMP(json_text_is_the_saved_files);
 
 	RUN_IN_TMP(load_accepts_valid_file);
 	RUN_IN_TMP(load_rejects_malformed_json_naming_file);

@@ -64,6 +64,14 @@ int kbox_conn_save(const kbox_conn_t *self, const char *path, kbox_error_t *err)
 int kbox_conn_save_owned(const kbox_conn_t *self, const char *path, uid_t uid, gid_t gid,
                          kbox_error_t *err);
 
+/* The connection file's text of SELF (what kbox_conn_save writes), for a
+ * kernel that is given it otherwise than by a file of ours (bwrap: in a
+ * tmpfs of the sandbox's own).  New, holding the key: free it with
+ * kbox_conn_json_free, which wipes it.  NULL when out of memory. */
+char *kbox_conn_json(const kbox_conn_t *self);
+/* Wipe and free *TEXT (from kbox_conn_json), and set it to NULL. */
+void kbox_conn_json_free(char **text);
+
 /* The ZeroMQ endpoint of CHANNEL, e.g. "ipc:///run/k/kernel-ipc-3" or
  * "tcp://127.0.0.1:50123", or NULL for a bad CHANNEL.  Borrowed: valid
  * while SELF lives and until kbox_conn_set_ip. */

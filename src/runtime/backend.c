@@ -237,14 +237,18 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	if (b->start(self, argv, err) < 0)
 		goto fail;
 	self->spec = NULL;
+	/* (borrowed for the start only: it holds the key) */
+	self->o.conn_text = self->o.conn_path = NULL;
 	kbox_strv_free(argv);
 	return self;
 nomem:
 	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 fail:
 	kbox_strv_free(argv);
-	if (self)
+	if (self) {
 		self->spec = NULL;
+		self->o.conn_text = self->o.conn_path = NULL;
+	}
 	kr_sandbox_destroy(&self);
 	return NULL;
 }

@@ -36,8 +36,13 @@ typedef struct {
 	 * (`-m ipykernel_launcher` or `-m ipykernel`), NULL-terminated
 	 * (borrowed for the options' life); may be NULL. */
 	const char *const *ipykernel_args;
-	const char *name;   /* the session's name, for the sandbox's cgroup; may be NULL */
-	const char *home;   /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
+	const char *name; /* the session's name, for the sandbox's cgroup; may be NULL */
+	const char *home; /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
+	/* bwrap: the kernel's connection file, CONN_TEXT, put at CONN_PATH
+	 * (the KERNEL_CONN its command line names, in KR_BWRAP_KERNEL_DIR)
+	 * in a tmpfs of the sandbox's own, never in a host file; NULL: the
+	 * kernel reads KERNEL_CONN, a file of the host's */
+	const char *conn_text, *conn_path;
 	const char *rootfs; /* bwrap: system files from this directory; NULL: the host's */
 	/* With DROP_IDS the sandbox runs as host UID/GID (never 0), not as
 	 * the supervisor: under root, the unprivileged sandbox user
@@ -84,6 +89,11 @@ typedef struct kr_backend {
 	 * or NULL when it sees the host's path.  Either way short enough for
 	 * a unix socket's path, however long the host's is. */
 	const char *sockets_inside;
+	/* Where the backend puts the kernel's connection file in the sandbox
+	 * itself, from kr_sandbox_opts_t's conn_text (bwrap: "/run/kernel",
+	 * a tmpfs of its own), so that it is never a file of the host's; NULL
+	 * when the kernel reads a file of the host's. */
+	const char *conn_inside;
 	/* Fill in the backend's default limits (may be NULL). */
 	void (*defaults)(kr_sandbox_opts_t *o);
 	/* The limits that cannot be enforced here, for kr_backend_unenforced

@@ -259,6 +259,8 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	b.rootfs = sb->o.rootfs;
 	b.workspace = sb->o.workspace;
 	b.runtime_dir = sb->o.runtime_dir;
+	b.conn_text = sb->o.conn_text;
+	b.conn_path = sb->o.conn_path;
 	b.home = sb->o.home;
 	b.tmp_bytes = sb->o.tmp_bytes;
 	if (!(exe = kx_resolve_command(argv[0], b.rootfs))) {
@@ -420,6 +422,7 @@ const kr_backend_t kr_backend_bwrap = {
         .sandboxed = true,
         .limits = KR_LIMIT_MEMORY | KR_LIMIT_CPUS | KR_LIMIT_PIDS,
         .sockets_inside = KR_BWRAP_RUNTIME,
+        .conn_inside = KR_BWRAP_KERNEL_DIR,
         .defaults = bwrap_defaults,
         .unavailable = bwrap_unavailable,
         .start = bwrap_start,

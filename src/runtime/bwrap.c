@@ -507,9 +507,32 @@ static void add_writable(kx_argv_t *a, const kr_bwrap_opts_t *b, long long tmp)
 		kx_argv_add(a, "--chdir", "/workspace", NULL);
 	} else
 		kx_argv_add(a, "--chdir", "/", NULL);
+}
+
+/* The kernel's connection file (B->conn_text at B->conn_path), in a tmpfs
+ * of the sandbox's own, KR_BWRAP_KERNEL_DIR, that the kernel may write
+ * (ipykernel writes its file again once its sockets are bound).  0, or -1
+ * with ERR. */
+static int add_conn(bwcmd_t *c, const kr_bwrap_opts_t *b, kbox_error_t *err)
+{
+	int fd;
+	if (!b || !b->conn_text || !b->conn_path)
+		return 0;
+	if ((fd = data_fd("kbox-connection", b->conn_text)) < 0)
+		return kbox_error_set_sys(err, "cannot pass the kernel its connection file");
+	c->fds[c->nf++] = fd;
+	add_tmpfs(&c->a, KR_BWRAP_KERNEL_DIR, 1 << 20, "0700");
+	kx_argv_add(&c->a, "--perms", "0600", NULL);
+	add_opt_int(&c->a, "--file", fd);
+	kx_argv_add(&c->a, b->conn_path, NULL);
+	return 0;
+}
+
+/* The rest read-only: / and /dev's own tmpfs (its nodes; /dev/shm and
+ * /dev/pts are mounts of their own, and stay as they are). */
+static void add_read_only(kx_argv_t *a)
+{
 	kx_argv_add(a, "--remount-ro", "/", NULL);
-	/* /dev's own tmpfs too (its nodes, /dev/shm and /dev/pts are mounts
-	 * of their own: they stay as they are) */
 	kx_argv_add(a, "--remount-ro", "/dev", NULL);
 }
 
@@ -602,6 +625,9 @@ char **kr_bwrap_argv(const kr_bwrap_opts_t *b, char *const *cmd, int **fds_p, si
 	if (add_synthetic_etc(&c, err) < 0 || add_proc(&c, err) < 0)
 		goto fail;
 	add_writable(&c.a, b, tmp);
+	if (add_conn(&c, b, err) < 0)
+		goto fail;
+	add_read_only(&c.a);
 	if (add_sync_and_filter(&c, b, err) < 0)
 		goto fail;
 	if (c.a.failed) {

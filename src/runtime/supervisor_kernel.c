@@ -138,13 +138,20 @@ static int fresh_private_dir(sup_t *s, const char *dir, kbox_error_t *err)
 	return 0;
 }
 
-/* Write the connection files of kernel generation s->generation: the
- * host's (run/kernel-N.json) and, for a backend that shows the sockets
+/* The connection of kernel generation s->generation.  For a backend that
+ * puts the kernel's connection file in the sandbox itself (conn_inside:
+ * bwrap), its text, naming the sockets as the kernel sees them, goes to
+ * *TEXT_P (kbox_conn_json_free), and no file of the host's holds the key
+ * at any time: a process elsewhere that holds one of the session's
+ * directories open (code of another sandbox, say, that had it in its
+ * workspace once) finds none.  Else the files are written: the host's
+ * (run/kernel-N.json) and, for a backend that shows the sockets
  * elsewhere, the kernel's (run/sandbox/kernel-N.sandbox.json, naming them
- * there).  *CONN_P gets the connection; KERNEL_CONN the file the kernel
- * is to read, as it sees it.  0 or -1 with ERR. */
+ * there); both removed once the kernel has answered.  *CONN_P gets the
+ * connection; KERNEL_CONN the file the kernel is to read, as it sees it.
+ * 0 or -1 with ERR. */
 static int write_conn(sup_t *s, const kr_backend_t *b, kbox_conn_t **conn_p, char *kernel_conn,
-                      size_t size, kbox_error_t *err)
+                      size_t size, char **text_p, kbox_error_t *err)
 {
 	kbox_conn_t *conn = NULL, *inner = NULL;
 	const char *ip;
@@ -158,6 +165,32 @@ static int write_conn(sup_t *s, const kr_backend_t *b, kbox_conn_t **conn_p, cha
 	    !(conn = kbox_conn_new_ipc(s->sockets_dir, err)))
 		goto out;
 	kbox_conn_set_kernel_name(conn, kbox_kspec_name(s->spec));
+	if (b->conn_inside) {
+		char inside_ip[PATH_MAX];
+		s->conn_path[0] = '\0';
+		ip = kbox_conn_ip(conn);
+		if (!b->sockets_inside || strncmp(ip, s->sockets_dir, dl) != 0 || ip[dl] != '/') {
+			kbox_error_set(err, KBOX_E_INVALID, "the sockets are not in %s",
+			               s->sockets_dir);
+			goto out;
+		}
+		snprintf(inside_ip, sizeof inside_ip, "%s/%s", b->sockets_inside, ip + dl + 1);
+		if (!(inner = kbox_conn_dup(conn))) {
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+			goto out;
+		}
+		if (kbox_conn_set_ip(inner, inside_ip, err) < 0)
+			goto out;
+		if (!(*text_p = kbox_conn_json(inner))) {
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+			goto out;
+		}
+		snprintf(kernel_conn, size, "%s/kernel-%lu.json", b->conn_inside, s->generation);
+		*conn_p = conn;
+		conn = NULL;
+		rc = 0;
+		goto out;
+	}
 	if (kbox_conn_save(conn, s->conn_path, err) < 0)
 		goto out;
 	snprintf(kernel_conn, size, "%s", s->conn_path);
@@ -320,7 +353,7 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 {
 	const kr_backend_t *b = kr_backend_find(s->backend);
 	kbox_conn_t *conn = NULL;
-	char gen[32], kernel_conn[PATH_MAX + 64];
+	char gen[32], kernel_conn[PATH_MAX + 64], *conn_text = NULL;
 
 	if (!b)
 		return kbox_error_set(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
@@ -331,11 +364,15 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
 	sup_write_file(s->dir, "generation", gen);
 	if ((kr_backend_sandboxed(s->backend) && kr_session_share(s->dir, &s->id, err) < 0) ||
-	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, err) < 0 ||
+	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, &conn_text, err) < 0 ||
 	    (s->sbo.log_fd = kr_kernel_log_pipe(s->klog, s->loop, err)) < 0)
 		goto fail;
 	bind_watch(s); /* before the kernel can bind */
+	s->sbo.conn_text = conn_text;
+	s->sbo.conn_path = conn_text ? kernel_conn : NULL;
 	s->sb = kr_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
+	s->sbo.conn_text = s->sbo.conn_path = NULL;
+	kbox_conn_json_free(&conn_text);
 	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
 	s->sbo.log_fd = -1;
 	if (!s->sb)
@@ -353,6 +390,7 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 		goto fail;
 	return 0;
 fail:
+	kbox_conn_json_free(&conn_text);
 	bind_wait_end(s);
 	kbox_conn_destroy(&conn);
 	kbox_client_destroy(&s->client);

@@ -315,11 +315,12 @@ for root, dirs, files in os.walk("/"):
     if root == "/":
         dirs[:] = [d for d in dirs if d != "proc"]
     for f in files + dirs:
-        if f == "$MARKER" or (f.startswith("kernel-") and f.endswith(".json") and root != "/run/kbox"):
+        if f == "$MARKER" or (f.startswith("kernel-") and f.endswith(".json") and root != "/run/kernel"):
             found.append(os.path.join(root, f))
 print("other_sessions_files", found)
 print("run_kbox", sorted(os.listdir("/run/kbox")))
 print("run_kbox_json", [f for f in os.listdir("/run/kbox") if f.endswith(".json")])
+print("run_kernel", os.listdir("/run/kernel"))
 EOF
 keep secrets
 kernel_conn a "$ROOT/conn-a.json"
@@ -338,12 +339,14 @@ check "row08_etc_passwd_holds_only_kbox_and_nobody" eval '
 check "row08_another_sessions_files_and_connection_files_are_not_visible" eval '
 	rc_is secrets 0 && eq "$(val secrets other_sessions_files)" "[]"'
 # /run/kbox is the session's run/sandbox: the kernel's sockets, and no
-# connection file once the kernel has answered (the host's,
-# run/kernel-N.json, is outside it, and gone too)
+# connection file; the kernel's own is in /run/kernel, a tmpfs of the
+# sandbox's, no file of the host's
 check "row08_run_kbox_holds_only_this_sessions_sockets_and_no_key" eval '
 	rc_is secrets 0 &&
 	eq "$(val secrets run_kbox)" "$("$PY" -c "import os, sys; print(sorted(os.listdir(sys.argv[1])))" "$S/a/run/sandbox")" &&
 	eq "$(val secrets run_kbox_json)" "[]" && [ "$(ls "$S/a/run/sandbox" | wc -l)" = 5 ]'
+check "row08_run_kernel_holds_only_this_kernels_connection_file" eval '
+	rc_is secrets 0 && eq "$(val secrets run_kernel)" "['"'"'kernel-$(cat "$S/a/generation" 2>/dev/null).json'"'"']"'
 
 # ---- row 14: privilege ----
 
@@ -635,7 +638,7 @@ mounts = [l.split()[3:5] for l in open("/proc/self/mountinfo")]
 print("state_dir_mounts", sorted((point, root) for root, point in mounts if root.startswith(STATE)))
 system = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
           "/proc/sys", "/dev", "/dev/pts", "/dev/shm", "/tmp", "/home/kbox", "/run/kbox",
-          "/workspace")
+          "/run/kernel", "/workspace")
 etc = ("ld.so.cache", "localtime", "timezone", "alternatives", "fonts", "matplotlibrc",
        "mime.types", "os-release", "debian_version", "passwd", "group", "hosts", "hostname",
        "nsswitch.conf")

@@ -1,0 +1,57 @@
+#!/bin/sh
+# tests/bench_smoke.sh — the benchmarks of bench/ still run, each with a
+# few calls: every call they make is correct and they end as they should
+# (their figures are not judged here: bench/README.md says how to read
+# them).  They ask the kernel its connection (bench/kconn.py), as kbox
+# writes no connection file the host could read.  make check-slow.  TAP.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir,
+# KERNEL_PYTHON.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+ROOT_TAG=ksb
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+B=$top_srcdir/bench
+# last_json FILE EXPR: the last line of FILE is a JSON object r of which
+# the Python expression EXPR holds
+last_json() {
+	tail -n 1 "$1" | "$PY" -c 'import json, sys; r = json.loads(sys.stdin.read()); sys.exit(0 if eval(sys.argv[1]) else 1)' "$2" ||
+		{ tail -n 5 "$1" | cut -c 1-300 | sed 's/^/#   /'; return 1; }
+}
+needs kernel
+SKIP_EXEC=
+[ -x "$top_builddir/bench/bench_exec" ] || SKIP_EXEC="bench/bench_exec is not built (make bench/bench_exec)"
+
+fresh
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 600 "$PY" "$B/mcp.py" "$KBOX" -n 3 --rounds 1 --warmup 1 >mcp.out 2>&1
+	echo $? >mcp.rc
+fi
+check bench_mcp_runs_every_call_correctly eval '[ "$(cat mcp.rc)" = 0 ] &&
+	last_json mcp.out "r[\"failures\"] == 0 and r[\"calls_per_round\"] == 3"'
+
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 600 "$PY" "$B/ready.py" --rounds 1 "$KBOX" >ready.out 2>&1
+	echo $? >ready.rc
+fi
+check bench_ready_measures_start_and_restart eval '[ "$(cat ready.rc)" = 0 ] &&
+	grep -q "restart last bind -> ready: median" ready.out || { tail -n 5 ready.out | sed "s/^/#   /"; false; }'
+
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 600 "$PY" "$B/walk.py" "$KBOX" --dirs 200 --rounds 1 >walk.out 2>&1
+	echo $? >walk.rc
+fi
+check bench_walk_starts_both_sessions eval '[ "$(cat walk.rc)" = 0 ] &&
+	last_json walk.out "r[\"dirs\"] == 200 and len(r[\"full\"][\"all_ms\"]) == 1"'
+
+[ -z "$SKIP_EXEC" ] || SKIPPING=$SKIP_EXEC
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 900 "$PY" "$B/session.py" "$KBOX" --bench-exec "$top_builddir/bench/bench_exec" \
+		-n 3 --rounds 1 --warmup 1 --exec-n 3 --exec-warmup 1 --rss-calls 3 --cpu-calls 3 \
+		--long-calls 3 >session.out 2>&1
+fi
+check bench_session_makes_every_call_correctly eval '
+	last_json session.out "r[\"failed_calls\"] == 0 and r[\"libraries_pass\"] is True"'
+tests_done
