@@ -304,7 +304,8 @@ setup_for concurrent_starts_both_exit_0 \
 	exec_makes_symlinks_in_the_workspace put_absolute_dest_is_refused \
 	put_dotdot_dest_is_refused put_inner_dotdot_dest_is_refused \
 	put_refusals_write_nothing put_of_standard_input_writes_dest \
-	put_of_standard_input_needs_dest put_of_standard_input_refuses_a_terminal \
+	put_of_standard_input_needs_dest put_of_standard_input_into_a_directory_is_refused \
+	put_of_standard_input_refuses_a_terminal \
 	put_ended_by_a_signal_leaves_no_temporary_file \
 	get_absolute_src_is_refused \
 	get_dotdot_src_is_refused get_symlink_leading_outside_is_refused \
@@ -385,6 +386,11 @@ check put_of_standard_input_writes_dest eval 'status_is 0 && stdout_empty && std
 kbox put -s two - <piped.in
 check put_of_standard_input_needs_dest fails_with 2 \
 	"kbox put: standard input (-) has no name: give DEST (kbox put - DEST)"
+# (nor does a directory name it: no file "standard input" is made there)
+kbox put -s two - . <piped.in
+check put_of_standard_input_into_a_directory_is_refused eval 'fails_with 2 \
+	"kbox put: standard input (-) has no name, and . names a directory in the workspace: give the file'"'"'s name in it (kbox put - DIR/NAME)" &&
+	[ ! -e "$S/two/workspace/standard input" ]'
 # (a terminal is no file to put: script(1) makes one)
 if [ -z "$SKIPPING" ]; then
 	timeout -k 5 60 script -qec "$KBOX put -s two - tty.txt" /dev/null >tty.out 2>&1 </dev/null

@@ -31,6 +31,7 @@ int cmd_put(int argc, char **argv)
 {
 	const char *name = NULL, *host, *dest;
 	int status, n, in = -1;
+	bool in_is_stdin = false;
 	char *dir = NULL, *hostcopy = NULL;
 	kbox_error_t err = {0};
 	cli_option_t opts[] = {CLI_OPT_SESSION(&name), CLI_OPT_END};
@@ -64,6 +65,7 @@ int cmd_put(int argc, char **argv)
 			goto out;
 		}
 		host = "standard input";
+		in_is_stdin = true;
 		in = dup(STDIN_FILENO);
 	} else if ((in = ws_source_open(host, &err)) < 0) {
 		cli_error("put", "%s", err.msg);
@@ -77,7 +79,7 @@ int cmd_put(int argc, char **argv)
 	}
 	if (!(dir = cli_session_dir("put", name, false, &status)))
 		goto out;
-	status = cli_put("put", dir, in, host, dest);
+	status = cli_put("put", dir, in, in_is_stdin ? NULL : host, dest);
 out:
 	if (in >= 0)
 		close(in);

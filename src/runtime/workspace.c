@@ -332,6 +332,14 @@ int ws_put(const char *session_dir, int in, const char *host, const char *dest, 
 	/* DEST naming a directory (or ending in '/'): the file goes in it */
 	if (dest[strlen(dest) - 1] == '/' ||
 	    (parent = ws_open(ws, dest, O_PATH | O_DIRECTORY, 0)) >= 0) {
+		if (!host) {
+			kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "standard input (-) has no name, and %s names a directory in the "
+			        "workspace: give the file's name in it (kbox put - DIR/NAME)",
+			        dest);
+			goto out;
+		}
 		if (parent < 0 && (parent = open_dir(ws, dest, err)) < 0)
 			goto out;
 		if (!(hostcopy = strdup(host))) {
@@ -345,7 +353,7 @@ int ws_put(const char *session_dir, int in, const char *host, const char *dest, 
 	if (ws_file_begin(&f, parent, name, dest, "put", err) < 0)
 		goto out;
 	if (ws_copy_fd(in, f.fd) < 0 || fsync(f.fd) < 0) {
-		kbox_error_set_sys(err, "copying %s", host);
+		kbox_error_set_sys(err, "copying %s", host ? host : "standard input");
 		goto out;
 	}
 	rc = ws_file_commit(&f, err);

@@ -116,10 +116,11 @@ int ws_source_open(const char *path, kbox_error_t *err);
 /* Copy what is left of IN to OUT.  0 at IN's end, or -1 with errno. */
 int ws_copy_fd(int in, int out);
 
-/* Copy the host file open on IN (HOST its name) into the workspace of the
- * session in SESSION_DIR as DEST (ws_check_path'ed by the caller): into
- * the directory DEST when it is one or ends in '/' (the file keeps HOST's
- * base name), else as the file DEST; written and fsync'ed beside, then
+/* Copy the host file open on IN (HOST its name; NULL: standard input,
+ * which has none) into the workspace of the session in SESSION_DIR as
+ * DEST (ws_check_path'ed by the caller): into the directory DEST when it
+ * is one or ends in '/' (the file keeps HOST's base name; refused for
+ * standard input), else as the file DEST; written and fsync'ed beside, then
  * renamed over (kbox put, kbox agent --file).  IN is not closed.  0, or -1
  * with ERR: KBOX_E_INVALID or KBOX_E_NOTFOUND when DEST is refused,
  * KBOX_E_SYSTEM when the copy failed. */
