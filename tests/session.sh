@@ -460,7 +460,7 @@ check put_missing_host_file_exits_2 fails_with 2 \
 kbox put -s nosess in.txt
 check put_to_unknown_session_exits_5 fails_with 5 "kbox put: no session \"nosess\" (in $KBOX_HOME): kbox start -s nosess starts it (kbox ls lists the sessions there)"
 kbox get -s nosess in.txt
-check get_from_unknown_session_exits_5 fails_with 5 "kbox get: no session \"nosess\" (in $KBOX_HOME): kbox start -s nosess starts it (kbox ls lists the sessions there)"
+check get_from_unknown_session_exits_5 fails_with 5 "kbox get: no session \"nosess\" (in $KBOX_HOME): kbox ls lists the sessions there"
 
 # A directory that is not there is named, and none is made: in the host
 # path of get, in the workspace path of put.

@@ -43,16 +43,23 @@ char *cli_session_dir(const char *cmd, const char *name, bool create, int *statu
 		dir = kr_session_dir(home, name, create, &err);
 	if (!dir) {
 		bool bad_name = err.code == KBOX_E_INVALID && strstr(err.msg, "session name");
-		/* a session that is not there: say what makes one, and what
-		 * lists those that are (kbox stop, which has nothing to do
-		 * then, does not come here) */
+		/* a session that is not there: what lists those that are (a
+		 * name mistyped, another KBOX_HOME), and, where a new session
+		 * would do (put, exec, status: not get, logs or interrupt, which
+		 * would find nothing in it), what makes one.  (kbox stop, which
+		 * has nothing to do then, does not come here.) */
 		bool missing = err.code == KBOX_E_NOTFOUND && !create &&
 		               strncmp(err.msg, "no session \"", 12) == 0;
-		cli_error(cmd, "%s%s%s%s%s",
+		bool startable = missing && (strcmp(cmd, "put") == 0 || strcmp(cmd, "exec") == 0 ||
+		                             strcmp(cmd, "status") == 0);
+		cli_error(cmd, "%s%s%s%s%s%s",
 		          bad_name && name_from_env && name == name_from_env ? "KBOX_SESSION: "
 		                                                             : "",
-		          err.msg, missing ? ": kbox start -s " : "", missing ? name : "",
-		          missing ? " starts it (kbox ls lists the sessions there)" : "");
+		          err.msg, startable ? ": kbox start -s " : "", startable ? name : "",
+		          startable ? " starts it" : "",
+		          startable ? " (kbox ls lists the sessions there)"
+		          : missing ? ": kbox ls lists the sessions there"
+		                    : "");
 		*status = bad_name ? EXIT_USAGE : EXIT_UNAVAILABLE;
 	}
 	free(home);
