@@ -381,6 +381,9 @@ def t_conversation_idle():
         while own_sessions() and time.time() < deadline:
             time.sleep(0.1)
         assert own_sessions() == [], own_sessions()
+        said = (f"kbox mcp: the conversation {sid[:8]}\u2026 ended: no request came for "
+                "2.0 s (--conversation-idle)\n")
+        assert said in q.stderr(), q.stderr()
         st, _, body = q.request("tools/list", sid=sid)
         assert st == 404, (st, body)
         # a new conversation is served as before
@@ -557,9 +560,10 @@ def t_refused():
     fails(["--conversation-idle", "5s"], {}, "kbox mcp: --conversation-idle is for --http")
     fails(["--http", "unix:"], {"KBOX_MCP_TOKEN": TOKEN},
           'kbox mcp: invalid --http "unix:": unix:PATH, PATH at most 107 bytes')
-    fails(["--http", "127.0.0.1:0", "--conversation-idle", "0"], {"KBOX_MCP_TOKEN": TOKEN},
-          'kbox mcp: invalid --conversation-idle "0": it must be more than 0 (a conversation '
-          'would end at once)')
+    for bad in ("0", "-1", "soon"):
+        fails(["--http", "127.0.0.1:0", "--conversation-idle", bad], {"KBOX_MCP_TOKEN": TOKEN},
+              f'kbox mcp: invalid --conversation-idle "{bad}": expected a duration more than '
+              '0 and at most 24d, such as 90s, 10m or 1h')
     fails(["--http", "nowhere"], {"KBOX_MCP_TOKEN": TOKEN},
           'kbox mcp: invalid --http "nowhere": expected ADDR:PORT, such as 127.0.0.1:8808')
     fails(["--http", "127.0.0.1:70000"], {"KBOX_MCP_TOKEN": TOKEN},

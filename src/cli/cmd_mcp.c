@@ -27,6 +27,21 @@ static int images_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	return EXIT_OK;
 }
 
+/* --conversation-idle DURATION: more than 0, into the long long at VALUE. */
+static int idle_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	long long v = cli_parse_duration_max(arg, CLI_DURATION_MAX_MS);
+	if (v <= 0) {
+		cli_error(cmd,
+		          "invalid --conversation-idle \"%s\": expected a duration more than 0 "
+		          "and at most %lldd, such as 90s, 10m or 1h",
+		          arg, CLI_DURATION_MAX_MS / 86400000);
+		return EXIT_USAGE;
+	}
+	*(long long *)opt->value = v;
+	return EXIT_OK;
+}
+
 /* --max-sessions N: 0 to MCP_SESSIONS_MAX, into the long long at VALUE. */
 static int max_sessions_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
@@ -196,7 +211,7 @@ int cmd_mcp(int argc, char **argv)
 	        CLI_OPT_STRING(0, "token-file", "FILE", &token_file,
 	                       "with --http, the bearer token clients must give: FILE's first "
 	                       "line (default: $KBOX_MCP_TOKEN, else a new one, printed)"),
-	        CLI_OPT_CALLBACK(0, "conversation-idle", "DURATION", cli_opt_duration, &idle_ms,
+	        CLI_OPT_CALLBACK(0, "conversation-idle", "DURATION", idle_cb, &idle_ms,
 	                         "with --http, end a conversation no request has come to for "
 	                         "DURATION, and its session with it (default: 1h)"),
 	        CLI_OPT_END};
@@ -210,11 +225,6 @@ int cmd_mcp(int argc, char **argv)
 	}
 	if (idle_ms >= 0 && !http) {
 		cli_error("mcp", "--conversation-idle is for --http");
-		return EXIT_USAGE;
-	}
-	if (idle_ms == 0) {
-		cli_error("mcp", "invalid --conversation-idle \"0\": it must be more than 0 (a "
-		                 "conversation would end at once)");
 		return EXIT_USAGE;
 	}
 	if (http)

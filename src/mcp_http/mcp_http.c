@@ -1069,6 +1069,10 @@ int main(int argc, char **argv)
 			if (!c || c->closing || c->pending || c->deleting)
 				continue;
 			if (now - c->used >= S.idle_ms) {
+				/* (said, so that an operator can tell it from a
+				 * client's mistake; the id's head names it) */
+				say("the conversation %.8s… ended: no request came for %.1f s (--conversation-idle)",
+				    c->sid, (double)S.idle_ms / 1000.0);
 				c->closing = true;
 				conv_flush(c);
 			} else if (wait < 0 || c->used + S.idle_ms - now < wait)

@@ -827,9 +827,24 @@ int ws_state_in_state(const char *home, kbox_error_t *err)
 	}
 	if (!walk_up(real, below, holds_sessions))
 		return 0;
+	{
+		/* a session's directory, or a state directory's sessions */
+		int fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		bool session = fd >= 0 && is_session_dir(fd);
+		if (fd >= 0)
+			close(fd);
+		if (session)
+			return kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "state directory %s is in the directory of the session "
+			        "%s, whose workspace and home its sandbox has: keep state "
+			        "directories apart",
+			        home, real);
+	}
 	return kbox_error_set(err, KBOX_E_INVALID,
-	                      "state directory %s is in the kbox state directory %s, whose "
-	                      "sessions' workspaces sandboxes have: keep state directories apart",
+	                      "state directory %s is in the sessions of the kbox state directory "
+	                      "%s, whose workspaces and homes sandboxes have: keep state "
+	                      "directories apart",
 	                      home, real);
 }
 

@@ -506,7 +506,7 @@ check row44_a_state_directory_in_a_running_sessions_workspace_is_refused fails_w
 kbox stop -s a
 KBOX_HOME=$S/a/workspace/st kbox exec -s victim 'print(2)'
 check row44_a_state_directory_in_another_state_directory_is_refused fails_with 5 \
-	"kbox exec: state directory $S/a/workspace/st is in the kbox state directory $S/a, whose sessions' workspaces sandboxes have: keep state directories apart"
+	"kbox exec: state directory $S/a/workspace/st is in the directory of the session $S/a, whose workspace and home its sandbox has: keep state directories apart"
 
 # Elsewhere in a state directory (not in its sessions directory, where
 # the sessions' workspaces and homes are) no sandbox reaches: a state
@@ -522,7 +522,7 @@ check row44_a_state_directory_beside_another_ones_sessions_stops_its_sessions ev
 	status_is 0 && stdout_is "session beside stopped"'
 KBOX_HOME=$KBOX_HOME/sessions kbox ls
 check row44_a_state_directory_that_is_another_ones_sessions_directory_is_refused fails_with 5 \
-	"kbox ls: state directory $KBOX_HOME/sessions is in the kbox state directory $KBOX_HOME, whose sessions' workspaces sandboxes have: keep state directories apart"
+	"kbox ls: state directory $KBOX_HOME/sessions is in the sessions of the kbox state directory $KBOX_HOME, whose workspaces and homes sandboxes have: keep state directories apart"
 
 # A session's own workspace or home that holds a state directory made
 # there before the session started is refused at its start: its sandbox
