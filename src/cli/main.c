@@ -60,8 +60,8 @@ static const cli_cmd_t commands[] = {
          "kbox mcp [-s NAME] [--images path|inline] [--structured none|text|full] "
          "[--soft-timeout DURATION] [-t DURATION] [--max-sessions N] [--http ADDR:PORT|unix:PATH] "
          "[--token-file FILE] [--conversation-idle DURATION]",
-         "serve a Model Context Protocol client (standard input and output, or HTTP "
-         "with --http)",
+         "serve a Model Context Protocol client, on standard input and output or over "
+         "HTTP",
          "kbox mcp --images inline"},
         {"prune", cmd_prune, "kbox prune [--dry-run] [--older-than DURATION]",
          "remove every session that is not running (and, with --older-than, old outputs)",
