@@ -950,8 +950,11 @@ check run_never_replaces_a_file_in_the_outputs_dir eval '
 
 # A current directory kbox run cannot write in (here one that was
 # removed; read-only, or another user's, alike): its images and long
-# texts go to a new private directory in $TMPDIR instead, named at the end
-setup_for run_in_a_directory_it_cannot_write_saves_its_files_in_tmpdir
+# texts go to a new private directory in $TMPDIR instead, named at the
+# end, and the run says why at its start
+setup_for run_in_a_directory_it_cannot_write_saves_its_files_in_tmpdir \
+	run_from_a_removed_directory_says_why_its_files_go_to_tmpdir \
+	run_from_a_read_only_directory_says_why_its_files_go_to_tmpdir
 fresh
 mkdir tmpd gone
 if [ -z "$SKIPPING" ] && cd gone && rmdir "$T/gone"; then
@@ -963,6 +966,30 @@ cd "$T" || exit 1
 check run_in_a_directory_it_cannot_write_saves_its_files_in_tmpdir eval 'status_is 0 &&
 	d=$(ls -d tmpd/kbox-run-*) && [ -f "$d/1-1.png" ] && [ "$(stat -c %a "$d")" = 700 ] &&
 	last_line_is stdout "[files saved in: $(pwd -P)/$d/]"'
+# went_to_tmpdir WHY FILE: FILE (kbox run's stderr) is the line that says
+# WHY, and where in $T/tmpd the files go
+went_to_tmpdir() {
+	grep -qx "kbox run: $1: images and long texts go to $(pwd -P)/tmpd/kbox-run-[0-9]*-[0-9]*-[A-Za-z0-9]* instead (removed at the end if none is saved)" "$2" ||
+		{ sed "s/^/#   /" "$2"; return 1; }
+}
+check run_from_a_removed_directory_says_why_its_files_go_to_tmpdir \
+	went_to_tmpdir "the current directory was removed" stderr
+# (read-only: a read-only mount under root, whom no mode stops; mode 555
+# for an ordinary user)
+mkdir ro
+if [ -z "$SKIPPING" ]; then
+	if [ "$(id -u)" = 0 ]; then
+		mount --bind ro ro && mount -o remount,bind,ro ro
+		why_ro="the current directory cannot be written (Read-only file system)"
+	else
+		chmod 555 ro
+		why_ro="the current directory cannot be written (Permission denied)"
+	fi
+	(cd ro && TMPDIR=$T/tmpd timeout -k 5 120 "$KBOX" run -c 'print(5)' >"$T/ro.out" 2>"$T/ro.err")
+	[ "$(id -u)" != 0 ] || umount ro
+fi
+check run_from_a_read_only_directory_says_why_its_files_go_to_tmpdir eval '
+	[ "$(cat ro.out)" = 5 ] && went_to_tmpdir "$why_ro" ro.err'
 setup_for
 
 # A figure that is the cell's value is shown twice by IPython (the value,

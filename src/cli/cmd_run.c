@@ -67,10 +67,11 @@ static int make_run_dir(char *buf, size_t size, bool sandboxed)
  * directory, kbox-run-YYYYMMDD-HHMMSS (local time), or with -2, -3, ...
  * when that is taken: made by mkdir, so never one that exists, and no
  * earlier run's file is ever written over.  Where the current directory
- * cannot be written (a read-only or another user's directory), a new one,
- * private, in $TMPDIR or /tmp instead.  Its absolute path into BUF.
- * EXIT_OK, or EXIT_USAGE after one line. */
-static int make_out_dir(char *buf, size_t size, bool away)
+ * cannot be written (a read-only or another user's directory: *UNWRITABLE
+ * gets the errno), or with AWAY, a new one, private, in $TMPDIR or /tmp
+ * instead.  Its absolute path into BUF.  EXIT_OK, or EXIT_USAGE after one
+ * line. */
+static int make_out_dir(char *buf, size_t size, bool away, int *unwritable)
 {
 	char cwd[PATH_MAX], stamp[32];
 	const char *tmp = getenv("TMPDIR");
@@ -104,6 +105,7 @@ static int make_out_dir(char *buf, size_t size, bool away)
 	e = errno;
 	if (e != EACCES && e != EPERM && e != EROFS)
 		goto fail;
+	*unwritable = e;
 elsewhere:
 	if (!tmp || tmp[0] != '/')
 		tmp = "/tmp";
@@ -458,18 +460,32 @@ static bool cwd_in(const struct stat *dir)
  * exit status after one line. */
 static int choose_outputs(run_t *run)
 {
-	const char *given = run->outputs ? run->outputs : NULL;
+	const char *given = run->outputs ? run->outputs : NULL, *why = NULL;
 	kbox_error_t lerr = {0};
-	/* (a current directory in another sandbox's workspace, a session's
-	 * own say, is no place for them either: ws_live.h) */
-	bool away = !given && ((run->workspace && cwd_in(&run->wsst)) ||
-	                       kr_live_ws_check(".", "the current directory", &lerr) < 0 ||
-	                       ws_in_state_dir(".", "the current directory", &lerr) < 0);
-	int status;
+	char cwd[PATH_MAX], whybuf[128];
+	int status, unwritable = 0;
+
+	/* why not in the current directory: the workspace's code could
+	 * change what is kept there, and so could that of another sandbox
+	 * whose workspace it is in (a session's own, say: ws_live.h), or of
+	 * one whose session keeps its workspace in that state directory */
+	if (given)
+		;
+	else if (!getcwd(cwd, sizeof cwd))
+		why = errno == ENOENT ? "the current directory was removed"
+		                      : "the current directory cannot be named";
+	else if (run->workspace && cwd_in(&run->wsst))
+		why = "the current directory is in the workspace, which the code can change";
+	else if (kr_live_ws_check(".", "the current directory", &lerr) < 0)
+		why = "the current directory is in a sandbox's workspace, which the code can change";
+	else if (ws_in_state_dir(".", "the current directory", &lerr) < 0)
+		why = "the current directory is in a kbox state directory, where sessions keep "
+		      "the workspaces sandboxes can change";
 
 	if (given)
 		status = cli_outputs_dir("run", run->outputs, run->outbuf);
-	else if ((status = make_out_dir(run->own_out, sizeof run->own_out, away)) == EXIT_OK) {
+	else if ((status = make_out_dir(run->own_out, sizeof run->own_out, why != NULL,
+	                                &unwritable)) == EXIT_OK) {
 		snprintf(run->outbuf, sizeof run->outbuf, "%s", run->own_out);
 		guard_out_dir(run->own_out);
 	}
@@ -504,13 +520,16 @@ static int choose_outputs(run_t *run)
 			return EXIT_USAGE;
 		}
 	}
-	if (away)
+	if (!given && unwritable) {
+		snprintf(whybuf, sizeof whybuf, "the current directory cannot be written (%s)",
+		         strerror(unwritable));
+		why = whybuf;
+	}
+	if (why)
 		cli_error("run",
-		          "the current directory is in %s, which the code can change: images and "
-		          "long texts go to %s instead (removed at the end if none is saved)",
-		          run->workspace && cwd_in(&run->wsst) ? "the workspace"
-		                                               : "a sandbox's workspace",
-		          run->outbuf);
+		          "%s: images and long texts go to %s instead (removed at the end if none "
+		          "is saved)",
+		          why, run->outbuf);
 	return EXIT_OK;
 }
 

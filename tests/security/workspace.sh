@@ -570,20 +570,22 @@ run_in_a() {
 		>"$T/$1.out" 2>"$T/$1.err")
 	echo $? >"$T/$1.rc"
 }
-# ran_outside NAME N: run_in_a NAME N printed N, and kept its outputs
-# in $T/tmpd, out of a's workspace
+# ran_outside NAME N WHY: run_in_a NAME N printed N, and kept its outputs
+# in $T/tmpd, out of a's workspace, saying WHY
 ran_outside() {
 	[ "$(cat "$T/$1.rc")" = 0 ] && [ "$(cat "$T/$1.out")" = "$2" ] &&
-		grep -q "^kbox run: the current directory is in a sandbox.s workspace, which the code can change: images and long texts go to $T/tmpd/kbox-run-" "$T/$1.err" &&
+		grep -q "^kbox run: $3: images and long texts go to $T/tmpd/kbox-run-" "$T/$1.err" &&
 		[ -z "$(ls -d "$S"/a/workspace/kbox-run-* 2>/dev/null)" ] && return 0
 	sed "s/^/#   /" "$T/$1.err"
 	return 1
 }
 run_in_a runs 4
-check row44_a_run_from_a_stopped_sessions_workspace_keeps_its_outputs_outside ran_outside runs 4
+check row44_a_run_from_a_stopped_sessions_workspace_keeps_its_outputs_outside ran_outside runs 4 \
+	"the current directory is in a kbox state directory, where sessions keep the workspaces sandboxes can change"
 kbox start -s a
 run_in_a runa 3
-check row44_a_run_from_a_sessions_own_workspace_keeps_its_outputs_outside ran_outside runa 3
+check row44_a_run_from_a_sessions_own_workspace_keeps_its_outputs_outside ran_outside runa 3 \
+	"the current directory is in a sandbox.s workspace, which the code can change"
 kbox stop --all
 
 # As an ordinary user the code runs as the user: a directory of the
