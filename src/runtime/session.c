@@ -361,7 +361,10 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	/* and it is in no live workspace: checked again once it is marked,
 	 * the order that ws_live.h says closes the race with a sandbox's
 	 * start */
-	if (kr_live_ws_refuses(home, err) < 0)
+	/* nor in another one's sessions: checked before anything is made,
+	 * so that a refusal leaves nothing there (a directory made in that
+	 * sessions directory would read as a session) */
+	if (kr_live_ws_refuses(home, err) < 0 || ws_state_in_state(home, err) < 0)
 		goto fail;
 	if (stat(home, &st) < 0 && errno == ENOENT && strlen(home) < sizeof made_home)
 		made = true; /* by this call, if the next one makes it */

@@ -520,6 +520,10 @@ check row44_a_state_directory_beside_another_ones_sessions_is_taken eval '
 KBOX_HOME=$KBOX_HOME/apart/st kbox stop -s beside
 check row44_a_state_directory_beside_another_ones_sessions_stops_its_sessions eval '
 	status_is 0 && stdout_is "session beside stopped"'
+KBOX_HOME=$KBOX_HOME/sessions/c/workspace/st kbox exec -s v 'print(1)'
+check row44_a_refused_state_directory_leaves_nothing_made eval 'fails_with 5 \
+	"kbox exec: state directory $KBOX_HOME/sessions/c/workspace/st is in the sessions of the kbox state directory $KBOX_HOME, whose workspaces and homes sandboxes have: keep state directories apart" &&
+	[ ! -e "$S/c" ]'
 KBOX_HOME=$KBOX_HOME/sessions kbox ls
 check row44_a_state_directory_that_is_another_ones_sessions_directory_is_refused fails_with 5 \
 	"kbox ls: state directory $KBOX_HOME/sessions is in the sessions of the kbox state directory $KBOX_HOME, whose workspaces and homes sandboxes have: keep state directories apart"
