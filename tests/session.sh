@@ -1052,7 +1052,9 @@ check a_sigint_while_waiting_its_turn_leaves_the_running_code_alone eval '
 # up when that gets no answer within 20 s, exit 5, saying what to do; a
 # SIGTERM to a kbox exec whose code runs there ends it once its interrupt
 # gets no answer (10 s).  The commands wait side by side.
-setup_for a_stopped_supervisor_ends_exec_with_exit_5_and_what_to_do \
+setup_for a_stopped_supervisor_makes_status_and_interrupt_say_what_to_do \
+	a_stopped_supervisor_is_unresponsive_in_ls_with_its_pid \
+	a_stopped_supervisor_ends_exec_with_exit_5_and_what_to_do \
 	a_stopped_supervisor_ends_exec_t_with_exit_5 \
 	a_stopped_supervisor_ends_complete_with_exit_5 \
 	a_stopped_supervisor_ends_stop_and_restart_with_exit_5 \
@@ -1084,9 +1086,16 @@ time.sleep(600)' >frz-term.out 2>frz-term.err &
 	p4=$!
 	timeout -k 5 200 "$KBOX" restart -s ex >frz-restart.out 2>frz-restart.err &
 	p5=$!
-	BG_PIDS="$term $p1 $p2 $p3 $p4 $p5"
+	timeout -k 5 200 "$KBOX" status -s ex >frz-status.out 2>frz-status.err &
+	p6=$!
+	timeout -k 5 200 "$KBOX" interrupt -s ex >frz-intr.out 2>frz-intr.err &
+	p7=$!
+	timeout -k 5 200 "$KBOX" ls >frz-ls.out 2>frz-ls.err &
+	p8=$!
+	BG_PIDS="$term $p1 $p2 $p3 $p4 $p5 $p6 $p7 $p8"
 	kill -TERM "$(pgrep -P "$term")"
-	for p in term:$term exec:$p1 exect:$p2 compl:$p3 stop:$p4 restart:$p5; do
+	for p in term:$term exec:$p1 exect:$p2 compl:$p3 stop:$p4 restart:$p5 status:$p6 \
+		intr:$p7 ls:$p8; do
 		wait "${p#*:}"
 		echo $? >"frz-${p%%:*}.rc"
 	done
@@ -1095,6 +1104,15 @@ time.sleep(600)' >frz-term.out 2>frz-term.err &
 	kbox exec -s ex 'print(kept)'
 fi
 frozen="the supervisor (pid $spid) did not answer a status request within 20 s: it is stopped or stuck (kill -CONT resumes a stopped one; kill -KILL ends it and its kernel, and the session's files stay)"
+# (status and interrupt, which wait less than a probe takes, say the same
+# of what they waited; ls shows the supervisor's pid)
+advice="it is stopped or stuck (kill -CONT resumes a stopped one; kill -KILL ends it and its kernel, and the session's files stay)"
+check a_stopped_supervisor_makes_status_and_interrupt_say_what_to_do eval '
+	[ "$(cat frz-status.rc)" = 5 ] && [ "$(cat frz-intr.rc)" = 5 ] &&
+	grep -qxF "error:             the supervisor (pid $spid) did not answer within 5 s: $advice" frz-status.out &&
+	[ "$(cat frz-intr.err)" = "kbox interrupt: session ex: the supervisor (pid $spid) did not answer within 10 s: $advice" ]'
+check a_stopped_supervisor_is_unresponsive_in_ls_with_its_pid eval '[ "$(cat frz-ls.rc)" = 0 ] &&
+	[ "$(awk "\$1 == \"ex\" { print \$2, \$5 }" frz-ls.out)" = "unresponsive $spid" ]'
 check a_stopped_supervisor_ends_exec_with_exit_5_and_what_to_do eval '
 	[ "$(cat frz-exec.rc)" = 5 ] && [ ! -s frz-exec.out ] &&
 	[ "$(cat frz-exec.err)" = "kbox exec: session ex: $frozen" ]'
@@ -1110,7 +1128,7 @@ check a_stopped_supervisor_ends_stop_and_restart_with_exit_5 eval '
 	[ "$(cat frz-restart.err)" = "kbox restart: session ex: $frozen" ]'
 check a_sigterm_to_exec_on_a_stopped_supervisor_ends_it eval '
 	[ "$(cat frz-term.rc)" = 143 ] && [ ! -s frz-term.out ] &&
-	[ "$(cat frz-term.err)" = "kbox exec: SIGTERM: cannot interrupt the code: the supervisor did not answer within 10000 ms" ]'
+	[ "$(cat frz-term.err)" = "kbox exec: SIGTERM: cannot interrupt the code: the supervisor (pid $spid) did not answer within 10 s: $advice" ]'
 check a_resumed_supervisor_has_kept_the_session eval 'status_is 0 && stdout_is 7'
 # (the clients that gave up were gone when it took their connections:
 # closed, and not logged as a sandbox's)

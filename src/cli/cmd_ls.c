@@ -117,7 +117,7 @@ int cmd_ls(int argc, char **argv)
 	                                      "text: a table (the default); json: one JSON array; "
 	                                      "ndjson: a JSON object a session, one a line"),
 	                       CLI_OPT_JSON('j', &format), CLI_OPT_END};
-	int status;
+	int status, wname = 20, wstate = 8;
 	kbox_error_t err = {0};
 	char *home = NULL, **names = NULL;
 	size_t n = 0;
@@ -149,8 +149,19 @@ int cmd_ls(int argc, char **argv)
 			cli_print_json_line(json_incref(json_array_get(all, i)));
 		goto out;
 	}
-	printf("%-20s %-8s %-8s %-10s %8s %9s %9s %6s\n", "NAME", "STATE", "BACKEND", "KERNEL",
-	       "PID", "UPTIME", "IDLE", "EXECS");
+	/* the columns as wide as their longest value (a name of 32
+	 * characters, the state "unresponsive"), so that rows line up */
+	for (size_t i = 0; i < n; i++) {
+		json_t *s = json_array_get(all, i);
+		const char *nm = json_string_value(json_object_get(s, "name"));
+		const char *st = json_string_value(json_object_get(s, "state"));
+		if (nm && (int)strlen(nm) > wname)
+			wname = (int)strlen(nm);
+		if (st && (int)strlen(st) > wstate)
+			wstate = (int)strlen(st);
+	}
+	printf("%-*s %-*s %-8s %-10s %8s %9s %9s %6s\n", wname, "NAME", wstate, "STATE", "BACKEND",
+	       "KERNEL", "PID", "UPTIME", "IDLE", "EXECS");
 	for (size_t i = 0; i < n; i++) {
 		json_t *s = json_array_get(all, i);
 		char up[32] = "-", idle[32] = "-", pid[24] = "-", execs[24] = "-";
@@ -164,11 +175,15 @@ int cmd_ls(int argc, char **argv)
 			snprintf(execs, sizeof execs, "%lld",
 			         (long long)json_integer_value(json_object_get(s, "executions")));
 		}
-		if (running && json_integer_value(json_object_get(s, "pid")))
+		/* a supervisor's that still runs (one that does not answer,
+		 * or stops, too: its pid is what kill needs) */
+		if ((running || (state && (strcmp(state, "unresponsive") == 0 ||
+		                           strcmp(state, "stopping") == 0))) &&
+		    json_integer_value(json_object_get(s, "pid")))
 			snprintf(pid, sizeof pid, "%lld",
 			         (long long)json_integer_value(json_object_get(s, "pid")));
-		printf("%-20s %-8s %-8s %-10s %8s %9s %9s %6s\n",
-		       json_string_value(json_object_get(s, "name")), state ? state : "?",
+		printf("%-*s %-*s %-8s %-10s %8s %9s %9s %6s\n", wname,
+		       json_string_value(json_object_get(s, "name")), wstate, state ? state : "?",
 		       json_string_value(json_object_get(s, "backend"))
 		               ? json_string_value(json_object_get(s, "backend"))
 		               : "-",

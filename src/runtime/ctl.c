@@ -280,18 +280,25 @@ static bool supervisor_answers(const char *dir)
 	return r || err.code != KBOX_E_TIMEOUT;
 }
 
-/* The error of a supervisor that does not answer (supervisor_answers). */
-static void unanswered(const char *dir, kbox_error_t *err)
+/* The error of a supervisor that does not answer: WHAT ("a status
+ * request": supervisor_answers; "": the request itself) within MS, with
+ * what to do; CODE its kind. */
+static void unanswered(const char *dir, const char *what, int ms, kbox_errcode_t code,
+                       kbox_error_t *err)
 {
 	pid_t pid = 0;
-	char who[48] = "";
+	char who[48] = "", when[32];
 	if (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING && pid > 0)
 		snprintf(who, sizeof who, " (pid %ld)", (long)pid);
-	kbox_error_set(err, KBOX_E_DEAD,
-	               "the supervisor%s did not answer a status request within %d s: it is "
-	               "stopped or stuck (kill -CONT resumes a stopped one; kill -KILL ends it "
-	               "and its kernel, and the session's files stay)",
-	               who, KR_CTL_PROBE_MS / 1000);
+	if (ms % 1000)
+		snprintf(when, sizeof when, "%d ms", ms);
+	else
+		snprintf(when, sizeof when, "%d s", ms / 1000);
+	kbox_error_set(err, code,
+	               "the supervisor%s did not answer%s%s within %s: it is stopped or stuck "
+	               "(kill -CONT resumes a stopped one; kill -KILL ends it and its kernel, "
+	               "and the session's files stay)",
+	               who, *what ? " " : "", what, when);
 }
 
 /* kr_ctl_recv_live; *QUIET set when the supervisor did not answer. */
@@ -301,10 +308,15 @@ static json_t *recv_live(int fd, const char *dir, int timeout_ms, kbox_error_t *
 	for (;;) {
 		long long now = kx_now_ms(), slice = now + KR_CTL_PROBE_AFTER_MS;
 		int r;
-		if (!dir || (deadline && deadline <= slice)) /* no room for a probe */
-			return kr_ctl_recv(
+		if (!dir || (deadline && deadline <= slice)) { /* no room for a probe */
+			json_t *j = kr_ctl_recv(
 			        fd, deadline ? (int)(deadline > now ? deadline - now : 0) : -1,
 			        err);
+			/* (one that does not answer in time: what to do, as below) */
+			if (!j && dir && err->code == KBOX_E_TIMEOUT)
+				unanswered(dir, "", timeout_ms, KBOX_E_TIMEOUT, err);
+			return j;
+		}
 		if ((r = wait_readable(fd, slice, err)) < 0)
 			return NULL;
 		if (r > 0) {
@@ -314,7 +326,7 @@ static json_t *recv_live(int fd, const char *dir, int timeout_ms, kbox_error_t *
 			        err);
 		}
 		if (!supervisor_answers(dir)) {
-			unanswered(dir, err);
+			unanswered(dir, "a status request", KR_CTL_PROBE_MS, KBOX_E_DEAD, err);
 			*quiet = true;
 			return NULL;
 		}
