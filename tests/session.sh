@@ -1708,6 +1708,47 @@ check sigint_while_kbox_start_starts_a_session_gives_it_up eval '
 	[ "$(cat hang.err)" = "kbox start: SIGINT while session hang started: the start was given up (the new session is removed)" ] &&
 	[ ! -e "$S/hang" ]'
 
+# kbox run too: a signal while its session starts gives the start up,
+# one line (and the JSON failure object with -j), exit 3, and nothing of
+# the run is left (its outputs directory went, empty)
+fresh
+setup_for sigint_while_kbox_run_starts_gives_it_up
+mkdir -p jprun/kernels/python3
+# (the run's directory is in XDG_RUNTIME_DIR, under root in /tmp: the
+# marker is named for this script)
+printf '{"argv": ["/bin/sh", "-c", "touch /workspace/starting-%s; sleep 600", "{connection_file}"],\n "display_name": "hangs", "language": "python"}\n' "$$" >jprun/kernels/python3/kernel.json
+if [ -z "$SKIPPING" ]; then
+	XDG_RUNTIME_DIR=$T JUPYTER_PATH=$T/jprun timeout -k 5 120 "$KBOX" run -j -c 1 >runhang.out 2>runhang.err &
+	rp=$!
+	BG_PIDS=$rp
+	wait_for eval '[ -n "$(ls "$T"/kbox-run-*/workspace/starting-$$ /tmp/kbox-run-*/workspace/starting-$$ 2>/dev/null)" ]'
+	kill -INT "$(pgrep -P "$rp")"
+	wait "$rp"
+	echo $? >runhang.rc
+	BG_PIDS=
+fi
+runhung="SIGINT while session run started: the start was given up (the session is stopped)"
+# (as an ordinary user a warning of the limits missing comes first)
+check sigint_while_kbox_run_starts_gives_it_up eval '[ "$(cat runhang.rc)" = 3 ] &&
+	[ "$(grep -v "^kbox run: warning: " runhang.err)" = "kbox run: $runhung" ] &&
+	"$PY" -c "import json, sys; j = json.load(open(sys.argv[1]))
+assert j[\"status\"] == \"failed\" and j[\"error\"][\"message\"] == sys.argv[2], j" runhang.out "$runhung" &&
+	[ -z "$(ls -d kbox-run-* 2>/dev/null)" ]'
+
+# A warning is no failure: -j's failure object says the error that
+# follows it (here kbox run's warning of a --workspace the code can
+# change, then a kernel that exits at once)
+fresh
+setup_for a_warning_before_a_failure_is_not_the_failure_objects_message
+chmod 711 "$T"
+mkdir -p jpbad/kernels/bad ws
+printf '{"argv": ["/bin/false", "{connection_file}"], "display_name": "bad", "language": "python"}\n' >jpbad/kernels/bad/kernel.json
+writable_by_sandboxes ws
+JUPYTER_PATH=$T/jpbad kbox run -j -k bad --workspace ws -c 1
+check a_warning_before_a_failure_is_not_the_failure_objects_message eval 'status_is 5 &&
+	grep -q "^kbox run: warning: --workspace ws: " stderr &&
+	json_true stdout "j[\"status\"] == \"failed\" and j[\"error\"][\"message\"] == \"session run: the kernel exited with status 1 before it was ready\""'
+
 # A supervisor that never comes up (here a program in its place that only
 # waits, holding the ready socket): a SIGTERM gives the start up all the
 # same, and says that there was no supervisor to stop (kbox looks for it

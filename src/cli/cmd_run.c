@@ -487,7 +487,6 @@ static int choose_outputs(run_t *run)
 	else if ((status = make_out_dir(run->own_out, sizeof run->own_out, why != NULL,
 	                                &unwritable)) == EXIT_OK) {
 		snprintf(run->outbuf, sizeof run->outbuf, "%s", run->own_out);
-		guard_out_dir(run->own_out);
 	}
 	if (status != EXIT_OK)
 		return status;
@@ -783,6 +782,11 @@ int cmd_run(int argc, char **argv)
 	    (status = prepare_run(&run)) != EXIT_OK ||
 	    (status = start_run_session(&run)) != EXIT_OK)
 		goto out;
+	/* (after the start: a signal while the session starts gives the
+	 * start up, and says so, as kbox exec's does; the end below removes
+	 * the outputs directory, empty then) */
+	if (run.own_out[0])
+		guard_out_dir(run.own_out);
 	if ((fd = kr_ctl_connect(run.rundir, &err)) < 0) {
 		cli_error("run", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;

@@ -267,6 +267,10 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	fputc('\n', stderr);
 	if (msg != small)
 		free(msg);
+	/* a warning is no failure: what -j's failure object (and a server's
+	 * error) says is the error that follows it */
+	if (strncmp(fmt, "warning: ", 9) == 0)
+		return;
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof last_error, fmt, ap);
 	va_end(ap);
