@@ -493,7 +493,10 @@ def t_unix():
         if origin:
             h["Origin"] = origin
         c = Conn("localhost")
-        c.request("POST", "/mcp", json.dumps(msg), h)
+        # (bytes: http.client sends them with the headers in one write, so
+        # that a request refused at its headers, whose connection the
+        # server then closes, has no body left to send into it)
+        c.request("POST", "/mcp", json.dumps(msg).encode(), h)
         r = c.getresponse()
         body = r.read()
         c.close()
