@@ -391,18 +391,26 @@ again:
 		m->sess = c->sess;
 		bg = mcp_background(m); /* one a session at most */
 		if (c->soft_deadline && now >= c->soft_deadline && !bg) {
-			/* answered early: the code goes on, wait_python reads on */
+			/* answered early: the code goes on, wait_python reads on
+			 * (a soft limit under 10 s is said to a tenth: "0 s" would
+			 * read as no time at all) */
+			char took[32];
+			long long ms = now - c->begun;
+			if (ms < 10000)
+				snprintf(took, sizeof took, "%.1f s", (double)ms / 1000.0);
+			else
+				snprintf(took, sizeof took, "%lld s", ms / 1000);
 			snprintf(head, sizeof head,
-			         c->started
-			                 ? "still running after %lld s, its soft time limit: what "
-			                   "it printed so far follows; call wait_python to wait "
-			                   "for more and for its result, or wait_python with "
-			                   "interrupt true to stop it"
-			                 : "still running after %lld s, its soft time limit: it "
-			                   "waits for its turn, the session running other code; "
-			                   "call wait_python to wait for its result, or "
-			                   "wait_python with interrupt true to give up its turn",
-			         (now - c->begun) / 1000);
+			         c->started ? "still running after %s, its soft time limit: what "
+			                      "it printed so far follows; call wait_python to wait "
+			                      "for more and for its result, or wait_python with "
+			                      "interrupt true to stop it"
+			                    : "not begun after %s, its soft time limit: it waits "
+			                      "for its turn (the session runs other code, or its "
+			                      "kernel still starts); call wait_python to wait for "
+			                      "its result, or wait_python with interrupt true to "
+			                      "give up its turn",
+			         took);
 			mcp_send_result(m, c->id, running_result(m, c, head), c->modern);
 			json_decref(c->id);
 			c->id = NULL;
