@@ -858,8 +858,10 @@ check logs_follow_reads_on_across_a_rotation_every_event_once eval '
 	grep -q "\"event\":\"exec-end\"" "$S/rs/events.ndjson" && [ ! -s follow.err ]'
 
 # A session followed that is removed ends the follower, which says so: it
-# never goes on into a new session of the same name
-setup_for logs_follow_ends_when_its_session_is_removed
+# never goes on into a new session of the same name, even one made at
+# once (the follower reads the logs through the directory it began in)
+setup_for logs_follow_ends_when_its_session_is_removed \
+	logs_follow_reads_nothing_of_a_new_session_of_the_name
 fresh
 kbox start -s lf
 if [ -z "$SKIPPING" ]; then
@@ -868,12 +870,17 @@ if [ -z "$SKIPPING" ]; then
 	BG_PIDS=$lfp
 	wait_for grep -q "start" lf.out
 	"$KBOX" rm -f lf >/dev/null 2>&1
+	timeout -k 5 120 "$KBOX" start -s lf >/dev/null 2>&1
 	wait "$lfp"
 	echo $? >lf.rc
 	BG_PIDS=
 fi
 check logs_follow_ends_when_its_session_is_removed eval '[ "$(cat lf.rc)" = 0 ] &&
 	[ "$(cat lf.err)" = "kbox logs: session lf was removed: no more events come" ]'
+check logs_follow_reads_nothing_of_a_new_session_of_the_name eval '
+	[ "$(grep -c " start " lf.out)" = 1 ] && [ "$(tail -n 1 lf.out | awk "{ print \$2 }")" = stop ] ||
+	{ sed "s/^/#   /" lf.out; false; }'
+kbox rm -f lf
 
 setup_for complete_json_prints_the_reply \
 	complete_dash_dash_json_is_format_json \

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,13 +118,26 @@ static bool same_file(FILE *a, FILE *b)
 	       sa.st_ino == sb.st_ino;
 }
 
-/* Has the log F was opened as been rotated: does PATH now name another
- * file?  (The supervisor makes the new one right after the rename.) */
-static bool rotated(FILE *f, const char *path)
+/* Has the log F was opened as been rotated: does NAME in the session's
+ * directory DFD now name another file?  (The supervisor makes the new
+ * one right after the rename.) */
+static bool rotated(FILE *f, int dfd, const char *name)
 {
 	struct stat sf, sp;
-	return fstat(fileno(f), &sf) == 0 && stat(path, &sp) == 0 &&
+	return fstat(fileno(f), &sf) == 0 && fstatat(dfd, name, &sp, 0) == 0 &&
 	       (sp.st_dev != sf.st_dev || sp.st_ino != sf.st_ino);
+}
+
+/* NAME in the directory DFD, open for reading, or NULL with errno. */
+static FILE *open_in(int dfd, const char *name)
+{
+	int fd = dfd < 0 ? -1 : openat(dfd, name, O_RDONLY | O_CLOEXEC);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+	if (fd >= 0 && !f)
+		close(fd);
+	if (dfd < 0)
+		errno = ENOENT;
+	return f;
 }
 
 int cmd_logs(int argc, char **argv)
@@ -139,10 +153,11 @@ int cmd_logs(int argc, char **argv)
 	                                "of the events; ndjson: each event as logged, one a line"),
 	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	int status, nargs = cli_parse_options("logs", opts, argc, argv, &status);
-	char *dir, path[4200], old[4210], sdir[4200], *line = NULL;
+	char *dir, path[4200], sdir[4200], *line = NULL;
 	size_t cap = 0, events = 0;
 	struct stat at_start;
 	FILE *f, *g;
+	int dfd;
 
 	if (nargs < 0)
 		return status;
@@ -160,14 +175,15 @@ int cmd_logs(int argc, char **argv)
 	if (!(dir = cli_session_dir("logs", name, false, &status)))
 		return status;
 	snprintf(path, sizeof path, "%s/events.ndjson", dir);
-	snprintf(old, sizeof old, "%s.1", path);
 	/* followed: the session's directory, by what it is (one removed, and
-	 * one of the same name made, is another session) */
-	if (stat(dir, &at_start) < 0)
+	 * one of the same name made, is another session): its logs are read
+	 * through a descriptor of it, never by a path another could take */
+	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fstat(dfd, &at_start) < 0)
 		memset(&at_start, 0, sizeof at_start);
 	snprintf(sdir, sizeof sdir, "%s", dir);
 	free(dir);
-	f = fopen(path, "re");
+	f = open_in(dfd, "events.ndjson");
 	if (!f && !(errno == ENOENT && follow)) {
 		if (errno == ENOENT) { /* no events yet */
 			if (format == FMT_JSON)
@@ -179,7 +195,7 @@ int cmd_logs(int argc, char **argv)
 	}
 	/* the events before the log was last rotated, unless that is the
 	 * file just opened (it was rotated in between: read on from it) */
-	if ((g = fopen(old, "re")) && !(f && same_file(g, f))) {
+	if ((g = open_in(dfd, "events.ndjson.1")) && !(f && same_file(g, f))) {
 		ssize_t n;
 		while ((n = getline(&line, &cap, g)) > 0 && line[n - 1] == '\n')
 			print_event(line, format, events++);
@@ -188,7 +204,9 @@ int cmd_logs(int argc, char **argv)
 		fclose(g);
 	for (;;) {
 		ssize_t n;
-		if (!f && !(f = fopen(path, "re"))) { /* no log yet: wait for it, or the reader */
+		if (!f &&
+		    !(f = open_in(dfd,
+		                  "events.ndjson"))) { /* no log yet: wait for it, or the reader */
 			if (reader_gone() || session_gone(sdir, &at_start, name))
 				break;
 			usleep(200000);
@@ -201,7 +219,7 @@ int cmd_logs(int argc, char **argv)
 		}
 		if (n > 0) { /* a line still being written: read it again whole */
 			fseek(f, -n, SEEK_CUR);
-		} else if (rotated(f, path)) {
+		} else if (rotated(f, dfd, "events.ndjson")) {
 			/* read to its end: the events after it are in the new log */
 			fclose(f);
 			f = NULL;
@@ -220,5 +238,7 @@ int cmd_logs(int argc, char **argv)
 	free(line);
 	if (f)
 		fclose(f);
+	if (dfd >= 0)
+		close(dfd);
 	return EXIT_OK;
 }
