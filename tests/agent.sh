@@ -107,6 +107,14 @@ check file_that_is_a_directory_is_refused fails_with 2 'kbox agent: adir is not 
 kbox agent -m m --base-url ftp://example.org/v1 q
 check base_url_not_http_is_refused fails_with 2 \
 	'kbox agent: invalid --base-url "ftp://example.org/v1": expected an http:// or https:// URL, such as https://api.openai.com/v1'
+# (a URL curl could not take is refused at once too, before a session is
+# made: not at the first request)
+kbox agent -m m --base-url 'http://[::1' q
+check base_url_with_an_open_ipv6_bracket_is_refused fails_with 2 \
+	"kbox agent: invalid --base-url \"http://[::1\": an IPv6 address without its ']' (expected a URL such as https://api.openai.com/v1)"
+kbox agent -m m --base-url 'http://127.0.0.1:99999/v1' q
+check base_url_with_a_port_past_65535_is_refused fails_with 2 \
+	'kbox agent: invalid --base-url "http://127.0.0.1:99999/v1": a port that is no number from 1 to 65535 (expected a URL such as https://api.openai.com/v1)'
 KBOX_BASE_URL=file:///etc/passwd kbox agent -m m q
 check kbox_base_url_not_http_is_refused fails_with 2 \
 	'kbox agent: invalid KBOX_BASE_URL "file:///etc/passwd": expected an http:// or https:// URL, such as https://api.openai.com/v1'

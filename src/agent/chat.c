@@ -6,7 +6,11 @@
 #include "config.h"
 #include "agent/agent_int.h"
 
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,8 +109,56 @@ void agent_error(const agent_t *a, const char *fmt, ...)
 
 /* ---- the endpoint and the key ---- */
 
+/* Whether HOST (after the scheme, to its end) begins with an authority
+ * curl will take: [user@]NAME or [user@][IPv6], then :PORT (1 to 65535)
+ * or nothing, up to '/', '?', '#' or the end.  WHY gets what is wrong. */
+static bool authority_ok(const char *host, const char **why)
+{
+	size_t n = strcspn(host, "/?#");
+	const char *at = memchr(host, '@', n), *p = at ? at + 1 : host, *end = host + n;
+	*why = NULL;
+	if (p == end)
+		*why = "no host";
+	else if (*p == '[') {
+		const char *close = memchr(p, ']', (size_t)(end - p));
+		char in[64];
+		struct in6_addr a6;
+		if (!close || (size_t)(close - p - 1) >= sizeof in) {
+			*why = "an IPv6 address without its ']'";
+			return false;
+		}
+		snprintf(in, sizeof in, "%.*s", (int)(close - p - 1), p + 1);
+		if (inet_pton(AF_INET6, in, &a6) != 1)
+			*why = "not an IPv6 address in '[...]'";
+		p = close + 1;
+	} else {
+		while (p < end &&
+		       (isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == '_'))
+			p++;
+		if (p == (at ? at + 1 : host))
+			*why = "no host";
+	}
+	if (!*why && p < end) {
+		char *stop;
+		long port;
+		if (*p != ':') {
+			*why = "a host name with characters no host name has";
+			return false;
+		}
+		if (p + 1 == end) /* an empty port: the scheme's */
+			return true;
+		errno = 0;
+		port = strtol(p + 1, &stop, 10);
+		if (stop != end || errno || port < 1 || port > 65535 ||
+		    !isdigit((unsigned char)p[1]))
+			*why = "a port that is no number from 1 to 65535";
+	}
+	return !*why;
+}
+
 int agent_set_url(agent_t *a, const char *base, const char *where)
 {
+	const char *why;
 	const char *host = NULL;
 	size_t len = strlen(base);
 	if (strncasecmp(base, "http://", 7) == 0)
@@ -120,6 +172,11 @@ int agent_set_url(agent_t *a, const char *base, const char *where)
 		cli_error(AGENT_CMD,
 		          "invalid %s \"%s\": expected an http:// or https:// URL, such as %s",
 		          where, base, AGENT_DEFAULT_BASE_URL);
+		return EXIT_USAGE;
+	}
+	if (!authority_ok(host, &why)) {
+		cli_error(AGENT_CMD, "invalid %s \"%s\": %s (expected a URL such as %s)", where,
+		          base, why, AGENT_DEFAULT_BASE_URL);
 		return EXIT_USAGE;
 	}
 	while (len && base[len - 1] == '/')
