@@ -307,7 +307,7 @@ setup_for concurrent_starts_both_exit_0 \
 	put_of_standard_input_needs_dest put_of_standard_input_into_a_directory_is_refused \
 	put_of_standard_input_refuses_a_terminal \
 	put_ended_by_a_signal_leaves_no_temporary_file \
-	get_absolute_src_is_refused \
+	get_absolute_src_is_refused get_absolute_src_that_is_no_host_file_is_refused \
 	get_dotdot_src_is_refused get_symlink_leading_outside_is_refused \
 	get_refused_writes_no_host_file get_directory_is_refused \
 	get_fifo_is_refused_without_blocking get_missing_file_exits_2 \
@@ -421,7 +421,10 @@ check put_ended_by_a_signal_leaves_no_temporary_file eval '
 
 kbox get -s two /etc/hostname
 check get_absolute_src_is_refused fails_with 2 \
-	"kbox get: /etc/hostname: an absolute path is outside the workspace (give a path relative to it)"
+	"kbox get: /etc/hostname: an absolute path is outside the workspace; it is a file on the host already (an image or text kbox saved, say): cp copies it"
+kbox get -s two /no-such-dir/x
+check get_absolute_src_that_is_no_host_file_is_refused fails_with 2 \
+	"kbox get: /no-such-dir/x: an absolute path is outside the workspace (give a path relative to it)"
 kbox get -s two ../session.json
 check get_dotdot_src_is_refused fails_with 2 'kbox get: ../session.json: ".." would leave the workspace'
 kbox get -s two link
