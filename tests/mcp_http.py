@@ -529,6 +529,14 @@ def t_unix():
     p = serve()
     try:
         assert call(init)[0] == 200
+        # its file removed by hand, and another server there since: the
+        # first one's end removes only its own file, not the other's
+        os.unlink(path)
+        q = serve()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(90) == 0
+        assert stat.S_ISSOCK(os.lstat(path).st_mode) and call(init)[0] == 200
+        p = q
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(90) == 0

@@ -117,7 +117,9 @@ static struct {
 	bool loopback;
 	bool any; /* listening on every address: 0.0.0.0 or :: */
 	char unix_path[sizeof(struct sockaddr_un) - sizeof(sa_family_t)]; /* unix:PATH */
-	conv_t *convs[CONV_MAX + 1];                                      /* + the shared one */
+	dev_t unix_dev;              /* the socket file bound there: removed at the end only */
+	ino_t unix_ino;              /* if PATH still names it */
+	conv_t *convs[CONV_MAX + 1]; /* + the shared one */
 	struct MHD_Daemon *d;
 	link_t links[CONN_MAX + 8];
 } S;
@@ -824,15 +826,31 @@ static int listen_unix(void)
 		say("cannot listen on unix:%s: %s", S.unix_path, strerror(errno));
 		return -1;
 	}
+	/* 0600 by the umask at the bind, and by a chmod before the listen
+	 * (a default ACL of the directory would give more): no connection
+	 * can come before the listen */
 	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&un, sizeof un) < 0 || listen(fd, 64) < 0) {
+	if (bind(fd, (struct sockaddr *)&un, sizeof un) < 0 || lstat(S.unix_path, &st) < 0 ||
+	    chmod(S.unix_path, 0600) < 0 || listen(fd, 64) < 0) {
 		say("cannot listen on unix:%s: %s", S.unix_path, strerror(errno));
 		umask(old);
 		close(fd);
 		return -1;
 	}
 	umask(old);
+	S.unix_dev = st.st_dev;
+	S.unix_ino = st.st_ino;
 	return fd;
+}
+
+/* Remove the socket file at S.unix_path, if it is still the one bound
+ * (a server started there since has its own). */
+static void unlink_unix(void)
+{
+	struct stat st;
+	if (S.unix_path[0] && S.unix_ino && lstat(S.unix_path, &st) == 0 &&
+	    st.st_dev == S.unix_dev && st.st_ino == S.unix_ino)
+		unlink(S.unix_path);
 }
 
 /* Parse ADDR:PORT (an IPv4 address, or [IPv6]) into SA; its host as a
@@ -987,8 +1005,7 @@ int main(int argc, char **argv)
 	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
 	if (!S.d || sfd < 0) {
 		say("cannot listen on %s: %s", listen_at, strerror(errno));
-		if (S.unix_path[0])
-			unlink(S.unix_path);
+		unlink_unix();
 		return 5;
 	}
 	if (S.port == 0 && !S.unix_path[0]) {
@@ -1119,7 +1136,6 @@ int main(int argc, char **argv)
 		}
 	MHD_run(S.d);
 	MHD_stop_daemon(S.d);
-	if (S.unix_path[0])
-		unlink(S.unix_path);
+	unlink_unix();
 	return 0;
 }

@@ -38,10 +38,11 @@ typedef struct {
 	const char *const *ipykernel_args;
 	const char *name; /* the session's name, for the sandbox's cgroup; may be NULL */
 	const char *home; /* bwrap: bound at /home/kbox; NULL: a tmpfs there */
-	/* bwrap: the kernel's connection file, CONN_TEXT, put at CONN_PATH
-	 * (the KERNEL_CONN its command line names, in KR_BWRAP_KERNEL_DIR)
-	 * in a tmpfs of the sandbox's own, never in a host file; NULL: the
-	 * kernel reads KERNEL_CONN, a file of the host's */
+	/* The kernel's connection file, CONN_TEXT, given to it otherwise than
+	 * as a file of the host's (kr_backend_t.conn_inside): bwrap puts it at
+	 * CONN_PATH (the KERNEL_CONN its command line names) in a tmpfs of
+	 * the sandbox's own; none passes it as a descriptor (a memfd).  NULL:
+	 * the kernel reads KERNEL_CONN, a file of the host's */
 	const char *conn_text, *conn_path;
 	const char *rootfs; /* bwrap: system files from this directory; NULL: the host's */
 	/* With DROP_IDS the sandbox runs as host UID/GID (never 0), not as
@@ -94,6 +95,9 @@ typedef struct kr_backend {
 	 * a tmpfs of its own), so that it is never a file of the host's; NULL
 	 * when the kernel reads a file of the host's. */
 	const char *conn_inside;
+	/* CONN_INSIDE is the file itself (a descriptor the kernel inherits,
+	 * /proc/self/fd/N: none), not the directory it is put in. */
+	bool conn_fd;
 	/* Fill in the backend's default limits (may be NULL). */
 	void (*defaults)(kr_sandbox_opts_t *o);
 	/* The limits that cannot be enforced here, for kr_backend_unenforced

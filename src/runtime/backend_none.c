@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,10 +20,16 @@
  * however long the host's is. */
 #define SOCKETS_FD 3
 #define SOCKETS_INSIDE "/proc/self/fd/3"
+/* and of its connection file, a memfd (no file of the host's holds its
+ * key: a process that holds the session's directory open, another
+ * sandbox's code say, finds none): -f /proc/self/fd/4, which ipykernel
+ * writes again once its sockets are bound */
+#define CONN_FD 4
+#define CONN_INSIDE "/proc/self/fd/4"
 
 typedef struct {
 	const char *exe;
-	int log_fd, dir_fd;
+	int log_fd, dir_fd, conn_fd;
 	char **argv, **env;
 	const char *cwd;
 	pid_t parent;
@@ -30,14 +38,18 @@ typedef struct {
 static void none_child(void *arg, int errfd)
 {
 	none_child_t *c = arg;
-	int keep = SOCKETS_FD, log_fd = c->log_fd, e;
-	/* what is at SOCKETS_FD moves out of the way first */
-	if (errfd == SOCKETS_FD && (errfd = fcntl(errfd, F_DUPFD_CLOEXEC, SOCKETS_FD + 1)) < 0)
+	int keep[2] = {SOCKETS_FD, CONN_FD}, log_fd = c->log_fd, dir_fd = c->dir_fd, e;
+	/* what is at SOCKETS_FD and CONN_FD moves out of the way first */
+	if ((errfd == SOCKETS_FD || errfd == CONN_FD) &&
+	    (errfd = fcntl(errfd, F_DUPFD_CLOEXEC, CONN_FD + 1)) < 0)
 		_exit(127);
-	if (log_fd == SOCKETS_FD)
-		log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, SOCKETS_FD + 1);
-	if ((log_fd < 0 && c->log_fd >= 0) ||
-	    (c->dir_fd != SOCKETS_FD && dup2(c->dir_fd, SOCKETS_FD) < 0)) {
+	if (log_fd == SOCKETS_FD || log_fd == CONN_FD)
+		log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, CONN_FD + 1);
+	if (dir_fd == CONN_FD)
+		dir_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, CONN_FD + 1);
+	if ((log_fd < 0 && c->log_fd >= 0) || dir_fd < 0 ||
+	    (c->conn_fd >= 0 && c->conn_fd != CONN_FD && dup2(c->conn_fd, CONN_FD) < 0) ||
+	    (dir_fd != SOCKETS_FD && dup2(dir_fd, SOCKETS_FD) < 0)) {
 		e = errno;
 		if (write(errfd, &e, sizeof e) < 0)
 			_exit(127);
@@ -47,15 +59,15 @@ static void none_child(void *arg, int errfd)
 	                    .errfd = errfd,
 	                    .out_fd = log_fd,
 	                    .parent = c->parent,
-	                    .keep = &keep,
-	                    .n_keep = 1};
+	                    .keep = keep,
+	                    .n_keep = c->conn_fd >= 0 ? 2 : 1};
 	kx_child_exec(c->exe, c->argv, c->env, &child);
 }
 
 static int none_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	char **env = NULL, *exe = NULL;
-	int child_errno, rc = -1, f, dir_fd = -1;
+	int child_errno, rc = -1, f, dir_fd = -1, conn_fd = -1;
 	none_child_t c;
 
 	if (!(exe = kx_resolve_command(argv[0], NULL))) {
@@ -73,7 +85,19 @@ static int none_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		kbox_error_set_sys(err, "kernel %s: directory %s", sb->kernel, sb->o.runtime_dir);
 		goto out;
 	}
-	c = (none_child_t){exe, sb->o.log_fd, dir_fd, argv, env, sb->o.workspace, getpid()};
+	/* the connection file, 0600 as jupyter_client's writer wants it */
+	if (sb->o.conn_text) {
+		size_t len = strlen(sb->o.conn_text);
+		conn_fd = memfd_create("kbox-connection", MFD_CLOEXEC);
+		if (conn_fd < 0 || fchmod(conn_fd, 0600) < 0 ||
+		    write(conn_fd, sb->o.conn_text, len) != (ssize_t)len) {
+			kbox_error_set_sys(err, "kernel %s: cannot pass its connection file",
+			                   sb->kernel);
+			goto out;
+		}
+	}
+	c = (none_child_t){exe,  sb->o.log_fd, dir_fd,          conn_fd,
+	                   argv, env,          sb->o.workspace, getpid()};
 	if ((f = kr_sandbox_fork(sb, none_child, &c, &child_errno, err)) < 0)
 		goto out;
 	if (f > 0) {
@@ -86,6 +110,8 @@ static int none_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 out:
 	if (dir_fd >= 0)
 		close(dir_fd);
+	if (conn_fd >= 0)
+		close(conn_fd);
 	kbox_strv_free(env);
 	free(exe);
 	return rc;
@@ -113,6 +139,8 @@ const kr_backend_t kr_backend_none = {
         .sandboxed = false,
         .limits = 0,
         .sockets_inside = SOCKETS_INSIDE,
+        .conn_inside = CONN_INSIDE,
+        .conn_fd = true,
         .start = none_start,
         .signal = none_signal,
         .wait = none_wait,

@@ -263,7 +263,7 @@ static int seccomp_program(kbox_error_t *err)
 /* A memfd holding TEXT at offset 0, or -1. */
 static int data_fd(const char *name, const char *text)
 {
-	int fd = memfd_create(name, 0);
+	int fd = memfd_create(name, MFD_CLOEXEC); /* (kx_child_exec keeps it for bwrap) */
 	size_t len = strlen(text);
 	if (fd < 0)
 		return -1;

@@ -185,7 +185,11 @@ static int write_conn(sup_t *s, const kr_backend_t *b, kbox_conn_t **conn_p, cha
 			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 			goto out;
 		}
-		snprintf(kernel_conn, size, "%s/kernel-%lu.json", b->conn_inside, s->generation);
+		if (b->conn_fd)
+			snprintf(kernel_conn, size, "%s", b->conn_inside);
+		else
+			snprintf(kernel_conn, size, "%s/kernel-%lu.json", b->conn_inside,
+			         s->generation);
 		*conn_p = conn;
 		conn = NULL;
 		rc = 0;

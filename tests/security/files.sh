@@ -485,6 +485,25 @@ check row20_after_a_crash_no_session_file_holds_a_key eval '
 	{ why="found in: $(cat "$ROOT/hits")"; false; }'
 check row20_after_a_crash_no_kbox_output_holds_a_key eval 'nowhere "$KEY1" "$R20" && nowhere "$KEY2" "$R20"'
 
+# The backend none's kernel has its connection file as a memfd, its
+# descriptor 4: no file of the host's holds that key either (code of a
+# sandbox holding the session's directory open would take over an
+# unsandboxed kernel: review 9's B9-1)
+fresh
+kbox start -s nk --backend none
+KEYN=$(kernel_key nk)
+kexec nk <<'EOF'
+import os
+print(os.readlink("/proc/self/fd/4").startswith("/memfd:kbox-connection"), oct(os.stat("/proc/self/fd/4").st_mode & 0o777))
+EOF
+check row20_a_backend_none_kernels_connection_file_is_a_memfd eval 'status_is 0 &&
+	[ "$(tail -n 1 stdout)" = "True 0o600" ]'
+[ -z "$SKIPPING" ] && find "$S/nk" -type f >"$ROOT/nkfiles"
+check row20_no_file_of_a_backend_none_session_holds_its_key eval '[ ${#KEYN} -eq 64 ] &&
+	[ -s "$ROOT/nkfiles" ] && ! xargs grep -lF -- "$KEYN" <"$ROOT/nkfiles" >"$ROOT/hits" 2>/dev/null ||
+	{ why="found in: $(cat "$ROOT/hits")"; false; }'
+kbox stop -s nk
+
 # ---- row 21: HTML, escapes and instructions in output stay data ----
 
 fresh
