@@ -44,7 +44,7 @@ def text(result):
     return "".join(c["text"] for c in result["content"] if c["type"] == "text")
 
 
-NOTE_RUNNING = re.compile(r"^\[note: still running after \d+(\.\d)? s[^\]\n]*\]\n")
+NOTE_RUNNING = re.compile(r"^\[note: (still running|not begun) after \d+(\.\d)? s[^\]\n]*\]\n")
 NOTE_ENDED = "[note: the code has ended: its whole result follows, from its start]\n"
 
 

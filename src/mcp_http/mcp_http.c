@@ -52,6 +52,7 @@
 #define CONV_MAX 16                      /* conversations at once */
 #define PENDING_MAX 64                   /* requests waiting in one conversation */
 #define CONV_IDLE_MS (3600LL * 1000)     /* a conversation unused this long ends (default) */
+#define STOP_WAIT_MS 60000               /* the conversations' end, when the server stops */
 #define CONN_TIMEOUT_S 30 /* a connection silent this long (not waiting on a cell) closes */
 #define CONN_MAX 256      /* connections at once */
 #define HEADER_MS 10000   /* a request's headers must have come this long after its start */
@@ -103,6 +104,7 @@ struct conv {
 	size_t n_pending;
 	req_t *deleting; /* the DELETE that waits for its end */
 	bool closing;    /* its standard input closed: it ends */
+	bool reaped;     /* its kbox mcp waited for already */
 	long long used;  /* when a request last came, or a line (kx_now_ms) */
 };
 
@@ -328,7 +330,8 @@ static void conv_end(conv_t *c, const char *why)
 		close(c->in_fd);
 	if (c->out_fd >= 0)
 		close(c->out_fd);
-	waitpid(c->pid, NULL, 0);
+	if (!c->reaped)
+		waitpid(c->pid, NULL, 0);
 	for (size_t i = 0; i <= CONV_MAX; i++)
 		if (S.convs[i] == c)
 			S.convs[i] = NULL;
@@ -843,6 +846,43 @@ static int listen_unix(void)
 	return fd;
 }
 
+/* The server stops: wait for every conversation's kbox mcp, told to end
+ * (its input closed, SIGTERM), for STOP_WAIT_MS at most; one still there
+ * then is killed, so that the server's end is bounded (its session, whose
+ * owner it was, stops by itself then: kbox-mcp(1)).  Each is reaped. */
+static void stop_conversations(void)
+{
+	long long end = kx_now_ms() + STOP_WAIT_MS;
+	for (;;) {
+		bool left = false;
+		for (size_t k = 0; k <= CONV_MAX; k++) {
+			conv_t *c = S.convs[k];
+			if (!c || c->reaped)
+				continue;
+			if (waitpid(c->pid, NULL, WNOHANG) != 0)
+				c->reaped = true; /* (ended, or none to wait for) */
+			else
+				left = true;
+		}
+		if (!left)
+			return;
+		if (kx_now_ms() >= end)
+			break;
+		usleep(20000);
+	}
+	for (size_t k = 0; k <= CONV_MAX; k++) {
+		conv_t *c = S.convs[k];
+		if (!c || c->reaped)
+			continue;
+		say("a conversation's kbox mcp (pid %ld) did not end within %d s of SIGTERM: "
+		    "killed (its session stops by itself)",
+		    (long)c->pid, STOP_WAIT_MS / 1000);
+		kill(c->pid, SIGKILL);
+		waitpid(c->pid, NULL, 0);
+		c->reaped = true;
+	}
+}
+
 /* Remove the socket file at S.unix_path, if it is still the one bound
  * (a server started there since has its own). */
 static void unlink_unix(void)
@@ -1130,10 +1170,12 @@ int main(int argc, char **argv)
 			S.convs[k]->in_fd = -1;
 		}
 	for (size_t k = 0; k <= CONV_MAX; k++)
-		if (S.convs[k]) {
+		if (S.convs[k])
 			kill(S.convs[k]->pid, SIGTERM);
+	stop_conversations();
+	for (size_t k = 0; k <= CONV_MAX; k++)
+		if (S.convs[k])
 			conv_end(S.convs[k], "the server is stopping");
-		}
 	MHD_run(S.d);
 	MHD_stop_daemon(S.d);
 	unlink_unix();
