@@ -272,10 +272,11 @@ int cmd_get(int argc, char **argv)
 		struct stat hst;
 		/* an [image saved: PATH] line's path, say: already the host's */
 		if (src[0] == '/' && stat(src, &hst) == 0 && S_ISREG(hst.st_mode))
-			cli_error("get",
-			          "%s: an absolute path is outside the workspace; it is a file on "
-			          "the host already (an image or text kbox saved, say): cp copies it",
-			          src);
+			cli_error(
+			        "get",
+			        "%s: an absolute path is outside the workspace; it is a file on "
+			        "the host already (an image or text kbox saved, say): cp copies it",
+			        src);
 		else
 			cli_error("get", "%s", err.msg);
 		return EXIT_USAGE;
