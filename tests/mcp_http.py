@@ -465,12 +465,6 @@ def t_unix():
 
     path = os.path.join(BASE, "mcp.sock")
 
-    class Conn(http.client.HTTPConnection):
-        def connect(self):
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.settimeout(120)
-            self.sock.connect(path)
-
     def serve():
         err = open(os.path.join(BASE, f"mcp-unix-{time.time_ns()}"), "w+")
         p = subprocess.Popen([KBOX, "mcp", "--http", "unix:" + path], stdin=subprocess.DEVNULL,
@@ -486,21 +480,27 @@ def t_unix():
         raise AssertionError("no listening line")
 
     def call(msg, sid=None, origin=None):
-        h = {"Content-Type": "application/json", "Accept": "application/json",
-             "Authorization": "Bearer " + TOKEN, "Host": "anything"}
+        # the request in one write (http.client writes a body after its
+        # headers, and a request refused at its headers has its connection
+        # closed by the server before that second write), the response
+        # read by http.client
+        body = json.dumps(msg).encode()
+        head = ("POST /mcp HTTP/1.1\r\nHost: anything\r\nContent-Type: application/json\r\n"
+                "Accept: application/json\r\nAuthorization: Bearer %s\r\n"
+                "Content-Length: %d\r\nConnection: close\r\n" % (TOKEN, len(body)))
         if sid:
-            h["Mcp-Session-Id"] = sid
+            head += "Mcp-Session-Id: %s\r\n" % sid
         if origin:
-            h["Origin"] = origin
-        c = Conn("localhost")
-        # (bytes: http.client sends them with the headers in one write, so
-        # that a request refused at its headers, whose connection the
-        # server then closes, has no body left to send into it)
-        c.request("POST", "/mcp", json.dumps(msg).encode(), h)
-        r = c.getresponse()
-        body = r.read()
-        c.close()
-        return r.status, r.getheader("Mcp-Session-Id"), json.loads(body) if body else None
+            head += "Origin: %s\r\n" % origin
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(120)
+        sock.connect(path)
+        sock.sendall(head.encode() + b"\r\n" + body)
+        r = http.client.HTTPResponse(sock)
+        r.begin()
+        data = r.read()
+        sock.close()
+        return r.status, r.getheader("Mcp-Session-Id"), json.loads(data) if data else None
 
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
