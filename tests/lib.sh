@@ -61,8 +61,8 @@ export KBOX_HOME
 S=$KBOX_HOME/sessions
 
 # who owns what (kbox(7), Identity): as an ordinary user, everything is
-# ours, 0700; under root the sandbox's own directories (workspace, home,
-# run/sandbox) are the session's own uid's (sb_uid), in the sandbox user's
+# ours, 0700; under root the sandbox's own directories (workspace, home)
+# are the session's own uid's (sb_uid), in the sandbox user's
 # group, and the host's directories it passes through are 0710, root's,
 # in that group
 if [ "$(id -u)" = 0 ]; then
@@ -708,12 +708,14 @@ status_field() {
 }
 
 # kernel_conn SESSION FILE: a connection file for the kernel of session
-# SESSION (sandboxed), as the host reaches it, written to FILE from what
-# the kernel itself has: kbox removes its connection files once it has
-# answered (kbox(7), The protocol).  Its key, and its sockets under the
-# session's run/sandbox (its /run/kbox).  Nothing while skipping.
+# SESSION, as the host reaches it, written to FILE from what the kernel
+# itself has: no file of the host's holds it (kbox(7), The protocol).  Its
+# key, and its sockets: bwrap's in the sandbox's /run/kernel, reached
+# through /proc/PID/root; none's through its descriptor 3.  Nothing while
+# skipping.
 kernel_conn() {
 	[ -z "$SKIPPING" ] || return 0
+	_kpid=$(status_field "$1" kernel_pid)
 	timeout -k 5 120 "$KBOX" exec -s "$1" 'import json
 from ipykernel.kernelapp import IPKernelApp
 a = IPKernelApp.instance()
@@ -723,9 +725,13 @@ j.update(key=a.session.key.decode(), signature_scheme=a.session.signature_scheme
 print(json.dumps(j))' 2>/dev/null | tail -n 1 | "$PY" -c '
 import json, sys
 j = json.load(sys.stdin)
-assert j["ip"].startswith("/run/kbox/"), j["ip"]
-j["ip"] = sys.argv[1] + j["ip"][len("/run/kbox"):]
-json.dump(j, open(sys.argv[2], "w"))' "$S/$1/run/sandbox" "$2"
+pid = sys.argv[1]
+if j["ip"].startswith("/proc/self/"):
+    j["ip"] = "/proc/%s/%s" % (pid, j["ip"][len("/proc/self/"):])
+else:
+    assert j["ip"].startswith("/run/kernel/"), j["ip"]
+    j["ip"] = "/proc/%s/root%s" % (pid, j["ip"])
+json.dump(j, open(sys.argv[2], "w"))' "$_kpid" "$2"
 }
 # conn_key FILE: the key of a connection file.
 conn_key() { [ -z "$SKIPPING" ] || return 0; "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["key"])' "$1"; }

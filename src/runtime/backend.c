@@ -202,7 +202,7 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 		               name ? name : "(null)");
 		return NULL;
 	}
-	if (!o || !o->runtime_dir || !kernel_conn) {
+	if (!o || (!o->runtime_dir && !b->private_sockets) || !kernel_conn) {
 		kbox_error_set(err, KBOX_E_INVALID,
 		               "a sandbox needs a runtime_dir and a connection file");
 		return NULL;
@@ -211,6 +211,7 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 		goto nomem;
 	self->backend = b;
 	self->pid = -1;
+	self->sockets_fd = -1;
 	self->o = *o;
 	if (b->defaults)
 		b->defaults(&self->o);
@@ -261,6 +262,11 @@ int kr_sandbox_ready(kr_sandbox_t *self, kbox_error_t *err)
 const char *kr_sandbox_backend(const kr_sandbox_t *self)
 {
 	return self->backend->name;
+}
+
+int kr_sandbox_sockets_fd(const kr_sandbox_t *self)
+{
+	return self ? self->sockets_fd : -1;
 }
 
 pid_t kr_sandbox_pid(kr_sandbox_t *self)
@@ -363,6 +369,8 @@ void kr_sandbox_destroy(kr_sandbox_t **self_p)
 	for (size_t i = 0; self->env && self->env[i]; i++)
 		free(self->env[i]);
 	free(self->env);
+	if (self->sockets_fd >= 0)
+		close(self->sockets_fd);
 	free((char *)self->o.runtime_dir);
 	free((char *)self->o.workspace);
 	free((char *)self->o.name);

@@ -22,10 +22,11 @@
 #include <kbox/kspec.h>
 
 typedef struct {
-	/* The directory of the kernel's sockets and of the connection file it
-	 * reads (exists, 0700, ours; the host's connection file is elsewhere,
-	 * out of the sandbox's reach): bound at sockets_inside for a backend
-	 * that has one. */
+	/* The directory of the kernel's sockets, for a backend that shows the
+	 * kernel one of the host's (none: exists, 0700, ours, made fresh
+	 * outside every state directory and workspace, where no sandbox
+	 * reaches it); NULL for one that makes its own (bwrap: a tmpfs of the
+	 * sandbox's, kr_backend_t.private_sockets). */
 	const char *runtime_dir;
 	const char *workspace; /* the kernel's working directory */
 	/* The kernel's stdout and stderr: a descriptor (borrowed; the write
@@ -86,14 +87,18 @@ typedef struct kr_backend {
 	bool sandboxed;
 	unsigned limits; /* KR_LIMIT_* it enforces */
 	/* Where the kernel sees the directory of its sockets (bwrap:
-	 * "/run/kbox"; none: "/proc/self/fd/3", a descriptor it inherits),
-	 * or NULL when it sees the host's path.  Either way short enough for
-	 * a unix socket's path, however long the host's is. */
+	 * "/run/kernel"; none: "/proc/self/fd/3", a descriptor it inherits):
+	 * short enough for a unix socket's path, however long the host's is. */
 	const char *sockets_inside;
+	/* The backend makes that directory itself, where no path of the
+	 * host's leads (bwrap: a tmpfs in the sandbox): kr_sandbox_opts_t's
+	 * runtime_dir is not used.  Either way the host reaches it through
+	 * kr_sandbox_sockets_fd. */
+	bool private_sockets;
 	/* Where the backend puts the kernel's connection file in the sandbox
 	 * itself, from kr_sandbox_opts_t's conn_text (bwrap: "/run/kernel",
-	 * a tmpfs of its own), so that it is never a file of the host's; NULL
-	 * when the kernel reads a file of the host's. */
+	 * the tmpfs of its sockets), so that it is never a file of the
+	 * host's. */
 	const char *conn_inside;
 	/* CONN_INSIDE is the file itself (a descriptor the kernel inherits,
 	 * /proc/self/fd/N: none), not the directory it is put in. */
@@ -141,6 +146,11 @@ struct kr_sandbox {
 	char cause[256];   /* how it ended */
 	char limits[256];  /* the limits as applied, "" when none */
 	char missing[768]; /* what could not be applied, "" */
+	/* The directory of the kernel's sockets as the host reaches it: an
+	 * O_PATH descriptor (close-on-exec) that start sets, named
+	 * /proc/self/fd/N (bwrap: its tmpfs, through the sandbox's root);
+	 * -1 when the sandbox ended before it was made */
+	int sockets_fd;
 	void *priv;
 };
 
@@ -184,6 +194,9 @@ int kr_sandbox_ready(kr_sandbox_t *self, kbox_error_t *err);
 const char *kr_sandbox_backend(const kr_sandbox_t *self);
 /* The kernel's pid as the host sees it. */
 pid_t kr_sandbox_pid(kr_sandbox_t *self);
+/* The directory of the kernel's sockets, as the host reaches it (an
+ * O_PATH descriptor, borrowed: kr_sandbox_t.sockets_fd), or -1. */
+int kr_sandbox_sockets_fd(const kr_sandbox_t *self);
 
 /* Reap without blocking: true while the kernel runs.  Once it has ended,
  * kr_sandbox_cause describes how ("the kernel exited with status 1",

@@ -130,18 +130,76 @@ static void bwrap_child(void *arg, int errfd)
 	kx_child_exec(c->bargv[0], c->bargv, c->env, &child);
 }
 
+/* Whether the sandbox PID has its root: bwrap's last pivot_root is made
+ * once every mount is, and only then does its root hold
+ * KR_BWRAP_KERNEL_DIR (before its first, its root is the host's, which
+ * may have a directory of that name; between the two, a tmpfs of bwrap's
+ * own that holds only the old root and the new).  Its root in *ROOT and
+ * that tmpfs in *DIR. */
+static bool root_made(pid_t pid, struct stat *root, struct stat *dir)
+{
+	char path[64];
+	struct stat host;
+	snprintf(path, sizeof path, "/proc/%ld/root", (long)pid);
+	if (stat("/proc/self/root", &host) < 0 || stat(path, root) < 0 ||
+	    (root->st_dev == host.st_dev && root->st_ino == host.st_ino))
+		return false;
+	snprintf(path, sizeof path, "/proc/%ld/root" KR_BWRAP_KERNEL_DIR, (long)pid);
+	return lstat(path, dir) == 0 && S_ISDIR(dir->st_mode) && dir->st_dev != root->st_dev;
+}
+
+/* Once bwrap has made the sandbox PID's mounts (it waits on its block
+ * pipe before it runs anything of the kernel's): take the tmpfs of the
+ * kernel's sockets (sb->sockets_fd), and check that /workspace is the
+ * directory that was checked, not one swapped in under its name since.
+ * Its mounts come after bwrap's info: wait for them (10 s; a sandbox
+ * that ends first is not an error here, its start's failure is its own).
+ * 0, or -1 with ERR. */
+static int take_root(kr_sandbox_t *sb, pid_t pid, kbox_error_t *err)
+{
+	struct stat root, dir, st;
+	char path[64];
+	bool made = false;
+	int fd;
+
+	for (int tries = 0; tries < 10000 && !made && kill(pid, 0) == 0; tries++) {
+		struct timespec ms = {0, 1000000};
+		if (!(made = root_made(pid, &root, &dir)))
+			nanosleep(&ms, NULL);
+	}
+	if (!made)
+		return 0;
+	snprintf(path, sizeof path, "/proc/%ld/root" KR_BWRAP_KERNEL_DIR, (long)pid);
+	fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != dir.st_dev || st.st_ino != dir.st_ino) {
+		if (fd >= 0)
+			close(fd);
+		return kbox_error_set_sys(err, "cannot open the sandbox's %s", KR_BWRAP_KERNEL_DIR);
+	}
+	sb->sockets_fd = fd;
+	snprintf(path, sizeof path, "/proc/%ld/root/workspace", (long)pid);
+	if (sb->o.ws_check && (stat(path, &st) < 0 || st.st_dev != sb->o.ws_dev ||
+	                       st.st_ino != sb->o.ws_ino))
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "the workspace %s is no longer the directory that was checked (it was "
+		        "replaced under its name): refusing it",
+		        sb->o.workspace);
+	return 0;
+}
+
 /* Hold the sandbox while bwrap makes its mounts: wait for bwrap's info on
  * SYNC's info pipe, move the sandbox's first process (the one that runs
  * the command, and whose children its kernel will be) into the cgroup,
  * set the bounds that Linux keeps per user namespace on it (RLIMIT_NPROC
- * when it stands in for the pids cgroup, and the inotify limits), and let
- * it go on through SYNC's block pipe.  Joining a cgroup v1 waits for an
- * RCU grace period (~5-12 ms): done here, it overlaps the mounts bwrap
- * makes meanwhile, instead of delaying bwrap's start.  Inotify limits
- * that cannot be set are said in sb->limits and sb->missing; anything
- * else that fails is -1 with ERR (the sandbox is killed).  A bwrap that
- * ends before it says anything is not an error here: the start's failure
- * is its own. */
+ * when it stands in for the pids cgroup, and the inotify limits), take
+ * its root once its mounts are made (take_root), and let it go on through
+ * SYNC's block pipe.  Joining a cgroup v1 waits for an RCU grace period
+ * (~5-12 ms): done here, it overlaps the mounts bwrap makes meanwhile,
+ * instead of delaying bwrap's start.  Inotify limits that cannot be set
+ * are said in sb->limits and sb->missing; anything else that fails is -1
+ * with ERR (the sandbox is killed).  A bwrap that ends before it says
+ * anything is not an error here: the start's failure is its own. */
 static int settle(kr_sandbox_t *sb, bwrap_t *w, long nproc, kr_bwrap_sync_t *sync,
                   kbox_error_t *err)
 {
@@ -174,34 +232,7 @@ static int settle(kr_sandbox_t *sb, bwrap_t *w, long nproc, kr_bwrap_sync_t *syn
 		snprintf(sb->missing + m, sizeof sb->missing - m, "%sinotify limits not set: %s",
 		         m ? "; " : "", ierr.msg);
 	}
-	if (sb->o.ws_check) {
-		/* its mounts are made: /workspace must be the directory that was
-		 * checked, not one swapped in under its name since */
-		char path[64];
-		struct stat st;
-		bool same = false;
-		/* bwrap's info comes as the sandbox begins: its mounts come
-		 * after (and a root or two before its last); the directory that
-		 * was checked shows at /workspace once they are made, one swapped
-		 * in never (10 s, then it is refused) */
-		snprintf(path, sizeof path, "/proc/%ld/root/workspace", (long)pid);
-		for (int tries = 0; tries < 10000 && !same && kill(pid, 0) == 0; tries++) {
-			struct timespec ms = {0, 1000000};
-			same = stat(path, &st) == 0 && st.st_dev == sb->o.ws_dev &&
-			       st.st_ino == sb->o.ws_ino;
-			if (!same)
-				nanosleep(&ms, NULL);
-		}
-		if (!same) {
-			kbox_error_set(
-			        err, KBOX_E_INVALID,
-			        "the workspace %s is no longer the directory that was checked (it was "
-			        "replaced under its name): refusing it",
-			        sb->o.workspace);
-			goto kill;
-		}
-	}
-	if (kr_bwrap_sync_go(sync, err) < 0)
+	if (take_root(sb, pid, err) < 0 || kr_bwrap_sync_go(sync, err) < 0)
 		goto kill;
 	return 0;
 kill:
@@ -219,7 +250,7 @@ static char **find_binds(kr_sandbox_t *sb, const kr_bwrap_opts_t *b, const char 
 	kbox_error_t ignored = {0};
 	char *state = kr_state_home(&ignored), **binds;
 	const char *deny[] = {KR_ROOT_STATE_HOME, NULL, NULL, NULL, NULL, NULL};
-	const char *own[] = {state, b->runtime_dir, b->workspace, b->home};
+	const char *own[] = {state, b->workspace, b->home};
 	size_t nd = 1;
 	for (size_t i = 0; i < sizeof own / sizeof *own; i++)
 		if (own[i])
@@ -258,7 +289,6 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 
 	b.rootfs = sb->o.rootfs;
 	b.workspace = sb->o.workspace;
-	b.runtime_dir = sb->o.runtime_dir;
 	b.conn_text = sb->o.conn_text;
 	b.conn_path = sb->o.conn_path;
 	b.home = sb->o.home;
@@ -421,7 +451,8 @@ const kr_backend_t kr_backend_bwrap = {
         .name = "bwrap",
         .sandboxed = true,
         .limits = KR_LIMIT_MEMORY | KR_LIMIT_CPUS | KR_LIMIT_PIDS,
-        .sockets_inside = KR_BWRAP_RUNTIME,
+        .sockets_inside = KR_BWRAP_KERNEL_DIR,
+        .private_sockets = true,
         .conn_inside = KR_BWRAP_KERNEL_DIR,
         .defaults = bwrap_defaults,
         .unavailable = bwrap_unavailable,

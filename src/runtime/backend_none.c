@@ -106,6 +106,8 @@ static int none_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		                   sb->o.workspace ? sb->o.workspace : "/");
 		goto out;
 	}
+	sb->sockets_fd = dir_fd; /* the host's way to them too */
+	dir_fd = -1;
 	rc = 0;
 out:
 	if (dir_fd >= 0)

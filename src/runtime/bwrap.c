@@ -489,7 +489,7 @@ static void add_tmpfs(kx_argv_t *a, const char *dir, long long size, const char 
 }
 
 /* Its own /dev; private, capped (TMP bytes) /tmp and /dev/shm; what it may
- * write (a home, the runtime directory, the workspace, where it starts);
+ * write (a home, the workspace, where it starts);
  * and everything else read-only. */
 static void add_writable(kx_argv_t *a, const kr_bwrap_opts_t *b, long long tmp)
 {
@@ -500,8 +500,6 @@ static void add_writable(kx_argv_t *a, const kr_bwrap_opts_t *b, long long tmp)
 		kx_argv_add(a, "--bind", b->home, "/home/kbox", NULL);
 	else
 		add_tmpfs(a, "/home/kbox", tmp, "0700");
-	if (b && b->runtime_dir)
-		kx_argv_add(a, "--bind", b->runtime_dir, KR_BWRAP_RUNTIME, NULL);
 	if (b && b->workspace) {
 		kx_argv_add(a, "--bind", b->workspace, "/workspace", NULL);
 		kx_argv_add(a, "--chdir", "/workspace", NULL);
@@ -510,9 +508,10 @@ static void add_writable(kx_argv_t *a, const kr_bwrap_opts_t *b, long long tmp)
 }
 
 /* The kernel's connection file (B->conn_text at B->conn_path), in a tmpfs
- * of the sandbox's own, KR_BWRAP_KERNEL_DIR, that the kernel may write
- * (ipykernel writes its file again once its sockets are bound).  0, or -1
- * with ERR. */
+ * of the sandbox's own, KR_BWRAP_KERNEL_DIR, that the kernel may write: it
+ * binds its sockets there, and ipykernel writes its file again once they
+ * are bound (the supervisor reaches them through the sandbox's root,
+ * backend_bwrap.c).  0, or -1 with ERR. */
 static int add_conn(bwcmd_t *c, const kr_bwrap_opts_t *b, kbox_error_t *err)
 {
 	int fd;

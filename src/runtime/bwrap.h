@@ -16,17 +16,17 @@
  * only the /etc files Python, fonts and matplotlib need plus a synthetic
  * passwd, group, hosts and nsswitch.conf, the read-only binds RO_BINDS
  * asks for (checked before: ro_bind.h), /proc and /dev of its own, a
- * size-capped /tmp, /home/kbox, /workspace, /run/kbox and /run/kernel (a
- * tmpfs of its own, for the kernel's connection file); the rest of /
+ * size-capped /tmp, /home/kbox, /workspace and /run/kernel (a tmpfs of
+ * its own, for the kernel's connection file and sockets); the rest of /
  * read-only.  Only loopback networking. */
 typedef struct {
 	const char *rootfs;      /* system files from this directory; NULL: the host's */
 	const char *workspace;   /* bound read-write at /workspace (the cwd); may be NULL */
-	const char *runtime_dir; /* bound read-write at /run/kbox (the sockets); may be NULL */
 	/* the kernel's connection file: CONN_TEXT put at CONN_PATH (in
-	 * KR_BWRAP_KERNEL_DIR), mode 0600, in a tmpfs of the sandbox's own:
-	 * never a file of the host's, which a process elsewhere holding a
-	 * directory open could read; NULL: none */
+	 * KR_BWRAP_KERNEL_DIR), mode 0600, in a tmpfs of the sandbox's own
+	 * where its sockets are bound too: neither is a file of the host's,
+	 * which a process elsewhere holding a directory open could reach;
+	 * NULL: none */
 	const char *conn_text, *conn_path;
 	const char *home;    /* bound read-write at /home/kbox; NULL: a tmpfs there */
 	long long tmp_bytes; /* size of /tmp (and of a tmpfs home); 0: KR_BWRAP_TMP_BYTES */
@@ -53,8 +53,8 @@ typedef struct {
 
 #define KR_BWRAP_TMP_BYTES (512LL << 20)
 #define KR_BWRAP_UID 1000
-#define KR_BWRAP_RUNTIME "/run/kbox"
-#define KR_BWRAP_KERNEL_DIR "/run/kernel" /* the connection file's tmpfs */
+/* the tmpfs of the kernel's connection file and sockets */
+#define KR_BWRAP_KERNEL_DIR "/run/kernel"
 
 /* What one sandbox may hold of the inotify instances and watches that
  * all the processes of its user share (fs.inotify.max_user_instances,

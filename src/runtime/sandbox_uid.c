@@ -315,7 +315,7 @@ static void reown(int fd, uid_t from, uid_t to, gid_t gid)
  * sessions had uids of their own) made in them is given to UID. */
 static void reown_session(int dfd, uid_t old, uid_t uid, gid_t gid)
 {
-	static const char *const own[] = {"workspace", "home", "run/sandbox"};
+	static const char *const own[] = {"workspace", "home"};
 	for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
 		int fd = openat(dfd, own[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;

@@ -603,8 +603,7 @@ static int share_dir(const char *dir, const kr_sandbox_id_t *id, uid_t owner, mo
 int kr_session_share(const char *dir, const kr_sandbox_id_t *id, kbox_error_t *err)
 {
 	char path[4096], home[4096], *slash;
-	static const char *const passed[] = {"run"};
-	static const char *const given[] = {"workspace", "home", "run/sandbox"};
+	static const char *const given[] = {"workspace", "home"};
 
 	if (!id->drop) {
 		/* ours: only the sandbox's own directories, back to 0700 whatever
@@ -632,17 +631,12 @@ int kr_session_share(const char *dir, const kr_sandbox_id_t *id, kbox_error_t *e
 	}
 	if (share_dir(dir, id, geteuid(), 0710, false, err) < 0)
 		return -1;
-	for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, passed[i]);
-		if (share_dir(path, id, geteuid(), 0710, true, err) < 0)
-			return -1;
-	}
 	for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, given[i]);
 		if (share_dir(path, id, id->uid, 0700, true, err) < 0)
 			return -1;
 	}
-	snprintf(path, sizeof path, "%s/run/sandbox", dir);
+	snprintf(path, sizeof path, "%s/home", dir);
 	return kr_sandbox_reachable(id, path, err);
 }
 

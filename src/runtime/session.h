@@ -10,8 +10,10 @@
  *   supervisor.pid   the supervisor's pid, flock()ed while it runs
  *   control.sock     the supervisor's control socket (JSON lines: kbox-protocol(7),
  *                    runtime/protocol.h; its clients use runtime/ctl.h)
- *   run/             the host's connection file of the current kernel; run/sandbox/
- *                    its ipc sockets and the connection file the kernel reads
+ *   run/             nothing a kernel uses: its connection file and sockets
+ *                    are in its sandbox (bwrap: a tmpfs of its own), or
+ *                    for none in a fresh directory outside every state
+ *                    directory (ws_live.h)
  *   workspace/       the kernel's working directory; survives restarts
  *   outputs/         images and spilled output of executions
  *   events.ndjson    lifecycle and execution log, one JSON object per line
@@ -106,7 +108,7 @@ int kr_sandbox_range(const kr_sandbox_id_t *id, uid_t *first, uid_t *count, kbox
 
 /* Under root (ID->drop), make ID->uid the session DIR's own: the one it
  * has, else the first free one of the range, recorded; what an earlier uid
- * of the session made in its workspace, home and run/sandbox becomes the
+ * of the session made in its workspace and home becomes the
  * new one's.  Nothing without DROP.  With HOLD, *HOLD gets a descriptor
  * that holds the uid while it is open, whatever becomes of DIR: no other
  * session takes it meanwhile (the supervisor keeps it for its life).
@@ -122,10 +124,10 @@ void kr_session_uid_release(const char *dir);
  * any session's: only its group and others' bits count. */
 int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error_t *err);
 
-/* Give the session directory DIR to sandbox user ID (under root): DIR, its
- * run/ and the state directory above it 0710 root:GID (the sandbox user
- * may pass, not list), run/sandbox, workspace and home 0700 UID:GID.
- * Without DROP, only those three, back to 0700.  Done at each kernel's
+/* Give the session directory DIR to sandbox user ID (under root): DIR and
+ * the state directory above it 0710 root:GID (the sandbox user may pass,
+ * not list), workspace and home 0700 UID:GID.  Without DROP, only those
+ * two, back to 0700.  Done at each kernel's
  * start: a kernel may have changed their modes.  0 or -1 with ERR. */
 int kr_session_share(const char *dir, const kr_sandbox_id_t *id, kbox_error_t *err);
 

@@ -266,6 +266,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	 * strings the fields below borrow, lives as long as the process;
 	 * s->config is its JSON, for what reads the session's name */
 	static kr_session_config_t cfg;
+	const kr_backend_t *b;
 	const char *ws;
 	size_t i, k;
 	if (kr_session_config_load(&cfg, s->dir, err) < 0)
@@ -307,7 +308,6 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	if (kr_backend_sandboxed(s->backend))
 		s->sbo.ipykernel_args = workspace_last;
 	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
-	snprintf(s->sockets_dir, sizeof s->sockets_dir, "%s/run/sandbox", s->dir);
 	/* kbox run --workspace names a host directory */
 	ws = cfg.workspace;
 	if (ws && (cfg.has & KR_SC_WORKSPACE_INO)) {
@@ -329,13 +329,20 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	if (mkdir(s->runtime_dir, 0700) < 0 && errno != EEXIST)
 		return kbox_error_set_sys(err, "cannot create %s", s->runtime_dir);
 	s->sbo.home = s->home;
-	s->sbo.runtime_dir = s->sockets_dir;
 	s->sbo.workspace = s->workspace;
 	s->sbo.log_fd = -1;
 	if (!(s->klog = kr_kernel_log_new(s->log_path, KR_KERNEL_LOG_MAX)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	if (!kr_backend_exists(s->backend))
+	if (!(b = kr_backend_find(s->backend)))
 		return kbox_error_set(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
+	/* sockets in a host directory: one no sandbox reaches, never in the
+	 * session's (a sandbox that once held it open would subscribe to what
+	 * the kernel publishes) */
+	if (!b->private_sockets) {
+		if ((s->sockets_lock = kr_live_sockets_make(s->sockets_dir, err)) < 0)
+			return -1;
+		s->sbo.runtime_dir = s->sockets_dir;
+	}
 	if (!(s->spec = kbox_kspec_find(s->kernel, err)))
 		return -1;
 	/* under root a sandbox is an unprivileged user's, never root's: its
@@ -409,9 +416,11 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 }
 
 /* Remove what a supervisor that died left in run/ (we hold the lock: no
- * kernel of this session runs). */
+ * kernel of this session runs): connection files, and run/sandbox,
+ * where an earlier kbox bound the kernel's sockets. */
 static void clean_runtime_dir(sup_t *s)
 {
+	char old[PATH_MAX + 16];
 	DIR *d = opendir(s->runtime_dir);
 	struct dirent *e;
 	if (!d)
@@ -420,7 +429,9 @@ static void clean_runtime_dir(sup_t *s)
 		if (strncmp(e->d_name, "kernel-", 7) == 0)
 			unlinkat(dirfd(d), e->d_name, 0);
 	closedir(d);
-	kx_empty_dir(s->sockets_dir);
+	snprintf(old, sizeof old, "%s/sandbox", s->runtime_dir);
+	kx_empty_dir(old);
+	rmdir(old);
 }
 
 static int listen_control(sup_t *s, kbox_error_t *err)
@@ -451,6 +462,7 @@ static void shutdown_session(sup_t *s)
 	 * stop is answered (kbox run returns on that answer) */
 	kr_live_ws_release(&s->live_ws, s->live_ws_file);
 	kr_live_ws_release(&s->live_home, s->live_home_file);
+	kr_live_sockets_release(&s->sockets_lock, s->sockets_dir);
 	kbox_capture_destroy(&s->between);
 	sup_write_file(s->dir, "last-stop", s->stop_cause);
 	sup_log_flush(s, true); /* what was held is counted before the end */
@@ -541,7 +553,7 @@ int kr_supervisor_run(const char *dir, int ready_fd, unsigned flags)
 
 	s.dir = dir;
 	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = s.uid_hold = s.live_ws = -1;
-	s.live_home = -1;
+	s.live_home = s.sockets_lock = -1;
 	s.outputs_wd = s.sockets_wd = -1;
 	s.ready_fd = ready_fd;
 	s.new_notice = flags & KR_SUP_NEW_NOTICE;
@@ -624,6 +636,7 @@ out:
 	kx_close(&s.uid_hold); /* the sandbox has gone: its uid may go too */
 	kr_live_ws_release(&s.live_ws, s.live_ws_file);
 	kr_live_ws_release(&s.live_home, s.live_home_file);
+	kr_live_sockets_release(&s.sockets_lock, s.sockets_dir);
 	kbox_loop_destroy(&s.loop);
 	kbox_kspec_destroy(&s.spec);
 	free(s.env);

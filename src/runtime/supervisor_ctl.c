@@ -266,7 +266,7 @@ static json_t *status_json(sup_t *s)
 	        "executions", (json_int_t)s->executions, "restarts", (json_int_t)s->restarts,
 	        "generation", (json_int_t)s->generation, "memory_bytes", (json_int_t)mem, "ttl_ms",
 	        (json_int_t)s->ttl_ms, "last_restart_cause", s->last_cause, "connection_file",
-	        s->sb ? s->conn_path : "", "running_execs",
+	        "", "running_execs",
 	        (json_int_t)(busy && s->running->op == KR_CTL_OP_EXECUTE), "queued",
 	        (json_int_t)queued, "output_waiting", (json_int_t)s->between_msgs);
 	/* who the sandbox is on the host (kbox(7), Identity) */

@@ -137,9 +137,15 @@ struct sup {
 	int live_home; /* the sandbox's home: the same */
 	char live_home_file[PATH_MAX];
 	char **env;
-	char runtime_dir[PATH_MAX], sockets_dir[PATH_MAX], workspace[PATH_MAX];
+	char runtime_dir[PATH_MAX], workspace[PATH_MAX];
 	char log_path[PATH_MAX], home[PATH_MAX], outputs[PATH_MAX];
-	char conn_path[PATH_MAX + 32], inner_path[PATH_MAX + 32];
+	/* the kernel's sockets: for a backend that shows the kernel a host
+	 * directory (none), SOCKETS_DIR, made fresh outside every state
+	 * directory and held by SOCKETS_LOCK (kr_live_sockets_make), else
+	 * ""; as the supervisor names them, SOCKETS_VIEW: /proc/self/fd/N of
+	 * the sandbox's kr_sandbox_sockets_fd */
+	char sockets_dir[PATH_MAX], sockets_view[64];
+	int sockets_lock;
 	kbox_kspec_t *spec;
 	kbox_loop_t *loop;
 	/* the kernel */

@@ -138,96 +138,64 @@ static int fresh_private_dir(sup_t *s, const char *dir, kbox_error_t *err)
 	return 0;
 }
 
-/* The connection of kernel generation s->generation.  For a backend that
- * puts the kernel's connection file in the sandbox itself (conn_inside:
- * bwrap), its text, naming the sockets as the kernel sees them, goes to
- * *TEXT_P (kbox_conn_json_free), and no file of the host's holds the key
- * at any time: a process elsewhere that holds one of the session's
- * directories open (code of another sandbox, say, that had it in its
- * workspace once) finds none.  Else the files are written: the host's
- * (run/kernel-N.json) and, for a backend that shows the sockets
- * elsewhere, the kernel's (run/sandbox/kernel-N.sandbox.json, naming them
- * there); both removed once the kernel has answered.  *CONN_P gets the
- * connection; KERNEL_CONN the file the kernel is to read, as it sees it.
+/* The connection of kernel generation s->generation: its text, naming
+ * the sockets as the kernel sees them (b->sockets_inside), to *TEXT_P
+ * (kbox_conn_json_free), for the backend to give the kernel otherwise
+ * than as a file of the host's (b->conn_inside: bwrap puts it in a tmpfs
+ * of the sandbox's, none passes a memfd), so that no file of the host's
+ * holds the key at any time: a process elsewhere that holds one of the
+ * session's directories open (code of another sandbox, say, that had it
+ * in its workspace once) finds none.  KERNEL_CONN gets the file the
+ * kernel is to read, as it sees it; *CONN_P the connection, its sockets
+ * named as the host reaches them once the sandbox is made (host_sockets).
  * 0 or -1 with ERR. */
 static int write_conn(sup_t *s, const kr_backend_t *b, kbox_conn_t **conn_p, char *kernel_conn,
                       size_t size, char **text_p, kbox_error_t *err)
 {
-	kbox_conn_t *conn = NULL, *inner = NULL;
-	const char *ip;
-	size_t dl = strlen(s->sockets_dir);
-	int rc = -1;
+	kbox_conn_t *conn = NULL;
+	char inside_ip[PATH_MAX];
 
-	snprintf(s->conn_path, sizeof s->conn_path, "%s/kernel-%lu.json", s->runtime_dir,
-	         s->generation);
-	s->inner_path[0] = '\0';
-	if (fresh_private_dir(s, s->sockets_dir, err) < 0 ||
-	    !(conn = kbox_conn_new_ipc(s->sockets_dir, err)))
-		goto out;
+	if (!b->conn_inside || !b->sockets_inside)
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "backend %s cannot give the kernel its connection file",
+		                      b->name);
+	if ((!b->private_sockets && fresh_private_dir(s, s->sockets_dir, err) < 0) ||
+	    !(conn = kbox_conn_new_ipc(s->runtime_dir, err))) /* (a key, and names) */
+		return -1;
 	kbox_conn_set_kernel_name(conn, kbox_kspec_name(s->spec));
-	if (b->conn_inside) {
-		char inside_ip[PATH_MAX];
-		s->conn_path[0] = '\0';
-		ip = kbox_conn_ip(conn);
-		if (!b->sockets_inside || strncmp(ip, s->sockets_dir, dl) != 0 || ip[dl] != '/') {
-			kbox_error_set(err, KBOX_E_INVALID, "the sockets are not in %s",
-			               s->sockets_dir);
-			goto out;
-		}
-		snprintf(inside_ip, sizeof inside_ip, "%s/%s", b->sockets_inside, ip + dl + 1);
-		if (!(inner = kbox_conn_dup(conn))) {
-			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-			goto out;
-		}
-		if (kbox_conn_set_ip(inner, inside_ip, err) < 0)
-			goto out;
-		if (!(*text_p = kbox_conn_json(inner))) {
-			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-			goto out;
-		}
-		if (b->conn_fd)
-			snprintf(kernel_conn, size, "%s", b->conn_inside);
-		else
-			snprintf(kernel_conn, size, "%s/kernel-%lu.json", b->conn_inside,
-			         s->generation);
-		*conn_p = conn;
-		conn = NULL;
-		rc = 0;
-		goto out;
+	snprintf(inside_ip, sizeof inside_ip, "%s%s", b->sockets_inside,
+	         strrchr(kbox_conn_ip(conn), '/'));
+	if (kbox_conn_set_ip(conn, inside_ip, err) < 0) {
+		kbox_conn_destroy(&conn);
+		return -1;
 	}
-	if (kbox_conn_save(conn, s->conn_path, err) < 0)
-		goto out;
-	snprintf(kernel_conn, size, "%s", s->conn_path);
-	if (b->sockets_inside) {
-		char inside_ip[PATH_MAX];
-		ip = kbox_conn_ip(conn);
-		if (strncmp(ip, s->sockets_dir, dl) != 0 || ip[dl] != '/') {
-			kbox_error_set(err, KBOX_E_INVALID, "the sockets are not in %s",
-			               s->sockets_dir);
-			goto out;
-		}
-		snprintf(inside_ip, sizeof inside_ip, "%s/%s", b->sockets_inside, ip + dl + 1);
-		snprintf(s->inner_path, sizeof s->inner_path, "%s/kernel-%lu.sandbox.json",
-		         s->sockets_dir, s->generation);
-		if (!(inner = kbox_conn_dup(conn))) {
-			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-			goto out;
-		}
-		if (kbox_conn_set_ip(inner, inside_ip, err) < 0 ||
-		    (s->id.drop
-		             ? kbox_conn_save_owned(inner, s->inner_path, s->id.uid, s->id.gid, err)
-		             : kbox_conn_save(inner, s->inner_path, err)) < 0)
-			goto out;
-		snprintf(kernel_conn, size, "%s/kernel-%lu.sandbox.json", b->sockets_inside,
-		         s->generation);
+	if (!(*text_p = kbox_conn_json(conn))) {
+		kbox_conn_destroy(&conn);
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	}
+	if (b->conn_fd)
+		snprintf(kernel_conn, size, "%s", b->conn_inside);
+	else
+		snprintf(kernel_conn, size, "%s/kernel-%lu.json", b->conn_inside, s->generation);
 	*conn_p = conn;
-	conn = NULL;
-	rc = 0;
-out:
-	kbox_conn_destroy(&conn);
-	kbox_conn_destroy(&inner);
-	return rc;
+	return 0;
+}
+
+/* Name CONN's sockets as the supervisor reaches them, through the
+ * sandbox's descriptor of their directory (s->sockets_view).  A sandbox
+ * that ended before it was made has none: run/, where nothing binds (the
+ * readiness wait then says how it ended).  0 or -1 with ERR. */
+static int host_sockets(sup_t *s, kbox_conn_t *conn, kbox_error_t *err)
+{
+	char ip[PATH_MAX];
+	int fd = kr_sandbox_sockets_fd(s->sb);
+	if (fd >= 0)
+		snprintf(s->sockets_view, sizeof s->sockets_view, "/proc/self/fd/%d", fd);
+	else
+		s->sockets_view[0] = '\0';
+	snprintf(ip, sizeof ip, "%s%s", fd >= 0 ? s->sockets_view : s->runtime_dir,
+	         strrchr(kbox_conn_ip(conn), '/'));
+	return kbox_conn_set_ip(conn, ip, err);
 }
 
 /* Has the kernel bound the sockets of S->bind_conn that a readiness wait
@@ -308,14 +276,15 @@ static int on_bind_check(kbox_loop_t *loop, void *arg)
 	return 0;
 }
 
-/* Watch the (fresh, empty) sockets directory for the kernel's binds,
- * before the kernel starts.  false when it cannot be watched. */
+/* Watch the directory of the kernel's sockets for its binds (as soon as
+ * the sandbox is made: the kernel has hardly begun; what it bound before
+ * the watch, the check's timer sees).  false when it cannot be watched. */
 static bool bind_watch(sup_t *s)
 {
-	if (inotify_ready(s) < 0)
+	if (!s->sockets_view[0] || inotify_ready(s) < 0)
 		return false;
-	s->sockets_wd = inotify_add_watch(s->ino_fd, s->sockets_dir,
-	                                  IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW);
+	s->sockets_wd = inotify_add_watch(s->ino_fd, s->sockets_view,
+	                                  IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
 	return s->sockets_wd >= 0;
 }
 
@@ -343,12 +312,12 @@ static int bind_wait_begin(sup_t *s, kbox_conn_t **conn_p, kbox_error_t *err)
 	return 0;
 }
 
-/* Remove the current kernel's files (connection files, sockets). */
+/* Remove the current kernel's sockets (bwrap's go with its tmpfs). */
 static void remove_kernel_files(sup_t *s)
 {
-	if (s->conn_path[0])
-		unlink(s->conn_path);
-	kx_empty_dir(s->sockets_dir);
+	if (s->sockets_dir[0])
+		kx_empty_dir(s->sockets_dir);
+	s->sockets_view[0] = '\0';
 }
 
 /* Start a kernel (generation + 1) and begin waiting for it to answer.
@@ -371,7 +340,6 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, &conn_text, err) < 0 ||
 	    (s->sbo.log_fd = kr_kernel_log_pipe(s->klog, s->loop, err)) < 0)
 		goto fail;
-	bind_watch(s); /* before the kernel can bind */
 	s->sbo.conn_text = conn_text;
 	s->sbo.conn_path = conn_text ? kernel_conn : NULL;
 	s->sb = kr_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
@@ -379,8 +347,9 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	kbox_conn_json_free(&conn_text);
 	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
 	s->sbo.log_fd = -1;
-	if (!s->sb)
+	if (!s->sb || host_sockets(s, conn, err) < 0)
 		goto fail;
+	bind_watch(s);
 	sup_log(s, "start",
 	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel, "pid",
 	                  (json_int_t)kr_sandbox_pid(s->sb), "generation",
@@ -506,15 +475,6 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 	}
 	s->ready = true;
 	s->kernel_started_ms = kx_now_ms();
-	/* the kernel has read its connection file (it answered on the
-	 * sockets it names): the key is now only in its memory and ours, and
-	 * in no file that code elsewhere could reach (a state directory moved
-	 * into another session's workspace, say) */
-	if (s->conn_path[0])
-		unlink(s->conn_path);
-	if (s->inner_path[0])
-		unlink(s->inner_path);
-	s->conn_path[0] = s->inner_path[0] = '\0';
 	malloc_trim(0); /* what the kernel before this one left in the heap */
 	sup_touch(s);
 	sup_log(s, "ready",

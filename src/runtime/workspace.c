@@ -6,6 +6,7 @@
 #include "runtime/runtime.h"
 #include "runtime/workspace.h"
 #include "runtime/session.h"
+#include "runtime/ws_live.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -739,6 +740,11 @@ static int dir_refused(const char *dir, char *why, size_t size)
 		return 1;
 	if (state_path_refuses(dir, KR_ROOT_STATE_HOME, "a default kbox state directory", why,
 	                       size))
+		return 1;
+	/* the record of live workspaces, and the sockets of kernels that run
+	 * without a sandbox (ws_live.h) */
+	kr_live_path(real);
+	if (state_path_refuses(dir, real, "kbox's directory of running kernels", why, size))
 		return 1;
 	return state_refuses(dir, why, size);
 }

@@ -20,7 +20,7 @@
  * directory, from the password database, ~/.local/state/kbox/live; a
  * user without a home that can be written, /tmp/kbox-UID (then checked
  * to be the user's own, as tmux's socket directory is). */
-static void live_path(char *dir)
+void kr_live_path(char *dir)
 {
 	struct passwd *pw;
 	if (geteuid() == 0) {
@@ -56,7 +56,7 @@ static int live_dir(bool make, char *dir, kbox_error_t *err)
 	struct stat st;
 	int fd;
 
-	live_path(dir);
+	kr_live_path(dir);
 	if (make)
 		make_dirs(dir);
 	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
@@ -255,4 +255,99 @@ out:
 int kr_live_ws_refuses(const char *home, kbox_error_t *err)
 {
 	return kr_live_ws_check(home, "state directory", err);
+}
+
+/* Remove what is in SDIR (open at SFD) that no supervisor holds. */
+static void sockets_prune(int sfd, const char *sdir)
+{
+	DIR *d;
+	struct dirent *e;
+	int fd = dup(sfd);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		char path[PATH_MAX];
+		int held;
+		if (strncmp(e->d_name, "none-", 5) != 0)
+			continue;
+		held = openat(sfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (held < 0)
+			continue;
+		if (flock(held, LOCK_EX | LOCK_NB) == 0 &&
+		    (size_t)snprintf(path, sizeof path, "%s/%s", sdir, e->d_name) < sizeof path) {
+			kx_empty_dir(path);
+			unlinkat(sfd, e->d_name, AT_REMOVEDIR);
+		}
+		close(held);
+	}
+	closedir(d);
+}
+
+int kr_live_sockets_make(char *dir, kbox_error_t *err)
+{
+	char base[PATH_MAX], sdir[PATH_MAX], tmp[PATH_MAX];
+	struct stat st;
+	int dfd, sfd = -1, fd = -1;
+
+	if ((dfd = live_dir(true, base, err)) < 0)
+		return -1;
+	if ((size_t)snprintf(sdir, sizeof sdir, "%s/" KR_LIVE_SOCKETS, base) >= sizeof sdir) {
+		kbox_error_set(err, KBOX_E_INVALID, "%s: path too long", base);
+		goto out;
+	}
+	if ((mkdirat(dfd, KR_LIVE_SOCKETS, 0700) < 0 && errno != EEXIST) ||
+	    (sfd = openat(dfd, KR_LIVE_SOCKETS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+	            0 ||
+	    fstat(sfd, &st) < 0) {
+		kbox_error_set_sys(err, "cannot make %s", sdir);
+		goto out;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "%s is not this user's own private directory (owner uid %u, mode "
+		               "%03o): remove it",
+		               sdir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+		goto out;
+	}
+	sockets_prune(sfd, sdir);
+	/* locked before it has its name: no prune sees it unheld */
+	if ((size_t)snprintf(tmp, sizeof tmp, "%s/.new-XXXXXX", sdir) >= sizeof tmp ||
+	    !mkdtemp(tmp)) {
+		kbox_error_set_sys(err, "cannot make a directory in %s", sdir);
+		goto out;
+	}
+	if ((size_t)snprintf(dir, PATH_MAX, "%s/none-%s", sdir, strrchr(tmp, '-') + 1) >=
+	    PATH_MAX) {
+		kbox_error_set(err, KBOX_E_INVALID, "%s: path too long", sdir);
+		rmdir(tmp);
+		goto out;
+	}
+	if ((fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    flock(fd, LOCK_EX | LOCK_NB) < 0 || rename(tmp, dir) < 0) {
+		kbox_error_set_sys(err, "cannot make %s", dir);
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		rmdir(tmp);
+	}
+out:
+	if (sfd >= 0)
+		close(sfd);
+	close(dfd);
+	return fd;
+}
+
+void kr_live_sockets_release(int *fd, const char *dir)
+{
+	if (*fd < 0)
+		return;
+	if (dir && dir[0]) {
+		kx_empty_dir(dir);
+		rmdir(dir);
+	}
+	close(*fd);
+	*fd = -1;
 }

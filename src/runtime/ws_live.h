@@ -55,4 +55,23 @@ int kr_live_ws_refuses(const char *home, kbox_error_t *err);
  * (an outputs directory), WHAT naming it in ERR ("outputs directory"). */
 int kr_live_ws_check(const char *path, const char *what, kbox_error_t *err);
 
+/* The record's directory (made or not), into DIR (PATH_MAX bytes):
+ * ws_host_dir refuses a workspace in it or holding it. */
+void kr_live_path(char *dir);
+
+/* A fresh directory for the sockets of a kernel that runs without a
+ * sandbox (backend none), where no sandbox reaches them: in the record's
+ * directory, KR_LIVE_SOCKETS/none-XXXXXX (a name no record has), mode
+ * 0700, never below a state directory or a workspace.  Its path into DIR
+ * (PATH_MAX bytes), and a descriptor that holds it (a lock, close-on-
+ * exec) for as long as it is open: one that is no longer held belongs to
+ * a supervisor that is gone, and the next to make one removes it.  The
+ * descriptor, or -1 with ERR. */
+#define KR_LIVE_SOCKETS ".sockets"
+int kr_live_sockets_make(char *dir, kbox_error_t *err);
+
+/* Remove the directory DIR that *FD holds (kr_live_sockets_make) and
+ * what is in it; *FD is -1 after.  Accepts -1. */
+void kr_live_sockets_release(int *fd, const char *dir);
+
 #endif

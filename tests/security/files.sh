@@ -412,7 +412,7 @@ kernel_key() {
 KEY1=$(kernel_key fs)
 fresh
 check row20_the_kernels_key_is_256_bit_hex eval 'printf "%s" "$KEY1" | grep -qxE "[0-9a-f]{64}"'
-check row20_no_connection_file_is_left_once_the_kernel_answered eval '[ -d "$S/fs/run/sandbox" ] &&
+check row20_no_connection_file_is_left_once_the_kernel_answered eval '[ -d "$S/fs/run" ] &&
 	[ -z "$(find "$S/fs" -name "kernel-*.json")" ] || { why="$(find "$S/fs" -name "kernel-*.json")"; false; }'
 # save: keep this kbox's output among the ones searched for keys
 save() { cat stdout stderr >"$R20/$1" 2>/dev/null; }
@@ -715,10 +715,10 @@ x"'
 # kernel starts.  A kernel whose start waits on a FIFO in its workspace
 # (made by the kernel before, so that the restart's new one stops there:
 # "gated") shows, as they are then, what the host's directories hold and
-# what the kernel sees of its file and of /run/kbox.
+# what the kernel sees of its file and of /run/kernel, where it binds its
+# sockets too.
 fresh
 G=$(cat "$S/fs/generation" 2>/dev/null)
-SBDIR=$S/fs/run/sandbox
 mode() { stat -c %a "$1"; }
 # owner_only DIR [UID [MODE]]: DIR is UID's (default ours) with MODE
 # (default 0700: no group or other access; ipykernel adds the sticky bit
@@ -738,10 +738,12 @@ private_file() {
 	return 1
 }
 no_control_socket() { [ ! -S "$S/$1/control.sock" ]; }
-check row17_run_dir_is_owner_only owner_only "$S/fs/run" "$(id -u)" "$PASS_MODE"
-check row17_sandbox_socket_dir_is_owner_only owner_only "$SBDIR" "$(sb_uid fs)"
+check row17_run_dir_is_owner_only owner_only "$S/fs/run" "$(id -u)" 700
+check row17_no_socket_dir_is_in_the_session_directory eval '[ ! -e "$S/fs/run/sandbox" ] &&
+	[ -z "$(find "$S/fs" -path "$S/fs/workspace" -prune -o -type s ! -name control.sock -print)" ] ||
+	{ why="$(find "$S/fs" -type s)"; false; }'
 mkdir -p jp/kernels/gated
-printf '{"argv": ["/bin/sh", "-c", "{ ls /run/kbox; stat -c \\"%%a %%F %%n\\" \\"$0\\"; } >/workspace/seen; [ ! -p /workspace/gate ] || cat /workspace/gate >/dev/null; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "gated", "language": "python"}\n' "$PY" >jp/kernels/gated/kernel.json
+printf '{"argv": ["/bin/sh", "-c", "{ ls /run/kernel; stat -c \\"%%a %%F %%n\\" /run/kernel \\"$0\\"; } >/workspace/seen; [ ! -p /workspace/gate ] || cat /workspace/gate >/dev/null; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "gated", "language": "python"}\n' "$PY" >jp/kernels/gated/kernel.json
 JUPYTER_PATH=$T/jp kbox start -s gt -k gated
 GG=$(cat "$S/gt/generation" 2>/dev/null)
 gate_rc=
@@ -764,31 +766,12 @@ check row17_the_kernels_connection_file_is_a_regular_0600_file_of_its_own_tmpfs 
 	grep -qx "600 regular file /run/kernel/kernel-$((GG + 1)).json" gate.seen'
 check row17_no_host_file_holds_a_connection_while_the_kernel_starts eval '[ -s gate.seen ] &&
 	[ ! -s gate.host ] || { why="$(cat gate.host)"; false; }'
-check row17_the_kernels_run_kbox_holds_no_connection_file eval '[ -s gate.seen ] &&
-	! grep -q "^kernel-.*json$" gate.seen'
+check row17_the_kernels_run_kernel_is_0700_and_holds_only_its_connection_file_as_it_starts eval '
+	[ "$(head -n 1 gate.seen)" = "kernel-$((GG + 1)).json" ] &&
+	grep -qx "700 directory /run/kernel" gate.seen'
 check row17_the_gated_restart_ends_once_the_kernel_goes_on eval '[ "$gate_rc" = 0 ]'
 DIAG=
 kbox rm -f gt
-
-# The kernel plants links where the next kernel's connection files might
-# go in its /run/kbox: the restart follows none of them.
-fresh
-kexec fs <<EOF
-import os
-os.symlink("$HOSTDIR/target.txt", "/run/kbox/kernel-$((G + 1)).json")
-os.symlink("$HOSTDIR/target.txt", "/run/kbox/kernel-$((G + 1)).sandbox.json")
-print("planted")
-EOF
-check row17_kernel_plants_links_at_the_next_connection_files eval 'status_is 0 && stdout_is planted &&
-	[ -L "$SBDIR/kernel-$((G + 1)).json" ] && [ -L "$SBDIR/kernel-$((G + 1)).sandbox.json" ]'
-kbox restart -s fs
-check row17_restart_after_the_kernels_planted_links_starts_a_new_kernel eval 'status_is 0 &&
-	stdout_is "session fs: kernel restarted (kernel $((G + 1))); earlier state is lost"'
-check row17_kernels_planted_links_are_not_written_through eval 'file_is "$HOSTDIR/target.txt" precious &&
-	[ "$(ls -A "$HOSTDIR")" = "secret.txt
-target.txt" ]'
-check row17_kernels_planted_links_are_removed eval '[ -z "$(find "$SBDIR" "$S/fs/run" -type l)" ] ||
-	{ why="$(find "$SBDIR" "$S/fs/run" -type l)"; false; }'
 
 # A link planted at the host's next connection file, where one was once
 # written (by something on the host): a sandboxed kernel's connection
@@ -813,33 +796,37 @@ check row17_run_dir_open_to_others_refuses_the_start fails_with 5 \
 	"kbox start: directory $S/fs/run is accessible to others (mode 755, need 0700): chmod 700 $S/fs/run"
 [ -d "$S/fs/run" ] && chmod 700 "$S/fs/run"
 
-# The kernel can chmod its /run/kbox: the next kernel starts (kbox makes
-# its directory private again) or the error gives the reason.
+# A restart leaves nothing of the kernel before in /run/kernel: each
+# sandbox's is its own tmpfs.
 fresh
 kbox start -s fs
 check row17_session_starts_again status_is 0
 kexec fs <<'EOF'
 import os
-os.chmod("/run/kbox", 0o755)
-print(oct(os.stat("/run/kbox").st_mode & 0o777))
+os.chmod("/run/kernel", 0o755)
+open("/run/kernel/left", "w").write("x")
+print(oct(os.stat("/run/kernel").st_mode & 0o777))
 EOF
-check row17_kernel_opens_its_run_dir_to_others eval 'status_is 0 && [ "$(tail -n 1 stdout)" = 0o755 ]'
+check row17_kernel_opens_its_run_kernel_to_others eval 'status_is 0 && [ "$(tail -n 1 stdout)" = 0o755 ]'
 kbox restart -s fs
-check row17_restart_after_the_kernel_opened_its_run_dir_works_and_makes_it_private eval '
-	status_is 0 && owner_only "$SBDIR" "$(sb_uid fs)"'
+kexec fs <<'EOF'
+import os
+print(oct(os.stat("/run/kernel").st_mode & 0o777), os.path.exists("/run/kernel/left"))
+EOF
+check row17_restart_gives_the_new_kernel_a_private_run_kernel_of_its_own eval '
+	status_is 0 && [ "$(tail -n 1 stdout)" = "0o700 False" ]'
 
 # The host reads its connection file for every exec: the kernel must not
 # be able to change what the host client reads (a host file, or another
-# endpoint).  It tries where that file was once kept, the run/ directory
-# it sees as /run/kbox.
+# endpoint).  It tries where that file is, its /run/kernel.
 fresh
 kbox start -s cf
 check session_cf_starts status_is 0
 G=$(cat "$S/cf/generation" 2>/dev/null)
 kexec cf <<EOF
 import os
-os.symlink("$HOSTDIR/secret.txt", "/run/kbox/link.tmp")
-os.rename("/run/kbox/link.tmp", "/run/kbox/kernel-$G.json")
+os.symlink("$HOSTDIR/secret.txt", "/run/kernel/link.tmp")
+os.rename("/run/kernel/link.tmp", "/run/kernel/kernel-$G.json")
 EOF
 kbox exec -s cf 'print(6 * 7)'
 check row17_kernel_cannot_make_the_host_client_read_a_host_file eval '! grep -q hostsecret stdout stderr &&
@@ -875,9 +862,9 @@ real = {"key": get_ipython().kernel.session.key.decode(), "signature_scheme": "h
 fake = dict(real, transport="tcp", ip="127.0.0.1", kernel_name="python3")
 for ch in ("shell", "iopub", "stdin", "control", "hb"):
     fake[ch + "_port"] = ${P:-0}
-with open("/run/kbox/fake.json", "w") as f:
+with open("/run/kernel/fake.json", "w") as f:
     json.dump(fake, f)
-os.rename("/run/kbox/fake.json", "/run/kbox/kernel-$G.json")
+os.rename("/run/kernel/fake.json", "/run/kernel/kernel-$G.json")
 EOF
 kbox exec -s cf -t 10 'print(6 * 7)'
 check row17_kernel_cannot_point_the_host_client_at_another_endpoint eval '[ ! -e accepted ] &&
@@ -895,11 +882,11 @@ from ipykernel.kernelapp import IPKernelApp
 app = IPKernelApp.instance()
 shell = "%s-%d" % (app.ip, app.shell_port)
 os.rename(shell, shell + ".moved")
-os.symlink("/run/kbox/" + os.path.basename(shell) + ".moved", shell)
+os.symlink("/run/kernel/" + os.path.basename(shell) + ".moved", shell)
 print("socket", os.path.basename(shell))
 print("linked")
 EOF
-SOCK=$S/cf/run/sandbox/$(sed -n 's/^socket //p' stdout 2>/dev/null)
+SOCK=/proc/$(status_field cf kernel_pid)/root/run/kernel/$(sed -n 's/^socket //p' stdout 2>/dev/null)
 check row17_kernel_replaces_its_shell_socket_with_a_link eval 'status_is 0 && [ "$(tail -n 1 stdout)" = linked ]'
 kbox exec -s cf 'print(6 * 7)'
 check row17_host_client_keeps_its_pinned_socket_not_the_link eval 'status_is 0 && stdout_is 42 &&

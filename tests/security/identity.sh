@@ -9,8 +9,8 @@
 # files it makes are that uid's,
 # and one session's uid cannot read another's files.  As an ordinary user
 # it is that user.  In both,
-# nothing outside /workspace, /home/kbox, /tmp, /dev/shm and /run/kbox is
-# writable.  What code leaves in the sandbox's home (IPython startup files
+# nothing outside /workspace, /home/kbox, /tmp, /dev/shm and /run/kernel
+# is writable.  What code leaves in the sandbox's home (IPython startup files
 # and configuration, a .pth or usercustomize in the user site, a
 # matplotlibrc) does not run in the next kernel, unless the session is
 # started with --home-config on; a module it leaves in the workspace named
@@ -172,10 +172,11 @@ check "row22_files_the_kernel_makes_are_the_sandbox_users_on_the_host" eval '
 	rc_is probe 0 && eq "$(val probe made_uid)" "1000 1000" &&
 	eq "$(stat -c %u:%g "$S/i/workspace/made")" "$XU:$XG" &&
 	eq "$(stat -c %u:%g "$S/i/home/made")" "$XU:$XG"'
-# (/run/kernel: the tmpfs of the kernel's connection file, the
-# sandbox's own; ipykernel writes its file again once its sockets are bound)
-check "row22_only_workspace_home_tmp_dev_shm_run_kbox_and_run_kernel_are_writable" eval '
-	rc_is probe 0 && eq "$(val probe writable)" "/dev/shm /home/kbox /run/kbox /run/kernel /tmp /workspace"'
+# (/run/kernel: the tmpfs of the kernel's connection file and sockets,
+# the sandbox's own; ipykernel writes its file again once its sockets are
+# bound)
+check "row22_only_workspace_home_tmp_dev_shm_and_run_kernel_are_writable" eval '
+	rc_is probe 0 && eq "$(val probe writable)" "/dev/shm /home/kbox /run/kernel /tmp /workspace"'
 
 # the kernel's process, seen from the host
 ids_of() { awk '/^(Uid|Gid):/ { print $2, $3, $4, $5 }' "/proc/$1/status" 2>/dev/null | tr '\n' ' '; }
@@ -239,7 +240,7 @@ check "row22_after_a_restart_the_kernel_is_still_the_sandbox_user" eval '
 if [ "$(id -u)" = 0 ]; then
 	DIAG=
 	check "row22_under_root_the_session_dir_is_0710_root_and_the_sandbox_users_group" eval '
-		eq "$(stat -c %a:%u:%g "$S/i")" "710:0:$XG" && eq "$(stat -c %a:%u:%g "$S/i/run")" "710:0:$XG" &&
+		eq "$(stat -c %a:%u:%g "$S/i")" "710:0:$XG" && eq "$(stat -c %a:%u "$S/i/run")" "700:0" &&
 		eq "$(stat -c %a:%u "$S/i/outputs")" "700:0" &&
 		eq "$(stat -c %a:%u "$S/i/session.json")" "600:0"'
 	# a state directory the sandbox user cannot reach: one clear error
@@ -250,7 +251,7 @@ if [ "$(id -u)" = 0 ]; then
 	DIAG=closed
 	check "row22_under_root_an_unreachable_state_dir_is_one_clear_error" eval '
 		! rc_is closed 0 >/dev/null &&
-		grep -q "the sandbox (uid [0-9]*, group $SU.s) cannot reach $ROOT/closed/h/sessions/c/run/sandbox: $ROOT/closed is mode 0700, owner 0:0" "$W/closed.err"'
+		grep -q "the sandbox (uid [0-9]*, group $SU.s) cannot reach $ROOT/closed/h/sessions/c/home: $ROOT/closed is mode 0700, owner 0:0" "$W/closed.err"'
 	# kbox doctor says so too, and its exit status says no session starts
 	KBOX_HOME=$ROOT/closed/h kx doctor
 	keep doctor_closed
@@ -368,7 +369,7 @@ EOF
 		rc_is secret_i 0 && eq "$(val secret_i mode)" 0o644 &&
 		setpriv --reuid="$XU" --regid="$XG" --clear-groups cat "$S/i/workspace/secret-i" >/dev/null &&
 		! setpriv --reuid="$P1" --regid="$XG" --clear-groups cat "$S/i/workspace/secret-i" 2>/dev/null &&
-		! setpriv --reuid="$P1" --regid="$XG" --clear-groups ls "$S/i/run/sandbox" >/dev/null 2>&1'
+		! setpriv --reuid="$P1" --regid="$XG" --clear-groups ls "$S/i/home" >/dev/null 2>&1'
 	check "row44_under_root_when_the_range_is_taken_a_start_says_so" eval '
 		! rc_is p2_taken 0 >/dev/null &&
 		grep -qF "all 1 sandbox uids ($LAST-$LAST, the sandbox user $SU'"'"'s range) are taken by sessions" "$W/p2_taken.err" &&

@@ -318,9 +318,13 @@ for root, dirs, files in os.walk("/"):
         if f == "$MARKER" or (f.startswith("kernel-") and f.endswith(".json") and root != "/run/kernel"):
             found.append(os.path.join(root, f))
 print("other_sessions_files", found)
-print("run_kbox", sorted(os.listdir("/run/kbox")))
-print("run_kbox_json", [f for f in os.listdir("/run/kbox") if f.endswith(".json")])
-print("run_kernel", os.listdir("/run/kernel"))
+import stat
+from ipykernel.kernelapp import IPKernelApp
+tag = os.path.basename(IPKernelApp.instance().ip)
+print("run", sorted(os.listdir("/run")))
+print("run_kernel_files", sorted(n for n in os.listdir("/run/kernel") if not n.startswith(tag + "-")))
+print("run_kernel_sockets", sorted(n[len(tag):] for n in os.listdir("/run/kernel")
+                                   if n.startswith(tag + "-") and stat.S_ISSOCK(os.lstat("/run/kernel/" + n).st_mode)))
 EOF
 keep secrets
 kernel_conn a "$ROOT/conn-a.json"
@@ -338,15 +342,20 @@ check "row08_etc_passwd_holds_only_kbox_and_nobody" eval '
 	rc_is secrets 0 && eq "$(val secrets passwd)" "['"'kbox', 'nobody'"']"'
 check "row08_another_sessions_files_and_connection_files_are_not_visible" eval '
 	rc_is secrets 0 && eq "$(val secrets other_sessions_files)" "[]"'
-# /run/kbox is the session's run/sandbox: the kernel's sockets, and no
-# connection file; the kernel's own is in /run/kernel, a tmpfs of the
-# sandbox's, no file of the host's
-check "row08_run_kbox_holds_only_this_sessions_sockets_and_no_key" eval '
+# the kernel's connection file and its sockets are in /run/kernel, a
+# tmpfs of the sandbox's: no file of the host's (B10-1: a sandbox that
+# holds the session's directory open, once in its workspace, finds no
+# socket to subscribe to there)
+check "row08_run_holds_only_the_kernels_own_tmpfs" eval '
+	rc_is secrets 0 && eq "$(val secrets run)" "['"'"'kernel'"'"']"'
+check "row08_run_kernel_holds_this_kernels_connection_file_and_its_five_sockets" eval '
 	rc_is secrets 0 &&
-	eq "$(val secrets run_kbox)" "$("$PY" -c "import os, sys; print(sorted(os.listdir(sys.argv[1])))" "$S/a/run/sandbox")" &&
-	eq "$(val secrets run_kbox_json)" "[]" && [ "$(ls "$S/a/run/sandbox" | wc -l)" = 5 ]'
-check "row08_run_kernel_holds_only_this_kernels_connection_file" eval '
-	rc_is secrets 0 && eq "$(val secrets run_kernel)" "['"'"'kernel-$(cat "$S/a/generation" 2>/dev/null).json'"'"']"'
+	eq "$(val secrets run_kernel_files)" "['"'"'kernel-$(cat "$S/a/generation" 2>/dev/null).json'"'"']" &&
+	eq "$(val secrets run_kernel_sockets)" "['"'"'-1'"'"', '"'"'-2'"'"', '"'"'-3'"'"', '"'"'-4'"'"', '"'"'-5'"'"']"'
+check "row08_no_kernel_socket_is_in_the_state_directory" eval '
+	[ "$(find "$KBOX_HOME" -type s ! -name control.sock | wc -l)" = 0 ] &&
+	[ "$(find "$KBOX_HOME" -type s -name control.sock | wc -l)" -ge 2 ] ||
+	{ why="$(find "$KBOX_HOME" -type s)"; false; }'
 
 # ---- row 14: privilege ----
 
@@ -637,8 +646,8 @@ print("host_fds", sorted(host_fds("self") + host_fds("1")))
 mounts = [l.split()[3:5] for l in open("/proc/self/mountinfo")]
 print("state_dir_mounts", sorted((point, root) for root, point in mounts if root.startswith(STATE)))
 system = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
-          "/proc/sys", "/dev", "/dev/pts", "/dev/shm", "/tmp", "/home/kbox", "/run/kbox",
-          "/run/kernel", "/workspace")
+          "/proc/sys", "/dev", "/dev/pts", "/dev/shm", "/tmp", "/home/kbox", "/run/kernel",
+          "/workspace")
 etc = ("ld.so.cache", "localtime", "timezone", "alternatives", "fonts", "matplotlibrc",
        "mime.types", "os-release", "debian_version", "passwd", "group", "hosts", "hostname",
        "nsswitch.conf")
@@ -655,7 +664,7 @@ print("undocumented_mounts", sorted(point for root, point in mounts if not docum
 EOF
 keep host
 NO_SWAP="'Filename\\t\\t\\t\\tType\\t\\tSize\\t\\tUsed\\t\\tPriority\\n'"
-OWN_DIRS="[('/home/kbox', '$S/a/home'), ('/run/kbox', '$S/a/run/sandbox'), ('/workspace', '$S/a/workspace')]"
+OWN_DIRS="[('/home/kbox', '$S/a/home'), ('/workspace', '$S/a/workspace')]"
 check "row34_proc_cmdline_reads_empty" eval 'rc_is host 0 && eq "$(val host cmdline)" "'"''"'"'
 check "row34_proc_swaps_lists_no_swap_file" eval 'rc_is host 0 && eq "$(val host swaps)" "$NO_SWAP"'
 check "row34_no_fd_of_the_kernel_or_its_init_names_a_host_file" eval '
@@ -709,9 +718,9 @@ check "row19_nothing_signed_with_as_key_ran_in_b" eval '
 # (under root the sandbox's own are the sandbox user's; those it passes
 # through, root's 0710: kbox(7), Identity)
 check "row19_each_sessions_run_and_workspace_directories_are_private" eval '
-	private_to "$(id -u)" "$PASS_MODE" "$S/a/run" && private_to "$(id -u)" "$PASS_MODE" "$S/b/run" &&
+	private_to "$(id -u)" 700 "$S/a/run" && private_to "$(id -u)" 700 "$S/b/run" &&
 	private_to "$(sb_uid a)" 700 "$S/a/workspace" && private_to "$(sb_uid b)" 700 "$S/b/workspace" &&
-	private_to "$(sb_uid a)" 700 "$S/a/run/sandbox" && private_to "$(id -u)" "$PASS_MODE" "$S/a" &&
+	[ ! -e "$S/a/run/sandbox" ] && private_to "$(id -u)" "$PASS_MODE" "$S/a" &&
 	private_to "$(id -u)" "$PASS_MODE" "$S/b"'
 
 # ---- row 44: what reaches a session's supervisor ----

@@ -75,9 +75,11 @@ KPID=$(py -c 'import json, sys; print(json.load(open(sys.argv[1]))["kernel_pid"]
 
 # ---- row 18: no port to scan from outside the sandbox ----
 
-check row18_connection_file_transport_is_ipc_in_the_sessions_run_dir json_true "$CONN" \
-	'j["transport"] == "ipc" and j["ip"].startswith(a[0] + "/")' "$S/pr/run"
-check row18_kernel_sockets_are_unix_sockets_in_run eval '"$PY" -c "
+# (its sockets are in the sandbox's own tmpfs, /run/kernel: the host
+# reaches them through the sandbox's root only)
+check row18_connection_file_transport_is_ipc_in_the_sandboxs_run_kernel json_true "$CONN" \
+	'j["transport"] == "ipc" and j["ip"].startswith(a[0] + "/")' "/proc/$KPID/root/run/kernel"
+check row18_kernel_sockets_are_unix_sockets_in_run_kernel eval '"$PY" -c "
 import json, stat, os, sys
 j = json.load(open(sys.argv[1]))
 for ch in (\"shell\", \"iopub\", \"stdin\", \"control\", \"hb\"):

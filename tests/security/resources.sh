@@ -423,12 +423,13 @@ DIAG=after_flood_l
 check "row31_the_same_kernel_answers_after_the_flood" eval '
 	rc_is after_flood_l 0 && out_is after_flood_l 42'
 
-# a tree 5000 directories deep in /run/kbox (the session's run/sandbox),
-# its path far longer than PATH_MAX, with a link out at the bottom
+# a tree 5000 directories deep in /run/kernel (the tmpfs of the kernel's
+# sockets), its path far longer than PATH_MAX, with a link out at the
+# bottom
 DIAG=deep_l
 pyx l <<'EOF'
 import os
-os.chdir("/run/kbox")
+os.chdir("/run/kernel")
 for _ in range(5000):
     os.mkdir("d")
     os.chdir("d")
@@ -448,7 +449,7 @@ DIAG=restart_l
 check "row31_restart_succeeds_after_the_deep_tree" eval 'rc_is restart_l 0'
 pyx l <<'EOF'
 import os
-print(sorted(n for n in os.listdir("/run/kbox") if not n.startswith("kernel-")), open("/workspace/kept").read().strip())
+print(sorted(n for n in os.listdir("/run/kernel") if not n.startswith("kernel-")), open("/workspace/kept").read().strip())
 EOF
 keep after_deep_l
 DIAG=after_deep_l
@@ -456,7 +457,7 @@ check "row31_the_new_kernel_answers_the_tree_is_gone_and_the_workspace_kept" eva
 	rc_is after_deep_l 0 &&
 	note_line_is "$W/after_deep_l.out" "kernel restarted: restarted on request (kbox restart); earlier state (variables, imports, loaded data) is lost" &&
 	[ "$(sed -n "2,\$p" "$W/after_deep_l.out")" = "[] kept" ] &&
-	[ "$(find "$S/l/run/sandbox" -name d | wc -l)" = 0 ]'
+	[ "$(find "$S/l" -name d | wc -l)" = 0 ]'
 kx stop -s l
 SKIPPING=$base_skip
 
