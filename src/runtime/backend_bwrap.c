@@ -178,8 +178,8 @@ static int take_root(kr_sandbox_t *sb, pid_t pid, kbox_error_t *err)
 	}
 	sb->sockets_fd = fd;
 	snprintf(path, sizeof path, "/proc/%ld/root/workspace", (long)pid);
-	if (sb->o.ws_check && (stat(path, &st) < 0 || st.st_dev != sb->o.ws_dev ||
-	                       st.st_ino != sb->o.ws_ino))
+	if (sb->o.ws_check &&
+	    (stat(path, &st) < 0 || st.st_dev != sb->o.ws_dev || st.st_ino != sb->o.ws_ino))
 		return kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "the workspace %s is no longer the directory that was checked (it was "

@@ -201,6 +201,13 @@ static int deny_setid_modes(scmp_filter_ctx ctx)
 	return rc;
 }
 
+/* Seal the memfd FD as it is: what bwrap reads from it can no longer
+ * change, whoever else came to hold it.  0 or -1. */
+static int seal(int fd)
+{
+	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+}
+
 /* The filter as a BPF program in a memfd (offset 0), or -1 with ERR. */
 static int seccomp_program(kbox_error_t *err)
 {
@@ -246,13 +253,13 @@ static int seccomp_program(kbox_error_t *err)
 		return kbox_error_set(err, KBOX_E_SYSTEM, "seccomp: cannot add a rule: %s",
 		                      strerror(-rc));
 	}
-	if ((fd = memfd_create("kbox-seccomp", 0)) < 0) {
+	if ((fd = memfd_create("kbox-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) {
 		seccomp_release(ctx);
 		return kbox_error_set_sys(err, "seccomp: memfd_create");
 	}
 	rc = seccomp_export_bpf(ctx, fd);
 	seccomp_release(ctx);
-	if (rc < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+	if (rc < 0 || lseek(fd, 0, SEEK_SET) < 0 || seal(fd) < 0) {
 		close(fd);
 		return kbox_error_set(err, KBOX_E_SYSTEM, "seccomp: cannot export the filter: %s",
 		                      strerror(rc < 0 ? -rc : errno));
@@ -260,14 +267,15 @@ static int seccomp_program(kbox_error_t *err)
 	return fd;
 }
 
-/* A memfd holding TEXT at offset 0, or -1. */
+/* A memfd holding TEXT at offset 0, sealed, or -1. */
 static int data_fd(const char *name, const char *text)
 {
-	int fd = memfd_create(name, MFD_CLOEXEC); /* (kx_child_exec keeps it for bwrap) */
+	/* (kx_child_exec keeps it open for bwrap) */
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	size_t len = strlen(text);
 	if (fd < 0)
 		return -1;
-	if (write(fd, text, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET) < 0) {
+	if (write(fd, text, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET) < 0 || seal(fd) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -560,14 +568,14 @@ static int add_sync_and_filter(bwcmd_t *c, const kr_bwrap_opts_t *b, kbox_error_
 static int move_options_to_file(bwcmd_t *c, const char *exe, char *const *cmd, kbox_error_t *err)
 {
 	kx_argv_t cl = KX_ARGV_INIT;
-	int fd = memfd_create("kbox-bwrap-args", 0);
+	int fd = memfd_create("kbox-bwrap-args", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	bool ok = fd >= 0;
 
 	for (size_t i = 1; ok && i < c->a.n; i++) {
 		size_t len = strlen(c->a.v[i]) + 1; /* with its NUL */
 		ok = write(fd, c->a.v[i], len) == (ssize_t)len;
 	}
-	if (!ok || lseek(fd, 0, SEEK_SET) < 0) {
+	if (!ok || lseek(fd, 0, SEEK_SET) < 0 || seal(fd) < 0) {
 		if (fd >= 0)
 			close(fd);
 		return kbox_error_set_sys(err, "cannot pass bwrap its options");

@@ -20,8 +20,8 @@
  * its own, for the kernel's connection file and sockets); the rest of /
  * read-only.  Only loopback networking. */
 typedef struct {
-	const char *rootfs;      /* system files from this directory; NULL: the host's */
-	const char *workspace;   /* bound read-write at /workspace (the cwd); may be NULL */
+	const char *rootfs;    /* system files from this directory; NULL: the host's */
+	const char *workspace; /* bound read-write at /workspace (the cwd); may be NULL */
 	/* the kernel's connection file: CONN_TEXT put at CONN_PATH (in
 	 * KR_BWRAP_KERNEL_DIR), mode 0600, in a tmpfs of the sandbox's own
 	 * where its sockets are bound too: neither is a file of the host's,

@@ -247,6 +247,15 @@ static const char *const workspace_last[] = {
          * its thread's error lands in whatever cell prints next */
         "--HistoryManager.hist_file=:memory:", NULL};
 
+/* An unsandboxed kernel (none) inherits its sockets' directory and its
+ * connection file (a memfd with its key) as descriptors 3 and 4: once it
+ * has bound the one and written the other again, they go to no process
+ * it starts (os.system, say), as its first line of code. */
+static const char *const fds_private[] = {
+        "--IPKernelApp.exec_lines=__import__('os').set_inheritable(3, False); "
+        "__import__('os').set_inheritable(4, False)",
+        NULL};
+
 /* Record the session's own directory PATH (its workspace or home, made
  * already) as live into *FD and FILE, then look through it for a state
  * directory (WHAT names it).  0, or -1 with ERR. */
@@ -305,8 +314,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 		s->env[k++] = cfg.env[i];
 	s->env[k] = NULL;
 	s->sbo.env = (const char *const *)s->env;
-	if (kr_backend_sandboxed(s->backend))
-		s->sbo.ipykernel_args = workspace_last;
+	s->sbo.ipykernel_args = kr_backend_sandboxed(s->backend) ? workspace_last : fds_private;
 	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
 	/* kbox run --workspace names a host directory */
 	ws = cfg.workspace;

@@ -265,10 +265,9 @@ static json_t *status_json(sup_t *s)
 	        last, "idle_s", busy ? 0.0 : (double)(now - s->last_activity_ms) / 1000.0,
 	        "executions", (json_int_t)s->executions, "restarts", (json_int_t)s->restarts,
 	        "generation", (json_int_t)s->generation, "memory_bytes", (json_int_t)mem, "ttl_ms",
-	        (json_int_t)s->ttl_ms, "last_restart_cause", s->last_cause, "connection_file",
-	        "", "running_execs",
-	        (json_int_t)(busy && s->running->op == KR_CTL_OP_EXECUTE), "queued",
-	        (json_int_t)queued, "output_waiting", (json_int_t)s->between_msgs);
+	        (json_int_t)s->ttl_ms, "last_restart_cause", s->last_cause, "connection_file", "",
+	        "running_execs", (json_int_t)(busy && s->running->op == KR_CTL_OP_EXECUTE),
+	        "queued", (json_int_t)queued, "output_waiting", (json_int_t)s->between_msgs);
 	/* who the sandbox is on the host (kbox(7), Identity) */
 	if (st && kr_backend_sandboxed(s->backend))
 		json_object_set_new(st, "sandbox_uid", json_integer((json_int_t)s->id.uid));

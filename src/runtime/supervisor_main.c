@@ -55,6 +55,11 @@ int main(int argc, char **argv)
 		        KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM, KR_SUPERVISOR_PROGRAM);
 		return 2;
 	}
+	/* the kernels' keys are in its memory: no core file of it (nor of
+	 * what it starts).  It stays dumpable: a process of the user's that
+	 * could read its memory could as well ask it, on its control socket,
+	 * to run code in its kernels; a sandbox sees no process of the host */
+	setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
 	if (fstat(ready_fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		fprintf(stderr, "%s: descriptor %d is not a socket\n", KR_SUPERVISOR_PROGRAM,
 		        ready_fd);

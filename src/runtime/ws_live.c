@@ -305,10 +305,12 @@ int kr_live_sockets_make(char *dir, kbox_error_t *err)
 		kbox_error_set_sys(err, "cannot make %s", sdir);
 		goto out;
 	}
-	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+	/* (in the record's private directory: made by the user, who may
+	 * have made it open) */
+	if (st.st_uid != geteuid() || ((st.st_mode & 077) && fchmod(sfd, 0700) < 0)) {
 		kbox_error_set(err, KBOX_E_INVALID,
-		               "%s is not this user's own private directory (owner uid %u, mode "
-		               "%03o): remove it",
+		               "%s is not this user's own directory (owner uid %u, mode %03o): "
+		               "remove it",
 		               sdir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
 		goto out;
 	}

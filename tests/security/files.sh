@@ -502,6 +502,15 @@ check row20_a_backend_none_kernels_connection_file_is_a_memfd eval 'status_is 0 
 check row20_no_file_of_a_backend_none_session_holds_its_key eval '[ ${#KEYN} -eq 64 ] &&
 	[ -s "$ROOT/nkfiles" ] && ! xargs grep -lF -- "$KEYN" <"$ROOT/nkfiles" >"$ROOT/hits" 2>/dev/null ||
 	{ why="found in: $(cat "$ROOT/hits")"; false; }'
+# (descriptors 3 and 4, its sockets' directory and that memfd, go to no
+# process it starts, even one that keeps what it may inherit: review 10's
+# W10-1; ls lists its own, its directory's at 3)
+kexec nk <<'EOF'
+import subprocess
+print(" ".join(sorted(subprocess.run(["ls", "/proc/self/fd"], close_fds=False, capture_output=True, text=True).stdout.split())))
+EOF
+check row20_a_backend_none_kernels_descriptors_3_and_4_go_to_no_child eval 'status_is 0 &&
+	[ "$(tail -n 1 stdout)" = "0 1 2 3" ]'
 kbox stop -s nk
 
 # ---- row 21: HTML, escapes and instructions in output stay data ----

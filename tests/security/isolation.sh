@@ -357,6 +357,36 @@ check "row08_no_kernel_socket_is_in_the_state_directory" eval '
 	[ "$(find "$KBOX_HOME" -type s -name control.sock | wc -l)" -ge 2 ] ||
 	{ why="$(find "$KBOX_HOME" -type s)"; false; }'
 
+# An unsandboxed kernel (none) binds its sockets in a fresh 0700 directory
+# of the user's outside every state directory, beside the record of live
+# workspaces (/run/kbox under root, else ~/.local/state/kbox/live of the
+# password database's home), removed when its supervisor stops; one left
+# by a supervisor that is gone (unlocked) goes with the next start.
+if [ "$(id -u)" = 0 ]; then LIVE=/run/kbox; else LIVE=$(getent passwd "$(id -u)" | cut -d: -f6)/.local/state/kbox/live; fi
+STALE=$LIVE/.sockets/none-stale$$
+[ -n "$SKIPPING" ] || { mkdir -p "$STALE" && : >"$STALE/kernel-x-ipc-1"; }
+# (made 0755 here: kbox makes it 0700 again)
+kx start -s nn --backend none
+keep start_nn
+NNPID=$(status_field nn kernel_pid)
+NNDIR=$(readlink "/proc/$NNPID/fd/3" 2>/dev/null)
+DIAG=start_nn
+check "row44_a_none_kernels_sockets_are_in_a_private_directory_outside_the_state_directory" eval '
+	rc_is start_nn 0 && case "$NNDIR" in "$LIVE"/.sockets/none-??????) true ;; *) false ;; esac &&
+	eq "$(stat -c %a:%u "$NNDIR")" "700:$(id -u)" &&
+	eq "$(stat -c %a:%u "$LIVE/.sockets")" "700:$(id -u)" &&
+	[ "$(find "$NNDIR" -type s | wc -l)" = 5 ] &&
+	[ "$(find "$KBOX_HOME" -type s ! -name control.sock | wc -l)" = 0 ] ||
+	{ why="fd 3: $NNDIR"; false; }'
+check "row44_a_sockets_directory_no_supervisor_holds_goes_with_the_next_start" eval '[ ! -e "$STALE" ]'
+kx stop -s nn
+keep stop_nn
+DIAG=stop_nn
+check "row44_a_none_kernels_sockets_directory_goes_when_its_session_stops" eval '
+	rc_is stop_nn 0 && [ -n "$NNDIR" ] && [ ! -e "$NNDIR" ]'
+DIAG=
+rm -rf "$STALE"
+
 # ---- row 14: privilege ----
 
 DIAG=priv
