@@ -2,7 +2,9 @@
 """tests/mcp_http.py KBOX RESULT_SCHEMA — kbox mcp --http: the Streamable
 HTTP transport (docs/specification/2025-06-18/basic/transports): one
 endpoint, /mcp, a JSON-RPC message a POST, a request answered with one
-JSON object, a notification with 202; Mcp-Session-Id from initialize on,
+JSON object (or, when it asks for progress and the client takes a stream,
+with text/event-stream: its progress, then its response), a notification
+with 202; Mcp-Session-Id from initialize on,
 404 for one that ended, 400 without one; DELETE ends a conversation and
 its session; a bearer token, compared by the server; a Host or Origin not
 of this server refused (DNS rebinding); bounded bodies.  Each
@@ -231,6 +233,91 @@ def t_disconnect():
 
 
 check("a_client_that_goes_away_mid_call_has_its_cell_interrupted", t_disconnect)
+
+
+def sse_post(msg, sid, accept="application/json, text/event-stream"):
+    """POST MSG; (status, content type, [events' data as JSON])."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+    c.request("POST", "/mcp", body=json.dumps(msg), headers={
+        "Content-Type": "application/json", "Accept": accept,
+        "Authorization": "Bearer " + TOKEN, "Mcp-Session-Id": sid})
+    r = c.getresponse()
+    body = r.read().decode()
+    c.close()
+    if not r.getheader("Content-Type", "").startswith("text/event-stream"):
+        return r.status, r.getheader("Content-Type"), [json.loads(body)]
+    events = []
+    for block in body.split("\n\n"):
+        data = [l[6:] for l in block.split("\n") if l.startswith("data: ")]
+        if data:
+            events.append(json.loads("\n".join(data)))
+    return r.status, r.getheader("Content-Type"), events
+
+
+def t_sse():
+    # a call that asks for progress, from a client that takes a stream:
+    # its progress notifications, then its response, as events of one
+    # stream (the cell prints, then sleeps: a long cell is the behaviour)
+    sid = state["a"]
+    code = ("import time\nfor i in range(3):\n    print('step', i, flush=True)\n"
+            "    time.sleep(1.5)\n")
+    msg = {"jsonrpc": "2.0", "id": "sse-1", "method": "tools/call", "params": {
+        "name": "run_python", "arguments": {"code": code},
+        "_meta": {"progressToken": "tok-1"}}}
+    st, ctype, events = sse_post(msg, sid)
+    assert st == 200 and ctype == "text/event-stream", (st, ctype)
+    *progress, last = events
+    assert progress and all(e["method"] == "notifications/progress" and
+                            e["params"]["progressToken"] == "tok-1" for e in progress), events
+    counts = [e["params"]["progress"] for e in progress]
+    assert counts == sorted(set(counts)), counts
+    assert any("step" in e["params"].get("message", "") for e in progress), progress
+    assert last["id"] == "sse-1" and "result" in last, last
+    text = "".join(c["text"] for c in last["result"]["content"] if c["type"] == "text")
+    assert text == "step 0\nstep 1\nstep 2\n", text
+    # the same without a stream taken: one JSON object, no progress
+    msg["id"] = "sse-2"
+    st, ctype, events = sse_post(msg, sid, accept="application/json")
+    assert st == 200 and ctype == "application/json" and len(events) == 1, (st, ctype, events)
+    assert events[0]["id"] == "sse-2" and "result" in events[0], events
+    # and a call without a token: JSON, whatever the client accepts
+    del msg["params"]["_meta"]
+    msg["id"] = "sse-3"
+    msg["params"]["arguments"]["code"] = "print('plain')"
+    st, ctype, events = sse_post(msg, sid)
+    assert ctype == "application/json" and events[0]["id"] == "sse-3", (ctype, events)
+
+
+check("a_call_that_asks_for_progress_gets_a_stream_of_its_progress_then_its_result", t_sse)
+
+
+def t_sse_gone():
+    # a client that goes away from its stream, after its first progress
+    # event: the cell is interrupted, the session stays
+    import socket
+    sid = state["a"]
+    body = json.dumps({"jsonrpc": "2.0", "id": 78, "method": "tools/call", "params": {
+        "name": "run_python", "_meta": {"progressToken": 5}, "arguments": {
+            "code": "import time\nprint('going', flush=True)\nwhile True: time.sleep(0.05)"}}})
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
+                  f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                  f"Accept: application/json, text/event-stream\r\nMcp-Session-Id: {sid}\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+    sock.settimeout(120)
+    got = b""
+    while b"notifications/progress" not in got:
+        chunk = sock.recv(65536)
+        assert chunk, got
+        got += chunk
+    assert b"text/event-stream" in got and b'"progressToken":5' in got, got
+    sock.close()
+    t = s.run(sid, "x + 100")
+    assert t.endswith("]: 142\n"), t
+
+
+check("a_client_that_leaves_its_stream_has_its_cell_interrupted", t_sse_gone)
 
 
 def t_one_line():

@@ -93,12 +93,14 @@ check an_error_is_a_tool_result_with_is_error eval '[ "$rc" = 0 ] && json "r[\"i
 
 # The SDK's own client over its StreamableHTTPClientTransport, against
 # kbox mcp --http on 127.0.0.1: initialize (the session id it keeps),
-# tools/list, two calls that share the conversation's kernel, and
-# terminateSession (DELETE), which stops and removes its session.
+# tools/list, two calls that share the conversation's kernel, a cell of
+# a few seconds whose progress the SDK gets (onprogress: the server
+# answers with a stream of events), and terminateSession (DELETE), which
+# stops and removes its session.
 SDK=$INSPECTOR_DIR/node_modules/@modelcontextprotocol/sdk
 fresh
 if selected sdk_http_client_connects_lists_and_runs_in_one_conversation_kernel \
-	sdk_http_client_ending_the_session_removes_it; then
+	sdk_http_client_ending_the_session_removes_it sdk_http_client_gets_the_progress_of_a_long_cell; then
 	token=sdk-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
 	# (-k counts from our SIGTERM too: give the server's end its time)
 	KBOX_MCP_TOKEN=$token timeout -k 120 300 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
@@ -116,5 +118,7 @@ fi
 check sdk_http_client_connects_lists_and_runs_in_one_conversation_kernel eval '[ "$rc" = 0 ] &&
 	json "len(r[\"sessionId\"]) == 32 and r[\"tools\"] == [\"list_files\", \"new_session\", \"read_file\", \"read_image\", \"run_python\", \"wait_python\", \"write_file\"] and r[\"first\"].startswith(\"[note: new session mcp-\") and r[\"second\"] == \"Out[2]: 42\\n\" and r[\"isError\"] is False"'
 check sdk_http_client_ending_the_session_removes_it eval '[ "$rc" = 0 ] && [ ! -s left ]'
+check sdk_http_client_gets_the_progress_of_a_long_cell eval '[ "$rc" = 0 ] &&
+	json "r[\"long\"] == \"step 0\\nstep 1\\nstep 2\\n\" and len(r[\"progress\"]) >= 1 and any(\"step\" in m for m in r[\"progress\"])"'
 
 tests_done

@@ -6,8 +6,11 @@
  *
  * kbox mcp --http execs it, with the bearer token in KBOX_MCP_TOKEN.  One
  * endpoint, /mcp: a POST carries one JSON-RPC message; a request is
- * answered with one JSON object (application/json), a notification or a
- * response with 202.  Each conversation (initialize, then the
+ * answered with one JSON object (application/json), or, when it asks for
+ * progress (params._meta.progressToken) and its client accepts
+ * text/event-stream, with a stream of events: its progress notifications,
+ * then its response, which ends the stream; a notification or a response
+ * is answered with 202.  Each conversation (initialize, then the
  * Mcp-Session-Id it returns) is a `kbox mcp` of its own on standard input
  * and output, a child of this process, with its own session: the MCP
  * logic is that one's, this program only carries messages.  A request of
@@ -82,6 +85,13 @@ typedef struct req {
 	struct MHD_Connection *conn;
 	kx_buf_t body;
 	bool too_big, suspended, is_init;
+	/* answered with a stream of events (text/event-stream): its
+	 * progressToken as compact JSON; the events not yet sent, from
+	 * EV_OFF; EV_DONE once its response is among them */
+	bool sse, ev_done;
+	char *token;
+	kx_buf_t ev;
+	size_t ev_off;
 	conv_t *conv; /* the conversation it waits on (pending), or NULL */
 	char *key;    /* its JSON-RPC id, as compact JSON */
 	char *reply;  /* the response's body, once it came */
@@ -270,9 +280,29 @@ static int conv_write(conv_t *c, const char *line, size_t len)
 	return 0;
 }
 
+/* Add the message LINE[0..LEN) to R's stream as an event (its response
+ * too when DONE), and let R's connection send it. */
+static void sse_push(req_t *r, const char *line, size_t len, bool done)
+{
+	if (!r->ev_done &&
+	    (kx_buf_append(&r->ev, "event: message\ndata: ", 21) < 0 ||
+	     kx_buf_append(&r->ev, line, len) < 0 || kx_buf_append(&r->ev, "\n\n", 2) < 0))
+		done = true; /* (out of memory: the stream ends short) */
+	r->ev_done |= done;
+	if (r->suspended) {
+		r->suspended = false;
+		MHD_resume_connection(r->conn);
+	}
+}
+
 /* R's response: STATUS and BODY (taken; NULL: none). */
 static void req_answer(req_t *r, int status, char *body, size_t len)
 {
+	if (r->sse) { /* the stream's last event (its 200 went) */
+		sse_push(r, body ? body : "", body ? len : 0, true);
+		free(body);
+		return;
+	}
 	r->reply_status = status;
 	r->reply = body ? body : strdup("");
 	r->reply_len = body ? len : 0;
@@ -341,14 +371,27 @@ static void conv_end(conv_t *c, const char *why)
 }
 
 /* One line LINE[0..LEN) from C's kbox mcp: the response to a pending
- * request goes to it; anything else (notifications) is dropped, since a
- * response here is one JSON object, not a stream. */
+ * request goes to it; a progress notification to the request whose
+ * token it has, when that one is answered with a stream; anything else
+ * is dropped. */
 static void conv_line(conv_t *c, char *line, size_t len)
 {
-	json_t *j = json_loadb(line, len, 0, NULL), *id;
+	json_t *j = json_loadb(line, len, 0, NULL), *id, *method;
 	char *key;
 	if (!j)
 		return;
+	method = json_object_get(j, "method");
+	if (json_is_string(method) &&
+	    strcmp(json_string_value(method), "notifications/progress") == 0 &&
+	    (key = json_dumps(json_object_get(json_object_get(j, "params"), "progressToken"),
+	                      JSON_COMPACT | JSON_ENCODE_ANY))) {
+		for (req_t *r = c->pending; r; r = r->next)
+			if (r->sse && strcmp(r->token, key) == 0) {
+				sse_push(r, line, len, false);
+				break;
+			}
+		free(key);
+	}
 	id = json_object_get(j, "id");
 	if (id && (json_object_get(j, "result") || json_object_get(j, "error")) &&
 	    (key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY))) {
@@ -565,6 +608,45 @@ static bool accepts_json(const char *accept)
 	return !accept || strstr(accept, "application/json") || strstr(accept, "*/*");
 }
 
+/* R's stream, as libmicrohttpd asks for it: what waits, or its end, or
+ * nothing yet (R's connection is suspended until sse_push). */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	req_t *r = cls;
+	size_t n = r->ev.len - r->ev_off;
+	(void)pos;
+	if (n) {
+		if (n > max)
+			n = max;
+		memcpy(buf, r->ev.data + r->ev_off, n);
+		r->ev_off += n;
+		if (r->ev_off == r->ev.len)
+			r->ev.len = r->ev_off = 0;
+		return (ssize_t)n;
+	}
+	if (r->ev_done)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	r->suspended = true;
+	MHD_suspend_connection(r->conn);
+	return 0;
+}
+
+/* Answer R (a request that waits for its response in its conversation)
+ * with a stream of events. */
+static enum MHD_Result sse_begin(req_t *r)
+{
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
+	                                                              sse_read, r, NULL);
+	enum MHD_Result ret;
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	ret = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
 /* The POST of R, complete: checked, and its message carried. */
 static enum MHD_Result post(req_t *r)
 {
@@ -617,6 +699,17 @@ static enum MHD_Result post(req_t *r)
 	meta = json_object_get(json_object_get(msg, "params"), "_meta");
 	modern = json_is_object(meta) &&
 	         json_object_get(meta, "io.modelcontextprotocol/protocolVersion");
+	/* progress wanted, and a stream taken: the request's answer is one */
+	{
+		json_t *token = json_object_get(meta, "progressToken");
+		const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+		if (id && (json_is_string(token) || json_is_integer(token)) && accept &&
+		    strstr(accept, "text/event-stream") &&
+		    !(r->token = json_dumps(token, JSON_COMPACT | JSON_ENCODE_ANY))) {
+			json_decref(msg);
+			return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		}
+	}
 	r->is_init = json_is_string(method) && strcmp(json_string_value(method), "initialize") == 0;
 	if (sid) {
 		if (!(c = conv_find(sid)) || !*sid) {
@@ -690,6 +783,10 @@ static enum MHD_Result post(req_t *r)
 		return respond(conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
 	if (r->reply) /* (cannot be yet: the child answers later) */
 		return MHD_YES;
+	if (r->token && !r->is_init && r->conv) {
+		r->sse = true;
+		return sse_begin(r);
+	}
 	r->suspended = true;
 	MHD_suspend_connection(conn);
 	return MHD_YES;
@@ -787,6 +884,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **state,
 	free(r->body.data);
 	free(r->key);
 	free(r->reply);
+	free(r->token);
+	free(r->ev.data);
 	free(r);
 	*state = NULL;
 }
