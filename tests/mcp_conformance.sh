@@ -1,0 +1,97 @@
+#!/bin/sh
+# tests/mcp_conformance.sh — kbox mcp --http against the official MCP
+# conformance suite (npm @modelcontextprotocol/conformance, `server
+# --url`): every server scenario that applies to a server with kbox's
+# tools passes.  The suite is installed once, from the npm registry, into
+# a cache (CONFORMANCE_DIR); without npm, or when it cannot be installed,
+# the test is skipped and says why.  TAP.
+#
+# The version is pinned: 0.1.12 is the last that runs on node 20 (0.1.13
+# on asks for fs.globSync, node 22).  The suite sends no token, so it
+# speaks to kbox mcp --http through tests/mcp_auth_proxy.py, which adds
+# the bearer token and changes nothing else.
+#
+# The scenarios that do not apply (each needs what kbox does not offer):
+#   tools-call-* and json-schema-2020-12  tools of the suite's own test
+#       server (test_simple_text, test_tool_with_progress, ...): kbox's
+#       tools are run_python and the file tools; their progress over HTTP
+#       is tests/mcp_http.py's and the SDK's (mcp_inspector.sh)
+#   elicitation-*  elicitation requests from the server
+#   logging-set-level  the logging capability
+#   completion-complete  the completions capability (no prompts or resources)
+#   resources-*, prompts-*  resources and prompts
+#
+# Environment (set by `make check`): top_srcdir, top_builddir,
+# KERNEL_PYTHON; CONFORMANCE_DIR (default:
+# ~/.cache/kbox/mcp-conformance-0.1.12).
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
+VERSION=0.1.12
+CONFORMANCE_DIR=${CONFORMANCE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kbox/mcp-conformance-$VERSION}
+SUITE=$CONFORMANCE_DIR/node_modules/.bin/conformance
+APPLY="server-initialize ping tools-list dns-rebinding-protection server-sse-multiple-streams server-sse-polling"
+NOT_APPLY="logging-set-level completion-complete tools-call-simple-text tools-call-image tools-call-audio tools-call-embedded-resource tools-call-mixed-content tools-call-with-logging tools-call-error tools-call-with-progress tools-call-sampling tools-call-elicitation json-schema-2020-12 elicitation-sep1034-defaults elicitation-sep1330-enums resources-list resources-read-text resources-read-binary resources-templates-read resources-subscribe resources-unsubscribe prompts-list prompts-get-simple prompts-get-with-args prompts-get-embedded-resource prompts-get-with-image"
+
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+	echo "1..0 # SKIP npm and node are not installed (setup.sh installs the npm package)"
+	exit 0
+fi
+major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
+if [ "${major:-0}" -lt 20 ]; then
+	echo "1..0 # SKIP node $(node --version) is older than 20, which the conformance suite needs"
+	exit 0
+fi
+if [ ! -x "$SUITE" ]; then
+	mkdir -p "$CONFORMANCE_DIR" || exit 1
+	cat >"$CONFORMANCE_DIR/package.json" <<JSON
+{"private": true, "dependencies": {"@modelcontextprotocol/conformance": "$VERSION"}}
+JSON
+	if ! npm install --prefix "$CONFORMANCE_DIR" --no-audit --no-fund --loglevel=error \
+		>"$CONFORMANCE_DIR/install.log" 2>&1 || [ ! -x "$SUITE" ]; then
+		echo "1..0 # SKIP the MCP conformance suite $VERSION could not be installed from the npm registry (see $CONFORMANCE_DIR/install.log)"
+		exit 0
+	fi
+fi
+
+fresh
+# the suite's list of server scenarios: each is one of the two lists above
+# (a new one must be looked at, not passed over)
+[ -n "$SKIPPING" ] || timeout -k 5 120 "$SUITE" list --server >scenarios 2>&1
+check every_server_scenario_of_the_suite_is_known eval '
+	[ "$(sed -n "s/^  - //p" scenarios | sort)" = "$(printf "%s\n" $APPLY $NOT_APPLY | sort)" ] ||
+	{ why="$(cat scenarios)"; false; }'
+
+token=conf-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+if [ -z "$SKIPPING" ]; then
+	# (-k counts from our SIGTERM too: give the server's end its time)
+	KBOX_MCP_TOKEN=$token timeout -k 120 900 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
+	SERVER=$!
+	wait_for grep -q "^kbox mcp: listening on http://127.0.0.1:[0-9]*/mcp$" http.err
+	port=$(sed -n 's|^kbox mcp: listening on http://127.0.0.1:\([0-9]*\)/mcp$|\1|p' http.err)
+	timeout -k 5 900 "$PY" "$top_srcdir/tests/mcp_auth_proxy.py" "$port" "$token" "$T/relay" &
+	RELAY=$!
+	BG_PIDS="$SERVER $RELAY"
+	wait_for test -s "$T/relay"
+	relay=$(cat "$T/relay")
+fi
+for sc in $APPLY; do
+	fresh
+	name=$(printf '%s' "$sc" | tr - _)
+	if selected "scenario_${name}_passes"; then
+		timeout -k 5 300 "$SUITE" server --url "http://127.0.0.1:$relay/mcp" --scenario "$sc" \
+			-o "$T/results" >stdout 2>stderr
+		rc=$?
+	fi
+	check "scenario_${name}_passes" eval '[ "$rc" = 0 ] || { why="$(grep -A4 "Failed Checks" stdout)"; false; }'
+done
+if [ -z "$SKIPPING" ]; then
+	kill -TERM $RELAY $SERVER
+	wait $RELAY $SERVER
+	BG_PIDS=
+fi
+
+tests_done
