@@ -2,7 +2,10 @@
 # tests/mcp_inspector.sh — kbox mcp with a client kbox did not write: the
 # command-line mode of the official MCP Inspector (tools/list, and two
 # tools/call of run_python that share a kernel through -s NAME: x = 41,
-# then x + 1 is 42).  The Inspector is installed once, from the npm
+# then x + 1 is 42), and over HTTP (kbox mcp --http, through
+# tests/mcp_auth_proxy.py for the token); the official TypeScript SDK's
+# client over HTTP (tests/mcp_http_sdk.mjs).  The Inspector is installed
+# once, from the npm
 # registry, into a cache (INSPECTOR_DIR); without npm, or when it cannot
 # be installed, the test is skipped and says why.  TAP.
 #
@@ -120,5 +123,38 @@ check sdk_http_client_connects_lists_and_runs_in_one_conversation_kernel eval '[
 check sdk_http_client_ending_the_session_removes_it eval '[ "$rc" = 0 ] && [ ! -s left ]'
 check sdk_http_client_gets_the_progress_of_a_long_cell eval '[ "$rc" = 0 ] &&
 	json "r[\"long\"] == \"step 0\\nstep 1\\nstep 2\\n\" and len(r[\"progress\"]) >= 1 and any(\"step\" in m for m in r[\"progress\"])"'
+
+# The Inspector's CLI over HTTP (--transport http), against kbox mcp
+# --http: the Inspector 0.15 sends no token, so it goes through
+# tests/mcp_auth_proxy.py, which adds it and changes nothing else.  Each
+# call of the CLI is a conversation of its own.
+fresh
+if selected inspector_over_http_lists_the_tools inspector_over_http_runs_a_cell \
+	inspector_over_http_leaves_no_session_when_the_server_stops; then
+	token=insp-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+	KBOX_MCP_TOKEN=$token timeout -k 120 600 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
+	SERVER=$!
+	wait_for grep -q "^kbox mcp: listening on http://127.0.0.1:[0-9]*/mcp$" http.err
+	port=$(sed -n 's|^kbox mcp: listening on http://127.0.0.1:\([0-9]*\)/mcp$|\1|p' http.err)
+	timeout -k 5 600 "$PY" "$top_srcdir/tests/mcp_auth_proxy.py" "$port" "$token" "$T/relay" &
+	RELAY=$!
+	BG_PIDS="$SERVER $RELAY"
+	wait_for test -s "$T/relay"
+	url=http://127.0.0.1:$(cat "$T/relay")/mcp
+	timeout -k 5 120 "$INSPECTOR" --cli "$url" --transport http --method tools/list >list.out 2>list.err
+	list_rc=$?
+	timeout -k 5 120 "$INSPECTOR" --cli "$url" --transport http --method tools/call \
+		--tool-name run_python --tool-arg 'code=6*7' >call.out 2>call.err
+	call_rc=$?
+	kill -TERM "$RELAY" "$SERVER"
+	wait "$RELAY" "$SERVER"
+	BG_PIDS=
+	ls "$KBOX_HOME/sessions" 2>/dev/null | grep '^mcp-' >left
+fi
+check inspector_over_http_lists_the_tools eval '[ "$list_rc" = 0 ] &&
+	"$PY" -c "import json, sys; t = [x[\"name\"] for x in json.load(open(sys.argv[1]))[\"tools\"]]; assert \"run_python\" in t and \"wait_python\" in t, t" list.out'
+check inspector_over_http_runs_a_cell eval '[ "$call_rc" = 0 ] &&
+	"$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); assert r[\"isError\"] is False and r[\"content\"][0][\"text\"].endswith(\"Out[1]: 42\\n\"), r" call.out'
+check inspector_over_http_leaves_no_session_when_the_server_stops eval '[ -f left ] && [ ! -s left ]'
 
 tests_done
