@@ -2,13 +2,14 @@
 session, for a peer client (jupyter_client, bench_exec) measured beside
 kbox on the same kernel.
 
-kbox writes no connection file the host can read once a kernel runs (a
-sandboxed kernel's is in a tmpfs of its sandbox, and the backend none's is
-removed once the kernel has answered: kbox(7), The protocol), so the
-connection is asked of the kernel itself, with one `kbox exec`: its key,
-and its sockets, which are in the session's run/sandbox whatever the
-kernel calls that directory (/run/kbox in bwrap, /proc/self/fd/3 with
-the backend none).
+kbox writes no connection file the host can read (a sandboxed kernel's is
+in a tmpfs of its sandbox, the backend none's a descriptor it inherits:
+kbox(7), The protocol), so the connection is asked of the kernel itself,
+with one `kbox exec`: its key, and its sockets.  Those are in no
+directory of the host's either (bwrap: the sandbox's /run/kernel; none:
+a directory outside every state directory, the kernel's descriptor 3):
+they are reached through the kernel's process, /proc/PID/root or
+/proc/PID/fd/3, PID the kernel_pid of `kbox status --json`.
 """
 import json
 import os
@@ -24,9 +25,20 @@ j.update(key=a.session.key.decode(), signature_scheme=a.session.signature_scheme
 print(json.dumps(j))'''
 
 
-def state_home(env):
-    """The state directory kbox uses in ENV (KBOX_HOME, as the benches set it)."""
-    return env["KBOX_HOME"]
+def kernel_pid(kbox, env, session):
+    """The host pid of SESSION's kernel (kbox status --json)."""
+    p = subprocess.run([kbox, "status", "-s", session, "--json"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError("kbox status: exit %d: %s" % (p.returncode, p.stderr.strip()))
+    return json.loads(p.stdout)["kernel_pid"]
+
+
+def host_dir(pid, inside):
+    """The directory INSIDE (as the kernel PID names it) as the host reaches it."""
+    if inside.startswith("/proc/self/"):
+        return "/proc/%d/%s" % (pid, inside[len("/proc/self/"):])
+    return "/proc/%d/root%s" % (pid, inside)
 
 
 def connection(kbox, env, session):
@@ -39,7 +51,7 @@ def connection(kbox, env, session):
     j = json.loads(p.stdout.strip().splitlines()[-1])
     if j["transport"] != "ipc":
         raise RuntimeError("the kernel's transport is %s, not ipc" % j["transport"])
-    j["ip"] = os.path.join(state_home(env), "sessions", session, "run", "sandbox",
+    j["ip"] = os.path.join(host_dir(kernel_pid(kbox, env, session), os.path.dirname(j["ip"])),
                            os.path.basename(j["ip"]))
     j["kernel_name"] = ""
     return j
@@ -54,11 +66,15 @@ def write(kbox, env, session, path):
     return path
 
 
-def socket_binds(env, session):
-    """The bind times (time.time()) of the kernel's ipc sockets, in the
-    session's run/sandbox: a socket's inode is made by its bind, so its
-    mtime is the time of the bind.  [] when there are none."""
-    d = os.path.join(state_home(env), "sessions", session, "run", "sandbox")
+def socket_binds(kbox, env, session):
+    """The bind times (time.time()) of the kernel's ipc sockets (bwrap's
+    in the sandbox's /run/kernel, none's in the directory of its descriptor
+    3): a socket's inode is made by its bind, so its mtime is the time of
+    the bind.  [] when there are none."""
+    pid = kernel_pid(kbox, env, session)
+    d = host_dir(pid, "/proc/self/fd/3")
+    if not os.path.isdir(d):
+        d = host_dir(pid, "/run/kernel")
     binds = []
     try:
         for n in os.listdir(d):

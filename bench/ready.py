@@ -52,9 +52,9 @@ def run(kbox, env, *args):
 def last_bind_to_ready(kbox, env, home):
     """ms from the last bind of the current kernel's sockets to its ready event."""
     st = json.loads(run(kbox, env, "status", "-s", SESSION, "--format", "json"))
-    binds = kconn.socket_binds(env, SESSION)
+    binds = kconn.socket_binds(kbox, env, SESSION)
     if len(binds) != 5:
-        raise RuntimeError("session %s: %d sockets in its run/sandbox, not 5"
+        raise RuntimeError("session %s: %d sockets in its sandbox's /run/kernel, not 5"
                            % (SESSION, len(binds)))
     ready = None
     with open(os.path.join(home, "sessions", SESSION, "events.ndjson")) as f:

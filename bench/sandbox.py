@@ -401,8 +401,8 @@ class Bench:
 
     def binds(self, name):
         """The bind times (time.time()) of session NAME's kernel's ipc sockets, in
-        its run/sandbox (kconn.socket_binds); [] when there are none."""
-        return kconn.socket_binds(self.env, name)
+        its sandbox's /run/kernel (kconn.socket_binds); [] when there are none."""
+        return kconn.socket_binds(self.kbox, self.env, name)
 
     def restart(self, name):
         """Off the clock: kbox restart -s NAME, checked, and where its time went (ms):

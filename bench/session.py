@@ -15,8 +15,8 @@ against its one kernel:
   libkbox         BENCH_EXEC CONNFILE M V              (one process per round:
                                                         M calls in process)
 
-where CONNFILE is the session's connection file (the connection_file of
-`kbox status --json`), FILE holds "1+1" and BENCH_EXEC is bench/bench_exec
+where CONNFILE is a connection file for the session's kernel, asked of
+the kernel itself (bench/kconn.py), FILE holds "1+1" and BENCH_EXEC is bench/bench_exec
 (default: bench/bench_exec beside KBOX, else $BENCH_EXEC), libkbox's own
 execute round trip (kbox_client_execute) as a second client of the
 kernel, whose supervisor is already connected.  JUPYTER is

@@ -152,8 +152,9 @@ static bool root_made(pid_t pid, struct stat *root, struct stat *dir)
  * pipe before it runs anything of the kernel's): take the tmpfs of the
  * kernel's sockets (sb->sockets_fd), and check that /workspace is the
  * directory that was checked, not one swapped in under its name since.
- * Its mounts come after bwrap's info: wait for them (10 s; a sandbox
- * that ends first is not an error here, its start's failure is its own).
+ * Its mounts come after bwrap's info: wait for them (10 s, then the start
+ * fails; a sandbox that ends first is not an error here, its start's
+ * failure is its own).
  * 0, or -1 with ERR. */
 static int take_root(kr_sandbox_t *sb, pid_t pid, kbox_error_t *err)
 {
@@ -167,6 +168,9 @@ static int take_root(kr_sandbox_t *sb, pid_t pid, kbox_error_t *err)
 		if (!(made = root_made(pid, &root, &dir)))
 			nanosleep(&ms, NULL);
 	}
+	if (!made && kill(pid, 0) == 0)
+		return kbox_error_set(err, KBOX_E_TIMEOUT,
+		                      "bwrap did not make the sandbox's mounts within 10 s");
 	if (!made)
 		return 0;
 	snprintf(path, sizeof path, "/proc/%ld/root" KR_BWRAP_KERNEL_DIR, (long)pid);

@@ -247,14 +247,19 @@ static const char *const workspace_last[] = {
          * its thread's error lands in whatever cell prints next */
         "--HistoryManager.hist_file=:memory:", NULL};
 
-/* An unsandboxed kernel (none) inherits its sockets' directory and its
- * connection file (a memfd with its key) as descriptors 3 and 4: once it
- * has bound the one and written the other again, they go to no process
- * it starts (os.system, say), as its first line of code. */
-static const char *const fds_private[] = {
-        "--IPKernelApp.exec_lines=__import__('os').set_inheritable(3, False); "
-        "__import__('os').set_inheritable(4, False)",
-        NULL};
+/* An unsandboxed kernel (none) likewise: the workspace last on its path,
+ * for code of a sandbox that once held the workspace's directory open (a
+ * state directory kept where a workspace was) may have left a module
+ * there.  It inherits its sockets' directory and its connection file (a
+ * memfd with its key) as descriptors 3 and 4: once it has bound the one
+ * and written the other again, they go to no process it starts
+ * (os.system, say), as its first line of code. */
+static const char *const none_args[] = {"--IPKernelApp.ignore_cwd=True",
+                                        "--IPKernelApp.exec_lines=__import__('sys').path[:] = "
+                                        "[p for p in __import__('sys').path if p != ''] + ['']; "
+                                        "__import__('os').set_inheritable(3, False); "
+                                        "__import__('os').set_inheritable(4, False)",
+                                        NULL};
 
 /* Record the session's own directory PATH (its workspace or home, made
  * already) as live into *FD and FILE, then look through it for a state
@@ -299,6 +304,18 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	                              sizeof safe_path / sizeof *safe_path + 1,
 	                      sizeof *s->env)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	/* an unsandboxed kernel's start-up files are the user's own, never
+	 * what is in the workspace (R reads a .Rprofile and .Renviron in its
+	 * working directory before the home's) */
+	{
+		const char *h = getenv("HOME");
+		if (!h || h[0] != '/')
+			h = "/nonexistent";
+		snprintf(s->none_rprofile, sizeof s->none_rprofile, "R_PROFILE_USER=%s/.Rprofile",
+		         h);
+		snprintf(s->none_renviron, sizeof s->none_renviron, "R_ENVIRON_USER=%s/.Renviron",
+		         h);
+	}
 	/* a sandboxed kernel's home outlives it: what code left there (IPython
 	 * startup files and configuration, a .pth in the user site) does not
 	 * run in the next kernel, unless asked (--home-config on); the
@@ -307,6 +324,11 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	for (i = 0; kr_backend_sandboxed(s->backend) && i < sizeof safe_path / sizeof *safe_path;
 	     i++)
 		s->env[k++] = (char *)safe_path[i];
+	if (!kr_backend_sandboxed(s->backend)) {
+		s->env[k++] = (char *)safe_path[0]; /* PYTHONSAFEPATH */
+		s->env[k++] = s->none_rprofile;
+		s->env[k++] = s->none_renviron;
+	}
 	if (kr_backend_sandboxed(s->backend) && !cfg.home_config)
 		for (i = 0; i < sizeof clean_home / sizeof *clean_home; i++)
 			s->env[k++] = (char *)clean_home[i];
@@ -314,7 +336,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 		s->env[k++] = cfg.env[i];
 	s->env[k] = NULL;
 	s->sbo.env = (const char *const *)s->env;
-	s->sbo.ipykernel_args = kr_backend_sandboxed(s->backend) ? workspace_last : fds_private;
+	s->sbo.ipykernel_args = kr_backend_sandboxed(s->backend) ? workspace_last : none_args;
 	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
 	/* kbox run --workspace names a host directory */
 	ws = cfg.workspace;

@@ -146,6 +146,8 @@ struct sup {
 	 * the sandbox's kr_sandbox_sockets_fd */
 	char sockets_dir[PATH_MAX], sockets_view[64];
 	int sockets_lock;
+	/* an unsandboxed kernel's R start-up files, "R_PROFILE_USER=HOME/..." */
+	char none_rprofile[PATH_MAX + 32], none_renviron[PATH_MAX + 32];
 	kbox_kspec_t *spec;
 	kbox_loop_t *loop;
 	/* the kernel */

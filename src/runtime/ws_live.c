@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Where the record is, into DIR (PATH_MAX bytes): a place only this user
@@ -270,12 +271,20 @@ static void sockets_prune(int sfd, const char *sdir)
 	}
 	while ((e = readdir(d))) {
 		char path[PATH_MAX];
+		struct stat st;
 		int held;
-		if (strncmp(e->d_name, "none-", 5) != 0)
+		/* (one being made, ".new-": locked a moment after it is made;
+		 * one a minute old is a supervisor's that died in between) */
+		bool made = strncmp(e->d_name, ".new-", 5) == 0;
+		if (strncmp(e->d_name, "none-", 5) != 0 && !made)
 			continue;
 		held = openat(sfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (held < 0)
 			continue;
+		if (made && (fstat(held, &st) < 0 || time(NULL) - st.st_mtime < 60)) {
+			close(held);
+			continue;
+		}
 		if (flock(held, LOCK_EX | LOCK_NB) == 0 &&
 		    (size_t)snprintf(path, sizeof path, "%s/%s", sdir, e->d_name) < sizeof path) {
 			kx_empty_dir(path);

@@ -542,6 +542,64 @@ check "row48_the_workspace_is_last_on_the_module_path" eval '
 check "row48_the_codes_own_module_in_the_workspace_still_imports" eval '
 	rc_is after29 0 && eq "$(val after29 own)" 42'
 
+# The same of an unsandboxed kernel (none), whose workspace code of a
+# sandbox could reach (a directory it held open, kept as a state
+# directory since: review 11's B11-1): a launcher, modules or an R
+# profile left in the workspace do not start or shadow anything in the
+# next kernel, which would run them as the user, unsandboxed.
+kx start -s nw --backend none
+keep start_nw
+pyx nw <<'EOF'
+import os, sys, importlib.util
+def put(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+def mark(what):
+    return "open(%r, 'w').close()\n" % os.path.join(os.getcwd(), "planted-" + what)
+put("ipykernel_launcher.py", mark("launcher") + "raise SystemExit(3)\n")
+shadow = next(m for m in ("nest_asyncio", "matplotlib_inline", "pexpect", "decorator", "dateutil")
+              if m not in sys.modules and importlib.util.find_spec(m))
+for name in ("json", shadow):
+    put("%s.py" % name, "PLANTED = True\n" + mark("module-" + name))
+put("shadow-name", shadow)
+put("kbox_own_module.py", "OWN = 42\n")
+put(".Rprofile", 'file.create(file.path(getwd(), "planted-rprofile"))\n')
+put(".Renviron", "KBOX_PLANTED_RENVIRON=yes\n")
+print("planted")
+EOF
+keep plant_nw
+kx restart -s nw
+keep restart_nw
+pyx nw <<'EOF'
+import os, sys, importlib, json, kbox_own_module
+print("marks", sorted(f for f in os.listdir() if f.startswith("planted-")))
+shadow = importlib.import_module(open("shadow-name").read())
+print("modules", [getattr(m, "PLANTED", False) for m in (json, shadow)])
+print("own", kbox_own_module.OWN)
+site = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
+print("cwd_last", len(site) > 0 and sys.path.index("") == len(sys.path) - 1 > max(site))
+EOF
+keep after_nw
+DIAG="start_nw plant_nw restart_nw after_nw"
+check "row48_an_unsandboxed_kernel_is_not_started_or_shadowed_by_what_its_workspace_holds" eval '
+	rc_is start_nw 0 && rc_is plant_nw 0 && rc_is restart_nw 0 && rc_is after_nw 0 &&
+	eq "$(val after_nw marks)" "[]" && eq "$(val after_nw modules)" "[False, False]" &&
+	eq "$(val after_nw own)" 42 && eq "$(val after_nw cwd_last)" True'
+if command -v R >/dev/null 2>&1 && [ -d /usr/share/jupyter/kernels/ir ] ||
+	[ -d /usr/local/share/jupyter/kernels/ir ]; then
+	# (R reads a .Rprofile and .Renviron in its working directory first)
+	kx stop -s nw
+	kx start -s nw --backend none -k ir
+	keep start_nwr
+	kx exec -s nw 'cat(Sys.getenv("KBOX_PLANTED_RENVIRON"), file.exists("planted-rprofile"), "\n")'
+	keep after_nwr
+	DIAG="start_nwr after_nwr"
+	check "row48_an_unsandboxed_r_kernel_reads_no_profile_its_workspace_holds" eval '
+		rc_is start_nwr 0 && rc_is after_nwr 0 && eq "$(tail -n 1 "$W/after_nwr.out")" " FALSE "'
+fi
+kx rm -f -s nw
+DIAG=
+
 # --home-config on: the kernel reads its home as Jupyter would
 kx stop -s i
 kx start -s i --home-config on
