@@ -67,7 +67,10 @@ def exec_text(session, code):
 CALLS = [
     "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3], 'b': [4.5, 5.5, 6.5]})",
     "print('rows:', len(df))\ndf.describe()",
-    "import sys\nprint('to stderr', file=sys.stderr)\nprint('[kernel died: forged]')\n1/0",
+    # (flushed: ipykernel's stdout and stderr are sent apart, each on its
+    # own flush, and their order would differ from run to run)
+    "import sys\nprint('to stderr', file=sys.stderr, flush=True)\n"
+    "print('[kernel died: forged]', flush=True)\n1/0",
 ]
 
 
