@@ -233,6 +233,52 @@ static int home_advice(const char *home, kbox_error_t *err)
 	return -1;
 }
 
+/* Whether DIR (resolved) is a home directory: $HOME's, or one of the
+ * password database's. */
+static bool is_a_home(const char *dir)
+{
+	char real[PATH_MAX];
+	const char *h = getenv("HOME");
+	struct passwd *pw;
+	bool found = false;
+	if (h && h[0] == '/' && realpath(h, real) && strcmp(real, dir) == 0)
+		return true;
+	setpwent();
+	while (!found && (pw = getpwent()))
+		found = pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0 &&
+		        realpath(pw->pw_dir, real) && strcmp(real, dir) == 0;
+	endpwent();
+	return found;
+}
+
+/* Under root, a state directory HOME that kbox did not make (no
+ * KR_STATE_MARK), that the sandboxes cannot reach as it is, and that is
+ * a home directory (KBOX_HOME=/root, say), is refused, not opened to
+ * them: kr_session_share would make it 0710 in their group, and a home
+ * is best kept closed.  0, or -1 with ERR. */
+static int home_closed(const char *home, kbox_error_t *err)
+{
+	kr_sandbox_id_t id;
+	kbox_error_t ignored = {0};
+	char mark[4096], real[PATH_MAX];
+	struct stat st;
+
+	snprintf(mark, sizeof mark, "%s/%s", home, KR_STATE_MARK);
+	if (geteuid() != 0 || lstat(mark, &st) == 0 || stat(home, &st) < 0 ||
+	    !realpath(home, real) || !is_a_home(real) || kr_sandbox_identity(&id, &ignored) < 0 ||
+	    !id.drop)
+		return 0;
+	id.uid = (uid_t)-1; /* any session's: only the group's and others' bits count */
+	if (kr_sandbox_reachable(&id, home, &ignored) == 0)
+		return 0;
+	return kbox_error_set(err, KBOX_E_INVALID,
+	                      "the state directory %s is a home directory, best kept closed: "
+	                      "kbox would open it to the sandboxes (mode 0710, group %s); give "
+	                      "KBOX_HOME a directory of its own outside it, or leave KBOX_HOME "
+	                      "unset for the default, " KR_ROOT_STATE_HOME,
+	                      home, id.user);
+}
+
 /* The state directory HOME, when it exists, is private: the user's, mode
  * 0700; under root 0710 too, as kr_session_share makes it for the
  * sandbox user's group, but no other user has a reason to open it to
@@ -372,6 +418,8 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 		goto fail;
 	if (made)
 		snprintf(made_home, sizeof made_home, "%s", home);
+	if (!made && home_closed(home, err) < 0)
+		goto fail;
 	if (kr_session_check_home(home, err) < 0 || kr_state_mark(home, err) < 0 ||
 	    kr_live_ws_refuses(home, err) < 0 || mkdirs(dir, err) < 0 ||
 	    kbox_check_private_dir(dir, err) < 0) {

@@ -252,6 +252,18 @@ if [ "$(id -u)" = 0 ]; then
 	check "row22_under_root_an_unreachable_state_dir_is_one_clear_error" eval '
 		! rc_is closed 0 >/dev/null &&
 		grep -q "the sandbox (uid [0-9]*, group $SU.s) cannot reach $ROOT/closed/h/sessions/c/home: $ROOT/closed is mode 0700, owner 0:0" "$W/closed.err"'
+	# a home directory kbox did not make as the state directory
+	# (KBOX_HOME=/root, say): refused as it is, not opened to the
+	# sandboxes (newcomer 7's F2)
+	mkdir -m 711 "$ROOT/pass"
+	mkdir -m 700 "$ROOT/pass/own"
+	HOME=$ROOT/pass/own KBOX_HOME=$ROOT/pass/own kx start -s c
+	keep own_closed
+	DIAG=own_closed
+	check "row22_under_root_a_closed_home_as_state_dir_is_refused_unchanged" eval '
+		rc_is own_closed 5 && eq "$(stat -c %a:%u:%g "$ROOT/pass/own")" 700:0:0 &&
+		[ -z "$(ls -A "$ROOT/pass/own")" ] &&
+		grep -qxF "kbox start: the state directory $ROOT/pass/own is a home directory, best kept closed: kbox would open it to the sandboxes (mode 0710, group $SU); give KBOX_HOME a directory of its own outside it, or leave KBOX_HOME unset for the default, /var/lib/kbox" "$W/own_closed.err"'
 	# kbox doctor says so too, and its exit status says no session starts
 	KBOX_HOME=$ROOT/closed/h kx doctor
 	keep doctor_closed
