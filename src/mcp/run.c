@@ -93,6 +93,10 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		                       req ? err.msg : "out of memory");
 	}
 	json_decref(req);
+	/* from now: a new session's start, just waited for, is no part of
+	 * the code's time (its soft limit would have passed before the code
+	 * could begin) */
+	now = kx_now_ms();
 	c->id = json_incref(id);
 	c->fd = fd;
 	c->sess = m->sess;
