@@ -112,7 +112,7 @@ setup_for restart_says_state_is_lost \
 	exec_kernel_killed_inside_prints_died_line \
 	exec_after_death_starts_with_the_note exec_after_death_has_lost_variables \
 	exec_note_is_given_only_once status_counts_restarts_and_generations \
-	events_log_both_restarts -- logs_shows_events_as_lines \
+	events_log_both_restarts -- logs_shows_events_as_lines logs_a_starts_pid_is_bubblewraps \
 	logs_ndjson_prints_the_raw_lines logs_json_is_one_array_of_the_events \
 	logs_follow_keeps_going_until_killed \
 	logs_follow_ends_when_its_reader_has_gone \
@@ -778,7 +778,8 @@ kbox ls
 check ls_has_header eval 'status_is 0 && [ "$(head -n 1 stdout | tr -s " ")" = "NAME STATE BACKEND KERNEL PID UPTIME IDLE EXECS" ]'
 check ls_lists_running_session eval '[ "$(ls_row ex | cut -d" " -f2-5)" = "idle bwrap python3 $(cat "$S/ex/supervisor.pid")" ]'
 
-setup_for logs_shows_events_as_lines logs_ndjson_prints_the_raw_lines \
+setup_for logs_shows_events_as_lines logs_a_starts_pid_is_bubblewraps \
+	logs_ndjson_prints_the_raw_lines \
 	logs_json_is_one_array_of_the_events logs_follow_refuses_json \
 	logs_follow_keeps_going_until_killed \
 	logs_follow_ends_when_its_reader_has_gone \
@@ -792,6 +793,15 @@ check logs_shows_events_as_lines eval 'status_is 0 &&
 	[ "$(wc -l <stdout)" = "$(wc -l <"$S/rs/events.ndjson")" ] &&
 	head -n 1 stdout | grep -q "^[0-9-]*T[0-9:.]*Z start  *backend=bwrap generation=1 kernel=python3 pid=[0-9]*$" &&
 	grep -qF "restart     cause=\"the kernel was killed by signal 9 (SIGKILL)\" generation=2 requested=false" stdout'
+# (a start's pid is bubblewrap's, the process the backend started, never
+# the kernel's, which its ready says: the kernel's parent is bwrap's init,
+# whose parent it is)
+KPID=$(status_field rs kernel_pid)
+SPID=$("$PY" -c 'import json, sys
+print([e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "start"][-1]["pid"])' "$S/rs/events.ndjson" 2>/dev/null)
+check logs_a_starts_pid_is_bubblewraps eval '[ -n "$KPID" ] && [ -n "$SPID" ] &&
+	[ "$(ps -o ppid= -p "$(ps -o ppid= -p "$KPID" | tr -d " ")" | tr -d " ")" = "$SPID" ] &&
+	[ "$(ps -o comm= -p "$SPID")" = bwrap ] || { why="kernel $KPID, start $SPID"; false; }'
 kbox logs -s rs --format ndjson
 check logs_ndjson_prints_the_raw_lines eval 'status_is 0 && cmp -s stdout "$S/rs/events.ndjson"'
 kbox logs -s rs --json

@@ -351,8 +351,10 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 		goto fail;
 	bind_watch(s);
 	sup_log(s, "start",
+	        /* (the process the backend started: bubblewrap's, whether or
+	         * not the kernel under it is found yet) */
 	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel, "pid",
-	                  (json_int_t)kr_sandbox_pid(s->sb), "generation",
+	                  (json_int_t)s->sb->pid, "generation",
 	                  (json_int_t)s->generation));
 	if (*kr_sandbox_limits(s->sb))
 		sup_log(s, "limits",
