@@ -1748,7 +1748,7 @@ if [ -z "$SKIPPING" ]; then
 	echo $? >runhang.rc
 	BG_PIDS=
 fi
-runhung="SIGINT while session run started: the start was given up (the session is stopped)"
+runhung="SIGINT while its kernel started: the run was given up"
 # (as an ordinary user a warning of the limits missing comes first)
 check sigint_while_kbox_run_starts_gives_it_up eval '[ "$(cat runhang.rc)" = 3 ] &&
 	[ "$(grep -v "^kbox run: warning: " runhang.err)" = "kbox run: $runhung" ] &&

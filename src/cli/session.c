@@ -415,11 +415,16 @@ static void start_abandoned(const char *cmd, const char *dir, const char *name, 
 	}
 	if (stopped && first)
 		forget_failed(dir, NULL);
-	cli_error(cmd, "%s while session %s started: the start was given up (%s)",
-	          sig == SIGINT ? "SIGINT" : "SIGTERM", name,
-	          !stopped                         ? "its supervisor could not be found to stop it"
-	          : first && access(dir, F_OK) < 0 ? "the new session is removed"
-	                                           : "the session is stopped");
+	if (strcmp(cmd, "run") == 0) /* (its session is no one's to see) */
+		cli_error(cmd, "%s while its kernel started: the run was given up%s",
+		          sig == SIGINT ? "SIGINT" : "SIGTERM",
+		          stopped ? "" : " (its supervisor could not be found to stop it)");
+	else
+		cli_error(cmd, "%s while session %s started: the start was given up (%s)",
+		          sig == SIGINT ? "SIGINT" : "SIGTERM", name,
+		          !stopped ? "its supervisor could not be found to stop it"
+		          : first && access(dir, F_OK) < 0 ? "the new session is removed"
+		                                           : "the session is stopped");
 }
 
 int cli_session_start(const char *cmd, const char *dir, const char *name,
