@@ -447,6 +447,25 @@ def t_delete():
 check("delete_ends_the_conversation_and_removes_its_session", t_delete)
 
 
+def t_shared():
+    # -s NAME: every conversation uses that one session, and the server
+    # says so when it starts
+    h = Http("-s", "shared-http", env={"KBOX_MCP_TOKEN": TOKEN})
+    try:
+        a, b = h.initialize(), h.initialize()
+        assert a != b
+        h.run(a, "shared_x = 5")
+        assert h.run(b, "shared_x").endswith("]: 5\n")
+        assert ("kbox mcp: every conversation uses the session shared-http (-s): its kernel, "
+                "and what each client defines there, is every client's\n") in h.stderr(), h.stderr()
+    finally:
+        assert h.stop() == 0, h.stderr()
+    subprocess.run([KBOX, "rm", "-f", "-s", "shared-http"], capture_output=True, timeout=120)
+
+
+check("with_s_every_conversation_uses_that_session_and_it_is_said", t_shared)
+
+
 def t_stop():
     assert s.stop() == 0
     assert own_sessions() == [], own_sessions()

@@ -160,6 +160,11 @@ static int serve_http(const char *listen_at, const char *token_file, long long i
 	if (o->session) {
 		argv[n++] = "--session";
 		argv[n++] = o->session;
+		/* (said: every client then reaches every other's variables) */
+		fprintf(stderr,
+		        "kbox mcp: every conversation uses the session %s (-s): its kernel, "
+		        "and what each client defines there, is every client's\n",
+		        o->session);
 	}
 	argv[n] = NULL;
 	if (token[0] ? setenv(MCP_TOKEN_ENV, token, 1) < 0 : unsetenv(MCP_TOKEN_ENV) < 0) {
@@ -207,7 +212,8 @@ int cmd_mcp(int argc, char **argv)
 	        CLI_OPT_STRING(0, "http", "ADDR:PORT|unix:PATH", &http,
 	                       "serve Streamable HTTP at http://ADDR:PORT/mcp, or on the unix "
 	                       "socket PATH (mode 0600), instead of standard input and output, "
-	                       "a session for each conversation (default: stdio)"),
+	                       "a session for each conversation (with -s, every one uses that "
+	                       "one) (default: stdio)"),
 	        CLI_OPT_STRING(0, "token-file", "FILE", &token_file,
 	                       "with --http, the bearer token clients must give: FILE's first "
 	                       "line (default: $KBOX_MCP_TOKEN, else a new one, printed)"),
