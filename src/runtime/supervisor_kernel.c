@@ -354,8 +354,7 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	        /* (the process the backend started: bubblewrap's, whether or
 	         * not the kernel under it is found yet) */
 	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel, "pid",
-	                  (json_int_t)s->sb->pid, "generation",
-	                  (json_int_t)s->generation));
+	                  (json_int_t)s->sb->pid, "generation", (json_int_t)s->generation));
 	if (*kr_sandbox_limits(s->sb))
 		sup_log(s, "limits",
 		        json_pack("{s:s, s:s}", "applied", kr_sandbox_limits(s->sb), "missing",
