@@ -676,13 +676,16 @@ def t_refused():
     fails(["--token-file", f], {}, "kbox mcp: --token-file is for --http")
     fails(["--conversation-idle", "5s"], {}, "kbox mcp: --conversation-idle is for --http")
     fails(["--http", "unix:"], {"KBOX_MCP_TOKEN": TOKEN},
-          'kbox mcp: invalid --http "unix:": unix:PATH, PATH at most 107 bytes')
+          'kbox mcp: invalid --http "unix:": unix:PATH needs a PATH')
+    fails(["--http", "unix:/" + "x" * 107], {"KBOX_MCP_TOKEN": TOKEN},
+          'kbox mcp: invalid --http "unix:/%s": unix:PATH, PATH at most 107 bytes' % ("x" * 107))
     for bad in ("0", "-1", "soon"):
         fails(["--http", "127.0.0.1:0", "--conversation-idle", bad], {"KBOX_MCP_TOKEN": TOKEN},
               f'kbox mcp: invalid --conversation-idle "{bad}": expected a duration more than '
               '0 and at most 24d, such as 90s, 10m or 1h')
     fails(["--http", "nowhere"], {"KBOX_MCP_TOKEN": TOKEN},
-          'kbox mcp: invalid --http "nowhere": expected ADDR:PORT, such as 127.0.0.1:8808')
+          'kbox mcp: invalid --http "nowhere": expected ADDR:PORT, such as 127.0.0.1:8808, or '
+          'unix:PATH')
     fails(["--http", "127.0.0.1:70000"], {"KBOX_MCP_TOKEN": TOKEN},
           'kbox mcp: invalid --http "127.0.0.1:70000": the port must be a number from 0 to 65535')
     # no token made (and printed) for an address that cannot be taken

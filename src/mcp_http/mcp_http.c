@@ -1003,7 +1003,11 @@ static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t
 	unsigned long port;
 
 	if (strncmp(spec, "unix:", 5) == 0) {
-		if (!spec[5] || strlen(spec + 5) >= sizeof S.unix_path) {
+		if (!spec[5]) {
+			say("invalid --http \"%s\": unix:PATH needs a PATH", spec);
+			return -1;
+		}
+		if (strlen(spec + 5) >= sizeof S.unix_path) {
 			say("invalid --http \"%s\": unix:PATH, PATH at most %zu bytes", spec,
 			    sizeof S.unix_path - 1);
 			return -1;
@@ -1015,7 +1019,9 @@ static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t
 	}
 
 	if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof host) {
-		say("invalid --http \"%s\": expected ADDR:PORT, such as 127.0.0.1:8808", spec);
+		say("invalid --http \"%s\": expected ADDR:PORT, such as 127.0.0.1:8808, or "
+		    "unix:PATH",
+		    spec);
 		return -1;
 	}
 	memcpy(host, spec, (size_t)(colon - spec));
