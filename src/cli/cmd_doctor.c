@@ -209,7 +209,11 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 				      "make sessions in one it cannot write");
 				r->state_bad = true;
 			} else {
-				snprintf(buf, sizeof buf, "%s: private to you", home);
+				struct stat st;
+				snprintf(buf, sizeof buf, "%s: %s", home,
+				         stat(home, &st) == 0
+				                 ? "private to you"
+				                 : "not made yet; it can be made, private to you");
 				check(r, "state directory", "ok", buf, NULL);
 			}
 			free(home);

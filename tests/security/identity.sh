@@ -60,6 +60,16 @@ else
 	want_identity="ok sandboxes run as you (uid $XU); inside, uid 1000 is you, and nothing else of the host"
 fi
 check "row22_kbox_doctor_reports_the_sandboxs_host_identity" eval 'eq "$identity" "$want_identity"'
+# (as an ordinary user, a state directory not made yet: it can be)
+if [ "$(id -u)" != 0 ]; then
+	KBOX_HOME=$ROOT/notyet/k kx doctor --json
+	keep doctor_notyet
+	check "row22_kbox_doctor_says_a_state_directory_not_made_yet_can_be" eval '
+		"$PY" -c "import json, sys
+c = [c for c in json.load(open(sys.argv[1]))[\"checks\"] if c[\"check\"] == \"state directory\"]
+assert c == [{\"check\": \"state directory\", \"status\": \"ok\", \"detail\": sys.argv[2] + \": not made yet; it can be made, private to you\", \"meaning\": \"\"}] or print(c)" \
+		"$W/doctor_notyet.out" "$ROOT/notyet/k"'
+fi
 
 # the host's device nodes, before
 # (/dev/ptmx is a link to the sandbox's own devpts instance: not the host's)
