@@ -90,7 +90,10 @@ static int rm_one(const char *cmd, const char *home, const char *name, bool forc
 			return EXIT_UNAVAILABLE;
 		}
 		if (!dry_run) {
-			if (!(r = kr_ctl_call(dir, KR_CTL_OP_STOP, NULL, 90000, &err))) {
+			if (!(r = kr_ctl_call(dir, KR_CTL_OP_STOP,
+			                      json_pack("{s:s}", "cause",
+			                                "stopped on request (kbox rm -f)"),
+			                      90000, &err))) {
 				cli_error(cmd, "session %s: cannot stop it: %s", name, err.msg);
 				free(dir);
 				return EXIT_UNAVAILABLE;

@@ -321,7 +321,7 @@ static void forget_run_dir(const char *rundir, const copy_t *v, size_t n)
 static int backend_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	if (strcmp(arg, "bwrap") != 0 && strcmp(arg, "none") != 0) {
-		cli_error(cmd, "unknown backend \"%s\" (kbox run has: bwrap, none)", arg);
+		cli_error(cmd, "unknown backend \"%s\" (available: bwrap, none)", arg);
 		return EXIT_USAGE;
 	}
 	*(const char **)opt->value = arg;
