@@ -369,6 +369,11 @@ check dash_v_points_at_version fails_with 2 \
 kbox frobnicate
 check a_command_near_none_gets_no_guess fails_with 2 \
 	'kbox: unknown command "frobnicate" (see kbox --help)'
+# (two edits of a word that does not begin as the command does are no
+# guess: "bogus" is not "logs")
+kbox bogus
+check a_word_two_edits_from_a_command_but_not_its_beginning_gets_no_guess fails_with 2 \
+	'kbox: unknown command "bogus" (see kbox --help)'
 kbox exec -s x '-1 + 2'
 check code_that_begins_with_a_dash_gets_the_double_dash_hint fails_with 2 \
 	"kbox exec: unknown option -1 (see kbox exec --help); code that begins with '-' goes after --, as in: kbox exec -- '-1 + 2'"

@@ -161,7 +161,9 @@ const char *cli_nearest_command(const char *name)
 			best = commands[i].name;
 		}
 	}
-	return best_d <= (strlen(name) <= 3 ? 1u : 2u) ? best : NULL;
+	/* two edits only of a word that begins as the command does ("exce",
+	 * not "bogus" for logs) */
+	return best_d <= 1 || (best_d == 2 && strlen(name) > 3 && best[0] == name[0]) ? best : NULL;
 }
 
 static format_t error_format = FMT_TEXT;
