@@ -357,6 +357,9 @@ check run_s_says_run_has_no_session fails_with 2 \
 kbox run -f a.py
 check run_f_says_files_are_operands fails_with 2 \
 	'kbox run: unknown option -f: kbox run takes its files as they are: kbox run FILE...'
+kbox run --workspace '' -c 1
+check run_an_empty_workspace_is_said_to_be_empty fails_with 2 \
+	'kbox run: --workspace is empty: name a directory'
 kbox ls -s x
 check ls_s_points_at_status fails_with 2 \
 	'kbox ls: unknown option -s: kbox ls lists every session; kbox status -s NAME shows one'

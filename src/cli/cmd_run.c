@@ -410,6 +410,10 @@ static int take_host_workspace(run_t *run)
 		          run->workspace, run->puts.v[0]);
 		return EXIT_USAGE;
 	}
+	if (!run->workspace[0]) {
+		cli_error("run", "--workspace is empty: name a directory");
+		return EXIT_USAGE;
+	}
 	if (ws_host_dir(run->workspace, run->wsreal, &run->wsst, &err) < 0) {
 		cli_error("run", "--workspace %s", err.msg);
 		return EXIT_USAGE;
