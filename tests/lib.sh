@@ -733,6 +733,30 @@ else:
     j["ip"] = "/proc/%s/root%s" % (pid, j["ip"])
 json.dump(j, open(sys.argv[2], "w"))' "$_kpid" "$2"
 }
+# npm_tool WHAT MIN_NODE DIR BIN PACKAGE_JSON: the program BIN of an npm
+# package (WHAT names it), installed once into the cache DIR from
+# PACKAGE_JSON (its dependencies, pinned); without npm, or node older than
+# MIN_NODE, or when it cannot be installed from the npm registry, the
+# script is skipped, saying why (TAP's 1..0 # SKIP).
+npm_tool() {
+	if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+		echo "1..0 # SKIP npm and node are not installed (setup.sh installs the npm package)"
+		exit 0
+	fi
+	_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
+	if [ "${_major:-0}" -lt "$2" ]; then
+		echo "1..0 # SKIP node $(node --version) is older than $2, which $1 needs"
+		exit 0
+	fi
+	[ -x "$4" ] && return 0
+	mkdir -p "$3" || exit 1
+	printf '%s\n' "$5" >"$3/package.json"
+	if ! npm install --prefix "$3" --no-audit --no-fund --loglevel=error \
+		>"$3/install.log" 2>&1 || [ ! -x "$4" ]; then
+		echo "1..0 # SKIP $1 could not be installed from the npm registry (see $3/install.log)"
+		exit 0
+	fi
+}
 # conn_key FILE: the key of a connection file.
 conn_key() { [ -z "$SKIPPING" ] || return 0; "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["key"])' "$1"; }
 

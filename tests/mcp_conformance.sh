@@ -36,26 +36,8 @@ SUITE=$CONFORMANCE_DIR/node_modules/.bin/conformance
 APPLY="server-initialize ping tools-list dns-rebinding-protection server-sse-multiple-streams server-sse-polling"
 NOT_APPLY="logging-set-level completion-complete tools-call-simple-text tools-call-image tools-call-audio tools-call-embedded-resource tools-call-mixed-content tools-call-with-logging tools-call-error tools-call-with-progress tools-call-sampling tools-call-elicitation json-schema-2020-12 elicitation-sep1034-defaults elicitation-sep1330-enums resources-list resources-read-text resources-read-binary resources-templates-read resources-subscribe resources-unsubscribe prompts-list prompts-get-simple prompts-get-with-args prompts-get-embedded-resource prompts-get-with-image"
 
-if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-	echo "1..0 # SKIP npm and node are not installed (setup.sh installs the npm package)"
-	exit 0
-fi
-major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
-if [ "${major:-0}" -lt 20 ]; then
-	echo "1..0 # SKIP node $(node --version) is older than 20, which the conformance suite needs"
-	exit 0
-fi
-if [ ! -x "$SUITE" ]; then
-	mkdir -p "$CONFORMANCE_DIR" || exit 1
-	cat >"$CONFORMANCE_DIR/package.json" <<JSON
-{"private": true, "dependencies": {"@modelcontextprotocol/conformance": "$VERSION"}}
-JSON
-	if ! npm install --prefix "$CONFORMANCE_DIR" --no-audit --no-fund --loglevel=error \
-		>"$CONFORMANCE_DIR/install.log" 2>&1 || [ ! -x "$SUITE" ]; then
-		echo "1..0 # SKIP the MCP conformance suite $VERSION could not be installed from the npm registry (see $CONFORMANCE_DIR/install.log)"
-		exit 0
-	fi
-fi
+npm_tool "the MCP conformance suite $VERSION" 20 "$CONFORMANCE_DIR" "$SUITE" \
+	"{\"private\": true, \"dependencies\": {\"@modelcontextprotocol/conformance\": \"$VERSION\"}}"
 
 fresh
 # the suite's list of server scenarios: each is one of the two lists above

@@ -26,27 +26,9 @@ VERSION=0.15.0
 INSPECTOR_DIR=${INSPECTOR_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kbox/mcp-inspector-$VERSION}
 INSPECTOR=$INSPECTOR_DIR/node_modules/.bin/mcp-inspector
 
-if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-	echo "1..0 # SKIP npm and node are not installed (setup.sh installs the npm package)"
-	exit 0
-fi
-major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
-if [ "${major:-0}" -lt 18 ]; then
-	echo "1..0 # SKIP node $(node --version) is older than 18, which the MCP Inspector needs"
-	exit 0
-fi
-if [ ! -x "$INSPECTOR" ]; then
-	mkdir -p "$INSPECTOR_DIR" || exit 1
-	cat >"$INSPECTOR_DIR/package.json" <<JSON
-{"private": true, "dependencies": {"@modelcontextprotocol/inspector": "$VERSION"},
- "overrides": {"@hono/node-server": "1.19.9"}}
-JSON
-	if ! npm install --prefix "$INSPECTOR_DIR" --no-audit --no-fund --loglevel=error \
-		>"$INSPECTOR_DIR/install.log" 2>&1 || [ ! -x "$INSPECTOR" ]; then
-		echo "1..0 # SKIP the MCP Inspector $VERSION could not be installed from the npm registry (see $INSPECTOR_DIR/install.log)"
-		exit 0
-	fi
-fi
+npm_tool "the MCP Inspector $VERSION" 18 "$INSPECTOR_DIR" "$INSPECTOR" \
+	"{\"private\": true, \"dependencies\": {\"@modelcontextprotocol/inspector\": \"$VERSION\"},
+ \"overrides\": {\"@hono/node-server\": \"1.19.9\"}}"
 
 fresh
 
