@@ -757,6 +757,27 @@ npm_tool() {
 		exit 0
 	fi
 }
+# http_relay SECONDS: kbox mcp --http on 127.0.0.1 (a new token) and
+# tests/mcp_auth_proxy.py before it, which adds the token to every request
+# for a client that cannot send one (the MCP Inspector 0.15, the
+# conformance suite); both bounded by SECONDS.  RELAY_URL is the relay's
+# /mcp; SERVER and RELAY their pids (in BG_PIDS: kill -TERM and wait
+# them, then empty BG_PIDS).  Run in the current directory (http.err).
+http_relay() {
+	_token=relay-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+	# (-k counts from our SIGTERM too: give the server's end its time)
+	KBOX_MCP_TOKEN=$_token timeout -k 120 "$1" "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
+	SERVER=$!
+	wait_for grep -q "^kbox mcp: listening on http://127.0.0.1:[0-9]*/mcp$" http.err
+	_port=$(sed -n 's|^kbox mcp: listening on http://127.0.0.1:\([0-9]*\)/mcp$|\1|p' http.err)
+	rm -f relay.port
+	timeout -k 5 "$1" "$PY" "$top_srcdir/tests/mcp_auth_proxy.py" "$_port" "$_token" \
+		"$(pwd)/relay.port" &
+	RELAY=$!
+	BG_PIDS="$SERVER $RELAY"
+	wait_for test -s relay.port
+	RELAY_URL=http://127.0.0.1:$(cat relay.port)/mcp
+}
 # conn_key FILE: the key of a connection file.
 conn_key() { [ -z "$SKIPPING" ] || return 0; "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["key"])' "$1"; }
 

@@ -47,24 +47,12 @@ check every_server_scenario_of_the_suite_is_known eval '
 	[ "$(sed -n "s/^  - //p" scenarios | sort)" = "$(printf "%s\n" $APPLY $NOT_APPLY | sort)" ] ||
 	{ why="$(cat scenarios)"; false; }'
 
-token=conf-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
-if [ -z "$SKIPPING" ]; then
-	# (-k counts from our SIGTERM too: give the server's end its time)
-	KBOX_MCP_TOKEN=$token timeout -k 120 900 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
-	SERVER=$!
-	wait_for grep -q "^kbox mcp: listening on http://127.0.0.1:[0-9]*/mcp$" http.err
-	port=$(sed -n 's|^kbox mcp: listening on http://127.0.0.1:\([0-9]*\)/mcp$|\1|p' http.err)
-	timeout -k 5 900 "$PY" "$top_srcdir/tests/mcp_auth_proxy.py" "$port" "$token" "$T/relay" &
-	RELAY=$!
-	BG_PIDS="$SERVER $RELAY"
-	wait_for test -s "$T/relay"
-	relay=$(cat "$T/relay")
-fi
+[ -n "$SKIPPING" ] || http_relay 900
 for sc in $APPLY; do
 	fresh
 	name=$(printf '%s' "$sc" | tr - _)
 	if selected "scenario_${name}_passes"; then
-		timeout -k 5 300 "$SUITE" server --url "http://127.0.0.1:$relay/mcp" --scenario "$sc" \
+		timeout -k 5 300 "$SUITE" server --url "$RELAY_URL" --scenario "$sc" \
 			-o "$T/results" >stdout 2>stderr
 		rc=$?
 	fi

@@ -113,16 +113,8 @@ check sdk_http_client_gets_the_progress_of_a_long_cell eval '[ "$rc" = 0 ] &&
 fresh
 if selected inspector_over_http_lists_the_tools inspector_over_http_runs_a_cell \
 	inspector_over_http_leaves_no_session_when_the_server_stops; then
-	token=insp-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
-	KBOX_MCP_TOKEN=$token timeout -k 120 600 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
-	SERVER=$!
-	wait_for grep -q "^kbox mcp: listening on http://127.0.0.1:[0-9]*/mcp$" http.err
-	port=$(sed -n 's|^kbox mcp: listening on http://127.0.0.1:\([0-9]*\)/mcp$|\1|p' http.err)
-	timeout -k 5 600 "$PY" "$top_srcdir/tests/mcp_auth_proxy.py" "$port" "$token" "$T/relay" &
-	RELAY=$!
-	BG_PIDS="$SERVER $RELAY"
-	wait_for test -s "$T/relay"
-	url=http://127.0.0.1:$(cat "$T/relay")/mcp
+	http_relay 600
+	url=$RELAY_URL
 	timeout -k 5 120 "$INSPECTOR" --cli "$url" --transport http --method tools/list >list.out 2>list.err
 	list_rc=$?
 	timeout -k 5 120 "$INSPECTOR" --cli "$url" --transport http --method tools/call \
