@@ -247,16 +247,20 @@ static const char *const workspace_last[] = {
          * its thread's error lands in whatever cell prints next */
         "--HistoryManager.hist_file=:memory:", NULL};
 
-/* An unsandboxed kernel (none) likewise: the workspace last on its path,
- * for code of a sandbox that once held the workspace's directory open (a
- * state directory kept where a workspace was) may have left a module
- * there.  It inherits its sockets' directory and its connection file (a
- * memfd with its key) as descriptors 3 and 4: once it has bound the one
- * and written the other again, they go to no process it starts
- * (os.system, say), as its first line of code. */
+/* An unsandboxed kernel (none) has its workspace nowhere on its module
+ * path, not even last: code of a sandbox that once held the workspace's
+ * directory open (a state directory kept where a workspace was) may have
+ * left a module there, and an optional dependency that is not installed
+ * (pandas' numexpr, say) would be taken from it and run as the user
+ * (reviews 11, 12: B11-1, B12-1).  Code that imports its own modules from
+ * the workspace puts it there itself (sys.path.append(".")).  It inherits
+ * its sockets' directory and its connection file (a memfd with its key)
+ * as descriptors 3 and 4: once it has bound the one and written the other
+ * again, they go to no process it starts (os.system, say), as its first
+ * line of code. */
 static const char *const none_args[] = {"--IPKernelApp.ignore_cwd=True",
                                         "--IPKernelApp.exec_lines=__import__('sys').path[:] = "
-                                        "[p for p in __import__('sys').path if p != ''] + ['']; "
+                                        "[p for p in __import__('sys').path if p != '']; "
                                         "__import__('os').set_inheritable(3, False); "
                                         "__import__('os').set_inheritable(4, False)",
                                         NULL};

@@ -566,9 +566,11 @@ check "row48_the_codes_own_module_in_the_workspace_still_imports" eval '
 
 # The same of an unsandboxed kernel (none), whose workspace code of a
 # sandbox could reach (a directory it held open, kept as a state
-# directory since: review 11's B11-1): a launcher, modules or an R
-# profile left in the workspace do not start or shadow anything in the
-# next kernel, which would run them as the user, unsandboxed.
+# directory since: reviews 11 and 12, B11-1 and B12-1): a launcher,
+# modules, optional dependencies that are not installed (pandas' numexpr
+# and bottleneck) or an R profile left in the workspace do not start,
+# shadow or complete anything in the next kernel, which would run them as
+# the user, unsandboxed: its workspace is nowhere on its module path.
 kx start -s nw --backend none
 keep start_nw
 pyx nw <<'EOF'
@@ -581,7 +583,8 @@ def mark(what):
 put("ipykernel_launcher.py", mark("launcher") + "raise SystemExit(3)\n")
 shadow = next(m for m in ("nest_asyncio", "matplotlib_inline", "pexpect", "decorator", "dateutil")
               if m not in sys.modules and importlib.util.find_spec(m))
-for name in ("json", shadow):
+for name in ("json", shadow) + tuple(m for m in ("numexpr", "bottleneck")
+                                     if not importlib.util.find_spec(m)):
     put("%s.py" % name, "PLANTED = True\n" + mark("module-" + name))
 put("shadow-name", shadow)
 put("kbox_own_module.py", "OWN = 42\n")
@@ -593,20 +596,26 @@ keep plant_nw
 kx restart -s nw
 keep restart_nw
 pyx nw <<'EOF'
-import os, sys, importlib, json, kbox_own_module
+import os, sys, importlib, json
+import pandas  # (tries numexpr and bottleneck)
 print("marks", sorted(f for f in os.listdir() if f.startswith("planted-")))
 shadow = importlib.import_module(open("shadow-name").read())
 print("modules", [getattr(m, "PLANTED", False) for m in (json, shadow)])
-print("own", kbox_own_module.OWN)
-site = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
-print("cwd_last", len(site) > 0 and sys.path.index("") == len(sys.path) - 1 > max(site))
+print("cwd_on_path", [p for p in sys.path if p in ("", ".", os.getcwd())])
+try:
+    import kbox_own_module
+    print("own", "imported")
+except ModuleNotFoundError:
+    sys.path.append(".")  # (what code that wants its own modules does)
+    import kbox_own_module
+    print("own", kbox_own_module.OWN)
 EOF
 keep after_nw
 DIAG="start_nw plant_nw restart_nw after_nw"
 check "row48_an_unsandboxed_kernel_is_not_started_or_shadowed_by_what_its_workspace_holds" eval '
 	rc_is start_nw 0 && rc_is plant_nw 0 && rc_is restart_nw 0 && rc_is after_nw 0 &&
 	eq "$(val after_nw marks)" "[]" && eq "$(val after_nw modules)" "[False, False]" &&
-	eq "$(val after_nw own)" 42 && eq "$(val after_nw cwd_last)" True'
+	eq "$(val after_nw cwd_on_path)" "[]" && eq "$(val after_nw own)" 42'
 if command -v R >/dev/null 2>&1 && [ -d /usr/share/jupyter/kernels/ir ] ||
 	[ -d /usr/local/share/jupyter/kernels/ir ]; then
 	# (R reads a .Rprofile and .Renviron in its working directory first)
