@@ -281,6 +281,12 @@ def t_sse():
     st, ctype, events = sse_post(msg, sid, accept="application/json")
     assert st == 200 and ctype == "application/json" and len(events) == 1, (st, ctype, events)
     assert events[0]["id"] == "sse-2" and "result" in events[0], events
+    # a token longer than 256 characters, which every event would repeat:
+    # one JSON object
+    msg["id"] = "sse-2b"
+    msg["params"]["_meta"] = {"progressToken": "t" * 300}
+    st, ctype, events = sse_post(msg, sid)
+    assert ctype == "application/json" and events[0]["id"] == "sse-2b", (ctype, events)
     # and a call without a token: JSON, whatever the client accepts
     del msg["params"]["_meta"]
     msg["id"] = "sse-3"

@@ -59,6 +59,8 @@
 #define CONN_TIMEOUT_S 30 /* a connection silent this long (not waiting on a cell) closes */
 #define CONN_MAX 256      /* connections at once */
 #define HEADER_MS 10000   /* a request's headers must have come this long after its start */
+#define SSE_TOKEN_MAX 256 /* a longer progressToken gets its answer as one JSON object */
+#define SSE_WAITING_MAX (1L << 20) /* progress events not yet sent: more are dropped */
 #define TOKEN_ENV "KBOX_MCP_TOKEN"
 #define POLL_MAX (2 + 2 * (CONV_MAX + 1) + (CONV_MAX + 1) * PENDING_MAX)
 #define SID_HEADER "Mcp-Session-Id"
@@ -284,6 +286,10 @@ static int conv_write(conv_t *c, const char *line, size_t len)
  * too when DONE), and let R's connection send it. */
 static void sse_push(req_t *r, const char *line, size_t len, bool done)
 {
+	/* a client that does not read its stream: the progress it has not
+	 * read yet is enough (its response is always added) */
+	if (!done && r->ev.len - r->ev_off + len > (size_t)SSE_WAITING_MAX)
+		return;
 	if (!r->ev_done &&
 	    (kx_buf_append(&r->ev, "event: message\ndata: ", 21) < 0 ||
 	     kx_buf_append(&r->ev, line, len) < 0 || kx_buf_append(&r->ev, "\n\n", 2) < 0))
@@ -470,24 +476,30 @@ static void conv_flush(conv_t *c)
 	}
 }
 
-/* The client of R went away while R waited: R is cancelled in its
- * conversation (notifications/cancelled: the cell is interrupted, the
- * session stays), and answered for MHD to close. */
-static void req_gone(req_t *r)
+/* The request KEY (compact JSON) is cancelled in C
+ * (notifications/cancelled: the cell is interrupted, the session stays):
+ * its client went away.  C may end meanwhile (its requests answered). */
+static void conv_cancel(conv_t *c, const char *key)
 {
-	conv_t *c = r->conv;
-	json_t *id = json_loads(r->key, JSON_DECODE_ANY, NULL);
+	json_t *id = json_loads(key, JSON_DECODE_ANY, NULL);
 	json_t *n = id ? json_pack("{s:s, s:s, s:{s:o, s:s}}", "jsonrpc", "2.0", "method",
 	                           "notifications/cancelled", "params", "requestId", id, "reason",
 	                           "the HTTP client went away")
 	               : NULL;
 	char *line = n ? json_dumps(n, JSON_COMPACT) : NULL;
-	size_t len;
-	char *body;
 	json_decref(n);
 	if (line && conv_write(c, line, strlen(line)) == 0)
-		conv_flush(c); /* (may end C: R is answered then) */
+		conv_flush(c);
 	free(line);
+}
+
+/* The client of R went away while R waited (suspended): R is cancelled,
+ * and answered for MHD to close. */
+static void req_gone(req_t *r)
+{
+	size_t len;
+	char *body;
+	conv_cancel(r->conv, r->key); /* (may end it: R is answered then) */
 	if (r->conv) {
 		req_unlink(r);
 		body = rpc_error(r->key, -32800, "the HTTP client went away", &len);
@@ -709,6 +721,10 @@ static enum MHD_Result post(req_t *r)
 			json_decref(msg);
 			return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 		}
+		if (r->token && strlen(r->token) > SSE_TOKEN_MAX) {
+			free(r->token); /* (each event would repeat it) */
+			r->token = NULL;
+		}
 	}
 	r->is_init = json_is_string(method) && strcmp(json_string_value(method), "initialize") == 0;
 	if (sid) {
@@ -880,6 +896,14 @@ static void completed(void *cls, struct MHD_Connection *conn, void **state,
 	}
 	if (!r)
 		return;
+	/* its connection ended with R still waiting (a stream its client
+	 * left while events were on their way, a connection cut off): the
+	 * cell is interrupted as for a client gone while it waited */
+	if (r->conv && r->key) {
+		conv_t *c = r->conv;
+		req_unlink(r); /* (first: C's end, if it comes, does not answer R) */
+		conv_cancel(c, r->key);
+	}
 	req_unlink(r);
 	free(r->body.data);
 	free(r->key);
