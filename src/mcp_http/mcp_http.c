@@ -991,7 +991,26 @@ static void stop_conversations(void)
 			return;
 		if (kx_now_ms() >= end)
 			break;
-		usleep(20000);
+		/* what they still write is read meanwhile (a child blocked on a
+		 * full pipe would never end; answers go to their requests) */
+		{
+			struct pollfd fds[CONV_MAX + 1];
+			conv_t *owner[CONV_MAX + 1];
+			nfds_t n = 0;
+			for (size_t k = 0; k <= CONV_MAX; k++)
+				if (S.convs[k] && S.convs[k]->out_fd >= 0) {
+					fds[n] = (struct pollfd){S.convs[k]->out_fd, POLLIN, 0};
+					owner[n++] = S.convs[k];
+				}
+			if (poll(fds, n, 20) > 0)
+				for (nfds_t k = 0; k < n; k++) {
+					bool alive = false;
+					for (size_t q = 0; q <= CONV_MAX; q++)
+						alive |= S.convs[q] == owner[k];
+					if (alive && fds[k].revents)
+						conv_read(owner[k]);
+				}
+		}
 	}
 	for (size_t k = 0; k <= CONV_MAX; k++) {
 		conv_t *c = S.convs[k];
