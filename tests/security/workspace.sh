@@ -614,16 +614,18 @@ fresh
 chmod 711 "$T"
 mkdir ws
 writable_by_sandboxes ws
+# (the record's name is kept as it is written: another kbox running beside
+# this one, the next to see it, may remove it first)
 if [ -z "$SKIPPING" ]; then
 	mkdir -p -m 700 "$LIVE"
-	printf '%s %s 1\n%s\n' "$(stat -c %d ws)" "$(stat -c %i ws)" "$T/ws" >"$LIVE/ws-stale$(token)"
-	grep -lx "$T/ws" "$LIVE"/ws-* >records
+	STALE_REC=$LIVE/ws-stale$(token)
+	printf '%s %s 1\n%s\n' "$(stat -c %d ws)" "$(stat -c %i ws)" "$T/ws" >"$STALE_REC"
 fi
 KBOX_HOME=$T/ws/st kbox exec -s s 'print(3)'
 check row44_a_record_whose_supervisor_is_gone_refuses_nothing eval '
 	status_is 0 && last_line_is stdout 3'
 check row44_a_record_whose_supervisor_is_gone_is_removed eval '
-	[ "$(wc -l <records)" = 1 ] && [ ! -e "$(cat records)" ]'
+	[ -n "${STALE_REC-}" ] && [ ! -e "$STALE_REC" ]'
 KBOX_HOME=$T/ws/st kbox stop --all
 
 tests_done
