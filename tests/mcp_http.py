@@ -209,20 +209,29 @@ def t_bad():
 check("bad_requests_get_the_http_status_that_says_why", t_bad)
 
 
+def raw_call(sid, id_, code, accept, meta=None):
+    """A tools/call of run_python CODE on a socket of its own, written
+    whole; the socket (for a client that goes away from it)."""
+    import socket
+    params = {"name": "run_python", "arguments": {"code": code}}
+    if meta:
+        params["_meta"] = meta
+    body = json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params})
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
+                  f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                  f"Accept: {accept}\r\nMcp-Session-Id: {sid}\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+    return sock
+
+
 def t_disconnect():
     # a client that goes away while its call runs: the cell is interrupted
     # (notifications/cancelled to the conversation), the session stays
     import glob
-    import socket
     sid = state["a"]
-    body = json.dumps({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {
-        "name": "run_python", "arguments": {
-            "code": "import time\nopen('going', 'w').close()\nwhile True: time.sleep(0.05)"}}})
-    sock = socket.create_connection(("127.0.0.1", s.port))
-    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
-                  f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
-                  f"Accept: application/json\r\nMcp-Session-Id: {sid}\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+    sock = raw_call(sid, 77, "import time\nopen('going', 'w').close()\nwhile True: time.sleep(0.05)",
+                    "application/json")
     deadline = time.time() + 120
     while not glob.glob(os.path.join(HOME, "sessions", "mcp-*", "workspace", "going")):
         assert time.time() < deadline, "the cell never began"
@@ -301,16 +310,9 @@ check("a_call_that_asks_for_progress_gets_a_stream_of_its_progress_then_its_resu
 def t_sse_gone():
     # a client that goes away from its stream, after its first progress
     # event: the cell is interrupted, the session stays
-    import socket
     sid = state["a"]
-    body = json.dumps({"jsonrpc": "2.0", "id": 78, "method": "tools/call", "params": {
-        "name": "run_python", "_meta": {"progressToken": 5}, "arguments": {
-            "code": "import time\nprint('going', flush=True)\nwhile True: time.sleep(0.05)"}}})
-    sock = socket.create_connection(("127.0.0.1", s.port))
-    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
-                  f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
-                  f"Accept: application/json, text/event-stream\r\nMcp-Session-Id: {sid}\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+    sock = raw_call(sid, 78, "import time\nprint('going', flush=True)\nwhile True: time.sleep(0.05)",
+                    "application/json, text/event-stream", {"progressToken": 5})
     sock.settimeout(120)
     got = b""
     while b"notifications/progress" not in got:
