@@ -874,7 +874,8 @@ check logs_follow_reads_on_across_a_rotation_every_event_once eval '
 # never goes on into a new session of the same name, even one made at
 # once (the follower reads the logs through the directory it began in)
 setup_for logs_follow_ends_when_its_session_is_removed \
-	logs_follow_reads_nothing_of_a_new_session_of_the_name
+	logs_follow_reads_nothing_of_a_new_session_of_the_name \
+	rm_f_stops_a_running_session_with_its_own_cause
 fresh
 kbox start -s lf
 if [ -z "$SKIPPING" ]; then
@@ -893,6 +894,9 @@ check logs_follow_ends_when_its_session_is_removed eval '[ "$(cat lf.rc)" = 0 ] 
 check logs_follow_reads_nothing_of_a_new_session_of_the_name eval '
 	[ "$(grep -c " start " lf.out)" = 1 ] && [ "$(tail -n 1 lf.out | awk "{ print \$2 }")" = stop ] ||
 	{ sed "s/^/#   /" lf.out; false; }'
+check rm_f_stops_a_running_session_with_its_own_cause eval '
+	tail -n 1 lf.out | grep -qE "Z stop +cause=\"stopped on request \(kbox rm -f\)\" executions=0$" ||
+	{ why="$(tail -n 1 lf.out)"; false; }'
 kbox rm -f lf
 
 setup_for complete_json_prints_the_reply \
