@@ -372,9 +372,13 @@ int cli_session_connect(const char *cmd, const char *dir, const char *name, bool
 		int fd = kr_ctl_connect(dir, &err);
 		if (fd >= 0)
 			return fd;
-		if (no_start || err.code != KBOX_E_NOTFOUND) {
-			cli_error(cmd, "session %s is not running%s%s", name,
-			          no_start ? " (--no-start given)" : ": ", no_start ? "" : err.msg);
+		if (err.code != KBOX_E_NOTFOUND) { /* (a socket not to be trusted, say) */
+			cli_error(cmd, "session %s: %s", name, err.msg);
+			*status = EXIT_UNAVAILABLE;
+			return -1;
+		}
+		if (no_start) {
+			cli_error(cmd, "session %s is not running (--no-start given)", name);
 			*status = EXIT_UNAVAILABLE;
 			return -1;
 		}

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -25,6 +26,73 @@ static int sock_path(struct sockaddr_un *sa, const char *dir, int *dfd_p, kbox_e
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "control.sock: the name is too long for a unix socket");
 	return kbox_error_set_sys(err, "directory %s", dir);
+}
+
+/* SO_PEERPIDFD (Linux 6.5): a pidfd of the process that connected, where
+ * the C library's headers are older than the kernel; the value is
+ * asm-generic's, which these architectures use. */
+#if !defined(SO_PEERPIDFD) &&                                                                    \
+        (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__arm__) || \
+         defined(__riscv) || defined(__s390x__) || defined(__loongarch__))
+#define SO_PEERPIDFD 77
+#endif
+
+/* Whether the process PIDFD refers to is in our user namespace: its pid
+ * (fdinfo), then /proc/PID/ns/user against ours, trusted only when the
+ * pidfd says the process still runs after the look (so that PID was not
+ * taken by another meanwhile).  KR_CTL_PEER_OURS; KR_CTL_PEER_GONE when it has exited;
+ * else (one in a pid namespace we cannot see) KR_CTL_PEER_FOREIGN. */
+static kr_ctl_peer_t pidfd_in_our_userns(int pidfd)
+{
+	char path[64], line[128];
+	struct stat peer, self;
+	long pid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+	if (!(f = fopen(path, "re")))
+		return KR_CTL_PEER_FOREIGN;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "Pid:\t%ld", &pid) == 1)
+			break;
+	fclose(f);
+	if (pid == -1) /* (a pidfd's process that has exited) */
+		return KR_CTL_PEER_GONE;
+	if (pid <= 0)
+		return KR_CTL_PEER_FOREIGN;
+	snprintf(path, sizeof path, "/proc/%ld/ns/user", pid);
+	if (stat(path, &peer) < 0 || stat("/proc/self/ns/user", &self) < 0)
+		return errno == ENOENT || errno == ESRCH ? KR_CTL_PEER_GONE : KR_CTL_PEER_FOREIGN;
+	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno == ESRCH)
+		return KR_CTL_PEER_GONE;
+	return peer.st_dev == self.st_dev && peer.st_ino == self.st_ino ? KR_CTL_PEER_OURS
+	                                                                : KR_CTL_PEER_FOREIGN;
+}
+
+kr_ctl_peer_t kr_ctl_peer(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof cr;
+	int pidfd = -1;
+	kr_ctl_peer_t verdict;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid())
+		return KR_CTL_PEER_FOREIGN;
+#ifdef SO_PEERPIDFD
+	len = sizeof pidfd;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
+		pidfd = -1;
+#endif
+	if (pidfd < 0 && cr.pid > 0) {
+		pidfd = (int)syscall(SYS_pidfd_open, cr.pid, 0);
+		if (pidfd < 0 && errno == ESRCH)
+			return KR_CTL_PEER_GONE;
+	}
+	if (pidfd < 0)
+		return KR_CTL_PEER_FOREIGN;
+	verdict = pidfd_in_our_userns(pidfd);
+	close(pidfd);
+	return verdict;
 }
 
 int kr_ctl_connect(const char *dir, kbox_error_t *err)
@@ -49,6 +117,26 @@ int kr_ctl_connect(const char *dir, kbox_error_t *err)
 			               "no supervisor answers on %s/control.sock", dir);
 		else
 			kbox_error_set_sys(err, "cannot connect to %s/control.sock", dir);
+		goto out;
+	}
+	switch (kr_ctl_peer(fd)) {
+	case KR_CTL_PEER_OURS:
+		break;
+	case KR_CTL_PEER_GONE: /* a supervisor that has just ended */
+		kx_close(&fd);
+		kbox_error_set(err, KBOX_E_NOTFOUND, "no supervisor answers on %s/control.sock",
+		               dir);
+		break;
+	case KR_CTL_PEER_FOREIGN:
+		kx_close(&fd);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "%s/control.sock is not a supervisor's of this user: the process "
+		               "listening there is another user's, or in another user namespace "
+		               "(code in a sandbox that can reach this state directory); nothing "
+		               "was sent to it. Stop using this state directory (kbox(7), threat "
+		               "44)",
+		               dir);
+		break;
 	}
 out:
 	kx_close(&dfd);

@@ -12,10 +12,31 @@
 #include <kbox/error.h>
 #include "runtime/protocol.h"
 
-/* Connect to DIR/control.sock (DIR of any length: see kx_unix_path).
- * The socket, or -1 with ERR (KBOX_E_NOTFOUND when no supervisor
- * listens). */
+/* Connect to DIR/control.sock (DIR of any length: see kx_unix_path), and
+ * check who listens there (kr_ctl_peer): a supervisor of this user in
+ * this user namespace, never code in a sandbox that reached the state
+ * directory and put a socket of its own there, which would read the
+ * code sent and take the outputs directory passed open.  The socket, or
+ * -1 with ERR (KBOX_E_NOTFOUND when no supervisor listens;
+ * KBOX_E_INVALID when another process does). */
 int kr_ctl_connect(const char *dir, kbox_error_t *err);
+
+/* Who is at the other end of the unix socket FD. */
+typedef enum {
+	KR_CTL_PEER_FOREIGN, /* another uid, or another user namespace (a sandbox's) */
+	KR_CTL_PEER_OURS,    /* our effective uid, in our own user namespace */
+	KR_CTL_PEER_GONE,    /* of our uid, and exited since (nothing to serve) */
+} kr_ctl_peer_t;
+
+/* May the peer of FD (the process that connected, for the supervisor; the
+ * one that listened, for a client) be talked to: a process of our
+ * effective uid (SO_PEERCRED) in our own user namespace, not code in a
+ * sandbox, which under an ordinary user runs as the same uid in a
+ * namespace of its own (kbox-protocol(7), threat 44)?  The peer is found
+ * by SO_PEERPIDFD where the kernel has it, else by a pidfd of the pid
+ * SO_PEERCRED gives (a process that exits at once may leave its pid to
+ * another before the look). */
+kr_ctl_peer_t kr_ctl_peer(int fd);
 
 /* For the supervisor: listen on DIR/control.sock (mode 0600, non-blocking;
  * a file left there is removed first: the caller holds the supervisor

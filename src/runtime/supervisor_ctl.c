@@ -16,15 +16,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* SO_PEERPIDFD (Linux 6.5): a pidfd of the process that connected, where
- * the C library's headers are older than the kernel; the value is
- * asm-generic's, which these architectures use. */
-#if !defined(SO_PEERPIDFD) &&                                                                    \
-        (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__arm__) || \
-         defined(__riscv) || defined(__s390x__) || defined(__loongarch__))
-#define SO_PEERPIDFD 77
-#endif
-
 /* ---- sending to clients ---- */
 
 /* A connection's buffer of unsent lines bigger than this is freed once
@@ -675,76 +666,6 @@ static conn_t *conn_to_close(sup_t *s)
 	return idlest;
 }
 
-/* The verdicts of peer_allowed. */
-enum { PEER_FOREIGN, PEER_OURS, PEER_GONE };
-
-/* Whether the process PIDFD refers to is in our user namespace: its pid
- * (fdinfo), then /proc/PID/ns/user against ours, trusted only when the
- * pidfd says the process still runs after the look (so that PID was not
- * taken by another meanwhile).  PEER_OURS; PEER_GONE when it has exited;
- * else (one in a pid namespace we cannot see) PEER_FOREIGN. */
-static int pidfd_in_our_userns(int pidfd)
-{
-	char path[64], line[128];
-	struct stat peer, self;
-	long pid = 0;
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
-	if (!(f = fopen(path, "re")))
-		return PEER_FOREIGN;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "Pid:\t%ld", &pid) == 1)
-			break;
-	fclose(f);
-	if (pid == -1) /* (a pidfd's process that has exited) */
-		return PEER_GONE;
-	if (pid <= 0)
-		return PEER_FOREIGN;
-	snprintf(path, sizeof path, "/proc/%ld/ns/user", pid);
-	if (stat(path, &peer) < 0 || stat("/proc/self/ns/user", &self) < 0)
-		return errno == ENOENT || errno == ESRCH ? PEER_GONE : PEER_FOREIGN;
-	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno == ESRCH)
-		return PEER_GONE;
-	return peer.st_dev == self.st_dev && peer.st_ino == self.st_ino ? PEER_OURS : PEER_FOREIGN;
-}
-
-/* May the peer of the new connection FD talk to us: a process of our
- * effective uid (SO_PEERCRED) in our own user namespace, not code in a
- * sandbox, which under an ordinary user runs as the same uid in a
- * namespace of its own (kbox-protocol(7), threat 44)?  The peer is the
- * process that connected: SO_PEERPIDFD where the kernel has it, else a
- * pidfd of the pid SO_PEERCRED gives (a process that exits at once may
- * leave its pid to another before the look; then its connection has no
- * reader but a child it passed the socket to).  PEER_OURS, PEER_FOREIGN, or
- * PEER_GONE for one of our uid that has exited since it connected (a
- * client that gave up on a supervisor that was stopped): nothing to
- * serve, and no one to suspect. */
-static int peer_allowed(int fd)
-{
-	struct ucred cr;
-	socklen_t len = sizeof cr;
-	int pidfd = -1, verdict;
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid())
-		return PEER_FOREIGN;
-#ifdef SO_PEERPIDFD
-	len = sizeof pidfd;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
-		pidfd = -1;
-#endif
-	if (pidfd < 0 && cr.pid > 0) {
-		pidfd = (int)syscall(SYS_pidfd_open, cr.pid, 0);
-		if (pidfd < 0 && errno == ESRCH)
-			return PEER_GONE;
-	}
-	if (pidfd < 0)
-		return PEER_FOREIGN;
-	verdict = pidfd_in_our_userns(pidfd);
-	close(pidfd);
-	return verdict;
-}
-
 int sup_on_accept(kbox_loop_t *loop, void *arg)
 {
 	sup_t *s = arg;
@@ -754,12 +675,12 @@ int sup_on_accept(kbox_loop_t *loop, void *arg)
 		if (fd < 0)
 			return 0;
 		/* only our own uid, and not from a sandbox (the dir is 0700 too) */
-		int peer = peer_allowed(fd);
-		if (peer == PEER_GONE) { /* it gave up before we got to it */
+		kr_ctl_peer_t peer = kr_ctl_peer(fd);
+		if (peer == KR_CTL_PEER_GONE) { /* it gave up before we got to it */
 			close(fd);
 			continue;
 		}
-		if (peer != PEER_OURS) {
+		if (peer != KR_CTL_PEER_OURS) {
 			/* folded (sup_log): a refused peer may try forever */
 			sup_log(s, "client-refused",
 			        json_pack("{s:s}", "why",

@@ -812,6 +812,47 @@ check "row44_an_outputs_directory_named_but_not_passed_is_refused" eval '
 		"usage \"outputs\" /tmp: pass the directory open, as SCM_RIGHTS with the request (the supervisor opens no directory a request names)"'
 check "row44_an_outputs_directory_passed_open_is_taken" eval '
 	rc_is ctl_here 0 && eq "$(val ctl_here outputs_passed)" True'
+# The other way: code in a sandbox that can reach a state directory (a
+# directory it held open, later used as one) puts a socket of its own at
+# a session's control.sock, and takes the lock of its supervisor.pid, as
+# a supervisor does.  kbox talks to no listener in another user
+# namespace: it sends it nothing (no code, no outputs directory open).
+fake_sup() {
+	[ -z "$SKIPPING" ] || return 0
+	mkdir -m 700 "$S/fake"
+	timeout -k 5 90 unshare --user --map-current-user "$PY" - "$S/fake" <<'EOF' >"$W/fake.out" 2>"$W/fake.err" &
+import fcntl, os, socket, sys
+d = sys.argv[1]
+pid = os.open(d + "/supervisor.pid", os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(pid, fcntl.LOCK_EX)
+os.write(pid, b"%d\n" % os.getpid())
+s = socket.socket(socket.AF_UNIX)
+s.bind(d + "/control.sock")
+s.listen(8)
+print("listening", flush=True)
+c, _ = s.accept()
+got, fds = b"", []
+while True:
+    data, passed, _, _ = socket.recv_fds(c, 65536, 8)
+    fds += passed
+    if not data:
+        break
+    got += data
+print("bytes", len(got))
+print("fds", len(fds), flush=True)
+EOF
+	FAKE=$!
+	wait_for grep -qx listening "$W/fake.out" || return 0
+	kx exec -s fake 'print(1)'
+	keep fake_exec
+	wait "$FAKE"
+}
+fake_sup
+DIAG="fake_exec fake"
+check "row44_kbox_sends_nothing_to_a_control_socket_of_another_user_namespace" eval '
+	rc_is fake_exec 5 && [ ! -s "$W/fake_exec.out" ] &&
+	eq "$(cat "$W/fake_exec.err")" "kbox exec: session fake: $S/fake/control.sock is not a supervisor'"'"'s of this user: the process listening there is another user'"'"'s, or in another user namespace (code in a sandbox that can reach this state directory); nothing was sent to it. Stop using this state directory (kbox(7), threat 44)" &&
+	eq "$(val fake bytes)" 0 && eq "$(val fake fds)" 0'
 # the state directory kbox made sessions in is marked, as
 # tests/security/workspace.sh's row 44 finds it
 check "row44_kbox_marks_the_state_directory_it_makes_sessions_in" eval '
