@@ -1176,6 +1176,121 @@ TEST(base64_encodes_every_byte_value_with_the_standard_alphabet)
 	free(out);
 }
 
+/* ---- SHA-256 and HMAC-SHA-256 ---- */
+
+/* OUT[0..32) in lower-case hex, into HEX (65 bytes). */
+static void to_hex(const unsigned char *out, char *hex)
+{
+	for (int i = 0; i < KX_SHA256_LEN; i++)
+		snprintf(hex + 2 * i, 3, "%02x", out[i]);
+}
+
+/* The SHA-256 of DATA[0..LEN), fed in pieces of STEP bytes, is WANT. */
+static void check_sha(const void *data, size_t len, size_t step, const char *want)
+{
+	kx_sha256_t c;
+	unsigned char out[KX_SHA256_LEN];
+	char hex[65];
+	kx_sha256_init(&c);
+	for (size_t at = 0; at < len; at += step)
+		kx_sha256_update(&c, (const char *)data + at, len - at < step ? len - at : step);
+	kx_sha256_final(&c, out);
+	to_hex(out, hex);
+	CHECK_STR_EQ(hex, want);
+}
+
+/* HMAC-SHA-256 under KEY of DATA is WANT (RFC 4231 gives some cut to
+ * their first WANT_HEX hex digits). */
+static void check_hmac(const void *key, size_t key_len, const void *data, size_t len,
+                       const char *want)
+{
+	kx_hmac_sha256_t m;
+	unsigned char out[KX_SHA256_LEN];
+	char hex[65];
+	kx_hmac_sha256_init(&m, key, key_len);
+	kx_hmac_sha256_update(&m, data, len);
+	kx_hmac_sha256_final(&m, out);
+	to_hex(out, hex);
+	hex[strlen(want)] = '\0';
+	CHECK_STR_EQ(hex, want);
+}
+
+/* FIPS 180-4's examples (NIST's "SHA256.pdf"), whole and fed in pieces
+ * that cross the 64-byte blocks, and the lengths either side of the
+ * padding's boundary (55, 56, 64 bytes: sha256sum's digests). */
+TEST(sha256_gives_the_fips_180_4_digests_however_it_is_fed)
+{
+	static const char two[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	char *million = malloc(1000000);
+	REQUIRE(million);
+	memset(million, 'a', 1000000);
+	check_sha("abc", 3, 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	check_sha("", 0, 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	for (size_t step = 1; step <= 64; step *= 4)
+		check_sha(two, sizeof two - 1, step,
+		          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	check_sha(million, 1000000, 4096,
+	          "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	check_sha(million, 1000000, 999,
+	          "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	check_sha(million, 55, 55,
+	          "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
+	check_sha(million, 56, 56,
+	          "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
+	check_sha(million, 64, 7,
+	          "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+	free(million);
+}
+
+/* RFC 4231's test cases 1 to 7: short, long (hashed first) and 131-byte
+ * keys; case 5 is cut to 128 bits, as the RFC gives it. */
+TEST(hmac_sha256_gives_the_rfc_4231_values)
+{
+	unsigned char k20[20], k131[131], d50[50];
+	memset(k20, 0x0b, sizeof k20);
+	check_hmac(k20, 20, "Hi There", 8,
+	           "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+	check_hmac("Jefe", 4, "what do ya want for nothing?", 28,
+	           "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+	memset(k20, 0xaa, sizeof k20);
+	memset(d50, 0xdd, sizeof d50);
+	check_hmac(k20, 20, d50, 50,
+	           "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+	{
+		unsigned char k25[25];
+		for (int i = 0; i < 25; i++)
+			k25[i] = (unsigned char)(i + 1);
+		memset(d50, 0xcd, sizeof d50);
+		check_hmac(k25, 25, d50, 50,
+		           "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+	}
+	memset(k20, 0x0c, sizeof k20);
+	check_hmac(k20, 20, "Test With Truncation", 20, "a3b6167473100ee06e0c796c2955552b");
+	memset(k131, 0xaa, sizeof k131);
+	check_hmac(k131, 131, "Test Using Larger Than Block-Size Key - Hash Key First", 54,
+	           "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+	{
+		static const char d7[] =
+		        "This is a test using a larger than block-size key and a larger than "
+		        "block-size data. The key needs to be hashed before being used by the "
+		        "HMAC algorithm.";
+		check_hmac(k131, 131, d7, sizeof d7 - 1,
+		           "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+	}
+}
+
+TEST(equal_ct_tells_equal_from_unequal_at_any_place)
+{
+	unsigned char a[32] = {0}, b[32] = {0};
+	CHECK(kx_equal_ct(a, b, sizeof a));
+	CHECK(kx_equal_ct(a, b, 0));
+	for (size_t i = 0; i < sizeof a; i++) {
+		b[i] = 1;
+		CHECK(!kx_equal_ct(a, b, sizeof a));
+		b[i] = 0;
+	}
+}
+
 /* ---- timestamps ---- */
 
 TEST(iso8601_with_0_3_or_6_digits_rounds_to_the_last)
@@ -1309,6 +1424,10 @@ int main(void)
 
 	RUN(base64_encodes_the_rfc_4648_vectors);
 	RUN(base64_encodes_every_byte_value_with_the_standard_alphabet);
+
+	RUN(sha256_gives_the_fips_180_4_digests_however_it_is_fed);
+	RUN(hmac_sha256_gives_the_rfc_4231_values);
+	RUN(equal_ct_tells_equal_from_unequal_at_any_place);
 
 	RUN(iso8601_with_0_3_or_6_digits_rounds_to_the_last);
 	RUN(iso8601_digits_out_of_range_are_clamped);

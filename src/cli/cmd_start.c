@@ -254,6 +254,7 @@ typedef struct {
 	const char *name, *rootfs_arg;
 	kr_session_opts_t o;
 	cli_strlist_t env;
+	bool reseal;
 } start_args_t;
 
 /* Parse kbox start's options into A.  0 to go on, or -1 when the command
@@ -297,6 +298,9 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	        START_OPT(0, "home-config", "on|off", home_config_cb, &a->o.home_config,
 	                  "let a new kernel run the startup files and configuration in its home",
 	                  "off"),
+	        CLI_OPT_FLAG(0, "reseal", &a->reseal,
+	                     "seal the session's session.json as it is, once you have read it "
+	                     "(see kbox(7))"),
 	        CLI_OPT_END};
 #undef START_OPT
 
@@ -333,7 +337,18 @@ int cmd_start(int argc, char **argv)
 	    (o->kernel && (status = check_kspec(o->kernel)) != EXIT_OK))
 		goto out;
 	is_new = session_is_new(name);
-	if (!(dir = cli_session_dir("start", name, true, &status)) || says_running(dir, name, o))
+	if (!(dir = cli_session_dir("start", name, true, &status)))
+		goto out;
+	/* a session.json kbox refuses (unsealed, or changed): taken as it is */
+	if (a.reseal && !is_new) {
+		if (kr_session_config_reseal(dir, &err) < 0) {
+			cli_error("start", "%s", err.msg);
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		cli_error("start", "session %s: its session.json is sealed as it is", name);
+	}
+	if (says_running(dir, name, o))
 		goto out;
 	/* the session's configuration, and the command line over it; and
 	 * what a start that fails puts back (undo_start) */

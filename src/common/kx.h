@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -402,5 +403,32 @@ void kx_kill_wait(pid_t pid);
  * padding), a new NUL-terminated string; its length in *OUT_LEN (may be
  * NULL).  NULL on ENOMEM. */
 char *kx_base64_encode(const void *data, size_t len, size_t *out_len);
+
+/* ---- kx_sha256.c ---- */
+
+/* SHA-256 (FIPS 180-4), fed in pieces: init, update..., final (which
+ * clears the state). */
+#define KX_SHA256_LEN 32
+typedef struct {
+	uint32_t h[8];
+	uint64_t len;
+	unsigned char buf[64];
+	size_t used;
+} kx_sha256_t;
+void kx_sha256_init(kx_sha256_t *c);
+void kx_sha256_update(kx_sha256_t *c, const void *data, size_t len);
+void kx_sha256_final(kx_sha256_t *c, unsigned char out[KX_SHA256_LEN]);
+
+/* HMAC-SHA-256 (RFC 2104) under KEY[0..KEY_LEN), fed in pieces. */
+typedef struct {
+	kx_sha256_t inner, outer;
+} kx_hmac_sha256_t;
+void kx_hmac_sha256_init(kx_hmac_sha256_t *m, const void *key, size_t key_len);
+void kx_hmac_sha256_update(kx_hmac_sha256_t *m, const void *data, size_t len);
+void kx_hmac_sha256_final(kx_hmac_sha256_t *m, unsigned char out[KX_SHA256_LEN]);
+
+/* Whether A[0..LEN) and B[0..LEN) are equal, in a time that does not
+ * depend on where they differ (for comparing a MAC). */
+bool kx_equal_ct(const void *a, const void *b, size_t len);
 
 #endif

@@ -284,10 +284,56 @@ static int home_closed(const char *home, kbox_error_t *err)
  * sandbox user's group, but no other user has a reason to open it to
  * a group.  One that does not exist holds no session.  0, or -1 with ERR
  * saying the chmod that fixes it. */
+/* Whether only this user or root can change every directory above the
+ * state directory HOME (those that exist): owned by one of them, and
+ * writable by no one else unless sticky (/tmp), as sshd's StrictModes
+ * asks of a home.  Whoever else could would replace the state directory
+ * (rename it, put another in its place) between kbox's look and its use:
+ * under root a sandbox's uid owning a directory above it (a workspace's,
+ * later given as KBOX_HOME's parent) would have root start a kernel from
+ * a session.json of its own.  0, or -1 with ERR. */
+static int home_parents_safe(const char *home, kbox_error_t *err)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	char *slash;
+
+	if (home[0] != '/' || (size_t)snprintf(p, sizeof p, "%s", home) >= sizeof p)
+		return 0; /* (refused elsewhere) */
+	while ((slash = strrchr(p, '/'))) {
+		const char *who;
+		slash[slash == p ? 1 : 0] = '\0';
+		if (stat(p, &st) < 0) {
+			if (errno == ENOENT || errno == ENOTDIR)
+				goto next;
+			return kbox_error_set_sys(err, "state directory %s: cannot look at %s",
+			                          home, p);
+		}
+		if (st.st_uid != 0 && st.st_uid != geteuid())
+			who = "its owner, another user";
+		else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+			who = st.st_mode & S_IWOTH ? "everyone" : "its group";
+		else
+			goto next;
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "state directory %s: %s above it can be changed by %s (owner "
+		                      "uid %u, mode %04o), who could put another state directory "
+		                      "in its place; use a directory whose every parent only you "
+		                      "or root can change",
+		                      home, p, who, (unsigned)st.st_uid,
+		                      (unsigned)(st.st_mode & 07777));
+next:
+		if (strcmp(p, "/") == 0)
+			break;
+	}
+	return 0;
+}
+
 int kr_session_check_home(const char *home, kbox_error_t *err)
 {
 	struct stat st;
-	if (kr_live_ws_refuses(home, err) < 0 || ws_state_in_state(home, err) < 0)
+	if (kr_live_ws_refuses(home, err) < 0 || ws_state_in_state(home, err) < 0 ||
+	    home_parents_safe(home, err) < 0)
 		return -1;
 	if (stat(home, &st) < 0)
 		return errno == ENOENT ? 0 : kbox_error_set_sys(err, "state directory %s", home);

@@ -3,6 +3,7 @@
 #include "config.h"
 #include "runtime/runtime.h"
 #include "runtime/session_config.h"
+#include "runtime/ws_live.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -242,7 +243,121 @@ out:
 	return rc;
 }
 
-int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error_t *err)
+/* ---- the seal ----
+ *
+ * Run by an ordinary user, every sandbox runs as that user: code in one
+ * that could reach a state directory (a directory it held open, later
+ * used as one) could rewrite a session's session.json, and with it how
+ * its next supervisor starts the kernel (--backend none, a workspace of
+ * the whole home).  So kbox seals what it writes: "seal" is the
+ * HMAC-SHA-256, under the user's key (kr_live_key, where no sandbox
+ * reaches), of the session's name and of the file as written without the
+ * seal; a file whose seal does not match is refused.  Under root each
+ * sandbox runs as a uid of its own that cannot write the state
+ * directory: nothing is sealed, and a seal is ignored. */
+
+#define SEAL_KEY "seal"
+#define SEAL_HEX (2 * KX_SHA256_LEN)
+#define DUMP_FLAGS (JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9))
+
+static bool sealing(void)
+{
+	return geteuid() != 0;
+}
+
+/* The last component of DIR: the session's name. */
+static const char *session_name(const char *dir)
+{
+	const char *s = strrchr(dir, '/');
+	return s && s[1] ? s + 1 : dir;
+}
+
+/* The seal of TEXT as DIR's session.json under KEY, in hex into HEX
+ * (SEAL_HEX + 1 bytes). */
+static void seal_of(const unsigned char *key, const char *dir, const char *text, char *hex)
+{
+	static const char what[] = "kbox session.json 1"; /* with its NUL */
+	const char *name = session_name(dir);
+	unsigned char mac[KX_SHA256_LEN];
+	kx_hmac_sha256_t m;
+
+	kx_hmac_sha256_init(&m, key, KR_LIVE_KEY_LEN);
+	kx_hmac_sha256_update(&m, what, sizeof what);
+	kx_hmac_sha256_update(&m, name, strlen(name) + 1);
+	kx_hmac_sha256_update(&m, text, strlen(text));
+	kx_hmac_sha256_final(&m, mac);
+	for (int i = 0; i < KX_SHA256_LEN; i++)
+		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+}
+
+/* What to do about PATH, DIR's session.json, whose seal is not right
+ * (WHY), into ERR. */
+static int unsealed(const char *path, const char *dir, const char *why, kbox_error_t *err)
+{
+	const char *name = session_name(dir);
+	return kbox_error_set(err, KBOX_E_INVALID,
+	                      "%s is not as kbox wrote it: %s; read it, then seal it as it is "
+	                      "(kbox start --reseal -s %s) or remove the session (kbox rm -s "
+	                      "%s)",
+	                      path, why, name, name);
+}
+
+/* Check the seal SEAL (NULL: none) of J, read from DIR's session.json at
+ * PATH, without its seal.  0, or -1 with ERR. */
+static int seal_check(json_t *j, const char *seal, const char *dir, const char *path,
+                      kbox_error_t *err)
+{
+	unsigned char key[KR_LIVE_KEY_LEN];
+	char key_path[PATH_MAX], want[SEAL_HEX + 1], *text;
+	int rc;
+
+	if (!seal)
+		return unsealed(path, dir,
+		                "it has no seal (written by an older kbox, or by something else)",
+		                err);
+	if ((rc = kr_live_key(key, false, key_path, err)) == -1)
+		return -1;
+	if (rc == -2)
+		return unsealed(path, dir, "its seal cannot be checked: this user's key is gone",
+		                err);
+	if (!(text = json_dumps(j, DUMP_FLAGS))) {
+		explicit_bzero(key, sizeof key);
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	}
+	seal_of(key, dir, text, want);
+	explicit_bzero(key, sizeof key);
+	free(text);
+	if (strlen(seal) != SEAL_HEX || !kx_equal_ct(seal, want, SEAL_HEX))
+		return unsealed(path, dir,
+		                "its seal does not match (it was changed, or copied from another "
+		                "session, or sealed with another key)",
+		                err);
+	return 0;
+}
+
+/* Seal J, DIR's session.json as it will be written (a "seal" member).
+ * 0, or -1 with ERR. */
+static int seal_put(json_t *j, const char *dir, kbox_error_t *err)
+{
+	unsigned char key[KR_LIVE_KEY_LEN];
+	char key_path[PATH_MAX], hex[SEAL_HEX + 1], *text;
+
+	if (kr_live_key(key, true, key_path, err) < 0)
+		return -1;
+	if (!(text = json_dumps(j, DUMP_FLAGS))) {
+		explicit_bzero(key, sizeof key);
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	}
+	seal_of(key, dir, text, hex);
+	explicit_bzero(key, sizeof key);
+	free(text);
+	if (json_object_set_new(j, SEAL_KEY, json_string(hex)) < 0)
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	return 0;
+}
+
+/* kr_session_config_load, checking the seal when CHECK_SEAL. */
+static int load(kr_session_config_t *cfg, const char *dir, bool check_seal, kbox_error_t *err)
 {
 	char path[PATH_MAX + 16];
 	json_error_t je;
@@ -263,11 +378,41 @@ int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error
 		kbox_error_set(err, KBOX_E_INVALID, "%s: %s", path, je.text);
 	else if (!json_is_object(j))
 		kbox_error_set(err, KBOX_E_INVALID, "%s: not a JSON object", path);
-	else
-		rc = from_json(cfg, j, path, err);
+	else {
+		/* the seal is no key of the configuration's: taken out first */
+		json_t *s = json_object_get(j, SEAL_KEY);
+		char *seal = json_is_string(s) ? strdup(json_string_value(s)) : NULL;
+		if (s && !json_is_string(s))
+			kbox_error_set(err, KBOX_E_INVALID, "%s: \"%s\" must be %s, not %s", path,
+			               SEAL_KEY, type_words[T_STRING], json_kind(s));
+		else if (s && !seal)
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		else {
+			json_object_del(j, SEAL_KEY);
+			rc = from_json(cfg, j, path, err);
+			if (rc == 0 && check_seal && sealing())
+				rc = seal_check(j, seal, dir, path, err);
+		}
+		free(seal);
+	}
 	json_decref(j);
 	if (rc < 0)
 		kr_session_config_free(cfg);
+	return rc;
+}
+
+int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error_t *err)
+{
+	return load(cfg, dir, true, err);
+}
+
+int kr_session_config_reseal(const char *dir, kbox_error_t *err)
+{
+	kr_session_config_t cfg;
+	int rc = load(&cfg, dir, false, err);
+	if (rc == 0 && cfg.has)
+		rc = kr_session_config_save(&cfg, dir, err);
+	kr_session_config_free(&cfg);
 	return rc;
 }
 
@@ -316,11 +461,17 @@ int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox
 {
 	char path[PATH_MAX + 16], tmp[PATH_MAX + 32];
 	json_t *j = kr_session_config_to_json(cfg);
-	char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9))
-	               : NULL;
+	char *text = NULL;
 	int fd = -1, rc = -1;
 	size_t len;
 
+	if (!j)
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	if (sealing() && seal_put(j, dir, err) < 0) {
+		json_decref(j);
+		return -1;
+	}
+	text = json_dumps(j, DUMP_FLAGS);
 	json_decref(j);
 	if (!text)
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");

@@ -112,9 +112,17 @@ void kr_session_config_init(kr_session_config_t *cfg);
 /* Read DIR/session.json into CFG: an absent file is the defaults.  Refuses
  * what is not a JSON object, a duplicate key, an unknown key (ERR names
  * every one), a value of the wrong type (ERR names the key and the type it
- * takes).  0, or -1 with ERR (KBOX_E_INVALID; may be NULL), CFG then
- * holding the defaults.  Either way, free CFG after. */
+ * takes), and, run by an ordinary user, a file whose seal is missing or
+ * does not match (session_config.c: code of a sandbox of the same uid
+ * that reached the state directory may have written it).  0, or -1 with
+ * ERR (KBOX_E_INVALID; may be NULL), CFG then holding the defaults.
+ * Either way, free CFG after. */
 int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error_t *err);
+
+/* Seal DIR/session.json as it is, whatever its seal says (kbox start
+ * --reseal: the user has read it): loaded unchecked, saved.  0 (also
+ * when there is no file), or -1 with ERR. */
+int kr_session_config_reseal(const char *dir, kbox_error_t *err);
 
 /* CFG as session.json holds it: its own keys, "kernel" and "backend"
  * always.  A new reference, NULL when out of memory. */
@@ -122,7 +130,8 @@ json_t *kr_session_config_to_json(const kr_session_config_t *cfg);
 
 /* Write CFG to DIR/session.json, atomically: into a new file of a random
  * name in DIR (mode 0600, O_EXCL), flushed to disk, then renamed over
- * session.json.  0, or -1 with ERR (may be NULL). */
+ * session.json; sealed when run by an ordinary user (the user's key made
+ * first when there is none).  0, or -1 with ERR (may be NULL). */
 int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox_error_t *err);
 
 /* Give CFG each key OPTS gives (the command line over the file over the

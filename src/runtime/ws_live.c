@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -361,4 +362,69 @@ void kr_live_sockets_release(int *fd, const char *dir)
 	}
 	close(*fd);
 	*fd = -1;
+}
+
+/* Read the key at NAME of DFD into KEY: a regular file of the user's, mode
+ * 0600, KR_LIVE_KEY_LEN bytes.  0; -2 when there is none; -1 with ERR. */
+static int key_read(int dfd, const char *name, unsigned char *key, const char *path,
+                    kbox_error_t *err)
+{
+	struct stat st;
+	ssize_t got;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return -2;
+	if (fd < 0)
+		return kbox_error_set_sys(err, "cannot read %s", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077) || st.st_size != KR_LIVE_KEY_LEN) {
+		close(fd);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s, the key of this user's kbox seals, is not a private "
+		                      "file of %d bytes of this user's: remove it (every session "
+		                      "then needs kbox start --reseal)",
+		                      path, KR_LIVE_KEY_LEN);
+	}
+	got = kx_pread_full(fd, key, KR_LIVE_KEY_LEN, 0);
+	close(fd);
+	if (got != KR_LIVE_KEY_LEN)
+		return kbox_error_set_sys(err, "cannot read %s", path);
+	return 0;
+}
+
+int kr_live_key(unsigned char *key, bool make, char *path, kbox_error_t *err)
+{
+	char dir[PATH_MAX], tmp[64];
+	int dfd, fd, rc;
+	bool written;
+
+	dfd = live_dir(make, dir, err);
+	if ((size_t)snprintf(path, PATH_MAX, "%s/%s", dir, KR_LIVE_KEY) >= PATH_MAX)
+		path[0] = '\0'; /* (the record's directory fits, so does this) */
+	if (dfd < 0)
+		return dfd;
+	if ((rc = key_read(dfd, KR_LIVE_KEY, key, path, err)) != -2 || !make)
+		goto out;
+	/* a new one: whole in a file of its own, then linked at its name; a
+	 * maker that finds the name taken reads the one made meanwhile */
+	if (getrandom(key, KR_LIVE_KEY_LEN, 0) != KR_LIVE_KEY_LEN ||
+	    (fd = kx_temp_open(dfd, ".key-", 0600, tmp, sizeof tmp)) < 0) {
+		rc = kbox_error_set_sys(err, "cannot make %s", path);
+		goto out;
+	}
+	written = kx_write_all(fd, key, KR_LIVE_KEY_LEN) == 0 && fsync(fd) == 0;
+	if (close(fd) < 0)
+		written = false;
+	if (!written || (linkat(dfd, tmp, dfd, KR_LIVE_KEY, 0) < 0 && errno != EEXIST)) {
+		rc = kbox_error_set_sys(err, "cannot make %s", path);
+		unlinkat(dfd, tmp, 0);
+		goto out;
+	}
+	unlinkat(dfd, tmp, 0);
+	rc = key_read(dfd, KR_LIVE_KEY, key, path, err);
+	if (rc == -2)
+		rc = kbox_error_set_sys(err, "cannot make %s", path);
+out:
+	close(dfd);
+	return rc;
 }

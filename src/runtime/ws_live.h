@@ -27,6 +27,7 @@
 #ifndef KR_RUNTIME_WS_LIVE_H
 #define KR_RUNTIME_WS_LIVE_H
 
+#include <stdbool.h>
 #include <sys/stat.h>
 #include <kbox/error.h>
 
@@ -74,4 +75,15 @@ int kr_live_sockets_make(char *dir, kbox_error_t *err);
  * what is in it; *FD is -1 after.  Accepts -1. */
 void kr_live_sockets_release(int *fd, const char *dir);
 
+
+/* The key of this user's seals (session_config.c), KR_LIVE_KEY_LEN random
+ * bytes in KR_LIVE_KEY of the record's directory, where no sandbox
+ * reaches: read into KEY, made first when there is none and MAKE (made
+ * whole before it is linked at its name, so a reader never sees part of
+ * it, and two makers agree on one).  Its path into PATH (PATH_MAX bytes).
+ * 0; -2 when there is none and MAKE is false; -1 with ERR (also for a key
+ * that is not a private file of the user's of the right size). */
+#define KR_LIVE_KEY ".session-key"
+#define KR_LIVE_KEY_LEN 32
+int kr_live_key(unsigned char *key, bool make, char *path, kbox_error_t *err);
 #endif

@@ -631,6 +631,93 @@ fi
 kx rm -f -s nw
 DIAG=
 
+# A directory code of a sandbox held open, moved out of its workspace and
+# then given a state directory (reviews 10 to 12's set-up).  Under root,
+# whose sandboxes run as uids of their own, that directory is the
+# sandbox's: a state directory below it is refused (its owner could put
+# another in its place).  Run by an ordinary user, every sandbox runs as
+# that user and writes there: the session.json it rewrites (backend none)
+# is refused, its seal no longer matching, and a control.sock it puts in
+# place of a supervisor's (taking the lock of supervisor.pid) is sent
+# nothing.
+kx start -s hd
+keep start_hd
+pyx hd <<'EOF'
+import builtins, os
+os.makedirs("/workspace/proj")
+builtins.kbox_held = os.open("/workspace/proj", os.O_PATH | os.O_DIRECTORY)
+print("held", builtins.kbox_held)
+EOF
+keep hold
+[ -n "$SKIPPING" ] || mv "$S/hd/workspace/proj" "$ROOT/hd-proj"
+HD=$ROOT/hd-proj/state
+KBOX_HOME=$HD kx start -s v
+keep start_v
+DIAG="start_hd hold start_v"
+if [ "$(id -u)" = 0 ]; then
+	check "row44_under_root_a_state_directory_in_a_sandboxs_directory_is_refused" eval '
+		rc_is start_hd 0 && rc_is hold 0 && rc_is start_v 5 &&
+		eq "$(stat -c %u "$ROOT/hd-proj")" "$(sb_uid hd)" &&
+		eq "$(cat "$W/start_v.err")" "kbox start: state directory $HD: $ROOT/hd-proj above it can be changed by its owner, another user (owner uid $(stat -c %u "$ROOT/hd-proj"), mode $(stat -c %04a "$ROOT/hd-proj")), who could put another state directory in its place; use a directory whose every parent only you or root can change" &&
+		[ ! -e "$HD" ]'
+else
+	KBOX_HOME=$HD kx stop -s v
+	pyx hd <<'EOF'
+import json
+p = "/proc/self/fd/%d/state/sessions/v/session.json" % kbox_held
+j = json.load(open(p))
+j["backend"] = "none"
+with open(p, "w") as f:
+    json.dump(j, f)
+print("rewritten", j["backend"])
+EOF
+	keep rewrite
+	KBOX_HOME=$HD kx start -s v
+	keep restart_v
+	pyx hd <<'EOF'
+import fcntl, os, socket
+d = "/proc/self/fd/%d/state/sessions/v" % kbox_held
+pid = os.open(d + "/supervisor.pid", os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(pid, fcntl.LOCK_EX)
+os.unlink(d + "/control.sock") if os.path.exists(d + "/control.sock") else None
+kbox_fake = socket.socket(socket.AF_UNIX)
+kbox_fake.bind(d + "/control.sock")
+kbox_fake.listen(8)
+kbox_fake.setblocking(False)
+kbox_pid = pid
+print("listening")
+EOF
+	keep fake_listen
+	KBOX_HOME=$HD kx exec -s v 'print(1)'
+	keep exec_v
+	pyx hd <<'EOF'
+got, fds = b"", []
+c, _ = kbox_fake.accept()  # (the connection kbox closed, still queued)
+c.setblocking(True)
+while True:
+    data, passed, _, _ = socket.recv_fds(c, 65536, 8)
+    fds += passed
+    if not data:
+        break
+    got += data
+print("received", len(got), len(fds))
+EOF
+	keep fake_got
+	DIAG="start_hd hold start_v rewrite restart_v fake_listen exec_v fake_got"
+	SV="$HD/sessions/v"
+	check "row44_a_session_json_rewritten_by_a_sandbox_is_refused" eval '
+		rc_is start_v 0 && rc_is rewrite 0 && eq "$(val rewrite rewritten)" none &&
+		rc_is restart_v 5 &&
+		eq "$(cat "$W/restart_v.err")" "kbox start: $SV/session.json is not as kbox wrote it: its seal does not match (it was changed, or copied from another session, or sealed with another key); read it, then seal it as it is (kbox start --reseal -s v) or remove the session (kbox rm -s v)"'
+	check "row44_a_control_socket_a_sandbox_put_in_place_is_sent_nothing" eval '
+		rc_is fake_listen 0 && rc_is exec_v 5 && [ ! -s "$W/exec_v.out" ] &&
+		eq "$(cat "$W/exec_v.err")" "kbox exec: session v: $SV/control.sock is not a supervisor'"'"'s of this user: the process listening there is another user'"'"'s, or in another user namespace (code in a sandbox that can reach this state directory); nothing was sent to it. Stop using this state directory (kbox(7), threat 44)" &&
+		rc_is fake_got 0 && eq "$(val fake_got received)" "0 0"'
+fi
+kx rm -f -s hd
+[ "$(id -u)" = 0 ] || KBOX_HOME=$HD kx rm -f -s v
+DIAG=
+
 # --home-config on: the kernel reads its home as Jupyter would
 kx stop -s i
 kx start -s i --home-config on

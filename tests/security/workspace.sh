@@ -362,7 +362,7 @@ if [ -z "$SKIPPING" ]; then
 		printf '{"name": "sw", "kernel": "python3", "backend": "bwrap", "workspace": "%s", "workspace_dev": %s, "workspace_ino": %s}\n' \
 			"$T/swapped" "$(stat -c %d checked)" "$(stat -c %i checked)" >"$S/sw/session.json"
 fi
-kbox start -s sw
+kbox start --reseal -s sw
 check row24_a_workspace_swapped_after_it_was_checked_is_refused eval '[ "$rc" = 5 ] &&
 	grep -qF "the workspace $T/swapped is no longer the directory that was checked (it was replaced under its name): refusing it" stderr'
 kbox stop -s sw
