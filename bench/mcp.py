@@ -18,6 +18,14 @@ server would:
                   mcp behind it); each call a POST of the same tools/call on
                   one kept-alive connection (http.client), timed from the
                   request to the whole response
+  kbox mcp http raw
+                  the same server and conversation, each call the same POST
+                  on a kept-alive socket of its own, framed as the stdio
+                  client frames its lines: the request written whole, the
+                  response read by its Content-Length (http.client parses
+                  every header with the email package, about 0.15 ms of
+                  this process's CPU per call: the client's cost, not the
+                  server's)
   jupyter_client  a BlockingKernelClient of the session's connection file
                   (`kbox status --json`), in this process; each call is
                   execute_interactive("1+1") - what a tool server written
@@ -31,8 +39,8 @@ first, then R rounds of N calls of each, back to back, the order rotated
 from round to round.
 
 Reported: per client the median, p10 and p90 of the wall time per call,
-and the ratios kbox mcp / jupyter_client and kbox mcp http /
-jupyter_client of the medians (the median over
+and the ratios kbox mcp / jupyter_client, kbox mcp http /
+jupyter_client and kbox mcp http raw / jupyter_client of the medians (the median over
 rounds of the ratio within a round): what the MCP server, the
 supervisor's protocol and the capture add to a bare Jupyter round trip
 (no target; for the record).  Also the peak RSS of the kbox mcp process
@@ -48,6 +56,7 @@ import json
 import re
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -181,23 +190,63 @@ def main():
                       file=sys.stderr)
             return dt
 
+        # the same calls on a socket of its own, framed as the stdio
+        # client frames its lines: the request written whole, the
+        # response read by its Content-Length, nothing parsed but that
+        # (http.client parses every header through the email package:
+        # about 0.15 ms of this process's time per call here)
+        sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sockf = sock.makefile("rb")
+        head = ("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in hdr.items()) + "Content-Length: %d\r\n\r\n")
+
+        def raw_post(msg):
+            body = json.dumps(msg).encode()
+            sock.sendall((head % len(body)).encode() + body)
+            status, length = sockf.readline(), None
+            for line in iter(sockf.readline, b"\r\n"):
+                name, _, value = line.partition(b":")
+                if name.lower() == b"content-length":
+                    length = int(value)
+            if not status.startswith(b"HTTP/1.1 200 ") or length is None:
+                raise RuntimeError(f"bench/mcp.py: kbox mcp http answered {status!r}")
+            return json.loads(sockf.read(length))
+
+        def raw_call():
+            nonlocal failures
+            i = next(ids)
+            t = time.perf_counter()
+            m = raw_post({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                "name": "run_python", "arguments": {"code": "1+1"}}})
+            dt = time.perf_counter() - t
+            res = (m or {}).get("result", {})
+            text = res.get("content", [{}])[0].get("text", "")
+            if res.get("isError") or not text.endswith("]: 2\n"):
+                failures += 1
+                print(f"bench/mcp.py: kbox mcp http (raw) answered {json.dumps(m)[:300]}",
+                      file=sys.stderr)
+            return dt
+
         clients = {"kbox mcp": mcp_call, "kbox mcp http": http_call,
-                   "jupyter_client": jc_call}
+                   "kbox mcp http raw": raw_call, "jupyter_client": jc_call}
         for fn in clients.values():
             for _ in range(a.warmup):
                 fn()
         lat = {k: [] for k in clients}
         ratios = []
         hratios = []
+        rratios = []
         order = list(clients)
         for r in range(a.rounds):
             med = {}
-            for k in order[r % 3:] + order[:r % 3]:
+            for k in order[r % len(order):] + order[:r % len(order)]:
                 xs = [clients[k]() for _ in range(a.n)]
                 lat[k] += xs
                 med[k] = statistics.median(xs)
             ratios.append(med["kbox mcp"] / med["jupyter_client"])
             hratios.append(med["kbox mcp http"] / med["jupyter_client"])
+            rratios.append(med["kbox mcp http raw"] / med["jupyter_client"])
         hwm = 0
         with open(f"/proc/{server.pid}/status") as f:
             for line in f:
@@ -207,17 +256,19 @@ def main():
         out = {"calls_per_round": a.n, "rounds": a.rounds, "failures": failures,
                "ratio_mcp_over_jc": round(statistics.median(ratios), 3),
                "ratio_mcp_http_over_jc": round(statistics.median(hratios), 3),
+               "ratio_mcp_http_raw_over_jc": round(statistics.median(rratios), 3),
                "mcp_peak_rss_bytes": hwm}
-        print(f"{'client':16} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8}")
+        print(f"{'client':18} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8}")
         for k, xs in lat.items():
             out[k] = {"median_ms": round(statistics.median(xs) * 1000, 3),
                       "p10_ms": round(pct(xs, 10) * 1000, 3),
                       "p90_ms": round(pct(xs, 90) * 1000, 3)}
-            print(f"{k:16} {out[k]['median_ms']:10.3f} {out[k]['p10_ms']:8.3f} "
+            print(f"{k:18} {out[k]['median_ms']:10.3f} {out[k]['p10_ms']:8.3f} "
                   f"{out[k]['p90_ms']:8.3f}")
         print(f"kbox mcp / jupyter_client (median of per-round ratios): "
               f"{out['ratio_mcp_over_jc']:.2f}; kbox mcp http / jupyter_client: "
-              f"{out['ratio_mcp_http_over_jc']:.2f}; kbox mcp peak RSS {hwm / 2**20:.1f} MiB; "
+              f"{out['ratio_mcp_http_over_jc']:.2f} (raw: {out['ratio_mcp_http_raw_over_jc']:.2f}); "
+              f"kbox mcp peak RSS {hwm / 2**20:.1f} MiB; "
               f"{failures} incorrect calls")
         print(json.dumps(out))
         if a.json:

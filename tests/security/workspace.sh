@@ -488,6 +488,18 @@ check row44_a_running_workspace_is_recorded_once eval '
 check row44_the_record_of_a_workspace_goes_with_its_run eval '
 	[ "$run_rc" = 0 ] && [ "$(cat run.out)" = released ] && [ ! -s records_after ] ||
 	{ echo "# run: $run_rc"; sed "s/^/# /" run.out run.err records_after; false; }'
+# (under root the sandboxes' group could still change proj, given to it
+# above: a state directory there is refused for that, whatever the record
+# says; once proj is root's alone it is taken)
+if [ "$(id -u)" = 0 ]; then
+	KBOX_HOME=$T/proj/st kbox exec -s after 'print(2)'
+	check row44_under_root_a_state_directory_the_sandboxes_group_can_replace_is_refused fails_with 5 \
+		"kbox exec: state directory $T/proj/st: $T/proj above it can be changed by its group (owner uid 0, mode $(stat -c %04a proj)), who could put another state directory in its place; use a directory whose every parent only you or root can change"
+	chmod g-w proj
+else
+	skip row44_under_root_a_state_directory_the_sandboxes_group_can_replace_is_refused \
+		"run by an ordinary user, nothing here is given to another group"
+fi
 KBOX_HOME=$T/proj/st kbox exec -s after 'print(2)'
 check row44_a_state_directory_in_a_workspace_whose_run_ended_is_taken eval '
 	status_is 0 && last_line_is stdout 2'
@@ -621,6 +633,7 @@ if [ -z "$SKIPPING" ]; then
 	STALE_REC=$LIVE/ws-stale$(token)
 	printf '%s %s 1\n%s\n' "$(stat -c %d ws)" "$(stat -c %i ws)" "$T/ws" >"$STALE_REC"
 fi
+[ "$(id -u)" != 0 ] || chmod g-w ws # (a parent the sandboxes' group can change is refused)
 KBOX_HOME=$T/ws/st kbox exec -s s 'print(3)'
 check row44_a_record_whose_supervisor_is_gone_refuses_nothing eval '
 	status_is 0 && last_line_is stdout 3'
