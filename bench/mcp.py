@@ -175,20 +175,25 @@ def main():
         hdr["Mcp-Session-Id"] = r.getheader("Mcp-Session-Id")
         hpost({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-        def http_call():
+        def timed_http(what, post):
+            """A call of 1+1 by POST (a message -> the response's message), timed
+            and checked."""
             nonlocal failures
             i = next(ids)
             t = time.perf_counter()
-            _, m = hpost({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            m = post({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
                 "name": "run_python", "arguments": {"code": "1+1"}}})
             dt = time.perf_counter() - t
             res = (m or {}).get("result", {})
             text = res.get("content", [{}])[0].get("text", "")
             if res.get("isError") or not text.endswith("]: 2\n"):
                 failures += 1
-                print(f"bench/mcp.py: kbox mcp http answered {json.dumps(m)[:300]}",
+                print(f"bench/mcp.py: {what} answered {json.dumps(m)[:300]}",
                       file=sys.stderr)
             return dt
+
+        def http_call():
+            return timed_http("kbox mcp http", lambda msg: hpost(msg)[1])
 
         # the same calls on a socket of its own, framed as the stdio
         # client frames its lines: the request written whole, the
@@ -214,19 +219,7 @@ def main():
             return json.loads(sockf.read(length))
 
         def raw_call():
-            nonlocal failures
-            i = next(ids)
-            t = time.perf_counter()
-            m = raw_post({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
-                "name": "run_python", "arguments": {"code": "1+1"}}})
-            dt = time.perf_counter() - t
-            res = (m or {}).get("result", {})
-            text = res.get("content", [{}])[0].get("text", "")
-            if res.get("isError") or not text.endswith("]: 2\n"):
-                failures += 1
-                print(f"bench/mcp.py: kbox mcp http (raw) answered {json.dumps(m)[:300]}",
-                      file=sys.stderr)
-            return dt
+            return timed_http("kbox mcp http (raw)", raw_post)
 
         clients = {"kbox mcp": mcp_call, "kbox mcp http": http_call,
                    "kbox mcp http raw": raw_call, "jupyter_client": jc_call}

@@ -272,22 +272,35 @@ static const char *session_name(const char *dir)
 	return s && s[1] ? s + 1 : dir;
 }
 
-/* The seal of TEXT as DIR's session.json under KEY, in hex into HEX
- * (SEAL_HEX + 1 bytes). */
-static void seal_of(const unsigned char *key, const char *dir, const char *text, char *hex)
+/* The seal of J (no "seal" in it) as DIR's session.json, in hex into HEX
+ * (SEAL_HEX + 1 bytes), under the user's key, made first when there is
+ * none and MAKE.  0; -2 when there is no key and MAKE is false; -1 with
+ * ERR. */
+static int seal_of(const json_t *j, const char *dir, bool make, char *hex, kbox_error_t *err)
 {
 	static const char what[] = "kbox session.json 1"; /* with its NUL */
 	const char *name = session_name(dir);
-	unsigned char mac[KX_SHA256_LEN];
+	unsigned char key[KR_LIVE_KEY_LEN], mac[KX_SHA256_LEN];
+	char key_path[PATH_MAX], *text;
 	kx_hmac_sha256_t m;
+	int rc;
 
+	if ((rc = kr_live_key(key, make, key_path, err)) < 0)
+		return rc;
+	if (!(text = json_dumps(j, DUMP_FLAGS))) {
+		explicit_bzero(key, sizeof key);
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	}
 	kx_hmac_sha256_init(&m, key, KR_LIVE_KEY_LEN);
+	explicit_bzero(key, sizeof key);
 	kx_hmac_sha256_update(&m, what, sizeof what);
 	kx_hmac_sha256_update(&m, name, strlen(name) + 1);
 	kx_hmac_sha256_update(&m, text, strlen(text));
 	kx_hmac_sha256_final(&m, mac);
+	free(text);
 	for (int i = 0; i < KX_SHA256_LEN; i++)
 		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+	return 0;
 }
 
 /* What to do about PATH, DIR's session.json, whose seal is not right
@@ -304,29 +317,21 @@ static int unsealed(const char *path, const char *dir, const char *why, kbox_err
 
 /* Check the seal SEAL (NULL: none) of J, read from DIR's session.json at
  * PATH, without its seal.  0, or -1 with ERR. */
-static int seal_check(json_t *j, const char *seal, const char *dir, const char *path,
+static int seal_check(const json_t *j, const char *seal, const char *dir, const char *path,
                       kbox_error_t *err)
 {
-	unsigned char key[KR_LIVE_KEY_LEN];
-	char key_path[PATH_MAX], want[SEAL_HEX + 1], *text;
+	char want[SEAL_HEX + 1];
 	int rc;
 
 	if (!seal)
 		return unsealed(path, dir,
 		                "it has no seal (written by an older kbox, or by something else)",
 		                err);
-	if ((rc = kr_live_key(key, false, key_path, err)) == -1)
+	if ((rc = seal_of(j, dir, false, want, err)) == -1)
 		return -1;
 	if (rc == -2)
 		return unsealed(path, dir, "its seal cannot be checked: this user's key is gone",
 		                err);
-	if (!(text = json_dumps(j, DUMP_FLAGS))) {
-		explicit_bzero(key, sizeof key);
-		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	}
-	seal_of(key, dir, text, want);
-	explicit_bzero(key, sizeof key);
-	free(text);
 	if (strlen(seal) != SEAL_HEX || !kx_equal_ct(seal, want, SEAL_HEX))
 		return unsealed(path, dir,
 		                "its seal does not match (it was changed, or copied from another "
@@ -339,18 +344,9 @@ static int seal_check(json_t *j, const char *seal, const char *dir, const char *
  * 0, or -1 with ERR. */
 static int seal_put(json_t *j, const char *dir, kbox_error_t *err)
 {
-	unsigned char key[KR_LIVE_KEY_LEN];
-	char key_path[PATH_MAX], hex[SEAL_HEX + 1], *text;
-
-	if (kr_live_key(key, true, key_path, err) < 0)
+	char hex[SEAL_HEX + 1];
+	if (seal_of(j, dir, true, hex, err) < 0)
 		return -1;
-	if (!(text = json_dumps(j, DUMP_FLAGS))) {
-		explicit_bzero(key, sizeof key);
-		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	}
-	seal_of(key, dir, text, hex);
-	explicit_bzero(key, sizeof key);
-	free(text);
 	if (json_object_set_new(j, SEAL_KEY, json_string(hex)) < 0)
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	return 0;
