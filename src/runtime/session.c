@@ -279,11 +279,6 @@ static int home_closed(const char *home, kbox_error_t *err)
 	                      home, id.user);
 }
 
-/* The state directory HOME, when it exists, is private: the user's, mode
- * 0700; under root 0710 too, as kr_session_share makes it for the
- * sandbox user's group, but no other user has a reason to open it to
- * a group.  One that does not exist holds no session.  0, or -1 with ERR
- * saying the chmod that fixes it. */
 /* Whether only this user or root can change every directory above the
  * state directory HOME (those that exist): owned by one of them, and
  * writable by no one else unless sticky (/tmp), as sshd's StrictModes
@@ -329,6 +324,11 @@ next:
 	return 0;
 }
 
+/* The state directory HOME, when it exists, is private: the user's, mode
+ * 0700; under root 0710 too, as kr_session_share makes it for the
+ * sandbox user's group, but no other user has a reason to open it to
+ * a group.  One that does not exist holds no session.  0, or -1 with ERR
+ * saying the chmod that fixes it. */
 int kr_session_check_home(const char *home, kbox_error_t *err)
 {
 	struct stat st;
