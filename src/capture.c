@@ -1206,6 +1206,17 @@ static void capture_fit(kbox_capture_t *self)
 			tbuf_settle(self, t[i]);
 }
 
+/* Whether the execution of SELF, ending with STATUS, was interrupted: its
+ * deadline passed (the kernel interrupted), or it ended in a
+ * KeyboardInterrupt (kbox interrupt, a front end's). */
+static bool capture_interrupted(const kbox_capture_t *self, kbox_exec_status_t status)
+{
+	static const char ki[] = "KeyboardInterrupt";
+	return status == KBOX_EXEC_TIMEOUT || status == KBOX_EXEC_INTERRUPTED ||
+	       (self->has_error && self->ename && self->ename_len == sizeof ki - 1 &&
+	        memcmp(self->ename, ki, sizeof ki - 1) == 0);
+}
+
 kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *exec)
 {
 	kbox_capture_t *self = self_p ? *self_p : NULL;
@@ -1266,13 +1277,24 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 				                ? ", and the outputs quota was used up"
 				                : " (over the rate limit, or while kbox's memory was short)");
 			(void)bytes;
-			if (d.never_arrived)
+			/* an interrupt can land between the kernel's numbering of a
+			 * message and its send (IPython's displayhook): a gap then
+			 * is no flood */
+			if (d.never_arrived && capture_interrupted(self, r->status))
+				capture_notice(self,
+				               "%zu message%s the kernel numbered during this execution "
+				               "never reached kbox (the interrupt may have stopped it "
+				               "before it sent %s, or its output queue overflowed): some "
+				               "output may be missing",
+				               d.never_arrived, d.never_arrived == 1 ? "" : "s",
+				               d.never_arrived == 1 ? "it" : "them");
+			else if (d.never_arrived)
 				capture_notice(
 				        self,
-				        "%zu messages the kernel sent during this execution never reached "
+				        "%zu message%s the kernel sent during this execution never reached "
 				        "kbox (most likely its output queue overflowed while it flooded "
 				        "output faster than kbox reads): some output may be missing",
-				        d.never_arrived);
+				        d.never_arrived, d.never_arrived == 1 ? "" : "s");
 			if (d.undecodable)
 				capture_notice(
 				        self,
