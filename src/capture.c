@@ -1281,13 +1281,14 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 			 * message and its send (IPython's displayhook): a gap then
 			 * is no flood */
 			if (d.never_arrived && capture_interrupted(self, r->status))
-				capture_notice(self,
-				               "%zu message%s the kernel numbered during this execution "
-				               "never reached kbox (the interrupt may have stopped it "
-				               "before it sent %s, or its output queue overflowed): some "
-				               "output may be missing",
-				               d.never_arrived, d.never_arrived == 1 ? "" : "s",
-				               d.never_arrived == 1 ? "it" : "them");
+				capture_notice(
+				        self,
+				        "%zu message%s the kernel numbered during this execution "
+				        "never reached kbox (the interrupt may have stopped it "
+				        "before it sent %s, or its output queue overflowed): some "
+				        "output may be missing",
+				        d.never_arrived, d.never_arrived == 1 ? "" : "s",
+				        d.never_arrived == 1 ? "it" : "them");
 			else if (d.never_arrived)
 				capture_notice(
 				        self,
