@@ -209,16 +209,18 @@ def t_bad():
 check("bad_requests_get_the_http_status_that_says_why", t_bad)
 
 
-def raw_call(sid, id_, code, accept, meta=None):
-    """A tools/call of run_python CODE on a socket of its own, written
-    whole; the socket (for a client that goes away from it)."""
+def raw_call(sid, id_, code, accept, meta=None, port=None):
+    """A tools/call of run_python CODE on a socket of its own (to the
+    server at PORT, s's by default), written whole; the socket (for a
+    client that goes away from it)."""
     import socket
+    port = port or s.port
     params = {"name": "run_python", "arguments": {"code": code}}
     if meta:
         params["_meta"] = meta
     body = json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params})
-    sock = socket.create_connection(("127.0.0.1", s.port))
-    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
                   f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
                   f"Accept: {accept}\r\nMcp-Session-Id: {sid}\r\n"
                   f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
@@ -453,6 +455,55 @@ def t_delete():
 
 
 check("delete_ends_the_conversation_and_removes_its_session", t_delete)
+
+
+def t_delete_then_leave():
+    # a DELETE while a call runs, then that call's client goes away: the
+    # cancel still reaches the cell (interrupted), the DELETE is answered
+    # once the session is removed, and the server serves its other
+    # conversations meanwhile (it never waits for a conversation's end)
+    import glob
+    import threading
+    q = Http(env={"KBOX_MCP_TOKEN": TOKEN})
+    where = []
+    try:
+        a, b = q.initialize(), q.initialize()
+        sock = raw_call(b, 7, "import os, time\nopen('going-del', 'w').close()\n"
+                        "while not os.path.exists('stop-del'): time.sleep(0.05)",
+                        "application/json", port=q.port)
+        deadline = time.time() + 120
+        while not where:
+            assert time.time() < deadline, "the cell never began"
+            where = glob.glob(os.path.join(HOME, "sessions", "mcp-*", "workspace", "going-del"))
+            time.sleep(0.05)
+        before = own_sessions()
+        deleted = {}
+        t = threading.Thread(target=lambda: deleted.update(
+            st=q.post(None, sid=b, method="DELETE")[0]))
+        t.start()
+        while True:  # until the server has the DELETE
+            st, _, body = q.request("ping", sid=b)
+            if st == 404:
+                break
+            assert st == 200, (st, body)
+            time.sleep(0.05)
+        assert body["error"]["message"] == "Not Found: the session is ending", body
+        sock.close()
+        st, _, body = q.request("ping", sid=a)
+        assert st == 200 and body["result"] == {}, (st, body)
+        t.join(120)
+        assert deleted.get("st") == 200, deleted
+        assert len(own_sessions()) == len(before) - 1, (before, own_sessions())
+        assert q.run(a, "6 * 7").endswith("Out[1]: 42\n")
+    finally:
+        if where and os.path.isdir(os.path.dirname(where[0])):
+            # (a cell the cancel did not reach ends all the same)
+            open(os.path.join(os.path.dirname(where[0]), "stop-del"), "w").close()
+        assert q.stop() == 0, q.stderr()
+
+
+check("a_call_left_after_its_sessions_delete_is_interrupted_and_blocks_nothing",
+      t_delete_then_leave)
 
 
 def t_shared():

@@ -115,7 +115,11 @@ struct conv {
 	req_t *pending;
 	size_t n_pending;
 	req_t *deleting; /* the DELETE that waits for its end */
-	bool closing;    /* its standard input closed: it ends */
+	bool closing;    /* it ends: its standard input is closed once nothing
+	                  * is left to write and no request waits (a cancel
+	                  * can still reach a call in flight) */
+	bool ended;      /* its pipes closed, its requests answered: its slot
+	                  * waits for its kbox mcp to exit (conv_reap) */
 	bool reaped;     /* its kbox mcp waited for already */
 	long long used;  /* when a request last came, or a line (kx_now_ms) */
 };
@@ -203,7 +207,7 @@ static void say(const char *fmt, ...)
 static conv_t *conv_find(const char *sid)
 {
 	for (size_t i = 0; i <= CONV_MAX; i++)
-		if (S.convs[i] && strcmp(S.convs[i]->sid, sid) == 0)
+		if (S.convs[i] && !S.convs[i]->ended && strcmp(S.convs[i]->sid, sid) == 0)
 			return S.convs[i];
 	return NULL;
 }
@@ -347,8 +351,33 @@ static void req_unlink(req_t *r)
 	r->conv = NULL;
 }
 
-/* C's kbox mcp has ended (or must): its requests get an error, its slot
- * goes; the child is reaped. */
+/* If C has ended and its kbox mcp has exited: the child reaped, never
+ * waited for (the loop must not block on a child that still runs a
+ * cell), the DELETE that waited for its end answered, its slot freed.
+ * Whether C is gone. */
+static bool conv_reap(conv_t *c)
+{
+	if (!c->ended)
+		return false;
+	if (!c->reaped && waitpid(c->pid, NULL, WNOHANG) == 0)
+		return false;
+	c->reaped = true; /* (ended, or none to wait for) */
+	if (c->deleting) {
+		c->deleting->conv = NULL;
+		req_answer(c->deleting, MHD_HTTP_OK, NULL, 0);
+	}
+	for (size_t i = 0; i <= CONV_MAX; i++)
+		if (S.convs[i] == c)
+			S.convs[i] = NULL;
+	free(c->out.data);
+	free(c->rbuf);
+	free(c);
+	return true;
+}
+
+/* C's kbox mcp has ended (or must): its requests get an error, its pipes
+ * close; its slot goes once the child is reaped (conv_reap, now or from
+ * the loop at its SIGCHLD).  C may be freed. */
 static void conv_end(conv_t *c, const char *why)
 {
 	while (c->pending) {
@@ -358,22 +387,23 @@ static void conv_end(conv_t *c, const char *why)
 		req_unlink(r);
 		req_answer(r, MHD_HTTP_OK, body, len);
 	}
-	if (c->deleting) {
-		c->deleting->conv = NULL;
-		req_answer(c->deleting, MHD_HTTP_OK, NULL, 0);
-	}
 	if (c->in_fd >= 0)
 		close(c->in_fd);
 	if (c->out_fd >= 0)
 		close(c->out_fd);
-	if (!c->reaped)
-		waitpid(c->pid, NULL, 0);
-	for (size_t i = 0; i <= CONV_MAX; i++)
-		if (S.convs[i] == c)
-			S.convs[i] = NULL;
-	free(c->out.data);
-	free(c->rbuf);
-	free(c);
+	c->in_fd = c->out_fd = -1;
+	c->ended = c->closing = true;
+	conv_reap(c);
+}
+
+/* C closing, nothing left to write to it and no request waiting: its
+ * kbox mcp's standard input closes (it ends at the end of its input). */
+static void conv_settle(conv_t *c)
+{
+	if (c->closing && !c->pending && c->in_fd >= 0 && c->out_off >= c->out.len) {
+		close(c->in_fd);
+		c->in_fd = -1;
+	}
 }
 
 /* One line LINE[0..LEN) from C's kbox mcp: the response to a pending
@@ -411,6 +441,7 @@ static void conv_line(conv_t *c, char *line, size_t len)
 				}
 				req_answer(r, body ? MHD_HTTP_OK : MHD_HTTP_INTERNAL_SERVER_ERROR,
 				           body, len);
+				conv_settle(c);
 				break;
 			}
 		free(key);
@@ -455,9 +486,14 @@ static void conv_read(conv_t *c)
 	}
 }
 
-/* Write what waits for C's kbox mcp, as much as it takes now. */
+/* Write what waits for C's kbox mcp, as much as it takes now; once
+ * nothing is left and C is closing with no request waiting, close its
+ * standard input.  Its input closed already: what waits is dropped.  C
+ * may end (a write refused: its requests answered). */
 static void conv_flush(conv_t *c)
 {
+	if (c->in_fd < 0)
+		c->out_off = c->out.len;
 	while (c->out_off < c->out.len) {
 		ssize_t n = write(c->in_fd, c->out.data + c->out_off, c->out.len - c->out_off);
 		if (n < 0 && errno == EINTR)
@@ -470,10 +506,7 @@ static void conv_flush(conv_t *c)
 		c->out_off += (size_t)n;
 	}
 	c->out.len = c->out_off = 0;
-	if (c->closing && c->in_fd >= 0) {
-		close(c->in_fd);
-		c->in_fd = -1;
-	}
+	conv_settle(c);
 }
 
 /* The request KEY (compact JSON) is cancelled in C
@@ -497,14 +530,13 @@ static void conv_cancel(conv_t *c, const char *key)
  * and answered for MHD to close. */
 static void req_gone(req_t *r)
 {
+	conv_t *c = r->conv;
 	size_t len;
 	char *body;
-	conv_cancel(r->conv, r->key); /* (may end it: R is answered then) */
-	if (r->conv) {
-		req_unlink(r);
-		body = rpc_error(r->key, -32800, "the HTTP client went away", &len);
-		req_answer(r, MHD_HTTP_OK, body, len);
-	}
+	req_unlink(r);
+	conv_cancel(c, r->key); /* (may end C) */
+	body = rpc_error(r->key, -32800, "the HTTP client went away", &len);
+	req_answer(r, MHD_HTTP_OK, body, len);
 }
 
 /* ---- HTTP ---- */
@@ -1179,7 +1211,8 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	sigdelset(&mask, SIGCHLD);
+	/* (SIGCHLD too: a conversation's kbox mcp that exits wakes the loop,
+	 * which reaps it) */
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	/* where: the unix socket listened on, or the address to bind */
 	where[0] = (struct MHD_OptionItem){lfd >= 0 ? MHD_OPTION_LISTEN_SOCKET
@@ -1230,7 +1263,7 @@ int main(int argc, char **argv)
 		owner[n++] = NULL;
 		for (size_t k = 0; k <= CONV_MAX; k++) {
 			conv_t *c = S.convs[k];
-			if (!c)
+			if (!c || c->ended)
 				continue;
 			fds[n].fd = c->out_fd;
 			fds[n].events = POLLIN;
@@ -1288,8 +1321,12 @@ int main(int argc, char **argv)
 		if (fds[1].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof si) == sizeof si)
-				stopping = true;
+				stopping |= si.ssi_signo != SIGCHLD;
 		}
+		/* the conversations that ended and whose kbox mcp has exited */
+		for (size_t k = 0; k <= CONV_MAX; k++)
+			if (S.convs[k])
+				conv_reap(S.convs[k]);
 		for (size_t k = 2; k < n; k++) {
 			conv_t *c = owner[k];
 			bool alive = false;
@@ -1313,12 +1350,12 @@ int main(int argc, char **argv)
 	/* every conversation ends: its kbox mcp stops and removes its
 	 * session at the end of its input */
 	for (size_t k = 0; k <= CONV_MAX; k++)
-		if (S.convs[k]) {
+		if (S.convs[k] && S.convs[k]->in_fd >= 0) {
 			close(S.convs[k]->in_fd);
 			S.convs[k]->in_fd = -1;
 		}
 	for (size_t k = 0; k <= CONV_MAX; k++)
-		if (S.convs[k])
+		if (S.convs[k] && !S.convs[k]->reaped)
 			kill(S.convs[k]->pid, SIGTERM);
 	stop_conversations();
 	for (size_t k = 0; k <= CONV_MAX; k++)
