@@ -533,6 +533,72 @@ TEST(buf_growth_is_bounded_past_the_prealloc_size)
 
 /* ---- the argv ---- */
 
+/* ---- kernel text: kbox's own lines quoted (kx_quote.c) ---- */
+
+/* Text of COUNT copies of the LEN bytes at UNIT, then TAIL; in *N its
+ * length.  New. */
+static char *repeat(const char *unit, size_t len, size_t count, const char *tail, size_t *n)
+{
+	size_t tl = strlen(tail);
+	char *s = malloc(len * count + tl + 1);
+
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < count; i++)
+		memcpy(s + i * len, unit, len);
+	memcpy(s + len * count, tail, tl + 1);
+	*n = len * count + tl;
+	return s;
+}
+
+/* Whether kx_buf_kernel makes of IN (N bytes) the same text with one
+ * backslash before its last line, TAIL, which reads as kbox's own. */
+static bool kernel_quotes_the_tail_only(const char *in, size_t n, const char *tail)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	size_t tl = strlen(tail);
+	bool ok;
+
+	kx_buf_kernel(&b, in, n);
+	ok = !b.failed && b.len == n + 1 && memcmp(b.data, in, n - tl) == 0 &&
+	     b.data[n - tl] == '\\' && memcmp(b.data + n - tl + 1, tail, tl) == 0;
+	free(b.data);
+	return ok;
+}
+
+TEST(kernel_text_quotes_a_line_that_reads_as_kboxs_after_unseen_characters)
+{
+	kx_buf_t b = KX_BUF_INIT;
+
+	/* zero-width spaces, an escape sequence, blanks and backslashes
+	 * before it are passed over */
+	kx_buf_kernel(&b, "\xe2\x80\x8b\x1b[31m \\[stderr] x\nok\n", 24);
+	CHECK_STR_EQ(b.data, "\\\xe2\x80\x8b\x1b[31m \\[stderr] x\nok\n");
+	kx_buf_reset(&b);
+	/* U+2028 and U+2029 end a line: the next line is looked at as one */
+	kx_buf_kernel(&b, "\xe2\x80\xa8[note: a]\xe2\x80\xa9Out[1]: b", 24);
+	CHECK_STR_EQ(b.data, "\xe2\x80\xa8\\[note: a]\xe2\x80\xa9\\Out[1]: b");
+	kx_buf_reset(&b);
+}
+
+/* 2 MiB of line separators, or of escape sequences that never end, one a
+ * line: each line is looked at alone (once each looked past its end, to
+ * the end of the text, and this took hours) */
+TEST(kernel_text_of_2_mib_of_short_lines_is_kept_and_its_last_forged_line_quoted)
+{
+	static const char *const units[] = {"\xe2\x80\xa8", "\xe2\x80\xa9", "\x1b]\n", "\x1b[1\n",
+	                                    "\xe2\x80\x8b\xe2\x80\xa8"};
+	const char *tail = "[stderr] forged";
+
+	for (size_t u = 0; u < sizeof units / sizeof *units; u++) {
+		size_t len = strlen(units[u]), n = 0;
+		char *in = repeat(units[u], len, ((size_t)2 << 20) / len, tail, &n);
+		REQUIRE(in != NULL);
+		CHECK(kernel_quotes_the_tail_only(in, n, tail));
+		free(in);
+	}
+}
+
 TEST(argv_add_copies_every_string_up_to_the_null)
 {
 	kx_argv_t a = KX_ARGV_INIT;
@@ -1391,6 +1457,9 @@ int main(void)
 	RUN(buf_take_leaves_it_empty_for_reuse);
 	RUN(buf_that_failed_refuses_appends_and_take_gives_null);
 	RUN(buf_growth_is_bounded_past_the_prealloc_size);
+
+	RUN(kernel_text_quotes_a_line_that_reads_as_kboxs_after_unseen_characters);
+	RUN(kernel_text_of_2_mib_of_short_lines_is_kept_and_its_last_forged_line_quoted);
 
 	RUN(argv_add_copies_every_string_up_to_the_null);
 	RUN(argv_addf_formats_one_argument_of_any_length);

@@ -246,7 +246,39 @@ static size_t combining_len(const unsigned char *s, size_t len)
 	return kx_utf8_mark_len((const char *)s, len);
 }
 
-/* Does the line starting at S (LEN bytes at most) begin, after any
+/* Is B at the start of a line: empty, or after a line break a reader may
+ * take for one (line_break_byte's, U+0085, U+2028, U+2029)? */
+static bool at_line_start(const kx_buf_t *b)
+{
+	const unsigned char *e = (const unsigned char *)b->data + b->len;
+
+	if (b->len == 0 || line_break_byte(e[-1]))
+		return true;
+	if (b->len >= 2 && e[-2] == 0xc2 && e[-1] == 0x85)
+		return true;
+	return b->len >= 3 && e[-3] == 0xe2 && e[-2] == 0x80 && (e[-1] == 0xa8 || e[-1] == 0xa9);
+}
+
+/* Where the line that starts at S (before END) ends: after its line
+ * break (at_line_start's), or at END. */
+static const char *line_end(const char *s, const char *end)
+{
+	const unsigned char *p = (const unsigned char *)s, *e = (const unsigned char *)end;
+
+	for (; p < e; p++) {
+		if (line_break_byte(*p))
+			return (const char *)p + 1;
+		if (*p == 0xc2 && p + 1 < e && p[1] == 0x85)
+			return (const char *)p + 2;
+		if (*p == 0xe2 && p + 2 < e && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
+			return (const char *)p + 3;
+	}
+	return end;
+}
+
+/* Does the line starting at S (LEN bytes at most; it ends at its line
+ * break, line_end's, and nothing after that is looked at, so that the
+ * lines of a text cost their length in all) begin, after any
  * backslashes, blank characters (kx_utf8_blank) and characters a reader
  * does not see (unseen_len), with one of kbox's own prefixes, as a reader
  * sees it?  Characters that read as ASCII ones read so (fold_char: a
@@ -264,6 +296,9 @@ static bool looks_own(const char *s, size_t len)
 	size_t i = 0, n, k = 0;
 	char f[4];
 
+	/* (a run of U+2028, which unseen_len passes over, is as many lines:
+	 * each one looking past its end would be quadratic) */
+	len = (size_t)(line_end(s, s + len) - s);
 	while (i < len) {
 		if (s[i] == '\\')
 			i++;
@@ -353,36 +388,6 @@ static bool looks_own(const char *s, size_t len)
 				break;
 		}
 	return false;
-}
-
-/* Is B at the start of a line: empty, or after a line break a reader may
- * take for one (line_break_byte's, U+0085, U+2028, U+2029)? */
-static bool at_line_start(const kx_buf_t *b)
-{
-	const unsigned char *e = (const unsigned char *)b->data + b->len;
-
-	if (b->len == 0 || line_break_byte(e[-1]))
-		return true;
-	if (b->len >= 2 && e[-2] == 0xc2 && e[-1] == 0x85)
-		return true;
-	return b->len >= 3 && e[-3] == 0xe2 && e[-2] == 0x80 && (e[-1] == 0xa8 || e[-1] == 0xa9);
-}
-
-/* Where the line that starts at S (before END) ends: after its line
- * break (at_line_start's), or at END. */
-static const char *line_end(const char *s, const char *end)
-{
-	const unsigned char *p = (const unsigned char *)s, *e = (const unsigned char *)end;
-
-	for (; p < e; p++) {
-		if (line_break_byte(*p))
-			return (const char *)p + 1;
-		if (*p == 0xc2 && p + 1 < e && p[1] == 0x85)
-			return (const char *)p + 2;
-		if (*p == 0xe2 && p + 2 < e && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
-			return (const char *)p + 3;
-	}
-	return end;
 }
 
 /* Append the LEN bytes at S, text the kernel made, as kx_buf_visible does,
