@@ -506,6 +506,50 @@ check("a_call_left_after_its_sessions_delete_is_interrupted_and_blocks_nothing",
       t_delete_then_leave)
 
 
+def t_unread_bound():
+    # what waits to be written to a conversation that does not read (its
+    # kbox mcp stopped here) is bounded: past 1 MiB a message is refused
+    # (503, a JSON-RPC error), even a notification, which was answered
+    # 202 at once; once it reads again, messages are taken again
+    q = Http(env={"KBOX_MCP_TOKEN": TOKEN})
+    child = None
+    try:
+        sid = q.initialize()
+        child = int(open(f"/proc/{q.p.pid}/task/{q.p.pid}/children").read().split()[0])
+        os.kill(child, signal.SIGSTOP)
+        note = {"jsonrpc": "2.0", "method": "notifications/x-pad",
+                "params": {"pad": "p" * (300 * 1024)}}
+        accepted = 0
+        while True:
+            st, _, body = q.post(note, sid=sid)
+            if st != 202:
+                break
+            accepted += 1
+            assert accepted <= 5, accepted  # 1 MiB, and one more, and a pipe
+        assert accepted >= 3 and st == 503 and body["error"] == {
+            "code": -32600,
+            "message": "Service Unavailable: the session has not yet read the 1 MiB of "
+                       "messages before this one: send it again later"}, (accepted, st, body)
+        st, _, body = q.request("ping", sid=sid)
+        assert st == 503, (st, body)
+        os.kill(child, signal.SIGCONT)
+        while True:  # until the conversation has read what waited
+            st, _, body = q.request("ping", sid=sid)
+            if st == 200:
+                break
+            assert st == 503, (st, body)
+            time.sleep(0.05)
+        assert body["result"] == {}, body
+        assert q.post(note, sid=sid)[0] == 202
+    finally:
+        if child:
+            os.kill(child, signal.SIGCONT)
+        assert q.stop() == 0, q.stderr()
+
+
+check("messages_a_conversation_has_not_read_are_bounded_past_1_mib_503", t_unread_bound)
+
+
 def t_shared():
     # -s NAME: every conversation uses that one session, and the server
     # says so when it starts

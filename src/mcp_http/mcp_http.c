@@ -21,7 +21,8 @@
  * Every request needs "Authorization: Bearer TOKEN" (compared in constant
  * time); a Host that is not this address, or an Origin that is not a page
  * of it, is refused (DNS rebinding); bodies are at most BODY_MAX bytes,
- * conversations at most CONV_MAX.  SIGTERM, SIGINT or SIGHUP end every
+ * conversations at most CONV_MAX, and a message waits for its
+ * conversation behind at most OUT_MAX bytes (503 past them).  SIGTERM, SIGINT or SIGHUP end every
  * conversation and the server. */
 #include "config.h"
 #include "common/kx.h"
@@ -54,8 +55,10 @@
 #define LINE_MAX_OUT (64L * 1024 * 1024) /* one message from a conversation */
 #define CONV_MAX 16                      /* conversations at once */
 #define PENDING_MAX 64                   /* requests waiting in one conversation */
-#define CONV_IDLE_MS (3600LL * 1000)     /* a conversation unused this long ends (default) */
-#define STOP_WAIT_MS 60000               /* the conversations' end, when the server stops */
+#define OUT_MAX (1L << 20)           /* written to a conversation, not read yet: more is refused */
+#define OUT_KEEP 65536               /* a conversation's write buffer kept once drained */
+#define CONV_IDLE_MS (3600LL * 1000) /* a conversation unused this long ends (default) */
+#define STOP_WAIT_MS 60000           /* the conversations' end, when the server stops */
 #define CONN_TIMEOUT_S 30 /* a connection silent this long (not waiting on a cell) closes */
 #define CONN_MAX 256      /* connections at once */
 #define HEADER_MS 10000   /* a request's headers must have come this long after its start */
@@ -504,7 +507,16 @@ static void conv_flush(conv_t *c)
 			return;
 		}
 		c->out_off += (size_t)n;
+		/* (what was written goes once it is as much as what waits:
+		 * the buffer never outgrows twice what waits) */
+		if (c->out_off >= c->out.len - c->out_off) {
+			memmove(c->out.data, c->out.data + c->out_off, c->out.len - c->out_off);
+			c->out.len -= c->out_off;
+			c->out_off = 0;
+		}
 	}
+	if (c->out.cap > OUT_KEEP)
+		kx_buf_reset(&c->out); /* (a flood's room is given back) */
 	c->out.len = c->out_off = 0;
 	conv_settle(c);
 }
@@ -793,6 +805,14 @@ static enum MHD_Result post(req_t *r)
 	if (c->closing) {
 		json_decref(msg);
 		return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the session is ending");
+	}
+	/* messages come faster than the conversation reads them (a flood
+	 * of notifications, answered 202 at once): what waits is bounded */
+	if (c->out.len - c->out_off >= (size_t)OUT_MAX) {
+		json_decref(msg);
+		return refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+		              "Service Unavailable: the session has not yet read the 1 MiB of "
+		              "messages before this one: send it again later");
 	}
 	if (id && json_is_string(method)) { /* a request: its response is awaited */
 		if (c->n_pending >= PENDING_MAX ||
