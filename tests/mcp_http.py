@@ -550,6 +550,63 @@ def t_unread_bound():
 check("messages_a_conversation_has_not_read_are_bounded_past_1_mib_503", t_unread_bound)
 
 
+def t_shared_ids():
+    # in the conversation shared by the requests of the revision without
+    # a handshake, each request's id is its own: another client's request
+    # of the same id is served, and no message of another client (one
+    # with that id but no method, a cancel) answers, blocks or cancels it
+    import glob
+    import threading
+    q = Http(env={"KBOX_MCP_TOKEN": TOKEN})
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}
+
+    def call(code):
+        return q.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "run_python", "arguments": {"code": code}, "_meta": meta}})
+
+    def text(body):
+        return "".join(c["text"] for c in body["result"]["content"] if c["type"] == "text")
+    where = []
+    try:
+        y = {}
+        t = threading.Thread(target=lambda: y.update(r=call(
+            "import os, time\nopen('going-ids', 'w').close()\n"
+            "while not os.path.exists('stop-ids'): time.sleep(0.05)\nprint('Y')")))
+        t.start()
+        deadline = time.time() + 120
+        while not where:
+            assert time.time() < deadline, "the cell never began"
+            where = glob.glob(os.path.join(HOME, "sessions", "mcp-*", "workspace", "going-ids"))
+            time.sleep(0.05)
+        for msg, want in (({"jsonrpc": "2.0", "id": 1, "method": 123,
+                            "params": {"_meta": meta}}, 400),
+                          ({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                            "params": {"requestId": 1, "_meta": meta}}, 202)):
+            st, _, body = q.post(msg)
+            assert st == want, (msg, st, body)
+            if want == 400:
+                assert body["error"] == {"code": -32600, "message": 'Invalid Request: "method" '
+                                         '(a string) is required'}, body
+        st, _, body = q.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                              "params": {"_meta": meta}})
+        assert st == 200 and body["id"] == 1 and "run_python" in [
+            t["name"] for t in body["result"]["tools"]], (st, body)
+        assert "r" not in y, y
+        open(os.path.join(os.path.dirname(where[0]), "stop-ids"), "w").close()
+        t.join(120)
+        st, _, body = y["r"]
+        # (its output whole: not cancelled, not answered by another's)
+        assert st == 200 and body["id"] == 1 and text(body).endswith("]\nY\n"), (st, body)
+    finally:
+        if where and os.path.isdir(os.path.dirname(where[0])):
+            open(os.path.join(os.path.dirname(where[0]), "stop-ids"), "w").close()
+        assert q.stop() == 0, q.stderr()
+
+
+check("in_the_shared_conversation_each_requests_id_is_its_own", t_shared_ids)
+
+
 def t_shared():
     # -s NAME: every conversation uses that one session, and the server
     # says so when it starts

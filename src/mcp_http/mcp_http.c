@@ -90,6 +90,7 @@ typedef struct req {
 	struct MHD_Connection *conn;
 	kx_buf_t body;
 	bool too_big, suspended, is_init;
+	bool rewritten; /* a notification whose request id became the server's */
 	/* answered with a stream of events (text/event-stream): its
 	 * progressToken as compact JSON; the events not yet sent, from
 	 * EV_OFF; EV_DONE once its response is among them */
@@ -99,7 +100,11 @@ typedef struct req {
 	size_t ev_off;
 	conv_t *conv; /* the conversation it waits on (pending), or NULL */
 	char *key;    /* its JSON-RPC id, as compact JSON */
-	char *reply;  /* the response's body, once it came */
+	/* the id (and progressToken) it has toward its conversation's kbox
+	 * mcp: the server's own, so that no other client's message can
+	 * answer, cancel or block it (the shared conversation has many) */
+	char ikey[24];
+	char *reply; /* the response's body, once it came */
 	size_t reply_len;
 	int reply_status;
 	char sid[33];     /* an initialize's: the Mcp-Session-Id of its answer */
@@ -141,6 +146,7 @@ static struct {
 	dev_t unix_dev;              /* the socket file bound there: removed at the end only */
 	ino_t unix_ino;              /* if PATH still names it */
 	conv_t *convs[CONV_MAX + 1]; /* + the shared one */
+	long long next_id;           /* the last request's id toward its conversation */
 	struct MHD_Daemon *d;
 	link_t links[CONN_MAX + 8];
 } S;
@@ -409,24 +415,40 @@ static void conv_settle(conv_t *c)
 	}
 }
 
+/* J (a message of a conversation) with the member NAME of OBJ (in J) set
+ * to the compact JSON CLIENT (a client's id or progressToken): one line
+ * as kbox mcp writes it (new; NULL when out of memory). */
+static char *with_client_value(json_t *j, json_t *obj, const char *name, const char *client)
+{
+	json_t *v = json_loads(client, JSON_DECODE_ANY, NULL);
+	if (!v || json_object_set_new(obj, name, v) < 0)
+		return NULL;
+	return json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+}
+
 /* One line LINE[0..LEN) from C's kbox mcp: the response to a pending
- * request goes to it; a progress notification to the request whose
- * token it has, when that one is answered with a stream; anything else
- * is dropped. */
+ * request goes to it, and a progress notification to the request whose
+ * token it has, when that one is answered with a stream, each with the
+ * client's own id or token in place of the server's (post); anything
+ * else is dropped. */
 static void conv_line(conv_t *c, char *line, size_t len)
 {
-	json_t *j = json_loadb(line, len, 0, NULL), *id, *method;
+	json_t *j = json_loadb(line, len, 0, NULL), *id, *method, *params;
 	char *key;
 	if (!j)
 		return;
 	method = json_object_get(j, "method");
+	params = json_object_get(j, "params");
 	if (json_is_string(method) &&
 	    strcmp(json_string_value(method), "notifications/progress") == 0 &&
-	    (key = json_dumps(json_object_get(json_object_get(j, "params"), "progressToken"),
+	    (key = json_dumps(json_object_get(params, "progressToken"),
 	                      JSON_COMPACT | JSON_ENCODE_ANY))) {
 		for (req_t *r = c->pending; r; r = r->next)
-			if (r->sse && strcmp(r->token, key) == 0) {
-				sse_push(r, line, len, false);
+			if (r->sse && strcmp(r->ikey, key) == 0) {
+				char *ev = with_client_value(j, params, "progressToken", r->token);
+				if (ev)
+					sse_push(r, ev, strlen(ev), false);
+				free(ev);
 				break;
 			}
 		free(key);
@@ -435,15 +457,11 @@ static void conv_line(conv_t *c, char *line, size_t len)
 	if (id && (json_object_get(j, "result") || json_object_get(j, "error")) &&
 	    (key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY))) {
 		for (req_t *r = c->pending; r; r = r->next)
-			if (strcmp(r->key, key) == 0) {
-				char *body = malloc(len + 1);
+			if (strcmp(r->ikey, key) == 0) {
+				char *body = with_client_value(j, j, "id", r->key);
 				req_unlink(r);
-				if (body) {
-					memcpy(body, line, len);
-					body[len] = '\0';
-				}
 				req_answer(r, body ? MHD_HTTP_OK : MHD_HTTP_INTERNAL_SERVER_ERROR,
-				           body, len);
+				           body, body ? strlen(body) : 0);
 				conv_settle(c);
 				break;
 			}
@@ -546,7 +564,7 @@ static void req_gone(req_t *r)
 	size_t len;
 	char *body;
 	req_unlink(r);
-	conv_cancel(c, r->key); /* (may end C) */
+	conv_cancel(c, r->ikey); /* (may end C) */
 	body = rpc_error(r->key, -32800, "the HTTP client went away", &len);
 	req_answer(r, MHD_HTTP_OK, body, len);
 }
@@ -814,38 +832,95 @@ static enum MHD_Result post(req_t *r)
 		              "Service Unavailable: the session has not yet read the 1 MiB of "
 		              "messages before this one: send it again later");
 	}
-	if (id && json_is_string(method)) { /* a request: its response is awaited */
+	memcpy(csid, c->sid, sizeof csid);
+	if (id && !json_is_string(method)) {
+		bool response = !method &&
+		                (json_object_get(msg, "result") || json_object_get(msg, "error"));
+		json_decref(msg);
+		/* a response: kbox mcp sends no request it waits for, so none
+		 * is carried (its id could be another request's); anything
+		 * else with an id is no message: refused here, for no request
+		 * waits for its error */
+		if (response)
+			return respond(conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
+		return refuse(conn, MHD_HTTP_BAD_REQUEST,
+		              "Invalid Request: \"method\" (a string) is required");
+	}
+	if (id) { /* a request: its response is awaited */
 		if (c->n_pending >= PENDING_MAX ||
 		    !(r->key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY))) {
 			json_decref(msg);
 			return refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
 			              "Service Unavailable: too many requests in flight");
 		}
-		for (req_t *p = c->pending; p; p = p->next)
+		/* a conversation of one client: its ids are its own (and a
+		 * cancel names one); the shared one's clients each have theirs */
+		for (req_t *p = c->pending; p && c->sid[0]; p = p->next)
 			if (strcmp(p->key, r->key) == 0) {
 				json_decref(msg);
 				return refuse(conn, MHD_HTTP_BAD_REQUEST,
 				              "Bad Request: a request of that id is in flight");
 			}
+		/* toward kbox mcp, its id and progressToken are the server's */
+		snprintf(r->ikey, sizeof r->ikey, "%lld", ++S.next_id);
+		if (json_object_set_new(msg, "id", json_integer(S.next_id)) < 0 ||
+		    (json_is_object(meta) &&
+		     (json_is_string(json_object_get(meta, "progressToken")) ||
+		      json_is_integer(json_object_get(meta, "progressToken"))) &&
+		     json_object_set_new(meta, "progressToken", json_integer(S.next_id)) < 0)) {
+			json_decref(msg);
+			return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		}
 		r->conv = c;
 		r->next = c->pending;
 		c->pending = r;
 		c->n_pending++;
+	} else if (json_is_string(method) &&
+	           strcmp(json_string_value(method), "notifications/cancelled") == 0) {
+		/* a cancel names a request by the client's id: the server's
+		 * is put in its place, in a conversation of one client; in
+		 * the shared one it could be any client's (a client there
+		 * cancels by closing its connection), so it is not carried,
+		 * nor one that names no request in flight */
+		json_t *params = json_object_get(msg, "params");
+		char *want = json_dumps(json_object_get(params, "requestId"),
+		                        JSON_COMPACT | JSON_ENCODE_ANY);
+		req_t *p = c->pending;
+		while (p && !(want && c->sid[0] && strcmp(p->key, want) == 0))
+			p = p->next;
+		free(want);
+		if (!p || json_object_set_new(params, "requestId",
+		                              json_integer(strtoll(p->ikey, NULL, 10))) < 0) {
+			json_decref(msg);
+			return respond(conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
+		}
+		r->rewritten = true;
+	}
+	c->used = kx_now_ms();
+	if (r->key || r->rewritten) {
+		char *line = json_dumps(msg, JSON_COMPACT);
+		int rc = line ? conv_write(c, line, strlen(line)) : -1;
+		free(line);
+		if (rc < 0) {
+			json_decref(msg);
+			req_unlink(r);
+			return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		}
+	} else {
+		/* one line for the conversation, which reads a message a line:
+		 * a line break in JSON is white space between tokens (one in a
+		 * string is escaped, or the body did not parse), so a space in
+		 * its place changes nothing of the message, and nothing can
+		 * follow it */
+		for (size_t k = 0; k < r->body.len; k++)
+			if (r->body.data[k] == '\n' || r->body.data[k] == '\r')
+				r->body.data[k] = ' ';
+		if (conv_write(c, r->body.data, r->body.len) < 0) {
+			json_decref(msg);
+			return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		}
 	}
 	json_decref(msg);
-	/* one line for the conversation, which reads a message a line: a
-	 * line break in JSON is white space between tokens (one in a string
-	 * is escaped, or the body did not parse), so a space in its place
-	 * changes nothing of the message, and nothing can follow it */
-	for (size_t k = 0; k < r->body.len; k++)
-		if (r->body.data[k] == '\n' || r->body.data[k] == '\r')
-			r->body.data[k] = ' ';
-	c->used = kx_now_ms();
-	if (conv_write(c, r->body.data, r->body.len) < 0) {
-		req_unlink(r);
-		return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-	}
-	memcpy(csid, c->sid, sizeof csid);
 	conv_flush(c); /* (which may end C) */
 	if (!r->key)   /* a notification or a response: accepted */
 		return respond(conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
@@ -954,7 +1029,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **state,
 	if (r->conv && r->key) {
 		conv_t *c = r->conv;
 		req_unlink(r); /* (first: C's end, if it comes, does not answer R) */
-		conv_cancel(c, r->key);
+		conv_cancel(c, r->ikey);
 	}
 	req_unlink(r);
 	free(r->body.data);
