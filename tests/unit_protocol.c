@@ -80,8 +80,8 @@ static char *dump(json_t *j)
 TEST(every_op_has_one_name_both_ways)
 {
 	static const char *const names[] = {"status",    "execute", "complete", "inspect",
-	                                    "interrupt", "restart", "stop"};
-	CHECK_INT_EQ(KR_CTL_N_OPS, 7);
+	                                    "interrupt", "restart", "stop",     "session"};
+	CHECK_INT_EQ(KR_CTL_N_OPS, 8);
 	for (int op = 0; op < KR_CTL_N_OPS; op++) {
 		CHECK_STR_EQ(kr_ctl_op_name((kr_ctl_op_t)op), names[op]);
 		CHECK_INT_EQ(kr_ctl_op_parse(names[op]), op);

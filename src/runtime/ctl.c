@@ -120,8 +120,27 @@ int kr_ctl_connect(const char *dir, kbox_error_t *err)
 		goto out;
 	}
 	switch (kr_ctl_peer(fd)) {
-	case KR_CTL_PEER_OURS:
+	case KR_CTL_PEER_OURS: {
+		/* say which session is meant, ahead of the request: another
+		 * session's supervisor (its socket, or a link to it, put here)
+		 * answers that with an error and reads nothing after it */
+		json_t *hello = json_pack("{s:s, s:s}", "op", kr_ctl_op_name(KR_CTL_OP_SESSION),
+		                          "dir", dir);
+		if (!hello) {
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+			kx_close(&fd);
+		} else if (kr_ctl_send(fd, hello, err) < 0) {
+			/* (it closed at once: too many connections, say) */
+			json_t *r = kr_ctl_refusal(fd);
+			const char *why = json_string_value(json_object_get(r, "error"));
+			if (why)
+				kbox_error_set(err, KBOX_E_INVALID, "%s", why);
+			json_decref(r);
+			kx_close(&fd);
+		}
+		json_decref(hello);
 		break;
+	}
 	case KR_CTL_PEER_GONE: /* a supervisor that has just ended */
 		kx_close(&fd);
 		kbox_error_set(err, KBOX_E_NOTFOUND, "no supervisor answers on %s/control.sock",
@@ -490,7 +509,8 @@ kr_ctl_exec_end_t kr_ctl_execute(int fd, const char *dir, const kr_ctl_exec_t *r
 			started |= kind == KR_CTL_MSG_STARTED;
 			if (on_event)
 				on_event(arg, kind, m);
-		} else if (re == KR_CTL_OP_EXECUTE || re == KR_CTL_OP_NONE) {
+		} else if (re == KR_CTL_OP_EXECUTE || re == KR_CTL_OP_NONE ||
+		           re == KR_CTL_OP_SESSION) {
 			*reply_p = m; /* a reply, an error, or a line that is neither */
 			return KR_CTL_EXEC_REPLY;
 		}

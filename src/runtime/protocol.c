@@ -25,7 +25,7 @@ static const char *const op_names[KR_CTL_N_OPS] = {
         [KR_CTL_OP_STATUS] = "status",       [KR_CTL_OP_EXECUTE] = "execute",
         [KR_CTL_OP_COMPLETE] = "complete",   [KR_CTL_OP_INSPECT] = "inspect",
         [KR_CTL_OP_INTERRUPT] = "interrupt", [KR_CTL_OP_RESTART] = "restart",
-        [KR_CTL_OP_STOP] = "stop",
+        [KR_CTL_OP_STOP] = "stop",           [KR_CTL_OP_SESSION] = "session",
 };
 
 static const char *const err_names[] = {

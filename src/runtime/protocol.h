@@ -125,6 +125,7 @@ typedef enum {
 	KR_CTL_OP_INTERRUPT,
 	KR_CTL_OP_RESTART,
 	KR_CTL_OP_STOP,
+	KR_CTL_OP_SESSION, /* {"dir": D}: "this connection is for the session in D" */
 	KR_CTL_N_OPS
 } kr_ctl_op_t;
 

@@ -1,7 +1,7 @@
 /* src/runtime/supervisor_ctl.c — the supervisor's control socket
  * (supervisor_int.h): connections, their lines in and out, and the op
  * table (kbox-protocol(7)): status, execute, complete, inspect, interrupt,
- * restart, stop. */
+ * restart, stop, session. */
 #include "runtime/supervisor_int.h"
 
 #include <errno.h>
@@ -429,12 +429,35 @@ static void op_stop(sup_t *s, conn_t *c, json_t *req)
 	sup_stop(s);
 }
 
+/* session {"dir": D}: the client names the session directory it means,
+ * before its request.  Nothing is said when D is this supervisor's; else
+ * the client reached another session's supervisor than it meant (its
+ * control.sock replaced by a link to, or the socket of, another session,
+ * by code that could reach the state directory: kbox(7), threat 44), and
+ * the connection ends with an error, what it sent after unread. */
+static void op_session(sup_t *s, conn_t *c, json_t *req)
+{
+	const char *dir = json_string_value(json_object_get(req, "dir"));
+	if (dir && strcmp(dir, s->dir) == 0)
+		return;
+	if (!dir)
+		sup_reply_error(c, "session", KR_CTL_ERR_USAGE, "\"dir\" must be a string");
+	else
+		sup_reply_error(c, "session", KR_CTL_ERR_STATE,
+		                "the supervisor that answered is that of the session in %s, not "
+		                "of %s: something put its socket in the place of that session's "
+		                "(kbox(7), threat 44); nothing was run",
+		                s->dir, dir);
+	sup_conn_flush(c);
+	c->cut = true;
+}
+
 /* The ops, by the protocol's enum (protocol.h): a handler each. */
 static void (*const ops[KR_CTL_N_OPS])(sup_t *s, conn_t *c, json_t *req) = {
         [KR_CTL_OP_STATUS] = op_status,       [KR_CTL_OP_EXECUTE] = op_execute,
         [KR_CTL_OP_COMPLETE] = op_complete,   [KR_CTL_OP_INSPECT] = op_inspect,
         [KR_CTL_OP_INTERRUPT] = op_interrupt, [KR_CTL_OP_RESTART] = op_restart,
-        [KR_CTL_OP_STOP] = op_stop,
+        [KR_CTL_OP_STOP] = op_stop,           [KR_CTL_OP_SESSION] = op_session,
 };
 
 /* Hand C's request REQ (an object) to the handler of its op. */

@@ -853,6 +853,25 @@ check "row44_kbox_sends_nothing_to_a_control_socket_of_another_user_namespace" e
 	rc_is fake_exec 5 && [ ! -s "$W/fake_exec.out" ] &&
 	eq "$(cat "$W/fake_exec.err")" "kbox exec: session fake: $S/fake/control.sock is not a supervisor'"'"'s of this user: the process listening there is another user'"'"'s, or in another user namespace (code in a sandbox that can reach this state directory); nothing was sent to it. Stop using this state directory (kbox(7), threat 44)" &&
 	eq "$(val fake bytes)" 0 && eq "$(val fake fds)" 0'
+# Nor does a genuine supervisor of the user serve a session other than
+# its own: a link at "fake"'s control.sock to a's (what code that could
+# reach the state directory can make) reaches a's supervisor, which
+# answers kbox's first line, naming the session meant, with an error and
+# runs nothing (the lock of fake's supervisor.pid held meanwhile, as a
+# supervisor's would be).
+if [ -z "$SKIPPING" ]; then
+	rm -f "$S/fake/control.sock"
+	ln -s "$S/a/control.sock" "$S/fake/control.sock"
+	timeout -k 5 120 flock "$S/fake/supervisor.pid" "$KBOX" exec -s fake \
+		'open("/workspace/row44-misrouted", "w").close()' >"$W/out" 2>"$W/err"
+	rc=$?
+fi
+keep misrouted
+DIAG=misrouted
+check "row44_a_supervisor_runs_nothing_meant_for_another_session" eval '
+	rc_is misrouted 5 && [ ! -s "$W/misrouted.out" ] &&
+	eq "$(cat "$W/misrouted.err")" "kbox exec: session fake: the supervisor that answered is that of the session in $S/a, not of $S/fake: something put its socket in the place of that session'"'"'s (kbox(7), threat 44); nothing was run" &&
+	[ ! -e "$S/a/workspace/row44-misrouted" ]'
 # the state directory kbox made sessions in is marked, as
 # tests/security/workspace.sh's row 44 finds it
 check "row44_kbox_marks_the_state_directory_it_makes_sessions_in" eval '
