@@ -314,6 +314,8 @@ int kx_private_dir(const char *dir, char *why, size_t size);
  * descriptor open at a time, no path longer than a name), never following
  * a symbolic link.  0 (also when DIR does not exist), or -1 with errno. */
 int kx_empty_dir(const char *dir);
+/* The same of the directory open at FD (which stays open). */
+int kx_empty_dirfd(int fd);
 
 /* Call VISIT(DIRFD, NAME, ST, ARG) for every entry of the directory FD
  * and, MAX_DEPTH levels down, of its directories (after the directory

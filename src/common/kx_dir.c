@@ -135,7 +135,7 @@ static int empty_level(int dfd, int *sub)
  * PATH_MAX nor the limit on descriptors bounds the depth, and memory goes
  * as the depth (what was made, on a disk).  0, or -1 with errno at the
  * first thing that cannot be removed. */
-static int empty_dir_fd(int top)
+int kx_empty_dirfd(int top)
 {
 	dir_id_t *up = NULL;
 	size_t depth = 0, cap = 0;
@@ -193,7 +193,7 @@ int kx_empty_dir(const char *dir)
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -1;
-	rc = empty_dir_fd(fd);
+	rc = kx_empty_dirfd(fd);
 	close(fd);
 	return rc;
 }

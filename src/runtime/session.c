@@ -329,11 +329,30 @@ next:
  * sandbox user's group, but no other user has a reason to open it to
  * a group.  One that does not exist holds no session.  0, or -1 with ERR
  * saying the chmod that fixes it. */
+/* Whether HOME's sessions directory, when there is one, is a directory of
+ * this user's, not a link (one that code of a sandbox put there would
+ * have kbox list, start and remove "sessions" wherever it points).  0, or
+ * -1 with ERR. */
+static int sessions_dir_own(const char *home, kbox_error_t *err)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	if ((size_t)snprintf(p, sizeof p, "%s/sessions", home) >= sizeof p || lstat(p, &st) < 0)
+		return 0; /* (too long: refused elsewhere; none yet) */
+	if (S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+		return 0;
+	return kbox_error_set(err, KBOX_E_INVALID,
+	                      "%s is not a directory of this user's (%s, owner uid %u): kbox "
+	                      "makes it a directory of its own; something else put it there",
+	                      p, S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory",
+	                      (unsigned)st.st_uid);
+}
+
 int kr_session_check_home(const char *home, kbox_error_t *err)
 {
 	struct stat st;
 	if (kr_live_ws_refuses(home, err) < 0 || ws_state_in_state(home, err) < 0 ||
-	    home_parents_safe(home, err) < 0)
+	    home_parents_safe(home, err) < 0 || sessions_dir_own(home, err) < 0)
 		return -1;
 	if (stat(home, &st) < 0)
 		return errno == ENOENT ? 0 : kbox_error_set_sys(err, "state directory %s", home);
@@ -436,12 +455,19 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	if (!create) {
 		if (kr_session_check_home(home, err) < 0)
 			goto fail;
-		if (stat(dir, &st) < 0) {
+		if (lstat(dir, &st) < 0) {
 			if (errno == ENOENT)
 				kbox_error_set(err, KBOX_E_NOTFOUND, "no session \"%s\" (in %s)",
 				               name, home);
 			else
 				kbox_error_set_sys(err, "session directory %s", dir);
+			goto fail;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "session directory %s is a symbolic link, not a directory "
+			               "kbox made: something else put it there",
+			               dir);
 			goto fail;
 		}
 		if (kbox_check_private_dir(dir, err) < 0)
@@ -854,6 +880,55 @@ out:
 	return rc;
 }
 
+/* Remove the session directory DIR and what it holds, reached without
+ * following a link at DIR nor at the directory it is in (its sessions
+ * directory: O_NOFOLLOW, then openat), and, unless it was just made
+ * (MADE), only when it holds a file kbox makes in every session
+ * (session.json, supervisor.pid, events.ndjson): never a directory of the
+ * user's that something put in its place.  0, or -1 with ERR. */
+static int remove_session_dir(const char *dir, bool made, kbox_error_t *err)
+{
+	static const char *const own[] = {"session.json", "supervisor.pid", "events.ndjson"};
+	char parent[PATH_MAX], *slash;
+	const char *name;
+	int pfd = -1, fd = -1, rc = -1;
+	bool kbox_made = made;
+	struct stat st;
+
+	if ((size_t)snprintf(parent, sizeof parent, "%s", dir) >= sizeof parent ||
+	    !(slash = strrchr(parent, '/')) || !slash[1])
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: not a session directory", dir);
+	*slash = '\0';
+	name = dir + (slash - parent) + 1;
+	if ((pfd = open(parent[0] ? parent : "/",
+	                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    (fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		if (errno == ENOENT)
+			rc = 0; /* gone already */
+		else
+			kbox_error_set_sys(err, "cannot remove %s", dir);
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof own / sizeof *own && !kbox_made; i++)
+		kbox_made = fstatat(fd, own[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		            S_ISREG(st.st_mode);
+	if (!kbox_made)
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "%s holds none of the files kbox makes in a session (session.json, "
+		               "supervisor.pid, events.ndjson): not removed",
+		               dir);
+	else if (kx_empty_dirfd(fd) < 0 || unlinkat(pfd, name, AT_REMOVEDIR) < 0)
+		kbox_error_set_sys(err, "cannot remove %s", dir);
+	else
+		rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (pfd >= 0)
+		close(pfd);
+	return rc;
+}
+
 int kr_session_remove(const char *dir, kbox_error_t *err)
 {
 	return kr_session_remove_ex(dir, false, err);
@@ -886,10 +961,10 @@ int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err)
 		return kbox_error_set_sys(err, "session %s: its supervisor runs", dir);
 	}
 	kr_session_uid_release(dir);
-	if (kx_empty_dir(dir) < 0 || rmdir(dir) < 0)
-		rc = kbox_error_set_sys(err, "cannot remove %s", dir);
-	else
+	if (remove_session_dir(dir, starting, err) == 0)
 		kr_session_home_forget(); /* a state directory made for it */
+	else
+		rc = -1;
 	if (lock >= 0)
 		close(lock);
 	if (start >= 0)

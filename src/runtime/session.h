@@ -197,10 +197,14 @@ kr_supervisor_state_t kr_session_supervisor(const char *dir, pid_t *pid_p);
 bool kr_session_starting(const char *dir);
 
 /* Remove the session directory DIR and everything in it, to any depth,
- * never following a symbolic link (kbox rm, kbox prune, kbox mcp's
- * sessions of one connection once stopped).  Refused while its supervisor
- * runs (EBUSY) or a kbox start holds its start.lock, unless STARTING says
- * the caller is that start (its first start failed).  0, or -1 with ERR. */
+ * never following a symbolic link, there or at its sessions directory
+ * (kbox rm, kbox prune, kbox mcp's sessions of one connection once
+ * stopped), and only a directory that holds a file kbox makes in every
+ * session (session.json, supervisor.pid or events.ndjson).  Refused while
+ * its supervisor runs (EBUSY) or a kbox start holds its start.lock, unless
+ * STARTING says the caller is that start (its first start failed; then
+ * the directory it just made goes, whatever it holds).  0, or -1 with
+ * ERR. */
 int kr_session_remove(const char *dir, kbox_error_t *err);
 int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err);
 

@@ -641,4 +641,32 @@ check row44_a_record_whose_supervisor_is_gone_is_removed eval '
 	[ -n "${STALE_REC-}" ] && [ ! -e "$STALE_REC" ]'
 KBOX_HOME=$T/ws/st kbox stop --all
 
+# What kbox removes (hostile review 14, B14-2): code that could reach a
+# state directory put a link at its "sessions" to a directory of the
+# user's, whose private directories kbox ls then listed as stopped
+# sessions and kbox prune removed.  A "sessions" that is a link, a session
+# directory that is a link, and a directory holding none of the files
+# kbox makes in a session are refused; nothing of the user's goes.
+fresh
+chmod 711 "$T"
+mkdir -m 700 st mine mine/docs
+echo keep >mine/docs/f
+ln -s "$T/mine" st/sessions
+KBOX_HOME=$T/st kbox prune
+check row44_a_sessions_directory_that_is_a_link_is_refused fails_with 5 \
+	"kbox prune: $T/st/sessions is not a directory of this user's (a symbolic link, owner uid $(id -u)): kbox makes it a directory of its own; something else put it there"
+check row44_prune_removes_nothing_a_sessions_link_points_to eval '[ "$(cat mine/docs/f)" = keep ]'
+rm st/sessions
+mkdir -m 700 st/sessions st/sessions/plain
+ln -s "$T/mine/docs" st/sessions/docs
+echo keep >st/sessions/plain/f
+KBOX_HOME=$T/st kbox rm -s docs
+check row44_a_session_directory_that_is_a_link_is_not_removed eval '[ "$rc" = 5 ] &&
+	stderr_is "kbox rm: session directory $T/st/sessions/docs is a symbolic link, not a directory kbox made: something else put it there" &&
+	[ "$(cat mine/docs/f)" = keep ]'
+KBOX_HOME=$T/st kbox rm -s plain
+check row44_a_directory_without_kbox_files_is_not_removed_as_a_session eval '[ "$rc" = 5 ] &&
+	stderr_is "kbox rm: session plain: $T/st/sessions/plain holds none of the files kbox makes in a session (session.json, supervisor.pid, events.ndjson): not removed" &&
+	[ "$(cat st/sessions/plain/f)" = keep ]'
+
 tests_done
