@@ -30,7 +30,40 @@
 typedef struct {
 	kr_cgroup_t *cg;
 	pid_t kernel_pid; /* the kernel, found under bwrap's init */
+	/* the workspace and the home (home_dev 0: none) as they were, not a
+	 * link, just before bwrap was asked to bind them by their paths */
+	dev_t ws_dev, home_dev;
+	ino_t ws_ino, home_ino;
 } bwrap_t;
+
+/* PATH, which bwrap is to bind as the session's WHAT, is a directory, not
+ * a symbolic link, now: its identity into *DEV and *INO.  0, or -1 with
+ * ERR. */
+static int bind_source(const char *path, const char *what, dev_t *dev, ino_t *ino,
+                       kbox_error_t *err)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return kbox_error_set_sys(err, "the session's %s %s", what, path);
+	if (!S_ISDIR(st.st_mode))
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "the session's %s %s is not a directory (%s): refusing it",
+		                      what, path,
+		                      S_ISLNK(st.st_mode) ? "a symbolic link" : "another file");
+	*dev = st.st_dev;
+	*ino = st.st_ino;
+	return 0;
+}
+
+/* Whether the sandbox PID has at its WHERE (under its root) the directory
+ * DEV:INO. */
+static bool bound_is(pid_t pid, const char *where, dev_t dev, ino_t ino)
+{
+	char path[96];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%ld/root%s", (long)pid, where);
+	return stat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
 
 static void bwrap_defaults(kr_sandbox_opts_t *o)
 {
@@ -158,6 +191,7 @@ static bool root_made(pid_t pid, struct stat *root, struct stat *dir)
  * 0, or -1 with ERR. */
 static int take_root(kr_sandbox_t *sb, pid_t pid, kbox_error_t *err)
 {
+	bwrap_t *w = sb->priv;
 	struct stat root, dir, st;
 	char path[64];
 	bool made = false;
@@ -181,14 +215,22 @@ static int take_root(kr_sandbox_t *sb, pid_t pid, kbox_error_t *err)
 		return kbox_error_set_sys(err, "cannot open the sandbox's %s", KR_BWRAP_KERNEL_DIR);
 	}
 	sb->sockets_fd = fd;
-	snprintf(path, sizeof path, "/proc/%ld/root/workspace", (long)pid);
-	if (sb->o.ws_check &&
-	    (stat(path, &st) < 0 || st.st_dev != sb->o.ws_dev || st.st_ino != sb->o.ws_ino))
+	/* bwrap binds by path: what it bound must be what was looked at, not
+	 * a link (or another directory) swapped in under the name meanwhile,
+	 * which would give the sandbox a directory of the host's */
+	if (!bound_is(pid, "/workspace", sb->o.ws_check ? sb->o.ws_dev : w->ws_dev,
+	              sb->o.ws_check ? sb->o.ws_ino : w->ws_ino))
 		return kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "the workspace %s is no longer the directory that was checked (it was "
 		        "replaced under its name): refusing it",
 		        sb->o.workspace);
+	if (sb->o.home && !bound_is(pid, "/home/kbox", w->home_dev, w->home_ino))
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "the session's home %s is no longer the directory that was checked (it was "
+		        "replaced under its name): refusing it",
+		        sb->o.home);
 	return 0;
 }
 
@@ -291,6 +333,9 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	if (!(got & KR_CG_PIDS))
 		rl_nproc = sb->o.pids;
 
+	if (bind_source(sb->o.workspace, "workspace", &w->ws_dev, &w->ws_ino, err) < 0 ||
+	    (sb->o.home && bind_source(sb->o.home, "home", &w->home_dev, &w->home_ino, err) < 0))
+		goto out;
 	b.rootfs = sb->o.rootfs;
 	b.workspace = sb->o.workspace;
 	b.conn_text = sb->o.conn_text;

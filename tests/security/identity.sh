@@ -661,6 +661,49 @@ if [ "$(id -u)" = 0 ]; then
 		eq "$(cat "$W/start_v.err")" "kbox start: state directory $HD: $ROOT/hd-proj above it can be changed by its owner, another user (owner uid $(stat -c %u "$ROOT/hd-proj"), mode $(stat -c %04a "$ROOT/hd-proj")), who could put another state directory in its place; use a directory whose every parent only you or root can change" &&
 		[ ! -e "$HD" ]'
 else
+	# bwrap binds v's workspace by its path: code that reaches it swaps it
+	# with a link to a directory of the user's, over and over, while v
+	# restarts (review 14, B14-3: the sandbox got that directory, and
+	# wrote its .bashrc).  What bwrap bound is checked to be what was
+	# looked at: a restart is refused or gets v's own workspace, never the
+	# decoy.
+	mkdir -m 700 "$ROOT/decoy"
+	echo decoy >"$ROOT/decoy/.bashrc"
+	pyx hd <<EOF
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+v = os.open("/proc/self/fd/%d/state/sessions/v" % kbox_held, os.O_PATH | os.O_DIRECTORY)
+os.symlink("$ROOT/decoy", "/proc/self/fd/%d/state/sessions/v/x-workspace" % kbox_held)
+kbox_racing = True
+def race():
+    while kbox_racing:
+        libc.renameat2(v, b"workspace", v, b"x-workspace", 2)  # RENAME_EXCHANGE
+threading.Thread(target=race, daemon=True).start()
+print("racing")
+EOF
+	keep race
+	: >"$W/race_runs"
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		KBOX_HOME=$HD timeout -k 5 120 "$KBOX" restart -s v >/dev/null 2>&1 ||
+			KBOX_HOME=$HD timeout -k 5 120 "$KBOX" start -s v >/dev/null 2>&1
+		KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s v \
+			'import os; print(sorted(os.listdir("/workspace")))' >>"$W/race_runs" 2>&1
+	done
+	pyx hd <<'EOF'
+kbox_racing = False
+print("stopped")
+EOF
+	keep race_end
+	# (the swap left the names either way round: v's own workspace back)
+	[ -d "$HD/sessions/v/x-workspace" ] && [ -L "$HD/sessions/v/workspace" ] &&
+		mv -T "$HD/sessions/v/x-workspace" "$HD/sessions/v/workspace.own" &&
+		rm "$HD/sessions/v/workspace" && mv "$HD/sessions/v/workspace.own" "$HD/sessions/v/workspace"
+	rm -f "$HD/sessions/v/x-workspace"
+	DIAG="race race_end"
+	check "row44_a_workspace_swapped_for_a_link_as_bwrap_binds_it_is_never_the_sandboxs" eval '
+		rc_is race 0 && eq "$(val race racing)" "" && rc_is race_end 0 &&
+		! grep -q bashrc "$W/race_runs" && eq "$(cat "$ROOT/decoy/.bashrc")" decoy ||
+		{ sed "s/^/#   /" "$W/race_runs" | cut -c1-200; false; }'
 	KBOX_HOME=$HD kx stop -s v
 	pyx hd <<'EOF'
 import json
