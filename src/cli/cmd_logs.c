@@ -131,7 +131,7 @@ static bool rotated(FILE *f, int dfd, const char *name)
 /* NAME in the directory DFD, open for reading, or NULL with errno. */
 static FILE *open_in(int dfd, const char *name)
 {
-	int fd = dfd < 0 ? -1 : openat(dfd, name, O_RDONLY | O_CLOEXEC);
+	int fd = dfd < 0 ? -1 : kx_open_file(dfd, name, O_RDONLY, 0);
 	FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
 	if (fd >= 0 && !f)
 		close(fd);

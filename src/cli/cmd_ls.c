@@ -2,6 +2,7 @@
 #include "config.h"
 #include "cli.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,12 +77,12 @@ json_t *cli_session_info(const char *home, const char *name)
 		json_object_set_new(info, "pid", json_integer(pid));
 	} else {
 		char path[4200], buf[512] = "";
-		FILE *f;
+		int fd;
 		snprintf(path, sizeof path, "%s/last-stop", dir);
-		if ((f = fopen(path, "re"))) {
-			size_t n = fread(buf, 1, sizeof buf - 1, f);
-			buf[n] = '\0';
-			fclose(f);
+		if ((fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0)) >= 0) {
+			ssize_t n = kx_pread_full(fd, buf, sizeof buf - 1, 0);
+			buf[n > 0 ? n : 0] = '\0';
+			close(fd);
 		}
 		info = json_pack("{s:s}", "state", st == KR_SUPERVISOR_DEAD ? "dead" : "stopped");
 		if (st == KR_SUPERVISOR_DEAD)

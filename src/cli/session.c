@@ -73,7 +73,7 @@ static int start_lock(const char *cmd, const char *dir)
 	long long deadline = 0;
 	int fd;
 	snprintf(path, sizeof path, "%s/start.lock", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = kx_open_file(AT_FDCWD, path, O_RDWR | O_CREAT, 0600);
 	if (fd < 0) {
 		cli_error(cmd, "cannot open %s: %s", path, strerror(errno));
 		return -1;
@@ -282,7 +282,12 @@ static int spawn_supervisor(const char *cmd, const char *dir, bool new_notice)
 			dup2(fd, 0);
 			close(fd);
 		}
-		fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
+		/* (a log that cannot be opened, a FIFO put there, say: not the
+		 * caller's output, which would then stay open for as long as the
+		 * supervisor lives) */
+		fd = kx_open_file(AT_FDCWD, logpath, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd < 0)
+			fd = open("/dev/null", O_WRONLY);
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);

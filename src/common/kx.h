@@ -285,6 +285,14 @@ ssize_t kx_pread_full(int fd, void *buf, size_t len, off_t offset);
  * close-on-exec), or -1 with errno. */
 int kx_temp_open(int dirfd, const char *prefix, mode_t mode, char *name, size_t size);
 
+/* Open NAME in the directory DIRFD (or AT_FDCWD) with FLAGS (and MODE, for
+ * O_CREAT), never following a link at it and never waiting: a FIFO, a
+ * socket or a device there (put in place of a file kbox keeps, by code
+ * that could reach the directory) is refused (errno ENXIO, as for a FIFO
+ * without a reader), not opened for a wait on its other end.  The
+ * descriptor (close-on-exec, blocking), or -1 with errno. */
+int kx_open_file(int dirfd, const char *name, int flags, mode_t mode);
+
 /* kx_write_atomic's FLAGS: the data must survive a crash of the machine
  * (fsync the file before the rename and the directory after). */
 #define KX_DURABLE 1u

@@ -41,7 +41,7 @@ static char ledger[PATH_MAX];
  * NULL with errno. */
 static char *ledger_read(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), e;
+	int fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0), e;
 	struct stat st;
 	size_t len = 0, cap;
 	char *text = NULL;

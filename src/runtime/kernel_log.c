@@ -47,7 +47,7 @@ static int open_log(kr_kernel_log_t *self)
 	struct stat st;
 	if (self->out >= 0)
 		return 0;
-	self->out = open(self->path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	self->out = kx_open_file(AT_FDCWD, self->path, O_WRONLY | O_CREAT | O_APPEND, 0600);
 	if (self->out < 0)
 		return -1;
 	self->size = fstat(self->out, &st) == 0 ? (long long)st.st_size : 0;

@@ -853,7 +853,7 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 	len = strlen(line);
 	line[len] = '\n'; /* json_dumps left room: replace the NUL */
 	snprintf(path, sizeof path, "%s/events.ndjson", dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = kx_open_file(AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND, 0600);
 	/* over its bound, the log becomes events.ndjson.1 (replacing the one
 	 * before) and a new one is begun */
 	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 &&
@@ -862,8 +862,7 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 		close(fd);
 		fd = rename(path, old) < 0
 		             ? -1
-		             : open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
-		                    0600);
+		             : kx_open_file(AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND, 0600);
 	}
 	if (fd < 0) {
 		kbox_error_set_sys(err, "cannot open %s", path);
@@ -943,7 +942,7 @@ int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err)
 	 * directory goes: none starts meanwhile (it would find them taken,
 	 * and then its lock file gone) */
 	snprintf(path, sizeof path, "%s/start.lock", dir);
-	if (!starting && (start = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0 &&
+	if (!starting && (start = kx_open_file(AT_FDCWD, path, O_RDONLY, 0)) >= 0 &&
 	    flock(start, LOCK_EX | LOCK_NB) < 0) {
 		close(start);
 		return kbox_error_set(err, KBOX_E_INVALID,
@@ -952,7 +951,7 @@ int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err)
 		                      path);
 	}
 	snprintf(path, sizeof path, "%s/supervisor.pid", dir);
-	lock = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	lock = kx_open_file(AT_FDCWD, path, O_RDONLY, 0);
 	if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0) {
 		close(lock);
 		if (start >= 0)
@@ -979,7 +978,7 @@ bool kr_session_starting(const char *dir)
 	bool held;
 
 	snprintf(path, sizeof path, "%s/start.lock", dir);
-	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+	if ((fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0)) < 0)
 		return false;
 	held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 	close(fd);
@@ -996,7 +995,7 @@ kr_supervisor_state_t kr_session_supervisor(const char *dir, pid_t *pid_p)
 	if (pid_p)
 		*pid_p = 0;
 	snprintf(path, sizeof path, "%s/supervisor.pid", dir);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0);
 	if (fd < 0)
 		return KR_SUPERVISOR_NONE;
 	if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)

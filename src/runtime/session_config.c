@@ -363,7 +363,7 @@ static int load(kr_session_config_t *cfg, const char *dir, bool check_seal, kbox
 	kr_session_config_init(cfg);
 	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path)
 		return kbox_error_set(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0);
 	if (fd < 0 && errno == ENOENT)
 		return 0;
 	if (fd < 0)

@@ -110,7 +110,7 @@ void sup_write_file(const char *dir, const char *name, const char *text)
 	int fd;
 	snprintf(path, sizeof path, "%s/%s", dir, name);
 	snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = kx_open_file(AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0)
 		return;
 	if (write(fd, text, strlen(text)) == (ssize_t)strlen(text))
@@ -128,7 +128,7 @@ static void read_file(const char *dir, const char *name, char *buf, size_t size)
 	ssize_t n = 0;
 	snprintf(path, sizeof path, "%s/%s", dir, name);
 	buf[0] = '\0';
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0);
 	if (fd < 0)
 		return;
 	n = read(fd, buf, size - 1);
@@ -427,7 +427,7 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 	char path[PATH_MAX], buf[32];
 	int n;
 	snprintf(path, sizeof path, "%s/supervisor.pid", s->dir);
-	s->pid_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	s->pid_fd = kx_open_file(AT_FDCWD, path, O_RDWR | O_CREAT, 0600);
 	if (s->pid_fd < 0)
 		return kbox_error_set_sys(err, "cannot open %s", path);
 	/* kr_session_supervisor() probes with a brief LOCK_SH: a supervisor

@@ -669,4 +669,47 @@ check row44_a_directory_without_kbox_files_is_not_removed_as_a_session eval '[ "
 	stderr_is "kbox rm: session plain: $T/st/sessions/plain holds none of the files kbox makes in a session (session.json, supervisor.pid, events.ndjson): not removed" &&
 	[ "$(cat st/sessions/plain/f)" = keep ]'
 
+# A FIFO put in place of a file kbox keeps (review 14, W14-1) hung kbox
+# ls for the whole state directory, kbox status, rm and logs, and a
+# supervisor that opened one ignored SIGTERM.  kbox never waits on one:
+# it is refused as no file (a session without its files), never opened
+# for a wait on its other end.
+fresh
+chmod 711 "$T"
+mkdir -m 700 st st/sessions
+for f in session.json supervisor.pid events.ndjson last-stop start.lock; do
+	mkdir -m 700 "st/sessions/ff-${f%%.*}"
+	mkfifo "st/sessions/ff-${f%%.*}/$f"
+done
+KBOX_HOME=$T/st kbox ls
+check row44_ls_is_not_held_by_fifos_in_place_of_session_files eval 'status_is 0 &&
+	[ "$(awk "NR > 1 { print \$1 }" stdout | tr "\n" " ")" = "ff-events ff-last-stop ff-session ff-start ff-supervisor " ]'
+fifo_rcs=
+for s in session supervisor last-stop start events; do
+	KBOX_HOME=$T/st kbox status -s ff-$s
+	fifo_rcs="$fifo_rcs status:$rc"
+done
+KBOX_HOME=$T/st kbox logs -s ff-events
+fifo_rcs="$fifo_rcs logs:$rc"
+KBOX_HOME=$T/st kbox rm -s ff-start
+fifo_rcs="$fifo_rcs rm:$rc"
+KBOX_HOME=$T/st kbox rm -s ff-supervisor
+fifo_rcs="$fifo_rcs rm:$rc"
+check row44_status_logs_and_rm_are_not_held_by_fifos eval '
+	case "$fifo_rcs" in *:124*) say "$fifo_rcs"; false ;; esac'
+# and a supervisor: a session whose log files are FIFOs starts, stops
+KBOX_HOME=$T/st kbox start -s ffs
+KBOX_HOME=$T/st kbox stop -s ffs
+for f in events.ndjson kernel.log supervisor.log generation cgroups last-stop; do
+	rm -f "st/sessions/ffs/$f"
+	mkfifo "st/sessions/ffs/$f"
+done
+KBOX_HOME=$T/st kbox start -s ffs
+ffs_start=$rc
+KBOX_HOME=$T/st kbox exec -s ffs 'print(6 * 7)'
+check row44_a_supervisor_is_not_held_by_fifos_in_place_of_its_logs eval '
+	[ "$ffs_start" = 0 ] && status_is 0 && last_line_is stdout 42'
+KBOX_HOME=$T/st kbox rm -f -s ffs
+check row44_a_session_with_fifos_for_logs_stops_and_goes eval 'status_is 0 && [ ! -e st/sessions/ffs ]'
+
 tests_done
