@@ -299,12 +299,55 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	                  "let a new kernel run the startup files and configuration in its home",
 	                  "off"),
 	        CLI_OPT_FLAG(0, "reseal", &a->reseal,
-	                     "seal the session's session.json as it is, once you have read it "
-	                     "(see kbox(7))"),
+	                     "seal the session's session.json as it is and print it; start "
+	                     "nothing (see kbox(7))"),
 	        CLI_OPT_END};
 #undef START_OPT
 
 	return cli_parse_no_operands("start", opts, argc, argv, status);
+}
+
+/* kbox start --reseal -s NAME: seal NAME's session.json as it is (one kbox
+ * refuses: unsealed, or changed), and print it as sealed, for the user to
+ * read before starting the session (what is sealed is what is shown: a
+ * file changed again since fails the seal at the start).  Nothing is
+ * started, and no other option is taken (O: the others given).  The exit
+ * status. */
+static int reseal(const char *name, const kr_session_opts_t *o)
+{
+	kbox_error_t err = {0};
+	kr_session_config_t cfg;
+	char *dir, *text = NULL;
+	json_t *j = NULL;
+	int status = cli_check_session("start", name);
+
+	if (status != EXIT_OK)
+		return status;
+	if (!kr_session_opts_empty(o) || o->n_env || o->rootfs) {
+		cli_error("start", "--reseal takes no other option but -s: it seals the file as it "
+		                   "is and starts nothing");
+		return EXIT_USAGE;
+	}
+	if (!(dir = cli_session_dir("start", name, false, &status)))
+		return status;
+	kr_session_config_init(&cfg);
+	if (kr_session_config_reseal(dir, &err) < 0 ||
+	    kr_session_config_load(&cfg, dir, &err) < 0 || !(j = kr_session_config_to_json(&cfg)) ||
+	    !(text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9)))) {
+		cli_error("start", "session %s: %s", name, err.msg[0] ? err.msg : "out of memory");
+		status = EXIT_UNAVAILABLE;
+	} else {
+		printf("%s\n", text);
+		cli_error("start",
+		          "session %s: its session.json, as printed, is sealed; start it with kbox "
+		          "start -s %s",
+		          name, name);
+	}
+	free(text);
+	json_decref(j);
+	kr_session_config_free(&cfg);
+	free(dir);
+	return status;
 }
 
 int cmd_start(int argc, char **argv)
@@ -330,6 +373,10 @@ int cmd_start(int argc, char **argv)
 	o->env = a.env.v;
 	o->n_env = a.env.n;
 	name = cli_session_name(a.name);
+	if (a.reseal) {
+		status = reseal(name, o);
+		goto out;
+	}
 	/* a kernelspec that does not exist must not leave an empty session
 	 * behind: check the one given (a stored one was checked before) */
 	if ((status = cli_check_session("start", name)) != EXIT_OK ||
@@ -339,15 +386,6 @@ int cmd_start(int argc, char **argv)
 	is_new = session_is_new(name);
 	if (!(dir = cli_session_dir("start", name, true, &status)))
 		goto out;
-	/* a session.json kbox refuses (unsealed, or changed): taken as it is */
-	if (a.reseal && !is_new) {
-		if (kr_session_config_reseal(dir, &err) < 0) {
-			cli_error("start", "%s", err.msg);
-			status = EXIT_UNAVAILABLE;
-			goto out;
-		}
-		cli_error("start", "session %s: its session.json is sealed as it is", name);
-	}
 	if (says_running(dir, name, o))
 		goto out;
 	/* the session's configuration, and the command line over it; and

@@ -251,8 +251,9 @@ out:
  * its next supervisor starts the kernel (--backend none, a workspace of
  * the whole home).  So kbox seals what it writes: "seal" is the
  * HMAC-SHA-256, under the user's key (kr_live_key, where no sandbox
- * reaches), of the session's name and of the file as written without the
- * seal; a file whose seal does not match is refused.  Under root each
+ * reaches), of the session's directory (its path: another session's file,
+ * of this state directory or another, does not match) and of the file as
+ * written without the seal; a file whose seal does not match is refused.  Under root each
  * sandbox runs as a uid of its own that cannot write the state
  * directory: nothing is sealed, and a seal is ignored. */
 
@@ -278,8 +279,7 @@ static const char *session_name(const char *dir)
  * ERR. */
 static int seal_of(const json_t *j, const char *dir, bool make, char *hex, kbox_error_t *err)
 {
-	static const char what[] = "kbox session.json 1"; /* with its NUL */
-	const char *name = session_name(dir);
+	static const char what[] = "kbox session.json 2"; /* with its NUL */
 	unsigned char key[KR_LIVE_KEY_LEN], mac[KX_SHA256_LEN];
 	char key_path[PATH_MAX], *text;
 	kx_hmac_sha256_t m;
@@ -294,7 +294,7 @@ static int seal_of(const json_t *j, const char *dir, bool make, char *hex, kbox_
 	kx_hmac_sha256_init(&m, key, KR_LIVE_KEY_LEN);
 	explicit_bzero(key, sizeof key);
 	kx_hmac_sha256_update(&m, what, sizeof what);
-	kx_hmac_sha256_update(&m, name, strlen(name) + 1);
+	kx_hmac_sha256_update(&m, dir, strlen(dir) + 1);
 	kx_hmac_sha256_update(&m, text, strlen(text));
 	kx_hmac_sha256_final(&m, mac);
 	free(text);
@@ -334,8 +334,9 @@ static int seal_check(const json_t *j, const char *seal, const char *dir, const 
 		                err);
 	if (strlen(seal) != SEAL_HEX || !kx_equal_ct(seal, want, SEAL_HEX))
 		return unsealed(path, dir,
-		                "its seal does not match (it was changed, or copied from another "
-		                "session, or sealed with another key)",
+		                "its seal does not match (it was changed, copied from another "
+		                "session, moved with its state directory, or sealed with another "
+		                "key)",
 		                err);
 	return 0;
 }

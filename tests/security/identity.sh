@@ -751,7 +751,7 @@ EOF
 	check "row44_a_session_json_rewritten_by_a_sandbox_is_refused" eval '
 		rc_is start_v 0 && rc_is rewrite 0 && eq "$(val rewrite rewritten)" none &&
 		rc_is restart_v 5 &&
-		eq "$(cat "$W/restart_v.err")" "kbox start: $SV/session.json is not as kbox wrote it: its seal does not match (it was changed, or copied from another session, or sealed with another key); read it, then seal it as it is (kbox start --reseal -s v) or remove the session (kbox rm -s v)"'
+		eq "$(cat "$W/restart_v.err")" "kbox start: $SV/session.json is not as kbox wrote it: its seal does not match (it was changed, copied from another session, moved with its state directory, or sealed with another key); read it, then seal it as it is (kbox start --reseal -s v) or remove the session (kbox rm -s v)"'
 	check "row44_a_control_socket_a_sandbox_put_in_place_is_sent_nothing" eval '
 		rc_is fake_listen 0 && rc_is exec_v 5 && [ ! -s "$W/exec_v.out" ] &&
 		eq "$(cat "$W/exec_v.err")" "kbox exec: session v: $SV/control.sock is not a supervisor'"'"'s of this user: the process listening there is another user'"'"'s, or in another user namespace (code in a sandbox that can reach this state directory); nothing was sent to it. Stop using this state directory (kbox(7), threat 44)" &&

@@ -362,7 +362,8 @@ if [ -z "$SKIPPING" ]; then
 		printf '{"name": "sw", "kernel": "python3", "backend": "bwrap", "workspace": "%s", "workspace_dev": %s, "workspace_ino": %s}\n' \
 			"$T/swapped" "$(stat -c %d checked)" "$(stat -c %i checked)" >"$S/sw/session.json"
 fi
-kbox start --reseal -s sw
+kbox start --reseal -s sw # (written by hand: sealed as it is, for an ordinary user)
+kbox start -s sw
 check row24_a_workspace_swapped_after_it_was_checked_is_refused eval '[ "$rc" = 5 ] &&
 	grep -qF "the workspace $T/swapped is no longer the directory that was checked (it was replaced under its name): refusing it" stderr'
 kbox stop -s sw
@@ -711,5 +712,37 @@ check row44_a_supervisor_is_not_held_by_fifos_in_place_of_its_logs eval '
 	[ "$ffs_start" = 0 ] && status_is 0 && last_line_is stdout 42'
 KBOX_HOME=$T/st kbox rm -f -s ffs
 check row44_a_session_with_fifos_for_logs_stops_and_goes eval 'status_is 0 && [ ! -e st/sessions/ffs ]'
+
+# The seal binds the session directory (review 14, W14-2): a sealed
+# session.json of a session of the same name in another state directory
+# (one --backend none) copied in is refused; --reseal seals the file as
+# it is, prints it, and starts nothing (W14-3: what is sealed is shown).
+if [ "$(id -u)" != 0 ]; then
+	fresh
+	KBOX_HOME=$T/st1 kbox start -s same
+	KBOX_HOME=$T/st1 kbox stop -s same
+	KBOX_HOME=$T/st2 kbox start -s same --backend none
+	KBOX_HOME=$T/st2 kbox stop -s same
+	cp st2/sessions/same/session.json st1/sessions/same/session.json
+	KBOX_HOME=$T/st1 kbox start -s same
+	check row44_a_sealed_session_json_of_another_state_directory_is_refused fails_with 5 \
+		"kbox start: $T/st1/sessions/same/session.json is not as kbox wrote it: its seal does not match (it was changed, copied from another session, moved with its state directory, or sealed with another key); read it, then seal it as it is (kbox start --reseal -s same) or remove the session (kbox rm -s same)"
+	KBOX_HOME=$T/st1 kbox start --reseal -s same --ttl 1m
+	check row44_reseal_takes_no_other_option fails_with 2 \
+		"kbox start: --reseal takes no other option but -s: it seals the file as it is and starts nothing"
+	KBOX_HOME=$T/st1 kbox start --reseal -s same
+	check row44_reseal_prints_what_it_sealed_and_starts_nothing eval 'status_is 0 &&
+		stderr_is "kbox start: session same: its session.json, as printed, is sealed; start it with kbox start -s same" &&
+		"$PY" -c "import json, sys; j = json.load(open(\"stdout\")); sys.exit(not (j[\"backend\"] == \"none\" and \"seal\" not in j))" &&
+		[ ! -S st1/sessions/same/control.sock ] &&
+		grep -q "\"seal\": \"[0-9a-f]\{64\}\"" st1/sessions/same/session.json'
+	KBOX_HOME=$T/st1 kbox rm -s same
+	KBOX_HOME=$T/st2 kbox rm -s same
+else
+	for t in row44_a_sealed_session_json_of_another_state_directory_is_refused \
+		row44_reseal_takes_no_other_option row44_reseal_prints_what_it_sealed_and_starts_nothing; do
+		skip "$t" "under root nothing is sealed: the sandboxes' uids cannot write a state directory"
+	done
+fi
 
 tests_done
