@@ -81,6 +81,12 @@ def t_tools_list():
     jsonschema.Draft202012Validator.check_schema(out)
     assert out["$defs"] == full_schema["$defs"], "outputSchema's $defs differ from the file's"
     assert tools["run_python"]["inputSchema"]["required"] == ["code"]
+    # every tool on a session takes its handle, as the result of new_session
+    # tells the model (wait_python too: newcomer report 8, F1)
+    for name, t in tools.items():
+        props = t["inputSchema"]["properties"]
+        assert ("session" in props) == (name != "new_session"), (name, sorted(props))
+        assert t["inputSchema"]["additionalProperties"] is False, name
     # the same tool as kbox tool-schema --format mcp
     ts = json.loads(subprocess.run([KBOX, "tool-schema", "--format", "mcp", "--structured",
                                     "full"], capture_output=True, text=True, check=True).stdout)
@@ -297,6 +303,14 @@ def t_files():
                                       "give an offset a result gave, or 0") and r["isError"], r
     r = ok_result(s.call("write_file", {"path": "nodir/x.txt", "content": "x"}))
     assert r["isError"] and "does not exist" in r["content"][0]["text"], r
+    # the workspace as the code sees it, /workspace, names it too
+    r = ok_result(s.call("write_file", {"path": "/workspace/ws.txt", "content": "at ws\n"}))
+    assert r["isError"] is False, r
+    assert text_of(s.call("read_file", {"path": "ws.txt"})) == "at ws\n"
+    assert text_of(s.call("read_file", {"path": "/workspace/ws.txt"})) == "at ws\n"
+    assert "ws.txt\t6 bytes" in text_of(s.call("list_files", {"path": "/workspace"}))
+    assert text_of(s.call("run_python", {"code": "print(open('ws.txt').read(), end='')"})) \
+        == "at ws\n"
 
 
 check("write_read_and_list_files_of_the_workspace_that_the_kernel_shares", t_files)
@@ -321,6 +335,8 @@ def t_escapes():
                             ("list_files", {"path": "etc"}, outside),
                             ("list_files", {"path": ".."}, '".." would leave'),
                             ("list_files", {"path": "/"}, "absolute path"),
+                            ("list_files", {"path": "/workspace/.."}, '".." would leave'),
+                            ("read_file", {"path": "/workspace/pw"}, outside),
                             ("read_image", {"path": "/etc/passwd"}, "absolute path"),
                             ("read_image", {"path": "pw"}, outside),
                             ("write_file", {"path": "etc/evil", "content": "x"}, outside),
@@ -406,6 +422,8 @@ def t_unknown_args():
     r = ok_result(s.call("list_files", {"recursive": True}))
     assert text_of({"result": r}) == ('list_files: unknown argument "recursive" (it takes '
                                       'path, session)')
+    r = ok_result(s.call("new_session", {"name": "x"}))
+    assert text_of({"result": r}) == 'new_session: unknown argument "name" (it takes none)', r
     r = s.call("run_python", {"code": "import os; print(os.path.exists('extra-ran'), "
                                       "os.path.exists('w.txt'))"})
     assert text_of(r) == "False False\n", text_of(r)

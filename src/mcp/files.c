@@ -30,8 +30,9 @@ typedef struct {
 	const char *rel; /* the path under it */
 } tool_path_t;
 
-/* Resolve PATH for a tool: relative, the workspace's; absolute, only in
- * the session's outputs directory (with OUTPUTS_OK).  0 with *P (its
+/* Resolve PATH for a tool: relative, or under /workspace (where the code
+ * sees it), the workspace's; absolute, only in the session's outputs
+ * directory (with OUTPUTS_OK).  0 with *P (its
  * dirfd to close), or -1 with WHY. */
 static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p, char *why,
                      size_t size)
@@ -45,6 +46,11 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
 	p->dirfd = -1;
 	if (in_outputs)
 		rel = path + dl + 9;
+	/* the workspace as the code sees it, which a model may well give */
+	else if (strcmp(path, "/workspace") == 0 || strcmp(path, "/workspace/") == 0)
+		rel = ".";
+	else if (strncmp(path, "/workspace/", 11) == 0)
+		rel = path + 11;
 	if (ws_check_path(rel, &err) < 0) {
 		if (path[0] == '/' && outputs_ok && !in_outputs)
 			snprintf(why, size,
@@ -347,7 +353,7 @@ json_t *mcp_list_files(mcp_t *m, json_t *args)
 		path = ".";
 	if (tool_path(m, path, false, &p, why, sizeof why) < 0)
 		return mcp_text_result(true, "list_files: %s", why);
-	fd = ws_open(p.dirfd, path, O_RDONLY | O_DIRECTORY, 0);
+	fd = ws_open(p.dirfd, p.rel, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		res = mcp_text_result(true, "list_files: %s: %s", path,
 		                      errno == ENOENT    ? "no such directory"
@@ -580,7 +586,7 @@ json_t *mcp_write_file(mcp_t *m, json_t *args)
 		return mcp_text_result(true, "write_file: %s", why);
 	if (path[strlen(path) - 1] == '/')
 		res = mcp_text_result(true, "write_file: %s names a directory, not a file", path);
-	else if ((parent = ws_open_parent(p.dirfd, path, &name, &err)) < 0 ||
+	else if ((parent = ws_open_parent(p.dirfd, p.rel, &name, &err)) < 0 ||
 	         ws_file_begin(&f, parent, name, path, "mcp", &err) < 0)
 		res = mcp_text_result(true, "write_file: %s", err.msg);
 	else if (kx_write_all(f.fd, content, clen) < 0)

@@ -55,7 +55,8 @@ json_t *mcp_tools_list(cli_structured_t structured)
 {
 	json_t *path = json_pack("{s:s, s:s}", "type", "string", "description",
 	                         "A path relative to the workspace (the kernel's working "
-	                         "directory, /workspace); no \"..\", not absolute.");
+	                         "directory), or under /workspace, where a sandboxed kernel "
+	                         "sees it; no \"..\".");
 	json_t *tools = json_pack(
 	        "[o, {s:s, s:s, s:s, s:{s:s, s:{s:O}, s:b}, s:{s:b}}, "
 	        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:s}, "
@@ -78,7 +79,8 @@ json_t *mcp_tools_list(cli_structured_t structured)
 	        "from. For a binary file, use run_python.",
 	        "inputSchema", "type", "object", "properties", "path", "type", "string",
 	        "description",
-	        "A path relative to the workspace (no \"..\"), or the path of an output a "
+	        "A path relative to the workspace or under /workspace (no \"..\"), or the path "
+	        "of an output a "
 	        "result gave.",
 	        "offset", "type", "integer", "minimum", 0, "description",
 	        "The byte to start at: 0 (the default), or the offset the last part's last line "
@@ -99,34 +101,10 @@ json_t *mcp_tools_list(cli_structured_t structured)
 	        "or the path of an image that run_python saved, as its result gave it.",
 	        "inputSchema", "type", "object", "properties", "path", "type", "string",
 	        "description",
-	        "A path relative to the workspace, or an image's path from a result.", "required",
-	        "path", "additionalProperties", 0, "annotations", "readOnlyHint", 1);
+	        "A path relative to the workspace or under /workspace, or an image's path from a "
+	        "result.",
+	        "required", "path", "additionalProperties", 0, "annotations", "readOnlyHint", 1);
 	json_decref(path);
-	if (tools) {
-		/* every tool on a session takes its handle */
-		size_t i;
-		json_t *tool;
-		json_array_foreach(tools, i, tool)
-		{
-			json_t *props = json_object_get(json_object_get(tool, "inputSchema"),
-			                                "properties");
-			if (!json_object_get(props, "session"))
-				json_object_set_new(props, "session", cli_mcp_session_arg());
-		}
-		json_array_append_new(
-		        tools,
-		        json_pack(
-		                "{s:s, s:s, s:s, s:{s:s, s:{}, s:b}, s:{s:b, s:b}}", "name",
-		                "new_session", "title", "New session", "description",
-		                "Start a new, empty Python session (a kernel and a workspace of its "
-		                "own) for a conversation, and return its handle: give it as "
-		                "\"session\" to run_python, wait_python and the file tools to work "
-		                "in that session. Without \"session\", the tools work in this "
-		                "connection's own session.",
-		                "inputSchema", "type", "object", "properties",
-		                "additionalProperties", 0, "annotations", "readOnlyHint", 0,
-		                "destructiveHint", 0));
-	}
 	if (tools)
 		json_array_insert_new(
 		        tools, 1,
@@ -150,6 +128,31 @@ json_t *mcp_tools_list(cli_structured_t structured)
 		                "then return its whole result.",
 		                "additionalProperties", 0, "annotations", "readOnlyHint", 0,
 		                "destructiveHint", 0));
+	if (tools) {
+		/* every tool on a session takes its handle (wait_python too) */
+		size_t i;
+		json_t *tool;
+		json_array_foreach(tools, i, tool)
+		{
+			json_t *props = json_object_get(json_object_get(tool, "inputSchema"),
+			                                "properties");
+			if (!json_object_get(props, "session"))
+				json_object_set_new(props, "session", cli_mcp_session_arg());
+		}
+		json_array_append_new(
+		        tools,
+		        json_pack(
+		                "{s:s, s:s, s:s, s:{s:s, s:{}, s:b}, s:{s:b, s:b}}", "name",
+		                "new_session", "title", "New session", "description",
+		                "Start a new, empty Python session (a kernel and a workspace of its "
+		                "own) for a conversation, and return its handle: give it as "
+		                "\"session\" to run_python, wait_python and the file tools to work "
+		                "in that session. Without \"session\", the tools work in this "
+		                "connection's own session.",
+		                "inputSchema", "type", "object", "properties",
+		                "additionalProperties", 0, "annotations", "readOnlyHint", 0,
+		                "destructiveHint", 0));
+	}
 	return tools ? json_pack("{s:o}", "tools", tools) : NULL;
 }
 
@@ -212,8 +215,12 @@ static int check_args(size_t t, json_t *args, char *why, size_t size)
 		l = strlen(takes);
 		snprintf(takes + l, sizeof takes - l, "%s%s", i ? ", " : "", tool_args[t].args[i]);
 	}
-	snprintf(why, size, "%s: unknown argument%s %s (it takes %s)", tool_args[t].name,
-	         n_unknown > 1 ? "s" : "", unknown, takes);
+	if (takes[0])
+		snprintf(why, size, "%s: unknown argument%s %s (it takes %s)", tool_args[t].name,
+		         n_unknown > 1 ? "s" : "", unknown, takes);
+	else
+		snprintf(why, size, "%s: unknown argument%s %s (it takes none)", tool_args[t].name,
+		         n_unknown > 1 ? "s" : "", unknown);
 	return -1;
 }
 
