@@ -424,6 +424,13 @@ EOF
 	# a session whose directory moved while it runs (renamed, or seen from
 	# another mount namespace) keeps its uid: its record no longer names
 	# it, but the uid's processes run, so no other session takes it
+	# stop_moved NAME: stop the session moved to NAME while it ran: by its
+	# supervisor's pid (SIGTERM), as kbox-protocol(7) says, since it
+	# answers only by the directory it was started for
+	stop_moved() {
+		sm_pid=$(cat "$S/$1/supervisor.pid" 2>/dev/null)
+		[ -z "$sm_pid" ] || { kill -TERM "$sm_pid" 2>/dev/null; gone "$sm_pid"; }
+	}
 	kx_one start -s p5
 	keep p5
 	P5=$(status_field p5 sandbox_uid)
@@ -434,7 +441,7 @@ EOF
 	check "row44_under_root_a_uid_whose_session_moved_while_it_runs_is_not_taken" eval '
 		rc_is p5 0 && eq "$P5" "$LAST" && ! rc_is p6_in_use 0 >/dev/null &&
 		grep -qF "all 1 sandbox uids ($LAST-$LAST, the sandbox user $SU'"'"'s range) are taken by sessions" "$W/p6_in_use.err"'
-	"$KBOX" stop -s p5moved >/dev/null 2>&1
+	stop_moved p5moved
 	"$KBOX" rm -f p5moved p6 >/dev/null 2>&1
 	# and between its kernels too, when no process runs as the uid: its
 	# supervisor holds the uid while it lives (here stopped, its sandbox
@@ -454,7 +461,7 @@ EOF
 	check "row44_under_root_a_uid_held_by_a_live_supervisor_between_kernels_is_not_taken" eval '
 		rc_is p7 0 && eq "$P7" "$LAST" && ! rc_is p8_held 0 >/dev/null &&
 		grep -qF "all 1 sandbox uids ($LAST-$LAST, the sandbox user $SU'"'"'s range) are taken by sessions" "$W/p8_held.err"'
-	"$KBOX" stop -s p7moved >/dev/null 2>&1
+	stop_moved p7moved
 	"$KBOX" rm -f p7moved p8 >/dev/null 2>&1
 	# a range that overlaps another user's subordinate uids (their
 	# containers' files) is refused, naming whose
