@@ -834,6 +834,28 @@ def t_refused():
     fails(["--http", "127.0.0.1:0"], {"KBOX_MCP_TOKEN": "short"},
           "kbox mcp: the token (KBOX_MCP_TOKEN) is shorter than 16 characters")
     fails(["--token-file", f], {}, "kbox mcp: --token-file is for --http")
+    # what no client could send, or no file at all (newcomer report 8, F6):
+    # a FIFO is not waited on
+    for name, make, want in (
+            ("token-fifo", lambda p: os.mkfifo(p, 0o600), "not a regular file"),
+            ("token-dir", lambda p: os.mkdir(p, 0o700), "not a regular file"),
+            ("token-long", lambda p: open(p, "w").write("t" * 300 + "\n"),
+             "its first line is longer than 254 characters"),
+            ("token-spaced", lambda p: open(p, "w").write(" " + TOKEN + "\n"), None),
+            ("token-empty-line", lambda p: open(p, "w").write("\n" + TOKEN + "\n"), None)):
+        p = os.path.join(BASE, name)
+        make(p)
+        if not os.path.isdir(p):
+            os.chmod(p, 0o600)
+        if want:
+            fails(["--http", "127.0.0.1:0", "--token-file", p], {},
+                  f"kbox mcp: --token-file {p}: {want}")
+    fails(["--http", "127.0.0.1:0", "--token-file", os.path.join(BASE, "token-spaced")], {},
+          "kbox mcp: the token (--token-file's) has a space or tab at its start or end")
+    fails(["--http", "127.0.0.1:0", "--token-file", os.path.join(BASE, "token-empty-line")], {},
+          "kbox mcp: the token (--token-file's) is shorter than 16 characters")
+    fails(["--http", "127.0.0.1:0"], {"KBOX_MCP_TOKEN": TOKEN + " "},
+          "kbox mcp: the token (KBOX_MCP_TOKEN) has a space or tab at its start or end")
     fails(["--conversation-idle", "5s"], {}, "kbox mcp: --conversation-idle is for --http")
     fails(["--http", "unix:"], {"KBOX_MCP_TOKEN": TOKEN},
           'kbox mcp: invalid --http "unix:": unix:PATH needs a PATH')

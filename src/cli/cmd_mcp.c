@@ -4,6 +4,7 @@
 #include "mcp/mcp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,23 +71,33 @@ static int http_token(const char *file, char *buf, size_t size)
 	const char *env = getenv(MCP_TOKEN_ENV);
 	if (file) {
 		struct stat st;
-		FILE *f = fopen(file, "re");
+		/* a regular file (no wait on a FIFO, no device read) */
+		int fd = kx_open_file(AT_FDCWD, file, O_RDONLY, 0);
+		ssize_t got;
 		size_t n;
-		if (!f) {
-			cli_error("mcp", "--token-file %s: %s", file, strerror(errno));
+		if (fd < 0) {
+			cli_error("mcp", "--token-file %s: %s", file,
+			          errno == ENXIO || errno == EISDIR ? "not a regular file"
+			                                            : strerror(errno));
 			return EXIT_USAGE;
 		}
-		if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
-			fclose(f);
+		if (fstat(fd, &st) == 0 && (st.st_mode & 077)) {
+			close(fd);
 			cli_error("mcp",
 			          "--token-file %s: others may read it (mode %03o): chmod 600 %s",
 			          file, (unsigned)(st.st_mode & 0777), file);
 			return EXIT_USAGE;
 		}
-		if (!fgets(buf, (int)size, f))
-			buf[0] = '\0';
-		fclose(f);
+		got = kx_pread_full(fd, buf, size - 1, 0);
+		close(fd);
+		buf[got > 0 ? got : 0] = '\0';
 		n = strcspn(buf, "\r\n");
+		if (n == size - 1) {
+			cli_error("mcp",
+			          "--token-file %s: its first line is longer than %zu characters",
+			          file, size - 2);
+			return EXIT_USAGE;
+		}
 		buf[n] = '\0';
 	} else if (env && *env) {
 		snprintf(buf, size, "%s", env);
@@ -95,6 +106,12 @@ static int http_token(const char *file, char *buf, size_t size)
 		 * (not for an address it cannot take) */
 		buf[0] = '\0';
 		return EXIT_OK;
+	}
+	/* (a client sends "Bearer TOKEN": spaces at its ends are never sent) */
+	if (buf[0] && (strchr(" \t", buf[0]) || strchr(" \t", buf[strlen(buf) - 1]))) {
+		cli_error("mcp", "the token (%s) has a space or tab at its start or end",
+		          file ? "--token-file's" : MCP_TOKEN_ENV);
+		return EXIT_USAGE;
 	}
 	if (strlen(buf) < MCP_TOKEN_MIN) {
 		cli_error("mcp", "the token (%s) is shorter than %d characters",
