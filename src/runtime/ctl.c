@@ -129,15 +129,10 @@ int kr_ctl_connect(const char *dir, kbox_error_t *err)
 		if (!hello) {
 			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 			kx_close(&fd);
-		} else if (kr_ctl_send(fd, hello, err) < 0) {
-			/* (it closed at once: too many connections, say) */
-			json_t *r = kr_ctl_refusal(fd);
-			const char *why = json_string_value(json_object_get(r, "error"));
-			if (why)
-				kbox_error_set(err, KBOX_E_INVALID, "%s", why);
-			json_decref(r);
-			kx_close(&fd);
-		}
+		} else /* (a supervisor that closed at once, too many connections,
+		        * say: the caller's request fails the same way and reads
+		        * why, kr_ctl_refusal, as it would without this line) */
+			(void)kr_ctl_send(fd, hello, NULL);
 		json_decref(hello);
 		break;
 	}
