@@ -331,8 +331,10 @@ static int reseal(const char *name, const kr_session_opts_t *o)
 	if (!(dir = cli_session_dir("start", name, false, &status)))
 		return status;
 	kr_session_config_init(&cfg);
-	if (kr_session_config_reseal(dir, &err) < 0 ||
-	    kr_session_config_load(&cfg, dir, &err) < 0 || !(j = kr_session_config_to_json(&cfg)) ||
+	/* what is printed is what was sealed: one read (review 15, W15-2: a
+	 * second read, to print, showed another file than the one sealed) */
+	if (kr_session_config_reseal(dir, &cfg, &err) < 0 ||
+	    !(j = kr_session_config_to_json(&cfg)) ||
 	    !(text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9)))) {
 		cli_error("start", "session %s: %s", name, err.msg[0] ? err.msg : "out of memory");
 		status = EXIT_UNAVAILABLE;

@@ -403,13 +403,11 @@ int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error
 	return load(cfg, dir, true, err);
 }
 
-int kr_session_config_reseal(const char *dir, kbox_error_t *err)
+int kr_session_config_reseal(const char *dir, kr_session_config_t *cfg, kbox_error_t *err)
 {
-	kr_session_config_t cfg;
-	int rc = load(&cfg, dir, false, err);
-	if (rc == 0 && cfg.has)
-		rc = kr_session_config_save(&cfg, dir, err);
-	kr_session_config_free(&cfg);
+	int rc = load(cfg, dir, false, err);
+	if (rc == 0 && cfg->has)
+		rc = kr_session_config_save(cfg, dir, err);
 	return rc;
 }
 

@@ -120,9 +120,10 @@ void kr_session_config_init(kr_session_config_t *cfg);
 int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error_t *err);
 
 /* Seal DIR/session.json as it is, whatever its seal says (kbox start
- * --reseal: the user has read it): loaded unchecked, saved.  0 (also
- * when there is no file), or -1 with ERR. */
-int kr_session_config_reseal(const char *dir, kbox_error_t *err);
+ * --reseal): read once, unchecked, into CFG, and saved from CFG, so that
+ * what the caller shows of CFG is what was sealed.  0 (also when there is
+ * no file), or -1 with ERR.  Either way, free CFG after. */
+int kr_session_config_reseal(const char *dir, kr_session_config_t *cfg, kbox_error_t *err);
 
 /* CFG as session.json holds it: its own keys, "kernel" and "backend"
  * always.  A new reference, NULL when out of memory. */
