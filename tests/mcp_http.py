@@ -481,7 +481,9 @@ def t_delete_then_leave():
         t = threading.Thread(target=lambda: deleted.update(
             st=q.post(None, sid=b, method="DELETE")[0]))
         t.start()
+        deadline = time.time() + 120  # a bound
         while True:  # until the server has the DELETE
+            assert time.time() < deadline, "the DELETE never reached the server"
             st, _, body = q.request("ping", sid=b)
             if st == 404:
                 break
@@ -533,7 +535,9 @@ def t_unread_bound():
         st, _, body = q.request("ping", sid=sid)
         assert st == 503, (st, body)
         os.kill(child, signal.SIGCONT)
+        deadline = time.time() + 120  # a bound
         while True:  # until the conversation has read what waited
+            assert time.time() < deadline, "the conversation never read what waited"
             st, _, body = q.request("ping", sid=sid)
             if st == 200:
                 break
