@@ -872,6 +872,31 @@ check "row44_a_supervisor_runs_nothing_meant_for_another_session" eval '
 	rc_is misrouted 5 && [ ! -s "$W/misrouted.out" ] &&
 	eq "$(cat "$W/misrouted.err")" "kbox exec: session fake: the supervisor that answered is that of the session in $S/a, not of $S/fake: something put its socket in the place of that session'"'"'s (kbox(7), threat 44); nothing was run" &&
 	[ ! -e "$S/a/workspace/row44-misrouted" ]'
+# the session line of a client of its own: its own directory is taken
+# silently (the status after it is answered), one that is not a string is
+# a usage error that ends the connection
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 "$PY" - "$S/a" <<'EOF' >"$W/out" 2>"$W/err"
+import json, socket, sys
+def ask(*lines):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1] + "/control.sock")
+    s.sendall(b"".join(json.dumps(l).encode() + b"\n" for l in lines))
+    first = json.loads(s.makefile().readline())
+    s.close()
+    return first
+r = ask({"op": "session", "dir": sys.argv[1]}, {"op": "status"})
+print("own", r["re"], r["ok"])
+r = ask({"op": "session", "dir": 5}, {"op": "status"})
+print("bad", r["re"], r["ok"], r["kind"], r["error"])
+EOF
+	rc=$?
+fi
+keep session_op
+DIAG=session_op
+check "row44_the_session_line_of_its_own_directory_is_silent_and_a_bad_one_a_usage_error" eval '
+	rc_is session_op 0 && eq "$(val session_op own)" "status True" &&
+	eq "$(val session_op bad)" "session False usage \"dir\" must be a string"'
 # the state directory kbox made sessions in is marked, as
 # tests/security/workspace.sh's row 44 finds it
 check "row44_kbox_marks_the_state_directory_it_makes_sessions_in" eval '
