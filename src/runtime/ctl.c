@@ -278,7 +278,8 @@ static int wait_readable(int fd, long long deadline, kbox_error_t *err)
 	}
 }
 
-json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
+/* One line of FD, as kr_ctl_recv reads it. */
+static json_t *recv_line(int fd, int timeout_ms, kbox_error_t *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -352,6 +353,30 @@ json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
 fail:
 	free(buf);
 	return NULL;
+}
+
+/* Whether J is the answer of a supervisor older than the session line
+ * (kr_ctl_connect) to it: an unknown op, which it answers and reads on
+ * after, as a supervisor kbox started before an upgrade does. */
+static bool predates_session_op(const json_t *j)
+{
+	const char *why = json_string_value(json_object_get(j, "error"));
+	return json_is_false(json_object_get(j, "ok")) &&
+	       kr_ctl_op_parse(json_string_value(json_object_get(j, "re"))) == KR_CTL_OP_SESSION &&
+	       kr_ctl_err_kind(j) == KR_CTL_ERR_USAGE && why &&
+	       strncmp(why, "unknown op ", 11) == 0;
+}
+
+json_t *kr_ctl_recv(int fd, int timeout_ms, kbox_error_t *err)
+{
+	long long end = timeout_ms < 0 ? 0 : kx_now_ms() + timeout_ms;
+	for (;;) {
+		long long left = timeout_ms < 0 ? -1 : end - kx_now_ms();
+		json_t *j = recv_line(fd, left < 0 && timeout_ms >= 0 ? 0 : (int)left, err);
+		if (!j || !predates_session_op(j))
+			return j;
+		json_decref(j);
+	}
 }
 
 json_t *kr_ctl_refusal(int fd)
