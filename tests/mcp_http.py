@@ -114,6 +114,20 @@ s = Http(env={"KBOX_MCP_TOKEN": TOKEN})
 state = {}
 
 
+def ping_until(q, sid, want, meanwhile, why):
+    """Ping the conversation SID of Q until it answers status WANT, every
+    answer before it MEANWHILE, within a bound (WHY says what never came);
+    the answer's body."""
+    deadline = time.time() + 120  # a bound
+    while True:
+        assert time.time() < deadline, why
+        st, _, body = q.request("ping", sid=sid)
+        if st == want:
+            return body
+        assert st == meanwhile, (st, body)
+        time.sleep(0.05)
+
+
 def t_conversation():
     sid = s.initialize()
     state["a"] = sid
@@ -481,14 +495,7 @@ def t_delete_then_leave():
         t = threading.Thread(target=lambda: deleted.update(
             st=q.post(None, sid=b, method="DELETE")[0]))
         t.start()
-        deadline = time.time() + 120  # a bound
-        while True:  # until the server has the DELETE
-            assert time.time() < deadline, "the DELETE never reached the server"
-            st, _, body = q.request("ping", sid=b)
-            if st == 404:
-                break
-            assert st == 200, (st, body)
-            time.sleep(0.05)
+        body = ping_until(q, b, 404, 200, "the DELETE never reached the server")
         assert body["error"]["message"] == "Not Found: the session is ending", body
         sock.close()
         st, _, body = q.request("ping", sid=a)
@@ -535,14 +542,7 @@ def t_unread_bound():
         st, _, body = q.request("ping", sid=sid)
         assert st == 503, (st, body)
         os.kill(child, signal.SIGCONT)
-        deadline = time.time() + 120  # a bound
-        while True:  # until the conversation has read what waited
-            assert time.time() < deadline, "the conversation never read what waited"
-            st, _, body = q.request("ping", sid=sid)
-            if st == 200:
-                break
-            assert st == 503, (st, body)
-            time.sleep(0.05)
+        body = ping_until(q, sid, 200, 503, "the conversation never read what waited")
         assert body["result"] == {}, body
         assert q.post(note, sid=sid)[0] == 202
     finally:
