@@ -13,6 +13,7 @@
 #include "runtime/cgroup.h"
 #include "runtime/ro_bind.h"
 #include "runtime/session.h"
+#include "runtime/workspace.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -36,20 +37,31 @@ typedef struct {
 	ino_t ws_ino, home_ino;
 } bwrap_t;
 
-/* PATH, which bwrap is to bind as the session's WHAT, is a directory, not
- * a symbolic link, now: its identity into *DEV and *INO.  0, or -1 with
- * ERR. */
+/* PATH, which bwrap is to bind as the session's WHAT, is a directory now,
+ * reached through no symbolic link (the path was recorded with its links
+ * resolved: one there now was put in since, maybe in place of the
+ * session's directory, to have bwrap bind another): its identity into
+ * *DEV and *INO, which take_root finds again in the sandbox.  0, or -1
+ * with ERR. */
 static int bind_source(const char *path, const char *what, dev_t *dev, ino_t *ino,
                        kbox_error_t *err)
 {
 	struct stat st;
-	if (lstat(path, &st) < 0)
-		return kbox_error_set_sys(err, "the session's %s %s", what, path);
-	if (!S_ISDIR(st.st_mode))
+	int fd = ws_open_no_links(path, O_PATH | O_DIRECTORY), e = errno;
+	if (fd < 0 && (e == ELOOP || e == ENOTDIR))
 		return kbox_error_set(err, KBOX_E_INVALID,
-		                      "the session's %s %s is not a directory (%s): refusing it",
+		                      "the session's %s %s is not a directory reached through no "
+		                      "symbolic link (%s): refusing it",
 		                      what, path,
-		                      S_ISLNK(st.st_mode) ? "a symbolic link" : "another file");
+		                      e == ELOOP ? "a symbolic link is in its path"
+		                                 : "it, or a part of it, is another file");
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
+		errno = e;
+		return kbox_error_set_sys(err, "the session's %s %s", what, path);
+	}
+	close(fd);
 	*dev = st.st_dev;
 	*ino = st.st_ino;
 	return 0;

@@ -5,6 +5,7 @@
 #include "runtime/session.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -98,12 +99,19 @@ kr_ctl_peer_t kr_ctl_peer(int fd)
 int kr_ctl_connect(const char *dir, kbox_error_t *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = -1, dfd = -1, e;
-	if (sock_path(&sa, dir, &dfd, err) < 0) {
-		if (errno == ENOENT && err)
+	struct stat st;
+	int fd = -1, dfd, e;
+	/* the socket in the directory as opened here, whose identity the
+	 * session line gives: the supervisor of another directory (one
+	 * renamed away, say, whose socket was put here) refuses it */
+	if ((dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 || fstat(dfd, &st) < 0) {
+		e = errno;
+		kbox_error_set_sys(err, "directory %s", dir);
+		if (e == ENOENT && err)
 			err->code = KBOX_E_NOTFOUND;
 		goto out;
 	}
+	snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d/control.sock", dfd);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		kbox_error_set_sys(err, "socket");
@@ -124,8 +132,9 @@ int kr_ctl_connect(const char *dir, kbox_error_t *err)
 		/* say which session is meant, ahead of the request: another
 		 * session's supervisor (its socket, or a link to it, put here)
 		 * answers that with an error and reads nothing after it */
-		json_t *hello = json_pack("{s:s, s:s}", "op", kr_ctl_op_name(KR_CTL_OP_SESSION),
-		                          "dir", dir);
+		json_t *hello = json_pack("{s:s, s:s, s:I, s:I}", "op",
+		                          kr_ctl_op_name(KR_CTL_OP_SESSION), "dir", dir, "dev",
+		                          (json_int_t)st.st_dev, "ino", (json_int_t)st.st_ino);
 		if (!hello) {
 			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 			kx_close(&fd);

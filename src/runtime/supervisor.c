@@ -38,7 +38,7 @@ static void fold_write(sup_t *s, int i, long long now)
 		json_object_set_new(j, "folded", json_integer((json_int_t)s->folds[i].held - 1));
 	s->folds[i].held = 0;
 	s->folds[i].last_ms = now;
-	kr_session_log(s->dir, fold_events[i], j, NULL);
+	kr_session_log(s->at, fold_events[i], j, NULL);
 }
 
 void sup_log(sup_t *s, const char *event, json_t *fields)
@@ -62,7 +62,7 @@ void sup_log(sup_t *s, const char *event, json_t *fields)
 		fold_write(s, i, now);
 		return;
 	}
-	kr_session_log(s->dir, event, fields, NULL);
+	kr_session_log(s->at, event, fields, NULL);
 }
 
 void sup_log_flush(sup_t *s, bool all)
@@ -421,13 +421,26 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	return 0;
 }
 
-/* Take the supervisor lock and write our pid. */
+/* Open the session's directory (the path kbox gives is one with its
+ * links resolved: a link in it now was put in since, maybe in place of the
+ * session's directory, for this supervisor to take another's), take the
+ * supervisor lock in it and write our pid. */
 static int lock_pid(sup_t *s, kbox_error_t *err)
 {
 	char path[PATH_MAX], buf[32];
+	struct stat st;
 	int n;
+	if ((s->dir_fd = ws_open_no_links(s->dir, O_PATH | O_DIRECTORY)) < 0 ||
+	    fstat(s->dir_fd, &st) < 0)
+		return kbox_error_set_sys(err, "the session directory %s%s", s->dir,
+		                          errno == ELOOP ? " (a symbolic link is in its path)"
+		                                         : "");
+	s->dir_dev = st.st_dev;
+	s->dir_ino = st.st_ino;
+	snprintf(s->at_buf, sizeof s->at_buf, "/proc/self/fd/%d", s->dir_fd);
+	s->at = s->at_buf;
 	snprintf(path, sizeof path, "%s/supervisor.pid", s->dir);
-	s->pid_fd = kx_open_file(AT_FDCWD, path, O_RDWR | O_CREAT, 0600);
+	s->pid_fd = kx_open_file(s->dir_fd, "supervisor.pid", O_RDWR | O_CREAT, 0600);
 	if (s->pid_fd < 0)
 		return kbox_error_set_sys(err, "cannot open %s", path);
 	/* kr_session_supervisor() probes with a brief LOCK_SH: a supervisor
@@ -470,7 +483,7 @@ static void clean_runtime_dir(sup_t *s)
 
 static int listen_control(sup_t *s, kbox_error_t *err)
 {
-	s->listen_fd = kr_ctl_listen(s->dir, err); /* we hold the supervisor lock */
+	s->listen_fd = kr_ctl_listen(s->at, err); /* we hold the supervisor lock */
 	return s->listen_fd < 0 ? -1 : 0;
 }
 
@@ -498,7 +511,7 @@ static void shutdown_session(sup_t *s)
 	kr_live_ws_release(&s->live_home, s->live_home_file);
 	kr_live_sockets_release(&s->sockets_lock, s->sockets_dir);
 	kbox_capture_destroy(&s->between);
-	sup_write_file(s->dir, "last-stop", s->stop_cause);
+	sup_write_file(s->at, "last-stop", s->stop_cause);
 	sup_log_flush(s, true); /* what was held is counted before the end */
 	sup_log(s, "stop",
 	        json_pack("{s:s, s:I}", "cause", s->stop_cause, "executions",
@@ -524,9 +537,9 @@ static void take_over(sup_t *s)
 	char prev[512], gen[32];
 
 	/* what happened to the previous incarnation, for the first exec */
-	read_file(s->dir, "generation", gen, sizeof gen);
+	read_file(s->at, "generation", gen, sizeof gen);
 	s->generation = strtoul(gen, NULL, 10);
-	read_file(s->dir, "last-stop", prev, sizeof prev);
+	read_file(s->at, "last-stop", prev, sizeof prev);
 	if (s->generation > 0) {
 		kx_msgf(s->notice, sizeof s->notice,
 		        "kernel restarted: the session's previous kernel ended (%s); earlier state "
@@ -543,7 +556,7 @@ static void take_over(sup_t *s)
 	}
 	{
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof path, "%s/last-stop", s->dir);
+		snprintf(path, sizeof path, "%s/last-stop", s->at);
 		unlink(path);
 	}
 	clean_runtime_dir(s);
@@ -572,7 +585,7 @@ static void take_over(sup_t *s)
 		 * it could not remove them; it is gone: we hold the lock), by the
 		 * paths it recorded, never by name; then ours, recorded alike */
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof path, "%s/cgroups", s->dir);
+		snprintf(path, sizeof path, "%s/cgroups", s->at);
 		kr_cgroup_reap(path);
 		kr_cgroup_record(path);
 	}
@@ -585,8 +598,9 @@ int kr_supervisor_run(const char *dir, int ready_fd, unsigned flags)
 	sigset_t mask;
 	int status = 0;
 
-	s.dir = dir;
-	s.listen_fd = s.sig_fd = s.pid_fd = s.owner_fd = s.ino_fd = s.uid_hold = s.live_ws = -1;
+	s.dir = s.at = dir;
+	s.listen_fd = s.sig_fd = s.pid_fd = s.dir_fd = s.owner_fd = s.ino_fd = s.uid_hold =
+	        s.live_ws = -1;
 	s.live_home = s.sockets_lock = -1;
 	s.outputs_wd = s.sockets_wd = -1;
 	s.ready_fd = ready_fd;
@@ -652,6 +666,8 @@ out:
 		close(s.ino_fd);
 	kr_kernel_log_destroy(&s.klog);
 	sup_log_flush(&s, true); /* (a stop that did not go through shutdown_session) */
+	s.at = dir;
+	kx_close(&s.dir_fd);
 	if (s.ephemeral && s.config) {
 		/* kbox run's session: nothing of it stays, its private
 		 * workspace included (one given with --workspace is the

@@ -429,25 +429,45 @@ static void op_stop(sup_t *s, conn_t *c, json_t *req)
 	sup_stop(s);
 }
 
-/* session {"dir": D}: the client names the session directory it means,
- * before its request.  Nothing is said when D is this supervisor's; else
- * the client reached another session's supervisor than it meant (its
+/* session {"dir": D, "dev": N, "ino": N}: the client names the session
+ * directory it means, before its request: its path, and the identity of
+ * the directory it found there (kbox's clients send both; others may send
+ * D alone).  Nothing is said when both are this supervisor's; else the
+ * client reached another session's supervisor than it meant (its
  * control.sock replaced by a link to, or the socket of, another session,
- * by code that could reach the state directory: kbox(7), threat 44), and
- * the connection ends with an error, what it sent after unread. */
+ * or this session's directory renamed away and another made under its
+ * name, by code that could reach the state directory: kbox(7), threat
+ * 44), and the connection ends with an error, what it sent after unread. */
 static void op_session(sup_t *s, conn_t *c, json_t *req)
 {
 	const char *dir = json_string_value(json_object_get(req, "dir"));
-	if (dir && strcmp(dir, s->dir) == 0)
+	json_t *dev = json_object_get(req, "dev"), *ino = json_object_get(req, "ino");
+	bool same;
+	if (!dir || (dev && !json_is_integer(dev)) || (ino && !json_is_integer(ino)) ||
+	    !dev != !ino) {
+		sup_reply_error(c, "session", KR_CTL_ERR_USAGE,
+		                "\"dir\" must be a string, and \"dev\" and \"ino\" integers, "
+		                "both or neither");
+		goto cut;
+	}
+	same = strcmp(dir, s->dir) == 0 &&
+	       (!dev || (json_integer_value(dev) == (json_int_t)s->dir_dev &&
+	                 json_integer_value(ino) == (json_int_t)s->dir_ino));
+	if (same)
 		return;
-	if (!dir)
-		sup_reply_error(c, "session", KR_CTL_ERR_USAGE, "\"dir\" must be a string");
+	if (strcmp(dir, s->dir) == 0)
+		sup_reply_error(c, "session", KR_CTL_ERR_STATE,
+		                "the supervisor that answered is that of the session that was in "
+		                "%s, not of the directory there now: it was moved away and "
+		                "another put in its place (kbox(7), threat 44); nothing was run",
+		                s->dir);
 	else
 		sup_reply_error(c, "session", KR_CTL_ERR_STATE,
 		                "the supervisor that answered is that of the session in %s, not "
 		                "of %s: something put its socket in the place of that session's "
 		                "(kbox(7), threat 44); nothing was run",
 		                s->dir, dir);
+cut:
 	sup_conn_flush(c);
 	c->cut = true;
 }

@@ -125,6 +125,15 @@ struct conn {
 
 struct sup {
 	const char *dir;
+	/* DIR, opened at the start through no symbolic link (its lock and
+	 * socket are in it), and its identity, as op_session knows it */
+	int dir_fd;
+	/* DIR for the files made in it: "/proc/self/fd/DIR_FD" (AT_BUF) once
+	 * DIR_FD is open, DIR before */
+	const char *at;
+	char at_buf[32];
+	dev_t dir_dev;
+	ino_t dir_ino;
 	json_t *config;
 	const char *kernel, *backend;
 	long long ttl_ms;

@@ -335,7 +335,7 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	s->start_t0 = kx_now_ms();
 	s->generation++;
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
-	sup_write_file(s->dir, "generation", gen);
+	sup_write_file(s->at, "generation", gen);
 	if ((kr_backend_sandboxed(s->backend) && kr_session_share(s->dir, &s->id, err) < 0) ||
 	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, &conn_text, err) < 0 ||
 	    (s->sbo.log_fd = kr_kernel_log_pipe(s->klog, s->loop, err)) < 0)

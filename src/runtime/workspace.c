@@ -91,6 +91,25 @@ int ws_open(int dirfd, const char *path, int flags, unsigned mode)
 	return (int)fd;
 }
 
+int ws_open_no_links(const char *path, int flags)
+{
+	struct open_how how = {0};
+	long fd;
+	int root;
+	how.flags = (unsigned long long)(flags | O_CLOEXEC);
+	how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+	if (fd >= 0 || errno != ENOSYS)
+		return (int)fd;
+	if (path[0] != '/' || (root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		errno = path[0] != '/' ? EINVAL : errno;
+		return -1;
+	}
+	fd = open_nofollow_walk(root, path, flags, 0);
+	close(root);
+	return (int)fd;
+}
+
 const char *ws_strerror(int e)
 {
 	switch (e) {

@@ -711,6 +711,50 @@ EOF
 		rc_is race 0 && eq "$(val race racing)" "" && rc_is race_end 0 &&
 		! grep -q bashrc "$W/race_runs" && eq "$(cat "$ROOT/decoy/.bashrc")" decoy ||
 		{ sed "s/^/#   /" "$W/race_runs" | cut -c1-200; false; }'
+	# The same one level up (review 15, B15-1): v's session directory
+	# itself swapped with a link to another session's directory (another
+	# state directory's, here a stand-in with a workspace and a home), as
+	# v restarts.  bwrap binds paths below it: what is bound must be
+	# reached through no link, and the sandbox never gets the other's.
+	mkdir -p -m 700 "$ROOT/decoy2/workspace" "$ROOT/decoy2/home"
+	echo decoy2 >"$ROOT/decoy2/workspace/secret-of-decoy2"
+	pyx hd <<EOF
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+s = os.open("/proc/self/fd/%d/state/sessions" % kbox_held, os.O_PATH | os.O_DIRECTORY)
+os.symlink("$ROOT/decoy2", "/proc/self/fd/%d/state/sessions/x-v" % kbox_held)
+kbox_racing2 = True
+def race():
+    while kbox_racing2:
+        libc.renameat2(s, b"v", s, b"x-v", 2)  # RENAME_EXCHANGE
+kbox_race2 = threading.Thread(target=race, daemon=True)
+kbox_race2.start()
+print("racing")
+EOF
+	keep race2
+	: >"$W/race2_runs"
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		KBOX_HOME=$HD timeout -k 5 120 "$KBOX" restart -s v >/dev/null 2>&1 ||
+			KBOX_HOME=$HD timeout -k 5 120 "$KBOX" start -s v >/dev/null 2>&1
+		KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s v \
+			'import os; print(sorted(os.listdir("/workspace")))' >>"$W/race2_runs" 2>&1
+	done
+	pyx hd <<'EOF'
+kbox_racing2 = False
+kbox_race2.join()
+print("stopped")
+EOF
+	keep race2_end
+	[ -d "$HD/sessions/x-v" ] && [ -L "$HD/sessions/v" ] &&
+		rm "$HD/sessions/v" && mv -T "$HD/sessions/x-v" "$HD/sessions/v"
+	rm -f "$HD/sessions/x-v"
+	DIAG="race2 race2_end"
+	check "row44_a_session_directory_swapped_for_a_link_as_bwrap_binds_is_never_the_sandboxs" eval '
+		rc_is race2 0 && rc_is race2_end 0 && eq "$(cat "$W/race2_end.out")" stopped &&
+		[ -d "$HD/sessions/v" ] &&
+		! grep -q secret-of-decoy2 "$W/race2_runs" &&
+		eq "$(ls "$ROOT/decoy2/workspace")" secret-of-decoy2 ||
+		{ sed "s/^/#   /" "$W/race2_runs" | cut -c1-200; false; }'
 	KBOX_HOME=$HD kx stop -s v
 	pyx hd <<'EOF'
 import json

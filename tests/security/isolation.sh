@@ -872,12 +872,38 @@ check "row44_a_supervisor_runs_nothing_meant_for_another_session" eval '
 	rc_is misrouted 5 && [ ! -s "$W/misrouted.out" ] &&
 	eq "$(cat "$W/misrouted.err")" "kbox exec: session fake: the supervisor that answered is that of the session in $S/a, not of $S/fake: something put its socket in the place of that session'"'"'s (kbox(7), threat 44); nothing was run" &&
 	[ ! -e "$S/a/workspace/row44-misrouted" ]'
+# Nor one whose directory was moved away while it ran (review 15's
+# B15-3): its session directory renamed, another made under the old name
+# (with the same session.json, whose seal names that path), and the old
+# supervisor's socket moved into it.  The session line gives the identity
+# of the directory kbox opened: the old supervisor refuses it, runs
+# nothing, and is stopped by its pid.
+if [ -z "$SKIPPING" ]; then
+	kx start -s mv --backend none
+	keep mv_start
+	mv "$S/mv" "$S/mv-away"
+	mkdir -m 700 "$S/mv" && cp "$S/mv-away/session.json" "$S/mv/" &&
+		mv "$S/mv-away/control.sock" "$S/mv/control.sock"
+	timeout -k 5 120 flock "$S/mv/supervisor.pid" "$KBOX" exec -s mv \
+		'open("row44-moved", "w").close()' >"$W/out" 2>"$W/err"
+	rc=$?
+	keep moved
+	MVPID=$(head -n 1 "$S/mv-away/supervisor.pid")
+	kill -TERM "$MVPID" && wait_for eval '! kill -0 "$MVPID" 2>/dev/null'
+	rm -rf "$S/mv" "$S/mv-away"
+fi
+DIAG="mv_start moved"
+check "row44_a_supervisor_moved_away_runs_nothing_meant_for_the_session_now_there" eval '
+	rc_is mv_start 0 && rc_is moved 5 && [ ! -s "$W/moved.out" ] &&
+	eq "$(cat "$W/moved.err")" "kbox exec: session mv: the supervisor that answered is that of the session that was in $S/mv, not of the directory there now: it was moved away and another put in its place (kbox(7), threat 44); nothing was run" &&
+	[ ! -e "$S/mv-away/workspace/row44-moved" ] && [ ! -e "$S/mv/workspace/row44-moved" ]'
 # the session line of a client of its own: its own directory is taken
 # silently (the status after it is answered), one that is not a string is
-# a usage error that ends the connection
+# a usage error that ends the connection, as is an identity not its
+# directory's (the path alone is still taken: clients that do not send it)
 if [ -z "$SKIPPING" ]; then
 	timeout -k 5 60 "$PY" - "$S/a" <<'EOF' >"$W/out" 2>"$W/err"
-import json, socket, sys
+import json, os, socket, sys
 def ask(*lines):
     s = socket.socket(socket.AF_UNIX)
     s.connect(sys.argv[1] + "/control.sock")
@@ -889,6 +915,15 @@ r = ask({"op": "session", "dir": sys.argv[1]}, {"op": "status"})
 print("own", r["re"], r["ok"])
 r = ask({"op": "session", "dir": 5}, {"op": "status"})
 print("bad", r["re"], r["ok"], r["kind"], r["error"])
+r = ask({"op": "session", "dir": sys.argv[1], "dev": 1}, {"op": "status"})
+print("half", r["re"], r["ok"], r["kind"])
+st = os.stat(sys.argv[1])
+r = ask({"op": "session", "dir": sys.argv[1], "dev": st.st_dev, "ino": st.st_ino},
+        {"op": "status"})
+print("same", r["re"], r["ok"])
+r = ask({"op": "session", "dir": sys.argv[1], "dev": st.st_dev, "ino": st.st_ino + 1},
+        {"op": "status"})
+print("other", r["re"], r["ok"], r["kind"])
 EOF
 	rc=$?
 fi
@@ -896,7 +931,10 @@ keep session_op
 DIAG=session_op
 check "row44_the_session_line_of_its_own_directory_is_silent_and_a_bad_one_a_usage_error" eval '
 	rc_is session_op 0 && eq "$(val session_op own)" "status True" &&
-	eq "$(val session_op bad)" "session False usage \"dir\" must be a string"'
+	eq "$(val session_op bad)" "session False usage \"dir\" must be a string, and \"dev\" and \"ino\" integers, both or neither" &&
+	eq "$(val session_op half)" "session False usage" &&
+	eq "$(val session_op same)" "status True" &&
+	eq "$(val session_op other)" "session False state"'
 # A supervisor started by a kbox older than the session line (still
 # running across an upgrade) answers it as an unknown op and reads on:
 # kbox takes that answer as no answer, and its request is served.  Here a
