@@ -437,6 +437,15 @@ fi
 check doctor_fails_a_state_directory_it_cannot_write eval '[ "$(cat doctor.rc)" = 5 ] &&
 	grep -qxF "fail  state directory  $nowrite" doctor.out'
 check mcp_refuses_to_start_in_a_state_directory_it_cannot_write fails_with 5 "kbox mcp: $nowrite"
+# root passes every access() check: a state directory to be made where
+# the file system makes none (/proc) is tried, and refused the same way
+if [ "$(id -u)" = 0 ]; then
+	KBOX_HOME=/proc/kbox-nope kbox mcp
+	check mcp_refuses_a_state_directory_no_file_system_can_make fails_with 5 \
+		"kbox mcp: state directory /proc/kbox-nope cannot be made: cannot create directory /proc/kbox-nope: No such file or directory; give KBOX_HOME a directory that can be (KBOX_HOME=\$(mktemp -d)), or leave it unset for the default"
+else
+	skip mcp_refuses_a_state_directory_no_file_system_can_make "as an ordinary user access() says it first"
+fi
 if [ "$(id -u)" != 0 ]; then
 	chmod 500 home
 	KBOX_HOME=$T/home kbox exec 1

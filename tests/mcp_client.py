@@ -210,6 +210,37 @@ check("ping_is_answered_while_code_runs_and_cancellation_interrupts_it_without_r
       t_ping_during_run_and_cancel)
 
 
+def t_cancel_of_code_that_ignores_the_interrupt():
+    # code that ignores SIGINT: the cancellation's interrupt does not stop
+    # it, the server lets its connection go, and the supervisor replaces
+    # the kernel; the next result says what interrupted it (the client's
+    # cancellation, not a "kbox interrupt" or a client that went away)
+    o = Server()
+    o.init()
+    o.send({"jsonrpc": "2.0", "id": "stuck", "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code":
+                "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                "open('stuck-ignoring', 'w').close()\nwhile True: time.sleep(0.05)"}}})
+    marks = os.path.join(HOME, "sessions", "*", "workspace", "stuck-ignoring")
+    deadline = time.time() + 120  # a bound, not a measure
+    while not glob.glob(marks) and time.time() < deadline:
+        time.sleep(0.05)
+    assert glob.glob(marks), "the code never started"
+    o.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": "stuck", "reason": "test"}})
+    t = text_of(o.call("run_python", {"code": "6 * 7"}, timeout=120))
+    assert t.startswith("[note: kernel restarted: the code did not stop after the interrupt "
+                        "by the client's cancellation (notifications/cancelled), and its "
+                        "client went away; nor within "), t
+    assert t.endswith("Out[1]: 42\n"), t
+    assert not [m for m in o.seen if m.get("id") == "stuck"], "a response to a cancelled call"
+    assert o.close(60) == 0
+
+
+check("a_cancelled_call_whose_code_ignores_the_interrupt_says_the_cancellation_stopped_it",
+      t_cancel_of_code_that_ignores_the_interrupt)
+
+
 def t_malformed():
     cases = [("{not json", -32700, None), ("[1, 2]", -32600, None), ("[]", -32600, None),
              ('"a string"', -32600, None), ('{"id": 7, "method": "ping"}', -32600, 7),
@@ -648,9 +679,38 @@ def t_sigkill():
 check("sigkill_of_the_server_stops_its_session_at_once_and_leaves_its_directory", t_sigkill)
 
 
+def t_terminal():
+    # kbox mcp started at a terminal (no client): one line says what it
+    # waits for; the end of its input (Ctrl-D) ends it, status 0
+    import pty
+    master, slave = pty.openpty()
+    err = open(os.path.join(os.path.dirname(HOME), f"mcp-stderr-tty-{time.time_ns()}"), "w+")
+    p = subprocess.Popen([KBOX, "mcp"], stdin=slave, stdout=slave, stderr=err)
+    os.close(slave)
+    deadline = time.time() + 60  # a bound, not a measure
+    while time.time() < deadline and not (err.seek(0) or err.read()):
+        time.sleep(0.05)
+    os.write(master, b"\x04")  # the terminal's end of input
+    assert p.wait(60) == 0
+    os.close(master)
+    err.seek(0)
+    assert err.read() == (
+        "kbox mcp: speaking MCP (JSON-RPC, a message a line) on standard input and output, "
+        "for an MCP client to run (kbox-mcp(1) says how to set one up); end it with Ctrl-D\n")
+
+
+check("at_a_terminal_kbox_mcp_says_what_it_waits_for", t_terminal)
+
+
 def t_inline():
     o = Server("--images", "inline", "--structured", "full")
     o.init()
+    # the model is told what it gets: images shown, not only named
+    (run,) = [t for t in o.request("tools/list")["result"]["tools"]
+              if t["name"] == "run_python"]
+    assert ("are saved as PNG files and reported by path and size, and shown to you as "
+            "images too. ") in run["description"], run["description"]
+    assert "never as image data" not in run["description"], run["description"]
     r = ok_result(o.call("run_python", {"code": "import matplotlib.pyplot as plt\n"
                                                 "plt.plot([1, 3, 2]); plt.show()"}))
     kinds = [c["type"] for c in r["content"]]

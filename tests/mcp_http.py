@@ -344,6 +344,43 @@ def t_sse_gone():
 check("a_client_that_leaves_its_stream_has_its_cell_interrupted", t_sse_gone)
 
 
+def t_sse_at_stop():
+    # the server stopped (SIGTERM) while a stream is open: the stream gets
+    # its last event, the call's error, and then its end (the chunked
+    # body's last chunk: http.client reads it whole, not cut short)
+    import http.client
+    q = Http(env={"KBOX_MCP_TOKEN": TOKEN})
+    sid = q.initialize()
+    c = http.client.HTTPConnection("127.0.0.1", q.port, timeout=120)
+    c.request("POST", "/mcp", body=json.dumps({
+        "jsonrpc": "2.0", "id": "at-stop", "method": "tools/call", "params": {
+            "name": "run_python", "arguments": {
+                "code": "import time\nprint('going', flush=True)\n"
+                        "while True: time.sleep(0.05)"},
+            "_meta": {"progressToken": "stop-1"}}}), headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Authorization": "Bearer " + TOKEN, "Mcp-Session-Id": sid})
+    r = c.getresponse()
+    assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream", r.status
+    seen = b""
+    while b"notifications/progress" not in seen:
+        line = r.readline()
+        assert line, seen
+        seen += line
+    q.p.send_signal(signal.SIGTERM)
+    rest = r.read().decode()  # (http.client.IncompleteRead if cut)
+    c.close()
+    last = json.loads([ln[6:] for ln in rest.split("\n") if ln.startswith("data: ")][-1])
+    # (its conversation ends first, as the server stops: its own end, or
+    # the server's, answers the call)
+    assert last["id"] == "at-stop" and last["error"]["message"] in (
+        "the conversation's server ended", "the server is stopping"), last
+    assert q.p.wait(90) == 0, q.stderr()
+
+
+check("a_stream_open_when_the_server_stops_gets_its_last_event_and_its_end", t_sse_at_stop)
+
+
 def t_one_line():
     # a message with line breaks (pretty-printed) is one message: answered;
     # line breaks cannot carry a second message past the server
@@ -466,9 +503,35 @@ def t_delete():
     assert st == 404, st
     st, _, _ = s.post(None, sid=b, method="DELETE")
     assert st == 404
+    # without the header, which session to end is not said: 400, as a POST
+    st, _, body = s.post(None, method="DELETE")
+    assert st == 400 and body["error"]["message"] == (
+        "Bad Request: the Mcp-Session-Id header is required (the session to end)"), (st, body)
 
 
 check("delete_ends_the_conversation_and_removes_its_session", t_delete)
+
+
+def t_conversations_bound():
+    # 16 conversations at once: the 17th handshake is refused, saying what
+    # to do and when an unused one ends (its --conversation-idle)
+    q = Http("--conversation-idle", "90s", env={"KBOX_MCP_TOKEN": TOKEN})
+    try:
+        sids = [q.initialize() for _ in range(16)]
+        st, _, body = q.request("initialize", {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "mcp_http.py", "version": "1"}})
+        assert st == 503 and body["error"]["message"] == (
+            "Service Unavailable: this server keeps at most 16 conversations (MCP sessions) "
+            "at once: end one (DELETE) first; one unused for 90 s ends on its own"), (st, body)
+        st, _, _ = q.post(None, sid=sids[0], method="DELETE")
+        assert st == 200, st
+        assert q.initialize()
+    finally:
+        assert q.stop() == 0, q.stderr()
+
+
+check("a_seventeenth_conversation_is_refused_with_what_to_do", t_conversations_bound)
 
 
 def t_delete_then_leave():
@@ -706,6 +769,12 @@ def t_any_address():
         port = int(m[1]) if m else None
         time.sleep(0.05)
     assert port, "no listening line"
+    # plain HTTP on every address: said once, with what to do
+    err.seek(0)
+    assert ("kbox mcp: warning: every address of this machine is reachable from other "
+            "machines, over plain HTTP: the bearer token and every call can be read on the "
+            "way; listen on 127.0.0.1 (or a unix socket) and put a TLS proxy in front\n"
+            ) in err.read()
     g = s.__class__.__new__(s.__class__)
     g.url, g.port, g.next_id = f"http://127.0.0.1:{port}/mcp", port, 1
     init = {"protocolVersion": "2025-06-18", "capabilities": {},

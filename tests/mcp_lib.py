@@ -3,6 +3,7 @@
 its standard input and output (one JSON-RPC message a line, as the stdio
 transport says), TAP's check() and plan, and small helpers.  KBOX is the
 kbox to run; KBOX_HOME must be set (a private one)."""
+import fnmatch
 import glob
 import json
 import os
@@ -18,9 +19,27 @@ n = 0
 failed = 0
 
 
+def selected(name, num):
+    """Whether KBOX_TEST_RUN picks test NUM, NAME: as tests/lib.sh reads
+    it (numbers, ranges N-M, name globs; ! excludes)."""
+    def hit(p):
+        lo, dash, hi = p.partition("-")
+        if dash and lo.isdigit() and hi.isdigit():
+            return int(lo) <= num <= int(hi)
+        return p == str(num) or fnmatch.fnmatchcase(name, p)
+    pats = [p for p in os.environ.get("KBOX_TEST_RUN", "").split(",") if p]
+    pos = [p for p in pats if not p.startswith("!")]
+    if any(hit(p[1:]) for p in pats if p.startswith("!")):
+        return False
+    return not pos or any(hit(p) for p in pos)
+
+
 def check(name, fn):
     global n, failed
     n += 1
+    if not selected(name, n):
+        print(f"ok {n} - {name} # SKIP not selected (KBOX_TEST_RUN)", flush=True)
+        return
     try:
         fn()
         print(f"ok {n} - {name}", flush=True)

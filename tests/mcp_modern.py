@@ -162,7 +162,7 @@ def t_handles():
     assert call(o, "wait_python", {"timeout": 0, "session": b})[0].startswith(
         "wait_python: no code is running")
     text, r = call(o, "wait_python", {"interrupt": True, "session": a})
-    assert "[interrupted by kbox interrupt; state is kept]" in text, text
+    assert "[interrupted by wait_python (interrupt: true); state is kept]" in text, text
     # handles this server did not return are refused, whatever exists
     subprocess.run([KBOX, "exec", "-s", "elsewhere", "1"], capture_output=True, check=True)
     for bad in ("mcp-000000000000000000000000", "elsewhere", a.upper()):
@@ -191,8 +191,8 @@ def t_handles_bounded():
     assert r["isError"] is False and text.startswith("session mcp-"), text
     text, r = call(o, "new_session", {})
     assert r["isError"] is True and text == (
-        "new_session: this server keeps at most 1 sessions of new_session's at once (each a "
-        "kernel of its own; kbox mcp --max-sessions), and has made them: use one of those, "
+        "new_session: this server keeps at most 1 session of new_session's at once (each a "
+        "kernel of its own; kbox mcp --max-sessions), and has made it: use that one, "
         'or the connection\'s own (leave "session" out)'), text
     assert len([d for d in os.listdir(os.path.join(HOME, "sessions"))
                 if d.startswith("mcp-")]) >= 1

@@ -479,8 +479,10 @@ int cli_opt_structured(const char *cmd, const cli_option_t *opt, const char *arg
 /* The run_python tool as MCP's tools/list gives it: name, title,
  * description, inputSchema and, unless MODE is CLI_STRUCTURED_NONE, the
  * outputSchema of MODE's structured content (src/cli/cmd_tool_schema.c);
- * new reference, or NULL when out of memory. */
-json_t *cli_mcp_run_tool(cli_structured_t mode);
+ * with IMAGES_INLINE, a description that says charts are shown as images
+ * too (kbox mcp --images inline).  New reference, or NULL when out of
+ * memory. */
+json_t *cli_mcp_run_tool(cli_structured_t mode, bool images_inline);
 /* The JSON Schema of kbox mcp's "session" argument, a handle new_session
  * returned (new reference). */
 json_t *cli_mcp_session_arg(void);

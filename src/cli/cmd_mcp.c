@@ -227,7 +227,8 @@ int cmd_mcp(int argc, char **argv)
 	                         "let new_session make at most N sessions, each a kernel of its "
 	                         "own, 0 to 64 (default: 4)"),
 	        CLI_OPT_STRING(0, "http", "ADDR:PORT|unix:PATH", &http,
-	                       "serve Streamable HTTP at http://ADDR:PORT/mcp, or on the unix "
+	                       "serve Streamable HTTP at http://ADDR:PORT/mcp (ADDR an IP "
+	                       "address, such as 127.0.0.1; not a name), or on the unix "
 	                       "socket PATH (mode 0600), instead of standard input and output, "
 	                       "a session for each conversation (with -s, every one uses that "
 	                       "one) (default: stdio)"),

@@ -17,6 +17,11 @@ typedef enum { TOOL_OPENAI, TOOL_ANTHROPIC, TOOL_MCP } tool_format_t;
 
 #define TOOL_NAME CLI_TOOL_NAME
 
+/* What the description says of images: by path only, or (kbox mcp
+ * --images inline) shown too. */
+#define IMAGES_BY_PATH ", never as image data"
+#define IMAGES_INLINE ", and shown to you as images too"
+
 /* What the model reads: how to use the tool well. */
 static const char tool_description[] =
         "Run Python code in a persistent, sandboxed Jupyter kernel and get back what it printed, "
@@ -27,7 +32,7 @@ static const char tool_description[] =
         "nothing can be downloaded or installed. "
         "Files are in the working directory /workspace (files given to the session are put there). "
         "Charts shown with matplotlib (plt.show(), or a figure as the last expression) are saved "
-        "as PNG files and reported by path and size, never as image data. "
+        "as PNG files and reported by path and size" IMAGES_BY_PATH ". "
         "Print what you want to see, and no more: long outputs are cut to their head and tail "
         "(the whole text is kept outside the sandbox, where your code cannot read it), so "
         "print summaries, slices or df.head() rather than whole tables. "
@@ -145,13 +150,22 @@ json_t *cli_mcp_session_arg(void)
 	                 "this connection's own session.");
 }
 
-json_t *cli_mcp_run_tool(cli_structured_t mode)
+json_t *cli_mcp_run_tool(cli_structured_t mode, bool images_inline)
 {
 	json_t *params = parameters(), *tool;
 	json_t *out = NULL;
-	char description[sizeof tool_description + sizeof mcp_description_more];
+	char description[sizeof tool_description + sizeof IMAGES_INLINE +
+	                 sizeof mcp_description_more];
+	const char *by_path = strstr(tool_description, IMAGES_BY_PATH);
 
-	snprintf(description, sizeof description, "%s%s", tool_description, mcp_description_more);
+
+	if (images_inline && by_path) /* (it is there: the description is spelt so) */
+		snprintf(description, sizeof description, "%.*s%s%s%s",
+		         (int)(by_path - tool_description), tool_description, IMAGES_INLINE,
+		         by_path + strlen(IMAGES_BY_PATH), mcp_description_more);
+	else
+		snprintf(description, sizeof description, "%s%s", tool_description,
+		         mcp_description_more);
 	json_object_set_new(
 	        json_object_get(params, "properties"), "soft_timeout",
 	        json_pack("{s:s, s:i, s:I, s:s}", "type", "number", "minimum", 0, "maximum",
@@ -233,7 +247,7 @@ int cmd_tool_schema(int argc, char **argv)
 		                 tool_description, "input_schema", parameters());
 		break;
 	case TOOL_MCP:
-		tool = cli_mcp_run_tool(structured);
+		tool = cli_mcp_run_tool(structured, false);
 		break;
 	}
 	if (!tool) {

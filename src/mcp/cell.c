@@ -275,7 +275,7 @@ json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		               "it was waiting for its turn and never ran: it gave it up");
 		return ended_result(m, c);
 	}
-	if (json_is_true(ji) && mcp_call_interrupt(c) < 0) {
+	if (json_is_true(ji) && mcp_call_interrupt(c, "wait_python (interrupt: true)") < 0) {
 		/* the supervisor interrupts it as it sees the connection go */
 		mcp_call_ended(m, c, NULL, "it was interrupted (its connection closed)");
 		return ended_result(m, c);
@@ -348,6 +348,16 @@ static long long sooner(long long next, long long at, long long now)
 /* What is due now of the wait_python of M->sess, whose code answered
  * early is BG: its end, or a progress notification.  NEXT as sooner
  * takes it, updated. */
+/* MS, how long a call has run, into BUF as its notes say it: seconds to a
+ * tenth under 10 s (a soft limit of 0.5 s is not "0 s"), whole above. */
+static void running_for(char *buf, size_t size, long long ms)
+{
+	if (ms < 10000)
+		snprintf(buf, size, "%.1f s", (double)ms / 1000.0);
+	else
+		snprintf(buf, size, "%lld s", ms / 1000);
+}
+
 static long long wait_due(mcp_t *m, mcp_call_t *bg, long long now, long long next)
 {
 	mcp_wait_t *w = &m->sess->wait;
@@ -356,11 +366,13 @@ static long long wait_due(mcp_t *m, mcp_call_t *bg, long long now, long long nex
 	if (!w->id || !bg)
 		return next;
 	if (w->deadline && now >= w->deadline) {
+		char took[32];
+		running_for(took, sizeof took, now - bg->begun);
 		snprintf(head, sizeof head,
-		         "still running after %lld s: what it printed since the last call follows; "
+		         "still running after %s: what it printed since the last call follows; "
 		         "call wait_python again to wait for more and for its result, or with "
 		         "interrupt true to stop it",
-		         (now - bg->begun) / 1000);
+		         took);
 		answer_wait(m, running_result(m, bg, head));
 		return next;
 	}
@@ -395,11 +407,7 @@ again:
 			 * (a soft limit under 10 s is said to a tenth: "0 s" would
 			 * read as no time at all) */
 			char took[32];
-			long long ms = now - c->begun;
-			if (ms < 10000)
-				snprintf(took, sizeof took, "%.1f s", (double)ms / 1000.0);
-			else
-				snprintf(took, sizeof took, "%lld s", ms / 1000);
+			running_for(took, sizeof took, now - c->begun);
 			snprintf(head, sizeof head,
 			         c->started ? "still running after %s, its soft time limit: what "
 			                      "it printed so far follows; call wait_python to wait "

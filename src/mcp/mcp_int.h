@@ -164,7 +164,7 @@ void mcp_session_end_one(mcp_t *m, mcp_sess_t *s);
 
 /* The tools, as tools/list gives them, run_python's outputSchema that of
  * STRUCTURED (new reference). */
-json_t *mcp_tools_list(cli_structured_t structured);
+json_t *mcp_tools_list(cli_structured_t structured, bool images_inline);
 /* tools/call for request ID with PARAMS (borrowed): the response is sent,
  * now or, for run_python, when its reply comes. */
 void mcp_tools_call(mcp_t *m, json_t *id, json_t *params);
@@ -195,9 +195,10 @@ json_t *mcp_run_result(mcp_t *m, json_t *r, const char *why, const char *note);
  * leaves the queue (its connection closed), a wait_python stops waiting.
  * Unknown ids are ignored. */
 void mcp_call_cancel(mcp_t *m, json_t *id);
-/* Send C an interrupt request on its connection: 0, or -1 (it could not
- * be sent). */
-int mcp_call_interrupt(mcp_call_t *c);
+/* Send C an interrupt request on its connection, CAUSE what the result
+ * says interrupted it ("interrupted by CAUSE"): 0, or -1 (it could not be
+ * sent). */
+int mcp_call_interrupt(mcp_call_t *c, const char *cause);
 /* Remove C from M's calls, close its connection and free it. */
 void mcp_call_drop(mcp_t *m, mcp_call_t *c);
 

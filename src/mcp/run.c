@@ -265,11 +265,13 @@ void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 	json_decref(r);
 }
 
-int mcp_call_interrupt(mcp_call_t *c)
+int mcp_call_interrupt(mcp_call_t *c, const char *cause)
 {
 	kbox_error_t err = {0};
 	json_t *req = kr_ctl_request_new(KR_CTL_OP_INTERRUPT);
-	int r = req && c->fd >= 0 ? kr_ctl_send(c->fd, req, &err) : -1;
+	int r = req && c->fd >= 0 && json_object_set_new(req, "cause", json_string(cause)) == 0
+	                ? kr_ctl_send(c->fd, req, &err)
+	                : -1;
 	json_decref(req);
 	return r < 0 ? -1 : 0;
 }
@@ -290,7 +292,8 @@ void mcp_call_cancel(mcp_t *m, json_t *id)
 		if (c->cancelled || !c->id || !json_equal(c->id, id))
 			continue;
 		c->cancelled = true;
-		if (!c->started || mcp_call_interrupt(c) < 0) {
+		if (!c->started || mcp_call_interrupt(c, "the client's cancellation "
+		                                         "(notifications/cancelled)") < 0) {
 			/* waiting for its turn, it leaves the queue; or the
 			 * supervisor interrupts it as it sees us go */
 			mcp_call_drop(m, c);

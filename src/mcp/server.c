@@ -264,7 +264,7 @@ static void dispatch_modern(mcp_t *m, json_t *id, const char *method, json_t *pa
 		                          "private"),
 		                true);
 	else if (strcmp(method, "tools/list") == 0) {
-		if ((r = mcp_tools_list(m->structured))) {
+		if ((r = mcp_tools_list(m->structured, m->images == MCP_IMAGES_INLINE))) {
 			/* the same for every request of this server: cacheable */
 			json_object_set_new(r, "ttlMs", json_integer(LIST_TTL_MS));
 			json_object_set_new(r, "cacheScope", json_string("private"));
@@ -308,7 +308,9 @@ static void dispatch(mcp_t *m, json_t *id, const char *method, json_t *params)
 		               "first, or give the protocol version in each request's _meta, as "
 		               "revision " MODERN_VERSION " does)");
 	else if (strcmp(method, "tools/list") == 0)
-		mcp_send_result(m, id, mcp_tools_list(m->structured), false);
+		mcp_send_result(m, id,
+		                mcp_tools_list(m->structured, m->images == MCP_IMAGES_INLINE),
+		                false);
 	else if (strcmp(method, "tools/call") == 0)
 		mcp_tools_call(m, id, params);
 	else
@@ -471,6 +473,12 @@ int mcp_serve(const mcp_options_t *o)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	/* a person at a terminal, not a client: what it is waiting for */
+	if (isatty(STDIN_FILENO))
+		fprintf(stderr,
+		        "kbox " MCP_CMD ": speaking MCP (JSON-RPC, a message a line) on standard "
+		        "input and output, for an MCP client to run (kbox-mcp(1) "
+		        "says how to set one up); end it with Ctrl-D\n");
 	serve(&m);
 	while (m.calls)
 		mcp_call_drop(&m, m.calls);

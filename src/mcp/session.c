@@ -73,10 +73,12 @@ json_t *mcp_new_session(mcp_t *m)
 	if (m->n_handles >= m->max_handles || m->n_handles >= MCP_HANDLES_MAX)
 		return mcp_text_result(
 		        true,
-		        "new_session: this server keeps at most %zu sessions of new_session's at "
+		        "new_session: this server keeps at most %zu session%s of new_session's at "
 		        "once (each a kernel of its own; kbox mcp --max-sessions), and has made "
-		        "them: use one of those, or the connection's own (leave \"session\" out)",
-		        m->max_handles);
+		        "%s: use %s, or the connection's own (leave \"session\" out)",
+		        m->max_handles, m->max_handles == 1 ? "" : "s",
+		        m->max_handles == 1 ? "it" : "them",
+		        m->max_handles == 1 ? "that one" : "one of those");
 	if (getrandom(r, sizeof r, 0) != sizeof r || !(s = calloc(1, sizeof *s)))
 		return mcp_text_result(true, "new_session: no random bytes or memory for a handle");
 	snprintf(s->name, sizeof s->name, "mcp-");

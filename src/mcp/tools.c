@@ -51,7 +51,7 @@ json_t *mcp_text_result(bool is_error, const char *fmt, ...)
 
 /* ---- tools/list ---- */
 
-json_t *mcp_tools_list(cli_structured_t structured)
+json_t *mcp_tools_list(cli_structured_t structured, bool images_inline)
 {
 	json_t *path = json_pack("{s:s, s:s}", "type", "string", "description",
 	                         "A path relative to the workspace (the kernel's working "
@@ -63,8 +63,8 @@ json_t *mcp_tools_list(cli_structured_t structured)
 	        "s:{s:s, s:i, s:I, s:s}}, s:[s], s:b}, s:{s:b}}, "
 	        "{s:s, s:s, s:s, s:{s:s, s:{s:O, s:{s:s, s:s}}, s:[s, s], s:b}, s:{s:b, s:b}}, "
 	        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}, s:{s:b}}]",
-	        cli_mcp_run_tool(structured), "name", "list_files", "title", "List files",
-	        "description",
+	        cli_mcp_run_tool(structured, images_inline), "name", "list_files", "title",
+	        "List files", "description",
 	        "List a directory of the workspace that run_python's code works in (the workspace "
 	        "root without a path): one entry a line, directories ending in /, files with their "
 	        "size; in names, a backslash, control characters and bytes not UTF-8 are escaped "

@@ -59,6 +59,7 @@
 #define OUT_KEEP 65536               /* a conversation's write buffer kept once drained */
 #define CONV_IDLE_MS (3600LL * 1000) /* a conversation unused this long ends (default) */
 #define STOP_WAIT_MS 60000           /* the conversations' end, when the server stops */
+#define STREAMS_DRAIN_MS 2000        /* then their event streams' end */
 #define CONN_TIMEOUT_S 30 /* a connection silent this long (not waiting on a cell) closes */
 #define CONN_MAX 256      /* connections at once */
 #define HEADER_MS 10000   /* a request's headers must have come this long after its start */
@@ -148,6 +149,7 @@ static struct {
 	conv_t *convs[CONV_MAX + 1]; /* + the shared one */
 	long long next_id;           /* the last request's id toward its conversation */
 	struct MHD_Daemon *d;
+	size_t streams; /* event streams begun and not yet ended */
 	link_t links[CONN_MAX + 8];
 } S;
 
@@ -714,6 +716,7 @@ static enum MHD_Result sse_begin(req_t *r)
 	enum MHD_Result ret;
 	if (!resp)
 		return MHD_NO;
+	S.streams++; /* (completed takes it back, whatever becomes of it) */
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 	ret = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
@@ -798,12 +801,15 @@ static enum MHD_Result post(req_t *r)
 		}
 	} else if (r->is_init) {
 		if (!(c = conv_new(false))) {
+			char why[256], idle[32];
 			json_decref(msg);
-			return refuse(
-			        conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-			        "Service Unavailable: this server keeps at most 16 sessions at "
-			        "once: end one (DELETE) first; one unused for an hour ends on its "
-			        "own");
+			snprintf(
+			        why, sizeof why,
+			        "Service Unavailable: this server keeps at most %d conversations "
+			        "(MCP sessions) at once: end one (DELETE) first; one unused for %s "
+			        "ends on its own",
+			        CONV_MAX, kx_fmt_ms(idle, sizeof idle, S.idle_ms));
+			return refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE, why);
 		}
 	} else if (modern || (json_is_string(method) &&
 	                      strcmp(json_string_value(method), "server/discover") == 0)) {
@@ -992,6 +998,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	if (strcmp(method, "DELETE") == 0) {
 		const char *sid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SID_HEADER);
 		conv_t *c = sid && *sid ? conv_find(sid) : NULL;
+		if (!sid)
+			return refuse(conn, MHD_HTTP_BAD_REQUEST,
+			              "Bad Request: the Mcp-Session-Id header is required (the "
+			              "session to end)");
 		if (!c)
 			return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: no such session");
 		if (c->deleting)
@@ -1009,6 +1019,27 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	return MHD_NO; /* (refused on its first call) */
 }
 
+/* At the end: the event streams, each given its last event (the
+ * server's stop), are sent to their end (the chunked body's last chunk:
+ * a client reads a whole response, not a cut one), for STREAMS_DRAIN_MS
+ * at most (a client that does not read is not waited for longer). */
+static void drain_streams(void)
+{
+	long long until = kx_now_ms() + STREAMS_DRAIN_MS;
+	const union MHD_DaemonInfo *ep = MHD_get_daemon_info(S.d, MHD_DAEMON_INFO_EPOLL_FD);
+	MHD_run(S.d);
+	while (S.streams && ep && kx_now_ms() < until) {
+		struct pollfd p = {.fd = ep->epoll_fd, .events = POLLIN};
+		MHD_UNSIGNED_LONG_LONG to = 0;
+		long long left = until - kx_now_ms();
+		int wait = MHD_get_timeout(S.d, &to) == MHD_YES && (long long)to < left ? (int)to
+		                                                                        : (int)left;
+		if (poll(&p, 1, wait > 0 ? wait : 0) < 0 && errno != EINTR)
+			break;
+		MHD_run(S.d);
+	}
+}
+
 /* A request's end, whatever it was: its state goes. */
 static void completed(void *cls, struct MHD_Connection *conn, void **state,
                       enum MHD_RequestTerminationCode why)
@@ -1023,6 +1054,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **state,
 	}
 	if (!r)
 		return;
+	if (r->sse && S.streams)
+		S.streams--;
 	/* its connection ended with R still waiting (a stream its client
 	 * left while events were on their way, a connection cut off): the
 	 * cell is interrupted as for a client gone while it waited */
@@ -1338,6 +1371,12 @@ int main(int argc, char **argv)
 		        S.unix_path);
 	else
 		fprintf(stderr, PROG ": listening on http://%s:%u/mcp\n", S.host, S.port);
+	if (!S.unix_path[0] && !S.loopback)
+		fprintf(stderr,
+		        PROG ": warning: %s is reachable from other machines, over plain HTTP: the "
+		             "bearer token and every call can be read on the way; listen on "
+		             "127.0.0.1 (or a unix socket) and put a TLS proxy in front\n",
+		        S.any ? "every address of this machine" : "this address");
 	fflush(stderr);
 	while (!stopping) {
 		static struct pollfd fds[POLL_MAX];
@@ -1456,7 +1495,7 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k <= CONV_MAX; k++)
 		if (S.convs[k])
 			conv_end(S.convs[k], "the server is stopping");
-	MHD_run(S.d);
+	drain_streams();
 	MHD_stop_daemon(S.d);
 	unlink_unix();
 	return 0;

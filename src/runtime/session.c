@@ -382,6 +382,27 @@ int kr_session_check_home_usable(const char *home, kbox_error_t *err)
 			return kbox_error_set_sys(err, "state directory %s", near);
 		*(slash == near ? slash + 1 : slash) = '\0';
 	}
+	if (access(near, W_OK | X_OK) == 0 && strcmp(near, home) != 0) {
+		/* access() passes root everywhere, and says nothing of a file
+		 * system where nothing can be made (/proc, /sys): make the next
+		 * directory down, and take it back */
+		char next[PATH_MAX];
+		size_t n = strlen(near);
+		const char *rest = home + n + (n > 1);
+		int len = snprintf(next, sizeof next, "%s%s%.*s", near, n > 1 ? "/" : "",
+		                   (int)strcspn(rest, "/"), rest);
+		if (len < 0 || (size_t)len >= sizeof next)
+			return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s", home);
+		if (mkdir(next, 0700) == 0) {
+			rmdir(next);
+			return 0;
+		}
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "state directory %s cannot be made: cannot create directory "
+		                      "%s: %s; give KBOX_HOME a directory that can be "
+		                      "(KBOX_HOME=$(mktemp -d)), or leave it unset for the default",
+		                      home, next, strerror(errno));
+	}
 	if (access(near, W_OK | X_OK) == 0)
 		return 0;
 	if (strcmp(near, home) == 0)

@@ -425,7 +425,13 @@ static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
 	if (st == KBOX_EXEC_TIMEOUT && !kbox_exec_reply(x) && !kbox_exec_went_idle(x) &&
 	    kbox_exec_interrupted(x) && s->sb && kr_sandbox_alive(s->sb)) {
 		/* the kernel ignored the interrupt: it is killed, and replaced */
-		if (j->abandoned)
+		if (j->abandoned && j->interrupt_asked && j->interrupt_by[0])
+			snprintf(cause, size,
+			         "the code did not stop after the interrupt by %s, and its client "
+			         "went away; nor within %s of another interrupt, so the kernel was "
+			         "killed",
+			         j->interrupt_by, kx_fmt_ms(g, sizeof g, j->e.grace_ms));
+		else if (j->abandoned)
 			snprintf(
 			        cause, size,
 			        "the client of an execution went away and the code did not stop within "
