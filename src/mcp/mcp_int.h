@@ -116,7 +116,8 @@ typedef struct mcp {
 	mcp_call_t *calls;
 	char *in; /* standard input not yet split into lines */
 	size_t in_len, in_cap;
-	bool in_skip; /* dropping the rest of a line that was too long */
+	size_t in_scan; /* the bytes at the head of in looked through: no newline */
+	bool in_skip;   /* dropping the rest of a line that was too long */
 	bool in_eof;
 	bool failed; /* standard input could not be read, or poll failed */
 } mcp_t;

@@ -370,26 +370,30 @@ static void read_stdin(mcp_t *m)
 		m->in_eof = true;
 		if (m->in_len && !m->in_skip)
 			handle_line(m, m->in, m->in_len);
-		m->in_len = 0;
+		m->in_len = m->in_scan = 0;
 		return;
 	}
 	m->in_len += (size_t)n;
 	start = m->in;
-	while ((nl = memchr(start, '\n', m->in_len - (size_t)(start - m->in)))) {
+	/* (a long line comes in many reads: only what came since the last
+	 * is looked through, not the whole line again each time) */
+	while ((nl = memchr(m->in + m->in_scan, '\n', m->in_len - m->in_scan))) {
 		if (!m->in_skip)
 			handle_line(m, start, (size_t)(nl - start));
 		m->in_skip = false;
 		start = nl + 1;
+		m->in_scan = (size_t)(start - m->in);
 	}
 	m->in_len -= (size_t)(start - m->in);
 	memmove(m->in, start, m->in_len);
+	m->in_scan = m->in_len;
 	if (m->in_len > (size_t)LINE_MAX_BYTES) {
 		if (!m->in_skip)
 			mcp_send_error(m, NULL, MCP_RPC_PARSE_ERROR,
 			               "Parse error: a message longer than %ld bytes",
 			               LINE_MAX_BYTES);
 		m->in_skip = true;
-		m->in_len = 0;
+		m->in_len = m->in_scan = 0;
 	}
 }
 
