@@ -929,9 +929,10 @@ static int remove_session_dir(const char *dir, bool made, kbox_error_t *err)
 			kbox_error_set_sys(err, "cannot remove %s", dir);
 		goto out;
 	}
+	/* (by name, whatever the file is: a session whose session.json was
+	 * made a FIFO, which ls shows as invalid, is still one to remove) */
 	for (size_t i = 0; i < sizeof own / sizeof *own && !kbox_made; i++)
-		kbox_made = fstatat(fd, own[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		            S_ISREG(st.st_mode);
+		kbox_made = fstatat(fd, own[i], &st, AT_SYMLINK_NOFOLLOW) == 0;
 	if (!kbox_made)
 		kbox_error_set(err, KBOX_E_INVALID,
 		               "%s holds none of the files kbox makes in a session (session.json, "

@@ -698,6 +698,11 @@ KBOX_HOME=$T/st kbox rm -s ff-supervisor
 fifo_rcs="$fifo_rcs rm:$rc"
 check row44_status_logs_and_rm_are_not_held_by_fifos eval '
 	case "$fifo_rcs" in *:124*) say "$fifo_rcs"; false ;; esac'
+# a session whose session.json is a FIFO, which ls shows as invalid, is
+# still a session to rm (review 15, W15-1): its files are known by name
+KBOX_HOME=$T/st kbox rm -s ff-session
+check row44_a_session_whose_session_json_is_a_fifo_is_removed eval '
+	status_is 0 && [ ! -e st/sessions/ff-session ]'
 # and a supervisor: a session whose log files are FIFOs starts, stops
 KBOX_HOME=$T/st kbox start -s ffs
 KBOX_HOME=$T/st kbox stop -s ffs
