@@ -501,6 +501,14 @@ else
 	skip row44_under_root_a_state_directory_the_sandboxes_group_can_replace_is_refused \
 		"run by an ordinary user, nothing here is given to another group"
 fi
+# a directory above it that everyone may change (not sticky, as /tmp is):
+# refused as well, in both lanes, and nothing is made there
+mkdir open && chmod 777 open
+KBOX_HOME=$T/open/st kbox exec -s after 'print(2)'
+check row44_a_state_directory_below_a_directory_everyone_can_change_is_refused eval '
+	status_is 5 && [ ! -s stdout ] &&
+	stderr_is "kbox exec: state directory $T/open/st: $T/open above it can be changed by everyone (owner uid $(id -u), mode 0777), who could put another state directory in its place; use a directory whose every parent only you or root can change" &&
+	[ ! -e open/st ]'
 KBOX_HOME=$T/proj/st kbox exec -s after 'print(2)'
 check row44_a_state_directory_in_a_workspace_whose_run_ended_is_taken eval '
 	status_is 0 && last_line_is stdout 2'
