@@ -1417,6 +1417,48 @@ TEST(realpath_nearest_is_the_longest_prefix_that_exists_resolved)
 	CHECK(system(path) == 0);
 }
 
+/* kx_open_file: a regular file only, never through a link at its name,
+ * never a wait on a FIFO's other end (ENXIO at once); _st says its size. */
+TEST(open_file_takes_a_regular_file_and_refuses_fifos_and_links_at_once)
+{
+	char *dir = test_mkdtemp("openfile"), path[PATH_MAX];
+	struct stat st;
+	int fd;
+	REQUIRE(dir != NULL);
+	snprintf(path, sizeof path, "%s/f", dir);
+	fd = open(path, O_WRONLY | O_CREAT, 0600);
+	REQUIRE(fd >= 0);
+	CHECK_INT_EQ(write(fd, "abc", 3), 3);
+	close(fd);
+	snprintf(path, sizeof path, "%s/fifo", dir);
+	REQUIRE(mkfifo(path, 0600) == 0);
+	snprintf(path, sizeof path, "%s/l", dir);
+	REQUIRE(symlink("f", path) == 0);
+
+	snprintf(path, sizeof path, "%s/f", dir);
+	fd = kx_open_file_st(AT_FDCWD, path, O_RDONLY, 0, &st);
+	CHECK(fd >= 0);
+	CHECK_INT_EQ((int)st.st_size, 3);
+	CHECK_INT_EQ(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof path, "%s/fifo", dir); /* (no reader: a wait, were it opened) */
+	errno = 0;
+	CHECK_INT_EQ(kx_open_file(AT_FDCWD, path, O_WRONLY, 0), -1);
+	CHECK_INT_EQ(errno, ENXIO);
+	errno = 0;
+	CHECK_INT_EQ(kx_open_file(AT_FDCWD, path, O_RDONLY, 0), -1);
+	CHECK_INT_EQ(errno, ENXIO);
+	snprintf(path, sizeof path, "%s/l", dir);
+	errno = 0;
+	CHECK_INT_EQ(kx_open_file(AT_FDCWD, path, O_RDONLY, 0), -1);
+	CHECK_INT_EQ(errno, ELOOP);
+	fd = kx_open_file(AT_FDCWD, dir, O_RDONLY, 0); /* a directory */
+	CHECK_INT_EQ(fd, -1);
+	test_rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	RUN(now_ms_never_goes_back);
@@ -1501,5 +1543,6 @@ int main(void)
 	RUN(iso8601_with_0_3_or_6_digits_rounds_to_the_last);
 	RUN(iso8601_digits_out_of_range_are_clamped);
 	RUN(realpath_nearest_is_the_longest_prefix_that_exists_resolved);
+	RUN(open_file_takes_a_regular_file_and_refuses_fifos_and_links_at_once);
 	return tap_done();
 }

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #if defined(__GNUC__)
@@ -290,8 +291,11 @@ int kx_temp_open(int dirfd, const char *prefix, mode_t mode, char *name, size_t 
  * socket or a device there (put in place of a file kbox keeps, by code
  * that could reach the directory) is refused (errno ENXIO, as for a FIFO
  * without a reader), not opened for a wait on its other end.  The
- * descriptor (close-on-exec, blocking), or -1 with errno. */
+ * descriptor (close-on-exec; O_NONBLOCK, which a regular file's reads and
+ * writes do not heed), or -1 with errno. */
 int kx_open_file(int dirfd, const char *name, int flags, mode_t mode);
+/* kx_open_file, and what fstat(2) says of the file into *ST. */
+int kx_open_file_st(int dirfd, const char *name, int flags, mode_t mode, struct stat *st);
 
 /* kx_write_atomic's FLAGS: the data must survive a crash of the machine
  * (fsync the file before the rename and the directory after). */

@@ -160,23 +160,24 @@ fail:
 	return -1;
 }
 
+int kx_open_file_st(int dirfd, const char *name, int flags, mode_t mode, struct stat *st)
+{
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+		int e = S_ISREG(st->st_mode) ? errno : ENXIO;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	/* (O_NONBLOCK stays: a regular file's reads and writes do not heed
+	 * it, and taking it off would cost two more system calls) */
+	return fd;
+}
+
 int kx_open_file(int dirfd, const char *name, int flags, mode_t mode)
 {
 	struct stat st;
-	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode), fl;
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		int e = S_ISREG(st.st_mode) ? errno : ENXIO;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
+	return kx_open_file_st(dirfd, name, flags, mode, &st);
 }

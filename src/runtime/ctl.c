@@ -38,31 +38,26 @@ static int sock_path(struct sockaddr_un *sa, const char *dir, int *dfd_p, kbox_e
 #define SO_PEERPIDFD 77
 #endif
 
-/* Whether the process PIDFD refers to is in our user namespace: its pid
- * (fdinfo), then /proc/PID/ns/user against ours, trusted only when the
- * pidfd says the process still runs after the look (so that PID was not
- * taken by another meanwhile).  KR_CTL_PEER_OURS; KR_CTL_PEER_GONE when it has exited;
- * else (one in a pid namespace we cannot see) KR_CTL_PEER_FOREIGN. */
-static kr_ctl_peer_t pidfd_in_our_userns(int pidfd)
+/* Whether the process PIDFD, PID in our pid namespace (the peer's
+ * credentials give both), is in our user namespace: /proc/PID/ns/user
+ * against ours, trusted only when the pidfd says the process still runs
+ * after the look (so that PID was not taken by another meanwhile).
+ * KR_CTL_PEER_OURS; KR_CTL_PEER_GONE when it has exited; else (one in a
+ * pid namespace we cannot see: PID 0) KR_CTL_PEER_FOREIGN. */
+static kr_ctl_peer_t pidfd_in_our_userns(int pidfd, pid_t pid)
 {
-	char path[64], line[128];
-	struct stat peer, self;
-	long pid = 0;
-	FILE *f;
+	static struct stat self; /* (ours does not change) */
+	char path[64];
+	struct stat peer;
 
-	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
-	if (!(f = fopen(path, "re")))
-		return KR_CTL_PEER_FOREIGN;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "Pid:\t%ld", &pid) == 1)
-			break;
-	fclose(f);
-	if (pid == -1) /* (a pidfd's process that has exited) */
-		return KR_CTL_PEER_GONE;
 	if (pid <= 0)
 		return KR_CTL_PEER_FOREIGN;
-	snprintf(path, sizeof path, "/proc/%ld/ns/user", pid);
-	if (stat(path, &peer) < 0 || stat("/proc/self/ns/user", &self) < 0)
+	if (!self.st_ino && stat("/proc/self/ns/user", &self) < 0) {
+		self.st_ino = 0;
+		return KR_CTL_PEER_FOREIGN;
+	}
+	snprintf(path, sizeof path, "/proc/%ld/ns/user", (long)pid);
+	if (stat(path, &peer) < 0)
 		return errno == ENOENT || errno == ESRCH ? KR_CTL_PEER_GONE : KR_CTL_PEER_FOREIGN;
 	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno == ESRCH)
 		return KR_CTL_PEER_GONE;
@@ -91,7 +86,7 @@ kr_ctl_peer_t kr_ctl_peer(int fd)
 	}
 	if (pidfd < 0)
 		return KR_CTL_PEER_FOREIGN;
-	verdict = pidfd_in_our_userns(pidfd);
+	verdict = pidfd_in_our_userns(pidfd, cr.pid);
 	close(pidfd);
 	return verdict;
 }

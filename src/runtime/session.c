@@ -149,11 +149,14 @@ char *kr_state_home(kbox_error_t *err)
  * directory itself. */
 static int mkdirs(const char *path, kbox_error_t *err)
 {
-	kr_sandbox_id_t id;
+	/* (the sandbox user, looked up in the password database once) */
+	static kr_sandbox_id_t id;
+	static int pass = -1;
 	kbox_error_t ignored = {0};
 	char buf[4096];
 	size_t n = strlen(path);
-	bool pass = geteuid() == 0 && kr_sandbox_identity(&id, &ignored) == 0 && id.drop;
+	if (pass < 0)
+		pass = geteuid() == 0 && kr_sandbox_identity(&id, &ignored) == 0 && id.drop;
 	if (n >= sizeof buf)
 		return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s", path);
 	memcpy(buf, path, n + 1);
@@ -196,7 +199,7 @@ int kr_state_mark(const char *home, kbox_error_t *err)
 		return -1;
 	}
 	close(fd);
-	return 0;
+	return 1;
 }
 
 /* ERR says why the state directory HOME is refused, and the chmod that
@@ -348,11 +351,12 @@ static int sessions_dir_own(const char *home, kbox_error_t *err)
 	                      (unsigned)st.st_uid);
 }
 
-int kr_session_check_home(const char *home, kbox_error_t *err)
+/* kr_session_check_home but for where HOME is (in no live workspace, in
+ * no other state directory): what it is, and what is above it. */
+static int check_home_itself(const char *home, kbox_error_t *err)
 {
 	struct stat st;
-	if (kr_live_ws_refuses(home, err) < 0 || ws_state_in_state(home, err) < 0 ||
-	    home_parents_safe(home, err) < 0 || sessions_dir_own(home, err) < 0)
+	if (home_parents_safe(home, err) < 0 || sessions_dir_own(home, err) < 0)
 		return -1;
 	if (stat(home, &st) < 0)
 		return errno == ENOENT ? 0 : kbox_error_set_sys(err, "state directory %s", home);
@@ -366,6 +370,13 @@ int kr_session_check_home(const char *home, kbox_error_t *err)
 		return home_advice(home, err);
 	}
 	return 0;
+}
+
+int kr_session_check_home(const char *home, kbox_error_t *err)
+{
+	if (kr_live_ws_refuses(home, err) < 0 || ws_state_in_state(home, err) < 0)
+		return -1;
+	return check_home_itself(home, err);
 }
 
 int kr_session_check_home_usable(const char *home, kbox_error_t *err)
@@ -458,6 +469,7 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	char *dir = NULL, *sub = NULL;
 	struct stat st;
 	bool made = false;
+	int marked;
 
 	if (kr_session_check_name(name, err) < 0)
 		return NULL;
@@ -513,8 +525,11 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 		snprintf(made_home, sizeof made_home, "%s", home);
 	if (!made && home_closed(home, err) < 0)
 		goto fail;
-	if (kr_session_check_home(home, err) < 0 || kr_state_mark(home, err) < 0 ||
-	    kr_live_ws_refuses(home, err) < 0 || mkdirs(dir, err) < 0 ||
+	/* (where it is was checked above; a mark this call makes is followed
+	 * by the second look at the live workspaces: one that was there
+	 * already, a sandbox that looks through its workspace finds) */
+	if (check_home_itself(home, err) < 0 || (marked = kr_state_mark(home, err)) < 0 ||
+	    (marked && kr_live_ws_refuses(home, err) < 0) || mkdirs(dir, err) < 0 ||
 	    kbox_check_private_dir(dir, err) < 0) {
 		kr_session_home_forget();
 		goto fail;
@@ -874,11 +889,10 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 	len = strlen(line);
 	line[len] = '\n'; /* json_dumps left room: replace the NUL */
 	snprintf(path, sizeof path, "%s/events.ndjson", dir);
-	fd = kx_open_file(AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	fd = kx_open_file_st(AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND, 0600, &st);
 	/* over its bound, the log becomes events.ndjson.1 (replacing the one
 	 * before) and a new one is begun */
-	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 &&
-	    st.st_size + (off_t)len + 1 > KR_EVENTS_LOG_MAX) {
+	if (fd >= 0 && st.st_size > 0 && st.st_size + (off_t)len + 1 > KR_EVENTS_LOG_MAX) {
 		snprintf(old, sizeof old, "%s.1", path);
 		close(fd);
 		fd = rename(path, old) < 0

@@ -60,7 +60,8 @@ char *kr_state_home(kbox_error_t *err);
 
 /* Mark DIR as a kbox state directory (KR_STATE_MARK), once: a file made
  * with O_EXCL, never through a link.  A state directory of sessions and
- * a session directory of its own (kbox run's) alike.  0, or -1 with ERR. */
+ * a session directory of its own (kbox run's) alike.  1 when this call
+ * made it, 0 when it was there, or -1 with ERR. */
 int kr_state_mark(const char *dir, kbox_error_t *err);
 
 /* The environment a supervisor is started with (new, as kx_argv_take;
