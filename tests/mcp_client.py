@@ -180,6 +180,16 @@ def t_read_image_outputs():
 check("read_image_returns_an_image_of_the_outputs_and_refuses_dotdot", t_read_image_outputs)
 
 
+def mark_made(name):
+    """The files NAME that code made in a session's workspace, once there
+    is one (or none after 120 s: a bound, not a measure)."""
+    marks = os.path.join(HOME, "sessions", "*", "workspace", name)
+    deadline = time.time() + 120
+    while not glob.glob(marks) and time.time() < deadline:
+        time.sleep(0.05)
+    return glob.glob(marks)
+
+
 def t_ping_during_run_and_cancel():
     # the code runs until it is interrupted: a ping answered while it runs,
     # and a later call that runs at all, show what no clock could
@@ -187,11 +197,7 @@ def t_ping_during_run_and_cancel():
             "params": {"name": "run_python", "arguments": {"code":
                 "import os, time\nopen('running', 'w').close()\n"
                 "while True: time.sleep(0.05)"}}})
-    marks = os.path.join(HOME, "sessions", "*", "workspace", "running")
-    deadline = time.time() + 120  # a bound, not a measure
-    while not glob.glob(marks) and time.time() < deadline:
-        time.sleep(0.05)
-    (mark,) = glob.glob(marks)
+    (mark,) = mark_made("running")
     assert ok_result(s.request("ping")) == {}
     s.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": "slow", "reason": "test"}})
@@ -221,11 +227,7 @@ def t_cancel_of_code_that_ignores_the_interrupt():
             "params": {"name": "run_python", "arguments": {"code":
                 "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                 "open('stuck-ignoring', 'w').close()\nwhile True: time.sleep(0.05)"}}})
-    marks = os.path.join(HOME, "sessions", "*", "workspace", "stuck-ignoring")
-    deadline = time.time() + 120  # a bound, not a measure
-    while not glob.glob(marks) and time.time() < deadline:
-        time.sleep(0.05)
-    assert glob.glob(marks), "the code never started"
+    assert mark_made("stuck-ignoring"), "the code never started"
     o.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": "stuck", "reason": "test"}})
     t = text_of(o.call("run_python", {"code": "6 * 7"}, timeout=120))

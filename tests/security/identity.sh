@@ -674,32 +674,48 @@ else
 	# wrote its .bashrc).  What bwrap bound is checked to be what was
 	# looked at: a restart is refused or gets v's own workspace, never the
 	# decoy.
-	mkdir -m 700 "$ROOT/decoy"
-	echo decoy >"$ROOT/decoy/.bashrc"
-	pyx hd <<EOF
+	# v restarted (or started) ten times, each time the names of its
+	# /workspace listed, into $W/$1
+	restarts_into() {
+		: >"$W/$1"
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			KBOX_HOME=$HD timeout -k 5 120 "$KBOX" restart -s v >/dev/null 2>&1 ||
+				KBOX_HOME=$HD timeout -k 5 120 "$KBOX" start -s v >/dev/null 2>&1
+			KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s v \
+				'import os; print(sorted(os.listdir("/workspace")))' >>"$W/$1" 2>&1
+		done
+	}
+	# code in hd swaps, over and over in a thread, the entry $2 of the
+	# directory $1 of the state directory it holds with a link to $3 (put
+	# beside it as x-$2); race_stop ends that
+	race_start() {
+		pyx hd <<EOF
 import ctypes, os, threading
 libc = ctypes.CDLL(None, use_errno=True)
-v = os.open("/proc/self/fd/%d/state/sessions/v" % kbox_held, os.O_PATH | os.O_DIRECTORY)
-os.symlink("$ROOT/decoy", "/proc/self/fd/%d/state/sessions/v/x-workspace" % kbox_held)
+d = os.open("/proc/self/fd/%d/state/$1" % kbox_held, os.O_PATH | os.O_DIRECTORY)
+os.symlink("$3", "/proc/self/fd/%d/state/$1/x-$2" % kbox_held)
 kbox_racing = True
 def race():
     while kbox_racing:
-        libc.renameat2(v, b"workspace", v, b"x-workspace", 2)  # RENAME_EXCHANGE
-threading.Thread(target=race, daemon=True).start()
+        libc.renameat2(d, b"$2", d, b"x-$2", 2)  # RENAME_EXCHANGE
+kbox_race = threading.Thread(target=race, daemon=True)
+kbox_race.start()
 print("racing")
 EOF
-	keep race
-	: >"$W/race_runs"
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		KBOX_HOME=$HD timeout -k 5 120 "$KBOX" restart -s v >/dev/null 2>&1 ||
-			KBOX_HOME=$HD timeout -k 5 120 "$KBOX" start -s v >/dev/null 2>&1
-		KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s v \
-			'import os; print(sorted(os.listdir("/workspace")))' >>"$W/race_runs" 2>&1
-	done
-	pyx hd <<'EOF'
+	}
+	race_stop() {
+		pyx hd <<'EOF'
 kbox_racing = False
+kbox_race.join()
 print("stopped")
 EOF
+	}
+	mkdir -m 700 "$ROOT/decoy"
+	echo decoy >"$ROOT/decoy/.bashrc"
+	race_start sessions/v workspace "$ROOT/decoy"
+	keep race
+	restarts_into race_runs
+	race_stop
 	keep race_end
 	# (the swap left the names either way round: v's own workspace back)
 	[ -d "$HD/sessions/v/x-workspace" ] && [ -L "$HD/sessions/v/workspace" ] &&
@@ -718,32 +734,10 @@ EOF
 	# reached through no link, and the sandbox never gets the other's.
 	mkdir -p -m 700 "$ROOT/decoy2/workspace" "$ROOT/decoy2/home"
 	echo decoy2 >"$ROOT/decoy2/workspace/secret-of-decoy2"
-	pyx hd <<EOF
-import ctypes, os, threading
-libc = ctypes.CDLL(None, use_errno=True)
-s = os.open("/proc/self/fd/%d/state/sessions" % kbox_held, os.O_PATH | os.O_DIRECTORY)
-os.symlink("$ROOT/decoy2", "/proc/self/fd/%d/state/sessions/x-v" % kbox_held)
-kbox_racing2 = True
-def race():
-    while kbox_racing2:
-        libc.renameat2(s, b"v", s, b"x-v", 2)  # RENAME_EXCHANGE
-kbox_race2 = threading.Thread(target=race, daemon=True)
-kbox_race2.start()
-print("racing")
-EOF
+	race_start sessions v "$ROOT/decoy2"
 	keep race2
-	: >"$W/race2_runs"
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		KBOX_HOME=$HD timeout -k 5 120 "$KBOX" restart -s v >/dev/null 2>&1 ||
-			KBOX_HOME=$HD timeout -k 5 120 "$KBOX" start -s v >/dev/null 2>&1
-		KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s v \
-			'import os; print(sorted(os.listdir("/workspace")))' >>"$W/race2_runs" 2>&1
-	done
-	pyx hd <<'EOF'
-kbox_racing2 = False
-kbox_race2.join()
-print("stopped")
-EOF
+	restarts_into race2_runs
+	race_stop
 	keep race2_end
 	[ -d "$HD/sessions/x-v" ] && [ -L "$HD/sessions/v" ] &&
 		rm "$HD/sessions/v" && mv -T "$HD/sessions/x-v" "$HD/sessions/v"
