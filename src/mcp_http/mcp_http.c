@@ -724,221 +724,292 @@ static enum MHD_Result sse_begin(req_t *r)
 	return ret;
 }
 
-/* The POST of R, complete: checked, and its message carried. */
-static enum MHD_Result post(req_t *r)
+/* R's headers: what it sends (JSON, at most BODY_MAX), takes (JSON) and
+ * speaks (a revision of the protocol kbox mcp knows).  False, or true
+ * with R refused (*RET). */
+static bool headers_refused(req_t *r, enum MHD_Result *ret)
 {
 	struct MHD_Connection *conn = r->conn;
-	const char *sid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SID_HEADER);
 	const char *ver = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, VERSION_HEADER);
 	const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 	                                               MHD_HTTP_HEADER_CONTENT_TYPE);
-	json_t *msg, *id, *method, *meta;
-	bool modern, known = !ver;
-	char csid[33];
-	conv_t *c;
+	bool known = !ver;
 
 	if (r->too_big)
-		return refuse(conn, 413, "Content Too Large: a message longer than 4 MiB");
-	if (!type || strncasecmp(type, "application/json", 16) != 0)
-		return refuse(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
+		*ret = refuse(conn, 413, "Content Too Large: a message longer than 4 MiB");
+	else if (!type || strncasecmp(type, "application/json", 16) != 0)
+		*ret = refuse(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
 		              "Unsupported Media Type: Content-Type must be application/json");
-	if (!accepts_json(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept")))
-		return refuse(conn, MHD_HTTP_NOT_ACCEPTABLE,
+	else if (!accepts_json(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept")))
+		*ret = refuse(conn, MHD_HTTP_NOT_ACCEPTABLE,
 		              "Not Acceptable: the client must accept application/json");
-	for (size_t i = 0; ver && versions[i]; i++)
-		known |= strcmp(ver, versions[i]) == 0;
-	if (!known)
-		return refuse(conn, MHD_HTTP_BAD_REQUEST,
+	else {
+		for (size_t i = 0; ver && versions[i]; i++)
+			known |= strcmp(ver, versions[i]) == 0;
+		if (known)
+			return false;
+		*ret = refuse(conn, MHD_HTTP_BAD_REQUEST,
 		              "Bad Request: unsupported MCP-Protocol-Version");
-	if (!(msg = json_loadb(r->body.data ? r->body.data : "", r->body.len, JSON_DECODE_ANY,
-	                       NULL)) ||
-	    !json_is_object(msg)) {
+	}
+	return true;
+}
+
+/* R's body as one JSON-RPC message, whose id, if any, is a string or an
+ * integer (new reference), or NULL with R refused (*RET). */
+static json_t *body_message(req_t *r, enum MHD_Result *ret)
+{
+	json_t *msg = json_loadb(r->body.data ? r->body.data : "", r->body.len, JSON_DECODE_ANY,
+	                         NULL);
+	json_t *id = json_object_get(msg, "id");
+	if (!msg || !json_is_object(msg)) {
 		bool batch = json_is_array(msg), parsed = msg != NULL;
 		json_decref(msg);
 		if (!parsed)
-			return refuse_as(conn, MHD_HTTP_BAD_REQUEST, -32700,
+			*ret = refuse_as(r->conn, MHD_HTTP_BAD_REQUEST, -32700,
 			                 "Parse error: the body is not JSON");
-		return refuse(conn, MHD_HTTP_BAD_REQUEST,
-		              batch ? "Invalid Request: batches are not supported (MCP since "
-		                      "2025-06-18): send one message a POST"
-		                    : "Invalid Request: the body must be one JSON-RPC message, an "
-		                      "object");
+		else
+			*ret = refuse(
+			        r->conn, MHD_HTTP_BAD_REQUEST,
+			        batch ? "Invalid Request: batches are not supported (MCP since "
+			                "2025-06-18): send one message a POST"
+			              : "Invalid Request: the body must be one JSON-RPC message, "
+			                "an object");
+		return NULL;
 	}
-	id = json_object_get(msg, "id");
-	method = json_object_get(msg, "method");
 	if (id && !json_is_string(id) && !json_is_integer(id)) {
 		/* the conversation could not say which request its error
 		 * answers: refused here */
 		json_decref(msg);
-		return refuse(conn, MHD_HTTP_BAD_REQUEST,
+		*ret = refuse(r->conn, MHD_HTTP_BAD_REQUEST,
 		              "Invalid Request: \"id\" must be a string or an integer");
+		return NULL;
 	}
-	meta = json_object_get(json_object_get(msg, "params"), "_meta");
-	modern = json_is_object(meta) &&
-	         json_object_get(meta, "io.modelcontextprotocol/protocolVersion");
-	/* progress wanted, and a stream taken: the request's answer is one */
-	{
-		json_t *token = json_object_get(meta, "progressToken");
-		const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
-		if (id && (json_is_string(token) || json_is_integer(token)) && accept &&
-		    strstr(accept, "text/event-stream") &&
-		    !(r->token = json_dumps(token, JSON_COMPACT | JSON_ENCODE_ANY))) {
-			json_decref(msg);
-			return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-		}
-		if (r->token && strlen(r->token) > SSE_TOKEN_MAX) {
-			free(r->token); /* (each event would repeat it) */
-			r->token = NULL;
-		}
+	return msg;
+}
+
+/* Progress wanted (META's progressToken, of a request), and a stream taken
+ * (Accept): R's answer is a stream, R->token the token (none past
+ * SSE_TOKEN_MAX: each event would repeat it).  True, or false with R
+ * refused (*RET). */
+static bool take_stream(req_t *r, const json_t *id, const json_t *meta, enum MHD_Result *ret)
+{
+	json_t *token = json_object_get(meta, "progressToken");
+	const char *accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Accept");
+	if (id && (json_is_string(token) || json_is_integer(token)) && accept &&
+	    strstr(accept, "text/event-stream") &&
+	    !(r->token = json_dumps(token, JSON_COMPACT | JSON_ENCODE_ANY))) {
+		*ret = refuse(r->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		return false;
 	}
-	r->is_init = json_is_string(method) && strcmp(json_string_value(method), "initialize") == 0;
+	if (r->token && strlen(r->token) > SSE_TOKEN_MAX) {
+		free(r->token);
+		r->token = NULL;
+	}
+	return true;
+}
+
+/* The conversation R is for: its Mcp-Session-Id's, a new one for an
+ * initialize, the shared one for a request of the revision without a
+ * handshake (MODERN, or server/discover); one that is ending, or has not
+ * read what came before, refuses it.  NULL with R refused (*RET). */
+static conv_t *conversation_of(req_t *r, const json_t *method, bool modern, enum MHD_Result *ret)
+{
+	struct MHD_Connection *conn = r->conn;
+	const char *sid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SID_HEADER);
+	conv_t *c;
+
 	if (sid) {
 		if (!(c = conv_find(sid)) || !*sid) {
-			json_decref(msg);
-			return refuse(conn, MHD_HTTP_NOT_FOUND,
+			*ret = refuse(conn, MHD_HTTP_NOT_FOUND,
 			              "Not Found: no such session (it ended, or was never made): "
 			              "initialize again");
+			return NULL;
 		}
 	} else if (r->is_init) {
 		if (!(c = conv_new(false))) {
 			char why[256], idle[32];
-			json_decref(msg);
 			snprintf(
 			        why, sizeof why,
 			        "Service Unavailable: this server keeps at most %d conversations "
 			        "(MCP sessions) at once: end one (DELETE) first; one unused for %s "
 			        "ends on its own",
 			        CONV_MAX, kx_fmt_ms(idle, sizeof idle, S.idle_ms));
-			return refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE, why);
+			*ret = refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE, why);
+			return NULL;
 		}
 	} else if (modern || (json_is_string(method) &&
 	                      strcmp(json_string_value(method), "server/discover") == 0)) {
 		if (!(c = conv_find("")) && !(c = conv_new(true))) {
-			json_decref(msg);
-			return refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+			*ret = refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
 			              "Service Unavailable: the server could not start");
+			return NULL;
 		}
 	} else {
-		json_decref(msg);
-		return refuse(conn, MHD_HTTP_BAD_REQUEST,
+		*ret = refuse(conn, MHD_HTTP_BAD_REQUEST,
 		              "Bad Request: the Mcp-Session-Id header is required (initialize "
 		              "first)");
+		return NULL;
 	}
 	if (r->is_init)
 		memcpy(r->sid, c->sid, sizeof r->sid);
 	if (c->closing) {
-		json_decref(msg);
-		return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the session is ending");
+		*ret = refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the session is ending");
+		return NULL;
 	}
 	/* messages come faster than the conversation reads them (a flood
 	 * of notifications, answered 202 at once): what waits is bounded */
 	if (c->out.len - c->out_off >= (size_t)OUT_MAX) {
-		json_decref(msg);
-		return refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+		*ret = refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
 		              "Service Unavailable: the session has not yet read the 1 MiB of "
 		              "messages before this one: send it again later");
+		return NULL;
 	}
-	memcpy(csid, c->sid, sizeof csid);
-	if (id && !json_is_string(method)) {
-		bool response = !method &&
-		                (json_object_get(msg, "result") || json_object_get(msg, "error"));
-		json_decref(msg);
-		/* a response: kbox mcp sends no request it waits for, so none
-		 * is carried (its id could be another request's); anything
-		 * else with an id is no message: refused here, for no request
-		 * waits for its error */
-		if (response)
-			return respond(conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
-		return refuse(conn, MHD_HTTP_BAD_REQUEST,
-		              "Invalid Request: \"method\" (a string) is required");
+	return c;
+}
+
+/* R, a request of id ID, waits in C for its response: its id (and META's
+ * progressToken) in MSG become the server's, as kbox mcp sees them.  True,
+ * or false with R refused (*RET). */
+static bool take_request(req_t *r, conv_t *c, json_t *msg, const json_t *id, json_t *meta,
+                         enum MHD_Result *ret)
+{
+	if (c->n_pending >= PENDING_MAX ||
+	    !(r->key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY))) {
+		*ret = refuse(r->conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+		              "Service Unavailable: too many requests in flight");
+		return false;
 	}
-	if (id) { /* a request: its response is awaited */
-		if (c->n_pending >= PENDING_MAX ||
-		    !(r->key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY))) {
-			json_decref(msg);
-			return refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-			              "Service Unavailable: too many requests in flight");
+	/* a conversation of one client: its ids are its own (and a cancel
+	 * names one); the shared one's clients each have theirs */
+	for (req_t *p = c->pending; p && c->sid[0]; p = p->next)
+		if (strcmp(p->key, r->key) == 0) {
+			*ret = refuse(r->conn, MHD_HTTP_BAD_REQUEST,
+			              "Bad Request: a request of that id is in flight");
+			return false;
 		}
-		/* a conversation of one client: its ids are its own (and a
-		 * cancel names one); the shared one's clients each have theirs */
-		for (req_t *p = c->pending; p && c->sid[0]; p = p->next)
-			if (strcmp(p->key, r->key) == 0) {
-				json_decref(msg);
-				return refuse(conn, MHD_HTTP_BAD_REQUEST,
-				              "Bad Request: a request of that id is in flight");
-			}
-		/* toward kbox mcp, its id and progressToken are the server's */
-		snprintf(r->ikey, sizeof r->ikey, "%lld", ++S.next_id);
-		if (json_object_set_new(msg, "id", json_integer(S.next_id)) < 0 ||
-		    (json_is_object(meta) &&
-		     (json_is_string(json_object_get(meta, "progressToken")) ||
-		      json_is_integer(json_object_get(meta, "progressToken"))) &&
-		     json_object_set_new(meta, "progressToken", json_integer(S.next_id)) < 0)) {
-			json_decref(msg);
-			return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-		}
-		r->conv = c;
-		r->next = c->pending;
-		c->pending = r;
-		c->n_pending++;
-	} else if (json_is_string(method) &&
-	           strcmp(json_string_value(method), "notifications/cancelled") == 0) {
-		/* a cancel names a request by the client's id: the server's
-		 * is put in its place, in a conversation of one client; in
-		 * the shared one it could be any client's (a client there
-		 * cancels by closing its connection), so it is not carried,
-		 * nor one that names no request in flight */
-		json_t *params = json_object_get(msg, "params");
-		char *want = json_dumps(json_object_get(params, "requestId"),
-		                        JSON_COMPACT | JSON_ENCODE_ANY);
-		req_t *p = c->pending;
-		while (p && !(want && c->sid[0] && strcmp(p->key, want) == 0))
-			p = p->next;
-		free(want);
-		if (!p || json_object_set_new(params, "requestId",
-		                              json_integer(strtoll(p->ikey, NULL, 10))) < 0) {
-			json_decref(msg);
-			return respond(conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
-		}
-		r->rewritten = true;
+	snprintf(r->ikey, sizeof r->ikey, "%lld", ++S.next_id);
+	if (json_object_set_new(msg, "id", json_integer(S.next_id)) < 0 ||
+	    (json_is_object(meta) &&
+	     (json_is_string(json_object_get(meta, "progressToken")) ||
+	      json_is_integer(json_object_get(meta, "progressToken"))) &&
+	     json_object_set_new(meta, "progressToken", json_integer(S.next_id)) < 0)) {
+		*ret = refuse(r->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		return false;
 	}
-	c->used = kx_now_ms();
+	r->conv = c;
+	r->next = c->pending;
+	c->pending = r;
+	c->n_pending++;
+	return true;
+}
+
+/* A cancel (MSG) names a request by the client's id: the server's is put
+ * in its place, in a conversation of one client; in the shared one it
+ * could be any client's (a client there cancels by closing its
+ * connection), so it is not carried, nor one that names no request in
+ * flight.  True when it is to be carried (R->rewritten). */
+static bool take_cancel(req_t *r, conv_t *c, json_t *msg)
+{
+	json_t *params = json_object_get(msg, "params");
+	char *want = json_dumps(json_object_get(params, "requestId"),
+	                        JSON_COMPACT | JSON_ENCODE_ANY);
+	req_t *p = c->pending;
+	while (p && !(want && c->sid[0] && strcmp(p->key, want) == 0))
+		p = p->next;
+	free(want);
+	if (!p ||
+	    json_object_set_new(params, "requestId", json_integer(strtoll(p->ikey, NULL, 10))) < 0)
+		return false;
+	r->rewritten = true;
+	return true;
+}
+
+/* Write R's message (MSG, or its body as it came) to C, as one line.  0,
+ * or -1 (out of memory). */
+static int forward(req_t *r, conv_t *c, const json_t *msg)
+{
 	if (r->key || r->rewritten) {
 		char *line = json_dumps(msg, JSON_COMPACT);
 		int rc = line ? conv_write(c, line, strlen(line)) : -1;
 		free(line);
-		if (rc < 0) {
-			json_decref(msg);
-			req_unlink(r);
-			return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-		}
-	} else {
-		/* one line for the conversation, which reads a message a line:
-		 * a line break in JSON is white space between tokens (one in a
-		 * string is escaped, or the body did not parse), so a space in
-		 * its place changes nothing of the message, and nothing can
-		 * follow it */
-		for (size_t k = 0; k < r->body.len; k++)
-			if (r->body.data[k] == '\n' || r->body.data[k] == '\r')
-				r->body.data[k] = ' ';
-		if (conv_write(c, r->body.data, r->body.len) < 0) {
-			json_decref(msg);
-			return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-		}
+		return rc;
 	}
-	json_decref(msg);
+	/* one line for the conversation, which reads a message a line: a
+	 * line break in JSON is white space between tokens (one in a string
+	 * is escaped, or the body did not parse), so a space in its place
+	 * changes nothing of the message, and nothing can follow it */
+	for (size_t k = 0; k < r->body.len; k++)
+		if (r->body.data[k] == '\n' || r->body.data[k] == '\r')
+			r->body.data[k] = ' ';
+	return conv_write(c, r->body.data, r->body.len);
+}
+
+/* The POST of R, complete: checked, and its message carried to its
+ * conversation; the answer now (a refusal, 202), or later (the request's
+ * response, or a stream of its events). */
+static enum MHD_Result post(req_t *r)
+{
+	enum MHD_Result ret = MHD_NO;
+	json_t *msg, *id, *method, *meta;
+	char csid[33];
+	conv_t *c;
+
+	if (headers_refused(r, &ret) || !(msg = body_message(r, &ret)))
+		return ret;
+	id = json_object_get(msg, "id");
+	method = json_object_get(msg, "method");
+	meta = json_object_get(json_object_get(msg, "params"), "_meta");
+	r->is_init = json_is_string(method) && strcmp(json_string_value(method), "initialize") == 0;
+	if (!take_stream(r, id, meta, &ret) ||
+	    !(c = conversation_of(
+	              r, method,
+	              json_is_object(meta) &&
+	                      json_object_get(meta, "io.modelcontextprotocol/protocolVersion"),
+	              &ret)))
+		goto out;
+	memcpy(csid, c->sid, sizeof csid);
+	if (id && !json_is_string(method)) {
+		/* a response: kbox mcp sends no request it waits for, so none
+		 * is carried (its id could be another request's); anything else
+		 * with an id is no message: refused here, for no request waits
+		 * for its error */
+		if (!method && (json_object_get(msg, "result") || json_object_get(msg, "error")))
+			ret = respond(r->conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
+		else
+			ret = refuse(r->conn, MHD_HTTP_BAD_REQUEST,
+			             "Invalid Request: \"method\" (a string) is required");
+		goto out;
+	}
+	if (id && !take_request(r, c, msg, id, meta, &ret))
+		goto out;
+	if (!id && json_is_string(method) &&
+	    strcmp(json_string_value(method), "notifications/cancelled") == 0 &&
+	    !take_cancel(r, c, msg)) {
+		ret = respond(r->conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
+		goto out;
+	}
+	c->used = kx_now_ms();
+	if (forward(r, c, msg) < 0) {
+		req_unlink(r);
+		ret = refuse(r->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		goto out;
+	}
 	conv_flush(c); /* (which may end C) */
 	if (!r->key)   /* a notification or a response: accepted */
-		return respond(conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
-	if (r->reply) /* (cannot be yet: the child answers later) */
-		return MHD_YES;
-	if (r->token && !r->is_init && r->conv) {
+		ret = respond(r->conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
+	else if (r->reply) /* (cannot be yet: the child answers later) */
+		ret = MHD_YES;
+	else if (r->token && !r->is_init && r->conv) {
 		r->sse = true;
-		return sse_begin(r);
+		ret = sse_begin(r);
+	} else {
+		r->suspended = true;
+		MHD_suspend_connection(r->conn);
+		ret = MHD_YES;
 	}
-	r->suspended = true;
-	MHD_suspend_connection(conn);
-	return MHD_YES;
+out:
+	json_decref(msg);
+	return ret;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -1267,20 +1338,174 @@ static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* ---- the loop ---- */
+
+/* What one turn of the loop polls: libmicrohttpd's epoll set, the
+ * signals, and for each conversation its output, its input while some
+ * waits to be written, and the connections of the requests that wait in
+ * it (a client that goes away while its request waits: the request is
+ * cancelled, the cell interrupted).  WHAT[i] says whose FDS[i] is. */
+typedef struct {
+	struct pollfd fds[POLL_MAX];
+	struct {
+		conv_t *conv; /* NULL: the epoll set or the signals */
+		req_t *req;   /* a waiting request's connection, or NULL */
+	} what[POLL_MAX];
+	size_t n;
+} watch_t;
+
+static void watch(watch_t *w, int fd, short events, conv_t *c, req_t *r)
 {
-	static char made_token[49];
-	const char *listen_at = NULL, *token = getenv(TOKEN_ENV);
-	struct sockaddr_storage sa;
-	socklen_t salen = 0;
-	sigset_t mask;
-	int sfd, i, lfd = -1;
-	struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+	if (w->n == POLL_MAX)
+		return;
+	w->fds[w->n] = (struct pollfd){.fd = fd, .events = events};
+	w->what[w->n].conv = c;
+	w->what[w->n].req = r;
+	w->n++;
+}
+
+static void watch_all(watch_t *w, int sfd)
+{
+	const union MHD_DaemonInfo *ep = MHD_get_daemon_info(S.d, MHD_DAEMON_INFO_EPOLL_FD);
+	w->n = 0;
+	watch(w, ep ? ep->epoll_fd : -1, POLLIN, NULL, NULL);
+	watch(w, sfd, POLLIN, NULL, NULL);
+	for (size_t k = 0; k <= CONV_MAX; k++) {
+		conv_t *c = S.convs[k];
+		if (!c || c->ended)
+			continue;
+		watch(w, c->out_fd, POLLIN, c, NULL);
+		if (c->in_fd >= 0 && c->out_off < c->out.len)
+			watch(w, c->in_fd, POLLOUT, c, NULL);
+		for (req_t *r = c->pending; r; r = r->next) {
+			const union MHD_ConnectionInfo *ci;
+			if (r->suspended && (ci = MHD_get_connection_info(
+			                             r->conn, MHD_CONNECTION_INFO_CONNECTION_FD)))
+				watch(w, ci->connect_fd, POLLRDHUP, c, r);
+		}
+	}
+}
+
+/* The conversations unused for S.idle_ms (an hour, or kbox mcp
+ * --conversation-idle) end: their kbox mcp stops and removes its session
+ * at the end of its input.  *WAIT is cut to when the next one would. */
+static void end_idle_conversations(int *wait)
+{
+	for (size_t k = 0; k <= CONV_MAX; k++) {
+		conv_t *c = S.convs[k];
+		long long now = kx_now_ms();
+		if (!c || c->closing || c->pending || c->deleting)
+			continue;
+		if (now - c->used >= S.idle_ms) {
+			/* (said, so that an operator can tell it from a client's
+			 * mistake; the id's head names it) */
+			say("the conversation %.8s… ended: no request came for %.1f s "
+			    "(--conversation-idle)",
+			    c->sid, (double)S.idle_ms / 1000.0);
+			c->closing = true;
+			conv_flush(c);
+		} else if (*wait < 0 || c->used + S.idle_ms - now < *wait)
+			*wait = (int)(c->used + S.idle_ms - now);
+	}
+}
+
+/* Whether C is still a conversation of the server (a handler before may
+ * have ended it), and R, when not NULL, still waits in it. */
+static bool still_there(const conv_t *c, const req_t *r)
+{
+	bool alive = false, waiting = r == NULL;
+	for (size_t q = 0; q <= CONV_MAX; q++)
+		alive |= S.convs[q] == c;
+	for (const req_t *p = alive && r ? c->pending : NULL; p; p = p->next)
+		waiting |= p == r;
+	return alive && waiting;
+}
+
+/* What the poll of W found, for the conversations and their requests. */
+static void dispatch(const watch_t *w)
+{
+	for (size_t k = 2; k < w->n; k++) {
+		conv_t *c = w->what[k].conv;
+		req_t *r = w->what[k].req;
+		short got = w->fds[k].revents;
+		if (!got || !still_there(c, r))
+			continue;
+		if (r) {
+			if (got & (POLLRDHUP | POLLHUP | POLLERR))
+				req_gone(r);
+		} else if (w->fds[k].events & POLLOUT)
+			conv_flush(c);
+		else
+			conv_read(c);
+	}
+}
+
+/* Serve until a signal (SFD, a signalfd) says stop. */
+static void serve(int sfd)
+{
+	static watch_t w;
 	bool stopping = false;
 
+	while (!stopping) {
+		MHD_UNSIGNED_LONG_LONG to = 0;
+		/* at least once a second: libmicrohttpd 0.9.75 takes its
+		 * listening socket back into its epoll set (after it had as
+		 * many connections as it may) only in a run, and its timeout
+		 * does not say when */
+		int wait = MHD_get_timeout(S.d, &to) == MHD_YES && to < 1000 ? (int)to : 1000;
+
+		watch_all(&w, sfd);
+		cut_late_headers(&wait);
+		end_idle_conversations(&wait);
+		if (poll(w.fds, w.n, wait) < 0 && errno != EINTR)
+			break;
+		if (w.fds[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof si) == sizeof si)
+				stopping |= si.ssi_signo != SIGCHLD;
+		}
+		/* the conversations that ended and whose kbox mcp has exited */
+		for (size_t k = 0; k <= CONV_MAX; k++)
+			if (S.convs[k])
+				conv_reap(S.convs[k]);
+		dispatch(&w);
+		MHD_run(S.d);
+	}
+}
+
+/* The end: every conversation ends (its kbox mcp stops and removes its
+ * session at the end of its input), what waits is answered, the event
+ * streams end, then the daemon. */
+static void stop_all(void)
+{
+	for (size_t k = 0; k <= CONV_MAX; k++)
+		if (S.convs[k] && S.convs[k]->in_fd >= 0) {
+			close(S.convs[k]->in_fd);
+			S.convs[k]->in_fd = -1;
+		}
+	for (size_t k = 0; k <= CONV_MAX; k++)
+		if (S.convs[k] && !S.convs[k]->reaped)
+			kill(S.convs[k]->pid, SIGTERM);
+	stop_conversations();
+	for (size_t k = 0; k <= CONV_MAX; k++)
+		if (S.convs[k])
+			conv_end(S.convs[k], "the server is stopping");
+	drain_streams();
+	MHD_stop_daemon(S.d);
+	unlink_unix();
+}
+
+/* ---- start ---- */
+
+/* The options kbox mcp --http gives (--listen ADDR, --kbox PATH,
+ * --idle-ms N, then -- and its own arguments for each conversation's
+ * kbox mcp): *LISTEN_AT, and S's.  0, or the exit status. */
+static int parse_args(int argc, char **argv, const char **listen_at)
+{
+	int i;
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
-			listen_at = argv[++i];
+			*listen_at = argv[++i];
 		else if (strcmp(argv[i], "--kbox") == 0 && i + 1 < argc)
 			S.kbox = argv[++i];
 		else if (strcmp(argv[i], "--idle-ms") == 0 && i + 1 < argc) {
@@ -1305,29 +1530,99 @@ int main(int argc, char **argv)
 	S.n_mcp_args = (size_t)(argc - i);
 	if (!S.idle_ms)
 		S.idle_ms = CONV_IDLE_MS;
-	if (!listen_at || !S.kbox || (token && strlen(token) < 16)) {
-		say("kbox-mcp-http is started by kbox mcp --http (it needs --listen, --kbox and, "
-		    "when %s is set, a token of 16 characters or more in it)",
-		    TOKEN_ENV);
-		return 2;
-	}
-	if (!token) { /* a new one, printed once the address is taken */
+	return 0;
+}
+
+/* The bearer token: TOKEN (the environment's, wiped), or a new one into
+ * MADE (printed once the address is taken); only its hash is kept.  0,
+ * or the exit status. */
+static int take_token(const char *token, char made[49])
+{
+	if (!token) {
 		unsigned char r[24];
 		if (getrandom(r, sizeof r, 0) != sizeof r) {
 			say("no random bytes for a token: %s", strerror(errno));
 			return 5;
 		}
 		for (size_t k = 0; k < sizeof r; k++)
-			snprintf(made_token + 2 * k, 3, "%02x", r[k]);
-		token = made_token;
+			snprintf(made + 2 * k, 3, "%02x", r[k]);
+		token = made;
 	}
 	if (sodium_init() < 0)
 		return 5;
 	crypto_generichash((unsigned char *)S.token_hash, sizeof S.token_hash,
 	                   (const unsigned char *)token, strlen(token), NULL, 0);
-	if (token != made_token)
+	if (token != made)
 		sodium_memzero((char *)token, strlen(token));
 	unsetenv(TOKEN_ENV); /* the conversations' kbox mcp need it not */
+	return 0;
+}
+
+/* libmicrohttpd's daemon on LFD (a unix socket listened on), or bound to
+ * SA.  0, or -1. */
+static int start_daemon(int lfd, struct sockaddr_storage *sa)
+{
+	struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+	where[0] = (struct MHD_OptionItem){lfd >= 0 ? MHD_OPTION_LISTEN_SOCKET
+	                                            : MHD_OPTION_SOCK_ADDR,
+	                                   lfd >= 0 ? lfd : 0, lfd >= 0 ? NULL : (void *)sa};
+	S.d = MHD_start_daemon(
+	        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handler, NULL,
+	        MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+	        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_CONNECTION_LIMIT,
+	        (unsigned)CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
+	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
+	if (!S.d)
+		return -1;
+	if (S.port == 0 && !S.unix_path[0]) {
+		const union MHD_DaemonInfo *di = MHD_get_daemon_info(S.d,
+		                                                     MHD_DAEMON_INFO_BIND_PORT);
+		S.port = di ? di->port : 0;
+	}
+	return 0;
+}
+
+/* On standard error: the token made (MADE, wiped), where the server
+ * listens, and a warning when others can reach it. */
+static void say_listening(char made[49])
+{
+	if (made[0]) {
+		fprintf(stderr, PROG ": token: %s\n", made);
+		sodium_memzero(made, 49);
+	}
+	if (S.unix_path[0])
+		fprintf(stderr, PROG ": listening on unix:%s (http://localhost/mcp)\n",
+		        S.unix_path);
+	else
+		fprintf(stderr, PROG ": listening on http://%s:%u/mcp\n", S.host, S.port);
+	if (!S.unix_path[0] && !S.loopback)
+		fprintf(stderr,
+		        PROG ": warning: %s is reachable from other machines, over plain HTTP: the "
+		             "bearer token and every call can be read on the way; listen on "
+		             "127.0.0.1 (or a unix socket) and put a TLS proxy in front\n",
+		        S.any ? "every address of this machine" : "this address");
+	fflush(stderr);
+}
+
+int main(int argc, char **argv)
+{
+	static char made_token[49];
+	const char *listen_at = NULL, *token = getenv(TOKEN_ENV);
+	struct sockaddr_storage sa;
+	socklen_t salen = 0;
+	sigset_t mask;
+	int sfd, lfd = -1, rc;
+
+	if ((rc = parse_args(argc, argv, &listen_at)) != 0)
+		return rc;
+	if (!listen_at || !S.kbox || (token && strlen(token) < 16)) {
+		say("kbox-mcp-http is started by kbox mcp --http (it needs --listen, --kbox and, "
+		    "when %s is set, a token of 16 characters or more in it)",
+		    TOKEN_ENV);
+		return 2;
+	}
+	if ((rc = take_token(token, made_token)) != 0)
+		return rc;
 	if (parse_listen(listen_at, &sa, &salen) < 0)
 		return 2;
 	if (S.unix_path[0] && (lfd = listen_unix()) < 0)
@@ -1342,161 +1637,13 @@ int main(int argc, char **argv)
 	/* (SIGCHLD too: a conversation's kbox mcp that exits wakes the loop,
 	 * which reaps it) */
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	/* where: the unix socket listened on, or the address to bind */
-	where[0] = (struct MHD_OptionItem){lfd >= 0 ? MHD_OPTION_LISTEN_SOCKET
-	                                            : MHD_OPTION_SOCK_ADDR,
-	                                   lfd >= 0 ? lfd : 0, lfd >= 0 ? NULL : (void *)&sa};
-	S.d = MHD_start_daemon(
-	        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handler, NULL,
-	        MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-	        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_CONNECTION_LIMIT,
-	        (unsigned)CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
-	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
-	if (!S.d || sfd < 0) {
+	if (sfd < 0 || start_daemon(lfd, &sa) < 0) {
 		say("cannot listen on %s: %s", listen_at, strerror(errno));
 		unlink_unix();
 		return 5;
 	}
-	if (S.port == 0 && !S.unix_path[0]) {
-		const union MHD_DaemonInfo *di = MHD_get_daemon_info(S.d,
-		                                                     MHD_DAEMON_INFO_BIND_PORT);
-		S.port = di ? di->port : 0;
-	}
-	if (made_token[0]) {
-		fprintf(stderr, PROG ": token: %s\n", made_token);
-		sodium_memzero(made_token, sizeof made_token);
-	}
-	if (S.unix_path[0])
-		fprintf(stderr, PROG ": listening on unix:%s (http://localhost/mcp)\n",
-		        S.unix_path);
-	else
-		fprintf(stderr, PROG ": listening on http://%s:%u/mcp\n", S.host, S.port);
-	if (!S.unix_path[0] && !S.loopback)
-		fprintf(stderr,
-		        PROG ": warning: %s is reachable from other machines, over plain HTTP: the "
-		             "bearer token and every call can be read on the way; listen on "
-		             "127.0.0.1 (or a unix socket) and put a TLS proxy in front\n",
-		        S.any ? "every address of this machine" : "this address");
-	fflush(stderr);
-	while (!stopping) {
-		static struct pollfd fds[POLL_MAX];
-		static conv_t *owner[POLL_MAX];
-		static req_t *rowner[POLL_MAX];
-		const union MHD_DaemonInfo *ep = MHD_get_daemon_info(S.d, MHD_DAEMON_INFO_EPOLL_FD);
-		MHD_UNSIGNED_LONG_LONG to = 0;
-		size_t n = 0;
-		int wait = -1;
-
-		fds[n].fd = ep ? ep->epoll_fd : -1;
-		fds[n].events = POLLIN;
-		rowner[n] = NULL;
-		owner[n++] = NULL;
-		fds[n].fd = sfd;
-		fds[n].events = POLLIN;
-		rowner[n] = NULL;
-		owner[n++] = NULL;
-		for (size_t k = 0; k <= CONV_MAX; k++) {
-			conv_t *c = S.convs[k];
-			if (!c || c->ended)
-				continue;
-			fds[n].fd = c->out_fd;
-			fds[n].events = POLLIN;
-			rowner[n] = NULL;
-			owner[n++] = c;
-			if (c->in_fd >= 0 && c->out_off < c->out.len) {
-				fds[n].fd = c->in_fd;
-				fds[n].events = POLLOUT;
-				rowner[n] = NULL;
-				owner[n++] = c;
-			}
-			/* a client that goes away while its request waits: the
-			 * request is cancelled (the cell interrupted) */
-			for (req_t *r = c->pending; r && n < POLL_MAX; r = r->next) {
-				const union MHD_ConnectionInfo *ci;
-				if (!r->suspended ||
-				    !(ci = MHD_get_connection_info(
-				              r->conn, MHD_CONNECTION_INFO_CONNECTION_FD)))
-					continue;
-				fds[n].fd = ci->connect_fd;
-				fds[n].events = POLLRDHUP;
-				rowner[n] = r;
-				owner[n++] = c;
-			}
-		}
-		/* at least once a second: libmicrohttpd 0.9.75 takes its
-		 * listening socket back into its epoll set (after it had as
-		 * many connections as it may) only in a run, and its timeout
-		 * does not say when */
-		if (MHD_get_timeout(S.d, &to) == MHD_YES && to < 1000)
-			wait = (int)to;
-		else
-			wait = 1000;
-		cut_late_headers(&wait);
-		/* a conversation unused for S.idle_ms (an hour, or kbox mcp
-		 * --conversation-idle) ends: its kbox mcp stops and removes its
-		 * session at the end of its input */
-		for (size_t k = 0; k <= CONV_MAX; k++) {
-			conv_t *c = S.convs[k];
-			long long now = kx_now_ms();
-			if (!c || c->closing || c->pending || c->deleting)
-				continue;
-			if (now - c->used >= S.idle_ms) {
-				/* (said, so that an operator can tell it from a
-				 * client's mistake; the id's head names it) */
-				say("the conversation %.8s… ended: no request came for %.1f s (--conversation-idle)",
-				    c->sid, (double)S.idle_ms / 1000.0);
-				c->closing = true;
-				conv_flush(c);
-			} else if (wait < 0 || c->used + S.idle_ms - now < wait)
-				wait = (int)(c->used + S.idle_ms - now);
-		}
-		if (poll(fds, n, wait) < 0 && errno != EINTR)
-			break;
-		if (fds[1].revents) {
-			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof si) == sizeof si)
-				stopping |= si.ssi_signo != SIGCHLD;
-		}
-		/* the conversations that ended and whose kbox mcp has exited */
-		for (size_t k = 0; k <= CONV_MAX; k++)
-			if (S.convs[k])
-				conv_reap(S.convs[k]);
-		for (size_t k = 2; k < n; k++) {
-			conv_t *c = owner[k];
-			bool alive = false;
-			for (size_t q = 0; q <= CONV_MAX; q++)
-				alive |= S.convs[q] == c;
-			if (!alive || !fds[k].revents)
-				continue;
-			if (rowner[k]) {
-				bool waiting = false;
-				for (req_t *r = c->pending; r; r = r->next)
-					waiting |= r == rowner[k];
-				if (waiting && (fds[k].revents & (POLLRDHUP | POLLHUP | POLLERR)))
-					req_gone(rowner[k]);
-			} else if (fds[k].events & POLLOUT)
-				conv_flush(c);
-			else
-				conv_read(c);
-		}
-		MHD_run(S.d);
-	}
-	/* every conversation ends: its kbox mcp stops and removes its
-	 * session at the end of its input */
-	for (size_t k = 0; k <= CONV_MAX; k++)
-		if (S.convs[k] && S.convs[k]->in_fd >= 0) {
-			close(S.convs[k]->in_fd);
-			S.convs[k]->in_fd = -1;
-		}
-	for (size_t k = 0; k <= CONV_MAX; k++)
-		if (S.convs[k] && !S.convs[k]->reaped)
-			kill(S.convs[k]->pid, SIGTERM);
-	stop_conversations();
-	for (size_t k = 0; k <= CONV_MAX; k++)
-		if (S.convs[k])
-			conv_end(S.convs[k], "the server is stopping");
-	drain_streams();
-	MHD_stop_daemon(S.d);
-	unlink_unix();
+	say_listening(made_token);
+	serve(sfd);
+	stop_all();
 	return 0;
 }
