@@ -464,9 +464,44 @@ void kr_session_home_keep(void)
 	made_home[0] = '\0';
 }
 
+/* Whether the state directory HOME holds KR_STATE_MARK (a file). */
+static bool home_marked(const char *home)
+{
+	char mark[PATH_MAX];
+	struct stat st;
+	return (size_t)snprintf(mark, sizeof mark, "%s/%s", home, KR_STATE_MARK) < sizeof mark &&
+	       lstat(mark, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The parts of the session directory DIR, made if they are not there:
+ * run and outputs private, the workspace a directory (the kernel's, under
+ * root the sandbox user's: kr_session_share; its mode the kernel's to
+ * change: the session directory above keeps others out, and the next
+ * kernel's start makes it 0700 again).  0, or -1 with ERR. */
+static int make_parts(const char *dir, kbox_error_t *err)
+{
+	static const char *const subs[] = {"run", "workspace", "outputs"};
+	char sub[PATH_MAX];
+	struct stat st;
+	for (size_t i = 0; i < 3; i++) {
+		if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, subs[i]) >= sizeof sub)
+			return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s/%s", dir,
+			                      subs[i]);
+		if (mkdir(sub, 0700) < 0 && errno != EEXIST)
+			return kbox_error_set_sys(err, "cannot create directory %s", sub);
+		if (i == 1) {
+			if (lstat(sub, &st) < 0 || !S_ISDIR(st.st_mode))
+				return kbox_error_set(err, KBOX_E_INVALID, "%s is not a directory",
+				                      sub);
+		} else if (kbox_check_private_dir(sub, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
 {
-	char *dir = NULL, *sub = NULL;
+	char *dir = NULL;
 	struct stat st;
 	bool made = false;
 	int marked;
@@ -484,6 +519,16 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 		        "KBOX_HOME to a shorter path",
 		        dir, strlen(dir), SESSION_DIR_MAX);
 		goto fail;
+	}
+	/* a session that is there, in a state directory kbox marked (the
+	 * usual case of kbox exec, which makes one when it is not): the state
+	 * directory is checked as for any command, nothing above the session
+	 * is made again, and its parts are */
+	if (create && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && home_marked(home)) {
+		if (kr_session_check_home(home, err) < 0 || kbox_check_private_dir(dir, err) < 0 ||
+		    make_parts(dir, err) < 0)
+			goto fail;
+		return dir;
 	}
 	if (!create) {
 		if (kr_session_check_home(home, err) < 0)
@@ -534,37 +579,10 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 		kr_session_home_forget();
 		goto fail;
 	}
-	{
-		static const char *const subs[] = {"run", "workspace", "outputs"};
-		for (size_t i = 0; i < 3; i++) {
-			free(sub);
-			sub = NULL;
-			if (asprintf(&sub, "%s/%s", dir, subs[i]) < 0) {
-				kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-				goto fail;
-			}
-			if (mkdir(sub, 0700) < 0 && errno != EEXIST) {
-				kbox_error_set_sys(err, "cannot create directory %s", sub);
-				goto fail;
-			}
-			/* the workspace is the kernel's (under root the sandbox
-			 * user's: kr_session_share), and its mode the kernel's
-			 * to change: the session directory above keeps others out,
-			 * and the next kernel's start makes it 0700 again */
-			if (i == 1) {
-				if (lstat(sub, &st) < 0 || !S_ISDIR(st.st_mode)) {
-					kbox_error_set(err, KBOX_E_INVALID, "%s is not a directory",
-					               sub);
-					goto fail;
-				}
-			} else if (kbox_check_private_dir(sub, err) < 0)
-				goto fail;
-		}
-	}
-	free(sub);
+	if (make_parts(dir, err) < 0)
+		goto fail;
 	return dir;
 fail:
-	free(sub);
 	free(dir);
 	return NULL;
 }
