@@ -423,6 +423,64 @@ static int read_code(const char *src, bool is_file, char **code)
 	return EXIT_OK;
 }
 
+/* -o OUTPUTS: UTF-8, made absolute into OUTBUF (the supervisor writes
+ * there), never in a running sandbox's workspace (its code could read and
+ * rewrite what is kept there).  EXIT_OK, or the status (said). */
+static int take_outputs(const char *outputs, char outbuf[PATH_MAX])
+{
+	kbox_error_t lerr = {0};
+	int status;
+	if (!kx_utf8_valid_str(outputs)) {
+		cli_error("exec", "--outputs %s is not valid UTF-8", outputs);
+		return EXIT_USAGE;
+	}
+	if ((status = cli_outputs_dir("exec", outputs, outbuf)) != EXIT_OK)
+		return status;
+	if (kr_live_ws_check(outbuf, "outputs directory", &lerr) < 0) {
+		cli_error("exec", "--outputs %s: %s", outputs, lerr.msg);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+/* The -e NAME=VALUE of ENV, split in place into *NAMES and *VALUES (new
+ * arrays, NULL-terminated, of ENV's own bytes): at most KR_CTL_ENV_MAX,
+ * each a name the protocol takes and a UTF-8 value.  EXIT_OK, or the
+ * status (said). */
+static int take_env(cli_strlist_t *env, const char ***names, const char ***values)
+{
+	if (env->n > KR_CTL_ENV_MAX) {
+		cli_error("exec", "at most %d -e NAME=VALUE", KR_CTL_ENV_MAX);
+		return EXIT_USAGE;
+	}
+	*names = calloc(env->n + 1, sizeof **names);
+	*values = calloc(env->n + 1, sizeof **values);
+	if (!*names || !*values) {
+		cli_error("exec", "out of memory");
+		return EXIT_UNAVAILABLE;
+	}
+	for (size_t i = 0; i < env->n; i++) {
+		char *eq = strchr(env->v[i], '=');
+		const char *wrong = NULL;
+		if (eq) {
+			*eq = '\0'; /* the argument's own bytes: NAME, then VALUE */
+			wrong = kr_ctl_env_name_wrong(env->v[i]);
+		}
+		if (!eq || wrong || !kx_utf8_valid_str(eq + 1)) {
+			if (eq)
+				*eq = '=';
+			cli_error("exec", "invalid --env \"%s\": %s", env->v[i],
+			          !eq     ? "no '=' (expected NAME=VALUE)"
+			          : wrong ? wrong
+			                  : "its VALUE is not valid UTF-8");
+			return EXIT_USAGE;
+		}
+		(*names)[i] = env->v[i];
+		(*values)[i] = eq + 1;
+	}
+	return EXIT_OK;
+}
+
 int cmd_exec(int argc, char **argv)
 {
 	const char *name = NULL, *outputs = NULL, *file = NULL;
@@ -504,58 +562,11 @@ int cmd_exec(int argc, char **argv)
 			status = EXIT_USAGE;
 			goto out;
 		}
-	if (outputs && !kx_utf8_valid_str(outputs)) {
-		cli_error("exec", "--outputs %s is not valid UTF-8", outputs);
-		status = EXIT_USAGE;
+	if (outputs && (status = take_outputs(outputs, outbuf)) != EXIT_OK)
 		goto out;
-	}
-	if (outputs) {
-		/* the supervisor writes there: it gets the absolute path */
-		if ((status = cli_outputs_dir("exec", outputs, outbuf)) != EXIT_OK)
-			goto out;
-		/* never where a running sandbox's code could read and rewrite it */
-		{
-			kbox_error_t lerr = {0};
-			if (kr_live_ws_check(outbuf, "outputs directory", &lerr) < 0) {
-				cli_error("exec", "--outputs %s: %s", outputs, lerr.msg);
-				status = EXIT_USAGE;
-				goto out;
-			}
-		}
-		e.outputs = outbuf;
-	}
-	if (env.n > KR_CTL_ENV_MAX) {
-		cli_error("exec", "at most %d -e NAME=VALUE", KR_CTL_ENV_MAX);
-		status = EXIT_USAGE;
+	e.outputs = outputs ? outbuf : NULL;
+	if ((status = take_env(&env, &env_names, &env_values)) != EXIT_OK)
 		goto out;
-	}
-	env_names = calloc(env.n + 1, sizeof *env_names);
-	env_values = calloc(env.n + 1, sizeof *env_values);
-	if (!env_names || !env_values) {
-		cli_error("exec", "out of memory");
-		status = EXIT_UNAVAILABLE;
-		goto out;
-	}
-	for (size_t i = 0; i < env.n; i++) {
-		char *eq = strchr(env.v[i], '=');
-		const char *wrong = NULL;
-		if (eq) {
-			*eq = '\0'; /* the argument's own bytes: NAME, then VALUE */
-			wrong = kr_ctl_env_name_wrong(env.v[i]);
-		}
-		if (!eq || wrong || !kx_utf8_valid_str(eq + 1)) {
-			if (eq)
-				*eq = '=';
-			cli_error("exec", "invalid --env \"%s\": %s", env.v[i],
-			          !eq     ? "no '=' (expected NAME=VALUE)"
-			          : wrong ? wrong
-			                  : "its VALUE is not valid UTF-8");
-			status = EXIT_USAGE;
-			goto out;
-		}
-		env_names[i] = env.v[i];
-		env_values[i] = eq + 1;
-	}
 	e.env_names = env_names;
 	e.env_values = env_values;
 	e.n_env = env.n;

@@ -278,33 +278,13 @@ static int own_live(int *fd, char *file, const char *path, const char *what, kbo
 	return ws_holds_state(path, what, err);
 }
 
-static int load_config(sup_t *s, kbox_error_t *err)
+/* The kernel's environment (s->env, s->sbo.env): the safe path and, for
+ * a sandboxed kernel, a home whose leftovers do not run; the session's
+ * own --env of CFG last.  0, or -1 with ERR. */
+static int make_env(sup_t *s, const kr_session_config_t *cfg, kbox_error_t *err)
 {
-	/* one supervisor a process (the_sup): its configuration, whose
-	 * strings the fields below borrow, lives as long as the process;
-	 * s->config is its JSON, for what reads the session's name */
-	static kr_session_config_t cfg;
-	const kr_backend_t *b;
-	const char *ws;
 	size_t i, k;
-	if (kr_session_config_load(&cfg, s->dir, err) < 0)
-		return -1;
-	if (!(s->config = kr_session_config_to_json(&cfg)))
-		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	s->kernel = cfg.kernel;
-	s->backend = cfg.backend;
-	s->ttl_ms = cfg.ttl_ms;
-	s->sbo.memory_bytes = cfg.memory;
-	s->sbo.cpus = cfg.cpus;
-	s->sbo.pids = (long)cfg.pids;
-	s->sbo.tmp_bytes = cfg.tmp_size;
-	s->sbo.file_bytes = cfg.file_size;
-	s->outputs_quota = (unsigned long long)cfg.outputs_quota;
-	s->sbo.rootfs = cfg.rootfs;
-	s->sbo.name = cfg.name;
-	s->ephemeral = cfg.ephemeral;
-	s->owner_pid = (long)cfg.owner_pid;
-	if (!(s->env = calloc(cfg.n_env + sizeof clean_home / sizeof *clean_home +
+	if (!(s->env = calloc(cfg->n_env + sizeof clean_home / sizeof *clean_home +
 	                              sizeof safe_path / sizeof *safe_path + 1,
 	                      sizeof *s->env)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
@@ -333,21 +313,30 @@ static int load_config(sup_t *s, kbox_error_t *err)
 		s->env[k++] = s->none_rprofile;
 		s->env[k++] = s->none_renviron;
 	}
-	if (kr_backend_sandboxed(s->backend) && !cfg.home_config)
+	if (kr_backend_sandboxed(s->backend) && !cfg->home_config)
 		for (i = 0; i < sizeof clean_home / sizeof *clean_home; i++)
 			s->env[k++] = (char *)clean_home[i];
-	for (i = 0; i < cfg.n_env; i++)
-		s->env[k++] = cfg.env[i];
+	for (i = 0; i < cfg->n_env; i++)
+		s->env[k++] = cfg->env[i];
 	s->env[k] = NULL;
 	s->sbo.env = (const char *const *)s->env;
 	s->sbo.ipykernel_args = kr_backend_sandboxed(s->backend) ? workspace_last : none_args;
+	return 0;
+}
+
+/* The session's paths (its run, workspace, outputs, home, kernel log;
+ * the workspace CFG names, kbox run's host directory, or its own), its
+ * home and run made.  0, or -1 with ERR. */
+static int make_paths(sup_t *s, const kr_session_config_t *cfg, kbox_error_t *err)
+{
+	const char *ws;
 	snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/run", s->dir);
 	/* kbox run --workspace names a host directory */
-	ws = cfg.workspace;
-	if (ws && (cfg.has & KR_SC_WORKSPACE_INO)) {
+	ws = cfg->workspace;
+	if (ws && (cfg->has & KR_SC_WORKSPACE_INO)) {
 		s->sbo.ws_check = true;
-		s->sbo.ws_dev = (dev_t)cfg.workspace_dev;
-		s->sbo.ws_ino = (ino_t)cfg.workspace_ino;
+		s->sbo.ws_dev = (dev_t)cfg->workspace_dev;
+		s->sbo.ws_ino = (ino_t)cfg->workspace_ino;
 	}
 	if (ws)
 		snprintf(s->workspace, sizeof s->workspace, "%s", ws);
@@ -367,6 +356,15 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.log_fd = -1;
 	if (!(s->klog = kr_kernel_log_new(s->log_path, KR_KERNEL_LOG_MAX)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	return 0;
+}
+
+/* The backend, the kernelspec, where the kernel's sockets go, and under
+ * root who the sandbox runs as (the directories it reaches, WS among
+ * them, shared with it).  0, or -1 with ERR. */
+static int take_backend(sup_t *s, const char *ws, kbox_error_t *err)
+{
+	const kr_backend_t *b;
 	if (!(b = kr_backend_find(s->backend)))
 		return kbox_error_set(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
 	/* sockets in a host directory: one no sandbox reaches, never in the
@@ -398,6 +396,14 @@ static int load_config(sup_t *s, kbox_error_t *err)
 		s->id.uid = geteuid();
 		s->id.gid = getegid();
 	}
+	return 0;
+}
+
+/* What the sandbox has read-write (its home, and its workspace: the
+ * session's own, or WS, kbox run's) recorded as live, then looked through
+ * for state directories.  0, or -1 with ERR. */
+static int record_live(sup_t *s, const char *ws, kbox_error_t *err)
+{
 	/* what the sandbox has read-write is recorded as live first, then
 	 * looked through for state directories: one made there before is
 	 * found now (since kbox run looked, for a host workspace), one made
@@ -418,6 +424,35 @@ static int load_config(sup_t *s, kbox_error_t *err)
 		/* (one swapped in under its name since kbox run checked it is
 		 * refused where the sandbox binds it, by device and inode) */
 	}
+	return 0;
+}
+
+static int load_config(sup_t *s, kbox_error_t *err)
+{
+	/* one supervisor a process (the_sup): its configuration, whose
+	 * strings the fields below borrow, lives as long as the process;
+	 * s->config is its JSON, for what reads the session's name */
+	static kr_session_config_t cfg;
+	if (kr_session_config_load(&cfg, s->dir, err) < 0)
+		return -1;
+	if (!(s->config = kr_session_config_to_json(&cfg)))
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	s->kernel = cfg.kernel;
+	s->backend = cfg.backend;
+	s->ttl_ms = cfg.ttl_ms;
+	s->sbo.memory_bytes = cfg.memory;
+	s->sbo.cpus = cfg.cpus;
+	s->sbo.pids = (long)cfg.pids;
+	s->sbo.tmp_bytes = cfg.tmp_size;
+	s->sbo.file_bytes = cfg.file_size;
+	s->outputs_quota = (unsigned long long)cfg.outputs_quota;
+	s->sbo.rootfs = cfg.rootfs;
+	s->sbo.name = cfg.name;
+	s->ephemeral = cfg.ephemeral;
+	s->owner_pid = (long)cfg.owner_pid;
+	if (make_env(s, &cfg, err) < 0 || make_paths(s, &cfg, err) < 0 ||
+	    take_backend(s, cfg.workspace, err) < 0 || record_live(s, cfg.workspace, err) < 0)
+		return -1;
 	return 0;
 }
 
