@@ -91,6 +91,55 @@ static char *canonical_path(const char *path)
 	return strdup(cur[0] ? cur : "/");
 }
 
+/* Run by an ordinary user, whose sandboxes are that user: no symbolic
+ * link on the way to the state directory PATH (absolute, as given) is in
+ * a directory the user can write, where code of a sandbox that holds that
+ * directory open (once in its workspace) could have put it, in place of
+ * the state directory or a directory above it, to have kbox act on
+ * another state directory of the user's (review 15, B15-2).  Links in
+ * directories only root can change (/home -> /usr/home) are followed.
+ * 0, or -1 with ERR. */
+static int home_links_safe(const char *path, kbox_error_t *err)
+{
+	char p[PATH_MAX], real[PATH_MAX];
+	size_t n = strlen(path);
+	struct stat st;
+
+	if (n >= sizeof p)
+		return 0; /* (refused elsewhere) */
+	memcpy(p, path, n + 1);
+	for (char *q = p + 1;; q++) {
+		char save = *q;
+		if (save != '/' && save != '\0')
+			continue;
+		*q = '\0';
+		if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode)) {
+			char *slash = strrchr(p, '/');
+			struct stat up;
+			bool writable;
+			*slash = '\0';
+			writable = access(slash == p ? "/" : p, W_OK) == 0 &&
+			           (stat(slash == p ? "/" : p, &up) < 0 ||
+			            !(up.st_mode & S_ISVTX) || st.st_uid == geteuid());
+			*slash = '/';
+			if (writable) {
+				const char *to = realpath(path, real) ? real : "where it leads";
+				return kbox_error_set(
+				        err, KBOX_E_INVALID,
+				        "state directory %s: %s is a symbolic link in a directory you "
+				        "can write, where code of a sandbox could have put it to have kbox "
+				        "use another state directory (kbox(7), threat 44); give KBOX_HOME "
+				        "the directory it leads to: %s",
+				        path, p, to);
+			}
+		}
+		*q = save;
+		if (!save)
+			break;
+	}
+	return 0;
+}
+
 char *kr_state_home(kbox_error_t *err)
 {
 	const char *v = getenv("KBOX_HOME");
@@ -125,6 +174,10 @@ char *kr_state_home(kbox_error_t *err)
 		}
 		free(path);
 		path = abs;
+	}
+	if (geteuid() != 0 && home_links_safe(path, err) < 0) {
+		free(path);
+		return NULL;
 	}
 	/* one spelling of it (KBOX_HOME=/tmp/x/, /tmp/./x, a link in it): the
 	 * sockets are found, and the workspace check compares, by it */

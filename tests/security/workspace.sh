@@ -726,6 +726,36 @@ check row44_a_supervisor_is_not_held_by_fifos_in_place_of_its_logs eval '
 KBOX_HOME=$T/st kbox rm -f -s ffs
 check row44_a_session_with_fifos_for_logs_stops_and_goes eval 'status_is 0 && [ ! -e st/sessions/ffs ]'
 
+# A link put in place of the state directory (review 15, B15-2): code
+# of a sandbox that holds the directory above it swapped it for a link to
+# another state directory of the user's, whose same-named session is
+# unsandboxed, and kbox followed it (it resolves every link in
+# KBOX_HOME).  Run by an ordinary user, a link in a directory the user can
+# write is refused on the way to a state directory, and nothing of the
+# other one is touched; under root the sandboxes are other uids, which
+# cannot write root's directories (and one they can write is refused
+# above), and the link is followed.
+fresh
+chmod 711 "$T"
+KBOX_HOME=$T/B kbox start -s victim --backend none
+KBOX_HOME=$T/B kbox stop -s victim
+mkdir -m 700 proj proj/st.real
+ln -s "$T/B" proj/st
+KBOX_HOME=$T/proj/st kbox exec -s victim 'print("ran")'
+if [ "$(id -u)" != 0 ]; then
+	check row44_a_link_in_place_of_the_state_directory_is_refused fails_with 5 \
+		"kbox exec: state directory $T/proj/st: $T/proj/st is a symbolic link in a directory you can write, where code of a sandbox could have put it to have kbox use another state directory (kbox(7), threat 44); give KBOX_HOME the directory it leads to: $T/B"
+	KBOX_HOME=$T/proj/st kbox prune
+	check row44_prune_through_a_link_in_place_of_the_state_directory_removes_nothing eval '
+		status_is 5 && [ -f B/sessions/victim/session.json ] &&
+		[ "$(KBOX_HOME=$T/B "$KBOX" ls | awk "NR > 1 { print \$1 }")" = victim ]'
+else
+	check row44_a_link_in_place_of_the_state_directory_is_refused eval '
+		status_is 0 && last_line_is stdout ran'
+	skip row44_prune_through_a_link_in_place_of_the_state_directory_removes_nothing \
+		"under root the link is followed (no sandbox can write root's directories)"
+fi
+
 # The seal binds the session directory (review 14, W14-2): a sealed
 # session.json of a session of the same name in another state directory
 # (one --backend none) copied in is refused; --reseal seals the file as
