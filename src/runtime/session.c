@@ -92,7 +92,8 @@ static char *canonical_path(const char *path)
 }
 
 /* Run by an ordinary user, whose sandboxes are that user: no symbolic
- * link on the way to the state directory PATH (absolute, as given) is in
+ * link on the way to the state directory PATH (KBOX_HOME, made absolute;
+ * the defaults below the home are not, where no workspace is) is in
  * a directory the user can write, where code of a sandbox that holds that
  * directory open (once in its workspace) could have put it, in place of
  * the state directory or a directory above it, to have kbox act on
@@ -123,14 +124,18 @@ static int home_links_safe(const char *path, kbox_error_t *err)
 			            !(up.st_mode & S_ISVTX) || st.st_uid == geteuid());
 			*slash = '/';
 			if (writable) {
-				const char *to = realpath(path, real) ? real : "where it leads";
+				/* (the part that exists resolved, the rest as given) */
+				char near[PATH_MAX];
+				kx_realpath_nearest(path, near, real);
+				if (strlen(real) + strlen(path + strlen(near)) < sizeof real)
+					strcat(real, path + strlen(near));
 				return kbox_error_set(
 				        err, KBOX_E_INVALID,
 				        "state directory %s: %s is a symbolic link in a directory you "
 				        "can write, where code of a sandbox could have put it to have kbox "
 				        "use another state directory (kbox(7), threat 44); give KBOX_HOME "
 				        "the directory it leads to: %s",
-				        path, p, to);
+				        path, p, real);
 			}
 		}
 		*q = save;
@@ -143,10 +148,11 @@ static int home_links_safe(const char *path, kbox_error_t *err)
 char *kr_state_home(kbox_error_t *err)
 {
 	const char *v = getenv("KBOX_HOME");
+	bool given = v && *v; /* KBOX_HOME, not a default below the home */
 	char *path = NULL;
 	int n;
 
-	if (v && *v)
+	if (given)
 		n = asprintf(&path, "%s", v);
 	else if ((v = getenv("XDG_STATE_HOME")) && *v == '/')
 		n = asprintf(&path, "%s/kbox", v);
@@ -175,7 +181,7 @@ char *kr_state_home(kbox_error_t *err)
 		free(path);
 		path = abs;
 	}
-	if (geteuid() != 0 && home_links_safe(path, err) < 0) {
+	if (given && geteuid() != 0 && home_links_safe(path, err) < 0) {
 		free(path);
 		return NULL;
 	}
@@ -571,6 +577,14 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 		        "session directory %.64s… is too long (%zu characters; at most %d): set "
 		        "KBOX_HOME to a shorter path",
 		        dir, strlen(dir), SESSION_DIR_MAX);
+		goto fail;
+	}
+	/* (a link there: refused, made or not, as every command refuses it) */
+	if (create && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "session directory %s is a symbolic link, not a directory kbox "
+		               "made: something else put it there",
+		               dir);
 		goto fail;
 	}
 	/* a session that is there, in a state directory kbox marked (the

@@ -324,6 +324,25 @@ static int make_env(sup_t *s, const kr_session_config_t *cfg, kbox_error_t *err)
 	return 0;
 }
 
+/* The directory NAME in the session's directory (held open), made if
+ * it is not there, and a directory, not a link put there to have this
+ * supervisor work in (and empty) another.  0, or -1 with ERR. */
+static int own_subdir(sup_t *s, const char *name, kbox_error_t *err)
+{
+	struct stat st;
+	if (mkdirat(s->dir_fd, name, 0700) < 0 && errno != EEXIST)
+		return kbox_error_set_sys(err, "cannot create %s/%s", s->dir, name);
+	if (fstatat(s->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return kbox_error_set_sys(err, "%s/%s", s->dir, name);
+	if (!S_ISDIR(st.st_mode))
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s/%s is not a directory (%s): something else put it "
+		                      "there; refusing it",
+		                      s->dir, name,
+		                      S_ISLNK(st.st_mode) ? "a symbolic link" : "another file");
+	return 0;
+}
+
 /* The session's paths (its run, workspace, outputs, home, kernel log;
  * the workspace CFG names, kbox run's host directory, or its own), its
  * home and run made.  0, or -1 with ERR. */
@@ -347,10 +366,8 @@ static int make_paths(sup_t *s, const kr_session_config_t *cfg, kbox_error_t *er
 	snprintf(s->home, sizeof s->home, "%s/home", s->dir);
 	/* the sandbox's /home/kbox: IPython's history, matplotlib's font
 	 * cache; kept across kernel restarts, like the workspace */
-	if (mkdir(s->home, 0700) < 0 && errno != EEXIST)
-		return kbox_error_set_sys(err, "cannot create %s", s->home);
-	if (mkdir(s->runtime_dir, 0700) < 0 && errno != EEXIST)
-		return kbox_error_set_sys(err, "cannot create %s", s->runtime_dir);
+	if (own_subdir(s, "home", err) < 0 || own_subdir(s, "run", err) < 0)
+		return -1;
 	s->sbo.home = s->home;
 	s->sbo.workspace = s->workspace;
 	s->sbo.log_fd = -1;
@@ -502,18 +519,27 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
  * where an earlier kbox bound the kernel's sockets. */
 static void clean_runtime_dir(sup_t *s)
 {
-	char old[PATH_MAX + 16];
-	DIR *d = opendir(s->runtime_dir);
+	/* (reached from the session's directory held open, following no
+	 * link: one put at run, or at run/sandbox, leads nowhere) */
+	int run = openat(s->dir_fd, "run", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), sb;
+	int rd = run >= 0 ? fcntl(run, F_DUPFD_CLOEXEC, 0) : -1;
+	DIR *d = rd >= 0 ? fdopendir(rd) : NULL;
 	struct dirent *e;
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (strncmp(e->d_name, "kernel-", 7) == 0)
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-	snprintf(old, sizeof old, "%s/sandbox", s->runtime_dir);
-	kx_empty_dir(old);
-	rmdir(old);
+	if (!d && rd >= 0)
+		close(rd);
+	if (d) {
+		while ((e = readdir(d)))
+			if (strncmp(e->d_name, "kernel-", 7) == 0)
+				unlinkat(dirfd(d), e->d_name, 0);
+		closedir(d);
+	}
+	if (run >= 0 &&
+	    (sb = openat(run, "sandbox", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+		kx_empty_dirfd(sb);
+		close(sb);
+		unlinkat(run, "sandbox", AT_REMOVEDIR);
+	}
+	kx_close(&run);
 }
 
 static int listen_control(sup_t *s, kbox_error_t *err)

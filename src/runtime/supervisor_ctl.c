@@ -442,6 +442,7 @@ static void op_session(sup_t *s, conn_t *c, json_t *req)
 {
 	const char *dir = json_string_value(json_object_get(req, "dir"));
 	json_t *dev = json_object_get(req, "dev"), *ino = json_object_get(req, "ino");
+	struct stat st;
 	bool same;
 	if (!dir || (dev && !json_is_integer(dev)) || (ino && !json_is_integer(ino)) ||
 	    !dev != !ino) {
@@ -450,9 +451,14 @@ static void op_session(sup_t *s, conn_t *c, json_t *req)
 		                "both or neither");
 		goto cut;
 	}
+	/* (and this supervisor's directory is still where it was started,
+	 * itself, not a link to it: one renamed away answers for nothing, by
+	 * whatever way a client reached it) */
 	same = strcmp(dir, s->dir) == 0 &&
 	       (!dev || (json_integer_value(dev) == (json_int_t)s->dir_dev &&
-	                 json_integer_value(ino) == (json_int_t)s->dir_ino));
+	                 json_integer_value(ino) == (json_int_t)s->dir_ino)) &&
+	       lstat(s->dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_dev == s->dir_dev &&
+	       st.st_ino == s->dir_ino;
 	if (same)
 		return;
 	if (strcmp(dir, s->dir) == 0)

@@ -888,10 +888,37 @@ if [ -z "$SKIPPING" ]; then
 		'open("row44-moved", "w").close()' >"$W/out" 2>"$W/err"
 	rc=$?
 	keep moved
+	# and a link put at its name to the directory moved away (review 16,
+	# B16-3): kbox refuses the link, and the old supervisor, reached
+	# through it with the right path and identity, answers for nothing
+	mv "$S/mv/control.sock" "$S/mv-away/control.sock" && rm -rf "$S/mv" &&
+		ln -s "$S/mv-away" "$S/mv"
+	kx exec -s mv 'open("row44-linked", "w").close()'
+	keep linked
+	timeout -k 5 60 "$PY" - "$S/mv" <<'EOF' >"$W/out" 2>"$W/err"
+import json, os, socket, sys
+d = sys.argv[1]
+st = os.stat(d)
+s = socket.socket(socket.AF_UNIX)
+s.connect(d + "/control.sock")
+s.sendall(json.dumps({"op": "session", "dir": d, "dev": st.st_dev, "ino": st.st_ino}).encode()
+          + b"\n" + b'{"op": "status"}\n')
+r = json.loads(s.makefile().readline())
+print("linked", r["re"], r["ok"], r["kind"])
+EOF
+	rc=$?
+	keep linked_op
+	rm -f "$S/mv"
 	MVPID=$(head -n 1 "$S/mv-away/supervisor.pid")
 	kill -TERM "$MVPID" && wait_for eval '! kill -0 "$MVPID" 2>/dev/null'
 	rm -rf "$S/mv" "$S/mv-away"
 fi
+DIAG="linked linked_op"
+check "row44_a_link_to_a_session_moved_away_is_refused_and_its_supervisor_answers_nothing" eval '
+	rc_is linked 5 &&
+	eq "$(cat "$W/linked.err")" "kbox exec: session directory $S/mv is a symbolic link, not a directory kbox made: something else put it there" &&
+	rc_is linked_op 0 && eq "$(val linked_op linked)" "session False state" &&
+	[ ! -e "$S/mv-away/workspace/row44-linked" ]'
 DIAG="mv_start moved"
 check "row44_a_supervisor_moved_away_runs_nothing_meant_for_the_session_now_there" eval '
 	rc_is mv_start 0 && rc_is moved 5 && [ ! -s "$W/moved.out" ] &&
