@@ -662,6 +662,8 @@ scenario_closedout() {
 	echo $? >stop.rc
 	kbox exec -s closedout --no-start 'print(2)'
 	cp "$S/closedout/supervisor.pid" pid.after
+	timeout -k 5 120 "$KBOX" exec -s closedout 'print(3)' >/dev/full 2>full.err
+	echo $? >full.rc
 }
 scenario_runclosedout() {
 	timeout -k 5 120 "$KBOX" run -c 'print(1)' >&- 2>stderr
@@ -726,7 +728,7 @@ timeout run_timeout_exits_3 run_timeout_interrupts_the_cell_at_its_timeout run_t
 input run_input_lines_answer_input_in_order_across_cells run_input_after_last_line_is_eof
 noinput run_input_without_input_option_fails_with_stdin_error
 died run_kernel_death_exits_4 run_kernel_death_stops_later_cells run_kernel_death_says_the_run_stops_there
-closedout exec_with_stdout_closed_fails_with_one_line exec_with_stdout_closed_sends_no_output_to_the_supervisor
+closedout exec_with_stdout_closed_fails_with_one_line exec_with_stdout_closed_sends_no_output_to_the_supervisor exec_to_a_full_disk_says_why
 runclosedout run_with_stdout_closed_fails_with_one_line
 demo demo_exits_0 demo_warns_that_the_workspace_is_writable demo_writes_csv_in_the_workspace demo_cells_share_state demo_shows_aggregate_as_Out_3 demo_chart_is_png demo_chart_is_600x400
 plot run_plt_show_saves_png run_plt_show_prints_no_figure_text run_images_go_to_a_new_directory_of_the_run_by_default run_image_is_named_count_dash_index
@@ -846,6 +848,8 @@ check exec_with_stdout_closed_fails_with_one_line eval '[ "$(cat exec.rc)" = 5 ]
 check exec_with_stdout_closed_sends_no_output_to_the_supervisor eval '[ "$(cat stop.rc)" = 5 ] &&
 	[ "$rc" = 0 ] && [ "$(cat stdout)" = 2 ] && cmp -s pid.before pid.after &&
 	! logged closedout stop'
+check exec_to_a_full_disk_says_why eval '[ "$(cat full.rc)" = 5 ] &&
+	[ "$(cat full.err)" = "kbox exec: cannot write standard output: No space left on device" ]'
 kbox stop -s closedout
 
 enter runclosedout

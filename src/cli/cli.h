@@ -271,6 +271,9 @@ int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg
 bool cli_take_stdin(void);
 
 /* Print one JSON value (taken) compactly on its own line, flushed. */
+/* fflush(stdout), its failure's errno kept for main's report ("cannot
+ * write standard output: WHY"). */
+void cli_flush_stdout(void);
 void cli_print_json_line(json_t *j);
 
 /* Format seconds as "2h03m", "4m10s", "12.3s" into BUF. */

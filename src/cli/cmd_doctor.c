@@ -86,7 +86,7 @@ static int run_admin(const char *const *tools, size_t n_tools, char **argv, cons
 		return -1;
 	}
 	argv[0] = (char *)tool;
-	fflush(stdout);
+	cli_flush_stdout();
 	if ((pid = fork()) < 0) {
 		snprintf(why, size, "cannot %s: fork: %s", what, strerror(errno));
 		return -1;

@@ -70,7 +70,7 @@ static void died_result(kr_ctl_format_t format, const char *reason, double secon
 	json_t *j;
 	if (is_text(format)) {
 		printf("[kernel died: %s; earlier state is lost]\n", reason);
-		fflush(stdout);
+		cli_flush_stdout();
 		return;
 	}
 	j = json_pack("{s:s, s:s, s:n, s:f, s:s, s:[], s:{s:s, s:i, s:i, s:b, s:n, s:i, s:i}, "
@@ -85,7 +85,7 @@ static void died_result(kr_ctl_format_t format, const char *reason, double secon
 	if (j && format == KR_CTL_FMT_NDJSON)
 		json_object_set_new(j, "event", json_string("end"));
 	cli_print_json_line(j);
-	fflush(stdout);
+	cli_flush_stdout();
 }
 
 /* The printer of an execution's started line and events (ARG is its
@@ -113,7 +113,7 @@ static void on_exec_event(void *arg, kr_ctl_msg_kind_t kind, const json_t *m)
 			               json_string_length(earlier));
 			printf("[end of that output]\n");
 		}
-		fflush(stdout);
+		cli_flush_stdout();
 	} else if (kind == KR_CTL_MSG_EVENT && req->format == KR_CTL_FMT_NDJSON) {
 		cli_print_json_line(json_incref(json_object_get(m, "event")));
 	} else if (kind == KR_CTL_MSG_EVENT && is_text(req->format)) {
@@ -183,7 +183,7 @@ static void exec_print_reply(const char *cmd, const char *name, const kr_ctl_exe
 			printf("; %s]\n", r->stops);
 	} else if (!is_text(req->format))
 		cli_print_json_line(json_incref(json_object_get(m, "result")));
-	fflush(stdout);
+	cli_flush_stdout();
 	/* the result says to put the values in the code, for a model; a
 	 * person may rather give the lines */
 	if (is_text(req->format) && json_is_true(json_object_get(m, "input_refused")))

@@ -227,7 +227,7 @@ int cmd_logs(int argc, char **argv)
 		}
 		if (!follow)
 			break;
-		fflush(stdout);
+		cli_flush_stdout();
 		if (ferror(stdout) || reader_gone() || session_gone(sdir, &at_start, name))
 			break;
 		clearerr(f);

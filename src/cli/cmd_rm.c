@@ -111,7 +111,7 @@ static int rm_one(const char *cmd, const char *home, const char *name, bool forc
 		status = EXIT_UNAVAILABLE;
 	} else
 		printf("removed session %s (%s%s)\n", name, mine ? "at least " : "", size);
-	fflush(stdout); /* in order with the errors about the next ones */
+	cli_flush_stdout(); /* in order with the errors about the next ones */
 	free(dir);
 	return status;
 }

@@ -169,7 +169,7 @@ static void end_out_dir(const char *dir, format_t format)
 		return;
 	if (format == FMT_TEXT) {
 		printf("[files saved in: %s/]\n", dir);
-		fflush(stdout);
+		cli_flush_stdout();
 	} else
 		cli_error("run", "files saved in %s/", dir);
 }
@@ -670,7 +670,7 @@ static int run_cells(const run_t *run, int *fd)
 		    (status == EXIT_CODE_ERROR && r.reason[0]))
 			cli_error("run", "cell %zu (%s): %s", i + 1, source, run_reason(r.reason));
 	}
-	fflush(stdout);
+	cli_flush_stdout();
 	return status;
 }
 

@@ -549,8 +549,14 @@ int cli_parse_max_lines(const char *cmd, const char *arg, long long *out)
 	return 0;
 }
 
-/* Why a write of cli_print_json_line failed (0: none did). */
+/* Why a write to standard output failed (cli_flush_stdout; 0: none did). */
 static int stdout_errno;
+
+void cli_flush_stdout(void)
+{
+	if (fflush(stdout) != 0 && !stdout_errno)
+		stdout_errno = errno; /* for main's report */
+}
 
 void cli_print_json_line(json_t *j)
 {
@@ -558,8 +564,7 @@ void cli_print_json_line(json_t *j)
 	               : NULL;
 	if (line) {
 		printf("%s\n", line);
-		if (fflush(stdout) != 0 && !stdout_errno)
-			stdout_errno = errno; /* for main's report */
+		cli_flush_stdout();
 		printed_json = true;
 	}
 	free(line);
