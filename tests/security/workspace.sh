@@ -780,6 +780,7 @@ else
 	skip row44_prune_through_a_link_in_place_of_the_state_directory_removes_nothing \
 		"under root the link is followed (no sandbox can write root's directories)"
 fi
+KBOX_HOME=$T/B kbox stop --all
 
 # The seal binds the session directory (review 14, W14-2): a sealed
 # session.json of a session of the same name in another state directory
