@@ -310,6 +310,12 @@ def rss():
             return int(l.split()[1])
 
 out = {}
+def report(kind, value, tb):
+    # a test that failed says where, in what the check reads
+    import traceback
+    print(json.dumps({"error": "".join(traceback.format_exception(kind, value, tb))[-400:],
+                      "so_far": out}))
+sys.excepthook = report
 if test == "duplicate":
     s = connect()
     send(s, '{"op":"status","op":"execute","code":"open(\'/workspace/dup-ran\', \'w\').close()"}')
