@@ -340,6 +340,10 @@ check inspect_with_a_sessions_name_as_its_code_gets_the_s_hint fails_with 2 \
 kbox complete sales
 check complete_with_a_sessions_name_as_its_code_gets_the_s_hint fails_with 2 \
 	'kbox complete: "sales" is a session: did you mean kbox complete -s sales CODE?'
+# the cursor as a second operand (it is -c N): said, not "expected the CODE"
+kbox complete -s sales 'import o' 8
+check complete_with_the_cursor_as_an_operand_says_it_is_one_too_many fails_with 2 \
+	'kbox complete: one operand, the CODE: "8" is one too many (the cursor'"'"'s offset goes in -c N; see kbox complete --help)'
 rmdir "$S/sales"
 kbox ps
 check another_tools_command_names_ours fails_with 2 \

@@ -185,6 +185,13 @@ int cli_introspect(const char *cmd, int argc, char **argv)
 		opts[5] = (cli_option_t)CLI_OPT_END;
 	if ((n = cli_parse_options(cmd, opts, argc, argv, &status)) < 0)
 		return status;
+	if (n > 1) { /* (the cursor is an option, -c N, not an operand) */
+		cli_error(cmd,
+		          "one operand, the CODE: \"%s\" is one too many (the cursor's offset "
+		          "goes in -c N; see kbox %s --help)",
+		          argv[1], cmd);
+		return EXIT_USAGE;
+	}
 	if (n != 1) {
 		cli_error(cmd, "expected the CODE (or - for standard input; see kbox %s --help)",
 		          cmd);
