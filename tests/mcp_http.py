@@ -350,32 +350,37 @@ def t_sse_at_stop():
     # body's last chunk: http.client reads it whole, not cut short)
     import http.client
     q = Http(env={"KBOX_MCP_TOKEN": TOKEN})
-    sid = q.initialize()
-    c = http.client.HTTPConnection("127.0.0.1", q.port, timeout=120)
-    c.request("POST", "/mcp", body=json.dumps({
-        "jsonrpc": "2.0", "id": "at-stop", "method": "tools/call", "params": {
-            "name": "run_python", "arguments": {
-                "code": "import time\nprint('going', flush=True)\n"
-                        "while True: time.sleep(0.05)"},
-            "_meta": {"progressToken": "stop-1"}}}), headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-        "Authorization": "Bearer " + TOKEN, "Mcp-Session-Id": sid})
-    r = c.getresponse()
-    assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream", r.status
-    seen = b""
-    while b"notifications/progress" not in seen:
-        line = r.readline()
-        assert line, seen
-        seen += line
-    q.p.send_signal(signal.SIGTERM)
-    rest = r.read().decode()  # (http.client.IncompleteRead if cut)
-    c.close()
-    last = json.loads([ln[6:] for ln in rest.split("\n") if ln.startswith("data: ")][-1])
-    # (its conversation ends first, as the server stops: its own end, or
-    # the server's, answers the call)
-    assert last["id"] == "at-stop" and last["error"]["message"] in (
-        "the conversation's server ended", "the server is stopping"), last
-    assert q.p.wait(90) == 0, q.stderr()
+    try:
+        sid = q.initialize()
+        c = http.client.HTTPConnection("127.0.0.1", q.port, timeout=120)
+        c.request("POST", "/mcp", body=json.dumps({
+            "jsonrpc": "2.0", "id": "at-stop", "method": "tools/call", "params": {
+                "name": "run_python", "arguments": {
+                    "code": "import time\nprint('going', flush=True)\n"
+                            "while True: time.sleep(0.05)"},
+                "_meta": {"progressToken": "stop-1"}}}), headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "Authorization": "Bearer " + TOKEN, "Mcp-Session-Id": sid})
+        r = c.getresponse()
+        assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream", r.status
+        seen = b""
+        while b"notifications/progress" not in seen:
+            line = r.readline()
+            assert line, seen
+            seen += line
+        q.p.send_signal(signal.SIGTERM)
+        rest = r.read().decode()  # (http.client.IncompleteRead if cut)
+        c.close()
+        last = json.loads([ln[6:] for ln in rest.split("\n") if ln.startswith("data: ")][-1])
+        # (its conversation ends first, as the server stops: its own end, or
+        # the server's, answers the call)
+        assert last["id"] == "at-stop" and last["error"]["message"] in (
+            "the conversation's server ended", "the server is stopping"), last
+        assert q.p.wait(90) == 0, q.stderr()
+    finally:  # (a failure above leaves no server behind)
+        if q.p.poll() is None:
+            q.p.kill()
+            q.p.wait(90)
 
 
 check("a_stream_open_when_the_server_stops_gets_its_last_event_and_its_end", t_sse_at_stop)
