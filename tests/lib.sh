@@ -165,7 +165,10 @@ while sleep 5 >/dev/null; do
 		awk -v pids=" $(echo $under) " -v root="$root" -v me=$$ "NR == 1 ||
 			index(pids, \" \" \$1 \" \") || (index(\$0, root) && \$1 != me && \$2 != me)" |
 		cut -c 1-220 | sed "s/^/#   /"
-	kill -TERM $under "$script" 2>/dev/null
+	# (the script first: its TERM waits while its child runs, and ends it
+	# as soon as the child is gone; the other way round, a script that
+	# runs between the two signals goes on to its next test)
+	kill -TERM "$script" $under 2>/dev/null
 	i=0
 	while [ $i -lt 30 ] && kill -0 "$script" 2>/dev/null; do
 		sleep 1 >/dev/null
