@@ -632,7 +632,7 @@ if [ "$(id -u)" = 0 ]; then
 42" && [ -d "$KBOX_HOME/sessions/spelt" ]'
 else
 	check a_session_starts_in_a_kbox_home_spelt_through_a_link eval 'status_is 5 &&
-	grep -q "^kbox exec: state directory $ROOT//home-link/\./: $ROOT//home-link is a symbolic link in a directory you can write" stderr &&
+	grep -q "^kbox exec: state directory $ROOT//home-link/\./: $(cd "$ROOT" && pwd -P)/home-link is a symbolic link in a directory you can write" stderr &&
 	[ ! -d "$KBOX_HOME/sessions/spelt" ]'
 fi
 "$KBOX" rm -f spelt >/dev/null 2>&1

@@ -96,22 +96,22 @@ TEST(a_bind_source_is_reached_through_no_link_in_any_part)
 	snprintf(q, sizeof q, "%s/link", top);
 	REQUIRE(symlink("real", q) == 0);
 
-	fd = ws_open_no_links(p, O_PATH | O_DIRECTORY);
+	fd = kx_open_no_links(AT_FDCWD, p, O_PATH | O_DIRECTORY, 0);
 	CHECK_INT_EQ(fd >= 0, 1);
 	CHECK_INT_EQ(fstat(fd, &a) == 0 && stat(p, &b) == 0 && a.st_ino == b.st_ino, 1);
 	CHECK_INT_EQ(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
 	close(fd);
 	snprintf(q, sizeof q, "%s/link/workspace", top); /* a link above */
 	errno = 0;
-	CHECK_INT_EQ(ws_open_no_links(q, O_PATH | O_DIRECTORY), -1);
+	CHECK_INT_EQ(kx_open_no_links(AT_FDCWD, q, O_PATH | O_DIRECTORY, 0), -1);
 	CHECK_INT_EQ(errno, ELOOP);
 	snprintf(q, sizeof q, "%s/link", top); /* the last part a link */
 	errno = 0;
-	CHECK_INT_EQ(ws_open_no_links(q, O_PATH | O_DIRECTORY), -1);
+	CHECK_INT_EQ(kx_open_no_links(AT_FDCWD, q, O_PATH | O_DIRECTORY, 0), -1);
 	CHECK_INT_EQ(errno, ELOOP);
 	snprintf(q, sizeof q, "%s/real/none", top);
 	errno = 0;
-	CHECK_INT_EQ(ws_open_no_links(q, O_PATH | O_DIRECTORY), -1);
+	CHECK_INT_EQ(kx_open_no_links(AT_FDCWD, q, O_PATH | O_DIRECTORY, 0), -1);
 	CHECK_INT_EQ(errno, ENOENT);
 
 	snprintf(q, sizeof q, "%s/link", top);

@@ -1459,6 +1459,115 @@ TEST(open_file_takes_a_regular_file_and_refuses_fifos_and_links_at_once)
 	free(dir);
 }
 
+/* DIR/NAME, in BUF (PATH_MAX). */
+static const char *at(char *buf, const char *dir, const char *name)
+{
+	int n = snprintf(buf, PATH_MAX, "%s/%s", dir, name);
+	if (n < 0 || n >= PATH_MAX)
+		buf[0] = '\0'; /* (then nothing is found there) */
+	return buf;
+}
+
+TEST(below_the_guarded_directory_no_path_is_followed_through_a_link)
+{
+	char *tmp = test_mkdtemp("nolinks"), dir[PATH_MAX], p[PATH_MAX], q[PATH_MAX];
+	DIR *d;
+	int fd;
+	REQUIRE(tmp && realpath(tmp, dir));
+	/* home/sessions/f and other/sessions/f; homex -> other (a name that
+	 * begins as home's does, not below it) */
+	REQUIRE(mkdir(at(p, dir, "home"), 0700) == 0 && mkdir(at(p, dir, "other"), 0700) == 0);
+	REQUIRE(mkdir(at(p, dir, "home/sessions"), 0700) == 0);
+	REQUIRE(mkdir(at(p, dir, "other/sessions"), 0700) == 0);
+	REQUIRE((fd = open(at(p, dir, "home/sessions/f"), O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	REQUIRE((fd = open(at(p, dir, "other/sessions/f"), O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	REQUIRE(symlink(at(q, dir, "other"), at(p, dir, "homex")) == 0);
+
+	REQUIRE(kx_no_links_below(at(q, dir, "home/")) == 0);
+	fd = kx_open_path(AT_FDCWD, at(p, dir, "home/sessions/f"), O_RDONLY, 0);
+	CHECK(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC));
+	if (fd >= 0)
+		close(fd);
+	/* home swapped for a link to other, as code that can write DIR could */
+	REQUIRE(rename(at(p, dir, "home"), at(q, dir, "home.real")) == 0);
+	REQUIRE(symlink(at(q, dir, "other"), at(p, dir, "home")) == 0);
+	errno = 0;
+	CHECK_INT_EQ(kx_open_path(AT_FDCWD, at(p, dir, "home/sessions/f"), O_RDONLY, 0), -1);
+	CHECK_INT_EQ(errno, ELOOP);
+	errno = 0;
+	CHECK_INT_EQ(kx_open_file(AT_FDCWD, at(p, dir, "home/sessions/f"), O_RDONLY, 0), -1);
+	CHECK_INT_EQ(errno, ELOOP);
+	errno = 0;
+	CHECK_INT_EQ(kx_open_path(AT_FDCWD, at(p, dir, "home"), O_PATH | O_DIRECTORY, 0), -1);
+	CHECK_INT_EQ(errno, ELOOP);
+	errno = 0;
+	d = kx_opendir(at(p, dir, "home/sessions"));
+	CHECK(d == NULL && errno == ELOOP);
+	if (d)
+		closedir(d);
+	errno = 0;
+	CHECK_INT_EQ(kx_write_atomic(AT_FDCWD, at(p, dir, "home/sessions/g"), "x", 1, 0600, 0), -1);
+	CHECK_INT_EQ(errno, ELOOP);
+	CHECK(access(at(p, dir, "other/sessions/g"), F_OK) < 0); /* nothing written there */
+	/* a link elsewhere is followed as ever */
+	fd = kx_open_path(AT_FDCWD, at(p, dir, "homex/sessions/f"), O_RDONLY, 0);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	d = kx_opendir(at(p, dir, "homex/sessions"));
+	CHECK(d != NULL);
+	if (d)
+		closedir(d);
+	/* and, the guard ended, below it too */
+	REQUIRE(kx_no_links_below(NULL) == 0);
+	fd = kx_open_path(AT_FDCWD, at(p, dir, "home/sessions/f"), O_RDONLY, 0);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	test_rm_rf(tmp);
+	free(tmp);
+}
+
+TEST(open_walk_follows_no_link_in_any_part)
+{
+	char *tmp = test_mkdtemp("walk"), dir[PATH_MAX], p[PATH_MAX], q[PATH_MAX];
+	int fd, dfd;
+	REQUIRE(tmp && realpath(tmp, dir));
+	REQUIRE(mkdir(at(p, dir, "a"), 0700) == 0 && mkdir(at(p, dir, "a/b"), 0700) == 0);
+	REQUIRE((fd = open(at(p, dir, "a/b/f"), O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	REQUIRE(symlink(at(q, dir, "a"), at(p, dir, "l")) == 0);
+	REQUIRE(symlink("f", at(p, dir, "a/b/lf")) == 0);
+
+	fd = kx_open_walk(AT_FDCWD, at(p, dir, "a/b/f"), O_RDONLY, 0);
+	CHECK(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC));
+	if (fd >= 0)
+		close(fd);
+	errno = 0;
+	CHECK_INT_EQ(kx_open_walk(AT_FDCWD, at(p, dir, "l/b/f"), O_RDONLY, 0), -1); /* above */
+	CHECK(errno == ELOOP || errno == ENOTDIR);
+	errno = 0;
+	CHECK_INT_EQ(kx_open_walk(AT_FDCWD, at(p, dir, "a/b/lf"), O_RDONLY, 0), -1); /* at it */
+	CHECK_INT_EQ(errno, ELOOP);
+	REQUIRE((dfd = open(at(p, dir, "a"), O_PATH | O_DIRECTORY)) >= 0);
+	fd = kx_open_walk(dfd, "b/f", O_RDONLY, 0); /* relative to a descriptor */
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	fd = kx_open_no_links(dfd, "b/f", O_RDONLY, 0);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	errno = 0;
+	CHECK_INT_EQ(kx_open_no_links(AT_FDCWD, at(p, dir, "l/b/f"), O_RDONLY, 0), -1);
+	CHECK_INT_EQ(errno, ELOOP);
+	close(dfd);
+	test_rm_rf(tmp);
+	free(tmp);
+}
+
 int main(void)
 {
 	RUN(now_ms_never_goes_back);
@@ -1544,5 +1653,7 @@ int main(void)
 	RUN(iso8601_digits_out_of_range_are_clamped);
 	RUN(realpath_nearest_is_the_longest_prefix_that_exists_resolved);
 	RUN(open_file_takes_a_regular_file_and_refuses_fifos_and_links_at_once);
+	RUN(below_the_guarded_directory_no_path_is_followed_through_a_link);
+	RUN(open_walk_follows_no_link_in_any_part);
 	return tap_done();
 }

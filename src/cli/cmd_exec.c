@@ -324,7 +324,7 @@ int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
 	if (req->outputs && outputs_fd >= 0)
 		dfd = fcntl(outputs_fd, F_DUPFD_CLOEXEC, 3);
 	else if (req->outputs)
-		dfd = open(req->outputs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		dfd = kx_open_path(AT_FDCWD, req->outputs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
 	if (req->outputs && dfd < 0) {
 		cli_error(cmd, "--outputs %s: %s", req->outputs,
 		          errno == ELOOP ? "it is a symbolic link" : strerror(errno));

@@ -178,7 +178,7 @@ int cmd_logs(int argc, char **argv)
 	/* followed: the session's directory, by what it is (one removed, and
 	 * one of the same name made, is another session): its logs are read
 	 * through a descriptor of it, never by a path another could take */
-	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	dfd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
 	if (dfd < 0 || fstat(dfd, &at_start) < 0)
 		memset(&at_start, 0, sizeof at_start);
 	snprintf(sdir, sizeof sdir, "%s", dir);

@@ -30,7 +30,7 @@ static void add_bytes(int dirfd, const char *name, const struct stat *st, void *
 static long long session_bytes(const char *dir, bool *deeper)
 {
 	long long n = 0;
-	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
 	if (fd >= 0) {
 		if (kx_walk(fd, COUNT_DEPTH, add_bytes, &n))
 			*deeper = true;
@@ -47,7 +47,7 @@ static time_t session_last(const char *dir)
 	                                  "supervisor.pid", NULL};
 	time_t last = 0;
 	struct stat st;
-	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
 	for (size_t i = 0; fd >= 0 && own[i]; i++)
 		if (fstatat(fd, own[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mtime > last)
 			last = st.st_mtime;
@@ -180,7 +180,7 @@ static long long prune_outputs(const char *dir, time_t cutoff, bool dry_run, lon
 
 	*files = 0;
 	if ((size_t)snprintf(path, sizeof path, "%s/outputs", dir) >= sizeof path ||
-	    (fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+	    (fd = kx_open_path(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)) < 0)
 		return 0;
 	if (!(d = fdopendir(fd))) {
 		close(fd);

@@ -557,30 +557,32 @@ out:
 void cli_session_forget(const char *dir)
 {
 	static const char *const subs[] = {"run", "workspace", "outputs", "start.lock", NULL};
-	char path[PATH_MAX + 32];
-	DIR *d;
 	struct dirent *e;
 	bool only_config = true;
+	int dfd, lfd;
+	DIR *d;
 
-	for (size_t i = 0; subs[i]; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, subs[i]);
-		if (rmdir(path) < 0 && errno == ENOTDIR)
-			unlink(path);
-	}
-	/* the configuration this start saved goes too, but only when nothing
-	 * else is there (no supervisor ran: no log to read) */
-	if (!(d = opendir(dir))) {
+	/* (through the directory, reached through no link below the state
+	 * directory: nothing of another's goes) */
+	if ((dfd = kx_open_path(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)) < 0) {
 		kr_session_home_forget(); /* (gone already: discarded) */
 		return;
 	}
-	while (only_config && (e = readdir(d)))
-		only_config = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-		              strcmp(e->d_name, "session.json") == 0;
-	closedir(d);
-	if (only_config) {
-		snprintf(path, sizeof path, "%s/session.json", dir);
-		unlink(path);
-	}
+	for (size_t i = 0; subs[i]; i++)
+		if (unlinkat(dfd, subs[i], AT_REMOVEDIR) < 0 && errno == ENOTDIR)
+			unlinkat(dfd, subs[i], 0);
+	/* the configuration this start saved goes too, but only when nothing
+	 * else is there (no supervisor ran: no log to read) */
+	if ((lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0)) >= 0 && (d = fdopendir(lfd))) {
+		while (only_config && (e = readdir(d)))
+			only_config = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+			              strcmp(e->d_name, "session.json") == 0;
+		closedir(d);
+		if (only_config)
+			unlinkat(dfd, "session.json", 0);
+	} else if (lfd >= 0)
+		close(lfd);
+	close(dfd);
 	rmdir(dir);               /* only when empty: nothing else is ever removed */
 	kr_session_home_forget(); /* and the state directory, if this made it */
 }

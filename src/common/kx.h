@@ -13,6 +13,7 @@
 #ifndef KX_H
 #define KX_H
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -285,6 +286,37 @@ ssize_t kx_pread_full(int fd, void *buf, size_t len, off_t offset);
  * one is taken.  Mode MODE (less the umask).  The descriptor (write-only,
  * close-on-exec), or -1 with errno. */
 int kx_temp_open(int dirfd, const char *prefix, mode_t mode, char *name, size_t size);
+
+/* Open PATH (relative to the directory DIRFD, or AT_FDCWD; absolute, from
+ * "/") with FLAGS (and MODE, for O_CREAT) one part at a time, following
+ * no symbolic link in any part: ELOOP or ENOTDIR where one is.  What
+ * openat2(RESOLVE_NO_SYMLINKS) does on a kernel without it.  The
+ * descriptor (close-on-exec), or -1 with errno. */
+int kx_open_walk(int dirfd, const char *path, int flags, mode_t mode);
+
+/* Open PATH from DIRFD with FLAGS (and MODE) through no symbolic link in
+ * any part (openat2 RESOLVE_NO_SYMLINKS, else kx_open_walk): a path whose
+ * links were resolved when it was made has none, so one met now was put
+ * in since.  The descriptor (close-on-exec), or -1 with errno (ELOOP at
+ * a link). */
+int kx_open_no_links(int dirfd, const char *path, int flags, mode_t mode);
+
+/* From now on, every path at or below the directory DIR (absolute, its
+ * links resolved: kbox's state directory) that kx_open_path, kx_open_file
+ * and kx_write_atomic open is reached through no symbolic link
+ * (kx_open_no_links): a link swapped in there since DIR was resolved, in
+ * place of it or of a directory in it, by code that can write a directory
+ * above, is refused, not followed into another directory.  NULL ends it.
+ * 0, or -1 when out of memory. */
+int kx_no_links_below(const char *dir);
+
+/* openat(2) of PATH from DIRFD with FLAGS (and MODE), close-on-exec;
+ * through no link when PATH is at or below the kx_no_links_below
+ * directory.  The descriptor, or -1 with errno. */
+int kx_open_path(int dirfd, const char *path, int flags, mode_t mode);
+
+/* opendir(3) of PATH, through kx_open_path.  NULL with errno. */
+DIR *kx_opendir(const char *path);
 
 /* Open NAME in the directory DIRFD (or AT_FDCWD) with FLAGS (and MODE, for
  * O_CREAT), never following a link at it and never waiting: a FIFO, a

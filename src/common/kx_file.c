@@ -4,14 +4,17 @@
 #include "config.h" /* _GNU_SOURCE */
 #include "common/kx.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 void kx_close(int *fd)
@@ -116,7 +119,7 @@ int kx_write_atomic(int dirfd, const char *name, const void *data, size_t len, m
 		char *dir = strndup(name, slash == name ? 1 : (size_t)(slash - name));
 		if (!dir)
 			return -1;
-		dfd = openat(dirfd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		dfd = kx_open_path(dirfd, dir, O_PATH | O_DIRECTORY, 0);
 		free(dir);
 		if (dfd < 0)
 			return -1;
@@ -160,9 +163,108 @@ fail:
 	return -1;
 }
 
+int kx_open_walk(int dirfd, const char *path, int flags, mode_t mode)
+{
+	char *copy = strdup(path), *save = NULL, *part, *next;
+	int fd = path[0] == '/'      ? open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)
+	         : dirfd == AT_FDCWD ? open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)
+	                             : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	if (!copy || fd < 0) {
+		free(copy);
+		if (fd >= 0)
+			close(fd);
+		errno = ENOMEM;
+		return -1;
+	}
+	part = strtok_r(copy, "/", &save);
+	if (!part) { /* "/" itself */
+		free(copy);
+		close(fd);
+		return open(path, flags | O_CLOEXEC, mode);
+	}
+	while (part) {
+		int nfd;
+		next = strtok_r(NULL, "/", &save);
+		if (next)
+			nfd = openat(fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		else
+			nfd = openat(fd, part, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+		close(fd);
+		if (nfd < 0) {
+			free(copy);
+			return -1;
+		}
+		fd = nfd;
+		part = next;
+	}
+	free(copy);
+	return fd;
+}
+
+int kx_open_no_links(int dirfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {0};
+	long fd;
+	how.flags = (unsigned long long)(flags | O_CLOEXEC);
+	how.mode = (flags & O_CREAT) ? mode : 0;
+	how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+	if (fd >= 0 || errno != ENOSYS)
+		return (int)fd;
+	return kx_open_walk(dirfd, path, flags, mode);
+}
+
+/* The directory (absolute, its links resolved) below which no path is
+ * followed through a link (kx_no_links_below); its length, without a
+ * trailing '/'. */
+static char *guard;
+static size_t guard_len;
+
+int kx_no_links_below(const char *dir)
+{
+	char *copy = NULL;
+	if (dir && !(copy = strdup(dir)))
+		return -1;
+	free(guard);
+	guard = copy;
+	guard_len = copy ? strlen(copy) : 0;
+	while (guard_len > 0 && guard[guard_len - 1] == '/')
+		guard_len--;
+	return 0;
+}
+
+/* Is PATH (absolute: whatever directory it is looked up from) at or below
+ * the kx_no_links_below directory? */
+static bool guarded(const char *path)
+{
+	return guard && path[0] == '/' && strncmp(path, guard, guard_len) == 0 &&
+	       (path[guard_len] == '/' || path[guard_len] == '\0');
+}
+
+int kx_open_path(int dirfd, const char *path, int flags, mode_t mode)
+{
+	if (guarded(path))
+		return kx_open_no_links(dirfd, path, flags, mode);
+	return openat(dirfd, path, flags | O_CLOEXEC, mode);
+}
+
+DIR *kx_opendir(const char *path)
+{
+	int fd = kx_open_path(AT_FDCWD, path, O_RDONLY | O_DIRECTORY, 0), e;
+	DIR *d;
+	if (fd < 0)
+		return NULL;
+	if (!(d = fdopendir(fd))) {
+		e = errno;
+		close(fd);
+		errno = e;
+	}
+	return d;
+}
+
 int kx_open_file_st(int dirfd, const char *name, int flags, mode_t mode, struct stat *st)
 {
-	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	int fd = kx_open_path(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK, mode);
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {

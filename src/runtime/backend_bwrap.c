@@ -47,7 +47,7 @@ static int bind_source(const char *path, const char *what, dev_t *dev, ino_t *in
                        kbox_error_t *err)
 {
 	struct stat st;
-	int fd = ws_open_no_links(path, O_PATH | O_DIRECTORY), e = errno;
+	int fd = kx_open_no_links(AT_FDCWD, path, O_PATH | O_DIRECTORY, 0), e = errno;
 	if (fd < 0 && (e == ELOOP || e == ENOTDIR))
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "the session's %s %s is not a directory reached through no "
@@ -220,7 +220,7 @@ static int take_root(kr_sandbox_t *sb, pid_t pid, kbox_error_t *err)
 	if (!made)
 		return 0;
 	snprintf(path, sizeof path, "/proc/%ld/root" KR_BWRAP_KERNEL_DIR, (long)pid);
-	fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	fd = kx_open_path(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
 	if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != dir.st_dev || st.st_ino != dir.st_ino) {
 		if (fd >= 0)
 			close(fd);

@@ -98,15 +98,19 @@ int kr_ctl_connect(const char *dir, kbox_error_t *err)
 	int fd = -1, dfd, e;
 	/* the socket in the directory as opened here, whose identity the
 	 * session line gives: the supervisor of another directory (one
-	 * renamed away, say, whose socket was put here) refuses it */
-	if ((dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	 * renamed away, say, whose socket was put here) refuses it; reached
+	 * through no link below the state directory (kx_open_path), as it
+	 * was resolved: a link swapped in there since leads to another */
+	if ((dfd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0)) < 0 ||
 	    fstat(dfd, &st) < 0) {
 		e = errno;
 		if (e == ENOTDIR || e == ELOOP) /* (a link there, in place of it) */
-			kbox_error_set(err, KBOX_E_INVALID,
-			               "session directory %s is not a directory (a symbolic link, "
-			               "say): something else put it there; nothing was sent",
-			               dir);
+			kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "session directory %s: it, or a directory above it, is not a "
+			        "directory (a symbolic link, say): something else put it "
+			        "there; nothing was sent",
+			        dir);
 		else
 			kbox_error_set_sys(err, "directory %s", dir);
 		if (e == ENOENT && err)

@@ -54,17 +54,62 @@ int kr_session_check_name(const char *name, kbox_error_t *err)
 	return 0;
 }
 
-/* PATH (absolute) as the one path of its directory: links resolved,
- * ".", ".." and empty parts gone, as far as it exists; the parts that do
- * not exist yet appended, made plain.  New, or NULL when too long. */
-static char *canonical_path(const char *path)
+/* Whether a symbolic link LINK (what lstat says of it) in the directory
+ * PARENT (a descriptor) could have been put there by the caller: PARENT
+ * is writable to it, and not sticky, or sticky and LINK is its own. */
+static bool link_ours_to_put(int parent, const struct stat *link)
 {
-	char cur[PATH_MAX] = "", next[PATH_MAX], real[PATH_MAX];
-	const char *p = path;
+	char p[64];
+	struct stat up;
+	snprintf(p, sizeof p, "/proc/self/fd/%d", parent);
+	return access(p, W_OK) == 0 &&
+	       (fstat(parent, &up) < 0 || !(up.st_mode & S_ISVTX) || link->st_uid == geteuid());
+}
 
+/* The path of the directory FD as the kernel knows it, in BUF (PATH_MAX
+ * bytes); "" for "/".  0, or -1. */
+static int fd_path(int fd, char *buf)
+{
+	char p[64];
+	ssize_t n;
+	snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+	if ((n = readlink(p, buf, PATH_MAX - 1)) <= 0 || buf[0] != '/')
+		return -1;
+	buf[n] = '\0';
+	if (n == 1)
+		buf[0] = '\0';
+	return 0;
+}
+
+/* (session.h) Each part is opened O_NOFOLLOW from the descriptor of the
+ * part above and, a link, read with readlinkat of what was opened, as the
+ * kernel resolves a path.  REFUSE is for an ordinary user's KBOX_HOME: a
+ * link in a directory the user can write is refused, since code of a
+ * sandbox that holds that directory open (once in its workspace) could
+ * have put it there, in place of the state directory or a directory
+ * above it, to have kbox act on another state directory of the user's
+ * (review 15, B15-2); a look before the resolution could be raced, a
+ * rename exchanging the two between them (review 16, B16-1).  Links in
+ * directories only root can change (/home -> /usr/home) are followed.
+ * New, or NULL with ERR. */
+char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
+{
+	char todo[2 * PATH_MAX], next[2 * PATH_MAX], tail[PATH_MAX] = "", at[PATH_MAX];
+	char target[PATH_MAX], *out = NULL;
+	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), links = 0;
+	const char *p;
+
+	if (fd < 0 || strlen(path) >= sizeof todo) {
+		kbox_error_set(err, KBOX_E_INVALID, "state directory path too long: %s", path);
+		goto out;
+	}
+	strcpy(todo, path);
+	p = todo;
 	while (*p) {
 		const char *end;
 		size_t n;
+		struct stat st;
+		int nfd;
 		while (*p == '/')
 			p++;
 		end = strchrnul(p, '/');
@@ -73,77 +118,101 @@ static char *canonical_path(const char *path)
 			p = end;
 			continue;
 		}
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			char *slash = strrchr(cur, '/');
-			if (slash)
-				*slash = '\0';
-		} else {
-			if ((size_t)snprintf(next, sizeof next, "%s/%.*s", cur, (int)n, p) >=
-			    sizeof next)
-				return NULL;
-			if (realpath(next, real))
-				snprintf(cur, sizeof cur, "%s", strcmp(real, "/") == 0 ? "" : real);
-			else
-				memcpy(cur, next, strlen(next) + 1);
+		if (n >= sizeof at || strlen(tail) + n + 2 > sizeof tail) {
+			kbox_error_set(err, KBOX_E_INVALID, "state directory path too long: %s",
+			               path);
+			goto out;
 		}
+		memcpy(at, p, n);
+		at[n] = '\0';
 		p = end;
-	}
-	return strdup(cur[0] ? cur : "/");
-}
-
-/* Run by an ordinary user, whose sandboxes are that user: no symbolic
- * link on the way to the state directory PATH (KBOX_HOME, made absolute;
- * the defaults below the home are not, where no workspace is) is in
- * a directory the user can write, where code of a sandbox that holds that
- * directory open (once in its workspace) could have put it, in place of
- * the state directory or a directory above it, to have kbox act on
- * another state directory of the user's (review 15, B15-2).  Links in
- * directories only root can change (/home -> /usr/home) are followed.
- * 0, or -1 with ERR. */
-static int home_links_safe(const char *path, kbox_error_t *err)
-{
-	char p[PATH_MAX], real[PATH_MAX];
-	size_t n = strlen(path);
-	struct stat st;
-
-	if (n >= sizeof p)
-		return 0; /* (refused elsewhere) */
-	memcpy(p, path, n + 1);
-	for (char *q = p + 1;; q++) {
-		char save = *q;
-		if (save != '/' && save != '\0')
+		if (tail[0]) { /* below a part that is not there: plain text */
+			if (strcmp(at, "..") == 0)
+				*strrchr(tail, '/') = '\0';
+			else
+				strcat(strcat(tail, "/"), at);
 			continue;
-		*q = '\0';
-		if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode)) {
-			char *slash = strrchr(p, '/');
-			struct stat up;
-			bool writable;
-			*slash = '\0';
-			writable = access(slash == p ? "/" : p, W_OK) == 0 &&
-			           (stat(slash == p ? "/" : p, &up) < 0 ||
-			            !(up.st_mode & S_ISVTX) || st.st_uid == geteuid());
-			*slash = '/';
-			if (writable) {
-				/* (the part that exists resolved, the rest as given) */
-				char near[PATH_MAX];
+		}
+		nfd = openat(fd, at, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0 && (errno == ENOENT || errno == ENAMETOOLONG)) { /* not there */
+			strcat(strcat(tail, "/"), at);
+			continue;
+		}
+		if (nfd < 0 || fstat(nfd, &st) < 0) {
+			kbox_error_set_sys(err, "state directory %s: cannot look at its part %s",
+			                   path, at);
+			if (nfd >= 0)
+				close(nfd);
+			goto out;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t len;
+			if (refuse && link_ours_to_put(fd, &st)) {
+				char where[PATH_MAX], near[PATH_MAX], real[PATH_MAX];
+				if (fd_path(fd, where) < 0)
+					snprintf(where, sizeof where, "?");
 				kx_realpath_nearest(path, near, real);
 				if (strlen(real) + strlen(path + strlen(near)) < sizeof real)
 					strcat(real, path + strlen(near));
-				return kbox_error_set(
+				kbox_error_set(
 				        err, KBOX_E_INVALID,
-				        "state directory %s: %s is a symbolic link in a directory you "
-				        "can write, where code of a sandbox could have put it to have kbox "
-				        "use another state directory (kbox(7), threat 44); give KBOX_HOME "
-				        "the directory it leads to: %s",
-				        path, p, real);
+				        "state directory %s: %s/%s is a symbolic link in a "
+				        "directory you can write, where code of a sandbox could "
+				        "have put it to have kbox use another state directory "
+				        "(kbox(7), threat 44); give KBOX_HOME the directory it "
+				        "leads to: %s",
+				        path, where, at, real);
+				close(nfd);
+				goto out;
 			}
+			len = readlinkat(nfd, "", target, sizeof target - 1);
+			close(nfd);
+			if (len <= 0 || ++links > 40 || (size_t)len + strlen(p) + 2 > sizeof next) {
+				errno = len <= 0 ? errno : ELOOP;
+				kbox_error_set_sys(err, "state directory %s: cannot follow %s",
+				                   path, at);
+				goto out;
+			}
+			target[len] = '\0';
+			snprintf(next, sizeof next, "%s/%s", target, p);
+			strcpy(todo, next);
+			p = todo;
+			if (target[0] == '/') {
+				close(fd);
+				if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+					kbox_error_set_sys(err, "cannot open /");
+					goto out;
+				}
+			}
+			continue;
 		}
-		*q = save;
-		if (!save)
-			break;
+		close(fd);
+		fd = nfd;
+		if (!S_ISDIR(st.st_mode) && *p) {
+			errno = ENOTDIR;
+			kbox_error_set_sys(err, "state directory %s: %s", path, at);
+			goto out;
+		}
 	}
-	return 0;
+	if (fd_path(fd, at) < 0) {
+		kbox_error_set(err, KBOX_E_INVALID, "state directory %s: cannot tell where it is",
+		               path);
+		goto out;
+	}
+	if (strlen(at) + strlen(tail) + 1 > PATH_MAX ||
+	    asprintf(&out, "%s%s", at[0] || tail[0] ? at : "/", tail) < 0) {
+		out = NULL;
+		kbox_error_set(err, KBOX_E_INVALID, "state directory path too long: %s", path);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	return out;
 }
+
+/* The last KBOX_HOME (or default) kr_state_home resolved, made absolute,
+ * and what it resolved to. */
+static char *last_given, *last_home;
 
 char *kr_state_home(kbox_error_t *err)
 {
@@ -181,22 +250,35 @@ char *kr_state_home(kbox_error_t *err)
 		free(path);
 		path = abs;
 	}
-	if (given && geteuid() != 0 && home_links_safe(path, err) < 0) {
+	/* (resolved once in a process: every later call answers the same, as
+	 * the first, whatever was swapped in since) */
+	if (last_given && strcmp(last_given, path) == 0) {
 		free(path);
-		return NULL;
+		if (!(path = strdup(last_home)))
+			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		return path;
 	}
-	/* one spelling of it (KBOX_HOME=/tmp/x/, /tmp/./x, a link in it): the
-	 * sockets are found, and the workspace check compares, by it */
-	{
-		char *canon = canonical_path(path);
+	{ /* one spelling of it (KBOX_HOME=/tmp/x/, /tmp/./x, a link in it):
+	   * the sockets are found, and the workspace check compares, by it */
+		char *canon = kr_resolve_home(path, given && geteuid() != 0, err);
 		if (!canon) {
-			kbox_error_set(err, KBOX_E_INVALID, "state directory path too long: %s",
-			               path);
 			free(path);
 			return NULL;
 		}
-		free(path);
+		free(last_given);
+		free(last_home);
+		last_given = path;
 		path = canon;
+		last_home = strdup(canon);
+	}
+	/* and from now on nothing below it is reached through a link: one
+	 * there now was put in since (kx_no_links_below) */
+	if (!last_home || kx_no_links_below(path) < 0) {
+		free(last_given);
+		last_given = NULL;
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		free(path);
+		return NULL;
 	}
 	return path;
 }
@@ -214,28 +296,58 @@ static int mkdirs(const char *path, kbox_error_t *err)
 	kbox_error_t ignored = {0};
 	char buf[4096];
 	size_t n = strlen(path);
+	int fd;
 	if (pass < 0)
 		pass = geteuid() == 0 && kr_sandbox_identity(&id, &ignored) == 0 && id.drop;
-	if (n >= sizeof buf)
+	if (n >= sizeof buf || path[0] != '/')
 		return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s", path);
+	if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return kbox_error_set_sys(err, "cannot open /");
 	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1;; p++) {
+	/* part by part from "/", through the descriptor of the part above,
+	 * following no link (PATH has its links resolved: one now was put in
+	 * since), so that nothing is made, nor opened to the sandboxes,
+	 * anywhere else */
+	for (char *p = buf + 1, *part = buf + 1;; p++) {
 		if (*p == '/' || *p == '\0') {
-			char save = *p;
+			char save = *p, proc[64];
+			bool made;
+			int nfd;
 			*p = '\0';
-			if (mkdir(buf, 0700) == 0) {
-				if (save && pass &&
-				    (chown(buf, 0, id.gid) < 0 || chmod(buf, 0710) < 0))
-					return kbox_error_set_sys(
-					        err, "cannot open %s to the sandboxes", buf);
-			} else if (errno != EEXIST)
-				return kbox_error_set_sys(err, "cannot create directory %s", buf);
-			*p = save;
-			if (!save)
+			if (!*part) { /* (an empty part: "//") */
+				*p = save, part = p + 1;
+				if (!save)
+					break;
+				continue;
+			}
+			made = mkdirat(fd, part, 0700) == 0;
+			if (!made && errno != EEXIST) {
+				kbox_error_set_sys(err, "cannot create directory %s", buf);
 				break;
+			}
+			if ((nfd = openat(fd, part,
+			                  O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+				kbox_error_set_sys(err, "cannot create directory %s", buf);
+				break;
+			}
+			close(fd);
+			fd = nfd;
+			snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+			if (made && save && pass &&
+			    (fchownat(fd, "", 0, id.gid, AT_EMPTY_PATH) < 0 ||
+			     chmod(proc, 0710) < 0)) {
+				kbox_error_set_sys(err, "cannot open %s to the sandboxes", buf);
+				break;
+			}
+			*p = save, part = p + 1;
+			if (!save) {
+				close(fd);
+				return 0;
+			}
 		}
 	}
-	return 0;
+	close(fd);
+	return -1;
 }
 
 int kr_state_mark(const char *home, kbox_error_t *err)
@@ -246,7 +358,8 @@ int kr_state_mark(const char *home, kbox_error_t *err)
 
 	if ((size_t)snprintf(path, sizeof path, "%s/%s", home, KR_STATE_MARK) >= sizeof path)
 		return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s", home);
-	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+	if ((fd = kx_open_path(AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600)) <
+	    0) {
 		if (errno == EEXIST)
 			return 0;
 		return kbox_error_set_sys(err, "cannot create %s", path);
@@ -494,27 +607,35 @@ static char made_home[PATH_MAX];
 
 void kr_session_home_forget(void)
 {
-	char p[PATH_MAX + 32];
 	struct dirent *e;
 	bool only_mark = true;
+	int dfd, lfd;
 	DIR *d;
 
 	if (!made_home[0])
 		return;
-	snprintf(p, sizeof p, "%s/sessions", made_home);
-	if (rmdir(p) < 0 && errno != ENOENT)
-		return; /* a session is there (another kbox's, since) */
-	if (!(d = opendir(made_home)))
+	/* (through the directory, reached through no link: kx_open_path) */
+	if ((dfd = kx_open_path(AT_FDCWD, made_home, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)) < 0)
 		return;
+	if (unlinkat(dfd, "sessions", AT_REMOVEDIR) < 0 && errno != ENOENT) {
+		close(dfd);
+		return; /* a session is there (another kbox's, since) */
+	}
+	if ((lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0)) < 0 || !(d = fdopendir(lfd))) {
+		if (lfd >= 0)
+			close(lfd);
+		close(dfd);
+		return;
+	}
 	while (only_mark && (e = readdir(d)))
 		only_mark = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
 		            strcmp(e->d_name, KR_STATE_MARK) == 0;
 	closedir(d);
 	if (only_mark) {
-		snprintf(p, sizeof p, "%s/%s", made_home, KR_STATE_MARK);
-		unlink(p);
+		unlinkat(dfd, KR_STATE_MARK, 0);
 		rmdir(made_home);
 	}
+	close(dfd);
 	made_home[0] = '\0';
 }
 
@@ -542,20 +663,31 @@ static int make_parts(const char *dir, kbox_error_t *err)
 	static const char *const subs[] = {"run", "workspace", "outputs"};
 	char sub[PATH_MAX];
 	struct stat st;
+	int dfd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0), rc = -1;
+	if (dfd < 0)
+		return kbox_error_set_sys(err, "cannot open %s", dir);
 	for (size_t i = 0; i < 3; i++) {
-		if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, subs[i]) >= sizeof sub)
-			return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s/%s", dir,
-			                      subs[i]);
-		if (mkdir(sub, 0700) < 0 && errno != EEXIST)
-			return kbox_error_set_sys(err, "cannot create directory %s", sub);
+		if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, subs[i]) >= sizeof sub) {
+			kbox_error_set(err, KBOX_E_INVALID, "path too long: %s/%s", dir, subs[i]);
+			goto out;
+		}
+		if (mkdirat(dfd, subs[i], 0700) < 0 && errno != EEXIST) {
+			kbox_error_set_sys(err, "cannot create directory %s", sub);
+			goto out;
+		}
 		if (i == 1) {
-			if (lstat(sub, &st) < 0 || !S_ISDIR(st.st_mode))
-				return kbox_error_set(err, KBOX_E_INVALID, "%s is not a directory",
-				                      sub);
+			if (fstatat(dfd, subs[i], &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			    !S_ISDIR(st.st_mode)) {
+				kbox_error_set(err, KBOX_E_INVALID, "%s is not a directory", sub);
+				goto out;
+			}
 		} else if (kbox_check_private_dir(sub, err) < 0)
-			return -1;
+			goto out;
 	}
-	return 0;
+	rc = 0;
+out:
+	close(dfd);
+	return rc;
 }
 
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
@@ -900,7 +1032,7 @@ char **kr_session_list(const char *home, size_t *n_p, kbox_error_t *err)
 		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		return NULL;
 	}
-	if (!(d = opendir(path))) {
+	if (!(d = kx_opendir(path))) {
 		if (errno == ENOENT) {
 			free(path);
 			return calloc(1, sizeof *v);
@@ -956,10 +1088,11 @@ bool kr_session_is_dir(const char *home, const char *name)
 
 int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err)
 {
-	char path[4096], old[4100], stamp[32];
+	static const char log[] = "events.ndjson", log_old[] = "events.ndjson.1";
+	char stamp[32];
 	struct stat st;
 	char *line = NULL;
-	int fd, rc = -1;
+	int dfd = -1, fd = -1, rc = -1;
 	size_t len;
 
 	if (!fields)
@@ -973,27 +1106,30 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 	}
 	len = strlen(line);
 	line[len] = '\n'; /* json_dumps left room: replace the NUL */
-	snprintf(path, sizeof path, "%s/events.ndjson", dir);
-	fd = kx_open_file_st(AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND, 0600, &st);
+	/* (the directory once, through no link below the state directory:
+	 * the log and its rotation are in that one) */
+	if ((dfd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0)) >= 0)
+		fd = kx_open_file_st(dfd, log, O_WRONLY | O_CREAT | O_APPEND, 0600, &st);
 	/* over its bound, the log becomes events.ndjson.1 (replacing the one
 	 * before) and a new one is begun */
 	if (fd >= 0 && st.st_size > 0 && st.st_size + (off_t)len + 1 > KR_EVENTS_LOG_MAX) {
-		snprintf(old, sizeof old, "%s.1", path);
 		close(fd);
-		fd = rename(path, old) < 0
+		fd = renameat(dfd, log, dfd, log_old) < 0
 		             ? -1
-		             : kx_open_file(AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		             : kx_open_file(dfd, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 	}
 	if (fd < 0) {
-		kbox_error_set_sys(err, "cannot open %s", path);
+		kbox_error_set_sys(err, "cannot open %s/%s", dir, log);
 		goto out;
 	}
 	if (write(fd, line, len + 1) != (ssize_t)(len + 1))
-		kbox_error_set_sys(err, "cannot append to %s", path);
+		kbox_error_set_sys(err, "cannot append to %s/%s", dir, log);
 	else
 		rc = 0;
 	close(fd);
 out:
+	if (dfd >= 0)
+		close(dfd);
 	free(line);
 	json_decref(fields);
 	return rc;
@@ -1019,8 +1155,8 @@ static int remove_session_dir(const char *dir, bool made, kbox_error_t *err)
 		return kbox_error_set(err, KBOX_E_INVALID, "%s: not a session directory", dir);
 	*slash = '\0';
 	name = dir + (slash - parent) + 1;
-	if ((pfd = open(parent[0] ? parent : "/",
-	                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	if ((pfd = kx_open_path(AT_FDCWD, parent[0] ? parent : "/",
+	                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)) < 0 ||
 	    (fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		if (errno == ENOENT)
 			rc = 0; /* gone already */

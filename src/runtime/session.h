@@ -45,9 +45,20 @@
 int kr_session_check_name(const char *name, kbox_error_t *err);
 
 /* The state directory ($KBOX_HOME, $XDG_STATE_HOME/kbox, else
- * ~/.local/state/kbox, or under root KR_ROOT_STATE_HOME), malloc'd.  Not
- * created.  NULL with ERR. */
+ * ~/.local/state/kbox, or under root KR_ROOT_STATE_HOME), malloc'd, its
+ * links resolved (kr_resolve_home: with REFUSE for an ordinary user's
+ * KBOX_HOME); resolved once in a process, every later call giving the
+ * same.  Not created.  From then on nothing below it is reached through a
+ * link (kx_no_links_below).  NULL with ERR. */
 char *kr_state_home(kbox_error_t *err);
+
+/* PATH (absolute) resolved one part at a time from "/", each part looked
+ * at and followed in one step: links resolved, ".", ".." and empty parts
+ * gone, the parts that do not exist yet appended plain.  With REFUSE, a
+ * symbolic link in a directory the caller can write (not sticky, or
+ * sticky and the link its own) is refused, not followed (kbox(7), threat
+ * 44).  New, or NULL with ERR. */
+char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err);
 #define KR_ROOT_STATE_HOME "/var/lib/kbox"
 
 /* The file kbox writes into every state directory it makes sessions in,

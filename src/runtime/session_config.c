@@ -454,10 +454,10 @@ json_t *kr_session_config_to_json(const kr_session_config_t *cfg)
 
 int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox_error_t *err)
 {
-	char path[PATH_MAX + 16], tmp[PATH_MAX + 32];
+	char path[PATH_MAX + 16];
 	json_t *j = kr_session_config_to_json(cfg);
 	char *text = NULL;
-	int fd = -1, rc = -1;
+	int rc = -1;
 	size_t len;
 
 	if (!j)
@@ -470,39 +470,20 @@ int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox
 	json_decref(j);
 	if (!text)
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path ||
-	    snprintf(tmp, sizeof tmp, "%s/.session.json.XXXXXX", dir) >= (int)sizeof tmp) {
+	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path) {
 		kbox_error_set(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
 		goto out;
 	}
 	/* json_dumps leaves room for one more byte: the final newline */
 	len = strlen(text);
 	text[len++] = '\n';
-	/* mkostemp: a name no one else has, made O_EXCL, mode 0600 */
-	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
-		kbox_error_set_sys(err, "cannot write a new file in %s", dir);
+	/* whole or not at all, and through no link below the state directory
+	 * (kx_write_atomic) */
+	if (kx_write_atomic(AT_FDCWD, path, text, len, 0600, KX_DURABLE) < 0) {
+		kbox_error_set_sys(err, "cannot write %s", path);
 		goto out;
 	}
-	if (kx_write_all(fd, text, len) < 0 || fsync(fd) < 0) {
-		kbox_error_set_sys(err, "cannot write %s", tmp);
-		goto fail;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		kbox_error_set_sys(err, "cannot write %s", tmp);
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		kbox_error_set_sys(err, "cannot rename %s to %s", tmp, path);
-		goto fail;
-	}
 	rc = 0;
-	goto out;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
 out:
 	free(text);
 	return rc;

@@ -482,7 +482,7 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 	char path[PATH_MAX], buf[32];
 	struct stat st;
 	int n;
-	if ((s->dir_fd = ws_open_no_links(s->dir, O_PATH | O_DIRECTORY)) < 0 ||
+	if ((s->dir_fd = kx_open_no_links(AT_FDCWD, s->dir, O_PATH | O_DIRECTORY, 0)) < 0 ||
 	    fstat(s->dir_fd, &st) < 0)
 		return kbox_error_set_sys(err, "the session directory %s%s", s->dir,
 		                          errno == ELOOP ? " (a symbolic link is in its path)"

@@ -47,37 +47,6 @@ int ws_check_path(const char *path, kbox_error_t *err)
 	return 0;
 }
 
-/* Walk PATH from DIRFD one component at a time refusing every symlink. */
-static int open_nofollow_walk(int dirfd, const char *path, int flags, unsigned mode)
-{
-	char *copy = strdup(path), *save = NULL, *part, *next;
-	int fd = dup(dirfd);
-	if (!copy || fd < 0) {
-		free(copy);
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	part = strtok_r(copy, "/", &save);
-	while (part) {
-		int nfd;
-		next = strtok_r(NULL, "/", &save);
-		if (next)
-			nfd = openat(fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		else
-			nfd = openat(fd, part, flags | O_NOFOLLOW | O_CLOEXEC, mode);
-		close(fd);
-		if (nfd < 0) {
-			free(copy);
-			return -1;
-		}
-		fd = nfd;
-		part = next;
-	}
-	free(copy);
-	return fd;
-}
-
 int ws_open(int dirfd, const char *path, int flags, unsigned mode)
 {
 	struct open_how how = {0};
@@ -87,26 +56,7 @@ int ws_open(int dirfd, const char *path, int flags, unsigned mode)
 	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
 	fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 	if (fd < 0 && errno == ENOSYS)
-		return open_nofollow_walk(dirfd, path, flags, mode);
-	return (int)fd;
-}
-
-int ws_open_no_links(const char *path, int flags)
-{
-	struct open_how how = {0};
-	long fd;
-	int root;
-	how.flags = (unsigned long long)(flags | O_CLOEXEC);
-	how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-	fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
-	if (fd >= 0 || errno != ENOSYS)
-		return (int)fd;
-	if (path[0] != '/' || (root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		errno = path[0] != '/' ? EINVAL : errno;
-		return -1;
-	}
-	fd = open_nofollow_walk(root, path, flags, 0);
-	close(root);
+		return kx_open_walk(dirfd, path, flags, mode);
 	return (int)fd;
 }
 
@@ -147,7 +97,7 @@ int ws_open_session(const char *session_dir, const char *sub, kbox_error_t *err)
 		errno = ENAMETOOLONG;
 		return kbox_error_set_sys(err, "cannot open %s/%s", session_dir, sub);
 	}
-	if ((fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+	if ((fd = kx_open_path(AT_FDCWD, path, O_PATH | O_DIRECTORY, 0)) < 0)
 		return kbox_error_set_sys(err, "cannot open %s", path);
 	return fd;
 }

@@ -36,12 +36,6 @@ int ws_check_path(const char *path, kbox_error_t *err);
  * link that leads out, ELOOP for a link refused. */
 int ws_open(int dirfd, const char *path, int flags, unsigned mode);
 
-/* Open the absolute PATH with FLAGS (no O_CREAT), following no symbolic
- * link in any of its parts (ELOOP if one is there): for a path recorded
- * with its links resolved, that it still leads where it did.  The
- * descriptor, or -1 with errno. */
-int ws_open_no_links(const char *path, int flags);
-
 /* What an errno of ws_open means, for a message (static). */
 const char *ws_strerror(int e);
 

@@ -686,14 +686,14 @@ else
 		done
 	}
 	# code in hd swaps, over and over in a thread, the entry $2 of the
-	# directory $1 of the state directory it holds with a link to $3 (put
-	# beside it as x-$2); race_stop ends that
+	# directory $1 (of the directory it holds, hd-proj) with a link to $3
+	# (put beside it as x-$2); race_stop ends that
 	race_start() {
 		pyx hd <<EOF
 import ctypes, os, threading
 libc = ctypes.CDLL(None, use_errno=True)
-d = os.open("/proc/self/fd/%d/state/$1" % kbox_held, os.O_PATH | os.O_DIRECTORY)
-os.symlink("$3", "/proc/self/fd/%d/state/$1/x-$2" % kbox_held)
+d = os.open("/proc/self/fd/%d/$1" % kbox_held, os.O_PATH | os.O_DIRECTORY)
+os.symlink("$3", "/proc/self/fd/%d/$1/x-$2" % kbox_held)
 kbox_racing = True
 def race():
     while kbox_racing:
@@ -712,7 +712,7 @@ EOF
 	}
 	mkdir -m 700 "$ROOT/decoy"
 	echo decoy >"$ROOT/decoy/.bashrc"
-	race_start sessions/v workspace "$ROOT/decoy"
+	race_start state/sessions/v workspace "$ROOT/decoy"
 	keep race
 	restarts_into race_runs
 	race_stop
@@ -734,7 +734,7 @@ EOF
 	# reached through no link, and the sandbox never gets the other's.
 	mkdir -p -m 700 "$ROOT/decoy2/workspace" "$ROOT/decoy2/home"
 	echo decoy2 >"$ROOT/decoy2/workspace/secret-of-decoy2"
-	race_start sessions v "$ROOT/decoy2"
+	race_start state/sessions v "$ROOT/decoy2"
 	keep race2
 	restarts_into race2_runs
 	race_stop
@@ -801,6 +801,54 @@ EOF
 		rc_is fake_listen 0 && rc_is exec_v 5 && [ ! -s "$W/exec_v.out" ] &&
 		eq "$(cat "$W/exec_v.err")" "kbox exec: session v: $SV/control.sock is not a supervisor'"'"'s of this user: the process listening there is another user'"'"'s, or in another user namespace (code in a sandbox that can reach this state directory); nothing was sent to it. Stop using this state directory (kbox(7), threat 44)" &&
 		rc_is fake_got 0 && eq "$(val fake_got received)" "0 0"'
+	# The state directory itself swapped with a link to another state
+	# directory of the user's, over and over, as kbox resolves KBOX_HOME
+	# and as it then reaches what is below it (review 16, B16-1, B16-2):
+	# the other has a session of the same name, not sandboxed (code meant
+	# for hd's would run on the host), and a stopped one that prune would
+	# remove.  Each command is refused, or acts on HD, never on B.
+	B=$ROOT/B
+	KBOX_HOME=$B kx start -s w --backend none
+	keep b_w
+	KBOX_HOME=$B kx start -s keepme --backend none
+	KBOX_HOME=$B kx exec -s keepme 'open("precious.txt", "w").write("p")'
+	keep b_keep
+	KBOX_HOME=$B kx stop -s keepme
+	KBOX_HOME=$HD kx start -s w
+	keep hd_w
+	pyx hd <<'EOF'
+import os
+p = "/proc/self/fd/%d/state/sessions/keepme" % kbox_held
+os.makedirs(p, mode=0o700)
+open(p + "/events.ndjson", "w").close()
+print("planted")
+EOF
+	keep plant_keep
+	race_start . state "$B"
+	keep race3
+	: >"$W/race3_runs"
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s w \
+			'import os; print("cwd", os.getcwd())' >>"$W/race3_runs" 2>&1
+		[ "$i" -gt 5 ] ||
+			KBOX_HOME=$HD timeout -k 5 120 "$KBOX" prune >>"$W/race3_runs" 2>&1
+	done
+	race_stop
+	keep race3_end
+	[ -d "$ROOT/hd-proj/x-state" ] && [ -L "$ROOT/hd-proj/state" ] &&
+		rm "$ROOT/hd-proj/state" && mv -T "$ROOT/hd-proj/x-state" "$ROOT/hd-proj/state"
+	rm -f "$ROOT/hd-proj/x-state"
+	DIAG="b_w b_keep hd_w plant_keep race3 race3_end"
+	check "row44_a_state_directory_swapped_for_a_link_as_kbox_uses_it_is_never_another" eval '
+		rc_is b_w 0 && rc_is b_keep 0 && rc_is hd_w 0 && rc_is plant_keep 0 &&
+		rc_is race3 0 && rc_is race3_end 0 && [ -d "$HD/sessions/w" ] &&
+		! grep -q "^cwd $B" "$W/race3_runs" && grep -q "^cwd /workspace$" "$W/race3_runs" &&
+		eq "$(cat "$B/sessions/keepme/workspace/precious.txt")" p &&
+		eq "$(ls "$B/sessions")" "keepme
+w" || { sed "s/^/#   /" "$W/race3_runs" | sort | uniq -c | cut -c1-200; false; }'
+	KBOX_HOME=$B kx rm -f -s w
+	KBOX_HOME=$B kx rm -f -s keepme
+	KBOX_HOME=$HD kx rm -f -s w
 fi
 kx rm -f -s hd
 [ "$(id -u)" = 0 ] || KBOX_HOME=$HD kx rm -f -s v
