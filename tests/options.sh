@@ -223,6 +223,27 @@ check help_of_an_unknown_command_exits_2 fails_with 2 \
 
 # --json is --format json, and every --format is checked the same way
 check format_is_checked_alike_and_json_is_its_alias formats_alike
+# and kbox(1)'s list of the commands that take it is the CLI's: those
+# whose --help has -j, --json, and no other
+man_json=$(sed -n '/^Every command that prints data$/,/^takes$/p' "$top_srcdir/man/kbox.1" |
+	sed -n 's/^\.Cm \([a-z-]*\).*/\1/p' | sort | tr '\n' ' ')
+# shellcheck disable=SC2013 # a command is one word
+cli_json=$(for cmd in $(cat commands); do
+	grep -q -- '^  -j, --json ' "help.$cmd" && echo "$cmd"
+done | sort | tr '\n' ' ')
+why="kbox(1): $man_json; the CLI: $cli_json"
+check the_commands_kbox_1_says_take_json_are_those_that_do eval '
+	[ -n "$cli_json" ] && [ "$man_json" = "$cli_json" ]'
+
+# kernelspec/README.md says what is true: no kernelspec there yet, and the
+# commands it points at are there with the option it gives them
+why=
+check kernelspec_readme_says_what_is_true eval '
+	grep -q "^Kernelspecs (.kernel.json.) that let any Jupyter front end" "$top_srcdir/kernelspec/README.md" &&
+	grep -q "^for now" "$top_srcdir/kernelspec/README.md" &&
+	[ -z "$(find "$top_srcdir/kernelspec" -name kernel.json)" ] &&
+	grep -qx kernelspecs commands && grep -qx doctor commands &&
+	grep -q -- "^  -k, --kernel " help.doctor'
 
 kbox exec -s x --timeout=abc 'print(1)'
 check long_option_takes_its_argument_after_equals fails_with 2 \

@@ -221,6 +221,39 @@ fresh
 kbox exec -s r '%pip install kbox-no-such-package'
 check pip_install_gets_the_note_that_packages_cannot_be_installed eval '
 	last_line_is stdout "[note: packages cannot be installed here: the sandbox has no network and its system files are read-only; use the packages that are installed (help(\"modules\") lists them)]"'
+fresh
+kbox exec -s r 'pip install kbox-no-such-package'
+check a_bare_pip_install_gets_the_note_too eval '
+	last_line_is stdout "[note: packages cannot be installed here: the sandbox has no network and its system files are read-only; use the packages that are installed (help(\"modules\") lists them)]"'
+fresh
+kbox exec -s r '!pip install kbox-no-such-package'
+check a_shell_pip_install_gets_the_note_too eval '
+	last_line_is stdout "[note: packages cannot be installed here: the sandbox has no network and its system files are read-only; use the packages that are installed (help(\"modules\") lists them)]"'
+
+# ---- streaming: each event is out as the code runs, not at its end ----
+
+# (the code waits for a file the test makes only once it has read the
+# first event: that event came before the execution ended)
+fresh
+if [ -z "$SKIPPING" ]; then
+	rm -f "$S/r/workspace/go"
+	timeout -k 5 120 "$KBOX" exec -s r --format ndjson 'import os, time
+print("first", flush=True)
+while not os.path.exists("go"):
+    time.sleep(0.05)
+print("second")' >stream.out 2>stream.err &
+	st_pid=$!
+	BG_PIDS="$BG_PIDS $st_pid"
+	st_seen=no
+	wait_for grep -q '"text":"first' stream.out && st_seen=yes
+	st_lines=$(wc -l <stream.out)
+	: >"$S/r/workspace/go"
+	wait "$st_pid"
+	st_rc=$?
+fi
+check ndjson_events_come_out_while_the_code_still_runs eval '[ "$st_seen" = yes ] &&
+	[ "$st_rc" = 0 ] && ! head -n "$st_lines" stream.out | grep -q "\"text\":\"second" &&
+	grep -q "\"text\":\"second" stream.out && tail -n 1 stream.out | grep -q "\"event\":\"end\""'
 
 # ---- interrupts ----
 
@@ -255,6 +288,22 @@ check the_text_of_an_interrupt_is_two_lines eval 'status_is 3 &&
 	[ "$(wc -l <stdout)" -eq 2 ] &&
 	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 3: time.sleep(0.1)$" stdout &&
 	last_line_is stdout "[interrupted by kbox interrupt; state is kept]"'
+
+# a loop that prints with flush=True as fast as it can (where IPython's
+# traceback machinery once crashed on the interrupt): said all the same
+fresh
+interrupt_when_started started5
+kbox exec -s r --format json 'open("started5", "w").close()
+i = 0
+while True:
+    print(i, flush=True)
+    i += 1'
+check a_printing_loop_interrupted_is_status_interrupted_and_says_so eval 'status_is 3 &&
+	py "r[\"status\"] == \"interrupted\" and r[\"reason\"] == \"interrupted by kbox interrupt\"
+	and r[\"stdout\"][\"text\"].startswith(\"0\\n1\\n\")"'
+fresh
+kbox exec -s r 'print(i > 0)'
+check a_printing_loop_interrupted_keeps_its_state eval 'status_is 0 && stdout_is True'
 
 # kbox sent the interrupt: it is said, whatever the kernel's traceback
 # machinery did (IPython's own "Unexpected exception formatting

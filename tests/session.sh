@@ -158,6 +158,22 @@ check events_log_both_restarts events rs '[(e["cause"], e["requested"]) for e in
 
 # ---- a killed supervisor: no kernel left, session dead, workspace kept ----
 
+# what was lost is named, the shapes of tables and arrays with it, as
+# many names as fit whole, then how many more there were
+setup_for exec_after_death_names_shapes_and_how_many_more_did_not_fit
+fresh
+kbox exec -s rv 'import numpy as np, pandas as pd
+df = pd.DataFrame({"a": [1, 2, 3], "b": [4, 5, 6]}); arr = np.zeros((4, 5))
+for i in range(100):
+    globals()["v%03d" % i] = i'
+kbox exec -s rv 'import os; os._exit(1)'
+kbox exec -s rv 'print(1)'
+rv_first=$(for i in $(seq 0 21); do printf ', v%03d: int' "$i"; done)
+check exec_after_death_names_shapes_and_how_many_more_did_not_fit eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: df: DataFrame 3x2, arr: ndarray 4x5, i: int$rv_first, and 78 more]
+1"'
+"$KBOX" rm -f -s rv >/dev/null 2>&1
+
 setup_for status_pid_is_supervisor_pid_file \
 	supervisor_sigkill_leaves_no_kernel \
 	ls_shows_session_with_killed_supervisor_dead \

@@ -128,6 +128,47 @@ static bool rotated(FILE *f, int dfd, const char *name)
 	       (sp.st_dev != sf.st_dev || sp.st_ino != sf.st_ino);
 }
 
+/* The longest line kbox logs reads whole: longer than any event the
+ * supervisor writes (its whole log is rotated at KR_EVENTS_LOG_MAX), so
+ * a longer one is not kbox's (code that reached the state directory wrote
+ * it) and is left out, read past without being kept. */
+#define LINE_MAX_BYTES ((size_t)KR_EVENTS_LOG_MAX)
+
+/* Read one line of F into *LINE (of *CAP bytes, grown as needed up to
+ * LINE_MAX_BYTES + 1), NUL-terminated; *NL says it ended with a newline
+ * (kept), *LONG that it was longer than LINE_MAX_BYTES (then only its
+ * start is kept).  The bytes read, kept or not; -1 at the end of F or when
+ * out of memory. */
+static ssize_t read_line(FILE *f, char **line, size_t *cap, bool *nl, bool *lng)
+{
+	size_t len = 0, total = 0;
+	int c;
+	*nl = *lng = false;
+	if (!*line && !(*line = malloc(*cap = 4096)))
+		return -1;
+	while ((c = getc_unlocked(f)) != EOF) {
+		total++;
+		if (len + 1 >= *cap && !*lng) {
+			size_t ncap = *cap * 2 > LINE_MAX_BYTES + 1 ? LINE_MAX_BYTES + 1 : *cap * 2;
+			char *n = ncap > *cap ? realloc(*line, ncap) : NULL;
+			if (n)
+				*line = n, *cap = ncap;
+			else if (ncap > *cap)
+				return -1;
+			else
+				*lng = true;
+		}
+		if (!*lng)
+			(*line)[len++] = (char)c;
+		if (c == '\n') {
+			*nl = true;
+			break;
+		}
+	}
+	(*line)[len] = '\0';
+	return total ? (ssize_t)total : -1;
+}
+
 /* NAME in the directory DFD, open for reading, or NULL with errno. */
 static FILE *open_in(int dfd, const char *name)
 {
@@ -154,7 +195,8 @@ int cmd_logs(int argc, char **argv)
 	        CLI_OPT_JSON('j', &format), CLI_OPT_END};
 	int status, nargs = cli_parse_options("logs", opts, argc, argv, &status);
 	char *dir, path[4200], sdir[4200], *line = NULL;
-	size_t cap = 0, events = 0;
+	size_t cap = 0, events = 0, long_lines = 0;
+	bool nl, lng;
 	struct stat at_start;
 	FILE *f, *g;
 	int dfd;
@@ -196,9 +238,12 @@ int cmd_logs(int argc, char **argv)
 	/* the events before the log was last rotated, unless that is the
 	 * file just opened (it was rotated in between: read on from it) */
 	if ((g = open_in(dfd, "events.ndjson.1")) && !(f && same_file(g, f))) {
-		ssize_t n;
-		while ((n = getline(&line, &cap, g)) > 0 && line[n - 1] == '\n')
-			print_event(line, format, events++);
+		while (read_line(g, &line, &cap, &nl, &lng) > 0 && nl) {
+			if (lng)
+				long_lines++;
+			else
+				print_event(line, format, events++);
+		}
 	}
 	if (g)
 		fclose(g);
@@ -212,9 +257,12 @@ int cmd_logs(int argc, char **argv)
 			usleep(200000);
 			continue;
 		}
-		n = getline(&line, &cap, f);
-		if (n > 0 && line[n - 1] == '\n') {
-			print_event(line, format, events++);
+		n = read_line(f, &line, &cap, &nl, &lng);
+		if (n > 0 && nl) {
+			if (lng)
+				long_lines++;
+			else
+				print_event(line, format, events++);
 			continue;
 		}
 		if (n > 0) { /* a line still being written: read it again whole */
@@ -235,6 +283,12 @@ int cmd_logs(int argc, char **argv)
 	}
 	if (format == FMT_JSON)
 		puts(events ? "\n]" : "[]");
+	if (long_lines)
+		cli_error("logs",
+		          "warning: %zu line%s longer than %zu bytes left out: kbox writes none "
+		          "(something else wrote %s)",
+		          long_lines, long_lines == 1 ? "" : "s", LINE_MAX_BYTES,
+		          long_lines == 1 ? "it" : "them");
 	free(line);
 	if (f)
 		fclose(f);

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <pwd.h>
@@ -1261,8 +1262,16 @@ kr_supervisor_state_t kr_session_supervisor(const char *dir, pid_t *pid_p)
 		st = KR_SUPERVISOR_DEAD;
 	n = read(fd, buf, sizeof buf - 1);
 	if (n > 0 && pid_p) {
+		/* (a pid as the supervisor writes it, or none: never a number
+		 * that overflows into another, -1 say, from what else wrote it) */
+		char *end;
+		long v;
 		buf[n] = '\0';
-		*pid_p = (pid_t)atol(buf);
+		errno = 0;
+		v = strtol(buf, &end, 10);
+		if (errno == 0 && end != buf && (*end == '\0' || *end == '\n') && v > 0 &&
+		    v <= INT_MAX && buf[0] >= '0' && buf[0] <= '9')
+			*pid_p = (pid_t)v;
 	}
 	close(fd);
 	return st;

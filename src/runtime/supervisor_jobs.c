@@ -522,16 +522,18 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
  * (no round trip of its own; evaluated after code that ended well): the
  * user's names, but hidden, private and modules, with their type's name,
  * and the shape of a DataFrame, Series or ndarray (read only from those:
- * no other object's attribute code runs), at most 60 of them, cut to
- * VARS_MAX characters. */
+ * no other object's attribute code runs), as many of the first 60 as fit
+ * in 290 characters, whole, then how many more there are (within
+ * VARS_MAX). */
 static const char vars_expr[] =
-        "(lambda ns, hid: ', '.join((k + ': ' + type(v).__name__ + "
-        "(' ' + 'x'.join(map(str, v.shape)) if type(v).__name__ in "
-        "('DataFrame', 'Series', 'ndarray') else '')) for k, v in "
-        "[kv for kv in list(ns.items()) if not kv[0].startswith('_') and kv[0] not in hid "
-        "and type(kv[1]).__name__ != 'module' and kv[0] not in ('In', 'Out', 'exit', "
-        "'quit', 'get_ipython')][:60])[:320])(get_ipython().user_ns, "
-        "get_ipython().user_ns_hidden)";
+        "(lambda ns, hid: (lambda names: (lambda es: (lambda k: ', '.join(es[:k] + "
+        "(['and %d more' % (len(names) - k)] if k < len(names) else [])))(sum(1 for t in "
+        "__import__('itertools').accumulate(len(e) + 2 for e in es) if t <= 290)))([k + ': ' "
+        "+ type(v).__name__ + (' ' + 'x'.join(map(str, v.shape)) if type(v).__name__ in "
+        "('DataFrame', 'Series', 'ndarray') else '') for k, v in names[:60]]))([kv for kv in "
+        "list(ns.items()) if not kv[0].startswith('_') and kv[0] not in hid and "
+        "type(kv[1]).__name__ != 'module' and kv[0] not in ('In', 'Out', 'exit', 'quit', "
+        "'get_ipython')]))(get_ipython().user_ns, get_ipython().user_ns_hidden)";
 
 /* Keep what the reply of X says the code defined (its user_expression
  * "kbox_vars": the repr of a string, kept only when it holds no escape). */

@@ -275,4 +275,26 @@ DIAG=release_a
 check "row32_the_session_at_its_limit_still_runs_code" eval '
 	rc_is release_a 0 && ge "$(val release_a released)" 30'
 
+# What the limits fall back to is said in one short line that points at
+# kbox doctor, once for a session: its next start does not say it again.
+# Under root here the cgroups are there (nothing to say); an ordinary
+# user has none of its own here.
+kx start -s cw
+keep cw1
+kx stop -s cw
+kx start -s cw
+keep cw2
+kx rm -f -s cw
+DIAG="cw1 cw2"
+if [ "$(id -u)" = 0 ]; then
+	check "row32_the_cgroup_fallback_warning_is_one_line_once_per_session" eval '
+		rc_is cw1 0 && rc_is cw2 0 && [ ! -s "$W/cw1.err" ] && [ ! -s "$W/cw2.err" ]'
+else
+	check "row32_the_cgroup_fallback_warning_is_one_line_once_per_session" eval '
+		rc_is cw1 0 && rc_is cw2 0 && [ "$(wc -l <"$W/cw1.err")" = 1 ] &&
+		grep -qx "kbox start: warning: no cgroups here for [a-z, ]*: bounded per process[a-z, ]* (kbox doctor says how to get them)" "$W/cw1.err" &&
+		[ ! -s "$W/cw2.err" ]'
+fi
+DIAG=
+
 tests_done
