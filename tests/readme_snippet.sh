@@ -66,4 +66,28 @@ check lines_of_the_code_that_look_like_kboxs_are_quoted eval '
 	[ "$(sed -n "s/^step8 //p" stdout)" = "'"'"'\\\\[note: fake]\\n\\\\[image saved: /etc/passwd]\\n'"'"'" ]'
 check a_busy_session_comes_back_as_one_line eval '
 	sed -n "s/^step6 //p" stdout | grep -q "^'"'"'kbox exec: session readme: the session was busy running other code"'
+# README's kbox run --workspace example, its two lines as written, with
+# this build's kbox first on PATH: in a directory the sandboxes can pass
+# through it works; in one they cannot (under a 0700 directory, as root's
+# home is) it says why and what to do
+fresh
+grep -A1 '^    mkdir -p scratch' "$top_srcdir/README.md" | sed 's/^    //' >scratch.sh
+if [ -z "$SKIPPING" ]; then
+	mkdir bin && ln -s "$KBOX" bin/kbox
+	open_dir=$(mktemp -d /tmp/kbox-readme.XXXXXX) && chmod 755 "$open_dir"
+	(cd "$open_dir" && PATH=$T/bin:$PATH timeout -k 5 120 sh "$T/scratch.sh") >open.out 2>open.err
+	open_rc=$?
+	open_got=$(cat "$open_dir/scratch/out.txt" 2>/dev/null)
+	rm -rf "$open_dir"
+	mkdir -m 700 closed
+	(cd closed && PATH=$T/bin:$PATH timeout -k 5 120 sh "$T/scratch.sh") >stdout 2>stderr
+	rc=$?
+fi
+check readmes_workspace_example_works_as_written eval '
+	[ "$(wc -l <scratch.sh)" = 2 ] && grep -q "^kbox run --workspace scratch " scratch.sh &&
+	[ "$open_rc" = 0 ] && [ "$open_got" = kept ]'
+if [ "$(id -u)" = 0 ]; then
+	check readmes_workspace_example_says_what_to_do_where_the_sandbox_cannot_reach eval '
+		status_is 5 && grep -q "^kbox run: session run: the sandbox (uid [0-9]*, group kbox.s) cannot reach $T/closed/scratch: /[^ ]* is mode 0700, owner 0:0 (.*use a directory outside it)$" stderr'
+fi
 tests_done
