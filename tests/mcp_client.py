@@ -792,4 +792,37 @@ def t_persistent():
 
 check("session_name_attaches_to_a_session_that_outlives_the_connection", t_persistent)
 
+
+def t_kept_connection():
+    # one control connection serves call after call; one the supervisor
+    # ended (the session stopped, then restarted) is left for a new one
+    o = Server("-s", "mcp-conn")
+    o.init()
+
+    def sockets():
+        d = "/proc/%d/fd" % o.p.pid
+        return [f for f in os.listdir(d) if os.readlink(os.path.join(d, f)).startswith("socket:")]
+
+    assert text_of(o.call("run_python", {"code": "x = 1"})).endswith("\n")
+    first = sockets()
+    for i in range(5):
+        assert text_of(o.call("run_python", {"code": "x += 1; x"})) == "Out[%d]: %d\n" % (
+            i + 2, i + 2)
+    assert sockets() == first and len(first) == 1, (first, sockets())
+    subprocess.run([KBOX, "stop", "-s", "mcp-conn"], capture_output=True, check=True)
+    t = text_of(o.call("run_python", {"code": "y = 7; y"}))
+    assert t.startswith("[note: kernel restarted: the session's previous kernel ended "
+                        "(stopped on request (kbox stop))") and t.endswith("Out[1]: 7\n"), t
+    subprocess.run([KBOX, "restart", "-s", "mcp-conn"], capture_output=True, check=True)
+    t = text_of(o.call("run_python", {"code": "print('after')"}))
+    assert t.startswith("[note: kernel restarted: restarted on request (kbox restart)") and (
+        t.endswith("after\n")), t
+    assert len(sockets()) == 1, sockets()
+    assert o.close(60) == 0
+    subprocess.run([KBOX, "rm", "-f", "-s", "mcp-conn"], capture_output=True, check=True)
+
+
+check("one_control_connection_serves_every_call_and_a_stopped_one_is_replaced",
+      t_kept_connection)
+
 plan()

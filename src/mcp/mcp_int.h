@@ -91,6 +91,8 @@ typedef struct mcp_sess {
 	bool own;        /* made by this server: stopped and removed at its end */
 	bool running;    /* its supervisor was started or found */
 	mcp_wait_t wait; /* a wait_python for its code answered early */
+	bool has_kept;   /* kept_fd is a control connection its last call ended */
+	int kept_fd;     /* on cleanly, for the next (mcp_session_keep) */
 } mcp_sess_t;
 
 /* Room for the sessions new_session makes (--max-sessions, at most). */
@@ -153,7 +155,12 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size);
 /* A connection to the session's supervisor, starting the session when
  * none runs (it may have stopped since: its idle time limit).  The
  * socket, or -1 with WHY. */
-int mcp_session_connect(mcp_t *m, char *why, size_t size);
+int mcp_session_connect(mcp_t *m, bool *reused, char *why, size_t size);
+/* Keep FD, the control connection of a call of S whose reply was read
+ * whole, for S's next call (mcp_session_connect takes it): one connection
+ * and its checks (kr_ctl_connect) a call fewer.  One is kept at most: FD
+ * is closed when one is kept already. */
+void mcp_session_keep(mcp_sess_t *s, int fd);
 /* Stop the sessions this server made and remove their directories;
  * nothing for a session named with -s. */
 void mcp_session_end(mcp_t *m);

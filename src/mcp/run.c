@@ -38,6 +38,7 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 	char why[1024];
 	mcp_call_t *c;
 	int fd, sent;
+	bool reused;
 
 	if (!json_is_string(jcode))
 		return mcp_text_result(true, "run_python: \"code\" (a string) is required");
@@ -71,11 +72,20 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 	if (kr_ctl_exec_fits(&e, &err) < 0 && err.code != KBOX_E_NOMEM)
 		return mcp_text_result(true, "run_python: not run: %s", err.msg);
 	req = kr_ctl_exec_to_json(&e);
-	if ((fd = mcp_session_connect(m, why, sizeof why)) < 0) {
+	if ((fd = mcp_session_connect(m, &reused, why, sizeof why)) < 0) {
 		json_decref(req);
 		return mcp_text_result(true, "run_python: %s", why);
 	}
 	sent = req ? kr_ctl_send(fd, req, &err) : -1;
+	if (sent < 0 && req && reused) {
+		/* the kept connection ended as it was taken: a new one */
+		close(fd);
+		if ((fd = mcp_session_connect(m, &reused, why, sizeof why)) < 0) {
+			json_decref(req);
+			return mcp_text_result(true, "run_python: %s", why);
+		}
+		sent = kr_ctl_send(fd, req, &err);
+	}
 	if (sent < 0 && req && (refused = kr_ctl_refusal(fd))) {
 		/* the supervisor said why it closed the connection */
 		json_t *result = mcp_run_result(m, refused, NULL, NULL);
@@ -260,6 +270,10 @@ void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 	else {
 		if (!c->cancelled)
 			mcp_send_result(m, c->id, mcp_run_result(m, r, why, NULL), c->modern);
+		if (!c->cancelled && kind == KR_CTL_MSG_REPLY && re == KR_CTL_OP_EXECUTE) {
+			mcp_session_keep(c->sess, c->fd); /* for its next call */
+			c->fd = -1;
+		}
 		mcp_call_drop(m, c);
 	}
 	json_decref(r);

@@ -11,6 +11,7 @@
 #include "mcp/mcp_int.h"
 
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,9 +146,23 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 	return 0;
 }
 
-int mcp_session_connect(mcp_t *m, char *why, size_t size)
+int mcp_session_connect(mcp_t *m, bool *reused, char *why, size_t size)
 {
 	kbox_error_t err = {0};
+	*reused = false;
+	if (m->sess->has_kept) {
+		/* the connection of its last call, unless something is waiting
+		 * on it: a line, or its end (the supervisor gone, or it closed an
+		 * idle connection) */
+		struct pollfd p = {m->sess->kept_fd, POLLIN, 0};
+		int fd = m->sess->kept_fd;
+		m->sess->has_kept = false;
+		if (poll(&p, 1, 0) == 0) {
+			*reused = true;
+			return fd;
+		}
+		close(fd);
+	}
 	for (int attempt = 0; attempt < 3; attempt++) {
 		int fd;
 		if (mcp_session_ensure(m, why, size) < 0)
@@ -163,9 +178,22 @@ int mcp_session_connect(mcp_t *m, char *why, size_t size)
 	return -1;
 }
 
+void mcp_session_keep(mcp_sess_t *s, int fd)
+{
+	if (s->has_kept) {
+		close(fd);
+		return;
+	}
+	s->kept_fd = fd;
+	s->has_kept = true;
+}
+
 void mcp_session_end_one(mcp_t *m, mcp_sess_t *s)
 {
 	(void)m;
+	if (s->has_kept)
+		close(s->kept_fd);
+	s->has_kept = false;
 	if (s->own && s->dir)
 		cli_session_discard(MCP_CMD, s->dir, s->name, STOP_WAIT_MS);
 	free(s->dir);
