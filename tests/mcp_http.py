@@ -956,4 +956,8 @@ def t_refused():
 
 check("bad_http_options_are_one_line_and_exit_2", t_refused)
 
+# (the server the tests share, when KBOX_TEST_RUN left out the test that
+# stops it: never left running)
+if s.p.poll() is None:
+    s.stop()
 plan()

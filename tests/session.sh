@@ -2010,6 +2010,18 @@ check prune_leaves_a_session_being_started eval 'status_is 0 && stderr_empty &&
 	! grep -q "session lk " stdout && [ -f "$S/lk/session.json" ]'
 kbox rm lk
 
+# A state directory without its mark (.kbox-state: one an older kbox made):
+# kbox exec of a session there runs, and marks it
+setup_for exec_in_a_state_directory_without_its_mark_runs_and_marks_it
+fresh
+kbox start -s um
+um_start=$rc
+rm -f "$KBOX_HOME/.kbox-state"
+kbox exec -s um 'print(6 * 7)'
+check exec_in_a_state_directory_without_its_mark_runs_and_marks_it eval '
+	[ "$um_start" = 0 ] && status_is 0 && stdout_is 42 && [ -f "$KBOX_HOME/.kbox-state" ]'
+"$KBOX" rm -f -s um >/dev/null 2>&1
+
 # Statically linked (configure's default where the archives link), a kbox
 # exec maps libc and libm and nothing else: not libzmq, not the GSSAPI and
 # libsystemd libraries that libzmq and czmq refer to (loaded on first use).
