@@ -381,12 +381,13 @@ check run_kernel_exiting_at_start_exits_5 status_is 5
 # for one kbox made, the chmod.  Under root, 0710 (the sandbox
 # user's group passes through, as kbox start makes it) is right; for
 # another user it is open to a group.
-for mode in 755 777 750; do
+for mode in 755 777 1777 750; do
 	fresh
 	mkdir -m "$mode" home
 	advice="directory $T/home is accessible to others (mode $mode, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)"
-	# where anyone may make a name (as in /tmp), no name anyone can guess
-	[ "$mode" != 777 ] ||
+	# where anyone may make a name (as in /tmp, whose sticky bit is
+	# shown), no name anyone can guess
+	[ "$mode" != 777 ] && [ "$mode" != 1777 ] ||
 		advice="directory $T/home is accessible to others (mode $mode, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)"
 	echo data >f
 	for c in "ls" "ls --json" "stop -s x" "stop --all" "status -s x" "start -s x" \
@@ -455,6 +456,11 @@ else
 	skip state_dir_mode_500_gets_advice_that_can_work "root may make a directory in a directory of mode 500"
 fi
 chmod 700 home
+# a directory of the kernel's own file system (/proc): no mkdir in it is
+# advised, none could work
+KBOX_HOME=/proc/self/fd kbox exec 1
+check state_dir_under_proc_gets_advice_that_can_work eval '[ "$rc" = 5 ] &&
+	grep -qx "kbox exec: directory /proc/[0-9]*/fd is not rwx for its owner (mode 500, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)" stderr'
 
 # a long path in a message is shortened where it comes first, the reason
 # stands out, and kept whole in the fix, to be copied

@@ -47,7 +47,7 @@ int kx_private_dir(const char *dir, char *why, size_t size)
 	if (st.st_mode & 067) {
 		kx_msgf(why, size,
 		        "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
-		        dir, (unsigned)(st.st_mode & 0777), dir);
+		        dir, (unsigned)(st.st_mode & 07777), dir);
 		return 1;
 	}
 	return 0;

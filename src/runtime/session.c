@@ -17,7 +17,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -380,6 +382,27 @@ int kr_state_mark(const char *home, kbox_error_t *err)
  * KR_STATE_MARK, or is the default one, KBOX_HOME unset): changing one
  * kbox did not make (KBOX_HOME=/tmp) could harm what else uses it, so
  * then ERR advises a private directory of its own instead.  -1. */
+/* Whether DIR is on a file system of the kernel's own, where no directory
+ * can be made (proc, sysfs, cgroups, devpts, debugfs...). */
+static bool no_room(const char *dir)
+{
+	struct statfs fs;
+	if (statfs(dir, &fs) < 0)
+		return false;
+	switch ((unsigned long)fs.f_type) {
+	case PROC_SUPER_MAGIC:
+	case SYSFS_MAGIC:
+	case CGROUP_SUPER_MAGIC:
+	case CGROUP2_SUPER_MAGIC:
+	case DEVPTS_SUPER_MAGIC:
+	case DEBUGFS_MAGIC:
+	case SECURITYFS_MAGIC:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static int home_advice(const char *home, kbox_error_t *err)
 {
 	const char *given = getenv("KBOX_HOME");
@@ -391,10 +414,12 @@ static int home_advice(const char *home, kbox_error_t *err)
 	    !(chmod_at = strstr(err->msg, ": chmod ")))
 		return -1;
 	*chmod_at = '\0';
-	if (stat(home, &st) == 0 && ((st.st_mode & S_IWOTH) || access(home, W_OK) < 0))
+	if (stat(home, &st) == 0 &&
+	    ((st.st_mode & S_IWOTH) || access(home, W_OK) < 0 || no_room(home)))
 		/* anyone may make a name in it (/tmp, say): one of theirs could
 		 * be there first, so a new directory of a name no one knows; and
-		 * one we cannot write has no room for a directory of ours */
+		 * one we cannot write, or a file system of the kernel's own
+		 * (/proc, /sys), has no room for a directory of ours */
 		snprintf(chmod_at, sizeof err->msg - (size_t)(chmod_at - err->msg),
 		         "; kbox did not make it, and changing it could harm what else uses it: "
 		         "give KBOX_HOME a private directory of its own (KBOX_HOME=$(mktemp -d), "
@@ -539,7 +564,7 @@ static int check_home_itself(const char *home, kbox_error_t *err)
 		kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
-		        home, (unsigned)(st.st_mode & 0777), home);
+		        home, (unsigned)(st.st_mode & 07777), home);
 		return home_advice(home, err);
 	}
 	return 0;
