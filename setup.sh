@@ -18,7 +18,7 @@ mandoc groff-base
 python3 python3-ipykernel python3-jupyter-client python3-zmq
 python3-pandas python3-numpy python3-matplotlib python3-scipy
 python3-jupyter-kernel-test python3-jsonschema jupyter-core jupyter-client
-procps time jq
+procps time jq iproute2
 r-cran-irkernel
 "
 # npm, for the MCP Inspector of tests/mcp_inspector.sh: Debian's, unless

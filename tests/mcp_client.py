@@ -825,4 +825,42 @@ def t_kept_connection():
 check("one_control_connection_serves_every_call_and_a_stopped_one_is_replaced",
       t_kept_connection)
 
+
+def t_resend():
+    # the kept connection ends after the request went on it and before the
+    # supervisor began it (here: the supervisor stopped with SIGSTOP, the
+    # request seen waiting in its socket, then SIGKILL): the request goes
+    # again on a new connection, to the session started anew
+    o = Server("-s", "mcp-resend")
+    o.init()
+    assert text_of(o.call("run_python", {"code": "x = 1"})).endswith("\n")
+    st = subprocess.run([KBOX, "status", "-s", "mcp-resend", "--json"], capture_output=True,
+                        text=True, check=True)
+    sup = json.loads(st.stdout)["pid"]
+
+    def queued():
+        out = subprocess.run(["ss", "-x", "-p", "-H"], capture_output=True, text=True).stdout
+        return any(f"pid={sup}," in line and int(line.split()[2]) > 0
+                   for line in out.splitlines())
+
+    os.kill(sup, signal.SIGSTOP)
+    try:
+        o.send({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+                "params": {"name": "run_python", "arguments": {"code": "print('again')"}}})
+        end = time.monotonic() + 60
+        while not queued():
+            assert time.monotonic() < end, "the request never reached the supervisor's socket"
+            time.sleep(0.05)
+    finally:
+        os.kill(sup, signal.SIGKILL)
+    r = o.wait_for(900, 120)
+    t = text_of(r)
+    assert r["result"]["isError"] is False and t.endswith("again\n"), r
+    assert o.close(60) == 0
+    subprocess.run([KBOX, "rm", "-f", "-s", "mcp-resend"], capture_output=True, check=True)
+
+
+check("a_request_on_a_kept_connection_that_ended_before_it_began_goes_again_on_a_new_one",
+      t_resend)
+
 plan()

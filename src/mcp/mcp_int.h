@@ -53,6 +53,8 @@ typedef struct mcp_call {
 	json_t *progress;          /* the request's progressToken (owned), or NULL */
 	int fd;                    /* its control connection; -1 once it ended */
 	bool started;              /* the supervisor began it (its "started" line came) */
+	json_t *resend;            /* its request, sent on a kept connection (owned): sent */
+	                           /* again on a new one if that one ends before it began */
 	char *notice;              /* that line's notice (a new session, a new kernel), or NULL */
 	bool notice_said;          /* an early answer said it already */
 	bool cancelled;            /* notifications/cancelled came: no response */

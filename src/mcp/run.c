@@ -102,6 +102,7 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		return mcp_text_result(true, "run_python: session %s: %s", m->sess->name,
 		                       req ? err.msg : "out of memory");
 	}
+	c->resend = reused ? json_incref(req) : NULL;
 	json_decref(req);
 	/* from now: a new session's start, just waited for, is no part of
 	 * the code's time (its soft limit would have passed before the code
@@ -237,8 +238,34 @@ void mcp_call_drop(mcp_t *m, mcp_call_t *c)
 		close(c->fd);
 	json_decref(c->id);
 	json_decref(c->progress);
+	json_decref(c->resend);
 	mcp_call_clear(c);
 	free(c);
+}
+
+/* The kept connection C's request went on ended before the supervisor
+ * began it (it stopped, and its end had not come yet when the connection
+ * was taken; or it closed it as idle): the request, on a new connection.
+ * Whether it was sent. */
+static bool resend(mcp_t *m, mcp_call_t *c)
+{
+	kbox_error_t err = {0};
+	json_t *req = c->resend;
+	char why[1024];
+	bool reused;
+	int fd;
+
+	c->resend = NULL;
+	close(c->fd);
+	c->fd = -1;
+	fd = mcp_session_connect(m, &reused, why, sizeof why);
+	if (fd >= 0 && kr_ctl_send(fd, req, &err) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	json_decref(req);
+	c->fd = fd;
+	return fd >= 0;
 }
 
 void mcp_call_readable(mcp_t *m, mcp_call_t *c)
@@ -250,9 +277,13 @@ void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 	kr_ctl_msg_kind_t kind = kr_ctl_msg_kind(r, &re);
 	const char *why = err.code == KBOX_E_DEAD ? "the session's supervisor went away" : err.msg;
 
+	if (!r && c->resend && !c->started && !c->cancelled && resend(m, c))
+		return;
 	/* the started line, events, and the reply to our own interrupt
 	 * (mcp_call_cancel) come before the execution's reply */
 	if (kind == KR_CTL_MSG_STARTED) {
+		json_decref(c->resend); /* (taken: never sent again) */
+		c->resend = NULL;
 		const char *notice = json_string_value(json_object_get(r, "notice"));
 		c->started = true;
 		if (notice && !c->notice)
