@@ -1183,7 +1183,7 @@ check a_resumed_supervisor_has_kept_the_session eval 'status_is 0 && stdout_is 7
 check a_resumed_supervisor_does_not_take_clients_gone_for_intruders \
 	events ex '"client-refused" not in [e["event"] for e in ev]'
 
-setup_for stop_says_stopped \
+setup_for stop_says_stopped stop_returns_once_the_supervisor_has_exited \
 	stop_of_stopped_session_exits_0_and_says_it_is_not_running \
 	stop_of_a_session_that_does_not_exist_exits_0_and_says_so \
 	stop_of_a_session_that_does_not_exist_makes_nothing \
@@ -1191,8 +1191,11 @@ setup_for stop_says_stopped \
 	complete_needs_a_running_session events_log_stop_on_request
 fresh
 have_session ex
+ex_sup=$(cat "$S/ex/supervisor.pid" 2>/dev/null)
 kbox stop -s ex
 check stop_says_stopped eval 'status_is 0 && stdout_is "session ex stopped"'
+# (as docker stop: its process has ended, not only said it stops)
+check stop_returns_once_the_supervisor_has_exited eval '[ -n "$ex_sup" ] && exited "$ex_sup"'
 kbox stop -s ex
 check stop_of_stopped_session_exits_0_and_says_it_is_not_running eval 'status_is 0 &&
 	stdout_empty && stderr_is "kbox stop: session ex is not running"'

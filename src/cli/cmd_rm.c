@@ -90,7 +90,7 @@ static int rm_one(const char *cmd, const char *home, const char *name, bool forc
 			return EXIT_UNAVAILABLE;
 		}
 		if (!dry_run) {
-			if (!(r = kr_ctl_call(dir, KR_CTL_OP_STOP,
+			if (!(r = kr_ctl_stop(dir,
 			                      json_pack("{s:s}", "cause",
 			                                "stopped on request (kbox rm -f)"),
 			                      90000, &err))) {

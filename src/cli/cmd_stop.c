@@ -29,7 +29,7 @@ static int stop_one(const char *home, const char *name, bool quiet_if_stopped)
 			cli_error("stop", "session %s is not running", name);
 		return EXIT_OK;
 	}
-	if (!(r = kr_ctl_call(dir, KR_CTL_OP_STOP, NULL, 90000, &err))) {
+	if (!(r = kr_ctl_stop(dir, NULL, 90000, &err))) {
 		cli_error("stop", "session %s: %s", name, err.msg);
 		status = EXIT_UNAVAILABLE;
 	} else

@@ -667,11 +667,11 @@ int cli_session_discard(const char *cmd, const char *dir, const char *name, int 
 	json_t *r;
 
 	if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING) {
-		if (!(r = kr_ctl_call(dir, KR_CTL_OP_STOP, NULL, wait_ms, &err)) &&
-		    err.code != KBOX_E_NOTFOUND)
+		/* (and its process gone, which lets go of its lock) */
+		if (!(r = kr_ctl_stop(dir, NULL, wait_ms, &err)) && err.code != KBOX_E_NOTFOUND)
 			cli_error(cmd, "session %s: %s", name, err.msg);
 		json_decref(r);
-		/* the supervisor lets go of its lock as it exits */
+		/* (a stop that got no answer: the lock, as it lets go of it) */
 		for (int waited = 0;
 		     waited < wait_ms && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING;
 		     waited += 20)

@@ -518,6 +518,29 @@ out:
 	return reply;
 }
 
+json_t *kr_ctl_stop(const char *dir, json_t *args, int timeout_ms, kbox_error_t *err)
+{
+	pid_t pid = 0;
+	int pfd = -1;
+	json_t *r;
+
+	/* (its process, held before it is asked: its pid names no other then) */
+	if (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING && pid > 0)
+		pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	r = kr_ctl_call(dir, KR_CTL_OP_STOP, args, timeout_ms, err);
+	if (r && pfd >= 0) {
+		struct pollfd p = {pfd, POLLIN, 0};
+		long long end = kx_now_ms() + KR_CTL_STOP_EXIT_MS;
+		int left;
+		while ((left = (int)(end - kx_now_ms())) > 0 && poll(&p, 1, left) < 0 &&
+		       errno == EINTR)
+			;
+	}
+	if (pfd >= 0)
+		close(pfd);
+	return r;
+}
+
 kr_ctl_exec_end_t kr_ctl_execute(int fd, const char *dir, const kr_ctl_exec_t *req, int outputs_fd,
                                  kr_ctl_event_cb_t on_event, void *arg, json_t **reply_p,
                                  kbox_error_t *err)

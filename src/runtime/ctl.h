@@ -87,6 +87,18 @@ void kr_ctl_wait_signals(const sigset_t *mask, bool (*hook)(void *arg), void *ar
 json_t *kr_ctl_call(const char *dir, kr_ctl_op_t op, json_t *args, int timeout_ms,
                     kbox_error_t *err);
 
+/* How long kr_ctl_stop waits, after the answer, for the supervisor's
+ * process to end. */
+#define KR_CTL_STOP_EXIT_MS 10000
+
+/* kr_ctl_call of KR_CTL_OP_STOP to the supervisor of the session DIR,
+ * with ARGS (taken; NULL for none), that returns once its process has
+ * ended too (a pidfd of it, taken before it is asked, polled for at most
+ * KR_CTL_STOP_EXIT_MS after its answer), as docker stop returns once the
+ * container has exited: a process still there after "stopped" would
+ * surprise a script.  The reply, or NULL with ERR. */
+json_t *kr_ctl_stop(const char *dir, json_t *args, int timeout_ms, kbox_error_t *err);
+
 /* ---- an execution ---- */
 
 /* Called with the started line (KIND KR_CTL_MSG_STARTED) and each event
