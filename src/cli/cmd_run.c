@@ -684,7 +684,7 @@ static void stop_run_session(const run_t *run)
 
 	if (!run->rundir[0])
 		return;
-	json_decref(kr_ctl_call(run->rundir, KR_CTL_OP_STOP, NULL, 30000, &err));
+	json_decref(kr_ctl_stop(run->rundir, NULL, 30000, &err));
 	if (kr_session_supervisor(run->rundir, NULL) == KR_SUPERVISOR_NONE)
 		forget_run_dir(run->rundir, run->copies, run->n_copies); /* none, or gone */
 	for (int i = 0; i < 500 && access(run->rundir, F_OK) == 0; i++)
