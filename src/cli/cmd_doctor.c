@@ -187,6 +187,15 @@ static int make_sandbox_range(const kr_sandbox_id_t *id, char *why, size_t size)
 	}
 }
 
+/* The row of a state directory kbox cannot even resolve (a link refused,
+ * a directory on the way it may not search): every command refuses it. */
+static void home_unusable(report_t *r, const kbox_error_t *err)
+{
+	check(r, "state directory", "fail", err->msg,
+	      "every kbox command refuses it: give KBOX_HOME a directory of your own");
+	r->state_bad = true;
+}
+
 /* Who sandboxes run as: the caller, or under root the sandbox user (made
  * with FIX when missing).  Fills BO's identity.  False when there is none. */
 static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
@@ -217,7 +226,8 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 				check(r, "state directory", "ok", buf, NULL);
 			}
 			free(home);
-		}
+		} else
+			home_unusable(r, &err);
 		return true;
 	}
 	if (kr_sandbox_identity(&id, &err) < 0 && fix && err.code == KBOX_E_NOTFOUND) {
@@ -295,7 +305,8 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 		}
 		free(probe);
 		free(home);
-	}
+	} else
+		home_unusable(r, &err);
 	return true;
 }
 

@@ -141,6 +141,20 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 			strcat(strcat(tail, "/"), at);
 			continue;
 		}
+		if (nfd < 0 && errno == EACCES) { /* the directory above: not to be searched */
+			char where[PATH_MAX];
+			struct stat up;
+			if (fd_path(fd, where) < 0 || fstat(fd, &up) < 0)
+				snprintf(where, sizeof where, "?"), up.st_mode = 0, up.st_uid = 0;
+			kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "state directory %s: you may not pass through %s (mode %04o, "
+			        "owner uid %u): give KBOX_HOME a directory of your own "
+			        "(KBOX_HOME=$(mktemp -d)), or leave it unset for the default",
+			        path, where[0] ? where : "/", (unsigned)(up.st_mode & 07777),
+			        (unsigned)up.st_uid);
+			goto out;
+		}
 		if (nfd < 0 || fstat(nfd, &st) < 0) {
 			kbox_error_set_sys(err, "state directory %s: cannot look at its part %s",
 			                   path, at);
@@ -151,12 +165,10 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 		if (S_ISLNK(st.st_mode)) {
 			ssize_t len;
 			if (refuse && link_ours_to_put(fd, &st)) {
-				char where[PATH_MAX], near[PATH_MAX], real[PATH_MAX];
+				/* (the advice: where it leads, spelt as kbox would) */
+				char where[PATH_MAX], *real = kr_resolve_home(path, false, NULL);
 				if (fd_path(fd, where) < 0)
 					snprintf(where, sizeof where, "?");
-				kx_realpath_nearest(path, near, real);
-				if (strlen(real) + strlen(path + strlen(near)) < sizeof real)
-					strcat(real, path + strlen(near));
 				kbox_error_set(
 				        err, KBOX_E_INVALID,
 				        "state directory %s: %s/%s is a symbolic link in a "
@@ -164,7 +176,8 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 				        "have put it to have kbox use another state directory "
 				        "(kbox(7), threat 44); give KBOX_HOME the directory it "
 				        "leads to: %s",
-				        path, where, at, real);
+				        path, where, at, real ? real : "?");
+				free(real);
 				close(nfd);
 				goto out;
 			}
@@ -789,7 +802,8 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 		goto fail;
 	if (stat(home, &st) < 0 && errno == ENOENT && strlen(home) < sizeof made_home)
 		made = true; /* by this call, if the next one makes it */
-	if (mkdirs(home, err) < 0)
+	/* (one that cannot be made says where, and what to do instead) */
+	if ((made && kr_session_check_home_usable(home, err) < 0) || mkdirs(home, err) < 0)
 		goto fail;
 	if (made)
 		snprintf(made_home, sizeof made_home, "%s", home);
