@@ -814,8 +814,10 @@ check run_with_backend_none_stops_kernel_at_exit process_gone pid
 
 enter error
 check run_error_exits_1 status_is 1
-check run_error_last_line_is_ename_evalue \
-	last_line_is stdout "ZeroDivisionError: division by zero"
+# (then that the cells after it were not run, which a model could not tell)
+check run_error_last_line_is_ename_evalue eval '
+	[ "$(tail -n 2 stdout)" = "ZeroDivisionError: division by zero
+[error: kbox run stops here: the cell after it is not run]" ]'
 check run_error_output_has_no_ansi_escapes no_ansi_escapes
 check run_error_stops_later_cells eval '[ "$(head -n 1 stdout)" = before ] &&
 	lacks_line stdout after'

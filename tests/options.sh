@@ -273,7 +273,14 @@ done
 
 # A duration that is taken gets as far as the session name (an invalid one,
 # so that nothing starts); one that is not is refused in the one message.
-dur_msg() { echo "kbox $1: invalid --$2 \"$3\": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h"; }
+dur_msg() {
+	# (a unit spelt out gets kbox's spelling)
+	case $3 in
+	1sec) hint=" (did you mean 1s?)" ;;
+	*) hint= ;;
+	esac
+	echo "kbox $1: invalid --$2 \"$3\": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h$hint"
+}
 # dur_kbox CMD LONG D: kbox CMD --LONG D, with operands that stop it after
 # its options (a cell that is not there, an invalid session name).
 dur_kbox() {
@@ -340,6 +347,12 @@ check a_bad_value_before_dash_j_is_json_too fails_as_json_with 2 usage \
 kbox status sales
 check session_as_an_operand_gets_the_s_hint fails_with 2 \
 	'kbox status: unexpected argument "sales": did you mean -s sales? (see kbox status --help)'
+kbox exec -t 5min 1
+check a_duration_with_its_unit_spelt_out_gets_kboxs_spelling fails_with 2 \
+	'kbox exec: invalid --timeout "5min": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h (did you mean 5m?)'
+kbox prune --older-than '7 days'
+check a_duration_of_days_spelt_out_gets_kboxs_spelling fails_with 2 \
+	'kbox prune: invalid --older-than "7 days": expected a duration from 0 to 3650d, such as 12h, 7d or 30d (did you mean 7d?)'
 kbox exec sales 'df.head()'
 check exec_with_the_session_as_first_operand_gets_the_s_hint fails_with 2 \
 	"kbox exec: give the code once: CODE, -f FILE or -; did you mean -s sales? (kbox exec -s sales CODE)"

@@ -503,7 +503,7 @@ for to in nodir/ nodir/x.txt nodir/deeper/x.txt; do
 	want=${to%/*}
 	[ "$to" = nodir/ ] && want=nodir/
 	check "put_into_missing_directory_${to}_says_it_does_not_exist_in_the_workspace" \
-		fails_with 2 "kbox put: directory $want does not exist in the workspace"
+		fails_with 2 "kbox put: directory $want does not exist in the workspace (none is made: make it first, with os.makedirs in the session's code, say)"
 done
 kbox put -s two afile inlink/
 check put_into_a_file_as_directory_says_it_is_not_one fails_with 2 \

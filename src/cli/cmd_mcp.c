@@ -224,8 +224,9 @@ int cmd_mcp(int argc, char **argv)
 	                "interrupt a run_python call after DURATION when the call gives no "
 	                "timeout (default: 0, no limit)"),
 	        CLI_OPT_CALLBACK(0, "max-sessions", "N", max_sessions_cb, &o.max_sessions,
-	                         "let new_session make at most N sessions, each a kernel of its "
-	                         "own, 0 to 64 (default: 4)"),
+	                         "let the new_session tool (another, empty session for the "
+	                         "model, by its handle) make at most N sessions, each a kernel "
+	                         "of its own, 0 to 64 (default: 4)"),
 	        CLI_OPT_STRING(0, "http", "ADDR:PORT|unix:PATH", &http,
 	                       "serve Streamable HTTP at http://ADDR:PORT/mcp (ADDR an IP "
 	                       "address, such as 127.0.0.1; not a name), or on the unix "

@@ -658,6 +658,11 @@ static int run_cells(const run_t *run, int *fd)
 				         later);
 			r.stops = stops;
 			status = cli_exec_on("run", *fd, run->rundir, "run", &e, run->out_fd, &r);
+			/* a cell that raised: its traceback says why, and this line
+			 * that the cells after it were not run (a model reading the
+			 * text could not tell) */
+			if (status == EXIT_CODE_ERROR && later && run->format == FMT_TEXT)
+				printf("[error: %s]\n", stops);
 		}
 		/* a connection a cell: the supervisor closes one that waits for
 		 * nothing a minute (kbox-protocol(7)), as this one would while

@@ -523,14 +523,40 @@ long long cli_parse_duration_max(const char *s, long long max_ms)
 	return total;
 }
 
+/* A number then a unit spelt out ("5min", "2 hours", "30sec"): the
+ * duration as kbox spells it, in HINT (SIZE bytes), else "". */
+static void duration_hint(const char *arg, char *hint, size_t size)
+{
+	static const struct {
+		const char *word, *unit;
+	} words[] = {{"minutes", "m"}, {"minute", "m"}, {"mins", "m"}, {"min", "m"},
+	             {"seconds", "s"}, {"second", "s"}, {"secs", "s"}, {"sec", "s"},
+	             {"hours", "h"},   {"hour", "h"},   {"hrs", "h"},  {"hr", "h"},
+	             {"days", "d"},    {"day", "d"}};
+	size_t n = strspn(arg, "0123456789.");
+	const char *w = arg + n;
+	hint[0] = '\0';
+	while (*w == ' ')
+		w++;
+	if (!n || n > 12)
+		return;
+	for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+		if (strcmp(w, words[i].word) == 0) {
+			snprintf(hint, size, " (did you mean %.*s%s?)", (int)n, arg, words[i].unit);
+			return;
+		}
+}
+
 int cli_opt_duration_max(const char *cmd, const cli_option_t *opt, const char *arg,
                          long long max_ms, const char *examples)
 {
 	long long v = cli_parse_duration_max(arg, max_ms);
 	if (v < 0) {
+		char hint[64];
+		duration_hint(arg, hint, sizeof hint);
 		cli_error(cmd,
-		          "invalid --%s \"%s\": expected a duration from 0 to %lldd, such as %s",
-		          opt->long_name, arg, max_ms / 86400000, examples);
+		          "invalid --%s \"%s\": expected a duration from 0 to %lldd, such as %s%s",
+		          opt->long_name, arg, max_ms / 86400000, examples, hint);
 		return EXIT_USAGE;
 	}
 	*(long long *)opt->value = v;

@@ -111,7 +111,10 @@ static int open_dir(int ws, const char *dir, kbox_error_t *err)
 		return fd;
 	if (errno == ENOENT)
 		return kbox_error_set(err, KBOX_E_NOTFOUND,
-		                      "directory %s does not exist in the workspace", dir);
+		                      "directory %s does not exist in the workspace (none is "
+		                      "made: make it first, with os.makedirs in the session's "
+		                      "code, say)",
+		                      dir);
 	if (errno == ENOTDIR)
 		return kbox_error_set(err, KBOX_E_INVALID, "%s is not a directory in the workspace",
 		                      dir);
