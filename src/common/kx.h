@@ -294,6 +294,13 @@ int kx_temp_open(int dirfd, const char *prefix, mode_t mode, char *name, size_t 
  * descriptor (close-on-exec), or -1 with errno. */
 int kx_open_walk(int dirfd, const char *path, int flags, mode_t mode);
 
+/* openat2(2) of PATH from DIRFD with FLAGS (and MODE, for O_CREAT),
+ * close-on-exec, resolved as RESOLVE (RESOLVE_* of <linux/openat2.h>);
+ * on a kernel without openat2, kx_open_walk, which follows no link at all
+ * (stricter than any RESOLVE asks, never looser).  The descriptor, or -1
+ * with errno. */
+int kx_openat2(int dirfd, const char *path, int flags, mode_t mode, unsigned long long resolve);
+
 /* Open PATH from DIRFD with FLAGS (and MODE) through no symbolic link in
  * any part (openat2 RESOLVE_NO_SYMLINKS, else kx_open_walk): a path whose
  * links were resolved when it was made has none, so one met now was put

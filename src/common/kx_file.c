@@ -201,17 +201,22 @@ int kx_open_walk(int dirfd, const char *path, int flags, mode_t mode)
 	return fd;
 }
 
-int kx_open_no_links(int dirfd, const char *path, int flags, mode_t mode)
+int kx_openat2(int dirfd, const char *path, int flags, mode_t mode, unsigned long long resolve)
 {
 	struct open_how how = {0};
 	long fd;
 	how.flags = (unsigned long long)(flags | O_CLOEXEC);
 	how.mode = (flags & O_CREAT) ? mode : 0;
-	how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	how.resolve = resolve;
 	fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 	if (fd >= 0 || errno != ENOSYS)
 		return (int)fd;
 	return kx_open_walk(dirfd, path, flags, mode);
+}
+
+int kx_open_no_links(int dirfd, const char *path, int flags, mode_t mode)
+{
+	return kx_openat2(dirfd, path, flags, mode, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
 /* The directory (absolute, its links resolved) below which no path is

@@ -49,15 +49,7 @@ int ws_check_path(const char *path, kbox_error_t *err)
 
 int ws_open(int dirfd, const char *path, int flags, unsigned mode)
 {
-	struct open_how how = {0};
-	long fd;
-	how.flags = (unsigned long long)(flags | O_CLOEXEC);
-	how.mode = (flags & O_CREAT) ? mode : 0;
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-	fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-	if (fd < 0 && errno == ENOSYS)
-		return kx_open_walk(dirfd, path, flags, mode);
-	return (int)fd;
+	return kx_openat2(dirfd, path, flags, mode, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
 }
 
 const char *ws_strerror(int e)

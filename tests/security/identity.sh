@@ -710,6 +710,12 @@ kbox_race.join()
 print("stopped")
 EOF
 	}
+	# race_restore DIR ENTRY: the names the swap left either way round put
+	# back (DIR/ENTRY the directory, no x-ENTRY beside it)
+	race_restore() {
+		[ -d "$1/x-$2" ] && [ -L "$1/$2" ] && rm "$1/$2" && mv -T "$1/x-$2" "$1/$2"
+		rm -f "$1/x-$2"
+	}
 	mkdir -m 700 "$ROOT/decoy"
 	echo decoy >"$ROOT/decoy/.bashrc"
 	race_start state/sessions/v workspace "$ROOT/decoy"
@@ -739,9 +745,7 @@ EOF
 	restarts_into race2_runs
 	race_stop
 	keep race2_end
-	[ -d "$HD/sessions/x-v" ] && [ -L "$HD/sessions/v" ] &&
-		rm "$HD/sessions/v" && mv -T "$HD/sessions/x-v" "$HD/sessions/v"
-	rm -f "$HD/sessions/x-v"
+	race_restore "$HD/sessions" v
 	DIAG="race2 race2_end"
 	check "row44_a_session_directory_swapped_for_a_link_as_bwrap_binds_is_never_the_sandboxs" eval '
 		rc_is race2 0 && rc_is race2_end 0 && eq "$(cat "$W/race2_end.out")" stopped &&
@@ -835,9 +839,7 @@ EOF
 	done
 	race_stop
 	keep race3_end
-	[ -d "$ROOT/hd-proj/x-state" ] && [ -L "$ROOT/hd-proj/state" ] &&
-		rm "$ROOT/hd-proj/state" && mv -T "$ROOT/hd-proj/x-state" "$ROOT/hd-proj/state"
-	rm -f "$ROOT/hd-proj/x-state"
+	race_restore "$ROOT/hd-proj" state
 	DIAG="b_w b_keep hd_w plant_keep race3 race3_end"
 	check "row44_a_state_directory_swapped_for_a_link_as_kbox_uses_it_is_never_another" eval '
 		rc_is b_w 0 && rc_is b_keep 0 && rc_is hd_w 0 && rc_is plant_keep 0 &&
