@@ -170,10 +170,11 @@ int kx_open_walk(int dirfd, const char *path, int flags, mode_t mode)
 	         : dirfd == AT_FDCWD ? open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)
 	                             : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
 	if (!copy || fd < 0) {
+		int e = copy ? errno : ENOMEM;
 		free(copy);
 		if (fd >= 0)
 			close(fd);
-		errno = ENOMEM;
+		errno = e;
 		return -1;
 	}
 	part = strtok_r(copy, "/", &save);

@@ -330,10 +330,12 @@ static int mkdirs(const char *path, kbox_error_t *err)
 			bool made;
 			int nfd;
 			*p = '\0';
-			if (!*part) { /* (an empty part: "//") */
+			if (!*part) { /* (an empty part: "//", or a trailing '/') */
 				*p = save, part = p + 1;
-				if (!save)
-					break;
+				if (!save) {
+					close(fd);
+					return 0;
+				}
 				continue;
 			}
 			made = mkdirat(fd, part, 0700) == 0;
