@@ -371,8 +371,13 @@ static int make_paths(sup_t *s, const kr_session_config_t *cfg, kbox_error_t *er
 	s->sbo.home = s->home;
 	s->sbo.workspace = s->workspace;
 	s->sbo.log_fd = -1;
-	if (!(s->klog = kr_kernel_log_new(s->log_path, KR_KERNEL_LOG_MAX)))
-		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	{ /* (written, rotated and removed in the session directory held
+	   * open, never by its path: one swapped for a link leads elsewhere) */
+		char at[PATH_MAX + 16];
+		snprintf(at, sizeof at, "%s/kernel.log", s->at);
+		if (!(s->klog = kr_kernel_log_new(at, KR_KERNEL_LOG_MAX)))
+			return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	}
 	return 0;
 }
 
@@ -553,7 +558,10 @@ static void shutdown_session(sup_t *s)
 	char path[PATH_MAX];
 	/* no new clients while stopping: they see no supervisor and wait for
 	 * the lock to go (kbox start) instead of talking to one that leaves */
-	snprintf(path, sizeof path, "%s/control.sock", s->dir);
+	/* (removed in the directory held open, as everything of the session
+	 * the supervisor removes: by its path, one swapped for a link would
+	 * lead to another session's) */
+	snprintf(path, sizeof path, "%s/control.sock", s->at);
 	if (s->listen_fd >= 0) {
 		kbox_loop_remove_fd(s->loop, s->listen_fd);
 		unlink(path);
@@ -577,7 +585,7 @@ static void shutdown_session(sup_t *s)
 	sup_log(s, "stop",
 	        json_pack("{s:s, s:I}", "cause", s->stop_cause, "executions",
 	                  (json_int_t)s->executions));
-	snprintf(path, sizeof path, "%s/supervisor.pid", s->dir);
+	snprintf(path, sizeof path, "%s/supervisor.pid", s->at);
 	unlink(path); /* a clean stop: kbox ls shows "stopped", not "dead" */
 	if (s->stop_conn)
 		sup_conn_send(s->stop_conn, json_pack("{s:b, s:s}", "ok", 1, "re", "stop"), false);

@@ -912,8 +912,13 @@ static kbox_capture_t *job_capture(sup_t *s, job_t *j, kbox_error_t *err)
 	unsigned long long used = outputs ? 0 : sup_outputs_used(s);
 
 	snprintf(prefix, sizeof prefix, "%lu-", s->generation);
+	/* the session's own outputs, opened in its directory held open (its
+	 * path, swapped for a link, would lead into another session's) */
+	if (!outputs && j->outputs_fd < 0)
+		j->outputs_fd = openat(s->dir_fd, "outputs",
+		                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	co.outputs_dir = outputs ? outputs : s->outputs;
-	co.has_outputs_fd = outputs && j->outputs_fd >= 0;
+	co.has_outputs_fd = j->outputs_fd >= 0;
 	co.keep_existing = outputs != NULL; /* the client's own directory */
 	co.outputs_fd = j->outputs_fd;
 	co.prefix = j->e.prefix ? j->e.prefix : prefix;
