@@ -3,6 +3,7 @@
  * common -s option. */
 #include "config.h"
 #include "cli.h"
+#include "runtime/ws_live.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -578,8 +580,8 @@ void cli_session_forget(const char *dir)
 			only_config = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
 			              strcmp(e->d_name, "session.json") == 0;
 		closedir(d);
-		if (only_config)
-			unlinkat(dfd, "session.json", 0);
+		if (only_config && unlinkat(dfd, "session.json", 0) == 0)
+			kr_live_seal_drop(dir);
 	} else if (lfd >= 0)
 		close(lfd);
 	close(dfd);

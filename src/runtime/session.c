@@ -1259,9 +1259,10 @@ int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err)
 		return kbox_error_set_sys(err, "session %s: its supervisor runs", dir);
 	}
 	kr_session_uid_release(dir);
-	if (remove_session_dir(dir, starting, err) == 0)
+	if (remove_session_dir(dir, starting, err) == 0) {
+		kr_live_seal_drop(dir);   /* the record of its last seal */
 		kr_session_home_forget(); /* a state directory made for it */
-	else
+	} else
 		rc = -1;
 	if (lock >= 0)
 		close(lock);

@@ -316,11 +316,12 @@ static int unsealed(const char *path, const char *dir, const char *why, kbox_err
 }
 
 /* Check the seal SEAL (NULL: none) of J, read from DIR's session.json at
- * PATH, without its seal.  0, or -1 with ERR. */
+ * PATH, without its seal, against the record of the last seal in SEALS
+ * (kr_live_seals_open; -2: none).  0, or -1 with ERR. */
 static int seal_check(const json_t *j, const char *seal, const char *dir, const char *path,
-                      kbox_error_t *err)
+                      int seals, kbox_error_t *err)
 {
-	char want[SEAL_HEX + 1];
+	char want[SEAL_HEX + 1], last[SEAL_HEX + 1];
 	int rc;
 
 	if (!seal)
@@ -338,14 +339,28 @@ static int seal_check(const json_t *j, const char *seal, const char *dir, const 
 		                "session, moved with its state directory, or sealed with another "
 		                "key)",
 		                err);
+	/* the seal is right; is it the last one kbox made for DIR (review 17,
+	 * B17-3: an older sealed file put back would pass the seal alone) */
+	if (seals == -2 || (rc = kr_live_seal_get(seals, dir, last, sizeof last, err)) == -2)
+		return unsealed(path, dir,
+		                "kbox has no record of sealing it (sealed by a kbox older than "
+		                "that record, or the record was removed)",
+		                err);
+	if (rc < 0)
+		return -1;
+	if (strlen(last) != SEAL_HEX || !kx_equal_ct(seal, last, SEAL_HEX))
+		return unsealed(path, dir,
+		                "it is not the file kbox sealed last for this session (an older "
+		                "one, put back since)",
+		                err);
 	return 0;
 }
 
-/* Seal J, DIR's session.json as it will be written (a "seal" member).
- * 0, or -1 with ERR. */
-static int seal_put(json_t *j, const char *dir, kbox_error_t *err)
+/* Seal J, DIR's session.json as it will be written (a "seal" member),
+ * the seal in hex also into HEX (SEAL_HEX + 1 bytes).  0, or -1 with
+ * ERR. */
+static int seal_put(json_t *j, const char *dir, char *hex, kbox_error_t *err)
 {
-	char hex[SEAL_HEX + 1];
 	if (seal_of(j, dir, true, hex, err) < 0)
 		return -1;
 	if (json_object_set_new(j, SEAL_KEY, json_string(hex)) < 0)
@@ -359,16 +374,25 @@ static int load(kr_session_config_t *cfg, const char *dir, bool check_seal, kbox
 	char path[PATH_MAX + 16];
 	json_error_t je;
 	json_t *j = NULL;
-	int fd, rc = -1;
+	int fd, seals = -2, rc = -1;
 
 	kr_session_config_init(cfg);
 	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path)
 		return kbox_error_set(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
+	/* the records of the seals, locked before the file is read: a save
+	 * holds them while it writes the file and its record */
+	check_seal = check_seal && sealing();
+	if (check_seal && (seals = kr_live_seals_open(false, false, err)) == -1)
+		return -1;
 	fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0);
-	if (fd < 0 && errno == ENOENT)
-		return 0;
-	if (fd < 0)
-		return kbox_error_set_sys(err, "cannot read %s", path);
+	if (fd < 0 && errno == ENOENT) {
+		rc = 0;
+		goto out;
+	}
+	if (fd < 0) {
+		kbox_error_set_sys(err, "cannot read %s", path);
+		goto out;
+	}
 	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
 	close(fd);
 	if (!j)
@@ -387,12 +411,15 @@ static int load(kr_session_config_t *cfg, const char *dir, bool check_seal, kbox
 		else {
 			json_object_del(j, SEAL_KEY);
 			rc = from_json(cfg, j, path, err);
-			if (rc == 0 && check_seal && sealing())
-				rc = seal_check(j, seal, dir, path, err);
+			if (rc == 0 && check_seal)
+				rc = seal_check(j, seal, dir, path, seals, err);
 		}
 		free(seal);
 	}
 	json_decref(j);
+out:
+	if (seals >= 0)
+		close(seals);
 	if (rc < 0)
 		kr_session_config_free(cfg);
 	return rc;
@@ -456,20 +483,25 @@ int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox
 {
 	char path[PATH_MAX + 16];
 	json_t *j = kr_session_config_to_json(cfg);
-	char *text = NULL;
-	int rc = -1;
+	char *text = NULL, hex[SEAL_HEX + 1];
+	int seals = -1, rc = -1;
 	size_t len;
 
 	if (!j)
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	if (sealing() && seal_put(j, dir, err) < 0) {
+	/* sealed, and the seal recorded as DIR's last, with the records
+	 * locked from before the file is written until its record is */
+	if (sealing() &&
+	    ((seals = kr_live_seals_open(true, true, err)) < 0 || seal_put(j, dir, hex, err) < 0)) {
 		json_decref(j);
-		return -1;
+		goto out;
 	}
 	text = json_dumps(j, DUMP_FLAGS);
 	json_decref(j);
-	if (!text)
-		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	if (!text) {
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		goto out;
+	}
 	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path) {
 		kbox_error_set(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
 		goto out;
@@ -483,8 +515,12 @@ int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox
 		kbox_error_set_sys(err, "cannot write %s", path);
 		goto out;
 	}
+	if (seals >= 0 && kr_live_seal_put(seals, dir, hex, err) < 0)
+		goto out;
 	rc = 0;
 out:
+	if (seals >= 0)
+		close(seals);
 	free(text);
 	return rc;
 }

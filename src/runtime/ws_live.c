@@ -428,3 +428,117 @@ out:
 	close(dfd);
 	return rc;
 }
+
+/* ---- the record of the last seals ---- */
+
+/* The name of DIR's record: the SHA-256 of DIR in hex, into NAME
+ * (KX_SHA256_LEN * 2 + 1 bytes). */
+static void seal_name(const char *dir, char *name)
+{
+	unsigned char h[KX_SHA256_LEN];
+	kx_sha256_t c;
+
+	kx_sha256_init(&c);
+	kx_sha256_update(&c, dir, strlen(dir));
+	kx_sha256_final(&c, h);
+	for (int i = 0; i < KX_SHA256_LEN; i++)
+		snprintf(name + 2 * i, 3, "%02x", h[i]);
+}
+
+int kr_live_seals_open(bool make, bool exclusive, kbox_error_t *err)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	int dfd, fd;
+
+	if ((dfd = live_dir(make, dir, err)) < 0)
+		return dfd;
+	if (make && mkdirat(dfd, KR_LIVE_SEALS, 0700) < 0 && errno != EEXIST) {
+		kbox_error_set_sys(err, "cannot make %s/%s", dir, KR_LIVE_SEALS);
+		close(dfd);
+		return -1;
+	}
+	fd = openat(dfd, KR_LIVE_SEALS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0 && errno == ENOENT && !make)
+		return -2;
+	if (fd < 0)
+		return kbox_error_set_sys(err, "cannot open %s/%s", dir, KR_LIVE_SEALS);
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		close(fd);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s/%s, where kbox keeps the last seal of each session, is "
+		                      "not this user's own private directory: remove it (every "
+		                      "session then needs kbox start --reseal)",
+		                      dir, KR_LIVE_SEALS);
+	}
+	/* one saver at a time, and no reader between a file and its record */
+	if (flock(fd, exclusive ? LOCK_EX : LOCK_SH) < 0) {
+		close(fd);
+		return kbox_error_set_sys(err, "cannot lock %s/%s", dir, KR_LIVE_SEALS);
+	}
+	return fd;
+}
+
+int kr_live_seal_put(int fd, const char *dir, const char *seal, kbox_error_t *err)
+{
+	char name[2 * KX_SHA256_LEN + 1], *text;
+	int n, rc;
+
+	seal_name(dir, name);
+	if ((n = asprintf(&text, "%s\n%s\n", seal, dir)) < 0)
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	rc = kx_write_atomic(fd, name, text, (size_t)n, 0600, 0);
+	free(text);
+	if (rc < 0)
+		return kbox_error_set_sys(err, "cannot record the seal of %s/session.json", dir);
+	return 0;
+}
+
+int kr_live_seal_get(int fd, const char *dir, char *seal, size_t size, kbox_error_t *err)
+{
+	char name[2 * KX_SHA256_LEN + 1], text[256];
+	struct stat st;
+	ssize_t got;
+	char *nl;
+	int rfd;
+
+	seal_name(dir, name);
+	if ((rfd = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
+		return errno == ENOENT ? -2
+		                       : kbox_error_set_sys(err,
+		                                            "cannot read the record of the "
+		                                            "seal of %s/session.json",
+		                                            dir);
+	if (fstat(rfd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		close(rfd);
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "the record of the seal of %s/session.json is not a file of "
+		                      "this user's",
+		                      dir);
+	}
+	got = kx_pread_full(rfd, text, sizeof text - 1, 0);
+	close(rfd);
+	if (got < 0)
+		return kbox_error_set_sys(
+		        err, "cannot read the record of the seal of %s/session.json", dir);
+	text[got] = '\0';
+	if (!(nl = strchr(text, '\n')) || (size_t)(nl - text) >= size)
+		return -2; /* (not one kbox wrote: as none) */
+	memcpy(seal, text, (size_t)(nl - text));
+	seal[nl - text] = '\0';
+	return 0;
+}
+
+void kr_live_seal_drop(const char *dir)
+{
+	char name[2 * KX_SHA256_LEN + 1];
+	kbox_error_t ignored = {0};
+	int fd;
+
+	if (geteuid() == 0 || (fd = kr_live_seals_open(false, true, &ignored)) < 0)
+		return;
+	seal_name(dir, name);
+	unlinkat(fd, name, 0);
+	close(fd);
+}

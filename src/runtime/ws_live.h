@@ -86,4 +86,30 @@ void kr_live_sockets_release(int *fd, const char *dir);
 #define KR_LIVE_KEY ".session-key"
 #define KR_LIVE_KEY_LEN 32
 int kr_live_key(unsigned char *key, bool make, char *path, kbox_error_t *err);
+
+/* The record of the seal kbox last put on each session.json (review 17,
+ * B17-3): a seal covers the file and its session's directory, so an older
+ * sealed file of the same session, kept by code that could read it and
+ * put back later, would pass the seal alone.  In the record's directory,
+ * KR_LIVE_SEALS/<the SHA-256 of the session's directory in hex> holds
+ * "SEAL\nDIR\n"; a file whose seal is not the one recorded is refused.
+ *
+ * kr_live_seals_open: the records' directory (made when MAKE), locked
+ * (flock: EXCLUSIVE for a save, shared for a check, so that no check sees
+ * a file saved and its record not yet) until closed.  The descriptor; -2
+ * when there is none and MAKE is false; -1 with ERR. */
+#define KR_LIVE_SEALS ".seals"
+int kr_live_seals_open(bool make, bool exclusive, kbox_error_t *err);
+
+/* Record SEAL as the last of DIR's session.json, in FD (kr_live_seals_open,
+ * exclusive).  0, or -1 with ERR. */
+int kr_live_seal_put(int fd, const char *dir, const char *seal, kbox_error_t *err);
+
+/* The seal recorded for DIR's session.json, into SEAL (SIZE bytes).  0;
+ * -2 when there is none; -1 with ERR. */
+int kr_live_seal_get(int fd, const char *dir, char *seal, size_t size, kbox_error_t *err);
+
+/* Forget the record of DIR's session.json (its session is removed); run by
+ * an ordinary user only, quietly. */
+void kr_live_seal_drop(const char *dir);
 #endif

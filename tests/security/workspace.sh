@@ -899,4 +899,48 @@ else
 	done
 fi
 
+# The seal is the last one kbox made for the session (review 17, B17-3):
+# an older sealed session.json of the same session (--backend none),
+# kept by code that could read it and put back after the session was
+# made bwrap, is refused, by kbox start and by kbox exec's start; so is
+# a sealed file kbox has no record of sealing; --reseal records it, and
+# kbox rm forgets the record.
+if [ "$(id -u)" != 0 ]; then
+	fresh
+	live=$(getent passwd "$(id -u)" | cut -d: -f6)/.local/state/kbox/live
+	[ -d "$live" ] || live=/tmp/kbox-$(id -u)
+	record=$live/.seals/$(printf %s "$T/st1/sessions/r" | sha256sum | cut -d' ' -f1)
+	KBOX_HOME=$T/st1 kbox start -s r --backend none
+	KBOX_HOME=$T/st1 kbox stop -s r
+	cp st1/sessions/r/session.json old.json
+	KBOX_HOME=$T/st1 kbox start -s r --backend bwrap
+	KBOX_HOME=$T/st1 kbox stop -s r
+	cp old.json st1/sessions/r/session.json
+	replayed="$T/st1/sessions/r/session.json is not as kbox wrote it: it is not the file kbox sealed last for this session (an older one, put back since); read it, then seal it as it is (kbox start --reseal -s r) or remove the session (kbox rm -s r)"
+	KBOX_HOME=$T/st1 kbox start -s r
+	check row44_an_older_sealed_session_json_put_back_is_refused eval '
+		fails_with 5 "kbox start: $replayed" && [ ! -S st1/sessions/r/control.sock ]'
+	KBOX_HOME=$T/st1 kbox exec -s r 'print("ran")'
+	check row44_an_older_sealed_session_json_put_back_runs_nothing eval '
+		fails_with 5 "kbox exec: $replayed" &&
+		[ ! -s stdout ] && [ ! -S st1/sessions/r/control.sock ]'
+	rm -f "$record"
+	KBOX_HOME=$T/st1 kbox start -s r
+	check row44_a_sealed_session_json_kbox_has_no_record_of_is_refused fails_with 5 \
+		"kbox start: $T/st1/sessions/r/session.json is not as kbox wrote it: kbox has no record of sealing it (sealed by a kbox older than that record, or the record was removed); read it, then seal it as it is (kbox start --reseal -s r) or remove the session (kbox rm -s r)"
+	KBOX_HOME=$T/st1 kbox start --reseal -s r >/dev/null 2>&1
+	KBOX_HOME=$T/st1 kbox exec -s r 'print("ran")'
+	check row44_reseal_records_the_seal eval 'status_is 0 && last_line_is stdout ran &&
+		[ "$(head -1 "$record")" = "$(sed -n "s/.*\"seal\": \"\([0-9a-f]*\)\".*/\1/p" st1/sessions/r/session.json)" ]'
+	KBOX_HOME=$T/st1 kbox rm -f -s r
+	check row44_rm_forgets_the_record_of_the_seal eval 'status_is 0 && [ ! -e "$record" ] && [ ! -e st1/sessions/r ]'
+else
+	for t in row44_an_older_sealed_session_json_put_back_is_refused \
+		row44_an_older_sealed_session_json_put_back_runs_nothing \
+		row44_a_sealed_session_json_kbox_has_no_record_of_is_refused \
+		row44_reseal_records_the_seal row44_rm_forgets_the_record_of_the_seal; do
+		skip "$t" "under root nothing is sealed: the sandboxes' uids cannot write a state directory"
+	done
+fi
+
 tests_done
