@@ -840,14 +840,76 @@ EOF
 	race_stop
 	keep race3_end
 	race_restore "$ROOT/hd-proj" state
-	DIAG="b_w b_keep hd_w plant_keep race3 race3_end"
+	# (whether a command got through the race is chance; once it is over
+	# HD's own session answers)
+	KBOX_HOME=$HD kx exec -s w 'import os; print("cwd", os.getcwd())'
+	keep race3_after
+	DIAG="b_w b_keep hd_w plant_keep race3 race3_end race3_after"
 	check "row44_a_state_directory_swapped_for_a_link_as_kbox_uses_it_is_never_another" eval '
 		rc_is b_w 0 && rc_is b_keep 0 && rc_is hd_w 0 && rc_is plant_keep 0 &&
 		rc_is race3 0 && rc_is race3_end 0 && [ -d "$HD/sessions/w" ] &&
-		! grep -q "^cwd $B" "$W/race3_runs" && grep -q "^cwd /workspace$" "$W/race3_runs" &&
+		! grep -q "^cwd $B" "$W/race3_runs" && rc_is race3_after 0 &&
+		eq "$(val race3_after cwd)" /workspace &&
 		eq "$(cat "$B/sessions/keepme/workspace/precious.txt")" p &&
 		eq "$(ls "$B/sessions")" "keepme
 w" || { sed "s/^/#   /" "$W/race3_runs" | sort | uniq -c | cut -c1-200; false; }'
+	# A supervisor acts in the session directory it holds open, never by
+	# its path (review 17, B17-1, B17-2): code in hd swaps the state
+	# directory with a link to B once, while an execution of HD's w runs
+	# and another, which spills its output to a file, waits its turn; then
+	# the first ends, the second runs, and the supervisor is stopped
+	# (SIGTERM; no kbox command resolves HD now).  The spill file is in
+	# HD's w, and B's w (running) keeps its control.sock and
+	# supervisor.pid and answers.  Before, the spill went to B's outputs
+	# and the stop unlinked B's files.
+	WH=$HD/sessions/w
+	rm -f "$WH/workspace/holding" "$WH/workspace/release"
+	KBOX_HOME=$HD kx exec -s w 'print("warm")'
+	keep hd_w_warm
+	hd_sup=$(cat "$WH/supervisor.pid" 2>/dev/null)
+	b17_bg=
+	if [ -z "$SKIPPING" ]; then
+		(KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s w 'import os, time
+open("holding", "w").close()
+while not os.path.exists("release"): time.sleep(0.05)
+print("first")' >"$W/b17_first.out" 2>&1
+			echo $? >"$W/b17_first.rc") &
+		b17_bg=$!
+		wait_for test -e "$WH/workspace/holding"
+		(KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s w 'print("s" * 3000000)' \
+			>"$W/b17_second.out" 2>&1
+			echo $? >"$W/b17_second.rc") &
+		b17_bg="$b17_bg $!"
+		(export KBOX_HOME=$HD && wait_for queued w)
+	fi
+	pyx hd <<EOF
+import os
+d = "/proc/self/fd/%d" % kbox_held
+os.rename(d + "/state", d + "/x-state")
+os.symlink("$B", d + "/state")
+print("swapped", os.readlink(d + "/state"))
+EOF
+	keep b17_swap
+	if [ -z "$SKIPPING" ]; then
+		touch "$ROOT/hd-proj/x-state/sessions/w/workspace/release"
+		for p in $b17_bg; do wait "$p"; done
+		[ -z "$hd_sup" ] || { kill -TERM "$hd_sup" && gone "$hd_sup"; }
+		echo $? >"$W/b17_stop.rc"
+		rm "$ROOT/hd-proj/state" && mv -T "$ROOT/hd-proj/x-state" "$ROOT/hd-proj/state"
+	fi
+	KBOX_HOME=$B kx exec -s w 'print("b answers")'
+	keep b17_b_w
+	DIAG="hd_w_warm b17_swap b17_first b17_second b17_b_w"
+	check "row44_a_supervisor_writes_a_spill_file_in_its_own_session_whatever_is_at_its_path" eval '
+		rc_is hd_w_warm 0 && rc_is b17_swap 0 && eq "$(val b17_swap swapped)" "$B" &&
+		rc_is b17_first 0 && rc_is b17_second 0 &&
+		[ -z "$(ls -A "$B/sessions/w/outputs" 2>/dev/null)" ] &&
+		[ "$(ls "$WH/outputs" | wc -l)" = 1 ] &&
+		eq "$(head -c 3 "$WH/outputs/$(ls "$WH/outputs")")" sss'
+	check "row44_a_supervisor_stopped_removes_its_own_files_whatever_is_at_its_path" eval '
+		rc_is b17_stop 0 && [ ! -e "$WH/control.sock" ] && [ ! -e "$WH/supervisor.pid" ] &&
+		[ -S "$B/sessions/w/control.sock" ] && [ -s "$B/sessions/w/supervisor.pid" ] &&
+		rc_is b17_b_w 0 && last_line_is "$W/b17_b_w.out" "b answers"'
 	KBOX_HOME=$B kx rm -f -s w
 	KBOX_HOME=$B kx rm -f -s keepme
 	KBOX_HOME=$HD kx rm -f -s w
