@@ -1802,11 +1802,11 @@ check a_warning_before_a_failure_is_not_the_failure_objects_message eval 'status
 	json_true stdout "j[\"status\"] == \"failed\" and j[\"error\"][\"message\"] == \"session run: the kernel exited with status 1 before it was ready\""'
 
 # A supervisor that never comes up (here a program in its place that only
-# waits, holding the ready socket): a SIGTERM gives the start up all the
-# same, and says that there was no supervisor to stop (kbox looks for it
-# for 10 s).
+# waits, holding the ready socket, and never makes its pid file): a
+# SIGTERM gives the start up all the same, and the process that start
+# made is told to stop once it has had 10 s to make its pid file.
 fresh
-setup_for sigterm_while_no_supervisor_comes_up_says_none_was_found
+setup_for sigterm_while_no_supervisor_comes_up_stops_the_one_it_made
 mkdir bin
 if [ -z "$SKIPPING" ]; then
 	cp "$KBOX" bin/
@@ -1820,12 +1820,60 @@ if [ -z "$SKIPPING" ]; then
 	wait "$np"
 	echo $? >nosup.rc
 	BG_PIDS=
-	kill "$(cat fake.pid)"
 fi
-check sigterm_while_no_supervisor_comes_up_says_none_was_found eval '
+check sigterm_while_no_supervisor_comes_up_stops_the_one_it_made eval '
 	[ "$(cat nosup.rc)" = 3 ] && [ ! -s nosup.out ] &&
 	[ "$(cat nosup.err)" = "kbox: warning: backend none: the kernel runs unsandboxed
-kbox start: SIGTERM while session nosup started: the start was given up (its supervisor could not be found to stop it)" ]'
+kbox start: SIGTERM while session nosup started: the start was given up (the new session is removed)" ] &&
+	gone "$(cat fake.pid)" && [ ! -e "$S/nosup" ]'
+
+# The supervisor a start gave up is the one that start made, never the
+# process a pid file put in place of its own names (review 17, N17-3):
+# while the session starts (its kernel hangs), its supervisor.pid is
+# replaced by one that names another process of the user's and is held
+# locked, as a live supervisor's is; a SIGTERM to kbox start then stops
+# the start's own supervisor (which takes the file away as it goes: the
+# new session is removed), and the other process lives on.
+fresh
+needs kernel
+setup_for a_start_given_up_signals_its_own_supervisor_not_the_pid_file_s
+mkdir -p jphang/kernels/python3
+printf '{"argv": ["/bin/sh", "-c", "sleep 600", "{connection_file}"],\n "display_name": "hangs", "language": "python"}\n' >jphang/kernels/python3/kernel.json
+if [ -z "$SKIPPING" ]; then
+	sleep 4245$$ &
+	victim=$!
+	JUPYTER_PATH=$T/jphang timeout -k 5 120 "$KBOX" start -s planted >planted.out 2>planted.err &
+	hp=$!
+	BG_PIDS="$hp $victim"
+	wait_for starting planted
+	real_sup=$(status_field planted pid)
+	# (held by a process of its own: the lock lives while it does)
+	"$PY" -c '
+import fcntl, os, sys, time
+d, victim = sys.argv[1], sys.argv[2]
+fd = os.open(d + "/supervisor.pid.new", os.O_RDWR | os.O_CREAT, 0o600)
+os.write(fd, (victim + "\n").encode())
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.rename(d + "/supervisor.pid.new", d + "/supervisor.pid")
+open(d + "/planted", "w").close()
+time.sleep(600)' "$S/planted" "$victim" &
+	holder=$!
+	BG_PIDS="$hp $victim $holder"
+	wait_for test -e "$S/planted/planted"
+	kill -TERM "$(pgrep -P "$hp")"
+	wait "$hp"
+	echo $? >planted.rc
+	exited "$victim"
+	echo $? >victim.rc
+	gone "$real_sup"
+	echo $? >real_sup.rc
+	kill "$victim" "$holder"
+	BG_PIDS=
+fi
+check a_start_given_up_signals_its_own_supervisor_not_the_pid_file_s eval '
+	[ "$(cat planted.rc)" = 3 ] && [ ! -s planted.out ] &&
+	[ "$(grep -v "^kbox start: warning: " planted.err)" = "kbox start: SIGTERM while session planted started: the start was given up (the new session is removed)" ] &&
+	[ "$(cat victim.rc)" = 1 ] && [ "$(cat real_sup.rc)" = 0 ] && [ ! -e "$S/planted" ]'
 
 # On a terminal, what the code prints cannot drive it: escape sequences and
 # other control characters are shown, not sent (a pty made by script(1)).

@@ -236,14 +236,29 @@ static char **supervisor_env(const char *cmd)
 	return env;
 }
 
+/* The middle process of spawn_supervisor: tell the starter the pid of the
+ * supervisor, its child (SOCK: the pid, then wait for the starter to have
+ * a pidfd of it: a child not yet waited for keeps its pid, so that pidfd
+ * is of the supervisor, never of a process that took the pid after it). */
+static void tell_supervisor_pid(int sock, int other_end, pid_t pid)
+{
+	char ack;
+	close(other_end); /* (its end comes when the starter closes it) */
+	if (write(sock, &pid, sizeof pid) == (ssize_t)sizeof pid)
+		while (read(sock, &ack, 1) < 0 && errno == EINTR)
+			;
+}
+
 /* Fork twice; the grandchild, in its own session, becomes the supervisor,
  * with the environment supervisor_env makes (told, with NEW_NOTICE, that
  * its session is new to the call that runs code in it).  Returns the read
- * end of the readiness pipe, or -1 (printed). */
-static int spawn_supervisor(const char *cmd, const char *dir, bool new_notice)
+ * end of the readiness pipe, or -1 (printed); the supervisor's pid into
+ * *SUP_PID and a pidfd of it into *PIDFD (-1 when none could be had). */
+static int spawn_supervisor(const char *cmd, const char *dir, bool new_notice, pid_t *sup_pid,
+                            int *pidfd)
 {
-	int pfd[2] = {-1, -1}, st;
-	pid_t mid;
+	int pfd[2] = {-1, -1}, tell[2] = {-1, -1}, st;
+	pid_t mid, pid = -1;
 	char logpath[4096], prog[PATH_MAX + 64], **env;
 
 	if (cli_find_program(cmd, KR_SUPERVISOR_PROGRAM, "supervisor program", prog, sizeof prog) <
@@ -261,22 +276,31 @@ static int spawn_supervisor(const char *cmd, const char *dir, bool new_notice)
 		kbox_strv_free(env);
 		return -1;
 	}
+	*pidfd = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tell) < 0)
+		tell[0] = tell[1] = -1; /* (then no pidfd: start_abandoned says so) */
 	fflush(NULL);
 	mid = fork();
 	if (mid < 0) {
 		cli_error(cmd, "fork: %s", strerror(errno));
 		close(pfd[0]);
 		close(pfd[1]);
+		if (tell[0] >= 0) {
+			close(tell[0]);
+			close(tell[1]);
+		}
 		kbox_strv_free(env);
 		return -1;
 	}
 	if (mid == 0) {
-		pid_t pid;
 		int fd;
 		setsid();
 		pid = fork();
-		if (pid != 0)
+		if (pid != 0) {
+			if (pid > 0 && tell[1] >= 0)
+				tell_supervisor_pid(tell[1], tell[0], pid);
 			_exit(pid < 0 ? 1 : 0);
+		}
 		/* the supervisor: no terminal, stdio to its log, ready pipe on 3 */
 		signal(SIGHUP, SIG_IGN);
 		fd = open("/dev/null", O_RDONLY);
@@ -325,6 +349,16 @@ static int spawn_supervisor(const char *cmd, const char *dir, bool new_notice)
 	}
 	close(pfd[1]);
 	kbox_strv_free(env);
+	if (tell[0] >= 0) {
+		close(tell[1]);
+		ssize_t got;
+		while ((got = read(tell[0], &pid, sizeof pid)) < 0 && errno == EINTR)
+			;
+		if (got == (ssize_t)sizeof pid && pid > 0 &&
+		    (*pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) >= 0)
+			*sup_pid = pid;
+		close(tell[0]); /* (the middle process may go now) */
+	}
 	while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
 		;
 	return pfd[0];
@@ -407,16 +441,24 @@ static json_t *start_wait(int rfd, int *sig, kbox_error_t *err)
 }
 
 /* The start of the session in DIR was given up (SIG came): its
- * supervisor, once it has its pid file, is told to stop (SIGTERM), and a
- * session it was the first start of is removed once it is gone.  Says
- * so, as CMD. */
-static void start_abandoned(const char *cmd, const char *dir, const char *name, bool first, int sig)
+ * supervisor (SUP_PID, PIDFD: the one this start made), once it has its
+ * pid file or has had 10 s to, is told to stop (SIGTERM), and a session it
+ * was the first start of is removed once it is gone.  Says so, as CMD. */
+static void start_abandoned(const char *cmd, const char *dir, const char *name, bool first, int sig,
+                            pid_t sup_pid, int pidfd)
 {
 	pid_t pid = 0;
 	bool stopped = false;
-	for (int i = 0; i < 200 && !stopped; i++) {
-		if (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING && pid > 0)
-			stopped = kill(pid, SIGTERM) == 0;
+	/* the supervisor this start made, through its pidfd, once its pid
+	 * file names it (it then takes a SIGTERM as a stop), or once it has
+	 * had 10 s to: never a process a pid file put in its place names
+	 * (review 17, N17-3) */
+	for (int i = 0; i <= 200 && !stopped && pidfd >= 0; i++) {
+		if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+			break; /* it has ended */
+		if (i == 200 ||
+		    (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING && pid == sup_pid))
+			stopped = syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) == 0;
 		else
 			usleep(50000);
 	}
@@ -439,8 +481,8 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 {
 	int sig = 0;
 	kbox_error_t err = {0};
-	int lock, rfd, status = EXIT_OK;
-	pid_t pid;
+	int lock, rfd, sup_fd = -1, status = EXIT_OK;
+	pid_t pid, sup_pid = -1;
 	json_t *ready = NULL;
 	char path[PATH_MAX + 32];
 	bool first;
@@ -511,7 +553,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			        have.backend);
 		kr_session_config_free(&have);
 	}
-	if ((rfd = spawn_supervisor(cmd, dir, first && !config)) < 0) {
+	if ((rfd = spawn_supervisor(cmd, dir, first && !config, &sup_pid, &sup_fd)) < 0) {
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
@@ -520,7 +562,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 	if (!ready && sig && err.code == KBOX_E_SYSTEM && strcmp(err.msg, KR_CTL_WAIT_ENDED) == 0) {
 		close(lock);
 		lock = -1;
-		start_abandoned(cmd, dir, name, first, sig);
+		start_abandoned(cmd, dir, name, first, sig, sup_pid, sup_fd);
 		status = EXIT_TIMEOUT;
 	} else if (!ready) {
 		cli_error(
@@ -549,6 +591,8 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 	}
 	json_decref(ready);
 out:
+	if (sup_fd >= 0)
+		close(sup_fd);
 	if (lock >= 0)
 		close(lock);
 	return status;
