@@ -384,11 +384,11 @@ check run_kernel_exiting_at_start_exits_5 status_is 5
 for mode in 755 777 1777 750; do
 	fresh
 	mkdir -m "$mode" home
-	advice="directory $T/home is accessible to others (mode $mode, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)"
+	advice="directory $T/home is accessible to others (mode $(printf %04d "$mode"), need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)"
 	# where anyone may make a name (as in /tmp, whose sticky bit is
 	# shown), no name anyone can guess
 	[ "$mode" != 777 ] && [ "$mode" != 1777 ] ||
-		advice="directory $T/home is accessible to others (mode $mode, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)"
+		advice="directory $T/home is accessible to others (mode $(printf %04d "$mode"), need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)"
 	echo data >f
 	for c in "ls" "ls --json" "stop -s x" "stop --all" "status -s x" "start -s x" \
 		"exec -s x 1" "get -s x f" "put -s x f" "logs -s x" "rm -s x" "prune"; do
@@ -447,11 +447,23 @@ if [ "$(id -u)" = 0 ]; then
 else
 	skip mcp_refuses_a_state_directory_no_file_system_can_make "as an ordinary user access() says it first"
 fi
+# a state directory no file system can have (a part over 255 bytes, a
+# path over 4095) says which limit, with the path shown by its ends
+long_part=$(printf "%0300d" 0)
+KBOX_HOME=$T/$long_part/st kbox ls
+shown="$(printf %s "$T/$long_part/st" | cut -c1-78)…$(printf %s "$T/$long_part/st" | rev | cut -c1-79 | rev)"
+check a_state_directory_with_a_part_too_long_says_the_limit fails_with 5 \
+	"kbox ls: state directory $shown: a part of it is 300 bytes long, more than the 255 a file name may have"
+long_path=$T$(printf "/%0200d" $(seq 1 21))
+KBOX_HOME=$long_path kbox exec 1
+check a_state_directory_path_too_long_says_the_limit eval '
+	status_is 5 && [ ! -s stdout ] &&
+	grep -qx "kbox exec: state directory $T/0*…[0-9]*: its path is ${#long_path} bytes long, more than the 4095 a path may have" stderr'
 if [ "$(id -u)" != 0 ]; then
 	chmod 500 home
 	KBOX_HOME=$T/home kbox exec 1
 	check state_dir_mode_500_gets_advice_that_can_work fails_with 5 \
-		"kbox exec: directory $T/home is not rwx for its owner (mode 500, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)"
+		"kbox exec: directory $T/home is not rwx for its owner (mode 0500, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)"
 else
 	skip state_dir_mode_500_gets_advice_that_can_work "root may make a directory in a directory of mode 500"
 fi
@@ -460,7 +472,7 @@ chmod 700 home
 # advised, none could work
 KBOX_HOME=/proc/self/fd kbox exec 1
 check state_dir_under_proc_gets_advice_that_can_work eval '[ "$rc" = 5 ] &&
-	grep -qx "kbox exec: directory /proc/[0-9]*/fd is not rwx for its owner (mode 500, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)" stderr'
+	grep -qx "kbox exec: directory /proc/[0-9]*/fd is not rwx for its owner (mode 0500, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)" stderr'
 
 # a long path in a message is shortened where it comes first, the reason
 # stands out, and kept whole in the fix, to be copied
@@ -470,7 +482,7 @@ mkdir -p "$long" && chmod 755 "$long" && : >"$long/.kbox-state"
 KBOX_HOME=$long kbox ls
 short=$(printf %s "$long" | cut -c1-28)…$(printf %s "$long" | rev | cut -c1-36 | rev)
 check error_shortens_a_long_path_but_keeps_it_whole_in_the_fix eval '[ "$rc" = 5 ] &&
-	[ "$(cat stderr)" = "kbox ls: directory $short is accessible to others (mode 755, need 0700): chmod 700 $long" ]'
+	[ "$(cat stderr)" = "kbox ls: directory $short is accessible to others (mode 0755, need 0700): chmod 700 $long" ]'
 
 # another user's: whose it is, and what to do (under root, one given to
 # nobody; as an ordinary user, root's)
@@ -494,7 +506,7 @@ mkdir -m 755 home
 : >home/.kbox-state
 KBOX_HOME=$T/home kbox ls
 check state_dir_kbox_made_and_open_to_others_is_refused_with_the_chmod eval '[ "$rc" = 5 ] &&
-	[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 755, need 0700): chmod 700 $T/home" ]'
+	[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 0755, need 0700): chmod 700 $T/home" ]'
 # the directories kbox makes above a new KBOX_HOME: under root the
 # sandboxes pass through them (0710, root's, in the sandbox user's group)
 fresh
@@ -516,7 +528,7 @@ if [ "$(id -u)" = 0 ]; then
 	check state_dir_mode_0710_is_taken_under_root eval '[ "$rc" = 0 ] && [ ! -s stderr ]'
 else
 	check state_dir_mode_0710_is_refused_for_a_user eval '[ "$rc" = 5 ] &&
-		[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 710, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)" ]'
+		[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 0710, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)" ]'
 fi
 
 # A stray file in the sessions directory is no session: kbox ls shows it

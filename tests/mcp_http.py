@@ -908,7 +908,7 @@ def t_refused():
         fh.write(TOKEN + "\n")
     os.chmod(f, 0o644)
     fails(["--http", "127.0.0.1:0", "--token-file", f], {},
-          f"kbox mcp: --token-file {f}: others may read it (mode 644): chmod 600 {f}")
+          f"kbox mcp: --token-file {f}: others may read it (mode 0644): chmod 600 {f}")
     fails(["--http", "127.0.0.1:0"], {"KBOX_MCP_TOKEN": "short"},
           "kbox mcp: the token (KBOX_MCP_TOKEN) is shorter than 16 characters")
     fails(["--token-file", f], {}, "kbox mcp: --token-file is for --http")

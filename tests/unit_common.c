@@ -179,6 +179,41 @@ TEST(msgf_into_a_tiny_buffer_cuts_without_the_mark)
 	CHECK(none[0] == 'x'); /* SIZE 0: nothing written */
 }
 
+#define ELLIPSIS "\xe2\x80\xa6" /* U+2026 */
+
+TEST(fmt_middle_keeps_a_short_path_whole)
+{
+	char buf[32];
+
+	CHECK_STR_EQ(kx_fmt_middle(buf, sizeof buf, "/tmp/st", 20), "/tmp/st");
+	CHECK_STR_EQ(kx_fmt_middle(buf, sizeof buf, "0123456789abcdefghij", 20),
+	             "0123456789abcdefghij");
+}
+
+/* A longer one is its two ends around "…" (3 bytes), MAX bytes in all. */
+TEST(fmt_middle_shows_a_long_path_by_its_ends)
+{
+	char buf[32];
+
+	CHECK_STR_EQ(kx_fmt_middle(buf, sizeof buf, "/aaaaaaaaaa/bbbbbbbbbb/cccccccccc", 15),
+	             "/aaaaa" ELLIPSIS "cccccc");
+	CHECK(strlen(buf) == 15);
+	/* MAX larger than BUF holds: BUF's size wins */
+	CHECK_STR_EQ(kx_fmt_middle(buf, 10, "/aaaaaaaaaa/bbbbbbbbbb", 40), "/aa" ELLIPSIS "bbb");
+}
+
+/* Neither end keeps part of a character. */
+TEST(fmt_middle_cuts_between_characters)
+{
+	char buf[32];
+
+	/* U+00E9 x8: each half's cut falls inside one */
+	kx_fmt_middle(buf, sizeof buf,
+	              "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 12);
+	CHECK_STR_EQ(buf, "\xc3\xa9\xc3\xa9" ELLIPSIS "\xc3\xa9\xc3\xa9");
+	CHECK(kx_utf8_valid(buf, strlen(buf)));
+}
+
 /* ---- UTF-8 ---- */
 
 #define FFFD "\xef\xbf\xbd"
@@ -888,7 +923,7 @@ TEST(private_dir_accepts_0700_and_says_how_to_fix_anything_else)
 	REQUIRE(chmod(dir, 0750) == 0);
 	CHECK_INT_EQ(kx_private_dir(dir, why, sizeof why), 1);
 	snprintf(want, sizeof want,
-	         "directory %s is accessible to others (mode 750, need 0700): chmod 700 %s", dir,
+	         "directory %s is accessible to others (mode 0750, need 0700): chmod 700 %s", dir,
 	         dir);
 	CHECK_STR_EQ(why, want);
 	REQUIRE(chmod(dir, 0700) == 0);
@@ -1584,6 +1619,9 @@ int main(void)
 	RUN(msgf_that_is_cut_ends_in_dots);
 	RUN(msgf_cuts_between_characters);
 	RUN(msgf_into_a_tiny_buffer_cuts_without_the_mark);
+	RUN(fmt_middle_keeps_a_short_path_whole);
+	RUN(fmt_middle_shows_a_long_path_by_its_ends);
+	RUN(fmt_middle_cuts_between_characters);
 
 	RUN(utf8_valid_accepts_every_well_formed_length);
 	RUN(utf8_valid_refuses_cut_overlong_surrogate_and_stray_bytes);

@@ -171,7 +171,7 @@ TEST(a_link_out_of_the_allowed_places_is_refused)
 TEST(a_file_not_every_user_may_read_is_refused)
 {
 	CHECK_INT_EQ(check("/etc/R/closed", NULL), -1);
-	CHECK_STR_EQ(err.msg, "cannot bind /etc/R/closed: not every user may read it (mode 600)");
+	CHECK_STR_EQ(err.msg, "cannot bind /etc/R/closed: not every user may read it (mode 0600)");
 }
 
 TEST(a_file_not_every_user_may_reach_is_refused)
@@ -179,7 +179,7 @@ TEST(a_file_not_every_user_may_reach_is_refused)
 	char want[PATH_MAX * 2];
 	snprintf(
 	        want, sizeof want,
-	        "cannot bind /etc/hidden/f: not every user may reach it (%s/etc/hidden is mode 700)",
+	        "cannot bind /etc/hidden/f: not every user may reach it (%s/etc/hidden is mode 0700)",
 	        root);
 	CHECK_INT_EQ(check("/etc/hidden/f", NULL), -1);
 	CHECK_STR_EQ(err.msg, want);

@@ -84,7 +84,7 @@ static int http_token(const char *file, char *buf, size_t size)
 		if (fstat(fd, &st) == 0 && (st.st_mode & 077)) {
 			close(fd);
 			cli_error("mcp",
-			          "--token-file %s: others may read it (mode %03o): chmod 600 %s",
+			          "--token-file %s: others may read it (mode %04o): chmod 600 %s",
 			          file, (unsigned)(st.st_mode & 0777), file);
 			return EXIT_USAGE;
 		}

@@ -68,6 +68,13 @@ const char *kx_fmt_bytes(char *buf, size_t size, long long n);
  * whole message fit. */
 bool kx_msgf(char *buf, size_t size, const char *fmt, ...) KX_PRINTF(3, 4);
 
+/* S, a path say, as a message shows it: whole when it is at most MAX
+ * bytes, else its beginning and its end around "…" (MAX bytes in all, each
+ * cut at a character boundary), so that what follows it in the message
+ * (why it failed) is not cut instead; into BUF (SIZE bytes; MAX is at most
+ * SIZE - 1).  Returns BUF. */
+const char *kx_fmt_middle(char *buf, size_t size, const char *s, size_t max);
+
 /* kx_msgf with a va_list (AP is used up), for a function that fills an
  * error struct of its own. */
 bool kx_vmsgf(char *buf, size_t size, const char *fmt, va_list ap) KX_PRINTF(3, 0);
@@ -357,7 +364,7 @@ int kx_write_atomic(int dirfd, const char *name, const void *data, size_t len, m
 /* Is DIR private: a directory owned by the effective uid, rwx for it and
  * closed to group and other?  0 when it is; 1 when it is not, with WHY
  * (SIZE bytes) saying how, and the chmod that fixes it ("directory D is
- * accessible to others (mode 755, need 0700): chmod 700 D"); -1 with
+ * accessible to others (mode 0755, need 0700): chmod 700 D"); -1 with
  * errno when it cannot be looked at (WHY untouched). */
 int kx_private_dir(const char *dir, char *why, size_t size);
 

@@ -38,7 +38,7 @@ int kx_private_dir(const char *dir, char *why, size_t size)
 	}
 	if ((st.st_mode & 0700) != 0700) {
 		kx_msgf(why, size,
-		        "directory %s is not rwx for its owner (mode %03o, need 0700): chmod 700 %s",
+		        "directory %s is not rwx for its owner (mode %04o, need 0700): chmod 700 %s",
 		        dir, (unsigned)(st.st_mode & 0777), dir);
 		return 1;
 	}
@@ -46,7 +46,7 @@ int kx_private_dir(const char *dir, char *why, size_t size)
 	 * directories of its own (the runtime's session_share) */
 	if (st.st_mode & 067) {
 		kx_msgf(why, size,
-		        "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
+		        "directory %s is accessible to others (mode %04o, need 0700): chmod 700 %s",
 		        dir, (unsigned)(st.st_mode & 07777), dir);
 		return 1;
 	}

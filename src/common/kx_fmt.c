@@ -88,3 +88,27 @@ const char *kx_model_text(const char *text)
 		return text;
 	return "[no output] (only blank space was printed)";
 }
+
+const char *kx_fmt_middle(char *buf, size_t size, const char *s, size_t max)
+{
+	static const char mark[] = "…";
+	size_t len = strlen(s), head, tail;
+
+	if (size == 0)
+		return buf;
+	if (max + 1 > size)
+		max = size - 1;
+	if (len <= max || max < 2 * sizeof mark) {
+		kx_msgf(buf, size, "%s", s);
+		return buf;
+	}
+	/* (its halves around the mark, each cut at a character boundary) */
+	head = kx_utf8_floor(s, len, (max - (sizeof mark - 1)) / 2);
+	tail = len - (max - (sizeof mark - 1) - head);
+	while (tail < len && ((unsigned char)s[tail] & 0xC0) == 0x80)
+		tail++;
+	memcpy(buf, s, head);
+	memcpy(buf + head, mark, sizeof mark - 1);
+	memcpy(buf + head + sizeof mark - 1, s + tail, len - tail + 1);
+	return buf;
+}

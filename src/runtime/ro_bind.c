@@ -338,7 +338,7 @@ int kr_ro_bind_check(const char *root, const char *path, const char *const *deny
 		        "cannot bind %s: only a regular file or a directory may be bound", dest);
 	if (!for_all(&st))
 		return kbox_error_set(err, KBOX_E_INVALID,
-		                      "cannot bind %s: not every user may read it (mode %03o)",
+		                      "cannot bind %s: not every user may read it (mode %04o)",
 		                      dest, (unsigned)(st.st_mode & 0777));
 	/* and reach it: every directory above it, up to ROOT, searchable by
 	 * all (root's check must not pass what the sandbox user could not
@@ -354,7 +354,7 @@ int kr_ro_bind_check(const char *root, const char *path, const char *const *deny
 			if (stat(up, &ust) < 0 || !(ust.st_mode & S_IXOTH))
 				return kbox_error_set(
 				        err, KBOX_E_INVALID,
-				        "cannot bind %s: not every user may reach it (%s is mode %03o)",
+				        "cannot bind %s: not every user may reach it (%s is mode %04o)",
 				        dest, up, (unsigned)(ust.st_mode & 0777));
 		}
 	}

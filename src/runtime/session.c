@@ -95,15 +95,23 @@ static int fd_path(int fd, char *buf)
  * rename exchanging the two between them (review 16, B16-1).  Links in
  * directories only root can change (/home -> /usr/home) are followed.
  * New, or NULL with ERR. */
+/* the longest a state directory's path is shown in a message */
+#define SHOWN_MAX 160
+
 char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 {
 	char todo[2 * PATH_MAX], next[2 * PATH_MAX], tail[PATH_MAX] = "", at[PATH_MAX];
-	char target[PATH_MAX], *out = NULL;
+	char target[PATH_MAX], *out = NULL, shown[SHOWN_MAX + 1];
 	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), links = 0;
 	const char *p;
 
-	if (fd < 0 || strlen(path) >= sizeof todo) {
-		kbox_error_set(err, KBOX_E_INVALID, "state directory path too long: %s", path);
+	/* (a long path shown by its ends: what went wrong is said whole) */
+	kx_fmt_middle(shown, sizeof shown, path, SHOWN_MAX);
+	if (fd < 0 || strlen(path) >= PATH_MAX) {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "state directory %s: its path is %zu bytes long, more than the %d "
+		               "a path may have",
+		               shown, strlen(path), PATH_MAX - 1);
 		goto out;
 	}
 	strcpy(todo, path);
@@ -121,9 +129,18 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 			p = end;
 			continue;
 		}
-		if (n >= sizeof at || strlen(tail) + n + 2 > sizeof tail) {
-			kbox_error_set(err, KBOX_E_INVALID, "state directory path too long: %s",
-			               path);
+		if (n > NAME_MAX) {
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "state directory %s: a part of it is %zu bytes long, more "
+			               "than the %d a file name may have",
+			               shown, n, NAME_MAX);
+			goto out;
+		}
+		if (strlen(tail) + n + 2 > sizeof tail) {
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "state directory %s: its path is more than the %d bytes a "
+			               "path may have",
+			               shown, PATH_MAX - 1);
 			goto out;
 		}
 		memcpy(at, p, n);
@@ -151,13 +168,13 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 			        "state directory %s: you may not pass through %s (mode %04o, "
 			        "owner uid %u): give KBOX_HOME a directory of your own "
 			        "(KBOX_HOME=$(mktemp -d)), or leave it unset for the default",
-			        path, where[0] ? where : "/", (unsigned)(up.st_mode & 07777),
+			        shown, where[0] ? where : "/", (unsigned)(up.st_mode & 07777),
 			        (unsigned)up.st_uid);
 			goto out;
 		}
 		if (nfd < 0 || fstat(nfd, &st) < 0) {
 			kbox_error_set_sys(err, "state directory %s: cannot look at its part %s",
-			                   path, at);
+			                   shown, at);
 			if (nfd >= 0)
 				close(nfd);
 			goto out;
@@ -176,7 +193,7 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 				        "have put it to have kbox use another state directory "
 				        "(kbox(7), threat 44); give KBOX_HOME the directory it "
 				        "leads to: %s",
-				        path, where, at, real ? real : "?");
+				        shown, where, at, real ? real : "?");
 				free(real);
 				close(nfd);
 				goto out;
@@ -186,7 +203,7 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 			if (len <= 0 || ++links > 40 || (size_t)len + strlen(p) + 2 > sizeof next) {
 				errno = len <= 0 ? errno : ELOOP;
 				kbox_error_set_sys(err, "state directory %s: cannot follow %s",
-				                   path, at);
+				                   shown, at);
 				goto out;
 			}
 			target[len] = '\0';
@@ -206,19 +223,22 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 		fd = nfd;
 		if (!S_ISDIR(st.st_mode) && *p) {
 			errno = ENOTDIR;
-			kbox_error_set_sys(err, "state directory %s: %s", path, at);
+			kbox_error_set_sys(err, "state directory %s: %s", shown, at);
 			goto out;
 		}
 	}
 	if (fd_path(fd, at) < 0) {
 		kbox_error_set(err, KBOX_E_INVALID, "state directory %s: cannot tell where it is",
-		               path);
+		               shown);
 		goto out;
 	}
 	if (strlen(at) + strlen(tail) + 1 > PATH_MAX ||
 	    asprintf(&out, "%s%s", at[0] || tail[0] ? at : "/", tail) < 0) {
 		out = NULL;
-		kbox_error_set(err, KBOX_E_INVALID, "state directory path too long: %s", path);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "state directory %s: its path is more than the %d bytes a path may "
+		               "have",
+		               shown, PATH_MAX - 1);
 	}
 out:
 	if (fd >= 0)
@@ -578,7 +598,7 @@ static int check_home_itself(const char *home, kbox_error_t *err)
 	if (geteuid() != 0 && (st.st_mode & 070)) {
 		kbox_error_set(
 		        err, KBOX_E_INVALID,
-		        "directory %s is accessible to others (mode %03o, need 0700): chmod 700 %s",
+		        "directory %s is accessible to others (mode %04o, need 0700): chmod 700 %s",
 		        home, (unsigned)(st.st_mode & 07777), home);
 		return home_advice(home, err);
 	}

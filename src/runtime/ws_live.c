@@ -69,7 +69,7 @@ static int live_dir(bool make, char *dir, kbox_error_t *err)
 	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
 		kbox_error_set(err, KBOX_E_INVALID,
 		               "%s, where kbox keeps the workspaces of running sandboxes, is not "
-		               "this user's own private directory (owner uid %u, mode %03o): "
+		               "this user's own private directory (owner uid %u, mode %04o): "
 		               "remove it",
 		               dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
 		close(fd);
@@ -319,7 +319,7 @@ int kr_live_sockets_make(char *dir, kbox_error_t *err)
 	 * have made it open) */
 	if (st.st_uid != geteuid() || ((st.st_mode & 077) && fchmod(sfd, 0700) < 0)) {
 		kbox_error_set(err, KBOX_E_INVALID,
-		               "%s is not this user's own directory (owner uid %u, mode %03o): "
+		               "%s is not this user's own directory (owner uid %u, mode %04o): "
 		               "remove it",
 		               sdir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
 		goto out;
