@@ -662,7 +662,8 @@ kbox status -s "$b32"
 check name_of_32_chars_is_valid fails_with 5 "kbox status: no session \"$b32\" (in $KBOX_HOME): kbox start -s $b32 starts it (kbox ls lists the sessions there)"
 # a valid name under a state dir too long for the paths kbox makes in it
 # (any shorter works: tests/long_home.sh)
-long_home=$KBOX_HOME/$(printf '%3600s' '' | tr ' ' d)
+# (in parts of 240 bytes: none may be longer than 255)
+long_home=$KBOX_HOME$(printf "/%0240d" $(seq 15) | tr 0-9 d)
 KBOX_HOME=$long_home kbox start -s "$b32"
 check session_dir_too_long_for_the_paths_in_it fails_with 5 \
 	"kbox start: session directory $(printf '%.64s' "$long_home")… is too long ($((${#long_home} + 42)) characters; at most 3584): set KBOX_HOME to a shorter path"
