@@ -487,7 +487,7 @@ int cmd_exec(int argc, char **argv)
 	cli_strlist_t inputs = {0}, env = {0};
 	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	format_t format = FMT_TEXT;
-	cli_exec_result_t r;
+	cli_exec_result_t r = {0}; /* (r.stops: NULL, kbox exec replaces nothing) */
 	bool no_start = false;
 	cli_option_t opts[] = {
 	        CLI_OPT_SESSION(&name),
