@@ -1841,25 +1841,25 @@ setup_for a_start_given_up_signals_its_own_supervisor_not_the_pid_file_s
 mkdir -p jphang/kernels/python3
 printf '{"argv": ["/bin/sh", "-c", "sleep 600", "{connection_file}"],\n "display_name": "hangs", "language": "python"}\n' >jphang/kernels/python3/kernel.json
 if [ -z "$SKIPPING" ]; then
-	sleep 4245$$ &
-	victim=$!
 	JUPYTER_PATH=$T/jphang timeout -k 5 120 "$KBOX" start -s planted >planted.out 2>planted.err &
 	hp=$!
-	BG_PIDS="$hp $victim"
+	BG_PIDS=$hp
 	wait_for starting planted
 	real_sup=$(status_field planted pid)
-	# (held by a process of its own: the lock lives while it does)
+	# the victim: a process of the user's that puts its own pid in the
+	# pid file and holds its lock (the lock lives while it does)
 	"$PY" -c '
-import fcntl, os, sys, time
-d, victim = sys.argv[1], sys.argv[2]
+import fcntl, os, signal, sys
+d = sys.argv[1]
 fd = os.open(d + "/supervisor.pid.new", os.O_RDWR | os.O_CREAT, 0o600)
-os.write(fd, (victim + "\n").encode())
+os.write(fd, b"%d\n" % os.getpid())
 fcntl.flock(fd, fcntl.LOCK_EX)
 os.rename(d + "/supervisor.pid.new", d + "/supervisor.pid")
 open(d + "/planted", "w").close()
-time.sleep(600)' "$S/planted" "$victim" &
-	holder=$!
-	BG_PIDS="$hp $victim $holder"
+while True:
+    signal.pause()' "$S/planted" &
+	victim=$!
+	BG_PIDS="$hp $victim"
 	wait_for test -e "$S/planted/planted"
 	kill -TERM "$(pgrep -P "$hp")"
 	wait "$hp"
@@ -1868,7 +1868,7 @@ time.sleep(600)' "$S/planted" "$victim" &
 	echo $? >victim.rc
 	gone "$real_sup"
 	echo $? >real_sup.rc
-	kill "$victim" "$holder"
+	kill "$victim"
 	BG_PIDS=
 fi
 check a_start_given_up_signals_its_own_supervisor_not_the_pid_file_s eval '
