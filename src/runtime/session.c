@@ -253,19 +253,24 @@ static char *last_given, *last_home;
 char *kr_state_home(kbox_error_t *err)
 {
 	const char *v = getenv("KBOX_HOME");
-	bool given = v && *v; /* KBOX_HOME, not a default below the home */
+	/* links on the way are refused unless it is the default below the
+	 * home the password database names (no workspace is there): a
+	 * KBOX_HOME, an XDG_STATE_HOME or a HOME can name any directory */
+	bool own_home = false;
 	char *path = NULL;
 	int n;
 
-	if (given)
+	if (v && *v)
 		n = asprintf(&path, "%s", v);
 	else if ((v = getenv("XDG_STATE_HOME")) && *v == '/')
 		n = asprintf(&path, "%s/kbox", v);
 	else if (geteuid() == 0) /* root's home is closed to the sandbox user */
 		n = asprintf(&path, "%s", KR_ROOT_STATE_HOME);
-	else if ((v = getenv("HOME")) && *v == '/')
+	else if ((v = getenv("HOME")) && *v == '/') {
+		struct passwd *pw = getpwuid(getuid());
+		own_home = pw && pw->pw_dir && strcmp(pw->pw_dir, v) == 0;
 		n = asprintf(&path, "%s/.local/state/kbox", v);
-	else {
+	} else {
 		kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "no state directory: set KBOX_HOME (neither XDG_STATE_HOME nor HOME is an "
@@ -296,7 +301,7 @@ char *kr_state_home(kbox_error_t *err)
 	}
 	{ /* one spelling of it (KBOX_HOME=/tmp/x/, /tmp/./x, a link in it):
 	   * the sockets are found, and the workspace check compares, by it */
-		char *canon = kr_resolve_home(path, given && geteuid() != 0, err);
+		char *canon = kr_resolve_home(path, !own_home && geteuid() != 0, err);
 		if (!canon) {
 			free(path);
 			return NULL;

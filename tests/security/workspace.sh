@@ -832,6 +832,18 @@ if [ "$(id -u)" != 0 ]; then
 	check row44_prune_through_a_link_in_place_of_the_state_directory_removes_nothing eval '
 		status_is 5 && [ -f B/sessions/victim/session.json ] &&
 		[ "$(KBOX_HOME=$T/B "$KBOX" ls | awk "NR > 1 { print \$1 }")" = victim ]'
+	# the same link reached through XDG_STATE_HOME, or a HOME that is not
+	# the one the password database names (review 18, B18-1): they can
+	# name any directory too
+	mkdir -m 700 proj/xdg proj/home proj/home/.local proj/home/.local/state
+	ln -s "$T/B" proj/xdg/kbox
+	ln -s "$T/B" proj/home/.local/state/kbox
+	(unset KBOX_HOME && XDG_STATE_HOME=$T/proj/xdg kbox exec -s victim 'print("ran")')
+	check row44_a_link_reached_through_xdg_state_home_is_refused fails_with 5 \
+		"kbox exec: state directory $T/proj/xdg/kbox: $T/proj/xdg/kbox is a symbolic link in a directory you can write, where code of a sandbox could have put it to have kbox use another state directory (kbox(7), threat 44); give KBOX_HOME the directory it leads to: $T/B"
+	(unset KBOX_HOME XDG_STATE_HOME && HOME=$T/proj/home kbox exec -s victim 'print("ran")')
+	check row44_a_link_reached_through_a_home_not_the_users_own_is_refused fails_with 5 \
+		"kbox exec: state directory $T/proj/home/.local/state/kbox: $T/proj/home/.local/state/kbox is a symbolic link in a directory you can write, where code of a sandbox could have put it to have kbox use another state directory (kbox(7), threat 44); give KBOX_HOME the directory it leads to: $T/B"
 	# the advice is spelt as kbox spells a state directory (dots and
 	# doubled slashes gone, ".." of a part not there yet taken)
 	KBOX_HOME=$T/proj/st/./new/x/..//y// kbox ls
@@ -858,6 +870,8 @@ else
 	check row44_a_link_in_place_of_the_state_directory_is_refused eval '
 		status_is 0 && last_line_is stdout ran'
 	for t in row44_prune_through_a_link_in_place_of_the_state_directory_removes_nothing \
+		row44_a_link_reached_through_xdg_state_home_is_refused \
+		row44_a_link_reached_through_a_home_not_the_users_own_is_refused \
 		row44_the_advice_for_a_link_is_spelt_as_kbox_spells_it \
 		row44_doctor_fails_a_state_directory_every_command_refuses \
 		row44_a_directory_on_the_way_not_to_be_passed_is_named_with_the_fix \
