@@ -10,6 +10,7 @@
 #include "runtime/session_config.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,69 @@ TEST(a_file_that_is_not_an_object_is_refused)
 	CHECK_INT_EQ(load(&c), -1);
 	CHECK_CONTAINS(err.msg, "duplicate");
 	kr_session_config_free(&c);
+}
+
+/* Write DIR/session.json as "{}" followed by N blanks. */
+static void write_padded(size_t n)
+{
+	char path[PATH_MAX], *text = malloc(n + 3);
+	FILE *f;
+	if (!text)
+		return;
+	memcpy(text, "{}", 2);
+	memset(text + 2, ' ', n);
+	snprintf(path, sizeof path, "%s/session.json", dir);
+	if ((f = fopen(path, "w"))) {
+		fwrite(text, 1, n + 2, f);
+		fclose(f);
+	}
+	free(text);
+}
+
+TEST(a_file_of_more_than_the_bound_is_refused_unread)
+{
+	kr_session_config_t c;
+	char want[PATH_MAX + 200];
+	fresh();
+	write_padded(KR_SESSION_CONFIG_MAX - 2);
+	CHECK_INT_EQ(load(&c), 0); /* the bound itself: read */
+	kr_session_config_free(&c);
+	write_padded(KR_SESSION_CONFIG_MAX - 1);
+	CHECK_INT_EQ(load(&c), -1);
+	snprintf(want, sizeof want,
+	         "%s/session.json is more than the 1048576 bytes a session's configuration may "
+	         "have: kbox did not write it",
+	         dir);
+	CHECK_STR_EQ(err.msg, want);
+	CHECK_INT_EQ(c.has, 0);
+	kr_session_config_free(&c);
+}
+
+TEST(load_at_reads_the_directory_held_whatever_is_at_its_path)
+{
+	kr_session_config_t c;
+	char moved[PATH_MAX], other[PATH_MAX + 16];
+	int fd;
+	fresh();
+	write_config("{\"kernel\": \"held\"}");
+	REQUIRE((fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0);
+	/* the directory renamed away, a link to another in its place */
+	snprintf(moved, sizeof moved, "%s.moved", dir);
+	snprintf(other, sizeof other, "%s/other", moved);
+	REQUIRE(rename(dir, moved) == 0);
+	REQUIRE(mkdir(other, 0700) == 0);
+	REQUIRE(symlink(other, dir) == 0);
+	write_config("{\"kernel\": \"linked\"}");
+	memset(&err, 0, sizeof err);
+	REQUIRE(kr_session_config_load_at(&c, fd, dir, &err) == 0);
+	CHECK_STR_EQ(c.kernel, "held");
+	kr_session_config_free(&c);
+	REQUIRE(load(&c) == 0); /* (by path: the link's) */
+	CHECK_STR_EQ(c.kernel, "linked");
+	kr_session_config_free(&c);
+	close(fd);
+	unlink(dir);
+	REQUIRE(rename(moved, dir) == 0);
 }
 
 TEST(save_then_load_gives_every_key_back)
@@ -459,6 +523,8 @@ int main(void)
 	RUN(every_unknown_key_is_named);
 	RUN(a_wrong_type_is_refused_naming_the_key_and_the_type);
 	RUN(a_file_that_is_not_an_object_is_refused);
+	RUN(a_file_of_more_than_the_bound_is_refused_unread);
+	RUN(load_at_reads_the_directory_held_whatever_is_at_its_path);
 	RUN(save_then_load_gives_every_key_back);
 	RUN(save_writes_the_sessions_own_keys_and_always_kernel_and_backend);
 	RUN(save_makes_a_file_of_mode_0600_and_leaves_nothing_beside_it);

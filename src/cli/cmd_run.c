@@ -315,6 +315,7 @@ static void forget_run_dir(const char *rundir, const copy_t *v, size_t n)
 		close(wfd);
 	}
 	cli_session_forget(rundir);
+	kr_live_seal_drop(rundir); /* (its supervisor's job, when one ran) */
 }
 
 /* --backend bwrap|none, into the const char * at VALUE. */

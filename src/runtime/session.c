@@ -1000,16 +1000,18 @@ int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error
 	return 0;
 }
 
-/* Open DIR (no link) and make it OWNER:GROUP with MODE.  It must be ours
- * (root's) or already the sandbox user's.  0 or -1 with ERR. */
-static int share_dir(const char *dir, const kr_sandbox_id_t *id, uid_t owner, mode_t mode,
-                     bool create, kbox_error_t *err)
+/* Open NAME of the directory AT (no link at its last part; made first
+ * with CREATE) and make it OWNER:GROUP with MODE; DIR is its path, for
+ * messages.  It must be ours (root's) or already the sandbox user's.  0
+ * or -1 with ERR. */
+static int share_dir(int at, const char *name, const char *dir, const kr_sandbox_id_t *id,
+                     uid_t owner, mode_t mode, bool create, kbox_error_t *err)
 {
 	struct stat st;
 	int fd;
-	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
+	if (create && mkdirat(at, name, 0700) < 0 && errno != EEXIST)
 		return kbox_error_set_sys(err, "cannot create directory %s", dir);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return kbox_error_set_sys(err, "directory %s", dir);
 	if (fstat(fd, &st) < 0) {
@@ -1040,42 +1042,45 @@ static int share_dir(const char *dir, const kr_sandbox_id_t *id, uid_t owner, mo
 	return 0;
 }
 
-int kr_session_share(const char *dir, const kr_sandbox_id_t *id, kbox_error_t *err)
+int kr_session_share(int dir_fd, const char *dir, const kr_sandbox_id_t *id, kbox_error_t *err)
 {
 	char path[4096], home[4096], *slash;
 	static const char *const given[] = {"workspace", "home"};
+	/* the sandbox's own directories are made and changed from the
+	 * session's directory held open, never by path: one swapped for a
+	 * link would have another directory made, given away and chmod'ed */
+	uid_t owner = id->drop ? id->uid : geteuid();
 
-	if (!id->drop) {
-		/* ours: only the sandbox's own directories, back to 0700 whatever
-		 * a kernel made of their modes */
-		for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
-			snprintf(path, sizeof path, "%s/%s", dir, given[i]);
-			if (share_dir(path, id, geteuid(), 0700, true, err) < 0)
-				return -1;
-		}
-		return 0;
-	}
-	/* DIR is HOME/sessions/NAME (kbox start's) or a directory of its own
-	 * (kbox run's): HOME and HOME/sessions are passed too */
-	snprintf(home, sizeof home, "%s", dir);
-	if ((slash = strrchr(home, '/')) && slash != home) {
-		*slash = '\0';
-		if ((slash = strrchr(home, '/')) && slash != home &&
-		    strcmp(slash, "/sessions") == 0) {
-			snprintf(path, sizeof path, "%s", home);
+	if (id->drop) {
+		/* DIR is HOME/sessions/NAME (kbox start's) or a directory of its
+		 * own (kbox run's): HOME and HOME/sessions are passed too (by
+		 * path: under root no sandbox can change them or what is above) */
+		snprintf(home, sizeof home, "%s", dir);
+		if ((slash = strrchr(home, '/')) && slash != home) {
 			*slash = '\0';
-			if (share_dir(home, id, geteuid(), 0710, false, err) < 0 ||
-			    share_dir(path, id, geteuid(), 0710, false, err) < 0)
-				return -1;
+			if ((slash = strrchr(home, '/')) && slash != home &&
+			    strcmp(slash, "/sessions") == 0) {
+				snprintf(path, sizeof path, "%s", home);
+				*slash = '\0';
+				if (share_dir(AT_FDCWD, home, home, id, geteuid(), 0710, false,
+				              err) < 0 ||
+				    share_dir(AT_FDCWD, path, path, id, geteuid(), 0710, false,
+				              err) < 0)
+					return -1;
+			}
 		}
-	}
-	if (share_dir(dir, id, geteuid(), 0710, false, err) < 0)
-		return -1;
-	for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, given[i]);
-		if (share_dir(path, id, id->uid, 0700, true, err) < 0)
+		if (share_dir(dir_fd, ".", dir, id, geteuid(), 0710, false, err) < 0)
 			return -1;
 	}
+	/* (without DROP, ours: only the sandbox's own directories, back to
+	 * 0700 whatever a kernel made of their modes) */
+	for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, given[i]);
+		if (share_dir(dir_fd, given[i], path, id, owner, 0700, true, err) < 0)
+			return -1;
+	}
+	if (!id->drop)
+		return 0;
 	snprintf(path, sizeof path, "%s/home", dir);
 	return kr_sandbox_reachable(id, path, err);
 }

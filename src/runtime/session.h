@@ -136,12 +136,14 @@ void kr_session_uid_release(const char *dir);
  * any session's: only its group and others' bits count. */
 int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error_t *err);
 
-/* Give the session directory DIR to sandbox user ID (under root): DIR and
- * the state directory above it 0710 root:GID (the sandbox user may pass,
- * not list), workspace and home 0700 UID:GID.  Without DROP, only those
- * two, back to 0700.  Done at each kernel's
- * start: a kernel may have changed their modes.  0 or -1 with ERR. */
-int kr_session_share(const char *dir, const kr_sandbox_id_t *id, kbox_error_t *err);
+/* Give the session directory DIR, held open as DIR_FD (O_PATH will do),
+ * to sandbox user ID (under root): DIR and the state directory above it
+ * 0710 root:GID (the sandbox user may pass, not list), workspace and home
+ * 0700 UID:GID.  Without DROP, only those two, back to 0700.  Workspace
+ * and home are made and changed from DIR_FD, never by path.  Done at each
+ * kernel's start: a kernel may have changed their modes.  0 or -1 with
+ * ERR. */
+int kr_session_share(int dir_fd, const char *dir, const kr_sandbox_id_t *id, kbox_error_t *err);
 
 /* HOME/sessions/NAME, malloc'd.  With CREATE the directories are made (0700)
  * and checked to be private; without, the session must exist

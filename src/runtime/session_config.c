@@ -318,8 +318,8 @@ static int unsealed(const char *path, const char *dir, const char *why, kbox_err
 /* Check the seal SEAL (NULL: none) of J, read from DIR's session.json at
  * PATH, without its seal, against the record of the last seal in SEALS
  * (kr_live_seals_open; -2: none).  0, or -1 with ERR. */
-static int seal_check(const json_t *j, const char *seal, const char *dir, const char *path,
-                      int seals, kbox_error_t *err)
+static int seal_check(const json_t *j, const char *seal, const char *dir, const kr_dir_id_t *id,
+                      const char *path, int seals, kbox_error_t *err)
 {
 	char want[SEAL_HEX + 1], last[SEAL_HEX + 1];
 	int rc;
@@ -341,10 +341,15 @@ static int seal_check(const json_t *j, const char *seal, const char *dir, const 
 		                err);
 	/* the seal is right; is it the last one kbox made for DIR (review 17,
 	 * B17-3: an older sealed file put back would pass the seal alone) */
-	if (seals == -2 || (rc = kr_live_seal_get(seals, dir, last, sizeof last, err)) == -2)
+	if (seals == -2 || (rc = kr_live_seal_get(seals, dir, id, last, sizeof last, err)) == -2)
 		return unsealed(path, dir,
 		                "kbox has no record of sealing it (sealed by a kbox older than "
 		                "that record, or the record was removed)",
+		                err);
+	if (rc == -3)
+		return unsealed(path, dir,
+		                "kbox has no record of sealing it in this directory (the session's "
+		                "directory was made again at its path since)",
 		                err);
 	if (rc < 0)
 		return -1;
@@ -368,13 +373,70 @@ static int seal_put(json_t *j, const char *dir, char *hex, kbox_error_t *err)
 	return 0;
 }
 
-/* kr_session_config_load, checking the seal when CHECK_SEAL. */
-static int load(kr_session_config_t *cfg, const char *dir, bool check_seal, kbox_error_t *err)
+/* The identity of the session directory DIR (AT: held open, or
+ * AT_FDCWD: reached by path, through no link below the state directory)
+ * into ID.  0, or -1 with ERR. */
+static int dir_identity(int at, const char *dir, kr_dir_id_t *id, kbox_error_t *err)
+{
+	int fd = at;
+	if (at == AT_FDCWD && (fd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0)) < 0)
+		return kbox_error_set_sys(err, "the session directory %s", dir);
+	if (kr_live_dir_id(fd, id) < 0) {
+		int e = errno;
+		if (fd != at)
+			close(fd);
+		errno = e;
+		return kbox_error_set_sys(err, "the session directory %s", dir);
+	}
+	if (fd != at)
+		close(fd);
+	return 0;
+}
+
+/* Read DIR's session.json, from the directory AT, into J: 0; 1 when
+ * there is none; -1 with ERR.  At most KR_SESSION_CONFIG_MAX bytes, read
+ * whole in a few reads (review 18, W18-2: a file padded with gigabytes
+ * of blanks, read byte by byte, held the seals' lock for hours). */
+static int read_json(int at, const char *path, json_t **j, kbox_error_t *err)
+{
+	json_error_t je;
+	char *buf;
+	ssize_t got;
+	int fd = kx_open_file(at, at == AT_FDCWD ? path : "session.json", O_RDONLY, 0);
+
+	*j = NULL;
+	if (fd < 0 && errno == ENOENT)
+		return 1;
+	if (fd < 0)
+		return kbox_error_set_sys(err, "cannot read %s", path);
+	if (!(buf = malloc(KR_SESSION_CONFIG_MAX + 1))) {
+		close(fd);
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	}
+	got = kx_pread_full(fd, buf, KR_SESSION_CONFIG_MAX + 1, 0);
+	close(fd);
+	if (got < 0)
+		kbox_error_set_sys(err, "cannot read %s", path);
+	else if (got > KR_SESSION_CONFIG_MAX)
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "%s is more than the %d bytes a session's configuration may have: "
+		               "kbox did not write it",
+		               path, KR_SESSION_CONFIG_MAX);
+	else if (!(*j = json_loadb(buf, (size_t)got, JSON_REJECT_DUPLICATES, &je)))
+		kbox_error_set(err, KBOX_E_INVALID, "%s: %s", path, je.text);
+	free(buf);
+	return *j ? 0 : -1;
+}
+
+/* kr_session_config_load of DIR (held open as AT, or AT_FDCWD), checking
+ * the seal when CHECK_SEAL. */
+static int load(kr_session_config_t *cfg, int at, const char *dir, bool check_seal,
+                kbox_error_t *err)
 {
 	char path[PATH_MAX + 16];
-	json_error_t je;
+	kr_dir_id_t id;
 	json_t *j = NULL;
-	int fd, seals = -2, rc = -1;
+	int seals = -2, rc = -1;
 
 	kr_session_config_init(cfg);
 	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path)
@@ -382,22 +444,32 @@ static int load(kr_session_config_t *cfg, const char *dir, bool check_seal, kbox
 	/* the records of the seals, locked before the file is read: a save
 	 * holds them while it writes the file and its record */
 	check_seal = check_seal && sealing();
-	if (check_seal && (seals = kr_live_seals_open(false, false, err)) == -1)
+	if (check_seal && (dir_identity(at, dir, &id, err) < 0 ||
+	                   (seals = kr_live_seals_open(false, false, err)) == -1))
 		return -1;
-	fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0);
-	if (fd < 0 && errno == ENOENT) {
+	if ((rc = read_json(at, path, &j, err)) == 1) {
+		/* none: a new session's defaults, but not where kbox sealed one
+		 * (review 18, W18-1: code that reached the state directory
+		 * removed it to have the session start on the defaults) */
+		char last[SEAL_HEX + 1];
 		rc = 0;
+		if (seals >= 0 &&
+		    (rc = kr_live_seal_get(seals, dir, &id, last, sizeof last, err)) == 0) {
+			const char *name = session_name(dir);
+			rc = kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "%s was removed since kbox sealed it (kbox removes it only "
+			        "with its session): the session's configuration is gone; "
+			        "remove the session (kbox rm -s %s) and make it again",
+			        path, name);
+		} else if (rc != -1)
+			rc = 0;
 		goto out;
 	}
-	if (fd < 0) {
-		kbox_error_set_sys(err, "cannot read %s", path);
+	if (rc < 0)
 		goto out;
-	}
-	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
-	close(fd);
-	if (!j)
-		kbox_error_set(err, KBOX_E_INVALID, "%s: %s", path, je.text);
-	else if (!json_is_object(j))
+	rc = -1;
+	if (!json_is_object(j))
 		kbox_error_set(err, KBOX_E_INVALID, "%s: not a JSON object", path);
 	else {
 		/* the seal is no key of the configuration's: taken out first */
@@ -412,7 +484,7 @@ static int load(kr_session_config_t *cfg, const char *dir, bool check_seal, kbox
 			json_object_del(j, SEAL_KEY);
 			rc = from_json(cfg, j, path, err);
 			if (rc == 0 && check_seal)
-				rc = seal_check(j, seal, dir, path, seals, err);
+				rc = seal_check(j, seal, dir, &id, path, seals, err);
 		}
 		free(seal);
 	}
@@ -427,12 +499,18 @@ out:
 
 int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error_t *err)
 {
-	return load(cfg, dir, true, err);
+	return load(cfg, AT_FDCWD, dir, true, err);
+}
+
+int kr_session_config_load_at(kr_session_config_t *cfg, int dir_fd, const char *dir,
+                              kbox_error_t *err)
+{
+	return load(cfg, dir_fd, dir, true, err);
 }
 
 int kr_session_config_reseal(const char *dir, kr_session_config_t *cfg, kbox_error_t *err)
 {
-	int rc = load(cfg, dir, false, err);
+	int rc = load(cfg, AT_FDCWD, dir, false, err);
 	if (rc == 0 && cfg->has)
 		rc = kr_session_config_save(cfg, dir, err);
 	return rc;
@@ -485,6 +563,7 @@ int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox
 	json_t *j = kr_session_config_to_json(cfg);
 	char *text = NULL, hex[SEAL_HEX + 1];
 	int seals = -1, rc = -1;
+	kr_dir_id_t id;
 	size_t len;
 
 	if (!j)
@@ -515,7 +594,8 @@ int kr_session_config_save(const kr_session_config_t *cfg, const char *dir, kbox
 		kbox_error_set_sys(err, "cannot write %s", path);
 		goto out;
 	}
-	if (seals >= 0 && kr_live_seal_put(seals, dir, hex, err) < 0)
+	if (seals >= 0 && (dir_identity(AT_FDCWD, dir, &id, err) < 0 ||
+	                   kr_live_seal_put(seals, dir, &id, hex, err) < 0))
 		goto out;
 	rc = 0;
 out:

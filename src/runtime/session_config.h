@@ -109,7 +109,9 @@ typedef struct {
  * no kr_session_config_free after (it does no harm). */
 void kr_session_config_init(kr_session_config_t *cfg);
 
-/* Read DIR/session.json into CFG: an absent file is the defaults.  Refuses
+/* Read DIR/session.json into CFG: an absent file is the defaults (but,
+ * run by an ordinary user, where kbox recorded a seal of one: removed
+ * since, refused).  Refuses
  * what is not a JSON object, a duplicate key, an unknown key (ERR names
  * every one), a value of the wrong type (ERR names the key and the type it
  * takes), and, run by an ordinary user, a file whose seal is missing or
@@ -118,6 +120,15 @@ void kr_session_config_init(kr_session_config_t *cfg);
  * ERR (KBOX_E_INVALID; may be NULL), CFG then holding the defaults.
  * Either way, free CFG after. */
 int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error_t *err);
+
+/* kr_session_config_load of DIR held open as DIR_FD (O_PATH will do):
+ * the file is read from it, through no link, whatever is at DIR's path
+ * now (the supervisor's). */
+int kr_session_config_load_at(kr_session_config_t *cfg, int dir_fd, const char *dir,
+                              kbox_error_t *err);
+
+/* The most bytes a session.json may have: kbox's are a few hundred. */
+#define KR_SESSION_CONFIG_MAX (1 << 20)
 
 /* Seal DIR/session.json as it is, whatever its seal says (kbox start
  * --reseal): read once, unchecked, into CFG, and saved from CFG, so that

@@ -265,17 +265,20 @@ static const char *const none_args[] = {"--IPKernelApp.ignore_cwd=True",
                                         "__import__('os').set_inheritable(4, False)",
                                         NULL};
 
-/* Record the session's own directory PATH (its workspace or home, made
- * already) as live into *FD and FILE, then look through it for a state
- * directory (WHAT names it).  0, or -1 with ERR. */
-static int own_live(int *fd, char *file, const char *path, const char *what, kbox_error_t *err)
+/* Record the session's own directory NAME (its workspace or home, made
+ * already), whose path is PATH, as live into *FD and FILE, then look
+ * through it for a state directory (WHAT names it).  Both from the
+ * session's directory held open: the directory it records and looks
+ * through is its own whatever is at its path.  0, or -1 with ERR. */
+static int own_live(sup_t *s, int *fd, char *file, const char *name, const char *path,
+                    const char *what, kbox_error_t *err)
 {
 	struct stat st;
-	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+	if (fstatat(s->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 		return kbox_error_set(err, KBOX_E_INVALID, "%s %s is not a directory", what, path);
 	if ((*fd = kr_live_ws_hold(path, &st, file, err)) < 0)
 		return -1;
-	return ws_holds_state(path, what, err);
+	return ws_holds_state(s->dir_fd, name, path, what, err);
 }
 
 /* The kernel's environment (s->env, s->sbo.env): the safe path and, for
@@ -404,7 +407,7 @@ static int take_backend(sup_t *s, const char *ws, kbox_error_t *err)
 	if (kr_backend_sandboxed(s->backend)) {
 		if (kr_sandbox_identity(&s->id, err) < 0 ||
 		    kr_session_uid(s->dir, &s->id, &s->uid_hold, err) < 0 ||
-		    kr_session_share(s->dir, &s->id, err) < 0)
+		    kr_session_share(s->dir_fd, s->dir, &s->id, err) < 0)
 			return -1;
 		if (ws && kr_sandbox_reachable(&s->id, ws, err) < 0)
 			return -1;
@@ -431,9 +434,10 @@ static int record_live(sup_t *s, const char *ws, kbox_error_t *err)
 	 * found now (since kbox run looked, for a host workspace), one made
 	 * after is refused (ws_live.h), and so is an outputs directory there */
 	if (kr_backend_sandboxed(s->backend) &&
-	    (own_live(&s->live_home, s->live_home_file, s->home, "the session's home", err) < 0 ||
-	     (!ws && own_live(&s->live_ws, s->live_ws_file, s->workspace, "the session's workspace",
-	                      err) < 0)))
+	    (own_live(s, &s->live_home, s->live_home_file, "home", s->home, "the session's home",
+	              err) < 0 ||
+	     (!ws && own_live(s, &s->live_ws, s->live_ws_file, "workspace", s->workspace,
+	                      "the session's workspace", err) < 0)))
 		return -1;
 	if (ws && s->sbo.ws_check) {
 		char real[PATH_MAX];
@@ -455,7 +459,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	 * strings the fields below borrow, lives as long as the process;
 	 * s->config is its JSON, for what reads the session's name */
 	static kr_session_config_t cfg;
-	if (kr_session_config_load(&cfg, s->dir, err) < 0)
+	if (kr_session_config_load_at(&cfg, s->dir_fd, s->dir, err) < 0)
 		return -1;
 	if (!(s->config = kr_session_config_to_json(&cfg)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
@@ -744,6 +748,7 @@ out:
 		 * needs no record after it) */
 		kr_cgroup_record(NULL);
 		kr_session_uid_release(dir);
+		kr_live_seal_drop(dir); /* (review 18, W18-4: one a run, forever) */
 		kx_empty_dir(dir);
 		rmdir(dir);
 	}

@@ -153,14 +153,17 @@ static int write_conn(sup_t *s, const kr_backend_t *b, kbox_conn_t **conn_p, cha
                       size_t size, char **text_p, kbox_error_t *err)
 {
 	kbox_conn_t *conn = NULL;
-	char inside_ip[PATH_MAX];
+	char inside_ip[PATH_MAX], run[PATH_MAX + 16];
 
+	/* (its names, from the session's run held open: a link swapped in
+	 * for the session's directory names no other) */
+	snprintf(run, sizeof run, "%s/run", s->at);
 	if (!b->conn_inside || !b->sockets_inside)
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "backend %s cannot give the kernel its connection file",
 		                      b->name);
 	if ((!b->private_sockets && fresh_private_dir(s, s->sockets_dir, err) < 0) ||
-	    !(conn = kbox_conn_new_ipc(s->runtime_dir, err))) /* (a key, and names) */
+	    !(conn = kbox_conn_new_ipc(run, err))) /* (a key, and names) */
 		return -1;
 	kbox_conn_set_kernel_name(conn, kbox_kspec_name(s->spec));
 	snprintf(inside_ip, sizeof inside_ip, "%s%s", b->sockets_inside,
@@ -336,7 +339,8 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	s->generation++;
 	snprintf(gen, sizeof gen, "%lu\n", s->generation);
 	sup_write_file(s->at, "generation", gen);
-	if ((kr_backend_sandboxed(s->backend) && kr_session_share(s->dir, &s->id, err) < 0) ||
+	if ((kr_backend_sandboxed(s->backend) &&
+	     kr_session_share(s->dir_fd, s->dir, &s->id, err) < 0) ||
 	    write_conn(s, b, &conn, kernel_conn, sizeof kernel_conn, &conn_text, err) < 0 ||
 	    (s->sbo.log_fd = kr_kernel_log_pipe(s->klog, s->loop, err)) < 0)
 		goto fail;

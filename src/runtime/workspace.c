@@ -530,6 +530,7 @@ static void state_walk(state_walk_t *w, int fd, size_t len, unsigned depth)
 }
 
 static int state_below(const char *dir, char *why, size_t size);
+static int state_below_at(int at, const char *name, const char *dir, char *why, size_t size);
 
 /* Why the resolved directory DIR may not be a workspace for a kbox state
  * directory in it or around it, found by content, into WHY: 1; 0 when
@@ -566,10 +567,20 @@ static int state_refuses(const char *dir, char *why, size_t size)
  * into WHY: 1 (found) or -1; 0 when it does not. */
 static int state_below(const char *dir, char *why, size_t size)
 {
+	return state_below_at(AT_FDCWD, dir, dir, why, size);
+}
+
+/* (state_below) of the directory NAME from the directory AT, through no
+ * link at NAME's last part, DIR naming it in WHY. */
+static int state_below_at(int at, const char *name, const char *dir, char *why, size_t size)
+{
 	state_walk_t *w;
 	int fd, found;
 
-	if (!(w = calloc(1, sizeof *w)) || (fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+	if (!(w = calloc(1, sizeof *w)) ||
+	    (fd = openat(at, name,
+	                 O_PATH | O_DIRECTORY | O_CLOEXEC | (at == AT_FDCWD ? 0 : O_NOFOLLOW))) <
+	            0) {
 		free(w);
 		snprintf(why, size, "%s cannot be looked through for kbox state directories: %s",
 		         dir, strerror(errno));
@@ -713,10 +724,10 @@ static int dir_refused(const char *dir, char *why, size_t size)
 	return state_refuses(dir, why, size);
 }
 
-int ws_holds_state(const char *dir, const char *what, kbox_error_t *err)
+int ws_holds_state(int at, const char *name, const char *dir, const char *what, kbox_error_t *err)
 {
 	char why[2 * PATH_MAX + 64];
-	if (state_below(dir, why, sizeof why) == 0)
+	if (state_below_at(at, name, dir, why, sizeof why) == 0)
 		return 0;
 	return kbox_error_set(err, KBOX_E_INVALID,
 	                      "%s: refused: %s, and its sandbox's code could reach the sessions' "

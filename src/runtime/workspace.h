@@ -152,11 +152,12 @@ bool ws_fd_within(int fd, const struct stat *dir);
  * a session in it. */
 bool ws_is_state_dir(int fd);
 
-/* 0 when nothing in the directory DIR (a session's own workspace or
- * home, which its sandbox has) is a kbox state directory, and it could be
- * looked through; else -1 with ERR (KBOX_E_INVALID) saying why, WHAT
- * naming DIR. */
-int ws_holds_state(const char *dir, const char *what, kbox_error_t *err);
+/* 0 when nothing in the directory NAME of the directory AT (a session's
+ * own workspace or home, which its sandbox has; not through a link there),
+ * whose path is DIR, is a kbox state directory, and it could be looked
+ * through; else -1 with ERR (KBOX_E_INVALID) saying why, WHAT naming
+ * DIR. */
+int ws_holds_state(int at, const char *name, const char *dir, const char *what, kbox_error_t *err);
 
 /* 0 when the directory PATH (an outputs directory, WHAT) is in no kbox
  * state directory (ws_is_state_dir, of it or of any directory above it):

@@ -480,13 +480,27 @@ int kr_live_seals_open(bool make, bool exclusive, kbox_error_t *err)
 	return fd;
 }
 
-int kr_live_seal_put(int fd, const char *dir, const char *seal, kbox_error_t *err)
+int kr_live_dir_id(int fd, kr_dir_id_t *id)
+{
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_BTIME, &sx) < 0)
+		return -1;
+	id->dev = ((unsigned long long)sx.stx_dev_major << 32) | sx.stx_dev_minor;
+	id->ino = sx.stx_ino;
+	id->birth_sec = (sx.stx_mask & STATX_BTIME) ? sx.stx_btime.tv_sec : 0;
+	id->birth_nsec = (sx.stx_mask & STATX_BTIME) ? sx.stx_btime.tv_nsec : 0;
+	return 0;
+}
+
+int kr_live_seal_put(int fd, const char *dir, const kr_dir_id_t *id, const char *seal,
+                     kbox_error_t *err)
 {
 	char name[2 * KX_SHA256_LEN + 1], *text;
 	int n, rc;
 
 	seal_name(dir, name);
-	if ((n = asprintf(&text, "%s\n%s\n", seal, dir)) < 0)
+	if ((n = asprintf(&text, "%s\n%s\n%llu %llu %lld.%09u\n", seal, dir, id->dev, id->ino,
+	                  id->birth_sec, id->birth_nsec)) < 0)
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	rc = kx_write_atomic(fd, name, text, (size_t)n, 0600, 0);
 	free(text);
@@ -495,13 +509,15 @@ int kr_live_seal_put(int fd, const char *dir, const char *seal, kbox_error_t *er
 	return 0;
 }
 
-int kr_live_seal_get(int fd, const char *dir, char *seal, size_t size, kbox_error_t *err)
+int kr_live_seal_get(int fd, const char *dir, const kr_dir_id_t *id, char *seal, size_t size,
+                     kbox_error_t *err)
 {
-	char name[2 * KX_SHA256_LEN + 1], text[256];
+	char name[2 * KX_SHA256_LEN + 1], text[PATH_MAX + 256];
+	kr_dir_id_t was;
 	struct stat st;
 	ssize_t got;
-	char *nl;
-	int rfd;
+	char *nl, *line;
+	int rfd, end = 0;
 
 	seal_name(dir, name);
 	if ((rfd = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
@@ -523,8 +539,17 @@ int kr_live_seal_get(int fd, const char *dir, char *seal, size_t size, kbox_erro
 		return kbox_error_set_sys(
 		        err, "cannot read the record of the seal of %s/session.json", dir);
 	text[got] = '\0';
-	if (!(nl = strchr(text, '\n')) || (size_t)(nl - text) >= size)
-		return -2; /* (not one kbox wrote: as none) */
+	/* (one kbox did not write, or of a directory made again since at
+	 * that path: as none) */
+	if (!(nl = strchr(text, '\n')) || (size_t)(nl - text) >= size ||
+	    !(line = strchr(nl + 1, '\n')) ||
+	    sscanf(line + 1, "%llu %llu %lld.%u\n%n", &was.dev, &was.ino, &was.birth_sec,
+	           &was.birth_nsec, &end) != 4 ||
+	    line[1 + end] != '\0')
+		return -2;
+	if (was.dev != id->dev || was.ino != id->ino || was.birth_sec != id->birth_sec ||
+	    was.birth_nsec != id->birth_nsec)
+		return -3;
 	memcpy(seal, text, (size_t)(nl - text));
 	seal[nl - text] = '\0';
 	return 0;

@@ -92,7 +92,9 @@ int kr_live_key(unsigned char *key, bool make, char *path, kbox_error_t *err);
  * sealed file of the same session, kept by code that could read it and
  * put back later, would pass the seal alone.  In the record's directory,
  * KR_LIVE_SEALS/<the SHA-256 of the session's directory in hex> holds
- * "SEAL\nDIR\n"; a file whose seal is not the one recorded is refused.
+ * "SEAL\nDIR\nDEV INO BIRTH\n" (the directory's identity,
+ * kr_live_dir_id: one made again at the same path has no record, review
+ * 18's W18-4); a file whose seal is not the one recorded is refused.
  *
  * kr_live_seals_open: the records' directory (made when MAKE), locked
  * (flock: EXCLUSIVE for a save, shared for a check, so that no check sees
@@ -101,13 +103,28 @@ int kr_live_key(unsigned char *key, bool make, char *path, kbox_error_t *err);
 #define KR_LIVE_SEALS ".seals"
 int kr_live_seals_open(bool make, bool exclusive, kbox_error_t *err);
 
-/* Record SEAL as the last of DIR's session.json, in FD (kr_live_seals_open,
- * exclusive).  0, or -1 with ERR. */
-int kr_live_seal_put(int fd, const char *dir, const char *seal, kbox_error_t *err);
+/* A directory's identity: its device and inode, and when it was made
+ * (a file system may give a new directory the inode of one just removed;
+ * 0 where it does not say). */
+typedef struct {
+	unsigned long long dev, ino;
+	long long birth_sec;
+	unsigned birth_nsec;
+} kr_dir_id_t;
 
-/* The seal recorded for DIR's session.json, into SEAL (SIZE bytes).  0;
- * -2 when there is none; -1 with ERR. */
-int kr_live_seal_get(int fd, const char *dir, char *seal, size_t size, kbox_error_t *err);
+/* The identity of the directory FD into ID.  0, or -1 with errno. */
+int kr_live_dir_id(int fd, kr_dir_id_t *id);
+
+/* Record SEAL as the last of DIR's session.json, DIR being the directory
+ * ID, in FD (kr_live_seals_open, exclusive).  0, or -1 with ERR. */
+int kr_live_seal_put(int fd, const char *dir, const kr_dir_id_t *id, const char *seal,
+                     kbox_error_t *err);
+
+/* The seal recorded for DIR's session.json, DIR being the directory ID,
+ * into SEAL (SIZE bytes).  0; -2 when there is none; -3 when there is one
+ * of another directory that was at that path; -1 with ERR. */
+int kr_live_seal_get(int fd, const char *dir, const kr_dir_id_t *id, char *seal, size_t size,
+                     kbox_error_t *err);
 
 /* Forget the record of DIR's session.json (its session is removed); run by
  * an ordinary user only, quietly. */

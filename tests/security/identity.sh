@@ -910,6 +910,54 @@ EOF
 		rc_is b17_stop 0 && [ ! -e "$WH/control.sock" ] && [ ! -e "$WH/supervisor.pid" ] &&
 		[ -S "$B/sessions/w/control.sock" ] && [ -s "$B/sessions/w/supervisor.pid" ] &&
 		rc_is b17_b_w 0 && last_line_is "$W/b17_b_w.out" "b answers"'
+	# and it makes and gives the sandbox its workspace and home in the
+	# directory it holds open (review 18, B18-3): the state directory is
+	# swapped for a link to a tree of the user's while the kernel of HD's
+	# w runs; the kernel then dies and the supervisor starts another,
+	# sharing the two directories again.  Before, it made victim's home
+	# and chmod'ed its workspace 0700 through the link.
+	mkdir -p "$ROOT/victim3/sessions/w/workspace"
+	chmod 755 "$ROOT/victim3/sessions/w/workspace"
+	rm -f "$WH/workspace/holding" "$WH/workspace/release"
+	KBOX_HOME=$HD kx exec -s w 'print("warm")'
+	keep b18_warm
+	b18_lines=$(wc -l <"$WH/events.ndjson" 2>/dev/null)
+	if [ -z "$SKIPPING" ]; then
+		(KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s w 'import os, time
+open("holding", "w").close()
+while not os.path.exists("release"): time.sleep(0.05)
+os._exit(1)' >"$W/b18_dies.out" 2>&1
+			echo $? >"$W/b18_dies.rc") &
+		b18_bg=$!
+		wait_for test -e "$WH/workspace/holding"
+	fi
+	pyx hd <<EOF
+import os
+d = "/proc/self/fd/%d" % kbox_held
+os.rename(d + "/state", d + "/x-state")
+os.symlink("$ROOT/victim3", d + "/state")
+print("swapped", os.readlink(d + "/state"))
+EOF
+	keep b18_swap
+	# (a kernel after the restart: ready, or the session stopped)
+	restarted_after() {
+		awk -v n="$b18_lines" 'NR > n && /"event": *"restart"/ { r = 1 }
+			r && /"event": *"(ready|stop)"/ { f = 1 } END { exit !f }' "$1"
+	}
+	if [ -z "$SKIPPING" ]; then
+		XW=$ROOT/hd-proj/x-state/sessions/w
+		touch "$XW/workspace/release"
+		wait "$b18_bg"
+		wait_for restarted_after "$XW/events.ndjson"
+		echo $? >"$W/b18_restart.rc"
+		rm "$ROOT/hd-proj/state" && mv -T "$ROOT/hd-proj/x-state" "$ROOT/hd-proj/state"
+	fi
+	DIAG="b18_warm b18_swap b18_dies"
+	check "row44_a_supervisor_makes_and_shares_its_own_workspace_and_home_whatever_is_at_its_path" eval '
+		rc_is b18_warm 0 && rc_is b18_swap 0 && eq "$(val b18_swap swapped)" "$ROOT/victim3" &&
+		[ "$(cat "$W/b18_restart.rc")" = 0 ] && [ ! -e "$ROOT/victim3/sessions/w/home" ] &&
+		[ "$(stat -c %a "$ROOT/victim3/sessions/w/workspace")" = 755 ] &&
+		[ -d "$WH/home" ] && [ -d "$WH/workspace" ]'
 	KBOX_HOME=$B kx rm -f -s w
 	KBOX_HOME=$B kx rm -f -s keepme
 	KBOX_HOME=$HD kx rm -f -s w

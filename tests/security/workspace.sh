@@ -948,11 +948,58 @@ if [ "$(id -u)" != 0 ]; then
 		[ "$(head -1 "$record")" = "$(sed -n "s/.*\"seal\": \"\([0-9a-f]*\)\".*/\1/p" st1/sessions/r/session.json)" ]'
 	KBOX_HOME=$T/st1 kbox rm -f -s r
 	check row44_rm_forgets_the_record_of_the_seal eval 'status_is 0 && [ ! -e "$record" ] && [ ! -e st1/sessions/r ]'
+	# a session.json removed where kbox sealed one is refused, not taken
+	# for a new session's defaults (review 18, W18-1: the limits, env,
+	# rootfs and kernel dropped)
+	KBOX_HOME=$T/st1 kbox start -s m --memory 300M --env MODE=kept
+	KBOX_HOME=$T/st1 kbox stop -s m
+	rm st1/sessions/m/session.json
+	removed="$T/st1/sessions/m/session.json was removed since kbox sealed it (kbox removes it only with its session): the session's configuration is gone; remove the session (kbox rm -s m) and make it again"
+	KBOX_HOME=$T/st1 kbox exec -s m 'print("ran")'
+	check row44_a_session_json_removed_since_kbox_sealed_it_is_refused eval '
+		fails_with 5 "kbox exec: $removed" && [ ! -s stdout ] &&
+		[ ! -e st1/sessions/m/session.json ] && [ ! -S st1/sessions/m/control.sock ]'
+	KBOX_HOME=$T/st1 kbox start -s m
+	check row44_a_session_json_removed_is_not_made_again_by_start eval '
+		fails_with 5 "kbox start: $removed" && [ ! -e st1/sessions/m/session.json ]'
+	KBOX_HOME=$T/st1 kbox rm -f -s m
+	KBOX_HOME=$T/st1 kbox exec -s m 'import os; print(os.environ.get("MODE"))'
+	check row44_a_session_removed_with_kbox_rm_is_new_again eval '
+		status_is 0 && last_line_is stdout None'
+	KBOX_HOME=$T/st1 kbox rm -f -s m
+	# the record is of the directory, not of its path (W18-4): one made
+	# again by hand at the same path, with an old sealed file of the
+	# session put in it, has no record
+	KBOX_HOME=$T/st1 kbox start -s q --backend none
+	KBOX_HOME=$T/st1 kbox stop -s q
+	cp st1/sessions/q/session.json old-q.json
+	rm -rf st1/sessions/q
+	mkdir -m 700 st1/sessions/q
+	cp old-q.json st1/sessions/q/session.json
+	KBOX_HOME=$T/st1 kbox exec -s q 'print("ran")'
+	check row44_an_old_session_json_in_a_session_directory_made_again_is_refused fails_with 5 \
+		"kbox exec: $T/st1/sessions/q/session.json is not as kbox wrote it: kbox has no record of sealing it in this directory (the session's directory was made again at its path since); read it, then seal it as it is (kbox start --reseal -s q) or remove the session (kbox rm -s q)"
+	rm -rf st1/sessions/q
+	# kbox run's session leaves no record behind (W18-4: one a run)
+	mkdir -m 700 xr
+	XDG_RUNTIME_DIR=$T/xr kbox run --backend none -c "
+import hashlib, os
+d = os.path.dirname(os.getcwd())
+print(os.path.exists(os.path.join('$live/.seals', hashlib.sha256(d.encode()).hexdigest())), d)"
+	run_dir=$(sed -n 's/^True //p' stdout)
+	check row44_kbox_run_drops_the_record_of_its_seal eval '
+		status_is 0 && [ -n "$run_dir" ] &&
+		[ ! -e "$live/.seals/$(printf %s "$run_dir" | sha256sum | cut -d" " -f1)" ]'
 else
 	for t in row44_an_older_sealed_session_json_put_back_is_refused \
 		row44_an_older_sealed_session_json_put_back_runs_nothing \
 		row44_a_sealed_session_json_kbox_has_no_record_of_is_refused \
-		row44_reseal_records_the_seal row44_rm_forgets_the_record_of_the_seal; do
+		row44_reseal_records_the_seal row44_rm_forgets_the_record_of_the_seal \
+		row44_a_session_json_removed_since_kbox_sealed_it_is_refused \
+		row44_a_session_json_removed_is_not_made_again_by_start \
+		row44_a_session_removed_with_kbox_rm_is_new_again \
+		row44_an_old_session_json_in_a_session_directory_made_again_is_refused \
+		row44_kbox_run_drops_the_record_of_its_seal; do
 		skip "$t" "under root nothing is sealed: the sandboxes' uids cannot write a state directory"
 	done
 fi
