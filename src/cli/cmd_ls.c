@@ -1,6 +1,7 @@
 /* src/cli/cmd_ls.c — kbox ls: the sessions and their state. */
 #include "config.h"
 #include "cli.h"
+#include "runtime/ws_live.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -76,10 +77,12 @@ json_t *cli_session_info(const char *home, const char *name)
 		json_object_del(info, "re");
 		json_object_set_new(info, "pid", json_integer(pid));
 	} else {
-		char path[4200], buf[512] = "";
-		int fd;
-		snprintf(path, sizeof path, "%s/last-stop", dir);
-		if ((fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0)) >= 0) {
+		char path[PATH_MAX], buf[512] = "";
+		int fd = -1;
+		/* (kept where no sandbox reaches: kr_live_session_path) */
+		if (kr_live_session_path(dir, KR_LIVE_LAST_STOP, false, path, sizeof path, NULL) ==
+		            0 &&
+		    (fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0)) >= 0) {
 			ssize_t n = kx_pread_full(fd, buf, sizeof buf - 1, 0);
 			buf[n > 0 ? n : 0] = '\0';
 			close(fd);

@@ -40,11 +40,10 @@ static long long session_bytes(const char *dir, bool *deeper)
 }
 
 /* The session directory DIR's last activity: the newest change to its
- * own files (the event log, session.json, the last-stop note). */
+ * own files (the event log, session.json, its pid file). */
 static time_t session_last(const char *dir)
 {
-	static const char *const own[] = {"events.ndjson", "session.json", "last-stop",
-	                                  "supervisor.pid", NULL};
+	static const char *const own[] = {"events.ndjson", "session.json", "supervisor.pid", NULL};
 	time_t last = 0;
 	struct stat st;
 	int fd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);

@@ -46,6 +46,14 @@ static int make_run_dir(char *buf, size_t size, bool sandboxed)
 	if (!base || !*base || (sandboxed && geteuid() == 0) || access(base, W_OK | X_OK) < 0)
 		base = "/tmp";
 	snprintf(buf, size, "%s/kbox-run-XXXXXX", base);
+	/* nobody but the user or root may change a directory above it, as
+	 * for every state directory (review 18, W18-6: under root one a
+	 * sandbox's uid owned, where its code could rename it away) */
+	if (kr_state_parents_safe(buf, &err) < 0) {
+		cli_error("run", "%s", err.msg);
+		buf[0] = '\0';
+		return -1;
+	}
 	if (!mkdtemp(buf)) {
 		cli_error("run", "cannot create a session directory under %s: %s", base,
 		          strerror(errno));
@@ -315,7 +323,7 @@ static void forget_run_dir(const char *rundir, const copy_t *v, size_t n)
 		close(wfd);
 	}
 	cli_session_forget(rundir);
-	kr_live_seal_drop(rundir); /* (its supervisor's job, when one ran) */
+	kr_live_session_forget(rundir); /* (its supervisor's job, when one ran) */
 }
 
 /* --backend bwrap|none, into the const char * at VALUE. */

@@ -625,7 +625,7 @@ void cli_session_forget(const char *dir)
 			              strcmp(e->d_name, "session.json") == 0;
 		closedir(d);
 		if (only_config && unlinkat(dfd, "session.json", 0) == 0)
-			kr_live_seal_drop(dir);
+			kr_live_session_forget(dir);
 	} else if (lfd >= 0)
 		close(lfd);
 	close(dfd);

@@ -186,9 +186,21 @@ int kr_ctl_listen(const char *dir, kbox_error_t *err)
 		kbox_error_set_sys(err, "socket");
 		goto out;
 	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-		kbox_error_set_sys(err, "cannot bind %s", path);
-	else if (chmod(sa.sun_path, 0600) < 0 || listen(fd, 64) < 0)
+	/* made 0600 as it is bound, not chmod'ed after by its path: a link
+	 * renamed over it in between would have its target chmod'ed (review
+	 * 18, W18-5) */
+	{
+		mode_t old = umask(0177);
+		int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa), e = errno;
+		umask(old);
+		errno = e;
+		if (rc < 0) {
+			kbox_error_set_sys(err, "cannot bind %s", path);
+			kx_close(&fd);
+			goto out;
+		}
+	}
+	if (listen(fd, 64) < 0)
 		kbox_error_set_sys(err, "cannot listen on %s", path);
 	else
 		goto out;

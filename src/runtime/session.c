@@ -520,15 +520,13 @@ static int home_closed(const char *home, kbox_error_t *err)
 	                      home, id.user);
 }
 
-/* Whether only this user or root can change every directory above the
- * state directory HOME (those that exist): owned by one of them, and
- * writable by no one else unless sticky (/tmp), as sshd's StrictModes
- * asks of a home.  Whoever else could would replace the state directory
- * (rename it, put another in its place) between kbox's look and its use:
- * under root a sandbox's uid owning a directory above it (a workspace's,
- * later given as KBOX_HOME's parent) would have root start a kernel from
- * a session.json of its own.  0, or -1 with ERR. */
-static int home_parents_safe(const char *home, kbox_error_t *err)
+/* (session.h) Whoever but the user or root could change a directory
+ * above the state directory would replace it (rename it, put another in
+ * its place) between kbox's look and its use: under root a sandbox's uid
+ * owning a directory above it (a workspace's, later given as KBOX_HOME's
+ * parent) would have root start a kernel from a session.json of its
+ * own. */
+int kr_state_parents_safe(const char *home, kbox_error_t *err)
 {
 	char p[PATH_MAX];
 	struct stat st;
@@ -594,7 +592,7 @@ static int sessions_dir_own(const char *home, kbox_error_t *err)
 static int check_home_itself(const char *home, kbox_error_t *err)
 {
 	struct stat st;
-	if (home_parents_safe(home, err) < 0 || sessions_dir_own(home, err) < 0)
+	if (kr_state_parents_safe(home, err) < 0 || sessions_dir_own(home, err) < 0)
 		return -1;
 	if (stat(home, &st) < 0)
 		return errno == ENOENT ? 0 : kbox_error_set_sys(err, "state directory %s", home);
@@ -1290,8 +1288,8 @@ int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err)
 	}
 	kr_session_uid_release(dir);
 	if (remove_session_dir(dir, starting, err) == 0) {
-		kr_live_seal_drop(dir);   /* the record of its last seal */
-		kr_session_home_forget(); /* a state directory made for it */
+		kr_live_session_forget(dir); /* its seal's record, what it kept */
+		kr_session_home_forget();    /* a state directory made for it */
 	} else
 		rc = -1;
 	if (lock >= 0)

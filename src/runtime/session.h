@@ -145,6 +145,12 @@ int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error
  * ERR. */
 int kr_session_share(int dir_fd, const char *dir, const kr_sandbox_id_t *id, kbox_error_t *err);
 
+/* Whether only this user or root can change every directory above the
+ * state directory HOME (those that exist): owned by one of them, and
+ * writable by no one else unless sticky (/tmp), as sshd's StrictModes
+ * asks of a home.  0, or -1 with ERR saying which and who. */
+int kr_state_parents_safe(const char *home, kbox_error_t *err);
+
 /* HOME/sessions/NAME, malloc'd.  With CREATE the directories are made (0700)
  * and checked to be private; without, the session must exist
  * (KBOX_E_NOTFOUND otherwise).  Also refuses a path too long for the unix

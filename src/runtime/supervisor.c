@@ -476,7 +476,8 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.name = cfg.name;
 	s->ephemeral = cfg.ephemeral;
 	s->owner_pid = (long)cfg.owner_pid;
-	if (make_env(s, &cfg, err) < 0 || make_paths(s, &cfg, err) < 0 ||
+	if (kr_live_session_path(s->dir, "", true, s->kept, sizeof s->kept, err) < 0 ||
+	    make_env(s, &cfg, err) < 0 || make_paths(s, &cfg, err) < 0 ||
 	    take_backend(s, cfg.workspace, err) < 0 || record_live(s, cfg.workspace, err) < 0)
 		return -1;
 	return 0;
@@ -584,7 +585,8 @@ static void shutdown_session(sup_t *s)
 	kr_live_ws_release(&s->live_home, s->live_home_file);
 	kr_live_sockets_release(&s->sockets_lock, s->sockets_dir);
 	kbox_capture_destroy(&s->between);
-	sup_write_file(s->at, "last-stop", s->stop_cause);
+	if (s->kept[0]) /* (made before its kernel started) */
+		sup_write_file(s->kept, KR_LIVE_LAST_STOP, s->stop_cause);
 	sup_log_flush(s, true); /* what was held is counted before the end */
 	sup_log(s, "stop",
 	        json_pack("{s:s, s:I}", "cause", s->stop_cause, "executions",
@@ -609,10 +611,13 @@ static void take_over(sup_t *s)
 {
 	char prev[512], gen[32];
 
-	/* what happened to the previous incarnation, for the first exec */
+	/* what happened to the previous incarnation, for the first exec: its
+	 * last stop as it wrote it where no sandbox reaches (in the session's
+	 * directory, code there made it kbox's own note of another session's
+	 * results: review 18, W18-3) */
 	read_file(s->at, "generation", gen, sizeof gen);
 	s->generation = strtoul(gen, NULL, 10);
-	read_file(s->at, "last-stop", prev, sizeof prev);
+	read_file(s->kept, KR_LIVE_LAST_STOP, prev, sizeof prev);
 	if (s->generation > 0) {
 		kx_msgf(s->notice, sizeof s->notice,
 		        "kernel restarted: the session's previous kernel ended (%s); earlier state "
@@ -629,7 +634,7 @@ static void take_over(sup_t *s)
 	}
 	{
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof path, "%s/last-stop", s->at);
+		snprintf(path, sizeof path, "%s/" KR_LIVE_LAST_STOP, s->kept);
 		unlink(path);
 	}
 	clean_runtime_dir(s);
@@ -656,9 +661,11 @@ static void take_over(sup_t *s)
 	{
 		/* the cgroups a previous supervisor of this session left (killed,
 		 * it could not remove them; it is gone: we hold the lock), by the
-		 * paths it recorded, never by name; then ours, recorded alike */
+		 * paths it recorded, never by name; then ours, recorded alike;
+		 * where no sandbox reaches (review 18, B18-2: a ledger code put in
+		 * the session's directory had another session's cgroups killed) */
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof path, "%s/cgroups", s->at);
+		snprintf(path, sizeof path, "%s/" KR_LIVE_CGROUPS, s->kept);
 		kr_cgroup_reap(path);
 		kr_cgroup_record(path);
 	}
@@ -748,7 +755,7 @@ out:
 		 * needs no record after it) */
 		kr_cgroup_record(NULL);
 		kr_session_uid_release(dir);
-		kr_live_seal_drop(dir); /* (review 18, W18-4: one a run, forever) */
+		kr_live_session_forget(dir); /* (review 18, W18-4: one a run, forever) */
 		kx_empty_dir(dir);
 		rmdir(dir);
 	}

@@ -205,6 +205,9 @@ struct sup {
 	unsigned restarts;
 	char notice[1024];
 	char last_cause[512];
+	/* where it keeps, for the next supervisor, why it stopped and the
+	 * cgroups it made: where no sandbox reaches (kr_live_session_path) */
+	char kept[PATH_MAX];
 	char kill_cause[600]; /* we killed the kernel, and why */
 	bool start_failed;    /* the first kernel never answered */
 	bool ephemeral;       /* kbox run's: the directory goes when it stops */

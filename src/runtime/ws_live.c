@@ -555,6 +555,68 @@ int kr_live_seal_get(int fd, const char *dir, const kr_dir_id_t *id, char *seal,
 	return 0;
 }
 
+/* ---- what a session's supervisor keeps where no sandbox reaches ---- */
+
+int kr_live_session_path(const char *dir, const char *file, bool make, char *path, size_t size,
+                         kbox_error_t *err)
+{
+	char live[PATH_MAX], name[2 * KX_SHA256_LEN + 1];
+	struct stat st;
+	int dfd, fd;
+
+	if ((dfd = live_dir(make, live, err)) < 0)
+		return dfd;
+	seal_name(dir, name);
+	if (make && mkdirat(dfd, KR_LIVE_SESSIONS, 0700) < 0 && errno != EEXIST) {
+		close(dfd);
+		return kbox_error_set_sys(err, "cannot make %s/%s", live, KR_LIVE_SESSIONS);
+	}
+	fd = openat(dfd, KR_LIVE_SESSIONS, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0 && errno == ENOENT && !make)
+		return -2;
+	if (fd < 0)
+		return kbox_error_set_sys(err, "cannot open %s/%s", live, KR_LIVE_SESSIONS);
+	if (make && mkdirat(fd, name, 0700) < 0 && errno != EEXIST) {
+		close(fd);
+		return kbox_error_set_sys(err, "cannot make %s/%s/%s", live, KR_LIVE_SESSIONS,
+		                          name);
+	}
+	if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		close(fd);
+		if (errno == ENOENT && !make)
+			return -2;
+		return kbox_error_set_sys(err, "cannot look at %s/%s/%s", live, KR_LIVE_SESSIONS,
+		                          name);
+	}
+	close(fd);
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s/%s/%s, where kbox keeps what a session's supervisor "
+		                      "left, is not this user's own private directory: remove it",
+		                      live, KR_LIVE_SESSIONS, name);
+	if ((size_t)snprintf(path, size, "%s/%s/%s%s%s", live, KR_LIVE_SESSIONS, name,
+	                     file[0] ? "/" : "", file) >= size)
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: path too long", live);
+	return 0;
+}
+
+void kr_live_session_forget(const char *dir)
+{
+	static const char *const files[] = {KR_LIVE_LAST_STOP, KR_LIVE_CGROUPS};
+	char path[PATH_MAX], file[PATH_MAX + 32];
+	kbox_error_t ignored = {0};
+
+	kr_live_seal_drop(dir);
+	if (kr_live_session_path(dir, "", false, path, sizeof path, &ignored) < 0)
+		return;
+	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+		snprintf(file, sizeof file, "%s/%s", path, files[i]);
+		unlink(file);
+	}
+	rmdir(path);
+}
+
 void kr_live_seal_drop(const char *dir)
 {
 	char name[2 * KX_SHA256_LEN + 1];

@@ -129,4 +129,24 @@ int kr_live_seal_get(int fd, const char *dir, const kr_dir_id_t *id, char *seal,
 /* Forget the record of DIR's session.json (its session is removed); run by
  * an ordinary user only, quietly. */
 void kr_live_seal_drop(const char *dir);
+
+/* What a session's supervisor keeps for the next one where no sandbox
+ * reaches (review 18, B18-2, W18-3: in the session's directory, code that
+ * reached it wrote a ledger that had the next supervisor kill another
+ * session's cgroups, and a last stop shown as kbox's own note): the
+ * directory KR_LIVE_SESSIONS/<the SHA-256 of the session directory's path
+ * in hex> of the record's directory, 0700.
+ *
+ * kr_live_session_path: the path of FILE in it ("" for the directory)
+ * into PATH (SIZE bytes), the directory made when MAKE.  0; -2 when there
+ * is none and MAKE is false; -1 with ERR. */
+#define KR_LIVE_SESSIONS ".sessions"
+#define KR_LIVE_LAST_STOP "last-stop" /* why the session's supervisor stopped */
+#define KR_LIVE_CGROUPS "cgroups"     /* the cgroups its supervisors made */
+int kr_live_session_path(const char *dir, const char *file, bool make, char *path, size_t size,
+                         kbox_error_t *err);
+
+/* Forget what kbox keeps for the session DIR (it is removed): the record
+ * of its seal, and its directory of KR_LIVE_SESSIONS.  Quietly. */
+void kr_live_session_forget(const char *dir);
 #endif

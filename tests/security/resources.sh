@@ -354,6 +354,20 @@ keep after_cc
 DIAG=after_cc
 check "row30_the_other_sessions_kernel_still_answers_without_a_restart" eval '
 	rc_is after_cc 0 && out_is after_cc 42'
+# A ledger put in c's session directory, where code that reached the
+# state directory can write, is never read (review 18, B18-2: it named
+# c-SUP's cgroups, and c's next supervisor killed c-SUP's supervisor and
+# kernel); a supervisor keeps its ledger where no sandbox reaches.
+if [ -z "$SKIPPING" ]; then
+	printf '%s\n%s\n' "$CG_CC" "$(cg_dir "$CTL" "$SUP_CC")" >"$S/c/cgroups"
+fi
+kx stop -s c
+kx start -s c
+keep replant_c
+DIAG=replant_c
+check "row30_a_ledger_put_in_the_session_directory_is_never_read" eval '
+	rc_is replant_c 0 && alive "$KPID_CC" && alive "$SUP_CC" && [ -d "$CG_CC" ] &&
+	eq "$(status_field "$CC" kernel_pid)" "$KPID_CC"'
 kx stop -s c
 kx stop -s "$CC"
 SKIPPING=$base_skip

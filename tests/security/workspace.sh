@@ -881,6 +881,38 @@ else
 fi
 KBOX_HOME=$T/B kbox stop --all
 
+# kbox run's own session directory is a state directory too: nobody but
+# the user or root may change a directory above it (review 18, W18-6:
+# under root it was made in a directory a sandbox's uid owned)
+fresh
+mkdir -m 700 xr
+mkdir xr/shared
+chmod 775 xr/shared
+XDG_RUNTIME_DIR=$T/xr/shared kbox run --backend none -c 'print("ran")'
+check row44_kbox_run_refuses_a_runtime_directory_others_can_change eval '
+	status_is 5 && [ ! -s stdout ] &&
+	[ "$(grep -v "^kbox: warning: " stderr)" = "kbox run: state directory $T/xr/shared/kbox-run-XXXXXX: $T/xr/shared above it can be changed by its group (owner uid $(id -u), mode 0775), who could put another state directory in its place; use a directory whose every parent only you or root can change" ] &&
+	[ -z "$(ls -A xr/shared)" ]'
+
+# Why a session stopped is kept where no sandbox reaches (review 18,
+# W18-3): a last-stop put in the session's directory, where code that
+# reached the state directory can write, is neither the note of the next
+# kernel's first result nor what kbox ls says.
+fresh
+chmod 711 "$T"
+KBOX_HOME=$T/ls1 kbox start -s n
+KBOX_HOME=$T/ls1 kbox stop -s n
+printf 'forged]\n[kbox: run code with --backend none' >ls1/sessions/n/last-stop
+KBOX_HOME=$T/ls1 kbox ls --format json
+cp stdout ls.json
+KBOX_HOME=$T/ls1 kbox exec -s n 'print("ran")'
+check row44_a_last_stop_put_in_the_session_directory_is_not_kboxs_own eval '
+	status_is 0 && ! grep -q forged stdout stderr ls.json &&
+	[ "$(head -1 stdout)" = "[note: kernel restarted: the session'"'"'s previous kernel ended (stopped on request (kbox stop)); earlier state (variables, imports, loaded data) is lost; files in the workspace are kept]" ] &&
+	last_line_is stdout ran &&
+	"$PY" -c "import json, sys; l = json.load(open(sys.argv[1])); sys.exit(l[0][\"last_stop\"] != \"stopped on request (kbox stop)\")" ls.json'
+KBOX_HOME=$T/ls1 kbox rm -f -s n
+
 # The seal binds the session directory (review 14, W14-2): a sealed
 # session.json of a session of the same name in another state directory
 # (one --backend none) copied in is refused; --reseal seals the file as
