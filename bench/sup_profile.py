@@ -104,10 +104,13 @@ def main(argv):
         os.mkdir(bindir)
         shutil.copy2(kbox, os.path.join(bindir, "kbox"))
         cg_out = os.path.join(home, "callgrind.out.%p")
+        # (the build tree's kbox-supervisor is libtool's wrapper script:
+        # valgrind must run the program it wraps, with its libraries)
         with open(os.path.join(bindir, "kbox-supervisor"), "w") as f:
-            f.write("#!/bin/sh\nexec valgrind --tool=callgrind --collect-systime=nsec "
-                    "--callgrind-out-file=%s %s \"$@\"\n"
-                    % (cg_out, os.path.join(build, "kbox-supervisor")))
+            f.write("#!/bin/sh\nexec %s --mode=execute valgrind --tool=callgrind "
+                    "--collect-systime=nsec --callgrind-out-file=%s %s \"$@\"\n"
+                    % (os.path.join(build, "libtool"), cg_out,
+                       os.path.join(build, "kbox-supervisor")))
         os.chmod(os.path.join(bindir, "kbox-supervisor"), 0o755)
         kbox = os.path.join(bindir, "kbox")
         backend = backend or "none"

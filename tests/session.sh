@@ -1876,6 +1876,32 @@ check a_start_given_up_signals_its_own_supervisor_not_the_pid_file_s eval '
 	[ "$(grep -v "^kbox start: warning: " planted.err)" = "kbox start: SIGTERM while session planted started: the start was given up (the new session is removed)" ] &&
 	[ "$(cat victim.rc)" = 1 ] && [ "$(cat real_sup.rc)" = 0 ] && [ ! -e "$S/planted" ]'
 
+# and a start that completes names the supervisor it started, not the pid
+# a pid file put in place of its own says (review 18, N18-2): the kernel
+# waits for a file before it starts, while another pid file is put there
+fresh
+needs kernel
+setup_for a_start_names_its_own_supervisor_not_the_pid_file_s
+mkdir -p jpwait/kernels/python3
+printf '{"argv": ["/bin/sh", "-c", "while [ ! -e %s/go ]; do sleep 0.05; done; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "waits", "language": "python"}\n' "$T" "$PY" >jpwait/kernels/python3/kernel.json
+if [ -z "$SKIPPING" ]; then
+	JUPYTER_PATH=$T/jpwait timeout -k 5 120 "$KBOX" start -s named --backend none >named.out 2>named.err &
+	hp=$!
+	BG_PIDS=$hp
+	wait_for starting named
+	real_sup=$(status_field named pid)
+	printf '%s\n' "$$" >"$S/named/supervisor.pid.new"
+	mv "$S/named/supervisor.pid.new" "$S/named/supervisor.pid"
+	touch "$T/go"
+	wait "$hp"
+	echo $? >named.rc
+	BG_PIDS=
+fi
+check a_start_names_its_own_supervisor_not_the_pid_file_s eval '
+	[ "$(cat named.rc)" = 0 ] && [ -n "$real_sup" ] &&
+	[ "$(cat named.out)" = "session named started (backend none, kernel python3, supervisor pid $real_sup)" ]'
+kbox stop -s named
+
 # On a terminal, what the code prints cannot drive it: escape sequences and
 # other control characters are shown, not sent (a pty made by script(1)).
 fresh

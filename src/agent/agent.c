@@ -181,7 +181,8 @@ static int open_session(run_t *r)
 		return EXIT_UNAVAILABLE;
 	/* (a new session is told of once it is kept: finish) */
 	if (kr_session_supervisor(a->dir, NULL) != KR_SUPERVISOR_RUNNING &&
-	    (status = cli_session_start(AGENT_CMD, a->dir, a->name, NULL, 0, &started)) != EXIT_OK)
+	    (status = cli_session_start(AGENT_CMD, a->dir, a->name, NULL, 0, &started, NULL)) !=
+	            EXIT_OK)
 		return status;
 	/* after the start: a session that could not start is not left behind
 	 * with a lock in it; before the files: they are the running agent's */

@@ -315,9 +315,12 @@ char *cli_running_session(const char *cmd, const char *name, int *status);
  * itself, or not).  An exit status: EXIT_TIMEOUT after one line when a
  * SIGINT or SIGTERM (whose action was the default) came while the
  * supervisor started: the start is given up, the supervisor stopped, a
- * new session removed. */
+ * new session removed.  *SUP_PID (may be NULL) is the pid of the
+ * supervisor this call started (the one it spawned, not what a pid file
+ * says), or 0. */
 int cli_session_start(const char *cmd, const char *dir, const char *name,
-                      const kr_session_config_t *config, pid_t owner, bool *started);
+                      const kr_session_config_t *config, pid_t owner, bool *started,
+                      pid_t *sup_pid);
 /* Connect to the supervisor of the session in DIR (NAME for messages),
  * starting the session unless NO_START (src/cli/cmd_exec.c).  The
  * connection, or -1 with one line printed and *STATUS set. */

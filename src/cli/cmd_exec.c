@@ -382,7 +382,7 @@ int cli_session_connect(const char *cmd, const char *dir, const char *name, bool
 			*status = EXIT_UNAVAILABLE;
 			return -1;
 		}
-		if ((*status = cli_session_start(cmd, dir, name, NULL, 0, NULL)) != EXIT_OK)
+		if ((*status = cli_session_start(cmd, dir, name, NULL, 0, NULL, NULL)) != EXIT_OK)
 			return -1;
 	}
 	cli_error(cmd, "session %s: the supervisor kept going away", name);

@@ -603,7 +603,7 @@ static int start_run_session(run_t *run)
 	if (status == EXIT_OK && !run->workspace)
 		status = fill_workspace(run->rundir, run->copies, run->n_copies);
 	if (status == EXIT_OK)
-		status = cli_session_start("run", run->rundir, "run", &config, 0, NULL);
+		status = cli_session_start("run", run->rundir, "run", &config, 0, NULL, NULL);
 	kr_session_config_free(&config);
 	return status;
 }

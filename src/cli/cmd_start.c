@@ -238,9 +238,12 @@ static int start_session(const char *dir, const char *name, const kr_session_con
 	if (!kr_backend_sandboxed(config->backend))
 		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
 		        config->backend);
-	if ((status = cli_session_start("start", dir, name, config, 0, started)) != EXIT_OK)
+	if ((status = cli_session_start("start", dir, name, config, 0, started, &pid)) != EXIT_OK)
 		return status;
-	kr_session_supervisor(dir, &pid);
+	/* (the supervisor it started, not what the pid file says: code that
+	 * reached the session's directory may have put another's pid there) */
+	if (!*started)
+		kr_session_supervisor(dir, &pid);
 	if (*started)
 		printf("session %s started (backend %s, kernel %s, supervisor pid %ld)\n", name,
 		       config->backend, config->kernel, (long)pid);

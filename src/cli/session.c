@@ -477,7 +477,8 @@ static void start_abandoned(const char *cmd, const char *dir, const char *name, 
 }
 
 int cli_session_start(const char *cmd, const char *dir, const char *name,
-                      const kr_session_config_t *config, pid_t owner, bool *started)
+                      const kr_session_config_t *config, pid_t owner, bool *started,
+                      pid_t *sup_pid_p)
 {
 	int sig = 0;
 	kbox_error_t err = {0};
@@ -489,6 +490,8 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 
 	if (started)
 		*started = false;
+	if (sup_pid_p)
+		*sup_pid_p = 0;
 	if ((lock = start_lock(cmd, dir)) < 0)
 		return EXIT_UNAVAILABLE;
 	/* never started before (kbox run's own session goes by itself) */
@@ -587,6 +590,8 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			          name);
 		if (started)
 			*started = true;
+		if (sup_pid_p)
+			*sup_pid_p = sup_pid;
 		kr_session_home_keep(); /* a session runs there: it stays */
 	}
 	json_decref(ready);

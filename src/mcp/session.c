@@ -122,7 +122,7 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 	snprintf(json, sizeof json, "%s/session.json", m->sess->dir);
 	is_new = access(json, F_OK) != 0;
 	if (cli_session_start(MCP_CMD, m->sess->dir, m->sess->name, NULL,
-	                      m->sess->own ? getpid() : 0, &started) != EXIT_OK) {
+	                      m->sess->own ? getpid() : 0, &started, NULL) != EXIT_OK) {
 		snprintf(why, size,
 		         "session %s could not be started: %s (see also %s/supervisor.log)",
 		         m->sess->name,
