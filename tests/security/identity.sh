@@ -862,6 +862,22 @@ w" || { sed "s/^/#   /" "$W/race3_runs" | sort | uniq -c | cut -c1-200; false; }
 	# HD's w, and B's w (running) keeps its control.sock and
 	# supervisor.pid and answers.  Before, the spill went to B's outputs
 	# and the stop unlinked B's files.
+	# swap_state TARGET KEEP: code in hd swaps the state directory HD for
+	# a link to TARGET (HD goes to x-state beside it), kept as KEEP;
+	# unswap_state puts HD back
+	swap_state() {
+		pyx hd <<EOF
+import os
+d = "/proc/self/fd/%d" % kbox_held
+os.rename(d + "/state", d + "/x-state")
+os.symlink("$1", d + "/state")
+print("swapped", os.readlink(d + "/state"))
+EOF
+		keep "$2"
+	}
+	unswap_state() {
+		rm "$ROOT/hd-proj/state" && mv -T "$ROOT/hd-proj/x-state" "$ROOT/hd-proj/state"
+	}
 	WH=$HD/sessions/w
 	rm -f "$WH/workspace/holding" "$WH/workspace/release"
 	KBOX_HOME=$HD kx exec -s w 'print("warm")'
@@ -882,20 +898,13 @@ print("first")' >"$W/b17_first.out" 2>&1
 		b17_bg="$b17_bg $!"
 		(export KBOX_HOME=$HD && wait_for queued w)
 	fi
-	pyx hd <<EOF
-import os
-d = "/proc/self/fd/%d" % kbox_held
-os.rename(d + "/state", d + "/x-state")
-os.symlink("$B", d + "/state")
-print("swapped", os.readlink(d + "/state"))
-EOF
-	keep b17_swap
+	swap_state "$B" b17_swap
 	if [ -z "$SKIPPING" ]; then
 		touch "$ROOT/hd-proj/x-state/sessions/w/workspace/release"
 		for p in $b17_bg; do wait "$p"; done
 		[ -z "$hd_sup" ] || { kill -TERM "$hd_sup" && gone "$hd_sup"; }
 		echo $? >"$W/b17_stop.rc"
-		rm "$ROOT/hd-proj/state" && mv -T "$ROOT/hd-proj/x-state" "$ROOT/hd-proj/state"
+		unswap_state
 	fi
 	KBOX_HOME=$B kx exec -s w 'print("b answers")'
 	keep b17_b_w
@@ -931,14 +940,7 @@ os._exit(1)' >"$W/b18_dies.out" 2>&1
 		b18_bg=$!
 		wait_for test -e "$WH/workspace/holding"
 	fi
-	pyx hd <<EOF
-import os
-d = "/proc/self/fd/%d" % kbox_held
-os.rename(d + "/state", d + "/x-state")
-os.symlink("$ROOT/victim3", d + "/state")
-print("swapped", os.readlink(d + "/state"))
-EOF
-	keep b18_swap
+	swap_state "$ROOT/victim3" b18_swap
 	# (a kernel after the restart: ready, or the session stopped)
 	restarted_after() {
 		awk -v n="$b18_lines" 'NR > n && /"event": *"restart"/ { r = 1 }
@@ -950,7 +952,7 @@ EOF
 		wait "$b18_bg"
 		wait_for restarted_after "$XW/events.ndjson"
 		echo $? >"$W/b18_restart.rc"
-		rm "$ROOT/hd-proj/state" && mv -T "$ROOT/hd-proj/x-state" "$ROOT/hd-proj/state"
+		unswap_state
 	fi
 	DIAG="b18_warm b18_swap b18_dies"
 	check "row44_a_supervisor_makes_and_shares_its_own_workspace_and_home_whatever_is_at_its_path" eval '
