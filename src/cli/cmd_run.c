@@ -43,14 +43,18 @@ static int make_run_dir(char *buf, size_t size, bool sandboxed)
 	const char *base = getenv("XDG_RUNTIME_DIR");
 	kbox_error_t err = {0};
 
-	if (!base || !*base || (sandboxed && geteuid() == 0) || access(base, W_OK | X_OK) < 0)
+	/* (a relative one is as none, as the XDG spec says: review 19,
+	 * W19-2, it slipped past the check below) */
+	if (!base || base[0] != '/' || (sandboxed && geteuid() == 0) ||
+	    access(base, W_OK | X_OK) < 0)
 		base = "/tmp";
 	snprintf(buf, size, "%s/kbox-run-XXXXXX", base);
 	/* nobody but the user or root may change a directory above it, as
 	 * for every state directory (review 18, W18-6: under root one a
 	 * sandbox's uid owned, where its code could rename it away) */
 	if (kr_state_parents_safe(buf, &err) < 0) {
-		cli_error("run", "%s", err.msg);
+		cli_error("run", "XDG_RUNTIME_DIR=%s: %s (or unset XDG_RUNTIME_DIR: /tmp then)",
+		          base, err.msg);
 		buf[0] = '\0';
 		return -1;
 	}

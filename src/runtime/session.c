@@ -1238,6 +1238,10 @@ static int remove_session_dir(const char *dir, bool made, kbox_error_t *err)
 	 * made a FIFO, which ls shows as invalid, is still one to remove) */
 	for (size_t i = 0; i < sizeof own / sizeof *own && !kbox_made; i++)
 		kbox_made = fstatat(fd, own[i], &st, AT_SYMLINK_NOFOLLOW) == 0;
+	/* (or one whose session.json kbox sealed there, since removed: a
+	 * session kbox refuses to start until it is removed) */
+	if (!kbox_made)
+		kbox_made = kr_live_seal_known(dir);
 	if (!kbox_made)
 		kbox_error_set(err, KBOX_E_INVALID,
 		               "%s holds none of the files kbox makes in a session (session.json, "

@@ -351,6 +351,11 @@ static int seal_check(const json_t *j, const char *seal, const char *dir, const 
 		                "kbox has no record of sealing it in this directory (the session's "
 		                "directory was made again at its path since)",
 		                err);
+	if (rc == -4)
+		return unsealed(path, dir,
+		                "kbox has no record of sealing it (sealed by a kbox older than "
+		                "that record, or the record was removed)",
+		                err);
 	if (rc < 0)
 		return -1;
 	if (strlen(last) != SEAL_HEX || !kx_equal_ct(seal, last, SEAL_HEX))
@@ -451,19 +456,26 @@ static int load(kr_session_config_t *cfg, int at, const char *dir, bool check_se
 		/* none: a new session's defaults, but not where kbox sealed one
 		 * (review 18, W18-1: code that reached the state directory
 		 * removed it to have the session start on the defaults) */
+		/* nor where the directory at this path is not the one kbox
+		 * sealed one in (review 19, W19-1: the session's directory renamed
+		 * away, an empty one made in its place), nor under a record of an
+		 * older kbox, which kept no directory's identity */
 		char last[SEAL_HEX + 1];
 		rc = 0;
 		if (seals >= 0 &&
-		    (rc = kr_live_seal_get(seals, dir, &id, last, sizeof last, err)) == 0) {
+		    (rc = kr_live_seal_get(seals, dir, &id, last, sizeof last, err)) != -1 &&
+		    rc != -2) {
 			const char *name = session_name(dir);
 			rc = kbox_error_set(
 			        err, KBOX_E_INVALID,
-			        "%s was removed since kbox sealed it (kbox removes it only "
+			        "%s was removed since kbox sealed it%s (kbox removes it only "
 			        "with its session): the session's configuration is gone; "
-			        "remove the session (kbox rm -s %s) and make it again",
-			        path, name);
-		} else if (rc != -1)
-			rc = 0;
+			        "remove the session (kbox rm -s %s; kbox get -s %s copies its "
+			        "workspace's files out first) and make it again",
+			        path, rc == -3 ? ", or its directory was made again" : "", name,
+			        name);
+		} else if (rc == -2)
+			rc = 0; /* (no record: a new session) */
 		goto out;
 	}
 	if (rc < 0)

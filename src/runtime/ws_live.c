@@ -542,8 +542,11 @@ int kr_live_seal_get(int fd, const char *dir, const kr_dir_id_t *id, char *seal,
 	/* (one kbox did not write, or of a directory made again since at
 	 * that path: as none) */
 	if (!(nl = strchr(text, '\n')) || (size_t)(nl - text) >= size ||
-	    !(line = strchr(nl + 1, '\n')) ||
-	    sscanf(line + 1, "%llu %llu %lld.%u\n%n", &was.dev, &was.ino, &was.birth_sec,
+	    !(line = strchr(nl + 1, '\n')))
+		return -2;
+	if (line[1] == '\0')
+		return -4; /* (an older kbox's: no directory's identity) */
+	if (sscanf(line + 1, "%llu %llu %lld.%u\n%n", &was.dev, &was.ino, &was.birth_sec,
 	           &was.birth_nsec, &end) != 4 ||
 	    line[1 + end] != '\0')
 		return -2;
@@ -615,6 +618,22 @@ void kr_live_session_forget(const char *dir)
 		unlink(file);
 	}
 	rmdir(path);
+}
+
+bool kr_live_seal_known(const char *dir)
+{
+	char name[2 * KX_SHA256_LEN + 1];
+	kbox_error_t ignored = {0};
+	struct stat st;
+	bool known;
+	int fd;
+
+	if (geteuid() == 0 || (fd = kr_live_seals_open(false, false, &ignored)) < 0)
+		return false;
+	seal_name(dir, name);
+	known = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+	close(fd);
+	return known;
 }
 
 void kr_live_seal_drop(const char *dir)

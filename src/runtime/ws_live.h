@@ -122,9 +122,15 @@ int kr_live_seal_put(int fd, const char *dir, const kr_dir_id_t *id, const char 
 
 /* The seal recorded for DIR's session.json, DIR being the directory ID,
  * into SEAL (SIZE bytes).  0; -2 when there is none; -3 when there is one
- * of another directory that was at that path; -1 with ERR. */
+ * of another directory that was at that path; -4 when there is one an
+ * older kbox wrote (no directory's identity); -1 with ERR. */
 int kr_live_seal_get(int fd, const char *dir, const kr_dir_id_t *id, char *seal, size_t size,
                      kbox_error_t *err);
+
+/* Whether kbox recorded a seal of a session.json at DIR (of whichever
+ * directory was there): a session of its own, to remove.  Run by an
+ * ordinary user only (false under root). */
+bool kr_live_seal_known(const char *dir);
 
 /* Forget the record of DIR's session.json (its session is removed); run by
  * an ordinary user only, quietly. */

@@ -891,7 +891,16 @@ chmod 775 xr/shared
 XDG_RUNTIME_DIR=$T/xr/shared kbox run --backend none -c 'print("ran")'
 check row44_kbox_run_refuses_a_runtime_directory_others_can_change eval '
 	status_is 5 && [ ! -s stdout ] &&
-	[ "$(grep -v "^kbox: warning: " stderr)" = "kbox run: state directory $T/xr/shared/kbox-run-XXXXXX: $T/xr/shared above it can be changed by its group (owner uid $(id -u), mode 0775), who could put another state directory in its place; use a directory whose every parent only you or root can change" ] &&
+	[ "$(grep -v "^kbox: warning: " stderr)" = "kbox run: XDG_RUNTIME_DIR=$T/xr/shared: state directory $T/xr/shared/kbox-run-XXXXXX: $T/xr/shared above it can be changed by its group (owner uid $(id -u), mode 0775), who could put another state directory in its place; use a directory whose every parent only you or root can change (or unset XDG_RUNTIME_DIR: /tmp then)" ] &&
+	[ -z "$(ls -A xr/shared)" ]'
+# a relative one is as none (review 19, W19-2: it slipped past the check)
+if [ -z "$SKIPPING" ]; then
+	(cd xr/shared && XDG_RUNTIME_DIR=. timeout -k 5 120 "$KBOX" run --backend none \
+		-c 'import os; print(os.getcwd())') >rel.out 2>rel.err
+	rel_rc=$?
+fi
+check row44_kbox_run_takes_a_relative_runtime_directory_for_none eval '
+	[ "$rel_rc" = 0 ] && case $(tail -n 1 rel.out) in /tmp/kbox-run-*/workspace) true ;; *) false ;; esac &&
 	[ -z "$(ls -A xr/shared)" ]'
 
 # Why a session stopped is kept where no sandbox reaches (review 18,
@@ -986,7 +995,7 @@ if [ "$(id -u)" != 0 ]; then
 	KBOX_HOME=$T/st1 kbox start -s m --memory 300M --env MODE=kept
 	KBOX_HOME=$T/st1 kbox stop -s m
 	rm st1/sessions/m/session.json
-	removed="$T/st1/sessions/m/session.json was removed since kbox sealed it (kbox removes it only with its session): the session's configuration is gone; remove the session (kbox rm -s m) and make it again"
+	removed="$T/st1/sessions/m/session.json was removed since kbox sealed it (kbox removes it only with its session): the session's configuration is gone; remove the session (kbox rm -s m; kbox get -s m copies its workspace's files out first) and make it again"
 	KBOX_HOME=$T/st1 kbox exec -s m 'print("ran")'
 	check row44_a_session_json_removed_since_kbox_sealed_it_is_refused eval '
 		fails_with 5 "kbox exec: $removed" && [ ! -s stdout ] &&
@@ -994,7 +1003,23 @@ if [ "$(id -u)" != 0 ]; then
 	KBOX_HOME=$T/st1 kbox start -s m
 	check row44_a_session_json_removed_is_not_made_again_by_start eval '
 		fails_with 5 "kbox start: $removed" && [ ! -e st1/sessions/m/session.json ]'
+	# nor is an empty directory put in place of the session's (review
+	# 19, W19-1: the record is of another directory then)
 	KBOX_HOME=$T/st1 kbox rm -f -s m
+	KBOX_HOME=$T/st1 kbox start -s m --memory 300M --env MODE=kept
+	KBOX_HOME=$T/st1 kbox stop -s m
+	mv st1/sessions/m st1/sessions/m-away
+	mkdir -m 700 st1/sessions/m
+	KBOX_HOME=$T/st1 kbox exec -s m 'print("ran")'
+	check row44_an_empty_directory_in_place_of_a_sealed_session_is_refused eval '
+		fails_with 5 "kbox exec: $T/st1/sessions/m/session.json was removed since kbox sealed it, or its directory was made again (kbox removes it only with its session): the session'"'"'s configuration is gone; remove the session (kbox rm -s m; kbox get -s m copies its workspace'"'"'s files out first) and make it again" &&
+		[ ! -e st1/sessions/m/session.json ]'
+	rm -rf st1/sessions/m-away
+	# the advice works: kbox rm removes a directory whose session.json
+	# kbox sealed there (the state directory removed by hand, say)
+	KBOX_HOME=$T/st1 kbox rm -s m
+	check row44_kbox_rm_removes_a_session_directory_it_recorded_a_seal_of eval '
+		status_is 0 && [ ! -e st1/sessions/m ]'
 	KBOX_HOME=$T/st1 kbox exec -s m 'import os; print(os.environ.get("MODE"))'
 	check row44_a_session_removed_with_kbox_rm_is_new_again eval '
 		status_is 0 && last_line_is stdout None'
@@ -1038,6 +1063,8 @@ else
 		row44_reseal_records_the_seal row44_rm_forgets_the_record_of_the_seal \
 		row44_a_session_json_removed_since_kbox_sealed_it_is_refused \
 		row44_a_session_json_removed_is_not_made_again_by_start \
+		row44_an_empty_directory_in_place_of_a_sealed_session_is_refused \
+		row44_kbox_rm_removes_a_session_directory_it_recorded_a_seal_of \
 		row44_a_session_removed_with_kbox_rm_is_new_again \
 		row44_an_old_session_json_in_a_session_directory_made_again_is_refused \
 		row44_kbox_run_drops_the_record_of_its_seal \
