@@ -279,6 +279,38 @@ TEST(load_at_reads_the_directory_held_whatever_is_at_its_path)
 	REQUIRE(rename(moved, dir) == 0);
 }
 
+TEST(an_unknown_backend_is_refused_naming_those_there_are)
+{
+	kr_session_config_t c;
+	char want[PATH_MAX + 200];
+	fresh();
+	write_config("{\"backend\": \"docker\"}");
+	CHECK_INT_EQ(load(&c), -1);
+	snprintf(want, sizeof want,
+	         "%s/session.json: \"backend\" is \"docker\", which kbox does not know "
+	         "(available: bwrap, none)",
+	         dir);
+	CHECK_STR_EQ(err.msg, want);
+	kr_session_config_free(&c);
+}
+
+TEST(reseal_of_no_file_is_refused_and_writes_none)
+{
+	kr_session_config_t c;
+	char want[PATH_MAX + 200], path[PATH_MAX + 16];
+	fresh();
+	memset(&err, 0, sizeof err);
+	CHECK_INT_EQ(kr_session_config_reseal(dir, &c, &err), -1);
+	snprintf(want, sizeof want,
+	         "%s/session.json is not there: nothing to seal; remove the session (kbox rm -s "
+	         "%s) and make it again",
+	         dir, strrchr(dir, '/') + 1);
+	CHECK_STR_EQ(err.msg, want);
+	snprintf(path, sizeof path, "%s/session.json", dir);
+	CHECK(access(path, F_OK) < 0);
+	kr_session_config_free(&c);
+}
+
 TEST(save_then_load_gives_every_key_back)
 {
 	kr_session_config_t c, d;
@@ -525,6 +557,8 @@ int main(void)
 	RUN(a_file_that_is_not_an_object_is_refused);
 	RUN(a_file_of_more_than_the_bound_is_refused_unread);
 	RUN(load_at_reads_the_directory_held_whatever_is_at_its_path);
+	RUN(an_unknown_backend_is_refused_naming_those_there_are);
+	RUN(reseal_of_no_file_is_refused_and_writes_none);
 	RUN(save_then_load_gives_every_key_back);
 	RUN(save_writes_the_sessions_own_keys_and_always_kernel_and_backend);
 	RUN(save_makes_a_file_of_mode_0600_and_leaves_nothing_beside_it);

@@ -120,7 +120,8 @@ int cmd_rm(int argc, char **argv)
 	const char *name = NULL;
 	bool force = false;
 	cli_option_t opts[] = {
-	        CLI_OPT_SESSION(&name),
+	        CLI_OPT_STRING('s', "session", "NAME", &name,
+	                       "a session to remove (no default: name it, or give NAME operands)"),
 	        CLI_OPT_FLAG('f', "force", &force,
 	                     "stop a session that is running, then remove it (default: refuse)"),
 	        CLI_OPT_END};

@@ -1,6 +1,7 @@
 /* src/runtime/session_config.c — session.json: its keys in one table, the
  * strict reader, the atomic writer, and the merge of a command line. */
 #include "config.h"
+#include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "runtime/session_config.h"
 #include "runtime/ws_live.h"
@@ -235,6 +236,20 @@ static int from_json(kr_session_config_t *cfg, json_t *j, const char *path, kbox
 		kbox_error_set(err, KBOX_E_INVALID, "%s: unknown key%s %s", path,
 		               n_unknown > 1 ? "s" : "",
 		               unknown.failed ? "(out of memory)" : unknown.data);
+		goto out;
+	}
+	/* a backend the command line would refuse is refused here too, by
+	 * its name (newcomer 11, F3: it was sealed, then its start warned of
+	 * an unsandboxed kernel and failed) */
+	if ((cfg->has & KR_SC_BACKEND) && !kr_backend_find(cfg->backend)) {
+		kx_buf_t known = {0};
+		for (const char *const *b = kr_backend_names(); *b; b++)
+			kx_buf_appendf(&known, "%s%s", known.len ? ", " : "", *b);
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "%s: \"backend\" is \"%s\", which kbox does "
+		               "not know (available: %s)",
+		               path, cfg->backend, known.failed || !known.data ? "?" : known.data);
+		kx_buf_reset(&known);
 		goto out;
 	}
 	rc = 0;
@@ -522,7 +537,22 @@ int kr_session_config_load_at(kr_session_config_t *cfg, int dir_fd, const char *
 
 int kr_session_config_reseal(const char *dir, kr_session_config_t *cfg, kbox_error_t *err)
 {
-	int rc = load(cfg, AT_FDCWD, dir, false, err);
+	char path[PATH_MAX + 16];
+	int rc, fd;
+
+	/* none is nothing to seal (newcomer 11, F1: the defaults were
+	 * printed as sealed, and nothing written) */
+	kr_session_config_init(cfg);
+	if (snprintf(path, sizeof path, "%s/session.json", dir) >= (int)sizeof path)
+		return kbox_error_set(err, KBOX_E_INVALID, "%s/session.json: path too long", dir);
+	if ((fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0)) < 0 && errno == ENOENT)
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s is not there: nothing to seal; remove the session (kbox "
+		                      "rm -s %s) and make it again",
+		                      path, session_name(dir));
+	if (fd >= 0)
+		close(fd);
+	rc = load(cfg, AT_FDCWD, dir, false, err);
 	if (rc == 0 && cfg->has)
 		rc = kr_session_config_save(cfg, dir, err);
 	return rc;
