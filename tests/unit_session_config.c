@@ -294,6 +294,36 @@ TEST(an_unknown_backend_is_refused_naming_those_there_are)
 	kr_session_config_free(&c);
 }
 
+TEST(values_the_command_line_refuses_are_refused_naming_the_key)
+{
+	static const struct {
+		const char *text, *said;
+	} bad[] = {
+	        {"{\"memory\": 1}", "\"memory\" is 1, out of the range the command line takes "
+	                            "(1048576 to 9223372036854775807; 0 for the default)"},
+	        {"{\"tmp_size\": 5}", "\"tmp_size\" is 5, out of the range"},
+	        {"{\"pids\": 4194305}", "\"pids\" is 4194305, out of the range the command line "
+	                                "takes (1 to 4194304; 0 for the default)"},
+	        {"{\"ttl_ms\": 99999999999999999}", "\"ttl_ms\" is 99999999999999999, out of"},
+	        {"{\"cpus\": 2048}", "\"cpus\" is 2048, more than the 1024"},
+	        {"{\"env\": [\"X\"]}", "\"env\" holds \"X\", which is not NAME=VALUE"},
+	        {"{\"env\": [\"=x\"]}", "\"env\" holds \"=x\", which is not NAME=VALUE"},
+	};
+	kr_session_config_t c;
+	fresh();
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		write_config(bad[i].text);
+		CHECK_INT_EQ(load(&c), -1);
+		CHECK_CONTAINS(err.msg, "/session.json: ");
+		CHECK_CONTAINS(err.msg, bad[i].said);
+		kr_session_config_free(&c);
+	}
+	/* 0 is the default of each, as kbox always wrote it */
+	write_config("{\"memory\": 0, \"pids\": 0, \"tmp_size\": 0, \"cpus\": 0, \"ttl_ms\": 0}");
+	CHECK_INT_EQ(load(&c), 0);
+	kr_session_config_free(&c);
+}
+
 TEST(reseal_of_no_file_is_refused_and_writes_none)
 {
 	kr_session_config_t c;
@@ -558,6 +588,7 @@ int main(void)
 	RUN(a_file_of_more_than_the_bound_is_refused_unread);
 	RUN(load_at_reads_the_directory_held_whatever_is_at_its_path);
 	RUN(an_unknown_backend_is_refused_naming_those_there_are);
+	RUN(values_the_command_line_refuses_are_refused_naming_the_key);
 	RUN(reseal_of_no_file_is_refused_and_writes_none);
 	RUN(save_then_load_gives_every_key_back);
 	RUN(save_writes_the_sessions_own_keys_and_always_kernel_and_backend);

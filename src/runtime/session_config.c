@@ -7,6 +7,7 @@
 #include "runtime/ws_live.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -198,6 +199,53 @@ static int take_value(kr_session_config_t *cfg, const struct key *k, const json_
 
 /* Fill CFG (the defaults) from the object J read from PATH.  0 or -1 with
  * ERR. */
+/* Values the command line refuses are refused in the file too, naming
+ * the key (newcomer 11, F4: a memory of 1 byte failed the start with a
+ * broken pipe, a /tmp of 5 bytes started): 0 is the default for each.
+ * 0, or -1 with ERR. */
+static int check_values(const kr_session_config_t *cfg, const char *path, kbox_error_t *err)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+		size_t at;
+		long long least, most;
+	} ranges[] = {
+	        {KR_SC_MEMORY, "memory", offsetof(kr_session_config_t, memory), 1 << 20, 0},
+	        {KR_SC_TMP_SIZE, "tmp_size", offsetof(kr_session_config_t, tmp_size), 1 << 20, 0},
+	        {KR_SC_FILE_SIZE, "file_size", offsetof(kr_session_config_t, file_size), 1 << 20,
+	         0},
+	        {KR_SC_PIDS, "pids", offsetof(kr_session_config_t, pids), 1, 4194304},
+	        {KR_SC_TTL_MS, "ttl_ms", offsetof(kr_session_config_t, ttl_ms), 0,
+	         KR_SESSION_TTL_MAX_MS},
+	};
+	for (size_t i = 0; i < sizeof ranges / sizeof *ranges; i++) {
+		long long v = *(const long long *)((const char *)cfg + ranges[i].at);
+		if (!(cfg->has & ranges[i].bit) || v == 0)
+			continue;
+		if (v < ranges[i].least || (ranges[i].most && v > ranges[i].most))
+			return kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "%s: \"%s\" is %lld, out of the range the command line "
+			        "takes (%lld to %lld; 0 for the default)",
+			        path, ranges[i].name, v, ranges[i].least,
+			        ranges[i].most ? ranges[i].most : LLONG_MAX);
+	}
+	if ((cfg->has & KR_SC_CPUS) && cfg->cpus > 1024)
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: \"cpus\" is %g, more than the 1024 the command line "
+		                      "takes (0 for the default)",
+		                      path, cfg->cpus);
+	for (size_t i = 0; i < cfg->n_env; i++) {
+		const char *eq = strchr(cfg->env[i], '=');
+		if (!eq || eq == cfg->env[i])
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "%s: \"env\" holds \"%s\", which is not NAME=VALUE",
+			                      path, cfg->env[i]);
+	}
+	return 0;
+}
+
 static int from_json(kr_session_config_t *cfg, json_t *j, const char *path, kbox_error_t *err)
 {
 	const char *name;
@@ -238,6 +286,8 @@ static int from_json(kr_session_config_t *cfg, json_t *j, const char *path, kbox
 		               unknown.failed ? "(out of memory)" : unknown.data);
 		goto out;
 	}
+	if (check_values(cfg, path, err) < 0)
+		goto out;
 	/* a backend the command line would refuse is refused here too, by
 	 * its name (newcomer 11, F3: it was sealed, then its start warned of
 	 * an unsandboxed kernel and failed) */

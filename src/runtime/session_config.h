@@ -127,6 +127,10 @@ int kr_session_config_load(kr_session_config_t *cfg, const char *dir, kbox_error
 int kr_session_config_load_at(kr_session_config_t *cfg, int dir_fd, const char *dir,
                               kbox_error_t *err);
 
+/* The longest TTL a session.json may hold, as the command line's
+ * longest duration: 24 days. */
+#define KR_SESSION_TTL_MAX_MS (24LL * 86400000)
+
 /* The most bytes a session.json may have: kbox's are a few hundred. */
 #define KR_SESSION_CONFIG_MAX (1 << 20)
 
