@@ -206,9 +206,9 @@ TEST(a_file_that_is_not_an_object_is_refused)
 	CHECK_INT_EQ(load(&c), -1);
 	CHECK_CONTAINS(err.msg, "/session.json: not a JSON object");
 	kr_session_config_free(&c);
-	write_config("{\"kernel\": ");
+	write_config("{\"kernel\": \n\"a\" x");
 	CHECK_INT_EQ(load(&c), -1);
-	CHECK_CONTAINS(err.msg, "/session.json: ");
+	CHECK_CONTAINS(err.msg, "/session.json: line 2, column ");
 	kr_session_config_free(&c);
 	write_config("{\"kernel\": \"a\", \"kernel\": \"b\"}");
 	CHECK_INT_EQ(load(&c), -1);

@@ -493,7 +493,8 @@ static int read_json(int at, const char *path, json_t **j, kbox_error_t *err)
 		               "kbox did not write it",
 		               path, KR_SESSION_CONFIG_MAX);
 	else if (!(*j = json_loadb(buf, (size_t)got, JSON_REJECT_DUPLICATES, &je)))
-		kbox_error_set(err, KBOX_E_INVALID, "%s: %s", path, je.text);
+		kbox_error_set(err, KBOX_E_INVALID, "%s: line %d, column %d: %s", path, je.line,
+		               je.column, je.text);
 	free(buf);
 	return *j ? 0 : -1;
 }
