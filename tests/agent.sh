@@ -124,6 +124,10 @@ check no_model_is_one_usage_error fails_with 2 'kbox agent: no model: give --mod
 OPENAI_API_KEY= KBOX_API_KEY= KBOX_BASE_URL= kbox agent -m m q
 check no_key_for_the_default_url_is_refused_before_anything_is_sent fails_with 2 \
 	'kbox agent: no API key for https://api.openai.com/v1: set KBOX_API_KEY or OPENAI_API_KEY, or give --base-url (or KBOX_BASE_URL) for a server that needs none'
+# a bad session name is said first, before a missing key
+OPENAI_API_KEY= KBOX_API_KEY= KBOX_BASE_URL= kbox agent -s a/b -m m q
+check a_bad_session_name_is_said_before_a_missing_key fails_with 2 \
+	"kbox agent: invalid session name \"a/b\": only letters, digits, '.', '_' and '-' are allowed"
 mkdir a b
 echo 1 >a/x.csv
 echo 2 >b/x.csv

@@ -910,7 +910,8 @@ def t_refused():
     fails(["--http", "127.0.0.1:0", "--token-file", f], {},
           f"kbox mcp: --token-file {f}: others may read it (mode 0644): chmod 600 {f}")
     fails(["--http", "127.0.0.1:0"], {"KBOX_MCP_TOKEN": "short"},
-          "kbox mcp: the token (KBOX_MCP_TOKEN) is shorter than 16 characters")
+          "kbox mcp: the token in KBOX_MCP_TOKEN is shorter than 16 characters "
+          "(make one with: head -c 24 /dev/urandom | base64)")
     fails(["--token-file", f], {}, "kbox mcp: --token-file is for --http")
     # what no client could send, or no file at all (newcomer report 8, F6):
     # a FIFO is not waited on
@@ -928,12 +929,15 @@ def t_refused():
         if want:
             fails(["--http", "127.0.0.1:0", "--token-file", p], {},
                   f"kbox mcp: --token-file {p}: {want}")
-    fails(["--http", "127.0.0.1:0", "--token-file", os.path.join(BASE, "token-spaced")], {},
-          "kbox mcp: the token (--token-file's) has a space or tab at its start or end")
-    fails(["--http", "127.0.0.1:0", "--token-file", os.path.join(BASE, "token-empty-line")], {},
-          "kbox mcp: the token (--token-file's) is shorter than 16 characters")
+    spaced = os.path.join(BASE, "token-spaced")
+    fails(["--http", "127.0.0.1:0", "--token-file", spaced], {},
+          f"kbox mcp: the token of --token-file {spaced} has a space or tab at its start or end")
+    empty_line = os.path.join(BASE, "token-empty-line")
+    fails(["--http", "127.0.0.1:0", "--token-file", empty_line], {},
+          f"kbox mcp: the token of --token-file {empty_line} is shorter than 16 characters "
+          f"(make one with: head -c 24 /dev/urandom | base64 >{empty_line})")
     fails(["--http", "127.0.0.1:0"], {"KBOX_MCP_TOKEN": TOKEN + " "},
-          "kbox mcp: the token (KBOX_MCP_TOKEN) has a space or tab at its start or end")
+          "kbox mcp: the token in KBOX_MCP_TOKEN has a space or tab at its start or end")
     fails(["--conversation-idle", "5s"], {}, "kbox mcp: --conversation-idle is for --http")
     fails(["--http", "unix:"], {"KBOX_MCP_TOKEN": TOKEN},
           'kbox mcp: invalid --http "unix:": unix:PATH needs a PATH')

@@ -236,6 +236,9 @@ static int setup(run_t *r, const char *operand)
 
 	if (!(r->question = question_of(operand)))
 		return EXIT_USAGE;
+	/* (a usage error of the command line first: newcomer 11, F12) */
+	if ((status = cli_check_session(AGENT_CMD, cli_session_name(r->o->session))) != EXIT_OK)
+		return status;
 	if ((status = open_files(r)) != EXIT_OK || (status = choose_model(r)) != EXIT_OK)
 		return status;
 	if ((status = agent_take_key(&r->a)) != EXIT_OK)

@@ -109,13 +109,17 @@ static int http_token(const char *file, char *buf, size_t size)
 	}
 	/* (a client sends "Bearer TOKEN": spaces at its ends are never sent) */
 	if (buf[0] && (strchr(" \t", buf[0]) || strchr(" \t", buf[strlen(buf) - 1]))) {
-		cli_error("mcp", "the token (%s) has a space or tab at its start or end",
-		          file ? "--token-file's" : MCP_TOKEN_ENV);
+		cli_error("mcp", "the token %s%s has a space or tab at its start or end",
+		          file ? "of --token-file " : "in ", file ? file : MCP_TOKEN_ENV);
 		return EXIT_USAGE;
 	}
 	if (strlen(buf) < MCP_TOKEN_MIN) {
-		cli_error("mcp", "the token (%s) is shorter than %d characters",
-		          file ? "--token-file's" : MCP_TOKEN_ENV, MCP_TOKEN_MIN);
+		/* (and how to make one: newcomer 11, F14) */
+		cli_error("mcp",
+		          "the token %s%s is shorter than %d characters (make one with: head -c 24 "
+		          "/dev/urandom | base64%s%s)",
+		          file ? "of --token-file " : "in ", file ? file : MCP_TOKEN_ENV, MCP_TOKEN_MIN,
+		          file ? " >" : "", file ? file : "");
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
