@@ -584,7 +584,7 @@ check exec_timeout_at_the_edge_never_kills_the_kernel eval 'status_is 0 && grep 
 
 setup_for exec_timeout_ignoring_interrupt_exits_4 \
 	exec_timeout_ignoring_interrupt_gives_reason \
-	exec_after_timeout_kill_has_note_and_lost_state
+	exec_after_timeout_kill_has_note_and_lost_state exec_timeout_with_no_grace_says_0
 fresh
 kbox exec -s ex 'a = 7' # named among what is lost
 kbox exec -s ex -t 1000ms --grace 1s 'import signal, time
@@ -597,6 +597,12 @@ kbox exec -s ex 'print(a)'
 check exec_after_timeout_kill_has_note_and_lost_state eval 'status_is 1 &&
 	first_line_is stdout "[note: kernel restarted: the execution timed out after 1 s and did not stop within 1 s of an interrupt, so the kernel was killed; $LOST; it had defined: a: int]" &&
 	last_line_is stdout "NameError: name '\''a'\'' is not defined"'
+# a grace of 0 kills at once, and is said as 0 (newcomer 11, F13)
+kbox exec -s ex -t 1000ms --grace 0 'import signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+time.sleep(60)'
+check exec_timeout_with_no_grace_says_0 eval 'status_is 4 && stdout_is \
+	"[kernel died: the execution timed out after 1 s and did not stop within 0 s of an interrupt, so the kernel was killed; a new kernel was started; earlier state is lost]"'
 
 setup_for exec_kernel_exiting_exits_4
 fresh

@@ -94,8 +94,9 @@ struct job {
 	int outputs_fd;     /* the request's "outputs" directory, opened, or -1 */
 	char *earlier_text; /* output printed between executions, rendered */
 	json_t *earlier_json;
-	bool abandoned;                          /* its client went away while it ran */
-	bool interrupt_asked;                    /* a client asked for an interrupt while it ran */
+	bool abandoned;       /* its client went away while it ran */
+	bool grace_none;      /* asked for a grace of 0 (taken as 1 ms): said as 0 */
+	bool interrupt_asked; /* a client asked for an interrupt while it ran */
 	char interrupt_by[KR_CTL_CAUSE_MAX + 1]; /* who: its "cause", or "kbox interrupt" */
 	bool input_refused;                      /* the code asked for input and none was given */
 	/* its own variables ("env"): set by a silent execution before it,

@@ -430,20 +430,21 @@ static bool exec_cause(job_t *j, kbox_exec_t *x, char *cause, size_t size)
 			         "the code did not stop after the interrupt by %s, and its client "
 			         "went away; nor within %s of another interrupt, so the kernel was "
 			         "killed",
-			         j->interrupt_by, kx_fmt_ms(g, sizeof g, j->e.grace_ms));
+			         j->interrupt_by,
+			         kx_fmt_ms(g, sizeof g, j->grace_none ? 0 : j->e.grace_ms));
 		else if (j->abandoned)
 			snprintf(
 			        cause, size,
 			        "the client of an execution went away and the code did not stop within "
 			        "%s of an interrupt, so the kernel was killed",
-			        kx_fmt_ms(g, sizeof g, j->e.grace_ms));
+			        kx_fmt_ms(g, sizeof g, j->grace_none ? 0 : j->e.grace_ms));
 		else
 			snprintf(
 			        cause, size,
 			        "the execution timed out after %s and did not stop within %s of an "
 			        "interrupt, so the kernel was killed",
 			        kx_fmt_ms(t, sizeof t, j->e.timeout_ms),
-			        kx_fmt_ms(g, sizeof g, j->e.grace_ms));
+			        kx_fmt_ms(g, sizeof g, j->grace_none ? 0 : j->e.grace_ms));
 		return true;
 	}
 	if (st != KBOX_EXEC_DIED)
@@ -1107,8 +1108,10 @@ int sup_job_new(sup_t *s, conn_t *c, kr_ctl_op_t op, json_t *req, kr_ctl_exec_t 
 		job_free(j);
 		return -1;
 	}
-	if (j->e.grace_ms == 0)
+	if (j->e.grace_ms == 0) {
 		j->e.grace_ms = 1;
+		j->grace_none = true;
+	}
 	/* how long it may wait for its turn: "wait", else its own time limit
 	 * (the session runs one thing at a time) */
 	wait_ms = j->e.wait_ms >= 0 ? j->e.wait_ms : j->e.timeout_ms;
