@@ -118,8 +118,8 @@ static int http_token(const char *file, char *buf, size_t size)
 		cli_error("mcp",
 		          "the token %s%s is shorter than %d characters (make one with: head -c 24 "
 		          "/dev/urandom | base64%s%s)",
-		          file ? "of --token-file " : "in ", file ? file : MCP_TOKEN_ENV, MCP_TOKEN_MIN,
-		          file ? " >" : "", file ? file : "");
+		          file ? "of --token-file " : "in ", file ? file : MCP_TOKEN_ENV,
+		          MCP_TOKEN_MIN, file ? " >" : "", file ? file : "");
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
