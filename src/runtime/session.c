@@ -754,6 +754,16 @@ out:
 	return rc;
 }
 
+/* The session directory DIR is a symbolic link: refused, into ERR. */
+static void link_refused(const char *dir, kbox_error_t *err)
+{
+	kbox_error_set(err, KBOX_E_INVALID,
+	               "session directory %s is a symbolic link, not a directory kbox made: "
+	               "something else put it there; remove the link (rm %s: what it leads to "
+	               "stays)",
+	               dir, dir);
+}
+
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
 {
 	char *dir = NULL;
@@ -777,10 +787,7 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	}
 	/* (a link there: refused, made or not, as every command refuses it) */
 	if (create && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
-		kbox_error_set(err, KBOX_E_INVALID,
-		               "session directory %s is a symbolic link, not a directory kbox "
-		               "made: something else put it there",
-		               dir);
+		link_refused(dir, err);
 		goto fail;
 	}
 	/* a session that is there, in a state directory kbox marked (the
@@ -805,10 +812,7 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 			goto fail;
 		}
 		if (S_ISLNK(st.st_mode)) {
-			kbox_error_set(err, KBOX_E_INVALID,
-			               "session directory %s is a symbolic link, not a directory "
-			               "kbox made: something else put it there",
-			               dir);
+			link_refused(dir, err);
 			goto fail;
 		}
 		if (kbox_check_private_dir(dir, err) < 0)
@@ -1242,11 +1246,16 @@ static int remove_session_dir(const char *dir, bool made, kbox_error_t *err)
 	 * session kbox refuses to start until it is removed) */
 	if (!kbox_made)
 		kbox_made = kr_live_seal_known(dir);
-	if (!kbox_made)
+	/* (an empty one has nothing to lose: newcomer 11, F7, it was a dead
+	 * end that start took for a new session) */
+	if (!kbox_made && unlinkat(pfd, name, AT_REMOVEDIR) == 0)
+		rc = 0;
+	else if (!kbox_made)
 		kbox_error_set(err, KBOX_E_INVALID,
 		               "%s holds none of the files kbox makes in a session (session.json, "
-		               "supervisor.pid, events.ndjson): not removed",
-		               dir);
+		               "supervisor.pid, events.ndjson): not removed; if it is yours to "
+		               "remove, rm -r %s",
+		               dir, dir);
 	else if (kx_empty_dirfd(fd) < 0 || unlinkat(pfd, name, AT_REMOVEDIR) < 0)
 		kbox_error_set_sys(err, "cannot remove %s", dir);
 	else

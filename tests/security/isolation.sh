@@ -916,7 +916,7 @@ fi
 DIAG="linked linked_op"
 check "row44_a_link_to_a_session_moved_away_is_refused_and_its_supervisor_answers_nothing" eval '
 	rc_is linked 5 &&
-	eq "$(cat "$W/linked.err")" "kbox exec: session directory $S/mv is a symbolic link, not a directory kbox made: something else put it there" &&
+	eq "$(cat "$W/linked.err")" "kbox exec: session directory $S/mv is a symbolic link, not a directory kbox made: something else put it there; remove the link (rm $S/mv: what it leads to stays)" &&
 	rc_is linked_op 0 && eq "$(val linked_op linked)" "session False state" &&
 	[ ! -e "$S/mv-away/workspace/row44-linked" ]'
 DIAG="mv_start moved"

@@ -678,12 +678,16 @@ ln -s "$T/mine/docs" st/sessions/docs
 echo keep >st/sessions/plain/f
 KBOX_HOME=$T/st kbox rm -s docs
 check row44_a_session_directory_that_is_a_link_is_not_removed eval '[ "$rc" = 5 ] &&
-	stderr_is "kbox rm: session directory $T/st/sessions/docs is a symbolic link, not a directory kbox made: something else put it there" &&
+	stderr_is "kbox rm: session directory $T/st/sessions/docs is a symbolic link, not a directory kbox made: something else put it there; remove the link (rm $T/st/sessions/docs: what it leads to stays)" &&
 	[ "$(cat mine/docs/f)" = keep ]'
 KBOX_HOME=$T/st kbox rm -s plain
 check row44_a_directory_without_kbox_files_is_not_removed_as_a_session eval '[ "$rc" = 5 ] &&
-	stderr_is "kbox rm: session plain: $T/st/sessions/plain holds none of the files kbox makes in a session (session.json, supervisor.pid, events.ndjson): not removed" &&
+	stderr_is "kbox rm: session plain: $T/st/sessions/plain holds none of the files kbox makes in a session (session.json, supervisor.pid, events.ndjson): not removed; if it is yours to remove, rm -r $T/st/sessions/plain" &&
 	[ "$(cat st/sessions/plain/f)" = keep ]'
+# an empty one has nothing to lose: it goes (newcomer 11, F7)
+mkdir -m 700 st/sessions/empty
+KBOX_HOME=$T/st kbox rm -s empty
+check row44_an_empty_directory_in_sessions_is_removed eval 'status_is 0 && [ ! -e st/sessions/empty ]'
 
 # A FIFO put in place of a file kbox keeps (review 14, W14-1) hung kbox
 # ls for the whole state directory, kbox status, rm and logs, and a
