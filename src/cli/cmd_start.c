@@ -343,10 +343,17 @@ static int reseal(const char *name, const kr_session_opts_t *o)
 		status = EXIT_UNAVAILABLE;
 	} else {
 		printf("%s\n", text);
-		cli_error("start",
-		          "session %s: its session.json, as printed, is sealed; start it with kbox "
-		          "start -s %s",
-		          name, name);
+		if (geteuid() == 0) /* (newcomer 11, F11: it said "sealed") */
+			cli_error("start",
+			          "session %s: its session.json is as printed; under root nothing "
+			          "is sealed (no sandbox can write the state directory): start it "
+			          "with kbox start -s %s",
+			          name, name);
+		else
+			cli_error("start",
+			          "session %s: its session.json, as printed, is sealed; start it "
+			          "with kbox start -s %s",
+			          name, name);
 	}
 	free(text);
 	json_decref(j);
