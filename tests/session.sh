@@ -598,9 +598,10 @@ check exec_after_timeout_kill_has_note_and_lost_state eval 'status_is 1 &&
 	first_line_is stdout "[note: kernel restarted: the execution timed out after 1 s and did not stop within 1 s of an interrupt, so the kernel was killed; $LOST; it had defined: a: int]" &&
 	last_line_is stdout "NameError: name '\''a'\'' is not defined"'
 # a grace of 0 kills at once, and is said as 0 (newcomer 11, F13)
-kbox exec -s ex0 -t 1000ms --grace 0 'import signal, time
+kbox exec -s ex0 -t 1000ms --grace 0 'import signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-time.sleep(60)'
+while True:
+    signal.pause()'
 check exec_timeout_with_no_grace_says_0 eval 'status_is 4 && last_line_is stdout \
 	"[kernel died: the execution timed out after 1 s and did not stop within 0 s of an interrupt, so the kernel was killed; a new kernel was started; earlier state is lost]"'
 kbox rm -f -s ex0
@@ -1885,12 +1886,13 @@ check a_start_given_up_signals_its_own_supervisor_not_the_pid_file_s eval '
 
 # and a start that completes names the supervisor it started, not the pid
 # a pid file put in place of its own says (review 18, N18-2): the kernel
-# waits for a file before it starts, while another pid file is put there
+# waits on a FIFO before it starts, while another pid file is put there
 fresh
 needs kernel
 setup_for a_start_names_its_own_supervisor_not_the_pid_file_s
 mkdir -p jpwait/kernels/python3
-printf '{"argv": ["/bin/sh", "-c", "while [ ! -e %s/go ]; do sleep 0.05; done; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "waits", "language": "python"}\n' "$T" "$PY" >jpwait/kernels/python3/kernel.json
+mkfifo go
+printf '{"argv": ["/bin/sh", "-c", "read go <%s/go; exec %s -m ipykernel_launcher -f \\"$0\\"", "{connection_file}"],\n "display_name": "waits", "language": "python"}\n' "$T" "$PY" >jpwait/kernels/python3/kernel.json
 if [ -z "$SKIPPING" ]; then
 	JUPYTER_PATH=$T/jpwait timeout -k 5 120 "$KBOX" start -s named --backend none >named.out 2>named.err &
 	hp=$!
@@ -1899,7 +1901,7 @@ if [ -z "$SKIPPING" ]; then
 	real_sup=$(status_field named pid)
 	printf '%s\n' "$$" >"$S/named/supervisor.pid.new"
 	mv "$S/named/supervisor.pid.new" "$S/named/supervisor.pid"
-	touch "$T/go"
+	timeout -k 5 60 sh -c 'echo go >"$1"' sh "$T/go"
 	wait "$hp"
 	echo $? >named.rc
 	BG_PIDS=

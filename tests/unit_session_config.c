@@ -216,6 +216,19 @@ TEST(a_file_that_is_not_an_object_is_refused)
 	kr_session_config_free(&c);
 }
 
+/* DIR/session.json is refused, ERR saying DIR followed by SUFFIX, and
+ * the defaults are left. */
+static void refused_with(const char *suffix)
+{
+	kr_session_config_t c;
+	char want[PATH_MAX + 256];
+	snprintf(want, sizeof want, "%s%s", dir, suffix);
+	CHECK_INT_EQ(load(&c), -1);
+	CHECK_STR_EQ(err.msg, want);
+	CHECK_INT_EQ(c.has, 0);
+	kr_session_config_free(&c);
+}
+
 /* Write DIR/session.json as "{}" followed by N blanks. */
 static void write_padded(size_t n)
 {
@@ -236,20 +249,13 @@ static void write_padded(size_t n)
 TEST(a_file_of_more_than_the_bound_is_refused_unread)
 {
 	kr_session_config_t c;
-	char want[PATH_MAX + 200];
 	fresh();
 	write_padded(KR_SESSION_CONFIG_MAX - 2);
 	CHECK_INT_EQ(load(&c), 0); /* the bound itself: read */
 	kr_session_config_free(&c);
 	write_padded(KR_SESSION_CONFIG_MAX - 1);
-	CHECK_INT_EQ(load(&c), -1);
-	snprintf(want, sizeof want,
-	         "%s/session.json is more than the 1048576 bytes a session's configuration may "
-	         "have: kbox did not write it",
-	         dir);
-	CHECK_STR_EQ(err.msg, want);
-	CHECK_INT_EQ(c.has, 0);
-	kr_session_config_free(&c);
+	refused_with("/session.json is more than the 1048576 bytes a session's configuration "
+	             "may have: kbox did not write it");
 }
 
 TEST(load_at_reads_the_directory_held_whatever_is_at_its_path)
@@ -281,17 +287,10 @@ TEST(load_at_reads_the_directory_held_whatever_is_at_its_path)
 
 TEST(an_unknown_backend_is_refused_naming_those_there_are)
 {
-	kr_session_config_t c;
-	char want[PATH_MAX + 200];
 	fresh();
 	write_config("{\"backend\": \"docker\"}");
-	CHECK_INT_EQ(load(&c), -1);
-	snprintf(want, sizeof want,
-	         "%s/session.json: \"backend\" is \"docker\", which kbox does not know "
-	         "(available: bwrap, none)",
-	         dir);
-	CHECK_STR_EQ(err.msg, want);
-	kr_session_config_free(&c);
+	refused_with("/session.json: \"backend\" is \"docker\", which kbox does not know "
+	             "(available: bwrap, none)");
 }
 
 TEST(values_the_command_line_refuses_are_refused_naming_the_key)
