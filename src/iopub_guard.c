@@ -62,7 +62,11 @@ bool kbox__bucket_take(kbox__bucket_t *b, size_t size, long long now_ms)
 
 /* Note message ID in S (iopub_guard.h); OURS: its parent is the
  * execution's request.  A number is counted once (kernel code can send
- * the same id again), older than the window or too far ahead is ignored. */
+ * the same id again), older than the window or too far ahead is ignored.
+ * The span runs from the lowest of ours to the highest number: the
+ * reply on shell can come before the iopub messages numbered ahead of it,
+ * so a number below the first of ours is kept, and counted once one of
+ * ours comes below it. */
 void kbox__seq_note(kbox__seq_t *s, const char *id, bool ours)
 {
 	const char *us;
@@ -90,9 +94,24 @@ void kbox__seq_note(kbox__seq_t *s, const char *id, bool ours)
 		s->bits[n % KBOX__SEQ_WINDOW / 8] |= (unsigned char)(1u << (n % 8));
 		return;
 	}
-	if (strlen(s->prefix) != plen || memcmp(s->prefix, id, plen) != 0 || n < s->min ||
+	if (strlen(s->prefix) != plen || memcmp(s->prefix, id, plen) != 0 ||
 	    n > s->max + KBOX__SEQ_JUMP || (n <= s->max && s->max - n >= KBOX__SEQ_WINDOW))
 		return;
+	if (n < s->min) {
+		/* the shell reply can come before the iopub messages sent ahead
+		 * of it: one of ours below the first starts the span there, and
+		 * what was kept below it (not ours) is counted then */
+		if (s->bits[n % KBOX__SEQ_WINDOW / 8] & (1u << (n % 8)))
+			return;
+		s->bits[n % KBOX__SEQ_WINDOW / 8] |= (unsigned char)(1u << (n % 8));
+		if (!ours)
+			return;
+		for (unsigned long long m = n; m < s->min; m++)
+			if (s->bits[m % KBOX__SEQ_WINDOW / 8] & (1u << (m % 8)))
+				s->seen++;
+		s->min = n;
+		return;
+	}
 	if (n > s->max) {
 		/* the numbers passed over leave the window unseen */
 		unsigned long long k = n - s->max;

@@ -51,10 +51,11 @@ typedef struct {
 
 /* Message ID ("SESSION_PID_N"; verified, or read unverified from a message
  * dropped and counted) came; OURS: its parent is the execution's request.
- * Counting starts with the first of ours.  A number is counted once,
- * one older than the window, before the first or too far ahead is
- * ignored, as is an id not of that form or of another prefix.  S NULL:
- * nothing. */
+ * Counting starts with the first of ours; the span runs from the lowest
+ * of ours (the shell reply can come before the iopub messages numbered
+ * ahead of it) to the highest number.  A number is counted once; one
+ * older than the window or too far ahead is ignored, as is an id not of
+ * that form or of another prefix.  S NULL: nothing. */
 void kbox__seq_note(kbox__seq_t *s, const char *id, bool ours);
 
 /* The numbers between the first and the last seen that were never seen. */

@@ -126,11 +126,60 @@ TEST(nothing_counts_before_the_executions_first_message)
 	kbox__seq_note(&s, "SESS_42_3", false); /* another's, before ours */
 	CHECK(!s.set);
 	kbox__seq_note(&s, "SESS_42_5", true);
-	kbox__seq_note(&s, "SESS_42_4", false); /* below the first: ignored */
+	kbox__seq_note(&s, "SESS_42_4", false); /* below the first: kept, not counted */
 	kbox__seq_note(&s, "SESS_42_6", false); /* not ours, but in the numbering */
 	CHECK_INT_EQ(kbox__seq_lost(&s), 0);
 	CHECK_INT_EQ(s.min, 5);
 	CHECK_INT_EQ(s.seen, 2);
+	kbox__seq_free(&s);
+}
+
+TEST(a_reply_that_comes_before_the_iopub_messages_numbered_ahead_of_it_loses_nothing)
+{
+	kbox__seq_t s = {0};
+	/* the shell reply (8) comes first; then iopub: a stream of another
+	 * execution (3), busy (4), input (5), a stream (7, 6 never came),
+	 * idle (9) */
+	kbox__seq_note(&s, "SESS_42_8", true);
+	kbox__seq_note(&s, "SESS_42_3", false);
+	CHECK_INT_EQ(s.min, 8);
+	CHECK_INT_EQ(s.seen, 1);
+	kbox__seq_note(&s, "SESS_42_4", true);
+	CHECK_INT_EQ(s.min, 4);
+	CHECK_INT_EQ(s.seen, 2);
+	kbox__seq_note(&s, "SESS_42_5", true);
+	kbox__seq_note(&s, "SESS_42_7", true);
+	kbox__seq_note(&s, "SESS_42_4", true); /* once */
+	kbox__seq_note(&s, "SESS_42_9", true);
+	CHECK_INT_EQ(s.seen, 5);
+	CHECK_INT_EQ(kbox__seq_lost(&s), 1); /* 6 */
+	kbox__seq_free(&s);
+}
+
+TEST(a_number_below_the_first_is_counted_once_one_of_ours_comes_below_it)
+{
+	kbox__seq_t s = {0};
+	kbox__seq_note(&s, "SESS_42_10", true);
+	kbox__seq_note(&s, "SESS_42_7", false); /* kept */
+	kbox__seq_note(&s, "SESS_42_7", false); /* once */
+	CHECK_INT_EQ(kbox__seq_lost(&s), 0);
+	kbox__seq_note(&s, "SESS_42_6", true);
+	CHECK_INT_EQ(s.seen, 3);             /* 6, 7, 10 */
+	CHECK_INT_EQ(kbox__seq_lost(&s), 2); /* 8 and 9 */
+	kbox__seq_note(&s, "SESS_42_9", false);
+	CHECK_INT_EQ(kbox__seq_lost(&s), 1);
+	kbox__seq_free(&s);
+}
+
+TEST(a_number_below_the_first_and_older_than_the_window_is_ignored)
+{
+	kbox__seq_t s = {0};
+	note_all(&s, (const long long[]){70000, -1});
+	kbox__seq_note(&s, "SESS_42_4464", true); /* 65536 behind: out */
+	CHECK_INT_EQ(s.min, 70000);
+	kbox__seq_note(&s, "SESS_42_4465", true); /* 65535 behind: in */
+	CHECK_INT_EQ(s.min, 4465);
+	CHECK_INT_EQ(kbox__seq_lost(&s), 65534);
 	kbox__seq_free(&s);
 }
 
