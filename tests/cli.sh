@@ -381,14 +381,16 @@ check run_kernel_exiting_at_start_exits_5 status_is 5
 # for one kbox made, the chmod.  Under root, 0710 (the sandbox
 # user's group passes through, as kbox start makes it) is right; for
 # another user it is open to a group.
+need=0700
+[ "$(id -u)" != 0 ] || need="0700 or 0710"
 for mode in 755 777 1777 750; do
 	fresh
 	mkdir -m "$mode" home
-	advice="directory $T/home is accessible to others (mode $(printf %04d "$mode"), need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)"
+	advice="directory $T/home is accessible to others (mode $(printf %04d "$mode"), need $need); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 $T/home/kbox, then KBOX_HOME=$T/home/kbox)"
 	# where anyone may make a name (as in /tmp, whose sticky bit is
 	# shown), no name anyone can guess
 	[ "$mode" != 777 ] && [ "$mode" != 1777 ] ||
-		advice="directory $T/home is accessible to others (mode $(printf %04d "$mode"), need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)"
+		advice="directory $T/home is accessible to others (mode $(printf %04d "$mode"), need $need); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)"
 	echo data >f
 	for c in "ls" "ls --json" "stop -s x" "stop --all" "status -s x" "start -s x" \
 		"exec -s x 1" "get -s x f" "put -s x f" "logs -s x" "rm -s x" "prune"; do
@@ -473,6 +475,32 @@ chmod 700 home
 KBOX_HOME=/proc/self/fd kbox exec 1
 check state_dir_under_proc_gets_advice_that_can_work eval '[ "$rc" = 5 ] &&
 	grep -qx "kbox exec: directory /proc/[0-9]*/fd is not rwx for its owner (mode 0500, need 0700); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (KBOX_HOME=\$(mktemp -d), or leave KBOX_HOME unset for the default)" stderr'
+# a path that came from XDG_STATE_HOME or HOME, not KBOX_HOME: the line
+# names where it came from, and what else would do (newcomer 11, F10)
+fresh
+if [ "$(id -u)" = 0 ]; then
+	why="cannot create directory /proc/kbox: No such file or directory"
+else
+	why="/proc cannot be written: Permission denied"
+fi
+(unset KBOX_HOME && XDG_STATE_HOME=/proc kbox start -s a)
+check a_state_directory_named_by_xdg_state_home_that_cannot_be_made_says_so fails_with 5 \
+	"kbox start: state directory /proc/kbox cannot be made: $why; its path comes from XDG_STATE_HOME=/proc: give KBOX_HOME a directory that can be (KBOX_HOME=\$(mktemp -d)), or XDG_STATE_HOME another directory"
+if [ "$(id -u)" != 0 ]; then
+	(unset KBOX_HOME XDG_STATE_HOME && HOME=/proc kbox start -s a)
+	check a_state_directory_below_home_that_cannot_be_made_says_so fails_with 5 \
+		"kbox start: state directory /proc/.local/state/kbox cannot be made: /proc cannot be written: Permission denied; its path comes from HOME=/proc: give KBOX_HOME a directory that can be (KBOX_HOME=\$(mktemp -d)), or HOME your home directory"
+else
+	skip a_state_directory_below_home_that_cannot_be_made_says_so "root's is never below HOME"
+fi
+# and a file where a directory should be is said to be one
+: >file
+(unset KBOX_HOME && XDG_STATE_HOME=$T/file kbox start -s a)
+check a_file_on_the_way_to_the_state_directory_is_said_to_be_no_directory fails_with 5 \
+	"kbox start: state directory $T/file/kbox: $T/file is not a directory"
+KBOX_HOME=$T/file kbox start -s a
+check a_file_as_the_state_directory_is_said_to_be_no_directory fails_with 5 \
+	"kbox start: $T/file is not a directory"
 
 # a long path in a message is shortened where it comes first, the reason
 # stands out, and kept whole in the fix, to be copied
@@ -482,7 +510,7 @@ mkdir -p "$long" && chmod 755 "$long" && : >"$long/.kbox-state"
 KBOX_HOME=$long kbox ls
 short=$(printf %s "$long" | cut -c1-28)…$(printf %s "$long" | rev | cut -c1-36 | rev)
 check error_shortens_a_long_path_but_keeps_it_whole_in_the_fix eval '[ "$rc" = 5 ] &&
-	[ "$(cat stderr)" = "kbox ls: directory $short is accessible to others (mode 0755, need 0700): chmod 700 $long" ]'
+	[ "$(cat stderr)" = "kbox ls: directory $short is accessible to others (mode 0755, need $need): chmod 700 $long" ]'
 
 # another user's: whose it is, and what to do (under root, one given to
 # nobody; as an ordinary user, root's)
@@ -506,7 +534,7 @@ mkdir -m 755 home
 : >home/.kbox-state
 KBOX_HOME=$T/home kbox ls
 check state_dir_kbox_made_and_open_to_others_is_refused_with_the_chmod eval '[ "$rc" = 5 ] &&
-	[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 0755, need 0700): chmod 700 $T/home" ]'
+	[ "$(cat stderr)" = "kbox ls: directory $T/home is accessible to others (mode 0755, need $need): chmod 700 $T/home" ]'
 # the directories kbox makes above a new KBOX_HOME: under root the
 # sandboxes pass through them (0710, root's, in the sandbox user's group)
 fresh

@@ -362,9 +362,10 @@ int kx_write_atomic(int dirfd, const char *name, const void *data, size_t len, m
 /* ---- kx_dir.c: directories ---- */
 
 /* Is DIR private: a directory owned by the effective uid, rwx for it and
- * closed to group and other?  0 when it is; 1 when it is not, with WHY
- * (SIZE bytes) saying how, and the chmod that fixes it ("directory D is
- * accessible to others (mode 0755, need 0700): chmod 700 D"); -1 with
+ * closed to group and other but for the group's search bit (0710)?  0
+ * when it is; 1 when it is not, with WHY (SIZE bytes) saying how, and
+ * the chmod that fixes it ("directory D is accessible to others (mode
+ * 0755, need 0700): chmod 700 D"; under root "need 0700 or 0710"); -1 with
  * errno when it cannot be looked at (WHY untouched). */
 int kx_private_dir(const char *dir, char *why, size_t size);
 

@@ -43,11 +43,13 @@ int kx_private_dir(const char *dir, char *why, size_t size)
 		return 1;
 	}
 	/* 0710: under root the sandbox user's group passes through to the
-	 * directories of its own (the runtime's session_share) */
+	 * directories of its own (the runtime's session_share), and root is
+	 * told so (an ordinary user's state directory is refused 0710 by the
+	 * runtime: "need 0700" is what it reads) */
 	if (st.st_mode & 067) {
 		kx_msgf(why, size,
-		        "directory %s is accessible to others (mode %04o, need 0700): chmod 700 %s",
-		        dir, (unsigned)(st.st_mode & 07777), dir);
+		        "directory %s is accessible to others (mode %04o, need 0700%s): chmod 700 %s",
+		        dir, (unsigned)(st.st_mode & 07777), geteuid() == 0 ? " or 0710" : "", dir);
 		return 1;
 	}
 	return 0;

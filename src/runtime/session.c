@@ -84,6 +84,27 @@ static int fd_path(int fd, char *buf)
 	return 0;
 }
 
+/* The advice for a state directory that will not do: "give KBOX_HOME
+ * WHAT", and, when OR_ELSE, what else would do, said for where its path
+ * came from (KBOX_HOME, XDG_STATE_HOME, HOME or root's default: the
+ * order kr_state_home reads them in).  BUF, for a message. */
+static const char *home_fix(char *buf, size_t size, const char *what, bool or_else)
+{
+	const char *v = getenv("KBOX_HOME");
+	if (v && *v)
+		snprintf(buf, size, "give KBOX_HOME %s%s", what,
+		         or_else ? ", or leave it unset for the default" : "");
+	else if ((v = getenv("XDG_STATE_HOME")) && *v == '/')
+		snprintf(buf, size, "its path comes from XDG_STATE_HOME=%s: give KBOX_HOME %s%s", v,
+		         what, or_else ? ", or XDG_STATE_HOME another directory" : "");
+	else if (geteuid() != 0 && (v = getenv("HOME")) && *v == '/')
+		snprintf(buf, size, "its path comes from HOME=%s: give KBOX_HOME %s%s", v, what,
+		         or_else ? ", or HOME your home directory" : "");
+	else
+		snprintf(buf, size, "give KBOX_HOME %s", what);
+	return buf;
+}
+
 /* (session.h) Each part is opened O_NOFOLLOW from the descriptor of the
  * part above and, a link, read with readlinkat of what was opened, as the
  * kernel resolves a path.  REFUSE is for an ordinary user's KBOX_HOME: a
@@ -159,17 +180,18 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 			continue;
 		}
 		if (nfd < 0 && errno == EACCES) { /* the directory above: not to be searched */
-			char where[PATH_MAX];
+			char where[PATH_MAX], fix[KBOX_ERROR_MSG_MAX];
 			struct stat up;
 			if (fd_path(fd, where) < 0 || fstat(fd, &up) < 0)
 				snprintf(where, sizeof where, "?"), up.st_mode = 0, up.st_uid = 0;
 			kbox_error_set(
 			        err, KBOX_E_INVALID,
 			        "state directory %s: you may not pass through %s (mode %04o, "
-			        "owner uid %u): give KBOX_HOME a directory of your own "
-			        "(KBOX_HOME=$(mktemp -d)), or leave it unset for the default",
+			        "owner uid %u): %s",
 			        shown, where[0] ? where : "/", (unsigned)(up.st_mode & 07777),
-			        (unsigned)up.st_uid);
+			        (unsigned)up.st_uid,
+			        home_fix(fix, sizeof fix,
+			                 "a directory of your own (KBOX_HOME=$(mktemp -d))", true));
 			goto out;
 		}
 		if (nfd < 0 || fstat(nfd, &st) < 0) {
@@ -183,17 +205,19 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 			ssize_t len;
 			if (refuse && link_ours_to_put(fd, &st)) {
 				/* (the advice: where it leads, spelt as kbox would) */
-				char where[PATH_MAX], *real = kr_resolve_home(path, false, NULL);
+				char where[PATH_MAX], fix[KBOX_ERROR_MSG_MAX], to[PATH_MAX + 64];
+				char *real = kr_resolve_home(path, false, NULL);
 				if (fd_path(fd, where) < 0)
 					snprintf(where, sizeof where, "?");
+				snprintf(to, sizeof to, "the directory it leads to: %s",
+				         real ? real : "?");
 				kbox_error_set(
 				        err, KBOX_E_INVALID,
 				        "state directory %s: %s/%s is a symbolic link in a "
 				        "directory you can write, where code of a sandbox could "
 				        "have put it to have kbox use another state directory "
-				        "(kbox(7), threat 44); give KBOX_HOME the directory it "
-				        "leads to: %s",
-				        shown, where, at, real ? real : "?");
+				        "(kbox(7), threat 44); %s",
+				        shown, where, at, home_fix(fix, sizeof fix, to, false));
 				free(real);
 				close(nfd);
 				goto out;
@@ -222,8 +246,11 @@ char *kr_resolve_home(const char *path, bool refuse, kbox_error_t *err)
 		close(fd);
 		fd = nfd;
 		if (!S_ISDIR(st.st_mode) && *p) {
-			errno = ENOTDIR;
-			kbox_error_set_sys(err, "state directory %s: %s", shown, at);
+			char where[PATH_MAX];
+			if (fd_path(fd, where) < 0)
+				snprintf(where, sizeof where, "%s", at);
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "state directory %s: %s is not a directory", shown, where);
 			goto out;
 		}
 	}
@@ -370,7 +397,11 @@ static int mkdirs(const char *path, kbox_error_t *err)
 			}
 			if ((nfd = openat(fd, part,
 			                  O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-				kbox_error_set_sys(err, "cannot create directory %s", buf);
+				if (errno == ENOTDIR) /* (a file there, or a link) */
+					kbox_error_set(err, KBOX_E_INVALID, "%s is not a directory",
+					               buf);
+				else
+					kbox_error_set_sys(err, "cannot create directory %s", buf);
 				break;
 			}
 			close(fd);
@@ -512,12 +543,19 @@ static int home_closed(const char *home, kbox_error_t *err)
 	id.uid = (uid_t)-1; /* any session's: only the group's and others' bits count */
 	if (kr_sandbox_reachable(&id, home, &ignored) == 0)
 		return 0;
-	return kbox_error_set(err, KBOX_E_INVALID,
-	                      "the state directory %s is a home directory, best kept closed: "
-	                      "kbox would open it to the sandboxes (mode 0710, group %s); give "
-	                      "KBOX_HOME a directory of its own outside it, or leave KBOX_HOME "
-	                      "unset for the default, " KR_ROOT_STATE_HOME,
-	                      home, id.user);
+	{
+		const char *v = getenv("KBOX_HOME");
+		bool xdg = !(v && *v);
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "the state directory %s is a home directory, best kept closed: "
+		        "kbox would open it to the sandboxes (mode 0710, group %s); "
+		        "%s%s%sgive KBOX_HOME a directory of its own outside it, or "
+		        "leave %s unset for the default, " KR_ROOT_STATE_HOME,
+		        home, id.user, xdg ? "its path comes from XDG_STATE_HOME=" : "",
+		        xdg ? getenv("XDG_STATE_HOME") : "", xdg ? ": " : "",
+		        xdg ? "XDG_STATE_HOME" : "KBOX_HOME");
+	}
 }
 
 /* (session.h) Whoever but the user or root could change a directory
@@ -617,7 +655,8 @@ int kr_session_check_home(const char *home, kbox_error_t *err)
 
 int kr_session_check_home_usable(const char *home, kbox_error_t *err)
 {
-	char near[PATH_MAX];
+	const char *can = "a directory that can be (KBOX_HOME=$(mktemp -d))";
+	char near[PATH_MAX], fix[KBOX_ERROR_MSG_MAX];
 	struct stat st;
 
 	if (kr_session_check_home(home, err) < 0)
@@ -644,25 +683,28 @@ int kr_session_check_home_usable(const char *home, kbox_error_t *err)
 			rmdir(next);
 			return 0;
 		}
+		int e = errno;
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "state directory %s cannot be made: cannot create directory "
-		                      "%s: %s; give KBOX_HOME a directory that can be "
-		                      "(KBOX_HOME=$(mktemp -d)), or leave it unset for the default",
-		                      home, next, strerror(errno));
+		                      "%s: %s; %s",
+		                      home, next, strerror(e),
+		                      home_fix(fix, sizeof fix, can, true));
 	}
 	if (access(near, W_OK | X_OK) == 0)
 		return 0;
-	if (strcmp(near, home) == 0)
+	if (strcmp(near, home) == 0) {
+		int e = errno;
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "state directory %s cannot be written: %s; %s", home,
+		                      strerror(e), home_fix(fix, sizeof fix, can, true));
+	}
+	{
+		int e = errno;
 		return kbox_error_set(
 		        err, KBOX_E_INVALID,
-		        "state directory %s cannot be written: %s; give KBOX_HOME a directory that "
-		        "can be (KBOX_HOME=$(mktemp -d)), or leave it unset for the default",
-		        home, strerror(errno));
-	return kbox_error_set(err, KBOX_E_INVALID,
-	                      "state directory %s cannot be made: %s cannot be written: %s; give "
-	                      "KBOX_HOME a directory that can be (KBOX_HOME=$(mktemp -d)), or "
-	                      "leave it unset for the default",
-	                      home, near, strerror(errno));
+		        "state directory %s cannot be made: %s cannot be written: %s; %s", home,
+		        near, strerror(e), home_fix(fix, sizeof fix, can, true));
+	}
 }
 
 /* The state directory this process made (kr_session_dir), until a

@@ -844,10 +844,10 @@ if [ "$(id -u)" != 0 ]; then
 	ln -s "$T/B" proj/home/.local/state/kbox
 	(unset KBOX_HOME && XDG_STATE_HOME=$T/proj/xdg kbox exec -s victim 'print("ran")')
 	check row44_a_link_reached_through_xdg_state_home_is_refused fails_with 5 \
-		"kbox exec: state directory $T/proj/xdg/kbox: $T/proj/xdg/kbox is a symbolic link in a directory you can write, where code of a sandbox could have put it to have kbox use another state directory (kbox(7), threat 44); give KBOX_HOME the directory it leads to: $T/B"
+		"kbox exec: state directory $T/proj/xdg/kbox: $T/proj/xdg/kbox is a symbolic link in a directory you can write, where code of a sandbox could have put it to have kbox use another state directory (kbox(7), threat 44); its path comes from XDG_STATE_HOME=$T/proj/xdg: give KBOX_HOME the directory it leads to: $T/B"
 	(unset KBOX_HOME XDG_STATE_HOME && HOME=$T/proj/home kbox exec -s victim 'print("ran")')
 	check row44_a_link_reached_through_a_home_not_the_users_own_is_refused fails_with 5 \
-		"kbox exec: state directory $T/proj/home/.local/state/kbox: $T/proj/home/.local/state/kbox is a symbolic link in a directory you can write, where code of a sandbox could have put it to have kbox use another state directory (kbox(7), threat 44); give KBOX_HOME the directory it leads to: $T/B"
+		"kbox exec: state directory $T/proj/home/.local/state/kbox: $T/proj/home/.local/state/kbox is a symbolic link in a directory you can write, where code of a sandbox could have put it to have kbox use another state directory (kbox(7), threat 44); its path comes from HOME=$T/proj/home: give KBOX_HOME the directory it leads to: $T/B"
 	# the advice is spelt as kbox spells a state directory (dots and
 	# doubled slashes gone, ".." of a part not there yet taken)
 	KBOX_HOME=$T/proj/st/./new/x/..//y// kbox ls
