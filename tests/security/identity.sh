@@ -875,19 +875,25 @@ print("swapped", os.readlink(d + "/state"))
 EOF
 		keep "$2"
 	}
+	# (the kernel's code waits, blocked opening a FIFO, until the test
+	# opens it to write: bounded, should the kernel be gone)
+	release() {
+		timeout -k 5 60 sh -c 'echo go >"$1"' sh "$1"
+	}
 	unswap_state() {
 		rm "$ROOT/hd-proj/state" && mv -T "$ROOT/hd-proj/x-state" "$ROOT/hd-proj/state"
 	}
 	WH=$HD/sessions/w
-	rm -f "$WH/workspace/holding" "$WH/workspace/release"
+	rm -f "$WH/workspace/holding" "$WH/workspace/release.fifo"
 	KBOX_HOME=$HD kx exec -s w 'print("warm")'
 	keep hd_w_warm
 	hd_sup=$(cat "$WH/supervisor.pid" 2>/dev/null)
 	b17_bg=
 	if [ -z "$SKIPPING" ]; then
-		(KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s w 'import os, time
+		(KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s w 'import os
+os.mkfifo("release.fifo")
 open("holding", "w").close()
-while not os.path.exists("release"): time.sleep(0.05)
+open("release.fifo").read()
 print("first")' >"$W/b17_first.out" 2>&1
 			echo $? >"$W/b17_first.rc") &
 		b17_bg=$!
@@ -900,7 +906,7 @@ print("first")' >"$W/b17_first.out" 2>&1
 	fi
 	swap_state "$B" b17_swap
 	if [ -z "$SKIPPING" ]; then
-		touch "$ROOT/hd-proj/x-state/sessions/w/workspace/release"
+		release "$ROOT/hd-proj/x-state/sessions/w/workspace/release.fifo"
 		for p in $b17_bg; do wait "$p"; done
 		[ -z "$hd_sup" ] || { kill -TERM "$hd_sup" && gone "$hd_sup"; }
 		echo $? >"$W/b17_stop.rc"
@@ -927,14 +933,15 @@ print("first")' >"$W/b17_first.out" 2>&1
 	# and chmod'ed its workspace 0700 through the link.
 	mkdir -p "$ROOT/victim3/sessions/w/workspace"
 	chmod 755 "$ROOT/victim3/sessions/w/workspace"
-	rm -f "$WH/workspace/holding" "$WH/workspace/release"
+	rm -f "$WH/workspace/holding" "$WH/workspace/release.fifo"
 	KBOX_HOME=$HD kx exec -s w 'print("warm")'
 	keep b18_warm
 	b18_lines=$(wc -l <"$WH/events.ndjson" 2>/dev/null)
 	if [ -z "$SKIPPING" ]; then
-		(KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s w 'import os, time
+		(KBOX_HOME=$HD timeout -k 5 120 "$KBOX" exec -s w 'import os
+os.mkfifo("release.fifo")
 open("holding", "w").close()
-while not os.path.exists("release"): time.sleep(0.05)
+open("release.fifo").read()
 os._exit(1)' >"$W/b18_dies.out" 2>&1
 			echo $? >"$W/b18_dies.rc") &
 		b18_bg=$!
@@ -948,7 +955,7 @@ os._exit(1)' >"$W/b18_dies.out" 2>&1
 	}
 	if [ -z "$SKIPPING" ]; then
 		XW=$ROOT/hd-proj/x-state/sessions/w
-		touch "$XW/workspace/release"
+		release "$XW/workspace/release.fifo"
 		wait "$b18_bg"
 		wait_for restarted_after "$XW/events.ndjson"
 		echo $? >"$W/b18_restart.rc"
