@@ -173,6 +173,20 @@ check exec_after_death_names_shapes_and_how_many_more_did_not_fit eval 'status_i
 	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: df: DataFrame 3x2, arr: ndarray 4x5, i: int$rv_first, and 78 more]
 1"'
 "$KBOX" rm -f -s rv >/dev/null 2>&1
+# what computes that list is sent whole once per kernel, then called:
+# code that deletes it has the next execution send it again, and the
+# list of the execution that found it gone stays what it was
+setup_for exec_after_death_names_what_was_defined_though_code_deleted_what_lists_it
+fresh
+kbox exec -s rd 'a = 1'
+kbox exec -s rd 'import builtins; del builtins._kbox_vars; b = 2'
+kbox exec -s rd 'c = 3'
+kbox exec -s rd 'import os; os._exit(1)'
+kbox exec -s rd 'print(1)'
+check exec_after_death_names_what_was_defined_though_code_deleted_what_lists_it eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int, b: int, c: int]
+1"'
+"$KBOX" rm -f -s rd >/dev/null 2>&1
 
 setup_for status_pid_is_supervisor_pid_file \
 	supervisor_sigkill_leaves_no_kernel \

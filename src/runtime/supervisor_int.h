@@ -185,6 +185,9 @@ struct sup {
 	 * execution that ended well (a Python kernel's user_expressions):
 	 * named in the notice of its death */
 	char vars[VARS_MAX + 1];
+	/* the kernel in which the function that says it was defined (the
+	 * generation; 0: none yet) */
+	unsigned long vars_fn_generation;
 	/* of each event of sup_log's fold table: when a line of it was last
 	 * written, how many came since that are not written yet, and the
 	 * latest of those (its members; NULL when none waits) */

@@ -525,32 +525,58 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
  * and the shape of a DataFrame, Series or ndarray (read only from those:
  * no other object's attribute code runs), as many of the first 60 as fit
  * in 290 characters, whole, then how many more there are (within
- * VARS_MAX). */
-static const char vars_expr[] =
-        "(lambda ns, hid: (lambda names: (lambda es: (lambda k: ', '.join(es[:k] + "
-        "(['and %d more' % (len(names) - k)] if k < len(names) else [])))(sum(1 for t in "
-        "__import__('itertools').accumulate(len(e) + 2 for e in es) if t <= 290)))([k + ': ' "
-        "+ type(v).__name__ + (' ' + 'x'.join(map(str, v.shape)) if type(v).__name__ in "
-        "('DataFrame', 'Series', 'ndarray') else '') for k, v in names[:60]]))([kv for kv in "
-        "list(ns.items()) if not kv[0].startswith('_') and kv[0] not in hid and "
-        "type(kv[1]).__name__ != 'module' and kv[0] not in ('In', 'Out', 'exit', 'quit', "
-        "'get_ipython')]))(get_ipython().user_ns, get_ipython().user_ns_hidden)";
+ * VARS_MAX).
+ *
+ * It is sent whole once per kernel, defining a function among the
+ * builtins (no user name) that computes it; then only its call is sent
+ * (a tenth of the bytes to sign, send and evaluate on every call).
+ * When the call fails (code deleted the function), the next execution
+ * sends the definition again. */
+#define VARS_FN "__import__('builtins')._kbox_vars"
+#define VARS_BODY                                                                              \
+	"(lambda ns, hid: (lambda names: (lambda es: (lambda k: ', '.join(es[:k] + "           \
+	"(['and %d more' % (len(names) - k)] if k < len(names) else [])))(sum(1 for t in "     \
+	"__import__('itertools').accumulate(len(e) + 2 for e in es) if t <= 290)))([k + ': ' " \
+	"+ type(v).__name__ + (' ' + 'x'.join(map(str, v.shape)) if type(v).__name__ in "      \
+	"('DataFrame', 'Series', 'ndarray') else '') for k, v in names[:60]]))([kv for kv in " \
+	"list(ns.items()) if not kv[0].startswith('_') and kv[0] not in hid and "              \
+	"type(kv[1]).__name__ != 'module' and kv[0] not in ('In', 'Out', 'exit', 'quit', "     \
+	"'get_ipython')]))(get_ipython().user_ns, get_ipython().user_ns_hidden)"
+static const char vars_define[] = "__import__('builtins').__dict__.__setitem__('_kbox_vars', "
+                                  "lambda: " VARS_BODY ") or " VARS_FN "()";
+static const char vars_call[] = VARS_FN "()";
 
-/* Keep what the reply of X says the code defined (its user_expression
- * "kbox_vars": the repr of a string, kept only when it holds no escape). */
-static void vars_take(sup_t *s, kbox_exec_t *x)
+/* The user_expression that says what the code defined, for an execution
+ * in S's current kernel. */
+static const char *vars_expr(const sup_t *s)
+{
+	return s->vars_fn_generation == s->generation ? vars_call : vars_define;
+}
+
+/* Keep what the reply of X, an execution in kernel GENERATION, says the
+ * code defined (its user_expression "kbox_vars": the repr of a string,
+ * kept only when it holds no escape), and whether the function that
+ * computes it is there in that kernel. */
+static void vars_take(sup_t *s, kbox_exec_t *x, unsigned long generation)
 {
 	const kbox_msg_t *reply = kbox_exec_reply(x);
-	json_t *v = reply ? json_object_get(json_object_get(json_object_get(kbox_msg_content(reply),
-	                                                                    "user_expressions"),
-	                                                    "kbox_vars"),
-	                                    "data")
+	json_t *e = reply ? json_object_get(
+	                            json_object_get(kbox_msg_content(reply), "user_expressions"),
+	                            "kbox_vars")
 	                  : NULL;
-	const char *t = json_string_value(json_object_get(v, "text/plain"));
+	const char *st = json_string_value(json_object_get(e, "status"));
+	const char *t = json_string_value(
+	        json_object_get(json_object_get(e, "data"), "text/plain"));
 	size_t n = t ? strlen(t) : 0;
 
-	if (n < 2 || n - 2 > VARS_MAX || (t[0] != '\'' && t[0] != '"') || t[n - 1] != t[0] ||
-	    memchr(t + 1, '\\', n - 2) || memchr(t + 1, t[0], n - 2))
+	/* (not evaluated, after code that failed: nothing is known) */
+	if (st && strcmp(st, "ok") == 0)
+		s->vars_fn_generation = generation;
+	else if (st)
+		s->vars_fn_generation = 0;
+	if (!st || strcmp(st, "ok") != 0 || n < 2 || n - 2 > VARS_MAX ||
+	    (t[0] != '\'' && t[0] != '"') || t[n - 1] != t[0] || memchr(t + 1, '\\', n - 2) ||
+	    memchr(t + 1, t[0], n - 2))
 		return;
 	/* the kernel's words, in kbox's own note: only what a summary of
 	 * names and types needs (ASCII letters, digits, '_', ':', ',', ' ',
@@ -746,7 +772,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	s->running = NULL;
 	sup_touch(s);
 	if (st == KBOX_EXEC_OK)
-		vars_take(s, x);
+		vars_take(s, x, j->generation);
 	if (kbox_exec_interrupted(x) && !j->abandoned) {
 		char t[32], why[96];
 		snprintf(why, sizeof why, "the execution timed out after %s",
@@ -999,7 +1025,7 @@ static int job_begin_code(sup_t *s, job_t *j)
 	/* what the code defined, named should the kernel die (Python) */
 	if (s->spec && kbox_kspec_language(s->spec) &&
 	    strcmp(kbox_kspec_language(s->spec), "python") == 0)
-		eo.user_expressions = json_pack("{s:s}", "kbox_vars", vars_expr);
+		eo.user_expressions = json_pack("{s:s}", "kbox_vars", vars_expr(s));
 	j->x = kbox_client_execute_begin(s->client, &eo, on_exec_done, j, &err);
 	json_decref(eo.user_expressions);
 	if (!j->x)
