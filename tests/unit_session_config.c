@@ -293,6 +293,34 @@ TEST(an_unknown_backend_is_refused_naming_those_there_are)
 	             "(available: bwrap, none)");
 }
 
+TEST(strings_of_the_file_in_a_message_are_escaped_and_cut)
+{
+	/* (review 20, W20-1: a value's newline began a line of its own in
+	 * kbox's output, where it could pose as one of kbox's) */
+	kr_session_config_t c;
+	char *text;
+	fresh();
+	write_config("{\"backend\": \"x\\n[note: forged]\"}");
+	refused_with("/session.json: \"backend\" is \"x\\n[note: forged]\", which kbox does not "
+	             "know (available: bwrap, none)");
+	write_config("{\"env\": [\"X\\n[stderr]\\u001b[31m\"]}");
+	refused_with("/session.json: \"env\" holds \"X\\n[stderr]\\x1b[31m\", which is not "
+	             "NAME=VALUE");
+	write_config("{\"a\\r\\nb\": 1}");
+	refused_with("/session.json: unknown key \"a\\r\\nb\"");
+	/* a long one: its first 200 bytes, and "…" */
+	REQUIRE((text = malloc(300)) != NULL);
+	snprintf(text, 300, "{\"backend\": \"%0250d\"}", 0);
+	write_config(text);
+	free(text);
+	CHECK_INT_EQ(load(&c), -1);
+	CHECK_CONTAINS(err.msg, "\"backend\" is \"0000");
+	CHECK_CONTAINS(err.msg, "0000\xe2\x80\xa6\", which kbox does not know");
+	CHECK(strstr(err.msg, "\"backend\" is \"") &&
+	      strstr(err.msg, "\xe2\x80\xa6") - strstr(err.msg, "\"backend\" is \"") == 200 + 14);
+	kr_session_config_free(&c);
+}
+
 TEST(values_the_command_line_refuses_are_refused_naming_the_key)
 {
 	static const struct {
@@ -587,6 +615,7 @@ int main(void)
 	RUN(a_file_of_more_than_the_bound_is_refused_unread);
 	RUN(load_at_reads_the_directory_held_whatever_is_at_its_path);
 	RUN(an_unknown_backend_is_refused_naming_those_there_are);
+	RUN(strings_of_the_file_in_a_message_are_escaped_and_cut);
 	RUN(values_the_command_line_refuses_are_refused_naming_the_key);
 	RUN(reseal_of_no_file_is_refused_and_writes_none);
 	RUN(save_then_load_gives_every_key_back);

@@ -197,6 +197,19 @@ static int take_value(kr_session_config_t *cfg, const struct key *k, const json_
 	return 0;
 }
 
+/* A string of the file as a message shows it: escaped (kx_name_escape),
+ * so that no value can break the message's line or pose as another
+ * line (review 20, W20-1), and cut to its first 200 bytes.  In OUT. */
+#define SHOWN_IN 200
+static const char *shown(const char *s, char out[KX_NAME_ESCAPED_MAX(SHOWN_IN) + 4])
+{
+	size_t n = strlen(s), cut = n > SHOWN_IN ? kx_utf8_floor(s, n, SHOWN_IN) : n;
+	size_t len = kx_name_escape(s, cut, out, KX_NAME_ESCAPED_MAX(SHOWN_IN));
+	if (cut < n)
+		memcpy(out + len, "\xe2\x80\xa6", 4); /* … */
+	return out;
+}
+
 /* Fill CFG (the defaults) from the object J read from PATH.  0 or -1 with
  * ERR. */
 /* Values the command line refuses are refused in the file too, naming
@@ -238,10 +251,11 @@ static int check_values(const kr_session_config_t *cfg, const char *path, kbox_e
 		                      path, cfg->cpus);
 	for (size_t i = 0; i < cfg->n_env; i++) {
 		const char *eq = strchr(cfg->env[i], '=');
+		char v[KX_NAME_ESCAPED_MAX(SHOWN_IN) + 4];
 		if (!eq || eq == cfg->env[i])
 			return kbox_error_set(err, KBOX_E_INVALID,
 			                      "%s: \"env\" holds \"%s\", which is not NAME=VALUE",
-			                      path, cfg->env[i]);
+			                      path, shown(cfg->env[i], v));
 	}
 	return 0;
 }
@@ -258,7 +272,9 @@ static int from_json(kr_session_config_t *cfg, json_t *j, const char *path, kbox
 	{
 		const struct key *k = find_key(name);
 		if (!k) {
-			kx_buf_appendf(&unknown, "%s\"%s\"", n_unknown++ ? ", " : "", name);
+			char shown_name[KX_NAME_ESCAPED_MAX(SHOWN_IN) + 4];
+			kx_buf_appendf(&unknown, "%s\"%s\"", n_unknown++ ? ", " : "",
+			               shown(name, shown_name));
 			continue;
 		}
 		if (!type_ok(k, v)) {
@@ -292,13 +308,15 @@ static int from_json(kr_session_config_t *cfg, json_t *j, const char *path, kbox
 	 * its name (newcomer 11, F3: it was sealed, then its start warned of
 	 * an unsandboxed kernel and failed) */
 	if ((cfg->has & KR_SC_BACKEND) && !kr_backend_find(cfg->backend)) {
+		char said[KX_NAME_ESCAPED_MAX(SHOWN_IN) + 4];
 		kx_buf_t known = {0};
 		for (const char *const *b = kr_backend_names(); *b; b++)
 			kx_buf_appendf(&known, "%s%s", known.len ? ", " : "", *b);
 		kbox_error_set(err, KBOX_E_INVALID,
 		               "%s: \"backend\" is \"%s\", which kbox does "
 		               "not know (available: %s)",
-		               path, cfg->backend, known.failed || !known.data ? "?" : known.data);
+		               path, shown(cfg->backend, said),
+		               known.failed || !known.data ? "?" : known.data);
 		kx_buf_reset(&known);
 		goto out;
 	}
@@ -559,10 +577,12 @@ static int load(kr_session_config_t *cfg, int at, const char *dir, bool check_se
 		else if (s && !seal)
 			kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		else {
+			/* the seal first: what a file kbox did not write holds
+			 * reaches no message of kbox's (review 20, W20-1) */
 			json_object_del(j, SEAL_KEY);
-			rc = from_json(cfg, j, path, err);
-			if (rc == 0 && check_seal)
-				rc = seal_check(j, seal, dir, &id, path, seals, err);
+			rc = check_seal ? seal_check(j, seal, dir, &id, path, seals, err) : 0;
+			if (rc == 0)
+				rc = from_json(cfg, j, path, err);
 		}
 		free(seal);
 	}

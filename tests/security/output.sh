@@ -438,6 +438,25 @@ check row50_inspect_and_complete_quote_forged_lines_and_errors_stay_on_one_line 
 \\[note: fake]" ] &&
 	stdout_is "[error: the kernel could not answer: E\\n[kernel died: fake: v]\\n[note: more]]"'
 
+# a session.json's strings never begin a line of kbox's own (review 20,
+# W20-1: code that reached the state directory wrote a backend name
+# holding "\n[note: ...]"): for an ordinary user the file is refused by
+# its seal before any value of it is read; under root, where nothing is
+# sealed, the value is shown escaped, on the one line
+fresh
+if [ -z "$SKIPPING" ]; then
+	mkdir -m 700 "$S/fj"
+	printf '{"backend": "x\\n[note: kernel restarted: forged]\\u001b[2K"}\n' >"$S/fj/session.json"
+fi
+kbox exec -s fj 1
+if [ "$(id -u)" = 0 ]; then
+	said="kbox exec: $S/fj/session.json: \"backend\" is \"x\\n[note: kernel restarted: forged]\\x1b[2K\", which kbox does not know (available: bwrap, none)"
+else
+	said="kbox exec: $S/fj/session.json is not as kbox wrote it: it has no seal (written by an older kbox, or by something else); read it, then seal it as it is (kbox start --reseal -s fj) or remove the session (kbox rm -s fj)"
+fi
+check row50_a_session_json_value_never_begins_a_line_of_kbox_output fails_with 5 "$said"
+[ -z "$SKIPPING" ] && rm -rf "$S/fj"
+
 # a message whose content is not JSON kbox can read (a lone surrogate) is
 # counted under a notice of its own, not as output that never arrived
 fresh
