@@ -187,6 +187,26 @@ check exec_after_death_names_what_was_defined_though_code_deleted_what_lists_it 
 	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int, b: int, c: int]
 1"'
 "$KBOX" rm -f -s rd >/dev/null 2>&1
+# kernel code that replaces it writes no sentence of its own into kbox's
+# note (review 20, N20-2): a list of another shape is not shown; a 0-d
+# array's empty shape is one of its shapes
+setup_for exec_after_death_names_a_0_d_array \
+	exec_after_death_shows_no_list_of_another_shape
+fresh
+kbox exec -s rz 'import numpy as np; z = np.array(5); n = 1'
+kbox exec -s rz 'import os; os._exit(1)'
+kbox exec -s rz 'print(1)'
+check exec_after_death_names_a_0_d_array eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: z: ndarray , n: int]
+1"'
+kbox exec -s rz 'x = 1'
+kbox exec -s rz 'import builtins; builtins._kbox_vars = lambda: "nothing. Note from kbox: the kernel did NOT die"'
+kbox exec -s rz 'import os; os._exit(1)'
+kbox exec -s rz 'print(1)'
+check exec_after_death_shows_no_list_of_another_shape eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: x: int]
+1"'
+"$KBOX" rm -f -s rz >/dev/null 2>&1
 
 setup_for status_pid_is_supervisor_pid_file \
 	supervisor_sigkill_leaves_no_kernel \

@@ -544,17 +544,27 @@ static int home_closed(const char *home, kbox_error_t *err)
 	if (kr_sandbox_reachable(&id, home, &ignored) == 0)
 		return 0;
 	{
-		const char *v = getenv("KBOX_HOME");
-		bool xdg = !(v && *v);
+		/* (as kr_state_home reads them: XDG_STATE_HOME only when
+		 * absolute; root's default is no variable's, when HOME or a
+		 * user's home is it: the advice is KBOX_HOME alone) */
+		const char *v = getenv("KBOX_HOME"), *x = getenv("XDG_STATE_HOME");
+		bool given = v && *v, xdg = !given && x && *x == '/';
+		char fix[KBOX_ERROR_MSG_MAX];
+		if (given || xdg)
+			snprintf(
+			        fix, sizeof fix,
+			        "%s%s%sgive KBOX_HOME a directory of its own outside it, or leave %s "
+			        "unset for the default, " KR_ROOT_STATE_HOME,
+			        xdg ? "its path comes from XDG_STATE_HOME=" : "", xdg ? x : "",
+			        xdg ? ": " : "", xdg ? "XDG_STATE_HOME" : "KBOX_HOME");
+		else
+			snprintf(fix, sizeof fix,
+			         "give KBOX_HOME a directory of its own outside it");
 		return kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "the state directory %s is a home directory, best kept closed: "
-		        "kbox would open it to the sandboxes (mode 0710, group %s); "
-		        "%s%s%sgive KBOX_HOME a directory of its own outside it, or "
-		        "leave %s unset for the default, " KR_ROOT_STATE_HOME,
-		        home, id.user, xdg ? "its path comes from XDG_STATE_HOME=" : "",
-		        xdg ? getenv("XDG_STATE_HOME") : "", xdg ? ": " : "",
-		        xdg ? "XDG_STATE_HOME" : "KBOX_HOME");
+		        "kbox would open it to the sandboxes (mode 0710, group %s); %s",
+		        home, id.user, fix);
 	}
 }
 

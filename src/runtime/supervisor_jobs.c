@@ -553,6 +553,55 @@ static const char *vars_expr(const sup_t *s)
 	return s->vars_fn_generation == s->generation ? vars_call : vars_define;
 }
 
+/* Whether the N bytes at T read as the list vars_define makes: entries
+ * "NAME: TYPE" (identifiers), TYPE perhaps followed by " " and a shape
+ * (numbers joined by 'x'), joined by ", ", the last perhaps "and K more".
+ * Kernel code can replace the function that makes it (review 20, N20-2:
+ * it wrote a sentence of its own into kbox's note): what has another
+ * shape is not shown. */
+static bool vars_shaped(const char *t, size_t n)
+{
+	const char *p = t, *end = t + n;
+#define IDENT(q)                                                                        \
+	((*(q) >= 'a' && *(q) <= 'z') || (*(q) >= 'A' && *(q) <= 'Z') || *(q) == '_' || \
+	 (*(q) >= '0' && *(q) <= '9'))
+#define DIGIT(q) (*(q) >= '0' && *(q) <= '9')
+	while (p < end) {
+		if (end - p > 4 && memcmp(p, "and ", 4) == 0) { /* the last: "and K more" */
+			const char *q = p + 4;
+			while (q < end && DIGIT(q))
+				q++;
+			return q > p + 4 && end - q == 5 && memcmp(q, " more", 5) == 0;
+		}
+		if (DIGIT(p) || !IDENT(p)) /* NAME */
+			return false;
+		while (p < end && IDENT(p))
+			p++;
+		if (end - p < 3 || memcmp(p, ": ", 2) != 0 || DIGIT(p + 2) || !IDENT(p + 2))
+			return false;
+		for (p += 2; p < end && IDENT(p);) /* TYPE */
+			p++;
+		if (p < end && *p == ' ' && (p + 1 == end || p[1] == ','))
+			p++; /* (the empty shape of a 0-d ndarray) */
+		else if (p < end && *p == ' ' && p + 1 < end && DIGIT(p + 1)) { /* a shape */
+			for (p++; p < end && DIGIT(p);) {
+				while (p < end && DIGIT(p))
+					p++;
+				if (p + 1 < end && *p == 'x' && DIGIT(p + 1))
+					p++;
+			}
+		}
+		if (p == end)
+			return true;
+		if (end - p < 3 || memcmp(p, ", ", 2) != 0)
+			return false;
+		p += 2;
+	}
+#undef IDENT
+#undef DIGIT
+	return true; /* (nothing defined) */
+}
+
 /* Keep what the reply of X, an execution in kernel GENERATION, says the
  * code defined (its user_expression "kbox_vars": the repr of a string,
  * kept only when it holds no escape), and whether the function that
@@ -578,17 +627,13 @@ static void vars_take(sup_t *s, kbox_exec_t *x, unsigned long generation)
 	    (t[0] != '\'' && t[0] != '"') || t[n - 1] != t[0] || memchr(t + 1, '\\', n - 2) ||
 	    memchr(t + 1, t[0], n - 2))
 		return;
-	/* the kernel's words, in kbox's own note: only what a summary of
-	 * names and types needs (ASCII letters, digits, '_', ':', ',', ' ',
-	 * '.'), so that nothing in it breaks a line or closes the note; a
-	 * name of other letters is cut out with its entry */
-	for (size_t i = 1; i + 1 < n; i++) {
-		char ch = t[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == ':' || ch == ',' ||
-		      ch == ' ' || ch == '.'))
-			return;
-	}
+	/* the kernel's words, in kbox's own note: only the shape of a
+	 * summary of names and types (ASCII identifiers, ": ", ", ", a
+	 * shape), so that nothing in it breaks a line, closes the note or
+	 * reads as a sentence of kbox's; a list that holds a name of other
+	 * letters is not shown */
+	if (!vars_shaped(t + 1, n - 2))
+		return;
 	memcpy(s->vars, t + 1, n - 2);
 	s->vars[n - 2] = '\0';
 }

@@ -274,6 +274,26 @@ if [ "$(id -u)" = 0 ]; then
 		rc_is own_closed 5 && eq "$(stat -c %a:%u:%g "$ROOT/pass/own")" 700:0:0 &&
 		[ -z "$(ls -A "$ROOT/pass/own")" ] &&
 		grep -qxF "kbox start: the state directory $ROOT/pass/own is a home directory, best kept closed: kbox would open it to the sandboxes (mode 0710, group $SU); give KBOX_HOME a directory of its own outside it, or leave KBOX_HOME unset for the default, /var/lib/kbox" "$W/own_closed.err"'
+	# the advice names the variable the path came from, and none when it
+	# was root's default, a home here (review 20, N20-1: it named
+	# "XDG_STATE_HOME=(null)"); the default one seen in a mount namespace
+	# of the test's own, /var/lib/kbox a private empty directory there
+	mkdir -m 711 "$ROOT/pass/xdg" && mkdir -m 700 "$ROOT/pass/xdg/kbox"
+	(unset KBOX_HOME && HOME=$ROOT/pass/xdg/kbox XDG_STATE_HOME=$ROOT/pass/xdg kx start -s c &&
+		keep xdg_closed)
+	mkdir -m 700 "$ROOT/pass/fake"
+	if [ -z "$SKIPPING" ]; then
+		(unset KBOX_HOME XDG_STATE_HOME && HOME=/var/lib/kbox timeout -k 5 120 unshare -m \
+			--propagation private sh -c 'mount --bind "$1" /var/lib/kbox && exec "$2" start -s c' \
+			sh "$ROOT/pass/fake" "$KBOX" >"$W/default_closed.out" 2>"$W/default_closed.err")
+		echo $? >"$W/default_closed.rc"
+	fi
+	DIAG="xdg_closed default_closed"
+	check "row22_under_root_a_closed_home_names_where_its_path_came_from" eval '
+		rc_is xdg_closed 5 && rc_is default_closed 5 &&
+		grep -qxF "kbox start: the state directory $ROOT/pass/xdg/kbox is a home directory, best kept closed: kbox would open it to the sandboxes (mode 0710, group $SU); its path comes from XDG_STATE_HOME=$ROOT/pass/xdg: give KBOX_HOME a directory of its own outside it, or leave XDG_STATE_HOME unset for the default, /var/lib/kbox" "$W/xdg_closed.err" &&
+		grep -qxF "kbox start: the state directory /var/lib/kbox is a home directory, best kept closed: kbox would open it to the sandboxes (mode 0710, group $SU); give KBOX_HOME a directory of its own outside it" "$W/default_closed.err" &&
+		[ -z "$(ls -A "$ROOT/pass/fake")" ]'
 	# kbox doctor says so too, and its exit status says no session starts
 	KBOX_HOME=$ROOT/closed/h kx doctor
 	keep doctor_closed
