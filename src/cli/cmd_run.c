@@ -41,6 +41,7 @@ typedef struct {
 static int make_run_dir(char *buf, size_t size, bool sandboxed)
 {
 	const char *base = getenv("XDG_RUNTIME_DIR");
+	char real[PATH_MAX];
 	kbox_error_t err = {0};
 
 	/* (a relative one is as none, as the XDG spec says: review 19,
@@ -48,7 +49,18 @@ static int make_run_dir(char *buf, size_t size, bool sandboxed)
 	if (!base || base[0] != '/' || (sandboxed && geteuid() == 0) ||
 	    access(base, W_OK | X_OK) < 0)
 		base = "/tmp";
-	snprintf(buf, size, "%s/kbox-run-XXXXXX", base);
+	/* where it is, its links resolved: the directories above that one
+	 * are those checked, and the ones it is made in (review 20, W20-2:
+	 * a link, or /proc/self/cwd, led past the check into a directory a
+	 * sandbox's uid owned); once they pass, only the user or root can
+	 * change any of them */
+	if (!realpath(base, real))
+		snprintf(real, sizeof real, "/tmp");
+	if ((size_t)snprintf(buf, size, "%s/kbox-run-XXXXXX", real) >= size) {
+		cli_error("run", "XDG_RUNTIME_DIR=%s: its path is too long", base);
+		buf[0] = '\0';
+		return -1;
+	}
 	/* nobody but the user or root may change a directory above it, as
 	 * for every state directory (review 18, W18-6: under root one a
 	 * sandbox's uid owned, where its code could rename it away) */

@@ -897,6 +897,21 @@ check row44_kbox_run_refuses_a_runtime_directory_others_can_change eval '
 	status_is 5 && [ ! -s stdout ] &&
 	[ "$(grep -v "^kbox: warning: " stderr)" = "kbox run: XDG_RUNTIME_DIR=$T/xr/shared: state directory $T/xr/shared/kbox-run-XXXXXX: $T/xr/shared above it can be changed by its group (owner uid $(id -u), mode 0775), who could put another state directory in its place; use a directory whose every parent only you or root can change (or unset XDG_RUNTIME_DIR: /tmp then)" ] &&
 	[ -z "$(ls -A xr/shared)" ]'
+# nor through a link, or /proc/self/cwd (review 20, W20-2): the
+# directories above the one it leads to are those checked
+ln -s "$T/xr/shared" xr/link
+XDG_RUNTIME_DIR=$T/xr/link kbox run --backend none -c 'print("ran")'
+cp stderr link.err
+if [ -z "$SKIPPING" ]; then
+	(cd xr/shared && XDG_RUNTIME_DIR=/proc/self/cwd timeout -k 5 120 "$KBOX" run \
+		--backend none -c 'print("ran")') >cwd.out 2>cwd.err
+	cwd_rc=$?
+fi
+check row44_kbox_run_refuses_a_runtime_directory_others_can_change_reached_through_a_link eval '
+	status_is 5 && [ ! -s stdout ] && [ "$cwd_rc" = 5 ] && [ ! -s cwd.out ] &&
+	[ "$(grep -v "^kbox: warning: " link.err)" = "kbox run: XDG_RUNTIME_DIR=$T/xr/link: state directory $T/xr/shared/kbox-run-XXXXXX: $T/xr/shared above it can be changed by its group (owner uid $(id -u), mode 0775), who could put another state directory in its place; use a directory whose every parent only you or root can change (or unset XDG_RUNTIME_DIR: /tmp then)" ] &&
+	[ "$(grep -v "^kbox: warning: " cwd.err)" = "kbox run: XDG_RUNTIME_DIR=/proc/self/cwd: state directory $T/xr/shared/kbox-run-XXXXXX: $T/xr/shared above it can be changed by its group (owner uid $(id -u), mode 0775), who could put another state directory in its place; use a directory whose every parent only you or root can change (or unset XDG_RUNTIME_DIR: /tmp then)" ] &&
+	[ -z "$(ls -A xr/shared)" ]'
 # a relative one is as none (review 19, W19-2: it slipped past the check)
 if [ -z "$SKIPPING" ]; then
 	(cd xr/shared && XDG_RUNTIME_DIR=. timeout -k 5 120 "$KBOX" run --backend none \
