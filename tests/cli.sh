@@ -500,7 +500,10 @@ check a_file_on_the_way_to_the_state_directory_is_said_to_be_no_directory fails_
 	"kbox start: state directory $T/file/kbox: $T/file is not a directory"
 KBOX_HOME=$T/file kbox start -s a
 check a_file_as_the_state_directory_is_said_to_be_no_directory fails_with 5 \
-	"kbox start: $T/file is not a directory"
+	"kbox start: state directory $T/file is not a directory; give KBOX_HOME a directory (KBOX_HOME=\$(mktemp -d)), or leave it unset for the default"
+KBOX_HOME=$T/file kbox ls
+check a_file_as_the_state_directory_is_said_to_be_no_directory_by_ls fails_with 5 \
+	"kbox ls: state directory $T/file is not a directory; give KBOX_HOME a directory (KBOX_HOME=\$(mktemp -d)), or leave it unset for the default"
 
 # a long path in a message is shortened where it comes first, the reason
 # stands out, and kept whole in the fix, to be copied

@@ -935,7 +935,7 @@ def t_refused():
     empty_line = os.path.join(BASE, "token-empty-line")
     fails(["--http", "127.0.0.1:0", "--token-file", empty_line], {},
           f"kbox mcp: the token of --token-file {empty_line} is shorter than 16 characters "
-          f"(make one with: head -c 24 /dev/urandom | base64 >{empty_line})")
+          f"(make one with: (umask 077; head -c 24 /dev/urandom | base64 >{empty_line}))")
     fails(["--http", "127.0.0.1:0"], {"KBOX_MCP_TOKEN": TOKEN + " "},
           "kbox mcp: the token in KBOX_MCP_TOKEN has a space or tab at its start or end")
     fails(["--conversation-idle", "5s"], {}, "kbox mcp: --conversation-idle is for --http")

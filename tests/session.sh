@@ -723,10 +723,14 @@ check bad_grace fails_with 2 \
 kbox start -s x --memory 10x
 check bad_memory fails_with 2 \
 	'kbox start: invalid --memory "10x": expected a size of at least 1M, a number of bytes or one with a suffix K, M, G or T (e.g. 512M, 1.5G)'
-for bad in 0 abc 2000 -1; do
+# (decimal only, as every number kbox reads, and at least the 0.01 a CFS
+# quota can be: newcomer 12, F1 and F2)
+i=0
+for bad in 0 abc 2000 -1 0.001 1e-9 0x10 1e1 " 1" "1 " . +1; do
+	i=$((i + 1))
 	kbox start -s x --cpus "$bad"
-	check "bad_cpus_$bad" fails_with 2 \
-		"kbox start: invalid --cpus \"$bad\": expected a number of CPUs above 0 and at most 1024 (e.g. 1 or 0.5)"
+	check "bad_cpus_$i" fails_with 2 \
+		"kbox start: invalid --cpus \"$bad\": expected a number of CPUs from 0.01 to 1024 (e.g. 1 or 0.5)"
 done
 # a size may have a fraction and a T; more memory than the machine's is
 # taken with a warning (the starts go on, here to an unknown kernelspec)

@@ -608,6 +608,9 @@ int main(void)
 
 	RUN(numbers_skipped_between_the_first_and_the_last_are_lost);
 	RUN(nothing_counts_before_the_executions_first_message);
+	RUN(a_reply_that_comes_before_the_iopub_messages_numbered_ahead_of_it_loses_nothing);
+	RUN(a_number_below_the_first_is_counted_once_one_of_ours_comes_below_it);
+	RUN(a_number_below_the_first_and_older_than_the_window_is_ignored);
 	RUN(a_number_seen_twice_counts_once);
 	RUN(a_late_number_fills_its_gap);
 	RUN(ids_of_another_form_or_numbering_are_ignored);

@@ -175,7 +175,8 @@ TEST(a_wrong_type_is_refused_naming_the_key_and_the_type)
 	} cases[] = {
 	        {"{\"memory\": \"2G\"}",
 	         "\"memory\" must be an integer of 0 or more, not a string"},
-	        {"{\"memory\": -1}", "\"memory\" must be an integer of 0 or more, not an integer"},
+	        {"{\"memory\": -1}",
+	         "\"memory\" must be an integer of 0 or more, not a negative integer"},
 	        {"{\"kernel\": 3}", "\"kernel\" must be a string, not an integer"},
 	        {"{\"cpus\": \"half\"}", "\"cpus\" must be a number of 0 or more, not a string"},
 	        {"{\"home_config\": 1}", "\"home_config\" must be true or false, not an integer"},
@@ -332,7 +333,13 @@ TEST(values_the_command_line_refuses_are_refused_naming_the_key)
 	        {"{\"pids\": 4194305}", "\"pids\" is 4194305, out of the range the command line "
 	                                "takes (1 to 4194304; 0 for the default)"},
 	        {"{\"ttl_ms\": 99999999999999999}", "\"ttl_ms\" is 99999999999999999, out of"},
-	        {"{\"cpus\": 2048}", "\"cpus\" is 2048, more than the 1024"},
+	        {"{\"cpus\": 2048}", "\"cpus\" is 2048, out of the range the command line takes "
+	                             "(0.01 to 1024; 0 for the default)"},
+	        {"{\"cpus\": 0.001}", "\"cpus\" is 0.001, out of the range"},
+	        {"{\"memory\": -5}", "\"memory\" must be an integer of 0 or more, not a negative "
+	                             "integer"},
+	        {"{\"cpus\": -0.5}",
+	         "\"cpus\" must be a number of 0 or more, not a negative number"},
 	        {"{\"env\": [\"X\"]}", "\"env\" holds \"X\", which is not NAME=VALUE"},
 	        {"{\"env\": [\"=x\"]}", "\"env\" holds \"=x\", which is not NAME=VALUE"},
 	};

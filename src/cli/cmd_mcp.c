@@ -114,12 +114,20 @@ static int http_token(const char *file, char *buf, size_t size)
 		return EXIT_USAGE;
 	}
 	if (strlen(buf) < MCP_TOKEN_MIN) {
-		/* (and how to make one: newcomer 11, F14) */
-		cli_error("mcp",
-		          "the token %s%s is shorter than %d characters (make one with: head -c 24 "
-		          "/dev/urandom | base64%s%s)",
-		          file ? "of --token-file " : "in ", file ? file : MCP_TOKEN_ENV,
-		          MCP_TOKEN_MIN, file ? " >" : "", file ? file : "");
+		/* (and how to make one: newcomer 11, F14; a file only its
+		 * owner may read, as the check above wants: newcomer 12, F5) */
+		if (file)
+			cli_error(
+			        "mcp",
+			        "the token of --token-file %s is shorter than %d characters (make "
+			        "one with: (umask 077; head -c 24 /dev/urandom | base64 >%s))",
+			        file, MCP_TOKEN_MIN, file);
+		else
+			cli_error(
+			        "mcp",
+			        "the token in %s is shorter than %d characters (make one with: head "
+			        "-c 24 /dev/urandom | base64)",
+			        MCP_TOKEN_ENV, MCP_TOKEN_MIN);
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;

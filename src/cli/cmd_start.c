@@ -68,14 +68,27 @@ static int size_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 /* --cpus N, into the double at VALUE. */
 static int cpus_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
-	char *end;
-	double v;
-	errno = 0;
-	v = strtod(arg, &end);
-	if (errno || end == arg || *end || !isfinite(v) || v <= 0 || v > 1024) {
+	const char *p = arg;
+	size_t digits = 0;
+	double v = 0;
+
+	/* decimal digits, perhaps with a fraction, as every number kbox
+	 * reads (newcomer 12, F2: strtod took 0x10, 1e1 and " 1"); at least
+	 * 0.01, the least a CFS quota can be (1 ms in each 100 ms: F1, a
+	 * kernel given 0.001 never started, and no message said why) */
+	while (*p >= '0' && *p <= '9')
+		p++, digits++;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			digits++;
+	if (digits && !*p && strlen(arg) <= 32) {
+		errno = 0;
+		v = strtod(arg, NULL);
+	}
+	if (!digits || *p || strlen(arg) > 32 || errno || v < 0.01 || v > 1024) {
 		cli_error(cmd,
-		          "invalid --cpus \"%s\": expected a number of CPUs above 0 and at most "
-		          "1024 (e.g. 1 or 0.5)",
+		          "invalid --cpus \"%s\": expected a number of CPUs from 0.01 to 1024 "
+		          "(e.g. 1 or 0.5)",
 		          arg);
 		return EXIT_USAGE;
 	}

@@ -635,12 +635,28 @@ static int sessions_dir_own(const char *home, kbox_error_t *err)
 	                      (unsigned)st.st_uid);
 }
 
+/* Whether the state directory HOME, when there is something there, is a
+ * directory (newcomer 12, F7: a file there was said to be no directory
+ * without saying it was the state directory, nor where its path came
+ * from).  0, or -1 with ERR. */
+static int home_a_dir(const char *home, kbox_error_t *err)
+{
+	char fix[KBOX_ERROR_MSG_MAX];
+	struct stat st;
+	if (stat(home, &st) < 0 || S_ISDIR(st.st_mode))
+		return 0;
+	return kbox_error_set(
+	        err, KBOX_E_INVALID, "state directory %s is not a directory; %s", home,
+	        home_fix(fix, sizeof fix, "a directory (KBOX_HOME=$(mktemp -d))", true));
+}
+
 /* kr_session_check_home but for where HOME is (in no live workspace, in
  * no other state directory): what it is, and what is above it. */
 static int check_home_itself(const char *home, kbox_error_t *err)
 {
 	struct stat st;
-	if (kr_state_parents_safe(home, err) < 0 || sessions_dir_own(home, err) < 0)
+	if (kr_state_parents_safe(home, err) < 0 || sessions_dir_own(home, err) < 0 ||
+	    home_a_dir(home, err) < 0)
 		return -1;
 	if (stat(home, &st) < 0)
 		return errno == ENOENT ? 0 : kbox_error_set_sys(err, "state directory %s", home);
@@ -884,7 +900,8 @@ char *kr_session_dir(const char *home, const char *name, bool create, kbox_error
 	if (stat(home, &st) < 0 && errno == ENOENT && strlen(home) < sizeof made_home)
 		made = true; /* by this call, if the next one makes it */
 	/* (one that cannot be made says where, and what to do instead) */
-	if ((made && kr_session_check_home_usable(home, err) < 0) || mkdirs(home, err) < 0)
+	if ((made && kr_session_check_home_usable(home, err) < 0) || home_a_dir(home, err) < 0 ||
+	    mkdirs(home, err) < 0)
 		goto fail;
 	if (made)
 		snprintf(made_home, sizeof made_home, "%s", home);

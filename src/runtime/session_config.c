@@ -118,10 +118,10 @@ static const char *json_kind(const json_t *j)
 		return "an array";
 	case JSON_STRING:
 		return "a string";
-	case JSON_INTEGER:
-		return "an integer";
+	case JSON_INTEGER: /* ("of 0 or more, not an integer" read as no reason) */
+		return json_integer_value(j) < 0 ? "a negative integer" : "an integer";
 	case JSON_REAL:
-		return "a real number";
+		return json_real_value(j) < 0 ? "a negative number" : "a real number";
 	case JSON_TRUE:
 		return "true";
 	case JSON_FALSE:
@@ -244,10 +244,10 @@ static int check_values(const kr_session_config_t *cfg, const char *path, kbox_e
 			        path, ranges[i].name, v, ranges[i].least,
 			        ranges[i].most ? ranges[i].most : LLONG_MAX);
 	}
-	if ((cfg->has & KR_SC_CPUS) && cfg->cpus > 1024)
+	if ((cfg->has & KR_SC_CPUS) && (cfg->cpus > 1024 || (cfg->cpus > 0 && cfg->cpus < 0.01)))
 		return kbox_error_set(err, KBOX_E_INVALID,
-		                      "%s: \"cpus\" is %g, more than the 1024 the command line "
-		                      "takes (0 for the default)",
+		                      "%s: \"cpus\" is %g, out of the range the command line "
+		                      "takes (0.01 to 1024; 0 for the default)",
 		                      path, cfg->cpus);
 	for (size_t i = 0; i < cfg->n_env; i++) {
 		const char *eq = strchr(cfg->env[i], '=');
