@@ -242,6 +242,14 @@ selected run_missing_file_exits_2 run_missing_file_says_so_in_one_line && kbox r
 check run_missing_file_exits_2 status_is 2
 check run_missing_file_says_so_in_one_line one_line_starting stderr "kbox run: "
 
+# a notebook is not run as Python (newcomer 12, F6: its JSON raised
+# NameError), whatever its name
+fresh
+printf '{"cells": [{"cell_type": "code", "source": "1+1", "metadata": {}, "outputs": [], "execution_count": null}],\n "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n' >nb.txt
+kbox run nb.txt
+check run_of_a_notebook_says_it_runs_code_not_notebooks fails_with 2 \
+	"kbox run: nb.txt is a Jupyter notebook: kbox run runs code, not the JSON of a notebook; make a script of it first (jupyter nbconvert --to script nb.txt)"
+
 fresh
 selected run_bad_timeout_exits_2 run_bad_timeout_says_so_in_one_line && kbox run --timeout abc -c 'print(1)'
 check run_bad_timeout_exits_2 status_is 2
