@@ -457,6 +457,18 @@ if [ "$(id -u)" = 0 ]; then
 else
 	skip mcp_refuses_a_state_directory_no_file_system_can_make "as an ordinary user access() says it first"
 fi
+# the commands an error advises take a path as one shell word (newcomer
+# 12, F4: a path with a space, pasted, made the wrong directories)
+fresh
+mkdir -m 755 "with space"
+: >"with space/.kbox-state"
+KBOX_HOME="$T/with space" kbox ls
+check advice_quotes_a_path_with_a_space_as_one_shell_word eval 'status_is 5 &&
+	stderr_is "kbox ls: directory $T/with space is accessible to others (mode 0755, need $need): chmod 700 '"'"'$T/with space'"'"'"'
+rm "with space/.kbox-state"
+KBOX_HOME="$T/with space" kbox ls
+check advice_quotes_a_new_directory_with_a_space_as_one_shell_word eval 'status_is 5 &&
+	stderr_is "kbox ls: directory $T/with space is accessible to others (mode 0755, need $need); kbox did not make it, and changing it could harm what else uses it: give KBOX_HOME a private directory of its own (mkdir -m 700 '"'"'$T/with space/kbox'"'"', then KBOX_HOME='"'"'$T/with space/kbox'"'"')"'
 # a state directory no file system can have (a part over 255 bytes, a
 # path over 4095) says which limit, with the path shown by its ends
 long_part=$(printf "%0300d" 0)

@@ -912,6 +912,21 @@ TEST(write_atomic_takes_a_path_with_directories)
 
 /* ---- directories ---- */
 
+TEST(shell_word_quotes_what_a_shell_would_split_or_expand)
+{
+	char out[64];
+	CHECK_STR_EQ(kx_shell_word("/tmp/a-b_c.d/e,f:g@h%i+j=k", out, sizeof out),
+	             "/tmp/a-b_c.d/e,f:g@h%i+j=k");
+	CHECK_STR_EQ(kx_shell_word("/tmp/d\xc3\xa9j\xc3\xa0", out, sizeof out),
+	             "/tmp/d\xc3\xa9j\xc3\xa0"); /* déjà: UTF-8 as it is */
+	CHECK_STR_EQ(kx_shell_word("/tmp/with space", out, sizeof out), "'/tmp/with space'");
+	CHECK_STR_EQ(kx_shell_word("/tmp/it's $HOME", out, sizeof out), "'/tmp/it'\\''s $HOME'");
+	CHECK_STR_EQ(kx_shell_word("", out, sizeof out), "''");
+	CHECK_STR_EQ(kx_shell_word("a*b", out, sizeof out), "'a*b'");
+	/* cut, it is still closed: a word too long for OUT ends in its quote */
+	CHECK_STR_EQ(kx_shell_word("a b c d e f g h", out, 8), "'a b c'");
+}
+
 TEST(private_dir_accepts_0700_and_says_how_to_fix_anything_else)
 {
 	char *dir, why[8192], want[8192];
@@ -1667,6 +1682,7 @@ int main(void)
 	RUN(write_atomic_that_fails_leaves_the_old_file_and_no_temp);
 	RUN(write_atomic_over_a_directory_fails_and_leaves_it);
 
+	RUN(shell_word_quotes_what_a_shell_would_split_or_expand);
 	RUN(private_dir_accepts_0700_and_says_how_to_fix_anything_else);
 	RUN(empty_dir_removes_everything_inside_and_keeps_the_dir);
 	RUN(walk_visits_max_depth_levels_down_and_says_when_it_left_some_out);

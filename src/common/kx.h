@@ -228,6 +228,15 @@ void kx_buf_visible(kx_buf_t *b, const char *s, size_t len);
  * nothing, its "[" perhaps a fullwidth one), as mboxrd quotes "From ". */
 void kx_buf_kernel(kx_buf_t *b, const char *s, size_t len);
 
+/* S as one word a POSIX shell reads back as S, into OUT (SIZE bytes,
+ * 4 * strlen(S) + 3 holds any S whole), for a path in a command kbox
+ * advises (newcomer 12, F4: a path with a space, pasted, made the wrong
+ * directories): as it is when it holds only letters, digits, bytes of
+ * UTF-8 beyond ASCII and _./,:@%+=-, else in single quotes, a quote
+ * as '\''.  Returns OUT. */
+#define KX_SHELL_WORD_MAX(len) (4 * (size_t)(len) + 3)
+const char *kx_shell_word(const char *s, char *out, size_t size);
+
 /* ---- kx_argv.c: a growing argv ---- */
 
 /* A growing NULL-terminated array of new strings (a command line), owned

@@ -37,9 +37,10 @@ int kx_private_dir(const char *dir, char *why, size_t size)
 		return 1;
 	}
 	if ((st.st_mode & 0700) != 0700) {
+		char word[KX_SHELL_WORD_MAX(PATH_MAX)];
 		kx_msgf(why, size,
 		        "directory %s is not rwx for its owner (mode %04o, need 0700): chmod 700 %s",
-		        dir, (unsigned)(st.st_mode & 0777), dir);
+		        dir, (unsigned)(st.st_mode & 0777), kx_shell_word(dir, word, sizeof word));
 		return 1;
 	}
 	/* 0710: under root the sandbox user's group passes through to the
@@ -47,9 +48,11 @@ int kx_private_dir(const char *dir, char *why, size_t size)
 	 * told so (an ordinary user's state directory is refused 0710 by the
 	 * runtime: "need 0700" is what it reads) */
 	if (st.st_mode & 067) {
+		char word[KX_SHELL_WORD_MAX(PATH_MAX)];
 		kx_msgf(why, size,
 		        "directory %s is accessible to others (mode %04o, need 0700%s): chmod 700 %s",
-		        dir, (unsigned)(st.st_mode & 07777), geteuid() == 0 ? " or 0710" : "", dir);
+		        dir, (unsigned)(st.st_mode & 07777), geteuid() == 0 ? " or 0710" : "",
+		        kx_shell_word(dir, word, sizeof word));
 		return 1;
 	}
 	return 0;

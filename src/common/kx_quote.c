@@ -7,6 +7,7 @@
 #include "common/kx_utf8_tables.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,4 +405,30 @@ void kx_buf_kernel(kx_buf_t *b, const char *s, size_t len)
 		kx_buf_visible(b, s, (size_t)(p - s));
 		s = p;
 	}
+}
+
+/* (kx.h) */
+const char *kx_shell_word(const char *s, char *out, size_t size)
+{
+	size_t n = 0;
+	bool plain = *s != '\0';
+
+	for (const unsigned char *p = (const unsigned char *)s; *p && plain; p++)
+		plain = *p >= 0x80 || isalnum(*p) || strchr("_./,:@%+=-", *p);
+	if (plain || size < 3) {
+		snprintf(out, size, "%s", s);
+		return out;
+	}
+	out[n++] = '\'';
+	for (const char *p = s; *p; p++) {
+		const char *piece = *p == '\'' ? "'\\''" : NULL;
+		size_t len = piece ? 4 : 1;
+		if (n + len + 2 > size)
+			break;
+		memcpy(out + n, piece ? piece : p, len);
+		n += len;
+	}
+	out[n++] = '\'';
+	out[n] = '\0';
+	return out;
 }

@@ -495,13 +495,16 @@ static int home_advice(const char *home, kbox_error_t *err)
 		         "; kbox did not make it, and changing it could harm what else uses it: "
 		         "give KBOX_HOME a private directory of its own (KBOX_HOME=$(mktemp -d), "
 		         "or leave KBOX_HOME unset for the default)");
-	else
-		snprintf(
-		        chmod_at, sizeof err->msg - (size_t)(chmod_at - err->msg),
-		        "; kbox did not make it, and changing it could harm what else uses it: "
-		        "give KBOX_HOME a private directory of its own (mkdir -m 700 %s/kbox, then "
-		        "KBOX_HOME=%s/kbox)",
-		        strcmp(home, "/") == 0 ? "" : home, strcmp(home, "/") == 0 ? "" : home);
+	else {
+		char in[PATH_MAX + 8], word[KX_SHELL_WORD_MAX(PATH_MAX + 8)];
+		snprintf(in, sizeof in, "%s/kbox", strcmp(home, "/") == 0 ? "" : home);
+		kx_shell_word(in, word, sizeof word);
+		snprintf(chmod_at, sizeof err->msg - (size_t)(chmod_at - err->msg),
+		         "; kbox did not make it, and changing it could harm what else uses it: "
+		         "give KBOX_HOME a private directory of its own (mkdir -m 700 %s, then "
+		         "KBOX_HOME=%s)",
+		         word, word);
+	}
 	return -1;
 }
 
@@ -663,10 +666,12 @@ static int check_home_itself(const char *home, kbox_error_t *err)
 	if (kbox_check_private_dir(home, err) < 0)
 		return home_advice(home, err);
 	if (geteuid() != 0 && (st.st_mode & 070)) {
+		char word[KX_SHELL_WORD_MAX(PATH_MAX)];
 		kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "directory %s is accessible to others (mode %04o, need 0700): chmod 700 %s",
-		        home, (unsigned)(st.st_mode & 07777), home);
+		        home, (unsigned)(st.st_mode & 07777),
+		        kx_shell_word(home, word, sizeof word));
 		return home_advice(home, err);
 	}
 	return 0;
@@ -825,11 +830,12 @@ out:
 /* The session directory DIR is a symbolic link: refused, into ERR. */
 static void link_refused(const char *dir, kbox_error_t *err)
 {
+	char word[KX_SHELL_WORD_MAX(PATH_MAX)];
 	kbox_error_set(err, KBOX_E_INVALID,
 	               "session directory %s is a symbolic link, not a directory kbox made: "
 	               "something else put it there; remove the link (rm %s: what it leads to "
 	               "stays)",
-	               dir, dir);
+	               dir, kx_shell_word(dir, word, sizeof word));
 }
 
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err)
@@ -1319,13 +1325,14 @@ static int remove_session_dir(const char *dir, bool made, kbox_error_t *err)
 	 * end that start took for a new session) */
 	if (!kbox_made && unlinkat(pfd, name, AT_REMOVEDIR) == 0)
 		rc = 0;
-	else if (!kbox_made)
+	else if (!kbox_made) {
+		char word[KX_SHELL_WORD_MAX(PATH_MAX)];
 		kbox_error_set(err, KBOX_E_INVALID,
 		               "%s holds none of the files kbox makes in a session (session.json, "
 		               "supervisor.pid, events.ndjson): not removed; if it is yours to "
 		               "remove, rm -r %s",
-		               dir, dir);
-	else if (kx_empty_dirfd(fd) < 0 || unlinkat(pfd, name, AT_REMOVEDIR) < 0)
+		               dir, kx_shell_word(dir, word, sizeof word));
+	} else if (kx_empty_dirfd(fd) < 0 || unlinkat(pfd, name, AT_REMOVEDIR) < 0)
 		kbox_error_set_sys(err, "cannot remove %s", dir);
 	else
 		rc = 0;

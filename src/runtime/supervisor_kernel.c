@@ -274,8 +274,22 @@ static int on_bind_check(kbox_loop_t *loop, void *arg)
 	sup_t *s = arg;
 	(void)loop;
 	sup_inotify_read(s);
-	if (s->bind_conn && sockets_bound(s))
+	if (s->bind_conn && sockets_bound(s)) {
 		ready_wait_begin(s);
+	} else if (s->bind_conn && kx_now_ms() - s->start_t0 >= READY_TIMEOUT_MS) {
+		/* a kernel that binds nothing (stuck, or starved of CPU) is
+		 * given up as one that never answers (newcomer 12, F1: this
+		 * wait had no end, and the front end gave up after 90 s saying
+		 * that the supervisor did not answer) */
+		kbox_error_t err = {0};
+		char t[32];
+		kbox_error_set(
+		        &err, KBOX_E_TIMEOUT,
+		        "kernel bound none of its sockets within %s (stuck, or starved of CPU)",
+		        kx_fmt_ms(t, sizeof t, READY_TIMEOUT_MS));
+		bind_wait_end(s);
+		on_ready(s, -1, &err);
+	}
 	return 0;
 }
 
