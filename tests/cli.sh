@@ -249,6 +249,9 @@ printf '{"cells": [{"cell_type": "code", "source": "1+1", "metadata": {}, "outpu
 kbox run nb.txt
 check run_of_a_notebook_says_it_runs_code_not_notebooks fails_with 2 \
 	"kbox run: nb.txt is a Jupyter notebook: kbox run runs code, not the JSON of a notebook; make a script of it first (jupyter nbconvert --to script nb.txt)"
+KBOX_HOME=$T/home kbox exec -s nb - <nb.txt
+check exec_of_a_notebook_says_it_runs_code_not_notebooks eval 'fails_with 2 "kbox exec: standard input is a Jupyter notebook: kbox exec runs code, not the JSON of a notebook; make a script of it first (jupyter nbconvert --to script NOTEBOOK)" &&
+	[ ! -e home ]'
 
 fresh
 selected run_bad_timeout_exits_2 run_bad_timeout_says_so_in_one_line && kbox run --timeout abc -c 'print(1)'

@@ -218,23 +218,6 @@ static int code_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 }
 
 /* FILE or -: a cell read from it now. */
-/* Whether CODE, read from a file, is a Jupyter notebook: a JSON object
- * with "cells" and "nbformat" (newcomer 12, F6: its JSON ran as Python,
- * "NameError: name 'null' is not defined"). */
-static bool is_notebook(const char *code)
-{
-	json_t *j;
-	bool yes;
-	code += strspn(code, " \t\r\n");
-	if (*code != '{')
-		return false;
-	j = json_loads(code, 0, NULL);
-	yes = json_is_object(j) && json_is_array(json_object_get(j, "cells")) &&
-	      json_is_integer(json_object_get(j, "nbformat"));
-	json_decref(j);
-	return yes;
-}
-
 static int file_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	cells_t *cells = opt->value;
@@ -248,15 +231,6 @@ static int file_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 	cells->v[cells->n].source = arg;
 	if (!(cells->v[cells->n].code = cli_read_code(cmd, arg)))
 		return EXIT_USAGE;
-	if (is_notebook(cells->v[cells->n].code)) {
-		cli_error(cmd,
-		          "%s is a Jupyter notebook: kbox run runs code, not the JSON of a "
-		          "notebook; make a script of it first (jupyter nbconvert --to script %s)",
-		          is_stdin ? "standard input" : arg, is_stdin ? "NOTEBOOK" : arg);
-		free(cells->v[cells->n].code);
-		cells->v[cells->n].code = NULL;
-		return EXIT_USAGE;
-	}
 	cells->n++;
 	return EXIT_OK;
 }

@@ -391,6 +391,23 @@ long long cli_parse_size(const char *s)
 
 #define MAX_CELL_BYTES ((size_t)KR_CTL_CODE_MAX)
 
+/* Whether CODE, read from a file, is a Jupyter notebook: a JSON object
+ * with "cells" and "nbformat" (newcomer 12, F6: kbox run ran its JSON as
+ * Python, "NameError: name 'null' is not defined"). */
+static bool is_notebook(const char *code)
+{
+	json_t *j;
+	bool yes;
+	code += strspn(code, " \t\r\n");
+	if (*code != '{')
+		return false;
+	j = json_loads(code, 0, NULL);
+	yes = json_is_object(j) && json_is_array(json_object_get(j, "cells")) &&
+	      json_is_integer(json_object_get(j, "nbformat"));
+	json_decref(j);
+	return yes;
+}
+
 char *cli_read_code(const char *cmd, const char *path)
 {
 	bool is_stdin = strcmp(path, "-") == 0;
@@ -407,6 +424,15 @@ char *cli_read_code(const char *cmd, const char *path)
 		          cli_slurp_strerror(e));
 	if (f && !is_stdin)
 		fclose(f);
+	if (code && is_notebook(code)) {
+		cli_error(
+		        cmd,
+		        "%s is a Jupyter notebook: kbox %s runs code, not the JSON of a notebook; "
+		        "make a script of it first (jupyter nbconvert --to script %s)",
+		        is_stdin ? "standard input" : path, cmd, is_stdin ? "NOTEBOOK" : path);
+		free(code);
+		return NULL;
+	}
 	return code;
 }
 
