@@ -1883,7 +1883,7 @@ fresh
 needs kernel
 setup_for a_kernel_that_binds_no_socket_is_given_up_as_one_that_never_answers
 mkdir -p jpnobind/kernels/python3
-printf '{"argv": ["/bin/sh", "-c", "sleep 600", "{connection_file}"],\n "display_name": "hangs", "language": "python"}\n' >jpnobind/kernels/python3/kernel.json
+printf '{"argv": ["/bin/sh", "-c", "exec tail -f /dev/null", "{connection_file}"],\n "display_name": "hangs", "language": "python"}\n' >jpnobind/kernels/python3/kernel.json
 JUPYTER_PATH=$T/jpnobind kbox start -s nobind
 check a_kernel_that_binds_no_socket_is_given_up_as_one_that_never_answers eval '
 	fails_with 5 "kbox start: session nobind: kernel bound none of its sockets within 60 s (stuck, or starved of CPU)" &&
