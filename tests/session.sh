@@ -732,6 +732,13 @@ for bad in 0 abc 2000 -1 0.001 1e-9 0x10 1e1 " 1" "1 " . +1; do
 	check "bad_cpus_$i" fails_with 2 \
 		"kbox start: invalid --cpus \"$bad\": expected a number of CPUs from 0.01 to 1024 (e.g. 1 or 0.5)"
 done
+i=0
+for bad in 0 abc 1000001 -1 1.5 1k 1e3 0x10 " 1" +1; do
+	i=$((i + 1))
+	kbox start -s x --output-rate "$bad"
+	check "bad_output_rate_$i" fails_with 2 \
+		"kbox start: invalid --output-rate \"$bad\": expected a number of messages a second from 1 to 1000000"
+done
 # a size may have a fraction and a T; more memory than the machine's is
 # taken with a warning (the starts go on, here to an unknown kernelspec)
 kbox start -s x --memory 1.5G --tmp-size 0.25GiB -k no-such-kernel

@@ -63,7 +63,8 @@ static void fresh(void)
 static const char every_key[] =
         "{\"name\": \"s1\", \"kernel\": \"ir\", \"backend\": \"none\", \"ttl_ms\": 60000,"
         " \"memory\": 1073741824, \"cpus\": 0.5, \"pids\": 64, \"tmp_size\": 268435456,"
-        " \"file_size\": 536870912, \"outputs_quota\": 2097152, \"home_config\": true,"
+        " \"file_size\": 536870912, \"outputs_quota\": 2097152, \"output_rate\": 50,"
+        " \"home_config\": true,"
         " \"rootfs\": \"/srv/root\", \"env\": [\"A=1\", \"B=two\"], \"workspace\": \"/home/u/p\","
         " \"workspace_dev\": 2049, \"workspace_ino\": 1234567, \"ephemeral\": true,"
         " \"owner_pid\": 4242}\n";
@@ -81,6 +82,7 @@ TEST(init_gives_the_defaults_and_no_key_of_its_own)
 	CHECK_INT_EQ(c.outputs_quota, 1LL << 30);
 	CHECK(c.name == NULL && c.rootfs == NULL && c.workspace == NULL);
 	CHECK(c.memory == 0 && c.cpus == 0 && c.pids == 0 && c.tmp_size == 0 && c.file_size == 0);
+	CHECK_INT_EQ(c.output_rate, 0);
 	CHECK(!c.home_config && !c.ephemeral && c.owner_pid == 0);
 	CHECK(c.env == NULL && c.n_env == 0);
 	kr_session_config_free(&c);
@@ -103,7 +105,7 @@ TEST(load_reads_every_key)
 	fresh();
 	write_config(every_key);
 	REQUIRE(load(&c) == 0);
-	CHECK_INT_EQ(c.has, (1u << 18) - 1);
+	CHECK_INT_EQ(c.has, (1u << 19) - 1);
 	CHECK_STR_EQ(c.name, "s1");
 	CHECK_STR_EQ(c.kernel, "ir");
 	CHECK_STR_EQ(c.backend, "none");
@@ -114,6 +116,7 @@ TEST(load_reads_every_key)
 	CHECK_INT_EQ(c.tmp_size, 256LL << 20);
 	CHECK_INT_EQ(c.file_size, 512LL << 20);
 	CHECK_INT_EQ(c.outputs_quota, 2LL << 20);
+	CHECK_INT_EQ(c.output_rate, 50);
 	CHECK(c.home_config);
 	CHECK_STR_EQ(c.rootfs, "/srv/root");
 	REQUIRE(c.n_env == 2);
@@ -496,7 +499,7 @@ TEST(merge_of_nothing_changes_nothing)
 	REQUIRE(load(&c) == 0);
 	CHECK(kr_session_opts_empty(&o));
 	REQUIRE(kr_session_config_merge(&c, &o, &err) == 0);
-	CHECK_INT_EQ(c.has, (1u << 18) - 1);
+	CHECK_INT_EQ(c.has, (1u << 19) - 1);
 	CHECK_STR_EQ(c.kernel, "ir");
 	CHECK_INT_EQ(c.n_env, 2);
 	o.ttl_ms = 0;

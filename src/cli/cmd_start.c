@@ -114,19 +114,31 @@ static int home_config_cb(const char *cmd, const cli_option_t *opt, const char *
 	return EXIT_OK;
 }
 
-/* --pids N, into the long long at VALUE. */
-static int pids_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+/* ARG as a whole number from 1 to MAX, into the long long at OPT's
+ * value; else an error that says what was expected (WHAT: "processes"). */
+static int count_cb(const char *cmd, const cli_option_t *opt, const char *arg, const char *what,
+                    long long max)
 {
 	long long v = cli_parse_size(arg);
-	if (v < 1 || strpbrk(arg, "kKmMgGtT.") || v > 4194304) {
-		cli_error(cmd,
-		          "invalid --pids \"%s\": expected a number of processes from 1 to "
-		          "4194304",
-		          arg);
+	if (v < 1 || strpbrk(arg, "kKmMgGtT.") || v > max) {
+		cli_error(cmd, "invalid --%s \"%s\": expected a number of %s from 1 to %lld",
+		          opt->long_name, arg, what, max);
 		return EXIT_USAGE;
 	}
 	*(long long *)opt->value = v;
 	return EXIT_OK;
+}
+
+/* --pids N, into the long long at VALUE. */
+static int pids_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	return count_cb(cmd, opt, arg, "processes", 4194304);
+}
+
+/* --output-rate N, into the long long at VALUE. */
+static int output_rate_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	return count_cb(cmd, opt, arg, "messages a second", 1000000);
 }
 
 /* The real path of --rootfs ARG, a directory with a usr directory (malloc'd),
@@ -311,6 +323,10 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	                "set K to V in its environment; repeatable (default: the session's)"),
 	        START_OPT(0, "outputs-quota", "SIZE", size_cb, &a->o.outputs_quota,
 	                  "the most its outputs directory may hold: spilled text and images", "1G"),
+	        START_OPT(0, "output-rate", "N", output_rate_cb, &a->o.output_rate,
+	                  "output messages a second an execution may send once they cannot be "
+	                  "kept on disk; more are dropped and counted",
+	                  "1000"),
 	        START_OPT(0, "home-config", "on|off", home_config_cb, &a->o.home_config,
 	                  "let a new kernel run the startup files and configuration in its home",
 	                  "off"),

@@ -49,6 +49,7 @@ static const struct key {
         {"kernel", KR_SC_KERNEL, T_STRING, FIELD(kernel)},
         {"memory", KR_SC_MEMORY, T_COUNT, FIELD(memory)},
         {"name", KR_SC_NAME, T_STRING, FIELD(name)},
+        {"output_rate", KR_SC_OUTPUT_RATE, T_COUNT, FIELD(output_rate)},
         {"outputs_quota", KR_SC_OUTPUTS_QUOTA, T_COUNT, FIELD(outputs_quota)},
         {"owner_pid", KR_SC_OWNER_PID, T_COUNT, FIELD(owner_pid)},
         {"pids", KR_SC_PIDS, T_COUNT, FIELD(pids)},
@@ -764,6 +765,7 @@ int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o
 	MERGE_NUMBER(cfg, KR_SC_TMP_SIZE, tmp_size, o->tmp_size);
 	MERGE_NUMBER(cfg, KR_SC_FILE_SIZE, file_size, o->file_size);
 	MERGE_NUMBER(cfg, KR_SC_OUTPUTS_QUOTA, outputs_quota, o->outputs_quota);
+	MERGE_NUMBER(cfg, KR_SC_OUTPUT_RATE, output_rate, o->output_rate);
 	MERGE_NUMBER(cfg, KR_SC_OWNER_PID, owner_pid, o->owner_pid);
 	MERGE_NUMBER(cfg, KR_SC_HOME_CONFIG, home_config, o->home_config);
 	MERGE_NUMBER(cfg, KR_SC_EPHEMERAL, ephemeral, o->ephemeral);
@@ -802,6 +804,6 @@ bool kr_session_opts_empty(const kr_session_opts_t *o)
 {
 	return !o->name && !o->kernel && !o->backend && !o->rootfs && !o->workspace &&
 	       o->ttl_ms < 0 && o->memory < 0 && o->pids < 0 && o->tmp_size < 0 &&
-	       o->file_size < 0 && o->outputs_quota < 0 && o->owner_pid < 0 && o->cpus < 0 &&
-	       o->home_config < 0 && o->ephemeral < 0 && !o->n_env;
+	       o->file_size < 0 && o->outputs_quota < 0 && o->output_rate < 0 && o->owner_pid < 0 &&
+	       o->cpus < 0 && o->home_config < 0 && o->ephemeral < 0 && !o->n_env;
 }

@@ -51,6 +51,7 @@ typedef enum {
 	KR_SC_WORKSPACE_INO = 1u << 15, /* "workspace_ino": integer */
 	KR_SC_EPHEMERAL = 1u << 16,     /* "ephemeral": true or false (kbox run) */
 	KR_SC_OWNER_PID = 1u << 17,     /* "owner_pid": integer >= 0 (kbox run) */
+	KR_SC_OUTPUT_RATE = 1u << 18,   /* "output_rate": integer >= 0, messages a second */
 } kr_session_key_t;
 
 /* A session's configuration.  The strings of the keys in HAS are owned
@@ -70,6 +71,8 @@ typedef struct {
 	long long tmp_size;      /* bytes of /tmp and /dev/shm */
 	long long file_size;     /* the largest file the kernel may write */
 	long long outputs_quota; /* KR_OUTPUTS_QUOTA (a stored 0 means it too) */
+	long long output_rate;   /* output messages a second once it cannot be kept on
+	                          * disk; 0: KBOX_RATE_MSGS_PER_SEC */
 	bool home_config;        /* false: a new kernel skips its home's startup files */
 	const char *rootfs;      /* NULL: the host's system files */
 	char **env;              /* "NAME=VALUE", N_ENV of them, NULL-terminated; NULL: none */
@@ -90,7 +93,7 @@ typedef struct {
  * WORKSPACE, is the directory as checked: its device and inode are stored. */
 typedef struct {
 	const char *name, *kernel, *backend, *rootfs, *workspace;
-	long long ttl_ms, memory, pids, tmp_size, file_size, outputs_quota, owner_pid;
+	long long ttl_ms, memory, pids, tmp_size, file_size, outputs_quota, output_rate, owner_pid;
 	double cpus;
 	int home_config, ephemeral; /* -1, 0 or 1 */
 	const char *const *env;
@@ -101,8 +104,8 @@ typedef struct {
 #define KR_SESSION_OPTS_INIT                                                             \
 	{                                                                                \
 		.ttl_ms = -1, .memory = -1, .pids = -1, .tmp_size = -1, .file_size = -1, \
-		.outputs_quota = -1, .owner_pid = -1, .cpus = -1, .home_config = -1,     \
-		.ephemeral = -1                                                          \
+		.outputs_quota = -1, .output_rate = -1, .owner_pid = -1, .cpus = -1,     \
+		.home_config = -1, .ephemeral = -1                                       \
 	}
 
 /* Fill CFG with the defaults: no key of its own.  Never fails; CFG needs

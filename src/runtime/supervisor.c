@@ -472,6 +472,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.tmp_bytes = cfg.tmp_size;
 	s->sbo.file_bytes = cfg.file_size;
 	s->outputs_quota = (unsigned long long)cfg.outputs_quota;
+	s->output_rate = (double)cfg.output_rate;
 	s->sbo.rootfs = cfg.rootfs;
 	s->sbo.name = cfg.name;
 	s->ephemeral = cfg.ephemeral;

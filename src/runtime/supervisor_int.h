@@ -140,9 +140,10 @@ struct sup {
 	long long ttl_ms;
 	kr_sandbox_opts_t sbo;
 	unsigned long long outputs_quota; /* the most outputs/ may hold */
-	kr_sandbox_id_t id;               /* who the sandbox runs as (under root: not us) */
-	int uid_hold; /* under root: holds id.uid's record while we live (kr_session_uid) */
-	int live_ws;  /* the workspace: holds its record while we live (ws_live.h) */
+	double output_rate; /* output messages a second past what can be kept: 0, the default */
+	kr_sandbox_id_t id; /* who the sandbox runs as (under root: not us) */
+	int uid_hold;       /* under root: holds id.uid's record while we live (kr_session_uid) */
+	int live_ws;        /* the workspace: holds its record while we live (ws_live.h) */
 	char live_ws_file[PATH_MAX];
 	int live_home; /* the sandbox's home: the same */
 	char live_home_file[PATH_MAX];

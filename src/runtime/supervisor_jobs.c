@@ -1062,6 +1062,7 @@ static int job_begin_code(sup_t *s, job_t *j)
 	eo.grace_ms = ms_int(j->e.grace_ms);
 	eo.on_msg = job_on_msg;
 	eo.keep_output = job_keep_output;
+	eo.max_msgs_per_sec = s->output_rate;
 	eo.cb_arg = j;
 	if (j->e.has_inputs) {
 		eo.input_lines = j->e.inputs;
