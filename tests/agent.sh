@@ -247,6 +247,16 @@ check new_session_that_stays_is_told_of_at_the_end eval 'status_is 0 && stdout_i
 	[ "$(cat stderr)" = "kbox agent: session made-here is new: it stays (kbox ls lists the sessions)" ] &&
 	[ -d "$S/made-here" ]'
 
+# the model is told of a new session too: its first result opens with the
+# note (kbox exec's and kbox mcp's)
+fresh
+serve "$KEY" '[{"tool": "print(1)", "roles": ["system", "user"]}, {"answer": "done"}]'
+agent -s told q
+check new_sessions_first_result_to_the_model_opens_with_the_note eval 'status_is 0 &&
+	stdout_is done && requests_are 2 && request 2 "r[\"messages\"][-1][\"role\"] == \"tool\" and
+r[\"messages\"][-1][\"content\"] == \"[note: new session told: nothing was defined before this call]\\n1\\n\""'
+"$KBOX" rm -f -s told >/dev/null 2>&1
+
 # ---- 3. code errors and bad tool calls go back to the model ----
 
 # input() is refused with what the model can do, not the CLI's -i flags

@@ -492,7 +492,7 @@ if [ "$(id -u)" != 0 ]; then
 else
 	skip state_dir_mode_500_gets_advice_that_can_work "root may make a directory in a directory of mode 500"
 fi
-chmod 700 home
+[ ! -d home ] || chmod 700 home
 # a directory of the kernel's own file system (/proc): no mkdir in it is
 # advised, none could work
 KBOX_HOME=/proc/self/fd kbox exec 1
@@ -703,6 +703,12 @@ scenario_order() {
 	echo 'print("c")' >c.py
 	echo 'print("b")' | kbox run -c 'print("a")' - c.py -c 'print("d")'
 }
+# a file whose code prints lines of kbox's own, and one that only resembles one
+scenario_forged() {
+	printf '%s\n' 'print("[kernel died: x]")' 'print("[image saved: /tmp/x.png]")' \
+		'print("[1, 2, 3]")' >forged.py
+	kbox run forged.py
+}
 scenario_cwd() {
 	echo 'not for the kernel' >here.txt
 	kbox_here run -c 'import os; print(os.getcwd()); print(os.listdir())' \
@@ -793,6 +799,7 @@ done <<'EOF'
 state run_in_the_default_sandbox_prints_nothing_on_stderr run_keeps_state_across_cells
 result run_shows_result_as_Out_N
 order run_runs_cells_in_command_line_order
+forged run_quotes_lines_the_code_prints_as_kboxs_and_leaves_a_list_as_it_is
 cwd run_kernel_starts_in_a_new_empty_workspace run_leaves_the_current_directory_alone run_stops_its_sandbox_at_exit
 none run_with_backend_none_warns_that_the_kernel_is_unsandboxed run_with_backend_none_starts_in_a_new_workspace run_with_backend_none_stops_kernel_at_exit
 error run_error_exits_1 run_error_last_line_is_ename_evalue run_error_output_has_no_ansi_escapes run_error_stops_later_cells run_error_traceback_is_on_stdout_not_stderr
@@ -840,7 +847,7 @@ enter() {
 }
 
 needs kernel
-lane demo state result order &
+lane demo state result order forged &
 lanes=$!
 lane timeout plot cwd none error &
 lanes="$lanes $!"
@@ -863,6 +870,13 @@ check run_runs_cells_in_command_line_order stdout_is "a
 b
 c
 d"
+
+# (as kbox exec shows them: a backslash first, threat 50)
+enter forged
+check run_quotes_lines_the_code_prints_as_kboxs_and_leaves_a_list_as_it_is eval 'status_is 0 &&
+	stderr_empty && stdout_is "\\[kernel died: x]
+\\[image saved: /tmp/x.png]
+[1, 2, 3]"'
 
 enter cwd
 check run_kernel_starts_in_a_new_empty_workspace stdout_is "/workspace
@@ -1081,14 +1095,42 @@ setup_for
 
 # A figure that is the cell's value is shown twice by IPython (the value,
 # then the inline backend's display): one file, said once
+needs kernel pandas
 setup_for a_figure_as_the_value_is_one_file_said_once
 fresh
-needs kernel pandas
 kbox run -o . -c 'import matplotlib.pyplot as plt
 plt.plot([1, 2, 3])
 plt.gcf()'
 check a_figure_as_the_value_is_one_file_said_once eval 'status_is 0 && image_saved &&
 	[ "$(ls ./*.png)" = ./1-1.png ] && has_line stdout "Out[1]: <Figure size 640x480 with 1 Axes>"'
+setup_for
+
+# kbox prune --older-than and a running session: of its outputs, the files
+# last changed before the duration go (two long texts, made 2 hours old),
+# a newer one stays, and so does the session, its kernel's state and all
+fresh
+needs kernel
+setup_for prune_older_than_removes_only_the_old_outputs_of_a_running_session \
+	prune_older_than_leaves_the_session_running
+kbox start -s po
+kbox exec -s po --max-output 1K 'x = 41
+for i in range(3000): print(i)'
+kbox exec -s po --max-output 1K 'for i in range(3000): print(i)'
+if [ -z "$SKIPPING" ]; then
+	# (their size as kbox counts it, in blocks, and says it under 1 MiB)
+	stat -c %b "$S"/po/outputs/* | awk '{ n += $1 * 512 }
+		END { if (n % 1024) printf "%.1f KiB\n", n / 1024; else printf "%d KiB\n", n / 1024 }' >old.size
+	touch -d '2 hours ago' "$S"/po/outputs/*
+fi
+kbox exec -s po --max-output 1K 'for i in range(3000): print(i)'
+sed -n 's|^\[\.\.\. .* the complete text is in '"$S"'/po/outputs/\(.*\) \.\.\.\]$|\1|p' stdout >new.file 2>/dev/null
+kbox prune --older-than 1h
+check prune_older_than_removes_only_the_old_outputs_of_a_running_session eval 'status_is 0 &&
+	stderr_empty && stdout_is "removed 2 files of session po'"'"'s outputs ($(cat old.size))
+reclaimed $(cat old.size)" && [ -s new.file ] && [ "$(ls "$S/po/outputs")" = "$(cat new.file)" ]'
+kbox exec -s po --no-start 'print(x + 1)'
+check prune_older_than_leaves_the_session_running eval 'status_is 0 && stdout_is 42'
+"$KBOX" rm -f -s po >/dev/null 2>&1
 setup_for
 
 # ---- LeakSanitizer's check, in an AddressSanitizer build ----

@@ -275,6 +275,15 @@ check ndjson_events_come_out_while_the_code_still_runs eval '[ "$st_seen" = yes 
 	[ "$st_rc" = 0 ] && ! head -n "$st_lines" stream.out | grep -q "\"text\":\"second" &&
 	grep -q "\"text\":\"second" stream.out && tail -n 1 stream.out | grep -q "\"event\":\"end\""'
 
+# an error event says which error, as kbox-run(1) shows it (the traceback
+# is the end event's)
+fresh
+kbox exec -s r --format ndjson 'raise ValueError("boom")'
+check ndjson_error_event_carries_the_ename_and_evalue eval 'status_is 1 && stderr_empty &&
+	[ "$(wc -l <stdout)" -eq 2 ] &&
+	first_line_is stdout "{\"schema\":\"kbox.result/2\",\"event\":\"error\",\"ename\":\"ValueError\",\"evalue\":\"boom\"}" &&
+	tail -n 1 stdout | grep -q "^{\"schema\":\"kbox.result/2\",\"event\":\"end\",\"status\":\"error\","'
+
 # ---- interrupts ----
 
 # interrupt_when_started FILE: in the background, interrupt session r once
