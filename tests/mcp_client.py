@@ -652,6 +652,28 @@ def t_sigterm():
 check("sigterm_stops_and_removes_the_connections_session", t_sigterm)
 
 
+def t_sigint_in_a_call():
+    # stopped by a signal while a call runs: the call is answered (an
+    # error), not left open for a client that reads on (newcomer 12, F11)
+    o = Server()
+    o.init()
+    o.send({"jsonrpc": "2.0", "id": "long", "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": "import time\n"
+                                                           "while True: time.sleep(0.1)"}}})
+    deadline = time.time() + 60
+    while not [x for x in sessions() if x["name"].startswith("mcp-") and x["state"] == "busy"]:
+        assert time.time() < deadline, sessions()
+        time.sleep(0.2)
+    o.p.send_signal(signal.SIGINT)
+    r = o.wait_for("long", 90)
+    assert r == {"jsonrpc": "2.0", "id": "long", "error": {
+        "code": -32603, "message": "kbox mcp is stopping (SIGINT): the call ended unfinished"}}, r
+    assert o.p.wait(90) == 0
+
+
+check("sigint_answers_the_call_in_flight_with_an_error", t_sigint_in_a_call)
+
+
 def t_sigkill():
     o = Server()
     o.init()

@@ -2284,5 +2284,13 @@ kbox prune
 check prune_removes_every_stopped_session eval 'status_is 0 && stderr_empty &&
 	[ "$(sed -n "s/^removed session \([^ ]*\) (.*)$/\1/p" stdout)" = "$stopped" ] &&
 	[ -z "$(ls -A "$S")" ] && grep -qx "reclaimed [0-9.]* [KMG]iB" stdout'
+# what is no session, or one kbox refuses, is left alone, and said
+# (newcomer 12, F9)
+if [ -z "$SKIPPING" ]; then mkdir -m 755 "$S/open" && touch "$S/afile"; fi
+kbox prune --dry-run
+check prune_says_what_it_skipped_and_why eval 'status_is 0 &&
+	stdout_is "would reclaim 0 bytes" && stderr_is "kbox prune: skipped afile: not a session (not a directory)
+kbox prune: skipped open: directory $S/open is accessible to others (mode 0755, need 0700 or 0710): chmod 700 $S/open" &&
+	[ -f "$S/afile" ] && [ -d "$S/open" ]'
 
 tests_done

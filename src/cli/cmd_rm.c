@@ -241,9 +241,17 @@ int cmd_prune(int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		char *dir;
 		long long bytes, files;
-		if (!kr_session_is_dir(home, names[i]) ||
-		    !(dir = kr_session_dir(home, names[i], false, &err)))
+		/* what is not a session is left alone, and said (kbox ls lists
+		 * it as invalid) */
+		if (!kr_session_is_dir(home, names[i])) {
+			fprintf(stderr, "kbox prune: skipped %s: not a session (not a directory)\n",
+			        names[i]);
 			continue;
+		}
+		if (!(dir = kr_session_dir(home, names[i], false, &err))) {
+			fprintf(stderr, "kbox prune: skipped %s: %s\n", names[i], err.msg);
+			continue;
+		}
 		if (kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING ||
 		    kr_session_starting(dir)) {
 			/* running or being started: only its old outputs, when asked */

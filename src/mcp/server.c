@@ -484,6 +484,15 @@ int mcp_serve(const mcp_options_t *o)
 		        "input and output, for an MCP client to run (kbox-mcp(1) "
 		        "says how to set one up); end it with Ctrl-D\n");
 	serve(&m);
+	/* stopped by a signal: each call still owed an answer gets one, an
+	 * error, so that a client that reads on is not left waiting */
+	for (mcp_call_t *c = m.calls; stop_signal && c; c = c->next)
+		if (c->id && !c->cancelled)
+			mcp_send_error(&m, c->id, MCP_RPC_INTERNAL_ERROR,
+			               "kbox mcp is stopping (%s): the call ended unfinished",
+			               stop_signal == SIGINT    ? "SIGINT"
+			               : stop_signal == SIGTERM ? "SIGTERM"
+			                                        : "SIGHUP");
 	while (m.calls)
 		mcp_call_drop(&m, m.calls);
 	mcp_session_end(&m);
