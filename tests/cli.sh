@@ -844,6 +844,8 @@ enter() {
 		exit 1
 	fi
 	cd "$T" && read -r rc <.status
+	# (a failure shows the scenario's own output, not the last kbox's here)
+	last_dir=$T last_out=$T/stdout last_err=$T/stderr
 }
 
 needs kernel
