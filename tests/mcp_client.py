@@ -652,18 +652,24 @@ def t_sigterm():
 check("sigterm_stops_and_removes_the_connections_session", t_sigterm)
 
 
-def t_sigint_in_a_call():
-    # stopped by a signal while a call runs: the call is answered (an
-    # error), not left open for a client that reads on (newcomer 12, F11)
+def server_in_a_loop(id_):
+    # a server whose call ID_ runs a loop that never ends, its session busy
     o = Server()
     o.init()
-    o.send({"jsonrpc": "2.0", "id": "long", "method": "tools/call",
+    o.send({"jsonrpc": "2.0", "id": id_, "method": "tools/call",
             "params": {"name": "run_python", "arguments": {"code": "import time\n"
                                                            "while True: time.sleep(0.1)"}}})
     deadline = time.time() + 60
     while not [x for x in sessions() if x["name"].startswith("mcp-") and x["state"] == "busy"]:
         assert time.time() < deadline, sessions()
         time.sleep(0.2)
+    return o
+
+
+def t_sigint_in_a_call():
+    # stopped by a signal while a call runs: the call is answered (an
+    # error), not left open for a client that reads on (newcomer 12, F11)
+    o = server_in_a_loop("long")
     o.p.send_signal(signal.SIGINT)
     r = o.wait_for("long", 90)
     assert r == {"jsonrpc": "2.0", "id": "long", "error": {
@@ -675,15 +681,7 @@ check("sigint_answers_the_call_in_flight_with_an_error", t_sigint_in_a_call)
 
 
 def t_sigkill():
-    o = Server()
-    o.init()
-    o.send({"jsonrpc": "2.0", "id": "loop", "method": "tools/call",
-            "params": {"name": "run_python", "arguments": {"code": "import time\n"
-                                                           "while True: time.sleep(0.1)"}}})
-    deadline = time.time() + 60
-    while not [x for x in sessions() if x["name"].startswith("mcp-") and x["state"] == "busy"]:
-        assert time.time() < deadline, sessions()
-        time.sleep(0.2)
+    o = server_in_a_loop("loop")
     o.p.kill()
     assert o.p.wait(10) == -signal.SIGKILL
     # the session's owner is the server: its supervisor stops as it goes,
