@@ -1015,8 +1015,20 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 
 bool kbox_capture_can_spill(const kbox_capture_t *self)
 {
-	return self->dfd >= 0 && !self->oom && capture_files_room(self) > 0 &&
-	       self->files_made < KBOX_CAPTURE_MAX_FILES;
+	unsigned long long room = capture_files_room(self);
+	if (self->dfd < 0 || self->oom || room == 0)
+		return false;
+	/* a spill file open and not cut keeps what comes; else one must be
+	 * made, and that takes a file and a block of room (tbuf_spill_open):
+	 * with less, nothing more can be kept, whatever bytes are left */
+	for (int s = 0; s < KBOX_TEXT_COUNT; s++) {
+		const tbuf_t *t = &self->streams[s];
+		if (t->spill_failed)
+			return false;
+		if (t->spill_fd >= 0 && !t->spill_cut)
+			return true;
+	}
+	return room > FILE_BLOCK && self->files_made < KBOX_CAPTURE_MAX_FILES;
 }
 
 int kbox_capture_on_msg(void *arg, kbox_channel_t channel, const kbox_msg_t *msg)

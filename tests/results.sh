@@ -212,6 +212,23 @@ check dropped_output_is_never_called_complete eval '
 	and r[\"stdout\"][\"text\"].endswith(\"were dropped, not shown or saved: the kernel printed faster than kbox could keep it ...]\\n\")
 	and any(\"stdout messages\" in n and \"outputs quota was used up\" in n for n in r[\"notices\"])"'
 check a_dropping_result_is_valid_against_the_schema valid stdout
+# the session's rate is the one applied: with the quota used up by the
+# flood above, of 1000 messages kbox keeps at most the burst of 20 and
+# 10 a second after it (and one more, should a byte of room be left);
+# at the default rate it would keep all 1000
+if selected the_sessions_output_rate_is_what_kbox_keeps_past_the_quota; then
+	fresh
+	kbox exec -s q --format json 'import sys
+o = sys.stdout
+for i in range(1000):
+    o.session.send(o.pub_thread, "stream", {"name": "stdout", "text": "%d\n" % i},
+                   parent=o.parent_header, ident=o.topic)'
+fi
+check the_sessions_output_rate_is_what_kbox_keeps_past_the_quota eval 'status_is 0 &&
+	py "[never := sum(int(n.split()[0]) for n in r[\"notices\"] if \"never reached kbox\" in n)] and
+	r[\"stdout\"][\"dropped_messages\"] > 0 and
+	r[\"stdout\"][\"total_lines\"] + r[\"stdout\"][\"dropped_messages\"] + never == 1000 and
+	r[\"stdout\"][\"total_lines\"] <= 21 + 10 * r[\"seconds\"]"'
 [ ! -d "$S/q" ] || kbox stop -s q
 
 # messages the kernel numbered but that never came are counted: here the

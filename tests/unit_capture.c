@@ -113,6 +113,10 @@ static void run_cb(void *p)
 /* Start a capture into a new outputs dir with budgets MAX_BYTES/MAX_LINES
  * (0 → defaults) and PREFIX (may be NULL); *RP gets it, released after the
  * test.  0, or -1 with a TAP comment. */
+/* The outputs quota of the next capture run_start_prefix starts (0: none);
+ * it is taken by that start. */
+static unsigned long long next_files_max;
+
 static int run_start_prefix(run_t **rp, size_t max_bytes, size_t max_lines, const char *prefix)
 {
 	kbox_error_t err = {0};
@@ -130,6 +134,9 @@ static int run_start_prefix(run_t **rp, size_t max_bytes, size_t max_lines, cons
 	r->opts.max_bytes = max_bytes;
 	r->opts.max_lines = max_lines;
 	r->opts.prefix = prefix;
+	r->opts.has_files_max = next_files_max > 0;
+	r->opts.files_max = next_files_max;
+	next_files_max = 0;
 	r->cap = kbox_capture_new(&r->opts, &err);
 	if (!r->cap) {
 		printf("# kbox_capture_new: %s\n", err.msg);
@@ -1832,6 +1839,34 @@ TEST(on_msg_feeds_iopub_only)
 	CHECK_STR_EQ(out_text(r->res), "iopub\n");
 }
 
+/* A quota with less room than a spill file takes (a block) keeps no text
+ * on disk, so a client's rate limit applies; with room for one, it does
+ * until the file is cut at the quota. */
+TEST(can_spill_only_while_text_can_still_be_kept_on_disk)
+{
+	run_t *r;
+	char line[200];
+
+	next_files_max = 4096;
+	REQUIRE(run_start(&r, 100, 0) == 0);
+	CHECK(!kbox_capture_can_spill(r->cap));
+	next_files_max = 4097;
+	REQUIRE(run_start(&r, 100, 0) == 0);
+	CHECK(kbox_capture_can_spill(r->cap));
+	next_files_max = 3 * 4096;
+	REQUIRE(run_start(&r, 100, 0) == 0);
+	CHECK(kbox_capture_can_spill(r->cap));
+	memset(line, 'x', sizeof line - 2);
+	line[sizeof line - 2] = '\n';
+	line[sizeof line - 1] = '\0';
+	for (int i = 0; i < 40; i++) /* 7960 bytes: the file open, not yet cut */
+		run_stream(r, "stdout", line);
+	CHECK(kbox_capture_can_spill(r->cap));
+	for (int i = 0; i < 20; i++) /* past the quota: the file is cut */
+		run_stream(r, "stdout", line);
+	CHECK(!kbox_capture_can_spill(r->cap));
+}
+
 TEST(capture_new_refuses_missing_outputs_dir)
 {
 	kbox_capture_opts_t opts = {0};
@@ -2450,6 +2485,7 @@ int main(void)
 	RUN_TEST(spill_file_holds_the_nul_bytes_as_sent);
 	RUN_TEST(status_execute_input_and_unknown_messages_change_nothing);
 	RUN_TEST(on_msg_feeds_iopub_only);
+	RUN_TEST(can_spill_only_while_text_can_still_be_kept_on_disk);
 	RUN_TEST(capture_new_refuses_missing_outputs_dir);
 	RUN_TEST(destroy_and_finish_accept_null);
 	RUN_TEST(strip_ansi_removes_csi);

@@ -232,7 +232,8 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg);
 
 /* Can SELF still write text it is given into its outputs directory (there
- * is one, and room left in its quota)?  While it can, a client need not
+ * is one, and a spill file open with room left in its quota, or room for
+ * a new one: a file and a block of 4096 bytes)?  While it can, a client need not
  * drop the execution's output to bound its memory (kbox_exec_opts_t's
  * keep_output). */
 bool kbox_capture_can_spill(const kbox_capture_t *self);
