@@ -431,6 +431,9 @@ check an_unknown_long_option_gets_no_code_hint fails_with 2 \
 kbox exec -s x --memory 4G 'print(1)'
 check a_start_option_given_to_exec_points_at_kbox_start fails_with 2 \
 	"kbox exec: unknown option --memory: a session's settings are kbox start's (kbox start -s NAME --memory ..., then kbox exec -s NAME)"
+kbox exec -s x --output-rate 10 'print(1)'
+check the_output_rate_given_to_exec_points_at_kbox_start fails_with 2 \
+	"kbox exec: unknown option --output-rate: a session's settings are kbox start's (kbox start -s NAME --output-rate ..., then kbox exec -s NAME)"
 kbox mcp -k python3
 check a_start_option_given_to_mcp_points_at_kbox_start fails_with 2 \
 	"kbox mcp: unknown option -k: a session's settings are kbox start's (kbox start -s NAME -k ..., then kbox mcp -s NAME)"
