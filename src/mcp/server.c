@@ -489,10 +489,8 @@ int mcp_serve(const mcp_options_t *o)
 	for (mcp_call_t *c = m.calls; stop_signal && c; c = c->next)
 		if (c->id && !c->cancelled)
 			mcp_send_error(&m, c->id, MCP_RPC_INTERNAL_ERROR,
-			               "kbox mcp is stopping (%s): the call ended unfinished",
-			               stop_signal == SIGINT    ? "SIGINT"
-			               : stop_signal == SIGTERM ? "SIGTERM"
-			                                        : "SIGHUP");
+			               "kbox mcp is stopping (SIG%s): the call ended unfinished",
+			               sigabbrev_np(stop_signal));
 	while (m.calls)
 		mcp_call_drop(&m, m.calls);
 	mcp_session_end(&m);
