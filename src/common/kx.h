@@ -450,22 +450,30 @@ typedef struct {
 	const char *cwd;     /* its working directory (NULL: the parent's) */
 	int errfd;           /* errno goes here when a step fails (close-on-exec) */
 	int out_fd;          /* its stdout and stderr (< 0: /dev/null) */
+	int in_fd;           /* its stdin (<= 0: /dev/null) */
 	const kx_ids_t *ids; /* the identity it takes (NULL: the parent's) */
 	pid_t parent;        /* the parent, to die with */
 	const int *keep;     /* descriptors from 3 up that cross exec */
 	size_t n_keep;
+	int pdeath_sig; /* its parent-death signal (0: SIGKILL) */
 } kx_child_t;
 
-/* After fork: new session, PR_SET_PDEATHSIG (exit 127 if C->parent is gone
- * already), default signals and an empty signal mask, stdin /dev/null,
- * stdout and stderr on C->out_fd, then C->ids taken (and PR_SET_PDEATHSIG
- * set again: a change of identity clears it), chdir to C->cwd, every fd
- * from 3 up closed on exec but C->keep, then execve EXE with ARGV and ENV.
+/* After fork: new session, PR_SET_PDEATHSIG C->pdeath_sig (exit 127 if
+ * C->parent is gone already), default signals and an empty signal mask,
+ * stdin C->in_fd (or /dev/null), stdout and stderr on C->out_fd, then
+ * C->ids taken (and PR_SET_PDEATHSIG set again: a change of identity
+ * clears it), chdir to C->cwd, every fd from 3 up closed on exec but
+ * C->keep, then execve EXE with ARGV and ENV.
  * On failure writes errno to C->errfd and exits 127: never returns. */
 void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c);
 
 /* Kill the child PID with SIGKILL and wait for it (through EINTR). */
 void kx_kill_wait(pid_t pid);
+
+/* When process PID started, in clock ticks after boot (/proc/PID/stat's
+ * field 22): with the pid, a name of the process that no later one has.
+ * -1 when there is no such process. */
+long long kx_proc_start_time(pid_t pid);
 
 /* ---- kx_base64.c ---- */
 

@@ -97,12 +97,12 @@ int kx_take_ids(const kx_ids_t *ids)
 void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c)
 {
 	sigset_t none;
-	int fd, e, out_fd = c->out_fd;
+	int fd, e, out_fd = c->out_fd, in_fd = c->in_fd;
 	pid_t parent = c->parent;
 
 	setsid();
 #if defined(HAVE_PRCTL) && defined(PR_SET_PDEATHSIG)
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_PDEATHSIG, c->pdeath_sig > 0 ? c->pdeath_sig : SIGKILL);
 	if (getppid() != parent) /* the parent died before prctl took effect */
 		_exit(127);
 #endif
@@ -115,7 +115,9 @@ void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c
 	 * leave it close-on-exec) */
 	if (out_fd >= 0 && out_fd <= 2)
 		out_fd = fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
-	fd = open("/dev/null", O_RDONLY);
+	if (in_fd > 0 && in_fd <= 2)
+		in_fd = fcntl(in_fd, F_DUPFD_CLOEXEC, 3);
+	fd = in_fd > 0 ? in_fd : open("/dev/null", O_RDONLY);
 	if (fd >= 0 && fd != 0) {
 		dup2(fd, 0);
 		close(fd);
@@ -131,7 +133,7 @@ void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c
 		if (kx_take_ids(c->ids) < 0)
 			goto fail;
 #if defined(HAVE_PRCTL) && defined(PR_SET_PDEATHSIG)
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		prctl(PR_SET_PDEATHSIG, c->pdeath_sig > 0 ? c->pdeath_sig : SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
 #endif
@@ -164,4 +166,29 @@ void kx_kill_wait(pid_t pid)
 	kill(pid, SIGKILL);
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
+}
+
+long long kx_proc_start_time(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start;
+	ssize_t n;
+	int fd;
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	if (pid <= 0 || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* after the command's name, which may hold spaces and parentheses:
+	 * state is field 3, start time 22 */
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 1,
+	           " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+	           "%*d %*d %llu",
+	           &start) != 1)
+		return -1;
+	return (long long)start;
 }

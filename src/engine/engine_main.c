@@ -1,0 +1,775 @@
+/* src/engine/engine_main.c — kbox-engine: the helper that talks to a
+ * container engine for the supervisor's docker backend and for kbox
+ * doctor (the protocol: engine_proto.h).  The only program besides
+ * kbox-http that links libcurl. */
+#include "config.h"
+#include "engine/engine.h"
+#include "engine/engine_proto.h"
+#include "common/kx.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* How long the requests that should answer at once may take, seconds:
+ * a create unpacks nothing (the image's layers are there), a kill and a
+ * remove stop a container. */
+#define CALL_TIMEOUT 60
+/* After the container has exited, how long its last output may take to
+ * arrive, ms. */
+#define LOG_DRAIN_MS 2000
+/* After "remove", how long the container may take to go, ms. */
+#define REMOVE_WAIT_MS 10000
+
+static int status_fd = 1; /* run: KE_STATUS_FD */
+
+/* One line of JSON to the status descriptor (stolen). */
+static void say(json_t *j)
+{
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (text) {
+		kx_write_all(status_fd, text, strlen(text));
+		kx_write_all(status_fd, "\n", 1);
+	}
+	free(text);
+	json_decref(j);
+}
+
+static int fail(const ke_error_t *err)
+{
+	say(json_pack("{s:{s:s, s:s}}", "error", "kind", ke_kind_name(err->kind), "message",
+	              err->msg));
+	return 1;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: " KE_PROGRAM
+	                " ping | image NAME | import TAR NAME RECIPE | orphans HOME | run\n"
+	                "  (the supervisor's helper: see src/engine/engine_proto.h)\n");
+	return 2;
+}
+
+/* PATH with NAME percent-encoded appended. */
+static void append_escaped(char *path, size_t size, const char *name)
+{
+	char *e = curl_easy_escape(NULL, name, 0);
+	size_t n = strlen(path);
+	snprintf(path + n, n < size ? size - n : 0, "%s", e ? e : "");
+	curl_free(e);
+}
+
+static int cmd_ping(void)
+{
+	ke_engine_t e;
+	ke_error_t err;
+	if (ke_open(&e, &err) < 0)
+		return fail(&err);
+	say(json_pack("{s:s, s:s, s:s, s:s, s:s}", "engine", e.engine, "api", e.api, "version",
+	              e.version, "min_api", e.min_api, "socket", e.socket));
+	return 0;
+}
+
+static int cmd_image(const char *name)
+{
+	ke_engine_t e;
+	ke_error_t err;
+	char path[1024] = "/images/";
+	long status = 0;
+	json_t *j = NULL;
+	int rc = 1;
+
+	if (ke_open(&e, &err) < 0)
+		return fail(&err);
+	append_escaped(path, sizeof path, name);
+	strncat(path, "/json", sizeof path - strlen(path) - 1);
+	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
+		return fail(&err);
+	if (status == 404) {
+		ke_error(&err, KE_E_NO_IMAGE,
+		         "image %s not found in the engine at %s: build kbox's with `make image` "
+		         "(container/build.sh), or name another with --image",
+		         name, e.socket);
+		rc = fail(&err);
+	} else if (status != 200) {
+		char *body = json_dumps(j, JSON_ENCODE_ANY);
+		ke_reply_error(status, body, "inspect image", &err);
+		free(body);
+		rc = fail(&err);
+	} else {
+		json_t *cfg = json_object_get(j, "Config");
+		json_t *labels = json_object_get(cfg, "Labels");
+		say(json_pack("{s:O?, s:O?, s:O?}", "id", json_object_get(j, "Id"), "labels",
+		              json_is_object(labels) ? labels : NULL, "user",
+		              json_object_get(cfg, "User")));
+		rc = 0;
+	}
+	json_decref(j);
+	return rc;
+}
+
+typedef struct {
+	kx_buf_t buf; /* the progress stream not yet a whole line */
+	char id[160];
+	char error[600];
+} import_t;
+
+/* POST /images/create's progress: JSON objects one a line; an error can
+ * come after the 200 ({"error": ..., "errorDetail": ...}), and the last
+ * status is the image's id. */
+static size_t on_import(char *p, size_t size, size_t n, void *arg)
+{
+	import_t *im = arg;
+	char *nl;
+	if (kx_buf_append(&im->buf, p, size * n) < 0)
+		return 0;
+	while (im->buf.len && (nl = memchr(im->buf.data, '\n', im->buf.len))) {
+		size_t used = (size_t)(nl - im->buf.data) + 1;
+		json_t *j;
+		*nl = '\0';
+		if ((j = json_loads(im->buf.data, 0, NULL))) {
+			const char *e = json_string_value(json_object_get(j, "error"));
+			if (!e) /* (a refusal: an error body) */
+				e = json_string_value(json_object_get(j, "message"));
+			const char *st = json_string_value(json_object_get(j, "status"));
+			if (e)
+				snprintf(im->error, sizeof im->error, "%s", e);
+			else if (st && strncmp(st, "sha256:", 7) == 0)
+				snprintf(im->id, sizeof im->id, "%s", st);
+			json_decref(j);
+		}
+		memmove(im->buf.data, im->buf.data + used, im->buf.len - used);
+		im->buf.len -= used;
+		im->buf.data[im->buf.len] = '\0';
+	}
+	return size * n;
+}
+
+static size_t read_file(char *p, size_t size, size_t n, void *arg)
+{
+	return fread(p, 1, size * n, arg);
+}
+
+/* import TAR NAME RECIPE: the root file system TAR as image NAME:latest,
+ * labelled kbox.recipe=sha256:RECIPE, unless NAME is that already. */
+static int cmd_import(const char *tar, const char *name, const char *recipe)
+{
+	static const char *const changes[] = {"USER 1000:1000",
+	                                      "WORKDIR /workspace",
+	                                      "ENV LANG=C.UTF-8",
+	                                      "ENV MPLCONFIGDIR=/tmp/matplotlib",
+	                                      "LABEL kbox.built-by=" PACKAGE_NAME
+	                                      "-" PACKAGE_VERSION,
+	                                      NULL};
+	ke_engine_t e;
+	ke_error_t err;
+	import_t im = {0};
+	char path[4096], label[128], *have = NULL;
+	long status = 0;
+	json_t *j = NULL;
+	FILE *f = NULL;
+	CURL *c = NULL;
+	CURLcode rc;
+	int ret = 1;
+
+	if (strlen(recipe) != 64 || strspn(recipe, "0123456789abcdef") != 64) {
+		ke_error(&err, KE_E_USAGE, "import: the recipe \"%s\" is no SHA-256", recipe);
+		return fail(&err);
+	}
+	snprintf(label, sizeof label, "sha256:%s", recipe);
+	if (ke_open(&e, &err) < 0)
+		return fail(&err);
+	/* built already? */
+	snprintf(path, sizeof path, "/images/");
+	append_escaped(path, sizeof path, name);
+	strncat(path, "/json", sizeof path - strlen(path) - 1);
+	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
+		return fail(&err);
+	if (status == 200) {
+		const char *l = json_string_value(json_object_get(
+		        json_object_get(json_object_get(j, "Config"), "Labels"), "kbox.recipe"));
+		if (l && strcmp(l, label) == 0) {
+			say(json_pack("{s:s, s:O?, s:b}", "image", name, "id",
+			              json_object_get(j, "Id"), "up_to_date", 1));
+			json_decref(j);
+			return 0;
+		}
+		have = l ? strdup(l) : NULL;
+	}
+	json_decref(j);
+	j = NULL;
+	if (!(f = fopen(tar, "rb"))) {
+		ke_error(&err, KE_E_USAGE, "import: %s: %s", tar, strerror(errno));
+		goto out_fail;
+	}
+	snprintf(path, sizeof path, "/images/create?fromSrc=-&repo=");
+	append_escaped(path, sizeof path, name);
+	strncat(path, "&tag=latest&message=", sizeof path - strlen(path) - 1);
+	append_escaped(path, sizeof path, label);
+	for (size_t i = 0; changes[i]; i++) {
+		strncat(path, "&changes=", sizeof path - strlen(path) - 1);
+		append_escaped(path, sizeof path, changes[i]);
+	}
+	{
+		char l[160];
+		snprintf(l, sizeof l, "LABEL kbox.recipe=%s", label);
+		strncat(path, "&changes=", sizeof path - strlen(path) - 1);
+		append_escaped(path, sizeof path, l);
+	}
+	if (!(c = ke_easy(&e, "POST", path, NULL))) {
+		ke_error(&err, KE_E_ENGINE, "out of memory");
+		goto out_fail;
+	}
+	/* the body is the tarball, streamed (some hundred MB) */
+	fseeko(f, 0, SEEK_END);
+	curl_off_t size = (curl_off_t)ftello(f);
+	rewind(f);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, size);
+	curl_easy_setopt(c, CURLOPT_READFUNCTION, read_file);
+	curl_easy_setopt(c, CURLOPT_READDATA, f);
+	curl_easy_setopt(c, CURLOPT_POST, 1L);
+	struct curl_slist *tar_type = curl_slist_append(NULL, "Content-Type: application/x-tar");
+	if (!tar_type) {
+		ke_error(&err, KE_E_ENGINE, "out of memory");
+		goto out_fail;
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, tar_type);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_import);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &im);
+	fprintf(stderr, KE_PROGRAM ": importing %s as %s (%s%s)\n", tar, name,
+	        have ? "replacing " : "new", have ? have : "");
+	rc = curl_easy_perform(c);
+	curl_slist_free_all(tar_type);
+	if (rc != CURLE_OK) {
+		ke_transfer_error(&e, c, rc, "import the image", &err);
+		goto out_fail;
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200 || im.error[0] || !im.id[0]) {
+		ke_error(&err, KE_E_ENGINE, "import the image: %s",
+		         im.error[0]     ? im.error
+		         : status != 200 ? "the engine refused it"
+		                         : "no image id came back");
+		goto out_fail;
+	}
+	/* (Podman's import takes no tag: name it afterwards, which Docker
+	 * takes as well) */
+	snprintf(path, sizeof path, "/images/%s/tag?repo=", im.id);
+	append_escaped(path, sizeof path, name);
+	strncat(path, "&tag=latest", sizeof path - strlen(path) - 1);
+	if (ke_call(&e, "POST", path, NULL, CALL_TIMEOUT, &status, NULL, &err) < 0)
+		goto out_fail;
+	if (status != 201 && status != 200) {
+		ke_reply_error(status, NULL, "tag the image", &err);
+		goto out_fail;
+	}
+	say(json_pack("{s:s, s:s, s:b}", "image", name, "id", im.id, "up_to_date", 0));
+	ret = 0;
+	goto out;
+out_fail:
+	ret = fail(&err);
+out:
+	if (f)
+		fclose(f);
+	curl_easy_cleanup(c);
+	kx_buf_reset(&im.buf);
+	free(have);
+	return ret;
+}
+
+/* Is the supervisor a container's label kbox.supervisor names ("PID:START",
+ * its start time in clock ticks since boot) still running? */
+static bool supervisor_alive(const char *label)
+{
+	long long pid, start;
+	char extra;
+	if (!label || sscanf(label, "%lld:%lld%c", &pid, &start, &extra) != 2 || pid <= 0)
+		return false;
+	return kx_proc_start_time((pid_t)pid) == start;
+}
+
+/* Remove container NAME (its inspect: C) when it is an orphan of HOME's:
+ * labelled so, its supervisor gone.  1 removed, 0 not ours or alive, -1
+ * with ERR. */
+static int remove_orphan(const ke_engine_t *e, json_t *labels, const char *id, const char *home,
+                         ke_error_t *err)
+{
+	char path[512];
+	long status = 0;
+	const char *h = json_string_value(json_object_get(labels, "kbox.home"));
+	if (!h || strcmp(h, home) != 0 ||
+	    supervisor_alive(json_string_value(json_object_get(labels, "kbox.supervisor"))))
+		return 0;
+	snprintf(path, sizeof path, "/containers/%s?force=1&v=1", id);
+	if (ke_call(e, "DELETE", path, NULL, CALL_TIMEOUT, &status, NULL, err) < 0)
+		return -1;
+	if (status != 204 && status != 404)
+		return ke_reply_error(status, NULL, "remove container", err);
+	return 1;
+}
+
+static int cmd_orphans(const char *home)
+{
+	ke_engine_t e;
+	ke_error_t err;
+	char path[4096] = "/containers/json?all=1&filters=", filt[2048];
+	long status = 0;
+	json_t *list = NULL, *removed = json_array(), *kept = json_array(), *c;
+	size_t i;
+	int rc = 1;
+
+	if (ke_open(&e, &err) < 0)
+		goto out_fail;
+	json_t *f = json_pack("{s:[s+]}", "label", "kbox.home=", home);
+	char *ft = json_dumps(f, JSON_COMPACT);
+	json_decref(f);
+	snprintf(filt, sizeof filt, "%s", ft ? ft : "{}");
+	free(ft);
+	append_escaped(path, sizeof path, filt);
+	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &list, &err) < 0)
+		goto out_fail;
+	if (status != 200 || !json_is_array(list)) {
+		char *body = json_dumps(list, JSON_ENCODE_ANY);
+		ke_reply_error(status, body, "list containers", &err);
+		free(body);
+		goto out_fail;
+	}
+	json_array_foreach(list, i, c)
+	{
+		const char *id = json_string_value(json_object_get(c, "Id"));
+		json_t *names = json_object_get(c, "Names");
+		const char *name = json_string_value(json_array_get(names, 0));
+		int r;
+		if (!id)
+			continue;
+		name = name ? name + (name[0] == '/') : id;
+		r = remove_orphan(&e, json_object_get(c, "Labels"), id, home, &err);
+		if (r < 0)
+			goto out_fail;
+		json_array_append_new(r ? removed : kept, json_string(name));
+	}
+	say(json_pack("{s:O, s:O}", "removed", removed, "kept", kept));
+	rc = 0;
+	goto out;
+out_fail:
+	rc = fail(&err);
+out:
+	json_decref(list);
+	json_decref(removed);
+	json_decref(kept);
+	return rc;
+}
+
+/* ---- run ---- */
+
+typedef struct {
+	ke_engine_t e;
+	char id[128];
+	CURLM *multi;
+	CURL *wait, *logs;
+	kx_buf_t wait_body;
+	bool wait_headers, wait_done, logs_done;
+	CURLcode wait_rc;
+	ke_demux_t demux;
+	bool removing;
+	kx_buf_t in; /* standard input not yet a whole line */
+	bool in_eof;
+} run_t;
+
+static int term_pipe[2] = {-1, -1};
+
+static void on_term(int sig)
+{
+	int e = errno;
+	(void)sig;
+	if (write(term_pipe[1], "", 1) < 0) {
+		/* (full: one is enough) */
+	}
+	errno = e;
+}
+
+static size_t on_wait_body(char *p, size_t size, size_t n, void *arg)
+{
+	run_t *r = arg;
+	size_t add = size * n;
+	if (r->wait_body.len + add > 65536)
+		return 0;
+	return kx_buf_append(&r->wait_body, p, add) == 0 ? add : 0;
+}
+
+static size_t on_wait_header(char *p, size_t size, size_t n, void *arg)
+{
+	run_t *r = arg;
+	size_t len = size * n;
+	if (len <= 2 && (p[0] == '\r' || p[0] == '\n'))
+		r->wait_headers = true; /* the end of the headers: the wait is on */
+	return len;
+}
+
+static int on_log_frame(void *arg, int stream, const char *bytes, size_t len)
+{
+	(void)arg;
+	kx_write_all(stream == 2 ? 2 : 1, bytes, len);
+	return 0;
+}
+
+static size_t on_logs(char *p, size_t size, size_t n, void *arg)
+{
+	run_t *r = arg;
+	ke_demux(&r->demux, p, size * n, on_log_frame, r);
+	return size * n;
+}
+
+/* Run the transfers until nothing is left to do now, noting which ended. */
+static void run_multi(run_t *r)
+{
+	int running, left;
+	CURLMsg *m;
+	curl_multi_perform(r->multi, &running);
+	while ((m = curl_multi_info_read(r->multi, &left))) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		if (m->easy_handle == r->wait) {
+			r->wait_done = true;
+			r->wait_rc = m->data.result;
+		} else if (m->easy_handle == r->logs)
+			r->logs_done = true;
+	}
+}
+
+/* POST /containers/ID/kill?signal=SIG; a container that is not running
+ * is no error. */
+static void kill_container(run_t *r, const char *sig)
+{
+	char path[256];
+	long status = 0;
+	ke_error_t err;
+	snprintf(path, sizeof path, "/containers/%s/kill?signal=%s", r->id, sig);
+	if (ke_call(&r->e, "POST", path, NULL, CALL_TIMEOUT, &status, NULL, &err) < 0)
+		fprintf(stderr, KE_PROGRAM ": %s\n", err.msg);
+}
+
+static void remove_container(run_t *r)
+{
+	char path[256];
+	long status = 0;
+	ke_error_t err;
+	snprintf(path, sizeof path, "/containers/%s?force=1&v=1", r->id);
+	if (ke_call(&r->e, "DELETE", path, NULL, CALL_TIMEOUT, &status, NULL, &err) < 0)
+		fprintf(stderr, KE_PROGRAM ": %s\n", err.msg);
+}
+
+/* Act on the whole lines of standard input so far. */
+static void commands(run_t *r)
+{
+	char buf[4096], *nl;
+	ssize_t n = read(0, buf, sizeof buf);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		r->in_eof = true;
+		return;
+	}
+	if (n > 0)
+		kx_buf_append(&r->in, buf, (size_t)n);
+	while (r->in.len && (nl = memchr(r->in.data, '\n', r->in.len))) {
+		int sig;
+		size_t used = (size_t)(nl - r->in.data) + 1;
+		*nl = '\0';
+		if (sscanf(r->in.data, "signal %d", &sig) == 1 && sig > 0 && sig < 65) {
+			char s[16];
+			snprintf(s, sizeof s, "%d", sig);
+			kill_container(r, s);
+		} else if (strcmp(r->in.data, "remove") == 0)
+			r->removing = true;
+		memmove(r->in.data, r->in.data + used, r->in.len - used);
+		r->in.len -= used;
+		r->in.data[r->in.len] = '\0';
+	}
+}
+
+/* Create container NAME from BODY; on a name in use by an orphan of
+ * HOME's, remove it and try once more.  0, or -1 with ERR. */
+static int create(run_t *r, const char *name, const char *body, const char *home, json_t **warnings,
+                  ke_error_t *err)
+{
+	char path[512] = "/containers/create?name=", what[300];
+	long status = 0;
+	json_t *j = NULL;
+	append_escaped(path, sizeof path, name);
+	snprintf(what, sizeof what, "create container %s", name);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		json_decref(j);
+		if (ke_call(&r->e, "POST", path, body, CALL_TIMEOUT, &status, &j, err) < 0)
+			return -1;
+		if (status == 201)
+			break;
+		if (status == 409 && attempt == 0) {
+			char ip[512] = "/containers/";
+			json_t *c = NULL;
+			long st = 0;
+			append_escaped(ip, sizeof ip, name);
+			strncat(ip, "/json", sizeof ip - strlen(ip) - 1);
+			if (ke_call(&r->e, "GET", ip, NULL, CALL_TIMEOUT, &st, &c, err) == 0 &&
+			    st == 200) {
+				json_t *labels = json_object_get(json_object_get(c, "Config"),
+				                                 "Labels");
+				const char *id = json_string_value(json_object_get(c, "Id"));
+				int rm = id ? remove_orphan(&r->e, labels, id, home, err) : 0;
+				json_decref(c);
+				if (rm < 0) {
+					json_decref(j);
+					return -1;
+				}
+				if (rm > 0)
+					continue;
+			} else
+				json_decref(c);
+		}
+		char *text = json_is_string(j) ? strdup(json_string_value(j))
+		                               : json_dumps(j, JSON_ENCODE_ANY);
+		ke_reply_error(status, text, what, err);
+		free(text);
+		if (err->kind == KE_E_NO_IMAGE) {
+			json_t *b = json_loads(body, 0, NULL);
+			const char *image = json_string_value(json_object_get(b, "Image"));
+			ke_error(err, KE_E_NO_IMAGE,
+			         "image %s not found in the engine at %s: build kbox's with `make "
+			         "image` (container/build.sh), or name another with --image",
+			         image ? image : "?", r->e.socket);
+			json_decref(b);
+		}
+		json_decref(j);
+		return -1;
+	}
+	snprintf(r->id, sizeof r->id, "%s",
+	         json_string_value(json_object_get(j, "Id"))
+	                 ? json_string_value(json_object_get(j, "Id"))
+	                 : "");
+	*warnings = json_incref(json_object_get(j, "Warnings"));
+	json_decref(j);
+	if (!r->id[0])
+		return ke_error(err, KE_E_ENGINE, "%s: the engine gave no Id", what);
+	return 0;
+}
+
+/* Wait for something to do (transfers, standard input, SIGTERM) for at
+ * most MS. */
+static void wait_some(run_t *r, int ms)
+{
+	struct curl_waitfd extra[2] = {{.fd = term_pipe[0], .events = CURL_WAIT_POLLIN},
+	                               {.fd = 0, .events = CURL_WAIT_POLLIN}};
+	int n = 0;
+	curl_multi_poll(r->multi, extra, r->in_eof ? 1 : 2, ms, &n);
+	if (extra[0].revents) {
+		char drain[16];
+		if (read(term_pipe[0], drain, sizeof drain) > 0)
+			r->removing = true;
+	}
+	if (!r->in_eof && extra[1].revents)
+		commands(r);
+	if (r->in_eof)
+		r->removing = true;
+}
+
+static int cmd_run(void)
+{
+	run_t r = {0};
+	ke_error_t err = {0};
+	char line[1 << 16], path[512];
+	json_t *spec = NULL, *warnings = NULL, *info = NULL;
+	const char *name, *home;
+	char *body = NULL;
+	long status = 0, code = -1;
+	bool oom = false, killed_on_remove = false;
+	long long t_exit = -1, t_remove = -1;
+	size_t n = 0;
+	int rc = 1;
+
+	status_fd = KE_STATUS_FD;
+	if (fcntl(status_fd, F_GETFD) < 0) {
+		fprintf(stderr, KE_PROGRAM " run: descriptor %d (status) is not open\n",
+		        KE_STATUS_FD);
+		return 2;
+	}
+	/* the spec: standard input's first line */
+	while (n < sizeof line - 1) {
+		ssize_t k = read(0, line + n, 1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0 || line[n] == '\n')
+			break;
+		n++;
+	}
+	line[n] = '\0';
+	if (!(spec = json_loads(line, 0, NULL)) ||
+	    !(name = json_string_value(json_object_get(spec, "name"))) ||
+	    !(home = json_string_value(json_object_get(spec, "home"))) ||
+	    !json_is_object(json_object_get(spec, "create")) ||
+	    !(body = json_dumps(json_object_get(spec, "create"), JSON_COMPACT))) {
+		ke_error(&err, KE_E_USAGE, "run: the first line of input is not a spec");
+		goto out_fail;
+	}
+	if (pipe2(term_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		ke_error(&err, KE_E_ENGINE, "pipe: %s", strerror(errno));
+		goto out_fail;
+	}
+	signal(SIGTERM, on_term);
+	signal(SIGHUP, on_term);
+	signal(SIGINT, on_term);
+	fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
+	if (ke_open(&r.e, &err) < 0 || create(&r, name, body, home, &warnings, &err) < 0)
+		goto out_fail;
+	if (!(r.multi = curl_multi_init()))
+		goto nomem;
+	/* the wait first, as docker run does: an exit between the start and
+	 * the wait would otherwise be missed */
+	snprintf(path, sizeof path, "/containers/%s/wait?condition=next-exit", r.id);
+	if (!(r.wait = ke_easy(&r.e, "POST", path, NULL)))
+		goto nomem;
+	curl_easy_setopt(r.wait, CURLOPT_WRITEFUNCTION, on_wait_body);
+	curl_easy_setopt(r.wait, CURLOPT_WRITEDATA, &r);
+	curl_easy_setopt(r.wait, CURLOPT_HEADERFUNCTION, on_wait_header);
+	curl_easy_setopt(r.wait, CURLOPT_HEADERDATA, &r);
+	curl_multi_add_handle(r.multi, r.wait);
+	for (long long t0 = kx_now_ms(); !r.wait_headers && !r.wait_done && !r.removing;) {
+		run_multi(&r);
+		if (r.wait_headers || r.wait_done)
+			break;
+		if (kx_now_ms() - t0 > CALL_TIMEOUT * 1000LL) {
+			ke_error(&err, KE_E_ENGINE, "the engine did not take the wait for %s",
+			         r.id);
+			goto out_remove;
+		}
+		wait_some(&r, 1000);
+	}
+	if (r.removing)
+		goto out_remove;
+	if (r.wait_done) {
+		ke_transfer_error(&r.e, r.wait, r.wait_rc, "wait for the container", &err);
+		goto out_remove;
+	}
+	snprintf(path, sizeof path, "/containers/%s/start", r.id);
+	json_t *sr = NULL;
+	if (ke_call(&r.e, "POST", path, NULL, CALL_TIMEOUT, &status, &sr, &err) < 0)
+		goto out_remove;
+	if (status != 204 && status != 304) {
+		char *text = json_dumps(sr, JSON_ENCODE_ANY);
+		ke_reply_error(status, text, "start the container", &err);
+		free(text);
+		json_decref(sr);
+		goto out_remove;
+	}
+	json_decref(sr);
+	snprintf(path, sizeof path, "/containers/%s/json", r.id);
+	if (ke_call(&r.e, "GET", path, NULL, CALL_TIMEOUT, &status, &info, &err) < 0)
+		goto out_remove;
+	say(json_pack("{s:{s:s, s:I, s:s, s:s, s:O?}}", "started", "id", r.id, "pid",
+	              json_integer_value(json_object_get(json_object_get(info, "State"), "Pid")),
+	              "engine", r.e.engine, "api", r.e.api, "warnings", warnings));
+	json_decref(info);
+	info = NULL;
+	/* its output, for as long as it runs */
+	snprintf(path, sizeof path, "/containers/%s/logs?follow=1&stdout=1&stderr=1", r.id);
+	if (!(r.logs = ke_easy(&r.e, "GET", path, NULL)))
+		goto nomem;
+	curl_easy_setopt(r.logs, CURLOPT_WRITEFUNCTION, on_logs);
+	curl_easy_setopt(r.logs, CURLOPT_WRITEDATA, &r);
+	curl_multi_add_handle(r.multi, r.logs);
+	for (;;) {
+		run_multi(&r);
+		if (r.removing && !killed_on_remove) {
+			kill_container(&r, "SIGKILL");
+			killed_on_remove = true;
+			t_remove = kx_now_ms();
+		}
+		if (r.wait_done && t_exit < 0)
+			t_exit = kx_now_ms();
+		if (t_exit >= 0 && (r.logs_done || kx_now_ms() - t_exit > LOG_DRAIN_MS))
+			break;
+		if (t_remove >= 0 && kx_now_ms() - t_remove > REMOVE_WAIT_MS)
+			break;
+		wait_some(&r, 1000);
+	}
+	/* how it ended */
+	if (r.wait_done && r.wait_rc == CURLE_OK) {
+		json_t *w = json_loads(r.wait_body.data ? r.wait_body.data : "", 0, NULL);
+		json_t *sc = json_object_get(w, "StatusCode");
+		if (json_is_integer(sc))
+			code = (long)json_integer_value(sc);
+		json_decref(w);
+	}
+	snprintf(path, sizeof path, "/containers/%s/json", r.id);
+	if (ke_call(&r.e, "GET", path, NULL, CALL_TIMEOUT, &status, &info, &err) == 0 &&
+	    status == 200) {
+		json_t *st = json_object_get(info, "State");
+		oom = json_is_true(json_object_get(st, "OOMKilled"));
+		if (code < 0 && json_is_integer(json_object_get(st, "ExitCode")) &&
+		    !json_is_true(json_object_get(st, "Running")))
+			code = (long)json_integer_value(json_object_get(st, "ExitCode"));
+	}
+	remove_container(&r);
+	say(json_pack("{s:{s:I, s:b}}", "exit", "code", (json_int_t)code, "oom_killed", oom));
+	rc = 0;
+	goto out;
+nomem:
+	ke_error(&err, KE_E_ENGINE, "out of memory");
+out_remove:
+	rc = fail(&err);
+	if (r.id[0]) {
+		kill_container(&r, "SIGKILL");
+		remove_container(&r);
+	}
+	goto out;
+out_fail:
+	rc = fail(&err);
+out:
+	if (r.multi) {
+		if (r.wait)
+			curl_multi_remove_handle(r.multi, r.wait);
+		if (r.logs)
+			curl_multi_remove_handle(r.multi, r.logs);
+		curl_multi_cleanup(r.multi);
+	}
+	curl_easy_cleanup(r.wait);
+	curl_easy_cleanup(r.logs);
+	kx_buf_reset(&r.wait_body);
+	kx_buf_reset(&r.in);
+	json_decref(info);
+	json_decref(warnings);
+	json_decref(spec);
+	free(body);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	int rc;
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2)
+		return usage();
+	if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK) {
+		fprintf(stderr, KE_PROGRAM ": libcurl cannot start\n");
+		return 1;
+	}
+	if (strcmp(argv[1], "ping") == 0 && argc == 2)
+		rc = cmd_ping();
+	else if (strcmp(argv[1], "image") == 0 && argc == 3)
+		rc = cmd_image(argv[2]);
+	else if (strcmp(argv[1], "orphans") == 0 && argc == 3)
+		rc = cmd_orphans(argv[2]);
+	else if (strcmp(argv[1], "import") == 0 && argc == 5)
+		rc = cmd_import(argv[2], argv[3], argv[4]);
+	else if (strcmp(argv[1], "run") == 0 && argc == 2)
+		rc = cmd_run();
+	else
+		rc = usage();
+	curl_global_cleanup();
+	return rc;
+}
