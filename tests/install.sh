@@ -108,6 +108,7 @@ check installed_kbox_prints_version quiet sh -c "test \"\$(LD_LIBRARY_PATH='$lib
 libexecdir=$(sed -n 's/^libexecdir = //p' "$top_builddir/Makefile" | sed "s|\${exec_prefix}|$prefix|; s|\$(exec_prefix)|$prefix|")
 check installs_the_supervisor_program quiet test -x "$dest$libexecdir/kbox/kbox-supervisor"
 check installs_the_http_helper_of_kbox_agent quiet test -x "$dest$libexecdir/kbox/kbox-http"
+check installs_the_engine_helper_of_backend_docker quiet test -x "$dest$libexecdir/kbox/kbox-engine"
 # Installed under DESTDIR, kbox finds its supervisor relative to itself
 # (../libexec/kbox/), as in a moved prefix: a session starts, runs, stops.
 if "$PY" -c 'import ipykernel' 2>/dev/null; then

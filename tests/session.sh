@@ -765,7 +765,7 @@ kbox start -s x -e X
 check env_without_equals_says_why fails_with 2 \
 	"kbox start: invalid --env \"X\": no '=' (expected NAME=VALUE)"
 kbox start -s x --backend nope
-check bad_backend fails_with 2 'kbox start: unknown backend "nope" (available: bwrap, none)'
+check bad_backend fails_with 2 'kbox start: unknown backend "nope" (available: bwrap, docker, none)'
 kbox start -s x -k no-such-kernel
 check unknown_kernelspec eval '[ "$rc" = 5 ] && [ "$(wc -l <stderr)" -eq 1 ] &&
 	grep -q "^kbox start: no kernelspec named \"no-such-kernel\" (searched .*)$" stderr'

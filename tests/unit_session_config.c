@@ -65,7 +65,8 @@ static const char every_key[] =
         " \"memory\": 1073741824, \"cpus\": 0.5, \"pids\": 64, \"tmp_size\": 268435456,"
         " \"file_size\": 536870912, \"outputs_quota\": 2097152, \"output_rate\": 50,"
         " \"home_config\": true,"
-        " \"rootfs\": \"/srv/root\", \"env\": [\"A=1\", \"B=two\"], \"workspace\": \"/home/u/p\","
+        " \"rootfs\": \"/srv/root\", \"image\": \"kbox-kernel:v2\", \"engine\": \"unix:///run/docker.sock\","
+        " \"env\": [\"A=1\", \"B=two\"], \"workspace\": \"/home/u/p\","
         " \"workspace_dev\": 2049, \"workspace_ino\": 1234567, \"ephemeral\": true,"
         " \"owner_pid\": 4242}\n";
 
@@ -105,7 +106,7 @@ TEST(load_reads_every_key)
 	fresh();
 	write_config(every_key);
 	REQUIRE(load(&c) == 0);
-	CHECK_INT_EQ(c.has, (1u << 19) - 1);
+	CHECK_INT_EQ(c.has, (1u << 21) - 1);
 	CHECK_STR_EQ(c.name, "s1");
 	CHECK_STR_EQ(c.kernel, "ir");
 	CHECK_STR_EQ(c.backend, "none");
@@ -119,6 +120,8 @@ TEST(load_reads_every_key)
 	CHECK_INT_EQ(c.output_rate, 50);
 	CHECK(c.home_config);
 	CHECK_STR_EQ(c.rootfs, "/srv/root");
+	CHECK_STR_EQ(c.image, "kbox-kernel:v2");
+	CHECK_STR_EQ(c.engine, "unix:///run/docker.sock");
 	REQUIRE(c.n_env == 2);
 	CHECK_STR_EQ(c.env[0], "A=1");
 	CHECK_STR_EQ(c.env[1], "B=two");
@@ -292,9 +295,9 @@ TEST(load_at_reads_the_directory_held_whatever_is_at_its_path)
 TEST(an_unknown_backend_is_refused_naming_those_there_are)
 {
 	fresh();
-	write_config("{\"backend\": \"docker\"}");
-	refused_with("/session.json: \"backend\" is \"docker\", which kbox does not know "
-	             "(available: bwrap, none)");
+	write_config("{\"backend\": \"podman\"}");
+	refused_with("/session.json: \"backend\" is \"podman\", which kbox does not know "
+	             "(available: bwrap, docker, none)");
 }
 
 TEST(strings_of_the_file_in_a_message_are_escaped_and_cut)
@@ -306,7 +309,7 @@ TEST(strings_of_the_file_in_a_message_are_escaped_and_cut)
 	fresh();
 	write_config("{\"backend\": \"x\\n[note: forged]\"}");
 	refused_with("/session.json: \"backend\" is \"x\\n[note: forged]\", which kbox does not "
-	             "know (available: bwrap, none)");
+	             "know (available: bwrap, docker, none)");
 	write_config("{\"env\": [\"X\\n[stderr]\\u001b[31m\"]}");
 	refused_with("/session.json: \"env\" holds \"X\\n[stderr]\\x1b[31m\", which is not "
 	             "NAME=VALUE");
@@ -499,7 +502,7 @@ TEST(merge_of_nothing_changes_nothing)
 	REQUIRE(load(&c) == 0);
 	CHECK(kr_session_opts_empty(&o));
 	REQUIRE(kr_session_config_merge(&c, &o, &err) == 0);
-	CHECK_INT_EQ(c.has, (1u << 19) - 1);
+	CHECK_INT_EQ(c.has, (1u << 21) - 1);
 	CHECK_STR_EQ(c.kernel, "ir");
 	CHECK_INT_EQ(c.n_env, 2);
 	o.ttl_ms = 0;

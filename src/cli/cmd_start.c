@@ -277,6 +277,54 @@ static int start_session(const char *dir, const char *name, const kr_session_con
 	return EXIT_OK;
 }
 
+/* The docker backend's settings: --image only with it, a name docker
+ * takes; the engine from DOCKER_HOST when it is set (kept in session.json,
+ * so that a restart finds the same engine), a unix socket of this
+ * machine's (the kernel's sockets are files here).  The configuration
+ * merged (CONFIG) gets the engine.  EXIT_OK, or EXIT_USAGE after one
+ * line. */
+static int check_docker(kr_session_opts_t *o, kr_session_config_t *config)
+{
+	const char *host = getenv("DOCKER_HOST");
+	kbox_error_t err = {0};
+	bool docker = strcmp(config->backend, "docker") == 0;
+
+	if (o->image && !docker) {
+		cli_error("start", "--image is for --backend docker (this session's backend is %s)",
+		          config->backend);
+		return EXIT_USAGE;
+	}
+	if (o->image) {
+		size_t n = strlen(o->image);
+		bool ok = n > 0 && n <= 255 && o->image[0] != '-';
+		for (size_t i = 0; ok && i < n; i++)
+			ok = (unsigned char)o->image[i] > ' ' && o->image[i] != 0x7f;
+		if (!ok) {
+			cli_error("start",
+			          "invalid --image \"%s\": an image name or id, at most 255 "
+			          "characters, no spaces",
+			          o->image);
+			return EXIT_USAGE;
+		}
+	}
+	if (!docker || !host || !*host)
+		return EXIT_OK;
+	if (!(strncmp(host, "unix:///", 8) == 0 || host[0] == '/') || strlen(host) > 4096) {
+		cli_error("start",
+		          "DOCKER_HOST=%s: kbox needs the engine on this machine, over its unix "
+		          "socket (unix:///PATH): the kernel's sockets are files here",
+		          host);
+		return EXIT_USAGE;
+	}
+	kr_session_opts_t e = KR_SESSION_OPTS_INIT;
+	e.engine = host;
+	if (kr_session_config_merge(config, &e, &err) < 0) {
+		cli_error("start", "%s", err.msg);
+		return EXIT_UNAVAILABLE;
+	}
+	return EXIT_OK;
+}
+
 /* What kbox start was asked. */
 typedef struct {
 	const char *name, *rootfs_arg;
@@ -299,10 +347,12 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	        CLI_OPT_STRING('k', "kernel", "SPEC", &a->o.kernel,
 	                       "the kernelspec (default: the session's, else " KR_KERNEL_DEFAULT
 	                       ")"),
-	        CLI_OPT_STRING(
-	                'b', "backend", "B", &a->o.backend,
-	                "bwrap or none, unsandboxed (default: the session's, else " KR_BACKEND_DEFAULT
-	                ")"),
+	        CLI_OPT_STRING('b', "backend", "B", &a->o.backend,
+	                       "bwrap, docker (a container; the engine from DOCKER_HOST), or none, "
+	                       "unsandboxed (default: the session's, else " KR_BACKEND_DEFAULT ")"),
+	        CLI_OPT_STRING(0, "image", "NAME", &a->o.image,
+	                       "docker: the container image (default: the session's, else "
+	                       "kbox-kernel)"),
 	        START_OPT(0, "ttl", "DURATION", cli_opt_duration, &a->o.ttl_ms,
 	                  "stop after DURATION idle, 0 never", "30m"),
 	        START_OPT(0, "memory", "SIZE", size_cb, &a->o.memory, "limit the kernel's memory",
@@ -439,6 +489,8 @@ int cmd_start(int argc, char **argv)
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
+	if ((status = check_docker(o, &config)) != EXIT_OK)
+		goto out;
 	restore = !is_new;
 	status = start_session(dir, name, &config, is_new, &started);
 out:

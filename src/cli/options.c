@@ -87,11 +87,14 @@ typedef enum { UNKNOWN, NEEDS_ARGUMENT, TAKES_NO_ARGUMENT } bad_t;
  * session for their code (exec, mcp, agent) do not take. */
 static bool is_start_option(const char *as_given, size_t len)
 {
-	static const char *const start_opts[] = {
-	        "--kernel",      "-k",           "--backend", "-b",
-	        "--ttl",         "--memory",     "--cpus",    "--pids",
-	        "--tmp-size",    "--file-size",  "--rootfs",  "--outputs-quota",
-	        "--output-rate", "--home-config"};
+	static const char *const start_opts[] = {"--kernel",        "-k",
+	                                         "--backend",       "-b",
+	                                         "--ttl",           "--memory",
+	                                         "--cpus",          "--pids",
+	                                         "--tmp-size",      "--file-size",
+	                                         "--rootfs",        "--image",
+	                                         "--outputs-quota", "--output-rate",
+	                                         "--home-config"};
 	for (size_t i = 0; i < sizeof start_opts / sizeof *start_opts; i++)
 		if (strlen(start_opts[i]) == len && strncmp(start_opts[i], as_given, len) == 0)
 			return true;

@@ -3,6 +3,7 @@
 #include "runtime/runtime.h"
 #include "runtime/backend.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -12,11 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern const kr_backend_t kr_backend_bwrap, kr_backend_none;
+extern const kr_backend_t kr_backend_bwrap, kr_backend_docker, kr_backend_none;
 
 /* The backends: one line each. */
-static const kr_backend_t *const backends[] = {&kr_backend_bwrap, &kr_backend_none, NULL};
-static const char *const backend_names[] = {"bwrap", "none", NULL};
+static const kr_backend_t *const backends[] = {&kr_backend_bwrap, &kr_backend_docker,
+                                               &kr_backend_none, NULL};
+static const char *const backend_names[] = {"bwrap", "docker", "none", NULL};
 
 int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg, int *child_errno,
                     kbox_error_t *err)
@@ -227,6 +229,9 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	self->o.name = dup_or_null(o->name, &failed);
 	self->o.home = dup_or_null(o->home, &failed);
 	self->o.rootfs = dup_or_null(o->rootfs, &failed);
+	self->o.image = dup_or_null(o->image, &failed);
+	self->o.engine = dup_or_null(o->engine, &failed);
+	self->o.state_home = dup_or_null(o->state_home, &failed);
 	self->kernel = dup_or_null(kbox_kspec_name(spec), &failed);
 	if (failed)
 		goto nomem;
@@ -291,6 +296,11 @@ bool kr_sandbox_alive(kr_sandbox_t *self)
 const char *kr_sandbox_cause(const kr_sandbox_t *self)
 {
 	return self->ended ? self->cause : "";
+}
+
+bool kr_sandbox_never_ran(const kr_sandbox_t *self)
+{
+	return self->ended && self->never_ran;
 }
 
 long long kr_sandbox_memory(kr_sandbox_t *self)
@@ -376,7 +386,42 @@ void kr_sandbox_destroy(kr_sandbox_t **self_p)
 	free((char *)self->o.name);
 	free((char *)self->o.home);
 	free((char *)self->o.rootfs);
+	free((char *)self->o.image);
+	free((char *)self->o.engine);
+	free((char *)self->o.state_home);
 	free(self->kernel);
 	free(self);
 	*self_p = NULL;
+}
+
+pid_t kr_proc_child_of(pid_t parent)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = -1;
+	if (!d)
+		return -1;
+	while (found < 0 && (e = readdir(d))) {
+		char path[64], buf[512], *rp;
+		long ppid;
+		int fd;
+		ssize_t n;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		if ((size_t)snprintf(path, sizeof path, "/proc/%s/stat", e->d_name) >= sizeof path)
+			continue; /* too long for a pid */
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* "PID (COMM) STATE PPID …": COMM may hold anything, even ')' */
+		if ((rp = strrchr(buf, ')')) && sscanf(rp + 1, " %*c %ld", &ppid) == 1 &&
+		    ppid == (long)parent)
+			found = (pid_t)atol(e->d_name);
+	}
+	closedir(d);
+	return found;
 }

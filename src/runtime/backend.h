@@ -65,6 +65,12 @@ typedef struct {
 	long pids;
 	long long tmp_bytes;  /* size of /tmp */
 	long long file_bytes; /* largest file the kernel may write (RLIMIT_FSIZE) */
+	/* docker: the image (NULL: KR_DOCKER_IMAGE), the engine's socket
+	 * (NULL: DOCKER_HOST's, or the default), the state directory
+	 * (KBOX_HOME) and the kernel's generation, which name and label the
+	 * container */
+	const char *image, *engine, *state_home;
+	unsigned long generation;
 } kr_sandbox_opts_t;
 
 /* The default backend: bwrap. */
@@ -141,6 +147,7 @@ struct kr_sandbox {
 	const kbox_kspec_t *spec; /* borrowed during start only */
 	pid_t pid;                /* our child: the kernel, or what runs it */
 	bool ended;
+	bool never_ran;    /* it ended before the kernel could run (cause says why) */
 	bool cleaned;      /* cleanup has run */
 	int status;        /* wait status once ended */
 	char cause[256];   /* how it ended */
@@ -204,6 +211,9 @@ int kr_sandbox_sockets_fd(const kr_sandbox_t *self);
  * out of memory (limit 1 GiB)"). */
 bool kr_sandbox_alive(kr_sandbox_t *self);
 const char *kr_sandbox_cause(const kr_sandbox_t *self);
+/* True once it has ended without the kernel ever running (a container
+ * that could not be made, say): the cause is why. */
+bool kr_sandbox_never_ran(const kr_sandbox_t *self);
 
 /* Resident memory of the kernel in bytes (bwrap with a memory cgroup: all
  * the sandbox's), or -1 when unknown. */
@@ -238,5 +248,9 @@ void kr_sandbox_set_cause(kr_sandbox_t *sb, int st, bool signal_exit);
  * cause then "WHAT vanished (not reaped)") and sb->cause set as
  * kr_sandbox_set_cause does with SIGNAL_EXIT. */
 bool kr_sandbox_poll(kr_sandbox_t *sb, const char *what, bool signal_exit);
+
+/* For backends: a child of PARENT (the first found), or -1: a scan of
+ * /proc (the kernel under bwrap's init, or a container's). */
+pid_t kr_proc_child_of(pid_t parent);
 
 #endif

@@ -414,40 +414,6 @@ out:
 	return rc;
 }
 
-/* A child of PARENT (the first found), or -1: a scan of /proc, for the
- * kernel's pid under bwrap. */
-static pid_t child_of(pid_t parent)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	pid_t found = -1;
-	if (!d)
-		return -1;
-	while (found < 0 && (e = readdir(d))) {
-		char path[64], buf[512], *rp;
-		long ppid;
-		int fd;
-		ssize_t n;
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		if ((size_t)snprintf(path, sizeof path, "/proc/%s/stat", e->d_name) >= sizeof path)
-			continue; /* too long for a pid */
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;
-		n = read(fd, buf, sizeof buf - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		/* "PID (COMM) STATE PPID …": COMM may hold anything, even ')' */
-		if ((rp = strrchr(buf, ')')) && sscanf(rp + 1, " %*c %ld", &ppid) == 1 &&
-		    ppid == (long)parent)
-			found = (pid_t)atol(e->d_name);
-	}
-	closedir(d);
-	return found;
-}
-
 static pid_t bwrap_kernel_pid(kr_sandbox_t *sb)
 {
 	bwrap_t *w = sb->priv;
@@ -455,8 +421,8 @@ static pid_t bwrap_kernel_pid(kr_sandbox_t *sb)
 	if (w->kernel_pid > 0 && kill(w->kernel_pid, 0) == 0)
 		return w->kernel_pid;
 	w->kernel_pid = -1;
-	if (sb->pid > 0 && (init = child_of(sb->pid)) > 0)
-		w->kernel_pid = child_of(init);
+	if (sb->pid > 0 && (init = kr_proc_child_of(sb->pid)) > 0)
+		w->kernel_pid = kr_proc_child_of(init);
 	return w->kernel_pid;
 }
 

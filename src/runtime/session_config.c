@@ -42,10 +42,12 @@ static const struct key {
 } keys[] = {
         {"backend", KR_SC_BACKEND, T_STRING, FIELD(backend)},
         {"cpus", KR_SC_CPUS, T_NUMBER, FIELD(cpus)},
+        {"engine", KR_SC_ENGINE, T_STRING, FIELD(engine)},
         {"env", KR_SC_ENV, T_STRINGS, FIELD(env)},
         {"ephemeral", KR_SC_EPHEMERAL, T_BOOL, FIELD(ephemeral)},
         {"file_size", KR_SC_FILE_SIZE, T_COUNT, FIELD(file_size)},
         {"home_config", KR_SC_HOME_CONFIG, T_BOOL, FIELD(home_config)},
+        {"image", KR_SC_IMAGE, T_STRING, FIELD(image)},
         {"kernel", KR_SC_KERNEL, T_STRING, FIELD(kernel)},
         {"memory", KR_SC_MEMORY, T_COUNT, FIELD(memory)},
         {"name", KR_SC_NAME, T_STRING, FIELD(name)},
@@ -749,10 +751,9 @@ int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o
 	const struct {
 		unsigned bit;
 		const char *s;
-	} strings[] = {{KR_SC_NAME, o->name},
-	               {KR_SC_KERNEL, o->kernel},
-	               {KR_SC_BACKEND, o->backend},
-	               {KR_SC_ROOTFS, o->rootfs},
+	} strings[] = {{KR_SC_NAME, o->name},          {KR_SC_KERNEL, o->kernel},
+	               {KR_SC_BACKEND, o->backend},    {KR_SC_ROOTFS, o->rootfs},
+	               {KR_SC_IMAGE, o->image},        {KR_SC_ENGINE, o->engine},
 	               {KR_SC_WORKSPACE, o->workspace}};
 
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
@@ -802,8 +803,8 @@ nomem:
 
 bool kr_session_opts_empty(const kr_session_opts_t *o)
 {
-	return !o->name && !o->kernel && !o->backend && !o->rootfs && !o->workspace &&
-	       o->ttl_ms < 0 && o->memory < 0 && o->pids < 0 && o->tmp_size < 0 &&
+	return !o->name && !o->kernel && !o->backend && !o->rootfs && !o->workspace && !o->image &&
+	       !o->engine && o->ttl_ms < 0 && o->memory < 0 && o->pids < 0 && o->tmp_size < 0 &&
 	       o->file_size < 0 && o->outputs_quota < 0 && o->output_rate < 0 && o->owner_pid < 0 &&
 	       o->cpus < 0 && o->home_config < 0 && o->ephemeral < 0 && !o->n_env;
 }

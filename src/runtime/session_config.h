@@ -52,6 +52,8 @@ typedef enum {
 	KR_SC_EPHEMERAL = 1u << 16,     /* "ephemeral": true or false (kbox run) */
 	KR_SC_OWNER_PID = 1u << 17,     /* "owner_pid": integer >= 0 (kbox run) */
 	KR_SC_OUTPUT_RATE = 1u << 18,   /* "output_rate": integer >= 0, messages a second */
+	KR_SC_IMAGE = 1u << 19,         /* "image": string (backend docker) */
+	KR_SC_ENGINE = 1u << 20,        /* "engine": string, unix:///PATH (backend docker) */
 } kr_session_key_t;
 
 /* A session's configuration.  The strings of the keys in HAS are owned
@@ -75,7 +77,9 @@ typedef struct {
 	                          * disk; 0: KBOX_RATE_MSGS_PER_SEC */
 	bool home_config;        /* false: a new kernel skips its home's startup files */
 	const char *rootfs;      /* NULL: the host's system files */
-	char **env;              /* "NAME=VALUE", N_ENV of them, NULL-terminated; NULL: none */
+	const char *image;       /* docker: NULL: kbox-kernel */
+	const char *engine; /* docker: the engine's socket; NULL: DOCKER_HOST's, or the default */
+	char **env;         /* "NAME=VALUE", N_ENV of them, NULL-terminated; NULL: none */
 	size_t n_env;
 	/* kbox run: a host directory as the workspace, with the identity
 	 * (WORKSPACE_DEV, WORKSPACE_INO: HAS says whether stored) it had
@@ -92,7 +96,7 @@ typedef struct {
  * replaces the session's whole environment.  WORKSPACE_ST, given with
  * WORKSPACE, is the directory as checked: its device and inode are stored. */
 typedef struct {
-	const char *name, *kernel, *backend, *rootfs, *workspace;
+	const char *name, *kernel, *backend, *rootfs, *workspace, *image, *engine;
 	long long ttl_ms, memory, pids, tmp_size, file_size, outputs_quota, output_rate, owner_pid;
 	double cpus;
 	int home_config, ephemeral; /* -1, 0 or 1 */

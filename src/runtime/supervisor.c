@@ -474,6 +474,9 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->outputs_quota = (unsigned long long)cfg.outputs_quota;
 	s->output_rate = (double)cfg.output_rate;
 	s->sbo.rootfs = cfg.rootfs;
+	s->sbo.image = cfg.image;
+	s->sbo.engine = cfg.engine;
+	s->sbo.state_home = getenv("KBOX_HOME");
 	s->sbo.name = cfg.name;
 	s->ephemeral = cfg.ephemeral;
 	s->owner_pid = (long)cfg.owner_pid;

@@ -360,6 +360,7 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 		goto fail;
 	s->sbo.conn_text = conn_text;
 	s->sbo.conn_path = conn_text ? kernel_conn : NULL;
+	s->sbo.generation = s->generation;
 	s->sb = kr_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
 	s->sbo.conn_text = s->sbo.conn_path = NULL;
 	kbox_conn_json_free(&conn_text);
@@ -449,7 +450,9 @@ static size_t start_failure(sup_t *s, const kbox_error_t *err, char *buf, size_t
 		sup_utf8_cut(buf);
 		return strlen(buf);
 	}
-	if (s->sb && !kr_sandbox_alive(s->sb) && s->ephemeral)
+	if (s->sb && !kr_sandbox_alive(s->sb) && kr_sandbox_never_ran(s->sb))
+		snprintf(buf, size, "%s", kr_sandbox_cause(s->sb));
+	else if (s->sb && !kr_sandbox_alive(s->sb) && s->ephemeral)
 		/* kbox run's session and its log go when it stops: no path */
 		snprintf(buf, size, "%s before it was ready", kr_sandbox_cause(s->sb));
 	else if (s->sb && !kr_sandbox_alive(s->sb))

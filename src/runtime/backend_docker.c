@@ -1,0 +1,596 @@
+/* src/runtime/backend_docker.c — backend `docker`: the kernel as a
+ * container's command, one container a kernel, through a container
+ * engine's API (Docker, or Podman's Docker-compatible service).  The
+ * engine is spoken to by kbox-engine, a helper this backend runs for each
+ * container (src/engine/engine_proto.h): the helper is the sandbox's
+ * process (sb->pid), creates and starts the container, passes its output
+ * to the kernel's log, says how it ended, and removes it; it removes it
+ * too when the supervisor dies (its end of file, or its parent-death
+ * signal SIGTERM).
+ *
+ * The container: no network (NetworkMode none), a read-only root, every
+ * capability dropped, no new privileges, an init (Init: docker-init or
+ * catatonit, which passes SIGINT on to the kernel), memory (swap
+ * included), pids and cpus limits in its cgroup, /tmp and the home a
+ * tmpfs, ulimits said (else Podman asks for 1048576 open files and
+ * processes), a bounded json-file log.  Binds: the kernel's sockets'
+ * directory (the host's, made fresh by the supervisor, 0700 the
+ * sandbox's) at /run/kernel and the workspace at /workspace.  It runs as
+ * the sandbox user (under root: the unprivileged one; else the caller),
+ * so that it can write both and the supervisor can reach what it binds.
+ *
+ * The connection file is never a file of the host's: its text goes in
+ * the container's environment, and the entrypoint writes it into the
+ * container's own /tmp before the kernel runs (and drops it from the
+ * environment the kernel sees). */
+#include "runtime/runtime.h"
+#include "runtime/backend.h"
+#include "runtime/bwrap.h"
+#include "engine/engine_proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SOCKETS_INSIDE "/run/kernel"
+#define CONN_INSIDE "/tmp/.kbox"
+#define HOME_INSIDE "/home/kbox"
+#define WORKSPACE_INSIDE "/workspace"
+/* The container's log on the engine's disk: the helper copies it to the
+ * kernel's log as it comes, so a little is enough. */
+#define LOG_MAX_SIZE "1m"
+#define LOG_MAX_FILES "2"
+/* How long cleanup waits for the helper to remove a container, ms. */
+#define REMOVE_WAIT_MS 15000
+
+/* Runs as the entrypoint, $0 the connection file, $@ the kernel's argv:
+ * the connection file from the environment into the container's /tmp,
+ * matplotlib's font cache (the image's, built once) where it may write,
+ * then the kernel, without the key in its environment. */
+static const char entry_script[] =
+        "umask 077; mkdir -p " CONN_INSIDE " /tmp/matplotlib || exit 127; "
+        "if [ -d /usr/share/kbox/mpl ]; then cp /usr/share/kbox/mpl/* /tmp/matplotlib/ "
+        "2>/dev/null; fi; "
+        "printf %s \"$KBOX_CONNECTION\" >\"$0\" || exit 127; unset KBOX_CONNECTION; "
+        "exec \"$@\"";
+
+typedef struct {
+	int cmd_fd;    /* the helper's standard input (commands) */
+	int status_fd; /* its status lines (non-blocking) */
+	char in[8192]; /* status text not yet a whole line */
+	size_t in_len;
+	char id[72];
+	pid_t init_pid; /* the container's init as the host sees it; 0: not yet */
+	pid_t kernel;
+	bool started, exited, oom_killed, by_kbox, failed;
+	long long code;
+	char error[600];
+	bool ws_checked;
+} docker_t;
+
+static void docker_defaults(kr_sandbox_opts_t *o)
+{
+	if (o->memory_bytes <= 0)
+		o->memory_bytes = KR_BWRAP_MEMORY;
+	if (o->pids <= 0)
+		o->pids = KR_BWRAP_PIDS;
+	if (o->tmp_bytes <= 0)
+		o->tmp_bytes = KR_BWRAP_TMP_BYTES;
+	if (o->file_bytes <= 0)
+		o->file_bytes = KR_BWRAP_FILE_BYTES;
+}
+
+/* kbox-engine's path: beside our own program (pkglibexecdir), or, run
+ * from a build tree by libtool (.libs/), beside that.  0 or -1. */
+static int helper_path(char *path, size_t size)
+{
+	char exe[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = '\0';
+	if (!(slash = strrchr(exe, '/')))
+		return -1;
+	*slash = '\0';
+	if ((size_t)snprintf(path, size, "%s/" KE_PROGRAM, exe) < size && access(path, X_OK) == 0)
+		return 0;
+	if ((slash = strrchr(exe, '/')) && strcmp(slash, "/.libs") == 0) {
+		*slash = '\0';
+		if ((size_t)snprintf(path, size, "%s/" KE_PROGRAM, exe) < size &&
+		    access(path, X_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+/* The container's name: kbox-HASH-SESSION-GENERATION, HASH naming the
+ * state directory (two kbox homes may hold sessions of one name). */
+static void container_name(const kr_sandbox_t *sb, char *name, size_t size)
+{
+	unsigned char h[KX_SHA256_LEN];
+	kx_sha256_t c;
+	const char *home = sb->o.state_home ? sb->o.state_home : "";
+	char hex[13];
+	kx_sha256_init(&c);
+	kx_sha256_update(&c, home, strlen(home));
+	kx_sha256_final(&c, h);
+	for (int i = 0; i < 6; i++)
+		snprintf(hex + 2 * i, 3, "%02x", h[i]);
+	snprintf(name, size, "kbox-%s-%s-%lu", hex, sb->o.name ? sb->o.name : "kernel",
+	         sb->o.generation);
+}
+
+/* An rlimit for the container: ours (an unlimited one as -1). */
+static json_t *ulimit(const char *name, int res, long long want)
+{
+	struct rlimit r = {RLIM_INFINITY, RLIM_INFINITY};
+	long long soft, hard;
+	if (want > 0)
+		soft = hard = want;
+	else {
+		getrlimit(res, &r);
+		soft = r.rlim_cur == RLIM_INFINITY ? -1 : (long long)r.rlim_cur;
+		hard = r.rlim_max == RLIM_INFINITY ? -1 : (long long)r.rlim_max;
+	}
+	return json_pack("{s:s, s:I, s:I}", "Name", name, "Soft", (json_int_t)soft, "Hard",
+	                 (json_int_t)hard);
+}
+
+static json_t *bind(const char *source, const char *target)
+{
+	return json_pack("{s:s, s:s, s:s, s:{s:s}}", "Type", "bind", "Source", source, "Target",
+	                 target, "BindOptions", "Propagation", "rprivate");
+}
+
+/* The spec line for kbox-engine run: POST /containers/create's body with
+ * the rest.  NULL with ERR. */
+static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *err)
+{
+	const kr_sandbox_opts_t *o = &sb->o;
+	char name[256], user[64], tmpfs[128], gen[32], sup[64];
+	json_t *spec = NULL, *cmd = json_array(), *jenv = json_array(), *mounts = json_array(),
+	       *tmp = json_object(), *host, *create;
+	char *text = NULL;
+
+	container_name(sb, name, sizeof name);
+	snprintf(user, sizeof user, "%u:%u", (unsigned)(o->drop_ids ? o->uid : geteuid()),
+	         (unsigned)(o->drop_ids ? o->gid : getegid()));
+	for (size_t i = 0; argv[i]; i++)
+		json_array_append_new(cmd, json_string(argv[i]));
+	for (size_t i = 0; env[i]; i++)
+		json_array_append_new(jenv, json_string(env[i]));
+	if (sb->o.conn_text)
+		json_array_append_new(jenv, json_pack("s+", "KBOX_CONNECTION=", sb->o.conn_text));
+	json_array_append_new(mounts, bind(o->runtime_dir, SOCKETS_INSIDE));
+	if (o->workspace)
+		json_array_append_new(mounts, bind(o->workspace, WORKSPACE_INSIDE));
+	if (o->home)
+		json_array_append_new(mounts, bind(o->home, HOME_INSIDE));
+	/* /tmp may hold programs, as bwrap's does (Docker's is noexec
+	 * unless told) */
+	snprintf(tmpfs, sizeof tmpfs, "rw,exec,nosuid,nodev,size=%lld,mode=1777", o->tmp_bytes);
+	json_object_set_new(tmp, "/tmp", json_string(tmpfs));
+	if (!o->home) {
+		snprintf(tmpfs, sizeof tmpfs, "rw,nosuid,nodev,size=%lld,mode=1777", o->tmp_bytes);
+		json_object_set_new(tmp, HOME_INSIDE, json_string(tmpfs));
+	}
+	host = json_pack("{s:s, s:b, s:b, s:I, s:I, s:I, s:[s], s:[s], s:s, s:I, s:o, s:o, "
+	                 "s:[o, o, o], s:{s:s, s:{s:s, s:s}}, s:{s:s}}",
+	                 "NetworkMode", "none", "Init", 1, "ReadonlyRootfs", 1, "Memory",
+	                 (json_int_t)o->memory_bytes, "MemorySwap", (json_int_t)o->memory_bytes,
+	                 "PidsLimit", (json_int_t)o->pids, "CapDrop", "ALL", "SecurityOpt",
+	                 "no-new-privileges", "IpcMode", "private", "ShmSize",
+	                 (json_int_t)o->tmp_bytes, "Tmpfs", tmp, "Mounts", mounts, "Ulimits",
+	                 ulimit("nofile", RLIMIT_NOFILE, 0), ulimit("nproc", RLIMIT_NPROC, 0),
+	                 ulimit("fsize", RLIMIT_FSIZE, o->file_bytes), "LogConfig", "Type",
+	                 "json-file", "Config", "max-size", LOG_MAX_SIZE, "max-file", LOG_MAX_FILES,
+	                 "RestartPolicy", "Name", "no");
+	tmp = mounts = NULL;
+	if (host && o->cpus > 0)
+		json_object_set_new(host, "NanoCpus", json_integer((json_int_t)(o->cpus * 1e9)));
+	snprintf(gen, sizeof gen, "%lu", o->generation);
+	snprintf(sup, sizeof sup, "%ld:%lld", (long)getpid(), kx_proc_start_time(getpid()));
+	create = json_pack(
+	        "{s:s, s:s, s:s, s:s, s:[s, s, s, s], s:o, s:o, "
+	        "s:{s:s, s:s, s:s, s:s}, s:b, s:b, s:o}",
+	        "Image", o->image ? o->image : KE_IMAGE_DEFAULT, "User", user, "WorkingDir",
+	        WORKSPACE_INSIDE, "Hostname", "kbox", "Entrypoint", "/bin/sh", "-c", entry_script,
+	        sb->o.conn_path ? sb->o.conn_path : CONN_INSIDE "/kernel.json", "Cmd", cmd, "Env",
+	        jenv, "Labels", "kbox.home", o->state_home ? o->state_home : "", "kbox.session",
+	        o->name ? o->name : "", "kbox.generation", gen, "kbox.supervisor", sup, "Tty", 0,
+	        "OpenStdin", 0, "HostConfig", host);
+	cmd = jenv = NULL;
+	if (create)
+		spec = json_pack("{s:s, s:s, s:s, s:o}", "name", name, "home",
+		                 o->state_home ? o->state_home : "", "session",
+		                 o->name ? o->name : "", "create", create);
+	if (!spec || !(text = json_dumps(spec, JSON_COMPACT)))
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory building the container's spec");
+	json_decref(spec);
+	json_decref(cmd);
+	json_decref(jenv);
+	json_decref(mounts);
+	json_decref(tmp);
+	return text;
+}
+
+typedef struct {
+	const char *exe;
+	int cmd_fd, status_fd, log_fd;
+	char **env;
+	pid_t parent;
+} docker_child_t;
+
+static void docker_child(void *arg, int errfd)
+{
+	docker_child_t *c = arg;
+	static char *argv[] = {KE_PROGRAM, "run", NULL};
+	int keep[1] = {KE_STATUS_FD}, status_fd = c->status_fd, log_fd = c->log_fd, e;
+	/* what is at KE_STATUS_FD moves out of the way first */
+	if (errfd == KE_STATUS_FD && (errfd = fcntl(errfd, F_DUPFD_CLOEXEC, 4)) < 0)
+		_exit(127);
+	if (log_fd == KE_STATUS_FD && (log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, 4)) < 0)
+		goto fail;
+	if (c->cmd_fd == KE_STATUS_FD)
+		goto fail; /* (a pipe's read end made before: never 3 here) */
+	if (status_fd != KE_STATUS_FD && dup2(status_fd, KE_STATUS_FD) < 0)
+		goto fail;
+	kx_child_t child = {.errfd = errfd,
+	                    .out_fd = log_fd,
+	                    .in_fd = c->cmd_fd,
+	                    .parent = c->parent,
+	                    .keep = keep,
+	                    .n_keep = 1,
+	                    .pdeath_sig = SIGTERM};
+	kx_child_exec(c->exe, argv, c->env, &child);
+fail:
+	e = errno;
+	if (write(errfd, &e, sizeof e) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
+{
+	static const char *const extra[] = {"HOME=" HOME_INSIDE, "JPY_PARENT_PID=1",
+	                                    "MPLCONFIGDIR=/tmp/matplotlib",
+	                                    "PYDEVD_DISABLE_FILE_VALIDATION=1", NULL};
+	char exe[PATH_MAX], *spec = NULL, **env = NULL, **kenv = NULL, engine[PATH_MAX + 32];
+	int cmd[2] = {-1, -1}, status[2] = {-1, -1}, child_errno, f, rc = -1;
+	size_t n = 0, k = 0;
+	docker_t *d;
+
+	if (!(d = calloc(1, sizeof *d)))
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	d->cmd_fd = d->status_fd = -1;
+	d->code = -1;
+	sb->priv = d;
+	if (helper_path(exe, sizeof exe) < 0) {
+		kbox_error_set(err, KBOX_E_NOTFOUND,
+		               "backend docker: its helper " KE_PROGRAM
+		               " was not found beside kbox-supervisor (is kbox installed whole?)");
+		goto out;
+	}
+	/* the kernel's environment: kbox's, the session's, then the
+	 * container's own (a later key wins) */
+	while (sb->o.env && sb->o.env[n])
+		n++;
+	if (!(env = calloc(n + sizeof extra / sizeof *extra, sizeof *env)))
+		goto nomem;
+	for (size_t i = 0; i < n; i++)
+		env[k++] = (char *)sb->o.env[i];
+	for (size_t i = 0; extra[i]; i++)
+		env[k++] = (char *)extra[i];
+	if (!(kenv = kbox_kernel_env(sb->spec, (const char *const *)env, HOME_INSIDE)))
+		goto nomem;
+	if (!(spec = make_spec(sb, argv, kenv, err)))
+		goto out;
+	if (pipe2(cmd, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0) {
+		kbox_error_set_sys(err, "backend docker: pipe");
+		goto out;
+	}
+	char *henv[3] = {NULL, NULL, NULL};
+	if (sb->o.engine && *sb->o.engine) {
+		snprintf(engine, sizeof engine, KE_SOCKET_ENV "=%s", sb->o.engine);
+		henv[0] = engine;
+	}
+	docker_child_t c = {exe, cmd[0], status[1], sb->o.log_fd, henv, getpid()};
+	if ((f = kr_sandbox_fork(sb, docker_child, &c, &child_errno, err)) < 0)
+		goto out;
+	if (f > 0) {
+		errno = child_errno;
+		kbox_error_set_sys(err, "backend docker: cannot run %s", exe);
+		goto out;
+	}
+	close(cmd[0]);
+	close(status[1]);
+	cmd[0] = status[1] = -1;
+	d->cmd_fd = cmd[1];
+	d->status_fd = status[0];
+	cmd[1] = status[0] = -1;
+	fcntl(d->status_fd, F_SETFL, fcntl(d->status_fd, F_GETFL) | O_NONBLOCK);
+	/* the spec, in one write: a pipe takes 64 KiB before it blocks, and
+	 * the helper reads it at once */
+	if (kx_write_all(d->cmd_fd, spec, strlen(spec)) < 0 ||
+	    kx_write_all(d->cmd_fd, "\n", 1) < 0) {
+		kbox_error_set_sys(err, "backend docker: cannot give " KE_PROGRAM " its spec");
+		goto out;
+	}
+	if ((sb->sockets_fd = open(sb->o.runtime_dir,
+	                           O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		kbox_error_set_sys(err, "kernel %s: directory %s", sb->kernel, sb->o.runtime_dir);
+		goto out;
+	}
+	{
+		char mem[32], tmp[32], fsz[32], cpu[32];
+		kx_fmt_bytes(mem, sizeof mem, sb->o.memory_bytes);
+		kx_fmt_bytes(tmp, sizeof tmp, sb->o.tmp_bytes);
+		kx_fmt_bytes(fsz, sizeof fsz, sb->o.file_bytes);
+		if (sb->o.cpus > 0)
+			snprintf(cpu, sizeof cpu, "%.4g (cgroup)", sb->o.cpus);
+		else
+			snprintf(cpu, sizeof cpu, "all");
+		snprintf(sb->limits, sizeof sb->limits,
+		         "memory %s (cgroup), pids %ld (cgroup), cpus %s, /tmp %s (tmpfs), files "
+		         "up to %s (rlimit)",
+		         mem, sb->o.pids, cpu, tmp, fsz);
+	}
+	rc = 0;
+	goto out;
+nomem:
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+out:
+	for (int i = 0; i < 2; i++) {
+		if (cmd[i] >= 0)
+			close(cmd[i]);
+		if (status[i] >= 0)
+			close(status[i]);
+	}
+	if (spec) {
+		/* (it holds the key) */
+		explicit_bzero(spec, strlen(spec));
+		free(spec);
+	}
+	kbox_strv_free(kenv);
+	free(env);
+	return rc;
+}
+
+/* Act on one status line of the helper's. */
+static void status_line(kr_sandbox_t *sb, docker_t *d, const char *line)
+{
+	json_t *j = json_loads(line, 0, NULL), *v;
+	if ((v = json_object_get(j, "started"))) {
+		const char *id = json_string_value(json_object_get(v, "id"));
+		json_t *w;
+		size_t i, n = strlen(sb->missing);
+		snprintf(d->id, sizeof d->id, "%s", id ? id : "");
+		d->init_pid = (pid_t)json_integer_value(json_object_get(v, "pid"));
+		d->started = true;
+		json_array_foreach(json_object_get(v, "warnings"), i, w)
+		{
+			if (json_string_value(w) && n < sizeof sb->missing)
+				n += (size_t)snprintf(sb->missing + n, sizeof sb->missing - n,
+				                      "%s%s", n ? "; " : "", json_string_value(w));
+		}
+	} else if ((v = json_object_get(j, "exit"))) {
+		d->exited = true;
+		d->code = json_integer_value(json_object_get(v, "code"));
+		d->oom_killed = json_is_true(json_object_get(v, "oom_killed"));
+	} else if ((v = json_object_get(j, "error"))) {
+		const char *m = json_string_value(json_object_get(v, "message"));
+		d->failed = true;
+		snprintf(d->error, sizeof d->error, "%s", m ? m : "the engine failed");
+	}
+	json_decref(j);
+}
+
+/* Read what the helper has said so far. */
+static void read_status(kr_sandbox_t *sb, docker_t *d)
+{
+	char *nl;
+	ssize_t n;
+	while (d->status_fd >= 0) {
+		n = read(d->status_fd, d->in + d->in_len, sizeof d->in - 1 - d->in_len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0 || errno != EAGAIN) {
+				close(d->status_fd);
+				d->status_fd = -1;
+			}
+			break;
+		}
+		d->in_len += (size_t)n;
+		d->in[d->in_len] = '\0';
+		while ((nl = memchr(d->in, '\n', d->in_len))) {
+			size_t used = (size_t)(nl - d->in) + 1;
+			*nl = '\0';
+			status_line(sb, d, d->in);
+			memmove(d->in, d->in + used, d->in_len - used);
+			d->in_len -= used;
+		}
+		if (d->in_len == sizeof d->in - 1)
+			d->in_len = 0; /* (a line longer than any the helper writes) */
+	}
+}
+
+/* Whether the container's /workspace is the directory that was checked
+ * (kbox run --workspace: one swapped in under its name since is refused,
+ * by device and inode, as bwrap refuses it). */
+static bool workspace_is_checked(const kr_sandbox_t *sb, const docker_t *d)
+{
+	char path[96];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%ld/root" WORKSPACE_INSIDE, (long)d->init_pid);
+	return stat(path, &st) == 0 && st.st_dev == sb->o.ws_dev && st.st_ino == sb->o.ws_ino;
+}
+
+static void send_command(docker_t *d, const char *cmd)
+{
+	if (d->cmd_fd >= 0 && kx_write_all(d->cmd_fd, cmd, strlen(cmd)) < 0) {
+		close(d->cmd_fd);
+		d->cmd_fd = -1;
+	}
+}
+
+static bool docker_wait(kr_sandbox_t *sb)
+{
+	docker_t *d = sb->priv;
+	bool running;
+
+	read_status(sb, d);
+	if (d->started && !d->ws_checked && sb->o.ws_check) {
+		d->ws_checked = true;
+		if (!workspace_is_checked(sb, d)) {
+			snprintf(d->error, sizeof d->error,
+			         "the container's /workspace is not the directory that was checked "
+			         "(replaced since): refused");
+			d->failed = true;
+			send_command(d, "remove\n");
+		}
+	}
+	running = kr_sandbox_poll(sb, "the engine's helper " KE_PROGRAM, false);
+	if (running)
+		return true;
+	read_status(sb, d);
+	if (d->failed && !d->started) {
+		snprintf(sb->cause, sizeof sb->cause, "the container could not start: %.220s",
+		         d->error);
+		sb->never_ran = true;
+	} else if (d->failed)
+		snprintf(sb->cause, sizeof sb->cause, "the container failed: %.220s", d->error);
+	else if (d->exited && d->code == 137 && d->oom_killed && !d->by_kbox) {
+		char lim[32];
+		kx_fmt_bytes(lim, sizeof lim, sb->o.memory_bytes);
+		snprintf(sb->cause, sizeof sb->cause,
+		         "the kernel was killed: out of memory (limit %s)", lim);
+	} else if (d->exited && d->code >= 0)
+		kr_sandbox_set_cause(sb, (int)(d->code & 0xff) << 8, true);
+	else if (d->exited)
+		snprintf(sb->cause, sizeof sb->cause,
+		         "the container ended; the engine did not say how");
+	else {
+		char how[sizeof sb->cause];
+		kr_sandbox_set_cause(sb, sb->status, false);
+		snprintf(how, sizeof how, "%s", sb->cause);
+		snprintf(sb->cause, sizeof sb->cause,
+		         KE_PROGRAM " ended before its container (%.200s)",
+		         how + strlen("the kernel "));
+	}
+	return false;
+}
+
+static int docker_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
+{
+	docker_t *d = sb->priv;
+	char line[32];
+	if (sig == SIGKILL) {
+		d->by_kbox = true;
+		send_command(d, "remove\n");
+	} else {
+		snprintf(line, sizeof line, "signal %d\n", sig);
+		send_command(d, line);
+	}
+	if (d->cmd_fd < 0)
+		return kbox_error_set(err, KBOX_E_DEAD, "the container's helper is gone");
+	return 0;
+}
+
+static void docker_cleanup(kr_sandbox_t *sb)
+{
+	docker_t *d = sb->priv;
+	if (!d)
+		return;
+	/* the helper removes the container on its end of file; give it the
+	 * time that takes */
+	if (d->cmd_fd >= 0)
+		close(d->cmd_fd);
+	d->cmd_fd = -1;
+	if (sb->pid > 0 && !sb->ended) {
+		long long deadline = kx_now_ms() + REMOVE_WAIT_MS;
+		bool running;
+		while ((running = kr_sandbox_poll(sb, "the engine's helper", false)) &&
+		       kx_now_ms() < deadline)
+			usleep(10000);
+		if (running)
+			kx_kill_wait(sb->pid);
+		sb->ended = true;
+	}
+	if (d->status_fd >= 0)
+		close(d->status_fd);
+	free(d);
+	sb->priv = NULL;
+}
+
+static pid_t docker_kernel_pid(kr_sandbox_t *sb)
+{
+	docker_t *d = sb->priv;
+	if (!d)
+		return -1;
+	read_status(sb, d);
+	if (d->kernel > 0 && kill(d->kernel, 0) == 0)
+		return d->kernel;
+	d->kernel = d->init_pid > 0 ? kr_proc_child_of(d->init_pid) : -1;
+	return d->kernel;
+}
+
+/* The container's memory: its memory cgroup's usage (v1 or v2). */
+static long long docker_memory(kr_sandbox_t *sb)
+{
+	docker_t *d = sb->priv;
+	char path[PATH_MAX], line[1024];
+	long long bytes = -1;
+	FILE *f;
+	if (!d || d->init_pid <= 0)
+		return -1;
+	snprintf(path, sizeof path, "/proc/%ld/cgroup", (long)d->init_pid);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	path[0] = '\0';
+	while (fgets(line, sizeof line, f)) {
+		char *c = strchr(line, ':'), *p;
+		if (!c || !(p = strchr(c + 1, ':')))
+			continue;
+		p[strcspn(p, "\n")] = '\0';
+		if (strncmp(c + 1, "memory:", 7) == 0) {
+			snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes",
+			         p + 1);
+			break;
+		}
+		if (strncmp(c, "::", 2) == 0)
+			snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", p + 1);
+	}
+	fclose(f);
+	if (path[0] && (f = fopen(path, "re"))) {
+		if (fscanf(f, "%lld", &bytes) != 1)
+			bytes = -1;
+		fclose(f);
+	}
+	return bytes;
+}
+
+const kr_backend_t kr_backend_docker = {
+        .name = "docker",
+        .sandboxed = true,
+        .limits = KR_LIMIT_MEMORY | KR_LIMIT_CPUS | KR_LIMIT_PIDS,
+        .sockets_inside = SOCKETS_INSIDE,
+        .private_sockets = false,
+        .conn_inside = CONN_INSIDE,
+        .defaults = docker_defaults,
+        .start = docker_start,
+        .signal = docker_signal,
+        .wait = docker_wait,
+        .cleanup = docker_cleanup,
+        .kernel_pid = docker_kernel_pid,
+        .memory = docker_memory,
+};

@@ -1,0 +1,218 @@
+#!/bin/bash
+# tests/docker.sh — backend docker against a real engine: a session's
+# kernel in a container of the kernel image (container/), its lifecycle
+# (start, exec, interrupt, restart, timeout's escalation, stop, the
+# supervisor killed), the container's confinement (no network but lo, a
+# read-only root, no capabilities, no new privileges, memory, pids and
+# /tmp limits), and what kbox says when the engine or the image is
+# missing.  TAP.
+#
+# The engine: KBOX_TEST_DOCKER_HOST (unix:///PATH; default: DOCKER_HOST,
+# else /var/run/docker.sock), with the image KBOX_TEST_IMAGE (default
+# kbox-kernel, `make image`).  Without them every test is skipped, saying
+# why; with KBOX_TEST_ENGINE_REQUIRED=1 (CI) that is a failure instead.
+# The docker CLI, when installed, is used only to look (never by kbox).
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+ROOT_TAG=kd
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+export DOCKER_HOST=${KBOX_TEST_DOCKER_HOST:-${DOCKER_HOST:-unix:///var/run/docker.sock}}
+IMAGE=${KBOX_TEST_IMAGE:-kbox-kernel}
+ENGINE=$top_builddir/kbox-engine
+
+# Why the tests cannot run here, or nothing.
+engine_skip_reason() {
+	[ -x "$ENGINE" ] || { echo "$ENGINE is not built"; return; }
+	if ! "$ENGINE" ping >"$ROOT/ping.json" 2>&1; then
+		echo "no engine: $(cat "$ROOT/ping.json")"
+		return
+	fi
+	"$ENGINE" image "$IMAGE" >"$ROOT/image.json" 2>&1 ||
+		echo "no image $IMAGE (make image): $(cat "$ROOT/image.json")"
+}
+why_not=$(engine_skip_reason)
+if [ -n "$why_not" ] && [ "${KBOX_TEST_ENGINE_REQUIRED-}" = 1 ]; then
+	echo "Bail out! KBOX_TEST_ENGINE_REQUIRED=1, and $why_not"
+	exit 1
+fi
+needs kernel
+[ -n "$SKIPPING" ] || SKIPPING=$why_not
+
+# The containers of this KBOX_HOME, by name (the engine's word).
+containers() {
+	"$PY" - "$KBOX_HOME" <<'EOF'
+import json, os, socket, sys, urllib.parse
+path = os.environ["DOCKER_HOST"].removeprefix("unix://")
+q = urllib.parse.quote(json.dumps({"label": ["kbox.home=" + sys.argv[1]]}))
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+s.sendall(b"GET /v1.41/containers/json?all=1&filters=%s HTTP/1.0\r\nHost: x\r\n\r\n" % q.encode())
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+body = json.loads(data.split(b"\r\n\r\n", 1)[1])
+for c in sorted(body, key=lambda c: c["Names"][0]):
+    print(c["Names"][0].lstrip("/"), c["Labels"].get("kbox.session"), c["Labels"].get("kbox.generation"))
+EOF
+}
+# The name kbox gives session NAME's container of generation GEN.
+hash=$(printf %s "$KBOX_HOME" | sha256sum | cut -c1-12)
+cname() { echo "kbox-$hash-$1-$2"; }
+no_containers() { [ -z "$(containers)" ]; }
+only_container() { [ "$(containers)" = "$(cname "$1" "$2") $1 $2" ]; }
+
+cleanup_more() {
+	# (a test that failed half-way: what it left, by this home's label)
+	[ -n "$SKIPPING" ] || containers 2>/dev/null | while read -r c _; do
+		"$PY" - "$c" <<'EOF' 2>/dev/null
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["DOCKER_HOST"].removeprefix("unix://"))
+s.sendall(b"DELETE /v1.41/containers/%s?force=1 HTTP/1.0\r\nHost: x\r\n\r\n" % sys.argv[1].encode())
+s.recv(4096)
+EOF
+	done
+}
+
+fresh
+
+# ---- a session, its container, its kernel ----
+
+kbox start -s d --backend docker
+check start_says_started_with_backend_docker eval 'status_is 0 && stderr_empty &&
+	stdout_is "session d started (backend docker, kernel python3, supervisor pid $(cat "$S/d/supervisor.pid"))"'
+check its_container_is_named_and_labelled_for_this_home only_container d 1
+check session_json_keeps_the_backend_and_the_engine eval '
+	[ "$(json_field "$S/d/session.json" backend)" = docker ] &&
+	[ "$(json_field "$S/d/session.json" engine)" = "$DOCKER_HOST" ]'
+
+kbox exec -s d 'print(6 * 7)'
+check exec_prints_the_result eval 'status_is 0 && stdout_is 42 && stderr_empty'
+
+kbox exec -s d 'import os; print(os.getuid(), os.getcwd(), os.environ["HOME"], "KBOX_CONNECTION" in os.environ)'
+check the_kernel_runs_as_the_sandbox_user_in_the_workspace eval 'status_is 0 &&
+	stdout_is "$(sb_uid d) /workspace /home/kbox False"'
+
+kbox exec -s d 'import os; print(sorted(os.listdir("/sys/class/net")))'
+check no_network_interface_but_lo eval 'status_is 0 && stdout_is "['"'"'lo'"'"']"'
+
+kbox exec -s d 'import socket; print(socket.getaddrinfo("localhost", 80)[0][4][0])
+routes = open("/proc/net/route").read().splitlines()[1:]
+print(len(routes))'
+check no_route_at_all eval 'status_is 0 && [ "$(tail -n 1 stdout)" = 0 ]'
+
+kbox exec -s d '
+try:
+    open("/etc/kbox-probe", "w")
+except OSError as e:
+    print(e.errno)'
+check the_root_is_read_only eval 'status_is 0 && stdout_is 30'
+
+kbox exec -s d 'st = dict(l.split(":\t") for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+print(st["CapEff"].strip(), st["CapBnd"].strip(), st["NoNewPrivs"].strip())'
+check no_capabilities_and_no_new_privileges eval 'status_is 0 &&
+	stdout_is "0000000000000000 0000000000000000 1"'
+
+kbox exec -s d 'import os; print(sorted(m.split()[1] for m in open("/proc/self/mounts") if " rw," in m and m.split()[1] not in ("/dev", "/dev/pts", "/dev/mqueue", "/sys/fs/cgroup") and not m.split()[1].startswith("/proc")))'
+# (under /proc: procfs itself, and the files the engine masks with /dev/null)
+check writable_mounts_are_only_tmp_home_workspace_and_sockets eval 'status_is 0 &&
+	stdout_is "['"'"'/dev/shm'"'"', '"'"'/home/kbox'"'"', '"'"'/run/kernel'"'"', '"'"'/tmp'"'"', '"'"'/workspace'"'"']"'
+
+printf 'a,b\n1,2\n3,4\n' >data.csv
+kbox put -s d data.csv
+kbox exec -s d 'import pandas as pd, matplotlib.pyplot as plt
+df = pd.read_csv("data.csv"); df.to_csv("sums.csv", index=False); print(int(df.b.sum()))
+plt.plot(df.a, df.b); plt.show()'
+check pandas_reads_what_put_gave_and_a_chart_is_saved eval 'status_is 0 && stderr_empty &&
+	[ "$(head -n 1 stdout)" = 6 ] && grep -q "^\[image saved: $S/d/outputs/.*\.png" stdout'
+kbox get -s d sums.csv
+check get_returns_what_the_kernel_wrote eval 'status_is 0 && [ "$(cat sums.csv)" = "$(printf "a,b\n1,2\n3,4")" ]'
+
+kbox exec -s d 'x = 5'
+"$KBOX" exec -s d 'import time; time.sleep(60)' >sleep.out 2>&1 &
+bg=$!
+BG_PIDS="$bg"
+wait_for is_busy d
+kbox interrupt -s d
+wait "$bg"
+brc=$?
+kbox exec -s d 'print(x)'
+check interrupt_stops_the_cell_and_keeps_state eval '[ $brc = 3 ] && status_is 0 && stdout_is 5 &&
+	grep -q "^KeyboardInterrupt" sleep.out'
+
+kbox restart -s d
+check restart_makes_a_new_container_and_removes_the_old eval 'status_is 0 && only_container d 2'
+
+kbox exec -s d --timeout 2s 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(120)'
+check a_timeout_that_interrupt_cannot_end_kills_and_replaces_the_container eval 'status_is 4 &&
+	grep -qF "the execution timed out after 2 s and did not stop within 5 s of an interrupt, so the kernel was killed; a new kernel was started" stdout &&
+	wait_for only_container d 3'
+kbox exec -s d 'print("again")'
+check the_new_kernel_answers_after_a_note_of_the_restart eval 'status_is 0 &&
+	first_line_is stdout "[note: kernel restarted: the execution timed out after 2 s and did not stop within 5 s of an interrupt, so the kernel was killed; earlier state (variables, imports, loaded data) is lost]" &&
+	last_line_is stdout again'
+
+kbox status -s d
+check status_shows_backend_docker_and_its_limits eval 'status_is 0 &&
+	[ "$(status_line backend)" = docker ] &&
+	[ "$(status_line limits)" = "memory 2 GiB (cgroup), pids 1024 (cgroup), cpus all, /tmp 512 MiB (tmpfs), files up to 4 GiB (rlimit)" ]'
+
+kbox stop -s d
+check stop_removes_the_container eval 'status_is 0 && wait_for no_containers'
+
+# ---- limits ----
+
+if selected memory_bomb_is_named_out_of_memory fork_bomb_meets_the_pids_limit tmp_fill_meets_enospc; then
+	kbox start -s lim --backend docker --memory 256M --pids 64 --tmp-size 16M
+fi
+kbox exec -s lim 'x = bytearray(600 << 20); x[::4096] = b"a" * len(x[::4096])'
+check memory_bomb_is_named_out_of_memory eval 'status_is 4 &&
+	stdout_is "[kernel died: the kernel was killed: out of memory (limit 256 MiB); a new kernel was started; earlier state is lost]"'
+kbox exec -s lim 'import subprocess
+try:
+    ps = [subprocess.Popen(["sleep", "30"]) for i in range(100)]
+except OSError as e:
+    print(e.errno)'
+check fork_bomb_meets_the_pids_limit eval 'status_is 0 && last_line_is stdout 11'
+kbox exec -s lim '
+try:
+    open("/tmp/f", "wb").write(b"x" * (32 << 20))
+except OSError as e:
+    print(e.errno)'
+check tmp_fill_meets_enospc eval 'status_is 0 && stdout_is 28'
+kbox stop -s lim
+
+# ---- the supervisor killed ----
+
+if selected killing_the_supervisor_removes_its_container; then
+	kbox start -s k --backend docker
+	only_container k 1 || say "no container to begin with"
+	kill -9 "$(cat "$S/k/supervisor.pid")"
+fi
+check killing_the_supervisor_removes_its_container wait_for no_containers
+
+# ---- what kbox says when it cannot ----
+
+kbox start -s i --backend docker --image kbox-test-no-such-image
+check a_missing_image_is_one_line_naming_the_build eval 'fails_with 5 "kbox start: session i: the container could not start: image kbox-test-no-such-image not found in the engine at ${DOCKER_HOST#unix://}: build kbox'"'"'s with \`make image\` (container/build.sh), or name another with --image" &&
+	[ ! -e "$S/i" ] && no_containers'
+
+DOCKER_HOST=unix://$ROOT/no-engine.sock kbox start -s n --backend docker
+check no_engine_is_one_line_saying_start_it eval 'fails_with 5 "kbox start: session n: the container could not start: no container engine at $ROOT/no-engine.sock (No such file or directory): start dockerd (or podman system service), or name its socket with DOCKER_HOST=unix:///PATH"'
+
+DOCKER_HOST=tcp://127.0.0.1:2375 kbox start -s t --backend docker
+check a_tcp_engine_is_refused eval 'fails_with 2 "kbox start: DOCKER_HOST=tcp://127.0.0.1:2375: kbox needs the engine on this machine, over its unix socket (unix:///PATH): the kernel'"'"'s sockets are files here"'
+
+kbox start -s b --image kbox-kernel
+check image_is_only_for_backend_docker fails_with 2 \
+	"kbox start: --image is for --backend docker (this session's backend is bwrap)"
+
+kbox start -s b --backend docker --image ' x'
+check a_bad_image_name_is_refused fails_with 2 \
+	'kbox start: invalid --image " x": an image name or id, at most 255 characters, no spaces'
+
+tests_done
