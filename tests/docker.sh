@@ -195,6 +195,51 @@ if selected killing_the_supervisor_removes_its_container; then
 fi
 check killing_the_supervisor_removes_its_container wait_for no_containers
 
+# the supervisor and its helper both killed at once (SIGKILL, as the OOM
+# killer would): the container is left, until the next docker session's
+# supervisor of this state directory removes it
+if selected an_orphan_is_removed_by_the_next_docker_sessions_start; then
+	kbox start -s o1 --backend docker
+	sup=$(cat "$S/o1/supervisor.pid")
+	kill -9 "$sup" $(pgrep -P "$sup" -x kbox-engine)
+	wait_for gone "$sup"
+	only_container o1 1 || say "no orphan made"
+	kbox start -s o2 --backend docker
+fi
+check an_orphan_is_removed_by_the_next_docker_sessions_start eval 'status_is 0 && { only_container o2 1 || { say "containers: $(containers | tr "\\n" " ")"; false; }; }'
+kbox stop -s o2
+
+# kbox doctor --backend docker: the engine, the image, the orphans (one
+# made as above, which doctor removes and names)
+if selected doctor_docker_names_the_engine_and_the_image_and_removes_an_orphan; then
+	kbox start -s o3 --backend docker
+	sup=$(cat "$S/o3/supervisor.pid")
+	kill -9 "$sup" $(pgrep -P "$sup" -x kbox-engine)
+	wait_for gone "$sup"
+	kbox doctor --backend docker --image "$IMAGE" --json
+fi
+check doctor_docker_names_the_engine_and_the_image_and_removes_an_orphan json_true stdout '(
+	[c["check"] for c in j["checks"]] == ["engine", "image", "orphans"] and
+	all(c["status"] == "ok" for c in j["checks"]) and j["kernel_runs"] is True and
+	j["checks"][0]["detail"].endswith(" at " + a[0]) and
+	j["checks"][1]["detail"].startswith(a[1] + ": sha256:") and
+	j["checks"][2]["detail"] == "removed 1 left by supervisors that are gone: " + a[2])' \
+	"${DOCKER_HOST#unix://}" "$IMAGE" "$(cname o3 1)"
+check doctor_docker_left_no_container no_containers
+
+DOCKER_HOST=unix://$ROOT/no-engine.sock kbox doctor --backend docker
+check doctor_docker_without_an_engine_exits_5_saying_so eval 'status_is 5 &&
+	[ "$(head -n 1 stdout)" = "fail  engine           no container engine at $ROOT/no-engine.sock (No such file or directory): start dockerd (or podman system service), or name its socket with DOCKER_HOST=unix:///PATH" ] &&
+	last_line_is stdout "the backend docker CANNOT run kernels here (see above)"'
+
+kbox doctor --backend docker --image kbox-test-no-such-image
+check doctor_docker_without_the_image_exits_5 eval 'status_is 5 &&
+	grep -q "^fail  image            image kbox-test-no-such-image not found in the engine" stdout'
+
+kbox doctor --image x
+check doctor_image_without_backend_docker_is_refused fails_with 2 \
+	"kbox doctor: --image is for --backend docker"
+
 # ---- what kbox says when it cannot ----
 
 kbox start -s i --backend docker --image kbox-test-no-such-image

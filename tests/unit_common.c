@@ -1268,6 +1268,44 @@ TEST(kill_wait_kills_and_reaps_the_child)
 	CHECK_INT_EQ(errno, ECHILD);
 }
 
+/* A process's start time names it while it runs; once it has ended,
+ * reaped or not (a zombie), there is none. */
+TEST(start_time_names_a_running_process_and_no_ended_one)
+{
+	long long self = kx_proc_start_time(getpid()), child;
+	pid_t pid;
+	CHECK(self > 0);
+	CHECK_INT_EQ(kx_proc_start_time(getpid()), self);
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		for (;;)
+			pause();
+	}
+	REQUIRE(pid > 0);
+	child = kx_proc_start_time(pid);
+	CHECK(child >= self);
+	kill(pid, SIGKILL);
+	/* a zombie until reaped: polled (at most 10 s) until its
+	 * /proc/PID/stat says state Z */
+	for (int i = 0; i < 10000; i++) {
+		char path[64], buf[256] = "";
+		FILE *f;
+		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+		if ((f = fopen(path, "r"))) {
+			if (!fgets(buf, sizeof buf, f))
+				buf[0] = '\0';
+			fclose(f);
+		}
+		if (strstr(buf, ") Z "))
+			break;
+		usleep(1000);
+	}
+	CHECK_INT_EQ(kx_proc_start_time(pid), -1);
+	CHECK(waitpid(pid, NULL, 0) == pid);
+	CHECK_INT_EQ(kx_proc_start_time(pid), -1);
+	CHECK_INT_EQ(kx_proc_start_time(0), -1);
+}
+
 TEST(base64_encodes_the_rfc_4648_vectors)
 {
 	B64("", "");
@@ -1695,6 +1733,7 @@ int main(void)
 
 	RUN(std_fds_open_fills_closed_ones_with_dev_null_that_fails_as_closed);
 	RUN(kill_wait_kills_and_reaps_the_child);
+	RUN(start_time_names_a_running_process_and_no_ended_one);
 
 	RUN(base64_encodes_the_rfc_4648_vectors);
 	RUN(base64_encodes_every_byte_value_with_the_standard_alphabet);

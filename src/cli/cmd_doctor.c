@@ -849,12 +849,157 @@ static void print_verdict(const report_t *r, const char *kernel, bool isolates, 
 		       "start will refuse it, and --backend none runs kernels unsandboxed\n");
 }
 
+/* Run kbox-engine ARGS... (beside kbox, as the supervisor is found) and
+ * parse its one line of output into *OUT.  0, or -1 with WHY. */
+static int engine_call(char *const *args, json_t **out, char *why, size_t size)
+{
+	char exe[PATH_MAX], buf[65536];
+	char *argv[8] = {"kbox-engine"};
+	size_t n = 0, k = 1;
+	int p[2], st;
+	pid_t pid;
+	ssize_t r;
+
+	*out = NULL;
+	if (cli_find_program("doctor", "kbox-engine", "the docker backend's helper", exe,
+	                     sizeof exe) < 0) {
+		snprintf(why, size, "kbox-engine is not installed beside kbox");
+		return -1;
+	}
+	for (; args[k - 1] && k < 7; k++)
+		argv[k] = args[k - 1];
+	argv[k] = NULL;
+	if (pipe2(p, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
+		snprintf(why, size, "cannot run kbox-engine: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR);
+		dup2(p[1], 1);
+		if (devnull >= 0)
+			dup2(devnull, 2);
+		execv(exe, argv);
+		_exit(127);
+	}
+	close(p[1]);
+	while (n < sizeof buf - 1 &&
+	       ((r = read(p[0], buf + n, sizeof buf - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
+		n += r > 0 ? (size_t)r : 0;
+	buf[n] = '\0';
+	close(p[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!(*out = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL))) {
+		snprintf(why, size, "kbox-engine said nothing it should (exit status %d)",
+		         WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		return -1;
+	}
+	const char *m = json_string_value(
+	        json_object_get(json_object_get(*out, "error"), "message"));
+	if (m) {
+		snprintf(why, size, "%s", m);
+		return -1;
+	}
+	return 0;
+}
+
+/* kbox doctor --backend docker: the engine (reachable, its version and
+ * API), the image, and the containers of sessions whose supervisor is
+ * gone (removed, and said).  The exit status. */
+static int doctor_docker(report_t *r, const char *image)
+{
+	char detail[1024], *args[4] = {NULL};
+	kbox_error_t err = {0};
+	char *home = kr_state_home(&err); /* (the supervisors' KBOX_HOME: the label) */
+	bool engine_ok = false, image_ok = false;
+	json_t *j = NULL;
+
+	args[0] = "ping";
+	if (engine_call(args, &j, detail, sizeof detail) == 0) {
+		snprintf(detail, sizeof detail, "%s %s (API %s) at %s",
+		         json_string_value(json_object_get(j, "engine")),
+		         json_string_value(json_object_get(j, "version")),
+		         json_string_value(json_object_get(j, "api")),
+		         json_string_value(json_object_get(j, "socket")));
+		engine_ok = true;
+		check(r, "engine", "ok", detail, NULL);
+	} else
+		check(r, "engine", "fail", detail, "no kernel can start with --backend docker");
+	json_decref(j);
+	j = NULL;
+	if (!engine_ok)
+		check(r, "image", "skip", "not checked: no engine", NULL);
+	else {
+		args[0] = "image";
+		args[1] = (char *)image;
+		if (engine_call(args, &j, detail, sizeof detail) == 0) {
+			const char *recipe = json_string_value(
+			        json_object_get(json_object_get(j, "labels"), "kbox.recipe"));
+			snprintf(detail, sizeof detail, "%s: %.19s%s%s", image,
+			         json_string_value(json_object_get(j, "id")),
+			         recipe ? ", recipe " : " (not built by make image)",
+			         recipe ? recipe : "");
+			image_ok = true;
+			check(r, "image", "ok", detail, NULL);
+		} else
+			check(r, "image", "fail", detail,
+			      "sessions with this image cannot start: build it with make image");
+		json_decref(j);
+		j = NULL;
+	}
+	if (!engine_ok || !home)
+		check(r, "orphans", "skip",
+		      !engine_ok ? "not checked: no engine" : "not checked: no state directory",
+		      NULL);
+	else {
+		args[0] = "orphans";
+		args[1] = (char *)home;
+		if (engine_call(args, &j, detail, sizeof detail) == 0) {
+			json_t *gone = json_object_get(j, "removed");
+			if (json_array_size(gone)) {
+				size_t i, n = 0;
+				json_t *v;
+				n += (size_t)snprintf(
+				        detail, sizeof detail,
+				        "removed %zu left by supervisors that are gone:",
+				        json_array_size(gone));
+				json_array_foreach(gone, i, v)
+				{
+					if (n < sizeof detail)
+						n += (size_t)snprintf(detail + n, sizeof detail - n,
+						                      " %s", json_string_value(v));
+				}
+			} else
+				snprintf(detail, sizeof detail, "none");
+			check(r, "orphans", "ok", detail, NULL);
+		} else
+			check(r, "orphans", "warn", detail,
+			      "containers of dead sessions may be left");
+		json_decref(j);
+	}
+	if (r->format != FMT_TEXT)
+		cli_print_json_line(json_pack("{s:s, s:b, s:s, s:o}", "backend", "docker",
+		                              "kernel_runs", engine_ok && image_ok, "image", image,
+		                              "checks", json_incref(r->checks)));
+	else if (engine_ok && image_ok)
+		printf("\nthe backend docker can run kernels here, in containers of the image %s\n",
+		       image);
+	else
+		printf("\nthe backend docker CANNOT run kernels here (see above)\n");
+	free(home);
+	return engine_ok && image_ok ? EXIT_OK : EXIT_UNAVAILABLE;
+}
+
 int cmd_doctor(int argc, char **argv)
 {
 	report_t r = {NULL, FMT_TEXT, false, false};
 	bool fix = false;
-	const char *kernel = KR_KERNEL_DEFAULT, *rootfs_arg = NULL;
+	const char *kernel = KR_KERNEL_DEFAULT, *rootfs_arg = NULL, *backend = NULL, *image = NULL;
 	cli_option_t opts[] = {
+	        CLI_OPT_STRING('b', "backend", "B", &backend,
+	                       "the backend to check: bwrap (the default) or docker"),
+	        CLI_OPT_STRING(0, "image", "NAME", &image,
+	                       "docker: the image to look for (default: kbox-kernel)"),
 	        CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
 	                       "the kernelspec to check (default: " KR_KERNEL_DEFAULT ")"),
 	        CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
@@ -881,6 +1026,26 @@ int cmd_doctor(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	r.checks = json_array();
+	if (backend && strcmp(backend, "docker") == 0) {
+		if (rootfs || kernel != (const char *)KR_KERNEL_DEFAULT) {
+			cli_error("doctor", "--rootfs and --kernel are for the backend bwrap");
+			status = EXIT_USAGE;
+		} else
+			status = doctor_docker(&r, image ? image : "kbox-kernel");
+		json_decref(r.checks);
+		free(rootfs);
+		return status;
+	}
+	if ((backend && strcmp(backend, "bwrap") != 0) || image) {
+		cli_error("doctor",
+		          backend && strcmp(backend, "bwrap") != 0
+		                  ? "invalid --backend \"%s\": doctor checks bwrap or docker"
+		                  : "--image is for --backend docker%s",
+		          backend && strcmp(backend, "bwrap") != 0 ? backend : "");
+		json_decref(r.checks);
+		free(rootfs);
+		return EXIT_USAGE;
+	}
 	bo.rootfs = rootfs;
 
 	bwrap = check_bwrap(&r);

@@ -472,7 +472,7 @@ void kx_kill_wait(pid_t pid);
 
 /* When process PID started, in clock ticks after boot (/proc/PID/stat's
  * field 22): with the pid, a name of the process that no later one has.
- * -1 when there is no such process. */
+ * -1 when there is no such process, or it has ended (a zombie). */
 long long kx_proc_start_time(pid_t pid);
 
 /* ---- kx_base64.c ---- */

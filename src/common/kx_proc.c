@@ -172,6 +172,7 @@ long long kx_proc_start_time(pid_t pid)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long start;
+	char state;
 	ssize_t n;
 	int fd;
 	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
@@ -186,9 +187,10 @@ long long kx_proc_start_time(pid_t pid)
 	 * state is field 3, start time 22 */
 	if (!(p = strrchr(buf, ')')) ||
 	    sscanf(p + 1,
-	           " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+	           " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
 	           "%*d %*d %llu",
-	           &start) != 1)
+	           &state, &start) != 2 ||
+	    state == 'Z' || state == 'X') /* (ended, not reaped yet) */
 		return -1;
 	return (long long)start;
 }

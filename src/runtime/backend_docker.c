@@ -259,6 +259,37 @@ fail:
 	_exit(127);
 }
 
+/* How long the sweep of orphans may take, ms. */
+#define ORPHANS_WAIT_MS 30000
+
+/* Remove the containers of this state directory whose supervisor is gone
+ * (killed with its helper, say, or before a reboot): kbox-engine orphans,
+ * once a supervisor, before its first container.  Best effort: what it
+ * cannot do, the next supervisor tries again. */
+static void sweep_orphans(const char *exe, const kr_sandbox_t *sb, char **henv)
+{
+	static bool swept;
+	char *argv[] = {KE_PROGRAM, "orphans", (char *)sb->o.state_home, NULL};
+	long long deadline;
+	int st;
+	pid_t pid, r;
+	if (swept || !sb->o.state_home || !*sb->o.state_home)
+		return;
+	swept = true;
+	if ((pid = fork()) < 0)
+		return;
+	if (pid == 0) {
+		kx_child_t child = {.errfd = -1, .out_fd = -1, .parent = getppid()};
+		kx_child_exec(exe, argv, henv, &child);
+		_exit(127);
+	}
+	deadline = kx_now_ms() + ORPHANS_WAIT_MS;
+	while ((r = waitpid(pid, &st, WNOHANG)) == 0 && kx_now_ms() < deadline)
+		usleep(5000);
+	if (r == 0)
+		kx_kill_wait(pid);
+}
+
 static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 {
 	static const char *const extra[] = {"HOME=" HOME_INSIDE, "JPY_PARENT_PID=1",
@@ -303,6 +334,7 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		snprintf(engine, sizeof engine, KE_SOCKET_ENV "=%s", sb->o.engine);
 		henv[0] = engine;
 	}
+	sweep_orphans(exe, sb, henv);
 	docker_child_t c = {exe, cmd[0], status[1], sb->o.log_fd, henv, getpid()};
 	if ((f = kr_sandbox_fork(sb, docker_child, &c, &child_errno, err)) < 0)
 		goto out;
