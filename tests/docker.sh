@@ -186,6 +186,27 @@ except OSError as e:
 check tmp_fill_meets_enospc eval 'status_is 0 && stdout_is 28'
 kbox stop -s lim
 
+# ---- a hostile kernel: a flood on the container's own output, SIGTERM
+# ignored.  The helper never blocks on the kernel's log (it drops what
+# the log's pipe has no room for), so the restart and the stop still
+# remove the container; and each kernel has a sockets directory of its
+# own, so nothing of an earlier one would see the next one's sockets ----
+
+if selected a_flooding_kernel_is_replaced_by_restart a_flooding_kernel_is_removed_by_stop; then
+	kbox start -s fl --backend docker
+	kbox exec -s fl 'import os, signal, subprocess, atexit, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+atexit.register(lambda: time.sleep(1e6))
+subprocess.Popen(["python3", "-c", "import os, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nb = b\"x\" * 16384\nwhile True:\n    os.write(1, b)"], stdout=open("/proc/1/fd/1", "wb"), start_new_session=True)
+print(sorted(os.listdir("/run/kernel"))[:1])'
+fi
+kbox restart -s fl
+check a_flooding_kernel_is_replaced_by_restart eval 'status_is 0 && wait_for only_container fl 2'
+kbox exec -s fl 'import os, subprocess
+subprocess.Popen(["sh", "-c", "trap \"\" TERM; yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx >/proc/1/fd/2"], start_new_session=True); print("flooding")'
+kbox stop -s fl
+check a_flooding_kernel_is_removed_by_stop eval 'status_is 0 && wait_for no_containers'
+
 # ---- the supervisor killed ----
 
 if selected killing_the_supervisor_removes_its_container; then
@@ -229,7 +250,7 @@ check doctor_docker_left_no_container no_containers
 
 DOCKER_HOST=unix://$ROOT/no-engine.sock kbox doctor --backend docker
 check doctor_docker_without_an_engine_exits_5_saying_so eval 'status_is 5 &&
-	[ "$(head -n 1 stdout)" = "fail  engine           no container engine at $ROOT/no-engine.sock (No such file or directory): start dockerd (or podman system service), or name its socket with DOCKER_HOST=unix:///PATH" ] &&
+	[ "$(head -n 1 stdout)" = "fail  engine           no container engine at $ROOT/no-engine.sock (No such file or directory): start dockerd (or podman system service), or name its socket with DOCKER_HOST=unix:///PATH when the session starts" ] &&
 	last_line_is stdout "the backend docker CANNOT run kernels here (see above)"'
 
 kbox doctor --backend docker --image kbox-test-no-such-image
@@ -243,14 +264,14 @@ check doctor_image_without_backend_docker_is_refused fails_with 2 \
 # ---- what kbox says when it cannot ----
 
 kbox start -s i --backend docker --image kbox-test-no-such-image
-check a_missing_image_is_one_line_naming_the_build eval 'fails_with 5 "kbox start: session i: the container could not start: image kbox-test-no-such-image not found in the engine at ${DOCKER_HOST#unix://}: build kbox'"'"'s with \`make image\` (container/build.sh), or name another with --image" &&
+check a_missing_image_is_one_line_naming_the_build eval 'fails_with 5 "kbox start: session i: the container could not start: image kbox-test-no-such-image not found in the engine at ${DOCKER_HOST#unix://}: build kbox'"'"'s with \`make image\` (container/build.sh), or start the session with another: kbox start --image" &&
 	[ ! -e "$S/i" ] && no_containers'
 
 DOCKER_HOST=unix://$ROOT/no-engine.sock kbox start -s n --backend docker
-check no_engine_is_one_line_saying_start_it eval 'fails_with 5 "kbox start: session n: the container could not start: no container engine at $ROOT/no-engine.sock (No such file or directory): start dockerd (or podman system service), or name its socket with DOCKER_HOST=unix:///PATH"'
+check no_engine_is_one_line_saying_start_it eval 'fails_with 5 "kbox start: session n: the container could not start: no container engine at $ROOT/no-engine.sock (No such file or directory): start dockerd (or podman system service), or name its socket with DOCKER_HOST=unix:///PATH when the session starts"'
 
 DOCKER_HOST=tcp://127.0.0.1:2375 kbox start -s t --backend docker
-check a_tcp_engine_is_refused eval 'fails_with 2 "kbox start: DOCKER_HOST=tcp://127.0.0.1:2375: kbox needs the engine on this machine, over its unix socket (unix:///PATH): the kernel'"'"'s sockets are files here"'
+check a_tcp_engine_is_refused eval 'fails_with 2 "kbox start: DOCKER_HOST=tcp://127.0.0.1:2375: kbox needs the engine on this machine, by its unix socket'"'"'s absolute path (unix:///PATH, at most 107 bytes): the kernel'"'"'s sockets are files here"'
 
 kbox start -s b --image kbox-kernel
 check image_is_only_for_backend_docker fails_with 2 \
@@ -258,6 +279,23 @@ check image_is_only_for_backend_docker fails_with 2 \
 
 kbox start -s b --backend docker --image ' x'
 check a_bad_image_name_is_refused fails_with 2 \
-	'kbox start: invalid --image " x": an image name or id, at most 255 characters, no spaces'
+	'kbox start: invalid --image " x": not an image reference (NAME, NAME:TAG, NAME@sha256:DIGEST or sha256:ID; NAME in lower case)'
+
+kbox start -s b --backend docker --image "$(printf 'Kbox\nx')"
+check an_image_name_with_a_newline_is_refused_in_one_line fails_with 2 \
+	'kbox start: invalid --image "Kbox\nx": not an image reference (NAME, NAME:TAG, NAME@sha256:DIGEST or sha256:ID; NAME in lower case)'
+
+mkdir -p rootfs/usr
+kbox start -s b --backend docker --rootfs rootfs
+check rootfs_is_refused_with_backend_docker fails_with 2 \
+	"kbox start: --rootfs is for the backend bwrap: with --backend docker the system files are the image's (--image)"
+
+DOCKER_HOST=unix://var/run/docker.sock kbox start -s b --backend docker
+check a_relative_docker_host_is_refused fails_with 2 \
+	"kbox start: DOCKER_HOST=unix://var/run/docker.sock: kbox needs the engine on this machine, by its unix socket's absolute path (unix:///PATH, at most 107 bytes): the kernel's sockets are files here"
+
+DOCKER_HOST=unix://$T kbox start -s b --backend docker
+check a_docker_host_that_is_no_socket_is_named_so eval 'fails_with 5 "kbox start: session b: the container could not start: $T is not a socket (a directory): name the engine'"'"'s socket with DOCKER_HOST=unix:///PATH when the session starts" &&
+	[ ! -e "$S/b" ]'
 
 tests_done

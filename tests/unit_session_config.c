@@ -300,6 +300,44 @@ TEST(an_unknown_backend_is_refused_naming_those_there_are)
 	             "(available: bwrap, docker, none)");
 }
 
+TEST(image_references_are_those_an_engine_takes)
+{
+	static const char *const good[] = {
+	        "kbox-kernel",
+	        "kbox-kernel:v2",
+	        "library/python:3.11-slim",
+	        "localhost:5000/a/b:1.0",
+	        "registry.example.com/a__b/c-d",
+	        "a.b/c",
+	        "x@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+	        "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"};
+	static const char *const bad[] = {
+	        "",     "Kbox-Kernel", "../../etc", "kbox-kernel:", ":latest", "x@sha256:abc",
+	        "a::b", "a\nb",        "-rm",       "a b",          "a/",      "/a",
+	        "a//b", "a-",          "sha256:12"};
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+		CHECK(kr_image_ref_valid(good[i]));
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		CHECK(!kr_image_ref_valid(bad[i]));
+	CHECK(!kr_image_ref_valid(NULL));
+	CHECK(kr_engine_socket_valid("unix:///var/run/docker.sock"));
+	CHECK(kr_engine_socket_valid("/run/podman/podman.sock"));
+	CHECK(!kr_engine_socket_valid("tcp://127.0.0.1:2375"));
+	CHECK(!kr_engine_socket_valid("unix://var/run/docker.sock"));
+	CHECK(!kr_engine_socket_valid("/a\nb"));
+}
+
+TEST(an_image_or_engine_the_command_line_refuses_is_refused_naming_the_key)
+{
+	fresh();
+	write_config("{\"backend\": \"docker\", \"image\": \"bad image\"}");
+	refused_with("/session.json: \"image\" is \"bad image\", which is no image reference "
+	             "(NAME, NAME:TAG, NAME@sha256:DIGEST or sha256:ID)");
+	write_config("{\"backend\": \"docker\", \"engine\": \"tcp://x:1\"}");
+	refused_with("/session.json: \"engine\" is \"tcp://x:1\", which is no unix socket's "
+	             "absolute path of at most 107 bytes (unix:///PATH)");
+}
+
 TEST(strings_of_the_file_in_a_message_are_escaped_and_cut)
 {
 	/* (review 20, W20-1: a value's newline began a line of its own in
@@ -628,6 +666,8 @@ int main(void)
 	RUN(a_file_of_more_than_the_bound_is_refused_unread);
 	RUN(load_at_reads_the_directory_held_whatever_is_at_its_path);
 	RUN(an_unknown_backend_is_refused_naming_those_there_are);
+	RUN(image_references_are_those_an_engine_takes);
+	RUN(an_image_or_engine_the_command_line_refuses_is_refused_naming_the_key);
 	RUN(strings_of_the_file_in_a_message_are_escaped_and_cut);
 	RUN(values_the_command_line_refuses_are_refused_naming_the_key);
 	RUN(reseal_of_no_file_is_refused_and_writes_none);

@@ -288,32 +288,36 @@ static int check_docker(kr_session_opts_t *o, kr_session_config_t *config)
 	const char *host = getenv("DOCKER_HOST");
 	kbox_error_t err = {0};
 	bool docker = strcmp(config->backend, "docker") == 0;
+	char shown[KX_NAME_ESCAPED_MAX(200) + 4];
 
 	if (o->image && !docker) {
 		cli_error("start", "--image is for --backend docker (this session's backend is %s)",
 		          config->backend);
 		return EXIT_USAGE;
 	}
-	if (o->image) {
-		size_t n = strlen(o->image);
-		bool ok = n > 0 && n <= 255 && o->image[0] != '-';
-		for (size_t i = 0; ok && i < n; i++)
-			ok = (unsigned char)o->image[i] > ' ' && o->image[i] != 0x7f;
-		if (!ok) {
-			cli_error("start",
-			          "invalid --image \"%s\": an image name or id, at most 255 "
-			          "characters, no spaces",
-			          o->image);
-			return EXIT_USAGE;
-		}
+	if (o->rootfs && docker) {
+		cli_error("start", "--rootfs is for the backend bwrap: with --backend docker the "
+		                   "system files are the image's (--image)");
+		return EXIT_USAGE;
+	}
+	if (o->image && !kr_image_ref_valid(o->image)) {
+		kx_name_escape(o->image, strnlen(o->image, 200), shown, sizeof shown);
+		cli_error("start",
+		          "invalid --image \"%s\": not an image reference (NAME, NAME:TAG, "
+		          "NAME@sha256:DIGEST or sha256:ID; NAME in lower case)",
+		          shown);
+		return EXIT_USAGE;
 	}
 	if (!docker || !host || !*host)
 		return EXIT_OK;
-	if (!(strncmp(host, "unix:///", 8) == 0 || host[0] == '/') || strlen(host) > 4096) {
-		cli_error("start",
-		          "DOCKER_HOST=%s: kbox needs the engine on this machine, over its unix "
-		          "socket (unix:///PATH): the kernel's sockets are files here",
-		          host);
+	if (!kr_engine_socket_valid(host)) {
+		kx_name_escape(host, strnlen(host, 200), shown, sizeof shown);
+		cli_error(
+		        "start",
+		        "DOCKER_HOST=%s: kbox needs the engine on this machine, by its unix socket's "
+		        "absolute path (unix:///PATH, at most 107 bytes): the kernel's sockets are "
+		        "files here",
+		        shown);
 		return EXIT_USAGE;
 	}
 	kr_session_opts_t e = KR_SESSION_OPTS_INIT;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 const char *ke_kind_name(ke_kind_t kind)
 {
@@ -258,12 +259,22 @@ int ke_transfer_error(const ke_engine_t *e, void *easy, int code, const char *wh
 {
 	long oserr = 0;
 	curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &oserr);
+	struct stat st;
 	if (code == CURLE_COULDNT_CONNECT &&
-	    (oserr == ENOENT || oserr == ECONNREFUSED || oserr == ENOTDIR))
+	    (oserr == ENOENT || oserr == ECONNREFUSED || oserr == ENOTDIR || oserr == ENOTSOCK) &&
+	    stat(e->socket, &st) == 0 && !S_ISSOCK(st.st_mode))
 		return ke_error(err, KE_E_NO_DAEMON,
-		                "no container engine at %s (%s): start dockerd (or podman system "
-		                "service), or name its socket with DOCKER_HOST=unix:///PATH",
-		                e->socket, strerror((int)oserr));
+		                "%s is not a socket (a %s): name the engine's socket with "
+		                "DOCKER_HOST=unix:///PATH when the session starts",
+		                e->socket, S_ISDIR(st.st_mode) ? "directory" : "file");
+	if (code == CURLE_COULDNT_CONNECT &&
+	    (oserr == ENOENT || oserr == ECONNREFUSED || oserr == ENOTDIR || oserr == ENOTSOCK))
+		return ke_error(
+		        err, KE_E_NO_DAEMON,
+		        "no container engine at %s (%s): start dockerd (or podman system "
+		        "service), or name its socket with DOCKER_HOST=unix:///PATH when the "
+		        "session starts",
+		        e->socket, strerror((int)oserr));
 	if (code == CURLE_COULDNT_CONNECT && (oserr == EACCES || oserr == EPERM))
 		return ke_error(err, KE_E_DENIED,
 		                "not allowed to use the container engine at %s (%s): its socket is "

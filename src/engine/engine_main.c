@@ -51,9 +51,10 @@ static int fail(const ke_error_t *err)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: " KE_PROGRAM
-	                " ping | image NAME | import TAR NAME RECIPE | orphans HOME | run\n"
-	                "  (the supervisor's helper: see src/engine/engine_proto.h)\n");
+	fprintf(stderr,
+	        "usage: " KE_PROGRAM
+	        " ping | image NAME | import TAR NAME RECIPE | orphans HOME | remove NAME | run\n"
+	        "  (the supervisor's helper: see src/engine/engine_proto.h)\n");
 	return 2;
 }
 
@@ -93,10 +94,11 @@ static int cmd_image(const char *name)
 	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
 		return fail(&err);
 	if (status == 404) {
-		ke_error(&err, KE_E_NO_IMAGE,
-		         "image %s not found in the engine at %s: build kbox's with `make image` "
-		         "(container/build.sh), or name another with --image",
-		         name, e.socket);
+		ke_error(
+		        &err, KE_E_NO_IMAGE,
+		        "image %s not found in the engine at %s: build kbox's with `make image` "
+		        "(container/build.sh), or start the session with another: kbox start --image",
+		        name, e.socket);
 		rc = fail(&err);
 	} else if (status != 200) {
 		char *body = json_dumps(j, JSON_ENCODE_ANY);
@@ -374,11 +376,13 @@ typedef struct {
 	ke_engine_t e;
 	char id[128];
 	CURLM *multi;
-	CURL *wait, *logs;
+	CURL *wait, *logs; /* logs: the attachment to its output */
 	kx_buf_t wait_body;
-	bool wait_headers, wait_done, logs_done;
+	bool wait_headers, wait_done, logs_headers, logs_done;
 	CURLcode wait_rc;
 	ke_demux_t demux;
+	unsigned long long dropped; /* output bytes the log pipe had no room for */
+	CURL *kills[4];             /* kill requests in flight */
 	bool removing;
 	kx_buf_t in; /* standard input not yet a whole line */
 	bool in_eof;
@@ -414,11 +418,47 @@ static size_t on_wait_header(char *p, size_t size, size_t n, void *arg)
 	return len;
 }
 
+/* The container's output to ours (the kernel's log), never blocking: what
+ * the log's pipe has no room for is dropped, and counted in a line of the
+ * log once there is room again.  So a flood of output never keeps the
+ * helper from its commands (a stop, a removal). */
 static int on_log_frame(void *arg, int stream, const char *bytes, size_t len)
 {
-	(void)arg;
-	kx_write_all(stream == 2 ? 2 : 1, bytes, len);
+	run_t *r = arg;
+	int fd = stream == 2 ? 2 : 1;
+	if (r->dropped) {
+		char note[160];
+		int n = snprintf(note, sizeof note,
+		                 "\n[" KE_PROGRAM ": %llu bytes of the container's output dropped: "
+		                 "its log was not read fast enough]\n",
+		                 r->dropped);
+		if (write(fd, note, (size_t)n) != n) {
+			r->dropped += len;
+			return 0;
+		}
+		r->dropped = 0;
+	}
+	while (len > 0) {
+		ssize_t w = write(fd, bytes, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			r->dropped += len;
+			break;
+		}
+		bytes += w;
+		len -= (size_t)w;
+	}
 	return 0;
+}
+
+static size_t on_logs_header(char *p, size_t size, size_t n, void *arg)
+{
+	run_t *r = arg;
+	size_t len = size * n;
+	if (len <= 2 && (p[0] == '\r' || p[0] == '\n'))
+		r->logs_headers = true; /* attached: what it writes from now on comes here */
+	return len;
 }
 
 static size_t on_logs(char *p, size_t size, size_t n, void *arg)
@@ -442,29 +482,76 @@ static void run_multi(run_t *r)
 			r->wait_rc = m->data.result;
 		} else if (m->easy_handle == r->logs)
 			r->logs_done = true;
+		else
+			for (size_t i = 0; i < sizeof r->kills / sizeof *r->kills; i++)
+				if (m->easy_handle == r->kills[i]) {
+					curl_multi_remove_handle(r->multi, r->kills[i]);
+					curl_easy_cleanup(r->kills[i]);
+					r->kills[i] = NULL;
+				}
 	}
 }
 
-/* POST /containers/ID/kill?signal=SIG; a container that is not running
- * is no error. */
+static size_t discard(char *p, size_t size, size_t n, void *arg)
+{
+	(void)p;
+	(void)arg;
+	return size * n;
+}
+
+/* POST /containers/ID/kill?signal=SIG, among the transfers (its answer
+ * is not waited for: the engine may answer a SIGKILL only once the
+ * container's output is read to its end, which the loop goes on doing);
+ * a container that is not running is no error. */
 static void kill_container(run_t *r, const char *sig)
 {
 	char path[256];
-	long status = 0;
-	ke_error_t err;
+	size_t i;
+	CURL *c;
+	if (!r->multi)
+		return;
+	for (i = 0; i < sizeof r->kills / sizeof *r->kills && r->kills[i]; i++)
+		;
+	if (i == sizeof r->kills / sizeof *r->kills)
+		return; /* (four in flight: this one is one too many) */
 	snprintf(path, sizeof path, "/containers/%s/kill?signal=%s", r->id, sig);
-	if (ke_call(&r->e, "POST", path, NULL, CALL_TIMEOUT, &status, NULL, &err) < 0)
-		fprintf(stderr, KE_PROGRAM ": %s\n", err.msg);
+	if (!(c = ke_easy(&r->e, "POST", path, NULL)))
+		return;
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)CALL_TIMEOUT);
+	r->kills[i] = c;
+	curl_multi_add_handle(r->multi, c);
 }
 
-static void remove_container(run_t *r)
+/* How long a removal is tried for, ms, while the engine does not answer. */
+#define REMOVE_TRY_MS 30000
+
+/* DELETE /containers/ID?force=1, tried again while the engine does not
+ * answer (restarting, say), for REMOVE_TRY_MS.  0 once it is gone, or -1
+ * with ERR. */
+static int remove_id(const ke_engine_t *e, const char *id, ke_error_t *err)
 {
-	char path[256];
+	char path[512] = "/containers/";
+	long long t0 = kx_now_ms();
 	long status = 0;
-	ke_error_t err;
-	snprintf(path, sizeof path, "/containers/%s?force=1&v=1", r->id);
-	if (ke_call(&r->e, "DELETE", path, NULL, CALL_TIMEOUT, &status, NULL, &err) < 0)
-		fprintf(stderr, KE_PROGRAM ": %s\n", err.msg);
+	append_escaped(path, sizeof path, id);
+	strncat(path, "?force=1&v=1", sizeof path - strlen(path) - 1);
+	for (;;) {
+		if (ke_call(e, "DELETE", path, NULL, CALL_TIMEOUT, &status, NULL, err) == 0) {
+			if (status == 204 || status == 404)
+				return 0;
+			if (status != 409 && status < 500)
+				return ke_reply_error(status, NULL, "remove the container", err);
+		}
+		if (kx_now_ms() - t0 > REMOVE_TRY_MS)
+			return -1;
+		usleep(200000);
+	}
+}
+
+static int remove_container(run_t *r, ke_error_t *err)
+{
+	return remove_id(&r->e, r->id, err);
 }
 
 /* Act on the whole lines of standard input so far. */
@@ -539,10 +626,12 @@ static int create(run_t *r, const char *name, const char *body, const char *home
 		if (err->kind == KE_E_NO_IMAGE) {
 			json_t *b = json_loads(body, 0, NULL);
 			const char *image = json_string_value(json_object_get(b, "Image"));
-			ke_error(err, KE_E_NO_IMAGE,
-			         "image %s not found in the engine at %s: build kbox's with `make "
-			         "image` (container/build.sh), or name another with --image",
-			         image ? image : "?", r->e.socket);
+			ke_error(
+			        err, KE_E_NO_IMAGE,
+			        "image %s not found in the engine at %s: build kbox's with `make "
+			        "image` (container/build.sh), or start the session with another: kbox start "
+			        "--image",
+			        image ? image : "?", r->e.socket);
 			json_decref(b);
 		}
 		json_decref(j);
@@ -578,18 +667,39 @@ static void wait_some(run_t *r, int ms)
 		r->removing = true;
 }
 
+/* The most of a spec line (the create body: the kernel's environment
+ * with it). */
+#define SPEC_MAX (16u << 20)
+
+/* Add to R's transfers one held open, METHOD PATH, whose body goes to
+ * WRITE and whose headers' end sets *HEADERS_DONE (through HEADER). */
+static CURL *held(run_t *r, const char *method, const char *path,
+                  size_t (*write)(char *, size_t, size_t, void *),
+                  size_t (*header)(char *, size_t, size_t, void *))
+{
+	CURL *c = ke_easy(&r->e, method, path, NULL);
+	if (!c)
+		return NULL;
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+	curl_multi_add_handle(r->multi, c);
+	return c;
+}
+
 static int cmd_run(void)
 {
 	run_t r = {0};
 	ke_error_t err = {0};
-	char line[1 << 16], path[512];
+	kx_buf_t line = KX_BUF_INIT;
+	char path[512];
 	json_t *spec = NULL, *warnings = NULL, *info = NULL;
 	const char *name, *home;
-	char *body = NULL;
+	char *body = NULL, c;
 	long status = 0, code = -1;
-	bool oom = false, killed_on_remove = false;
+	bool oom = false, killed_on_remove = false, gone = false;
 	long long t_exit = -1, t_remove = -1;
-	size_t n = 0;
 	int rc = 1;
 
 	status_fd = KE_STATUS_FD;
@@ -599,21 +709,21 @@ static int cmd_run(void)
 		return 2;
 	}
 	/* the spec: standard input's first line */
-	while (n < sizeof line - 1) {
-		ssize_t k = read(0, line + n, 1);
+	for (;;) {
+		ssize_t k = read(0, &c, 1);
 		if (k < 0 && errno == EINTR)
 			continue;
-		if (k <= 0 || line[n] == '\n')
+		if (k <= 0 || c == '\n' || line.len >= SPEC_MAX || kx_buf_append(&line, &c, 1) < 0)
 			break;
-		n++;
 	}
-	line[n] = '\0';
-	if (!(spec = json_loads(line, 0, NULL)) ||
+	if (!line.data || !(spec = json_loads(line.data, 0, NULL)) ||
 	    !(name = json_string_value(json_object_get(spec, "name"))) ||
 	    !(home = json_string_value(json_object_get(spec, "home"))) ||
 	    !json_is_object(json_object_get(spec, "create")) ||
 	    !(body = json_dumps(json_object_get(spec, "create"), JSON_COMPACT))) {
-		ke_error(&err, KE_E_USAGE, "run: the first line of input is not a spec");
+		ke_error(&err, KE_E_USAGE,
+		         "run: the first line of input is not a spec of at most %u bytes",
+		         SPEC_MAX);
 		goto out_fail;
 	}
 	if (pipe2(term_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -624,23 +734,26 @@ static int cmd_run(void)
 	signal(SIGHUP, on_term);
 	signal(SIGINT, on_term);
 	fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
+	/* (the log's pipe: 1 and 2 share it) */
+	fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
+	fcntl(2, F_SETFL, fcntl(2, F_GETFL) | O_NONBLOCK);
 	if (ke_open(&r.e, &err) < 0 || create(&r, name, body, home, &warnings, &err) < 0)
 		goto out_fail;
 	if (!(r.multi = curl_multi_init()))
 		goto nomem;
-	/* the wait first, as docker run does: an exit between the start and
-	 * the wait would otherwise be missed */
+	/* the wait and the attachment to its output before the start, as
+	 * docker run does: an exit, or output, between the start and them
+	 * would otherwise be missed */
 	snprintf(path, sizeof path, "/containers/%s/wait?condition=next-exit", r.id);
-	if (!(r.wait = ke_easy(&r.e, "POST", path, NULL)))
+	if (!(r.wait = held(&r, "POST", path, on_wait_body, on_wait_header)))
 		goto nomem;
-	curl_easy_setopt(r.wait, CURLOPT_WRITEFUNCTION, on_wait_body);
-	curl_easy_setopt(r.wait, CURLOPT_WRITEDATA, &r);
-	curl_easy_setopt(r.wait, CURLOPT_HEADERFUNCTION, on_wait_header);
-	curl_easy_setopt(r.wait, CURLOPT_HEADERDATA, &r);
-	curl_multi_add_handle(r.multi, r.wait);
-	for (long long t0 = kx_now_ms(); !r.wait_headers && !r.wait_done && !r.removing;) {
+	snprintf(path, sizeof path, "/containers/%s/attach?stream=1&stdout=1&stderr=1", r.id);
+	if (!(r.logs = held(&r, "POST", path, on_logs, on_logs_header)))
+		goto nomem;
+	for (long long t0 = kx_now_ms();
+	     !(r.wait_headers && r.logs_headers) && !r.wait_done && !r.logs_done && !r.removing;) {
 		run_multi(&r);
-		if (r.wait_headers || r.wait_done)
+		if ((r.wait_headers && r.logs_headers) || r.wait_done || r.logs_done)
 			break;
 		if (kx_now_ms() - t0 > CALL_TIMEOUT * 1000LL) {
 			ke_error(&err, KE_E_ENGINE, "the engine did not take the wait for %s",
@@ -651,8 +764,9 @@ static int cmd_run(void)
 	}
 	if (r.removing)
 		goto out_remove;
-	if (r.wait_done) {
-		ke_transfer_error(&r.e, r.wait, r.wait_rc, "wait for the container", &err);
+	if (r.wait_done || r.logs_done) {
+		ke_transfer_error(&r.e, r.wait_done ? r.wait : r.logs, r.wait_rc,
+		                  "wait for the container", &err);
 		goto out_remove;
 	}
 	snprintf(path, sizeof path, "/containers/%s/start", r.id);
@@ -675,20 +789,14 @@ static int cmd_run(void)
 	              "engine", r.e.engine, "api", r.e.api, "warnings", warnings));
 	json_decref(info);
 	info = NULL;
-	/* its output, for as long as it runs */
-	snprintf(path, sizeof path, "/containers/%s/logs?follow=1&stdout=1&stderr=1", r.id);
-	if (!(r.logs = ke_easy(&r.e, "GET", path, NULL)))
-		goto nomem;
-	curl_easy_setopt(r.logs, CURLOPT_WRITEFUNCTION, on_logs);
-	curl_easy_setopt(r.logs, CURLOPT_WRITEDATA, &r);
-	curl_multi_add_handle(r.multi, r.logs);
+	/* until it ends (or is to go): commands first, then its output */
 	for (;;) {
-		run_multi(&r);
 		if (r.removing && !killed_on_remove) {
 			kill_container(&r, "SIGKILL");
 			killed_on_remove = true;
 			t_remove = kx_now_ms();
 		}
+		run_multi(&r);
 		if (r.wait_done && t_exit < 0)
 			t_exit = kx_now_ms();
 		if (t_exit >= 0 && (r.logs_done || kx_now_ms() - t_exit > LOG_DRAIN_MS))
@@ -697,7 +805,12 @@ static int cmd_run(void)
 			break;
 		wait_some(&r, 1000);
 	}
-	/* how it ended */
+	/* (its output no more: the engine need not wait for us to read it) */
+	curl_multi_remove_handle(r.multi, r.logs);
+	curl_easy_cleanup(r.logs);
+	r.logs = NULL;
+	/* how it ended: the wait's answer; else (the engine went away) the
+	 * container as it is now */
 	if (r.wait_done && r.wait_rc == CURLE_OK) {
 		json_t *w = json_loads(r.wait_body.data ? r.wait_body.data : "", 0, NULL);
 		json_t *sc = json_object_get(w, "StatusCode");
@@ -714,8 +827,15 @@ static int cmd_run(void)
 		    !json_is_true(json_object_get(st, "Running")))
 			code = (long)json_integer_value(json_object_get(st, "ExitCode"));
 	}
-	remove_container(&r);
-	say(json_pack("{s:{s:I, s:b}}", "exit", "code", (json_int_t)code, "oom_killed", oom));
+	if (remove_container(&r, &err) < 0) {
+		ke_error(&err, err.kind, "the container %s could not be removed: %s", r.id,
+		         err.msg);
+		rc = fail(&err);
+		goto out;
+	}
+	gone = true;
+	say(json_pack("{s:{s:I, s:b, s:b}}", "exit", "code", (json_int_t)code, "oom_killed", oom,
+	              "removed", gone));
 	rc = 0;
 	goto out;
 nomem:
@@ -723,8 +843,10 @@ nomem:
 out_remove:
 	rc = fail(&err);
 	if (r.id[0]) {
-		kill_container(&r, "SIGKILL");
-		remove_container(&r);
+		ke_error_t rerr;
+		if (remove_container(&r, &rerr) < 0)
+			fprintf(stderr, KE_PROGRAM ": the container %s could not be removed: %s\n",
+			        r.id, rerr.msg);
 	}
 	goto out;
 out_fail:
@@ -735,17 +857,35 @@ out:
 			curl_multi_remove_handle(r.multi, r.wait);
 		if (r.logs)
 			curl_multi_remove_handle(r.multi, r.logs);
+		for (size_t i = 0; i < sizeof r.kills / sizeof *r.kills; i++)
+			if (r.kills[i]) {
+				curl_multi_remove_handle(r.multi, r.kills[i]);
+				curl_easy_cleanup(r.kills[i]);
+			}
 		curl_multi_cleanup(r.multi);
 	}
 	curl_easy_cleanup(r.wait);
 	curl_easy_cleanup(r.logs);
 	kx_buf_reset(&r.wait_body);
 	kx_buf_reset(&r.in);
+	kx_buf_reset(&line);
 	json_decref(info);
 	json_decref(warnings);
 	json_decref(spec);
 	free(body);
 	return rc;
+}
+
+/* remove NAME: the container NAME, gone (the supervisor's way when its
+ * helper had to be killed). */
+static int cmd_remove(const char *name)
+{
+	ke_engine_t e;
+	ke_error_t err;
+	if (ke_open(&e, &err) < 0 || remove_id(&e, name, &err) < 0)
+		return fail(&err);
+	say(json_pack("{s:s}", "removed", name));
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -766,6 +906,8 @@ int main(int argc, char **argv)
 		rc = cmd_orphans(argv[2]);
 	else if (strcmp(argv[1], "import") == 0 && argc == 5)
 		rc = cmd_import(argv[2], argv[3], argv[4]);
+	else if (strcmp(argv[1], "remove") == 0 && argc == 3)
+		rc = cmd_remove(argv[2]);
 	else if (strcmp(argv[1], "run") == 0 && argc == 2)
 		rc = cmd_run();
 	else

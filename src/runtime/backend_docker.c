@@ -45,10 +45,6 @@
 #define CONN_INSIDE "/tmp/.kbox"
 #define HOME_INSIDE "/home/kbox"
 #define WORKSPACE_INSIDE "/workspace"
-/* The container's log on the engine's disk: the helper copies it to the
- * kernel's log as it comes, so a little is enough. */
-#define LOG_MAX_SIZE "1m"
-#define LOG_MAX_FILES "2"
 /* How long cleanup waits for the helper to remove a container, ms. */
 #define REMOVE_WAIT_MS 15000
 
@@ -71,7 +67,11 @@ typedef struct {
 	char id[72];
 	pid_t init_pid; /* the container's init as the host sees it; 0: not yet */
 	pid_t kernel;
-	bool started, exited, oom_killed, by_kbox, failed;
+	bool started, exited, oom_killed, by_kbox, failed, removed;
+	char sockets[PATH_MAX];         /* this kernel's own directory of sockets */
+	char exe[PATH_MAX];             /* kbox-engine */
+	char name[256];                 /* the container's */
+	char engine_env[PATH_MAX + 32]; /* KBOX_ENGINE_SOCKET=..., or "" */
 	long long code;
 	char error[600];
 	bool ws_checked;
@@ -170,7 +170,7 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 		json_array_append_new(jenv, json_string(env[i]));
 	if (sb->o.conn_text)
 		json_array_append_new(jenv, json_pack("s+", "KBOX_CONNECTION=", sb->o.conn_text));
-	json_array_append_new(mounts, bind(o->runtime_dir, SOCKETS_INSIDE));
+	json_array_append_new(mounts, bind(((docker_t *)sb->priv)->sockets, SOCKETS_INSIDE));
 	if (o->workspace)
 		json_array_append_new(mounts, bind(o->workspace, WORKSPACE_INSIDE));
 	if (o->home)
@@ -184,15 +184,14 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 		json_object_set_new(tmp, HOME_INSIDE, json_string(tmpfs));
 	}
 	host = json_pack("{s:s, s:b, s:b, s:I, s:I, s:I, s:[s], s:[s], s:s, s:I, s:o, s:o, "
-	                 "s:[o, o, o], s:{s:s, s:{s:s, s:s}}, s:{s:s}}",
+	                 "s:[o, o, o], s:{s:s}, s:{s:s}}",
 	                 "NetworkMode", "none", "Init", 1, "ReadonlyRootfs", 1, "Memory",
 	                 (json_int_t)o->memory_bytes, "MemorySwap", (json_int_t)o->memory_bytes,
 	                 "PidsLimit", (json_int_t)o->pids, "CapDrop", "ALL", "SecurityOpt",
 	                 "no-new-privileges", "IpcMode", "private", "ShmSize",
 	                 (json_int_t)o->tmp_bytes, "Tmpfs", tmp, "Mounts", mounts, "Ulimits",
 	                 ulimit("nofile", RLIMIT_NOFILE, 0), ulimit("nproc", RLIMIT_NPROC, 0),
-	                 ulimit("fsize", RLIMIT_FSIZE, o->file_bytes), "LogConfig", "Type",
-	                 "json-file", "Config", "max-size", LOG_MAX_SIZE, "max-file", LOG_MAX_FILES,
+	                 ulimit("fsize", RLIMIT_FSIZE, o->file_bytes), "LogConfig", "Type", "none",
 	                 "RestartPolicy", "Name", "no");
 	tmp = mounts = NULL;
 	if (host && o->cpus > 0)
@@ -266,28 +265,61 @@ fail:
  * (killed with its helper, say, or before a reboot): kbox-engine orphans,
  * once a supervisor, before its first container.  Best effort: what it
  * cannot do, the next supervisor tries again. */
+/* Run kbox-engine EXE with ARGV and ENV to its end, for at most MS (then
+ * killed).  True when it exited 0. */
+static bool run_helper(const char *exe, char **argv, char **env, int ms)
+{
+	long long deadline;
+	int st = 0;
+	pid_t pid, r;
+	if ((pid = fork()) < 0)
+		return false;
+	if (pid == 0) {
+		kx_child_t child = {.errfd = -1, .out_fd = -1, .parent = getppid()};
+		kx_child_exec(exe, argv, env, &child);
+		_exit(127);
+	}
+	deadline = kx_now_ms() + ms;
+	while ((r = waitpid(pid, &st, WNOHANG)) == 0 && kx_now_ms() < deadline)
+		usleep(5000);
+	if (r == 0) {
+		kx_kill_wait(pid);
+		return false;
+	}
+	return r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 static void sweep_orphans(const char *exe, const kr_sandbox_t *sb, char **henv)
 {
 	static bool swept;
 	char *argv[] = {KE_PROGRAM, "orphans", (char *)sb->o.state_home, NULL};
-	long long deadline;
-	int st;
-	pid_t pid, r;
 	if (swept || !sb->o.state_home || !*sb->o.state_home)
 		return;
 	swept = true;
-	if ((pid = fork()) < 0)
-		return;
-	if (pid == 0) {
-		kx_child_t child = {.errfd = -1, .out_fd = -1, .parent = getppid()};
-		kx_child_exec(exe, argv, henv, &child);
-		_exit(127);
+	run_helper(exe, argv, henv, ORPHANS_WAIT_MS);
+}
+
+/* This kernel's directory of sockets: a new one in the runtime directory
+ * (which the supervisor empties for each kernel), 0700 the sandbox's, so
+ * that a container of an earlier kernel, were it still running, never
+ * sees the sockets of this one.  0, or -1 with ERR. */
+static int make_sockets_dir(kr_sandbox_t *sb, docker_t *d, kbox_error_t *err)
+{
+	struct stat st;
+	int fd;
+	if ((size_t)snprintf(d->sockets, sizeof d->sockets, "%s/k%lu", sb->o.runtime_dir,
+	                     sb->o.generation) >= sizeof d->sockets)
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: path too long", sb->o.runtime_dir);
+	if (mkdir(d->sockets, 0700) < 0 ||
+	    (fd = open(d->sockets, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return kbox_error_set_sys(err, "cannot make %s", d->sockets);
+	if (fstat(fd, &st) < 0 || (st.st_mode & 0777) != 0700 ||
+	    (sb->o.drop_ids && fchown(fd, sb->o.uid, sb->o.gid) < 0)) {
+		close(fd);
+		return kbox_error_set_sys(err, "cannot make %s the sandbox's", d->sockets);
 	}
-	deadline = kx_now_ms() + ORPHANS_WAIT_MS;
-	while ((r = waitpid(pid, &st, WNOHANG)) == 0 && kx_now_ms() < deadline)
-		usleep(5000);
-	if (r == 0)
-		kx_kill_wait(pid);
+	close(fd);
+	return 0;
 }
 
 static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
@@ -305,6 +337,8 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	d->cmd_fd = d->status_fd = -1;
 	d->code = -1;
 	sb->priv = d;
+	if (make_sockets_dir(sb, d, err) < 0)
+		goto out;
 	if (helper_path(exe, sizeof exe) < 0) {
 		kbox_error_set(err, KBOX_E_NOTFOUND,
 		               "backend docker: its helper " KE_PROGRAM
@@ -332,9 +366,12 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	char *henv[3] = {NULL, NULL, NULL};
 	if (sb->o.engine && *sb->o.engine) {
 		snprintf(engine, sizeof engine, KE_SOCKET_ENV "=%s", sb->o.engine);
+		snprintf(d->engine_env, sizeof d->engine_env, "%s", engine);
 		henv[0] = engine;
 	}
 	sweep_orphans(exe, sb, henv);
+	snprintf(d->exe, sizeof d->exe, "%s", exe);
+	container_name(sb, d->name, sizeof d->name);
 	docker_child_t c = {exe, cmd[0], status[1], sb->o.log_fd, henv, getpid()};
 	if ((f = kr_sandbox_fork(sb, docker_child, &c, &child_errno, err)) < 0)
 		goto out;
@@ -357,9 +394,9 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		kbox_error_set_sys(err, "backend docker: cannot give " KE_PROGRAM " its spec");
 		goto out;
 	}
-	if ((sb->sockets_fd = open(sb->o.runtime_dir,
-	                           O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		kbox_error_set_sys(err, "kernel %s: directory %s", sb->kernel, sb->o.runtime_dir);
+	if ((sb->sockets_fd = open(d->sockets, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+	    0) {
+		kbox_error_set_sys(err, "kernel %s: directory %s", sb->kernel, d->sockets);
 		goto out;
 	}
 	{
@@ -416,6 +453,7 @@ static void status_line(kr_sandbox_t *sb, docker_t *d, const char *line)
 		}
 	} else if ((v = json_object_get(j, "exit"))) {
 		d->exited = true;
+		d->removed = json_is_true(json_object_get(v, "removed"));
 		d->code = json_integer_value(json_object_get(v, "code"));
 		d->oom_killed = json_is_true(json_object_get(v, "oom_killed"));
 	} else if ((v = json_object_get(j, "error"))) {
@@ -557,6 +595,14 @@ static void docker_cleanup(kr_sandbox_t *sb)
 		if (running)
 			kx_kill_wait(sb->pid);
 		sb->ended = true;
+	}
+	read_status(sb, d);
+	/* a helper that did not say the container is gone (killed, or the
+	 * engine did not answer it): another, once */
+	if (!d->removed && d->name[0] && d->exe[0]) {
+		char *argv[] = {KE_PROGRAM, "remove", d->name, NULL};
+		char *env[] = {d->engine_env[0] ? d->engine_env : NULL, NULL};
+		run_helper(d->exe, argv, env, REMOVE_WAIT_MS);
 	}
 	if (d->status_fd >= 0)
 		close(d->status_fd);

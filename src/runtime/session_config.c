@@ -6,6 +6,7 @@
 #include "runtime/session_config.h"
 #include "runtime/ws_live.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -213,8 +214,144 @@ static const char *shown(const char *s, char out[KX_NAME_ESCAPED_MAX(SHOWN_IN) +
 	return out;
 }
 
-/* Fill CFG (the defaults) from the object J read from PATH.  0 or -1 with
- * ERR. */
+static bool lower_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static bool is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* A path component of a name: lower-case letters and digits, joined by
+ * one '.', one or two '_', or any number of '-'. */
+static bool path_component(const char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		size_t run = 0;
+		while (i < n && lower_alnum(s[i]))
+			i++, run++;
+		if (!run)
+			return false;
+		if (i == n)
+			return true;
+		if (s[i] == '.')
+			i++;
+		else if (s[i] == '_')
+			i += i + 1 < n && s[i + 1] == '_' ? 2 : 1;
+		else if (s[i] == '-')
+			while (i < n && s[i] == '-')
+				i++;
+		else
+			return false;
+		if (i == n)
+			return false; /* (a separator at the end) */
+	}
+	return n > 0;
+}
+
+/* A registry's host: letters, digits, '-' and '.', then maybe :PORT. */
+static bool domain(const char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n && s[i] != ':') {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '.'))
+			return false;
+		i++;
+	}
+	if (i == 0)
+		return false;
+	if (i < n) {
+		if (++i == n)
+			return false;
+		for (; i < n; i++)
+			if (s[i] < '0' || s[i] > '9')
+				return false;
+	}
+	return true;
+}
+
+bool kr_image_ref_valid(const char *ref)
+{
+	size_t n = ref ? strlen(ref) : 0, name_len, tag_at = 0;
+	const char *at, *slash, *p, *end;
+	if (n == 0 || n > 255)
+		return false;
+	/* an image id */
+	if (strncmp(ref, "sha256:", 7) == 0)
+		return n == 7 + 64 && is_hex(ref + 7, 64);
+	/* NAME[:TAG][@sha256:DIGEST] (the distribution reference grammar) */
+	if ((at = strchr(ref, '@'))) {
+		if (strncmp(at, "@sha256:", 8) != 0 || strlen(at + 8) != 64 || !is_hex(at + 8, 64))
+			return false;
+		n = (size_t)(at - ref);
+	}
+	slash = NULL;
+	for (p = ref; p < ref + n; p++)
+		if (*p == '/')
+			slash = p;
+	for (p = slash ? slash : ref; p < ref + n; p++)
+		if (*p == ':')
+			tag_at = (size_t)(p - ref);
+	name_len = tag_at ? tag_at : n;
+	if (tag_at) {
+		size_t tl = n - tag_at - 1;
+		const char *t = ref + tag_at + 1;
+		if (tl == 0 || tl > 128 || !(isalnum((unsigned char)t[0]) || t[0] == '_'))
+			return false;
+		for (size_t i = 0; i < tl; i++)
+			if (!(isalnum((unsigned char)t[i]) || t[i] == '_' || t[i] == '.' ||
+			      t[i] == '-'))
+				return false;
+	}
+	/* the first component is a registry when others follow and it has a
+	 * '.' or a ':', or is localhost */
+	p = ref;
+	end = ref + name_len;
+	const char *first_end = memchr(p, '/', (size_t)(end - p));
+	if (first_end) {
+		size_t fl = (size_t)(first_end - p);
+		if ((memchr(p, '.', fl) || memchr(p, ':', fl) ||
+		     (fl == 9 && !strncmp(p, "localhost", 9))) &&
+		    domain(p, fl))
+			p = first_end + 1;
+	}
+	while (p < end) {
+		const char *q = memchr(p, '/', (size_t)(end - p));
+		size_t cl = q ? (size_t)(q - p) : (size_t)(end - p);
+		if (!path_component(p, cl))
+			return false;
+		if (!q)
+			break;
+		p = q + 1;
+		if (p == end)
+			return false;
+	}
+	return true;
+}
+
+bool kr_engine_socket_valid(const char *value)
+{
+	const char *p = value;
+	if (!p)
+		return false;
+	if (strncmp(p, "unix://", 7) == 0)
+		p += 7;
+	if (p[0] != '/' || strlen(p) > 107)
+		return false;
+	for (; *p; p++)
+		if ((unsigned char)*p < ' ' || *p == 0x7f)
+			return false;
+	return true;
+}
+
 /* Values the command line refuses are refused in the file too, naming
  * the key (newcomer 11, F4: a memory of 1 byte failed the start with a
  * broken pipe, a /tmp of 5 bytes started): 0 is the default for each.
@@ -252,6 +389,21 @@ static int check_values(const kr_session_config_t *cfg, const char *path, kbox_e
 		                      "%s: \"cpus\" is %g, out of the range the command line "
 		                      "takes (0.01 to 1024; 0 for the default)",
 		                      path, cfg->cpus);
+	if ((cfg->has & KR_SC_IMAGE) && !kr_image_ref_valid(cfg->image)) {
+		char v[KX_NAME_ESCAPED_MAX(SHOWN_IN) + 4];
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: \"image\" is \"%s\", which is no image reference (NAME, "
+		                      "NAME:TAG, NAME@sha256:DIGEST or sha256:ID)",
+		                      path, shown(cfg->image, v));
+	}
+	if ((cfg->has & KR_SC_ENGINE) && !kr_engine_socket_valid(cfg->engine)) {
+		char v[KX_NAME_ESCAPED_MAX(SHOWN_IN) + 4];
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "%s: \"engine\" is \"%s\", which is no unix socket's absolute "
+		        "path of at most 107 bytes (unix:///PATH)",
+		        path, shown(cfg->engine, v));
+	}
 	for (size_t i = 0; i < cfg->n_env; i++) {
 		const char *eq = strchr(cfg->env[i], '=');
 		char v[KX_NAME_ESCAPED_MAX(SHOWN_IN) + 4];

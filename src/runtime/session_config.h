@@ -112,6 +112,14 @@ typedef struct {
 		.home_config = -1, .ephemeral = -1                                       \
 	}
 
+/* Whether REF is a container image reference an engine takes: NAME,
+ * NAME:TAG, NAME@sha256:DIGEST (NAME: [REGISTRY/]PATH, lower-case path
+ * components), or sha256:ID; at most 255 bytes. */
+bool kr_image_ref_valid(const char *ref);
+/* Whether VALUE names an engine's socket kbox can use: unix:///PATH or
+ * /PATH, absolute, at most 107 bytes (a unix socket's), printable. */
+bool kr_engine_socket_valid(const char *value);
+
 /* Fill CFG with the defaults: no key of its own.  Never fails; CFG needs
  * no kr_session_config_free after (it does no harm). */
 void kr_session_config_init(kr_session_config_t *cfg);
