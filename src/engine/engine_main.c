@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* How long the requests that should answer at once may take, seconds:
@@ -383,6 +385,8 @@ typedef struct {
 	ke_demux_t demux;
 	unsigned long long dropped; /* output bytes the log pipe had no room for */
 	CURL *kills[4];             /* kill requests in flight */
+	long logs_status;           /* the attachment's HTTP status */
+	kx_buf_t logs_error;        /* its body, when that is an error */
 	bool removing;
 	kx_buf_t in; /* standard input not yet a whole line */
 	bool in_eof;
@@ -456,6 +460,10 @@ static size_t on_logs_header(char *p, size_t size, size_t n, void *arg)
 {
 	run_t *r = arg;
 	size_t len = size * n;
+	long code;
+	if (len > 9 && strncmp(p, "HTTP/", 5) == 0 && sscanf(p + 9, "%ld", &code) == 1 &&
+	    code != 100)
+		r->logs_status = code;
 	if (len <= 2 && (p[0] == '\r' || p[0] == '\n'))
 		r->logs_headers = true; /* attached: what it writes from now on comes here */
 	return len;
@@ -464,6 +472,11 @@ static size_t on_logs_header(char *p, size_t size, size_t n, void *arg)
 static size_t on_logs(char *p, size_t size, size_t n, void *arg)
 {
 	run_t *r = arg;
+	if (r->logs_status >= 300) { /* (an error, not the stream) */
+		if (r->logs_error.len < 65536)
+			kx_buf_append(&r->logs_error, p, size * n);
+		return size * n;
+	}
 	ke_demux(&r->demux, p, size * n, on_log_frame, r);
 	return size * n;
 }
@@ -667,6 +680,77 @@ static void wait_some(run_t *r, int ms)
 		r->removing = true;
 }
 
+/* The hard limit NAME ("Max processes") of process PID, from
+ * /proc/PID/limits (readable by all); -1 when unknown or unlimited. */
+static long long hard_limit(pid_t pid, const char *name)
+{
+	char path[64], line[256];
+	long long soft, hard = -1;
+	size_t n = strlen(name);
+	FILE *f;
+	snprintf(path, sizeof path, "/proc/%ld/limits", (long)pid);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, name, n) == 0 && line[n] == ' ') {
+			if (sscanf(line + n, " %lld %lld", &soft, &hard) != 2)
+				hard = -1;
+			break;
+		}
+	fclose(f);
+	return hard;
+}
+
+/* Podman starts a container's processes (conmon, the OCI runtime) itself,
+ * with its own limits: raising nproc or nofile above those fails the
+ * start where root lacks CAP_SYS_RESOURCE ("error setting rlimit"), and
+ * its compatible API takes no -1 for "its own".  So SPEC's nproc and
+ * nofile are held to the engine's own hard limits (the socket's peer,
+ * whose /proc/PID/limits all may read), and *BODY is made again.  0, or
+ * -1 when out of memory. */
+static int podman_ulimits(const ke_engine_t *e, json_t *spec, char **body)
+{
+	json_t *u = json_object_get(json_object_get(json_object_get(spec, "create"), "HostConfig"),
+	                            "Ulimits"),
+	       *l;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct ucred cred = {0};
+	socklen_t len = sizeof cred;
+	long long nproc = -1, nofile = -1;
+	size_t i;
+	char *b;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", e->socket);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0) {
+		nproc = hard_limit(cred.pid, "Max processes");
+		nofile = hard_limit(cred.pid, "Max open files");
+	}
+	if (fd >= 0)
+		close(fd);
+	json_array_foreach(u, i, l)
+	{
+		const char *n = json_string_value(json_object_get(l, "Name"));
+		long long most = !n                     ? -1
+		                 : !strcmp(n, "nproc")  ? nproc
+		                 : !strcmp(n, "nofile") ? nofile
+		                                        : -1;
+		long long soft = json_integer_value(json_object_get(l, "Soft"));
+		long long hard = json_integer_value(json_object_get(l, "Hard"));
+		if (most < 0)
+			continue;
+		if (hard < 0 || hard > most)
+			json_object_set_new(l, "Hard", json_integer(most));
+		if (soft < 0 || soft > most)
+			json_object_set_new(l, "Soft", json_integer(most));
+	}
+	if (!(b = json_dumps(json_object_get(spec, "create"), JSON_COMPACT)))
+		return -1;
+	free(*body);
+	*body = b;
+	return 0;
+}
+
 /* The most of a spec line (the create body: the kernel's environment
  * with it). */
 #define SPEC_MAX (16u << 20)
@@ -737,7 +821,11 @@ static int cmd_run(void)
 	/* (the log's pipe: 1 and 2 share it) */
 	fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
 	fcntl(2, F_SETFL, fcntl(2, F_GETFL) | O_NONBLOCK);
-	if (ke_open(&r.e, &err) < 0 || create(&r, name, body, home, &warnings, &err) < 0)
+	if (ke_open(&r.e, &err) < 0)
+		goto out_fail;
+	if (strcmp(r.e.engine, "podman") == 0 && podman_ulimits(&r.e, spec, &body) < 0)
+		goto nomem;
+	if (create(&r, name, body, home, &warnings, &err) < 0)
 		goto out_fail;
 	if (!(r.multi = curl_multi_init()))
 		goto nomem;
@@ -764,6 +852,18 @@ static int cmd_run(void)
 	}
 	if (r.removing)
 		goto out_remove;
+	if (r.logs_status >= 300) {
+		/* (the engine refused to attach: Podman prepares the container
+		 * for it, and says here why it cannot) */
+		run_multi(&r);
+		for (long long t0 = kx_now_ms(); !r.logs_done && kx_now_ms() - t0 < 5000;) {
+			wait_some(&r, 100);
+			run_multi(&r);
+		}
+		kx_buf_appends(&r.logs_error, "");
+		ke_reply_error(r.logs_status, r.logs_error.data, "attach to the container", &err);
+		goto out_remove;
+	}
 	if (r.wait_done || r.logs_done) {
 		ke_transfer_error(&r.e, r.wait_done ? r.wait : r.logs, r.wait_rc,
 		                  "wait for the container", &err);
@@ -867,6 +967,7 @@ out:
 	curl_easy_cleanup(r.wait);
 	curl_easy_cleanup(r.logs);
 	kx_buf_reset(&r.wait_body);
+	kx_buf_reset(&r.logs_error);
 	kx_buf_reset(&r.in);
 	kx_buf_reset(&line);
 	json_decref(info);

@@ -147,12 +147,13 @@ struct kr_sandbox {
 	const kbox_kspec_t *spec; /* borrowed during start only */
 	pid_t pid;                /* our child: the kernel, or what runs it */
 	bool ended;
-	bool never_ran;    /* it ended before the kernel could run (cause says why) */
-	bool cleaned;      /* cleanup has run */
-	int status;        /* wait status once ended */
-	char cause[256];   /* how it ended */
-	char limits[256];  /* the limits as applied, "" when none */
-	char missing[768]; /* what could not be applied, "" */
+	bool never_ran;      /* it ended before the kernel could run (cause says why) */
+	bool cleaned;        /* cleanup has run */
+	int status;          /* wait status once ended */
+	char cause[256];     /* how it ended */
+	char limits[256];    /* the limits as applied, "" when none */
+	char container[256]; /* docker: the container's name; "" for the others */
+	char missing[768];   /* what could not be applied, "" */
 	/* The directory of the kernel's sockets as the host reaches it: an
 	 * O_PATH descriptor (close-on-exec) that start sets, named
 	 * /proc/self/fd/N (bwrap: its tmpfs, through the sandbox's root);

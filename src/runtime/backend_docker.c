@@ -68,9 +68,10 @@ typedef struct {
 	pid_t init_pid; /* the container's init as the host sees it; 0: not yet */
 	pid_t kernel;
 	bool started, exited, oom_killed, by_kbox, failed, removed;
-	char sockets[PATH_MAX];         /* this kernel's own directory of sockets */
-	char exe[PATH_MAX];             /* kbox-engine */
-	char name[256];                 /* the container's */
+	bool podman;            /* the engine is Podman (it reports no OOM kill on cgroup v1) */
+	char sockets[PATH_MAX]; /* this kernel's own directory of sockets */
+	char exe[PATH_MAX];     /* kbox-engine */
+	char name[256];         /* the container's */
 	char engine_env[PATH_MAX + 32]; /* KBOX_ENGINE_SOCKET=..., or "" */
 	long long code;
 	char error[600];
@@ -372,6 +373,7 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	sweep_orphans(exe, sb, henv);
 	snprintf(d->exe, sizeof d->exe, "%s", exe);
 	container_name(sb, d->name, sizeof d->name);
+	snprintf(sb->container, sizeof sb->container, "%s", d->name);
 	docker_child_t c = {exe, cmd[0], status[1], sb->o.log_fd, henv, getpid()};
 	if ((f = kr_sandbox_fork(sb, docker_child, &c, &child_errno, err)) < 0)
 		goto out;
@@ -445,6 +447,8 @@ static void status_line(kr_sandbox_t *sb, docker_t *d, const char *line)
 		snprintf(d->id, sizeof d->id, "%s", id ? id : "");
 		d->init_pid = (pid_t)json_integer_value(json_object_get(v, "pid"));
 		d->started = true;
+		d->podman = json_string_value(json_object_get(v, "engine")) &&
+		            strcmp(json_string_value(json_object_get(v, "engine")), "podman") == 0;
 		json_array_foreach(json_object_get(v, "warnings"), i, w)
 		{
 			if (json_string_value(w) && n < sizeof sb->missing)
@@ -544,6 +548,14 @@ static bool docker_wait(kr_sandbox_t *sb)
 		kx_fmt_bytes(lim, sizeof lim, sb->o.memory_bytes);
 		snprintf(sb->cause, sizeof sb->cause,
 		         "the kernel was killed: out of memory (limit %s)", lim);
+	} else if (d->exited && d->code == 137 && d->podman && !d->by_kbox) {
+		char lim[32];
+		kx_fmt_bytes(lim, sizeof lim, sb->o.memory_bytes);
+		snprintf(
+		        sb->cause, sizeof sb->cause,
+		        "the kernel was killed by signal 9 (SIGKILL), not by kbox: most likely out "
+		        "of memory (limit %s; Podman reports no OOM kill on cgroup v1)",
+		        lim);
 	} else if (d->exited && d->code >= 0)
 		kr_sandbox_set_cause(sb, (int)(d->code & 0xff) << 8, true);
 	else if (d->exited)

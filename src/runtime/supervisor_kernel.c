@@ -370,10 +370,12 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 		goto fail;
 	bind_watch(s);
 	sup_log(s, "start",
-	        /* (the process the backend started: bubblewrap's, whether or
-	         * not the kernel under it is found yet) */
-	        json_pack("{s:s, s:s, s:I, s:I}", "backend", s->backend, "kernel", s->kernel, "pid",
-	                  (json_int_t)s->sb->pid, "generation", (json_int_t)s->generation));
+	        /* (the process the backend started: bubblewrap's, or the
+	         * container's helper, whether or not the kernel under it is
+	         * found yet; and docker's container) */
+	        json_pack("{s:s, s:s, s:I, s:I, s:s*}", "backend", s->backend, "kernel", s->kernel,
+	                  "pid", (json_int_t)s->sb->pid, "generation", (json_int_t)s->generation,
+	                  "container", s->sb->container[0] ? s->sb->container : NULL));
 	if (*kr_sandbox_limits(s->sb))
 		sup_log(s, "limits",
 		        json_pack("{s:s, s:s}", "applied", kr_sandbox_limits(s->sb), "missing",
