@@ -84,6 +84,11 @@ typedef struct {
 
 typedef struct kr_sandbox kr_sandbox_t;
 
+/* Fill in the limits a sandbox has when none are given (bwrap's, and
+ * docker's): KR_BWRAP_MEMORY, KR_BWRAP_PIDS, a 512 MiB /tmp,
+ * KR_BWRAP_FILE_BYTES. */
+void kr_sandbox_default_limits(kr_sandbox_opts_t *o);
+
 /* The limits a backend can enforce (where the machine allows). */
 enum { KR_LIMIT_MEMORY = 1u << 0, KR_LIMIT_CPUS = 1u << 1, KR_LIMIT_PIDS = 1u << 2 };
 

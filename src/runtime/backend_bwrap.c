@@ -77,7 +77,7 @@ static bool bound_is(pid_t pid, const char *where, dev_t dev, ino_t ino)
 	return stat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-static void bwrap_defaults(kr_sandbox_opts_t *o)
+void kr_sandbox_default_limits(kr_sandbox_opts_t *o)
 {
 	if (o->memory_bytes <= 0)
 		o->memory_bytes = KR_BWRAP_MEMORY;
@@ -481,7 +481,7 @@ const kr_backend_t kr_backend_bwrap = {
         .sockets_inside = KR_BWRAP_KERNEL_DIR,
         .private_sockets = true,
         .conn_inside = KR_BWRAP_KERNEL_DIR,
-        .defaults = bwrap_defaults,
+        .defaults = kr_sandbox_default_limits,
         .unavailable = bwrap_unavailable,
         .start = bwrap_start,
         .signal = bwrap_signal,

@@ -78,18 +78,6 @@ typedef struct {
 	bool ws_checked;
 } docker_t;
 
-static void docker_defaults(kr_sandbox_opts_t *o)
-{
-	if (o->memory_bytes <= 0)
-		o->memory_bytes = KR_BWRAP_MEMORY;
-	if (o->pids <= 0)
-		o->pids = KR_BWRAP_PIDS;
-	if (o->tmp_bytes <= 0)
-		o->tmp_bytes = KR_BWRAP_TMP_BYTES;
-	if (o->file_bytes <= 0)
-		o->file_bytes = KR_BWRAP_FILE_BYTES;
-}
-
 /* kbox-engine's path: beside our own program (pkglibexecdir), or, run
  * from a build tree by libtool (.libs/), beside that.  0 or -1. */
 static int helper_path(char *path, size_t size)
@@ -676,7 +664,7 @@ const kr_backend_t kr_backend_docker = {
         .sockets_inside = SOCKETS_INSIDE,
         .private_sockets = false,
         .conn_inside = CONN_INSIDE,
-        .defaults = docker_defaults,
+        .defaults = kr_sandbox_default_limits, /* (bwrap's) */
         .start = docker_start,
         .signal = docker_signal,
         .wait = docker_wait,
