@@ -488,19 +488,23 @@ static void run_multi(run_t *r)
 	CURLMsg *m;
 	curl_multi_perform(r->multi, &running);
 	while ((m = curl_multi_info_read(r->multi, &left))) {
+		/* (M is the handle's own memory: read before the handle goes) */
+		CURL *done = m->easy_handle;
+		CURLcode result = m->data.result;
 		if (m->msg != CURLMSG_DONE)
 			continue;
-		if (m->easy_handle == r->wait) {
+		if (done == r->wait) {
 			r->wait_done = true;
-			r->wait_rc = m->data.result;
-		} else if (m->easy_handle == r->logs)
+			r->wait_rc = result;
+		} else if (done == r->logs)
 			r->logs_done = true;
 		else
 			for (size_t i = 0; i < sizeof r->kills / sizeof *r->kills; i++)
-				if (m->easy_handle == r->kills[i]) {
-					curl_multi_remove_handle(r->multi, r->kills[i]);
-					curl_easy_cleanup(r->kills[i]);
+				if (done == r->kills[i]) {
+					curl_multi_remove_handle(r->multi, done);
+					curl_easy_cleanup(done);
 					r->kills[i] = NULL;
+					break;
 				}
 	}
 }
