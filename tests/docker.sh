@@ -221,6 +221,32 @@ subprocess.Popen(["sh", "-c", "trap \"\" TERM; yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 kbox stop -s fl
 check a_flooding_kernel_is_removed_by_stop eval 'status_is 0 && wait_for no_containers'
 
+# ---- the helper killed: its supervisor removes the container by name,
+# and a new kernel (a new container) takes its place ----
+
+if selected a_killed_helpers_container_is_removed_and_replaced; then
+	kbox start -s hk --backend docker
+	sup=$(cat "$S/hk/supervisor.pid")
+	kill -9 $(pgrep -P "$sup" -x kbox-engine)
+fi
+check a_killed_helpers_container_is_removed_and_replaced wait_for only_container hk 2
+kbox stop -s hk
+
+# ---- make image of the recipe the engine has: nothing is built ----
+
+if [ "$IMAGE" = kbox-kernel ] && selected make_image_of_the_imported_recipe_builds_nothing; then
+	recipe=$("$top_srcdir/container/build.sh" --print-recipe | sha256sum | cut -d" " -f1)
+	# (no mmdebstrap on the PATH: a build would fail)
+	PATH=/nonexistent:$PATH KBOX_IMAGE_CACHE=$ROOT/no-cache \
+		"$top_srcdir/container/image.sh" "$ENGINE" >image.out 2>image.err
+	irc=$?
+	check make_image_of_the_imported_recipe_builds_nothing eval '[ $irc = 0 ] && [ ! -s image.err ] &&
+		[ "$(cat image.out)" = "container/image.sh: image kbox-kernel is up to date (recipe sha256:$recipe)" ] &&
+		[ ! -e "$ROOT/no-cache" ]'
+else
+	skip make_image_of_the_imported_recipe_builds_nothing "the image under test is $IMAGE, not make image's"
+fi
+
 # ---- the supervisor killed ----
 
 if selected killing_the_supervisor_removes_its_container; then
