@@ -390,6 +390,8 @@ static void on_iopub(kbox_client_t *self)
 		x->drops.undecodable++; /* it came, and holds nothing kbox can read */
 	else if (run && pid && strcmp(pid, run->req_id) == 0)
 		exec_output(self, x, &m);
+	else if (run && pid && run->probe_id[0] && strcmp(pid, run->probe_id) == 0)
+		exec_probe_heard(self, x);
 	else if (m && self->iopub_cb)
 		self->iopub_cb(self->iopub_arg, m);
 	kbox_msg_destroy(&m);

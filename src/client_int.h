@@ -109,6 +109,10 @@ typedef struct {
 	kbox__bucket_t bucket;
 	bool hb_waiting; /* a ping is out */
 	int hb_misses;
+	/* after the reply, iopub silent: kernel_info probes sent, and the
+	 * last one's id (its status on iopub comes after our idle) */
+	int probes;
+	char probe_id[128];
 	long long hb_sent;
 	kbox_exec_done_cb *done;
 	void *arg;
@@ -330,6 +334,8 @@ void exec_close(kbox_client_t *self, kbox_exec_t *x, kbox_exec_done_cb **done_p,
 void exec_finish(kbox_client_t *self, kbox_exec_t *x);
 /* X's own iopub message *M_P (taken when collected). */
 void exec_output(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **m_p);
+/* A message whose parent is the probe of X (exec.c) came on iopub. */
+void exec_probe_heard(kbox_client_t *self, kbox_exec_t *x);
 /* *M_P came on shell or control (CH): activity for the execution running;
  * when it is its execute_reply it is taken and the result is true. */
 bool exec_on_reply(kbox_client_t *self, kbox_channel_t ch, kbox_msg_t **m_p);

@@ -16,7 +16,8 @@
 #define HB_TIMEOUT_MS 600    /* wait for one echo */
 #define HB_MISSES 2          /* consecutive misses that mean "dead" */
 #define IDLE_NO_REPLY_MS 500 /* after an interrupt: idle came, the reply may still */
-#define REPLY_IDLE_MS 2000   /* after the reply, iopub silence that ends the wait for idle */
+#define REPLY_IDLE_MS 2000   /* after the reply, iopub silence that asks whether idle comes */
+#define REPLY_PROBES 2       /* kernel_info probes before that silence means iopub broke */
 #define STDIN_LINK_MS 5000   /* longest wait for stdin's handshake before an execution */
 #define SETTLE_MS 2000       /* the kernel_info round trip after a stop_on_error failure */
 #define INTERRUPT_MS 2000    /* wait for interrupt_reply (no interrupt hook) */
@@ -309,6 +310,38 @@ static bool exec_ping(kbox_client_t *self, kbox_exec_t *x)
 
 static int exec_on_watch(kbox_loop_t *loop, void *arg);
 
+/* The probe's reply: the kernel's shell works (its iopub may not). */
+static void exec_on_probe_reply(void *arg, kbox_msg_t *reply, const kbox_error_t *err)
+{
+	(void)arg;
+	(void)err;
+	kbox_msg_destroy(&reply);
+}
+
+/* Ask kernel_info for X, whose reply came but idle not: true when sent. */
+static bool exec_probe(kbox_client_t *self, kbox_exec_t *x)
+{
+	exec_run_t *run = x->run;
+	kbox_error_t e = {0};
+	request_t *r = request_start(self, KBOX_CH_SHELL, "kernel_info_request", NULL,
+	                             REPLY_IDLE_MS, run, exec_on_probe_reply, x, &e);
+	const char *id = r ? kbox_msg_id(r->msg) : NULL;
+	if (!id || strlen(id) >= sizeof run->probe_id)
+		return false;
+	strcpy(run->probe_id, id);
+	run->probes++;
+	return true;
+}
+
+/* A message of X's probe came on iopub: iopub works, and our idle, sent
+ * before it, was lost on the way (counted among those that never
+ * arrived): the execution is over. */
+void exec_probe_heard(kbox_client_t *self, kbox_exec_t *x)
+{
+	if (x->run->phase == X_RUN && x->run->got_reply && !x->run->got_idle)
+		exec_both(self, x);
+}
+
 /* Wake X's watch when the next silence rule could apply. */
 static void exec_watch_arm(kbox_client_t *self, kbox_exec_t *x)
 {
@@ -337,6 +370,15 @@ static int exec_on_watch(kbox_loop_t *loop, void *arg)
 	    channel_readable(self, KBOX_CH_IOPUB))
 		run->last_iopub = now;
 	if (run->got_reply && now - run->last_iopub >= REPLY_IDLE_MS) {
+		/* a kernel whose iopub thread is starved (a loaded machine) is
+		 * silent as well: ask kernel_info, whose status on iopub comes
+		 * after our idle; only a kernel that answers and stays silent
+		 * has lost iopub */
+		if (run->probes < REPLY_PROBES && exec_probe(self, x)) {
+			run->last_iopub = now;
+			exec_watch_arm(self, x);
+			return 0;
+		}
 		x->output_lost = true;
 		exec_both(self, x);
 		return 0;

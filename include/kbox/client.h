@@ -304,8 +304,11 @@ typedef struct kbox_exec kbox_exec_t;
 /* Run OPTS->code to completion: send execute_request, keep only iopub
  * messages whose parent is this request, finish when both status idle and
  * execute_reply have arrived (in either order; output already queued behind
- * idle is still taken; if idle never comes, 2 s of iopub silence after the
- * reply ends the wait; output still arriving after both is taken for at
+ * idle is still taken; after the reply, 2 s of iopub silence sends a
+ * kernel_info_request, whose status on iopub comes after idle: when it
+ * comes, idle was lost on the way and the wait ends; when the kernel answers
+ * two such requests and iopub stays silent 2 s after each, iopub is taken
+ * to be broken and is reconnected; output still arriving after both is taken for at
  * most 200 ms), or on timeout, or when the kernel dies (the alive
  * hook for a kernel we own; two missed heartbeats after 1 s of silence for
  * one we do not).  A callback that returns non-zero
