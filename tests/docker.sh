@@ -9,7 +9,7 @@
 #
 # The engine: KBOX_TEST_DOCKER_HOST (unix:///PATH; default: DOCKER_HOST,
 # else /var/run/docker.sock), with the image KBOX_TEST_IMAGE (default
-# kbox-kernel, `make image`).  Without them every test is skipped, saying
+# kbox-kernel, `kbox image build`).  Without them every test is skipped, saying
 # why; with KBOX_TEST_ENGINE_REQUIRED=1 (CI) that is a failure instead.
 # The docker CLI, when installed, is used only to look (never by kbox).
 # shellcheck disable=SC2016 # eval strings expand later, on purpose
@@ -32,7 +32,7 @@ engine_skip_reason() {
 		return
 	fi
 	"$ENGINE" image "$IMAGE" >"$ROOT/image.json" 2>&1 ||
-		echo "no image $IMAGE (make image): $(cat "$ROOT/image.json")"
+		echo "no image $IMAGE (kbox image build): $(cat "$ROOT/image.json")"
 }
 why_not=$(engine_skip_reason)
 if [ -n "$why_not" ] && [ "${KBOX_TEST_ENGINE_REQUIRED-}" = 1 ]; then
@@ -232,20 +232,8 @@ fi
 check a_killed_helpers_container_is_removed_and_replaced wait_for only_container hk 2
 kbox stop -s hk
 
-# ---- make image of the recipe the engine has: nothing is built ----
-
-if [ "$IMAGE" = kbox-kernel ] && selected make_image_of_the_imported_recipe_builds_nothing; then
-	recipe=$("$top_srcdir/container/build.sh" --print-recipe | sha256sum | cut -d" " -f1)
-	# (no mmdebstrap on the PATH: a build would fail)
-	PATH=/nonexistent:$PATH KBOX_IMAGE_CACHE=$ROOT/no-cache \
-		"$top_srcdir/container/image.sh" "$ENGINE" >image.out 2>image.err
-	irc=$?
-	check make_image_of_the_imported_recipe_builds_nothing eval '[ $irc = 0 ] && [ ! -s image.err ] &&
-		[ "$(cat image.out)" = "container/image.sh: image kbox-kernel is up to date (recipe sha256:$recipe)" ] &&
-		[ ! -e "$ROOT/no-cache" ]'
-else
-	skip make_image_of_the_imported_recipe_builds_nothing "the image under test is $IMAGE, not make image's"
-fi
+# (kbox image build of the recipe the engine has builds nothing:
+# tests/image.sh)
 
 # ---- the supervisor killed ----
 
@@ -304,7 +292,7 @@ check doctor_image_without_backend_docker_is_refused fails_with 2 \
 # ---- what kbox says when it cannot ----
 
 kbox start -s i --backend docker --image kbox-test-no-such-image
-check a_missing_image_is_one_line_naming_the_build eval 'fails_with 5 "kbox start: session i: the container could not start: image kbox-test-no-such-image not found in the engine at ${DOCKER_HOST#unix://}: build kbox'"'"'s with \`make image\` (container/build.sh), or start the session with another: kbox start --image" &&
+check a_missing_image_is_one_line_naming_the_build eval 'fails_with 5 "kbox start: session i: the container could not start: image kbox-test-no-such-image not found in the engine at ${DOCKER_HOST#unix://}: build it with kbox image build (--name for another than kbox-kernel), or start the session with another: kbox start --image" &&
 	[ ! -e "$S/i" ] && no_containers'
 
 DOCKER_HOST=unix://$ROOT/no-engine.sock kbox start -s n --backend docker

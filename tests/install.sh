@@ -109,6 +109,17 @@ libexecdir=$(sed -n 's/^libexecdir = //p' "$top_builddir/Makefile" | sed "s|\${e
 check installs_the_supervisor_program quiet test -x "$dest$libexecdir/kbox/kbox-supervisor"
 check installs_the_http_helper_of_kbox_agent quiet test -x "$dest$libexecdir/kbox/kbox-http"
 check installs_the_engine_helper_of_backend_docker quiet test -x "$dest$libexecdir/kbox/kbox-engine"
+# kbox image build's builder, in $(pkgdatadir)/container, which the
+# installed kbox finds relative to itself (../share/kbox/container) and
+# runs: a bad package name is refused by its build.sh
+check installs_the_image_builder quiet sh -c "
+	for f in image.sh build.sh hooks/customize-kbox.sh hooks/requirements-kbox.sh; do
+		test -x '$root/share/kbox/container/'\$f || exit 1
+	done"
+check installed_kbox_image_build_runs_the_installed_builder quiet sh -c "
+	LD_LIBRARY_PATH='$lib' '$root/bin/kbox' image build --packages 'Bad!' 2>'$tmp/image.err'
+	rc=\$?; cat '$tmp/image.err'; [ \$rc = 2 ] &&
+	[ \"\$(cat '$tmp/image.err')\" = \"kbox image build: \\\"Bad!\\\" is no Debian package name (lower-case letters, digits, '+', '-', '.')\" ]"
 # Installed under DESTDIR, kbox finds its supervisor relative to itself
 # (../libexec/kbox/), as in a moved prefix: a session starts, runs, stops.
 if "$PY" -c 'import ipykernel' 2>/dev/null; then

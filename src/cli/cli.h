@@ -336,6 +336,12 @@ int cli_session_discard(const char *cmd, const char *dir, const char *name, int 
  * 0, or -1 after "kbox CMD: cannot find the WHAT PROG (tried ...): is
  * kbox installed whole?". */
 int cli_find_program(const char *cmd, const char *prog, const char *what, char *path, size_t size);
+/* Run kbox-engine ARGS... (found as cli_find_program finds it, for CMD)
+ * and parse its one line of output into *OUT (new; the caller frees it,
+ * also after a failure, when it is set).  0, or -1 with WHY: the helper's
+ * {"error": ...} (its message; *OUT holds it, with its kind), or why it
+ * said nothing (src/cli/engine.c). */
+int cli_engine_call(const char *cmd, char *const *args, json_t **out, char *why, size_t size);
 /* kbox doctor's supervisor check: run the supervisor program a session
  * would get (cli_find_program) as "kbox-supervisor --version", which loads
  * libkbox.so as a session's does.  NULL when it runs, with DETAIL its
@@ -493,5 +499,6 @@ json_t *cli_mcp_run_tool(cli_structured_t mode, bool images_inline);
  * returned (new reference). */
 json_t *cli_mcp_session_arg(void);
 int cmd_doctor(int argc, char **argv);
+int cmd_image(int argc, char **argv);
 
 #endif

@@ -849,60 +849,6 @@ static void print_verdict(const report_t *r, const char *kernel, bool isolates, 
 		       "start will refuse it, and --backend none runs kernels unsandboxed\n");
 }
 
-/* Run kbox-engine ARGS... (beside kbox, as the supervisor is found) and
- * parse its one line of output into *OUT.  0, or -1 with WHY. */
-static int engine_call(char *const *args, json_t **out, char *why, size_t size)
-{
-	char exe[PATH_MAX], buf[65536];
-	char *argv[8] = {"kbox-engine"};
-	size_t n = 0, k = 1;
-	int p[2], st;
-	pid_t pid;
-	ssize_t r;
-
-	*out = NULL;
-	if (cli_find_program("doctor", "kbox-engine", "the docker backend's helper", exe,
-	                     sizeof exe) < 0) {
-		snprintf(why, size, "kbox-engine is not installed beside kbox");
-		return -1;
-	}
-	for (; args[k - 1] && k < 7; k++)
-		argv[k] = args[k - 1];
-	argv[k] = NULL;
-	if (pipe2(p, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
-		snprintf(why, size, "cannot run kbox-engine: %s", strerror(errno));
-		return -1;
-	}
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_RDWR);
-		dup2(p[1], 1);
-		if (devnull >= 0)
-			dup2(devnull, 2);
-		execv(exe, argv);
-		_exit(127);
-	}
-	close(p[1]);
-	while (n < sizeof buf - 1 &&
-	       ((r = read(p[0], buf + n, sizeof buf - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
-		n += r > 0 ? (size_t)r : 0;
-	buf[n] = '\0';
-	close(p[0]);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (!(*out = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL))) {
-		snprintf(why, size, "kbox-engine said nothing it should (exit status %d)",
-		         WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-		return -1;
-	}
-	const char *m = json_string_value(
-	        json_object_get(json_object_get(*out, "error"), "message"));
-	if (m) {
-		snprintf(why, size, "%s", m);
-		return -1;
-	}
-	return 0;
-}
-
 /* kbox doctor --backend docker: the engine (reachable, its version and
  * API), the image, and the containers of sessions whose supervisor is
  * gone (removed, and said).  The exit status. */
@@ -915,7 +861,7 @@ static int doctor_docker(report_t *r, const char *image)
 	json_t *j = NULL;
 
 	args[0] = "ping";
-	if (engine_call(args, &j, detail, sizeof detail) == 0) {
+	if (cli_engine_call("doctor", args, &j, detail, sizeof detail) == 0) {
 		snprintf(detail, sizeof detail, "%s %s (API %s) at %s",
 		         json_string_value(json_object_get(j, "engine")),
 		         json_string_value(json_object_get(j, "version")),
@@ -932,18 +878,18 @@ static int doctor_docker(report_t *r, const char *image)
 	else {
 		args[0] = "image";
 		args[1] = (char *)image;
-		if (engine_call(args, &j, detail, sizeof detail) == 0) {
+		if (cli_engine_call("doctor", args, &j, detail, sizeof detail) == 0) {
 			const char *recipe = json_string_value(
 			        json_object_get(json_object_get(j, "labels"), "kbox.recipe"));
 			snprintf(detail, sizeof detail, "%s: %.19s%s%s", image,
 			         json_string_value(json_object_get(j, "id")),
-			         recipe ? ", recipe " : " (not built by make image)",
+			         recipe ? ", recipe " : " (not built by kbox image build)",
 			         recipe ? recipe : "");
 			image_ok = true;
 			check(r, "image", "ok", detail, NULL);
 		} else
 			check(r, "image", "fail", detail,
-			      "sessions with this image cannot start: build it with make image");
+			      "sessions with this image cannot start: build it with kbox image build");
 		json_decref(j);
 		j = NULL;
 	}
@@ -954,7 +900,7 @@ static int doctor_docker(report_t *r, const char *image)
 	else {
 		args[0] = "orphans";
 		args[1] = (char *)home;
-		if (engine_call(args, &j, detail, sizeof detail) == 0) {
+		if (cli_engine_call("doctor", args, &j, detail, sizeof detail) == 0) {
 			json_t *gone = json_object_get(j, "removed");
 			if (json_array_size(gone)) {
 				size_t i, n = 0;

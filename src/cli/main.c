@@ -43,6 +43,11 @@ static const cli_cmd_t commands[] = {
          "copy a file out of a session's workspace", "kbox get -s sales report.csv ./report.csv"},
         {"help", cmd_help, "kbox help [COMMAND]", "show the options of a command",
          "kbox help exec"},
+        {"image", cmd_image,
+         "kbox image build [--name NAME] [--packages LIST] [--requirements FILE [--index-url URL]] "
+         "[--mirror URL] [--rootfs DIR]\n       kbox image ls [--format FMT]\n       kbox image rm NAME...",
+         "build, list and remove the kernel images of the docker backend",
+         "kbox image build --packages python3-sklearn"},
         {"inspect", cmd_inspect,
          "kbox inspect [-s NAME] [--cursor N] [--detail 0|1] [--format FMT] [--max-output BYTES] "
          "CODE | -",

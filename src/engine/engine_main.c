@@ -53,10 +53,10 @@ static int fail(const ke_error_t *err)
 
 static int usage(void)
 {
-	fprintf(stderr,
-	        "usage: " KE_PROGRAM
-	        " ping | image NAME | import TAR NAME RECIPE | orphans HOME | remove NAME | run\n"
-	        "  (the supervisor's helper: see src/engine/engine_proto.h)\n");
+	fprintf(stderr, "usage: " KE_PROGRAM
+	                " ping | image NAME | images | import TAR NAME RECIPE [LABEL=VALUE...] |\n"
+	                "       rmi NAME | orphans HOME | remove NAME | run\n"
+	                "  (the supervisor's helper: see src/engine/engine_proto.h)\n");
 	return 2;
 }
 
@@ -98,8 +98,9 @@ static int cmd_image(const char *name)
 	if (status == 404) {
 		ke_error(
 		        &err, KE_E_NO_IMAGE,
-		        "image %s not found in the engine at %s: build kbox's with `make image` "
-		        "(container/build.sh), or start the session with another: kbox start --image",
+		        "image %s not found in the engine at %s: build it with kbox image build "
+		        "(--name for another than kbox-kernel), or start the session with another: "
+		        "kbox start --image",
 		        name, e.socket);
 		rc = fail(&err);
 	} else if (status != 200) {
@@ -161,9 +162,27 @@ static size_t read_file(char *p, size_t size, size_t n, void *arg)
 	return fread(p, 1, size * n, arg);
 }
 
-/* import TAR NAME RECIPE: the root file system TAR as image NAME:latest,
- * labelled kbox.recipe=sha256:RECIPE, unless NAME is that already. */
-static int cmd_import(const char *tar, const char *name, const char *recipe)
+/* Is L "KEY=VALUE" with KEY one of the labels import takes beside the
+ * recipe, and VALUE printable, without blanks or quotes? */
+static bool import_label_ok(const char *l)
+{
+	static const char *const keys[] = {"kbox.packages=", "kbox.requirements=", NULL};
+	const char *v = NULL;
+	for (size_t i = 0; keys[i] && !v; i++)
+		if (strncmp(l, keys[i], strlen(keys[i])) == 0)
+			v = l + strlen(keys[i]);
+	if (!v || strlen(v) > 2048)
+		return false;
+	for (; *v; v++)
+		if (*v <= ' ' || *v > '~' || *v == '"' || *v == '\'' || *v == '\\')
+			return false;
+	return true;
+}
+
+/* import TAR NAME RECIPE [LABEL...]: the root file system TAR as image
+ * NAME:latest, labelled kbox.recipe=sha256:RECIPE and LABELs, unless NAME
+ * is that already. */
+static int cmd_import(const char *tar, const char *name, const char *recipe, char **labels)
 {
 	static const char *const changes[] = {"USER 1000:1000",
 	                                      "WORKDIR /workspace",
@@ -175,7 +194,7 @@ static int cmd_import(const char *tar, const char *name, const char *recipe)
 	ke_engine_t e;
 	ke_error_t err;
 	import_t im = {0};
-	char path[4096], label[128], *have = NULL;
+	char path[16384], label[128], *have = NULL;
 	long status = 0;
 	json_t *j = NULL;
 	FILE *f = NULL;
@@ -188,6 +207,12 @@ static int cmd_import(const char *tar, const char *name, const char *recipe)
 		return fail(&err);
 	}
 	snprintf(label, sizeof label, "sha256:%s", recipe);
+	for (size_t i = 0; labels[i]; i++)
+		if (!import_label_ok(labels[i])) {
+			ke_error(&err, KE_E_USAGE, "import: \"%s\" is not a label import takes",
+			         labels[i]);
+			return fail(&err);
+		}
 	if (ke_open(&e, &err) < 0)
 		return fail(&err);
 	/* built already? */
@@ -226,6 +251,16 @@ static int cmd_import(const char *tar, const char *name, const char *recipe)
 		snprintf(l, sizeof l, "LABEL kbox.recipe=%s", label);
 		strncat(path, "&changes=", sizeof path - strlen(path) - 1);
 		append_escaped(path, sizeof path, l);
+		for (size_t i = 0; labels[i]; i++) {
+			char more[2100];
+			snprintf(more, sizeof more, "LABEL %s", labels[i]);
+			strncat(path, "&changes=", sizeof path - strlen(path) - 1);
+			append_escaped(path, sizeof path, more);
+		}
+		if (strlen(path) >= sizeof path - 1) {
+			ke_error(&err, KE_E_USAGE, "import: the labels are too long");
+			goto out_fail;
+		}
 	}
 	if (!(c = ke_easy(&e, "POST", path, NULL))) {
 		ke_error(&err, KE_E_ENGINE, "out of memory");
@@ -981,6 +1016,116 @@ out:
 	return rc;
 }
 
+/* images: the images labelled kbox.recipe. */
+static int cmd_images(void)
+{
+	ke_engine_t e;
+	ke_error_t err;
+	long status = 0;
+	json_t *j = NULL, *out, *v;
+	size_t i;
+	char path[256] = "/images/json?filters=";
+
+	if (ke_open(&e, &err) < 0)
+		return fail(&err);
+	append_escaped(path, sizeof path, "{\"label\":[\"kbox.recipe\"]}");
+	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
+		return fail(&err);
+	if (status != 200 || !json_is_array(j)) {
+		char *body = json_dumps(j, JSON_ENCODE_ANY);
+		ke_reply_error(status, body, "list the images", &err);
+		free(body);
+		json_decref(j);
+		return fail(&err);
+	}
+	out = json_array();
+	json_array_foreach(j, i, v)
+	{
+		json_t *labels = json_object_get(v, "Labels");
+		json_t *tags = json_object_get(v, "RepoTags");
+		json_t *names = json_array();
+		size_t k;
+		json_t *t;
+		/* (untagged: "<none>:<none>", Docker's way; Podman gives none) */
+		json_array_foreach(tags, k, t)
+		{
+			if (json_is_string(t) && strcmp(json_string_value(t), "<none>:<none>") != 0)
+				json_array_append(names, t);
+		}
+		json_array_append_new(
+		        out,
+		        json_pack("{s:o, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "names", names, "id",
+		                  json_object_get(v, "Id"), "created",
+		                  json_object_get(v, "Created"), "size", json_object_get(v, "Size"),
+		                  "recipe", json_object_get(labels, "kbox.recipe"), "packages",
+		                  json_object_get(labels, "kbox.packages"), "requirements",
+		                  json_object_get(labels, "kbox.requirements")));
+	}
+	json_decref(j);
+	say(json_pack("{s:o, s:s}", "images", out, "engine", e.engine));
+	return 0;
+}
+
+/* rmi NAME: image NAME removed (untagged, when it has other names), when
+ * kbox built it (it has the label kbox.recipe); one a container uses is
+ * refused by the engine. */
+static int cmd_rmi(const char *name)
+{
+	ke_engine_t e;
+	ke_error_t err;
+	long status = 0;
+	json_t *j = NULL;
+	char path[1024] = "/images/";
+	bool ours;
+
+	if (ke_open(&e, &err) < 0)
+		return fail(&err);
+	append_escaped(path, sizeof path, name);
+	strncat(path, "/json", sizeof path - strlen(path) - 1);
+	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
+		return fail(&err);
+	if (status == 404) {
+		json_decref(j);
+		ke_error(&err, KE_E_NO_IMAGE, "image %s not found in the engine at %s", name,
+		         e.socket);
+		return fail(&err);
+	}
+	if (status != 200) {
+		char *body = json_dumps(j, JSON_ENCODE_ANY);
+		ke_reply_error(status, body, "inspect image", &err);
+		free(body);
+		json_decref(j);
+		return fail(&err);
+	}
+	ours = json_is_string(json_object_get(
+	        json_object_get(json_object_get(j, "Config"), "Labels"), "kbox.recipe"));
+	json_decref(j);
+	j = NULL;
+	if (!ours) {
+		ke_error(&err, KE_E_USAGE,
+		         "image %s was not built by kbox (it has no label kbox.recipe): remove it "
+		         "with the engine's own tools",
+		         name);
+		return fail(&err);
+	}
+	snprintf(path, sizeof path, "/images/");
+	append_escaped(path, sizeof path, name);
+	if (ke_call(&e, "DELETE", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
+		return fail(&err);
+	if (status != 200) {
+		char *body = json_dumps(j, JSON_ENCODE_ANY);
+		ke_reply_error(status, body, "remove the image", &err);
+		if (status == 409)
+			err.kind = KE_E_CONFLICT;
+		free(body);
+		json_decref(j);
+		return fail(&err);
+	}
+	json_decref(j);
+	say(json_pack("{s:s}", "removed", name));
+	return 0;
+}
+
 /* remove NAME: the container NAME, gone (the supervisor's way when its
  * helper had to be killed). */
 static int cmd_remove(const char *name)
@@ -1009,8 +1154,12 @@ int main(int argc, char **argv)
 		rc = cmd_image(argv[2]);
 	else if (strcmp(argv[1], "orphans") == 0 && argc == 3)
 		rc = cmd_orphans(argv[2]);
-	else if (strcmp(argv[1], "import") == 0 && argc == 5)
-		rc = cmd_import(argv[2], argv[3], argv[4]);
+	else if (strcmp(argv[1], "import") == 0 && argc >= 5)
+		rc = cmd_import(argv[2], argv[3], argv[4], argv + 5);
+	else if (strcmp(argv[1], "images") == 0 && argc == 2)
+		rc = cmd_images();
+	else if (strcmp(argv[1], "rmi") == 0 && argc == 3)
+		rc = cmd_rmi(argv[2]);
 	else if (strcmp(argv[1], "remove") == 0 && argc == 3)
 		rc = cmd_remove(argv[2]);
 	else if (strcmp(argv[1], "run") == 0 && argc == 2)

@@ -15,12 +15,23 @@
  *       "1.41", "version": "20.10.24", "socket": PATH}; exit 0.
  *   kbox-engine image NAME
  *       {"id": ID, "labels": {...}} of image NAME; exit 0.
- *   kbox-engine import TAR NAME RECIPE
+ *   kbox-engine images
+ *       The images labelled kbox.recipe: {"images": [{"names": [NAME:TAG,
+ *       ...], "id": ID, "created": UNIX-TIME, "size": BYTES, "recipe":
+ *       "sha256:...", "packages": LIST|null, "requirements":
+ *       "sha256:..."|null}, ...], "engine": "docker"|"podman"}; exit 0.
+ *   kbox-engine import TAR NAME RECIPE [LABEL=VALUE...]
  *       Imports the root file system TAR (container/build.sh's) as image
  *       NAME:latest with the user kbox (1000:1000), /workspace and the
- *       label kbox.recipe=sha256:RECIPE; an image NAME with that label
- *       already is left alone.  Prints {"image": NAME, "id": ID,
- *       "up_to_date": true|false}; exit 0.
+ *       label kbox.recipe=sha256:RECIPE, and the LABELs (kbox.packages,
+ *       kbox.requirements only: build.sh --print-labels); an image NAME
+ *       with that recipe's label already is left alone.  Prints {"image":
+ *       NAME, "id": ID, "up_to_date": true|false}; exit 0.
+ *   kbox-engine rmi NAME
+ *       Removes image NAME (untags it, when it has other names) when it
+ *       has the label kbox.recipe (else kind "usage"); the engine refuses
+ *       one a container uses (kind "conflict").  Prints {"removed":
+ *       NAME}; exit 0.
  *   kbox-engine orphans HOME
  *       Removes the containers labelled kbox.home=HOME whose supervisor
  *       (label kbox.supervisor, "PID:STARTTIME") is gone; prints

@@ -1,0 +1,195 @@
+#!/bin/bash
+# tests/image.sh — kbox image: what build, ls and rm refuse (no engine
+# needed); against a real engine (KBOX_TEST_DOCKER_HOST, as
+# tests/docker.sh), build of the recipe the engine has (nothing is
+# built), ls, rm of another name of it, of an image kbox did not build and
+# of one that is not there; and, as root with mmdebstrap, a root file
+# system with a pip requirement from a package index on 127.0.0.1
+# (tests/local_index.py) that a bwrap session imports (the tree in
+# $ROOT, which the sandbox user can reach).  TAP.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+ROOT_TAG=ki
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+export DOCKER_HOST=${KBOX_TEST_DOCKER_HOST:-${DOCKER_HOST:-unix:///var/run/docker.sock}}
+ENGINE=$top_builddir/kbox-engine
+SOCK=${DOCKER_HOST#unix://}
+
+# ---- bad input: one line, exit status 2, nothing built ----
+
+fresh
+kbox image
+check no_subcommand_is_refused fails_with 2 \
+	"kbox image: a subcommand is needed: build, ls or rm (see kbox image --help)"
+kbox image frob
+check an_unknown_subcommand_is_refused fails_with 2 \
+	'kbox image: unknown subcommand "frob": kbox image build, kbox image ls or kbox image rm'
+kbox image ls --packages x
+check ls_refuses_an_option_of_build fails_with 2 \
+	"kbox image ls: it takes no option but --format"
+kbox image ls extra
+check ls_refuses_an_operand fails_with 2 \
+	'kbox image: unexpected argument "extra" (see kbox image --help)'
+kbox image rm
+check rm_without_names_is_refused fails_with 2 \
+	"kbox image rm: which images? (kbox image rm NAME...)"
+kbox image rm --json kbox-kernel
+check rm_refuses_an_option eval 'status_is 2 &&
+	stderr_is "kbox image rm: it takes no option, only the names of images"'
+kbox image rm 'Bad Name'
+check rm_refuses_a_bad_name fails_with 2 \
+	'kbox image rm: invalid image "Bad Name": not an image reference (NAME, NAME:TAG, NAME@sha256:DIGEST or sha256:ID; NAME in lower case)'
+kbox image build --name "$(printf 'Kbox\nx')"
+check build_refuses_a_bad_name_in_one_line fails_with 2 \
+	'kbox image build: invalid --name "Kbox\nx": not an image name (NAME or NAME:TAG, NAME in lower case)'
+kbox image build --name sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+check build_refuses_an_id_as_name fails_with 2 \
+	'kbox image build: invalid --name "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef": a digest or an id names no new image'
+kbox image build --index-url http://127.0.0.1:9/simple/
+check index_url_without_requirements_is_refused fails_with 2 \
+	"kbox image build: --index-url is for --requirements"
+kbox image build --format json
+check build_refuses_format eval 'status_is 2 &&
+	stderr_is "kbox image build: --format is for kbox image ls"'
+mkdir r0
+kbox image build --rootfs r0 --name x
+check rootfs_with_name_is_refused fails_with 2 \
+	"kbox image build: --name names an image of the engine: with --rootfs there is none"
+# (these are refused before anything is built, so before mmdebstrap runs)
+kbox image build --packages 'python3-sklearn,Bad!'
+check a_bad_package_name_is_refused fails_with 2 \
+	"kbox image build: \"Bad!\" is no Debian package name (lower-case letters, digits, '+', '-', '.')"
+kbox image build --requirements "$T/none.txt"
+check a_missing_requirements_file_is_refused fails_with 2 \
+	"kbox image build: --requirements $T/none.txt: no readable file"
+mkdir full && : >full/x
+kbox image build --rootfs full
+check a_rootfs_that_holds_something_is_refused eval 'fails_with 2 "kbox image build: --rootfs full: exists and is not an empty directory" &&
+	[ "$(ls full)" = x ]'
+
+# ---- against the engine ----
+
+# Why the engine tests cannot run here, or nothing.
+engine_skip_reason() {
+	[ -x "$ENGINE" ] || { echo "$ENGINE is not built"; return; }
+	if ! "$ENGINE" ping >"$ROOT/ping.json" 2>&1; then
+		echo "no engine: $(cat "$ROOT/ping.json")"
+		return
+	fi
+	"$ENGINE" image kbox-kernel >"$ROOT/image.json" 2>&1 ||
+		echo "no image kbox-kernel (kbox image build): $(cat "$ROOT/image.json")"
+}
+why_not=$(engine_skip_reason)
+if [ -n "$why_not" ] && [ "${KBOX_TEST_ENGINE_REQUIRED-}" = 1 ]; then
+	echo "Bail out! KBOX_TEST_ENGINE_REQUIRED=1, and $why_not"
+	exit 1
+fi
+SKIPPING=$why_not
+
+# api METHOD PATH [BODY-FILE]: the engine's reply to a request, its status
+# on the first line, then its body.
+api() {
+	"$PY" - "$@" <<'EOF'
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["DOCKER_HOST"].removeprefix("unix://"))
+body = open(sys.argv[3], "rb").read() if len(sys.argv) > 3 else b""
+s.sendall(b"%s /v1.41%s HTTP/1.0\r\nHost: x\r\nContent-Type: application/x-tar\r\n"
+          b"Content-Length: %d\r\n\r\n" % (sys.argv[1].encode(), sys.argv[2].encode(), len(body)) + body)
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+head, _, rest = data.partition(b"\r\n\r\n")
+print(head.split(b" ")[1].decode())
+sys.stdout.write(rest.decode(errors="replace"))
+EOF
+}
+
+recipe=$("$top_srcdir/container/build.sh" --print-recipe | sha256sum | cut -d" " -f1)
+fresh
+# (no mmdebstrap on the PATH, an empty cache: a build would fail)
+PATH=/nonexistent:$PATH KBOX_IMAGE_CACHE=$ROOT/no-cache kbox image build
+check build_of_the_recipe_the_engine_has_builds_nothing eval 'status_is 0 && [ ! -s stderr ] &&
+	stdout_is "kbox image build: image kbox-kernel is up to date (recipe sha256:$recipe)" &&
+	[ ! -e "$ROOT/no-cache" ]'
+
+kbox image ls --json
+check ls_names_the_image_and_its_recipe json_true stdout '(
+	[i for i in j["images"] if "kbox-kernel:latest" in i["names"]] == [i for i in j["images"]
+	 if i["recipe"] == "sha256:" + a[0] and "kbox-kernel:latest" in i["names"]] and
+	len([i for i in j["images"] if "kbox-kernel:latest" in i["names"]]) == 1 and
+	all(i["id"].startswith("sha256:") and i["size"] > 100_000_000 and
+	    len(i["created"]) == 20 and i["created"].endswith("Z") for i in j["images"]) and
+	j["engine"] in ("docker", "podman"))' "$recipe"
+
+kbox image ls
+check ls_as_text_is_a_table_a_line_a_name eval 'status_is 0 &&
+	[ "$(head -n 1 stdout)" = "NAME                      ID            CREATED                    SIZE  RECIPE        ADDED" ] &&
+	grep -Eq "^kbox-kernel:latest +[0-9a-f]{12}  [0-9T:-]{19}Z +[0-9.]+ MiB  ${recipe:0:12}  -$" stdout'
+
+# another name of the image goes, and the image stays
+if [ -z "$SKIPPING" ]; then
+	id=$(sed -n 's/.*"id":"\(sha256:[0-9a-f]*\)".*/\1/p' "$ROOT/image.json")
+	api POST "/images/$id/tag?repo=kbox-test-alias&tag=x" >tag.out
+fi
+kbox image rm kbox-test-alias:x
+check rm_of_another_name_removes_that_name eval 'status_is 0 && stdout_is "removed image kbox-test-alias:x" &&
+	"$ENGINE" image kbox-kernel >/dev/null && ! "$ENGINE" image kbox-test-alias:x >/dev/null'
+
+# an image kbox did not build (an empty file system, imported): refused
+if [ -z "$SKIPPING" ]; then
+	tar -cf empty.tar -T /dev/null
+	api POST "/images/create?fromSrc=-&repo=kbox-test-foreign&tag=latest" empty.tar >import.out
+	fid=$(grep -o 'sha256:[0-9a-f]*' import.out | tail -n 1)
+	api POST "/images/$fid/tag?repo=kbox-test-foreign&tag=latest" >tag.out
+fi
+kbox image rm kbox-test-foreign
+check rm_refuses_an_image_kbox_did_not_build eval 'fails_with 2 "kbox image rm: image kbox-test-foreign was not built by kbox (it has no label kbox.recipe): remove it with the engine'"'"'s own tools" &&
+	"$ENGINE" image kbox-test-foreign >/dev/null'
+[ -n "$SKIPPING" ] || api DELETE "/images/kbox-test-foreign?force=1" >/dev/null
+
+kbox image rm kbox-test-no-such-image
+check rm_of_a_missing_image_exits_5 fails_with 5 \
+	"kbox image rm: image kbox-test-no-such-image not found in the engine at $SOCK"
+
+DOCKER_HOST=unix://$ROOT/no-engine.sock kbox image ls
+check ls_without_an_engine_exits_5_saying_so fails_with 5 \
+	"kbox image ls: no container engine at $ROOT/no-engine.sock (No such file or directory): start dockerd (or podman system service), or name its socket with DOCKER_HOST=unix:///PATH when the session starts"
+
+# ---- a pip requirement, from a package index on 127.0.0.1 ----
+
+# As root, where mmdebstrap is installed (a first build takes minutes;
+# the tarball is cached by its recipe in KBOX_IMAGE_CACHE): the tree
+# unpacked for --rootfs, and a bwrap session on it imports the wheel the
+# index served, installed in /usr/local; no compiler came with pip.
+SKIPPING=
+needs kernel
+if [ -z "$SKIPPING" ] && [ "$(id -u)" != 0 ]; then
+	SKIPPING="as root only (mmdebstrap as an ordinary user needs subordinate ids)"
+elif [ -z "$SKIPPING" ] && ! command -v mmdebstrap >/dev/null; then
+	SKIPPING="mmdebstrap is not installed"
+fi
+fresh
+if [ -z "$SKIPPING" ] && selected a_requirement_from_a_package_index_is_in_the_tree; then
+	"$PY" "$top_srcdir/tests/local_index.py" "$T/index" >index.url 2>index.err &
+	BG_PIDS="$BG_PIDS $!"
+	wait_for test -s index.url
+	printf 'kbox-probe==1.0\n' >requirements.txt
+	rhash=$("$top_srcdir/container/build.sh" --print-recipe --requirements requirements.txt | sha256sum | cut -d" " -f1)
+	kbox image build --rootfs "$ROOT/root" --requirements requirements.txt --index-url "$(cat index.url)"
+	cp stdout build.stdout
+fi
+check a_requirement_from_a_package_index_is_in_the_tree eval 'status_is 0 &&
+	last_line_is build.stdout "kbox image build: root file system in $ROOT/root (recipe sha256:$rhash): kbox start --rootfs $ROOT/root"'
+kbox start -s req --rootfs "$ROOT/root"
+check a_session_starts_on_that_tree status_is 0
+kbox exec -s req 'import kbox_probe, shutil; print(kbox_probe.VALUE, kbox_probe.SOURCE, kbox_probe.__file__, shutil.which("gcc"), shutil.which("pip3") is not None)'
+check a_session_on_that_tree_imports_it eval 'status_is 0 &&
+	stdout_is "42 the local index of kbox tests /usr/local/lib/python3.11/dist-packages/kbox_probe/__init__.py None True"'
+kbox stop -s req
+
+tests_done
