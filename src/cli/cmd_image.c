@@ -179,7 +179,7 @@ static int image_ls(const image_opts_t *o)
 	char why[1200];
 	json_t *j = NULL, *imgs, *img;
 	size_t i;
-	int status = EXIT_OK;
+	int status = EXIT_OK, w = 24;
 
 	if (o->name || o->packages || o->requirements || o->index_url || o->mirror || o->rootfs) {
 		cli_error("image ls", "it takes no option but --format");
@@ -213,7 +213,19 @@ static int image_ls(const image_opts_t *o)
 		json_decref(j);
 		return EXIT_OK;
 	}
-	printf("%-24s  %-12s  %-20s  %9s  %-12s  %s\n", "NAME", "ID", "CREATED", "SIZE", "RECIPE",
+	/* the names' column as wide as the longest (24 at least) */
+	json_array_foreach(imgs, i, img)
+	{
+		json_t *nm;
+		size_t k;
+		json_array_foreach(json_object_get(img, "names"), k, nm)
+		{
+			size_t len = strlen(json_string_value(nm) ? json_string_value(nm) : "");
+			if (len > (size_t)w && len <= 200)
+				w = (int)len;
+		}
+	}
+	printf("%-*s  %-12s  %-20s  %9s  %-12s  %s\n", w, "NAME", "ID", "CREATED", "SIZE", "RECIPE",
 	       "ADDED");
 	json_array_foreach(imgs, i, img)
 	{
@@ -231,7 +243,7 @@ static int image_ls(const image_opts_t *o)
 		added_text(img, added, sizeof added);
 		/* one line a name; an image without one is "<none>" */
 		for (k = 0; k < (n ? n : 1); k++)
-			printf("%-24s  %-12.12s  %-20s  %9s  %-12.12s  %s\n",
+			printf("%-*s  %-12.12s  %-20s  %9s  %-12.12s  %s\n", w,
 			       n ? json_string_value(json_array_get(names, k)) : "<none>",
 			       id ? id : "?", created ? created : "?", size, recipe ? recipe : "?",
 			       added);
