@@ -69,6 +69,16 @@ static void append_escaped(char *path, size_t size, const char *name)
 	curl_free(e);
 }
 
+/* ERR: image NAME is not in the engine at SOCKET. */
+static void no_image(ke_error_t *err, const char *name, const char *socket)
+{
+	ke_error(err, KE_E_NO_IMAGE,
+	         "image %s not found in the engine at %s: build it with kbox image build "
+	         "(--name for another than kbox-kernel), or start the session with another: "
+	         "kbox start --image",
+	         name, socket);
+}
+
 static int cmd_ping(void)
 {
 	ke_engine_t e;
@@ -96,12 +106,7 @@ static int cmd_image(const char *name)
 	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
 		return fail(&err);
 	if (status == 404) {
-		ke_error(
-		        &err, KE_E_NO_IMAGE,
-		        "image %s not found in the engine at %s: build it with kbox image build "
-		        "(--name for another than kbox-kernel), or start the session with another: "
-		        "kbox start --image",
-		        name, e.socket);
+		no_image(&err, name, e.socket);
 		rc = fail(&err);
 	} else if (status != 200) {
 		char *body = json_dumps(j, JSON_ENCODE_ANY);
@@ -678,12 +683,7 @@ static int create(run_t *r, const char *name, const char *body, const char *home
 		if (err->kind == KE_E_NO_IMAGE) {
 			json_t *b = json_loads(body, 0, NULL);
 			const char *image = json_string_value(json_object_get(b, "Image"));
-			ke_error(
-			        err, KE_E_NO_IMAGE,
-			        "image %s not found in the engine at %s: build kbox's with `make "
-			        "image` (container/build.sh), or start the session with another: kbox start "
-			        "--image",
-			        image ? image : "?", r->e.socket);
+			no_image(err, image ? image : "?", r->e.socket);
 			json_decref(b);
 		}
 		json_decref(j);

@@ -65,7 +65,7 @@ typedef struct {
 	long pids;
 	long long tmp_bytes;  /* size of /tmp */
 	long long file_bytes; /* largest file the kernel may write (RLIMIT_FSIZE) */
-	/* docker: the image (NULL: KR_DOCKER_IMAGE), the engine's socket
+	/* docker: the image (NULL: KE_IMAGE_DEFAULT), the engine's socket
 	 * (NULL: DOCKER_HOST's, or the default), the state directory
 	 * (KBOX_HOME) and the kernel's generation, which name and label the
 	 * container */

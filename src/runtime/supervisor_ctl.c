@@ -3,6 +3,7 @@
  * table (kbox-protocol(7)): status, execute, complete, inspect, interrupt,
  * restart, stop, session. */
 #include "runtime/supervisor_int.h"
+#include "engine/engine_proto.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -262,6 +263,17 @@ static json_t *status_json(sup_t *s)
 	/* who the sandbox is on the host (kbox(7), Identity) */
 	if (st && kr_backend_sandboxed(s->backend))
 		json_object_set_new(st, "sandbox_uid", json_integer((json_int_t)s->id.uid));
+	/* a docker session's container, its image and the engine's socket */
+	if (st && s->sb && s->sb->container[0]) {
+		const char *e = s->sbo.engine && *s->sbo.engine ? s->sbo.engine : KE_DEFAULT_SOCKET;
+		if (strncmp(e, "unix://", 7) == 0)
+			e += 7;
+		json_object_set_new(st, "container", json_string(s->sb->container));
+		json_object_set_new(st, "image",
+		                    json_string(s->sbo.image && *s->sbo.image ? s->sbo.image
+		                                                              : KE_IMAGE_DEFAULT));
+		json_object_set_new(st, "engine", json_string(e));
+	}
 	if (st && s->sb && *kr_sandbox_limits(s->sb)) {
 		json_object_set_new(st, "limits", json_string(kr_sandbox_limits(s->sb)));
 		json_object_set_new(st, "limits_missing",
