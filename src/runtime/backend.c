@@ -303,6 +303,13 @@ bool kr_sandbox_never_ran(const kr_sandbox_t *self)
 	return self->ended && self->never_ran;
 }
 
+long kr_sandbox_oom_kills(kr_sandbox_t *self)
+{
+	if (!self || self->ended || self->pid <= 0 || !self->backend->oom_kills)
+		return -1;
+	return self->backend->oom_kills(self);
+}
+
 long long kr_sandbox_memory(kr_sandbox_t *self)
 {
 	char path[64], line[256];

@@ -140,6 +140,9 @@ typedef struct kr_backend {
 	/* Memory of the sandbox in bytes, -1 when unknown (NULL: the kernel
 	 * process's resident set). */
 	long long (*memory)(kr_sandbox_t *sb);
+	/* How many processes the OOM killer has killed in the sandbox so far,
+	 * -1 when unknown (NULL: unknown). */
+	long (*oom_kills)(kr_sandbox_t *sb);
 } kr_backend_t;
 
 /* A sandbox, as its backend sees it.  The common part is filled by
@@ -224,6 +227,9 @@ bool kr_sandbox_never_ran(const kr_sandbox_t *self);
 /* Resident memory of the kernel in bytes (bwrap with a memory cgroup: all
  * the sandbox's), or -1 when unknown. */
 long long kr_sandbox_memory(kr_sandbox_t *self);
+/* The OOM killer's kills in SELF so far (its memory cgroup's count), -1
+ * when unknown or the sandbox has ended. */
+long kr_sandbox_oom_kills(kr_sandbox_t *self);
 
 /* The limits as applied ("memory 2 GiB (cgroup), pids 1024 (cgroup),
  * …"), and what could not be ("" when all could).  Borrowed. */

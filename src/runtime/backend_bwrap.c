@@ -474,6 +474,12 @@ static long long bwrap_memory(kr_sandbox_t *sb)
 	return w ? kr_cgroup_memory(w->cg) : -1;
 }
 
+static long bwrap_oom_kills(kr_sandbox_t *sb)
+{
+	bwrap_t *w = sb->priv;
+	return w && w->cg ? kr_cgroup_oom_kills(w->cg) : -1;
+}
+
 const kr_backend_t kr_backend_bwrap = {
         .name = "bwrap",
         .sandboxed = true,
@@ -489,4 +495,5 @@ const kr_backend_t kr_backend_bwrap = {
         .cleanup = bwrap_cleanup,
         .kernel_pid = bwrap_kernel_pid,
         .memory = bwrap_memory,
+        .oom_kills = bwrap_oom_kills,
 };

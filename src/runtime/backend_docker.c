@@ -27,6 +27,7 @@
 #include "runtime/backend.h"
 #include "runtime/bwrap.h"
 #include "engine/engine_proto.h"
+#include "runtime/cgroup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -622,39 +623,63 @@ static pid_t docker_kernel_pid(kr_sandbox_t *sb)
 	return d->kernel;
 }
 
-/* The container's memory: its memory cgroup's usage (v1 or v2). */
-static long long docker_memory(kr_sandbox_t *sb)
+/* The directory of the container's memory cgroup (the engine made it;
+ * cgroup v2's with *V2), as its init's /proc/PID/cgroup names it, into
+ * DIR; false when there is none (yet). */
+static bool memory_cgroup(const docker_t *d, char *dir, size_t size, bool *v2)
 {
-	docker_t *d = sb->priv;
-	char path[PATH_MAX], line[1024];
-	long long bytes = -1;
+	char path[64], line[1024];
 	FILE *f;
 	if (!d || d->init_pid <= 0)
-		return -1;
+		return false;
 	snprintf(path, sizeof path, "/proc/%ld/cgroup", (long)d->init_pid);
 	if (!(f = fopen(path, "re")))
-		return -1;
-	path[0] = '\0';
+		return false;
+	dir[0] = '\0';
 	while (fgets(line, sizeof line, f)) {
 		char *c = strchr(line, ':'), *p;
 		if (!c || !(p = strchr(c + 1, ':')))
 			continue;
 		p[strcspn(p, "\n")] = '\0';
 		if (strncmp(c + 1, "memory:", 7) == 0) {
-			snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes",
-			         p + 1);
+			snprintf(dir, size, "/sys/fs/cgroup/memory%s", p + 1);
+			*v2 = false;
 			break;
 		}
-		if (strncmp(c, "::", 2) == 0)
-			snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", p + 1);
+		if (strncmp(c, "::", 2) == 0) {
+			snprintf(dir, size, "/sys/fs/cgroup%s", p + 1);
+			*v2 = true;
+		}
 	}
 	fclose(f);
-	if (path[0] && (f = fopen(path, "re"))) {
+	return dir[0] != '\0';
+}
+
+/* The container's memory: its memory cgroup's usage (v1 or v2). */
+static long long docker_memory(kr_sandbox_t *sb)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 32];
+	long long bytes = -1;
+	bool v2;
+	FILE *f;
+	if (!memory_cgroup(sb->priv, dir, sizeof dir, &v2))
+		return -1;
+	snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+	if ((f = fopen(path, "re"))) {
 		if (fscanf(f, "%lld", &bytes) != 1)
 			bytes = -1;
 		fclose(f);
 	}
 	return bytes;
+}
+
+/* The OOM killer's kills in the container's cgroup: Docker's oom event,
+ * read where both engines leave it (Podman sends none on cgroup v1). */
+static long docker_oom_kills(kr_sandbox_t *sb)
+{
+	char dir[PATH_MAX];
+	bool v2;
+	return memory_cgroup(sb->priv, dir, sizeof dir, &v2) ? kr_cgroup_oom_kills_in(dir, v2) : -1;
 }
 
 const kr_backend_t kr_backend_docker = {
@@ -671,4 +696,5 @@ const kr_backend_t kr_backend_docker = {
         .cleanup = docker_cleanup,
         .kernel_pid = docker_kernel_pid,
         .memory = docker_memory,
+        .oom_kills = docker_oom_kills,
 };

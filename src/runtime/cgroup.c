@@ -592,6 +592,11 @@ long kr_cgroup_oom_kills_named(const char *name)
 	return (long)read_key(dir, v2 ? "memory.events" : "memory.oom_control", "oom_kill");
 }
 
+long kr_cgroup_oom_kills_in(const char *dir, bool v2)
+{
+	return (long)read_key(dir, v2 ? "memory.events" : "memory.oom_control", "oom_kill");
+}
+
 long kr_cgroup_pids_refused(const kr_cgroup_t *self)
 {
 	hier_t *h = hier_of(self, KR_CG_PIDS);

@@ -66,6 +66,9 @@ long kr_cgroup_oom_kills(const kr_cgroup_t *self);
 /* The same for the memory cgroup NAME under the caller's own (one made
  * by an earlier process), -1 when unknown or there is none. */
 long kr_cgroup_oom_kills_named(const char *name);
+/* The same for the memory cgroup directory DIR (cgroup v2's with V2),
+ * one made by someone else (a container engine's). */
+long kr_cgroup_oom_kills_in(const char *dir, bool v2);
 /* How many forks the pids limit refused, -1 when unknown. */
 long kr_cgroup_pids_refused(const kr_cgroup_t *self);
 /* Processes in the cgroup now, -1 when unknown. */

@@ -99,6 +99,7 @@ struct job {
 	bool interrupt_asked; /* a client asked for an interrupt while it ran */
 	char interrupt_by[KR_CTL_CAUSE_MAX + 1]; /* who: its "cause", or "kbox interrupt" */
 	bool input_refused;                      /* the code asked for input and none was given */
+	long oom_before; /* the sandbox's OOM kills when it began, -1 unknown */
 	/* its own variables ("env"): set by a silent execution before it,
 	 * restored by another after it */
 	int env_phase; /* 0 none; 1 setting them; 2 set, the code runs; 3 restoring */

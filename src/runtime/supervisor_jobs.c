@@ -412,6 +412,25 @@ static void result_explain(job_t *j, kbox_result_t *res)
 	}
 }
 
+/* Processes the OOM killer killed in the sandbox while J ran, the kernel
+ * alive (a child of the code's, which the kernel outlived): the result
+ * says so, as nothing else would (the child's exit status, if the code
+ * looks). */
+static void oom_explain(job_t *j, kbox_result_t *res)
+{
+	long now = j->oom_before >= 0 && j->s->sb ? kr_sandbox_oom_kills(j->s->sb) : -1;
+	char lim[32], note[300];
+	if (now <= j->oom_before)
+		return;
+	kx_fmt_bytes(lim, sizeof lim, j->s->sb->o.memory_bytes);
+	snprintf(note, sizeof note,
+	         "out of memory: %ld process%s the code started %s killed for going over the "
+	         "session's memory limit (%s); the kernel and its state are kept",
+	         now - j->oom_before, now - j->oom_before == 1 ? "" : "es",
+	         now - j->oom_before == 1 ? "was" : "were", lim);
+	kbox_result_add_notice(res, note, false);
+}
+
 /* Why the execution X of J ended as it did, when the kernel is to blame,
  * into CAUSE ("" when it is not); true when the kernel is to be killed
  * (it ignored a timeout's interrupt, or is lost to us). */
@@ -829,6 +848,8 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 		kbox_capture_set_reply(j->cap, reply_room(j), reply_copies(j), KR_CTL_JSON_FLAGS);
 	if ((res = kbox_capture_finish(&j->cap, x))) {
 		result_explain(j, res);
+		if (!kill && st != KBOX_EXEC_DIED)
+			oom_explain(j, res);
 		if (kill || st == KBOX_EXEC_DIED) {
 			char reason[800];
 			/* no new kernel when the session stops, or is about to */
@@ -1077,6 +1098,7 @@ static int job_begin_code(sup_t *s, job_t *j)
 	if (!j->x)
 		return job_refuse(s, j, &err);
 	s->notice[0] = '\0';
+	j->oom_before = s->sb ? kr_sandbox_oom_kills(s->sb) : -1;
 	take_between(s, j);
 	s->executions++;
 	sup_log(s, "exec-begin",
@@ -1167,6 +1189,7 @@ int sup_job_new(sup_t *s, conn_t *c, kr_ctl_op_t op, json_t *req, kr_ctl_exec_t 
 		sup_reply_error(c, kr_ctl_op_name(op), KR_CTL_ERR_INTERNAL, "out of memory");
 		return -1;
 	}
+	j->oom_before = -1;
 	j->s = s;
 	j->op = op;
 	j->outputs_fd = -1;

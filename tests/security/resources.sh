@@ -223,6 +223,22 @@ check "row02_the_next_exec_notes_the_out_of_memory_cause" eval '
 DIAG=
 check "row02_status_json_gives_the_out_of_memory_cause" eval '
 	eq "$(status_field r last_restart_cause)" "$OOM_CAUSE"'
+# a process the code started goes over the limit: the OOM killer takes it
+# (the largest), the kernel lives on, and the result says what happened
+KPID=$(status_field r kernel_pid)
+pyx r <<'EOF'
+import subprocess, sys
+x = 6
+r = subprocess.run([sys.executable, "-c", "b = b'\\1' * (600 << 20)"])
+print(r.returncode, x * 7)
+EOF
+keep child_oom
+DIAG=child_oom
+check "row02_a_child_killed_for_memory_is_named_and_the_kernel_lives" eval '
+	rc_is child_oom 0 && out_is child_oom "-9 42
+[note: out of memory: 1 process the code started was killed for going over the session'"'"'s memory limit (256 MiB); the kernel and its state are kept]" &&
+	eq "$(status_field r kernel_pid)" "$KPID"'
+DIAG=
 SKIPPING=$base_skip
 
 # ---- row 4: a busy loop that ignores SIGINT and SIGTERM ----
