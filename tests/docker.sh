@@ -61,6 +61,19 @@ for c in sorted(body, key=lambda c: c["Names"][0]):
     print(c["Names"][0].lstrip("/"), c["Labels"].get("kbox.session"), c["Labels"].get("kbox.generation"))
 EOF
 }
+# True when the engine has no container ID (an id, or a prefix of one).
+container_gone() {
+	"$PY" - "$1" <<'EOF'
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["DOCKER_HOST"].removeprefix("unix://"))
+s.sendall(b"GET /v1.41/containers/%s/json HTTP/1.0\r\nHost: x\r\n\r\n" % sys.argv[1].encode())
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+sys.exit(0 if data.split(b" ")[1] == b"404" else 1)
+EOF
+}
 # The name kbox gives session NAME's container of generation GEN.
 hash=$(printf %s "$KBOX_HOME" | sha256sum | cut -c1-12)
 cname() { echo "kbox-$hash-$1-$2"; }
@@ -302,6 +315,22 @@ check doctor_docker_without_the_image_exits_5 eval 'status_is 5 &&
 kbox doctor --image x
 check doctor_image_without_backend_docker_is_refused fails_with 2 \
 	"kbox doctor: --image is for --backend docker"
+
+# ---- kbox run: cells in a container of their own ----
+
+fresh
+printf 'import pandas as pd\nprint(pd.Series([1, 2, 3]).sum())\n' >cell.py
+# (its cgroup's name holds its container's id: gone once the run is over)
+kbox run --backend docker --image "$IMAGE" cell.py -c 'import os, re
+print(os.getuid() != 0, open("/proc/1/comm").read().strip() in ("docker-init", "catatonit"))
+print(re.findall("[0-9a-f]{64}", open("/proc/self/cgroup").read())[0])'
+check run_with_backend_docker_runs_its_cells_in_a_container eval 'status_is 0 &&
+	[ "$(head -n 2 stdout)" = "6
+True True" ] && [ "$(wc -l <stdout)" = 3 ] && id=$(tail -n 1 stdout) &&
+	[ "${#id}" = 64 ] && container_gone "$id"'
+kbox run --image kbox-kernel -c 1
+check run_image_is_only_for_backend_docker fails_with 2 \
+	"kbox run: --image is for --backend docker (this session's backend is bwrap)"
 
 # ---- what kbox says when it cannot ----
 

@@ -397,7 +397,7 @@ check run_f_says_files_are_operands fails_with 2 \
 	'kbox run: unknown option -f: kbox run takes its files as they are: kbox run FILE...'
 kbox run --backend nope -c 1
 check run_an_unknown_backend_reads_as_starts fails_with 2 \
-	'kbox run: unknown backend "nope" (available: bwrap, none)'
+	'kbox run: unknown backend "nope" (available: bwrap, docker, none)'
 kbox run --workspace '' -c 1
 check run_an_empty_workspace_is_said_to_be_empty fails_with 2 \
 	'kbox run: --workspace is empty: name a directory'

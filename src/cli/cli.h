@@ -342,6 +342,13 @@ int cli_find_program(const char *cmd, const char *prog, const char *what, char *
  * {"error": ...} (its message; *OUT holds it, with its kind), or why it
  * said nothing (src/cli/engine.c). */
 int cli_engine_call(const char *cmd, char *const *args, json_t **out, char *why, size_t size);
+/* The docker backend's settings for CMD (kbox start, kbox run): --image
+ * only with it, a name docker takes; the engine from DOCKER_HOST when it
+ * is set (kept in session.json, so that a restart finds the same engine),
+ * a unix socket of this machine's (the kernel's sockets are files here).
+ * The configuration merged (CONFIG) gets the engine.  EXIT_OK, or
+ * EXIT_USAGE after one line (src/cli/session.c). */
+int cli_check_docker(const char *cmd, kr_session_opts_t *o, kr_session_config_t *config);
 /* kbox doctor's supervisor check: run the supervisor program a session
  * would get (cli_find_program) as "kbox-supervisor --version", which loads
  * libkbox.so as a session's does.  NULL when it runs, with DETAIL its

@@ -1,5 +1,6 @@
 /* src/cli/cmd_run.c — kbox run: run cells, in order, in one fresh kernel, in
- * a bwrap sandbox (or, with --backend none, as a local process).
+ * a bwrap sandbox (or a container, with --backend docker; or, with --backend
+ * none, as a local process).
  *
  * The kernel is a supervisor's, as every kernel is: kbox run starts one for
  * itself on a private, ephemeral session (removed when it stops, and
@@ -342,11 +343,11 @@ static void forget_run_dir(const char *rundir, const copy_t *v, size_t n)
 	kr_live_session_forget(rundir); /* (its supervisor's job, when one ran) */
 }
 
-/* --backend bwrap|none, into the const char * at VALUE. */
+/* --backend bwrap|docker|none, into the const char * at VALUE. */
 static int backend_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 {
-	if (strcmp(arg, "bwrap") != 0 && strcmp(arg, "none") != 0) {
-		cli_error(cmd, "unknown backend \"%s\" (available: bwrap, none)", arg);
+	if (strcmp(arg, "bwrap") != 0 && strcmp(arg, "docker") != 0 && strcmp(arg, "none") != 0) {
+		cli_error(cmd, "unknown backend \"%s\" (available: bwrap, docker, none)", arg);
 		return EXIT_USAGE;
 	}
 	*(const char **)opt->value = arg;
@@ -355,7 +356,7 @@ static int backend_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 
 /* A run: its options, its files, and where it stands. */
 typedef struct {
-	const char *kernel, *workspace, *outputs, *backend;
+	const char *kernel, *workspace, *outputs, *backend, *image;
 	cli_strlist_t inputs, puts;
 	cells_t cells;
 	copy_t *copies; /* the files to copy into the new workspace */
@@ -603,14 +604,16 @@ static int start_run_session(run_t *run)
 	o.ttl_ms = 0;
 	o.ephemeral = 1;
 	o.owner_pid = getpid();
+	o.image = run->image;
 	o.workspace = run->workspace ? run->wsreal : NULL;
 	o.workspace_st = run->workspace ? &run->wsst : NULL;
 	kr_session_config_init(&config);
 	if (kr_session_config_merge(&config, &o, &err) < 0) {
 		cli_error("run", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;
-	} else
+	} else if ((status = cli_check_docker("run", &o, &config)) == EXIT_OK) {
 		status = cli_check_backend("run", &config, true);
+	}
 	if (status == EXIT_OK)
 		warn_of_run(run);
 	if (status == EXIT_OK &&
@@ -777,8 +780,11 @@ int cmd_run(int argc, char **argv)
 	        CLI_OPT_LIST(0, "put", "FILE", &run.puts,
 	                     "copy FILE into the new workspace first; repeatable (default: none)"),
 	        CLI_OPT_CALLBACK(
-	                0, "backend", "bwrap|none", backend_cb, &run.backend,
-	                "bwrap, a sandbox, or none, unsandboxed (default: " KR_BACKEND_DEFAULT ")"),
+	                0, "backend", "bwrap|docker|none", backend_cb, &run.backend,
+	                "bwrap, a sandbox; docker, a container (the engine from DOCKER_HOST); or "
+	                "none, unsandboxed (default: " KR_BACKEND_DEFAULT ")"),
+	        CLI_OPT_STRING(0, "image", "NAME", &run.image,
+	                       "docker: the container image (default: kbox-kernel)"),
 	        CLI_OPT_CALLBACK(
 	                't', "timeout", "DURATION", cli_opt_duration, &run.timeout_ms,
 	                "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),

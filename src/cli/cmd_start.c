@@ -277,58 +277,6 @@ static int start_session(const char *dir, const char *name, const kr_session_con
 	return EXIT_OK;
 }
 
-/* The docker backend's settings: --image only with it, a name docker
- * takes; the engine from DOCKER_HOST when it is set (kept in session.json,
- * so that a restart finds the same engine), a unix socket of this
- * machine's (the kernel's sockets are files here).  The configuration
- * merged (CONFIG) gets the engine.  EXIT_OK, or EXIT_USAGE after one
- * line. */
-static int check_docker(kr_session_opts_t *o, kr_session_config_t *config)
-{
-	const char *host = getenv("DOCKER_HOST");
-	kbox_error_t err = {0};
-	bool docker = strcmp(config->backend, "docker") == 0;
-	char shown[KX_NAME_ESCAPED_MAX(200) + 4];
-
-	if (o->image && !docker) {
-		cli_error("start", "--image is for --backend docker (this session's backend is %s)",
-		          config->backend);
-		return EXIT_USAGE;
-	}
-	if (o->rootfs && docker) {
-		cli_error("start", "--rootfs is for the backend bwrap: with --backend docker the "
-		                   "system files are the image's (--image)");
-		return EXIT_USAGE;
-	}
-	if (o->image && !kr_image_ref_valid(o->image)) {
-		kx_name_escape(o->image, strnlen(o->image, 200), shown, sizeof shown);
-		cli_error("start",
-		          "invalid --image \"%s\": not an image reference (NAME, NAME:TAG, "
-		          "NAME@sha256:DIGEST or sha256:ID; NAME in lower case)",
-		          shown);
-		return EXIT_USAGE;
-	}
-	if (!docker || !host || !*host)
-		return EXIT_OK;
-	if (!kr_engine_socket_valid(host)) {
-		kx_name_escape(host, strnlen(host, 200), shown, sizeof shown);
-		cli_error(
-		        "start",
-		        "DOCKER_HOST=%s: kbox needs the engine on this machine, by its unix socket's "
-		        "absolute path (unix:///PATH, at most 107 bytes): the kernel's sockets are "
-		        "files here",
-		        shown);
-		return EXIT_USAGE;
-	}
-	kr_session_opts_t e = KR_SESSION_OPTS_INIT;
-	e.engine = host;
-	if (kr_session_config_merge(config, &e, &err) < 0) {
-		cli_error("start", "%s", err.msg);
-		return EXIT_UNAVAILABLE;
-	}
-	return EXIT_OK;
-}
-
 /* What kbox start was asked. */
 typedef struct {
 	const char *name, *rootfs_arg;
@@ -493,7 +441,7 @@ int cmd_start(int argc, char **argv)
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	if ((status = check_docker(o, &config)) != EXIT_OK)
+	if ((status = cli_check_docker("start", o, &config)) != EXIT_OK)
 		goto out;
 	restore = !is_new;
 	status = start_session(dir, name, &config, is_new, &started);

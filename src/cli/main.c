@@ -79,7 +79,8 @@ static const cli_cmd_t commands[] = {
         {"rm", cmd_rm, "kbox rm [-f] [-s NAME | NAME...]",
          "remove sessions, their workspaces included", "kbox rm -f sales"},
         {"run", cmd_run,
-         "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|none] [-t DURATION] "
+         "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|docker|none] "
+         "[--image NAME] [-t DURATION] "
          "[-o DIR] [-i LINE]... [--input-file FILE]... "
          "[--format FMT] [--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
          "run cells in one fresh sandboxed kernel, without a session",

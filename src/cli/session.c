@@ -734,3 +734,49 @@ int cli_session_discard(const char *cmd, const char *dir, const char *name, int 
 	}
 	return 0;
 }
+
+int cli_check_docker(const char *cmd, kr_session_opts_t *o, kr_session_config_t *config)
+{
+	const char *host = getenv("DOCKER_HOST");
+	kbox_error_t err = {0};
+	bool docker = strcmp(config->backend, "docker") == 0;
+	char shown[KX_NAME_ESCAPED_MAX(200) + 4];
+
+	if (o->image && !docker) {
+		cli_error(cmd, "--image is for --backend docker (this session's backend is %s)",
+		          config->backend);
+		return EXIT_USAGE;
+	}
+	if (o->rootfs && docker) {
+		cli_error(cmd, "--rootfs is for the backend bwrap: with --backend docker the "
+		               "system files are the image's (--image)");
+		return EXIT_USAGE;
+	}
+	if (o->image && !kr_image_ref_valid(o->image)) {
+		kx_name_escape(o->image, strnlen(o->image, 200), shown, sizeof shown);
+		cli_error(cmd,
+		          "invalid --image \"%s\": not an image reference (NAME, NAME:TAG, "
+		          "NAME@sha256:DIGEST or sha256:ID; NAME in lower case)",
+		          shown);
+		return EXIT_USAGE;
+	}
+	if (!docker || !host || !*host)
+		return EXIT_OK;
+	if (!kr_engine_socket_valid(host)) {
+		kx_name_escape(host, strnlen(host, 200), shown, sizeof shown);
+		cli_error(
+		        cmd,
+		        "DOCKER_HOST=%s: kbox needs the engine on this machine, by its unix socket's "
+		        "absolute path (unix:///PATH, at most 107 bytes): the kernel's sockets are "
+		        "files here",
+		        shown);
+		return EXIT_USAGE;
+	}
+	kr_session_opts_t e = KR_SESSION_OPTS_INIT;
+	e.engine = host;
+	if (kr_session_config_merge(config, &e, &err) < 0) {
+		cli_error(cmd, "%s", err.msg);
+		return EXIT_UNAVAILABLE;
+	}
+	return EXIT_OK;
+}
