@@ -316,6 +316,33 @@ kbox doctor --image x
 check doctor_image_without_backend_docker_is_refused fails_with 2 \
 	"kbox doctor: --image is for --backend docker"
 
+# ---- two sessions: each container has its own files only, and no
+# variable of the host's environment ----
+
+if selected another_sessions_files_are_not_in_the_container its_sockets_directory_is_its_kernels_own \
+	no_variable_of_the_hosts_environment_reaches_the_kernel; then
+	kbox start -s sa --backend docker
+	kbox exec -s sa 'open("secret-a.txt", "w").write("a")'
+	KBOX_TEST_CANARY=canary-$$ kbox start -s sb --backend docker
+	kbox exec -s sb --format json 'import os
+roots = {l.split()[4]: l.split()[3] for l in open("/proc/self/mountinfo")}
+print(sorted(set(l.split()[3] for l in open("/proc/self/mountinfo") if "/sessions/" in l.split()[3])))
+print(roots["/run/kernel"].rsplit("/", 1)[1], sorted(os.listdir("/run/kernel")))
+print([k for k, v in os.environ.items() if "canary" in k.lower() or "canary" in v])'
+	cp stdout two.json
+fi
+check another_sessions_files_are_not_in_the_container json_true two.json '(
+	j["stdout"]["text"].split("\n")[0] == repr([a[0] + "/home", a[0] + "/workspace"]))' "$S/sb"
+# (its kernel's: k and the generation; the five sockets of one kernel)
+check its_sockets_directory_is_its_kernels_own json_true two.json '(
+	(l := j["stdout"]["text"].split("\n")[1]).startswith("k1 [") and
+	len(names := eval(l[3:])) == 5 and len({n.rsplit("-", 1)[0] for n in names}) == 1 and
+	sorted(n.rsplit("-", 1)[1] for n in names) == ["1", "2", "3", "4", "5"])'
+check no_variable_of_the_hosts_environment_reaches_the_kernel json_true two.json '(
+	j["stdout"]["text"].split("\n")[2] == "[]")'
+kbox stop -s sa
+kbox stop -s sb
+
 # ---- kbox run: cells in a container of their own ----
 
 fresh
