@@ -21,6 +21,8 @@
 # another user, in a user namespace of the user's subordinate ids
 # (/etc/subuid, the uidmap package).
 set -eu
+# (the recipe's lists are sorted the same whatever the caller's locale)
+export LC_ALL=C
 
 here=$(cd "$(dirname "$0")" && pwd)
 me=${KBOX_IMAGE_ME:-container/build.sh}

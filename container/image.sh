@@ -36,22 +36,29 @@ recipe=$("$here/build.sh" --print-recipe "$@") || exit 2
 hash=$(printf '%s\n' "$recipe" | sha256sum | cut -d' ' -f1)
 
 if [ -n "$rootfs" ]; then
-	if [ -e "$rootfs" ] && [ -n "$(ls -A "$rootfs" 2>/dev/null || echo x)" ]; then
+	if [ -L "$rootfs" ] || { [ -e "$rootfs" ] && [ -n "$(ls -A "$rootfs" 2>/dev/null || echo x)" ]; }; then
 		echo "$me: --rootfs $rootfs: exists and is not an empty directory" >&2
 		exit 2
 	fi
 	"$here/build.sh" "$@" || exit 1
 	tar=$("$here/build.sh" --print-path "$@")
-	mkdir -p "$rootfs.part"
+	# unpacked into a new directory of our own beside it (no name someone
+	# else could have made first, or linked elsewhere), then renamed onto
+	# it, never through a link (mv -T: an empty directory is replaced, a
+	# full one refused)
+	part=$(mktemp -d "$(dirname "$rootfs")/.kbox-rootfs.XXXXXX") || exit 1
 	# (device nodes are the sandbox's own; as an ordinary user the files
 	# are the user's)
-	if ! tar -x --exclude='./dev/*' -f "$tar" -C "$rootfs.part"; then
-		rm -rf "$rootfs.part"
+	if ! tar -x --exclude='./dev/*' -f "$tar" -C "$part"; then
+		rm -rf "$part"
 		echo "$me: could not unpack $tar into $rootfs" >&2
 		exit 1
 	fi
-	rmdir "$rootfs" 2>/dev/null || :
-	mv "$rootfs.part" "$rootfs"
+	if ! mv -T "$part" "$rootfs"; then
+		rm -rf "$part"
+		echo "$me: --rootfs $rootfs: could not put the tree there (made meanwhile?)" >&2
+		exit 1
+	fi
 	echo "$me: root file system in $rootfs (recipe sha256:$hash): kbox start --rootfs $rootfs"
 	exit 0
 fi

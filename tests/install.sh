@@ -115,7 +115,7 @@ check installs_the_engine_helper_of_backend_docker quiet test -x "$dest$libexecd
 check installs_the_image_builder quiet sh -c "
 	for f in image.sh build.sh hooks/customize-kbox.sh hooks/requirements-kbox.sh; do
 		test -x '$root/share/kbox/container/'\$f || exit 1
-	done"
+	done && test -f '$root/share/kbox/container/Containerfile'"
 check installed_kbox_image_build_runs_the_installed_builder quiet sh -c "
 	LD_LIBRARY_PATH='$lib' '$root/bin/kbox' image build --packages 'Bad!' 2>'$tmp/image.err'
 	rc=\$?; cat '$tmp/image.err'; [ \$rc = 2 ] &&

@@ -40,5 +40,7 @@ chmod -R a+rX "$root/usr/share/kbox"
 
 mv "$root/tmp/kbox-recipe" "$root/usr/share/kbox/recipe"
 chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' >"$root/usr/share/kbox/manifest"
-# the engine gives these (mmdebstrap's advice for container images)
-rm -f "$root/etc/resolv.conf" "$root/etc/hostname"
+# the engine gives these (mmdebstrap's advice for container images); in a
+# container build (the root /: container/Containerfile) they are the
+# engine's own mounts, which no layer keeps
+[ "$root" = / ] || rm -f "$root/etc/resolv.conf" "$root/etc/hostname"

@@ -73,6 +73,9 @@ static int find_image_script(char *path, size_t size)
  * ours.  Returns only when it could not be run. */
 static int image_build(const image_opts_t *o)
 {
+	/* (KBOX_IMAGE_NAME is the default; --rootfs makes no image) */
+	const char *env = getenv("KBOX_IMAGE_NAME");
+	const char *name = o->name ? o->name : env && *env && !o->rootfs ? env : NULL;
 	char script[PATH_MAX], helper[PATH_MAX];
 	const char *argv[24];
 	size_t n = 0;
@@ -81,9 +84,9 @@ static int image_build(const image_opts_t *o)
 		cli_error("image build", "--format is for kbox image ls");
 		return EXIT_USAGE;
 	}
-	if (o->name && !kr_image_ref_valid(o->name)) {
+	if (name && !kr_image_ref_valid(name)) {
 		char shown[256];
-		kx_name_escape(o->name, strnlen(o->name, 200), shown, sizeof shown);
+		kx_name_escape(name, strnlen(name, 200), shown, sizeof shown);
 		cli_error(
 		        "image build",
 		        "invalid --name \"%s\": not an image name (NAME or NAME:TAG, NAME in lower "
@@ -91,16 +94,16 @@ static int image_build(const image_opts_t *o)
 		        shown);
 		return EXIT_USAGE;
 	}
-	if (o->name && (strchr(o->name, '@') || strncmp(o->name, "sha256:", 7) == 0)) {
+	if (name && (strchr(name, '@') || strncmp(name, "sha256:", 7) == 0)) {
 		cli_error("image build",
-		          "invalid --name \"%s\": a digest or an id names no new image", o->name);
+		          "invalid --name \"%s\": a digest or an id names no new image", name);
 		return EXIT_USAGE;
 	}
 	if (o->index_url && !o->requirements) {
 		cli_error("image build", "--index-url is for --requirements");
 		return EXIT_USAGE;
 	}
-	if (o->rootfs && o->name) {
+	if (o->rootfs && name) {
 		cli_error("image build",
 		          "--name names an image of the engine: with --rootfs there is none");
 		return EXIT_USAGE;
@@ -115,9 +118,9 @@ static int image_build(const image_opts_t *o)
 	argv[n++] = "sh";
 	argv[n++] = script;
 	argv[n++] = helper;
-	if (o->name) {
+	if (name) {
 		argv[n++] = "--name";
-		argv[n++] = o->name;
+		argv[n++] = name;
 	}
 	if (o->rootfs) {
 		argv[n++] = "--rootfs";
@@ -141,8 +144,7 @@ static int image_build(const image_opts_t *o)
 	}
 	argv[n] = NULL;
 	fflush(stdout);
-	if (setenv("KBOX_IMAGE_ME", "kbox image build", 1) < 0 ||
-	    (!o->name && getenv("KBOX_IMAGE_NAME") && unsetenv("KBOX_IMAGE_NAME") < 0)) {
+	if (setenv("KBOX_IMAGE_ME", "kbox image build", 1) < 0) {
 		cli_error("image build", "out of memory");
 		return EXIT_UNAVAILABLE;
 	}

@@ -1049,8 +1049,16 @@ static int cmd_images(void)
 		/* (untagged: "<none>:<none>", Docker's way; Podman gives none) */
 		json_array_foreach(tags, k, t)
 		{
-			if (json_is_string(t) && strcmp(json_string_value(t), "<none>:<none>") != 0)
-				json_array_append(names, t);
+			const char *n = json_string_value(t);
+			if (!n || strcmp(n, "<none>:<none>") == 0)
+				continue;
+			/* as Docker names them: Podman says docker.io/library/NAME
+			 * (or localhost/NAME) for the same image */
+			if (strncmp(n, "docker.io/library/", 18) == 0)
+				n += 18;
+			else if (strncmp(n, "localhost/", 10) == 0)
+				n += 10;
+			json_array_append_new(names, json_string(n));
 		}
 		json_array_append_new(
 		        out,

@@ -29,6 +29,8 @@
 #include "engine/engine_proto.h"
 #include "runtime/cgroup.h"
 
+#include <pwd.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -70,6 +72,7 @@ typedef struct {
 	pid_t kernel;
 	bool started, exited, oom_killed, by_kbox, failed, removed;
 	bool podman;            /* the engine is Podman (it reports no OOM kill on cgroup v1) */
+	bool conflict;          /* the name was another's container: never removed by name here */
 	char sockets[PATH_MAX]; /* this kernel's own directory of sockets */
 	char exe[PATH_MAX];     /* kbox-engine */
 	char name[256];         /* the container's */
@@ -152,8 +155,18 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 	char *text = NULL;
 
 	container_name(sb, name, sizeof name);
+	/* as an ordinary user, the user's own group from the password
+	 * database, never the effective one: a supervisor started under
+	 * `sg docker` would give the code a group that owns the engine, and
+	 * the code could leave set-group-ID files of it in the workspace */
+	gid_t gid = getgid();
+	if (!o->drop_ids) {
+		struct passwd *pw = getpwuid(geteuid());
+		if (pw)
+			gid = pw->pw_gid;
+	}
 	snprintf(user, sizeof user, "%u:%u", (unsigned)(o->drop_ids ? o->uid : geteuid()),
-	         (unsigned)(o->drop_ids ? o->gid : getegid()));
+	         (unsigned)(o->drop_ids ? o->gid : gid));
 	for (size_t i = 0; argv[i]; i++)
 		json_array_append_new(cmd, json_string(argv[i]));
 	for (size_t i = 0; env[i]; i++)
@@ -451,7 +464,9 @@ static void status_line(kr_sandbox_t *sb, docker_t *d, const char *line)
 		d->oom_killed = json_is_true(json_object_get(v, "oom_killed"));
 	} else if ((v = json_object_get(j, "error"))) {
 		const char *m = json_string_value(json_object_get(v, "message"));
+		const char *kind = json_string_value(json_object_get(v, "kind"));
 		d->failed = true;
+		d->conflict = kind && strcmp(kind, "conflict") == 0;
 		snprintf(d->error, sizeof d->error, "%s", m ? m : "the engine failed");
 	}
 	json_decref(j);
@@ -600,7 +615,7 @@ static void docker_cleanup(kr_sandbox_t *sb)
 	read_status(sb, d);
 	/* a helper that did not say the container is gone (killed, or the
 	 * engine did not answer it): another, once */
-	if (!d->removed && d->name[0] && d->exe[0]) {
+	if (!d->removed && !d->conflict && d->name[0] && d->exe[0]) {
 		char *argv[] = {KE_PROGRAM, "remove", d->name, NULL};
 		char *env[] = {d->engine_env[0] ? d->engine_env : NULL, NULL};
 		run_helper(d->exe, argv, env, REMOVE_WAIT_MS);

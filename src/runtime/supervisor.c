@@ -479,6 +479,11 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.state_home = getenv("KBOX_HOME");
 	s->sbo.name = cfg.name;
 	s->ephemeral = cfg.ephemeral;
+	if (cfg.ephemeral) {
+		snprintf(s->sandbox_name, sizeof s->sandbox_name, "%.64s-%ld",
+		         cfg.name ? cfg.name : "run", (long)getpid());
+		s->sbo.name = s->sandbox_name;
+	}
 	s->owner_pid = (long)cfg.owner_pid;
 	if (kr_live_session_path(s->dir, "", true, s->kept, sizeof s->kept, err) < 0 ||
 	    make_env(s, &cfg, err) < 0 || make_paths(s, &cfg, err) < 0 ||

@@ -211,6 +211,9 @@ struct sup {
 	unsigned restarts;
 	char notice[1024];
 	char last_cause[512];
+	/* an ephemeral session's (kbox run's) sandbox name: its name and this
+	 * supervisor's pid, so that two runs' containers never share a name */
+	char sandbox_name[96];
 	/* where it keeps, for the next supervisor, why it stopped and the
 	 * cgroups it made: where no sandbox reaches (kr_live_session_path) */
 	char kept[PATH_MAX];
