@@ -47,6 +47,9 @@ if [ -n "$rootfs" ]; then
 	# it, never through a link (mv -T: an empty directory is replaced, a
 	# full one refused)
 	part=$(mktemp -d "$(dirname "$rootfs")/.kbox-rootfs.XXXXXX") || exit 1
+	# (an interrupted unpacking leaves nothing)
+	trap 'rm -rf "$part"; exit 130' INT
+	trap 'rm -rf "$part"; exit 143' TERM
 	# (device nodes are the sandbox's own; as an ordinary user the files
 	# are the user's)
 	if ! tar -x --exclude='./dev/*' -f "$tar" -C "$part"; then

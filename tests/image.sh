@@ -52,6 +52,9 @@ check build_refuses_a_bad_name_in_one_line fails_with 2 \
 kbox image build --name sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 check build_refuses_an_id_as_name fails_with 2 \
 	'kbox image build: invalid --name "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef": a digest or an id names no new image'
+kbox image build --mirror ''
+check an_empty_mirror_is_refused fails_with 2 \
+	"kbox image build: an empty --mirror, --rootfs, --requirements or --index-url names nothing"
 kbox image build --index-url http://127.0.0.1:9/simple/
 check index_url_without_requirements_is_refused fails_with 2 \
 	"kbox image build: --index-url is for --requirements"

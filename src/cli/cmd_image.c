@@ -99,6 +99,12 @@ static int image_build(const image_opts_t *o)
 		          "invalid --name \"%s\": a digest or an id names no new image", name);
 		return EXIT_USAGE;
 	}
+	if ((o->mirror && !*o->mirror) || (o->rootfs && !*o->rootfs) ||
+	    (o->requirements && !*o->requirements) || (o->index_url && !*o->index_url)) {
+		cli_error("image build", "an empty --mirror, --rootfs, --requirements or "
+		                         "--index-url names nothing");
+		return EXIT_USAGE;
+	}
 	if (o->index_url && !o->requirements) {
 		cli_error("image build", "--index-url is for --requirements");
 		return EXIT_USAGE;
