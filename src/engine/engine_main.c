@@ -90,39 +90,50 @@ static int cmd_ping(void)
 	return 0;
 }
 
+/* GET /images/NAME/json on E: 1 with the image in *J (new), 0 when E
+ * has no image NAME, -1 with ERR when E did not answer or refused. */
+static int inspect_image(const ke_engine_t *e, const char *name, json_t **j, ke_error_t *err)
+{
+	char path[1024] = "/images/";
+	long status = 0;
+
+	*j = NULL;
+	append_escaped(path, sizeof path, name);
+	strncat(path, "/json", sizeof path - strlen(path) - 1);
+	if (ke_call(e, "GET", path, NULL, CALL_TIMEOUT, &status, j, err) < 0)
+		return -1;
+	if (status == 200)
+		return 1;
+	if (status != 404) {
+		char *body = json_dumps(*j, JSON_ENCODE_ANY);
+		ke_reply_error(status, body, "inspect image", err);
+		free(body);
+	}
+	json_decref(*j);
+	*j = NULL;
+	return status == 404 ? 0 : -1;
+}
+
 static int cmd_image(const char *name)
 {
 	ke_engine_t e;
 	ke_error_t err;
-	char path[1024] = "/images/";
-	long status = 0;
-	json_t *j = NULL;
-	int rc = 1;
+	json_t *j, *cfg;
+	int found;
 
-	if (ke_open(&e, &err) < 0)
+	if (ke_open(&e, &err) < 0 || (found = inspect_image(&e, name, &j, &err)) < 0)
 		return fail(&err);
-	append_escaped(path, sizeof path, name);
-	strncat(path, "/json", sizeof path - strlen(path) - 1);
-	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
-		return fail(&err);
-	if (status == 404) {
+	if (!found) {
 		no_image(&err, name, e.socket);
-		rc = fail(&err);
-	} else if (status != 200) {
-		char *body = json_dumps(j, JSON_ENCODE_ANY);
-		ke_reply_error(status, body, "inspect image", &err);
-		free(body);
-		rc = fail(&err);
-	} else {
-		json_t *cfg = json_object_get(j, "Config");
-		json_t *labels = json_object_get(cfg, "Labels");
-		say(json_pack("{s:O?, s:O?, s:O?}", "id", json_object_get(j, "Id"), "labels",
-		              json_is_object(labels) ? labels : NULL, "user",
-		              json_object_get(cfg, "User")));
-		rc = 0;
+		return fail(&err);
 	}
+	cfg = json_object_get(j, "Config");
+	json_t *labels = json_object_get(cfg, "Labels");
+	say(json_pack("{s:O?, s:O?, s:O?}", "id", json_object_get(j, "Id"), "labels",
+	              json_is_object(labels) ? labels : NULL, "user",
+	              json_object_get(cfg, "User")));
 	json_decref(j);
-	return rc;
+	return 0;
 }
 
 typedef struct {
@@ -200,6 +211,7 @@ static int cmd_import(const char *tar, const char *name, const char *recipe, cha
 	ke_error_t err;
 	import_t im = {0};
 	char path[16384], label[128], *have = NULL;
+	int found;
 	long status = 0;
 	json_t *j = NULL;
 	FILE *f = NULL;
@@ -218,15 +230,10 @@ static int cmd_import(const char *tar, const char *name, const char *recipe, cha
 			         labels[i]);
 			return fail(&err);
 		}
-	if (ke_open(&e, &err) < 0)
-		return fail(&err);
 	/* built already? */
-	snprintf(path, sizeof path, "/images/");
-	append_escaped(path, sizeof path, name);
-	strncat(path, "/json", sizeof path - strlen(path) - 1);
-	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
+	if (ke_open(&e, &err) < 0 || (found = inspect_image(&e, name, &j, &err)) < 0)
 		return fail(&err);
-	if (status == 200) {
+	if (found) {
 		const char *l = json_string_value(json_object_get(
 		        json_object_get(json_object_get(j, "Config"), "Labels"), "kbox.recipe"));
 		if (l && strcmp(l, label) == 0) {
@@ -1085,24 +1092,13 @@ static int cmd_rmi(const char *name)
 	json_t *j = NULL;
 	char path[1024] = "/images/";
 	bool ours;
+	int found;
 
-	if (ke_open(&e, &err) < 0)
+	if (ke_open(&e, &err) < 0 || (found = inspect_image(&e, name, &j, &err)) < 0)
 		return fail(&err);
-	append_escaped(path, sizeof path, name);
-	strncat(path, "/json", sizeof path - strlen(path) - 1);
-	if (ke_call(&e, "GET", path, NULL, CALL_TIMEOUT, &status, &j, &err) < 0)
-		return fail(&err);
-	if (status == 404) {
-		json_decref(j);
+	if (!found) {
 		ke_error(&err, KE_E_NO_IMAGE, "image %s not found in the engine at %s", name,
 		         e.socket);
-		return fail(&err);
-	}
-	if (status != 200) {
-		char *body = json_dumps(j, JSON_ENCODE_ANY);
-		ke_reply_error(status, body, "inspect image", &err);
-		free(body);
-		json_decref(j);
 		return fail(&err);
 	}
 	ours = json_is_string(json_object_get(
