@@ -355,6 +355,20 @@ check run_with_backend_docker_runs_its_cells_in_a_container eval 'status_is 0 &&
 	[ "$(head -n 2 stdout)" = "6
 True True" ] && [ "$(wc -l <stdout)" = 3 ] && id=$(tail -n 1 stdout) &&
 	[ "${#id}" = 64 ] && container_gone "$id"'
+# a run beside a docker session named run: each has a container of its
+# own (the run's name has its supervisor's pid), and the session keeps
+# its kernel and state
+if selected a_run_beside_a_session_named_run_leaves_it_alone; then
+	kbox start -s run --backend docker
+	kbox exec -s run 'x = "kept"'
+	kbox run --backend docker --image "$IMAGE" -c 'print(1 + 1)'
+	cp stdout run.out
+	echo "$rc" >run.rc
+	kbox exec -s run 'print(x)'
+fi
+check a_run_beside_a_session_named_run_leaves_it_alone eval '[ "$(cat run.rc)" = 0 ] &&
+	[ "$(cat run.out)" = 2 ] && status_is 0 && stdout_is kept && only_container run 1'
+kbox stop -s run
 kbox run --image kbox-kernel -c 1
 check run_image_is_only_for_backend_docker fails_with 2 \
 	"kbox run: --image is for --backend docker (this session's backend is bwrap)"

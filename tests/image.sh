@@ -52,6 +52,10 @@ check build_refuses_a_bad_name_in_one_line fails_with 2 \
 kbox image build --name sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 check build_refuses_an_id_as_name fails_with 2 \
 	'kbox image build: invalid --name "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef": a digest or an id names no new image'
+# KBOX_IMAGE_NAME is --name's default, and checked as it is
+KBOX_IMAGE_NAME=Upper kbox image build
+check kbox_image_name_is_the_default_name_and_checked fails_with 2 \
+	'kbox image build: invalid --name "Upper": not an image name (NAME or NAME:TAG, NAME in lower case)'
 kbox image build --mirror ''
 check an_empty_mirror_is_refused fails_with 2 \
 	"kbox image build: an empty --mirror, --rootfs, --requirements or --index-url names nothing"
@@ -72,6 +76,11 @@ check a_bad_package_name_is_refused fails_with 2 \
 kbox image build --requirements "$T/none.txt"
 check a_missing_requirements_file_is_refused fails_with 2 \
 	"kbox image build: --requirements $T/none.txt: no readable file"
+# a link there is never followed, even to an empty directory
+mkdir empty && ln -s empty link
+kbox image build --rootfs link
+check a_rootfs_that_is_a_link_is_refused eval 'fails_with 2 "kbox image build: --rootfs link: exists and is not an empty directory" &&
+	[ -L link ] && [ -z "$(ls -A empty)" ]'
 mkdir full && : >full/x
 kbox image build --rootfs full
 check a_rootfs_that_holds_something_is_refused eval 'fails_with 2 "kbox image build: --rootfs full: exists and is not an empty directory" &&
