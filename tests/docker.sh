@@ -133,6 +133,50 @@ print(st["CapEff"].strip(), st["CapBnd"].strip(), st["NoNewPrivs"].strip())'
 check no_capabilities_and_no_new_privileges eval 'status_is 0 &&
 	stdout_is "0000000000000000 0000000000000000 1"'
 
+# ---- kbox's seccomp filter, over the engine's own profile ----
+# kbox-seccomp, bound read-only, installs the filter bwrap sandboxes have
+# before the entrypoint runs: two filters, the answers of row 33
+# (tests/security/syscalls.py) as in a bwrap sandbox, and an x32 system
+# call kills the whole kernel.
+
+kbox exec -s d 'import os
+st = dict(l.split(":\t") for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+print(st["Seccomp"].strip(), st["Seccomp_filters"].strip(), "KBOX_SECCOMP" in os.environ)
+print([m.split()[3].split(",")[0] for m in open("/proc/self/mounts") if m.split()[1] == "/run/kbox-seccomp"])'
+check the_kernel_is_under_the_engines_profile_and_kboxs_filter eval 'status_is 0 &&
+	stdout_is "2 2 False
+['"'"'ro'"'"']"'
+
+ARCH=$(uname -m)
+SKIPPING_BEFORE_SYS=$SKIPPING
+case $ARCH in
+x86_64 | aarch64) ;;
+*) [ -n "$SKIPPING" ] || SKIPPING="the probe knows the system call numbers of x86_64 and aarch64 only" ;;
+esac
+DIAG=sys
+pyx d <"$top_srcdir/tests/security/syscalls.py"
+keep sys
+# shellcheck source=tests/security/syscalls.sh
+. "$top_srcdir/tests/security/syscalls.sh"
+syscall_checks seccomp
+SKIPPING=$SKIPPING_BEFORE_SYS
+
+[ "$ARCH" = x86_64 ] || [ -n "$SKIPPING" ] || SKIPPING="x32 is x86_64's"
+kbox start -s x32 --backend docker
+pyx x32 -t 30 <<'EOF'
+import ctypes
+print("before", flush=True)
+ctypes.CDLL(None).syscall(ctypes.c_long(0x40000000 | 39))  # getpid, x32's number
+print("after")
+EOF
+keep x32
+DIAG=x32
+check an_x32_system_call_kills_the_kernel_at_once eval '
+	rc_is x32 4 && grep -q "SIGSYS" "$W/x32.out" && ! grep -qx after "$W/x32.out" &&
+	! grep -q "timed out" "$W/x32.out" "$W/x32.err"'
+kbox stop -s x32
+SKIPPING=$SKIPPING_BEFORE_SYS
+
 kbox exec -s d 'import os; print(sorted(m.split()[1] for m in open("/proc/self/mounts") if " rw," in m and m.split()[1] not in ("/dev", "/dev/pts", "/dev/mqueue", "/sys/fs/cgroup") and not m.split()[1].startswith("/proc")))'
 # (under /proc: procfs itself, and the files the engine masks with /dev/null)
 # (Podman mounts a tmpfs on /run and /var/tmp of a read-only root too:

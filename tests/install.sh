@@ -109,6 +109,8 @@ libexecdir=$(sed -n 's/^libexecdir = //p' "$top_builddir/Makefile" | sed "s|\${e
 check installs_the_supervisor_program quiet test -x "$dest$libexecdir/kbox/kbox-supervisor"
 check installs_the_http_helper_of_kbox_agent quiet test -x "$dest$libexecdir/kbox/kbox-http"
 check installs_the_engine_helper_of_backend_docker quiet test -x "$dest$libexecdir/kbox/kbox-engine"
+check installs_the_static_seccomp_loader_of_backend_docker quiet sh -c "
+	test -x '$dest$libexecdir/kbox/kbox-seccomp' && ! ldd '$dest$libexecdir/kbox/kbox-seccomp' >/dev/null 2>&1"
 # kbox image build's builder, in $(pkgdatadir)/container, which the
 # installed kbox finds relative to itself (../share/kbox/container) and
 # runs: a bad package name is refused by its build.sh

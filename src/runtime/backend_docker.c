@@ -48,10 +48,16 @@
 #define CONN_INSIDE "/tmp/.kbox"
 #define HOME_INSIDE "/home/kbox"
 #define WORKSPACE_INSIDE "/workspace"
+/* kbox's seccomp filter's loader (src/engine/seccomp_main.c), bound
+ * read-only into the container, and the variable it reads the filter from */
+#define FILTER_PROGRAM "kbox-seccomp"
+#define FILTER_INSIDE "/run/kbox-seccomp"
+#define FILTER_VAR "KBOX_SECCOMP"
 /* How long cleanup waits for the helper to remove a container, ms. */
 #define REMOVE_WAIT_MS 15000
 
-/* Runs as the entrypoint, $0 the connection file, $@ the kernel's argv:
+/* Runs as the entrypoint under kbox-seccomp (so under kbox's filter from
+ * its first system call), $0 the connection file, $@ the kernel's argv:
  * the connection file from the environment into the container's /tmp,
  * matplotlib's font cache (the image's, built once) where it may write,
  * then the kernel, without the key in its environment. */
@@ -80,11 +86,14 @@ typedef struct {
 	long long code;
 	char error[600];
 	bool ws_checked;
+	char filter_exe[PATH_MAX]; /* kbox-seccomp */
+	char *filter_hex;          /* kbox's filter for it, as FILTER_VAR says it */
 } docker_t;
 
-/* kbox-engine's path: beside our own program (pkglibexecdir), or, run
- * from a build tree by libtool (.libs/), beside that.  0 or -1. */
-static int helper_path(char *path, size_t size)
+/* The path of helper PROGRAM (kbox-engine, kbox-seccomp): beside our own
+ * program (pkglibexecdir), or, run from a build tree by libtool (.libs/),
+ * beside that.  0 or -1. */
+static int helper_path(const char *program, char *path, size_t size)
 {
 	char exe[PATH_MAX], *slash;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -94,11 +103,11 @@ static int helper_path(char *path, size_t size)
 	if (!(slash = strrchr(exe, '/')))
 		return -1;
 	*slash = '\0';
-	if ((size_t)snprintf(path, size, "%s/" KE_PROGRAM, exe) < size && access(path, X_OK) == 0)
+	if ((size_t)snprintf(path, size, "%s/%s", exe, program) < size && access(path, X_OK) == 0)
 		return 0;
 	if ((slash = strrchr(exe, '/')) && strcmp(slash, "/.libs") == 0) {
 		*slash = '\0';
-		if ((size_t)snprintf(path, size, "%s/" KE_PROGRAM, exe) < size &&
+		if ((size_t)snprintf(path, size, "%s/%s", exe, program) < size &&
 		    access(path, X_OK) == 0)
 			return 0;
 	}
@@ -138,10 +147,49 @@ static json_t *ulimit(const char *name, int res, long long want)
 	                 (json_int_t)hard);
 }
 
-static json_t *bind(const char *source, const char *target)
+static json_t *bind(const char *source, const char *target, bool read_only)
 {
-	return json_pack("{s:s, s:s, s:s, s:{s:s}}", "Type", "bind", "Source", source, "Target",
-	                 target, "BindOptions", "Propagation", "rprivate");
+	return json_pack("{s:s, s:s, s:s, s:b, s:{s:s}}", "Type", "bind", "Source", source,
+	                 "Target", target, "ReadOnly", read_only, "BindOptions", "Propagation",
+	                 "rprivate");
+}
+
+/* kbox's seccomp filter as FILTER_VAR=HEX, two hex digits a byte of the
+ * program (kbox-seccomp's input): a new string, or NULL with ERR. */
+static char *filter_hex(kbox_error_t *err)
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char prog[4096 * 8];
+	size_t len = 0;
+	ssize_t got = 1;
+	char *text, *p;
+	int fd = kr_seccomp_program(err);
+
+	if (fd < 0)
+		return NULL;
+	while (len < sizeof prog && (got = read(fd, prog + len, sizeof prog - len)) != 0) {
+		if (got < 0 && errno != EINTR)
+			break;
+		if (got > 0)
+			len += (size_t)got;
+	}
+	close(fd);
+	if (got != 0 || len == 0 || len % 8) {
+		kbox_error_set(err, KBOX_E_SYSTEM,
+		               "seccomp: cannot read the filter back (%zu bytes)", len);
+		return NULL;
+	}
+	if (!(text = malloc(sizeof FILTER_VAR + 2 * len + 1))) {
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	p = text + sprintf(text, FILTER_VAR "=");
+	for (size_t i = 0; i < len; i++) {
+		*p++ = digits[prog[i] >> 4];
+		*p++ = digits[prog[i] & 15];
+	}
+	*p = '\0';
+	return text;
 }
 
 /* The spec line for kbox-engine run: POST /containers/create's body with
@@ -149,6 +197,7 @@ static json_t *bind(const char *source, const char *target)
 static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *err)
 {
 	const kr_sandbox_opts_t *o = &sb->o;
+	const docker_t *d = sb->priv;
 	char name[256], user[64], tmpfs[128], gen[32], sup[64];
 	json_t *spec = NULL, *cmd = json_array(), *jenv = json_array(), *mounts = json_array(),
 	       *tmp = json_object(), *host, *create;
@@ -173,11 +222,13 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 		json_array_append_new(jenv, json_string(env[i]));
 	if (sb->o.conn_text)
 		json_array_append_new(jenv, json_pack("s+", "KBOX_CONNECTION=", sb->o.conn_text));
-	json_array_append_new(mounts, bind(((docker_t *)sb->priv)->sockets, SOCKETS_INSIDE));
+	json_array_append_new(jenv, json_string(d->filter_hex));
+	json_array_append_new(mounts, bind(d->sockets, SOCKETS_INSIDE, false));
+	json_array_append_new(mounts, bind(d->filter_exe, FILTER_INSIDE, true));
 	if (o->workspace)
-		json_array_append_new(mounts, bind(o->workspace, WORKSPACE_INSIDE));
+		json_array_append_new(mounts, bind(o->workspace, WORKSPACE_INSIDE, false));
 	if (o->home)
-		json_array_append_new(mounts, bind(o->home, HOME_INSIDE));
+		json_array_append_new(mounts, bind(o->home, HOME_INSIDE, false));
 	/* /tmp may hold programs, as bwrap's does (Docker's is noexec
 	 * unless told) */
 	snprintf(tmpfs, sizeof tmpfs, "rw,exec,nosuid,nodev,size=%lld,mode=1777", o->tmp_bytes);
@@ -202,14 +253,14 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 	snprintf(gen, sizeof gen, "%lu", o->generation);
 	snprintf(sup, sizeof sup, "%ld:%lld", (long)getpid(), kx_proc_start_time(getpid()));
 	create = json_pack(
-	        "{s:s, s:s, s:s, s:s, s:[s, s, s, s], s:o, s:o, "
+	        "{s:s, s:s, s:s, s:s, s:[s, s, s, s, s], s:o, s:o, "
 	        "s:{s:s, s:s, s:s, s:s}, s:b, s:b, s:o}",
 	        "Image", o->image ? o->image : KE_IMAGE_DEFAULT, "User", user, "WorkingDir",
-	        WORKSPACE_INSIDE, "Hostname", "kbox", "Entrypoint", "/bin/sh", "-c", entry_script,
-	        sb->o.conn_path ? sb->o.conn_path : CONN_INSIDE "/kernel.json", "Cmd", cmd, "Env",
-	        jenv, "Labels", "kbox.home", o->state_home ? o->state_home : "", "kbox.session",
-	        o->name ? o->name : "", "kbox.generation", gen, "kbox.supervisor", sup, "Tty", 0,
-	        "OpenStdin", 0, "HostConfig", host);
+	        WORKSPACE_INSIDE, "Hostname", "kbox", "Entrypoint", FILTER_INSIDE, "/bin/sh", "-c",
+	        entry_script, sb->o.conn_path ? sb->o.conn_path : CONN_INSIDE "/kernel.json", "Cmd",
+	        cmd, "Env", jenv, "Labels", "kbox.home", o->state_home ? o->state_home : "",
+	        "kbox.session", o->name ? o->name : "", "kbox.generation", gen, "kbox.supervisor",
+	        sup, "Tty", 0, "OpenStdin", 0, "HostConfig", host);
 	cmd = jenv = NULL;
 	if (create)
 		spec = json_pack("{s:s, s:s, s:s, s:o}", "name", name, "home",
@@ -342,12 +393,19 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	sb->priv = d;
 	if (make_sockets_dir(sb, d, err) < 0)
 		goto out;
-	if (helper_path(exe, sizeof exe) < 0) {
+	const char *missing = helper_path(KE_PROGRAM, exe, sizeof exe) < 0 ? KE_PROGRAM
+	                      : helper_path(FILTER_PROGRAM, d->filter_exe, sizeof d->filter_exe) < 0
+	                              ? FILTER_PROGRAM
+	                              : NULL;
+	if (missing) {
 		kbox_error_set(err, KBOX_E_NOTFOUND,
-		               "backend docker: its helper " KE_PROGRAM
-		               " was not found beside kbox-supervisor (is kbox installed whole?)");
+		               "backend docker: its helper %s was not found beside kbox-supervisor "
+		               "(is kbox installed whole?)",
+		               missing);
 		goto out;
 	}
+	if (!(d->filter_hex = filter_hex(err)))
+		goto out;
 	/* the kernel's environment: kbox's, the session's, then the
 	 * container's own (a later key wins) */
 	while (sb->o.env && sb->o.env[n])
@@ -622,6 +680,7 @@ static void docker_cleanup(kr_sandbox_t *sb)
 	}
 	if (d->status_fd >= 0)
 		close(d->status_fd);
+	free(d->filter_hex);
 	free(d);
 	sb->priv = NULL;
 }

@@ -208,8 +208,9 @@ static int seal(int fd)
 	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
 }
 
-/* The filter as a BPF program in a memfd (offset 0), or -1 with ERR. */
-static int seccomp_program(kbox_error_t *err)
+/* The filter as a BPF program in a memfd (offset 0, sealed), or -1 with
+ * ERR: bwrap's --seccomp, and kbox-seccomp's in a container. */
+int kr_seccomp_program(kbox_error_t *err)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	static const unsigned long ns_flags[] = {CLONE_NEWUSER,  CLONE_NEWNS,  CLONE_NEWPID,
@@ -555,7 +556,7 @@ static int add_sync_and_filter(bwcmd_t *c, const kr_bwrap_opts_t *b, kbox_error_
 		c->fds[c->nf++] = b->info_fd;
 		c->fds[c->nf++] = b->block_fd;
 	}
-	if ((fd = seccomp_program(err)) < 0)
+	if ((fd = kr_seccomp_program(err)) < 0)
 		return -1;
 	c->fds[c->nf++] = fd;
 	add_opt_int(&c->a, "--seccomp", fd);

@@ -63,6 +63,11 @@ typedef struct {
 #define KR_BWRAP_INOTIFY_INSTANCES 32
 #define KR_BWRAP_INOTIFY_WATCHES 8192
 
+/* kbox's seccomp filter (what Docker's default profile refuses, and kbox's
+ * own: bwrap.c) as a BPF program in a sealed memfd at offset 0, or -1 with
+ * ERR.  bwrap applies it; the docker backend passes it to kbox-seccomp. */
+int kr_seccomp_program(kbox_error_t *err);
+
 /* CMD as the sandbox finds it: itself when it has a '/', else the first of
  * /usr/local/bin, /usr/bin, /bin that has it under ROOTFS (NULL: the
  * host's /).  A new string, or NULL. */
