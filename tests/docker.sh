@@ -359,6 +359,9 @@ check doctor_docker_without_the_image_exits_5 eval 'status_is 5 &&
 kbox doctor --image x
 check doctor_image_without_backend_docker_is_refused fails_with 2 \
 	"kbox doctor: --image is for --backend docker"
+kbox doctor --backend docker --image 'Bad Name'
+check doctor_refuses_a_bad_image_name_as_start_does fails_with 2 \
+	"kbox doctor: invalid --image \"Bad Name\": not an image reference (NAME, NAME:TAG, NAME@sha256:DIGEST or sha256:ID; NAME in lower case)"
 
 # ---- two sessions: each container has its own files only, and no
 # variable of the host's environment ----

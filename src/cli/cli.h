@@ -342,6 +342,9 @@ int cli_find_program(const char *cmd, const char *prog, const char *what, char *
  * {"error": ...} (its message; *OUT holds it, with its kind), or why it
  * said nothing (src/cli/engine.c). */
 int cli_engine_call(const char *cmd, char *const *args, json_t **out, char *why, size_t size);
+/* IMAGE as --image of CMD: a reference docker takes.  EXIT_OK, or
+ * EXIT_USAGE after one line (src/cli/session.c). */
+int cli_check_image(const char *cmd, const char *image);
 /* The docker backend's settings for CMD (kbox start, kbox run): --image
  * only with it, a name docker takes; the engine from DOCKER_HOST when it
  * is set (kept in session.json, so that a restart finds the same engine),

@@ -976,6 +976,8 @@ int cmd_doctor(int argc, char **argv)
 		if (rootfs || kernel != (const char *)KR_KERNEL_DEFAULT) {
 			cli_error("doctor", "--rootfs and --kernel are for the backend bwrap");
 			status = EXIT_USAGE;
+		} else if (image && (status = cli_check_image("doctor", image)) != EXIT_OK) {
+			/* (said) */
 		} else
 			status = doctor_docker(&r, image ? image : "kbox-kernel");
 		json_decref(r.checks);

@@ -29,7 +29,9 @@ static const cli_cmd_t commands[] = {
         {"complete", cmd_complete,
          "kbox complete [-s NAME] [--cursor N] [--format FMT] [--max-output BYTES] CODE | -",
          "the completions of code at a cursor", "kbox complete -s sales 'df.des'"},
-        {"doctor", cmd_doctor, "kbox doctor [-k SPEC] [--rootfs DIR] [--format FMT] [--fix]",
+        {"doctor", cmd_doctor,
+         "kbox doctor [-k SPEC] [--rootfs DIR] [--format FMT] [--fix]\n"
+         "       kbox doctor --backend docker [--image NAME] [--format FMT]",
          "check what isolation the sandbox gives kernels on this machine",
          "kbox doctor --format json"},
         {"exec", cmd_exec,

@@ -735,6 +735,20 @@ int cli_session_discard(const char *cmd, const char *dir, const char *name, int 
 	return 0;
 }
 
+int cli_check_image(const char *cmd, const char *image)
+{
+	char shown[KX_NAME_ESCAPED_MAX(200) + 4];
+
+	if (kr_image_ref_valid(image))
+		return EXIT_OK;
+	kx_name_escape(image, strnlen(image, 200), shown, sizeof shown);
+	cli_error(cmd,
+	          "invalid --image \"%s\": not an image reference (NAME, NAME:TAG, "
+	          "NAME@sha256:DIGEST or sha256:ID; NAME in lower case)",
+	          shown);
+	return EXIT_USAGE;
+}
+
 int cli_check_docker(const char *cmd, kr_session_opts_t *o, kr_session_config_t *config)
 {
 	const char *host = getenv("DOCKER_HOST");
@@ -752,14 +766,8 @@ int cli_check_docker(const char *cmd, kr_session_opts_t *o, kr_session_config_t 
 		               "system files are the image's (--image)");
 		return EXIT_USAGE;
 	}
-	if (o->image && !kr_image_ref_valid(o->image)) {
-		kx_name_escape(o->image, strnlen(o->image, 200), shown, sizeof shown);
-		cli_error(cmd,
-		          "invalid --image \"%s\": not an image reference (NAME, NAME:TAG, "
-		          "NAME@sha256:DIGEST or sha256:ID; NAME in lower case)",
-		          shown);
+	if (o->image && cli_check_image(cmd, o->image) != EXIT_OK)
 		return EXIT_USAGE;
-	}
 	if (!docker || !host || !*host)
 		return EXIT_OK;
 	if (!kr_engine_socket_valid(host)) {
