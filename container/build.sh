@@ -118,10 +118,12 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 cp "$here"/hooks/*.sh "$tmp/"
 recipe >"$tmp/recipe"
 set --
+restore=
 if [ -n "$reqs" ]; then
 	cp "$reqs" "$tmp/requirements.txt"
 	set -- --customize-hook="upload $tmp/requirements.txt /tmp/kbox-requirements.txt" \
-		--customize-hook="env KBOX_INDEX_URL='$index' $tmp/requirements-kbox.sh \"\$1\""
+		--customize-hook="env KBOX_INDEX_URL='$index' $tmp/requirements-kbox.sh install \"\$1\""
+	restore="$tmp/requirements-kbox.sh restore \"\$1\""
 	case $index in *\'*)
 		echo "$me: --index-url: a URL with a quote in it" >&2
 		exit 2 ;;
@@ -136,7 +138,7 @@ SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1700000000} mmdebstrap --variant=minbase 
 	--dpkgopt='path-exclude=/usr/share/locale/*' \
 	--include="$(echo $pkgs | tr ' ' ',')" \
 	--customize-hook="upload $tmp/recipe /tmp/kbox-recipe" "$@" \
-	--customize-hook="$tmp/customize-kbox.sh \"\$1\"" \
+	--customize-hook="$tmp/customize-kbox.sh \"\$1\"" ${restore:+--customize-hook="$restore"} \
 	bookworm "$out/$hash.tar.part" $mirror || {
 	rm -f "$out/$hash.tar.part"
 	echo "$me: the build failed: mmdebstrap's messages above say why" >&2

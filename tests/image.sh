@@ -180,7 +180,10 @@ check ls_without_an_engine_exits_5_saying_so fails_with 5 \
 # As root, where mmdebstrap is installed (a first build takes minutes;
 # the tarball is cached by its recipe in KBOX_IMAGE_CACHE): the tree
 # unpacked for --rootfs, and a bwrap session on it imports the wheel the
-# index served, installed in /usr/local; no compiler came with pip.
+# index served, installed in /usr/local; no compiler came with pip.  The
+# code pip ran to build a source distribution ran as nobody, could not
+# write /etc, and saw only its own processes; a .pth file of a wheel
+# never ran as root during the build; what pip installed is root's.
 SKIPPING=
 needs kernel
 if [ -z "$SKIPPING" ] && [ "$(id -u)" != 0 ]; then
@@ -193,7 +196,7 @@ if [ -z "$SKIPPING" ] && selected a_requirement_from_a_package_index_is_in_the_t
 	"$PY" "$top_srcdir/tests/local_index.py" "$T/index" >index.url 2>index.err &
 	BG_PIDS="$BG_PIDS $!"
 	wait_for test -s index.url
-	printf 'kbox-probe==1.0\n' >requirements.txt
+	printf 'kbox-probe==1.0\nkbox-probe-pth==1.0\nkbox-probe-build==1.0\n' >requirements.txt
 	rhash=$("$top_srcdir/container/build.sh" --print-recipe --requirements requirements.txt | sha256sum | cut -d" " -f1)
 	# (a first build takes minutes: longer than kbox's 120 s in tests)
 	timeout -k 5 1800 "$KBOX" image build --rootfs "$ROOT/root" --requirements requirements.txt \
@@ -207,6 +210,17 @@ check a_session_starts_on_that_tree status_is 0
 kbox exec -s req 'import kbox_probe, shutil; print(kbox_probe.VALUE, kbox_probe.SOURCE, kbox_probe.__file__, shutil.which("gcc"), shutil.which("pip3") is not None)'
 check a_session_on_that_tree_imports_it eval 'status_is 0 &&
 	stdout_is "42 the local index of kbox tests /usr/local/lib/python3.11/dist-packages/kbox_probe/__init__.py None True"'
+kbox exec -s req 'import kbox_probe_build as k; print(k.UID, k.WROTE_ETC, k.PID1)'
+check the_code_pip_ran_to_build_ran_as_nobody_in_namespaces_of_its_own eval 'status_is 0 &&
+	stdout_is "65534 EACCES python3"'
 kbox stop -s req
+check no_pth_file_ran_as_root_during_the_build eval '
+	[ -f "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_pth.pth" ] &&
+	[ -z "$(find "$ROOT/root/usr/share" -maxdepth 1 -name "kbox-probe-pth-*")" ] &&
+	[ ! -e "$ROOT/root/etc/kbox-probe-build" ] && [ ! -e /etc/kbox-probe-build ]'
+check what_pip_installed_is_roots_and_nothing_is_nobodys eval '
+	[ "$(stat -c %u:%g "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_build/__init__.py")" = 0:0 ] &&
+	[ -z "$(find "$ROOT/root" -xdev \( -user 65534 -o -group 65534 \) -print -quit)" ] &&
+	[ ! -e "$ROOT/root/usr/.kbox-pip" ]'
 
 tests_done

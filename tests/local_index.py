@@ -1,16 +1,30 @@
 #!/usr/bin/python3
 """tests/local_index.py DIR: a package index (PEP 503's simple API) on
-127.0.0.1 for the image tests, with one pure-Python wheel made here:
-kbox-probe 1.0, whose module kbox_probe has VALUE = 42 and SOURCE, the
-text of this wheel's index.  The index is written under DIR; the server
-binds a free port and prints its URL (".../simple/") as its first line,
-then serves until it is killed.  Nothing here leaves the machine."""
+127.0.0.1 for the image tests, with three distributions made here:
+
+ - kbox-probe 1.0, a pure-Python wheel: the module kbox_probe has
+   VALUE = 42 and SOURCE, the text of this wheel's index;
+ - kbox-probe-pth 1.0, a wheel whose .pth file, run by every Python that
+   starts in the image, writes /usr/share/kbox-probe-pth-UID (the uid it
+   ran as): the build must never run it as root;
+ - kbox-probe-build 1.0, a source distribution with an in-tree build
+   backend (nothing to download): the code pip runs to build it records
+   the uid it ran as, and what writing /etc/kbox-probe-build and
+   reading /proc/1/cmdline gave, in the module kbox_probe_build.
+
+The index is written under DIR; the server binds a free port and prints
+its URL (".../simple/") as its first line, then serves until it is
+killed.  Nothing here leaves the machine."""
 import base64
 import hashlib
 import http.server
+import io
 import os
 import sys
+import tarfile
 import zipfile
+
+DATE = (2026, 1, 1, 0, 0, 0)
 
 
 def record_hash(data):
@@ -18,38 +32,106 @@ def record_hash(data):
     return "sha256=" + d.decode()
 
 
-def make_wheel(path):
-    files = {
-        "kbox_probe/__init__.py": b"VALUE = 42\nSOURCE = 'the local index of kbox tests'\n",
-        "kbox_probe-1.0.dist-info/METADATA":
-            b"Metadata-Version: 2.1\nName: kbox-probe\nVersion: 1.0\n",
-        "kbox_probe-1.0.dist-info/WHEEL":
-            b"Wheel-Version: 1.0\nGenerator: kbox-tests\nRoot-Is-Purelib: true\n"
-            b"Tag: py3-none-any\n",
-    }
+def wheel_bytes(name, files):
+    """A wheel of distribution NAME 1.0 holding FILES (path: bytes)."""
+    dist = name.replace("-", "_") + "-1.0.dist-info"
+    files = dict(files)
+    files[dist + "/METADATA"] = b"Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n" % name.encode()
+    files[dist + "/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: kbox-tests\nRoot-Is-Purelib: true\n"
+                              b"Tag: py3-none-any\n")
     record = "".join("%s,%s,%d\n" % (n, record_hash(d), len(d)) for n, d in files.items())
-    record += "kbox_probe-1.0.dist-info/RECORD,,\n"
-    files["kbox_probe-1.0.dist-info/RECORD"] = record.encode()
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+    record += dist + "/RECORD,,\n"
+    files[dist + "/RECORD"] = record.encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for n, d in files.items():
-            info = zipfile.ZipInfo(n, date_time=(2026, 1, 1, 0, 0, 0))
+            info = zipfile.ZipInfo(n, date_time=DATE)
             info.external_attr = 0o644 << 16
             z.writestr(info, d)
+    return out.getvalue()
+
+
+# The in-tree backend of kbox-probe-build (as wheel_bytes), whose module
+# says what the build could do.
+BACKEND = r'''
+import base64, errno, hashlib, os, zipfile
+
+
+def probe():
+    try:
+        open("/etc/kbox-probe-build", "w").close()
+        wrote = "ok"
+    except OSError as e:
+        wrote = errno.errorcode[e.errno]
+    try:
+        init = open("/proc/1/cmdline", "rb").read().split(b"\0")[0].decode()
+    except OSError as e:
+        init = errno.errorcode[e.errno]
+    return "UID = %d\nWROTE_ETC = %r\nPID1 = %r\n" % (os.getuid(), wrote, init)
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    dist = "kbox_probe_build-1.0.dist-info"
+    files = {"kbox_probe_build/__init__.py": probe().encode(),
+             dist + "/METADATA": b"Metadata-Version: 2.1\nName: kbox-probe-build\nVersion: 1.0\n",
+             dist + "/WHEEL": b"Wheel-Version: 1.0\nGenerator: kbox-tests\n"
+                              b"Root-Is-Purelib: true\nTag: py3-none-any\n"}
+    def h(d):
+        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+    record = "".join("%s,%s,%d\n" % (n, h(d), len(d)) for n, d in files.items())
+    files[dist + "/RECORD"] = (record + dist + "/RECORD,,\n").encode()
+    name = "kbox_probe_build-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+    return name
+'''
+
+
+def sdist_bytes():
+    base = "kbox_probe_build-1.0/"
+    files = {
+        base + "pyproject.toml": b'[build-system]\nrequires = []\nbuild-backend = "kbox_backend"\n'
+                                 b'backend-path = ["."]\n',
+        base + "kbox_backend.py": BACKEND.encode(),
+        base + "PKG-INFO": b"Metadata-Version: 2.1\nName: kbox-probe-build\nVersion: 1.0\n",
+    }
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as t:
+        for n, d in files.items():
+            info = tarfile.TarInfo(n)
+            info.size, info.mode, info.mtime = len(d), 0o644, 1767225600
+            t.addfile(info, io.BytesIO(d))
+    return out.getvalue()
 
 
 def main():
     root = sys.argv[1]
-    os.makedirs(os.path.join(root, "simple", "kbox-probe"), exist_ok=True)
+    pth = (b"import os; open('/usr/share/kbox-probe-pth-%d' % os.getuid(), 'a').close()"
+           b" if os.access('/usr/share', os.W_OK) else None\n")
+    dists = {
+        "kbox-probe": ("kbox_probe-1.0-py3-none-any.whl", wheel_bytes("kbox-probe", {
+            "kbox_probe/__init__.py": b"VALUE = 42\nSOURCE = 'the local index of kbox tests'\n"})),
+        "kbox-probe-pth": ("kbox_probe_pth-1.0-py3-none-any.whl", wheel_bytes("kbox-probe-pth", {
+            "kbox_probe_pth.pth": pth})),
+        "kbox-probe-build": ("kbox_probe_build-1.0.tar.gz", sdist_bytes()),
+    }
     os.makedirs(os.path.join(root, "files"), exist_ok=True)
-    whl = "kbox_probe-1.0-py3-none-any.whl"
-    make_wheel(os.path.join(root, "files", whl))
-    with open(os.path.join(root, "files", whl), "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
+    links = []
+    for name, (file, data) in dists.items():
+        os.makedirs(os.path.join(root, "simple", name), exist_ok=True)
+        with open(os.path.join(root, "files", file), "wb") as f:
+            f.write(data)
+        with open(os.path.join(root, "simple", name, "index.html"), "w") as f:
+            f.write('<!DOCTYPE html><html><body><a href="../../files/%s#sha256=%s">%s</a>'
+                    "</body></html>\n" % (file, hashlib.sha256(data).hexdigest(), file))
+        links.append('<a href="%s/">%s</a>' % (name, name))
     with open(os.path.join(root, "simple", "index.html"), "w") as f:
-        f.write('<!DOCTYPE html><html><body><a href="kbox-probe/">kbox-probe</a></body></html>\n')
-    with open(os.path.join(root, "simple", "kbox-probe", "index.html"), "w") as f:
-        f.write('<!DOCTYPE html><html><body><a href="../../files/%s#sha256=%s">%s</a>'
-                "</body></html>\n" % (whl, digest, whl))
+        f.write("<!DOCTYPE html><html><body>%s</body></html>\n" % "".join(links))
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *a, **kw):
