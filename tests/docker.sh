@@ -234,7 +234,8 @@ check stop_removes_the_container eval 'status_is 0 && wait_for no_containers'
 
 # ---- limits ----
 
-if selected memory_bomb_is_named_out_of_memory fork_bomb_meets_the_pids_limit tmp_fill_meets_enospc; then
+if selected memory_bomb_is_named_out_of_memory fork_bomb_meets_the_pids_limit tmp_fill_meets_enospc \
+	the_sockets_tmpfs_fill_meets_enospc_at_1_MiB; then
 	kbox start -s lim --backend docker --memory 256M --pids 64 --tmp-size 16M
 fi
 kbox exec -s lim 'x = bytearray(600 << 20); x[::4096] = b"a" * len(x[::4096])'
@@ -269,6 +270,12 @@ try:
 except OSError as e:
     print(e.errno)'
 check tmp_fill_meets_enospc eval 'status_is 0 && stdout_is 28'
+kbox exec -s lim '
+try:
+    open("/run/kernel/f", "wb").write(b"x" * (2 << 20))
+except OSError as e:
+    print(e.errno)'
+check the_sockets_tmpfs_fill_meets_enospc_at_1_MiB eval 'status_is 0 && stdout_is 28'
 kbox stop -s lim
 
 # ---- a hostile kernel: a flood on the container's own output, SIGTERM
@@ -366,7 +373,7 @@ check doctor_refuses_a_bad_image_name_as_start_does fails_with 2 \
 # ---- two sessions: each container has its own files only, and no
 # variable of the host's environment ----
 
-if selected another_sessions_files_are_not_in_the_container its_sockets_directory_is_its_kernels_own \
+if selected another_sessions_files_are_not_in_the_container its_sockets_directory_is_its_kernels_own_tmpfs \
 	no_variable_of_the_hosts_environment_reaches_the_kernel; then
 	kbox start -s sa --backend docker
 	kbox exec -s sa 'open("secret-a.txt", "w").write("a")'
@@ -374,16 +381,17 @@ if selected another_sessions_files_are_not_in_the_container its_sockets_director
 	kbox exec -s sb --format json 'import os
 roots = {l.split()[4]: l.split()[3] for l in open("/proc/self/mountinfo")}
 print(sorted(set(l.split()[3] for l in open("/proc/self/mountinfo") if "/sessions/" in l.split()[3])))
-print(roots["/run/kernel"].rsplit("/", 1)[1], sorted(os.listdir("/run/kernel")))
+kd = [l.split() for l in open("/proc/self/mounts") if l.split()[1] == "/run/kernel"]
+print(kd[0][2], "size=1024k" in kd[0][3].split(","), oct(os.stat("/run/kernel").st_mode & 0o7777) == "0o1777", sorted(os.listdir("/run/kernel")))
 print([k for k, v in os.environ.items() if "canary" in k.lower() or "canary" in v])'
 	cp stdout two.json
 fi
 check another_sessions_files_are_not_in_the_container json_true two.json '(
 	j["stdout"]["text"].split("\n")[0] == repr([a[0] + "/home", a[0] + "/workspace"]))' "$S/sb"
-# (its kernel's: k and the generation; the five sockets of one kernel)
-check its_sockets_directory_is_its_kernels_own json_true two.json '(
-	(l := j["stdout"]["text"].split("\n")[1]).startswith("k1 [") and
-	len(names := eval(l[3:])) == 5 and len({n.rsplit("-", 1)[0] for n in names}) == 1 and
+# (a tmpfs of the container's own, 1 MiB, 1777: the five sockets of one kernel)
+check its_sockets_directory_is_its_kernels_own_tmpfs json_true two.json '(
+	(l := j["stdout"]["text"].split("\n")[1]).startswith("tmpfs True True [") and
+	len(names := eval(l[15:])) == 5 and len({n.rsplit("-", 1)[0] for n in names}) == 1 and
 	sorted(n.rsplit("-", 1)[1] for n in names) == ["1", "2", "3", "4", "5"])'
 check no_variable_of_the_hosts_environment_reaches_the_kernel json_true two.json '(
 	j["stdout"]["text"].split("\n")[2] == "[]")'

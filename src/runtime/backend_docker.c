@@ -13,11 +13,13 @@
  * catatonit, which passes SIGINT on to the kernel), memory (swap
  * included), pids and cpus limits in its cgroup, /tmp and the home a
  * tmpfs, ulimits said (else Podman asks for 1048576 open files and
- * processes), a bounded json-file log.  Binds: the kernel's sockets'
- * directory (the host's, made fresh by the supervisor, 0700 the
- * sandbox's) at /run/kernel and the workspace at /workspace.  It runs as
- * the sandbox user (under root: the unprivileged one; else the caller),
- * so that it can write both and the supervisor can reach what it binds.
+ * processes), a bounded json-file log, the kernel's sockets in a tmpfs
+ * of its own at /run/kernel (1 MiB, 1777 as /tmp), which the
+ * supervisor reaches through /proc/PID/root as it reaches bwrap's
+ * (take_sockets).  Binds: the workspace at /workspace, the home at
+ * /home/kbox, kbox-seccomp read-only.  It runs as the sandbox user
+ * (under root: the unprivileged one; else the caller), so that it can
+ * write what it binds.
  *
  * The connection file is never a file of the host's: its text goes in
  * the container's environment, and the entrypoint writes it into the
@@ -40,11 +42,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define SOCKETS_INSIDE "/run/kernel"
+#define SOCKETS_BYTES (1 << 20)
 #define CONN_INSIDE "/tmp/.kbox"
 #define HOME_INSIDE "/home/kbox"
 #define WORKSPACE_INSIDE "/workspace"
@@ -77,11 +82,11 @@ typedef struct {
 	pid_t init_pid; /* the container's init as the host sees it; 0: not yet */
 	pid_t kernel;
 	bool started, exited, oom_killed, by_kbox, failed, removed;
-	bool podman;            /* the engine is Podman (it reports no OOM kill on cgroup v1) */
-	bool conflict;          /* the name was another's container: never removed by name here */
-	char sockets[PATH_MAX]; /* this kernel's own directory of sockets */
-	char exe[PATH_MAX];     /* kbox-engine */
-	char name[256];         /* the container's */
+	bool podman;        /* the engine is Podman (it reports no OOM kill on cgroup v1) */
+	bool conflict;      /* the name was another's container: never removed by name here */
+	bool sockets_taken; /* take_sockets has run */
+	char exe[PATH_MAX]; /* kbox-engine */
+	char name[256];     /* the container's */
 	char engine_env[PATH_MAX + 32]; /* KBOX_ENGINE_SOCKET=..., or "" */
 	long long code;
 	char error[600];
@@ -223,7 +228,6 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 	if (sb->o.conn_text)
 		json_array_append_new(jenv, json_pack("s+", "KBOX_CONNECTION=", sb->o.conn_text));
 	json_array_append_new(jenv, json_string(d->filter_hex));
-	json_array_append_new(mounts, bind(d->sockets, SOCKETS_INSIDE, false));
 	json_array_append_new(mounts, bind(d->filter_exe, FILTER_INSIDE, true));
 	if (o->workspace)
 		json_array_append_new(mounts, bind(o->workspace, WORKSPACE_INSIDE, false));
@@ -237,6 +241,12 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 		snprintf(tmpfs, sizeof tmpfs, "rw,nosuid,nodev,size=%lld,mode=1777", o->tmp_bytes);
 		json_object_set_new(tmp, HOME_INSIDE, json_string(tmpfs));
 	}
+	/* the kernel's sockets: a tmpfs of its own (1 MiB, as bwrap's), which
+	 * the supervisor reaches through the container's root (take_sockets);
+	 * 1777, as /tmp: Podman takes no uid= for a tmpfs, and the sandbox
+	 * user is the container's only one */
+	snprintf(tmpfs, sizeof tmpfs, "rw,noexec,nosuid,nodev,size=%d,mode=1777", SOCKETS_BYTES);
+	json_object_set_new(tmp, SOCKETS_INSIDE, json_string(tmpfs));
 	host = json_pack("{s:s, s:b, s:b, s:I, s:I, s:I, s:[s], s:[s], s:s, s:I, s:o, s:o, "
 	                 "s:[o, o, o], s:{s:s}, s:{s:s}}",
 	                 "NetworkMode", "none", "Init", 1, "ReadonlyRootfs", 1, "Memory",
@@ -353,24 +363,44 @@ static void sweep_orphans(const char *exe, const kr_sandbox_t *sb, char **henv)
 	run_helper(exe, argv, henv, ORPHANS_WAIT_MS);
 }
 
-/* This kernel's directory of sockets: a new one in the runtime directory
- * (which the supervisor empties for each kernel), 0700 the sandbox's, so
- * that a container of an earlier kernel, were it still running, never
- * sees the sockets of this one.  0, or -1 with ERR. */
-static int make_sockets_dir(kr_sandbox_t *sb, docker_t *d, kbox_error_t *err)
+/* The sockets' directory until the container's is taken (take_sockets):
+ * an empty directory, removed, which no path leads to and in which
+ * nothing can be made (a name looked up in it is "not found", as a socket
+ * not bound yet is).  Its descriptor, or -1. */
+static int placeholder_dir(void)
 {
-	struct stat st;
+	char dir[] = "/tmp/kbox-sockets.XXXXXX";
 	int fd;
-	if ((size_t)snprintf(d->sockets, sizeof d->sockets, "%s/k%lu", sb->o.runtime_dir,
-	                     sb->o.generation) >= sizeof d->sockets)
-		return kbox_error_set(err, KBOX_E_INVALID, "%s: path too long", sb->o.runtime_dir);
-	if (mkdir(d->sockets, 0700) < 0 ||
-	    (fd = open(d->sockets, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return kbox_error_set_sys(err, "cannot make %s", d->sockets);
-	if (fstat(fd, &st) < 0 || (st.st_mode & 0777) != 0700 ||
-	    (sb->o.drop_ids && fchown(fd, sb->o.uid, sb->o.gid) < 0)) {
-		close(fd);
-		return kbox_error_set_sys(err, "cannot make %s the sandbox's", d->sockets);
+	if (!mkdtemp(dir))
+		return -1;
+	fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	rmdir(dir);
+	return fd;
+}
+
+/* Once the container has started: its tmpfs of the kernel's sockets, in
+ * place of the placeholder sb->sockets_fd (the path the supervisor
+ * connects by, /proc/self/fd/N/NAME, finds them from then on).  Taken
+ * before the kernel can have run any code it was sent.  0, or -1 with
+ * D->error. */
+static int take_sockets(kr_sandbox_t *sb, docker_t *d)
+{
+	char path[64];
+	struct stat st;
+	struct statfs fs;
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/%ld/root" SOCKETS_INSIDE, (long)d->init_pid);
+	fd = kx_open_path(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (fd < 0 || fstat(fd, &st) < 0 || fstatfs(fd, &fs) < 0 || fs.f_type != TMPFS_MAGIC ||
+	    (st.st_mode & 07777) != 01777 || dup3(fd, sb->sockets_fd, O_CLOEXEC) < 0) {
+		snprintf(d->error, sizeof d->error,
+		         "cannot take the container's " SOCKETS_INSIDE
+		         " (its tmpfs, mode 1777): %s",
+		         fd < 0 ? strerror(errno) : "not the tmpfs kbox asked for");
+		if (fd >= 0)
+			close(fd);
+		return -1;
 	}
 	close(fd);
 	return 0;
@@ -391,8 +421,10 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	d->cmd_fd = d->status_fd = -1;
 	d->code = -1;
 	sb->priv = d;
-	if (make_sockets_dir(sb, d, err) < 0)
+	if ((sb->sockets_fd = placeholder_dir()) < 0) {
+		kbox_error_set_sys(err, "backend docker: cannot make a directory in /tmp");
 		goto out;
+	}
 	const char *missing = helper_path(KE_PROGRAM, exe, sizeof exe) < 0 ? KE_PROGRAM
 	                      : helper_path(FILTER_PROGRAM, d->filter_exe, sizeof d->filter_exe) < 0
 	                              ? FILTER_PROGRAM
@@ -454,11 +486,6 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	if (kx_write_all(d->cmd_fd, spec, strlen(spec)) < 0 ||
 	    kx_write_all(d->cmd_fd, "\n", 1) < 0) {
 		kbox_error_set_sys(err, "backend docker: cannot give " KE_PROGRAM " its spec");
-		goto out;
-	}
-	if ((sb->sockets_fd = open(d->sockets, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-	    0) {
-		kbox_error_set_sys(err, "kernel %s: directory %s", sb->kernel, d->sockets);
 		goto out;
 	}
 	{
@@ -585,6 +612,13 @@ static bool docker_wait(kr_sandbox_t *sb)
 	bool running;
 
 	read_status(sb, d);
+	if (d->started && !d->sockets_taken && !d->failed) {
+		d->sockets_taken = true;
+		if (take_sockets(sb, d) < 0) {
+			d->failed = true;
+			send_command(d, "remove\n");
+		}
+	}
 	if (d->started && !d->ws_checked && sb->o.ws_check) {
 		d->ws_checked = true;
 		if (!workspace_is_checked(sb, d)) {
@@ -761,7 +795,7 @@ const kr_backend_t kr_backend_docker = {
         .sandboxed = true,
         .limits = KR_LIMIT_MEMORY | KR_LIMIT_CPUS | KR_LIMIT_PIDS,
         .sockets_inside = SOCKETS_INSIDE,
-        .private_sockets = false,
+        .private_sockets = true,
         .conn_inside = CONN_INSIDE,
         .defaults = kr_sandbox_default_limits, /* (bwrap's) */
         .start = docker_start,

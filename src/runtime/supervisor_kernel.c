@@ -268,13 +268,16 @@ static void ready_wait_begin(sup_t *s)
 }
 
 /* inotify saw something (a loop handler), or the check's timer: begin
- * the readiness wait once every socket is bound. */
+ * the readiness wait once every socket is bound, or the sandbox ended. */
 static int on_bind_check(kbox_loop_t *loop, void *arg)
 {
 	sup_t *s = arg;
 	(void)loop;
 	sup_inotify_read(s);
-	if (s->bind_conn && sockets_bound(s)) {
+	/* the sandbox is looked at too: one that ended is reported by the
+	 * readiness wait, and the docker backend takes the container's
+	 * directory of sockets once the container has started */
+	if (s->bind_conn && (!kr_sandbox_alive(s->sb) || sockets_bound(s))) {
 		ready_wait_begin(s);
 	} else if (s->bind_conn && kx_now_ms() - s->start_t0 >= READY_TIMEOUT_MS) {
 		/* a kernel that binds nothing (stuck, or starved of CPU) is
