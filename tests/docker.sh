@@ -225,7 +225,7 @@ check the_new_kernel_answers_after_a_note_of_the_restart eval 'status_is 0 &&
 kbox status -s d
 check status_shows_backend_docker_its_limits_and_container eval 'status_is 0 &&
 	[ "$(status_line backend)" = docker ] &&
-	[ "$(status_line limits)" = "memory 2 GiB (cgroup), pids 1024 (cgroup), cpus all, /tmp 512 MiB (tmpfs), files up to 4 GiB (rlimit)" ] &&
+	[ "$(status_line limits)" = "memory 2 GiB (cgroup), pids 1024 (cgroup), cpus all, /tmp 512 MiB (tmpfs), files up to 4 GiB (rlimit), inotify not bounded (no user namespace)" ] &&
 	[ "$(status_line container)" = "$(cname d 3)" ] && [ "$(status_line image)" = "$IMAGE" ] &&
 	[ "$(status_line engine)" = "${DOCKER_HOST#unix://}" ]'
 

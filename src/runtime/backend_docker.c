@@ -499,7 +499,7 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 			snprintf(cpu, sizeof cpu, "all");
 		snprintf(sb->limits, sizeof sb->limits,
 		         "memory %s (cgroup), pids %ld (cgroup), cpus %s, /tmp %s (tmpfs), files "
-		         "up to %s (rlimit)",
+		         "up to %s (rlimit), inotify not bounded (no user namespace)",
 		         mem, sb->o.pids, cpu, tmp, fsz);
 	}
 	rc = 0;
