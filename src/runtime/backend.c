@@ -310,6 +310,12 @@ long kr_sandbox_oom_kills(kr_sandbox_t *self)
 	return self->backend->oom_kills(self);
 }
 
+void kr_sandbox_oom_told(kr_sandbox_t *self, long n)
+{
+	if (self && n > self->oom_told)
+		self->oom_told = n;
+}
+
 long long kr_sandbox_memory(kr_sandbox_t *self)
 {
 	char path[64], line[256];

@@ -158,6 +158,7 @@ struct kr_sandbox {
 	bool never_ran;      /* it ended before the kernel could run (cause says why) */
 	bool cleaned;        /* cleanup has run */
 	int status;          /* wait status once ended */
+	long oom_told;       /* OOM kills a notice named (of a child's): kr_sandbox_oom_told */
 	char cause[256];     /* how it ended */
 	char limits[256];    /* the limits as applied, "" when none */
 	char container[256]; /* docker: the container's name; "" for the others */
@@ -230,6 +231,10 @@ long long kr_sandbox_memory(kr_sandbox_t *self);
 /* The OOM killer's kills in SELF so far (its memory cgroup's count), -1
  * when unknown or the sandbox has ended. */
 long kr_sandbox_oom_kills(kr_sandbox_t *self);
+/* The first N of SELF's OOM kills were of processes the kernel outlived
+ * (a notice said so): the kernel's own death is blamed on memory only
+ * when there is a kill besides them. */
+void kr_sandbox_oom_told(kr_sandbox_t *self, long n);
 
 /* The limits as applied ("memory 2 GiB (cgroup), pids 1024 (cgroup),
  * …"), and what could not be ("" when all could).  Borrowed. */

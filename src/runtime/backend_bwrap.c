@@ -432,7 +432,8 @@ static bool bwrap_wait(kr_sandbox_t *sb)
 
 	if (kr_sandbox_poll(sb, "the sandbox process", true))
 		return true;
-	if (kr_cgroup_oom_kills(w->cg) > 0) {
+	/* (only a kill besides those of children a notice named) */
+	if (kr_cgroup_oom_kills(w->cg) > sb->oom_told) {
 		char lim[32];
 		kx_fmt_bytes(lim, sizeof lim, kr_cgroup_memory_limit(w->cg));
 		snprintf(sb->cause, sizeof sb->cause,

@@ -639,11 +639,21 @@ static bool docker_wait(kr_sandbox_t *sb)
 		sb->never_ran = true;
 	} else if (d->failed)
 		snprintf(sb->cause, sizeof sb->cause, "the container failed: %.220s", d->error);
-	else if (d->exited && d->code == 137 && d->oom_killed && !d->by_kbox) {
+	else if (d->exited && d->code == 137 && d->oom_killed && !d->by_kbox && !sb->oom_told) {
 		char lim[32];
 		kx_fmt_bytes(lim, sizeof lim, sb->o.memory_bytes);
 		snprintf(sb->cause, sizeof sb->cause,
 		         "the kernel was killed: out of memory (limit %s)", lim);
+	} else if (d->exited && d->code == 137 && d->oom_killed && !d->by_kbox) {
+		/* the engine's word is "an OOM kill in the container", once a
+		 * child's was named, that one's too */
+		char lim[32];
+		kx_fmt_bytes(lim, sizeof lim, sb->o.memory_bytes);
+		snprintf(sb->cause, sizeof sb->cause,
+		         "the kernel was killed by signal 9 (SIGKILL), not by kbox: perhaps out of "
+		         "memory (limit %s; the engine cannot tell it from the earlier kill of a "
+		         "process the code started)",
+		         lim);
 	} else if (d->exited && d->code == 137 && d->podman && !d->by_kbox) {
 		char lim[32];
 		kx_fmt_bytes(lim, sizeof lim, sb->o.memory_bytes);

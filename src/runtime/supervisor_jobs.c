@@ -429,6 +429,7 @@ static void oom_explain(job_t *j, kbox_result_t *res)
 	         now - j->oom_before, now - j->oom_before == 1 ? "" : "es",
 	         now - j->oom_before == 1 ? "was" : "were", lim);
 	kbox_result_add_notice(res, note, false);
+	kr_sandbox_oom_told(j->s->sb, now);
 }
 
 /* Why the execution X of J ended as it did, when the kernel is to blame,

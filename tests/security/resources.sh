@@ -238,6 +238,16 @@ check "row02_a_child_killed_for_memory_is_named_and_the_kernel_lives" eval '
 	rc_is child_oom 0 && out_is child_oom "-9 42
 [note: out of memory: 1 process the code started was killed for going over the session'"'"'s memory limit (256 MiB); the kernel and its state are kept]" &&
 	eq "$(status_field r kernel_pid)" "$KPID"'
+# then the kernel is killed otherwise: that OOM kill, already named, is
+# not its cause
+pyx r <<'EOF'
+import os, signal
+os.kill(os.getpid(), signal.SIGKILL)
+EOF
+keep self_kill
+DIAG=self_kill
+check "row02_a_kill_after_a_childs_oom_is_not_blamed_on_memory" eval '
+	rc_is self_kill 4 && out_is self_kill "[kernel died: the kernel was killed by signal 9 (SIGKILL); a new kernel was started; earlier state is lost]"'
 DIAG=
 SKIPPING=$base_skip
 
