@@ -231,6 +231,12 @@ check status_shows_backend_docker_its_limits_and_container eval 'status_is 0 &&
 
 kbox stop -s d
 check stop_removes_the_container eval 'status_is 0 && wait_for no_containers'
+DIAG=
+kbox status -s d
+# (exit 5: it is not running)
+check a_stopped_sessions_status_keeps_its_image_and_engine eval 'status_is 5 &&
+	[ "$(status_line state)" = stopped ] && [ "$(status_line image)" = "$IMAGE" ] &&
+	[ "$(status_line engine)" = "${DOCKER_HOST#unix://}" ]'
 
 # ---- limits ----
 

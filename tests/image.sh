@@ -137,6 +137,8 @@ check ls_names_the_image_and_its_recipe json_true stdout '(
 	[i for i in j["images"] if "kbox-kernel:latest" in i["names"]] == [i for i in j["images"]
 	 if i["recipe"] == "sha256:" + a[0] and "kbox-kernel:latest" in i["names"]] and
 	len([i for i in j["images"] if "kbox-kernel:latest" in i["names"]]) == 1 and
+	[(i["packages"], i["requirements"]) for i in j["images"]
+	 if "kbox-kernel:latest" in i["names"]] == [(None, None)] and
 	all(i["id"].startswith("sha256:") and i["size"] > 100_000_000 and
 	    len(i["created"]) == 20 and i["created"].endswith("Z") for i in j["images"]) and
 	j["engine"] in ("docker", "podman"))' "$recipe"

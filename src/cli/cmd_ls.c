@@ -1,6 +1,7 @@
 /* src/cli/cmd_ls.c — kbox ls: the sessions and their state. */
 #include "config.h"
 #include "cli.h"
+#include "engine/engine_proto.h"
 #include "runtime/ws_live.h"
 
 #include <fcntl.h>
@@ -104,6 +105,19 @@ json_t *cli_session_info(const char *home, const char *name)
 				json_object_set_new(info, "backend", json_string(cfg.backend));
 			if (cfg.has & KR_SC_KERNEL)
 				json_object_set_new(info, "kernel", json_string(cfg.kernel));
+			/* a docker session's image and engine, as a running one says */
+			if ((cfg.has & KR_SC_BACKEND) && strcmp(cfg.backend, "docker") == 0) {
+				const char *e = cfg.has & KR_SC_ENGINE && *cfg.engine
+				                        ? cfg.engine
+				                        : KE_DEFAULT_SOCKET;
+				json_object_set_new(info, "image",
+				                    json_string(cfg.has & KR_SC_IMAGE && *cfg.image
+				                                        ? cfg.image
+				                                        : KE_IMAGE_DEFAULT));
+				json_object_set_new(
+				        info, "engine",
+				        json_string(strncmp(e, "unix://", 7) ? e : e + 7));
+			}
 		} else {
 			/* kbox start and exec would refuse it: say so, and why */
 			json_object_set_new(info, "state", json_string("invalid"));

@@ -1023,6 +1023,14 @@ out:
 	return rc;
 }
 
+/* Image label KEY of LABELS, NULL when absent or empty (the build labels
+ * "kbox.packages=" an image without extra packages). */
+static json_t *label(json_t *labels, const char *key)
+{
+	json_t *v = json_object_get(labels, key);
+	return json_string_length(v) ? v : NULL;
+}
+
 /* images: the images labelled kbox.recipe. */
 static int cmd_images(void)
 {
@@ -1067,14 +1075,13 @@ static int cmd_images(void)
 				n += 10;
 			json_array_append_new(names, json_string(n));
 		}
-		json_array_append_new(
-		        out,
-		        json_pack("{s:o, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "names", names, "id",
-		                  json_object_get(v, "Id"), "created",
-		                  json_object_get(v, "Created"), "size", json_object_get(v, "Size"),
-		                  "recipe", json_object_get(labels, "kbox.recipe"), "packages",
-		                  json_object_get(labels, "kbox.packages"), "requirements",
-		                  json_object_get(labels, "kbox.requirements")));
+		json_array_append_new(out, json_pack("{s:o, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}",
+		                                     "names", names, "id", json_object_get(v, "Id"),
+		                                     "created", json_object_get(v, "Created"),
+		                                     "size", json_object_get(v, "Size"), "recipe",
+		                                     label(labels, "kbox.recipe"), "packages",
+		                                     label(labels, "kbox.packages"), "requirements",
+		                                     label(labels, "kbox.requirements")));
 	}
 	json_decref(j);
 	say(json_pack("{s:o, s:s}", "images", out, "engine", e.engine));
