@@ -309,12 +309,17 @@ TEST(image_references_are_those_an_engine_takes)
 	        "localhost:5000/a/b:1.0",
 	        "registry.example.com/a__b/c-d",
 	        "a.b/c",
+	        "a:1/b",
+	        "127.0.0.1:65535/kbox",
+	        "my-registry.io:443/x",
 	        "x@sha256:0000000000000000000000000000000000000000000000000000000000000000",
 	        "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"};
 	static const char *const bad[] = {
-	        "",     "Kbox-Kernel", "../../etc", "kbox-kernel:", ":latest", "x@sha256:abc",
-	        "a::b", "a\nb",        "-rm",       "a b",          "a/",      "/a",
-	        "a//b", "a-",          "sha256:12"};
+	        "", "Kbox-Kernel", "../../etc", "kbox-kernel:", ":latest", "x@sha256:abc", "a::b",
+	        "a\nb", "-rm", "a b", "a/", "/a", "a//b", "a-", "sha256:12",
+	        /* registries the grammar has no room for */
+	        "../containers/x", "./x", ".a/x", "a./x", "a..b/x", "-a.b/x", "a-.b/x", "a.-b/x",
+	        "1.2.3.4:99999/a", "a.b:0/x", "a.b:/x", "a.b:123456/x"};
 	for (size_t i = 0; i < sizeof good / sizeof *good; i++)
 		CHECK(kr_image_ref_valid(good[i]));
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)

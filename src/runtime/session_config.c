@@ -255,25 +255,38 @@ static bool path_component(const char *s, size_t n)
 	return n > 0;
 }
 
-/* A registry's host: letters, digits, '-' and '.', then maybe :PORT. */
+/* A registry's host, as the reference grammar has it: labels of letters,
+ * digits and '-' (neither first nor last) separated by single dots, then
+ * maybe :PORT (1 to 65535). */
 static bool domain(const char *s, size_t n)
 {
-	size_t i = 0;
-	while (i < n && s[i] != ':') {
+	size_t i = 0, label = 0;
+	long port = 0;
+	for (; i < n && s[i] != ':'; i++) {
 		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '-' || c == '.'))
+		if (c == '.') {
+			if (label == 0 || s[i - 1] == '-')
+				return false;
+			label = 0;
+		} else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		           (c >= '0' && c <= '9') || (c == '-' && label > 0)) {
+			label++;
+		} else {
 			return false;
-		i++;
+		}
 	}
-	if (i == 0)
+	if (label == 0 || s[i - 1] == '-')
 		return false;
 	if (i < n) {
-		if (++i == n)
+		if (++i == n || n - i > 5)
 			return false;
-		for (; i < n; i++)
+		for (; i < n; i++) {
 			if (s[i] < '0' || s[i] > '9')
 				return false;
+			port = port * 10 + (s[i] - '0');
+		}
+		if (port < 1 || port > 65535)
+			return false;
 	}
 	return true;
 }
