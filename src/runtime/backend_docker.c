@@ -9,8 +9,9 @@
  * signal SIGTERM).
  *
  * The container: no network (NetworkMode none), a read-only root, every
- * capability dropped, no new privileges, an init (Init: docker-init or
- * catatonit, which passes SIGINT on to the kernel), memory (swap
+ * capability dropped, no new privileges, kbox-seccomp as its init (not
+ * the engine's: every process of the container is under kbox's filter;
+ * it passes SIGINT on to the kernel), memory (swap
  * included), pids and cpus limits in its cgroup, /tmp and the home a
  * tmpfs, ulimits said (else Podman asks for 1048576 open files and
  * processes), a bounded json-file log, the kernel's sockets in a tmpfs
@@ -249,7 +250,7 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 	json_object_set_new(tmp, SOCKETS_INSIDE, json_string(tmpfs));
 	host = json_pack("{s:s, s:b, s:b, s:I, s:I, s:I, s:[s], s:[s], s:s, s:I, s:o, s:o, "
 	                 "s:[o, o, o], s:{s:s}, s:{s:s}}",
-	                 "NetworkMode", "none", "Init", 1, "ReadonlyRootfs", 1, "Memory",
+	                 "NetworkMode", "none", "Init", 0, "ReadonlyRootfs", 1, "Memory",
 	                 (json_int_t)o->memory_bytes, "MemorySwap", (json_int_t)o->memory_bytes,
 	                 "PidsLimit", (json_int_t)o->pids, "CapDrop", "ALL", "SecurityOpt",
 	                 "no-new-privileges", "IpcMode", "private", "ShmSize",
