@@ -9,8 +9,11 @@
    ran as): the build must never run it as root;
  - kbox-probe-build 1.0, a source distribution with an in-tree build
    backend (nothing to download): the code pip runs to build it records
-   the uid it ran as, and what writing /etc/kbox-probe-build and
-   reading /proc/1/cmdline gave, in the module kbox_probe_build.
+   the uid it ran as, what writing /etc/kbox-probe-build, reading
+   /proc/1/cmdline and opening /dev/tty gave, whether its standard
+   descriptors are terminals, its session keyring (type, owner, group,
+   name), the size of its /dev/shm and what its /sys holds, in the
+   module kbox_probe_build.
 
 The index is written under DIR; the server binds a free port and prints
 its URL (".../simple/") as its first line, then serves until it is
@@ -54,7 +57,7 @@ def wheel_bytes(name, files):
 # The in-tree backend of kbox-probe-build (as wheel_bytes), whose module
 # says what the build could do.
 BACKEND = r'''
-import base64, errno, hashlib, os, zipfile
+import base64, ctypes, errno, hashlib, os, zipfile
 
 
 def probe():
@@ -67,7 +70,23 @@ def probe():
         init = open("/proc/1/cmdline", "rb").read().split(b"\0")[0].decode()
     except OSError as e:
         init = errno.errorcode[e.errno]
-    return "UID = %d\nWROTE_ETC = %r\nPID1 = %r\n" % (os.getuid(), wrote, init)
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR))
+        tty = "ok"
+    except OSError as e:
+        tty = errno.errorcode[e.errno]
+    libc = ctypes.CDLL(None, use_errno=True)
+    desc = ctypes.create_string_buffer(256)
+    # keyctl(KEYCTL_DESCRIBE, KEY_SPEC_SESSION_KEYRING): "keyring;UID;GID;PERM;NAME"
+    nr = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+    n = libc.syscall(nr, 6, -3, desc, 256) if nr else -1
+    keyring = desc.value.decode() if n > 0 else "error"
+    shm = os.statvfs("/dev/shm")
+    return ("UID = %d\nWROTE_ETC = %r\nPID1 = %r\nTTY = %r\nTTY_FDS = %r\n"
+            "KEYRING = %r\nSHM_BYTES = %d\nSYS = %r\n" % (
+                os.getuid(), wrote, init, tty, [os.isatty(fd) for fd in (0, 1, 2)],
+                keyring.split(";")[:3] + keyring.split(";")[4:], shm.f_blocks * shm.f_frsize,
+                sorted(os.listdir("/sys"))))
 
 
 def get_requires_for_build_wheel(config_settings=None):
