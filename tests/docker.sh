@@ -159,21 +159,12 @@ print(len(key) > 8, key.encode() in e, any(v.startswith(b"KBOX_SECCOMP=") and le
 check the_inits_environment_shows_neither_the_key_nor_the_filter eval 'status_is 0 &&
 	stdout_is "True False False"'
 
-ARCH=$(uname -m)
-SKIPPING_BEFORE_SYS=$SKIPPING
-case $ARCH in
-x86_64 | aarch64) ;;
-*) [ -n "$SKIPPING" ] || SKIPPING="the probe knows the system call numbers of x86_64 and aarch64 only" ;;
-esac
-DIAG=sys
-pyx d <"$top_srcdir/tests/security/syscalls.py"
-keep sys
 # shellcheck source=tests/security/syscalls.sh
 . "$top_srcdir/tests/security/syscalls.sh"
-syscall_checks seccomp
-SKIPPING=$SKIPPING_BEFORE_SYS
+syscall_probe d seccomp
+SKIPPING_BEFORE_SYS=$SKIPPING
 
-[ "$ARCH" = x86_64 ] || [ -n "$SKIPPING" ] || SKIPPING="x32 is x86_64's"
+[ "$(uname -m)" = x86_64 ] || [ -n "$SKIPPING" ] || SKIPPING="x32 is x86_64's"
 kbox start -s x32 --backend docker
 pyx x32 -t 30 <<'EOF'
 import ctypes

@@ -482,19 +482,9 @@ check "row14_bwraps_command_line_names_no_host_path" eval '
 # architecture lacks is "absent"), the others through Python's os and
 # socket; each asserts the exact errno, and what must still work works.
 
-ARCH=$(uname -m)
-SKIPPING_BEFORE_33=$SKIPPING
-case $ARCH in
-x86_64 | aarch64) ;;
-*) [ -n "$SKIPPING" ] || SKIPPING="row 33 knows the system call numbers of x86_64 and aarch64 only" ;;
-esac
-DIAG=sys
-pyx a <"$top_srcdir/tests/security/syscalls.py"
-keep sys
 # shellcheck source=tests/security/syscalls.sh
 . "$top_srcdir/tests/security/syscalls.sh"
-syscall_checks row33
-SKIPPING=$SKIPPING_BEFORE_33
+syscall_probe a row33
 
 # ---- row 34: what names the host ----
 # /proc/cmdline and /proc/swaps are replaced (empty; no swap); no fd of

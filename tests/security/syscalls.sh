@@ -1,10 +1,28 @@
-# tests/security/syscalls.sh — the checks of what tests/security/syscalls.py
-# printed (kept as "sys": keep sys), sourced by tests/security/isolation.sh
-# (bwrap, row 33) and tests/docker.sh (a container): the same answers in
-# both sandboxes.  ARCH is uname -m; every check is named PREFIX_....
+# tests/security/syscalls.sh — tests/security/syscalls.py run in a session
+# and its answers checked, sourced by tests/security/isolation.sh (bwrap,
+# row 33) and tests/docker.sh (a container): the same answers in both
+# sandboxes.
 # shellcheck shell=bash disable=SC2016 # eval strings expand later, on purpose
 
-# syscall_checks PREFIX: every check of the probe's output.
+# syscall_probe SESSION PREFIX: run the probe in SESSION (kept as "sys"),
+# and every check of its output, each named PREFIX_...; skipped where
+# the probe knows no system call numbers.
+syscall_probe() {
+	local skipping_before=$SKIPPING
+	ARCH=$(uname -m)
+	case $ARCH in
+	x86_64 | aarch64) ;;
+	*) [ -n "$SKIPPING" ] || SKIPPING="the probe knows the system call numbers of x86_64 and aarch64 only" ;;
+	esac
+	DIAG=sys
+	pyx "$1" <"$top_srcdir/tests/security/syscalls.py"
+	keep sys
+	syscall_checks "$2"
+	DIAG=
+	SKIPPING=$skipping_before
+}
+
+# syscall_checks PREFIX: every check of the probe's output (kept as sys).
 syscall_checks() {
 	P=$1
 	# refused NAME: the call NAME failed with EPERM (or the architecture has no
