@@ -213,12 +213,13 @@ kbox exec -s req 'import kbox_probe, shutil; print(kbox_probe.VALUE, kbox_probe.
 check a_session_on_that_tree_imports_it eval 'status_is 0 &&
 	stdout_is "42 the local index of kbox tests /usr/local/lib/python3.11/dist-packages/kbox_probe/__init__.py None True"'
 kbox exec -s req 'import kbox_probe_build as k; print(k.UID, k.WROTE_ETC, k.PID1)
-print(k.TTY, k.TTY_FDS, k.KEYRING, k.SHM_BYTES, k.SYS)'
+print(k.TTY, k.TTY_FDS, k.KEYRING, k.SHM_BYTES, k.SYS, k.CONSOLE)'
 # (no terminal to push input into; a session keyring of its own, not
-# root's; a /dev/shm of its own, not the host's; no /sys)
+# root's; a /dev/shm of its own, not the host's; no /sys; /dev/null, 1:3,
+# for the tree's /dev/console, which would be the host's console)
 check the_code_pip_ran_to_build_ran_as_nobody_in_namespaces_of_its_own eval 'status_is 0 &&
 	stdout_is "65534 EACCES python3
-ENXIO [False, False, False] ['"'"'keyring'"'"', '"'"'65534'"'"', '"'"'65534'"'"', '"'"'_ses'"'"'] 67108864 []"'
+ENXIO [False, False, False] ['"'"'keyring'"'"', '"'"'65534'"'"', '"'"'65534'"'"', '"'"'_ses'"'"'] 67108864 [] '"'"'1:3'"'"'"'
 kbox stop -s req
 check no_pth_file_ran_as_root_during_the_build eval '
 	[ -f "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_pth.pth" ] &&

@@ -12,8 +12,8 @@
    the uid it ran as, what writing /etc/kbox-probe-build, reading
    /proc/1/cmdline and opening /dev/tty gave, whether its standard
    descriptors are terminals, its session keyring (type, owner, group,
-   name), the size of its /dev/shm and what its /sys holds, in the
-   module kbox_probe_build.
+   name), the size of its /dev/shm, what its /sys holds and which device
+   its /dev/console is, in the module kbox_probe_build.
 
 The index is written under DIR; the server binds a free port and prints
 its URL (".../simple/") as its first line, then serves until it is
@@ -82,11 +82,16 @@ def probe():
     n = libc.syscall(nr, 6, -3, desc, 256) if nr else -1
     keyring = desc.value.decode() if n > 0 else "error"
     shm = os.statvfs("/dev/shm")
+    try:
+        rdev = os.stat("/dev/console").st_rdev
+        console = "%d:%d" % (os.major(rdev), os.minor(rdev))
+    except OSError as e:
+        console = errno.errorcode[e.errno]
     return ("UID = %d\nWROTE_ETC = %r\nPID1 = %r\nTTY = %r\nTTY_FDS = %r\n"
-            "KEYRING = %r\nSHM_BYTES = %d\nSYS = %r\n" % (
+            "KEYRING = %r\nSHM_BYTES = %d\nSYS = %r\nCONSOLE = %r\n" % (
                 os.getuid(), wrote, init, tty, [os.isatty(fd) for fd in (0, 1, 2)],
                 keyring.split(";")[:3] + keyring.split(";")[4:], shm.f_blocks * shm.f_frsize,
-                sorted(os.listdir("/sys"))))
+                sorted(os.listdir("/sys")), console))
 
 
 def get_requires_for_build_wheel(config_settings=None):

@@ -36,12 +36,15 @@ fi
 chmod 0644 "$root/tmp/kbox-requirements.txt"
 chown -R -h "$nobody:$nobody" "$root/usr/local"
 # In pip's mount namespace, before anything of pip's runs: a /dev/shm of
-# its own (mmdebstrap binds the host's into the tree) and no /sys; then,
+# its own (mmdebstrap binds the host's into the tree), /dev/null for the
+# tree's /dev/console (mmdebstrap makes it 0666: the host's console) and
+# no /sys; then,
 # in a session of its own (no controlling terminal: nothing to push input
 # into), as nobody, chrooted, with no new privileges.
 inner='root=$1 id=$2
 shift 2
 mount -t tmpfs -o nosuid,nodev,size=64m,mode=1777 kbox-shm "$root/dev/shm" || exit 1
+if [ -e "$root/dev/console" ]; then mount --bind /dev/null "$root/dev/console" || exit 1; fi
 umount -l "$root/sys" 2>/dev/null
 exec setsid setpriv --no-new-privs -- chroot --userspec="$id:$id" --groups="$id" "$root" "$@"'
 # In the tree, still ours: a session keyring of its own (the one root's
@@ -55,7 +58,8 @@ if nr is None or ctypes.CDLL(None, use_errno=True).syscall(nr, 1, None) < 0:
 os.closerange(3, os.sysconf("SC_OPEN_MAX"))
 os.execvp(sys.argv[1], sys.argv[1:])'
 rc=$(mktemp)
-# (its standard input nothing, its output a pipe: no terminal)
+# (its standard input nothing, its output a pipe: no terminal; and no
+# control byte of its output reaches the caller's, so no escape sequence)
 {
 	unshare --pid --fork --kill-child --mount --ipc --uts --mount-proc="$root/proc" \
 		sh -c "$inner" sh "$root" "$nobody" \
@@ -65,7 +69,7 @@ rc=$(mktemp)
 		python3 -c "$leave" python3 -m pip install --break-system-packages \
 		--no-warn-script-location -r /tmp/kbox-requirements.txt
 	echo $? >"$rc"
-} </dev/null 2>&1 | cat
+} </dev/null 2>&1 | LC_ALL=C tr -d '\000-\010\013-\037\177'
 status=$(cat "$rc")
 rm -f "$rc"
 [ "$status" = 0 ] || exit "${status:-1}"
