@@ -219,7 +219,7 @@ print(k.TTY, k.TTY_FDS, k.KEYRING, k.SHM_BYTES, k.SYS, k.CONSOLE)'
 # for the tree's /dev/console, which would be the host's console)
 check the_code_pip_ran_to_build_ran_as_nobody_in_namespaces_of_its_own eval 'status_is 0 &&
 	stdout_is "65534 EACCES python3
-ENXIO [False, False, False] ['"'"'keyring'"'"', '"'"'65534'"'"', '"'"'65534'"'"', '"'"'_ses'"'"'] 67108864 [] '"'"'1:3'"'"'"'
+ENXIO [False, False, False] ['"'"'keyring'"'"', '"'"'65534'"'"', '"'"'65534'"'"', '"'"'_ses'"'"'] 67108864 [] 1:3"'
 kbox stop -s req
 check no_pth_file_ran_as_root_during_the_build eval '
 	[ -f "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_pth.pth" ] &&
