@@ -32,8 +32,6 @@
 #include "engine/engine_proto.h"
 #include "runtime/cgroup.h"
 
-#include <pwd.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -210,16 +208,12 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 	char *text = NULL;
 
 	container_name(sb, name, sizeof name);
-	/* as an ordinary user, the user's own group from the password
-	 * database, never the effective one: a supervisor started under
-	 * `sg docker` would give the code a group that owns the engine, and
-	 * the code could leave set-group-ID files of it in the workspace */
-	gid_t gid = getgid();
-	if (!o->drop_ids) {
-		struct passwd *pw = getpwuid(geteuid());
-		if (pw)
-			gid = pw->pw_gid;
-	}
+	/* as an ordinary user, the supervisor's own uid and group: it reaches
+	 * the container's /run/kernel through /proc/PID/root, which Linux
+	 * opens only to a caller of the same uid and gid.  Under `sg docker`
+	 * that group owns the engine; the code cannot leave a set-group-ID
+	 * file of it (kbox's filter refuses those modes). */
+	gid_t gid = getegid();
 	snprintf(user, sizeof user, "%u:%u", (unsigned)(o->drop_ids ? o->uid : geteuid()),
 	         (unsigned)(o->drop_ids ? o->gid : gid));
 	for (size_t i = 0; argv[i]; i++)
