@@ -267,17 +267,30 @@ static void ready_wait_begin(sup_t *s)
 	kbox_conn_destroy(&conn);
 }
 
+static bool bind_watch(sup_t *s);
+
 /* inotify saw something (a loop handler), or the check's timer: begin
  * the readiness wait once every socket is bound, or the sandbox ended. */
 static int on_bind_check(kbox_loop_t *loop, void *arg)
 {
 	sup_t *s = arg;
+	bool alive;
 	(void)loop;
 	sup_inotify_read(s);
 	/* the sandbox is looked at too: one that ended is reported by the
 	 * readiness wait, and the docker backend takes the container's
-	 * directory of sockets once the container has started */
-	if (s->bind_conn && (!kr_sandbox_alive(s->sb) || sockets_bound(s))) {
+	 * directory of sockets once the container has started: the view
+	 * names another directory from then on, watched anew (what was
+	 * bound before, sockets_bound sees) */
+	alive = s->bind_conn && kr_sandbox_alive(s->sb);
+	if (alive && s->sockets_wd >= 0) {
+		int old = s->sockets_wd;
+		if (bind_watch(s) && s->sockets_wd != old)
+			inotify_rm_watch(s->ino_fd, old);
+		else if (s->sockets_wd < 0)
+			s->sockets_wd = old;
+	}
+	if (s->bind_conn && (!alive || sockets_bound(s))) {
 		ready_wait_begin(s);
 	} else if (s->bind_conn && kx_now_ms() - s->start_t0 >= READY_TIMEOUT_MS) {
 		/* a kernel that binds nothing (stuck, or starved of CPU) is
