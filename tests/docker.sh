@@ -385,6 +385,21 @@ kbox doctor --backend docker --image kbox-test-no-such-image
 check doctor_docker_without_the_image_exits_5 eval 'status_is 5 &&
 	grep -q "^fail  image            image kbox-test-no-such-image not found in the engine" stdout'
 
+# KBOX_BACKEND and KBOX_IMAGE_NAME: what a new session gets, kbox exec's
+# start included, and what doctor checks
+KBOX_BACKEND=docker kbox exec -s envd 'print(6 * 7)'
+check kbox_backend_docker_gives_a_new_session_a_container eval 'status_is 0 &&
+	stdout_is "[note: new session envd: nothing was defined before this call]
+42" &&
+	grep -q "\"backend\": *\"docker\"" "$S/envd/session.json" && only_container envd 1'
+kbox stop -s envd >/dev/null 2>&1
+KBOX_BACKEND=docker KBOX_IMAGE_NAME=kbox-test-no-such-image kbox exec -s envi 1
+check kbox_image_name_is_a_new_docker_sessions_image eval 'status_is 5 &&
+	grep -q "image kbox-test-no-such-image not found in the engine" stderr'
+KBOX_BACKEND=docker KBOX_IMAGE_NAME=kbox-test-no-such-image kbox doctor
+check doctor_checks_the_backend_and_image_the_environment_names eval 'status_is 5 &&
+	grep -q "^fail  image            image kbox-test-no-such-image not found in the engine" stdout'
+
 kbox doctor --image x
 check doctor_image_without_backend_docker_is_refused fails_with 2 \
 	"kbox doctor: --image is for --backend docker"

@@ -289,6 +289,14 @@ int cli_exec_check_size(const char *cmd, const kr_ctl_exec_t *e);
 
 /* GIVEN, else $KBOX_SESSION, else "default". */
 const char *cli_session_name(const char *given);
+/* What a session gets when no --backend or --image is given: when IS_NEW
+ * (a new session, or kbox run), *BACKEND, when NULL, $KBOX_BACKEND's
+ * (when set and not empty), then *IMAGE, when NULL and the backend is
+ * docker, $KBOX_IMAGE_NAME's; a stored session keeps its own.  A backend
+ * that does not exist, given or from the environment, or an image that
+ * is no image reference, from the environment: EXIT_USAGE after one line;
+ * else EXIT_OK. */
+int cli_session_defaults(const char *cmd, bool is_new, const char **backend, const char **image);
 /* EXIT_OK, or EXIT_USAGE with one line printed when NAME is not valid. */
 int cli_check_session(const char *cmd, const char *name);
 /* Can CONFIG's backend run here?  For bwrap: installed, and able to make

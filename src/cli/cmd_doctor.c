@@ -943,9 +943,11 @@ int cmd_doctor(int argc, char **argv)
 	const char *kernel = KR_KERNEL_DEFAULT, *rootfs_arg = NULL, *backend = NULL, *image = NULL;
 	cli_option_t opts[] = {
 	        CLI_OPT_STRING('b', "backend", "B", &backend,
-	                       "the backend to check: bwrap (the default) or docker"),
+	                       "the backend to check: bwrap or docker (default: docker when "
+	                       "$KBOX_BACKEND says so, else bwrap)"),
 	        CLI_OPT_STRING(0, "image", "NAME", &image,
-	                       "docker: the image to look for (default: kbox-kernel)"),
+	                       "docker: the image to look for (default: $KBOX_IMAGE_NAME, else "
+	                       "kbox-kernel)"),
 	        CLI_OPT_STRING('k', "kernel", "SPEC", &kernel,
 	                       "the kernelspec to check (default: " KR_KERNEL_DEFAULT ")"),
 	        CLI_OPT_STRING(0, "rootfs", "DIR", &rootfs_arg,
@@ -972,9 +974,15 @@ int cmd_doctor(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	r.checks = json_array();
+	/* (the backend new sessions get; doctor checks bwrap for none) */
+	if (!backend && getenv("KBOX_BACKEND") && strcmp(getenv("KBOX_BACKEND"), "docker") == 0)
+		backend = "docker";
 	if (backend && strcmp(backend, "docker") == 0) {
-		if (rootfs || kernel != (const char *)KR_KERNEL_DEFAULT) {
-			cli_error("doctor", "--rootfs and --kernel are for the backend bwrap");
+		if (!image && getenv("KBOX_IMAGE_NAME") && *getenv("KBOX_IMAGE_NAME"))
+			image = getenv("KBOX_IMAGE_NAME");
+		if (rootfs || kernel != (const char *)KR_KERNEL_DEFAULT || fix) {
+			cli_error("doctor",
+			          "--rootfs, --kernel and --fix are for the backend bwrap");
 			status = EXIT_USAGE;
 		} else if (image && (status = cli_check_image("doctor", image)) != EXIT_OK) {
 			/* (said) */

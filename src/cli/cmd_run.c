@@ -766,7 +766,7 @@ static int prepare_run(run_t *run)
 
 int cmd_run(int argc, char **argv)
 {
-	run_t run = {.kernel = getenv("KBOX_KERNEL"), .backend = KR_BACKEND_DEFAULT, .out_fd = -1};
+	run_t run = {.kernel = getenv("KBOX_KERNEL"), .out_fd = -1};
 	int fd = -1, status = EXIT_OK;
 	kbox_error_t err = {0};
 	cli_option_t opts[] = {
@@ -782,9 +782,10 @@ int cmd_run(int argc, char **argv)
 	        CLI_OPT_CALLBACK(
 	                0, "backend", "bwrap|docker|none", backend_cb, &run.backend,
 	                "bwrap, a sandbox; docker, a container (the engine from DOCKER_HOST); or "
-	                "none, unsandboxed (default: " KR_BACKEND_DEFAULT ")"),
+	                "none, unsandboxed (default: $KBOX_BACKEND, else " KR_BACKEND_DEFAULT ")"),
 	        CLI_OPT_STRING(0, "image", "NAME", &run.image,
-	                       "docker: the container image (default: kbox-kernel)"),
+	                       "docker: the container image (default: $KBOX_IMAGE_NAME, else "
+	                       "kbox-kernel)"),
 	        CLI_OPT_CALLBACK(
 	                't', "timeout", "DURATION", cli_opt_duration, &run.timeout_ms,
 	                "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
@@ -819,7 +820,11 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (cli_parse_options("run", opts, argc, argv, &status) < 0 ||
-	    (status = prepare_run(&run)) != EXIT_OK ||
+	    (status = cli_session_defaults("run", true, &run.backend, &run.image)) != EXIT_OK)
+		goto out;
+	if (!run.backend)
+		run.backend = KR_BACKEND_DEFAULT;
+	if ((status = prepare_run(&run)) != EXIT_OK ||
 	    (status = start_run_session(&run)) != EXIT_OK)
 		goto out;
 	/* (after the start: a signal while the session starts gives the

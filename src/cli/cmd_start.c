@@ -163,21 +163,6 @@ static char *rootfs_path(const char *arg)
 	return rootfs;
 }
 
-/* Refuse a --backend that does not exist, naming those that do.  EXIT_OK,
- * or EXIT_USAGE after one line. */
-static int check_backend_name(const char *backend)
-{
-	char list[128] = "";
-
-	if (!backend || kr_backend_exists(backend))
-		return EXIT_OK;
-	for (const char *const *b = kr_backend_names(); *b; b++)
-		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
-		         list[0] ? ", " : "", *b);
-	cli_error("start", "unknown backend \"%s\" (available: %s)", backend, list);
-	return EXIT_USAGE;
-}
-
 /* Refuse a kernelspec KERNEL that does not exist.  EXIT_OK, or
  * EXIT_UNAVAILABLE after one line. */
 static int check_kspec(const char *kernel)
@@ -299,12 +284,14 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	        CLI_OPT_STRING('k', "kernel", "SPEC", &a->o.kernel,
 	                       "the kernelspec (default: the session's, else " KR_KERNEL_DEFAULT
 	                       ")"),
-	        CLI_OPT_STRING('b', "backend", "B", &a->o.backend,
-	                       "bwrap, docker (a container; the engine from DOCKER_HOST), or none, "
-	                       "unsandboxed (default: the session's, else " KR_BACKEND_DEFAULT ")"),
+	        CLI_OPT_STRING(
+	                'b', "backend", "B", &a->o.backend,
+	                "bwrap, docker (a container; the engine from DOCKER_HOST), or none, "
+	                "unsandboxed (default: the session's, else $KBOX_BACKEND, else " KR_BACKEND_DEFAULT
+	                ")"),
 	        CLI_OPT_STRING(0, "image", "NAME", &a->o.image,
 	                       "docker: the container image (default: the session's, else "
-	                       "kbox-kernel)"),
+	                       "$KBOX_IMAGE_NAME, else kbox-kernel)"),
 	        START_OPT(0, "ttl", "DURATION", cli_opt_duration, &a->o.ttl_ms,
 	                  "stop after DURATION idle, 0 never", "30m"),
 	        START_OPT(0, "memory", "SIZE", size_cb, &a->o.memory, "limit the kernel's memory",
@@ -422,11 +409,14 @@ int cmd_start(int argc, char **argv)
 	}
 	/* a kernelspec that does not exist must not leave an empty session
 	 * behind: check the one given (a stored one was checked before) */
-	if ((status = cli_check_session("start", name)) != EXIT_OK ||
-	    (status = check_backend_name(o->backend)) != EXIT_OK ||
-	    (o->kernel && (status = check_kspec(o->kernel)) != EXIT_OK))
+	if ((status = cli_check_session("start", name)) != EXIT_OK)
 		goto out;
 	is_new = session_is_new(name);
+	/* (a stored session keeps its backend and image: the environment's
+	 * are for new ones) */
+	if ((status = cli_session_defaults("start", is_new, &o->backend, &o->image)) != EXIT_OK ||
+	    (o->kernel && (status = check_kspec(o->kernel)) != EXIT_OK))
+		goto out;
 	if (!(dir = cli_session_dir("start", name, true, &status)))
 		goto out;
 	if (says_running(dir, name, o))

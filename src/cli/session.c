@@ -530,9 +530,21 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		named.name = name;
 		if (owner > 0)
 			named.owner_pid = owner;
-		if (kr_session_config_load(&have, dir, &err) < 0 ||
-		    ((is_new = !(have.has & KR_SC_BACKEND)) &&
-		     kr_session_config_merge(&have, &named, &err) < 0)) {
+		if (kr_session_config_load(&have, dir, &err) < 0) {
+			cli_error(cmd, "%s", err.msg);
+			kr_session_config_free(&have);
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		if ((is_new = !(have.has & KR_SC_BACKEND)) &&
+		    (status = cli_session_defaults(cmd, true, &named.backend, &named.image)) !=
+		            EXIT_OK) {
+			kr_session_config_free(&have);
+			close(lock);
+			cli_session_forget(dir);
+			return status;
+		}
+		if (is_new && kr_session_config_merge(&have, &named, &err) < 0) {
 			cli_error(cmd, "%s", err.msg);
 			kr_session_config_free(&have);
 			status = EXIT_UNAVAILABLE;
@@ -636,6 +648,36 @@ void cli_session_forget(const char *dir)
 	close(dfd);
 	rmdir(dir);               /* only when empty: nothing else is ever removed */
 	kr_session_home_forget(); /* and the state directory, if this made it */
+}
+
+int cli_session_defaults(const char *cmd, bool is_new, const char **backend, const char **image)
+{
+	const char *env = getenv("KBOX_BACKEND"), *from = "";
+	char list[128] = "";
+
+	if (is_new && !*backend && env && *env) {
+		*backend = env;
+		from = " (from KBOX_BACKEND)";
+	}
+	if (*backend && !kr_backend_exists(*backend)) {
+		for (const char *const *b = kr_backend_names(); *b; b++)
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+			         list[0] ? ", " : "", *b);
+		cli_error(cmd, "unknown backend \"%s\"%s (available: %s)", *backend, from, list);
+		return EXIT_USAGE;
+	}
+	env = getenv("KBOX_IMAGE_NAME");
+	if (is_new && !*image && *backend && strcmp(*backend, "docker") == 0 && env && *env) {
+		if (!kr_image_ref_valid(env)) {
+			cli_error(cmd,
+			          "KBOX_IMAGE_NAME is \"%s\", which is no image reference (NAME, "
+			          "NAME:TAG or NAME@sha256:DIGEST)",
+			          env);
+			return EXIT_USAGE;
+		}
+		*image = env;
+	}
+	return EXIT_OK;
 }
 
 int cli_check_backend(const char *cmd, const kr_session_config_t *config, bool warn)
