@@ -66,26 +66,38 @@ if [ -n "$rootfs" ]; then
 	exit 0
 fi
 
-# the engine, and the image: up to date?
+# The helper's error (JSON) $1: its message, said, and its exit status
+# (2 for a usage error: a DOCKER_HOST kbox cannot use, say; else 5).
+engine_failed() {
+	printf '%s: %s\n' "$me" "$(printf '%s\n' "$1" | sed -n 's/.*"message":"\(.*\)"}}$/\1/p' |
+		sed 's/\\"/"/g; s/\\\\/\\/g')" >&2
+	case $1 in *'"kind":"usage"'*) exit 2 ;; esac
+	exit 5
+}
+
+# the engine, and the image: up to date?  (a name that is in use by an
+# image kbox did not build is not taken from its owner)
 if ! have=$("$helper" image "$name" 2>/dev/null); then
 	case $have in
 	*'"kind":"no-image"'*) ;;
-	*)
-		echo "$me: $(printf '%s' "$have" | sed -n 's/.*"message":"\(.*\)"}}$/\1/p')" >&2
-		exit 5 ;;
+	*) engine_failed "$have" ;;
 	esac
 fi
 case $have in
 *"\"kbox.recipe\":\"sha256:$hash\""*)
 	echo "$me: image $name is up to date (recipe sha256:$hash)"
 	exit 0 ;;
+*'"id":'*)
+	case $have in *'"kbox.recipe":'*) ;; *)
+		echo "$me: image $name is in the engine and kbox image build did not make it: choose another --name (or remove it yourself)" >&2
+		exit 2 ;;
+	esac ;;
 esac
 "$here/build.sh" "$@" || exit 1
 tar=$("$here/build.sh" --print-path "$@")
 labels=$("$here/build.sh" --print-labels "$@")
 # shellcheck disable=SC2086 # the labels are KEY=VALUE words without blanks
 if ! out=$("$helper" import "$tar" "$name" "$hash" $labels); then
-	echo "$me: $(printf '%s' "$out" | sed -n 's/.*"message":"\(.*\)"}}$/\1/p')" >&2
-	exit 5
+	engine_failed "$out"
 fi
 echo "$me: image $name imported from $tar (recipe sha256:$hash)"

@@ -58,7 +58,13 @@ check kbox_image_name_is_the_default_name_and_checked fails_with 2 \
 	'kbox image build: invalid --name "Upper": not an image name (NAME or NAME:TAG, NAME in lower case)'
 kbox image build --mirror ''
 check an_empty_mirror_is_refused fails_with 2 \
-	"kbox image build: an empty --mirror, --rootfs, --requirements or --index-url names nothing"
+	"kbox image build: an empty --packages, --mirror, --rootfs, --requirements or --index-url names nothing"
+kbox image build --packages ' , '
+check an_empty_list_of_packages_is_refused fails_with 2 \
+	"kbox image build: an empty --packages, --mirror, --rootfs, --requirements or --index-url names nothing"
+kbox image build --nosuch
+check an_unknown_option_names_the_subcommand fails_with 2 \
+	"kbox image build: unknown option --nosuch (see kbox image build --help)"
 kbox image build --index-url http://127.0.0.1:9/simple/
 check index_url_without_requirements_is_refused fails_with 2 \
 	"kbox image build: --index-url is for --requirements"
@@ -81,6 +87,17 @@ mkdir empty && ln -s empty link
 kbox image build --rootfs link
 check a_rootfs_that_is_a_link_is_refused eval 'fails_with 2 "kbox image build: --rootfs link: exists and is not an empty directory" &&
 	[ -L link ] && [ -z "$(ls -A empty)" ]'
+# (where the tree cannot go, said before the build)
+kbox image build --rootfs "$T/no/such/dir"
+check a_rootfs_whose_parent_is_missing_is_refused_at_once fails_with 2 \
+	"kbox image build: --rootfs $T/no/such/dir: $T/no/such: No such file or directory"
+: >plain
+kbox image build --rootfs plain
+check a_rootfs_that_is_a_file_is_refused fails_with 2 \
+	"kbox image build: --rootfs plain: not a directory"
+kbox image build --rootfs plain/x
+check a_rootfs_under_a_file_is_refused fails_with 2 \
+	"kbox image build: --rootfs plain/x: plain is not a directory"
 mkdir full && : >full/x
 kbox image build --rootfs full
 check a_rootfs_that_holds_something_is_refused eval 'fails_with 2 "kbox image build: --rootfs full: exists and is not an empty directory" &&
@@ -167,7 +184,19 @@ fi
 kbox image rm kbox-test-foreign
 check rm_refuses_an_image_kbox_did_not_build eval 'fails_with 2 "kbox image rm: image kbox-test-foreign was not built by kbox (it has no label kbox.recipe): remove it with the engine'"'"'s own tools" &&
 	"$ENGINE" image kbox-test-foreign >/dev/null'
+# nor does build take its name from it
+kbox image build --name kbox-test-foreign
+check build_does_not_take_the_name_of_an_image_kbox_did_not_build eval 'fails_with 2 "kbox image build: image kbox-test-foreign is in the engine and kbox image build did not make it: choose another --name (or remove it yourself)" &&
+	"$ENGINE" image kbox-test-foreign >/dev/null'
 [ -n "$SKIPPING" ] || api DELETE "/images/kbox-test-foreign?force=1" >/dev/null
+
+# the engine's message as it is (no JSON escapes), the status as ls's
+DOCKER_HOST=tcp://127.0.0.1:9 kbox image build --name kbox-test-x
+check build_with_an_engine_kbox_cannot_use_exits_2 fails_with 2 \
+	'kbox image build: engine "tcp://127.0.0.1:9": kbox needs the engine on this machine, over its unix socket (unix:///PATH): the kernel'"'"'s sockets are files here'
+DOCKER_HOST="unix://$ROOT/a\"b\\c.sock" kbox image build --name kbox-test-x
+check build_without_an_engine_shows_its_path_unescaped fails_with 5 \
+	"kbox image build: no container engine at $ROOT/a\"b\\c.sock (No such file or directory): start dockerd (or podman system service), or name its socket with DOCKER_HOST=unix:///PATH when the session starts"
 
 kbox image rm kbox-test-no-such-image
 check rm_of_a_missing_image_exits_5 fails_with 5 \
@@ -200,10 +229,21 @@ if [ -z "$SKIPPING" ] && selected a_requirement_from_a_package_index_is_in_the_t
 	wait_for test -s index.url
 	printf 'kbox-probe==1.0\nkbox-probe-pth==1.0\nkbox-probe-build==1.0\n' >requirements.txt
 	rhash=$("$top_srcdir/container/build.sh" --print-recipe --requirements requirements.txt | sha256sum | cut -d" " -f1)
+	# (a key in the host's nobody's user keyring meanwhile, which the build
+	# must not see; add_key and keyctl(KEYCTL_UNLINK))
+	keys_py='import ctypes, os, sys
+nr = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+libc = ctypes.CDLL(None)
+if sys.argv[1] == "add":
+    print(libc.syscall(nr[0], b"user", b"kbox-test-canary", b"canary", 6, -4))
+else:
+    libc.syscall(nr[1], 9, int(sys.argv[1]), -4)'
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$PY" -c "$keys_py" add >canary.id
 	# (a first build takes minutes: longer than kbox's 120 s in tests)
 	timeout -k 5 1800 "$KBOX" image build --rootfs "$ROOT/root" --requirements requirements.txt \
 		--index-url "$(cat index.url)" >build.stdout 2>build.stderr
 	rc=$?
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$PY" -c "$keys_py" "$(cat canary.id)"
 fi
 check a_requirement_from_a_package_index_is_in_the_tree eval 'status_is 0 &&
 	last_line_is build.stdout "kbox image build: root file system in $ROOT/root (recipe sha256:$rhash): kbox start --rootfs $ROOT/root"'
@@ -213,13 +253,18 @@ kbox exec -s req 'import kbox_probe, shutil; print(kbox_probe.VALUE, kbox_probe.
 check a_session_on_that_tree_imports_it eval 'status_is 0 &&
 	stdout_is "42 the local index of kbox tests /usr/local/lib/python3.11/dist-packages/kbox_probe/__init__.py None True"'
 kbox exec -s req 'import kbox_probe_build as k; print(k.UID, k.WROTE_ETC, k.PID1)
-print(k.TTY, k.TTY_FDS, k.KEYRING, k.SHM_BYTES, k.SYS, k.CONSOLE)'
+print(k.TTY, k.TTY_FDS, k.KEYRING, k.SHM_BYTES, k.SYS, k.CONSOLE)
+print(k.LIMITS, k.UID_MAP, k.USER_KEYS)'
 # (no terminal to push input into; a session keyring of its own, not
 # root's; a /dev/shm of its own, not the host's; no /sys; /dev/null, 1:3,
-# for the tree's /dev/console, which would be the host's console)
+# for the tree's /dev/console, which would be the host's console; limits
+# on processes, file size, address space, descriptors and core files; a
+# user namespace of its own, where only nobody is mapped, and in it a
+# user keyring of its own: not the host's nobody's, which held a key)
 check the_code_pip_ran_to_build_ran_as_nobody_in_namespaces_of_its_own eval 'status_is 0 &&
 	stdout_is "65534 EACCES python3
-ENXIO [False, False, False] ['"'"'keyring'"'"', '"'"'65534'"'"', '"'"'65534'"'"', '"'"'_ses'"'"'] 67108864 [] 1:3"'
+ENXIO [False, False, False] ['"'"'keyring'"'"', '"'"'65534'"'"', '"'"'65534'"'"', '"'"'_ses'"'"'] 67108864 [] 1:3
+[1024, 4294967296, 8589934592, 4096, 0] ['"'"'65534'"'"', '"'"'65534'"'"', '"'"'1'"'"'] 0"'
 kbox stop -s req
 check no_pth_file_ran_as_root_during_the_build eval '
 	[ -f "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_pth.pth" ] &&
@@ -229,5 +274,26 @@ check what_pip_installed_is_roots_and_nothing_is_nobodys eval '
 	[ "$(stat -c %u:%g "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_build/__init__.py")" = 0:0 ] &&
 	[ -z "$(find "$ROOT/root" -xdev \( -user 65534 -o -group 65534 \) -print -quit)" ] &&
 	[ ! -e "$ROOT/root/usr/.kbox-pip" ]'
+
+# The hook itself, on that tree (as mmdebstrap runs it, with a /dev of the
+# tree's own), installing a wheel the index marks yanked for a reason with
+# escape sequences in it: pip prints the reason, and none of its control
+# bytes reaches the caller's output (a terminal there would obey them).
+if [ -z "$SKIPPING" ] && selected the_requirements_hook_drops_the_control_bytes_pip_prints; then
+	printf 'kbox-probe-yanked==1.0\n' >"$ROOT/root/tmp/kbox-requirements.txt"
+	unshare --mount sh -c 'r=$1
+		mount -t tmpfs -o mode=755 kbox-dev "$r/dev" && mkdir "$r/dev/shm" || exit 1
+		for n in null zero full random urandom; do
+			touch "$r/dev/$n" && mount --bind "/dev/$n" "$r/dev/$n" || exit 1
+		done
+		KBOX_INDEX_URL=$2 sh "$3" install "$r"' sh "$ROOT/root" "$(cat index.url)" \
+		"$top_srcdir/container/hooks/requirements-kbox.sh" >hook.out 2>&1
+	rc=$?
+	sh "$top_srcdir/container/hooks/requirements-kbox.sh" restore "$ROOT/root"
+fi
+check the_requirements_hook_drops_the_control_bytes_pip_prints eval 'status_is 0 &&
+	grep -q "^Reason for being yanked: ]0;kbox-probe a test of the control bytes\[2J$" hook.out &&
+	! LC_ALL=C grep -q "$(printf "[\001-\010\013-\037\177]")" hook.out &&
+	[ -f "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_yanked/__init__.py" ]'
 
 tests_done

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """tests/local_index.py DIR: a package index (PEP 503's simple API) on
-127.0.0.1 for the image tests, with three distributions made here:
+127.0.0.1 for the image tests, with four distributions made here:
 
  - kbox-probe 1.0, a pure-Python wheel: the module kbox_probe has
    VALUE = 42 and SOURCE, the text of this wheel's index;
@@ -12,8 +12,14 @@
    the uid it ran as, what writing /etc/kbox-probe-build, reading
    /proc/1/cmdline and opening /dev/tty gave, whether its standard
    descriptors are terminals, its session keyring (type, owner, group,
-   name), the size of its /dev/shm, what its /sys holds and which device
-   its /dev/console is, in the module kbox_probe_build.
+   name), the size of its /dev/shm, what its /sys holds, which device
+   its /dev/console is, its soft limits (processes, file size,
+   address space, descriptors, core file), its user namespace's uid
+   map and how many keys its user keyring holds, in the module
+   kbox_probe_build;
+ - kbox-probe-yanked 1.0, a pure-Python wheel, yanked for a reason with
+   terminal escape sequences in it (YANKED), which pip prints: the
+   build must drop their control bytes.
 
 The index is written under DIR; the server binds a free port and prints
 its URL (".../simple/") as its first line, then serves until it is
@@ -28,6 +34,9 @@ import tarfile
 import zipfile
 
 DATE = (2026, 1, 1, 0, 0, 0)
+# (an operating system command that sets a terminal's title, and one that
+# clears its screen)
+YANKED = "\x1b]0;kbox-probe\x07 a test of the control bytes\x1b[2J"
 
 
 def record_hash(data):
@@ -57,7 +66,7 @@ def wheel_bytes(name, files):
 # The in-tree backend of kbox-probe-build (as wheel_bytes), whose module
 # says what the build could do.
 BACKEND = r'''
-import base64, ctypes, errno, hashlib, os, zipfile
+import base64, ctypes, errno, hashlib, os, resource, zipfile
 
 
 def probe():
@@ -81,6 +90,10 @@ def probe():
     nr = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
     n = libc.syscall(nr, 6, -3, desc, 256) if nr else -1
     keyring = desc.value.decode() if n > 0 else "error"
+    # keyctl(KEYCTL_READ, KEY_SPEC_USER_KEYRING): the ids of its keys
+    keys = ctypes.create_string_buffer(4096)
+    n = libc.syscall(nr, 11, -4, keys, 4096) if nr else -1
+    user_keys = n // 4 if n >= 0 else -1
     shm = os.statvfs("/dev/shm")
     try:
         rdev = os.stat("/dev/console").st_rdev
@@ -88,10 +101,14 @@ def probe():
     except OSError as e:
         console = errno.errorcode[e.errno]
     return ("UID = %d\nWROTE_ETC = %r\nPID1 = %r\nTTY = %r\nTTY_FDS = %r\n"
-            "KEYRING = %r\nSHM_BYTES = %d\nSYS = %r\nCONSOLE = %r\n" % (
+            "KEYRING = %r\nSHM_BYTES = %d\nSYS = %r\nCONSOLE = %r\nLIMITS = %r\nUID_MAP = %r\n"
+            "USER_KEYS = %d\n" % (
                 os.getuid(), wrote, init, tty, [os.isatty(fd) for fd in (0, 1, 2)],
                 keyring.split(";")[:3] + keyring.split(";")[4:], shm.f_blocks * shm.f_frsize,
-                sorted(os.listdir("/sys")), console))
+                sorted(os.listdir("/sys")), console,
+                [resource.getrlimit(getattr(resource, "RLIMIT_" + n))[0]
+                 for n in ("NPROC", "FSIZE", "AS", "NOFILE", "CORE")],
+                open("/proc/self/uid_map").read().split(), user_keys))
 
 
 def get_requires_for_build_wheel(config_settings=None):
@@ -143,6 +160,8 @@ def main():
         "kbox-probe-pth": ("kbox_probe_pth-1.0-py3-none-any.whl", wheel_bytes("kbox-probe-pth", {
             "kbox_probe_pth.pth": pth})),
         "kbox-probe-build": ("kbox_probe_build-1.0.tar.gz", sdist_bytes()),
+        "kbox-probe-yanked": ("kbox_probe_yanked-1.0-py3-none-any.whl", wheel_bytes(
+            "kbox-probe-yanked", {"kbox_probe_yanked/__init__.py": b"VALUE = 43\n"})),
     }
     os.makedirs(os.path.join(root, "files"), exist_ok=True)
     links = []
@@ -150,9 +169,10 @@ def main():
         os.makedirs(os.path.join(root, "simple", name), exist_ok=True)
         with open(os.path.join(root, "files", file), "wb") as f:
             f.write(data)
+        yanked = ' data-yanked="%s"' % YANKED if name == "kbox-probe-yanked" else ""
         with open(os.path.join(root, "simple", name, "index.html"), "w") as f:
-            f.write('<!DOCTYPE html><html><body><a href="../../files/%s#sha256=%s">%s</a>'
-                    "</body></html>\n" % (file, hashlib.sha256(data).hexdigest(), file))
+            f.write('<!DOCTYPE html><html><body><a href="../../files/%s#sha256=%s"%s>%s</a>'
+                    "</body></html>\n" % (file, hashlib.sha256(data).hexdigest(), yanked, file))
         links.append('<a href="%s/">%s</a>' % (name, name))
     with open(os.path.join(root, "simple", "index.html"), "w") as f:
         f.write("<!DOCTYPE html><html><body>%s</body></html>\n" % "".join(links))

@@ -9,11 +9,13 @@
 # index is KBOX_INDEX_URL (pip's default when empty).
 #
 # pip runs a source distribution's build code, so it never runs as root:
-# as nobody (65534), in the root by chroot, with no new privileges, in
-# process, mount, IPC and host-name namespaces of its own (its /proc shows
-# only its processes; its /dev/shm is its own, and it has no /sys), in a
-# session of its own without a terminal, with a session keyring of its
-# own and no descriptor it did not need, with the network (the index).  It installs into
+# as nobody (65534), in the root (pivot_root), with no new privileges, in
+# user, process, mount, IPC and host-name namespaces of its own (its /proc
+# shows only its processes, its /dev/shm and user keyring are its own,
+# and it has no /sys), in a session of its own without a terminal, with a
+# session keyring of its own, no descriptor it did not need and limits on
+# processes, file sizes, memory and descriptors, with the network (the
+# index).  It installs into
 # /usr/local, which is nobody's meanwhile, beside Debian's packages
 # (Debian marks its Python as managed by apt: --break-system-packages
 # says that is meant), and keeps no cache.  It runs before
@@ -38,23 +40,46 @@ chown -R -h "$nobody:$nobody" "$root/usr/local"
 # In pip's mount namespace, before anything of pip's runs: a /dev/shm of
 # its own (mmdebstrap binds the host's into the tree), /dev/null for the
 # tree's /dev/console (mmdebstrap makes it 0666: the host's console) and
-# no /sys; then,
-# in a session of its own (no controlling terminal: nothing to push input
-# into), as nobody, chrooted, with no new privileges.
+# no /sys; the tree becomes the namespace's root (pivot_root: nothing of
+# the host's is left in it, and unlike a chroot it lets pip have a user
+# namespace of its own); then, in a session of its own (no controlling
+# terminal: nothing to push input into), as nobody, with no new
+# privileges.  (The tree's own programs from there on, Debian's.)
 inner='root=$1 id=$2
 shift 2
 mount -t tmpfs -o nosuid,nodev,size=64m,mode=1777 kbox-shm "$root/dev/shm" || exit 1
 if [ -e "$root/dev/console" ]; then mount --bind /dev/null "$root/dev/console" || exit 1; fi
 umount -l "$root/sys" 2>/dev/null
-exec setsid setpriv --no-new-privs -- chroot --userspec="$id:$id" --groups="$id" "$root" "$@"'
-# In the tree, still ours: a session keyring of its own (the one root's
-# build runs in holds root's keys, which nobody would still possess), and
-# no descriptor but 0, 1 and 2; then pip.
-leave='import ctypes, os, sys
+mount --rbind "$root" "$root" && cd "$root" && pivot_root . . || exit 1
+/usr/bin/umount -l . && cd / || exit 1
+exec /usr/bin/setsid /usr/bin/setpriv --reuid="$id" --regid="$id" --clear-groups \
+	--no-new-privs -- "$@"'
+# In the tree, as nobody: a user namespace of its own (nobody's user
+# keyring there is its own, not the host's nobody's), a session keyring
+# of its own (the one root's build runs in holds root's keys, which
+# nobody would still possess), no descriptor but 0, 1 and 2, and limits
+# (1024 processes of the uid's, files of 4 GiB at most, 8 GiB of address
+# space a process, 4096 descriptors, no core file); then pip, which has
+# no capability in that namespace.
+leave='import ctypes, os, resource as r, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def fail(what):
+    sys.exit("requirements-kbox.sh: cannot %s: %s" % (what, os.strerror(ctypes.get_errno())))
+if libc.unshare(0x10000000) < 0:
+    fail("make a user namespace")
+for f, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (os.getuid(), os.getuid())),
+                ("gid_map", "%d %d 1" % (os.getgid(), os.getgid()))):
+    with open("/proc/self/" + f, "w") as out:
+        out.write(text)
 nr = {"x86_64": 250, "aarch64": 219, "i686": 288, "i386": 288, "armv7l": 311,
       "ppc64le": 280, "s390x": 280, "riscv64": 219}.get(os.uname().machine)
-if nr is None or ctypes.CDLL(None, use_errno=True).syscall(nr, 1, None) < 0:
-    sys.exit("requirements-kbox.sh: cannot join a session keyring of its own")
+if nr is None or libc.syscall(nr, 1, None) < 0:
+    fail("join a session keyring of its own")
+for res, most in ((r.RLIMIT_NPROC, 1024), (r.RLIMIT_FSIZE, 4 << 30), (r.RLIMIT_AS, 8 << 30),
+                  (r.RLIMIT_NOFILE, 4096), (r.RLIMIT_CORE, 0)):
+    hard = r.getrlimit(res)[1]
+    most = most if hard == r.RLIM_INFINITY else min(most, hard)
+    r.setrlimit(res, (most, most))
 os.closerange(3, os.sysconf("SC_OPEN_MAX"))
 os.execvp(sys.argv[1], sys.argv[1:])'
 rc=$(mktemp)

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef KBOX_PKGDATADIR
@@ -69,6 +70,42 @@ static int find_image_script(char *path, size_t size)
 	return -1;
 }
 
+/* --rootfs DIR, before a build that takes minutes: DIR is a directory or
+ * nothing yet, in a directory that exists (image.sh says the rest: a link,
+ * a directory that holds something).  EXIT_OK, or EXIT_USAGE after one
+ * line. */
+static int check_rootfs(const char *dir)
+{
+	char parent[PATH_MAX], *slash;
+	struct stat st;
+
+	if (lstat(dir, &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) {
+		cli_error("image build", "--rootfs %s: not a directory", dir);
+		return EXIT_USAGE;
+	}
+	if (strlen(dir) >= sizeof parent) {
+		cli_error("image build", "--rootfs: the path is too long");
+		return EXIT_USAGE;
+	}
+	strcpy(parent, dir);
+	while ((slash = strrchr(parent, '/')) && slash > parent && !slash[1])
+		*slash = '\0'; /* (a trailing slash) */
+	slash = strrchr(parent, '/');
+	if (!slash)
+		strcpy(parent, ".");
+	else
+		slash[slash == parent] = '\0';
+	if (stat(parent, &st) < 0) {
+		cli_error("image build", "--rootfs %s: %s: %s", dir, parent, strerror(errno));
+		return EXIT_USAGE;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cli_error("image build", "--rootfs %s: %s is not a directory", dir, parent);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
 /* kbox image build: exec container/image.sh, its output and exit status
  * ours.  Returns only when it could not be run. */
 static int image_build(const image_opts_t *o)
@@ -100,11 +137,14 @@ static int image_build(const image_opts_t *o)
 		return EXIT_USAGE;
 	}
 	if ((o->mirror && !*o->mirror) || (o->rootfs && !*o->rootfs) ||
-	    (o->requirements && !*o->requirements) || (o->index_url && !*o->index_url)) {
-		cli_error("image build", "an empty --mirror, --rootfs, --requirements or "
-		                         "--index-url names nothing");
+	    (o->requirements && !*o->requirements) || (o->index_url && !*o->index_url) ||
+	    (o->packages && !o->packages[strspn(o->packages, ", \t\n")])) {
+		cli_error("image build", "an empty --packages, --mirror, --rootfs, --requirements "
+		                         "or --index-url names nothing");
 		return EXIT_USAGE;
 	}
+	if (o->rootfs && check_rootfs(o->rootfs) != EXIT_OK)
+		return EXIT_USAGE;
 	if (o->index_url && !o->requirements) {
 		cli_error("image build", "--index-url is for --requirements");
 		return EXIT_USAGE;
@@ -319,10 +359,18 @@ int cmd_image(int argc, char **argv)
 	        CLI_OPT_STRING(0, "rootfs", "DIR", &o.rootfs,
 	                       "build: unpack the tree into DIR, a new directory, for kbox start "
 	                       "--rootfs, instead of importing it into the engine"),
-	        CLI_OPT_FORMAT(&o.format, "ls: text (a table) or json (one object)"),
+	        CLI_OPT_FORMAT(&o.format, "ls: text (a table); json and ndjson: one JSON object "
+	                                  "on one line"),
 	        CLI_OPT_JSON('j', &o.format),
 	        CLI_OPT_END};
-	int status, n = cli_parse_options("image", opts, argc, argv, &status);
+	/* (errors in the options name the subcommand, when it comes first) */
+	const char *cmd = argc < 2                        ? "image"
+	                  : strcmp(argv[1], "build") == 0 ? "image build"
+	                  : strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0 ? "image ls"
+	                  : strcmp(argv[1], "rm") == 0 || strcmp(argv[1], "remove") == 0
+	                          ? "image rm"
+	                          : "image";
+	int status, n = cli_parse_options(cmd, opts, argc, argv, &status);
 
 	if (n < 0)
 		return status;
