@@ -471,6 +471,19 @@ kbox start -s i --backend docker --image kbox-test-no-such-image
 check a_missing_image_is_one_line_naming_the_build eval 'fails_with 5 "kbox start: session i: the container could not start: image kbox-test-no-such-image not found in the engine at ${DOCKER_HOST#unix://}: build it with kbox image build (--name for another than kbox-kernel), or start the session with another: kbox start --image" &&
 	[ ! -e "$S/i" ] && no_containers'
 
+# an image that cannot run the kernel (no /bin/sh: an empty one): the
+# kernel's exit and its last line say why, not the sockets' directory
+if [ -z "$SKIPPING" ] && selected an_image_without_a_shell_is_named_by_the_kernels_last_line; then
+	tar -cf empty.tar -T /dev/null
+	api POST "/images/create?fromSrc=-&repo=kbox-test-noshell&tag=latest" empty.tar >import.out
+	api POST "/images/$(grep -o 'sha256:[0-9a-f]*' import.out | tail -n 1)/tag?repo=kbox-test-noshell&tag=latest" >/dev/null
+	kbox start -s ns --backend docker --image kbox-test-noshell
+	api DELETE "/images/kbox-test-noshell?force=1" >/dev/null
+fi
+check an_image_without_a_shell_is_named_by_the_kernels_last_line eval 'status_is 5 &&
+	stderr_is "kbox start: session ns: the kernel exited with status 127 (it could not be started) before it was ready; its last lines:
+  kbox-seccomp: /bin/sh: No such file or directory" && no_containers'
+
 DOCKER_HOST=unix://$ROOT/no-engine.sock kbox start -s n --backend docker
 check no_engine_is_one_line_saying_start_it eval 'fails_with 5 "kbox start: session n: the container could not start: no container engine at $ROOT/no-engine.sock (No such file or directory): start dockerd (or podman system service), or name its socket with DOCKER_HOST=unix:///PATH when the session starts"'
 

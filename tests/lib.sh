@@ -912,3 +912,23 @@ private_to() {
 	eq "$(stat -c %u "$3")" "$1" && eq "$m" "$2" &&
 		{ [ "$2" = 700 ] || eq "$(stat -c %g "$3")" "$SB_GID"; }
 }
+
+# api METHOD PATH [BODY-FILE]: the reply of the container engine
+# DOCKER_HOST names (unix://PATH) to a request, its status on the first
+# line, then its body.
+api() {
+	"$PY" - "$@" <<'EOF'
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["DOCKER_HOST"].removeprefix("unix://"))
+body = open(sys.argv[3], "rb").read() if len(sys.argv) > 3 else b""
+s.sendall(b"%s /v1.41%s HTTP/1.0\r\nHost: x\r\nContent-Type: application/x-tar\r\n"
+          b"Content-Length: %d\r\n\r\n" % (sys.argv[1].encode(), sys.argv[2].encode(), len(body)) + body)
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+head, _, rest = data.partition(b"\r\n\r\n")
+print(head.split(b" ")[1].decode())
+sys.stdout.write(rest.decode(errors="replace"))
+EOF
+}

@@ -376,8 +376,9 @@ static int placeholder_dir(void)
 /* Once the container has started: its tmpfs of the kernel's sockets, in
  * place of the placeholder sb->sockets_fd (the path the supervisor
  * connects by, /proc/self/fd/N/NAME, finds them from then on).  Taken
- * before the kernel can have run any code it was sent.  0, or -1 with
- * D->error. */
+ * before the kernel can have run any code it was sent.  0; 1 when the
+ * container's init has ended already (its exit says why: an image
+ * without /bin/sh, say); or -1 with D->error. */
 static int take_sockets(kr_sandbox_t *sb, docker_t *d)
 {
 	char path[64];
@@ -387,6 +388,18 @@ static int take_sockets(kr_sandbox_t *sb, docker_t *d)
 
 	snprintf(path, sizeof path, "/proc/%ld/root" SOCKETS_INSIDE, (long)d->init_pid);
 	fd = kx_open_path(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (fd < 0 && errno == ENOENT) {
+		/* (an init that ended, reaped or not, has no root) */
+		char root[48];
+		int rfd;
+		snprintf(root, sizeof root, "/proc/%ld/root", (long)d->init_pid);
+		if ((rfd = open(root, O_PATH | O_CLOEXEC)) < 0 &&
+		    (errno == ENOENT || errno == ESRCH))
+			return 1;
+		if (rfd >= 0)
+			close(rfd);
+		errno = ENOENT;
+	}
 	if (fd < 0 || fstat(fd, &st) < 0 || fstatfs(fd, &fs) < 0 || fs.f_type != TMPFS_MAGIC ||
 	    (st.st_mode & 07777) != 01777 || dup3(fd, sb->sockets_fd, O_CLOEXEC) < 0) {
 		snprintf(d->error, sizeof d->error,
@@ -613,6 +626,7 @@ static bool docker_wait(kr_sandbox_t *sb)
 			d->failed = true;
 			send_command(d, "remove\n");
 		}
+		/* (1: it ended; its exit is reported as it comes) */
 	}
 	if (d->started && !d->ws_checked && sb->o.ws_check) {
 		d->ws_checked = true;
