@@ -112,9 +112,14 @@ command -v mmdebstrap >/dev/null || {
 	exit 1
 }
 mkdir -p "$out"
-# the hooks, where the user mmdebstrap maps can read them, with the recipe
+# the hooks, where the user mmdebstrap maps can read them, with the recipe;
+# the tarball is written under a name of this build's own (another build
+# of the recipe may run beside it), renamed when whole
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
+part=$(mktemp "$out/$hash.tar.part.XXXXXX") || exit 1
+trap 'rm -rf "$tmp" "$part"' EXIT
+trap 'rm -rf "$tmp" "$part"; echo "$me: interrupted" >&2; exit 130' INT
+trap 'rm -rf "$tmp" "$part"; echo "$me: terminated" >&2; exit 143' TERM
 cp "$here"/hooks/*.sh "$tmp/"
 recipe >"$tmp/recipe"
 set --
@@ -139,10 +144,10 @@ SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1700000000} mmdebstrap --variant=minbase 
 	--include="$(echo $pkgs | tr ' ' ',')" \
 	--customize-hook="upload $tmp/recipe /tmp/kbox-recipe" "$@" \
 	--customize-hook="$tmp/customize-kbox.sh \"\$1\"" ${restore:+--customize-hook="$restore"} \
-	bookworm "$out/$hash.tar.part" $mirror || {
-	rm -f "$out/$hash.tar.part"
+	bookworm "$part" $mirror || {
 	echo "$me: the build failed: mmdebstrap's messages above say why" >&2
 	exit 1
 }
-mv "$out/$hash.tar.part" "$out/$hash.tar"
+chmod 0644 "$part"
+mv "$part" "$out/$hash.tar"
 echo "$me: built $out/$hash.tar"

@@ -11,12 +11,13 @@
    backend (nothing to download): the code pip runs to build it records
    the uid it ran as, what writing /etc/kbox-probe-build, reading
    /proc/1/cmdline and opening /dev/tty gave, whether its standard
-   descriptors are terminals, its session keyring (type, owner, group,
-   name), the size of its /dev/shm, what its /sys holds, which device
-   its /dev/console is, its soft limits (processes, file size,
-   address space, descriptors, core file), its user namespace's uid
-   map and how many keys its user keyring holds, in the module
-   kbox_probe_build;
+   descriptors are terminals, what add_key, keyctl and a new user
+   namespace gave, the size of its /dev/shm, what its /sys holds, which
+   device its /dev/console is, its soft limits (processes, file size,
+   address space, CPU time, descriptors, core file) and its user
+   namespace's uid map, in the module kbox_probe_build; and it leaves
+   /usr/local/kbox-probe-link (to /tmp) and kbox-probe-dir (3777), which
+   the build must not keep;
  - kbox-probe-yanked 1.0, a pure-Python wheel, yanked for a reason with
    terminal escape sequences in it (YANKED), which pip prints: the
    build must drop their control bytes.
@@ -34,9 +35,9 @@ import tarfile
 import zipfile
 
 DATE = (2026, 1, 1, 0, 0, 0)
-# (an operating system command that sets a terminal's title, and one that
-# clears its screen)
-YANKED = "\x1b]0;kbox-probe\x07 a test of the control bytes\x1b[2J"
+# (an operating system command that sets a terminal's title, one that
+# clears its screen, and a C1 control sequence introducer)
+YANKED = "\x1b]0;kbox-probe\x07 a test of the control bytes\x1b[2J\u009b1m"
 
 
 def record_hash(data):
@@ -85,15 +86,23 @@ def probe():
     except OSError as e:
         tty = errno.errorcode[e.errno]
     libc = ctypes.CDLL(None, use_errno=True)
+
+    def call(rv):
+        return "ok" if rv >= 0 else errno.errorcode[ctypes.get_errno()]
+    # add_key to its user keyring, keyctl(KEYCTL_DESCRIBE) of its session
+    # keyring, unshare(CLONE_NEWUSER)
+    nr = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
     desc = ctypes.create_string_buffer(256)
-    # keyctl(KEYCTL_DESCRIBE, KEY_SPEC_SESSION_KEYRING): "keyring;UID;GID;PERM;NAME"
-    nr = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
-    n = libc.syscall(nr, 6, -3, desc, 256) if nr else -1
-    keyring = desc.value.decode() if n > 0 else "error"
-    # keyctl(KEYCTL_READ, KEY_SPEC_USER_KEYRING): the ids of its keys
-    keys = ctypes.create_string_buffer(4096)
-    n = libc.syscall(nr, 11, -4, keys, 4096) if nr else -1
-    user_keys = n // 4 if n >= 0 else -1
+    refused = [call(libc.syscall(nr[0], b"user", b"kbox-probe", b"x", 1, -4)),
+               call(libc.syscall(nr[1], 6, -3, desc, 256)), call(libc.unshare(0x10000000))]
+    # what the build leaves for restore to undo: a link out of /usr/local,
+    # a directory anyone may write, set-group-ID and sticky
+    try:
+        os.symlink("/tmp", "/usr/local/kbox-probe-link")
+        os.mkdir("/usr/local/kbox-probe-dir")
+        os.chmod("/usr/local/kbox-probe-dir", 0o3777)
+    except OSError:
+        pass
     shm = os.statvfs("/dev/shm")
     try:
         rdev = os.stat("/dev/console").st_rdev
@@ -101,14 +110,12 @@ def probe():
     except OSError as e:
         console = errno.errorcode[e.errno]
     return ("UID = %d\nWROTE_ETC = %r\nPID1 = %r\nTTY = %r\nTTY_FDS = %r\n"
-            "KEYRING = %r\nSHM_BYTES = %d\nSYS = %r\nCONSOLE = %r\nLIMITS = %r\nUID_MAP = %r\n"
-            "USER_KEYS = %d\n" % (
+            "REFUSED = %r\nSHM_BYTES = %d\nSYS = %r\nCONSOLE = %r\nLIMITS = %r\nUID_MAP = %r\n" % (
                 os.getuid(), wrote, init, tty, [os.isatty(fd) for fd in (0, 1, 2)],
-                keyring.split(";")[:3] + keyring.split(";")[4:], shm.f_blocks * shm.f_frsize,
-                sorted(os.listdir("/sys")), console,
+                refused, shm.f_blocks * shm.f_frsize, sorted(os.listdir("/sys")), console,
                 [resource.getrlimit(getattr(resource, "RLIMIT_" + n))[0]
-                 for n in ("NPROC", "FSIZE", "AS", "NOFILE", "CORE")],
-                open("/proc/self/uid_map").read().split(), user_keys))
+                 for n in ("NPROC", "FSIZE", "AS", "CPU", "NOFILE", "CORE")],
+                open("/proc/self/uid_map").read().split()))
 
 
 def get_requires_for_build_wheel(config_settings=None):
@@ -170,7 +177,7 @@ def main():
         with open(os.path.join(root, "files", file), "wb") as f:
             f.write(data)
         yanked = ' data-yanked="%s"' % YANKED if name == "kbox-probe-yanked" else ""
-        with open(os.path.join(root, "simple", name, "index.html"), "w") as f:
+        with open(os.path.join(root, "simple", name, "index.html"), "w", encoding="utf-8") as f:
             f.write('<!DOCTYPE html><html><body><a href="../../files/%s#sha256=%s"%s>%s</a>'
                     "</body></html>\n" % (file, hashlib.sha256(data).hexdigest(), yanked, file))
         links.append('<a href="%s/">%s</a>' % (name, name))

@@ -31,7 +31,12 @@ nobody=65534
 if [ "$1" = restore ]; then
 	rm -rf "$root/usr/local"
 	mv "$root/usr/.kbox-pip" "$root/usr/local"
+	# root's, with no link out of it (a sbin leading to /tmp, first on
+	# root's PATH) and no mode root's would not have: no write for group
+	# or others, no set-id or sticky bit
+	find "$root/usr/local" -type l \( -lname '/*' -o -lname '*..*' \) -delete
 	chown -R -h 0:0 "$root/usr/local"
+	chmod -R go-w,ug-s,-t "$root/usr/local"
 	exit 0
 fi
 [ "$1" = install ] || { echo "requirements-kbox.sh: install or restore, not $1" >&2; exit 2; }
@@ -57,36 +62,72 @@ exec /usr/bin/setsid /usr/bin/setpriv --reuid="$id" --regid="$id" --clear-groups
 # In the tree, as nobody: a user namespace of its own (nobody's user
 # keyring there is its own, not the host's nobody's), a session keyring
 # of its own (the one root's build runs in holds root's keys, which
-# nobody would still possess), no descriptor but 0, 1 and 2, and limits
+# nobody would still possess), no descriptor but 0, 1 and 2, limits
 # (1024 processes of the uid's, files of 4 GiB at most, 8 GiB of address
-# space a process, 4096 descriptors, no core file); then pip, which has
-# no capability in that namespace.
-leave='import ctypes, os, resource as r, sys
+# space and an hour of CPU time a process, 4096 descriptors, no core
+# file), and a seccomp filter: no key management system call at all
+# (keys are found by uid, and the host's nobody may hold some), no
+# further user namespace, no system call of another ABI; then pip, which
+# has no capability in its namespace.
+leave='import ctypes, os, resource as r, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
 def fail(what):
     sys.exit("requirements-kbox.sh: cannot %s: %s" % (what, os.strerror(ctypes.get_errno())))
+# AUDIT_ARCH_*, add_key, request_key, keyctl, unshare, clone, clone3
+abi = {"x86_64": (0xC000003E, 248, 249, 250, 272, 56, 435),
+       "aarch64": (0xC00000B7, 217, 218, 219, 97, 220, 435)}.get(os.uname().machine)
+if abi is None:
+    sys.exit("requirements-kbox.sh: pip is confined on x86_64 and aarch64 only")
 if libc.unshare(0x10000000) < 0:
     fail("make a user namespace")
 for f, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (os.getuid(), os.getuid())),
                 ("gid_map", "%d %d 1" % (os.getgid(), os.getgid()))):
     with open("/proc/self/" + f, "w") as out:
         out.write(text)
-nr = {"x86_64": 250, "aarch64": 219, "i686": 288, "i386": 288, "armv7l": 311,
-      "ppc64le": 280, "s390x": 280, "riscv64": 219}.get(os.uname().machine)
-if nr is None or libc.syscall(nr, 1, None) < 0:
+if libc.syscall(abi[3], 1, None) < 0:
     fail("join a session keyring of its own")
 for res, most in ((r.RLIMIT_NPROC, 1024), (r.RLIMIT_FSIZE, 4 << 30), (r.RLIMIT_AS, 8 << 30),
-                  (r.RLIMIT_NOFILE, 4096), (r.RLIMIT_CORE, 0)):
+                  (r.RLIMIT_CPU, 3600), (r.RLIMIT_NOFILE, 4096), (r.RLIMIT_CORE, 0)):
     hard = r.getrlimit(res)[1]
     most = most if hard == r.RLIM_INFINITY else min(most, hard)
     r.setrlimit(res, (most, most))
 os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+def op(code, k, jt=0, jf=0):
+    return struct.pack("HBBI", code, jt, jf, k)
+LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+ALLOW, EPERM, ENOSYS, NEWUSER = 0x7FFF0000, 0x50001, 0x50026, 0x10000000
+prog = [op(LD, 4), op(JEQ, abi[0], 1, 0), op(RET, ENOSYS), op(LD, 0),
+        op(JGE, 0x40000000, 0, 1), op(RET, ENOSYS)]
+for nr in abi[1:4]:
+    prog += [op(JEQ, nr, 0, 1), op(RET, EPERM)]
+prog += [op(JEQ, abi[6], 0, 1), op(RET, ENOSYS)]
+for nr in abi[4:6]:
+    prog += [op(JEQ, nr, 0, 4), op(LD, 16), op(JSET, NEWUSER, 0, 1), op(RET, EPERM),
+             op(RET, ALLOW)]
+prog.append(op(RET, ALLOW))
+code = ctypes.create_string_buffer(b"".join(prog))
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+fprog = Fprog(len(prog), ctypes.addressof(code))
+if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) < 0:
+    fail("install its seccomp filter")
 os.execvp(sys.argv[1], sys.argv[1:])'
+# What pip prints, with no control character (C0 but tab and newline,
+# DEL, C1: no escape sequence reaches the caller's terminal); text that is
+# not UTF-8 gets ? for its bytes above 127.
+clean='binmode STDIN; binmode STDOUT; $| = 1;
+while (defined(my $s = <STDIN>)) {
+	$s =~ s/[\x80-\xff]/?/g unless utf8::decode($s);
+	$s =~ s/[\x00-\x08\x0b-\x1f\x7f-\x9f]//g;
+	utf8::encode($s);
+	print $s;
+}'
 rc=$(mktemp)
-# (its standard input nothing, its output a pipe: no terminal; and no
-# control byte of its output reaches the caller's, so no escape sequence)
+# (its standard input nothing, its output a pipe: no terminal; two hours
+# at most)
 {
-	unshare --pid --fork --kill-child --mount --ipc --uts --mount-proc="$root/proc" \
+	timeout -s KILL 7200 \
+		unshare --pid --fork --kill-child --mount --ipc --uts --mount-proc="$root/proc" \
 		sh -c "$inner" sh "$root" "$nobody" \
 		env -i PATH=/usr/bin:/bin HOME=/nonexistent LC_ALL=C.UTF-8 PIP_NO_CACHE_DIR=1 \
 		PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_USER=0 \
@@ -94,9 +135,12 @@ rc=$(mktemp)
 		python3 -c "$leave" python3 -m pip install --break-system-packages \
 		--no-warn-script-location -r /tmp/kbox-requirements.txt
 	echo $? >"$rc"
-} </dev/null 2>&1 | LC_ALL=C tr -d '\000-\010\013-\037\177'
+} </dev/null 2>&1 | perl -e "$clean"
 status=$(cat "$rc")
 rm -f "$rc"
+if [ "$status" = 137 ]; then
+	echo "requirements-kbox.sh: pip was killed (two hours passed, or memory ran out)" >&2
+fi
 [ "$status" = 0 ] || exit "${status:-1}"
 rm -f "$root/tmp/kbox-requirements.txt"
 # whatever else it left (where anyone may write: /tmp, /var/tmp,
