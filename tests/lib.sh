@@ -915,15 +915,17 @@ private_to() {
 
 # api METHOD PATH [BODY-FILE]: the reply of the container engine
 # DOCKER_HOST names (unix://PATH) to a request, its status on the first
-# line, then its body.
+# line, then its body (BODY-FILE a tar, or JSON when it ends in .json).
 api() {
 	"$PY" - "$@" <<'EOF'
 import json, os, socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(os.environ["DOCKER_HOST"].removeprefix("unix://"))
 body = open(sys.argv[3], "rb").read() if len(sys.argv) > 3 else b""
-s.sendall(b"%s /v1.41%s HTTP/1.0\r\nHost: x\r\nContent-Type: application/x-tar\r\n"
-          b"Content-Length: %d\r\n\r\n" % (sys.argv[1].encode(), sys.argv[2].encode(), len(body)) + body)
+kind = (b"" if len(sys.argv) <= 3 else b"Content-Type: application/json\r\n"
+        if sys.argv[3].endswith(".json") else b"Content-Type: application/x-tar\r\n")
+s.sendall(b"%s /v1.41%s HTTP/1.0\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n" % (
+    sys.argv[1].encode(), sys.argv[2].encode(), kind, len(body)) + body)
 data = b""
 while chunk := s.recv(65536):
     data += chunk

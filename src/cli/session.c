@@ -550,7 +550,9 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		if ((status = cli_check_backend(cmd, &have, is_new)) != EXIT_OK) {
+		/* (a docker session's engine: DOCKER_HOST's, as kbox start's) */
+		if ((status = cli_check_docker(cmd, &named, &have)) != EXIT_OK ||
+		    (status = cli_check_backend(cmd, &have, is_new)) != EXIT_OK) {
 			kr_session_config_free(&have);
 			close(lock);
 			if (is_new) /* nothing of it is left behind */

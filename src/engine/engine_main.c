@@ -1125,8 +1125,22 @@ static int cmd_rmi(const char *name)
 		return fail(&err);
 	if (status != 200) {
 		char *body = json_dumps(j, JSON_ENCODE_ANY);
+		/* (Docker's "container ID is using", Podman's "image used by ID") */
+		const char *c = body ? strstr(body, "container ") : NULL;
+		if (c)
+			c += strlen("container ");
+		if ((!c || strspn(c, "0123456789abcdef") < 12) && body &&
+		    (c = strstr(body, "used by ")))
+			c += strlen("used by ");
 		ke_reply_error(status, body, "remove the image", &err);
-		if (status == 409)
+		/* (the engine's own words say to force it, which kbox does not:
+		 * name the container, whose session can be stopped) */
+		if (status == 409 && c && strspn(c, "0123456789abcdef") >= 12)
+			ke_error(&err, KE_E_CONFLICT,
+			         "image %s is in use by the container %.12s: stop the session that "
+			         "runs it first (kbox ls lists the sessions)",
+			         name, c);
+		else if (status == 409)
 			err.kind = KE_E_CONFLICT;
 		free(body);
 		json_decref(j);

@@ -400,6 +400,19 @@ static int take_sockets(kr_sandbox_t *sb, docker_t *d)
 			close(rfd);
 		errno = ENOENT;
 	}
+	if (fd >= 0 && fstat(fd, &st) == 0 && fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+	    (st.st_mode & 07777) != 01777) {
+		/* (the engine gives the tmpfs the mode of a directory the
+		 * image has there: a committed container's, say) */
+		snprintf(d->error, sizeof d->error,
+		         "the container's " SOCKETS_INSIDE
+		         " has the mode %04o, not 1777: the image "
+		         "has a " SOCKETS_INSIDE " of its own, whose mode the engine gave kbox's "
+		         "tmpfs; use an image without it",
+		         (unsigned)(st.st_mode & 07777));
+		close(fd);
+		return -1;
+	}
 	if (fd < 0 || fstat(fd, &st) < 0 || fstatfs(fd, &fs) < 0 || fs.f_type != TMPFS_MAGIC ||
 	    (st.st_mode & 07777) != 01777 || dup3(fd, sb->sockets_fd, O_CLOEXEC) < 0) {
 		snprintf(d->error, sizeof d->error,
