@@ -785,6 +785,7 @@ KBOX_BACKEND=bwrap kbox start -s kb
 check a_stored_session_keeps_its_backend_whatever_kbox_backend_says eval 'status_is 0 &&
 	grep -q "^session kb started (backend none, " stdout'
 kbox stop -s kb >/dev/null 2>&1
+kbox rm -s kb >/dev/null 2>&1
 kbox start -s x -k no-such-kernel
 check unknown_kernelspec eval '[ "$rc" = 5 ] && [ "$(wc -l <stderr)" -eq 1 ] &&
 	grep -q "^kbox start: no kernelspec named \"no-such-kernel\" (searched .*)$" stderr'
