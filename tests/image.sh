@@ -209,6 +209,14 @@ if [ -z "$SKIPPING" ] && selected a_requirement_from_a_package_index_is_in_the_t
 	BG_PIDS="$BG_PIDS $!"
 	wait_for test -s index.url
 	printf 'kbox-probe==1.0\nkbox-probe-pth==1.0\nkbox-probe-build==1.0\n' >requirements.txt
+	# (an abstract unix socket of the host's, which the build must not reach)
+	"$PY" -c 'import socket, time
+s = socket.socket(socket.AF_UNIX)
+s.bind("\0kbox-probe-abstract")
+s.listen(8)
+time.sleep(3600)' &
+	BG_PIDS="$BG_PIDS $!"
+	wait_for grep -q "@kbox-probe-abstract" /proc/net/unix
 	rhash=$("$top_srcdir/container/build.sh" --print-recipe --requirements requirements.txt | sha256sum | cut -d" " -f1)
 	# (a first build takes minutes: longer than kbox's 120 s in tests)
 	timeout -k 5 1800 "$KBOX" image build --rootfs "$ROOT/root" --requirements requirements.txt \
@@ -224,18 +232,22 @@ check a_session_on_that_tree_imports_it eval 'status_is 0 &&
 	stdout_is "42 the local index of kbox tests /usr/local/lib/python3.11/dist-packages/kbox_probe/__init__.py None True"'
 kbox exec -s req 'import kbox_probe_build as k; print(k.UID, k.WROTE_ETC, k.PID1)
 print(k.TTY, k.TTY_FDS, k.REFUSED, k.SHM_BYTES, k.SYS, k.CONSOLE)
-print(k.LIMITS, k.UID_MAP)'
+print(k.LIMITS, k.UID_MAP)
+print(k.XATTR, k.ABSTRACT, repr(k.PROC_KEYS))'
 # (no terminal to push input into; no key management at all (keys are
 # found by uid: the host's nobody may hold some) and no further user
 # namespace; a /dev/shm of its own, not the host's; no /sys; /dev/null,
 # 1:3, for the tree's /dev/console, which would be the host's console;
 # limits on processes, file size, address space, CPU time, descriptors
 # and core files; a user namespace of its own, where only nobody is
-# mapped)
+# mapped; no key in /proc/keys; no abstract unix socket of the host's
+# where Linux has Landlock's scopes, ABI 6)
+abstract=$("$PY" -c 'import ctypes; print("EPERM" if ctypes.CDLL(None).syscall(444, None, 0, 1) >= 6 else "ok")')
 check the_code_pip_ran_to_build_ran_as_nobody_in_namespaces_of_its_own eval 'status_is 0 &&
 	stdout_is "65534 EACCES python3
 ENXIO [False, False, False] ['"'"'EPERM'"'"', '"'"'EPERM'"'"', '"'"'EPERM'"'"'] 67108864 [] 1:3
-[1024, 4294967296, 8589934592, 3600, 4096, 0] ['"'"'65534'"'"', '"'"'65534'"'"', '"'"'1'"'"']"'
+[1024, 4294967296, 8589934592, 3600, 4096, 0] ['"'"'65534'"'"', '"'"'65534'"'"', '"'"'1'"'"']
+ok $abstract '"'"''"'"'"'
 kbox stop -s req
 check no_pth_file_ran_as_root_during_the_build eval '
 	[ -f "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_pth.pth" ] &&
@@ -245,8 +257,9 @@ check what_pip_installed_is_roots_nothing_is_nobodys_nor_links_out eval '
 	[ "$(stat -c %u:%g "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_build/__init__.py")" = 0:0 ] &&
 	[ -z "$(find "$ROOT/root" -xdev \( -user 65534 -o -group 65534 \) -print -quit)" ] &&
 	[ ! -e "$ROOT/root/usr/.kbox-pip" ] &&
-	[ ! -L "$ROOT/root/usr/local/kbox-probe-link" ] &&
-	[ "$(stat -c %a "$ROOT/root/usr/local/kbox-probe-dir")" = 755 ]'
+	[ ! -L "$ROOT/root/usr/local/kbox-probe-link" ] && [ ! -p "$ROOT/root/usr/local/kbox-probe-fifo" ] &&
+	[ "$(stat -c %a "$ROOT/root/usr/local/kbox-probe-dir")" = 755 ] &&
+	"$PY" -c "import os, sys; sys.exit(len(os.listxattr(sys.argv[1])))" "$ROOT/root/usr/local/kbox-probe-dir"'
 
 # The hook itself, on that tree (as mmdebstrap runs it, with a /dev of the
 # tree's own), installing a wheel the index marks yanked for a reason with

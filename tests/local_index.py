@@ -15,9 +15,11 @@
    namespace gave, the size of its /dev/shm, what its /sys holds, which
    device its /dev/console is, its soft limits (processes, file size,
    address space, CPU time, descriptors, core file) and its user
-   namespace's uid map, in the module kbox_probe_build; and it leaves
-   /usr/local/kbox-probe-link (to /tmp) and kbox-probe-dir (3777), which
-   the build must not keep;
+   namespace's uid map, what connecting to the abstract unix socket
+   @kbox-probe-abstract gave and what /proc/keys holds, in the module
+   kbox_probe_build; and it leaves /usr/local/kbox-probe-link (to /tmp),
+   kbox-probe-fifo and kbox-probe-dir (3777, with an extended
+   attribute), which the build must not keep;
  - kbox-probe-yanked 1.0, a pure-Python wheel, yanked for a reason with
    terminal escape sequences in it (YANKED), which pip prints: the
    build must drop their control bytes.
@@ -101,8 +103,20 @@ def probe():
         os.symlink("/tmp", "/usr/local/kbox-probe-link")
         os.mkdir("/usr/local/kbox-probe-dir")
         os.chmod("/usr/local/kbox-probe-dir", 0o3777)
-    except OSError:
-        pass
+        os.mkfifo("/usr/local/kbox-probe-fifo")
+        os.setxattr("/usr/local/kbox-probe-dir", "user.kbox-probe", b"x")
+        xattr = "ok"
+    except OSError as e:
+        xattr = errno.errorcode[e.errno]
+    # the host's abstract unix socket @kbox-probe-abstract (the test's)
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect("\0kbox-probe-abstract")
+        abstract = "ok"
+    except OSError as e:
+        abstract = errno.errorcode[e.errno]
+    s.close()
     shm = os.statvfs("/dev/shm")
     try:
         rdev = os.stat("/dev/console").st_rdev
@@ -110,12 +124,14 @@ def probe():
     except OSError as e:
         console = errno.errorcode[e.errno]
     return ("UID = %d\nWROTE_ETC = %r\nPID1 = %r\nTTY = %r\nTTY_FDS = %r\n"
-            "REFUSED = %r\nSHM_BYTES = %d\nSYS = %r\nCONSOLE = %r\nLIMITS = %r\nUID_MAP = %r\n" % (
+            "REFUSED = %r\nSHM_BYTES = %d\nSYS = %r\nCONSOLE = %r\nLIMITS = %r\nUID_MAP = %r\n"
+            "XATTR = %r\nABSTRACT = %r\nPROC_KEYS = %r\n" % (
                 os.getuid(), wrote, init, tty, [os.isatty(fd) for fd in (0, 1, 2)],
                 refused, shm.f_blocks * shm.f_frsize, sorted(os.listdir("/sys")), console,
                 [resource.getrlimit(getattr(resource, "RLIMIT_" + n))[0]
                  for n in ("NPROC", "FSIZE", "AS", "CPU", "NOFILE", "CORE")],
-                open("/proc/self/uid_map").read().split()))
+                open("/proc/self/uid_map").read().split(), xattr, abstract,
+                open("/proc/keys").read()))
 
 
 def get_requires_for_build_wheel(config_settings=None):

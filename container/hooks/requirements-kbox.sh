@@ -32,11 +32,18 @@ if [ "$1" = restore ]; then
 	rm -rf "$root/usr/local"
 	mv "$root/usr/.kbox-pip" "$root/usr/local"
 	# root's, with no link out of it (a sbin leading to /tmp, first on
-	# root's PATH) and no mode root's would not have: no write for group
-	# or others, no set-id or sticky bit
-	find "$root/usr/local" -type l \( -lname '/*' -o -lname '*..*' \) -delete
+	# root's PATH), no FIFO, socket or device, and no mode root's would not
+	# have: no write for group or others, no set-id or sticky bit
+	find "$root/usr/local" \( -type l \( -lname '/*' -o -lname '*..*' \) -o -type p -o \
+		-type s -o -type b -o -type c \) -delete
 	chown -R -h 0:0 "$root/usr/local"
 	chmod -R go-w,ug-s,-t "$root/usr/local"
+	# and no extended attribute (an ACL that lets nobody write, say)
+	python3 -I -S -c 'import os, sys
+for d, dirs, files in os.walk(sys.argv[1]):
+    for n in [d] + [os.path.join(d, f) for f in files if not os.path.islink(os.path.join(d, f))]:
+        for a in os.listxattr(n, follow_symlinks=False):
+            os.removexattr(n, a, follow_symlinks=False)' "$root/usr/local"
 	exit 0
 fi
 [ "$1" = install ] || { echo "requirements-kbox.sh: install or restore, not $1" >&2; exit 2; }
@@ -45,7 +52,8 @@ chown -R -h "$nobody:$nobody" "$root/usr/local"
 # In pip's mount namespace, before anything of pip's runs: a /dev/shm of
 # its own (mmdebstrap binds the host's into the tree), /dev/null for the
 # tree's /dev/console (mmdebstrap makes it 0666: the host's console) and
-# no /sys; the tree becomes the namespace's root (pivot_root: nothing of
+# for /proc/keys and key-users (the host's nobody's keys by name), and no
+# /sys; the tree becomes the namespace's root (pivot_root: nothing of
 # the host's is left in it, and unlike a chroot it lets pip have a user
 # namespace of its own); then, in a session of its own (no controlling
 # terminal: nothing to push input into), as nobody, with no new
@@ -55,6 +63,9 @@ shift 2
 mount -t tmpfs -o nosuid,nodev,size=64m,mode=1777 kbox-shm "$root/dev/shm" || exit 1
 if [ -e "$root/dev/console" ]; then mount --bind /dev/null "$root/dev/console" || exit 1; fi
 umount -l "$root/sys" 2>/dev/null
+for k in keys key-users; do
+	if [ -e "$root/proc/$k" ]; then mount --bind /dev/null "$root/proc/$k" || exit 1; fi
+done
 mount --rbind "$root" "$root" && cd "$root" && pivot_root . . || exit 1
 /usr/bin/umount -l . && cd / || exit 1
 exec /usr/bin/setsid /usr/bin/setpriv --reuid="$id" --regid="$id" --clear-groups \
@@ -65,10 +76,10 @@ exec /usr/bin/setsid /usr/bin/setpriv --reuid="$id" --regid="$id" --clear-groups
 # nobody would still possess), no descriptor but 0, 1 and 2, limits
 # (1024 processes of the uid's, files of 4 GiB at most, 8 GiB of address
 # space and an hour of CPU time a process, 4096 descriptors, no core
-# file), and a seccomp filter: no key management system call at all
-# (keys are found by uid, and the host's nobody may hold some), no
-# further user namespace, no system call of another ABI; then pip, which
-# has no capability in its namespace.
+# file), a seccomp filter (no key management system call at all: keys
+# are found by uid, and the host's nobody may hold some; no further user
+# namespace; no system call of another ABI) and, where Linux has it, a
+# Landlock scope; then pip, which has no capability in its namespace.
 leave='import ctypes, os, resource as r, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
 def fail(what):
@@ -111,17 +122,37 @@ class Fprog(ctypes.Structure):
 fprog = Fprog(len(prog), ctypes.addressof(code))
 if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) < 0:
     fail("install its seccomp filter")
+# Landlock (ABI 6, Linux 6.12): no abstract unix socket or signal of the
+# host'"'"'s (pip shares its network namespace); an older Linux has no scope
+class Attr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+if libc.syscall(444, None, 0, 1) >= 6:
+    ruleset = libc.syscall(444, ctypes.byref(Attr(0, 0, 3)), ctypes.sizeof(Attr), 0)
+    if ruleset < 0 or libc.syscall(446, ruleset, 0) < 0:
+        fail("scope its abstract unix sockets and signals")
+    os.close(ruleset)
 os.execvp(sys.argv[1], sys.argv[1:])'
 # What pip prints, with no control character (C0 but tab and newline,
-# DEL, C1: no escape sequence reaches the caller's terminal); text that is
-# not UTF-8 gets ? for its bytes above 127.
-clean='binmode STDIN; binmode STDOUT; $| = 1;
-while (defined(my $s = <STDIN>)) {
+# DEL, C1, and the bidirectional overrides: no escape sequence reaches the
+# caller's terminal); a line that is not UTF-8 gets ? for its bytes
+# above 127.  Read as it comes, 64 KiB at most at a time (a line need not
+# end).
+clean='binmode STDOUT; $| = 1;
+my $tail = "";
+sub out {
+	my $s = shift;
 	$s =~ s/[\x80-\xff]/?/g unless utf8::decode($s);
-	$s =~ s/[\x00-\x08\x0b-\x1f\x7f-\x9f]//g;
+	$s =~ s/[\x00-\x08\x0b-\x1f\x7f-\x9f\x{200e}\x{200f}\x{202a}-\x{202e}\x{2066}-\x{2069}]//g;
 	utf8::encode($s);
 	print $s;
-}'
+}
+while (sysread(STDIN, my $s, 65536)) {
+	$s = $tail . $s;
+	# (a character cut at the end waits for the rest)
+	$tail = $s =~ s/([\xc0-\xff][\x80-\xbf]{0,2})\z// ? $1 : "";
+	out($_) for split /(?<=\n)/, $s;
+}
+out($tail);'
 rc=$(mktemp)
 # (its standard input nothing, its output a pipe: no terminal; two hours
 # at most)
