@@ -283,4 +283,29 @@ check the_requirements_hook_drops_the_control_bytes_pip_prints eval 'status_is 0
 	! LC_ALL=C grep -q "$(printf "\302\233")" hook.out &&
 	[ -f "$ROOT/root/usr/local/lib/python3.11/dist-packages/kbox_probe_yanked/__init__.py" ]'
 
+# An interrupted build (SIGINT to its process group, as ^C gives) says
+# so, exits 130, and leaves neither its part of the tarball nor
+# mmdebstrap's tree (a recipe no cache has: hello added)
+fresh
+if [ -z "$SKIPPING" ] && selected an_interrupted_build_says_so_and_leaves_nothing; then
+	mkdir cache
+	# (a session of its own, SIGINT as a terminal's job has it: a
+	# background job of a script ignores it; the shell that says the
+	# status outlives it)
+	"$PY" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.setsid()
+os.execvp(sys.argv[1], sys.argv[1:])' sh -c 'trap : INT; KBOX_IMAGE_CACHE=$1 "$2" image build \
+		--rootfs "$3" --packages hello >int.out 2>int.err; echo $? >int.rc' \
+		sh "$T/cache" "$KBOX" "$T/tree" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_for grep -qs "^I: downloading packages" int.err && kill -INT -- "-$!"
+	wait_for test -s int.rc
+	tmp=$(sed -n "s/^I: using \(.*\) as tempdir$/\1/p" int.err)
+fi
+check an_interrupted_build_says_so_and_leaves_nothing eval '[ "$(cat int.rc)" = 130 ] &&
+	[ "$(tail -n 1 int.err)" = "kbox image build: interrupted" ] && [ -z "$(ls -A cache)" ] &&
+	[ ! -e tree ] && [ -n "$tmp" ] && [ ! -e "$tmp" ] && ! grep -q " $tmp" /proc/mounts ||
+	{ say "status $(cat int.rc), its last line: $(tail -n 1 int.err), the cache: $(ls -A cache), mmdebstrap'"'"'s tree: $tmp"; false; }'
+
 tests_done
