@@ -511,13 +511,21 @@ check a_missing_image_is_one_line_naming_the_build eval 'fails_with 5 "kbox star
 
 # an image that cannot run the kernel (no /bin/sh: an empty one): the
 # kernel's exit and its last line say why, not the sockets' directory
-if [ -z "$SKIPPING" ] && selected an_image_without_a_shell_is_named_by_the_kernels_last_line; then
+if [ -z "$SKIPPING" ] && selected an_image_without_a_shell_is_named_by_the_kernels_last_line \
+	doctor_warns_of_an_image_kbox_did_not_build; then
 	tar -cf empty.tar -T /dev/null
 	api POST "/images/create?fromSrc=-&repo=kbox-test-noshell&tag=latest" empty.tar >import.out
 	api POST "/images/$(grep -o 'sha256:[0-9a-f]*' import.out | tail -n 1)/tag?repo=kbox-test-noshell&tag=latest" >/dev/null
+	kbox doctor --backend docker --image kbox-test-noshell
+	cp stdout noshell.doctor && echo "$rc" >noshell.rc
 	kbox start -s ns --backend docker --image kbox-test-noshell
 	api DELETE "/images/kbox-test-noshell?force=1" >/dev/null
 fi
+# (doctor cannot tell: it warns, and says so at the end, with status 0)
+check doctor_warns_of_an_image_kbox_did_not_build eval '[ "$(cat noshell.rc)" = 0 ] &&
+	grep -q "^warn  image            kbox-test-noshell: sha256:[0-9a-f]\{12\} (not built by kbox image build)$" noshell.doctor &&
+	[ "$(tail -n 1 noshell.doctor)" = "the backend docker reaches the engine and the image kbox-test-noshell, which kbox did not build (see above)" ]'
+
 check an_image_without_a_shell_is_named_by_the_kernels_last_line eval 'status_is 5 &&
 	stderr_is "kbox start: session ns: the kernel exited with status 127 (it could not be started) before it was ready; its last lines:
   kbox-seccomp: /bin/sh: No such file or directory" && no_containers'

@@ -857,7 +857,7 @@ static int doctor_docker(report_t *r, const char *image)
 	char detail[1024], *args[4] = {NULL};
 	kbox_error_t err = {0};
 	char *home = kr_state_home(&err); /* (the supervisors' KBOX_HOME: the label) */
-	bool engine_ok = false, image_ok = false;
+	bool engine_ok = false, image_ok = false, image_ours = false;
 	json_t *j = NULL;
 
 	args[0] = "ping";
@@ -886,7 +886,14 @@ static int doctor_docker(report_t *r, const char *image)
 			         recipe ? ", recipe " : " (not built by kbox image build)",
 			         recipe ? recipe : "");
 			image_ok = true;
-			check(r, "image", "ok", detail, NULL);
+			image_ours = recipe != NULL;
+			/* (an image of the user's own: whether it has /bin/sh, a
+			 * Python with ipykernel and no /run/kernel of its own, only
+			 * a start tells) */
+			check(r, "image", recipe ? "ok" : "warn", detail,
+			      recipe ? NULL
+			             : "kbox cannot tell whether it runs a kernel (it needs /bin/sh and "
+			               "the kernelspec's command): a kbox start with it tells");
 		} else
 			check(r, "image", "fail", detail,
 			      "sessions with this image cannot start: build it with kbox image build");
@@ -927,6 +934,10 @@ static int doctor_docker(report_t *r, const char *image)
 		cli_print_json_line(json_pack("{s:s, s:b, s:s, s:o}", "backend", "docker",
 		                              "kernel_runs", engine_ok && image_ok, "image", image,
 		                              "checks", json_incref(r->checks)));
+	else if (engine_ok && image_ok && !image_ours)
+		printf("\nthe backend docker reaches the engine and the image %s, which kbox did not "
+		       "build (see above)\n",
+		       image);
 	else if (engine_ok && image_ok)
 		printf("\nthe backend docker can run kernels here, in containers of the image %s\n",
 		       image);
