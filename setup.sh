@@ -2,7 +2,8 @@
 # Install every Debian package kbox needs to build, run and test.  (The
 # second line of -dev packages: what libzmq's static archive needs, for
 # ./configure --enable-static-deps and its test; r-cran-irkernel: R's
-# kernel, for tests/r_kernel.sh.)
+# kernel, for tests/r_kernel.sh; json-schema-test-suite: the official
+# JSON Schema tests, for tests/unit_schema.c.)
 # Also creates the system user kbox that root's sandboxes run as.
 # Idempotent and non-interactive; run as root (or through sudo).
 set -eu
@@ -18,6 +19,7 @@ mandoc groff-base
 python3 python3-ipykernel python3-jupyter-client python3-zmq
 python3-pandas python3-numpy python3-matplotlib python3-scipy
 python3-jupyter-kernel-test python3-jsonschema jupyter-core jupyter-client
+json-schema-test-suite
 procps time jq iproute2
 r-cran-irkernel
 "
