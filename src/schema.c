@@ -236,7 +236,8 @@ static int count_kw(ctx_t *c, const json_t *s, const char *kw, long long *out)
 		return OK;
 	if (!is_type(x, "integer") || json_number_value(x) < 0)
 		return bad(c, "\"%s\" is not a non-negative integer", kw);
-	*out = (long long)json_number_value(x);
+	/* (a bound past any length a value can have: no cast overflows) */
+	*out = json_number_value(x) > 1e15 ? (long long)1e15 : (long long)json_number_value(x);
 	return OK;
 }
 

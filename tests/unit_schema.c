@@ -209,6 +209,19 @@ TEST(a_schema_kbox_cannot_use_is_said_to_be_bad)
 	json_decref(v);
 }
 
+TEST(a_bound_past_any_length_is_no_overflow)
+{
+	char why[256];
+	json_t *s = json_loads("{\"maxItems\": 1e300, \"minLength\": 1e300}", 0, NULL);
+	json_t *v = json_loads("[1, 2]", 0, NULL), *t = json_string("ab");
+	CHECK_INT_EQ(kbox__schema_check(s, v, NULL, why, sizeof why), 0);
+	CHECK_INT_EQ(kbox__schema_check(s, t, "sku", why, sizeof why), 1);
+	CHECK_STR_EQ(why, "sku must be at least 1000000000000000 characters long, got 2");
+	json_decref(s);
+	json_decref(v);
+	json_decref(t);
+}
+
 int main(void)
 {
 	RUN(suite_additional_items);
@@ -251,5 +264,6 @@ int main(void)
 	RUN(a_named_value_is_named);
 	RUN(a_value_nested_too_deep_is_refused_not_recursed);
 	RUN(a_schema_kbox_cannot_use_is_said_to_be_bad);
+	RUN(a_bound_past_any_length_is_no_overflow);
 	return tap_done();
 }
