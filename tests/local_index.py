@@ -38,8 +38,9 @@ import zipfile
 
 DATE = (2026, 1, 1, 0, 0, 0)
 # (an operating system command that sets a terminal's title, one that
-# clears its screen, and a C1 control sequence introducer)
-YANKED = "\x1b]0;kbox-probe\x07 a test of the control bytes\x1b[2J\u009b1m"
+# clears its screen, a C1 control sequence introducer, and a
+# right-to-left override)
+YANKED = "\x1b]0;kbox-probe\x07 a test of the control bytes\x1b[2J\u009b1m\u202e"
 
 
 def record_hash(data):
