@@ -34,6 +34,7 @@
 #include <kbox/kernel.h>
 #include <kbox/capture.h>
 #include <kbox/render.h>
+#include <kbox/functions.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -150,6 +150,11 @@ zsock_t *channel_new(kbox_client_t *self, kbox_channel_t ch, kbox_error_t *err)
 		zmq_setsockopt(h, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
 		zsock_set_subscribe(s, "");
 	}
+	if (ch == KBOX_CH_STDIN) {
+		/* a request of host-function calls is bounded too */
+		int64_t maxmsg = KBOX_MAX_MESSAGE_BYTES;
+		zmq_setsockopt(h, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+	}
 	if (pin_ipc(self, ch, ep, sizeof ep, err) < 0) {
 		zsock_destroy(&s);
 		return NULL;

@@ -84,6 +84,10 @@ typedef struct {
 	void *arg;
 } ready_t;
 
+/* The request of host-function calls an execution is answering
+ * (src/calls.c). */
+typedef struct calls_batch calls_batch_t;
+
 /* An execution in progress: the state kbox_exec_t has until DONE. */
 typedef enum {
 	X_LINK,      /* waiting for stdin's handshake; not sent yet */
@@ -116,6 +120,7 @@ typedef struct {
 	long long hb_sent;
 	kbox_exec_done_cb *done;
 	void *arg;
+	calls_batch_t *calls; /* the calls being answered, or NULL */
 } exec_run_t;
 
 /* One channel of a client, as the argument of its loop handlers. */
@@ -199,7 +204,21 @@ struct kbox_exec {
 	char reason[KBOX_ERROR_MSG_MAX];
 	kbox_errcode_t unsent; /* the execute_request could not be sent: why (0: it was) */
 	exec_run_t *run;       /* while in progress */
+	json_t *calls;         /* the host-function calls that ended, or NULL */
+	size_t n_calls;        /* calls counted against the budget */
 };
+
+/* ---- calls.c ---- */
+
+/* M, an input_request of X's, is a request of host-function calls. */
+bool calls_is_request(const kbox_exec_t *x, const kbox_msg_t *m);
+/* Answer the request of calls *REQ_P (taken) of X: now, or once every
+ * call has its answer. */
+void calls_begin(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **req_p);
+/* The execution ends with B unanswered: its calls are cancelled and
+ * recorded, B is freed.  Accepts NULL. */
+void calls_cancel(calls_batch_t *b);
+void calls_batch_free(calls_batch_t *b);
 
 /* ---- client.c ---- */
 

@@ -110,6 +110,8 @@ void exec_close(kbox_client_t *self, kbox_exec_t *x, kbox_exec_done_cb **done_p,
 		free(rd);
 	}
 	requests_cancel(self, run);
+	calls_cancel(run->calls);
+	run->calls = NULL;
 	if (self->exec == x)
 		self->exec = NULL;
 	self->exec_epoch++;
@@ -664,6 +666,12 @@ void exec_on_stdin(kbox_client_t *self)
 	if (!run || !pid || strcmp(pid, run->req_id) != 0 ||
 	    strcmp(kbox_msg_type(m), "input_request") != 0)
 		goto out;
+	if (calls_is_request(x, m)) {
+		/* host functions' calls: not the code's input(), and not shown */
+		if (!run->got_reply)
+			calls_begin(self, x, &m);
+		goto out;
+	}
 	if (!exec_callback(self, x, KBOX_CH_STDIN, m, &rc))
 		goto out;
 	if (rc != 0) {
@@ -785,6 +793,8 @@ kbox_exec_t *kbox_client_execute_begin(kbox_client_t *self, const kbox_exec_opts
 		goto nomem;
 	x->count = -1;
 	x->run = run;
+	/* host functions' calls come on stdin, whether input() may or not */
+	stdin_on = stdin_on || (o->functions && kbox_functions_count(o->functions) > 0);
 	if (stdin_on && !channel_sock(self, KBOX_CH_STDIN, err))
 		goto fail;
 	if (stdin_on && self->mon[KBOX_CH_STDIN] && !self->linked[KBOX_CH_STDIN]) {
@@ -880,6 +890,7 @@ void kbox_exec_destroy(kbox_exec_t **self_p)
 		exec_close(x->run->client, x, &done, &arg);
 	}
 	kbox_msg_destroy(&x->reply);
+	json_decref(x->calls);
 	for (size_t i = 0; i < x->n_outputs; i++)
 		kbox_msg_destroy(&x->outputs[i]);
 	free(x->outputs);

@@ -147,9 +147,19 @@ static bool known_type(const char *t)
 }
 
 /* "a string", "an integer", ... */
-static const char *article(const char *t)
+/* JSON type T as a model reading Python knows it, with its article:
+ * "a string", "an integer", "a dict", "None". */
+static const char *type_words(const char *t)
 {
-	return strchr("aeiou", t[0]) ? "an" : "a";
+	static const struct {
+		const char *json, *words;
+	} w[] = {{"string", "a string"},   {"integer", "an integer"}, {"number", "a number"},
+	         {"boolean", "a boolean"}, {"array", "a list"},       {"object", "a dict"},
+	         {"null", "None"}};
+	for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+		if (strcmp(t, w[i].json) == 0)
+			return w[i].words;
+	return t;
 }
 
 static int check_type(ctx_t *c, const json_t *t, const json_t *v, const char *path)
@@ -162,9 +172,8 @@ static int check_type(ctx_t *c, const json_t *t, const json_t *v, const char *pa
 			return bad(c, "\"type\" is \"%s\", no JSON type", json_string_value(t));
 		if (is_type(v, json_string_value(t)))
 			return OK;
-		return fail(c, INVALID, path, "must be %s %s, got %s",
-		            article(json_string_value(t)), json_string_value(t),
-		            kbox__schema_type_name(v));
+		return fail(c, INVALID, path, "must be %s, got %s",
+		            type_words(json_string_value(t)), kbox__schema_type_name(v));
 	}
 	if (!json_is_array(t))
 		return bad(c, "\"type\" is neither a string nor an array");
@@ -174,11 +183,11 @@ static int check_type(ctx_t *c, const json_t *t, const json_t *v, const char *pa
 			return bad(c, "\"type\" holds something that is no JSON type");
 		if (is_type(v, json_string_value(x)))
 			return OK;
-		snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s %s",
+		snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s",
 		         i == 0                        ? ""
 		         : i + 1 == json_array_size(t) ? " or "
 		                                       : ", ",
-		         article(json_string_value(x)), json_string_value(x));
+		         type_words(json_string_value(x)));
 	}
 	return fail(c, INVALID, path, "must be %s, got %s", want, kbox__schema_type_name(v));
 }

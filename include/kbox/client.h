@@ -19,6 +19,7 @@
 #include <kbox/wire.h>
 #include <kbox/kspec.h>
 #include <kbox/loop.h>
+#include <kbox/functions.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -288,6 +289,10 @@ typedef struct {
 	bool (*keep_output)(void *arg);
 	kbox_exec_cb *on_msg;
 	void *cb_arg;
+	/* Host functions the code may call (kbox/functions.h): borrowed, it
+	 * must outlive the execution.  Their code must have run in the kernel
+	 * (kbox_functions_kernel_code).  NULL: none. */
+	kbox_functions_t *functions;
 } kbox_exec_opts_t;
 
 #define KBOX_RATE_MSGS_PER_SEC 1000.0
@@ -373,7 +378,15 @@ double kbox_exec_seconds(const kbox_exec_t *self);
  * Ith, or NULL past the end.  Borrowed: valid while SELF lives. */
 size_t kbox_exec_output_count(const kbox_exec_t *self);
 const kbox_msg_t *kbox_exec_output(const kbox_exec_t *self, size_t i);
-/* Number of input_requests answered, EOF answers included. */
+/* The calls of host functions that ended during the execution, in the
+ * order they ended (at most KBOX_CALLS_RECORDED_MAX): an array of
+ * {"name", "status" ("ok", "error", "invalid", "timeout", "budget",
+ * "cancelled"), "seconds", "args_bytes", "result_bytes", and "error", the
+ * text the kernel got, when not ok}; NULL when none was made.  Borrowed:
+ * valid while SELF lives. */
+const json_t *kbox_exec_calls(const kbox_exec_t *self);
+/* Number of input_requests answered, EOF answers included (the requests
+ * of host-function calls are not counted). */
 size_t kbox_exec_inputs_answered(const kbox_exec_t *self);
 /* This execution's output messages dropped over the rate limit, and their
  * bytes (other executions' output dropped meanwhile is not counted). */
