@@ -29,6 +29,7 @@ struct kbox_result {
 	int count;
 	double seconds;
 	char reason[1024];
+	json_t *calls; /* the execution's host-function calls, or NULL */
 };
 
 /* Add a copy of TEXT to SELF's notices, at the start with FIRST, else at
@@ -1271,6 +1272,8 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 			r->count = kbox_exec_count(exec);
 		r->seconds = kbox_exec_seconds(exec);
 		snprintf(r->reason, sizeof r->reason, "%s", kbox_exec_reason(exec));
+		if (kbox_exec_calls(exec))
+			r->calls = json_deep_copy(kbox_exec_calls(exec));
 		{
 			kbox_exec_drops_t d;
 			size_t bytes, n = kbox_exec_rate_dropped(exec, &bytes);
@@ -1342,8 +1345,14 @@ void kbox_result_destroy(kbox_result_t **self_p)
 	if (!self_p || !*self_p)
 		return;
 	kbox_capture_destroy(&(*self_p)->cap);
+	json_decref((*self_p)->calls);
 	free(*self_p);
 	*self_p = NULL;
+}
+
+const json_t *kbox_result_calls(const kbox_result_t *self)
+{
+	return self->calls;
 }
 
 kbox_exec_status_t kbox_result_status(const kbox_result_t *self)

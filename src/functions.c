@@ -183,10 +183,13 @@ int kbox_functions_add(kbox_functions_t *self, const json_t *def, kbox_function_
 	}
 	f = &self->fns[self->n];
 	memset(f, 0, sizeof *f);
-	f->def = json_pack("{s:s, s:O?, s:O?, s:O?}", "name", n, "description", desc, "parameters",
-	                   params, "returns", ret);
-	if (!f->def)
+	f->def = json_pack("{s:s}", "name", n);
+	if (!f->def || (desc && json_object_set(f->def, "description", desc) < 0) ||
+	    (params && json_object_set(f->def, "parameters", params) < 0) ||
+	    (ret && json_object_set(f->def, "returns", ret) < 0)) {
+		json_decref(f->def);
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	}
 	f->name = json_string_value(json_object_get(f->def, "name"));
 	f->params = json_object_get(f->def, "parameters");
 	f->returns = json_object_get(f->def, "returns");
@@ -484,8 +487,9 @@ char *kbox_functions_kernel_code(const kbox_functions_t *self)
 	shim64 = kx_base64_encode(kbox__functions_shim, strlen(kbox__functions_shim), NULL);
 	if (spec64 && shim64 &&
 	    asprintf(&code,
-	             "__import__('builtins').exec(__import__('base64').b64decode('%s').decode(), "
-	             "{'__name__': 'kbox_functions_setup', '_SPEC': '%s'})\n",
+	             "__import__('builtins').exec(compile(__import__('base64').b64decode('%s')"
+	             ".decode(), '<kbox functions>', 'exec'), {'__name__': 'kbox_functions', "
+	             "'_SPEC': '%s'})\n",
 	             shim64, spec64) < 0)
 		code = NULL;
 	free(text);

@@ -77,7 +77,6 @@ def _plain(v):
 
 
 def _roundtrip(calls):
-    __tracebackhide__ = True
     k = _kernel
     try:
         text = json.dumps({'calls': calls}, ensure_ascii=False, allow_nan=False,
@@ -118,11 +117,11 @@ def _roundtrip(calls):
                            else 'the host did not answer the call'))
 
 
-def _unwrap(name, r):
-    __tracebackhide__ = True
+def _error(name, r):
+    # the exception for a failed call R, or None when it did not fail
     if r.get('ok'):
-        return r.get('value')
-    raise _errors.get(r.get('kind'), FunctionError)(f'{name}(): {r.get("error")}')
+        return None
+    return _errors.get(r.get('kind'), FunctionError)(f'{name}(): {r.get("error")}')
 
 
 def _in_async(f):
@@ -135,7 +134,6 @@ def _in_async(f):
 
 
 async def _acall(call):
-    __tracebackhide__ = True
     fut = asyncio.get_running_loop().create_future()
     _pending.append((call, fut))
     # let the other calls gathered with this one join the request
@@ -153,7 +151,7 @@ async def _acall(call):
         for (_, f), r in zip(batch, res):
             if not f.done():
                 f.set_result(r)
-    return _unwrap(call['name'], fut.result())
+    return fut.result()
 
 
 def _make(d):
@@ -174,7 +172,6 @@ def _make(d):
     sig = inspect.Signature(params, return_annotation=_hint(d.get('returns')))
 
     def fn(*args, **kwargs):
-        __tracebackhide__ = True
         try:
             b = sig.bind(*args, **kwargs)
         except TypeError as e:
@@ -182,9 +179,23 @@ def _make(d):
         # only what was given: the function has its own defaults
         call = {'name': name, 'args': dict(b.arguments)}
         if _in_async(sys._getframe(1)):
-            return _acall(call)
-        return _unwrap(name, _roundtrip([call])[0])
+            return afn(call)
+        r = _roundtrip([call])[0]
+        e = _error(name, r)
+        if e is not None:
+            raise e
+        return r.get('value')
 
+    async def afn(call):
+        r = await _acall(call)
+        e = _error(name, r)
+        if e is not None:
+            raise e
+        return r.get('value')
+
+    # a traceback through them names the function
+    fn.__code__ = fn.__code__.replace(co_name=name, co_qualname=name)
+    afn.__code__ = afn.__code__.replace(co_name=name, co_qualname=name)
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = 'kbox_functions'
     fn.__doc__ = d.get('description')

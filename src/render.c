@@ -846,7 +846,9 @@ json_t *kbox_render_json(const kbox_result_t *result)
 	    set_new(o, "value", value_json(result)) ||
 	    set_new(o, "displays", displays_json(result)) ||
 	    set_new(o, "images", images_json(result)) || set_new(o, "error", error_json(result)) ||
-	    set_new(o, "notices", notices_json(result))) {
+	    set_new(o, "notices", notices_json(result)) ||
+	    (kbox_result_calls(result) &&
+	     set_new(o, "calls", json_deep_copy(kbox_result_calls(result))))) {
 		json_decref(o);
 		return NULL;
 	}

@@ -272,6 +272,9 @@ double kbox_result_seconds(const kbox_result_t *self);
 /* Why it did not end normally (timeout, died), or "".  Borrowed: a buffer
  * in SELF, overwritten by kbox_result_set_status. */
 const char *kbox_result_reason(const kbox_result_t *self);
+/* The execution's host-function calls (kbox_exec_calls), or NULL when it
+ * made none.  Borrowed: valid while SELF lives. */
+const json_t *kbox_result_calls(const kbox_result_t *self);
 
 /* NULL for a bad STREAM. */
 const kbox_text_t *kbox_result_stream(const kbox_result_t *self, kbox_stream_t stream);

@@ -1,6 +1,7 @@
 /* src/cli/cmd_start.c — kbox start: create a session and its supervisor. */
 #include "config.h"
 #include "cli.h"
+#include "runtime/functions.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -264,7 +265,7 @@ static int start_session(const char *dir, const char *name, const kr_session_con
 
 /* What kbox start was asked. */
 typedef struct {
-	const char *name, *rootfs_arg;
+	const char *name, *rootfs_arg, *functions_arg;
 	kr_session_opts_t o;
 	cli_strlist_t env;
 	bool reseal;
@@ -307,6 +308,9 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	        CLI_OPT_STRING(
 	                0, "rootfs", "DIR", &a->rootfs_arg,
 	                "the sandbox's system files (default: the session's, else the host's)"),
+	        CLI_OPT_STRING(0, "functions", "FILE", &a->functions_arg,
+	                       "host functions its code may call: a functions file, see "
+	                       "kbox-functions(5) (default: the session's, else none)"),
 	        CLI_OPT_CALLBACK(
 	                'e', "env", "K=V", env_cb, &a->env,
 	                "set K to V in its environment; repeatable (default: the session's)"),
@@ -344,7 +348,7 @@ static int reseal(const char *name, const kr_session_opts_t *o)
 
 	if (status != EXIT_OK)
 		return status;
-	if (!kr_session_opts_empty(o) || o->n_env || o->rootfs) {
+	if (!kr_session_opts_empty(o) || o->n_env || o->rootfs || o->functions) {
 		cli_error("start", "--reseal takes no other option but -s: it seals the file as it "
 		                   "is and starts nothing");
 		return EXIT_USAGE;
@@ -387,6 +391,7 @@ int cmd_start(int argc, char **argv)
 	const char *name;
 	char *rootfs = NULL, *dir = NULL;
 	kr_session_config_t config, before;
+	kr_functions_t fns = {0};
 	kbox_error_t err = {0};
 	bool started = false, is_new = false, restore = false;
 	int status;
@@ -400,6 +405,14 @@ int cmd_start(int argc, char **argv)
 		goto out;
 	}
 	o->rootfs = rootfs;
+	if (a.functions_arg) {
+		if (kr_functions_read(&fns, a.functions_arg, &err) < 0) {
+			cli_error("start", "%s", err.msg);
+			status = EXIT_USAGE;
+			goto out;
+		}
+		o->functions = fns.doc;
+	}
 	o->env = a.env.v;
 	o->n_env = a.env.n;
 	name = cli_session_name(a.name);
@@ -441,6 +454,7 @@ out:
 	kr_session_config_free(&before);
 	kr_session_config_free(&config);
 	cli_strlist_clear(&a.env);
+	kr_functions_free(&fns);
 	free(rootfs);
 	free(dir);
 	return status;

@@ -449,7 +449,8 @@ int kx_take_ids(const kx_ids_t *ids);
 typedef struct {
 	const char *cwd;     /* its working directory (NULL: the parent's) */
 	int errfd;           /* errno goes here when a step fails (close-on-exec) */
-	int out_fd;          /* its stdout and stderr (< 0: /dev/null) */
+	int out_fd;          /* its stdout, and stderr but with ERR_FD (< 0: /dev/null) */
+	int err_fd;          /* > 0: its stderr, apart (0: as stdout) */
 	int in_fd;           /* its stdin (<= 0: /dev/null) */
 	const kx_ids_t *ids; /* the identity it takes (NULL: the parent's) */
 	pid_t parent;        /* the parent, to die with */
@@ -466,6 +467,11 @@ typedef struct {
  * C->keep, then execve EXE with ARGV and ENV.
  * On failure writes errno to C->errfd and exits 127: never returns. */
 void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c);
+
+/* The path of helper PROGRAM (kbox-engine, kbox-http, kbox-seccomp):
+ * beside our own program (pkglibexecdir), or, run from a build tree by
+ * libtool (.libs/), beside that.  0 or -1. */
+int kx_helper_path(const char *program, char *path, size_t size);
 
 /* Kill the child PID with SIGKILL and wait for it (through EINTR). */
 void kx_kill_wait(pid_t pid);

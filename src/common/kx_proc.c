@@ -97,7 +97,7 @@ int kx_take_ids(const kx_ids_t *ids)
 void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c)
 {
 	sigset_t none;
-	int fd, e, out_fd = c->out_fd, in_fd = c->in_fd;
+	int fd, e, out_fd = c->out_fd, in_fd = c->in_fd, err_fd = c->err_fd;
 	pid_t parent = c->parent;
 
 	setsid();
@@ -122,12 +122,19 @@ void kx_child_exec(const char *exe, char **argv, char **env, const kx_child_t *c
 		dup2(fd, 0);
 		close(fd);
 	}
+	if (err_fd > 0 && err_fd <= 2)
+		err_fd = fcntl(err_fd, F_DUPFD_CLOEXEC, 3);
 	fd = out_fd >= 0 ? out_fd : open("/dev/null", O_WRONLY);
 	if (fd >= 0) {
 		dup2(fd, 1);
-		dup2(fd, 2);
+		if (err_fd <= 0)
+			dup2(fd, 2);
 		if (fd > 2)
 			close(fd);
+	}
+	if (err_fd > 0) {
+		dup2(err_fd, 2);
+		close(err_fd);
 	}
 	if (c->ids) {
 		if (kx_take_ids(c->ids) < 0)
@@ -193,4 +200,28 @@ long long kx_proc_start_time(pid_t pid)
 	    state == 'Z' || state == 'X') /* (ended, not reaped yet) */
 		return -1;
 	return (long long)start;
+}
+
+/* (kx.h): beside our own
+ * program (pkglibexecdir), or, run from a build tree by libtool (.libs/),
+ * beside that.  0 or -1. */
+int kx_helper_path(const char *program, char *path, size_t size)
+{
+	char exe[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = '\0';
+	if (!(slash = strrchr(exe, '/')))
+		return -1;
+	*slash = '\0';
+	if ((size_t)snprintf(path, size, "%s/%s", exe, program) < size && access(path, X_OK) == 0)
+		return 0;
+	if ((slash = strrchr(exe, '/')) && strcmp(slash, "/.libs") == 0) {
+		*slash = '\0';
+		if ((size_t)snprintf(path, size, "%s/%s", exe, program) < size &&
+		    access(path, X_OK) == 0)
+			return 0;
+	}
+	return -1;
 }

@@ -135,8 +135,10 @@ static void reply_error(int attempts, const char *fmt, ...)
 	reply(json_pack("{s:s, s:i}", "error", msg, "attempts", attempts));
 }
 
-/* POST BODY to URL on CURL, with the retries of http_proto.h, and reply. */
-static void post(CURL *curl, const char *url, const char *body, size_t body_len, double timeout)
+/* POST BODY to URL on CURL, with the retries of http_proto.h (at most
+ * ATTEMPTS tries in all), and reply. */
+static void post(CURL *curl, const char *url, const char *body, size_t body_len, double timeout,
+                 int attempts)
 {
 	char errbuf[CURL_ERROR_SIZE];
 	long backoff = KBOX_HTTP_BACKOFF_MS;
@@ -163,7 +165,7 @@ static void post(CURL *curl, const char *url, const char *body, size_t body_len,
 			curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
 		again = rc == CURLE_OK ? status == 429 || (status >= 500 && status <= 599)
 		                       : transient(rc);
-		if (again && attempt < KBOX_HTTP_MAX_ATTEMPTS) {
+		if (again && attempt < attempts) {
 			sleep_ms(h.retry_after_ms >= 0 ? h.retry_after_ms : backoff);
 			backoff = backoff * 2 > KBOX_HTTP_BACKOFF_MAX_MS ? KBOX_HTTP_BACKOFF_MAX_MS
 			                                                 : backoff * 2;
@@ -274,19 +276,24 @@ int main(int argc, char **argv)
 		const char *url = json_string_value(json_object_get(req, "url"));
 		json_t *body = json_object_get(req, "body");
 		json_t *timeout = json_object_get(req, "timeout");
+		json_t *attempts = json_object_get(req, "attempts");
 
 		if (!req)
 			reply_error(0, "%s: the request is not JSON: %s", KBOX_HTTP_PROGRAM,
 			            je.text);
 		else if (!url || !json_is_string(body) || !json_is_number(timeout) ||
-		         json_number_value(timeout) <= 0)
+		         json_number_value(timeout) <= 0 ||
+		         (attempts &&
+		          (!json_is_integer(attempts) || json_integer_value(attempts) < 1 ||
+		           json_integer_value(attempts) > KBOX_HTTP_MAX_ATTEMPTS)))
 			reply_error(0,
 			            "%s: a request is {\"url\": STRING, \"body\": STRING, "
-			            "\"timeout\": SECONDS}",
-			            KBOX_HTTP_PROGRAM);
+			            "\"timeout\": SECONDS, \"attempts\": 1 to %d (optional)}",
+			            KBOX_HTTP_PROGRAM, KBOX_HTTP_MAX_ATTEMPTS);
 		else
 			post(curl, url, json_string_value(body), json_string_length(body),
-			     json_number_value(timeout));
+			     json_number_value(timeout),
+			     attempts ? (int)json_integer_value(attempts) : KBOX_HTTP_MAX_ATTEMPTS);
 		json_decref(req);
 	}
 	free(line);

@@ -8,6 +8,10 @@
  * output are one end of a stream socket (or pipes) to its one client; its
  * standard error is the client's.
  *
+ * Its other client is the session supervisor, for the host functions of
+ * kbox-functions(5) that POST their arguments to a URL: one kbox-http per
+ * call, with "attempts": 1 (a POST is not to be repeated), no API key.
+ *
  * The API key is in its environment only, KBOX_HTTP_KEY_ENV: never in its
  * argv, a request line or a reply.  When that variable is set and not
  * empty, each request carries "Authorization: Bearer KEY"; otherwise no
@@ -17,7 +21,9 @@
  *
  *   {"url": "https://api.openai.com/v1/chat/completions",
  *    "body": "{\"model\": ...}",           the request body, JSON text as a string
- *    "timeout": 600}                      seconds each attempt may take in all
+ *    "timeout": 600,                      seconds each attempt may take in all
+ *    "attempts": 1}                       optional: at most this many attempts
+ *                                         (1 to KBOX_HTTP_MAX_ATTEMPTS, the default)
  *
  * POSTed with "Content-Type: application/json".  Only http and https, no
  * redirects (a 3xx is a response like any other), a connect timeout of

@@ -94,30 +94,6 @@ typedef struct {
 	char *filter_hex;          /* kbox's filter for it, as FILTER_VAR says it */
 } docker_t;
 
-/* The path of helper PROGRAM (kbox-engine, kbox-seccomp): beside our own
- * program (pkglibexecdir), or, run from a build tree by libtool (.libs/),
- * beside that.  0 or -1. */
-static int helper_path(const char *program, char *path, size_t size)
-{
-	char exe[PATH_MAX], *slash;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = '\0';
-	if (!(slash = strrchr(exe, '/')))
-		return -1;
-	*slash = '\0';
-	if ((size_t)snprintf(path, size, "%s/%s", exe, program) < size && access(path, X_OK) == 0)
-		return 0;
-	if ((slash = strrchr(exe, '/')) && strcmp(slash, "/.libs") == 0) {
-		*slash = '\0';
-		if ((size_t)snprintf(path, size, "%s/%s", exe, program) < size &&
-		    access(path, X_OK) == 0)
-			return 0;
-	}
-	return -1;
-}
-
 /* The container's name: kbox-HASH-SESSION-GENERATION, HASH naming the
  * state directory (two kbox homes may hold sessions of one name). */
 static void container_name(const kr_sandbox_t *sb, char *name, size_t size)
@@ -446,8 +422,9 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		kbox_error_set_sys(err, "backend docker: cannot make a directory in /tmp");
 		goto out;
 	}
-	const char *missing = helper_path(KE_PROGRAM, exe, sizeof exe) < 0 ? KE_PROGRAM
-	                      : helper_path(FILTER_PROGRAM, d->filter_exe, sizeof d->filter_exe) < 0
+	const char *missing = kx_helper_path(KE_PROGRAM, exe, sizeof exe) < 0 ? KE_PROGRAM
+	                      : kx_helper_path(FILTER_PROGRAM, d->filter_exe,
+	                                       sizeof d->filter_exe) < 0
 	                              ? FILTER_PROGRAM
 	                              : NULL;
 	if (missing) {

@@ -54,6 +54,8 @@ typedef enum {
 	KR_SC_OUTPUT_RATE = 1u << 18,   /* "output_rate": integer >= 0, messages a second */
 	KR_SC_IMAGE = 1u << 19,         /* "image": string (backend docker) */
 	KR_SC_ENGINE = 1u << 20,        /* "engine": string, unix:///PATH (backend docker) */
+	KR_SC_FUNCTIONS = 1u << 21,     /* "functions": object, a functions file as read
+	                                 * (kr_functions_load) */
 } kr_session_key_t;
 
 /* A session's configuration.  The strings of the keys in HAS are owned
@@ -88,6 +90,9 @@ typedef struct {
 	long long workspace_dev, workspace_ino;
 	bool ephemeral;      /* the session's directory goes when it stops */
 	long long owner_pid; /* the session stops when this process ends; 0: none */
+	/* host functions (kbox-functions(5)): the file as kbox start read
+	 * it, its commands' paths made absolute; NULL: none */
+	json_t *functions;
 } kr_session_config_t;
 
 /* What a command line gives, to merge over a configuration: strings
@@ -103,6 +108,7 @@ typedef struct {
 	const char *const *env;
 	size_t n_env;
 	const struct stat *workspace_st;
+	json_t *functions; /* borrowed: a functions file as read (NULL: not given) */
 } kr_session_opts_t;
 
 #define KR_SESSION_OPTS_INIT                                                             \

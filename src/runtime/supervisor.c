@@ -487,7 +487,8 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->owner_pid = (long)cfg.owner_pid;
 	if (kr_live_session_path(s->dir, "", true, s->kept, sizeof s->kept, err) < 0 ||
 	    make_env(s, &cfg, err) < 0 || make_paths(s, &cfg, err) < 0 ||
-	    take_backend(s, cfg.workspace, err) < 0 || record_live(s, cfg.workspace, err) < 0)
+	    take_backend(s, cfg.workspace, err) < 0 || record_live(s, cfg.workspace, err) < 0 ||
+	    sup_functions_load(s, cfg.functions, cfg.workspace, err) < 0)
 		return -1;
 	return 0;
 }
@@ -777,6 +778,7 @@ out:
 	kr_live_ws_release(&s.live_ws, s.live_ws_file);
 	kr_live_ws_release(&s.live_home, s.live_home_file);
 	kr_live_sockets_release(&s.sockets_lock, s.sockets_dir);
+	sup_functions_free(&s);
 	kbox_loop_destroy(&s.loop);
 	kbox_kspec_destroy(&s.spec);
 	free(s.env);

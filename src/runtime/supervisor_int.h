@@ -24,6 +24,7 @@
 #include "runtime/backend.h"
 #include "runtime/bwrap.h"
 #include "runtime/cgroup.h"
+#include "runtime/functions.h"
 #include "runtime/ctl.h"
 #include "runtime/kernel_log.h"
 #include "runtime/protocol.h"
@@ -74,6 +75,7 @@
 typedef struct sup sup_t;
 typedef struct conn conn_t;
 typedef struct job job_t;
+typedef struct fn_job fn_job_t;
 
 /* One request that needs the kernel to itself, queued until its turn. */
 struct job {
@@ -237,7 +239,23 @@ struct sup {
 	unsigned long long outputs_used; /* what outputs/ held when last counted */
 	kbox_conn_t *bind_conn; /* waiting for the kernel to bind its sockets: its connection */
 	int bind_timer;
+	/* host functions (kbox-functions(5)): the file as session.json keeps
+	 * it, libkbox's set of them (NULL: none), the kernel they were last
+	 * defined in (a generation; 0: none yet), their calls running */
+	kr_functions_t fn_file;
+	kbox_functions_t *fns;
+	unsigned long fns_generation;
+	fn_job_t *fn_jobs;
 };
+
+/* ---- supervisor_functions.c ---- */
+
+/* The session's host functions from DOC (session.json's "functions"; NULL:
+ * none), for a kernel whose workspace is WS (NULL: the session's own).
+ * 0, or -1 with ERR. */
+int sup_functions_load(sup_t *s, json_t *doc, const char *ws, kbox_error_t *err);
+/* Stop their calls and forget them. */
+void sup_functions_free(sup_t *s);
 
 /* ---- supervisor.c ---- */
 

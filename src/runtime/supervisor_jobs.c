@@ -1037,10 +1037,77 @@ static kbox_capture_t *job_capture(sup_t *s, job_t *j, kbox_error_t *err)
 	return cap;
 }
 
+static int job_begin_vars(sup_t *s, job_t *j);
+
+/* The host functions are defined in this kernel (or could not be): J
+ * goes on, or its client hears why not. */
+static void on_functions_defined(void *arg, kbox_exec_t *x)
+{
+	job_t *j = arg;
+	sup_t *s = j->s;
+	kbox_error_t err = {0};
+	const kbox_msg_t *m = NULL;
+
+	if (kbox_exec_status(x) == KBOX_EXEC_OK) {
+		kbox_exec_destroy(&x);
+		s->fns_generation = s->generation;
+		if (!j->conn) {
+			s->running = NULL;
+			job_free(j);
+			sup_dispatch_soon(s);
+			return;
+		}
+		if (job_begin_vars(s, j) < 0)
+			sup_dispatch_soon(s);
+		return;
+	}
+	for (size_t i = 0; i < kbox_exec_output_count(x) && !m; i++)
+		if (strcmp(kbox_msg_type(kbox_exec_output(x, i)), "error") == 0)
+			m = kbox_exec_output(x, i);
+	kbox_error_set(&err, KBOX_E_INVALID,
+	               "the host functions could not be defined in the kernel: %s%s%s",
+	               m ? json_string_value(json_object_get(kbox_msg_content(m), "ename"))
+	                 : kbox_exec_status_name(kbox_exec_status(x)),
+	               m ? ": " : (kbox_exec_reason(x)[0] ? ": " : ""),
+	               m ? json_string_value(json_object_get(kbox_msg_content(m), "evalue"))
+	                 : kbox_exec_reason(x));
+	kbox_exec_destroy(&x);
+	job_refuse_as(s, j, KR_CTL_ERR_KERNEL, &err);
+	sup_dispatch_soon(s);
+}
+
+/* Begin the execution J: the session's host functions defined first in
+ * a kernel that has not had them yet (a silent execution), then
+ * job_begin_vars.  0, or -1 (job_refuse). */
+static int job_begin_execute(sup_t *s, job_t *j)
+{
+	kbox_exec_opts_t eo = {0};
+	kbox_error_t err = {0};
+	char *code;
+
+	if (!s->fns || s->fns_generation == s->generation)
+		return job_begin_vars(s, j);
+	if (!(code = kbox_functions_kernel_code(s->fns))) {
+		kbox_error_set(&err, KBOX_E_NOMEM, "out of memory");
+		return job_refuse(s, j, &err);
+	}
+	eo.code = code;
+	eo.silent = true;
+	eo.collect = true;
+	eo.timeout_ms = ENV_EXEC_MS;
+	eo.interrupt_on_timeout = true;
+	if (!kbox_client_execute_begin(s->client, &eo, on_functions_defined, j, &err)) {
+		free(code);
+		return job_refuse(s, j, &err);
+	}
+	free(code);
+	return 0;
+}
+
 /* Begin the execution J: its variables first when it has some (then
  * job_begin_code once they are set), else its code.  0, or -1
  * (job_refuse). */
-static int job_begin_execute(sup_t *s, job_t *j)
+static int job_begin_vars(sup_t *s, job_t *j)
 {
 	kbox_error_t err = {0};
 	const char *lang = s->spec ? kbox_kspec_language(s->spec) : NULL;
@@ -1086,6 +1153,7 @@ static int job_begin_code(sup_t *s, job_t *j)
 	eo.keep_output = job_keep_output;
 	eo.max_msgs_per_sec = s->output_rate;
 	eo.cb_arg = j;
+	eo.functions = s->fns;
 	if (j->e.has_inputs) {
 		eo.input_lines = j->e.inputs;
 		eo.n_input = j->e.n_inputs;
