@@ -203,8 +203,11 @@ def _make(d):
     return fn
 
 
-_ns = get_ipython().user_ns
+# in the user's namespace, as given names (user_ns_hidden: %who and kbox's
+# list of what the code defined leave them out)
+_ip = get_ipython()
 for _d in _spec['functions']:
     _f = _make(_d)
     setattr(mod, _d['name'], _f)
-    _ns[_d['name']] = _f
+    _ip.user_ns[_d['name']] = _f
+    _ip.user_ns_hidden[_d['name']] = _f

@@ -644,3 +644,164 @@ int kbox__schema_check(const json_t *schema, const json_t *value, const char *na
 		why[0] = '\0';
 	return check(&c, schema, value, path, 0);
 }
+
+/* ---- a schema, checked itself ---- */
+
+/* Is X a non-negative integer? */
+static bool count_ok(const json_t *x)
+{
+	return is_type(x, "integer") && json_number_value(x) >= 0;
+}
+
+static int lint(ctx_t *c, const json_t *s, const char *where);
+
+/* Each schema in the object or array X (keyword KW of WHERE). */
+static int lint_each(ctx_t *c, const json_t *x, const char *kw, bool array, const char *where)
+{
+	char at[PATH_MAX_LEN];
+	const char *k;
+	json_t *e;
+	size_t i;
+	int rc;
+	if (array ? !json_is_array(x) || json_array_size(x) == 0 : !json_is_object(x))
+		return bad(c, "\"%s\"%s%s must be %s of schemas", kw, *where ? " in " : "", where,
+		           array ? "a non-empty array" : "an object");
+	if (array) {
+		json_array_foreach(x, i, e)
+		{
+			snprintf(at, sizeof at, "%s/%s/%zu", where, kw, i);
+			if ((rc = lint(c, e, at)) != OK)
+				return rc;
+		}
+		return OK;
+	}
+	json_object_foreach((json_t *)x, k, e)
+	{
+		snprintf(at, sizeof at, "%s/%s/%s", where, kw, k);
+		if (strcmp(kw, "patternProperties") == 0 && matches(c, k, "") < 0)
+			return BAD;
+		if ((rc = lint(c, e, at)) != OK)
+			return rc;
+	}
+	return OK;
+}
+
+/* Check schema S (at WHERE, a JSON pointer for messages): each keyword
+ * kbox reads has the type draft 7 gives it, a pattern compiles, a $ref
+ * leads somewhere. */
+static int lint(ctx_t *c, const json_t *s, const char *where)
+{
+	static const char *const schemas[] = {"additionalProperties",
+	                                      "additionalItems",
+	                                      "contains",
+	                                      "propertyNames",
+	                                      "not",
+	                                      "if",
+	                                      "then",
+	                                      "else"};
+	static const char *const maps[] = {"properties", "patternProperties", "definitions",
+	                                   "$defs"};
+	static const char *const lists[] = {"allOf", "anyOf", "oneOf"};
+	static const char *const numbers[] = {"minimum", "maximum", "exclusiveMinimum",
+	                                      "exclusiveMaximum", "multipleOf"};
+	static const char *const counts[] = {"minLength", "maxLength",     "minItems",
+	                                     "maxItems",  "minProperties", "maxProperties"};
+	const char *in = *where ? " in " : "";
+	char at[PATH_MAX_LEN];
+	json_t *x, *e;
+	size_t i;
+	int rc = OK;
+
+	if (json_is_boolean(s))
+		return OK;
+	if (!json_is_object(s))
+		return bad(c, "%s%sa schema is neither an object nor a boolean", where,
+		           *where ? ": " : "");
+	if (++c->depth > KBOX__SCHEMA_DEPTH) {
+		c->depth--;
+		return bad(c, "schemas are nested deeper than %d levels", KBOX__SCHEMA_DEPTH);
+	}
+	if ((x = json_object_get(s, "$ref")) &&
+	    !(json_is_string(x) && resolve(c, json_string_value(x))))
+		rc = bad(c, "\"$ref\"%s%s: %s is no place in this schema kbox can follow", in,
+		         where, json_is_string(x) ? json_string_value(x) : "(not a string)");
+	if (rc == OK && (x = json_object_get(s, "type"))) {
+		bool ok = json_is_string(x) ? known_type(json_string_value(x))
+		                            : json_is_array(x) && json_array_size(x) > 0;
+		json_array_foreach(x, i, e)
+		        ok = ok && json_is_string(e) && known_type(json_string_value(e));
+		if (!ok)
+			rc = json_is_string(x)
+			             ? bad(c, "\"type\"%s%s is \"%s\", no JSON type", in, where,
+			                   json_string_value(x))
+			             : bad(c, "\"type\"%s%s must be a JSON type or a list of them",
+			                   in, where);
+	}
+	for (i = 0; rc == OK && i < sizeof schemas / sizeof *schemas; i++)
+		if ((x = json_object_get(s, schemas[i]))) {
+			snprintf(at, sizeof at, "%s/%s", where, schemas[i]);
+			rc = lint(c, x, at);
+		}
+	for (i = 0; rc == OK && i < sizeof maps / sizeof *maps; i++)
+		if ((x = json_object_get(s, maps[i])))
+			rc = lint_each(c, x, maps[i], false, where);
+	for (i = 0; rc == OK && i < sizeof lists / sizeof *lists; i++)
+		if ((x = json_object_get(s, lists[i])))
+			rc = lint_each(c, x, lists[i], true, where);
+	if (rc == OK && (x = json_object_get(s, "items"))) {
+		snprintf(at, sizeof at, "%s/items", where);
+		rc = json_is_array(x) ? lint_each(c, x, "items", true, where) : lint(c, x, at);
+	}
+	for (i = 0; rc == OK && i < sizeof numbers / sizeof *numbers; i++)
+		if ((x = json_object_get(s, numbers[i])) &&
+		    (!json_is_number(x) ||
+		     (strcmp(numbers[i], "multipleOf") == 0 && !(json_number_value(x) > 0))))
+			rc = bad(c, "\"%s\"%s%s must be a %snumber", numbers[i], in, where,
+			         strcmp(numbers[i], "multipleOf") == 0 ? "positive " : "");
+	for (i = 0; rc == OK && i < sizeof counts / sizeof *counts; i++)
+		if ((x = json_object_get(s, counts[i])) && !count_ok(x))
+			rc = bad(c, "\"%s\"%s%s must be a non-negative integer", counts[i], in,
+			         where);
+	if (rc == OK && (x = json_object_get(s, "required"))) {
+		bool ok = json_is_array(x);
+		json_array_foreach(x, i, e) ok = ok && json_is_string(e);
+		if (!ok)
+			rc = bad(c, "\"required\"%s%s must be an array of names", in, where);
+	}
+	if (rc == OK && (x = json_object_get(s, "enum")) && !json_is_array(x))
+		rc = bad(c, "\"enum\"%s%s must be an array", in, where);
+	if (rc == OK && (x = json_object_get(s, "uniqueItems")) && !json_is_boolean(x))
+		rc = bad(c, "\"uniqueItems\"%s%s must be true or false", in, where);
+	if (rc == OK && (x = json_object_get(s, "pattern")))
+		rc = json_is_string(x) ? (matches(c, json_string_value(x), "") < 0 ? BAD : OK)
+		                       : bad(c, "\"pattern\"%s%s must be a string", in, where);
+	if (rc == OK && (x = json_object_get(s, "dependencies"))) {
+		const char *k;
+		if (!json_is_object(x))
+			rc = bad(c, "\"dependencies\"%s%s must be an object", in, where);
+		json_object_foreach(x, k, e)
+		{
+			if (rc != OK)
+				break;
+			snprintf(at, sizeof at, "%s/dependencies/%s", where, k);
+			if (json_is_array(e)) {
+				size_t j;
+				json_t *n;
+				json_array_foreach(e, j, n) if (!json_is_string(n)) rc = bad(
+				        c, "\"dependencies\"%s%s must list names", in, where);
+			} else {
+				rc = lint(c, e, at);
+			}
+		}
+	}
+	c->depth--;
+	return rc;
+}
+
+int kbox__schema_lint(const json_t *schema, char *why, size_t size)
+{
+	ctx_t c = {schema, why, size, NULL, 0, false};
+	if (size)
+		why[0] = '\0';
+	return lint(&c, schema, "") == OK ? 0 : -1;
+}

@@ -34,6 +34,12 @@
 int kbox__schema_check(const json_t *schema, const json_t *value, const char *name, char *why,
                        size_t size);
 
+/* Check SCHEMA itself: 0 when every keyword kbox reads has the type
+ * draft 7 gives it (in every subschema), each pattern compiles and each
+ * $ref leads somewhere in it; else -1 with WHY (SIZE bytes) saying the
+ * first thing wrong, with where (a JSON pointer: "/properties/a"). */
+int kbox__schema_lint(const json_t *schema, char *why, size_t size);
+
 /* The name a model knows VALUE's type by (Python's, as the kernel sees
  * it): None, bool, int, float, str, list, dict. */
 const char *kbox__schema_type_name(const json_t *value);

@@ -222,6 +222,43 @@ TEST(a_bound_past_any_length_is_no_overflow)
 	json_decref(t);
 }
 
+/* What kbox__schema_lint says of SCHEMA (JSON text): "" when fine. */
+static const char *linted(const char *schema)
+{
+	static char why[256];
+	json_t *s = json_loads(schema, JSON_DECODE_ANY, NULL);
+	if (kbox__schema_lint(s, why, sizeof why) == 0)
+		why[0] = '\0';
+	json_decref(s);
+	return why;
+}
+
+TEST(a_schema_is_checked_whole_before_any_value)
+{
+	CHECK_STR_EQ(linted("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": "
+	                    "[\"string\", \"null\"], \"maxLength\": 3}}, \"required\": [\"a\"]}"),
+	             "");
+	CHECK_STR_EQ(linted("true"), "");
+	CHECK_STR_EQ(linted("{\"properties\": {\"a\": {\"type\": \"strin\"}}}"),
+	             "the schema cannot be used: \"type\" in /properties/a is \"strin\", no JSON "
+	             "type");
+	CHECK_STR_EQ(linted("{\"items\": {\"minItems\": -1}}"),
+	             "the schema cannot be used: \"minItems\" in /items must be a non-negative "
+	             "integer");
+	CHECK_STR_EQ(linted("{\"anyOf\": []}"),
+	             "the schema cannot be used: \"anyOf\" must be a non-empty array of schemas");
+	CHECK_STR_EQ(linted("{\"properties\": {\"a\": {\"$ref\": \"#/definitions/b\"}}}"),
+	             "the schema cannot be used: \"$ref\" in /properties/a: #/definitions/b is no "
+	             "place in this schema kbox can follow");
+	CHECK_STR_EQ(linted("{\"pattern\": \"(\"}"),
+	             "the schema cannot be used: the pattern \"(\" is no regular expression kbox "
+	             "can use");
+	CHECK_STR_EQ(linted("{\"multipleOf\": 0}"),
+	             "the schema cannot be used: \"multipleOf\" must be a positive number");
+	CHECK_STR_EQ(linted("3"),
+	             "the schema cannot be used: a schema is neither an object nor a boolean");
+}
+
 int main(void)
 {
 	RUN(suite_additional_items);
@@ -265,5 +302,6 @@ int main(void)
 	RUN(a_value_nested_too_deep_is_refused_not_recursed);
 	RUN(a_schema_kbox_cannot_use_is_said_to_be_bad);
 	RUN(a_bound_past_any_length_is_no_overflow);
+	RUN(a_schema_is_checked_whole_before_any_value);
 	return tap_done();
 }

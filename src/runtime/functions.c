@@ -317,7 +317,11 @@ int kr_functions_read(kr_functions_t *out, const char *path, kbox_error_t *err)
 	}
 	if (json_is_object(doc))
 		json_object_set_new(doc, "dir", json_string(real));
-	return parse(out, doc, path, true, err);
+	{
+		char where[PATH_MAX + 32];
+		snprintf(where, sizeof where, "functions file %s", path);
+		return parse(out, doc, where, true, err);
+	}
 }
 
 int kr_functions_parse(kr_functions_t *out, json_t *doc, kbox_error_t *err)

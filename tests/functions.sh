@@ -1,0 +1,275 @@
+#!/bin/sh
+# tests/functions.sh — host functions (kbox-functions(5), issue 21): a
+# session started with --functions FILE gives its kernel code the file's
+# functions, run on the host: the issue's example end to end through kbox
+# exec (plain calls, awaited ones, gathered ones run at once), a command
+# function and an HTTP one (a server the test runs on 127.0.0.1), each
+# error kind with the exact text the code gets, the calls in the result
+# and in events.ndjson, input() beside the calls, a restart, and the
+# functions file's bad input (one line, exit 2).  TAP.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON.
+# Needs a kernel; sessions use the default backend (bwrap), or none
+# where bubblewrap cannot run.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+S=$KBOX_HOME/sessions
+BACKEND=bwrap
+[ -n "$(sandbox_skip_reason)" ] && BACKEND=none
+
+# The functions and their programs, where no session's workspace is.
+FN=$ROOT/functions
+mkdir -p "$FN/bin" "$FN/calls" || exit 1
+
+cat >"$FN/bin/get_order" <<'EOF'
+#!/usr/bin/python3
+# get_order: one order; "missing" fails, "slow" takes a second, and each
+# call's start and end go into calls/ID (to see that calls overlapped)
+import json, os, sys, time
+a = json.load(sys.stdin)
+oid = a["order_id"]
+if oid == "missing":
+    print("no order missing", file=sys.stderr)
+    sys.exit(1)
+t0 = time.monotonic()
+if oid.startswith("slow"):
+    time.sleep(1)
+with open(os.path.join("calls", oid), "w") as f:
+    f.write("%f %f\n" % (t0, time.monotonic()))
+print(json.dumps({"id": oid, "status": "shipped", "items": 2}))
+EOF
+cat >"$FN/bin/env_of" <<'EOF'
+#!/bin/sh
+# env_of: the names in its environment, as a JSON list
+cat >/dev/null
+env | sed 's/=.*//' | sort | /usr/bin/python3 -c 'import json, sys; print(json.dumps(sys.stdin.read().split()))'
+EOF
+cat >"$FN/bin/not_json" <<'EOF'
+#!/bin/sh
+cat >/dev/null
+echo 'this is not JSON'
+EOF
+cat >"$FN/bin/sleepy" <<'EOF'
+#!/bin/sh
+cat >/dev/null
+exec sleep 600
+EOF
+cat >"$FN/bin/silent_fail" <<'EOF'
+#!/bin/sh
+exit 3
+EOF
+chmod +x "$FN"/bin/*
+
+# The HTTP function's server: POST {"q": ...} answers {"echo": q}; a q of
+# "404" answers 404.  It writes its port to $FN/port once it listens.
+cat >"$FN/server.py" <<'EOF'
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        code, out = (404, b"no such thing") if body.get("q") == "404" else \
+            (200, json.dumps({"echo": body.get("q"), "type": self.headers["Content-Type"]}).encode())
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1] + ".tmp", "w").write(str(s.server_port))
+__import__("os").rename(sys.argv[1] + ".tmp", sys.argv[1])
+s.serve_forever()
+EOF
+/usr/bin/python3 "$FN/server.py" "$FN/port" &
+BG_PIDS="${BG_PIDS-} $!"
+has_port() { [ -s "$FN/port" ]; }
+wait_for has_port x
+PORT=$(cat "$FN/port" 2>/dev/null)
+
+cat >"$FN/functions.json" <<EOF
+{"functions": [
+  {"name": "get_order",
+   "description": "Return one order, with its \`status\` and number of \`items\`.",
+   "parameters": {"type": "object",
+                  "properties": {"order_id": {"type": "string", "description": "The order's id."}},
+                  "required": ["order_id"], "additionalProperties": false},
+   "returns": {"type": "object"},
+   "command": ["bin/get_order"]},
+  {"name": "env_of", "command": ["bin/env_of"], "env": {"SECRET": "s3cr3t"}},
+  {"name": "not_json", "command": ["bin/not_json"]},
+  {"name": "silent_fail", "command": ["bin/silent_fail"]},
+  {"name": "sleepy", "command": ["bin/sleepy"], "timeout": 0.5},
+  {"name": "echo", "http": "http://127.0.0.1:$PORT/echo",
+   "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
+ ],
+ "max_calls": 20}
+EOF
+
+
+fresh
+kbox start -s fn --backend "$BACKEND" --functions "$FN/functions.json"
+check start_with_functions_file eval 'status_is 0 && grep -q "^session fn started" stdout'
+
+fresh
+kbox exec -s fn "print(get_order('o1'))"
+check plain_call_returns_the_result eval \
+	'status_is 0 && stdout_is "{'"'"'id'"'"': '"'"'o1'"'"', '"'"'status'"'"': '"'"'shipped'"'"', '"'"'items'"'"': 2}" && stderr_empty'
+
+fresh
+kexec fn <<'EOF'
+import asyncio
+orders = await asyncio.gather(get_order('o1'), get_order('o2'))
+print([o['status'] for o in orders])
+EOF
+check the_issue_example_gathers_two_calls eval 'status_is 0 && stdout_is "['"'"'shipped'"'"', '"'"'shipped'"'"']"'
+
+# the example's second call: an error the model can read
+fresh
+kbox exec -s fn 'await get_order(42)'
+check a_bad_argument_is_an_argument_error_naming_the_rule eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "ArgumentError: get_order(): order_id must be a string, got int" ]'
+
+fresh
+kbox exec -s fn "get_order('o1', note='x')"
+check an_unknown_keyword_is_a_type_error eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "TypeError: get_order(): got an unexpected keyword argument '"'"'note'"'"'" ]'
+
+fresh
+kbox exec -s fn "get_order('missing')"
+check the_function_s_own_error_is_its_stderr eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "FunctionError: get_order(): no order missing" ]'
+
+fresh
+kbox exec -s fn "silent_fail()"
+check an_exit_status_without_stderr_is_said eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "FunctionError: silent_fail(): it failed with exit status 3, saying nothing" ]'
+
+fresh
+kbox exec -s fn "not_json()"
+check output_that_is_not_json_is_an_error eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "FunctionError: not_json(): it gave a result that is not JSON: invalid token near '"'"'this'"'"'" ]'
+
+fresh
+kbox exec -s fn "sleepy()"
+check a_call_past_its_timeout_is_a_function_timeout eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "FunctionTimeout: sleepy(): no answer within 500 ms (its timeout): it was stopped" ] &&
+	! pgrep -f "^sleep 600" >/dev/null'
+
+# concurrency: 8 gathered calls of a 1 s function all ran at once (each
+# began before any ended), whatever the machine's load
+fresh
+rm -f "$FN"/calls/*
+kexec fn <<'EOF'
+import asyncio
+print(len(await asyncio.gather(*[get_order(f'slow{i}') for i in range(8)])))
+EOF
+overlapped() {
+	cat "$FN"/calls/slow* | awk 'NR == 1 || $1 > s { s = $1 } NR == 1 || $2 < e { e = $2 } END { exit !(NR == 8 && s < e) }'
+}
+check eight_gathered_calls_run_at_once eval 'status_is 0 && stdout_is 8 && overlapped'
+
+fresh
+kbox exec -s fn --format json "get_order('o3')"
+check the_result_lists_the_calls eval 'status_is 0 && "$PY" -c "
+import json, sys
+c = json.load(open(\"stdout\"))[\"calls\"]
+assert len(c) == 1 and c[0][\"name\"] == \"get_order\" and c[0][\"status\"] == \"ok\", c
+assert c[0][\"args_bytes\"] == 17 and c[0][\"result_bytes\"] == 40, c
+assert set(c[0]) == {\"name\", \"status\", \"seconds\", \"args_bytes\", \"result_bytes\"}, c
+"'
+
+check the_event_log_records_each_call eval \
+	'grep "\"event\": *\"call\"" "$S/fn/events.ndjson" | grep -q "\"name\": *\"get_order\""'
+
+fresh
+kexec fn --format json <<'EOF'
+import asyncio
+r = await asyncio.gather(*[get_order(f'b{i}') for i in range(22)], return_exceptions=True)
+print(sum(isinstance(e, Exception) for e in r), type(r[-1]).__name__)
+EOF
+check calls_past_the_budget_fail_as_budget_exceeded eval 'status_is 0 && "$PY" -c "
+import json
+r = json.load(open(\"stdout\"))
+assert r[\"stdout\"][\"text\"] == \"2 CallBudgetExceeded\\n\", r[\"stdout\"]
+assert [c[\"status\"] for c in r[\"calls\"]].count(\"budget\") == 2, r[\"calls\"]
+"'
+
+fresh
+kbox exec -s fn "print(env_of()); import os; print('SECRET' in os.environ)"
+check a_command_gets_a_clean_environment_and_its_own_env eval \
+	'status_is 0 && stdout_is "['"'"'LANG'"'"', '"'"'PATH'"'"', '"'"'PWD'"'"', '"'"'SECRET'"'"']
+False"'
+
+fresh
+kbox exec -s fn "print(echo('hi'))"
+check an_http_function_posts_the_arguments_as_json eval \
+	'status_is 0 && stdout_is "{'"'"'echo'"'"': '"'"'hi'"'"', '"'"'type'"'"': '"'"'application/json'"'"'}"'
+
+fresh
+kbox exec -s fn "echo('404')"
+check an_http_error_status_is_the_function_s_error eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "FunctionError: echo(): its URL answered HTTP 404: no such thing" ]'
+
+fresh
+kbox exec -s fn "input('name? ')"
+check input_stays_refused_beside_the_functions eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "StdinNotImplementedError: input() is not available here: put the values in the code" ]'
+
+fresh
+kbox exec -s fn -i typed "print(get_order('o4')['id'], input(), get_order('o5')['id'])"
+check input_lines_and_calls_do_not_mix eval 'status_is 0 && stdout_is "[input: the code asked \"\" and was given \"typed\"]
+o4 typed o5"'
+
+fresh
+kbox restart -s fn
+kbox exec -s fn "import kbox_functions; print(get_order('o6')['id'], kbox_functions.echo is echo)"
+check a_new_kernel_has_the_functions_again eval 'status_is 0 && [ "$(tail -n 1 stdout)" = "o6 True" ] &&
+	grep -q "^\[note: kernel restarted: .*it had defined: orders: list, r: list\]$" stdout'
+
+fresh
+kbox exec -s fn "import inspect; print(inspect.signature(get_order)); print(get_order.__doc__)"
+check a_function_has_its_signature_and_docstring eval 'status_is 0 && stdout_is "(order_id: str) -> dict
+Return one order, with its \`status\` and number of \`items\`."'
+
+# ---- the functions file's bad input: one line, exit 2, no session ----
+
+bad_file() { # NAME JSON EXPECTED: kbox start with JSON as the file fails with EXPECTED
+	bad=$1 expected=$3
+	printf '%s\n' "$2" >"$FN/bad.json"
+	fresh
+	kbox start -s "bad_$bad" --backend "$BACKEND" --functions "$FN/bad.json"
+	check "bad_file_$bad" eval 'status_is 2 && stdout_empty && stderr_is "kbox start: $expected" && [ ! -e "$S/bad_$bad" ]'
+}
+bad_file not_json '{"functions": [' "functions file $FN/bad.json: not valid JSON: ']' expected near end of file (line 2, column 0)"
+bad_file no_list '{"functions": {}}' "functions file $FN/bad.json: \"functions\" must be an array of functions"
+bad_file unknown_member '{"functions": [], "limit": 3}' "functions file $FN/bad.json: unknown member \"limit\" (it may have functions, max_calls, max_concurrent)"
+bad_file no_runner '{"functions": [{"name": "f"}]}' "functions file $FN/bad.json: function f: give it either \"command\" (an array: the program and its arguments) or \"http\" (a URL)"
+bad_file both_runners '{"functions": [{"name": "f", "command": ["/bin/true"], "http": "http://127.0.0.1:1/"}]}' "functions file $FN/bad.json: function f: give it either \"command\" (an array: the program and its arguments) or \"http\" (a URL)"
+bad_file missing_program '{"functions": [{"name": "f", "command": ["bin/nope"]}]}' "functions file $FN/bad.json: function f: program $FN/bin/nope: No such file or directory"
+bad_file bad_name '{"functions": [{"name": "import", "command": ["/bin/true"]}]}' "functions file $FN/bad.json: host function \"import\": its name is not a Python identifier (letters, digits and _, at most 64, not a keyword, not starting with _ or a digit)"
+bad_file twice '{"functions": [{"name": "f", "command": ["/bin/true"]}, {"name": "f", "command": ["/bin/true"]}]}' "functions file $FN/bad.json: host function \"f\" is defined twice"
+bad_file typo '{"functions": [{"name": "f", "command": ["/bin/true"], "timout": 3}]}' "functions file $FN/bad.json: function f: unknown member \"timout\" (it may have name, description, parameters, returns, command or http, timeout, env)"
+bad_file timeout '{"functions": [{"name": "f", "command": ["/bin/true"], "timeout": 0}]}' "functions file $FN/bad.json: function f: \"timeout\" must be a number of seconds, more than 0 and at most 3600"
+bad_file url '{"functions": [{"name": "f", "http": "file:///etc/passwd"}]}' "functions file $FN/bad.json: function f: \"http\" must be an http:// or https:// URL"
+bad_file bad_schema '{"functions": [{"name": "f", "command": ["/bin/true"], "parameters": {"type": "object", "properties": {"a": {"type": "strin"}}}}]}' "functions file $FN/bad.json: host function f: \"parameters\": the schema cannot be used: \"type\" in /properties/a is \"strin\", no JSON type"
+
+fresh
+kbox start -s nofile --backend "$BACKEND" --functions "$FN/absent.json"
+check a_missing_functions_file_is_said eval 'status_is 2 && stderr_is "kbox start: functions file $FN/absent.json: No such file or directory" && [ ! -e "$S/nofile" ]'
+
+# a program the kernel can write is never run on the host
+fresh
+kbox start -s inws --backend "$BACKEND"
+kbox stop -s inws
+mkdir -p "$S/inws/workspace/f" && cp "$FN/bin/not_json" "$S/inws/workspace/f/" &&
+	printf '{"functions": [{"name": "f", "command": ["not_json"]}]}\n' >"$S/inws/workspace/f/functions.json"
+kbox start -s inws --functions "$S/inws/workspace/f/functions.json"
+check a_functions_file_in_the_workspace_is_refused eval 'status_is 5 &&
+	grep -q "functions file'"'"'s directory $S/inws/workspace/f is in the session'"'"'s workspace, which the kernel can write" stderr'
+
+tests_done
