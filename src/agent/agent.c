@@ -254,6 +254,14 @@ static int setup(run_t *r, const char *operand)
 		return EXIT_USAGE;
 	}
 	r->a.tty = isatty(STDERR_FILENO);
+	/* the host functions: of --functions FILE, for the session it starts,
+	 * or the session's own; the model reads their stubs */
+	if ((status = cli_functions_for(AGENT_CMD, r->o->functions, cli_session_name(r->o->session),
+	                                &r->a.functions)) != EXIT_OK)
+		return status;
+	if (r->o->functions)
+		cli_set_new_session_functions(r->a.functions);
+	r->a.functions_text = cli_functions_description(r->a.functions);
 	if ((status = open_session(r)) != EXIT_OK)
 		return status;
 	return user_message(r);
@@ -383,6 +391,11 @@ static void print_trace(agent_t *a, const char *status_word, const char *answer,
 static int finish(run_t *r, int status)
 {
 	agent_t *a = &r->a;
+	cli_set_new_session_functions(NULL);
+	json_decref(a->functions);
+	a->functions = NULL;
+	free(a->functions_text);
+	a->functions_text = NULL;
 	/* a session this run made, and ran no code in (the model could not
 	 * be reached, say): not left behind */
 	bool discard = status != EXIT_OK && r->made && a->dir && access(a->dir, F_OK) == 0 &&

@@ -52,6 +52,8 @@ typedef struct {
 	bool ticked;        /* "thinking…" is on standard error's last line */
 	long long usage[3]; /* prompt, completion, total tokens */
 	int requests;
+	json_t *functions;    /* the host functions (kbox-functions(5)), or NULL */
+	char *functions_text; /* what run_python's description says of them */
 } agent_t;
 
 /* ---- chat.c: the model ---- */

@@ -267,8 +267,8 @@ static void api_message(const agent_t *a, const char *body, size_t len, char *ou
 static json_t *post(agent_t *a)
 {
 	json_t *req = json_pack("{s:s, s:O, s:[o], s:s}", "model", a->model, "messages",
-	                        agent_messages(a), "tools", cli_tool_openai(), "tool_choice",
-	                        "auto");
+	                        agent_messages(a), "tools", cli_tool_openai(a->functions_text),
+	                        "tool_choice", "auto");
 	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL, why[1024], m[301];
 	const char *err, *text;
 	json_t *reply;

@@ -289,6 +289,8 @@ int cli_exec_check_size(const char *cmd, const kr_ctl_exec_t *e);
 
 /* GIVEN, else $KBOX_SESSION, else "default". */
 const char *cli_session_name(const char *given);
+/* (cli_set_new_session_functions's) */
+json_t *cli_new_session_functions(void);
 /* What a session gets when no --backend or --image is given: when IS_NEW
  * (a new session, or kbox run), *BACKEND, when NULL, $KBOX_BACKEND's
  * (when set and not empty), then *IMAGE, when NULL and the backend is
@@ -443,8 +445,21 @@ int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
 /* What a model reads about the tool: how to use it well (static). */
 const char *cli_tool_description(void);
 /* The tool as an element of OpenAI's Chat Completions "tools" (new
- * reference), or NULL when out of memory. */
-json_t *cli_tool_openai(void);
+ * reference), or NULL when out of memory; MORE (or NULL) is added to its
+ * description (cli_functions_description). */
+json_t *cli_tool_openai(const char *more);
+/* What run_python's description says of the host functions of DOC (a
+ * functions file as read): how to call them, and their Python stubs.
+ * New (free), or NULL when DOC has none. */
+char *cli_functions_description(const json_t *doc);
+/* The host functions a command uses: FILE's when given (read into *DOC,
+ * new: json_decref), else those of the existing session NAME (when not
+ * NULL), else none.  EXIT_OK, or EXIT_USAGE after one line naming CMD
+ * when FILE cannot be used. */
+int cli_functions_for(const char *cmd, const char *file, const char *name, json_t **doc);
+/* The host functions of the sessions this process starts for its code
+ * (kbox mcp, kbox agent --functions): DOC is borrowed, NULL for none. */
+void cli_set_new_session_functions(json_t *doc);
 
 /* Read all of F, at most KR_CTL_CODE_MAX bytes (16 MiB: no request may
  * hold more).  NULL with errno: EFBIG when F holds more, EILSEQ when it
@@ -510,9 +525,10 @@ int cli_opt_structured(const char *cmd, const cli_option_t *opt, const char *arg
  * description, inputSchema and, unless MODE is CLI_STRUCTURED_NONE, the
  * outputSchema of MODE's structured content (src/cli/cmd_tool_schema.c);
  * with IMAGES_INLINE, a description that says charts are shown as images
- * too (kbox mcp --images inline).  New reference, or NULL when out of
+ * too (kbox mcp --images inline); MORE (or NULL) added to the description
+ * (cli_functions_description).  New reference, or NULL when out of
  * memory. */
-json_t *cli_mcp_run_tool(cli_structured_t mode, bool images_inline);
+json_t *cli_mcp_run_tool(cli_structured_t mode, bool images_inline, const char *more);
 /* The JSON Schema of kbox mcp's "session" argument, a handle new_session
  * returned (new reference). */
 json_t *cli_mcp_session_arg(void);

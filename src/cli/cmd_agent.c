@@ -69,6 +69,10 @@ int cmd_agent(int argc, char **argv)
 	        CLI_OPT_CALLBACK(
 	                0, "format", "FMT", opt_format, &o.format,
 	                "print the answer as text, or the whole trace as json (default: text)"),
+	        CLI_OPT_STRING(0, "functions", "FILE", &o.functions,
+	                       "give a session it starts the host functions of FILE (a functions "
+	                       "file, kbox-functions(5)), whose stubs the tool's description shows "
+	                       "(default: the session's own, else none)"),
 	        CLI_OPT_JSON('j', &o.format),
 	        CLI_OPT_END};
 	int status, n = cli_parse_options("agent", opts, argc, argv, &status);

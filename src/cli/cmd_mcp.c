@@ -140,7 +140,7 @@ static int serve_http(const char *listen_at, const char *token_file, long long i
                       const mcp_options_t *o)
 {
 	char prog[PATH_MAX + 64], self[PATH_MAX], token[256], soft[32], tmo[32], maxs[32], idle[32];
-	const char *argv[24];
+	const char *argv[26];
 	kbox_error_t err = {0};
 	size_t n = 0;
 	ssize_t len;
@@ -186,6 +186,10 @@ static int serve_http(const char *listen_at, const char *token_file, long long i
 	argv[n++] = tmo;
 	argv[n++] = "--max-sessions";
 	argv[n++] = maxs;
+	if (o->functions) {
+		argv[n++] = "--functions";
+		argv[n++] = o->functions;
+	}
 	if (o->session) {
 		argv[n++] = "--session";
 		argv[n++] = o->session;
@@ -239,6 +243,11 @@ int cmd_mcp(int argc, char **argv)
 	                         "let the new_session tool (another, empty session for the "
 	                         "model, by its handle) make at most N sessions, each a kernel "
 	                         "of its own, 0 to 64 (default: 4)"),
+	        CLI_OPT_STRING(0, "functions", "FILE", &o.functions,
+	                       "give the sessions it starts the host functions of FILE (a "
+	                       "functions file, kbox-functions(5)), whose stubs run_python's "
+	                       "description shows (default: those of the session -s names, "
+	                       "else none)"),
 	        CLI_OPT_STRING(0, "http", "ADDR:PORT|unix:PATH", &http,
 	                       "serve Streamable HTTP at http://ADDR:PORT/mcp (ADDR an IP "
 	                       "address, such as 127.0.0.1; not a name), or on the unix "

@@ -6,8 +6,11 @@
  * (code, and an optional timeout in seconds). */
 #include "config.h"
 #include "cli.h"
+#include "runtime/functions.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 /* cli_result_schema_json: tests/result.schema.json, made a C string by make */
@@ -150,22 +153,73 @@ json_t *cli_mcp_session_arg(void)
 	                 "this connection's own session.");
 }
 
-json_t *cli_mcp_run_tool(cli_structured_t mode, bool images_inline)
+char *cli_functions_description(const json_t *doc)
+{
+	char *stubs = kr_functions_stubs(doc), *text = NULL;
+	if (stubs &&
+	    asprintf(
+	            &text,
+	            " Your code can also call these Python functions, already defined (and in "
+	            "the module kbox_functions): they run outside the sandbox. Call them plainly, "
+	            "as `x = f(...)`; in a statement with await they return awaitables, and "
+	            "`await asyncio.gather(f(a), f(b))` runs several at once. A failed call raises "
+	            "kbox_functions.FunctionError (ArgumentError when an argument breaks its "
+	            "rules) whose message says what to fix.\n\n```python\n%s```",
+	            stubs) < 0)
+		text = NULL;
+	free(stubs);
+	return text;
+}
+
+int cli_functions_for(const char *cmd, const char *file, const char *name, json_t **doc)
+{
+	kbox_error_t err = {0};
+	*doc = NULL;
+	if (file) {
+		kr_functions_t f;
+		if (kr_functions_read(&f, file, &err) < 0) {
+			cli_error(cmd, "%s", err.msg);
+			kr_functions_free(&f);
+			return EXIT_USAGE;
+		}
+		*doc = json_incref(f.doc);
+		kr_functions_free(&f);
+	} else if (name && kr_session_check_name(name, &err) == 0) {
+		/* an existing session's own (it is not started, nor made, here) */
+		char *home = kr_state_home(&err);
+		char *dir = home ? kr_session_dir(home, name, false, &err) : NULL;
+		kr_session_config_t cfg;
+		kr_session_config_init(&cfg);
+		if (dir && kr_session_config_load(&cfg, dir, &err) == 0 && cfg.functions)
+			*doc = json_incref(cfg.functions);
+		kr_session_config_free(&cfg);
+		free(dir);
+		free(home);
+	}
+	return EXIT_OK;
+}
+
+json_t *cli_mcp_run_tool(cli_structured_t mode, bool images_inline, const char *more)
 {
 	json_t *params = parameters(), *tool;
 	json_t *out = NULL;
-	char description[sizeof tool_description + sizeof IMAGES_INLINE +
-	                 sizeof mcp_description_more];
+	char *description = NULL;
 	const char *by_path = strstr(tool_description, IMAGES_BY_PATH);
 
 
-	if (images_inline && by_path) /* (it is there: the description is spelt so) */
-		snprintf(description, sizeof description, "%.*s%s%s%s",
-		         (int)(by_path - tool_description), tool_description, IMAGES_INLINE,
-		         by_path + strlen(IMAGES_BY_PATH), mcp_description_more);
-	else
-		snprintf(description, sizeof description, "%s%s", tool_description,
-		         mcp_description_more);
+	if (images_inline && by_path) { /* (it is there: the description is spelt so) */
+		if (asprintf(&description, "%.*s%s%s%s%s", (int)(by_path - tool_description),
+		             tool_description, IMAGES_INLINE, by_path + strlen(IMAGES_BY_PATH),
+		             mcp_description_more, more ? more : "") < 0)
+			description = NULL;
+	} else if (asprintf(&description, "%s%s%s", tool_description, mcp_description_more,
+	                    more ? more : "") < 0) {
+		description = NULL;
+	}
+	if (!description) {
+		json_decref(params);
+		return NULL;
+	}
 	json_object_set_new(
 	        json_object_get(params, "properties"), "soft_timeout",
 	        json_pack("{s:s, s:i, s:I, s:s}", "type", "number", "minimum", 0, "maximum",
@@ -177,6 +231,7 @@ json_t *cli_mcp_run_tool(cli_structured_t mode, bool images_inline)
 	                    cli_mcp_session_arg());
 	tool = json_pack("{s:s, s:s, s:s, s:o}", "name", TOOL_NAME, "title", "Run Python",
 	                 "description", description, "inputSchema", params);
+	free(description);
 	if (!tool || mode == CLI_STRUCTURED_NONE)
 		return tool;
 	out = mode == CLI_STRUCTURED_TEXT ? text_schema() : output_schema();
@@ -187,10 +242,23 @@ json_t *cli_mcp_run_tool(cli_structured_t mode, bool images_inline)
 	return tool;
 }
 
-json_t *cli_tool_openai(void)
+/* The description, with MORE after it: new, or NULL. */
+static char *description_with(const char *more)
 {
-	return json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
-	                 TOOL_NAME, "description", tool_description, "parameters", parameters());
+	char *d = NULL;
+	if (asprintf(&d, "%s%s", tool_description, more ? more : "") < 0)
+		return NULL;
+	return d;
+}
+
+json_t *cli_tool_openai(const char *more)
+{
+	char *d = description_with(more);
+	json_t *t = d ? json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function",
+	                          "name", TOOL_NAME, "description", d, "parameters", parameters())
+	              : NULL;
+	free(d);
+	return t;
 }
 
 static int format_cb(const char *cmd, const cli_option_t *opt, const char *arg)
@@ -213,6 +281,9 @@ int cmd_tool_schema(int argc, char **argv)
 {
 	tool_format_t format = TOOL_OPENAI;
 	cli_structured_t structured = CLI_STRUCTURED_NONE;
+	const char *functions = NULL;
+	json_t *doc = NULL;
+	char *more = NULL, *d;
 	cli_option_t opts[] = {
 	        CLI_OPT_CALLBACK(0, "format", "openai|anthropic|mcp", format_cb, &format,
 	                         "the envelope: OpenAI's (Chat Completions tools), Anthropic's "
@@ -220,6 +291,9 @@ int cmd_tool_schema(int argc, char **argv)
 	        CLI_OPT_CALLBACK(0, "structured", "none|text|full", cli_opt_structured, &structured,
 	                         "with --format mcp: the outputSchema of kbox mcp --structured "
 	                         "MODE (default: none, no outputSchema)"),
+	        CLI_OPT_STRING(0, "functions", "FILE", &functions,
+	                       "put the Python stubs of the host functions of FILE (a "
+	                       "functions file, kbox-functions(5)) in the description"),
 	        CLI_OPT_END};
 	int status, n;
 	json_t *tool = NULL;
@@ -238,18 +312,28 @@ int cmd_tool_schema(int argc, char **argv)
 		                         "has an outputSchema");
 		return EXIT_USAGE;
 	}
+	if (functions) {
+		if ((status = cli_functions_for("tool-schema", functions, NULL, &doc)) != EXIT_OK)
+			return status;
+		more = cli_functions_description(doc);
+		json_decref(doc);
+	}
 	switch (format) {
 	case TOOL_OPENAI:
-		tool = cli_tool_openai();
+		tool = cli_tool_openai(more);
 		break;
 	case TOOL_ANTHROPIC:
-		tool = json_pack("{s:s, s:s, s:o}", "name", TOOL_NAME, "description",
-		                 tool_description, "input_schema", parameters());
+		d = description_with(more);
+		tool = d ? json_pack("{s:s, s:s, s:o}", "name", TOOL_NAME, "description", d,
+		                     "input_schema", parameters())
+		         : NULL;
+		free(d);
 		break;
 	case TOOL_MCP:
-		tool = cli_mcp_run_tool(structured, false);
+		tool = cli_mcp_run_tool(structured, false, more);
 		break;
 	}
+	free(more);
 	if (!tool) {
 		cli_error("tool-schema", "out of memory");
 		return EXIT_UNAVAILABLE;

@@ -528,6 +528,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		kr_session_opts_t named = KR_SESSION_OPTS_INIT;
 		bool is_new = false;
 		named.name = name;
+		named.functions = cli_new_session_functions();
 		if (owner > 0)
 			named.owner_pid = owner;
 		if (kr_session_config_load(&have, dir, &err) < 0) {
@@ -650,6 +651,18 @@ void cli_session_forget(const char *dir)
 	close(dfd);
 	rmdir(dir);               /* only when empty: nothing else is ever removed */
 	kr_session_home_forget(); /* and the state directory, if this made it */
+}
+
+static json_t *new_session_functions;
+
+void cli_set_new_session_functions(json_t *doc)
+{
+	new_session_functions = doc;
+}
+
+json_t *cli_new_session_functions(void)
+{
+	return new_session_functions;
 }
 
 int cli_session_defaults(const char *cmd, bool is_new, const char **backend, const char **image)

@@ -113,6 +113,7 @@ typedef struct mcp {
 	mcp_sess_t *sess;   /* the session of the request, or the call, being handled */
 	mcp_images_t images;
 	cli_structured_t structured; /* what run_python's results carry as structuredContent */
+	char *functions_text;        /* what run_python's description says of the host functions */
 	long long timeout_ms;        /* a call's default: 0, none */
 	long long soft_ms;           /* a call's soft time limit by default: 0, none */
 	bool initialized;            /* initialize was answered */
@@ -174,7 +175,7 @@ void mcp_session_end_one(mcp_t *m, mcp_sess_t *s);
 
 /* The tools, as tools/list gives them, run_python's outputSchema that of
  * STRUCTURED (new reference). */
-json_t *mcp_tools_list(cli_structured_t structured, bool images_inline);
+json_t *mcp_tools_list(cli_structured_t structured, bool images_inline, const char *more);
 /* tools/call for request ID with PARAMS (borrowed): the response is sent,
  * now or, for run_python, when its reply comes. */
 void mcp_tools_call(mcp_t *m, json_t *id, json_t *params);

@@ -264,7 +264,8 @@ static void dispatch_modern(mcp_t *m, json_t *id, const char *method, json_t *pa
 		                          "private"),
 		                true);
 	else if (strcmp(method, "tools/list") == 0) {
-		if ((r = mcp_tools_list(m->structured, m->images == MCP_IMAGES_INLINE))) {
+		if ((r = mcp_tools_list(m->structured, m->images == MCP_IMAGES_INLINE,
+		                        m->functions_text))) {
 			/* the same for every request of this server: cacheable */
 			json_object_set_new(r, "ttlMs", json_integer(LIST_TTL_MS));
 			json_object_set_new(r, "cacheScope", json_string("private"));
@@ -309,7 +310,8 @@ static void dispatch(mcp_t *m, json_t *id, const char *method, json_t *params)
 		               "revision " MODERN_VERSION " does)");
 	else if (strcmp(method, "tools/list") == 0)
 		mcp_send_result(m, id,
-		                mcp_tools_list(m->structured, m->images == MCP_IMAGES_INLINE),
+		                mcp_tools_list(m->structured, m->images == MCP_IMAGES_INLINE,
+		                               m->functions_text),
 		                false);
 	else if (strcmp(method, "tools/call") == 0)
 		mcp_tools_call(m, id, params);
@@ -457,8 +459,17 @@ int mcp_serve(const mcp_options_t *o)
 	struct sigaction sa;
 	int status;
 
+	json_t *functions = NULL;
+
 	if ((status = mcp_session_name(&m, o->session)) != EXIT_OK)
 		return status;
+	/* the host functions: of --functions FILE, for the sessions it
+	 * starts, or of the session -s names; the model reads their stubs */
+	if ((status = cli_functions_for(MCP_CMD, o->functions, o->session, &functions)) != EXIT_OK)
+		return status;
+	if (o->functions)
+		cli_set_new_session_functions(functions);
+	m.functions_text = cli_functions_description(functions);
 	/* a state directory no session can be made in is said now, once, not
 	 * as the error of every call the client makes */
 	{
@@ -494,6 +505,9 @@ int mcp_serve(const mcp_options_t *o)
 	while (m.calls)
 		mcp_call_drop(&m, m.calls);
 	mcp_session_end(&m);
+	cli_set_new_session_functions(NULL);
+	json_decref(functions);
+	free(m.functions_text);
 	free(m.in);
 	return m.failed ? EXIT_UNAVAILABLE : EXIT_OK;
 }

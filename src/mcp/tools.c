@@ -51,7 +51,7 @@ json_t *mcp_text_result(bool is_error, const char *fmt, ...)
 
 /* ---- tools/list ---- */
 
-json_t *mcp_tools_list(cli_structured_t structured, bool images_inline)
+json_t *mcp_tools_list(cli_structured_t structured, bool images_inline, const char *more)
 {
 	json_t *path = json_pack("{s:s, s:s}", "type", "string", "description",
 	                         "A path relative to the workspace (the kernel's working "
@@ -63,7 +63,7 @@ json_t *mcp_tools_list(cli_structured_t structured, bool images_inline)
 	        "s:{s:s, s:i, s:I, s:s}}, s:[s], s:b}, s:{s:b}}, "
 	        "{s:s, s:s, s:s, s:{s:s, s:{s:O, s:{s:s, s:s}}, s:[s, s], s:b}, s:{s:b, s:b}}, "
 	        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}, s:{s:b}}]",
-	        cli_mcp_run_tool(structured, images_inline), "name", "list_files", "title",
+	        cli_mcp_run_tool(structured, images_inline, more), "name", "list_files", "title",
 	        "List files", "description",
 	        "List a directory of the workspace that run_python's code works in (the workspace "
 	        "root without a path): one entry a line, directories ending in /, files with their "

@@ -342,3 +342,19 @@ kbox_functions_t *kr_functions_set(kr_functions_t *f, kbox_function_cb *run,
 		kbox_functions_set_limits(set, f->max_calls, f->max_concurrent);
 	return set;
 }
+
+char *kr_functions_stubs(const json_t *doc)
+{
+	json_t *fns = json_object_get(doc, "functions"), *v;
+	kbox_functions_t *set = kbox_functions_new(NULL);
+	char *stubs = NULL;
+	size_t i;
+
+	json_array_foreach(fns, i,
+	                   v) if (set && kbox_functions_add(set, v, no_run, NULL, NULL, NULL) < 0)
+	        kbox_functions_destroy(&set);
+	if (set && kbox_functions_count(set) > 0)
+		stubs = kbox_functions_stubs(set);
+	kbox_functions_destroy(&set);
+	return stubs;
+}

@@ -65,6 +65,11 @@ int kr_functions_parse(kr_functions_t *out, json_t *doc, kbox_error_t *err);
 kbox_functions_t *kr_functions_set(kr_functions_t *f, kbox_function_cb *run,
                                    kbox_call_cancel_cb *cancel, kbox_error_t *err);
 
+/* The Python stubs of the functions of DOC (kbox_functions_stubs), for a
+ * model to read.  New (free), or NULL when DOC has none or memory ran
+ * out. */
+char *kr_functions_stubs(const json_t *doc);
+
 void kr_functions_free(kr_functions_t *f);
 
 #endif
