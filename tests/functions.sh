@@ -236,6 +236,76 @@ kbox exec -s fn "import inspect; print(inspect.signature(get_order)); print(get_
 check a_function_has_its_signature_and_docstring eval 'status_is 0 && stdout_is "(order_id: str) -> dict
 Return one order, with its \`status\` and number of \`items\`."'
 
+# ---- an MCP server's tools as functions ----
+
+MCP_SERVER=$top_srcdir/tests/mcp_tool_server.py
+fresh
+kbox start -s mcp --backend "$BACKEND" --functions-from-mcp "$MCP_SERVER"
+check mcp_read_only_tools_are_taken_and_the_others_said eval 'status_is 0 &&
+	stderr_is "kbox start: note: MCP server $MCP_SERVER: 1 tool left out, not marked read-only (\"allow\" or --functions-allow takes one by name): delete_order"'
+
+fresh
+kbox exec -s mcp "print(search('shoes'), search(q='hats', limit=9), order_count())"
+check mcp_tools_answer_with_text_or_structured_content eval \
+	'status_is 0 && stdout_is "found shoes (limit 3) found hats (limit 9) {'"'"'count'"'"': 7}"'
+
+fresh
+kbox exec -s mcp "search('fail')"
+check an_mcp_tool_error_result_is_a_function_error eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "FunctionError: search(): search is down" ]'
+
+fresh
+kbox exec -s mcp "search(3)"
+check an_mcp_tool_s_input_schema_checks_the_arguments eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "ArgumentError: search(): q must be a string, got int" ]'
+
+fresh
+kbox exec -s mcp "delete_order('o1')"
+check a_tool_not_marked_read_only_is_not_a_function eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "NameError: name '"'"'delete_order'"'"' is not defined" ]'
+
+fresh
+kbox tool-schema --format anthropic --functions-from-mcp "$MCP_SERVER" --functions-allow delete_order
+check tool_schema_shows_the_tools_stubs eval 'status_is 0 && stderr_empty && "$PY" -c "
+import json
+d = json.load(open(\"stdout\"))[\"description\"]
+for stub in [\"async def search(q: str, limit: int = 3) -> Any:\", \"async def delete_order(order_id: str) -> Any:\",
+             \"async def order_count() -> dict[str, Any]:\"]:
+    assert stub in d, stub
+"'
+
+# a server of the file, with its environment, a call's timeout, and a
+# tool allowed by name
+cat >"$FN/mcp.json" <<EOF
+{"mcp_servers": [{"command": ["$MCP_SERVER"], "allow": ["delete_order"], "timeout": 1,
+                  "env": {"MCP_TOOL_LOG": "$FN/mcp.log"}}]}
+EOF
+fresh
+kbox start -s mcpfile --backend "$BACKEND" --functions "$FN/mcp.json"
+kbox exec -s mcpfile "print(delete_order('o9'))"
+check an_allowed_tool_is_a_function eval 'status_is 0 && stdout_is deleted &&
+	grep -qxF "{\"name\": \"delete_order\", \"arguments\": {\"order_id\": \"o9\"}}" "$FN/mcp.log"'
+
+fresh
+kbox exec -s mcpfile "search('slow')"
+check an_mcp_call_past_its_timeout_is_a_function_timeout eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "FunctionTimeout: search(): no answer within 1 s (its timeout)" ]'
+
+fresh
+kbox exec -s mcpfile "print(search('after'))"
+check the_server_answers_the_next_call eval 'status_is 0 && stdout_is "found after (limit 3)"'
+
+fresh
+kbox start -s mcpbad --backend "$BACKEND" --functions-from-mcp "/bin/true"
+check a_server_that_says_nothing_is_refused eval 'status_is 2 &&
+	stderr_is "kbox start: --functions-from-mcp: MCP server /usr/bin/true: the MCP server closed its output" &&
+	[ ! -e "$S/mcpbad" ]'
+
+fresh
+kbox start -s mcpbad2 --backend "$BACKEND" --functions-allow x
+check functions_allow_needs_a_server eval 'status_is 2 &&
+	stderr_is "kbox start: --functions-allow is for the tools of --functions-from-mcp (a functions file'"'"'s server takes \"allow\")"'
+
 # ---- the functions file's bad input: one line, exit 2, no session ----
 
 bad_file() { # NAME JSON EXPECTED: kbox start with JSON as the file fails with EXPECTED
@@ -247,7 +317,7 @@ bad_file() { # NAME JSON EXPECTED: kbox start with JSON as the file fails with E
 }
 bad_file not_json '{"functions": [' "functions file $FN/bad.json: not valid JSON: ']' expected near end of file (line 2, column 0)"
 bad_file no_list '{"functions": {}}' "functions file $FN/bad.json: \"functions\" must be an array of functions"
-bad_file unknown_member '{"functions": [], "limit": 3}' "functions file $FN/bad.json: unknown member \"limit\" (it may have functions, max_calls, max_concurrent)"
+bad_file unknown_member '{"functions": [], "limit": 3}' "functions file $FN/bad.json: unknown member \"limit\" (it may have functions, mcp_servers, max_calls, max_concurrent)"
 bad_file no_runner '{"functions": [{"name": "f"}]}' "functions file $FN/bad.json: function f: give it either \"command\" (an array: the program and its arguments) or \"http\" (a URL)"
 bad_file both_runners '{"functions": [{"name": "f", "command": ["/bin/true"], "http": "http://127.0.0.1:1/"}]}' "functions file $FN/bad.json: function f: give it either \"command\" (an array: the program and its arguments) or \"http\" (a URL)"
 bad_file missing_program '{"functions": [{"name": "f", "command": ["bin/nope"]}]}' "functions file $FN/bad.json: function f: program $FN/bin/nope: No such file or directory"

@@ -259,7 +259,7 @@ static int setup(run_t *r, const char *operand)
 	if ((status = cli_functions_for(AGENT_CMD, r->o->functions, cli_session_name(r->o->session),
 	                                &r->a.functions)) != EXIT_OK)
 		return status;
-	if (r->o->functions)
+	if (cli_functions_given(r->o->functions))
 		cli_set_new_session_functions(r->a.functions);
 	r->a.functions_text = cli_functions_description(r->a.functions);
 	if ((status = open_session(r)) != EXIT_OK)

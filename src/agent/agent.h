@@ -22,11 +22,11 @@ typedef struct {
 	const char *base_url;     /* --base-url, or NULL: $KBOX_BASE_URL, else the default */
 	const char *const *files; /* --file HOSTPATH..., N_FILES of them */
 	size_t n_files;
-	int max_steps;         /* --max-steps, 1 to AGENT_MAX_STEPS_LIMIT */
-	bool reset;            /* --reset: a new conversation */
-	long long timeout_ms;  /* -t: each tool call's code at most; 0: no limit */
-	format_t format;       /* FMT_TEXT (the answer) or FMT_JSON (the trace) */
-	const char *functions; /* --functions FILE, or NULL */
+	int max_steps;                         /* --max-steps, 1 to AGENT_MAX_STEPS_LIMIT */
+	bool reset;                            /* --reset: a new conversation */
+	long long timeout_ms;                  /* -t: each tool call's code at most; 0: no limit */
+	format_t format;                       /* FMT_TEXT (the answer) or FMT_JSON (the trace) */
+	const cli_functions_opts_t *functions; /* --functions..., or NULL */
 } agent_options_t;
 #define AGENT_OPTIONS_INIT                                                                    \
 	{                                                                                     \

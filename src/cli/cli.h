@@ -452,11 +452,33 @@ json_t *cli_tool_openai(const char *more);
  * functions file as read): how to call them, and their Python stubs.
  * New (free), or NULL when DOC has none. */
 char *cli_functions_description(const json_t *doc);
-/* The host functions a command uses: FILE's when given (read into *DOC,
- * new: json_decref), else those of the existing session NAME (when not
- * NULL), else none.  EXIT_OK, or EXIT_USAGE after one line naming CMD
- * when FILE cannot be used. */
-int cli_functions_for(const char *cmd, const char *file, const char *name, json_t **doc);
+/* The options that give host functions (kbox-functions(5)). */
+typedef struct {
+	const char *file;       /* --functions FILE, or NULL */
+	cli_strlist_t from_mcp; /* --functions-from-mcp COMMAND... */
+	cli_strlist_t allow;    /* --functions-allow TOOL... */
+} cli_functions_opts_t;
+#define CLI_OPT_FUNCTIONS(fo, whose)                                                            \
+	CLI_OPT_STRING(0, "functions", "FILE", &(fo)->file,                                     \
+	               "give " whose " the host functions of FILE, a functions file (see "      \
+	               "kbox-functions(5))"),                                                   \
+	        CLI_OPT_LIST(0, "functions-from-mcp", "COMMAND", &(fo)->from_mcp,               \
+	                     "give " whose " the read-only tools of the MCP server COMMAND (a " \
+	                     "command line, split as a shell does) as host functions; "         \
+	                     "repeatable"),                                                     \
+	        CLI_OPT_LIST(0, "functions-allow", "TOOL", &(fo)->allow,                        \
+	                     "with --functions-from-mcp, take its tool TOOL too, though not "   \
+	                     "marked read-only; repeatable")
+/* Whether FO gives any host function. */
+bool cli_functions_given(const cli_functions_opts_t *fo);
+void cli_functions_opts_clear(cli_functions_opts_t *fo);
+/* The host functions a command uses: those FO gives (read, each MCP
+ * server's tools listed: into *DOC, new: json_decref; what was left out
+ * said on standard error), else those of the existing session NAME (when
+ * not NULL), else none.  EXIT_OK, or EXIT_USAGE after one line naming
+ * CMD when they cannot be used. */
+int cli_functions_for(const char *cmd, const cli_functions_opts_t *fo, const char *name,
+                      json_t **doc);
 /* The host functions of the sessions this process starts for its code
  * (kbox mcp, kbox agent --functions): DOC is borrowed, NULL for none. */
 void cli_set_new_session_functions(json_t *doc);

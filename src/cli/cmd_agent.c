@@ -46,6 +46,7 @@ static int opt_max_steps(const char *cmd, const cli_option_t *opt, const char *a
 int cmd_agent(int argc, char **argv)
 {
 	agent_options_t o = AGENT_OPTIONS_INIT;
+	cli_functions_opts_t fo = {0};
 	cli_strlist_t files = {0};
 	cli_option_t opts[] = {
 	        CLI_OPT_SESSION(&o.session),
@@ -69,10 +70,7 @@ int cmd_agent(int argc, char **argv)
 	        CLI_OPT_CALLBACK(
 	                0, "format", "FMT", opt_format, &o.format,
 	                "print the answer as text, or the whole trace as json (default: text)"),
-	        CLI_OPT_STRING(0, "functions", "FILE", &o.functions,
-	                       "give a session it starts the host functions of FILE (a functions "
-	                       "file, kbox-functions(5)), whose stubs the tool's description shows "
-	                       "(default: the session's own, else none)"),
+	        CLI_OPT_FUNCTIONS(&fo, "a session it starts"),
 	        CLI_OPT_JSON('j', &o.format),
 	        CLI_OPT_END};
 	int status, n = cli_parse_options("agent", opts, argc, argv, &status);
@@ -90,8 +88,10 @@ int cmd_agent(int argc, char **argv)
 	}
 	o.files = files.v;
 	o.n_files = files.n;
+	o.functions = &fo;
 	status = agent_run(&o, argv[0]);
 out:
+	cli_functions_opts_clear(&fo);
 	cli_strlist_clear(&files);
 	return status;
 }

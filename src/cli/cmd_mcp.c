@@ -140,7 +140,7 @@ static int serve_http(const char *listen_at, const char *token_file, long long i
                       const mcp_options_t *o)
 {
 	char prog[PATH_MAX + 64], self[PATH_MAX], token[256], soft[32], tmo[32], maxs[32], idle[32];
-	const char *argv[26];
+	const char *argv[64];
 	kbox_error_t err = {0};
 	size_t n = 0;
 	ssize_t len;
@@ -186,9 +186,17 @@ static int serve_http(const char *listen_at, const char *token_file, long long i
 	argv[n++] = tmo;
 	argv[n++] = "--max-sessions";
 	argv[n++] = maxs;
-	if (o->functions) {
+	if (o->functions && o->functions->file) {
 		argv[n++] = "--functions";
-		argv[n++] = o->functions;
+		argv[n++] = o->functions->file;
+	}
+	for (size_t i = 0; o->functions && i < o->functions->from_mcp.n && n + 6 < 64; i++) {
+		argv[n++] = "--functions-from-mcp";
+		argv[n++] = o->functions->from_mcp.v[i];
+	}
+	for (size_t i = 0; o->functions && i < o->functions->allow.n && n + 6 < 64; i++) {
+		argv[n++] = "--functions-allow";
+		argv[n++] = o->functions->allow.v[i];
 	}
 	if (o->session) {
 		argv[n++] = "--session";
@@ -216,6 +224,7 @@ int cmd_mcp(int argc, char **argv)
 	const char *http = NULL, *token_file = NULL;
 	long long idle_ms = -1;
 	mcp_options_t o = MCP_OPTIONS_INIT;
+	cli_functions_opts_t fo = {0};
 	cli_option_t opts[] = {
 	        CLI_OPT_STRING(
 	                's', "session", "NAME", &o.session,
@@ -243,11 +252,7 @@ int cmd_mcp(int argc, char **argv)
 	                         "let the new_session tool (another, empty session for the "
 	                         "model, by its handle) make at most N sessions, each a kernel "
 	                         "of its own, 0 to 64 (default: 4)"),
-	        CLI_OPT_STRING(0, "functions", "FILE", &o.functions,
-	                       "give the sessions it starts the host functions of FILE (a "
-	                       "functions file, kbox-functions(5)), whose stubs run_python's "
-	                       "description shows (default: those of the session -s names, "
-	                       "else none)"),
+	        CLI_OPT_FUNCTIONS(&fo, "the sessions it starts"),
 	        CLI_OPT_STRING(0, "http", "ADDR:PORT|unix:PATH", &http,
 	                       "serve Streamable HTTP at http://ADDR:PORT/mcp (ADDR an IP "
 	                       "address, such as 127.0.0.1; not a name), or on the unix "
@@ -263,17 +268,24 @@ int cmd_mcp(int argc, char **argv)
 	        CLI_OPT_END};
 	int status;
 
+	o.functions = &fo;
 	if (cli_parse_no_operands("mcp", opts, argc, argv, &status) < 0)
-		return status;
+		goto out;
 	if (token_file && !http) {
 		cli_error("mcp", "--token-file is for --http");
-		return EXIT_USAGE;
+		status = EXIT_USAGE;
+		goto out;
 	}
 	if (idle_ms >= 0 && !http) {
 		cli_error("mcp", "--conversation-idle is for --http");
-		return EXIT_USAGE;
+		status = EXIT_USAGE;
+		goto out;
 	}
 	if (http)
-		return serve_http(http, token_file, idle_ms < 0 ? 3600LL * 1000 : idle_ms, &o);
-	return mcp_serve(&o);
+		status = serve_http(http, token_file, idle_ms < 0 ? 3600LL * 1000 : idle_ms, &o);
+	else
+		status = mcp_serve(&o);
+out:
+	cli_functions_opts_clear(&fo);
+	return status;
 }

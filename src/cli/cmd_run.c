@@ -356,8 +356,9 @@ static int backend_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 
 /* A run: its options, its files, and where it stands. */
 typedef struct {
-	const char *kernel, *workspace, *outputs, *backend, *image, *functions_file;
-	json_t *functions; /* --functions FILE as read, or NULL */
+	const char *kernel, *workspace, *outputs, *backend, *image;
+	cli_functions_opts_t fo;
+	json_t *functions; /* the host functions, as read, or NULL */
 	cli_strlist_t inputs, puts;
 	cells_t cells;
 	copy_t *copies; /* the files to copy into the new workspace */
@@ -730,6 +731,7 @@ static void stop_run_session(const run_t *run)
 static void run_clear(run_t *run)
 {
 	json_decref(run->functions);
+	cli_functions_opts_clear(&run->fo);
 	for (size_t i = 0; i < run->cells.n; i++)
 		free(run->cells.v[i].code);
 	free(run->cells.v);
@@ -789,9 +791,7 @@ int cmd_run(int argc, char **argv)
 	        CLI_OPT_STRING(0, "image", "NAME", &run.image,
 	                       "docker: the container image (default: $KBOX_IMAGE_NAME, else "
 	                       "kbox-kernel)"),
-	        CLI_OPT_STRING(0, "functions", "FILE", &run.functions_file,
-	                       "host functions the cells may call: a functions file, see "
-	                       "kbox-functions(5) (default: none)"),
+	        CLI_OPT_FUNCTIONS(&run.fo, "the cells"),
 	        CLI_OPT_CALLBACK(
 	                't', "timeout", "DURATION", cli_opt_duration, &run.timeout_ms,
 	                "interrupt a cell after DURATION, e.g. 30 or 2m (default: 0, no limit)"),
@@ -830,8 +830,7 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	if (!run.backend)
 		run.backend = KR_BACKEND_DEFAULT;
-	if (run.functions_file && (status = cli_functions_for("run", run.functions_file, NULL,
-	                                                      &run.functions)) != EXIT_OK)
+	if ((status = cli_functions_for("run", &run.fo, NULL, &run.functions)) != EXIT_OK)
 		goto out;
 	if ((status = prepare_run(&run)) != EXIT_OK ||
 	    (status = start_run_session(&run)) != EXIT_OK)

@@ -265,7 +265,8 @@ static int start_session(const char *dir, const char *name, const kr_session_con
 
 /* What kbox start was asked. */
 typedef struct {
-	const char *name, *rootfs_arg, *functions_arg;
+	const char *name, *rootfs_arg;
+	cli_functions_opts_t fo;
 	kr_session_opts_t o;
 	cli_strlist_t env;
 	bool reseal;
@@ -308,9 +309,7 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	        CLI_OPT_STRING(
 	                0, "rootfs", "DIR", &a->rootfs_arg,
 	                "the sandbox's system files (default: the session's, else the host's)"),
-	        CLI_OPT_STRING(0, "functions", "FILE", &a->functions_arg,
-	                       "host functions its code may call: a functions file, see "
-	                       "kbox-functions(5) (default: the session's, else none)"),
+	        CLI_OPT_FUNCTIONS(&a->fo, "its code"),
 	        CLI_OPT_CALLBACK(
 	                'e', "env", "K=V", env_cb, &a->env,
 	                "set K to V in its environment; repeatable (default: the session's)"),
@@ -391,7 +390,7 @@ int cmd_start(int argc, char **argv)
 	const char *name;
 	char *rootfs = NULL, *dir = NULL;
 	kr_session_config_t config, before;
-	kr_functions_t fns = {0};
+	json_t *functions = NULL;
 	kbox_error_t err = {0};
 	bool started = false, is_new = false, restore = false;
 	int status;
@@ -405,14 +404,9 @@ int cmd_start(int argc, char **argv)
 		goto out;
 	}
 	o->rootfs = rootfs;
-	if (a.functions_arg) {
-		if (kr_functions_read(&fns, a.functions_arg, &err) < 0) {
-			cli_error("start", "%s", err.msg);
-			status = EXIT_USAGE;
-			goto out;
-		}
-		o->functions = fns.doc;
-	}
+	if ((status = cli_functions_for("start", &a.fo, NULL, &functions)) != EXIT_OK)
+		goto out;
+	o->functions = functions;
 	o->env = a.env.v;
 	o->n_env = a.env.n;
 	name = cli_session_name(a.name);
@@ -454,7 +448,8 @@ out:
 	kr_session_config_free(&before);
 	kr_session_config_free(&config);
 	cli_strlist_clear(&a.env);
-	kr_functions_free(&fns);
+	json_decref(functions);
+	cli_functions_opts_clear(&a.fo);
 	free(rootfs);
 	free(dir);
 	return status;

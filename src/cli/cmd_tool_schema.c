@@ -8,7 +8,10 @@
 #include "cli.h"
 #include "runtime/functions.h"
 
+#include <limits.h>
 #include <stdio.h>
+#include <wordexp.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
@@ -171,16 +174,114 @@ char *cli_functions_description(const json_t *doc)
 	return text;
 }
 
-int cli_functions_for(const char *cmd, const char *file, const char *name, json_t **doc)
+bool cli_functions_given(const cli_functions_opts_t *fo)
+{
+	return fo && (fo->file || fo->from_mcp.n);
+}
+
+void cli_functions_opts_clear(cli_functions_opts_t *fo)
+{
+	cli_strlist_clear(&fo->from_mcp);
+	cli_strlist_clear(&fo->allow);
+}
+
+/* NAME found on PATH, as a shell finds a command, into BUF: 0, or -1. */
+static int find_on_path(const char *name, char *buf, size_t size)
+{
+	const char *path = getenv("PATH");
+	while (path && *path) {
+		size_t n = strcspn(path, ":");
+		struct stat st;
+		if ((size_t)snprintf(buf, size, "%.*s/%s", (int)n, n ? path : ".", name) < size &&
+		    stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0) {
+			char real[PATH_MAX];
+			if (buf[0] == '/')
+				return 0;
+			if (!realpath(buf, real) || strlen(real) >= size)
+				return -1;
+			memcpy(buf, real, strlen(real) + 1);
+			return 0;
+		}
+		path += n + (path[n] == ':');
+	}
+	return -1;
+}
+
+/* The "mcp_servers" entries of --functions-from-mcp and
+ * --functions-allow (new), or NULL after one line. */
+static json_t *servers_of(const char *cmd, const cli_functions_opts_t *fo)
+{
+	json_t *servers = json_array(), *allow = json_array();
+	for (size_t i = 0; servers && allow && i < fo->allow.n; i++)
+		json_array_append_new(allow, json_string(fo->allow.v[i]));
+	for (size_t i = 0; servers && i < fo->from_mcp.n; i++) {
+		wordexp_t we;
+		json_t *argv = json_array();
+		char prog[PATH_MAX];
+		int rc = wordexp(fo->from_mcp.v[i], &we, WRDE_NOCMD | WRDE_UNDEF);
+		if (rc != 0 || we.we_wordc == 0) {
+			cli_error(cmd, "--functions-from-mcp \"%s\": not a command line%s",
+			          fo->from_mcp.v[i],
+			          rc == WRDE_CMDSUB   ? " ($(...) and `...` are not run)"
+			          : rc == WRDE_BADVAL ? " (a variable in it is not set)"
+			                              : "");
+			if (rc == 0)
+				wordfree(&we);
+			json_decref(argv);
+			json_decref(servers);
+			json_decref(allow);
+			return NULL;
+		}
+		/* a name is found on PATH, as a shell finds it; a path is
+		 * taken from here */
+		if (!strchr(we.we_wordv[0], '/') &&
+		    find_on_path(we.we_wordv[0], prog, sizeof prog) == 0)
+			json_array_append_new(argv, json_string(prog));
+		else if (realpath(we.we_wordv[0], prog))
+			json_array_append_new(argv, json_string(prog));
+		else
+			json_array_append_new(argv, json_string(we.we_wordv[0]));
+		for (size_t k = 1; k < we.we_wordc; k++)
+			json_array_append_new(argv, json_string(we.we_wordv[k]));
+		wordfree(&we);
+		json_array_append_new(servers,
+		                      json_pack("{s:o, s:O}", "command", argv, "allow", allow));
+	}
+	json_decref(allow);
+	if (!servers)
+		cli_error(cmd, "out of memory");
+	return servers;
+}
+
+int cli_functions_for(const char *cmd, const cli_functions_opts_t *fo, const char *name,
+                      json_t **doc)
 {
 	kbox_error_t err = {0};
 	*doc = NULL;
-	if (file) {
+	if (fo && fo->allow.n && !fo->from_mcp.n) {
+		cli_error(cmd, "--functions-allow is for the tools of --functions-from-mcp (a "
+		               "functions file's server takes \"allow\")");
+		return EXIT_USAGE;
+	}
+	if (cli_functions_given(fo)) {
 		kr_functions_t f;
-		if (kr_functions_read(&f, file, &err) < 0) {
+		json_t *servers = servers_of(cmd, fo);
+		int rc;
+		if (!servers)
+			return EXIT_USAGE;
+		rc = kr_functions_read(&f, fo->file, servers, &err);
+		json_decref(servers);
+		if (rc < 0) {
 			cli_error(cmd, "%s", err.msg);
 			kr_functions_free(&f);
 			return EXIT_USAGE;
+		}
+		/* the tools left out, each server's in a line */
+		for (char *line = f.notes, *nl; line && *line; line = nl + 1) {
+			if (!(nl = strchr(line, '\n')))
+				break;
+			*nl = '\0';
+			cli_error(cmd, "note: %s", line);
 		}
 		*doc = json_incref(f.doc);
 		kr_functions_free(&f);
@@ -281,7 +382,7 @@ int cmd_tool_schema(int argc, char **argv)
 {
 	tool_format_t format = TOOL_OPENAI;
 	cli_structured_t structured = CLI_STRUCTURED_NONE;
-	const char *functions = NULL;
+	cli_functions_opts_t fo = {0};
 	json_t *doc = NULL;
 	char *more = NULL, *d;
 	cli_option_t opts[] = {
@@ -291,10 +392,7 @@ int cmd_tool_schema(int argc, char **argv)
 	        CLI_OPT_CALLBACK(0, "structured", "none|text|full", cli_opt_structured, &structured,
 	                         "with --format mcp: the outputSchema of kbox mcp --structured "
 	                         "MODE (default: none, no outputSchema)"),
-	        CLI_OPT_STRING(0, "functions", "FILE", &functions,
-	                       "put the Python stubs of the host functions of FILE (a "
-	                       "functions file, kbox-functions(5)) in the description"),
-	        CLI_OPT_END};
+	        CLI_OPT_FUNCTIONS(&fo, "the description the Python stubs of"), CLI_OPT_END};
 	int status, n;
 	json_t *tool = NULL;
 
@@ -312,12 +410,12 @@ int cmd_tool_schema(int argc, char **argv)
 		                         "has an outputSchema");
 		return EXIT_USAGE;
 	}
-	if (functions) {
-		if ((status = cli_functions_for("tool-schema", functions, NULL, &doc)) != EXIT_OK)
-			return status;
-		more = cli_functions_description(doc);
-		json_decref(doc);
-	}
+	status = cli_functions_for("tool-schema", &fo, NULL, &doc);
+	cli_functions_opts_clear(&fo);
+	if (status != EXIT_OK)
+		return status;
+	more = cli_functions_description(doc);
+	json_decref(doc);
 	switch (format) {
 	case TOOL_OPENAI:
 		tool = cli_tool_openai(more);

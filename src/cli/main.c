@@ -23,7 +23,7 @@
 static const cli_cmd_t commands[] = {
         {"agent", cmd_agent,
          "kbox agent [-s NAME] [-m MODEL] [--base-url URL] [--file HOSTPATH]... [--max-steps N] "
-         "[--reset] [-t DURATION] [--format text|json] [--functions FILE] (QUESTION | -)",
+         "[--reset] [-t DURATION] [--format text|json] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... (QUESTION | -)",
          "answer a question with a language model that runs Python in a session",
          "kbox agent -s sales --file sales.csv 'Which region sold the most units?'"},
         {"complete", cmd_complete,
@@ -65,7 +65,7 @@ static const cli_cmd_t commands[] = {
          "kbox ls --format json"},
         {"mcp", cmd_mcp,
          "kbox mcp [-s NAME] [--images path|inline] [--structured none|text|full] "
-         "[--soft-timeout DURATION] [-t DURATION] [--max-sessions N] [--functions FILE] "
+         "[--soft-timeout DURATION] [-t DURATION] [--max-sessions N] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... "
          "[--http ADDR:PORT|unix:PATH] "
          "[--token-file FILE] [--conversation-idle DURATION]",
          "serve a Model Context Protocol client, on standard input and output or over "
@@ -83,14 +83,14 @@ static const cli_cmd_t commands[] = {
          "remove sessions, their workspaces included", "kbox rm -f sales"},
         {"run", cmd_run,
          "kbox run [-k NAME] [--workspace DIR] [--put FILE]... [--backend bwrap|docker|none] "
-         "[--image NAME] [--functions FILE] [-t DURATION] "
+         "[--image NAME] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... [-t DURATION] "
          "[-o DIR] [-i LINE]... [--input-file FILE]... "
          "[--format FMT] [--max-output BYTES] [--max-lines N] [-c CODE]... [FILE | -]...",
          "run cells in one fresh sandboxed kernel, without a session",
          "kbox run -t 60 -c 'import pandas as pd' analysis.py"},
         {"start", cmd_start,
          "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DURATION] [--memory SIZE] [--cpus N] "
-         "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [--image NAME] [--functions FILE] [--outputs-quota SIZE] [--output-rate N] [--home-config on|off] [--reseal] [-e K=V]...",
+         "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [--image NAME] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... [--outputs-quota SIZE] [--output-rate N] [--home-config on|off] [--reseal] [-e K=V]...",
          "start a session: a supervisor and its kernel",
          "kbox start -s sales --memory 4G --ttl 2h"},
         {"status", cmd_status, "kbox status [-s NAME] [--format FMT]", "show one session in detail",
@@ -99,7 +99,7 @@ static const cli_cmd_t commands[] = {
          "stop a session's kernel and supervisor (its files stay)", "kbox stop --all"},
         {"tool-schema", cmd_tool_schema,
          "kbox tool-schema [--format openai|anthropic|mcp] [--structured none|text|full] "
-         "[--functions FILE]",
+         "[--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]...",
          "print the run-code tool's definition for a model's API",
          "kbox tool-schema --format anthropic"},
         {"version", cmd_version, "kbox version [--format FMT]", "print the version",

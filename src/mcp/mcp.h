@@ -26,7 +26,7 @@ typedef struct {
 	long long timeout_ms;   /* -t: a run_python call's time limit when it gives none; 0: none */
 	long long soft_ms;      /* --soft-timeout: when a call is answered early; 0: never */
 	long long max_sessions; /* --max-sessions: new_session's at once, 0..MCP_SESSIONS_MAX */
-	const char *functions;  /* --functions FILE, or NULL */
+	const cli_functions_opts_t *functions; /* --functions..., or NULL */
 } mcp_options_t;
 /* new_session's sessions at once: by default, and the most -- each is a
  * kernel of its own, some 100 MiB or more */

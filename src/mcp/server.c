@@ -467,7 +467,7 @@ int mcp_serve(const mcp_options_t *o)
 	 * starts, or of the session -s names; the model reads their stubs */
 	if ((status = cli_functions_for(MCP_CMD, o->functions, o->session, &functions)) != EXIT_OK)
 		return status;
-	if (o->functions)
+	if (cli_functions_given(o->functions))
 		cli_set_new_session_functions(functions);
 	m.functions_text = cli_functions_description(functions);
 	/* a state directory no session can be made in is said now, once, not

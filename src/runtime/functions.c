@@ -2,6 +2,7 @@
  * (functions.h, kbox-functions(5)). */
 #include "runtime/runtime.h"
 #include "runtime/functions.h"
+#include "runtime/mcp_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +16,8 @@
 /* The members an entry may have. */
 static const char *const entry_keys[] = {"name",    "description", "parameters", "returns",
                                          "command", "http",        "timeout",    "env"};
-static const char *const file_keys[] = {"functions", "max_calls", "max_concurrent", "dir"};
+static const char *const file_keys[] = {"functions", "mcp_servers", "max_calls", "max_concurrent",
+                                        "dir"};
 
 static bool known(const char *const *keys, size_t n, const char *k)
 {
@@ -52,7 +54,13 @@ void kr_functions_free(kr_functions_t *f)
 		strv_free(f->fns[i].argv);
 		strv_free(f->fns[i].env);
 	}
+	for (size_t i = 0; i < f->n_servers; i++) {
+		strv_free(f->servers[i].argv);
+		strv_free(f->servers[i].env);
+	}
 	free(f->fns);
+	free(f->servers);
+	free(f->notes);
 	json_decref(f->doc);
 	memset(f, 0, sizeof *f);
 }
@@ -64,17 +72,122 @@ static void no_run(void *arg, kbox_call_t *call)
 	(void)call;
 }
 
+/* The program and environment of WHAT (a function's, or an MCP
+ * server's: "function get_order"), from E's "command", "timeout" and
+ * "env", into *ARGV, *ENV and *TIMEOUT_MS; with RESOLVE, a relative
+ * program is made absolute against DIR in E itself.  0, or -1 with ERR. */
+static int runner_take(const char *what, json_t *e, const char *where, const char *dir,
+                       bool resolve, char ***argv_p, char ***env_p, long long *timeout_ms,
+                       kbox_error_t *err)
+{
+	json_t *cmd = json_object_get(e, "command"), *to = json_object_get(e, "timeout");
+	json_t *env = json_object_get(e, "env"), *v;
+	const char *k;
+	size_t j, ne = 0;
+	char **env_v;
+
+	if (cmd) {
+		const char *prog;
+		struct stat st;
+		if (!json_is_array(cmd) || json_array_size(cmd) == 0)
+			return kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "%s: %s: \"command\" must be a non-empty array of strings "
+			        "(the program, then its arguments)",
+			        where, what);
+		json_array_foreach(cmd, j, v)
+		{
+			if (!json_is_string(v) || (j == 0 && !*json_string_value(v)))
+				return kbox_error_set(err, KBOX_E_INVALID,
+				                      "%s: %s: \"command\"[%zu] must be a %s",
+				                      where, what, j,
+				                      j == 0 ? "program's path" : "string");
+		}
+		if (resolve && json_string_value(json_array_get(cmd, 0))[0] != '/') {
+			char *abs = NULL;
+			if (asprintf(&abs, "%s%s%s", dir, strcmp(dir, "/") == 0 ? "" : "/",
+			             json_string_value(json_array_get(cmd, 0))) < 0)
+				return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+			json_array_set_new(cmd, 0, json_string(abs));
+			free(abs);
+		}
+		prog = json_string_value(json_array_get(cmd, 0));
+		if (prog[0] != '/')
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "%s: %s: the program %s is not an absolute path",
+			                      where, what, prog);
+		if (stat(prog, &st) < 0)
+			return kbox_error_set_sys(err, "%s: %s: program %s", where, what, prog);
+		if (!S_ISREG(st.st_mode) || access(prog, X_OK) < 0)
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "%s: %s: program %s is not an executable file", where,
+			                      what, prog);
+		if (!(*argv_p = calloc(json_array_size(cmd) + 1, sizeof **argv_p)))
+			return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		json_array_foreach(cmd, j, v)
+		{
+			if (!((*argv_p)[j] = strdup(json_string_value(v))))
+				return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		}
+	}
+	*timeout_ms = KR_FUNCTION_TIMEOUT_S * 1000LL;
+	if (to) {
+		double t = json_number_value(to);
+		if (!json_is_number(to) || !(t > 0) || t > KR_FUNCTION_TIMEOUT_MAX_S)
+			return kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "%s: %s: \"timeout\" must be a number of seconds, more "
+			        "than 0 and at most %d",
+			        where, what, KR_FUNCTION_TIMEOUT_MAX_S);
+		*timeout_ms = (long long)(t * 1000.0 + 0.5);
+		if (*timeout_ms < 1)
+			*timeout_ms = 1;
+	}
+	if (env && !json_is_object(env))
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: %s: \"env\" must be an object of strings", where, what);
+	if (env && !cmd)
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: %s: \"env\" is for a command, not \"http\"", where,
+		                      what);
+	if (!(env_v = *env_p = calloc(json_object_size(env) + 3, sizeof *env_v)) ||
+	    !(env_v[ne++] = strdup("PATH=" KR_FUNCTION_PATH)) ||
+	    !(env_v[ne++] = strdup("LANG=C.UTF-8")))
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	json_object_foreach(env, k, v)
+	{
+		size_t at = ne;
+		if (!env_name_ok(k) || !json_is_string(v))
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "%s: %s: \"env\": %.64s must be a variable's name "
+			                      "(letters, digits, _) with a string",
+			                      where, what, k);
+		/* PATH and LANG: its own, instead of kbox's */
+		if (strcmp(k, "PATH") == 0 || strcmp(k, "LANG") == 0) {
+			at = strcmp(k, "PATH") == 0 ? 0 : 1;
+			free(env_v[at]);
+		} else {
+			ne++;
+		}
+		if (asprintf(&env_v[at], "%s=%s", k, json_string_value(v)) < 0) {
+			env_v[at] = NULL;
+			return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		}
+	}
+	return 0;
+}
+
 /* Check entry E (the Ith) of file WHERE and fill FN from it; with
- * RESOLVE, a relative program is made absolute against DIR in E itself.
- * 0, or -1 with ERR. */
-static int entry_take(kr_function_t *fn, json_t *e, size_t i, const char *where, const char *dir,
-                      bool resolve, kbox_error_t *err)
+ * RESOLVE (the file as written), a relative program is made absolute
+ * against DIR in E itself, and an entry of an MCP server's tool (which
+ * kbox writes) is refused.  0, or -1 with ERR. */
+static int entry_take(kr_functions_t *f, kr_function_t *fn, json_t *e, size_t i, const char *where,
+                      const char *dir, bool resolve, kbox_error_t *err)
 {
 	json_t *name = json_object_get(e, "name"), *cmd = json_object_get(e, "command");
-	json_t *http = json_object_get(e, "http"), *to = json_object_get(e, "timeout");
-	json_t *env = json_object_get(e, "env"), *v;
+	json_t *http = json_object_get(e, "http"), *mcp = json_object_get(e, "mcp"), *v;
 	const char *n = json_string_value(name), *k;
-	size_t j, ne = 0;
+	char what[96];
 
 	if (!json_is_object(e))
 		return kbox_error_set(err, KBOX_E_INVALID, "%s: functions[%zu] is not an object",
@@ -84,7 +197,9 @@ static int entry_take(kr_function_t *fn, json_t *e, size_t i, const char *where,
 		                      "%s: functions[%zu] has no \"name\" (a string)", where, i);
 	json_object_foreach(e, k, v)
 	{
-		if (!known(entry_keys, sizeof entry_keys / sizeof *entry_keys, k))
+		bool ok = known(entry_keys, sizeof entry_keys / sizeof *entry_keys, k) ||
+		          (!resolve && (strcmp(k, "mcp") == 0 || strcmp(k, "tool") == 0));
+		if (!ok)
 			return kbox_error_set(
 			        err, KBOX_E_INVALID,
 			        "%s: function %.64s: unknown member \"%.64s\" (it may have name, "
@@ -92,128 +207,173 @@ static int entry_take(kr_function_t *fn, json_t *e, size_t i, const char *where,
 			        where, n, k);
 	}
 	fn->name = n;
+	fn->mcp = -1;
+	snprintf(what, sizeof what, "function %.64s", n);
+	if (mcp) {
+		/* a tool of an MCP server, as kbox start wrote it */
+		if (!json_is_integer(mcp) || json_integer_value(mcp) < 0 ||
+		    (size_t)json_integer_value(mcp) >= f->n_servers ||
+		    !json_is_string(json_object_get(e, "tool")) || cmd || http)
+			return kbox_error_set(err, KBOX_E_INVALID, "%s: %s: not a valid MCP tool",
+			                      where, what);
+		fn->mcp = (int)json_integer_value(mcp);
+		fn->tool = json_string_value(json_object_get(e, "tool"));
+		fn->timeout_ms = f->servers[fn->mcp].timeout_ms;
+		return 0;
+	}
 	if (!cmd == !http)
-		return kbox_error_set(
-		        err, KBOX_E_INVALID,
-		        "%s: function %.64s: give it either \"command\" (an array: the "
-		        "program and its arguments) or \"http\" (a URL)",
-		        where, n);
-	if (cmd) {
-		if (!json_is_array(cmd) || json_array_size(cmd) == 0)
-			return kbox_error_set(
-			        err, KBOX_E_INVALID,
-			        "%s: function %s: \"command\" must be a non-empty array "
-			        "of strings (the program, then its arguments)",
-			        where, n);
-		json_array_foreach(cmd, j, v)
-		{
-			if (!json_is_string(v) || (j == 0 && !*json_string_value(v)))
-				return kbox_error_set(
-				        err, KBOX_E_INVALID,
-				        "%s: function %s: \"command\"[%zu] must be a %s", where, n,
-				        j, j == 0 ? "program's path" : "string");
-		}
-		if (resolve && json_string_value(json_array_get(cmd, 0))[0] != '/') {
-			char *abs = NULL;
-			if (asprintf(&abs, "%s/%s", dir,
-			             json_string_value(json_array_get(cmd, 0))) < 0)
-				return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-			json_array_set_new(cmd, 0, json_string(abs));
-			free(abs);
-		}
-		{
-			const char *prog = json_string_value(json_array_get(cmd, 0));
-			struct stat st;
-			if (prog[0] != '/')
-				return kbox_error_set(err, KBOX_E_INVALID,
-				                      "%s: function %s: the program %s is not an "
-				                      "absolute path",
-				                      where, n, prog);
-			if (stat(prog, &st) < 0)
-				return kbox_error_set_sys(err, "%s: function %s: program %s", where,
-				                          n, prog);
-			if (!S_ISREG(st.st_mode) || access(prog, X_OK) < 0)
-				return kbox_error_set(err, KBOX_E_INVALID,
-				                      "%s: function %s: program %s is not an "
-				                      "executable file",
-				                      where, n, prog);
-		}
-		if (!(fn->argv = calloc(json_array_size(cmd) + 1, sizeof *fn->argv)))
-			return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-		json_array_foreach(cmd, j,
-		                   v) if (!(fn
-		                                    ->argv[j] = strdup(json_string_value(
-		                                    v)))) return kbox_error_set(err, KBOX_E_NOMEM,
-		                                                                "out of memory");
-	} else {
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: %s: give it either \"command\" (an array: the program "
+		                      "and its arguments) or \"http\" (a URL)",
+		                      where, what);
+	if (http) {
 		const char *u = json_string_value(http);
 		if (!u || (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) ||
 		    strpbrk(u, " \t\r\n"))
 			return kbox_error_set(err, KBOX_E_INVALID,
-			                      "%s: function %s: \"http\" must be an http:// or "
-			                      "https:// URL",
-			                      where, n);
+			                      "%s: %s: \"http\" must be an http:// or https:// URL",
+			                      where, what);
 		fn->url = u;
 	}
-	fn->timeout_ms = KR_FUNCTION_TIMEOUT_S * 1000LL;
-	if (to) {
-		double t = json_number_value(to);
-		if (!json_is_number(to) || !(t > 0) || t > KR_FUNCTION_TIMEOUT_MAX_S)
-			return kbox_error_set(err, KBOX_E_INVALID,
-			                      "%s: function %s: \"timeout\" must be a number of "
-			                      "seconds, more than 0 and at most %d",
-			                      where, n, KR_FUNCTION_TIMEOUT_MAX_S);
-		fn->timeout_ms = (long long)(t * 1000.0 + 0.5);
-		if (fn->timeout_ms < 1)
-			fn->timeout_ms = 1;
-	}
-	if (env && !json_is_object(env))
-		return kbox_error_set(err, KBOX_E_INVALID,
-		                      "%s: function %s: \"env\" must be an object of strings",
-		                      where, n);
-	if (env && http)
-		return kbox_error_set(err, KBOX_E_INVALID,
-		                      "%s: function %s: \"env\" is for a command, not \"http\"",
-		                      where, n);
-	if (!(fn->env = calloc(json_object_size(env) + 3, sizeof *fn->env)) ||
-	    !(fn->env[ne++] = strdup("PATH=" KR_FUNCTION_PATH)) ||
-	    !(fn->env[ne++] = strdup("LANG=C.UTF-8")))
-		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	json_object_foreach(env, k, v)
+	return runner_take(what, e, where, dir, resolve, &fn->argv, &fn->env, &fn->timeout_ms, err);
+}
+
+/* Check the MCP server S (the Ith of "mcp_servers") into SV; RESOLVE as
+ * entry_take.  0, or -1 with ERR. */
+static int server_take(kr_mcp_server_t *sv, json_t *s, size_t i, const char *where, const char *dir,
+                       bool resolve, kbox_error_t *err)
+{
+	static const char *const keys[] = {"command", "allow", "timeout", "env"};
+	json_t *allow = json_object_get(s, "allow"), *v;
+	const char *k;
+	char what[64];
+	size_t j;
+
+	snprintf(what, sizeof what, "mcp_servers[%zu]", i);
+	if (!json_is_object(s))
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: %s is not an object", where, what);
+	json_object_foreach(s, k, v)
 	{
-		if (!env_name_ok(k) || !json_is_string(v))
+		if (!known(keys, sizeof keys / sizeof *keys, k))
 			return kbox_error_set(
 			        err, KBOX_E_INVALID,
-			        "%s: function %s: \"env\": %.64s must be a variable's "
-			        "name (letters, digits, _) with a string",
-			        where, n, k);
-		if (strcmp(k, "PATH") == 0 || strcmp(k, "LANG") == 0) {
-			/* its own, instead of kbox's */
-			size_t at = strcmp(k, "PATH") == 0 ? 0 : 1;
-			free(fn->env[at]);
-			fn->env[at] = NULL;
-			if (asprintf(&fn->env[at], "%s=%s", k, json_string_value(v)) < 0) {
-				fn->env[at] = NULL;
-				return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-			}
+			        "%s: %s: unknown member \"%.64s\" (it may have command, "
+			        "allow, timeout, env)",
+			        where, what, k);
+	}
+	if (!json_object_get(s, "command"))
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: %s: \"command\" (the server's program and its "
+		                      "arguments) is missing",
+		                      where, what);
+	if (allow && !json_is_array(allow))
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: %s: \"allow\" must be an array of tool names", where,
+		                      what);
+	json_array_foreach(allow, j, v)
+	{
+		if (!json_is_string(v))
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "%s: %s: \"allow\" must be an array of tool names",
+			                      where, what);
+	}
+	return runner_take(what, s, where, dir, resolve, &sv->argv, &sv->env, &sv->timeout_ms, err);
+}
+
+/* A Python name for the MCP tool TOOL (its own when it is one: letters,
+ * digits, "_"; "-" and "." become "_"), into BUF; false when none. */
+static bool tool_name(const char *tool, char *buf, size_t size)
+{
+	size_t n = strlen(tool);
+	if (n == 0 || n >= size)
+		return false;
+	for (size_t i = 0; i <= n; i++)
+		buf[i] = tool[i] == '-' || tool[i] == '.' ? '_' : tool[i];
+	return true; /* (kbox_functions_add says whether it is a name) */
+}
+
+/* The tools of server SV (the Ith), listed, as entries appended to FNS:
+ * those marked readOnlyHint, and those ALLOW names; the others and those
+ * kbox cannot take are said in NOTES.  0, or -1 with ERR. */
+static int server_tools(const kr_mcp_server_t *sv, json_t *s, size_t i, json_t *fns,
+                        const char *dir, kx_buf_t *notes, const char *where, kbox_error_t *err)
+{
+	json_t *allow = json_object_get(s, "allow"), *tools, *t, *a;
+	kx_buf_t left = KX_BUF_INIT, bad = KX_BUF_INIT;
+	size_t j, k, taken = 0, n_left = 0, n_bad = 0;
+	kbox_error_t e = {0};
+
+	tools = kr_mcp_list_tools(sv->argv, sv->env, dir, KR_MCP_LIST_MS, &e);
+	if (!tools)
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: MCP server %s: %s", where,
+		                      sv->argv[0], e.msg);
+	json_array_foreach(tools, j, t)
+	{
+		const char *name = json_string_value(json_object_get(t, "name"));
+		bool ro = json_is_true(
+		             json_object_get(json_object_get(t, "annotations"), "readOnlyHint")),
+		     allowed = false;
+		char py[128];
+		json_t *entry, *schema = json_object_get(t, "inputSchema");
+		json_t *out = json_object_get(t, "outputSchema");
+		kbox_functions_t *check;
+		if (!name)
+			continue;
+		json_array_foreach(allow, k, a) allowed |= strcmp(json_string_value(a), name) == 0;
+		if (!ro && !allowed) {
+			kx_buf_appendf(&left, "%s%s", n_left++ ? ", " : "", name);
 			continue;
 		}
-		if (asprintf(&fn->env[ne], "%s=%s", k, json_string_value(v)) < 0) {
-			fn->env[ne] = NULL;
-			return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		entry = tool_name(name, py, sizeof py)
+		                ? json_pack("{s:s, s:O?, s:O?, s:I, s:s}", "name", py,
+		                            "description", json_object_get(t, "description"),
+		                            "parameters", schema, "mcp", (json_int_t)i, "tool",
+		                            name)
+		                : NULL;
+		if (entry && out)
+			json_object_set(entry, "returns", out);
+		/* (what kbox cannot take, a schema it cannot read, is left out) */
+		check = kbox_functions_new(NULL);
+		if (!entry || !check ||
+		    kbox_functions_add(check, entry, no_run, NULL, NULL, NULL) < 0) {
+			kx_buf_appendf(&bad, "%s%s", n_bad++ ? ", " : "", name);
+			json_decref(entry);
+		} else {
+			json_array_append_new(fns, entry);
+			taken++;
 		}
-		ne++;
+		kbox_functions_destroy(&check);
 	}
+	json_decref(tools);
+	if (n_left)
+		kx_buf_appendf(
+		        notes,
+		        "MCP server %s: %zu tool%s left out, not marked read-only (\"allow\" or "
+		        "--functions-allow takes one by name): %s\n",
+		        sv->argv[0], n_left, n_left == 1 ? "" : "s", left.data);
+	if (n_bad)
+		kx_buf_appendf(
+		        notes,
+		        "MCP server %s: %zu tool%s left out, whose name or schema kbox cannot "
+		        "take: %s\n",
+		        sv->argv[0], n_bad, n_bad == 1 ? "" : "s", bad.data);
+	if (!taken)
+		kx_buf_appendf(notes, "MCP server %s: no tool taken\n", sv->argv[0]);
+	kx_buf_reset(&left);
+	kx_buf_reset(&bad);
 	return 0;
 }
 
-/* OUT from DOC (taken), of file WHERE; RESOLVE as entry_take. */
+/* OUT from DOC (taken), of file WHERE; RESOLVE as entry_take: then the
+ * tools of its MCP servers are listed and become entries of DOC. */
 static int parse(kr_functions_t *out, json_t *doc, const char *where, bool resolve,
                  kbox_error_t *err)
 {
 	json_t *fns = json_object_get(doc, "functions"), *v;
+	json_t *servers = json_object_get(doc, "mcp_servers");
 	json_t *mc = json_object_get(doc, "max_calls"),
 	       *mx = json_object_get(doc, "max_concurrent");
+	kx_buf_t notes = KX_BUF_INIT;
 	const char *k;
 	kbox_functions_t *check = NULL;
 	size_t i;
@@ -230,15 +390,18 @@ static int parse(kr_functions_t *out, json_t *doc, const char *where, bool resol
 			return kbox_error_set(
 			        err, KBOX_E_INVALID,
 			        "%s: unknown member \"%.64s\" (it may have functions, "
-			        "max_calls, max_concurrent)",
+			        "mcp_servers, max_calls, max_concurrent)",
 			        where, k);
 	}
+	if (!fns && servers && json_is_object(doc))
+		json_object_set_new(doc, "functions", fns = json_array());
 	if (!json_is_array(fns))
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "%s: \"functions\" must be an array of functions", where);
-	if (json_array_size(fns) > KBOX_FUNCTIONS_MAX)
-		return kbox_error_set(err, KBOX_E_INVALID, "%s: more than %d functions", where,
-		                      KBOX_FUNCTIONS_MAX);
+	if (servers && (!json_is_array(servers) || json_array_size(servers) > KR_MCP_SERVERS_MAX))
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: \"mcp_servers\" must be an array of at most %d servers",
+		                      where, KR_MCP_SERVERS_MAX);
 	out->max_calls = KBOX_CALLS_DEFAULT;
 	out->max_concurrent = KBOX_CALLS_CONCURRENT_DEFAULT;
 	if (mc && (!json_is_integer(mc) || json_integer_value(mc) < 1 ||
@@ -258,6 +421,25 @@ static int parse(kr_functions_t *out, json_t *doc, const char *where, bool resol
 	out->dir = json_string_value(json_object_get(doc, "dir"));
 	if (!out->dir || out->dir[0] != '/')
 		return kbox_error_set(err, KBOX_E_INVALID, "%s: no directory recorded", where);
+	if (servers && !(out->servers = calloc(json_array_size(servers) + 1, sizeof *out->servers)))
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	json_array_foreach(servers, i, v)
+	{
+		out->n_servers = i + 1;
+		if (server_take(&out->servers[i], v, i, where, out->dir, resolve, err) < 0)
+			return -1;
+	}
+	/* the servers' tools, listed once, as kbox start reads the file */
+	for (i = 0; resolve && i < out->n_servers; i++)
+		if (server_tools(&out->servers[i], json_array_get(servers, i), i, fns, out->dir,
+		                 &notes, where, err) < 0) {
+			kx_buf_reset(&notes);
+			return -1;
+		}
+	out->notes = kx_buf_take(&notes, NULL);
+	if (json_array_size(fns) > KBOX_FUNCTIONS_MAX)
+		return kbox_error_set(err, KBOX_E_INVALID, "%s: more than %d functions", where,
+		                      KBOX_FUNCTIONS_MAX);
 	if (!(out->fns = calloc(json_array_size(fns) + 1, sizeof *out->fns)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	if (!(check = kbox_functions_new(err)))
@@ -266,7 +448,8 @@ static int parse(kr_functions_t *out, json_t *doc, const char *where, bool resol
 	{
 		kbox_error_t e = {0};
 		out->n = i + 1;
-		if (entry_take(&out->fns[i], v, i, where, out->dir, resolve, err) < 0)
+		if (entry_take(out, &out->fns[i], v, i, where, out->dir,
+		               resolve && !json_object_get(v, "mcp"), err) < 0)
 			goto out;
 		if (kbox_functions_add(check, v, no_run, NULL, NULL, &e) < 0) {
 			kbox_error_set(err, KBOX_E_INVALID, "%s: %s", where, e.msg);
@@ -279,15 +462,24 @@ out:
 	return rc;
 }
 
-int kr_functions_read(kr_functions_t *out, const char *path, kbox_error_t *err)
+int kr_functions_read(kr_functions_t *out, const char *path, const json_t *more_servers,
+                      kbox_error_t *err)
 {
-	char real[PATH_MAX], *slash;
+	char real[PATH_MAX], *slash, where[PATH_MAX + 32];
 	json_error_t je;
-	json_t *doc;
+	json_t *doc, *servers;
 	struct stat st;
 	int fd;
 
 	memset(out, 0, sizeof *out);
+	if (!path) {
+		/* the servers of the command line alone, run from here */
+		if (!getcwd(real, sizeof real))
+			return kbox_error_set_sys(err, "the current directory");
+		doc = json_pack("{s:[], s:s}", "functions", "dir", real);
+		snprintf(where, sizeof where, "--functions-from-mcp");
+		goto servers;
+	}
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0)
 		return kbox_error_set_sys(err, "functions file %s", path);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > KR_FUNCTIONS_FILE_MAX) {
@@ -308,20 +500,26 @@ int kr_functions_read(kr_functions_t *out, const char *path, kbox_error_t *err)
 	}
 	if ((slash = strrchr(real, '/')))
 		*(slash == real ? slash + 1 : slash) = '\0';
+	snprintf(where, sizeof where, "functions file %s", path);
 	if (json_is_object(doc) && json_object_get(doc, "dir")) {
 		json_decref(doc);
 		return kbox_error_set(err, KBOX_E_INVALID,
-		                      "functions file %s: unknown member \"dir\" (it may have "
-		                      "functions, max_calls, max_concurrent)",
-		                      path);
+		                      "%s: unknown member \"dir\" (it may have functions, "
+		                      "mcp_servers, max_calls, max_concurrent)",
+		                      where);
 	}
 	if (json_is_object(doc))
 		json_object_set_new(doc, "dir", json_string(real));
-	{
-		char where[PATH_MAX + 32];
-		snprintf(where, sizeof where, "functions file %s", path);
-		return parse(out, doc, where, true, err);
+servers:
+	if (!doc)
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	if (more_servers && json_array_size(more_servers) && json_is_object(doc)) {
+		if (!(servers = json_object_get(doc, "mcp_servers")))
+			json_object_set_new(doc, "mcp_servers", servers = json_array());
+		if (json_is_array(servers))
+			json_array_extend(servers, (json_t *)more_servers);
 	}
+	return parse(out, doc, where, true, err);
 }
 
 int kr_functions_parse(kr_functions_t *out, json_t *doc, kbox_error_t *err)

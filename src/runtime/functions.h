@@ -28,6 +28,9 @@
 #define KR_FUNCTION_CONCURRENT_MAX 64
 /* The bytes of a command's standard error kept: its error's text. */
 #define KR_FUNCTION_STDERR_MAX KBOX_CALL_ERROR_MAX
+/* MCP servers a file may name, and how long listing one's tools may take. */
+#define KR_MCP_SERVERS_MAX 16
+#define KR_MCP_LIST_MS 30000
 /* The PATH a command gets. */
 #define KR_FUNCTION_PATH "/usr/local/bin:/usr/bin:/bin"
 
@@ -36,24 +39,44 @@ typedef struct {
 	const char *name; /* in the document */
 	char **argv;      /* a command: argv[0] absolute; NULL-terminated (owned) */
 	const char *url;  /* or an http URL (in the document) */
+	int mcp;          /* or a tool of the MCP server of this index (else -1)... */
+	const char *tool; /* ...named so (in the document) */
 	long long timeout_ms;
 	char **env; /* the command's environment: PATH, LANG and its "env" (owned) */
 	void *ctx;  /* the caller's */
 } kr_function_t;
 
+/* An MCP server whose tools are functions ("mcp_servers"). */
+typedef struct {
+	char **argv;          /* argv[0] absolute (owned) */
+	char **env;           /* PATH, LANG and its "env" (owned) */
+	long long timeout_ms; /* each call's */
+	void *ctx;            /* the caller's */
+} kr_mcp_server_t;
+
 /* A functions file, as read. */
 typedef struct {
-	json_t *doc; /* {"dir", "functions": [...], "max_calls", "max_concurrent"} */
+	/* {"dir", "functions": [...], "mcp_servers": [...], "max_calls",
+	 * "max_concurrent"}, the servers' tools among the functions */
+	json_t *doc;
 	const char *dir;
 	kr_function_t *fns;
 	size_t n;
+	kr_mcp_server_t *servers;
+	size_t n_servers;
 	size_t max_calls, max_concurrent;
+	char *notes; /* kr_functions_read: the tools left out, lines to show; or NULL */
 } kr_functions_t;
 
-/* Read and check the functions file PATH into OUT (its "doc" is what
- * session.json keeps).  0, or -1 with ERR naming the file and what is
+/* Read and check the functions file PATH (NULL: none, the current
+ * directory as its directory) into OUT, with the MCP servers of
+ * MORE_SERVERS (an array of "mcp_servers" entries; NULL: none) besides
+ * its own: each server is started and its tools listed, and those taken
+ * become functions (an entry with "mcp" and "tool").  Its "doc" is what
+ * session.json keeps.  0, or -1 with ERR naming the file and what is
  * wrong.  Either way, kr_functions_free OUT after. */
-int kr_functions_read(kr_functions_t *out, const char *path, kbox_error_t *err);
+int kr_functions_read(kr_functions_t *out, const char *path, const json_t *more_servers,
+                      kbox_error_t *err);
 
 /* OUT from DOC, a document kr_functions_read made (a reference is
  * taken).  0, or -1 with ERR.  Either way, kr_functions_free OUT after. */

@@ -16,6 +16,7 @@
 #include "runtime/runtime.h"
 #include "runtime/supervisor_int.h"
 #include "http/http_proto.h"
+#include "runtime/mcp_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -392,12 +393,290 @@ out:
 	return rc;
 }
 
+/* ---- tools of MCP servers ---- */
+
+/* A call of a tool, in flight. */
+typedef struct mcp_call {
+	sup_mcp_t *srv;
+	kbox_call_t *call;
+	kr_function_t *fn;
+	long long id;
+	int timer;
+	json_t *args; /* until the server is initialized (then sent), or NULL */
+	struct mcp_call *next;
+} mcp_call_t;
+
+/* One MCP server, started at its first call. */
+struct sup_mcp {
+	sup_t *s;
+	kr_mcp_server_t *sv;
+	kr_mcp_t m; /* m.pid 0: not running */
+	bool ready; /* its initialize answered */
+	long long init_id;
+	kx_buf_t out; /* lines not yet written to it */
+	int flush_timer;
+	mcp_call_t *calls;
+};
+
+static void mcp_stop(sup_mcp_t *srv, const char *why);
+
+/* Write what SRV's output holds, as far as its pipe takes it now. */
+static void mcp_flush(sup_mcp_t *srv)
+{
+	while (srv->out.len && srv->m.to >= 0) {
+		ssize_t n = write(srv->m.to, srv->out.data, srv->out.len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n <= 0) {
+			mcp_stop(srv, "it closed its input");
+			return;
+		}
+		memmove(srv->out.data, srv->out.data + n, srv->out.len - (size_t)n);
+		srv->out.len -= (size_t)n;
+	}
+}
+
+static int on_mcp_flush(kbox_loop_t *loop, void *arg)
+{
+	sup_mcp_t *srv = arg;
+	(void)loop;
+	mcp_flush(srv);
+	if (!srv->out.len && srv->flush_timer) {
+		kbox_loop_cancel_timer(srv->s->loop, srv->flush_timer);
+		srv->flush_timer = 0;
+	}
+	return 0;
+}
+
+/* Send MSG (taken) to SRV: written now, or as soon as its pipe takes it. */
+static void mcp_send(sup_mcp_t *srv, json_t *msg)
+{
+	char *line = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+	json_decref(msg);
+	if (!line)
+		return;
+	kx_buf_appends(&srv->out, line);
+	kx_buf_appends(&srv->out, "\n");
+	free(line);
+	mcp_flush(srv);
+	if (srv->out.len && !srv->flush_timer && srv->m.pid > 0)
+		srv->flush_timer = kbox_loop_add_timer(srv->s->loop, 10, true, on_mcp_flush, srv,
+		                                       NULL);
+	if (srv->flush_timer < 0)
+		srv->flush_timer = 0;
+}
+
+/* Take C off SRV's list and free it (its call answered or cancelled). */
+static void mcp_call_free(sup_mcp_t *srv, mcp_call_t *c)
+{
+	for (mcp_call_t **p = &srv->calls; *p; p = &(*p)->next)
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	if (c->timer)
+		kbox_loop_cancel_timer(srv->s->loop, c->timer);
+	json_decref(c->args);
+	free(c);
+}
+
+/* Send C's tools/call. */
+static void mcp_call_send(sup_mcp_t *srv, mcp_call_t *c)
+{
+	mcp_send(srv, json_pack("{s:s, s:I, s:s, s:{s:s, s:o}}", "jsonrpc", "2.0", "id",
+	                        (json_int_t)c->id, "method", "tools/call", "params", "name",
+	                        c->fn->tool, "arguments", c->args ? c->args : json_object()));
+	c->args = NULL;
+}
+
+/* SRV ended (or is ended): every call in flight fails with WHY; the next
+ * call starts it again. */
+static void mcp_stop(sup_mcp_t *srv, const char *why)
+{
+	if (srv->m.from >= 0)
+		kbox_loop_remove_fd(srv->s->loop, srv->m.from);
+	if (srv->flush_timer) {
+		kbox_loop_cancel_timer(srv->s->loop, srv->flush_timer);
+		srv->flush_timer = 0;
+	}
+	kr_mcp_close(&srv->m);
+	kx_buf_reset(&srv->out);
+	srv->ready = false;
+	while (srv->calls) {
+		mcp_call_t *c = srv->calls;
+		kbox_call_t *call = c->call;
+		mcp_call_free(srv, c);
+		if (why)
+			kbox_call_fail(call, false, "its MCP server %s ended: %s", srv->sv->argv[0],
+			               why);
+	}
+}
+
+/* The response MSG to call C: its answer. */
+static void mcp_answer(sup_mcp_t *srv, mcp_call_t *c, json_t *msg)
+{
+	json_t *res = json_object_get(msg, "result"), *e = json_object_get(msg, "error");
+	kbox_call_t *call = c->call;
+	json_t *sc = json_object_get(res, "structuredContent");
+	char *text = NULL;
+
+	mcp_call_free(srv, c);
+	if (!json_is_object(res)) {
+		kbox_call_fail(call, false, "%.2000s",
+		               json_is_string(json_object_get(e, "message"))
+		                       ? json_string_value(json_object_get(e, "message"))
+		                       : "its MCP server answered with no result");
+		return;
+	}
+	if (json_is_true(json_object_get(res, "isError"))) {
+		text = kr_mcp_result_text(res);
+		kbox_call_fail(call, false, "%s", text && *text ? text : "the tool failed");
+	} else if (sc) {
+		kbox_call_return(call, json_incref(sc));
+	} else {
+		text = kr_mcp_result_text(res);
+		kbox_call_return(call, text ? json_string(text) : json_null());
+	}
+	free(text);
+}
+
+static int on_mcp_readable(kbox_loop_t *loop, void *arg)
+{
+	sup_mcp_t *srv = arg;
+	kbox_error_t err = {0};
+	(void)loop;
+	for (;;) {
+		json_t *msg, *id;
+		int rc = kr_mcp_read(&srv->m, &msg, &err);
+		if (rc == 0)
+			return 0;
+		if (rc < 0) {
+			mcp_stop(srv, err.msg);
+			return 0;
+		}
+		id = json_object_get(msg, "id");
+		if (json_is_integer(id) && !json_object_get(msg, "method")) {
+			long long v = json_integer_value(id);
+			if (!srv->ready && v == srv->init_id) {
+				if (!json_is_object(json_object_get(msg, "result"))) {
+					json_decref(msg);
+					mcp_stop(srv, "its initialize failed");
+					return 0;
+				}
+				srv->ready = true;
+				mcp_send(srv, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
+				                        "notifications/initialized"));
+				for (mcp_call_t *c = srv->calls; c; c = c->next)
+					mcp_call_send(srv, c);
+			} else {
+				for (mcp_call_t *c = srv->calls; c; c = c->next)
+					if (c->id == v) {
+						mcp_answer(srv, c, msg);
+						break;
+					}
+			}
+		}
+		/* (its notifications and requests are not ours to serve) */
+		json_decref(msg);
+	}
+}
+
+/* Start SRV: 0, or -1 with WHY. */
+static int mcp_start(sup_mcp_t *srv, char *why, size_t size)
+{
+	kbox_error_t err = {0};
+	if (kr_mcp_spawn(&srv->m, srv->sv->argv, srv->sv->env, srv->s->fn_file.dir, &err) < 0) {
+		snprintf(why, size, "%s", err.msg);
+		return -1;
+	}
+	fcntl(srv->m.to, F_SETFL, O_NONBLOCK);
+	if (kbox_loop_add_fd(srv->s->loop, srv->m.from, on_mcp_readable, srv, &err) < 0) {
+		kr_mcp_close(&srv->m);
+		snprintf(why, size, "%s", err.msg);
+		return -1;
+	}
+	srv->init_id = srv->m.next_id++;
+	mcp_send(srv, json_pack("{s:s, s:I, s:s, s:{s:s, s:{}, s:{s:s, s:s}}}", "jsonrpc", "2.0",
+	                        "id", (json_int_t)srv->init_id, "method", "initialize", "params",
+	                        "protocolVersion", KR_MCP_PROTOCOL, "capabilities", "clientInfo",
+	                        "name", "kbox", "version", kbox_version()));
+	return 0;
+}
+
+static int on_mcp_timeout(kbox_loop_t *loop, void *arg)
+{
+	mcp_call_t *c = arg;
+	sup_mcp_t *srv = c->srv;
+	kbox_call_t *call = c->call;
+	char t[32];
+	(void)loop;
+	c->timer = 0;
+	if (srv->ready)
+		mcp_send(srv, json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method",
+		                        "notifications/cancelled", "params", "requestId",
+		                        (json_int_t)c->id, "reason", "timeout"));
+	kbox_call_fail(call, true, "no answer within %s (its timeout)",
+	               kx_fmt_ms(t, sizeof t, c->fn->timeout_ms));
+	mcp_call_free(srv, c);
+	return 0;
+}
+
+/* Call FN, a tool, for CALL: 0, or -1 with WHY. */
+static int mcp_call_start(sup_t *s, kr_function_t *fn, kbox_call_t *call, char *why, size_t size)
+{
+	sup_mcp_t *srv = &s->fn_mcp[fn->mcp];
+	mcp_call_t *c;
+	if (srv->m.pid <= 0 && mcp_start(srv, why, size) < 0)
+		return -1;
+	if (!(c = calloc(1, sizeof *c))) {
+		snprintf(why, size, "out of memory");
+		return -1;
+	}
+	c->srv = srv;
+	c->call = call;
+	c->fn = fn;
+	c->id = srv->m.next_id++;
+	c->args = json_deep_copy(kbox_call_args(call));
+	c->next = srv->calls;
+	srv->calls = c;
+	if ((c->timer = kbox_loop_add_timer(s->loop, (int)fn->timeout_ms, false, on_mcp_timeout, c,
+	                                    NULL)) < 0)
+		c->timer = 0;
+	if (srv->ready)
+		mcp_call_send(srv, c);
+	return 0;
+}
+
+/* CALL, if it is one of a tool in flight, is given up: its server hears
+ * it.  True when it was one. */
+static bool mcp_call_cancel(sup_t *s, kbox_call_t *call)
+{
+	for (size_t i = 0; i < s->fn_file.n_servers; i++) {
+		sup_mcp_t *srv = &s->fn_mcp[i];
+		for (mcp_call_t *c = srv->calls; c; c = c->next)
+			if (c->call == call) {
+				if (srv->ready && !c->args)
+					mcp_send(srv, json_pack("{s:s, s:s, s:{s:I, s:s}}",
+					                        "jsonrpc", "2.0", "method",
+					                        "notifications/cancelled", "params",
+					                        "requestId", (json_int_t)c->id,
+					                        "reason", "the execution ended"));
+				mcp_call_free(srv, c);
+				return true;
+			}
+	}
+	return false;
+}
+
 /* libkbox's callbacks (kbox/functions.h): ARG is the kr_function_t. */
 static void fn_run(void *arg, kbox_call_t *call)
 {
 	kr_function_t *fn = arg;
-	char why[256];
-	if (job_start(fn->ctx, fn, call, why, sizeof why) < 0)
+	char why[KBOX_ERROR_MSG_MAX + 64];
+	if (fn->mcp >= 0 ? mcp_call_start(fn->ctx, fn, call, why, sizeof why) < 0
+	                 : job_start(fn->ctx, fn, call, why, sizeof why) < 0)
 		kbox_call_fail(call, false, "%s", why);
 }
 
@@ -405,6 +684,8 @@ static void fn_cancel(void *arg, kbox_call_t *call)
 {
 	kr_function_t *fn = arg;
 	sup_t *s = fn->ctx;
+	if (mcp_call_cancel(s, call))
+		return;
 	for (fn_job_t *fj = s->fn_jobs; fj; fj = fj->next)
 		if (fj->call == call) {
 			job_kill(fj);
@@ -460,6 +741,20 @@ int sup_functions_load(sup_t *s, json_t *doc, const char *ws, kbox_error_t *err)
 			                      "workspace, which the kernel can write",
 			                      fn->name, fn->argv[0]);
 	}
+	for (size_t i = 0; i < s->fn_file.n_servers; i++)
+		if (path_under(s->fn_file.servers[i].argv[0], workspace))
+			return kbox_error_set(
+			        err, KBOX_E_INVALID,
+			        "MCP server %s is in the session's workspace, which the "
+			        "kernel can write",
+			        s->fn_file.servers[i].argv[0]);
+	if (s->fn_file.n_servers && !(s->fn_mcp = calloc(s->fn_file.n_servers, sizeof *s->fn_mcp)))
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < s->fn_file.n_servers; i++) {
+		s->fn_mcp[i].s = s;
+		s->fn_mcp[i].sv = &s->fn_file.servers[i];
+		s->fn_mcp[i].m.to = s->fn_mcp[i].m.from = -1;
+	}
 	if (!(s->fns = kr_functions_set(&s->fn_file, fn_run, fn_cancel, err)))
 		return -1;
 	kbox_functions_set_observer(s->fns, fn_observe, s);
@@ -472,6 +767,10 @@ void sup_functions_free(sup_t *s)
 		job_kill(s->fn_jobs);
 		job_free(s->fn_jobs);
 	}
+	for (size_t i = 0; s->fn_mcp && i < s->fn_file.n_servers; i++)
+		mcp_stop(&s->fn_mcp[i], NULL);
+	free(s->fn_mcp);
+	s->fn_mcp = NULL;
 	kbox_functions_destroy(&s->fns);
 	kr_functions_free(&s->fn_file);
 }

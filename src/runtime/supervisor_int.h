@@ -76,6 +76,7 @@ typedef struct sup sup_t;
 typedef struct conn conn_t;
 typedef struct job job_t;
 typedef struct fn_job fn_job_t;
+typedef struct sup_mcp sup_mcp_t;
 
 /* One request that needs the kernel to itself, queued until its turn. */
 struct job {
@@ -246,6 +247,7 @@ struct sup {
 	kbox_functions_t *fns;
 	unsigned long fns_generation;
 	fn_job_t *fn_jobs;
+	sup_mcp_t *fn_mcp; /* one for each of fn_file's MCP servers */
 };
 
 /* ---- supervisor_functions.c ---- */
