@@ -16,6 +16,7 @@ import inspect
 import json
 import keyword
 import sys
+import threading
 import types
 
 import zmq
@@ -25,6 +26,8 @@ _spec = json.loads(base64.b64decode(_SPEC).decode())
 _marker = _spec['marker']
 _kernel = get_ipython().kernel
 _pending = []
+# one request on the stdin socket at a time, whatever thread calls
+_lock = threading.Lock()
 
 mod = sys.modules.get('kbox_functions')
 if mod is None:
@@ -77,6 +80,15 @@ def _plain(v):
 
 
 def _roundtrip(calls):
+    with _lock:
+        return _roundtrip_locked(calls)
+
+
+def _parent_id(k):
+    return (k.get_parent('shell') or {}).get('header', {}).get('msg_id')
+
+
+def _roundtrip_locked(calls):
     k = _kernel
     try:
         text = json.dumps({'calls': calls}, ensure_ascii=False, allow_nan=False,
@@ -93,11 +105,19 @@ def _roundtrip(calls):
             if e.errno == zmq.EAGAIN:
                 break
             raise
+    parent = k.get_parent('shell')
     sent = k.session.send(k.stdin_socket, 'input_request',
                           {'prompt': _marker + text, 'password': False},
-                          k.get_parent('shell'), ident=k._parent_ident['shell'])
+                          parent, ident=k._parent_ident['shell'])
     mid = sent['header']['msg_id']
+    pid = (parent or {}).get('header', {}).get('msg_id')
     while True:
+        # a call made by a thread while no execution ran is never
+        # answered: it ends once another execution begins
+        if _parent_id(k) != pid:
+            raise FunctionError(f'{calls[0]["name"]}(): not answered: the execution it was '
+                                'made in had ended (call the host functions while the '
+                                'execution runs)')
         # a select with a timeout, so that an interrupt gets through
         r, _, x = zmq.select([k.stdin_socket], [], [k.stdin_socket], 0.05)
         if r or x:

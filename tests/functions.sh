@@ -236,6 +236,42 @@ kbox exec -s fn "import inspect; print(inspect.signature(get_order)); print(get_
 check a_function_has_its_signature_and_docstring eval 'status_is 0 && stdout_is "(order_id: str) -> dict
 Return one order, with its \`status\` and number of \`items\`."'
 
+# ---- --type-check: mypy first ----
+
+if /usr/bin/python3 -c 'import mypy' 2>/dev/null; then
+	fresh
+	kbox exec -s fn --type-check "x = get_order(42)"
+	check type_check_returns_mypy_s_errors_instead_of_running eval 'status_is 1 && stdout_is "The code was not run: mypy found 1 error in its calls of the host functions:
+line 1: Argument 1 to \"get_order\" has incompatible type \"int\"; expected \"str\"" &&
+		! grep -q "\"order_id\": 42" "$S/fn/events.ndjson"'
+
+	fresh
+	kexec fn --type-check <<'EOF'
+import asyncio
+y: int = 'not checked: no host function'
+orders = await asyncio.gather(get_order('t1'), get_order('t2'))
+print([o['id'] for o in orders], undefined_here if False else 'ok')
+EOF
+	check type_check_lets_good_code_run eval 'status_is 0 && stdout_is "['"'"'t1'"'"', '"'"'t2'"'"'] ok"'
+
+	fresh
+	kbox exec -s fn --type-check -j "get_order()"
+	check type_check_under_json_is_the_failure_object eval 'status_is 1 && "$PY" -c "
+import json
+o = json.load(open(\"stdout\"))
+assert o[\"status\"] == \"failed\" and \"Missing positional argument\" in o[\"error\"][\"message\"], o
+"'
+else
+	skip type_check_returns_mypy_s_errors_instead_of_running "no mypy (python3-mypy) for /usr/bin/python3"
+	skip type_check_lets_good_code_run "no mypy"
+	skip type_check_under_json_is_the_failure_object "no mypy"
+fi
+
+fresh
+kbox exec -s inws_none --type-check "1"
+check type_check_without_functions_is_refused eval 'status_is 2 &&
+	stderr_is "kbox exec: --type-check checks the calls of host functions, and there are none (see kbox-functions(5))"'
+
 # ---- an MCP server's tools as functions ----
 
 MCP_SERVER=$top_srcdir/tests/mcp_tool_server.py
@@ -339,7 +375,7 @@ kbox stop -s inws
 mkdir -p "$S/inws/workspace/f" && cp "$FN/bin/not_json" "$S/inws/workspace/f/" &&
 	printf '{"functions": [{"name": "f", "command": ["not_json"]}]}\n' >"$S/inws/workspace/f/functions.json"
 kbox start -s inws --functions "$S/inws/workspace/f/functions.json"
-check a_functions_file_in_the_workspace_is_refused eval 'status_is 5 &&
+check a_functions_file_in_the_workspace_is_refused eval 'status_is 2 &&
 	grep -q "functions file'"'"'s directory $S/inws/workspace/f is in the session'"'"'s workspace, which the kernel can write" stderr'
 
 tests_done

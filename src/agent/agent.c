@@ -262,6 +262,13 @@ static int setup(run_t *r, const char *operand)
 	if (cli_functions_given(r->o->functions))
 		cli_set_new_session_functions(r->a.functions);
 	r->a.functions_text = cli_functions_description(r->a.functions);
+	r->a.type_check = r->o->type_check;
+	if (r->a.type_check && !r->a.functions) {
+		cli_error(AGENT_CMD,
+		          "--type-check checks the calls of host functions, and there are "
+		          "none (see kbox-functions(5))");
+		return EXIT_USAGE;
+	}
 	if ((status = open_session(r)) != EXIT_OK)
 		return status;
 	return user_message(r);

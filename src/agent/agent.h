@@ -27,6 +27,7 @@ typedef struct {
 	long long timeout_ms;                  /* -t: each tool call's code at most; 0: no limit */
 	format_t format;                       /* FMT_TEXT (the answer) or FMT_JSON (the trace) */
 	const cli_functions_opts_t *functions; /* --functions..., or NULL */
+	bool type_check;                       /* --type-check */
 } agent_options_t;
 #define AGENT_OPTIONS_INIT                                                                    \
 	{                                                                                     \

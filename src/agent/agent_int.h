@@ -54,6 +54,7 @@ typedef struct {
 	int requests;
 	json_t *functions;    /* the host functions (kbox-functions(5)), or NULL */
 	char *functions_text; /* what run_python's description says of them */
+	bool type_check;      /* --type-check: their calls checked with mypy first */
 } agent_t;
 
 /* ---- chat.c: the model ---- */

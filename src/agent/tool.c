@@ -314,7 +314,7 @@ int agent_tool_call(agent_t *a, int step, json_t *call)
 	json_t *images = json_array(), *result, *img;
 	const char *code = NULL, *text, *st = "rejected";
 	double timeout_s = 0, cap = (double)a->timeout_ms / 1000.0;
-	char bad[1024], tag[32];
+	char bad[1024], tag[32], *report = NULL;
 	int status = EXIT_OK;
 	bool rejected;
 	size_t i;
@@ -327,7 +327,20 @@ int agent_tool_call(agent_t *a, int step, json_t *call)
 		rejected = true;
 		code = NULL; /* the trace has none for a call not run */
 	}
-	if (rejected) {
+	if (!rejected && a->type_check) {
+		/* the calls of the host functions checked first (--type-check) */
+		char cache[PATH_MAX + 16];
+		snprintf(cache, sizeof cache, "%s/mypy-cache", a->dir);
+		if ((status = cli_type_check(AGENT_CMD, a->functions, code, cache, &report)) !=
+		    EXIT_OK)
+			goto out;
+		rejected = report != NULL;
+	}
+	if (rejected && report) {
+		text = report;
+		fprintf(stderr, "%s", tag);
+		agent_show_lines("", report);
+	} else if (rejected) {
 		bad[kx_utf8_floor(bad, strlen(bad), strlen(bad))] = '\0'; /* snprintf may cut */
 		text = bad;
 		fprintf(stderr, "%s", tag);
@@ -350,6 +363,7 @@ int agent_tool_call(agent_t *a, int step, json_t *call)
 	                                          "tool_call_id", id, "code", code, "status", st,
 	                                          "text", text, "images", images));
 out:
+	free(report);
 	json_decref(images);
 	json_decref(args);
 	json_decref(reply);

@@ -289,6 +289,15 @@ int cli_exec_check_size(const char *cmd, const kr_ctl_exec_t *e);
 
 /* GIVEN, else $KBOX_SESSION, else "default". */
 const char *cli_session_name(const char *given);
+/* --type-check (src/cli/type_check.c): CODE's calls of the host functions
+ * of DOC checked with mypy against their stubs, its cache in the
+ * directory CACHE (made when missing).  EXIT_OK with *REPORT NULL when
+ * mypy found nothing (or cannot read the code: the kernel will say what is
+ * wrong with it); EXIT_OK with *REPORT (new), what a model reads: that
+ * the code was not run, and each error with its line; else an exit status
+ * after one line naming CMD (no functions, no mypy). */
+int cli_type_check(const char *cmd, const json_t *doc, const char *code, const char *cache,
+                   char **report);
 /* (cli_set_new_session_functions's) */
 json_t *cli_new_session_functions(void);
 /* What a session gets when no --backend or --image is given: when IS_NEW

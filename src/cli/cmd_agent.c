@@ -71,6 +71,9 @@ int cmd_agent(int argc, char **argv)
 	                0, "format", "FMT", opt_format, &o.format,
 	                "print the answer as text, or the whole trace as json (default: text)"),
 	        CLI_OPT_FUNCTIONS(&fo, "a session it starts"),
+	        CLI_OPT_FLAG(0, "type-check", &o.type_check,
+	                     "check the calls of the host functions in the model's code with mypy "
+	                     "first, and give the model what it finds instead of running it"),
 	        CLI_OPT_JSON('j', &o.format),
 	        CLI_OPT_END};
 	int status, n = cli_parse_options("agent", opts, argc, argv, &status);

@@ -488,7 +488,7 @@ int cmd_exec(int argc, char **argv)
 	kr_ctl_exec_t e = KR_CTL_EXEC_INIT;
 	format_t format = FMT_TEXT;
 	cli_exec_result_t r = {0}; /* (r.stops: NULL, kbox exec replaces nothing) */
-	bool no_start = false;
+	bool no_start = false, type_check = false;
 	cli_option_t opts[] = {
 	        CLI_OPT_SESSION(&name),
 	        CLI_OPT_CALLBACK(
@@ -516,6 +516,10 @@ int cmd_exec(int argc, char **argv)
 	        CLI_OPT_LIST('e', "env", "NAME=VALUE", &env,
 	                     "set NAME to VALUE for this execution only, restored after it; "
 	                     "repeatable; a Python kernel (default: none)"),
+	        CLI_OPT_FLAG(0, "type-check", &type_check,
+	                     "check the code's calls of the session's host functions with mypy "
+	                     "first, and run it only when it finds nothing (see "
+	                     "kbox-functions(5))"),
 	        CLI_OPT_FLAG(0, "no-start", &no_start,
 	                     "fail when the session is not running (default: start it)"),
 	        CLI_OPT_STRING('f', "file", "FILE", &file,
@@ -583,6 +587,26 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	if (!(dir = cli_session_dir("exec", name, !no_start, &status)))
 		goto out;
+	if (type_check) {
+		json_t *doc = NULL;
+		char *report = NULL, cache[PATH_MAX + 16];
+		snprintf(cache, sizeof cache, "%s/mypy-cache", dir);
+		if ((status = cli_functions_for("exec", NULL, name, &doc)) == EXIT_OK)
+			status = cli_type_check("exec", doc, code, cache, &report);
+		json_decref(doc);
+		if (status != EXIT_OK)
+			goto out;
+		if (report) {
+			/* what mypy found, instead of a result: the code did not run */
+			if (format == FMT_TEXT)
+				fputs(report, stdout);
+			else
+				cli_error("exec", "%s", report);
+			free(report);
+			status = EXIT_CODE_ERROR;
+			goto out;
+		}
+	}
 	/* (a SIGINT or SIGTERM while the session starts gives the start up:
 	 * cli_session_start says so, and the code is not sent) */
 	fd = cli_session_connect("exec", dir, name, no_start, &status);

@@ -194,6 +194,8 @@ static int serve_http(const char *listen_at, const char *token_file, long long i
 		argv[n++] = "--functions-from-mcp";
 		argv[n++] = o->functions->from_mcp.v[i];
 	}
+	if (o->type_check)
+		argv[n++] = "--type-check";
 	for (size_t i = 0; o->functions && i < o->functions->allow.n && n + 6 < 64; i++) {
 		argv[n++] = "--functions-allow";
 		argv[n++] = o->functions->allow.v[i];
@@ -253,6 +255,9 @@ int cmd_mcp(int argc, char **argv)
 	                         "model, by its handle) make at most N sessions, each a kernel "
 	                         "of its own, 0 to 64 (default: 4)"),
 	        CLI_OPT_FUNCTIONS(&fo, "the sessions it starts"),
+	        CLI_OPT_FLAG(0, "type-check", &o.type_check,
+	                     "check the calls of the host functions in run_python's code with "
+	                     "mypy first, and answer with what it finds instead of running it"),
 	        CLI_OPT_STRING(0, "http", "ADDR:PORT|unix:PATH", &http,
 	                       "serve Streamable HTTP at http://ADDR:PORT/mcp (ADDR an IP "
 	                       "address, such as 127.0.0.1; not a name), or on the unix "

@@ -14,6 +14,7 @@
  * directory (make_out_dir), named at the end when it holds any. */
 #include "config.h"
 #include "cli.h"
+#include "runtime/functions.h"
 #include "runtime/workspace.h"
 #include "runtime/ws_live.h"
 
@@ -610,6 +611,11 @@ static int start_run_session(run_t *run)
 	o.workspace = run->workspace ? run->wsreal : NULL;
 	o.workspace_st = run->workspace ? &run->wsst : NULL;
 	o.functions = run->functions;
+	if (run->functions && run->workspace &&
+	    kr_functions_check_workspace(run->functions, run->wsreal, &err) < 0) {
+		cli_error("run", "--workspace %s: %s", run->workspace, err.msg);
+		return EXIT_USAGE;
+	}
 	kr_session_config_init(&config);
 	if (kr_session_config_merge(&config, &o, &err) < 0) {
 		cli_error("run", "%s", err.msg);

@@ -440,6 +440,17 @@ int cmd_start(int argc, char **argv)
 	}
 	if ((status = cli_check_docker("start", o, &config)) != EXIT_OK)
 		goto out;
+	if (config.functions) {
+		/* what the kernel can write is never what the host runs */
+		char ws[PATH_MAX + 16];
+		snprintf(ws, sizeof ws, "%s/workspace", dir);
+		if (kr_functions_check_workspace(
+		            config.functions, config.workspace ? config.workspace : ws, &err) < 0) {
+			cli_error("start", "session %s: %s", name, err.msg);
+			status = EXIT_USAGE;
+			goto out;
+		}
+	}
 	restore = !is_new;
 	status = start_session(dir, name, &config, is_new, &started);
 out:

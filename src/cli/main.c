@@ -23,7 +23,7 @@
 static const cli_cmd_t commands[] = {
         {"agent", cmd_agent,
          "kbox agent [-s NAME] [-m MODEL] [--base-url URL] [--file HOSTPATH]... [--max-steps N] "
-         "[--reset] [-t DURATION] [--format text|json] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... (QUESTION | -)",
+         "[--reset] [-t DURATION] [--format text|json] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... [--type-check] (QUESTION | -)",
          "answer a question with a language model that runs Python in a session",
          "kbox agent -s sales --file sales.csv 'Which region sold the most units?'"},
         {"complete", cmd_complete,
@@ -37,7 +37,7 @@ static const cli_cmd_t commands[] = {
         {"exec", cmd_exec,
          "kbox exec [-s NAME] [-t DURATION] [--grace DURATION] [--format text|json|ndjson] "
          "[--outputs DIR] [--max-output BYTES] [--max-lines N] [-i LINE]... [--input-file FILE]... "
-         "[-e NAME=VALUE]... [--no-start] "
+         "[-e NAME=VALUE]... [--type-check] [--no-start] "
          "(CODE | -f FILE | -)",
          "run code in a session's kernel (starting the session if needed)",
          "kbox exec -s sales -t 30 'df.describe()'"},
@@ -66,7 +66,7 @@ static const cli_cmd_t commands[] = {
         {"mcp", cmd_mcp,
          "kbox mcp [-s NAME] [--images path|inline] [--structured none|text|full] "
          "[--soft-timeout DURATION] [-t DURATION] [--max-sessions N] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... "
-         "[--http ADDR:PORT|unix:PATH] "
+         "[--type-check] [--http ADDR:PORT|unix:PATH] "
          "[--token-file FILE] [--conversation-idle DURATION]",
          "serve a Model Context Protocol client, on standard input and output or over "
          "HTTP",

@@ -27,6 +27,7 @@ typedef struct {
 	long long soft_ms;      /* --soft-timeout: when a call is answered early; 0: never */
 	long long max_sessions; /* --max-sessions: new_session's at once, 0..MCP_SESSIONS_MAX */
 	const cli_functions_opts_t *functions; /* --functions..., or NULL */
+	bool type_check;                       /* --type-check */
 } mcp_options_t;
 /* new_session's sessions at once: by default, and the most -- each is a
  * kernel of its own, some 100 MiB or more */
@@ -35,7 +36,7 @@ typedef struct {
 #define MCP_OPTIONS_INIT                                                            \
 	{                                                                           \
 		NULL, MCP_IMAGES_PATH, CLI_STRUCTURED_NONE, 0, MCP_SOFT_DEFAULT_MS, \
-		        MCP_SESSIONS_DEFAULT, NULL                                  \
+		        MCP_SESSIONS_DEFAULT, NULL, false                           \
 	}
 
 /* Serve one client on standard input and output until standard input ends

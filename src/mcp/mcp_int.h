@@ -114,6 +114,8 @@ typedef struct mcp {
 	mcp_images_t images;
 	cli_structured_t structured; /* what run_python's results carry as structuredContent */
 	char *functions_text;        /* what run_python's description says of the host functions */
+	json_t *functions;           /* the host functions (kbox-functions(5)), or NULL */
+	bool type_check;             /* --type-check: their calls checked with mypy first */
 	long long timeout_ms;        /* a call's default: 0, none */
 	long long soft_ms;           /* a call's soft time limit by default: 0, none */
 	bool initialized;            /* initialize was answered */

@@ -76,6 +76,22 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		json_decref(req);
 		return mcp_text_result(true, "run_python: %s", why);
 	}
+	if (m->type_check && m->functions && m->sess->dir) {
+		/* the calls of the host functions checked first (--type-check) */
+		char cache[PATH_MAX + 16], *report = NULL;
+		json_t *result = NULL;
+		snprintf(cache, sizeof cache, "%s/mypy-cache", m->sess->dir);
+		if (cli_type_check(MCP_CMD, m->functions, e.code, cache, &report) != EXIT_OK)
+			result = mcp_text_result(true, "run_python: not run: %s", cli_last_error());
+		else if (report)
+			result = mcp_text_result(true, "%s", report);
+		free(report);
+		if (result) {
+			json_decref(req);
+			close(fd);
+			return result;
+		}
+	}
 	sent = req ? kr_ctl_send(fd, req, &err) : -1;
 	if (sent < 0 && req && reused) {
 		/* the kept connection ended as it was taken: a new one */

@@ -470,6 +470,13 @@ int mcp_serve(const mcp_options_t *o)
 	if (cli_functions_given(o->functions))
 		cli_set_new_session_functions(functions);
 	m.functions_text = cli_functions_description(functions);
+	m.functions = functions;
+	m.type_check = o->type_check;
+	if (m.type_check && !functions) {
+		cli_error(MCP_CMD, "--type-check checks the calls of host functions, and there are "
+		                   "none (see kbox-functions(5))");
+		return EXIT_USAGE;
+	}
 	/* a state directory no session can be made in is said now, once, not
 	 * as the error of every call the client makes */
 	{

@@ -556,3 +556,47 @@ char *kr_functions_stubs(const json_t *doc)
 	kbox_functions_destroy(&set);
 	return stubs;
 }
+
+/* Whether PATH is at or under DIR (both as their links resolve; a path
+ * that does not resolve is under nothing). */
+static bool path_under(const char *path, const char *dir)
+{
+	char rp[PATH_MAX], rd[PATH_MAX];
+	size_t n;
+	if (!realpath(path, rp) || !realpath(dir, rd))
+		return false;
+	n = strlen(rd);
+	return strncmp(rp, rd, n) == 0 && (rp[n] == '\0' || rp[n] == '/' || n == 1);
+}
+
+int kr_functions_check_workspace(const json_t *doc, const char *workspace, kbox_error_t *err)
+{
+	const char *dir = json_string_value(json_object_get(doc, "dir"));
+	const char *lists[] = {"functions", "mcp_servers"};
+	json_t *e;
+	size_t i;
+
+	if (!doc || !workspace)
+		return 0;
+	if (dir && path_under(dir, workspace))
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "the functions file's directory %s is in the session's "
+		                      "workspace, which the kernel can write: keep it and its "
+		                      "programs elsewhere",
+		                      dir);
+	for (size_t l = 0; l < 2; l++)
+		json_array_foreach(json_object_get(doc, lists[l]), i, e)
+		{
+			const char *prog = json_string_value(
+			        json_array_get(json_object_get(e, "command"), 0));
+			if (prog && path_under(prog, workspace))
+				return kbox_error_set(
+				        err, KBOX_E_INVALID,
+				        "%s %s: its program %s is in the session's "
+				        "workspace, which the kernel can write",
+				        l ? "MCP server" : "function",
+				        l ? prog : json_string_value(json_object_get(e, "name")),
+				        prog);
+		}
+	return 0;
+}

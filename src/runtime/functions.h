@@ -93,6 +93,12 @@ kbox_functions_t *kr_functions_set(kr_functions_t *f, kbox_function_cb *run,
  * out. */
 char *kr_functions_stubs(const json_t *doc);
 
+/* Whether DOC (a functions file as read) keeps what the host runs out of
+ * WORKSPACE, which the kernel can write: its directory, and each
+ * command's and server's program.  0, or -1 with ERR saying which is in
+ * it. */
+int kr_functions_check_workspace(const json_t *doc, const char *workspace, kbox_error_t *err);
+
 void kr_functions_free(kr_functions_t *f);
 
 #endif

@@ -117,9 +117,11 @@ static bool job_read(fn_job_t *fj, bool out)
 	}
 }
 
-/* The text of FJ's standard error, trimmed (in its buffer). */
+/* The text of FJ's standard error, trimmed (in its buffer), cut where a
+ * character ends. */
 static const char *job_stderr(fn_job_t *fj)
 {
+	fj->err_len = kx_utf8_floor(fj->err, fj->err_len, fj->err_len);
 	while (fj->err_len && strchr(" \t\r\n", fj->err[fj->err_len - 1]))
 		fj->err_len--;
 	fj->err[fj->err_len] = '\0';
@@ -699,17 +701,6 @@ static void fn_observe(void *arg, const json_t *rec)
 	sup_log(arg, "call", json_deep_copy(rec));
 }
 
-/* Whether PATH (absolute) is at or under DIR. */
-static bool path_under(const char *path, const char *dir)
-{
-	char rp[PATH_MAX], rd[PATH_MAX];
-	size_t n;
-	if (!realpath(path, rp) || !realpath(dir, rd))
-		return false;
-	n = strlen(rd);
-	return strncmp(rp, rd, n) == 0 && (rp[n] == '\0' || rp[n] == '/' || n == 1);
-}
-
 int sup_functions_load(sup_t *s, json_t *doc, const char *ws, kbox_error_t *err)
 {
 	const char *lang = s->spec ? kbox_kspec_language(s->spec) : NULL;
@@ -726,28 +717,10 @@ int sup_functions_load(sup_t *s, json_t *doc, const char *ws, kbox_error_t *err)
 	if (kr_functions_parse(&s->fn_file, doc, err) < 0)
 		return -1;
 	/* what the kernel can write must not be what the host runs */
-	if (path_under(s->fn_file.dir, workspace))
-		return kbox_error_set(err, KBOX_E_INVALID,
-		                      "the functions file's directory %s is in the session's "
-		                      "workspace, which the kernel can write: keep it and its "
-		                      "programs elsewhere",
-		                      s->fn_file.dir);
-	for (size_t i = 0; i < s->fn_file.n; i++) {
-		kr_function_t *fn = &s->fn_file.fns[i];
-		fn->ctx = s;
-		if (fn->argv && path_under(fn->argv[0], workspace))
-			return kbox_error_set(err, KBOX_E_INVALID,
-			                      "function %s: its program %s is in the session's "
-			                      "workspace, which the kernel can write",
-			                      fn->name, fn->argv[0]);
-	}
-	for (size_t i = 0; i < s->fn_file.n_servers; i++)
-		if (path_under(s->fn_file.servers[i].argv[0], workspace))
-			return kbox_error_set(
-			        err, KBOX_E_INVALID,
-			        "MCP server %s is in the session's workspace, which the "
-			        "kernel can write",
-			        s->fn_file.servers[i].argv[0]);
+	if (kr_functions_check_workspace(doc, workspace, err) < 0)
+		return -1;
+	for (size_t i = 0; i < s->fn_file.n; i++)
+		s->fn_file.fns[i].ctx = s;
 	if (s->fn_file.n_servers && !(s->fn_mcp = calloc(s->fn_file.n_servers, sizeof *s->fn_mcp)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 	for (size_t i = 0; i < s->fn_file.n_servers; i++) {
