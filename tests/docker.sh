@@ -536,6 +536,20 @@ check no_engine_is_one_line_saying_start_it eval 'fails_with 5 "kbox start: sess
 DOCKER_HOST=tcp://127.0.0.1:2375 kbox start -s t --backend docker
 check a_tcp_engine_is_refused eval 'fails_with 2 "kbox start: DOCKER_HOST=tcp://127.0.0.1:2375: kbox needs the engine on this machine, by its unix socket'"'"'s absolute path (unix:///PATH, at most 107 bytes): the kernel'"'"'s sockets are files here"'
 
+# host functions (kbox-functions(5)): their calls go over the Jupyter
+# protocol's stdin channel, the container's as any kernel's
+mkdir -p "$ROOT/fn" && printf '%s\n' '{"functions": [{"name": "echo_args", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}, "command": ["/bin/cat"]}]}' >"$ROOT/fn/functions.json"
+kbox start -s fnd --backend docker --image "$IMAGE" --functions "$ROOT/fn/functions.json"
+kbox exec -s fnd "import asyncio
+a = echo_args(1)
+b = await asyncio.gather(echo_args(2), echo_args(x=3))
+print(a, b)"
+check host_functions_are_called_from_a_container eval 'status_is 0 && stdout_is "{'"'"'x'"'"': 1} [{'"'"'x'"'"': 2}, {'"'"'x'"'"': 3}]"'
+kbox exec -s fnd "echo_args('1')"
+check a_container_s_call_is_checked_on_the_host eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "ArgumentError: echo_args(): x must be an integer, got str" ]'
+kbox stop -s fnd
+
 kbox start -s b --image kbox-kernel
 check image_is_only_for_backend_docker fails_with 2 \
 	"kbox start: --image is for --backend docker (this session's backend is bwrap)"
