@@ -201,6 +201,32 @@ check conversation_is_kept_in_the_session_mode_0600 eval '
 import json; c = json.load(open(\"$S/an/agent.json\"))
 assert c[\"schema\"] == \"kbox.agent/1\" and c[\"model\"] == \"$MODEL\" and len(c[\"messages\"]) == 9, c"'
 
+# ---- host functions: their stubs in the tool, the model's code calls them ----
+
+FNA=$ROOT/fnagent
+mkdir -p "$FNA" && cat >"$FNA/get_order" <<'EOF'
+#!/usr/bin/python3
+import json, sys
+a = json.load(sys.stdin)
+print(json.dumps({"id": a["order_id"], "status": "shipped", "items": 2}))
+EOF
+chmod +x "$FNA/get_order"
+printf '%s\n' '{"functions": [{"name": "get_order", "description": "Return one order.", "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}, "command": ["get_order"]}]}' >"$FNA/functions.json"
+fresh
+serve "$KEY" '[
+ {"tool": "import asyncio\norders = await asyncio.gather(get_order(\"o1\"), get_order(\"o2\"))\nprint([o[\"status\"] for o in orders])"},
+ {"tool": "get_order(42)", "last_tool_contains": "['"'"'shipped'"'"', '"'"'shipped'"'"']"},
+ {"answer": "Both shipped.", "last_tool_contains": "The code was not run: mypy found 1 error in its calls of the host functions:\nline 1: Argument 1 to \"get_order\" has incompatible type \"int\"; expected \"str\""}]'
+if /usr/bin/python3 -c 'import mypy' 2>/dev/null; then
+	agent -s fna --functions "$FNA/functions.json" --type-check --json 'How are o1 and o2?'
+	check agent_model_code_calls_the_host_functions_of_its_description eval 'status_is 0 && requests_are 3 &&
+		request 1 "\"async def get_order(order_id: str) -> Any:\" in r[\"tools\"][0][\"function\"][\"description\"]" &&
+		trace "t[\"answer\"] == \"Both shipped.\" and [s[\"status\"] for s in t[\"steps\"]] == [\"ok\", \"rejected\"]"'
+else
+	skip agent_model_code_calls_the_host_functions_of_its_description "no mypy (python3-mypy) for /usr/bin/python3"
+fi
+"$KBOX" rm -f -s fna >/dev/null 2>&1
+
 # ---- what the code prints cannot pass for kbox's own lines ----
 
 # (the model reads them quoted, as kbox exec prints them: threat 50)

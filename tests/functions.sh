@@ -272,6 +272,47 @@ kbox exec -s inws_none --type-check "1"
 check type_check_without_functions_is_refused eval 'status_is 2 &&
 	stderr_is "kbox exec: --type-check checks the calls of host functions, and there are none (see kbox-functions(5))"'
 
+# ---- through kbox mcp: a client reads the description, run_python calls ----
+
+cat >"$FN/mcp_client.py" <<'EOF'
+import json, subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def rpc(i, method, params):
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
+    p.stdin.flush()
+    while True:
+        m = json.loads(p.stdout.readline())
+        if m.get("id") == i:
+            return m["result"]
+rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "t", "version": "1"}})
+p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+p.stdin.flush()
+tools = rpc(2, "tools/list", {})["tools"]
+desc = [t for t in tools if t["name"] == "run_python"][0]["description"]
+print("stub", "async def get_order(order_id: str) -> dict[str, Any]:" in desc)
+print("listed", sorted(t["name"] for t in tools if "order" in t["name"]))
+for i, code in enumerate(["import asyncio\norders = await asyncio.gather(get_order('o1'), get_order('o2'))\nprint([o['status'] for o in orders])",
+                          "get_order(42)"]):
+    r = rpc(3 + i, "tools/call", {"name": "run_python", "arguments": {"code": code}})
+    print("call", r.get("isError", False), json.dumps(r["content"][0]["text"].splitlines()[-1]))
+p.stdin.close()
+p.wait()
+EOF
+if /usr/bin/python3 -c 'import mypy' 2>/dev/null; then
+	fresh
+	if [ -z "$SKIPPING" ]; then
+		timeout 120 "$PY" "$FN/mcp_client.py" "$KBOX" mcp --functions "$FN/functions.json" --type-check >stdout 2>stderr
+		rc=$?
+	fi
+	check mcp_client_reads_the_stubs_and_its_code_calls_them eval 'status_is 0 && stdout_is "stub True
+listed []
+call False \"['"'"'shipped'"'"', '"'"'shipped'"'"']\"
+call True \"line 1: Argument 1 to \\\"get_order\\\" has incompatible type \\\"int\\\"; expected \\\"str\\\"\""'
+else
+	skip mcp_client_reads_the_stubs_and_its_code_calls_them "no mypy (python3-mypy) for /usr/bin/python3"
+fi
+
 # ---- an MCP server's tools as functions ----
 
 MCP_SERVER=$top_srcdir/tests/mcp_tool_server.py
