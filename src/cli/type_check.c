@@ -10,7 +10,10 @@
  * defined are unknown to it, so name-defined is not reported) into a new
  * temporary directory, with an empty configuration file (so that no
  * mypy.ini, setup.cfg or plugin of anyone's is read), and reports the
- * errors of the cell that name a host function. */
+ * errors of the cell that name a host function.  mypy runs in that
+ * directory, which holds nothing else: the modules the code imports are
+ * looked for nowhere but there (no site packages, no MYPYPATH), and not
+ * followed. */
 #include "config.h"
 #include "cli.h"
 #include "runtime/functions.h"
@@ -48,6 +51,7 @@ static const char driver[] =
         "off = head.count('\\n')\n"
         "body = ''.join('    ' + l for l in (d['code'] + '\\n').splitlines(True))\n"
         "t = tempfile.mkdtemp(prefix='kbox-mypy-')\n"
+        "os.chdir(t)\n"
         "try:\n"
         "    cell = os.path.join(t, 'cell.py')\n"
         "    with open(cell, 'w') as f:\n"
