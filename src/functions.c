@@ -235,6 +235,23 @@ const kbox__fn_t *kbox__functions_find(const kbox_functions_t *self, const char 
 
 /* ---- Python, written from JSON ---- */
 
+static void py_literal(kx_buf_t *b, const json_t *v);
+
+/* OPEN, the items of the array A as Python literals, ", " between, "]". */
+static void py_items(kx_buf_t *b, const char *open, const json_t *a)
+{
+	size_t i;
+	json_t *e;
+	kx_buf_appends(b, open);
+	json_array_foreach(a, i, e)
+	{
+		if (i)
+			kx_buf_appends(b, ", ");
+		py_literal(b, e);
+	}
+	kx_buf_appends(b, "]");
+}
+
 /* V as a Python literal, onto B (JSON's strings and numbers are Python's
  * too; true, false and null are not). */
 static void py_literal(kx_buf_t *b, const json_t *v)
@@ -255,14 +272,7 @@ static void py_literal(kx_buf_t *b, const json_t *v)
 		kx_buf_appends(b, "None");
 		return;
 	case JSON_ARRAY:
-		kx_buf_appends(b, "[");
-		json_array_foreach(v, i, e)
-		{
-			if (i)
-				kx_buf_appends(b, ", ");
-			py_literal(b, e);
-		}
-		kx_buf_appends(b, "]");
+		py_items(b, "[", v);
 		return;
 	case JSON_OBJECT:
 		kx_buf_appends(b, "{");
@@ -328,16 +338,7 @@ static void py_hint(kx_buf_t *b, const json_t *s, int depth)
 		return;
 	}
 	if (json_is_array(en) && json_array_size(en) > 0) {
-		size_t i;
-		json_t *e;
-		kx_buf_appends(b, "Literal[");
-		json_array_foreach(en, i, e)
-		{
-			if (i)
-				kx_buf_appends(b, ", ");
-			py_literal(b, e);
-		}
-		kx_buf_appends(b, "]");
+		py_items(b, "Literal[", en);
 		return;
 	}
 	if (json_is_array(any) && json_array_size(any) > 0) {
