@@ -12,15 +12,180 @@
 #include <string.h>
 #include <sys/random.h>
 
-/* Python's keywords (3.11), soft ones included: none may name a
- * function or a parameter. */
+/* Python's keywords (3.11): none may name a function or a parameter
+ * ("match", "case" and "type" are names the language allows). */
 static const char *const py_keywords[] = {
-        "False",   "None",     "True",     "and",    "as",   "assert", "async",  "await",
-        "break",   "class",    "continue", "def",    "del",  "elif",   "else",   "except",
-        "finally", "for",      "from",     "global", "if",   "import", "in",     "is",
-        "lambda",  "nonlocal", "not",      "or",     "pass", "raise",  "return", "try",
-        "while",   "with",     "yield",    "match",  "case", "_",
+        "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+        "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+        "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+        "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield",
 };
+
+/* The names a function would take from the kernel's code: Python's
+ * builtins, kbox_functions' exceptions, IPython's own. */
+static const char *const py_taken[] = {
+        "ArgumentError",
+        "ArithmeticError",
+        "AssertionError",
+        "AttributeError",
+        "BaseException",
+        "BaseExceptionGroup",
+        "BlockingIOError",
+        "BrokenPipeError",
+        "BufferError",
+        "BytesWarning",
+        "CallBudgetExceeded",
+        "ChildProcessError",
+        "ConnectionAbortedError",
+        "ConnectionError",
+        "ConnectionRefusedError",
+        "ConnectionResetError",
+        "DeprecationWarning",
+        "EOFError",
+        "Ellipsis",
+        "EncodingWarning",
+        "EnvironmentError",
+        "Exception",
+        "ExceptionGroup",
+        "FileExistsError",
+        "FileNotFoundError",
+        "FloatingPointError",
+        "FunctionError",
+        "FunctionTimeout",
+        "FutureWarning",
+        "GeneratorExit",
+        "IOError",
+        "ImportError",
+        "ImportWarning",
+        "In",
+        "IndentationError",
+        "IndexError",
+        "InterruptedError",
+        "IsADirectoryError",
+        "KeyError",
+        "KeyboardInterrupt",
+        "LookupError",
+        "MemoryError",
+        "ModuleNotFoundError",
+        "NameError",
+        "NotADirectoryError",
+        "NotImplemented",
+        "NotImplementedError",
+        "OSError",
+        "Out",
+        "OverflowError",
+        "PendingDeprecationWarning",
+        "PermissionError",
+        "ProcessLookupError",
+        "RecursionError",
+        "ReferenceError",
+        "ResourceWarning",
+        "RuntimeError",
+        "RuntimeWarning",
+        "StopAsyncIteration",
+        "StopIteration",
+        "SyntaxError",
+        "SyntaxWarning",
+        "SystemError",
+        "SystemExit",
+        "TabError",
+        "TimeoutError",
+        "TypeError",
+        "UnboundLocalError",
+        "UnicodeDecodeError",
+        "UnicodeEncodeError",
+        "UnicodeError",
+        "UnicodeTranslateError",
+        "UnicodeWarning",
+        "UserWarning",
+        "ValueError",
+        "Warning",
+        "ZeroDivisionError",
+        "abs",
+        "aiter",
+        "all",
+        "anext",
+        "any",
+        "ascii",
+        "bin",
+        "bool",
+        "breakpoint",
+        "bytearray",
+        "bytes",
+        "callable",
+        "chr",
+        "classmethod",
+        "compile",
+        "complex",
+        "copyright",
+        "credits",
+        "delattr",
+        "dict",
+        "dir",
+        "divmod",
+        "enumerate",
+        "eval",
+        "exec",
+        "exit",
+        "filter",
+        "float",
+        "format",
+        "frozenset",
+        "get_ipython",
+        "getattr",
+        "globals",
+        "hasattr",
+        "hash",
+        "help",
+        "hex",
+        "id",
+        "input",
+        "int",
+        "isinstance",
+        "issubclass",
+        "iter",
+        "len",
+        "license",
+        "list",
+        "locals",
+        "map",
+        "max",
+        "memoryview",
+        "min",
+        "next",
+        "object",
+        "oct",
+        "open",
+        "ord",
+        "pow",
+        "print",
+        "property",
+        "quit",
+        "range",
+        "repr",
+        "reversed",
+        "round",
+        "set",
+        "setattr",
+        "slice",
+        "sorted",
+        "staticmethod",
+        "str",
+        "sum",
+        "super",
+        "tuple",
+        "type",
+        "vars",
+        "zip",
+};
+
+bool kbox__py_name_taken(const char *s)
+{
+	for (size_t i = 0; i < sizeof py_taken / sizeof *py_taken; i++)
+		if (strcmp(s, py_taken[i]) == 0)
+			return true;
+	return false;
+}
 
 bool kbox__py_identifier(const char *s)
 {
@@ -150,6 +315,12 @@ int kbox_functions_add(kbox_functions_t *self, const json_t *def, kbox_function_
 		        "host function \"%.64s\": its name is not a Python identifier (letters, "
 		        "digits and _, at most %d, not a keyword, not starting with _ or a digit)",
 		        n, KBOX__FN_NAME_MAX);
+	if (kbox__py_name_taken(n))
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "host function \"%s\": the kernel's code has a %s of that name, "
+		        "which the function would hide: give it another name",
+		        n, n[0] >= 'A' && n[0] <= 'Z' ? "class" : "builtin");
 	for (size_t i = 0; i < self->n; i++)
 		if (strcmp(self->fns[i].name, n) == 0)
 			return kbox_error_set(err, KBOX_E_INVALID,
@@ -398,6 +569,17 @@ static void py_doc(kx_buf_t *b, const char *text, const char *indent)
 	}
 }
 
+/* Whether the hint of schema S says None already (or Any). */
+static bool hint_has_none(const json_t *s)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	bool has;
+	py_hint(&b, s, 0);
+	has = !b.data || strstr(b.data, "None") || strcmp(b.data, "Any") == 0;
+	kx_buf_reset(&b);
+	return has;
+}
+
 /* One function's stub onto B. */
 static void stub_one(kx_buf_t *b, const kbox__fn_t *f)
 {
@@ -422,6 +604,9 @@ static void stub_one(kx_buf_t *b, const kbox__fn_t *f)
 			kx_buf_appendf(b, "%s%s: ", first ? "" : ", ", k);
 			first = false;
 			py_hint(b, v, 0);
+			/* no default but None, which means "not given" */
+			if (optional && !json_object_get(v, "default") && !hint_has_none(v))
+				kx_buf_appends(b, " | None");
 			if (optional) {
 				kx_buf_appends(b, " = ");
 				py_literal(b, json_object_get(v, "default")
@@ -437,6 +622,10 @@ static void stub_one(kx_buf_t *b, const kbox__fn_t *f)
 		py_hint(b, f->returns, 0);
 	else
 		kx_buf_appends(b, "Any");
+	if (!(desc && *desc) && !any_doc) {
+		kx_buf_appends(b, ":\n    ...\n");
+		return;
+	}
 	kx_buf_appends(b, ":\n    \"\"\"");
 	if (desc && *desc)
 		py_doc(b, desc, "    ");

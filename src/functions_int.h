@@ -30,6 +30,9 @@ struct kbox_functions {
 
 /* S names a Python identifier that is no keyword (ASCII). */
 bool kbox__py_identifier(const char *s);
+/* S is a name the kernel's code has already (a builtin, an exception of
+ * kbox_functions, IPython's): no function may take it. */
+bool kbox__py_name_taken(const char *s);
 /* The function NAME of SELF, or NULL. */
 const kbox__fn_t *kbox__functions_find(const kbox_functions_t *self, const char *name);
 

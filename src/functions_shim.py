@@ -79,6 +79,11 @@ def _plain(v):
                     'pass str, int, float, bool, None, list or dict')
 
 
+def _accepts_none(s):
+    t = s.get('type') if isinstance(s, dict) else None
+    return t is None or t == 'null' or (isinstance(t, list) and 'null' in t)
+
+
 def _roundtrip(calls):
     with _lock:
         return _roundtrip_locked(calls)
@@ -93,7 +98,8 @@ def _roundtrip_locked(calls):
     try:
         text = json.dumps({'calls': calls}, ensure_ascii=False, allow_nan=False,
                           default=_plain)
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
+        # (NaN, infinities, and values JSON has no word for)
         raise ArgumentError(f'{calls[0]["name"]}(): {e}') from None
     sys.stdout.flush()
     sys.stderr.flush()
@@ -180,6 +186,9 @@ def _make(d):
     props = ps.get('properties') or {}
     req = ps.get('required') or []
     params = []
+    # optional parameters without a default show None: given None, they
+    # are not sent (unless their schema takes null)
+    unset = set()
     for optional in (False, True):
         for p, s in props.items():
             if (p not in req) != optional or not p.isidentifier() or keyword.iskeyword(p):
@@ -187,6 +196,8 @@ def _make(d):
             dflt = inspect.Parameter.empty
             if optional:
                 dflt = s.get('default') if isinstance(s, dict) else None
+                if dflt is None and not _accepts_none(s):
+                    unset.add(p)
             params.append(inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                             default=dflt, annotation=_hint(s)))
     sig = inspect.Signature(params, return_annotation=_hint(d.get('returns')))
@@ -197,7 +208,8 @@ def _make(d):
         except TypeError as e:
             raise TypeError(f'{name}(): {e}') from None
         # only what was given: the function has its own defaults
-        call = {'name': name, 'args': dict(b.arguments)}
+        call = {'name': name, 'args': {k: v for k, v in b.arguments.items()
+                                       if not (v is None and k in unset)}}
         if _in_async(sys._getframe(1)):
             return afn(call)
         r = _roundtrip([call])[0]

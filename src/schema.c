@@ -225,11 +225,80 @@ static size_t code_points(const char *s)
 	return n;
 }
 
+/* PATTERN, an ECMA-262 regular expression (JSON Schema's dialect), as a
+ * POSIX extended one into OUT (SIZE bytes): the class escapes \d \w \s
+ * (and \D \W \S outside brackets) become the classes they stand for, \/
+ * a slash.  False when it cannot be said so (a negated class escape in
+ * brackets, or no room). */
+static bool ecma_to_ere(const char *pattern, char *out, size_t size)
+{
+	static const struct {
+		char c;
+		const char *out, *in; /* outside brackets, inside them */
+	} esc[] = {{'d', "[0-9]", "0-9"},
+	           {'w', "[A-Za-z0-9_]", "A-Za-z0-9_"},
+	           {'s', "[[:space:]]", "[:space:]"},
+	           {'D', "[^0-9]", NULL},
+	           {'W', "[^A-Za-z0-9_]", NULL},
+	           {'S', "[^[:space:]]", NULL}};
+	size_t n = 0;
+	bool in = false;
+	for (const char *p = pattern; *p; p++) {
+		const char *add = NULL;
+		char one[3] = {*p, 0, 0};
+		if (*p == '\\' && p[1]) {
+			size_t i;
+			for (i = 0; i < sizeof esc / sizeof *esc && esc[i].c != p[1]; i++)
+				;
+			if (i < sizeof esc / sizeof *esc) {
+				if (!(add = in ? esc[i].in : esc[i].out))
+					return false;
+			} else if (p[1] == '/') {
+				add = "/";
+			} else {
+				one[1] = p[1];
+				add = one;
+			}
+			p++;
+		} else {
+			if (*p == '[' && !in) {
+				/* "[", perhaps "^", and a "]" first is itself */
+				size_t k = 0;
+				one[k++] = *p;
+				in = true;
+				if (p[1] == '^')
+					one[k++] = *++p;
+				if (p[1] == ']') {
+					if (n + k + 1 + 1 > size)
+						return false;
+					memcpy(out + n, one, k);
+					n += k;
+					one[0] = *++p;
+					one[1] = '\0';
+				} else {
+					one[k] = '\0';
+				}
+			} else if (*p == ']' && in) {
+				in = false;
+			}
+			add = one;
+		}
+		if (n + strlen(add) + 1 > size)
+			return false;
+		memcpy(out + n, add, strlen(add));
+		n += strlen(add);
+	}
+	out[n] = '\0';
+	return true;
+}
+
 static int matches(ctx_t *c, const char *pattern, const char *text)
 {
 	regex_t re;
+	char ere[1024];
 	int rc;
-	if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0)
+	if (!ecma_to_ere(pattern, ere, sizeof ere) ||
+	    regcomp(&re, ere, REG_EXTENDED | REG_NOSUB) != 0)
 		return bad(c, "the pattern \"%s\" is no regular expression kbox can use", pattern);
 	rc = regexec(&re, text, 0, NULL, 0) == 0 ? 1 : 0;
 	regfree(&re);

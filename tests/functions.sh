@@ -270,7 +270,8 @@ fi
 fresh
 kbox exec -s inws_none --type-check "1"
 check type_check_without_functions_is_refused eval 'status_is 2 &&
-	stderr_is "kbox exec: --type-check checks the calls of host functions, and there are none (see kbox-functions(5))"'
+	stderr_is "kbox exec: --type-check checks the calls of host functions, and the session inws_none has none (see kbox-functions(5))" &&
+	[ ! -e "$S/inws_none" ]'
 
 # ---- through kbox mcp: a client reads the description, run_python calls ----
 

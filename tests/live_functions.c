@@ -171,9 +171,9 @@ TEST(stubs_give_each_function_its_signature_and_docstring)
 	        "        order_id: The order's id.\n"
 	        "    \"\"\"\n"
 	        "\n\n"
-	        "async def search(q: str, kind: Literal[\"a\", \"b\"] = None, tags: list[str] = "
-	        "None, n: int | None = 10) -> Any:\n"
-	        "    \"\"\"\"\"\"\n");
+	        "async def search(q: str, kind: Literal[\"a\", \"b\"] | None = None, tags: "
+	        "list[str] | None = None, n: int | None = 10) -> Any:\n"
+	        "    ...\n");
 	free(stubs);
 	json_decref(d);
 	kbox_functions_destroy(&set);
@@ -316,8 +316,10 @@ TEST(each_error_reaches_the_code_as_an_exception_it_can_read)
 	        {"get_order(float('nan'))",
 	         "ArgumentError: get_order(): Out of range float values are not JSON compliant"},
 	        {"get_order(object())",
-	         "TypeError: an argument of type object cannot be sent: pass str, int, float, "
-	         "bool, None, list or dict"},
+	         "ArgumentError: get_order(): an argument of type object cannot be sent: pass str, "
+	         "int, float, bool, None, list or dict"},
+	        {"get_order('o1', verbose=None)",
+	         "ArgumentError: get_order(): verbose must be a boolean, got None"},
 	};
 	REQUIRE(g_set);
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

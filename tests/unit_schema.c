@@ -233,6 +233,36 @@ static const char *linted(const char *schema)
 	return why;
 }
 
+/* Whether STRING matches the pattern PATTERN (JSON text of both). */
+static int pattern_says(const char *pattern, const char *string)
+{
+	char why[256], *text = NULL;
+	json_t *s, *v = json_string(string);
+	int rc;
+	if (asprintf(&text, "{\"pattern\": %s}", pattern) < 0)
+		return -2;
+	s = json_loads(text, 0, NULL);
+	rc = kbox__schema_check(s, v, "x", why, sizeof why);
+	free(text);
+	json_decref(s);
+	json_decref(v);
+	return rc;
+}
+
+TEST(ecma_class_escapes_mean_what_they_mean_in_a_pattern)
+{
+	CHECK_INT_EQ(pattern_says("\"^\\\\d+$\"", "123"), 0);
+	CHECK_INT_EQ(pattern_says("\"^\\\\d+$\"", "ddd"), 1);
+	CHECK_INT_EQ(pattern_says("\"^[\\\\w-]+$\"", "a_b-9"), 0);
+	CHECK_INT_EQ(pattern_says("\"^[\\\\w-]+$\"", "a b"), 1);
+	CHECK_INT_EQ(pattern_says("\"^\\\\S+\\\\s\\\\D$\"", "ab x"), 0);
+	CHECK_INT_EQ(pattern_says("\"^\\\\S+\\\\s\\\\D$\"", "ab 1"), 1);
+	CHECK_INT_EQ(pattern_says("\"^[]a]+$\"", "]a]"), 0);
+	CHECK_INT_EQ(pattern_says("\"^a\\\\/b$\"", "a/b"), 0);
+	/* a negated class escape inside brackets has no POSIX spelling */
+	CHECK_INT_EQ(pattern_says("\"[\\\\D]\"", "a"), -1);
+}
+
 TEST(a_schema_is_checked_whole_before_any_value)
 {
 	CHECK_STR_EQ(linted("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": "
@@ -303,5 +333,6 @@ int main(void)
 	RUN(a_schema_kbox_cannot_use_is_said_to_be_bad);
 	RUN(a_bound_past_any_length_is_no_overflow);
 	RUN(a_schema_is_checked_whole_before_any_value);
+	RUN(ecma_class_escapes_mean_what_they_mean_in_a_pattern);
 	return tap_done();
 }

@@ -526,6 +526,7 @@ int cmd_exec(int argc, char **argv)
 	                       "run the contents of FILE, - for standard input (default: CODE)"),
 	        CLI_OPT_END};
 	char *code = NULL, *dir = NULL, outbuf[PATH_MAX];
+	json_t *functions = NULL;
 	const char **env_names = NULL, **env_values = NULL;
 	int fd = -1, status, n;
 
@@ -585,15 +586,25 @@ int cmd_exec(int argc, char **argv)
 	name = cli_session_name(name);
 	if ((status = cli_check_session("exec", name)) != EXIT_OK)
 		goto out;
+	if (type_check) {
+		/* the session's functions, before anything of it is made */
+		if ((status = cli_functions_for("exec", NULL, name, &functions)) != EXIT_OK)
+			goto out;
+		if (!functions) {
+			cli_error("exec",
+			          "--type-check checks the calls of host functions, and the "
+			          "session %s has none (see kbox-functions(5))",
+			          name);
+			status = EXIT_USAGE;
+			goto out;
+		}
+	}
 	if (!(dir = cli_session_dir("exec", name, !no_start, &status)))
 		goto out;
 	if (type_check) {
-		json_t *doc = NULL;
 		char *report = NULL, cache[PATH_MAX + 16];
 		snprintf(cache, sizeof cache, "%s/mypy-cache", dir);
-		if ((status = cli_functions_for("exec", NULL, name, &doc)) == EXIT_OK)
-			status = cli_type_check("exec", doc, code, cache, &report);
-		json_decref(doc);
+		status = cli_type_check("exec", functions, code, cache, &report);
 		if (status != EXIT_OK)
 			goto out;
 		if (report) {
@@ -616,6 +627,7 @@ int cmd_exec(int argc, char **argv)
 out:
 	if (fd >= 0)
 		close(fd);
+	json_decref(functions);
 	free(dir);
 	free(code);
 	free(env_names);

@@ -610,10 +610,15 @@ static int start_run_session(run_t *run)
 	o.image = run->image;
 	o.workspace = run->workspace ? run->wsreal : NULL;
 	o.workspace_st = run->workspace ? &run->wsst : NULL;
-	o.functions = run->functions;
+	char *functions_text = NULL;
+	if (run->functions && !(o.functions = functions_text = kr_functions_text(run->functions))) {
+		cli_error("run", "out of memory");
+		return EXIT_UNAVAILABLE;
+	}
 	if (run->functions && run->workspace &&
 	    kr_functions_check_workspace(run->functions, run->wsreal, &err) < 0) {
 		cli_error("run", "--workspace %s: %s", run->workspace, err.msg);
+		free(functions_text);
 		return EXIT_USAGE;
 	}
 	kr_session_config_init(&config);
@@ -633,6 +638,7 @@ static int start_run_session(run_t *run)
 	if (status == EXIT_OK)
 		status = cli_session_start("run", run->rundir, "run", &config, 0, NULL, NULL);
 	kr_session_config_free(&config);
+	free(functions_text);
 	return status;
 }
 

@@ -391,6 +391,7 @@ int cmd_start(int argc, char **argv)
 	char *rootfs = NULL, *dir = NULL;
 	kr_session_config_t config, before;
 	json_t *functions = NULL;
+	char *functions_text = NULL;
 	kbox_error_t err = {0};
 	bool started = false, is_new = false, restore = false;
 	int status;
@@ -406,7 +407,11 @@ int cmd_start(int argc, char **argv)
 	o->rootfs = rootfs;
 	if ((status = cli_functions_for("start", &a.fo, NULL, &functions)) != EXIT_OK)
 		goto out;
-	o->functions = functions;
+	if (functions && !(o->functions = functions_text = kr_functions_text(functions))) {
+		cli_error("start", "out of memory");
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
 	o->env = a.env.v;
 	o->n_env = a.env.n;
 	name = cli_session_name(a.name);
@@ -443,9 +448,13 @@ int cmd_start(int argc, char **argv)
 	if (config.functions) {
 		/* what the kernel can write is never what the host runs */
 		char ws[PATH_MAX + 16];
+		json_t *doc = kr_functions_doc(config.functions);
+		int bad;
 		snprintf(ws, sizeof ws, "%s/workspace", dir);
-		if (kr_functions_check_workspace(
-		            config.functions, config.workspace ? config.workspace : ws, &err) < 0) {
+		bad = kr_functions_check_workspace(doc, config.workspace ? config.workspace : ws,
+		                                   &err);
+		json_decref(doc);
+		if (bad < 0) {
 			cli_error("start", "session %s: %s", name, err.msg);
 			status = EXIT_USAGE;
 			goto out;
@@ -460,6 +469,7 @@ out:
 	kr_session_config_free(&config);
 	cli_strlist_clear(&a.env);
 	json_decref(functions);
+	free(functions_text);
 	cli_functions_opts_clear(&a.fo);
 	free(rootfs);
 	free(dir);

@@ -235,7 +235,16 @@ static json_t *servers_of(const char *cmd, const cli_functions_opts_t *fo)
 		/* a name is found on PATH, as a shell finds it; a path is
 		 * taken from here */
 		if (!strchr(we.we_wordv[0], '/') &&
-		    find_on_path(we.we_wordv[0], prog, sizeof prog) == 0)
+		    find_on_path(we.we_wordv[0], prog, sizeof prog) < 0) {
+			cli_error(cmd, "--functions-from-mcp \"%s\": %s is not on PATH",
+			          fo->from_mcp.v[i], we.we_wordv[0]);
+			wordfree(&we);
+			json_decref(argv);
+			json_decref(servers);
+			json_decref(allow);
+			return NULL;
+		}
+		if (!strchr(we.we_wordv[0], '/'))
 			json_array_append_new(argv, json_string(prog));
 		else if (realpath(we.we_wordv[0], prog))
 			json_array_append_new(argv, json_string(prog));
@@ -262,6 +271,23 @@ int cli_functions_for(const char *cmd, const cli_functions_opts_t *fo, const cha
 		cli_error(cmd, "--functions-allow is for the tools of --functions-from-mcp (a "
 		               "functions file's server takes \"allow\")");
 		return EXIT_USAGE;
+	}
+	if (cli_functions_given(fo) && name && kr_session_check_name(name, &err) == 0) {
+		/* a session that exists keeps its own */
+		char *home = kr_state_home(&err);
+		char *dir = home ? kr_session_dir(home, name, false, &err) : NULL;
+		char path[PATH_MAX + 16];
+		bool exists = dir && snprintf(path, sizeof path, "%s/session.json", dir) > 0 &&
+		              access(path, F_OK) == 0;
+		free(dir);
+		free(home);
+		if (exists) {
+			cli_error(cmd,
+			          "warning: session %s exists: it keeps its own host functions; "
+			          "--functions and --functions-from-mcp are for a new session",
+			          name);
+			fo = NULL;
+		}
 	}
 	if (cli_functions_given(fo)) {
 		kr_functions_t f;
@@ -292,7 +318,7 @@ int cli_functions_for(const char *cmd, const cli_functions_opts_t *fo, const cha
 		kr_session_config_t cfg;
 		kr_session_config_init(&cfg);
 		if (dir && kr_session_config_load(&cfg, dir, &err) == 0 && cfg.functions)
-			*doc = json_incref(cfg.functions);
+			*doc = kr_functions_doc(cfg.functions);
 		kr_session_config_free(&cfg);
 		free(dir);
 		free(home);

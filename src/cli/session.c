@@ -3,6 +3,7 @@
  * common -s option. */
 #include "config.h"
 #include "cli.h"
+#include "runtime/functions.h"
 #include "runtime/ws_live.h"
 
 #include <dirent.h>
@@ -66,6 +67,16 @@ char *cli_session_dir(const char *cmd, const char *name, bool create, int *statu
 	}
 	free(home);
 	return dir;
+}
+
+static json_t *new_session_functions;
+static char *new_session_functions_text; /* as session.json keeps it */
+
+void cli_set_new_session_functions(json_t *doc)
+{
+	new_session_functions = doc;
+	free(new_session_functions_text);
+	new_session_functions_text = kr_functions_text(doc);
 }
 
 /* Take DIR/start.lock within the wait.  The fd, or -1 (printed). */
@@ -528,7 +539,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		kr_session_opts_t named = KR_SESSION_OPTS_INIT;
 		bool is_new = false;
 		named.name = name;
-		named.functions = cli_new_session_functions();
+		named.functions = new_session_functions_text;
 		if (owner > 0)
 			named.owner_pid = owner;
 		if (kr_session_config_load(&have, dir, &err) < 0) {
@@ -651,13 +662,6 @@ void cli_session_forget(const char *dir)
 	close(dfd);
 	rmdir(dir);               /* only when empty: nothing else is ever removed */
 	kr_session_home_forget(); /* and the state directory, if this made it */
-}
-
-static json_t *new_session_functions;
-
-void cli_set_new_session_functions(json_t *doc)
-{
-	new_session_functions = doc;
 }
 
 json_t *cli_new_session_functions(void)

@@ -299,14 +299,32 @@ static int server_tools(const kr_mcp_server_t *sv, json_t *s, size_t i, json_t *
                         const char *dir, kx_buf_t *notes, const char *where, kbox_error_t *err)
 {
 	json_t *allow = json_object_get(s, "allow"), *tools, *t, *a;
-	kx_buf_t left = KX_BUF_INIT, bad = KX_BUF_INIT;
-	size_t j, k, taken = 0, n_left = 0, n_bad = 0;
+	kx_buf_t left = KX_BUF_INIT, bad = KX_BUF_INIT, clash = KX_BUF_INIT;
+	size_t j, k, taken = 0, n_left = 0, n_bad = 0, n_clash = 0;
 	kbox_error_t e = {0};
+	long long list_ms = json_object_get(s, "timeout") ? sv->timeout_ms : KR_MCP_LIST_MS;
 
-	tools = kr_mcp_list_tools(sv->argv, sv->env, dir, KR_MCP_LIST_MS, &e);
+	tools = kr_mcp_list_tools(sv->argv, sv->env, dir,
+	                          list_ms > KR_MCP_LIST_MS ? KR_MCP_LIST_MS : (int)list_ms, &e);
 	if (!tools)
 		return kbox_error_set(err, KBOX_E_INVALID, "%s: MCP server %s: %s", where,
 		                      sv->argv[0], e.msg);
+	/* each tool "allow" names is one the server has */
+	json_array_foreach(allow, k, a)
+	{
+		bool found = false;
+		json_array_foreach(tools, j, t)
+		        found |= json_is_string(json_object_get(t, "name")) &&
+		                 strcmp(json_string_value(json_object_get(t, "name")),
+		                        json_string_value(a)) == 0;
+		if (!found) {
+			json_decref(tools);
+			return kbox_error_set(err, KBOX_E_INVALID,
+			                      "%s: MCP server %s has no tool \"%.64s\" (\"allow\", "
+			                      "--functions-allow)",
+			                      where, sv->argv[0], json_string_value(a));
+		}
+	}
 	json_array_foreach(tools, j, t)
 	{
 		const char *name = json_string_value(json_object_get(t, "name"));
@@ -332,6 +350,21 @@ static int server_tools(const kr_mcp_server_t *sv, json_t *s, size_t i, json_t *
 		                : NULL;
 		if (entry && out)
 			json_object_set(entry, "returns", out);
+		/* a name another function has already is left out */
+		if (entry) {
+			json_t *f;
+			bool taken_name = false;
+			json_array_foreach(fns, k, f)
+			        taken_name |= strcmp(json_string_value(json_object_get(f, "name")),
+			                             py) == 0;
+			if (taken_name) {
+				kx_buf_appendf(&clash, "%s%s%s%s", n_clash++ ? ", " : "", name,
+				               strcmp(name, py) ? " as " : "",
+				               strcmp(name, py) ? py : "");
+				json_decref(entry);
+				continue;
+			}
+		}
 		/* (what kbox cannot take, a schema it cannot read, is left out) */
 		check = kbox_functions_new(NULL);
 		if (!entry || !check ||
@@ -357,10 +390,16 @@ static int server_tools(const kr_mcp_server_t *sv, json_t *s, size_t i, json_t *
 		        "MCP server %s: %zu tool%s left out, whose name or schema kbox cannot "
 		        "take: %s\n",
 		        sv->argv[0], n_bad, n_bad == 1 ? "" : "s", bad.data);
+	if (n_clash)
+		kx_buf_appendf(notes,
+		               "MCP server %s: %zu tool%s left out, whose Python name another "
+		               "function has: %s\n",
+		               sv->argv[0], n_clash, n_clash == 1 ? "" : "s", clash.data);
 	if (!taken)
 		kx_buf_appendf(notes, "MCP server %s: no tool taken\n", sv->argv[0]);
 	kx_buf_reset(&left);
 	kx_buf_reset(&bad);
+	kx_buf_reset(&clash);
 	return 0;
 }
 
@@ -587,16 +626,45 @@ int kr_functions_check_workspace(const json_t *doc, const char *workspace, kbox_
 	for (size_t l = 0; l < 2; l++)
 		json_array_foreach(json_object_get(doc, lists[l]), i, e)
 		{
-			const char *prog = json_string_value(
-			        json_array_get(json_object_get(e, "command"), 0));
-			if (prog && path_under(prog, workspace))
-				return kbox_error_set(
-				        err, KBOX_E_INVALID,
-				        "%s %s: its program %s is in the session's "
-				        "workspace, which the kernel can write",
-				        l ? "MCP server" : "function",
-				        l ? prog : json_string_value(json_object_get(e, "name")),
-				        prog);
+			json_t *cmd = json_object_get(e, "command"), *a;
+			const char *prog = json_string_value(json_array_get(cmd, 0));
+			size_t j;
+			/* the program, and each argument that names a file (a
+			 * script the program runs), relative ones from the
+			 * commands' working directory */
+			json_array_foreach(cmd, j, a)
+			{
+				char abs[PATH_MAX * 2];
+				const char *arg = json_string_value(a);
+				if (!arg || !*arg)
+					continue;
+				snprintf(abs, sizeof abs, "%s%s%s",
+				         arg[0] == '/' ? ""
+				         : dir         ? dir
+				                       : "",
+				         arg[0] == '/' ? "" : "/", arg);
+				if (path_under(abs, workspace))
+					return kbox_error_set(
+					        err, KBOX_E_INVALID,
+					        "%s %s: %s %s is in the session's workspace, which the "
+					        "kernel can write",
+					        l ? "MCP server" : "function",
+					        l ? prog
+					          : json_string_value(json_object_get(e, "name")),
+					        j ? "its argument" : "its program", arg);
+			}
 		}
 	return 0;
+}
+
+char *kr_functions_text(const json_t *doc)
+{
+	/* (no JSON_SORT_KEYS: the order of "properties" is the order of the
+	 * parameters; no JSON_REAL_PRECISION: every digit) */
+	return doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+}
+
+json_t *kr_functions_doc(const char *text)
+{
+	return text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
 }

@@ -93,6 +93,14 @@ kbox_functions_t *kr_functions_set(kr_functions_t *f, kbox_function_cb *run,
  * out. */
 char *kr_functions_stubs(const json_t *doc);
 
+/* DOC (a functions file as read) as session.json keeps it: JSON text,
+ * its members in their order (a function's parameters are in the order of
+ * its "properties") and its numbers whole.  New, or NULL. */
+char *kr_functions_text(const json_t *doc);
+/* The document of TEXT (kr_functions_text's): new, or NULL when it is
+ * not JSON. */
+json_t *kr_functions_doc(const char *text);
+
 /* Whether DOC (a functions file as read) keeps what the host runs out of
  * WORKSPACE, which the kernel can write: its directory, and each
  * command's and server's program.  0, or -1 with ERR saying which is in

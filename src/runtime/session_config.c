@@ -24,14 +24,12 @@ typedef enum {
 	T_NUMBER,  /* a number >= 0: double */
 	T_BOOL,    /* true or false: bool */
 	T_STRINGS, /* an array of strings: char ** (and N_ENV) */
-	T_OBJECT,  /* a JSON object: json_t * (a reference) */
 } value_type_t;
 
 static const char *const type_words[] = {
         [T_STRING] = "a string",    [T_COUNT] = "an integer of 0 or more",
         [T_INTEGER] = "an integer", [T_NUMBER] = "a number of 0 or more",
         [T_BOOL] = "true or false", [T_STRINGS] = "an array of strings",
-        [T_OBJECT] = "an object",
 };
 
 #define FIELD(f) offsetof(kr_session_config_t, f)
@@ -49,7 +47,7 @@ static const struct key {
         {"env", KR_SC_ENV, T_STRINGS, FIELD(env)},
         {"ephemeral", KR_SC_EPHEMERAL, T_BOOL, FIELD(ephemeral)},
         {"file_size", KR_SC_FILE_SIZE, T_COUNT, FIELD(file_size)},
-        {"functions", KR_SC_FUNCTIONS, T_OBJECT, FIELD(functions)},
+        {"functions", KR_SC_FUNCTIONS, T_STRING, FIELD(functions)},
         {"home_config", KR_SC_HOME_CONFIG, T_BOOL, FIELD(home_config)},
         {"image", KR_SC_IMAGE, T_STRING, FIELD(image)},
         {"kernel", KR_SC_KERNEL, T_STRING, FIELD(kernel)},
@@ -94,8 +92,6 @@ static void free_value(kr_session_config_t *cfg, const struct key *k)
 		for (size_t i = 0; v && v[i]; i++)
 			free(v[i]);
 		free(v);
-	} else if (k->type == T_OBJECT) {
-		json_decref(*AT(cfg, k, json_t *));
 	}
 }
 
@@ -162,8 +158,6 @@ static bool type_ok(const struct key *k, const json_t *v)
 			return false;
 		json_array_foreach(v, i, e) if (!json_is_string(e)) return false;
 		return true;
-	case T_OBJECT:
-		return json_is_object(v);
 	}
 	return false;
 }
@@ -202,9 +196,6 @@ static int take_value(kr_session_config_t *cfg, const struct key *k, const json_
 				return -1;
 			cfg->n_env = i + 1;
 		}
-		break;
-	case T_OBJECT:
-		*AT(cfg, k, json_t *) = json_incref((json_t *)v);
 		break;
 	}
 	cfg->has |= k->bit;
@@ -839,9 +830,6 @@ json_t *kr_session_config_to_json(const kr_session_config_t *cfg)
 				v = NULL;
 			}
 			break;
-		case T_OBJECT:
-			v = json_incref(*AT(cfg, k, json_t *));
-			break;
 		}
 		if (!v || json_object_set_new(j, k->name, v) < 0) {
 			json_decref(j);
@@ -958,11 +946,8 @@ int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o
 		cfg->workspace_dev = cfg->workspace_ino = 0;
 		cfg->has &= ~(unsigned)(KR_SC_WORKSPACE_DEV | KR_SC_WORKSPACE_INO);
 	}
-	if (o->functions) {
-		free_value(cfg, find_key("functions"));
-		cfg->functions = json_incref(o->functions);
-		cfg->has |= KR_SC_FUNCTIONS;
-	}
+	if (o->functions && merge_string(cfg, KR_SC_FUNCTIONS, o->functions) < 0)
+		goto nomem;
 	if (o->n_env) {
 		char **v = calloc(o->n_env + 1, sizeof *v);
 		for (size_t i = 0; v && i < o->n_env; i++)

@@ -54,8 +54,9 @@ typedef enum {
 	KR_SC_OUTPUT_RATE = 1u << 18,   /* "output_rate": integer >= 0, messages a second */
 	KR_SC_IMAGE = 1u << 19,         /* "image": string (backend docker) */
 	KR_SC_ENGINE = 1u << 20,        /* "engine": string, unix:///PATH (backend docker) */
-	KR_SC_FUNCTIONS = 1u << 21,     /* "functions": object, a functions file as read
-	                                 * (kr_functions_load) */
+	KR_SC_FUNCTIONS = 1u << 21,     /* "functions": string, a functions file as read,
+	                                 * as JSON text (kr_functions_text: its order and
+	                                 * numbers as they were) */
 } kr_session_key_t;
 
 /* A session's configuration.  The strings of the keys in HAS are owned
@@ -91,8 +92,9 @@ typedef struct {
 	bool ephemeral;      /* the session's directory goes when it stops */
 	long long owner_pid; /* the session stops when this process ends; 0: none */
 	/* host functions (kbox-functions(5)): the file as kbox start read
-	 * it, its commands' paths made absolute; NULL: none */
-	json_t *functions;
+	 * it, its commands' paths made absolute, as JSON text
+	 * (kr_functions_text); NULL: none */
+	const char *functions;
 } kr_session_config_t;
 
 /* What a command line gives, to merge over a configuration: strings
@@ -108,7 +110,7 @@ typedef struct {
 	const char *const *env;
 	size_t n_env;
 	const struct stat *workspace_st;
-	json_t *functions; /* borrowed: a functions file as read (NULL: not given) */
+	const char *functions; /* a functions file as read, as JSON text (NULL: not given) */
 } kr_session_opts_t;
 
 #define KR_SESSION_OPTS_INIT                                                             \

@@ -701,13 +701,29 @@ static void fn_observe(void *arg, const json_t *rec)
 	sup_log(arg, "call", json_deep_copy(rec));
 }
 
-int sup_functions_load(sup_t *s, json_t *doc, const char *ws, kbox_error_t *err)
+static int functions_load(sup_t *s, json_t *doc, const char *workspace, const char *lang,
+                          kbox_error_t *err);
+
+int sup_functions_load(sup_t *s, const char *text, const char *ws, kbox_error_t *err)
 {
 	const char *lang = s->spec ? kbox_kspec_language(s->spec) : NULL;
 	const char *workspace = ws ? ws : s->workspace;
+	json_t *doc;
+	int rc;
 
-	if (!doc)
+	if (!text)
 		return 0;
+	if (!(doc = kr_functions_doc(text)))
+		return kbox_error_set(err, KBOX_E_INVALID, "session.json's functions: not JSON");
+	rc = functions_load(s, doc, workspace, lang, err);
+	json_decref(doc);
+	return rc;
+}
+
+/* sup_functions_load of DOC (a reference is taken by fn_file). */
+static int functions_load(sup_t *s, json_t *doc, const char *workspace, const char *lang,
+                          kbox_error_t *err)
+{
 	if (!lang || strcmp(lang, "python") != 0)
 		return kbox_error_set(
 		        err, KBOX_E_INVALID,

@@ -255,7 +255,7 @@ struct sup {
 /* The session's host functions from DOC (session.json's "functions"; NULL:
  * none), for a kernel whose workspace is WS (NULL: the session's own).
  * 0, or -1 with ERR. */
-int sup_functions_load(sup_t *s, json_t *doc, const char *ws, kbox_error_t *err);
+int sup_functions_load(sup_t *s, const char *text, const char *ws, kbox_error_t *err);
 /* Stop their calls and forget them. */
 void sup_functions_free(sup_t *s);
 
