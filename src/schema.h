@@ -9,8 +9,9 @@
  * minProperties, maxProperties, dependencies; items (one schema or a
  * tuple), additionalItems, contains, minItems, maxItems, uniqueItems;
  * minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers),
- * multipleOf; minLength, maxLength (in code points), pattern (POSIX
- * extended regular expressions: the ECMA-262 syntax they share); allOf,
+ * multipleOf; minLength, maxLength (in code points), pattern (ECMA-262's
+ * syntax as POSIX extended regular expressions take it, its class escapes
+ * \d \w \s \D \W \S made POSIX classes); allOf,
  * anyOf, oneOf, not, if/then/else; true and false as schemas; $ref to a
  * JSON pointer in the same document ("#", "#/definitions/x",
  * "#/$defs/x").  Annotations (title, description, default, examples,
