@@ -154,6 +154,9 @@ static void calls_take(calls_batch_t *b, size_t i, json_t *c)
 	call->batch = b;
 	call->fn = name ? kbox__functions_find(b->set, name) : NULL;
 	if (!call->fn) {
+		/* (counted too: a flood of them is a flood of records) */
+		if (x->n_calls < b->set->max_calls)
+			x->n_calls++;
 		snprintf(why, sizeof why, "there is no host function %.80s",
 		         name ? name : "(unnamed)");
 		calls_fail(b, i, "invalid", why);
@@ -267,6 +270,13 @@ void calls_begin(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **req_p)
 		snprintf(why, sizeof why,
 		         "the request of calls takes %zu bytes, over the %u allowed", len,
 		         KBOX_CALL_REQUEST_MAX);
+		goto refuse;
+	}
+	if (kx_json_cost(p + strlen(set->marker), len) > KBOX_CALL_DECODE_MAX) {
+		snprintf(why, sizeof why,
+		         "the request of calls would take more than %u MiB to read: send fewer or "
+		         "smaller arguments",
+		         KBOX_CALL_DECODE_MAX >> 20);
 		goto refuse;
 	}
 	doc = json_loadb(p + strlen(set->marker), len, JSON_REJECT_DUPLICATES, NULL);

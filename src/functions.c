@@ -664,7 +664,8 @@ char *kbox_functions_kernel_code(const kbox_functions_t *self)
 
 	for (size_t i = 0; defs && self && i < self->n; i++)
 		json_array_append(defs, self->fns[i].def);
-	spec = json_pack("{s:s, s:o}", "marker", self ? self->marker : "", "functions", defs);
+	spec = json_pack("{s:s, s:o, s:I}", "marker", self ? self->marker : "", "functions", defs,
+	                 "request_max", (json_int_t)KBOX_CALL_REQUEST_MAX);
 	text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
 	json_decref(spec);
 	if (text)

@@ -101,6 +101,11 @@ def _roundtrip_locked(calls):
     except (ValueError, TypeError) as e:
         # (NaN, infinities, and values JSON has no word for)
         raise ArgumentError(f'{calls[0]["name"]}(): {e}') from None
+    if len(text) > _spec['request_max'] // 4 and len(text.encode()) > _spec['request_max']:
+        # (more would end the stdin connection, input() with it)
+        raise ArgumentError(f'{calls[0]["name"]}(): the arguments of the calls made together '
+                            f'take {len(text.encode())} bytes, over the {_spec["request_max"]} '
+                            'a request may have: send less at a time')
     sys.stdout.flush()
     sys.stderr.flush()
     # what an earlier, interrupted call left unread

@@ -165,7 +165,7 @@ void kbox__seq_free(kbox__seq_t *s)
  *
  * The second is what a hostile kernel sends to hurt its reader: 16 Mi
  * empty arrays, ~110 bytes of jansson's heap apiece.  wire.c refuses such
- * a message before decoding it (kbox__json_cost), but a dropped message is
+ * a message before decoding it (kx_json_cost), but a dropped message is
  * never decoded, and must not cost the reader more than its bytes. */
 
 /* Past the whitespace at P (up to E). */

@@ -14,9 +14,6 @@
 
 /* ---- util.c and wire.c ---- */
 
-/* About what decoding JSON text P (N bytes) takes in memory (wire.c). */
-size_t kbox__json_cost(const char *p, size_t n);
-
 /* The unit of UTF-8 at S (N > 0 bytes left) as kbox_json_string_size
  * counts it: its length, and in *COST the bytes it takes in JSON dumped
  * with FLAGS (util.c). */

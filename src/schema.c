@@ -11,13 +11,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Patterns compiled once in a check, at most this many kept. */
+#define RE_CACHE 16
+
 typedef struct {
 	const json_t *root; /* the document a $ref points into */
 	char *why;
 	size_t size;
 	const char *name; /* the value's name, or NULL */
 	int depth;
-	bool quiet; /* inside anyOf, oneOf, not, if, contains: no message */
+	bool quiet;          /* inside anyOf, oneOf, not, if, contains: no message */
+	unsigned long steps; /* the work done, against KBOX__SCHEMA_STEPS */
+	struct {
+		const char *pattern; /* (the schema's string, borrowed) */
+		regex_t re;
+	} re[RE_CACHE];
+	int n_re;
 } ctx_t;
 
 enum { OK = 0, INVALID = 1, BAD = -1 };
@@ -225,68 +234,169 @@ static size_t code_points(const char *s)
 	return n;
 }
 
+/* An escape \C of ECMA-262 that stands for one character: it, or 0
+ * (none: a class escape, a back-reference, \b, \u..., which POSIX does
+ * not have; or NUL). */
+static char escaped_char(char c)
+{
+	switch (c) {
+	case 'n':
+		return '\n';
+	case 'r':
+		return '\r';
+	case 't':
+		return '\t';
+	case 'f':
+		return '\f';
+	case 'v':
+		return '\v';
+	default:
+		/* punctuation stands for itself */
+		return (c >= 0x21 && c <= 0x7e &&
+		        !((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
+		          (c >= 'a' && c <= 'z')))
+		               ? c
+		               : 0;
+	}
+}
+
+/* The class escapes, outside brackets and inside them (NULL: none). */
+static const struct {
+	char c;
+	const char *out, *in;
+} class_esc[] = {{'d', "[0-9]", "0-9"},
+                 {'w', "[A-Za-z0-9_]", "A-Za-z0-9_"},
+                 {'s', "[[:space:]]", "[:space:]"},
+                 {'D', "[^0-9]", NULL},
+                 {'W', "[^A-Za-z0-9_]", NULL},
+                 {'S', "[^[:space:]]", NULL}};
+
+/* Append N bytes of S to OUT (SIZE bytes, *LEN used): false when no room. */
+static bool put(char *out, size_t size, size_t *len, const char *s, size_t n)
+{
+	if (*len + n + 1 > size)
+		return false;
+	memcpy(out + *len, s, n);
+	*len += n;
+	return true;
+}
+
+/* The bracket expression at *P (its "["): as POSIX has it, onto OUT; *P
+ * is left at its "]".  ECMA's escapes in it become what they stand for,
+ * "]" is put first and "-" last, where POSIX reads them as themselves.
+ * False when it cannot be said so. */
+static bool bracket(const char **pp, char *out, size_t size, size_t *len)
+{
+	const char *p = *pp + 1;
+	char body[512];
+	size_t n = 0;
+	bool neg = false, close = false, dash = false, caret = false;
+
+	if (*p == '^')
+		neg = true, p++;
+	for (; *p && !(*p == ']'); p++) {
+		char c = *p, e;
+		if (c == '[' && p[1] == ':') { /* a POSIX class, as it is */
+			const char *end = strstr(p, ":]");
+			if (!end || !put(body, sizeof body, &n, p, (size_t)(end + 2 - p)))
+				return false;
+			p = end + 1;
+			continue;
+		}
+		if (c == '\\') {
+			size_t i;
+			if (!p[1])
+				return false;
+			for (i = 0;
+			     i < sizeof class_esc / sizeof *class_esc && class_esc[i].c != p[1];
+			     i++)
+				;
+			if (i < sizeof class_esc / sizeof *class_esc) {
+				if (!class_esc[i].in || !put(body, sizeof body, &n, class_esc[i].in,
+				                             strlen(class_esc[i].in)))
+					return false;
+				p++;
+				continue;
+			}
+			if (!(e = escaped_char(p[1])))
+				return false;
+			c = e;
+			p++;
+		} else if (c == '-' && n > 0 && p[1] != ']') {
+			/* a range: its end, escaped or not */
+			char hi = p[1];
+			if (hi == '\\' && !(hi = escaped_char(p[2])))
+				return false;
+			if (hi == ']' || hi == '-' || hi == '^' || hi == '[')
+				return false;
+			if (!put(body, sizeof body, &n, "-", 1) ||
+			    !put(body, sizeof body, &n, &hi, 1))
+				return false;
+			p += p[1] == '\\' ? 2 : 1;
+			continue;
+		}
+		/* ]  -  ^ go where POSIX takes them as themselves */
+		if (c == ']')
+			close = true;
+		else if (c == '-')
+			dash = true;
+		else if (c == '^')
+			caret = true;
+		else if (!put(body, sizeof body, &n, &c, 1))
+			return false;
+	}
+	if (*p != ']')
+		return false;
+	*pp = p;
+	if (!n && !dash && !close && caret && !neg) /* [\^]: a ^ alone */
+		return put(out, size, len, "\\^", 2);
+	return put(out, size, len, "[", 1) && (!neg || put(out, size, len, "^", 1)) &&
+	       (!close || put(out, size, len, "]", 1)) && put(out, size, len, body, n) &&
+	       (!caret || put(out, size, len, "^", 1)) && (!dash || put(out, size, len, "-", 1)) &&
+	       put(out, size, len, "]", 1) && (n || close || caret || dash || !neg);
+}
+
 /* PATTERN, an ECMA-262 regular expression (JSON Schema's dialect), as a
  * POSIX extended one into OUT (SIZE bytes): the class escapes \d \w \s
- * (and \D \W \S outside brackets) become the classes they stand for, \/
- * a slash.  False when it cannot be said so (a negated class escape in
- * brackets, or no room). */
+ * (and \D \W \S outside brackets) become the classes they stand for, the
+ * escapes of one character (\n, \., \/, \-, ...) that character, and a
+ * bracket expression is written as POSIX reads it.  False when it cannot
+ * be said so exactly: what POSIX does not have (\b, \u, back-references,
+ * lookaround, which regcomp refuses besides), or no room. */
 static bool ecma_to_ere(const char *pattern, char *out, size_t size)
 {
-	static const struct {
-		char c;
-		const char *out, *in; /* outside brackets, inside them */
-	} esc[] = {{'d', "[0-9]", "0-9"},
-	           {'w', "[A-Za-z0-9_]", "A-Za-z0-9_"},
-	           {'s', "[[:space:]]", "[:space:]"},
-	           {'D', "[^0-9]", NULL},
-	           {'W', "[^A-Za-z0-9_]", NULL},
-	           {'S', "[^[:space:]]", NULL}};
 	size_t n = 0;
-	bool in = false;
 	for (const char *p = pattern; *p; p++) {
-		const char *add = NULL;
-		char one[3] = {*p, 0, 0};
-		if (*p == '\\' && p[1]) {
+		if (*p == '[') {
+			if (!bracket(&p, out, size, &n))
+				return false;
+		} else if (*p == '\\') {
 			size_t i;
-			for (i = 0; i < sizeof esc / sizeof *esc && esc[i].c != p[1]; i++)
+			char e;
+			for (i = 0;
+			     i < sizeof class_esc / sizeof *class_esc && class_esc[i].c != p[1];
+			     i++)
 				;
-			if (i < sizeof esc / sizeof *esc) {
-				if (!(add = in ? esc[i].in : esc[i].out))
+			if (i < sizeof class_esc / sizeof *class_esc) {
+				if (!put(out, size, &n, class_esc[i].out, strlen(class_esc[i].out)))
 					return false;
-			} else if (p[1] == '/') {
-				add = "/";
-			} else {
-				one[1] = p[1];
-				add = one;
+			} else if (!(e = escaped_char(p[1]))) {
+				return false;
+			} else if (e == '\n' || e == '\r' || e == '\t' || e == '\f' || e == '\v' ||
+			           e == '/' || e == '-' || e == '"' || e == '\'' || e == ',' ||
+			           e == ':' || e == '=' || e == '!' || e == '<' || e == '>' ||
+			           e == '#' || e == '%' || e == '&' || e == '@' || e == '`' ||
+			           e == '~' || e == ';' || e == '_') {
+				/* what is no operator in POSIX: the character */
+				if (!put(out, size, &n, &e, 1))
+					return false;
+			} else if (!put(out, size, &n, p, 2)) { /* \. \* \( ...: as it is */
+				return false;
 			}
 			p++;
-		} else {
-			if (*p == '[' && !in) {
-				/* "[", perhaps "^", and a "]" first is itself */
-				size_t k = 0;
-				one[k++] = *p;
-				in = true;
-				if (p[1] == '^')
-					one[k++] = *++p;
-				if (p[1] == ']') {
-					if (n + k + 1 + 1 > size)
-						return false;
-					memcpy(out + n, one, k);
-					n += k;
-					one[0] = *++p;
-					one[1] = '\0';
-				} else {
-					one[k] = '\0';
-				}
-			} else if (*p == ']' && in) {
-				in = false;
-			}
-			add = one;
-		}
-		if (n + strlen(add) + 1 > size)
+		} else if (!put(out, size, &n, p, 1)) {
 			return false;
-		memcpy(out + n, add, strlen(add));
-		n += strlen(add);
+		}
 	}
 	out[n] = '\0';
 	return true;
@@ -294,12 +404,22 @@ static bool ecma_to_ere(const char *pattern, char *out, size_t size)
 
 static int matches(ctx_t *c, const char *pattern, const char *text)
 {
-	regex_t re;
+	regex_t re, *rp = &re;
 	char ere[1024];
 	int rc;
+	c->steps += 100 + strlen(text) / 8;
+	for (int i = 0; i < c->n_re; i++)
+		if (c->re[i].pattern == pattern)
+			return regexec(&c->re[i].re, text, 0, NULL, 0) == 0 ? 1 : 0;
 	if (!ecma_to_ere(pattern, ere, sizeof ere) ||
 	    regcomp(&re, ere, REG_EXTENDED | REG_NOSUB) != 0)
 		return bad(c, "the pattern \"%s\" is no regular expression kbox can use", pattern);
+	if (c->n_re < RE_CACHE) {
+		c->re[c->n_re].pattern = pattern;
+		c->re[c->n_re].re = re;
+		rp = &c->re[c->n_re++].re;
+		return regexec(rp, text, 0, NULL, 0) == 0 ? 1 : 0;
+	}
 	rc = regexec(&re, text, 0, NULL, 0) == 0 ? 1 : 0;
 	regfree(&re);
 	return rc;
@@ -392,12 +512,18 @@ static int check_array(ctx_t *c, const json_t *s, const json_t *v, char *path, s
 		return fail(c, INVALID, path, "must have at most %lld items, got %zu", hi, n);
 	if (u && json_is_true(u))
 		for (i = 0; i < n; i++)
-			for (size_t j = i + 1; j < n; j++)
+			for (size_t j = i + 1; j < n; j++) {
+				if (++c->steps > KBOX__SCHEMA_STEPS)
+					return fail(
+					        c, INVALID, path,
+					        "is too costly to check for unique items (%zu of them)",
+					        n);
 				if (equal(json_array_get(v, i), json_array_get(v, j)))
 					return fail(
 					        c, INVALID, path,
 					        "must have unique items: [%zu] and [%zu] are equal",
 					        i, j);
+			}
 	if (json_is_array(items)) {
 		json_t *more = json_object_get(s, "additionalItems");
 		from = json_array_size(items);
@@ -653,6 +779,12 @@ static int check(ctx_t *c, const json_t *s, const json_t *v, char *path, size_t 
 		return fail(c, INVALID, path, "is nested deeper than %d levels",
 		            KBOX__SCHEMA_DEPTH);
 	}
+	if (++c->steps > KBOX__SCHEMA_STEPS) {
+		c->depth--;
+		return fail(c, INVALID, path,
+		            "is too costly to check (past %d steps of the schema)",
+		            KBOX__SCHEMA_STEPS);
+	}
 	/* (draft 7: beside $ref, every other keyword is ignored) */
 	if ((x = json_object_get(s, "$ref"))) {
 		const json_t *to = json_is_string(x) ? resolve(c, json_string_value(x)) : NULL;
@@ -708,10 +840,14 @@ int kbox__schema_check(const json_t *schema, const json_t *value, const char *na
                        size_t size)
 {
 	char path[PATH_MAX_LEN] = "";
-	ctx_t c = {schema, why, size, name, 0, false};
+	ctx_t c = {schema, why, size, name, 0, false, 0, {{0}}, 0};
+	int rc;
 	if (size)
 		why[0] = '\0';
-	return check(&c, schema, value, path, 0);
+	rc = check(&c, schema, value, path, 0);
+	for (int i = 0; i < c.n_re; i++)
+		regfree(&c.re[i].re);
+	return rc;
 }
 
 /* ---- a schema, checked itself ---- */
@@ -869,8 +1005,12 @@ static int lint(ctx_t *c, const json_t *s, const char *where)
 
 int kbox__schema_lint(const json_t *schema, char *why, size_t size)
 {
-	ctx_t c = {schema, why, size, NULL, 0, false};
+	ctx_t c = {schema, why, size, NULL, 0, false, 0, {{0}}, 0};
+	int rc;
 	if (size)
 		why[0] = '\0';
-	return lint(&c, schema, "") == OK ? 0 : -1;
+	rc = lint(&c, schema, "") == OK ? 0 : -1;
+	for (int i = 0; i < c.n_re; i++)
+		regfree(&c.re[i].re);
+	return rc;
 }

@@ -25,6 +25,10 @@
 #include <stddef.h>
 
 #define KBOX__SCHEMA_DEPTH 64
+/* The most work one check does (a step a schema applied, a pair of items
+ * compared, a pattern's match a hundred and more): past it, the value is
+ * refused as too costly to check. */
+#define KBOX__SCHEMA_STEPS 2000000
 
 /* Check VALUE against SCHEMA (a draft 7 schema).  NAME names the value in
  * messages (an argument's name; NULL: "the value").  0 when it is valid;

@@ -694,44 +694,11 @@ out:
  * table, a scalar or pair ~64).  Read without allocating anything: a
  * small message of many tiny values ("[[],[],...]", ~3 bytes apiece)
  * would otherwise take ~60 times its size. */
-/* The most kbox__json_cost gives per byte of text: a '[' or '{' is a
+/* The most kx_json_cost gives per byte of text: a '[' or '{' is a
  * container and an item besides its byte.  Frames under
  * KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX bytes cannot go over the
  * bound, so they are not scanned. */
 #define COST_PER_BYTE_MAX (1 + 200 + 64)
-
-size_t kbox__json_cost(const char *p, size_t n)
-{
-	size_t cost = n, containers = 0, items = 0;
-	bool in_str = false;
-	for (size_t i = 0; i < n; i++) {
-		char c = p[i];
-		if (in_str) {
-			if (c == '\\')
-				i++;
-			else if (c == '"')
-				in_str = false;
-			continue;
-		}
-		switch (c) {
-		case '"':
-			in_str = true;
-			break;
-		case '[':
-		case '{':
-			containers++;
-			items++;
-			break;
-		case ',':
-		case ':':
-			items++;
-			break;
-		default:
-			break;
-		}
-	}
-	return cost + containers * 200 + items * 64;
-}
 
 /* ---- flat dicts: a header read without jansson ---- */
 
@@ -921,7 +888,7 @@ static int decode_cost_ok(const kbox_frame_t *dicts, kbox_error_t *err)
 		bytes += dicts[i].size;
 	}
 	for (i = 0; bytes > KBOX_MAX_DECODE_BYTES / COST_PER_BYTE_MAX && i < 4; i++)
-		cost += kbox__json_cost(dicts[i].data, dicts[i].size);
+		cost += kx_json_cost(dicts[i].data, dicts[i].size);
 	if (cost > KBOX_MAX_DECODE_BYTES) {
 		kbox_error_set(err, KBOX_E_PROTOCOL,
 		               "message refused: decoding it would take about %zu MiB (at most %d)",

@@ -261,6 +261,17 @@ TEST(ecma_class_escapes_mean_what_they_mean_in_a_pattern)
 	CHECK_INT_EQ(pattern_says("\"^a\\\\/b$\"", "a/b"), 0);
 	/* a negated class escape inside brackets has no POSIX spelling */
 	CHECK_INT_EQ(pattern_says("\"[\\\\D]\"", "a"), -1);
+	/* \r \n are CR and LF, in brackets too; a backslash is not in \- */
+	CHECK_INT_EQ(pattern_says("\"^[^\\\\r\\\\n]+$\"", "ok\r\nX: 1"), 1);
+	CHECK_INT_EQ(pattern_says("\"^[^\\\\r\\\\n]+$\"", "rn ok"), 0);
+	CHECK_INT_EQ(pattern_says("\"^[\\\\w.\\\\-]+$\"", "a\\b"), 1);
+	CHECK_INT_EQ(pattern_says("\"^[\\\\w.\\\\-]+$\"", "a.b-c"), 0);
+	CHECK_INT_EQ(pattern_says("\"^[\\\\]\\\\[]+$\"", "][]"), 0);
+	CHECK_INT_EQ(pattern_says("\"^a\\\\.b$\"", "axb"), 1);
+	CHECK_INT_EQ(pattern_says("\"^\\\\u0041$\"", "A"), -1);
+	CHECK_INT_EQ(pattern_says("\"\\\\bword\"", "word"), -1);
+	CHECK_INT_EQ(pattern_says("\"^(a)\\\\1$\"", "aa"), -1);
+	CHECK_INT_EQ(pattern_says("\"^[a-z0-9]+$\"", "ab09"), 0);
 }
 
 TEST(a_schema_is_checked_whole_before_any_value)

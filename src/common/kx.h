@@ -481,6 +481,16 @@ void kx_kill_wait(pid_t pid);
  * -1 when there is no such process, or it has ended (a zombie). */
 long long kx_proc_start_time(pid_t pid);
 
+/* ---- kx_json.c ---- */
+
+/* What decoding the JSON text P (N bytes) would take in memory, about:
+ * the text itself, and for every container and every member or element
+ * what jansson allocates for it (an array or object ~200 bytes with its
+ * table, a scalar or pair ~64).  Read without allocating anything: a
+ * small text of many tiny values ("[[],[],...]", ~3 bytes apiece) would
+ * otherwise take ~60 times its size. */
+size_t kx_json_cost(const char *p, size_t n);
+
 /* ---- kx_base64.c ---- */
 
 /* DATA[0..LEN) in base64 (RFC 4648, the standard alphabet, with '='

@@ -596,16 +596,40 @@ char *kr_functions_stubs(const json_t *doc)
 	return stubs;
 }
 
-/* Whether PATH is at or under DIR (both as their links resolve; a path
- * that does not resolve is under nothing). */
+/* Whether P is DIR or below it, as strings. */
+static bool below(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/' || n == 1);
+}
+
+/* Whether the absolute PATH reaches into DIR: as it is written, or as
+ * any part of it resolves (a link on the way, which the kernel could
+ * change if it leads into DIR, is followed each time the path is used). */
 static bool path_under(const char *path, const char *dir)
 {
-	char rp[PATH_MAX], rd[PATH_MAX];
-	size_t n;
-	if (!realpath(path, rp) || !realpath(dir, rd))
+	char rd[PATH_MAX], buf[PATH_MAX], r[PATH_MAX];
+	size_t n = strlen(path);
+	if (!realpath(dir, rd))
+		snprintf(rd, sizeof rd, "%s", dir);
+	if (below(path, dir) || below(path, rd))
+		return true;
+	if (n >= sizeof buf)
 		return false;
-	n = strlen(rd);
-	return strncmp(rp, rd, n) == 0 && (rp[n] == '\0' || rp[n] == '/' || n == 1);
+	memcpy(buf, path, n + 1);
+	for (size_t k = 1; k <= n; k++) {
+		if (buf[k] != '/' && buf[k] != '\0')
+			continue;
+		char c = buf[k];
+		buf[k] = '\0';
+		bool in = realpath(buf, r) && below(r, rd);
+		buf[k] = c;
+		if (in)
+			return true;
+	}
+	return false;
 }
 
 int kr_functions_check_workspace(const json_t *doc, const char *workspace, kbox_error_t *err)

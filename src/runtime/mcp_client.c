@@ -78,19 +78,29 @@ int kr_mcp_read(kr_mcp_t *m, json_t **msg, kbox_error_t *err)
 {
 	*msg = NULL;
 	for (;;) {
-		char *nl = m->in.data ? memchr(m->in.data, '\n', m->in.len) : NULL;
+		char *start = m->in.data ? m->in.data + m->off : NULL;
+		size_t from = m->seen > m->off ? m->seen : m->off;
+		char *nl = start ? memchr(m->in.data + from, '\n', m->in.len - from) : NULL;
 		char buf[65536];
 		ssize_t n;
 		if (nl) {
 			json_error_t je;
-			size_t len = (size_t)(nl - m->in.data);
-			json_t *j = json_loadb(m->in.data, len, 0, &je);
-			memmove(m->in.data, nl + 1, m->in.len - len - 1);
-			m->in.len -= len + 1;
-			m->in.data[m->in.len] = '\0';
-			if (!j && len == 0)
+			size_t len = (size_t)(nl - start);
+			json_t *j = NULL;
+			/* (taken by moving the offset: no copy a line) */
+			m->off += len + 1;
+			m->seen = m->off;
+			if (len == 0)
 				continue;
-			if (!j) {
+			if (kx_json_cost(start, len) > KR_MCP_DECODE_MAX) {
+				kbox_error_set(
+				        err, KBOX_E_PROTOCOL,
+				        "the MCP server sent a message that would take more than "
+				        "%u MiB to read",
+				        KR_MCP_DECODE_MAX >> 20);
+				return -1;
+			}
+			if (!(j = json_loadb(start, len, 0, &je))) {
 				kbox_error_set(err, KBOX_E_PROTOCOL,
 				               "the MCP server sent a line that is not JSON: %s",
 				               je.text);
@@ -98,6 +108,15 @@ int kr_mcp_read(kr_mcp_t *m, json_t **msg, kbox_error_t *err)
 			}
 			*msg = j;
 			return 1;
+		}
+		m->seen = m->in.len;
+		/* what was read is dropped, what is left moved to the start */
+		if (m->off) {
+			m->seen -= m->off;
+			memmove(m->in.data, m->in.data + m->off, m->in.len - m->off);
+			m->in.len -= m->off;
+			m->in.data[m->in.len] = '\0';
+			m->off = 0;
 		}
 		if (m->in.len > KR_MCP_LINE_MAX) {
 			kbox_error_set(err, KBOX_E_PROTOCOL,
@@ -286,4 +305,5 @@ reaped:
 		m->pid = 0;
 	}
 	kx_buf_reset(&m->in);
+	m->off = m->seen = 0;
 }

@@ -21,6 +21,8 @@
 #define KR_MCP_PROTOCOL "2025-06-18"
 /* The longest line a server may send (a tool's result among them). */
 #define KR_MCP_LINE_MAX (32u << 20)
+/* The most memory decoding one of its messages may take (kx_json_cost). */
+#define KR_MCP_DECODE_MAX (128u << 20)
 /* Pages of tools/list read at most. */
 #define KR_MCP_PAGES_MAX 100
 
@@ -28,7 +30,9 @@ typedef struct {
 	pid_t pid;
 	int to;      /* its standard input, or -1 */
 	int from;    /* its standard output, or -1 */
-	kx_buf_t in; /* what came, not yet a whole line */
+	kx_buf_t in; /* what came: lines read up to OFF, then what is not yet one */
+	size_t off;
+	size_t seen; /* IN holds no newline from OFF up to here */
 	long long next_id;
 } kr_mcp_t;
 

@@ -141,6 +141,12 @@ static void answer_json(fn_job_t *fj, const char *body, size_t len, const char *
 		               what);
 		return;
 	}
+	if (kx_json_cost(body, len) > KBOX_CALL_DECODE_MAX) {
+		kbox_call_fail(fj->call, false,
+		               "%s gave a result that would take more than %u MiB to read", what,
+		               KBOX_CALL_DECODE_MAX >> 20);
+		return;
+	}
 	if (!(v = json_loadb(body, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je))) {
 		kbox_call_fail(fj->call, false, "%s gave a result that is not JSON: %s", what,
 		               je.text);
@@ -186,8 +192,8 @@ static void job_finish(fn_job_t *fj, int st)
 		        "its output passed %u bytes, the most a result may be: it was stopped",
 		        KBOX_CALL_RESULT_MAX);
 	else if (WIFSIGNALED(st))
-		kbox_call_fail(fj->call, false, "%s%s it was killed by signal %d (%s)",
-		               job_stderr(fj), fj->err_len ? ";" : "", WTERMSIG(st),
+		kbox_call_fail(fj->call, false, "%s%sit was killed by signal %d (%s)",
+		               job_stderr(fj), fj->err_len ? "; " : "", WTERMSIG(st),
 		               sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
 	else if (fj->fn->url && WEXITSTATUS(st) == 0)
 		answer_http(fj);
@@ -397,6 +403,12 @@ out:
 
 /* ---- tools of MCP servers ---- */
 
+/* What may wait to be written to a server that does not read: past it,
+ * the server is taken to be stuck, and is stopped. */
+#define MCP_OUT_MAX (8u << 20)
+/* Messages read from a server in one turn of the loop, at most. */
+#define MCP_READ_TURN 64
+
 /* A call of a tool, in flight. */
 typedef struct mcp_call {
 	sup_mcp_t *srv;
@@ -417,27 +429,52 @@ struct sup_mcp {
 	long long init_id;
 	kx_buf_t out; /* lines not yet written to it */
 	int flush_timer;
+	int stop_timer;     /* a stop asked for, done on the next turn */
+	char stop_why[160]; /* ...and why */
 	mcp_call_t *calls;
 };
 
 static void mcp_stop(sup_mcp_t *srv, const char *why);
 
+static int on_mcp_stop(kbox_loop_t *loop, void *arg)
+{
+	sup_mcp_t *srv = arg;
+	(void)loop;
+	srv->stop_timer = 0;
+	mcp_stop(srv, srv->stop_why);
+	return 0;
+}
+
+/* Stop SRV for WHY on the next turn of the loop, not from inside what
+ * called (its calls are answered then). */
+static void mcp_stop_soon(sup_mcp_t *srv, const char *why)
+{
+	if (srv->stop_timer)
+		return;
+	snprintf(srv->stop_why, sizeof srv->stop_why, "%s", why);
+	if ((srv->stop_timer = kbox_loop_add_timer(srv->s->loop, 0, false, on_mcp_stop, srv,
+	                                           NULL)) < 0)
+		srv->stop_timer = 0;
+}
+
 /* Write what SRV's output holds, as far as its pipe takes it now. */
 static void mcp_flush(sup_mcp_t *srv)
 {
-	while (srv->out.len && srv->m.to >= 0) {
-		ssize_t n = write(srv->m.to, srv->out.data, srv->out.len);
+	size_t done = 0;
+	while (done < srv->out.len && srv->m.to >= 0) {
+		ssize_t n = write(srv->m.to, srv->out.data + done, srv->out.len - done);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (n <= 0) {
-			mcp_stop(srv, "it closed its input");
-			return;
+			mcp_stop_soon(srv, "it closed its input");
+			break;
 		}
-		memmove(srv->out.data, srv->out.data + n, srv->out.len - (size_t)n);
-		srv->out.len -= (size_t)n;
+		done += (size_t)n;
 	}
+	memmove(srv->out.data, srv->out.data + done, srv->out.len - done);
+	srv->out.len -= done;
 }
 
 static int on_mcp_flush(kbox_loop_t *loop, void *arg)
@@ -452,25 +489,32 @@ static int on_mcp_flush(kbox_loop_t *loop, void *arg)
 	return 0;
 }
 
-/* Send MSG (taken) to SRV: written now, or as soon as its pipe takes it. */
-static void mcp_send(sup_mcp_t *srv, json_t *msg)
+/* Send MSG (taken) to SRV: written now, or as soon as its pipe takes it.
+ * -1 when it is not taken: the server reads nothing, and is being
+ * stopped. */
+static int mcp_send(sup_mcp_t *srv, json_t *msg)
 {
 	char *line = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	json_decref(msg);
 	if (!line)
-		return;
+		return -1;
+	if (srv->m.pid <= 0 || srv->out.len + strlen(line) + 1 > MCP_OUT_MAX) {
+		free(line);
+		mcp_stop_soon(srv, "it stopped reading what kbox sends it");
+		return -1;
+	}
 	kx_buf_appends(&srv->out, line);
 	kx_buf_appends(&srv->out, "\n");
 	free(line);
 	mcp_flush(srv);
-	if (srv->out.len && !srv->flush_timer && srv->m.pid > 0)
-		srv->flush_timer = kbox_loop_add_timer(srv->s->loop, 10, true, on_mcp_flush, srv,
-		                                       NULL);
-	if (srv->flush_timer < 0)
+	if (srv->out.len && !srv->flush_timer &&
+	    (srv->flush_timer = kbox_loop_add_timer(srv->s->loop, 10, true, on_mcp_flush, srv,
+	                                            NULL)) < 0)
 		srv->flush_timer = 0;
+	return 0;
 }
 
-/* Take C off SRV's list and free it (its call answered or cancelled). */
+/* Take C off SRV's list (when it is on it) and free it. */
 static void mcp_call_free(sup_mcp_t *srv, mcp_call_t *c)
 {
 	for (mcp_call_t **p = &srv->calls; *p; p = &(*p)->next)
@@ -484,47 +528,67 @@ static void mcp_call_free(sup_mcp_t *srv, mcp_call_t *c)
 	free(c);
 }
 
-/* Send C's tools/call. */
+/* Send C's tools/call (it stays on the list, waiting for its answer). */
 static void mcp_call_send(sup_mcp_t *srv, mcp_call_t *c)
 {
+	json_t *args = c->args ? c->args : json_object();
+	c->args = NULL;
 	mcp_send(srv, json_pack("{s:s, s:I, s:s, s:{s:s, s:o}}", "jsonrpc", "2.0", "id",
 	                        (json_int_t)c->id, "method", "tools/call", "params", "name",
-	                        c->fn->tool, "arguments", c->args ? c->args : json_object()));
-	c->args = NULL;
+	                        c->fn->tool, "arguments", args));
 }
 
-/* SRV ended (or is ended): every call in flight fails with WHY; the next
- * call starts it again. */
+/* SRV ended (or is ended): every call in flight fails with WHY (none is
+ * answered when WHY is NULL); the next call starts it again. */
 static void mcp_stop(sup_mcp_t *srv, const char *why)
 {
+	mcp_call_t *calls = srv->calls;
+	int st = 0;
+	pid_t pid = srv->m.pid;
+
 	if (srv->m.from >= 0)
 		kbox_loop_remove_fd(srv->s->loop, srv->m.from);
 	if (srv->flush_timer) {
 		kbox_loop_cancel_timer(srv->s->loop, srv->flush_timer);
 		srv->flush_timer = 0;
 	}
+	if (srv->stop_timer) {
+		kbox_loop_cancel_timer(srv->s->loop, srv->stop_timer);
+		srv->stop_timer = 0;
+	}
+	if (pid > 0) {
+		/* what it was doing is given up: its group ends now */
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+	}
 	kr_mcp_close(&srv->m);
+	(void)st;
 	kx_buf_reset(&srv->out);
 	srv->ready = false;
-	while (srv->calls) {
-		mcp_call_t *c = srv->calls;
+	/* the list, taken whole first: answering a call may start another,
+	 * on a new server, which is not this one's to fail */
+	srv->calls = NULL;
+	while (calls) {
+		mcp_call_t *c = calls;
 		kbox_call_t *call = c->call;
-		mcp_call_free(srv, c);
+		calls = c->next;
+		if (c->timer)
+			kbox_loop_cancel_timer(srv->s->loop, c->timer);
+		json_decref(c->args);
+		free(c);
 		if (why)
 			kbox_call_fail(call, false, "its MCP server %s ended: %s", srv->sv->argv[0],
 			               why);
 	}
 }
 
-/* The response MSG to call C: its answer. */
-static void mcp_answer(sup_mcp_t *srv, mcp_call_t *c, json_t *msg)
+/* The response MSG to call C (off the list now): its answer. */
+static void mcp_answer(kbox_call_t *call, json_t *msg)
 {
 	json_t *res = json_object_get(msg, "result"), *e = json_object_get(msg, "error");
-	kbox_call_t *call = c->call;
 	json_t *sc = json_object_get(res, "structuredContent");
 	char *text = NULL;
 
-	mcp_call_free(srv, c);
 	if (!json_is_object(res)) {
 		kbox_call_fail(call, false, "%.2000s",
 		               json_is_string(json_object_get(e, "message"))
@@ -544,12 +608,24 @@ static void mcp_answer(sup_mcp_t *srv, mcp_call_t *c, json_t *msg)
 	free(text);
 }
 
+/* SRV's initialize was answered: its calls go out. */
+static void mcp_ready(sup_mcp_t *srv)
+{
+	srv->ready = true;
+	mcp_send(srv,
+	         json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method", "notifications/initialized"));
+	for (mcp_call_t *c = srv->calls; c; c = c->next)
+		if (c->args)
+			mcp_call_send(srv, c);
+}
+
 static int on_mcp_readable(kbox_loop_t *loop, void *arg)
 {
 	sup_mcp_t *srv = arg;
 	kbox_error_t err = {0};
 	(void)loop;
-	for (;;) {
+	/* a few at a time: a server that floods keeps the loop no longer */
+	for (int turn = 0; turn < MCP_READ_TURN; turn++) {
 		json_t *msg, *id;
 		int rc = kr_mcp_read(&srv->m, &msg, &err);
 		if (rc == 0)
@@ -567,15 +643,13 @@ static int on_mcp_readable(kbox_loop_t *loop, void *arg)
 					mcp_stop(srv, "its initialize failed");
 					return 0;
 				}
-				srv->ready = true;
-				mcp_send(srv, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
-				                        "notifications/initialized"));
-				for (mcp_call_t *c = srv->calls; c; c = c->next)
-					mcp_call_send(srv, c);
+				mcp_ready(srv);
 			} else {
 				for (mcp_call_t *c = srv->calls; c; c = c->next)
 					if (c->id == v) {
-						mcp_answer(srv, c, msg);
+						kbox_call_t *call = c->call;
+						mcp_call_free(srv, c);
+						mcp_answer(call, msg);
 						break;
 					}
 			}
@@ -583,6 +657,7 @@ static int on_mcp_readable(kbox_loop_t *loop, void *arg)
 		/* (its notifications and requests are not ours to serve) */
 		json_decref(msg);
 	}
+	return 0;
 }
 
 /* Start SRV: 0, or -1 with WHY. */
@@ -607,21 +682,21 @@ static int mcp_start(sup_mcp_t *srv, char *why, size_t size)
 	return 0;
 }
 
+/* A call past its timeout: it fails, and its server, which did not
+ * answer it, is stopped (its other calls fail; the next call starts it
+ * again), so that a stuck server is never kept. */
 static int on_mcp_timeout(kbox_loop_t *loop, void *arg)
 {
 	mcp_call_t *c = arg;
 	sup_mcp_t *srv = c->srv;
 	kbox_call_t *call = c->call;
+	long long ms = c->fn->timeout_ms;
 	char t[32];
 	(void)loop;
 	c->timer = 0;
-	if (srv->ready)
-		mcp_send(srv, json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method",
-		                        "notifications/cancelled", "params", "requestId",
-		                        (json_int_t)c->id, "reason", "timeout"));
-	kbox_call_fail(call, true, "no answer within %s (its timeout)",
-	               kx_fmt_ms(t, sizeof t, c->fn->timeout_ms));
 	mcp_call_free(srv, c);
+	mcp_stop_soon(srv, "another call to it outlived its timeout, and it was restarted");
+	kbox_call_fail(call, true, "no answer within %s (its timeout)", kx_fmt_ms(t, sizeof t, ms));
 	return 0;
 }
 
@@ -630,6 +705,8 @@ static int mcp_call_start(sup_t *s, kr_function_t *fn, kbox_call_t *call, char *
 {
 	sup_mcp_t *srv = &s->fn_mcp[fn->mcp];
 	mcp_call_t *c;
+	if (srv->stop_timer) /* one being stopped: the new one starts fresh */
+		mcp_stop(srv, srv->stop_why);
 	if (srv->m.pid <= 0 && mcp_start(srv, why, size) < 0)
 		return -1;
 	if (!(c = calloc(1, sizeof *c))) {
@@ -659,13 +736,15 @@ static bool mcp_call_cancel(sup_t *s, kbox_call_t *call)
 		sup_mcp_t *srv = &s->fn_mcp[i];
 		for (mcp_call_t *c = srv->calls; c; c = c->next)
 			if (c->call == call) {
-				if (srv->ready && !c->args)
+				long long id = c->id;
+				bool sent = srv->ready && !c->args;
+				mcp_call_free(srv, c);
+				if (sent)
 					mcp_send(srv, json_pack("{s:s, s:s, s:{s:I, s:s}}",
 					                        "jsonrpc", "2.0", "method",
 					                        "notifications/cancelled", "params",
-					                        "requestId", (json_int_t)c->id,
+					                        "requestId", (json_int_t)id,
 					                        "reason", "the execution ended"));
-				mcp_call_free(srv, c);
 				return true;
 			}
 	}
