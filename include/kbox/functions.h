@@ -53,6 +53,9 @@ extern "C" {
 #define KBOX_CALL_BATCH_MAX 1024          /* calls in one request */
 #define KBOX_CALL_ERROR_MAX 4096          /* bytes of an error's text */
 #define KBOX_CALLS_RECORDED_MAX 1000      /* calls kept in kbox_exec_calls */
+/* The most memory decoding a request or a result may take (its text's
+ * kx_json_cost): a small text of many tiny values takes ~60 times its size. */
+#define KBOX_CALL_DECODE_MAX (128u << 20)
 
 typedef struct kbox_functions kbox_functions_t;
 typedef struct kbox_call kbox_call_t;
