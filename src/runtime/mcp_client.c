@@ -66,9 +66,10 @@ int kr_mcp_send(kr_mcp_t *m, json_t *msg, kbox_error_t *err)
 	json_decref(msg);
 	if (!line)
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	/* (json_dumps leaves room for one more byte) */
-	strcat(line, "\n");
-	if (m->to < 0 || kx_write_all(m->to, line, strlen(line)) < 0)
+	/* the line with its newline: written in place of its NUL */
+	size_t n = strlen(line);
+	line[n] = '\n';
+	if (m->to < 0 || kx_write_all(m->to, line, n + 1) < 0)
 		rc = kbox_error_set_sys(err, "the MCP server's standard input");
 	free(line);
 	return rc;
