@@ -71,12 +71,21 @@ EOF
 chmod +x "$FN"/bin/*
 
 # The HTTP function's server: POST {"q": ...} answers {"echo": q}; a q of
-# "404" answers 404.  It writes its port to $FN/port once it listens.
+# "404" answers 404, "500" 500.  It writes its port to $FN/port once it
+# listens, and each request's body to $FN/port.requests.
 cat >"$FN/server.py" <<'EOF'
 import http.server, json, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with open(sys.argv[1] + ".requests", "a") as f:
+            f.write(json.dumps(body) + "\n")
+        if body.get("q") == "500":
+            self.send_response(500)
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"down")
+            return
         code, out = (404, b"no such thing") if body.get("q") == "404" else \
             (200, json.dumps({"echo": body.get("q"), "type": self.headers["Content-Type"]}).encode())
         self.send_response(code)
@@ -421,5 +430,46 @@ mkdir -p "$S/inws/workspace/f" && cp "$FN/bin/not_json" "$S/inws/workspace/f/" &
 kbox start -s inws --functions "$S/inws/workspace/f/functions.json"
 check a_functions_file_in_the_workspace_is_refused eval 'status_is 2 &&
 	grep -q "functions file'"'"'s directory $S/inws/workspace/f is in the session'"'"'s workspace, which the kernel can write" stderr'
+
+# the commands' arguments and the paths to them: nothing the kernel can
+# write, as written or through a link
+mkdir -p "$FN/ws_link_dir"
+ln -sfn "$S/inws/workspace" "$FN/ws_link"
+printf '{"functions": [{"name": "f", "command": ["/usr/bin/python3", "%s/workspace/f/x.py"]}]}\n' "$S/inws" >"$FN/arg_in_ws.json"
+fresh
+kbox start -s inws --functions "$FN/arg_in_ws.json"
+check a_script_argument_in_the_workspace_is_refused eval 'status_is 2 &&
+	stderr_is "kbox start: session inws: function f: its argument $S/inws/workspace/f/x.py is in the session'"'"'s workspace, which the kernel can write"'
+printf '{"functions": [{"name": "f", "command": ["%s/ws_link/f/not_json"]}]}\n' "$FN" >"$FN/link_to_ws.json"
+fresh
+kbox start -s inws --functions "$FN/link_to_ws.json"
+check a_program_reached_through_a_link_into_the_workspace_is_refused eval 'status_is 2 &&
+	stderr_is "kbox start: session inws: function f: its program $FN/ws_link/f/not_json is in the session'"'"'s workspace, which the kernel can write"'
+
+# an HTTP function's POST is made once: a 5xx is its error, not retried
+fresh
+rm -f "$FN/port.requests"
+kbox exec -s fn "echo('500')"
+check an_http_5xx_is_not_retried eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "FunctionError: echo(): its URL answered HTTP 500: down" ] &&
+	[ "$(grep -c "\"500\"" "$FN/port.requests")" = 1 ]'
+
+# kbox run --functions: the run's private session has them
+fresh
+kbox run --backend "$BACKEND" --functions "$FN/functions.json" -c "print(get_order('r1')['id'])"
+check kbox_run_gives_its_cells_the_functions eval 'status_is 0 && stdout_is r1'
+mkdir -p ws_run && cp "$FN/functions.json" ws_run/ && cp -r "$FN/bin" ws_run/
+kbox run --backend "$BACKEND" --workspace ws_run --functions ws_run/functions.json -c "1"
+check kbox_run_refuses_functions_in_its_workspace eval 'status_is 2 &&
+	grep -q "^kbox run: --workspace ws_run: the functions file.s directory .* is in the session.s workspace, which the kernel can write" stderr'
+
+# a session that exists keeps its own functions: said, and described
+fresh
+if [ -z "$SKIPPING" ]; then
+	timeout 60 "$KBOX" mcp -s fn --functions "$FN/mcp.json" </dev/null >stdout 2>stderr
+	rc=$?
+fi
+check mcp_with_an_existing_session_warns_that_it_keeps_its_functions eval 'status_is 0 &&
+	has_line stderr "kbox mcp: warning: session fn exists: it keeps its own host functions; --functions and --functions-from-mcp are for a new session"'
 
 tests_done

@@ -318,6 +318,9 @@ TEST(each_error_reaches_the_code_as_an_exception_it_can_read)
 	        {"get_order(object())",
 	         "ArgumentError: get_order(): an argument of type object cannot be sent: pass str, "
 	         "int, float, bool, None, list or dict"},
+	        {"get_order([[]] * 700000)",
+	         "FunctionError: get_order(): the request of calls would take more than 128 MiB to "
+	         "read: send fewer or smaller arguments"},
 	        {"get_order('o1', verbose=None)",
 	         "ArgumentError: get_order(): verbose must be a boolean, got None"},
 	};

@@ -300,6 +300,23 @@ TEST(a_schema_is_checked_whole_before_any_value)
 	             "the schema cannot be used: a schema is neither an object nor a boolean");
 }
 
+TEST(a_check_past_its_work_budget_is_refused_not_run_to_its_end)
+{
+	/* 3000 items: 4.5 million pairs to compare, past the budget */
+	json_t *schema = json_pack("{s:b}", "uniqueItems", 1), *v = json_array();
+	char why[256];
+	for (int i = 0; i < 3000; i++)
+		json_array_append_new(v, json_integer(i));
+	CHECK_INT_EQ(kbox__schema_check(schema, v, "tags", why, sizeof why), 1);
+	CHECK_STR_EQ(why, "tags is too costly to check for unique items (3000 of them)");
+	/* 1000: half a million, within it, and unique */
+	while (json_array_size(v) > 1000)
+		json_array_remove(v, json_array_size(v) - 1);
+	CHECK_INT_EQ(kbox__schema_check(schema, v, "tags", why, sizeof why), 0);
+	json_decref(schema);
+	json_decref(v);
+}
+
 int main(void)
 {
 	RUN(suite_additional_items);
@@ -345,5 +362,6 @@ int main(void)
 	RUN(a_bound_past_any_length_is_no_overflow);
 	RUN(a_schema_is_checked_whole_before_any_value);
 	RUN(ecma_class_escapes_mean_what_they_mean_in_a_pattern);
+	RUN(a_check_past_its_work_budget_is_refused_not_run_to_its_end);
 	return tap_done();
 }
