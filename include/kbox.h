@@ -35,6 +35,7 @@
 #include <kbox/capture.h>
 #include <kbox/render.h>
 #include <kbox/functions.h>
+#include <kbox/relay.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -262,6 +262,16 @@ int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_json(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_lines(const char *cmd, const cli_option_t *opt, const char *arg);
+/* kbox start's settings of a session (src/cli/cmd_start.c), kbox kernel's
+ * too: --env K=V (a cli_strlist_t), --memory, --tmp-size and --file-size
+ * (at least 1M, a long long), --cpus (a double), --pids and --output-rate
+ * (a long long), --home-config on|off (an int). */
+int cli_opt_env(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_size(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_cpus(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_pids(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_output_rate(const char *cmd, const cli_option_t *opt, const char *arg);
+int cli_opt_home_config(const char *cmd, const cli_option_t *opt, const char *arg);
 /* --input-file FILE: each line of FILE (without its newline) appended to
  * the cli_strlist_t VALUE, as -i LINE would. */
 int cli_opt_input_file(const char *cmd, const cli_option_t *opt, const char *arg);
@@ -536,6 +546,7 @@ extern const char *const cli_session_keys[];
 int cmd_rm(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_help(int argc, char **argv);
+int cmd_kernel(int argc, char **argv);
 int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_version(int argc, char **argv);

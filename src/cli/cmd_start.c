@@ -30,7 +30,7 @@ static const char *env_wrong(const char *kv)
 }
 
 /* -e K=V: appended to the cli_strlist_t at VALUE. */
-static int env_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+int cli_opt_env(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	const char *why = env_wrong(arg);
 	if (why) {
@@ -41,7 +41,7 @@ static int env_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 }
 
 /* --memory, --tmp-size, --file-size: at least 1M, into the long long at VALUE. */
-static int size_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+int cli_opt_size(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	long long v = cli_parse_size(arg), ram;
 	if (v < 1024 * 1024) {
@@ -67,7 +67,7 @@ static int size_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 }
 
 /* --cpus N, into the double at VALUE. */
-static int cpus_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+int cli_opt_cpus(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	const char *p = arg;
 	size_t digits = 0;
@@ -105,7 +105,7 @@ static int cpus_cb(const char *cmd, const cli_option_t *opt, const char *arg)
 }
 
 /* --home-config on|off, into the int at VALUE (1 or 0). */
-static int home_config_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+int cli_opt_home_config(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
 		cli_error(cmd, "invalid --home-config \"%s\": expected on or off", arg);
@@ -131,13 +131,13 @@ static int count_cb(const char *cmd, const cli_option_t *opt, const char *arg, c
 }
 
 /* --pids N, into the long long at VALUE. */
-static int pids_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+int cli_opt_pids(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	return count_cb(cmd, opt, arg, "processes", 4194304);
 }
 
 /* --output-rate N, into the long long at VALUE. */
-static int output_rate_cb(const char *cmd, const cli_option_t *opt, const char *arg)
+int cli_opt_output_rate(const char *cmd, const cli_option_t *opt, const char *arg)
 {
 	return count_cb(cmd, opt, arg, "messages a second", 1000000);
 }
@@ -296,30 +296,30 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	                       "$KBOX_IMAGE_NAME, else kbox-kernel)"),
 	        START_OPT(0, "ttl", "DURATION", cli_opt_duration, &a->o.ttl_ms,
 	                  "stop after DURATION idle, 0 never", "30m"),
-	        START_OPT(0, "memory", "SIZE", size_cb, &a->o.memory, "limit the kernel's memory",
-	                  "2G"),
-	        START_OPT(0, "cpus", "N", cpus_cb, &a->o.cpus, "limit it to N CPUs, such as 0.5",
-	                  "none"),
-	        START_OPT(0, "pids", "N", pids_cb, &a->o.pids, "limit its processes and threads",
-	                  "1024"),
-	        START_OPT(0, "tmp-size", "SIZE", size_cb, &a->o.tmp_size,
+	        START_OPT(0, "memory", "SIZE", cli_opt_size, &a->o.memory,
+	                  "limit the kernel's memory", "2G"),
+	        START_OPT(0, "cpus", "N", cli_opt_cpus, &a->o.cpus,
+	                  "limit it to N CPUs, such as 0.5", "none"),
+	        START_OPT(0, "pids", "N", cli_opt_pids, &a->o.pids,
+	                  "limit its processes and threads", "1024"),
+	        START_OPT(0, "tmp-size", "SIZE", cli_opt_size, &a->o.tmp_size,
 	                  "size of /tmp and /dev/shm", "512M"),
-	        START_OPT(0, "file-size", "SIZE", size_cb, &a->o.file_size,
+	        START_OPT(0, "file-size", "SIZE", cli_opt_size, &a->o.file_size,
 	                  "largest file it may write", "4G"),
 	        CLI_OPT_STRING(
 	                0, "rootfs", "DIR", &a->rootfs_arg,
 	                "the sandbox's system files (default: the session's, else the host's)"),
 	        CLI_OPT_FUNCTIONS(&a->fo, "its code"),
 	        CLI_OPT_CALLBACK(
-	                'e', "env", "K=V", env_cb, &a->env,
+	                'e', "env", "K=V", cli_opt_env, &a->env,
 	                "set K to V in its environment; repeatable (default: the session's)"),
-	        START_OPT(0, "outputs-quota", "SIZE", size_cb, &a->o.outputs_quota,
+	        START_OPT(0, "outputs-quota", "SIZE", cli_opt_size, &a->o.outputs_quota,
 	                  "the most its outputs directory may hold: spilled text and images", "1G"),
-	        START_OPT(0, "output-rate", "N", output_rate_cb, &a->o.output_rate,
+	        START_OPT(0, "output-rate", "N", cli_opt_output_rate, &a->o.output_rate,
 	                  "output messages a second an execution may send once they cannot be "
 	                  "kept on disk; more are dropped and counted",
 	                  "1000"),
-	        START_OPT(0, "home-config", "on|off", home_config_cb, &a->o.home_config,
+	        START_OPT(0, "home-config", "on|off", cli_opt_home_config, &a->o.home_config,
 	                  "let a new kernel run the startup files and configuration in its home",
 	                  "off"),
 	        CLI_OPT_FLAG(0, "reseal", &a->reseal,

@@ -57,6 +57,12 @@ static const cli_cmd_t commands[] = {
          "kbox inspect -s sales --detail 1 'df.merge'"},
         {"interrupt", cmd_interrupt, "kbox interrupt [-s NAME]",
          "interrupt what a session's kernel is running", "kbox interrupt -s sales"},
+        {"kernel", cmd_kernel,
+         "kbox kernel --connection-file FILE [-s NAME] [-k SPEC] [-b B] [--image NAME] "
+         "[--workspace cwd|ro|empty] [--memory SIZE] [--cpus N] [--pids N] [--tmp-size SIZE] "
+         "[--file-size SIZE] [--functions FILE] [-e K=V]... [--home-config on|off]",
+         "run a sandboxed kernel for a Jupyter front end (a kernelspec's command)",
+         "kbox kernel --connection-file kernel-1234.json"},
         {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--format FMT]",
          "list the kernelspecs found and where", "kbox kernelspecs --format json"},
         {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--format FMT]", "show a session's event log",

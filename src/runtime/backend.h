@@ -29,6 +29,7 @@ typedef struct {
 	 * sandbox's, kr_backend_t.private_sockets). */
 	const char *runtime_dir;
 	const char *workspace; /* the kernel's working directory */
+	bool workspace_ro;     /* bound read-only (kbox kernel --workspace ro) */
 	/* The kernel's stdout and stderr: a descriptor (borrowed; the write
 	 * end of the supervisor's pipe, never a host file), < 0 for /dev/null. */
 	int log_fd;

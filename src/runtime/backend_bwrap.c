@@ -350,6 +350,7 @@ static int bwrap_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 		goto out;
 	b.rootfs = sb->o.rootfs;
 	b.workspace = sb->o.workspace;
+	b.workspace_ro = sb->o.workspace_ro;
 	b.conn_text = sb->o.conn_text;
 	b.conn_path = sb->o.conn_path;
 	b.home = sb->o.home;

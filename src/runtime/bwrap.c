@@ -510,7 +510,8 @@ static void add_writable(kx_argv_t *a, const kr_bwrap_opts_t *b, long long tmp)
 	else
 		add_tmpfs(a, "/home/kbox", tmp, "0700");
 	if (b && b->workspace) {
-		kx_argv_add(a, "--bind", b->workspace, "/workspace", NULL);
+		kx_argv_add(a, b->workspace_ro ? "--ro-bind" : "--bind", b->workspace, "/workspace",
+		            NULL);
 		kx_argv_add(a, "--chdir", "/workspace", NULL);
 	} else
 		kx_argv_add(a, "--chdir", "/", NULL);

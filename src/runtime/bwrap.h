@@ -22,6 +22,7 @@
 typedef struct {
 	const char *rootfs;    /* system files from this directory; NULL: the host's */
 	const char *workspace; /* bound read-write at /workspace (the cwd); may be NULL */
+	bool workspace_ro;     /* …read-only */
 	/* the kernel's connection file: CONN_TEXT put at CONN_PATH (in
 	 * KR_BWRAP_KERNEL_DIR), mode 0600, in a tmpfs of the sandbox's own
 	 * where its sockets are bound too: neither is a file of the host's,

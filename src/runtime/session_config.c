@@ -57,12 +57,14 @@ static const struct key {
         {"outputs_quota", KR_SC_OUTPUTS_QUOTA, T_COUNT, FIELD(outputs_quota)},
         {"owner_pid", KR_SC_OWNER_PID, T_COUNT, FIELD(owner_pid)},
         {"pids", KR_SC_PIDS, T_COUNT, FIELD(pids)},
+        {"relay", KR_SC_RELAY, T_STRING, FIELD(relay)},
         {"rootfs", KR_SC_ROOTFS, T_STRING, FIELD(rootfs)},
         {"tmp_size", KR_SC_TMP_SIZE, T_COUNT, FIELD(tmp_size)},
         {"ttl_ms", KR_SC_TTL_MS, T_COUNT, FIELD(ttl_ms)},
         {"workspace", KR_SC_WORKSPACE, T_STRING, FIELD(workspace)},
         {"workspace_dev", KR_SC_WORKSPACE_DEV, T_INTEGER, FIELD(workspace_dev)},
         {"workspace_ino", KR_SC_WORKSPACE_INO, T_INTEGER, FIELD(workspace_ino)},
+        {"workspace_ro", KR_SC_WORKSPACE_RO, T_BOOL, FIELD(workspace_ro)},
 };
 #define N_KEYS (sizeof keys / sizeof *keys)
 
@@ -936,6 +938,7 @@ int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o
 	MERGE_NUMBER(cfg, KR_SC_OWNER_PID, owner_pid, o->owner_pid);
 	MERGE_NUMBER(cfg, KR_SC_HOME_CONFIG, home_config, o->home_config);
 	MERGE_NUMBER(cfg, KR_SC_EPHEMERAL, ephemeral, o->ephemeral);
+	MERGE_NUMBER(cfg, KR_SC_WORKSPACE_RO, workspace_ro, o->workspace_ro);
 	/* a workspace given comes with its identity, or with none: never
 	 * with the one the file had for another */
 	if (o->workspace && o->workspace_st) {
@@ -947,6 +950,8 @@ int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o
 		cfg->has &= ~(unsigned)(KR_SC_WORKSPACE_DEV | KR_SC_WORKSPACE_INO);
 	}
 	if (o->functions && merge_string(cfg, KR_SC_FUNCTIONS, o->functions) < 0)
+		goto nomem;
+	if (o->relay && merge_string(cfg, KR_SC_RELAY, o->relay) < 0)
 		goto nomem;
 	if (o->n_env) {
 		char **v = calloc(o->n_env + 1, sizeof *v);
@@ -974,5 +979,6 @@ bool kr_session_opts_empty(const kr_session_opts_t *o)
 	return !o->name && !o->kernel && !o->backend && !o->rootfs && !o->workspace && !o->image &&
 	       !o->engine && o->ttl_ms < 0 && o->memory < 0 && o->pids < 0 && o->tmp_size < 0 &&
 	       o->file_size < 0 && o->outputs_quota < 0 && o->output_rate < 0 && o->owner_pid < 0 &&
-	       o->cpus < 0 && o->home_config < 0 && o->ephemeral < 0 && !o->n_env && !o->functions;
+	       o->cpus < 0 && o->home_config < 0 && o->ephemeral < 0 && o->workspace_ro < 0 &&
+	       !o->n_env && !o->functions && !o->relay;
 }

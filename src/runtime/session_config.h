@@ -57,6 +57,9 @@ typedef enum {
 	KR_SC_FUNCTIONS = 1u << 21,     /* "functions": string, a functions file as read,
 	                                 * as JSON text (kr_functions_text: its order and
 	                                 * numbers as they were) */
+	KR_SC_RELAY = 1u << 22,         /* "relay": string, a front end's connection file
+	                                 * as JSON text (kbox kernel) */
+	KR_SC_WORKSPACE_RO = 1u << 23,  /* "workspace_ro": true or false */
 } kr_session_key_t;
 
 /* A session's configuration.  The strings of the keys in HAS are owned
@@ -95,6 +98,11 @@ typedef struct {
 	 * it, its commands' paths made absolute, as JSON text
 	 * (kr_functions_text); NULL: none */
 	const char *functions;
+	/* kbox kernel: the front end's connection (a Jupyter connection file,
+	 * its key included, as JSON text) whose sockets the supervisor binds
+	 * and relays to the kernel's (kbox/relay.h); NULL: none */
+	const char *relay;
+	bool workspace_ro; /* the workspace is bound read-only */
 } kr_session_config_t;
 
 /* What a command line gives, to merge over a configuration: strings
@@ -106,18 +114,19 @@ typedef struct {
 	const char *name, *kernel, *backend, *rootfs, *workspace, *image, *engine;
 	long long ttl_ms, memory, pids, tmp_size, file_size, outputs_quota, output_rate, owner_pid;
 	double cpus;
-	int home_config, ephemeral; /* -1, 0 or 1 */
+	int home_config, ephemeral, workspace_ro; /* -1, 0 or 1 */
 	const char *const *env;
 	size_t n_env;
 	const struct stat *workspace_st;
 	const char *functions; /* a functions file as read, as JSON text (NULL: not given) */
+	const char *relay;     /* a front end's connection, as JSON text (NULL: not given) */
 } kr_session_opts_t;
 
 #define KR_SESSION_OPTS_INIT                                                             \
 	{                                                                                \
 		.ttl_ms = -1, .memory = -1, .pids = -1, .tmp_size = -1, .file_size = -1, \
 		.outputs_quota = -1, .output_rate = -1, .owner_pid = -1, .cpus = -1,     \
-		.home_config = -1, .ephemeral = -1                                       \
+		.home_config = -1, .ephemeral = -1, .workspace_ro = -1                   \
 	}
 
 /* Whether REF is a container image reference an engine takes: NAME,

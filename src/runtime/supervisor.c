@@ -373,6 +373,7 @@ static int make_paths(sup_t *s, const kr_session_config_t *cfg, kbox_error_t *er
 		return -1;
 	s->sbo.home = s->home;
 	s->sbo.workspace = s->workspace;
+	s->sbo.workspace_ro = cfg->workspace_ro;
 	s->sbo.log_fd = -1;
 	{ /* (written, rotated and removed in the session directory held
 	   * open, never by its path: one swapped for a link leads elsewhere) */
@@ -488,7 +489,8 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	if (kr_live_session_path(s->dir, "", true, s->kept, sizeof s->kept, err) < 0 ||
 	    make_env(s, &cfg, err) < 0 || make_paths(s, &cfg, err) < 0 ||
 	    take_backend(s, cfg.workspace, err) < 0 || record_live(s, cfg.workspace, err) < 0 ||
-	    sup_functions_load(s, cfg.functions, cfg.workspace, err) < 0)
+	    sup_functions_load(s, cfg.functions, cfg.workspace, err) < 0 ||
+	    sup_relay_load(s, cfg.relay, err) < 0)
 		return -1;
 	return 0;
 }
@@ -779,6 +781,7 @@ out:
 	kr_live_ws_release(&s.live_home, s.live_home_file);
 	kr_live_sockets_release(&s.sockets_lock, s.sockets_dir);
 	sup_functions_free(&s);
+	sup_relay_free(&s);
 	kbox_loop_destroy(&s.loop);
 	kbox_kspec_destroy(&s.spec);
 	free(s.env);

@@ -274,6 +274,8 @@ static json_t *status_json(sup_t *s)
 		                                                              : KE_IMAGE_DEFAULT));
 		json_object_set_new(st, "engine", json_string(e));
 	}
+	if (st && s->front)
+		json_object_set_new(st, "relay", sup_relay_status(s));
 	if (st && s->sb && *kr_sandbox_limits(s->sb)) {
 		json_object_set_new(st, "limits", json_string(kr_sandbox_limits(s->sb)));
 		json_object_set_new(st, "limits_missing",
@@ -394,6 +396,14 @@ static void op_interrupt(sup_t *s, conn_t *c, json_t *req)
 		client_cause(s->running->interrupt_by, sizeof s->running->interrupt_by,
 		             json_string_value(json_object_get(req, "cause")), "kbox interrupt");
 	}
+	if (s->relay) {
+		if (sup_relay_interrupt(s, &err) < 0)
+			sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s",
+			                err.msg);
+		else
+			interrupt_done(s, c);
+		return;
+	}
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL) {
 		if (kr_sandbox_signal(s->sb, SIGINT, &err) < 0)
 			sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s",
@@ -508,6 +518,14 @@ static void handle_request(sup_t *s, conn_t *c, json_t *req)
 		sup_reply_error(c, NULL, KR_CTL_ERR_USAGE, "request without \"op\"");
 	else if (op == KR_CTL_OP_NONE)
 		sup_reply_error(c, name, KR_CTL_ERR_USAGE, "unknown op \"%s\"", name);
+	else if (s->front && (op == KR_CTL_OP_EXECUTE || op == KR_CTL_OP_COMPLETE ||
+	                      op == KR_CTL_OP_INSPECT || op == KR_CTL_OP_RESTART))
+		/* (the front end owns the kernel: it runs the code, and
+		 * restarts the kernel by starting kbox kernel again) */
+		sup_reply_error(c, name, KR_CTL_ERR_USAGE,
+		                "this session is a Jupyter front end's kernel (kbox kernel): %s "
+		                "it from the front end",
+		                op == KR_CTL_OP_RESTART ? "restart" : "run code in");
 	else
 		ops[op](s, c, req);
 }

@@ -248,7 +248,33 @@ struct sup {
 	unsigned long fns_generation;
 	fn_job_t *fn_jobs;
 	sup_mcp_t *fn_mcp; /* one for each of fn_file's MCP servers */
+	/* kbox kernel (supervisor_relay.c): the front end's connection
+	 * (NULL: not a front end's kernel), the kernel's, the relay once the
+	 * kernel answered, and whether the front end asked it to shut down */
+	kbox_conn_t *front, *kernel_conn;
+	kbox_relay_t *relay;
+	bool relay_shutdown, relay_restart;
 };
+
+/* ---- supervisor_relay.c ---- */
+
+/* The front end's connection from session.json's "relay" TEXT (NULL:
+ * none).  0, or -1 with ERR. */
+int sup_relay_load(sup_t *s, const char *text, kbox_error_t *err);
+/* The kernel answers: relay the front end's sockets to it, in place of
+ * the supervisor's client (nothing for a session that is no front end's).
+ * 0, or -1 with ERR. */
+int sup_relay_begin(sup_t *s, kbox_error_t *err);
+/* Pass on what the kernel left and close the relay. */
+void sup_relay_end(sup_t *s);
+/* sup_relay_end, and forget the connections. */
+void sup_relay_free(sup_t *s);
+/* Interrupt the kernel of a front end: a signal, or an interrupt_request
+ * of the relay's own.  0, or -1 with ERR. */
+int sup_relay_interrupt(sup_t *s, kbox_error_t *err);
+/* The relay's counts for status (new), NULL for a session that is no
+ * front end's. */
+json_t *sup_relay_status(sup_t *s);
 
 /* ---- supervisor_functions.c ---- */
 

@@ -243,6 +243,13 @@ static int client_begin(sup_t *s, const kbox_conn_t *conn, kbox_error_t *err)
 	long long left = READY_TIMEOUT_MS - (kx_now_ms() - s->start_t0);
 	if (!(s->client = kbox_client_new(conn, err)))
 		return -1;
+	if (s->front) { /* (the relay connects to it once it answers) */
+		kbox_conn_destroy(&s->kernel_conn);
+		if (!(s->kernel_conn = kbox_conn_dup(conn))) {
+			kbox_client_destroy(&s->client);
+			return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		}
+	}
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL)
 		hooks.interrupt = sb_interrupt;
 	kbox_client_set_hooks(s->client, &hooks);
@@ -417,6 +424,7 @@ fail:
 void sup_kernel_end(sup_t *s, bool graceful)
 {
 	bind_wait_end(s);
+	sup_relay_end(s);
 	if (s->client) {
 		kbox_client_detach(s->client);
 		if (graceful && s->ready && s->sb && kr_sandbox_alive(s->sb)) {
@@ -513,6 +521,19 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 		sup_stop(s);
 		return;
 	}
+	if (s->front) {
+		kbox_error_t rerr = {0};
+		if (sup_relay_begin(s, &rerr) < 0) {
+			kx_msgf(s->stop_cause, sizeof s->stop_cause,
+			        "the relay could not start: %s", rerr.msg);
+			sup_utf8_cut(s->stop_cause);
+			s->start_failed = true;
+			sup_report_ready(s,
+			                 json_pack("{s:b, s:s}", "ok", 0, "error", s->stop_cause));
+			sup_stop(s);
+			return;
+		}
+	}
 	s->ready = true;
 	s->kernel_started_ms = kx_now_ms();
 	malloc_trim(0); /* what the kernel before this one left in the heap */
@@ -549,6 +570,19 @@ int sup_kernel_replace(sup_t *s, const char *cause, bool requested)
 
 	snprintf(s->last_cause, sizeof s->last_cause, "%s", cause);
 	sup_utf8_cut(s->last_cause);
+	if (s->front) {
+		/* a front end's kernel is not replaced here: the session ends,
+		 * and the front end, seeing kbox kernel end, starts another */
+		sup_kernel_end(s, false);
+		if (s->relay_shutdown)
+			snprintf(s->stop_cause, sizeof s->stop_cause,
+			         "the kernel shut down at the front end's request%s",
+			         s->relay_restart ? " (to restart)" : "");
+		else
+			kx_msgf(s->stop_cause, sizeof s->stop_cause, "the kernel ended: %s", cause);
+		sup_utf8_cut(s->stop_cause);
+		return -1;
+	}
 	s->replacing = true;
 	if (s->client)
 		kbox_client_fail_pending(s->client, cause); /* the running job's callback runs */
@@ -646,11 +680,14 @@ static int on_memory_check(kbox_loop_t *loop, void *arg)
 	long long all = self_rss(), backlog = (long long)s->out_total;
 	long long rss = all < 0 ? all : all > backlog ? all - backlog : 0;
 	char cause[256], have[32], bound[32];
-	if (rss >= 0 && rss < MEMORY_HIGH && s->client) {
+	if (rss >= 0 && rss < MEMORY_HIGH && (s->client || s->relay)) {
 		bool shed = s->shedding ? rss >= MEMORY_SHED / 2 : rss >= MEMORY_SHED;
 		if (shed != s->shedding) {
 			s->shedding = shed;
-			kbox_client_set_shedding(s->client, shed);
+			if (s->client)
+				kbox_client_set_shedding(s->client, shed);
+			if (s->relay)
+				kbox_relay_set_shedding(s->relay, shed);
 			sup_log(s, shed ? "shedding" : "shedding-end",
 			        json_pack("{s:I, s:I}", "rss", (json_int_t)all, "ctl_backlog",
 			                  (json_int_t)backlog));

@@ -1,0 +1,351 @@
+/* src/cli/cmd_kernel.c — kbox kernel: the process a Jupyter front end
+ * starts for a kernelspec of kbox's (kernelspec/, kbox kernelspec
+ * install): a sandboxed kernel behind the front end's own connection
+ * file.
+ *
+ * It starts a session of its own, as kbox run does (ephemeral, owned by
+ * this process, never idle-stopped), whose supervisor binds the front
+ * end's five sockets and relays them to the kernel in the sandbox
+ * (session.json's "relay"; src/runtime/supervisor_relay.c).  Then it
+ * waits, as the front end's handle on the kernel: SIGINT interrupts the
+ * kernel (interrupt_mode signal), SIGTERM stops the session, and when the
+ * session ends (the kernel shut down, or died) so does kbox kernel, for
+ * the front end to see.  Killed (a front end kills the process group of
+ * a kernel that does not shut down), its supervisor, in a process group
+ * of its own, sees its owner gone and stops the session: nothing is left
+ * behind.
+ *
+ * The workspace is the directory the front end started it in (the
+ * notebook's own), unless that is one kbox run --workspace refuses (a
+ * home, /, a system or state directory): then an empty one, and a line on
+ * standard error says why. */
+#include "config.h"
+#include "cli.h"
+#include "runtime/functions.h"
+#include "runtime/workspace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* A connection file is a few hundred bytes: more is not one. */
+#define CONN_FILE_MAX (64 << 10)
+/* How long a start waits for the session of the same name that the
+ * front end's previous kbox kernel left stopping (a restart). */
+#define PREVIOUS_WAIT_MS 15000
+
+typedef struct {
+	const char *conn_file, *name, *kernel, *backend, *image, *workspace_mode;
+	cli_functions_opts_t fo;
+	kr_session_opts_t o;
+	cli_strlist_t env;
+} kernel_args_t;
+
+/* The front end's connection file PATH as compact JSON text (new), or
+ * NULL after one line.  Its members are checked by the supervisor, with
+ * the library's reader of connection files (kbox_conn_from_json). */
+static char *read_conn_file(const char *path)
+{
+	json_error_t jerr;
+	json_t *j;
+	char *text;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0) {
+		cli_error("kernel", "--connection-file %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > CONN_FILE_MAX) {
+		cli_error("kernel", "--connection-file %s: not a connection file (%s)", path,
+		          !S_ISREG(st.st_mode) ? "not a regular file" : "over 64 KiB");
+		close(fd);
+		return NULL;
+	}
+	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	close(fd);
+	if (!json_is_object(j)) {
+		cli_error("kernel", "--connection-file %s: not a connection file: %s", path,
+		          j ? "not a JSON object" : jerr.text);
+		json_decref(j);
+		return NULL;
+	}
+	text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!text)
+		cli_error("kernel", "out of memory");
+	return text;
+}
+
+/* The session's name for connection file PATH: "jupyter-" and the first
+ * twelve letters and digits of the kernel's id in the file's name
+ * (jupyter_client names it kernel-ID.json), into BUF. */
+static void name_from_file(const char *path, char *buf, size_t size)
+{
+	const char *base = strrchr(path, '/');
+	size_t n = 0;
+	char id[16];
+	base = base ? base + 1 : path;
+	if (strncmp(base, "kernel-", 7) == 0)
+		base += 7;
+	for (const char *p = base; *p && *p != '.' && n < 12; p++)
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9'))
+			id[n++] = *p;
+	id[n] = '\0';
+	if (n)
+		snprintf(buf, size, "jupyter-%s", id);
+	else
+		snprintf(buf, size, "jupyter-%ld", (long)getpid());
+}
+
+/* The workspace: the current directory (read-only with "ro"), unless
+ * MODE is "empty" or kbox run --workspace would refuse it (said on
+ * standard error: the kernel starts in an empty one then).  REAL and ST
+ * get the directory taken.  EXIT_OK, or EXIT_USAGE after one line. */
+static int choose_workspace(kernel_args_t *a, char *real, struct stat *st)
+{
+	kbox_error_t err = {0};
+	char cwd[PATH_MAX];
+	const char *mode = a->workspace_mode ? a->workspace_mode : "cwd";
+
+	if (strcmp(mode, "cwd") != 0 && strcmp(mode, "ro") != 0 && strcmp(mode, "empty") != 0) {
+		cli_error("kernel", "invalid --workspace \"%s\": expected cwd, ro or empty", mode);
+		return EXIT_USAGE;
+	}
+	if (strcmp(mode, "empty") == 0)
+		return EXIT_OK;
+	if (!getcwd(cwd, sizeof cwd)) {
+		cli_error("kernel",
+		          "warning: the current directory cannot be read (%s): the kernel starts "
+		          "in an empty workspace",
+		          strerror(errno));
+		return EXIT_OK;
+	}
+	if (ws_host_dir(cwd, real, st, &err) < 0) {
+		cli_error("kernel",
+		          "warning: the current directory cannot be the workspace: %s; the kernel "
+		          "starts in an empty workspace",
+		          err.msg);
+		return EXIT_OK;
+	}
+	a->o.workspace = real;
+	a->o.workspace_st = st;
+	a->o.workspace_ro = strcmp(mode, "ro") == 0;
+	return EXIT_OK;
+}
+
+/* Wait (a while) for the supervisor of DIR that the front end's previous
+ * kbox kernel left, which stops since its owner went, to be gone.
+ * EXIT_OK, or EXIT_UNAVAILABLE after one line when it still runs. */
+static int wait_previous(const char *dir, const char *name)
+{
+	pid_t pid = 0;
+	for (int waited = 0; waited < PREVIOUS_WAIT_MS; waited += 20) {
+		if (kr_session_supervisor(dir, &pid) != KR_SUPERVISOR_RUNNING)
+			return EXIT_OK;
+		usleep(20000);
+	}
+	cli_error("kernel",
+	          "session %s is running (supervisor pid %ld): give another name with -s, or "
+	          "stop it (kbox stop -s %s)",
+	          name, (long)pid, name);
+	return EXIT_UNAVAILABLE;
+}
+
+/* Wait for the session's end as the front end's handle on the kernel:
+ * SIGINT interrupts it, SIGTERM, SIGHUP and SIGQUIT stop the session; the
+ * end of the supervisor SUP is ours.  EXIT_OK, or EXIT_UNAVAILABLE when
+ * it cannot be watched. */
+static int serve(const char *dir, pid_t sup)
+{
+	sigset_t mask;
+	struct pollfd fds[2];
+	int sfd, pfd;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	pfd = (int)syscall(SYS_pidfd_open, sup, 0);
+	if (sfd < 0 || pfd < 0) {
+		cli_error("kernel", "cannot watch the session's supervisor (pid %ld): %s",
+		          (long)sup, strerror(errno));
+		if (sfd >= 0)
+			close(sfd);
+		if (pfd >= 0)
+			close(pfd);
+		return EXIT_UNAVAILABLE;
+	}
+	fds[0] = (struct pollfd){.fd = pfd, .events = POLLIN};
+	fds[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
+	for (;;) {
+		struct signalfd_siginfo si;
+		kbox_error_t err = {0};
+		if (poll(fds, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (fds[0].revents)
+			break; /* the session ended */
+		while (read(sfd, &si, sizeof si) == sizeof si) {
+			json_t *r;
+			if (si.ssi_signo == SIGINT) {
+				r = kr_ctl_call(dir, KR_CTL_OP_INTERRUPT, NULL,
+				                KR_CTL_KERNEL_REPLY_MS, &err);
+				if (!r || kr_ctl_msg_kind(r, NULL) != KR_CTL_MSG_REPLY)
+					cli_error("kernel", "interrupt: %s",
+					          r ? json_string_value(json_object_get(r, "error"))
+					            : err.msg);
+			} else {
+				char cause[64];
+				const char *abbrev = sigabbrev_np((int)si.ssi_signo);
+				snprintf(cause, sizeof cause, "kbox kernel received SIG%s",
+				         abbrev ? abbrev : "?");
+				r = kr_ctl_stop(dir, json_pack("{s:s}", "cause", cause), 30000,
+				                &err);
+			}
+			json_decref(r);
+		}
+	}
+	close(sfd);
+	close(pfd);
+	return EXIT_OK;
+}
+
+int cmd_kernel(int argc, char **argv)
+{
+	kernel_args_t a = {.o = KR_SESSION_OPTS_INIT, .kernel = getenv("KBOX_KERNEL")};
+	kr_session_config_t config;
+	kbox_error_t err = {0};
+	char name[64], *dir = NULL, *relay = NULL, *functions_text = NULL, real[PATH_MAX];
+	json_t *functions = NULL;
+	struct stat st;
+	bool started = false;
+	pid_t sup = 0;
+	int status;
+	cli_option_t opts[] = {
+	        CLI_OPT_STRING('f', "connection-file", "FILE", &a.conn_file,
+	                       "the front end's connection file (required: the kernelspec's "
+	                       "{connection_file})"),
+	        CLI_OPT_SESSION(&a.name),
+	        CLI_OPT_STRING(
+	                'k', "kernel", "SPEC", &a.kernel,
+	                "the kernelspec run in the sandbox (default: $KBOX_KERNEL, else " KR_KERNEL_DEFAULT
+	                ")"),
+	        CLI_OPT_STRING('b', "backend", "B", &a.backend,
+	                       "bwrap, docker (a container; the engine from DOCKER_HOST), or none, "
+	                       "unsandboxed (default: $KBOX_BACKEND, else " KR_BACKEND_DEFAULT ")"),
+	        CLI_OPT_STRING(0, "image", "NAME", &a.image,
+	                       "docker: the container image (default: $KBOX_IMAGE_NAME, else "
+	                       "kbox-kernel)"),
+	        CLI_OPT_STRING(0, "workspace", "cwd|ro|empty", &a.workspace_mode,
+	                       "bind the directory the front end starts the kernel in at "
+	                       "/workspace, writable (cwd) or read-only (ro), or give the kernel a "
+	                       "new, empty one (empty) (default: cwd)"),
+	        CLI_OPT_CALLBACK(0, "memory", "SIZE", cli_opt_size, &a.o.memory,
+	                         "limit the kernel's memory (default: 2G)"),
+	        CLI_OPT_CALLBACK(0, "cpus", "N", cli_opt_cpus, &a.o.cpus,
+	                         "limit it to N CPUs, such as 0.5 (default: none)"),
+	        CLI_OPT_CALLBACK(0, "pids", "N", cli_opt_pids, &a.o.pids,
+	                         "limit its processes and threads (default: 1024)"),
+	        CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", cli_opt_size, &a.o.tmp_size,
+	                         "size of /tmp and /dev/shm (default: 512M)"),
+	        CLI_OPT_CALLBACK(0, "file-size", "SIZE", cli_opt_size, &a.o.file_size,
+	                         "largest file it may write (default: 4G)"),
+	        CLI_OPT_FUNCTIONS(&a.fo, "its code"),
+	        CLI_OPT_CALLBACK('e', "env", "K=V", cli_opt_env, &a.env,
+	                         "set K to V in its environment; repeatable (default: none)"),
+	        CLI_OPT_CALLBACK(0, "home-config", "on|off", cli_opt_home_config, &a.o.home_config,
+	                         "let the kernel run the startup files and configuration in its "
+	                         "home (default: off)"),
+	        CLI_OPT_END};
+
+	kr_session_config_init(&config);
+	if (cli_parse_no_operands("kernel", opts, argc, argv, &status) < 0)
+		goto out;
+	if (!a.conn_file) {
+		cli_error("kernel", "no connection file: give --connection-file FILE (a Jupyter "
+		                    "front end does, from the kernelspec's {connection_file})");
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (!a.kernel || !*a.kernel)
+		a.kernel = KR_KERNEL_DEFAULT;
+	if (a.name)
+		snprintf(name, sizeof name, "%s", a.name);
+	else
+		name_from_file(a.conn_file, name, sizeof name);
+	if ((status = cli_check_session("kernel", name)) != EXIT_OK ||
+	    (status = cli_session_defaults("kernel", true, &a.backend, &a.image)) != EXIT_OK ||
+	    (status = choose_workspace(&a, real, &st)) != EXIT_OK ||
+	    (status = cli_functions_for("kernel", &a.fo, NULL, &functions)) != EXIT_OK)
+		goto out;
+	if (!(relay = read_conn_file(a.conn_file))) {
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (functions && !(a.o.functions = functions_text = kr_functions_text(functions))) {
+		cli_error("kernel", "out of memory");
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	a.o.name = name;
+	a.o.kernel = a.kernel;
+	a.o.backend = a.backend ? a.backend : KR_BACKEND_DEFAULT;
+	a.o.image = a.image;
+	a.o.ttl_ms = 0;
+	a.o.ephemeral = 1;
+	a.o.owner_pid = getpid();
+	a.o.relay = relay;
+	a.o.env = a.env.v;
+	a.o.n_env = a.env.n;
+	if (kr_session_config_merge(&config, &a.o, &err) < 0) {
+		cli_error("kernel", "%s", err.msg);
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	if ((status = cli_check_docker("kernel", &a.o, &config)) != EXIT_OK ||
+	    (status = cli_check_backend("kernel", &config, false)) != EXIT_OK)
+		goto out;
+	if (!kr_backend_sandboxed(config.backend))
+		cli_error("kernel", "warning: backend %s: the kernel runs unsandboxed",
+		          config.backend);
+	if (functions && a.o.workspace &&
+	    kr_functions_check_workspace(functions, a.o.workspace, &err) < 0) {
+		cli_error("kernel", "the workspace %s: %s", a.o.workspace, err.msg);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (!(dir = cli_session_dir("kernel", name, true, &status)) ||
+	    (status = wait_previous(dir, name)) != EXIT_OK)
+		goto out;
+	status = cli_session_start("kernel", dir, name, &config, 0, &started, &sup);
+	if (status != EXIT_OK)
+		goto out;
+	if (!started || sup <= 0) {
+		cli_error("kernel", "session %s was started by another kbox meanwhile", name);
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	status = serve(dir, sup);
+out:
+	kr_session_config_free(&config);
+	cli_strlist_clear(&a.env);
+	cli_functions_opts_clear(&a.fo);
+	json_decref(functions);
+	free(functions_text);
+	free(relay);
+	free(dir);
+	return status;
+}
