@@ -19,6 +19,7 @@ mandoc groff-base
 python3 python3-ipykernel python3-jupyter-client python3-zmq
 python3-pandas python3-numpy python3-matplotlib python3-scipy
 python3-jupyter-kernel-test python3-jsonschema jupyter-core jupyter-client
+python3-nbclient jupyter-nbconvert jupyter-console
 json-schema-test-suite python3-mypy
 procps time jq iproute2
 r-cran-irkernel

@@ -144,22 +144,50 @@ static int choose_workspace(kernel_args_t *a, char *real, struct stat *st)
 	return EXIT_OK;
 }
 
-/* Wait (a while) for the supervisor of DIR that the front end's previous
- * kbox kernel left, which stops since its owner went, to be gone.
- * EXIT_OK, or EXIT_UNAVAILABLE after one line when it still runs. */
-static int wait_previous(const char *dir, const char *name)
+/* Wait (a while) for the supervisor of session NAME that the front end's
+ * previous kbox kernel left, which stops since its owner went (a
+ * restart), to be gone, process and all: an ephemeral session's
+ * supervisor removes its directory as it ends, which must not be the new
+ * session's.  Before the new session's directory is made.  EXIT_OK, or
+ * EXIT_UNAVAILABLE after one line when it still runs. */
+static int wait_previous(const char *name)
 {
+	kbox_error_t err = {0};
+	char *home = kr_state_home(&err), *dir = home ? kr_session_dir(home, name, false, &err) : NULL;
+	long long deadline = kx_now_ms() + PREVIOUS_WAIT_MS;
 	pid_t pid = 0;
-	for (int waited = 0; waited < PREVIOUS_WAIT_MS; waited += 20) {
-		if (kr_session_supervisor(dir, &pid) != KR_SUPERVISOR_RUNNING)
-			return EXIT_OK;
+	int status = EXIT_OK, pfd = -1;
+
+	free(home);
+	if (!dir)
+		return EXIT_OK; /* none (or none that kbox start would not refuse too) */
+	while (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING) {
+		if (pfd < 0 && pid > 0)
+			pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (kx_now_ms() >= deadline)
+			break;
 		usleep(20000);
 	}
-	cli_error("kernel",
-	          "session %s is running (supervisor pid %ld): give another name with -s, or "
-	          "stop it (kbox stop -s %s)",
-	          name, (long)pid, name);
-	return EXIT_UNAVAILABLE;
+	if (kr_session_supervisor(dir, &pid) == KR_SUPERVISOR_RUNNING) {
+		cli_error("kernel",
+		          "session %s is running (supervisor pid %ld): give another name with -s, "
+		          "or stop it (kbox stop -s %s)",
+		          name, (long)pid, name);
+		status = EXIT_UNAVAILABLE;
+	} else if (pfd >= 0) {
+		/* unlocked: its process ends, removing the directory */
+		struct pollfd p = {.fd = pfd, .events = POLLIN};
+		long long left = deadline - kx_now_ms();
+		if (poll(&p, 1, left > 0 ? (int)left : 0) == 0) {
+			cli_error("kernel", "session %s: its previous supervisor (pid %ld) does not end",
+			          name, (long)pid);
+			status = EXIT_UNAVAILABLE;
+		}
+	}
+	if (pfd >= 0)
+		close(pfd);
+	free(dir);
+	return status;
 }
 
 /* Wait for the session's end as the front end's handle on the kernel:
@@ -327,8 +355,8 @@ int cmd_kernel(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
-	if (!(dir = cli_session_dir("kernel", name, true, &status)) ||
-	    (status = wait_previous(dir, name)) != EXIT_OK)
+	if ((status = wait_previous(name)) != EXIT_OK ||
+	    !(dir = cli_session_dir("kernel", name, true, &status)))
 		goto out;
 	status = cli_session_start("kernel", dir, name, &config, 0, &started, &sup);
 	if (status != EXIT_OK)

@@ -1,0 +1,356 @@
+"""tests/kernelspec_test.py — kbox's kernelspec through jupyter_client, as a
+Jupyter front end uses it: the Jupyter project's kernel conformance suite
+(python3-jupyter-kernel-test's KernelTests) against kbox-python3, then
+what that suite (0.4.5) does not cover: stdin, interrupts of both modes,
+comm messages, restart and shutdown leaving nothing behind, messages
+with a bad signature.  Run by tests/kernelspec.sh, which makes the
+kernelspecs (kbox kernelspec install) in a private JUPYTER_PATH and a
+private KBOX_HOME.  TAP on standard output; KBOX_TEST_RUN selects tests
+by number or name glob, as tests/lib.sh reads it.
+"""
+import fnmatch
+import hashlib
+import hmac
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import uuid
+
+import zmq
+from jupyter_client.manager import KernelManager, start_new_kernel
+from jupyter_kernel_test import KernelTests
+
+KBOX = os.environ["KBOX"]
+TIMEOUT = 30
+
+
+def sessions():
+    """The names of the sessions of the private KBOX_HOME."""
+    d = os.path.join(os.environ["KBOX_HOME"], "sessions")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def wait_until(pred, what, limit=30):
+    """Poll PRED (bounded: a failure, not a hang) until it holds."""
+    end = time.monotonic() + limit
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError(f"still not: {what}")
+        time.sleep(0.02)
+
+
+def pid_alive(pid):
+    """Whether PID runs: a zombie (an orphan that init has not reaped
+    yet) has ended."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def status_of(name):
+    r = subprocess.run([KBOX, "status", "-s", name, "--format", "json"],
+                       capture_output=True, text=True, check=False)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def drain(kc):
+    for get in (kc.get_shell_msg, kc.get_iopub_msg):
+        while True:
+            try:
+                get(timeout=0.1)
+            except queue.Empty:
+                break
+
+
+def reply_to(kc, msg_id, channel="shell"):
+    get = kc.get_shell_msg if channel == "shell" else kc.get_control_msg
+    while True:
+        m = get(timeout=TIMEOUT)
+        if m["parent_header"].get("msg_id") == msg_id:
+            return m
+
+
+SLEEPER = "import time; print('sleeping', flush=True); time.sleep(120)"
+
+
+def wait_sleeping(kc, msg_id):
+    """Until the code of SLEEPER runs (a signal before the cell runs is the
+    kernel's to take, not the cell's)."""
+    while True:
+        m = kc.get_iopub_msg(timeout=TIMEOUT)
+        if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream"
+                and "sleeping" in m["content"]["text"]):
+            return
+
+
+def stdout_of(kc, msg_id):
+    out = ""
+    while True:
+        m = kc.get_iopub_msg(timeout=TIMEOUT)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "stream" and m["content"]["name"] == "stdout":
+            out += m["content"]["text"]
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            return out
+
+
+# ---- the Jupyter project's suite ----
+
+class Conformance(KernelTests):
+    """jupyter_kernel_test's KernelTests, with IPython's samples."""
+    kernel_name = "kbox-python3"
+    language_name = "python"
+    file_extension = ".py"
+    code_hello_world = "print('hello, world')"
+    code_stderr = "import sys; print('test', file=sys.stderr)"
+    completion_samples = [{"text": "zi", "matches": {"zip"}}]
+    complete_code_samples = ["1", "print('hello, world')", "def f(x):\n  return x*2\n\n\n"]
+    incomplete_code_samples = ["print('''hello", "def f(x):\n  x*2"]
+    invalid_code_samples = ["import = 7q"]
+    code_page_something = "zip?"
+    code_generate_error = "raise ValueError('kbox')"
+    code_execute_result = [{"code": "1+2+3", "result": "6"},
+                           {"code": "[n*n for n in range(1, 4)]", "result": "[1, 4, 9]"}]
+    code_display_data = [
+        {"code": "from IPython.display import HTML, display; display(HTML('<b>kbox</b>'))",
+         "mime": "text/html"},
+        {"code": "from IPython.display import Math, display; display(Math('\\\\frac{1}{2}'))",
+         "mime": "text/latex"}]
+    code_history_pattern = "1?2*"
+    supported_history_operations = ("tail", "search")
+    code_inspect_sample = "zip"
+    code_clear_output = "from IPython.display import clear_output; clear_output()"
+
+
+# ---- what the suite does not cover ----
+
+class Beyond(unittest.TestCase):
+    """One kernel of kbox-python3 (interrupt_mode signal) for these."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="kbox-ks-ws-", dir=os.environ["BASE"])
+        os.chmod(cls.work, 0o777)
+        with open(os.path.join(cls.work, "data.csv"), "w") as f:
+            f.write("a,b\n1,2\n")
+        cls.km = KernelManager(kernel_name="kbox-python3")
+        cls.km.start_kernel(cwd=cls.work)
+        cls.kc = cls.km.client()
+        cls.kc.start_channels()
+        cls.kc.wait_for_ready(timeout=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.kc.stop_channels()
+        cls.km.shutdown_kernel()
+
+    def run_code(self, code, **kw):
+        drain(self.kc)
+        msg_id = self.kc.execute(code, **kw)
+        out = stdout_of(self.kc, msg_id)
+        return reply_to(self.kc, msg_id), out
+
+    def test_stdin_input_request(self):
+        drain(self.kc)
+        msg_id = self.kc.execute("x = input('name? ')\nprint('hello', x)", allow_stdin=True)
+        req = self.kc.get_stdin_msg(timeout=TIMEOUT)
+        self.assertEqual(req["msg_type"], "input_request")
+        self.assertEqual(req["content"]["prompt"], "name? ")
+        self.assertEqual(req["parent_header"]["msg_id"], msg_id)
+        self.kc.input("kbox")
+        out = stdout_of(self.kc, msg_id)
+        self.assertEqual(reply_to(self.kc, msg_id)["content"]["status"], "ok")
+        self.assertEqual(out, "hello kbox\n")
+
+    def test_interrupt_signal(self):
+        drain(self.kc)
+        msg_id = self.kc.execute(SLEEPER)
+        wait_sleeping(self.kc, msg_id)
+        self.km.interrupt_kernel()  # SIGINT to kbox kernel's process group
+        r = reply_to(self.kc, msg_id)
+        self.assertEqual(r["content"]["status"], "error")
+        self.assertEqual(r["content"]["ename"], "KeyboardInterrupt")
+        r, out = self.run_code("print(6 * 7)")
+        self.assertEqual((r["content"]["status"], out), ("ok", "42\n"))
+
+    def test_comm_round_trip(self):
+        r, _ = self.run_code(
+            "def _echo(comm, msg):\n"
+            "    comm.on_msg(lambda m: comm.send({'echo': m['content']['data']}))\n"
+            "get_ipython().kernel.comm_manager.register_target('kbox-echo', _echo)")
+        self.assertEqual(r["content"]["status"], "ok")
+        drain(self.kc)
+        comm_id = uuid.uuid4().hex
+        s = self.kc.session
+        self.kc.shell_channel.send(s.msg("comm_open", {"comm_id": comm_id,
+                                                       "target_name": "kbox-echo",
+                                                       "data": {}}))
+        self.kc.shell_channel.send(s.msg("comm_msg", {"comm_id": comm_id,
+                                                      "data": {"n": 42}}))
+        while True:
+            m = self.kc.get_iopub_msg(timeout=TIMEOUT)
+            if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id:
+                self.assertEqual(m["content"]["data"], {"echo": {"n": 42}})
+                break
+
+    def test_workspace_is_the_front_ends_directory(self):
+        r, out = self.run_code("import os; print(os.getcwd(), open('data.csv').read().split())")
+        self.assertEqual(out, "/workspace ['a,b', '1,2']\n")
+        r, out = self.run_code("open('made.txt', 'w').write('kbox'); print('ok')")
+        self.assertEqual(out, "ok\n")
+        with open(os.path.join(self.work, "made.txt")) as f:
+            self.assertEqual(f.read(), "kbox")
+
+    def test_sandbox_no_network_no_host_files(self):
+        r, out = self.run_code(
+            "import os, socket\n"
+            "ifs = sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:])\n"
+            "print(ifs, os.path.exists(%r))" % os.environ["KBOX_HOME"])
+        self.assertEqual(out, "['lo'] False\n")
+
+    def test_control_socket_refuses_code(self):
+        name = sessions()[0]
+        r = subprocess.run([KBOX, "exec", "-s", name, "1+1"], capture_output=True,
+                           text=True, check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("a Jupyter front end's kernel (kbox kernel)", r.stderr)
+
+    def test_forged_messages_do_not_pass(self):
+        """A message signed with another key, and a replay of a good one,
+        sent to the relay's shell socket: no reply, both counted."""
+        name = sessions()[0]
+        before = status_of(name)["relay"]["dropped"]["front"]
+        info = self.km.get_connection_info()
+        ctx = zmq.Context.instance()
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(f"tcp://{info['ip']}:{info['shell_port']}")
+
+        key = info["key"] if isinstance(info["key"], bytes) else info["key"].encode()
+
+        def frames(key, msg_type, content):
+            h = json.dumps({"msg_id": uuid.uuid4().hex, "msg_type": msg_type,
+                            "session": "forger", "username": "x",
+                            "date": "2026-01-01T00:00:00Z", "version": "5.3"}).encode()
+            parts = [h, b"{}", b"{}", json.dumps(content).encode()]
+            sig = hmac.new(key, b"".join(parts), hashlib.sha256).hexdigest().encode()
+            return [b"<IDS|MSG>", sig] + parts
+        sock.send_multipart(frames(b"not the key", "execute_request",
+                                   {"code": "print('forged')", "silent": False,
+                                    "store_history": False, "user_expressions": {},
+                                    "allow_stdin": False, "stop_on_error": True}))
+        good = frames(key, "kernel_info_request", {})
+        sock.send_multipart(good)
+        self.assertTrue(sock.poll(TIMEOUT * 1000))
+        sock.recv_multipart()  # the good one's reply
+        sock.send_multipart(good)  # the same again: a replay
+        wait_until(lambda: status_of(name)["relay"]["dropped"]["front"] >= before + 2,
+                   "two dropped messages counted")
+        self.assertEqual(sock.poll(500), 0)  # (no reply to either)
+        sock.close()
+
+
+class Lifecycle(unittest.TestCase):
+    """Restart and shutdown, as KernelManager does them."""
+
+    def test_message_mode_interrupt(self):
+        km, kc = start_new_kernel(kernel_name="kbox-python3-message")
+        try:
+            msg_id = kc.execute(SLEEPER)
+            wait_sleeping(kc, msg_id)
+            km.interrupt_kernel()  # interrupt_request on control
+            r = reply_to(kc, msg_id)
+            self.assertEqual(r["content"]["ename"], "KeyboardInterrupt")
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel()
+
+    def test_restart_and_shutdown_leave_nothing(self):
+        km, kc = start_new_kernel(kernel_name="kbox-python3")
+        try:
+            (name,) = sessions()
+            old = status_of(name)
+            kc.execute_interactive("kept = 42", timeout=TIMEOUT)
+            km.restart_kernel()  # shutdown_request(restart), then a new kbox kernel
+            kc.wait_for_ready(timeout=60)
+            new = status_of(name)
+            self.assertNotEqual(old["pid"], new["pid"])
+            self.assertFalse(pid_alive(old["pid"]))
+            self.assertFalse(pid_alive(old["kernel_pid"]))
+            outs = []
+            r = kc.execute_interactive("print('kept' in dir())", timeout=TIMEOUT,
+                                       output_hook=lambda m: outs.append(m))
+            self.assertEqual([m["content"]["text"] for m in outs if m["msg_type"] == "stream"],
+                             ["False\n"])
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel()
+        self.assertEqual(sessions(), [])
+        self.assertFalse(pid_alive(new["pid"]))
+        self.assertFalse(pid_alive(new["kernel_pid"]))
+
+    def test_killed_leaves_nothing(self):
+        km, kc = start_new_kernel(kernel_name="kbox-python3")
+        (name,) = sessions()
+        st = status_of(name)
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)  # SIGKILL to kbox kernel's process group
+        wait_until(lambda: not pid_alive(st["pid"]), "the supervisor ended")
+        self.assertFalse(pid_alive(st["kernel_pid"]))
+        self.assertEqual(sessions(), [])
+
+
+def main():
+    pats = [p for p in os.environ.get("KBOX_TEST_RUN", "").split(",") if p]
+    loader = unittest.TestLoader()
+    cases = []
+    for cls in (Conformance, Beyond, Lifecycle):
+        for name in loader.getTestCaseNames(cls):
+            cases.append((cls, name))
+    print(f"1..{len(cases)}", flush=True)
+    failed = 0
+    by_class = {}
+    for n, (cls, name) in enumerate(cases, 1):
+        label = f"{cls.__name__}.{name}"
+
+        def hit(p):
+            return p == str(n) or fnmatch.fnmatch(name, p) or fnmatch.fnmatch(label, p)
+        if pats and (not any(hit(p) for p in pats if not p.startswith("!"))
+                     or any(hit(p[1:]) for p in pats if p.startswith("!"))):
+            print(f"ok {n} - {label} # SKIP not selected by KBOX_TEST_RUN", flush=True)
+            continue
+        by_class.setdefault(cls, []).append((n, name, label))
+    for cls, tests in by_class.items():
+        suite = unittest.TestSuite(cls(name) for _, name, _ in tests)
+        result = unittest.TestResult()
+        suite.run(result)
+        bad = {t.id().split(".")[-1]: tb for t, tb in result.failures + result.errors}
+        skipped = {t.id().split(".")[-1]: why for t, why in result.skipped}
+        setup_error = [tb for t, tb in result.errors if "setUpClass" in str(t)]
+        for n, name, label in tests:
+            if setup_error:
+                failed += 1
+                print(f"not ok {n} - {label}", flush=True)
+                print("# " + setup_error[0].replace("\n", "\n# "), flush=True)
+            elif name in bad:
+                failed += 1
+                print(f"not ok {n} - {label}", flush=True)
+                print("# " + bad[name].replace("\n", "\n# "), flush=True)
+            elif name in skipped:
+                print(f"ok {n} - {label} # SKIP {skipped[name] or 'does not apply'}",
+                      flush=True)
+            else:
+                print(f"ok {n} - {label}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
