@@ -27,22 +27,15 @@ BASE=$(mktemp -d "${TMPDIR:-/tmp}/kbox-ks.XXXXXX") || exit 1
 chmod 711 "$BASE" || exit 1
 KBOX_HOME=$BASE/home
 mkdir -m 700 "$KBOX_HOME" || exit 1
-JUPYTER_PATH=$BASE/share
+JUPYTER_PATH=$BASE/share/jupyter
 export KBOX_HOME JUPYTER_PATH BASE KBOX
 unset KBOX_SESSION JUPYTER_CONFIG_DIR
 trap '"$KBOX" stop --all >/dev/null 2>&1; cd / && rm -rf "$BASE"' EXIT
 trap 'exit 1' HUP INT TERM
-# the kernelspecs, as kbox-kernel(1) says to write them
-for mode in signal message; do
-	name=kbox-python3
-	[ $mode = message ] && name=kbox-python3-message
-	mkdir -p "$JUPYTER_PATH/kernels/$name" || exit 1
-	cat > "$JUPYTER_PATH/kernels/$name/kernel.json" <<EOF || exit 1
-{"argv": ["$KBOX", "kernel", "--connection-file", "{connection_file}"],
- "display_name": "Python 3 (kbox sandbox, $mode)", "language": "python",
- "interrupt_mode": "$mode"}
-EOF
-done
+# the kernelspecs, made by kbox kernelspec install
+"$KBOX" kernelspec install --prefix "$BASE" >/dev/null &&
+	"$KBOX" kernelspec install --prefix "$BASE" --name kbox-python3-message \
+		--interrupt-mode message >/dev/null || exit 1
 # the front end starts kernels in a directory that can be a workspace
 mkdir "$BASE/work" && chmod 777 "$BASE/work" && cd "$BASE/work" || exit 1
 timeout -k 10 900 "$PY" "$top_srcdir/tests/kernelspec_test.py"

@@ -547,6 +547,12 @@ int cmd_rm(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_kernel(int argc, char **argv);
+int cmd_kernelspec(int argc, char **argv);
+/* Check kbox kernel's options ARGV (ARGV[0] is "kernel"; no
+ * --connection-file) as kbox kernel would read them; *KERNEL gets -k's
+ * value (NULL when not given).  EXIT_OK, or an exit status after one
+ * line (src/cli/cmd_kernel.c: kbox kernelspec install's check). */
+int cli_kernel_check_options(int argc, char **argv, const char **kernel);
 int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_version(int argc, char **argv);

@@ -50,6 +50,48 @@ typedef struct {
 	cli_strlist_t env;
 } kernel_args_t;
 
+/* kbox kernel's options, into the kernel_args_t at A. */
+#define KERNEL_OPTIONS(a)                                                                                   \
+	CLI_OPT_STRING('f', "connection-file", "FILE", &(a)->conn_file,                                     \
+	               "the front end's connection file (required: the kernelspec's "                       \
+	               "{connection_file})"),                                                               \
+	        CLI_OPT_SESSION(&(a)->name),                                                                \
+	        CLI_OPT_STRING(                                                                             \
+	                'k', "kernel", "SPEC", &(a)->kernel,                                                \
+	                "the kernelspec run in the sandbox (default: $KBOX_KERNEL, else " KR_KERNEL_DEFAULT \
+	                ")"),                                                                               \
+	        CLI_OPT_STRING(                                                                             \
+	                'b', "backend", "B", &(a)->backend,                                                 \
+	                "bwrap, docker (a container; the engine from DOCKER_HOST), or none, "               \
+	                "unsandboxed (default: $KBOX_BACKEND, else " KR_BACKEND_DEFAULT ")"),               \
+	        CLI_OPT_STRING(0, "image", "NAME", &(a)->image,                                             \
+	                       "docker: the container image (default: $KBOX_IMAGE_NAME, else "              \
+	                       "kbox-kernel)"),                                                             \
+	        CLI_OPT_STRING(                                                                             \
+	                0, "workspace", "cwd|ro|empty", &(a)->workspace_mode,                               \
+	                "bind the directory the front end starts the kernel in at "                         \
+	                "/workspace, writable (cwd) or read-only (ro), or give the kernel a "               \
+	                "new, empty one (empty) (default: cwd)"),                                           \
+	        CLI_OPT_CALLBACK(0, "memory", "SIZE", cli_opt_size, &(a)->o.memory,                         \
+	                         "limit the kernel's memory (default: 2G)"),                                \
+	        CLI_OPT_CALLBACK(0, "cpus", "N", cli_opt_cpus, &(a)->o.cpus,                                \
+	                         "limit it to N CPUs, such as 0.5 (default: none)"),                        \
+	        CLI_OPT_CALLBACK(0, "pids", "N", cli_opt_pids, &(a)->o.pids,                                \
+	                         "limit its processes and threads (default: 1024)"),                        \
+	        CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", cli_opt_size, &(a)->o.tmp_size,                     \
+	                         "size of /tmp and /dev/shm (default: 512M)"),                              \
+	        CLI_OPT_CALLBACK(0, "file-size", "SIZE", cli_opt_size, &(a)->o.file_size,                   \
+	                         "largest file it may write (default: 4G)"),                                \
+	        CLI_OPT_FUNCTIONS(&(a)->fo, "its code"),                                                    \
+	        CLI_OPT_CALLBACK('e', "env", "K=V", cli_opt_env, &(a)->env,                                 \
+	                         "set K to V in its environment; repeatable (default: none)"),              \
+	        CLI_OPT_CALLBACK(0, "home-config", "on|off", cli_opt_home_config,                           \
+	                         &(a)->o.home_config,                                                       \
+	                         "let the kernel run the startup files and configuration in its "           \
+	                         "home (default: off)"),                                                    \
+	        CLI_OPT_END
+
+
 /* The front end's connection file PATH as compact JSON text (new), or
  * NULL after one line.  Its members are checked by the supervisor, with
  * the library's reader of connection files (kbox_conn_from_json). */
@@ -78,6 +120,34 @@ static char *read_conn_file(const char *path)
 		          j ? "not a JSON object" : jerr.text);
 		json_decref(j);
 		return NULL;
+	}
+	{
+		/* what every connection file has (the supervisor reads the rest
+		 * as the library does: a bad one then fails the start) */
+		static const char *const ports[] = {"shell_port", "iopub_port", "stdin_port",
+		                                    "control_port", "hb_port"};
+		const char *tr = json_string_value(json_object_get(j, "transport"));
+		const char *key = json_string_value(json_object_get(j, "key"));
+		const char *missing = NULL;
+		if (!json_is_string(json_object_get(j, "ip")))
+			missing = "ip (a string)";
+		else if (!tr || (strcmp(tr, "tcp") != 0 && strcmp(tr, "ipc") != 0))
+			missing = "transport (tcp or ipc)";
+		else if (!key || !*key)
+			missing = "key (a string, not empty: kbox relays only signed messages)";
+		for (size_t i = 0; !missing && i < sizeof ports / sizeof *ports; i++) {
+			json_t *v = json_object_get(j, ports[i]);
+			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+			    json_integer_value(v) > 65535)
+				missing = ports[i];
+		}
+		if (missing) {
+			cli_error("kernel",
+			          "--connection-file %s: not a connection file: no valid %s%s", path,
+			          missing, strstr(missing, "port") ? " (a port, 1 to 65535)" : "");
+			json_decref(j);
+			return NULL;
+		}
 	}
 	text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
@@ -153,7 +223,8 @@ static int choose_workspace(kernel_args_t *a, char *real, struct stat *st)
 static int wait_previous(const char *name)
 {
 	kbox_error_t err = {0};
-	char *home = kr_state_home(&err), *dir = home ? kr_session_dir(home, name, false, &err) : NULL;
+	char *home = kr_state_home(&err),
+	     *dir = home ? kr_session_dir(home, name, false, &err) : NULL;
 	long long deadline = kx_now_ms() + PREVIOUS_WAIT_MS;
 	pid_t pid = 0;
 	int status = EXIT_OK, pfd = -1;
@@ -179,7 +250,8 @@ static int wait_previous(const char *name)
 		struct pollfd p = {.fd = pfd, .events = POLLIN};
 		long long left = deadline - kx_now_ms();
 		if (poll(&p, 1, left > 0 ? (int)left : 0) == 0) {
-			cli_error("kernel", "session %s: its previous supervisor (pid %ld) does not end",
+			cli_error("kernel",
+			          "session %s: its previous supervisor (pid %ld) does not end",
 			          name, (long)pid);
 			status = EXIT_UNAVAILABLE;
 		}
@@ -251,6 +323,34 @@ static int serve(const char *dir, pid_t sup)
 	return EXIT_OK;
 }
 
+int cli_kernel_check_options(int argc, char **argv, const char **kernel)
+{
+	kernel_args_t a = {.o = KR_SESSION_OPTS_INIT};
+	cli_option_t opts[] = {KERNEL_OPTIONS(&a)};
+	int status = EXIT_OK;
+
+	if (cli_parse_no_operands("kernel", opts, argc, argv, &status) < 0)
+		goto out;
+	if (a.conn_file) {
+		cli_error("kernelspec",
+		          "--connection-file is the front end's to give: leave it out");
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (a.workspace_mode && strcmp(a.workspace_mode, "cwd") != 0 &&
+	    strcmp(a.workspace_mode, "ro") != 0 && strcmp(a.workspace_mode, "empty") != 0) {
+		cli_error("kernel", "invalid --workspace \"%s\": expected cwd, ro or empty",
+		          a.workspace_mode);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	*kernel = a.kernel;
+out:
+	cli_strlist_clear(&a.env);
+	cli_functions_opts_clear(&a.fo);
+	return status;
+}
+
 int cmd_kernel(int argc, char **argv)
 {
 	kernel_args_t a = {.o = KR_SESSION_OPTS_INIT, .kernel = getenv("KBOX_KERNEL")};
@@ -262,42 +362,7 @@ int cmd_kernel(int argc, char **argv)
 	bool started = false;
 	pid_t sup = 0;
 	int status;
-	cli_option_t opts[] = {
-	        CLI_OPT_STRING('f', "connection-file", "FILE", &a.conn_file,
-	                       "the front end's connection file (required: the kernelspec's "
-	                       "{connection_file})"),
-	        CLI_OPT_SESSION(&a.name),
-	        CLI_OPT_STRING(
-	                'k', "kernel", "SPEC", &a.kernel,
-	                "the kernelspec run in the sandbox (default: $KBOX_KERNEL, else " KR_KERNEL_DEFAULT
-	                ")"),
-	        CLI_OPT_STRING('b', "backend", "B", &a.backend,
-	                       "bwrap, docker (a container; the engine from DOCKER_HOST), or none, "
-	                       "unsandboxed (default: $KBOX_BACKEND, else " KR_BACKEND_DEFAULT ")"),
-	        CLI_OPT_STRING(0, "image", "NAME", &a.image,
-	                       "docker: the container image (default: $KBOX_IMAGE_NAME, else "
-	                       "kbox-kernel)"),
-	        CLI_OPT_STRING(0, "workspace", "cwd|ro|empty", &a.workspace_mode,
-	                       "bind the directory the front end starts the kernel in at "
-	                       "/workspace, writable (cwd) or read-only (ro), or give the kernel a "
-	                       "new, empty one (empty) (default: cwd)"),
-	        CLI_OPT_CALLBACK(0, "memory", "SIZE", cli_opt_size, &a.o.memory,
-	                         "limit the kernel's memory (default: 2G)"),
-	        CLI_OPT_CALLBACK(0, "cpus", "N", cli_opt_cpus, &a.o.cpus,
-	                         "limit it to N CPUs, such as 0.5 (default: none)"),
-	        CLI_OPT_CALLBACK(0, "pids", "N", cli_opt_pids, &a.o.pids,
-	                         "limit its processes and threads (default: 1024)"),
-	        CLI_OPT_CALLBACK(0, "tmp-size", "SIZE", cli_opt_size, &a.o.tmp_size,
-	                         "size of /tmp and /dev/shm (default: 512M)"),
-	        CLI_OPT_CALLBACK(0, "file-size", "SIZE", cli_opt_size, &a.o.file_size,
-	                         "largest file it may write (default: 4G)"),
-	        CLI_OPT_FUNCTIONS(&a.fo, "its code"),
-	        CLI_OPT_CALLBACK('e', "env", "K=V", cli_opt_env, &a.env,
-	                         "set K to V in its environment; repeatable (default: none)"),
-	        CLI_OPT_CALLBACK(0, "home-config", "on|off", cli_opt_home_config, &a.o.home_config,
-	                         "let the kernel run the startup files and configuration in its "
-	                         "home (default: off)"),
-	        CLI_OPT_END};
+	cli_option_t opts[] = {KERNEL_OPTIONS(&a)};
 
 	kr_session_config_init(&config);
 	if (cli_parse_no_operands("kernel", opts, argc, argv, &status) < 0)

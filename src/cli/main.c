@@ -63,6 +63,11 @@ static const cli_cmd_t commands[] = {
          "[--file-size SIZE] [--functions FILE] [-e K=V]... [--home-config on|off]",
          "run a sandboxed kernel for a Jupyter front end (a kernelspec's command)",
          "kbox kernel --connection-file kernel-1234.json"},
+        {"kernelspec", cmd_kernelspec,
+         "kbox kernelspec install [--user | --prefix DIR] [--name NAME] [--display-name TEXT] "
+         "[-b B] [--interrupt-mode signal|message] [-- KERNEL-OPTIONS]",
+         "install a kernelspec that runs kbox kernel, for Jupyter front ends",
+         "kbox kernelspec install --user -- --memory 4G"},
         {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--format FMT]",
          "list the kernelspecs found and where", "kbox kernelspecs --format json"},
         {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--format FMT]", "show a session's event log",

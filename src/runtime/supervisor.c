@@ -403,6 +403,14 @@ static int take_backend(sup_t *s, const char *ws, kbox_error_t *err)
 	}
 	if (!(s->spec = kbox_kspec_find(s->kernel, err)))
 		return -1;
+	/* (kbox kernelspec install writes them: one would start a kbox
+	 * kernel in the sandbox, which has no kbox and no front end) */
+	if (json_is_object(json_object_get(kbox_kspec_metadata(s->spec), "kbox")))
+		return kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "kernelspec %s is one of kbox's own (it runs kbox kernel, for "
+		        "Jupyter front ends): give the kernelspec it runs, such as " KR_KERNEL_DEFAULT,
+		        s->kernel);
 	/* under root a sandbox is an unprivileged user's, never root's: its
 	 * directories are that user's (an unsandboxed kernel stays ours) */
 	if (kr_backend_sandboxed(s->backend)) {

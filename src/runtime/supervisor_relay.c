@@ -28,7 +28,7 @@ int sup_relay_load(sup_t *s, const char *text, kbox_error_t *err)
 	if (!(j = json_loads(text, JSON_REJECT_DUPLICATES, &jerr)))
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "session.json: relay: not a connection file: %s", jerr.text);
-	s->front = kbox_conn_from_json(j, "the front end's connection file", err);
+	s->front = kbox_conn_from_json(j, "from the front end", err);
 	json_decref(j);
 	return s->front ? 0 : -1;
 }
