@@ -239,11 +239,11 @@ check the_commands_kbox_1_says_take_json_are_those_that_do eval '
 # commands it points at are there with the option it gives them
 why=
 check kernelspec_readme_says_what_is_true eval '
-	grep -q "^Kernelspecs (.kernel.json.) that let any Jupyter front end" "$top_srcdir/kernelspec/README.md" &&
-	grep -q "^for now" "$top_srcdir/kernelspec/README.md" &&
-	[ -z "$(find "$top_srcdir/kernelspec" -name kernel.json)" ] &&
-	grep -qx kernelspecs commands && grep -qx doctor commands &&
-	grep -q -- "^  -k, --kernel " help.doctor'
+	grep -q "^    kbox kernel --connection-file {connection_file}\$" "$top_srcdir/kernelspec/README.md" &&
+	grep -q "\"@bindir@/kbox\",\$" "$top_srcdir/kernelspec/kbox-python3/kernel.json.in" &&
+	grep -q "^    kbox kernelspec install --user -b docker -- --memory 4G --workspace ro\$" "$top_srcdir/kernelspec/README.md" &&
+	grep -qx kernel commands && grep -qx kernelspec commands &&
+	grep -q -- "^      --workspace cwd|ro|empty " help.kernel'
 
 kbox exec -s x --timeout=abc 'print(1)'
 check long_option_takes_its_argument_after_equals fails_with 2 \

@@ -55,7 +55,10 @@ typedef struct {
 	CLI_OPT_STRING('f', "connection-file", "FILE", &(a)->conn_file,                                     \
 	               "the front end's connection file (required: the kernelspec's "                       \
 	               "{connection_file})"),                                                               \
-	        CLI_OPT_SESSION(&(a)->name),                                                                \
+	        CLI_OPT_STRING(                                                                             \
+	                's', "session", "NAME", &(a)->name,                                                 \
+	                "the session's name (default: jupyter- and the kernel id of FILE's "                \
+	                "name)"),                                                                           \
 	        CLI_OPT_STRING(                                                                             \
 	                'k', "kernel", "SPEC", &(a)->kernel,                                                \
 	                "the kernelspec run in the sandbox (default: $KBOX_KERNEL, else " KR_KERNEL_DEFAULT \
@@ -143,8 +146,9 @@ static char *read_conn_file(const char *path)
 		}
 		if (missing) {
 			cli_error("kernel",
-			          "--connection-file %s: not a connection file: no valid %s%s", path,
-			          missing, strstr(missing, "port") ? " (a port, 1 to 65535)" : "");
+			          "--connection-file %s: not a connection file: no valid %s%s",
+			          path, missing,
+			          strstr(missing, "port") ? " (a port, 1 to 65535)" : "");
 			json_decref(j);
 			return NULL;
 		}

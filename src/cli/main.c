@@ -58,16 +58,18 @@ static const cli_cmd_t commands[] = {
         {"interrupt", cmd_interrupt, "kbox interrupt [-s NAME]",
          "interrupt what a session's kernel is running", "kbox interrupt -s sales"},
         {"kernel", cmd_kernel,
-         "kbox kernel --connection-file FILE [-s NAME] [-k SPEC] [-b B] [--image NAME] "
+         "kbox kernel --connection-file FILE [-s NAME] [-k SPEC] [-b bwrap|docker|none] "
+         "[--image NAME] "
          "[--workspace cwd|ro|empty] [--memory SIZE] [--cpus N] [--pids N] [--tmp-size SIZE] "
-         "[--file-size SIZE] [--functions FILE] [-e K=V]... [--home-config on|off]",
+         "[--file-size SIZE] [--functions FILE] [--functions-from-mcp COMMAND]... "
+         "[--functions-allow TOOL]... [-e K=V]... [--home-config on|off]",
          "run a sandboxed kernel for a Jupyter front end (a kernelspec's command)",
          "kbox kernel --connection-file kernel-1234.json"},
         {"kernelspec", cmd_kernelspec,
          "kbox kernelspec install [--user | --prefix DIR] [--name NAME] [--display-name TEXT] "
          "[-b B] [--interrupt-mode signal|message] [-- KERNEL-OPTIONS]",
          "install a kernelspec that runs kbox kernel, for Jupyter front ends",
-         "kbox kernelspec install --user -- --memory 4G"},
+         "kbox kernelspec install --user -b docker"},
         {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--format FMT]",
          "list the kernelspecs found and where", "kbox kernelspecs --format json"},
         {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--format FMT]", "show a session's event log",
