@@ -308,11 +308,84 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(sessions(), [])
 
 
+    def test_front_end_gone_ends_the_kernel(self):
+        """A front end that ends without shutting its kernel down
+        (JPY_PARENT_PID, as ipykernel watches it)."""
+        code = ("import os, sys\n"
+                "from jupyter_client.manager import start_new_kernel\n"
+                "km, kc = start_new_kernel(kernel_name='kbox-python3')\n"
+                "print(km.provisioner.process.pid, flush=True)\n"
+                "os._exit(0)\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, check=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        kernel = int(r.stdout.split()[-1])
+        wait_until(lambda: sessions() == [] and not pid_alive(kernel),
+                   "kbox kernel and its session gone with the front end")
+
+
+class FrontEnds(unittest.TestCase):
+    """Real front ends, as their users run them."""
+
+    CELLS = ["import pandas as pd\ndf = pd.DataFrame({'x': [1, 2, 3], 'y': [2, 4, 8]})\ndf",
+             "print(df.y.sum())",
+             "%matplotlib inline\nimport matplotlib.pyplot as plt\n"
+             "ax = df.plot(x='x', y='y')\nplt.show()",
+             "raise ValueError('bad cell')",
+             "import sys; print('to stderr', file=sys.stderr); 6 * 7"]
+
+    def test_nbconvert_outputs_equal_plain_python3s(self):
+        """jupyter nbconvert --execute through kbox-python3 and through the
+        plain python3 kernel: the same outputs, cell by cell (the chart's
+        PNG byte for byte)."""
+        import nbformat
+        d = tempfile.mkdtemp(prefix="kbox-nb-", dir=os.environ["BASE"])
+        os.chmod(d, 0o777)
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(c) for c in self.CELLS]
+        nbformat.write(nb, os.path.join(d, "nb.ipynb"))
+        out = {}
+        for k in ("python3", "kbox-python3"):
+            r = subprocess.run(["jupyter", "nbconvert", "--to", "notebook", "--execute",
+                                "--allow-errors", f"--ExecutePreprocessor.kernel_name={k}",
+                                "--output", f"out-{k}.ipynb", "nb.ipynb"], cwd=d,
+                               capture_output=True, text=True, timeout=300, check=False)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out[k] = nbformat.read(os.path.join(d, f"out-{k}.ipynb"), 4)
+        a, b = out["python3"].cells, out["kbox-python3"].cells
+        self.assertEqual(len(a), len(self.CELLS))
+        self.assertEqual([[o.output_type for o in c.outputs] for c in b],
+                         [["execute_result"], ["stream"], ["display_data"], ["error"],
+                          ["stream", "execute_result"]])
+        self.assertIn("image/png", b[2].outputs[0].data)
+        self.assertEqual(b[3].outputs[0].ename, "ValueError")
+        for i, (x, y) in enumerate(zip(a, b)):
+            self.assertEqual(x.outputs, y.outputs, f"cell {i}")
+            self.assertEqual(x.execution_count, y.execution_count, f"cell {i}")
+        self.assertEqual(sessions(), [])
+
+    def test_jupyter_console_through_a_pipe(self):
+        p = subprocess.Popen(["jupyter", "console", "--kernel", "kbox-python3",
+                              "--simple-prompt"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate("print(6 * 7)\nimport os; os.getcwd()\n", timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            self.fail(f"jupyter console hangs: {out!r} {err!r}")
+        r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("In [1]: 42\n", r.stdout)
+        self.assertIn("Out[2]: '/workspace'\n", r.stdout)
+        wait_until(lambda: sessions() == [], "the console's session gone")
+
+
 def main():
     pats = [p for p in os.environ.get("KBOX_TEST_RUN", "").split(",") if p]
     loader = unittest.TestLoader()
     cases = []
-    for cls in (Conformance, Beyond, Lifecycle):
+    for cls in (Conformance, Beyond, Lifecycle, FrontEnds):
         for name in loader.getTestCaseNames(cls):
             cases.append((cls, name))
     print(f"1..{len(cases)}", flush=True)

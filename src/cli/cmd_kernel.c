@@ -266,15 +266,38 @@ static int wait_previous(const char *name)
 	return status;
 }
 
+/* The front end's pid from JPY_PARENT_PID (jupyter_client sets it, unless
+ * the kernel is to outlive it: ipykernel ends with that process), or 0. */
+static pid_t front_end_pid(void)
+{
+	const char *e = getenv("JPY_PARENT_PID");
+	char *end;
+	long v;
+	if (!e || !*e)
+		return 0;
+	errno = 0;
+	v = strtol(e, &end, 10);
+	return errno || *end || v <= 1 || v > INT_MAX ? 0 : (pid_t)v;
+}
+
+/* Stop the session of DIR for CAUSE (waiting for the answer). */
+static void stop_session(const char *dir, const char *cause)
+{
+	kbox_error_t err = {0};
+	json_decref(kr_ctl_stop(dir, json_pack("{s:s}", "cause", cause), 30000, &err));
+}
+
 /* Wait for the session's end as the front end's handle on the kernel:
- * SIGINT interrupts it, SIGTERM, SIGHUP and SIGQUIT stop the session; the
+ * SIGINT interrupts it, SIGTERM, SIGHUP and SIGQUIT stop the session, and
+ * so does the end of the front end (JPY_PARENT_PID), as ipykernel's; the
  * end of the supervisor SUP is ours.  EXIT_OK, or EXIT_UNAVAILABLE when
  * it cannot be watched. */
 static int serve(const char *dir, pid_t sup)
 {
 	sigset_t mask;
-	struct pollfd fds[2];
-	int sfd, pfd;
+	struct pollfd fds[3];
+	pid_t front = front_end_pid();
+	int sfd, pfd, ffd = -1, n = 2;
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -295,35 +318,45 @@ static int serve(const char *dir, pid_t sup)
 	}
 	fds[0] = (struct pollfd){.fd = pfd, .events = POLLIN};
 	fds[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
+	if (front > 0 && (ffd = (int)syscall(SYS_pidfd_open, front, 0)) >= 0)
+		fds[n++] = (struct pollfd){.fd = ffd, .events = POLLIN};
+	else if (front > 0) /* (gone already) */
+		stop_session(dir, "its front end (JPY_PARENT_PID) had ended");
 	for (;;) {
 		struct signalfd_siginfo si;
 		kbox_error_t err = {0};
-		if (poll(fds, 2, -1) < 0 && errno != EINTR)
+		if (poll(fds, (nfds_t)n, -1) < 0 && errno != EINTR)
 			break;
 		if (fds[0].revents)
 			break; /* the session ended */
+		if (n == 3 && fds[2].revents) {
+			char cause[96];
+			snprintf(cause, sizeof cause, "its front end (pid %ld) ended", (long)front);
+			n = 2; /* (once) */
+			stop_session(dir, cause);
+		}
 		while (read(sfd, &si, sizeof si) == sizeof si) {
-			json_t *r;
 			if (si.ssi_signo == SIGINT) {
-				r = kr_ctl_call(dir, KR_CTL_OP_INTERRUPT, NULL,
-				                KR_CTL_KERNEL_REPLY_MS, &err);
+				json_t *r = kr_ctl_call(dir, KR_CTL_OP_INTERRUPT, NULL,
+				                        KR_CTL_KERNEL_REPLY_MS, &err);
 				if (!r || kr_ctl_msg_kind(r, NULL) != KR_CTL_MSG_REPLY)
 					cli_error("kernel", "interrupt: %s",
 					          r ? json_string_value(json_object_get(r, "error"))
 					            : err.msg);
+				json_decref(r);
 			} else {
 				char cause[64];
 				const char *abbrev = sigabbrev_np((int)si.ssi_signo);
 				snprintf(cause, sizeof cause, "kbox kernel received SIG%s",
 				         abbrev ? abbrev : "?");
-				r = kr_ctl_stop(dir, json_pack("{s:s}", "cause", cause), 30000,
-				                &err);
+				stop_session(dir, cause);
 			}
-			json_decref(r);
 		}
 	}
 	close(sfd);
 	close(pfd);
+	if (ffd >= 0)
+		close(ffd);
 	return EXIT_OK;
 }
 
