@@ -28,7 +28,9 @@ chmod 711 "$BASE" || exit 1
 KBOX_HOME=$BASE/home
 mkdir -m 700 "$KBOX_HOME" || exit 1
 JUPYTER_PATH=$BASE/share/jupyter
-export KBOX_HOME JUPYTER_PATH BASE KBOX
+# (the front ends' connection files: not in the home of whoever runs it)
+JUPYTER_RUNTIME_DIR=$BASE/runtime
+export KBOX_HOME JUPYTER_PATH JUPYTER_RUNTIME_DIR BASE KBOX
 unset KBOX_SESSION JUPYTER_CONFIG_DIR
 trap '"$KBOX" stop --all >/dev/null 2>&1; cd / && rm -rf "$BASE"' EXIT
 trap 'exit 1' HUP INT TERM

@@ -209,7 +209,7 @@ class Beyond(unittest.TestCase):
         with open(os.path.join(self.work, "made.txt")) as f:
             self.assertEqual(f.read(), "kbox")
 
-    def test_sandbox_no_network_no_host_files(self):
+    def test_row55_sandbox_holds_through_the_kernelspec(self):
         r, out = self.run_code(
             "import os, socket\n"
             "ifs = sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:])\n"
@@ -223,7 +223,7 @@ class Beyond(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("a Jupyter front end's kernel (kbox kernel)", r.stderr)
 
-    def test_forged_messages_do_not_pass(self):
+    def test_row55_front_end_forged_and_replayed_messages_dropped(self):
         """A message signed with another key, and a replay of a good one,
         sent to the relay's shell socket: no reply, both counted."""
         name = sessions()[0]
@@ -256,6 +256,92 @@ class Beyond(unittest.TestCase):
                    "two dropped messages counted")
         self.assertEqual(sock.poll(500), 0)  # (no reply to either)
         sock.close()
+
+
+HOSTILE = r"""
+import json, time
+k = get_ipython().kernel
+s = k.session
+def parts(msg_type, content, header=None):
+    h = header if header is not None else json.dumps(
+        {"msg_id": "forged-%s" % time.time(), "msg_type": msg_type, "session": s.session,
+         "username": "x", "date": "2026-01-01T00:00:00Z", "version": "5.3"}).encode()
+    return [h, b"{}", b"{}", json.dumps(content).encode()]
+def signed(p):
+    return s.sign(p)
+forged = parts("stream", {"name": "stdout", "text": "FORGED-BADSIG"})
+k.iopub_socket.send_multipart([b"kbox-forged", b"<IDS|MSG>", b"0" * 64] + forged)
+bad = parts("stream", {}, header=b"not json at all")
+k.iopub_socket.send_multipart([b"kbox-forged", b"<IDS|MSG>", signed(bad)] + bad)
+many = parts("stream", {"name": "stdout", "text": "FORGED-FRAMES"})
+k.iopub_socket.send_multipart([b"kbox-forged", b"<IDS|MSG>", signed(many)] + many + [b"x"] * 2000)
+reply = parts("execute_reply", {"status": "ok", "execution_count": 1, "user_expressions": {}})
+# (to the relay, the one routing frame the kernel's shell ROUTER takes,
+# without the front end's after it)
+relay_id = k._parent_ident["shell"][0]
+k.shell_stream.send_multipart([relay_id, b"<IDS|MSG>", signed(reply)] + reply)
+print("sent")
+"""
+
+
+class Hostile(unittest.TestCase):
+    """Threat row 55: code in the kernel forges messages to the front end,
+    floods it; the relay drops what is not right, and stays bounded."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.km, cls.kc = start_new_kernel(kernel_name="kbox-python3")
+        (cls.name,) = sessions()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.kc.stop_channels()
+        cls.km.shutdown_kernel()
+
+    def run_code(self, code):
+        drain(self.kc)
+        msg_id = self.kc.execute(code)
+        seen = []
+        while True:
+            m = self.kc.get_iopub_msg(timeout=TIMEOUT)
+            seen.append(m)
+            if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
+                    and m["content"]["execution_state"] == "idle"):
+                break
+        return reply_to(self.kc, msg_id), seen
+
+    def test_row55_relay_drops_forged_kernel_messages(self):
+        before = status_of(self.name)["relay"]["dropped"]["kernel"]
+        r, seen = self.run_code(HOSTILE)
+        self.assertEqual(r["content"]["status"], "ok")
+        texts = "".join(m["content"].get("text", "") for m in seen if m["msg_type"] == "stream")
+        self.assertEqual(texts, "sent\n")
+        # (the forged reply went to no front end: it had no routing frame)
+        wait_until(lambda: status_of(self.name)["relay"]["dropped"]["kernel"] >= before + 4,
+                   "four messages of the kernel dropped")
+        self.assertEqual(status_of(self.name)["relay"]["dropped"]["kernel"], before + 4)
+        r, _ = self.run_code("print(1)")
+        self.assertEqual(r["content"]["status"], "ok")
+
+    def test_row55_relay_bounded_under_a_flood(self):
+        """100000 output messages of 4 KiB sent as fast as the kernel can:
+        the supervisor's resident memory stays under its bound (384 MiB)
+        and the kernel answers after."""
+        sup = status_of(self.name)["pid"]
+        drain(self.kc)
+        msg_id = self.kc.execute(
+            "k = get_ipython().kernel\n"
+            "for i in range(100000):\n"
+            "    k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x' * 4096},"
+            " parent=k.get_parent())\n")
+        # (a front end's iopub subscriber may lose some of it, its idle
+        # status too, as with any kernel: the reply says it ended)
+        self.assertEqual(reply_to(self.kc, msg_id)["content"]["status"], "ok")
+        with open(f"/proc/{sup}/status") as f:
+            hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0]
+        self.assertLess(hwm * 1024, 384 << 20)
+        r, _ = self.run_code("print(6 * 7)")
+        self.assertEqual(r["content"]["status"], "ok")
 
 
 class Lifecycle(unittest.TestCase):
@@ -385,7 +471,7 @@ def main():
     pats = [p for p in os.environ.get("KBOX_TEST_RUN", "").split(",") if p]
     loader = unittest.TestLoader()
     cases = []
-    for cls in (Conformance, Beyond, Lifecycle, FrontEnds):
+    for cls in (Conformance, Beyond, Hostile, Lifecycle, FrontEnds):
         for name in loader.getTestCaseNames(cls):
             cases.append((cls, name))
     print(f"1..{len(cases)}", flush=True)
