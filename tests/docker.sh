@@ -550,6 +550,33 @@ check a_container_s_call_is_checked_on_the_host eval 'status_is 1 &&
 	[ "$(tail -n 1 stdout)" = "ArgumentError: echo_args(): x must be an integer, got str" ]'
 kbox stop -s fnd
 
+# a Jupyter front end's kernel in a container (kbox kernel, kbox-kernel(1)):
+# jupyter_client starts it from a kernelspec kbox kernelspec install wrote
+mkdir -p "$ROOT/ks/nb" && chmod 777 "$ROOT/ks/nb" && echo 'a,b' >"$ROOT/ks/nb/data.csv"
+kbox kernelspec install --prefix "$ROOT/ks" -b docker -- --image "$IMAGE"
+check kernelspec_install_writes_a_docker_kernelspec eval 'status_is 0 &&
+	stdout_is "kernelspec kbox-docker-python3 installed in $ROOT/ks/share/jupyter/kernels/kbox-docker-python3 (\"Python 3 (kbox docker sandbox)\": python3 in kbox'"'"'s sandbox)"'
+if [ -z "$SKIPPING" ]; then
+	(cd "$ROOT/ks/nb" && JUPYTER_PATH=$ROOT/ks/share/jupyter JUPYTER_RUNTIME_DIR=$ROOT/ks/run \
+		timeout -k 5 300 "$PY" - >"$ROOT/ks/out" 2>"$ROOT/ks/err" <<'EOF'
+from jupyter_client.manager import start_new_kernel
+km, kc = start_new_kernel(kernel_name="kbox-docker-python3", startup_timeout=120)
+out = []
+kc.execute_interactive("import os; print(os.getcwd(), os.listdir('.'), open('/proc/1/cgroup').read().count('docker') > 0 or os.path.exists('/.dockerenv'))",
+                       timeout=60, output_hook=out.append)
+print("".join(m["content"]["text"] for m in out if m["msg_type"] == "stream"), end="")
+kc.stop_channels()
+km.shutdown_kernel()
+EOF
+	)
+	rc=$?
+fi
+# (a shutdown that takes the front end longer than its wait ends in a
+# kill of kbox kernel: the session then stops by itself)
+ks_gone() { no_containers && [ -z "$(ls -d "$S"/jupyter-* 2>/dev/null)" ]; }
+check a_front_ends_kernel_runs_in_a_container eval '[ "$rc" = 0 ] &&
+	[ "$(cat "$ROOT/ks/out")" = "/workspace ['"'"'data.csv'"'"'] True" ] && wait_for ks_gone'
+
 kbox start -s b --image kbox-kernel
 check image_is_only_for_backend_docker fails_with 2 \
 	"kbox start: --image is for --backend docker (this session's backend is bwrap)"
