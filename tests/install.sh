@@ -111,6 +111,16 @@ check installs_the_http_helper_of_kbox_agent quiet test -x "$dest$libexecdir/kbo
 check installs_the_engine_helper_of_backend_docker quiet test -x "$dest$libexecdir/kbox/kbox-engine"
 check installs_the_static_seccomp_loader_of_backend_docker quiet sh -c "
 	test -x '$dest$libexecdir/kbox/kbox-seccomp' && ! ldd '$dest$libexecdir/kbox/kbox-seccomp' >/dev/null 2>&1"
+# kbox-python3, where Jupyter looks in the prefix, its command the
+# installed kbox (kbox-kernel(1))
+datadir=$(sed -n 's/^datadir = //p' "$top_builddir/Makefile" | sed "s|\${datarootdir}|$prefix/share|; s|\$(datarootdir)|$prefix/share|")
+bindir=$(sed -n 's/^bindir = //p' "$top_builddir/Makefile" | sed "s|\${exec_prefix}|$prefix|; s|\$(exec_prefix)|$prefix|")
+check installs_the_kernelspec_kbox_python3 quiet sh -c "
+	\"$PY\" -c 'import json, sys; k = json.load(open(sys.argv[1]))
+assert k[\"argv\"] == [sys.argv[2], \"kernel\", \"--connection-file\", \"{connection_file}\"], k
+assert k[\"display_name\"] == \"Python 3 (kbox sandbox)\" and k[\"language\"] == \"python\"
+assert k[\"interrupt_mode\"] == \"signal\" and k[\"metadata\"][\"kbox\"][\"kernel\"] == \"python3\"' \
+		'$dest$datadir/jupyter/kernels/kbox-python3/kernel.json' '$bindir/kbox'"
 # kbox image build's builder, in $(pkgdatadir)/container, which the
 # installed kbox finds relative to itself (../share/kbox/container) and
 # runs: a bad package name is refused by its build.sh
