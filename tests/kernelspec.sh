@@ -37,7 +37,10 @@ trap 'exit 1' HUP INT TERM
 # the kernelspecs, made by kbox kernelspec install
 "$KBOX" kernelspec install --prefix "$BASE" >/dev/null &&
 	"$KBOX" kernelspec install --prefix "$BASE" --name kbox-python3-message \
-		--interrupt-mode message >/dev/null || exit 1
+		--interrupt-mode message >/dev/null &&
+	"$KBOX" kernelspec install --prefix "$BASE" --name kbox-python3-ro -- --workspace ro >/dev/null &&
+	"$KBOX" kernelspec install --prefix "$BASE" --name kbox-python3-empty -- --workspace empty \
+		>/dev/null || exit 1
 # the front end starts kernels in a directory that can be a workspace
 mkdir "$BASE/work" && chmod 777 "$BASE/work" && cd "$BASE/work" || exit 1
 timeout -k 10 900 "$PY" "$top_srcdir/tests/kernelspec_test.py"

@@ -410,6 +410,76 @@ class Lifecycle(unittest.TestCase):
                    "kbox kernel and its session gone with the front end")
 
 
+    def test_heartbeat_answered_while_the_kernel_lives(self):
+        km, kc = start_new_kernel(kernel_name="kbox-python3")
+        try:
+            kc.hb_channel.time_to_dead = 0.5
+            kc.hb_channel.unpause()
+            wait_until(lambda: kc.hb_channel.is_beating(), "the heartbeat answered")
+            self.assertTrue(kc.is_alive())
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel()
+
+    def test_kernel_that_dies_ends_kbox_kernel(self):
+        """The front end sees its kernel die (and restarts it itself)."""
+        km, kc = start_new_kernel(kernel_name="kbox-python3")
+        try:
+            kc.execute("import os; os._exit(3)")
+            wait_until(lambda: not km.is_alive(), "kbox kernel ended with its kernel")
+            wait_until(lambda: sessions() == [], "the session gone")
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+
+    def workspace_of(self, name, cwd):
+        km = KernelManager(kernel_name=name)
+        errf = tempfile.TemporaryFile(dir=os.environ["BASE"])
+        km.start_kernel(cwd=cwd, stderr=errf)
+        kc = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+            outs = []
+            kc.execute_interactive(
+                "import os\n"
+                "ls = sorted(os.listdir('.'))\n"
+                "try:\n"
+                "    open('w.txt', 'w').write('x'); w = 'writable'\n"
+                "except OSError as e:\n"
+                "    w = e.strerror\n"
+                "print(ls, w)", timeout=TIMEOUT,
+                output_hook=outs.append)
+            out = "".join(m["content"]["text"] for m in outs if m["msg_type"] == "stream")
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel()
+        errf.seek(0)
+        err = errf.read().decode()
+        errf.close()
+        return out, err
+
+    def test_workspace_read_only_and_empty(self):
+        d = tempfile.mkdtemp(prefix="kbox-ws-", dir=os.environ["BASE"])
+        os.chmod(d, 0o777)
+        with open(os.path.join(d, "data.csv"), "w") as f:
+            f.write("a\n")
+        out, _ = self.workspace_of("kbox-python3-ro", d)
+        self.assertEqual(out, "['data.csv'] Read-only file system\n")
+        self.assertFalse(os.path.exists(os.path.join(d, "w.txt")))
+        out, _ = self.workspace_of("kbox-python3-empty", d)
+        self.assertEqual(out, "[] writable\n")
+        self.assertFalse(os.path.exists(os.path.join(d, "w.txt")))
+
+    def test_a_home_is_no_workspace_and_that_is_said(self):
+        home = os.path.expanduser("~")
+        out, err = self.workspace_of("kbox-python3", home)
+        self.assertEqual(out, "[] writable\n")
+        self.assertIn(f"kbox kernel: warning: the current directory cannot be the workspace: "
+                      f"{os.path.realpath(home)}", err)
+        self.assertIn("the kernel starts in an empty workspace", err)
+
+
 class FrontEnds(unittest.TestCase):
     """Real front ends, as their users run them."""
 
