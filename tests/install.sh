@@ -119,7 +119,7 @@ check installs_the_kernelspec_kbox_python3 quiet sh -c "
 	\"$PY\" -c 'import json, sys; k = json.load(open(sys.argv[1]))
 assert k[\"argv\"] == [sys.argv[2], \"kernel\", \"--connection-file\", \"{connection_file}\"], k
 assert k[\"display_name\"] == \"Python 3 (kbox sandbox)\" and k[\"language\"] == \"python\"
-assert k[\"interrupt_mode\"] == \"signal\" and k[\"metadata\"][\"kbox\"][\"kernel\"] == \"python3\"' \
+assert k[\"interrupt_mode\"] == \"signal\" and k[\"metadata\"][\"kbox\"][\"runs\"][\"kernel\"] == \"python3\"' \
 		'$dest$datadir/jupyter/kernels/kbox-python3/kernel.json' '$bindir/kbox'"
 # kbox image build's builder, in $(pkgdatadir)/container, which the
 # installed kbox finds relative to itself (../share/kbox/container) and

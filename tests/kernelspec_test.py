@@ -480,6 +480,85 @@ class Lifecycle(unittest.TestCase):
         self.assertIn("the kernel starts in an empty workspace", err)
 
 
+class CommandLine(unittest.TestCase):
+    """Bad input to kbox kernel and kbox kernelspec: one line, the right
+    exit status, nothing left behind."""
+
+    def kbox(self, *args):
+        r = subprocess.run([KBOX, *args], capture_output=True, text=True, timeout=120,
+                           check=False)
+        return r.returncode, r.stdout, r.stderr
+
+    def test_kernel_bad_connection_files(self):
+        d = tempfile.mkdtemp(prefix="kbox-cf-", dir=os.environ["BASE"])
+        cases = {"list.json": ("[1]", "not a connection file: not a JSON object"),
+                 "text.json": ("{", "not a connection file: "),
+                 "nokey.json": (json.dumps({"transport": "tcp", "ip": "127.0.0.1",
+                                            "shell_port": 1, "iopub_port": 2, "stdin_port": 3,
+                                            "control_port": 4, "hb_port": 5, "key": ""}),
+                                "not a connection file: no valid key (a string, not empty: "
+                                "kbox relays only signed messages)"),
+                 "port.json": (json.dumps({"transport": "tcp", "ip": "127.0.0.1",
+                                           "shell_port": 1, "iopub_port": 70000,
+                                           "stdin_port": 3, "control_port": 4, "hb_port": 5,
+                                           "key": "k"}),
+                               "not a connection file: no valid iopub_port (a port, 1 to "
+                               "65535)")}
+        for name, (text, why) in cases.items():
+            path = os.path.join(d, name)
+            with open(path, "w") as f:
+                f.write(text)
+            rc, out, err = self.kbox("kernel", "--connection-file", path)
+            self.assertEqual((rc, out), (2, ""), name)
+            self.assertTrue(err.startswith(f"kbox kernel: --connection-file {path}: {why}"),
+                            err)
+            self.assertEqual(err.count("\n"), 1, err)
+        rc, _, err = self.kbox("kernel")
+        self.assertEqual((rc, err), (2, "kbox kernel: no connection file: give "
+                                        "--connection-file FILE (a Jupyter front end does, "
+                                        "from the kernelspec's {connection_file})\n"))
+        rc, _, err = self.kbox("kernel", "-f", d)
+        self.assertEqual((rc, err), (2, f"kbox kernel: --connection-file {d}: not a "
+                                        "connection file (not a regular file)\n"))
+        rc, _, err = self.kbox("kernel", "-f", os.path.join(d, "list.json"), "--workspace", "x")
+        self.assertEqual((rc, err), (2, 'kbox kernel: invalid --workspace "x": expected cwd, '
+                                        "ro or empty\n"))
+        self.assertEqual(sessions(), [])
+
+    def test_kernelspec_install_bad_input(self):
+        base = os.environ["BASE"]
+        for args, err in [
+                ((), "kbox kernelspec: say what to do: kbox kernelspec install [OPTIONS] "
+                     "[-- KERNEL-OPTIONS]\n"),
+                (("remove",), 'kbox kernelspec: unknown action "remove": the one action is '
+                              "install\n"),
+                (("install", "--user", "--prefix", base),
+                 "kbox kernelspec: --user and --prefix name two places: give one\n"),
+                (("install", "--prefix", base, "--name", "a b"),
+                 'kbox kernelspec: invalid --name "a b": a kernelspec\'s name is 1 to 64 '
+                 "letters, digits, '.', '_' or '-'\n"),
+                (("install", "--prefix", base, "--interrupt-mode", "x"),
+                 'kbox kernelspec: invalid --interrupt-mode "x": expected signal or message\n'),
+                (("install", "--prefix", base, "-b", "x"),
+                 'kbox kernelspec: invalid --backend "x": expected bwrap, docker or none\n'),
+                (("install", "--prefix", base, "--", "--connection-file", "x"),
+                 "kbox kernelspec: --connection-file is the front end's to give: leave it "
+                 "out\n"),
+                (("install", "--prefix", base, "--", "-k", "kbox-python3"),
+                 "kbox kernelspec: kernelspec kbox-python3 is one of kbox's own: give -k the "
+                 "kernelspec to run in the sandbox, such as python3\n")]:
+            rc, out, e = self.kbox("kernelspec", *args)
+            self.assertEqual((rc, out, e), (2, "", err), args)
+
+    def test_a_session_refuses_kboxs_own_kernelspec(self):
+        rc, _, err = self.kbox("start", "-s", "own", "-k", "kbox-python3")
+        self.assertEqual(rc, 5, err)
+        self.assertEqual(err, "kbox start: session own: kernelspec kbox-python3 is one of "
+                              "kbox's own (it runs kbox kernel, for Jupyter front ends): give "
+                              "the kernelspec it runs, such as python3\n")
+        self.assertEqual(sessions(), [])
+
+
 class FrontEnds(unittest.TestCase):
     """Real front ends, as their users run them."""
 
@@ -541,7 +620,7 @@ def main():
     pats = [p for p in os.environ.get("KBOX_TEST_RUN", "").split(",") if p]
     loader = unittest.TestLoader()
     cases = []
-    for cls in (Conformance, Beyond, Hostile, Lifecycle, FrontEnds):
+    for cls in (Conformance, Beyond, Hostile, Lifecycle, CommandLine, FrontEnds):
         for name in loader.getTestCaseNames(cls):
             cases.append((cls, name))
     print(f"1..{len(cases)}", flush=True)

@@ -117,7 +117,7 @@ static int install(bool user, const char *prefix, const char *name, const char *
 		cli_error("kernelspec", "%s", err.msg);
 		return EXIT_UNAVAILABLE;
 	}
-	if (json_is_object(json_object_get(kbox_kspec_metadata(spec), "kbox"))) {
+	if (kr_kspec_is_kbox(kbox_kspec_metadata(spec))) {
 		cli_error(
 		        "kernelspec",
 		        "kernelspec %s is one of kbox's own: give -k the kernelspec to run in the "
@@ -160,9 +160,9 @@ static int install(bool user, const char *prefix, const char *name, const char *
 	}
 	for (int i = 1; i < kargc; i++)
 		json_array_append_new(argv, json_string(kargv[i]));
-	doc = json_pack("{s:o, s:s, s:s, s:s, s:{s:{s:s, s:s}}}", "argv", argv, "display_name",
+	doc = json_pack("{s:o, s:s, s:s, s:s, s:{s:{s:{s:s, s:s}}}}", "argv", argv, "display_name",
 	                display, "language", kbox_kspec_language(spec), "interrupt_mode", mode,
-	                "metadata", "kbox", "kernel", inner, "backend",
+	                "metadata", "kbox", "runs", "kernel", inner, "backend",
 	                backend ? backend : KR_BACKEND_DEFAULT);
 	data_dir(user, prefix, dir, sizeof dir);
 	snprintf(spec_dir, sizeof spec_dir, "%s/kernels/%s", dir, name);
@@ -171,8 +171,7 @@ static int install(bool user, const char *prefix, const char *name, const char *
 		char path[PATH_MAX + 96];
 		snprintf(path, sizeof path, "%s/kernel.json", spec_dir);
 		old = json_load_file(path, 0, NULL);
-		if (old &&
-		    !json_is_object(json_object_get(json_object_get(old, "metadata"), "kbox"))) {
+		if (old && !kr_kspec_is_kbox(json_object_get(old, "metadata"))) {
 			cli_error("kernelspec",
 			          "%s holds a kernelspec that is not kbox's: give another --name",
 			          spec_dir);

@@ -73,6 +73,11 @@ static const struct key {
 
 #define AT(cfg, k, type) ((type *)(void *)((char *)(cfg) + (k)->offset))
 
+bool kr_kspec_is_kbox(const json_t *metadata)
+{
+	return json_is_object(json_object_get(json_object_get(metadata, "kbox"), "runs"));
+}
+
 void kr_session_config_init(kr_session_config_t *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);

@@ -137,6 +137,13 @@ bool kr_image_ref_valid(const char *ref);
  * /PATH, absolute, at most 107 bytes (a unix socket's), printable. */
 bool kr_engine_socket_valid(const char *value);
 
+/* Whether a kernelspec's METADATA (borrowed; may be NULL) says it is one
+ * of kbox's own, whose command is kbox kernel (kbox kernelspec install,
+ * kernelspec/kbox-python3): "metadata": {"kbox": {"runs": {"kernel": …,
+ * "backend": …}}}.  (metadata.kbox's other members are a kernelspec's
+ * settings for kbox, such as ro_bind.) */
+bool kr_kspec_is_kbox(const json_t *metadata);
+
 /* Fill CFG with the defaults: no key of its own.  Never fails; CFG needs
  * no kr_session_config_free after (it does no harm). */
 void kr_session_config_init(kr_session_config_t *cfg);

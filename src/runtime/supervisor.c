@@ -405,7 +405,7 @@ static int take_backend(sup_t *s, const char *ws, kbox_error_t *err)
 		return -1;
 	/* (kbox kernelspec install writes them: one would start a kbox
 	 * kernel in the sandbox, which has no kbox and no front end) */
-	if (json_is_object(json_object_get(kbox_kspec_metadata(s->spec), "kbox")))
+	if (kr_kspec_is_kbox(kbox_kspec_metadata(s->spec)))
 		return kbox_error_set(
 		        err, KBOX_E_INVALID,
 		        "kernelspec %s is one of kbox's own (it runs kbox kernel, for "
