@@ -26,6 +26,12 @@
 #define IOPUB_RCVHWM 200  /* as a client's (channel.c) */
 #define FRONT_LINGER_MS 1000
 #define BIND_RETRY_MS 20
+/* Until an iopub message of the kernel's reaches the relay (the
+ * subscription took), kernel_info is asked every JOIN_PROBE_MS, for at
+ * most JOIN_MAX_MS: only then does the relay take the front end's
+ * requests, whose output would be lost before. */
+#define JOIN_PROBE_MS 50
+#define JOIN_MAX_MS 10000
 /* The routing frame of the relay's own requests: their replies end here. */
 #define OWN_IDENTITY "kbox-relay"
 
@@ -44,6 +50,10 @@ struct kbox_relay {
 	chan_t chan[KBOX_CH_COUNT];
 	kbox_auth_t *auth[2]; /* by side: the front end's key, the kernel's */
 	kbox_loop_t *loop;
+	bool connected;    /* the kernel's side is (kbox_relay_connect) */
+	bool joined;       /* its iopub reached us: the front end's side is read */
+	int probe_timer;   /* asking kernel_info until then */
+	long long join_t0; /* when the asking began */
 	kbox_relay_cb *cb;
 	void *cb_arg;
 	bool shedding;
@@ -103,10 +113,10 @@ static int front_bind(chan_t *c, const kbox_conn_t *front, int wait_ms, kbox_err
 	                      kbox_channel_name(c->ch), ep, zmq_strerror(zmq_errno()));
 }
 
-/* Make channel CH of SELF: its front socket bound, its kernel socket
- * connected.  0, or -1 with ERR. */
-static int chan_open(kbox_relay_t *self, kbox_channel_t ch, const kbox_conn_t *front,
-                     const kbox_conn_t *kernel, int wait_ms, kbox_error_t *err)
+/* Make channel CH of SELF: its front socket bound as FRONT says, its
+ * kernel socket made (connected by chan_connect).  0, or -1 with ERR. */
+static int chan_open(kbox_relay_t *self, kbox_channel_t ch, const kbox_conn_t *front, int wait_ms,
+                     kbox_error_t *err)
 {
 	static const int front_type[KBOX_CH_COUNT] = {ZMQ_ROUTER, ZMQ_PUB, ZMQ_ROUTER, ZMQ_ROUTER,
 	                                              ZMQ_ROUTER};
@@ -114,7 +124,6 @@ static int chan_open(kbox_relay_t *self, kbox_channel_t ch, const kbox_conn_t *f
 	                                               ZMQ_DEALER};
 	chan_t *c = &self->chan[ch];
 	int64_t maxmsg = KBOX_MAX_MESSAGE_BYTES;
-	char ep[PATH_MAX + 32];
 
 	c->relay = self;
 	c->ch = ch;
@@ -142,6 +151,15 @@ static int chan_open(kbox_relay_t *self, kbox_channel_t ch, const kbox_conn_t *f
 		zmq_setsockopt(zsock_resolve(c->kernel), ZMQ_RCVHWM, &hwm, sizeof hwm);
 		zsock_set_subscribe(c->kernel, "");
 	}
+	return front_bind(c, front, wait_ms, err);
+}
+
+/* Connect CH's kernel socket to KERNEL's.  0, or -1 with ERR. */
+static int chan_connect(kbox_relay_t *self, kbox_channel_t ch, const kbox_conn_t *kernel,
+                        kbox_error_t *err)
+{
+	chan_t *c = &self->chan[ch];
+	char ep[PATH_MAX + 32];
 	if (kernel_endpoint(kernel, ch, &c->kernel_fd, ep, sizeof ep, err) < 0)
 		return -1;
 	if (zsock_connect(c->kernel, "%s", ep) < 0)
@@ -149,7 +167,7 @@ static int chan_open(kbox_relay_t *self, kbox_channel_t ch, const kbox_conn_t *f
 		                      "cannot connect the relay to the kernel's %s socket %s: %s",
 		                      kbox_channel_name(ch), kbox_conn_endpoint(kernel, ch),
 		                      zmq_strerror(zmq_errno()));
-	return front_bind(c, front, wait_ms, err);
+	return 0;
 }
 
 /* ---- one message ---- */
@@ -364,22 +382,24 @@ static void pass_beat(kbox_relay_t *self, chan_t *c, kbox_relay_side_t from, kbo
 	self->stats.bytes[from] += bytes;
 }
 
-/* Pass on up to BATCH messages waiting on C's socket of side FROM. */
-static void relay_some(chan_t *c, kbox_relay_side_t from, size_t batch)
+/* Pass on up to BATCH messages waiting on C's socket of side FROM; how
+ * many were read (passed on or dropped). */
+static size_t relay_some(chan_t *c, kbox_relay_side_t from, size_t batch)
 {
 	kbox_relay_t *self = c->relay;
 	zsock_t *in = from == KBOX_RELAY_FRONT ? c->front : c->kernel;
 	kbox__zuse_t *use = from == KBOX_RELAY_FRONT ? &c->front_use : &c->kernel_use;
 	bool hb = c->ch == KBOX_CH_HB;
 
-	for (size_t k = 0; k < batch; k++) {
+	size_t k;
+	for (k = 0; k < batch; k++) {
 		kbox__parts_t p;
 		bool over;
 		use->uses++;
 		if (recv_bounded(zsock_resolve(in), &p, hb ? 8 : KBOX_RELAY_MAX_FRAMES,
 		                 hb ? HB_MAX_BYTES : KBOX_MAX_MESSAGE_BYTES, &over) < 0) {
 			use->drained = use->uses; /* nothing more: wait for the descriptor */
-			return;
+			return k;
 		}
 		/* (the sockets the relay writes to count as used too: a send
 		 * processes their commands, and may leave a message queued
@@ -399,6 +419,7 @@ static void relay_some(chan_t *c, kbox_relay_side_t from, size_t batch)
 		else
 			pass_on(self, c, from, &p);
 	}
+	return k;
 }
 
 static int on_front(kbox_loop_t *loop, void *arg)
@@ -408,22 +429,57 @@ static int on_front(kbox_loop_t *loop, void *arg)
 	return 0;
 }
 
+/* Take the front end's requests from now on. */
+static int join(kbox_relay_t *self)
+{
+	kbox_error_t err = {0};
+	if (self->joined)
+		return 0;
+	self->joined = true;
+	if (self->probe_timer)
+		kbox_loop_cancel_timer(self->loop, self->probe_timer);
+	self->probe_timer = 0;
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
+		chan_t *c = &self->chan[ch];
+		/* (iopub's front socket is a PUB: nothing comes from it) */
+		if (ch != KBOX_CH_IOPUB &&
+		    kbox__loop_add_socket(self->loop, zsock_resolve(c->front), &c->front_use,
+		                          on_front, c, &err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* kernel_info again, until the kernel's iopub reaches us (or long enough). */
+static int on_probe(kbox_loop_t *loop, void *arg)
+{
+	kbox_relay_t *self = arg;
+	(void)loop;
+	if (self->joined)
+		return 0;
+	if (kx_now_ms() - self->join_t0 >= JOIN_MAX_MS)
+		return join(self);
+	kbox_relay_request(self, KBOX_CH_SHELL, "kernel_info_request", NULL, NULL);
+	return 0;
+}
+
 static int on_kernel(kbox_loop_t *loop, void *arg)
 {
+	chan_t *c = arg;
 	(void)loop;
-	relay_some(arg, KBOX_RELAY_KERNEL, BATCH);
+	/* (the first message of the kernel's iopub: our subscription took) */
+	if (relay_some(c, KBOX_RELAY_KERNEL, BATCH) && c->ch == KBOX_CH_IOPUB)
+		return join(c->relay);
 	return 0;
 }
 
 /* ---- the API ---- */
 
-kbox_relay_t *kbox_relay_new(const kbox_conn_t *front, const kbox_conn_t *kernel, int bind_wait_ms,
-                             kbox_error_t *err)
+kbox_relay_t *kbox_relay_new(const kbox_conn_t *front, int bind_wait_ms, kbox_error_t *err)
 {
 	kbox_relay_t *self;
-	size_t flen = 0, klen = 0;
+	size_t flen = 0;
 	const unsigned char *fkey = kbox_conn_key(front, &flen);
-	const unsigned char *kkey = kbox_conn_key(kernel, &klen);
 
 	if (!flen) {
 		kbox_error_set(err, KBOX_E_INVALID,
@@ -439,17 +495,31 @@ kbox_relay_t *kbox_relay_new(const kbox_conn_t *front, const kbox_conn_t *kernel
 		self->chan[ch].kernel_fd = -1;
 	kbox_uuid(self->session);
 	if (!(self->auth[KBOX_RELAY_FRONT] = kbox_auth_new(kbox_conn_scheme(front), fkey, flen, 0,
-	                                                   err)) ||
-	    !(self->auth[KBOX_RELAY_KERNEL] = kbox_auth_new(kbox_conn_scheme(kernel), kkey, klen, 0,
-	                                                    err)))
+	                                                   err)))
 		goto fail;
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
-		if (chan_open(self, (kbox_channel_t)ch, front, kernel, bind_wait_ms, err) < 0)
+		if (chan_open(self, (kbox_channel_t)ch, front, bind_wait_ms, err) < 0)
 			goto fail;
 	return self;
 fail:
 	kbox_relay_destroy(&self);
 	return NULL;
+}
+
+int kbox_relay_connect(kbox_relay_t *self, const kbox_conn_t *kernel, kbox_error_t *err)
+{
+	size_t klen = 0;
+	const unsigned char *kkey = kbox_conn_key(kernel, &klen);
+	if (self->connected)
+		return kbox_error_set(err, KBOX_E_INVALID, "relay: already connected to a kernel");
+	if (!(self->auth[KBOX_RELAY_KERNEL] = kbox_auth_new(kbox_conn_scheme(kernel), kkey, klen, 0,
+	                                                    err)))
+		return -1;
+	for (int ch = 0; ch < KBOX_CH_COUNT; ch++)
+		if (chan_connect(self, (kbox_channel_t)ch, kernel, err) < 0)
+			return -1;
+	self->connected = true;
+	return 0;
 }
 
 void kbox_relay_set_cb(kbox_relay_t *self, kbox_relay_cb *cb, void *arg)
@@ -462,18 +532,25 @@ int kbox_relay_attach(kbox_relay_t *self, kbox_loop_t *loop, kbox_error_t *err)
 {
 	if (self->loop)
 		return kbox_error_set(err, KBOX_E_INVALID, "relay: already attached");
+	if (!self->connected)
+		return kbox_error_set(err, KBOX_E_INVALID, "relay: not connected to a kernel");
 	self->loop = loop;
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
 		chan_t *c = &self->chan[ch];
-		/* (iopub's front socket is a PUB: nothing comes from it) */
-		if ((ch != KBOX_CH_IOPUB &&
-		     kbox__loop_add_socket(loop, zsock_resolve(c->front), &c->front_use, on_front,
-		                           c, err) < 0) ||
-		    kbox__loop_add_socket(loop, zsock_resolve(c->kernel), &c->kernel_use, on_kernel,
+		if (kbox__loop_add_socket(loop, zsock_resolve(c->kernel), &c->kernel_use, on_kernel,
 		                          c, err) < 0) {
 			kbox_relay_detach(self);
 			return -1;
 		}
+	}
+	/* the front end's side once the kernel's iopub is heard (join) */
+	self->join_t0 = kx_now_ms();
+	if (kbox_relay_request(self, KBOX_CH_SHELL, "kernel_info_request", NULL, err) < 0 ||
+	    (self->probe_timer = kbox_loop_add_timer(loop, JOIN_PROBE_MS, true, on_probe, self,
+	                                             err)) < 0) {
+		self->probe_timer = 0;
+		kbox_relay_detach(self);
+		return -1;
 	}
 	return 0;
 }
@@ -482,6 +559,9 @@ void kbox_relay_detach(kbox_relay_t *self)
 {
 	if (!self || !self->loop)
 		return;
+	if (self->probe_timer)
+		kbox_loop_cancel_timer(self->loop, self->probe_timer);
+	self->probe_timer = 0;
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
 		if (self->chan[ch].front)
 			kbox__loop_remove_socket(self->loop, zsock_resolve(self->chan[ch].front));
@@ -493,6 +573,8 @@ void kbox_relay_detach(kbox_relay_t *self)
 
 void kbox_relay_drain(kbox_relay_t *self)
 {
+	if (!self->connected)
+		return;
 	for (int ch = 0; ch < KBOX_CH_COUNT; ch++) {
 		chan_t *c = &self->chan[ch];
 		/* (BATCH at a time until a socket has nothing: bounded by what
@@ -503,7 +585,7 @@ void kbox_relay_drain(kbox_relay_t *self)
 			if (c->kernel_use.drained != before)
 				break;
 		}
-		if (ch == KBOX_CH_IOPUB)
+		if (ch == KBOX_CH_IOPUB || !self->joined)
 			continue;
 		for (int round = 0; round < 1000; round++) {
 			unsigned long before = c->front_use.drained;
@@ -529,6 +611,10 @@ int kbox_relay_request(kbox_relay_t *self, kbox_channel_t ch, const char *msg_ty
 		json_decref(content);
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "relay: requests go on shell or control");
+	}
+	if (!self->connected) {
+		json_decref(content);
+		return kbox_error_set(err, KBOX_E_INVALID, "relay: not connected to a kernel");
 	}
 	if (!(m = kbox_msg_new(msg_type, self->session, "kbox", &content)) ||
 	    kbox_msg_add_identity(m, OWN_IDENTITY, strlen(OWN_IDENTITY)) < 0) {

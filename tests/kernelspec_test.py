@@ -619,44 +619,45 @@ class FrontEnds(unittest.TestCase):
 def main():
     pats = [p for p in os.environ.get("KBOX_TEST_RUN", "").split(",") if p]
     loader = unittest.TestLoader()
-    cases = []
-    for cls in (Conformance, Beyond, Hostile, Lifecycle, CommandLine, FrontEnds):
-        for name in loader.getTestCaseNames(cls):
-            cases.append((cls, name))
-    print(f"1..{len(cases)}", flush=True)
+    classes = [(cls, loader.getTestCaseNames(cls))
+               for cls in (Conformance, Beyond, Hostile, Lifecycle, CommandLine, FrontEnds)]
+    print(f"1..{sum(len(names) for _, names in classes)}", flush=True)
     failed = 0
-    by_class = {}
-    for n, (cls, name) in enumerate(cases, 1):
-        label = f"{cls.__name__}.{name}"
+    n = 0
+    for cls, names in classes:
+        # (in order: a class's selected tests run together, sharing its
+        # setUpClass, then each test of the class is reported by number)
+        plan = []
+        for name in names:
+            n += 1
+            label = f"{cls.__name__}.{name}"
 
-        def hit(p):
-            return p == str(n) or fnmatch.fnmatch(name, p) or fnmatch.fnmatch(label, p)
-        if pats and (not any(hit(p) for p in pats if not p.startswith("!"))
-                     or any(hit(p[1:]) for p in pats if p.startswith("!"))):
-            print(f"ok {n} - {label} # SKIP not selected by KBOX_TEST_RUN", flush=True)
-            continue
-        by_class.setdefault(cls, []).append((n, name, label))
-    for cls, tests in by_class.items():
-        suite = unittest.TestSuite(cls(name) for _, name, _ in tests)
-        result = unittest.TestResult()
-        suite.run(result)
-        bad = {t.id().split(".")[-1]: tb for t, tb in result.failures + result.errors}
-        skipped = {t.id().split(".")[-1]: why for t, why in result.skipped}
-        setup_error = [tb for t, tb in result.errors if "setUpClass" in str(t)]
-        for n, name, label in tests:
-            if setup_error:
+            def hit(p, n=n, name=name, label=label):
+                return p == str(n) or fnmatch.fnmatch(name, p) or fnmatch.fnmatch(label, p)
+            picked = not pats or (any(hit(p) for p in pats if not p.startswith("!"))
+                                  and not any(hit(p[1:]) for p in pats if p.startswith("!")))
+            plan.append((n, name, label, picked))
+        chosen = [name for _, name, _, picked in plan if picked]
+        bad, skipped, setup_error = {}, {}, []
+        if chosen:
+            result = unittest.TestResult()
+            unittest.TestSuite(cls(name) for name in chosen).run(result)
+            bad = {t.id().split(".")[-1]: tb for t, tb in result.failures + result.errors}
+            skipped = {t.id().split(".")[-1]: why for t, why in result.skipped}
+            setup_error = [tb for t, tb in result.errors if "setUpClass" in str(t)]
+        for n_, name, label, picked in plan:
+            if not picked:
+                print(f"ok {n_} - {label} # SKIP not selected by KBOX_TEST_RUN", flush=True)
+            elif setup_error or name in bad:
                 failed += 1
-                print(f"not ok {n} - {label}", flush=True)
-                print("# " + setup_error[0].replace("\n", "\n# "), flush=True)
-            elif name in bad:
-                failed += 1
-                print(f"not ok {n} - {label}", flush=True)
-                print("# " + bad[name].replace("\n", "\n# "), flush=True)
+                print(f"not ok {n_} - {label}", flush=True)
+                tb = setup_error[0] if setup_error else bad[name]
+                print("# " + tb.replace("\n", "\n# "), flush=True)
             elif name in skipped:
-                print(f"ok {n} - {label} # SKIP {skipped[name] or 'does not apply'}",
+                print(f"ok {n_} - {label} # SKIP {skipped[name] or 'does not apply'}",
                       flush=True)
             else:
-                print(f"ok {n} - {label}", flush=True)
+                print(f"ok {n_} - {label}", flush=True)
     return 1 if failed else 0
 
 

@@ -74,19 +74,27 @@ typedef struct {
 } kbox_relay_stats_t;
 
 /* Bind FRONT's five sockets (its transport, address and ports: tcp, or
- * ipc), waiting up to BIND_WAIT_MS for an address in use; connect to
- * KERNEL's, whose sockets are bound already (an ipc socket file is
+ * ipc), waiting up to BIND_WAIT_MS for an address in use.  Its key must
+ * use a scheme kbox_auth_new takes, and may not be empty.  What the front
+ * end sends waits in the sockets' queues until the relay is attached and
+ * has joined (below).  FRONT is borrowed for the call.  New:
+ * kbox_relay_destroy(&p); NULL with ERR. */
+kbox_relay_t *kbox_relay_new(const kbox_conn_t *front, int bind_wait_ms, kbox_error_t *err);
+
+/* Connect to KERNEL's sockets, bound already (an ipc socket file is
  * opened first, without following a link, and connected through that
- * descriptor).  Both keys must use a scheme kbox_auth_new takes, and
- * FRONT's may not be empty.  The connections are borrowed for the call.
- * New: kbox_relay_destroy(&p); NULL with ERR. */
-kbox_relay_t *kbox_relay_new(const kbox_conn_t *front, const kbox_conn_t *kernel, int bind_wait_ms,
-                             kbox_error_t *err);
+ * descriptor), with KERNEL's key.  Once.  KERNEL is borrowed for the
+ * call.  0, or -1 with ERR. */
+int kbox_relay_connect(kbox_relay_t *self, const kbox_conn_t *kernel, kbox_error_t *err);
 
 /* Observe SELF's events with CB(ARG, …) (NULL: none). */
 void kbox_relay_set_cb(kbox_relay_t *self, kbox_relay_cb *cb, void *arg);
 
-/* Relay from LOOP's handlers.  0, or -1 with ERR. */
+/* Relay from LOOP's handlers (after kbox_relay_connect): first from the
+ * kernel only, asking it kernel_info (a request of the relay's own) until
+ * a message of its iopub arrives, so that the relay's subscription has
+ * taken and no output of the front end's first requests is lost; then
+ * (it has joined) the front end's requests too.  0, or -1 with ERR. */
 int kbox_relay_attach(kbox_relay_t *self, kbox_loop_t *loop, kbox_error_t *err);
 /* Stop relaying from the loop (what waits stays queued).  Accepts a relay
  * that is not attached. */

@@ -396,7 +396,7 @@ static void op_interrupt(sup_t *s, conn_t *c, json_t *req)
 		client_cause(s->running->interrupt_by, sizeof s->running->interrupt_by,
 		             json_string_value(json_object_get(req, "cause")), "kbox interrupt");
 	}
-	if (s->relay) {
+	if (s->relay_on) {
 		if (sup_relay_interrupt(s, &err) < 0)
 			sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s",
 			                err.msg);

@@ -252,8 +252,8 @@ struct sup {
 	 * (NULL: not a front end's kernel), the kernel's, the relay once the
 	 * kernel answered, and whether the front end asked it to shut down */
 	kbox_conn_t *front, *kernel_conn;
-	kbox_relay_t *relay;
-	bool relay_shutdown, relay_restart;
+	kbox_relay_t *relay; /* bound at the start; relaying once RELAY_ON */
+	bool relay_on, relay_shutdown, relay_restart;
 };
 
 /* ---- supervisor_relay.c ---- */

@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 
+static void on_relay_event(void *arg, kbox_relay_event_t ev, kbox_relay_side_t from,
+                           kbox_channel_t ch, const char *detail);
+
 /* The front end's connection from TEXT (session.json's "relay"; NULL:
  * none).  0, or -1 with ERR. */
 int sup_relay_load(sup_t *s, const char *text, kbox_error_t *err)
@@ -30,7 +33,14 @@ int sup_relay_load(sup_t *s, const char *text, kbox_error_t *err)
 		                      "session.json: relay: not a connection file: %s", jerr.text);
 	s->front = kbox_conn_from_json(j, "from the front end", err);
 	json_decref(j);
-	return s->front ? 0 : -1;
+	if (!s->front)
+		return -1;
+	/* its sockets bound now, as a kernel's are as it starts: the front
+	 * end connects while the kernel starts, and its requests wait */
+	if (!(s->relay = kbox_relay_new(s->front, KBOX_RELAY_BIND_WAIT_MS, err)))
+		return -1;
+	kbox_relay_set_cb(s->relay, on_relay_event, s);
+	return 0;
 }
 
 /* The relay's events, for the log (a dropped message can repeat without
@@ -52,17 +62,14 @@ static void on_relay_event(void *arg, kbox_relay_event_t ev, kbox_relay_side_t f
 
 int sup_relay_begin(sup_t *s, kbox_error_t *err)
 {
-	if (!s->front || s->relay)
+	if (!s->relay || s->relay_on)
 		return 0;
 	if (!s->kernel_conn)
 		return kbox_error_set(err, KBOX_E_INVALID, "no kernel connection to relay to");
-	if (!(s->relay = kbox_relay_new(s->front, s->kernel_conn, KBOX_RELAY_BIND_WAIT_MS, err)))
+	if (kbox_relay_connect(s->relay, s->kernel_conn, err) < 0 ||
+	    kbox_relay_attach(s->relay, s->loop, err) < 0)
 		return -1;
-	kbox_relay_set_cb(s->relay, on_relay_event, s);
-	if (kbox_relay_attach(s->relay, s->loop, err) < 0) {
-		kbox_relay_destroy(&s->relay);
-		return -1;
-	}
+	s->relay_on = true;
 	/* the front end is the kernel's only client now */
 	if (s->client) {
 		kbox_client_detach(s->client);
@@ -78,7 +85,7 @@ int sup_relay_begin(sup_t *s, kbox_error_t *err)
 void sup_relay_end(sup_t *s)
 {
 	kbox_relay_stats_t st;
-	if (!s->relay)
+	if (!s->relay || !s->relay_on)
 		return;
 	kbox_relay_drain(s->relay); /* the kernel's last words (a shutdown_reply) */
 	kbox_relay_stats(s->relay, &st);
@@ -87,11 +94,13 @@ void sup_relay_end(sup_t *s)
 	                  "from_kernel", (json_int_t)st.passed[1], "dropped_front",
 	                  (json_int_t)st.dropped[0], "dropped_kernel", (json_int_t)st.dropped[1]));
 	kbox_relay_destroy(&s->relay);
+	s->relay_on = false;
 }
 
 void sup_relay_free(sup_t *s)
 {
 	sup_relay_end(s);
+	kbox_relay_destroy(&s->relay); /* (one that never ran) */
 	kbox_conn_destroy(&s->front);
 	kbox_conn_destroy(&s->kernel_conn);
 }
@@ -109,7 +118,7 @@ json_t *sup_relay_status(sup_t *s)
 	kbox_relay_stats_t st;
 	if (!s->front)
 		return NULL;
-	if (!s->relay)
+	if (!s->relay_on)
 		return json_pack("{s:b}", "active", 0);
 	kbox_relay_stats(s->relay, &st);
 	return json_pack("{s:b, s:{s:I, s:I}, s:{s:I, s:I}}", "active", 1, "passed", "front",
