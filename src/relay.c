@@ -139,8 +139,12 @@ static int chan_open(kbox_relay_t *self, kbox_channel_t ch, const kbox_conn_t *f
 	zsock_set_linger(c->kernel, 0);
 	zsock_set_sndtimeo(c->front, 0);
 	zsock_set_sndtimeo(c->kernel, 0);
+	/* (the front end's connection that sends a frame over it is cut, and
+	 * it connects again; the kernel's is not bounded by libzmq, which
+	 * would cut it for good: the relay drops what is over
+	 * KBOX_RELAY_MAX_KERNEL_BYTES, and the supervisor's memory bound
+	 * holds) */
 	zmq_setsockopt(zsock_resolve(c->front), ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-	zmq_setsockopt(zsock_resolve(c->kernel), ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
 	if (ch == KBOX_CH_SHELL || ch == KBOX_CH_STDIN)
 		/* (one identity: the kernel sends an input_request on stdin to
 		 * the identity its execute_request came from on shell) */
@@ -397,7 +401,10 @@ static size_t relay_some(chan_t *c, kbox_relay_side_t from, size_t batch)
 		bool over;
 		use->uses++;
 		if (recv_bounded(zsock_resolve(in), &p, hb ? 8 : KBOX_RELAY_MAX_FRAMES,
-		                 hb ? HB_MAX_BYTES : KBOX_MAX_MESSAGE_BYTES, &over) < 0) {
+		                 hb                          ? HB_MAX_BYTES
+		                 : from == KBOX_RELAY_KERNEL ? KBOX_RELAY_MAX_KERNEL_BYTES
+		                                             : KBOX_MAX_MESSAGE_BYTES,
+		                 &over) < 0) {
 			use->drained = use->uses; /* nothing more: wait for the descriptor */
 			return k;
 		}

@@ -216,6 +216,17 @@ class Beyond(unittest.TestCase):
             "print(ifs, os.path.exists(%r))" % os.environ["KBOX_HOME"])
         self.assertEqual(out, "['lo'] False\n")
 
+    def test_put_and_get_say_where_the_workspace_is(self):
+        name = sessions()[0]
+        for args in (("put", "-s", name, "-", "x.txt"), ("get", "-s", name, "data.csv", "-")):
+            r = subprocess.run([KBOX, *args], input="x", capture_output=True, text=True,
+                               check=False)
+            self.assertEqual((r.returncode, r.stdout), (2, ""), r.stderr)
+            self.assertEqual(r.stderr, f"kbox {args[0]}: session {name} is a Jupyter front "
+                             f"end's kernel (kbox kernel): its workspace is "
+                             f"{os.path.realpath(self.work)}, the directory the front end "
+                             "started it in: copy files there\n")
+
     def test_control_socket_refuses_code(self):
         name = sessions()[0]
         r = subprocess.run([KBOX, "exec", "-s", name, "1+1"], capture_output=True,
@@ -322,6 +333,17 @@ class Hostile(unittest.TestCase):
         self.assertEqual(status_of(self.name)["relay"]["dropped"]["kernel"], before + 4)
         r, _ = self.run_code("print(1)")
         self.assertEqual(r["content"]["status"], "ok")
+
+    def test_row55_a_70_mib_output_passes_and_the_kernel_goes_on(self):
+        """Over libzmq's 64 MiB of a client's (which would cut the relay's
+        connection for good): the relay passes what a plain kernel would."""
+        r, seen = self.run_code("print('A' * (70 << 20), end='')")
+        self.assertEqual(r["content"]["status"], "ok")
+        got = sum(len(m["content"]["text"]) for m in seen if m["msg_type"] == "stream")
+        self.assertEqual(got, 70 << 20)
+        r, seen = self.run_code("print(6 * 7)")
+        self.assertEqual([m["content"]["text"] for m in seen if m["msg_type"] == "stream"],
+                         ["42\n"])
 
     def test_row55_relay_bounded_under_a_flood(self):
         """100000 output messages of 4 KiB sent as fast as the kernel can:
@@ -432,8 +454,10 @@ class Lifecycle(unittest.TestCase):
             kc.stop_channels()
             km.shutdown_kernel(now=True)
 
-    def workspace_of(self, name, cwd):
+    def workspace_of(self, name, cwd, conn_file=None):
         km = KernelManager(kernel_name=name)
+        if conn_file:
+            km.connection_file = conn_file
         errf = tempfile.TemporaryFile(dir=os.environ["BASE"])
         km.start_kernel(cwd=cwd, stderr=errf)
         kc = km.client()
@@ -470,6 +494,18 @@ class Lifecycle(unittest.TestCase):
         out, _ = self.workspace_of("kbox-python3-empty", d)
         self.assertEqual(out, "[] writable\n")
         self.assertFalse(os.path.exists(os.path.join(d, "w.txt")))
+
+    def test_row55_a_workspace_holding_the_connection_file_is_not_bound(self):
+        """The kernel would read the front end's key there."""
+        d = tempfile.mkdtemp(prefix="kbox-ws-", dir=os.environ["BASE"])
+        os.chmod(d, 0o777)
+        os.mkdir(os.path.join(d, "runtime"))
+        out, err = self.workspace_of("kbox-python3", d,
+                                     os.path.join(d, "runtime", "kernel-in.json"))
+        self.assertEqual(out, "[] writable\n")
+        self.assertIn(f"kbox kernel: warning: the current directory {os.path.realpath(d)} holds "
+                      "the front end's connection file or sockets, which the kernel must not "
+                      "reach: it starts in an empty workspace\n", err)
 
     def test_a_home_is_no_workspace_and_that_is_said(self):
         home = os.path.expanduser("~")
@@ -536,7 +572,20 @@ class CommandLine(unittest.TestCase):
                  "kbox kernelspec: --user and --prefix name two places: give one\n"),
                 (("install", "--prefix", base, "--name", "a b"),
                  'kbox kernelspec: invalid --name "a b": a kernelspec\'s name is 1 to 64 '
-                 "letters, digits, '.', '_' or '-'\n"),
+                 "letters, digits, '.', '_' or '-', not . or ..\n"),
+                (("install", "--prefix", base, "--name", ".."),
+                 'kbox kernelspec: invalid --name "..": a kernelspec\'s name is 1 to 64 '
+                 "letters, digits, '.', '_' or '-', not . or ..\n"),
+                (("install", "--prefix", ""), "kbox kernelspec: --prefix is empty: name a "
+                                              "directory\n"),
+                (("install", "--prefix", base, "--", "--image", "x"),
+                 "kbox kernelspec: --image is for the backend docker: give -b docker too\n"),
+                (("install", "--prefix", base, "--", "-s", "x"),
+                 "kbox kernelspec: -s names one session: each kernel a front end starts gets "
+                 "a session of its own (jupyter-ID); leave it out\n"),
+                (("install", "--prefix", base, "-b", "none", "--", "-b", "docker"),
+                 "kbox kernelspec: give the backend as kbox kernelspec install's -b, before "
+                 "--\n"),
                 (("install", "--prefix", base, "--interrupt-mode", "x"),
                  'kbox kernelspec: invalid --interrupt-mode "x": expected signal or message\n'),
                 (("install", "--prefix", base, "-b", "x"),

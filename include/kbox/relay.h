@@ -4,7 +4,8 @@
  *
  * Every message of shell, control and stdin, both ways, and of iopub from
  * the kernel, is checked on the way: its frames (at most
- * KBOX_RELAY_MAX_FRAMES, KBOX_MAX_MESSAGE_BYTES in all), its signature
+ * KBOX_RELAY_MAX_FRAMES; KBOX_MAX_MESSAGE_BYTES in all from the front
+ * end, KBOX_RELAY_MAX_KERNEL_BYTES from the kernel), its signature
  * with the key of the side it came from and that side's replay history,
  * its header (a JSON object with msg_id and msg_type strings, at most
  * KBOX_MAX_HEADER_BYTES); then it is signed again with the key of the
@@ -41,6 +42,9 @@ extern "C" {
 /* The most frames a message may have (identities, delimiter, signature,
  * the four dicts and buffers). */
 #define KBOX_RELAY_MAX_FRAMES 1024
+/* The most bytes a message of the kernel's may have (a front end's:
+ * KBOX_MAX_MESSAGE_BYTES): a cell may print 100 MB, as with any kernel. */
+#define KBOX_RELAY_MAX_KERNEL_BYTES (256L * 1024 * 1024)
 /* How long kbox_relay_new waits for a port of the front end that is
  * still in use (the process a front end restarts may still hold it). */
 #define KBOX_RELAY_BIND_WAIT_MS 10000

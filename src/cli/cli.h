@@ -325,6 +325,10 @@ int cli_check_session(const char *cmd, const char *name);
  * session) warns, in one line, about limits it cannot enforce.  EXIT_OK,
  * or EXIT_UNAVAILABLE after one error line. */
 int cli_check_backend(const char *cmd, const kr_session_config_t *config, bool warn);
+/* EXIT_OK, or EXIT_USAGE after one line naming CMD when the session NAME
+ * in DIR is a Jupyter front end's kernel (kbox kernel): its workspace is
+ * the front end's directory, not the session's (kbox put and get). */
+int cli_not_front_end(const char *cmd, const char *dir, const char *name);
 /* Remove a new session's directory DIR, if it holds only the empty
  * directories (and lock) a session starts with and the session.json this
  * start saved: a start that failed before a supervisor ran leaves nothing
@@ -549,10 +553,11 @@ int cmd_help(int argc, char **argv);
 int cmd_kernel(int argc, char **argv);
 int cmd_kernelspec(int argc, char **argv);
 /* Check kbox kernel's options ARGV (ARGV[0] is "kernel"; no
- * --connection-file) as kbox kernel would read them; *KERNEL gets -k's
+ * --connection-file, -s, -b: BACKEND is the kernelspec's, NULL when not
+ * given) as kbox kernel would read them; *KERNEL gets -k's
  * value (NULL when not given).  EXIT_OK, or an exit status after one
  * line (src/cli/cmd_kernel.c: kbox kernelspec install's check). */
-int cli_kernel_check_options(int argc, char **argv, const char **kernel);
+int cli_kernel_check_options(int argc, char **argv, const char *backend, const char **kernel);
 int cmd_kernelspecs(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_version(int argc, char **argv);

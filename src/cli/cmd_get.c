@@ -287,6 +287,8 @@ int cmd_get(int argc, char **argv)
 	}
 	if (!(dir = cli_session_dir("get", name, false, &status)))
 		return status;
+	if ((status = cli_not_front_end("get", dir, name)) != EXIT_OK)
+		goto out;
 	if ((ws = ws_open_session(dir, "workspace", &err)) < 0) {
 		cli_error("get", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;

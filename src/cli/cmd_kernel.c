@@ -144,11 +144,23 @@ static char *read_conn_file(const char *path)
 			    json_integer_value(v) > 65535)
 				missing = ports[i];
 		}
+		if (!missing && json_object_get(j, "signature_scheme") &&
+		    !json_is_string(json_object_get(j, "signature_scheme")))
+			missing = "signature_scheme (a string)";
+		if (!missing && json_is_string(json_object_get(j, "signature_scheme")) &&
+		    strcmp(json_string_value(json_object_get(j, "signature_scheme")),
+		           "hmac-sha256") != 0)
+			missing = "signature_scheme (kbox signs with hmac-sha256)";
+		for (size_t i = 0; !missing && strcmp(tr, "tcp") == 0 && i < 5; i++)
+			for (size_t k = i + 1; k < 5; k++)
+				if (json_integer_value(json_object_get(j, ports[i])) ==
+				    json_integer_value(json_object_get(j, ports[k])))
+					missing = "set of ports (two channels have one port)";
 		if (missing) {
 			cli_error("kernel",
 			          "--connection-file %s: not a connection file: no valid %s%s",
 			          path, missing,
-			          strstr(missing, "port") ? " (a port, 1 to 65535)" : "");
+			          strstr(missing, "_port") ? " (a port, 1 to 65535)" : "");
 			json_decref(j);
 			return NULL;
 		}
@@ -215,7 +227,79 @@ static int choose_workspace(kernel_args_t *a, char *real, struct stat *st)
 	a->o.workspace = real;
 	a->o.workspace_st = st;
 	a->o.workspace_ro = strcmp(mode, "ro") == 0;
+	{
+		/* under root the code is a uid of the session's own, in the
+		 * sandbox user's group: it writes where that group or anyone
+		 * may (as kbox run --workspace says) */
+		kr_sandbox_id_t sid;
+		kbox_error_t ignored = {0};
+		const char *b = a->backend ? a->backend : KR_BACKEND_DEFAULT;
+		if (!a->o.workspace_ro && kr_backend_sandboxed(b) &&
+		    kr_sandbox_identity(&sid, &ignored) == 0 && sid.drop &&
+		    !(st->st_gid == sid.gid && (st->st_mode & S_IWGRP)) && !(st->st_mode & S_IWOTH))
+			cli_error(
+			        "kernel",
+			        "warning: the workspace %s: the code runs as a uid of its own in the "
+			        "sandbox group (gid %u), which cannot write it: the code can read its "
+			        "files (chgrp and chmod g+rwx it to let the code write)",
+			        real, (unsigned)sid.gid);
+	}
 	return EXIT_OK;
+}
+
+/* Whether the directory that holds PATH (links followed: what PATH
+ * names) is the directory of WS_ST or lies below it.  One that cannot be
+ * opened counts as inside: nothing is taken on trust. */
+static bool path_within(const char *path, const struct stat *ws_st)
+{
+	char dir[PATH_MAX], *real = realpath(path, NULL), *slash;
+	int fd;
+	bool in;
+	snprintf(dir, sizeof dir, "%s", real ? real : path);
+	free(real);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if ((fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return true;
+	in = ws_fd_within(fd, ws_st);
+	close(fd);
+	return in;
+}
+
+/* The workspace chosen (A->o.workspace) may not hold the front end's
+ * connection file, nor, for ipc, its sockets: the kernel would read the
+ * front end's key there, or reach its sockets past the relay.  Then the
+ * kernel starts in an empty workspace, as for a refused one, and
+ * standard error says why. */
+static void keep_key_out(kernel_args_t *a, const char *relay_text)
+{
+	json_t *j;
+	const char *ip, *tr;
+	bool in;
+	if (!a->o.workspace)
+		return;
+	in = path_within(a->conn_file, a->o.workspace_st);
+	j = json_loads(relay_text, 0, NULL);
+	tr = json_string_value(json_object_get(j, "transport"));
+	ip = json_string_value(json_object_get(j, "ip"));
+	if (!in && tr && strcmp(tr, "ipc") == 0 && ip)
+		in = path_within(ip, a->o.workspace_st);
+	json_decref(j);
+	if (in) {
+		cli_error("kernel",
+		          "warning: the current directory %s holds the front end's connection file "
+		          "or sockets, which the kernel must not reach: it starts in an empty "
+		          "workspace",
+		          a->o.workspace);
+		a->o.workspace = NULL;
+		a->o.workspace_st = NULL;
+		a->o.workspace_ro = -1;
+	}
 }
 
 /* Wait (a while) for the supervisor of session NAME that the front end's
@@ -360,7 +444,7 @@ static int serve(const char *dir, pid_t sup)
 	return EXIT_OK;
 }
 
-int cli_kernel_check_options(int argc, char **argv, const char **kernel)
+int cli_kernel_check_options(int argc, char **argv, const char *backend, const char **kernel)
 {
 	kernel_args_t a = {.o = KR_SESSION_OPTS_INIT};
 	cli_option_t opts[] = {KERNEL_OPTIONS(&a)};
@@ -371,6 +455,24 @@ int cli_kernel_check_options(int argc, char **argv, const char **kernel)
 	if (a.conn_file) {
 		cli_error("kernelspec",
 		          "--connection-file is the front end's to give: leave it out");
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (a.name) {
+		cli_error("kernelspec",
+		          "-s names one session: each kernel a front end starts gets a session of "
+		          "its own (jupyter-ID); leave it out");
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (a.backend) {
+		cli_error("kernelspec",
+		          "give the backend as kbox kernelspec install's -b, before --");
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (a.image && (!backend || strcmp(backend, "docker") != 0)) {
+		cli_error("kernelspec", "--image is for the backend docker: give -b docker too");
 		status = EXIT_USAGE;
 		goto out;
 	}
@@ -425,6 +527,7 @@ int cmd_kernel(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	keep_key_out(&a, relay);
 	if (functions && !(a.o.functions = functions_text = kr_functions_text(functions))) {
 		cli_error("kernel", "out of memory");
 		status = EXIT_UNAVAILABLE;

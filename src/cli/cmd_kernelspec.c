@@ -61,7 +61,7 @@ static void data_dir(bool user, const char *prefix, char *buf, size_t size)
 static bool name_ok(const char *name)
 {
 	size_t n = strlen(name);
-	if (n == 0 || n > 64)
+	if (n == 0 || n > 64 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return false;
 	for (const char *p = name; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
@@ -109,7 +109,7 @@ static int install(bool user, const char *prefix, const char *name, const char *
 	char *text;
 	int status, fd;
 
-	if ((status = cli_kernel_check_options(kargc, kargv, &inner)) != EXIT_OK)
+	if ((status = cli_kernel_check_options(kargc, kargv, backend, &inner)) != EXIT_OK)
 		return status;
 	if (!inner)
 		inner = KR_KERNEL_DEFAULT;
@@ -135,7 +135,7 @@ static int install(bool user, const char *prefix, const char *name, const char *
 	if (!name_ok(name)) {
 		cli_error("kernelspec",
 		          "invalid --name \"%s\": a kernelspec's name is 1 to 64 letters, digits, "
-		          "'.', '_' or '-'",
+		          "'.', '_' or '-', not . or ..",
 		          name);
 		kbox_kspec_destroy(&spec);
 		return EXIT_USAGE;
@@ -144,9 +144,10 @@ static int install(bool user, const char *prefix, const char *name, const char *
 		/* "Python 3 (ipykernel)" is "Python 3" here */
 		const char *d = kbox_kspec_display_name(spec), *paren = strstr(d, " (");
 		int len = paren && d[strlen(d) - 1] == ')' ? (int)(paren - d) : (int)strlen(d);
-		snprintf(dname, sizeof dname, "%.*s (kbox %s%s)", len, d,
-		         backend && strcmp(backend, "bwrap") != 0 ? backend : "sandbox",
-		         backend && strcmp(backend, "bwrap") != 0 ? " sandbox" : "");
+		const char *how = !backend || strcmp(backend, "bwrap") == 0 ? "kbox sandbox"
+		                  : strcmp(backend, "docker") == 0          ? "kbox docker sandbox"
+		                                                            : "kbox, unsandboxed";
+		snprintf(dname, sizeof dname, "%.*s (%s)", len, d, how);
 		display = dname;
 	}
 	{
@@ -200,8 +201,10 @@ static int install(bool user, const char *prefix, const char *name, const char *
 		const char *logos[] = {"logo-32x32.png", "logo-64x64.png", "logo-svg.svg"};
 		for (size_t i = 0; i < sizeof logos / sizeof *logos; i++)
 			copy_logo(kbox_kspec_resource_dir(spec), spec_dir, logos[i]);
-		printf("kernelspec %s installed in %s (\"%s\": %s in kbox's sandbox)\n", name,
-		       spec_dir, display, inner);
+		printf("kernelspec %s installed in %s (\"%s\": %s %s)\n", name, spec_dir, display,
+		       inner,
+		       backend && strcmp(backend, "none") == 0 ? "unsandboxed, through kbox"
+		                                               : "in kbox's sandbox");
 		status = EXIT_OK;
 	}
 	close(fd);
@@ -248,6 +251,10 @@ int cmd_kernelspec(int argc, char **argv)
 		        n == 0 ? "say what to do: kbox kernelspec install [OPTIONS] [-- KERNEL-OPTIONS]"
 		               : "unknown action \"%s\": the one action is install",
 		        n ? argv[0] : "");
+		return EXIT_USAGE;
+	}
+	if (prefix && !*prefix) {
+		cli_error("kernelspec", "--prefix is empty: name a directory");
 		return EXIT_USAGE;
 	}
 	if (user && prefix) {

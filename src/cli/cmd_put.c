@@ -77,7 +77,8 @@ int cmd_put(int argc, char **argv)
 		cli_error("put", "%s", err.msg);
 		goto out;
 	}
-	if (!(dir = cli_session_dir("put", name, false, &status)))
+	if (!(dir = cli_session_dir("put", name, false, &status)) ||
+	    (status = cli_not_front_end("put", dir, name)) != EXIT_OK)
 		goto out;
 	status = cli_put("put", dir, in, in_is_stdin ? NULL : host, dest);
 out:

@@ -38,6 +38,31 @@ const char *cli_session_name(const char *given)
 	return KR_SESSION_DEFAULT;
 }
 
+int cli_not_front_end(const char *cmd, const char *dir, const char *name)
+{
+	kr_session_config_t cfg;
+	kbox_error_t err = {0};
+	int status = EXIT_OK;
+	kr_session_config_init(&cfg);
+	if (kr_session_config_load(&cfg, dir, &err) == 0 && cfg.relay) {
+		if (cfg.workspace)
+			cli_error(cmd,
+			          "session %s is a Jupyter front end's kernel (kbox kernel): its "
+			          "workspace is %s, the directory the front end started it in: "
+			          "copy files there",
+			          name, cfg.workspace);
+		else
+			cli_error(cmd,
+			          "session %s is a Jupyter front end's kernel (kbox kernel), with an "
+			          "empty workspace of its own: give the kernel its files from the "
+			          "front end",
+			          name);
+		status = EXIT_USAGE;
+	}
+	kr_session_config_free(&cfg);
+	return status;
+}
+
 char *cli_session_dir(const char *cmd, const char *name, bool create, int *status)
 {
 	kbox_error_t err = {0};

@@ -11,6 +11,6 @@
 # Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON.
 set -u
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
-KBOX_TEST_RUN=${KBOX_TEST_RUN:-*row55_relay_drops_forged_kernel_messages,*row55_relay_bounded_under_a_flood,*row55_front_end_forged_and_replayed_messages_dropped,*row55_sandbox_holds_through_the_kernelspec}
+KBOX_TEST_RUN=${KBOX_TEST_RUN:-*row55_relay_drops_forged_kernel_messages,*row55_relay_bounded_under_a_flood,*row55_front_end_forged_and_replayed_messages_dropped,*row55_sandbox_holds_through_the_kernelspec,*row55_a_70_mib_output_passes_and_the_kernel_goes_on,*row55_a_workspace_holding_the_connection_file_is_not_bound}
 export KBOX_TEST_RUN
 exec sh "$top_srcdir/tests/kernelspec.sh"
