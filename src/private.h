@@ -75,6 +75,13 @@ typedef struct {
  * is released with kbox__parts_close. */
 int kbox__parts_recv(kbox__parts_t *self, void *sock);
 
+/* kbox__parts_recv within bounds: a message of more than MAX_FRAMES
+ * parts or MAX_BYTES bytes (or one that memory cannot hold) is read to
+ * its end, part by part, and let go; then SELF holds nothing, *OVER is
+ * set, and the return is 0. */
+int kbox__parts_recv_bounded(kbox__parts_t *self, void *sock, size_t max_frames, size_t max_bytes,
+                             bool *over);
+
 /* Release the parts of SELF. */
 void kbox__parts_close(kbox__parts_t *self);
 

@@ -190,78 +190,6 @@ static void drop(kbox_relay_t *self, kbox_relay_side_t from, kbox_channel_t ch, 
 	say(self, KBOX_RELAY_DROPPED, from, ch, why);
 }
 
-/* Receive the message waiting on SOCK into P (released with
- * kbox__parts_close), within the bounds: more than MAX_FRAMES frames or
- * MAX_BYTES bytes is read to its end and dropped, *OVER then set.
- * 0, or -1 when none waits (or it could not be read). */
-static int recv_bounded(void *sock, kbox__parts_t *p, size_t max_frames, size_t max_bytes,
-                        bool *over)
-{
-	zmq_msg_t extra;
-	*over = false;
-	p->parts = p->inline_parts;
-	p->frames = p->inline_frames;
-	p->n = p->bytes = 0;
-	p->cap = KBOX__PARTS_INLINE;
-	for (;;) {
-		zmq_msg_t *m;
-		if (p->n == max_frames || p->bytes > max_bytes) {
-			*over = true;
-			break;
-		}
-		if (p->n == p->cap) {
-			size_t cap = p->cap * 2;
-			zmq_msg_t *parts = malloc(cap * sizeof *parts);
-			kbox_frame_t *frames = malloc(cap * sizeof *frames);
-			if (!parts || !frames) {
-				free(parts);
-				free(frames);
-				*over = true;
-				break;
-			}
-			memcpy(parts, p->parts, p->n * sizeof *parts);
-			if (p->parts != p->inline_parts)
-				free(p->parts);
-			if (p->frames != p->inline_frames)
-				free(p->frames);
-			p->parts = parts;
-			p->frames = frames;
-			p->cap = cap;
-		}
-		m = &p->parts[p->n];
-		zmq_msg_init(m);
-		if (zmq_msg_recv(m, sock, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(m);
-			kbox__parts_close(p);
-			return -1;
-		}
-		p->n++;
-		p->bytes += zmq_msg_size(m);
-		if (!zmq_msg_more(m))
-			break;
-	}
-	if (*over) {
-		/* the rest of it, a part at a time, let go as it comes */
-		int more = p->n ? zmq_msg_more(&p->parts[p->n - 1]) : 0;
-		kbox__parts_close(p);
-		while (more) {
-			zmq_msg_init(&extra);
-			if (zmq_msg_recv(&extra, sock, ZMQ_DONTWAIT) < 0) {
-				zmq_msg_close(&extra);
-				break;
-			}
-			more = zmq_msg_more(&extra);
-			zmq_msg_close(&extra);
-		}
-		return 0;
-	}
-	for (size_t i = 0; i < p->n; i++) {
-		p->frames[i].data = zmq_msg_data(&p->parts[i]);
-		p->frames[i].size = zmq_msg_size(&p->parts[i]);
-	}
-	return 0;
-}
-
 /* Send the parts of P on SOCK, each handed over (P holds none after, sent
  * or not).  0, or -1 when the socket took none (its queue is full, or
  * nobody is there). */
@@ -400,11 +328,12 @@ static size_t relay_some(chan_t *c, kbox_relay_side_t from, size_t batch)
 		kbox__parts_t p;
 		bool over;
 		use->uses++;
-		if (recv_bounded(zsock_resolve(in), &p, hb ? 8 : KBOX_RELAY_MAX_FRAMES,
-		                 hb                          ? HB_MAX_BYTES
-		                 : from == KBOX_RELAY_KERNEL ? KBOX_RELAY_MAX_KERNEL_BYTES
-		                                             : KBOX_MAX_MESSAGE_BYTES,
-		                 &over) < 0) {
+		if (kbox__parts_recv_bounded(&p, zsock_resolve(in), hb ? 8 : KBOX_RELAY_MAX_FRAMES,
+		                             hb ? HB_MAX_BYTES
+		                             : from == KBOX_RELAY_KERNEL
+		                                     ? KBOX_RELAY_MAX_KERNEL_BYTES
+		                                     : KBOX_MAX_MESSAGE_BYTES,
+		                             &over) < 0) {
 			use->drained = use->uses; /* nothing more: wait for the descriptor */
 			return k;
 		}

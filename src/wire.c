@@ -1080,17 +1080,22 @@ static int parts_grow(kbox__parts_t *self)
 	return 0;
 }
 
-int kbox__parts_recv(kbox__parts_t *self, void *sock)
+int kbox__parts_recv_bounded(kbox__parts_t *self, void *sock, size_t max_frames, size_t max_bytes,
+                             bool *over)
 {
-	int e;
+	int e, more = 0;
 	self->parts = self->inline_parts;
 	self->frames = self->inline_frames;
 	self->n = self->bytes = 0;
 	self->cap = KBOX__PARTS_INLINE;
+	*over = false;
 	for (;;) {
 		zmq_msg_t *m;
-		if (self->n == self->cap && parts_grow(self) < 0)
-			goto fail;
+		if (self->n == max_frames || self->bytes > max_bytes ||
+		    (self->n == self->cap && parts_grow(self) < 0)) {
+			*over = true;
+			break;
+		}
 		m = &self->parts[self->n];
 		zmq_msg_init(m);
 		/* (the parts of a message come together: only the first can be
@@ -1101,8 +1106,25 @@ int kbox__parts_recv(kbox__parts_t *self, void *sock)
 		}
 		self->n++;
 		self->bytes += zmq_msg_size(m);
-		if (!zmq_msg_more(m))
+		if (!(more = zmq_msg_more(m)))
 			break;
+	}
+	if (self->bytes > max_bytes)
+		*over = true; /* (its last part took it over) */
+	if (*over) {
+		/* the rest of it, a part at a time, let go as it comes */
+		zmq_msg_t extra;
+		kbox__parts_close(self);
+		while (more) {
+			zmq_msg_init(&extra);
+			if (zmq_msg_recv(&extra, sock, ZMQ_DONTWAIT) < 0) {
+				zmq_msg_close(&extra);
+				break;
+			}
+			more = zmq_msg_more(&extra);
+			zmq_msg_close(&extra);
+		}
+		return 0;
 	}
 	for (size_t i = 0; i < self->n; i++) {
 		self->frames[i].data = zmq_msg_data(&self->parts[i]);
@@ -1114,6 +1136,17 @@ fail:
 	kbox__parts_close(self);
 	errno = e;
 	return -1;
+}
+
+int kbox__parts_recv(kbox__parts_t *self, void *sock)
+{
+	bool over;
+	int rc = kbox__parts_recv_bounded(self, sock, SIZE_MAX, SIZE_MAX, &over);
+	if (rc == 0 && over) { /* (out of memory: nothing is held) */
+		errno = ENOMEM;
+		return -1;
+	}
+	return rc;
 }
 
 kbox_msg_t *kbox__msg_decode_parts(kbox_auth_t *auth, const kbox__parts_t *p, kbox_error_t *err)
