@@ -52,11 +52,12 @@ int cli_not_front_end(const char *cmd, const char *dir, const char *name)
 			          "copy files there",
 			          name, cfg.workspace);
 		else
-			cli_error(cmd,
-			          "session %s is a Jupyter front end's kernel (kbox kernel), with an "
-			          "empty workspace of its own: give the kernel its files from the "
-			          "front end",
-			          name);
+			cli_error(
+			        cmd,
+			        "session %s is a Jupyter front end's kernel (kbox kernel), with an "
+			        "empty workspace of its own: give the kernel its files from the "
+			        "front end",
+			        name);
 		status = EXIT_USAGE;
 	}
 	kr_session_config_free(&cfg);

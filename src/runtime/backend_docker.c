@@ -201,7 +201,8 @@ static char *make_spec(kr_sandbox_t *sb, char **argv, char **env, kbox_error_t *
 	json_array_append_new(jenv, json_string(d->filter_hex));
 	json_array_append_new(mounts, bind(d->filter_exe, FILTER_INSIDE, true));
 	if (o->workspace)
-		json_array_append_new(mounts, bind(o->workspace, WORKSPACE_INSIDE, o->workspace_ro));
+		json_array_append_new(mounts,
+		                      bind(o->workspace, WORKSPACE_INSIDE, o->workspace_ro));
 	if (o->home)
 		json_array_append_new(mounts, bind(o->home, HOME_INSIDE, false));
 	/* /tmp may hold programs, as bwrap's does (Docker's is noexec
