@@ -574,8 +574,9 @@ fi
 # (a shutdown that takes the front end longer than its wait ends in a
 # kill of kbox kernel: the session then stops by itself)
 ks_gone() { no_containers && [ -z "$(ls -d "$S"/jupyter-* 2>/dev/null)" ]; }
-check a_front_ends_kernel_runs_in_a_container eval '[ "$rc" = 0 ] &&
-	[ "$(cat "$ROOT/ks/out")" = "/workspace ['"'"'data.csv'"'"'] True" ] && wait_for ks_gone'
+check a_front_ends_kernel_runs_in_a_container eval '{ [ "$rc" = 0 ] &&
+	[ "$(cat "$ROOT/ks/out")" = "/workspace ['"'"'data.csv'"'"'] True" ] && wait_for ks_gone; } ||
+	{ why="rc $rc, out: $(cat "$ROOT/ks/out"), err: $(tail -n 5 "$ROOT/ks/err")"; false; }'
 
 kbox start -s b --image kbox-kernel
 check image_is_only_for_backend_docker fails_with 2 \
