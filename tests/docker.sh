@@ -558,13 +558,19 @@ check kernelspec_install_writes_a_docker_kernelspec eval 'status_is 0 &&
 	stdout_is "kernelspec kbox-docker-python3 installed in $ROOT/ks/share/jupyter/kernels/kbox-docker-python3 (\"Python 3 (kbox docker sandbox)\": python3 in kbox'"'"'s sandbox)"'
 if [ -z "$SKIPPING" ]; then
 	(cd "$ROOT/ks/nb" && JUPYTER_PATH=$ROOT/ks/share/jupyter JUPYTER_RUNTIME_DIR=$ROOT/ks/run \
-		timeout -k 5 300 "$PY" - >"$ROOT/ks/out" 2>"$ROOT/ks/err" <<'EOF'
+		timeout -k 5 300 "$PY" - "$KBOX" "$S" >"$ROOT/ks/out" 2>"$ROOT/ks/err" <<'EOF'
+import json, os, subprocess, sys
 from jupyter_client.manager import start_new_kernel
 km, kc = start_new_kernel(kernel_name="kbox-docker-python3", startup_timeout=120)
 out = []
-kc.execute_interactive("import os; print(os.getcwd(), os.listdir('.'), open('/proc/1/cgroup').read().count('docker') > 0 or os.path.exists('/.dockerenv'))",
+kc.execute_interactive("import os; print(os.getcwd(), os.listdir('.'))",
                        timeout=60, output_hook=out.append)
-print("".join(m["content"]["text"] for m in out if m["msg_type"] == "stream"), end="")
+# (the session's container, as kbox status says it, whatever the engine)
+(name,) = [n for n in os.listdir(sys.argv[2]) if n.startswith("jupyter-")]
+st = json.loads(subprocess.run([sys.argv[1], "status", "-s", name, "--format", "json"],
+                               capture_output=True, text=True).stdout)
+print("".join(m["content"]["text"] for m in out if m["msg_type"] == "stream").strip(),
+      bool(st.get("container")), st["backend"])
 kc.stop_channels()
 km.shutdown_kernel()
 EOF
@@ -575,7 +581,7 @@ fi
 # kill of kbox kernel: the session then stops by itself)
 ks_gone() { no_containers && [ -z "$(ls -d "$S"/jupyter-* 2>/dev/null)" ]; }
 check a_front_ends_kernel_runs_in_a_container eval '{ [ "$rc" = 0 ] &&
-	[ "$(cat "$ROOT/ks/out")" = "/workspace ['"'"'data.csv'"'"'] True" ] && wait_for ks_gone; } ||
+	[ "$(cat "$ROOT/ks/out")" = "/workspace ['"'"'data.csv'"'"'] True docker" ] && wait_for ks_gone; } ||
 	{ why="rc $rc, out: $(cat "$ROOT/ks/out"), err: $(tail -n 5 "$ROOT/ks/err")"; false; }'
 
 kbox start -s b --image kbox-kernel
