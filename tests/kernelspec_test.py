@@ -539,7 +539,18 @@ class CommandLine(unittest.TestCase):
                                            "stdin_port": 3, "control_port": 4, "hb_port": 5,
                                            "key": "k"}),
                                "not a connection file: no valid iopub_port (a port, 1 to "
-                               "65535)")}
+                               "65535)"),
+                 "md5.json": (json.dumps({"transport": "tcp", "ip": "127.0.0.1",
+                                          "shell_port": 1, "iopub_port": 2, "stdin_port": 3,
+                                          "control_port": 4, "hb_port": 5, "key": "k",
+                                          "signature_scheme": "hmac-md5"}),
+                              "not a connection file: no valid signature_scheme (kbox signs "
+                              "with hmac-sha256)\n"),
+                 "twice.json": (json.dumps({"transport": "tcp", "ip": "127.0.0.1",
+                                            "shell_port": 1, "iopub_port": 2, "stdin_port": 3,
+                                            "control_port": 4, "hb_port": 1, "key": "k"}),
+                                "not a connection file: no valid set of ports (two channels "
+                                "have one port)\n")}
         for name, (text, why) in cases.items():
             path = os.path.join(d, name)
             with open(path, "w") as f:
