@@ -69,8 +69,12 @@ int kr_mcp_send(kr_mcp_t *m, json_t *msg, kbox_error_t *err)
 	/* the line with its newline: written in place of its NUL */
 	size_t n = strlen(line);
 	line[n] = '\n';
-	if (m->to < 0 || kx_write_all(m->to, line, n + 1) < 0)
-		rc = kbox_error_set_sys(err, "the MCP server's standard input");
+	if (m->to < 0)
+		rc = kbox_error_set(err, KBOX_E_DEAD, "the MCP server closed its standard input");
+	else if (kx_write_all(m->to, line, n + 1) < 0)
+		rc = errno == EPIPE ? kbox_error_set(err, KBOX_E_DEAD,
+		                                     "the MCP server closed its standard input")
+		                    : kbox_error_set_sys(err, "the MCP server's standard input");
 	free(line);
 	return rc;
 }
@@ -191,6 +195,39 @@ static json_t *wait_response(kr_mcp_t *m, long long id, long long deadline, cons
 	}
 }
 
+/* After a write that found the server's standard input closed (ERR says
+ * so): a server that closed it ends, or closes its output, in a moment
+ * (until DEADLINE, at most INPUT_CLOSED_WAIT_MS); its output's end is
+ * then the error, the same whichever of the two the server closed first
+ * (one that exits at once races the first request). */
+#define INPUT_CLOSED_WAIT_MS 2000
+static void input_closed(kr_mcp_t *m, long long deadline, kbox_error_t *err)
+{
+	long long end = kx_now_ms() + INPUT_CLOSED_WAIT_MS;
+	if (end > deadline)
+		end = deadline;
+	for (;;) {
+		kbox_error_t out = {0};
+		json_t *msg;
+		long long left;
+		int rc = kr_mcp_read(m, &msg, &out);
+		if (rc < 0) {
+			if (out.code == KBOX_E_DEAD)
+				*err = out;
+			return;
+		}
+		if (rc == 1) { /* (what it said before: no answer to us now) */
+			json_decref(msg);
+			continue;
+		}
+		if ((left = end - kx_now_ms()) <= 0)
+			return;
+		struct pollfd p = {.fd = m->from, .events = POLLIN};
+		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
+			return;
+	}
+}
+
 /* Send request METHOD with PARAMS (taken) and wait for its result. */
 static json_t *request(kr_mcp_t *m, const char *method, json_t *params, long long deadline,
                        kbox_error_t *err)
@@ -198,8 +235,11 @@ static json_t *request(kr_mcp_t *m, const char *method, json_t *params, long lon
 	long long id = m->next_id++;
 	json_t *msg = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", (json_int_t)id,
 	                        "method", method, "params", params ? params : json_object());
-	if (kr_mcp_send(m, msg, err) < 0)
+	if (kr_mcp_send(m, msg, err) < 0) {
+		if (err->code == KBOX_E_DEAD)
+			input_closed(m, deadline, err);
 		return NULL;
+	}
 	return wait_response(m, id, deadline, method, err);
 }
 
@@ -226,8 +266,11 @@ json_t *kr_mcp_list_tools(char **argv, char **env, const char *cwd, int timeout_
 	if (kr_mcp_send(&m,
 	                json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
 	                          "notifications/initialized"),
-	                err) < 0)
+	                err) < 0) {
+		if (err->code == KBOX_E_DEAD)
+			input_closed(&m, deadline, err);
 		goto fail;
+	}
 	for (int page = 0; page < KR_MCP_PAGES_MAX; page++) {
 		json_t *list, *next;
 		res = request(&m, "tools/list",
