@@ -109,7 +109,12 @@ typedef struct {
 	bool timed_out; /* the deadline passed (not kbox_exec_interrupt) */
 	bool got_input; /* its execute_input came: the code is running */
 	bool deferred;  /* the deadline passed before execute_input */
-	int t_deadline, t_watch, t_phase, t_hb;
+	/* kbox_exec_ask_interrupt: asked (its interrupt then waits for
+	 * execute_input, T_ASKED at most), and the reason the execution ends
+	 * with when the interrupt loses its reply */
+	bool asked;
+	char asked_why[KBOX_ERROR_MSG_MAX];
+	int t_deadline, t_watch, t_phase, t_hb, t_asked;
 	kbox__bucket_t bucket;
 	bool hb_waiting; /* a ping is out */
 	int hb_misses;

@@ -102,6 +102,7 @@ void exec_close(kbox_client_t *self, kbox_exec_t *x, kbox_exec_done_cb **done_p,
 	client_cancel_timer(self, &run->t_watch);
 	client_cancel_timer(self, &run->t_phase);
 	client_cancel_timer(self, &run->t_hb);
+	client_cancel_timer(self, &run->t_asked);
 	if (run->hb_waiting) /* a REQ socket whose echo is still out is stuck */
 		channel_close(self, KBOX_CH_HB);
 	if (self->ready && self->ready->owner == run) {
@@ -212,6 +213,7 @@ static void exec_both(kbox_client_t *self, kbox_exec_t *x)
 	client_cancel_timer(self, &run->t_deadline);
 	client_cancel_timer(self, &run->t_watch);
 	client_cancel_timer(self, &run->t_hb);
+	client_cancel_timer(self, &run->t_asked);
 	if (run->hb_waiting) {
 		channel_close(self, KBOX_CH_HB);
 		run->hb_waiting = false;
@@ -446,6 +448,30 @@ static int exec_timed_interrupt(kbox_client_t *self, kbox_exec_t *x)
 	return run->t_deadline ? 0 : -1;
 }
 
+/* The interrupt of kbox_exec_ask_interrupt, now: the kernel is in the
+ * code (or did not say so in time).  One that cannot be made is the
+ * execution's reason; the execution goes on. */
+static void exec_asked_interrupt(kbox_client_t *self, kbox_exec_t *x)
+{
+	kbox_error_t ie = {0};
+	client_cancel_timer(self, &x->run->t_asked);
+	if (exec_interrupt_now(self, x, &ie) < 0)
+		exec_set_reason(x, "interrupt failed: %s", ie.msg);
+	else
+		x->interrupted = true;
+}
+
+/* execute_input did not come within a grace period of the ask. */
+static int exec_on_asked(kbox_loop_t *loop, void *arg)
+{
+	kbox_exec_t *x = arg;
+	(void)loop;
+	x->run->t_asked = 0;
+	if (!x->interrupted && !x->run->got_reply)
+		exec_asked_interrupt(x->run->client, x);
+	return 0;
+}
+
 /* The deadline (or the grace period after an interrupt) is over. */
 static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 {
@@ -454,6 +480,12 @@ static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 	kbox_client_t *self = run->client;
 	(void)loop;
 	run->t_deadline = 0;
+	if (run->phase == X_RUN && run->asked && !run->timed_out && x->interrupted &&
+	    x->went_idle && !run->got_reply) {
+		/* the interrupt asked for lost the reply: the code was interrupted */
+		exec_stop(self, x, KBOX_EXEC_INTERRUPTED, run->asked_why);
+		return 0;
+	}
 	if (run->phase == X_RUN && run->o.interrupt_on_timeout && !x->interrupted) {
 		/* before execute_input the kernel is not yet in the code, and
 		 * ipykernel has a moment there (pre_handler_hook, before its
@@ -604,14 +636,17 @@ void exec_output(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **m_p)
 			          "timed out; out of memory for the grace period");
 			return;
 		}
+		if (run->asked && !x->interrupted && !run->got_reply)
+			exec_asked_interrupt(self, x);
 	}
 	if (!both_came && is_idle(*m_p)) {
 		run->got_idle = x->went_idle = true;
 		/* idle with no reply after an interrupt: the interrupt came
 		 * between the code and its reply (or before the code), and
 		 * ipykernel dropped the reply.  The kernel is fine; a reply in
-		 * flight has a moment to come, not the whole grace period */
-		if (x->interrupted && !run->got_reply && run->t_deadline) {
+		 * flight has a moment to come, not the whole grace period (nor,
+		 * after kbox_exec_ask_interrupt, forever) */
+		if (x->interrupted && !run->got_reply && (run->t_deadline || run->asked)) {
 			client_cancel_timer(self, &run->t_deadline);
 			run->t_deadline = client_add_timer(self, IDLE_NO_REPLY_MS, exec_on_deadline,
 			                                   x);
@@ -847,6 +882,35 @@ int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_erro
 	client_cancel_timer(self, &run->t_deadline);
 	if (!(run->t_deadline = client_add_timer(self, grace_ms, exec_on_deadline, x)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	return 0;
+}
+
+int kbox_exec_ask_interrupt(kbox_exec_t *x, const char *why, kbox_error_t *err)
+{
+	exec_run_t *run = x ? x->run : NULL;
+	kbox_client_t *self = run ? run->client : NULL;
+
+	if (!run)
+		return kbox_error_set(err, KBOX_E_INVALID, "interrupt: the execution has ended");
+	if (run->phase != X_RUN)
+		return kbox_exec_interrupt(x, 0, why, err); /* never sent: it ends */
+	if (run->got_reply || run->asked || x->interrupted)
+		return 0; /* it is ending, or interrupted already */
+	snprintf(run->asked_why, sizeof run->asked_why, "%s", why ? why : "interrupted");
+	if (run->got_input) {
+		kbox_error_t ie = {0};
+		if (exec_interrupt_now(self, x, &ie) < 0)
+			return kbox_error_set(err, ie.code, "%s", ie.msg);
+		run->asked = x->interrupted = true;
+		return 0;
+	}
+	/* before execute_input the kernel is not in the code yet, and
+	 * ipykernel has a moment there (pre_handler_hook, before its try)
+	 * where SIGINT escapes to its event loop: wait for it, a grace period
+	 * at most */
+	if (!(run->t_asked = client_add_timer(self, GRACE_MS, exec_on_asked, x)))
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	run->asked = true;
 	return 0;
 }
 

@@ -663,6 +663,112 @@ TEST(exec_interrupt_ends_a_sleep_with_keyboardinterrupt_at_once)
 	CHECK(recover());
 }
 
+/* Asked right after the request went, before the kernel is in the code
+ * (no execute_input yet: its SIGINT would be ignored, or would end the
+ * kernel), the interrupt waits for execute_input and stops the code. */
+TEST(ask_interrupt_before_the_code_runs_stops_the_code)
+{
+	kbox_loop_t *loop;
+	rec_t r = {0};
+	kbox_error_t err = {0};
+	kbox_exec_t *x;
+
+	REQUIRE(g_client && (loop = attached(g_client)));
+	x = rec_begin(g_client, &r, "import time; time.sleep(60)", 0);
+	REQUIRE(x != NULL);
+	CHECK_INT_EQ(kbox_exec_ask_interrupt(x, "interrupted by the test", &err), 0);
+	CHECK(run_until(loop, &r.done, 40000));
+	CHECK_INT_EQ(r.done_calls, 1);
+	if (r.x) {
+		CHECK_STR_EQ(kbox_exec_status_name(kbox_exec_status(r.x)), "error");
+		CHECK_STR_EQ(live_reply_str(r.x, "ename"), "KeyboardInterrupt");
+		CHECK(kbox_exec_interrupted(r.x));
+		CHECK_STR_EQ(kbox_exec_reason(r.x), "");
+	}
+	kbox_exec_destroy(&r.x);
+	detached(g_client, &loop);
+	CHECK(recover());
+}
+
+/* What asks the interrupt once FILE exists (checked every 20 ms). */
+typedef struct {
+	kbox_exec_t **x_p;
+	const char *file;
+	bool asked;
+	int rc;
+	kbox_error_t err;
+} ask_when_t;
+
+static int ask_when(kbox_loop_t *loop, void *arg)
+{
+	ask_when_t *a = arg;
+	(void)loop;
+	if (a->asked || access(a->file, F_OK) < 0)
+		return 0;
+	a->asked = true;
+	a->rc = kbox_exec_ask_interrupt(*a->x_p, "interrupted by the test", &a->err);
+	return 0;
+}
+
+/* An interrupt that lands after the code, before its reply (here in the
+ * flush of sys.stdout that ipykernel makes between the two), ipykernel
+ * takes in its event loop ("KeyboardInterrupt caught in kernel"): idle
+ * comes, the reply never.  The execution ends as interrupted, and the
+ * kernel goes on. */
+TEST(ask_interrupt_that_loses_the_reply_ends_as_interrupted)
+{
+	kbox_loop_t *loop;
+	rec_t r = {0};
+	ask_when_t a = {0};
+	kbox_exec_t *x = NULL, *ex;
+	char arm[1024], in[1024], code[8192];
+
+	REQUIRE(g_client && g_dir && (loop = attached(g_client)));
+	snprintf(arm, sizeof arm, "%s/arm", g_dir);
+	snprintf(in, sizeof in, "%s/in_flush", g_dir);
+	snprintf(
+	        code, sizeof code,
+	        "import os, sys, time\n"
+	        "class _SlowFlush:\n"
+	        "    def __init__(s, o): s.o = o\n"
+	        "    def flush(s):\n"
+	        "        if os.path.exists(%1$s'%2$s'):\n"
+	        "            os.remove(%1$s'%2$s'); open(%1$s'%3$s', 'w').close(); time.sleep(60)\n"
+	        "        s.o.flush()\n"
+	        "    def __getattr__(s, n): return getattr(s.o, n)\n"
+	        "sys.stdout = _SlowFlush(sys.stdout)\n",
+	        "r", arm, in);
+	detached(g_client, &loop);
+	ex = live_run(g_client, code, LIVE_EXEC_MS);
+	REQUIRE(ex && kbox_exec_status(ex) == KBOX_EXEC_OK);
+	kbox_exec_destroy(&ex);
+	REQUIRE(close(open(arm, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == 0);
+	REQUIRE((loop = attached(g_client)));
+	x = rec_begin(g_client, &r, "pass", 0);
+	REQUIRE(x != NULL);
+	a.x_p = &x;
+	a.file = in;
+	a.rc = 1;
+	CHECK(kbox_loop_add_timer(loop, 20, true, ask_when, &a, NULL) > 0);
+	CHECK(run_until(loop, &r.done, 40000));
+	CHECK(a.asked);
+	CHECK_INT_EQ(a.rc, 0);
+	CHECK_INT_EQ(r.done_calls, 1);
+	if (r.x) {
+		CHECK_STR_EQ(kbox_exec_status_name(kbox_exec_status(r.x)), "interrupted");
+		CHECK_STR_EQ(kbox_exec_reason(r.x), "interrupted by the test");
+		CHECK(kbox_exec_interrupted(r.x));
+		CHECK(kbox_exec_reply(r.x) == NULL);
+	}
+	kbox_exec_destroy(&r.x);
+	detached(g_client, &loop);
+	ex = live_run(g_client, "sys.stdout = sys.stdout.o; print(6 * 7)", LIVE_EXEC_MS);
+	CHECK(ex && kbox_exec_status(ex) == KBOX_EXEC_OK);
+	kbox_exec_destroy(&ex);
+	unlink(in);
+	CHECK(recover());
+}
+
 /* The deadline, the interrupt and the grace period are the loop's timers:
  * another timer keeps firing meanwhile. */
 TEST(execute_timeout_interrupts_on_the_loop_without_blocking_it)
@@ -831,6 +937,8 @@ int main(void)
 	RUN(ready_begin_on_a_freshly_started_kernel);
 	RUN(fail_pending_ends_a_running_sleep_as_died_with_the_reason);
 	RUN(exec_interrupt_ends_a_sleep_with_keyboardinterrupt_at_once);
+	RUN(ask_interrupt_before_the_code_runs_stops_the_code);
+	RUN(ask_interrupt_that_loses_the_reply_ends_as_interrupted);
 	RUN(execute_timeout_interrupts_on_the_loop_without_blocking_it);
 	RUN(detach_ends_a_pending_execution_and_request);
 	RUN(waiting_functions_refuse_while_attached);

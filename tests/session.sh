@@ -1080,6 +1080,42 @@ check interrupted_exec_exits_3_and_says_interrupted eval '[ "$(cat bg.rc)" = 3 ]
 kbox exec -s ex 'print(w)'
 check exec_after_interrupt_keeps_state eval 'status_is 0 && stdout_is 3'
 
+# An interrupt that lands after the code, before its reply (here in the
+# flush of sys.stdout that ipykernel makes between the two), ipykernel
+# takes in its event loop: idle comes, the reply never.  The execution
+# ends as interrupted all the same, and the kernel goes on.
+setup_for interrupt_that_loses_the_reply_ends_the_execution \
+	kernel_goes_on_after_an_interrupt_that_lost_the_reply
+fresh
+have_session ex
+kbox exec -s ex 'import os, sys, time
+class _SlowFlush:
+    def __init__(s, o): s.o = o
+    def flush(s):
+        if os.path.exists("arm"):
+            os.remove("arm"); open("in_flush", "w").close(); time.sleep(60)
+        s.o.flush()
+    def __getattr__(s, n): return getattr(s.o, n)
+sys.stdout = _SlowFlush(sys.stdout)'
+if [ -z "$SKIPPING" ]; then
+	rm -f "$S/ex/workspace/in_flush"
+	: >"$S/ex/workspace/arm"
+	timeout -k 5 90 "$KBOX" exec -s ex 'w = 4' >bg.out 2>bg.err &
+	BG_PIDS=$!
+	wait_for test -e "$S/ex/workspace/in_flush"
+fi
+kbox interrupt -s ex
+if [ -z "$SKIPPING" ]; then
+	wait "$BG_PIDS"
+	echo $? >bg.rc
+	BG_PIDS=
+fi
+check interrupt_that_loses_the_reply_ends_the_execution eval 'status_is 0 &&
+	[ "$(cat bg.rc)" = 3 ] && [ "$(cat bg.out)" = "[interrupted by kbox interrupt; state is kept]" ] &&
+	[ ! -s bg.err ]'
+kbox exec -s ex 'sys.stdout = sys.stdout.o; print(w)'
+check kernel_goes_on_after_an_interrupt_that_lost_the_reply eval 'status_is 0 && stdout_is 4'
+
 # Ctrl-C (SIGINT) or SIGTERM to kbox exec interrupts the code, as kbox
 # interrupt does, and the result is printed as it comes (in the format
 # asked); a second one ends kbox exec as the signal does

@@ -236,7 +236,7 @@ typedef enum {
 	KBOX_EXEC_ABORTED,     /* the kernel aborted it (queued behind an error) */
 	KBOX_EXEC_TIMEOUT,     /* the deadline passed (interrupted if asked to) */
 	KBOX_EXEC_DIED,        /* the kernel died or stopped answering */
-	KBOX_EXEC_INTERRUPTED, /* a front end interrupted it (never set by the client) */
+	KBOX_EXEC_INTERRUPTED, /* a front end interrupted it (kbox_exec_ask_interrupt) */
 } kbox_exec_status_t;
 
 /* "ok", "error", "aborted", "timeout", "died", "interrupted": static
@@ -360,6 +360,22 @@ kbox_exec_t *kbox_client_execute_begin(kbox_client_t *self, const kbox_exec_opts
  * from here.  WHY is copied.  0, or -1 with ERR when the interrupt could not be made (the
  * execution then goes on as before). */
 int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_error_t *err);
+
+/* Interrupt the execution X as a person at a front end would, with no
+ * deadline: through the client's interrupt hook or an interrupt_request,
+ * once the kernel is in the code (its execute_input came, or 5000 ms
+ * passed without it: before it, ipykernel can take a SIGINT in its event
+ * loop and exit).  X goes on to its reply, which says what the interrupt
+ * did (KBOX_EXEC_ERROR with KeyboardInterrupt, typically; a kernel that
+ * ignores it goes on running), and kbox_exec_interrupted is then true.
+ * An interrupt that came between the code and its reply, which ipykernel
+ * answers with idle and no reply, ends X a moment after that idle as
+ * KBOX_EXEC_INTERRUPTED with the reason WHY (copied).  An execution whose
+ * request is not sent yet ends as kbox_exec_interrupt with no grace
+ * period would end it; one whose reply came, or interrupted already, is
+ * left as it is.  0, or -1 with ERR when the interrupt could not be made
+ * (the execution then goes on as before). */
+int kbox_exec_ask_interrupt(kbox_exec_t *x, const char *why, kbox_error_t *err);
 
 /* Free SELF (see kbox_client_execute_begin for one in progress); sets
  * *SELF_P to NULL.  Accepts NULL. */

@@ -404,6 +404,18 @@ static void op_interrupt(sup_t *s, conn_t *c, json_t *req)
 			interrupt_done(s, c);
 		return;
 	}
+	if (s->running && s->running->op == KR_CTL_OP_EXECUTE && s->running->x) {
+		/* (the client makes it once the kernel is in the code, and
+		 * ends the execution should the interrupt lose its reply) */
+		char why[KR_CTL_CAUSE_MAX + 32];
+		snprintf(why, sizeof why, "interrupted by %s", s->running->interrupt_by);
+		if (kbox_exec_ask_interrupt(s->running->x, why, &err) < 0)
+			sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s",
+			                err.msg);
+		else
+			interrupt_done(s, c);
+		return;
+	}
 	if (kbox_kspec_interrupt_mode(s->spec) == KBOX_INTERRUPT_SIGNAL) {
 		if (kr_sandbox_signal(s->sb, SIGINT, &err) < 0)
 			sup_reply_error(c, "interrupt", KR_CTL_ERR_KERNEL, "interrupt failed: %s",
