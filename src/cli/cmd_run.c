@@ -18,6 +18,7 @@
 #include "runtime/workspace.h"
 #include "runtime/ws_live.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
@@ -326,13 +327,36 @@ static int fill_workspace(const char *rundir, copy_t *v, size_t n)
 	return EXIT_OK;
 }
 
+/* Whether the directory DFD holds nothing but what make_run_dir and a
+ * start no supervisor took over leave: its mark, and session.json. */
+static bool holds_only_start(int dfd)
+{
+	struct dirent *e;
+	bool only = true;
+	int lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+
+	if (!d) {
+		if (lfd >= 0)
+			close(lfd);
+		return false;
+	}
+	while (only && (e = readdir(d)))
+		only = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		       strcmp(e->d_name, KR_STATE_MARK) == 0 ||
+		       strcmp(e->d_name, "session.json") == 0;
+	closedir(d);
+	return only;
+}
+
 /* Remove what kbox run made in RUNDIR when no supervisor took it over:
- * the N files it copied into the workspace, the workspace, and what a
- * session's start leaves (cli_session_forget). */
+ * the N files it copied into the workspace, the workspace, what a
+ * session's start leaves (cli_session_forget), and the mark of a state
+ * directory (kr_state_mark) once nothing else is left. */
 static void forget_run_dir(const char *rundir, const copy_t *v, size_t n)
 {
 	char ws[PATH_MAX];
-	int wfd;
+	int wfd, dfd;
 
 	if (snprintf(ws, sizeof ws, "%s/workspace", rundir) < (int)sizeof ws &&
 	    (wfd = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
@@ -342,6 +366,15 @@ static void forget_run_dir(const char *rundir, const copy_t *v, size_t n)
 	}
 	cli_session_forget(rundir);
 	kr_live_session_forget(rundir); /* (its supervisor's job, when one ran) */
+	/* (through the directory, reached through no link) */
+	if ((dfd = kx_open_path(AT_FDCWD, rundir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)) >= 0) {
+		if (holds_only_start(dfd)) {
+			unlinkat(dfd, "session.json", 0);
+			if (unlinkat(dfd, KR_STATE_MARK, 0) == 0)
+				rmdir(rundir);
+		}
+		close(dfd);
+	}
 }
 
 /* --backend bwrap|docker|none, into the const char * at VALUE. */

@@ -116,6 +116,23 @@ done
 check row24_workspace_holding_the_state_directory_however_kbox_home_spells_it_is_refused \
 	refused w3 "$(pwd -P)/w3 holds kbox's state directory $(pwd -P)/w3/state"
 
+# A run refused there after it made its own session directory (an
+# ordinary user's state directory through a link, row 44) takes that
+# directory back: nothing of it is left in XDG_RUNTIME_DIR.
+if [ "$(id -u)" = 0 ]; then
+	skip row44_a_run_refused_for_its_state_directory_leaves_no_run_directory \
+		"root is not refused for a link on the way to its state directory"
+else
+	fresh
+	mkdir -m 700 xdg real && ln -s real link
+	XDG_RUNTIME_DIR=$T/xdg KBOX_HOME=$T/link/state "$KBOX" run -c 'print(1)' \
+		>stdout 2>stderr </dev/null
+	rc=$?
+	check row44_a_run_refused_for_its_state_directory_leaves_no_run_directory eval '
+		[ "$rc" = 5 ] && grep -qF "$T/link is a symbolic link in a directory you can write" stderr &&
+		[ -z "$(ls -A xdg)" ]'
+fi
+
 # Any kbox state directory, found by what is in it (the mark kbox writes,
 # or a session's session.json), whatever KBOX_HOME is: row 44.
 fresh
