@@ -1734,14 +1734,17 @@ check run_killed_its_session_directory_goes wait_for no_run_dir
 # Ended by a signal it can catch (SIGTERM interrupts the cell, whose
 # result is printed, and the run ends, exit 3), kbox run leaves no
 # directory of its own either: the outputs directory, still empty, goes
-# with it (SIGKILL, above, leaves that one).
+# with it (SIGKILL, above, leaves that one).  (The signal comes once the
+# code runs: an interrupt that lands in IPython's own steps before the
+# code can be printed there and lost, kbox-interrupt(1).)
 fresh
 rc= rd= runsup=
 if [ -z "$SKIPPING" ]; then
-	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; time.sleep(300)' -c 'print(2)' \
-		>run-term.out 2>run-term.err &
+	XDG_RUNTIME_DIR=$T "$KBOX" run -c 'import time; open("started", "w").close(); time.sleep(300)' \
+		-c 'print(2)' >run-term.out 2>run-term.err &
 	rp=$!
 	wait_for run_begun "$rp"
+	wait_for test -e "$rd/workspace/started"
 	kill -TERM "$rp"
 	wait "$rp"
 	rc=$?
