@@ -112,7 +112,7 @@ typedef struct {
 	/* kbox_exec_ask_interrupt: asked (its interrupt then waits for
 	 * execute_input, T_ASKED at most), and the reason the execution ends
 	 * with when the interrupt loses its reply */
-	bool asked;
+	bool asked, reasked;
 	char asked_why[KBOX_ERROR_MSG_MAX];
 	int t_deadline, t_watch, t_phase, t_hb, t_asked;
 	kbox__bucket_t bucket;

@@ -16,6 +16,7 @@
 #define HB_TIMEOUT_MS 600    /* wait for one echo */
 #define HB_MISSES 2          /* consecutive misses that mean "dead" */
 #define IDLE_NO_REPLY_MS 500 /* after an interrupt: idle came, the reply may still */
+#define REASK_MS 2000        /* after an asked interrupt's KeyboardInterrupt: no reply, again */
 #define REPLY_IDLE_MS 2000   /* after the reply, iopub silence that asks whether idle comes */
 #define REPLY_PROBES 2       /* kernel_info probes before that silence means iopub broke */
 #define STDIN_LINK_MS 5000   /* longest wait for stdin's handshake before an execution */
@@ -472,6 +473,21 @@ static int exec_on_asked(kbox_loop_t *loop, void *arg)
 	return 0;
 }
 
+/* REASK_MS after the KeyboardInterrupt of an asked interrupt, no reply:
+ * the code goes on (IPython's pre_execute callbacks print an interrupt
+ * and go on): it is interrupted once more. */
+static int exec_on_reask(kbox_loop_t *loop, void *arg)
+{
+	kbox_exec_t *x = arg;
+	kbox_error_t ie = {0};
+	(void)loop;
+	x->run->t_asked = 0;
+	if (x->run->phase == X_RUN && !x->run->got_reply &&
+	    exec_interrupt_now(x->run->client, x, &ie) < 0)
+		exec_set_reason(x, "interrupt failed: %s", ie.msg);
+	return 0;
+}
+
 /* The deadline (or the grace period after an interrupt) is over. */
 static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 {
@@ -638,6 +654,15 @@ void exec_output(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **m_p)
 		}
 		if (run->asked && !x->interrupted && !run->got_reply)
 			exec_asked_interrupt(self, x);
+	}
+	if (!both_came && run->asked && x->interrupted && !run->reasked && !run->got_reply &&
+	    strcmp(kbox_msg_type(*m_p), "error") == 0 &&
+	    kbox__msg_content_is(*m_p, "ename", "KeyboardInterrupt")) {
+		/* the interrupt was shown; the reply should follow it at once,
+		 * unless a callback of IPython's took it and the code goes on */
+		run->reasked = true;
+		client_cancel_timer(self, &run->t_asked);
+		run->t_asked = client_add_timer(self, REASK_MS, exec_on_reask, x);
 	}
 	if (!both_came && is_idle(*m_p)) {
 		run->got_idle = x->went_idle = true;

@@ -1116,6 +1116,36 @@ check interrupt_that_loses_the_reply_ends_the_execution eval 'status_is 0 &&
 kbox exec -s ex 'sys.stdout = sys.stdout.o; print(w)'
 check kernel_goes_on_after_an_interrupt_that_lost_the_reply eval 'status_is 0 && stdout_is 4'
 
+# An interrupt that lands in one of IPython's pre_execute callbacks, which
+# prints it and goes on to the code (here a callback that sleeps), is made
+# once more when no reply follows the KeyboardInterrupt: the code stops.
+setup_for interrupt_taken_by_a_callback_is_made_again
+fresh
+have_session ex
+kbox exec -s ex 'import os, time
+def _slow_pre():
+    if os.path.exists("arm"):
+        os.remove("arm"); open("in_pre", "w").close(); time.sleep(2)
+get_ipython().events.register("pre_execute", _slow_pre)'
+if [ -z "$SKIPPING" ]; then
+	rm -f "$S/ex/workspace/in_pre"
+	: >"$S/ex/workspace/arm"
+	timeout -k 5 90 "$KBOX" exec -s ex 'import time; time.sleep(60); print("slept")' >bg.out 2>bg.err &
+	BG_PIDS=$!
+	wait_for test -e "$S/ex/workspace/in_pre"
+fi
+kbox interrupt -s ex
+if [ -z "$SKIPPING" ]; then
+	wait "$BG_PIDS"
+	echo $? >bg.rc
+	BG_PIDS=
+fi
+check interrupt_taken_by_a_callback_is_made_again eval 'status_is 0 && [ "$(cat bg.rc)" = 3 ] &&
+	grep -q "^Error in callback <function _slow_pre at 0x[0-9a-f]*> (for pre_execute):$" bg.out &&
+	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 1: import time; time.sleep(60); print(\"slept\")$" bg.out &&
+	[ "$(tail -n 1 bg.out)" = "[interrupted by kbox interrupt; state is kept]" ] &&
+	! grep -q "^slept$" bg.out && [ ! -s bg.err ]'
+
 # Ctrl-C (SIGINT) or SIGTERM to kbox exec interrupts the code, as kbox
 # interrupt does, and the result is printed as it comes (in the format
 # asked); a second one ends kbox exec as the signal does

@@ -370,11 +370,14 @@ int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_erro
  * ignores it goes on running), and kbox_exec_interrupted is then true.
  * An interrupt that came between the code and its reply, which ipykernel
  * answers with idle and no reply, ends X a moment after that idle as
- * KBOX_EXEC_INTERRUPTED with the reason WHY (copied).  An execution whose
- * request is not sent yet ends as kbox_exec_interrupt with no grace
- * period would end it; one whose reply came, or interrupted already, is
- * left as it is.  0, or -1 with ERR when the interrupt could not be made
- * (the execution then goes on as before). */
+ * KBOX_EXEC_INTERRUPTED with the reason WHY (copied); one that an IPython
+ * callback before the code takes (an "error" KeyboardInterrupt on iopub,
+ * then the code goes on) is made once more when no reply follows within
+ * 2000 ms.  An execution whose request is not sent yet ends as
+ * kbox_exec_interrupt with no grace period would end it; one whose reply
+ * came, or interrupted already, is left as it is.  0, or -1 with ERR when
+ * the interrupt could not be made (the execution then goes on as
+ * before). */
 int kbox_exec_ask_interrupt(kbox_exec_t *x, const char *why, kbox_error_t *err);
 
 /* Free SELF (see kbox_client_execute_begin for one in progress); sets
