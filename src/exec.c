@@ -919,10 +919,11 @@ int kbox_exec_ask_interrupt(kbox_exec_t *x, const char *why, kbox_error_t *err)
 		return kbox_error_set(err, KBOX_E_INVALID, "interrupt: the execution has ended");
 	if (run->phase != X_RUN)
 		return kbox_exec_interrupt(x, 0, why, err); /* never sent: it ends */
-	if (run->got_reply || run->asked || x->interrupted)
-		return 0; /* it is ending, or interrupted already */
-	snprintf(run->asked_why, sizeof run->asked_why, "%s", why ? why : "interrupted");
-	if (run->got_input) {
+	if (run->got_reply || (run->asked && !x->interrupted))
+		return 0; /* it is ending, or its interrupt waits for execute_input */
+	if (!run->asked)
+		snprintf(run->asked_why, sizeof run->asked_why, "%s", why ? why : "interrupted");
+	if (run->got_input || x->interrupted) { /* (again: as a person would) */
 		kbox_error_t ie = {0};
 		if (exec_interrupt_now(self, x, &ie) < 0)
 			return kbox_error_set(err, ie.code, "%s", ie.msg);

@@ -665,7 +665,9 @@ TEST(exec_interrupt_ends_a_sleep_with_keyboardinterrupt_at_once)
 
 /* Asked right after the request went, before the kernel is in the code
  * (no execute_input yet: its SIGINT would be ignored, or would end the
- * kernel), the interrupt waits for execute_input and stops the code. */
+ * kernel), the interrupt waits for execute_input and stops the code.
+ * (Short sleeps: a SIGINT that lands as the code enters a blocking call
+ * runs Python's handler only when that call returns, kbox-interrupt(1).) */
 TEST(ask_interrupt_before_the_code_runs_stops_the_code)
 {
 	kbox_loop_t *loop;
@@ -674,17 +676,23 @@ TEST(ask_interrupt_before_the_code_runs_stops_the_code)
 	kbox_exec_t *x;
 
 	REQUIRE(g_client && (loop = attached(g_client)));
-	x = rec_begin(g_client, &r, "import time; time.sleep(60)", 0);
+	x = rec_begin(g_client, &r, "import time\nwhile True: time.sleep(0.05)", 0);
 	REQUIRE(x != NULL);
 	CHECK_INT_EQ(kbox_exec_ask_interrupt(x, "interrupted by the test", &err), 0);
 	CHECK(run_until(loop, &r.done, 40000));
 	CHECK_INT_EQ(r.done_calls, 1);
-	if (r.x) {
+	/* (or, the SIGINT in ipykernel's own steps around the code, the
+	 * reply lost: interrupted, with the reason) */
+	if (r.x && kbox_exec_status(r.x) == KBOX_EXEC_INTERRUPTED) {
+		CHECK_STR_EQ(kbox_exec_reason(r.x), "interrupted by the test");
+		CHECK(kbox_exec_reply(r.x) == NULL);
+	} else if (r.x) {
 		CHECK_STR_EQ(kbox_exec_status_name(kbox_exec_status(r.x)), "error");
 		CHECK_STR_EQ(live_reply_str(r.x, "ename"), "KeyboardInterrupt");
-		CHECK(kbox_exec_interrupted(r.x));
 		CHECK_STR_EQ(kbox_exec_reason(r.x), "");
 	}
+	if (r.x)
+		CHECK(kbox_exec_interrupted(r.x));
 	kbox_exec_destroy(&r.x);
 	detached(g_client, &loop);
 	CHECK(recover());

@@ -1116,6 +1116,37 @@ check interrupt_that_loses_the_reply_ends_the_execution eval 'status_is 0 &&
 kbox exec -s ex 'sys.stdout = sys.stdout.o; print(w)'
 check kernel_goes_on_after_an_interrupt_that_lost_the_reply eval 'status_is 0 && stdout_is 4'
 
+# A second kbox interrupt interrupts again: code that caught the first
+# and went on stops at the second.
+setup_for a_second_interrupt_stops_code_that_caught_the_first
+fresh
+have_session ex
+if [ -z "$SKIPPING" ]; then
+	rm -f "$S/ex/workspace/started" "$S/ex/workspace/caught"
+	timeout -k 5 90 "$KBOX" exec -s ex 'import time
+open("started", "w").close()
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    print("caught"); open("caught", "w").close()
+time.sleep(60)
+print("slept")' >bg.out 2>bg.err &
+	BG_PIDS=$!
+	wait_for test -e "$S/ex/workspace/started"
+	"$KBOX" interrupt -s ex >/dev/null
+	wait_for test -e "$S/ex/workspace/caught"
+fi
+kbox interrupt -s ex
+if [ -z "$SKIPPING" ]; then
+	wait "$BG_PIDS"
+	echo $? >bg.rc
+	BG_PIDS=
+fi
+check a_second_interrupt_stops_code_that_caught_the_first eval 'status_is 0 &&
+	[ "$(cat bg.rc)" = 3 ] && [ "$(head -n 1 bg.out)" = caught ] &&
+	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 7: time.sleep(60)$" bg.out &&
+	[ "$(tail -n 1 bg.out)" = "[interrupted by kbox interrupt; state is kept]" ] && [ ! -s bg.err ]'
+
 # An interrupt that lands in one of IPython's pre_execute callbacks, which
 # prints it and goes on to the code (here a callback that sleeps), is made
 # once more when no reply follows the KeyboardInterrupt: the code stops.

@@ -375,7 +375,8 @@ int kbox_exec_interrupt(kbox_exec_t *x, int grace_ms, const char *why, kbox_erro
  * then the code goes on) is made once more when no reply follows within
  * 2000 ms.  An execution whose request is not sent yet ends as
  * kbox_exec_interrupt with no grace period would end it; one whose reply
- * came, or interrupted already, is left as it is.  0, or -1 with ERR when
+ * came is left as it is; one interrupted already is interrupted again (a
+ * second press of the button).  0, or -1 with ERR when
  * the interrupt could not be made (the execution then goes on as
  * before). */
 int kbox_exec_ask_interrupt(kbox_exec_t *x, const char *why, kbox_error_t *err);
