@@ -1054,6 +1054,15 @@ kbox complete -s ex --cursor 99 'x'
 check complete_cursor_beyond_the_end fails_with 2 \
 	"kbox complete: --cursor 99 is beyond the end of the code (1 characters)"
 
+# bg_end: wait for the kbox exec started in the background ($BG_PIDS),
+# its exit status into bg.rc.
+bg_end() {
+	[ -z "$SKIPPING" ] || return 0
+	wait "$BG_PIDS"
+	echo $? >bg.rc
+	BG_PIDS=
+}
+
 setup_for interrupt_says_so interrupted_exec_exits_3_and_says_interrupted \
 	exec_after_interrupt_keeps_state
 fresh
@@ -1068,11 +1077,7 @@ if [ -z "$SKIPPING" ]; then
 fi
 kbox interrupt -s ex
 check interrupt_says_so eval 'status_is 0 && stdout_is "session ex: kernel interrupted"'
-if [ -z "$SKIPPING" ]; then
-	wait "$BG_PIDS"
-	echo $? >bg.rc
-	BG_PIDS=
-fi
+bg_end
 check interrupted_exec_exits_3_and_says_interrupted eval '[ "$(cat bg.rc)" = 3 ] &&
 	[ "$(wc -l <bg.out)" -eq 2 ] &&
 	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 1: open(\"started\", \"w\").close(); import time; time.sleep(30)$" bg.out &&
@@ -1105,11 +1110,7 @@ if [ -z "$SKIPPING" ]; then
 	wait_for test -e "$S/ex/workspace/in_flush"
 fi
 kbox interrupt -s ex
-if [ -z "$SKIPPING" ]; then
-	wait "$BG_PIDS"
-	echo $? >bg.rc
-	BG_PIDS=
-fi
+bg_end
 check interrupt_that_loses_the_reply_ends_the_execution eval 'status_is 0 &&
 	[ "$(cat bg.rc)" = 3 ] && [ "$(cat bg.out)" = "[interrupted by kbox interrupt; state is kept]" ] &&
 	[ ! -s bg.err ]'
@@ -1137,11 +1138,7 @@ print("slept")' >bg.out 2>bg.err &
 	wait_for test -e "$S/ex/workspace/caught"
 fi
 kbox interrupt -s ex
-if [ -z "$SKIPPING" ]; then
-	wait "$BG_PIDS"
-	echo $? >bg.rc
-	BG_PIDS=
-fi
+bg_end
 check a_second_interrupt_stops_code_that_caught_the_first eval 'status_is 0 &&
 	[ "$(cat bg.rc)" = 3 ] && [ "$(head -n 1 bg.out)" = caught ] &&
 	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 7: time.sleep(60)$" bg.out &&
@@ -1166,11 +1163,7 @@ if [ -z "$SKIPPING" ]; then
 	wait_for test -e "$S/ex/workspace/in_pre"
 fi
 kbox interrupt -s ex
-if [ -z "$SKIPPING" ]; then
-	wait "$BG_PIDS"
-	echo $? >bg.rc
-	BG_PIDS=
-fi
+bg_end
 check interrupt_taken_by_a_callback_is_made_again eval 'status_is 0 && [ "$(cat bg.rc)" = 3 ] &&
 	grep -q "^Error in callback <function _slow_pre at 0x[0-9a-f]*> (for pre_execute):$" bg.out &&
 	grep -q "^KeyboardInterrupt: interrupted by kbox interrupt at Cell In \?\[[0-9]*\], line 1: import time; time.sleep(60); print(\"slept\")$" bg.out &&
