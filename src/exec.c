@@ -462,29 +462,17 @@ static void exec_asked_interrupt(kbox_client_t *self, kbox_exec_t *x)
 		x->interrupted = true;
 }
 
-/* execute_input did not come within a grace period of the ask. */
+/* T_ASKED: execute_input did not come within a grace period of the ask;
+ * or, REASK_MS after the KeyboardInterrupt of an asked interrupt, no reply
+ * came (IPython's pre_execute callbacks print an interrupt and go on to
+ * the code): the interrupt is made, once more in the second case. */
 static int exec_on_asked(kbox_loop_t *loop, void *arg)
 {
 	kbox_exec_t *x = arg;
 	(void)loop;
 	x->run->t_asked = 0;
-	if (!x->interrupted && !x->run->got_reply)
+	if (!x->run->got_reply && (x->run->reasked || !x->interrupted))
 		exec_asked_interrupt(x->run->client, x);
-	return 0;
-}
-
-/* REASK_MS after the KeyboardInterrupt of an asked interrupt, no reply:
- * the code goes on (IPython's pre_execute callbacks print an interrupt
- * and go on): it is interrupted once more. */
-static int exec_on_reask(kbox_loop_t *loop, void *arg)
-{
-	kbox_exec_t *x = arg;
-	kbox_error_t ie = {0};
-	(void)loop;
-	x->run->t_asked = 0;
-	if (x->run->phase == X_RUN && !x->run->got_reply &&
-	    exec_interrupt_now(x->run->client, x, &ie) < 0)
-		exec_set_reason(x, "interrupt failed: %s", ie.msg);
 	return 0;
 }
 
@@ -662,7 +650,7 @@ void exec_output(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **m_p)
 		 * unless a callback of IPython's took it and the code goes on */
 		run->reasked = true;
 		client_cancel_timer(self, &run->t_asked);
-		run->t_asked = client_add_timer(self, REASK_MS, exec_on_reask, x);
+		run->t_asked = client_add_timer(self, REASK_MS, exec_on_asked, x);
 	}
 	if (!both_came && is_idle(*m_p)) {
 		run->got_idle = x->went_idle = true;
