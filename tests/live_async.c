@@ -566,6 +566,8 @@ typedef struct {
 	kbox_client_t *client;
 	kbox_exec_t **x_p;
 	const char *what;
+	const char *file; /* ask_when's */
+	bool asked;
 	int rc;
 	kbox_error_t err;
 } act_t;
@@ -698,23 +700,16 @@ TEST(ask_interrupt_before_the_code_runs_stops_the_code)
 	CHECK(recover());
 }
 
-/* What asks the interrupt once FILE exists (checked every 20 ms). */
-typedef struct {
-	kbox_exec_t **x_p;
-	const char *file;
-	bool asked;
-	int rc;
-	kbox_error_t err;
-} ask_when_t;
-
+/* Ask the interrupt (the reason A->what) once A->file exists: a timer
+ * that repeats. */
 static int ask_when(kbox_loop_t *loop, void *arg)
 {
-	ask_when_t *a = arg;
+	act_t *a = arg;
 	(void)loop;
 	if (a->asked || access(a->file, F_OK) < 0)
 		return 0;
 	a->asked = true;
-	a->rc = kbox_exec_ask_interrupt(*a->x_p, "interrupted by the test", &a->err);
+	a->rc = kbox_exec_ask_interrupt(*a->x_p, a->what, &a->err);
 	return 0;
 }
 
@@ -727,7 +722,7 @@ TEST(ask_interrupt_that_loses_the_reply_ends_as_interrupted)
 {
 	kbox_loop_t *loop;
 	rec_t r = {0};
-	ask_when_t a = {0};
+	act_t a = {0};
 	kbox_exec_t *x = NULL, *ex;
 	char arm[1024], in[1024], code[8192];
 
@@ -755,6 +750,7 @@ TEST(ask_interrupt_that_loses_the_reply_ends_as_interrupted)
 	x = rec_begin(g_client, &r, "pass", 0);
 	REQUIRE(x != NULL);
 	a.x_p = &x;
+	a.what = "interrupted by the test";
 	a.file = in;
 	a.rc = 1;
 	CHECK(kbox_loop_add_timer(loop, 20, true, ask_when, &a, NULL) > 0);
