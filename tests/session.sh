@@ -1063,6 +1063,18 @@ bg_end() {
 	BG_PIDS=
 }
 
+# bg_exec_armed FILE CODE: make "arm" in session ex's workspace, run CODE
+# there in the background (into bg.out and bg.err) and wait until the
+# kernel has made FILE (the code it set up earlier takes "arm" there).
+bg_exec_armed() {
+	[ -z "$SKIPPING" ] || return 0
+	rm -f "$S/ex/workspace/$1"
+	: >"$S/ex/workspace/arm"
+	timeout -k 5 90 "$KBOX" exec -s ex "$2" >bg.out 2>bg.err &
+	BG_PIDS=$!
+	wait_for test -e "$S/ex/workspace/$1"
+}
+
 setup_for interrupt_says_so interrupted_exec_exits_3_and_says_interrupted \
 	exec_after_interrupt_keeps_state
 fresh
@@ -1102,13 +1114,7 @@ class _SlowFlush:
         s.o.flush()
     def __getattr__(s, n): return getattr(s.o, n)
 sys.stdout = _SlowFlush(sys.stdout)'
-if [ -z "$SKIPPING" ]; then
-	rm -f "$S/ex/workspace/in_flush"
-	: >"$S/ex/workspace/arm"
-	timeout -k 5 90 "$KBOX" exec -s ex 'w = 4' >bg.out 2>bg.err &
-	BG_PIDS=$!
-	wait_for test -e "$S/ex/workspace/in_flush"
-fi
+bg_exec_armed in_flush 'w = 4'
 kbox interrupt -s ex
 bg_end
 check interrupt_that_loses_the_reply_ends_the_execution eval 'status_is 0 &&
@@ -1155,13 +1161,7 @@ def _slow_pre():
     if os.path.exists("arm"):
         os.remove("arm"); open("in_pre", "w").close(); time.sleep(2)
 get_ipython().events.register("pre_execute", _slow_pre)'
-if [ -z "$SKIPPING" ]; then
-	rm -f "$S/ex/workspace/in_pre"
-	: >"$S/ex/workspace/arm"
-	timeout -k 5 90 "$KBOX" exec -s ex 'import time; time.sleep(60); print("slept")' >bg.out 2>bg.err &
-	BG_PIDS=$!
-	wait_for test -e "$S/ex/workspace/in_pre"
-fi
+bg_exec_armed in_pre 'import time; time.sleep(60); print("slept")'
 kbox interrupt -s ex
 bg_end
 check interrupt_taken_by_a_callback_is_made_again eval 'status_is 0 && [ "$(cat bg.rc)" = 3 ] &&
