@@ -390,15 +390,14 @@ check a_server_that_says_nothing_is_refused eval 'status_is 2 &&
 	stderr_is "kbox start: --functions-from-mcp: MCP server /usr/bin/true: the MCP server closed its output" &&
 	[ ! -e "$S/mcpbad" ]'
 
-# One that answers initialize, then closes its standard input and ends a
-# moment later: whether the next write finds the input closed or its
-# reader gone, the error is the same.
+# One that answers initialize, then closes its standard input and ends:
+# whether the next write finds the input closed or its reader gone, the
+# error is the same.
 cat >"$FN/mcp_closes.sh" <<'EOF'
 #!/bin/sh
 read -r line
 printf '%s\n' '{"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "closes", "version": "1"}}}'
 exec 0<&-
-sleep 0.2
 EOF
 chmod +x "$FN/mcp_closes.sh"
 fresh
