@@ -11,7 +11,7 @@ set -eu
 PKGS="
 build-essential autoconf automake libtool pkg-config
 libzmq3-dev libczmq-dev libsodium-dev libjansson-dev libseccomp-dev libcurl4-openssl-dev
-libmicrohttpd-dev
+libmicrohttpd-dev libwslay-dev libssl-dev
 libpgm-dev libnorm-dev libbsd-dev libmd-dev uuid-dev libkrb5-dev libsystemd-dev
 bubblewrap
 clang libclang-rt-14-dev clang-format
@@ -19,7 +19,7 @@ mandoc groff-base
 python3 python3-ipykernel python3-jupyter-client python3-zmq
 python3-pandas python3-numpy python3-matplotlib python3-scipy
 python3-jupyter-kernel-test python3-jsonschema jupyter-core jupyter-client
-python3-nbclient jupyter-nbconvert jupyter-console
+python3-nbclient jupyter-nbconvert jupyter-console python3-jupyter-server python3-websocket
 json-schema-test-suite python3-mypy
 procps time jq iproute2
 r-cran-irkernel

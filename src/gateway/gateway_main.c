@@ -1,0 +1,896 @@
+/* src/gateway/gateway_main.c — kbox-gateway: a session's kernel on a
+ * remote Jupyter server (gateway_proto.h).  `run` starts the kernel over
+ * REST, connects its channels over the WebSocket, and binds the sockets
+ * of the connection file the supervisor gave it, as a kernel would: the
+ * supervisor talks to it as to any kernel of its own, and each message is
+ * passed on, checked and signed again with the supervisor's key (the
+ * remote kernel's key is the server's, and never comes here).
+ *
+ * Bounded: a message of the server's over MAX_MSG closes the connection
+ * (then opened again); what the supervisor sends waits in libzmq's queues
+ * while the connection is down, and is not read while the WebSocket's
+ * own queue holds more than SEND_QUEUE_MAX. */
+#include "config.h"
+#include "gateway/gateway_proto.h"
+#include "gateway/gw.h"
+#include "common/kx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <kbox/conn.h>
+#include <kbox/error.h>
+#include <kbox/wire.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define MAX_MSG (128ULL << 20)      /* a message of the server's */
+#define MAX_LOCAL (64L << 20)       /* one of the supervisor's */
+#define SEND_QUEUE_MAX (16UL << 20) /* queued for the server before reading more */
+#define MAX_FRAMES 1024
+#define ROUTES 1024 /* requests whose replies are routed */
+#define BATCH 64
+#define KEEPALIVE_MS 30000     /* iopub traffic against the server's culling */
+#define RECONNECT_MAX_MS 60000 /* the channels down this long: the kernel is lost */
+#define CALL_TIMEOUT_S 30
+#define LINE_MAX_BYTES (4 << 20)
+
+static const char *const ch_names[KBOX_CH_COUNT] = {"shell", "iopub", "stdin", "control", "hb"};
+
+/* A request of the supervisor's: whose it is, to route its replies. */
+typedef struct {
+	char msg_id[80];
+	uint8_t ident[256];
+	size_t ident_len;
+	bool used;
+} route_t;
+
+typedef struct {
+	gw_t *gw;
+	gw_ws_t *ws;
+	char kid[80], session[37];
+	kbox_auth_t *auth;
+	void *zctx, *sock[KBOX_CH_COUNT];
+	int status_fd, sig_fd;
+	route_t routes[ROUTES];
+	size_t next_route;
+	uint8_t last_ident[KBOX_CH_COUNT][256];
+	size_t last_ident_len[KBOX_CH_COUNT];
+	char own[8][40]; /* msg_ids of the keep-alive's requests */
+	size_t next_own;
+	long long last_traffic;
+	int pending;
+	bool stopping, lost;
+	char cause[512];
+	unsigned long dropped;
+	char in[4096];
+	size_t in_len;
+} run_t;
+
+/* ---- status lines ---- */
+
+static void say(int fd, json_t *j)
+{
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (text) {
+		kx_write_all(fd, text, strlen(text));
+		kx_write_all(fd, "\n", 1);
+	}
+	free(text);
+	json_decref(j);
+}
+
+static int say_error(int fd, const gw_error_t *err)
+{
+	say(fd, json_pack("{s:{s:s, s:s}}", "error", "kind", gw_kind_name(err->kind), "message",
+	                  err->msg));
+	return 1;
+}
+
+/* ---- the first line: the server ---- */
+
+/* A line of standard input (at most LINE_MAX_BYTES), parsed: NULL at its
+ * end or when it is no JSON object. */
+static json_t *read_line_json(void)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	char c;
+	json_t *j = NULL;
+	ssize_t n;
+	while ((n = read(0, &c, 1)) == 1 || (n < 0 && errno == EINTR)) {
+		if (n < 0)
+			continue;
+		if (c == '\n')
+			break;
+		if (b.len >= LINE_MAX_BYTES || kx_buf_append(&b, &c, 1) < 0) {
+			kx_buf_reset(&b);
+			return NULL;
+		}
+	}
+	if (b.len)
+		j = json_loadb(b.data, b.len, 0, NULL);
+	if (b.data)
+		explicit_bzero(b.data, b.len);
+	kx_buf_reset(&b);
+	if (j && !json_is_object(j)) {
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
+static gw_t *server_from_stdin(gw_error_t *err)
+{
+	json_t *j = read_line_json();
+	const char *url = json_string_value(json_object_get(j, "url"));
+	json_t *tok = json_object_get(j, "token");
+	gw_t *g = NULL;
+	if (!url)
+		gw_error(err, GW_E_USAGE, "standard input: no server line ({\"url\": ...})");
+	else
+		g = gw_new(url, json_string_value(tok),
+		           json_string_value(json_object_get(j, "ca_file")), err);
+	if (json_string_value(tok))
+		explicit_bzero((char *)json_string_value(tok), json_string_length(tok));
+	json_decref(j);
+	return g;
+}
+
+/* ---- spec, specs, delete ---- */
+
+static int cmd_specs(const char *name)
+{
+	gw_error_t err = {0};
+	json_t *out = NULL;
+	char path[512];
+	long code;
+	gw_t *g = server_from_stdin(&err);
+	int rc = 1;
+
+	if (!g)
+		return say_error(1, &err);
+	if (name && (!*name || strpbrk(name, "/?#%") || strlen(name) > 200)) {
+		gw_error(&err, GW_E_USAGE, "\"%s\" is not a kernelspec's name", name);
+		goto out;
+	}
+	snprintf(path, sizeof path, "/api/kernelspecs%s%s", name ? "/" : "", name ? name : "");
+	code = gw_call(g, "GET", path, NULL, CALL_TIMEOUT_S, &out, &err);
+	if (code < 0)
+		goto out;
+	if (code != 200) {
+		char what[300];
+		snprintf(what, sizeof what, name ? "kernelspec %s" : "kernelspecs%s",
+		         name ? name : "");
+		gw_reply_error(&err, what, code, out);
+		if (code == 404 && name)
+			gw_error(&err, GW_E_NOT_FOUND,
+			         "the Jupyter server at %s has no kernelspec %s (kbox kernelspecs "
+			         "--backend gateway lists its own)",
+			         gw_url(g), name);
+		goto out;
+	}
+	if (name && !json_is_object(json_object_get(out, "spec"))) {
+		gw_error(&err, GW_E_SERVER, "kernelspec %s: the server's reply has no spec", name);
+		goto out;
+	}
+	if (!name && !json_is_object(json_object_get(out, "kernelspecs"))) {
+		gw_error(&err, GW_E_SERVER, "kernelspecs: the server's reply has none");
+		goto out;
+	}
+	if (name)
+		say(1, json_pack("{s:s, s:O}", "name", name, "spec", json_object_get(out, "spec")));
+	else {
+		json_t *specs = json_object(), *v;
+		const char *k;
+		json_object_foreach(json_object_get(out, "kernelspecs"), k, v) json_object_set(
+		        specs, k, json_pack("{s:O*}", "spec", json_object_get(v, "spec")));
+		say(1, json_pack("{s:O*, s:o}", "default", json_object_get(out, "default"),
+		                 "kernelspecs", specs));
+	}
+	rc = 0;
+out:
+	if (rc)
+		say_error(1, &err);
+	json_decref(out);
+	gw_destroy(&g);
+	return rc;
+}
+
+static bool id_valid(const char *id)
+{
+	size_t n = strlen(id);
+	if (!n || n >= 80)
+		return false;
+	for (const char *p = id; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+		      (*p >= 'A' && *p <= 'Z') || *p == '-' || *p == '_'))
+			return false;
+	return true;
+}
+
+/* DELETE the kernel ID: 0 (gone, or never there), or -1 with ERR. */
+static int delete_kernel(gw_t *g, const char *id, gw_error_t *err)
+{
+	char path[128];
+	json_t *out = NULL;
+	long code;
+	snprintf(path, sizeof path, "/api/kernels/%s", id);
+	code = gw_call(g, "DELETE", path, NULL, CALL_TIMEOUT_S, &out, err);
+	if (code >= 0 && code != 204 && code != 200 && code != 404) {
+		char what[160];
+		snprintf(what, sizeof what, "deleting kernel %s", id);
+		gw_reply_error(err, what, code, out);
+		code = -1;
+	}
+	json_decref(out);
+	return code < 0 ? -1 : 0;
+}
+
+static int cmd_delete(const char *id)
+{
+	gw_error_t err = {0};
+	gw_t *g = server_from_stdin(&err);
+	int rc = 1;
+	if (!g)
+		return say_error(1, &err);
+	if (!id_valid(id))
+		gw_error(&err, GW_E_USAGE, "\"%s\" is not a kernel's id", id);
+	else if (delete_kernel(g, id, &err) == 0) {
+		say(1, json_pack("{s:s}", "deleted", id));
+		rc = 0;
+	}
+	if (rc)
+		say_error(1, &err);
+	gw_destroy(&g);
+	return rc;
+}
+
+/* ---- run: routing ---- */
+
+static void route_add(run_t *r, const char *msg_id, const void *ident, size_t len)
+{
+	route_t *rt = &r->routes[r->next_route++ % ROUTES];
+	if (len > sizeof rt->ident || strlen(msg_id) >= sizeof rt->msg_id)
+		return;
+	snprintf(rt->msg_id, sizeof rt->msg_id, "%s", msg_id);
+	memcpy(rt->ident, ident, len);
+	rt->ident_len = len;
+	rt->used = true;
+}
+
+static route_t *route_find(run_t *r, const char *msg_id)
+{
+	if (!msg_id || !*msg_id)
+		return NULL;
+	for (size_t i = 0; i < ROUTES; i++)
+		if (r->routes[i].used && strcmp(r->routes[i].msg_id, msg_id) == 0)
+			return &r->routes[i];
+	return NULL;
+}
+
+static bool is_own(const run_t *r, const char *msg_id)
+{
+	for (size_t i = 0; msg_id && i < sizeof r->own / sizeof *r->own; i++)
+		if (r->own[i][0] && strcmp(r->own[i], msg_id) == 0)
+			return true;
+	return false;
+}
+
+/* The header's msg_id and msg_type (a JSON object's, at most
+ * KBOX_MAX_HEADER_BYTES), into ID and TYPE.  false when it is none. */
+static bool header_ids(const uint8_t *data, size_t len, char *id, size_t id_size, char *type,
+                       size_t type_size)
+{
+	json_t *h;
+	const char *i, *t;
+	id[0] = type[0] = '\0';
+	if (len > KBOX_MAX_HEADER_BYTES || !(h = json_loadb((const char *)data, len, 0, NULL)))
+		return false;
+	i = json_string_value(json_object_get(h, "msg_id"));
+	t = json_string_value(json_object_get(h, "msg_type"));
+	if (i)
+		snprintf(id, id_size, "%s", i);
+	if (t)
+		snprintf(type, type_size, "%s", t);
+	json_decref(h);
+	return i && t;
+}
+
+/* ---- run: from the server to the supervisor ---- */
+
+static int ch_of(const uint8_t *name, size_t len)
+{
+	for (int c = 0; c < KBOX_CH_COUNT; c++)
+		if (strlen(ch_names[c]) == len && memcmp(ch_names[c], name, len) == 0)
+			return c;
+	return -1;
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t a = strlen(s), b = strlen(tail);
+	return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+/* Send the message of the N parts (header, parent, metadata, content,
+ * buffers) on CH to the supervisor, signed. */
+static void to_local(run_t *r, int ch, const gw_part_t *parts, size_t n)
+{
+	char id[80], type[80], pid[80], ptype[80], sig[65], topic[200];
+	kbox_frame_t f[4];
+	void *s = r->sock[ch];
+	route_t *rt = NULL;
+	const uint8_t *ident = NULL;
+	size_t ident_len = 0;
+
+	if (!header_ids(parts[0].data, parts[0].len, id, sizeof id, type, sizeof type)) {
+		r->dropped++;
+		return;
+	}
+	header_ids(parts[1].data, parts[1].len, pid, sizeof pid, ptype, sizeof ptype);
+	if (is_own(r, pid))
+		return; /* the keep-alive's */
+	if (ch == KBOX_CH_IOPUB && strcmp(type, "status") == 0 && parts[3].len < 4096) {
+		/* the server's word that it restarted the kernel (it died), or
+		 * gave up on it */
+		json_t *c = json_loadb((const char *)parts[3].data, parts[3].len, 0, NULL);
+		const char *st = json_string_value(json_object_get(c, "execution_state"));
+		if (st && (strcmp(st, "restarting") == 0 || strcmp(st, "dead") == 0) && !r->lost) {
+			r->lost = true;
+			snprintf(
+			        r->cause, sizeof r->cause, "%s",
+			        strcmp(st, "dead") == 0
+			                ? "the remote kernel died, and the Jupyter server could not "
+			                  "restart it"
+			                : "the remote kernel died (the Jupyter server restarted it, "
+			                  "without its state)");
+		}
+		json_decref(c);
+	}
+	for (int i = 0; i < 4; i++)
+		f[i] = (kbox_frame_t){parts[i].data, parts[i].len};
+	kbox_auth_sign(r->auth, f, sig);
+	if (ch != KBOX_CH_IOPUB) {
+		if ((rt = route_find(r, pid))) {
+			ident = rt->ident;
+			ident_len = rt->ident_len;
+		} else if (r->last_ident_len[ch]) {
+			ident = r->last_ident[ch];
+			ident_len = r->last_ident_len[ch];
+		} else {
+			r->dropped++;
+			return;
+		}
+		if (zmq_send(s, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+			r->dropped++;
+			return;
+		}
+	} else {
+		snprintf(topic, sizeof topic, "kernel.%s.%s", r->kid, type);
+		zmq_send(s, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	}
+	zmq_send(s, KBOX_DELIMITER, strlen(KBOX_DELIMITER), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(s, sig, 64, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	for (size_t i = 0; i < n; i++)
+		zmq_send(s, parts[i].data, parts[i].len,
+		         i + 1 < n ? ZMQ_SNDMORE | ZMQ_DONTWAIT : ZMQ_DONTWAIT);
+	if ((ch == KBOX_CH_SHELL || ch == KBOX_CH_CONTROL) && ends_with(type, "_reply")) {
+		if (rt)
+			rt->used = false;
+		if (r->pending > 0)
+			r->pending--;
+	}
+}
+
+/* A legacy text message: its JSON's dicts as parts. */
+static void legacy_to_local(run_t *r, const uint8_t *data, size_t len, const gw_part_t *bufs,
+                            size_t nbufs)
+{
+	static const char *const keys[4] = {"header", "parent_header", "metadata", "content"};
+	gw_part_t parts[GW_MAX_PARTS];
+	char *texts[4] = {NULL};
+	const char *chan;
+	json_t *j = NULL;
+	int ch;
+
+	if (kx_json_cost((const char *)data, len) > 16 * MAX_MSG ||
+	    !(j = json_loadb((const char *)data, len, 0, NULL)) ||
+	    !(chan = json_string_value(json_object_get(j, "channel"))) ||
+	    (ch = ch_of((const uint8_t *)chan, strlen(chan))) < 0 || ch == KBOX_CH_HB)
+		goto drop;
+	for (int i = 0; i < 4; i++) {
+		json_t *v = json_object_get(j, keys[i]);
+		if (!json_is_object(v) || !(texts[i] = json_dumps(v, JSON_COMPACT)))
+			goto drop;
+		parts[i] = (gw_part_t){(const uint8_t *)texts[i], strlen(texts[i])};
+	}
+	for (size_t i = 0; i < nbufs && i + 4 < GW_MAX_PARTS; i++)
+		parts[4 + i] = bufs[i];
+	to_local(r, ch, parts, 4 + nbufs);
+	goto out;
+drop:
+	r->dropped++;
+out:
+	for (int i = 0; i < 4; i++)
+		free(texts[i]);
+	json_decref(j);
+}
+
+static void on_ws_msg(void *arg, int opcode, const uint8_t *data, size_t len)
+{
+	run_t *r = arg;
+	gw_part_t chan, parts[GW_MAX_PARTS], json;
+	int n, ch;
+
+	r->last_traffic = kx_now_ms();
+	if (gw_ws_v1(r->ws)) {
+		if (opcode != 2 || (n = gw_v1_split(data, len, &chan, parts, GW_MAX_PARTS)) < 4 ||
+		    (ch = ch_of(chan.data, chan.len)) < 0 || ch == KBOX_CH_HB) {
+			r->dropped++;
+			return;
+		}
+		to_local(r, ch, parts, (size_t)n);
+	} else if (opcode == 1)
+		legacy_to_local(r, data, len, NULL, 0);
+	else if ((n = gw_legacy_split(data, len, &json, parts, GW_MAX_PARTS - 4)) >= 0)
+		legacy_to_local(r, json.data, json.len, parts, (size_t)n);
+	else
+		r->dropped++;
+}
+
+/* ---- run: from the supervisor to the server ---- */
+
+/* Send the message of the N parts (header, parent, metadata, content,
+ * buffers) on CH to the server, in its framing. */
+static int to_server(run_t *r, int ch, const gw_part_t *parts, size_t n)
+{
+	uint8_t *out = NULL;
+	size_t len = 0;
+	int rc = -1;
+
+	if (gw_ws_v1(r->ws)) {
+		out = gw_v1_join(ch_names[ch], parts, n, &len);
+		rc = out ? gw_ws_send(r->ws, 2, out, len) : -1;
+	} else {
+		static const char *const keys[4] = {"header", "parent_header", "metadata",
+		                                    "content"};
+		json_t *j = json_pack("{s:s, s:[]}", "channel", ch_names[ch], "buffers");
+		char *text = NULL;
+		for (int i = 0; i < 4; i++) {
+			json_t *v = json_loadb((const char *)parts[i].data, parts[i].len, 0, NULL);
+			if (!json_is_object(v)) {
+				json_decref(v);
+				goto legacy_out;
+			}
+			json_object_set_new(j, keys[i], v);
+		}
+		if (!(text = json_dumps(j, JSON_COMPACT)))
+			goto legacy_out;
+		if (n == 4)
+			rc = gw_ws_send(r->ws, 1, text, strlen(text));
+		else {
+			gw_part_t jp = {(const uint8_t *)text, strlen(text)};
+			out = gw_legacy_join(&jp, parts + 4, n - 4, &len);
+			rc = out ? gw_ws_send(r->ws, 2, out, len) : -1;
+		}
+legacy_out:
+		free(text);
+		json_decref(j);
+	}
+	free(out);
+	return rc;
+}
+
+/* Read one message of the supervisor's on CH and pass it on.  1 when one
+ * was read, 0 when none waited. */
+static int from_local(run_t *r, int ch)
+{
+	zmq_msg_t m[MAX_FRAMES + 1];
+	gw_part_t parts[MAX_FRAMES];
+	size_t n = 0, total = 0, d;
+	int more = 1, got = 0;
+	char id[80], type[80];
+	kbox_frame_t f[4];
+	kbox_error_t err = {0};
+
+	while (more) {
+		zmq_msg_t *msg = &m[n < MAX_FRAMES ? n : MAX_FRAMES];
+		zmq_msg_init(msg);
+		if (zmq_msg_recv(msg, r->sock[ch], n ? 0 : ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(msg);
+			break;
+		}
+		got = 1;
+		more = zmq_msg_more(msg);
+		total += zmq_msg_size(msg);
+		if (n < MAX_FRAMES)
+			n++;
+		else
+			zmq_msg_close(msg); /* (counted below: too many) */
+	}
+	if (!got)
+		return 0;
+	if (ch == KBOX_CH_HB) { /* answered here */
+		for (size_t i = 0; i < n; i++)
+			zmq_msg_send(&m[i], r->sock[ch], i + 1 < n ? ZMQ_SNDMORE : 0);
+		for (size_t i = 0; i < n; i++)
+			zmq_msg_close(&m[i]);
+		return 1;
+	}
+	for (d = 0; d < n; d++)
+		if (zmq_msg_size(&m[d]) == strlen(KBOX_DELIMITER) &&
+		    memcmp(zmq_msg_data(&m[d]), KBOX_DELIMITER, strlen(KBOX_DELIMITER)) == 0)
+			break;
+	if (n == MAX_FRAMES || total > (size_t)MAX_LOCAL || d + 6 > n)
+		goto drop;
+	for (int i = 0; i < 4; i++)
+		f[i] = (kbox_frame_t){zmq_msg_data(&m[d + 2 + i]), zmq_msg_size(&m[d + 2 + i])};
+	if (kbox_auth_verify(r->auth, f, zmq_msg_data(&m[d + 1]), zmq_msg_size(&m[d + 1]), &err) <
+	            0 ||
+	    !header_ids(zmq_msg_data(&m[d + 2]), zmq_msg_size(&m[d + 2]), id, sizeof id, type,
+	                sizeof type))
+		goto drop;
+	if (d >= 1 && zmq_msg_size(&m[0]) <= sizeof r->last_ident[ch]) {
+		route_add(r, id, zmq_msg_data(&m[0]), zmq_msg_size(&m[0]));
+		memcpy(r->last_ident[ch], zmq_msg_data(&m[0]), zmq_msg_size(&m[0]));
+		r->last_ident_len[ch] = zmq_msg_size(&m[0]);
+		/* (the supervisor's stdin answers come on their own socket,
+		 * of the same identity) */
+		if (ch == KBOX_CH_SHELL) {
+			memcpy(r->last_ident[KBOX_CH_STDIN], zmq_msg_data(&m[0]),
+			       zmq_msg_size(&m[0]));
+			r->last_ident_len[KBOX_CH_STDIN] = zmq_msg_size(&m[0]);
+		}
+	}
+	for (size_t i = d + 2; i < n; i++)
+		parts[i - d - 2] = (gw_part_t){zmq_msg_data(&m[i]), zmq_msg_size(&m[i])};
+	if (to_server(r, ch, parts, n - d - 2) == 0 && ch != KBOX_CH_STDIN)
+		r->pending++;
+	r->last_traffic = kx_now_ms();
+	goto out;
+drop:
+	r->dropped++;
+out:
+	for (size_t i = 0; i < n; i++)
+		zmq_msg_close(&m[i]);
+	return 1;
+}
+
+/* A kernel_info_request of our own: iopub traffic, which the server
+ * counts as the kernel's activity (its culling counts nothing else). */
+static void keep_alive(run_t *r)
+{
+	json_t *content = json_object();
+	kbox_msg_t *m = kbox_msg_new("kernel_info_request", r->session, "kbox", &content);
+	char *h = m ? json_dumps(kbox_msg_header(m), JSON_COMPACT) : NULL;
+	if (h) {
+		gw_part_t parts[4] = {{(const uint8_t *)h, strlen(h)},
+		                      {(const uint8_t *)"{}", 2},
+		                      {(const uint8_t *)"{}", 2},
+		                      {(const uint8_t *)"{}", 2}};
+		snprintf(r->own[r->next_own++ % 8], sizeof r->own[0], "%s", kbox_msg_id(m));
+		to_server(r, KBOX_CH_SHELL, parts, 4);
+	}
+	free(h);
+	kbox_msg_destroy(&m);
+	r->last_traffic = kx_now_ms();
+}
+
+/* ---- run ---- */
+
+/* Commands on standard input: "interrupt", "remove"; its end is
+ * "remove". */
+static void read_commands(run_t *r)
+{
+	ssize_t n = read(0, r->in + r->in_len, sizeof r->in - 1 - r->in_len);
+	char *nl;
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		r->stopping = true;
+		return;
+	}
+	r->in_len += (size_t)n;
+	r->in[r->in_len] = '\0';
+	while ((nl = memchr(r->in, '\n', r->in_len))) {
+		size_t used = (size_t)(nl - r->in) + 1;
+		*nl = '\0';
+		if (strcmp(r->in, "remove") == 0)
+			r->stopping = true;
+		else if (strcmp(r->in, "interrupt") == 0) {
+			gw_error_t err = {0};
+			json_t *out = NULL;
+			char path[128];
+			long code;
+			snprintf(path, sizeof path, "/api/kernels/%s/interrupt", r->kid);
+			code = gw_call(r->gw, "POST", path, NULL, CALL_TIMEOUT_S, &out, &err);
+			if (code >= 0 && code != 204 && code != 200)
+				gw_reply_error(&err, "interrupting the kernel", code, out);
+			if (err.msg[0])
+				fprintf(stderr, "kbox-gateway: %s\n", err.msg);
+			json_decref(out);
+		}
+		memmove(r->in, r->in + used, r->in_len - used);
+		r->in_len -= used;
+	}
+	if (r->in_len == sizeof r->in - 1)
+		r->in_len = 0;
+}
+
+/* Bind the sockets CONN names, as the kernel's.  0, or -1 with ERR. */
+static int bind_all(run_t *r, const kbox_conn_t *conn, gw_error_t *err)
+{
+	static const int types[KBOX_CH_COUNT] = {ZMQ_ROUTER, ZMQ_PUB, ZMQ_ROUTER, ZMQ_ROUTER,
+	                                         ZMQ_REP};
+	size_t keylen;
+	const unsigned char *key = kbox_conn_key(conn, &keylen);
+	kbox_error_t kerr = {0};
+	int linger = 0, hwm = 1000;
+
+	if (!(r->auth = kbox_auth_new(kbox_conn_scheme(conn), key, keylen, KBOX_REPLAY_HISTORY,
+	                              &kerr)))
+		return gw_error(err, GW_E_USAGE, "the connection file: %s", kerr.msg);
+	if (!(r->zctx = zmq_ctx_new()))
+		return gw_error(err, GW_E_USAGE, "zmq: %s", zmq_strerror(errno));
+	for (int c = 0; c < KBOX_CH_COUNT; c++) {
+		const char *ep = kbox_conn_endpoint(conn, (kbox_channel_t)c);
+		if (!(r->sock[c] = zmq_socket(r->zctx, types[c])))
+			return gw_error(err, GW_E_USAGE, "zmq: %s", zmq_strerror(errno));
+		zmq_setsockopt(r->sock[c], ZMQ_LINGER, &linger, sizeof linger);
+		zmq_setsockopt(r->sock[c], ZMQ_SNDHWM, &hwm, sizeof hwm);
+		if (zmq_bind(r->sock[c], ep) < 0)
+			return gw_error(err, GW_E_USAGE, "cannot bind %s: %s", ep,
+			                zmq_strerror(errno));
+	}
+	return 0;
+}
+
+/* Is the kernel still the server's?  1 yes, 0 no (404), -1 when the
+ * server does not answer. */
+static int kernel_there(run_t *r, gw_error_t *err)
+{
+	char path[128];
+	json_t *out = NULL;
+	long code;
+	snprintf(path, sizeof path, "/api/kernels/%s", r->kid);
+	code = gw_call(r->gw, "GET", path, NULL, 10, &out, err);
+	json_decref(out);
+	return code == 200 ? 1 : code == 404 ? 0 : -1;
+}
+
+/* The channels dropped: connect them again (the same session: the server
+ * replays what it kept for it), with back-off, for RECONNECT_MAX_MS.
+ * 0, or -1 with r->cause set (or stopping). */
+static int reconnect(run_t *r, const char *why, bool legacy)
+{
+	long long t0 = kx_now_ms(), wait = 100;
+	gw_error_t err = {0};
+	gw_ws_destroy(&r->ws);
+	while (!r->stopping) {
+		int there = kernel_there(r, &err);
+		if (there == 0) {
+			snprintf(
+			        r->cause, sizeof r->cause,
+			        "the Jupyter server no longer has the remote kernel %s (culled, or "
+			        "the server restarted); its state is lost",
+			        r->kid);
+			return -1;
+		}
+		if (there > 0 &&
+		    (r->ws = gw_ws_connect(r->gw, r->kid, r->session, legacy, CALL_TIMEOUT_S,
+		                           MAX_MSG, on_ws_msg, r, &err))) {
+			char text[600];
+			snprintf(
+			        text, sizeof text,
+			        "the kernel's channels dropped (%.200s) and were connected again after "
+			        "%lld ms: output sent meanwhile may be missing",
+			        why, kx_now_ms() - t0);
+			say(r->status_fd, json_pack("{s:s}", "notice", text));
+			return 0;
+		}
+		if (kx_now_ms() - t0 > RECONNECT_MAX_MS) {
+			snprintf(
+			        r->cause, sizeof r->cause,
+			        "the kernel's channels dropped (%.150s) and could not be connected again "
+			        "within %d s: %.200s",
+			        why, RECONNECT_MAX_MS / 1000, err.msg);
+			return -1;
+		}
+		struct pollfd p[2] = {{0, POLLIN, 0}, {r->sig_fd, POLLIN, 0}};
+		if (poll(p, 2, (int)wait) > 0) {
+			if (p[1].revents)
+				r->stopping = true;
+			if (p[0].revents)
+				read_commands(r);
+		}
+		wait = wait * 2 > 5000 ? 5000 : wait * 2;
+	}
+	return -1;
+}
+
+static int cmd_run(void)
+{
+	gw_error_t err = {0};
+	kbox_error_t kerr = {0};
+	json_t *spec = NULL, *body = NULL, *out = NULL, *env;
+	kbox_conn_t *conn = NULL;
+	const char *kernel;
+	char *conn_text = NULL;
+	long code, launch;
+	bool deleted = false, legacy;
+	sigset_t mask;
+	run_t *r = calloc(1, sizeof *r);
+	int rc = 1;
+
+	if (!r)
+		return 1;
+	r->status_fd = KG_STATUS_FD;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	r->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (!(r->gw = server_from_stdin(&err)))
+		goto fail;
+	if (!(spec = read_line_json())) {
+		gw_error(&err, GW_E_USAGE, "standard input: no run line");
+		goto fail;
+	}
+	kernel = json_string_value(json_object_get(spec, "kernel"));
+	env = json_object_get(spec, "env");
+	launch = (long)json_integer_value(json_object_get(spec, "launch_timeout"));
+	legacy = json_is_true(json_object_get(spec, "legacy"));
+	if (launch <= 0)
+		launch = KG_LAUNCH_TIMEOUT_S;
+	if (!kernel || !(conn_text = json_dumps(json_object_get(spec, "connection"), 0)) ||
+	    !(conn = kbox_conn_from_json(json_object_get(spec, "connection"), "the run line",
+	                                 &kerr))) {
+		gw_error(&err, GW_E_USAGE, "the run line: %s",
+		         kerr.msg[0] ? kerr.msg : "no kernel, or no connection");
+		goto fail;
+	}
+	/* the kernel (the POST waits while it starts: a pod's launch) */
+	body = json_pack("{s:s}", "name", kernel);
+	if (json_is_object(env) && json_object_size(env))
+		json_object_set(body, "env", env);
+	code = gw_call(r->gw, "POST", "/api/kernels", body, launch + 30, &out, &err);
+	if (code < 0)
+		goto fail;
+	if (code != 201 && code != 200) {
+		char what[300];
+		snprintf(what, sizeof what, "starting kernel %s", kernel);
+		gw_reply_error(&err, what, code, out);
+		goto fail;
+	}
+	if (!json_string_value(json_object_get(out, "id")) ||
+	    !id_valid(json_string_value(json_object_get(out, "id")))) {
+		gw_error(&err, GW_E_SERVER, "starting kernel %s: the server's reply has no id",
+		         kernel);
+		goto fail;
+	}
+	snprintf(r->kid, sizeof r->kid, "%s", json_string_value(json_object_get(out, "id")));
+	kbox_uuid(r->session);
+	if (!(r->ws = gw_ws_connect(r->gw, r->kid, r->session, legacy, launch, MAX_MSG, on_ws_msg,
+	                            r, &err)) ||
+	    bind_all(r, conn, &err) < 0)
+		goto fail_delete;
+	say(r->status_fd, json_pack("{s:{s:s, s:s, s:s}}", "started", "id", r->kid, "protocol",
+	                            gw_ws_v1(r->ws) ? "v1" : "legacy", "session", r->session));
+	r->last_traffic = kx_now_ms();
+
+	/* pass messages on until asked to stop, or the kernel is lost */
+	while (!r->stopping && !r->lost) {
+		zmq_pollitem_t p[KBOX_CH_COUNT + 3];
+		char why[300];
+		bool room = gw_ws_queued(r->ws) < SEND_QUEUE_MAX;
+		int n = 0, timeout;
+		for (int c = 0; c < KBOX_CH_COUNT; c++)
+			if (c != KBOX_CH_IOPUB)
+				p[n++] = (zmq_pollitem_t){r->sock[c], 0, room ? ZMQ_POLLIN : 0, 0};
+		p[n++] = (zmq_pollitem_t){
+		        NULL, gw_ws_fd(r->ws),
+		        (short)(ZMQ_POLLIN | (gw_ws_want_write(r->ws) ? ZMQ_POLLOUT : 0)), 0};
+		p[n++] = (zmq_pollitem_t){NULL, 0, ZMQ_POLLIN, 0};
+		p[n++] = (zmq_pollitem_t){NULL, r->sig_fd, ZMQ_POLLIN, 0};
+		timeout = (int)(r->last_traffic + KEEPALIVE_MS - kx_now_ms());
+		if (zmq_poll(p, n, timeout < 0 ? 0 : timeout) < 0 && errno != EINTR)
+			break;
+		if (p[n - 1].revents) {
+			r->stopping = true;
+			break;
+		}
+		if (p[n - 2].revents)
+			read_commands(r);
+		/* the supervisor's, a batch a socket a turn */
+		for (int i = 0; i < n - 3; i++)
+			if (p[i].revents & ZMQ_POLLIN)
+				for (int k = 0; k < BATCH; k++) {
+					int c = (int)(i >= KBOX_CH_IOPUB ? i + 1 : i);
+					if (!from_local(r, c))
+						break;
+				}
+		if (gw_ws_pump(r->ws, why, sizeof why) < 0 && !r->stopping) {
+			if (reconnect(r, why, legacy) < 0) {
+				r->lost = true;
+				break;
+			}
+		}
+		if (!r->pending && kx_now_ms() - r->last_traffic >= KEEPALIVE_MS)
+			keep_alive(r);
+	}
+	if (r->ws) {
+		char why[64];
+		gw_ws_close(r->ws);
+		gw_ws_pump(r->ws, why, sizeof why);
+	}
+	gw_ws_destroy(&r->ws);
+	/* the remote kernel goes with its session, whatever ended it */
+	deleted = delete_kernel(r->gw, r->kid, &err) == 0;
+	if (!deleted)
+		fprintf(stderr, "kbox-gateway: %s\n", err.msg);
+	say(r->status_fd, json_pack("{s:{s:s, s:b}}", "exit", "cause",
+	                            r->cause[0] ? r->cause : "the remote kernel was deleted",
+	                            "deleted", deleted));
+	rc = 0;
+	goto out;
+fail_delete:
+	if (r->kid[0]) {
+		gw_error_t ignored = {0};
+		delete_kernel(r->gw, r->kid, &ignored);
+	}
+fail:
+	say_error(r->status_fd, &err);
+out:
+	for (int c = 0; c < KBOX_CH_COUNT; c++)
+		if (r->sock[c])
+			zmq_close(r->sock[c]);
+	if (r->zctx)
+		zmq_ctx_term(r->zctx);
+	kbox_auth_destroy(&r->auth);
+	gw_ws_destroy(&r->ws);
+	gw_destroy(&r->gw);
+	if (conn_text) {
+		explicit_bzero(conn_text, strlen(conn_text));
+		free(conn_text);
+	}
+	kbox_conn_destroy(&conn);
+	json_decref(spec);
+	json_decref(body);
+	json_decref(out);
+	free(r);
+	return rc;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: " KG_PROGRAM " spec NAME | specs | delete ID | run\n"
+	                "(kbox's helper for the gateway backend: see gateway_proto.h)\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (kx_std_fds_open() < 0)
+		return 127;
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf(KG_PROGRAM " " PACKAGE_VERSION "\n");
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "spec") == 0)
+		return cmd_specs(argv[2]);
+	if (argc == 2 && strcmp(argv[1], "specs") == 0)
+		return cmd_specs(NULL);
+	if (argc == 3 && strcmp(argv[1], "delete") == 0)
+		return cmd_delete(argv[2]);
+	if (argc == 2 && strcmp(argv[1], "run") == 0)
+		return cmd_run();
+	usage();
+	return 2;
+}
