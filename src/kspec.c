@@ -221,15 +221,87 @@ static int dup_field(json_t *root, const char *key, const char *dflt, char **out
 	return *out ? 0 : -1;
 }
 
+/* A kernelspec from its kernel.json, ROOT (borrowed): named NAME (made
+ * lower-case), its resources in RESOURCE_DIR ("" for none), WHAT naming it
+ * in errors.  NULL with ERR. */
+static kbox_kspec_t *from_json(json_t *root, const char *name, const char *resource_dir,
+                               const char *what, kbox_error_t *err)
+{
+	json_t *argv, *v;
+	kbox_kspec_t *self = NULL;
+	strv_t av = {0};
+
+	if (!json_is_object(root)) {
+		kbox_error_set(err, KBOX_E_INVALID, "kernelspec %s: not a JSON object", what);
+		return NULL;
+	}
+	argv = json_object_get(root, "argv");
+	if (!json_is_array(argv) || json_array_size(argv) == 0) {
+		kbox_error_set(err, KBOX_E_INVALID, "kernelspec %s: argv is missing or empty",
+		               what);
+		return NULL;
+	}
+	for (size_t i = 0; i < json_array_size(argv); i++) {
+		v = json_array_get(argv, i);
+		if (!json_is_string(v)) {
+			kbox_error_set(err, KBOX_E_INVALID,
+			               "kernelspec %s: argv[%zu] is not a string", what, i);
+			goto out;
+		}
+		if (strv_push(&av, strdup(json_string_value(v))) < 0)
+			goto nomem;
+	}
+	self = calloc(1, sizeof *self);
+	if (!self)
+		goto nomem;
+	self->argv = av.v;
+	av.v = NULL;
+	self->resource_dir = strdup(resource_dir);
+	self->name = strdup(name);
+	for (char *p = self->name; p && *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	if (!self->resource_dir || !self->name ||
+	    dup_field(root, "display_name", name, &self->display_name) ||
+	    dup_field(root, "language", "", &self->language))
+		goto nomem;
+	v = json_object_get(root, "interrupt_mode");
+	if (v && json_is_string(v) && strcmp(json_string_value(v), "message") == 0)
+		self->interrupt_mode = KBOX_INTERRUPT_MESSAGE;
+	else if (v && (!json_is_string(v) || strcmp(json_string_value(v), "signal") != 0)) {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "kernelspec %s: interrupt_mode must be \"signal\" or \"message\"",
+		               what);
+		kbox_kspec_destroy(&self);
+		goto out;
+	}
+	v = json_object_get(root, "env");
+	if (v && !json_is_object(v)) {
+		kbox_error_set(err, KBOX_E_INVALID, "kernelspec %s: env is not an object", what);
+		kbox_kspec_destroy(&self);
+		goto out;
+	}
+	self->env = v ? json_incref(v) : json_object();
+	v = json_object_get(root, "metadata");
+	self->metadata = json_is_object(v) ? json_incref(v) : json_object();
+	goto out;
+nomem:
+	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	kbox_kspec_destroy(&self);
+out:
+	for (size_t i = 0; av.v && i < av.n; i++)
+		free(av.v[i]);
+	free(av.v);
+	return self;
+}
+
 kbox_kspec_t *kbox_kspec_load(const char *dir, kbox_error_t *err)
 {
 	char *file = join(dir, "kernel.json");
 	char real[PATH_MAX];
 	json_error_t jerr;
-	json_t *root = NULL, *argv, *v;
+	json_t *root = NULL;
 	kbox_kspec_t *self = NULL;
-	const char *base;
-	strv_t av = {0};
+	const char *rdir, *base;
 
 	if (!file) {
 		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
@@ -245,74 +317,25 @@ kbox_kspec_t *kbox_kspec_load(const char *dir, kbox_error_t *err)
 			               jerr.line, jerr.text);
 		goto out;
 	}
-	if (!json_is_object(root)) {
-		kbox_error_set(err, KBOX_E_INVALID, "kernelspec %s: not a JSON object", file);
-		goto out;
-	}
-	argv = json_object_get(root, "argv");
-	if (!json_is_array(argv) || json_array_size(argv) == 0) {
-		kbox_error_set(err, KBOX_E_INVALID, "kernelspec %s: argv is missing or empty",
-		               file);
-		goto out;
-	}
-	for (size_t i = 0; i < json_array_size(argv); i++) {
-		v = json_array_get(argv, i);
-		if (!json_is_string(v)) {
-			kbox_error_set(err, KBOX_E_INVALID,
-			               "kernelspec %s: argv[%zu] is not a string", file, i);
-			goto out;
-		}
-		if (strv_push(&av, strdup(json_string_value(v))) < 0)
-			goto nomem;
-	}
-	self = calloc(1, sizeof *self);
-	if (!self)
-		goto nomem;
-	self->argv = av.v;
-	av.v = NULL;
-	if (realpath(dir, real))
-		self->resource_dir = strdup(real);
-	else
-		self->resource_dir = strdup(dir);
-	base = strrchr(self->resource_dir ? self->resource_dir : dir, '/');
-	base = base ? base + 1 : dir;
-	self->name = strdup(base);
-	for (char *p = self->name; p && *p; p++)
-		*p = (char)tolower((unsigned char)*p);
-	if (!self->resource_dir || !self->name ||
-	    dup_field(root, "display_name", base, &self->display_name) ||
-	    dup_field(root, "language", "", &self->language))
-		goto nomem;
-	v = json_object_get(root, "interrupt_mode");
-	if (v && json_is_string(v) && strcmp(json_string_value(v), "message") == 0)
-		self->interrupt_mode = KBOX_INTERRUPT_MESSAGE;
-	else if (v && (!json_is_string(v) || strcmp(json_string_value(v), "signal") != 0)) {
-		kbox_error_set(err, KBOX_E_INVALID,
-		               "kernelspec %s: interrupt_mode must be \"signal\" or \"message\"",
-		               file);
-		kbox_kspec_destroy(&self);
-		goto out;
-	}
-	v = json_object_get(root, "env");
-	if (v && !json_is_object(v)) {
-		kbox_error_set(err, KBOX_E_INVALID, "kernelspec %s: env is not an object", file);
-		kbox_kspec_destroy(&self);
-		goto out;
-	}
-	self->env = v ? json_incref(v) : json_object();
-	v = json_object_get(root, "metadata");
-	self->metadata = json_is_object(v) ? json_incref(v) : json_object();
-	goto out;
-nomem:
-	kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	kbox_kspec_destroy(&self);
+	rdir = realpath(dir, real) ? real : dir;
+	base = strrchr(rdir, '/');
+	base = base ? base + 1 : rdir;
+	self = from_json(root, base, rdir, file, err);
 out:
-	for (size_t i = 0; av.v && i < av.n; i++)
-		free(av.v[i]);
-	free(av.v);
 	json_decref(root);
 	free(file);
 	return self;
+}
+
+kbox_kspec_t *kbox_kspec_from_json(const char *name, const json_t *spec, kbox_error_t *err)
+{
+	if (!valid_name(name)) {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "kernelspec name \"%s\" is invalid (letters, digits, '.', '_', '-')",
+		               name ? name : "");
+		return NULL;
+	}
+	return from_json((json_t *)spec, name, "", name, err);
 }
 
 static int cmp_str(const void *a, const void *b)

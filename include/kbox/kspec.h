@@ -45,6 +45,11 @@ kbox_kspec_t *kbox_kspec_load(const char *dir, kbox_error_t *err);
  * kbox_strv_free(p). */
 char **kbox_kspec_list(void);
 
+/* A kernelspec from its kernel.json as JSON (SPEC, borrowed): one a
+ * remote Jupyter server lists (GET /api/kernelspecs/NAME's "spec").  Its
+ * resource directory is "" (none here).  New: kbox_kspec_destroy(&p);
+ * NULL with ERR. */
+kbox_kspec_t *kbox_kspec_from_json(const char *name, const json_t *spec, kbox_error_t *err);
 void kbox_kspec_destroy(kbox_kspec_t **self_p);
 
 /* Borrowed views, valid while SELF lives. */

@@ -4,6 +4,7 @@
 #include "runtime/functions.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -243,10 +244,12 @@ static int start_session(const char *dir, const char *name, const kr_session_con
 	int status;
 	pid_t pid;
 
-	if ((status = check_kspec(config->kernel)) != EXIT_OK ||
+	bool gateway = strcmp(config->backend, "gateway") == 0;
+	/* (a remote kernel's kernelspec is its server's: the supervisor asks) */
+	if ((!gateway && (status = check_kspec(config->kernel)) != EXIT_OK) ||
 	    (status = cli_check_backend("start", config, is_new)) != EXIT_OK)
 		return status;
-	if (!kr_backend_sandboxed(config->backend))
+	if (!kr_backend_sandboxed(config->backend) && !gateway)
 		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
 		        config->backend);
 	if ((status = cli_session_start("start", dir, name, config, 0, started, &pid)) != EXIT_OK)
@@ -265,7 +268,8 @@ static int start_session(const char *dir, const char *name, const kr_session_con
 
 /* What kbox start was asked. */
 typedef struct {
-	const char *name, *rootfs_arg;
+	const char *name, *rootfs_arg, *token_file, *token_env, *ca_arg;
+	long long launch_ms;
 	cli_functions_opts_t fo;
 	kr_session_opts_t o;
 	cli_strlist_t env;
@@ -291,6 +295,20 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	                "bwrap, docker (a container; the engine from DOCKER_HOST), or none, "
 	                "unsandboxed (default: the session's, else $KBOX_BACKEND, else " KR_BACKEND_DEFAULT
 	                ")"),
+	        CLI_OPT_STRING(0, "url", "URL", &a->o.gateway,
+	                       "gateway: the Jupyter server, http(s)://HOST:PORT[/PATH] "
+	                       "(default: the session's, else $KBOX_GATEWAY_URL)"),
+	        CLI_OPT_STRING(0, "token-file", "FILE", &a->token_file,
+	                       "gateway: the server's token, read from FILE (default: the "
+	                       "session's, else $KBOX_GATEWAY_TOKEN, else none)"),
+	        CLI_OPT_STRING(0, "token-env", "VAR", &a->token_env,
+	                       "gateway: the server's token, from the variable VAR"),
+	        CLI_OPT_STRING(0, "ca-file", "FILE", &a->ca_arg,
+	                       "gateway: the CA certificates that verify an https server "
+	                       "(default: the session's, else the system's)"),
+	        CLI_OPT_CALLBACK(0, "launch-timeout", "DURATION", cli_opt_duration, &a->launch_ms,
+	                         "gateway: how long a kernel may take to start on the server "
+	                         "(default: the session's, else 2m)"),
 	        CLI_OPT_STRING(0, "image", "NAME", &a->o.image,
 	                       "docker: the container image (default: the session's, else "
 	                       "$KBOX_IMAGE_NAME, else kbox-kernel)"),
@@ -329,6 +347,147 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 #undef START_OPT
 
 	return cli_parse_no_operands("start", opts, argc, argv, status);
+}
+
+/* Whether URL is one the gateway takes: http:// or https://, a host, no
+ * user, query or fragment (a token in a URL ends up in logs), printable. */
+static bool url_ok(const char *url)
+{
+	const char *rest = strncmp(url, "http://", 7) == 0    ? url + 7
+	                   : strncmp(url, "https://", 8) == 0 ? url + 8
+	                                                      : NULL;
+	if (!rest || !*rest || *rest == '/' || strlen(url) > 1024 || strpbrk(url, "?#@"))
+		return false;
+	for (const char *p = url; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f)
+			return false;
+	return true;
+}
+
+/* The token A gives (--token-file, --token-env, else $KBOX_GATEWAY_TOKEN)
+ * into BUF; *GIVEN false when none is.  EXIT_OK, or EXIT_USAGE after one
+ * line. */
+static int gateway_token(const start_args_t *a, char *buf, size_t size, bool *given)
+{
+	const char *v = NULL, *from = NULL;
+	size_t n;
+	*given = false;
+	if (a->token_file && a->token_env) {
+		cli_error("start", "--token-file and --token-env: give one");
+		return EXIT_USAGE;
+	}
+	if (a->token_file) {
+		FILE *f = fopen(a->token_file, "re");
+		if (!f) {
+			cli_error("start", "invalid --token-file \"%s\": %s", a->token_file,
+			          strerror(errno));
+			return EXIT_USAGE;
+		}
+		n = fread(buf, 1, size - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		if (n == size - 1) {
+			cli_error("start", "invalid --token-file \"%s\": over %zu bytes",
+			          a->token_file, size - 2);
+			return EXIT_USAGE;
+		}
+		while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+			buf[--n] = '\0';
+		from = "--token-file";
+	} else {
+		from = a->token_env ? "--token-env" : "KBOX_GATEWAY_TOKEN";
+		v = getenv(a->token_env ? a->token_env : "KBOX_GATEWAY_TOKEN");
+		if (!v && a->token_env) {
+			cli_error("start", "invalid --token-env %s: the variable is not set",
+			          a->token_env);
+			return EXIT_USAGE;
+		}
+		if (!v)
+			return EXIT_OK;
+		if (strlen(v) >= size) {
+			cli_error("start", "the token of %s is over %zu bytes", from, size - 1);
+			return EXIT_USAGE;
+		}
+		snprintf(buf, size, "%s", v);
+		n = strlen(buf);
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)buf[i] < ' ' || buf[i] == 0x7f) {
+			cli_error("start", "the token of %s has a control character in it", from);
+			return EXIT_USAGE;
+		}
+	if (!n) {
+		cli_error("start", "the token of %s is empty", from);
+		return EXIT_USAGE;
+	}
+	*given = true;
+	return EXIT_OK;
+}
+
+/* The gateway backend's settings (before the merge: A's options into
+ * O, KBOX_GATEWAY_URL for a session without a server).  EXIT_OK, or
+ * EXIT_USAGE after one line. */
+static int check_gateway_opts(start_args_t *a, const kr_session_config_t *config)
+{
+	kr_session_opts_t *o = &a->o;
+	const char *backend = o->backend ? o->backend : config->backend;
+	bool gateway = strcmp(backend, "gateway") == 0;
+	const char *given = o->gateway          ? "--url"
+	                    : a->token_file     ? "--token-file"
+	                    : a->token_env      ? "--token-env"
+	                    : a->ca_arg         ? "--ca-file"
+	                    : a->launch_ms >= 0 ? "--launch-timeout"
+	                                        : NULL;
+	if (!gateway) {
+		if (given) {
+			cli_error("start",
+			          "%s is for --backend gateway (this session's backend is %s)",
+			          given, backend);
+			return EXIT_USAGE;
+		}
+		return EXIT_OK;
+	}
+	if (!o->gateway && !config->gateway) {
+		const char *env = getenv("KBOX_GATEWAY_URL");
+		if (!env || !*env) {
+			cli_error("start",
+			          "backend gateway: no server: give its URL with --url URL, "
+			          "or in KBOX_GATEWAY_URL");
+			return EXIT_USAGE;
+		}
+		o->gateway = env;
+	}
+	if (o->gateway && !url_ok(o->gateway)) {
+		cli_error(
+		        "start",
+		        "invalid --url \"%s\": expected http://HOST[:PORT][/PATH] or https://..., "
+		        "with no user, query or fragment (give the token with --token-file or "
+		        "--token-env)",
+		        o->gateway);
+		return EXIT_USAGE;
+	}
+	if (a->launch_ms >= 0) {
+		if (a->launch_ms < 1000 || a->launch_ms > 3600000) {
+			cli_error("start", "invalid --launch-timeout: expected 1s to 1h");
+			return EXIT_USAGE;
+		}
+		o->launch_timeout = (a->launch_ms + 999) / 1000;
+	}
+	return EXIT_OK;
+}
+
+/* Keep the token in the session's directory DIR (0600, beside
+ * session.json: never in it, an argument or a variable of the
+ * supervisor's).  EXIT_OK, or EXIT_UNAVAILABLE after one line. */
+static int save_token(const char *dir, const char *token)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/" KR_GATEWAY_TOKEN_FILE, dir);
+	if (kx_write_atomic(AT_FDCWD, path, token, strlen(token), 0600, 0) < 0) {
+		cli_error("start", "cannot keep the token in %s: %s", path, strerror(errno));
+		return EXIT_UNAVAILABLE;
+	}
+	return EXIT_OK;
 }
 
 /* kbox start --reseal -s NAME: seal NAME's session.json as it is (one kbox
@@ -385,7 +544,8 @@ static int reseal(const char *name, const kr_session_opts_t *o)
 
 int cmd_start(int argc, char **argv)
 {
-	start_args_t a = {.o = KR_SESSION_OPTS_INIT};
+	start_args_t a = {.o = KR_SESSION_OPTS_INIT, .launch_ms = -1};
+	char *ca = NULL;
 	kr_session_opts_t *o = &a.o;
 	const char *name;
 	char *rootfs = NULL, *dir = NULL;
@@ -427,7 +587,8 @@ int cmd_start(int argc, char **argv)
 	/* (a stored session keeps its backend and image: the environment's
 	 * are for new ones) */
 	if ((status = cli_session_defaults("start", is_new, &o->backend, &o->image)) != EXIT_OK ||
-	    (o->kernel && (status = check_kspec(o->kernel)) != EXIT_OK))
+	    (o->kernel && !(o->backend && strcmp(o->backend, "gateway") == 0) &&
+	     (status = check_kspec(o->kernel)) != EXIT_OK))
 		goto out;
 	if (!(dir = cli_session_dir("start", name, true, &status)))
 		goto out;
@@ -437,14 +598,35 @@ int cmd_start(int argc, char **argv)
 	 * what a start that fails puts back (undo_start) */
 	o->name = name;
 	if (kr_session_config_load(&config, dir, &err) < 0 ||
-	    (!is_new && kr_session_config_load(&before, dir, &err) < 0) ||
-	    kr_session_config_merge(&config, o, &err) < 0) {
+	    (!is_new && kr_session_config_load(&before, dir, &err) < 0)) {
+		cli_error("start", "%s", err.msg);
+		status = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	if ((status = check_gateway_opts(&a, &config)) != EXIT_OK)
+		goto out;
+	if (a.ca_arg && !(ca = realpath(a.ca_arg, NULL))) {
+		cli_error("start", "invalid --ca-file \"%s\": %s", a.ca_arg, strerror(errno));
+		status = EXIT_USAGE;
+		goto out;
+	}
+	o->gateway_ca = ca;
+	if (kr_session_config_merge(&config, o, &err) < 0) {
 		cli_error("start", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
 	if ((status = cli_check_docker("start", o, &config)) != EXIT_OK)
 		goto out;
+	if (strcmp(config.backend, "gateway") == 0) {
+		char token[4097];
+		bool have = false;
+		if ((status = gateway_token(&a, token, sizeof token, &have)) == EXIT_OK && have)
+			status = save_token(dir, token);
+		explicit_bzero(token, sizeof token);
+		if (status != EXIT_OK)
+			goto out;
+	}
 	if (config.functions) {
 		/* what the kernel can write is never what the host runs */
 		char ws[PATH_MAX + 16];
@@ -472,6 +654,7 @@ out:
 	free(functions_text);
 	cli_functions_opts_clear(&a.fo);
 	free(rootfs);
+	free(ca);
 	free(dir);
 	return status;
 }

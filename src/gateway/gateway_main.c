@@ -214,14 +214,26 @@ static bool id_valid(const char *id)
 	return true;
 }
 
-/* DELETE the kernel ID: 0 (gone, or never there), or -1 with ERR. */
+/* DELETE the kernel ID: 0 (gone, or never there), or -1 with ERR.  A
+ * server error is tried again, DELETE_TRIES times in all, DELETE_PAUSE_MS
+ * apart: jupyter_server 1.23 fails a DELETE that comes while it restarts
+ * the kernel (its km.ready not yet done). */
+#define DELETE_TRIES 5
+#define DELETE_PAUSE_MS 500
 static int delete_kernel(gw_t *g, const char *id, gw_error_t *err)
 {
 	char path[128];
 	json_t *out = NULL;
 	long code;
 	snprintf(path, sizeof path, "/api/kernels/%s", id);
-	code = gw_call(g, "DELETE", path, NULL, CALL_TIMEOUT_S, &out, err);
+	for (int i = 0; i < DELETE_TRIES; i++) {
+		json_decref(out);
+		out = NULL;
+		code = gw_call(g, "DELETE", path, NULL, CALL_TIMEOUT_S, &out, err);
+		if (code < 500)
+			break;
+		poll(NULL, 0, DELETE_PAUSE_MS);
+	}
 	if (code >= 0 && code != 204 && code != 200 && code != 404) {
 		char what[160];
 		snprintf(what, sizeof what, "deleting kernel %s", id);

@@ -13,11 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern const kr_backend_t kr_backend_bwrap, kr_backend_docker, kr_backend_none;
+extern const kr_backend_t kr_backend_bwrap, kr_backend_docker, kr_backend_gateway, kr_backend_none;
 
 /* The backends: one line each. */
 static const kr_backend_t *const backends[] = {&kr_backend_bwrap, &kr_backend_docker,
-                                               &kr_backend_none, NULL};
+                                               &kr_backend_gateway, &kr_backend_none, NULL};
 static const char *const backend_names[] = {"bwrap", "docker", "none", NULL};
 
 int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg, int *child_errno,
@@ -232,6 +232,8 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	self->o.image = dup_or_null(o->image, &failed);
 	self->o.engine = dup_or_null(o->engine, &failed);
 	self->o.state_home = dup_or_null(o->state_home, &failed);
+	self->o.gateway_url = dup_or_null(o->gateway_url, &failed);
+	self->o.gateway_ca = dup_or_null(o->gateway_ca, &failed);
 	self->kernel = dup_or_null(kbox_kspec_name(spec), &failed);
 	if (failed)
 		goto nomem;
@@ -243,8 +245,8 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	if (b->start(self, argv, err) < 0)
 		goto fail;
 	self->spec = NULL;
-	/* (borrowed for the start only: it holds the key) */
-	self->o.conn_text = self->o.conn_path = NULL;
+	/* (borrowed for the start only: it holds the key; the token) */
+	self->o.conn_text = self->o.conn_path = self->o.gateway_token = NULL;
 	kbox_strv_free(argv);
 	return self;
 nomem:
@@ -253,7 +255,7 @@ fail:
 	kbox_strv_free(argv);
 	if (self) {
 		self->spec = NULL;
-		self->o.conn_text = self->o.conn_path = NULL;
+		self->o.conn_text = self->o.conn_path = self->o.gateway_token = NULL;
 	}
 	kr_sandbox_destroy(&self);
 	return NULL;
@@ -402,6 +404,8 @@ void kr_sandbox_destroy(kr_sandbox_t **self_p)
 	free((char *)self->o.image);
 	free((char *)self->o.engine);
 	free((char *)self->o.state_home);
+	free((char *)self->o.gateway_url);
+	free((char *)self->o.gateway_ca);
 	free(self->kernel);
 	free(self);
 	*self_p = NULL;

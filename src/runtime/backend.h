@@ -72,6 +72,13 @@ typedef struct {
 	 * container */
 	const char *image, *engine, *state_home;
 	unsigned long generation;
+	/* gateway: the Jupyter server's URL, the CA file that verifies it
+	 * (NULL: the system's), how long a kernel may take to start (s; 0:
+	 * KG_LAUNCH_TIMEOUT_S), the framing forced to the legacy one; and its
+	 * token (NULL: none), borrowed for the start only, as CONN_TEXT */
+	const char *gateway_url, *gateway_ca, *gateway_token;
+	long gateway_launch_s;
+	bool gateway_legacy;
 } kr_sandbox_opts_t;
 
 /* The default backend: bwrap. */
@@ -266,6 +273,12 @@ void kr_sandbox_set_cause(kr_sandbox_t *sb, int st, bool signal_exit);
  * cause then "WHAT vanished (not reaped)") and sb->cause set as
  * kr_sandbox_set_cause does with SIGNAL_EXIT. */
 bool kr_sandbox_poll(kr_sandbox_t *sb, const char *what, bool signal_exit);
+
+/* Backend gateway: kernelspec NAME as the Jupyter server at URL (its
+ * TOKEN and CA file may be NULL) lists it, asked through its helper.  New;
+ * NULL with ERR (KBOX_E_NOTFOUND: the server has no such kernelspec). */
+kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca, const char *name,
+                              kbox_error_t *err);
 
 /* For backends: a child of PARENT (the first found), or -1: a scan of
  * /proc (the kernel under bwrap's init, or a container's). */

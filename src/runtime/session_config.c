@@ -48,9 +48,12 @@ static const struct key {
         {"ephemeral", KR_SC_EPHEMERAL, T_BOOL, FIELD(ephemeral)},
         {"file_size", KR_SC_FILE_SIZE, T_COUNT, FIELD(file_size)},
         {"functions", KR_SC_FUNCTIONS, T_STRING, FIELD(functions)},
+        {"gateway", KR_SC_GATEWAY, T_STRING, FIELD(gateway)},
+        {"gateway_ca", KR_SC_GATEWAY_CA, T_STRING, FIELD(gateway_ca)},
         {"home_config", KR_SC_HOME_CONFIG, T_BOOL, FIELD(home_config)},
         {"image", KR_SC_IMAGE, T_STRING, FIELD(image)},
         {"kernel", KR_SC_KERNEL, T_STRING, FIELD(kernel)},
+        {"launch_timeout", KR_SC_LAUNCH_TIMEOUT, T_COUNT, FIELD(launch_timeout)},
         {"memory", KR_SC_MEMORY, T_COUNT, FIELD(memory)},
         {"name", KR_SC_NAME, T_STRING, FIELD(name)},
         {"output_rate", KR_SC_OUTPUT_RATE, T_COUNT, FIELD(output_rate)},
@@ -392,6 +395,8 @@ static int check_values(const kr_session_config_t *cfg, const char *path, kbox_e
 	        {KR_SC_PIDS, "pids", offsetof(kr_session_config_t, pids), 1, 4194304},
 	        {KR_SC_TTL_MS, "ttl_ms", offsetof(kr_session_config_t, ttl_ms), 0,
 	         KR_SESSION_TTL_MAX_MS},
+	        {KR_SC_LAUNCH_TIMEOUT, "launch_timeout",
+	         offsetof(kr_session_config_t, launch_timeout), 1, 3600},
 	};
 	for (size_t i = 0; i < sizeof ranges / sizeof *ranges; i++) {
 		long long v = *(const long long *)((const char *)cfg + ranges[i].at);
@@ -924,10 +929,15 @@ int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o
 	const struct {
 		unsigned bit;
 		const char *s;
-	} strings[] = {{KR_SC_NAME, o->name},          {KR_SC_KERNEL, o->kernel},
-	               {KR_SC_BACKEND, o->backend},    {KR_SC_ROOTFS, o->rootfs},
-	               {KR_SC_IMAGE, o->image},        {KR_SC_ENGINE, o->engine},
-	               {KR_SC_WORKSPACE, o->workspace}};
+	} strings[] = {{KR_SC_NAME, o->name},
+	               {KR_SC_KERNEL, o->kernel},
+	               {KR_SC_BACKEND, o->backend},
+	               {KR_SC_ROOTFS, o->rootfs},
+	               {KR_SC_IMAGE, o->image},
+	               {KR_SC_ENGINE, o->engine},
+	               {KR_SC_WORKSPACE, o->workspace},
+	               {KR_SC_GATEWAY, o->gateway},
+	               {KR_SC_GATEWAY_CA, o->gateway_ca}};
 
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
 		if (strings[i].s && merge_string(cfg, strings[i].bit, strings[i].s) < 0)
@@ -941,6 +951,7 @@ int kr_session_config_merge(kr_session_config_t *cfg, const kr_session_opts_t *o
 	MERGE_NUMBER(cfg, KR_SC_OUTPUTS_QUOTA, outputs_quota, o->outputs_quota);
 	MERGE_NUMBER(cfg, KR_SC_OUTPUT_RATE, output_rate, o->output_rate);
 	MERGE_NUMBER(cfg, KR_SC_OWNER_PID, owner_pid, o->owner_pid);
+	MERGE_NUMBER(cfg, KR_SC_LAUNCH_TIMEOUT, launch_timeout, o->launch_timeout);
 	MERGE_NUMBER(cfg, KR_SC_HOME_CONFIG, home_config, o->home_config);
 	MERGE_NUMBER(cfg, KR_SC_EPHEMERAL, ephemeral, o->ephemeral);
 	MERGE_NUMBER(cfg, KR_SC_WORKSPACE_RO, workspace_ro, o->workspace_ro);
@@ -985,5 +996,6 @@ bool kr_session_opts_empty(const kr_session_opts_t *o)
 	       !o->engine && o->ttl_ms < 0 && o->memory < 0 && o->pids < 0 && o->tmp_size < 0 &&
 	       o->file_size < 0 && o->outputs_quota < 0 && o->output_rate < 0 && o->owner_pid < 0 &&
 	       o->cpus < 0 && o->home_config < 0 && o->ephemeral < 0 && o->workspace_ro < 0 &&
-	       !o->n_env && !o->functions && !o->relay;
+	       !o->n_env && !o->functions && !o->relay && !o->gateway && !o->gateway_ca &&
+	       o->launch_timeout < 0;
 }

@@ -33,33 +33,37 @@
 
 /* The keys of session.json, one bit each. */
 typedef enum {
-	KR_SC_NAME = 1u << 0,           /* "name": string */
-	KR_SC_KERNEL = 1u << 1,         /* "kernel": string, a kernelspec */
-	KR_SC_BACKEND = 1u << 2,        /* "backend": string */
-	KR_SC_TTL_MS = 1u << 3,         /* "ttl_ms": integer >= 0 */
-	KR_SC_MEMORY = 1u << 4,         /* "memory": integer >= 0, bytes */
-	KR_SC_CPUS = 1u << 5,           /* "cpus": number >= 0 */
-	KR_SC_PIDS = 1u << 6,           /* "pids": integer >= 0 */
-	KR_SC_TMP_SIZE = 1u << 7,       /* "tmp_size": integer >= 0, bytes */
-	KR_SC_FILE_SIZE = 1u << 8,      /* "file_size": integer >= 0, bytes */
-	KR_SC_OUTPUTS_QUOTA = 1u << 9,  /* "outputs_quota": integer >= 0, bytes */
-	KR_SC_HOME_CONFIG = 1u << 10,   /* "home_config": true or false */
-	KR_SC_ROOTFS = 1u << 11,        /* "rootfs": string, an absolute path */
-	KR_SC_ENV = 1u << 12,           /* "env": array of "NAME=VALUE" strings */
-	KR_SC_WORKSPACE = 1u << 13,     /* "workspace": string (kbox run --workspace) */
-	KR_SC_WORKSPACE_DEV = 1u << 14, /* "workspace_dev": integer */
-	KR_SC_WORKSPACE_INO = 1u << 15, /* "workspace_ino": integer */
-	KR_SC_EPHEMERAL = 1u << 16,     /* "ephemeral": true or false (kbox run) */
-	KR_SC_OWNER_PID = 1u << 17,     /* "owner_pid": integer >= 0 (kbox run) */
-	KR_SC_OUTPUT_RATE = 1u << 18,   /* "output_rate": integer >= 0, messages a second */
-	KR_SC_IMAGE = 1u << 19,         /* "image": string (backend docker) */
-	KR_SC_ENGINE = 1u << 20,        /* "engine": string, unix:///PATH (backend docker) */
-	KR_SC_FUNCTIONS = 1u << 21,     /* "functions": string, a functions file as read,
+	KR_SC_NAME = 1u << 0,            /* "name": string */
+	KR_SC_KERNEL = 1u << 1,          /* "kernel": string, a kernelspec */
+	KR_SC_BACKEND = 1u << 2,         /* "backend": string */
+	KR_SC_TTL_MS = 1u << 3,          /* "ttl_ms": integer >= 0 */
+	KR_SC_MEMORY = 1u << 4,          /* "memory": integer >= 0, bytes */
+	KR_SC_CPUS = 1u << 5,            /* "cpus": number >= 0 */
+	KR_SC_PIDS = 1u << 6,            /* "pids": integer >= 0 */
+	KR_SC_TMP_SIZE = 1u << 7,        /* "tmp_size": integer >= 0, bytes */
+	KR_SC_FILE_SIZE = 1u << 8,       /* "file_size": integer >= 0, bytes */
+	KR_SC_OUTPUTS_QUOTA = 1u << 9,   /* "outputs_quota": integer >= 0, bytes */
+	KR_SC_HOME_CONFIG = 1u << 10,    /* "home_config": true or false */
+	KR_SC_ROOTFS = 1u << 11,         /* "rootfs": string, an absolute path */
+	KR_SC_ENV = 1u << 12,            /* "env": array of "NAME=VALUE" strings */
+	KR_SC_WORKSPACE = 1u << 13,      /* "workspace": string (kbox run --workspace) */
+	KR_SC_WORKSPACE_DEV = 1u << 14,  /* "workspace_dev": integer */
+	KR_SC_WORKSPACE_INO = 1u << 15,  /* "workspace_ino": integer */
+	KR_SC_EPHEMERAL = 1u << 16,      /* "ephemeral": true or false (kbox run) */
+	KR_SC_OWNER_PID = 1u << 17,      /* "owner_pid": integer >= 0 (kbox run) */
+	KR_SC_OUTPUT_RATE = 1u << 18,    /* "output_rate": integer >= 0, messages a second */
+	KR_SC_IMAGE = 1u << 19,          /* "image": string (backend docker) */
+	KR_SC_ENGINE = 1u << 20,         /* "engine": string, unix:///PATH (backend docker) */
+	KR_SC_FUNCTIONS = 1u << 21,      /* "functions": string, a functions file as read,
 	                                 * as JSON text (kr_functions_text: its order and
 	                                 * numbers as they were) */
-	KR_SC_RELAY = 1u << 22,         /* "relay": string, a front end's connection file
+	KR_SC_RELAY = 1u << 22,          /* "relay": string, a front end's connection file
 	                                 * as JSON text (kbox kernel) */
-	KR_SC_WORKSPACE_RO = 1u << 23,  /* "workspace_ro": true or false */
+	KR_SC_WORKSPACE_RO = 1u << 23,   /* "workspace_ro": true or false */
+	KR_SC_GATEWAY = 1u << 24,        /* "gateway": string, a Jupyter server's URL
+	                                 * (backend gateway) */
+	KR_SC_GATEWAY_CA = 1u << 25,     /* "gateway_ca": string, an absolute path */
+	KR_SC_LAUNCH_TIMEOUT = 1u << 26, /* "launch_timeout": integer >= 0, s (gateway) */
 } kr_session_key_t;
 
 /* A session's configuration.  The strings of the keys in HAS are owned
@@ -103,7 +107,16 @@ typedef struct {
 	 * and relays to the kernel's (kbox/relay.h); NULL: none */
 	const char *relay;
 	bool workspace_ro; /* the workspace is bound read-only */
+	/* gateway: the Jupyter server's URL (NULL: none), the CA file that
+	 * verifies it (NULL: the system's), how long a kernel may take to
+	 * start (s; 0: KG_LAUNCH_TIMEOUT_S).  Its token is no key of this
+	 * file: KR_GATEWAY_TOKEN_FILE beside it. */
+	const char *gateway, *gateway_ca;
+	long long launch_timeout;
 } kr_session_config_t;
+
+/* The gateway's token, beside session.json (0600). */
+#define KR_GATEWAY_TOKEN_FILE "gateway-token"
 
 /* What a command line gives, to merge over a configuration: strings
  * borrowed (NULL: not given), numbers -1 and tri-states -1 when not given
@@ -111,8 +124,10 @@ typedef struct {
  * replaces the session's whole environment.  WORKSPACE_ST, given with
  * WORKSPACE, is the directory as checked: its device and inode are stored. */
 typedef struct {
-	const char *name, *kernel, *backend, *rootfs, *workspace, *image, *engine;
-	long long ttl_ms, memory, pids, tmp_size, file_size, outputs_quota, output_rate, owner_pid;
+	const char *name, *kernel, *backend, *rootfs, *workspace, *image, *engine, *gateway,
+	        *gateway_ca;
+	long long ttl_ms, memory, pids, tmp_size, file_size, outputs_quota, output_rate, owner_pid,
+	        launch_timeout;
 	double cpus;
 	int home_config, ephemeral, workspace_ro; /* -1, 0 or 1 */
 	const char *const *env;
@@ -122,11 +137,11 @@ typedef struct {
 	const char *relay;     /* a front end's connection, as JSON text (NULL: not given) */
 } kr_session_opts_t;
 
-#define KR_SESSION_OPTS_INIT                                                             \
-	{                                                                                \
-		.ttl_ms = -1, .memory = -1, .pids = -1, .tmp_size = -1, .file_size = -1, \
-		.outputs_quota = -1, .output_rate = -1, .owner_pid = -1, .cpus = -1,     \
-		.home_config = -1, .ephemeral = -1, .workspace_ro = -1                   \
+#define KR_SESSION_OPTS_INIT                                                                 \
+	{                                                                                    \
+		.ttl_ms = -1, .memory = -1, .pids = -1, .tmp_size = -1, .file_size = -1,     \
+		.outputs_quota = -1, .output_rate = -1, .owner_pid = -1, .cpus = -1,         \
+		.launch_timeout = -1, .home_config = -1, .ephemeral = -1, .workspace_ro = -1 \
 	}
 
 /* Whether REF is a container image reference an engine takes: NAME,

@@ -164,6 +164,7 @@ struct sup {
 	/* an unsandboxed kernel's R start-up files, "R_PROFILE_USER=HOME/..." */
 	char none_rprofile[PATH_MAX + 32], none_renviron[PATH_MAX + 32];
 	kbox_kspec_t *spec;
+	char *gateway_token; /* backend gateway: the server's token (NULL: none) */
 	kbox_loop_t *loop;
 	/* the kernel */
 	kr_sandbox_t *sb;
@@ -368,6 +369,9 @@ void sup_dispatch_soon(sup_t *s);
 /* Start a kernel (generation + 1) and begin waiting for it to answer.
  * 0, or -1 with ERR (nothing left running). */
 int sup_kernel_start(sup_t *s, kbox_error_t *err);
+/* How long a kernel may take to answer: READY_TIMEOUT_MS, and a remote
+ * one its launch time too (supervisor_kernel.c). */
+long long sup_ready_timeout(const sup_t *s);
 /* End the current kernel (gracefully when GRACEFUL and it answers) and
  * forget it. */
 void sup_kernel_end(sup_t *s, bool graceful);

@@ -3,6 +3,7 @@
  * the backend, its readiness, its end and replacement, and the
  * supervisor's own memory bound, which a kernel's output could break. */
 #include "runtime/supervisor_int.h"
+#include "gateway/gateway_proto.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -240,7 +241,7 @@ static void bind_wait_end(sup_t *s)
 static int client_begin(sup_t *s, const kbox_conn_t *conn, kbox_error_t *err)
 {
 	kbox_client_hooks_t hooks = {NULL, sb_alive, s};
-	long long left = READY_TIMEOUT_MS - (kx_now_ms() - s->start_t0);
+	long long left = sup_ready_timeout(s) - (kx_now_ms() - s->start_t0);
 	if (!(s->client = kbox_client_new(conn, err)))
 		return -1;
 	if (s->front) { /* (the relay connects to it once it answers) */
@@ -299,7 +300,7 @@ static int on_bind_check(kbox_loop_t *loop, void *arg)
 	}
 	if (s->bind_conn && (!alive || sockets_bound(s))) {
 		ready_wait_begin(s);
-	} else if (s->bind_conn && kx_now_ms() - s->start_t0 >= READY_TIMEOUT_MS) {
+	} else if (s->bind_conn && kx_now_ms() - s->start_t0 >= sup_ready_timeout(s)) {
 		/* a kernel that binds nothing (stuck, or starved of CPU) is
 		 * given up as one that never answers (newcomer 12, F1: this
 		 * wait had no end, and the front end gave up after 90 s saying
@@ -309,7 +310,7 @@ static int on_bind_check(kbox_loop_t *loop, void *arg)
 		kbox_error_set(
 		        &err, KBOX_E_TIMEOUT,
 		        "kernel bound none of its sockets within %s (stuck, or starved of CPU)",
-		        kx_fmt_ms(t, sizeof t, READY_TIMEOUT_MS));
+		        kx_fmt_ms(t, sizeof t, sup_ready_timeout(s)));
 		bind_wait_end(s);
 		on_ready(s, -1, &err);
 	}
@@ -360,6 +361,15 @@ static void remove_kernel_files(sup_t *s)
 	s->sockets_view[0] = '\0';
 }
 
+long long sup_ready_timeout(const sup_t *s)
+{
+	if (strcmp(s->backend, "gateway") == 0)
+		return READY_TIMEOUT_MS + 1000LL * (s->sbo.gateway_launch_s > 0
+		                                            ? s->sbo.gateway_launch_s
+		                                            : KG_LAUNCH_TIMEOUT_S);
+	return READY_TIMEOUT_MS;
+}
+
 /* Start a kernel (generation + 1) and begin waiting for it to answer.
  * 0, or -1 with ERR (nothing left running). */
 int sup_kernel_start(sup_t *s, kbox_error_t *err)
@@ -384,7 +394,9 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	s->sbo.conn_text = conn_text;
 	s->sbo.conn_path = conn_text ? kernel_conn : NULL;
 	s->sbo.generation = s->generation;
+	s->sbo.gateway_token = s->gateway_token;
 	s->sb = kr_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
+	s->sbo.gateway_token = NULL;
 	s->sbo.conn_text = s->sbo.conn_path = NULL;
 	kbox_conn_json_free(&conn_text);
 	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
@@ -427,7 +439,11 @@ void sup_kernel_end(sup_t *s, bool graceful)
 	sup_relay_end(s);
 	if (s->client) {
 		kbox_client_detach(s->client);
-		if (graceful && s->ready && s->sb && kr_sandbox_alive(s->sb)) {
+		/* (a remote kernel's graceful end is its server's, at the
+		 * DELETE: a shutdown_request of ours would have the server
+		 * restart it meanwhile) */
+		if (graceful && s->ready && s->sb && kr_sandbox_alive(s->sb) &&
+		    strcmp(s->backend, "gateway") != 0) {
 			kbox_msg_t *r = kbox_client_shutdown(s->client, false, SHUTDOWN_WAIT_MS,
 			                                     NULL);
 			if (r)

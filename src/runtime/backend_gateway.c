@@ -1,0 +1,456 @@
+/* src/runtime/backend_gateway.c — backend `gateway`: the kernel on a
+ * remote Jupyter Server, Kernel Gateway or Enterprise Gateway.  The server
+ * is spoken to by kbox-gateway, a helper this backend runs for each kernel
+ * (src/gateway/gateway_proto.h): the helper is the sandbox's process
+ * (sb->pid); it starts the remote kernel, connects its channels, and binds
+ * the sockets of the connection file given it in a directory of the
+ * host's, as backend none's kernel does, so the supervisor talks to it as
+ * to any kernel.  It deletes the remote kernel when told to, at its end
+ * of file, or when the supervisor dies (its parent-death signal SIGTERM).
+ *
+ * Where the kernel runs, and how it is isolated, is the server's: kbox
+ * enforces none of its limits. */
+#include "runtime/runtime.h"
+#include "runtime/backend.h"
+#include "gateway/gateway_proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* How long cleanup waits for the helper to delete the remote kernel, ms. */
+#define DELETE_WAIT_MS 40000
+
+typedef struct {
+	int cmd_fd;    /* the helper's standard input (commands) */
+	int status_fd; /* its status lines (non-blocking) */
+	char in[8192];
+	size_t in_len;
+	char id[80];
+	bool started, exited, failed, deleted, by_kbox;
+	char exe[PATH_MAX];
+	char error[700];
+	char cause[520];
+} gateway_t;
+
+/* The helper's environment: PATH, and the loader's path when the
+ * supervisor has one (a build tree's libtool wrapper sets it: the helper
+ * links libkbox.so).  Static: made once, before any fork. */
+static char **helper_env(void)
+{
+	static char path[] = "PATH=" KX_SAFE_PATH, ld[PATH_MAX + 32];
+	static char *env[3];
+	const char *v = getenv("LD_LIBRARY_PATH");
+	env[0] = path;
+	env[1] = NULL;
+	if (v && *v && strlen(v) < PATH_MAX) {
+		snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s", v);
+		env[1] = ld;
+	}
+	return env;
+}
+
+typedef struct {
+	const char *exe;
+	int cmd_fd, status_fd, dir_fd, log_fd;
+	pid_t parent;
+	char **env;
+} gateway_child_t;
+
+static void gateway_child(void *arg, int errfd)
+{
+	gateway_child_t *c = arg;
+	static char *argv[] = {KG_PROGRAM, "run", NULL};
+	int keep[2] = {KG_STATUS_FD, KG_SOCKETS_FD}, status_fd = c->status_fd, dir_fd = c->dir_fd,
+	    log_fd = c->log_fd, e;
+	/* what is at 3 and 4 moves out of the way first */
+	if (errfd <= KG_SOCKETS_FD && (errfd = fcntl(errfd, F_DUPFD_CLOEXEC, 5)) < 0)
+		_exit(127);
+	if (log_fd >= 0 && log_fd <= KG_SOCKETS_FD &&
+	    (log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, 5)) < 0)
+		goto fail;
+	if (dir_fd == KG_STATUS_FD && (dir_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 5)) < 0)
+		goto fail;
+	if (c->cmd_fd <= KG_SOCKETS_FD)
+		goto fail; /* (pipes made after the directory's descriptor: never here) */
+	if ((status_fd != KG_STATUS_FD && dup2(status_fd, KG_STATUS_FD) < 0) ||
+	    (dir_fd != KG_SOCKETS_FD && dup2(dir_fd, KG_SOCKETS_FD) < 0))
+		goto fail;
+	kx_child_t child = {.errfd = errfd,
+	                    .out_fd = log_fd,
+	                    .in_fd = c->cmd_fd,
+	                    .parent = c->parent,
+	                    .keep = keep,
+	                    .n_keep = 2,
+	                    .pdeath_sig = SIGTERM};
+	kx_child_exec(c->exe, argv, c->env, &child);
+fail:
+	e = errno;
+	if (write(errfd, &e, sizeof e) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+/* The two lines kbox-gateway run reads first: the server, and the run.
+ * A new string (it holds the token and the key), or NULL. */
+static char *make_spec(const kr_sandbox_t *sb)
+{
+	json_t *server = json_pack("{s:s, s:s?, s:s?}", "url", sb->o.gateway_url, "token",
+	                           sb->o.gateway_token, "ca_file", sb->o.gateway_ca);
+	json_t *env = json_object(), *conn = json_loads(sb->o.conn_text, 0, NULL), *run;
+	char *a = NULL, *b = NULL, *text = NULL;
+
+	/* the session's environment: what Enterprise Gateway passes to the
+	 * kernel (KERNEL_USERNAME, KERNEL_NAMESPACE, ...); Jupyter Server
+	 * ignores it */
+	for (size_t i = 0; sb->o.env && sb->o.env[i]; i++) {
+		const char *eq = strchr(sb->o.env[i], '=');
+		if (eq) {
+			char name[256];
+			snprintf(name, sizeof name, "%.*s", (int)(eq - sb->o.env[i]), sb->o.env[i]);
+			json_object_set_new(env, name, json_string(eq + 1));
+		}
+	}
+	run = json_pack("{s:s, s:o, s:I, s:b, s:o}", "kernel", sb->kernel, "env", env,
+	                "launch_timeout",
+	                (json_int_t)(sb->o.gateway_launch_s > 0 ? sb->o.gateway_launch_s
+	                                                        : KG_LAUNCH_TIMEOUT_S),
+	                "legacy", sb->o.gateway_legacy, "connection", conn);
+	if (server && run && (a = json_dumps(server, JSON_COMPACT)) &&
+	    (b = json_dumps(run, JSON_COMPACT)) && asprintf(&text, "%s\n%s\n", a, b) < 0)
+		text = NULL;
+	if (a)
+		explicit_bzero(a, strlen(a));
+	if (b)
+		explicit_bzero(b, strlen(b));
+	free(a);
+	free(b);
+	json_decref(server);
+	json_decref(run);
+	return text;
+}
+
+static int gateway_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
+{
+	int cmd[2] = {-1, -1}, status[2] = {-1, -1}, dir_fd = -1, child_errno, f, rc = -1;
+	char *spec = NULL;
+	gateway_t *g;
+	(void)argv; /* (the kernel's command line is the server's) */
+
+	if (!(g = calloc(1, sizeof *g)))
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	g->cmd_fd = g->status_fd = -1;
+	sb->priv = g;
+	if (!sb->o.gateway_url || !*sb->o.gateway_url) {
+		kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "backend gateway: no server (kbox start --url, or KBOX_GATEWAY_URL)");
+		goto out;
+	}
+	if (kx_helper_path(KG_PROGRAM, g->exe, sizeof g->exe) < 0) {
+		kbox_error_set(err, KBOX_E_NOTFOUND,
+		               "backend gateway: its helper " KG_PROGRAM
+		               " was not found beside kbox-supervisor (is kbox installed whole?)");
+		goto out;
+	}
+	dir_fd = open(sb->o.runtime_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir_fd < 0) {
+		kbox_error_set_sys(err, "backend gateway: directory %s", sb->o.runtime_dir);
+		goto out;
+	}
+	if (!(spec = make_spec(sb))) {
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if (pipe2(cmd, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0) {
+		kbox_error_set_sys(err, "backend gateway: pipe");
+		goto out;
+	}
+	gateway_child_t c = {g->exe,       cmd[0],   status[1],   dir_fd,
+	                     sb->o.log_fd, getpid(), helper_env()};
+	if ((f = kr_sandbox_fork(sb, gateway_child, &c, &child_errno, err)) < 0)
+		goto out;
+	if (f > 0) {
+		errno = child_errno;
+		kbox_error_set_sys(err, "backend gateway: cannot run %s", g->exe);
+		goto out;
+	}
+	kx_close(&cmd[0]);
+	kx_close(&status[1]);
+	g->cmd_fd = cmd[1];
+	g->status_fd = status[0];
+	cmd[1] = status[0] = -1;
+	fcntl(g->status_fd, F_SETFL, fcntl(g->status_fd, F_GETFL) | O_NONBLOCK);
+	/* the two lines, in one write: a pipe takes 64 KiB before it blocks */
+	if (kx_write_all(g->cmd_fd, spec, strlen(spec)) < 0) {
+		kbox_error_set_sys(err, "backend gateway: cannot give " KG_PROGRAM " its spec");
+		goto out;
+	}
+	sb->sockets_fd = dir_fd; /* the host's way to the sockets */
+	dir_fd = -1;
+	snprintf(sb->limits, sizeof sb->limits, "the Jupyter server's (%s)", sb->o.gateway_url);
+	rc = 0;
+out:
+	kx_close_all(cmd, 2);
+	kx_close_all(status, 2);
+	kx_close(&dir_fd);
+	if (spec) {
+		explicit_bzero(spec, strlen(spec));
+		free(spec);
+	}
+	return rc;
+}
+
+/* Act on one status line of the helper's. */
+static void status_line(gateway_t *g, const char *line)
+{
+	json_t *j = json_loads(line, 0, NULL), *v;
+	const char *m;
+	if ((v = json_object_get(j, "started"))) {
+		m = json_string_value(json_object_get(v, "id"));
+		snprintf(g->id, sizeof g->id, "%s", m ? m : "");
+		g->started = true;
+	} else if ((v = json_object_get(j, "exit"))) {
+		g->exited = true;
+		g->deleted = json_is_true(json_object_get(v, "deleted"));
+		m = json_string_value(json_object_get(v, "cause"));
+		snprintf(g->cause, sizeof g->cause, "%s", m ? m : "");
+	} else if ((v = json_object_get(j, "error"))) {
+		m = json_string_value(json_object_get(v, "message"));
+		g->failed = true;
+		snprintf(g->error, sizeof g->error, "%s", m ? m : "the Jupyter server failed");
+	} else if ((m = json_string_value(json_object_get(j, "notice"))))
+		fprintf(stderr, "kbox-supervisor: backend gateway: %s\n", m);
+	json_decref(j);
+}
+
+static void read_status(gateway_t *g)
+{
+	char *nl;
+	ssize_t n;
+	while (g->status_fd >= 0) {
+		n = read(g->status_fd, g->in + g->in_len, sizeof g->in - 1 - g->in_len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0 || errno != EAGAIN)
+				kx_close(&g->status_fd);
+			break;
+		}
+		g->in_len += (size_t)n;
+		g->in[g->in_len] = '\0';
+		while ((nl = memchr(g->in, '\n', g->in_len))) {
+			size_t used = (size_t)(nl - g->in) + 1;
+			*nl = '\0';
+			status_line(g, g->in);
+			memmove(g->in, g->in + used, g->in_len - used);
+			g->in_len -= used;
+		}
+		if (g->in_len == sizeof g->in - 1)
+			g->in_len = 0;
+	}
+}
+
+static void send_command(gateway_t *g, const char *cmd)
+{
+	if (g->cmd_fd >= 0 && kx_write_all(g->cmd_fd, cmd, strlen(cmd)) < 0)
+		kx_close(&g->cmd_fd);
+}
+
+static bool gateway_wait(kr_sandbox_t *sb)
+{
+	gateway_t *g = sb->priv;
+	read_status(g);
+	if (kr_sandbox_poll(sb, "the gateway's helper " KG_PROGRAM, false))
+		return true;
+	read_status(g);
+	if (g->failed && !g->started) {
+		snprintf(sb->cause, sizeof sb->cause, "the remote kernel could not start: %.200s",
+		         g->error);
+		sb->never_ran = true;
+	} else if (g->failed)
+		snprintf(sb->cause, sizeof sb->cause, "the remote kernel failed: %.210s", g->error);
+	else if (g->exited && g->by_kbox)
+		snprintf(sb->cause, sizeof sb->cause, "the remote kernel was deleted by kbox");
+	else if (g->exited)
+		snprintf(sb->cause, sizeof sb->cause, "%.250s", g->cause);
+	else {
+		char how[sizeof sb->cause];
+		kr_sandbox_set_cause(sb, sb->status, false);
+		snprintf(how, sizeof how, "%s", sb->cause);
+		snprintf(sb->cause, sizeof sb->cause,
+		         KG_PROGRAM " ended before its remote kernel (%.200s)",
+		         how + strlen("the kernel "));
+	}
+	return false;
+}
+
+static int gateway_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
+{
+	gateway_t *g = sb->priv;
+	if (sig == SIGINT)
+		send_command(g, "interrupt\n");
+	else if (sig == SIGKILL || sig == SIGTERM) {
+		g->by_kbox = true;
+		send_command(g, "remove\n");
+	} else
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "backend gateway: the remote kernel takes no signal %d", sig);
+	if (g->cmd_fd < 0)
+		return kbox_error_set(err, KBOX_E_DEAD, "the gateway's helper is gone");
+	return 0;
+}
+
+static void gateway_cleanup(kr_sandbox_t *sb)
+{
+	gateway_t *g = sb->priv;
+	if (!g)
+		return;
+	/* the helper deletes the remote kernel at its end of file; give it
+	 * the time that takes */
+	kx_close(&g->cmd_fd);
+	if (sb->pid > 0 && !sb->ended) {
+		long long deadline = kx_now_ms() + DELETE_WAIT_MS;
+		bool running;
+		while ((running = kr_sandbox_poll(sb, "the gateway's helper", false)) &&
+		       kx_now_ms() < deadline)
+			usleep(10000);
+		if (running)
+			kx_kill_wait(sb->pid);
+		sb->ended = true;
+	}
+	read_status(g);
+	kx_close(&g->status_fd);
+	free(g);
+	sb->priv = NULL;
+}
+
+static unsigned gateway_unavailable(char *why, size_t size)
+{
+	snprintf(why, size, "the Jupyter server's to set");
+	return KR_LIMIT_MEMORY | KR_LIMIT_CPUS | KR_LIMIT_PIDS;
+}
+
+const kr_backend_t kr_backend_gateway = {
+        .name = "gateway",
+        .sandboxed = false,
+        .limits = 0,
+        .sockets_inside = KG_SOCKETS_INSIDE,
+        .conn_inside = "/proc/self/fd/5", /* (not read: the helper gets the text) */
+        .conn_fd = true,
+        .unavailable = gateway_unavailable,
+        .start = gateway_start,
+        .signal = gateway_signal,
+        .wait = gateway_wait,
+        .cleanup = gateway_cleanup,
+};
+
+/* How long the helper may take to say a kernelspec, ms. */
+#define SPEC_WAIT_MS 60000
+#define SPEC_MAX (1 << 20)
+
+kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca, const char *name,
+                              kbox_error_t *err)
+{
+	char exe[PATH_MAX], *argv[] = {KG_PROGRAM, "spec", (char *)name, NULL},
+	                    **env = helper_env();
+	int in[2] = {-1, -1}, out[2] = {-1, -1}, st = 0;
+	json_t *server = NULL, *reply = NULL;
+	kbox_kspec_t *spec = NULL;
+	kx_buf_t b = KX_BUF_INIT;
+	char *line = NULL, chunk[4096];
+	long long deadline = kx_now_ms() + SPEC_WAIT_MS;
+	pid_t pid = -1;
+
+	if (!url || !*url) {
+		kbox_error_set(
+		        err, KBOX_E_INVALID,
+		        "backend gateway: no server (kbox start --url, or KBOX_GATEWAY_URL)");
+		return NULL;
+	}
+	if (kx_helper_path(KG_PROGRAM, exe, sizeof exe) < 0) {
+		kbox_error_set(err, KBOX_E_NOTFOUND,
+		               "backend gateway: its helper " KG_PROGRAM
+		               " was not found beside kbox-supervisor (is kbox installed whole?)");
+		return NULL;
+	}
+	server = json_pack("{s:s, s:s?, s:s?}", "url", url, "token", token, "ca_file", ca);
+	if (!server || !(line = json_dumps(server, JSON_COMPACT)) || pipe2(in, O_CLOEXEC) < 0 ||
+	    pipe2(out, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
+		kbox_error_set_sys(err, "backend gateway: cannot run " KG_PROGRAM);
+		goto out;
+	}
+	if (pid == 0) {
+		kx_child_t child = {
+		        .errfd = -1, .out_fd = out[1], .in_fd = in[0], .parent = getppid()};
+		kx_child_exec(exe, argv, env, &child);
+		_exit(127);
+	}
+	kx_close(&in[0]);
+	kx_close(&out[1]);
+	if (kx_write_all(in[1], line, strlen(line)) < 0 || kx_write_all(in[1], "\n", 1) < 0) {
+		kbox_error_set_sys(err, "backend gateway: cannot talk to " KG_PROGRAM);
+		goto out;
+	}
+	kx_close(&in[1]);
+	fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+	for (;;) {
+		ssize_t n = read(out[0], chunk, sizeof chunk);
+		if (n > 0) {
+			if (b.len + (size_t)n > SPEC_MAX || kx_buf_append(&b, chunk, (size_t)n) < 0)
+				break;
+			continue;
+		}
+		if (n == 0)
+			break;
+		if (errno != EAGAIN && errno != EINTR)
+			break;
+		if (kx_now_ms() > deadline) {
+			kbox_error_set(err, KBOX_E_TIMEOUT,
+			               "backend gateway: the Jupyter server at %s did not say its "
+			               "kernelspec %s within %d s",
+			               url, name, SPEC_WAIT_MS / 1000);
+			goto out;
+		}
+		usleep(5000);
+	}
+	reply = b.len ? json_loadb(b.data, b.len, 0, NULL) : NULL;
+	if (json_object_get(reply, "error")) {
+		const char *m = json_string_value(
+		        json_object_get(json_object_get(reply, "error"), "message"));
+		const char *kind = json_string_value(
+		        json_object_get(json_object_get(reply, "error"), "kind"));
+		kbox_error_set(err,
+		               kind && strcmp(kind, "not-found") == 0 ? KBOX_E_NOTFOUND
+		               : kind && strcmp(kind, "usage") == 0   ? KBOX_E_INVALID
+		                                                      : KBOX_E_SYSTEM,
+		               "backend gateway: %s", m ? m : "the Jupyter server failed");
+	} else if (!json_is_object(json_object_get(reply, "spec")))
+		kbox_error_set(err, KBOX_E_SYSTEM,
+		               "backend gateway: " KG_PROGRAM " said nothing of kernelspec %s",
+		               name);
+	else
+		spec = kbox_kspec_from_json(name, json_object_get(reply, "spec"), err);
+out:
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	kx_close_all(in, 2);
+	kx_close_all(out, 2);
+	if (line) {
+		explicit_bzero(line, strlen(line));
+		free(line);
+	}
+	json_decref(server);
+	json_decref(reply);
+	kx_buf_reset(&b);
+	return spec;
+}
