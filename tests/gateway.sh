@@ -1,0 +1,204 @@
+#!/bin/bash
+# tests/gateway.sh — backend gateway against a real Jupyter Server
+# (Debian's python3-jupyter-server) that the script starts on 127.0.0.1
+# with token auth: a session's kernel runs on the server, driven over its
+# REST API and the kernel's WebSocket, with the same commands and results
+# as a local one.  TAP.
+#
+# Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON.
+# Needs jupyter_server and ipykernel importable by $PY; skipped, with the
+# reason, without them.
+# shellcheck disable=SC2016 # eval strings expand later, on purpose
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+ROOT_TAG=kg
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+TOKEN=kbox-test-$$-token
+printf '%s\n' "$TOKEN" >"$ROOT/token"
+chmod 600 "$ROOT/token"
+
+have_server=yes
+"$PY" -c 'import jupyter_server, ipykernel' 2>/dev/null || have_server=no
+server_or_skip() {
+	SKIPPING=
+	[ "$have_server" = yes ] || SKIPPING="$PY cannot import jupyter_server and ipykernel (python3-jupyter-server)"
+}
+
+# api METHOD PATH [PORT]: the server's REST API with the token; prints
+# "STATUS BODY".
+api() {
+	"$PY" - "$1" "$2" "${3:-$PORT}" "$TOKEN" <<'PYEOF'
+import sys, urllib.request, urllib.error
+method, path, port, token = sys.argv[1:5]
+req = urllib.request.Request("http://127.0.0.1:%s%s" % (port, path), method=method,
+                             headers={"Authorization": "token " + token},
+                             data=b"" if method == "POST" else None)
+try:
+    with urllib.request.urlopen(req, timeout=30) as r:
+        print(r.status, r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+except OSError as e:
+    print(0, e)
+PYEOF
+}
+# kernels: the ids of the server's kernels, one a line.
+kernels() {
+	api GET /api/kernels | "$PY" -c '
+import json, sys
+code, _, body = sys.stdin.read().partition(" ")
+for k in json.loads(body): print(k["id"])'
+}
+no_kernels() { [ -z "$(kernels)" ]; }
+server_up() { api GET /api/status | grep -q '^200 '; }
+
+# start_server DIR [OPTION...]: a Jupyter Server on a free port of
+# 127.0.0.1 ($PORT), its pid $SERVER_PID (ended at exit), its files in
+# DIR, its log DIR/server.log.
+start_server() {
+	sdir=$1
+	shift
+	mkdir -p "$sdir/root" "$sdir/rt" "$sdir/cfg" "$sdir/data"
+	PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	JUPYTER_RUNTIME_DIR=$sdir/rt JUPYTER_CONFIG_DIR=$sdir/cfg JUPYTER_DATA_DIR=$sdir/data \
+		"$PY" -m jupyter_server --ip=127.0.0.1 --port="$PORT" --port-retries=0 --no-browser \
+		--allow-root --ServerApp.token="$TOKEN" --ServerApp.root_dir="$sdir/root" \
+		--ServerApp.limit_rate=False "$@" >"$sdir/server.log" 2>&1 &
+	SERVER_PID=$!
+	BG_PIDS="$BG_PIDS $SERVER_PID"
+	wait_for server_up
+}
+URL() { echo "http://127.0.0.1:$PORT"; }
+
+# ---- a session on the server ----
+
+server_or_skip
+[ -n "$SKIPPING" ] || start_server "$ROOT/s1"
+
+fresh
+kbox start -s g --backend gateway --url "$(URL)" --token-file "$ROOT/token"
+check start_runs_the_kernel_on_the_server eval 'status_is 0 && stderr_empty &&
+	stdout_is "session g started (backend gateway, kernel python3, supervisor pid $(cat "$KBOX_HOME/sessions/g/supervisor.pid"))" &&
+	[ "$(kernels | wc -l)" = 1 ]'
+check the_token_is_kept_beside_session_json_not_in_it eval '
+	[ "$(cat "$KBOX_HOME/sessions/g/gateway-token")" = "$TOKEN" ] &&
+	[ "$(stat -c %a "$KBOX_HOME/sessions/g/gateway-token")" = 600 ] &&
+	! grep -q "$TOKEN" "$KBOX_HOME/sessions/g/session.json" &&
+	grep -q "\"gateway\": \"$(URL)\"" "$KBOX_HOME/sessions/g/session.json"'
+# (the supervisor and its helper kbox-gateway: the server's own command
+# line has it, as the test gives it)
+sup=$(cat "$KBOX_HOME/sessions/g/supervisor.pid" 2>/dev/null)
+helper=$(pgrep -P "$sup" -x kbox-gateway)
+check the_token_is_in_no_argument_or_variable_of_kbox_processes eval '[ -n "$helper" ] &&
+	! grep -qF "$TOKEN" "/proc/$sup/cmdline" "/proc/$sup/environ" "/proc/$helper/cmdline" \
+		"/proc/$helper/environ"'
+
+# the three-call analysis, with a chart
+kbox exec -s g 'import pandas as pd; df = pd.DataFrame({"x": [1, 2, 3, 4], "y": [2, 4, 6, 9]})'
+check a_remote_call_defines_a_dataframe eval 'status_is 0 && stdout_empty && stderr_empty'
+kbox exec -s g 'print(df["y"].sum(), len(df))'
+check the_dataframe_is_there_in_the_next_call eval 'status_is 0 && stdout_is "21 4" && stderr_empty'
+kbox exec -s g 'import matplotlib.pyplot as plt; plt.plot(df["x"], df["y"]); plt.show()'
+png=$(sed -n 's/^\[image saved: \(.*\) ([0-9]*×[0-9]* px)\]$/\1/p' stdout 2>/dev/null)
+check the_chart_arrives_as_a_png_file_of_the_session eval 'status_is 0 && stderr_empty &&
+	[ "$(wc -l <stdout)" = 1 ] && case $png in "$KBOX_HOME"/sessions/g/outputs/*.png) true ;; *) false ;; esac &&
+	is_png "$png"'
+kbox exec -s g 'import sys; print("out"); print("err", file=sys.stderr); 1/0'
+check an_error_is_reported_with_stdout_and_stderr_apart eval 'status_is 1 && stderr_empty &&
+	[ "$(head -n 3 stdout)" = "out
+[stderr]
+err" ] && tail -n 1 stdout | grep -qx "ZeroDivisionError: division by zero"'
+kbox exec -s g -i 'ok' 'print(input("? ") * 2)'
+check input_travels_over_the_stdin_channel eval 'status_is 0 &&
+	stdout_is "[input: the code asked \"? \" and was given \"ok\"]
+okok"'
+
+# a timeout, and an interrupt
+kbox exec -s g 'keep = 7'
+kbox exec -s g -t 1 'import time; time.sleep(60)'
+check a_timeout_interrupts_the_remote_kernel_and_keeps_its_state eval 'status_is 3 &&
+	grep -q "^\[timeout: timed out after 1 s; the kernel was interrupted (state kept)\]$" stdout'
+kbox exec -s g 'print(keep)'
+check the_state_is_there_after_the_timeout eval 'status_is 0 && stdout_is 7'
+kbox exec -s g 'import time; time.sleep(60)' &
+bg=$!
+wait_for is_busy g >/dev/null
+kbox interrupt -s g
+wait "$bg"
+check kbox_interrupt_interrupts_the_remote_kernel eval 'grep -q "^KeyboardInterrupt" "$last_dir/stdout"'
+
+# the kernel dies on the server: reported as a restart, with what it held
+kbox exec -s g 'import os; os._exit(1)'
+check a_remote_kernel_that_dies_is_reported_as_died eval 'status_is 4'
+wait_idle g >/dev/null
+kbox exec -s g 'print(2)'
+check the_next_call_says_the_state_was_lost eval 'status_is 0 &&
+	grep -q "^\[note: kernel restarted: .*earlier state .* is lost" stdout && tail -n 1 stdout | grep -qx 2'
+check the_dead_kernel_is_deleted_on_the_server eval '[ "$(kernels | wc -l)" = 1 ]'
+
+# kbox restart: a new remote kernel, the old one deleted
+old=$(kernels)
+kbox restart -s g
+check restart_replaces_the_remote_kernel eval 'status_is 0 && [ "$(kernels | wc -l)" = 1 ] &&
+	[ "$(kernels)" != "$old" ]'
+
+# stop deletes the remote kernel
+kbox stop -s g
+check stop_deletes_the_remote_kernel eval 'status_is 0 && no_kernels'
+
+# the supervisor killed: its helper deletes the remote kernel
+kbox start -s k --backend gateway --url "$(URL)" --token-file "$ROOT/token"
+sup=$(cat "$KBOX_HOME/sessions/k/supervisor.pid" 2>/dev/null)
+[ -z "$SKIPPING" ] && kill -KILL "$sup"
+check a_killed_supervisor_leaves_no_remote_kernel eval 'gone "$sup" && wait_for no_kernels'
+
+# ---- bad input ----
+
+fresh
+kbox start -s b --backend gateway --url "$(URL)" --token-env NO_SUCH_VAR_OF_KBOX
+check token_env_of_an_unset_variable_is_refused fails_with 2 \
+	'kbox start: invalid --token-env NO_SUCH_VAR_OF_KBOX: the variable is not set'
+BAD=wrong-token kbox start -s b --backend gateway --url "$(URL)" --token-env BAD
+check a_wrong_token_is_a_clear_error eval 'status_is 5 && stdout_empty &&
+	grep -q "the Jupyter server refused the token (HTTP 403" stderr &&
+	[ ! -e "$KBOX_HOME/sessions/b" ]'
+kbox start -s b --backend gateway
+check no_url_is_a_usage_error fails_with 2 \
+	'kbox start: backend gateway: no server: give its URL with --url URL, or in KBOX_GATEWAY_URL'
+kbox start -s b --backend gateway --url "$(URL)/?token=$TOKEN"
+check a_url_with_a_query_is_refused eval 'status_is 2 && stdout_empty &&
+	grep -q "^kbox start: invalid --url \".*\": expected http://HOST" stderr'
+kbox start -s b --url "$(URL)"
+check url_is_for_the_gateway_backend fails_with 2 \
+	'kbox start: --url is for --backend gateway (this session'"'"'s backend is bwrap)'
+kbox start -s b --backend gateway --url "$(URL)" --token-file "$ROOT/token" -k nope
+check an_unknown_remote_kernelspec_is_a_clear_error eval 'status_is 5 &&
+	grep -q "has no kernelspec nope" stderr && [ ! -e "$KBOX_HOME/sessions/b" ]'
+dead=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+kbox start -s b --backend gateway --url "http://127.0.0.1:$dead"
+check no_server_at_the_url_is_a_clear_error eval 'status_is 5 &&
+	grep -q "cannot reach the Jupyter server at http://127.0.0.1:$dead" stderr'
+KBOX_GATEWAY_URL=$(URL) KBOX_GATEWAY_TOKEN=$TOKEN kbox start -s e --backend gateway
+check the_url_and_token_may_come_from_the_environment eval 'status_is 0 &&
+	grep -q "\"gateway\": \"$(URL)\"" "$KBOX_HOME/sessions/e/session.json"'
+kbox stop -s e
+
+# ---- the legacy framing (a server that offers no v1) ----
+
+server_or_skip
+[ -n "$SKIPPING" ] || { kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null; start_server "$ROOT/s2" --ServerApp.kernel_ws_protocol=''; }
+fresh
+kbox start -s l --backend gateway --url "$(URL)" --token-file "$ROOT/token"
+kbox exec -s l 'x = [1, 2]; print(sum(x))'
+check the_legacy_json_framing_works eval 'status_is 0 && stdout_is 3'
+kbox exec -s l -i 'abc' 'print(input())'
+check input_works_in_the_legacy_framing eval 'status_is 0 &&
+	stdout_is "[input: the code asked \"\" and was given \"abc\"]
+abc"'
+kbox stop -s l
+check stop_deletes_the_legacy_kernel eval 'status_is 0 && no_kernels'
+
+tests_done
