@@ -36,7 +36,7 @@ options() {
 
 # render PAGE: the page as plain text, wide enough that no option is split.
 render() {
-	"$MANDOC" -Tascii -O width=400 "$1" | sed 's/.\x08//g'
+	"$MANDOC" -Tascii -O width=1000 "$1" | sed 's/.\x08//g'
 }
 
 # synopsis FILE: the SYNOPSIS section of a rendered page.

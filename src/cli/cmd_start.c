@@ -292,7 +292,8 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	                       ")"),
 	        CLI_OPT_STRING(
 	                'b', "backend", "B", &a->o.backend,
-	                "bwrap, docker (a container; the engine from DOCKER_HOST), or none, "
+	                "bwrap, docker (a container; the engine from DOCKER_HOST), gateway (a remote "
+	                "Jupyter server, --url), or none, "
 	                "unsandboxed (default: the session's, else $KBOX_BACKEND, else " KR_BACKEND_DEFAULT
 	                ")"),
 	        CLI_OPT_STRING(0, "url", "URL", &a->o.gateway,

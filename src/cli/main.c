@@ -103,7 +103,7 @@ static const cli_cmd_t commands[] = {
          "kbox run -t 60 -c 'import pandas as pd' analysis.py"},
         {"start", cmd_start,
          "kbox start [-s NAME] [-k SPEC] [--backend B] [--ttl DURATION] [--memory SIZE] [--cpus N] "
-         "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [--image NAME] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... [--outputs-quota SIZE] [--output-rate N] [--home-config on|off] [--reseal] [-e K=V]...",
+         "[--pids N] [--tmp-size SIZE] [--file-size SIZE] [--rootfs DIR] [--image NAME] [--url URL] [--token-file FILE | --token-env VAR] [--ca-file FILE] [--launch-timeout DURATION] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... [--outputs-quota SIZE] [--output-rate N] [--home-config on|off] [--reseal] [-e K=V]...",
          "start a session: a supervisor and its kernel",
          "kbox start -s sales --memory 4G --ttl 2h"},
         {"status", cmd_status, "kbox status [-s NAME] [--format FMT]", "show one session in detail",
