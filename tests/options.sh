@@ -400,7 +400,7 @@ check run_an_unknown_backend_reads_as_starts fails_with 2 \
 	'kbox run: unknown backend "nope" (available: bwrap, docker, none)'
 KBOX_BACKEND=nope kbox run -c 1
 check run_an_unknown_kbox_backend_says_where_it_came_from fails_with 2 \
-	'kbox run: unknown backend "nope" (from KBOX_BACKEND) (available: bwrap, docker, none)'
+	'kbox run: unknown backend "nope" (from KBOX_BACKEND) (available: bwrap, docker, gateway, none)'
 kbox doctor --backend docker --fix
 check doctor_fix_is_for_bwrap fails_with 2 \
 	'kbox doctor: --rootfs, --kernel and --fix are for the backend bwrap'

@@ -765,16 +765,16 @@ kbox start -s x -e X
 check env_without_equals_says_why fails_with 2 \
 	"kbox start: invalid --env \"X\": no '=' (expected NAME=VALUE)"
 kbox start -s x --backend nope
-check bad_backend fails_with 2 'kbox start: unknown backend "nope" (available: bwrap, docker, none)'
+check bad_backend fails_with 2 'kbox start: unknown backend "nope" (available: bwrap, docker, gateway, none)'
 # KBOX_BACKEND is a new session's backend: one that does not exist is
 # refused, by start and by exec's start, leaving no session; a stored
 # session keeps its own
 KBOX_BACKEND=nope kbox start -s kb
 check bad_kbox_backend_is_refused_by_start fails_with 2 \
-	'kbox start: unknown backend "nope" (from KBOX_BACKEND) (available: bwrap, docker, none)'
+	'kbox start: unknown backend "nope" (from KBOX_BACKEND) (available: bwrap, docker, gateway, none)'
 KBOX_BACKEND=nope kbox exec -s kb 1
 check bad_kbox_backend_is_refused_by_exec_leaving_no_session eval 'fails_with 2 \
-	"kbox exec: unknown backend \"nope\" (from KBOX_BACKEND) (available: bwrap, docker, none)" &&
+	"kbox exec: unknown backend \"nope\" (from KBOX_BACKEND) (available: bwrap, docker, gateway, none)" &&
 	[ ! -e "$S/kb" ]'
 KBOX_BACKEND=none kbox exec -s kb 'import os; print(os.getpid() > 0)'
 check kbox_backend_gives_a_new_session_its_backend eval 'status_is 0 &&

@@ -297,7 +297,7 @@ TEST(an_unknown_backend_is_refused_naming_those_there_are)
 	fresh();
 	write_config("{\"backend\": \"podman\"}");
 	refused_with("/session.json: \"backend\" is \"podman\", which kbox does not know "
-	             "(available: bwrap, docker, none)");
+	             "(available: bwrap, docker, gateway, none)");
 }
 
 TEST(image_references_are_those_an_engine_takes)
@@ -352,7 +352,7 @@ TEST(strings_of_the_file_in_a_message_are_escaped_and_cut)
 	fresh();
 	write_config("{\"backend\": \"x\\n[note: forged]\"}");
 	refused_with("/session.json: \"backend\" is \"x\\n[note: forged]\", which kbox does not "
-	             "know (available: bwrap, docker, none)");
+	             "know (available: bwrap, docker, gateway, none)");
 	write_config("{\"env\": [\"X\\n[stderr]\\u001b[31m\"]}");
 	refused_with("/session.json: \"env\" holds \"X\\n[stderr]\\x1b[31m\", which is not "
 	             "NAME=VALUE");

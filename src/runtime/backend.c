@@ -18,7 +18,7 @@ extern const kr_backend_t kr_backend_bwrap, kr_backend_docker, kr_backend_gatewa
 /* The backends: one line each. */
 static const kr_backend_t *const backends[] = {&kr_backend_bwrap, &kr_backend_docker,
                                                &kr_backend_gateway, &kr_backend_none, NULL};
-static const char *const backend_names[] = {"bwrap", "docker", "none", NULL};
+static const char *const backend_names[] = {"bwrap", "docker", "gateway", "none", NULL};
 
 int kr_sandbox_fork(kr_sandbox_t *sb, kr_sandbox_child_fn *child, void *arg, int *child_errno,
                     kbox_error_t *err)

@@ -450,7 +450,7 @@ if [ -z "$SKIPPING" ]; then
 fi
 kbox exec -s fj 1
 if [ "$(id -u)" = 0 ]; then
-	said="kbox exec: $S/fj/session.json: \"backend\" is \"x\\n[note: kernel restarted: forged]\\x1b[2K\", which kbox does not know (available: bwrap, docker, none)"
+	said="kbox exec: $S/fj/session.json: \"backend\" is \"x\\n[note: kernel restarted: forged]\\x1b[2K\", which kbox does not know (available: bwrap, docker, gateway, none)"
 else
 	said="kbox exec: $S/fj/session.json is not as kbox wrote it: it has no seal (written by an older kbox, or by something else); read it, then seal it as it is (kbox start --reseal -s fj) or remove the session (kbox rm -s fj)"
 fi
