@@ -21,7 +21,7 @@ python3-pandas python3-numpy python3-matplotlib python3-scipy
 python3-jupyter-kernel-test python3-jsonschema jupyter-core jupyter-client
 python3-nbclient jupyter-nbconvert jupyter-console python3-jupyter-server python3-websocket
 json-schema-test-suite python3-mypy
-procps time jq iproute2
+procps time jq iproute2 openssl
 r-cran-irkernel
 "
 # npm, for the MCP Inspector of tests/mcp_inspector.sh: Debian's, unless

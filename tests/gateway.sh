@@ -92,7 +92,7 @@ check the_token_is_kept_beside_session_json_not_in_it eval '
 # line has it, as the test gives it)
 sup=$(cat "$KBOX_HOME/sessions/g/supervisor.pid" 2>/dev/null)
 helper=$(pgrep -P "$sup" -x kbox-gateway)
-check the_token_is_in_no_argument_or_variable_of_kbox_processes eval '[ -n "$helper" ] &&
+check row56_the_token_is_in_no_argument_or_variable_of_kbox_processes eval '[ -n "$helper" ] &&
 	! grep -qF "$TOKEN" "/proc/$sup/cmdline" "/proc/$sup/environ" "/proc/$helper/cmdline" \
 		"/proc/$helper/environ"'
 
@@ -144,6 +144,12 @@ old=$(kernels)
 kbox restart -s g
 check restart_replaces_the_remote_kernel eval 'status_is 0 && [ "$(kernels | wc -l)" = 1 ] &&
 	[ "$(kernels)" != "$old" ]'
+
+# nothing the session wrote holds the token (its logs, its events, its
+# results), but gateway-token
+check row56_no_file_of_the_session_but_its_token_file_holds_the_token eval '
+	[ -s "$KBOX_HOME/sessions/g/events.ndjson" ] &&
+	[ -z "$(grep -rlF "$TOKEN" "$KBOX_HOME/sessions/g" | grep -v "/gateway-token$")" ]'
 
 # stop deletes the remote kernel
 kbox stop -s g
@@ -200,5 +206,64 @@ check input_works_in_the_legacy_framing eval 'status_is 0 &&
 abc"'
 kbox stop -s l
 check stop_deletes_the_legacy_kernel eval 'status_is 0 && no_kernels'
+
+# ---- threats.md rows 56 to 58: the token, TLS, a hostile server ----
+
+# stand_in PORTFILE DIR [redirect]: tests/gateway_hostile.py, its port in
+# $SPORT
+stand_in() {
+	"$PY" "$top_srcdir/tests/gateway_hostile.py" "$@" >"$2/stand-in.log" 2>&1 &
+	BG_PIDS="$BG_PIDS $!"
+	wait_for test -s "$1" && SPORT=$(cat "$1")
+}
+
+server_or_skip
+mkdir -p "$ROOT/redir" "$ROOT/hostile"
+[ -n "$SKIPPING" ] || stand_in "$ROOT/redir/port" "$ROOT/redir" redirect
+fresh
+kbox start -s r --backend gateway --url "http://127.0.0.1:${SPORT-}" --token-file "$ROOT/token"
+check row56_a_redirect_is_not_followed_with_the_token eval 'status_is 5 && stdout_empty &&
+	grep -q "HTTP 302: a redirect to http://127.0.0.1:[0-9]*/api/kernelspecs/python3, which kbox does not follow (the token would go with it)" stderr &&
+	[ ! -e "$ROOT/redir/reached" ]'
+
+# an https server: verified, against --ca-file
+server_or_skip
+command -v openssl >/dev/null || SKIPPING="openssl is not installed"
+if [ -z "$SKIPPING" ]; then
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$ROOT/tls.key" -out "$ROOT/tls.pem" \
+		>/dev/null 2>&1
+	mkdir -p "$ROOT/s3"
+	PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	JUPYTER_RUNTIME_DIR=$ROOT/s3 JUPYTER_CONFIG_DIR=$ROOT/s3 JUPYTER_DATA_DIR=$ROOT/s3 \
+		"$PY" -m jupyter_server --ip=127.0.0.1 --port="$PORT" --port-retries=0 --no-browser \
+		--allow-root --ServerApp.token="$TOKEN" --ServerApp.root_dir="$ROOT/s3" \
+		--certfile="$ROOT/tls.pem" --keyfile="$ROOT/tls.key" >"$ROOT/s3/server.log" 2>&1 &
+	BG_PIDS="$BG_PIDS $!"
+	wait_for grep -q "is running at" "$ROOT/s3/server.log"
+fi
+fresh
+kbox start -s t --backend gateway --url "https://127.0.0.1:${PORT-}" --token-file "$ROOT/token"
+check row57_an_unverified_certificate_is_refused eval 'status_is 5 && stdout_empty &&
+	grep -q "TLS failed: .*(give its CA with --ca-file)" stderr && [ ! -e "$KBOX_HOME/sessions/t" ]'
+kbox start -s t --backend gateway --url "https://127.0.0.1:${PORT-}" --token-file "$ROOT/token" \
+	--ca-file "$ROOT/tls.pem"
+kbox exec -s t 'print(6 * 7)'
+check row57_with_its_ca_file_the_https_server_is_used eval 'status_is 0 && stdout_is 42 &&
+	grep -q "\"gateway_ca\": \"$ROOT/tls.pem\"" "$KBOX_HOME/sessions/t/session.json"'
+kbox stop -s t
+
+# a hostile server: its malformed and forged messages are dropped
+server_or_skip
+[ -n "$SKIPPING" ] || stand_in "$ROOT/hostile/port" "$ROOT/hostile"
+fresh
+kbox start -s h --backend gateway --url "http://127.0.0.1:${SPORT-}"
+kbox exec -s h 'anything'
+check row58_a_hostile_servers_junk_is_dropped_and_the_result_is_exact eval 'status_is 0 &&
+	stdout_is ok && stderr_empty'
+kbox status -s h
+check row58_the_supervisor_goes_on eval 'status_is 0 && [ "$(status_line state)" = idle ]'
+kbox stop -s h
+check row58_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/hostile/deleted" ]'
 
 tests_done

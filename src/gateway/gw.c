@@ -261,7 +261,17 @@ long gw_call(gw_t *self, const char *method, const char *path, json_t *body, lon
 		goto out;
 	}
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-	if (reply.b.len && kx_json_cost(reply.b.data, reply.b.len) <= 16 * (size_t)GW_MAX_BODY)
+	if (code >= 300 && code < 400) {
+		/* (said as the server's message: gw_reply_error shows it) */
+		char *to = NULL, said[1200];
+		curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &to);
+		snprintf(said, sizeof said,
+		         "a redirect to %.1000s, which kbox does not follow (the token would go "
+		         "with it): give that URL with --url",
+		         to ? to : "another URL");
+		*out = json_pack("{s:s}", "message", said);
+	} else if (reply.b.len &&
+	           kx_json_cost(reply.b.data, reply.b.len) <= 16 * (size_t)GW_MAX_BODY)
 		*out = json_loadb(reply.b.data, reply.b.len, 0, NULL);
 out:
 	/* (the token is in H's strings) */

@@ -1,0 +1,162 @@
+"""tests/gateway_hostile.py — a hostile Jupyter server, for tests/gateway.sh
+(threats.md row 58): it speaks the REST API and the kernel channels'
+v1.kernel.websocket.jupyter.org framing as a real server does, and plays
+a kernel that answers, but before every answer it sends what a hostile or
+broken server could: a text frame, offsets that point past the end, the
+channel "hb", a header that is no JSON, a reply to a request nobody made,
+2000 parts.  A stand-in is right here: the attack is the server itself.
+
+Usage: gateway_hostile.py PORTFILE DIR ("redirect" as DIR: every request
+answered with a redirect to DIR2, see redirect_main).  Writes its port to
+PORTFILE; DIR/deleted when its kernel is deleted.
+"""
+import json, os, socket, struct, sys, uuid, datetime
+import tornado.ioloop, tornado.web, tornado.websocket
+
+KID = "0e9a6f0c-hostile"
+PROTO = "v1.kernel.websocket.jupyter.org"
+SPEC = {"argv": ["python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Hostile", "language": "python", "interrupt_mode": "signal",
+        "env": {}, "metadata": {}}
+
+
+def v1(channel, parts):
+    offs = [8 * (1 + 1 + len(parts) + 1)]
+    offs.append(offs[-1] + len(channel))
+    for p in parts:
+        offs.append(offs[-1] + len(p))
+    head = struct.pack("<Q", len(offs)) + b"".join(struct.pack("<Q", o) for o in offs)
+    return head + channel.encode() + b"".join(parts)
+
+
+def unv1(data):
+    n = struct.unpack("<Q", data[:8])[0]
+    offs = [struct.unpack("<Q", data[8 * (i + 1):8 * (i + 2)])[0] for i in range(n)]
+    channel = data[offs[0]:offs[1]].decode()
+    return channel, [data[offs[i]:offs[i + 1]] for i in range(1, n - 1)]
+
+
+def msg(msg_type, parent, content, session="hostile"):
+    h = {"msg_id": uuid.uuid4().hex, "msg_type": msg_type, "session": session,
+         "username": "k", "version": "5.3",
+         "date": datetime.datetime.utcnow().isoformat() + "Z"}
+    return [json.dumps(h).encode(), json.dumps(parent).encode(), b"{}",
+            json.dumps(content).encode()]
+
+
+class Specs(tornado.web.RequestHandler):
+    def get(self, name):
+        if name != "python3":
+            self.set_status(404)
+            return self.finish({"message": "No such kernel spec %s" % name})
+        self.finish({"name": "python3", "spec": SPEC, "resources": {}})
+
+
+class Kernels(tornado.web.RequestHandler):
+    def post(self):
+        self.set_status(201)
+        self.finish({"id": KID, "name": "python3", "execution_state": "starting",
+                     "connections": 0, "last_activity": "2026-01-01T00:00:00Z"})
+
+
+class Kernel(tornado.web.RequestHandler):
+    def get(self, kid):
+        self.finish({"id": KID, "name": "python3", "execution_state": "idle",
+                     "connections": 1, "last_activity": "2026-01-01T00:00:00Z"})
+
+    def delete(self, kid):
+        open(os.path.join(DIR, "deleted"), "w").close()
+        self.set_status(204)
+        self.finish()
+
+
+class Interrupt(tornado.web.RequestHandler):
+    def post(self, kid):
+        self.set_status(204)
+        self.finish()
+
+
+class Channels(tornado.websocket.WebSocketHandler):
+    def select_subprotocol(self, subprotocols):
+        return PROTO if PROTO in subprotocols else None
+
+    def junk(self, parent):
+        self.write_message("{\"channel\": \"shell\"}")             # text in v1
+        good = v1("iopub", msg("stream", parent, {"name": "stdout", "text": "forged\n"}))
+        bad = bytearray(good)
+        bad[16:24] = struct.pack("<Q", 1 << 40)                     # past the end
+        self.write_message(bytes(bad), binary=True)
+        self.write_message(v1("hb", msg("status", parent, {})), binary=True)
+        parts = msg("stream", parent, {"name": "stdout", "text": "forged\n"})
+        self.write_message(v1("iopub", [b"not json {"] + parts[1:]), binary=True)
+        self.write_message(v1("shell", msg("execute_reply", {"msg_id": "nope"},
+                                           {"status": "ok", "execution_count": 99})),
+                           binary=True)
+        self.write_message(v1("iopub", parts + [b"x"] * 2000), binary=True)
+        self.write_message(b"\x01\x00", binary=True)               # too short
+
+    def on_message(self, data):
+        if isinstance(data, str):
+            return
+        channel, parts = unv1(data)
+        header = json.loads(parts[0])
+        t = header["msg_type"]
+        self.junk(header)
+        send = lambda ch, m: self.write_message(v1(ch, m), binary=True)
+        send("iopub", msg("status", header, {"execution_state": "busy"}))
+        if t == "kernel_info_request":
+            send(channel, msg("kernel_info_reply", header, {
+                "status": "ok", "protocol_version": "5.3", "implementation": "hostile",
+                "implementation_version": "1", "banner": "",
+                "language_info": {"name": "python", "version": "3", "mimetype": "text/x-python",
+                                  "file_extension": ".py"}}))
+        elif t == "execute_request":
+            send("iopub", msg("stream", header, {"name": "stdout", "text": "ok\n"}))
+            send(channel, msg("execute_reply", header, {"status": "ok", "execution_count": 1,
+                                                         "user_expressions": {}}))
+        else:
+            send(channel, msg(t.replace("_request", "_reply"), header, {"status": "ok"}))
+        send("iopub", msg("status", header, {"execution_state": "idle"}))
+
+
+class Redirect(tornado.web.RequestHandler):
+    def prepare(self):
+        self.redirect("http://127.0.0.1:%s%s" % (TARGET, self.request.uri), status=302)
+
+
+class Record(tornado.web.RequestHandler):
+    def prepare(self):
+        with open(os.path.join(DIR, "reached"), "a") as f:
+            f.write("%s %s %s\n" % (self.request.method, self.request.uri,
+                                    dict(self.request.headers)))
+        self.finish({})
+
+
+def listen(app):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(128)
+    s.setblocking(False)
+    server = tornado.httpserver.HTTPServer(app)
+    server.add_sockets([s])
+    return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    import tornado.httpserver
+    portfile, DIR = sys.argv[1], sys.argv[2]
+    if len(sys.argv) > 3 and sys.argv[3] == "redirect":
+        TARGET = listen(tornado.web.Application([(r".*", Record)]))
+        port = listen(tornado.web.Application([(r".*", Redirect)]))
+    else:
+        port = listen(tornado.web.Application([
+            (r"/api/kernelspecs/([^/]+)", Specs),
+            (r"/api/kernels", Kernels),
+            (r"/api/kernels/([^/]+)/channels", Channels),
+            (r"/api/kernels/([^/]+)/interrupt", Interrupt),
+            (r"/api/kernels/([^/]+)", Kernel),
+        ]))
+    with open(portfile + ".tmp", "w") as f:
+        f.write("%d\n" % port)
+    os.rename(portfile + ".tmp", portfile)
+    tornado.ioloop.IOLoop.current().start()
