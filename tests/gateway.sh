@@ -76,7 +76,7 @@ URL() { echo "http://127.0.0.1:$PORT"; }
 # ---- a session on the server ----
 
 server_or_skip
-[ -n "$SKIPPING" ] || start_server "$ROOT/s1"
+[ -n "$SKIPPING" ] || { start_server "$ROOT/s1"; S1_PID=$SERVER_PID; }
 
 fresh
 kbox start -s g --backend gateway --url "$(URL)" --token-file "$ROOT/token"
@@ -192,10 +192,81 @@ check the_url_and_token_may_come_from_the_environment eval 'status_is 0 &&
 	grep -q "\"gateway\": \"$(URL)\"" "$KBOX_HOME/sessions/e/session.json"'
 kbox stop -s e
 
+# ---- the network drops the channels; the server goes, and comes back ----
+
+# the channels cut mid-cell (tests/tcp_cut.py between kbox and the
+# server): connected again in the same session, the server replays what
+# it kept, and the result says output may be missing
+server_or_skip
+if [ -z "$SKIPPING" ]; then
+	"$PY" "$top_srcdir/tests/tcp_cut.py" "$ROOT/cut" "$PORT" >"$ROOT/cut.log" 2>&1 &
+	CUT_PID=$!
+	BG_PIDS="$BG_PIDS $CUT_PID"
+	wait_for test -s "$ROOT/cut"
+fi
+fresh
+kbox start -s c --backend gateway --url "http://127.0.0.1:$(cat "$ROOT/cut" 2>/dev/null)" \
+	--token-file "$ROOT/token"
+kbox exec -s c "import os, time
+print('before', flush=True)
+while not os.path.exists('$ROOT/go'):
+    time.sleep(0.05)
+print('after')" &
+bg=$!
+cut_once() { [ "$(wc -l <"$ROOT/cut.cuts" 2>/dev/null)" = 1 ]; }
+if [ -z "$SKIPPING" ]; then
+	wait_for grep -qx before "$T/stdout" >/dev/null
+	kill -USR1 "$CUT_PID"
+	wait_for cut_once >/dev/null
+	touch "$ROOT/go"
+fi
+wait "$bg"
+check the_channels_cut_mid_cell_come_back_with_the_output_and_a_note eval 'status_is 0 &&
+	[ "$(head -n 2 stdout)" = "before
+after" ] && [ "$(wc -l <stdout)" = 3 ] &&
+	grep -q "^\[note: the kernel'"'"'s channels dropped (.*) and were connected again after [0-9]* ms: output sent meanwhile may be missing\]$" stdout &&
+	[ "$(cat "$ROOT/cut.cuts")" -ge 1 ]'
+kbox exec -s c 'print("still", 1)'
+check the_session_goes_on_after_the_cut eval 'status_is 0 && stdout_is "still 1"'
+kbox stop -s c
+
+# the server gone: the call says so (the kernel is lost with it), the
+# next is unavailable (5), and once it is back the session works again
+server_or_skip
+[ -n "$SKIPPING" ] || { OLD_PORT=$PORT; start_server "$ROOT/s4"; GONE_PORT=$PORT; GONE_PID=$SERVER_PID; }
+fresh
+kbox start -s o --backend gateway --url "http://127.0.0.1:${GONE_PORT-}" --token-file "$ROOT/token"
+kbox exec -s o 'x = 1'
+if [ -z "$SKIPPING" ]; then
+	kill "$GONE_PID"
+	wait "$GONE_PID" 2>/dev/null
+fi
+kbox exec -s o 'print(x)'
+check a_call_when_the_server_is_gone_says_so eval 'status_is 4 &&
+	grep -q "^\[kernel died: the Jupyter server is gone (no answer for 15 s: cannot reach the Jupyter server at http://127.0.0.1:$GONE_PORT: .*); the remote kernel is lost with it" stdout'
+kbox exec -s o 'print(2)'
+check the_next_call_is_unavailable_with_a_clear_error eval 'status_is 5 && stdout_empty &&
+	[ "$(wc -l <stderr)" = 1 ] &&
+	grep -q "^kbox exec: session o: .*cannot reach the Jupyter server at http://127.0.0.1:$GONE_PORT: " stderr'
+if [ -z "$SKIPPING" ]; then
+	PORT=$GONE_PORT
+	mkdir -p "$ROOT/s4b/root" "$ROOT/s4b/rt"
+	JUPYTER_RUNTIME_DIR=$ROOT/s4b/rt JUPYTER_CONFIG_DIR=$ROOT/s4b/rt JUPYTER_DATA_DIR=$ROOT/s4b/rt \
+		"$PY" -m jupyter_server --ip=127.0.0.1 --port="$PORT" --port-retries=0 --no-browser \
+		--allow-root --ServerApp.token="$TOKEN" --ServerApp.root_dir="$ROOT/s4b/root" \
+		>"$ROOT/s4b/server.log" 2>&1 &
+	BG_PIDS="$BG_PIDS $!"
+	wait_for server_up
+	PORT=$OLD_PORT
+fi
+kbox exec -s o 'print(3)'
+check once_the_server_is_back_the_session_works_again eval 'status_is 0 && tail -n 1 stdout | grep -qx 3'
+kbox stop -s o
+
 # ---- the legacy framing (a server that offers no v1) ----
 
 server_or_skip
-[ -n "$SKIPPING" ] || { kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null; start_server "$ROOT/s2" --ServerApp.kernel_ws_protocol=''; }
+[ -n "$SKIPPING" ] || { kill "$S1_PID"; wait "$S1_PID" 2>/dev/null; start_server "$ROOT/s2" --ServerApp.kernel_ws_protocol=''; }
 fresh
 kbox start -s l --backend gateway --url "$(URL)" --token-file "$ROOT/token"
 kbox exec -s l 'x = [1, 2]; print(sum(x))'

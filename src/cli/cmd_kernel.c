@@ -551,7 +551,7 @@ int cmd_kernel(int argc, char **argv)
 	if ((status = cli_check_docker("kernel", &a.o, &config)) != EXIT_OK ||
 	    (status = cli_check_backend("kernel", &config, false)) != EXIT_OK)
 		goto out;
-	if (!kr_backend_sandboxed(config.backend))
+	if (kr_backend_unsandboxed_here(config.backend))
 		cli_error("kernel", "warning: backend %s: the kernel runs unsandboxed",
 		          config.backend);
 	if (functions && a.o.workspace &&

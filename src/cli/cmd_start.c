@@ -249,7 +249,7 @@ static int start_session(const char *dir, const char *name, const kr_session_con
 	if ((!gateway && (status = check_kspec(config->kernel)) != EXIT_OK) ||
 	    (status = cli_check_backend("start", config, is_new)) != EXIT_OK)
 		return status;
-	if (!kr_backend_sandboxed(config->backend) && !gateway)
+	if (kr_backend_unsandboxed_here(config->backend))
 		fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
 		        config->backend);
 	if ((status = cli_session_start("start", dir, name, config, 0, started, &pid)) != EXIT_OK)

@@ -603,7 +603,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		if (!kr_backend_sandboxed(have.backend))
+		if (kr_backend_unsandboxed_here(have.backend))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
 			        have.backend);
 		kr_session_config_free(&have);

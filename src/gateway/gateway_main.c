@@ -22,6 +22,8 @@
 #include <kbox/error.h>
 #include <kbox/wire.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,7 @@
 #define BATCH 64
 #define KEEPALIVE_MS 30000     /* iopub traffic against the server's culling */
 #define RECONNECT_MAX_MS 60000 /* the channels down this long: the kernel is lost */
+#define SERVER_GONE_MS 15000   /* the server silent this long: gone, and the kernel */
 #define CALL_TIMEOUT_S 30
 #define LINE_MAX_BYTES (4 << 20)
 
@@ -71,6 +74,10 @@ typedef struct {
 	unsigned long dropped;
 	char in[4096];
 	size_t in_len;
+	/* the heartbeat's thread: it owns sock[KBOX_CH_HB] once started */
+	pthread_t hb_thread;
+	bool hb_started;
+	atomic_bool hb_stop;
 } run_t;
 
 /* ---- status lines ---- */
@@ -528,13 +535,6 @@ static int from_local(run_t *r, int ch)
 	}
 	if (!got)
 		return 0;
-	if (ch == KBOX_CH_HB) { /* answered here */
-		for (size_t i = 0; i < n; i++)
-			zmq_msg_send(&m[i], r->sock[ch], i + 1 < n ? ZMQ_SNDMORE : 0);
-		for (size_t i = 0; i < n; i++)
-			zmq_msg_close(&m[i]);
-		return 1;
-	}
 	for (d = 0; d < n; d++)
 		if (zmq_msg_size(&m[d]) == strlen(KBOX_DELIMITER) &&
 		    memcmp(zmq_msg_data(&m[d]), KBOX_DELIMITER, strlen(KBOX_DELIMITER)) == 0)
@@ -572,6 +572,33 @@ out:
 	for (size_t i = 0; i < n; i++)
 		zmq_msg_close(&m[i]);
 	return 1;
+}
+
+/* The heartbeat, in a thread of its own (as ipykernel's): each beat sent
+ * back as it came, whatever the main loop is doing (a REST call, a
+ * reconnection), so that the supervisor does not take a slow server for a
+ * dead kernel; the kernel's own end is the helper's to say. */
+static void *hb_main(void *arg)
+{
+	run_t *r = arg;
+	void *sock = r->sock[KBOX_CH_HB];
+	while (!atomic_load(&r->hb_stop)) {
+		zmq_pollitem_t p = {sock, 0, ZMQ_POLLIN, 0};
+		if (zmq_poll(&p, 1, 200) <= 0)
+			continue;
+		for (int more = 1; more;) {
+			zmq_msg_t m;
+			zmq_msg_init(&m);
+			if (zmq_msg_recv(&m, sock, 0) < 0) {
+				zmq_msg_close(&m);
+				break;
+			}
+			more = zmq_msg_more(&m);
+			if (zmq_msg_send(&m, sock, more ? ZMQ_SNDMORE : 0) < 0)
+				zmq_msg_close(&m);
+		}
+	}
+	return NULL;
 }
 
 /* A kernel_info_request of our own: iopub traffic, which the server
@@ -681,11 +708,26 @@ static int kernel_there(run_t *r, gw_error_t *err)
  * 0, or -1 with r->cause set (or stopping). */
 static int reconnect(run_t *r, const char *why, bool legacy)
 {
-	long long t0 = kx_now_ms(), wait = 100;
+	long long t0 = kx_now_ms(), wait = 100, silent_since = 0;
 	gw_error_t err = {0};
 	gw_ws_destroy(&r->ws);
 	while (!r->stopping) {
 		int there = kernel_there(r, &err);
+		/* a server that answers nothing: gone (stopped, or its machine),
+		 * and its kernels with it, once SERVER_GONE_MS passed */
+		if (there < 0 && err.kind == GW_E_NO_SERVER) {
+			if (!silent_since)
+				silent_since = kx_now_ms();
+			else if (kx_now_ms() - silent_since > SERVER_GONE_MS) {
+				snprintf(
+				        r->cause, sizeof r->cause,
+				        "the Jupyter server is gone (no answer for %d s: %.300s); the "
+				        "remote kernel is lost with it",
+				        SERVER_GONE_MS / 1000, err.msg);
+				return -1;
+			}
+		} else
+			silent_since = 0;
 		if (there == 0) {
 			snprintf(
 			        r->cause, sizeof r->cause,
@@ -794,19 +836,24 @@ static int cmd_run(void)
 	                            r, &err)) ||
 	    bind_all(r, conn, &err) < 0)
 		goto fail_delete;
+	if (pthread_create(&r->hb_thread, NULL, hb_main, r) != 0) {
+		gw_error(&err, GW_E_USAGE, "cannot start the heartbeat's thread");
+		goto fail_delete;
+	}
+	r->hb_started = true;
 	say(r->status_fd, json_pack("{s:{s:s, s:s, s:s}}", "started", "id", r->kid, "protocol",
 	                            gw_ws_v1(r->ws) ? "v1" : "legacy", "session", r->session));
 	r->last_traffic = kx_now_ms();
 
 	/* pass messages on until asked to stop, or the kernel is lost */
 	while (!r->stopping && !r->lost) {
-		zmq_pollitem_t p[KBOX_CH_COUNT + 3];
+		zmq_pollitem_t p[6];
 		char why[300];
 		bool room = gw_ws_queued(r->ws) < SEND_QUEUE_MAX;
 		int n = 0, timeout;
-		for (int c = 0; c < KBOX_CH_COUNT; c++)
-			if (c != KBOX_CH_IOPUB)
-				p[n++] = (zmq_pollitem_t){r->sock[c], 0, room ? ZMQ_POLLIN : 0, 0};
+		static const int from[] = {KBOX_CH_SHELL, KBOX_CH_STDIN, KBOX_CH_CONTROL};
+		for (int c = 0; c < 3; c++)
+			p[n++] = (zmq_pollitem_t){r->sock[from[c]], 0, room ? ZMQ_POLLIN : 0, 0};
 		p[n++] = (zmq_pollitem_t){
 		        NULL, gw_ws_fd(r->ws),
 		        (short)(ZMQ_POLLIN | (gw_ws_want_write(r->ws) ? ZMQ_POLLOUT : 0)), 0};
@@ -824,11 +871,9 @@ static int cmd_run(void)
 		/* the supervisor's, a batch a socket a turn */
 		for (int i = 0; i < n - 3; i++)
 			if (p[i].revents & ZMQ_POLLIN)
-				for (int k = 0; k < BATCH; k++) {
-					int c = (int)(i >= KBOX_CH_IOPUB ? i + 1 : i);
-					if (!from_local(r, c))
+				for (int k = 0; k < BATCH; k++)
+					if (!from_local(r, from[i]))
 						break;
-				}
 		if (gw_ws_pump(r->ws, why, sizeof why) < 0 && !r->stopping) {
 			if (reconnect(r, why, legacy) < 0) {
 				r->lost = true;
@@ -861,6 +906,10 @@ fail_delete:
 fail:
 	say_error(r->status_fd, &err);
 out:
+	if (r->hb_started) {
+		atomic_store(&r->hb_stop, true);
+		pthread_join(r->hb_thread, NULL);
+	}
 	for (int c = 0; c < KBOX_CH_COUNT; c++)
 		if (r->sock[c])
 			zmq_close(r->sock[c]);

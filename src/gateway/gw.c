@@ -7,6 +7,8 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <openssl/evp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -354,6 +356,11 @@ static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
 		return (ssize_t)got;
 	}
 	rc = curl_easy_recv(w->curl, buf, len, &got);
+	/* acknowledge at once what came (tcp(7): the flag does not stay):
+	 * Jupyter Server's WebSocket does not turn Nagle's algorithm off, so
+	 * its next small message waits for our ACK, which Linux would delay
+	 * by up to 40 ms */
+	setsockopt(w->fd, IPPROTO_TCP, TCP_QUICKACK, &(int){1}, sizeof(int));
 	if (rc == CURLE_AGAIN) {
 		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
 		return -1;

@@ -78,6 +78,12 @@ bool kr_backend_sandboxed(const char *name)
 	return b && b->sandboxed;
 }
 
+bool kr_backend_unsandboxed_here(const char *name)
+{
+	const kr_backend_t *b = kr_backend_find(name);
+	return b && !b->sandboxed && !b->remote;
+}
+
 const char *kr_backend_unenforced(const char *name, const kr_sandbox_opts_t *o, char *buf,
                                   size_t size)
 {

@@ -104,6 +104,7 @@ enum { KR_LIMIT_MEMORY = 1u << 0, KR_LIMIT_CPUS = 1u << 1, KR_LIMIT_PIDS = 1u <<
 typedef struct kr_backend {
 	const char *name;
 	bool sandboxed;
+	bool remote; /* the kernel runs elsewhere (gateway: on a Jupyter server) */
 	unsigned limits; /* KR_LIMIT_* it enforces */
 	/* Where the kernel sees the directory of its sockets (bwrap:
 	 * "/run/kernel"; none: "/proc/self/fd/3", a descriptor it inherits):
@@ -176,6 +177,11 @@ struct kr_sandbox {
 	 * /proc/self/fd/N (bwrap: its tmpfs, through the sandbox's root);
 	 * -1 when the sandbox ended before it was made */
 	int sockets_fd;
+	/* What the backend has to say of the kernel's connection (gateway:
+	 * its channels dropped and came back), the latest, and how many it
+	 * said so far: a change while an execution ran goes in its result */
+	char notice[512];
+	unsigned long notice_seq;
 	void *priv;
 };
 
@@ -198,6 +204,9 @@ const kr_backend_t *kr_backend_find(const char *name);
 bool kr_backend_exists(const char *name);
 /* True when NAME isolates the kernel (false for "none"). */
 bool kr_backend_sandboxed(const char *name);
+/* True when NAME runs the kernel here, unsandboxed ("none"; not a remote
+ * backend's, which the server isolates): kbox warns of it. */
+bool kr_backend_unsandboxed_here(const char *name);
 /* The limits in OPTS (the backend's defaults included) that backend NAME
  * does not enforce on this machine, written to BUF: a comma-separated
  * list ("memory, cpus"), followed by the reason in parentheses when the

@@ -209,7 +209,7 @@ out:
 }
 
 /* Act on one status line of the helper's. */
-static void status_line(gateway_t *g, const char *line)
+static void status_line(kr_sandbox_t *sb, gateway_t *g, const char *line)
 {
 	json_t *j = json_loads(line, 0, NULL), *v;
 	const char *m;
@@ -226,12 +226,14 @@ static void status_line(gateway_t *g, const char *line)
 		m = json_string_value(json_object_get(v, "message"));
 		g->failed = true;
 		snprintf(g->error, sizeof g->error, "%s", m ? m : "the Jupyter server failed");
-	} else if ((m = json_string_value(json_object_get(j, "notice"))))
-		fprintf(stderr, "kbox-supervisor: backend gateway: %s\n", m);
+	} else if ((m = json_string_value(json_object_get(j, "notice")))) {
+		snprintf(sb->notice, sizeof sb->notice, "%s", m);
+		sb->notice_seq++;
+	}
 	json_decref(j);
 }
 
-static void read_status(gateway_t *g)
+static void read_status(kr_sandbox_t *sb, gateway_t *g)
 {
 	char *nl;
 	ssize_t n;
@@ -249,7 +251,7 @@ static void read_status(gateway_t *g)
 		while ((nl = memchr(g->in, '\n', g->in_len))) {
 			size_t used = (size_t)(nl - g->in) + 1;
 			*nl = '\0';
-			status_line(g, g->in);
+			status_line(sb, g, g->in);
 			memmove(g->in, g->in + used, g->in_len - used);
 			g->in_len -= used;
 		}
@@ -267,10 +269,10 @@ static void send_command(gateway_t *g, const char *cmd)
 static bool gateway_wait(kr_sandbox_t *sb)
 {
 	gateway_t *g = sb->priv;
-	read_status(g);
+	read_status(sb, g);
 	if (kr_sandbox_poll(sb, "the gateway's helper " KG_PROGRAM, false))
 		return true;
-	read_status(g);
+	read_status(sb, g);
 	if (g->failed && !g->started) {
 		snprintf(sb->cause, sizeof sb->cause, "the remote kernel could not start: %.200s",
 		         g->error);
@@ -326,7 +328,7 @@ static void gateway_cleanup(kr_sandbox_t *sb)
 			kx_kill_wait(sb->pid);
 		sb->ended = true;
 	}
-	read_status(g);
+	read_status(sb, g);
 	kx_close(&g->status_fd);
 	free(g);
 	sb->priv = NULL;
@@ -341,6 +343,7 @@ static unsigned gateway_unavailable(char *why, size_t size)
 const kr_backend_t kr_backend_gateway = {
         .name = "gateway",
         .sandboxed = false,
+        .remote = true,
         .limits = 0,
         .sockets_inside = KG_SOCKETS_INSIDE,
         .conn_inside = "/proc/self/fd/5", /* (not read: the helper gets the text) */

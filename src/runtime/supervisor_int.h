@@ -100,6 +100,7 @@ struct job {
 	bool abandoned;       /* its client went away while it ran */
 	bool grace_none;      /* asked for a grace of 0 (taken as 1 ms): said as 0 */
 	bool interrupt_asked; /* a client asked for an interrupt while it ran */
+	unsigned long sb_notices; /* the sandbox's notice_seq when it began */
 	char interrupt_by[KR_CTL_CAUSE_MAX + 1]; /* who: its "cause", or "kbox interrupt" */
 	bool input_refused;                      /* the code asked for input and none was given */
 	long oom_before; /* the sandbox's OOM kills when it began, -1 unknown */

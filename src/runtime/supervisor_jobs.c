@@ -849,6 +849,12 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 		kbox_capture_set_reply(j->cap, reply_room(j), reply_copies(j), KR_CTL_JSON_FLAGS);
 	if ((res = kbox_capture_finish(&j->cap, x))) {
 		result_explain(j, res);
+		/* what the backend said meanwhile (a gateway's channels that
+		 * dropped and came back): read first, then said */
+		if (s->sb && kr_sandbox_alive(s->sb) && s->sb->notice_seq != j->sb_notices) {
+			kbox_result_add_notice(res, s->sb->notice, false);
+			sup_log(s, "backend-notice", json_pack("{s:s}", "notice", s->sb->notice));
+		}
 		if (!kill && st != KBOX_EXEC_DIED)
 			oom_explain(j, res);
 		if (kill || st == KBOX_EXEC_DIED) {
@@ -1168,6 +1174,7 @@ static int job_begin_code(sup_t *s, job_t *j)
 		return job_refuse(s, j, &err);
 	s->notice[0] = '\0';
 	j->oom_before = s->sb ? kr_sandbox_oom_kills(s->sb) : -1;
+	j->sb_notices = s->sb ? s->sb->notice_seq : 0;
 	take_between(s, j);
 	s->executions++;
 	sup_log(s, "exec-begin",
