@@ -161,6 +161,23 @@ sup=$(cat "$KBOX_HOME/sessions/k/supervisor.pid" 2>/dev/null)
 [ -z "$SKIPPING" ] && kill -KILL "$sup"
 check a_killed_supervisor_leaves_no_remote_kernel eval 'gone "$sup" && wait_for no_kernels'
 
+# the supervisor and its helper killed at once: the remote kernel is
+# left, recorded, and the session's next start deletes it
+kbox start -s z --backend gateway --url "$(URL)" --token-file "$ROOT/token"
+kbox exec -s z 'pass'
+sup=$(cat "$KBOX_HOME/sessions/z/supervisor.pid" 2>/dev/null)
+helper=$(pgrep -P "$sup" -x kbox-gateway)
+left=$(kernels)
+[ -z "$SKIPPING" ] && kill -KILL "$helper" "$sup"
+check a_kernel_left_by_killed_processes_stays_recorded eval 'gone "$sup" && gone "$helper" &&
+	[ "$(kernels)" = "$left" ] && grep -q "\"id\":\"$left\"" "$KBOX_HOME/sessions/z/gateway-kernel"'
+kbox exec -s z 'print(5)'
+check the_next_start_deletes_the_left_kernel eval 'status_is 0 && tail -n 1 stdout | grep -qx 5 &&
+	[ "$(kernels | wc -l)" = 1 ] && [ "$(kernels)" != "$left" ] &&
+	grep -q "\"event\":\"remote-deleted\".*\"id\":\"$left\"" "$KBOX_HOME/sessions/z/events.ndjson"'
+kbox stop -s z
+check stop_leaves_no_record eval 'status_is 0 && no_kernels && [ ! -e "$KBOX_HOME/sessions/z/gateway-kernel" ]'
+
 # ---- bad input ----
 
 fresh

@@ -104,7 +104,7 @@ enum { KR_LIMIT_MEMORY = 1u << 0, KR_LIMIT_CPUS = 1u << 1, KR_LIMIT_PIDS = 1u <<
 typedef struct kr_backend {
 	const char *name;
 	bool sandboxed;
-	bool remote; /* the kernel runs elsewhere (gateway: on a Jupyter server) */
+	bool remote;     /* the kernel runs elsewhere (gateway: on a Jupyter server) */
 	unsigned limits; /* KR_LIMIT_* it enforces */
 	/* Where the kernel sees the directory of its sockets (bwrap:
 	 * "/run/kernel"; none: "/proc/self/fd/3", a descriptor it inherits):
@@ -182,6 +182,10 @@ struct kr_sandbox {
 	 * said so far: a change while an execution ran goes in its result */
 	char notice[512];
 	unsigned long notice_seq;
+	/* gateway: the remote kernel's id once started ("" before), and
+	 * whether the server deleted it */
+	char remote_id[80];
+	bool remote_deleted;
 	void *priv;
 };
 
@@ -288,6 +292,11 @@ bool kr_sandbox_poll(kr_sandbox_t *sb, const char *what, bool signal_exit);
  * NULL with ERR (KBOX_E_NOTFOUND: the server has no such kernelspec). */
 kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca, const char *name,
                               kbox_error_t *err);
+
+/* Backend gateway: delete the kernel ID of the Jupyter server at URL
+ * (one not there is no error).  0, or -1 with ERR. */
+int kr_gateway_delete(const char *url, const char *token, const char *ca, const char *id,
+                      kbox_error_t *err);
 
 /* For backends: a child of PARENT (the first found), or -1: a scan of
  * /proc (the kernel under bwrap's init, or a container's). */

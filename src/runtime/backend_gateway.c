@@ -216,10 +216,12 @@ static void status_line(kr_sandbox_t *sb, gateway_t *g, const char *line)
 	if ((v = json_object_get(j, "started"))) {
 		m = json_string_value(json_object_get(v, "id"));
 		snprintf(g->id, sizeof g->id, "%s", m ? m : "");
+		snprintf(sb->remote_id, sizeof sb->remote_id, "%s", g->id);
 		g->started = true;
 	} else if ((v = json_object_get(j, "exit"))) {
 		g->exited = true;
 		g->deleted = json_is_true(json_object_get(v, "deleted"));
+		sb->remote_deleted = g->deleted;
 		m = json_string_value(json_object_get(v, "cause"));
 		snprintf(g->cause, sizeof g->cause, "%s", m ? m : "");
 	} else if ((v = json_object_get(j, "error"))) {
@@ -355,35 +357,36 @@ const kr_backend_t kr_backend_gateway = {
         .cleanup = gateway_cleanup,
 };
 
-/* How long the helper may take to say a kernelspec, ms. */
-#define SPEC_WAIT_MS 60000
-#define SPEC_MAX (1 << 20)
+/* How long the helper may take to answer a call, ms. */
+#define CALL_WAIT_MS 60000
+#define CALL_MAX (1 << 20)
 
-kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca, const char *name,
-                              kbox_error_t *err)
+/* Run kbox-gateway WHAT ARG with the server line of URL, TOKEN, CA on its
+ * standard input, and parse its one line of output into *REPLY (new; the
+ * caller frees it).  0; or -1 with ERR (its {"error": ...}: KBOX_E_NOTFOUND
+ * for "not-found", KBOX_E_INVALID for "usage", else KBOX_E_SYSTEM). */
+static int call_helper(const char *what, const char *arg, const char *url, const char *token,
+                       const char *ca, json_t **reply, kbox_error_t *err)
 {
-	char exe[PATH_MAX], *argv[] = {KG_PROGRAM, "spec", (char *)name, NULL},
+	char exe[PATH_MAX], *argv[] = {KG_PROGRAM, (char *)what, (char *)arg, NULL},
 	                    **env = helper_env();
-	int in[2] = {-1, -1}, out[2] = {-1, -1}, st = 0;
-	json_t *server = NULL, *reply = NULL;
-	kbox_kspec_t *spec = NULL;
+	int in[2] = {-1, -1}, out[2] = {-1, -1}, st = 0, rc = -1;
+	json_t *server = NULL, *e;
 	kx_buf_t b = KX_BUF_INIT;
 	char *line = NULL, chunk[4096];
-	long long deadline = kx_now_ms() + SPEC_WAIT_MS;
+	long long deadline = kx_now_ms() + CALL_WAIT_MS;
 	pid_t pid = -1;
 
-	if (!url || !*url) {
-		kbox_error_set(
-		        err, KBOX_E_INVALID,
-		        "backend gateway: no server (kbox start --url, or KBOX_GATEWAY_URL)");
-		return NULL;
-	}
-	if (kx_helper_path(KG_PROGRAM, exe, sizeof exe) < 0) {
-		kbox_error_set(err, KBOX_E_NOTFOUND,
-		               "backend gateway: its helper " KG_PROGRAM
-		               " was not found beside kbox-supervisor (is kbox installed whole?)");
-		return NULL;
-	}
+	*reply = NULL;
+	if (!url || !*url)
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "backend gateway: no server (kbox start --url, or "
+		                      "KBOX_GATEWAY_URL)");
+	if (kx_helper_path(KG_PROGRAM, exe, sizeof exe) < 0)
+		return kbox_error_set(err, KBOX_E_NOTFOUND,
+		                      "backend gateway: its helper " KG_PROGRAM
+		                      " was not found beside kbox-supervisor (is kbox installed "
+		                      "whole?)");
 	server = json_pack("{s:s, s:s?, s:s?}", "url", url, "token", token, "ca_file", ca);
 	if (!server || !(line = json_dumps(server, JSON_COMPACT)) || pipe2(in, O_CLOEXEC) < 0 ||
 	    pipe2(out, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
@@ -407,7 +410,7 @@ kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca
 	for (;;) {
 		ssize_t n = read(out[0], chunk, sizeof chunk);
 		if (n > 0) {
-			if (b.len + (size_t)n > SPEC_MAX || kx_buf_append(&b, chunk, (size_t)n) < 0)
+			if (b.len + (size_t)n > CALL_MAX || kx_buf_append(&b, chunk, (size_t)n) < 0)
 				break;
 			continue;
 		}
@@ -417,30 +420,27 @@ kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca
 			break;
 		if (kx_now_ms() > deadline) {
 			kbox_error_set(err, KBOX_E_TIMEOUT,
-			               "backend gateway: the Jupyter server at %s did not say its "
-			               "kernelspec %s within %d s",
-			               url, name, SPEC_WAIT_MS / 1000);
+			               "backend gateway: the Jupyter server at %s did not answer "
+			               "within %d s",
+			               url, CALL_WAIT_MS / 1000);
 			goto out;
 		}
 		usleep(5000);
 	}
-	reply = b.len ? json_loadb(b.data, b.len, 0, NULL) : NULL;
-	if (json_object_get(reply, "error")) {
-		const char *m = json_string_value(
-		        json_object_get(json_object_get(reply, "error"), "message"));
-		const char *kind = json_string_value(
-		        json_object_get(json_object_get(reply, "error"), "kind"));
+	*reply = b.len ? json_loadb(b.data, b.len, 0, NULL) : NULL;
+	if ((e = json_object_get(*reply, "error"))) {
+		const char *m = json_string_value(json_object_get(e, "message"));
+		const char *kind = json_string_value(json_object_get(e, "kind"));
 		kbox_error_set(err,
 		               kind && strcmp(kind, "not-found") == 0 ? KBOX_E_NOTFOUND
 		               : kind && strcmp(kind, "usage") == 0   ? KBOX_E_INVALID
 		                                                      : KBOX_E_SYSTEM,
 		               "backend gateway: %s", m ? m : "the Jupyter server failed");
-	} else if (!json_is_object(json_object_get(reply, "spec")))
+	} else if (!json_is_object(*reply))
 		kbox_error_set(err, KBOX_E_SYSTEM,
-		               "backend gateway: " KG_PROGRAM " said nothing of kernelspec %s",
-		               name);
+		               "backend gateway: " KG_PROGRAM " %s said nothing", what);
 	else
-		spec = kbox_kspec_from_json(name, json_object_get(reply, "spec"), err);
+		rc = 0;
 out:
 	if (pid > 0) {
 		kill(pid, SIGKILL);
@@ -453,7 +453,33 @@ out:
 		free(line);
 	}
 	json_decref(server);
-	json_decref(reply);
 	kx_buf_reset(&b);
+	return rc;
+}
+
+kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca, const char *name,
+                              kbox_error_t *err)
+{
+	json_t *reply = NULL;
+	kbox_kspec_t *spec = NULL;
+	if (call_helper("spec", name, url, token, ca, &reply, err) == 0) {
+		if (!json_is_object(json_object_get(reply, "spec")))
+			kbox_error_set(err, KBOX_E_SYSTEM,
+			               "backend gateway: " KG_PROGRAM
+			               " said nothing of kernelspec %s",
+			               name);
+		else
+			spec = kbox_kspec_from_json(name, json_object_get(reply, "spec"), err);
+	}
+	json_decref(reply);
 	return spec;
+}
+
+int kr_gateway_delete(const char *url, const char *token, const char *ca, const char *id,
+                      kbox_error_t *err)
+{
+	json_t *reply = NULL;
+	int rc = call_helper("delete", id, url, token, ca, &reply, err);
+	json_decref(reply);
+	return rc;
 }

@@ -121,7 +121,7 @@ void sup_write_file(const char *dir, const char *name, const char *text)
 }
 
 /* Read a small file into BUF; "" when absent. */
-static void read_file(const char *dir, const char *name, char *buf, size_t size)
+void sup_read_file(const char *dir, const char *name, char *buf, size_t size)
 {
 	char path[PATH_MAX];
 	int fd;
@@ -671,9 +671,9 @@ static void take_over(sup_t *s)
 	 * last stop as it wrote it where no sandbox reaches (in the session's
 	 * directory, code there made it kbox's own note of another session's
 	 * results: review 18, W18-3) */
-	read_file(s->at, "generation", gen, sizeof gen);
+	sup_read_file(s->at, "generation", gen, sizeof gen);
 	s->generation = strtoul(gen, NULL, 10);
-	read_file(s->kept, KR_LIVE_LAST_STOP, prev, sizeof prev);
+	sup_read_file(s->kept, KR_LIVE_LAST_STOP, prev, sizeof prev);
 	if (s->generation > 0) {
 		kx_msgf(s->notice, sizeof s->notice,
 		        "kernel restarted: the session's previous kernel ended (%s); earlier state "

@@ -97,9 +97,9 @@ struct job {
 	int outputs_fd;     /* the request's "outputs" directory, opened, or -1 */
 	char *earlier_text; /* output printed between executions, rendered */
 	json_t *earlier_json;
-	bool abandoned;       /* its client went away while it ran */
-	bool grace_none;      /* asked for a grace of 0 (taken as 1 ms): said as 0 */
-	bool interrupt_asked; /* a client asked for an interrupt while it ran */
+	bool abandoned;           /* its client went away while it ran */
+	bool grace_none;          /* asked for a grace of 0 (taken as 1 ms): said as 0 */
+	bool interrupt_asked;     /* a client asked for an interrupt while it ran */
 	unsigned long sb_notices; /* the sandbox's notice_seq when it began */
 	char interrupt_by[KR_CTL_CAUSE_MAX + 1]; /* who: its "cause", or "kbox interrupt" */
 	bool input_refused;                      /* the code asked for input and none was given */
@@ -312,6 +312,8 @@ void sup_utf8_cut(char *s);
 /* Write TEXT as the file NAME of DIR (beside, then renamed over it);
  * errors are ignored. */
 void sup_write_file(const char *dir, const char *name, const char *text);
+/* Read the small file DIR/NAME into BUF; "" when absent. */
+void sup_read_file(const char *dir, const char *name, char *buf, size_t size);
 /* Stop the session, for the cause already in S->stop_cause: the loop
  * ends. */
 void sup_stop(sup_t *s);

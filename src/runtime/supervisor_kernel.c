@@ -361,6 +361,54 @@ static void remove_kernel_files(sup_t *s)
 	s->sockets_view[0] = '\0';
 }
 
+/* The gateway's remote kernel of this session, recorded from when it
+ * answers until the server deleted it: one a helper killed before it
+ * could delete it (with the supervisor, or alone) is deleted at the
+ * session's next kernel start. */
+#define REMOTE_RECORD "gateway-kernel"
+
+static void remote_record(sup_t *s)
+{
+	json_t *j;
+	char *text;
+	/* (its status lines read: "started" names it) */
+	if (!s->sb || !kr_sandbox_alive(s->sb) || !s->sb->remote_id[0])
+		return;
+	j = json_pack("{s:s, s:s}", "url", s->sbo.gateway_url, "id", s->sb->remote_id);
+	if (j && (text = json_dumps(j, JSON_COMPACT))) {
+		sup_write_file(s->at, REMOTE_RECORD, text);
+		free(text);
+	}
+	json_decref(j);
+}
+
+/* Delete the remote kernel a record names (one of an earlier kernel's),
+ * then the record; kept when the server cannot be told (tried again at
+ * the next start). */
+static void remote_sweep(sup_t *s)
+{
+	char text[2048], path[PATH_MAX + 32];
+	kbox_error_t err = {0};
+	json_t *j;
+	const char *url, *id;
+	sup_read_file(s->at, REMOTE_RECORD, text, sizeof text);
+	if (!text[0])
+		return;
+	j = json_loads(text, 0, NULL);
+	url = json_string_value(json_object_get(j, "url"));
+	id = json_string_value(json_object_get(j, "id"));
+	snprintf(path, sizeof path, "%s/" REMOTE_RECORD, s->at);
+	if (!url || !id)
+		unlink(path);
+	else if (kr_gateway_delete(url, s->gateway_token, s->sbo.gateway_ca, id, &err) == 0) {
+		sup_log(s, "remote-deleted", json_pack("{s:s, s:s}", "id", id, "url", url));
+		unlink(path);
+	} else
+		sup_log(s, "remote-orphan",
+		        json_pack("{s:s, s:s, s:s}", "id", id, "url", url, "error", err.msg));
+	json_decref(j);
+}
+
 long long sup_ready_timeout(const sup_t *s)
 {
 	if (strcmp(s->backend, "gateway") == 0)
@@ -394,6 +442,8 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	s->sbo.conn_text = conn_text;
 	s->sbo.conn_path = conn_text ? kernel_conn : NULL;
 	s->sbo.generation = s->generation;
+	if (strcmp(s->backend, "gateway") == 0)
+		remote_sweep(s);
 	s->sbo.gateway_token = s->gateway_token;
 	s->sb = kr_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
 	s->sbo.gateway_token = NULL;
@@ -454,6 +504,11 @@ void sup_kernel_end(sup_t *s, bool graceful)
 	}
 	if (s->sb) {
 		kr_sandbox_stop(s->sb, STOP_STEP_MS);
+		if (s->sb->remote_id[0] && s->sb->remote_deleted) {
+			char path[PATH_MAX + 32];
+			snprintf(path, sizeof path, "%s/" REMOTE_RECORD, s->at);
+			unlink(path);
+		}
 		kr_sandbox_destroy(&s->sb);
 	}
 	kr_kernel_log_close(s->klog); /* its last words */
@@ -552,6 +607,7 @@ static void on_ready(void *arg, int rc, const kbox_error_t *err)
 	}
 	s->ready = true;
 	s->kernel_started_ms = kx_now_ms();
+	remote_record(s);
 	malloc_trim(0); /* what the kernel before this one left in the heap */
 	sup_touch(s);
 	sup_log(s, "ready",
