@@ -178,6 +178,48 @@ check the_next_start_deletes_the_left_kernel eval 'status_is 0 && tail -n 1 stdo
 kbox stop -s z
 check stop_leaves_no_record eval 'status_is 0 && no_kernels && [ ! -e "$KBOX_HOME/sessions/z/gateway-kernel" ]'
 
+# host functions, called from the remote kernel (over its stdin
+# channel), and kbox mcp's run_python on a remote session
+mkdir -p "$ROOT/fn"
+cat >"$ROOT/fn/double" <<'SH'
+#!/bin/sh
+# {"x": N} on stdin: {"y": 2N}
+exec /usr/bin/python3 -c 'import json, sys; print(json.dumps({"y": 2 * json.load(sys.stdin)["x"]}))'
+SH
+chmod +x "$ROOT/fn/double"
+cat >"$ROOT/fn/functions.json" <<JSON
+{"functions": [{"name": "double", "command": ["$ROOT/fn/double"],
+  "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}]}
+JSON
+fresh
+kbox start -s f --backend gateway --url "$(URL)" --token-file "$ROOT/token" \
+	--functions "$ROOT/fn/functions.json"
+kbox exec -s f 'print(double(21))'
+check host_functions_are_called_from_the_remote_kernel eval 'status_is 0 &&
+	stdout_is "{'"'"'y'"'"': 42}"'
+kbox exec -s f 'double("x")'
+check a_remote_calls_bad_argument_is_refused_on_the_host eval 'status_is 1 &&
+	[ "$(tail -n 1 stdout)" = "ArgumentError: double(): x must be an integer, got str" ]'
+[ -n "$SKIPPING" ] || "$PY" - "$KBOX" <<'PYEOF' >stdout 2>stderr
+import json, subprocess, sys
+p = subprocess.Popen([sys.argv[1], "mcp", "-s", "f"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                     text=True)
+def ask(i, method, params):
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
+    p.stdin.flush()
+    return json.loads(p.stdout.readline())
+ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "t", "version": "1"}})
+p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+r = ask(2, "tools/call", {"name": "run_python", "arguments": {"code": "print(double(4)['y'] * 10)"}})
+print(r["result"]["content"][0]["text"], end="")
+p.stdin.close()
+p.wait()
+PYEOF
+rc=$?
+check kbox_mcp_runs_python_on_the_remote_kernel eval 'status_is 0 && stdout_is 80'
+kbox stop -s f
+
 # ---- bad input ----
 
 fresh
