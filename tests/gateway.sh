@@ -241,7 +241,7 @@ check url_is_for_the_gateway_backend fails_with 2 \
 	'kbox start: --url is for --backend gateway (this session'"'"'s backend is bwrap)'
 kbox start -s b --backend gateway --url "$(URL)" --token-file "$ROOT/token" -k nope
 check an_unknown_remote_kernelspec_is_a_clear_error eval 'status_is 5 &&
-	grep -q "has no kernelspec nope" stderr && [ ! -e "$KBOX_HOME/sessions/b" ]'
+	grep -q "has no kernelspec nope (it has: .*python3.*)$" stderr && [ ! -e "$KBOX_HOME/sessions/b" ]'
 dead=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 kbox start -s b --backend gateway --url "http://127.0.0.1:$dead"
 check no_server_at_the_url_is_a_clear_error eval 'status_is 5 &&

@@ -175,11 +175,25 @@ static int cmd_specs(const char *name)
 		snprintf(what, sizeof what, name ? "kernelspec %s" : "kernelspecs%s",
 		         name ? name : "");
 		gw_reply_error(&err, what, code, out);
-		if (code == 404 && name)
+		if (code == 404 && name) {
+			/* what it has, said with it */
+			char have[600] = "";
+			size_t n = 0;
+			json_t *all = NULL, *v;
+			const char *k;
+			if (gw_call(g, "GET", "/api/kernelspecs", NULL, CALL_TIMEOUT_S, &all,
+			            &err) == 200)
+				json_object_foreach(json_object_get(all, "kernelspecs"), k, v)
+				{
+					if (n + strlen(k) + 8 < sizeof have)
+						n += (size_t)snprintf(have + n, sizeof have - n,
+						                      "%s%s", n ? ", " : "", k);
+				}
+			json_decref(all);
 			gw_error(&err, GW_E_NOT_FOUND,
-			         "the Jupyter server at %s has no kernelspec %s (kbox kernelspecs "
-			         "--backend gateway lists its own)",
-			         gw_url(g), name);
+			         "the Jupyter server at %s has no kernelspec %s (it has: %s)",
+			         gw_url(g), name, n ? have : "none");
+		}
 		goto out;
 	}
 	if (name && !json_is_object(json_object_get(out, "spec"))) {
