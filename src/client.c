@@ -108,6 +108,11 @@ void kbox_client_set_hooks(kbox_client_t *self, const kbox_client_hooks_t *hooks
 		memset(&self->hooks, 0, sizeof self->hooks);
 }
 
+void kbox_client_set_shared(kbox_client_t *self, bool shared)
+{
+	self->shared = shared;
+}
+
 const char *kbox_client_session(const kbox_client_t *self)
 {
 	return self->session;
@@ -198,7 +203,7 @@ kbox_msg_t *client_decode(kbox_client_t *self, kbox__parts_t *p, kbox_channel_t 
 		 * undecodable when it is the execution's */
 		char id[256];
 		bool ours = kbox__raw_ids(p->frames, p->n, x->run->req_id, id, sizeof id);
-		kbox__seq_note(&x->seq, id, ours);
+		kbox__seq_note(self->shared ? NULL : &x->seq, id, ours);
 		if (ours)
 			x->drops.undecodable++;
 	}
@@ -208,7 +213,8 @@ kbox_msg_t *client_decode(kbox_client_t *self, kbox__parts_t *p, kbox_channel_t 
 		note_drop(self, e.msg, ch);
 	} else if (x && x->run && x->run->phase >= X_RUN) {
 		const char *pid = kbox_msg_parent_id(msg);
-		kbox__seq_note(&x->seq, kbox_msg_id(msg), pid && strcmp(pid, x->run->req_id) == 0);
+		kbox__seq_note(self->shared ? NULL : &x->seq, kbox_msg_id(msg),
+		               pid && strcmp(pid, x->run->req_id) == 0);
 	}
 	return msg;
 }

@@ -140,6 +140,7 @@ typedef struct {
 #define ZMQ_USED_MON(self, ch) ((void)(self)->zuse_mon[ch].uses++)
 
 struct kbox_client {
+	bool shared; /* kbox_client_set_shared */
 	kbox_conn_t *conn;
 	kbox_auth_t *auth;
 	char session[37];

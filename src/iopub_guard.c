@@ -441,7 +441,7 @@ kbox_msg_t *iopub_decode(kbox_client_t *self, kbox__parts_t *p, kbox__bucket_t *
 	    !(ours && !self->shedding && x->run && x->run->o.keep_output &&
 	      x->run->o.keep_output(x->run->o.cb_arg))) {
 		if (x && x->run)
-			kbox__seq_note(&x->seq, id, ours);
+			kbox__seq_note(self->shared ? NULL : &x->seq, id, ours);
 		iopub_count_drop(self, x, ours, size, stream, text_bytes);
 		kbox__parts_close(p);
 		return NULL;

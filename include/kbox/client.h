@@ -51,6 +51,12 @@ void kbox_client_destroy(kbox_client_t **self_p);
 /* HOOKS is copied; HOOKS->arg is borrowed: it must outlive SELF. */
 void kbox_client_set_hooks(kbox_client_t *self, const kbox_client_hooks_t *hooks);
 
+/* SHARED: other clients talk to the kernel too (a Jupyter server's own
+ * requests and its other front ends, as with a gateway): the numbers of
+ * the messages it sends them are gaps in what SELF sees, not losses, and
+ * kbox_exec_drops_t.never_arrived is not counted (0). */
+void kbox_client_set_shared(kbox_client_t *self, bool shared);
+
 /* This client's protocol session id (a UUID). Borrowed: valid while SELF lives. */
 const char *kbox_client_session(const kbox_client_t *self);
 
