@@ -96,6 +96,11 @@ check row56_the_token_is_in_no_argument_or_variable_of_kbox_processes eval '[ -n
 	! grep -qF "$TOKEN" "/proc/$sup/cmdline" "/proc/$sup/environ" "/proc/$helper/cmdline" \
 		"/proc/$helper/environ"'
 
+kbox status -s g
+check status_names_the_remote_kernel_and_its_server eval 'status_is 0 &&
+	[ "$(status_line remote_kernel)" = "$(kernels)" ] && [ "$(status_line server)" = "$(URL)" ] &&
+	[ "$(status_line memory)" = - ] && [ "$(status_line backend)" = gateway ]'
+
 # the three-call analysis, with a chart
 kbox exec -s g 'import pandas as pd; df = pd.DataFrame({"x": [1, 2, 3, 4], "y": [2, 4, 6, 9]})'
 check a_remote_call_defines_a_dataframe eval 'status_is 0 && stdout_empty && stderr_empty'
@@ -387,7 +392,14 @@ kbox stop -s t
 server_or_skip
 [ -n "$SKIPPING" ] || stand_in "$ROOT/hostile/port" "$ROOT/hostile"
 fresh
-kbox start -s h --backend gateway --url "http://127.0.0.1:${SPORT-}"
+kbox start -s h --backend gateway --url "http://127.0.0.1:${SPORT-}" -e KERNEL_NAMESPACE=ns1 \
+	--launch-timeout 90s
+check the_start_asks_as_enterprise_gateway_wants eval 'status_is 0 && "$PY" -c "
+import json, sys
+b = json.load(open(sys.argv[1]))
+sys.exit(b != {\"name\": \"python3\", \"env\": {\"KERNEL_NAMESPACE\": \"ns1\",
+    \"KERNEL_USERNAME\": sys.argv[2], \"KERNEL_LAUNCH_TIMEOUT\": \"90\"}})
+" "$ROOT/hostile/post.json" "$(id -un)"'
 kbox exec -s h 'anything'
 check row58_a_hostile_servers_junk_is_dropped_and_the_result_is_exact eval 'status_is 0 &&
 	stdout_is ok && stderr_empty'

@@ -8,7 +8,8 @@ channel "hb", a header that is no JSON, a reply to a request nobody made,
 
 Usage: gateway_hostile.py PORTFILE DIR ("redirect" as DIR: every request
 answered with a redirect to DIR2, see redirect_main).  Writes its port to
-PORTFILE; DIR/deleted when its kernel is deleted.
+PORTFILE; DIR/post.json the body of each POST /api/kernels (the last), and
+DIR/deleted when its kernel is deleted.
 """
 import json, os, socket, struct, sys, uuid, datetime
 import tornado.ioloop, tornado.web, tornado.websocket
@@ -54,6 +55,9 @@ class Specs(tornado.web.RequestHandler):
 
 class Kernels(tornado.web.RequestHandler):
     def post(self):
+        # what a client asks, as Enterprise Gateway reads it (its "env")
+        with open(os.path.join(DIR, "post.json"), "wb") as f:
+            f.write(self.request.body)
         self.set_status(201)
         self.finish({"id": KID, "name": "python3", "execution_state": "starting",
                      "connections": 0, "last_activity": "2026-01-01T00:00:00Z"})

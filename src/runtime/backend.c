@@ -78,6 +78,12 @@ bool kr_backend_sandboxed(const char *name)
 	return b && b->sandboxed;
 }
 
+bool kr_backend_remote(const char *name)
+{
+	const kr_backend_t *b = kr_backend_find(name);
+	return b && b->remote;
+}
+
 bool kr_backend_unsandboxed_here(const char *name)
 {
 	const kr_backend_t *b = kr_backend_find(name);
@@ -333,6 +339,8 @@ long long kr_sandbox_memory(kr_sandbox_t *self)
 		return -1;
 	if (self->backend->memory && (m = self->backend->memory(self)) >= 0)
 		return m;
+	if (self->backend->remote) /* (not the helper's: the kernel's is the server's) */
+		return -1;
 	snprintf(path, sizeof path, "/proc/%ld/status", (long)kr_sandbox_pid(self));
 	if (!(f = fopen(path, "re")))
 		return -1;

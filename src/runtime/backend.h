@@ -211,6 +211,8 @@ bool kr_backend_sandboxed(const char *name);
 /* True when NAME runs the kernel here, unsandboxed ("none"; not a remote
  * backend's, which the server isolates): kbox warns of it. */
 bool kr_backend_unsandboxed_here(const char *name);
+/* True when NAME runs the kernel elsewhere (gateway). */
+bool kr_backend_remote(const char *name);
 /* The limits in OPTS (the backend's defaults included) that backend NAME
  * does not enforce on this machine, written to BUF: a comma-separated
  * list ("memory, cpus"), followed by the reason in parentheses when the

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,19 @@ static char *make_spec(const kr_sandbox_t *sb)
 			snprintf(name, sizeof name, "%.*s", (int)(eq - sb->o.env[i]), sb->o.env[i]);
 			json_object_set_new(env, name, json_string(eq + 1));
 		}
+	}
+	/* what Enterprise Gateway wants of every client (as jupyter_server's
+	 * GatewayClient sends it), unless the session says otherwise */
+	if (!json_object_get(env, "KERNEL_USERNAME")) {
+		struct passwd *pw = getpwuid(geteuid());
+		if (pw && pw->pw_name)
+			json_object_set_new(env, "KERNEL_USERNAME", json_string(pw->pw_name));
+	}
+	if (!json_object_get(env, "KERNEL_LAUNCH_TIMEOUT")) {
+		char t[32];
+		snprintf(t, sizeof t, "%ld",
+		         sb->o.gateway_launch_s > 0 ? sb->o.gateway_launch_s : KG_LAUNCH_TIMEOUT_S);
+		json_object_set_new(env, "KERNEL_LAUNCH_TIMEOUT", json_string(t));
 	}
 	run = json_pack("{s:s, s:o, s:I, s:b, s:o}", "kernel", sb->kernel, "env", env,
 	                "launch_timeout",
@@ -336,6 +350,13 @@ static void gateway_cleanup(kr_sandbox_t *sb)
 	sb->priv = NULL;
 }
 
+/* The kernel's memory is the server's to know. */
+static long long gateway_memory(kr_sandbox_t *sb)
+{
+	(void)sb;
+	return -1;
+}
+
 static unsigned gateway_unavailable(char *why, size_t size)
 {
 	snprintf(why, size, "the Jupyter server's to set");
@@ -355,6 +376,7 @@ const kr_backend_t kr_backend_gateway = {
         .signal = gateway_signal,
         .wait = gateway_wait,
         .cleanup = gateway_cleanup,
+        .memory = gateway_memory,
 };
 
 /* How long the helper may take to answer a call, ms. */

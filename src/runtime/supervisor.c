@@ -311,7 +311,9 @@ static int make_env(sup_t *s, const kr_session_config_t *cfg, kbox_error_t *err)
 	for (i = 0; kr_backend_sandboxed(s->backend) && i < sizeof safe_path / sizeof *safe_path;
 	     i++)
 		s->env[k++] = (char *)safe_path[i];
-	if (!kr_backend_sandboxed(s->backend)) {
+	/* (a remote kernel's environment is its server's: only the
+	 * session's own --env is asked for, as the start's "env") */
+	if (!kr_backend_sandboxed(s->backend) && !kr_backend_remote(s->backend)) {
 		s->env[k++] = (char *)safe_path[0]; /* PYTHONSAFEPATH */
 		s->env[k++] = s->none_rprofile;
 		s->env[k++] = s->none_renviron;

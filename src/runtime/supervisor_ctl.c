@@ -274,6 +274,11 @@ static json_t *status_json(sup_t *s)
 		                                                              : KE_IMAGE_DEFAULT));
 		json_object_set_new(st, "engine", json_string(e));
 	}
+	/* a gateway session's remote kernel, and its server */
+	if (st && s->sb && kr_sandbox_alive(s->sb) && s->sb->remote_id[0]) {
+		json_object_set_new(st, "remote_kernel", json_string(s->sb->remote_id));
+		json_object_set_new(st, "server", json_string(s->sbo.gateway_url));
+	}
 	if (st && s->front)
 		json_object_set_new(st, "relay", sup_relay_status(s));
 	if (st && s->sb && *kr_sandbox_limits(s->sb)) {

@@ -255,7 +255,7 @@ static int client_begin(sup_t *s, const kbox_conn_t *conn, kbox_error_t *err)
 		hooks.interrupt = sb_interrupt;
 	kbox_client_set_hooks(s->client, &hooks);
 	/* (a remote kernel's server talks to it too, and so may others) */
-	kbox_client_set_shared(s->client, kr_backend_find(s->backend)->remote);
+	kbox_client_set_shared(s->client, kr_backend_remote(s->backend));
 	kbox_client_set_iopub_cb(s->client, sup_on_between, s);
 	if (kbox_client_attach(s->client, s->loop, err) < 0 ||
 	    kbox_client_ready_begin(s->client, left > 0 ? (int)left : 1, on_ready, s, err) < 0) {
