@@ -156,6 +156,17 @@ check row56_no_file_of_the_session_but_its_token_file_holds_the_token eval '
 	[ -s "$KBOX_HOME/sessions/g/events.ndjson" ] &&
 	[ -z "$(grep -rlF "$TOKEN" "$KBOX_HOME/sessions/g" | grep -v "/gateway-token$")" ]'
 
+# another client deletes the kernel (as a culling would): the next call
+# says the server no longer has it, and the session goes on
+[ -z "$SKIPPING" ] && api DELETE "/api/kernels/$(kernels)" >/dev/null
+kbox exec -s g 'print(1)'
+check a_kernel_the_server_no_longer_has_is_reported_lost eval 'status_is 4 &&
+	grep -q "^\[kernel died: the Jupyter server no longer has the remote kernel [-0-9a-f]* (culled, or shut down by another client); its state is lost" stdout'
+wait_idle g >/dev/null
+kbox exec -s g 'print(1)'
+check the_session_goes_on_with_a_new_remote_kernel eval 'status_is 0 && tail -n 1 stdout | grep -qx 1 &&
+	[ "$(kernels | wc -l)" = 1 ]'
+
 # stop deletes the remote kernel
 kbox stop -s g
 check stop_deletes_the_remote_kernel eval 'status_is 0 && no_kernels'
@@ -271,7 +282,7 @@ fi
 fresh
 kbox start -s c --backend gateway --url "http://127.0.0.1:$(cat "$ROOT/cut" 2>/dev/null)" \
 	--token-file "$ROOT/token"
-kbox exec -s c "import os, time
+kbox exec -s c --format ndjson "import os, time
 print('before', flush=True)
 while not os.path.exists('$ROOT/go'):
     time.sleep(0.05)
@@ -279,17 +290,17 @@ print('after')" &
 bg=$!
 cut_once() { [ "$(wc -l <"$ROOT/cut.cuts" 2>/dev/null)" = 1 ]; }
 if [ -z "$SKIPPING" ]; then
-	wait_for grep -qx before "$T/stdout" >/dev/null
+	wait_for grep -qF '"text":"before\n"' "$T/stdout" >/dev/null
 	kill -USR1 "$CUT_PID"
 	wait_for cut_once >/dev/null
 	touch "$ROOT/go"
 fi
 wait "$bg"
 check the_channels_cut_mid_cell_come_back_with_the_output_and_a_note eval 'status_is 0 &&
-	[ "$(head -n 2 stdout)" = "before
-after" ] && [ "$(wc -l <stdout)" = 3 ] &&
-	grep -q "^\[note: the kernel'"'"'s channels dropped (.*) and were connected again after [0-9]* ms: output sent meanwhile may be missing\]$" stdout &&
-	[ "$(cat "$ROOT/cut.cuts")" -ge 1 ]'
+	[ "$(grep -c "\"event\":\"stream\"" stdout)" = 2 ] &&
+	grep -qF "\"text\":\"before\\n\"" stdout && grep -qF "\"text\":\"after\\n\"" stdout &&
+	grep -q "\"event\":\"end\",\"status\":\"ok\".*the kernel'"'"'s channels dropped (.*) and were connected again after [0-9]* ms: output sent meanwhile may be missing" stdout &&
+	[ "$(wc -l <"$ROOT/cut.cuts")" = 1 ] && [ "$(cat "$ROOT/cut.cuts")" -ge 1 ]'
 kbox exec -s c 'print("still", 1)'
 check the_session_goes_on_after_the_cut eval 'status_is 0 && stdout_is "still 1"'
 kbox stop -s c
@@ -326,6 +337,24 @@ fi
 kbox exec -s o 'print(3)'
 check once_the_server_is_back_the_session_works_again eval 'status_is 0 && tail -n 1 stdout | grep -qx 3'
 kbox stop -s o
+
+# the server culls idle kernels, connected ones too: the session's is
+# kept alive (a kernel_info_request each 10 s of silence), one nobody
+# talks to is culled
+server_or_skip
+[ -n "$SKIPPING" ] || { OLD_PORT=$PORT; start_server "$ROOT/s5" \
+	--MappingKernelManager.cull_idle_timeout=20 --MappingKernelManager.cull_interval=2 \
+	--MappingKernelManager.cull_connected=True; CULL_PORT=$PORT; }
+fresh
+kbox start -s cull --backend gateway --url "http://127.0.0.1:${CULL_PORT-}" --token-file "$ROOT/token"
+kbox exec -s cull 'x = 9'
+control=$(api POST /api/kernels | "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read().partition(" ")[2])["id"])' 2>/dev/null)
+culled() { ! kernels | grep -qx "$control"; }
+check the_server_culls_a_kernel_nobody_keeps_alive eval '[ -n "$control" ] && wait_for culled'
+kbox exec -s cull 'print(x)'
+check the_sessions_kernel_is_kept_alive_against_culling eval 'status_is 0 && stdout_is 9'
+kbox stop -s cull
+PORT=${OLD_PORT-}
 
 # ---- the legacy framing (a server that offers no v1) ----
 

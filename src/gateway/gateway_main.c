@@ -38,7 +38,7 @@
 #define MAX_FRAMES 1024
 #define ROUTES 1024 /* requests whose replies are routed */
 #define BATCH 64
-#define KEEPALIVE_MS 30000     /* iopub traffic against the server's culling */
+#define KEEPALIVE_MS 10000     /* iopub traffic against the server's culling */
 #define RECONNECT_MAX_MS 60000 /* the channels down this long: the kernel is lost */
 #define SERVER_GONE_MS 15000   /* the server silent this long: gone, and the kernel */
 #define CALL_TIMEOUT_S 30
@@ -894,8 +894,26 @@ static int cmd_run(void)
 				break;
 			}
 		}
-		if (!r->pending && kx_now_ms() - r->last_traffic >= KEEPALIVE_MS)
-			keep_alive(r);
+		/* KEEPALIVE_MS of silence: is the kernel still the server's?
+		 * (one it culled or shut down leaves the channels open, and
+		 * answers nothing); then, when no answer is awaited, some
+		 * iopub traffic for its culling's clock */
+		if (kx_now_ms() - r->last_traffic >= KEEPALIVE_MS) {
+			gw_error_t gerr = {0};
+			if (kernel_there(r, &gerr) == 0) {
+				snprintf(
+				        r->cause, sizeof r->cause,
+				        "the Jupyter server no longer has the remote kernel %s (culled, "
+				        "or shut down by another client); its state is lost",
+				        r->kid);
+				r->lost = true;
+				break;
+			}
+			if (!r->pending)
+				keep_alive(r);
+			else
+				r->last_traffic = kx_now_ms();
+		}
 	}
 	if (r->ws) {
 		char why[64];
