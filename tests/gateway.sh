@@ -171,6 +171,14 @@ check the_session_goes_on_with_a_new_remote_kernel eval 'status_is 0 && tail -n 
 kbox stop -s g
 check stop_deletes_the_remote_kernel eval 'status_is 0 && no_kernels'
 
+# the idle TTL stops the session and deletes its remote kernel
+kbox start -s ttl --backend gateway --url "$(URL)" --token-file "$ROOT/token" --ttl 2s
+sup=$(cat "$KBOX_HOME/sessions/ttl/supervisor.pid" 2>/dev/null)
+check the_ttl_stops_the_session_and_deletes_its_remote_kernel eval 'status_is 0 &&
+	gone "$sup" && wait_for no_kernels &&
+	grep -qF "\"cause\":\"the session was idle for 2 s (its TTL) and stopped\",\"event\":\"stop\"" \
+		"$KBOX_HOME/sessions/ttl/events.ndjson"'
+
 # the supervisor killed: its helper deletes the remote kernel
 kbox start -s k --backend gateway --url "$(URL)" --token-file "$ROOT/token"
 sup=$(cat "$KBOX_HOME/sessions/k/supervisor.pid" 2>/dev/null)
