@@ -121,6 +121,16 @@ check input_travels_over_the_stdin_channel eval 'status_is 0 &&
 	stdout_is "[input: the code asked \"? \" and was given \"ok\"]
 okok"'
 
+# files: the remote kernel does not see the session's workspace here, so
+# kbox put and get, and kbox mcp's file tools on it, say so
+echo data >"$T/local.txt"
+kbox put -s g "$T/local.txt"
+check put_on_a_remote_session_says_where_its_files_are fails_with 2 \
+	"kbox put: session g runs its kernel on the Jupyter server at $(URL) (backend gateway): kbox put reaches this machine's workspace, which that kernel does not see; move the files with the server's own means (its contents API, JupyterLab), or in the code"
+kbox get -s g local.txt
+check get_on_a_remote_session_says_so_too eval 'status_is 2 && stdout_empty &&
+	grep -q "^kbox get: session g runs its kernel on the Jupyter server at" stderr'
+
 # a timeout, and an interrupt
 kbox exec -s g 'keep = 7'
 kbox exec -s g -t 1 'import time; time.sleep(60)'
@@ -237,11 +247,14 @@ ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
 p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
 r = ask(2, "tools/call", {"name": "run_python", "arguments": {"code": "print(double(4)['y'] * 10)"}})
 print(r["result"]["content"][0]["text"], end="")
+r = ask(3, "tools/call", {"name": "list_files", "arguments": {}})
+print(r["result"]["isError"], r["result"]["content"][0]["text"], file=sys.stderr)
 p.stdin.close()
 p.wait()
 PYEOF
 rc=$?
 check kbox_mcp_runs_python_on_the_remote_kernel eval 'status_is 0 && stdout_is 80'
+check kbox_mcps_file_tools_say_where_a_remote_kernels_files_are eval 'grep -q "^True list_files: the session'"'"'s kernel runs on the Jupyter server at $(URL): its files are the server'"'"'s" stderr'
 kbox stop -s f
 
 # ---- bad input ----

@@ -327,7 +327,9 @@ int cli_check_session(const char *cmd, const char *name);
 int cli_check_backend(const char *cmd, const kr_session_config_t *config, bool warn);
 /* EXIT_OK, or EXIT_USAGE after one line naming CMD when the session NAME
  * in DIR is a Jupyter front end's kernel (kbox kernel): its workspace is
- * the front end's directory, not the session's (kbox put and get). */
+ * the front end's directory, not the session's; or when its kernel is a
+ * remote one (backend gateway), which does not see the session's
+ * workspace (kbox put and get). */
 int cli_not_front_end(const char *cmd, const char *dir, const char *name);
 /* Remove a new session's directory DIR, if it holds only the empty
  * directories (and lock) a session starts with and the session.json this

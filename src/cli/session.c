@@ -59,6 +59,15 @@ int cli_not_front_end(const char *cmd, const char *dir, const char *name)
 			        "front end",
 			        name);
 		status = EXIT_USAGE;
+	} else if (cfg.has & KR_SC_BACKEND && kr_backend_remote(cfg.backend)) {
+		cli_error(
+		        cmd,
+		        "session %s runs its kernel on the Jupyter server at %s (backend %s): kbox "
+		        "%s reaches this machine's workspace, which that kernel does not see; move "
+		        "the files with the server's own means (its contents API, JupyterLab), or "
+		        "in the code",
+		        name, cfg.gateway ? cfg.gateway : "(none)", cfg.backend, cmd);
+		status = EXIT_USAGE;
 	}
 	kr_session_config_free(&cfg);
 	return status;

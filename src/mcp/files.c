@@ -62,6 +62,24 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
 			snprintf(why, size, "%s", err.msg);
 		return -1;
 	}
+	if (!in_outputs) {
+		/* a remote kernel's files are its server's (an image or a spill
+		 * file a result gave is in the outputs, here) */
+		kr_session_config_t cfg;
+		bool remote;
+		kr_session_config_init(&cfg);
+		remote = kr_session_config_load(&cfg, m->sess->dir, NULL) == 0 &&
+		         kr_backend_remote(cfg.backend);
+		if (remote)
+			snprintf(why, size,
+			         "the session's kernel runs on the Jupyter server at %s: its files "
+			         "are the server's, not this machine's workspace; read and write "
+			         "them from the code with run_python (open(...))",
+			         cfg.gateway ? cfg.gateway : "(none)");
+		kr_session_config_free(&cfg);
+		if (remote)
+			return -1;
+	}
 	if ((p->dirfd = ws_open_session(m->sess->dir, in_outputs ? "outputs" : "workspace", &err)) <
 	    0) {
 		snprintf(why, size, "%s", err.msg);
