@@ -31,6 +31,7 @@
 #include "runtime/bwrap.h"
 #include "engine/engine_proto.h"
 #include "runtime/cgroup.h"
+#include "runtime/helper.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,10 +74,7 @@ static const char entry_script[] =
         "exec \"$@\"";
 
 typedef struct {
-	int cmd_fd;    /* the helper's standard input (commands) */
-	int status_fd; /* its status lines (non-blocking) */
-	char in[8192]; /* status text not yet a whole line */
-	size_t in_len;
+	kr_helper_t h; /* the helper: its commands, its status lines */
 	char id[72];
 	pid_t init_pid; /* the container's init as the host sees it; 0: not yet */
 	pid_t kernel;
@@ -416,7 +414,7 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 
 	if (!(d = calloc(1, sizeof *d)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	d->cmd_fd = d->status_fd = -1;
+	kr_helper_init(&d->h);
 	d->code = -1;
 	sb->priv = d;
 	if ((sb->sockets_fd = placeholder_dir()) < 0) {
@@ -476,14 +474,14 @@ static int docker_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	close(cmd[0]);
 	close(status[1]);
 	cmd[0] = status[1] = -1;
-	d->cmd_fd = cmd[1];
-	d->status_fd = status[0];
+	d->h.cmd_fd = cmd[1];
+	d->h.status_fd = status[0];
 	cmd[1] = status[0] = -1;
-	fcntl(d->status_fd, F_SETFL, fcntl(d->status_fd, F_GETFL) | O_NONBLOCK);
+	fcntl(d->h.status_fd, F_SETFL, fcntl(d->h.status_fd, F_GETFL) | O_NONBLOCK);
 	/* the spec, in one write: a pipe takes 64 KiB before it blocks, and
 	 * the helper reads it at once */
-	if (kx_write_all(d->cmd_fd, spec, strlen(spec)) < 0 ||
-	    kx_write_all(d->cmd_fd, "\n", 1) < 0) {
+	if (kx_write_all(d->h.cmd_fd, spec, strlen(spec)) < 0 ||
+	    kx_write_all(d->h.cmd_fd, "\n", 1) < 0) {
 		kbox_error_set_sys(err, "backend docker: cannot give " KE_PROGRAM " its spec");
 		goto out;
 	}
@@ -556,34 +554,16 @@ static void status_line(kr_sandbox_t *sb, docker_t *d, const char *line)
 	json_decref(j);
 }
 
+static void on_status_line(void *arg, const char *text)
+{
+	kr_sandbox_t *sb = arg;
+	status_line(sb, sb->priv, text);
+}
+
 /* Read what the helper has said so far. */
 static void read_status(kr_sandbox_t *sb, docker_t *d)
 {
-	char *nl;
-	ssize_t n;
-	while (d->status_fd >= 0) {
-		n = read(d->status_fd, d->in + d->in_len, sizeof d->in - 1 - d->in_len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			if (n == 0 || errno != EAGAIN) {
-				close(d->status_fd);
-				d->status_fd = -1;
-			}
-			break;
-		}
-		d->in_len += (size_t)n;
-		d->in[d->in_len] = '\0';
-		while ((nl = memchr(d->in, '\n', d->in_len))) {
-			size_t used = (size_t)(nl - d->in) + 1;
-			*nl = '\0';
-			status_line(sb, d, d->in);
-			memmove(d->in, d->in + used, d->in_len - used);
-			d->in_len -= used;
-		}
-		if (d->in_len == sizeof d->in - 1)
-			d->in_len = 0; /* (a line longer than any the helper writes) */
-	}
+	kr_helper_read(&d->h, on_status_line, sb);
 }
 
 /* Whether the container's /workspace is the directory that was checked
@@ -599,10 +579,7 @@ static bool workspace_is_checked(const kr_sandbox_t *sb, const docker_t *d)
 
 static void send_command(docker_t *d, const char *cmd)
 {
-	if (d->cmd_fd >= 0 && kx_write_all(d->cmd_fd, cmd, strlen(cmd)) < 0) {
-		close(d->cmd_fd);
-		d->cmd_fd = -1;
-	}
+	kr_helper_send(&d->h, cmd);
 }
 
 static bool docker_wait(kr_sandbox_t *sb)
@@ -689,7 +666,7 @@ static int docker_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
 		snprintf(line, sizeof line, "signal %d\n", sig);
 		send_command(d, line);
 	}
-	if (d->cmd_fd < 0)
+	if (d->h.cmd_fd < 0)
 		return kbox_error_set(err, KBOX_E_DEAD, "the container's helper is gone");
 	return 0;
 }
@@ -701,19 +678,7 @@ static void docker_cleanup(kr_sandbox_t *sb)
 		return;
 	/* the helper removes the container on its end of file; give it the
 	 * time that takes */
-	if (d->cmd_fd >= 0)
-		close(d->cmd_fd);
-	d->cmd_fd = -1;
-	if (sb->pid > 0 && !sb->ended) {
-		long long deadline = kx_now_ms() + REMOVE_WAIT_MS;
-		bool running;
-		while ((running = kr_sandbox_poll(sb, "the engine's helper", false)) &&
-		       kx_now_ms() < deadline)
-			usleep(10000);
-		if (running)
-			kx_kill_wait(sb->pid);
-		sb->ended = true;
-	}
+	kr_helper_end(&d->h, sb, "the engine's helper", REMOVE_WAIT_MS);
 	read_status(sb, d);
 	/* a helper that did not say the container is gone (killed, or the
 	 * engine did not answer it): another, once */
@@ -722,8 +687,7 @@ static void docker_cleanup(kr_sandbox_t *sb)
 		char *env[] = {d->engine_env[0] ? d->engine_env : NULL, NULL};
 		run_helper(d->exe, argv, env, REMOVE_WAIT_MS);
 	}
-	if (d->status_fd >= 0)
-		close(d->status_fd);
+	kr_helper_close(&d->h);
 	free(d->filter_hex);
 	free(d);
 	sb->priv = NULL;

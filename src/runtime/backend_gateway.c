@@ -12,6 +12,7 @@
  * enforces none of its limits. */
 #include "runtime/runtime.h"
 #include "runtime/backend.h"
+#include "runtime/helper.h"
 #include "gateway/gateway_proto.h"
 
 #include <errno.h>
@@ -30,10 +31,7 @@
 #define DELETE_WAIT_MS 40000
 
 typedef struct {
-	int cmd_fd;    /* the helper's standard input (commands) */
-	int status_fd; /* its status lines (non-blocking) */
-	char in[8192];
-	size_t in_len;
+	kr_helper_t h; /* the helper: its commands, its status lines */
 	char id[80];
 	bool started, exited, failed, deleted, by_kbox;
 	char exe[PATH_MAX];
@@ -160,7 +158,7 @@ static int gateway_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 
 	if (!(g = calloc(1, sizeof *g)))
 		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	g->cmd_fd = g->status_fd = -1;
+	kr_helper_init(&g->h);
 	sb->priv = g;
 	if (!sb->o.gateway_url || !*sb->o.gateway_url) {
 		kbox_error_set(
@@ -198,12 +196,12 @@ static int gateway_start(kr_sandbox_t *sb, char **argv, kbox_error_t *err)
 	}
 	kx_close(&cmd[0]);
 	kx_close(&status[1]);
-	g->cmd_fd = cmd[1];
-	g->status_fd = status[0];
+	g->h.cmd_fd = cmd[1];
+	g->h.status_fd = status[0];
 	cmd[1] = status[0] = -1;
-	fcntl(g->status_fd, F_SETFL, fcntl(g->status_fd, F_GETFL) | O_NONBLOCK);
+	fcntl(g->h.status_fd, F_SETFL, fcntl(g->h.status_fd, F_GETFL) | O_NONBLOCK);
 	/* the two lines, in one write: a pipe takes 64 KiB before it blocks */
-	if (kx_write_all(g->cmd_fd, spec, strlen(spec)) < 0) {
+	if (kx_write_all(g->h.cmd_fd, spec, strlen(spec)) < 0) {
 		kbox_error_set_sys(err, "backend gateway: cannot give " KG_PROGRAM " its spec");
 		goto out;
 	}
@@ -249,37 +247,15 @@ static void status_line(kr_sandbox_t *sb, gateway_t *g, const char *line)
 	json_decref(j);
 }
 
-static void read_status(kr_sandbox_t *sb, gateway_t *g)
+static void on_status_line(void *arg, const char *text)
 {
-	char *nl;
-	ssize_t n;
-	while (g->status_fd >= 0) {
-		n = read(g->status_fd, g->in + g->in_len, sizeof g->in - 1 - g->in_len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			if (n == 0 || errno != EAGAIN)
-				kx_close(&g->status_fd);
-			break;
-		}
-		g->in_len += (size_t)n;
-		g->in[g->in_len] = '\0';
-		while ((nl = memchr(g->in, '\n', g->in_len))) {
-			size_t used = (size_t)(nl - g->in) + 1;
-			*nl = '\0';
-			status_line(sb, g, g->in);
-			memmove(g->in, g->in + used, g->in_len - used);
-			g->in_len -= used;
-		}
-		if (g->in_len == sizeof g->in - 1)
-			g->in_len = 0;
-	}
+	kr_sandbox_t *sb = arg;
+	status_line(sb, sb->priv, text);
 }
 
-static void send_command(gateway_t *g, const char *cmd)
+static void read_status(kr_sandbox_t *sb, gateway_t *g)
 {
-	if (g->cmd_fd >= 0 && kx_write_all(g->cmd_fd, cmd, strlen(cmd)) < 0)
-		kx_close(&g->cmd_fd);
+	kr_helper_read(&g->h, on_status_line, sb);
 }
 
 static bool gateway_wait(kr_sandbox_t *sb)
@@ -314,14 +290,14 @@ static int gateway_signal(kr_sandbox_t *sb, int sig, kbox_error_t *err)
 {
 	gateway_t *g = sb->priv;
 	if (sig == SIGINT)
-		send_command(g, "interrupt\n");
+		kr_helper_send(&g->h, "interrupt\n");
 	else if (sig == SIGKILL || sig == SIGTERM) {
 		g->by_kbox = true;
-		send_command(g, "remove\n");
+		kr_helper_send(&g->h, "remove\n");
 	} else
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "backend gateway: the remote kernel takes no signal %d", sig);
-	if (g->cmd_fd < 0)
+	if (g->h.cmd_fd < 0)
 		return kbox_error_set(err, KBOX_E_DEAD, "the gateway's helper is gone");
 	return 0;
 }
@@ -333,19 +309,9 @@ static void gateway_cleanup(kr_sandbox_t *sb)
 		return;
 	/* the helper deletes the remote kernel at its end of file; give it
 	 * the time that takes */
-	kx_close(&g->cmd_fd);
-	if (sb->pid > 0 && !sb->ended) {
-		long long deadline = kx_now_ms() + DELETE_WAIT_MS;
-		bool running;
-		while ((running = kr_sandbox_poll(sb, "the gateway's helper", false)) &&
-		       kx_now_ms() < deadline)
-			usleep(10000);
-		if (running)
-			kx_kill_wait(sb->pid);
-		sb->ended = true;
-	}
+	kr_helper_end(&g->h, sb, "the gateway's helper", DELETE_WAIT_MS);
 	read_status(sb, g);
-	kx_close(&g->status_fd);
+	kr_helper_close(&g->h);
 	free(g);
 	sb->priv = NULL;
 }
