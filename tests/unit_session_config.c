@@ -300,6 +300,28 @@ TEST(an_unknown_backend_is_refused_naming_those_there_are)
 	             "(available: bwrap, docker, gateway, none)");
 }
 
+TEST(a_gateway_url_with_a_token_in_it_is_refused_without_showing_it)
+{
+	static const char *const bad[] = {"http://127.0.0.1:1/?token=s3cret",
+	                                  "http://user:s3cret@127.0.0.1:1",
+	                                  "ftp://h",
+	                                  "http://",
+	                                  "http://h/a#b",
+	                                  "http://h /x"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		char text[256];
+		fresh();
+		snprintf(text, sizeof text, "{\"backend\": \"gateway\", \"gateway\": \"%s\"}",
+		         bad[i]);
+		write_config(text);
+		refused_with(
+		        "/session.json: \"gateway\" is no URL kbox takes (http:// or https://, a "
+		        "host, no user, query or fragment)");
+	}
+	CHECK(kr_gateway_url_valid("http://127.0.0.1:8888"));
+	CHECK(kr_gateway_url_valid("https://eg.example.org/base/path"));
+}
+
 TEST(image_references_are_those_an_engine_takes)
 {
 	static const char *const good[] = {
@@ -671,6 +693,7 @@ int main(void)
 	RUN(a_file_of_more_than_the_bound_is_refused_unread);
 	RUN(load_at_reads_the_directory_held_whatever_is_at_its_path);
 	RUN(an_unknown_backend_is_refused_naming_those_there_are);
+	RUN(a_gateway_url_with_a_token_in_it_is_refused_without_showing_it);
 	RUN(image_references_are_those_an_engine_takes);
 	RUN(an_image_or_engine_the_command_line_refuses_is_refused_naming_the_key);
 	RUN(strings_of_the_file_in_a_message_are_escaped_and_cut);

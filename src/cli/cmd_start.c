@@ -350,21 +350,6 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	return cli_parse_no_operands("start", opts, argc, argv, status);
 }
 
-/* Whether URL is one the gateway takes: http:// or https://, a host, no
- * user, query or fragment (a token in a URL ends up in logs), printable. */
-static bool url_ok(const char *url)
-{
-	const char *rest = strncmp(url, "http://", 7) == 0    ? url + 7
-	                   : strncmp(url, "https://", 8) == 0 ? url + 8
-	                                                      : NULL;
-	if (!rest || !*rest || *rest == '/' || strlen(url) > 1024 || strpbrk(url, "?#@"))
-		return false;
-	for (const char *p = url; *p; p++)
-		if ((unsigned char)*p <= ' ' || *p == 0x7f)
-			return false;
-	return true;
-}
-
 /* The token A gives (--token-file, --token-env, else $KBOX_GATEWAY_TOKEN)
  * into BUF; *GIVEN false when none is.  EXIT_OK, or EXIT_USAGE after one
  * line. */
@@ -458,13 +443,13 @@ static int check_gateway_opts(start_args_t *a, const kr_session_config_t *config
 		}
 		o->gateway = env;
 	}
-	if (o->gateway && !url_ok(o->gateway)) {
+	/* (not shown: a user or a query in it may be a token) */
+	if (o->gateway && !kr_gateway_url_valid(o->gateway)) {
 		cli_error(
 		        "start",
-		        "invalid --url \"%s\": expected http://HOST[:PORT][/PATH] or https://..., "
-		        "with no user, query or fragment (give the token with --token-file or "
-		        "--token-env)",
-		        o->gateway);
+		        "invalid --url: expected http://HOST[:PORT][/PATH] or https://..., with no "
+		        "user, query or fragment (give the token with --token-file or "
+		        "--token-env)");
 		return EXIT_USAGE;
 	}
 	if (a->launch_ms >= 0) {

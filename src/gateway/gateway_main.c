@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <kbox/conn.h>
 #include <kbox/error.h>
+#include <kbox/client.h>
 #include <kbox/wire.h>
 #include <poll.h>
 #include <pthread.h>
@@ -32,14 +33,16 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define MAX_MSG (128ULL << 20)      /* a message of the server's */
-#define MAX_LOCAL (64L << 20)       /* one of the supervisor's */
-#define SEND_QUEUE_MAX (16UL << 20) /* queued for the server before reading more */
+#define MAX_MSG ((uint64_t)KBOX_MAX_MESSAGE_BYTES) /* a server's message (the client's bound) */
+#define LEGACY_COST_MAX (256u << 20) /* what decoding a legacy text message may take */
+#define MAX_LOCAL (64L << 20)        /* one of the supervisor's */
+#define SEND_QUEUE_MAX (16UL << 20)  /* queued for the server before reading more */
 #define MAX_FRAMES 1024
 #define ROUTES 1024 /* requests whose replies are routed */
 #define BATCH 64
 #define KEEPALIVE_MS 10000     /* iopub traffic against the server's culling */
 #define RECONNECT_MAX_MS 60000 /* the channels down this long: the kernel is lost */
+#define STABLE_MS 2000         /* channels that stayed this long were stable */
 #define SERVER_GONE_MS 15000   /* the server silent this long: gone, and the kernel */
 #define CALL_TIMEOUT_S 30
 #define LINE_MAX_BYTES (4 << 20)
@@ -74,6 +77,10 @@ typedef struct {
 	unsigned long dropped;
 	char in[4096];
 	size_t in_len;
+	/* when the channels last connected, and the series of drops soon
+	 * after (reconnect) */
+	long long connected_at, unstable_since, backoff;
+	bool in_call; /* a REST call waits: commands that call are put off */
 	/* the heartbeat's thread: it owns sock[KBOX_CH_HB] once started */
 	pthread_t hb_thread;
 	bool hb_started;
@@ -93,10 +100,21 @@ static void say(int fd, json_t *j)
 	json_decref(j);
 }
 
+/* TEXT as a JSON string, its invalid UTF-8 (a server's words) repaired:
+ * else jansson refuses it, and the line would not be said. */
+static json_t *jtext(const char *text)
+{
+	size_t n = 0;
+	char *fixed = kx_utf8_repair(text, strlen(text), &n);
+	json_t *j = fixed ? json_stringn(fixed, n) : json_string("(out of memory)");
+	free(fixed);
+	return j;
+}
+
 static int say_error(int fd, const gw_error_t *err)
 {
-	say(fd, json_pack("{s:{s:s, s:s}}", "error", "kind", gw_kind_name(err->kind), "message",
-	                  err->msg));
+	say(fd, json_pack("{s:{s:s, s:o}}", "error", "kind", gw_kind_name(err->kind), "message",
+	                  jtext(err->msg)));
 	return 1;
 }
 
@@ -432,7 +450,7 @@ static void legacy_to_local(run_t *r, const uint8_t *data, size_t len, const gw_
 	json_t *j = NULL;
 	int ch;
 
-	if (kx_json_cost((const char *)data, len) > 16 * MAX_MSG ||
+	if (kx_json_cost((const char *)data, len) > LEGACY_COST_MAX ||
 	    !(j = json_loadb((const char *)data, len, 0, NULL)) ||
 	    !(chan = json_string_value(json_object_get(j, "channel"))) ||
 	    (ch = ch_of((const uint8_t *)chan, strlen(chan))) < 0 || ch == KBOX_CH_HB)
@@ -576,7 +594,10 @@ static int from_local(run_t *r, int ch)
 	}
 	for (size_t i = d + 2; i < n; i++)
 		parts[i - d - 2] = (gw_part_t){zmq_msg_data(&m[i]), zmq_msg_size(&m[i])};
-	if (to_server(r, ch, parts, n - d - 2) == 0 && ch != KBOX_CH_STDIN)
+	/* (a request awaits its reply; a comm message or an input reply
+	 * awaits nothing) */
+	if (to_server(r, ch, parts, n - d - 2) == 0 && ch != KBOX_CH_STDIN &&
+	    ends_with(type, "_request"))
 		r->pending++;
 	r->last_traffic = kx_now_ms();
 	goto out;
@@ -656,7 +677,7 @@ static void read_commands(run_t *r)
 		*nl = '\0';
 		if (strcmp(r->in, "remove") == 0)
 			r->stopping = true;
-		else if (strcmp(r->in, "interrupt") == 0) {
+		else if (strcmp(r->in, "interrupt") == 0 && !r->in_call) {
 			gw_error_t err = {0};
 			json_t *out = NULL;
 			char path[128];
@@ -725,6 +746,30 @@ static int reconnect(run_t *r, const char *why, bool legacy)
 	long long t0 = kx_now_ms(), wait = 100, silent_since = 0;
 	gw_error_t err = {0};
 	gw_ws_destroy(&r->ws);
+	/* channels that drop again within STABLE_MS of their connection are
+	 * one series of drops: its back-off grows, and it counts against
+	 * RECONNECT_MAX_MS from its first (a server that accepts and closes
+	 * at once is not tried without end) */
+	if (r->connected_at && t0 - r->connected_at < STABLE_MS) {
+		t0 = r->unstable_since ? r->unstable_since : r->connected_at;
+		r->backoff = r->backoff ? (r->backoff * 2 > 5000 ? 5000 : r->backoff * 2) : 100;
+		wait = r->backoff;
+		if (kx_now_ms() - t0 > RECONNECT_MAX_MS) {
+			snprintf(r->cause, sizeof r->cause,
+			         "the kernel's channels kept dropping (%.200s) for %d s", why,
+			         RECONNECT_MAX_MS / 1000);
+			return -1;
+		}
+		struct pollfd pw[2] = {{0, POLLIN, 0}, {r->sig_fd, POLLIN, 0}};
+		if (poll(pw, 2, (int)wait) > 0) {
+			if (pw[1].revents)
+				r->stopping = true;
+			if (pw[0].revents)
+				read_commands(r);
+		}
+	} else
+		r->backoff = 0;
+	r->unstable_since = t0;
 	while (!r->stopping) {
 		int there = kernel_there(r, &err);
 		/* a server that answers nothing: gone (stopped, or its machine),
@@ -759,7 +804,8 @@ static int reconnect(run_t *r, const char *why, bool legacy)
 			        "the kernel's channels dropped (%.200s) and were connected again after "
 			        "%lld ms: output sent meanwhile may be missing",
 			        why, kx_now_ms() - t0);
-			say(r->status_fd, json_pack("{s:s}", "notice", text));
+			say(r->status_fd, json_pack("{s:o}", "notice", jtext(text)));
+			r->connected_at = kx_now_ms();
 			return 0;
 		}
 		if (kx_now_ms() - t0 > RECONNECT_MAX_MS) {
@@ -780,6 +826,24 @@ static int reconnect(run_t *r, const char *why, bool legacy)
 		wait = wait * 2 > 5000 ? 5000 : wait * 2;
 	}
 	return -1;
+}
+
+/* gw_set_cancel's: a stop asked (SIGTERM, "remove", the end of standard
+ * input) while the kernel starts ends the wait. */
+static bool cancelled(void *arg)
+{
+	run_t *r = arg;
+	struct pollfd p[2] = {{0, POLLIN, 0}, {r->sig_fd, POLLIN, 0}};
+	if (!r->stopping && poll(p, 2, 0) > 0) {
+		if (p[1].revents)
+			r->stopping = true;
+		if (p[0].revents) {
+			r->in_call = true;
+			read_commands(r);
+			r->in_call = false;
+		}
+	}
+	return r->stopping;
 }
 
 static int cmd_run(void)
@@ -829,6 +893,7 @@ static int cmd_run(void)
 	body = json_pack("{s:s}", "name", kernel);
 	if (json_is_object(env) && json_object_size(env))
 		json_object_set(body, "env", env);
+	gw_set_cancel(r->gw, cancelled, r);
 	code = gw_call(r->gw, "POST", "/api/kernels", body, launch + 30, &out, &err);
 	if (code < 0)
 		goto fail;
@@ -850,11 +915,15 @@ static int cmd_run(void)
 	                            r, &err)) ||
 	    bind_all(r, conn, &err) < 0)
 		goto fail_delete;
+	/* (from here on, the loop watches for a stop; the DELETE at the
+	 * end must not be cut short by one) */
+	gw_set_cancel(r->gw, NULL, NULL);
 	if (pthread_create(&r->hb_thread, NULL, hb_main, r) != 0) {
 		gw_error(&err, GW_E_USAGE, "cannot start the heartbeat's thread");
 		goto fail_delete;
 	}
 	r->hb_started = true;
+	r->connected_at = kx_now_ms();
 	say(r->status_fd, json_pack("{s:{s:s, s:s, s:s}}", "started", "id", r->kid, "protocol",
 	                            gw_ws_v1(r->ws) ? "v1" : "legacy", "session", r->session));
 	r->last_traffic = kx_now_ms();
@@ -874,6 +943,9 @@ static int cmd_run(void)
 		p[n++] = (zmq_pollitem_t){NULL, 0, ZMQ_POLLIN, 0};
 		p[n++] = (zmq_pollitem_t){NULL, r->sig_fd, ZMQ_POLLIN, 0};
 		timeout = (int)(r->last_traffic + KEEPALIVE_MS - kx_now_ms());
+		/* (what a pump left unread waits in the helper, not the socket) */
+		if (gw_ws_more(r->ws))
+			timeout = 0;
 		if (zmq_poll(p, n, timeout < 0 ? 0 : timeout) < 0 && errno != EINTR)
 			break;
 		if (p[n - 1].revents) {
@@ -925,12 +997,13 @@ static int cmd_run(void)
 	deleted = delete_kernel(r->gw, r->kid, &err) == 0;
 	if (!deleted)
 		fprintf(stderr, "kbox-gateway: %s\n", err.msg);
-	say(r->status_fd, json_pack("{s:{s:s, s:b}}", "exit", "cause",
-	                            r->cause[0] ? r->cause : "the remote kernel was deleted",
+	say(r->status_fd, json_pack("{s:{s:o, s:b}}", "exit", "cause",
+	                            jtext(r->cause[0] ? r->cause : "the remote kernel was deleted"),
 	                            "deleted", deleted));
 	rc = 0;
 	goto out;
 fail_delete:
+	gw_set_cancel(r->gw, NULL, NULL);
 	if (r->kid[0]) {
 		gw_error_t ignored = {0};
 		delete_kernel(r->gw, r->kid, &ignored);

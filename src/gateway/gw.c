@@ -21,6 +21,13 @@
 /* The most an upgrade's reply head may be. */
 #define MAX_HEAD 16384
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+/* What one pump reads at most (then the caller's loop turns: its other
+ * descriptors, its signals), and the most that may wait to be sent (a
+ * server that sends pings and reads nothing fills it with pongs): over
+ * it, the connection is over. */
+#define RECV_BUDGET (1u << 20)
+#define SEND_QUEUED_MAX (64u << 20)
+#define SEND_QUEUED_MSGS 65536 /* (pongs: a few bytes each, ~100 held) */
 
 const char *gw_kind_name(gw_kind_t kind)
 {
@@ -48,8 +55,23 @@ struct gw {
 	CURL *curl; /* REST calls, one at a time */
 	char scheme[8], host[256];
 	long port;
-	char path[1024]; /* the base's path, without a trailing '/' */
+	char path[1024];           /* the base's path, without a trailing '/' */
+	bool (*cancel)(void *arg); /* gw_set_cancel */
+	void *cancel_arg;
 };
+
+void gw_set_cancel(gw_t *self, bool (*cancel)(void *arg), void *arg)
+{
+	self->cancel = cancel;
+	self->cancel_arg = arg;
+}
+
+static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+	gw_t *g = arg;
+	(void)a, (void)b, (void)c, (void)d;
+	return g->cancel && g->cancel(g->cancel_arg) ? 1 : 0;
+}
 
 static bool curl_ready(void)
 {
@@ -71,7 +93,7 @@ gw_t *gw_new(const char *url, const char *token, const char *ca_file, gw_error_t
 		return NULL;
 	}
 	if (!(u = curl_url()) || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
-		gw_error(err, GW_E_USAGE, "%s is not a URL", url);
+		gw_error(err, GW_E_USAGE, "the server's URL is not a URL");
 		goto out;
 	}
 	curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
@@ -86,9 +108,8 @@ gw_t *gw_new(const char *url, const char *token, const char *ca_file, gw_error_t
 	}
 	if (query || user) {
 		gw_error(err, GW_E_USAGE,
-		         "%s: the URL may have no query and no user (give the token with "
-		         "--token-file or --token-env: a token in a URL ends up in logs)",
-		         url);
+		         "the server's URL may have no query and no user (give the token with "
+		         "--token-file or --token-env: a token in a URL ends up in logs)");
 		goto out;
 	}
 	if (!host || !port || strlen(host) >= sizeof g->host ||
@@ -168,6 +189,11 @@ static void common_opts(gw_t *self, CURL *c, long timeout_s)
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (self->cancel) {
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, self);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	}
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (self->ca)
@@ -181,6 +207,9 @@ static int curl_failed(gw_t *self, CURLcode code, const char *errbuf, gw_error_t
 {
 	const char *why = errbuf && *errbuf ? errbuf : curl_easy_strerror(code);
 	switch (code) {
+	case CURLE_ABORTED_BY_CALLBACK:
+		return gw_error(err, GW_E_USAGE,
+		                "stopped while waiting for the Jupyter server at %s", self->base);
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_RESOLVE_PROXY:
@@ -319,6 +348,9 @@ struct gw_ws {
 	curl_socket_t fd;
 	wslay_event_context_ptr ctx;
 	bool v1, over;
+	/* bytes read in this pump, against RECV_BUDGET; more may wait */
+	size_t got;
+	bool more;
 	char why[256];
 	/* what came after the upgrade's reply head, read before the socket */
 	uint8_t *pre;
@@ -329,15 +361,15 @@ struct gw_ws {
 
 /* Wait until FD is readable (WRITE: writable), at most until DEADLINE
  * (kx_now_ms).  0, or -1 when the time is over. */
-static int wait_fd(int fd, bool write, long long deadline)
+static int wait_fd(gw_t *g, int fd, bool write, long long deadline)
 {
 	struct pollfd p = {fd, write ? POLLOUT : POLLIN, 0};
 	long long left;
 	while ((left = deadline - kx_now_ms()) > 0) {
-		int r = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
+		int r = poll(&p, 1, (int)(left > 200 ? 200 : left));
 		if (r > 0)
 			return 0;
-		if (r < 0 && errno != EINTR)
+		if ((r < 0 && errno != EINTR) || (g->cancel && g->cancel(g->cancel_arg)))
 			return -1;
 	}
 	return -1;
@@ -349,12 +381,20 @@ static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
 	size_t got = 0;
 	CURLcode rc;
 	(void)flags;
+	if (w->got >= RECV_BUDGET) {
+		w->more = true;
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
 	if (w->pre_off < w->pre_len) {
 		got = w->pre_len - w->pre_off < len ? w->pre_len - w->pre_off : len;
 		memcpy(buf, w->pre + w->pre_off, got);
 		w->pre_off += got;
+		w->got += got;
 		return (ssize_t)got;
 	}
+	if (len > RECV_BUDGET - w->got)
+		len = RECV_BUDGET - w->got;
 	rc = curl_easy_recv(w->curl, buf, len, &got);
 	/* acknowledge at once what came (tcp(7): the flag does not stay):
 	 * Jupyter Server's WebSocket does not turn Nagle's algorithm off, so
@@ -372,6 +412,7 @@ static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
 		return -1;
 	}
+	w->got += got;
 	return (ssize_t)got;
 }
 
@@ -415,13 +456,13 @@ static void ws_on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_m
 }
 
 /* Send all of DATA over W's connection before DEADLINE.  0 or -1. */
-static int send_all(gw_ws_t *w, const char *data, size_t len, long long deadline)
+static int send_all(gw_t *g, gw_ws_t *w, const char *data, size_t len, long long deadline)
 {
 	size_t off = 0, n;
 	while (off < len) {
 		CURLcode rc = curl_easy_send(w->curl, data + off, len - off, &n);
 		if (rc == CURLE_AGAIN) {
-			if (wait_fd(w->fd, true, deadline) < 0)
+			if (wait_fd(g, w->fd, true, deadline) < 0)
 				return -1;
 			continue;
 		}
@@ -482,7 +523,7 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 {
 	struct wslay_event_callbacks cb = {ws_recv, ws_send, ws_genmask, NULL,
 	                                   NULL,    NULL,    ws_on_msg};
-	char url[2048], errbuf[CURL_ERROR_SIZE] = "", key[32], want[64], got[128], status[16];
+	char url[2048], errbuf[CURL_ERROR_SIZE] = "", key[32], want[64], got[128], status[16] = "";
 	unsigned char nonce[16];
 	char *key64 = NULL, *head = NULL;
 	long long deadline = kx_now_ms() + timeout_s * 1000;
@@ -504,6 +545,8 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 	curl_easy_setopt(w->curl, CURLOPT_TIMEOUT, 0L);
 	curl_easy_setopt(w->curl, CURLOPT_URL, url);
 	curl_easy_setopt(w->curl, CURLOPT_CONNECT_ONLY, 1L);
+	/* (the upgrade is HTTP/1.1's: an https server would offer h2) */
+	curl_easy_setopt(w->curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(w->curl, CURLOPT_ERRORBUFFER, errbuf);
 	if ((rc = curl_easy_perform(w->curl)) != CURLE_OK) {
 		curl_failed(self, rc, errbuf, err);
@@ -533,7 +576,7 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 	if (self->auth)
 		kx_buf_appendf(&req, "%s\r\n", self->auth);
 	kx_buf_appends(&req, "\r\n");
-	if (req.failed || send_all(w, req.data, req.len, deadline) < 0) {
+	if (req.failed || send_all(self, w, req.data, req.len, deadline) < 0) {
 		gw_error(err, GW_E_NO_SERVER,
 		         "cannot reach the Jupyter server at %s: the upgrade could not be sent",
 		         self->base);
@@ -544,7 +587,7 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 		char *end;
 		rc = curl_easy_recv(w->curl, head + used, MAX_HEAD - used, &n);
 		if (rc == CURLE_AGAIN) {
-			if (wait_fd(w->fd, false, deadline) < 0) {
+			if (wait_fd(self, w->fd, false, deadline) < 0) {
 				gw_error(
 				        err, GW_E_NO_SERVER,
 				        "the Jupyter server at %s did not open the kernel's channels "
@@ -603,7 +646,7 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 	}
 	w->v1 = head_value(head, "Sec-WebSocket-Protocol", got, sizeof got) &&
 	        strcmp(got, GW_PROTO_V1) == 0;
-	if (!legacy && !w->v1 && head_value(head, "Sec-WebSocket-Protocol", got, sizeof got)) {
+	if ((legacy || !w->v1) && head_value(head, "Sec-WebSocket-Protocol", got, sizeof got)) {
 		gw_error(err, GW_E_SERVER,
 		         "the Jupyter server at %s chose a subprotocol it was not offered",
 		         self->base);
@@ -655,8 +698,15 @@ bool gw_ws_want_write(const gw_ws_t *self)
 	return !self->over && wslay_event_want_write(self->ctx);
 }
 
+bool gw_ws_more(const gw_ws_t *self)
+{
+	return !self->over && (self->more || self->pre_off < self->pre_len);
+}
+
 int gw_ws_pump(gw_ws_t *self, char *why, size_t size)
 {
+	self->got = 0;
+	self->more = false;
 	if (!self->over) {
 		/* (what came with the head first: poll would not say it is there) */
 		if ((wslay_event_want_read(self->ctx) && wslay_event_recv(self->ctx) != 0) ||
@@ -664,6 +714,14 @@ int gw_ws_pump(gw_ws_t *self, char *why, size_t size)
 			self->over = true;
 		if (!wslay_event_want_read(self->ctx) && !wslay_event_want_write(self->ctx))
 			self->over = true;
+		if (!self->over &&
+		    (wslay_event_get_queued_msg_length(self->ctx) > SEND_QUEUED_MAX ||
+		     wslay_event_get_queued_msg_count(self->ctx) > SEND_QUEUED_MSGS)) {
+			snprintf(self->why, sizeof self->why,
+			         "the server does not read what is sent to it (over %u MiB waits)",
+			         SEND_QUEUED_MAX >> 20);
+			self->over = true;
+		}
 	}
 	if (self->over) {
 		snprintf(why, size, "%s", self->why[0] ? self->why : "the connection ended");

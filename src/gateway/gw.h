@@ -38,6 +38,9 @@ typedef struct gw gw_t;
 #define GW_MAX_BODY (8 << 20)
 
 gw_t *gw_new(const char *url, const char *token, const char *ca_file, gw_error_t *err);
+/* CANCEL(ARG), asked while a call or a connection waits (a few times a
+ * second): true ends it, as kind "usage" ("stopped while waiting"). */
+void gw_set_cancel(gw_t *self, bool (*cancel)(void *arg), void *arg);
 void gw_destroy(gw_t **self_p);
 const char *gw_url(const gw_t *self);
 
@@ -78,6 +81,9 @@ bool gw_ws_want_write(const gw_ws_t *self);
 /* Read what has come (messages to the callback) and send what is queued.
  * 0, or -1 once the connection is over (closed, or failed: WHY says). */
 int gw_ws_pump(gw_ws_t *self, char *why, size_t size);
+/* True when what was read may not be all that waits (a pump reads 1 MiB
+ * at most): pump again without waiting for the socket. */
+bool gw_ws_more(const gw_ws_t *self);
 /* Queue a message (copied).  0, or -1 when the connection is over. */
 int gw_ws_send(gw_ws_t *self, int opcode, const void *data, size_t len);
 /* Bytes queued and not yet sent. */

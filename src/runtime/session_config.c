@@ -361,6 +361,19 @@ bool kr_image_ref_valid(const char *ref)
 	return true;
 }
 
+bool kr_gateway_url_valid(const char *url)
+{
+	const char *rest = strncmp(url, "http://", 7) == 0    ? url + 7
+	                   : strncmp(url, "https://", 8) == 0 ? url + 8
+	                                                      : NULL;
+	if (!rest || !*rest || *rest == '/' || strlen(url) > 1024 || strpbrk(url, "?#@"))
+		return false;
+	for (const char *p = url; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f)
+			return false;
+	return true;
+}
+
 bool kr_engine_socket_valid(const char *value)
 {
 	const char *p = value;
@@ -422,6 +435,12 @@ static int check_values(const kr_session_config_t *cfg, const char *path, kbox_e
 		                      "NAME:TAG, NAME@sha256:DIGEST or sha256:ID)",
 		                      path, shown(cfg->image, v));
 	}
+	/* (its value not shown: a user or a query in it may be a token) */
+	if ((cfg->has & KR_SC_GATEWAY) && !kr_gateway_url_valid(cfg->gateway))
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "%s: \"gateway\" is no URL kbox takes (http:// or https://, "
+		                      "a host, no user, query or fragment)",
+		                      path);
 	if ((cfg->has & KR_SC_ENGINE) && !kr_engine_socket_valid(cfg->engine)) {
 		char v[KX_NAME_ESCAPED_MAX(SHOWN_IN) + 4];
 		return kbox_error_set(
