@@ -458,4 +458,16 @@ check row58_the_supervisor_goes_on eval 'status_is 0 && [ "$(status_line state)"
 kbox stop -s h
 check row58_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/hostile/deleted" ]'
 
+# a server that never stops sending: the session still answers, and a
+# stop still deletes its kernel (its helper reads a bounded part a turn)
+mkdir -p "$ROOT/flood"
+[ -n "$SKIPPING" ] || stand_in "$ROOT/flood/port" "$ROOT/flood" flood
+fresh
+kbox start -s fl --backend gateway --url "http://127.0.0.1:${SPORT-}"
+kbox exec -s fl 'anything'
+check row58_a_server_that_never_stops_sending_still_answers eval 'status_is 0 &&
+	[ "$(tail -n 1 stdout)" = ok ]'
+kbox stop -s fl
+check row58_and_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/flood/deleted" ]'
+
 tests_done

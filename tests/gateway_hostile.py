@@ -6,8 +6,10 @@ broken server could: a text frame, offsets that point past the end, the
 channel "hb", a header that is no JSON, a reply to a request nobody made,
 2000 parts.  A stand-in is right here: the attack is the server itself.
 
-Usage: gateway_hostile.py PORTFILE DIR ("redirect" as DIR: every request
-answered with a redirect to DIR2, see redirect_main).  Writes its port to
+Usage: gateway_hostile.py PORTFILE DIR [redirect|flood]: with "redirect",
+every request is answered with a redirect to a second server of its own,
+which records what reaches it (DIR/reached); with "flood", once the
+kernel first answered, output nobody asked for is sent without end.  Writes its port to
 PORTFILE; DIR/post.json the body of each POST /api/kernels (the last), and
 DIR/deleted when its kernel is deleted.
 """
@@ -121,6 +123,19 @@ class Channels(tornado.websocket.WebSocketHandler):
         else:
             send(channel, msg(t.replace("_request", "_reply"), header, {"status": "ok"}))
         send("iopub", msg("status", header, {"execution_state": "idle"}))
+        if FLOOD and not getattr(self, "flooding", False):
+            # from now on, without end: output nobody asked for, as fast
+            # as the loop turns (a kernel's flood, or a server's)
+            self.flooding = True
+            junk = v1("iopub", msg("stream", {}, {"name": "stdout", "text": "x" * 65536}))
+
+            def more():
+                if self.ws_connection is None:
+                    return
+                for _ in range(16):
+                    self.write_message(junk, binary=True)
+                tornado.ioloop.IOLoop.current().add_callback(more)
+            more()
 
 
 class Redirect(tornado.web.RequestHandler):
@@ -149,6 +164,7 @@ def listen(app):
 if __name__ == "__main__":
     import tornado.httpserver
     portfile, DIR = sys.argv[1], sys.argv[2]
+    FLOOD = len(sys.argv) > 3 and sys.argv[3] == "flood"
     if len(sys.argv) > 3 and sys.argv[3] == "redirect":
         TARGET = listen(tornado.web.Application([(r".*", Record)]))
         port = listen(tornado.web.Application([(r".*", Redirect)]))

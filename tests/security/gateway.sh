@@ -10,6 +10,6 @@
 # Environment (set by `make check`): top_srcdir, top_builddir, KERNEL_PYTHON.
 set -u
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
-KBOX_TEST_RUN=${KBOX_TEST_RUN:-start_runs_the_kernel_on_the_server,*row56_the_token_is_in_no_argument_or_variable_of_kbox_processes,*row56_no_file_of_the_session_but_its_token_file_holds_the_token,*row56_a_redirect_is_not_followed_with_the_token,*row57_an_unverified_certificate_is_refused,*row57_with_its_ca_file_the_https_server_is_used,*row58_a_hostile_servers_junk_is_dropped_and_the_result_is_exact,*row58_the_supervisor_goes_on,*row58_its_kernel_is_deleted_at_stop}
+KBOX_TEST_RUN=${KBOX_TEST_RUN:-start_runs_the_kernel_on_the_server,*row56_the_token_is_in_no_argument_or_variable_of_kbox_processes,*row56_no_file_of_the_session_but_its_token_file_holds_the_token,*row56_a_redirect_is_not_followed_with_the_token,*row57_an_unverified_certificate_is_refused,*row57_with_its_ca_file_the_https_server_is_used,*row58_a_hostile_servers_junk_is_dropped_and_the_result_is_exact,*row58_the_supervisor_goes_on,*row58_its_kernel_is_deleted_at_stop,*row58_a_server_that_never_stops_sending_still_answers,*row58_and_its_kernel_is_deleted_at_stop}
 export KBOX_TEST_RUN
 exec bash "$top_srcdir/tests/gateway.sh"
