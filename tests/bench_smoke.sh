@@ -32,6 +32,23 @@ fi
 check bench_mcp_runs_every_call_correctly eval '[ "$(cat mcp.rc)" = 0 ] &&
 	last_json mcp.out "r[\"failures\"] == 0 and r[\"calls_per_round\"] == 3"'
 
+# bench/gateway.py needs a Jupyter Server of its own (python3-jupyter-server)
+GW_SKIP=
+"$PY" -c 'import jupyter_server, websocket' 2>/dev/null ||
+	GW_SKIP="$PY cannot import jupyter_server and websocket (python3-jupyter-server)"
+if [ -z "$SKIPPING" ] && [ -z "$GW_SKIP" ]; then
+	timeout -k 5 600 "$PY" "$B/gateway.py" "$KBOX" -n 3 --rounds 1 --starts 1 --warmup 1 \
+		--json gateway.json >gateway.out 2>&1
+	echo $? >gateway.rc
+fi
+if [ -n "$GW_SKIP" ]; then
+	skip bench_gateway_runs_every_call_correctly "$GW_SKIP"
+else
+	check bench_gateway_runs_every_call_correctly eval '[ "$(cat gateway.rc)" = 0 ] &&
+		"$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); sys.exit(r[\"failures\"] != 0 or len(r[\"samples_ms\"][\"kbox mcp\"]) != 3)" gateway.json ||
+		{ tail -n 5 gateway.out | sed "s/^/#   /"; false; }'
+fi
+
 if [ -z "$SKIPPING" ]; then
 	timeout -k 5 600 "$PY" "$B/ready.py" --rounds 1 "$KBOX" >ready.out 2>&1
 	echo $? >ready.rc
