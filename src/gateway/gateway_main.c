@@ -725,6 +725,18 @@ static int bind_all(run_t *r, const kbox_conn_t *conn, gw_error_t *err)
 	return 0;
 }
 
+/* Wait up to MS for a stop (a signal) or a command, and take it. */
+static void wait_commands(run_t *r, int ms)
+{
+	struct pollfd p[2] = {{0, POLLIN, 0}, {r->sig_fd, POLLIN, 0}};
+	if (poll(p, 2, ms) > 0) {
+		if (p[1].revents)
+			r->stopping = true;
+		if (p[0].revents)
+			read_commands(r);
+	}
+}
+
 /* Is the kernel still the server's?  1 yes, 0 no (404), -1 when the
  * server does not answer. */
 static int kernel_there(run_t *r, gw_error_t *err)
@@ -760,13 +772,7 @@ static int reconnect(run_t *r, const char *why, bool legacy)
 			         RECONNECT_MAX_MS / 1000);
 			return -1;
 		}
-		struct pollfd pw[2] = {{0, POLLIN, 0}, {r->sig_fd, POLLIN, 0}};
-		if (poll(pw, 2, (int)wait) > 0) {
-			if (pw[1].revents)
-				r->stopping = true;
-			if (pw[0].revents)
-				read_commands(r);
-		}
+		wait_commands(r, (int)wait);
 	} else
 		r->backoff = 0;
 	r->unstable_since = t0;
@@ -816,13 +822,7 @@ static int reconnect(run_t *r, const char *why, bool legacy)
 			        why, RECONNECT_MAX_MS / 1000, err.msg);
 			return -1;
 		}
-		struct pollfd p[2] = {{0, POLLIN, 0}, {r->sig_fd, POLLIN, 0}};
-		if (poll(p, 2, (int)wait) > 0) {
-			if (p[1].revents)
-				r->stopping = true;
-			if (p[0].revents)
-				read_commands(r);
-		}
+		wait_commands(r, (int)wait);
 		wait = wait * 2 > 5000 ? 5000 : wait * 2;
 	}
 	return -1;
@@ -833,15 +833,10 @@ static int reconnect(run_t *r, const char *why, bool legacy)
 static bool cancelled(void *arg)
 {
 	run_t *r = arg;
-	struct pollfd p[2] = {{0, POLLIN, 0}, {r->sig_fd, POLLIN, 0}};
-	if (!r->stopping && poll(p, 2, 0) > 0) {
-		if (p[1].revents)
-			r->stopping = true;
-		if (p[0].revents) {
-			r->in_call = true;
-			read_commands(r);
-			r->in_call = false;
-		}
+	if (!r->stopping) {
+		r->in_call = true;
+		wait_commands(r, 0);
+		r->in_call = false;
 	}
 	return r->stopping;
 }
