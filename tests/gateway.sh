@@ -121,6 +121,39 @@ check input_travels_over_the_stdin_channel eval 'status_is 0 &&
 	stdout_is "[input: the code asked \"? \" and was given \"ok\"]
 okok"'
 
+# another client talks to the kernel while a cell runs: its request on
+# control is answered meanwhile, numbered by the kernel but never kbox's:
+# no output is said to be lost
+kbox exec -s g --format ndjson "import os, time
+print('waiting', flush=True)
+while not os.path.exists('$ROOT/joined'):
+    time.sleep(0.05)
+print('done')" &
+bg=$!
+if [ -z "$SKIPPING" ]; then
+	wait_for grep -qF '"text":"waiting\n"' "$T/stdout" >/dev/null
+	"$PY" - "$PORT" "$TOKEN" "$(kernels)" <<'PYEOF'
+import sys, websocket
+port, token, kid = sys.argv[1:4]
+import json, uuid
+ws = websocket.create_connection("ws://127.0.0.1:%s/api/kernels/%s/channels?session_id=other" % (port, kid),
+                                 header=["Authorization: token " + token])
+# a request on control, answered while the cell runs (to this client)
+mid = uuid.uuid4().hex
+ws.send(json.dumps({"header": {"msg_id": mid, "msg_type": "kernel_info_request", "session": "other",
+                               "username": "t", "version": "5.3", "date": ""},
+                    "parent_header": {}, "metadata": {}, "content": {}, "channel": "control", "buffers": []}))
+while json.loads(ws.recv())["parent_header"].get("msg_id") != mid:
+    pass
+ws.close()
+PYEOF
+	touch "$ROOT/joined"
+fi
+wait "$bg"
+check another_clients_request_mid_cell_is_no_lost_output eval 'status_is 0 &&
+	grep -qF "\"text\":\"done\\n\"" stdout && grep -q "\"event\":\"end\",\"status\":\"ok\"" stdout &&
+	! grep -q "never reached kbox" stdout'
+
 # files: the remote kernel does not see the session's workspace here, so
 # kbox put and get, and kbox mcp's file tools on it, say so
 echo data >"$T/local.txt"
