@@ -66,7 +66,8 @@ start_server() {
 	JUPYTER_RUNTIME_DIR=$sdir/rt JUPYTER_CONFIG_DIR=$sdir/cfg JUPYTER_DATA_DIR=$sdir/data \
 		"$PY" -m jupyter_server --ip=127.0.0.1 --port="$PORT" --port-retries=0 --no-browser \
 		--allow-root --ServerApp.token="$TOKEN" --ServerApp.root_dir="$sdir/root" \
-		--ServerApp.limit_rate=False "$@" >"$sdir/server.log" 2>&1 &
+		--ServerApp.limit_rate=False --FileContentsManager.delete_to_trash=False "$@" \
+		>"$sdir/server.log" 2>&1 &
 	SERVER_PID=$!
 	BG_PIDS="$BG_PIDS $SERVER_PID"
 	wait_for server_up
@@ -154,15 +155,70 @@ check another_clients_request_mid_cell_is_no_lost_output eval 'status_is 0 &&
 	grep -qF "\"text\":\"done\\n\"" stdout && grep -q "\"event\":\"end\",\"status\":\"ok\"" stdout &&
 	! grep -q "never reached kbox" stdout'
 
-# files: the remote kernel does not see the session's workspace here, so
-# kbox put and get, and kbox mcp's file tools on it, say so
-echo data >"$T/local.txt"
-kbox put -s g "$T/local.txt"
-check put_on_a_remote_session_says_where_its_files_are fails_with 2 \
-	"kbox put: session g runs its kernel on the Jupyter server at $(URL) (backend gateway): kbox put reaches this machine's workspace, which that kernel does not see; move the files with the server's own means (its contents API, JupyterLab), or in the code"
-kbox get -s g local.txt
-check get_on_a_remote_session_says_so_too eval 'status_is 2 && stdout_empty &&
-	grep -q "^kbox get: session g runs its kernel on the Jupyter server at" stderr'
+# files: the kernel's working directory is the session's directory on the
+# server, kbox/NAME-HASH, made at start; kbox put and get and kbox mcp's
+# file tools reach it through the server's contents API
+kbox status -s g
+rdir=$(status_line remote_dir)
+SROOT=$ROOT/s1/root
+check the_kernels_directory_on_the_server_is_made_and_named_in_status eval 'status_is 0 &&
+	case $rdir in kbox/g-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]) true ;; *) false ;; esac &&
+	[ -d "$SROOT/$rdir" ]'
+kbox exec -s g 'import os; print(os.getcwd())'
+check the_remote_kernel_works_in_that_directory eval 'status_is 0 && stdout_is "$SROOT/$rdir"'
+printf 'a,b\n1,2\n' >"$T/local.csv"
+kbox put -s g "$T/local.csv"
+check put_copies_a_file_to_the_kernels_directory_on_the_server eval 'status_is 0 &&
+	stdout_empty && stderr_empty && cmp -s "$T/local.csv" "$SROOT/$rdir/local.csv"'
+kbox exec -s g 'import pandas as pd; print(pd.read_csv("local.csv")["b"].sum())'
+check the_remote_kernel_reads_the_file_put eval 'status_is 0 && stdout_is 2'
+kbox put -s g "$T/local.csv" "sub/dir/x y%.csv"
+check put_makes_the_directories_of_its_destination eval 'status_is 0 &&
+	cmp -s "$T/local.csv" "$SROOT/$rdir/sub/dir/x y%.csv"'
+printf 'piped\n' | kbox put -s g - piped.txt
+check put_takes_standard_input eval 'status_is 0 && [ "$(cat "$SROOT/$rdir/piped.txt")" = piped ]'
+# over 8 MiB: in parts, to a file beside it that then replaces it
+head -c 20000000 /dev/urandom >"$T/big.bin"
+head -c 9000000 /dev/urandom >"$T/big2.bin"
+kbox put -s g "$T/big.bin" data/big.bin
+check a_large_file_goes_in_parts_and_arrives_whole eval 'status_is 0 &&
+	cmp -s "$T/big.bin" "$SROOT/$rdir/data/big.bin" &&
+	[ -z "$(ls "$SROOT/$rdir/data" | grep -v "^big.bin$")" ]'
+kbox put -s g "$T/big2.bin" data/big.bin
+check a_large_file_replaces_one_there_whole eval 'status_is 0 &&
+	cmp -s "$T/big2.bin" "$SROOT/$rdir/data/big.bin" &&
+	[ -z "$(ls "$SROOT/$rdir/data" | grep -v "^big.bin$")" ]'
+kbox get -s g data/big.bin "$T/back.bin"
+check get_copies_a_large_file_back_whole eval 'status_is 0 && cmp -s "$T/big2.bin" "$T/back.bin"'
+kbox exec -s g 'df.to_csv("out.csv", index=False)'
+kbox get -s g out.csv -
+check get_copies_what_the_remote_kernel_wrote eval 'status_is 0 && stderr_empty &&
+	[ "$(cat stdout)" = "$(printf "x,y\n1,2\n2,4\n3,6\n4,9")" ]'
+kbox get -s g out.csv "$T/"
+check get_into_a_directory_keeps_the_name eval 'status_is 0 && [ "$(head -n 1 "$T/out.csv")" = x,y ]'
+kbox get -s g nope.txt
+check get_of_a_missing_file_names_it_and_where_it_was_looked_for fails_with 2 \
+	"kbox get: nope.txt: no such file in the session's directory $rdir on the Jupyter server at $(URL)"
+kbox get -s g sub
+check get_of_a_directory_is_refused eval 'status_is 2 && stdout_empty &&
+	grep -q "^kbox get: backend gateway: $rdir/sub is a directory on the server, not a file$" stderr'
+kbox put -s g "$T/local.csv" .hidden.csv
+check put_of_a_name_the_server_refuses_says_why eval 'status_is 2 && stdout_empty &&
+	grep -q "^kbox put: backend gateway: writing $rdir/.hidden.csv: HTTP 400: " stderr'
+kbox put -s g "$T/local.csv" ../escaped.csv
+check row59_a_path_out_of_the_sessions_directory_is_refused eval 'status_is 2 && stdout_empty &&
+	grep -q "^kbox put: \.\./escaped\.csv: " stderr && [ ! -e "$SROOT/kbox/escaped.csv" ]'
+kbox get -s g "sub/../../g-x/local.csv"
+check row59_so_is_one_to_get eval 'status_is 2 && stdout_empty && grep -q "^kbox get: " stderr'
+[ -n "$SKIPPING" ] || printf '%s\n' "{\"url\": \"$(URL)\", \"token\": \"$TOKEN\"}" |
+	"$top_builddir/kbox-gateway" get "$rdir/./local.csv" 1 >stdout 2>stderr
+check row59_the_helper_refuses_a_dot_component_itself eval '
+	stdout_is "{\"error\":{\"kind\":\"usage\",\"message\":\"\\\"$rdir/./local.csv\\\" is not a path kbox-gateway takes\"}}"'
+kbox exec -s g 'f = open("huge.bin", "wb"); f.truncate(129 << 20); f.close()'
+kbox get -s g huge.bin "$T/huge.bin"
+check row59_a_file_over_128_mib_is_refused_before_it_is_sent eval 'status_is 2 && stdout_empty &&
+	grep -q "^kbox get: backend gateway: $rdir/huge.bin is 135266304 bytes: a file of over 128 MiB is not taken" stderr &&
+	[ ! -e "$T/huge.bin" ]'
 
 # a timeout, and an interrupt
 kbox exec -s g 'keep = 7'
@@ -261,6 +317,8 @@ JSON
 fresh
 kbox start -s f --backend gateway --url "$(URL)" --token-file "$ROOT/token" \
 	--functions "$ROOT/fn/functions.json"
+kbox status -s f
+rdir_f=$(status_line remote_dir)
 kbox exec -s f 'print(double(21))'
 check host_functions_are_called_from_the_remote_kernel eval 'status_is 0 &&
 	stdout_is "{'"'"'y'"'"': 42}"'
@@ -280,14 +338,35 @@ ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
 p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
 r = ask(2, "tools/call", {"name": "run_python", "arguments": {"code": "print(double(4)['y'] * 10)"}})
 print(r["result"]["content"][0]["text"], end="")
-r = ask(3, "tools/call", {"name": "list_files", "arguments": {}})
-print(r["result"]["isError"], r["result"]["content"][0]["text"], file=sys.stderr)
+def call(i, name, args):
+    r = ask(i, "tools/call", {"name": name, "arguments": args})["result"]
+    c = r["content"][0]
+    print(name, r.get("isError", False), c.get("text", c.get("mimeType")).rstrip("\n"),
+          file=sys.stderr)
+call(3, "write_file", {"path": "notes/m.txt", "content": "h\u00e9llo\n"})
+call(4, "list_files", {"path": "notes"})
+call(5, "read_file", {"path": "/workspace/notes/m.txt"})
+call(6, "read_file", {"path": "notes/m.txt", "offset": 3})
+call(7, "run_python", {"code": "import matplotlib.pyplot as plt; plt.plot([1, 2]); "
+                                "plt.savefig('c.png'); plt.close(); print('saved')"})
+call(8, "read_image", {"path": "c.png"})
+call(9, "read_file", {"path": "nope.txt"})
+call(10, "list_files", {"path": "notes/m.txt"})
 p.stdin.close()
 p.wait()
 PYEOF
 rc=$?
 check kbox_mcp_runs_python_on_the_remote_kernel eval 'status_is 0 && stdout_is 80'
-check kbox_mcps_file_tools_say_where_a_remote_kernels_files_are eval 'grep -q "^True list_files: the session'"'"'s kernel runs on the Jupyter server at $(URL): its files are the server'"'"'s" stderr'
+check kbox_mcps_file_tools_work_in_the_remote_kernels_directory eval 'cmp -s - stderr <<EOF
+write_file False wrote 7 bytes to notes/m.txt
+list_files False m.txt	7 bytes
+read_file False héllo
+read_file False llo
+run_python False saved
+read_image False image/png
+read_file True read_file: nope.txt: no such file
+list_files True list_files: notes/m.txt: not a directory
+EOF'
 kbox stop -s f
 
 # ---- bad input ----
@@ -488,6 +567,12 @@ check row58_a_hostile_servers_junk_is_dropped_and_the_result_is_exact eval 'stat
 	stdout_is ok && stderr_empty'
 kbox status -s h
 check row58_the_supervisor_goes_on eval 'status_is 0 && [ "$(status_line state)" = idle ]'
+kbox put -s h "$ROOT/token" t
+check put_on_a_server_without_a_contents_api_says_what_to_do_instead fails_with 2 \
+	"kbox put: backend gateway: the Jupyter server at http://127.0.0.1:${SPORT-} has no contents API (/api/contents): it is a Kernel Gateway or an Enterprise Gateway, whose kernels keep their files themselves: write and read files from the code, or give the kernels a volume (Enterprise Gateway: KERNEL_WORKING_DIR with EG_MIRROR_WORKING_DIRS)"
+kbox get -s h t
+check get_on_it_says_so_too eval 'status_is 2 && stdout_empty &&
+	grep -q "^kbox get: backend gateway: the Jupyter server at http://127.0.0.1:[0-9]* has no contents API" stderr'
 kbox stop -s h
 check row58_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/hostile/deleted" ]'
 

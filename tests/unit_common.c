@@ -1330,6 +1330,50 @@ TEST(base64_encodes_every_byte_value_with_the_standard_alphabet)
 	free(out);
 }
 
+/* kx_base64_decode of TEXT gives the LEN bytes WANT (LEN -1: refused). */
+static void check_unb64(const char *text, const char *want, long len)
+{
+	unsigned char out[64];
+	size_t n = 999;
+	int rc = kx_base64_decode(text, strlen(text), out, &n);
+	if (len < 0) {
+		CHECK_INT_EQ(rc, -1);
+		return;
+	}
+	CHECK_INT_EQ(rc, 0);
+	CHECK_INT_EQ(n, (size_t)len);
+	CHECK(memcmp(out, want, (size_t)len) == 0);
+}
+
+TEST(base64_decodes_what_it_encodes_and_refuses_what_is_not_base64)
+{
+	unsigned char all[256], back[256 + 3];
+	size_t n = 0;
+	char *text;
+
+	check_unb64("", "", 0);
+	check_unb64("Zg==", "f", 1);
+	check_unb64("Zg", "f", 1); /* padding optional */
+	check_unb64("Zm8=", "fo", 2);
+	check_unb64("Zm9vYmFy", "foobar", 6);
+	check_unb64("Zm9v\nYmFy\n", "foobar", 6); /* MIME's lines */
+	check_unb64("iVBORw0KGgo=", "\x89PNG\r\n\x1a\n", 8);
+	check_unb64("Zm9v!", NULL, -1);    /* not the alphabet */
+	check_unb64("Zg==Zg==", NULL, -1); /* data after the padding */
+	check_unb64("Zh==", NULL, -1);     /* bits left that are not zero */
+	check_unb64("Z", NULL, -1);        /* 6 bits: no byte */
+	check_unb64("Zm9=", NULL, -1);     /* "Zm9" decodes with 2 bits set */
+	check_unb64("Zg=", NULL, -1);      /* padding of the wrong length */
+	check_unb64("Zm8==", NULL, -1);
+	for (int i = 0; i < 256; i++)
+		all[i] = (unsigned char)i;
+	REQUIRE((text = kx_base64_encode(all, sizeof all, NULL)) != NULL);
+	CHECK_INT_EQ(kx_base64_decode(text, strlen(text), back, &n), 0);
+	CHECK_INT_EQ(n, sizeof all);
+	CHECK(memcmp(all, back, sizeof all) == 0);
+	free(text);
+}
+
 /* ---- SHA-256 and HMAC-SHA-256 ---- */
 
 /* OUT[0..32) in lower-case hex, into HEX (65 bytes). */
@@ -1737,6 +1781,7 @@ int main(void)
 
 	RUN(base64_encodes_the_rfc_4648_vectors);
 	RUN(base64_encodes_every_byte_value_with_the_standard_alphabet);
+	RUN(base64_decodes_what_it_encodes_and_refuses_what_is_not_base64);
 
 	RUN(sha256_gives_the_fips_180_4_digests_however_it_is_fed);
 	RUN(hmac_sha256_gives_the_rfc_4231_values);

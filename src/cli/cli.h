@@ -327,10 +327,15 @@ int cli_check_session(const char *cmd, const char *name);
 int cli_check_backend(const char *cmd, const kr_session_config_t *config, bool warn);
 /* EXIT_OK, or EXIT_USAGE after one line naming CMD when the session NAME
  * in DIR is a Jupyter front end's kernel (kbox kernel): its workspace is
- * the front end's directory, not the session's; or when its kernel is a
- * remote one (backend gateway), which does not see the session's
- * workspace (kbox put and get). */
+ * the front end's directory, not the session's. */
 int cli_not_front_end(const char *cmd, const char *dir, const char *name);
+/* Whether the session in DIR runs its kernel on a Jupyter server
+ * (backend gateway): its files are the server's. */
+bool cli_session_remote(const char *dir);
+/* The exit status of a failed file call of a gateway session's (ERR):
+ * EXIT_USAGE for what the user can change (no such file, no contents
+ * API), else EXIT_UNAVAILABLE. */
+int cli_remote_status(const kbox_error_t *err);
 /* Remove a new session's directory DIR, if it holds only the empty
  * directories (and lock) a session starts with and the session.json this
  * start saved: a start that failed before a supervisor ran leaves nothing

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "cli.h"
 #include "common/kx.h"
+#include "runtime/backend.h"
 #include "runtime/workspace.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -289,13 +291,31 @@ int cmd_get(int argc, char **argv)
 		return status;
 	if ((status = cli_not_front_end("get", dir, name)) != EXIT_OK)
 		goto out;
-	if ((ws = ws_open_session(dir, "workspace", &err)) < 0) {
+	if (cli_session_remote(dir)) {
+		/* from the kernel's directory on its Jupyter server, into a
+		 * file of memory first (so that no partial copy lands) */
+		long long got = 0;
+		if ((in = memfd_create("kbox-get", MFD_CLOEXEC)) < 0) {
+			cli_error("get", "cannot hold %s: %s", src, strerror(errno));
+			status = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		if (kr_gateway_get(dir, src, in, &got, &err) < 0) {
+			if (hint && err.code == KBOX_E_NOTFOUND)
+				cli_session_operand_hint("get", src, argv[1]);
+			else
+				cli_error("get", "%s", err.msg);
+			status = cli_remote_status(&err);
+			goto out;
+		}
+		st.st_size = (off_t)got;
+	} else if ((ws = ws_open_session(dir, "workspace", &err)) < 0) {
 		cli_error("get", "%s", err.msg);
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
 	/* a regular file, opened beneath the workspace */
-	if ((in = ws_open_regular(ws, src, NULL, &st, &err)) < 0) {
+	if (in < 0 && (in = ws_open_regular(ws, src, NULL, &st, &err)) < 0) {
 		if (hint && err.code == KBOX_E_NOTFOUND)
 			cli_session_operand_hint("get", src, argv[1]);
 		else

@@ -2,6 +2,7 @@
  * (the copy itself is the runtime's: src/runtime/workspace.c). */
 #include "config.h"
 #include "cli.h"
+#include "runtime/backend.h"
 #include "runtime/workspace.h"
 
 #include <libgen.h>
@@ -80,6 +81,16 @@ int cmd_put(int argc, char **argv)
 	if (!(dir = cli_session_dir("put", name, false, &status)) ||
 	    (status = cli_not_front_end("put", dir, name)) != EXIT_OK)
 		goto out;
+	if (cli_session_remote(dir)) {
+		/* the kernel's directory on its Jupyter server */
+		if (kr_gateway_put(dir, in, dest, &err) == 0)
+			status = EXIT_OK;
+		else {
+			cli_error("put", "%s", err.msg);
+			status = cli_remote_status(&err);
+		}
+		goto out;
+	}
 	status = cli_put("put", dir, in, in_is_stdin ? NULL : host, dest);
 out:
 	if (in >= 0)

@@ -59,18 +59,26 @@ int cli_not_front_end(const char *cmd, const char *dir, const char *name)
 			        "front end",
 			        name);
 		status = EXIT_USAGE;
-	} else if (cfg.has & KR_SC_BACKEND && kr_backend_remote(cfg.backend)) {
-		cli_error(
-		        cmd,
-		        "session %s runs its kernel on the Jupyter server at %s (backend %s): kbox "
-		        "%s reaches this machine's workspace, which that kernel does not see; move "
-		        "the files with the server's own means (its contents API, JupyterLab), or "
-		        "in the code",
-		        name, cfg.gateway ? cfg.gateway : "(none)", cfg.backend, cmd);
-		status = EXIT_USAGE;
 	}
 	kr_session_config_free(&cfg);
 	return status;
+}
+
+bool cli_session_remote(const char *dir)
+{
+	kr_session_config_t cfg;
+	bool remote;
+	kr_session_config_init(&cfg);
+	remote = kr_session_config_load(&cfg, dir, NULL) == 0 && cfg.has & KR_SC_BACKEND &&
+	         kr_backend_remote(cfg.backend);
+	kr_session_config_free(&cfg);
+	return remote;
+}
+
+int cli_remote_status(const kbox_error_t *err)
+{
+	return err->code == KBOX_E_INVALID || err->code == KBOX_E_NOTFOUND ? EXIT_USAGE
+	                                                                   : EXIT_UNAVAILABLE;
 }
 
 char *cli_session_dir(const char *cmd, const char *name, bool create, int *status)

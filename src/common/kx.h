@@ -498,6 +498,11 @@ size_t kx_json_cost(const char *p, size_t n);
  * NULL).  NULL on ENOMEM. */
 char *kx_base64_encode(const void *data, size_t len, size_t *out_len);
 
+/* Decode the base64 TEXT[0..LEN) (the standard alphabet; '=' padding
+ * optional; line breaks skipped) into OUT, which holds LEN / 4 * 3 + 3
+ * bytes; its length in *OUT_LEN.  0, or -1 when TEXT is no base64. */
+int kx_base64_decode(const char *text, size_t len, unsigned char *out, size_t *out_len);
+
 /* ---- kx_sha256.c ---- */
 
 /* SHA-256 (FIPS 180-4), fed in pieces: init, update..., final (which

@@ -39,3 +39,49 @@ char *kx_base64_encode(const void *data, size_t len, size_t *out_len)
 		*out_len = (size_t)(o - out);
 	return out;
 }
+
+int kx_base64_decode(const char *text, size_t len, unsigned char *out, size_t *out_len)
+{
+	unsigned v = 0;
+	size_t bits = 0, o = 0, i, pad = 0;
+
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)text[i];
+		unsigned d;
+		if (c == '\n' || c == '\r')
+			continue; /* (MIME's lines: Python's encodebytes) */
+		if (c == '=') {
+			pad++;
+			continue;
+		}
+		if (pad) /* data after the padding */
+			return -1;
+		if (c >= 'A' && c <= 'Z')
+			d = c - 'A';
+		else if (c >= 'a' && c <= 'z')
+			d = c - 'a' + 26;
+		else if (c >= '0' && c <= '9')
+			d = c - '0' + 52;
+		else if (c == '+')
+			d = 62;
+		else if (c == '/')
+			d = 63;
+		else
+			return -1;
+		v = (v << 6 | d) & 0xffffff;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(v >> bits);
+		}
+	}
+	/* what is left: no bits (a whole group), or 2 or 4 bits of a group
+	 * of 2 or 3 characters, which must be zero, with its padding or none */
+	if (bits >= 6 || (bits && (v & ((1u << bits) - 1))) || pad > 2 ||
+	    (pad && pad != (bits == 4   ? 2u
+	                    : bits == 2 ? 1u
+	                                : 99u)))
+		return -1;
+	*out_len = o;
+	return 0;
+}

@@ -12,6 +12,7 @@
  * own queue holds more than SEND_QUEUE_MAX. */
 #include "config.h"
 #include "gateway/gateway_proto.h"
+#include "gateway/gateway_int.h"
 #include "gateway/gw.h"
 #include "common/kx.h"
 
@@ -89,7 +90,7 @@ typedef struct {
 
 /* ---- status lines ---- */
 
-static void say(int fd, json_t *j)
+void kg_say(int fd, json_t *j)
 {
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	if (text) {
@@ -102,7 +103,7 @@ static void say(int fd, json_t *j)
 
 /* TEXT as a JSON string, its invalid UTF-8 (a server's words) repaired:
  * else jansson refuses it, and the line would not be said. */
-static json_t *jtext(const char *text)
+json_t *kg_jtext(const char *text)
 {
 	size_t n = 0;
 	char *fixed = kx_utf8_repair(text, strlen(text), &n);
@@ -111,10 +112,10 @@ static json_t *jtext(const char *text)
 	return j;
 }
 
-static int say_error(int fd, const gw_error_t *err)
+int kg_say_error(int fd, const gw_error_t *err)
 {
-	say(fd, json_pack("{s:{s:s, s:o}}", "error", "kind", gw_kind_name(err->kind), "message",
-	                  jtext(err->msg)));
+	kg_say(fd, json_pack("{s:{s:s, s:o}}", "error", "kind", gw_kind_name(err->kind), "message",
+	                     kg_jtext(err->msg)));
 	return 1;
 }
 
@@ -122,7 +123,7 @@ static int say_error(int fd, const gw_error_t *err)
 
 /* A line of standard input (at most LINE_MAX_BYTES), parsed: NULL at its
  * end or when it is no JSON object. */
-static json_t *read_line_json(void)
+json_t *kg_read_line_json(void)
 {
 	kx_buf_t b = KX_BUF_INIT;
 	char c;
@@ -150,9 +151,9 @@ static json_t *read_line_json(void)
 	return j;
 }
 
-static gw_t *server_from_stdin(gw_error_t *err)
+gw_t *kg_server_from_stdin(gw_error_t *err)
 {
-	json_t *j = read_line_json();
+	json_t *j = kg_read_line_json();
 	const char *url = json_string_value(json_object_get(j, "url"));
 	json_t *tok = json_object_get(j, "token");
 	gw_t *g = NULL;
@@ -175,11 +176,11 @@ static int cmd_specs(const char *name)
 	json_t *out = NULL;
 	char path[512];
 	long code;
-	gw_t *g = server_from_stdin(&err);
+	gw_t *g = kg_server_from_stdin(&err);
 	int rc = 1;
 
 	if (!g)
-		return say_error(1, &err);
+		return kg_say_error(1, &err);
 	if (name && (!*name || strpbrk(name, "/?#%") || strlen(name) > 200)) {
 		gw_error(&err, GW_E_USAGE, "\"%s\" is not a kernelspec's name", name);
 		goto out;
@@ -223,25 +224,26 @@ static int cmd_specs(const char *name)
 		goto out;
 	}
 	if (name)
-		say(1, json_pack("{s:s, s:O}", "name", name, "spec", json_object_get(out, "spec")));
+		kg_say(1,
+		       json_pack("{s:s, s:O}", "name", name, "spec", json_object_get(out, "spec")));
 	else {
 		json_t *specs = json_object(), *v;
 		const char *k;
 		json_object_foreach(json_object_get(out, "kernelspecs"), k, v) json_object_set(
 		        specs, k, json_pack("{s:O*}", "spec", json_object_get(v, "spec")));
-		say(1, json_pack("{s:O*, s:o}", "default", json_object_get(out, "default"),
-		                 "kernelspecs", specs));
+		kg_say(1, json_pack("{s:O*, s:o}", "default", json_object_get(out, "default"),
+		                    "kernelspecs", specs));
 	}
 	rc = 0;
 out:
 	if (rc)
-		say_error(1, &err);
+		kg_say_error(1, &err);
 	json_decref(out);
 	gw_destroy(&g);
 	return rc;
 }
 
-static bool id_valid(const char *id)
+bool kg_id_valid(const char *id)
 {
 	size_t n = strlen(id);
 	if (!n || n >= 80)
@@ -286,18 +288,18 @@ static int delete_kernel(gw_t *g, const char *id, gw_error_t *err)
 static int cmd_delete(const char *id)
 {
 	gw_error_t err = {0};
-	gw_t *g = server_from_stdin(&err);
+	gw_t *g = kg_server_from_stdin(&err);
 	int rc = 1;
 	if (!g)
-		return say_error(1, &err);
-	if (!id_valid(id))
+		return kg_say_error(1, &err);
+	if (!kg_id_valid(id))
 		gw_error(&err, GW_E_USAGE, "\"%s\" is not a kernel's id", id);
 	else if (delete_kernel(g, id, &err) == 0) {
-		say(1, json_pack("{s:s}", "deleted", id));
+		kg_say(1, json_pack("{s:s}", "deleted", id));
 		rc = 0;
 	}
 	if (rc)
-		say_error(1, &err);
+		kg_say_error(1, &err);
 	gw_destroy(&g);
 	return rc;
 }
@@ -810,7 +812,7 @@ static int reconnect(run_t *r, const char *why, bool legacy)
 			        "the kernel's channels dropped (%.200s) and were connected again after "
 			        "%lld ms: output sent meanwhile may be missing",
 			        why, kx_now_ms() - t0);
-			say(r->status_fd, json_pack("{s:o}", "notice", jtext(text)));
+			kg_say(r->status_fd, json_pack("{s:o}", "notice", kg_jtext(text)));
 			r->connected_at = kx_now_ms();
 			return 0;
 		}
@@ -847,7 +849,7 @@ static int cmd_run(void)
 	kbox_error_t kerr = {0};
 	json_t *spec = NULL, *body = NULL, *out = NULL, *env;
 	kbox_conn_t *conn = NULL;
-	const char *kernel;
+	const char *kernel, *dir;
 	char *conn_text = NULL;
 	long code, launch;
 	bool deleted = false, legacy;
@@ -865,9 +867,9 @@ static int cmd_run(void)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	r->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (!(r->gw = server_from_stdin(&err)))
+	if (!(r->gw = kg_server_from_stdin(&err)))
 		goto fail;
-	if (!(spec = read_line_json())) {
+	if (!(spec = kg_read_line_json())) {
 		gw_error(&err, GW_E_USAGE, "standard input: no run line");
 		goto fail;
 	}
@@ -884,8 +886,27 @@ static int cmd_run(void)
 		         kerr.msg[0] ? kerr.msg : "no kernel, or no connection");
 		goto fail;
 	}
+	/* its directory, where the server has files (a contents API): made
+	 * first, the kernel's working directory (a relative API path) */
+	dir = json_string_value(json_object_get(spec, "dir"));
+	if (dir && (!kg_path_valid(dir) || kg_contents_probe(r->gw, &err) < 0 ||
+	            kg_make_dirs(r->gw, dir, &err) < 0)) {
+		if (err.kind != GW_E_NO_CONTENTS && kg_path_valid(dir)) {
+			char said[1200];
+			snprintf(
+			        said, sizeof said,
+			        "the kernel's directory %s could not be made on the server, so the "
+			        "kernel starts in the server's own: %s",
+			        dir, err.msg);
+			kg_say(r->status_fd, json_pack("{s:o}", "notice", kg_jtext(said)));
+		}
+		dir = NULL;
+		err = (gw_error_t){0};
+	}
 	/* the kernel (the POST waits while it starts: a pod's launch) */
 	body = json_pack("{s:s}", "name", kernel);
+	if (dir)
+		json_object_set_new(body, "path", json_string(dir));
 	if (json_is_object(env) && json_object_size(env))
 		json_object_set(body, "env", env);
 	gw_set_cancel(r->gw, cancelled, r);
@@ -899,7 +920,7 @@ static int cmd_run(void)
 		goto fail;
 	}
 	if (!json_string_value(json_object_get(out, "id")) ||
-	    !id_valid(json_string_value(json_object_get(out, "id")))) {
+	    !kg_id_valid(json_string_value(json_object_get(out, "id")))) {
 		gw_error(&err, GW_E_SERVER, "starting kernel %s: the server's reply has no id",
 		         kernel);
 		goto fail;
@@ -919,8 +940,9 @@ static int cmd_run(void)
 	}
 	r->hb_started = true;
 	r->connected_at = kx_now_ms();
-	say(r->status_fd, json_pack("{s:{s:s, s:s, s:s}}", "started", "id", r->kid, "protocol",
-	                            gw_ws_v1(r->ws) ? "v1" : "legacy", "session", r->session));
+	kg_say(r->status_fd,
+	       json_pack("{s:{s:s, s:s, s:s, s:s?}}", "started", "id", r->kid, "protocol",
+	                 gw_ws_v1(r->ws) ? "v1" : "legacy", "session", r->session, "dir", dir));
 	r->last_traffic = kx_now_ms();
 
 	/* pass messages on until asked to stop, or the kernel is lost */
@@ -992,9 +1014,10 @@ static int cmd_run(void)
 	deleted = delete_kernel(r->gw, r->kid, &err) == 0;
 	if (!deleted)
 		fprintf(stderr, "kbox-gateway: %s\n", err.msg);
-	say(r->status_fd, json_pack("{s:{s:o, s:b}}", "exit", "cause",
-	                            jtext(r->cause[0] ? r->cause : "the remote kernel was deleted"),
-	                            "deleted", deleted));
+	kg_say(r->status_fd,
+	       json_pack("{s:{s:o, s:b}}", "exit", "cause",
+	                 kg_jtext(r->cause[0] ? r->cause : "the remote kernel was deleted"),
+	                 "deleted", deleted));
 	rc = 0;
 	goto out;
 fail_delete:
@@ -1004,7 +1027,7 @@ fail_delete:
 		delete_kernel(r->gw, r->kid, &ignored);
 	}
 fail:
-	say_error(r->status_fd, &err);
+	kg_say_error(r->status_fd, &err);
 out:
 	if (r->hb_started) {
 		atomic_store(&r->hb_stop, true);
@@ -1032,7 +1055,9 @@ out:
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: " KG_PROGRAM " spec NAME | specs | delete ID | run\n"
+	fprintf(stderr, "usage: " KG_PROGRAM
+	                " spec NAME | specs | delete ID | run | put PATH FD | get PATH FD "
+	                "| list PATH\n"
 	                "(kbox's helper for the gateway backend: see gateway_proto.h)\n");
 }
 
@@ -1052,6 +1077,12 @@ int main(int argc, char **argv)
 		return cmd_delete(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "run") == 0)
 		return cmd_run();
+	if (argc == 4 && strcmp(argv[1], "put") == 0)
+		return kg_cmd_put(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "get") == 0)
+		return kg_cmd_get(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "list") == 0)
+		return kg_cmd_list(argv[2]);
 	usage();
 	return 2;
 }

@@ -23,21 +23,40 @@
  *   kbox-gateway run
  *       Runs one remote kernel.  After the server line, a second line,
  *         {"kernel": NAME, "env": {K: V, ...}, "launch_timeout": S,
- *          "connection": CONNECTION-FILE}
+ *          "legacy": BOOL, "dir": PATH|null, "connection": CONNECTION-FILE}
  *       then commands, one a line: "interrupt" (POST
  *       /api/kernels/ID/interrupt) and "remove" (DELETE the kernel,
  *       exit).  Its end of file, or SIGTERM (its parent-death signal),
- *       is "remove".  It starts the kernel (POST /api/kernels), connects
+ *       is "remove".  When DIR is given and the server has a contents
+ *       API, it makes that directory (and its parents) and the kernel's
+ *       working directory is DIR.  It starts the kernel (POST /api/kernels), connects
  *       its channels, then binds the sockets CONNECTION-FILE names (its
  *       key: the supervisor's, not the remote kernel's) and passes each
  *       message on, signed again; the heartbeat it answers itself.
  *       Descriptor KG_SOCKETS_FD: the directory of those sockets (they
  *       are named /proc/self/fd/KG_SOCKETS_FD/NAME).  Descriptor
  *       KG_STATUS_FD: status lines,
- *         {"started": {"id": ID, "protocol": "v1"|"legacy"}}
+ *         {"started": {"id": ID, "protocol": "v1"|"legacy",
+ *                      "session": UUID, "dir": PATH|null}}
  *         {"notice": TEXT}        (the channels dropped and came back)
  *         {"exit": {"cause": TEXT, "deleted": true|false}}
  *       then exit 0.
+ *
+ *   kbox-gateway put PATH FD
+ *       Writes what descriptor FD holds (to its end) to the file PATH of
+ *       the server's contents API (/api/contents/PATH: relative to the
+ *       server's root), its directories made first: in one PUT up to
+ *       KG_FILE_CHUNK bytes, else in parts to a file beside it
+ *       (PATH.kbox-part-XXXXXXXX) that then replaces PATH.
+ *       {"put": {"path": PATH, "size": N}}; exit 0.
+ *   kbox-gateway get PATH FD
+ *       Writes the file PATH (at most KG_FILE_MAX bytes: the API gives a
+ *       file whole, in one reply) to descriptor FD.
+ *       {"got": {"path": PATH, "size": N}}; exit 0.
+ *   kbox-gateway list PATH
+ *       {"list": {"path": PATH, "entries": [{"name": NAME, "type":
+ *       "file"|"directory"|"notebook", "size": N|null}, ...]}}; exit 0.
+ *   (PATH: "" or "." is the root.)
  *
  * Every subcommand reports a failure as one line (on standard output, or
  * KG_STATUS_FD for run),
@@ -45,7 +64,9 @@
  * and exits 1.  KIND is one of "no-server" (nothing answers at the URL),
  * "denied" (the token was refused), "not-found" (no such kernelspec or
  * kernel), "tls" (the server's certificate could not be verified),
- * "usage", or "server" (any other: the server's own message).
+ * "usage", "no-contents" (the server has no contents API: a Kernel
+ * Gateway or Enterprise Gateway), or "server" (any other: the server's
+ * own message).
  */
 #ifndef KBOX_GATEWAY_PROTO_H
 #define KBOX_GATEWAY_PROTO_H
@@ -58,5 +79,10 @@
 /* How long a kernel may take to start when nothing says (Enterprise
  * Gateway's own default is 30 s; a pod's image pull takes longer), s. */
 #define KG_LAUNCH_TIMEOUT_S 120
+
+/* A file's bytes in one PUT of the contents API, and the largest file
+ * `get` takes (the API sends it whole, as base64 in one JSON reply). */
+#define KG_FILE_CHUNK (8L << 20)
+#define KG_FILE_MAX (128L << 20)
 
 #endif

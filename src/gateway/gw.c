@@ -32,7 +32,7 @@
 const char *gw_kind_name(gw_kind_t kind)
 {
 	static const char *const names[] = {"none", "no-server", "denied", "not-found",
-	                                    "tls",  "usage",     "server"};
+	                                    "tls",  "usage",     "server", "no-contents"};
 	return (unsigned)kind < sizeof names / sizeof *names ? names[kind] : "server";
 }
 
@@ -58,7 +58,13 @@ struct gw {
 	char path[1024];           /* the base's path, without a trailing '/' */
 	bool (*cancel)(void *arg); /* gw_set_cancel */
 	void *cancel_arg;
+	size_t max_body; /* gw_set_max_body */
 };
+
+void gw_set_max_body(gw_t *self, size_t max)
+{
+	self->max_body = max ? max : GW_MAX_BODY;
+}
 
 void gw_set_cancel(gw_t *self, bool (*cancel)(void *arg), void *arg)
 {
@@ -119,6 +125,7 @@ gw_t *gw_new(const char *url, const char *token, const char *ca_file, gw_error_t
 	}
 	if (!(g = calloc(1, sizeof *g)) || !(g->curl = curl_easy_init()))
 		goto nomem;
+	g->max_body = GW_MAX_BODY;
 	snprintf(g->scheme, sizeof g->scheme, "%s", scheme);
 	snprintf(g->host, sizeof g->host, "%s", host);
 	g->port = strtol(port, NULL, 10);
@@ -234,13 +241,14 @@ static int curl_failed(gw_t *self, CURLcode code, const char *errbuf, gw_error_t
 
 typedef struct {
 	kx_buf_t b;
+	size_t max;
 	bool over;
 } body_t;
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
 {
 	body_t *body = arg;
-	if (body->b.len + n > GW_MAX_BODY) {
+	if (body->b.len + n > body->max) {
 		body->over = true;
 		return 0;
 	}
@@ -252,14 +260,15 @@ long gw_call(gw_t *self, const char *method, const char *path, json_t *body, lon
              json_t **out, gw_error_t *err)
 {
 	struct curl_slist *h = NULL;
-	char url[2048], errbuf[CURL_ERROR_SIZE] = "", *text = NULL;
-	body_t reply = {0};
+	char url[16384], errbuf[CURL_ERROR_SIZE] = "", *text = NULL;
+	body_t reply = {.max = self->max_body};
 	long code = -1;
 	CURLcode rc;
 	CURL *c = self->curl;
 
 	*out = NULL;
-	snprintf(url, sizeof url, "%s%s", self->base, path);
+	if ((size_t)snprintf(url, sizeof url, "%s%s", self->base, path) >= sizeof url)
+		return gw_error(err, GW_E_USAGE, "%s %s: the URL is too long", method, path);
 	curl_easy_reset(c);
 	common_opts(self, c, timeout_s);
 	curl_easy_setopt(c, CURLOPT_URL, url);
@@ -283,8 +292,8 @@ long gw_call(gw_t *self, const char *method, const char *path, json_t *body, lon
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	rc = curl_easy_perform(c);
 	if (reply.over) {
-		gw_error(err, GW_E_SERVER, "the Jupyter server at %s: %s %s: a reply over %d MiB",
-		         self->base, method, path, GW_MAX_BODY >> 20);
+		gw_error(err, GW_E_SERVER, "the Jupyter server at %s: %s %s: a reply over %zu MiB",
+		         self->base, method, path, self->max_body >> 20);
 		goto out;
 	}
 	if (rc != CURLE_OK) {
@@ -301,8 +310,7 @@ long gw_call(gw_t *self, const char *method, const char *path, json_t *body, lon
 		         "with it): give that URL with --url",
 		         to ? to : "another URL");
 		*out = json_pack("{s:s}", "message", said);
-	} else if (reply.b.len &&
-	           kx_json_cost(reply.b.data, reply.b.len) <= 16 * (size_t)GW_MAX_BODY)
+	} else if (reply.b.len && kx_json_cost(reply.b.data, reply.b.len) <= 16 * self->max_body)
 		*out = json_loadb(reply.b.data, reply.b.len, 0, NULL);
 out:
 	/* (the token is in H's strings) */

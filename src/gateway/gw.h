@@ -18,7 +18,8 @@ typedef enum {
 	GW_E_NOT_FOUND, /* no such kernelspec or kernel (404) */
 	GW_E_TLS,       /* the certificate could not be verified */
 	GW_E_USAGE,
-	GW_E_SERVER, /* any other: the server's own message */
+	GW_E_SERVER,      /* any other: the server's own message */
+	GW_E_NO_CONTENTS, /* the server has no contents API (/api/contents) */
 } gw_kind_t;
 
 typedef struct {
@@ -41,6 +42,8 @@ gw_t *gw_new(const char *url, const char *token, const char *ca_file, gw_error_t
 /* CANCEL(ARG), asked while a call or a connection waits (a few times a
  * second): true ends it, as kind "usage" ("stopped while waiting"). */
 void gw_set_cancel(gw_t *self, bool (*cancel)(void *arg), void *arg);
+/* The most a reply's body may be from now on (0: GW_MAX_BODY). */
+void gw_set_max_body(gw_t *self, size_t max);
 void gw_destroy(gw_t **self_p);
 const char *gw_url(const gw_t *self);
 

@@ -5,6 +5,7 @@
  * kbox put's and kbox get's are. */
 #include "config.h"
 #include "mcp/mcp_int.h"
+#include "runtime/backend.h"
 #include "runtime/workspace.h"
 
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,8 +28,9 @@
 /* What can be opened beneath: the workspace or the session's outputs (an
  * absolute path that the results gave). */
 typedef struct {
-	int dirfd;       /* the directory it is beneath */
+	int dirfd;       /* the directory it is beneath (-1 when remote) */
 	const char *rel; /* the path under it */
+	bool remote;     /* in the kernel's directory on its Jupyter server */
 } tool_path_t;
 
 /* Resolve PATH for a tool: relative, or under /workspace (where the code
@@ -62,23 +65,19 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
 			snprintf(why, size, "%s", err.msg);
 		return -1;
 	}
+	p->rel = rel;
+	p->remote = false;
 	if (!in_outputs) {
-		/* a remote kernel's files are its server's (an image or a spill
-		 * file a result gave is in the outputs, here) */
+		/* a remote kernel's files are its server's, reached through
+		 * its contents API (an image or a spill file a result gave is
+		 * in the outputs, here) */
 		kr_session_config_t cfg;
-		bool remote;
 		kr_session_config_init(&cfg);
-		remote = kr_session_config_load(&cfg, m->sess->dir, NULL) == 0 &&
-		         kr_backend_remote(cfg.backend);
-		if (remote)
-			snprintf(why, size,
-			         "the session's kernel runs on the Jupyter server at %s: its files "
-			         "are the server's, not this machine's workspace; read and write "
-			         "them from the code with run_python (open(...))",
-			         cfg.gateway ? cfg.gateway : "(none)");
+		p->remote = kr_session_config_load(&cfg, m->sess->dir, NULL) == 0 &&
+		            kr_backend_remote(cfg.backend);
 		kr_session_config_free(&cfg);
-		if (remote)
-			return -1;
+		if (p->remote)
+			return 0;
 	}
 	if ((p->dirfd = ws_open_session(m->sess->dir, in_outputs ? "outputs" : "workspace", &err)) <
 	    0) {
@@ -90,6 +89,31 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
 }
 
 /* ---- reading ---- */
+
+/* Open the regular file P for reading, as ws_open_regular does (PATH as
+ * the tool was given it), with its status in *ST: of a remote session, a
+ * copy in memory of the server's (KG_FILE_MAX bytes at most: the
+ * contents API sends a file whole).  -1 with ERR. */
+static int open_regular(mcp_t *m, const tool_path_t *p, const char *path, struct stat *st,
+                        kbox_error_t *err)
+{
+	long long size = 0;
+	int fd;
+	if (!p->remote)
+		return ws_open_regular(p->dirfd, p->rel, path, st, err);
+	if ((fd = memfd_create("kbox-mcp", MFD_CLOEXEC)) < 0)
+		return kbox_error_set_sys(err, "%s", path);
+	if (kr_gateway_get(m->sess->dir, p->rel, fd, &size, err) < 0) {
+		if (err->code == KBOX_E_INVALID && strstr(err->msg, "is a directory"))
+			kbox_error_set(err, KBOX_E_INVALID, "%s is a directory, not a file", path);
+		close(fd);
+		return -1;
+	}
+	memset(st, 0, sizeof *st);
+	st->st_mode = S_IFREG | 0600;
+	st->st_size = (off_t)size;
+	return fd;
+}
 
 /* Read the regular file PATH (as tool_path resolves it) whole, when it
  * holds at most MAX bytes: malloc'd, *LEN its size, NUL-terminated
@@ -107,7 +131,7 @@ static char *read_whole(mcp_t *m, const char *path, bool outputs_ok, long max, s
 
 	if (tool_path(m, path, outputs_ok, &p, why, size) < 0)
 		goto out;
-	if ((fd = ws_open_regular(p.dirfd, p.rel, path, &st, &err)) < 0) {
+	if ((fd = open_regular(m, &p, path, &st, &err)) < 0) {
 		if (err.code == KBOX_E_NOTFOUND)
 			snprintf(why, size, "%s: no such file", path);
 		else
@@ -275,17 +299,22 @@ static int cmp_names(const void *a, const void *b)
  * backslash of the name itself is "\\"), then "/" for a directory, "@"
  * for a symbolic link, its size for a file, what it is for anything
  * else. */
-static void entry_line(kx_buf_t *b, int dirfd, const char *name)
+static void entry_name(kx_buf_t *b, const char *name, char *shown, size_t size)
 {
-	char shown[KX_NAME_ESCAPED_MAX(NAME_MAX)], sz[32];
 	size_t len = strlen(name), i = 0, n;
-	struct stat st;
-
 	while ((n = kx_utf8_blank(name + i, len - i)))
 		i += n;
 	if (name[i] == '[' || strncmp(name + i, "\xef\xbc\xbb", 3) == 0)
 		kx_buf_append(b, "\\", 1);
-	kx_name_escape(name, len, shown, sizeof shown);
+	kx_name_escape(name, len, shown, size);
+}
+
+static void entry_line(kx_buf_t *b, int dirfd, const char *name)
+{
+	char shown[KX_NAME_ESCAPED_MAX(NAME_MAX)], sz[32];
+	struct stat st;
+
+	entry_name(b, name, shown, sizeof shown);
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		kx_buf_appendf(b, "%s\n", shown);
 	else if (S_ISDIR(st.st_mode))
@@ -354,6 +383,59 @@ static char *listing(const char *path, DIR *d)
 	return kx_buf_take(&b, NULL);
 }
 
+static int cmp_entries(const void *a, const void *b)
+{
+	return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "name")),
+	              json_string_value(json_object_get(*(json_t *const *)b, "name")));
+}
+
+/* The text of list_files for PATH of a remote session: its server's
+ * ENTRIES ([{name, type, size}]; the server's listing is bounded in
+ * bytes), as listing's. */
+static char *remote_listing(const char *path, json_t *entries)
+{
+	size_t n = json_array_size(entries), shown = 0, k = 0;
+	json_t **v = calloc(n ? n : 1, sizeof *v), *e;
+	kx_buf_t b = KX_BUF_INIT;
+	size_t i;
+
+	if (!v)
+		return NULL;
+	json_array_foreach(entries, i, e) if (json_string_value(json_object_get(e, "name")))
+	        v[k++] = e;
+	qsort(v, k, sizeof *v, cmp_entries);
+	if (k == 0)
+		kx_buf_appendf(&b, "%s is empty\n", path);
+	for (i = 0; i < k && i < LIST_MAX; i++) {
+		char shown_name[KX_NAME_ESCAPED_MAX(NAME_MAX)], sz[32];
+		const char *name = json_string_value(json_object_get(v[i], "name"));
+		const char *type = json_string_value(json_object_get(v[i], "type"));
+		json_t *size = json_object_get(v[i], "size");
+		size_t len = b.len;
+		if (strlen(name) > NAME_MAX)
+			continue;
+		entry_name(&b, name, shown_name, sizeof shown_name);
+		if (type && strcmp(type, "directory") == 0)
+			kx_buf_appendf(&b, "%s/\n", shown_name);
+		else if (json_is_integer(size))
+			kx_buf_appendf(
+			        &b, "%s\t%s\n", shown_name,
+			        kx_fmt_bytes(sz, sizeof sz, (long long)json_integer_value(size)));
+		else
+			kx_buf_appendf(&b, "%s\n", shown_name);
+		if (b.len > LIST_TEXT_MAX) {
+			b.len = len;
+			b.data[len] = '\0';
+			break;
+		}
+		shown++;
+	}
+	if (shown < k)
+		kx_buf_appendf(&b, "[... %zu more entries not shown]\n", k - shown);
+	free(v);
+	return kx_buf_take(&b, NULL);
+}
+
 /* list_files {path?}: the entries of a directory of the workspace, one a
  * line: NAME (a directory NAME/), its size for a file. */
 json_t *mcp_list_files(mcp_t *m, json_t *args)
@@ -371,6 +453,22 @@ json_t *mcp_list_files(mcp_t *m, json_t *args)
 		path = ".";
 	if (tool_path(m, path, false, &p, why, sizeof why) < 0)
 		return mcp_text_result(true, "list_files: %s", why);
+	if (p.remote) {
+		json_t *entries = NULL;
+		kbox_error_t err = {0};
+		if (kr_gateway_list(m->sess->dir, p.rel, &entries, &err) < 0)
+			return err.code == KBOX_E_INVALID && strstr(err.msg, ": not a directory")
+			               ? mcp_text_result(true, "list_files: %s: not a directory",
+			                                 path)
+			               : mcp_text_result(true, "list_files: %s", err.msg);
+		text = remote_listing(path, entries);
+		json_decref(entries);
+		if (!text)
+			return mcp_text_result(true, "list_files: %s: out of memory", path);
+		res = mcp_tool_result(json_pack("[o]", mcp_text_item(text)), NULL, false);
+		free(text);
+		return res;
+	}
 	fd = ws_open(p.dirfd, p.rel, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		res = mcp_text_result(true, "list_files: %s: %s", path,
@@ -484,7 +582,7 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 		max = (size_t)json_integer_value(jlen);
 	if (tool_path(m, path, true, &p, why, sizeof why) < 0)
 		return mcp_text_result(true, "read_file: %s", why);
-	if ((fd = ws_open_regular(p.dirfd, p.rel, path, &st, &err)) < 0) {
+	if ((fd = open_regular(m, &p, path, &st, &err)) < 0) {
 		res = err.code == KBOX_E_NOTFOUND
 		              ? mcp_text_result(true, "read_file: %s: no such file", path)
 		              : mcp_text_result(true, "read_file: %s", err.msg);
@@ -604,8 +702,19 @@ json_t *mcp_write_file(mcp_t *m, json_t *args)
 		return mcp_text_result(true, "write_file: %s", why);
 	if (path[strlen(path) - 1] == '/')
 		res = mcp_text_result(true, "write_file: %s names a directory, not a file", path);
-	else if ((parent = ws_open_parent(p.dirfd, p.rel, &name, &err)) < 0 ||
-	         ws_file_begin(&f, parent, name, path, "mcp", &err) < 0)
+	else if (p.remote) {
+		/* to the server, from a file of memory */
+		int fd = memfd_create("kbox-mcp", MFD_CLOEXEC);
+		if (fd < 0 || kx_write_all(fd, content, clen) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+			res = mcp_text_result(true, "write_file: %s: %s", path, strerror(errno));
+		else if (kr_gateway_put(m->sess->dir, fd, p.rel, &err) < 0)
+			res = mcp_text_result(true, "write_file: %s", err.msg);
+		else
+			res = mcp_text_result(false, "wrote %zu bytes to %s", clen, path);
+		if (fd >= 0)
+			close(fd);
+	} else if ((parent = ws_open_parent(p.dirfd, p.rel, &name, &err)) < 0 ||
+	           ws_file_begin(&f, parent, name, path, "mcp", &err) < 0)
 		res = mcp_text_result(true, "write_file: %s", err.msg);
 	else if (kx_write_all(f.fd, content, clen) < 0)
 		res = mcp_text_result(true, "write_file: %s: %s", path, strerror(errno));

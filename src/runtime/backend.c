@@ -246,6 +246,7 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	self->o.state_home = dup_or_null(o->state_home, &failed);
 	self->o.gateway_url = dup_or_null(o->gateway_url, &failed);
 	self->o.gateway_ca = dup_or_null(o->gateway_ca, &failed);
+	self->o.gateway_dir = dup_or_null(o->gateway_dir, &failed);
 	self->kernel = dup_or_null(kbox_kspec_name(spec), &failed);
 	if (failed)
 		goto nomem;
@@ -420,6 +421,7 @@ void kr_sandbox_destroy(kr_sandbox_t **self_p)
 	free((char *)self->o.state_home);
 	free((char *)self->o.gateway_url);
 	free((char *)self->o.gateway_ca);
+	free((char *)self->o.gateway_dir);
 	free(self->kernel);
 	free(self);
 	*self_p = NULL;

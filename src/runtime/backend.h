@@ -20,6 +20,7 @@
 #include <sys/types.h>
 #include <kbox/error.h>
 #include <kbox/kspec.h>
+#include <jansson.h>
 
 typedef struct {
 	/* The directory of the kernel's sockets, for a backend that shows the
@@ -77,6 +78,7 @@ typedef struct {
 	 * KG_LAUNCH_TIMEOUT_S), the framing forced to the legacy one; and its
 	 * token (NULL: none), borrowed for the start only, as CONN_TEXT */
 	const char *gateway_url, *gateway_ca, *gateway_token;
+	const char *gateway_dir; /* the kernel's directory there (kr_gateway_dir) */
 	long gateway_launch_s;
 	bool gateway_legacy;
 } kr_sandbox_opts_t;
@@ -186,6 +188,9 @@ struct kr_sandbox {
 	 * whether the server deleted it */
 	char remote_id[80];
 	bool remote_deleted;
+	/* gateway: the kernel's directory on the server ("" when the server
+	 * has no files: a Kernel or Enterprise Gateway) */
+	char remote_dir[300];
 	void *priv;
 };
 
@@ -299,6 +304,30 @@ kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca
  * (one not there is no error).  0, or -1 with ERR. */
 int kr_gateway_delete(const char *url, const char *token, const char *ca, const char *id,
                       kbox_error_t *err);
+
+/* Backend gateway: the directory on the server of the session whose
+ * directory is SESSION_DIR: "kbox/NAME-HASH" (HASH: of this machine's
+ * name and SESSION_DIR, so that two machines' or users' sessions of one
+ * name differ), in OUT.  0, or -1 when it does not fit. */
+int kr_gateway_dir(const char *session_dir, char *out, size_t size);
+
+/* Backend gateway: the token in the session's KR_GATEWAY_TOKEN_FILE
+ * (DIR_FD the session's directory) in *TOKEN (new; NULL: no token).  0,
+ * or -1 with ERR. */
+int kr_gateway_token_read(int dir_fd, char **token, kbox_error_t *err);
+
+/* Backend gateway: the files of the session in SESSION_DIR, through its
+ * server's contents API (kbox-gateway put, get, list: gateway_proto.h).
+ * PATH is relative to the session's directory there ("." for it).  Put:
+ * what FD holds, to its end; get: the file to FD (its size in
+ * *SIZE); list: the entries in *LIST (new: [{name, type, size}]).  0, or
+ * -1 with ERR: KBOX_E_NOTFOUND when there is no such file;
+ * KBOX_E_INVALID when the server has no contents API, or refuses the
+ * path. */
+int kr_gateway_put(const char *session_dir, int fd, const char *path, kbox_error_t *err);
+int kr_gateway_get(const char *session_dir, const char *path, int fd, long long *size,
+                   kbox_error_t *err);
+int kr_gateway_list(const char *session_dir, const char *path, json_t **list, kbox_error_t *err);
 
 /* For backends: a child of PARENT (the first found), or -1: a scan of
  * /proc (the kernel under bwrap's init, or a container's). */

@@ -13,12 +13,15 @@
 #include "runtime/runtime.h"
 #include "runtime/backend.h"
 #include "runtime/helper.h"
+#include "runtime/session_config.h"
 #include "gateway/gateway_proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -130,11 +133,12 @@ static char *make_spec(const kr_sandbox_t *sb)
 		         sb->o.gateway_launch_s > 0 ? sb->o.gateway_launch_s : KG_LAUNCH_TIMEOUT_S);
 		json_object_set_new(env, "KERNEL_LAUNCH_TIMEOUT", json_string(t));
 	}
-	run = json_pack("{s:s, s:o, s:I, s:b, s:o}", "kernel", sb->kernel, "env", env,
+	run = json_pack("{s:s, s:o, s:I, s:b, s:s?, s:o}", "kernel", sb->kernel, "env", env,
 	                "launch_timeout",
 	                (json_int_t)(sb->o.gateway_launch_s > 0 ? sb->o.gateway_launch_s
 	                                                        : KG_LAUNCH_TIMEOUT_S),
-	                "legacy", sb->o.gateway_legacy, "connection", conn);
+	                "legacy", sb->o.gateway_legacy, "dir", sb->o.gateway_dir, "connection",
+	                conn);
 	if (server && run && (a = json_dumps(server, JSON_COMPACT)) &&
 	    (b = json_dumps(run, JSON_COMPACT)) && asprintf(&text, "%s\n%s\n", a, b) < 0)
 		text = NULL;
@@ -229,6 +233,8 @@ static void status_line(kr_sandbox_t *sb, gateway_t *g, const char *line)
 		m = json_string_value(json_object_get(v, "id"));
 		snprintf(g->id, sizeof g->id, "%s", m ? m : "");
 		snprintf(sb->remote_id, sizeof sb->remote_id, "%s", g->id);
+		m = json_string_value(json_object_get(v, "dir"));
+		snprintf(sb->remote_dir, sizeof sb->remote_dir, "%s", m ? m : "");
 		g->started = true;
 	} else if ((v = json_object_get(j, "exit"))) {
 		g->exited = true;
@@ -345,27 +351,38 @@ const kr_backend_t kr_backend_gateway = {
         .memory = gateway_memory,
 };
 
-/* How long the helper may take to answer a call, ms. */
+/* How long the helper may take to answer a call about kernels, ms (one
+ * on files takes as long as it takes: the helper bounds each request). */
 #define CALL_WAIT_MS 60000
 #define CALL_MAX (1 << 20)
 
-/* Run kbox-gateway WHAT ARG with the server line of URL, TOKEN, CA on its
- * standard input, and parse its one line of output into *REPLY (new; the
- * caller frees it).  0; or -1 with ERR (its {"error": ...}: KBOX_E_NOTFOUND
- * for "not-found", KBOX_E_INVALID for "usage", else KBOX_E_SYSTEM). */
-static int call_helper(const char *what, const char *arg, const char *url, const char *token,
-                       const char *ca, json_t **reply, kbox_error_t *err)
+/* A call of kbox-gateway: WHAT ARG [FD], and FD given it. */
+typedef struct {
+	const char *what, *arg;
+	int fd;       /* a descriptor it gets (its number is the last argument), or -1 */
+	long wait_ms; /* how long it may take (0: as long as it takes) */
+} call_t;
+
+/* Run kbox-gateway as C says with the server line of URL, TOKEN, CA on
+ * its standard input, and parse its one line of output into *REPLY (new;
+ * the caller frees it).  0; or -1 with ERR (its {"error": ...}:
+ * KBOX_E_NOTFOUND for "not-found", KBOX_E_INVALID for "usage" and
+ * "no-contents", else KBOX_E_SYSTEM). */
+static int call_helper(const call_t *c, const char *url, const char *token, const char *ca,
+                       json_t **reply, kbox_error_t *err)
 {
-	char exe[PATH_MAX], *argv[] = {KG_PROGRAM, (char *)what, (char *)arg, NULL},
-	                    **env = helper_env();
+	char exe[PATH_MAX], fdarg[16], **env = helper_env();
+	char *argv[] = {KG_PROGRAM, (char *)c->what, (char *)c->arg, c->fd >= 0 ? fdarg : NULL,
+	                NULL};
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, st = 0, rc = -1;
 	json_t *server = NULL, *e;
 	kx_buf_t b = KX_BUF_INIT;
 	char *line = NULL, chunk[4096];
-	long long deadline = kx_now_ms() + CALL_WAIT_MS;
+	long long deadline = c->wait_ms ? kx_now_ms() + c->wait_ms : 0;
 	pid_t pid = -1;
 
 	*reply = NULL;
+	snprintf(fdarg, sizeof fdarg, "%d", c->fd);
 	if (!url || !*url)
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "backend gateway: no server (kbox start --url, or "
@@ -382,8 +399,12 @@ static int call_helper(const char *what, const char *arg, const char *url, const
 		goto out;
 	}
 	if (pid == 0) {
-		kx_child_t child = {
-		        .errfd = -1, .out_fd = out[1], .in_fd = in[0], .parent = getppid()};
+		kx_child_t child = {.errfd = -1,
+		                    .out_fd = out[1],
+		                    .in_fd = in[0],
+		                    .parent = getppid(),
+		                    .keep = &c->fd,
+		                    .n_keep = c->fd >= 0};
 		kx_child_exec(exe, argv, env, &child);
 		_exit(127);
 	}
@@ -394,39 +415,43 @@ static int call_helper(const char *what, const char *arg, const char *url, const
 		goto out;
 	}
 	kx_close(&in[1]);
-	fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
 	for (;;) {
-		ssize_t n = read(out[0], chunk, sizeof chunk);
-		if (n > 0) {
+		struct pollfd p = {out[0], POLLIN, 0};
+		long long left = deadline ? deadline - kx_now_ms() : -1;
+		ssize_t n;
+		if (deadline && left <= 0) {
+			kbox_error_set(err, KBOX_E_TIMEOUT,
+			               "backend gateway: the Jupyter server at %s did not answer "
+			               "within %ld s",
+			               url, c->wait_ms / 1000);
+			goto out;
+		}
+		if (poll(&p, 1, left < 0 ? -1 : (int)left) < 0 && errno != EINTR)
+			break;
+		if (!p.revents)
+			continue;
+		if ((n = read(out[0], chunk, sizeof chunk)) > 0) {
 			if (b.len + (size_t)n > CALL_MAX || kx_buf_append(&b, chunk, (size_t)n) < 0)
 				break;
 			continue;
 		}
-		if (n == 0)
+		if (n == 0 || (errno != EAGAIN && errno != EINTR))
 			break;
-		if (errno != EAGAIN && errno != EINTR)
-			break;
-		if (kx_now_ms() > deadline) {
-			kbox_error_set(err, KBOX_E_TIMEOUT,
-			               "backend gateway: the Jupyter server at %s did not answer "
-			               "within %d s",
-			               url, CALL_WAIT_MS / 1000);
-			goto out;
-		}
-		usleep(5000);
 	}
 	*reply = b.len ? json_loadb(b.data, b.len, 0, NULL) : NULL;
 	if ((e = json_object_get(*reply, "error"))) {
 		const char *m = json_string_value(json_object_get(e, "message"));
 		const char *kind = json_string_value(json_object_get(e, "kind"));
-		kbox_error_set(err,
-		               kind && strcmp(kind, "not-found") == 0 ? KBOX_E_NOTFOUND
-		               : kind && strcmp(kind, "usage") == 0   ? KBOX_E_INVALID
-		                                                      : KBOX_E_SYSTEM,
-		               "backend gateway: %s", m ? m : "the Jupyter server failed");
+		kbox_error_set(
+		        err,
+		        kind && strcmp(kind, "not-found") == 0 ? KBOX_E_NOTFOUND
+		        : kind && (strcmp(kind, "usage") == 0 || strcmp(kind, "no-contents") == 0)
+		                ? KBOX_E_INVALID
+		                : KBOX_E_SYSTEM,
+		        "backend gateway: %s", m ? m : "the Jupyter server failed");
 	} else if (!json_is_object(*reply))
 		kbox_error_set(err, KBOX_E_SYSTEM,
-		               "backend gateway: " KG_PROGRAM " %s said nothing", what);
+		               "backend gateway: " KG_PROGRAM " %s said nothing", c->what);
 	else
 		rc = 0;
 out:
@@ -450,7 +475,8 @@ kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca
 {
 	json_t *reply = NULL;
 	kbox_kspec_t *spec = NULL;
-	if (call_helper("spec", name, url, token, ca, &reply, err) == 0) {
+	call_t c = {"spec", name, -1, CALL_WAIT_MS};
+	if (call_helper(&c, url, token, ca, &reply, err) == 0) {
 		if (!json_is_object(json_object_get(reply, "spec")))
 			kbox_error_set(err, KBOX_E_SYSTEM,
 			               "backend gateway: " KG_PROGRAM
@@ -467,7 +493,168 @@ int kr_gateway_delete(const char *url, const char *token, const char *ca, const 
                       kbox_error_t *err)
 {
 	json_t *reply = NULL;
-	int rc = call_helper("delete", id, url, token, ca, &reply, err);
+	call_t c = {"delete", id, -1, CALL_WAIT_MS};
+	int rc = call_helper(&c, url, token, ca, &reply, err);
+	json_decref(reply);
+	return rc;
+}
+
+/* ---- the session's directory on the server, and its files ---- */
+
+int kr_gateway_dir(const char *session_dir, char *out, size_t size)
+{
+	char host[256] = "", *copy = strdup(session_dir), *name;
+	unsigned char sum[KX_SHA256_LEN];
+	kx_sha256_t h;
+	int n;
+	if (!copy)
+		return -1;
+	name = basename(copy);
+	gethostname(host, sizeof host - 1);
+	kx_sha256_init(&h);
+	kx_sha256_update(&h, host, strlen(host));
+	kx_sha256_update(&h, "\n", 1);
+	kx_sha256_update(&h, session_dir, strlen(session_dir));
+	kx_sha256_final(&h, sum);
+	n = snprintf(out, size, "kbox/%.200s-%02x%02x%02x%02x", name, sum[0], sum[1], sum[2],
+	             sum[3]);
+	free(copy);
+	return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+int kr_gateway_token_read(int dir_fd, char **token, kbox_error_t *err)
+{
+	char buf[4097];
+	ssize_t n;
+	int fd = kx_open_file(dir_fd, KR_GATEWAY_TOKEN_FILE, O_RDONLY, 0);
+	*token = NULL;
+	if (fd < 0)
+		return errno == ENOENT
+		               ? 0
+		               : kbox_error_set_sys(err, "the session's " KR_GATEWAY_TOKEN_FILE);
+	n = kx_pread_full(fd, buf, sizeof buf, 0);
+	close(fd);
+	if (n < 0 || n == (ssize_t)sizeof buf)
+		return kbox_error_set(err, KBOX_E_INVALID,
+		                      "the session's " KR_GATEWAY_TOKEN_FILE
+		                      " is unreadable or over 4096 bytes");
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	buf[n] = '\0';
+	if (n && !(*token = strdup(buf))) {
+		explicit_bzero(buf, sizeof buf);
+		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+	}
+	explicit_bzero(buf, sizeof buf);
+	return 0;
+}
+
+/* DIR/PATH without PATH's empty and "." components ("a/./b/" is a/b;
+ * "." is DIR itself): new, or NULL. */
+static char *under(const char *dir, const char *path)
+{
+	size_t n = strlen(dir);
+	char *full = malloc(n + strlen(path) + 2), *o;
+	if (!full)
+		return NULL;
+	memcpy(full, dir, n);
+	o = full + n;
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, "/");
+		if (len && !(len == 1 && p[0] == '.')) {
+			*o++ = '/';
+			memcpy(o, p, len);
+			o += len;
+		}
+		p += len + (p[len] == '/');
+	}
+	*o = '\0';
+	return full;
+}
+
+/* kbox-gateway WHAT on PATH (of the session's directory there) for the
+ * session in SESSION_DIR, with FD (or -1): its reply in *REPLY. */
+static int files_call(const char *session_dir, const char *what, const char *path, int fd,
+                      json_t **reply, kbox_error_t *err)
+{
+	kr_session_config_t cfg;
+	char dir[300], *full = NULL, *token = NULL;
+	int dir_fd = -1, rc = -1;
+	call_t c = {what, NULL, fd, 0};
+
+	*reply = NULL;
+	kr_session_config_init(&cfg);
+	if (kr_session_config_load(&cfg, session_dir, err) < 0)
+		goto out;
+	if (!kr_backend_remote(cfg.backend)) {
+		kbox_error_set(err, KBOX_E_INVALID, "the session's backend is %s, not gateway",
+		               cfg.backend);
+		goto out;
+	}
+	if ((dir_fd = open(session_dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		kbox_error_set_sys(err, "%s", session_dir);
+		goto out;
+	}
+	if (kr_gateway_token_read(dir_fd, &token, err) < 0)
+		goto out;
+	if (kr_gateway_dir(session_dir, dir, sizeof dir) < 0 || !(full = under(dir, path))) {
+		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
+		goto out;
+	}
+	c.arg = full;
+	rc = call_helper(&c, cfg.gateway, token, cfg.gateway_ca, reply, err);
+	if (rc < 0 && err && err->code == KBOX_E_NOTFOUND)
+		kbox_error_set(err, KBOX_E_NOTFOUND,
+		               "%s: no such %s in the session's directory %s on the Jupyter "
+		               "server at %s",
+		               path, strcmp(what, "list") == 0 ? "directory" : "file", dir,
+		               cfg.gateway);
+out:
+	if (token) {
+		explicit_bzero(token, strlen(token));
+		free(token);
+	}
+	if (dir_fd >= 0)
+		close(dir_fd);
+	free(full);
+	kr_session_config_free(&cfg);
+	return rc;
+}
+
+int kr_gateway_put(const char *session_dir, int fd, const char *path, kbox_error_t *err)
+{
+	json_t *reply = NULL;
+	int rc = files_call(session_dir, "put", path, fd, &reply, err);
+	json_decref(reply);
+	return rc;
+}
+
+int kr_gateway_get(const char *session_dir, const char *path, int fd, long long *size,
+                   kbox_error_t *err)
+{
+	json_t *reply = NULL;
+	int rc = files_call(session_dir, "get", path, fd, &reply, err);
+	if (rc == 0)
+		*size = (long long)json_integer_value(
+		        json_object_get(json_object_get(reply, "got"), "size"));
+	json_decref(reply);
+	return rc;
+}
+
+int kr_gateway_list(const char *session_dir, const char *path, json_t **list, kbox_error_t *err)
+{
+	json_t *reply = NULL;
+	int rc = files_call(session_dir, "list", path, -1, &reply, err);
+	*list = NULL;
+	if (rc == 0) {
+		*list = json_object_get(json_object_get(reply, "list"), "entries");
+		if (!json_is_array(*list)) {
+			*list = NULL;
+			rc = kbox_error_set(err, KBOX_E_SYSTEM,
+			                    "backend gateway: " KG_PROGRAM " list said nothing");
+		} else
+			json_incref(*list);
+	}
 	json_decref(reply);
 	return rc;
 }

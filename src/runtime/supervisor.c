@@ -468,33 +468,6 @@ static int record_live(sup_t *s, const char *ws, kbox_error_t *err)
 	return 0;
 }
 
-/* The gateway's token, from the session's KR_GATEWAY_TOKEN_FILE (none
- * there: no token).  0, or -1 with ERR. */
-static int read_token(sup_t *s, kbox_error_t *err)
-{
-	char buf[4097];
-	ssize_t n;
-	int fd = kx_open_file(s->dir_fd, KR_GATEWAY_TOKEN_FILE, O_RDONLY, 0);
-	if (fd < 0)
-		return errno == ENOENT
-		               ? 0
-		               : kbox_error_set_sys(err, "the session's " KR_GATEWAY_TOKEN_FILE);
-	n = kx_pread_full(fd, buf, sizeof buf, 0);
-	close(fd);
-	if (n < 0 || n == (ssize_t)sizeof buf)
-		return kbox_error_set(err, KBOX_E_INVALID,
-		                      "the session's " KR_GATEWAY_TOKEN_FILE
-		                      " is unreadable or over "
-		                      "4096 bytes");
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	buf[n] = '\0';
-	if (n && !(s->gateway_token = strdup(buf)))
-		return kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
-	explicit_bzero(buf, sizeof buf);
-	return 0;
-}
-
 static int load_config(sup_t *s, kbox_error_t *err)
 {
 	/* one supervisor a process (the_sup): its configuration, whose
@@ -521,8 +494,13 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.gateway_url = cfg.gateway;
 	s->sbo.gateway_ca = cfg.gateway_ca;
 	s->sbo.gateway_launch_s = (long)cfg.launch_timeout;
-	if (strcmp(cfg.backend, "gateway") == 0 && read_token(s, err) < 0)
-		return -1;
+	if (strcmp(cfg.backend, "gateway") == 0) {
+		if (kr_gateway_token_read(s->dir_fd, &s->gateway_token, err) < 0)
+			return -1;
+		if (kr_gateway_dir(s->dir, s->gateway_dir, sizeof s->gateway_dir) < 0)
+			return kbox_error_set(err, KBOX_E_INVALID, "%s: too long a name", s->dir);
+		s->sbo.gateway_dir = s->gateway_dir;
+	}
 	s->sbo.state_home = getenv("KBOX_HOME");
 	s->sbo.name = cfg.name;
 	s->ephemeral = cfg.ephemeral;

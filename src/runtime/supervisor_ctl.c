@@ -278,6 +278,8 @@ static json_t *status_json(sup_t *s)
 	if (st && s->sb && kr_sandbox_alive(s->sb) && s->sb->remote_id[0]) {
 		json_object_set_new(st, "remote_kernel", json_string(s->sb->remote_id));
 		json_object_set_new(st, "server", json_string(s->sbo.gateway_url));
+		if (s->sb->remote_dir[0])
+			json_object_set_new(st, "remote_dir", json_string(s->sb->remote_dir));
 	}
 	if (st && s->front)
 		json_object_set_new(st, "relay", sup_relay_status(s));

@@ -165,7 +165,8 @@ struct sup {
 	/* an unsandboxed kernel's R start-up files, "R_PROFILE_USER=HOME/..." */
 	char none_rprofile[PATH_MAX + 32], none_renviron[PATH_MAX + 32];
 	kbox_kspec_t *spec;
-	char *gateway_token; /* backend gateway: the server's token (NULL: none) */
+	char *gateway_token;   /* backend gateway: the server's token (NULL: none) */
+	char gateway_dir[300]; /* backend gateway: the kernel's directory there */
 	kbox_loop_t *loop;
 	/* the kernel */
 	kr_sandbox_t *sb;

@@ -1,0 +1,534 @@
+/* src/gateway/files.c — kbox-gateway put, get and list: a gateway
+ * session's files, on the Jupyter server, through its contents API
+ * (jupyter_server's services/contents: GET, PUT, PATCH, DELETE of
+ * /api/contents/PATH, a file's bytes as base64 in JSON).  A Kernel
+ * Gateway or Enterprise Gateway has no such API: kind "no-contents".
+ *
+ * Bounded: a PUT carries KG_FILE_CHUNK bytes (a larger file goes in
+ * parts, LargeFileManager's "chunk", to a file beside it that replaces
+ * it when whole); a file got is at most KG_FILE_MAX bytes, since the API
+ * sends it whole in one reply. */
+#include "config.h"
+#include "gateway/gateway_int.h"
+#include "gateway/gateway_proto.h"
+#include "common/kx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define CALL_TIMEOUT_S 30
+#define PART_TIMEOUT_S 300 /* one part of KG_FILE_CHUNK bytes, or a file got */
+#define PATH_MAX_BYTES 4096
+#define LIST_BODY_MAX (32 << 20) /* a directory's listing */
+
+bool kg_path_valid(const char *path)
+{
+	size_t n = strlen(path);
+	const char *p = path;
+	if (n == 0 || n > PATH_MAX_BYTES || path[0] == '/' || path[n - 1] == '/')
+		return false;
+	for (const char *c = path; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == '\\')
+			return false;
+	while (*p) { /* each component: not empty, ".", or ".." */
+		size_t len = strcspn(p, "/");
+		if (len == 0 || (len == 1 && p[0] == '.') ||
+		    (len == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		p += len + (p[len] == '/');
+	}
+	return true;
+}
+
+/* "/api/contents/" and PATH percent-encoded but its '/', then QUERY
+ * (NULL: none), in OUT.  0, or -1 when it does not fit. */
+static int api_path(const char *path, const char *query, char *out, size_t size)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = (size_t)snprintf(out, size, "/api/contents/");
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+		bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		             (*c >= '0' && *c <= '9') || strchr("-._~/", *c);
+		if (o + 4 >= size)
+			return -1;
+		if (plain)
+			out[o++] = (char)*c;
+		else {
+			out[o++] = '%';
+			out[o++] = hex[*c >> 4];
+			out[o++] = hex[*c & 15];
+		}
+	}
+	out[o] = '\0';
+	if (query && (size_t)snprintf(out + o, size - o, "?%s", query) >= size - o)
+		return -1;
+	return 0;
+}
+
+/* An error for a reply that is not what WHAT wanted: the server's words. */
+static int reply_error(gw_error_t *err, const char *what, const char *path, long code,
+                       const json_t *out)
+{
+	char said[PATH_MAX_BYTES + 64];
+	snprintf(said, sizeof said, "%s %s", what, path);
+	gw_reply_error(err, said, code, out);
+	/* (the path or the request: a hidden name, a directory where a file
+	 * goes, a name taken) */
+	if (code == 400 || code == 409)
+		err->kind = GW_E_USAGE;
+	return -1;
+}
+
+int kg_contents_probe(gw_t *g, gw_error_t *err)
+{
+	json_t *out = NULL;
+	long code = gw_call(g, "GET", "/api/contents?content=0", NULL, CALL_TIMEOUT_S, &out, err);
+	int rc = 0;
+	if (code == 404 || code == 405)
+		rc = gw_error(err, GW_E_NO_CONTENTS,
+		              "the Jupyter server at %s has no contents API (/api/contents): it "
+		              "is a Kernel Gateway or an Enterprise Gateway, whose kernels keep "
+		              "their files themselves: write and read files from the code, or "
+		              "give the kernels a volume (Enterprise Gateway: KERNEL_WORKING_DIR "
+		              "with EG_MIRROR_WORKING_DIRS)",
+		              gw_url(g));
+	else if (code >= 0 && code != 200)
+		rc = reply_error(err, "reading", "/", code, out);
+	else if (code < 0)
+		rc = -1;
+	json_decref(out);
+	return rc;
+}
+
+/* The model of PATH, without its content, in *MODEL (new).  0; -1 with
+ * ERR (kind "not-found" when there is none). */
+static int stat_path(gw_t *g, const char *path, json_t **model, gw_error_t *err)
+{
+	char api[3 * PATH_MAX_BYTES + 64];
+	long code;
+	*model = NULL;
+	if (api_path(path, "content=0", api, sizeof api) < 0)
+		return gw_error(err, GW_E_USAGE, "%s: the path is too long", path);
+	code = gw_call(g, "GET", api, NULL, CALL_TIMEOUT_S, model, err);
+	if (code < 0)
+		return -1;
+	if (code == 404) {
+		json_decref(*model);
+		*model = NULL;
+		return gw_error(err, GW_E_NOT_FOUND, "%s: no such file or directory on the server",
+		                path);
+	}
+	if (code != 200 || !json_is_object(*model)) {
+		reply_error(err, "reading", path, code, *model);
+		json_decref(*model);
+		*model = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* PUT BODY to PATH; 0, or -1 with ERR. */
+static int put_model(gw_t *g, const char *path, json_t *body, long timeout_s, gw_error_t *err)
+{
+	char api[3 * PATH_MAX_BYTES + 64];
+	json_t *out = NULL;
+	long code;
+	if (api_path(path, NULL, api, sizeof api) < 0)
+		return gw_error(err, GW_E_USAGE, "%s: the path is too long", path);
+	code = gw_call(g, "PUT", api, body, timeout_s, &out, err);
+	if (code >= 0 && code != 200 && code != 201)
+		reply_error(err, "writing", path, code, out);
+	json_decref(out);
+	return code == 200 || code == 201 ? 0 : -1;
+}
+
+/* DELETE PATH (a file not there is no error); 0, or -1 with ERR. */
+static int delete_path(gw_t *g, const char *path, gw_error_t *err)
+{
+	char api[3 * PATH_MAX_BYTES + 64];
+	json_t *out = NULL;
+	long code;
+	if (api_path(path, NULL, api, sizeof api) < 0)
+		return gw_error(err, GW_E_USAGE, "%s: the path is too long", path);
+	code = gw_call(g, "DELETE", api, NULL, CALL_TIMEOUT_S, &out, err);
+	if (code >= 0 && code != 204 && code != 200 && code != 404)
+		reply_error(err, "removing", path, code, out);
+	json_decref(out);
+	return code == 204 || code == 200 || code == 404 ? 0 : -1;
+}
+
+int kg_make_dirs(gw_t *g, const char *path, gw_error_t *err)
+{
+	char prefix[PATH_MAX_BYTES + 1];
+	json_t *body = json_pack("{s:s}", "type", "directory");
+	size_t n = strlen(path);
+	int rc = 0;
+	if (!body || n > PATH_MAX_BYTES) {
+		json_decref(body);
+		return gw_error(err, GW_E_USAGE, "%s: the path is too long", path);
+	}
+	/* each prefix that ends a component, shortest first (a PUT of a
+	 * directory there already is no error) */
+	for (size_t i = 1; i <= n && rc == 0; i++)
+		if (i == n || path[i] == '/') {
+			memcpy(prefix, path, i);
+			prefix[i] = '\0';
+			rc = put_model(g, prefix, body, CALL_TIMEOUT_S, err);
+		}
+	json_decref(body);
+	return rc;
+}
+
+/* Read up to SIZE bytes of FD into BUF (fewer only at its end).  The
+ * count, or -1 with errno. */
+static ssize_t read_full(int fd, char *buf, size_t size)
+{
+	size_t got = 0;
+	while (got < size) {
+		ssize_t n = read(fd, buf + got, size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* PUT the LEN bytes of DATA to PATH as a file, as part CHUNK (0: whole). */
+static int put_bytes(gw_t *g, const char *path, const char *data, size_t len, int chunk,
+                     gw_error_t *err)
+{
+	char *b64 = kx_base64_encode(data, len, NULL);
+	json_t *body = b64 ? json_pack("{s:s, s:s, s:s}", "type", "file", "format", "base64",
+	                               "content", b64)
+	                   : NULL;
+	int rc;
+	free(b64);
+	if (!body)
+		return gw_error(err, GW_E_USAGE, "out of memory");
+	if (chunk)
+		json_object_set_new(body, "chunk", json_integer(chunk));
+	rc = put_model(g, path, body, PART_TIMEOUT_S, err);
+	json_decref(body);
+	return rc;
+}
+
+/* The descriptor of the argument FD, or -1. */
+static int arg_fd(const char *text)
+{
+	char *end;
+	long fd;
+	errno = 0;
+	fd = strtol(text, &end, 10);
+	if (errno || *end || end == text || fd < 0 || fd > 65535 || fcntl((int)fd, F_GETFD) < 0)
+		return -1;
+	return (int)fd;
+}
+
+/* PATH's directory, "" for the root, in OUT (PATH_MAX_BYTES + 1). */
+static void parent_of(const char *path, char *out)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	memcpy(out, path, n);
+	out[n] = '\0';
+}
+
+/* A large file: its parts to a file beside PATH, which then replaces it. */
+static int put_in_parts(gw_t *g, const char *path, int fd, char *buf, size_t have,
+                        unsigned long long *total, gw_error_t *err)
+{
+	char part[PATH_MAX_BYTES + 32];
+	unsigned char rnd[4];
+	json_t *model = NULL, *body = NULL;
+	int chunk = 1, rc = -1;
+	bool made = false;
+	ssize_t n;
+
+	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+		return gw_error(err, GW_E_USAGE, "no random bytes: %s", strerror(errno));
+	snprintf(part, sizeof part, "%s.kbox-part-%02x%02x%02x%02x", path, rnd[0], rnd[1], rnd[2],
+	         rnd[3]);
+	/* BUF holds KG_FILE_CHUNK + 1 bytes read (fewer: the file's end), so
+	 * that the last part is known as such (-1) */
+	*total = 0;
+	for (;;) {
+		size_t len = have > (size_t)KG_FILE_CHUNK ? (size_t)KG_FILE_CHUNK : have;
+		bool last = have <= (size_t)KG_FILE_CHUNK;
+		if (put_bytes(g, part, buf, len, last ? -1 : chunk, err) < 0)
+			goto out;
+		made = true;
+		*total += len;
+		chunk++;
+		if (last)
+			break;
+		memmove(buf, buf + len, have - len);
+		have -= len;
+		if ((n = read_full(fd, buf + have, (size_t)KG_FILE_CHUNK + 1 - have)) < 0) {
+			gw_error(err, GW_E_USAGE, "reading the file: %s", strerror(errno));
+			goto out;
+		}
+		have += (size_t)n;
+	}
+	/* the whole of it there? (a contents manager that does not take
+	 * parts keeps the last one) */
+	if (stat_path(g, part, &model, err) < 0)
+		goto out;
+	if (!json_is_integer(json_object_get(model, "size")) ||
+	    (unsigned long long)json_integer_value(json_object_get(model, "size")) != *total) {
+		gw_error(err, GW_E_SERVER,
+		         "writing %s: the server kept %lld of its %llu bytes: its contents manager "
+		         "does not take a file in parts (jupyter_server's LargeFileManager does); "
+		         "a file of at most %ld MiB goes whole",
+		         path, (long long)json_integer_value(json_object_get(model, "size")),
+		         *total, KG_FILE_CHUNK >> 20);
+		goto out;
+	}
+	json_decref(model);
+	model = NULL;
+	/* PATCH does not replace: the old file goes first (the new one is
+	 * whole beside it meanwhile) */
+	if (stat_path(g, path, &model, err) == 0) {
+		const char *type = json_string_value(json_object_get(model, "type"));
+		if (type && strcmp(type, "directory") == 0) {
+			gw_error(err, GW_E_USAGE, "%s is a directory on the server", path);
+			goto out;
+		}
+		if (delete_path(g, path, err) < 0)
+			goto out;
+	} else if (err->kind != GW_E_NOT_FOUND)
+		goto out;
+	{
+		char api[3 * PATH_MAX_BYTES + 64];
+		json_t *out = NULL;
+		long code;
+		body = json_pack("{s:s}", "path", path);
+		if (api_path(part, NULL, api, sizeof api) < 0 || !body) {
+			gw_error(err, GW_E_USAGE, "%s: the path is too long", path);
+			goto out;
+		}
+		code = gw_call(g, "PATCH", api, body, CALL_TIMEOUT_S, &out, err);
+		if (code >= 0 && code != 200)
+			reply_error(err, "renaming the parts of", path, code, out);
+		json_decref(out);
+		if (code != 200)
+			goto out;
+	}
+	made = false;
+	rc = 0;
+out:
+	if (made) {
+		gw_error_t e2 = {0};
+		delete_path(g, part, &e2);
+	}
+	json_decref(model);
+	json_decref(body);
+	return rc;
+}
+
+int kg_cmd_put(const char *path, const char *fdarg)
+{
+	gw_error_t err = {0};
+	gw_t *g = kg_server_from_stdin(&err);
+	char parent[PATH_MAX_BYTES + 1], *buf = NULL;
+	unsigned long long total = 0;
+	int fd, rc = 1;
+	ssize_t n;
+
+	if (!g)
+		return kg_say_error(1, &err);
+	if (!kg_path_valid(path)) {
+		gw_error(&err, GW_E_USAGE, "\"%s\" is not a path kbox-gateway takes", path);
+		goto out;
+	}
+	if ((fd = arg_fd(fdarg)) < 0) {
+		gw_error(&err, GW_E_USAGE, "\"%s\" is not an open descriptor", fdarg);
+		goto out;
+	}
+	/* a part and a byte: is there more? */
+	if (!(buf = malloc((size_t)KG_FILE_CHUNK + 1))) {
+		gw_error(&err, GW_E_USAGE, "out of memory");
+		goto out;
+	}
+	if ((n = read_full(fd, buf, (size_t)KG_FILE_CHUNK + 1)) < 0) {
+		gw_error(&err, GW_E_USAGE, "reading the file: %s", strerror(errno));
+		goto out;
+	}
+	parent_of(path, parent);
+	if (kg_contents_probe(g, &err) < 0 || (*parent && kg_make_dirs(g, parent, &err) < 0))
+		goto out;
+	if (n <= KG_FILE_CHUNK) {
+		if (put_bytes(g, path, buf, (size_t)n, 0, &err) < 0)
+			goto out;
+		total = (unsigned long long)n;
+	} else if (put_in_parts(g, path, fd, buf, (size_t)n, &total, &err) < 0)
+		goto out;
+	kg_say(1, json_pack("{s:{s:o, s:I}}", "put", "path", kg_jtext(path), "size",
+	                    (json_int_t)total));
+	rc = 0;
+out:
+	if (rc)
+		kg_say_error(1, &err);
+	free(buf);
+	gw_destroy(&g);
+	return rc;
+}
+
+int kg_cmd_get(const char *path, const char *fdarg)
+{
+	gw_error_t err = {0};
+	gw_t *g = kg_server_from_stdin(&err);
+	char api[3 * PATH_MAX_BYTES + 64];
+	json_t *model = NULL, *out = NULL, *size;
+	const char *type, *content;
+	unsigned char *data = NULL;
+	size_t len = 0;
+	long code;
+	int fd, rc = 1;
+
+	if (!g)
+		return kg_say_error(1, &err);
+	if (!kg_path_valid(path)) {
+		gw_error(&err, GW_E_USAGE, "\"%s\" is not a path kbox-gateway takes", path);
+		goto out;
+	}
+	if ((fd = arg_fd(fdarg)) < 0) {
+		gw_error(&err, GW_E_USAGE, "\"%s\" is not an open descriptor", fdarg);
+		goto out;
+	}
+	if (kg_contents_probe(g, &err) < 0 || stat_path(g, path, &model, &err) < 0)
+		goto out;
+	type = json_string_value(json_object_get(model, "type"));
+	size = json_object_get(model, "size");
+	if (type && strcmp(type, "directory") == 0) {
+		gw_error(&err, GW_E_USAGE, "%s is a directory on the server, not a file", path);
+		goto out;
+	}
+	if (json_is_integer(size) && json_integer_value(size) > KG_FILE_MAX) {
+		gw_error(&err, GW_E_USAGE,
+		         "%s is %lld bytes: a file of over %ld MiB is not taken through the "
+		         "server's contents API, which sends it whole in one reply (split it in "
+		         "the code)",
+		         path, (long long)json_integer_value(size), KG_FILE_MAX >> 20);
+		goto out;
+	}
+	/* base64 (4 characters for 3 bytes) and the model's other members */
+	gw_set_max_body(g, (size_t)KG_FILE_MAX / 3 * 4 + (1 << 20));
+	if (api_path(path, "type=file&format=base64&content=1", api, sizeof api) < 0) {
+		gw_error(&err, GW_E_USAGE, "%s: the path is too long", path);
+		goto out;
+	}
+	code = gw_call(g, "GET", api, NULL, PART_TIMEOUT_S, &out, &err);
+	if (code < 0)
+		goto out;
+	if (code != 200) {
+		reply_error(&err, "reading", path, code, out);
+		goto out;
+	}
+	content = json_string_value(json_object_get(out, "content"));
+	if (!content) {
+		gw_error(&err, GW_E_SERVER, "reading %s: the server's reply has no content", path);
+		goto out;
+	}
+	len = json_string_length(json_object_get(out, "content"));
+	if (!(data = malloc(len / 4 * 3 + 3))) {
+		gw_error(&err, GW_E_USAGE, "out of memory");
+		goto out;
+	}
+	if (kx_base64_decode(content, len, data, &len) < 0) {
+		gw_error(&err, GW_E_SERVER, "reading %s: the server's content is not base64", path);
+		goto out;
+	}
+	if (len > (size_t)KG_FILE_MAX) {
+		gw_error(&err, GW_E_SERVER, "reading %s: the server sent over %ld MiB", path,
+		         KG_FILE_MAX >> 20);
+		goto out;
+	}
+	if (kx_write_all(fd, data, len) < 0) {
+		gw_error(&err, GW_E_USAGE, "writing %s here: %s", path, strerror(errno));
+		goto out;
+	}
+	kg_say(1,
+	       json_pack("{s:{s:o, s:I}}", "got", "path", kg_jtext(path), "size", (json_int_t)len));
+	rc = 0;
+out:
+	if (rc)
+		kg_say_error(1, &err);
+	free(data);
+	json_decref(model);
+	json_decref(out);
+	gw_destroy(&g);
+	return rc;
+}
+
+int kg_cmd_list(const char *path)
+{
+	gw_error_t err = {0};
+	gw_t *g = kg_server_from_stdin(&err);
+	char api[3 * PATH_MAX_BYTES + 64];
+	json_t *out = NULL, *entries = NULL, *v;
+	const char *type;
+	long code;
+	size_t i;
+	int rc = 1;
+	bool root = !*path || strcmp(path, ".") == 0;
+
+	if (!g)
+		return kg_say_error(1, &err);
+	if (!root && !kg_path_valid(path)) {
+		gw_error(&err, GW_E_USAGE, "\"%s\" is not a path kbox-gateway takes", path);
+		goto out;
+	}
+	if (kg_contents_probe(g, &err) < 0)
+		goto out;
+	gw_set_max_body(g, LIST_BODY_MAX);
+	if (api_path(root ? "" : path, "type=directory&content=1", api, sizeof api) < 0) {
+		gw_error(&err, GW_E_USAGE, "%s: the path is too long", path);
+		goto out;
+	}
+	code = gw_call(g, "GET", api, NULL, CALL_TIMEOUT_S, &out, &err);
+	if (code < 0)
+		goto out;
+	if (code == 404) {
+		gw_error(&err, GW_E_NOT_FOUND, "%s: no such directory on the server", path);
+		goto out;
+	}
+	if (code == 400 && (type = json_string_value(json_object_get(out, "message"))) &&
+	    strstr(type, "not a directory")) {
+		gw_error(&err, GW_E_USAGE, "%s: not a directory", path);
+		goto out;
+	}
+	if (code != 200 || !json_is_array(json_object_get(out, "content"))) {
+		reply_error(&err, "listing", path, code, out);
+		goto out;
+	}
+	entries = json_array();
+	json_array_foreach(json_object_get(out, "content"), i, v)
+	{
+		const char *name = json_string_value(json_object_get(v, "name"));
+		json_t *size = json_object_get(v, "size");
+		type = json_string_value(json_object_get(v, "type"));
+		if (!name || !type)
+			continue;
+		json_array_append_new(
+		        entries, json_pack("{s:o, s:s, s:O}", "name", kg_jtext(name), "type", type,
+		                           "size", json_is_integer(size) ? size : json_null()));
+	}
+	kg_say(1, json_pack("{s:{s:o, s:o}}", "list", "path", kg_jtext(root ? "." : path),
+	                    "entries", entries));
+	rc = 0;
+out:
+	if (rc)
+		kg_say_error(1, &err);
+	json_decref(out);
+	gw_destroy(&g);
+	return rc;
+}
