@@ -173,13 +173,35 @@ check put_copies_a_file_to_the_kernels_directory_on_the_server eval 'status_is 0
 kbox exec -s g 'import pandas as pd; print(pd.read_csv("local.csv")["b"].sum())'
 check the_remote_kernel_reads_the_file_put eval 'status_is 0 && stdout_is 2'
 kbox put -s g "$T/local.csv" "sub/dir/x y%.csv"
-check put_makes_the_directories_of_its_destination eval 'status_is 0 &&
+check put_makes_no_directory_as_in_a_workspace fails_with 2 \
+	"kbox put: sub/dir/x y%.csv: its directory does not exist (none is made: make it in the code)"
+kbox exec -s g 'import os; os.makedirs("sub/dir")'
+kbox put -s g "$T/local.csv" "sub/dir/x y%.csv"
+check put_into_a_directory_the_code_made eval 'status_is 0 &&
 	cmp -s "$T/local.csv" "$SROOT/$rdir/sub/dir/x y%.csv"'
+kbox put -s g "$T/local.csv" sub/dir/
+check put_to_a_directory_keeps_the_files_name eval 'status_is 0 &&
+	cmp -s "$T/local.csv" "$SROOT/$rdir/sub/dir/local.csv"'
+kbox put -s g "$T/local.csv" local.csv/
+check put_to_a_file_as_a_directory_is_refused_and_keeps_it fails_with 2 \
+	"kbox put: local.csv/ is not a directory"
+check the_file_is_as_it_was eval 'cmp -s "$T/local.csv" "$SROOT/$rdir/local.csv"'
+printf 'x\n' | kbox put -s g - sub/dir
+check standard_input_to_a_directory_is_refused fails_with 2 \
+	"kbox put: sub/dir is a directory: give the file's name in it"
+# a link the code made is replaced, as in a workspace, not written through
+echo outside >"$ROOT/outside.txt"
+kbox exec -s g "import os; os.symlink('$ROOT/outside.txt', 'lnk')"
+kbox put -s g "$T/local.csv" lnk
+check put_replaces_a_link_at_its_destination_and_writes_nothing_through_it eval 'status_is 0 &&
+	[ "$(cat "$ROOT/outside.txt")" = outside ] && [ ! -L "$SROOT/$rdir/lnk" ] &&
+	cmp -s "$T/local.csv" "$SROOT/$rdir/lnk"'
 printf 'piped\n' | kbox put -s g - piped.txt
 check put_takes_standard_input eval 'status_is 0 && [ "$(cat "$SROOT/$rdir/piped.txt")" = piped ]'
 # over 8 MiB: in parts, to a file beside it that then replaces it
 head -c 20000000 /dev/urandom >"$T/big.bin"
 head -c 9000000 /dev/urandom >"$T/big2.bin"
+kbox exec -s g 'import os; os.mkdir("data")'
 kbox put -s g "$T/big.bin" data/big.bin
 check a_large_file_goes_in_parts_and_arrives_whole eval 'status_is 0 &&
 	cmp -s "$T/big.bin" "$SROOT/$rdir/data/big.bin" &&
@@ -200,25 +222,46 @@ kbox get -s g nope.txt
 check get_of_a_missing_file_names_it_and_where_it_was_looked_for fails_with 2 \
 	"kbox get: nope.txt: no such file in the session's directory $rdir on the Jupyter server at $(URL)"
 kbox get -s g sub
-check get_of_a_directory_is_refused eval 'status_is 2 && stdout_empty &&
-	grep -q "^kbox get: backend gateway: $rdir/sub is a directory on the server, not a file$" stderr'
+check get_of_a_directory_is_refused fails_with 2 "kbox get: sub is a directory, not a file"
 kbox put -s g "$T/local.csv" .hidden.csv
 check put_of_a_name_the_server_refuses_says_why eval 'status_is 2 && stdout_empty &&
-	grep -q "^kbox put: backend gateway: writing $rdir/.hidden.csv: HTTP 400: " stderr'
+	grep -q "^kbox put: writing .hidden.csv: HTTP 400: " stderr'
 kbox put -s g "$T/local.csv" ../escaped.csv
 check row59_a_path_out_of_the_sessions_directory_is_refused eval 'status_is 2 && stdout_empty &&
 	grep -q "^kbox put: \.\./escaped\.csv: " stderr && [ ! -e "$SROOT/kbox/escaped.csv" ]'
 kbox get -s g "sub/../../g-x/local.csv"
 check row59_so_is_one_to_get eval 'status_is 2 && stdout_empty && grep -q "^kbox get: " stderr'
 [ -n "$SKIPPING" ] || printf '%s\n' "{\"url\": \"$(URL)\", \"token\": \"$TOKEN\"}" |
-	"$top_builddir/kbox-gateway" get "$rdir/./local.csv" 1 >stdout 2>stderr
-check row59_the_helper_refuses_a_dot_component_itself eval '
-	stdout_is "{\"error\":{\"kind\":\"usage\",\"message\":\"\\\"$rdir/./local.csv\\\" is not a path kbox-gateway takes\"}}"'
+	"$top_builddir/kbox-gateway" get "$rdir" ../local.csv 1 >stdout 2>stderr
+check row59_the_helper_refuses_a_dot_dot_component_itself eval '
+	stdout_is "{\"error\":{\"kind\":\"usage\",\"message\":\"../local.csv: a path with \\\"..\\\" is refused\"}}"'
 kbox exec -s g 'f = open("huge.bin", "wb"); f.truncate(129 << 20); f.close()'
 kbox get -s g huge.bin "$T/huge.bin"
 check row59_a_file_over_128_mib_is_refused_before_it_is_sent eval 'status_is 2 && stdout_empty &&
-	grep -q "^kbox get: backend gateway: $rdir/huge.bin is 135266304 bytes: a file of over 128 MiB is not taken" stderr &&
+	grep -q "^kbox get: huge.bin is 135266304 bytes: a file of over 128 MiB is not taken" stderr &&
 	[ ! -e "$T/huge.bin" ]'
+# one of 128 MiB comes whole (the server's base64 has a line break each
+# 76 characters: its reply is 1.37 times the file)
+kbox exec -s g 'f = open("huge.bin", "wb"); f.truncate(128 << 20); f.close()'
+kbox get -s g huge.bin "$T/huge.bin"
+check a_file_of_128_mib_comes_whole eval 'status_is 0 && stderr_empty &&
+	[ "$(stat -c %s "$T/huge.bin")" = 134217728 ] && cmp -s "$T/huge.bin" /dev/zero -n 134217728'
+rm -f "$T/huge.bin"
+# a put of parts that ends early (kbox killed) leaves no part on the server
+if [ -z "$SKIPPING" ]; then
+	mkfifo "$T/fifo"
+	"$KBOX" put -s g - stopped.bin <"$T/fifo" >/dev/null 2>&1 &
+	putpid=$!
+	exec 3>"$T/fifo"
+	head -c 9000000 /dev/zero >&3
+	parts() { ls "$SROOT/$rdir" | grep -c "^stopped.bin.kbox-part-"; }
+	wait_for [ "$(parts)" = 1 ]
+	kill -TERM "$putpid"
+	wait "$putpid"
+	exec 3>&-
+fi
+check a_put_stopped_midway_leaves_no_part_and_no_file eval 'wait_for [ "$(parts)" = 0 ] &&
+	[ ! -e "$SROOT/$rdir/stopped.bin" ]'
 
 # a timeout, and an interrupt
 kbox exec -s g 'keep = 7'
@@ -343,6 +386,7 @@ def call(i, name, args):
     c = r["content"][0]
     print(name, r.get("isError", False), c.get("text", c.get("mimeType")).rstrip("\n"),
           file=sys.stderr)
+call(20, "run_python", {"code": "import os; os.mkdir('notes')"})
 call(3, "write_file", {"path": "notes/m.txt", "content": "h\u00e9llo\n"})
 call(4, "list_files", {"path": "notes"})
 call(5, "read_file", {"path": "/workspace/notes/m.txt"})
@@ -352,12 +396,15 @@ call(7, "run_python", {"code": "import matplotlib.pyplot as plt; plt.plot([1, 2]
 call(8, "read_image", {"path": "c.png"})
 call(9, "read_file", {"path": "nope.txt"})
 call(10, "list_files", {"path": "notes/m.txt"})
+call(11, "run_python", {"code": "f = open('big.png', 'wb'); f.truncate(6 << 20); f.close()"})
+call(12, "read_image", {"path": "big.png"})
 p.stdin.close()
 p.wait()
 PYEOF
 rc=$?
 check kbox_mcp_runs_python_on_the_remote_kernel eval 'status_is 0 && stdout_is 80'
 check kbox_mcps_file_tools_work_in_the_remote_kernels_directory eval 'cmp -s - stderr <<EOF
+run_python False [no output]
 write_file False wrote 7 bytes to notes/m.txt
 list_files False m.txt	7 bytes
 read_file False héllo
@@ -366,6 +413,8 @@ run_python False saved
 read_image False image/png
 read_file True read_file: nope.txt: no such file
 list_files True list_files: notes/m.txt: not a directory
+run_python False [no output]
+read_image True read_image: big.png is 6291456 bytes, more than the 5242880 bytes this tool returns
 EOF'
 kbox stop -s f
 
@@ -569,10 +618,10 @@ kbox status -s h
 check row58_the_supervisor_goes_on eval 'status_is 0 && [ "$(status_line state)" = idle ]'
 kbox put -s h "$ROOT/token" t
 check put_on_a_server_without_a_contents_api_says_what_to_do_instead fails_with 2 \
-	"kbox put: backend gateway: the Jupyter server at http://127.0.0.1:${SPORT-} has no contents API (/api/contents): it is a Kernel Gateway or an Enterprise Gateway, whose kernels keep their files themselves: write and read files from the code, or give the kernels a volume (Enterprise Gateway: KERNEL_WORKING_DIR with EG_MIRROR_WORKING_DIRS)"
+	"kbox put: the Jupyter server at http://127.0.0.1:${SPORT-} has no contents API (/api/contents): it is a Kernel Gateway or an Enterprise Gateway, whose kernels keep their files themselves: write and read files from the code, or give the kernels a volume (Enterprise Gateway: KERNEL_WORKING_DIR with EG_MIRROR_WORKING_DIRS)"
 kbox get -s h t
 check get_on_it_says_so_too eval 'status_is 2 && stdout_empty &&
-	grep -q "^kbox get: backend gateway: the Jupyter server at http://127.0.0.1:[0-9]* has no contents API" stderr'
+	grep -q "^kbox get: the Jupyter server at http://127.0.0.1:[0-9]* has no contents API" stderr'
 kbox stop -s h
 check row58_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/hostile/deleted" ]'
 

@@ -83,7 +83,8 @@ int cmd_put(int argc, char **argv)
 		goto out;
 	if (cli_session_remote(dir)) {
 		/* the kernel's directory on its Jupyter server */
-		if (kr_gateway_put(dir, in, dest, &err) == 0)
+		if (kr_gateway_put(dir, in, dest, in_is_stdin ? NULL : basename(hostcopy), &err) ==
+		    0)
 			status = EXIT_OK;
 		else {
 			cli_error("put", "%s", err.msg);

@@ -18,13 +18,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #define CALL_TIMEOUT_S 30
 #define PART_TIMEOUT_S 300 /* one part of KG_FILE_CHUNK bytes, or a file got */
 #define PATH_MAX_BYTES 4096
 #define LIST_BODY_MAX (32 << 20) /* a directory's listing */
+
+/* The stop kbox asked for (a signal: the caller ended, say), which ends
+ * the wait of a request (gw_set_cancel) and of the file being read. */
+static int stop_fd = -1;
 
 bool kg_path_valid(const char *path)
 {
@@ -132,8 +139,9 @@ static int stat_path(gw_t *g, const char *path, json_t **model, gw_error_t *err)
 	return 0;
 }
 
-/* PUT BODY to PATH; 0, or -1 with ERR. */
-static int put_model(gw_t *g, const char *path, json_t *body, long timeout_s, gw_error_t *err)
+/* PUT BODY to PATH (SHOWN names it); 0, or -1 with ERR. */
+static int put_model(gw_t *g, const char *path, const char *shown, json_t *body, long timeout_s,
+                     gw_error_t *err)
 {
 	char api[3 * PATH_MAX_BYTES + 64];
 	json_t *out = NULL;
@@ -142,7 +150,7 @@ static int put_model(gw_t *g, const char *path, json_t *body, long timeout_s, gw
 		return gw_error(err, GW_E_USAGE, "%s: the path is too long", path);
 	code = gw_call(g, "PUT", api, body, timeout_s, &out, err);
 	if (code >= 0 && code != 200 && code != 201)
-		reply_error(err, "writing", path, code, out);
+		reply_error(err, "writing", shown, code, out);
 	json_decref(out);
 	return code == 200 || code == 201 ? 0 : -1;
 }
@@ -178,19 +186,27 @@ int kg_make_dirs(gw_t *g, const char *path, gw_error_t *err)
 		if (i == n || path[i] == '/') {
 			memcpy(prefix, path, i);
 			prefix[i] = '\0';
-			rc = put_model(g, prefix, body, CALL_TIMEOUT_S, err);
+			rc = put_model(g, prefix, prefix, body, CALL_TIMEOUT_S, err);
 		}
 	json_decref(body);
 	return rc;
 }
 
 /* Read up to SIZE bytes of FD into BUF (fewer only at its end).  The
- * count, or -1 with errno. */
+ * count, or -1 with errno (ECANCELED: a stop). */
 static ssize_t read_full(int fd, char *buf, size_t size)
 {
 	size_t got = 0;
 	while (got < size) {
-		ssize_t n = read(fd, buf + got, size - got);
+		struct pollfd p[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+		ssize_t n;
+		if (poll(p, stop_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+			return -1;
+		if (p[1].revents) {
+			errno = ECANCELED;
+			return -1;
+		}
+		n = read(fd, buf + got, size - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -202,9 +218,10 @@ static ssize_t read_full(int fd, char *buf, size_t size)
 	return (ssize_t)got;
 }
 
-/* PUT the LEN bytes of DATA to PATH as a file, as part CHUNK (0: whole). */
-static int put_bytes(gw_t *g, const char *path, const char *data, size_t len, int chunk,
-                     gw_error_t *err)
+/* PUT the LEN bytes of DATA to PATH (SHOWN names it) as a file, as part
+ * CHUNK (0: whole). */
+static int put_bytes(gw_t *g, const char *path, const char *shown, const char *data, size_t len,
+                     int chunk, gw_error_t *err)
 {
 	char *b64 = kx_base64_encode(data, len, NULL);
 	json_t *body = b64 ? json_pack("{s:s, s:s, s:s}", "type", "file", "format", "base64",
@@ -216,7 +233,7 @@ static int put_bytes(gw_t *g, const char *path, const char *data, size_t len, in
 		return gw_error(err, GW_E_USAGE, "out of memory");
 	if (chunk)
 		json_object_set_new(body, "chunk", json_integer(chunk));
-	rc = put_model(g, path, body, PART_TIMEOUT_S, err);
+	rc = put_model(g, path, shown, body, PART_TIMEOUT_S, err);
 	json_decref(body);
 	return rc;
 }
@@ -233,6 +250,91 @@ static int arg_fd(const char *text)
 	return (int)fd;
 }
 
+/* ---- the session's paths ---- */
+
+
+static bool stop_asked(void *arg)
+{
+	struct pollfd p = {stop_fd, POLLIN, 0};
+	(void)arg;
+	return stop_fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* Take SIGTERM, SIGINT and SIGHUP as a stop of G's requests. */
+static void take_stops(gw_t *g)
+{
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	stop_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	gw_set_cancel(g, stop_asked, NULL);
+}
+
+/* A path of the session: DIR (its directory on the server) and REL in
+ * it, as the user gave it; FULL, the API path: DIR/REL without REL's
+ * empty and "." components; SLASH, whether REL ended in '/'. */
+typedef struct {
+	const char *dir, *rel;
+	char full[PATH_MAX_BYTES + 1];
+	bool slash;
+} spath_t;
+
+/* Fill P of DIR and REL.  0, or -1 with ERR (kind "usage"). */
+static int spath(spath_t *p, const char *dir, const char *rel, gw_error_t *err)
+{
+	size_t o = strlen(dir), n = strlen(rel);
+	p->dir = dir;
+	p->rel = rel;
+	p->slash = n && rel[n - 1] == '/';
+	if (!kg_path_valid(dir) || o >= sizeof p->full)
+		return gw_error(err, GW_E_USAGE, "\"%s\" is not a directory kbox-gateway takes",
+		                dir);
+	memcpy(p->full, dir, o);
+	for (const char *c = rel; *c;) {
+		size_t len = strcspn(c, "/");
+		if (len == 2 && c[0] == '.' && c[1] == '.')
+			return gw_error(err, GW_E_USAGE, "%s: a path with \"..\" is refused", rel);
+		if (len && !(len == 1 && c[0] == '.')) {
+			if (o + 1 + len >= sizeof p->full)
+				return gw_error(err, GW_E_USAGE, "%s: the path is too long", rel);
+			p->full[o++] = '/';
+			memcpy(p->full + o, c, len);
+			o += len;
+		}
+		c += len + (c[len] == '/');
+	}
+	p->full[o] = '\0';
+	if (rel[0] == '/' || !kg_path_valid(p->full))
+		return gw_error(err, GW_E_USAGE, "\"%s\" is not a path kbox-gateway takes", rel);
+	return 0;
+}
+
+/* The type of the API path PATH ("file", "directory", "notebook") in
+ * TYPE (16 bytes), "" when there is none, its size in *SIZE (-1: not
+ * said).  0, or -1 with ERR. */
+static int type_of(gw_t *g, const char *path, char *type, long long *size, gw_error_t *err)
+{
+	json_t *model = NULL;
+	const char *t;
+	type[0] = '\0';
+	*size = -1;
+	if (stat_path(g, path, &model, err) < 0) {
+		if (err->kind != GW_E_NOT_FOUND)
+			return -1;
+		*err = (gw_error_t){0};
+		return 0;
+	}
+	t = json_string_value(json_object_get(model, "type"));
+	snprintf(type, 16, "%s", t ? t : "file");
+	if (json_is_integer(json_object_get(model, "size")))
+		*size = (long long)json_integer_value(json_object_get(model, "size"));
+	json_decref(model);
+	return 0;
+}
+
 /* PATH's directory, "" for the root, in OUT (PATH_MAX_BYTES + 1). */
 static void parent_of(const char *path, char *out)
 {
@@ -242,9 +344,13 @@ static void parent_of(const char *path, char *out)
 	out[n] = '\0';
 }
 
-/* A large file: its parts to a file beside PATH, which then replaces it. */
-static int put_in_parts(gw_t *g, const char *path, int fd, char *buf, size_t have,
-                        unsigned long long *total, gw_error_t *err)
+/* FD's bytes (the first HAVE of them in BUF, which holds KG_FILE_CHUNK +
+ * 1) to a new file beside PATH, in parts when over KG_FILE_CHUNK, which
+ * then replaces PATH (EXISTS: there is one): so a symbolic link at PATH is
+ * replaced, not written through, and the file there is whole or as it
+ * was.  SHOWN names PATH in errors. */
+static int write_new(gw_t *g, const char *path, const char *shown, bool exists, int fd, char *buf,
+                     size_t have, unsigned long long *total, gw_error_t *err)
 {
 	char part[PATH_MAX_BYTES + 32];
 	unsigned char rnd[4];
@@ -263,7 +369,9 @@ static int put_in_parts(gw_t *g, const char *path, int fd, char *buf, size_t hav
 	for (;;) {
 		size_t len = have > (size_t)KG_FILE_CHUNK ? (size_t)KG_FILE_CHUNK : have;
 		bool last = have <= (size_t)KG_FILE_CHUNK;
-		if (put_bytes(g, part, buf, len, last ? -1 : chunk, err) < 0)
+		/* (a file of one part goes whole: any contents manager takes it) */
+		if (put_bytes(g, part, shown, buf, len, last ? (chunk == 1 ? 0 : -1) : chunk, err) <
+		    0)
 			goto out;
 		made = true;
 		*total += len;
@@ -288,7 +396,7 @@ static int put_in_parts(gw_t *g, const char *path, int fd, char *buf, size_t hav
 		         "writing %s: the server kept %lld of its %llu bytes: its contents manager "
 		         "does not take a file in parts (jupyter_server's LargeFileManager does); "
 		         "a file of at most %ld MiB goes whole",
-		         path, (long long)json_integer_value(json_object_get(model, "size")),
+		         shown, (long long)json_integer_value(json_object_get(model, "size")),
 		         *total, KG_FILE_CHUNK >> 20);
 		goto out;
 	}
@@ -296,15 +404,7 @@ static int put_in_parts(gw_t *g, const char *path, int fd, char *buf, size_t hav
 	model = NULL;
 	/* PATCH does not replace: the old file goes first (the new one is
 	 * whole beside it meanwhile) */
-	if (stat_path(g, path, &model, err) == 0) {
-		const char *type = json_string_value(json_object_get(model, "type"));
-		if (type && strcmp(type, "directory") == 0) {
-			gw_error(err, GW_E_USAGE, "%s is a directory on the server", path);
-			goto out;
-		}
-		if (delete_path(g, path, err) < 0)
-			goto out;
-	} else if (err->kind != GW_E_NOT_FOUND)
+	if (exists && delete_path(g, path, err) < 0)
 		goto out;
 	{
 		char api[3 * PATH_MAX_BYTES + 64];
@@ -317,16 +417,26 @@ static int put_in_parts(gw_t *g, const char *path, int fd, char *buf, size_t hav
 		}
 		code = gw_call(g, "PATCH", api, body, CALL_TIMEOUT_S, &out, err);
 		if (code >= 0 && code != 200)
-			reply_error(err, "renaming the parts of", path, code, out);
+			reply_error(err, "renaming the new file to", shown, code, out);
 		json_decref(out);
+		if (code != 200 && exists) {
+			/* the old file is gone: the new one stays, whole, and is
+			 * said */
+			size_t len = strlen(err->msg);
+			snprintf(err->msg + len, sizeof err->msg - len,
+			         " (the file is there as %.200s)",
+			         part + strlen(part) - (strlen(part) > 200 ? 200 : strlen(part)));
+			made = false;
+		}
 		if (code != 200)
 			goto out;
 	}
 	made = false;
 	rc = 0;
 out:
-	if (made) {
+	if (made) { /* (even after a stop) */
 		gw_error_t e2 = {0};
+		gw_set_cancel(g, NULL, NULL);
 		delete_path(g, part, &e2);
 	}
 	json_decref(model);
@@ -334,23 +444,75 @@ out:
 	return rc;
 }
 
-int kg_cmd_put(const char *path, const char *fdarg)
+int kg_cmd_put(const char *dir, const char *rel, const char *fdarg, const char *name)
 {
 	gw_error_t err = {0};
 	gw_t *g = kg_server_from_stdin(&err);
-	char parent[PATH_MAX_BYTES + 1], *buf = NULL;
+	char parent[PATH_MAX_BYTES + 1], type[16], ptype[16], *buf = NULL;
 	unsigned long long total = 0;
+	long long size;
+	spath_t p;
 	int fd, rc = 1;
 	ssize_t n;
 
 	if (!g)
 		return kg_say_error(1, &err);
-	if (!kg_path_valid(path)) {
-		gw_error(&err, GW_E_USAGE, "\"%s\" is not a path kbox-gateway takes", path);
+	take_stops(g);
+	if (spath(&p, dir, rel, &err) < 0)
+		goto out;
+	if (*name && (strchr(name, '/') || !kg_path_valid(name))) {
+		gw_error(&err, GW_E_USAGE, "\"%s\" is not a file's name", name);
 		goto out;
 	}
 	if ((fd = arg_fd(fdarg)) < 0) {
 		gw_error(&err, GW_E_USAGE, "\"%s\" is not an open descriptor", fdarg);
+		goto out;
+	}
+	/* the session's directory is made; none in it (as in a workspace) */
+	if (kg_contents_probe(g, &err) < 0 || kg_make_dirs(g, dir, &err) < 0)
+		goto out;
+	/* the directory it goes in must be one (asked first: the server
+	 * fails a path through a file with a 500) */
+	parent_of(p.full, parent);
+	if (!p.slash && strcmp(parent, dir) != 0) {
+		if (type_of(g, parent, ptype, &size, &err) < 0)
+			goto out;
+		if (strcmp(ptype, "directory") != 0) {
+			gw_error(&err, GW_E_USAGE,
+			         *ptype ? "%s: %s is not a directory"
+			                : "%s: its directory does not exist (none is made: make it "
+			                  "in the code)",
+			         rel, parent + strlen(dir) + 1);
+			goto out;
+		}
+	}
+	if (type_of(g, p.full, type, &size, &err) < 0)
+		goto out;
+	if (strcmp(type, "directory") == 0) {
+		/* a directory: the file goes in it, under NAME */
+		size_t len = strlen(p.full);
+		if (!*name) {
+			gw_error(&err, GW_E_USAGE, "%s is a directory: give the file's name in it",
+			         rel);
+			goto out;
+		}
+		if (len + 1 + strlen(name) >= sizeof p.full) {
+			gw_error(&err, GW_E_USAGE, "%s: the path is too long", rel);
+			goto out;
+		}
+		snprintf(p.full + len, sizeof p.full - len, "/%s", name);
+		if (type_of(g, p.full, type, &size, &err) < 0)
+			goto out;
+		if (strcmp(type, "directory") == 0) {
+			gw_error(&err, GW_E_USAGE, "%s%s%s is a directory", rel, p.slash ? "" : "/",
+			         name);
+			goto out;
+		}
+	} else if (p.slash) {
+		gw_error(&err, GW_E_USAGE,
+		         *type ? "%s is not a directory"
+		               : "directory %s does not exist (none is made: make it in the code)",
+		         rel);
 		goto out;
 	}
 	/* a part and a byte: is there more? */
@@ -362,19 +524,18 @@ int kg_cmd_put(const char *path, const char *fdarg)
 		gw_error(&err, GW_E_USAGE, "reading the file: %s", strerror(errno));
 		goto out;
 	}
-	parent_of(path, parent);
-	if (kg_contents_probe(g, &err) < 0 || (*parent && kg_make_dirs(g, parent, &err) < 0))
-		goto out;
-	if (n <= KG_FILE_CHUNK) {
-		if (put_bytes(g, path, buf, (size_t)n, 0, &err) < 0)
+	if (!*type && n <= KG_FILE_CHUNK) { /* new and small: in one request */
+		if (put_bytes(g, p.full, rel, buf, (size_t)n, 0, &err) < 0)
 			goto out;
 		total = (unsigned long long)n;
-	} else if (put_in_parts(g, path, fd, buf, (size_t)n, &total, &err) < 0)
+	} else if (write_new(g, p.full, rel, *type != '\0', fd, buf, (size_t)n, &total, &err) < 0)
 		goto out;
-	kg_say(1, json_pack("{s:{s:o, s:I}}", "put", "path", kg_jtext(path), "size",
+	kg_say(1, json_pack("{s:{s:o, s:I}}", "put", "path", kg_jtext(p.full), "size",
 	                    (json_int_t)total));
 	rc = 0;
 out:
+	if (rc && stop_asked(NULL))
+		gw_error(&err, GW_E_USAGE, "stopped");
 	if (rc)
 		kg_say_error(1, &err);
 	free(buf);
@@ -382,60 +543,74 @@ out:
 	return rc;
 }
 
-int kg_cmd_get(const char *path, const char *fdarg)
+int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *maxarg)
 {
+	long long max = KG_FILE_MAX;
 	gw_error_t err = {0};
 	gw_t *g = kg_server_from_stdin(&err);
-	char api[3 * PATH_MAX_BYTES + 64];
-	json_t *model = NULL, *out = NULL, *size;
-	const char *type, *content;
+	char api[3 * PATH_MAX_BYTES + 64], type[16];
+	json_t *out = NULL;
+	const char *content;
 	unsigned char *data = NULL;
+	long long size;
 	size_t len = 0;
+	spath_t p;
 	long code;
 	int fd, rc = 1;
 
 	if (!g)
 		return kg_say_error(1, &err);
-	if (!kg_path_valid(path)) {
-		gw_error(&err, GW_E_USAGE, "\"%s\" is not a path kbox-gateway takes", path);
+	take_stops(g);
+	if (spath(&p, dir, rel, &err) < 0)
 		goto out;
-	}
 	if ((fd = arg_fd(fdarg)) < 0) {
 		gw_error(&err, GW_E_USAGE, "\"%s\" is not an open descriptor", fdarg);
 		goto out;
 	}
-	if (kg_contents_probe(g, &err) < 0 || stat_path(g, path, &model, &err) < 0)
+	if (*maxarg && ((max = strtoll(maxarg, NULL, 10)) <= 0 || max > KG_FILE_MAX))
+		max = KG_FILE_MAX;
+	if (kg_contents_probe(g, &err) < 0 || type_of(g, p.full, type, &size, &err) < 0)
 		goto out;
-	type = json_string_value(json_object_get(model, "type"));
-	size = json_object_get(model, "size");
-	if (type && strcmp(type, "directory") == 0) {
-		gw_error(&err, GW_E_USAGE, "%s is a directory on the server, not a file", path);
+	if (!*type) {
+		gw_error(&err, GW_E_NOT_FOUND, "%s: no such file", rel);
 		goto out;
 	}
-	if (json_is_integer(size) && json_integer_value(size) > KG_FILE_MAX) {
+	if (strcmp(type, "directory") == 0) {
+		gw_error(&err, GW_E_USAGE, "%s is a directory, not a file", rel);
+		goto out;
+	}
+	if (size > max && max < KG_FILE_MAX) {
+		gw_error(&err, GW_E_USAGE,
+		         "%s is %lld bytes, more than the %lld bytes this tool returns", rel, size,
+		         max);
+		goto out;
+	}
+	if (size > KG_FILE_MAX) {
 		gw_error(&err, GW_E_USAGE,
 		         "%s is %lld bytes: a file of over %ld MiB is not taken through the "
 		         "server's contents API, which sends it whole in one reply (split it in "
 		         "the code)",
-		         path, (long long)json_integer_value(size), KG_FILE_MAX >> 20);
+		         rel, size, KG_FILE_MAX >> 20);
 		goto out;
 	}
-	/* base64 (4 characters for 3 bytes) and the model's other members */
-	gw_set_max_body(g, (size_t)KG_FILE_MAX / 3 * 4 + (1 << 20));
-	if (api_path(path, "type=file&format=base64&content=1", api, sizeof api) < 0) {
-		gw_error(&err, GW_E_USAGE, "%s: the path is too long", path);
+	/* base64 as Python's encodebytes writes it, 76 characters and a
+	 * line break (two characters in JSON) for each 57 bytes, and the
+	 * model's other members */
+	gw_set_max_body(g, (size_t)KG_FILE_MAX / 57 * 78 + (1 << 20));
+	if (api_path(p.full, "type=file&format=base64&content=1", api, sizeof api) < 0) {
+		gw_error(&err, GW_E_USAGE, "%s: the path is too long", rel);
 		goto out;
 	}
 	code = gw_call(g, "GET", api, NULL, PART_TIMEOUT_S, &out, &err);
 	if (code < 0)
 		goto out;
 	if (code != 200) {
-		reply_error(&err, "reading", path, code, out);
+		reply_error(&err, "reading", rel, code, out);
 		goto out;
 	}
 	content = json_string_value(json_object_get(out, "content"));
 	if (!content) {
-		gw_error(&err, GW_E_SERVER, "reading %s: the server's reply has no content", path);
+		gw_error(&err, GW_E_SERVER, "reading %s: the server's reply has no content", rel);
 		goto out;
 	}
 	len = json_string_length(json_object_get(out, "content"));
@@ -444,70 +619,68 @@ int kg_cmd_get(const char *path, const char *fdarg)
 		goto out;
 	}
 	if (kx_base64_decode(content, len, data, &len) < 0) {
-		gw_error(&err, GW_E_SERVER, "reading %s: the server's content is not base64", path);
+		gw_error(&err, GW_E_SERVER, "reading %s: the server's content is not base64", rel);
 		goto out;
 	}
-	if (len > (size_t)KG_FILE_MAX) {
-		gw_error(&err, GW_E_SERVER, "reading %s: the server sent over %ld MiB", path,
-		         KG_FILE_MAX >> 20);
+	if (len > (size_t)max) {
+		gw_error(&err, GW_E_SERVER, "reading %s: the server sent over %lld bytes", rel,
+		         max);
 		goto out;
 	}
 	if (kx_write_all(fd, data, len) < 0) {
-		gw_error(&err, GW_E_USAGE, "writing %s here: %s", path, strerror(errno));
+		gw_error(&err, GW_E_USAGE, "writing %s here: %s", rel, strerror(errno));
 		goto out;
 	}
-	kg_say(1,
-	       json_pack("{s:{s:o, s:I}}", "got", "path", kg_jtext(path), "size", (json_int_t)len));
+	kg_say(1, json_pack("{s:{s:o, s:I}}", "got", "path", kg_jtext(p.full), "size",
+	                    (json_int_t)len));
 	rc = 0;
 out:
+	if (rc && stop_asked(NULL))
+		gw_error(&err, GW_E_USAGE, "stopped");
 	if (rc)
 		kg_say_error(1, &err);
 	free(data);
-	json_decref(model);
 	json_decref(out);
 	gw_destroy(&g);
 	return rc;
 }
 
-int kg_cmd_list(const char *path)
+int kg_cmd_list(const char *dir, const char *rel)
 {
 	gw_error_t err = {0};
 	gw_t *g = kg_server_from_stdin(&err);
 	char api[3 * PATH_MAX_BYTES + 64];
 	json_t *out = NULL, *entries = NULL, *v;
 	const char *type;
+	spath_t p;
 	long code;
 	size_t i;
 	int rc = 1;
-	bool root = !*path || strcmp(path, ".") == 0;
 
 	if (!g)
 		return kg_say_error(1, &err);
-	if (!root && !kg_path_valid(path)) {
-		gw_error(&err, GW_E_USAGE, "\"%s\" is not a path kbox-gateway takes", path);
-		goto out;
-	}
-	if (kg_contents_probe(g, &err) < 0)
+	take_stops(g);
+	if (spath(&p, dir, rel, &err) < 0 || kg_contents_probe(g, &err) < 0)
 		goto out;
 	gw_set_max_body(g, LIST_BODY_MAX);
-	if (api_path(root ? "" : path, "type=directory&content=1", api, sizeof api) < 0) {
-		gw_error(&err, GW_E_USAGE, "%s: the path is too long", path);
+	if (api_path(p.full, "type=directory&content=1", api, sizeof api) < 0) {
+		gw_error(&err, GW_E_USAGE, "%s: the path is too long", rel);
 		goto out;
 	}
 	code = gw_call(g, "GET", api, NULL, CALL_TIMEOUT_S, &out, &err);
 	if (code < 0)
 		goto out;
 	if (code == 404) {
-		gw_error(&err, GW_E_NOT_FOUND, "%s: no such directory on the server", path);
+		gw_error(&err, GW_E_NOT_FOUND, "%s: no such directory", rel);
 		goto out;
 	}
 	if (code == 400 && (type = json_string_value(json_object_get(out, "message"))) &&
 	    strstr(type, "not a directory")) {
-		gw_error(&err, GW_E_USAGE, "%s: not a directory", path);
+		gw_error(&err, GW_E_USAGE, "%s: not a directory", rel);
 		goto out;
 	}
 	if (code != 200 || !json_is_array(json_object_get(out, "content"))) {
-		reply_error(&err, "listing", path, code, out);
+		reply_error(&err, "listing", rel, code, out);
 		goto out;
 	}
 	entries = json_array();
@@ -522,10 +695,12 @@ int kg_cmd_list(const char *path)
 		        entries, json_pack("{s:o, s:s, s:O}", "name", kg_jtext(name), "type", type,
 		                           "size", json_is_integer(size) ? size : json_null()));
 	}
-	kg_say(1, json_pack("{s:{s:o, s:o}}", "list", "path", kg_jtext(root ? "." : path),
-	                    "entries", entries));
+	kg_say(1,
+	       json_pack("{s:{s:o, s:o}}", "list", "path", kg_jtext(p.full), "entries", entries));
 	rc = 0;
 out:
+	if (rc && stop_asked(NULL))
+		gw_error(&err, GW_E_USAGE, "stopped");
 	if (rc)
 		kg_say_error(1, &err);
 	json_decref(out);

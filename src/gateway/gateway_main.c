@@ -81,7 +81,9 @@ typedef struct {
 	/* when the channels last connected, and the series of drops soon
 	 * after (reconnect) */
 	long long connected_at, unstable_since, backoff;
-	bool in_call; /* a REST call waits: commands that call are put off */
+	bool in_call;      /* a REST call waits: commands that call are put off */
+	bool posting;      /* the POST that starts the kernel waits */
+	long long stop_at; /* when a stop was first seen while it started */
 	/* the heartbeat's thread: it owns sock[KBOX_CH_HB] once started */
 	pthread_t hb_thread;
 	bool hb_started;
@@ -831,7 +833,10 @@ static int reconnect(run_t *r, const char *why, bool legacy)
 }
 
 /* gw_set_cancel's: a stop asked (SIGTERM, "remove", the end of standard
- * input) while the kernel starts ends the wait. */
+ * input) while the kernel starts ends the wait; the POST that starts it,
+ * POST_GRACE_MS after the stop, so that the kernel it made is known, and
+ * deleted, rather than left on the server (the supervisor waits 40 s). */
+#define POST_GRACE_MS 25000
 static bool cancelled(void *arg)
 {
 	run_t *r = arg;
@@ -840,6 +845,17 @@ static bool cancelled(void *arg)
 		wait_commands(r, 0);
 		r->in_call = false;
 	}
+	if (r->stopping && !r->stop_at) {
+		r->stop_at = kx_now_ms();
+		if (r->posting) /* (to the kernel's log) */
+			fprintf(stderr,
+			        KG_PROGRAM
+			        ": stopped while the server starts the kernel: its "
+			        "answer is awaited %d s more, to delete the kernel it made\n",
+			        POST_GRACE_MS / 1000);
+	}
+	if (r->posting)
+		return r->stopping && kx_now_ms() - r->stop_at > POST_GRACE_MS;
 	return r->stopping;
 }
 
@@ -886,12 +902,13 @@ static int cmd_run(void)
 		         kerr.msg[0] ? kerr.msg : "no kernel, or no connection");
 		goto fail;
 	}
+	gw_set_cancel(r->gw, cancelled, r);
 	/* its directory, where the server has files (a contents API): made
 	 * first, the kernel's working directory (a relative API path) */
 	dir = json_string_value(json_object_get(spec, "dir"));
 	if (dir && (!kg_path_valid(dir) || kg_contents_probe(r->gw, &err) < 0 ||
 	            kg_make_dirs(r->gw, dir, &err) < 0)) {
-		if (err.kind != GW_E_NO_CONTENTS && kg_path_valid(dir)) {
+		if (err.kind != GW_E_NO_CONTENTS && kg_path_valid(dir) && !r->stopping) {
 			char said[1200];
 			snprintf(
 			        said, sizeof said,
@@ -903,14 +920,19 @@ static int cmd_run(void)
 		dir = NULL;
 		err = (gw_error_t){0};
 	}
+	if (r->stopping) { /* no kernel is started for nothing */
+		gw_error(&err, GW_E_USAGE, "stopped while the kernel started");
+		goto fail;
+	}
 	/* the kernel (the POST waits while it starts: a pod's launch) */
 	body = json_pack("{s:s}", "name", kernel);
 	if (dir)
 		json_object_set_new(body, "path", json_string(dir));
 	if (json_is_object(env) && json_object_size(env))
 		json_object_set(body, "env", env);
-	gw_set_cancel(r->gw, cancelled, r);
+	r->posting = true;
 	code = gw_call(r->gw, "POST", "/api/kernels", body, launch + 30, &out, &err);
+	r->posting = false;
 	if (code < 0)
 		goto fail;
 	if (code != 201 && code != 200) {
@@ -926,6 +948,10 @@ static int cmd_run(void)
 		goto fail;
 	}
 	snprintf(r->kid, sizeof r->kid, "%s", json_string_value(json_object_get(out, "id")));
+	if (r->stopping) { /* asked while it started: it goes at once */
+		gw_error(&err, GW_E_USAGE, "stopped while the kernel started");
+		goto fail_delete;
+	}
 	kbox_uuid(r->session);
 	if (!(r->ws = gw_ws_connect(r->gw, r->kid, r->session, legacy, launch, MAX_MSG, on_ws_msg,
 	                            r, &err)) ||
@@ -1056,8 +1082,8 @@ out:
 static void usage(void)
 {
 	fprintf(stderr, "usage: " KG_PROGRAM
-	                " spec NAME | specs | delete ID | run | put PATH FD | get PATH FD "
-	                "| list PATH\n"
+	                " spec NAME | specs | delete ID | run | put DIR PATH FD [NAME] "
+	                "| get DIR PATH FD [MAX] | list DIR PATH\n"
 	                "(kbox's helper for the gateway backend: see gateway_proto.h)\n");
 }
 
@@ -1077,12 +1103,12 @@ int main(int argc, char **argv)
 		return cmd_delete(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "run") == 0)
 		return cmd_run();
-	if (argc == 4 && strcmp(argv[1], "put") == 0)
-		return kg_cmd_put(argv[2], argv[3]);
-	if (argc == 4 && strcmp(argv[1], "get") == 0)
-		return kg_cmd_get(argv[2], argv[3]);
-	if (argc == 3 && strcmp(argv[1], "list") == 0)
-		return kg_cmd_list(argv[2]);
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "put") == 0)
+		return kg_cmd_put(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "");
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "get") == 0)
+		return kg_cmd_get(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "");
+	if (argc == 4 && strcmp(argv[1], "list") == 0)
+		return kg_cmd_list(argv[2], argv[3]);
 	usage();
 	return 2;
 }

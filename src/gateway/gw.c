@@ -368,7 +368,8 @@ struct gw_ws {
 };
 
 /* Wait until FD is readable (WRITE: writable), at most until DEADLINE
- * (kx_now_ms).  0, or -1 when the time is over. */
+ * (kx_now_ms).  0, or -1 with errno: ETIMEDOUT when the time is over,
+ * ECANCELED when G's cancel said so. */
 static int wait_fd(gw_t *g, int fd, bool write, long long deadline)
 {
 	struct pollfd p = {fd, write ? POLLOUT : POLLIN, 0};
@@ -377,9 +378,14 @@ static int wait_fd(gw_t *g, int fd, bool write, long long deadline)
 		int r = poll(&p, 1, (int)(left > 200 ? 200 : left));
 		if (r > 0)
 			return 0;
-		if ((r < 0 && errno != EINTR) || (g->cancel && g->cancel(g->cancel_arg)))
+		if (r < 0 && errno != EINTR)
 			return -1;
+		if (g->cancel && g->cancel(g->cancel_arg)) {
+			errno = ECANCELED;
+			return -1;
+		}
 	}
+	errno = ETIMEDOUT;
 	return -1;
 }
 
@@ -585,9 +591,15 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 		kx_buf_appendf(&req, "%s\r\n", self->auth);
 	kx_buf_appends(&req, "\r\n");
 	if (req.failed || send_all(self, w, req.data, req.len, deadline) < 0) {
-		gw_error(err, GW_E_NO_SERVER,
-		         "cannot reach the Jupyter server at %s: the upgrade could not be sent",
-		         self->base);
+		if (!req.failed && errno == ECANCELED)
+			gw_error(err, GW_E_USAGE,
+			         "stopped while waiting for the Jupyter server to "
+			         "open the kernel's channels");
+		else
+			gw_error(
+			        err, GW_E_NO_SERVER,
+			        "cannot reach the Jupyter server at %s: the upgrade could not be sent",
+			        self->base);
 		goto fail;
 	}
 	/* its reply's head */
@@ -596,11 +608,16 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 		rc = curl_easy_recv(w->curl, head + used, MAX_HEAD - used, &n);
 		if (rc == CURLE_AGAIN) {
 			if (wait_fd(self, w->fd, false, deadline) < 0) {
-				gw_error(
-				        err, GW_E_NO_SERVER,
-				        "the Jupyter server at %s did not open the kernel's channels "
-				        "within %ld s",
-				        self->base, timeout_s);
+				if (errno == ECANCELED)
+					gw_error(err, GW_E_USAGE,
+					         "stopped while waiting for the Jupyter "
+					         "server to open the kernel's channels");
+				else
+					gw_error(
+					        err, GW_E_NO_SERVER,
+					        "the Jupyter server at %s did not open the kernel's "
+					        "channels within %ld s",
+					        self->base, timeout_s);
 				goto fail;
 			}
 			continue;
@@ -725,9 +742,16 @@ int gw_ws_pump(gw_ws_t *self, char *why, size_t size)
 		if (!self->over &&
 		    (wslay_event_get_queued_msg_length(self->ctx) > SEND_QUEUED_MAX ||
 		     wslay_event_get_queued_msg_count(self->ctx) > SEND_QUEUED_MSGS)) {
-			snprintf(self->why, sizeof self->why,
-			         "the server does not read what is sent to it (over %u MiB waits)",
-			         SEND_QUEUED_MAX >> 20);
+			if (wslay_event_get_queued_msg_length(self->ctx) > SEND_QUEUED_MAX)
+				snprintf(self->why, sizeof self->why,
+				         "the server does not read what is sent to it (over %u MiB "
+				         "waits)",
+				         SEND_QUEUED_MAX >> 20);
+			else
+				snprintf(self->why, sizeof self->why,
+				         "the server does not read what is sent to it (over %d "
+				         "messages wait)",
+				         SEND_QUEUED_MSGS);
 			self->over = true;
 		}
 	}

@@ -92,9 +92,9 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
 
 /* Open the regular file P for reading, as ws_open_regular does (PATH as
  * the tool was given it), with its status in *ST: of a remote session, a
- * copy in memory of the server's (KG_FILE_MAX bytes at most: the
- * contents API sends a file whole).  -1 with ERR. */
-static int open_regular(mcp_t *m, const tool_path_t *p, const char *path, struct stat *st,
+ * copy in memory of the server's, when it holds at most MAX bytes (0:
+ * KG_FILE_MAX, since the contents API sends a file whole).  -1 with ERR. */
+static int open_regular(mcp_t *m, const tool_path_t *p, const char *path, long max, struct stat *st,
                         kbox_error_t *err)
 {
 	long long size = 0;
@@ -103,7 +103,7 @@ static int open_regular(mcp_t *m, const tool_path_t *p, const char *path, struct
 		return ws_open_regular(p->dirfd, p->rel, path, st, err);
 	if ((fd = memfd_create("kbox-mcp", MFD_CLOEXEC)) < 0)
 		return kbox_error_set_sys(err, "%s", path);
-	if (kr_gateway_get(m->sess->dir, p->rel, fd, &size, err) < 0) {
+	if (kr_gateway_get(m->sess->dir, p->rel, fd, max, &size, err) < 0) {
 		if (err->code == KBOX_E_INVALID && strstr(err->msg, "is a directory"))
 			kbox_error_set(err, KBOX_E_INVALID, "%s is a directory, not a file", path);
 		close(fd);
@@ -131,7 +131,7 @@ static char *read_whole(mcp_t *m, const char *path, bool outputs_ok, long max, s
 
 	if (tool_path(m, path, outputs_ok, &p, why, size) < 0)
 		goto out;
-	if ((fd = open_regular(m, &p, path, &st, &err)) < 0) {
+	if ((fd = open_regular(m, &p, path, max, &st, &err)) < 0) {
 		if (err.code == KBOX_E_NOTFOUND)
 			snprintf(why, size, "%s: no such file", path);
 		else
@@ -582,7 +582,7 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 		max = (size_t)json_integer_value(jlen);
 	if (tool_path(m, path, true, &p, why, sizeof why) < 0)
 		return mcp_text_result(true, "read_file: %s", why);
-	if ((fd = open_regular(m, &p, path, &st, &err)) < 0) {
+	if ((fd = open_regular(m, &p, path, 0, &st, &err)) < 0) {
 		res = err.code == KBOX_E_NOTFOUND
 		              ? mcp_text_result(true, "read_file: %s: no such file", path)
 		              : mcp_text_result(true, "read_file: %s", err.msg);
@@ -707,7 +707,7 @@ json_t *mcp_write_file(mcp_t *m, json_t *args)
 		int fd = memfd_create("kbox-mcp", MFD_CLOEXEC);
 		if (fd < 0 || kx_write_all(fd, content, clen) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 			res = mcp_text_result(true, "write_file: %s: %s", path, strerror(errno));
-		else if (kr_gateway_put(m->sess->dir, fd, p.rel, &err) < 0)
+		else if (kr_gateway_put(m->sess->dir, fd, p.rel, NULL, &err) < 0)
 			res = mcp_text_result(true, "write_file: %s", err.msg);
 		else
 			res = mcp_text_result(false, "wrote %zu bytes to %s", clen, path);

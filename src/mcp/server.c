@@ -15,6 +15,7 @@
  * is the protocol's. */
 #include "config.h"
 #include "mcp/mcp_int.h"
+#include "runtime/backend.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -463,6 +464,9 @@ int mcp_serve(const mcp_options_t *o)
 
 	if ((status = mcp_session_name(&m, o->session)) != EXIT_OK)
 		return status;
+	/* a file tool's call on a gateway session's server ends in time: the
+	 * server answers nothing else meanwhile */
+	kr_gateway_files_wait(MCP_FILES_WAIT_MS);
 	/* the host functions: of --functions FILE, for the sessions it
 	 * starts, or of the session -s names; the model reads their stubs */
 	if ((status = cli_functions_for(MCP_CMD, o->functions, o->session, &functions)) != EXIT_OK)

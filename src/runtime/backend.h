@@ -319,15 +319,22 @@ int kr_gateway_token_read(int dir_fd, char **token, kbox_error_t *err);
 /* Backend gateway: the files of the session in SESSION_DIR, through its
  * server's contents API (kbox-gateway put, get, list: gateway_proto.h).
  * PATH is relative to the session's directory there ("." for it).  Put:
- * what FD holds, to its end; get: the file to FD (its size in
+ * what FD holds, to its end (PATH a directory, or ending in '/': into
+ * it, under NAME (NULL: refused); no directory is made but the
+ * session's); get: the file, of at most MAX bytes (0: KG_FILE_MAX), to FD
+ * (its size in
  * *SIZE); list: the entries in *LIST (new: [{name, type, size}]).  0, or
  * -1 with ERR: KBOX_E_NOTFOUND when there is no such file;
  * KBOX_E_INVALID when the server has no contents API, or refuses the
  * path. */
-int kr_gateway_put(const char *session_dir, int fd, const char *path, kbox_error_t *err);
-int kr_gateway_get(const char *session_dir, const char *path, int fd, long long *size,
+int kr_gateway_put(const char *session_dir, int fd, const char *path, const char *name,
                    kbox_error_t *err);
+int kr_gateway_get(const char *session_dir, const char *path, int fd, long long max,
+                   long long *size, kbox_error_t *err);
 int kr_gateway_list(const char *session_dir, const char *path, json_t **list, kbox_error_t *err);
+/* How long each of those may take from now on, ms (0, the default: as long
+ * as it takes; the helper bounds each request it makes). */
+void kr_gateway_files_wait(long ms);
 
 /* For backends: a child of PARENT (the first found), or -1: a scan of
  * /proc (the kernel under bwrap's init, or a container's). */

@@ -354,13 +354,14 @@ const kr_backend_t kr_backend_gateway = {
 /* How long the helper may take to answer a call about kernels, ms (one
  * on files takes as long as it takes: the helper bounds each request). */
 #define CALL_WAIT_MS 60000
-#define CALL_MAX (1 << 20)
+#define CALL_MAX (40 << 20) /* (a listing: kbox-gateway's own bound is 32 MiB) */
 
-/* A call of kbox-gateway: WHAT ARG [FD], and FD given it. */
+/* A call of kbox-gateway: WHAT ARG [ARG2 [FD [NAME]]], and FD given it. */
 typedef struct {
-	const char *what, *arg;
-	int fd;       /* a descriptor it gets (its number is the last argument), or -1 */
+	const char *what, *arg, *arg2, *name;
+	int fd;       /* a descriptor it gets (its number an argument), or -1 */
 	long wait_ms; /* how long it may take (0: as long as it takes) */
+	bool bare;    /* its error without "backend gateway: " (a file's) */
 } call_t;
 
 /* Run kbox-gateway as C says with the server line of URL, TOKEN, CA on
@@ -372,8 +373,8 @@ static int call_helper(const call_t *c, const char *url, const char *token, cons
                        json_t **reply, kbox_error_t *err)
 {
 	char exe[PATH_MAX], fdarg[16], **env = helper_env();
-	char *argv[] = {KG_PROGRAM, (char *)c->what, (char *)c->arg, c->fd >= 0 ? fdarg : NULL,
-	                NULL};
+	char *argv[7] = {KG_PROGRAM, (char *)c->what, (char *)c->arg};
+	size_t ac = 3;
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, st = 0, rc = -1;
 	json_t *server = NULL, *e;
 	kx_buf_t b = KX_BUF_INIT;
@@ -383,6 +384,12 @@ static int call_helper(const call_t *c, const char *url, const char *token, cons
 
 	*reply = NULL;
 	snprintf(fdarg, sizeof fdarg, "%d", c->fd);
+	if (c->arg2)
+		argv[ac++] = (char *)c->arg2;
+	if (c->fd >= 0)
+		argv[ac++] = fdarg;
+	if (c->name)
+		argv[ac++] = (char *)c->name;
 	if (!url || !*url)
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "backend gateway: no server (kbox start --url, or "
@@ -404,7 +411,9 @@ static int call_helper(const call_t *c, const char *url, const char *token, cons
 		                    .in_fd = in[0],
 		                    .parent = getppid(),
 		                    .keep = &c->fd,
-		                    .n_keep = c->fd >= 0};
+		                    .n_keep = c->fd >= 0,
+		                    /* (a file's: it removes what it left) */
+		                    .pdeath_sig = c->bare ? SIGTERM : 0};
 		kx_child_exec(exe, argv, env, &child);
 		_exit(127);
 	}
@@ -448,7 +457,13 @@ static int call_helper(const call_t *c, const char *url, const char *token, cons
 		        : kind && (strcmp(kind, "usage") == 0 || strcmp(kind, "no-contents") == 0)
 		                ? KBOX_E_INVALID
 		                : KBOX_E_SYSTEM,
-		        "backend gateway: %s", m ? m : "the Jupyter server failed");
+		        "%s%s",
+		        c->bare ? "" : "backend gateway: ", m ? m : "the Jupyter server failed");
+		/* (the server's words: no line breaks or escapes of a terminal's
+		 * in a line of kbox's, or in a tool's result) */
+		for (char *q = err ? err->msg : NULL; q && *q; q++)
+			if ((unsigned char)*q < 0x20 || *q == 0x7f)
+				*q = ' ';
 	} else if (!json_is_object(*reply))
 		kbox_error_set(err, KBOX_E_SYSTEM,
 		               "backend gateway: " KG_PROGRAM " %s said nothing", c->what);
@@ -456,8 +471,14 @@ static int call_helper(const call_t *c, const char *url, const char *token, cons
 		rc = 0;
 out:
 	if (pid > 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
+		/* (a file's call is asked first: it removes the part it left) */
+		long long end = kx_now_ms() + (c->bare ? 5000 : 0);
+		pid_t w;
+		kill(pid, c->bare ? SIGTERM : SIGKILL);
+		while ((w = waitpid(pid, &st, WNOHANG)) == 0 && kx_now_ms() < end)
+			usleep(10000);
+		if (w == 0)
+			kx_kill_wait(pid);
 	}
 	kx_close_all(in, 2);
 	kx_close_all(out, 2);
@@ -475,7 +496,7 @@ kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca
 {
 	json_t *reply = NULL;
 	kbox_kspec_t *spec = NULL;
-	call_t c = {"spec", name, -1, CALL_WAIT_MS};
+	call_t c = {.what = "spec", .arg = name, .fd = -1, .wait_ms = CALL_WAIT_MS};
 	if (call_helper(&c, url, token, ca, &reply, err) == 0) {
 		if (!json_is_object(json_object_get(reply, "spec")))
 			kbox_error_set(err, KBOX_E_SYSTEM,
@@ -493,7 +514,7 @@ int kr_gateway_delete(const char *url, const char *token, const char *ca, const 
                       kbox_error_t *err)
 {
 	json_t *reply = NULL;
-	call_t c = {"delete", id, -1, CALL_WAIT_MS};
+	call_t c = {.what = "delete", .arg = id, .fd = -1, .wait_ms = CALL_WAIT_MS};
 	int rc = call_helper(&c, url, token, ca, &reply, err);
 	json_decref(reply);
 	return rc;
@@ -549,38 +570,29 @@ int kr_gateway_token_read(int dir_fd, char **token, kbox_error_t *err)
 	return 0;
 }
 
-/* DIR/PATH without PATH's empty and "." components ("a/./b/" is a/b;
- * "." is DIR itself): new, or NULL. */
-static char *under(const char *dir, const char *path)
+/* How long a call on files may take, ms (0: as long as it takes). */
+static long files_wait_ms;
+
+void kr_gateway_files_wait(long ms)
 {
-	size_t n = strlen(dir);
-	char *full = malloc(n + strlen(path) + 2), *o;
-	if (!full)
-		return NULL;
-	memcpy(full, dir, n);
-	o = full + n;
-	for (const char *p = path; *p;) {
-		size_t len = strcspn(p, "/");
-		if (len && !(len == 1 && p[0] == '.')) {
-			*o++ = '/';
-			memcpy(o, p, len);
-			o += len;
-		}
-		p += len + (p[len] == '/');
-	}
-	*o = '\0';
-	return full;
+	files_wait_ms = ms;
 }
 
 /* kbox-gateway WHAT on PATH (of the session's directory there) for the
  * session in SESSION_DIR, with FD (or -1): its reply in *REPLY. */
 static int files_call(const char *session_dir, const char *what, const char *path, int fd,
-                      json_t **reply, kbox_error_t *err)
+                      const char *name, json_t **reply, kbox_error_t *err)
 {
 	kr_session_config_t cfg;
-	char dir[300], *full = NULL, *token = NULL;
+	char dir[300], *token = NULL;
 	int dir_fd = -1, rc = -1;
-	call_t c = {what, NULL, fd, 0};
+	call_t c = {.what = what,
+	            .arg = dir,
+	            .arg2 = path,
+	            .fd = fd,
+	            .name = name,
+	            .wait_ms = files_wait_ms,
+	            .bare = true};
 
 	*reply = NULL;
 	kr_session_config_init(&cfg);
@@ -597,11 +609,10 @@ static int files_call(const char *session_dir, const char *what, const char *pat
 	}
 	if (kr_gateway_token_read(dir_fd, &token, err) < 0)
 		goto out;
-	if (kr_gateway_dir(session_dir, dir, sizeof dir) < 0 || !(full = under(dir, path))) {
+	if (kr_gateway_dir(session_dir, dir, sizeof dir) < 0) {
 		kbox_error_set(err, KBOX_E_NOMEM, "out of memory");
 		goto out;
 	}
-	c.arg = full;
 	rc = call_helper(&c, cfg.gateway, token, cfg.gateway_ca, reply, err);
 	if (rc < 0 && err && err->code == KBOX_E_NOTFOUND)
 		kbox_error_set(err, KBOX_E_NOTFOUND,
@@ -616,24 +627,27 @@ out:
 	}
 	if (dir_fd >= 0)
 		close(dir_fd);
-	free(full);
 	kr_session_config_free(&cfg);
 	return rc;
 }
 
-int kr_gateway_put(const char *session_dir, int fd, const char *path, kbox_error_t *err)
+int kr_gateway_put(const char *session_dir, int fd, const char *path, const char *name,
+                   kbox_error_t *err)
 {
 	json_t *reply = NULL;
-	int rc = files_call(session_dir, "put", path, fd, &reply, err);
+	int rc = files_call(session_dir, "put", path, fd, name, &reply, err);
 	json_decref(reply);
 	return rc;
 }
 
-int kr_gateway_get(const char *session_dir, const char *path, int fd, long long *size,
-                   kbox_error_t *err)
+int kr_gateway_get(const char *session_dir, const char *path, int fd, long long max,
+                   long long *size, kbox_error_t *err)
 {
 	json_t *reply = NULL;
-	int rc = files_call(session_dir, "get", path, fd, &reply, err);
+	char m[32];
+	int rc;
+	snprintf(m, sizeof m, "%lld", max);
+	rc = files_call(session_dir, "get", path, fd, max > 0 ? m : NULL, &reply, err);
 	if (rc == 0)
 		*size = (long long)json_integer_value(
 		        json_object_get(json_object_get(reply, "got"), "size"));
@@ -644,7 +658,7 @@ int kr_gateway_get(const char *session_dir, const char *path, int fd, long long 
 int kr_gateway_list(const char *session_dir, const char *path, json_t **list, kbox_error_t *err)
 {
 	json_t *reply = NULL;
-	int rc = files_call(session_dir, "list", path, -1, &reply, err);
+	int rc = files_call(session_dir, "list", path, -1, NULL, &reply, err);
 	*list = NULL;
 	if (rc == 0) {
 		*list = json_object_get(json_object_get(reply, "list"), "entries");
