@@ -163,7 +163,7 @@ rdir=$(status_line remote_dir)
 SROOT=$ROOT/s1/root
 check the_kernels_directory_on_the_server_is_made_and_named_in_status eval 'status_is 0 &&
 	case $rdir in kbox/g-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]) true ;; *) false ;; esac &&
-	[ -d "$SROOT/$rdir" ]'
+	[ -d "$SROOT/$rdir" ] && [ "$(cat "$KBOX_HOME/sessions/g/gateway-dir")" = "$rdir" ]'
 kbox exec -s g 'import os; print(os.getcwd())'
 check the_remote_kernel_works_in_that_directory eval 'status_is 0 && stdout_is "$SROOT/$rdir"'
 printf 'a,b\n1,2\n' >"$T/local.csv"
@@ -341,6 +341,14 @@ kbox exec -s z 'print(5)'
 check the_next_start_deletes_the_left_kernel eval 'status_is 0 && tail -n 1 stdout | grep -qx 5 &&
 	[ "$(kernels | wc -l)" = 1 ] && [ "$(kernels)" != "$left" ] &&
 	grep -q "\"event\":\"remote-deleted\".*\"id\":\"$left\"" "$KBOX_HOME/sessions/z/events.ndjson"'
+# the session's directory on the server is its own: one made anew after
+# kbox rm gets another (kbox rm leaves the old one on the server)
+zdir=$(cat "$KBOX_HOME/sessions/z/gateway-dir" 2>/dev/null)
+kbox rm -f z
+kbox start -s z --backend gateway --url "$(URL)" --token-file "$ROOT/token"
+check a_session_made_anew_after_rm_gets_a_directory_of_its_own eval 'status_is 0 &&
+	[ -n "$zdir" ] && [ "$(cat "$KBOX_HOME/sessions/z/gateway-dir")" != "$zdir" ] &&
+	[ -d "$SROOT/$(cat "$KBOX_HOME/sessions/z/gateway-dir")" ] && [ -d "$SROOT/$zdir" ]'
 kbox stop -s z
 check stop_leaves_no_record eval 'status_is 0 && no_kernels && [ ! -e "$KBOX_HOME/sessions/z/gateway-kernel" ]'
 
@@ -417,6 +425,22 @@ run_python False [no output]
 read_image True read_image: big.png is 6291456 bytes, more than the 5242880 bytes this tool returns
 EOF'
 kbox stop -s f
+
+# KBOX_BACKEND=gateway: a session kbox exec starts runs on the server of
+# KBOX_GATEWAY_URL, with the token of KBOX_GATEWAY_TOKEN
+fresh
+KBOX_BACKEND=gateway KBOX_GATEWAY_URL=$(URL) KBOX_GATEWAY_TOKEN=$TOKEN kbox exec -s ex 'import os; print(os.getcwd())'
+check exec_starts_a_gateway_session_from_the_environment eval 'status_is 0 &&
+	[ "$(tail -n 1 stdout)" = "$SROOT/$(cat "$KBOX_HOME/sessions/ex/gateway-dir")" ] &&
+	[ "$(cat "$KBOX_HOME/sessions/ex/gateway-token")" = "$TOKEN" ]'
+kbox stop -s ex
+KBOX_BACKEND=gateway kbox exec -s ex2 'print(1)'
+check without_kbox_gateway_url_it_says_what_to_set fails_with 2 \
+	"kbox exec: backend gateway (from KBOX_BACKEND): no server: set KBOX_GATEWAY_URL (and KBOX_GATEWAY_TOKEN), or start the session with kbox start --url"
+check and_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/ex2" ]'
+KBOX_BACKEND=gateway kbox run -c 'print(1)'
+check kbox_run_says_the_gateway_is_not_for_it fails_with 2 \
+	"kbox run: backend gateway (from KBOX_BACKEND) is not for kbox run, whose kernel is this machine's: start a session on the server (kbox start --backend gateway), then kbox exec"
 
 # ---- bad input ----
 

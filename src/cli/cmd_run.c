@@ -875,6 +875,15 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	if (!run.backend)
 		run.backend = KR_BACKEND_DEFAULT;
+	if (kr_backend_remote(run.backend)) {
+		cli_error("run",
+		          "backend %s (from KBOX_BACKEND) is not for kbox run, whose kernel is "
+		          "this machine's: start a session on the server (kbox start --backend "
+		          "%s), then kbox exec",
+		          run.backend, run.backend);
+		status = EXIT_USAGE;
+		goto out;
+	}
 	if ((status = cli_functions_for("run", &run.fo, NULL, &run.functions)) != EXIT_OK)
 		goto out;
 	if ((status = prepare_run(&run)) != EXIT_OK ||

@@ -530,6 +530,39 @@ static void start_abandoned(const char *cmd, const char *dir, const char *name, 
 		                                           : "the session is stopped");
 }
 
+/* A new session of the backend gateway that kbox exec, mcp or agent
+ * starts (KBOX_BACKEND=gateway): its server from KBOX_GATEWAY_URL, its
+ * token from KBOX_GATEWAY_TOKEN (kept in DIR's KR_GATEWAY_TOKEN_FILE, as
+ * kbox start keeps it), into O.  EXIT_OK, or an exit status after one
+ * line. */
+static int gateway_from_env(const char *cmd, const char *dir, kr_session_opts_t *o)
+{
+	const char *url = getenv("KBOX_GATEWAY_URL"), *token = getenv("KBOX_GATEWAY_TOKEN");
+	char path[PATH_MAX + 32];
+	if (!o->backend || strcmp(o->backend, "gateway") != 0)
+		return EXIT_OK;
+	if (!url || !*url) {
+		cli_error(cmd,
+		          "backend gateway (from KBOX_BACKEND): no server: set KBOX_GATEWAY_URL "
+		          "(and KBOX_GATEWAY_TOKEN), or start the session with kbox start --url");
+		return EXIT_USAGE;
+	}
+	if (!kr_gateway_url_valid(url)) {
+		cli_error(cmd,
+		          "KBOX_GATEWAY_URL is not a Jupyter server's URL: http:// or https:// "
+		          "HOST[:PORT][/PATH], with no user, query or fragment");
+		return EXIT_USAGE;
+	}
+	o->gateway = url;
+	snprintf(path, sizeof path, "%s/" KR_GATEWAY_TOKEN_FILE, dir);
+	if (token && *token && kx_write_atomic(AT_FDCWD, path, token, strlen(token), 0600, 0) < 0) {
+		cli_error(cmd, "cannot keep the token in %s: %s", path, strerror(errno));
+		return EXIT_UNAVAILABLE;
+	}
+	return EXIT_OK;
+}
+
+
 int cli_session_start(const char *cmd, const char *dir, const char *name,
                       const kr_session_config_t *config, pid_t owner, bool *started,
                       pid_t *sup_pid_p)
@@ -592,8 +625,9 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 			goto out;
 		}
 		if ((is_new = !(have.has & KR_SC_BACKEND)) &&
-		    (status = cli_session_defaults(cmd, true, &named.backend, &named.image)) !=
-		            EXIT_OK) {
+		    ((status = cli_session_defaults(cmd, true, &named.backend, &named.image)) !=
+		             EXIT_OK ||
+		     (status = gateway_from_env(cmd, dir, &named)) != EXIT_OK)) {
 			kr_session_config_free(&have);
 			close(lock);
 			cli_session_forget(dir);

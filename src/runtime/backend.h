@@ -306,9 +306,10 @@ int kr_gateway_delete(const char *url, const char *token, const char *ca, const 
                       kbox_error_t *err);
 
 /* Backend gateway: the directory on the server of the session whose
- * directory is SESSION_DIR: "kbox/NAME-HASH" (HASH: of this machine's
- * name and SESSION_DIR, so that two machines' or users' sessions of one
- * name differ), in OUT.  0, or -1 when it does not fit. */
+ * directory is SESSION_DIR, in OUT: the one recorded in its
+ * KR_GATEWAY_DIR_FILE; else a new one, "kbox/NAME-XXXXXXXX" (32 random
+ * bits, so that two machines', two users', or a removed and a new
+ * session's of one name differ), recorded there.  0, or -1. */
 int kr_gateway_dir(const char *session_dir, char *out, size_t size);
 
 /* Backend gateway: the token in the session's KR_GATEWAY_TOKEN_FILE

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -522,25 +523,88 @@ int kr_gateway_delete(const char *url, const char *token, const char *ca, const 
 
 /* ---- the session's directory on the server, and its files ---- */
 
+/* Whether TEXT is a directory kr_gateway_dir names: "kbox/" and one
+ * component of letters, digits, '.', '_' and '-'. */
+static bool dir_valid(const char *text)
+{
+	if (strncmp(text, "kbox/", 5) != 0 || !text[5] || strlen(text) > 280)
+		return false;
+	for (const char *c = text + 5; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'))
+			return false;
+	return text[5] != '.';
+}
+
+/* The directory recorded in the session's KR_GATEWAY_DIR_FILE (DIR_FD its
+ * directory) in OUT: 0, or -1 when there is none (or it is not one). */
+static int dir_read(int dir_fd, char *out, size_t size)
+{
+	char buf[300];
+	int fd = kx_open_file(dir_fd, KR_GATEWAY_DIR_FILE, O_RDONLY, 0);
+	ssize_t n;
+	if (fd < 0)
+		return -1;
+	n = kx_pread_full(fd, buf, sizeof buf - 1, 0);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	if (!dir_valid(buf) || strlen(buf) >= size)
+		return -1;
+	snprintf(out, size, "%s", buf);
+	return 0;
+}
+
 int kr_gateway_dir(const char *session_dir, char *out, size_t size)
 {
-	char host[256] = "", *copy = strdup(session_dir), *name;
-	unsigned char sum[KX_SHA256_LEN];
-	kx_sha256_t h;
-	int n;
+	char *copy = strdup(session_dir), name[201], text[300], tmp[64];
+	unsigned char rnd[4];
+	int dir_fd = -1, fd = -1, rc = -1;
+	size_t k = 0;
+
 	if (!copy)
 		return -1;
-	name = basename(copy);
-	gethostname(host, sizeof host - 1);
-	kx_sha256_init(&h);
-	kx_sha256_update(&h, host, strlen(host));
-	kx_sha256_update(&h, "\n", 1);
-	kx_sha256_update(&h, session_dir, strlen(session_dir));
-	kx_sha256_final(&h, sum);
-	n = snprintf(out, size, "kbox/%.200s-%02x%02x%02x%02x", name, sum[0], sum[1], sum[2],
-	             sum[3]);
+	if ((dir_fd = open(session_dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		goto out;
+	if (dir_read(dir_fd, out, size) == 0) {
+		rc = 0;
+		goto out;
+	}
+	/* a new one: the session's name (what a file name takes of it) and 32
+	 * random bits, so that sessions of one name (of two machines, of two
+	 * users, or one made anew after kbox rm) have directories apart */
+	for (const char *c = basename(copy); *c && k < sizeof name - 1; c++) {
+		bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		             (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || (*c == '.' && k);
+		name[k++] = plain ? *c : '_';
+	}
+	name[k] = '\0';
+	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+		goto out;
+	snprintf(text, sizeof text, "kbox/%s-%02x%02x%02x%02x\n", k ? name : "session", rnd[0],
+	         rnd[1], rnd[2], rnd[3]);
+	/* recorded once: the first to link its file wins, the others read it */
+	if ((fd = kx_temp_open(dir_fd, ".gateway-dir-", 0600, tmp, sizeof tmp)) < 0)
+		goto out;
+	if (kx_write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
+		unlinkat(dir_fd, tmp, 0);
+		goto out;
+	}
+	if (linkat(dir_fd, tmp, dir_fd, KR_GATEWAY_DIR_FILE, 0) < 0 && errno != EEXIST) {
+		unlinkat(dir_fd, tmp, 0);
+		goto out;
+	}
+	unlinkat(dir_fd, tmp, 0);
+	rc = dir_read(dir_fd, out, size);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (dir_fd >= 0)
+		close(dir_fd);
 	free(copy);
-	return n < 0 || (size_t)n >= size ? -1 : 0;
+	return rc;
 }
 
 int kr_gateway_token_read(int dir_fd, char **token, kbox_error_t *err)

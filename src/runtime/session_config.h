@@ -117,6 +117,8 @@ typedef struct {
 
 /* The gateway's token, beside session.json (0600). */
 #define KR_GATEWAY_TOKEN_FILE "gateway-token"
+/* ... and the directory on the server its kernel works in (kr_gateway_dir). */
+#define KR_GATEWAY_DIR_FILE "gateway-dir"
 
 /* What a command line gives, to merge over a configuration: strings
  * borrowed (NULL: not given), numbers -1 and tri-states -1 when not given
