@@ -312,6 +312,13 @@ check the_session_goes_on_with_a_new_remote_kernel eval 'status_is 0 && tail -n 
 # stop deletes the remote kernel
 kbox stop -s g
 check stop_deletes_the_remote_kernel eval 'status_is 0 && no_kernels'
+# a start of it that cannot reach its server leaves it stopped, and says why
+nothing=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+kbox start -s g --url "http://127.0.0.1:$nothing"
+kbox status -s g
+check a_failed_start_leaves_the_session_stopped_with_the_cause eval 'status_is 5 &&
+	[ "$(status_line state)" = stopped ] &&
+	status_line last_stop | grep -q "^it could not start: backend gateway: cannot reach the Jupyter server at http://127.0.0.1:$nothing: "'
 
 # the idle TTL stops the session and deletes its remote kernel
 kbox start -s ttl --backend gateway --url "$(URL)" --token-file "$ROOT/token" --ttl 2s
@@ -524,7 +531,7 @@ if [ -z "$SKIPPING" ]; then
 fi
 kbox exec -s o 'print(x)'
 check a_call_when_the_server_is_gone_says_so eval 'status_is 4 &&
-	grep -q "^\[kernel died: the Jupyter server is gone (no answer for 15 s: cannot reach the Jupyter server at http://127.0.0.1:$GONE_PORT: .*); the remote kernel is lost with it" stdout'
+	grep -q "^\[kernel died: the Jupyter server is gone (no answer for 15 s: cannot reach the Jupyter server at http://127.0.0.1:$GONE_PORT: .*); the remote kernel is lost with it; earlier state is lost\]$" stdout'
 kbox exec -s o 'print(2)'
 check the_next_call_is_unavailable_with_a_clear_error eval 'status_is 5 && stdout_empty &&
 	[ "$(wc -l <stderr)" = 1 ] &&

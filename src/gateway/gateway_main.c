@@ -73,7 +73,7 @@ typedef struct {
 	size_t next_own;
 	long long last_traffic;
 	int pending;
-	bool stopping, lost;
+	bool stopping, lost, gone; /* (gone: the server answers nothing) */
 	char cause[512];
 	unsigned long dropped;
 	char in[4096];
@@ -793,6 +793,7 @@ static int reconnect(run_t *r, const char *why, bool legacy)
 				        "the Jupyter server is gone (no answer for %d s: %.300s); the "
 				        "remote kernel is lost with it",
 				        SERVER_GONE_MS / 1000, err.msg);
+				r->gone = true;
 				return -1;
 			}
 		} else
@@ -1041,9 +1042,9 @@ static int cmd_run(void)
 	if (!deleted)
 		fprintf(stderr, "kbox-gateway: %s\n", err.msg);
 	kg_say(r->status_fd,
-	       json_pack("{s:{s:o, s:b}}", "exit", "cause",
+	       json_pack("{s:{s:o, s:b, s:b}}", "exit", "cause",
 	                 kg_jtext(r->cause[0] ? r->cause : "the remote kernel was deleted"),
-	                 "deleted", deleted));
+	                 "deleted", deleted, "server_gone", r->gone));
 	rc = 0;
 	goto out;
 fail_delete:

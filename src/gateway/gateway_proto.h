@@ -39,7 +39,8 @@
  *         {"started": {"id": ID, "protocol": "v1"|"legacy",
  *                      "session": UUID, "dir": PATH|null}}
  *         {"notice": TEXT}        (the channels dropped and came back)
- *         {"exit": {"cause": TEXT, "deleted": true|false}}
+ *         {"exit": {"cause": TEXT, "deleted": true|false,
+ *                   "server_gone": true|false}}
  *       then exit 0.
  *
  *   kbox-gateway put PATH FD

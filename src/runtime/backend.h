@@ -188,6 +188,7 @@ struct kr_sandbox {
 	 * whether the server deleted it */
 	char remote_id[80];
 	bool remote_deleted;
+	bool remote_gone; /* the server answered nothing: no kernel starts there now */
 	/* gateway: the kernel's directory on the server ("" when the server
 	 * has no files: a Kernel or Enterprise Gateway) */
 	char remote_dir[300];

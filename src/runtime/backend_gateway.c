@@ -241,6 +241,7 @@ static void status_line(kr_sandbox_t *sb, gateway_t *g, const char *line)
 		g->exited = true;
 		g->deleted = json_is_true(json_object_get(v, "deleted"));
 		sb->remote_deleted = g->deleted;
+		sb->remote_gone = json_is_true(json_object_get(v, "server_gone"));
 		m = json_string_value(json_object_get(v, "cause"));
 		snprintf(g->cause, sizeof g->cause, "%s", m ? m : "");
 	} else if ((v = json_object_get(j, "error"))) {

@@ -550,6 +550,7 @@ static int lock_pid(sup_t *s, kbox_error_t *err)
 			                      path);
 		usleep(10000);
 	}
+	s->pid_locked = true;
 	/* who held it before us (and is gone): its leftovers are ours to remove */
 	n = (int)pread(s->pid_fd, buf, sizeof buf - 1, 0);
 	buf[n > 0 ? n : 0] = '\0';
@@ -749,6 +750,16 @@ int kr_supervisor_run(const char *dir, int ready_fd, unsigned flags)
 			kbox_error_set_sys(&err, "signalfd");
 		sup_log(&s, "error", json_pack("{s:s}", "error", err.msg));
 		sup_report_ready(&s, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg));
+		if (s.pid_locked) {
+			/* a start that failed (a gateway's server not reached, say)
+			 * leaves the session stopped, with the cause, not "dead" */
+			if (s.kept[0]) {
+				kx_msgf(s.stop_cause, sizeof s.stop_cause, "it could not start: %s",
+				        err.msg);
+				sup_write_file(s.kept, KR_LIVE_LAST_STOP, s.stop_cause);
+			}
+			unlinkat(s.dir_fd, "supervisor.pid", 0);
+		}
 		status = 1;
 		goto out;
 	}

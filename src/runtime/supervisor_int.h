@@ -183,6 +183,7 @@ struct sup {
 	size_t between_msgs;
 	/* control */
 	int listen_fd, sig_fd, pid_fd;
+	bool pid_locked; /* its lock is ours: a failed start removes supervisor.pid */
 	long prev_pid;
 	conn_t *conns[KR_CTL_CONNS_MAX];
 	size_t n_conns;

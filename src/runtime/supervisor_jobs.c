@@ -859,8 +859,10 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 			oom_explain(j, res);
 		if (kill || st == KBOX_EXEC_DIED) {
 			char reason[800];
-			/* no new kernel when the session stops, or is about to */
-			bool restarting = !s->stopping && (kill || !sup_crash_limit_next(s));
+			/* no new kernel when the session stops, or is about to (a
+			 * gateway's server that is gone starts none) */
+			bool restarting = !s->stopping && (kill || !sup_crash_limit_next(s)) &&
+			                  !(s->sb && s->sb->remote_gone);
 			snprintf(reason, sizeof reason, "%s%s", cause,
 			         restarting ? "; a new kernel was started" : "");
 			kbox_result_set_status(res, KBOX_EXEC_DIED, reason);
