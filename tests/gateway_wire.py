@@ -10,7 +10,7 @@ the sockets it binds with ZeroMQ.
 Usage: gateway_wire.py HELPER SCENARIO DIR
   HELPER    the kbox-gateway to run
   SCENARIO  upgrade | bad_accept | unoffered_protocol | pingflood | flood |
-            legacy | stall_post_remove | stall_post_sigterm |
+            legacy | slowread | stall_post_remove | stall_post_sigterm |
             stall_post_unanswered | stall_dir_remove | stall_upgrade_eof
   DIR       a directory of the test's (the sockets are made in DIR/sock)
 
@@ -40,6 +40,7 @@ KID = "0e9a6f0c-wire"
 TOKEN = "wire-token-" + uuid.uuid4().hex
 KEY = uuid.uuid4().hex.encode()
 MAX_MSG = 64 << 20  # the helper's MAX_MSG (KBOX_MAX_MESSAGE_BYTES)
+NUMBERED = 100000  # slowread's messages: ~20 MB, past every queue on the way
 # what the helper says (to its log) when a stop comes while the POST that
 # starts the kernel waits
 GRACE_SAID = "kbox-gateway: stopped while the server starts the kernel"
@@ -364,6 +365,23 @@ class Server:
         except (OSError, EOFError) as e:
             note(**{"end_%d" % nth: str(e)})
 
+    def numbered(self, c, nth):
+        """Warm-up output every 10 ms until the driver says it sees it
+        (its subscription has arrived), then NUMBERED stream messages,
+        "0\\n" to "N-1\\n", in one write (which blocks while the helper
+        reads no more), then a quiet server."""
+        warm = frame(2, v1("iopub", parts_of("stream", {}, {"name": "stdout",
+                                                          "text": "warm\n"})))
+        while not state["ws"].get("numbered_go"):
+            c.s.sendall(warm)
+            with cond:
+                cond.wait_for(lambda: state["ws"].get("numbered_go"), 0.01)
+        blob = b"".join(frame(2, v1("iopub", parts_of("stream", {}, {
+            "name": "stdout", "text": "%d\n" % i}))) for i in range(NUMBERED))
+        c.s.sendall(blob)
+        note(numbered_sent=len(blob))
+        self.quiet(c, nth)
+
     def channels_of(self, c, headers, nth):
         if SCENARIO == "stall_upgrade_eof":
             note(upgrade_stalled=True)
@@ -381,6 +399,8 @@ class Server:
         self.upgrade(c, headers, protocol=SCENARIO != "legacy")
         if nth == 1 and SCENARIO == "pingflood":
             return self.ping_flood(c)
+        if nth == 1 and SCENARIO == "slowread":
+            return self.numbered(c, nth)
         if nth == 1 and SCENARIO == "flood":
             return self.iopub_flood(c)
         if nth == 1 and SCENARIO == "legacy":
@@ -678,7 +698,24 @@ def drive(p, server, ctx, sockdir, drv):
         h, frames = request("execute_request", {"code": "1", "silent": False})
         shell.send_multipart(frames)
         log("driver: execute_request sent")
-        reply = recv(shell, "execute_reply")
+        # (iopub read meanwhile, as the supervisor reads it: the helper
+        # reads the server no more while its iopub queue is full)
+        poller = zmq.Poller()
+        poller.register(shell, zmq.POLLIN)
+        poller.register(sub, zmq.POLLIN)
+        end = time.monotonic() + BOUND
+        reply = None
+        while reply is None:
+            if time.monotonic() > end:
+                raise Timeout("no execute_reply within %d s" % BOUND)
+            ready = dict(poller.poll(1000))
+            for _ in range(10000 if sub in ready else 0):
+                try:
+                    sub.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+            if shell in ready:
+                reply = shell.recv_multipart()
         log("driver: execute_reply received")
         ok, parts = signed(reply)
         drv["reply_signed"] = ok
@@ -691,6 +728,30 @@ def drive(p, server, ctx, sockdir, drv):
             if text_of(f) == "after\n":
                 drv["flood_after_reply_signed"] = signed(f)[0]
                 break
+    elif SCENARIO == "slowread":
+        # a supervisor that reads slowly: nothing is lost, the helper
+        # reads the server no more meanwhile
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect(ep(2))
+        text_of = lambda f: json.loads(f[-1])["text"]
+        while text_of(recv(sub, "warm-up output")) != "warm\n":
+            pass
+        note(numbered_go=True)
+        got, slow = [], 0
+        while len(got) < NUMBERED:
+            t = text_of(recv(sub, "numbered output"))
+            if t == "warm\n":
+                continue
+            got.append(t)
+            # (the first 2000 read slowly: the server sends on, and the
+            # queues on the way fill; what is read is judged, not when)
+            if slow < 2000:
+                slow += 1
+                time.sleep(0.001)
+        drv["numbered_in_order"] = got == ["%d\n" % i for i in range(NUMBERED)]
+        drv["numbered_got"] = len(got)
+        drv["hwm_kib"] = hwm_kib(p.pid)
     elif SCENARIO == "legacy":
         shell = ctx.socket(zmq.DEALER)
         shell.setsockopt(zmq.IDENTITY, b"driver-shell")

@@ -369,11 +369,12 @@ static int write_new(gw_t *g, const char *path, const char *shown, bool exists, 
 	for (;;) {
 		size_t len = have > (size_t)KG_FILE_CHUNK ? (size_t)KG_FILE_CHUNK : have;
 		bool last = have <= (size_t)KG_FILE_CHUNK;
-		/* (a file of one part goes whole: any contents manager takes it) */
+		/* (a file of one part goes whole: any contents manager takes it;
+		 * a request cut short may have made the file: it is removed) */
+		made = true;
 		if (put_bytes(g, part, shown, buf, len, last ? (chunk == 1 ? 0 : -1) : chunk, err) <
 		    0)
 			goto out;
-		made = true;
 		*total += len;
 		chunk++;
 		if (last)

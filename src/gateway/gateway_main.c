@@ -9,7 +9,9 @@
  * Bounded: a message of the server's over MAX_MSG closes the connection
  * (then opened again); what the supervisor sends waits in libzmq's queues
  * while the connection is down, and is not read while the WebSocket's
- * own queue holds more than SEND_QUEUE_MAX. */
+ * own queue holds more than SEND_QUEUE_MAX; the server is not read while
+ * IOPUB_HWM of its iopub messages wait for the supervisor (none is
+ * dropped for want of room). */
 #include "config.h"
 #include "gateway/gateway_proto.h"
 #include "gateway/gateway_int.h"
@@ -38,6 +40,9 @@
 #define LEGACY_COST_MAX (256u << 20) /* what decoding a legacy text message may take */
 #define MAX_LOCAL (64L << 20)        /* one of the supervisor's */
 #define SEND_QUEUE_MAX (16UL << 20)  /* queued for the server before reading more */
+/* iopub messages that wait for the supervisor before the server is read no
+ * more (of MAX_MSG at most each: the bound in bytes) */
+#define IOPUB_HWM 64
 #define MAX_FRAMES 1024
 #define ROUTES 1024 /* requests whose replies are routed */
 #define BATCH 64
@@ -89,6 +94,8 @@ typedef struct {
 	bool hb_started;
 	atomic_bool hb_stop;
 } run_t;
+
+static void wait_commands(run_t *r, int ms);
 
 /* ---- status lines ---- */
 
@@ -428,7 +435,16 @@ static void to_local(run_t *r, int ch, const gw_part_t *parts, size_t n)
 		}
 	} else {
 		snprintf(topic, sizeof topic, "kernel.%s.%s", r->kid, type);
-		zmq_send(s, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		/* no room (the supervisor reads slower than the server sends:
+		 * IOPUB_HWM messages wait): nothing more is read of the server
+		 * until there is, rather than a message dropped unsaid */
+		while (zmq_send(s, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+			if (errno != EAGAIN || r->stopping) {
+				r->dropped++;
+				return;
+			}
+			wait_commands(r, 5);
+		}
 	}
 	zmq_send(s, KBOX_DELIMITER, strlen(KBOX_DELIMITER), ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	zmq_send(s, sig, 64, ZMQ_SNDMORE | ZMQ_DONTWAIT);
@@ -704,7 +720,7 @@ static void read_commands(run_t *r)
 /* Bind the sockets CONN names, as the kernel's.  0, or -1 with ERR. */
 static int bind_all(run_t *r, const kbox_conn_t *conn, gw_error_t *err)
 {
-	static const int types[KBOX_CH_COUNT] = {ZMQ_ROUTER, ZMQ_PUB, ZMQ_ROUTER, ZMQ_ROUTER,
+	static const int types[KBOX_CH_COUNT] = {ZMQ_ROUTER, ZMQ_XPUB, ZMQ_ROUTER, ZMQ_ROUTER,
 	                                         ZMQ_REP};
 	size_t keylen;
 	const unsigned char *key = kbox_conn_key(conn, &keylen);
@@ -721,7 +737,13 @@ static int bind_all(run_t *r, const kbox_conn_t *conn, gw_error_t *err)
 		if (!(r->sock[c] = zmq_socket(r->zctx, types[c])))
 			return gw_error(err, GW_E_USAGE, "zmq: %s", zmq_strerror(errno));
 		zmq_setsockopt(r->sock[c], ZMQ_LINGER, &linger, sizeof linger);
-		zmq_setsockopt(r->sock[c], ZMQ_SNDHWM, &hwm, sizeof hwm);
+		if (c == KBOX_CH_IOPUB) {
+			/* a full queue is said (EAGAIN), not dropped: send_local waits */
+			int nodrop = 1, iopub_hwm = IOPUB_HWM;
+			zmq_setsockopt(r->sock[c], ZMQ_XPUB_NODROP, &nodrop, sizeof nodrop);
+			zmq_setsockopt(r->sock[c], ZMQ_SNDHWM, &iopub_hwm, sizeof iopub_hwm);
+		} else
+			zmq_setsockopt(r->sock[c], ZMQ_SNDHWM, &hwm, sizeof hwm);
 		if (zmq_bind(r->sock[c], ep) < 0)
 			return gw_error(err, GW_E_USAGE, "cannot bind %s: %s", ep,
 			                zmq_strerror(errno));
