@@ -315,5 +315,6 @@ check eof_while_the_upgrade_stalls_deletes_the_kernel saw '
 check and_its_error_says_it_stopped_while_waiting saw '
 	S == [err("usage", "stopped while waiting for the Jupyter server to open the kernel\x27s "
 	                   "channels")]'
+setup_for # (the last group ends: tests_done's own may follow)
 
 tests_done
