@@ -325,8 +325,11 @@ if test == "duplicate":
 elif test == "busy":
     # one execution runs until its client goes, 255 more wait their turn:
     # every connection waits for an answer
+    # (its grace is long: on a loaded machine the kernel may take seconds
+    # to format the KeyboardInterrupt, and it is not the kill judged here)
     run = connect()
-    send(run, {"op": "execute", "code": "import time\nwhile True: time.sleep(0.05)"})
+    send(run, {"op": "execute", "code": "import time\nwhile True: time.sleep(0.05)",
+               "grace": 120})
     out["started"] = line(run).get("started")
     held = [run]
     for i in range(254):
