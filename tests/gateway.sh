@@ -287,13 +287,46 @@ wait_idle g >/dev/null
 kbox exec -s g 'print(2)'
 check the_next_call_says_the_state_was_lost eval 'status_is 0 &&
 	grep -q "^\[note: kernel restarted: .*earlier state .* is lost" stdout && tail -n 1 stdout | grep -qx 2'
-check the_dead_kernel_is_deleted_on_the_server eval '[ "$(kernels | wc -l)" = 1 ]'
+one_kernel() { [ "$(kernels | wc -l)" = 1 ]; }
+# (by its helper, while the next kernel starts)
+check the_dead_kernel_is_deleted_on_the_server eval 'wait_for one_kernel'
 
 # kbox restart: a new remote kernel, the old one deleted
 old=$(kernels)
 kbox restart -s g
-check restart_replaces_the_remote_kernel eval 'status_is 0 && [ "$(kernels | wc -l)" = 1 ] &&
+check restart_replaces_the_remote_kernel eval 'status_is 0 && wait_for one_kernel &&
 	[ "$(kernels)" != "$old" ]'
+
+# kbox restart while the server is frozen (SIGSTOP): the old kernel's
+# helper waits on the server, the supervisor does not, and goes on
+# answering; once the server is back the restart ends and the old kernel
+# is deleted
+old=$(kernels)
+sup=$(cat "$KBOX_HOME/sessions/g/supervisor.pid" 2>/dev/null)
+oldhelper=$(pgrep -n -P "$sup" -x kbox-gateway)
+restarts() { grep -c '"event":"restart"' "$KBOX_HOME/sessions/g/events.ndjson"; }
+before=$(restarts)
+restarted() { [ "$(restarts)" -gt "$before" ]; }
+if [ -z "$SKIPPING" ]; then
+	kill -STOP "$S1_PID"
+	("$KBOX" restart -s g >"$ROOT/frozen.out" 2>&1; echo $? >"$ROOT/frozen.rc") &
+	wait_for restarted
+fi
+kbox status -s g
+check a_restart_waiting_on_a_frozen_server_leaves_the_session_answering eval 'status_is 0 &&
+	[ "$(status_line state)" = starting ] && [ -n "$oldhelper" ] && kill -0 "$oldhelper"'
+if [ -z "$SKIPPING" ]; then
+	kill -CONT "$S1_PID"
+	wait_for test -s "$ROOT/frozen.rc"
+fi
+old_deleted() { ! kernels | grep -qx "$old"; }
+old_told() {
+	grep -q "\"event\":\"remote-deleted\",\"id\":\"$old\"" "$KBOX_HOME/sessions/g/events.ndjson"
+}
+check once_the_server_is_back_the_restart_ends_and_the_old_kernel_goes eval '
+	[ "$(cat "$ROOT/frozen.rc")" = 0 ] && grep -q "^session g: kernel restarted" "$ROOT/frozen.out" &&
+	wait_for old_deleted && wait_for one_kernel && wait_for old_told &&
+	! kill -0 "$oldhelper" 2>/dev/null'
 
 # nothing the session wrote holds the token (its logs, its events, its
 # results), but gateway-token

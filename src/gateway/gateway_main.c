@@ -294,6 +294,32 @@ static int delete_kernel(gw_t *g, const char *id, gw_error_t *err)
 	return code < 0 ? -1 : 0;
 }
 
+/* The session's earlier kernels that are left on the server (a helper
+ * that could not delete its own): IDS, deleted before this run's kernel
+ * starts, each said ("swept").  The first the server does not answer
+ * ends it: the others would wait as long. */
+static void sweep(run_t *r, json_t *ids)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(ids, i, v)
+	{
+		const char *id = json_string_value(v);
+		gw_error_t err = {0};
+		if (r->stopping)
+			break;
+		if (!id || !kg_id_valid(id))
+			continue;
+		if (delete_kernel(r->gw, id, &err) == 0)
+			kg_say(r->status_fd, json_pack("{s:{s:s}}", "swept", "id", id));
+		else if (!r->stopping)
+			kg_say(r->status_fd, json_pack("{s:{s:s, s:o}}", "swept", "id", id, "error",
+			                               kg_jtext(err.msg)));
+		if (err.kind == GW_E_NO_SERVER)
+			break;
+	}
+}
+
 static int cmd_delete(const char *id)
 {
 	gw_error_t err = {0};
@@ -926,6 +952,7 @@ static int cmd_run(void)
 		goto fail;
 	}
 	gw_set_cancel(r->gw, cancelled, r);
+	sweep(r, json_object_get(spec, "sweep"));
 	/* its directory, where the server has files (a contents API): made
 	 * first, the kernel's working directory (a relative API path) */
 	dir = json_string_value(json_object_get(spec, "dir"));

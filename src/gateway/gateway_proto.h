@@ -23,11 +23,15 @@
  *   kbox-gateway run
  *       Runs one remote kernel.  After the server line, a second line,
  *         {"kernel": NAME, "env": {K: V, ...}, "launch_timeout": S,
- *          "legacy": BOOL, "dir": PATH|null, "connection": CONNECTION-FILE}
+ *          "legacy": BOOL, "dir": PATH|null, "connection": CONNECTION-FILE,
+ *          "sweep": [ID, ...] (optional)}
  *       then commands, one a line: "interrupt" (POST
  *       /api/kernels/ID/interrupt) and "remove" (DELETE the kernel,
  *       exit).  Its end of file, or SIGTERM (its parent-death signal),
- *       is "remove".  When DIR is given and the server has a contents
+ *       is "remove".  First it deletes the kernels SWEEP names (the
+ *       session's earlier ones, left on the server), each said in a
+ *       status line; the first the server does not answer ends that.
+ *       When DIR is given and the server has a contents
  *       API, it makes that directory (and its parents) and the kernel's
  *       working directory is DIR.  It starts the kernel (POST /api/kernels), connects
  *       its channels, then binds the sockets CONNECTION-FILE names (its
@@ -38,6 +42,7 @@
  *       KG_STATUS_FD: status lines,
  *         {"started": {"id": ID, "protocol": "v1"|"legacy",
  *                      "session": UUID, "dir": PATH|null}}
+ *         {"swept": {"id": ID}}   (or {"swept": {"id": ID, "error": TEXT}})
  *         {"notice": TEXT}        (the channels dropped and came back)
  *         {"exit": {"cause": TEXT, "deleted": true|false,
  *                   "server_gone": true|false}}

@@ -247,6 +247,7 @@ kr_sandbox_t *kr_sandbox_start(const char *name, const kbox_kspec_t *spec,
 	self->o.gateway_url = dup_or_null(o->gateway_url, &failed);
 	self->o.gateway_ca = dup_or_null(o->gateway_ca, &failed);
 	self->o.gateway_dir = dup_or_null(o->gateway_dir, &failed);
+	self->o.gateway_sweep = dup_or_null(o->gateway_sweep, &failed);
 	self->kernel = dup_or_null(kbox_kspec_name(spec), &failed);
 	if (failed)
 		goto nomem;
@@ -422,6 +423,7 @@ void kr_sandbox_destroy(kr_sandbox_t **self_p)
 	free((char *)self->o.gateway_url);
 	free((char *)self->o.gateway_ca);
 	free((char *)self->o.gateway_dir);
+	free((char *)self->o.gateway_sweep);
 	free(self->kernel);
 	free(self);
 	*self_p = NULL;

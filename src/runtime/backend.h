@@ -79,6 +79,10 @@ typedef struct {
 	 * token (NULL: none), borrowed for the start only, as CONN_TEXT */
 	const char *gateway_url, *gateway_ca, *gateway_token;
 	const char *gateway_dir; /* the kernel's directory there (kr_gateway_dir) */
+	/* earlier remote kernels of the session's, left on that server, that
+	 * the helper deletes before it starts this one: their ids, each
+	 * followed by a space (NULL: none) */
+	const char *gateway_sweep;
 	long gateway_launch_s;
 	bool gateway_legacy;
 } kr_sandbox_opts_t;
@@ -192,6 +196,11 @@ struct kr_sandbox {
 	/* gateway: the kernel's directory on the server ("" when the server
 	 * has no files: a Kernel or Enterprise Gateway) */
 	char remote_dir[300];
+	/* gateway: the earlier kernels of o.gateway_sweep the helper deleted
+	 * (ids, each followed by a space), and the last it could not, with
+	 * why; for the supervisor to take (it empties them) */
+	char swept[1024];
+	char sweep_failed[400];
 	void *priv;
 };
 

@@ -140,6 +140,15 @@ static char *make_spec(const kr_sandbox_t *sb)
 	                                                        : KG_LAUNCH_TIMEOUT_S),
 	                "legacy", sb->o.gateway_legacy, "dir", sb->o.gateway_dir, "connection",
 	                conn);
+	if (run && sb->o.gateway_sweep && *sb->o.gateway_sweep) {
+		json_t *ids = json_array();
+		const char *p = sb->o.gateway_sweep, *sp;
+		while ((sp = strchr(p, ' '))) {
+			json_array_append_new(ids, json_stringn(p, (size_t)(sp - p)));
+			p = sp + 1;
+		}
+		json_object_set_new(run, "sweep", ids);
+	}
 	if (server && run && (a = json_dumps(server, JSON_COMPACT)) &&
 	    (b = json_dumps(run, JSON_COMPACT)) && asprintf(&text, "%s\n%s\n", a, b) < 0)
 		text = NULL;
@@ -237,6 +246,15 @@ static void status_line(kr_sandbox_t *sb, gateway_t *g, const char *line)
 		m = json_string_value(json_object_get(v, "dir"));
 		snprintf(sb->remote_dir, sizeof sb->remote_dir, "%s", m ? m : "");
 		g->started = true;
+	} else if ((v = json_object_get(j, "swept"))) {
+		/* an earlier kernel of the session's (o.gateway_sweep) */
+		const char *id = json_string_value(json_object_get(v, "id"));
+		size_t used = strlen(sb->swept);
+		m = json_string_value(json_object_get(v, "error"));
+		if (id && !m && used + strlen(id) + 2 <= sizeof sb->swept)
+			snprintf(sb->swept + used, sizeof sb->swept - used, "%s ", id);
+		else if (id && m)
+			snprintf(sb->sweep_failed, sizeof sb->sweep_failed, "%.79s: %.300s", id, m);
 	} else if ((v = json_object_get(j, "exit"))) {
 		g->exited = true;
 		g->deleted = json_is_true(json_object_get(v, "deleted"));

@@ -177,9 +177,10 @@ static int on_signal(kbox_loop_t *loop, void *arg)
 	sup_t *s = arg;
 	struct signalfd_siginfo si;
 	while (read(s->sig_fd, &si, sizeof si) == sizeof si) {
-		if (si.ssi_signo == SIGCHLD)
+		if (si.ssi_signo == SIGCHLD) {
 			sup_kernel_check_soon(s);
-		else if (!s->stopping) {
+			sup_endings_check(s);
+		} else if (!s->stopping) {
 			const char *abbrev = sigabbrev_np((int)si.ssi_signo);
 			snprintf(s->stop_cause, sizeof s->stop_cause,
 			         "the supervisor received SIG%s", abbrev ? abbrev : "?");
@@ -196,6 +197,7 @@ static int on_tick(kbox_loop_t *loop, void *arg)
 	sup_t *s = arg;
 	if (s->sb && !s->starting && !kr_sandbox_alive(s->sb))
 		sup_on_kernel_check(loop, s);
+	sup_endings_check(s);
 	sup_conns_idle(s);
 	sup_log_flush(s, false);
 	/* idle: a kernel that is ready, with nothing to do (a starting kernel
@@ -616,6 +618,7 @@ static void shutdown_session(sup_t *s)
 	sup_jobs_stop(s);
 	sup_answer_pending(s, KR_CTL_ERR_STOPPED, s->stop_cause);
 	sup_kernel_end(s, true);
+	sup_endings_finish(s);
 	/* the sandbox is gone: its workspace is no longer live, before the
 	 * stop is answered (kbox run returns on that answer) */
 	kr_live_ws_release(&s->live_ws, s->live_ws_file);

@@ -73,6 +73,7 @@
 #define TRIM_FREE_MIN (1 << 20)
 
 typedef struct sup sup_t;
+typedef struct sup_ending sup_ending_t;
 typedef struct conn conn_t;
 typedef struct job job_t;
 typedef struct fn_job fn_job_t;
@@ -244,6 +245,11 @@ struct sup {
 	unsigned long long outputs_used; /* what outputs/ held when last counted */
 	kbox_conn_t *bind_conn; /* waiting for the kernel to bind its sockets: its connection */
 	int bind_timer;
+	/* gateway: the helpers of replaced remote kernels, deleting them
+	 * while the next one starts; whether the record's kernels on another
+	 * server were tried (supervisor_kernel.c) */
+	sup_ending_t *endings;
+	bool swept_others;
 	/* host functions (kbox-functions(5)): the file as session.json keeps
 	 * it, libkbox's set of them (NULL: none), the kernel they were last
 	 * defined in (a generation; 0: none yet), their calls running */
@@ -380,6 +386,11 @@ long long sup_ready_timeout(const sup_t *s);
 /* End the current kernel (gracefully when GRACEFUL and it answers) and
  * forget it. */
 void sup_kernel_end(sup_t *s, bool graceful);
+/* The helpers of replaced remote kernels: those that ended are done
+ * with (the record follows what they said), those past their time
+ * killed; at the stop, each waited for what is left of its time. */
+void sup_endings_check(sup_t *s);
+void sup_endings_finish(sup_t *s);
 /* The kernel is gone, or is being replaced, for CAUSE: end what ran on it,
  * remember why for the next execution, and start a new one unless it
  * keeps dying.  0, or -1 when the session has to stop (stop_cause set). */

@@ -363,52 +363,246 @@ static void remove_kernel_files(sup_t *s)
 	s->sockets_view[0] = '\0';
 }
 
-/* The gateway's remote kernel of this session, recorded from when it
- * answers until the server deleted it: one a helper killed before it
- * could delete it (with the supervisor, or alone) is deleted at the
- * session's next kernel start. */
+/* The gateway's remote kernels of this session, recorded from when each
+ * answers until the server deleted it: one a helper could not delete
+ * (the server did not answer it, or it was killed, with the supervisor
+ * or alone) is deleted at the session's next kernel start, by that
+ * kernel's helper.  The record: [{"url": URL, "id": ID}, ...], at most
+ * REMOTE_RECORD_MAX (the oldest is forgotten past it); an older kbox's is
+ * one such object. */
 #define REMOTE_RECORD "gateway-kernel"
+#define REMOTE_RECORD_MAX 32
+/* (a URL: at most 1024 bytes, kr_gateway_url_valid; twice that escaped) */
+#define REMOTE_RECORD_BYTES (REMOTE_RECORD_MAX * (2 * 1024 + 128))
 
-static void remote_record(sup_t *s)
+/* A helper that deletes a replaced remote kernel while the next one
+ * starts (the session's loop never waits on a server for it), until it
+ * ends or ENDING_WAIT_MS pass (then it is killed, and the kernel stays
+ * recorded). */
+#define ENDING_WAIT_MS 45000
+struct sup_ending {
+	kr_sandbox_t *sb;
+	long long deadline;
+	bool killed;
+	sup_ending_t *next;
+};
+
+/* A new array (NULL only when out of memory). */
+static json_t *record_load(sup_t *s)
 {
-	json_t *j;
-	char *text;
-	/* (its status lines read: "started" names it) */
-	if (!s->sb || !kr_sandbox_alive(s->sb) || !s->sb->remote_id[0])
-		return;
-	j = json_pack("{s:s, s:s}", "url", s->sbo.gateway_url, "id", s->sb->remote_id);
-	if (j && (text = json_dumps(j, JSON_COMPACT))) {
+	char *text = malloc(REMOTE_RECORD_BYTES);
+	json_t *j = NULL;
+	if (text) {
+		sup_read_file(s->at, REMOTE_RECORD, text, REMOTE_RECORD_BYTES);
+		j = text[0] ? json_loads(text, 0, NULL) : NULL;
+		free(text);
+	}
+	if (json_is_object(j)) {
+		json_t *a = json_array();
+		json_array_append_new(a, j);
+		return a;
+	}
+	if (!json_is_array(j)) {
+		json_decref(j);
+		j = json_array();
+	}
+	return j;
+}
+
+static void record_save(sup_t *s, json_t *a)
+{
+	char path[PATH_MAX + 32], *text;
+	snprintf(path, sizeof path, "%s/" REMOTE_RECORD, s->at);
+	if (json_array_size(a) == 0)
+		unlink(path);
+	else if ((text = json_dumps(a, JSON_COMPACT))) {
 		sup_write_file(s->at, REMOTE_RECORD, text);
 		free(text);
 	}
-	json_decref(j);
 }
 
-/* Delete the remote kernel a record names (one of an earlier kernel's),
- * then the record; kept when the server cannot be told (tried again at
- * the next start). */
-static void remote_sweep(sup_t *s)
+/* The server deleted the kernel ID: it is no longer recorded. */
+static void record_drop(sup_t *s, const char *url, const char *id)
 {
-	char text[2048], path[PATH_MAX + 32];
-	kbox_error_t err = {0};
-	json_t *j;
-	const char *url, *id;
-	sup_read_file(s->at, REMOTE_RECORD, text, sizeof text);
-	if (!text[0])
+	json_t *a = record_load(s), *e;
+	size_t i;
+	if (!a)
 		return;
-	j = json_loads(text, 0, NULL);
-	url = json_string_value(json_object_get(j, "url"));
-	id = json_string_value(json_object_get(j, "id"));
-	snprintf(path, sizeof path, "%s/" REMOTE_RECORD, s->at);
-	if (!url || !id)
-		unlink(path);
-	else if (kr_gateway_delete(url, s->gateway_token, s->sbo.gateway_ca, id, &err) == 0) {
-		sup_log(s, "remote-deleted", json_pack("{s:s, s:s}", "id", id, "url", url));
-		unlink(path);
-	} else
+	json_array_foreach(a, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "id")) ?: "", id) == 0) {
+			json_array_remove(a, i);
+			break;
+		}
+	}
+	record_save(s, a);
+	json_decref(a);
+	sup_log(s, "remote-deleted", json_pack("{s:s, s:s}", "id", id, "url", url));
+}
+
+/* What the helper of SB said of the earlier kernels it was to delete,
+ * and of its own: the record follows. */
+static void remote_taken(sup_t *s, kr_sandbox_t *sb)
+{
+	char *p, *sp, *colon;
+	for (p = sb->swept; (sp = strchr(p, ' ')); p = sp + 1) {
+		*sp = '\0';
+		record_drop(s, sb->o.gateway_url, p);
+	}
+	sb->swept[0] = '\0';
+	if (sb->sweep_failed[0] && (colon = strstr(sb->sweep_failed, ": "))) {
+		*colon = '\0';
 		sup_log(s, "remote-orphan",
-		        json_pack("{s:s, s:s, s:s}", "id", id, "url", url, "error", err.msg));
-	json_decref(j);
+		        json_pack("{s:s, s:s, s:s}", "id", sb->sweep_failed, "url",
+		                  sb->o.gateway_url, "error", colon + 2));
+	}
+	sb->sweep_failed[0] = '\0';
+	if (sb->remote_id[0] && sb->remote_deleted) {
+		record_drop(s, sb->o.gateway_url, sb->remote_id);
+		sb->remote_id[0] = '\0';
+	}
+}
+
+/* The current remote kernel answers: recorded. */
+static void remote_record(sup_t *s)
+{
+	json_t *a;
+	/* (its status lines read: "started" names it) */
+	if (!s->sb || !kr_sandbox_alive(s->sb) || !s->sb->remote_id[0])
+		return;
+	remote_taken(s, s->sb);
+	if (!(a = record_load(s)))
+		return;
+	json_array_append_new(
+	        a, json_pack("{s:s, s:s}", "url", s->sbo.gateway_url, "id", s->sb->remote_id));
+	while (json_array_size(a) > REMOTE_RECORD_MAX)
+		json_array_remove(a, 0);
+	record_save(s, a);
+	json_decref(a);
+}
+
+static bool ending_has(const sup_t *s, const char *id)
+{
+	for (const sup_ending_t *e = s->endings; e; e = e->next)
+		if (strcmp(e->sb->remote_id, id) == 0)
+			return true;
+	return false;
+}
+
+/* The kernels the record names, but the helpers of this supervisor's
+ * that still delete theirs: those on this server into IDS (each followed
+ * by a space) for the next helper to delete; one on another server (the
+ * session's --url changed since) is deleted here, at the first start of
+ * a supervisor only (a restart does not wait on a server). */
+static void remote_sweep(sup_t *s, char *ids, size_t size)
+{
+	json_t *a = record_load(s), *e;
+	size_t i, used = 0;
+	bool changed = false;
+	ids[0] = '\0';
+	if (!a)
+		return;
+	json_array_foreach(a, i, e)
+	{
+		const char *url = json_string_value(json_object_get(e, "url"));
+		const char *id = json_string_value(json_object_get(e, "id"));
+		kbox_error_t err = {0};
+		if (!url || !id || !*id || strlen(id) >= sizeof s->sb->remote_id ||
+		    strchr(id, ' ')) {
+			json_array_remove(a, i--);
+			changed = true;
+		} else if (ending_has(s, id))
+			;
+		else if (strcmp(url, s->sbo.gateway_url) == 0) {
+			if (used + strlen(id) + 2 <= size)
+				used += (size_t)snprintf(ids + used, size - used, "%s ", id);
+		} else if (s->swept_others)
+			;
+		else if (kr_gateway_delete(url, s->gateway_token, s->sbo.gateway_ca, id, &err) ==
+		         0) {
+			sup_log(s, "remote-deleted", json_pack("{s:s, s:s}", "id", id, "url", url));
+			json_array_remove(a, i--);
+			changed = true;
+		} else
+			sup_log(s, "remote-orphan",
+			        json_pack("{s:s, s:s, s:s}", "id", id, "url", url, "error",
+			                  err.msg));
+	}
+	s->swept_others = true;
+	if (changed)
+		record_save(s, a);
+	json_decref(a);
+}
+
+/* The end of an ending helper: the record follows what it said. */
+static void ending_free(sup_t *s, sup_ending_t *e)
+{
+	kr_sandbox_stop(e->sb, STOP_STEP_MS); /* (it ended: its cleanup only) */
+	remote_taken(s, e->sb);
+	if (e->sb->remote_id[0]) { /* (kept in the record) */
+		char why[400];
+		if (e->killed)
+			snprintf(why, sizeof why,
+			         "its helper did not end within %d s of the kernel's replacement, "
+			         "and was killed",
+			         ENDING_WAIT_MS / 1000);
+		else
+			snprintf(why, sizeof why, "the server did not delete it (%.300s)",
+			         e->sb->cause);
+		sup_log(s, "remote-orphan",
+		        json_pack("{s:s, s:s, s:s}", "id", e->sb->remote_id, "url",
+		                  e->sb->o.gateway_url, "error", why));
+	}
+	kr_sandbox_destroy(&e->sb);
+	free(e);
+}
+
+/* Hand the current remote kernel's end to its helper (it deletes the
+ * kernel), to be waited for by sup_endings_check: true, or false when it
+ * is to be ended here. */
+static bool ending_begin(sup_t *s)
+{
+	sup_ending_t *e;
+	if (!kr_sandbox_alive(s->sb) || !(e = calloc(1, sizeof *e)))
+		return false;
+	kr_sandbox_signal(s->sb, SIGTERM, NULL); /* "remove" */
+	e->sb = s->sb;
+	e->deadline = kx_now_ms() + ENDING_WAIT_MS;
+	e->next = s->endings;
+	s->endings = e;
+	s->sb = NULL;
+	return true;
+}
+
+void sup_endings_check(sup_t *s)
+{
+	sup_ending_t **p = &s->endings;
+	while (*p) {
+		sup_ending_t *e = *p;
+		if (!kr_sandbox_alive(e->sb)) {
+			*p = e->next;
+			ending_free(s, e);
+			continue;
+		}
+		if (!e->killed && kx_now_ms() >= e->deadline) {
+			kill(e->sb->pid, SIGKILL);
+			e->killed = true;
+		}
+		p = &e->next;
+	}
+}
+
+void sup_endings_finish(sup_t *s)
+{
+	while (s->endings) {
+		sup_ending_t *e = s->endings;
+		long long left = e->deadline - kx_now_ms();
+		/* (the session stops: what is left of their time is waited) */
+		if (!kr_sandbox_wait_end(e->sb, left > 0 ? (int)left : 0))
+			kill(e->sb->pid, SIGKILL);
+		s->endings = e->next;
+		ending_free(s, e);
+	}
 }
 
 long long sup_ready_timeout(const sup_t *s)
@@ -427,6 +621,7 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	const kr_backend_t *b = kr_backend_find(s->backend);
 	kbox_conn_t *conn = NULL;
 	char gen[32], kernel_conn[PATH_MAX + 64], *conn_text = NULL;
+	char sweep[REMOTE_RECORD_MAX * 81];
 
 	if (!b)
 		return kbox_error_set(err, KBOX_E_NOTFOUND, "unknown backend \"%s\"", s->backend);
@@ -444,11 +639,13 @@ int sup_kernel_start(sup_t *s, kbox_error_t *err)
 	s->sbo.conn_text = conn_text;
 	s->sbo.conn_path = conn_text ? kernel_conn : NULL;
 	s->sbo.generation = s->generation;
-	if (strcmp(s->backend, "gateway") == 0)
-		remote_sweep(s);
+	if (strcmp(s->backend, "gateway") == 0) {
+		remote_sweep(s, sweep, sizeof sweep);
+		s->sbo.gateway_sweep = sweep;
+	}
 	s->sbo.gateway_token = s->gateway_token;
 	s->sb = kr_sandbox_start(s->backend, s->spec, &s->sbo, kernel_conn, err);
-	s->sbo.gateway_token = NULL;
+	s->sbo.gateway_token = s->sbo.gateway_sweep = NULL;
 	s->sbo.conn_text = s->sbo.conn_path = NULL;
 	kbox_conn_json_free(&conn_text);
 	close(s->sbo.log_fd); /* the kernel's now, and only the kernel's */
@@ -504,13 +701,11 @@ void sup_kernel_end(sup_t *s, bool graceful)
 		}
 		kbox_client_destroy(&s->client);
 	}
-	if (s->sb) {
+	/* a remote kernel replaced is deleted by its helper meanwhile (a
+	 * server that does not answer must not hold the session up) */
+	if (s->sb && !(s->replacing && kr_backend_find(s->backend)->remote && ending_begin(s))) {
 		kr_sandbox_stop(s->sb, STOP_STEP_MS);
-		if (s->sb->remote_id[0] && s->sb->remote_deleted) {
-			char path[PATH_MAX + 32];
-			snprintf(path, sizeof path, "%s/" REMOTE_RECORD, s->at);
-			unlink(path);
-		}
+		remote_taken(s, s->sb);
 		kr_sandbox_destroy(&s->sb);
 	}
 	kr_kernel_log_close(s->klog); /* its last words */
