@@ -356,6 +356,17 @@ check a_failed_start_leaves_the_session_stopped_with_the_cause eval 'status_is 5
 	[ "$(status_line state)" = stopped ] &&
 	status_line last_stop | grep -q "^it could not start: backend gateway: cannot reach the Jupyter server at http://127.0.0.1:$nothing: "'
 
+# a kernel that dies as it starts, which the server removes once its
+# restarts failed: the start says so then, not at the launch timeout
+mkdir -p "$ROOT/s1/data/kernels/dies"
+echo '{"argv": ["sh", "-c", "exit 3"], "display_name": "dies", "language": "python"}' \
+	>"$ROOT/s1/data/kernels/dies/kernel.json"
+kbox start -s dies -k dies --backend gateway --url "$(URL)" --token-file "$ROOT/token"
+check a_kernel_that_dies_as_it_starts_is_reported_as_such eval 'status_is 5 && stdout_empty &&
+	grep -Eqx "kbox start: session dies: the remote kernel could not start: the kernel [-0-9a-f]+ died on the Jupyter server as it started, and the server removed it \(the server.s log says why\)" stderr &&
+	no_kernels'
+rm -r "$ROOT/s1/data/kernels/dies"
+
 # the idle TTL stops the session and deletes its remote kernel
 kbox start -s ttl --backend gateway --url "$(URL)" --token-file "$ROOT/token" --ttl 2s
 sup=$(cat "$KBOX_HOME/sessions/ttl/supervisor.pid" 2>/dev/null)

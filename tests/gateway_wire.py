@@ -9,7 +9,7 @@ the sockets it binds with ZeroMQ.
 
 Usage: gateway_wire.py HELPER SCENARIO DIR
   HELPER    the kbox-gateway to run
-  SCENARIO  upgrade | bad_accept | unoffered_protocol | pingflood | flood |
+  SCENARIO  upgrade | bad_accept | no_upgrade | unoffered_protocol | pingflood | flood |
             legacy | slowread | stall_post_remove | stall_post_sigterm |
             stall_post_unanswered | stall_dir_remove | stall_upgrade_eof
   DIR       a directory of the test's (the sockets are made in DIR/sock)
@@ -345,11 +345,11 @@ class Server:
             note(post_answered=str(e))
         return SCENARIO != "stall_post_unanswered"
 
-    def upgrade(self, c, headers, protocol=True, accept=None):
+    def upgrade(self, c, headers, protocol=True, accept=None, upgrade="Upgrade: websocket\r\n"):
         key = headers.get("sec-websocket-key", "")
-        c.send(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+        c.send(("HTTP/1.1 101 Switching Protocols\r\n%s"
                 "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n"
-                % (accept or accept_of(key),
+                % (upgrade, accept or accept_of(key),
                    "Sec-WebSocket-Protocol: %s\r\n" % PROTO if protocol else "")).encode())
 
     def quiet(self, c, nth):
@@ -391,6 +391,11 @@ class Server:
             # the accept of another key
             self.upgrade(c, headers, accept=accept_of(base64.b64encode(b"x" * 16).decode()))
             note(bad_accept_closed_by_helper=c.eof())
+            return
+        if SCENARIO == "no_upgrade":
+            # a 101 that does not say it upgrades to a WebSocket
+            self.upgrade(c, headers, upgrade="")
+            note(no_upgrade_closed_by_helper=c.eof())
             return
         if SCENARIO == "unoffered_protocol":
             self.upgrade(c, headers, protocol=True)
@@ -568,6 +573,12 @@ def status_with(key):
     return lambda: any(isinstance(s, dict) and key in s for s in state["status"])
 
 
+def channels_notice():
+    """The notice that the channels dropped (not that of a message dropped)."""
+    return any(isinstance(s, dict) and str(s.get("notice", "")).startswith(
+        "the kernel's channels dropped") for s in state["status"])
+
+
 def main():
     out = {"error": None, "url": None, "token": TOKEN, "kid": KID, "rc": None, "status": [],
            "stderr": [], "requests": [], "ws": {}, "driver": {}}
@@ -666,14 +677,14 @@ def drive(p, server, ctx, sockdir, drv):
         wait(lambda: state["status_eof"], "end of the status lines")
         wait(ws_seen("upgrade_closed_by_helper"), "end of the upgrade's connection")
         return
-    if SCENARIO in ("bad_accept", "unoffered_protocol"):
+    if SCENARIO in ("bad_accept", "unoffered_protocol", "no_upgrade"):
         wait(lambda: state["status_eof"], "end of the status lines")
         return
     wait(status_with("started"), "started line")
     if SCENARIO == "upgrade":
         drv["hwm_kib"] = hwm_kib(p.pid)  # (the helper's own, for comparison)
     elif SCENARIO == "pingflood":
-        wait(status_with("notice"), "notice of the dropped channels")
+        wait(channels_notice, "notice of the dropped channels")
         drv["hwm_kib"] = hwm_kib(p.pid)
         wait(lambda: len([r for r in state["requests"] if "/channels?" in r["line"]]) == 2,
              "second upgrade")
@@ -767,7 +778,7 @@ def drive(p, server, ctx, sockdir, drv):
         with cond:
             drv["status_before_oversized"] = list(state["status"])
         note(send_oversized=True)
-        wait(status_with("notice"), "notice of the dropped channels")
+        wait(channels_notice, "notice of the dropped channels")
         wait(ws_seen("oversized_answer"), "the helper's answer to the oversized frame")
         drv["hwm_kib_after_oversized"] = hwm_kib(p.pid)
         drv["more_replies"] = shell.poll(0)

@@ -80,7 +80,7 @@ typedef struct {
 	int pending;
 	bool stopping, lost, gone; /* (gone: the server answers nothing) */
 	char cause[512];
-	unsigned long dropped;
+	unsigned long dropped, dropped_told; /* messages of the server's not passed on */
 	char in[4096];
 	size_t in_len;
 	/* when the channels last connected, and the series of drops soon
@@ -802,6 +802,22 @@ static int kernel_there(run_t *r, gw_error_t *err)
 	return code == 200 ? 1 : code == 404 ? 0 : -1;
 }
 
+/* While the server opens the channels (gw_set_watch): a kernel that
+ * died as it started, and that the server removed after its restarts
+ * failed (jupyter_server), ends the wait at once. */
+static int still_there(void *arg, gw_error_t *err)
+{
+	run_t *r = arg;
+	gw_error_t ignored = {0};
+	if (kernel_there(r, &ignored) != 0)
+		return 0;
+	gw_error(err, GW_E_SERVER,
+	         "the kernel %s died on the Jupyter server as it started, and the server "
+	         "removed it (the server's log says why)",
+	         r->kid);
+	return -1;
+}
+
 /* The channels dropped: connect them again (the same session: the server
  * replays what it kept for it), with back-off, for RECONNECT_MAX_MS.
  * 0, or -1 with r->cause set (or stopping). */
@@ -1003,6 +1019,7 @@ static int cmd_run(void)
 		goto fail_delete;
 	}
 	kbox_uuid(r->session);
+	gw_set_watch(r->gw, still_there, r);
 	if (!(r->ws = gw_ws_connect(r->gw, r->kid, r->session, legacy, launch, MAX_MSG, on_ws_msg,
 	                            r, &err)) ||
 	    bind_all(r, conn, &err) < 0)
@@ -1053,6 +1070,18 @@ static int cmd_run(void)
 				for (int k = 0; k < BATCH; k++)
 					if (!from_local(r, from[i]))
 						break;
+		if (r->dropped > r->dropped_told) {
+			char said[300];
+			snprintf(
+			        said, sizeof said,
+			        "the Jupyter server sent %lu message%s that %s not passed on (not a "
+			        "kernel's message, or over its bounds); output may be missing",
+			        r->dropped - r->dropped_told,
+			        r->dropped - r->dropped_told == 1 ? "" : "s",
+			        r->dropped - r->dropped_told == 1 ? "was" : "were");
+			kg_say(r->status_fd, json_pack("{s:o}", "notice", kg_jtext(said)));
+			r->dropped_told = r->dropped;
+		}
 		if (gw_ws_pump(r->ws, why, sizeof why) < 0 && !r->stopping) {
 			if (reconnect(r, why, legacy) < 0) {
 				r->lost = true;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <wslay/wslay.h>
 
@@ -58,12 +59,20 @@ struct gw {
 	char path[1024];           /* the base's path, without a trailing '/' */
 	bool (*cancel)(void *arg); /* gw_set_cancel */
 	void *cancel_arg;
+	int (*watch)(void *arg, gw_error_t *err); /* gw_set_watch */
+	void *watch_arg;
 	size_t max_body; /* gw_set_max_body */
 };
 
 void gw_set_max_body(gw_t *self, size_t max)
 {
 	self->max_body = max ? max : GW_MAX_BODY;
+}
+
+void gw_set_watch(gw_t *self, int (*watch)(void *arg, gw_error_t *err), void *arg)
+{
+	self->watch = watch;
+	self->watch_arg = arg;
 }
 
 void gw_set_cancel(gw_t *self, bool (*cancel)(void *arg), void *arg)
@@ -356,6 +365,7 @@ struct gw_ws {
 	curl_socket_t fd;
 	wslay_event_context_ptr ctx;
 	bool v1, over;
+	uint64_t max_msg; /* the largest message taken */
 	/* bytes read in this pump, against RECV_BUDGET; more may wait */
 	size_t got;
 	bool more;
@@ -607,7 +617,13 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 		char *end;
 		rc = curl_easy_recv(w->curl, head + used, MAX_HEAD - used, &n);
 		if (rc == CURLE_AGAIN) {
-			if (wait_fd(self, w->fd, false, deadline) < 0) {
+			long long slice = self->watch ? kx_now_ms() + GW_WATCH_MS : deadline;
+			if (wait_fd(self, w->fd, false, slice < deadline ? slice : deadline) < 0) {
+				if (errno == ETIMEDOUT && slice < deadline) {
+					if (self->watch(self->watch_arg, err) < 0)
+						goto fail;
+					continue;
+				}
 				if (errno == ECANCELED)
 					gw_error(err, GW_E_USAGE,
 					         "stopped while waiting for the Jupyter "
@@ -661,6 +677,14 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 			         status);
 		goto fail;
 	}
+	if (!head_value(head, "Upgrade", got, sizeof got) || strcasecmp(got, "websocket") != 0 ||
+	    !head_value(head, "Connection", got, sizeof got) || !strcasestr(got, "upgrade")) {
+		gw_error(err, GW_E_SERVER,
+		         "the Jupyter server at %s: its 101 reply lacks \"Upgrade: websocket\" or "
+		         "\"Connection: Upgrade\"",
+		         self->base);
+		goto fail;
+	}
 	if (!accept_value(key, want, sizeof want) ||
 	    !head_value(head, "Sec-WebSocket-Accept", got, sizeof got) || strcmp(want, got)) {
 		gw_error(err, GW_E_SERVER,
@@ -680,6 +704,7 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 	if (wslay_event_context_client_init(&w->ctx, &cb, w) != 0)
 		goto nomem;
 	wslay_event_config_set_max_recv_msg_length(w->ctx, max_msg);
+	w->max_msg = max_msg;
 	goto out;
 nomem:
 	gw_error(err, GW_E_USAGE, "out of memory");
@@ -754,6 +779,27 @@ int gw_ws_pump(gw_ws_t *self, char *why, size_t size)
 				         SEND_QUEUED_MSGS);
 			self->over = true;
 		}
+	}
+	if (self->over && !self->why[0]) {
+		/* (what the close says, ours or the server's) */
+		uint16_t sent = wslay_event_get_close_sent(self->ctx)
+		                        ? wslay_event_get_status_code_sent(self->ctx)
+		                        : 0;
+		uint16_t got = wslay_event_get_close_received(self->ctx)
+		                       ? wslay_event_get_status_code_received(self->ctx)
+		                       : 0;
+		if (sent == WSLAY_CODE_MESSAGE_TOO_BIG)
+			snprintf(self->why, sizeof self->why,
+			         "the server sent a message over %llu MiB, the most one may have "
+			         "(closed with 1009)",
+			         (unsigned long long)(self->max_msg >> 20));
+		else if (sent == WSLAY_CODE_PROTOCOL_ERROR ||
+		         sent == WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA)
+			snprintf(self->why, sizeof self->why,
+			         "the server broke the WebSocket protocol (closed with %u)", sent);
+		else if (got && got != WSLAY_CODE_NO_STATUS_RCVD)
+			snprintf(self->why, sizeof self->why,
+			         "the server closed the connection (code %u)", got);
 	}
 	if (self->over) {
 		snprintf(why, size, "%s", self->why[0] ? self->why : "the connection ended");

@@ -42,6 +42,13 @@ gw_t *gw_new(const char *url, const char *token, const char *ca_file, gw_error_t
 /* CANCEL(ARG), asked while a call or a connection waits (a few times a
  * second): true ends it, as kind "usage" ("stopped while waiting"). */
 void gw_set_cancel(gw_t *self, bool (*cancel)(void *arg), void *arg);
+
+/* While gw_ws_connect waits for the server to open the channels, WATCH
+ * (with ARG) is called every GW_WATCH_MS: -1 with ERR ends the wait with
+ * that error (the kernel died as it started, say), 0 goes on.  NULL:
+ * none. */
+#define GW_WATCH_MS 2000
+void gw_set_watch(gw_t *self, int (*watch)(void *arg, gw_error_t *err), void *arg);
 /* The most a reply's body may be from now on (0: GW_MAX_BODY). */
 void gw_set_max_body(gw_t *self, size_t max);
 void gw_destroy(gw_t **self_p);
