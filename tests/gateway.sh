@@ -460,6 +460,9 @@ call(9, "read_file", {"path": "nope.txt"})
 call(10, "list_files", {"path": "notes/m.txt"})
 call(11, "run_python", {"code": "f = open('big.png', 'wb'); f.truncate(6 << 20); f.close()"})
 call(12, "read_image", {"path": "big.png"})
+# (a name that is not UTF-8: the server writes it with a lone surrogate)
+call(13, "run_python", {"code": "open(b'notes/b\\xff.txt', 'wb').write(b'hi');"})
+call(14, "list_files", {"path": "notes"})
 p.stdin.close()
 p.wait()
 PYEOF
@@ -477,6 +480,9 @@ read_file True read_file: nope.txt: no such file
 list_files True list_files: notes/m.txt: not a directory
 run_python False [no output]
 read_image True read_image: big.png is 6291456 bytes, more than the 5242880 bytes this tool returns
+run_python False [no output]
+list_files False b�.txt	2 bytes
+m.txt	7 bytes
 EOF'
 kbox stop -s f
 
