@@ -77,7 +77,8 @@ URL() { echo "http://127.0.0.1:$PORT"; }
 # ---- a session on the server ----
 
 server_or_skip
-[ -n "$SKIPPING" ] || { start_server "$ROOT/s1"; S1_PID=$SERVER_PID; }
+# (its log has each request: the paged read_file's fetches are counted)
+[ -n "$SKIPPING" ] || { start_server "$ROOT/s1" --log-level=DEBUG; S1_PID=$SERVER_PID; }
 
 fresh
 kbox start -s g --backend gateway --url "$(URL)" --token-file "$ROOT/token"
@@ -463,6 +464,9 @@ call(12, "read_image", {"path": "big.png"})
 # (a name that is not UTF-8: the server writes it with a lone surrogate)
 call(13, "run_python", {"code": "open(b'notes/b\\xff.txt', 'wb').write(b'hi');"})
 call(14, "list_files", {"path": "notes"})
+# (a file changed since it was read is read anew, not from the copy kept)
+call(15, "run_python", {"code": "open('notes/m.txt', 'w').write('new text\\n');"})
+call(16, "read_file", {"path": "notes/m.txt", "offset": 4})
 p.stdin.close()
 p.wait()
 PYEOF
@@ -483,7 +487,14 @@ read_image True read_image: big.png is 6291456 bytes, more than the 5242880 byte
 run_python False [no output]
 list_files False b�.txt	2 bytes
 m.txt	7 bytes
+run_python False [no output]
+read_file False text
 EOF'
+# (the pages of a file read through the contents API: one fetch of it
+# while it is unchanged, one more once it changed)
+check a_paged_remote_read_file_fetches_the_file_once_while_unchanged eval '
+	[ "$(grep -c "GET /api/contents/$rdir_f/notes/m.txt?type=file&format=base64&content=1 " \
+		"$ROOT/s1/server.log")" = 2 ]'
 kbox stop -s f
 
 # KBOX_BACKEND=gateway: a session kbox exec starts runs on the server of

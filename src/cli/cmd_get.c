@@ -300,7 +300,7 @@ int cmd_get(int argc, char **argv)
 			status = EXIT_UNAVAILABLE;
 			goto out;
 		}
-		if (kr_gateway_get(dir, src, in, 0, &got, &err) < 0) {
+		if (kr_gateway_get(dir, src, in, 0, &got, NULL, &err) < 0) {
 			if (hint && err.code == KBOX_E_NOTFOUND)
 				cli_session_operand_hint("get", src, argv[1]);
 			else

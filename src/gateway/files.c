@@ -315,12 +315,18 @@ static int spath(spath_t *p, const char *dir, const char *rel, gw_error_t *err)
 /* The type of the API path PATH ("file", "directory", "notebook") in
  * TYPE (16 bytes), "" when there is none, its size in *SIZE (-1: not
  * said).  0, or -1 with ERR. */
-static int type_of(gw_t *g, const char *path, char *type, long long *size, gw_error_t *err)
+/* PATH's type ("" when there is none), size (-1: unknown) and, when
+ * STAMP (KG_STAMP_MAX) is given, "SIZE@LAST_MODIFIED" ("" when the server
+ * says no time), which changes when the file does. */
+static int type_stamp(gw_t *g, const char *path, char *type, long long *size, char *stamp,
+                      gw_error_t *err)
 {
 	json_t *model = NULL;
 	const char *t;
 	type[0] = '\0';
 	*size = -1;
+	if (stamp)
+		stamp[0] = '\0';
 	if (stat_path(g, path, &model, err) < 0) {
 		if (err->kind != GW_E_NOT_FOUND)
 			return -1;
@@ -331,8 +337,16 @@ static int type_of(gw_t *g, const char *path, char *type, long long *size, gw_er
 	snprintf(type, 16, "%s", t ? t : "file");
 	if (json_is_integer(json_object_get(model, "size")))
 		*size = (long long)json_integer_value(json_object_get(model, "size"));
+	if (stamp && (t = json_string_value(json_object_get(model, "last_modified"))) &&
+	    strlen(t) < KG_STAMP_MAX - 24 && !strpbrk(t, " \t\n"))
+		snprintf(stamp, KG_STAMP_MAX, "%lld@%s", *size, t);
 	json_decref(model);
 	return 0;
+}
+
+static int type_of(gw_t *g, const char *path, char *type, long long *size, gw_error_t *err)
+{
+	return type_stamp(g, path, type, size, NULL, err);
 }
 
 /* PATH's directory, "" for the root, in OUT (PATH_MAX_BYTES + 1). */
@@ -544,12 +558,13 @@ out:
 	return rc;
 }
 
-int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *maxarg)
+int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *maxarg,
+               const char *since)
 {
 	long long max = KG_FILE_MAX;
 	gw_error_t err = {0};
 	gw_t *g = kg_server_from_stdin(&err);
-	char api[3 * PATH_MAX_BYTES + 64], type[16];
+	char api[3 * PATH_MAX_BYTES + 64], type[16], stamp[KG_STAMP_MAX];
 	json_t *out = NULL;
 	const char *content;
 	unsigned char *data = NULL;
@@ -570,7 +585,7 @@ int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *
 	}
 	if (*maxarg && ((max = strtoll(maxarg, NULL, 10)) <= 0 || max > KG_FILE_MAX))
 		max = KG_FILE_MAX;
-	if (kg_contents_probe(g, &err) < 0 || type_of(g, p.full, type, &size, &err) < 0)
+	if (kg_contents_probe(g, &err) < 0 || type_stamp(g, p.full, type, &size, stamp, &err) < 0)
 		goto out;
 	if (!*type) {
 		gw_error(&err, GW_E_NOT_FOUND, "%s: no such file", rel);
@@ -592,6 +607,12 @@ int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *
 		         "server's contents API, which sends it whole in one reply (split it in "
 		         "the code)",
 		         rel, size, KG_FILE_MAX >> 20);
+		goto out;
+	}
+	if (*stamp && strcmp(stamp, since) == 0) { /* the copy the caller has is it */
+		kg_say(1, json_pack("{s:{s:o, s:I, s:s, s:b}}", "got", "path", kg_jtext(p.full),
+		                    "size", (json_int_t)size, "stamp", stamp, "unchanged", 1));
+		rc = 0;
 		goto out;
 	}
 	/* base64 as Python's encodebytes writes it, 76 characters and a
@@ -632,8 +653,9 @@ int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *
 		gw_error(&err, GW_E_USAGE, "writing %s here: %s", rel, strerror(errno));
 		goto out;
 	}
-	kg_say(1, json_pack("{s:{s:o, s:I}}", "got", "path", kg_jtext(p.full), "size",
-	                    (json_int_t)len));
+	/* (a stamp only when the bytes are the size it says) */
+	kg_say(1, json_pack("{s:{s:o, s:I, s:s}}", "got", "path", kg_jtext(p.full), "size",
+	                    (json_int_t)len, "stamp", (long long)len == size ? stamp : ""));
 	rc = 0;
 out:
 	if (rc && stop_asked(NULL))

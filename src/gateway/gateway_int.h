@@ -34,7 +34,8 @@ int kg_make_dirs(gw_t *g, const char *path, gw_error_t *err);
 bool kg_path_valid(const char *path);
 
 int kg_cmd_put(const char *dir, const char *rel, const char *fd, const char *name);
-int kg_cmd_get(const char *dir, const char *rel, const char *fd, const char *max);
+int kg_cmd_get(const char *dir, const char *rel, const char *fd, const char *max,
+               const char *since);
 int kg_cmd_list(const char *dir, const char *rel);
 
 #endif

@@ -1162,7 +1162,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: " KG_PROGRAM
 	                " spec NAME | specs | delete ID | run | put DIR PATH FD [NAME] "
-	                "| get DIR PATH FD [MAX] | list DIR PATH\n"
+	                "| get DIR PATH FD [MAX [SINCE]] | list DIR PATH\n"
 	                "(kbox's helper for the gateway backend: see gateway_proto.h)\n");
 }
 
@@ -1184,8 +1184,9 @@ int main(int argc, char **argv)
 		return cmd_run();
 	if ((argc == 5 || argc == 6) && strcmp(argv[1], "put") == 0)
 		return kg_cmd_put(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "");
-	if ((argc == 5 || argc == 6) && strcmp(argv[1], "get") == 0)
-		return kg_cmd_get(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "");
+	if (argc >= 5 && argc <= 7 && strcmp(argv[1], "get") == 0)
+		return kg_cmd_get(argv[2], argv[3], argv[4], argc >= 6 ? argv[5] : "",
+		                  argc == 7 ? argv[6] : "");
 	if (argc == 4 && strcmp(argv[1], "list") == 0)
 		return kg_cmd_list(argv[2], argv[3]);
 	usage();

@@ -55,10 +55,14 @@
  *       KG_FILE_CHUNK bytes, else in parts to a file beside it
  *       (PATH.kbox-part-XXXXXXXX) that then replaces PATH.
  *       {"put": {"path": PATH, "size": N}}; exit 0.
- *   kbox-gateway get PATH FD
- *       Writes the file PATH (at most KG_FILE_MAX bytes: the API gives a
- *       file whole, in one reply) to descriptor FD.
- *       {"got": {"path": PATH, "size": N}}; exit 0.
+ *   kbox-gateway get PATH FD [MAX [SINCE]]
+ *       Writes the file PATH (at most MAX bytes, 0 or none: KG_FILE_MAX;
+ *       the API gives a file whole, in one reply) to descriptor FD.
+ *       {"got": {"path": PATH, "size": N, "stamp": STAMP}}; exit 0.
+ *       STAMP is "SIZE@LAST_MODIFIED" ("" when the server gives no time);
+ *       when it equals SINCE nothing is written and the line has
+ *       "unchanged": true (a copy the caller kept is the file still).
+ *       A STAMP has fewer than KG_STAMP_MAX bytes.
  *   kbox-gateway list PATH
  *       {"list": {"path": PATH, "entries": [{"name": NAME, "type":
  *       "file"|"directory"|"notebook", "size": N|null}, ...]}}; exit 0.
@@ -77,6 +81,7 @@
 #ifndef KBOX_GATEWAY_PROTO_H
 #define KBOX_GATEWAY_PROTO_H
 
+#define KG_STAMP_MAX 96 /* (get's STAMP, with its NUL) */
 #define KG_PROGRAM "kbox-gateway"
 #define KG_STATUS_FD 3
 #define KG_SOCKETS_FD 4

@@ -295,7 +295,8 @@ static void lone_surrogates(char *t, size_t len)
 		}
 		if (!in_string || t[i] != '\\' || i + 1 >= len)
 			continue;
-		if (t[i + 1] != 'u' || i + 6 > len || (v = hex4(t + i + 2)) < 0xd800 || v > 0xdfff) {
+		if (t[i + 1] != 'u' || i + 6 > len || (v = hex4(t + i + 2)) < 0xd800 ||
+		    v > 0xdfff) {
 			i++; /* (an escape that is not a surrogate's: \\, \", \u0041) */
 			continue;
 		}

@@ -94,20 +94,58 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
  * the tool was given it), with its status in *ST: of a remote session, a
  * copy in memory of the server's, when it holds at most MAX bytes (0:
  * KG_FILE_MAX, since the contents API sends a file whole).  -1 with ERR. */
+void mcp_remote_copy_drop(mcp_t *m)
+{
+	mcp_remote_copy_t *c = &m->copy;
+	if (!c->set)
+		return;
+	free(c->dir);
+	free(c->rel);
+	close(c->fd);
+	memset(c, 0, sizeof *c);
+}
+
 static int open_regular(mcp_t *m, const tool_path_t *p, const char *path, long max, struct stat *st,
                         kbox_error_t *err)
 {
+	mcp_remote_copy_t *c = &m->copy;
+	char stamp[KG_STAMP_MAX] = "";
 	long long size = 0;
-	int fd;
+	int fd, rc;
+	bool same;
 	if (!p->remote)
 		return ws_open_regular(p->dirfd, p->rel, path, st, err);
+	/* (the copy kept of it, when the server says it is the file still:
+	 * a paged read_file fetches the file once) */
+	same = c->set && strcmp(c->dir, m->sess->dir) == 0 && strcmp(c->rel, p->rel) == 0;
+	if (same)
+		snprintf(stamp, sizeof stamp, "%s", c->stamp);
 	if ((fd = memfd_create("kbox-mcp", MFD_CLOEXEC)) < 0)
 		return kbox_error_set_sys(err, "%s", path);
-	if (kr_gateway_get(m->sess->dir, p->rel, fd, max, &size, err) < 0) {
+	if ((rc = kr_gateway_get(m->sess->dir, p->rel, fd, max, &size, stamp, err)) < 0) {
 		if (err->code == KBOX_E_INVALID && strstr(err->msg, "is a directory"))
 			kbox_error_set(err, KBOX_E_INVALID, "%s is a directory, not a file", path);
 		close(fd);
 		return -1;
+	}
+	if (rc == 1) { /* unchanged */
+		close(fd);
+		if ((fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+			return kbox_error_set_sys(err, "%s", path);
+		size = c->size;
+	} else {
+		mcp_remote_copy_drop(m);
+		if (*stamp && (c->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+			c->dir = strdup(m->sess->dir);
+			c->rel = strdup(p->rel);
+			c->set = true;
+			if (!c->dir || !c->rel)
+				mcp_remote_copy_drop(m);
+			else {
+				snprintf(c->stamp, sizeof c->stamp, "%s", stamp);
+				c->size = size;
+			}
+		}
 	}
 	memset(st, 0, sizeof *st);
 	st->st_mode = S_IFREG | 0600;

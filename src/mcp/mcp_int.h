@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <jansson.h>
 #include "cli/cli.h"
+#include "gateway/gateway_proto.h"
 #include "mcp/mcp.h"
 
 /* The command's name, in diagnostics ("kbox mcp: ..."). */
@@ -102,6 +103,17 @@ typedef struct mcp_sess {
 /* Room for the sessions new_session makes (--max-sessions, at most). */
 #define MCP_HANDLES_MAX MCP_SESSIONS_MAX
 
+/* The last file of a remote session's that a file tool read whole, kept
+ * for the next read of it (a paged read_file: the contents API sends a
+ * file whole), while its server says it is unchanged (files.c). */
+typedef struct {
+	bool set;
+	char *dir, *rel; /* its session's directory, its path there */
+	char stamp[KG_STAMP_MAX];
+	int fd; /* a memfd of its bytes */
+	long long size;
+} mcp_remote_copy_t;
+
 /* The server's state: one client, its sessions. */
 typedef struct mcp {
 	/* How a message (taken) goes to the client: NULL, a line on standard
@@ -114,6 +126,7 @@ typedef struct mcp {
 	size_t max_handles; /* --max-sessions */
 	mcp_sess_t *sess;   /* the session of the request, or the call, being handled */
 	mcp_images_t images;
+	mcp_remote_copy_t copy;
 	cli_structured_t structured; /* what run_python's results carry as structuredContent */
 	char *functions_text;        /* what run_python's description says of the host functions */
 	json_t *functions;           /* the host functions (kbox-functions(5)), or NULL */
@@ -269,5 +282,7 @@ json_t *mcp_read_image(mcp_t *m, json_t *args);
  * BUDGET bytes, NULL with WHY empty.  *LEN_P: its size. */
 json_t *mcp_image_item(mcp_t *m, const char *path, long budget, size_t *len_p, char *why,
                        size_t size);
+/* Forget M's copy of a remote file. */
+void mcp_remote_copy_drop(mcp_t *m);
 
 #endif

@@ -516,6 +516,7 @@ int mcp_serve(const mcp_options_t *o)
 	while (m.calls)
 		mcp_call_drop(&m, m.calls);
 	mcp_session_end(&m);
+	mcp_remote_copy_drop(&m);
 	cli_set_new_session_functions(NULL);
 	json_decref(functions);
 	free(m.functions_text);

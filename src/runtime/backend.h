@@ -333,15 +333,16 @@ int kr_gateway_token_read(int dir_fd, char **token, kbox_error_t *err);
  * what FD holds, to its end (PATH a directory, or ending in '/': into
  * it, under NAME (NULL: refused); no directory is made but the
  * session's); get: the file, of at most MAX bytes (0: KG_FILE_MAX), to FD
- * (its size in
- * *SIZE); list: the entries in *LIST (new: [{name, type, size}]).  0, or
- * -1 with ERR: KBOX_E_NOTFOUND when there is no such file;
- * KBOX_E_INVALID when the server has no contents API, or refuses the
- * path. */
+ * (its size in *SIZE), and when STAMP is given (KG_STAMP_MAX bytes,
+ * gateway_proto.h), what says its version in it; a STAMP given that is the file's
+ * still: nothing written, and 1; list: the entries in *LIST (new:
+ * [{name, type, size}]).  0, or -1 with ERR: KBOX_E_NOTFOUND when there
+ * is no such file; KBOX_E_INVALID when the server has no contents API,
+ * or refuses the path. */
 int kr_gateway_put(const char *session_dir, int fd, const char *path, const char *name,
                    kbox_error_t *err);
 int kr_gateway_get(const char *session_dir, const char *path, int fd, long long max,
-                   long long *size, kbox_error_t *err);
+                   long long *size, char *stamp, kbox_error_t *err);
 int kr_gateway_list(const char *session_dir, const char *path, json_t **list, kbox_error_t *err);
 /* How long each of those may take from now on, ms (0, the default: as long
  * as it takes; the helper bounds each request it makes). */

@@ -376,9 +376,10 @@ const kr_backend_t kr_backend_gateway = {
 #define CALL_WAIT_MS 60000
 #define CALL_MAX (40 << 20) /* (a listing: kbox-gateway's own bound is 32 MiB) */
 
-/* A call of kbox-gateway: WHAT ARG [ARG2 [FD [NAME]]], and FD given it. */
+/* A call of kbox-gateway: WHAT ARG [ARG2 [FD [NAME [SINCE]]]], and FD
+ * given it. */
 typedef struct {
-	const char *what, *arg, *arg2, *name;
+	const char *what, *arg, *arg2, *name, *since;
 	int fd;       /* a descriptor it gets (its number an argument), or -1 */
 	long wait_ms; /* how long it may take (0: as long as it takes) */
 	bool bare;    /* its error without "backend gateway: " (a file's) */
@@ -393,7 +394,7 @@ static int call_helper(const call_t *c, const char *url, const char *token, cons
                        json_t **reply, kbox_error_t *err)
 {
 	char exe[PATH_MAX], fdarg[16], **env = helper_env();
-	char *argv[7] = {KG_PROGRAM, (char *)c->what, (char *)c->arg};
+	char *argv[8] = {KG_PROGRAM, (char *)c->what, (char *)c->arg};
 	size_t ac = 3;
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, st = 0, rc = -1;
 	json_t *server = NULL, *e;
@@ -410,6 +411,8 @@ static int call_helper(const call_t *c, const char *url, const char *token, cons
 		argv[ac++] = fdarg;
 	if (c->name)
 		argv[ac++] = (char *)c->name;
+	if (c->name && c->since)
+		argv[ac++] = (char *)c->since;
 	if (!url || !*url)
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "backend gateway: no server (kbox start --url, or "
@@ -663,8 +666,8 @@ void kr_gateway_files_wait(long ms)
 
 /* kbox-gateway WHAT on PATH (of the session's directory there) for the
  * session in SESSION_DIR, with FD (or -1): its reply in *REPLY. */
-static int files_call(const char *session_dir, const char *what, const char *path, int fd,
-                      const char *name, json_t **reply, kbox_error_t *err)
+static int files_call_since(const char *session_dir, const char *what, const char *path, int fd,
+                            const char *name, const char *since, json_t **reply, kbox_error_t *err)
 {
 	kr_session_config_t cfg;
 	char dir[300], *token = NULL;
@@ -674,6 +677,7 @@ static int files_call(const char *session_dir, const char *what, const char *pat
 	            .arg2 = path,
 	            .fd = fd,
 	            .name = name,
+	            .since = since,
 	            .wait_ms = files_wait_ms,
 	            .bare = true};
 
@@ -714,6 +718,12 @@ out:
 	return rc;
 }
 
+static int files_call(const char *session_dir, const char *what, const char *path, int fd,
+                      const char *name, json_t **reply, kbox_error_t *err)
+{
+	return files_call_since(session_dir, what, path, fd, name, NULL, reply, err);
+}
+
 int kr_gateway_put(const char *session_dir, int fd, const char *path, const char *name,
                    kbox_error_t *err)
 {
@@ -724,16 +734,25 @@ int kr_gateway_put(const char *session_dir, int fd, const char *path, const char
 }
 
 int kr_gateway_get(const char *session_dir, const char *path, int fd, long long max,
-                   long long *size, kbox_error_t *err)
+                   long long *size, char *stamp, kbox_error_t *err)
 {
-	json_t *reply = NULL;
+	json_t *reply = NULL, *got;
+	const char *said;
 	char m[32];
 	int rc;
-	snprintf(m, sizeof m, "%lld", max);
-	rc = files_call(session_dir, "get", path, fd, max > 0 ? m : NULL, &reply, err);
-	if (rc == 0)
-		*size = (long long)json_integer_value(
-		        json_object_get(json_object_get(reply, "got"), "size"));
+	snprintf(m, sizeof m, "%lld", max > 0 ? max : 0);
+	rc = files_call_since(session_dir, "get", path, fd, max > 0 || (stamp && *stamp) ? m : NULL,
+	                      stamp && *stamp ? stamp : NULL, &reply, err);
+	if (rc == 0) {
+		got = json_object_get(reply, "got");
+		*size = (long long)json_integer_value(json_object_get(got, "size"));
+		said = json_string_value(json_object_get(got, "stamp"));
+		if (json_is_true(json_object_get(got, "unchanged")))
+			rc = 1;
+		else if (stamp)
+			snprintf(stamp, KG_STAMP_MAX, "%s",
+			         said && strlen(said) < KG_STAMP_MAX ? said : "");
+	}
 	json_decref(reply);
 	return rc;
 }
