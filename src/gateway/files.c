@@ -459,21 +459,44 @@ out:
 	return rc;
 }
 
+/* The start of a command on REL in the session's directory DIR: the
+ * server (its line on standard input), the stops watched, the path
+ * checked into P.  The server, or NULL with ERR. */
+static gw_t *cmd_begin(spath_t *p, const char *dir, const char *rel, gw_error_t *err)
+{
+	gw_t *g = kg_server_from_stdin(err);
+	if (!g)
+		return NULL;
+	take_stops(g);
+	if (spath(p, dir, rel, err) < 0)
+		gw_destroy(&g);
+	return g;
+}
+
+/* The end of a command that did (RC 0) or did not do what it was asked:
+ * its error line, if any, says a stop that cut it short. */
+static int cmd_end(gw_t **g, int rc, gw_error_t *err)
+{
+	if (rc && stop_asked(NULL))
+		gw_error(err, GW_E_USAGE, "stopped");
+	if (rc)
+		kg_say_error(1, err);
+	gw_destroy(g);
+	return rc;
+}
+
 int kg_cmd_put(const char *dir, const char *rel, const char *fdarg, const char *name)
 {
 	gw_error_t err = {0};
-	gw_t *g = kg_server_from_stdin(&err);
 	char parent[PATH_MAX_BYTES + 1], type[16], ptype[16], *buf = NULL;
 	unsigned long long total = 0;
 	long long size;
 	spath_t p;
 	int fd, rc = 1;
 	ssize_t n;
+	gw_t *g = cmd_begin(&p, dir, rel, &err);
 
 	if (!g)
-		return kg_say_error(1, &err);
-	take_stops(g);
-	if (spath(&p, dir, rel, &err) < 0)
 		goto out;
 	if (*name && (strchr(name, '/') || !kg_path_valid(name))) {
 		gw_error(&err, GW_E_USAGE, "\"%s\" is not a file's name", name);
@@ -549,13 +572,8 @@ int kg_cmd_put(const char *dir, const char *rel, const char *fdarg, const char *
 	                    (json_int_t)total));
 	rc = 0;
 out:
-	if (rc && stop_asked(NULL))
-		gw_error(&err, GW_E_USAGE, "stopped");
-	if (rc)
-		kg_say_error(1, &err);
 	free(buf);
-	gw_destroy(&g);
-	return rc;
+	return cmd_end(&g, rc, &err);
 }
 
 int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *maxarg,
@@ -563,7 +581,6 @@ int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *
 {
 	long long max = KG_FILE_MAX;
 	gw_error_t err = {0};
-	gw_t *g = kg_server_from_stdin(&err);
 	char api[3 * PATH_MAX_BYTES + 64], type[16], stamp[KG_STAMP_MAX];
 	json_t *out = NULL;
 	const char *content;
@@ -573,11 +590,9 @@ int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *
 	spath_t p;
 	long code;
 	int fd, rc = 1;
+	gw_t *g = cmd_begin(&p, dir, rel, &err);
 
 	if (!g)
-		return kg_say_error(1, &err);
-	take_stops(g);
-	if (spath(&p, dir, rel, &err) < 0)
 		goto out;
 	if ((fd = arg_fd(fdarg)) < 0) {
 		gw_error(&err, GW_E_USAGE, "\"%s\" is not an open descriptor", fdarg);
@@ -658,20 +673,14 @@ int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *
 	                    (json_int_t)len, "stamp", (long long)len == size ? stamp : ""));
 	rc = 0;
 out:
-	if (rc && stop_asked(NULL))
-		gw_error(&err, GW_E_USAGE, "stopped");
-	if (rc)
-		kg_say_error(1, &err);
 	free(data);
 	json_decref(out);
-	gw_destroy(&g);
-	return rc;
+	return cmd_end(&g, rc, &err);
 }
 
 int kg_cmd_list(const char *dir, const char *rel)
 {
 	gw_error_t err = {0};
-	gw_t *g = kg_server_from_stdin(&err);
 	char api[3 * PATH_MAX_BYTES + 64];
 	json_t *out = NULL, *entries = NULL, *v;
 	const char *type;
@@ -679,11 +688,9 @@ int kg_cmd_list(const char *dir, const char *rel)
 	long code;
 	size_t i;
 	int rc = 1;
+	gw_t *g = cmd_begin(&p, dir, rel, &err);
 
-	if (!g)
-		return kg_say_error(1, &err);
-	take_stops(g);
-	if (spath(&p, dir, rel, &err) < 0 || kg_contents_probe(g, &err) < 0)
+	if (!g || kg_contents_probe(g, &err) < 0)
 		goto out;
 	gw_set_max_body(g, LIST_BODY_MAX);
 	if (api_path(p.full, "type=directory&content=1", api, sizeof api) < 0) {
@@ -722,11 +729,6 @@ int kg_cmd_list(const char *dir, const char *rel)
 	       json_pack("{s:{s:o, s:o}}", "list", "path", kg_jtext(p.full), "entries", entries));
 	rc = 0;
 out:
-	if (rc && stop_asked(NULL))
-		gw_error(&err, GW_E_USAGE, "stopped");
-	if (rc)
-		kg_say_error(1, &err);
 	json_decref(out);
-	gw_destroy(&g);
-	return rc;
+	return cmd_end(&g, rc, &err);
 }
