@@ -189,8 +189,9 @@ def main():
         kstart = [kbox, "start", "-s", "bench", "--backend", "gateway", "--url", url,
                   "--token-file", os.path.join(home, "token")]
         subprocess.run(kstart, env=env, check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(env["KBOX_HOME"], "sessions", "bench", "gateway-kernel")) as f:
-            kid = json.load(f)["id"]
+        kid = json.loads(subprocess.run([kbox, "status", "-s", "bench", "--json"], env=env,
+                                        check=True, capture_output=True,
+                                        text=True).stdout)["remote_kernel"]
 
         from jupyter_client import BlockingKernelClient
         jc = BlockingKernelClient()
