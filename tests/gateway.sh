@@ -103,6 +103,18 @@ check status_names_the_remote_kernel_and_its_server eval 'status_is 0 &&
 	[ "$(status_line remote_kernel)" = "$(kernels)" ] && [ "$(status_line server)" = "$(URL)" ] &&
 	[ "$(status_line memory)" = - ] && [ "$(status_line backend)" = gateway ]'
 
+# kbox kernelspecs -s: those of the session's server, as its API lists them
+kbox kernelspecs -s g
+check kernelspecs_of_a_gateway_session_are_its_servers eval 'status_is 0 &&
+	[ "$(cut -f 1 stdout | tr "\n" " ")" = "$(api GET /api/kernelspecs | "$PY" -c "
+import json, sys
+print(\" \".join(sorted(json.loads(sys.stdin.read().partition(\" \")[2])[\"kernelspecs\"])) + \" \", end=\"\")")" ] &&
+	grep -qx "python3	$(URL)/api/kernelspecs/python3	Python 3 (ipykernel)" stdout'
+kbox kernelspecs -s g --json
+check and_in_json_each_names_its_server eval 'status_is 0 && json_true stdout \
+	"(j[\"python3\"][\"server\"] == \"$(URL)/api/kernelspecs/python3\" and
+	  j[\"python3\"][\"language\"] == \"python\" and \"resource_dir\" not in j[\"python3\"])"'
+
 # the three-call analysis, with a chart
 kbox exec -s g 'import pandas as pd; df = pd.DataFrame({"x": [1, 2, 3, 4], "y": [2, 4, 6, 9]})'
 check a_remote_call_defines_a_dataframe eval 'status_is 0 && stdout_empty && stderr_empty'

@@ -70,7 +70,7 @@ static const cli_cmd_t commands[] = {
          "[-b B] [--interrupt-mode signal|message] [-- KERNEL-OPTIONS]",
          "install a kernelspec that runs kbox kernel, for Jupyter front ends",
          "kbox kernelspec install --user -b docker"},
-        {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [--format FMT]",
+        {"kernelspecs", cmd_kernelspecs, "kbox kernelspecs [-s NAME] [--format FMT]",
          "list the kernelspecs found and where", "kbox kernelspecs --format json"},
         {"logs", cmd_logs, "kbox logs [-s NAME] [-f] [--format FMT]", "show a session's event log",
          "kbox logs -s sales -f"},

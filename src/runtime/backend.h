@@ -310,6 +310,12 @@ bool kr_sandbox_poll(kr_sandbox_t *sb, const char *what, bool signal_exit);
 kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca, const char *name,
                               kbox_error_t *err);
 
+/* Backend gateway: the kernelspecs of the Jupyter server at URL, in
+ * *SPECS (new): {"default": NAME|null, "kernelspecs": {NAME: {"spec":
+ * {...}}}}.  0, or -1 with ERR. */
+int kr_gateway_specs(const char *url, const char *token, const char *ca, json_t **specs,
+                     kbox_error_t *err);
+
 /* Backend gateway: delete the kernel ID of the Jupyter server at URL
  * (one not there is no error).  0, or -1 with ERR. */
 int kr_gateway_delete(const char *url, const char *token, const char *ca, const char *id,

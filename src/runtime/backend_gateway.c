@@ -533,6 +533,23 @@ kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca
 	return spec;
 }
 
+int kr_gateway_specs(const char *url, const char *token, const char *ca, json_t **specs,
+                     kbox_error_t *err)
+{
+	call_t c = {.what = "specs", .fd = -1, .wait_ms = CALL_WAIT_MS};
+	*specs = NULL;
+	if (call_helper(&c, url, token, ca, specs, err) < 0)
+		return -1;
+	if (!json_is_object(json_object_get(*specs, "kernelspecs"))) {
+		json_decref(*specs);
+		*specs = NULL;
+		return kbox_error_set(err, KBOX_E_SYSTEM,
+		                      "backend gateway: " KG_PROGRAM
+		                      " said nothing of kernelspecs");
+	}
+	return 0;
+}
+
 int kr_gateway_delete(const char *url, const char *token, const char *ca, const char *id,
                       kbox_error_t *err)
 {
