@@ -744,4 +744,80 @@ check row58_a_server_that_never_stops_sending_still_answers eval 'status_is 0 &&
 kbox stop -s fl
 check row58_and_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/flood/deleted" ]'
 
+# ---- a contents API that fails midway: a stand-in's (its modes) ----
+
+# a put that replaces a file whose rename (PATCH) then fails: the old
+# file is gone by then, so the new one is kept, beside it, and said
+server_or_skip
+setup_for a_put_whose_rename_fails_after_the_delete_says_where_the_file_is \
+	and_the_new_file_is_kept_there_whole
+mkdir -p "$ROOT/pf"
+[ -n "$SKIPPING" ] || stand_in "$ROOT/pf/port" "$ROOT/pf" patch_fails
+fresh
+kbox start -s pf --backend gateway --url "http://127.0.0.1:${SPORT-}"
+pfdir=$(cat "$KBOX_HOME/sessions/pf/gateway-dir" 2>/dev/null)
+[ -n "$SKIPPING" ] || printf 'old\n' >"$ROOT/pf/root/$pfdir/data.csv"
+printf 'a,b\n1,2\n' >"$T/new.csv"
+kbox put -s pf "$T/new.csv" data.csv
+pfpart=$(cd "$ROOT/pf/root/$pfdir" 2>/dev/null && ls)
+check a_put_whose_rename_fails_after_the_delete_says_where_the_file_is eval 'status_is 5 &&
+	stdout_empty && [ "$(wc -l <stderr)" = 1 ] &&
+	case $pfpart in data.csv.kbox-part-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]) true ;; *) false ;; esac &&
+	stderr_is "kbox put: renaming the new file to data.csv: HTTP 500: Unknown error renaming file: $pfdir/$pfpart [Errno 28] No space left on device (the file is there as $pfdir/$pfpart)"'
+check and_the_new_file_is_kept_there_whole eval '[ -n "$pfpart" ] && [ ! -e "$ROOT/pf/root/$pfdir/data.csv" ] &&
+	cmp -s "$T/new.csv" "$ROOT/pf/root/$pfdir/$pfpart"'
+kbox stop -s pf
+
+# kbox mcp's file tool on a server that never ends its reply (a file's
+# content, whose request may take 300 s): the call ends at kbox mcp's
+# bound, its helper ended, and kbox mcp goes on answering
+server_or_skip
+setup_for a_remote_file_tool_call_the_server_never_answers_ends_at_the_bound \
+	its_helper_was_ended_and_the_server_saw_the_request_go
+mkdir -p "$ROOT/stall"
+[ -n "$SKIPPING" ] || stand_in "$ROOT/stall/port" "$ROOT/stall" contents_stall
+fresh
+kbox start -s st --backend gateway --url "http://127.0.0.1:${SPORT-}"
+stdir=$(cat "$KBOX_HOME/sessions/st/gateway-dir" 2>/dev/null)
+if [ -z "$SKIPPING" ]; then
+	printf 'never\n' >"$ROOT/stall/root/$stdir/stall.txt"
+	printf 'fine\n' >"$ROOT/stall/root/$stdir/ok.txt"
+	# (a kbox mcp that hangs is killed, as the kbox wrapper's are: after
+	# more than the helper's own 300 s)
+	timeout -k 5 400 "$PY" - "$KBOX" <<'PYEOF' >stdout 2>stderr
+import json, subprocess, sys
+p = subprocess.Popen([sys.argv[1], "mcp", "-s", "st"], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE, text=True)
+def ask(i, method, params):
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
+    p.stdin.flush()
+    while True:  # (its reply, past any notification)
+        r = json.loads(p.stdout.readline())
+        if r.get("id") == i:
+            return r
+ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "t", "version": "1"}})
+p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+def call(i, name, args):
+    r = ask(i, "tools/call", {"name": name, "arguments": args})["result"]
+    print(name, r.get("isError", False), r["content"][0]["text"].rstrip("\n"))
+call(2, "read_file", {"path": "stall.txt"})
+call(3, "read_file", {"path": "ok.txt"})
+call(4, "list_files", {})
+p.stdin.close()
+print("exit", p.wait())
+PYEOF
+fi
+check a_remote_file_tool_call_the_server_never_answers_ends_at_the_bound eval 'cmp -s - stdout <<EOF
+read_file True read_file: backend gateway: the Jupyter server at http://127.0.0.1:$SPORT did not answer within 120 s
+read_file False fine
+list_files False ok.txt	5 bytes
+stall.txt	6 bytes
+exit 0
+EOF'
+check its_helper_was_ended_and_the_server_saw_the_request_go eval '
+	[ -e "$ROOT/stall/stalled" ] && wait_for test -e "$ROOT/stall/stall-closed"'
+kbox stop -s st
+setup_for
+
 tests_done

@@ -6,15 +6,25 @@ broken server could: a text frame, offsets that point past the end, the
 channel "hb", a header that is no JSON, a reply to a request nobody made,
 2000 parts.  A stand-in is right here: the attack is the server itself.
 
-Usage: gateway_hostile.py PORTFILE DIR [redirect|flood]: with "redirect",
+Usage: gateway_hostile.py PORTFILE DIR [MODE]: with "redirect",
 every request is answered with a redirect to a second server of its own,
 which records what reaches it (DIR/reached); with "flood", once the
 kernel first answered, output nobody asked for is sent without end.  Writes its port to
 PORTFILE; DIR/post.json the body of each POST /api/kernels (the last), and
 DIR/deleted when its kernel is deleted.
+
+Without a mode it has no contents API (as a Kernel Gateway).  The modes
+"patch_fails" and "contents_stall" have one, jupyter_server's shapes
+(GET, PUT with "chunk", DELETE, PATCH of /api/contents/PATH) over the
+files of DIR/root, which misbehaves: with "patch_fails", every PATCH (a
+rename) fails with jupyter_server's 500 for an error of the disk; with
+"contents_stall", a GET of the content of a file whose name begins with
+"stall" is answered with a 200 and its headers, then a space every 2 s
+and never its end (DIR/stalled once it came, DIR/stall-closed once the
+client went away).
 """
-import json, os, socket, struct, sys, uuid, datetime
-import tornado.ioloop, tornado.web, tornado.websocket
+import base64, json, os, shutil, socket, struct, sys, uuid, datetime
+import tornado.gen, tornado.ioloop, tornado.iostream, tornado.web, tornado.websocket
 
 KID = "0e9a6f0c-hostile"
 PROTO = "v1.kernel.websocket.jupyter.org"
@@ -138,6 +148,118 @@ class Channels(tornado.websocket.WebSocketHandler):
             more()
 
 
+class Contents(tornado.web.RequestHandler):
+    """/api/contents/PATH over DIR/root, as jupyter_server's
+    FileContentsManager (LargeFileManager) answers, but for MODE's
+    misbehaviour."""
+
+    def write_error(self, status_code, **kwargs):
+        e = kwargs.get("exc_info", (None, None))[1]
+        self.finish({"message": getattr(e, "log_message", None) or self._reason,
+                     "reason": getattr(e, "reason", None)})
+
+    def os_path(self, path):
+        path = path.strip("/")
+        if any(c in ("", ".", "..") or c.startswith(".") for c in path.split("/") if path):
+            raise tornado.web.HTTPError(400, "Cannot access file or directory %r" % path)
+        return os.path.join(ROOT, path) if path else ROOT
+
+    def model(self, path, content=False):
+        path = path.strip("/")
+        p = self.os_path(path)
+        if not os.path.lexists(p):
+            raise tornado.web.HTTPError(404, "file or directory does not exist: %r" % path)
+        st = os.lstat(p)
+        when = datetime.datetime.utcfromtimestamp(st.st_mtime).isoformat() + "Z"
+        m = {"name": path.rsplit("/", 1)[-1], "path": path, "last_modified": when,
+             "created": when, "content": None, "format": None, "mimetype": None,
+             "size": st.st_size, "writable": True}
+        if os.path.isdir(p):
+            m.update(type="directory", size=None)
+            if content:
+                m.update(format="json", content=[self.model(path + "/" + n if path else n)
+                                                 for n in sorted(os.listdir(p))
+                                                 if not n.startswith(".")])
+        else:
+            m["type"] = "file"
+            if content:
+                with open(p, "rb") as f:
+                    data = f.read()
+                m.update(format="base64", mimetype="application/octet-stream",
+                         content=base64.encodebytes(data).decode("ascii"))
+        return m
+
+    async def get(self, path=""):
+        content = self.get_query_argument("content", "1") == "1"
+        want = self.get_query_argument("type", None)
+        m = self.model(path)
+        if want == "directory" and m["type"] != "directory":
+            raise tornado.web.HTTPError(400, "%s is not a directory" % path)
+        if content and m["type"] == "file" and STALL and m["name"].startswith("stall"):
+            # the reply begins, and never ends
+            open(os.path.join(DIR, "stalled"), "w").close()
+            self.stalling = True
+            self.set_header("Content-Type", "application/json")
+            self.write(b"{")
+            try:
+                while True:
+                    await self.flush()
+                    await tornado.gen.sleep(2)
+                    self.write(b" ")
+            except tornado.iostream.StreamClosedError:
+                return
+        self.finish(self.model(path, content))
+
+    def on_connection_close(self):
+        if getattr(self, "stalling", False):
+            open(os.path.join(DIR, "stall-closed"), "w").close()
+
+    def put(self, path):
+        body = json.loads(self.request.body or b"{}")
+        p = self.os_path(path)
+        existed = os.path.lexists(p)
+        if body.get("type") == "directory":
+            if not os.path.isdir(p):
+                os.mkdir(p)
+        elif body.get("type") == "file" and body.get("format") == "base64":
+            if not os.path.isdir(os.path.dirname(p)):
+                raise tornado.web.HTTPError(404, "No such directory: %r" % path)
+            chunk = body.get("chunk")
+            data = base64.b64decode(body.get("content", ""))
+            if os.path.islink(p):
+                os.unlink(p)
+            with open(p, "ab" if chunk and chunk != 1 else "wb") as f:
+                f.write(data)
+        else:
+            raise tornado.web.HTTPError(400, "No file type provided")
+        self.set_status(200 if existed else 201)
+        self.finish(self.model(path))
+
+    def delete(self, path):
+        p = self.os_path(path)
+        if not os.path.lexists(p):
+            raise tornado.web.HTTPError(404, "File or directory does not exist: %s" % path)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        else:
+            os.unlink(p)
+        self.set_status(204)
+        self.finish()
+
+    def patch(self, path):
+        new = json.loads(self.request.body or b"{}").get("path", "").strip("/")
+        old_p, new_p = self.os_path(path), self.os_path(new)
+        if PATCH_FAILS:
+            # jupyter_server's rename_file, when the move fails
+            raise tornado.web.HTTPError(
+                500, "Unknown error renaming file: %s [Errno 28] No space left on device"
+                % path.strip("/"))
+        if os.path.lexists(new_p):
+            raise tornado.web.HTTPError(409, "File already exists: %s" % new)
+        os.rename(old_p, new_p)
+        self.finish(self.model(new))
+
+
 class Redirect(tornado.web.RequestHandler):
     def prepare(self):
         self.redirect("http://127.0.0.1:%s%s" % (TARGET, self.request.uri), status=302)
@@ -164,8 +286,16 @@ def listen(app):
 if __name__ == "__main__":
     import tornado.httpserver
     portfile, DIR = sys.argv[1], sys.argv[2]
-    FLOOD = len(sys.argv) > 3 and sys.argv[3] == "flood"
-    if len(sys.argv) > 3 and sys.argv[3] == "redirect":
+    MODE = sys.argv[3] if len(sys.argv) > 3 else ""
+    FLOOD = MODE == "flood"
+    PATCH_FAILS = MODE == "patch_fails"
+    STALL = MODE == "contents_stall"
+    ROOT = os.path.join(DIR, "root")
+    contents = []
+    if MODE in ("patch_fails", "contents_stall"):
+        os.makedirs(ROOT, exist_ok=True)
+        contents = [(r"/api/contents/?(.*)", Contents)]
+    if MODE == "redirect":
         TARGET = listen(tornado.web.Application([(r".*", Record)]))
         port = listen(tornado.web.Application([(r".*", Redirect)]))
     else:
@@ -175,7 +305,7 @@ if __name__ == "__main__":
             (r"/api/kernels/([^/]+)/channels", Channels),
             (r"/api/kernels/([^/]+)/interrupt", Interrupt),
             (r"/api/kernels/([^/]+)", Kernel),
-        ]))
+        ] + contents))
     with open(portfile + ".tmp", "w") as f:
         f.write("%d\n" % port)
     os.rename(portfile + ".tmp", portfile)
