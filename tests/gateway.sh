@@ -719,8 +719,11 @@ sys.exit(b != {\"name\": \"python3\", \"env\": {\"KERNEL_NAMESPACE\": \"ns1\",
     \"KERNEL_USERNAME\": sys.argv[2], \"KERNEL_LAUNCH_TIMEOUT\": \"90\"}})
 " "$ROOT/hostile/post.json" "$(id -un)"'
 kbox exec -s h 'anything'
+# (the result says messages were dropped)
 check row58_a_hostile_servers_junk_is_dropped_and_the_result_is_exact eval 'status_is 0 &&
-	stdout_is ok && stderr_empty'
+	stdout_is "ok
+[note: the Jupyter server sent messages that were not passed on (not a kernel'"'"'s message, or over its bounds); output may be missing]" &&
+	stderr_empty'
 kbox status -s h
 check row58_the_supervisor_goes_on eval 'status_is 0 && [ "$(status_line state)" = idle ]'
 kbox put -s h "$ROOT/token" t
@@ -740,7 +743,8 @@ fresh
 kbox start -s fl --backend gateway --url "http://127.0.0.1:${SPORT-}"
 kbox exec -s fl 'anything'
 check row58_a_server_that_never_stops_sending_still_answers eval 'status_is 0 &&
-	[ "$(tail -n 1 stdout)" = ok ]'
+	[ "$(tail -n 2 stdout)" = "ok
+[note: the Jupyter server sent messages that were not passed on (not a kernel'"'"'s message, or over its bounds); output may be missing]" ]'
 kbox stop -s fl
 check row58_and_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/flood/deleted" ]'
 
@@ -763,7 +767,7 @@ pfpart=$(cd "$ROOT/pf/root/$pfdir" 2>/dev/null && ls)
 check a_put_whose_rename_fails_after_the_delete_says_where_the_file_is eval 'status_is 5 &&
 	stdout_empty && [ "$(wc -l <stderr)" = 1 ] &&
 	case $pfpart in data.csv.kbox-part-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]) true ;; *) false ;; esac &&
-	stderr_is "kbox put: renaming the new file to data.csv: HTTP 500: Unknown error renaming file: $pfdir/$pfpart [Errno 28] No space left on device (the file is there as $pfdir/$pfpart)"'
+	stderr_is "kbox put: renaming the new file to data.csv: HTTP 500: Unknown error renaming file: $pfdir/$pfpart [Errno 28] No space left on device (the file is there as $pfpart)"'
 check and_the_new_file_is_kept_there_whole eval '[ -n "$pfpart" ] && [ ! -e "$ROOT/pf/root/$pfdir/data.csv" ] &&
 	cmp -s "$T/new.csv" "$ROOT/pf/root/$pfdir/$pfpart"'
 kbox stop -s pf

@@ -246,7 +246,7 @@ check a_legacy_text_costing_over_256_mib_to_decode_is_dropped_and_a_notice_says_
 	drv["first_reply_content"]["wire"] == "marker" and drv["first_reply_signed"] is True and
 	drv["first_reply_parent_is_the_request"] is True and drv["more_replies"] == 0 and
 	[list(s) for s in drv["status_before_oversized"]] in ([["started"]], [["started"], ["notice"]]) and
-	st("notice")[0] == "the Jupyter server sent 1 message that was not passed on (not a kernel\x27s "
+	st("notice")[0] == "the Jupyter server sent messages that were not passed on (not a kernel\x27s "
 	                   "message, or over its bounds); output may be missing"'
 memory_under 98304 the_undecoded_text_leaves_the_helper_under_96_mib hwm_kib
 check a_frame_over_64_mib_is_refused_at_its_header_with_close_1009 saw '

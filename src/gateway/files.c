@@ -436,11 +436,11 @@ static int write_new(gw_t *g, const char *path, const char *shown, bool exists, 
 		json_decref(out);
 		if (code != 200 && exists) {
 			/* the old file is gone: the new one stays, whole, and is
-			 * said */
+			 * said, by the name kbox get takes (SHOWN's, and the
+			 * part's suffix) */
 			size_t len = strlen(err->msg);
 			snprintf(err->msg + len, sizeof err->msg - len,
-			         " (the file is there as %.200s)",
-			         part + strlen(part) - (strlen(part) > 200 ? 200 : strlen(part)));
+			         " (the file is there as %.200s%s)", shown, part + strlen(path));
 			made = false;
 		}
 		if (code != 200)
@@ -457,6 +457,13 @@ out:
 	json_decref(model);
 	json_decref(body);
 	return rc;
+}
+
+/* P's path in the session's directory DIR, as kbox get takes it. */
+static const char *in_dir(const spath_t *p, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(p->full, dir, n) == 0 && p->full[n] == '/' ? p->full + n + 1 : p->full;
 }
 
 /* The start of a command on REL in the session's directory DIR: the
@@ -566,7 +573,8 @@ int kg_cmd_put(const char *dir, const char *rel, const char *fdarg, const char *
 		if (put_bytes(g, p.full, rel, buf, (size_t)n, 0, &err) < 0)
 			goto out;
 		total = (unsigned long long)n;
-	} else if (write_new(g, p.full, rel, *type != '\0', fd, buf, (size_t)n, &total, &err) < 0)
+	} else if (write_new(g, p.full, in_dir(&p, dir), *type != '\0', fd, buf, (size_t)n, &total,
+	                     &err) < 0)
 		goto out;
 	kg_say(1, json_pack("{s:{s:o, s:I}}", "put", "path", kg_jtext(p.full), "size",
 	                    (json_int_t)total));

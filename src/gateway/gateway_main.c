@@ -406,6 +406,21 @@ static bool ends_with(const char *s, const char *tail)
 	return a >= b && strcmp(s + a - b, tail) == 0;
 }
 
+/* Messages of the server's were dropped since it was last said: a
+ * notice says so, before any message that follows them reaches the
+ * supervisor (which reads the notices when an execution ends), so that
+ * the result of the execution they came in says it. */
+static void tell_drops(run_t *r)
+{
+	if (r->dropped == r->dropped_told)
+		return;
+	kg_say(r->status_fd,
+	       json_pack("{s:s}", "notice",
+	                 "the Jupyter server sent messages that were not passed on (not a "
+	                 "kernel's message, or over its bounds); output may be missing"));
+	r->dropped_told = r->dropped;
+}
+
 /* Send the message of the N parts (header, parent, metadata, content,
  * buffers) on CH to the supervisor, signed. */
 static void to_local(run_t *r, int ch, const gw_part_t *parts, size_t n)
@@ -424,6 +439,7 @@ static void to_local(run_t *r, int ch, const gw_part_t *parts, size_t n)
 	header_ids(parts[1].data, parts[1].len, pid, sizeof pid, ptype, sizeof ptype);
 	if (is_own(r, pid))
 		return; /* the keep-alive's */
+	tell_drops(r);
 	if (ch == KBOX_CH_IOPUB && strcmp(type, "status") == 0 && parts[3].len < 4096) {
 		/* the server's word that it restarted the kernel (it died), or
 		 * gave up on it */
@@ -1070,18 +1086,7 @@ static int cmd_run(void)
 				for (int k = 0; k < BATCH; k++)
 					if (!from_local(r, from[i]))
 						break;
-		if (r->dropped > r->dropped_told) {
-			char said[300];
-			snprintf(
-			        said, sizeof said,
-			        "the Jupyter server sent %lu message%s that %s not passed on (not a "
-			        "kernel's message, or over its bounds); output may be missing",
-			        r->dropped - r->dropped_told,
-			        r->dropped - r->dropped_told == 1 ? "" : "s",
-			        r->dropped - r->dropped_told == 1 ? "was" : "were");
-			kg_say(r->status_fd, json_pack("{s:o}", "notice", kg_jtext(said)));
-			r->dropped_told = r->dropped;
-		}
+		tell_drops(r);
 		if (gw_ws_pump(r->ws, why, sizeof why) < 0 && !r->stopping) {
 			if (reconnect(r, why, legacy) < 0) {
 				r->lost = true;
