@@ -691,6 +691,20 @@ KBOX_HOME=$T/home kbox prune --older-than 3651d
 check prune_older_than_over_ten_years_is_a_usage_error fails_with 2 \
 	'kbox prune: invalid --older-than "3651d": expected a duration from 0 to 3650d, such as 12h, 7d or 30d'
 
+# The gateway backend's options are checked before a server is asked:
+# one line, the value quoted, exit status 2, and no session left.  (No
+# server listens at port 9 of 127.0.0.1: a value taken would fail later,
+# with exit status 5.)
+GW="--backend gateway --url http://127.0.0.1:9"
+fresh
+for v in 0 500ms 1h1s abc -1; do
+	# shellcheck disable=SC2086 # options
+	kbox start -s gw $GW --launch-timeout "$v"
+	check "start_launch_timeout_${v}_is_refused_with_its_one_range" fails_with 2 \
+		"kbox start: invalid --launch-timeout \"$v\": expected a duration from 1s to 1h, such as 30s, 2m or 1h"
+done
+check start_launch_timeout_refused_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/gw" ]'
+
 # ---- commands that start a kernel ----
 #
 # Each scenario runs kbox once in its own directory $BASE/NAME.  They run in

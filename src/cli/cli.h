@@ -258,6 +258,10 @@ int cli_opt_duration(const char *cmd, const cli_option_t *opt, const char *arg);
 /* The same, from 0 to MAX_MS (whole days), EXAMPLES in its message. */
 int cli_opt_duration_max(const char *cmd, const cli_option_t *opt, const char *arg,
                          long long max_ms, const char *examples);
+/* The same, from MIN_MS to MAX_MS, RANGE saying so ("1s to 1h"). */
+int cli_opt_duration_within(const char *cmd, const cli_option_t *opt, const char *arg,
+                            long long min_ms, long long max_ms, const char *range,
+                            const char *examples);
 int cli_opt_format(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_json(const char *cmd, const cli_option_t *opt, const char *arg);
 int cli_opt_max_output(const char *cmd, const cli_option_t *opt, const char *arg);

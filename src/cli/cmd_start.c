@@ -131,6 +131,14 @@ static int count_cb(const char *cmd, const cli_option_t *opt, const char *arg, c
 	return EXIT_OK;
 }
 
+/* --launch-timeout DURATION, from 1s to 1h (a launch is told in whole
+ * seconds: a fraction of one rounds up), into the long long at VALUE
+ * (milliseconds). */
+static int opt_launch_timeout(const char *cmd, const cli_option_t *opt, const char *arg)
+{
+	return cli_opt_duration_within(cmd, opt, arg, 1000, 3600000, "1s to 1h", "30s, 2m or 1h");
+}
+
 /* --pids N, into the long long at VALUE. */
 int cli_opt_pids(const char *cmd, const cli_option_t *opt, const char *arg)
 {
@@ -307,7 +315,7 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	        CLI_OPT_STRING(0, "ca-file", "FILE", &a->ca_arg,
 	                       "gateway: the CA certificates that verify an https server "
 	                       "(default: the session's, else the system's)"),
-	        CLI_OPT_CALLBACK(0, "launch-timeout", "DURATION", cli_opt_duration, &a->launch_ms,
+	        CLI_OPT_CALLBACK(0, "launch-timeout", "DURATION", opt_launch_timeout, &a->launch_ms,
 	                         "gateway: how long a kernel may take to start on the server "
 	                         "(default: the session's, else 2m)"),
 	        CLI_OPT_STRING(0, "image", "NAME", &a->o.image,
@@ -452,13 +460,9 @@ static int check_gateway_opts(start_args_t *a, const kr_session_config_t *config
 		        "--token-env)");
 		return EXIT_USAGE;
 	}
-	if (a->launch_ms >= 0) {
-		if (a->launch_ms < 1000 || a->launch_ms > 3600000) {
-			cli_error("start", "invalid --launch-timeout: expected 1s to 1h");
-			return EXIT_USAGE;
-		}
+	/* (from 1s to 1h: opt_launch_timeout) */
+	if (a->launch_ms >= 0)
 		o->launch_timeout = (a->launch_ms + 999) / 1000;
-	}
 	return EXIT_OK;
 }
 

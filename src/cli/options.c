@@ -550,20 +550,28 @@ static void duration_hint(const char *arg, char *hint, size_t size)
 		}
 }
 
-int cli_opt_duration_max(const char *cmd, const cli_option_t *opt, const char *arg,
-                         long long max_ms, const char *examples)
+int cli_opt_duration_within(const char *cmd, const cli_option_t *opt, const char *arg,
+                            long long min_ms, long long max_ms, const char *range,
+                            const char *examples)
 {
 	long long v = cli_parse_duration_max(arg, max_ms);
-	if (v < 0) {
+	if (v < min_ms) {
 		char hint[64];
 		duration_hint(arg, hint, sizeof hint);
-		cli_error(cmd,
-		          "invalid --%s \"%s\": expected a duration from 0 to %lldd, such as %s%s",
-		          opt->long_name, arg, max_ms / 86400000, examples, hint);
+		cli_error(cmd, "invalid --%s \"%s\": expected a duration from %s, such as %s%s",
+		          opt->long_name, arg, range, examples, hint);
 		return EXIT_USAGE;
 	}
 	*(long long *)opt->value = v;
 	return EXIT_OK;
+}
+
+int cli_opt_duration_max(const char *cmd, const cli_option_t *opt, const char *arg,
+                         long long max_ms, const char *examples)
+{
+	char range[32];
+	snprintf(range, sizeof range, "0 to %lldd", max_ms / 86400000);
+	return cli_opt_duration_within(cmd, opt, arg, 0, max_ms, range, examples);
 }
 
 int cli_opt_duration(const char *cmd, const cli_option_t *opt, const char *arg)
