@@ -704,6 +704,16 @@ for v in 0 500ms 1h1s abc -1; do
 		"kbox start: invalid --launch-timeout \"$v\": expected a duration from 1s to 1h, such as 30s, 2m or 1h"
 done
 check start_launch_timeout_refused_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/gw" ]'
+for p in 99999:http://127.0.0.1:99999 0:http://127.0.0.1:0 http:http://127.0.0.1:http/ \
+	65536:"http://[::1]:65536"; do
+	kbox start -s gw --backend gateway --url "${p#*:}"
+	check "start_url_port_${p%%:*}_is_refused" fails_with 2 \
+		"kbox start: invalid --url: expected http://HOST[:PORT][/PATH] or https://..., PORT from 1 to 65535, with no user, query or fragment (give the token with --token-file or --token-env)"
+done
+KBOX_BACKEND=gateway KBOX_GATEWAY_URL=http://127.0.0.1:99999 kbox exec -s gw 1
+check exec_kbox_gateway_url_with_a_port_out_of_range_is_refused fails_with 2 \
+	"kbox exec: KBOX_GATEWAY_URL is not a Jupyter server's URL: http:// or https:// HOST[:PORT][/PATH], PORT from 1 to 65535, with no user, query or fragment"
+check start_url_refused_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/gw" ]'
 
 # ---- commands that start a kernel ----
 #

@@ -316,10 +316,34 @@ TEST(a_gateway_url_with_a_token_in_it_is_refused_without_showing_it)
 		write_config(text);
 		refused_with(
 		        "/session.json: \"gateway\" is no URL kbox takes (http:// or https://, a "
-		        "host, no user, query or fragment)");
+		        "host, a port from 1 to 65535, no user, query or fragment)");
 	}
 	CHECK(kr_gateway_url_valid("http://127.0.0.1:8888"));
 	CHECK(kr_gateway_url_valid("https://eg.example.org/base/path"));
+}
+
+TEST(a_gateway_urls_port_is_a_number_from_1_to_65535)
+{
+	static const char *const bad[] = {
+	        "http://127.0.0.1:99999", "http://127.0.0.1:0",  "http://127.0.0.1:http",
+	        "http://127.0.0.1:",      "http://127.0.0.1:-1", "http://127.0.0.1:000080",
+	        "http://:8888",           "http://[::1",         "http://[]:1",
+	        "http://[::1]x:1"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		char text[256];
+		fresh();
+		snprintf(text, sizeof text, "{\"backend\": \"gateway\", \"gateway\": \"%s\"}",
+		         bad[i]);
+		write_config(text);
+		refused_with(
+		        "/session.json: \"gateway\" is no URL kbox takes (http:// or https://, a "
+		        "host, a port from 1 to 65535, no user, query or fragment)");
+	}
+	CHECK(kr_gateway_url_valid("http://127.0.0.1:65535/x"));
+	CHECK(kr_gateway_url_valid("http://127.0.0.1:1"));
+	CHECK(kr_gateway_url_valid("http://h:8888/a:b"));
+	CHECK(kr_gateway_url_valid("http://[::1]:8888/"));
+	CHECK(kr_gateway_url_valid("http://[::1]"));
 }
 
 TEST(image_references_are_those_an_engine_takes)
@@ -694,6 +718,7 @@ int main(void)
 	RUN(load_at_reads_the_directory_held_whatever_is_at_its_path);
 	RUN(an_unknown_backend_is_refused_naming_those_there_are);
 	RUN(a_gateway_url_with_a_token_in_it_is_refused_without_showing_it);
+	RUN(a_gateway_urls_port_is_a_number_from_1_to_65535);
 	RUN(image_references_are_those_an_engine_takes);
 	RUN(an_image_or_engine_the_command_line_refuses_is_refused_naming_the_key);
 	RUN(strings_of_the_file_in_a_message_are_escaped_and_cut);

@@ -453,11 +453,10 @@ static int check_gateway_opts(start_args_t *a, const kr_session_config_t *config
 	}
 	/* (not shown: a user or a query in it may be a token) */
 	if (o->gateway && !kr_gateway_url_valid(o->gateway)) {
-		cli_error(
-		        "start",
-		        "invalid --url: expected http://HOST[:PORT][/PATH] or https://..., with no "
-		        "user, query or fragment (give the token with --token-file or "
-		        "--token-env)");
+		cli_error("start",
+		          "invalid --url: expected http://HOST[:PORT][/PATH] or https://..., PORT "
+		          "from 1 to 65535, with no user, query or fragment (give the token with "
+		          "--token-file or --token-env)");
 		return EXIT_USAGE;
 	}
 	/* (from 1s to 1h: opt_launch_timeout) */

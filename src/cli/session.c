@@ -550,7 +550,8 @@ static int gateway_from_env(const char *cmd, const char *dir, kr_session_opts_t 
 	if (!kr_gateway_url_valid(url)) {
 		cli_error(cmd,
 		          "KBOX_GATEWAY_URL is not a Jupyter server's URL: http:// or https:// "
-		          "HOST[:PORT][/PATH], with no user, query or fragment");
+		          "HOST[:PORT][/PATH], PORT from 1 to 65535, with no user, query or "
+		          "fragment");
 		return EXIT_USAGE;
 	}
 	o->gateway = url;

@@ -361,17 +361,46 @@ bool kr_image_ref_valid(const char *ref)
 	return true;
 }
 
+/* Whether the LEN bytes at PORT are a port: digits, from 1 to 65535. */
+static bool port_valid(const char *port, size_t len)
+{
+	long v = 0;
+	if (!len || len > 5)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (port[i] < '0' || port[i] > '9')
+			return false;
+		v = v * 10 + (port[i] - '0');
+	}
+	return v >= 1 && v <= 65535;
+}
+
 bool kr_gateway_url_valid(const char *url)
 {
 	const char *rest = strncmp(url, "http://", 7) == 0    ? url + 7
 	                   : strncmp(url, "https://", 8) == 0 ? url + 8
 	                                                      : NULL;
+	const char *end, *colon;
 	if (!rest || !*rest || *rest == '/' || strlen(url) > 1024 || strpbrk(url, "?#@"))
 		return false;
 	for (const char *p = url; *p; p++)
 		if ((unsigned char)*p <= ' ' || *p == 0x7f)
 			return false;
-	return true;
+	/* the authority: HOST, [IPV6] or either with :PORT (review 23, P2:
+	 * port 99999 was taken, and the start failed later) */
+	end = rest + strcspn(rest, "/");
+	if (*rest == '[') {
+		const char *close = memchr(rest, ']', (size_t)(end - rest));
+		if (!close || close == rest + 1)
+			return false;
+		colon = close + 1 < end ? close + 1 : NULL;
+		if (colon && *colon != ':')
+			return false;
+	} else
+		colon = memchr(rest, ':', (size_t)(end - rest));
+	if (colon == rest)
+		return false;
+	return !colon || port_valid(colon + 1, (size_t)(end - colon - 1));
 }
 
 bool kr_engine_socket_valid(const char *value)
@@ -439,7 +468,8 @@ static int check_values(const kr_session_config_t *cfg, const char *path, kbox_e
 	if ((cfg->has & KR_SC_GATEWAY) && !kr_gateway_url_valid(cfg->gateway))
 		return kbox_error_set(err, KBOX_E_INVALID,
 		                      "%s: \"gateway\" is no URL kbox takes (http:// or https://, "
-		                      "a host, no user, query or fragment)",
+		                      "a host, a port from 1 to 65535, no user, query or "
+		                      "fragment)",
 		                      path);
 	if ((cfg->has & KR_SC_ENGINE) && !kr_engine_socket_valid(cfg->engine)) {
 		char v[KX_NAME_ESCAPED_MAX(SHOWN_IN) + 4];

@@ -154,8 +154,9 @@ bool kr_image_ref_valid(const char *ref);
  * /PATH, absolute, at most 107 bytes (a unix socket's), printable. */
 bool kr_engine_socket_valid(const char *value);
 /* Whether URL is a Jupyter server's URL the gateway takes: http:// or
- * https://, a host, no user, query or fragment (a token in a URL ends up
- * in logs), printable, at most 1024 bytes. */
+ * https://, a host (an IPv6 one in brackets), a port from 1 to 65535 if
+ * any, no user, query or fragment (a token in a URL ends up in logs),
+ * printable, at most 1024 bytes. */
 bool kr_gateway_url_valid(const char *url);
 
 /* Whether a kernelspec's METADATA (borrowed; may be NULL) says it is one
