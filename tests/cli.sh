@@ -714,6 +714,12 @@ KBOX_BACKEND=gateway KBOX_GATEWAY_URL=http://127.0.0.1:99999 kbox exec -s gw 1
 check exec_kbox_gateway_url_with_a_port_out_of_range_is_refused fails_with 2 \
 	"kbox exec: KBOX_GATEWAY_URL is not a Jupyter server's URL: http:// or https:// HOST[:PORT][/PATH], PORT from 1 to 65535, with no user, query or fragment"
 check start_url_refused_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/gw" ]'
+mkdir tokdir
+# shellcheck disable=SC2086 # options
+kbox start -s gw $GW --token-file tokdir
+check start_token_file_that_is_a_directory_says_so fails_with 2 \
+	'kbox start: invalid --token-file "tokdir": it is a directory, not a file holding the token'
+check start_token_file_refused_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/gw" ]'
 
 # ---- commands that start a kernel ----
 #

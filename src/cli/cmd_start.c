@@ -372,14 +372,33 @@ static int gateway_token(const start_args_t *a, char *buf, size_t size, bool *gi
 	}
 	if (a->token_file) {
 		FILE *f = fopen(a->token_file, "re");
+		struct stat st;
+		int e = 0;
 		if (!f) {
 			cli_error("start", "invalid --token-file \"%s\": %s", a->token_file,
 			          strerror(errno));
 			return EXIT_USAGE;
 		}
+		/* (a directory opens, and reads as empty: review 23, P3; a pipe,
+		 * such as <(pass show jupyter), is taken) */
+		if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+			fclose(f);
+			cli_error("start",
+			          "invalid --token-file \"%s\": it is a directory, not a file "
+			          "holding the token",
+			          a->token_file);
+			return EXIT_USAGE;
+		}
 		n = fread(buf, 1, size - 1, f);
+		if (ferror(f))
+			e = errno;
 		fclose(f);
 		buf[n] = '\0';
+		if (e) {
+			cli_error("start", "invalid --token-file \"%s\": %s", a->token_file,
+			          strerror(e));
+			return EXIT_USAGE;
+		}
 		if (n == size - 1) {
 			cli_error("start", "invalid --token-file \"%s\": over %zu bytes",
 			          a->token_file, size - 2);
