@@ -720,6 +720,21 @@ kbox start -s gw $GW --token-file tokdir
 check start_token_file_that_is_a_directory_says_so fails_with 2 \
 	'kbox start: invalid --token-file "tokdir": it is a directory, not a file holding the token'
 check start_token_file_refused_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/gw" ]'
+printf 'not a certificate\n' >notpem
+# shellcheck disable=SC2086 # options
+kbox start -s gw $GW --ca-file notpem
+check start_ca_file_without_a_pem_certificate_is_refused fails_with 2 \
+	'kbox start: invalid --ca-file "notpem": no certificate in it (expected PEM: a line -----BEGIN CERTIFICATE----- and the certificate after it)'
+# shellcheck disable=SC2086 # options
+kbox start -s gw $GW --ca-file tokdir
+check start_ca_file_that_is_a_directory_is_refused fails_with 2 \
+	'kbox start: invalid --ca-file "tokdir": not a regular file'
+mkfifo cafifo
+# shellcheck disable=SC2086 # options
+kbox start -s gw $GW --ca-file cafifo
+check start_ca_file_that_is_a_fifo_is_refused_without_waiting_on_it fails_with 2 \
+	'kbox start: invalid --ca-file "cafifo": not a regular file'
+check start_ca_file_refused_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/gw" ]'
 
 # ---- commands that start a kernel ----
 #

@@ -705,6 +705,25 @@ kbox exec -s t 'print(6 * 7)'
 check row57_with_its_ca_file_the_https_server_is_used eval 'status_is 0 && stdout_is 42 &&
 	grep -q "\"gateway_ca\": \"$ROOT/tls.pem\"" "$KBOX_HOME/sessions/t/session.json"'
 kbox stop -s t
+# a CA file that does not verify the server is named, and giving one is
+# not the advice
+[ -n "$SKIPPING" ] || openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=other \
+	-keyout "$ROOT/other.key" -out "$ROOT/other.pem" >/dev/null 2>&1
+kbox start -s t2 --backend gateway --url "https://127.0.0.1:${PORT-}" --token-file "$ROOT/token" \
+	--ca-file "$ROOT/other.pem"
+check row57_a_ca_file_that_does_not_verify_the_server_is_named eval 'status_is 5 && stdout_empty &&
+	[ "$(wc -l <stderr)" = 1 ] && grep -q "TLS failed: .* (with the CA file $ROOT/other.pem)$" stderr &&
+	! grep -q "give its CA" stderr'
+# one that stopped being a CA file after the start checked it (kbox
+# start refuses one that is none): the file is what failed
+cp "$ROOT/tls.pem" "$ROOT/ca2.pem"
+kbox start -s t2 --backend gateway --url "https://127.0.0.1:${PORT-}" --token-file "$ROOT/token" \
+	--ca-file "$ROOT/ca2.pem"
+kbox stop -s t2
+echo junk >"$ROOT/ca2.pem"
+kbox get -s t2 x.txt
+check a_ca_file_that_cannot_be_used_is_said_to_be_what_failed fails_with 5 \
+	"kbox get: the Jupyter server at https://127.0.0.1:${PORT-}: TLS failed: the CA file $ROOT/ca2.pem cannot be used: error setting certificate file: $ROOT/ca2.pem"
 
 # a hostile server: its malformed and forged messages are dropped
 server_or_skip

@@ -484,6 +484,58 @@ static int check_gateway_opts(start_args_t *a, const kr_session_config_t *config
 	return EXIT_OK;
 }
 
+/* Whether --ca-file ARG, whose real path is PATH, is a readable regular
+ * file holding a PEM certificate (a line "-----BEGIN CERTIFICATE-----"):
+ * a file that is not fails every call to the server later, with a TLS
+ * error (review 23, P7).  EXIT_OK, or EXIT_USAGE after one line. */
+static int check_ca_file(const char *arg, const char *path)
+{
+	char line[256];
+	struct stat st;
+	bool found = false;
+	int e = 0;
+	/* (not blocking: a FIFO would wait here for a writer) */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	FILE *f = NULL;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		e = errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		cli_error("start", "invalid --ca-file \"%s\": not a regular file", arg);
+		close(fd);
+		return EXIT_USAGE;
+	}
+	if (!(f = fdopen(fd, "r"))) {
+		e = errno;
+		goto out;
+	}
+	fd = -1;
+	/* (a line longer than LINE comes in pieces: none of them is one) */
+	while (!found && fgets(line, sizeof line, f))
+		found = strncmp(line, "-----BEGIN CERTIFICATE-----", 27) == 0;
+	if (ferror(f))
+		e = errno;
+out:
+	if (f)
+		fclose(f);
+	if (fd >= 0)
+		close(fd);
+	if (e) {
+		cli_error("start", "invalid --ca-file \"%s\": %s", arg, strerror(e));
+		return EXIT_USAGE;
+	}
+	if (!found) {
+		cli_error("start",
+		          "invalid --ca-file \"%s\": no certificate in it (expected PEM: a "
+		          "line -----BEGIN CERTIFICATE----- and the certificate after it)",
+		          arg);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
 /* Keep the token in the session's directory DIR (0600, beside
  * session.json: never in it, an argument or a variable of the
  * supervisor's).  EXIT_OK, or EXIT_UNAVAILABLE after one line. */
@@ -618,6 +670,8 @@ int cmd_start(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	if (ca && (status = check_ca_file(a.ca_arg, ca)) != EXIT_OK)
+		goto out;
 	o->gateway_ca = ca;
 	if (kr_session_config_merge(&config, o, &err) < 0) {
 		cli_error("start", "%s", err.msg);

@@ -235,10 +235,21 @@ static int curl_failed(gw_t *self, CURLcode code, const char *errbuf, gw_error_t
 	case CURLE_SEND_ERROR:
 		return gw_error(err, GW_E_NO_SERVER, "cannot reach the Jupyter server at %s: %s",
 		                self->base, why);
-	case CURLE_PEER_FAILED_VERIFICATION:
 	case CURLE_SSL_CACERT_BADFILE:
+		/* (the CA file itself: giving one is not the remedy) */
+		return gw_error(err, GW_E_TLS,
+		                "the Jupyter server at %s: TLS failed: the CA file %s cannot be "
+		                "used: %s",
+		                self->base, self->ca ? self->ca : "of the system", why);
+	case CURLE_PEER_FAILED_VERIFICATION:
 	case CURLE_SSL_CONNECT_ERROR:
 	case CURLE_SSL_CERTPROBLEM:
+		if (self->ca)
+			return gw_error(
+			        err, GW_E_TLS,
+			        "the Jupyter server at %s: TLS failed: %s (with the CA file "
+			        "%s)",
+			        self->base, why, self->ca);
 		return gw_error(err, GW_E_TLS,
 		                "the Jupyter server at %s: TLS failed: %s (give its CA with "
 		                "--ca-file)",
