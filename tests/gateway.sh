@@ -16,6 +16,8 @@ ROOT_TAG=kg
 # shellcheck source=tests/lib.sh
 . "$top_srcdir/tests/lib.sh"
 
+# (the environment's gateway settings are the tests' to give)
+unset KBOX_GATEWAY_URL KBOX_GATEWAY_TOKEN
 TOKEN=kbox-test-$$-token
 printf '%s\n' "$TOKEN" >"$ROOT/token"
 chmod 600 "$ROOT/token"
@@ -535,6 +537,21 @@ BAD=wrong-token kbox start -s b --backend gateway --url "$(URL)" --token-env BAD
 check a_wrong_token_is_a_clear_error eval 'status_is 5 && stdout_empty &&
 	grep -q "the Jupyter server refused the token (HTTP 403" stderr &&
 	[ ! -e "$KBOX_HOME/sessions/b" ]'
+kbox start -s b --backend gateway --url "$(URL)"
+check no_token_given_is_said_so_not_a_refused_one fails_with 5 \
+	"kbox start: session b: backend gateway: kernelspec python3: the Jupyter server requires a token and none was given (--token-file, --token-env or KBOX_GATEWAY_TOKEN; HTTP 403: Forbidden)"
+check no_token_given_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/b" ]'
+kbox start -s b --backend gateway --url "$(URL)/nope" --token-file "$ROOT/token"
+check a_url_whose_path_has_no_jupyter_api_says_so fails_with 5 \
+	"kbox start: session b: backend gateway: there is no Jupyter API at $(URL)/nope (HTTP 404 on /api/kernelspecs): check the URL's path"
+# (a stopped session's files: kbox put asks the contents API first)
+[ -n "$SKIPPING" ] || { mkdir -p -m 700 "$KBOX_HOME/sessions/np" &&
+	printf '{"name": "np", "kernel": "python3", "backend": "gateway", "gateway": "%s/nope"}\n' \
+		"$(URL)" >"$KBOX_HOME/sessions/np/session.json" &&
+	install -m 600 "$ROOT/token" "$KBOX_HOME/sessions/np/gateway-token"; }
+kbox put -s np "$ROOT/token" t
+check put_to_a_url_whose_path_has_no_jupyter_api_says_so fails_with 2 \
+	"kbox put: there is no Jupyter API at $(URL)/nope (HTTP 404 on /api/kernelspecs): check the URL's path"
 kbox start -s b --backend gateway
 check no_url_is_a_usage_error fails_with 2 \
 	'kbox start: backend gateway: no server: give its URL with --url URL, or in KBOX_GATEWAY_URL'

@@ -65,6 +65,12 @@ class Specs(tornado.web.RequestHandler):
         self.finish({"name": "python3", "spec": SPEC, "resources": {}})
 
 
+class SpecList(tornado.web.RequestHandler):
+    def get(self):
+        self.finish({"default": "python3",
+                     "kernelspecs": {"python3": {"name": "python3", "spec": SPEC, "resources": {}}}})
+
+
 class Kernels(tornado.web.RequestHandler):
     def post(self):
         # what a client asks, as Enterprise Gateway reads it (its "env")
@@ -300,6 +306,7 @@ if __name__ == "__main__":
         port = listen(tornado.web.Application([(r".*", Redirect)]))
     else:
         port = listen(tornado.web.Application([
+            (r"/api/kernelspecs", SpecList),
             (r"/api/kernelspecs/([^/]+)", Specs),
             (r"/api/kernels", Kernels),
             (r"/api/kernels/([^/]+)/channels", Channels),

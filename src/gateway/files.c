@@ -78,12 +78,12 @@ static int api_path(const char *path, const char *query, char *out, size_t size)
 }
 
 /* An error for a reply that is not what WHAT wanted: the server's words. */
-static int reply_error(gw_error_t *err, const char *what, const char *path, long code,
-                       const json_t *out)
+static int reply_error(const gw_t *g, gw_error_t *err, const char *what, const char *path,
+                       long code, const json_t *out)
 {
 	char said[PATH_MAX_BYTES + 64];
 	snprintf(said, sizeof said, "%s %s", what, path);
-	gw_reply_error(err, said, code, out);
+	gw_reply_error(g, err, said, code, out);
 	/* (the path or the request: a hidden name, a directory where a file
 	 * goes, a name taken) */
 	if (code == 400 || code == 409)
@@ -96,7 +96,10 @@ int kg_contents_probe(gw_t *g, gw_error_t *err)
 	json_t *out = NULL;
 	long code = gw_call(g, "GET", "/api/contents?content=0", NULL, CALL_TIMEOUT_S, &out, err);
 	int rc = 0;
-	if (code == 404 || code == 405)
+	/* (a wrong path in the URL has no API at all: said so) */
+	if ((code == 404 || code == 405) && kg_no_api(g, GW_E_NO_CONTENTS, err))
+		rc = -1;
+	else if (code == 404 || code == 405)
 		rc = gw_error(err, GW_E_NO_CONTENTS,
 		              "the Jupyter server at %s has no contents API (/api/contents): it "
 		              "is a Kernel Gateway or an Enterprise Gateway, whose kernels keep "
@@ -105,7 +108,7 @@ int kg_contents_probe(gw_t *g, gw_error_t *err)
 		              "with EG_MIRROR_WORKING_DIRS)",
 		              gw_url(g));
 	else if (code >= 0 && code != 200)
-		rc = reply_error(err, "reading", "/", code, out);
+		rc = reply_error(g, err, "reading", "/", code, out);
 	else if (code < 0)
 		rc = -1;
 	json_decref(out);
@@ -131,7 +134,7 @@ static int stat_path(gw_t *g, const char *path, json_t **model, gw_error_t *err)
 		                path);
 	}
 	if (code != 200 || !json_is_object(*model)) {
-		reply_error(err, "reading", path, code, *model);
+		reply_error(g, err, "reading", path, code, *model);
 		json_decref(*model);
 		*model = NULL;
 		return -1;
@@ -150,7 +153,7 @@ static int put_model(gw_t *g, const char *path, const char *shown, json_t *body,
 		return gw_error(err, GW_E_USAGE, "%s: the path is too long", path);
 	code = gw_call(g, "PUT", api, body, timeout_s, &out, err);
 	if (code >= 0 && code != 200 && code != 201)
-		reply_error(err, "writing", shown, code, out);
+		reply_error(g, err, "writing", shown, code, out);
 	json_decref(out);
 	return code == 200 || code == 201 ? 0 : -1;
 }
@@ -165,7 +168,7 @@ static int delete_path(gw_t *g, const char *path, gw_error_t *err)
 		return gw_error(err, GW_E_USAGE, "%s: the path is too long", path);
 	code = gw_call(g, "DELETE", api, NULL, CALL_TIMEOUT_S, &out, err);
 	if (code >= 0 && code != 204 && code != 200 && code != 404)
-		reply_error(err, "removing", path, code, out);
+		reply_error(g, err, "removing", path, code, out);
 	json_decref(out);
 	return code == 204 || code == 200 || code == 404 ? 0 : -1;
 }
@@ -432,7 +435,7 @@ static int write_new(gw_t *g, const char *path, const char *shown, bool exists, 
 		}
 		code = gw_call(g, "PATCH", api, body, CALL_TIMEOUT_S, &out, err);
 		if (code >= 0 && code != 200)
-			reply_error(err, "renaming the new file to", shown, code, out);
+			reply_error(g, err, "renaming the new file to", shown, code, out);
 		json_decref(out);
 		if (code != 200 && exists) {
 			/* the old file is gone: the new one stays, whole, and is
@@ -650,7 +653,7 @@ int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *
 	if (code < 0)
 		goto out;
 	if (code != 200) {
-		reply_error(&err, "reading", rel, code, out);
+		reply_error(g, &err, "reading", rel, code, out);
 		goto out;
 	}
 	content = json_string_value(json_object_get(out, "content"));
@@ -718,7 +721,7 @@ int kg_cmd_list(const char *dir, const char *rel)
 		goto out;
 	}
 	if (code != 200 || !json_is_array(json_object_get(out, "content"))) {
-		reply_error(&err, "listing", rel, code, out);
+		reply_error(g, &err, "listing", rel, code, out);
 		goto out;
 	}
 	entries = json_array();

@@ -21,6 +21,9 @@ json_t *kg_read_line_json(void);
 gw_t *kg_server_from_stdin(gw_error_t *err);
 /* Whether ID may be a kernel's id (letters, digits, '-', '_'). */
 bool kg_id_valid(const char *id);
+/* Whether the URL of G has no Jupyter API under it (GET /api/kernelspecs
+ * answers 404: a wrong path), said in ERR as KIND when so. */
+bool kg_no_api(gw_t *g, gw_kind_t kind, gw_error_t *err);
 
 /* ---- files.c ---- */
 

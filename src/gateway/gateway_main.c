@@ -179,6 +179,24 @@ gw_t *kg_server_from_stdin(gw_error_t *err)
 
 /* ---- spec, specs, delete ---- */
 
+/* That G's URL has no Jupyter API under it, in ERR as KIND.  -1. */
+static int no_api(gw_t *g, gw_kind_t kind, gw_error_t *err)
+{
+	return gw_error(err, kind,
+	                "there is no Jupyter API at %s (HTTP 404 on /api/kernelspecs): check "
+	                "the URL's path",
+	                gw_url(g));
+}
+
+bool kg_no_api(gw_t *g, gw_kind_t kind, gw_error_t *err)
+{
+	json_t *out = NULL;
+	gw_error_t ignored = {0};
+	long code = gw_call(g, "GET", "/api/kernelspecs", NULL, CALL_TIMEOUT_S, &out, &ignored);
+	json_decref(out);
+	return code == 404 && no_api(g, kind, err) < 0;
+}
+
 static int cmd_specs(const char *name)
 {
 	gw_error_t err = {0};
@@ -202,15 +220,19 @@ static int cmd_specs(const char *name)
 		char what[300];
 		snprintf(what, sizeof what, name ? "kernelspec %s" : "kernelspecs%s",
 		         name ? name : "");
-		gw_reply_error(&err, what, code, out);
-		if (code == 404 && name) {
-			/* what it has, said with it */
+		gw_reply_error(g, &err, what, code, out);
+		if (code == 404 && !name)
+			no_api(g, GW_E_NOT_FOUND, &err);
+		else if (code == 404) {
+			/* what it has, said with it; or that it has no API at all
+			 * (a wrong path: review 23, P5) */
 			char have[600] = "";
 			size_t n = 0;
 			json_t *all = NULL, *v;
 			const char *k;
-			if (gw_call(g, "GET", "/api/kernelspecs", NULL, CALL_TIMEOUT_S, &all,
-			            &err) == 200)
+			long all_code = gw_call(g, "GET", "/api/kernelspecs", NULL, CALL_TIMEOUT_S,
+			                        &all, &err);
+			if (all_code == 200)
 				json_object_foreach(json_object_get(all, "kernelspecs"), k, v)
 				{
 					if (n + strlen(k) + 8 < sizeof have)
@@ -218,9 +240,13 @@ static int cmd_specs(const char *name)
 						                      "%s%s", n ? ", " : "", k);
 				}
 			json_decref(all);
-			gw_error(&err, GW_E_NOT_FOUND,
-			         "the Jupyter server at %s has no kernelspec %s (it has: %s)",
-			         gw_url(g), name, n ? have : "none");
+			if (all_code == 404)
+				no_api(g, GW_E_NOT_FOUND, &err);
+			else
+				gw_error(
+				        &err, GW_E_NOT_FOUND,
+				        "the Jupyter server at %s has no kernelspec %s (it has: %s)",
+				        gw_url(g), name, n ? have : "none");
 		}
 		goto out;
 	}
@@ -287,7 +313,7 @@ static int delete_kernel(gw_t *g, const char *id, gw_error_t *err)
 	if (code >= 0 && code != 204 && code != 200 && code != 404) {
 		char what[160];
 		snprintf(what, sizeof what, "deleting kernel %s", id);
-		gw_reply_error(err, what, code, out);
+		gw_reply_error(g, err, what, code, out);
 		code = -1;
 	}
 	json_decref(out);
@@ -747,7 +773,7 @@ static void read_commands(run_t *r)
 			snprintf(path, sizeof path, "/api/kernels/%s/interrupt", r->kid);
 			code = gw_call(r->gw, "POST", path, NULL, CALL_TIMEOUT_S, &out, &err);
 			if (code >= 0 && code != 204 && code != 200)
-				gw_reply_error(&err, "interrupting the kernel", code, out);
+				gw_reply_error(r->gw, &err, "interrupting the kernel", code, out);
 			if (err.msg[0])
 				fprintf(stderr, "kbox-gateway: %s\n", err.msg);
 			json_decref(out);
@@ -1020,7 +1046,7 @@ static int cmd_run(void)
 	if (code != 201 && code != 200) {
 		char what[300];
 		snprintf(what, sizeof what, "starting kernel %s", kernel);
-		gw_reply_error(&err, what, code, out);
+		gw_reply_error(r->gw, &err, what, code, out);
 		goto fail;
 	}
 	if (!json_string_value(json_object_get(out, "id")) ||

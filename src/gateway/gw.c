@@ -390,7 +390,8 @@ out:
 	return code;
 }
 
-int gw_reply_error(gw_error_t *err, const char *what, long code, const json_t *body)
+int gw_reply_error(const gw_t *self, gw_error_t *err, const char *what, long code,
+                   const json_t *body)
 {
 	const char *m = json_string_value(json_object_get(body, "message"));
 	const char *r = json_string_value(json_object_get(body, "reason"));
@@ -408,6 +409,12 @@ int gw_reply_error(gw_error_t *err, const char *what, long code, const json_t *b
 		kx_fmt_middle(said, sizeof said, r, 500);
 	else
 		said[0] = '\0';
+	/* (no token sent: none was refused; review 23, P4) */
+	if (kind == GW_E_DENIED && !self->auth)
+		return gw_error(err, kind,
+		                "%s: the Jupyter server requires a token and none was given "
+		                "(--token-file, --token-env or KBOX_GATEWAY_TOKEN; HTTP %ld%s%s)",
+		                what, code, *said ? ": " : "", said);
 	if (kind == GW_E_DENIED)
 		return gw_error(err, kind,
 		                "%s: the Jupyter server refused the token (HTTP %ld%s%s): give its "
@@ -729,7 +736,7 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 		char what[256];
 		snprintf(what, sizeof what, "the kernel's channels at %s", self->base);
 		if (code == 401 || code == 403 || code == 404)
-			gw_reply_error(err, what, code, NULL);
+			gw_reply_error(self, err, what, code, NULL);
 		else
 			gw_error(err, GW_E_SERVER, "%s: HTTP %s instead of a WebSocket", what,
 			         status);

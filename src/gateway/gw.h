@@ -61,10 +61,12 @@ const char *gw_url(const gw_t *self);
 long gw_call(gw_t *self, const char *method, const char *path, json_t *body, long timeout_s,
              json_t **out, gw_error_t *err);
 
-/* An error for a reply of status CODE with body BODY (the server's
- * "message", else its "reason", else the status), for WHAT ("starting
- * kernel python3").  -1. */
-int gw_reply_error(gw_error_t *err, const char *what, long code, const json_t *body);
+/* An error for a reply of SELF's of status CODE with body BODY (the
+ * server's "message", else its "reason", else the status), for WHAT
+ * ("starting kernel python3"); a 401 or 403 says the token was refused,
+ * or, when SELF has none, that the server wants one.  -1. */
+int gw_reply_error(const gw_t *self, gw_error_t *err, const char *what, long code,
+                   const json_t *body);
 
 /* ---- the channels ---- */
 
