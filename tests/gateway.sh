@@ -370,6 +370,25 @@ kbox status -s g
 check a_failed_start_leaves_the_session_stopped_with_the_cause eval 'status_is 5 &&
 	[ "$(status_line state)" = stopped ] &&
 	status_line last_stop | grep -q "^it could not start: backend gateway: cannot reach the Jupyter server at http://127.0.0.1:$nothing: "'
+# so does one with a token the server refuses: the session keeps its own
+# (as it keeps its URL), and its next start works with it
+printf 'wrong-token\n' >"$ROOT/badtoken"
+kbox start -s g --token-file "$ROOT/badtoken"
+check a_failed_start_leaves_the_sessions_token_as_it_was eval 'status_is 5 &&
+	grep -q "the Jupyter server refused the token (HTTP 403" stderr &&
+	[ "$(cat "$KBOX_HOME/sessions/g/gateway-token")" = "$TOKEN" ] &&
+	[ "$(stat -c %a "$KBOX_HOME/sessions/g/gateway-token")" = 600 ]'
+kbox start -s g
+check the_next_start_works_with_the_sessions_token eval 'status_is 0 && [ "$(kernels | wc -l)" = 1 ]'
+kbox stop -s g
+# and a session that had no token has none after such a start
+[ -n "$SKIPPING" ] || { mkdir -p -m 700 "$KBOX_HOME/sessions/nt" &&
+	printf '{"name": "nt", "kernel": "python3", "backend": "gateway", "gateway": "%s"}\n' \
+		"$(URL)" >"$KBOX_HOME/sessions/nt/session.json"; }
+kbox start -s nt --token-file "$ROOT/badtoken"
+check a_failed_start_leaves_no_token_where_there_was_none eval 'status_is 5 &&
+	grep -q "the Jupyter server refused the token (HTTP 403" stderr &&
+	[ -e "$KBOX_HOME/sessions/nt/session.json" ] && [ ! -e "$KBOX_HOME/sessions/nt/gateway-token" ]'
 
 # a kernel that dies as it starts, which the server removes once its
 # restarts failed: the start says so then, not at the launch timeout

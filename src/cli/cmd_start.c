@@ -224,12 +224,66 @@ static bool says_running(const char *dir, const char *name, const kr_session_opt
 	return true;
 }
 
+/* The session's token as it was before this start gave another (the
+ * gateway's KR_GATEWAY_TOKEN_FILE), to put back when the start fails. */
+typedef struct {
+	bool changed; /* this start replaced it (and OLD is what to put back) */
+	bool had;     /* there was one: OLD, LEN bytes; else there was none */
+	char old[4097];
+	size_t len;
+} token_undo_t;
+
+/* Keep TOKEN in the session's directory DIR (0600, beside session.json:
+ * never in it, an argument or a variable of the supervisor's), what was
+ * there before in UNDO.  EXIT_OK, or EXIT_UNAVAILABLE after one line. */
+static int save_token(const char *dir, const char *token, token_undo_t *undo)
+{
+	char path[PATH_MAX + 32];
+	ssize_t n = -1;
+	bool none;
+	int fd;
+
+	snprintf(path, sizeof path, "%s/" KR_GATEWAY_TOKEN_FILE, dir);
+	fd = kx_open_file(AT_FDCWD, path, O_RDONLY, 0);
+	none = fd < 0 && errno == ENOENT;
+	if (fd >= 0) {
+		n = kx_pread_full(fd, undo->old, sizeof undo->old, 0);
+		close(fd);
+	}
+	undo->had = n >= 0;
+	undo->len = n > 0 ? (size_t)n : 0;
+	if (kx_write_atomic(AT_FDCWD, path, token, strlen(token), 0600, 0) < 0) {
+		cli_error("start", "cannot keep the token in %s: %s", path, strerror(errno));
+		return EXIT_UNAVAILABLE;
+	}
+	/* (one that could not be read back whole is not put back: the new
+	 * one stays, as every one did before review 23, P8) */
+	undo->changed = none || (n >= 0 && (size_t)n < sizeof undo->old);
+	return EXIT_OK;
+}
+
+/* Put back the token UNDO kept in the session's directory DIR (or remove
+ * the one given, when there was none): atomically, as it was saved. */
+static void restore_token(const char *dir, token_undo_t *undo)
+{
+	char path[PATH_MAX + 32];
+	if (!undo->changed)
+		return;
+	snprintf(path, sizeof path, "%s/" KR_GATEWAY_TOKEN_FILE, dir);
+	if (undo->had)
+		kx_write_atomic(AT_FDCWD, path, undo->old, undo->len, 0600, 0);
+	else
+		unlink(path);
+	undo->changed = false;
+}
+
 /* After a start of the session in DIR that failed: a NEW session leaves
  * nothing behind; else, once the supervisor that reported its failure is
- * gone (never under one that runs), the configuration BEFORE is put back:
- * a kernel that could not be started, or options it could not start with,
- * are not the session's. */
-static void undo_start(const char *dir, bool is_new, const kr_session_config_t *before)
+ * gone (never under one that runs), the configuration BEFORE and the
+ * token of TOKEN are put back: a kernel that could not be started, or
+ * options (a token) it could not start with, are not the session's. */
+static void undo_start(const char *dir, bool is_new, const kr_session_config_t *before,
+                       token_undo_t *token)
 {
 	kbox_error_t ignored = {0};
 
@@ -239,8 +293,10 @@ static void undo_start(const char *dir, bool is_new, const kr_session_config_t *
 	}
 	for (int i = 0; i < 100 && kr_session_supervisor(dir, NULL) == KR_SUPERVISOR_RUNNING; i++)
 		usleep(50000);
-	if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING)
+	if (kr_session_supervisor(dir, NULL) != KR_SUPERVISOR_RUNNING) {
 		kr_session_config_save(before, dir, &ignored);
+		restore_token(dir, token);
+	}
 }
 
 /* Start session NAME in DIR with CONFIG, after checking its kernelspec and
@@ -536,20 +592,6 @@ out:
 	return EXIT_OK;
 }
 
-/* Keep the token in the session's directory DIR (0600, beside
- * session.json: never in it, an argument or a variable of the
- * supervisor's).  EXIT_OK, or EXIT_UNAVAILABLE after one line. */
-static int save_token(const char *dir, const char *token)
-{
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/" KR_GATEWAY_TOKEN_FILE, dir);
-	if (kx_write_atomic(AT_FDCWD, path, token, strlen(token), 0600, 0) < 0) {
-		cli_error("start", "cannot keep the token in %s: %s", path, strerror(errno));
-		return EXIT_UNAVAILABLE;
-	}
-	return EXIT_OK;
-}
-
 /* kbox start --reseal -s NAME: seal NAME's session.json as it is (one kbox
  * refuses: unsealed, or changed), and print it as sealed, for the user to
  * read before starting the session (what is sealed is what is shown: a
@@ -613,7 +655,9 @@ int cmd_start(int argc, char **argv)
 	json_t *functions = NULL;
 	char *functions_text = NULL;
 	kbox_error_t err = {0};
-	bool started = false, is_new = false, restore = false;
+	bool started = false, is_new = false, restore = false, have_token = false;
+	char token[4097];
+	token_undo_t token_undo = {0};
 	int status;
 
 	kr_session_config_init(&config);
@@ -680,15 +724,9 @@ int cmd_start(int argc, char **argv)
 	}
 	if ((status = cli_check_docker("start", o, &config)) != EXIT_OK)
 		goto out;
-	if (strcmp(config.backend, "gateway") == 0) {
-		char token[4097];
-		bool have = false;
-		if ((status = gateway_token(&a, token, sizeof token, &have)) == EXIT_OK && have)
-			status = save_token(dir, token);
-		explicit_bzero(token, sizeof token);
-		if (status != EXIT_OK)
-			goto out;
-	}
+	if (strcmp(config.backend, "gateway") == 0 &&
+	    (status = gateway_token(&a, token, sizeof token, &have_token)) != EXIT_OK)
+		goto out;
 	if (config.functions) {
 		/* what the kernel can write is never what the host runs */
 		char ws[PATH_MAX + 16];
@@ -704,11 +742,16 @@ int cmd_start(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* (kept last: a start that fails puts the one before back) */
 	restore = !is_new;
+	if (have_token && (status = save_token(dir, token, &token_undo)) != EXIT_OK)
+		goto out;
 	status = start_session(dir, name, &config, is_new, &started);
 out:
 	if (dir && (is_new || restore) && status != EXIT_OK && !started)
-		undo_start(dir, is_new, &before);
+		undo_start(dir, is_new, &before, &token_undo);
+	explicit_bzero(token, sizeof token);
+	explicit_bzero(&token_undo, sizeof token_undo);
 	kr_session_config_free(&before);
 	kr_session_config_free(&config);
 	cli_strlist_clear(&a.env);
