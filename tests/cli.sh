@@ -735,6 +735,26 @@ kbox start -s gw $GW --ca-file cafifo
 check start_ca_file_that_is_a_fifo_is_refused_without_waiting_on_it fails_with 2 \
 	'kbox start: invalid --ca-file "cafifo": not a regular file'
 check start_ca_file_refused_leaves_no_session eval '[ ! -e "$KBOX_HOME/sessions/gw" ]'
+# a stopped gateway session's status names its server and, once it has
+# one, its directory there (where kbox put and get reach)
+mkdir -m 700 home home/sessions home/sessions/gs home/sessions/gn
+echo '{"name":"gs","kernel":"python3","backend":"gateway","gateway":"http://127.0.0.1:9/base"}' \
+	>home/sessions/gs/session.json
+echo kbox/gs-0123abcd >home/sessions/gs/gateway-dir
+echo '{"name":"gn","kernel":"python3","backend":"gateway","gateway":"http://127.0.0.1:9"}' \
+	>home/sessions/gn/session.json
+KBOX_HOME=$T/home kbox status -s gs
+check status_of_a_stopped_gateway_session_names_its_server_and_remote_dir eval 'status_is 5 &&
+	stderr_empty && [ "$(cat stdout)" = "$(printf "%-18s %s\n" name: gs state: stopped \
+		backend: gateway kernel: python3 server: http://127.0.0.1:9/base \
+		remote_dir: kbox/gs-0123abcd dir: "$T/home/sessions/gs")" ]'
+KBOX_HOME=$T/home kbox status -s gs --format ndjson
+check status_json_of_a_stopped_gateway_session_has_them_too eval 'status_is 5 &&
+	stdout_is "{\"name\":\"gs\",\"state\":\"stopped\",\"backend\":\"gateway\",\"kernel\":\"python3\",\"server\":\"http://127.0.0.1:9/base\",\"remote_dir\":\"kbox/gs-0123abcd\",\"dir\":\"$T/home/sessions/gs\"}"'
+KBOX_HOME=$T/home kbox status -s gn
+check status_of_a_gateway_session_with_no_directory_yet_names_only_its_server eval 'status_is 5 &&
+	[ "$(status_line server)" = http://127.0.0.1:9 ] && ! grep -q "^remote_dir:" stdout &&
+	[ ! -e home/sessions/gn/gateway-dir ]'
 
 # ---- commands that start a kernel ----
 #

@@ -370,6 +370,9 @@ kbox status -s g
 check a_failed_start_leaves_the_session_stopped_with_the_cause eval 'status_is 5 &&
 	[ "$(status_line state)" = stopped ] &&
 	status_line last_stop | grep -q "^it could not start: backend gateway: cannot reach the Jupyter server at http://127.0.0.1:$nothing: "'
+check a_stopped_sessions_status_names_its_server_and_remote_dir eval '
+	[ "$(status_line server)" = "$(URL)" ] && [ "$(status_line remote_dir)" = "$rdir" ] &&
+	[ -d "$SROOT/$rdir" ]'
 # so does one with a token the server refuses: the session keeps its own
 # (as it keeps its URL), and its next start works with it
 printf 'wrong-token\n' >"$ROOT/badtoken"

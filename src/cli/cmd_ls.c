@@ -121,6 +121,17 @@ json_t *cli_session_info(const char *home, const char *name)
 				        info, "engine",
 				        json_string(strncmp(e, "unix://", 7) ? e : e + 7));
 			}
+			/* a gateway session's server, and its directory there once
+			 * it has one: where kbox put and get reach while it is
+			 * stopped (review 23, P11) */
+			if ((cfg.has & KR_SC_BACKEND) && strcmp(cfg.backend, "gateway") == 0) {
+				char rdir[300];
+				if ((cfg.has & KR_SC_GATEWAY) && cfg.gateway && *cfg.gateway)
+					json_object_set_new(info, "server",
+					                    json_string(cfg.gateway));
+				if (kr_gateway_dir_recorded(dir, rdir, sizeof rdir) == 0)
+					json_object_set_new(info, "remote_dir", json_string(rdir));
+			}
 		} else {
 			/* kbox start and exec would refuse it: say so, and why */
 			json_object_set_new(info, "state", json_string("invalid"));

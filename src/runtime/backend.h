@@ -327,6 +327,9 @@ int kr_gateway_delete(const char *url, const char *token, const char *ca, const 
  * bits, so that two machines', two users', or a removed and a new
  * session's of one name differ), recorded there.  0, or -1. */
 int kr_gateway_dir(const char *session_dir, char *out, size_t size);
+/* The same, but only the one recorded: none is made.  0, or -1 when
+ * there is none. */
+int kr_gateway_dir_recorded(const char *session_dir, char *out, size_t size);
 
 /* Backend gateway: the token in the session's KR_GATEWAY_TOKEN_FILE
  * (DIR_FD the session's directory) in *TOKEN (new; NULL: no token).  0,

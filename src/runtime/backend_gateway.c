@@ -596,6 +596,16 @@ static int dir_read(int dir_fd, char *out, size_t size)
 	return 0;
 }
 
+int kr_gateway_dir_recorded(const char *session_dir, char *out, size_t size)
+{
+	int dir_fd = open(session_dir, O_PATH | O_DIRECTORY | O_CLOEXEC), rc;
+	if (dir_fd < 0)
+		return -1;
+	rc = dir_read(dir_fd, out, size);
+	close(dir_fd);
+	return rc;
+}
+
 int kr_gateway_dir(const char *session_dir, char *out, size_t size)
 {
 	char *copy = strdup(session_dir), name[201], text[300], tmp[64];
