@@ -3,6 +3,7 @@
  * common -s option. */
 #include "config.h"
 #include "cli.h"
+#include "gateway/gateway_proto.h"
 #include "runtime/functions.h"
 #include "runtime/ws_live.h"
 
@@ -436,6 +437,20 @@ static void forget_failed(const char *dir, char *msg)
 		memmove(at, at + strlen(see), strlen(at + strlen(see)) + 1);
 }
 
+/* How long a start of a session of configuration CFG waits for its
+ * supervisor's report: READY_WAIT_MS, and a gateway session's launch
+ * timeout more, as its supervisor waits that much more for the remote
+ * kernel (it gave up after 90 s on a launch the supervisor still waited
+ * for, and that then ran: review 23, P6). */
+static int ready_wait_ms(const kr_session_config_t *cfg)
+{
+	long long launch;
+	if (!cfg->backend || strcmp(cfg->backend, "gateway") != 0)
+		return READY_WAIT_MS;
+	launch = cfg->launch_timeout > 0 ? cfg->launch_timeout : KG_LAUNCH_TIMEOUT_S;
+	return READY_WAIT_MS + (int)(launch * 1000);
+}
+
 /* A SIGINT or SIGTERM while a supervisor starts (start_wait). */
 static volatile sig_atomic_t start_signal;
 
@@ -451,11 +466,11 @@ static bool start_hook(void *arg)
 	return start_signal != 0;
 }
 
-/* Read the readiness line of RFD, as kr_ctl_recv: a SIGINT or SIGTERM
- * whose action is the default (a front end with its own, kbox mcp's, is
- * left to it) ends the wait instead of the process (*SIG says which;
- * ERR KR_CTL_WAIT_ENDED). */
-static json_t *start_wait(int rfd, int *sig, kbox_error_t *err)
+/* Read the readiness line of RFD within WAIT_MS, as kr_ctl_recv: a
+ * SIGINT or SIGTERM whose action is the default (a front end with its
+ * own, kbox mcp's, is left to it) ends the wait instead of the process
+ * (*SIG says which; ERR KR_CTL_WAIT_ENDED). */
+static json_t *start_wait(int rfd, int wait_ms, int *sig, kbox_error_t *err)
 {
 	static const int sigs[2] = {SIGINT, SIGTERM};
 	struct sigaction old[2], sa;
@@ -483,7 +498,7 @@ static json_t *start_wait(int rfd, int *sig, kbox_error_t *err)
 			sigdelset(&wait, sigs[i]);
 	if (caught[0] || caught[1])
 		kr_ctl_wait_signals(&wait, start_hook, NULL);
-	ready = kr_ctl_recv(rfd, READY_WAIT_MS, err);
+	ready = kr_ctl_recv(rfd, wait_ms, err);
 	if (caught[0] || caught[1])
 		kr_ctl_wait_signals(NULL, NULL, NULL);
 	for (size_t i = 0; i < 2; i++)
@@ -570,7 +585,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 {
 	int sig = 0;
 	kbox_error_t err = {0};
-	int lock, rfd, sup_fd = -1, status = EXIT_OK;
+	int lock, rfd, sup_fd = -1, status = EXIT_OK, wait_ms = READY_WAIT_MS;
 	pid_t pid, sup_pid = -1;
 	json_t *ready = NULL;
 	char path[PATH_MAX + 32];
@@ -604,6 +619,7 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		usleep(50000);
 	}
 	if (config) {
+		wait_ms = ready_wait_ms(config);
 		if (kr_session_config_save(config, dir, &err) < 0) {
 			cli_error(cmd, "%s", err.msg);
 			status = EXIT_UNAVAILABLE;
@@ -658,13 +674,14 @@ int cli_session_start(const char *cmd, const char *dir, const char *name,
 		if (kr_backend_unsandboxed_here(have.backend))
 			fprintf(stderr, "kbox: warning: backend %s: the kernel runs unsandboxed\n",
 			        have.backend);
+		wait_ms = ready_wait_ms(&have);
 		kr_session_config_free(&have);
 	}
 	if ((rfd = spawn_supervisor(cmd, dir, first && !config, &sup_pid, &sup_fd)) < 0) {
 		status = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	ready = start_wait(rfd, &sig, &err);
+	ready = start_wait(rfd, wait_ms, &sig, &err);
 	close(rfd);
 	if (!ready && sig && err.code == KBOX_E_SYSTEM && strcmp(err.msg, KR_CTL_WAIT_ENDED) == 0) {
 		close(lock);
