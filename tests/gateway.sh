@@ -812,7 +812,8 @@ check row58_and_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/f
 # file is gone by then, so the new one is kept, beside it, and said
 server_or_skip
 setup_for a_put_whose_rename_fails_after_the_delete_says_where_the_file_is \
-	and_the_new_file_is_kept_there_whole
+	and_the_new_file_is_kept_there_whole \
+	a_403_for_a_file_the_server_may_not_write_is_no_token_error
 mkdir -p "$ROOT/pf"
 [ -n "$SKIPPING" ] || stand_in "$ROOT/pf/port" "$ROOT/pf" patch_fails
 fresh
@@ -828,6 +829,11 @@ check a_put_whose_rename_fails_after_the_delete_says_where_the_file_is eval 'sta
 	stderr_is "kbox put: renaming the new file to data.csv: HTTP 500: Unknown error renaming file: $pfdir/$pfpart [Errno 28] No space left on device (the file is there as $pfpart)"'
 check and_the_new_file_is_kept_there_whole eval '[ -n "$pfpart" ] && [ ! -e "$ROOT/pf/root/$pfdir/data.csv" ] &&
 	cmp -s "$T/new.csv" "$ROOT/pf/root/$pfdir/$pfpart"'
+# a file the server may not write (its 403, as for a refused token) is
+# not taken for a refused token
+kbox put -s pf "$T/new.csv" denied.csv
+check a_403_for_a_file_the_server_may_not_write_is_no_token_error fails_with 5 \
+	"kbox put: writing denied.csv: HTTP 403: Permission denied: $pfdir/denied.csv"
 kbox stop -s pf
 
 # kbox mcp's file tool on a server that never ends its reply (a file's

@@ -17,7 +17,9 @@ Without a mode it has no contents API (as a Kernel Gateway).  The modes
 "patch_fails" and "contents_stall" have one, jupyter_server's shapes
 (GET, PUT with "chunk", DELETE, PATCH of /api/contents/PATH) over the
 files of DIR/root, which misbehaves: with "patch_fails", every PATCH (a
-rename) fails with jupyter_server's 500 for an error of the disk; with
+rename) fails with jupyter_server's 500 for an error of the disk, and a
+PUT of a file whose name begins with "denied" with its 403 for a file it
+may not write; with
 "contents_stall", a GET of the content of a file whose name begins with
 "stall" is answered with a 200 and its headers, then a space every 2 s
 and never its end (DIR/stalled once it came, DIR/stall-closed once the
@@ -223,6 +225,9 @@ class Contents(tornado.web.RequestHandler):
     def put(self, path):
         body = json.loads(self.request.body or b"{}")
         p = self.os_path(path)
+        if PATCH_FAILS and os.path.basename(path).startswith("denied"):
+            # jupyter_server's perm_to_403: a file the server may not write
+            raise tornado.web.HTTPError(403, "Permission denied: %s" % path.strip("/"))
         existed = os.path.lexists(p)
         if body.get("type") == "directory":
             if not os.path.isdir(p):

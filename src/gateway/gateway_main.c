@@ -438,7 +438,7 @@ static bool ends_with(const char *s, const char *tail)
  * the result of the execution they came in says it. */
 static void tell_drops(run_t *r)
 {
-	if (r->dropped == r->dropped_told)
+	if (r->dropped == r->dropped_told || r->stopping)
 		return;
 	kg_say(r->status_fd,
 	       json_pack("{s:s}", "notice",
@@ -507,7 +507,9 @@ static void to_local(run_t *r, int ch, const gw_part_t *parts, size_t n)
 		 * IOPUB_HWM messages wait): nothing more is read of the server
 		 * until there is, rather than a message dropped unsaid */
 		while (zmq_send(s, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-			if (errno != EAGAIN || r->stopping) {
+			if (r->stopping) /* (what comes while it stops goes unsaid) */
+				return;
+			if (errno != EAGAIN) {
 				r->dropped++;
 				return;
 			}

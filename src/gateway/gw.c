@@ -403,6 +403,10 @@ int gw_reply_error(const gw_t *self, gw_error_t *err, const char *what, long cod
 	 * traceback of NoSuchKernel) */
 	if (m && strstr(m, "No such kernel"))
 		kind = GW_E_NOT_FOUND;
+	/* (and a file it may not write with a 403, as a refused token:
+	 * perm_to_403's "Permission denied: PATH") */
+	if (code == 403 && m && strncmp(m, "Permission denied", 17) == 0)
+		kind = GW_E_SERVER;
 	if (m && *m)
 		kx_fmt_middle(said, sizeof said, m, 500);
 	else if (r && *r)
