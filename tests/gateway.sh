@@ -442,6 +442,29 @@ check a_session_made_anew_after_rm_gets_a_directory_of_its_own eval 'status_is 0
 	[ -d "$SROOT/$(cat "$KBOX_HOME/sessions/z/gateway-dir")" ] && [ -d "$SROOT/$zdir" ]'
 kbox stop -s z
 check stop_leaves_no_record eval 'status_is 0 && no_kernels && [ ! -e "$KBOX_HOME/sessions/z/gateway-kernel" ]'
+# a kernel recorded on another server (the session's URL changed since):
+# forgotten, and said, with no request to that server (the token is this
+# server's) and no wait on it (a listener there that never answers)
+"$PY" -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+__import__("os").rename(sys.argv[1] + ".tmp", sys.argv[1])
+c, _ = s.accept()
+open(sys.argv[2], "w").write("connected")
+c.recv(65536)
+' "$ROOT/other.port" "$ROOT/other.seen" &
+OTHER_PID=$!
+BG_PIDS="$BG_PIDS $OTHER_PID"
+wait_for test -s "$ROOT/other.port"
+printf '[{"url":"http://127.0.0.1:%s","id":"0e9a6f0c-other"}]' "$(cat "$ROOT/other.port")" \
+	>"$KBOX_HOME/sessions/z/gateway-kernel"
+kbox start -s z
+check a_kernel_recorded_on_another_server_is_forgotten_and_said eval 'status_is 0 &&
+	[ ! -e "$ROOT/other.seen" ] && ! grep -q other "$KBOX_HOME/sessions/z/gateway-kernel" &&
+	grep -qF "\"error\":\"left on a server the session no longer uses (its URL changed): kbox has no token of that server'"'"'s; delete the kernel there\",\"event\":\"remote-orphan\",\"id\":\"0e9a6f0c-other\"" \
+		"$KBOX_HOME/sessions/z/events.ndjson"'
+kbox stop -s z
 
 # host functions, called from the remote kernel (over its stdin
 # channel), and kbox mcp's run_python on a remote session
@@ -488,7 +511,7 @@ def call(i, name, args):
 call(20, "run_python", {"code": "import os; os.mkdir('notes')"})
 call(3, "write_file", {"path": "notes/m.txt", "content": "h\u00e9llo\n"})
 call(4, "list_files", {"path": "notes"})
-call(5, "read_file", {"path": "/workspace/notes/m.txt"})
+call(5, "read_file", {"path": "/workspace/notes/m.txt", "length": 3})
 call(6, "read_file", {"path": "notes/m.txt", "offset": 3})
 call(7, "run_python", {"code": "import matplotlib.pyplot as plt; plt.plot([1, 2]); "
                                 "plt.savefig('c.png'); plt.close(); print('saved')"})
@@ -512,7 +535,7 @@ check kbox_mcps_file_tools_work_in_the_remote_kernels_directory eval 'cmp -s - s
 run_python False [no output]
 write_file False wrote 7 bytes to notes/m.txt
 list_files False m.txt	7 bytes
-read_file False héllo
+read_file False hé
 read_file False llo
 run_python False saved
 read_image False image/png
@@ -527,7 +550,7 @@ run_python False [no output]
 read_file False text
 EOF'
 # (the pages of a file read through the contents API: one fetch of it
-# while it is unchanged, one more once it changed)
+# while it is unchanged, one more for a read once it changed)
 check a_paged_remote_read_file_fetches_the_file_once_while_unchanged eval '
 	[ "$(grep -c "GET /api/contents/$rdir_f/notes/m.txt?type=file&format=base64&content=1 " \
 		"$ROOT/s1/server.log")" = 2 ]'

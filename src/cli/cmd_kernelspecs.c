@@ -17,12 +17,18 @@ static void put_one(format_t format, json_t *out, const char *name, const char *
 {
 	json_t *one;
 	if (format == FMT_TEXT) {
-		/* (a server's words: no tab, line break or escape of a
-		 * terminal's in a line) */
+		/* (a server's words: no tab or line break of its own in a
+		 * line, and what a terminal would take for a control, C0 or
+		 * C1, or what is invisible, escaped as everywhere) */
 		const char *f[3] = {name, where, display};
 		for (int i = 0; i < 3; i++) {
-			for (const char *c = f[i]; *c; c++)
-				putchar((unsigned char)*c < 0x20 || *c == 0x7f ? ' ' : *c);
+			char *copy = strdup(f[i]);
+			for (char *c = copy; c && *c; c++)
+				if (*c == '\t' || *c == '\n' || *c == '\r' || *c == '\b')
+					*c = ' ';
+			if (copy)
+				cli_write_safe(stdout, copy, strlen(copy));
+			free(copy);
 			putchar(i < 2 ? '\t' : '\n');
 		}
 		json_decref(argvj);

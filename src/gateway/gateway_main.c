@@ -346,25 +346,6 @@ static void sweep(run_t *r, json_t *ids)
 	}
 }
 
-static int cmd_delete(const char *id)
-{
-	gw_error_t err = {0};
-	gw_t *g = kg_server_from_stdin(&err);
-	int rc = 1;
-	if (!g)
-		return kg_say_error(1, &err);
-	if (!kg_id_valid(id))
-		gw_error(&err, GW_E_USAGE, "\"%s\" is not a kernel's id", id);
-	else if (delete_kernel(g, id, &err) == 0) {
-		kg_say(1, json_pack("{s:s}", "deleted", id));
-		rc = 0;
-	}
-	if (rc)
-		kg_say_error(1, &err);
-	gw_destroy(&g);
-	return rc;
-}
-
 /* ---- run: routing ---- */
 
 static void route_add(run_t *r, const char *msg_id, const void *ident, size_t len)
@@ -1193,8 +1174,7 @@ out:
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: " KG_PROGRAM
-	                " spec NAME | specs | delete ID | run | put DIR PATH FD [NAME] "
+	fprintf(stderr, "usage: " KG_PROGRAM " spec NAME | specs | run | put DIR PATH FD [NAME] "
 	                "| get DIR PATH FD [MAX [SINCE]] | list DIR PATH\n"
 	                "(kbox's helper for the gateway backend: see gateway_proto.h)\n");
 }
@@ -1211,8 +1191,6 @@ int main(int argc, char **argv)
 		return cmd_specs(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "specs") == 0)
 		return cmd_specs(NULL);
-	if (argc == 3 && strcmp(argv[1], "delete") == 0)
-		return cmd_delete(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "run") == 0)
 		return cmd_run();
 	if ((argc == 5 || argc == 6) && strcmp(argv[1], "put") == 0)

@@ -17,9 +17,6 @@
  *   kbox-gateway specs
  *       {"default": NAME, "kernelspecs": {NAME: {"spec": ...}, ...}}
  *       (GET /api/kernelspecs); exit 0.
- *   kbox-gateway delete ID
- *       DELETE /api/kernels/ID (a kernel not there is no error):
- *       {"deleted": ID}; exit 0.
  *   kbox-gateway run
  *       Runs one remote kernel.  After the server line, a second line,
  *         {"kernel": NAME, "env": {K: V, ...}, "launch_timeout": S,

@@ -94,6 +94,11 @@ static int tool_path(mcp_t *m, const char *path, bool outputs_ok, tool_path_t *p
  * the tool was given it), with its status in *ST: of a remote session, a
  * copy in memory of the server's, when it holds at most MAX bytes (0:
  * KG_FILE_MAX, since the contents API sends a file whole).  -1 with ERR. */
+/* What a read of a remote file does with the copy kept (m->copy): none;
+ * keep its own (a read_file's first page); or reuse the one kept, and
+ * keep its own when it is fetched anew (a read_file's later pages). */
+typedef enum { COPY_NONE, COPY_KEEP, COPY_REUSE } copy_use_t;
+
 void mcp_remote_copy_drop(mcp_t *m)
 {
 	mcp_remote_copy_t *c = &m->copy;
@@ -105,20 +110,21 @@ void mcp_remote_copy_drop(mcp_t *m)
 	memset(c, 0, sizeof *c);
 }
 
-static int open_regular(mcp_t *m, const tool_path_t *p, const char *path, long max, struct stat *st,
-                        kbox_error_t *err)
+static int open_regular(mcp_t *m, const tool_path_t *p, const char *path, long max, copy_use_t use,
+                        struct stat *st, kbox_error_t *err)
 {
 	mcp_remote_copy_t *c = &m->copy;
-	char stamp[KG_STAMP_MAX] = "";
+	char stamp[KG_STAMP_MAX] = "", rdir[300] = "";
 	long long size = 0;
 	int fd, rc;
-	bool same;
 	if (!p->remote)
 		return ws_open_regular(p->dirfd, p->rel, path, st, err);
-	/* (the copy kept of it, when the server says it is the file still:
-	 * a paged read_file fetches the file once) */
-	same = c->set && strcmp(c->dir, m->sess->dir) == 0 && strcmp(c->rel, p->rel) == 0;
-	if (same)
+	/* (the copy kept of it, for the next pages of a read_file: when the
+	 * server says it is the file still, the same session's directory
+	 * there and the same path, it is not fetched again) */
+	kr_gateway_dir_recorded(m->sess->dir, rdir, sizeof rdir);
+	if (use == COPY_REUSE && c->set && *rdir && strcmp(c->dir, m->sess->dir) == 0 &&
+	    strcmp(c->rdir, rdir) == 0 && strcmp(c->rel, p->rel) == 0)
 		snprintf(stamp, sizeof stamp, "%s", c->stamp);
 	if ((fd = memfd_create("kbox-mcp", MFD_CLOEXEC)) < 0)
 		return kbox_error_set_sys(err, "%s", path);
@@ -133,15 +139,16 @@ static int open_regular(mcp_t *m, const tool_path_t *p, const char *path, long m
 		if ((fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0)) < 0)
 			return kbox_error_set_sys(err, "%s", path);
 		size = c->size;
-	} else {
+	} else if (use != COPY_NONE) {
 		mcp_remote_copy_drop(m);
-		if (*stamp && (c->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+		if (*stamp && *rdir && (c->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
 			c->dir = strdup(m->sess->dir);
 			c->rel = strdup(p->rel);
 			c->set = true;
 			if (!c->dir || !c->rel)
 				mcp_remote_copy_drop(m);
 			else {
+				snprintf(c->rdir, sizeof c->rdir, "%s", rdir);
 				snprintf(c->stamp, sizeof c->stamp, "%s", stamp);
 				c->size = size;
 			}
@@ -169,7 +176,7 @@ static char *read_whole(mcp_t *m, const char *path, bool outputs_ok, long max, s
 
 	if (tool_path(m, path, outputs_ok, &p, why, size) < 0)
 		goto out;
-	if ((fd = open_regular(m, &p, path, max, &st, &err)) < 0) {
+	if ((fd = open_regular(m, &p, path, max, COPY_NONE, &st, &err)) < 0) {
 		if (err.code == KBOX_E_NOTFOUND)
 			snprintf(why, size, "%s: no such file", path);
 		else
@@ -620,7 +627,8 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 		max = (size_t)json_integer_value(jlen);
 	if (tool_path(m, path, true, &p, why, sizeof why) < 0)
 		return mcp_text_result(true, "read_file: %s", why);
-	if ((fd = open_regular(m, &p, path, 0, &st, &err)) < 0) {
+	if ((fd = open_regular(m, &p, path, 0, offset > 0 ? COPY_REUSE : COPY_KEEP, &st, &err)) <
+	    0) {
 		res = err.code == KBOX_E_NOTFOUND
 		              ? mcp_text_result(true, "read_file: %s: no such file", path)
 		              : mcp_text_result(true, "read_file: %s", err.msg);
@@ -677,9 +685,11 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 		res = mcp_tool_result(json_pack("[{s:s, s:o}, o]", "type", "text", "text", text,
 		                                mcp_text_item(note)),
 		                      NULL, false);
-	} else
+	} else {
 		res = mcp_tool_result(json_pack("[{s:s, s:o}]", "type", "text", "text", text), NULL,
 		                      false);
+		mcp_remote_copy_drop(m); /* (its last page is read) */
+	}
 out:
 	free(buf);
 	if (fd >= 0)

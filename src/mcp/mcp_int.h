@@ -103,12 +103,13 @@ typedef struct mcp_sess {
 /* Room for the sessions new_session makes (--max-sessions, at most). */
 #define MCP_HANDLES_MAX MCP_SESSIONS_MAX
 
-/* The last file of a remote session's that a file tool read whole, kept
- * for the next read of it (a paged read_file: the contents API sends a
- * file whole), while its server says it is unchanged (files.c). */
+/* The last file of a remote session's that read_file read whole, kept
+ * for its next pages (the contents API sends a file whole) while the
+ * server says it is unchanged, until its last page is read (files.c). */
 typedef struct {
 	bool set;
 	char *dir, *rel; /* its session's directory, its path there */
+	char rdir[300];  /* the session's directory on the server */
 	char stamp[KG_STAMP_MAX];
 	int fd; /* a memfd of its bytes */
 	long long size;

@@ -316,11 +316,6 @@ kbox_kspec_t *kr_gateway_spec(const char *url, const char *token, const char *ca
 int kr_gateway_specs(const char *url, const char *token, const char *ca, json_t **specs,
                      kbox_error_t *err);
 
-/* Backend gateway: delete the kernel ID of the Jupyter server at URL
- * (one not there is no error).  0, or -1 with ERR. */
-int kr_gateway_delete(const char *url, const char *token, const char *ca, const char *id,
-                      kbox_error_t *err);
-
 /* Backend gateway: the directory on the server of the session whose
  * directory is SESSION_DIR, in OUT: the one recorded in its
  * KR_GATEWAY_DIR_FILE; else a new one, "kbox/NAME-XXXXXXXX" (32 random

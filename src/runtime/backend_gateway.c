@@ -550,16 +550,6 @@ int kr_gateway_specs(const char *url, const char *token, const char *ca, json_t 
 	return 0;
 }
 
-int kr_gateway_delete(const char *url, const char *token, const char *ca, const char *id,
-                      kbox_error_t *err)
-{
-	json_t *reply = NULL;
-	call_t c = {.what = "delete", .arg = id, .fd = -1, .wait_ms = CALL_WAIT_MS};
-	int rc = call_helper(&c, url, token, ca, &reply, err);
-	json_decref(reply);
-	return rc;
-}
-
 /* ---- the session's directory on the server, and its files ---- */
 
 /* Whether TEXT is a directory kr_gateway_dir names: "kbox/" and one

@@ -246,10 +246,8 @@ struct sup {
 	kbox_conn_t *bind_conn; /* waiting for the kernel to bind its sockets: its connection */
 	int bind_timer;
 	/* gateway: the helpers of replaced remote kernels, deleting them
-	 * while the next one starts; whether the record's kernels on another
-	 * server were tried (supervisor_kernel.c) */
+	 * while the next one starts (supervisor_kernel.c) */
 	sup_ending_t *endings;
-	bool swept_others;
 	/* host functions (kbox-functions(5)): the file as session.json keeps
 	 * it, libkbox's set of them (NULL: none), the kernel they were last
 	 * defined in (a generation; 0: none yet), their calls running */

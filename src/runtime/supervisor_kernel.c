@@ -491,9 +491,10 @@ static bool ending_has(const sup_t *s, const char *id)
 
 /* The kernels the record names, but the helpers of this supervisor's
  * that still delete theirs: those on this server into IDS (each followed
- * by a space) for the next helper to delete; one on another server (the
- * session's --url changed since) is deleted here, at the first start of
- * a supervisor only (a restart does not wait on a server). */
+ * by a space) for the next helper to delete.  One on another server (the
+ * session's --url changed since) is forgotten, and the log says where it
+ * is: the token kbox has is this server's, not to be sent to another
+ * (nor is the supervisor to wait on a server it no longer uses). */
 static void remote_sweep(sup_t *s, char *ids, size_t size)
 {
 	json_t *a = record_load(s), *e;
@@ -506,7 +507,6 @@ static void remote_sweep(sup_t *s, char *ids, size_t size)
 	{
 		const char *url = json_string_value(json_object_get(e, "url"));
 		const char *id = json_string_value(json_object_get(e, "id"));
-		kbox_error_t err = {0};
 		if (!url || !id || !*id || strlen(id) >= sizeof s->sb->remote_id ||
 		    strchr(id, ' ')) {
 			json_array_remove(a, i--);
@@ -516,19 +516,16 @@ static void remote_sweep(sup_t *s, char *ids, size_t size)
 		else if (strcmp(url, s->sbo.gateway_url) == 0) {
 			if (used + strlen(id) + 2 <= size)
 				used += (size_t)snprintf(ids + used, size - used, "%s ", id);
-		} else if (s->swept_others)
-			;
-		else if (kr_gateway_delete(url, s->gateway_token, s->sbo.gateway_ca, id, &err) ==
-		         0) {
-			sup_log(s, "remote-deleted", json_pack("{s:s, s:s}", "id", id, "url", url));
-			json_array_remove(a, i--);
-			changed = true;
-		} else
+		} else {
 			sup_log(s, "remote-orphan",
 			        json_pack("{s:s, s:s, s:s}", "id", id, "url", url, "error",
-			                  err.msg));
+			                  "left on a server the session no longer uses (its URL "
+			                  "changed): kbox has no token of that server's; delete "
+			                  "the kernel there"));
+			json_array_remove(a, i--);
+			changed = true;
+		}
 	}
-	s->swept_others = true;
 	if (changed)
 		record_save(s, a);
 	json_decref(a);
