@@ -412,6 +412,11 @@ typedef void cli_control_say_t(const char *name, const json_t *reply);
  * reply (src/cli/control.c).  An exit status (EXIT_OK after --help). */
 int cli_control(const char *cmd, int argc, char **argv, kr_ctl_op_t op, int timeout_ms,
                 cli_control_say_t *say);
+
+/* How long to wait for a new kernel of the session in DIR: BASE_MS, or
+ * for a gateway session as long as its start waits (its launch timeout
+ * and 90 s), when that is longer. */
+int cli_kernel_wait_ms(const char *dir, int base_ms);
 /* One session as JSON (src/cli/cmd_ls.c). */
 json_t *cli_session_info(const char *home, const char *name);
 /* Copy the host file open on IN (HOST its name) into the workspace of the

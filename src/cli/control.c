@@ -21,6 +21,9 @@ int cli_control(const char *cmd, int argc, char **argv, kr_ctl_op_t op, int time
 	name = cli_session_name(name);
 	if (!(dir = cli_running_session(cmd, name, &status)))
 		return status;
+	/* (a restart waits for the new kernel: a remote one, its launch) */
+	if (op == KR_CTL_OP_RESTART)
+		timeout_ms = cli_kernel_wait_ms(dir, timeout_ms);
 	if ((reply = kr_ctl_call(dir, op, NULL, timeout_ms, &err))) {
 		say(name, reply);
 		json_decref(reply);

@@ -451,6 +451,18 @@ static int ready_wait_ms(const kr_session_config_t *cfg)
 	return READY_WAIT_MS + (int)(launch * 1000);
 }
 
+int cli_kernel_wait_ms(const char *dir, int base_ms)
+{
+	kr_session_config_t cfg;
+	int ms = base_ms;
+	kr_session_config_init(&cfg);
+	if (kr_session_config_load(&cfg, dir, NULL) == 0 && cfg.backend &&
+	    strcmp(cfg.backend, "gateway") == 0)
+		ms = ready_wait_ms(&cfg) > base_ms ? ready_wait_ms(&cfg) : base_ms;
+	kr_session_config_free(&cfg);
+	return ms;
+}
+
 /* A SIGINT or SIGTERM while a supervisor starts (start_wait). */
 static volatile sig_atomic_t start_signal;
 

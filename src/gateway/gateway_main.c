@@ -264,7 +264,7 @@ static int cmd_specs(const char *name)
 	else {
 		json_t *specs = json_object(), *v;
 		const char *k;
-		json_object_foreach(json_object_get(out, "kernelspecs"), k, v) json_object_set(
+		json_object_foreach(json_object_get(out, "kernelspecs"), k, v) json_object_set_new(
 		        specs, k, json_pack("{s:O*}", "spec", json_object_get(v, "spec")));
 		kg_say(1, json_pack("{s:O*, s:o}", "default", json_object_get(out, "default"),
 		                    "kernelspecs", specs));

@@ -100,6 +100,7 @@ gw_t *gw_new(const char *url, const char *token, const char *ca_file, gw_error_t
 {
 	CURLU *u = NULL;
 	char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL, *user = NULL;
+	bool bare6;
 	gw_t *g = NULL;
 	size_t n;
 
@@ -142,9 +143,10 @@ gw_t *gw_new(const char *url, const char *token, const char *ca_file, gw_error_t
 	n = strlen(g->path);
 	while (n && g->path[n - 1] == '/')
 		g->path[--n] = '\0';
-	/* (an IPv6 host keeps its brackets in a URL) */
-	if (asprintf(&g->base, "%s://%s%s%s:%ld%s", g->scheme, strchr(host, ':') ? "[" : "", host,
-	             strchr(host, ':') ? "]" : "", g->port, g->path) < 0) {
+	/* (an IPv6 host keeps its brackets in a URL: curl gives them) */
+	bare6 = strchr(host, ':') && host[0] != '[';
+	if (asprintf(&g->base, "%s://%s%s%s:%ld%s", g->scheme, bare6 ? "[" : "", host,
+	             bare6 ? "]" : "", g->port, g->path) < 0) {
 		g->base = NULL;
 		goto nomem;
 	}
@@ -422,7 +424,7 @@ int gw_reply_error(const gw_t *self, gw_error_t *err, const char *what, long cod
 	if (kind == GW_E_DENIED)
 		return gw_error(err, kind,
 		                "%s: the Jupyter server refused the token (HTTP %ld%s%s): give its "
-		                "token with --token-file or --token-env",
+		                "token with kbox start --token-file or --token-env",
 		                what, code, *said ? ": " : "", said);
 	return gw_error(err, kind, "%s: HTTP %ld%s%s", what, code, *said ? ": " : "", said);
 }
@@ -662,8 +664,9 @@ gw_ws_t *gw_ws_connect(gw_t *self, const char *id, const char *session, bool leg
 	               "Host: %s%s%s:%ld\r\n"
 	               "Upgrade: websocket\r\nConnection: Upgrade\r\n"
 	               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n",
-	               self->path, id, session, strchr(self->host, ':') ? "[" : "", self->host,
-	               strchr(self->host, ':') ? "]" : "", self->port, key);
+	               self->path, id, session,
+	               strchr(self->host, ':') && self->host[0] != '[' ? "[" : "", self->host,
+	               strchr(self->host, ':') && self->host[0] != '[' ? "]" : "", self->port, key);
 	if (!legacy)
 		kx_buf_appends(&req, "Sec-WebSocket-Protocol: " GW_PROTO_V1 "\r\n");
 	if (self->auth)

@@ -544,8 +544,10 @@ static void ending_free(sup_t *s, sup_ending_t *e)
 			         "and was killed",
 			         ENDING_WAIT_MS / 1000);
 		else
-			snprintf(why, sizeof why, "the server did not delete it (%.300s)",
-			         e->sb->cause);
+			snprintf(why, sizeof why,
+			         "its helper could not delete it (the server did not answer, or "
+			         "refused; kernel.log says why): it stays recorded, and the "
+			         "session's next kernel start deletes it");
 		sup_log(s, "remote-orphan",
 		        json_pack("{s:s, s:s, s:s}", "id", e->sb->remote_id, "url",
 		                  e->sb->o.gateway_url, "error", why));
