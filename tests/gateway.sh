@@ -32,10 +32,10 @@ server_or_skip() {
 # api METHOD PATH [PORT]: the server's REST API with the token; prints
 # "STATUS BODY".
 api() {
-	"$PY" - "$1" "$2" "${3:-$PORT}" "$TOKEN" <<'PYEOF'
+	"$PY" - "$1" "$2" "${3:-$PORT}" "$TOKEN" "${API_HOST:-127.0.0.1}" <<'PYEOF'
 import sys, urllib.request, urllib.error
-method, path, port, token = sys.argv[1:5]
-req = urllib.request.Request("http://127.0.0.1:%s%s" % (port, path), method=method,
+method, path, port, token, host = sys.argv[1:6]
+req = urllib.request.Request("http://%s:%s%s" % (host, port, path), method=method,
                              headers={"Authorization": "token " + token},
                              data=b"" if method == "POST" else None)
 try:
@@ -55,18 +55,21 @@ code, _, body = sys.stdin.read().partition(" ")
 for k in json.loads(body): print(k["id"])'
 }
 no_kernels() { [ -z "$(kernels)" ]; }
+# kernels_at PORT: those of the server at PORT.
+kernels_at() { PORT=$1 kernels; }
 server_up() { api GET /api/status | grep -q '^200 '; }
 
-# start_server DIR [OPTION...]: a Jupyter Server on a free port of
-# 127.0.0.1 ($PORT), its pid $SERVER_PID (ended at exit), its files in
-# DIR, its log DIR/server.log.
+# start_server DIR [OPTION...]: a Jupyter Server on a free port ($PORT)
+# of 127.0.0.1 (or of $SERVER_IP, which api then reaches as $API_HOST),
+# its pid $SERVER_PID (ended at exit), its files in DIR, its log
+# DIR/server.log.
 start_server() {
 	sdir=$1
 	shift
 	mkdir -p "$sdir/root" "$sdir/rt" "$sdir/cfg" "$sdir/data"
 	PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	JUPYTER_RUNTIME_DIR=$sdir/rt JUPYTER_CONFIG_DIR=$sdir/cfg JUPYTER_DATA_DIR=$sdir/data \
-		"$PY" -m jupyter_server --ip=127.0.0.1 --port="$PORT" --port-retries=0 --no-browser \
+		"$PY" -m jupyter_server --ip="${SERVER_IP:-127.0.0.1}" --port="$PORT" --port-retries=0 --no-browser \
 		--allow-root --ServerApp.token="$TOKEN" --ServerApp.root_dir="$sdir/root" \
 		--ServerApp.limit_rate=False --FileContentsManager.delete_to_trash=False "$@" \
 		>"$sdir/server.log" 2>&1 &
@@ -116,6 +119,26 @@ kbox kernelspecs -s g --json
 check and_in_json_each_names_its_server eval 'status_is 0 && json_true stdout \
 	"(j[\"python3\"][\"server\"] == \"$(URL)/api/kernelspecs/python3\" and
 	  j[\"python3\"][\"language\"] == \"python\" and \"resource_dir\" not in j[\"python3\"])"'
+
+# a server at an IPv6 address: the URL's host as given, in brackets
+# (curl gives them; they were doubled once).  API_HOST: api's host.
+server_or_skip
+setup_for a_server_at_an_ipv6_url_runs_the_kernel
+[ -n "$SKIPPING" ] || "$PY" -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' \
+	2>/dev/null || SKIPPING="no IPv6 loopback (::1) here"
+if [ -z "$SKIPPING" ]; then
+	OLD_PORT=$PORT
+	SERVER_IP=::1 API_HOST='[::1]' start_server "$ROOT/s6"
+	V6_PORT=$PORT V6_PID=$SERVER_PID PORT=$OLD_PORT
+fi
+kbox start -s v6 --backend gateway --url "http://[::1]:${V6_PORT-}" --token-file "$ROOT/token"
+kbox exec -s v6 'print(6 * 7)'
+check a_server_at_an_ipv6_url_runs_the_kernel eval 'status_is 0 && stdout_is 42 &&
+	[ "$(API_HOST="[::1]" kernels_at "$V6_PORT" | wc -l)" = 1 ]'
+kbox stop -s v6
+[ -n "$SKIPPING" ] || { kill "$V6_PID"; wait "$V6_PID" 2>/dev/null; }
+setup_for
+server_or_skip
 
 # the three-call analysis, with a chart
 kbox exec -s g 'import pandas as pd; df = pd.DataFrame({"x": [1, 2, 3, 4], "y": [2, 4, 6, 9]})'
@@ -678,7 +701,7 @@ if [ -z "$SKIPPING" ]; then
 	PORT=$GONE_PORT
 	mkdir -p "$ROOT/s4b/root" "$ROOT/s4b/rt"
 	JUPYTER_RUNTIME_DIR=$ROOT/s4b/rt JUPYTER_CONFIG_DIR=$ROOT/s4b/rt JUPYTER_DATA_DIR=$ROOT/s4b/rt \
-		"$PY" -m jupyter_server --ip=127.0.0.1 --port="$PORT" --port-retries=0 --no-browser \
+		"$PY" -m jupyter_server --ip="${SERVER_IP:-127.0.0.1}" --port="$PORT" --port-retries=0 --no-browser \
 		--allow-root --ServerApp.token="$TOKEN" --ServerApp.root_dir="$ROOT/s4b/root" \
 		>"$ROOT/s4b/server.log" 2>&1 &
 	BG_PIDS="$BG_PIDS $!"
@@ -751,7 +774,7 @@ if [ -z "$SKIPPING" ]; then
 	mkdir -p "$ROOT/s3"
 	PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	JUPYTER_RUNTIME_DIR=$ROOT/s3 JUPYTER_CONFIG_DIR=$ROOT/s3 JUPYTER_DATA_DIR=$ROOT/s3 \
-		"$PY" -m jupyter_server --ip=127.0.0.1 --port="$PORT" --port-retries=0 --no-browser \
+		"$PY" -m jupyter_server --ip="${SERVER_IP:-127.0.0.1}" --port="$PORT" --port-retries=0 --no-browser \
 		--allow-root --ServerApp.token="$TOKEN" --ServerApp.root_dir="$ROOT/s3" \
 		--certfile="$ROOT/tls.pem" --keyfile="$ROOT/tls.key" >"$ROOT/s3/server.log" 2>&1 &
 	BG_PIDS="$BG_PIDS $!"
