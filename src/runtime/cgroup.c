@@ -23,6 +23,7 @@ typedef struct {
 	char procs[PATH_MAX + 16];
 	unsigned mask; /* controllers of ours it carries */
 	bool v2;
+	int oom_fd; /* its memory.oom_control or memory.events, once read; or -1 */
 } hier_t;
 
 struct kr_cgroup {
@@ -326,21 +327,40 @@ static long long read_number(const char *dir, const char *name)
 	return v;
 }
 
-/* The value of "KEY N" lines (memory.events, memory.oom_control, pids.events). */
-static long long read_key(const char *dir, const char *name, const char *key)
+/* The value of the "KEY N" line of the file open at FD (memory.events,
+ * memory.oom_control, pids.events), read whole from its start: a cgroup
+ * file is made afresh at offset 0, so one descriptor serves every read. */
+static long long pread_key(int fd, const char *key)
 {
-	char path[PATH_MAX + 64], line[256];
-	long long v = -1;
+	char buf[4096];
 	size_t kl = strlen(key);
-	FILE *f;
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	if (!(f = fopen(path, "re")))
+	ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+	char *line = buf;
+	if (got <= 0)
 		return -1;
-	while (fgets(line, sizeof line, f))
+	buf[got] = '\0';
+	while (line) {
+		char *nl = strchr(line, '\n');
+		long long v;
 		if (strncmp(line, key, kl) == 0 && line[kl] == ' ' &&
 		    sscanf(line + kl, "%lld", &v) == 1)
-			break;
-	fclose(f);
+			return v;
+		line = nl ? nl + 1 : NULL;
+	}
+	return -1;
+}
+
+/* The same of the file NAME in DIR. */
+static long long read_key(const char *dir, const char *name, const char *key)
+{
+	char path[PATH_MAX + 64];
+	long long v;
+	int fd;
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	v = pread_key(fd, key);
+	close(fd);
 	return v;
 }
 
@@ -471,6 +491,7 @@ kr_cgroup_t *kr_cgroup_new(const char *name, unsigned want, long long memory_byt
 			snprintf(h->dir, sizeof h->dir, "%s", dir);
 			snprintf(h->procs, sizeof h->procs, "%s/cgroup.procs", dir);
 			h->v2 = v2;
+			h->oom_fd = -1;
 		}
 		if (set_limit(h, i, memory_bytes, cpus, pids) < 0) {
 			snprintf(w, sizeof w, "cannot set the limit in %s: %s", h->dir,
@@ -579,7 +600,15 @@ long kr_cgroup_oom_kills(const kr_cgroup_t *self)
 	hier_t *h = hier_of(self, KR_CG_MEMORY);
 	if (!h)
 		return -1;
-	return (long)read_key(h->dir, h->v2 ? "memory.events" : "memory.oom_control", "oom_kill");
+	/* asked before and after every execution: the file stays open */
+	if (h->oom_fd < 0) {
+		char path[sizeof h->dir + 32];
+		snprintf(path, sizeof path, "%s/%s", h->dir,
+		         h->v2 ? "memory.events" : "memory.oom_control");
+		if ((h->oom_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			return -1;
+	}
+	return (long)pread_key(h->oom_fd, "oom_kill");
 }
 
 long kr_cgroup_oom_kills_named(const char *name)
@@ -647,9 +676,12 @@ void kr_cgroup_destroy(kr_cgroup_t **self_p)
 	kr_cgroup_t *self;
 	if (!self_p || !(self = *self_p))
 		return;
-	for (int j = 0; j < self->n; j++)
+	for (int j = 0; j < self->n; j++) {
+		if (self->h[j].oom_fd >= 0)
+			close(self->h[j].oom_fd);
 		if (remove_cgroup(&self->h[j]))
 			ledger_change(self->h[j].dir, NULL);
+	}
 	free(self);
 	*self_p = NULL;
 }

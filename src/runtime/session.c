@@ -1237,11 +1237,27 @@ bool kr_session_is_dir(const char *home, const char *name)
 
 int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err)
 {
+	/* (the directory once, through no link below the state directory:
+	 * the log and its rotation are in that one) */
+	int dfd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0), rc;
+	if (dfd < 0) {
+		rc = kbox_error_set_sys(err, "cannot open %s/events.ndjson", dir);
+		json_decref(fields);
+		return rc;
+	}
+	rc = kr_session_log_at(dfd, dir, event, fields, err);
+	close(dfd);
+	return rc;
+}
+
+int kr_session_log_at(int dfd, const char *dir, const char *event, json_t *fields,
+                      kbox_error_t *err)
+{
 	static const char log[] = "events.ndjson", log_old[] = "events.ndjson.1";
 	char stamp[32];
 	struct stat st;
 	char *line = NULL;
-	int dfd = -1, fd = -1, rc = -1;
+	int fd = -1, rc = -1;
 	size_t len;
 
 	if (!fields)
@@ -1255,10 +1271,7 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 	}
 	len = strlen(line);
 	line[len] = '\n'; /* json_dumps left room: replace the NUL */
-	/* (the directory once, through no link below the state directory:
-	 * the log and its rotation are in that one) */
-	if ((dfd = kx_open_path(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0)) >= 0)
-		fd = kx_open_file_st(dfd, log, O_WRONLY | O_CREAT | O_APPEND, 0600, &st);
+	fd = kx_open_file_st(dfd, log, O_WRONLY | O_CREAT | O_APPEND, 0600, &st);
 	/* over its bound, the log becomes events.ndjson.1 (replacing the one
 	 * before) and a new one is begun */
 	if (fd >= 0 && st.st_size > 0 && st.st_size + (off_t)len + 1 > KR_EVENTS_LOG_MAX) {
@@ -1277,8 +1290,6 @@ int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_erro
 		rc = 0;
 	close(fd);
 out:
-	if (dfd >= 0)
-		close(dfd);
 	free(line);
 	json_decref(fields);
 	return rc;

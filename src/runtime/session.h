@@ -201,6 +201,10 @@ bool kr_session_is_dir(const char *home, const char *name);
  * DIR/events.ndjson.1 (replacing the one before) and a new one begun: a
  * line is never split between the two.  0 or -1 with ERR. */
 int kr_session_log(const char *dir, const char *event, json_t *fields, kbox_error_t *err);
+/* The same in the directory open at DFD (an O_PATH descriptor will do),
+ * named DIR in errors: the supervisor holds its session's. */
+int kr_session_log_at(int dfd, const char *dir, const char *event, json_t *fields,
+                      kbox_error_t *err);
 
 /* The state of the session's supervisor. */
 typedef enum {

@@ -38,7 +38,7 @@ static void fold_write(sup_t *s, int i, long long now)
 		json_object_set_new(j, "folded", json_integer((json_int_t)s->folds[i].held - 1));
 	s->folds[i].held = 0;
 	s->folds[i].last_ms = now;
-	kr_session_log(s->at, fold_events[i], j, NULL);
+	kr_session_log_at(s->dir_fd, s->at, fold_events[i], j, NULL);
 }
 
 void sup_log(sup_t *s, const char *event, json_t *fields)
@@ -62,7 +62,7 @@ void sup_log(sup_t *s, const char *event, json_t *fields)
 		fold_write(s, i, now);
 		return;
 	}
-	kr_session_log(s->at, event, fields, NULL);
+	kr_session_log_at(s->dir_fd, s->at, event, fields, NULL);
 }
 
 void sup_log_flush(sup_t *s, bool all)
