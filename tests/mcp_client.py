@@ -313,7 +313,11 @@ def t_files():
     for off, why in ((2 << 20, "read_file: offset 2097152 is past the end of big.txt "
                                 "(2097152 bytes)"),
                      (-1, 'read_file: "offset" must be a whole number of bytes, 0 or more'),
-                     ("5", 'read_file: "offset" must be a whole number of bytes, 0 or more')):
+                     ("5", 'read_file: "offset" must be a whole number of bytes, 0 or more'),
+                     # JSON's integers have no bound, jansson's 64 bits: the
+                     # request is still answered, by its id, and the field named
+                     (10 ** 20, 'read_file: "offset" must be a whole number of bytes, '
+                                '0 or more')):
         r = ok_result(s.call("read_file", {"path": "big.txt", "offset": off}))
         assert r == {"content": [{"type": "text", "text": why}], "isError": True}, (off, r)
     # parts end at a line, or between characters; an offset inside one is refused

@@ -419,6 +419,21 @@ def t_ids():
 check("a_request_whose_id_is_not_a_string_or_an_integer_is_400", t_ids)
 
 
+def t_big_integer():
+    # an integer past 64 bits is JSON still: its request is answered by its
+    # id, with the field that holds it named, not a parse error without one
+    st, _, body = s.post(None, sid=state["a"], raw=(
+        b'{"jsonrpc": "2.0", "id": 502, "method": "tools/call", "params": {"name": '
+        b'"read_file", "arguments": {"path": "x", "offset": 99999999999999999999}}}'))
+    assert st == 200 and body == {"jsonrpc": "2.0", "id": 502, "result": {
+        "content": [{"type": "text",
+                     "text": 'read_file: "offset" must be a whole number of bytes, 0 or more'}],
+        "isError": True}}, (st, body)
+
+
+check("a_request_with_an_integer_past_64_bits_is_answered_by_its_id", t_big_integer)
+
+
 def t_early():
     # a request that is not let in is answered before its body: an 8 MiB
     # Content-Length, no body sent, gets its 401 (or 403) at once

@@ -15,6 +15,7 @@
  * is the protocol's. */
 #include "config.h"
 #include "mcp/mcp_int.h"
+#include "mcp/json_load.h"
 #include "runtime/backend.h"
 
 #include <errno.h>
@@ -329,7 +330,7 @@ static void handle_line(mcp_t *m, const char *line, size_t len)
 
 	if (len == 0 || (len == 1 && line[0] == '\r'))
 		return; /* a blank line: nothing */
-	if (!(msg = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je))) {
+	if (!(msg = mcp_json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je))) {
 		mcp_send_error(m, NULL, MCP_RPC_PARSE_ERROR, "Parse error: %s", je.text);
 		return;
 	}

@@ -26,6 +26,7 @@
  * conversation and the server. */
 #include "config.h"
 #include "common/kx.h"
+#include "mcp/json_load.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -758,8 +759,8 @@ static bool headers_refused(req_t *r, enum MHD_Result *ret)
  * integer (new reference), or NULL with R refused (*RET). */
 static json_t *body_message(req_t *r, enum MHD_Result *ret)
 {
-	json_t *msg = json_loadb(r->body.data ? r->body.data : "", r->body.len, JSON_DECODE_ANY,
-	                         NULL);
+	json_t *msg = mcp_json_loadb(r->body.data ? r->body.data : "", r->body.len, JSON_DECODE_ANY,
+	                             NULL);
 	json_t *id = json_object_get(msg, "id");
 	if (!msg || !json_is_object(msg)) {
 		bool batch = json_is_array(msg), parsed = msg != NULL;
