@@ -261,6 +261,9 @@ check get_of_a_missing_file_names_it_and_where_it_was_looked_for fails_with 2 \
 	"kbox get: nope.txt: no such file in the session's directory $rdir on the Jupyter server at $(URL)"
 kbox get -s g sub
 check get_of_a_directory_is_refused fails_with 2 "kbox get: sub is a directory, not a file"
+kbox get -s g "$(printf 'nu/tab\tname')" -
+check get_of_a_name_with_a_control_character_says_why eval 'status_is 2 && stdout_empty &&
+	grep -q "^kbox get: nu/tab.name: a name with a control character cannot go through the Jupyter server'"'"'s API$" stderr'
 kbox put -s g "$T/local.csv" .hidden.csv
 check put_of_a_name_the_server_refuses_says_why eval 'status_is 2 && stdout_empty &&
 	grep -q "^kbox put: writing .hidden.csv: HTTP 400: " stderr'

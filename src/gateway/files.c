@@ -33,23 +33,39 @@
  * the wait of a request (gw_set_cancel) and of the file being read. */
 static int stop_fd = -1;
 
-bool kg_path_valid(const char *path)
+const char *kg_path_refused(const char *path)
 {
 	size_t n = strlen(path);
 	const char *p = path;
-	if (n == 0 || n > PATH_MAX_BYTES || path[0] == '/' || path[n - 1] == '/')
-		return false;
-	for (const char *c = path; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == '\\')
-			return false;
+	if (n == 0)
+		return "the path is empty";
+	if (n > PATH_MAX_BYTES)
+		return "the path is too long";
+	if (path[0] == '/')
+		return "the path is absolute";
+	if (path[n - 1] == '/')
+		return "the path ends in '/'";
+	for (const char *c = path; *c; c++) {
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return "a name with a control character cannot go through the Jupyter "
+			       "server's API";
+		if (*c == '\\')
+			return "a name with a backslash cannot go through the Jupyter server's API "
+			       "(a server on Windows takes it for '/')";
+	}
 	while (*p) { /* each component: not empty, ".", or ".." */
 		size_t len = strcspn(p, "/");
 		if (len == 0 || (len == 1 && p[0] == '.') ||
 		    (len == 2 && p[0] == '.' && p[1] == '.'))
-			return false;
+			return "an empty, \".\" or \"..\" component is refused";
 		p += len + (p[len] == '/');
 	}
-	return true;
+	return NULL;
+}
+
+bool kg_path_valid(const char *path)
+{
+	return !kg_path_refused(path);
 }
 
 /* "/api/contents/" and PATH percent-encoded but its '/', then QUERY
@@ -289,6 +305,7 @@ typedef struct {
 static int spath(spath_t *p, const char *dir, const char *rel, gw_error_t *err)
 {
 	size_t o = strlen(dir), n = strlen(rel);
+	const char *why;
 	p->dir = dir;
 	p->rel = rel;
 	p->slash = n && rel[n - 1] == '/';
@@ -310,8 +327,10 @@ static int spath(spath_t *p, const char *dir, const char *rel, gw_error_t *err)
 		c += len + (c[len] == '/');
 	}
 	p->full[o] = '\0';
-	if (rel[0] == '/' || !kg_path_valid(p->full))
-		return gw_error(err, GW_E_USAGE, "\"%s\" is not a path kbox-gateway takes", rel);
+	if (rel[0] == '/')
+		return gw_error(err, GW_E_USAGE, "%s: the path is absolute", rel);
+	if ((why = kg_path_refused(p->full)))
+		return gw_error(err, GW_E_USAGE, "%s: %s", rel, why);
 	return 0;
 }
 

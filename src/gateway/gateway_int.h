@@ -35,6 +35,9 @@ int kg_make_dirs(gw_t *g, const char *path, gw_error_t *err);
 /* Whether PATH is an API path kbox-gateway takes: relative, no "." or
  * ".." or empty component, no control character. */
 bool kg_path_valid(const char *path);
+/* Why PATH is not one kg_path_valid takes (a sentence for a message), or
+ * NULL when it is. */
+const char *kg_path_refused(const char *path);
 
 int kg_cmd_put(const char *dir, const char *rel, const char *fd, const char *name);
 int kg_cmd_get(const char *dir, const char *rel, const char *fd, const char *max,
