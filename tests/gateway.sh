@@ -356,6 +356,9 @@ fi
 kbox status -s g
 check a_restart_waiting_on_a_frozen_server_leaves_the_session_answering eval 'status_is 0 &&
 	[ "$(status_line state)" = starting ] && [ -n "$oldhelper" ] && kill -0 "$oldhelper"'
+check and_its_status_names_the_server_and_directory_meanwhile eval '
+	[ "$(status_line server)" = "$(URL)" ] && [ "$(status_line remote_dir)" = "$rdir" ] &&
+	[ -z "$(status_line remote_kernel)" ]'
 if [ -z "$SKIPPING" ]; then
 	kill -CONT "$S1_PID"
 	wait_for test -s "$ROOT/frozen.rc"

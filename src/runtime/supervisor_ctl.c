@@ -274,12 +274,17 @@ static json_t *status_json(sup_t *s)
 		                                                              : KE_IMAGE_DEFAULT));
 		json_object_set_new(st, "engine", json_string(e));
 	}
-	/* a gateway session's remote kernel, and its server */
-	if (st && s->sb && kr_sandbox_alive(s->sb) && s->sb->remote_id[0]) {
-		json_object_set_new(st, "remote_kernel", json_string(s->sb->remote_id));
+	/* a gateway session's server, from its start on (while its kernel
+	 * starts, too), its directory there once made, and its remote kernel */
+	if (st && strcmp(s->backend, "gateway") == 0 && s->sbo.gateway_url) {
+		char rdir[sizeof s->sb->remote_dir];
 		json_object_set_new(st, "server", json_string(s->sbo.gateway_url));
-		if (s->sb->remote_dir[0])
+		if (s->sb && s->sb->remote_dir[0])
 			json_object_set_new(st, "remote_dir", json_string(s->sb->remote_dir));
+		else if (kr_gateway_dir_recorded(s->at, rdir, sizeof rdir) == 0)
+			json_object_set_new(st, "remote_dir", json_string(rdir)); /* the last one */
+		if (s->sb && kr_sandbox_alive(s->sb) && s->sb->remote_id[0])
+			json_object_set_new(st, "remote_kernel", json_string(s->sb->remote_id));
 	}
 	if (st && s->front)
 		json_object_set_new(st, "relay", sup_relay_status(s));
