@@ -154,6 +154,9 @@ check output_to_a_reader_that_has_gone_is_no_error eval '[ "$rc" = 0 ] && [ ! -s
 kbox mcp --soft-timeout abc </dev/null
 check mcp_bad_soft_timeout_is_one_line_and_exit_2 eval 'status_is 2 && [ ! -s stdout ] &&
 	[ "$(cat stderr)" = "kbox mcp: invalid --soft-timeout \"abc\": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h" ]'
+kbox mcp --files-timeout -1 </dev/null
+check mcp_bad_files_timeout_is_one_line_and_exit_2 eval 'status_is 2 && [ ! -s stdout ] &&
+	[ "$(cat stderr)" = "kbox mcp: invalid --files-timeout \"-1\": expected a duration from 0 to 24d, such as 30, 1.5s, 500ms, 2m or 1h" ]'
 kbox mcp --structured yes </dev/null
 check mcp_bad_structured_is_one_line_and_exit_2 eval 'status_is 2 && [ ! -s stdout ] &&
 	[ "$(cat stderr)" = "kbox mcp: invalid --structured \"yes\": expected none, text or full" ]'

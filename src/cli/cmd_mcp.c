@@ -139,7 +139,8 @@ static int http_token(const char *file, char *buf, size_t size)
 static int serve_http(const char *listen_at, const char *token_file, long long idle_ms,
                       const mcp_options_t *o)
 {
-	char prog[PATH_MAX + 64], self[PATH_MAX], token[256], soft[32], tmo[32], maxs[32], idle[32];
+	char prog[PATH_MAX + 64], self[PATH_MAX], token[256], soft[32], files[32], tmo[32],
+	        maxs[32], idle[32];
 	const char *argv[64];
 	kbox_error_t err = {0};
 	size_t n = 0;
@@ -163,6 +164,7 @@ static int serve_http(const char *listen_at, const char *token_file, long long i
 	}
 	self[len] = '\0';
 	snprintf(soft, sizeof soft, "%lldms", o->soft_ms);
+	snprintf(files, sizeof files, "%lldms", o->files_ms);
 	snprintf(tmo, sizeof tmo, "%lldms", o->timeout_ms);
 	snprintf(maxs, sizeof maxs, "%lld", o->max_sessions);
 	argv[n++] = MCP_HTTP_PROGRAM;
@@ -182,6 +184,8 @@ static int serve_http(const char *listen_at, const char *token_file, long long i
 	                                                   : "none";
 	argv[n++] = "--soft-timeout";
 	argv[n++] = soft;
+	argv[n++] = "--files-timeout";
+	argv[n++] = files;
 	argv[n++] = "--timeout";
 	argv[n++] = tmo;
 	argv[n++] = "--max-sessions";
@@ -246,6 +250,10 @@ int cmd_mcp(int argc, char **argv)
 	                         "what it printed so far, the cell going on (wait_python reads "
 	                         "on) when the call gives no soft_timeout (default: 50s; 0: "
 	                         "never)"),
+	        CLI_OPT_CALLBACK(0, "files-timeout", "DURATION", cli_opt_duration, &o.files_ms,
+	                         "end a file tool's call that waits on the Jupyter server of a "
+	                         "gateway session for longer than DURATION (default: 50s; 0: "
+	                         "only the bound of each request to the server)"),
 	        CLI_OPT_CALLBACK(
 	                't', "timeout", "DURATION", cli_opt_duration, &o.timeout_ms,
 	                "interrupt a run_python call after DURATION when the call gives no "

@@ -78,7 +78,7 @@ static const cli_cmd_t commands[] = {
          "kbox ls --format json"},
         {"mcp", cmd_mcp,
          "kbox mcp [-s NAME] [--images path|inline] [--structured none|text|full] "
-         "[--soft-timeout DURATION] [-t DURATION] [--max-sessions N] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... "
+         "[--soft-timeout DURATION] [--files-timeout DURATION] [-t DURATION] [--max-sessions N] [--functions FILE] [--functions-from-mcp COMMAND]... [--functions-allow TOOL]... "
          "[--type-check] [--http ADDR:PORT|unix:PATH] "
          "[--token-file FILE] [--conversation-idle DURATION]",
          "serve a Model Context Protocol client, on standard input and output or over "

@@ -17,6 +17,9 @@ typedef enum {
  * it printed so far (--soft-timeout's default): below the time limits of
  * clients (Claude Desktop ends a call at about 60 s). */
 #define MCP_SOFT_DEFAULT_MS 50000LL
+/* A file tool's call on a gateway session's server ends after this long
+ * (--files-timeout's default), for the same reason. */
+#define MCP_FILES_DEFAULT_MS 50000LL
 
 /* The options of kbox mcp. */
 typedef struct {
@@ -25,6 +28,7 @@ typedef struct {
 	cli_structured_t structured; /* --structured */
 	long long timeout_ms;   /* -t: a run_python call's time limit when it gives none; 0: none */
 	long long soft_ms;      /* --soft-timeout: when a call is answered early; 0: never */
+	long long files_ms;     /* --files-timeout: a gateway file call's bound; 0: the helper's */
 	long long max_sessions; /* --max-sessions: new_session's at once, 0..MCP_SESSIONS_MAX */
 	const cli_functions_opts_t *functions; /* --functions..., or NULL */
 	bool type_check;                       /* --type-check */
@@ -36,7 +40,7 @@ typedef struct {
 #define MCP_OPTIONS_INIT                                                            \
 	{                                                                           \
 		NULL, MCP_IMAGES_PATH, CLI_STRUCTURED_NONE, 0, MCP_SOFT_DEFAULT_MS, \
-		        MCP_SESSIONS_DEFAULT, NULL, false                           \
+		        MCP_FILES_DEFAULT_MS, MCP_SESSIONS_DEFAULT, NULL, false     \
 	}
 
 /* Serve one client on standard input and output until standard input ends

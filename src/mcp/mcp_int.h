@@ -35,8 +35,6 @@
  * Claude Code's is 300 s), and at most once a second. */
 #define MCP_PROGRESS_EVERY_MS 5000
 #define MCP_PROGRESS_MIN_MS 1000
-/* How long a file tool may wait on a gateway session's server, ms. */
-#define MCP_FILES_WAIT_MS 120000
 
 /* JSON-RPC 2.0 error codes. */
 enum {

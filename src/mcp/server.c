@@ -467,7 +467,7 @@ int mcp_serve(const mcp_options_t *o)
 		return status;
 	/* a file tool's call on a gateway session's server ends in time: the
 	 * server answers nothing else meanwhile */
-	kr_gateway_files_wait(MCP_FILES_WAIT_MS);
+	kr_gateway_files_wait((long)o->files_ms);
 	/* the host functions: of --functions FILE, for the sessions it
 	 * starts, or of the session -s names; the model reads their stubs */
 	if ((status = cli_functions_for(MCP_CMD, o->functions, o->session, &functions)) != EXIT_OK)

@@ -452,10 +452,11 @@ static int call_helper(const call_t *c, const char *url, const char *token, cons
 		long long left = deadline ? deadline - kx_now_ms() : -1;
 		ssize_t n;
 		if (deadline && left <= 0) {
+			char took[32];
 			kbox_error_set(err, KBOX_E_TIMEOUT,
 			               "backend gateway: the Jupyter server at %s did not answer "
-			               "within %ld s",
-			               url, c->wait_ms / 1000);
+			               "within %s",
+			               url, kx_fmt_ms(took, sizeof took, c->wait_ms));
 			goto out;
 		}
 		if (poll(&p, 1, left < 0 ? -1 : (int)left) < 0 && errno != EINTR)
