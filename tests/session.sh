@@ -1995,18 +1995,19 @@ kbox start: SIGTERM while session nosup started: the start was given up (the new
 	gone "$(cat fake.pid)" && [ ! -e "$S/nosup" ]'
 
 # A kernel that binds none of its sockets (stuck before it, or starved of
-# CPU) is given up after the 60 s a kernel has to answer, as one that
-# never answers: the start fails saying so, and leaves no session
-# (newcomer 12, F1: that wait had no end; the front end gave up after
-# 90 s, saying the supervisor did not answer, and left the session)
+# CPU) is given up after the time a kernel has to answer (60 s, here
+# --launch-timeout's 3 s), as one that never answers: the start fails
+# saying so, and leaves no session (newcomer 12, F1: that wait had no
+# end; the front end gave up after 90 s, saying the supervisor did not
+# answer, and left the session)
 fresh
 needs kernel
 setup_for a_kernel_that_binds_no_socket_is_given_up_as_one_that_never_answers
 mkdir -p jpnobind/kernels/python3
 printf '{"argv": ["/bin/sh", "-c", "exec tail -f /dev/null", "{connection_file}"],\n "display_name": "hangs", "language": "python"}\n' >jpnobind/kernels/python3/kernel.json
-JUPYTER_PATH=$T/jpnobind kbox start -s nobind
+JUPYTER_PATH=$T/jpnobind kbox start -s nobind --launch-timeout 2.5s
 check a_kernel_that_binds_no_socket_is_given_up_as_one_that_never_answers eval '
-	fails_with 5 "kbox start: session nobind: kernel bound none of its sockets within 60 s (stuck, or starved of CPU)" &&
+	fails_with 5 "kbox start: session nobind: kernel bound none of its sockets within 3 s (stuck, or starved of CPU)" &&
 	[ ! -e "$S/nobind" ]'
 
 # The supervisor a start gave up is the one that start made, never the

@@ -414,8 +414,8 @@ int cli_control(const char *cmd, int argc, char **argv, kr_ctl_op_t op, int time
                 cli_control_say_t *say);
 
 /* How long to wait for a new kernel of the session in DIR: BASE_MS, or
- * for a gateway session as long as its start waits (its launch timeout
- * and 90 s), when that is longer. */
+ * as long as its start waits (its launch timeout and 30 s; a gateway
+ * session's, and 90 s), when that is longer. */
 int cli_kernel_wait_ms(const char *dir, int base_ms);
 /* One session as JSON (src/cli/cmd_ls.c). */
 json_t *cli_session_info(const char *home, const char *name);

@@ -372,8 +372,8 @@ static int parse_start_options(int argc, char **argv, start_args_t *a, int *stat
 	                       "gateway: the CA certificates that verify an https server "
 	                       "(default: the session's, else the system's)"),
 	        CLI_OPT_CALLBACK(0, "launch-timeout", "DURATION", opt_launch_timeout, &a->launch_ms,
-	                         "gateway: how long a kernel may take to start on the server "
-	                         "(default: the session's, else 2m)"),
+	                         "how long a kernel may take to start and answer (default: "
+	                         "the session's, else 1m; gateway: 2m to start on the server)"),
 	        CLI_OPT_STRING(0, "image", "NAME", &a->o.image,
 	                       "docker: the container image (default: the session's, else "
 	                       "$KBOX_IMAGE_NAME, else kbox-kernel)"),
@@ -501,12 +501,14 @@ static int check_gateway_opts(start_args_t *a, const kr_session_config_t *config
 	kr_session_opts_t *o = &a->o;
 	const char *backend = o->backend ? o->backend : config->backend;
 	bool gateway = strcmp(backend, "gateway") == 0;
-	const char *given = o->gateway          ? "--url"
-	                    : a->token_file     ? "--token-file"
-	                    : a->token_env      ? "--token-env"
-	                    : a->ca_arg         ? "--ca-file"
-	                    : a->launch_ms >= 0 ? "--launch-timeout"
-	                                        : NULL;
+	const char *given = o->gateway      ? "--url"
+	                    : a->token_file ? "--token-file"
+	                    : a->token_env  ? "--token-env"
+	                    : a->ca_arg     ? "--ca-file"
+	                                    : NULL;
+	/* (from 1s to 1h: opt_launch_timeout) */
+	if (a->launch_ms >= 0)
+		o->launch_timeout = (a->launch_ms + 999) / 1000;
 	if (!gateway) {
 		if (given) {
 			cli_error("start",
@@ -534,9 +536,6 @@ static int check_gateway_opts(start_args_t *a, const kr_session_config_t *config
 		          "--token-file or --token-env)");
 		return EXIT_USAGE;
 	}
-	/* (from 1s to 1h: opt_launch_timeout) */
-	if (a->launch_ms >= 0)
-		o->launch_timeout = (a->launch_ms + 999) / 1000;
 	return EXIT_OK;
 }
 

@@ -438,17 +438,18 @@ static void forget_failed(const char *dir, char *msg)
 }
 
 /* How long a start of a session of configuration CFG waits for its
- * supervisor's report: READY_WAIT_MS, and a gateway session's launch
- * timeout more, as its supervisor waits that much more for the remote
- * kernel (it gave up after 90 s on a launch the supervisor still waited
- * for, and that then ran: review 23, P6). */
+ * supervisor's report: READY_WAIT_MS, the 60 s its supervisor gives a
+ * kernel to answer and 30 s more; a launch timeout given in place of
+ * those 60 s; and a gateway session's launch timeout more, as its
+ * supervisor waits that much more for the remote kernel (it gave up after
+ * 90 s on a launch the supervisor still waited for, and that then ran:
+ * review 23, P6). */
 static int ready_wait_ms(const kr_session_config_t *cfg)
 {
-	long long launch;
+	long long launch = cfg->launch_timeout > 0 ? cfg->launch_timeout : 0;
 	if (!cfg->backend || strcmp(cfg->backend, "gateway") != 0)
-		return READY_WAIT_MS;
-	launch = cfg->launch_timeout > 0 ? cfg->launch_timeout : KG_LAUNCH_TIMEOUT_S;
-	return READY_WAIT_MS + (int)(launch * 1000);
+		return launch ? (int)(launch * 1000) + READY_WAIT_MS - 60000 : READY_WAIT_MS;
+	return READY_WAIT_MS + (int)((launch ? launch : KG_LAUNCH_TIMEOUT_S) * 1000);
 }
 
 int cli_kernel_wait_ms(const char *dir, int base_ms)
@@ -456,8 +457,7 @@ int cli_kernel_wait_ms(const char *dir, int base_ms)
 	kr_session_config_t cfg;
 	int ms = base_ms;
 	kr_session_config_init(&cfg);
-	if (kr_session_config_load(&cfg, dir, NULL) == 0 && cfg.backend &&
-	    strcmp(cfg.backend, "gateway") == 0)
+	if (kr_session_config_load(&cfg, dir, NULL) == 0)
 		ms = ready_wait_ms(&cfg) > base_ms ? ready_wait_ms(&cfg) : base_ms;
 	kr_session_config_free(&cfg);
 	return ms;

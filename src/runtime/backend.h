@@ -83,7 +83,7 @@ typedef struct {
 	 * the helper deletes before it starts this one: their ids, each
 	 * followed by a space (NULL: none) */
 	const char *gateway_sweep;
-	long gateway_launch_s;
+	long launch_s; /* --launch-timeout, s (0: the default) */
 	bool gateway_legacy;
 } kr_sandbox_opts_t;
 

@@ -131,13 +131,12 @@ static char *make_spec(const kr_sandbox_t *sb)
 	if (!json_object_get(env, "KERNEL_LAUNCH_TIMEOUT")) {
 		char t[32];
 		snprintf(t, sizeof t, "%ld",
-		         sb->o.gateway_launch_s > 0 ? sb->o.gateway_launch_s : KG_LAUNCH_TIMEOUT_S);
+		         sb->o.launch_s > 0 ? sb->o.launch_s : KG_LAUNCH_TIMEOUT_S);
 		json_object_set_new(env, "KERNEL_LAUNCH_TIMEOUT", json_string(t));
 	}
 	run = json_pack("{s:s, s:o, s:I, s:b, s:s?, s:o}", "kernel", sb->kernel, "env", env,
 	                "launch_timeout",
-	                (json_int_t)(sb->o.gateway_launch_s > 0 ? sb->o.gateway_launch_s
-	                                                        : KG_LAUNCH_TIMEOUT_S),
+	                (json_int_t)(sb->o.launch_s > 0 ? sb->o.launch_s : KG_LAUNCH_TIMEOUT_S),
 	                "legacy", sb->o.gateway_legacy, "dir", sb->o.gateway_dir, "connection",
 	                conn);
 	if (run && sb->o.gateway_sweep && *sb->o.gateway_sweep) {

@@ -63,7 +63,7 @@ typedef enum {
 	KR_SC_GATEWAY = 1u << 24,        /* "gateway": string, a Jupyter server's URL
 	                                 * (backend gateway) */
 	KR_SC_GATEWAY_CA = 1u << 25,     /* "gateway_ca": string, an absolute path */
-	KR_SC_LAUNCH_TIMEOUT = 1u << 26, /* "launch_timeout": integer >= 0, s (gateway) */
+	KR_SC_LAUNCH_TIMEOUT = 1u << 26, /* "launch_timeout": integer >= 0, s */
 } kr_session_key_t;
 
 /* A session's configuration.  The strings of the keys in HAS are owned

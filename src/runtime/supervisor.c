@@ -495,7 +495,7 @@ static int load_config(sup_t *s, kbox_error_t *err)
 	s->sbo.engine = cfg.engine;
 	s->sbo.gateway_url = cfg.gateway;
 	s->sbo.gateway_ca = cfg.gateway_ca;
-	s->sbo.gateway_launch_s = (long)cfg.launch_timeout;
+	s->sbo.launch_s = (long)cfg.launch_timeout;
 	if (strcmp(cfg.backend, "gateway") == 0) {
 		if (kr_gateway_token_read(s->dir_fd, &s->gateway_token, err) < 0)
 			return -1;

@@ -606,10 +606,12 @@ void sup_endings_finish(sup_t *s)
 
 long long sup_ready_timeout(const sup_t *s)
 {
-	if (strcmp(s->backend, "gateway") == 0)
-		return READY_TIMEOUT_MS + 1000LL * (s->sbo.gateway_launch_s > 0
-		                                            ? s->sbo.gateway_launch_s
-		                                            : KG_LAUNCH_TIMEOUT_S);
+	/* (a local kernel has the launch timeout to answer, when given; a
+	 * remote one has it to be launched by its server, and more) */
+	if (strcmp(s->backend, "gateway") != 0)
+		return s->sbo.launch_s > 0 ? 1000LL * s->sbo.launch_s : READY_TIMEOUT_MS;
+	return READY_TIMEOUT_MS +
+	       1000LL * (s->sbo.launch_s > 0 ? s->sbo.launch_s : KG_LAUNCH_TIMEOUT_S);
 	return READY_TIMEOUT_MS;
 }
 
