@@ -463,6 +463,22 @@ if [ "$(id -u)" = 0 ]; then
 else
 	skip mcp_refuses_a_state_directory_no_file_system_can_make "as an ordinary user access() says it first"
 fi
+# under root, a state directory its sessions' sandboxes cannot reach
+# (below a directory of mode 0700, as mktemp -d makes) is said once, as
+# kbox mcp starts, not as the error of every call (newcomer 26, B3)
+if [ "$(id -u)" = 0 ] && id kbox >/dev/null 2>&1 && [ -z "${KBOX_SANDBOX_USER:-}" ]; then
+	fresh
+	mkdir -m 700 shut
+	KBOX_HOME=$T/shut/home kbox mcp
+	# (the first directory on the way that stops them is named: $T/shut,
+	# or one above it, as a test's directory is private too)
+	check mcp_refuses_a_state_directory_its_sandboxes_cannot_reach eval 'status_is 5 &&
+		stdout_empty && [ "$(wc -l <stderr)" = 1 ] &&
+		grep -q "^kbox mcp: the sandboxes (a uid of their own each, group kbox'"'"'s) cannot reach $T/shut: /.* is mode 0700, owner 0:0 (make it searchable by that group or others, e.g. chmod o+x /.*, or use a directory outside it)$" stderr'
+
+else
+	skip mcp_refuses_a_state_directory_its_sandboxes_cannot_reach "only root's sandboxes are users of their own"
+fi
 # the commands an error advises take a path as one shell word (newcomer
 # 12, F4: a path with a space, pasted, made the wrong directories)
 fresh

@@ -201,7 +201,7 @@ static void home_unusable(report_t *r, const kbox_error_t *err)
 static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 {
 	uid_t first = 0, count = 0;
-	kr_sandbox_id_t id, any;
+	kr_sandbox_id_t id;
 	kbox_error_t err = {0};
 	char buf[1024], *home;
 	if (geteuid() != 0) {
@@ -275,24 +275,13 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 	check(r, "identity", "ok", buf, NULL);
 	/* the state directory: bwrap finds the session's directories as any
 	 * session's uid, in that user's group */
-	any = id;
-	any.uid = (uid_t)-1;
 	if ((home = kr_state_home(&err))) {
-		char *probe = strdup(home), *slash;
-		struct stat st;
-		/* what is above it (kbox opens the state directory itself to the
-		 * sandbox user), or its nearest ancestor that exists */
-		if (probe && (slash = strrchr(probe, '/')) && slash != probe)
-			*slash = '\0';
-		while (probe && stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) &&
-		       slash != probe)
-			*slash = '\0';
 		if (kr_session_check_home_usable(home, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,
 			      "kbox refuses a state directory open to others, and cannot make "
 			      "sessions in one it cannot write");
 			r->state_bad = true;
-		} else if (probe && kr_sandbox_reachable(&any, probe, &err) < 0) {
+		} else if (kr_session_check_home_reachable(home, &id, &err) < 0) {
 			check(r, "state directory", "fail", err.msg,
 			      "sessions there cannot start: bwrap cannot find their directories");
 			r->state_bad = true;
@@ -303,7 +292,6 @@ static bool check_identity(report_t *r, kr_bwrap_opts_t *bo, bool fix)
 			         home);
 			check(r, "state directory", "ok", buf, NULL);
 		}
-		free(probe);
 		free(home);
 	} else
 		home_unusable(r, &err);

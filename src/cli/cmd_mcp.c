@@ -142,20 +142,14 @@ static int serve_http(const char *listen_at, const char *token_file, long long i
 	char prog[PATH_MAX + 64], self[PATH_MAX], token[256], soft[32], files[32], tmo[32],
 	        maxs[32], idle[32];
 	const char *argv[64];
-	kbox_error_t err = {0};
 	size_t n = 0;
 	ssize_t len;
-	char *home;
 	int status;
 
 	if ((status = http_token(token_file, token, sizeof token)) != EXIT_OK)
 		return status;
-	if (!(home = kr_state_home(&err)) || kr_session_check_home_usable(home, &err) < 0) {
-		cli_error("mcp", "%s", err.msg);
-		free(home);
-		return EXIT_UNAVAILABLE;
-	}
-	free(home);
+	if ((status = mcp_check_home(o->session)) != EXIT_OK)
+		return status;
 	if (cli_find_program("mcp", MCP_HTTP_PROGRAM, "HTTP server program", prog, sizeof prog) < 0)
 		return EXIT_UNAVAILABLE;
 	if ((len = readlink("/proc/self/exe", self, sizeof self - 1)) <= 0) {

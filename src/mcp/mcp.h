@@ -43,6 +43,13 @@ typedef struct {
 		        MCP_FILES_DEFAULT_MS, MCP_SESSIONS_DEFAULT, NULL, false     \
 	}
 
+/* A state directory no session can be made in (kr_session_check_home_usable),
+ * or, under root, that the sandboxes of the sessions kbox mcp makes cannot
+ * reach, said once before anything is served rather than as the error of
+ * every call (SESSION: -s NAME, or NULL).  EXIT_OK, or EXIT_UNAVAILABLE
+ * after one line. */
+int mcp_check_home(const char *session);
+
 /* Serve one client on standard input and output until standard input ends
  * and the calls in flight are done, or SIGTERM, SIGINT or SIGHUP; then stop
  * and remove the connection's own session.  Diagnostics go to standard

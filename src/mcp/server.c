@@ -451,6 +451,27 @@ static void serve(mcp_t *m)
 	}
 }
 
+int mcp_check_home(const char *session)
+{
+	kbox_error_t err = {0}, no_id = {0};
+	char *home = kr_state_home(&err);
+	const char *backend = getenv("KBOX_BACKEND");
+	kr_sandbox_id_t id;
+	/* and, under root, one its sandboxes cannot reach: the sessions it
+	 * makes (bwrap, unless KBOX_BACKEND says otherwise) would not start
+	 * (kbox doctor says the same) */
+	bool bwrap = !session && (!backend || !*backend || strcmp(backend, "bwrap") == 0);
+	if (!home || kr_session_check_home_usable(home, &err) < 0 ||
+	    (bwrap && kr_sandbox_identity(&id, &no_id) == 0 &&
+	     kr_session_check_home_reachable(home, &id, &err) < 0)) {
+		cli_error(MCP_CMD, "%s", err.msg);
+		free(home);
+		return EXIT_UNAVAILABLE;
+	}
+	free(home);
+	return EXIT_OK;
+}
+
 int mcp_serve(const mcp_options_t *o)
 {
 	mcp_t m = {.images = o->images,
@@ -482,18 +503,8 @@ int mcp_serve(const mcp_options_t *o)
 		                   "none (see kbox-functions(5))");
 		return EXIT_USAGE;
 	}
-	/* a state directory no session can be made in is said now, once, not
-	 * as the error of every call the client makes */
-	{
-		kbox_error_t err = {0};
-		char *home = kr_state_home(&err);
-		if (!home || kr_session_check_home_usable(home, &err) < 0) {
-			cli_error(MCP_CMD, "%s", err.msg);
-			free(home);
-			return EXIT_UNAVAILABLE;
-		}
-		free(home);
-	}
+	if ((status = mcp_check_home(o->session)) != EXIT_OK)
+		return status;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_stop_signal; /* no SA_RESTART: poll returns */
 	sigemptyset(&sa.sa_mask);

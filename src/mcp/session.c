@@ -123,14 +123,15 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 	is_new = access(json, F_OK) != 0;
 	if (cli_session_start(MCP_CMD, m->sess->dir, m->sess->name, NULL,
 	                      m->sess->own ? getpid() : 0, &started, NULL) != EXIT_OK) {
-		snprintf(why, size,
-		         "session %s could not be started: %s (see also %s/supervisor.log)",
-		         m->sess->name,
-		         *cli_last_error() ? cli_last_error() : "see kbox's standard error",
-		         m->sess->dir);
-		/* a new session that failed leaves nothing (cli_session_forget):
-		 * the next call makes it anew */
-		if (access(m->sess->dir, F_OK) < 0) {
+		/* a new session that failed leaves nothing (cli_session_forget),
+		 * its log neither: the next call makes it anew */
+		bool gone = access(m->sess->dir, F_OK) < 0;
+		char log[PATH_MAX + 64] = "";
+		if (!gone)
+			snprintf(log, sizeof log, " (see also %s/supervisor.log)", m->sess->dir);
+		snprintf(why, size, "session %s could not be started: %s%s", m->sess->name,
+		         *cli_last_error() ? cli_last_error() : "see kbox's standard error", log);
+		if (gone) {
 			free(m->sess->dir);
 			m->sess->dir = NULL;
 		}

@@ -1035,6 +1035,21 @@ static const char *reach_advice(const char *dir, char *buf, size_t size)
 	return buf;
 }
 
+int kr_session_check_home_reachable(const char *home, const kr_sandbox_id_t *id, kbox_error_t *err)
+{
+	kr_sandbox_id_t any = *id;
+	char probe[PATH_MAX], *slash;
+	struct stat st;
+	any.uid = (uid_t)-1; /* (any session's uid: the group's and others' bits) */
+	if (!id->drop || (size_t)snprintf(probe, sizeof probe, "%s", home) >= sizeof probe)
+		return 0;
+	if ((slash = strrchr(probe, '/')) && slash != probe)
+		*slash = '\0';
+	while (stat(probe, &st) < 0 && (slash = strrchr(probe, '/')) && slash != probe)
+		*slash = '\0';
+	return kr_sandbox_reachable(&any, probe, err);
+}
+
 int kr_sandbox_reachable(const kr_sandbox_id_t *id, const char *path, kbox_error_t *err)
 {
 	char advice[4200];

@@ -167,6 +167,14 @@ int kr_session_check_home(const char *home, kbox_error_t *err);
  * KBOX_HOME a directory that can be"). */
 int kr_session_check_home_usable(const char *home, kbox_error_t *err);
 
+/* Whether every sandbox of the account ID (any uid of its range, in its
+ * group) can reach HOME: what is above it (kbox opens HOME itself to
+ * them), or its nearest ancestor that exists, can be searched by them.
+ * Nothing to check when ID drops no privilege (not root).  0, or -1 with
+ * ERR saying which directory stops them and the chmod that lets them
+ * pass (kr_sandbox_reachable). */
+int kr_session_check_home_reachable(const char *home, const kr_sandbox_id_t *id, kbox_error_t *err);
+
 char *kr_session_dir(const char *home, const char *name, bool create, kbox_error_t *err);
 
 /* A state directory that kr_session_dir made in this process for a
