@@ -262,6 +262,11 @@ def t_malformed():
         assert m.get("jsonrpc") == "2.0" and m.get("id") == id_, (raw, m)
         assert m["error"]["code"] == code, (raw, m)
     assert ok_result(s.request("ping")) == {}
+    # a lone surrogate's escape is JSON (Python's json.dumps writes one),
+    # which jansson refuses: read as U+FFFD, the request is answered by its id
+    s.send('{"jsonrpc": "2.0", "id": 15, "method": "ping", "params": {"a": "\\ud800"}}')
+    m = s.recv(10)
+    assert m == {"jsonrpc": "2.0", "id": 15, "result": {}}, m
 
 
 check("malformed_messages_get_the_exact_jsonrpc_error_codes_and_the_server_goes_on",
@@ -283,6 +288,9 @@ ws = None
 
 def t_files():
     global ws
+    # (the session made first, so that a run of this test alone reads no
+    # new-session note below: KBOX_TEST_RUN='2,write_read_*')
+    s.call("run_python", {"code": "pass"})
     r = ok_result(s.call("write_file", {"path": "notes.txt", "content": "héllo\nwörld\n"}))
     assert r["isError"] is False, r
     r = ok_result(s.call("read_file", {"path": "notes.txt"}))
@@ -310,8 +318,12 @@ def t_files():
     r = ok_result(s.call("read_file", {"path": "big.txt", "offset": 1 << 20}))
     assert r == {"content": [{"type": "text", "text": "a" * (1 << 20)}], "isError": False}, \
         str(r)[-300:]
-    for off, why in ((2 << 20, "read_file: offset 2097152 is past the end of big.txt "
-                                "(2097152 bytes)"),
+    # at the end, nothing more; past it, an error
+    r = ok_result(s.call("read_file", {"path": "big.txt", "offset": 2 << 20}))
+    assert r == {"content": [{"type": "text", "text": "[offset 2097152 is the end of big.txt: "
+                              "nothing more to read]"}], "isError": False}, r
+    for off, why in (((2 << 20) + 1, "read_file: offset 2097153 is past the end of big.txt "
+                                     "(2097152 bytes)"),
                      (-1, 'read_file: "offset" must be a whole number of bytes, 0 or more'),
                      ("5", 'read_file: "offset" must be a whole number of bytes, 0 or more'),
                      # JSON's integers have no bound, jansson's 64 bits: the
@@ -439,6 +451,10 @@ def t_nul():
     # content may hold NUL: it is written whole
     r = ok_result(s.call("write_file", {"path": "nul.bin", "content": "a\0b"}))
     assert text_of({"result": r}) == "wrote 3 bytes to nul.bin", r
+    # the name written is said as list_files shows one: a control
+    # character escaped, not sent on to the client's terminal
+    r = ok_result(s.call("write_file", {"path": "ctl\x01\x1b[31m.txt", "content": "y"}))
+    assert text_of({"result": r}) == "wrote 1 byte to ctl\\x01\\x1b[31m.txt", r
     r = s.call("run_python", {"code": "print(open('nul.bin', 'rb').read(), "
                                       "__import__('os').path.exists('nul-ran'))"})
     assert text_of(r) == "b'a\\x00b' False\n", text_of(r)

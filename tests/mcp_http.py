@@ -157,7 +157,9 @@ def t_auth():
     for token in (None, "wrong-" + TOKEN, TOKEN[:-1], TOKEN + "x", ""):
         st, h, body = s.request("tools/list", sid=state["a"], token=token)
         assert st == 401 and h["WWW-Authenticate"] == "Bearer", (token, st)
-        assert body["error"]["message"].startswith("Unauthorized: give Authorization: Bearer"), body
+        assert body["error"]["message"].startswith(
+            "Unauthorized: give Authorization: Bearer" if token is None else
+            "Unauthorized: the bearer token is not this server's"), (token, body)
 
 
 check("a_request_without_the_token_is_401", t_auth)
@@ -187,7 +189,7 @@ def t_bad():
     st, _, body = s.request("tools/list")
     assert st == 400 and "Mcp-Session-Id header is required" in body["error"]["message"]
     st, _, body = s.request("tools/list", sid="0" * 32)
-    assert st == 404 and body["error"]["message"].startswith("Not Found: no such session")
+    assert st == 404 and body["error"]["message"].startswith("Not Found: no such conversation (MCP session")
     st, h, _ = s.post(None, sid=state["a"], method="GET")
     assert st == 405 and h["Allow"] == "POST, DELETE", st
     st, _, _ = s.request("tools/list", sid=state["a"], url=s.url + "x")
@@ -199,7 +201,9 @@ def t_bad():
     assert st == 406
     st, _, body = s.request("tools/list", sid=state["a"],
                             headers={"MCP-Protocol-Version": "1999-01-01"})
-    assert st == 400 and body["error"]["message"] == "Bad Request: unsupported MCP-Protocol-Version"
+    assert st == 400 and body["error"]["message"] == (
+        "Bad Request: unsupported MCP-Protocol-Version 1999-01-01 (this server speaks "
+        "2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05, 2024-10-07)"), body
     st, _, body = s.post(None, sid=state["a"], raw=b"[1, 2")
     assert st == 400 and body["error"] == {"code": -32700,
                                            "message": "Parse error: the body is not JSON"}, body
@@ -258,6 +262,75 @@ def t_disconnect():
 
 
 check("a_client_that_goes_away_mid_call_has_its_cell_interrupted", t_disconnect)
+
+
+def raw_response(sock, timeout=60):
+    """(status, body as JSON) of the HTTP response on SOCK (Content-Length)."""
+    sock.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        got = sock.recv(65536)
+        assert got, data
+        data += got
+    head, body = data.split(b"\r\n\r\n", 1)
+    n = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)[1])
+    while len(body) < n:
+        got = sock.recv(65536)
+        assert got, body
+        body += got
+    return int(head.split()[1]), json.loads(body)
+
+
+def t_cancel():
+    # a call its client cancels on a POST of its own, keeping the call's
+    # open (review 26, W26-1): that POST is answered at once, with an error
+    # a client that cancelled ignores (kbox mcp sends no response for a
+    # cancelled call), and the cell is interrupted
+    import glob
+    sid = state["a"]
+    sock = raw_call(sid, 78, "import time\nopen('cancel-me', 'w').close()\n"
+                    "while True: time.sleep(0.05)", "application/json")
+    deadline = time.time() + 120
+    while not glob.glob(os.path.join(HOME, "sessions", "mcp-*", "workspace", "cancel-me")):
+        assert time.time() < deadline, "the cell never began"
+        time.sleep(0.05)
+    st, _, body = s.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": 78, "reason": "the user changed their mind"}},
+                         sid=sid)
+    assert st == 202 and body is None, (st, body)
+    st, body = raw_response(sock)
+    sock.close()
+    assert st == 200 and body == {"jsonrpc": "2.0", "id": 78, "error": {
+        "code": -32800,
+        "message": "Request cancelled (notifications/cancelled): no result follows"}}, body
+    t = s.run(sid, "x + 100")
+    assert t.endswith("]: 142\n"), t
+
+
+check("a_call_cancelled_on_another_post_is_answered_and_interrupted", t_cancel)
+
+
+def t_nul():
+    # a NUL in a message (\u0000) is JSON: taken as kbox mcp takes it on
+    # stdio (review 26, W26-2); and a result that holds one is passed on,
+    # not dropped with its call left waiting (B26-1: --structured full
+    # carries the output as it is)
+    st, _, body = s.request("tools/call", {"name": "write_file", "arguments": {
+        "path": "nul.bin", "content": "a\0b"}}, sid=state["a"])
+    assert st == 200 and body["result"]["content"] == [
+        {"type": "text", "text": "wrote 3 bytes to nul.bin"}], (st, body)
+    h = Http("--structured", "full", env={"KBOX_MCP_TOKEN": TOKEN})
+    try:
+        a = h.initialize()
+        st, _, body = h.request("tools/call", {"name": "run_python", "arguments": {
+            "code": "print('a\\x00b')"}}, sid=a)
+        assert st == 200 and body["result"]["structuredContent"]["stdout"]["text"] == (
+            "a\0b\n"), (st, body)
+    finally:
+        assert h.stop() == 0, h.stderr()
+
+
+check("a_nul_in_a_message_or_a_result_is_passed_on", t_nul)
 
 
 def sse_post(msg, sid, accept="application/json, text/event-stream"):
@@ -528,7 +601,7 @@ def t_delete():
     # without the header, which session to end is not said: 400, as a POST
     st, _, body = s.post(None, method="DELETE")
     assert st == 400 and body["error"]["message"] == (
-        "Bad Request: the Mcp-Session-Id header is required (the session to end)"), (st, body)
+        "Bad Request: the Mcp-Session-Id header is required (the conversation to end)"), (st, body)
 
 
 check("delete_ends_the_conversation_and_removes_its_session", t_delete)
@@ -581,7 +654,7 @@ def t_delete_then_leave():
             st=q.post(None, sid=b, method="DELETE")[0]))
         t.start()
         body = ping_until(q, b, 404, 200, "the DELETE never reached the server")
-        assert body["error"]["message"] == "Not Found: the session is ending", body
+        assert body["error"]["message"] == "Not Found: the conversation is ending", body
         sock.close()
         st, _, body = q.request("ping", sid=a)
         assert st == 200 and body["result"] == {}, (st, body)
@@ -622,7 +695,7 @@ def t_unread_bound():
             assert accepted <= 5, accepted  # 1 MiB, and one more, and a pipe
         assert accepted >= 3 and st == 503 and body["error"] == {
             "code": -32600,
-            "message": "Service Unavailable: the session has not yet read the 1 MiB of "
+            "message": "Service Unavailable: the conversation has not yet read the 1 MiB of "
                        "messages before this one: send it again later"}, (accepted, st, body)
         st, _, body = q.request("ping", sid=sid)
         assert st == 503, (st, body)
@@ -937,6 +1010,8 @@ def t_refused():
             ("token-dir", lambda p: os.mkdir(p, 0o700), "not a regular file"),
             ("token-long", lambda p: open(p, "w").write("t" * 300 + "\n"),
              "its first line is longer than 254 characters"),
+            ("token-link", lambda p: os.symlink("token-long", p),
+             "a symbolic link (refused: give the file itself)"),
             ("token-spaced", lambda p: open(p, "w").write(" " + TOKEN + "\n"), None),
             ("token-empty-line", lambda p: open(p, "w").write("\n" + TOKEN + "\n"), None)):
         p = os.path.join(BASE, name)

@@ -78,7 +78,9 @@ static int http_token(const char *file, char *buf, size_t size)
 		if (fd < 0) {
 			cli_error("mcp", "--token-file %s: %s", file,
 			          errno == ENXIO || errno == EISDIR ? "not a regular file"
-			                                            : strerror(errno));
+			          : errno == ELOOP
+			                  ? "a symbolic link (refused: give the file itself)"
+			                  : strerror(errno));
 			return EXIT_USAGE;
 		}
 		if (fstat(fd, &st) == 0 && (st.st_mode & 077)) {

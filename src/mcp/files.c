@@ -634,7 +634,12 @@ json_t *mcp_read_file(mcp_t *m, json_t *args)
 		              : mcp_text_result(true, "read_file: %s", err.msg);
 		goto out;
 	}
-	if (offset > 0 && offset >= (long long)st.st_size) {
+	if (offset > 0 && offset == (long long)st.st_size) {
+		res = mcp_text_result(false, "[offset %lld is the end of %s: nothing more to read]",
+		                      offset, path);
+		goto out;
+	}
+	if (offset > 0 && offset > (long long)st.st_size) {
 		res = mcp_text_result(true,
 		                      "read_file: offset %lld is past the end of %s (%lld bytes)",
 		                      offset, path, (long long)st.st_size);
@@ -725,6 +730,22 @@ static bool too_large(mcp_t *m, size_t clen, char *why, size_t size)
 	return true;
 }
 
+/* write_file's answer: N bytes written to PATH, shown escaped as
+ * list_files shows a name (a control character would reach the client's
+ * terminal). */
+static json_t *wrote(size_t n, const char *path)
+{
+	size_t len = strlen(path);
+	char *shown = malloc(KX_NAME_ESCAPED_MAX(len));
+	json_t *res;
+	if (!shown) /* (written: said without the name) */
+		return mcp_text_result(false, "wrote %zu byte%s", n, n == 1 ? "" : "s");
+	kx_name_escape(path, len, shown, KX_NAME_ESCAPED_MAX(len));
+	res = mcp_text_result(false, "wrote %zu byte%s to %s", n, n == 1 ? "" : "s", shown);
+	free(shown);
+	return res;
+}
+
 /* write_file {path, content}: save text as a file of the workspace (made,
  * or replaced whole): written beside it, then renamed over it, so that
  * nothing at that name is followed or opened. */
@@ -758,7 +779,7 @@ json_t *mcp_write_file(mcp_t *m, json_t *args)
 		else if (kr_gateway_put(m->sess->dir, fd, p.rel, NULL, &err) < 0)
 			res = mcp_text_result(true, "write_file: %s", err.msg);
 		else
-			res = mcp_text_result(false, "wrote %zu bytes to %s", clen, path);
+			res = wrote(clen, path);
 		if (fd >= 0)
 			close(fd);
 	} else if ((parent = ws_open_parent(p.dirfd, p.rel, &name, &err)) < 0 ||
@@ -769,7 +790,7 @@ json_t *mcp_write_file(mcp_t *m, json_t *args)
 	else if (ws_file_commit(&f, &err) < 0)
 		res = mcp_text_result(true, "write_file: %s", err.msg);
 	else
-		res = mcp_text_result(false, "wrote %zu bytes to %s", clen, path);
+		res = wrote(clen, path);
 	ws_file_end(&f);
 	close(p.dirfd);
 	return res;

@@ -436,10 +436,13 @@ static char *with_client_value(json_t *j, json_t *obj, const char *name, const c
  * else is dropped. */
 static void conv_line(conv_t *c, char *line, size_t len)
 {
-	json_t *j = json_loadb(line, len, 0, NULL), *id, *method, *params;
+	/* (a result may hold a NUL: kbox mcp writes it \u0000) */
+	json_t *j = json_loadb(line, len, JSON_ALLOW_NUL, NULL), *id, *method, *params;
 	char *key;
-	if (!j)
+	if (!j) { /* (kbox mcp writes JSON only: said, for the one who runs it) */
+		say("a conversation wrote a line that is not JSON (%zu bytes): not passed on", len);
 		return;
+	}
 	method = json_object_get(j, "method");
 	params = json_object_get(j, "params");
 	if (json_is_string(method) &&
@@ -614,12 +617,14 @@ static enum MHD_Result refuse(struct MHD_Connection *conn, int status, const cha
 	return refuse_as(conn, status, -32600, why);
 }
 
-/* Whether the Authorization header is "Bearer" and the token. */
-static bool authorized(struct MHD_Connection *conn)
+/* Whether the Authorization header is "Bearer" and the token; *GIVEN
+ * says whether it gave a bearer token at all. */
+static bool authorized(struct MHD_Connection *conn, bool *given)
 {
 	const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
 	unsigned char h[crypto_generichash_BYTES];
-	if (!a || strncasecmp(a, "Bearer ", 7) != 0)
+	*given = a && strncasecmp(a, "Bearer ", 7) == 0;
+	if (!*given)
 		return false;
 	a += 7;
 	while (*a == ' ')
@@ -749,8 +754,21 @@ static bool headers_refused(req_t *r, enum MHD_Result *ret)
 			known |= strcmp(ver, versions[i]) == 0;
 		if (known)
 			return false;
-		*ret = refuse(conn, MHD_HTTP_BAD_REQUEST,
-		              "Bad Request: unsupported MCP-Protocol-Version");
+		char why[400];
+		bool shown = strlen(ver) <= 64;
+		size_t n;
+		for (const char *c = ver; shown && *c; c++)
+			shown = *c >= 0x20 && *c < 0x7f; /* (echoed only when it is text) */
+		n = (size_t)snprintf(why, sizeof why,
+		                     "Bad Request: unsupported MCP-Protocol-Version%s%s (this "
+		                     "server speaks",
+		                     shown ? " " : "", shown ? ver : "");
+		for (size_t i = 0; versions[i] && n < sizeof why; i++)
+			n += (size_t)snprintf(why + n, sizeof why - n, "%s%s", i ? ", " : " ",
+			                      versions[i]);
+		if (n < sizeof why)
+			snprintf(why + n, sizeof why - n, ")");
+		*ret = refuse(conn, MHD_HTTP_BAD_REQUEST, why);
 	}
 	return true;
 }
@@ -759,8 +777,9 @@ static bool headers_refused(req_t *r, enum MHD_Result *ret)
  * integer (new reference), or NULL with R refused (*RET). */
 static json_t *body_message(req_t *r, enum MHD_Result *ret)
 {
-	json_t *msg = mcp_json_loadb(r->body.data ? r->body.data : "", r->body.len, JSON_DECODE_ANY,
-	                             NULL);
+	/* (a NUL in a string is taken, as kbox mcp takes it on stdio) */
+	json_t *msg = mcp_json_loadb(r->body.data ? r->body.data : "", r->body.len,
+	                             JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 	json_t *id = json_object_get(msg, "id");
 	if (!msg || !json_is_object(msg)) {
 		bool batch = json_is_array(msg), parsed = msg != NULL;
@@ -821,9 +840,11 @@ static conv_t *conversation_of(req_t *r, const json_t *method, bool modern, enum
 
 	if (sid) {
 		if (!(c = conv_find(sid)) || !*sid) {
-			*ret = refuse(conn, MHD_HTTP_NOT_FOUND,
-			              "Not Found: no such session (it ended, or was never made): "
-			              "initialize again");
+			*ret = refuse(
+			        conn, MHD_HTTP_NOT_FOUND,
+			        "Not Found: no such conversation (MCP session: it ended, or was "
+			        "never made): "
+			        "initialize again");
 			return NULL;
 		}
 	} else if (r->is_init) {
@@ -854,14 +875,14 @@ static conv_t *conversation_of(req_t *r, const json_t *method, bool modern, enum
 	if (r->is_init)
 		memcpy(r->sid, c->sid, sizeof r->sid);
 	if (c->closing) {
-		*ret = refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the session is ending");
+		*ret = refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the conversation is ending");
 		return NULL;
 	}
 	/* messages come faster than the conversation reads them (a flood
 	 * of notifications, answered 202 at once): what waits is bounded */
 	if (c->out.len - c->out_off >= (size_t)OUT_MAX) {
 		*ret = refuse(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-		              "Service Unavailable: the session has not yet read the 1 MiB of "
+		              "Service Unavailable: the conversation has not yet read the 1 MiB of "
 		              "messages before this one: send it again later");
 		return NULL;
 	}
@@ -908,8 +929,9 @@ static bool take_request(req_t *r, conv_t *c, json_t *msg, const json_t *id, jso
  * in its place, in a conversation of one client; in the shared one it
  * could be any client's (a client there cancels by closing its
  * connection), so it is not carried, nor one that names no request in
- * flight.  True when it is to be carried (R->rewritten). */
-static bool take_cancel(req_t *r, conv_t *c, json_t *msg)
+ * flight.  The request it cancels when it is to be carried
+ * (R->rewritten), else NULL. */
+static req_t *take_cancel(req_t *r, conv_t *c, json_t *msg)
 {
 	json_t *params = json_object_get(msg, "params");
 	char *want = json_dumps(json_object_get(params, "requestId"),
@@ -920,9 +942,24 @@ static bool take_cancel(req_t *r, conv_t *c, json_t *msg)
 	free(want);
 	if (!p ||
 	    json_object_set_new(params, "requestId", json_integer(strtoll(p->ikey, NULL, 10))) < 0)
-		return false;
+		return NULL;
 	r->rewritten = true;
-	return true;
+	return p;
+}
+
+/* R, whose cancel its client sent (notifications/cancelled), is answered
+ * now: kbox mcp sends no response for a cancelled call (MCP), and its
+ * POST would wait, holding a slot of its conversation, until its client
+ * closed it.  An error, -32800 as LSP's RequestCancelled, which a client
+ * that cancelled ignores. */
+static void req_cancelled(req_t *r)
+{
+	size_t len;
+	char *body = rpc_error(r->key, -32800,
+	                       "Request cancelled (notifications/cancelled): no result follows",
+	                       &len);
+	req_unlink(r);
+	req_answer(r, body ? MHD_HTTP_OK : MHD_HTTP_INTERNAL_SERVER_ERROR, body, len);
 }
 
 /* Write R's message (MSG, or its body as it came) to C, as one line.  0,
@@ -952,6 +989,7 @@ static enum MHD_Result post(req_t *r)
 {
 	enum MHD_Result ret = MHD_NO;
 	json_t *msg, *id, *method, *meta;
+	req_t *cancelled = NULL;
 	char csid[33];
 	conv_t *c;
 
@@ -985,7 +1023,7 @@ static enum MHD_Result post(req_t *r)
 		goto out;
 	if (!id && json_is_string(method) &&
 	    strcmp(json_string_value(method), "notifications/cancelled") == 0 &&
-	    !take_cancel(r, c, msg)) {
+	    !(cancelled = take_cancel(r, c, msg))) {
 		ret = respond(r->conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
 		goto out;
 	}
@@ -995,6 +1033,8 @@ static enum MHD_Result post(req_t *r)
 		ret = refuse(r->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 		goto out;
 	}
+	if (cancelled)
+		req_cancelled(cancelled);
 	conv_flush(c); /* (which may end C) */
 	if (!r->key)   /* a notification or a response: accepted */
 		ret = respond(r->conn, MHD_HTTP_ACCEPTED, NULL, 0, NULL, csid);
@@ -1018,6 +1058,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
                                size_t *upload_size, void **state)
 {
 	req_t *r = *state;
+	bool given;
 	(void)cls;
 	(void)version;
 
@@ -1040,14 +1081,19 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")))
 			return refuse(conn, MHD_HTTP_FORBIDDEN,
 			              "Forbidden: the Origin is not this server");
-		if (!authorized(conn))
+		if (!authorized(conn, &given))
 			return refuse(
 			        conn, MHD_HTTP_UNAUTHORIZED,
-			        "Unauthorized: give Authorization: Bearer TOKEN (the token kbox "
-			        "mcp --http printed, or KBOX_MCP_TOKEN, or --token-file's)");
+			        given ? "Unauthorized: the bearer token is not this server's "
+			                "(the token kbox mcp --http printed, or KBOX_MCP_TOKEN, "
+			                "or --token-file's)"
+			              : "Unauthorized: give Authorization: Bearer TOKEN (the "
+			                "token kbox mcp --http printed, or KBOX_MCP_TOKEN, or "
+			                "--token-file's)");
 		if (strcmp(method, "POST") != 0 && strcmp(method, "DELETE") != 0)
-			return refuse(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-			              "Method Not Allowed: POST a message, or DELETE a session");
+			return refuse(
+			        conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+			        "Method Not Allowed: POST a message, or DELETE a conversation");
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -1073,11 +1119,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		if (!sid)
 			return refuse(conn, MHD_HTTP_BAD_REQUEST,
 			              "Bad Request: the Mcp-Session-Id header is required (the "
-			              "session to end)");
+			              "conversation to end)");
 		if (!c)
-			return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: no such session");
+			return refuse(conn, MHD_HTTP_NOT_FOUND,
+			              "Not Found: no such conversation (MCP session)");
 		if (c->deleting)
-			return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the session is ending");
+			return refuse(conn, MHD_HTTP_NOT_FOUND,
+			              "Not Found: the conversation is ending");
 		/* its kbox mcp stops and removes its session at the end of its
 		 * input; the answer waits for that */
 		c->closing = true;
