@@ -124,6 +124,10 @@ check version_exits_0 status_is 0
 fresh
 kbox --version
 check dash_dash_version_prints_name_and_version stdout_is "kbox 0.1.0"
+# an operand is refused, as every command refuses one (newcomer 26, N5)
+kbox --version extra
+check dash_dash_version_with_an_operand_is_exit_2 fails_with 2 \
+	'kbox version: unexpected argument "extra" (see kbox version --help)'
 
 for fmt in "--format json" "--format ndjson" --json; do
 	fresh

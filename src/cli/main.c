@@ -747,7 +747,7 @@ int main(int argc, char **argv)
 		goto written;
 	}
 	if (strcmp(argv[1], "--version") == 0) {
-		status = cmd_version(1, argv + 1);
+		status = cmd_version(argc - 1, argv + 1);
 		goto written;
 	}
 	cmd = cli_find(argv[1]);
