@@ -17,6 +17,7 @@ HOME = os.environ["KBOX_HOME"]
 LATEST = "2025-11-25"
 n = 0
 failed = 0
+ran = 0  # the tests KBOX_TEST_RUN selected
 
 
 def selected(name, num):
@@ -35,11 +36,12 @@ def selected(name, num):
 
 
 def check(name, fn):
-    global n, failed
+    global n, failed, ran
     n += 1
     if not selected(name, n):
         print(f"ok {n} - {name} # SKIP not selected (KBOX_TEST_RUN)", flush=True)
         return
+    ran += 1
     try:
         fn()
         print(f"ok {n} - {name}", flush=True)
@@ -158,5 +160,8 @@ def gone(pid, wait=10):
 
 def plan():
     """The TAP plan, and the exit status: 1 when a check failed."""
+    if os.environ.get("KBOX_TEST_RUN") and not ran:
+        print(f"# KBOX_TEST_RUN={os.environ['KBOX_TEST_RUN']} selects none of the {n} "
+              "tests above: check its names and numbers", flush=True)
     print(f"1..{n}")
     sys.exit(1 if failed else 0)
