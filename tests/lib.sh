@@ -772,8 +772,13 @@ npm_tool() {
 # them, then empty BG_PIDS).  Run in the current directory (http.err).
 http_relay() {
 	_token=relay-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
-	# (-k counts from our SIGTERM too: give the server's end its time)
-	KBOX_MCP_TOKEN=$_token timeout -k 120 "$1" "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
+	# (-k counts from our SIGTERM too: give the server's end its time;
+	# --foreground: our SIGTERM goes to the server alone, which ends its
+	# conversations, as a server's stop does; timeout's own signal to its
+	# whole group, then SIGCONT, would reach each conversation as it exits,
+	# and a SIGCONT discards the SIGSTOP of LeakSanitizer's attach, whose
+	# check then waits for good)
+	KBOX_MCP_TOKEN=$_token timeout --foreground -k 120 "$1" "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
 	SERVER=$!
 	wait_for grep -q "^kbox mcp: listening on http://127.0.0.1:[0-9]*/mcp$" http.err
 	_port=$(sed -n 's|^kbox mcp: listening on http://127.0.0.1:\([0-9]*\)/mcp$|\1|p' http.err)

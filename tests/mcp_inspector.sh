@@ -87,8 +87,9 @@ fresh
 if selected sdk_http_client_connects_lists_and_runs_in_one_conversation_kernel \
 	sdk_http_client_ending_the_session_removes_it sdk_http_client_gets_the_progress_of_a_long_cell; then
 	token=sdk-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
-	# (-k counts from our SIGTERM too: give the server's end its time)
-	KBOX_MCP_TOKEN=$token timeout -k 120 300 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
+	# (-k counts from our SIGTERM too: give the server's end its time;
+	# --foreground: as in tests/lib.sh's http_relay)
+	KBOX_MCP_TOKEN=$token timeout --foreground -k 120 300 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null 2>http.err &
 	BG_PIDS=$!
 	wait_for grep -q "^kbox mcp: listening on http://127.0.0.1:[0-9]*/mcp$" http.err
 	port=$(sed -n 's|^kbox mcp: listening on http://127.0.0.1:\([0-9]*\)/mcp$|\1|p' http.err)

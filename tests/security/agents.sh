@@ -344,8 +344,9 @@ token53=tok53-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
 if [ -z "$SKIPPING" ]; then
 	# (timeout's -k counts from our SIGTERM too: the server's end, its
 	# conversations' sessions stopped, may take a while on a loaded
-	# machine under the sanitizers)
-	KBOX_MCP_TOKEN=$token53 timeout -k 120 300 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null \
+	# machine under the sanitizers; --foreground: as in tests/lib.sh's
+	# http_relay)
+	KBOX_MCP_TOKEN=$token53 timeout --foreground -k 120 300 "$KBOX" mcp --http 127.0.0.1:0 >/dev/null \
 		2>"$W/http53.err" &
 	http53=$!
 	BG_PIDS="$BG_PIDS $http53"
