@@ -1306,6 +1306,26 @@ TEST(start_time_names_a_running_process_and_no_ended_one)
 	CHECK_INT_EQ(kx_proc_start_time(0), -1);
 }
 
+/* kx_json_lone_surrogates of IN: OUT, N replaced */
+#define LONE(in, out, n)                                                     \
+	do {                                                                 \
+		char t_[] = in;                                              \
+		CHECK_INT_EQ(kx_json_lone_surrogates(t_, sizeof t_ - 1), n); \
+		CHECK_STR_EQ(t_, out);                                       \
+	} while (0)
+
+TEST(json_lone_surrogates_become_fffd_and_nothing_else_changes)
+{
+	LONE("\"\\ud800\"", "\"\\ufffd\"", 1);               /* a high one alone */
+	LONE("\"\\udcff x\"", "\"\\ufffd x\"", 1);           /* a low one alone */
+	LONE("\"\\uD83D\\uDE00\"", "\"\\uD83D\\uDE00\"", 0); /* a pair */
+	LONE("\"\\ud800\\u0041\"", "\"\\ufffd\\u0041\"", 1); /* high, then no low */
+	LONE("\"\\\\ud800\"", "\"\\\\ud800\"", 0);           /* an escaped backslash, then text */
+	LONE("\\ud800", "\\ud800", 0);                       /* outside a string */
+	LONE("\"\\\"\\ud800\"", "\"\\\"\\ufffd\"", 1);       /* after an escaped quote */
+	LONE("\"\\ud8", "\"\\ud8", 0);                       /* cut short */
+}
+
 TEST(base64_encodes_the_rfc_4648_vectors)
 {
 	B64("", "");
@@ -1779,6 +1799,7 @@ int main(void)
 	RUN(kill_wait_kills_and_reaps_the_child);
 	RUN(start_time_names_a_running_process_and_no_ended_one);
 
+	RUN(json_lone_surrogates_become_fffd_and_nothing_else_changes);
 	RUN(base64_encodes_the_rfc_4648_vectors);
 	RUN(base64_encodes_every_byte_value_with_the_standard_alphabet);
 	RUN(base64_decodes_what_it_encodes_and_refuses_what_is_not_base64);

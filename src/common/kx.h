@@ -491,6 +491,13 @@ long long kx_proc_start_time(pid_t pid);
  * otherwise take ~60 times its size. */
 size_t kx_json_cost(const char *p, size_t n);
 
+/* In the JSON text T (LEN bytes), each escape of a lone UTF-16 surrogate
+ * in a string ("\ud800" not followed by a low one's escape, or a low one
+ * alone: JSON's grammar allows them, jansson refuses them, and Python's
+ * json writes them, os.fsdecode's names for one) made "\ufffd", in place
+ * (the same six bytes).  How many were. */
+size_t kx_json_lone_surrogates(char *t, size_t len);
+
 /* ---- kx_base64.c ---- */
 
 /* DATA[0..LEN) in base64 (RFC 4648, the standard alphabet, with '='

@@ -278,51 +278,6 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	(void)size;
 }
 
-static long hex4(const char *p)
-{
-	long v = 0;
-	for (int i = 0; i < 4; i++) {
-		int c = p[i], d = c >= '0' && c <= '9'   ? c - '0'
-		                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
-		                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
-		                                         : -1;
-		if (d < 0)
-			return -1;
-		v = v << 4 | d;
-	}
-	return v;
-}
-
-/* Python's json (jupyter_server's) writes a file name that is not UTF-8
- * with lone surrogates ("\udcff": os.fsdecode's surrogateescape), which
- * jansson refuses, and with them the whole reply: each lone one in the
- * LEN bytes of T becomes U+FFFD, in place (the same six bytes). */
-static void lone_surrogates(char *t, size_t len)
-{
-	bool in_string = false;
-	for (size_t i = 0; i < len; i++) {
-		long v, w;
-		if (t[i] == '"') {
-			in_string = !in_string;
-			continue;
-		}
-		if (!in_string || t[i] != '\\' || i + 1 >= len)
-			continue;
-		if (t[i + 1] != 'u' || i + 6 > len || (v = hex4(t + i + 2)) < 0xd800 ||
-		    v > 0xdfff) {
-			i++; /* (an escape that is not a surrogate's: \\, \", \u0041) */
-			continue;
-		}
-		if (v <= 0xdbff && i + 12 <= len && t[i + 6] == '\\' && t[i + 7] == 'u' &&
-		    (w = hex4(t + i + 8)) >= 0xdc00 && w <= 0xdfff) {
-			i += 11; /* a pair */
-			continue;
-		}
-		memcpy(t + i, "\\ufffd", 6);
-		i += 5;
-	}
-}
-
 long gw_call(gw_t *self, const char *method, const char *path, json_t *body, long timeout_s,
              json_t **out, gw_error_t *err)
 {
@@ -378,7 +333,11 @@ long gw_call(gw_t *self, const char *method, const char *path, json_t *body, lon
 		         to ? to : "another URL");
 		*out = json_pack("{s:s}", "message", said);
 	} else if (reply.b.len && kx_json_cost(reply.b.data, reply.b.len) <= 16 * self->max_body) {
-		lone_surrogates(reply.b.data, reply.b.len);
+		/* (Python's json, jupyter_server's, writes a file name that is
+		 * not UTF-8 with lone surrogates, "\udcff": os.fsdecode's
+		 * surrogateescape, which jansson refuses, and with them the
+		 * whole reply) */
+		kx_json_lone_surrogates(reply.b.data, reply.b.len);
 		*out = json_loadb(reply.b.data, reply.b.len, 0, NULL);
 	}
 out:
