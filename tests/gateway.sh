@@ -760,6 +760,16 @@ stand_in() {
 	BG_PIDS="$BG_PIDS $!"
 	wait_for test -s "$1" && SPORT=$(cat "$1")
 }
+# stand_in_session NAME MODE: a stand-in of MODE in $ROOT/NAME, a fresh
+# directory, and the session NAME started on it; SDIR is the session's
+# directory on it (its root is $ROOT/NAME/root)
+stand_in_session() {
+	mkdir -p "$ROOT/$1"
+	[ -n "$SKIPPING" ] || stand_in "$ROOT/$1/port" "$ROOT/$1" "$2"
+	fresh
+	kbox start -s "$1" --backend gateway --url "http://127.0.0.1:${SPORT-}"
+	SDIR=$(cat "$KBOX_HOME/sessions/$1/gateway-dir" 2>/dev/null)
+}
 
 server_or_skip
 mkdir -p "$ROOT/redir" "$ROOT/hostile"
@@ -847,16 +857,13 @@ check row58_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/hosti
 
 # a server that never stops sending: the session still answers, and a
 # stop still deletes its kernel (its helper reads a bounded part a turn)
-mkdir -p "$ROOT/flood"
-[ -n "$SKIPPING" ] || stand_in "$ROOT/flood/port" "$ROOT/flood" flood
-fresh
-kbox start -s fl --backend gateway --url "http://127.0.0.1:${SPORT-}"
+stand_in_session fl flood
 kbox exec -s fl 'anything'
 check row58_a_server_that_never_stops_sending_still_answers eval 'status_is 0 &&
 	[ "$(tail -n 2 stdout)" = "ok
 [note: the Jupyter server sent messages that were not passed on (not a kernel'"'"'s message, or over its bounds); output may be missing]" ]'
 kbox stop -s fl
-check row58_and_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/flood/deleted" ]'
+check row58_and_its_kernel_is_deleted_at_stop eval 'status_is 0 && [ -e "$ROOT/fl/deleted" ]'
 
 # ---- a contents API that fails midway: a stand-in's (its modes) ----
 
@@ -866,11 +873,8 @@ server_or_skip
 setup_for a_put_whose_rename_fails_after_the_delete_says_where_the_file_is \
 	and_the_new_file_is_kept_there_whole \
 	a_403_for_a_file_the_server_may_not_write_is_no_token_error
-mkdir -p "$ROOT/pf"
-[ -n "$SKIPPING" ] || stand_in "$ROOT/pf/port" "$ROOT/pf" patch_fails
-fresh
-kbox start -s pf --backend gateway --url "http://127.0.0.1:${SPORT-}"
-pfdir=$(cat "$KBOX_HOME/sessions/pf/gateway-dir" 2>/dev/null)
+stand_in_session pf patch_fails
+pfdir=$SDIR
 [ -n "$SKIPPING" ] || printf 'old\n' >"$ROOT/pf/root/$pfdir/data.csv"
 printf 'a,b\n1,2\n' >"$T/new.csv"
 kbox put -s pf "$T/new.csv" data.csv
@@ -896,14 +900,11 @@ kbox stop -s pf
 server_or_skip
 setup_for a_remote_file_tool_call_the_server_never_answers_ends_at_the_bound \
 	its_helper_was_ended_and_the_server_saw_the_request_go
-mkdir -p "$ROOT/stall"
-[ -n "$SKIPPING" ] || stand_in "$ROOT/stall/port" "$ROOT/stall" contents_stall
-fresh
-kbox start -s st --backend gateway --url "http://127.0.0.1:${SPORT-}"
-stdir=$(cat "$KBOX_HOME/sessions/st/gateway-dir" 2>/dev/null)
+stand_in_session st contents_stall
+stdir=$SDIR
 if [ -z "$SKIPPING" ]; then
-	printf 'never\n' >"$ROOT/stall/root/$stdir/stall.txt"
-	printf 'fine\n' >"$ROOT/stall/root/$stdir/ok.txt"
+	printf 'never\n' >"$ROOT/st/root/$stdir/stall.txt"
+	printf 'fine\n' >"$ROOT/st/root/$stdir/ok.txt"
 	# (a kbox mcp that hangs is killed, as the kbox wrapper's are: after
 	# more than the helper's own 300 s)
 	timeout -k 5 400 "$PY" - "$KBOX" <<'PYEOF' >stdout 2>stderr
@@ -938,7 +939,7 @@ stall.txt	6 bytes
 exit 0
 EOF'
 check its_helper_was_ended_and_the_server_saw_the_request_go eval '
-	[ -e "$ROOT/stall/stalled" ] && wait_for test -e "$ROOT/stall/stall-closed"'
+	[ -e "$ROOT/st/stalled" ] && wait_for test -e "$ROOT/st/stall-closed"'
 kbox stop -s st
 setup_for
 

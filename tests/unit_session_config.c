@@ -300,6 +300,22 @@ TEST(an_unknown_backend_is_refused_naming_those_there_are)
 	             "(available: bwrap, docker, gateway, none)");
 }
 
+/* Each of the N URLS as a session.json's "gateway" is refused, the URL not
+ * shown (a user or a query may be a token). */
+static void gateway_urls_refused(const char *const *urls, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char text[256];
+		fresh();
+		snprintf(text, sizeof text, "{\"backend\": \"gateway\", \"gateway\": \"%s\"}",
+		         urls[i]);
+		write_config(text);
+		refused_with(
+		        "/session.json: \"gateway\" is no URL kbox takes (http:// or https://, a "
+		        "host, a port from 1 to 65535, no user, query or fragment)");
+	}
+}
+
 TEST(a_gateway_url_with_a_token_in_it_is_refused_without_showing_it)
 {
 	static const char *const bad[] = {"http://127.0.0.1:1/?token=s3cret",
@@ -308,16 +324,7 @@ TEST(a_gateway_url_with_a_token_in_it_is_refused_without_showing_it)
 	                                  "http://",
 	                                  "http://h/a#b",
 	                                  "http://h /x"};
-	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-		char text[256];
-		fresh();
-		snprintf(text, sizeof text, "{\"backend\": \"gateway\", \"gateway\": \"%s\"}",
-		         bad[i]);
-		write_config(text);
-		refused_with(
-		        "/session.json: \"gateway\" is no URL kbox takes (http:// or https://, a "
-		        "host, a port from 1 to 65535, no user, query or fragment)");
-	}
+	gateway_urls_refused(bad, sizeof bad / sizeof *bad);
 	CHECK(kr_gateway_url_valid("http://127.0.0.1:8888"));
 	CHECK(kr_gateway_url_valid("https://eg.example.org/base/path"));
 }
@@ -329,16 +336,7 @@ TEST(a_gateway_urls_port_is_a_number_from_1_to_65535)
 	        "http://127.0.0.1:",      "http://127.0.0.1:-1", "http://127.0.0.1:000080",
 	        "http://:8888",           "http://[::1",         "http://[]:1",
 	        "http://[::1]x:1"};
-	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-		char text[256];
-		fresh();
-		snprintf(text, sizeof text, "{\"backend\": \"gateway\", \"gateway\": \"%s\"}",
-		         bad[i]);
-		write_config(text);
-		refused_with(
-		        "/session.json: \"gateway\" is no URL kbox takes (http:// or https://, a "
-		        "host, a port from 1 to 65535, no user, query or fragment)");
-	}
+	gateway_urls_refused(bad, sizeof bad / sizeof *bad);
 	CHECK(kr_gateway_url_valid("http://127.0.0.1:65535/x"));
 	CHECK(kr_gateway_url_valid("http://127.0.0.1:1"));
 	CHECK(kr_gateway_url_valid("http://h:8888/a:b"));
