@@ -479,10 +479,44 @@ if [ "$(id -u)" = 0 ] && id kbox >/dev/null 2>&1 && [ -z "${KBOX_SANDBOX_USER:-}
 	check mcp_refuses_a_state_directory_its_sandboxes_cannot_reach eval 'status_is 5 &&
 		stdout_empty && [ "$(wc -l <stderr)" = 1 ] &&
 		grep -q "^kbox mcp: the sandboxes (a uid of their own each, group kbox'"'"'s) cannot reach $T/shut: /.* is mode 0700, owner 0:0 (make it searchable by that group or others, e.g. chmod o+x /.*, or use a directory outside it)$" stderr'
-
+	cp stderr shut.err
+	# --http says the same, before it listens
+	KBOX_HOME=$T/shut/home kbox mcp --http 127.0.0.1:0
+	check mcp_http_refuses_a_state_directory_its_sandboxes_cannot_reach eval 'status_is 5 &&
+		stdout_empty && cmp -s stderr shut.err'
 else
 	skip mcp_refuses_a_state_directory_its_sandboxes_cannot_reach "only root's sandboxes are users of their own"
+	skip mcp_http_refuses_a_state_directory_its_sandboxes_cannot_reach "only root's sandboxes are users of their own"
 fi
+# a session kbox mcp cannot start (its kernel exits at once): a new one
+# leaves nothing, its log neither, and the error names no log; one that
+# stays names its log (newcomer 26, B3)
+needs kernel
+setup_for mcp_a_new_session_that_cannot_start_names_no_log \
+	mcp_a_kept_session_that_cannot_start_names_its_log
+fresh
+mkdir -p jpdies/kernels/python3
+printf '{"argv": ["/bin/false", "{connection_file}"], "display_name": "dies", "language": "python"}\n' \
+	>jpdies/kernels/python3/kernel.json
+mcp_call='{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "cli.sh", "version": "1"}}}
+{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_python", "arguments": {"code": "1"}}}'
+JUPYTER_PATH=$T/jpdies kbox mcp <<EOF
+$mcp_call
+EOF
+check mcp_a_new_session_that_cannot_start_names_no_log eval 'status_is 0 &&
+	tail -n 1 stdout | grep -q "^{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":\[{\"type\":\"text\",\"text\":\"run_python: session mcp-[0-9]*-[0-9a-f]* could not be started: session mcp-[0-9]*-[0-9a-f]*: the kernel exited with status 1 before it was ready\"}\],\"isError\":true}}$" &&
+	[ -z "$(ls "$KBOX_HOME/sessions")" ]'
+kbox start -s keep
+kbox stop -s keep
+JUPYTER_PATH=$T/jpdies kbox mcp -s keep <<EOF
+$mcp_call
+EOF
+check mcp_a_kept_session_that_cannot_start_names_its_log eval 'status_is 0 &&
+	tail -n 1 stdout | grep -qF "run_python: session keep could not be started: session keep: the kernel exited with status 1 before it was ready (see $KBOX_HOME/sessions/keep/kernel.log) (see also $KBOX_HOME/sessions/keep/supervisor.log)\"}],\"isError\":true}}" &&
+	[ -e "$KBOX_HOME/sessions/keep/supervisor.log" ]'
+kbox rm -s keep
+setup_for
+SKIPPING=
 # the commands an error advises take a path as one shell word (newcomer
 # 12, F4: a path with a space, pasted, made the wrong directories)
 fresh

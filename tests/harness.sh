@@ -2,7 +2,8 @@
 # tests/harness.sh — tests/lib.sh itself: after each test's TAP line it
 # says how long the test took ("#   took N.NN s") when that is at least
 # TOOK_SAY_CS centiseconds, and says nothing for a quicker one.  Each case
-# runs a small script that sources lib.sh and makes two checks.  Then a
+# runs a small script that sources lib.sh and makes two checks; a
+# KBOX_TEST_RUN that selects none of them says so.  Then a
 # script that needs no kbox (NEEDS_KBOX=no) and one that does, where
 # kbox is not built; and no_sanitizer_report over supervisor logs with and
 # without a report.  TAP.
@@ -31,6 +32,26 @@ check took_line_follows_each_test_at_a_threshold_of_0 eval \
 run_inner 100000
 check no_took_line_under_the_threshold eval \
 	'[ "$(grep -c "^ok" "$W/inner.out")" = 2 ] && ! grep -q "took" "$W/inner.out"'
+
+# a KBOX_TEST_RUN that selects none of a script's tests says so before
+# the plan (a typo would look like a pass); one that selects a test, not
+cat >"$C/select.sh" <<INNER
+. "$top_srcdir/tests/lib.sh"
+check first true
+check second true
+tests_done
+INNER
+for sel in no_such second; do
+	KBOX_TEST_RUN=$sel TOOK_SAY_CS=100000 top_srcdir=$top_srcdir top_builddir=$top_builddir \
+		KBOX=$KBOX sh "$C/select.sh" >"$W/select-$sel.out" 2>&1
+done
+check a_selection_of_no_test_says_so_before_the_plan eval \
+	'[ "$(tail -n 2 "$W/select-no_such.out")" = "# KBOX_TEST_RUN=no_such selects none of the 2 tests above: check its names and numbers
+1..2" ]'
+check a_selection_of_a_test_says_nothing_more eval \
+	'[ "$(cat "$W/select-second.out")" = "ok 1 - first # SKIP not selected by KBOX_TEST_RUN
+ok 2 - second
+1..2" ]'
 
 # run_script NAME: the script $C/NAME.sh run with a kbox that is not
 # built; its output in $W/NAME.out, its exit status in $W/NAME.rc.

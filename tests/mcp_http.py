@@ -153,6 +153,34 @@ def t_two():
 check("two_conversations_have_a_session_each", t_two)
 
 
+def children_argv(pid):
+    """The argument lists of the processes whose parent is PID."""
+    found = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")[:-1])
+        except (OSError, IndexError, ValueError):
+            pass  # (a process that ended meanwhile)
+    return found
+
+
+def t_options_carried():
+    # each conversation's kbox mcp gets the server's options: the bound of
+    # a gateway session's file calls among them (--files-timeout)
+    h = Http("--files-timeout", "7s", env={"KBOX_MCP_TOKEN": TOKEN})
+    try:
+        h.initialize()
+        kids = [a for a in children_argv(h.p.pid) if a[1:2] == [b"mcp"]]
+        assert len(kids) == 1 and kids[0][kids[0].index(b"--files-timeout") + 1] == b"7000ms", \
+            kids
+    finally:
+        assert h.stop() == 0, h.stderr()
+
+
+check("a_conversation_gets_the_servers_files_timeout", t_options_carried)
+
+
 def t_auth():
     for token in (None, "wrong-" + TOKEN, TOKEN[:-1], TOKEN + "x", ""):
         st, h, body = s.request("tools/list", sid=state["a"], token=token)
