@@ -3,7 +3,9 @@
  * time, and with REFUSE refuses a link in a directory the caller can
  * write at the very step it would follow it (review 16, B16-1);
  * kr_state_home resolves once in a process and from then on nothing
- * below the state directory is reached through a link (B16-2).
+ * below the state directory is reached through a link (B16-2);
+ * kr_session_check_home_usable, for one to be made, makes and removes
+ * nothing of that name (another kbox may be making it meanwhile).
  *
  * Run as root (make check) or as an ordinary user; each test works in a
  * fresh directory under /tmp. */
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -213,6 +216,37 @@ TEST(state_home_resolves_once_and_then_reaches_nothing_below_through_a_link)
 	kx_no_links_below(NULL);
 }
 
+/* One kbox checks that a state directory can be made while another makes
+ * it: the check once made the directory itself and removed it, so the
+ * other found it there, then saw it go (CI: "cannot create
+ * HOME/.kbox-state: No such file or directory").  The check makes a
+ * directory of its own name beside it, and nothing of the name HOME. */
+TEST(a_check_that_home_can_be_made_makes_and_removes_nothing_of_its_name)
+{
+	char p[PATH_MAX], buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	int fd, made = 0, of_home = 0;
+	ssize_t n;
+	REQUIRE(fresh() == 0);
+	REQUIRE((fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) >= 0);
+	REQUIRE(inotify_add_watch(fd, at(p, "a"), IN_CREATE | IN_DELETE) >= 0);
+	memset(&err, 0, sizeof err);
+	CHECK_INT_EQ(kr_session_check_home_usable(at(p, "a/home"), &err), 0);
+	CHECK_STR_EQ(err.msg, "");
+	while ((n = read(fd, buf, sizeof buf)) > 0)
+		for (char *q = buf; q < buf + n;) {
+			const struct inotify_event *e = (const struct inotify_event *)q;
+			if (e->len && strcmp(e->name, "home") == 0)
+				of_home++;
+			else if (e->len && strncmp(e->name, ".kbox-probe.", 12) == 0)
+				made++;
+			q += sizeof *e + e->len;
+		}
+	close(fd);
+	CHECK_INT_EQ(of_home, 0);
+	CHECK_INT_EQ(made, 2); /* its own, made and removed */
+	CHECK_INT_EQ(access(at(p, "a/home"), F_OK), -1);
+}
+
 int main(void)
 {
 	RUN(dots_empty_parts_and_parts_not_there_come_out_plain);
@@ -221,6 +255,7 @@ int main(void)
 	RUN(with_refuse_a_link_in_a_directory_the_caller_can_write_is_refused_where_it_is);
 	RUN(with_refuse_a_link_of_another_in_a_sticky_directory_is_followed);
 	RUN(state_home_resolves_once_and_then_reaches_nothing_below_through_a_link);
+	RUN(a_check_that_home_can_be_made_makes_and_removes_nothing_of_its_name);
 	if (tmp)
 		test_rm_rf(tmp);
 	free(tmp);

@@ -701,17 +701,22 @@ int kr_session_check_home_usable(const char *home, kbox_error_t *err)
 	}
 	if (access(near, W_OK | X_OK) == 0 && strcmp(near, home) != 0) {
 		/* access() passes root everywhere, and says nothing of a file
-		 * system where nothing can be made (/proc, /sys): make the next
-		 * directory down, and take it back */
-		char next[PATH_MAX];
+		 * system where nothing can be made (/proc, /sys): make a
+		 * directory there, and take it back; one of a name of its own,
+		 * not the next one down, which another kbox may be making (or
+		 * have made, and be using) meanwhile */
+		char next[PATH_MAX], probe[PATH_MAX];
 		size_t n = strlen(near);
 		const char *rest = home + n + (n > 1);
 		int len = snprintf(next, sizeof next, "%s%s%.*s", near, n > 1 ? "/" : "",
 		                   (int)strcspn(rest, "/"), rest);
-		if (len < 0 || (size_t)len >= sizeof next)
+		int plen = snprintf(probe, sizeof probe, "%s%s.kbox-probe.XXXXXX", near,
+		                    n > 1 ? "/" : "");
+		if (len < 0 || (size_t)len >= sizeof next || plen < 0 ||
+		    (size_t)plen >= sizeof probe)
 			return kbox_error_set(err, KBOX_E_INVALID, "path too long: %s", home);
-		if (mkdir(next, 0700) == 0) {
-			rmdir(next);
+		if (mkdtemp(probe)) {
+			rmdir(probe);
 			return 0;
 		}
 		int e = errno;
