@@ -904,4 +904,45 @@ def t_resend():
 check("a_request_on_a_kept_connection_that_ended_before_it_began_goes_again_on_a_new_one",
       t_resend)
 
+
+def t_resend_fresh():
+    # a supervisor that stops as a new connection reaches it (its lock
+    # still held, its listening socket closed with the connection waiting
+    # to be taken, as when its kernel could not be restarted): the request
+    # goes to the next supervisor, started once the old one let go
+    for cmd in ("start", "stop"):
+        p = subprocess.run([KBOX, cmd, "-s", "mcp-ends"], capture_output=True, text=True)
+        assert p.returncode == 0, (cmd, p.returncode, p.stderr)
+    d = os.path.join(HOME, "sessions", "mcp-ends")
+    standin = subprocess.Popen([sys.executable, "-c", """
+import fcntl, os, select, socket, sys
+d = sys.argv[1]
+lock = os.open(os.path.join(d, "supervisor.pid"), os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(lock, fcntl.LOCK_EX)
+s = socket.socket(socket.AF_UNIX)
+s.bind(os.path.join(d, "control.sock"))
+s.listen(4)
+print("listening", flush=True)
+select.select([s], [], [])  # a connection waits to be taken
+os.close(lock)
+s.close()
+""", d], stdout=subprocess.PIPE, text=True)
+    try:
+        assert standin.stdout.readline() == "listening\n"
+        o = Server("-s", "mcp-ends")
+        o.init()
+        r = o.call("run_python", {"code": "print(6 * 7)"})
+        assert r["result"]["isError"] is False and text_of(r).endswith("42\n"), r
+        assert standin.wait(60) == 0
+        assert o.close(60) == 0
+    finally:
+        if standin.poll() is None:
+            standin.kill()
+            standin.wait()
+    subprocess.run([KBOX, "rm", "-f", "-s", "mcp-ends"], capture_output=True, check=True)
+
+
+check("a_request_to_a_supervisor_that_stops_as_it_is_reached_goes_to_the_next",
+      t_resend_fresh)
+
 plan()

@@ -462,6 +462,11 @@ typedef struct {
 	 * line says of the state after an interrupt, timeout or death is
 	 * replaced by "; STOPS]", as a run goes no further */
 	const char *stops;
+	/* in: a request no supervisor took (it ended as the connection was
+	 * made) is not an error but RESENT, set true, with nothing printed:
+	 * the caller sends it again, on a new connection (kbox exec's) */
+	bool may_resend;
+	bool resend; /* out */
 } cli_exec_result_t;
 
 /* Run REQ (kbox exec's, kbox run's) on the session whose supervisor FD is
@@ -474,7 +479,7 @@ typedef struct {
  * the code (the interrupt op, on the session in DIR) and the result is
  * printed as it comes; a second one ends the process as the signal
  * would have.  CMD names the command for messages.  Returns
- * R->status; R->stops is read, not cleared. */
+ * R->status; R->stops and R->may_resend are read, not cleared. */
 int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
                 const kr_ctl_exec_t *req, int outputs_fd, cli_exec_result_t *r);
 

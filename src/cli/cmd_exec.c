@@ -315,8 +315,10 @@ int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
 
 	{
 		const char *stops = r->stops;
+		bool may_resend = r->may_resend;
 		memset(r, 0, sizeof *r);
 		r->stops = stops;
+		r->may_resend = may_resend;
 	}
 	r->status = EXIT_UNAVAILABLE;
 	/* the supervisor writes into the directory this opened, not into
@@ -337,7 +339,10 @@ int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
 	stop_signals_off(&saved);
 	if (dfd >= 0)
 		close(dfd);
-	if (end == KR_CTL_EXEC_REPLY)
+	if ((end == KR_CTL_EXEC_NOT_SENT || end == KR_CTL_EXEC_LOST_BEFORE) &&
+	    err.code == KBOX_E_DEAD && r->may_resend)
+		r->resend = true; /* a supervisor that stopped as it was reached */
+	else if (end == KR_CTL_EXEC_REPLY)
 		exec_print_reply(cmd, name, req, m, r);
 	else if (end == KR_CTL_EXEC_LOST_AFTER && err.code == KBOX_E_DEAD) {
 		/* the code began and its kernel went with the supervisor: the
@@ -620,10 +625,20 @@ int cmd_exec(int argc, char **argv)
 	}
 	/* (a SIGINT or SIGTERM while the session starts gives the start up:
 	 * cli_session_start says so, and the code is not sent) */
-	fd = cli_session_connect("exec", dir, name, no_start, &status);
-	if (fd < 0)
-		goto out;
-	status = cli_exec_on("exec", fd, dir, name, &e, -1, &r);
+	/* a supervisor that stopped as the request reached it (its kernel
+	 * could not be restarted, say) never began the code: it goes once
+	 * more, to the next supervisor, which may start, or say why not */
+	for (int tries = 0; tries < 2; tries++) {
+		fd = cli_session_connect("exec", dir, name, no_start, &status);
+		if (fd < 0)
+			goto out;
+		r.may_resend = tries == 0;
+		status = cli_exec_on("exec", fd, dir, name, &e, -1, &r);
+		if (!r.resend)
+			break;
+		close(fd);
+		fd = -1;
+	}
 out:
 	if (fd >= 0)
 		close(fd);

@@ -54,8 +54,8 @@ typedef struct mcp_call {
 	json_t *progress;          /* the request's progressToken (owned), or NULL */
 	int fd;                    /* its control connection; -1 once it ended */
 	bool started;              /* the supervisor began it (its "started" line came) */
-	json_t *resend;            /* its request, sent on a kept connection (owned): sent */
-	                           /* again on a new one if that one ends before it began */
+	json_t *resend;            /* its request (owned), until it began: sent once more, */
+	                           /* on a new connection, if this one ends before it began */
 	char *notice;              /* that line's notice (a new session, a new kernel), or NULL */
 	bool notice_said;          /* an early answer said it already */
 	bool cancelled;            /* notifications/cancelled came: no response */
@@ -93,6 +93,8 @@ typedef struct mcp_sess {
 	char *dir;       /* its directory, once made */
 	bool own;        /* made by this server: stopped and removed at its end */
 	bool running;    /* its supervisor was started or found */
+	bool refused;    /* its socket refused a connection: the next start waits
+	                  * for a supervisor that stops (it holds its lock) */
 	mcp_wait_t wait; /* a wait_python for its code answered early */
 	bool has_kept;   /* kept_fd is a control connection its last call ended */
 	int kept_fd;     /* on cleanly, for the next (mcp_session_keep) */

@@ -93,8 +93,9 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		}
 	}
 	sent = req ? kr_ctl_send(fd, req, &err) : -1;
-	if (sent < 0 && req && reused) {
-		/* the kept connection ended as it was taken: a new one */
+	if (sent < 0 && req && (reused || err.code == KBOX_E_DEAD)) {
+		/* the kept connection ended as it was taken, or the supervisor
+		 * as it was reached: a new one (to the next supervisor) */
 		close(fd);
 		if ((fd = mcp_session_connect(m, &reused, why, sizeof why)) < 0) {
 			json_decref(req);
@@ -118,7 +119,9 @@ json_t *mcp_run_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		return mcp_text_result(true, "run_python: session %s: %s", m->sess->name,
 		                       req ? err.msg : "out of memory");
 	}
-	c->resend = reused ? json_incref(req) : NULL;
+	/* (on a kept connection or a new one, a supervisor may end before it
+	 * takes the request) */
+	c->resend = json_incref(req);
 	json_decref(req);
 	/* from now: a new session's start, just waited for, is no part of
 	 * the code's time (its soft limit would have passed before the code
@@ -259,10 +262,10 @@ void mcp_call_drop(mcp_t *m, mcp_call_t *c)
 	free(c);
 }
 
-/* The kept connection C's request went on ended before the supervisor
- * began it (it stopped, and its end had not come yet when the connection
- * was taken; or it closed it as idle): the request, on a new connection.
- * Whether it was sent. */
+/* The connection C's request went on ended before the supervisor began
+ * it (it stopped, and its end had not come yet when a kept connection
+ * was taken or a new one made; or it closed a kept one as idle): the
+ * request, once, on a new connection.  Whether it was sent. */
 static bool resend(mcp_t *m, mcp_call_t *c)
 {
 	kbox_error_t err = {0};
@@ -293,7 +296,8 @@ void mcp_call_readable(mcp_t *m, mcp_call_t *c)
 	kr_ctl_msg_kind_t kind = kr_ctl_msg_kind(r, &re);
 	const char *why = err.code == KBOX_E_DEAD ? "the session's supervisor went away" : err.msg;
 
-	if (!r && c->resend && !c->started && !c->cancelled && resend(m, c))
+	if (!r && err.code == KBOX_E_DEAD && c->resend && !c->started && !c->cancelled &&
+	    resend(m, c))
 		return;
 	/* the started line, events, and the reply to our own interrupt
 	 * (mcp_call_cancel) come before the execution's reply */

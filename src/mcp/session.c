@@ -115,10 +115,12 @@ int mcp_session_ensure(mcp_t *m, char *why, size_t size)
 		         *cli_last_error() ? cli_last_error() : "see kbox's standard error");
 		return -1;
 	}
-	if (kr_session_supervisor(m->sess->dir, NULL) == KR_SUPERVISOR_RUNNING) {
+	if (!m->sess->refused &&
+	    kr_session_supervisor(m->sess->dir, NULL) == KR_SUPERVISOR_RUNNING) {
 		m->sess->running = true;
 		return 0;
 	}
+	m->sess->refused = false;
 	snprintf(json, sizeof json, "%s/session.json", m->sess->dir);
 	is_new = access(json, F_OK) != 0;
 	if (cli_session_start(MCP_CMD, m->sess->dir, m->sess->name, NULL,
@@ -173,6 +175,7 @@ int mcp_session_connect(mcp_t *m, bool *reused, char *why, size_t size)
 		if (err.code != KBOX_E_NOTFOUND)
 			break;
 		m->sess->running = false;
+		m->sess->refused = true; /* (its socket gone: it stops, or has) */
 	}
 	snprintf(why, size, "session %s: %s", m->sess->name, err.msg);
 	cli_error(MCP_CMD, "%s", why);

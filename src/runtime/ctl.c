@@ -250,7 +250,12 @@ int kr_ctl_send_fd(int fd, const json_t *msg, int pass_fd, kbox_error_t *err)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
+			bool closed = errno == EPIPE || errno == ECONNRESET;
 			rc = kbox_error_set_sys(err, "control socket: send");
+			/* the supervisor closed it (or its listening socket, with
+			 * the connection still waiting to be taken): gone */
+			if (closed && err)
+				err->code = KBOX_E_DEAD;
 			break;
 		}
 		off += (size_t)w;

@@ -43,7 +43,8 @@ kr_ctl_peer_t kr_ctl_peer(int fd);
  * lock).  The socket, or -1 with ERR. */
 int kr_ctl_listen(const char *dir, kbox_error_t *err);
 
-/* Send MSG (borrowed) as one line.  0 or -1 with ERR. */
+/* Send MSG (borrowed) as one line.  0 or -1 with ERR (KBOX_E_DEAD: the
+ * supervisor closed the connection, or ended before it took it). */
 int kr_ctl_send(int fd, const json_t *msg, kbox_error_t *err);
 /* The same, passing descriptor PASS_FD (SCM_RIGHTS) with the line's first
  * byte; -1: none. */
@@ -108,7 +109,8 @@ typedef void (*kr_ctl_event_cb_t)(void *arg, kr_ctl_msg_kind_t kind, const json_
 /* How an execution's exchange ended. */
 typedef enum {
 	KR_CTL_EXEC_REPLY,       /* the reply came (ok or not): *REPLY_P */
-	KR_CTL_EXEC_NOT_SENT,    /* the request could not be sent (ERR) */
+	KR_CTL_EXEC_NOT_SENT,    /* the request could not be sent (ERR; KBOX_E_DEAD:
+	                            * no supervisor took it, and the next may run it) */
 	KR_CTL_EXEC_LOST_BEFORE, /* no reply and no started line (ERR): the code never
 	                            * began; a supervisor that was stopping took it, and
 	                            * the next one may run it */
