@@ -143,7 +143,7 @@ check ls_names_the_image_and_its_recipe json_true stdout '(
 
 kbox image ls
 check ls_as_text_is_a_table_a_line_a_name eval 'status_is 0 &&
-	head -n 1 stdout | grep -Eqx "NAME {21,}  ID {12}CREATED {20}SIZE  RECIPE {8}ADDED" &&
+	head -n 1 stdout | grep -Eqx "NAME {20,}  ID {12}CREATED {20}SIZE  RECIPE {8}ADDED" &&
 	grep -Eq "^kbox-kernel:latest +[0-9a-f]{12}  [0-9T:-]{19}Z +[0-9.]+ MiB  ${recipe:0:12}  -$" stdout'
 
 # another name of the image goes, and the image stays
