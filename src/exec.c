@@ -1018,7 +1018,9 @@ size_t kbox_exec_rate_dropped(const kbox_exec_t *self, size_t *bytes)
 void kbox_exec_dropped(const kbox_exec_t *self, kbox_exec_drops_t *out)
 {
 	*out = self->drops;
-	out->never_arrived = kbox__seq_lost(&self->seq);
+	/* (once its idle came, what is numbered after it is not its own) */
+	out->never_arrived = self->went_idle ? kbox__seq_lost_ours(&self->seq)
+	                                     : kbox__seq_lost(&self->seq);
 }
 bool kbox_exec_output_lost(const kbox_exec_t *self)
 {

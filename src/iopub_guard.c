@@ -89,7 +89,7 @@ void kbox__seq_note(kbox__seq_t *s, const char *id, bool ours)
 		memcpy(s->prefix, id, plen);
 		s->prefix[plen] = '\0';
 		s->set = true;
-		s->min = s->max = n;
+		s->min = s->max = s->max_ours = n;
 		s->seen = 1;
 		s->bits[n % KBOX__SEQ_WINDOW / 8] |= (unsigned char)(1u << (n % 8));
 		return;
@@ -97,6 +97,8 @@ void kbox__seq_note(kbox__seq_t *s, const char *id, bool ours)
 	if (strlen(s->prefix) != plen || memcmp(s->prefix, id, plen) != 0 ||
 	    n > s->max + KBOX__SEQ_JUMP || (n <= s->max && s->max - n >= KBOX__SEQ_WINDOW))
 		return;
+	if (ours && n > s->max_ours)
+		s->max_ours = n;
 	if (n < s->min) {
 		/* the shell reply can come before the iopub messages sent ahead
 		 * of it: one of ours below the first starts the span there, and
@@ -132,6 +134,20 @@ size_t kbox__seq_lost(const kbox__seq_t *s)
 {
 	unsigned long long span = s->set ? s->max - s->min + 1 : 0;
 	return span > s->seen ? (size_t)(span - s->seen) : 0;
+}
+
+/* The numbers in S's span up to the highest of ours never seen: those
+ * above it that were seen are taken from the count (the window holds
+ * them when they are fewer than it; else the whole span is counted). */
+size_t kbox__seq_lost_ours(const kbox__seq_t *s)
+{
+	unsigned long long above = 0, span;
+	if (!s->set || s->max_ours >= s->max || s->max - s->max_ours >= KBOX__SEQ_WINDOW)
+		return kbox__seq_lost(s);
+	for (unsigned long long m = s->max_ours + 1; m <= s->max; m++)
+		above += (s->bits[m % KBOX__SEQ_WINDOW / 8] >> (m % 8)) & 1u;
+	span = s->max_ours - s->min + 1;
+	return span > s->seen - above ? (size_t)(span - (s->seen - above)) : 0;
 }
 
 /* Free S's window and forget what it saw; accepts NULL. */

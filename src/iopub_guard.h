@@ -43,7 +43,8 @@ typedef struct {
 	char prefix[192]; /* "SESSION_PID" of the numbering followed */
 	bool set;         /* the execution's first message was seen */
 	unsigned long long min, max, seen;
-	unsigned char *bits; /* the last KBOX__SEQ_WINDOW numbers: seen or not */
+	unsigned long long max_ours; /* the highest number of the execution's own */
+	unsigned char *bits;         /* the last KBOX__SEQ_WINDOW numbers: seen or not */
 } kbox__seq_t;
 
 #define KBOX__SEQ_WINDOW 65536      /* numbers remembered, to count each once */
@@ -60,6 +61,11 @@ void kbox__seq_note(kbox__seq_t *s, const char *id, bool ours);
 
 /* The numbers between the first and the last seen that were never seen. */
 size_t kbox__seq_lost(const kbox__seq_t *s);
+/* The same up to the highest of the execution's own: for an execution
+ * whose idle came, the last of its messages.  What is numbered after it
+ * is another request's (a kernel_info probe's status, on its way while
+ * the probe's reply came ahead of that idle on shell). */
+size_t kbox__seq_lost_ours(const kbox__seq_t *s);
 
 /* Free what S holds (it may be noted into again); accepts NULL. */
 void kbox__seq_free(kbox__seq_t *s);

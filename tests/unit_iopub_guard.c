@@ -156,6 +156,35 @@ TEST(a_reply_that_comes_before_the_iopub_messages_numbered_ahead_of_it_loses_not
 	kbox__seq_free(&s);
 }
 
+/* kbox asks kernel_info of a kernel whose idle is late (its iopub thread
+ * busy): the probe's reply (13) can come on shell before the idle (11),
+ * and its busy (12) after it.  Up to the idle, the last of ours, nothing
+ * was lost (CI, results.sh a_kernel_slow_to_send_idle_loses_nothing). */
+TEST(once_the_idle_came_what_is_numbered_after_it_is_not_counted)
+{
+	kbox__seq_t s = {0};
+	kbox__seq_note(&s, "SESS_42_7", true);   /* busy */
+	kbox__seq_note(&s, "SESS_42_10", true);  /* the reply */
+	kbox__seq_note(&s, "SESS_42_8", true);   /* input */
+	kbox__seq_note(&s, "SESS_42_9", true);   /* a stream */
+	kbox__seq_note(&s, "SESS_42_13", false); /* the probe's reply */
+	kbox__seq_note(&s, "SESS_42_11", true);  /* idle */
+	CHECK_INT_EQ(s.max_ours, 11);
+	CHECK_INT_EQ(kbox__seq_lost_ours(&s), 0);
+	CHECK_INT_EQ(kbox__seq_lost(&s), 1); /* 12: for an execution whose idle never came */
+	kbox__seq_free(&s);
+	/* one of ours lost before the idle is counted still, and one not ours
+	 * between two of ours fills its number */
+	kbox__seq_note(&s, "SESS_42_7", true);
+	kbox__seq_note(&s, "SESS_42_8", false);
+	kbox__seq_note(&s, "SESS_42_10", true);
+	kbox__seq_note(&s, "SESS_42_14", false);
+	kbox__seq_note(&s, "SESS_42_11", true);
+	CHECK_INT_EQ(kbox__seq_lost_ours(&s), 1); /* 9 */
+	CHECK_INT_EQ(kbox__seq_lost(&s), 3);      /* 9, 12, 13 */
+	kbox__seq_free(&s);
+}
+
 TEST(a_number_below_the_first_is_counted_once_one_of_ours_comes_below_it)
 {
 	kbox__seq_t s = {0};
@@ -609,6 +638,7 @@ int main(void)
 	RUN(numbers_skipped_between_the_first_and_the_last_are_lost);
 	RUN(nothing_counts_before_the_executions_first_message);
 	RUN(a_reply_that_comes_before_the_iopub_messages_numbered_ahead_of_it_loses_nothing);
+	RUN(once_the_idle_came_what_is_numbered_after_it_is_not_counted);
 	RUN(a_number_below_the_first_is_counted_once_one_of_ours_comes_below_it);
 	RUN(a_number_below_the_first_and_older_than_the_window_is_ignored);
 	RUN(a_number_seen_twice_counts_once);
