@@ -59,10 +59,13 @@ cat >"$FN/bin/not_json" <<'EOF'
 cat >/dev/null
 echo 'this is not JSON'
 EOF
-cat >"$FN/bin/sleepy" <<'EOF'
+# (a sleep of its own length, which no other test's process has:
+# session.sh's kernels that hang run "sleep 600" meanwhile)
+SLEEPY_FOR=600.$$
+cat >"$FN/bin/sleepy" <<EOF
 #!/bin/sh
 cat >/dev/null
-exec sleep 600
+exec sleep $SLEEPY_FOR
 EOF
 cat >"$FN/bin/silent_fail" <<'EOF'
 #!/bin/sh
@@ -172,7 +175,7 @@ fresh
 kbox exec -s fn "sleepy()"
 check a_call_past_its_timeout_is_a_function_timeout eval 'status_is 1 &&
 	[ "$(tail -n 1 stdout)" = "FunctionTimeout: sleepy(): no answer within 500 ms (its timeout): it was stopped" ] &&
-	! pgrep -f "^sleep 600" >/dev/null'
+	! pgrep -xf "sleep $SLEEPY_FOR" >/dev/null'
 
 # concurrency: 8 gathered calls all run at once (each answers only once
 # all 8 have begun), whatever the machine's load
