@@ -59,13 +59,15 @@ cat >"$FN/bin/not_json" <<'EOF'
 cat >/dev/null
 echo 'this is not JSON'
 EOF
-# (a sleep of its own length, which no other test's process has:
-# session.sh's kernels that hang run "sleep 600" meanwhile)
-SLEEPY_FOR=600.$$
+# (one that never answers: it waits for a writer of a FIFO that none
+# opens, under a command line of this run's own, which no other test's
+# process has: session.sh's kernels that hang run "sleep 600" meanwhile)
+mkfifo "$FN/never"
+SLEEPY_CMD="cat $FN/never"
 cat >"$FN/bin/sleepy" <<EOF
 #!/bin/sh
 cat >/dev/null
-exec sleep $SLEEPY_FOR
+exec $SLEEPY_CMD
 EOF
 cat >"$FN/bin/silent_fail" <<'EOF'
 #!/bin/sh
@@ -175,7 +177,7 @@ fresh
 kbox exec -s fn "sleepy()"
 check a_call_past_its_timeout_is_a_function_timeout eval 'status_is 1 &&
 	[ "$(tail -n 1 stdout)" = "FunctionTimeout: sleepy(): no answer within 500 ms (its timeout): it was stopped" ] &&
-	! pgrep -xf "sleep $SLEEPY_FOR" >/dev/null'
+	! pgrep -xf "$SLEEPY_CMD" >/dev/null'
 
 # concurrency: 8 gathered calls all run at once (each answers only once
 # all 8 have begun), whatever the machine's load

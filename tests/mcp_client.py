@@ -923,7 +923,7 @@ s = socket.socket(socket.AF_UNIX)
 s.bind(os.path.join(d, "control.sock"))
 s.listen(4)
 print("listening", flush=True)
-select.select([s], [], [])  # a connection waits to be taken
+select.select([s], [], [], 300)  # a connection waits to be taken (or none came)
 os.close(lock)
 s.close()
 """, d], stdout=subprocess.PIPE, text=True)

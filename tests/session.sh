@@ -1765,10 +1765,11 @@ s = socket.socket(socket.AF_UNIX)
 s.bind(sys.argv[1])
 s.listen(4)
 open(sys.argv[2], "w").close()
-select.select([s], [], [])  # a connection waits to be taken
+select.select([s], [], [], 300)  # a connection waits to be taken (or none came)
 s.close()
 PYEOF
 	standin=$!
+	BG_PIDS="$BG_PIDS $standin"
 	wait_for test -e "$T/ke.listening"
 fi
 kbox exec -s ke 'print(6 * 7)'
