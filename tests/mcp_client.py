@@ -945,4 +945,60 @@ s.close()
 check("a_request_to_a_supervisor_that_stops_as_it_is_reached_goes_to_the_next",
       t_resend_fresh)
 
+
+def t_resend_to_a_stopping_supervisor():
+    # the same, but the supervisor stops as a real one does: its listening
+    # socket closed first, its lock let go only after (here: once kbox mcp
+    # has looked at it four times since, which its three quick connection
+    # attempts alone never do): the next start waits for the lock, and the
+    # request goes to the supervisor it starts
+    for cmd in ("start", "stop"):
+        p = subprocess.run([KBOX, cmd, "-s", "mcp-stops"], capture_output=True, text=True)
+        assert p.returncode == 0, (cmd, p.returncode, p.stderr)
+    d = os.path.join(HOME, "sessions", "mcp-stops")
+    standin = subprocess.Popen([sys.executable, "-c", """
+import ctypes, fcntl, os, select, socket, struct, sys
+d = sys.argv[1]
+pidfile = os.path.join(d, "supervisor.pid")
+lock = os.open(pidfile, os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(lock, fcntl.LOCK_EX)
+s = socket.socket(socket.AF_UNIX)
+s.bind(os.path.join(d, "control.sock"))
+s.listen(4)
+libc = ctypes.CDLL(None, use_errno=True)
+ino = libc.inotify_init1(os.O_CLOEXEC)
+assert ino >= 0 and libc.inotify_add_watch(ino, pidfile.encode(), 0x20) >= 0  # IN_OPEN
+print("listening", flush=True)
+assert select.select([s], [], [], 300)[0]  # a connection waits to be taken
+s.close()
+while select.select([ino], [], [], 0)[0]:  # (opens from before: not counted)
+    os.read(ino, 4096)
+opens = 0
+while opens < 4 and select.select([ino], [], [], 300)[0]:
+    buf = os.read(ino, 4096)  # (one read may say several opens)
+    while buf:
+        opens += 1
+        buf = buf[16 + struct.unpack_from("iIII", buf)[3]:]
+print("let go" if opens >= 4 else "never looked", flush=True)
+os.close(lock)
+""", d], stdout=subprocess.PIPE, text=True)
+    try:
+        assert standin.stdout.readline() == "listening\n"
+        o = Server("-s", "mcp-stops")
+        o.init()
+        r = o.call("run_python", {"code": "print(6 * 7)"}, 120)
+        assert r["result"]["isError"] is False and text_of(r).endswith("42\n"), r
+        assert standin.stdout.readline() == "let go\n"
+        assert standin.wait(60) == 0
+        assert o.close(60) == 0
+    finally:
+        if standin.poll() is None:
+            standin.kill()
+            standin.wait()
+    subprocess.run([KBOX, "rm", "-f", "-s", "mcp-stops"], capture_output=True, check=True)
+
+
+check("a_request_to_a_supervisor_that_stops_waits_for_its_lock_and_goes_to_the_next",
+      t_resend_to_a_stopping_supervisor)
+
 plan()
