@@ -905,41 +905,59 @@ check("a_request_on_a_kept_connection_that_ended_before_it_began_goes_again_on_a
       t_resend)
 
 
-def t_resend_fresh():
-    # a supervisor that stops as a new connection reaches it (its lock
-    # still held, its listening socket closed with the connection waiting
-    # to be taken, as when its kernel could not be restarted): the request
-    # goes to the next supervisor, started once the old one let go
-    for cmd in ("start", "stop"):
-        p = subprocess.run([KBOX, cmd, "-s", "mcp-ends"], capture_output=True, text=True)
-        assert p.returncode == 0, (cmd, p.returncode, p.stderr)
-    d = os.path.join(HOME, "sessions", "mcp-ends")
-    standin = subprocess.Popen([sys.executable, "-c", """
-import fcntl, os, select, socket, sys
+# The stand-in of a supervisor that stops: a script (its argument, the
+# session's directory) that takes the session's lock, listens on its
+# control socket, prints "listening", then lets go as it pleases.
+STANDIN_HEAD = """
+import ctypes, fcntl, os, select, socket, struct, sys
 d = sys.argv[1]
-lock = os.open(os.path.join(d, "supervisor.pid"), os.O_RDWR | os.O_CREAT, 0o600)
+pidfile = os.path.join(d, "supervisor.pid")
+lock = os.open(pidfile, os.O_RDWR | os.O_CREAT, 0o600)
 fcntl.flock(lock, fcntl.LOCK_EX)
 s = socket.socket(socket.AF_UNIX)
 s.bind(os.path.join(d, "control.sock"))
 s.listen(4)
-print("listening", flush=True)
-select.select([s], [], [], 300)  # a connection waits to be taken (or none came)
-os.close(lock)
-s.close()
-""", d], stdout=subprocess.PIPE, text=True)
+"""
+
+
+def through_a_stopping_supervisor(name, script, said=None):
+    """A run_python of kbox mcp -s NAME (a stopped session) that reaches
+    the stand-in STANDIN_HEAD + SCRIPT first: it answers 42 all the same,
+    the stand-in ends by itself, having printed SAID (a line) if given."""
+    for cmd in ("start", "stop"):
+        p = subprocess.run([KBOX, cmd, "-s", name], capture_output=True, text=True)
+        assert p.returncode == 0, (cmd, p.returncode, p.stderr)
+    standin = subprocess.Popen([sys.executable, "-c", STANDIN_HEAD + script,
+                                os.path.join(HOME, "sessions", name)],
+                               stdout=subprocess.PIPE, text=True)
     try:
         assert standin.stdout.readline() == "listening\n"
-        o = Server("-s", "mcp-ends")
+        o = Server("-s", name)
         o.init()
-        r = o.call("run_python", {"code": "print(6 * 7)"})
+        r = o.call("run_python", {"code": "print(6 * 7)"}, 120)
         assert r["result"]["isError"] is False and text_of(r).endswith("42\n"), r
+        if said:
+            assert standin.stdout.readline() == said + "\n"
         assert standin.wait(60) == 0
         assert o.close(60) == 0
     finally:
         if standin.poll() is None:
             standin.kill()
             standin.wait()
-    subprocess.run([KBOX, "rm", "-f", "-s", "mcp-ends"], capture_output=True, check=True)
+    subprocess.run([KBOX, "rm", "-f", "-s", name], capture_output=True, check=True)
+
+
+def t_resend_fresh():
+    # a supervisor that stops as a new connection reaches it (its lock
+    # still held, its listening socket closed with the connection waiting
+    # to be taken, as when its kernel could not be restarted): the request
+    # goes to the next supervisor, started once the old one let go
+    through_a_stopping_supervisor("mcp-ends", """
+print("listening", flush=True)
+select.select([s], [], [], 300)  # a connection waits to be taken (or none came)
+os.close(lock)
+s.close()
+""")
 
 
 check("a_request_to_a_supervisor_that_stops_as_it_is_reached_goes_to_the_next",
@@ -952,19 +970,7 @@ def t_resend_to_a_stopping_supervisor():
     # has looked at it four times since, which its three quick connection
     # attempts alone never do): the next start waits for the lock, and the
     # request goes to the supervisor it starts
-    for cmd in ("start", "stop"):
-        p = subprocess.run([KBOX, cmd, "-s", "mcp-stops"], capture_output=True, text=True)
-        assert p.returncode == 0, (cmd, p.returncode, p.stderr)
-    d = os.path.join(HOME, "sessions", "mcp-stops")
-    standin = subprocess.Popen([sys.executable, "-c", """
-import ctypes, fcntl, os, select, socket, struct, sys
-d = sys.argv[1]
-pidfile = os.path.join(d, "supervisor.pid")
-lock = os.open(pidfile, os.O_RDWR | os.O_CREAT, 0o600)
-fcntl.flock(lock, fcntl.LOCK_EX)
-s = socket.socket(socket.AF_UNIX)
-s.bind(os.path.join(d, "control.sock"))
-s.listen(4)
+    through_a_stopping_supervisor("mcp-stops", """
 libc = ctypes.CDLL(None, use_errno=True)
 ino = libc.inotify_init1(os.O_CLOEXEC)
 assert ino >= 0 and libc.inotify_add_watch(ino, pidfile.encode(), 0x20) >= 0  # IN_OPEN
@@ -981,21 +987,7 @@ while opens < 4 and select.select([ino], [], [], 300)[0]:
         buf = buf[16 + struct.unpack_from("iIII", buf)[3]:]
 print("let go" if opens >= 4 else "never looked", flush=True)
 os.close(lock)
-""", d], stdout=subprocess.PIPE, text=True)
-    try:
-        assert standin.stdout.readline() == "listening\n"
-        o = Server("-s", "mcp-stops")
-        o.init()
-        r = o.call("run_python", {"code": "print(6 * 7)"}, 120)
-        assert r["result"]["isError"] is False and text_of(r).endswith("42\n"), r
-        assert standin.stdout.readline() == "let go\n"
-        assert standin.wait(60) == 0
-        assert o.close(60) == 0
-    finally:
-        if standin.poll() is None:
-            standin.kill()
-            standin.wait()
-    subprocess.run([KBOX, "rm", "-f", "-s", "mcp-stops"], capture_output=True, check=True)
+""", "let go")
 
 
 check("a_request_to_a_supervisor_that_stops_waits_for_its_lock_and_goes_to_the_next",
