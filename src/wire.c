@@ -61,9 +61,17 @@ void kbox_uuid(char out[37])
 	randombytes_buf(b, sizeof b);
 	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
 	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-	         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-	         b[13], b[14], b[15]);
+	/* 8-4-4-4-12 hex digits, written by hand: one is made for every
+	 * message, and snprintf took 30 times as long (callgrind) */
+	static const char hex[] = "0123456789abcdef";
+	char *o = out;
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*o++ = '-';
+		*o++ = hex[b[i] >> 4];
+		*o++ = hex[b[i] & 0x0f];
+	}
+	*o = '\0';
 }
 
 void kbox_iso8601(double t, char out[32])

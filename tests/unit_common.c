@@ -1527,6 +1527,12 @@ TEST(iso8601_with_0_3_or_6_digits_rounds_to_the_last)
 	CHECK_STR_EQ(out, "1970-01-01T00:00:01Z");
 	kx_iso8601(0.4, 0, out);
 	CHECK_STR_EQ(out, "1970-01-01T00:00:00Z");
+	kx_iso8601(-1.0, 0, out);
+	CHECK_STR_EQ(out, "1969-12-31T23:59:59Z");
+	kx_iso8601(253402300799.5, 6, out); /* the longest: 27 characters */
+	CHECK_STR_EQ(out, "9999-12-31T23:59:59.500000Z");
+	kx_iso8601(1780766465.000042, 6, out); /* leading zeros of the fraction */
+	CHECK_STR_EQ(out, "2026-06-06T17:21:05.000042Z");
 }
 
 TEST(iso8601_digits_out_of_range_are_clamped)
