@@ -38,7 +38,13 @@ structuredContent; jupyter_client's reply status "ok".  W unmeasured calls of ea
 first, then R rounds of N calls of each, back to back, the order rotated
 from round to round.
 
-Reported: per client the median, p10 and p90 of the wall time per call,
+Reported: per client the median, p10 and p90 of the wall time per call;
+the CPU each process spent per call of that client, summed over its
+rounds (the run time of all its threads, /proc/PID/task/*/schedstat):
+this script ("client"), the stdio kbox mcp, kbox-mcp-http and the
+conversation's kbox mcp behind it ("mcp http"), the session's supervisor
+and its kernel (each process's figure counts every client's calls only
+while that client is measured; a figure that cannot be read is null);
 and the ratios kbox mcp / jupyter_client, kbox mcp http /
 jupyter_client and kbox mcp http raw / jupyter_client of the medians (the median over
 rounds of the ratio within a round): what the MCP server, the
@@ -70,6 +76,33 @@ import kconn
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def cpu_s(pids):
+    """The CPU time of the processes PIDS, all their threads, in seconds
+    (schedstat: user and system time as the scheduler counts it); None when
+    one cannot be read."""
+    tot = 0
+    try:
+        for pid in pids:
+            for t in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                    tot += int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return tot / 1e9
+
+
+def children(pid):
+    """The child processes of PID (all its threads'), recursively."""
+    out = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    except OSError:
+        return out
+    return out + [g for c in out for g in children(c)]
 
 
 def main():
@@ -223,12 +256,18 @@ def main():
         def raw_call():
             return timed_http("kbox mcp http (raw)", raw_post)
 
+        st = json.loads(subprocess.run([kbox, "status", "-s", "bench", "--json"], env=env,
+                                       check=True, stdout=subprocess.PIPE).stdout)
+        procs = {"client": [os.getpid()], "mcp": [server.pid],
+                 "mcp http": [hserver.pid] + children(hserver.pid),
+                 "supervisor": [st["pid"]], "kernel": [st["kernel_pid"]]}
         clients = {"kbox mcp": mcp_call, "kbox mcp http": http_call,
                    "kbox mcp http raw": raw_call, "jupyter_client": jc_call}
         for fn in clients.values():
             for _ in range(a.warmup):
                 fn()
         lat = {k: [] for k in clients}
+        cpu = {k: {p: 0.0 for p in procs} for k in clients}
         ratios = []
         hratios = []
         rratios = []
@@ -246,7 +285,14 @@ def main():
                             jc.get_iopub_msg(timeout=0)
                         except queue.Empty:
                             break
+                c0 = {p: cpu_s(v) for p, v in procs.items()}
                 xs = [clients[k]() for _ in range(a.n)]
+                c1 = {p: cpu_s(v) for p, v in procs.items()}
+                for p in procs:
+                    if c0[p] is None or c1[p] is None or cpu[k][p] is None:
+                        cpu[k][p] = None
+                    else:
+                        cpu[k][p] += c1[p] - c0[p]
                 lat[k] += xs
                 med[k] = statistics.median(xs)
             ratios.append(med["kbox mcp"] / med["jupyter_client"])
@@ -268,8 +314,18 @@ def main():
             out[k] = {"median_ms": round(statistics.median(xs) * 1000, 3),
                       "p10_ms": round(pct(xs, 10) * 1000, 3),
                       "p90_ms": round(pct(xs, 90) * 1000, 3)}
+            out[k]["cpu_us_per_call"] = {
+                p: None if v is None else round(v / (a.n * a.rounds) * 1e6, 1)
+                for p, v in cpu[k].items()}
             print(f"{k:18} {out[k]['median_ms']:10.3f} {out[k]['p10_ms']:8.3f} "
                   f"{out[k]['p90_ms']:8.3f}")
+        print("CPU per call, us (the run time of each process's threads while the "
+              "client was measured):")
+        print(f"{'client':18} " + " ".join(f"{p:>10}" for p in procs))
+        for k in lat:
+            print(f"{k:18} " + " ".join(
+                f"{'-' if v is None else format(v, '.0f'):>10}"
+                for v in out[k]["cpu_us_per_call"].values()))
         print(f"kbox mcp / jupyter_client (median of per-round ratios): "
               f"{out['ratio_mcp_over_jc']:.2f}; kbox mcp http / jupyter_client: "
               f"{out['ratio_mcp_http_over_jc']:.2f} (raw: {out['ratio_mcp_http_raw_over_jc']:.2f}); "

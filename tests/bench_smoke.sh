@@ -31,6 +31,9 @@ if [ -z "$SKIPPING" ]; then
 fi
 check bench_mcp_runs_every_call_correctly eval '[ "$(cat mcp.rc)" = 0 ] &&
 	last_json mcp.out "r[\"failures\"] == 0 and r[\"calls_per_round\"] == 3"'
+# each process a stdio call goes through spends CPU on it, and is counted
+check bench_mcp_counts_the_cpu_of_each_process_of_a_call eval '
+	last_json mcp.out "all(r[\"kbox mcp\"][\"cpu_us_per_call\"][p] > 0 for p in (\"client\", \"mcp\", \"supervisor\", \"kernel\")) and r[\"kbox mcp http\"][\"cpu_us_per_call\"][\"mcp http\"] > 0"'
 
 # bench/gateway.py needs a Jupyter Server of its own (python3-jupyter-server)
 GW_SKIP=

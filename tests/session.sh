@@ -173,10 +173,13 @@ check exec_after_death_names_shapes_and_how_many_more_did_not_fit eval 'status_i
 	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: df: DataFrame 3x2, arr: ndarray 4x5, i: int$rv_first, and 78 more]
 1"'
 "$KBOX" rm -f -s rv >/dev/null 2>&1
-# what computes that list is sent whole once per kernel, then called:
-# code that deletes it has the next execution send it again, and the
-# list of the execution that found it gone stays what it was
-setup_for exec_after_death_names_what_was_defined_though_code_deleted_what_lists_it
+# what makes that list is made once per kernel, a hook after each cell
+# that keeps its own function: code that deletes builtins._kbox_vars
+# changes nothing; code that removes the hook leaves the list as it
+# was before its cell, and the next execution makes the hook again
+setup_for exec_after_death_names_what_was_defined_though_code_deleted_what_lists_it \
+	exec_after_death_names_what_came_before_the_cell_that_removed_the_hook \
+	exec_after_death_names_what_came_after_the_hook_was_made_again
 fresh
 kbox exec -s rd 'a = 1'
 kbox exec -s rd 'import builtins; del builtins._kbox_vars; b = 2'
@@ -187,6 +190,69 @@ check exec_after_death_names_what_was_defined_though_code_deleted_what_lists_it 
 	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int, b: int, c: int]
 1"'
 "$KBOX" rm -f -s rd >/dev/null 2>&1
+fresh
+kbox exec -s rh 'a = 1'
+kbox exec -s rh 'get_ipython().events.callbacks["post_run_cell"].clear(); b = 2'
+kbox exec -s rh 'import os; os._exit(1)'
+kbox exec -s rh 'print(1)'
+check exec_after_death_names_what_came_before_the_cell_that_removed_the_hook eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int]
+1"'
+fresh
+kbox exec -s rh 'a = 1'
+kbox exec -s rh 'get_ipython().events.callbacks["post_run_cell"].clear(); b = 2'
+kbox exec -s rh 'c = 3'
+kbox exec -s rh 'd = 4'
+kbox exec -s rh 'import os; os._exit(1)'
+kbox exec -s rh 'print(1)'
+check exec_after_death_names_what_came_after_the_hook_was_made_again eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int, b: int, c: int, d: int]
+1"'
+"$KBOX" rm -f -s rh >/dev/null 2>&1
+# the hook runs after a cell that raised too: what it defined first is
+# named
+setup_for exec_after_death_names_what_a_cell_that_raised_had_defined
+fresh
+kbox exec -s rr 'a = 1'
+kbox exec -s rr 'b = "x"; 1 / 0'
+kbox exec -s rr 'import os; os._exit(1)'
+kbox exec -s rr 'print(1)'
+check exec_after_death_names_what_a_cell_that_raised_had_defined eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int, b: str]
+1"'
+"$KBOX" rm -f -s rr >/dev/null 2>&1
+# the hook answers kbox's cells only: another front end on the same
+# kernel (a jupyter_client of its connection, as bench/kconn.py makes
+# one) gets no payload of kbox's in its replies, and what its cells
+# define is named all the same
+setup_for another_front_ends_reply_has_no_payload_of_kboxs \
+	exec_after_death_names_what_another_front_end_defined
+fresh
+kbox exec -s rf 'x = 1'
+[ -n "$SKIPPING" ] || timeout -k 5 120 "$PY" - "$KBOX" "$top_srcdir/bench" "$T/kernel.json" \
+	>stdout 2>stderr <<'EOF'
+import os, sys
+sys.path.insert(0, sys.argv[2])
+import kconn
+from jupyter_client import BlockingKernelClient
+c = BlockingKernelClient()
+c.load_connection_file(kconn.write(sys.argv[1], dict(os.environ), "rf", sys.argv[3]))
+c.start_channels()
+c.wait_for_ready(timeout=60)
+# (kconn asked the kernel with kbox exec, whose names go first)
+r = c.execute_interactive("del a, j, IPKernelApp; f = 5", allow_stdin=False, output_hook=lambda m: None, timeout=60)
+print(r["content"]["status"], r["content"]["payload"])
+c.stop_channels()
+EOF
+check another_front_ends_reply_has_no_payload_of_kboxs eval 'stdout_is "ok []"'
+fresh
+kbox exec -s rf 'k = 6'
+kbox exec -s rf 'import os; os._exit(1)'
+kbox exec -s rf 'print(1)'
+check exec_after_death_names_what_another_front_end_defined eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: x: int, f: int, k: int]
+1"'
+"$KBOX" rm -f -s rf >/dev/null 2>&1
 # kernel code that replaces it writes no sentence of its own into kbox's
 # note (review 20, N20-2): a list of another shape is not shown; a 0-d
 # array's empty shape is one of its shapes

@@ -94,6 +94,7 @@ struct job {
 	kbox_capture_t *cap;
 	kbox_exec_t *x;
 	unsigned long generation;
+	bool vars_asked;    /* it carries the user_expression vars_define */
 	char notice[1024];  /* the kernel was restarted since the last execution */
 	int outputs_fd;     /* the request's "outputs" directory, opened, or -1 */
 	char *earlier_text; /* output printed between executions, rendered */

@@ -539,13 +539,12 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 
 /* ---- what the code defined, for the notice of a kernel's death ---- */
 
-/* A Python expression, one of each execute_request's user_expressions
- * (no round trip of its own; evaluated after code that ended well): the
+/* What the code defined, for the notice of the kernel's death: the
  * user's names, but hidden, private and modules, with their type's name,
  * and the shape of a DataFrame, Series or ndarray (read only from those:
  * no other object's attribute code runs), as many of the first 60 as fit
  * in 290 characters, whole, then how many more there are (within
- * VARS_MAX).
+ * VARS_MAX).  VARS_BODY is the Python expression that computes it.
  *
  * The names are filtered first by their first character, which is
  * cheaper than anything else per name: the namespace holds an _iN (and,
@@ -553,12 +552,19 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
  * filter costs about 35 ns each (1.5-1.9 times less than filtering
  * (name, value) pairs by startswith), with the same result.
  *
- * It is sent whole once per kernel, defining a function among the
- * builtins (no user name) that computes it; then only its call is sent
- * (a tenth of the bytes to sign, send and evaluate on every call).
- * When the call fails (code deleted the function), the next execution
- * sends the definition again. */
-#define VARS_FN "__import__('builtins')._kbox_vars"
+ * Once per kernel, one execute_request's user_expression (vars_define,
+ * evaluated after code that ended well) defines, out of the user's
+ * namespace, the function that computes it and a post_run_cell hook that
+ * calls it after each cell of this client's session (no other front
+ * end's) and writes the result as a payload of the execute_reply
+ * (source "kbox_vars", text); the expression's own value is the first
+ * list.  Every later execution carries no user_expression: one costs
+ * ipykernel its display formatter, 0.3-0.45 ms of the kernel's CPU per
+ * execute("1+1") here, where the hook costs ~15 us.  A reply without the
+ * payload (code removed the hook) makes the next execution define them
+ * again.  The hook keeps its function, so code that deletes or replaces
+ * builtins._kbox_vars changes nothing; and it says nothing of its own
+ * errors (IPython would print a traceback into the cell's output). */
 #define VARS_BODY                                                                              \
 	"(lambda ns, hid: (lambda names: (lambda es: (lambda k: ', '.join(es[:k] + "           \
 	"(['and %d more' % (len(names) - k)] if k < len(names) else [])))(sum(1 for t in "     \
@@ -568,15 +574,37 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 	"for k in list(ns) if k[:1] != '_' and k not in hid and k not in ('In', 'Out', "       \
 	"'exit', 'quit', 'get_ipython') and type(ns[k]).__name__ != 'module']))"               \
 	"(get_ipython().user_ns, get_ipython().user_ns_hidden)"
-static const char vars_define[] = "__import__('builtins').__dict__.__setitem__('_kbox_vars', "
-                                  "lambda: " VARS_BODY ") or " VARS_FN "()";
-static const char vars_call[] = VARS_FN "()";
+/* (a Python string's text: lines joined by \n, no double quote) */
+#define VARS_SOURCE                                                                             \
+	"import builtins\\n"                                                                    \
+	"ip = get_ipython()\\n"                                                                 \
+	"f = lambda: " VARS_BODY "\\n"                                                          \
+	"def hook(*a):\\n"                                                                      \
+	"    try:\\n"                                                                           \
+	"        if ip.parent_header.get('header', {}).get('session') == sid:\\n"               \
+	"            ip.payload_manager.write_payload({'source': 'kbox_vars', 'text': f()})\\n" \
+	"    except Exception:\\n"                                                              \
+	"        pass\\n"                                                                       \
+	"cbs = ip.events.callbacks['post_run_cell']\\n"                                         \
+	"old = builtins.__dict__.get('_kbox_vars_hook')\\n"                                     \
+	"cbs[:] = [c for c in cbs if c is not old]\\n"                                          \
+	"builtins._kbox_vars = f\\n"                                                            \
+	"builtins._kbox_vars_hook = hook\\n"                                                    \
+	"cbs.append(hook)\\n"
+#define VARS_PAYLOAD "kbox_vars"
 
-/* The user_expression that says what the code defined, for an execution
- * in S's current kernel. */
-static const char *vars_expr(const sup_t *s)
+/* The user_expression that defines the function and the hook in S's
+ * current kernel for its client's session, into OUT (SIZE bytes); NULL
+ * when it does not fit. */
+static const char *vars_define(const sup_t *s, char *out, size_t size)
 {
-	return s->vars_fn_generation == s->generation ? vars_call : vars_define;
+	/* (VARS_SOURCE holds a '%': it is no format) */
+	int n = snprintf(out, size, "%s%s%s",
+	                 "__import__('builtins').exec(\"" VARS_SOURCE "\", "
+	                 "{'get_ipython': get_ipython, 'sid': '",
+	                 kbox_client_session(s->client),
+	                 "'}) or __import__('builtins')._kbox_vars()");
+	return n > 0 && (size_t)n < size ? out : NULL;
 }
 
 /* Whether the N bytes at T read as the list vars_define makes: entries
@@ -628,40 +656,67 @@ static bool vars_shaped(const char *t, size_t n)
 	return true; /* (nothing defined) */
 }
 
+/* Whether the N bytes at T are a list of what code defined that kbox
+ * may show: within VARS_MAX, and shaped as vars_shaped says.  The
+ * kernel's words, in kbox's own note: only the shape of a summary of
+ * names and types (ASCII identifiers, ": ", ", ", a shape), so that
+ * nothing in it breaks a line, closes the note or reads as a sentence of
+ * kbox's; a list that holds a name of other letters is not shown. */
+static bool vars_showable(const char *t, size_t n)
+{
+	return n <= VARS_MAX && !memchr(t, '\0', n) && vars_shaped(t, n);
+}
+
 /* Keep what the reply of X, an execution in kernel GENERATION, says the
- * code defined (its user_expression "kbox_vars": the repr of a string,
- * kept only when it holds no escape), and whether the function that
- * computes it is there in that kernel. */
-static void vars_take(sup_t *s, kbox_exec_t *x, unsigned long generation)
+ * code defined, and whether the hook that says it is there in that
+ * kernel.  ASKED: X carried vars_define, whose value is the repr of the
+ * list (kept only when it holds no escape); else the list is the text
+ * of the reply's payload from the hook. */
+static void vars_take(sup_t *s, kbox_exec_t *x, unsigned long generation, bool asked)
 {
 	const kbox_msg_t *reply = kbox_exec_reply(x);
-	json_t *e = reply ? json_object_get(
-	                            json_object_get(kbox_msg_content(reply), "user_expressions"),
-	                            "kbox_vars")
-	                  : NULL;
-	const char *st = json_string_value(json_object_get(e, "status"));
-	const char *t = json_string_value(
-	        json_object_get(json_object_get(e, "data"), "text/plain"));
-	size_t n = t ? strlen(t) : 0;
+	json_t *c = reply ? kbox_msg_content(reply) : NULL, *pl, *item;
+	const char *st, *t = NULL;
+	size_t n = 0, i;
 
-	/* (not evaluated, after code that failed: nothing is known) */
-	if (st && strcmp(st, "ok") == 0)
-		s->vars_fn_generation = generation;
-	else if (st)
-		s->vars_fn_generation = 0;
-	if (!st || strcmp(st, "ok") != 0 || n < 2 || n - 2 > VARS_MAX ||
-	    (t[0] != '\'' && t[0] != '"') || t[n - 1] != t[0] || memchr(t + 1, '\\', n - 2) ||
-	    memchr(t + 1, t[0], n - 2))
-		return;
-	/* the kernel's words, in kbox's own note: only the shape of a
-	 * summary of names and types (ASCII identifiers, ": ", ", ", a
-	 * shape), so that nothing in it breaks a line, closes the note or
-	 * reads as a sentence of kbox's; a list that holds a name of other
-	 * letters is not shown */
-	if (!vars_shaped(t + 1, n - 2))
-		return;
-	memcpy(s->vars, t + 1, n - 2);
-	s->vars[n - 2] = '\0';
+	if (asked) {
+		json_t *e = json_object_get(json_object_get(c, "user_expressions"), "kbox_vars");
+		st = json_string_value(json_object_get(e, "status"));
+		t = json_string_value(json_object_get(json_object_get(e, "data"), "text/plain"));
+		n = t ? strlen(t) : 0;
+		/* (not evaluated, after code that failed: nothing is known) */
+		if (st && strcmp(st, "ok") == 0)
+			s->vars_fn_generation = generation;
+		else if (st)
+			s->vars_fn_generation = 0;
+		if (!st || strcmp(st, "ok") != 0 || n < 2 || (t[0] != '\'' && t[0] != '"') ||
+		    t[n - 1] != t[0] || memchr(t + 1, '\\', n - 2) || memchr(t + 1, t[0], n - 2) ||
+		    !vars_showable(t + 1, n - 2))
+			return;
+		t++, n -= 2;
+	} else {
+		/* the hook's payload (the last of its source, should code add one) */
+		pl = json_object_get(c, "payload");
+		json_array_foreach(pl, i, item)
+		{
+			const char *src = json_string_value(json_object_get(item, "source"));
+			json_t *text = json_object_get(item, "text");
+			if (src && strcmp(src, VARS_PAYLOAD) == 0 && json_is_string(text)) {
+				t = json_string_value(text);
+				n = json_string_length(text);
+			}
+		}
+		if (!t) {
+			/* the hook is gone (or was never made in this kernel):
+			 * the next execution makes it again */
+			s->vars_fn_generation = 0;
+			return;
+		}
+		if (!vars_showable(t, n))
+			return;
+	}
+	memcpy(s->vars, t, n);
+	s->vars[n] = '\0';
 }
 
 /* ---- an execution's own variables ("env") ---- */
@@ -842,8 +897,10 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	j->x = x;
 	s->running = NULL;
 	sup_touch(s);
-	if (st == KBOX_EXEC_OK)
-		vars_take(s, x, j->generation);
+	/* (an execution that raised: the hook said what its code defined
+	 * before it did) */
+	if (st == KBOX_EXEC_OK || st == KBOX_EXEC_ERROR)
+		vars_take(s, x, j->generation, j->vars_asked);
 	if (kbox_exec_interrupted(x) && !j->abandoned) {
 		char t[32], why[96];
 		snprintf(why, sizeof why, "the execution timed out after %s",
@@ -1147,8 +1204,11 @@ static int job_begin_code(sup_t *s, job_t *j)
 {
 	kbox_error_t err = {0};
 	kbox_exec_opts_t eo = {0};
+	char vars_buf[4096];
+	const char *vars_src;
 
 	j->generation = s->generation;
+	j->vars_asked = false;
 	if (j->conn)
 		j->conn->events_dropped = 0;
 	if (!(j->cap = job_capture(s, j, &err)))
@@ -1174,8 +1234,12 @@ static int job_begin_code(sup_t *s, job_t *j)
 	}
 	/* what the code defined, named should the kernel die (Python) */
 	if (s->spec && kbox_kspec_language(s->spec) &&
-	    strcmp(kbox_kspec_language(s->spec), "python") == 0)
-		eo.user_expressions = json_pack("{s:s}", "kbox_vars", vars_expr(s));
+	    strcmp(kbox_kspec_language(s->spec), "python") == 0 &&
+	    s->vars_fn_generation != s->generation &&
+	    (vars_src = vars_define(s, vars_buf, sizeof vars_buf))) {
+		eo.user_expressions = json_pack("{s:s}", "kbox_vars", vars_src);
+		j->vars_asked = true;
+	}
 	j->x = kbox_client_execute_begin(s->client, &eo, on_exec_done, j, &err);
 	json_decref(eo.user_expressions);
 	if (!j->x)
