@@ -1230,6 +1230,36 @@ static bool capture_interrupted(const kbox_capture_t *self, kbox_exec_status_t s
 	        memcmp(self->ename, ki, sizeof ki - 1) == 0);
 }
 
+/* The pages of REPLY (an execute_reply; NULL: none): what IPython hands
+ * a pager (obj?, obj??, %pinfo, %psource, %quickref: its "page" payloads)
+ * is no message of iopub, and a front end with no pager would lose it;
+ * each is kept as a display of its bundle, after the cell's outputs, as
+ * IPython itself shows pages with InteractiveShell.display_page.  A
+ * pending clear_output has been dropped first: a page is no output of
+ * the cell's, and clears nothing. */
+static void take_pages(kbox_capture_t *self, const kbox_msg_t *reply)
+{
+	json_t *payload = reply ? json_object_get(kbox_msg_content(reply), "payload") : NULL;
+	json_t *item;
+	size_t i;
+
+	json_array_foreach(payload, i, item)
+	{
+		json_t *src = json_object_get(item, "source"),
+		       *data = json_object_get(item, "data");
+		json_t *c;
+		if (!json_is_string(src) || strcmp(json_string_value(src), "page") != 0 ||
+		    !json_is_object(data))
+			continue;
+		if (!(c = json_pack("{s:O}", "data", data))) {
+			self->oom = true;
+			return;
+		}
+		on_display(self, c, false);
+		json_decref(c);
+	}
+}
+
 kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *exec)
 {
 	kbox_capture_t *self = self_p ? *self_p : NULL;
@@ -1244,6 +1274,8 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	r->cap = self;
 	if (self->pending_clear)
 		self->pending_clear = false; /* a clear with nothing after it clears nothing */
+	if (exec)
+		take_pages(self, kbox_exec_reply(exec));
 	{
 		kbox_exec_drops_t drops = {{0, 0}, {0, 0}, 0, 0};
 		if (exec)

@@ -89,6 +89,33 @@ check json_lists_the_outputs_in_order eval 'status_is 0 &&
 	and r[\"stdout\"][\"text\"] == \"a\\nc\\n\" and r[\"schema\"] == \"kbox.result/2\""'
 check json_with_outputs_is_valid_against_the_schema valid stdout
 
+# ---- pages: what IPython hands its pager ----
+
+# obj? (and %pinfo, %psource...) is a "page" payload of the reply, no
+# message of iopub: shown as a display, after the cell's outputs, its
+# terminal colours left out of the text (the JSON keeps them)
+LEN_PAGE='Signature: len(obj, /)
+Docstring: Return the number of items in a container.
+Type:      builtin_function_or_method'
+fresh
+kbox exec -s r 'len?'
+check a_help_page_is_shown eval 'status_is 0 && stdout_is "$LEN_PAGE"'
+fresh
+kbox exec -s r --format json 'len?'
+check a_help_page_is_a_display_in_json eval 'status_is 0 &&
+	py "[o[\"kind\"] for o in r[\"outputs\"]] == [\"display_data\"] and r[\"status\"] == \"ok\"
+	and \"\\x1b[\" in r[\"displays\"][0][\"data\"][\"text/plain\"]
+	and \"Return the number of items in a container.\" in r[\"displays\"][0][\"data\"][\"text/plain\"]"'
+check a_help_page_result_is_valid_against_the_schema valid stdout
+# a clear_output(wait=True) before it clears nothing: a page is no output
+fresh
+kbox exec -s r 'from IPython.display import clear_output
+print("kept")
+clear_output(wait=True)
+get_ipython().run_line_magic("pinfo", "len")'
+check a_page_after_a_waiting_clear_clears_nothing eval 'status_is 0 && stdout_is "kept
+$LEN_PAGE"'
+
 # ---- a flood is read, not dropped, while the quota lasts ----
 
 # the bytes of text of print(i) for i in range(N)
