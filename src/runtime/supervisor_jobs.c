@@ -564,7 +564,8 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
  * payload (code removed the hook) makes the next execution define them
  * again.  The hook keeps its function, so code that deletes or replaces
  * builtins._kbox_vars changes nothing; and it says nothing of its own
- * errors (IPython would print a traceback into the cell's output). */
+ * errors, nor of an interrupt that comes as it runs, after the cell
+ * (IPython would print a traceback into the cell's output). */
 #define VARS_BODY                                                                              \
 	"(lambda ns, hid: (lambda names: (lambda es: (lambda k: ', '.join(es[:k] + "           \
 	"(['and %d more' % (len(names) - k)] if k < len(names) else [])))(sum(1 for t in "     \
@@ -583,7 +584,7 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 	"    try:\\n"                                                                           \
 	"        if ip.parent_header.get('header', {}).get('session') == sid:\\n"               \
 	"            ip.payload_manager.write_payload({'source': 'kbox_vars', 'text': f()})\\n" \
-	"    except Exception:\\n"                                                              \
+	"    except BaseException:\\n"                                                          \
 	"        pass\\n"                                                                       \
 	"cbs = ip.events.callbacks['post_run_cell']\\n"                                         \
 	"old = builtins.__dict__.get('_kbox_vars_hook')\\n"                                     \
