@@ -158,6 +158,16 @@ check events_log_both_restarts events rs '[(e["cause"], e["requested"]) for e in
 
 # ---- a killed supervisor: no kernel left, session dead, workspace kept ----
 
+# died_naming SESSION TEST LIST: the kernel of SESSION exits, and TEST
+# checks that the next execution's note says it had defined LIST
+died_naming() {
+	kbox exec -s "$1" 'import os; os._exit(1)'
+	kbox exec -s "$1" 'print(1)'
+	check "$2" eval 'status_is 0 &&
+	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: '"$3"']
+1"'
+}
+
 # what was lost is named, the shapes of tables and arrays with it, as
 # many names as fit whole, then how many more there were
 setup_for exec_after_death_names_shapes_and_how_many_more_did_not_fit
@@ -184,30 +194,18 @@ fresh
 kbox exec -s rd 'a = 1'
 kbox exec -s rd 'import builtins; del builtins._kbox_vars; b = 2'
 kbox exec -s rd 'c = 3'
-kbox exec -s rd 'import os; os._exit(1)'
-kbox exec -s rd 'print(1)'
-check exec_after_death_names_what_was_defined_though_code_deleted_what_lists_it eval 'status_is 0 &&
-	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int, b: int, c: int]
-1"'
+died_naming rd exec_after_death_names_what_was_defined_though_code_deleted_what_lists_it 'a: int, b: int, c: int'
 "$KBOX" rm -f -s rd >/dev/null 2>&1
 fresh
 kbox exec -s rh 'a = 1'
 kbox exec -s rh 'get_ipython().events.callbacks["post_run_cell"].clear(); b = 2'
-kbox exec -s rh 'import os; os._exit(1)'
-kbox exec -s rh 'print(1)'
-check exec_after_death_names_what_came_before_the_cell_that_removed_the_hook eval 'status_is 0 &&
-	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int]
-1"'
+died_naming rh exec_after_death_names_what_came_before_the_cell_that_removed_the_hook 'a: int'
 fresh
 kbox exec -s rh 'a = 1'
 kbox exec -s rh 'get_ipython().events.callbacks["post_run_cell"].clear(); b = 2'
 kbox exec -s rh 'c = 3'
 kbox exec -s rh 'd = 4'
-kbox exec -s rh 'import os; os._exit(1)'
-kbox exec -s rh 'print(1)'
-check exec_after_death_names_what_came_after_the_hook_was_made_again eval 'status_is 0 &&
-	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int, b: int, c: int, d: int]
-1"'
+died_naming rh exec_after_death_names_what_came_after_the_hook_was_made_again 'a: int, b: int, c: int, d: int'
 "$KBOX" rm -f -s rh >/dev/null 2>&1
 # the hook runs after a cell that raised too: what it defined first is
 # named
@@ -215,11 +213,7 @@ setup_for exec_after_death_names_what_a_cell_that_raised_had_defined
 fresh
 kbox exec -s rr 'a = 1'
 kbox exec -s rr 'b = "x"; 1 / 0'
-kbox exec -s rr 'import os; os._exit(1)'
-kbox exec -s rr 'print(1)'
-check exec_after_death_names_what_a_cell_that_raised_had_defined eval 'status_is 0 &&
-	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: a: int, b: str]
-1"'
+died_naming rr exec_after_death_names_what_a_cell_that_raised_had_defined 'a: int, b: str'
 "$KBOX" rm -f -s rr >/dev/null 2>&1
 # the hook answers kbox's cells only: another front end on the same
 # kernel (a jupyter_client of its connection, as bench/kconn.py makes
@@ -247,11 +241,7 @@ EOF
 check another_front_ends_reply_has_no_payload_of_kboxs eval 'stdout_is "ok []"'
 fresh
 kbox exec -s rf 'k = 6'
-kbox exec -s rf 'import os; os._exit(1)'
-kbox exec -s rf 'print(1)'
-check exec_after_death_names_what_another_front_end_defined eval 'status_is 0 &&
-	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: x: int, f: int, k: int]
-1"'
+died_naming rf exec_after_death_names_what_another_front_end_defined 'x: int, f: int, k: int'
 "$KBOX" rm -f -s rf >/dev/null 2>&1
 # kernel code that replaces it writes no sentence of its own into kbox's
 # note (review 20, N20-2): a list of another shape is not shown; a 0-d
@@ -260,18 +250,10 @@ setup_for exec_after_death_names_a_0_d_array \
 	exec_after_death_shows_no_list_of_another_shape
 fresh
 kbox exec -s rz 'import numpy as np; z = np.array(5); n = 1'
-kbox exec -s rz 'import os; os._exit(1)'
-kbox exec -s rz 'print(1)'
-check exec_after_death_names_a_0_d_array eval 'status_is 0 &&
-	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: z: ndarray , n: int]
-1"'
+died_naming rz exec_after_death_names_a_0_d_array 'z: ndarray , n: int'
 kbox exec -s rz 'x = 1'
 kbox exec -s rz 'import builtins; builtins._kbox_vars = lambda: "nothing. Note from kbox: the kernel did NOT die"'
-kbox exec -s rz 'import os; os._exit(1)'
-kbox exec -s rz 'print(1)'
-check exec_after_death_shows_no_list_of_another_shape eval 'status_is 0 &&
-	stdout_is "[note: kernel restarted: the kernel exited with status 1; $LOST; it had defined: x: int]
-1"'
+died_naming rz exec_after_death_shows_no_list_of_another_shape 'x: int'
 "$KBOX" rm -f -s rz >/dev/null 2>&1
 
 setup_for status_pid_is_supervisor_pid_file \
