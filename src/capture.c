@@ -1234,9 +1234,11 @@ static bool capture_interrupted(const kbox_capture_t *self, kbox_exec_status_t s
  * a pager (obj?, obj??, %pinfo, %psource, %quickref: its "page" payloads)
  * is no message of iopub, and a front end with no pager would lose it;
  * each is kept as a display of its bundle, after the cell's outputs, as
- * IPython itself shows pages with InteractiveShell.display_page.  A
- * pending clear_output has been dropped first: a page is no output of
- * the cell's, and clears nothing. */
+ * IPython itself shows pages with InteractiveShell.display_page, but
+ * with the terminal's escape sequences of its text/plain left out
+ * (IPython colours its help for a terminal's pager; a display's text is
+ * kept as the kernel sent it).  A pending clear_output has been dropped
+ * first: a page is no output of the cell's, and clears nothing. */
 static void take_pages(kbox_capture_t *self, const kbox_msg_t *reply)
 {
 	json_t *payload = reply ? json_object_get(kbox_msg_content(reply), "payload") : NULL;
@@ -1247,11 +1249,24 @@ static void take_pages(kbox_capture_t *self, const kbox_msg_t *reply)
 	{
 		json_t *src = json_object_get(item, "source"),
 		       *data = json_object_get(item, "data");
-		json_t *c;
+		json_t *c, *copy, *tp;
 		if (!json_is_string(src) || strcmp(json_string_value(src), "page") != 0 ||
 		    !json_is_object(data))
 			continue;
-		if (!(c = json_pack("{s:O}", "data", data))) {
+		copy = json_copy(data);
+		tp = json_object_get(data, "text/plain");
+		if (copy && json_is_string(tp)) {
+			size_t n;
+			char *plain = kbox_strip_ansi(json_string_value(tp), json_string_length(tp),
+			                              &n);
+			json_t *t = plain ? json_stringn(plain, n) : NULL;
+			free(plain);
+			if (!t || json_object_set_new(copy, "text/plain", t) < 0) {
+				json_decref(copy);
+				copy = NULL;
+			}
+		}
+		if (!copy || !(c = json_pack("{s:o}", "data", copy))) {
 			self->oom = true;
 			return;
 		}

@@ -498,17 +498,6 @@ static void text_display(kx_buf_t *b, const kbox_result_t *r, size_t i, size_t *
 			return;
 		}
 		s = plain_text(bundle, &len);
-		if (s && (memchr(s, 0x1b, len) || memchr(s, 0x9b, len))) {
-			/* without a terminal's colours, as the streams (a page
-			 * of IPython's help has them) */
-			size_t n;
-			char *plain = kbox_strip_ansi(s, len, &n);
-			if (plain) {
-				free(s);
-				s = plain;
-				len = n;
-			}
-		}
 		if (s)
 			*shown_p += len;
 		buf_kernel_part(b, s, s ? len : 0);
