@@ -61,7 +61,7 @@ echo 'this is not JSON'
 EOF
 # (one that never answers: it waits for a writer of a FIFO that none
 # opens, under a command line of this run's own, which no other test's
-# process has: session.sh's kernels that hang run "sleep 600" meanwhile)
+# process has: session.sh's hanging kernels run a waiting command too)
 mkfifo "$FN/never"
 SLEEPY_CMD="cat $FN/never"
 cat >"$FN/bin/sleepy" <<EOF
