@@ -63,11 +63,11 @@ EOF
 # opens, under a command line of this run's own, which no other test's
 # process has: session.sh's hanging kernels run a waiting command too)
 mkfifo "$FN/never"
-SLEEPY_CMD="cat $FN/never"
-cat >"$FN/bin/sleepy" <<EOF
+UNANSWERING_CMD="cat $FN/never"
+cat >"$FN/bin/unanswering" <<EOF
 #!/bin/sh
 cat >/dev/null
-exec $SLEEPY_CMD
+exec $UNANSWERING_CMD
 EOF
 cat >"$FN/bin/silent_fail" <<'EOF'
 #!/bin/sh
@@ -122,7 +122,7 @@ cat >"$FN/functions.json" <<EOF
   {"name": "env_of", "command": ["bin/env_of"], "env": {"SECRET": "s3cr3t"}},
   {"name": "not_json", "command": ["bin/not_json"]},
   {"name": "silent_fail", "command": ["bin/silent_fail"]},
-  {"name": "sleepy", "command": ["bin/sleepy"], "timeout": 0.5},
+  {"name": "unanswering", "command": ["bin/unanswering"], "timeout": 0.5},
   {"name": "echo", "http": "http://127.0.0.1:$PORT/echo",
    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
  ],
@@ -174,10 +174,10 @@ check output_that_is_not_json_is_an_error eval 'status_is 1 &&
 	[ "$(tail -n 1 stdout)" = "FunctionError: not_json(): it gave a result that is not JSON: invalid token near '"'"'this'"'"'" ]'
 
 fresh
-kbox exec -s fn "sleepy()"
+kbox exec -s fn "unanswering()"
 check a_call_past_its_timeout_is_a_function_timeout eval 'status_is 1 &&
-	[ "$(tail -n 1 stdout)" = "FunctionTimeout: sleepy(): no answer within 500 ms (its timeout): it was stopped" ] &&
-	! pgrep -xf "$SLEEPY_CMD" >/dev/null'
+	[ "$(tail -n 1 stdout)" = "FunctionTimeout: unanswering(): no answer within 500 ms (its timeout): it was stopped" ] &&
+	! pgrep -xf "$UNANSWERING_CMD" >/dev/null'
 
 # concurrency: 8 gathered calls all run at once (each answers only once
 # all 8 have begun), whatever the machine's load
