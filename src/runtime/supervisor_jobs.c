@@ -594,17 +594,21 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 	"cbs.append(hook)\\n"
 #define VARS_PAYLOAD "kbox_vars"
 
+/* vars_define's text, around the session id (a UUID, 36 characters) */
+#define VARS_DEFINE_HEAD                                    \
+	"__import__('builtins').exec(\"" VARS_SOURCE "\", " \
+	"{'get_ipython': get_ipython, 'sid': '"
+#define VARS_DEFINE_TAIL "'}) or __import__('builtins')._kbox_vars()"
+#define VARS_DEFINE_MAX (sizeof VARS_DEFINE_HEAD + 36 + sizeof VARS_DEFINE_TAIL)
+
 /* The user_expression that defines the function and the hook in S's
- * current kernel for its client's session, into OUT (SIZE bytes); NULL
- * when it does not fit. */
+ * current kernel for its client's session, into OUT (SIZE bytes, at
+ * least VARS_DEFINE_MAX); NULL when it does not fit. */
 static const char *vars_define(const sup_t *s, char *out, size_t size)
 {
 	/* (VARS_SOURCE holds a '%': it is no format) */
-	int n = snprintf(out, size, "%s%s%s",
-	                 "__import__('builtins').exec(\"" VARS_SOURCE "\", "
-	                 "{'get_ipython': get_ipython, 'sid': '",
-	                 kbox_client_session(s->client),
-	                 "'}) or __import__('builtins')._kbox_vars()");
+	int n = snprintf(out, size, "%s%s%s", VARS_DEFINE_HEAD, kbox_client_session(s->client),
+	                 VARS_DEFINE_TAIL);
 	return n > 0 && (size_t)n < size ? out : NULL;
 }
 
@@ -1205,7 +1209,7 @@ static int job_begin_code(sup_t *s, job_t *j)
 {
 	kbox_error_t err = {0};
 	kbox_exec_opts_t eo = {0};
-	char vars_buf[4096];
+	char vars_buf[VARS_DEFINE_MAX];
 	const char *vars_src;
 
 	j->generation = s->generation;
