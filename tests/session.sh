@@ -207,6 +207,16 @@ kbox exec -s rh 'c = 3'
 kbox exec -s rh 'd = 4'
 died_naming rh exec_after_death_names_what_came_after_the_hook_was_made_again 'a: int, b: int, c: int, d: int'
 "$KBOX" rm -f -s rh >/dev/null 2>&1
+# the hook says nothing of its own failures, nor of an interrupt that
+# lands as it runs: a cell's output is the cell's alone
+setup_for a_failing_hook_prints_nothing_into_the_cell
+fresh
+kbox exec -s rk 'x = 1'
+kbox exec -s rk 'get_ipython().payload_manager.write_payload = lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt())'
+kbox exec -s rk 'print(1)'
+check a_failing_hook_prints_nothing_into_the_cell eval 'status_is 0 && stdout_is "1" &&
+	stderr_empty'
+"$KBOX" rm -f -s rk >/dev/null 2>&1
 # the hook runs after a cell that raised too: what it defined first is
 # named
 setup_for exec_after_death_names_what_a_cell_that_raised_had_defined
