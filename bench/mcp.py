@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """bench/mcp.py - a run_python call through kbox mcp versus jupyter_client.
 
-    /usr/bin/python3 bench/mcp.py [KBOX] [-n N] [--rounds R] [--warmup W] [--json FILE]
+    /usr/bin/python3 bench/mcp.py [KBOX] [-n N] [--rounds R] [--warmup W] [--pause MS]
+                                  [--json FILE]
 
 KBOX is the kbox program (default: $KBOX, else ./kbox).  One session
 "bench" is started with `kbox start -s bench` in a private KBOX_HOME (a
@@ -35,8 +36,21 @@ server would:
 Every call is checked: the MCP result's text must be "Out[N]: 2" (N the
 execution count), its isError false and, as kbox mcp gives by default, no
 structuredContent; jupyter_client's reply status "ok".  W unmeasured calls of each come
-first, then R rounds of N calls of each, back to back, the order rotated
-from round to round.
+first, then R rounds; in each round every client makes N calls in each of
+two ways, the order of the clients rotated from round to round:
+
+  settled       each call MS ms (--pause, default 5) after the answer to
+                the one before, off the clock: as an agent's calls come
+                (each after a turn of its model), to a kernel, supervisor
+                and server that have finished their work for the call
+                before.  The figures of record.
+  back to back  each call as soon as the one before is answered: the
+                next request reaches the kernel while it still finishes
+                the last (ipykernel's IOPub thread and its main thread),
+                and the kernel then spends more CPU on a call the sooner
+                its client asks again; a fast client is charged for that
+                (jupyter_client's own ~1.2 ms of Python per call is a
+                pause of that kind).  --pause 0 measures this way only.
 
 Reported: per client the median, p10 and p90 of the wall time per call;
 the CPU each process spent per call of that client, summed over its
@@ -49,9 +63,12 @@ and the ratios kbox mcp / jupyter_client, kbox mcp http /
 jupyter_client and kbox mcp http raw / jupyter_client of the medians (the median over
 rounds of the ratio within a round): what the MCP server, the
 supervisor's protocol and the capture add to a bare Jupyter round trip
-(no target; for the record).  Also the peak RSS of the kbox mcp process
-(VmHWM) at the end.  The last line of stdout is one JSON object with
-every figure.  Exit status 0 when every call was correct, 1 otherwise, 2
+(issue 19's goal: <= 1.0 over stdio and over HTTP); each way of calling
+apart.  Also the peak RSS of the kbox mcp process (VmHWM) at the end.
+The last line of stdout is one JSON object with every figure: the
+settled ones at its top level, the back-to-back ones under
+"back_to_back" (at the top level with --pause 0); --json FILE writes
+them with every call's time ("lat": way -> client -> seconds).  Exit status 0 when every call was correct, 1 otherwise, 2
 on a usage error.  The session is stopped and its directory removed at
 the end, also after a failure.
 """
@@ -111,10 +128,12 @@ def main():
     ap.add_argument("-n", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--pause", type=float, default=5.0)
     ap.add_argument("--json")
     a = ap.parse_args()
-    if a.n < 1 or a.rounds < 1 or a.warmup < 0:
-        ap.error("-n and --rounds must be at least 1, --warmup at least 0")
+    if a.n < 1 or a.rounds < 1 or a.warmup < 0 or not 0 <= a.pause <= 60000:
+        ap.error("-n and --rounds must be at least 1, --warmup at least 0, "
+                 "--pause from 0 to 60000 (ms)")
     kbox = os.path.abspath(a.kbox)
     home = tempfile.mkdtemp(prefix="kb.", dir="/tmp")
     os.chmod(home, 0o711)
@@ -266,71 +285,86 @@ def main():
         for fn in clients.values():
             for _ in range(a.warmup):
                 fn()
-        lat = {k: [] for k in clients}
-        cpu = {k: {p: 0.0 for p in procs} for k in clients}
-        ratios = []
-        hratios = []
-        rratios = []
+        # (name, pause in s, JSON key prefix); the first is the figure of record
+        modes = ([("settled", a.pause / 1000.0)] if a.pause > 0 else []) + [("back to back", 0.0)]
+        lat = {m: {k: [] for k in clients} for m, _ in modes}
+        cpu = {m: {k: {p: 0.0 for p in procs} for k in clients} for m, _ in modes}
+        ratios = {m: {"mcp": [], "http": [], "raw": []} for m, _ in modes}
         order = list(clients)
         for r in range(a.rounds):
-            med = {}
-            for k in order[r % len(order):] + order[:r % len(order)]:
-                if k == "jupyter_client":
-                    # off the clock: what the kernel published for the other
-                    # clients' calls meanwhile, which jupyter_client reads
-                    # only when called (past its queue's 1000 messages, with
-                    # 3 other clients, it lost its own and waited for ever)
-                    while True:
-                        try:
-                            jc.get_iopub_msg(timeout=0)
-                        except queue.Empty:
-                            break
-                c0 = {p: cpu_s(v) for p, v in procs.items()}
-                xs = [clients[k]() for _ in range(a.n)]
-                c1 = {p: cpu_s(v) for p, v in procs.items()}
-                for p in procs:
-                    if c0[p] is None or c1[p] is None or cpu[k][p] is None:
-                        cpu[k][p] = None
-                    else:
-                        cpu[k][p] += c1[p] - c0[p]
-                lat[k] += xs
-                med[k] = statistics.median(xs)
-            ratios.append(med["kbox mcp"] / med["jupyter_client"])
-            hratios.append(med["kbox mcp http"] / med["jupyter_client"])
-            rratios.append(med["kbox mcp http raw"] / med["jupyter_client"])
+            for mode, pause in modes:
+                med = {}
+                for k in order[r % len(order):] + order[:r % len(order)]:
+                    if k == "jupyter_client":
+                        # off the clock: what the kernel published for the other
+                        # clients' calls meanwhile, which jupyter_client reads
+                        # only when called (past its queue's 1000 messages, with
+                        # 3 other clients, it lost its own and waited for ever)
+                        while True:
+                            try:
+                                jc.get_iopub_msg(timeout=0)
+                            except queue.Empty:
+                                break
+                    xs = []
+                    c0 = {p: cpu_s(v) for p, v in procs.items()}
+                    for _ in range(a.n):
+                        xs.append(clients[k]())
+                        if pause:
+                            time.sleep(pause)
+                    c1 = {p: cpu_s(v) for p, v in procs.items()}
+                    for p in procs:
+                        if c0[p] is None or c1[p] is None or cpu[mode][k][p] is None:
+                            cpu[mode][k][p] = None
+                        else:
+                            # (the pauses' idle time runs on no thread)
+                            cpu[mode][k][p] += c1[p] - c0[p]
+                    lat[mode][k] += xs
+                    med[k] = statistics.median(xs)
+                ratios[mode]["mcp"].append(med["kbox mcp"] / med["jupyter_client"])
+                ratios[mode]["http"].append(med["kbox mcp http"] / med["jupyter_client"])
+                ratios[mode]["raw"].append(med["kbox mcp http raw"] / med["jupyter_client"])
         hwm = 0
         with open(f"/proc/{server.pid}/status") as f:
             for line in f:
                 if line.startswith("VmHWM:"):
                     hwm = int(line.split()[1]) * 1024
         jc.stop_channels()
-        out = {"calls_per_round": a.n, "rounds": a.rounds, "failures": failures,
-               "ratio_mcp_over_jc": round(statistics.median(ratios), 3),
-               "ratio_mcp_http_over_jc": round(statistics.median(hratios), 3),
-               "ratio_mcp_http_raw_over_jc": round(statistics.median(rratios), 3),
-               "mcp_peak_rss_bytes": hwm}
-        print(f"{'client':18} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8}")
-        for k, xs in lat.items():
-            out[k] = {"median_ms": round(statistics.median(xs) * 1000, 3),
-                      "p10_ms": round(pct(xs, 10) * 1000, 3),
-                      "p90_ms": round(pct(xs, 90) * 1000, 3)}
-            out[k]["cpu_us_per_call"] = {
-                p: None if v is None else round(v / (a.n * a.rounds) * 1e6, 1)
-                for p, v in cpu[k].items()}
-            print(f"{k:18} {out[k]['median_ms']:10.3f} {out[k]['p10_ms']:8.3f} "
-                  f"{out[k]['p90_ms']:8.3f}")
-        print("CPU per call, us (the run time of each process's threads while the "
-              "client was measured):")
-        print(f"{'client':18} " + " ".join(f"{p:>10}" for p in procs))
-        for k in lat:
-            print(f"{k:18} " + " ".join(
-                f"{'-' if v is None else format(v, '.0f'):>10}"
-                for v in out[k]["cpu_us_per_call"].values()))
-        print(f"kbox mcp / jupyter_client (median of per-round ratios): "
-              f"{out['ratio_mcp_over_jc']:.2f}; kbox mcp http / jupyter_client: "
-              f"{out['ratio_mcp_http_over_jc']:.2f} (raw: {out['ratio_mcp_http_raw_over_jc']:.2f}); "
-              f"kbox mcp peak RSS {hwm / 2**20:.1f} MiB; "
-              f"{failures} incorrect calls")
+        out = {"calls_per_round": a.n, "rounds": a.rounds, "pause_ms": a.pause,
+               "failures": failures, "mcp_peak_rss_bytes": hwm}
+        for mode, _ in modes:
+            fig = {"ratio_mcp_over_jc": round(statistics.median(ratios[mode]["mcp"]), 3),
+                   "ratio_mcp_http_over_jc": round(statistics.median(ratios[mode]["http"]), 3),
+                   "ratio_mcp_http_raw_over_jc": round(statistics.median(ratios[mode]["raw"]), 3)}
+            for k, xs in lat[mode].items():
+                fig[k] = {"median_ms": round(statistics.median(xs) * 1000, 3),
+                          "p10_ms": round(pct(xs, 10) * 1000, 3),
+                          "p90_ms": round(pct(xs, 90) * 1000, 3)}
+                fig[k]["cpu_us_per_call"] = {
+                    p: None if v is None else round(v / (a.n * a.rounds) * 1e6, 1)
+                    for p, v in cpu[mode][k].items()}
+            if mode == modes[0][0]:
+                out.update(fig)
+            if mode == "back to back" and len(modes) > 1:
+                out["back_to_back"] = fig
+            print(f"{mode}" + (f": each call {a.pause:g} ms after the answer to the one before"
+                               if mode == "settled" else ": each call as soon as the one before "
+                               "is answered"))
+            print(f"  {'client':18} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8}")
+            for k in lat[mode]:
+                print(f"  {k:18} {fig[k]['median_ms']:10.3f} {fig[k]['p10_ms']:8.3f} "
+                      f"{fig[k]['p90_ms']:8.3f}")
+            print("  CPU per call, us (the run time of each process's threads while the "
+                  "client was measured):")
+            print(f"  {'client':18} " + " ".join(f"{p:>10}" for p in procs))
+            for k in lat[mode]:
+                print(f"  {k:18} " + " ".join(
+                    f"{'-' if v is None else format(v, '.0f'):>10}"
+                    for v in fig[k]["cpu_us_per_call"].values()))
+            print(f"  kbox mcp / jupyter_client (median of per-round ratios): "
+                  f"{fig['ratio_mcp_over_jc']:.2f}; kbox mcp http / jupyter_client: "
+                  f"{fig['ratio_mcp_http_over_jc']:.2f} (raw: "
+                  f"{fig['ratio_mcp_http_raw_over_jc']:.2f})")
+        print(f"kbox mcp peak RSS {hwm / 2**20:.1f} MiB; {failures} incorrect calls")
         print(json.dumps(out))
         if a.json:
             with open(a.json, "w") as f:

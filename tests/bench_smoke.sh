@@ -31,6 +31,10 @@ if [ -z "$SKIPPING" ]; then
 fi
 check bench_mcp_runs_every_call_correctly eval '[ "$(cat mcp.rc)" = 0 ] &&
 	last_json mcp.out "r[\"failures\"] == 0 and r[\"calls_per_round\"] == 3"'
+# both ways of calling: settled (the figures of record, 5 ms after each
+# answer by default) and back to back, each with its own ratios
+check bench_mcp_measures_settled_and_back_to_back_calls eval '
+	last_json mcp.out "r[\"pause_ms\"] == 5 and r[\"ratio_mcp_over_jc\"] > 0 and r[\"back_to_back\"][\"ratio_mcp_over_jc\"] > 0 and r[\"back_to_back\"][\"kbox mcp\"][\"cpu_us_per_call\"][\"kernel\"] > 0"'
 # each process a stdio call goes through spends CPU on it, and is counted
 check bench_mcp_counts_the_cpu_of_each_process_of_a_call eval '
 	last_json mcp.out "all(r[\"kbox mcp\"][\"cpu_us_per_call\"][p] > 0 for p in (\"client\", \"mcp\", \"supervisor\", \"kernel\")) and r[\"kbox mcp http\"][\"cpu_us_per_call\"][\"mcp http\"] > 0"'
