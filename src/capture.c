@@ -1230,26 +1230,40 @@ static bool capture_interrupted(const kbox_capture_t *self, kbox_exec_status_t s
 	        memcmp(self->ename, ki, sizeof ki - 1) == 0);
 }
 
-/* The pages of REPLY (an execute_reply; NULL: none): what IPython hands
- * a pager (obj?, obj??, %pinfo, %psource, %quickref: its "page" payloads)
- * is no message of iopub, and a front end with no pager would lose it;
- * each is kept as a display of its bundle, after the cell's outputs, as
- * IPython itself shows pages with InteractiveShell.display_page, but
- * with the terminal's escape sequences of its text/plain left out
- * (IPython colours its help for a terminal's pager; a display's text is
- * kept as the kernel sent it).  A pending clear_output has been dropped
- * first: a page is no output of the cell's, and clears nothing. */
-static void take_pages(kbox_capture_t *self, const kbox_msg_t *reply)
+/* What REPLY (an execute_reply; NULL: none) asks of its front end in its
+ * payloads, which are no messages of iopub:
+ * - the pages: what IPython hands a pager (obj?, obj??, %pinfo,
+ *   %psource, %quickref: its "page" payloads), which a front end with no
+ *   pager would lose; each is kept as a display of its bundle, after the
+ *   cell's outputs, as IPython itself shows pages with
+ *   InteractiveShell.display_page, but with the terminal's escape
+ *   sequences of its text/plain left out (IPython colours its help for a
+ *   terminal's pager; a display's text is kept as the kernel sent it).
+ *   A pending clear_output has been dropped first: a page is no output
+ *   of the cell's, and clears nothing.
+ * - exit() or quit() ("ask_exit"): IPython's terminal would end, and the
+ *   kernel with it; a notebook does nothing.  kbox does nothing either,
+ *   and says so in a notice, for code (or a model) that thinks it ended
+ *   the kernel: it goes on, with all it had. */
+static void take_payloads(kbox_capture_t *self, const kbox_msg_t *reply)
 {
 	json_t *payload = reply ? json_object_get(kbox_msg_content(reply), "payload") : NULL;
 	json_t *item;
 	size_t i;
+	bool asked_exit = false;
 
 	json_array_foreach(payload, i, item)
 	{
 		json_t *src = json_object_get(item, "source"),
 		       *data = json_object_get(item, "data");
 		json_t *c, *copy, *tp;
+		if (json_is_string(src) && strcmp(json_string_value(src), "ask_exit") == 0 &&
+		    !asked_exit) {
+			asked_exit = true;
+			capture_notice(self, "exit() does not end the kernel here: it goes on, "
+			                     "and what the code defined is kept");
+			continue;
+		}
 		if (!json_is_string(src) || strcmp(json_string_value(src), "page") != 0 ||
 		    !json_is_object(data))
 			continue;
@@ -1290,7 +1304,7 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	if (self->pending_clear)
 		self->pending_clear = false; /* a clear with nothing after it clears nothing */
 	if (exec)
-		take_pages(self, kbox_exec_reply(exec));
+		take_payloads(self, kbox_exec_reply(exec));
 	{
 		kbox_exec_drops_t drops = {{0, 0}, {0, 0}, 0, 0};
 		if (exec)

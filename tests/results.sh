@@ -115,6 +115,16 @@ clear_output(wait=True)
 get_ipython().run_line_magic("pinfo", "len")'
 check a_page_after_a_waiting_clear_clears_nothing eval 'status_is 0 && stdout_is "kept
 $LEN_PAGE"'
+# exit() asks the front end to end the kernel (IPython's "ask_exit"
+# payload): kbox does not, and says so; what the code defined is kept
+fresh
+kbox exec -s r 'kept_through_exit = 41; exit()'
+check exit_says_the_kernel_goes_on eval 'status_is 0 && stdout_is "[note: exit() does not end the kernel here: it goes on, and what the code defined is kept]"'
+kbox exec -s r 'print(kept_through_exit + 1)'
+check what_was_defined_before_exit_is_kept eval 'status_is 0 && stdout_is "42"'
+kbox exec -s r --format json 'quit()'
+check quit_is_a_notice_in_json eval 'status_is 0 &&
+	py "r[\"notices\"] == [\"exit() does not end the kernel here: it goes on, and what the code defined is kept\"] and r[\"status\"] == \"ok\" and r[\"outputs\"] == []"'
 
 # ---- a flood is read, not dropped, while the quota lasts ----
 
