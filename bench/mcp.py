@@ -45,12 +45,11 @@ two ways, the order of the clients rotated from round to round:
                 and server that have finished their work for the call
                 before.  The figures of record.
   back to back  each call as soon as the one before is answered: the
-                next request reaches the kernel while it still finishes
-                the last (ipykernel's IOPub thread and its main thread),
-                and the kernel then spends more CPU on a call the sooner
-                its client asks again; a fast client is charged for that
-                (jupyter_client's own ~1.2 ms of Python per call is a
-                pause of that kind).  --pause 0 measures this way only.
+                kernel then spent ~0.4 ms more of its CPU per kbox mcp
+                call than per jupyter_client call here, and the same
+                with a pause (bench/README.md); jupyter_client's own
+                ~1.2 ms of Python per call is a pause of a kind.
+                --pause 0 measures this way only.
 
 Reported: per client the median, p10 and p90 of the wall time per call;
 the CPU each process spent per call of that client, summed over its
@@ -68,7 +67,8 @@ apart.  Also the peak RSS of the kbox mcp process (VmHWM) at the end.
 The last line of stdout is one JSON object with every figure: the
 settled ones at its top level, the back-to-back ones under
 "back_to_back" (at the top level with --pause 0); --json FILE writes
-them with every call's time ("lat": way -> client -> seconds).  Exit status 0 when every call was correct, 1 otherwise, 2
+them with every call's time ("lat": way -> client -> seconds).  Exit
+status 0 when every call was correct, 1 otherwise, 2
 on a usage error.  The session is stopped and its directory removed at
 the end, also after a failure.
 """
@@ -285,7 +285,7 @@ def main():
         for fn in clients.values():
             for _ in range(a.warmup):
                 fn()
-        # (name, pause in s, JSON key prefix); the first is the figure of record
+        # (name, pause in s); the first is the figure of record
         modes = ([("settled", a.pause / 1000.0)] if a.pause > 0 else []) + [("back to back", 0.0)]
         lat = {m: {k: [] for k in clients} for m, _ in modes}
         cpu = {m: {k: {p: 0.0 for p in procs} for k in clients} for m, _ in modes}
