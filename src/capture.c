@@ -1241,10 +1241,12 @@ static bool capture_interrupted(const kbox_capture_t *self, kbox_exec_status_t s
  *   terminal's pager; a display's text is kept as the kernel sent it).
  *   A pending clear_output has been dropped first: a page is no output
  *   of the cell's, and clears nothing.
- * - exit() or quit() ("ask_exit"): IPython's terminal would end, and the
- *   kernel with it; a notebook does nothing.  kbox does nothing either,
- *   and says so in a notice, for code (or a model) that thinks it ended
- *   the kernel: it goes on, with all it had. */
+ * - exit() or quit() ("ask_exit", keepkernel not true): ipykernel stops
+ *   its own event loop 0.1 s after the reply and exits with status 0;
+ *   the supervisor then starts a new kernel, as for any other death,
+ *   and says so at the next execution.  A notice says it now, in the
+ *   result of the code that asked: its next code runs without what it
+ *   defined.  exit(keep_kernel=True) ends nothing, and says nothing. */
 static void take_payloads(kbox_capture_t *self, const kbox_msg_t *reply)
 {
 	json_t *payload = reply ? json_object_get(kbox_msg_content(reply), "payload") : NULL;
@@ -1257,11 +1259,12 @@ static void take_payloads(kbox_capture_t *self, const kbox_msg_t *reply)
 		json_t *src = json_object_get(item, "source"),
 		       *data = json_object_get(item, "data");
 		json_t *c, *copy, *tp;
-		if (json_is_string(src) && strcmp(json_string_value(src), "ask_exit") == 0 &&
-		    !asked_exit) {
+		if (json_is_string(src) && strcmp(json_string_value(src), "ask_exit") == 0) {
+			if (!asked_exit && !json_is_true(json_object_get(item, "keepkernel")))
+				capture_notice(self,
+				               "exit() ends the kernel: a new one is started, "
+				               "without what the code defined");
 			asked_exit = true;
-			capture_notice(self, "exit() does not end the kernel here: it goes on, "
-			                     "and what the code defined is kept");
 			continue;
 		}
 		if (!json_is_string(src) || strcmp(json_string_value(src), "page") != 0 ||

@@ -115,16 +115,30 @@ clear_output(wait=True)
 get_ipython().run_line_magic("pinfo", "len")'
 check a_page_after_a_waiting_clear_clears_nothing eval 'status_is 0 && stdout_is "kept
 $LEN_PAGE"'
-# exit() asks the front end to end the kernel (IPython's "ask_exit"
-# payload): kbox does not, and says so; what the code defined is kept
+# exit() and quit() (IPython's "ask_exit" payload) end ipykernel 0.1 s
+# after its reply, and the supervisor starts a new kernel: the result of
+# the code that asked says so.  Its own session: the next tests' kernel
+# must not end under them.
+EXIT_NOTE="exit() ends the kernel: a new one is started, without what the code defined"
+restarts_are() { [ "$(status_field ex restarts)" = "$1" ] && is_idle ex; }
 fresh
-kbox exec -s r 'kept_through_exit = 41; exit()'
-check exit_says_the_kernel_goes_on eval 'status_is 0 && stdout_is "[note: exit() does not end the kernel here: it goes on, and what the code defined is kept]"'
-kbox exec -s r 'print(kept_through_exit + 1)'
-check what_was_defined_before_exit_is_kept eval 'status_is 0 && stdout_is "42"'
-kbox exec -s r --format json 'quit()'
+kbox start -s ex
+kbox exec -s ex --format json 'kept_through_exit = 41; quit()'
 check quit_is_a_notice_in_json eval 'status_is 0 &&
-	py "r[\"notices\"] == [\"exit() does not end the kernel here: it goes on, and what the code defined is kept\"] and r[\"status\"] == \"ok\" and r[\"outputs\"] == []"'
+	py "r[\"notices\"] == [\"$EXIT_NOTE\"] and r[\"status\"] == \"ok\" and r[\"outputs\"] == []"'
+wait_for restarts_are 1
+kbox exec -s ex 'print("kept_through_exit" in dir())'
+check after_exit_the_code_runs_in_a_new_kernel eval 'status_is 0 && stdout_is "[note: kernel restarted: the kernel exited with status 0; earlier state (variables, imports, loaded data) is lost; it had defined: kept_through_exit: int]
+False"'
+kbox exec -s ex 'exit()'
+check exit_says_the_kernel_ends eval 'status_is 0 && stdout_is "[note: $EXIT_NOTE]"'
+wait_for restarts_are 2
+kbox exec -s ex 'kept = 1'
+kbox exec -s ex 'exit(keep_kernel=True)'
+check exit_keeping_the_kernel_says_nothing eval 'status_is 0 && stdout_empty'
+kbox exec -s ex 'print(kept)'
+check exit_keeping_the_kernel_keeps_it eval 'status_is 0 && stdout_is 1 && restarts_are 2'
+kbox stop -s ex
 
 # ---- a flood is read, not dropped, while the quota lasts ----
 
