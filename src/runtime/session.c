@@ -1326,7 +1326,7 @@ static int remove_session_dir(const char *dir, bool made, kbox_error_t *err)
 	static const char *const own[] = {"session.json", "supervisor.pid", "events.ndjson"};
 	char parent[PATH_MAX], *slash;
 	const char *name;
-	int pfd = -1, fd = -1, rc = -1;
+	int pfd = -1, fd = -1, rc = -1, lock = -1, start = -1;
 	bool kbox_made = made;
 	struct stat st;
 
@@ -1344,6 +1344,29 @@ static int remove_session_dir(const char *dir, bool made, kbox_error_t *err)
 			kbox_error_set_sys(err, "cannot remove %s", dir);
 		goto out;
 	}
+	/* the lock of a start (unless MADE: the start that made it removes
+	 * it), then the supervisor's own, taken in the very directory that
+	 * goes (FD), not by DIR's name again, and held while it goes: none
+	 * starts meanwhile (it would find them taken, and then its lock file
+	 * gone).  By name, a state directory swapped with a link as the
+	 * name was looked up made supervisor.pid fail to open (kx_open_path
+	 * follows no link below it), and a running session went once it
+	 * was back (identity.sh, row 44, under load) */
+	if (!made && (start = kx_open_file(fd, "start.lock", O_RDONLY, 0)) >= 0 &&
+	    flock(start, LOCK_EX | LOCK_NB) < 0) {
+		kbox_error_set(err, KBOX_E_INVALID,
+		               "it is being started (a kbox start holds %s/start.lock): remove it "
+		               "once that start has ended",
+		               dir);
+		goto out;
+	}
+	if ((lock = kx_open_file(fd, "supervisor.pid", O_RDONLY, 0)) >= 0 &&
+	    flock(lock, LOCK_EX | LOCK_NB) < 0) {
+		errno = EBUSY;
+		kbox_error_set_sys(err, "session %s: its supervisor runs", dir);
+		goto out;
+	}
+	kr_session_uid_release(dir);
 	/* (by name, whatever the file is: a session whose session.json was
 	 * made a FIFO, which ls shows as invalid, is still one to remove) */
 	for (size_t i = 0; i < sizeof own / sizeof *own && !kbox_made; i++)
@@ -1368,6 +1391,10 @@ static int remove_session_dir(const char *dir, bool made, kbox_error_t *err)
 	else
 		rc = 0;
 out:
+	if (lock >= 0)
+		close(lock);
+	if (start >= 0)
+		close(start);
 	if (fd >= 0)
 		close(fd);
 	if (pfd >= 0)
@@ -1382,41 +1409,11 @@ int kr_session_remove(const char *dir, kbox_error_t *err)
 
 int kr_session_remove_ex(const char *dir, bool starting, kbox_error_t *err)
 {
-	char path[4096];
-	int lock, start = -1, rc = 0;
-
-	/* the lock of a start, then the supervisor's own, held while the
-	 * directory goes: none starts meanwhile (it would find them taken,
-	 * and then its lock file gone) */
-	snprintf(path, sizeof path, "%s/start.lock", dir);
-	if (!starting && (start = kx_open_file(AT_FDCWD, path, O_RDONLY, 0)) >= 0 &&
-	    flock(start, LOCK_EX | LOCK_NB) < 0) {
-		close(start);
-		return kbox_error_set(err, KBOX_E_INVALID,
-		                      "it is being started (a kbox start holds %s): remove it once "
-		                      "that start has ended",
-		                      path);
-	}
-	snprintf(path, sizeof path, "%s/supervisor.pid", dir);
-	lock = kx_open_file(AT_FDCWD, path, O_RDONLY, 0);
-	if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0) {
-		close(lock);
-		if (start >= 0)
-			close(start);
-		errno = EBUSY;
-		return kbox_error_set_sys(err, "session %s: its supervisor runs", dir);
-	}
-	kr_session_uid_release(dir);
-	if (remove_session_dir(dir, starting, err) == 0) {
-		kr_live_session_forget(dir); /* its seal's record, what it kept */
-		kr_session_home_forget();    /* a state directory made for it */
-	} else
-		rc = -1;
-	if (lock >= 0)
-		close(lock);
-	if (start >= 0)
-		close(start);
-	return rc;
+	if (remove_session_dir(dir, starting, err) < 0)
+		return -1;
+	kr_live_session_forget(dir); /* its seal's record, what it kept */
+	kr_session_home_forget();    /* a state directory made for it */
+	return 0;
 }
 
 bool kr_session_starting(const char *dir)
