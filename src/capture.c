@@ -1242,11 +1242,11 @@ static bool capture_interrupted(const kbox_capture_t *self, kbox_exec_status_t s
  *   A pending clear_output has been dropped first: a page is no output
  *   of the cell's, and clears nothing.
  * - exit() or quit() ("ask_exit", keepkernel not true): ipykernel stops
- *   its own event loop 0.1 s after the reply and exits with status 0;
- *   the supervisor then starts a new kernel, as for any other death,
- *   and says so at the next execution.  A notice says it now, in the
- *   result of the code that asked: its next code runs without what it
- *   defined.  exit(keep_kernel=True) ends nothing, and says nothing. */
+ *   its own event loop 0.1 s after the reply and exits with status 0
+ *   (kbox's supervisor replaces it at once: supervisor_jobs.c,
+ *   asked_exit).  A notice says it now, in the result of the code that
+ *   asked: its next code runs without what it defined.
+ *   exit(keep_kernel=True) ends nothing, and says nothing. */
 static void take_payloads(kbox_capture_t *self, const kbox_msg_t *reply)
 {
 	json_t *payload = reply ? json_object_get(kbox_msg_content(reply), "payload") : NULL;

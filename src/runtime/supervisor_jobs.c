@@ -888,6 +888,25 @@ static void on_env_restored(void *arg, kbox_exec_t *x)
 	sup_dispatch_soon(s);
 }
 
+/* Did the code of X ask its front end to end the kernel (exit() or
+ * quit(): IPython's "ask_exit" payload, its keepkernel not true)?
+ * ipykernel then stops its event loop 0.1 s after the reply and exits. */
+static bool asked_exit(const kbox_exec_t *x)
+{
+	const kbox_msg_t *reply = kbox_exec_reply(x);
+	json_t *item;
+	size_t i;
+	json_array_foreach(reply ? json_object_get(kbox_msg_content(reply), "payload") : NULL, i,
+	                   item)
+	{
+		json_t *src = json_object_get(item, "source");
+		if (json_is_string(src) && strcmp(json_string_value(src), "ask_exit") == 0 &&
+		    !json_is_true(json_object_get(item, "keepkernel")))
+			return true;
+	}
+	return false;
+}
+
 /* The execution of J ended: its result to its client, the log, and what
  * comes next (a killed kernel's replacement, the next job). */
 static void on_exec_done(void *arg, kbox_exec_t *x)
@@ -897,7 +916,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	kbox_result_t *res;
 	kbox_exec_status_t st = kbox_exec_status(x);
 	char cause[600];
-	bool kill;
+	bool kill, exiting;
 
 	j->x = x;
 	s->running = NULL;
@@ -913,6 +932,13 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 		sup_log(s, "interrupt", json_pack("{s:s}", "cause", why));
 	}
 	kill = exec_cause(j, x, cause, sizeof cause);
+	/* exit(): the kernel is replaced now, not 0.1 s later when it ends
+	 * by itself, so that nothing more runs on it meanwhile (the next
+	 * execution waits for the new one; its result says so, and this one's
+	 * a notice of the capture's).  A front end's kernel is the front
+	 * end's to end (sup_kernel_replace) */
+	exiting = !kill && (st == KBOX_EXEC_OK || st == KBOX_EXEC_ERROR) && !s->front &&
+	          asked_exit(x);
 	if (j->cap)
 		kbox_capture_set_reply(j->cap, reply_room(j), reply_copies(j), KR_CTL_JSON_FLAGS);
 	if ((res = kbox_capture_finish(&j->cap, x))) {
@@ -962,7 +988,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	kbox_result_destroy(&res);
 	/* its variables back as they were, before anything else runs on
 	 * this kernel (not on one that is gone or going) */
-	if (j->env_phase == 2 && !kill && st != KBOX_EXEC_DIED && !s->stopping) {
+	if (j->env_phase == 2 && !kill && !exiting && st != KBOX_EXEC_DIED && !s->stopping) {
 		kbox_error_t err = {0};
 		s->running = j;
 		if (env_begin(s, j, false, &err) == 0) {
@@ -976,12 +1002,13 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	/* what a flood of output made the heap grow by goes back to the
 	 * system, not kept for the session's life */
 	sup_trim();
-	if (kill) {
+	if (kill || exiting) {
 		/* replaced on the next turn, not from inside the client's callback */
-		snprintf(s->kill_cause, sizeof s->kill_cause, "%s", cause);
+		snprintf(s->kill_cause, sizeof s->kill_cause, "%s",
+		         kill ? cause : "the code called exit()");
 		kr_sandbox_signal(s->sb, SIGKILL, NULL);
 	}
-	if (kill || (st == KBOX_EXEC_DIED && !s->replacing)) {
+	if (kill || exiting || (st == KBOX_EXEC_DIED && !s->replacing)) {
 		/* nothing more runs on this kernel: the next job waits for the new one */
 		s->ready = false;
 		sup_kernel_check_soon(s);
