@@ -217,6 +217,17 @@ kbox exec -s rk 'print(1)'
 check a_failing_hook_prints_nothing_into_the_cell eval 'status_is 0 && stdout_is "1" &&
 	stderr_empty'
 "$KBOX" rm -f -s rk >/dev/null 2>&1
+# a shape is the str() of what the code made: one that ipykernel cannot
+# encode (a lone surrogate) must not cost the reply, which would never
+# be sent (the next cells waited for it until their timeout)
+setup_for a_shape_that_cannot_be_encoded_loses_no_reply
+fresh
+kbox exec -s ru 'class ndarray:
+    shape = ("a\ud800b",)
+arr = ndarray()'
+kbox exec -s ru -t 60 'print(2)'
+check a_shape_that_cannot_be_encoded_loses_no_reply eval 'status_is 0 && stdout_is "2"'
+"$KBOX" rm -f -s ru >/dev/null 2>&1
 # the hook runs after a cell that raised too: what it defined first is
 # named
 setup_for exec_after_death_names_what_a_cell_that_raised_had_defined

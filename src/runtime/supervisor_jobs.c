@@ -565,7 +565,11 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
  * again.  The hook keeps its function, so code that deletes or replaces
  * builtins._kbox_vars changes nothing; and it says nothing of its own
  * errors, nor of an interrupt that comes as it runs, after the cell
- * (IPython would print a traceback into the cell's output). */
+ * (IPython would print a traceback into the cell's output).  Its text is
+ * made UTF-8 that ipykernel can send ('?' for a lone surrogate): a shape
+ * is the str() of what the code made, and a reply with text ipykernel
+ * cannot encode is never sent, so every execution after would wait for
+ * its reply for ever (hostile review of 2026-12-07). */
 #define VARS_BODY                                                                              \
 	"(lambda ns, hid: (lambda names: (lambda es: (lambda k: ', '.join(es[:k] + "           \
 	"(['and %d more' % (len(names) - k)] if k < len(names) else [])))(sum(1 for t in "     \
@@ -576,21 +580,22 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 	"'exit', 'quit', 'get_ipython') and type(ns[k]).__name__ != 'module']))"               \
 	"(get_ipython().user_ns, get_ipython().user_ns_hidden)"
 /* (a Python string's text: lines joined by \n, no double quote) */
-#define VARS_SOURCE                                                                             \
-	"import builtins\\n"                                                                    \
-	"ip = get_ipython()\\n"                                                                 \
-	"f = lambda: " VARS_BODY "\\n"                                                          \
-	"def hook(*a):\\n"                                                                      \
-	"    try:\\n"                                                                           \
-	"        if ip.parent_header.get('header', {}).get('session') == sid:\\n"               \
-	"            ip.payload_manager.write_payload({'source': 'kbox_vars', 'text': f()})\\n" \
-	"    except BaseException:\\n"                                                          \
-	"        pass\\n"                                                                       \
-	"cbs = ip.events.callbacks['post_run_cell']\\n"                                         \
-	"old = builtins.__dict__.get('_kbox_vars_hook')\\n"                                     \
-	"cbs[:] = [c for c in cbs if c is not old]\\n"                                          \
-	"builtins._kbox_vars = f\\n"                                                            \
-	"builtins._kbox_vars_hook = hook\\n"                                                    \
+#define VARS_SOURCE                                                                           \
+	"import builtins\\n"                                                                  \
+	"ip = get_ipython()\\n"                                                               \
+	"f = lambda: " VARS_BODY "\\n"                                                        \
+	"def hook(*a):\\n"                                                                    \
+	"    try:\\n"                                                                         \
+	"        if ip.parent_header.get('header', {}).get('session') == sid:\\n"             \
+	"            t = f().encode('utf-8', 'replace').decode('utf-8')\\n"                   \
+	"            ip.payload_manager.write_payload({'source': 'kbox_vars', 'text': t})\\n" \
+	"    except BaseException:\\n"                                                        \
+	"        pass\\n"                                                                     \
+	"cbs = ip.events.callbacks['post_run_cell']\\n"                                       \
+	"old = builtins.__dict__.get('_kbox_vars_hook')\\n"                                   \
+	"cbs[:] = [c for c in cbs if c is not old]\\n"                                        \
+	"builtins._kbox_vars = f\\n"                                                          \
+	"builtins._kbox_vars_hook = hook\\n"                                                  \
 	"cbs.append(hook)\\n"
 #define VARS_PAYLOAD "kbox_vars"
 
