@@ -114,7 +114,7 @@ typedef struct {
 	 * with when the interrupt loses its reply */
 	bool asked, reasked;
 	char asked_why[KBOX_ERROR_MSG_MAX];
-	int t_deadline, t_watch, t_phase, t_hb, t_asked;
+	int t_deadline, t_watch, t_phase, t_hb, t_asked, t_noreply;
 	kbox__bucket_t bucket;
 	bool hb_waiting; /* a ping is out */
 	int hb_misses;

@@ -12,9 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HB_SILENCE_MS 1000   /* silence during execute before checking the heartbeat */
-#define HB_TIMEOUT_MS 600    /* wait for one echo */
-#define HB_MISSES 2          /* consecutive misses that mean "dead" */
+#define HB_SILENCE_MS 1000 /* silence during execute before checking the heartbeat */
+#define HB_TIMEOUT_MS 600  /* wait for one echo */
+#define HB_MISSES 2        /* consecutive misses that mean "dead" */
+/* idle came, with no interrupt, and no reply: ipykernel sends its reply
+ * before idle, so one still missing this long after it will not come (the
+ * kernel could not send it: text it cannot encode; or kbox refused it) */
+#define REPLY_AFTER_IDLE_MS 10000
 #define IDLE_NO_REPLY_MS 500 /* after an interrupt: idle came, the reply may still */
 #define REASK_MS 2000        /* after an asked interrupt's KeyboardInterrupt: no reply, again */
 #define REPLY_IDLE_MS 2000   /* after the reply, iopub silence that asks whether idle comes */
@@ -104,6 +108,7 @@ void exec_close(kbox_client_t *self, kbox_exec_t *x, kbox_exec_done_cb **done_p,
 	client_cancel_timer(self, &run->t_phase);
 	client_cancel_timer(self, &run->t_hb);
 	client_cancel_timer(self, &run->t_asked);
+	client_cancel_timer(self, &run->t_noreply);
 	if (run->hb_waiting) /* a REQ socket whose echo is still out is stuck */
 		channel_close(self, KBOX_CH_HB);
 	if (self->ready && self->ready->owner == run) {
@@ -215,6 +220,7 @@ static void exec_both(kbox_client_t *self, kbox_exec_t *x)
 	client_cancel_timer(self, &run->t_watch);
 	client_cancel_timer(self, &run->t_hb);
 	client_cancel_timer(self, &run->t_asked);
+	client_cancel_timer(self, &run->t_noreply);
 	if (run->hb_waiting) {
 		channel_close(self, KBOX_CH_HB);
 		run->hb_waiting = false;
@@ -477,6 +483,23 @@ static int exec_on_asked(kbox_loop_t *loop, void *arg)
 }
 
 /* The deadline (or the grace period after an interrupt) is over. */
+/* T_NOREPLY: idle came REPLY_AFTER_IDLE_MS ago, and no reply: the
+ * execution ends, an error that says why (else it would wait for ever,
+ * and no interrupt could end it: the kernel is idle). */
+static int exec_on_no_reply(kbox_loop_t *loop, void *arg)
+{
+	kbox_exec_t *x = arg;
+	exec_run_t *run = x->run;
+	(void)loop;
+	run->t_noreply = 0;
+	if (run->phase == X_RUN && !run->got_reply)
+		exec_stop(run->client, x, KBOX_EXEC_ERROR,
+		          "the kernel went idle, but its reply to the execution did not come "
+		          "within 10 s: the kernel could not send it (text it cannot encode, for "
+		          "one), or kbox could not read it; the kernel itself is unchanged");
+	return 0;
+}
+
 static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 {
 	kbox_exec_t *x = arg;
@@ -663,7 +686,9 @@ void exec_output(kbox_client_t *self, kbox_exec_t *x, kbox_msg_t **m_p)
 			client_cancel_timer(self, &run->t_deadline);
 			run->t_deadline = client_add_timer(self, IDLE_NO_REPLY_MS, exec_on_deadline,
 			                                   x);
-		}
+		} else if (!run->got_reply && !run->t_noreply)
+			run->t_noreply = client_add_timer(self, REPLY_AFTER_IDLE_MS,
+			                                  exec_on_no_reply, x);
 	}
 	if (!exec_callback(self, x, KBOX_CH_IOPUB, *m_p, &rc))
 		return;

@@ -139,6 +139,23 @@ kbox exec -s ex 'print(kept)'
 check exit_keeping_the_kernel_keeps_it eval 'status_is 0 && stdout_is 1 && restarts_are 2'
 kbox stop -s ex
 
+# a reply that never comes ends the execution, an error that says why,
+# 10 s after idle (before: it waited for ever, and no interrupt could end
+# it): one kbox refuses (over its decode bound), one ipykernel cannot
+# send (a lone surrogate in a help page: it sends no reply at all)
+NOREPLY="[note: the kernel went idle, but its reply to the execution did not come within 10 s: the kernel could not send it (text it cannot encode, for one), or kbox could not read it; the kernel itself is unchanged]"
+fresh
+kbox exec -s nr 'get_ipython().payload_manager.write_payload({"source": "x", "data": [[]] * 700000}); print("x")'
+check a_reply_kbox_refuses_ends_the_execution_saying_why eval 'status_is 1 &&
+	has_line stdout x && has_line stdout "$NOREPLY"'
+kbox exec -s nr 's = "a\ud800b"
+s?'
+check a_reply_the_kernel_cannot_send_ends_the_execution_saying_why eval 'status_is 1 &&
+	has_line stdout "$NOREPLY"'
+kbox exec -s nr 'print(2)'
+check after_a_lost_reply_the_kernel_runs_the_next_code eval 'status_is 0 && stdout_is 2'
+kbox stop -s nr
+
 # ---- a flood is read, not dropped, while the quota lasts ----
 
 # the bytes of text of print(i) for i in range(N)
