@@ -314,12 +314,17 @@ check a_timeout_interrupts_the_remote_kernel_and_keeps_its_state eval 'status_is
 	grep -q "^\[timeout: timed out after 1 s; the kernel was interrupted (state kept)\]$" stdout'
 kbox exec -s g 'print(keep)'
 check the_state_is_there_after_the_timeout eval 'status_is 0 && stdout_is 7'
+# (the execution's output in a directory of its own: kbox interrupt's
+# ./stdout, opened later, would be written over it)
+fresh
+bgdir=$(pwd)
 kbox exec -s g 'import time; time.sleep(60)' &
 bg=$!
+fresh
 wait_for is_busy g >/dev/null
 kbox interrupt -s g
 wait "$bg"
-check kbox_interrupt_interrupts_the_remote_kernel eval 'grep -q "^KeyboardInterrupt" "$last_dir/stdout"'
+check kbox_interrupt_interrupts_the_remote_kernel eval 'grep -q "^KeyboardInterrupt" "$bgdir/stdout"'
 
 # the kernel dies on the server: reported as a restart, with what it held
 kbox exec -s g 'import os; os._exit(1)'
