@@ -482,7 +482,6 @@ static int exec_on_asked(kbox_loop_t *loop, void *arg)
 	return 0;
 }
 
-/* The deadline (or the grace period after an interrupt) is over. */
 /* T_NOREPLY: idle came REPLY_AFTER_IDLE_MS ago, and no reply: the
  * execution ends, an error that says why (else it would wait for ever,
  * and no interrupt could end it: the kernel is idle). */
@@ -500,6 +499,7 @@ static int exec_on_no_reply(kbox_loop_t *loop, void *arg)
 	return 0;
 }
 
+/* The deadline (or the grace period after an interrupt) is over. */
 static int exec_on_deadline(kbox_loop_t *loop, void *arg)
 {
 	kbox_exec_t *x = arg;
