@@ -157,6 +157,46 @@ def t_interrupt():
 check("wait_python_with_interrupt_stops_the_cell_and_keeps_the_state", t_interrupt)
 
 
+def t_stubborn():
+    o = Server("-s", "long-stubborn", "--structured", "text")
+    o.init()
+    code = ("import os, time\n"
+            "print('stubborn', flush=True)\n"
+            "while not os.path.exists('go-end'):\n"
+            "    try:\n"
+            "        time.sleep(0.05)\n"
+            "    except KeyboardInterrupt:\n"
+            "        print('caught', flush=True)\n"
+            "print('ended')")
+    r = ok_result(o.call("run_python", {"code": code, "soft_timeout": 1}, timeout=120))
+    assert NOTE_RUNNING.match(text(r)), r
+    # the code catches the interrupt: the wait keeps its own time limit
+    r = ok_result(o.call("wait_python", {"interrupt": True, "timeout": 1}, timeout=120))
+    assert r["isError"] is False and r["structuredContent"]["status"] == "running", r
+    assert re.match(r"\[note: still running after [0-9.]+ s, though interrupted \(the code "
+                    r"may catch KeyboardInterrupt\): ", text(r)), r
+    seen = text(r)
+    for _ in range(10000):  # until the code says it caught the interrupt
+        if "caught" in seen:
+            break
+        seen += text(ok_result(o.call("wait_python", {"timeout": 1}, timeout=120)))
+    r = ok_result(o.call("wait_python", {"interrupt": True, "timeout": 0}, timeout=120))
+    assert r["structuredContent"]["status"] == "running" and text(r).startswith(
+        "[note: interrupted, and still running: what it printed since the last call "
+        "follows; call wait_python with a timeout to wait for its end]\n"), r
+    go("long-stubborn", "end")
+    r = ok_result(o.call("wait_python", {"timeout": 120}, timeout=180))
+    assert r["isError"] is False and text(r).startswith(NOTE_ENDED), r
+    assert text(r).endswith(
+        "stubborn\ncaught\ncaught\nended\n[note: wait_python (interrupt: true) was sent "
+        "while it ran, and the code went on to the end]\n"), r
+    assert r["structuredContent"]["status"] == "ok", r
+    assert o.close(60) == 0
+
+
+check("wait_python_with_interrupt_keeps_its_timeout_when_the_code_goes_on", t_stubborn)
+
+
 def t_eof():
     o = Server("-s", "long-eof")
     o.init()

@@ -280,19 +280,24 @@ json_t *mcp_wait_python(mcp_t *m, json_t *id, json_t *progress, json_t *args)
 		mcp_call_ended(m, c, NULL, "it was interrupted (its connection closed)");
 		return ended_result(m, c);
 	}
-	if (json_is_true(ji))
-		wait_ms = 0; /* until it ends: the interrupt ends it */
-	else if (wait_ms == 0)
+	/* an interrupt need not end the code (it may catch KeyboardInterrupt,
+	 * or its reply may never come): the wait keeps its time limit */
+	if (wait_ms == 0)
 		return running_result(
 		        m, c,
-		        "still running: what it printed since the last call follows; "
-		        "call wait_python with a timeout to wait for more and for its "
-		        "result, or with interrupt true to stop it");
+		        json_is_true(ji)
+		                ? "interrupted, and still running: what it printed since the "
+		                  "last call follows; call wait_python with a timeout to wait "
+		                  "for its end"
+		                : "still running: what it printed since the last call follows; "
+		                  "call wait_python with a timeout to wait for more and for its "
+		                  "result, or with interrupt true to stop it");
 	m->sess->wait.id = json_incref(id);
 	m->sess->wait.progress = progress ? json_incref(progress) : NULL;
 	m->sess->wait.modern = m->req_modern;
 	m->sess->wait.begun = now;
-	m->sess->wait.deadline = wait_ms > 0 ? now + wait_ms : 0;
+	m->sess->wait.deadline = now + wait_ms;
+	m->sess->wait.interrupted = json_is_true(ji);
 	m->sess->wait.progress_due = progress ? now + MCP_PROGRESS_EVERY_MS : 0;
 	return NULL;
 }
@@ -345,9 +350,6 @@ static long long sooner(long long next, long long at, long long now)
 	return next < 0 || d < next ? d : next;
 }
 
-/* What is due now of the wait_python of M->sess, whose code answered
- * early is BG: its end, or a progress notification.  NEXT as sooner
- * takes it, updated. */
 /* MS, how long a call has run, into BUF as its notes say it: seconds to a
  * tenth under 10 s (a soft limit of 0.5 s is not "0 s"), whole above. */
 static void running_for(char *buf, size_t size, long long ms)
@@ -358,6 +360,9 @@ static void running_for(char *buf, size_t size, long long ms)
 		snprintf(buf, size, "%lld s", ms / 1000);
 }
 
+/* What is due now of the wait_python of M->sess, whose code answered
+ * early is BG: its end, or a progress notification.  NEXT as sooner
+ * takes it, updated. */
 static long long wait_due(mcp_t *m, mcp_call_t *bg, long long now, long long next)
 {
 	mcp_wait_t *w = &m->sess->wait;
@@ -368,11 +373,18 @@ static long long wait_due(mcp_t *m, mcp_call_t *bg, long long now, long long nex
 	if (w->deadline && now >= w->deadline) {
 		char took[32];
 		running_for(took, sizeof took, now - bg->begun);
-		snprintf(head, sizeof head,
-		         "still running after %s: what it printed since the last call follows; "
-		         "call wait_python again to wait for more and for its result, or with "
-		         "interrupt true to stop it",
-		         took);
+		if (w->interrupted)
+			snprintf(head, sizeof head,
+			         "still running after %s, though interrupted (the code may catch "
+			         "KeyboardInterrupt): what it printed since the last call follows; "
+			         "call wait_python again to wait for its end",
+			         took);
+		else
+			snprintf(head, sizeof head,
+			         "still running after %s: what it printed since the last call "
+			         "follows; call wait_python again to wait for more and for its "
+			         "result, or with interrupt true to stop it",
+			         took);
 		answer_wait(m, running_result(m, bg, head));
 		return next;
 	}

@@ -83,6 +83,7 @@ typedef struct {
 	json_t *id;       /* NULL: none waits */
 	json_t *progress; /* its progressToken, or NULL */
 	bool modern;      /* of the 2026-07-28 revision */
+	bool interrupted; /* it interrupted the code first */
 	long long begun, deadline, progress_due, progress_last, progress_n;
 } mcp_wait_t;
 
