@@ -1337,7 +1337,8 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 		r->seconds = kbox_exec_seconds(exec);
 		snprintf(r->reason, sizeof r->reason, "%s", kbox_exec_reason(exec));
 		/* an error with nothing of the kernel's to show for it (its
-		 * reply never came): the reason is what there is to read */
+		 * reply never came, or could not be read): the reason is what
+		 * there is to read */
 		if (r->status == KBOX_EXEC_ERROR && !self->has_error && r->reason[0])
 			capture_notice(self, "%s", r->reason);
 		if (kbox_exec_calls(exec))

@@ -154,6 +154,17 @@ check a_reply_the_kernel_cannot_send_ends_the_execution_saying_why eval 'status_
 	has_line stdout "$NOREPLY"'
 kbox exec -s nr 'print(2)'
 check after_a_lost_reply_the_kernel_runs_the_next_code eval 'status_is 0 && stdout_is 2'
+# a reply nested deeper than kbox reads JSON (2048 levels) came, but
+# says nothing kbox can read: an error that says so, not the code's
+UNREAD="kbox could not read the kernel's reply to the execution (its JSON is nested too deeply, or is no object): whether the code succeeded is unknown; what it printed is kept"
+kbox exec -s nr --format json 'import sys; sys.setrecursionlimit(100000)
+v = 1
+for i in range(3000): v = [v]
+get_ipython().payload_manager.write_payload({"source": "page", "data": {"text/plain": "deep", "application/json": {"a": v}}}, single=False)
+del v
+print("x")'
+check an_unreadable_reply_is_an_error_that_says_so eval 'status_is 1 &&
+	py "r[\"status\"] == \"error\" and r[\"error\"] is None and r[\"notices\"] == [\"$UNREAD\"] and r[\"stdout\"][\"text\"] == \"x\\n\""'
 kbox stop -s nr
 
 # ---- a flood is read, not dropped, while the quota lasts ----
