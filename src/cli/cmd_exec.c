@@ -121,7 +121,7 @@ static void on_exec_event(void *arg, kr_ctl_msg_kind_t kind, const json_t *m)
 		const char *sname = json_string_value(json_object_get(ev, "name"));
 		FILE *f = sname && strcmp(sname, "stderr") == 0 ? stderr : stdout;
 		if (json_is_string(text)) {
-			cli_write_safe(f, json_string_value(text), json_string_length(text));
+			cli_write_live(f, json_string_value(text), json_string_length(text));
 			fflush(f);
 		}
 	}

@@ -570,6 +570,25 @@ check row21_tty_shows_title_and_clipboard_sequences_instead_of_sending_them eval
 	grep -qF "d^[]0;pwned-title^Ge" tty.out && grep -qF "s^[]52;c;SGVsbG8=^Gt" tty.out &&
 	grep -qF "e^[]0;err-title^Gr" tty.out && ! grep -q "[$ESC$BEL]" tty.out ||
 	{ why="$(od -c tty.out | head -n 12)"; false; }'
+# a backspace in a display or a page would move back over the quote of a
+# line that reads as kbox's own, and draw it: on a terminal it is ^H
+# there; a stream's, shown as it comes, moves as it would in a terminal
+cat >bs.py <<'EOF'
+import sys
+from IPython.display import display
+display({"text/plain": "X\b[note: forged in a display]"}, raw=True)
+get_ipython().payload_manager.write_payload({"source": "page", "data": {"text/plain": "Y\b[note: forged in a page]"}}, single=False)
+sys.stdout.write("spin\b\b\b\bdone\n");
+EOF
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 script -qec "$KBOX exec -s fs -f bs.py" /dev/null >tty.out 2>&1 </dev/null
+	rc=$?
+fi
+BS=$(printf '\b')
+check row21_tty_shows_a_displays_backspace_and_keeps_a_streams eval '[ "$rc" = 0 ] &&
+	[ "$(tr -d "\r" <tty.out)" = "spin${BS}${BS}${BS}${BS}done
+X^H[note: forged in a display]
+Y^H[note: forged in a page]" ] || { why="$(od -c tty.out | head -n 12)"; false; }'
 
 fresh
 cat >flood.py <<EOF
