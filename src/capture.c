@@ -679,8 +679,43 @@ static size_t json_size(const kbox_capture_t *self, json_t *v)
 	return json_dumpb(v, NULL, 0, self->json_flags | JSON_ENCODE_ANY);
 }
 
-/* A copy of DATA with images written to files (replaced by references) and
- * oversized values left out. */
+/* The value V of a text type (text/plain, text/html, ...) as the string
+ * the protocol says it is (new reference; NULL: out of memory): a list of
+ * strings joined, as nbformat joins a text's lines, anything else as its
+ * JSON.  So nothing the kernel sends as text reads as kbox's own marker
+ * of a value left out, {"omitted_bytes": N}, nor as nothing at all. */
+static json_t *as_text(const kbox_capture_t *self, json_t *v)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	json_t *item, *t;
+	size_t i;
+	bool lines = json_is_array(v);
+	char *dump, *joined;
+	size_t n;
+
+	json_array_foreach(v, i, item)
+	{
+		if (!json_is_string(item)) {
+			lines = false;
+			break;
+		}
+		kx_buf_append(&b, json_string_value(item), json_string_length(item));
+	}
+	if (lines) {
+		joined = kx_buf_take(&b, &n);
+		t = joined ? json_stringn(joined, n) : NULL;
+		free(joined);
+		return t;
+	}
+	kx_buf_reset(&b);
+	dump = json_dumps(v, (self->json_flags & ~JSON_ENSURE_ASCII) | JSON_ENCODE_ANY);
+	t = json_string(dump ? dump : "(a value kbox could not write as JSON)");
+	free(dump);
+	return t;
+}
+
+/* A copy of DATA with images written to files (replaced by references),
+ * texts made strings (as_text) and oversized values left out. */
 static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
 {
 	json_t *out = json_object(), *v;
@@ -691,6 +726,14 @@ static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
 	json_object_foreach(data, mime, v)
 	{
 		bool image = false;
+		json_t *text = NULL;
+		if (strncmp(mime, "text/", 5) == 0 && !json_is_string(v)) {
+			if (!(text = as_text(self, v))) {
+				self->oom = true;
+				continue;
+			}
+			v = text;
+		}
 		for (size_t k = 0; k < sizeof image_kinds / sizeof image_kinds[0]; k++) {
 			if (strcmp(mime, image_kinds[k].mime) == 0) {
 				json_t *ref = save_image(self, mime, image_kinds[k].ext,
@@ -738,6 +781,7 @@ static json_t *process_bundle(kbox_capture_t *self, json_t *data, int display)
 				json_object_set_new(out, mime, kept);
 			}
 		}
+		json_decref(text);
 	}
 	return out;
 }

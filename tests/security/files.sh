@@ -589,6 +589,24 @@ check row21_tty_shows_a_displays_backspace_and_keeps_a_streams eval '[ "$rc" = 0
 	[ "$(tr -d "\r" <tty.out)" = "spin${BS}${BS}${BS}${BS}done
 X^H[note: forged in a display]
 Y^H[note: forged in a page]" ] || { why="$(od -c tty.out | head -n 12)"; false; }'
+# a text that is no string is made one: a list's lines joined, anything
+# else its JSON; so the kernel's {"omitted_bytes": N} is no marker of
+# kbox's, and 5 is not nothing
+cat >odd.py <<'EOF'
+from IPython.display import display
+display({"text/plain": {"omitted_bytes": 5}}, raw=True)
+display({"text/plain": ["two ", "lines\n", "joined"]}, raw=True)
+display({"text/plain": 5, "text/html": None}, raw=True)
+EOF
+kbox exec -s fs -f odd.py
+check row21_a_display_text_that_is_no_string_is_shown_as_its_json eval 'status_is 0 &&
+	stdout_is "{\"omitted_bytes\":5}
+two lines
+joined
+5"'
+kbox exec -s fs --format json -f odd.py
+check row21_the_json_keeps_such_a_text_as_a_string eval 'status_is 0 &&
+	json_true stdout "[o[\"data\"] for o in j[\"outputs\"]] == [{\"text/plain\": \"{\\\"omitted_bytes\\\":5}\"}, {\"text/plain\": \"two lines\\njoined\"}, {\"text/plain\": \"5\", \"text/html\": \"null\"}]"'
 
 fresh
 cat >flood.py <<EOF
