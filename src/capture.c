@@ -1274,43 +1274,36 @@ static bool capture_interrupted(const kbox_capture_t *self, kbox_exec_status_t s
 	        memcmp(self->ename, ki, sizeof ki - 1) == 0);
 }
 
-/* What REPLY (an execute_reply; NULL: none) asks of its front end in its
- * payloads, which are no messages of iopub:
+/* What the reply of EXEC asks of its front end in its payloads, which
+ * are no messages of iopub:
  * - the pages: what IPython hands a pager (obj?, obj??, %pinfo,
  *   %psource, %quickref: its "page" payloads), which a front end with no
  *   pager would lose; each is kept as a display of its bundle, after the
  *   cell's outputs, as IPython itself shows pages with
  *   InteractiveShell.display_page, but with the terminal's escape
  *   sequences of its text/plain left out (IPython colours its help for a
- *   terminal's pager; a display's text is kept as the kernel sent it).
- *   A pending clear_output has been dropped first: a page is no output
- *   of the cell's, and clears nothing.
- * - exit() or quit() ("ask_exit", keepkernel not true): ipykernel stops
- *   its own event loop 0.1 s after the reply and exits with status 0
- *   (kbox's supervisor replaces it at once: supervisor_jobs.c,
- *   asked_exit).  A notice says it now, in the result of the code that
- *   asked: its next code runs without what it defined.
- *   exit(keep_kernel=True) ends nothing, and says nothing. */
-static void take_payloads(kbox_capture_t *self, const kbox_msg_t *reply)
+ *   terminal's pager).  A pending clear_output has been dropped first: a
+ *   page is no output of the cell's, and clears nothing.
+ * - exit() or quit() (kbox_exec_asked_exit): ipykernel exits, and kbox's
+ *   supervisor replaces it at once (supervisor_jobs.c, on_exec_done).  A
+ *   notice says it now, in the result of the code that asked: its next
+ *   code runs without what it defined.  exit(keep_kernel=True) ends
+ *   nothing, and says nothing. */
+static void take_payloads(kbox_capture_t *self, const kbox_exec_t *exec)
 {
+	const kbox_msg_t *reply = kbox_exec_reply(exec);
 	json_t *payload = reply ? json_object_get(kbox_msg_content(reply), "payload") : NULL;
 	json_t *item;
 	size_t i;
-	bool asked_exit = false;
 
+	if (kbox_exec_asked_exit(exec))
+		capture_notice(self, "exit() ends the kernel: a new one is started, without what "
+		                     "the code defined");
 	json_array_foreach(payload, i, item)
 	{
 		json_t *src = json_object_get(item, "source"),
 		       *data = json_object_get(item, "data");
 		json_t *c, *copy, *tp;
-		if (json_is_string(src) && strcmp(json_string_value(src), "ask_exit") == 0) {
-			if (!asked_exit && !json_is_true(json_object_get(item, "keepkernel")))
-				capture_notice(self,
-				               "exit() ends the kernel: a new one is started, "
-				               "without what the code defined");
-			asked_exit = true;
-			continue;
-		}
 		if (!json_is_string(src) || strcmp(json_string_value(src), "page") != 0 ||
 		    !json_is_object(data))
 			continue;
@@ -1351,7 +1344,7 @@ kbox_result_t *kbox_capture_finish(kbox_capture_t **self_p, const kbox_exec_t *e
 	if (self->pending_clear)
 		self->pending_clear = false; /* a clear with nothing after it clears nothing */
 	if (exec)
-		take_payloads(self, kbox_exec_reply(exec));
+		take_payloads(self, exec);
 	{
 		kbox_exec_drops_t drops = {{0, 0}, {0, 0}, 0, 0};
 		if (exec)

@@ -1028,6 +1028,21 @@ const kbox_msg_t *kbox_exec_reply(const kbox_exec_t *self)
 {
 	return self->reply;
 }
+bool kbox_exec_asked_exit(const kbox_exec_t *self)
+{
+	json_t *item;
+	size_t i;
+	json_array_foreach(self->reply ? json_object_get(kbox_msg_content(self->reply), "payload")
+	                               : NULL,
+	                   i, item)
+	{
+		json_t *src = json_object_get(item, "source");
+		if (json_is_string(src) && strcmp(json_string_value(src), "ask_exit") == 0 &&
+		    !json_is_true(json_object_get(item, "keepkernel")))
+			return true;
+	}
+	return false;
+}
 bool kbox_exec_interrupted(const kbox_exec_t *self)
 {
 	return self->interrupted;

@@ -922,6 +922,48 @@ out:
 	free(dir);
 }
 
+/* exit() asks the front end to end the kernel (IPython's ask_exit
+ * payload); exit(keep_kernel=True) does not; a kernel of its own, as it
+ * exits. */
+TEST(exit_asks_the_front_end_to_end_the_kernel)
+{
+	kbox_error_t err = {0};
+	kbox_kernel_t *k;
+	kbox_client_t *c = NULL;
+	kbox_exec_t *ex;
+	char *dir;
+	static const struct {
+		const char *code;
+		bool asked;
+	} cases[] = {{"1", false}, {"exit(keep_kernel=True)", false}, {"quit()", true}};
+
+	REQUIRE(g_spec);
+	dir = live_mkdtemp("live-exit-asked");
+	REQUIRE(dir);
+	k = live_start(g_spec, dir, &c, &err);
+	if (!k) {
+		printf("# start: %s\n", err.msg);
+		CHECK(k);
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		ex = live_run(c, cases[i].code, LIVE_EXEC_MS);
+		CHECK(ex);
+		if (!ex)
+			break;
+		printf("# %s\n", cases[i].code);
+		CHECK_INT_EQ(kbox_exec_status(ex), KBOX_EXEC_OK);
+		CHECK_INT_EQ(kbox_exec_asked_exit(ex), cases[i].asked);
+		kbox_exec_destroy(&ex);
+	}
+	kbox_kernel_stop(k, c, NULL);
+out:
+	kbox_client_destroy(&c);
+	kbox_kernel_destroy(&k);
+	live_rm_rf(dir);
+	free(dir);
+}
+
 /* ---- interrupt_mode "message" ---- */
 
 TEST(message_mode_interrupt_interrupts_on_timeout)
@@ -1024,6 +1066,7 @@ int main(void)
 	RUN(kernel_that_exits_at_once_is_dead_not_timed_out);
 	RUN(missing_kernelspec_is_notfound);
 	RUN(stop_leaves_no_process_and_no_files);
+	RUN(exit_asks_the_front_end_to_end_the_kernel);
 	RUN(message_mode_interrupt_interrupts_on_timeout);
 
 	if (g_kernel)

@@ -396,6 +396,11 @@ int kbox_exec_count(const kbox_exec_t *self);
 /* The execute_reply, or NULL when none came.  Borrowed: valid while SELF
  * lives. */
 const kbox_msg_t *kbox_exec_reply(const kbox_exec_t *self);
+/* Whether the code asked its front end to end the kernel: exit() or
+ * quit() in IPython, an "ask_exit" payload in the reply whose keepkernel
+ * is not true.  ipykernel then stops its own event loop 0.1 s after the
+ * reply and exits with status 0.  False without a reply. */
+bool kbox_exec_asked_exit(const kbox_exec_t *self);
 /* True when the library interrupted the kernel for this execution. */
 bool kbox_exec_interrupted(const kbox_exec_t *self);
 /* Wall-clock seconds from send to completion. */

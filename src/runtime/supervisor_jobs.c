@@ -893,25 +893,6 @@ static void on_env_restored(void *arg, kbox_exec_t *x)
 	sup_dispatch_soon(s);
 }
 
-/* Did the code of X ask its front end to end the kernel (exit() or
- * quit(): IPython's "ask_exit" payload, its keepkernel not true)?
- * ipykernel then stops its event loop 0.1 s after the reply and exits. */
-static bool asked_exit(const kbox_exec_t *x)
-{
-	const kbox_msg_t *reply = kbox_exec_reply(x);
-	json_t *item;
-	size_t i;
-	json_array_foreach(reply ? json_object_get(kbox_msg_content(reply), "payload") : NULL, i,
-	                   item)
-	{
-		json_t *src = json_object_get(item, "source");
-		if (json_is_string(src) && strcmp(json_string_value(src), "ask_exit") == 0 &&
-		    !json_is_true(json_object_get(item, "keepkernel")))
-			return true;
-	}
-	return false;
-}
-
 /* The execution of J ended: its result to its client, the log, and what
  * comes next (a killed kernel's replacement, the next job). */
 static void on_exec_done(void *arg, kbox_exec_t *x)
@@ -943,7 +924,7 @@ static void on_exec_done(void *arg, kbox_exec_t *x)
 	 * a notice of the capture's).  A front end's kernel is the front
 	 * end's to end (sup_kernel_replace) */
 	exiting = !kill && (st == KBOX_EXEC_OK || st == KBOX_EXEC_ERROR) && !s->front &&
-	          asked_exit(x);
+	          kbox_exec_asked_exit(x);
 	if (j->cap)
 		kbox_capture_set_reply(j->cap, reply_room(j), reply_copies(j), KR_CTL_JSON_FLAGS);
 	if ((res = kbox_capture_finish(&j->cap, x))) {
