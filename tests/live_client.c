@@ -881,25 +881,37 @@ TEST(missing_kernelspec_is_notfound)
 
 /* ---- shutdown ---- */
 
+/* A kernel of the test's own, in a new directory named after NAME (*DIR,
+ * the caller's to remove and free), connected (*C): NULL, said, when it
+ * did not start. */
+static kbox_kernel_t *own_kernel(const char *name, char **dir, kbox_client_t **c)
+{
+	kbox_error_t err = {0};
+	kbox_kernel_t *k;
+	*dir = live_mkdtemp(name);
+	CHECK(*dir);
+	if (!*dir)
+		return NULL;
+	if (!(k = live_start(g_spec, *dir, c, &err))) {
+		printf("# start: %s\n", err.msg);
+		CHECK(k);
+	}
+	return k;
+}
+
 TEST(stop_leaves_no_process_and_no_files)
 {
 	kbox_error_t err = {0};
 	kbox_kernel_t *k;
 	kbox_client_t *c = NULL;
-	char *dir;
+	char *dir = NULL;
 	pid_t pid;
 	long long t0, ms;
 	int rc;
 
 	REQUIRE(g_spec);
-	dir = live_mkdtemp("live-stop");
-	REQUIRE(dir);
-	k = live_start(g_spec, dir, &c, &err);
-	if (!k) {
-		printf("# start: %s\n", err.msg);
-		CHECK(k);
+	if (!(k = own_kernel("live-stop", &dir, &c)))
 		goto out;
-	}
 	pid = kbox_kernel_pid(k);
 	CHECK(live_dir_entries(dir, false) > 0); /* the connection file and sockets */
 	t0 = live_ms();
@@ -927,25 +939,18 @@ out:
  * exits. */
 TEST(exit_asks_the_front_end_to_end_the_kernel)
 {
-	kbox_error_t err = {0};
 	kbox_kernel_t *k;
 	kbox_client_t *c = NULL;
 	kbox_exec_t *ex;
-	char *dir;
+	char *dir = NULL;
 	static const struct {
 		const char *code;
 		bool asked;
 	} cases[] = {{"1", false}, {"exit(keep_kernel=True)", false}, {"quit()", true}};
 
 	REQUIRE(g_spec);
-	dir = live_mkdtemp("live-exit-asked");
-	REQUIRE(dir);
-	k = live_start(g_spec, dir, &c, &err);
-	if (!k) {
-		printf("# start: %s\n", err.msg);
-		CHECK(k);
+	if (!(k = own_kernel("live-exit-asked", &dir, &c)))
 		goto out;
-	}
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		ex = live_run(c, cases[i].code, LIVE_EXEC_MS);
 		CHECK(ex);
