@@ -217,16 +217,29 @@ kbox exec -s rk 'print(1)'
 check a_failing_hook_prints_nothing_into_the_cell eval 'status_is 0 && stdout_is "1" &&
 	stderr_empty'
 "$KBOX" rm -f -s rk >/dev/null 2>&1
-# a shape is the str() of what the code made: one that ipykernel cannot
+# a type's name is what the code made it: one that ipykernel cannot
 # encode (a lone surrogate) must not cost the reply, which would never
 # be sent (the next cells waited for it until their timeout)
-setup_for a_shape_that_cannot_be_encoded_loses_no_reply
+setup_for a_type_name_that_cannot_be_encoded_loses_no_reply
 fresh
-kbox exec -s ru 'class ndarray:
-    shape = ("a\ud800b",)
-arr = ndarray()'
+kbox exec -s ru 'obj = type("a\ud800b", (), {})()'
 kbox exec -s ru -t 60 'print(2)'
-check a_shape_that_cannot_be_encoded_loses_no_reply eval 'status_is 0 && stdout_is "2"'
+check a_type_name_that_cannot_be_encoded_loses_no_reply eval 'status_is 0 && stdout_is "2"'
+# the shape is read from pandas', numpy's and polars' tables and arrays
+# only: not from a class of the code's that takes their name (its shape
+# could run anything, after every cell)
+setup_for the_shape_of_another_ndarray_is_never_read \
+	the_shape_of_another_ndarray_is_not_read_after_a_cell
+fresh
+kbox exec -s rn 'class ndarray:
+    @property
+    def shape(self):
+        open("shape-was-read", "w").close()
+        return (1,)
+arr = ndarray()'
+died_naming rn the_shape_of_another_ndarray_is_never_read "ndarray: type, arr: ndarray"
+check the_shape_of_another_ndarray_is_not_read_after_a_cell eval '[ ! -e "$S/rn/workspace/shape-was-read" ]'
+"$KBOX" rm -f -s rn >/dev/null 2>&1
 "$KBOX" rm -f -s ru >/dev/null 2>&1
 # the hook runs after a cell that raised too: what it defined first is
 # named

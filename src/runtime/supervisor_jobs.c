@@ -541,8 +541,10 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 
 /* What the code defined, for the notice of the kernel's death: the
  * user's names, but hidden, private and modules, with their type's name,
- * and the shape of a DataFrame, Series or ndarray (read only from those:
- * no other object's attribute code runs), as many of the first 60 as fit
+ * and the shape of a DataFrame, Series or ndarray of pandas, numpy or
+ * polars (read only from those, where it costs nothing: no other
+ * object's attribute code runs, not the code's own class of that name,
+ * nor pyspark.pandas's, whose shape runs a job), as many of the first 60 as fit
  * in 290 characters, whole, then how many more there are (within
  * VARS_MAX).  VARS_BODY is the Python expression that computes it.
  *
@@ -566,8 +568,8 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
  * builtins._kbox_vars changes nothing; and it says nothing of its own
  * errors, nor of an interrupt that comes as it runs, after the cell
  * (IPython would print a traceback into the cell's output).  Its text is
- * made UTF-8 that ipykernel can send ('?' for a lone surrogate): a shape
- * is the str() of what the code made, and a reply with text ipykernel
+ * made UTF-8 that ipykernel can send ('?' for a lone surrogate): a
+ * type's name is what the code made it, and a reply with text ipykernel
  * cannot encode is never sent, so every execution after would wait for
  * its reply for ever (hostile review of 2026-12-07). */
 #define VARS_BODY                                                                              \
@@ -575,7 +577,9 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 	"(['and %d more' % (len(names) - k)] if k < len(names) else [])))(sum(1 for t in "     \
 	"__import__('itertools').accumulate(len(e) + 2 for e in es) if t <= 290)))([k + ': ' " \
 	"+ type(v).__name__ + (' ' + 'x'.join(map(str, v.shape)) if type(v).__name__ in "      \
-	"('DataFrame', 'Series', 'ndarray') else '') for k, v in names[:60]]))([(k, ns[k]) "   \
+	"('DataFrame', 'Series', 'ndarray') and (lambda m: isinstance(m, str) and "            \
+	"m.split('.')[0] in ('pandas', 'numpy', 'polars'))(type(v).__module__) else '') for "  \
+	"k, v in names[:60]]))([(k, ns[k]) "                                                   \
 	"for k in list(ns) if k[:1] != '_' and k not in hid and k not in ('In', 'Out', "       \
 	"'exit', 'quit', 'get_ipython') and type(ns[k]).__name__ != 'module']))"               \
 	"(get_ipython().user_ns, get_ipython().user_ns_hidden)"
