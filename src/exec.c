@@ -174,14 +174,12 @@ void exec_finish(kbox_client_t *self, kbox_exec_t *x)
 		/* an error; or a reply that says nothing kbox can read, which
 		 * the result must not pass off as the code's failure */
 		x->status = KBOX_EXEC_ERROR;
-		if (x->reason[0])
-			;
-		else if (x->reply && kbox__msg_content_unreadable(x->reply))
+		if (!x->reason[0] && x->reply && kbox__msg_content_unreadable(x->reply))
 			exec_set_reason(x,
 			                "kbox could not read the kernel's reply to the execution "
 			                "(its JSON is nested too deeply, or is no object): whether "
 			                "the code succeeded is unknown; what it printed is kept");
-		else if (strcmp(s, "error") != 0)
+		else if (!x->reason[0] && strcmp(s, "error") != 0)
 			exec_set_reason(x,
 			                "the kernel's reply to the execution gave no status kbox "
 			                "knows (ok, error or aborted): whether the code succeeded "

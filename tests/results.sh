@@ -165,6 +165,19 @@ del v
 print("x")'
 check an_unreadable_reply_is_an_error_that_says_so eval 'status_is 1 &&
 	py "r[\"status\"] == \"error\" and r[\"error\"] is None and r[\"notices\"] == [\"$UNREAD\"] and r[\"stdout\"][\"text\"] == \"x\\n\""'
+# a reply whose status is none of ok, error and aborted (the kernel's
+# own do_execute replaced by the code) is an error that says so
+kbox exec -s nr 'k = get_ipython().kernel
+orig = k.do_execute
+async def weird(*a, **kw):
+    r = await orig(*a, **kw)
+    r["status"] = "weird"
+    return r
+k.do_execute = weird'
+UNKNOWN="the kernel's reply to the execution gave no status kbox knows (ok, error or aborted): whether the code succeeded is unknown; what it printed is kept"
+kbox exec -s nr --format json 'print(3)'
+check a_reply_of_an_unknown_status_is_an_error_that_says_so eval 'status_is 1 &&
+	py "r[\"status\"] == \"error\" and r[\"error\"] is None and r[\"reason\"] == \"$UNKNOWN\" and r[\"notices\"] == [\"$UNKNOWN\"] and r[\"stdout\"][\"text\"] == \"3\\n\""'
 kbox stop -s nr
 
 # ---- a flood is read, not dropped, while the quota lasts ----
