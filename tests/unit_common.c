@@ -634,6 +634,97 @@ TEST(kernel_text_of_2_mib_of_short_lines_is_kept_and_its_last_forged_line_quoted
 	}
 }
 
+/* ---- kernel text on a terminal, as it comes (kx_live_t) ---- */
+
+/* What a live quoter wrote: "1:" or "2:" before each stream's run. */
+typedef struct {
+	kx_buf_t out;
+	int last;
+} live_log_t;
+
+static void live_log(void *arg, int stream, const char *s, size_t len)
+{
+	live_log_t *l = arg;
+	if (stream != l->last)
+		kx_buf_appendf(&l->out, "%d:", stream);
+	l->last = stream;
+	kx_buf_append(&l->out, s, len);
+}
+
+/* The text a quoter writes of the pieces PIECES (NULL-ended; a piece
+ * that begins with "2:" is standard error's), into OUT (SIZE bytes),
+ * and what it had written before the end in *BEFORE_END (its length). */
+static const char *live_run(const char *const *pieces, char *out, size_t size, size_t *before_end)
+{
+	live_log_t l = {KX_BUF_INIT, 1};
+	kx_live_t q;
+
+	kx_live_init(&q, live_log, &l);
+	for (size_t i = 0; pieces[i]; i++) {
+		bool err = strncmp(pieces[i], "2:", 2) == 0;
+		const char *t = pieces[i] + (err ? 2 : 0);
+		kx_live_text(&q, err ? 2 : 1, t, strlen(t));
+	}
+	if (before_end)
+		*before_end = l.out.len;
+	kx_live_end(&q);
+	snprintf(out, size, "%.*s", (int)l.out.len, l.out.data ? l.out.data : "");
+	kx_buf_reset(&l.out);
+	return out;
+}
+
+TEST(live_text_quotes_a_line_that_reads_as_kboxs_and_no_other)
+{
+	char out[256];
+	const char *const whole[] = {"[note: forged]\nok\nabc [note: x]\n", NULL};
+	const char *const bar[] = {"\r0%", "\r50%", "\r100%", "\n", NULL};
+	/* the first line after a line break, that nothing drew over, is
+	 * judged whole: "[no" is no line of kbox's */
+	const char *const after[] = {"ok\n[no\n", NULL};
+
+	CHECK_STR_EQ(live_run(whole, out, sizeof out, NULL),
+	             "\\[note: forged]\nok\nabc [note: x]\n");
+	CHECK_STR_EQ(live_run(bar, out, sizeof out, NULL), "\r0%\r50%\r100%\n");
+	CHECK_STR_EQ(live_run(after, out, sizeof out, NULL), "ok\n[no\n");
+}
+
+TEST(live_text_holds_a_line_start_until_it_can_be_told)
+{
+	char out[256];
+	size_t before = 0;
+	const char *const split[] = {"[no", "te: forged]\n", NULL};
+	const char *const told[] = {"Processing", NULL};
+	const char *const kbox[] = {"kbox", NULL};
+	/* a fullwidth bracket cut between two pieces */
+	const char *const cut[] = {"\xef\xbc", "\xbbnote: x]\n", NULL};
+
+	CHECK_STR_EQ(live_run(split, out, sizeof out, NULL), "\\[note: forged]\n");
+	/* what cannot begin a line of kbox's goes at once */
+	CHECK_STR_EQ(live_run(told, out, sizeof out, &before), "Processing");
+	CHECK(before == 10);
+	/* what may yet, at the end, is quoted */
+	CHECK_STR_EQ(live_run(kbox, out, sizeof out, &before), "\\kbox");
+	CHECK(before == 0);
+	CHECK_STR_EQ(live_run(cut, out, sizeof out, NULL), "\\\xef\xbc\xbbnote: x]\n");
+}
+
+/* A carriage return lets a later segment draw over a line's start: "[not"
+ * over "    e: forged]" shows "[note: forged]"; blanks over "XXX[note:
+ * x]" show a line that reads as kbox's after them */
+TEST(live_text_quotes_what_may_draw_a_line_of_kboxs_over_another)
+{
+	char out[256];
+	const char *const over[] = {"ok\n    e: forged]\r", "[not\n", NULL};
+	const char *const blanks[] = {"ok\nXXX[note: x]\r", "   \r\n", NULL};
+	/* standard error draws on the same screen: standard output's held
+	 * beginning ends where it begins */
+	const char *const both[] = {"ok\n", "[no", "2:x\n", NULL};
+
+	CHECK_STR_EQ(live_run(over, out, sizeof out, NULL), "ok\n    e: forged]\r\\[not\n");
+	CHECK_STR_EQ(live_run(blanks, out, sizeof out, NULL), "ok\nXXX[note: x]\r\\   \r\n");
+	CHECK_STR_EQ(live_run(both, out, sizeof out, NULL), "ok\n\\[no2:x\n");
+}
+
 TEST(argv_add_copies_every_string_up_to_the_null)
 {
 	kx_argv_t a = KX_ARGV_INIT;
@@ -1772,6 +1863,9 @@ int main(void)
 
 	RUN(kernel_text_quotes_a_line_that_reads_as_kboxs_after_unseen_characters);
 	RUN(kernel_text_of_2_mib_of_short_lines_is_kept_and_its_last_forged_line_quoted);
+	RUN(live_text_quotes_a_line_that_reads_as_kboxs_and_no_other);
+	RUN(live_text_holds_a_line_start_until_it_can_be_told);
+	RUN(live_text_quotes_what_may_draw_a_line_of_kboxs_over_another);
 
 	RUN(argv_add_copies_every_string_up_to_the_null);
 	RUN(argv_addf_formats_one_argument_of_any_length);

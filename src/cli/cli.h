@@ -82,13 +82,9 @@ long long cli_parse_size(const char *s);
  * invisible format characters (bidi controls U+202A..U+202E and
  * U+2066..U+2069, zero-width spaces and marks, U+2028/U+2029, U+FEFF) as
  * \u202e and the like.  A backspace is ^H: in a text whose lines were
- * quoted (kx_buf_kernel) it could move back over the quote and draw a
- * line of kbox's own. */
+ * quoted (kx_buf_kernel, kx_live_t) it could move back over the quote
+ * and draw a line of kbox's own. */
 void cli_write_safe(FILE *f, const char *s, size_t len);
-/* The same for the streams' text as it comes, which a terminal is to
- * show as it would the program's own output: backspace kept too (a
- * spinner's), as carriage return is (a progress bar's). */
-void cli_write_live(FILE *f, const char *s, size_t len);
 
 /* Where the C string S stops being UTF-8, for an error: its first bad
  * byte's line (from 1) and the byte's offset (from 0), in BUF as "line

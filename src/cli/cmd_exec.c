@@ -97,17 +97,61 @@ static void died_result(kr_ctl_format_t format, const char *reason, double secon
  * another client's code. */
 static bool exec_began;
 
+/* The streams' text as it comes, on a terminal: quoted where a line of it
+ * reads as kbox's own (kx_live_t); LIVE_ON while an execution's is
+ * shown. */
+static kx_live_t live;
+static bool live_on;
+
+static void live_write(void *arg, int stream, const char *s, size_t len)
+{
+	FILE *f = stream == 2 ? stderr : stdout;
+	(void)arg;
+	cli_write_safe(f, s, len);
+	fflush(f);
+}
+
+/* The end of the streams' text: what was held is written, and kbox's own
+ * lines that follow begin a line of their own. */
+static void live_end(void)
+{
+	if (!live_on)
+		return;
+	kx_live_end(&live);
+	if (live.mid) {
+		fputc('\n', stdout);
+		fflush(stdout);
+	}
+	live_on = false;
+}
+
+/* Text of the kernel's (LEN bytes at S) within a line of kbox's own:
+ * quoted (kx_buf_kernel: a line break in it starts no line of kbox's)
+ * and made safe for the terminal. */
+static void print_kernel(const char *s, size_t len)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	kx_buf_kernel(&b, s, len);
+	if (!b.failed)
+		cli_write_safe(stdout, b.data ? b.data : "", b.len);
+	kx_buf_reset(&b);
+}
+
 static void on_exec_event(void *arg, kr_ctl_msg_kind_t kind, const json_t *m)
 {
 	const kr_ctl_exec_t *req = arg;
 	if (kind == KR_CTL_MSG_STARTED)
 		exec_began = true;
 	if (kind == KR_CTL_MSG_STARTED && req->format == KR_CTL_FMT_TEXT_LIVE) {
-		const char *notice = json_string_value(json_object_get(m, "notice"));
+		json_t *notice = json_object_get(m, "notice");
 		json_t *earlier = json_object_get(m, "earlier_output");
-		if (notice)
-			printf("[note: %s]\n", notice);
-		if (json_is_string(earlier)) {
+		/* (a notice may name what the kernel made) */
+		if (json_is_string(notice)) {
+			fputs("[note: ", stdout);
+			print_kernel(json_string_value(notice), json_string_length(notice));
+			fputs("]\n", stdout);
+		}
+		if (json_is_string(earlier)) { /* (a result's text: quoted already) */
 			printf("[output printed between executions:]\n");
 			cli_write_safe(stdout, json_string_value(earlier),
 			               json_string_length(earlier));
@@ -119,10 +163,13 @@ static void on_exec_event(void *arg, kr_ctl_msg_kind_t kind, const json_t *m)
 	} else if (kind == KR_CTL_MSG_EVENT && is_text(req->format)) {
 		json_t *ev = json_object_get(m, "event"), *text = json_object_get(ev, "text");
 		const char *sname = json_string_value(json_object_get(ev, "name"));
-		FILE *f = sname && strcmp(sname, "stderr") == 0 ? stderr : stdout;
 		if (json_is_string(text)) {
-			cli_write_live(f, json_string_value(text), json_string_length(text));
-			fflush(f);
+			if (!live_on) {
+				kx_live_init(&live, live_write, NULL);
+				live_on = true;
+			}
+			kx_live_text(&live, sname && strcmp(sname, "stderr") == 0 ? 2 : 1,
+			             json_string_value(text), json_string_length(text));
 		}
 	}
 }
@@ -337,6 +384,7 @@ int cli_exec_on(const char *cmd, int fd, const char *dir, const char *name,
 	stop_signals_on(&stop, &saved);
 	end = kr_ctl_execute(fd, dir, req, dfd, on_exec_event, (void *)req, &m, &err);
 	stop_signals_off(&saved);
+	live_end();
 	if (dfd >= 0)
 		close(dfd);
 	if ((end == KR_CTL_EXEC_NOT_SENT || end == KR_CTL_EXEC_LOST_BEFORE) &&

@@ -228,6 +228,35 @@ void kx_buf_visible(kx_buf_t *b, const char *s, size_t len);
  * nothing, its "[" perhaps a fullwidth one), as mboxrd quotes "From ". */
 void kx_buf_kernel(kx_buf_t *b, const char *s, size_t len);
 
+/* Kernel text written to a terminal as it comes (kbox exec's streams),
+ * quoted as kx_buf_kernel quotes it.  There a carriage return lets what
+ * comes after draw over a line's start, and standard output and standard
+ * error share one screen, so a line is judged in segments: each piece
+ * that begins at a line's start or after a carriage return is held until
+ * it can be told, then written after one more backslash when it reads as
+ * one of kbox's own lines, or when it may yet (a beginning of one:
+ * "[not", blanks only) and something may draw over it or it over
+ * something; else as it is.  The rest of a segment goes as it comes.  A
+ * segment's beginning is held at most 512 bytes, and until the other
+ * stream or kx_live_end says it ends.  WRITE gets the text in order, by
+ * STREAM; backspaces must not reach the terminal (the segments would not
+ * hold). */
+typedef void kx_live_write_fn(void *arg, int stream, const char *s, size_t len);
+typedef struct {
+	kx_buf_t held;   /* a segment's beginning, not told yet */
+	int held_stream; /* its stream */
+	bool mid;        /* the screen is within a segment already told */
+	bool overlaid;   /* the line may be drawn over: a carriage return */
+	                 /* since its start, or a start not seen */
+	kx_live_write_fn *write;
+	void *arg;
+} kx_live_t;
+void kx_live_init(kx_live_t *q, kx_live_write_fn *write, void *arg);
+/* LEN bytes of STREAM's text, S */
+void kx_live_text(kx_live_t *q, int stream, const char *s, size_t len);
+/* The end: what is held is told, and Q's memory freed. */
+void kx_live_end(kx_live_t *q);
+
 /* S as one word a POSIX shell reads back as S, into OUT (SIZE bytes,
  * 4 * strlen(S) + 3 holds any S whole), for a path in a command kbox
  * advises (newcomer 12, F4: a path with a space, pasted, made the wrong

@@ -277,6 +277,15 @@ static const char *line_end(const char *s, const char *end)
 	return end;
 }
 
+/* Does the LEN bytes at S (LEN > 0) end in a line break (line_end's)? */
+static bool ends_in_break(const char *s, size_t len)
+{
+	const unsigned char *e = (const unsigned char *)s + len;
+
+	return line_break_byte(e[-1]) || (len >= 2 && e[-2] == 0xc2 && e[-1] == 0x85) ||
+	       (len >= 3 && e[-3] == 0xe2 && e[-2] == 0x80 && (e[-1] == 0xa8 || e[-1] == 0xa9));
+}
+
 /* Does the line starting at S (LEN bytes at most; it ends at its line
  * break, line_end's, and nothing after that is looked at, so that the
  * lines of a text cost their length in all) begin, after any
@@ -289,17 +298,26 @@ static const char *line_end(const char *s, const char *end)
  * (latin_like); characters a reader does not see and combining marks
  * anywhere in it are passed over.  Blanks, of any width and however many,
  * read as one space, and a space may be where a prefix has none (a hair
- * space in "[std err]") or none where it has one, but after "...". */
-static bool looks_own(const char *s, size_t len)
+ * space in "[std err]") or none where it has one, but after "...".
+ *
+ * *MORE (when not NULL) is set when the answer is no only because the
+ * text ends too soon: it has no line break, and what more may come could
+ * make it one of kbox's own ("[not", "kbox exec", nothing but blanks). */
+static bool looks_own(const char *s, size_t len, bool *more)
 {
 	char seen[48];  /* the line's first characters, as they read */
 	bool latin[48]; /* SEEN[K] is a Latin letter: ASCII, fullwidth, mathematical */
 	size_t i = 0, n, k = 0;
 	char f[4];
+	bool open, out, unasked; /* the line has no break; it was read to its end */
 
+	if (!more)
+		more = &unasked;
+	*more = false;
 	/* (a run of U+2028, which unseen_len passes over, is as many lines:
 	 * each one looking past its end would be quadratic) */
 	len = (size_t)(line_end(s, s + len) - s);
+	open = len == 0 || !ends_in_break(s, len);
 	while (i < len) {
 		if (s[i] == '\\')
 			i++;
@@ -308,6 +326,10 @@ static bool looks_own(const char *s, size_t len)
 			i += n;
 		else
 			break;
+	}
+	if (i >= len && open) {
+		*more = true; /* nothing seen yet */
+		return false;
 	}
 	while (i < len && k + 5 <= sizeof seen && !line_break_byte((unsigned char)s[i])) {
 		unsigned cp = 0;
@@ -339,6 +361,7 @@ static bool looks_own(const char *s, size_t len)
 		}
 		i += n;
 	}
+	out = i >= len && open;
 	for (i = 0; i < sizeof own_prefixes / sizeof own_prefixes[0]; i++) {
 		const char *p = own_prefixes[i];
 		size_t a = 0, b = 0, exact = 0, letters = 0, other = 0; /* in P, in SEEN */
@@ -368,6 +391,8 @@ static bool looks_own(const char *s, size_t len)
 			} else
 				break;
 		}
+		/* (what was seen is all a beginning of P) */
+		*more |= a < n && b >= k && out;
 		/* letters of other scripts stand for any letter, and their look-
 		 * alikes for the letters they look like, only beside a Latin one
 		 * of the prefix: "[ключ: значение]" and "[λάθος: x]" are
@@ -387,6 +412,7 @@ static bool looks_own(const char *s, size_t len)
 			if (!isalnum(c) && c != ' ' && c != '-' && c != '_' && c != '.' &&
 			    c != '(' && c != ')' && c != (unsigned char)SEEN_ANY_LETTER)
 				break;
+			*more |= i + 1 == k && i + 1 < 24 && out;
 		}
 	return false;
 }
@@ -399,7 +425,7 @@ void kx_buf_kernel(kx_buf_t *b, const char *s, size_t len)
 	const char *end = s + len, *p;
 
 	while (s < end) {
-		if (at_line_start(b) && looks_own(s, (size_t)(end - s)))
+		if (at_line_start(b) && looks_own(s, (size_t)(end - s), NULL))
 			kx_buf_append(b, "\\", 1);
 		p = line_end(s, end);
 		kx_buf_visible(b, s, (size_t)(p - s));
@@ -431,4 +457,107 @@ const char *kx_shell_word(const char *s, char *out, size_t size)
 	out[n++] = '\'';
 	out[n] = '\0';
 	return out;
+}
+
+/* ---- kernel text on a terminal, as it comes (kx.h: kx_live_t) ---- */
+
+/* Bytes of a segment's beginning held at most before it is told */
+#define LIVE_HOLD_MAX 512
+
+/* How many bytes at the end of the LEN at S begin a UTF-8 character that
+ * does not end there (0: none): a piece of stream text ends between two
+ * characters, but the next piece may hold the rest of one. */
+static size_t cut_char(const char *s, size_t len)
+{
+	const unsigned char *e = (const unsigned char *)s + len;
+
+	for (size_t k = 1; k <= 3 && k <= len; k++) {
+		unsigned char c = e[-(ptrdiff_t)k];
+		size_t want = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+		if (c >= 0x80 && c < 0xc0)
+			continue; /* a continuation byte: its lead is further back */
+		return want > k ? k : 0;
+	}
+	return 0;
+}
+
+/* Tell what Q holds: write it, after a backslash when it reads as kbox's
+ * own or, FINAL (nothing more of the segment will come) or not, when it
+ * may yet and something may be drawn over it. */
+static void live_tell(kx_live_t *q, bool final)
+{
+	const char *s = q->held.data;
+	size_t n = q->held.len, body = n;
+	bool broken = n > 0 && ends_in_break(s, n), more = false, own;
+
+	if (n == 0)
+		return;
+	if (!final && !broken && cut_char(s, n) > 0 && n < LIVE_HOLD_MAX)
+		return; /* the rest of a character is to come */
+	/* (judged without its break: what the screen shows after it, on the
+	 * same line, may continue it) */
+	if (broken)
+		body -= line_break_byte((unsigned char)s[n - 1]) ? 1
+		        : (unsigned char)s[n - 1] == 0x85        ? 2
+		                                                 : 3;
+	own = looks_own(s, body, &more);
+	if (!own && more && !final && !broken && n < LIVE_HOLD_MAX)
+		return; /* what comes next decides */
+	/* a segment that a carriage return ended may be drawn over by the
+	 * next, and one that began after a carriage return may draw over
+	 * another's start: what may yet read as kbox's is quoted there
+	 * (blanks too: "   " over "XXX[note: " makes one); nothing, which
+	 * draws nothing, is not */
+	if (own || (more && body > 0 &&
+	            (q->overlaid || final || n >= LIVE_HOLD_MAX || (broken && s[n - 1] == '\r'))))
+		q->write(q->arg, q->held_stream, "\\", 1);
+	q->write(q->arg, q->held_stream, s, n);
+	q->mid = !broken;
+	if (broken)
+		q->overlaid = s[n - 1] != '\n';
+	q->held.len = 0;
+}
+
+void kx_live_init(kx_live_t *q, kx_live_write_fn *write, void *arg)
+{
+	memset(q, 0, sizeof *q);
+	q->write = write;
+	q->arg = arg;
+	/* (what the screen's line held before is not known) */
+	q->overlaid = true;
+}
+
+void kx_live_text(kx_live_t *q, int stream, const char *s, size_t len)
+{
+	const char *end = s + len, *p;
+
+	/* the other stream's segment, held, ends where this text begins */
+	if (q->held.len && q->held_stream != stream)
+		live_tell(q, true);
+	while (s < end) {
+		p = line_end(s, end); /* (a carriage return is a break) */
+		if (q->mid) {
+			q->write(q->arg, stream, s, (size_t)(p - s));
+			if (ends_in_break(s, (size_t)(p - s))) {
+				q->mid = false;
+				q->overlaid = p[-1] != '\n';
+			}
+		} else {
+			q->held_stream = stream;
+			kx_buf_append(&q->held, s, (size_t)(p - s));
+			if (q->held.failed) { /* out of memory: written as it is */
+				q->write(q->arg, stream, s, (size_t)(p - s));
+				kx_buf_reset(&q->held);
+				q->mid = !ends_in_break(s, (size_t)(p - s));
+			} else
+				live_tell(q, false);
+		}
+		s = p;
+	}
+}
+
+void kx_live_end(kx_live_t *q)
+{
+	live_tell(q, true);
+	kx_buf_reset(&q->held);
 }

@@ -490,8 +490,13 @@ json_t *kr_ctl_reply_text(const char *notice, const char *earlier, const char *t
 	size_t len;
 	json_t *t;
 
-	if (notice)
-		kx_buf_appendf(&b, "[note: %s]\n", notice);
+	/* (a notice may name what the kernel made: a line break in it starts
+	 * no line of kbox's) */
+	if (notice) {
+		kx_buf_appends(&b, "[note: ");
+		kx_buf_kernel(&b, notice, strlen(notice));
+		kx_buf_appends(&b, "]\n");
+	}
 	if (earlier)
 		kx_buf_appendf(&b, "[output printed between executions:]\n%s[end of that output]\n",
 		               earlier);
