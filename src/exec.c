@@ -18,7 +18,10 @@
 /* idle came, with no interrupt, and no reply: ipykernel sends its reply
  * before idle, so one still missing this long after it will not come (the
  * kernel could not send it: text it cannot encode; or kbox refused it) */
-#define REPLY_AFTER_IDLE_MS 10000
+#define REPLY_AFTER_IDLE_S 10 /* (a number: the reason says it) */
+#define REPLY_AFTER_IDLE_MS (REPLY_AFTER_IDLE_S * 1000)
+#define SECONDS_TEXT(n) #n
+#define SECONDS(n) SECONDS_TEXT(n)
 #define IDLE_NO_REPLY_MS 500 /* after an interrupt: idle came, the reply may still */
 #define REASK_MS 2000        /* after an asked interrupt's KeyboardInterrupt: no reply, again */
 #define REPLY_IDLE_MS 2000   /* after the reply, iopub silence that asks whether idle comes */
@@ -504,10 +507,12 @@ static int exec_on_no_reply(kbox_loop_t *loop, void *arg)
 	(void)loop;
 	run->t_noreply = 0;
 	if (run->phase == X_RUN && !run->got_reply)
-		exec_stop(run->client, x, KBOX_EXEC_ERROR,
-		          "the kernel went idle, but its reply to the execution did not come "
-		          "within 10 s: the kernel could not send it (text it cannot encode, for "
-		          "one), or kbox could not read it; the kernel itself is unchanged");
+		exec_stop(
+		        run->client, x, KBOX_EXEC_ERROR,
+		        "the kernel went idle, but its reply to the execution did not come "
+		        "within " SECONDS(
+		                REPLY_AFTER_IDLE_S) " s: the kernel could not send it (text it cannot encode, for "
+		                                    "one), or kbox could not read it; the kernel itself is unchanged");
 	return 0;
 }
 
