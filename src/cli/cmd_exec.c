@@ -102,6 +102,7 @@ static bool exec_began;
  * shown. */
 static kx_live_t live;
 static bool live_on;
+static FILE *live_last; /* the stream written last */
 
 static void live_write(void *arg, int stream, const char *s, size_t len)
 {
@@ -109,6 +110,7 @@ static void live_write(void *arg, int stream, const char *s, size_t len)
 	(void)arg;
 	cli_write_safe(f, s, len);
 	fflush(f);
+	live_last = f;
 }
 
 /* The end of the streams' text: what was held is written, and kbox's own
@@ -118,9 +120,9 @@ static void live_end(void)
 	if (!live_on)
 		return;
 	kx_live_end(&live);
-	if (live.mid) {
-		fputc('\n', stdout);
-		fflush(stdout);
+	if (live.mid && live_last) { /* (where that line is) */
+		fputc('\n', live_last);
+		fflush(live_last);
 	}
 	live_on = false;
 }
