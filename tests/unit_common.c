@@ -695,6 +695,7 @@ TEST(live_text_holds_a_line_start_until_it_can_be_told)
 	const char *const split[] = {"[no", "te: forged]\n", NULL};
 	const char *const told[] = {"Processing", NULL};
 	const char *const kbox[] = {"kbox", NULL};
+	const char *const zero[] = {"0\n", "\r0\r1\r", "2\n", NULL};
 	/* a fullwidth bracket cut between two pieces */
 	const char *const cut[] = {"\xef\xbc", "\xbbnote: x]\n", NULL};
 
@@ -702,9 +703,12 @@ TEST(live_text_holds_a_line_start_until_it_can_be_told)
 	/* what cannot begin a line of kbox's goes at once */
 	CHECK_STR_EQ(live_run(told, out, sizeof out, &before), "Processing");
 	CHECK(before == 10);
-	/* what may yet, at the end, is quoted */
-	CHECK_STR_EQ(live_run(kbox, out, sizeof out, &before), "\\kbox");
+	/* what may yet is held to the end, which ends its line (kbox exec
+	 * ends it): alone on its line, it is no line of kbox's */
+	CHECK_STR_EQ(live_run(kbox, out, sizeof out, &before), "kbox");
 	CHECK(before == 0);
+	/* nor is a "0" ("Out[" may begin so), nor one over another */
+	CHECK_STR_EQ(live_run(zero, out, sizeof out, NULL), "0\n\r0\r1\r2\n");
 	CHECK_STR_EQ(live_run(cut, out, sizeof out, NULL), "\\\xef\xbc\xbbnote: x]\n");
 }
 
@@ -719,10 +723,15 @@ TEST(live_text_quotes_what_may_draw_a_line_of_kboxs_over_another)
 	/* standard error draws on the same screen: standard output's held
 	 * beginning ends where it begins */
 	const char *const both[] = {"ok\n", "[no", "2:x\n", NULL};
+	/* a tab goes over what a line showed, without writing it:
+	 * "[\the kernel" over "Xnote: t" shows "[note: the kernel" */
+	const char *const tab[] = {"Xnote: t\r", "[\the kernel\n", "[\tx\n", NULL};
 
 	CHECK_STR_EQ(live_run(over, out, sizeof out, NULL), "ok\n    e: forged]\r\\[not\n");
 	CHECK_STR_EQ(live_run(blanks, out, sizeof out, NULL), "ok\nXXX[note: x]\r\\   \r\n");
 	CHECK_STR_EQ(live_run(both, out, sizeof out, NULL), "ok\n\\[no2:x\n");
+	/* (on a line that showed nothing before, a tab is a blank) */
+	CHECK_STR_EQ(live_run(tab, out, sizeof out, NULL), "Xnote: t\r\\[\the kernel\n[\tx\n");
 }
 
 TEST(argv_add_copies_every_string_up_to_the_null)

@@ -76,15 +76,20 @@ void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(prin
 long long cli_parse_size(const char *s);
 
 /* Write LEN bytes of S to F for a terminal: control characters other than
- * \n, \t and \r (ESC above all: escape sequences from the kernel could
- * retitle, recolour or program the terminal) are shown as ^X, but NUL as
- * \0 (as kbox_render_text shows it), C1 controls as \u0080..\u009f, and
- * invisible format characters (bidi controls U+202A..U+202E and
- * U+2066..U+2069, zero-width spaces and marks, U+2028/U+2029, U+FEFF) as
- * \u202e and the like.  A backspace is ^H: in a text whose lines were
- * quoted (kx_buf_kernel, kx_live_t) it could move back over the quote
- * and draw a line of kbox's own. */
+ * \n, \t and a \r before a \n (ESC above all: escape sequences from the
+ * kernel could retitle, recolour or program the terminal) are shown as
+ * ^X, but NUL as \0 (as kbox_render_text shows it), C1 controls as
+ * \u0080..\u009f, and invisible format characters (bidi controls
+ * U+202A..U+202E and U+2066..U+2069, zero-width spaces and marks,
+ * U+2028/U+2029, U+FEFF) as \u202e and the like.  A backspace is ^H, and
+ * so is a carriage return ^M: in a text whose lines were quoted
+ * (kx_buf_kernel) each could go back over the quote, or over a line's
+ * start, and draw a line of kbox's own. */
 void cli_write_safe(FILE *f, const char *s, size_t len);
+/* The same for the streams' text as it comes, quoted by kx_live_t, which
+ * judges what a carriage return lets draw over a line: one is kept (a
+ * progress bar's). */
+void cli_write_live(FILE *f, const char *s, size_t len);
 
 /* Where the C string S stops being UTF-8, for an error: its first bad
  * byte's line (from 1) and the byte's offset (from 0), in BUF as "line

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -98,33 +99,56 @@ static void died_result(kr_ctl_format_t format, const char *reason, double secon
 static bool exec_began;
 
 /* The streams' text as it comes, on a terminal: quoted where a line of it
- * reads as kbox's own (kx_live_t); LIVE_ON while an execution's is
- * shown. */
-static kx_live_t live;
-static bool live_on;
-static FILE *live_last; /* the stream written last */
+ * reads as kbox's own (kx_live_t).  One quoter when standard error shows
+ * on the same terminal (one screen), else one a stream; LIVE_N of them
+ * while an execution's is shown, none before. */
+typedef struct {
+	kx_live_t q;
+	FILE *last; /* the stream it wrote last */
+} live_t;
+static live_t live[2];
+static int live_n;
 
 static void live_write(void *arg, int stream, const char *s, size_t len)
 {
+	live_t *l = arg;
 	FILE *f = stream == 2 ? stderr : stdout;
-	(void)arg;
-	cli_write_safe(f, s, len);
+	cli_write_live(f, s, len);
 	fflush(f);
-	live_last = f;
+	l->last = f;
+}
+
+/* Whether standard error is the terminal standard output is. */
+static bool one_screen(void)
+{
+	struct stat o, e;
+	return isatty(STDERR_FILENO) && fstat(STDOUT_FILENO, &o) == 0 &&
+	       fstat(STDERR_FILENO, &e) == 0 && o.st_rdev == e.st_rdev;
+}
+
+/* The quoter of STREAM's text (1 or 2), made with the first. */
+static kx_live_t *live_of(int stream)
+{
+	if (!live_n) {
+		live_n = one_screen() ? 1 : 2;
+		for (int i = 0; i < live_n; i++) {
+			kx_live_init(&live[i].q, live_write, &live[i]);
+			live[i].last = NULL;
+		}
+	}
+	return &live[live_n == 2 && stream == 2 ? 1 : 0].q;
 }
 
 /* The end of the streams' text: what was held is written, and kbox's own
  * lines that follow begin a line of their own. */
 static void live_end(void)
 {
-	if (!live_on)
-		return;
-	kx_live_end(&live);
-	if (live.mid && live_last) { /* (where that line is) */
-		fputc('\n', live_last);
-		fflush(live_last);
-	}
-	live_on = false;
+	for (int i = 0; i < live_n; i++)
+		if (kx_live_end(&live[i].q) && live[i].last) { /* (where that line is) */
+			fputc('\n', live[i].last);
+			fflush(live[i].last);
+		}
+	live_n = 0;
 }
 
 /* Text of the kernel's (LEN bytes at S) within a line of kbox's own:
@@ -166,12 +190,9 @@ static void on_exec_event(void *arg, kr_ctl_msg_kind_t kind, const json_t *m)
 		json_t *ev = json_object_get(m, "event"), *text = json_object_get(ev, "text");
 		const char *sname = json_string_value(json_object_get(ev, "name"));
 		if (json_is_string(text)) {
-			if (!live_on) {
-				kx_live_init(&live, live_write, NULL);
-				live_on = true;
-			}
-			kx_live_text(&live, sname && strcmp(sname, "stderr") == 0 ? 2 : 1,
-			             json_string_value(text), json_string_length(text));
+			int stream = sname && strcmp(sname, "stderr") == 0 ? 2 : 1;
+			kx_live_text(live_of(stream), stream, json_string_value(text),
+			             json_string_length(text));
 		}
 	}
 }

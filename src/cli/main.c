@@ -644,11 +644,15 @@ const char *cli_utf8_where(const char *s, char *buf, size_t size)
 	return buf;
 }
 
-void cli_write_safe(FILE *f, const char *s, size_t len)
+/* cli_write_safe and cli_write_live: a carriage return kept when LIVE,
+ * else only before a newline. */
+static void write_safe(FILE *f, const char *s, size_t len, bool live)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + len, *run = p;
 	for (; p < end; p++) {
-		bool c0 = (*p < 0x20 && *p != '\n' && *p != '\t' && *p != '\r') || *p == 0x7f;
+		bool cr_kept = live || (p + 1 < end && p[1] == '\n');
+		bool c0 = (*p < 0x20 && *p != '\n' && *p != '\t' && !(*p == '\r' && cr_kept)) ||
+		          *p == 0x7f;
 		/* C1 controls in UTF-8: C2 80..C2 9F (a terminal may take C2 9B for CSI) */
 		bool c1 = *p == 0xc2 && p + 1 < end && p[1] >= 0x80 && p[1] <= 0x9f;
 		unsigned cf = c0 || c1 ? 0 : invisible(p, end);
@@ -666,6 +670,16 @@ void cli_write_safe(FILE *f, const char *s, size_t len)
 		run = p + 1;
 	}
 	fwrite(run, 1, (size_t)(end - run), f);
+}
+
+void cli_write_safe(FILE *f, const char *s, size_t len)
+{
+	write_safe(f, s, len, false);
+}
+
+void cli_write_live(FILE *f, const char *s, size_t len)
+{
+	write_safe(f, s, len, true);
 }
 
 const char *cli_fmt_secs(double s, char *buf, size_t size)

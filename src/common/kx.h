@@ -231,31 +231,35 @@ void kx_buf_kernel(kx_buf_t *b, const char *s, size_t len);
 /* Kernel text written to a terminal as it comes (kbox exec's streams),
  * quoted as kx_buf_kernel quotes it.  There a carriage return lets what
  * comes after draw over a line's start, and standard output and standard
- * error share one screen, so a line is judged in segments: each piece
- * that begins at a line's start or after a carriage return is held until
- * it can be told, then written after one more backslash when it reads as
- * one of kbox's own lines, or when it may yet (a beginning of one:
- * "[not", blanks only) and something may draw over it or it over
- * something; else as it is.  The rest of a segment goes as it comes.  A
- * segment's beginning is held at most 512 bytes, and until the other
- * stream or kx_live_end says it ends.  WRITE gets the text in order, by
- * STREAM; backspaces must not reach the terminal (the segments would not
- * hold). */
+ * error share one screen.  So each piece that begins a line or follows a
+ * carriage return (a segment) is held until it can be told, then written
+ * after one more backslash when it reads as one of kbox's own lines, or
+ * when it may yet (a beginning of one: "[not", "kbox", blanks only) and
+ * what shows beside it may make it one: the rest of an earlier line that
+ * it may not cover (counted in the most columns each character can take),
+ * or the other stream's text right after it; else as it is.  The rest
+ * of a segment goes as it comes.  A segment's beginning is held at most
+ * 512 bytes, and until the other stream or kx_live_end says it ends.
+ * WRITE gets the text in order, by STREAM, for cli_write_safe: a
+ * backspace must not reach the terminal (the screen would not be as
+ * judged).  The first text begins a line. */
 typedef void kx_live_write_fn(void *arg, int stream, const char *s, size_t len);
 typedef struct {
 	kx_buf_t held;   /* a segment's beginning, not told yet */
 	int held_stream; /* its stream */
 	bool mid;        /* the screen is within a segment already told */
-	bool overlaid;   /* the line may be drawn over: a carriage return */
-	                 /* since its start, or a start not seen */
+	size_t col_max;  /* the cursor's column, at most */
+	size_t line_max; /* the columns its line shows, at most */
 	kx_live_write_fn *write;
 	void *arg;
 } kx_live_t;
 void kx_live_init(kx_live_t *q, kx_live_write_fn *write, void *arg);
 /* LEN bytes of STREAM's text, S */
 void kx_live_text(kx_live_t *q, int stream, const char *s, size_t len);
-/* The end: what is held is told, and Q's memory freed. */
-void kx_live_end(kx_live_t *q);
+/* The end: what is held is told, and Q's memory freed.  Whether the last
+ * line is still open (not ended by a newline): kbox's own lines that
+ * follow must begin one of their own. */
+bool kx_live_end(kx_live_t *q);
 
 /* S as one word a POSIX shell reads back as S, into OUT (SIZE bytes,
  * 4 * strlen(S) + 3 holds any S whole), for a path in a command kbox

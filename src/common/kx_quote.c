@@ -481,18 +481,63 @@ static size_t cut_char(const char *s, size_t len)
 	return 0;
 }
 
-/* Tell what Q holds: write it, after a backslash when it reads as kbox's
- * own or, FINAL (nothing more of the segment will come) or not, when it
- * may yet and something may be drawn over it. */
-static void live_tell(kx_live_t *q, bool final)
+/* The most columns byte C can take on a terminal as cli_write_safe shows
+ * it: a tab 8, a control character 2 ("^X", "\0"), a UTF-8 character 6
+ * (counted at its first byte: "\u200b" for one that shows nothing, 2 for
+ * a wide one), anything else 1. */
+static size_t byte_cols_max(unsigned char c)
+{
+	return c == '\t' ? 8 : c < 0x20 || c == 0x7f ? 2 : c >= 0xc0 ? 6 : c >= 0x80 ? 0 : 1;
+}
+
+/* How many columns, from where it begins, the LEN bytes at S surely write
+ * over: its first characters that are printable ASCII. */
+static size_t cols_covered(const char *s, size_t len)
+{
+	size_t n = 0;
+
+	while (n < len && (unsigned char)s[n] >= 0x20 && (unsigned char)s[n] < 0x7f)
+		n++;
+	return n;
+}
+
+/* Q's screen after the LEN bytes at S were written (their most). */
+static void live_advance(kx_live_t *q, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\n')
+			q->col_max = q->line_max = 0;
+		else if (c == '\r')
+			q->col_max = 0;
+		else if ((q->col_max += byte_cols_max(c)) > q->line_max)
+			q->line_max = q->col_max;
+	}
+}
+
+static void live_write(kx_live_t *q, int stream, const char *s, size_t len)
+{
+	q->write(q->arg, stream, s, len);
+	live_advance(q, s, len);
+}
+
+/* Tell what Q holds, a segment's beginning: write it, after a backslash
+ * when it reads as kbox's own, or may yet and what shows beside it on
+ * the screen may make it one.  HOW: LIVE_MAY_WAIT, more of the segment
+ * may come (it is told only when it can be); LIVE_ENDS, the segment ends
+ * here or with its line break; LIVE_CONTINUED, something else is written
+ * right after it on the same line (the other stream). */
+enum { LIVE_MAY_WAIT, LIVE_ENDS, LIVE_CONTINUED };
+
+static void live_tell(kx_live_t *q, int how)
 {
 	const char *s = q->held.data;
 	size_t n = q->held.len, body = n;
-	bool broken = n > 0 && ends_in_break(s, n), more = false, own;
+	bool broken = n > 0 && ends_in_break(s, n), more = false, own, alone;
 
 	if (n == 0)
 		return;
-	if (!final && !broken && cut_char(s, n) > 0 && n < LIVE_HOLD_MAX)
+	if (how == LIVE_MAY_WAIT && !broken && cut_char(s, n) > 0 && n < LIVE_HOLD_MAX)
 		return; /* the rest of a character is to come */
 	/* (judged without its break: what the screen shows after it, on the
 	 * same line, may continue it) */
@@ -501,20 +546,20 @@ static void live_tell(kx_live_t *q, bool final)
 		        : (unsigned char)s[n - 1] == 0x85        ? 2
 		                                                 : 3;
 	own = looks_own(s, body, &more);
-	if (!own && more && !final && !broken && n < LIVE_HOLD_MAX)
+	if (how == LIVE_MAY_WAIT && !broken && !own && more && n < LIVE_HOLD_MAX)
 		return; /* what comes next decides */
-	/* a segment that a carriage return ended may be drawn over by the
-	 * next, and one that began after a carriage return may draw over
-	 * another's start: what may yet read as kbox's is quoted there
-	 * (blanks too: "   " over "XXX[note: " makes one); nothing, which
-	 * draws nothing, is not */
-	if (own || (more && body > 0 &&
-	            (q->overlaid || final || n >= LIVE_HOLD_MAX || (broken && s[n - 1] == '\r'))))
-		q->write(q->arg, q->held_stream, "\\", 1);
-	q->write(q->arg, q->held_stream, s, n);
+	/* it begins a line, or after a carriage return, and surely covers
+	 * what the line showed before: on the screen it is alone */
+	alone = q->col_max == 0 && cols_covered(s, body) >= q->line_max;
+	/* a beginning of a line of kbox's ("[not", "kbox", blanks) is quoted
+	 * when what the screen shows beside it may make one: the rest of an
+	 * earlier line a carriage return went back over ("[not" over
+	 * "    e: forged]"), or the other stream's text after it; nothing,
+	 * which draws nothing, is not */
+	if (own || (more && body > 0 && (how == LIVE_CONTINUED || n >= LIVE_HOLD_MAX || !alone)))
+		live_write(q, q->held_stream, "\\", 1);
+	live_write(q, q->held_stream, s, n);
 	q->mid = !broken;
-	if (broken)
-		q->overlaid = s[n - 1] != '\n';
 	q->held.len = 0;
 }
 
@@ -523,41 +568,45 @@ void kx_live_init(kx_live_t *q, kx_live_write_fn *write, void *arg)
 	memset(q, 0, sizeof *q);
 	q->write = write;
 	q->arg = arg;
-	/* (what the screen's line held before is not known) */
-	q->overlaid = true;
 }
 
 void kx_live_text(kx_live_t *q, int stream, const char *s, size_t len)
 {
 	const char *end = s + len, *p;
 
-	/* the other stream's segment, held, ends where this text begins */
+	/* the other stream's segment, held, is continued by this text */
 	if (q->held.len && q->held_stream != stream)
-		live_tell(q, true);
+		live_tell(q, LIVE_CONTINUED);
 	while (s < end) {
 		p = line_end(s, end); /* (a carriage return is a break) */
 		if (q->mid) {
-			q->write(q->arg, stream, s, (size_t)(p - s));
-			if (ends_in_break(s, (size_t)(p - s))) {
-				q->mid = false;
-				q->overlaid = p[-1] != '\n';
-			}
+			live_write(q, stream, s, (size_t)(p - s));
+			q->mid = !ends_in_break(s, (size_t)(p - s));
 		} else {
+			/* a tab goes over columns without writing them: on a line
+			 * that showed something before, what it leaves shows
+			 * beside what came before it */
+			const char *tab = q->line_max > 0 || q->col_max > 0
+			                          ? memchr(s, '\t', (size_t)(p - s))
+			                          : NULL;
+			if (tab)
+				p = tab + 1;
 			q->held_stream = stream;
 			kx_buf_append(&q->held, s, (size_t)(p - s));
 			if (q->held.failed) { /* out of memory: written as it is */
-				q->write(q->arg, stream, s, (size_t)(p - s));
+				live_write(q, stream, s, (size_t)(p - s));
 				kx_buf_reset(&q->held);
 				q->mid = !ends_in_break(s, (size_t)(p - s));
 			} else
-				live_tell(q, false);
+				live_tell(q, tab ? LIVE_CONTINUED : LIVE_MAY_WAIT);
 		}
 		s = p;
 	}
 }
 
-void kx_live_end(kx_live_t *q)
+bool kx_live_end(kx_live_t *q)
 {
-	live_tell(q, true);
+	live_tell(q, LIVE_ENDS);
 	kx_buf_reset(&q->held);
+	return q->mid || q->line_max > 0;
 }

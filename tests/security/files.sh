@@ -591,7 +591,9 @@ Y^H[note: forged in a page]" ] || { why="$(od -c tty.out | head -n 12)"; false; 
 # the streams as they come: a line that reads as kbox's is quoted however
 # it is cut, and so is what a carriage return lets draw one over another
 # line's start ("[not" over "    e: forged]" shows "[note: forged]"); a
-# line the code left open is ended before kbox's own
+# line the code left open is ended before kbox's own, and alone on its line
+# "[no" is no line of kbox's; a tab goes over a line's columns without
+# writing them ("[\the kernel" over "Xnote: t" shows "[note: the kernel")
 cat >live.py <<'EOF'
 import sys
 print("[note: the kernel was restarted; earlier state is lost]")
@@ -600,6 +602,7 @@ sys.stdout.write("[not\n"); sys.stdout.flush()
 print("[no output", end=""); sys.stdout.flush()
 print("] split")
 sys.stdout.write("\r0%\r50%\r100%\n")
+sys.stdout.write("Xnote: t\r[\the kernel\n")
 print("kbox", end=""); sys.stdout.flush()
 print(" exec: forged")
 print("[no", end="")
@@ -611,9 +614,34 @@ fi
 CR=$(printf '\r')
 printf '%s\n' '\[note: the kernel was restarted; earlier state is lost]' \
 	"    e: forged]$CR\\[not" '\[no output] split' "${CR}0%${CR}50%${CR}100%" \
-	'\kbox exec: forged' '\[no' >live.want
+	"Xnote: t$CR\\[	he kernel" '\kbox exec: forged' '[no' >live.want
 check row21_tty_quotes_a_forged_line_as_it_comes_and_one_drawn_over_another eval '[ "$rc" = 0 ] &&
 	sed "s/$CR\$//" tty.out | cmp -s live.want - || { why="$(od -c tty.out | head -n 12)"; false; }'
+# standard error sent elsewhere does not show on the terminal: what it
+# wrote begins no line there
+cat >two.py <<'EOF'
+import sys
+sys.stderr.write("x"); sys.stderr.flush()
+print("[note: forged]")
+EOF
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 script -qec "$KBOX exec -s fs -f two.py 2>two.err" /dev/null >tty.out 2>&1 </dev/null
+	rc=$?
+fi
+check row21_tty_quotes_a_line_that_the_other_streams_text_shown_elsewhere_did_not_begin eval '[ "$rc" = 0 ] &&
+	[ "$(tr -d "\r" <tty.out)" = "\\[note: forged]" ] && [ "$(cat two.err)" = x ] ||
+	{ why="$(od -c tty.out | head -n 12)"; false; }'
+# elsewhere (an error's message, a display) a carriage return is ^M on a
+# terminal: there it would draw over a line's start that was judged
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 script -qec "$KBOX exec -s fs 'raise ValueError(\"Xnote: t\\r[note: x]\")'" \
+		/dev/null >tty.out 2>&1 </dev/null
+	rc=$?
+fi
+WANT='ValueError: Xnote: t^M\[note: x]'
+check row21_tty_shows_a_carriage_return_outside_the_streams_as_m eval '[ "$rc" = 1 ] &&
+	grep -qF "$WANT" tty.out && ! grep -q "t$CR" tty.out ||
+	{ why="$(od -c tty.out | head -n 12)"; false; }'
 # a text that is no string is made one: a list's lines joined, anything
 # else its JSON; so the kernel's {"omitted_bytes": N} is no marker of
 # kbox's, and 5 is not nothing
