@@ -614,6 +614,14 @@ TEST(kernel_text_quotes_a_line_that_reads_as_kboxs_after_unseen_characters)
 	kx_buf_kernel(&b, "\xe2\x80\xa8[note: a]\xe2\x80\xa9Out[1]: b", 24);
 	CHECK_STR_EQ(b.data, "\xe2\x80\xa8\\[note: a]\xe2\x80\xa9\\Out[1]: b");
 	kx_buf_reset(&b);
+	/* what a terminal gives no width: Hangul vowels (U+1161, U+D7B0), a
+	 * mark of Unicode 15 (U+11F00), a code point not assigned (U+0378) */
+	kx_buf_kernel(&b, "\xe1\x85\xa1\xed\x9e\xb0[note: a]\n", 16);
+	CHECK_STR_EQ(b.data, "\\\xe1\x85\xa1\xed\x9e\xb0[note: a]\n");
+	kx_buf_reset(&b);
+	kx_buf_kernel(&b, "\xf0\x91\xbc\x80\xcd\xb8[note: a]\n", 16);
+	CHECK_STR_EQ(b.data, "\\\xf0\x91\xbc\x80\xcd\xb8[note: a]\n");
+	kx_buf_reset(&b);
 }
 
 /* 2 MiB of line separators, or of escape sequences that never end, one a

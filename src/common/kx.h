@@ -134,7 +134,8 @@ size_t kx_utf8_unit(const char *s, size_t n, bool *is_char);
  * variation selectors, U+FEFF, U+FFF9..U+FFFB, U+1BCA0..U+1BCA3,
  * U+1D173..U+1D17A and the tags U+E0000..U+E0FFF; and every other
  * format character, Unicode's general category Cf (U+13430..U+13438, the
- * Egyptian format controls, say). */
+ * Egyptian format controls, say); and every code point Unicode 15 leaves
+ * unassigned (Cn), which a terminal may draw with no width. */
 unsigned kx_utf8_invisible(const char *s, size_t n);
 
 /* The code point of the well-formed character of 2 to 4 bytes that S (N
@@ -144,8 +145,9 @@ unsigned kx_utf8_multibyte(const char *s, size_t n, size_t *len);
 
 /* The length in bytes of the combining mark at S (N bytes at most), or 0:
  * a character of Unicode's general category Mn or Me (U+0300, U+05B0,
- * U+0483, U+20E3...), which a reader sees on the character before it, not
- * as one of its own. */
+ * U+0483, U+20E3...), or a Hangul vowel or final consonant (U+1160..U+11FF,
+ * U+D7B0..U+D7FF), which a reader sees on the character before it, not as
+ * one of its own. */
 size_t kx_utf8_mark_len(const char *s, size_t n);
 
 /* The length in bytes of the blank character at S (N bytes at most), or

@@ -209,7 +209,12 @@ size_t kx_utf8_mark_len(const char *s, size_t n)
 {
 	size_t len = 0;
 	unsigned c = kx_utf8_multibyte(s, n, &len);
-	return c && in_ranges(c, kx_marks, sizeof kx_marks / sizeof kx_marks[0]) ? len : 0;
+	/* (the Hangul vowels and final consonants join the syllable before
+	 * them: a terminal gives them no width of their own) */
+	return c && (in_ranges(c, kx_marks, sizeof kx_marks / sizeof kx_marks[0]) ||
+	             (c >= 0x1160 && c <= 0x11ff) || (c >= 0xd7b0 && c <= 0xd7ff))
+	               ? len
+	               : 0;
 }
 
 unsigned kx_utf8_invisible(const char *s, size_t n)
@@ -245,7 +250,8 @@ unsigned kx_utf8_invisible(const char *s, size_t n)
 	    (c >= 0x1bca0 && c <= 0x1bca3) || /* shorthand format controls */
 	    (c >= 0x1d173 && c <= 0x1d17a) || /* musical format controls */
 	    (c >= 0xe0000 && c <= 0xe0fff) || /* tags, variation selectors supplement */
-	    in_ranges(c, kx_formats, sizeof kx_formats / sizeof kx_formats[0]))
+	    in_ranges(c, kx_formats, sizeof kx_formats / sizeof kx_formats[0]) ||
+	    in_ranges(c, kx_unassigned, sizeof kx_unassigned / sizeof kx_unassigned[0]))
 		return c;
 	return 0;
 }
