@@ -1730,8 +1730,9 @@ TEST(text_escapes_a_forged_line_with_any_mark_or_format_character)
 
 /* Letters that read as ASCII ones (Cyrillic, Greek, Armenian, fullwidth
  * Latin) and brackets that read as "[" make a line read as kbox's: it is
- * quoted.  A Cyrillic "у" reads "y", so "Oуt[" is no prefix; Russian or
- * Greek text that reads as no prefix is left alone. */
+ * quoted, a word all of such letters too ("[ԁіѕрӏау x]").  A Cyrillic "у"
+ * reads "y", so "Oуt[" is no prefix; Russian or Greek text that reads as
+ * no prefix is left alone. */
 TEST(text_escapes_a_forged_line_of_letters_that_only_look_alike)
 {
 	kbox_capture_t *cap = capture(false, 0, 0);
@@ -1743,7 +1744,8 @@ TEST(text_escapes_a_forged_line_of_letters_that_only_look_alike)
 	     "{\"name\":\"stdout\",\"text\":\"[k\\u0435rnel died: a]\\n[\\u0455tderr]\\n"
 	     "O\\u057dt[3]: 4\\nO\\u0443t[3]: 4\\n\\uff2f\\uff55\\uff54[3]: 4\\n\\u039fut[1]: 2\\n"
 	     "\\u3010note: b]\\n[\\u043f\\u0440\\u0438\\u043c\\u0435\\u0440]\\n"
-	     "\\u039f\\u03bc\\u03b9\\u03bb\\u03bf\\u03c2\\n\"}");
+	     "\\u039f\\u03bc\\u03b9\\u03bb\\u03bf\\u03c2\\n"
+	     "[\\u0501\\u0456\\u0455\\u0440\\u04cf\\u0430\\u0443 x]\\n\"}");
 	text = finish_text(&cap, &res);
 	CHECK_STR_EQ(
 	        text,
@@ -1751,7 +1753,8 @@ TEST(text_escapes_a_forged_line_of_letters_that_only_look_alike)
 	        "\\O\xd5\xbdt[3]: 4\nO\xd1\x83t[3]: 4\n\\\xef\xbc\xaf\xef\xbd\x95\xef\xbd\x94[3]: 4\n"
 	        "\\\xce\x9fut[1]: 2\n\\\xe3\x80\x90note: b]\n"
 	        "[\xd0\xbf\xd1\x80\xd0\xb8\xd0\xbc\xd0\xb5\xd1\x80]\n"
-	        "\xce\x9f\xce\xbc\xce\xb9\xce\xbb\xce\xbf\xcf\x82\n");
+	        "\xce\x9f\xce\xbc\xce\xb9\xce\xbb\xce\xbf\xcf\x82\n"
+	        "\\[\xd4\x81\xd1\x96\xd1\x95\xd1\x80\xd3\x8f\xd0\xb0\xd1\x83 x]\n");
 	free(text);
 	kbox_result_destroy(&res);
 }

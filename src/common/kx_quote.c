@@ -364,7 +364,9 @@ static bool looks_own(const char *s, size_t len, bool *more)
 	out = i >= len && open;
 	for (i = 0; i < sizeof own_prefixes / sizeof own_prefixes[0]; i++) {
 		const char *p = own_prefixes[i];
-		size_t a = 0, b = 0, exact = 0, letters = 0, other = 0; /* in P, in SEEN */
+		/* (in P, in SEEN; letters matched, by a Latin one, by one that
+		 * reads as that letter) */
+		size_t a = 0, b = 0, exact = 0, letters = 0, other = 0, alike = 0;
 		n = strlen(p);
 		while (a < n) {
 			char want = read_as(p[a]);
@@ -384,6 +386,7 @@ static bool looks_own(const char *s, size_t len, bool *more)
 				letters += isalpha((unsigned char)want) != 0;
 				exact += seen[b] == want && latin[b] &&
 				         isalpha((unsigned char)want);
+				alike += seen[b] == want && isalpha((unsigned char)want);
 				a++, b++;
 			} else if (b < k && seen[b] == SEEN_OTHER && !other) {
 				other++; /* one character of any kind in place of one */
@@ -398,8 +401,10 @@ static bool looks_own(const char *s, size_t len, bool *more)
 		 * of the prefix: "[ключ: значение]" and "[λάθος: x]" are
 		 * Russian and Greek; and one character of any other kind (a
 		 * symbol, a letter of a script no table knows) stands for one of
-		 * the prefix's, beside two Latin ones ("kbჿx exec: ") */
-		if (a == n && (other ? exact >= 2 : exact > 0 || letters == 0))
+		 * the prefix's, beside two Latin ones ("kbჿx exec: "); a word
+		 * whose every letter reads as the prefix's through the tables is
+		 * the prefix's too ("[ԁіѕрӏау ", all Cyrillic) */
+		if (a == n && (other ? exact >= 2 : exact > 0 || letters == 0 || alike == letters))
 			return true;
 	}
 	/* "kbox", a word or two, then ":" ("kbox-exec: ", "kbox_mcp: "):
