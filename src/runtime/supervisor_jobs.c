@@ -498,15 +498,25 @@ static json_t *exec_reply(job_t *j, kbox_exec_t *x, kbox_result_t *res, size_t *
 	if (!r)
 		return NULL;
 	if (fmt == KR_CTL_FMT_TEXT || fmt == KR_CTL_FMT_TEXT_LIVE || j->e.with_text) {
-		char *text = kbox_render_text_ex(
-		        res, fmt == KR_CTL_FMT_TEXT_LIVE ? KBOX_RENDER_NO_STREAMS : 0);
+		/* a live client that did not get every piece of the streams as
+		 * they came gets them all here, after a note that says why */
+		size_t dropped = fmt == KR_CTL_FMT_TEXT_LIVE && j->conn ? j->conn->events_dropped
+		                                                        : 0;
+		bool streams = fmt != KR_CTL_FMT_TEXT_LIVE || dropped;
+		char *text = kbox_render_text_ex(res, streams ? 0 : KBOX_RENDER_NO_STREAMS),
+		     note[256];
+		snprintf(note, sizeof note,
+		         "%zu %s of the output could not be shown as %s came (too large, or "
+		         "printed faster than it was read): the whole output follows",
+		         dropped, dropped == 1 ? "piece" : "pieces", dropped == 1 ? "it" : "they");
 		/* the notice is the text's first line, what a model reads first
 		 * (a live client printed it already, from the started event) */
-		json_object_set_new(
-		        r, "text",
-		        kr_ctl_reply_text(
-		                j->notice[0] && fmt != KR_CTL_FMT_TEXT_LIVE ? j->notice : NULL,
-		                fmt != KR_CTL_FMT_TEXT_LIVE ? j->earlier_text : NULL, text));
+		json_object_set_new(r, "text",
+		                    kr_ctl_reply_text(dropped                   ? note
+		                                      : j->notice[0] && streams ? j->notice
+		                                                                : NULL,
+		                                      streams && !dropped ? j->earlier_text : NULL,
+		                                      text));
 		free(text);
 	}
 	/* the JSON's notices hold it too, first */

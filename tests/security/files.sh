@@ -631,6 +631,22 @@ fi
 check row21_tty_quotes_a_line_that_the_other_streams_text_shown_elsewhere_did_not_begin eval '[ "$rc" = 0 ] &&
 	[ "$(tr -d "\r" <tty.out)" = "\\[note: forged]" ] && [ "$(cat two.err)" = x ] ||
 	{ why="$(od -c tty.out | head -n 12)"; false; }'
+# a piece of the streams too large to be sent as it came is not lost on
+# a terminal: the result gives the whole output, after a note
+cat >big.py <<'EOF'
+import sys
+print("before")
+sys.stdout.write("\x01" * 1500000 + "\n")
+print("after")
+EOF
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 120 script -qec "$KBOX exec -s fs -f big.py" /dev/null >tty.out 2>&1 </dev/null
+	rc=$?
+fi
+check row21_tty_gives_the_whole_output_after_a_note_when_a_piece_could_not_be_shown eval '[ "$rc" = 0 ] &&
+	tr -d "\r" <tty.out | grep -a -A1 -x "\[note: 1 piece of the output could not be shown as it came (too large, or printed faster than it was read): the whole output follows\]" |
+	tail -n 1 | grep -qx before && tr -d "\r" <tty.out | tail -n 1 | grep -qx after ||
+	{ why="$(head -c 600 tty.out)"; false; }'
 # elsewhere (an error's message, a display) a carriage return is ^M on a
 # terminal: there it would draw over a line's start that was judged
 if [ -z "$SKIPPING" ]; then
