@@ -423,7 +423,8 @@ static void conv_settle(conv_t *c)
  * as kbox mcp writes it (new; NULL when out of memory). */
 static char *with_client_value(json_t *j, json_t *obj, const char *name, const char *client)
 {
-	json_t *v = json_loads(client, JSON_DECODE_ANY, NULL);
+	/* (a string id may hold a NUL: its JSON has it as \u0000) */
+	json_t *v = json_loads(client, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 	if (!v || json_object_set_new(obj, name, v) < 0)
 		return NULL;
 	return json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
@@ -663,6 +664,29 @@ static bool host_is_ours(const char *host)
 			return true;
 	}
 	return false;
+}
+
+/* How many headers named NAME (in any case) the request of CONN has. */
+typedef struct {
+	const char *name;
+	unsigned n;
+} header_count_t;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+	header_count_t *c = cls;
+	(void)kind;
+	(void)value;
+	c->n += key && strcasecmp(key, c->name) == 0;
+	return MHD_YES;
+}
+
+static unsigned headers_named(struct MHD_Connection *conn, const char *name)
+{
+	header_count_t c = {name, 0};
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &c);
+	return c.n;
 }
 
 /* Whether ORIGIN (an Origin header; NULL: none, a client that is no
@@ -1074,6 +1098,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		 * answered before its body is read (none is kept) */
 		if (strcmp(url, "/mcp") != 0)
 			return refuse(conn, MHD_HTTP_NOT_FOUND, "Not Found: the endpoint is /mcp");
+		/* (one of each, or the check would judge one and a later
+		 * reader another) */
+		if (headers_named(conn, "Host") > 1 || headers_named(conn, "Origin") > 1 ||
+		    headers_named(conn, "Authorization") > 1)
+			return refuse(conn, MHD_HTTP_BAD_REQUEST,
+			              "Bad Request: more than one Host, Origin or Authorization "
+			              "header");
 		if (!host_is_ours(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")))
 			return refuse(conn, MHD_HTTP_FORBIDDEN,
 			              "Forbidden: the Host is not this server");

@@ -374,6 +374,30 @@ print("host", post({"Authorization": ok, "Host": "attacker.example"})[0])
 print("origin", post({"Authorization": ok, "Origin": "http://attacker.example"})[0])
 st, sid = post({"Authorization": ok})
 print("token", st, bool(sid))
+# one of each: two Origins, the second another site's, or two tokens
+import http.client
+def twice(name, values):
+    c = http.client.HTTPConnection("127.0.0.1", int(port), timeout=60)
+    c.putrequest("POST", "/mcp")
+    for k, v in [("Content-Type", "application/json"), ("Accept", "application/json")] + \
+            ([] if name == "Authorization" else [("Authorization", ok)]):
+        c.putheader(k, v)
+    for v in values:
+        c.putheader(name, v)
+    c.putheader("Content-Length", str(len(init)))
+    c.endheaders(init)
+    r = c.getresponse()
+    r.read()
+    return r.status
+print("two-origins", twice("Origin", [f"http://127.0.0.1:{port}", "http://attacker.example"]))
+print("two-tokens", twice("Authorization", [ok, "Bearer x"]))
+# a string id with a NUL comes back as it was sent
+nul = json.dumps({"jsonrpc": "2.0", "id": "a\u0000b", "method": "initialize",
+                  "params": json.loads(init)["params"]}).encode()
+with urllib.request.urlopen(urllib.request.Request(url, nul, {
+        "Content-Type": "application/json", "Accept": "application/json",
+        "Authorization": ok}), timeout=60) as r:
+    print("nul-id", r.status, json.loads(r.read())["id"] == "a\x00b")
 PYEOF
 	env53=none
 	seen53=0
@@ -393,7 +417,10 @@ check row53_kbox_mcp_http_refuses_requests_without_the_token_or_of_another_host_
 wrong 401
 host 403
 origin 403
-token 200 True" ]'
+token 200 True
+two-origins 400
+two-tokens 400
+nul-id 200 True" ]'
 check row53_kbox_mcp_http_keeps_its_token_in_no_environment eval '[ "${env53-}" = none ] &&
 	[ "${seen53-0}" -ge 2 ] &&
 	[ "$(cat "$W/http53.rc")" = 0 ]'
