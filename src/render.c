@@ -557,9 +557,30 @@ static bool has_line(const char *tb, size_t len, const char *s, size_t n)
 	return false;
 }
 
+/* Is a line of TB (LEN bytes) "ENAME: FIRST" (N and FN bytes), ENAME
+ * perhaps after a module's name and a dot: where the traceback gave the
+ * first line of a value of many lines, the rest after it. */
+static bool has_error_line(const char *tb, size_t len, const char *ename, size_t n,
+                           const char *first, size_t fn)
+{
+	const char *p = tb, *end = tb + len;
+	size_t want = n + 2 + fn;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t l = (size_t)((nl ? nl : end) - p);
+		const char *at = p + l - (l >= want ? want : 0);
+		if (l >= want && (at == p || at[-1] == '.') && memcmp(at, ename, n) == 0 &&
+		    memcmp(at + n, ": ", 2) == 0 && memcmp(at + n + 2, first, fn) == 0)
+			return true;
+		p = nl ? nl + 1 : end;
+	}
+	return false;
+}
+
 /* The stripped traceback, then "ENAME: EVALUE" unless its last line
- * already names the error (IPython's does), or one of its lines is the
- * value (IRkernel's traceback begins with it). */
+ * already names the error (IPython's does), or one of its lines does with
+ * the value's first line (a value of many lines), or is the value
+ * (IRkernel's traceback begins with it). */
 static void text_error(kx_buf_t *b, const kbox_result_t *r)
 {
 	const kbox_text_t *t = kbox_result_traceback(r);
@@ -577,6 +598,8 @@ static void text_error(kx_buf_t *b, const kbox_result_t *r)
 		return;
 	nl = evalue_len ? memchr(evalue, '\n', evalue_len) : NULL;
 	if (evalue_len && has_line(tb, tb_len, evalue, nl ? (size_t)(nl - evalue) : evalue_len))
+		return;
+	if (nl && has_error_line(tb, tb_len, ename, ename_len, evalue, (size_t)(nl - evalue)))
 		return;
 	kx_buf_kernel(b, ename, ename_len);
 	if (evalue_len) {

@@ -769,6 +769,25 @@ TEST(text_adds_the_error_line_when_the_traceback_lacks_it)
 	kbox_result_destroy(&res);
 }
 
+/* A value of many lines: IPython's traceback ends with them, after
+ * "ENAME: " and the first; nothing follows it (newcomer 2026-12-07). */
+TEST(text_adds_no_error_line_after_a_value_of_many_lines)
+{
+	kbox_capture_t *cap = capture(false, 0, 0);
+	kbox_result_t *res = NULL;
+	char *text;
+
+	REQUIRE(cap != NULL);
+	FEED(cap, "error",
+	     "{\"ename\":\"ValueError\",\"evalue\":\"line1\\nline2\","
+	     "\"traceback\":[\"----> 1 raise\",\"\\u001b[0;31mValueError\\u001b[0m: "
+	     "line1\\nline2\"]}");
+	text = finish_text(&cap, &res);
+	CHECK_STR_EQ(text, "----> 1 raise\nValueError: line1\nline2\n");
+	free(text);
+	kbox_result_destroy(&res);
+}
+
 TEST(text_keeps_the_capture_marker_of_a_truncated_stream)
 {
 	kbox_capture_t *cap = capture(true, 200, 10);
@@ -2086,6 +2105,7 @@ int main(void)
 	RUN_IN_TMP(text_shows_the_stripped_traceback_ending_with_the_error);
 	RUN_IN_TMP(text_of_an_error_without_traceback_is_ename_and_evalue);
 	RUN_IN_TMP(text_adds_the_error_line_when_the_traceback_lacks_it);
+	RUN_IN_TMP(text_adds_no_error_line_after_a_value_of_many_lines);
 	RUN_IN_TMP(text_keeps_the_capture_marker_of_a_truncated_stream);
 	RUN_IN_TMP(text_shows_a_nul_as_backslash_zero_and_keeps_what_follows);
 	RUN_IN_TMP(text_error_line_shows_a_nul_in_name_and_value);
