@@ -1023,6 +1023,26 @@ int kbox_capture_feed(kbox_capture_t *self, const kbox_msg_t *msg, kbox_error_t 
 	return 0;
 }
 
+/* What the result keeps of an input request's prompt or answer (LEN
+ * bytes at S): at most INPUT_SHOWN_MAX bytes of it, cut at a character's
+ * start and then ended with an ellipsis; new, NULL when out of memory,
+ * its length in *SHOWN.
+ * The kernel gets the whole answer all the same. */
+#define INPUT_SHOWN_MAX 1024
+static char *input_shown(const char *s, size_t len, size_t *shown)
+{
+	kx_buf_t b = KX_BUF_INIT;
+	size_t keep = kx_utf8_floor(s, len, INPUT_SHOWN_MAX);
+	char *t;
+	kx_buf_append(&b, s, keep);
+	if (keep < len)
+		kx_buf_appends(&b, "\xe2\x80\xa6");
+	t = kx_buf_take(&b, shown);
+	if (!t)
+		*shown = 0;
+	return t;
+}
+
 void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 {
 	json_t *c = kbox_msg_content(msg), *prompt = json_object_get(c, "prompt");
@@ -1032,24 +1052,20 @@ void kbox_capture_input(kbox_capture_t *self, const kbox_msg_t *msg)
 	                           : NULL;
 	out_t *o;
 	kbox_event_t ev = {KBOX_EV_INPUT, 0, NULL, 0, -1, NULL};
-	kx_buf_t b = KX_BUF_INIT;
 
 	before_output(self);
 	if (!(o = other_output(self, KBOX_OUT_INPUT, false)))
 		return;
 	o->pub.password = json_is_true(json_object_get(c, "password"));
-	if (json_is_string(prompt))
-		kx_buf_append(
-		        &b, json_string_value(prompt),
-		        kx_utf8_floor(json_string_value(prompt), json_string_length(prompt), 1024));
-	o->text = kx_buf_take(&b, &o->pub.len);
+	o->text = json_is_string(prompt) ? input_shown(json_string_value(prompt),
+	                                               json_string_length(prompt), &o->pub.len)
+	                                 : NULL;
 	o->pub.text = o->text ? o->text : "";
 	if (!o->text)
 		o->pub.len = 0;
 	if (line && !o->pub.password) {
-		o->value = strdup(line);
+		o->value = input_shown(line, strlen(line), &o->pub.value_len);
 		o->pub.value = o->value;
-		o->pub.value_len = o->value ? strlen(o->value) : 0;
 	}
 	if (line && o->pub.password)
 		o->pub.value_len = strlen(line); /* answered, not shown */

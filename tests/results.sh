@@ -536,6 +536,15 @@ check input_with_i_shows_the_prompt_and_the_line_given eval 'status_is 1 &&
 	last_line_is stdout "EOFError: the code asked for more input than the 1 line given: give more with -i LINE or --input-file FILE" &&
 	[ "$(wc -l <stdout)" -eq 3 ]'
 
+# the record of a long line given keeps its first 1024 bytes (the code
+# gets it whole): a result does not grow by the size of its input
+fresh
+LONG=$(printf 'y%.0s' $(seq 5000))
+kbox exec -s r -i "$LONG" 'print(len(input()))'
+check input_a_long_line_is_shown_cut_and_given_whole eval 'status_is 0 &&
+	stdout_is "[input: the code asked \"\" and was given \"$(printf "y%.0s" $(seq 1024))…\"]
+5000"'
+
 fresh
 printf 'Ada\nLovelace\n' >answers
 kbox exec -s r --format ndjson --input-file answers 'print(input("First? "), input("Last? "))'
