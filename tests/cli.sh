@@ -315,6 +315,33 @@ selected exec_refuses_a_file_over_16_MiB && kbox exec -s big -f cell.py
 check exec_refuses_a_file_over_16_MiB eval 'status_is 2 && [ ! -s stdout ] &&
 	[ "$(cat stderr)" = "kbox exec: cannot read cell.py: $OVER_16" ] && [ ! -e "$S/big" ]'
 rm -f cell.py
+# code typed on a terminal ends with one ^D (a second read after the end
+# waited for another); then the kernelspec that is not there ends it
+# (exit 5), with no kernel to start
+if selected code_typed_on_a_terminal_ends_with_one_eof; then
+	last_dir=$(pwd) last_out=$(pwd)/stdout last_err=$(pwd)/stderr
+	"$PY" - "$KBOX" >stdout 2>stderr <<'PYEOF'
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], ["kbox", "run", "-k", "no-such-kernel", "-"])
+os.write(fd, b"print(1)\n\x04")
+# until the terminal's end (kbox closed it: it ends), 60 s at most
+end, closed = time.monotonic() + 60, False
+while not closed and time.monotonic() < end:
+    if select.select([fd], [], [], 1)[0]:
+        try:
+            closed = not os.read(fd, 4096)
+        except OSError:
+            closed = True
+if not closed:
+    os.kill(pid, 9)
+status = os.waitpid(pid, 0)[1]
+print("exit", os.waitstatus_to_exitcode(status) if closed else "none: it waited")
+PYEOF
+	rc=$?
+fi
+check code_typed_on_a_terminal_ends_with_one_eof eval 'status_is 0 && stdout_is "exit 5"'
 # code where a file's name goes: no such file, and where code goes instead
 selected run_of_code_as_a_file_name_says_where_code_goes && kbox run -k no-such-kernel 'print(1)'
 check run_of_code_as_a_file_name_says_where_code_goes eval 'status_is 2 && [ ! -s stdout ] &&

@@ -505,7 +505,9 @@ char *cli_slurp(FILE *f)
 		errno = 0;
 		r = fread(buf + n, 1, cap - n - 1, f);
 		n += r;
-		if (r == 0) {
+		/* (at its end, not read again: a terminal's ^D ends it once, and
+		 * glibc's fread of a large count reads past an end it saw) */
+		if (r == 0 || feof(f)) {
 			if (ferror(f)) {
 				int e = errno ? errno : EIO;
 				free(buf);
