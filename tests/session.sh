@@ -1962,11 +1962,15 @@ orphan_gone() { ! pgrep -f "^sleep 4243$$\$" >/dev/null; }
 check kernel_children_die_with_it wait_for orphan_gone
 
 # Code that is not UTF-8 is a usage error, not a dead kernel.
-setup_for code_not_utf8_is_a_usage_error
+setup_for code_not_utf8_is_a_usage_error code_not_utf8_says_the_bad_bytes_place_in_its_line
 fresh
 printf 'print("\377")\n' >bad.py
 kbox exec -s kc -f bad.py
-check code_not_utf8_is_a_usage_error fails_with 2 "kbox exec: the code file bad.py is not valid UTF-8 (line 1, byte 7): save it as UTF-8"
+check code_not_utf8_is_a_usage_error fails_with 2 "kbox exec: the code file bad.py is not valid UTF-8 (line 1, byte 8): save it as UTF-8"
+# the byte is counted from 1 in its line (newcomer of 2026-12-07, 5)
+printf 'x = 1\nprint("\377")\n' >bad2.py
+kbox exec -s kc -f bad2.py
+check code_not_utf8_says_the_bad_bytes_place_in_its_line fails_with 2 "kbox exec: the code file bad2.py is not valid UTF-8 (line 2, byte 8): save it as UTF-8"
 
 # While a new kernel starts, the supervisor goes on answering: status says
 # "starting", and stop does not wait for the kernel to be ready.  The

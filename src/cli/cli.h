@@ -92,8 +92,8 @@ void cli_write_safe(FILE *f, const char *s, size_t len);
 void cli_write_live(FILE *f, const char *s, size_t len);
 
 /* Where the C string S stops being UTF-8, for an error: its first bad
- * byte's line (from 1) and the byte's offset (from 0), in BUF as "line
- * N, byte B".  BUF. */
+ * byte's line and the byte's place in that line, both from 1, in BUF as
+ * "line N, byte B".  BUF. */
 const char *cli_utf8_where(const char *s, char *buf, size_t size);
 
 

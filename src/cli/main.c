@@ -633,16 +633,19 @@ static unsigned invisible(const unsigned char *p, const unsigned char *end)
 
 const char *cli_utf8_where(const char *s, char *buf, size_t size)
 {
-	size_t len = strlen(s), i = 0, line = 1;
+	size_t len = strlen(s), i = 0, line = 1, start = 0;
 	while (i < len) {
 		bool ok;
 		size_t n = kx_utf8_unit(s + i, len - i, &ok);
 		if (!ok)
 			break;
-		line += s[i] == '\n';
+		if (s[i] == '\n')
+			line++, start = i + 1;
 		i += n;
 	}
-	snprintf(buf, size, "line %zu, byte %zu", line, i);
+	/* (both counted from 1, the byte within its line, as an editor's
+	 * column of bytes) */
+	snprintf(buf, size, "line %zu, byte %zu", line, i - start + 1);
 	return buf;
 }
 
