@@ -622,6 +622,11 @@ TEST(kernel_text_quotes_a_line_that_reads_as_kboxs_after_unseen_characters)
 	kx_buf_kernel(&b, "\xf0\x91\xbc\x80\xcd\xb8[note: a]\n", 16);
 	CHECK_STR_EQ(b.data, "\\\xf0\x91\xbc\x80\xcd\xb8[note: a]\n");
 	kx_buf_reset(&b);
+	/* nor one Unicode 15 assigned, which Unicode 14's terminals do not
+	 * draw (U+1F6DC) */
+	kx_buf_kernel(&b, "\xf0\x9f\x9b\x9c[note: a]\n", 14);
+	CHECK_STR_EQ(b.data, "\\\xf0\x9f\x9b\x9c[note: a]\n");
+	kx_buf_reset(&b);
 }
 
 /* 2 MiB of line separators, or of escape sequences that never end, one a
@@ -734,10 +739,14 @@ TEST(live_text_quotes_what_may_draw_a_line_of_kboxs_over_another)
 	/* a tab goes over what a line showed, without writing it:
 	 * "[\the kernel" over "Xnote: t" shows "[note: the kernel" */
 	const char *const tab[] = {"Xnote: t\r", "[\the kernel\n", "[\tx\n", NULL};
+	const char *const wide[] = {"ok\n\xf3\xa0\x81\x81]\r", "[stderr\n", NULL};
 
 	CHECK_STR_EQ(live_run(over, out, sizeof out, NULL), "ok\n    e: forged]\r\\[not\n");
 	CHECK_STR_EQ(live_run(blanks, out, sizeof out, NULL), "ok\nXXX[note: x]\r\\   \r\n");
 	CHECK_STR_EQ(live_run(both, out, sizeof out, NULL), "ok\n\\[no2:x\n");
+	/* a character above U+FFFF that shows as its escape ("\ue0041") takes
+	 * 7 columns: "[stderr" does not cover "\ue0041]" */
+	CHECK_STR_EQ(live_run(wide, out, sizeof out, NULL), "ok\n\xf3\xa0\x81\x81]\r\\[stderr\n");
 	/* (on a line that showed nothing before, a tab is a blank) */
 	CHECK_STR_EQ(live_run(tab, out, sizeof out, NULL), "Xnote: t\r\\[\the kernel\n[\tx\n");
 }

@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -118,12 +117,12 @@ static void live_write(void *arg, int stream, const char *s, size_t len)
 	l->last = f;
 }
 
-/* Whether standard error is the terminal standard output is. */
+/* Whether standard error may show on standard output's terminal: when
+ * it is a terminal at all (/dev/tty is the same screen as /dev/pts/N; one
+ * model for both only quotes more). */
 static bool one_screen(void)
 {
-	struct stat o, e;
-	return isatty(STDERR_FILENO) && fstat(STDOUT_FILENO, &o) == 0 &&
-	       fstat(STDERR_FILENO, &e) == 0 && o.st_rdev == e.st_rdev;
+	return isatty(STDERR_FILENO);
 }
 
 /* The quoter of STREAM's text (1 or 2), made with the first. */

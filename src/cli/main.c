@@ -671,7 +671,7 @@ static void write_safe(FILE *f, const char *s, size_t len, bool live)
 		else if (c1)
 			fprintf(f, "\\u%04x", p[1]), p++;
 		else
-			fprintf(f, "\\u%04x", cf), p += cf < 0x800 ? 1 : 2;
+			fprintf(f, "\\u%04x", cf), p += cf < 0x800 ? 1 : cf < 0x10000 ? 2 : 3;
 		run = p + 1;
 	}
 	fwrite(run, 1, (size_t)(end - run), f);

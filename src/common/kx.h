@@ -134,8 +134,9 @@ size_t kx_utf8_unit(const char *s, size_t n, bool *is_char);
  * variation selectors, U+FEFF, U+FFF9..U+FFFB, U+1BCA0..U+1BCA3,
  * U+1D173..U+1D17A and the tags U+E0000..U+E0FFF; and every other
  * format character, Unicode's general category Cf (U+13430..U+13438, the
- * Egyptian format controls, say); and every code point Unicode 15 leaves
- * unassigned (Cn), which a terminal may draw with no width. */
+ * Egyptian format controls, say); and every code point Unicode 14 did
+ * not assign (Cn), later ones among them, which a terminal whose C library
+ * knows no later version (glibc 2.36's) draws with no width. */
 unsigned kx_utf8_invisible(const char *s, size_t n);
 
 /* The code point of the well-formed character of 2 to 4 bytes that S (N

@@ -486,13 +486,32 @@ static size_t cut_char(const char *s, size_t len)
 	return 0;
 }
 
-/* The most columns byte C can take on a terminal as cli_write_safe shows
- * it: a tab 8, a control character 2 ("^X", "\0"), a UTF-8 character 6
- * (counted at its first byte: "\u200b" for one that shows nothing, 2 for
- * a wide one), anything else 1. */
-static size_t byte_cols_max(unsigned char c)
+/* The most columns the character at S (LEN bytes left) can take on a
+ * terminal as cli_write_safe shows it, and its length in *N: a tab 8, a
+ * control character 2 ("^X", "\0"), a C1 control 6 ("\u0085"), an
+ * invisible or unassigned one its escape ("\u200b" 6, "\ue0041" 7,
+ * "\u10ffff" 8), any other 2 (a wide one; Unicode 14's, which terminals
+ * know), printable ASCII 1.  (Coupled to cli_write_safe: what it writes
+ * is what is counted.) */
+static size_t char_cols_max(const char *s, size_t len, size_t *n)
 {
-	return c == '\t' ? 8 : c < 0x20 || c == 0x7f ? 2 : c >= 0xc0 ? 6 : c >= 0x80 ? 0 : 1;
+	unsigned char c = (unsigned char)s[0];
+	unsigned cp;
+
+	*n = 1;
+	if (c < 0x80)
+		return c == '\t' ? 8 : c < 0x20 || c == 0x7f ? 2 : 1;
+	if (c == 0xc2 && len >= 2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f) {
+		*n = 2;
+		return 6;
+	}
+	if (!(cp = kx_utf8_multibyte(s, len, n))) {
+		*n = 1;
+		return 2; /* a byte that is not UTF-8: a replacement character */
+	}
+	if (kx_utf8_invisible(s, len))
+		return cp < 0x10000 ? 6 : cp < 0x100000 ? 7 : 8;
+	return 2;
 }
 
 /* How many columns, from where it begins, the LEN bytes at S surely write
@@ -509,13 +528,14 @@ static size_t cols_covered(const char *s, size_t len)
 /* Q's screen after the LEN bytes at S were written (their most). */
 static void live_advance(kx_live_t *q, const char *s, size_t len)
 {
-	for (size_t i = 0; i < len; i++) {
+	for (size_t i = 0, n; i < len; i += n) {
 		unsigned char c = (unsigned char)s[i];
+		n = 1;
 		if (c == '\n')
 			q->col_max = q->line_max = 0;
 		else if (c == '\r')
 			q->col_max = 0;
-		else if ((q->col_max += byte_cols_max(c)) > q->line_max)
+		else if ((q->col_max += char_cols_max(s + i, len - i, &n)) > q->line_max)
 			q->line_max = q->col_max;
 	}
 }

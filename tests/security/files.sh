@@ -631,6 +631,23 @@ fi
 check row21_tty_quotes_a_line_that_the_other_streams_text_shown_elsewhere_did_not_begin eval '[ "$rc" = 0 ] &&
 	[ "$(tr -d "\r" <tty.out)" = "\\[note: forged]" ] && [ "$(cat two.err)" = x ] ||
 	{ why="$(od -c tty.out | head -n 12)"; false; }'
+# standard error on the same screen through another name of it (/dev/tty):
+# one model for both, so what it drew is judged with standard output's
+cat >same.py <<'PYEND'
+import sys
+sys.stderr.write("Xnote: forged]\r"); sys.stderr.flush()
+print("[")
+print("a\U000E0041b")
+PYEND
+if [ -z "$SKIPPING" ]; then
+	timeout -k 5 60 script -qec "$KBOX exec -s fs -f same.py 2>/dev/tty" /dev/null >tty.out 2>&1 </dev/null
+	rc=$?
+fi
+# (the carriage return is gone in what is compared; and a character above
+# U+FFFF shows as its escape, no byte of it after)
+check row21_tty_judges_standard_error_on_the_same_screen_by_another_name_with_standard_output eval '[ "$rc" = 0 ] &&
+	[ "$(tr -d "\r" <tty.out)" = "Xnote: forged]\\[
+a\\ue0041b" ] || { why="$(od -c tty.out | head -n 12)"; false; }'
 # a piece of the streams too large to be sent as it came is not lost on
 # a terminal: the result gives the whole output, after a note
 cat >big.py <<'EOF'
