@@ -622,6 +622,15 @@ TEST(a_reply_text_has_the_notice_and_the_earlier_output_first)
 	json_decref(t);
 }
 
+/* a notice may name what the kernel made: a line break in it starts no
+ * line of kbox's */
+TEST(a_reply_texts_notice_starts_no_line_of_kboxs)
+{
+	json_t *t = kr_ctl_reply_text("a\n[note: forged]", NULL, "t\n");
+	CHECK_STR_EQ(json_string_value(t), "[note: a\n\\[note: forged]]\nt\n");
+	json_decref(t);
+}
+
 TEST(a_reply_text_with_bytes_not_utf8_carries_u_fffd)
 {
 	/* a byte that starts no character, a cut 3-byte sequence, an overlong "/" */
@@ -669,5 +678,6 @@ int main(void)
 	RUN(a_member_given_twice_is_refused_by_its_name);
 	RUN(a_reply_text_has_the_notice_and_the_earlier_output_first);
 	RUN(a_reply_text_with_bytes_not_utf8_carries_u_fffd);
+	RUN(a_reply_texts_notice_starts_no_line_of_kboxs);
 	return tap_done();
 }
