@@ -19,7 +19,8 @@ Without a mode it has no contents API (as a Kernel Gateway).  The modes
 files of DIR/root, which misbehaves: with "patch_fails", every PATCH (a
 rename) fails with jupyter_server's 500 for an error of the disk, and a
 PUT of a file whose name begins with "denied" with its 403 for a file it
-may not write; with
+may not write, and its file handler (/files/PATH) lies about some files
+(see Files); with
 "contents_stall", a GET of the content of a file whose name begins with
 "stall" is answered with a 200 and its headers, then a space every 2 s
 and never its end (DIR/stalled once it came, DIR/stall-closed once the
@@ -201,6 +202,8 @@ class Contents(tornado.web.RequestHandler):
         content = self.get_query_argument("content", "1") == "1"
         want = self.get_query_argument("type", None)
         m = self.model(path)
+        if content and m["type"] == "file":
+            asked("contents " + path.strip("/"))
         if want == "directory" and m["type"] != "directory":
             raise tornado.web.HTTPError(400, "%s is not a directory" % path)
         if content and m["type"] == "file" and STALL and m["name"].startswith("stall"):
@@ -271,6 +274,39 @@ class Contents(tornado.web.RequestHandler):
         self.finish(self.model(new))
 
 
+class Files(tornado.web.RequestHandler):
+    """/files/PATH over DIR/root, as jupyter_server's file handler sends a
+    file's bytes, but a file whose name begins with "liar" comes with 100
+    bytes more after it, and one whose name begins with "short" without its last
+    byte.  Each request's path, and each GET of a file's content by the
+    contents API, is a line of DIR/asked."""
+
+    async def get(self, path):
+        p = os.path.join(ROOT, path)
+        if path.startswith(".") or "/." in path or not os.path.isfile(p):
+            raise tornado.web.HTTPError(404)
+        with open(p, "rb") as f:
+            data = f.read()
+        name = os.path.basename(p)
+        asked("files " + path)
+        self.set_header("Content-Type", "application/octet-stream")
+        if name.startswith("short"):
+            data = data[:-1]
+        self.write(data)
+        if name.startswith("liar"):
+            # the file whole, then (a moment later: a read of its own)
+            # more
+            await self.flush()
+            await tornado.gen.sleep(0.2)
+            self.write(b"x" * 100)
+        self.finish()
+
+
+def asked(what):
+    with open(os.path.join(DIR, "asked"), "a") as f:
+        f.write(what + "\n")
+
+
 class Redirect(tornado.web.RequestHandler):
     def prepare(self):
         self.redirect("http://127.0.0.1:%s%s" % (TARGET, self.request.uri), status=302)
@@ -306,6 +342,8 @@ if __name__ == "__main__":
     if MODE in ("patch_fails", "contents_stall"):
         os.makedirs(ROOT, exist_ok=True)
         contents = [(r"/api/contents/?(.*)", Contents)]
+    if PATCH_FAILS:
+        contents.append((r"/files/(.*)", Files))
     if MODE == "redirect":
         TARGET = listen(tornado.web.Application([(r".*", Record)]))
         port = listen(tornado.web.Application([(r".*", Redirect)]))

@@ -541,10 +541,7 @@ fresh() {
 # kbox ARGS...: run kbox in the current directory, stdout to ./stdout,
 # stderr to ./stderr; $rc is its exit status.  With measure_rss=yes (and
 # GNU time), $rss is its peak RSS in KiB (in ./rss).  A kbox that hangs is
-# killed after $kbox_bound s, 120 unless a test sets more for a call that
-# moves much data (status 124): a guard against a hang, not a measure of
-# speed, so it is far above any loaded machine's time.  Does nothing while
-# skipping.
+# killed after 120 s (status 124).  Does nothing while skipping.
 kbox() {
 	[ -z "$SKIPPING" ] || return 0
 	last_dir=$(pwd)
@@ -552,11 +549,11 @@ kbox() {
 	last_err=$last_dir/stderr
 	if [ "${measure_rss-}" = yes ] && [ -x /usr/bin/time ]; then
 		rm -f rss
-		timeout -k 5 "${kbox_bound:-120}" /usr/bin/time -f %M -o rss "$KBOX" "$@" >stdout 2>stderr
+		timeout -k 5 120 /usr/bin/time -f %M -o rss "$KBOX" "$@" >stdout 2>stderr
 		rc=$?
 		rss=$(tail -n 1 rss 2>/dev/null)
 	else
-		timeout -k 5 "${kbox_bound:-120}" "$KBOX" "$@" >stdout 2>stderr
+		timeout -k 5 120 "$KBOX" "$@" >stdout 2>stderr
 		rc=$?
 	fi
 }

@@ -1,7 +1,10 @@
 /* src/gateway/files.c — kbox-gateway put, get and list: a gateway
  * session's files, on the Jupyter server, through its contents API
  * (jupyter_server's services/contents: GET, PUT, PATCH, DELETE of
- * /api/contents/PATH, a file's bytes as base64 in JSON).  A Kernel
+ * /api/contents/PATH, a file's bytes as base64 in JSON), and a file got
+ * from its file handler (GET /files/PATH, the bytes as they are: 128 MiB
+ * in 0.24 s here, where the contents API takes 13 s and 5.6 s of
+ * kbox-gateway's CPU) when that sends the size the API said.  A Kernel
  * Gateway or Enterprise Gateway has no such API: kind "no-contents".
  *
  * Bounded: a PUT carries KG_FILE_CHUNK bytes (a larger file goes in
@@ -22,6 +25,7 @@
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CALL_TIMEOUT_S 30
@@ -606,6 +610,41 @@ out:
 	return cmd_end(&g, rc, &err);
 }
 
+/* PATH, SIZE bytes by the contents API, from the server's file handler
+ * (GET /files/PATH: jupyter_server's, which sends the file's bytes as
+ * they are, neither base64 nor JSON) to FD: 1 when the bytes there are
+ * those SIZE bytes; 0, FD empty again, when the server has no such
+ * handler or its reply is not one of SIZE bytes (the contents API is
+ * asked then, and says what is wrong); -1 with ERR when the server cannot
+ * be reached or FD not written (SHOWN names PATH).  Only a file: for a notebook the handler
+ * of a server whose contents are not on its disk sends its model
+ * rewritten, not its bytes. */
+static int get_raw(gw_t *g, const char *path, const char *shown, int fd, long long size,
+                   gw_error_t *err)
+{
+	char api[3 * PATH_MAX_BYTES + 64];
+	long long got = 0;
+	bool longer = false;
+	struct stat st;
+	long code;
+	/* (FD is made empty again: a regular file, kbox's memfd) */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != 0)
+		return 0;
+	if (api_path(path, NULL, api, sizeof api) < 0)
+		return 0;
+	/* "/api/contents/" to "/files/" */
+	memmove(api + 7, api + 14, strlen(api + 14) + 1);
+	memcpy(api, "/files/", 7);
+	code = gw_get_to_fd(g, api, PART_TIMEOUT_S, fd, size, shown, &got, &longer, err);
+	if (code < 0)
+		return -1;
+	if (code == 200 && !longer && got == size)
+		return 1;
+	if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+		return gw_error(err, GW_E_USAGE, "writing %s here: %s", shown, strerror(errno));
+	return 0;
+}
+
 int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *maxarg,
                const char *since)
 {
@@ -659,6 +698,19 @@ int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *
 		                    "size", (json_int_t)size, "stamp", stamp, "unchanged", 1));
 		rc = 0;
 		goto out;
+	}
+	/* a file's bytes as they are, from the server's file handler, when it
+	 * has one and sends the size the contents API said */
+	if (strcmp(type, "file") == 0 && size >= 0) {
+		int r = get_raw(g, p.full, rel, fd, size, &err);
+		if (r < 0)
+			goto out;
+		if (r == 1) {
+			kg_say(1, json_pack("{s:{s:o, s:I, s:s}}", "got", "path", kg_jtext(p.full),
+			                    "size", (json_int_t)size, "stamp", stamp));
+			rc = 0;
+			goto out;
+		}
 	}
 	/* base64 as Python's encodebytes writes it, 76 characters and a
 	 * line break (two characters in JSON) for each 57 bytes, and the

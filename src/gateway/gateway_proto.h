@@ -54,7 +54,10 @@
  *       {"put": {"path": PATH, "size": N}}; exit 0.
  *   kbox-gateway get PATH FD [MAX [SINCE]]
  *       Writes the file PATH (at most MAX bytes, 0 or none: KG_FILE_MAX;
- *       the API gives a file whole, in one reply) to descriptor FD.
+ *       the API gives a file whole, in one reply) to descriptor FD: from
+ *       the server's file handler (/files/PATH) when FD is an empty
+ *       regular file and the reply is the size the API said, else from
+ *       the contents API.
  *       {"got": {"path": PATH, "size": N, "stamp": STAMP}}; exit 0.
  *       STAMP is "SIZE@LAST_MODIFIED" ("" when the server gives no time);
  *       when it equals SINCE nothing is written and the line has

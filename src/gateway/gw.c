@@ -351,6 +351,73 @@ out:
 	return code;
 }
 
+typedef struct {
+	CURL *c;
+	int fd;
+	long long want, got;
+	bool longer;
+	int wrote_errno;
+} to_fd_t;
+
+static size_t on_body_to_fd(char *data, size_t size, size_t n, void *arg)
+{
+	to_fd_t *t = arg;
+	long code = 0;
+	curl_easy_getinfo(t->c, CURLINFO_RESPONSE_CODE, &code);
+	if (code != 200 || (long long)n > t->want - t->got) {
+		t->longer = true;
+		return 0;
+	}
+	if (kx_write_all(t->fd, data, n) < 0) {
+		t->wrote_errno = errno ? errno : EIO;
+		return 0;
+	}
+	t->got += (long long)n;
+	return n;
+	(void)size;
+}
+
+long gw_get_to_fd(gw_t *self, const char *path, long timeout_s, int fd, long long want,
+                  const char *shown, long long *got, bool *longer, gw_error_t *err)
+{
+	struct curl_slist *h = NULL;
+	char url[16384], errbuf[CURL_ERROR_SIZE] = "";
+	to_fd_t t = {.c = self->curl, .fd = fd, .want = want};
+	long code = -1;
+	CURLcode rc;
+	CURL *c = self->curl;
+
+	*got = 0;
+	*longer = false;
+	if ((size_t)snprintf(url, sizeof url, "%s%s", self->base, path) >= sizeof url)
+		return gw_error(err, GW_E_USAGE, "GET %s: the URL is too long", path);
+	curl_easy_reset(c);
+	common_opts(self, c, timeout_s);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body_to_fd);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+	if (self->auth)
+		h = curl_slist_append(h, self->auth);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	rc = curl_easy_perform(c);
+	*got = t.got;
+	*longer = t.longer;
+	if (t.wrote_errno)
+		gw_error(err, GW_E_USAGE, "writing %s here: %s", shown, strerror(t.wrote_errno));
+	else if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t.longer))
+		curl_failed(self, rc, errbuf, err);
+	else
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	/* (the token is in H's strings) */
+	for (struct curl_slist *p = h; p; p = p->next)
+		explicit_bzero(p->data, strlen(p->data));
+	curl_slist_free_all(h);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	return code;
+}
+
 int gw_reply_error(const gw_t *self, gw_error_t *err, const char *what, long code,
                    const json_t *body)
 {
