@@ -881,7 +881,8 @@ setup_for a_put_whose_rename_fails_after_the_delete_says_where_the_file_is \
 	a_403_for_a_file_the_server_may_not_write_is_no_token_error \
 	a_file_comes_from_the_file_handler_alone \
 	a_file_handler_reply_longer_than_the_file_is_not_taken \
-	nor_one_shorter
+	nor_one_shorter \
+	nor_one_cut_short
 stand_in_session pf patch_fails
 pfdir=$SDIR
 [ -n "$SKIPPING" ] || printf 'old\n' >"$ROOT/pf/root/$pfdir/data.csv"
@@ -900,11 +901,12 @@ kbox put -s pf "$T/new.csv" denied.csv
 check a_403_for_a_file_the_server_may_not_write_is_no_token_error fails_with 5 \
 	"kbox put: writing denied.csv: HTTP 403: Permission denied: $pfdir/denied.csv"
 # a file's bytes come from the server's file handler (/files/PATH), as
-# they are, when its reply is the size the contents API said; else from
-# the contents API (this stand-in's handler lies of liar* and short*)
+# they are, when its reply is the size the contents API said, whole; else
+# from the contents API (this stand-in's handler lies of liar*, short*
+# and cut*)
 if [ -z "$SKIPPING" ]; then
 	head -c 3000 /dev/urandom >"$T/rand.bin"
-	for f in plain liar short; do cp "$T/rand.bin" "$ROOT/pf/root/$pfdir/$f.bin"; done
+	for f in plain liar short cut; do cp "$T/rand.bin" "$ROOT/pf/root/$pfdir/$f.bin"; done
 	rm -f "$ROOT/pf/asked"
 fi
 kbox get -s pf plain.bin "$T/plain.bin"
@@ -917,6 +919,9 @@ check a_file_handler_reply_longer_than_the_file_is_not_taken eval 'status_is 0 &
 kbox get -s pf short.bin "$T/short.bin"
 check nor_one_shorter eval 'status_is 0 && stderr_empty && cmp -s "$T/rand.bin" "$T/short.bin" &&
 	[ "$(sed 1,3d "$ROOT/pf/asked")" = "$(printf "files %s\ncontents %s" "$pfdir/short.bin" "$pfdir/short.bin")" ]'
+kbox get -s pf cut.bin "$T/cut.bin"
+check nor_one_cut_short eval 'status_is 0 && stderr_empty && cmp -s "$T/rand.bin" "$T/cut.bin" &&
+	[ "$(sed 1,5d "$ROOT/pf/asked")" = "$(printf "files %s\ncontents %s" "$pfdir/cut.bin" "$pfdir/cut.bin")" ]'
 kbox stop -s pf
 
 # kbox mcp's file tool on a server that never ends its reply (a file's

@@ -277,9 +277,11 @@ class Contents(tornado.web.RequestHandler):
 class Files(tornado.web.RequestHandler):
     """/files/PATH over DIR/root, as jupyter_server's file handler sends a
     file's bytes, but a file whose name begins with "liar" comes with 100
-    bytes more after it, and one whose name begins with "short" without its last
-    byte.  Each request's path, and each GET of a file's content by the
-    contents API, is a line of DIR/asked."""
+    bytes more after it (no length said), one whose name begins with "short"
+    without its last byte (and a Content-Length that says so), and one whose
+    name begins with "cut" with its whole length said, then the connection
+    closed 10 bytes short.  Each request's path, and each GET of a file's
+    content by the contents API, is a line of DIR/asked."""
 
     async def get(self, path):
         p = os.path.join(ROOT, path)
@@ -292,6 +294,14 @@ class Files(tornado.web.RequestHandler):
         self.set_header("Content-Type", "application/octet-stream")
         if name.startswith("short"):
             data = data[:-1]
+        if name.startswith("cut"):
+            # its length said, then the connection closed 10 bytes short
+            # (as jupyter_server's, when the file shrank as it was sent)
+            self.set_header("Content-Length", str(len(data)))
+            self.write(data[:-10])
+            await self.flush()
+            self.request.connection.close()
+            return
         self.write(data)
         if name.startswith("liar"):
             # the file whole, then (a moment later: a read of its own)

@@ -614,17 +614,19 @@ out:
  * (GET /files/PATH: jupyter_server's, which sends the file's bytes as
  * they are, neither base64 nor JSON) to FD: 1 when the bytes there are
  * those SIZE bytes; 0, FD empty again, when the server has no such
- * handler or its reply is not one of SIZE bytes (the contents API is
- * asked then, and says what is wrong); -1 with ERR when the server cannot
- * be reached or FD not written (SHOWN names PATH).  Only a file: for a notebook the handler
- * of a server whose contents are not on its disk sends its model
- * rewritten, not its bytes. */
+ * handler or its reply is not those SIZE bytes whole (longer, cut short
+ * as the file shrank, announced as of another length: the contents API
+ * is asked then, and says what is wrong); -1 with ERR, FD empty again,
+ * when the server cannot be reached or FD not written (SHOWN names
+ * PATH).  Only a file: for a notebook the handler of a server whose
+ * contents are not on its disk sends its model rewritten, not its
+ * bytes. */
 static int get_raw(gw_t *g, const char *path, const char *shown, int fd, long long size,
                    gw_error_t *err)
 {
 	char api[3 * PATH_MAX_BYTES + 64];
 	long long got = 0;
-	bool longer = false;
+	bool other = false;
 	struct stat st;
 	long code;
 	/* (FD is made empty again: a regular file, kbox's memfd) */
@@ -635,14 +637,16 @@ static int get_raw(gw_t *g, const char *path, const char *shown, int fd, long lo
 	/* "/api/contents/" to "/files/" */
 	memmove(api + 7, api + 14, strlen(api + 14) + 1);
 	memcpy(api, "/files/", 7);
-	code = gw_get_to_fd(g, api, PART_TIMEOUT_S, fd, size, shown, &got, &longer, err);
-	if (code < 0)
-		return -1;
-	if (code == 200 && !longer && got == size)
+	code = gw_get_to_fd(g, api, PART_TIMEOUT_S, fd, size, shown, &got, &other, err);
+	if (code == 200 && !other && got == size)
 		return 1;
-	if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+	/* (what came is not the file: FD empty again, and on a failure too) */
+	if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		if (code < 0)
+			return -1;
 		return gw_error(err, GW_E_USAGE, "writing %s here: %s", shown, strerror(errno));
-	return 0;
+	}
+	return code < 0 ? -1 : 0;
 }
 
 int kg_cmd_get(const char *dir, const char *rel, const char *fdarg, const char *maxarg,

@@ -355,17 +355,23 @@ typedef struct {
 	CURL *c;
 	int fd;
 	long long want, got;
-	bool longer;
+	bool begun, other;
 	int wrote_errno;
 } to_fd_t;
 
 static size_t on_body_to_fd(char *data, size_t size, size_t n, void *arg)
 {
 	to_fd_t *t = arg;
-	long code = 0;
-	curl_easy_getinfo(t->c, CURLINFO_RESPONSE_CODE, &code);
-	if (code != 200 || (long long)n > t->want - t->got) {
-		t->longer = true;
+	if (!t->begun) { /* a 200 that says it is WANT bytes, if it says */
+		long code = 0;
+		curl_off_t length = -1;
+		t->begun = true;
+		curl_easy_getinfo(t->c, CURLINFO_RESPONSE_CODE, &code);
+		curl_easy_getinfo(t->c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+		t->other = code != 200 || (length >= 0 && length != t->want);
+	}
+	if (t->other || (long long)n > t->want - t->got) {
+		t->other = true;
 		return 0;
 	}
 	if (kx_write_all(t->fd, data, n) < 0) {
@@ -378,17 +384,17 @@ static size_t on_body_to_fd(char *data, size_t size, size_t n, void *arg)
 }
 
 long gw_get_to_fd(gw_t *self, const char *path, long timeout_s, int fd, long long want,
-                  const char *shown, long long *got, bool *longer, gw_error_t *err)
+                  const char *shown, long long *got, bool *other, gw_error_t *err)
 {
 	struct curl_slist *h = NULL;
 	char url[16384], errbuf[CURL_ERROR_SIZE] = "";
 	to_fd_t t = {.c = self->curl, .fd = fd, .want = want};
-	long code = -1;
+	long code = 0;
 	CURLcode rc;
 	CURL *c = self->curl;
 
 	*got = 0;
-	*longer = false;
+	*other = false;
 	if ((size_t)snprintf(url, sizeof url, "%s%s", self->base, path) >= sizeof url)
 		return gw_error(err, GW_E_USAGE, "GET %s: the URL is too long", path);
 	curl_easy_reset(c);
@@ -402,14 +408,19 @@ long gw_get_to_fd(gw_t *self, const char *path, long timeout_s, int fd, long lon
 		h = curl_slist_append(h, self->auth);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	*got = t.got;
-	*longer = t.longer;
-	if (t.wrote_errno)
-		gw_error(err, GW_E_USAGE, "writing %s here: %s", shown, strerror(t.wrote_errno));
-	else if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t.longer))
-		curl_failed(self, rc, errbuf, err);
-	else
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	if (t.wrote_errno) {
+		code = gw_error(err, GW_E_USAGE, "writing %s here: %s", shown,
+		                strerror(t.wrote_errno));
+	} else if (rc != CURLE_OK && code > 0 && rc != CURLE_ABORTED_BY_CALLBACK &&
+	           rc != CURLE_OPERATION_TIMEDOUT) {
+		/* the server answered, but not with the body whole: stopped
+		 * here, or cut short there (a file that shrank as it was sent) */
+		t.other = true;
+	} else if (rc != CURLE_OK)
+		code = curl_failed(self, rc, errbuf, err);
+	*other = t.other;
 	/* (the token is in H's strings) */
 	for (struct curl_slist *p = h; p; p = p->next)
 		explicit_bzero(p->data, strlen(p->data));

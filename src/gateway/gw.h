@@ -63,13 +63,14 @@ long gw_call(gw_t *self, const char *method, const char *path, json_t *body, lon
 
 /* GET PATH (below the base URL) with its body written to FD as it comes,
  * waiting at most TIMEOUT_S for the whole reply: only a 200's body, and
- * at most WANT bytes (a longer one ends the transfer).  The HTTP status,
- * with *GOT the bytes written, and *LONGER whether the body went on past
- * WANT (or had a status not 200, whose body is not written); -1 with ERR
- * when there was no reply, or FD could not be written (kind "usage":
- * "writing SHOWN here: " and the errno's words). */
+ * at most WANT bytes.  The HTTP status, with *GOT the bytes written, and
+ * *OTHER when the body was not WANT bytes whole: not a 200, of another
+ * Content-Length, longer (the transfer is ended there) or cut short by
+ * the server; -1 with ERR when there was no reply (or it outlasted
+ * TIMEOUT_S, or the cancel hook ended it), or FD could not be written
+ * (kind "usage": "writing SHOWN here: " and the errno's words). */
 long gw_get_to_fd(gw_t *self, const char *path, long timeout_s, int fd, long long want,
-                  const char *shown, long long *got, bool *longer, gw_error_t *err);
+                  const char *shown, long long *got, bool *other, gw_error_t *err);
 
 /* An error for a reply of SELF's of status CODE with body BODY (the
  * server's "message", else its "reason", else the status), for WHAT
