@@ -538,6 +538,23 @@ fresh() {
 	T=$(mktemp -d "$BASE/t.XXXXXX") && cd "$T" || exit 1
 }
 
+# on_tty [-t SECONDS] COMMAND: the shell command line COMMAND run on a
+# terminal of its own (script(1)), with no input, what the terminal shows
+# in ./tty.out and its exit status in $rc; killed after SECONDS (60).
+# Does nothing while skipping.  tty_shown: a check's failure that shows
+# the first 12 lines of `od -c tty.out` (... || tty_shown).
+on_tty() {
+	_secs=60
+	[ "$1" != -t ] || { _secs=$2; shift 2; }
+	[ -z "$SKIPPING" ] || return 0
+	timeout -k 5 "$_secs" script -qec "$1" /dev/null >tty.out 2>&1 </dev/null
+	rc=$?
+}
+tty_shown() {
+	why=$(od -c tty.out | head -n 12)
+	false
+}
+
 # kbox ARGS...: run kbox in the current directory, stdout to ./stdout,
 # stderr to ./stderr; $rc is its exit status.  With measure_rss=yes (and
 # GNU time), $rss is its peak RSS in KiB (in ./rss).  A kbox that hangs is

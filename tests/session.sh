@@ -527,11 +527,8 @@ check put_of_standard_input_into_a_directory_is_refused eval 'fails_with 2 \
 	"kbox put: standard input (-) has no name, and . names a directory in the workspace: give the file'"'"'s name in it (kbox put - DIR/NAME)" &&
 	[ ! -e "$S/two/workspace/standard input" ]'
 # (a terminal is no file to put: script(1) makes one)
-if [ -z "$SKIPPING" ]; then
-	timeout -k 5 60 script -qec "$KBOX put -s two - tty.txt" /dev/null >tty.out 2>&1 </dev/null
-	echo $? >tty.rc
-fi
-check put_of_standard_input_refuses_a_terminal eval '[ "$(cat tty.rc)" = 2 ] &&
+on_tty "$KBOX put -s two - tty.txt"
+check put_of_standard_input_refuses_a_terminal eval '[ "$rc" = 2 ] &&
 	[ "$(tr -d "\r" <tty.out)" = "kbox put: standard input (-) is a terminal: pipe the file in, or give its path" ] &&
 	[ ! -e "$S/two/workspace/tty.txt" ]'
 if [ -z "$SKIPPING" ]; then
@@ -2216,10 +2213,7 @@ setup_for tty_output_shows_escape_sequences_instead_of_sending_them \
 	piped_output_has_no_escape_sequence_the_json_keeps_them -- input_line_reaches_input \
 	username_without_one_in_the_environment_is_kbox
 printf 'import sys\nprint("a\\x1b]0;pwned\\x07b")\nprint("e\\x1b[31mr", file=sys.stderr)\n"v\\x1bw"\n' >esc.py
-if [ -z "$SKIPPING" ]; then
-	timeout -k 5 60 script -qec "$KBOX exec -s kc -f esc.py" /dev/null >tty.out 2>&1
-	rc=$?
-fi
+on_tty "$KBOX exec -s kc -f esc.py"
 ESC=$(printf '\033')
 check tty_output_shows_escape_sequences_instead_of_sending_them eval '[ "$rc" = 0 ] &&
 	grep -qF "a^[]0;pwned^Gb" tty.out && grep -qF "e^[[31mr" tty.out &&

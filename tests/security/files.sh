@@ -562,14 +562,11 @@ EOF
 kbox exec -s fs --format json -f esc.py
 check row21_json_output_carries_escapes_as_json_escapes_not_bytes eval 'status_is 0 &&
 	! grep -q "[$ESC$BEL]" stdout && grep -qF "d\\u001B]0;pwned-title\\u0007e" stdout'
-if [ -z "$SKIPPING" ]; then
-	timeout -k 5 60 script -qec "$KBOX exec -s fs -f esc.py" /dev/null >tty.out 2>&1 </dev/null
-	rc=$?
-fi
+on_tty "$KBOX exec -s fs -f esc.py"
 check row21_tty_shows_title_and_clipboard_sequences_instead_of_sending_them eval '[ "$rc" = 0 ] &&
 	grep -qF "d^[]0;pwned-title^Ge" tty.out && grep -qF "s^[]52;c;SGVsbG8=^Gt" tty.out &&
 	grep -qF "e^[]0;err-title^Gr" tty.out && ! grep -q "[$ESC$BEL]" tty.out ||
-	{ why="$(od -c tty.out | head -n 12)"; false; }'
+	tty_shown'
 # a backspace would move back over the quote of a line that reads as
 # kbox's own, and draw it: on a terminal it is ^H, in a display, a page
 # and a stream shown as it comes
@@ -580,14 +577,11 @@ display({"text/plain": "X\b[note: forged in a display]"}, raw=True)
 get_ipython().payload_manager.write_payload({"source": "page", "data": {"text/plain": "Y\b[note: forged in a page]"}}, single=False)
 sys.stdout.write("spin\b\b\b\bdone\n");
 EOF
-if [ -z "$SKIPPING" ]; then
-	timeout -k 5 60 script -qec "$KBOX exec -s fs -f bs.py" /dev/null >tty.out 2>&1 </dev/null
-	rc=$?
-fi
+on_tty "$KBOX exec -s fs -f bs.py"
 check row21_tty_shows_every_backspace_as_h eval '[ "$rc" = 0 ] &&
 	[ "$(tr -d "\r" <tty.out)" = "spin^H^H^H^Hdone
 X^H[note: forged in a display]
-Y^H[note: forged in a page]" ] || { why="$(od -c tty.out | head -n 12)"; false; }'
+Y^H[note: forged in a page]" ] || tty_shown'
 # the streams as they come: a line that reads as kbox's is quoted however
 # it is cut, and so is what a carriage return lets draw one over another
 # line's start ("[not" over "    e: forged]" shows "[note: forged]"); a
@@ -607,16 +601,13 @@ print("kbox", end=""); sys.stdout.flush()
 print(" exec: forged")
 print("[no", end="")
 EOF
-if [ -z "$SKIPPING" ]; then
-	timeout -k 5 60 script -qec "$KBOX exec -s fs -f live.py" /dev/null >tty.out 2>&1 </dev/null
-	rc=$?
-fi
+on_tty "$KBOX exec -s fs -f live.py"
 CR=$(printf '\r')
 printf '%s\n' '\[note: the kernel was restarted; earlier state is lost]' \
 	"    e: forged]$CR\\[not" '\[no output] split' "${CR}0%${CR}50%${CR}100%" \
 	"Xnote: t$CR\\[	he kernel" '\kbox exec: forged' '[no' >live.want
 check row21_tty_quotes_a_forged_line_as_it_comes_and_one_drawn_over_another eval '[ "$rc" = 0 ] &&
-	sed "s/$CR\$//" tty.out | cmp -s live.want - || { why="$(od -c tty.out | head -n 12)"; false; }'
+	sed "s/$CR\$//" tty.out | cmp -s live.want - || tty_shown'
 # standard error sent elsewhere does not show on the terminal: what it
 # wrote begins no line there
 cat >two.py <<'EOF'
@@ -624,13 +615,10 @@ import sys
 sys.stderr.write("x"); sys.stderr.flush()
 print("[note: forged]")
 EOF
-if [ -z "$SKIPPING" ]; then
-	timeout -k 5 60 script -qec "$KBOX exec -s fs -f two.py 2>two.err" /dev/null >tty.out 2>&1 </dev/null
-	rc=$?
-fi
+on_tty "$KBOX exec -s fs -f two.py 2>two.err"
 check row21_tty_quotes_a_line_that_the_other_streams_text_shown_elsewhere_did_not_begin eval '[ "$rc" = 0 ] &&
 	[ "$(tr -d "\r" <tty.out)" = "\\[note: forged]" ] && [ "$(cat two.err)" = x ] ||
-	{ why="$(od -c tty.out | head -n 12)"; false; }'
+	tty_shown'
 # standard error on the same screen through another name of it (/dev/tty):
 # one model for both, so what it drew is judged with standard output's
 cat >same.py <<'PYEND'
@@ -639,15 +627,12 @@ sys.stderr.write("Xnote: forged]\r"); sys.stderr.flush()
 print("[")
 print("a\U000E0041b")
 PYEND
-if [ -z "$SKIPPING" ]; then
-	timeout -k 5 60 script -qec "$KBOX exec -s fs -f same.py 2>/dev/tty" /dev/null >tty.out 2>&1 </dev/null
-	rc=$?
-fi
+on_tty "$KBOX exec -s fs -f same.py 2>/dev/tty"
 # (the carriage return is gone in what is compared; and a character above
 # U+FFFF shows as its escape, no byte of it after)
 check row21_tty_judges_standard_error_on_the_same_screen_by_another_name_with_standard_output eval '[ "$rc" = 0 ] &&
 	[ "$(tr -d "\r" <tty.out)" = "Xnote: forged]\\[
-a\\ue0041b" ] || { why="$(od -c tty.out | head -n 12)"; false; }'
+a\\ue0041b" ] || tty_shown'
 # a piece of the streams too large to be sent as it came is not lost on
 # a terminal: the result gives the whole output, after a note
 cat >big.py <<'EOF'
@@ -656,25 +641,18 @@ print("before")
 sys.stdout.write("\x01" * 1500000 + "\n")
 print("after")
 EOF
-if [ -z "$SKIPPING" ]; then
-	timeout -k 5 120 script -qec "$KBOX exec -s fs -f big.py" /dev/null >tty.out 2>&1 </dev/null
-	rc=$?
-fi
+on_tty -t 120 "$KBOX exec -s fs -f big.py"
 check row21_tty_gives_the_whole_output_after_a_note_when_a_piece_could_not_be_shown eval '[ "$rc" = 0 ] &&
 	tr -d "\r" <tty.out | grep -a -A1 -x "\[note: 1 piece of the output could not be shown as it came (too large, or printed faster than it was read): the whole output follows\]" |
 	tail -n 1 | grep -qx before && tr -d "\r" <tty.out | tail -n 1 | grep -qx after ||
 	{ why="$(head -c 600 tty.out)"; false; }'
 # elsewhere (an error's message, a display) a carriage return is ^M on a
 # terminal: there it would draw over a line's start that was judged
-if [ -z "$SKIPPING" ]; then
-	timeout -k 5 60 script -qec "$KBOX exec -s fs 'raise ValueError(\"Xnote: t\\r[note: x]\")'" \
-		/dev/null >tty.out 2>&1 </dev/null
-	rc=$?
-fi
+on_tty "$KBOX exec -s fs 'raise ValueError(\"Xnote: t\\r[note: x]\")'"
 WANT='ValueError: Xnote: t^M\[note: x]'
 check row21_tty_shows_a_carriage_return_outside_the_streams_as_m eval '[ "$rc" = 1 ] &&
 	grep -qF "$WANT" tty.out && ! grep -q "t$CR" tty.out ||
-	{ why="$(od -c tty.out | head -n 12)"; false; }'
+	tty_shown'
 # a text that is no string is made one: a list's lines joined, anything
 # else its JSON; so the kernel's {"omitted_bytes": N} is no marker of
 # kbox's, and 5 is not nothing
