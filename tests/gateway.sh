@@ -882,7 +882,8 @@ setup_for a_put_whose_rename_fails_after_the_delete_says_where_the_file_is \
 	a_file_comes_from_the_file_handler_alone \
 	a_file_handler_reply_longer_than_the_file_is_not_taken \
 	nor_one_shorter \
-	nor_one_cut_short
+	nor_one_cut_short \
+	a_get_stopped_midway_leaves_its_descriptor_empty
 stand_in_session pf patch_fails
 pfdir=$SDIR
 [ -n "$SKIPPING" ] || printf 'old\n' >"$ROOT/pf/root/$pfdir/data.csv"
@@ -922,6 +923,24 @@ check nor_one_shorter eval 'status_is 0 && stderr_empty && cmp -s "$T/rand.bin" 
 kbox get -s pf cut.bin "$T/cut.bin"
 check nor_one_cut_short eval 'status_is 0 && stderr_empty && cmp -s "$T/rand.bin" "$T/cut.bin" &&
 	[ "$(sed 1,5d "$ROOT/pf/asked")" = "$(printf "files %s\ncontents %s" "$pfdir/cut.bin" "$pfdir/cut.bin")" ]'
+# the helper stopped while the file handler's reply has come in part
+# (SIGTERM, as kbox sends it at a bound): what came is not left in its
+# descriptor
+if [ -z "$SKIPPING" ]; then
+	cp "$T/rand.bin" "$ROOT/pf/root/$pfdir/hang.bin"
+	: >"$T/hang.out"
+	printf '%s\n' "{\"url\": \"http://127.0.0.1:$SPORT\"}" |
+		"$top_builddir/kbox-gateway" get "$pfdir" hang.bin 3 3>"$T/hang.out" >hang.said 2>hang.err &
+	hangpid=$!
+	half_came() { [ "$(stat -c %s "$T/hang.out")" = 1500 ]; }
+	wait_for half_came
+	kill -TERM "$hangpid"
+	wait "$hangpid"
+	rc=$?
+fi
+check a_get_stopped_midway_leaves_its_descriptor_empty eval '[ "$rc" = 1 ] &&
+	[ "$(cat hang.said)" = "{\"error\":{\"kind\":\"usage\",\"message\":\"stopped\"}}" ] &&
+	[ ! -s hang.err ] && [ "$(stat -c %s "$T/hang.out")" = 0 ] || { why="$(cat hang.said hang.err)"; false; }'
 kbox stop -s pf
 
 # kbox mcp's file tool on a server that never ends its reply (a file's

@@ -280,7 +280,8 @@ class Files(tornado.web.RequestHandler):
     bytes more after it (no length said), one whose name begins with "short"
     without its last byte (and a Content-Length that says so), and one whose
     name begins with "cut" with its whole length said, then the connection
-    closed 10 bytes short.  Each request's path, and each GET of a file's
+    closed 10 bytes short, and one whose name begins with "hang" its first
+    half, then nothing.  Each request's path, and each GET of a file's
     content by the contents API, is a line of DIR/asked."""
 
     async def get(self, path):
@@ -294,6 +295,13 @@ class Files(tornado.web.RequestHandler):
         self.set_header("Content-Type", "application/octet-stream")
         if name.startswith("short"):
             data = data[:-1]
+        if name.startswith("hang"):
+            # its first half, then nothing, until the client goes
+            self.write(data[:len(data) // 2])
+            await self.flush()
+            while not self.request.connection.stream.closed():
+                await tornado.gen.sleep(0.5)
+            return
         if name.startswith("cut"):
             # its length said, then the connection closed 10 bytes short
             # (as jupyter_server's, when the file shrank as it was sent)
