@@ -46,6 +46,8 @@ typedef struct {
 	int cancel_id;    /* a timer to cancel from inside the handler, or 0 */
 	int cancel_after; /* ... once this many calls were made */
 	int rc;           /* what the handler returns */
+	int done_at;      /* calls after which done is set, or 0 */
+	bool done;
 	long long first_ms;
 } probe_t;
 
@@ -55,6 +57,8 @@ static int probe(kbox_loop_t *loop, void *arg)
 	char c;
 	if (p->calls++ == 0)
 		p->first_ms = live_ms();
+	if (p->done_at && p->calls == p->done_at)
+		p->done = true;
 	if (p->fd >= 0 && read(p->fd, &c, 1) < 0)
 		return -1;
 	if (p->remove_fd >= 0)
@@ -102,11 +106,13 @@ TEST(loop_one_shot_timer_fires_once_after_its_delay)
 	long long t0 = live_ms();
 
 	REQUIRE(loop);
+	p.done_at = 1;
 	CHECK(kbox_loop_add_timer(loop, 100, false, probe, &p, NULL) > 0);
-	run_for(loop, 400);
+	/* (bounds against a hang only: a loaded machine may run it late) */
+	REQUIRE(run_until(loop, &p.done, 60000));
+	run_for(loop, 200);
 	CHECK_INT_EQ(p.calls, 1);
 	CHECK(p.first_ms - t0 >= 100);
-	CHECK(p.first_ms - t0 < 300);
 	kbox_loop_destroy(&loop);
 }
 
@@ -117,9 +123,10 @@ TEST(loop_repeating_timer_fires_until_it_cancels_itself)
 
 	REQUIRE(loop);
 	p.cancel_id = kbox_loop_add_timer(loop, 20, true, probe, &p, NULL);
-	p.cancel_after = 3;
+	p.cancel_after = p.done_at = 3;
 	REQUIRE(p.cancel_id > 0);
-	run_for(loop, 300);
+	REQUIRE(run_until(loop, &p.done, 60000));
+	run_for(loop, 200); /* ten periods more: none fires */
 	CHECK_INT_EQ(p.calls, 3);
 	kbox_loop_destroy(&loop);
 }
@@ -135,7 +142,9 @@ TEST(loop_cancelled_timer_never_fires)
 	CHECK(kbox_loop_add_timer(loop, 10, false, probe, &q, NULL) > id);
 	kbox_loop_cancel_timer(loop, id);
 	kbox_loop_cancel_timer(loop, 12345); /* unknown: ignored */
-	run_for(loop, 150);
+	q.done_at = 1;
+	REQUIRE(run_until(loop, &q.done, 60000));
+	run_for(loop, 150); /* past the cancelled one's 30 ms */
 	CHECK_INT_EQ(p.calls, 0);
 	CHECK_INT_EQ(q.calls, 1);
 	kbox_loop_destroy(&loop);
