@@ -14,6 +14,7 @@ against its one kernel:
   jupyter run     JUPYTER run --existing CONNFILE FILE (a process per call)
   libkbox         BENCH_EXEC CONNFILE M V              (one process per round:
                                                         M calls in process)
+  control socket  this script, in process               (N calls a round)
 
 where CONNFILE is a connection file for the session's kernel, asked of
 the kernel itself (bench/kconn.py), FILE holds "1+1" and BENCH_EXEC is bench/bench_exec
@@ -37,6 +38,16 @@ M + V executions advance the count).  W unmeasured calls of kbox exec and
 jupyter run come first, then R rounds, each running N calls of kbox exec,
 N of jupyter run and one bench_exec of M calls, back to back, the order
 rotated from round to round.
+
+The fourth, control socket, is what kbox exec does after its start,
+without the process: this script connects to the supervisor's
+control.sock, sends the two lines kbox exec sends (kbox-protocol(7): the
+session line, then {"op":"execute","code":"1+1","format":"text",
+"grace":5.0}) in one write, and reads the two replies (started, then the
+result, checked as kbox exec's output is), on a connection of its own
+each call.  So the supervisor's hop is libkbox's round trip plus what the
+supervisor adds, and kbox exec is `kbox version` (a start) plus this plus
+its own work (finding the session, printing).
 
 Also measured:
   * the floor of any kbox command, `kbox version`, R x N times after the
@@ -82,6 +93,7 @@ import platform
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -313,6 +325,7 @@ class Bench:
         self.bench_exec = bench_exec
         self.count = 0          # the kernel's execution count after the last call
         self.kbox_calls = 0     # kbox exec calls made so far (measured or not)
+        self.ctl_calls = 0      # executions on the control socket from this process
         self.failures = []      # one line per failed call
         self.codefile = os.path.join(tmpdir, "one_plus_one.py")
         with open(self.codefile, "w") as f:
@@ -326,6 +339,8 @@ class Bench:
         self.sup_runtime_s = 0.0  # the same from its threads' schedstat (ns)
         self.sup_cpu_calls = 0  # the kbox exec calls in those windows
         self.sup_windows = 0
+        self.ctl_path = None    # the session's control.sock
+        self.ctl_hello = None   # the session line kbox exec sends first
 
     def argv(self, client):
         if client == "kbox":
@@ -384,6 +399,50 @@ class Bench:
             if None not in (r0, r1):
                 self.sup_runtime_s += r1 - r0
         return cs
+
+    def ctl_block(self, n):
+        """N executions on the control socket from this process, as kbox exec
+        sends them (the session line and the request, one write), a
+        connection each: each call's figures, checked as kbox exec's."""
+        req = self.ctl_hello + b'{"op":"execute","code":"1+1","format":"text","grace":5.0}\n'
+        out = []
+        self.ctl_calls += n
+        for _ in range(n):
+            buf = b""
+            t0 = time.perf_counter()
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.ctl_path)
+                s.sendall(req)
+                while buf.count(b"\n") < 2:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+            except OSError as e:
+                buf = b"(%s)" % str(e).encode()
+            finally:
+                s.close()
+            wall = time.perf_counter() - t0
+            why = None
+            lines = buf.split(b"\n")
+            try:
+                started, reply = json.loads(lines[0]), json.loads(lines[1])
+                m = KBOX_OUT.match(reply.get("text", "").encode())
+                if started.get("started") is not True or reply.get("ok") is not True:
+                    why = "not started and ok: %r" % buf[:300]
+                elif not m:
+                    why = "text %r is not \"Out[N]: 2\"" % reply.get("text", "")[:200]
+                elif int(m.group(1)) != self.count + 1:
+                    why = "execution count %s, expected %d" % (m.group(1), self.count + 1)
+                if m:
+                    self.count = int(m.group(1))
+            except (ValueError, IndexError, AttributeError):
+                why = "replies %r are not two JSON lines" % buf[:300]
+            if why:
+                self.failures.append("control socket: %s" % why)
+            out.append({"wall_s": wall, "cpu_s": 0.0, "maxrss_kib": 0, "ok": why is None})
+        return out
 
     def libkbox_batch(self, n, warmup):
         """One bench_exec process of N measured calls after WARMUP: its JSON, checked."""
@@ -542,8 +601,9 @@ def on_sigterm(signum, frame):
     raise Terminated()
 
 
-CLIENTS = ("kbox", "jupyter", "libkbox")
-LABELS = {"kbox": "kbox exec", "jupyter": "jupyter run", "libkbox": "libkbox"}
+CLIENTS = ("kbox", "jupyter", "libkbox", "ctl")
+LABELS = {"kbox": "kbox exec", "jupyter": "jupyter run", "libkbox": "libkbox",
+          "ctl": "control socket"}
 
 
 def main(argv):
@@ -612,7 +672,7 @@ def main(argv):
     bench = Bench(kbox, args.python, tmpdir, env, bench_exec)
     if args.jupyter != "none":
         bench.jupyter = args.jupyter
-    calls = {"kbox": [], "jupyter": []}
+    calls = {"kbox": [], "jupyter": [], "ctl": []}
     batches = []
     floor = []
     per_round = []
@@ -638,6 +698,11 @@ def main(argv):
         sup_pid = st["pid"]
         bench.connfile = kconn.write(kbox, env, SESSION, os.path.join(tmpdir, "kernel.json"))
         bench.count += 1  # (kconn asked the kernel with one execution)
+        sdir = os.path.join(home, "sessions", SESSION)
+        sst = os.stat(sdir)
+        bench.ctl_path = os.path.join(sdir, "control.sock")
+        bench.ctl_hello = (json.dumps({"op": "session", "dir": sdir, "dev": sst.st_dev,
+                                       "ino": sst.st_ino}, separators=(",", ":")) + "\n").encode()
         bench.sup_pid = sup_pid
         mem_start = proc_mem(sup_pid)
         cpu_start = proc_cpu(sup_pid)
@@ -664,15 +729,17 @@ def main(argv):
                 else:
                     if client == "kbox":
                         cs = bench.kbox_block(args.n)
+                    elif client == "ctl":
+                        cs = bench.ctl_block(args.n)
                     else:
                         cs = [bench.call(client) for _ in range(args.n)]
                     calls[client].extend(cs)
                     this[client] = statistics.median(c["wall_s"] for c in cs)
             per_round.append(this)
             log("round %2d/%d  kbox exec %6.1f ms  jupyter run %6.1f ms  libkbox %5.2f ms  "
-                "jupyter/kbox %5.1fx  kbox/libkbox %4.2fx",
+                "control socket %5.2f ms  jupyter/kbox %5.1fx  kbox/libkbox %4.2fx",
                 r + 1, args.rounds, this["kbox"] * 1e3, this["jupyter"] * 1e3,
-                this["libkbox"] * 1e3, this["jupyter"] / this["kbox"],
+                this["libkbox"] * 1e3, this["ctl"] * 1e3, this["jupyter"] / this["kbox"],
                 this["kbox"] / this["libkbox"])
 
         # The floor of any kbox command: start, load the same libraries, exit.
@@ -763,7 +830,7 @@ def main(argv):
         if fatal:
             log("session.py: %s", fatal)
 
-    if fatal or not calls["kbox"] or not calls["jupyter"] or not batches:
+    if fatal or not calls["kbox"] or not calls["jupyter"] or not calls["ctl"] or not batches:
         return 1
 
     stats = {c: summarize(cs) for c, cs in calls.items()}
@@ -787,10 +854,10 @@ def main(argv):
           % (SESSION, st.get("backend"), args.rounds, args.n, args.n, args.exec_n,
              args.exec_warmup, args.warmup, os.cpu_count() or 0))
     print()
-    print("%-12s %6s %6s %9s %9s %9s %9s %9s %10s %10s"
+    print("%-14s %4s %6s %9s %9s %9s %9s %9s %10s %10s"
           % ("client", "calls", "failed", "median", "mean", "p10", "p90", "max", "CPU/call",
              "peak RSS"))
-    for client in ("kbox", "jupyter", "libkbox"):
+    for client in ("kbox", "jupyter", "libkbox", "ctl"):
         s = stats[client]
         if client == "jupyter":
             peak = "%7.1f MiB" % (s["maxrss_median_kib"] / 1024)
@@ -798,13 +865,15 @@ def main(argv):
             peak = "%7.1f MiB" % (libs["exec_vmhwm_kib"] / 1024)
         else:
             peak = "-"
-        print("%-12s %6d %6d %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %11s"
+        cpu = "%10.2f" % (s["cpu_median_s"] * 1e3) if client != "ctl" else "%10s" % "-"
+        print("%-14s %4d %6d %9.2f %9.2f %9.2f %9.2f %9.2f %s %11s"
               % (LABELS[client], s["calls"], s["failed"], s["wall_median_s"] * 1e3,
                  s["wall_mean_s"] * 1e3, s["wall_p10_s"] * 1e3, s["wall_p90_s"] * 1e3,
-                 s["wall_max_s"] * 1e3, s["cpu_median_s"] * 1e3, peak))
+                 s["wall_max_s"] * 1e3, cpu, peak))
     print("(ms per call; kbox exec and jupyter run: a whole process, spawn to exit, and its CPU "
           "(user + sys);\n libkbox: kbox_client_execute in bench_exec's process and its CPU per "
-          "call; peak RSS: jupyter run's\n median ru_maxrss, kbox exec's VmHWM read while it "
+          "call; control socket: this script's own calls on the\n supervisor's control.sock, "
+          "as kbox exec makes them (its CPU is not counted); peak RSS: jupyter run's\n median ru_maxrss, kbox exec's VmHWM read while it "
           "waited (the maps check): its ru_maxrss would be\n this script's, which Linux carries "
           "across exec)")
     print()
@@ -842,8 +911,9 @@ def main(argv):
                  bench.sup_cpu_calls, bench.sup_windows, sup_rt_per_call * 1e3,
                  bench.sup_csw / bench.sup_cpu_calls))
     if status_end:
-        print("supervisor counted %s executions (kbox exec calls: %d)"
-              % (status_end.get("executions"), bench.kbox_calls))
+        print("supervisor counted %s executions (kbox exec calls: %d, on the control socket "
+              "from this script: %d)"
+              % (status_end.get("executions"), bench.kbox_calls, bench.ctl_calls))
     print("load average at the start %.2f, at the end %.2f (1 min)"
           % (load_start[0], load_end[0]))
     print()
@@ -892,6 +962,16 @@ def main(argv):
               "%.2f ms CPU; kbox exec is %.2f ms above it"
               % (fl["wall_median_s"] * 1e3, fl["cpu_median_s"] * 1e3,
                  (stats["kbox"]["wall_median_s"] - fl["wall_median_s"]) * 1e3))
+        least = fl["wall_median_s"] + stats["ctl"]["wall_median_s"]
+        print("kbox exec's parts: a start (kbox version) %.2f ms + the supervisor's round trip "
+              "on its control socket %.2f ms (libkbox's %.2f ms + the hop %.2f ms) = %.2f ms, "
+              "%.2fx libkbox's: what a kbox exec that did nothing else would take; kbox exec's "
+              "own work besides: %.2f ms"
+              % (fl["wall_median_s"] * 1e3, stats["ctl"]["wall_median_s"] * 1e3,
+                 stats["libkbox"]["wall_median_s"] * 1e3,
+                 (stats["ctl"]["wall_median_s"] - stats["libkbox"]["wall_median_s"]) * 1e3,
+                 least * 1e3, least / stats["libkbox"]["wall_median_s"],
+                 (stats["kbox"]["wall_median_s"] - least) * 1e3))
     print("failed calls: %d" % failed)
     for line in bench.failures[:10]:
         print("  " + line)
@@ -921,6 +1001,9 @@ def main(argv):
         "ratio_kbox_libkbox_pass": xok,
         "cpu_ratio_jupyter_kbox": cpu_ratio,
         "floor_kbox_version": fl,
+        "least_kbox_exec_s": (fl["wall_median_s"] + stats["ctl"]["wall_median_s"]) if fl else None,
+        "least_ratio_kbox_libkbox": ((fl["wall_median_s"] + stats["ctl"]["wall_median_s"])
+                                     / stats["libkbox"]["wall_median_s"]) if fl else None,
         "libraries": libs,
         "libraries_pass": libs["pass"],
         "supervisor_mem_start_kib": mem_start,

@@ -77,5 +77,7 @@ if [ -z "$SKIPPING" ]; then
 		--long-calls 3 >session.out 2>&1
 fi
 check bench_session_makes_every_call_correctly eval '
-	last_json session.out "r[\"failed_calls\"] == 0 and r[\"libraries_pass\"] is True"'
+	last_json session.out "(r[\"failed_calls\"] == 0 and r[\"libraries_pass\"] is True and
+		r[\"clients\"][\"ctl\"][\"calls\"] == 3 and r[\"clients\"][\"ctl\"][\"failed\"] == 0 and
+		r[\"least_kbox_exec_s\"] > r[\"clients\"][\"ctl\"][\"wall_median_s\"])"'
 tests_done
