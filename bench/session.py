@@ -2,8 +2,9 @@
 """bench/session.py - kbox exec on a running session versus jupyter run and libkbox.
 
     /usr/bin/python3 bench/session.py [KBOX] [-n N] [--rounds R] [--warmup W]
-        [--bench-exec PATH] [--exec-n M] [--exec-warmup V] [--rss-calls C]
-        [--cpu-calls K] [--long-calls L] [--python PY] [--jupyter J] [--json FILE]
+        [--bench-exec PATH] [--floor-ctl PATH] [--exec-n M] [--exec-warmup V]
+        [--rss-calls C] [--cpu-calls K] [--long-calls L] [--python PY] [--jupyter J]
+        [--json FILE]
 
 KBOX is the kbox program (default: $KBOX, else ./kbox).  One session
 "bench" is started with `kbox start -s bench` in a private KBOX_HOME (a
@@ -15,6 +16,7 @@ against its one kernel:
   libkbox         BENCH_EXEC CONNFILE M V              (one process per round:
                                                         M calls in process)
   control socket  this script, in process               (N calls a round)
+  floor           FLOOR_CTL SESSION-DIR                (a process per call)
 
 where CONNFILE is a connection file for the session's kernel, asked of
 the kernel itself (bench/kconn.py), FILE holds "1+1" and BENCH_EXEC is bench/bench_exec
@@ -47,7 +49,12 @@ session line, then {"op":"execute","code":"1+1","format":"text",
 result, checked as kbox exec's output is), on a connection of its own
 each call.  So the supervisor's hop is libkbox's round trip plus what the
 supervisor adds, and kbox exec is `kbox version` (a start) plus this plus
-its own work (finding the session, printing).
+its own work (finding the session, printing).  The fifth, floor, is
+FLOOR_CTL, bench/floor_ctl (default: beside KBOX, else $FLOOR_CTL; left
+out when there is none and --floor-ctl is not given): a C program linked
+with libc alone that does just that, connect, one write, read the
+replies, print the text, as a process of its own per call: the least
+any kbox exec program can take on this machine.
 
 Also measured:
   * the floor of any kbox command, `kbox version`, R x N times after the
@@ -339,12 +346,16 @@ class Bench:
         self.sup_runtime_s = 0.0  # the same from its threads' schedstat (ns)
         self.sup_cpu_calls = 0  # the kbox exec calls in those windows
         self.sup_windows = 0
+        self.floor_ctl = None   # bench/floor_ctl, or None: no floor client
+        self.sdir = None        # the session's directory
         self.ctl_path = None    # the session's control.sock
         self.ctl_hello = None   # the session line kbox exec sends first
 
     def argv(self, client):
         if client == "kbox":
             return [self.kbox, "exec", "-s", SESSION, "1+1"]
+        if client == "floor":
+            return [self.floor_ctl, self.sdir]
         if self.jupyter:
             return [self.jupyter, "run", "--existing", self.connfile, self.codefile]
         return [self.python, "-m", "jupyter_client.runapp", "--existing", self.connfile,
@@ -358,7 +369,7 @@ class Bench:
             self.kbox_calls += 1
         if rc != 0:
             why = "exit status %s" % rc
-        elif client == "kbox":
+        elif client in ("kbox", "floor"):
             m = KBOX_OUT.match(out)
             if not m:
                 why = "stdout %r is not \"Out[N]: 2\"" % out[:200]
@@ -601,9 +612,9 @@ def on_sigterm(signum, frame):
     raise Terminated()
 
 
-CLIENTS = ("kbox", "jupyter", "libkbox", "ctl")
+CLIENTS = ("kbox", "jupyter", "libkbox", "ctl", "floor")
 LABELS = {"kbox": "kbox exec", "jupyter": "jupyter run", "libkbox": "libkbox",
-          "ctl": "control socket"}
+          "ctl": "control socket", "floor": "floor_ctl"}
 
 
 def main(argv):
@@ -618,6 +629,10 @@ def main(argv):
     ap.add_argument("--bench-exec", metavar="PATH",
                     help="libkbox's execute round trip, bench/bench_exec (default: "
                          "bench/bench_exec beside KBOX, else $BENCH_EXEC)")
+    ap.add_argument("--floor-ctl", metavar="PATH",
+                    help="the floor of a kbox exec process, bench/floor_ctl (default: "
+                         "bench/floor_ctl beside KBOX, else $FLOOR_CTL; without one the "
+                         "floor client is left out)")
     ap.add_argument("--exec-n", type=int, default=100,
                     help="measured calls of each bench_exec process (one per round; default 100)")
     ap.add_argument("--exec-warmup", type=int, default=20,
@@ -661,6 +676,16 @@ def main(argv):
     if not os.access(bench_exec, os.X_OK):
         ap.error("%s is not an executable (make bench/bench_exec, or give --bench-exec)"
                  % bench_exec)
+    floor_ctl = args.floor_ctl or os.path.join(os.path.dirname(kbox), "bench", "floor_ctl")
+    if not args.floor_ctl and not os.access(floor_ctl, os.X_OK) and os.environ.get("FLOOR_CTL"):
+        floor_ctl = os.environ["FLOOR_CTL"]
+    floor_ctl = os.path.abspath(floor_ctl)
+    if not os.access(floor_ctl, os.X_OK):
+        if args.floor_ctl:
+            ap.error("%s is not an executable (make bench/floor_ctl, or give --floor-ctl)"
+                     % args.floor_ctl)
+        log("no %s (make bench/floor_ctl): the floor client is left out", floor_ctl)
+        floor_ctl = None
 
     signal.signal(signal.SIGTERM, on_sigterm)
     # A short private state dir: socket paths under it must stay < 108 bytes.
@@ -670,9 +695,11 @@ def main(argv):
     env = dict(os.environ, KBOX_HOME=home, JUPYTER_RUNTIME_DIR=os.path.join(tmpdir, "rt"))
     env.pop("KBOX_SESSION", None)
     bench = Bench(kbox, args.python, tmpdir, env, bench_exec)
+    bench.floor_ctl = floor_ctl
+    clients = CLIENTS if floor_ctl else tuple(c for c in CLIENTS if c != "floor")
     if args.jupyter != "none":
         bench.jupyter = args.jupyter
-    calls = {"kbox": [], "jupyter": [], "ctl": []}
+    calls = {c: [] for c in clients if c != "libkbox"}
     batches = []
     floor = []
     per_round = []
@@ -698,7 +725,7 @@ def main(argv):
         sup_pid = st["pid"]
         bench.connfile = kconn.write(kbox, env, SESSION, os.path.join(tmpdir, "kernel.json"))
         bench.count += 1  # (kconn asked the kernel with one execution)
-        sdir = os.path.join(home, "sessions", SESSION)
+        sdir = bench.sdir = os.path.join(home, "sessions", SESSION)
         sst = os.stat(sdir)
         bench.ctl_path = os.path.join(sdir, "control.sock")
         bench.ctl_hello = (json.dumps({"op": "session", "dir": sdir, "dev": sst.st_dev,
@@ -715,8 +742,8 @@ def main(argv):
             for client in ("kbox", "jupyter"):
                 bench.call(client)
         for r in range(args.rounds):
-            k = r % len(CLIENTS)
-            order = CLIENTS[k:] + CLIENTS[:k]
+            k = r % len(clients)
+            order = clients[k:] + clients[:k]
             this = {}
             for client in order:
                 if client == "libkbox":
@@ -737,9 +764,12 @@ def main(argv):
                     this[client] = statistics.median(c["wall_s"] for c in cs)
             per_round.append(this)
             log("round %2d/%d  kbox exec %6.1f ms  jupyter run %6.1f ms  libkbox %5.2f ms  "
-                "control socket %5.2f ms  jupyter/kbox %5.1fx  kbox/libkbox %4.2fx",
+                "control socket %5.2f ms  floor_ctl %s ms  jupyter/kbox %5.1fx  "
+                "kbox/libkbox %4.2fx",
                 r + 1, args.rounds, this["kbox"] * 1e3, this["jupyter"] * 1e3,
-                this["libkbox"] * 1e3, this["ctl"] * 1e3, this["jupyter"] / this["kbox"],
+                this["libkbox"] * 1e3, this["ctl"] * 1e3,
+                "%5.2f" % (this["floor"] * 1e3) if "floor" in this else "-",
+                this["jupyter"] / this["kbox"],
                 this["kbox"] / this["libkbox"])
 
         # The floor of any kbox command: start, load the same libraries, exit.
@@ -844,6 +874,8 @@ def main(argv):
     xratio = statistics.median(xratios)
     xpooled = stats["kbox"]["wall_median_s"] / stats["libkbox"]["wall_median_s"]
     xok = xratio <= EXEC_RATIO_TARGET
+    fratios = [r["floor"] / r["libkbox"] for r in per_round if "floor" in r]
+    fratio = statistics.median(fratios) if fratios else None
     rss_start_ok = bool(mem_start) and mem_start["VmRSS"] <= RSS_TARGET_KIB
     rss_end_ok = bool(mem_end) and mem_end["VmRSS"] <= RSS_TARGET_KIB \
         and calls_at_mem_end >= args.rss_calls
@@ -857,7 +889,9 @@ def main(argv):
     print("%-14s %4s %6s %9s %9s %9s %9s %9s %10s %10s"
           % ("client", "calls", "failed", "median", "mean", "p10", "p90", "max", "CPU/call",
              "peak RSS"))
-    for client in ("kbox", "jupyter", "libkbox", "ctl"):
+    for client in ("kbox", "jupyter", "libkbox", "ctl", "floor"):
+        if client not in stats:
+            continue
         s = stats[client]
         if client == "jupyter":
             peak = "%7.1f MiB" % (s["maxrss_median_kib"] / 1024)
@@ -873,7 +907,8 @@ def main(argv):
     print("(ms per call; kbox exec and jupyter run: a whole process, spawn to exit, and its CPU "
           "(user + sys);\n libkbox: kbox_client_execute in bench_exec's process and its CPU per "
           "call; control socket: this script's own calls on the\n supervisor's control.sock, "
-          "as kbox exec makes them (its CPU is not counted); peak RSS: jupyter run's\n median ru_maxrss, kbox exec's VmHWM read while it "
+          "as kbox exec makes them (its CPU is not counted); floor_ctl: the same\n from a C "
+          "program of libc alone, a process per call, spawn to exit; peak RSS: jupyter run's\n median ru_maxrss, kbox exec's VmHWM read while it "
           "waited (the maps check): its ru_maxrss would be\n this script's, which Linux carries "
           "across exec)")
     print()
@@ -972,6 +1007,12 @@ def main(argv):
                  (stats["ctl"]["wall_median_s"] - stats["libkbox"]["wall_median_s"]) * 1e3,
                  least * 1e3, least / stats["libkbox"]["wall_median_s"],
                  (stats["kbox"]["wall_median_s"] - least) * 1e3))
+    if "floor" in stats:
+        print("floor of a kbox exec process: floor_ctl (libc alone: connect, one write, read "
+              "the replies, print) %.2f ms, %.2fx libkbox's (rounds %.2fx .. %.2fx): the least "
+              "any kbox exec program takes here; kbox exec is %.2f ms above it"
+              % (stats["floor"]["wall_median_s"] * 1e3, fratio, min(fratios), max(fratios),
+                 (stats["kbox"]["wall_median_s"] - stats["floor"]["wall_median_s"]) * 1e3))
     print("failed calls: %d" % failed)
     for line in bench.failures[:10]:
         print("  " + line)
@@ -1002,6 +1043,8 @@ def main(argv):
         "cpu_ratio_jupyter_kbox": cpu_ratio,
         "floor_kbox_version": fl,
         "least_kbox_exec_s": (fl["wall_median_s"] + stats["ctl"]["wall_median_s"]) if fl else None,
+        "ratio_floor_libkbox": fratio,
+        "ratio_floor_libkbox_rounds": fratios,
         "least_ratio_kbox_libkbox": ((fl["wall_median_s"] + stats["ctl"]["wall_median_s"])
                                      / stats["libkbox"]["wall_median_s"]) if fl else None,
         "libraries": libs,

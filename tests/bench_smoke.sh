@@ -23,6 +23,7 @@ last_json() {
 needs kernel
 SKIP_EXEC=
 [ -x "$top_builddir/bench/bench_exec" ] || SKIP_EXEC="bench/bench_exec is not built (make bench/bench_exec)"
+[ -x "$top_builddir/bench/floor_ctl" ] || SKIP_EXEC="bench/floor_ctl is not built (make bench/floor_ctl)"
 
 fresh
 if [ -z "$SKIPPING" ]; then
@@ -73,11 +74,12 @@ check bench_walk_starts_both_sessions eval '[ "$(cat walk.rc)" = 0 ] &&
 [ -z "$SKIP_EXEC" ] || SKIPPING=$SKIP_EXEC
 if [ -z "$SKIPPING" ]; then
 	timeout -k 5 900 "$PY" "$B/session.py" "$KBOX" --bench-exec "$top_builddir/bench/bench_exec" \
-		-n 3 --rounds 1 --warmup 1 --exec-n 3 --exec-warmup 1 --rss-calls 3 --cpu-calls 3 \
+		--floor-ctl "$top_builddir/bench/floor_ctl" -n 3 --rounds 1 --warmup 1 --exec-n 3 --exec-warmup 1 --rss-calls 3 --cpu-calls 3 \
 		--long-calls 3 >session.out 2>&1
 fi
 check bench_session_makes_every_call_correctly eval '
 	last_json session.out "(r[\"failed_calls\"] == 0 and r[\"libraries_pass\"] is True and
 		r[\"clients\"][\"ctl\"][\"calls\"] == 3 and r[\"clients\"][\"ctl\"][\"failed\"] == 0 and
+		r[\"clients\"][\"floor\"][\"calls\"] == 3 and r[\"ratio_floor_libkbox\"] > 0 and
 		r[\"least_kbox_exec_s\"] > r[\"clients\"][\"ctl\"][\"wall_median_s\"])"'
 tests_done
