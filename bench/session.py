@@ -38,8 +38,9 @@ kernel's next execution count, jupyter run exactly "2"; both must exit 0
 and print nothing on stderr; bench_exec must exit 0 with no errors (its
 M + V executions advance the count).  W unmeasured calls of kbox exec and
 jupyter run come first, then R rounds, each running N calls of kbox exec,
-N of jupyter run and one bench_exec of M calls, back to back, the order
-rotated from round to round.
+N of jupyter run, one bench_exec of M calls, N calls on the control
+socket and N of floor_ctl (below), back to back, the order rotated from
+round to round.
 
 The fourth, control socket, is what kbox exec does after its start,
 without the process: this script connects to the supervisor's
@@ -85,7 +86,9 @@ call, the median CPU and peak RSS per call; the ratio jupyter run / kbox
 exec of the wall time (target >= 30), and kbox exec / libkbox (target <=
 1.8), each the median over rounds of the ratio of the two medians within
 a round (the ratio of the pooled medians is shown too), and the ratio of
-CPU per call.  The last line of stdout is one JSON object with every
+CPU per call; kbox exec's parts (kbox version + the control socket's
+round trip) and floor_ctl / libkbox, the least kbox exec / libkbox can be
+on the machine.  The last line of stdout is one JSON object with every
 figure (--json FILE adds each call's figures).  Exit status 0 when every
 call was correct (a missed target is reported, not fatal); 1 when the
 session did not start or any call or check failed to run; 2 on a usage
