@@ -11,8 +11,10 @@
  * reads until both replies (started, then the result) have come, and
  * prints the result's "text" (the escapes \n, \" and \\ undone: "Out[N]:
  * 2" and a newline).  No session lookup, no check of the peer, no JSON
- * parser: less than kbox exec may do.  Exit 0 when the second reply says
- * "ok":true and has a text, 1 otherwise (what was wrong on stderr). */
+ * parser: less than kbox exec may do.  A path with a quote, a backslash
+ * or a control character is refused (it would need escaping).  Exit 0
+ * when the second reply says "ok":true and has a text, 1 otherwise (what
+ * was wrong on stderr), 2 on a usage error. */
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +36,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: floor_ctl SESSION-DIR\n");
 		return 2;
 	}
+	/* (written into the JSON line as it is: nothing there to escape) */
+	for (const char *c = argv[1]; *c; c++)
+		if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) {
+			fprintf(stderr,
+			        "floor_ctl: %s: a quote, backslash or control character "
+			        "in the path: give another\n",
+			        argv[1]);
+			return 1;
+		}
 	if (stat(argv[1], &st) < 0 || strlen(argv[1]) > 4096 ||
 	    (size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/control.sock", argv[1]) >=
 	            sizeof sa.sun_path) {

@@ -364,6 +364,18 @@ class Bench:
         return [self.python, "-m", "jupyter_client.runapp", "--existing", self.connfile,
                 self.codefile]
 
+    def take_out(self, out, what):
+        """Check that OUT (bytes; WHAT names it) is "Out[N]: 2" with N the
+        kernel's next execution count, and count it: None, or what is wrong."""
+        m = KBOX_OUT.match(out)
+        if not m:
+            return "%s %r is not \"Out[N]: 2\"" % (what, out[:200])
+        n, expected = int(m.group(1)), self.count + 1
+        self.count = n
+        if n != expected:
+            return "execution count %d, expected %d" % (n, expected)
+        return None
+
     def call(self, client):
         """One call of CLIENT, checked: a dict of its figures and whether it was right."""
         wall, rc, out, err, ru = run_timed(self.argv(client), self.env, self.tmpdir)
@@ -373,13 +385,7 @@ class Bench:
         if rc != 0:
             why = "exit status %s" % rc
         elif client in ("kbox", "floor"):
-            m = KBOX_OUT.match(out)
-            if not m:
-                why = "stdout %r is not \"Out[N]: 2\"" % out[:200]
-            elif int(m.group(1)) != self.count + 1:
-                why = "execution count %s, expected %d" % (m.group(1), self.count + 1)
-            if m:
-                self.count = int(m.group(1))
+            why = self.take_out(out, "stdout")
         else:
             if out != b"2":
                 why = "stdout %r is not \"2\"" % out[:200]
@@ -425,6 +431,7 @@ class Bench:
             buf = b""
             t0 = time.perf_counter()
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(120)  # (as run_timed bounds a process: a hang fails the call)
             try:
                 s.connect(self.ctl_path)
                 s.sendall(req)
@@ -442,15 +449,9 @@ class Bench:
             lines = buf.split(b"\n")
             try:
                 started, reply = json.loads(lines[0]), json.loads(lines[1])
-                m = KBOX_OUT.match(reply.get("text", "").encode())
+                why = self.take_out(reply.get("text", "").encode(), "text")
                 if started.get("started") is not True or reply.get("ok") is not True:
                     why = "not started and ok: %r" % buf[:300]
-                elif not m:
-                    why = "text %r is not \"Out[N]: 2\"" % reply.get("text", "")[:200]
-                elif int(m.group(1)) != self.count + 1:
-                    why = "execution count %s, expected %d" % (m.group(1), self.count + 1)
-                if m:
-                    self.count = int(m.group(1))
             except (ValueError, IndexError, AttributeError):
                 why = "replies %r are not two JSON lines" % buf[:300]
             if why:
