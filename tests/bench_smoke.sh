@@ -82,4 +82,25 @@ check bench_session_makes_every_call_correctly eval '
 		r[\"clients\"][\"ctl\"][\"calls\"] == 3 and r[\"clients\"][\"ctl\"][\"failed\"] == 0 and
 		r[\"clients\"][\"floor\"][\"calls\"] == 3 and r[\"ratio_floor_libkbox\"] > 0 and
 		r[\"least_kbox_exec_s\"] > r[\"clients\"][\"ctl\"][\"wall_median_s\"])"'
+
+# floor_ctl's bad input: one line on stderr and its status, nothing sent
+[ -z "$SKIP_EXEC" ] || SKIPPING=$SKIP_EXEC
+fresh
+if [ -z "$SKIPPING" ]; then
+	"$top_builddir/bench/floor_ctl" >stdout 2>stderr
+	rc=$?
+fi
+check floor_ctl_without_a_directory_is_a_usage_error fails_with 2 "usage: floor_ctl SESSION-DIR"
+if [ -z "$SKIPPING" ]; then
+	"$top_builddir/bench/floor_ctl" "$T/a\"b" >stdout 2>stderr
+	rc=$?
+fi
+check floor_ctl_refuses_a_path_it_would_have_to_escape fails_with 1 \
+	"floor_ctl: $T/a\"b: a quote, backslash or control character in the path: give another"
+if [ -z "$SKIPPING" ]; then
+	"$top_builddir/bench/floor_ctl" "$T/none" >stdout 2>stderr
+	rc=$?
+fi
+check floor_ctl_of_no_session_directory_says_so fails_with 1 \
+	"floor_ctl: $T/none: no session directory (or its path is too long)"
 tests_done
