@@ -249,6 +249,38 @@ kbox exec -s rr 'a = 1'
 kbox exec -s rr 'b = "x"; 1 / 0'
 died_naming rr exec_after_death_names_what_a_cell_that_raised_had_defined 'a: int, b: str'
 "$KBOX" rm -f -s rr >/dev/null 2>&1
+# the hook looks at the names added since its last call, and at all of
+# them when names were removed: a name removed is gone from the list, a
+# name defined again goes last (as in the namespace), a new name
+# defined between removing the last one and defining it again is named,
+# and a key that is no str is nobody's variable
+setup_for exec_after_death_names_what_is_left_after_names_were_removed \
+	exec_after_death_names_a_name_defined_again_last \
+	exec_after_death_names_what_came_between_removing_the_last_name_and_defining_it_again \
+	exec_after_death_names_what_came_between_removing_the_last_names_and_defining_one_again \
+	exec_after_death_leaves_out_a_key_that_is_no_str
+fresh
+kbox exec -s vm1 'a = 1; b = 2; c = 3'
+kbox exec -s vm1 'd = 4'
+kbox exec -s vm1 'del b, d'
+died_naming vm1 exec_after_death_names_what_is_left_after_names_were_removed 'a: int, c: int'
+fresh
+kbox exec -s vm2 'a = 1; b = 2'
+kbox exec -s vm2 'del a; a = "x"'
+died_naming vm2 exec_after_death_names_a_name_defined_again_last 'b: int, a: str'
+fresh
+kbox exec -s vm3 'a = 1; b = 2; c = 3'
+kbox exec -s vm3 'del a, c; e = 5; c = 6'
+died_naming vm3 exec_after_death_names_what_came_between_removing_the_last_name_and_defining_it_again 'b: int, e: int, c: int'
+fresh
+kbox exec -s vm4 'a = 1; b = 2; c = 3'
+kbox exec -s vm4 'del a, b, c; e = 5; c = 6'
+died_naming vm4 exec_after_death_names_what_came_between_removing_the_last_names_and_defining_one_again 'e: int, c: int'
+fresh
+kbox exec -s vm5 'globals()[1] = 2; x = 1'
+kbox exec -s vm5 'y = 2'
+died_naming vm5 exec_after_death_leaves_out_a_key_that_is_no_str 'x: int, y: int'
+for i in 1 2 3 4 5; do "$KBOX" rm -f -s vm$i >/dev/null 2>&1; done
 # the hook answers kbox's cells only: another front end on the same
 # kernel (a jupyter_client of its connection, as bench/kconn.py makes
 # one) gets no payload of kbox's in its replies, and what its cells
