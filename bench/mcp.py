@@ -44,11 +44,10 @@ two ways, the order of the clients rotated from round to round:
                 (each after a turn of its model), to a kernel, supervisor
                 and server that have finished their work for the call
                 before.  The figures of record.
-  back to back  each call as soon as the one before is answered: the
-                kernel then spent ~0.4 ms more of its CPU per kbox mcp
-                call than per jupyter_client call here, and the same
-                with a pause (bench/README.md); jupyter_client's own
-                ~1.2 ms of Python per call is a pause of a kind.
+  back to back  each call as soon as the one before is answered
+                (jupyter_client's own ~1.2 ms of Python per call is a
+                pause of a kind; what the kernel spends per call of
+                each client, either way: bench/README.md).
                 --pause 0 measures this way only.
 
 Reported: per client the median, p10 and p90 of the wall time per call;
