@@ -258,7 +258,8 @@ setup_for exec_after_death_names_what_is_left_after_names_were_removed \
 	exec_after_death_names_a_name_defined_again_last \
 	exec_after_death_names_what_came_between_removing_the_last_name_and_defining_it_again \
 	exec_after_death_names_what_came_between_removing_the_last_names_and_defining_one_again \
-	exec_after_death_leaves_out_a_key_that_is_no_str
+	exec_after_death_leaves_out_a_key_that_is_no_str \
+	exec_after_death_names_what_only_the_64th_calls_whole_walk_finds
 fresh
 kbox exec -s vm1 'a = 1; b = 2; c = 3'
 kbox exec -s vm1 'd = 4'
@@ -280,7 +281,15 @@ fresh
 kbox exec -s vm5 'globals()[1] = 2; x = 1'
 kbox exec -s vm5 'y = 2'
 died_naming vm5 exec_after_death_leaves_out_a_key_that_is_no_str 'x: int, y: int'
-for i in 1 2 3 4 5; do "$KBOX" rm -f -s vm$i >/dev/null 2>&1; done
+# the one case the hook's checks cannot see (the last two names where
+# they were, the length as before: removed as many as were added, y
+# among them) is made good by the whole walk of every 64th call
+fresh
+kbox exec -s vm6 'a = 1; b = 2; p = 3; k = 4'
+kbox exec -s vm6 'del a, b, p, k; y = 1; p = 2; k = 3'
+for i in $(seq 64); do kbox exec -s vm6 pass; done
+died_naming vm6 exec_after_death_names_what_only_the_64th_calls_whole_walk_finds 'y: int, p: int, k: int'
+for i in 1 2 3 4 5 6; do "$KBOX" rm -f -s vm$i >/dev/null 2>&1; done
 # the hook answers kbox's cells only: another front end on the same
 # kernel (a jupyter_client of its connection, as bench/kconn.py makes
 # one) gets no payload of kbox's in its replies, and what its cells
